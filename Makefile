@@ -1,0 +1,28 @@
+# Assay: `make demo` (the dashboard with a demo run, embedded default) and `make test`.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-stamp
+export DEBUG ?= true
+
+.PHONY: install demo test lint bench
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e ".[test]"
+	touch $(STAMP)
+
+install: $(STAMP)
+
+demo: install
+	$(BIN)/python manage.py demo
+
+test: install
+	$(BIN)/python -m pytest
+
+lint: install
+	$(BIN)/ruff check .
+
+bench: install
+	$(BIN)/python bench/run_all.py

@@ -1,0 +1,19 @@
+"""Test settings: the same env-driven module, with fast hashing and eager Celery by default.
+
+Set DATABASE_URL / REDIS_URL to run the suite on PostgreSQL and drive a real worker
+through Redis (see .ci/run).
+"""
+
+import os
+import tempfile
+
+os.environ.setdefault("DEBUG", "true")
+os.environ.setdefault("SECRET_KEY", "test-secret-key-not-for-production-" + "x" * 20)
+os.environ.setdefault("ASSAY_VAR_DIR", tempfile.mkdtemp(prefix="assay-test-var-"))
+
+from .settings import *  # noqa: E402,F403
+
+PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+CELERY_TASK_ALWAYS_EAGER = True
+CELERY_TASK_EAGER_PROPAGATES = True
+STORAGES["staticfiles"]["BACKEND"] = "django.contrib.staticfiles.storage.StaticFilesStorage"  # noqa: F405

@@ -1,0 +1,22 @@
+from django.db import migrations
+
+ROLES = ("reviewer", "engineer", "lead")
+
+
+def create_roles(apps, schema_editor):
+    Group = apps.get_model("auth", "Group")
+    for name in ROLES:
+        Group.objects.get_or_create(name=name)
+
+
+def remove_roles(apps, schema_editor):
+    apps.get_model("auth", "Group").objects.filter(name__in=ROLES).delete()
+
+
+class Migration(migrations.Migration):
+    dependencies = [
+        ("auth", "0012_alter_user_first_name_max_length"),
+        ("evals", "0002_initial"),
+    ]
+
+    operations = [migrations.RunPython(create_roles, remove_roles)]

@@ -1,0 +1,338 @@
+"""Suites, cases, runs, trials and grades: what was asked, how often, and what came back.
+
+Invariants:
+- A case is frozen: its content (input, expected, context documents) is hashed; a change
+  makes a new case and retires the old one, so runs weeks apart compare the same thing.
+- One trial per (run, case, attempt) and one grade per (trial, grader), enforced by the
+  database, so a redelivered or retried task never duplicates or loses a row.
+- Unknown is null: a trial's cost is null when its model's price is unknown; an errored
+  grade has ``passed = None``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import uuid
+from typing import Any
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+from django.urls import reverse
+
+
+def content_hash(*, input: Any, expected: Any, context: Any) -> str:
+    """SHA-256 (hex, 64 chars) of a case's content in canonical JSON (sorted keys, no spaces)."""
+    payload = json.dumps(
+        {"input": input, "expected": expected, "context": context},
+        sort_keys=True,
+        separators=(",", ":"),
+        ensure_ascii=False,
+        allow_nan=False,
+    )
+    return hashlib.sha256(payload.encode("utf-8")).hexdigest()
+
+
+class Suite(models.Model):
+    """A frozen collection of cases run as a unit."""
+
+    class Kind(models.TextChoices):
+        CAPABILITY = "capability", "capability"
+        REGRESSION = "regression", "regression"
+
+    uuid = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
+    name = models.CharField(max_length=200, unique=True)
+    description = models.TextField(blank=True)
+    kind = models.CharField(max_length=20, choices=Kind.choices, default=Kind.REGRESSION)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class CaseQuerySet(models.QuerySet):
+    def active(self) -> CaseQuerySet:
+        return self.filter(retired_at__isnull=True)
+
+
+class Case(models.Model):
+    """One input of a suite, with its optional expected answer, context documents and tags.
+
+    ``input`` is a string or a JSON object; ``expected`` any JSON value or null;
+    ``context`` a list of ``{"id": str, "text": str}``; ``tags`` a list of strings.
+    """
+
+    uuid = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
+    suite = models.ForeignKey(Suite, on_delete=models.CASCADE, related_name="cases")
+    key = models.CharField(max_length=200)
+    input = models.JSONField()
+    expected = models.JSONField(null=True, blank=True)
+    context = models.JSONField(default=list, blank=True)
+    tags = models.JSONField(default=list, blank=True)
+    content_hash = models.CharField(max_length=64, db_index=True, editable=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+    retired_at = models.DateTimeField(null=True, blank=True)
+    replaced_by = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="replaces"
+    )
+
+    objects = CaseQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["suite_id", "key", "id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["suite", "key"],
+                condition=Q(retired_at__isnull=True),
+                name="case_unique_active_key_per_suite",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.suite_id}:{self.key}"
+
+    def save(self, *args, **kwargs):
+        self.content_hash = content_hash(
+            input=self.input, expected=self.expected, context=self.context
+        )
+        super().save(*args, **kwargs)
+
+    @property
+    def input_text(self) -> str:
+        """The input as display text: strings as they are, JSON objects pretty-printed."""
+        if isinstance(self.input, str):
+            return self.input
+        return json.dumps(self.input, indent=2, ensure_ascii=False)
+
+
+class ModelPrice(models.Model):
+    """A project override of a model's price, in USD per million tokens.
+
+    Built-in prices live in ``evals.pricing.BUILTIN_PRICES``; a row here always wins over a
+    built-in price that matches the same model name (see ``evals.pricing.price_lookup``).
+    ``model`` is an exact model name, or a prefix pattern ending in ``*``.
+    """
+
+    model = models.CharField(max_length=200, unique=True)
+    input_usd_per_mtok = models.DecimalField(max_digits=12, decimal_places=6)
+    output_usd_per_mtok = models.DecimalField(max_digits=12, decimal_places=6)
+    note = models.CharField(max_length=200, blank=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["model"]
+        verbose_name = "model price (project override)"
+
+    def __str__(self) -> str:
+        return self.model
+
+
+class RunQuerySet(models.QuerySet):
+    def finished(self) -> RunQuerySet:
+        return self.filter(status__in=Run.TERMINAL)
+
+    def active(self) -> RunQuerySet:
+        return self.exclude(status__in=Run.TERMINAL)
+
+
+class Run(models.Model):
+    """One execution of a suite against one target configuration, N trials per case.
+
+    ``target`` is the snapshot of the target configuration at start: ``{"kind": ...,
+    "model": ..., "prompt_template": ..., "prompt_revision": ..., "settings": {...}, ...}``;
+    ``graders`` the grader set: a list of ``{"key", "kind", "config", "gating"}``.
+    """
+
+    class Status(models.TextChoices):
+        QUEUED = "queued", "queued"
+        RUNNING = "running", "running"
+        SUCCEEDED = "succeeded", "succeeded"
+        FAILED = "failed", "failed"
+        CANCELLED = "cancelled", "cancelled"
+
+    TERMINAL = (Status.SUCCEEDED, Status.FAILED, Status.CANCELLED)
+
+    class Source(models.TextChoices):
+        EXECUTED = "executed", "executed by Assay"
+        IMPORTED = "imported", "imported"
+
+    uuid = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
+    suite = models.ForeignKey(Suite, on_delete=models.PROTECT, related_name="runs")
+    name = models.CharField(max_length=200)
+    source = models.CharField(max_length=20, choices=Source.choices, default=Source.EXECUTED)
+    target_kind = models.CharField(max_length=40)
+    model = models.CharField(max_length=200, blank=True)
+    target = models.JSONField(default=dict, blank=True)
+    graders = models.JSONField(default=list, blank=True)
+    source_version = models.CharField(max_length=200, blank=True)
+    trials_per_case = models.PositiveIntegerField(default=1)
+    status = models.CharField(max_length=20, choices=Status.choices, default=Status.QUEUED)
+    trials_total = models.PositiveIntegerField(default=0)
+    trials_finished = models.PositiveIntegerField(default=0)
+    trials_errored = models.PositiveIntegerField(default=0)
+    error_message = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    started_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
+    )
+
+    objects = RunQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        constraints = [
+            models.UniqueConstraint(fields=["suite", "name"], name="run_unique_name_per_suite"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.suite.name} / {self.name}"
+
+    def get_absolute_url(self) -> str:
+        return reverse("evals:run-detail", kwargs={"run_id": self.uuid})
+
+    @property
+    def is_terminal(self) -> bool:
+        return self.status in self.TERMINAL
+
+    @property
+    def is_simulated(self) -> bool:
+        return self.target_kind == "simulated"
+
+
+class TrialQuerySet(models.QuerySet):
+    def errored(self) -> TrialQuerySet:
+        return self.filter(status=Trial.Status.ERROR)
+
+    def ok(self) -> TrialQuerySet:
+        return self.filter(status=Trial.Status.OK)
+
+
+class Trial(models.Model):
+    """One attempt (1..N) of one case in a run: output, tokens, latency, cost, status.
+
+    ``latency_ms`` is wall-clock milliseconds of the target call; ``cost_usd`` is null when
+    the model's price is unknown (never zero by default).
+    """
+
+    class Status(models.TextChoices):
+        QUEUED = "queued", "queued"
+        RUNNING = "running", "running"
+        OK = "ok", "ok"
+        ERROR = "error", "error"
+        CANCELLED = "cancelled", "cancelled"
+
+    FINISHED = (Status.OK, Status.ERROR)
+
+    uuid = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="trials")
+    case = models.ForeignKey(Case, on_delete=models.PROTECT, related_name="trials")
+    attempt = models.PositiveIntegerField()
+    status = models.CharField(max_length=20, choices=Status.choices, default=Status.QUEUED)
+    output = models.TextField(blank=True)
+    raw_response = models.JSONField(null=True, blank=True)
+    error_message = models.TextField(blank=True)
+    latency_ms = models.FloatField(null=True, blank=True)
+    input_tokens = models.PositiveIntegerField(null=True, blank=True)
+    output_tokens = models.PositiveIntegerField(null=True, blank=True)
+    cost_usd = models.DecimalField(max_digits=14, decimal_places=8, null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    lease_expires_at = models.DateTimeField(null=True, blank=True)
+
+    objects = TrialQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["run_id", "case_id", "attempt"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["run", "case", "attempt"], name="trial_unique_run_case_attempt"
+            ),
+            models.CheckConstraint(condition=Q(attempt__gte=1), name="trial_attempt_from_1"),
+        ]
+        indexes = [models.Index(fields=["run", "status"])]
+
+    def __str__(self) -> str:
+        return f"trial {self.case_id}#{self.attempt}"
+
+
+class GradeQuerySet(models.QuerySet):
+    def ok(self) -> GradeQuerySet:
+        return self.filter(status=Grade.Status.OK)
+
+    def errored(self) -> GradeQuerySet:
+        return self.filter(status=Grade.Status.ERROR)
+
+
+class Grade(models.Model):
+    """A grader's verdict on a trial: passed, score 0..1, reason, status.
+
+    An errored grade (the grader raised, a judge call failed, the reply was unparseable)
+    has ``passed = None`` and ``score = None``; every aggregate leaves it out and counts it.
+    """
+
+    class Status(models.TextChoices):
+        OK = "ok", "ok"
+        ERROR = "error", "error"
+
+    trial = models.ForeignKey(Trial, on_delete=models.CASCADE, related_name="grades")
+    grader = models.CharField(max_length=200)
+    grader_version = models.CharField(max_length=100, blank=True)
+    judge_version = models.ForeignKey(
+        "judges.JudgeVersion", null=True, blank=True, on_delete=models.PROTECT,
+        related_name="grades",
+    )
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.OK)
+    passed = models.BooleanField(null=True)
+    score = models.FloatField(null=True, blank=True)
+    reason = models.TextField(blank=True)
+    details = models.JSONField(default=dict, blank=True)
+    gating = models.BooleanField(default=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    objects = GradeQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["trial_id", "grader"]
+        constraints = [
+            models.UniqueConstraint(fields=["trial", "grader"], name="grade_unique_trial_grader"),
+            models.CheckConstraint(
+                condition=Q(status="error", passed__isnull=True)
+                | Q(status="ok", passed__isnull=False),
+                name="grade_passed_null_iff_error",
+            ),
+            models.CheckConstraint(
+                condition=Q(score__isnull=True) | Q(score__gte=0, score__lte=1),
+                name="grade_score_in_unit_interval",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.grader} on {self.trial_id}"
+
+
+class TrialPair(models.Model):
+    """Two trials of the same case compared with each other (response A and response B).
+
+    Pairwise records (human preferences, pairwise judge verdicts) are stored against a pair.
+    """
+
+    uuid = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
+    case = models.ForeignKey(Case, on_delete=models.PROTECT, related_name="pairs")
+    trial_a = models.ForeignKey(Trial, on_delete=models.CASCADE, related_name="pairs_as_a")
+    trial_b = models.ForeignKey(Trial, on_delete=models.CASCADE, related_name="pairs_as_b")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["trial_a", "trial_b"], name="pair_unique_trials"),
+        ]
+
+    def __str__(self) -> str:
+        return f"pair {self.trial_a_id}/{self.trial_b_id}"

@@ -1,0 +1,149 @@
+"""Judges and their immutable versions, and pairwise verdicts.
+
+A judge version is content-addressed: any change to model, prompt, parameters or output
+schema makes a new version (a new ``content_hash``). A new version is untrusted: its
+grades are provisional until calibration and a lead's approval (labeling issue).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import uuid
+
+from django.db import models
+
+
+class Judge(models.Model):
+    """A named LLM grader; its behaviour lives in its versions."""
+
+    class Kind(models.TextChoices):
+        RUBRIC = "rubric", "rubric (pointwise)"
+        PAIRWISE = "pairwise", "pairwise"
+        FAITHFULNESS = "faithfulness", "faithfulness"
+        RECORDED = "recorded", "recorded elsewhere (imported)"
+
+    uuid = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
+    name = models.CharField(max_length=200, unique=True)
+    kind = models.CharField(max_length=20, choices=Kind.choices)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+def judge_version_hash(
+    *, model: str, protocol: str, prompt_template: str, params: dict, output_schema: dict,
+    threshold: float | None,
+) -> str:
+    """SHA-256 (hex) over everything that defines a judge version's behaviour."""
+    payload = json.dumps(
+        {
+            "model": model,
+            "protocol": protocol,
+            "prompt_template": prompt_template,
+            "params": params,
+            "output_schema": output_schema,
+            "threshold": threshold,
+        },
+        sort_keys=True,
+        separators=(",", ":"),
+        ensure_ascii=False,
+    )
+    return hashlib.sha256(payload.encode("utf-8")).hexdigest()
+
+
+class JudgeVersion(models.Model):
+    """An immutable LLM grader: model, prompt template, parameters, output schema.
+
+    ``protocol`` names the prompt protocol when the version was recorded elsewhere
+    (imported verdicts); ``trusted_at`` is null until a lead approves its calibration.
+    """
+
+    uuid = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
+    judge = models.ForeignKey(Judge, on_delete=models.CASCADE, related_name="versions")
+    number = models.PositiveIntegerField()
+    content_hash = models.CharField(max_length=64, editable=False)
+    base_url = models.CharField(max_length=500, blank=True)
+    model = models.CharField(max_length=200)
+    protocol = models.CharField(max_length=200, blank=True)
+    prompt_template = models.TextField(blank=True)
+    params = models.JSONField(default=dict, blank=True)
+    output_schema = models.JSONField(default=dict, blank=True)
+    threshold = models.FloatField(null=True, blank=True)
+    trusted_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["judge__name", "number"]
+        constraints = [
+            models.UniqueConstraint(fields=["judge", "number"], name="judge_version_unique_number"),
+            models.UniqueConstraint(
+                fields=["judge", "content_hash"], name="judge_version_unique_content"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.judge.name} v{self.number}"
+
+    def save(self, *args, **kwargs):
+        self.content_hash = judge_version_hash(
+            model=self.model,
+            protocol=self.protocol,
+            prompt_template=self.prompt_template,
+            params=self.params,
+            output_schema=self.output_schema,
+            threshold=self.threshold,
+        )
+        super().save(*args, **kwargs)
+
+    @property
+    def grader_key(self) -> str:
+        """The key its grades carry in ``Grade.grader``."""
+        return f"judge:{self.judge.name}:v{self.number}"
+
+    @property
+    def is_trusted(self) -> bool:
+        return self.trusted_at is not None
+
+
+class PairwiseVerdict(models.Model):
+    """One presentation of a pair to a pairwise judge version, in original A/B naming.
+
+    ``position`` is ``original`` (A shown first) or ``swapped`` (B shown first);
+    ``preferred`` is always in the original naming, null when the call errored or the reply
+    had no parseable verdict.
+    """
+
+    class Position(models.TextChoices):
+        ORIGINAL = "original", "A shown first"
+        SWAPPED = "swapped", "B shown first"
+
+    class Status(models.TextChoices):
+        OK = "ok", "ok"
+        ERROR = "error", "error"
+
+    pair = models.ForeignKey("evals.TrialPair", on_delete=models.CASCADE, related_name="verdicts")
+    judge_version = models.ForeignKey(
+        JudgeVersion, on_delete=models.PROTECT, related_name="pairwise_verdicts"
+    )
+    position = models.CharField(max_length=10, choices=Position.choices)
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.OK)
+    preferred = models.CharField(max_length=1, blank=True, choices=[("A", "A"), ("B", "B")])
+    score = models.FloatField(null=True, blank=True)
+    reason = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["pair", "judge_version", "position"],
+                name="pairwise_verdict_unique_presentation",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.judge_version} {self.position}: {self.preferred or 'error'}"

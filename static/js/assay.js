@@ -1,0 +1,1 @@
+// Assay's small behaviours. No inline script anywhere (CSP forbids it).
