@@ -1,0 +1,91 @@
+"""The target contract.
+
+A target turns one case (one attempt) into a ``TargetResult``. It never raises for a
+provider or pipeline failure: it returns a result with ``error`` set, which the runner
+stores as an errored trial (never a pass). It may raise ``TargetConfigError`` only when it
+is built from a bad configuration, before any call.
+
+Targets are async so that one Celery task can run a chunk of trials concurrently; a
+synchronous pipeline (a Python callable) runs in a worker thread.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+
+class TargetConfigError(ValueError):
+    """A target configuration is invalid; the message names the field."""
+
+
+@dataclass(frozen=True)
+class CaseInput:
+    """What a target sees of a case: key, input (str or JSON object), expected, context, tags,
+    and the attempt number (1..N)."""
+
+    key: str
+    input: Any
+    expected: Any = None
+    context: list[dict] = field(default_factory=list)
+    tags: list[str] = field(default_factory=list)
+    attempt: int = 1
+
+
+@dataclass(frozen=True)
+class TargetResult:
+    """One call's outcome.
+
+    ``output``: the text to grade ("" on error); ``raw_response``: JSON-safe provider reply
+    or error body; ``input_tokens``/``output_tokens``: counts, None when unknown;
+    ``latency_ms``: wall-clock milliseconds of the call including retries; ``error``: None on
+    success, else a message carrying the provider's own words; ``model``: the model that
+    answered (for pricing), None when unknown; ``attempts``: HTTP attempts made.
+    """
+
+    output: str
+    raw_response: Any = None
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    latency_ms: float = 0.0
+    error: str | None = None
+    model: str | None = None
+    attempts: int = 1
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
+class Target(Protocol):
+    """Anything with ``kind``, ``model`` and an async ``call``."""
+
+    kind: str
+    model: str | None
+
+    async def call(self, case: CaseInput) -> TargetResult: ...
+
+    async def aclose(self) -> None: ...
+
+
+def target_from_config(config: dict) -> Target:
+    """Build a target from a run's target snapshot ``{"kind": "openai"|"callable"|"simulated", ...}``.
+
+    Raises ``TargetConfigError`` naming the bad field.
+    """
+    if not isinstance(config, dict):
+        raise TargetConfigError("target: expected an object")
+    kind = config.get("kind")
+    if kind == "openai":
+        from .openai import OpenAITarget
+
+        return OpenAITarget.from_config(config)
+    if kind == "callable":
+        from .pycallable import CallableTarget
+
+        return CallableTarget.from_config(config)
+    if kind == "simulated":
+        from .simulated import SimulatedTarget
+
+        return SimulatedTarget.from_config(config)
+    raise TargetConfigError(f"target.kind: unknown kind {kind!r} (openai, callable, simulated)")
