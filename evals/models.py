@@ -20,6 +20,7 @@ from django.conf import settings
 from django.db import models
 from django.db.models import Q
 from django.urls import reverse
+from django.utils import timezone
 
 
 def content_hash(*, input: Any, expected: Any, context: Any) -> str:
@@ -241,7 +242,8 @@ class Trial(models.Model):
     input_tokens = models.PositiveIntegerField(null=True, blank=True)
     output_tokens = models.PositiveIntegerField(null=True, blank=True)
     cost_usd = models.DecimalField(max_digits=14, decimal_places=8, null=True, blank=True)
-    created_at = models.DateTimeField(auto_now_add=True)
+    # Settable: imported trials keep the time their source recorded (always aware, UTC).
+    created_at = models.DateTimeField(default=timezone.now)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
     lease_expires_at = models.DateTimeField(null=True, blank=True)

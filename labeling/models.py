@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.db import models
+from django.utils import timezone
 
 
 class Label(models.Model):
@@ -32,7 +33,7 @@ class Label(models.Model):
     critique = models.TextField(blank=True)
     source = models.CharField(max_length=10, choices=Source.choices, default=Source.REVIEWER)
     details = models.JSONField(default=dict, blank=True)
-    created_at = models.DateTimeField(auto_now_add=True)
+    created_at = models.DateTimeField(default=timezone.now)
 
     class Meta:
         ordering = ["trial_id", "created_at"]
