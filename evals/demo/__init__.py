@@ -1,0 +1,1 @@
+"""Assay's own demo: an expense-policy assistant, its suites and its business-rule oracle."""

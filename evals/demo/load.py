@@ -1,0 +1,45 @@
+"""Loading the demo: suites and cases (idempotent), and the demo user."""
+
+from __future__ import annotations
+
+from django.contrib.auth.models import Group, User
+from django.db import transaction
+
+from evals.models import Suite
+from evals.roles import ROLES
+
+from .data import SUITES
+
+
+@transaction.atomic
+def demo_suites_load() -> list[Suite]:
+    """Creates or updates the demo suites; unchanged cases are reused (content hash)."""
+    from evals.services_cases import case_upsert
+
+    suites = []
+    for spec in SUITES:
+        suite, _ = Suite.objects.get_or_create(
+            name=spec["name"], defaults={"kind": spec["kind"], "description": spec["description"]}
+        )
+        for case in spec["cases"]:
+            case_upsert(
+                suite=suite,
+                key=case["key"],
+                input=case["input"],
+                expected=case["expected"],
+                context=case.get("context", []),
+                tags=case["tags"],
+            )
+        suites.append(suite)
+    return suites
+
+
+def demo_user_ensure(*, username: str, password: str) -> User:
+    """The demo login: staff, superuser, in every role. Its password is reset each time."""
+    user, _ = User.objects.get_or_create(username=username)
+    user.is_staff = True
+    user.is_superuser = True
+    user.set_password(password)
+    user.save()
+    user.groups.set(Group.objects.filter(name__in=ROLES))
+    return user

@@ -1,0 +1,144 @@
+"""`python manage.py demo`: the main job on the embedded default, end to end.
+
+Migrates, loads the demo suites and (when ../shared/data is present) real labeled data,
+starts a real Celery worker on the configured broker (the server-less filesystem broker
+by default), runs the demo suites through it against the simulated target, prints the
+login, then serves the dashboard on 127.0.0.1:8000 with the worker alongside.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from django.conf import settings
+from django.core.management import call_command
+from django.core.management.base import BaseCommand, CommandError
+
+from evals.demo.data import DEMO_GRADERS, PROMPT
+from evals.demo.load import demo_suites_load, demo_user_ensure
+from evals.models import Run
+
+REAL_DATA = ("llmbar_pointwise", "halueval_general")
+
+# Per-case pass probabilities of the simulated assistant: it is weakest at the boundary.
+PASS_PROBABILITY = {
+    "at-boundary": 0.35,
+    "above-boundary": 0.6,
+    "below-boundary": 0.8,
+    "no-receipt-boundary": 0.5,
+    "no-receipt-large": 0.7,
+    "split-bill": 0.4,
+    "multi-currency": 0.5,
+    "vague": 0.6,
+}
+
+
+def demo_target(seed: int) -> dict:
+    return {
+        "kind": "simulated",
+        "model": "simulated",
+        "seed": seed,
+        "prompt_template": PROMPT,
+        "prompt_revision": "demo-1",
+        "default_pass_probability": 0.95,
+        "pass_probability": PASS_PROBABILITY,
+        "error_probability": 0.0,
+    }
+
+
+class Command(BaseCommand):
+    help = "Set up and serve the demo: migrate, load data, run the demo suites, serve."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--addrport", default="127.0.0.1:8000")
+        parser.add_argument("--no-serve", action="store_true", help="stop after the demo runs")
+        parser.add_argument("--username", default="demo")
+        parser.add_argument(
+            "--password", default=os.environ.get("ASSAY_DEMO_PASSWORD", "assay-demo")
+        )
+        parser.add_argument("--trials", type=int, default=5)
+        parser.add_argument("--timeout", type=float, default=300.0, help="seconds per run")
+
+    def handle(self, *args, **opts):
+        call_command("migrate", interactive=False, verbosity=0)
+        user = demo_user_ensure(username=opts["username"], password=opts["password"])
+        suites = demo_suites_load()
+        self.stdout.write(f"demo suites: {', '.join(s.name for s in suites)}")
+        self._import_real_data()
+
+        worker = self._start_worker()
+        try:
+            for index, suite in enumerate(suites):
+                run = self._run_demo_suite(suite, index, user, opts)
+                self.stdout.write(
+                    f"run {run.suite.name} / {run.name}: {run.status} "
+                    f"({run.trials_finished} of {run.trials_total} trials, "
+                    f"{run.trials_errored} errored) -> /runs/{run.uuid}/"
+                )
+            self.stdout.write(self.style.SUCCESS(
+                f"\nDashboard: http://{opts['addrport']}/  login: {opts['username']} / "
+                f"{opts['password']}\n"
+            ))
+            if not opts["no_serve"]:
+                call_command("runserver", opts["addrport"], use_reloader=False)
+        finally:
+            self._stop_worker(worker)
+
+    def _import_real_data(self) -> None:
+        from evals.importers import results_import
+        from evals.models import Suite
+
+        data_dir = Path(settings.BASE_DIR).parent / "shared" / "data"
+        for folder in REAL_DATA:
+            path = data_dir / folder / f"{folder}.shared.jsonl"
+            if not path.exists() or Suite.objects.filter(name=folder).exists():
+                continue
+            with path.open("rb") as stream:
+                summary = results_import(stream=stream, suite_name=folder, run_name="recorded")
+            self.stdout.write(f"imported {folder}: {summary.trials} trials, {summary.labels} labels")
+
+    def _start_worker(self) -> subprocess.Popen:
+        command = [
+            sys.executable, "-m", "celery", "-A", "config", "worker",
+            "--pool", "solo", "--loglevel", "WARNING", "--without-heartbeat",
+            "--without-gossip", "--without-mingle",
+        ]
+        self.stdout.write(f"starting a Celery worker on {settings.CELERY_BROKER_URL}")
+        return subprocess.Popen(command, cwd=settings.BASE_DIR, start_new_session=True)
+
+    @staticmethod
+    def _stop_worker(worker: subprocess.Popen) -> None:
+        if worker.poll() is None:
+            os.killpg(worker.pid, signal.SIGTERM)
+            try:
+                worker.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                os.killpg(worker.pid, signal.SIGKILL)
+
+    def _run_demo_suite(self, suite, index: int, user, opts) -> Run:
+        from evals.services import run_start
+
+        name = f"demo-{Run.objects.filter(suite=suite).count() + 1}"
+        run = run_start(
+            suite=suite,
+            name=name,
+            target=demo_target(seed=1000 + index),
+            graders=DEMO_GRADERS,
+            trials_per_case=opts["trials"],
+            source_version="demo",
+            started_by=user,
+        )
+        deadline = time.monotonic() + opts["timeout"]
+        while time.monotonic() < deadline:
+            run.refresh_from_db()
+            if run.is_terminal:
+                return run
+            time.sleep(0.5)
+        raise CommandError(
+            f"run {name} did not finish within {opts['timeout']} s: is the worker running?"
+        )
