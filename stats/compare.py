@@ -1,0 +1,262 @@
+"""Comparing a head run with a base run on the same suite, case by case.
+
+Data shape, for every function here: ``base`` and ``head`` are sequences over cases (paired
+by position) of per-trial outcomes (sequences of booleans); trial counts may differ per case
+and per side, but every case needs at least one trial on each side (ValueError otherwise).
+
+The statistic is the mean over cases of (head pass rate − base pass rate): each case
+weighs the same, as in the run report. Randomness lives inside each case, so the null
+distribution and the interval keep the cases fixed and move only trials (DESIGN.md,
+principle 6). For the "in general" question (would this hold on other cases like these?)
+``clustered_paired_interval`` treats cases as a sample (Miller 2024).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import reduce
+
+import numpy as np
+from scipy.stats import norm
+
+# Exact computation while the integer grid of the statistic stays this small.
+EXACT_GRID_LIMIT = 4_000_000
+
+
+@dataclass(frozen=True)
+class PermutationResult:
+    """``delta``: observed mean over cases of head − base pass rate, in [−1, 1];
+    ``p_value`` in (0, 1]; ``exact``: True when computed from the whole permutation
+    distribution, False for Monte Carlo; ``n_resamples``: resamples drawn (0 when exact);
+    ``n_cases``: cases compared."""
+
+    delta: float
+    p_value: float
+    exact: bool
+    n_resamples: int
+    n_cases: int
+
+
+@dataclass(frozen=True)
+class Interval:
+    """A point estimate with an interval; ``low``/``high`` are None when undefined
+    (``reason`` says why)."""
+
+    estimate: float
+    low: float | None
+    high: float | None
+    confidence: float
+    method: str
+    reason: str = ""
+
+
+def _counts(base: Sequence[Sequence[bool]], head: Sequence[Sequence[bool]]):
+    """Per-case arrays: base trials, base passes, head trials, head passes (int64)."""
+    if len(base) != len(head):
+        raise ValueError(f"base has {len(base)} cases, head has {len(head)}: pair them by case")
+    if len(base) == 0:
+        raise ValueError("no cases to compare")
+    nb = np.fromiter((len(x) for x in base), dtype=np.int64, count=len(base))
+    nh = np.fromiter((len(x) for x in head), dtype=np.int64, count=len(head))
+    empty = np.flatnonzero((nb == 0) | (nh == 0))
+    if empty.size:
+        raise ValueError(f"case at position {int(empty[0])} has no trials on one side")
+    sb = np.fromiter((sum(bool(v) for v in x) for x in base), dtype=np.int64, count=len(base))
+    sh = np.fromiter((sum(bool(v) for v in x) for x in head), dtype=np.int64, count=len(head))
+    return nb, sb, nh, sh
+
+
+def _exact_p_value(nb, nh, s, observed_numerators, scale, alternative):
+    """Exact permutation p-value by convolving per-case distributions on an integer grid.
+
+    Per case, relabeling trials uniformly at random puts k of the case's s passes on the
+    head side with hypergeometric probability C(s, k) C(m − s, nh − k) / C(m, nh); the case
+    then contributes k/nh − (s − k)/nb. On the grid ``scale`` (a common denominator) each
+    contribution is an integer, so the distribution of the sum is a chain of discrete
+    convolutions. Returns None when the grid would exceed EXACT_GRID_LIMIT.
+    """
+    from scipy.stats import hypergeom
+
+    kernels = []
+    offset = 0
+    span = 0
+    for nb_i, nh_i, s_i in zip(nb.tolist(), nh.tolist(), s.tolist(), strict=True):
+        m_i = nb_i + nh_i
+        k_lo, k_hi = max(0, s_i - nb_i), min(s_i, nh_i)
+        ks = np.arange(k_lo, k_hi + 1)
+        probs = hypergeom.pmf(ks, m_i, s_i, nh_i)
+        # contribution * scale = (k*(nb+nh) - s*nh) * scale / (nh*nb), an integer
+        unit = scale // (nh_i * nb_i)
+        values = (ks * m_i - s_i * nh_i) * unit
+        step = m_i * unit
+        kernel = np.zeros(int((k_hi - k_lo) * step) + 1)
+        kernel[((ks - k_lo) * step).astype(np.int64)] = probs
+        kernels.append(kernel)
+        offset += int(values[0])
+        span += kernel.size - 1
+        if span + 1 > EXACT_GRID_LIMIT:
+            return None
+    dist = _convolve_all(kernels)
+    grid = np.arange(dist.size, dtype=np.int64) + offset
+    observed = int(observed_numerators)
+    if alternative == "two-sided":
+        mask = np.abs(grid) >= abs(observed)
+    elif alternative == "greater":
+        mask = grid >= observed
+    else:
+        mask = grid <= observed
+    return float(min(1.0, dist[mask].sum()))
+
+
+def _convolve_all(kernels: list[np.ndarray]) -> np.ndarray:
+    """Convolution of many small distributions, pairwise in a balanced tree (FFT for large
+    pairs), so the cost is O(S log S log n) for a final support S rather than O(S n)."""
+    from scipy.signal import fftconvolve
+
+    layer = kernels
+    while len(layer) > 1:
+        nxt = []
+        for i in range(0, len(layer) - 1, 2):
+            a, b = layer[i], layer[i + 1]
+            if min(a.size, b.size) > 64:
+                c = np.clip(fftconvolve(a, b), 0.0, None)
+            else:
+                c = np.convolve(a, b)
+            nxt.append(c)
+        if len(layer) % 2:
+            nxt.append(layer[-1])
+        layer = nxt
+    return layer[0]
+
+
+def stratified_permutation_test(
+    base: Sequence[Sequence[bool]],
+    head: Sequence[Sequence[bool]],
+    n_resamples: int = 10_000,
+    seed: int | None = None,
+    alternative: str = "two-sided",
+    method: str = "auto",
+) -> PermutationResult:
+    """Case-stratified paired permutation test of head vs base pass rates.
+
+    Statistic: mean over cases of (head pass rate − base pass rate). Null: within each
+    case, the base/head labels of its trials are exchangeable; trials never move between
+    cases (cases are the strata; tags play no part).
+
+    Steps:
+    1. Per case, count trials and passes on each side; s = passes pooled.
+    2. If the permutation distribution fits an integer grid of at most EXACT_GRID_LIMIT
+       points, compute it exactly by convolution of per-case hypergeometric distributions
+       (this equals enumerating every relabeling); ``exact=True``.
+    3. Otherwise Monte Carlo: draw per case the number of passes a random relabeling gives
+       head (hypergeometric), vectorised over ``n_resamples`` × cases, and report
+       p = (b + 1)/(m + 1), b = resamples at least as extreme (Phipson & Smyth 2010), so
+       p is never 0.
+
+    ``alternative``: "two-sided" (|T| ≥ |t|), "greater" (head better) or "less".
+    ``method``: "auto" (exact when it fits, else Monte Carlo), "exact" (ValueError when it
+    does not fit) or "monte-carlo".
+    A suite where nothing can change (every case all-pass or all-fail on both sides)
+    gives p = 1. Reference: Good, *Permutation, Parametric and Bootstrap Tests of
+    Hypotheses* (2005), ch. 3 (stratified permutation tests).
+
+    Raises ValueError for unpaired or empty input, or an unknown ``alternative``.
+    """
+    if alternative not in ("two-sided", "greater", "less"):
+        raise ValueError(f"alternative: {alternative!r} (two-sided, greater, less)")
+    if n_resamples < 1:
+        raise ValueError("n_resamples must be at least 1")
+    if method not in ("auto", "exact", "monte-carlo"):
+        raise ValueError(f"method: {method!r} (auto, exact, monte-carlo)")
+    nb, sb, nh, sh = _counts(base, head)
+    n_cases = int(nb.size)
+    s = sb + sh
+    delta = float(np.mean(sh / nh - sb / nb))
+
+    if method != "monte-carlo":
+        scale = reduce(math.lcm, (int(a) * int(b) for a, b in zip(nb, nh, strict=True)), 1)
+        p = None
+        if scale <= EXACT_GRID_LIMIT:
+            unit = scale // (nh * nb)
+            observed = int(np.sum((sh * nb - sb * nh) * unit))
+            p = _exact_p_value(nb, nh, s, observed, scale, alternative)
+        if p is not None:
+            return PermutationResult(delta, max(p, np.finfo(float).tiny), True, 0, n_cases)
+        if method == "exact":
+            raise ValueError("exact: the permutation distribution is too large; use monte-carlo")
+
+    # A case whose trials all agree (s = 0 or s = m) contributes 0 under every relabeling
+    # (1 − 1 or 0 − 0): draw only the others.
+    m = nb + nh
+    varies = (s > 0) & (s < m)
+    rng = np.random.default_rng(seed)
+    nbv, nhv, sv, mv = nb[varies], nh[varies], s[varies], m[varies]
+    shape = (n_resamples, int(sv.size))
+    k = rng.hypergeometric(
+        np.broadcast_to(sv, shape), np.broadcast_to(mv - sv, shape), np.broadcast_to(nhv, shape)
+    )
+    null = np.sum(k / nhv - (sv - k) / nbv, axis=1) / n_cases
+    tol = 1e-9
+    if alternative == "two-sided":
+        extreme = np.abs(null) >= abs(delta) - tol
+    elif alternative == "greater":
+        extreme = null >= delta - tol
+    else:
+        extreme = null <= delta + tol
+    b = int(np.count_nonzero(extreme))
+    return PermutationResult(delta, (b + 1) / (n_resamples + 1), False, n_resamples, n_cases)
+
+
+def within_case_bootstrap_ci(
+    base: Sequence[Sequence[bool]],
+    head: Sequence[Sequence[bool]],
+    confidence: float = 0.95,
+    n_resamples: int = 10_000,
+    seed: int | None = None,
+) -> tuple[float, float]:
+    """Percentile bootstrap interval for the mean over cases of (head − base) pass rate,
+    resampling trials with replacement within each case and side, cases held fixed.
+
+    Resampling n trials of a case with pass rate r gives Binomial(n, r)/n passes, so the
+    draws are vectorised as binomials. Returns (low, high) in [−1, 1]. Reference: Efron &
+    Tibshirani, *An Introduction to the Bootstrap* (1993), ch. 13 (percentile interval).
+    Raises ValueError for unpaired or empty input or a confidence outside (0, 1).
+    """
+    if not 0 < confidence < 1:
+        raise ValueError("confidence must be in (0, 1)")
+    nb, sb, nh, sh = _counts(base, head)
+    rng = np.random.default_rng(seed)
+    shape = (n_resamples, nb.size)
+    base_rates = rng.binomial(np.broadcast_to(nb, shape), np.broadcast_to(sb / nb, shape)) / nb
+    head_rates = rng.binomial(np.broadcast_to(nh, shape), np.broadcast_to(sh / nh, shape)) / nh
+    deltas = np.mean(head_rates - base_rates, axis=1)
+    alpha = 1 - confidence
+    low, high = np.quantile(deltas, [alpha / 2, 1 - alpha / 2])
+    return float(low), float(high)
+
+
+def clustered_paired_interval(
+    base: Sequence[Sequence[bool]],
+    head: Sequence[Sequence[bool]],
+    confidence: float = 0.95,
+) -> Interval:
+    """The "in general" interval: cases as a sample from a larger population.
+
+    d_i = head rate − base rate of case i; estimate = mean(d); SE = sd(d, ddof=1)/sqrt(n);
+    normal interval (Miller 2024, "Adding Error Bars to Evals", arXiv:2411.00640, §4 paired
+    differences with clustering on cases). With one case the SE is undefined: the interval
+    is None with that reason. Raises ValueError as ``stratified_permutation_test``.
+    """
+    nb, sb, nh, sh = _counts(base, head)
+    d = sh / nh - sb / nb
+    estimate = float(d.mean())
+    method = "clustered SE over cases (Miller 2024)"
+    if d.size < 2:
+        return Interval(estimate, None, None, confidence, method, "one case: no spread")
+    se = float(d.std(ddof=1) / math.sqrt(d.size))
+    z = float(norm.ppf(0.5 + confidence / 2))
+    return Interval(
+        estimate, max(-1.0, estimate - z * se), min(1.0, estimate + z * se), confidence, method
+    )

@@ -1,0 +1,170 @@
+"""The comparison statistics against brute force, scipy, and the faults file (D2)."""
+
+import itertools
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from scipy import stats as sps
+
+from stats.compare import (
+    clustered_paired_interval,
+    stratified_permutation_test,
+    within_case_bootstrap_ci,
+)
+
+outcomes = st.lists(st.booleans(), min_size=1, max_size=4)
+paired_suites = st.integers(min_value=1, max_value=5).flatmap(
+    lambda n: st.tuples(st.lists(outcomes, min_size=n, max_size=n),
+                        st.lists(outcomes, min_size=n, max_size=n))
+)
+
+
+def brute_force_p(base, head):
+    """Enumerate every within-case relabeling (the definition of the test)."""
+    observed = np.mean([np.mean(h) - np.mean(b) for b, h in zip(base, head)])
+    per_case = []
+    for b, h in zip(base, head):
+        pooled = list(b) + list(h)
+        m, nh = len(pooled), len(h)
+        values = []
+        for head_idx in itertools.combinations(range(m), nh):
+            hs = [pooled[i] for i in head_idx]
+            bs = [pooled[i] for i in range(m) if i not in head_idx]
+            values.append(np.mean(hs) - np.mean(bs))
+        per_case.append(values)
+    total = extreme = 0
+    for combo in itertools.product(*per_case):
+        total += 1
+        extreme += abs(np.mean(combo)) >= abs(observed) - 1e-12
+    return extreme / total
+
+
+def test_all_fail_to_all_pass_on_ten_cases_has_exact_p_2_over_1024():
+    base, head = [[False]] * 10, [[True]] * 10
+    result = stratified_permutation_test(base, head)
+    assert result.exact
+    assert result.delta == 1.0
+    assert result.p_value == 2 / 1024
+
+
+def test_the_reversed_runs_have_the_same_exact_p():
+    result = stratified_permutation_test([[True]] * 10, [[False]] * 10)
+    assert result.delta == -1.0
+    assert result.p_value == 2 / 1024
+
+
+@pytest.mark.parametrize("m, floor", [(9, 0.1), (999, 0.001)])
+@pytest.mark.parametrize("seed", range(20))
+def test_a_monte_carlo_p_value_is_never_below_one_over_m_plus_one(m, floor, seed):
+    result = stratified_permutation_test(
+        [[False]] * 10, [[True]] * 10, n_resamples=m, seed=seed, method="monte-carlo"
+    )
+    assert not result.exact
+    assert result.p_value >= floor
+
+
+def test_a_suite_where_nothing_can_change_gives_p_one():
+    suite = [[True, True], [False, False, False]]
+    assert stratified_permutation_test(suite, suite).p_value == 1.0
+    assert stratified_permutation_test(suite, suite, method="monte-carlo").p_value == 1.0
+
+
+@settings(max_examples=60, deadline=None)
+@given(paired_suites)
+def test_the_exact_p_value_equals_brute_force_enumeration(suites):
+    base, head = suites
+    result = stratified_permutation_test(base, head)
+    assert result.exact
+    assert result.p_value == pytest.approx(brute_force_p(base, head), rel=1e-9)
+
+
+@settings(max_examples=60, deadline=None)
+@given(paired_suites)
+def test_swapping_base_and_head_negates_delta_and_keeps_p(suites):
+    base, head = suites
+    forward = stratified_permutation_test(base, head)
+    backward = stratified_permutation_test(head, base)
+    assert backward.delta == pytest.approx(-forward.delta)
+    assert backward.p_value == pytest.approx(forward.p_value)
+    assert 0 < forward.p_value <= 1
+
+
+def test_one_trial_a_side_matches_scipy_paired_permutation_test():
+    rng = np.random.default_rng(3)
+    base = rng.random(12) < 0.5
+    head = rng.random(12) < 0.8
+    ours = stratified_permutation_test([[b] for b in base], [[h] for h in head])
+    reference = sps.permutation_test(
+        (head.astype(float), base.astype(float)),
+        lambda x, y: np.mean(x - y),
+        permutation_type="samples",
+        n_resamples=math.inf,
+        alternative="two-sided",
+    )
+    assert ours.p_value == pytest.approx(reference.pvalue, rel=1e-9)
+
+
+def collapse_example():
+    """12 cases × 5 trials: three cases go from 5/5 to 0/5; overall 88.3% → 66.7%."""
+    base = [[True] * 5] * 3 + [[True] * 4 + [False]] * 7 + [[True] * 5] * 2
+    head = [[False] * 5] * 3 + [[True] * 4 + [False]] * 5 + [[True] * 5] * 4
+    return base, head
+
+
+def test_a_collapse_of_three_cases_is_significant_at_005():
+    base, head = collapse_example()
+    assert np.mean([np.mean(c) for c in base]) == pytest.approx(53 / 60)
+    assert np.mean([np.mean(c) for c in head]) == pytest.approx(40 / 60)
+    result = stratified_permutation_test(base, head)
+    assert result.p_value < 0.05
+    low, high = within_case_bootstrap_ci(base, head, seed=1)
+    assert high < 0
+
+
+def test_the_monte_carlo_and_exact_p_values_agree():
+    base, head = collapse_example()
+    exact = stratified_permutation_test(base, head)
+    mc = stratified_permutation_test(base, head, n_resamples=20_000, seed=7, method="monte-carlo")
+    assert abs(mc.p_value - exact.p_value) < 0.005
+
+
+def test_the_bootstrap_interval_contains_the_observed_delta():
+    rng = np.random.default_rng(11)
+    base = [list(rng.random(5) < p) for p in rng.random(30)]
+    head = [list(rng.random(5) < p) for p in rng.random(30)]
+    delta = np.mean([np.mean(h) - np.mean(b) for b, h in zip(base, head)])
+    low, high = within_case_bootstrap_ci(base, head, seed=2)
+    assert -1 <= low <= delta <= high <= 1
+
+
+def test_the_clustered_interval_uses_the_standard_error_of_paired_differences():
+    rng = np.random.default_rng(5)
+    base = [list(rng.random(4) < 0.6) for _ in range(25)]
+    head = [list(rng.random(4) < 0.7) for _ in range(25)]
+    d = np.array([np.mean(h) - np.mean(b) for b, h in zip(base, head)])
+    interval = clustered_paired_interval(base, head)
+    se = sps.sem(d)
+    assert interval.estimate == pytest.approx(d.mean())
+    assert interval.high - interval.estimate == pytest.approx(1.959963984540054 * se)
+
+
+def test_the_clustered_interval_is_undefined_for_one_case():
+    interval = clustered_paired_interval([[True]], [[False]])
+    assert interval.low is None and interval.high is None
+    assert "one case" in interval.reason
+
+
+@pytest.mark.parametrize(
+    "base, head, message",
+    [
+        ([[True]], [[True], [False]], "pair them by case"),
+        ([], [], "no cases"),
+        ([[True], []], [[True], [True]], "position 1"),
+    ],
+)
+def test_it_refuses_unpaired_or_empty_input(base, head, message):
+    with pytest.raises(ValueError, match=message):
+        stratified_permutation_test(base, head)
