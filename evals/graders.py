@@ -2,17 +2,41 @@
 
 Contract:
 - A grader set is a list of ``GraderSpec`` parsed once at the edge from JSON
-  (``parse_grader_specs``), then passed around typed.
+  (``parse_grader_specs``), then passed around typed. Every config error is found at parse
+  time (unknown kind or option, wrong type, bad regex, bad JSON Schema, unimportable oracle)
+  and raised as ``GraderConfigError`` naming ``graders[<index>].<field>``.
 - ``run_grader(spec, case=..., output=...)`` never raises: a grader that raises gives an
   errored ``GradeResult`` (``passed=None``), never a fail counted as data, never a pass.
-- Every result carries a reason.
+- Every result carries a reason. Scores are in [0, 1]; a non-finite score is an error.
+
+Kinds (``config`` options in brackets, defaults after ``=``):
+- ``exact`` [value]: output == value (or the case's expected; non-string expected values
+  are compared with their canonical JSON text, so ``4`` matches ``"4"``).
+- ``normalized`` [value]: as ``exact`` after ``normalize_text`` on both sides.
+- ``contains`` / ``not_contains`` [value | values, case_sensitive=False, word=True,
+  match="all"|"any" (contains only)]: substring checks; with ``word`` a value must stand as a
+  whole word (no letter, digit or underscore either side), so "refund" is not found in
+  "I cannot process refunds". Score = fraction of values satisfying the check.
+- ``regex`` [pattern, flags=[], must_match=True]: ``re.search``; flags are names
+  (``IGNORECASE``, ``MULTILINE``, ``DOTALL``, ``VERBOSE``, ``ASCII``) or letters (i m s x a).
+- ``json_schema`` [schema]: output must be JSON valid under ``schema`` (Draft 2020-12).
+- ``numeric`` [value, pattern, abs_tol=0.0, rel_tol=1e-9]: see ``parse_number``/``_numeric``.
+- ``python`` [function="package.module:function"]: a business-rule oracle
+  ``function(case, output) -> GradeResult | bool | dict``.
 """
 
 from __future__ import annotations
 
+import importlib
+import json
+import math
+import re
+import unicodedata
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
+
+import jsonschema
 
 
 class GraderConfigError(ValueError):
@@ -51,5 +75,475 @@ class GradeResult:
         return cls(passed=None, score=None, reason=reason, status="error", details=details)
 
 
+def _verdict(passed: bool, reason: str, score: float | None = None, **details: Any) -> GradeResult:
+    if score is None:
+        score = 1.0 if passed else 0.0
+    return GradeResult(passed=passed, score=score, reason=reason, details=details)
+
+
+# --- text helpers -------------------------------------------------------------------------
+
+_SPACE_RE = re.compile(r"\s+")
+
+
+def normalize_text(text: str) -> str:
+    """The ``normalized`` grader's rule, in this order: Unicode NFKC; ``str.casefold``;
+    every run of whitespace becomes one space; then leading and trailing whitespace and
+    punctuation (Unicode categories P*, which include all quote marks) are stripped.
+    ``'  «Hello,   WORLD!» '`` -> ``'hello, world'``."""
+    text = unicodedata.normalize("NFKC", text).casefold()
+    text = _SPACE_RE.sub(" ", text)
+    start, end = 0, len(text)
+    while start < end and (text[start].isspace() or unicodedata.category(text[start])[0] == "P"):
+        start += 1
+    while end > start and (
+        text[end - 1].isspace() or unicodedata.category(text[end - 1])[0] == "P"
+    ):
+        end -= 1
+    return text[start:end]
+
+
+_NUMBER_RE = re.compile(
+    r"[+-]?(?:\d{1,3}(?:,\d{3})+(?:\.\d*)?|\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?"
+)
+
+
+def parse_number(text: str) -> float | None:
+    """Read a number from ``text`` (surrounding whitespace ignored): optional sign, digits
+    with optional ``,`` thousands separators in groups of three, optional decimals and
+    exponent. ``"1,234.5"`` -> 1234.5; ``"96.12"`` -> 96.12. Returns None for anything else
+    ("about 96", "", "nan", "inf"): non-finite values are never numbers here."""
+    text = text.strip()
+    if not _NUMBER_RE.fullmatch(text):
+        return None
+    value = float(text.replace(",", ""))
+    return value if math.isfinite(value) else None
+
+
+def _expected_text(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+
+
+def _reference(config: dict, case: Any) -> tuple[bool, Any]:
+    """(found, value): config ``value`` wins over the case's expected; missing -> (False, None)."""
+    if "value" in config:
+        return True, config["value"]
+    expected = getattr(case, "expected", None)
+    return expected is not None, expected
+
+
+_NO_REFERENCE = "no reference: the grader has no config value and the case has no expected"
+
+
+# --- graders ------------------------------------------------------------------------------
+
+
+def _exact(config: dict, case: Any, output: str) -> GradeResult:
+    found, ref = _reference(config, case)
+    if not found:
+        return GradeResult.error(_NO_REFERENCE)
+    ref = _expected_text(ref)
+    if output == ref:
+        return _verdict(True, "output equals the expected text")
+    return _verdict(False, "output differs from the expected text")
+
+
+def _normalized(config: dict, case: Any, output: str) -> GradeResult:
+    found, ref = _reference(config, case)
+    if not found:
+        return GradeResult.error(_NO_REFERENCE)
+    if normalize_text(output) == normalize_text(_expected_text(ref)):
+        return _verdict(True, "output equals the expected text after normalisation")
+    return _verdict(False, "output differs from the expected text after normalisation")
+
+
+def _needles(config: dict, case: Any) -> list[str] | None:
+    if "values" in config:
+        return list(config["values"])
+    if "value" in config:
+        return [config["value"]]
+    expected = getattr(case, "expected", None)
+    if isinstance(expected, str):
+        return [expected]
+    if isinstance(expected, list) and expected and all(isinstance(v, str) for v in expected):
+        return list(expected)
+    return None
+
+
+def _found(needle: str, output: str, *, case_sensitive: bool, word: bool) -> bool:
+    flags = 0 if case_sensitive else re.IGNORECASE
+    if word:
+        return re.search(rf"(?<!\w){re.escape(needle)}(?!\w)", output, flags) is not None
+    if case_sensitive:
+        return needle in output
+    return needle.casefold() in output.casefold()
+
+
+def _contains_check(config: dict, case: Any, output: str, *, negate: bool) -> GradeResult:
+    needles = _needles(config, case)
+    if not needles:
+        return GradeResult.error("no values: set config value/values or a string expected")
+    case_sensitive = config.get("case_sensitive", False)
+    word = config.get("word", True)
+    present = [n for n in needles if _found(n, output, case_sensitive=case_sensitive, word=word)]
+    absent = [n for n in needles if n not in present]
+    unit = "word" if word else "text"
+    if negate:
+        score = len(absent) / len(needles)
+        if present:
+            return _verdict(False, f"forbidden {unit} present: {present}", score)
+        return _verdict(True, f"none of {needles} present", score)
+    score = len(present) / len(needles)
+    passed = bool(present) if config.get("match", "all") == "any" else not absent
+    if passed:
+        return _verdict(True, f"found {present}", score)
+    return _verdict(False, f"{unit} not found: {absent}", score)
+
+
+def _contains(config: dict, case: Any, output: str) -> GradeResult:
+    return _contains_check(config, case, output, negate=False)
+
+
+def _not_contains(config: dict, case: Any, output: str) -> GradeResult:
+    return _contains_check(config, case, output, negate=True)
+
+
+_FLAG_NAMES = {
+    "i": re.IGNORECASE, "ignorecase": re.IGNORECASE, "m": re.MULTILINE,
+    "multiline": re.MULTILINE, "s": re.DOTALL, "dotall": re.DOTALL, "x": re.VERBOSE,
+    "verbose": re.VERBOSE, "a": re.ASCII, "ascii": re.ASCII,
+}
+
+
+def _compile(pattern: str, flags: list[str]) -> re.Pattern:
+    value = 0
+    for name in flags:
+        value |= _FLAG_NAMES[name.lower()]
+    return re.compile(pattern, value)
+
+
+def _regex(config: dict, case: Any, output: str) -> GradeResult:
+    compiled = _compile(config["pattern"], config.get("flags", []))
+    must_match = config.get("must_match", True)
+    match = compiled.search(output)
+    if must_match:
+        if match:
+            return _verdict(True, f"pattern matched at {match.start()}")
+        return _verdict(False, f"pattern {config['pattern']!r} not found")
+    if match:
+        return _verdict(
+            False, f"forbidden pattern {config['pattern']!r} matched at {match.start()}"
+        )
+    return _verdict(True, f"pattern {config['pattern']!r} absent")
+
+
+def _json_path(path) -> str:
+    out = "$"
+    for part in path:
+        out += f"[{part}]" if isinstance(part, int) else f".{part}"
+    return out
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"non-finite number {name} is not JSON")
+
+
+def _json_schema(config: dict, case: Any, output: str) -> GradeResult:
+    """Score = fraction of the schema's top-level ``required`` keys present in the output
+    object (1.0/0.0 when the schema requires none). Reason: ``missing keys: [...]`` for the
+    top level (in the schema's order), ``<json path>: missing keys: [...]`` for nested
+    objects, ``<json path>: <message>`` for every other validation error."""
+    schema = config["schema"]
+    required = schema.get("required", []) if isinstance(schema, dict) else []
+    try:
+        data = json.loads(output, parse_constant=_reject_constant)
+    except ValueError as exc:
+        return _verdict(False, f"invalid JSON: {exc}", 0.0)
+    validator = jsonschema.Draft202012Validator(schema)
+    errors = sorted(validator.iter_errors(data), key=lambda e: (list(map(str, e.path)), e.message))
+    missing: dict[str, list[str]] = {}
+    others: list[str] = []
+    for error in errors:
+        path = _json_path(error.absolute_path)
+        if error.validator == "required" and isinstance(error.instance, dict):
+            keys = [k for k in error.validator_value if k not in error.instance]
+            missing.setdefault(path, [])
+            missing[path] += [k for k in keys if k not in missing[path]]
+        else:
+            others.append(f"{path}: {error.message}")
+    present = [k for k in required if isinstance(data, dict) and k in data]
+    valid = not errors
+    score = (len(present) / len(required)) if required else (1.0 if valid else 0.0)
+    if valid:
+        return _verdict(True, "valid against the schema", score)
+    parts = [
+        (f"missing keys: {keys}" if path == "$" else f"{path}: missing keys: {keys}")
+        for path, keys in missing.items()
+    ]
+    return _verdict(False, "; ".join(parts + others), score, errors=len(errors))
+
+
+def _numeric(config: dict, case: Any, output: str) -> GradeResult:
+    """Extraction: with config ``pattern`` (one capturing group), the group of the first
+    ``re.search`` match; without, the whole output. The text is read by ``parse_number``.
+    Comparison: ``math.isclose(got, ref, rel_tol=rel_tol, abs_tol=abs_tol)``, i.e.
+    ``|got - ref| <= max(rel_tol * max(|got|, |ref|), abs_tol)``; defaults are
+    ``abs_tol = 0.0`` and ``rel_tol = 1e-9`` (math.isclose's own). An output without a
+    readable number is a fail of the output, not a grader error."""
+    found, ref = _reference(config, case)
+    if not found:
+        return GradeResult.error(_NO_REFERENCE)
+    ref_value = ref if isinstance(ref, int | float) and not isinstance(ref, bool) else None
+    if isinstance(ref, str):
+        ref_value = parse_number(ref)
+    if ref_value is None or not math.isfinite(ref_value):
+        return GradeResult.error(f"reference is not a number: {ref!r}")
+    text = output
+    if "pattern" in config:
+        match = re.search(config["pattern"], output)
+        if not match or match.group(1) is None:
+            return _verdict(False, f"no number: pattern {config['pattern']!r} not found")
+        text = match.group(1)
+    got = parse_number(text)
+    if got is None:
+        return _verdict(False, f"not a number: {text[:80]!r}")
+    abs_tol = float(config.get("abs_tol", 0.0))
+    rel_tol = float(config.get("rel_tol", 1e-9))
+    diff = abs(got - ref_value)
+    tol = f"abs_tol {abs_tol:g}, rel_tol {rel_tol:g}"
+    if math.isclose(got, ref_value, rel_tol=rel_tol, abs_tol=abs_tol):
+        return _verdict(True, f"{got:g} is within {tol} of {ref_value:g} (|diff| = {diff:g})")
+    return _verdict(False, f"{got:g} is not within {tol} of {ref_value:g} (|diff| = {diff:g})")
+
+
+def _load_callable(path: str) -> Callable[..., Any]:
+    module_name, _, attr = path.partition(":")
+    if not module_name or not attr:
+        raise ValueError(f"expected 'package.module:function', got {path!r}")
+    target: Any = importlib.import_module(module_name)
+    for part in attr.split("."):
+        target = getattr(target, part)
+    if not callable(target):
+        raise ValueError(f"{path!r} is not callable")
+    return target
+
+
+def _python(config: dict, case: Any, output: str) -> GradeResult:
+    """Call the oracle; a ``bool`` is the verdict, a ``dict`` needs ``passed`` (bool) and may
+    carry ``score`` and ``reason``; anything else is an errored grade."""
+    result = _load_callable(config["function"])(case, output)
+    name = config["function"]
+    if isinstance(result, GradeResult):
+        return result
+    if isinstance(result, bool):
+        return _verdict(result, f"{name} returned {result}")
+    if isinstance(result, dict) and isinstance(result.get("passed"), bool):
+        passed = result["passed"]
+        score = result.get("score")
+        reason = result.get("reason") or f"{name} returned passed={passed}"
+        return _verdict(passed, str(reason), score)
+    return GradeResult.error(
+        f"{name} returned {type(result).__name__}; expected GradeResult, bool or "
+        "dict with a boolean 'passed'"
+    )
+
+
 # kind -> function(config: dict, case: CaseInput-like, output: str) -> GradeResult
-GRADERS: dict[str, Callable[..., GradeResult]] = {}
+GRADERS: dict[str, Callable[..., GradeResult]] = {
+    "exact": _exact,
+    "normalized": _normalized,
+    "contains": _contains,
+    "not_contains": _not_contains,
+    "regex": _regex,
+    "json_schema": _json_schema,
+    "numeric": _numeric,
+    "python": _python,
+}
+
+
+# --- parsing ------------------------------------------------------------------------------
+
+_SPEC_FIELDS = {"key", "kind", "config", "gating", "version"}
+
+
+def _type_name(value: Any) -> str:
+    return f"{value!r} ({type(value).__name__})"
+
+
+def _want(where: str, value: Any, kind: type | tuple, label: str) -> None:
+    # bool is an int subclass: a strict check refuses True for a number and 1 for a bool.
+    kinds = _as_tuple(kind)
+    ok = object in kinds or (
+        isinstance(value, kinds) and not (isinstance(value, bool) and bool not in kinds)
+    )
+    if not ok:
+        raise GraderConfigError(f"{where}: expected {label}, got {_type_name(value)}")
+
+
+def _as_tuple(kind: type | tuple) -> tuple:
+    return kind if isinstance(kind, tuple) else (kind,)
+
+
+_OPTIONS: dict[str, dict[str, tuple[type | tuple, str]]] = {
+    "exact": {"value": (object, "any JSON value")},
+    "normalized": {"value": (object, "any JSON value")},
+    "contains": {
+        "value": (str, "a string"), "values": (list, "a list of strings"),
+        "case_sensitive": (bool, "a boolean"), "word": (bool, "a boolean"),
+        "match": (str, "'all' or 'any'"),
+    },
+    "not_contains": {
+        "value": (str, "a string"), "values": (list, "a list of strings"),
+        "case_sensitive": (bool, "a boolean"), "word": (bool, "a boolean"),
+    },
+    "regex": {
+        "pattern": (str, "a string"), "flags": (list, "a list of flag names"),
+        "must_match": (bool, "a boolean"),
+    },
+    "json_schema": {"schema": ((dict, bool), "a JSON Schema object")},
+    "numeric": {
+        "value": ((int, float, str), "a number"), "pattern": (str, "a string"),
+        "abs_tol": ((int, float), "a number"), "rel_tol": ((int, float), "a number"),
+    },
+    "python": {"function": (str, "'package.module:function'")},
+}
+_REQUIRED = {"regex": ("pattern",), "json_schema": ("schema",), "python": ("function",)}
+
+
+def _check_config(kind: str, config: dict, where: str) -> None:
+    options = _OPTIONS[kind]
+    for name in config:
+        if name not in options:
+            raise GraderConfigError(
+                f"{where}.{name}: unknown option for {kind} (known: {sorted(options)})"
+            )
+    for name in _REQUIRED.get(kind, ()):
+        if name not in config:
+            raise GraderConfigError(f"{where}.{name}: required for {kind}")
+    for name, value in config.items():
+        _want(f"{where}.{name}", value, *options[name])
+    _check_values(kind, config, where)
+
+
+def _check_values(kind: str, config: dict, where: str) -> None:
+    if "values" in config:
+        if "value" in config:
+            raise GraderConfigError(f"{where}.values: give value or values, not both")
+        if not config["values"] or not all(isinstance(v, str) and v for v in config["values"]):
+            raise GraderConfigError(f"{where}.values: expected a non-empty list of strings")
+    if kind in ("contains", "not_contains") and config.get("value") == "":
+        raise GraderConfigError(f"{where}.value: must not be empty")
+    if config.get("match", "all") not in ("all", "any"):
+        raise GraderConfigError(f"{where}.match: expected 'all' or 'any'")
+    for name in ("abs_tol", "rel_tol"):
+        if name in config and not (math.isfinite(config[name]) and config[name] >= 0):
+            raise GraderConfigError(f"{where}.{name}: expected a finite number >= 0")
+    if kind == "numeric" and isinstance(config.get("value"), str) and (
+        parse_number(config["value"]) is None
+    ):
+        raise GraderConfigError(f"{where}.value: not a number: {config['value']!r}")
+    value = config.get("value")
+    if kind == "numeric" and isinstance(value, float) and not math.isfinite(value):
+        raise GraderConfigError(f"{where}.value: expected a finite number")
+    if kind in ("regex", "numeric") and "pattern" in config:
+        flags = config.get("flags", [])
+        for i, name in enumerate(flags):
+            if not isinstance(name, str) or name.lower() not in _FLAG_NAMES:
+                raise GraderConfigError(f"{where}.flags[{i}]: unknown flag {name!r}")
+        try:
+            compiled = _compile(config["pattern"], flags)
+        except re.error as exc:
+            raise GraderConfigError(f"{where}.pattern: invalid regex: {exc}") from exc
+        if kind == "numeric" and compiled.groups != 1:
+            raise GraderConfigError(
+                f"{where}.pattern: needs exactly one capturing group, has {compiled.groups}"
+            )
+    if kind == "json_schema":
+        try:
+            jsonschema.Draft202012Validator.check_schema(config["schema"])
+        except jsonschema.SchemaError as exc:
+            raise GraderConfigError(f"{where}.schema: invalid JSON Schema: {exc.message}") from exc
+    if kind == "python":
+        try:
+            _load_callable(config["function"])
+        except Exception as exc:  # noqa: BLE001 - any import failure is a config error
+            raise GraderConfigError(
+                f"{where}.function: cannot import {config['function']!r}: "
+                f"{type(exc).__name__}: {exc}"
+            ) from exc
+
+
+def parse_grader_specs(raw: list[dict]) -> list[GraderSpec]:
+    """Parse a grader set from JSON (``[{"key", "kind", "config"?, "gating"?, "version"?}]``).
+
+    Strict: no coercion (``"false"`` is not a boolean), unknown fields and options are
+    refused, keys are unique, and each kind's config is fully checked (regex compiled, JSON
+    Schema checked against Draft 2020-12, python oracle imported).
+    Raises ``GraderConfigError`` whose message starts with ``graders[<index>].<field>``.
+    """
+    if not isinstance(raw, list):
+        raise GraderConfigError(f"graders: expected a list, got {type(raw).__name__}")
+    specs: list[GraderSpec] = []
+    seen: dict[str, int] = {}
+    for index, item in enumerate(raw):
+        where = f"graders[{index}]"
+        if not isinstance(item, dict):
+            raise GraderConfigError(f"{where}: expected an object, got {type(item).__name__}")
+        for name in item:
+            if name not in _SPEC_FIELDS:
+                raise GraderConfigError(f"{where}.{name}: unknown field")
+        for name in ("key", "kind"):
+            if name not in item:
+                raise GraderConfigError(f"{where}.{name}: required")
+            _want(f"{where}.{name}", item[name], str, "a string")
+        key, kind = item["key"], item["kind"]
+        if not key.strip():
+            raise GraderConfigError(f"{where}.key: must not be empty")
+        if key in seen:
+            raise GraderConfigError(
+                f"{where}.key: duplicate key {key!r} (also graders[{seen[key]}])"
+            )
+        seen[key] = index
+        if kind not in GRADERS:
+            raise GraderConfigError(
+                f"{where}.kind: unknown kind {kind!r} (known: {sorted(GRADERS)})"
+            )
+        config = item.get("config", {})
+        _want(f"{where}.config", config, dict, "an object")
+        gating = item.get("gating", True)
+        _want(f"{where}.gating", gating, bool, "a boolean")
+        version = item.get("version", "1")
+        _want(f"{where}.version", version, str, "a string")
+        _check_config(kind, config, f"{where}.config")
+        specs.append(GraderSpec(key=key, kind=kind, config=config, gating=gating, version=version))
+    return specs
+
+
+def run_grader(spec: GraderSpec, *, case: Any, output: str) -> GradeResult:
+    """Grade one output. Never raises: an exception inside the grader, a result that is not
+    a ``GradeResult``, an empty reason or a score outside [0, 1] (NaN included) gives an
+    errored result whose reason names the exception type and message."""
+    try:
+        result = GRADERS[spec.kind](spec.config, case, output)
+    except Exception as exc:  # noqa: BLE001 - the contract: a grader never raises
+        return GradeResult.error(f"{type(exc).__name__}: {exc}", exception=type(exc).__name__)
+    if not isinstance(result, GradeResult):
+        return GradeResult.error(f"grader returned {type(result).__name__}, not GradeResult")
+    if result.status == "error" or result.passed is None:
+        return GradeResult.error(result.reason or "errored", **result.details)
+    score = result.score
+    if score is not None and (
+        isinstance(score, bool) or not isinstance(score, int | float)
+        or not math.isfinite(score) or not 0.0 <= score <= 1.0
+    ):
+        return GradeResult.error(f"score {score!r} is not a finite number in [0, 1]")
+    if not isinstance(result.passed, bool):
+        return GradeResult.error(f"passed {result.passed!r} is not a boolean")
+    if not result.reason:
+        return GradeResult(
+            passed=result.passed, score=score, reason="passed" if result.passed else "failed",
+            details=result.details,
+        )
+    return result

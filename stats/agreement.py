@@ -11,11 +11,11 @@ label); a rate is None when its denominator is 0. Each carries a ``reason``.
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
-import math
 
 from scipy.stats import norm
 

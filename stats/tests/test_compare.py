@@ -24,9 +24,9 @@ paired_suites = st.integers(min_value=1, max_value=5).flatmap(
 
 def brute_force_p(base, head):
     """Enumerate every within-case relabeling (the definition of the test)."""
-    observed = np.mean([np.mean(h) - np.mean(b) for b, h in zip(base, head)])
+    observed = np.mean([np.mean(h) - np.mean(b) for b, h in zip(base, head, strict=False)])
     per_case = []
-    for b, h in zip(base, head):
+    for b, h in zip(base, head, strict=False):
         pooled = list(b) + list(h)
         m, nh = len(pooled), len(h)
         values = []
@@ -135,7 +135,7 @@ def test_the_bootstrap_interval_contains_the_observed_delta():
     rng = np.random.default_rng(11)
     base = [list(rng.random(5) < p) for p in rng.random(30)]
     head = [list(rng.random(5) < p) for p in rng.random(30)]
-    delta = np.mean([np.mean(h) - np.mean(b) for b, h in zip(base, head)])
+    delta = np.mean([np.mean(h) - np.mean(b) for b, h in zip(base, head, strict=False)])
     low, high = within_case_bootstrap_ci(base, head, seed=2)
     assert -1 <= low <= delta <= high <= 1
 
@@ -144,7 +144,7 @@ def test_the_clustered_interval_uses_the_standard_error_of_paired_differences():
     rng = np.random.default_rng(5)
     base = [list(rng.random(4) < 0.6) for _ in range(25)]
     head = [list(rng.random(4) < 0.7) for _ in range(25)]
-    d = np.array([np.mean(h) - np.mean(b) for b, h in zip(base, head)])
+    d = np.array([np.mean(h) - np.mean(b) for b, h in zip(base, head, strict=False)])
     interval = clustered_paired_interval(base, head)
     se = sps.sem(d)
     assert interval.estimate == pytest.approx(d.mean())

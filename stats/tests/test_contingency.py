@@ -21,7 +21,9 @@ def test_the_tea_tasting_table():
     assert fisher_exact([[3, 1], [1, 3]], alternative="greater") == pytest.approx(17 / 70)
 
 
-@pytest.mark.parametrize("table", [[[1, 2]], [[1, -1], [0, 0]], [[1.5, 1], [1, 1]], [[True, 1], [1, 1]]])
+@pytest.mark.parametrize(
+    "table", [[[1, 2]], [[1, -1], [0, 0]], [[1.5, 1], [1, 1]], [[True, 1], [1, 1]]]
+)
 def test_it_refuses_a_malformed_table(table):
     with pytest.raises(ValueError):
         fisher_exact(table)

@@ -1,0 +1,30 @@
+"""Business-rule oracles used by tests/test_graders.py as ``python`` graders."""
+
+from evals.graders import GradeResult
+
+
+def refund_within_limit(case, output: str) -> bool:
+    return "refund" in output and "$" not in output
+
+
+def as_dict(case, output: str) -> dict:
+    return {"passed": output == "ok", "score": 0.5, "reason": "checked by as_dict"}
+
+
+def as_result(case, output: str) -> GradeResult:
+    return GradeResult(passed=False, score=0.25, reason="policy 7 violated")
+
+
+def raises(case, output: str) -> bool:
+    raise KeyError("policy_id")
+
+
+def returns_none(case, output: str):
+    return None
+
+
+def nan_score(case, output: str) -> dict:
+    return {"passed": True, "score": float("nan")}
+
+
+NOT_CALLABLE = 3
