@@ -40,7 +40,10 @@ class TargetResult:
     or error body; ``input_tokens``/``output_tokens``: counts, None when unknown;
     ``latency_ms``: wall-clock milliseconds of the call including retries; ``error``: None on
     success, else a message carrying the provider's own words; ``model``: the model that
-    answered (for pricing), None when unknown; ``attempts``: HTTP attempts made.
+    answered (for pricing), None when unknown; ``attempts``: HTTP attempts made;
+    ``error_kind``: the error's kind alone (``rate_limited``, ``server_error 503``,
+    ``timeout``, ``client_error 400``, ``malformed_response``, ...), None on success or
+    when the target does not classify its errors.
     """
 
     output: str
@@ -51,6 +54,7 @@ class TargetResult:
     error: str | None = None
     model: str | None = None
     attempts: int = 1
+    error_kind: str | None = None
 
     @property
     def ok(self) -> bool:
@@ -69,7 +73,8 @@ class Target(Protocol):
 
 
 def target_from_config(config: dict) -> Target:
-    """Build a target from a run's target snapshot ``{"kind": "openai"|"callable"|"simulated", ...}``.
+    """Build a target from a run's target snapshot ``{"kind": "openai"|"callable"|"simulated",
+    ...}``.
 
     Raises ``TargetConfigError`` naming the bad field.
     """

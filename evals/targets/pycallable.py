@@ -1,0 +1,158 @@
+"""A target that calls a Python function in-process: ``{"kind": "callable",
+"path": "package.module:function", "settings": {...}, "concurrency": 8}``.
+
+The function is called as ``fn(case: CaseInput, **settings)`` and returns either the output
+text (``str``) or ``{"output": str, "input_tokens"?: int, "output_tokens"?: int,
+"model"?: str}``. Sync functions run in a worker thread (``asyncio.to_thread``); coroutine
+functions are awaited. Any exception, or a return value of another shape, becomes an
+errored result ``"ExceptionType: message"``; it never escapes ``call``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import inspect
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from .base import CaseInput, TargetConfigError, TargetResult
+
+KNOWN_FIELDS = frozenset({"kind", "path", "settings", "concurrency", "model", "prompt_revision"})
+
+
+@dataclass(frozen=True)
+class CallableConfig:
+    """Parsed config: dotted ``module:function`` path, keyword settings, max calls in flight."""
+
+    path: str
+    settings: dict[str, Any] = field(default_factory=dict)
+    concurrency: int = 8
+    model: str | None = None
+
+    @classmethod
+    def parse(cls, config: dict) -> CallableConfig:
+        """Validate a config dict; raises ``TargetConfigError`` naming the field."""
+        unknown = sorted(set(config) - KNOWN_FIELDS)
+        if unknown:
+            raise TargetConfigError(f"target.{unknown[0]}: unknown field")
+        path = config.get("path")
+        if not isinstance(path, str) or path.count(":") != 1 or not all(path.split(":")):
+            raise TargetConfigError(
+                f"target.path: expected 'package.module:function', got {path!r}"
+            )
+        settings = config.get("settings")
+        settings = {} if settings is None else settings
+        if not isinstance(settings, dict) or not all(isinstance(k, str) for k in settings):
+            raise TargetConfigError("target.settings: expected an object")
+        concurrency = config.get("concurrency", 8)
+        if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
+            raise TargetConfigError(
+                f"target.concurrency: expected an integer ≥ 1, got {concurrency!r}"
+            )
+        model = config.get("model")
+        if model is not None and not isinstance(model, str):
+            raise TargetConfigError("target.model: expected a string")
+        return cls(path=path, settings=dict(settings), concurrency=concurrency, model=model)
+
+
+def callable_resolve(path: str) -> Callable[..., Any]:
+    """Import ``package.module:function`` (attribute chains allowed after the colon);
+    raises ``TargetConfigError`` naming ``target.path`` when it cannot be imported or
+    is not callable."""
+    module_name, _, attr_path = path.partition(":")
+    try:
+        obj: Any = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise TargetConfigError(f"target.path: cannot import {module_name!r}: {exc}") from exc
+    for attr in attr_path.split("."):
+        try:
+            obj = getattr(obj, attr)
+        except AttributeError as exc:
+            raise TargetConfigError(f"target.path: {module_name!r} has no {attr_path!r}") from exc
+    if not callable(obj):
+        raise TargetConfigError(f"target.path: {path!r} is not callable")
+    return obj
+
+
+class CallableTarget:
+    """An in-process pipeline; see the module docstring."""
+
+    kind = "callable"
+
+    def __init__(self, config: CallableConfig) -> None:
+        self.config = config
+        self.model: str | None = config.model
+        self.function = callable_resolve(config.path)
+        # an async function, or an object whose __call__ is async
+        self._is_async = inspect.iscoroutinefunction(self.function) or inspect.iscoroutinefunction(
+            type(self.function).__call__
+        )
+        self._semaphore = asyncio.Semaphore(config.concurrency)
+
+    @classmethod
+    def from_config(cls, config: dict) -> CallableTarget:
+        """Build from a run's target snapshot; raises ``TargetConfigError`` naming the field."""
+        return cls(CallableConfig.parse(config))
+
+    async def call(self, case: CaseInput) -> TargetResult:
+        """Run the function on ``case``; ``latency_ms`` is its wall-clock time in ms."""
+        started = time.perf_counter()
+        async with self._semaphore:
+            try:
+                if self._is_async:
+                    value = await self.function(case, **self.config.settings)
+                else:
+                    value = await asyncio.to_thread(self.function, case, **self.config.settings)
+                    if inspect.isawaitable(value):
+                        value = await value
+                result = self._result(value)
+            except Exception as exc:  # the pipeline's failure is data: an errored trial
+                result = TargetResult(
+                    output="",
+                    error=f"{type(exc).__name__}: {exc}",
+                    error_kind="exception",
+                    model=self.model,
+                )
+        latency_ms = (time.perf_counter() - started) * 1000
+        return replace(result, latency_ms=latency_ms)
+
+    def _result(self, value: Any) -> TargetResult:
+        if isinstance(value, str):
+            return TargetResult(output=value, model=self.model)
+        if isinstance(value, dict):
+            output = value.get("output")
+            if not isinstance(output, str):
+                raise TypeError(
+                    f"the returned dict's 'output' must be a string, got {output!r:.80}"
+                )
+            model = value.get("model", self.model)
+            if model is not None and not isinstance(model, str):
+                raise TypeError(f"the returned dict's 'model' must be a string, got {model!r:.80}")
+            return TargetResult(
+                output=output,
+                input_tokens=_tokens(value, "input_tokens"),
+                output_tokens=_tokens(value, "output_tokens"),
+                model=model,
+                raw_response=_json_safe(value),
+            )
+        raise TypeError(f"expected a str or a dict with 'output', got {type(value).__name__}")
+
+    async def aclose(self) -> None:
+        """Nothing to release."""
+
+
+def _tokens(value: dict, name: str) -> int | None:
+    count = value.get(name)
+    if count is None:
+        return None
+    if isinstance(count, bool) or not isinstance(count, int) or count < 0:
+        raise TypeError(f"the returned dict's {name!r} must be an integer ≥ 0, got {count!r:.80}")
+    return count
+
+
+def _json_safe(value: Any) -> Any:
+    return json.loads(json.dumps(value, default=repr))

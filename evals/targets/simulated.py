@@ -1,0 +1,241 @@
+"""A simulated pipeline for the demo and tests; always ``kind == "simulated"``, model
+``"simulated"`` (no price, so its cost is null).
+
+Config::
+
+    {"kind": "simulated", "seed": 1234,
+     "pass_probability": {"c1": 0.9, "c2": 0.2},   # per case key
+     "default_pass_probability": 0.7,               # other cases (default 0.5)
+     "error_probability": 0.0,                      # each trial errors with this chance
+     "latency_ms": 120 | [50, 400],                 # reported latency, fixed or uniform range
+     "sleep": false}                                # really wait latency_ms (live demo)
+
+Deterministic: trial outcome depends only on (seed, case key, attempt), through two
+uniform draws u = blake2b("seed|key|attempt|salt") / 2^64 (never Python's ``hash()``,
+which is salted per process). The trial errors when u_error < error_probability, else
+passes when u_pass < p. The same config, case and attempt give the same result on any
+machine, in any order.
+
+Outputs (built to agree with ``evals.graders``):
+- pass: the case's ``expected`` in the graders' reference form: a string as it is, any
+  other JSON value as canonical JSON (sorted keys, no spaces), so ``exact``,
+  ``normalized``, ``contains``, ``numeric`` and ``json_schema`` all pass;
+- fail: a plausible wrong answer that those graders fail: a number (or numeric string)
+  is raised by 100–200% of its magnitude (at least 1), so it fails ``math.isclose`` at any
+  rel_tol below 0.5 (|diff| / max(|got|, |ref|) ≥ 1/2) and any abs_tol below 1; an
+  object loses its first key (sorted), a list its last element, a boolean is negated, an
+  empty container becomes ``null``; other text becomes a stock non-answer that
+  does not contain the expected text (else ``WRONG-<key>-<attempt>``);
+- a case with no expected: ``simulated answer for <key>`` whatever the draw (graders that
+  need a reference error on it);
+- error: an errored result "simulated pipeline error".
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import math
+import struct
+from dataclasses import dataclass, field
+from typing import Any
+
+from evals.graders import parse_number
+
+from .base import CaseInput, TargetConfigError, TargetResult
+
+KNOWN_FIELDS = frozenset(
+    {
+        "kind",
+        "seed",
+        "pass_probability",
+        "default_pass_probability",
+        "error_probability",
+        "latency_ms",
+        "sleep",
+        "model",
+        "prompt_revision",
+    }
+)
+WRONG_TEXTS = (
+    "I'm not sure; the documents do not say.",
+    "It cannot be determined from the information given.",
+    "No.",
+)
+SIMULATED_ERROR = "simulated pipeline error"
+
+
+@dataclass(frozen=True)
+class SimulatedConfig:
+    """Parsed config; probabilities in [0, 1], latency in ms (low, high)."""
+
+    seed: int
+    pass_probability: dict[str, float] = field(default_factory=dict)
+    default_pass_probability: float = 0.5
+    error_probability: float = 0.0
+    latency_ms: tuple[float, float] = (0.0, 0.0)
+    sleep: bool = False
+
+    @classmethod
+    def parse(cls, config: dict) -> SimulatedConfig:
+        """Validate a config dict; raises ``TargetConfigError`` naming the field."""
+        unknown = sorted(set(config) - KNOWN_FIELDS)
+        if unknown:
+            raise TargetConfigError(f"target.{unknown[0]}: unknown field")
+        seed = config.get("seed")
+        if isinstance(seed, bool) or not isinstance(seed, int):
+            raise TargetConfigError(f"target.seed: expected an integer, got {seed!r}")
+        per_case = config.get("pass_probability")
+        per_case = {} if per_case is None else per_case
+        if not isinstance(per_case, dict):
+            raise TargetConfigError("target.pass_probability: expected an object {case key: p}")
+        for key, p in per_case.items():
+            _probability(f"pass_probability.{key}", p)
+        latency = config.get("latency_ms", 0)
+        if isinstance(latency, list) and len(latency) == 2:
+            low, high = (_non_negative("latency_ms", v) for v in latency)
+            if low > high:
+                raise TargetConfigError("target.latency_ms: [low, high] with low ≤ high")
+        else:
+            low = high = _non_negative("latency_ms", latency)
+        sleep = config.get("sleep", False)
+        if not isinstance(sleep, bool):
+            raise TargetConfigError("target.sleep: expected true or false")
+        model = config.get("model", "simulated")
+        if model != "simulated":
+            raise TargetConfigError("target.model: a simulated target's model is 'simulated'")
+        return cls(
+            seed=seed,
+            pass_probability={str(k): float(v) for k, v in per_case.items()},
+            default_pass_probability=_probability(
+                "default_pass_probability", config.get("default_pass_probability", 0.5)
+            ),
+            error_probability=_probability(
+                "error_probability", config.get("error_probability", 0.0)
+            ),
+            latency_ms=(low, high),
+            sleep=sleep,
+        )
+
+
+def _probability(name: str, value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 1:
+        raise TargetConfigError(f"target.{name}: expected a probability in [0, 1], got {value!r}")
+    return float(value)
+
+
+def _non_negative(name: str, value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not value >= 0:
+        raise TargetConfigError(f"target.{name}: expected a number ≥ 0, got {value!r}")
+    return float(value)
+
+
+def simulated_draw(seed: int, key: str, attempt: int, salt: str) -> float:
+    """Uniform draw in [0, 1) from blake2b-64 of ``seed|key|attempt|salt``."""
+    digest = hashlib.blake2b(f"{seed}|{key}|{attempt}|{salt}".encode(), digest_size=8).digest()
+    return struct.unpack(">Q", digest)[0] / 2**64
+
+
+def expected_text(expected: Any) -> str:
+    """The passing output for ``expected``: the graders' reference form."""
+    if isinstance(expected, str):
+        return expected
+    return json.dumps(expected, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+
+
+def wrong_answer(expected: Any, *, key: str, attempt: int, u: float) -> str:
+    """A plausible wrong answer for ``expected`` (see the module docstring); ``u`` in
+    [0, 1) picks the size of a numeric error."""
+    if isinstance(expected, bool):
+        return json.dumps(not expected)
+    number = _as_number(expected)
+    if number is not None:
+        wrong = number + max(1.0, abs(number)) * (1.0 + u)
+        if isinstance(expected, int) or (isinstance(expected, str) and number.is_integer()):
+            whole = math.floor(wrong)
+            return str(whole + 1 if whole == number else whole)
+        return f"{wrong:.6g}"
+    if isinstance(expected, dict):
+        if not expected:
+            return "null"
+        first = sorted(expected)[0]
+        return expected_text({k: v for k, v in expected.items() if k != first})
+    if isinstance(expected, list):
+        return expected_text(expected[:-1]) if expected else "null"
+    if isinstance(expected, str):
+        needle = expected.strip().casefold()
+        for text in WRONG_TEXTS:
+            if needle and needle not in text.casefold():
+                return text
+    return f"WRONG-{key}-{attempt}"
+
+
+def _as_number(value: Any) -> float | None:
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return float(value) if math.isfinite(value) else None
+    if isinstance(value, str):
+        return parse_number(value)
+    return None
+
+
+def _tokens(text: str) -> int:
+    return max(1, math.ceil(len(text) / 4))
+
+
+class SimulatedTarget:
+    """A deterministic fake pipeline; see the module docstring."""
+
+    kind = "simulated"
+
+    def __init__(self, config: SimulatedConfig) -> None:
+        self.config = config
+        self.model: str | None = "simulated"
+
+    @classmethod
+    def from_config(cls, config: dict) -> SimulatedTarget:
+        """Build from a run's target snapshot; raises ``TargetConfigError`` naming the field."""
+        return cls(SimulatedConfig.parse(config))
+
+    def pass_probability(self, key: str) -> float:
+        return self.config.pass_probability.get(key, self.config.default_pass_probability)
+
+    async def call(self, case: CaseInput) -> TargetResult:
+        """One simulated trial, a pure function of (config, case, attempt)."""
+        seed, key, attempt = self.config.seed, case.key, case.attempt
+        low, high = self.config.latency_ms
+        latency_ms = low + (high - low) * simulated_draw(seed, key, attempt, "latency")
+        if self.config.sleep and latency_ms:
+            await asyncio.sleep(latency_ms / 1000)
+        prompt = expected_text(case.input)
+        u_error = simulated_draw(seed, key, attempt, "error")
+        u_pass = simulated_draw(seed, key, attempt, "pass")
+        raw = {"simulated": True, "seed": seed, "u_error": u_error, "u_pass": u_pass}
+        if u_error < self.config.error_probability:
+            return TargetResult(
+                output="",
+                raw_response=raw,
+                error=SIMULATED_ERROR,
+                error_kind="simulated_error",
+                model="simulated",
+                latency_ms=latency_ms,
+            )
+        passed = u_pass < self.pass_probability(key)
+        if case.expected is None:
+            output = f"simulated answer for {key}"
+        elif passed:
+            output = expected_text(case.expected)
+        else:
+            u_size = simulated_draw(seed, key, attempt, "size")
+            output = wrong_answer(case.expected, key=key, attempt=attempt, u=u_size)
+        return TargetResult(
+            output=output,
+            raw_response={**raw, "intended": "pass" if passed else "fail"},
+            input_tokens=_tokens(prompt),
+            output_tokens=_tokens(output),
+            model="simulated",
+            latency_ms=latency_ms,
+        )
+
+    async def aclose(self) -> None:
+        """Nothing to release."""

@@ -1,0 +1,125 @@
+"""The Python-callable target: sync and async pipelines, errors as data, bad paths refused."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+
+import pytest
+
+from evals.targets import CaseInput, TargetConfigError, target_from_config
+
+PATH = "tests.test_targets_callable"
+IN_FLIGHT = {"now": 0, "max": 0}
+LOCK = threading.Lock()
+NOT_CALLABLE = 3
+
+
+def shout(case: CaseInput, *, suffix: str = "!") -> str:
+    return f"{case.input.upper()}{suffix}"
+
+
+async def shout_async(case: CaseInput, **settings) -> dict:
+    await asyncio.sleep(0)
+    return {"output": case.input[::-1], "input_tokens": 7, "output_tokens": 2, "model": "m-1"}
+
+
+def explode(case: CaseInput) -> str:
+    raise ValueError(f"no answer for {case.key}")
+
+
+def wrong_shape(case: CaseInput) -> int:
+    return 42
+
+
+def negative_tokens(case: CaseInput) -> dict:
+    return {"output": "x", "input_tokens": -1}
+
+
+def slow(case: CaseInput) -> str:
+    with LOCK:
+        IN_FLIGHT["now"] += 1
+        IN_FLIGHT["max"] = max(IN_FLIGHT["max"], IN_FLIGHT["now"])
+    time.sleep(0.05)
+    with LOCK:
+        IN_FLIGHT["now"] -= 1
+    return "done"
+
+
+def _run(config: dict, cases: list[CaseInput]):
+    async def go():
+        target = target_from_config(config)
+        try:
+            return await asyncio.gather(*(target.call(case) for case in cases))
+        finally:
+            await target.aclose()
+
+    return asyncio.run(go())
+
+
+def test_it_runs_a_sync_function_with_the_settings_as_keywords():
+    config = {"kind": "callable", "path": f"{PATH}:shout", "settings": {"suffix": "?"}}
+
+    [result] = _run(config, [CaseInput(key="c1", input="hi")])
+
+    assert result.ok
+    assert result.output == "HI?"
+    assert result.input_tokens is None
+    assert result.output_tokens is None
+    assert result.latency_ms >= 0
+
+
+def test_it_awaits_a_coroutine_function_and_keeps_its_token_counts_and_model():
+    [result] = _run({"kind": "callable", "path": f"{PATH}:shout_async"}, [CaseInput("c1", "abc")])
+
+    assert result.output == "cba"
+    assert (result.input_tokens, result.output_tokens, result.model) == (7, 2, "m-1")
+    assert result.raw_response["output"] == "cba"
+
+
+def test_it_turns_an_exception_into_an_errored_result():
+    [result] = _run({"kind": "callable", "path": f"{PATH}:explode"}, [CaseInput("c9", "x")])
+
+    assert not result.ok
+    assert result.output == ""
+    assert result.error == "ValueError: no answer for c9"
+
+
+@pytest.mark.parametrize(
+    ("function", "words"),
+    [("wrong_shape", "TypeError: expected a str"), ("negative_tokens", "'input_tokens'")],
+)
+def test_it_errors_on_a_return_value_of_the_wrong_shape(function, words):
+    [result] = _run({"kind": "callable", "path": f"{PATH}:{function}"}, [CaseInput("c1", "x")])
+
+    assert not result.ok
+    assert words in result.error
+
+
+def test_it_bounds_calls_in_flight_by_the_configured_concurrency():
+    IN_FLIGHT.update(now=0, max=0)
+    config = {"kind": "callable", "path": f"{PATH}:slow", "concurrency": 3}
+
+    results = _run(config, [CaseInput(f"c{i}", "x") for i in range(12)])
+
+    assert all(result.output == "done" for result in results)
+    assert IN_FLIGHT["max"] == 3
+
+
+@pytest.mark.parametrize(
+    ("config", "words"),
+    [
+        ({"path": "no_such_module_xyz:f"}, "cannot import 'no_such_module_xyz'"),
+        ({"path": f"{PATH}:missing"}, "has no 'missing'"),
+        ({"path": f"{PATH}:NOT_CALLABLE"}, "is not callable"),
+        ({"path": "justamodule"}, "expected 'package.module:function'"),
+        ({"path": None}, "expected 'package.module:function'"),
+        ({"path": f"{PATH}:shout", "settings": [1]}, "target.settings"),
+        ({"path": f"{PATH}:shout", "concurrency": 0}, "target.concurrency"),
+    ],
+)
+def test_it_refuses_a_bad_config_naming_the_field(config, words):
+    with pytest.raises(TargetConfigError, match="target\\.") as info:
+        target_from_config({"kind": "callable", **config})
+    assert words in str(info.value)

@@ -1,0 +1,335 @@
+"""The OpenAI-compatible target against a real local HTTP server (tests/fakellm.py)."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import threading
+
+import pytest
+
+from evals.targets import CaseInput, TargetConfigError, target_from_config
+from evals.targets.openai import OpenAITarget, prompt_render, retry_after_seconds
+from tests.fakellm import TEMPERATURE_MESSAGE, FakeLLM, body_text
+
+
+@pytest.fixture
+def fake_llm():
+    with FakeLLM() as server:
+        yield server
+
+
+class FakeClock:
+    """Records requested waits instead of sleeping."""
+
+    def __init__(self) -> None:
+        self.waits: list[float] = []
+
+    async def sleep(self, seconds: float) -> None:
+        self.waits.append(seconds)
+
+
+def _config(llm: FakeLLM, **extra) -> dict:
+    return {
+        "kind": "openai",
+        "base_url": llm.base_url,
+        "model": "example-model-1.5",
+        "prompt_template": "$input",
+        "backoff_base_s": 0.5,
+        "backoff_max_s": 8,
+        **extra,
+    }
+
+
+def _call(config: dict, cases: list[CaseInput], clock: FakeClock | None = None):
+    async def go():
+        target = OpenAITarget.from_config(
+            config, sleep=clock.sleep if clock else None, rng=random.Random(7)
+        )
+        try:
+            return await asyncio.gather(*(target.call(case) for case in cases))
+        finally:
+            await target.aclose()
+
+    return asyncio.run(go())
+
+
+def _one(config: dict, text: str, clock: FakeClock | None = None):
+    return _call(config, [CaseInput(key="c1", input=text)], clock)[0]
+
+
+def test_it_returns_the_completion_with_usage_and_model(fake_llm, monkeypatch):
+    monkeypatch.setenv("ASSAY_TEST_KEY", "sk-test")
+    config = _config(
+        fake_llm,
+        system_prompt="Be brief.",
+        api_key_env="ASSAY_TEST_KEY",
+        settings={"temperature": 0.2, "seed": 3},
+    )
+
+    result = _one(config, "What is 2+2? [answer=4]")
+
+    assert result.ok
+    assert result.output == "4"
+    assert result.model == "example-model-1.5"
+    assert result.input_tokens > 0
+    assert result.output_tokens == 1
+    assert result.attempts == 1
+    assert result.latency_ms > 0
+    assert result.raw_response["choices"][0]["message"]["content"] == "4"
+    sent = fake_llm.bodies[0]
+    assert sent["messages"][0] == {"role": "system", "content": "Be brief."}
+    assert sent["temperature"] == 0.2
+    assert sent["seed"] == 3
+
+
+def test_it_retries_a_429_after_waiting_at_least_retry_after_then_succeeds(fake_llm):
+    fake_llm.retry_after = "2"
+    clock = FakeClock()
+
+    result = _one(_config(fake_llm), "hi [fault=429x1]", clock)
+
+    assert result.ok
+    assert result.output == "fake answer"
+    assert result.attempts == 2
+    assert fake_llm.calls["429x1"] == 2
+    assert len(clock.waits) == 1
+    assert clock.waits[0] >= 2
+
+
+def test_it_errors_as_rate_limited_after_max_attempts_of_429(fake_llm):
+    fake_llm.retry_after = "2"
+    clock = FakeClock()
+
+    result = _one(_config(fake_llm, max_attempts=4), "hi [fault=429]", clock)
+
+    assert not result.ok
+    assert result.output == ""
+    assert result.error_kind == "rate_limited"
+    assert result.error.startswith("rate_limited")
+    assert "Rate limit reached for requests" in result.error
+    assert result.attempts == 4
+    assert fake_llm.calls["429"] == 4
+    assert len(clock.waits) == 3
+    assert all(wait >= 2 for wait in clock.waits)
+    assert result.raw_response["status"] == 429
+
+
+def test_it_honours_a_retry_after_given_as_an_http_date(fake_llm):
+    fake_llm.retry_after = "30"
+    clock = FakeClock()
+
+    result = _one(_config(fake_llm, max_attempts=2), "hi [fault=429-date]", clock)
+
+    assert result.error_kind == "rate_limited"
+    assert 25 <= clock.waits[0] <= 31
+
+
+def test_it_waits_longer_after_each_failure_up_to_the_cap(fake_llm):
+    clock = FakeClock()
+
+    _one(_config(fake_llm, max_attempts=6, backoff_base_s=1, backoff_max_s=4), "[fault=500]", clock)
+
+    # equal jitter: wait_k in [cap_k / 2, cap_k], cap_k = min(4, 1 * 2^(k-1))
+    caps = [1, 2, 4, 4, 4]
+    assert len(clock.waits) == 5
+    assert all(cap / 2 <= wait <= cap for wait, cap in zip(clock.waits, caps, strict=True))
+
+
+@pytest.mark.parametrize("status", ["500", "502", "503"])
+def test_it_retries_a_server_error_then_succeeds(fake_llm, status):
+    clock = FakeClock()
+
+    result = _one(_config(fake_llm), f"hi [fault={status}x2]", clock)
+
+    assert result.ok
+    assert result.attempts == 3
+    assert fake_llm.calls[f"{status}x2"] == 3
+
+
+@pytest.mark.parametrize("status", ["500", "502", "503"])
+def test_it_errors_with_the_status_after_a_server_error_every_time(fake_llm, status):
+    clock = FakeClock()
+
+    result = _one(_config(fake_llm, max_attempts=3), f"hi [fault={status}]", clock)
+
+    assert result.error_kind == f"server_error {status}"
+    assert result.error.startswith(f"server_error {status} after 3 attempts")
+    assert f"The server had an error ({status})" in result.error
+    assert fake_llm.calls[status] == 3
+    assert result.attempts == 3
+
+
+def test_it_errors_as_timeout_when_the_server_hangs():
+    with FakeLLM(hang_s=5) as llm:
+        clock = FakeClock()
+
+        result = _one(_config(llm, timeout_s=0.3, max_attempts=2), "hi [fault=timeout]", clock)
+
+        assert result.error_kind == "timeout"
+        assert result.error.startswith("timeout after 2 attempts")
+        assert llm.calls["timeout"] == 2
+        assert result.attempts == 2
+
+
+def test_it_errors_as_connection_error_when_nothing_listens():
+    with FakeLLM() as llm:
+        base_url = llm.base_url
+    clock = FakeClock()
+    config = {"kind": "openai", "base_url": base_url, "model": "m", "prompt_template": "$input"}
+
+    result = _one({**config, "max_attempts": 2}, "hi", clock)
+
+    assert result.error_kind == "connection_error"
+    assert result.attempts == 2
+
+
+def test_it_does_not_retry_a_rejected_parameter_and_keeps_the_message_verbatim(fake_llm):
+    clock = FakeClock()
+    config = _config(fake_llm, settings={"temperature": 0})
+
+    result = _one(config, "hi [fault=400-temperature]", clock)
+
+    assert result.error == f"client_error 400: {TEMPERATURE_MESSAGE}"
+    assert result.error_kind == "client_error 400"
+    assert result.attempts == 1
+    assert fake_llm.calls["400-temperature"] == 1
+    assert clock.waits == []
+    assert result.raw_response["body"]["error"]["param"] == "temperature"
+
+
+@pytest.mark.parametrize(
+    ("fault", "words"),
+    [
+        ("malformed", "not a JSON object"),
+        ("no-choices", "no choices"),
+        ("empty", "empty content"),
+    ],
+)
+def test_it_errors_on_a_200_without_a_usable_answer(fake_llm, fault, words):
+    result = _one(_config(fake_llm), f"hi [fault={fault}]", FakeClock())
+
+    assert not result.ok
+    assert result.output == ""
+    assert result.error_kind == "malformed_response"
+    assert words in result.error
+    assert fake_llm.calls[fault] == 1
+
+
+def test_it_shards_64_in_flight_over_clients_of_at_most_16_connections(fake_llm):
+    config = _config(fake_llm, concurrency=64)
+    cases = [CaseInput(key=f"c{i}", input=f"case {i} [latency=300]") for i in range(128)]
+
+    async def go():
+        target = OpenAITarget.from_config(config)
+        shapes = [
+            (shard.max_connections, shard.client._transport._pool._max_connections)
+            for shard in target.shards
+        ]
+        try:
+            results = await asyncio.gather(*(target.call(case) for case in cases))
+        finally:
+            await target.aclose()
+        return shapes, results
+
+    shapes, results = asyncio.run(go())
+
+    assert len(shapes) == 4
+    assert all(declared <= 16 and pool <= 16 for declared, pool in shapes)
+    assert sum(declared for declared, _ in shapes) == 64
+    assert all(result.ok for result in results)
+    assert fake_llm.max_in_flight > 16
+    assert fake_llm.max_in_flight <= 64
+
+
+def test_it_never_exceeds_the_configured_concurrency(fake_llm):
+    config = _config(fake_llm, concurrency=5)
+    cases = [CaseInput(key=f"c{i}", input=f"case {i} [latency=100]") for i in range(20)]
+
+    results = _call(config, cases)
+
+    assert all(result.ok for result in results)
+    assert fake_llm.max_in_flight == 5
+
+
+def test_it_sends_no_authorization_header_when_the_key_variable_is_unset(monkeypatch):
+    monkeypatch.delenv("ASSAY_NO_SUCH_KEY", raising=False)
+    target = OpenAITarget.from_config(
+        {
+            "kind": "openai",
+            "base_url": "http://127.0.0.1:9/v1",
+            "model": "m",
+            "prompt_template": "$input",
+            "api_key_env": "ASSAY_NO_SUCH_KEY",
+        }
+    )
+    assert "authorization" not in target.clients[0].headers
+    asyncio.run(target.aclose())
+
+
+def test_it_inserts_case_text_as_data_never_as_template_source():
+    case = CaseInput(
+        key="k1",
+        input="Use {foo} and $expected and ${key} literally",
+        expected={"a": 1},
+        context=[{"id": "d1", "text": "doc one"}],
+        tags=["x", "y"],
+        attempt=3,
+    )
+
+    text = prompt_render("Q: $input\nE: $expected\nC: $context\nT: $tags #$attempt $$5", case)
+
+    assert text == (
+        'Q: Use {foo} and $expected and ${key} literally\nE: {"a":1}\n'
+        "C: [d1] doc one\nT: x, y #3 $5"
+    )
+
+
+@pytest.mark.parametrize(
+    ("change", "field"),
+    [
+        ({"base_url": None}, "target.base_url"),
+        ({"base_url": "ftp://x"}, "target.base_url"),
+        ({"model": ""}, "target.model"),
+        ({"prompt_template": "$nope"}, "target.prompt_template"),
+        ({"prompt_template": "cost $"}, "target.prompt_template"),
+        ({"settings": []}, "target.settings"),
+        ({"settings": {"messages": []}}, "target.settings.messages"),
+        ({"concurrency": 0}, "target.concurrency"),
+        ({"concurrency": 2.5}, "target.concurrency"),
+        ({"timeout_s": "60"}, "target.timeout_s"),
+        ({"max_attempts": True}, "target.max_attempts"),
+        ({"system_prompt": 3}, "target.system_prompt"),
+        ({"tempreature": 0}, "target.tempreature"),
+    ],
+)
+def test_it_refuses_a_bad_config_naming_the_field(change, field):
+    config = {
+        "kind": "openai",
+        "base_url": "http://127.0.0.1:9/v1",
+        "model": "m",
+        "prompt_template": "$input",
+        **change,
+    }
+    with pytest.raises(TargetConfigError, match=field.replace(".", r"\.")):
+        target_from_config(config)
+
+
+def test_it_reads_retry_after_as_seconds_or_an_http_date():
+    from datetime import UTC, datetime
+
+    now = datetime(2026, 11, 30, 12, 0, 0, tzinfo=UTC)
+    assert retry_after_seconds("2") == 2.0
+    assert retry_after_seconds("Mon, 30 Nov 2026 12:00:07 GMT", now=now) == 7.0
+    assert retry_after_seconds("Mon, 30 Nov 2026 11:00:00 GMT", now=now) == 0.0
+    assert retry_after_seconds("soon") is None
+    assert retry_after_seconds(None) is None
+
+
+def test_the_fake_server_stops_without_leaking_threads():
+    before = threading.active_count()
+    with FakeLLM() as llm:
+        _one(_config(llm), "hi")
+        assert llm.calls["ok"] == 1
+    assert threading.active_count() == before
+    assert body_text(llm.bodies[0]) == "hi"
