@@ -63,7 +63,6 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
-    "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -74,6 +73,10 @@ MIDDLEWARE = [
     "config.middleware.ContentSecurityPolicyMiddleware",
     "config.middleware.LoginRequiredMiddleware",
 ]
+
+if not DEBUG:
+    # Production serves static files through WhiteNoise; DEBUG uses runserver's handler.
+    MIDDLEWARE.insert(1, "whitenoise.middleware.WhiteNoiseMiddleware")
 
 ROOT_URLCONF = "config.urls"
 
@@ -136,7 +139,6 @@ STORAGES = {
         else "whitenoise.storage.CompressedManifestStaticFilesStorage"
     },
 }
-WHITENOISE_USE_FINDERS = DEBUG
 
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "evals:run-list"
@@ -168,10 +170,15 @@ if REDIS_URL:
     CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 3600}
 else:
     _broker_dir = VAR_DIR / "celery" / "broker"
+    _control_dir = VAR_DIR / "celery" / "control"
+    # kombu's filesystem transport does not create its folders; the first enqueue would fail.
+    for _folder in (_broker_dir, _control_dir):
+        _folder.mkdir(parents=True, exist_ok=True)
     CELERY_BROKER_URL = "filesystem://"
     CELERY_BROKER_TRANSPORT_OPTIONS = {
         "data_folder_in": str(_broker_dir),
         "data_folder_out": str(_broker_dir),
+        "control_folder": str(_control_dir),
         "processed_folder": str(VAR_DIR / "celery" / "processed"),
         "store_processed": False,
     }
@@ -193,8 +200,8 @@ REST_FRAMEWORK = {
 ASSAY = {
     # A trial whose worker died is taken over after this many seconds.
     "TRIAL_LEASE_SECONDS": int(os.environ.get("ASSAY_TRIAL_LEASE_SECONDS", "600")),
-    # Trials per Celery task: a chunk runs concurrently inside one task (see bench/README.md).
-    "TRIAL_CHUNK_SIZE": int(os.environ.get("ASSAY_TRIAL_CHUNK_SIZE", "64")),
+    # Trials per Celery task, run concurrently inside it (measured: bench/RESULTS-runner.md).
+    "TRIAL_CHUNK_SIZE": int(os.environ.get("ASSAY_TRIAL_CHUNK_SIZE", "256")),
     # Outputs longer than this are shown truncated, with "show all".
     "OUTPUT_PREVIEW_CHARS": 2000,
 }

@@ -1,0 +1,142 @@
+"""``manage.py run_suite SUITE --target FILE.json|--simulated``: start a run, optionally wait.
+
+Exit codes with ``--wait``: 0 succeeded, 1 failed (some trial errored), 2 cancelled, timed
+out or anything else. Without ``--wait`` the command prints the run id and exits 0 once the
+run is queued (a Celery worker executes it).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.utils import timezone
+
+from evals.graders import GraderConfigError
+from evals.models import Run, Suite
+from evals.services import RunConfigError, run_start
+from evals.targets import TargetConfigError
+
+EXIT_SUCCEEDED, EXIT_FAILED, EXIT_OTHER = 0, 1, 2
+
+SIMULATED_TARGET = {"kind": "simulated", "model": "simulated", "seed": 1234}
+
+
+def _json_file(path: str, *, option: str) -> Any:
+    try:
+        text = Path(path).read_text(encoding="utf-8-sig")
+    except OSError as exc:
+        raise CommandError(f"{option}: cannot read {path}: {exc.strerror or exc}") from exc
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise CommandError(
+            f"{option}: {path} is not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})"
+        ) from exc
+
+
+def _suite_get(ref: str) -> Suite:
+    suite = Suite.objects.filter(name=ref).first()
+    if suite is None:
+        try:
+            suite = Suite.objects.filter(uuid=uuid.UUID(ref)).first()
+        except ValueError:
+            suite = None
+    if suite is None:
+        raise CommandError(f"SUITE: no suite named {ref!r}")
+    return suite
+
+
+class Command(BaseCommand):
+    help = "Start a run of a suite against a target; with --wait, wait and exit 0/1/2."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("suite", metavar="SUITE", help="suite name (or uuid)")
+        target = parser.add_mutually_exclusive_group(required=True)
+        target.add_argument("--target", metavar="FILE.json", help="target configuration file")
+        target.add_argument(
+            "--simulated", action="store_true", help="use the simulated target (no network)"
+        )
+        parser.add_argument(
+            "--seed", type=int, default=None, help="seed of --simulated (default 1234)"
+        )
+        parser.add_argument("--trials", type=int, default=1, help="trials per case (default 1)")
+        parser.add_argument("--name", default=None, help="run name (default: run-<UTC time>)")
+        parser.add_argument("--graders", metavar="FILE.json", help="grader set: a JSON list")
+        parser.add_argument("--wait", action="store_true", help="wait until the run ends")
+        parser.add_argument(
+            "--timeout", type=float, default=3600.0, help="seconds --wait waits (default 3600)"
+        )
+        parser.add_argument("--json", action="store_true", help="print the result as JSON")
+
+    def handle(self, *args: Any, **opts: Any) -> None:
+        suite = _suite_get(opts["suite"])
+        if opts["simulated"]:
+            target = dict(SIMULATED_TARGET)
+            if opts["seed"] is not None:
+                target["seed"] = opts["seed"]
+        else:
+            target = _json_file(opts["target"], option="--target")
+            if not isinstance(target, dict):
+                raise CommandError("--target: expected a JSON object")
+        graders = _json_file(opts["graders"], option="--graders") if opts["graders"] else []
+        if not isinstance(graders, list):
+            raise CommandError("--graders: expected a JSON list of grader specs")
+        name = opts["name"] or timezone.now().strftime("run-%Y%m%d-%H%M%S")
+        try:
+            run = run_start(
+                suite=suite,
+                name=name,
+                target=target,
+                graders=graders,
+                trials_per_case=opts["trials"],
+            )
+        except (TargetConfigError, GraderConfigError, RunConfigError) as exc:
+            raise CommandError(str(exc)) from exc
+
+        if not opts["wait"]:
+            self._report(run, opts, waited=False)
+            return
+        deadline = time.monotonic() + opts["timeout"]
+        run.refresh_from_db()
+        while not run.is_terminal and time.monotonic() < deadline:
+            time.sleep(0.5)
+            run.refresh_from_db()
+        self._report(run, opts, waited=True)
+        if run.status == Run.Status.SUCCEEDED:
+            code = EXIT_SUCCEEDED
+        elif run.status == Run.Status.FAILED:
+            code = EXIT_FAILED
+        else:
+            code = EXIT_OTHER
+        if code:
+            sys.exit(code)
+
+    def _report(self, run: Run, opts: dict, *, waited: bool) -> None:
+        summary = {
+            "run": str(run.uuid),
+            "suite": run.suite.name,
+            "name": run.name,
+            "status": run.status,
+            "trials_total": run.trials_total,
+            "trials_finished": run.trials_finished,
+            "trials_errored": run.trials_errored,
+            "error_message": run.error_message,
+        }
+        if waited and not run.is_terminal:
+            summary["error_message"] = f"timed out after {opts['timeout']} s (status {run.status})"
+        if opts["json"]:
+            self.stdout.write(json.dumps(summary))
+            return
+        self.stdout.write(
+            f"run {run.name} ({run.uuid}) of suite {run.suite.name}: {run.status}; "
+            f"{run.trials_finished} of {run.trials_total} trials finished, "
+            f"{run.trials_errored} errored"
+        )
+        if summary["error_message"]:
+            self.stdout.write(summary["error_message"])

@@ -1,0 +1,117 @@
+"""manage.py run_suite: start a run, wait, exit 0 succeeded / 1 failed / 2 other."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from django.core.management import CommandError, call_command
+
+from evals.models import Case, Run, Suite, Trial
+
+pytestmark = pytest.mark.django_db(transaction=True, serialized_rollback=True)
+# transaction=True: on_commit fires for real, so the eager chunk tasks execute as in production.
+
+GRADERS = [{"key": "nonempty", "kind": "regex", "config": {"pattern": "."}}]
+
+
+@pytest.fixture
+def suite() -> Suite:
+    suite = Suite.objects.create(name="smoke")
+    for i in range(4):
+        Case.objects.create(suite=suite, key=f"c{i}", input=f"q{i}", expected="yes")
+    return suite
+
+
+def write_json(tmp_path, name, value):
+    path = tmp_path / name
+    path.write_text(json.dumps(value))
+    return str(path)
+
+
+def run_command(*args) -> tuple[int, str]:
+    from io import StringIO
+
+    out = StringIO()
+    try:
+        call_command("run_suite", *args, stdout=out)
+        code = 0
+    except SystemExit as exc:
+        code = exc.code
+    return code, out.getvalue()
+
+
+def test_it_runs_a_simulated_suite_and_exits_0_when_it_succeeds(suite, tmp_path):
+    graders = write_json(tmp_path, "g.json", GRADERS)
+    code, out = run_command(
+        "smoke", "--simulated", "--trials", "3", "--name", "n1", "--graders", graders,
+        "--wait", "--json",
+    )
+    summary = json.loads(out)
+    assert code == 0
+    assert summary["status"] == "succeeded" and summary["name"] == "n1"
+    assert (summary["trials_total"], summary["trials_finished"], summary["trials_errored"]) == (
+        12, 12, 0
+    )
+    assert Trial.objects.filter(run__name="n1").count() == 12
+
+
+def test_it_exits_1_when_a_trial_errored(suite, tmp_path):
+    target = write_json(
+        tmp_path, "t.json",
+        {"kind": "simulated", "seed": 1, "error_probability": 1.0},
+    )
+    code, out = run_command("smoke", "--target", target, "--name", "n2", "--wait")
+    assert code == 1
+    assert "failed" in out and "4 of 4 trials errored" in out
+    assert Run.objects.get(name="n2").status == Run.Status.FAILED
+
+
+def test_it_exits_2_when_the_run_does_not_finish_in_time(suite, tmp_path, settings):
+    from config.celery import app
+
+    saved = app.conf.task_always_eager
+    app.conf.task_always_eager = False  # no worker listens: the run stays queued
+    app.conf.task_default_queue, saved_queue = "assay-test-nobody", app.conf.task_default_queue
+    try:
+        code, out = run_command(
+            "smoke", "--simulated", "--name", "n3", "--wait", "--timeout", "0.2"
+        )
+    finally:
+        app.conf.task_always_eager = saved
+        app.conf.task_default_queue = saved_queue
+    assert code == 2
+    assert "timed out" in out
+
+
+def test_without_wait_it_only_starts_the_run(suite):
+    code, out = run_command("smoke", "--simulated", "--name", "n4")
+    assert code == 0
+    assert "n4" in out
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["nope", "--simulated"], "SUITE: no suite named 'nope'"),
+        (["smoke", "--simulated", "--trials", "0"], "trials_per_case"),
+        (["smoke", "--target", "/no/such/file.json"], "--target: cannot read"),
+    ],
+)
+def test_it_names_the_bad_argument(suite, args, message):
+    with pytest.raises(CommandError, match=message.replace(".", r"\.")):
+        call_command("run_suite", *args)
+
+
+def test_it_names_the_bad_field_of_a_target_or_grader_file(suite, tmp_path):
+    bad_target = write_json(tmp_path, "t.json", {"kind": "simulated"})
+    with pytest.raises(CommandError, match="target.seed"):
+        call_command("run_suite", "smoke", "--target", bad_target)
+    bad_graders = write_json(tmp_path, "g.json", [{"key": "x", "kind": "nope"}])
+    with pytest.raises(CommandError, match=r"graders\[0\]\.kind"):
+        call_command("run_suite", "smoke", "--simulated", "--graders", bad_graders)
+    not_json = tmp_path / "broken.json"
+    not_json.write_text("{oops")
+    with pytest.raises(CommandError, match="not valid JSON"):
+        call_command("run_suite", "smoke", "--target", str(not_json))
+    assert Run.objects.count() == 0

@@ -1,0 +1,427 @@
+"""The runner services: start, chunk execution, grading, finalize, cancel.
+
+The outside world (the LLM endpoint) is a real local server, tests/fakellm.py, scripted by
+markers in each case's input; everything else is the real code on the test database.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from decimal import Decimal
+
+import pytest
+from django.utils import timezone
+
+from evals.graders import GraderConfigError, parse_grader_specs
+from evals.models import Case, Grade, ModelPrice, Run, Suite, Trial
+from evals.services import (
+    RunConfigError,
+    run_cancel,
+    run_finalize,
+    run_start,
+    trial_chunk_execute,
+    trial_grade,
+)
+from evals.targets import TargetConfigError
+from evals.tasks import run_chunk_execute
+from tests.fakellm import FakeLLM
+
+pytestmark = pytest.mark.django_db
+
+GRADERS = [{"key": "says-yes", "kind": "regex", "config": {"pattern": "^yes$"}}]
+
+
+@pytest.fixture
+def llm():
+    server = FakeLLM(retry_after="0", hang_s=5.0)
+    server.start()
+    yield server
+    server.stop()
+
+
+def openai_target(llm: FakeLLM, **extra) -> dict:
+    return {
+        "kind": "openai",
+        "base_url": llm.base_url,
+        "model": "fake-model",
+        "prompt_template": "$input",
+        "max_attempts": 2,
+        "backoff_base_s": 0.01,
+        "backoff_max_s": 0.05,
+        "timeout_s": 0.5,
+        "concurrency": 8,
+        **extra,
+    }
+
+
+def make_suite(inputs: dict[str, str], name: str = "s") -> Suite:
+    suite = Suite.objects.create(name=name)
+    for key, text in inputs.items():
+        Case.objects.create(suite=suite, key=key, input=text, expected="yes")
+    return suite
+
+
+def start_and_execute(django_capture_on_commit_callbacks, **kwargs) -> Run:
+    """run_start, then the on-commit enqueue (Celery is eager in tests), then reload."""
+    with django_capture_on_commit_callbacks(execute=True):
+        run = run_start(**kwargs)
+    run.refresh_from_db()
+    return run
+
+
+def ten_case_suite() -> Suite:
+    return make_suite({f"c{i}": f"[answer=yes] question {i}" for i in range(1, 11)}, name="ten")
+
+
+# -- run_start -----------------------------------------------------------------------------
+
+
+def test_it_creates_one_queued_trial_per_active_case_and_attempt(
+    llm, django_capture_on_commit_callbacks, settings
+):
+    settings.ASSAY = {**settings.ASSAY, "TRIAL_CHUNK_SIZE": 4}
+    suite = make_suite({"a": "[answer=yes] a", "b": "[answer=yes] b", "c": "[answer=yes] c"})
+    Case.objects.filter(key="c").update(retired_at=timezone.now())
+
+    with django_capture_on_commit_callbacks(execute=False) as callbacks:
+        run = run_start(
+            suite=suite, name="r", target=openai_target(llm), graders=GRADERS, trials_per_case=3
+        )
+
+    assert run.status == Run.Status.QUEUED
+    assert run.trials_total == 6
+    assert run.target_kind == "openai" and run.model == "fake-model"
+    assert run.target == openai_target(llm) and run.graders == GRADERS
+    rows = sorted(Trial.objects.filter(run=run).values_list("case__key", "attempt", "status"))
+    assert rows == [(k, n, "queued") for k in ("a", "b") for n in (1, 2, 3)]
+    assert len(callbacks) == 2  # ceil(6 / 4) chunk tasks
+
+
+def test_it_enqueues_the_chunk_tasks_only_after_commit(
+    llm, django_capture_on_commit_callbacks, monkeypatch, settings
+):
+    settings.ASSAY = {**settings.ASSAY, "TRIAL_CHUNK_SIZE": 4}
+    sent: list[tuple[int, list[int]]] = []
+    monkeypatch.setattr(run_chunk_execute, "delay", lambda run_id, ids: sent.append((run_id, ids)))
+    suite = ten_case_suite()
+
+    with django_capture_on_commit_callbacks(execute=False) as callbacks:
+        run = run_start(
+            suite=suite, name="r", target=openai_target(llm), graders=[], trials_per_case=1
+        )
+    assert sent == []
+    for callback in callbacks:
+        callback()
+
+    all_ids = sorted(Trial.objects.filter(run=run).values_list("id", flat=True))
+    assert [len(ids) for _, ids in sent] == [4, 4, 2]
+    assert {run_id for run_id, _ in sent} == {run.id}
+    assert sorted(i for _, ids in sent for i in ids) == all_ids
+
+
+@pytest.mark.parametrize(
+    ("target", "graders", "error", "field"),
+    [
+        ({"kind": "nope"}, [], TargetConfigError, "target.kind"),
+        ({"kind": "openai", "model": "m", "prompt_template": "$input"}, [], TargetConfigError,
+         "target.base_url"),
+        (None, [{"key": "g", "kind": "no-such-grader"}], GraderConfigError, "graders[0].kind"),
+    ],
+)
+def test_it_refuses_a_bad_configuration_before_writing_anything(
+    llm, target, graders, error, field
+):
+    suite = ten_case_suite()
+    with pytest.raises(error, match=field.replace("[", r"\[").replace("]", r"\]")):
+        run_start(
+            suite=suite, name="r", target=target or openai_target(llm), graders=graders,
+            trials_per_case=1,
+        )
+    assert Run.objects.count() == 0 and Trial.objects.count() == 0
+
+
+@pytest.mark.parametrize("trials", [0, -1])
+def test_it_refuses_fewer_than_one_trial_per_case(llm, trials):
+    with pytest.raises(RunConfigError, match="trials_per_case"):
+        run_start(
+            suite=ten_case_suite(), name="r", target=openai_target(llm), graders=[],
+            trials_per_case=trials,
+        )
+
+
+def test_it_refuses_a_suite_without_active_cases(llm):
+    suite = make_suite({"a": "x"})
+    Case.objects.update(retired_at=timezone.now())
+    with pytest.raises(RunConfigError, match="suite"):
+        run_start(suite=suite, name="r", target=openai_target(llm), graders=[], trials_per_case=1)
+
+
+# -- execution ---------------------------------------------------------------------------
+
+
+def test_it_runs_a_suite_to_success_and_grades_every_trial(
+    llm, django_capture_on_commit_callbacks
+):
+    suite = make_suite(
+        {"y1": "[answer=yes] 1", "y2": "[answer=yes] 2", "n1": "[answer=no] 3"}
+    )
+    run = start_and_execute(
+        django_capture_on_commit_callbacks, suite=suite, name="r", target=openai_target(llm),
+        graders=GRADERS, trials_per_case=2,
+    )
+
+    assert run.status == Run.Status.SUCCEEDED
+    assert (run.trials_total, run.trials_finished, run.trials_errored) == (6, 6, 0)
+    assert run.error_message == ""
+    assert run.started_at is not None and run.finished_at >= run.started_at
+    assert Grade.objects.filter(trial__run=run, passed=True).count() == 4
+    assert Grade.objects.filter(trial__run=run, passed=False).count() == 2
+    trial = Trial.objects.filter(run=run, case__key="y1").first()
+    assert trial.output == "yes"
+    assert trial.input_tokens > 0 and trial.output_tokens > 0 and trial.latency_ms > 0
+    assert trial.lease_expires_at is None and trial.finished_at is not None
+
+
+def test_a_run_whose_cases_hit_provider_faults_ends_failed_with_exact_counts(
+    llm, django_capture_on_commit_callbacks
+):
+    inputs = {f"ok{i}": f"[answer=yes] fine {i}" for i in range(4)}
+    inputs["wrong"] = "[answer=no] wrong"
+    inputs |= {
+        "rate": "[fault=429] limited",
+        "boom": "[fault=500] broken",
+        "slow": "[fault=timeout] hangs",
+        "param": "[fault=400-temperature] refused",
+    }
+    suite = make_suite(inputs)
+
+    run = start_and_execute(
+        django_capture_on_commit_callbacks, suite=suite, name="r", target=openai_target(llm),
+        graders=GRADERS, trials_per_case=2,
+    )
+
+    assert run.status == Run.Status.FAILED
+    assert (run.trials_total, run.trials_finished, run.trials_errored) == (18, 18, 8)
+    assert run.error_message == "8 of 18 trials errored"
+    errored = Trial.objects.filter(run=run, status=Trial.Status.ERROR)
+    assert sorted(set(errored.values_list("case__key", flat=True))) == [
+        "boom", "param", "rate", "slow"
+    ]
+    assert all(t.error_message for t in errored)
+    assert "temperature" in errored.get(case__key="param", attempt=1).error_message
+    # An errored trial is errored, not failed: it has no grade at all, let alone a pass.
+    assert not Grade.objects.filter(trial__in=errored).exists()
+    assert Grade.objects.filter(trial__run=run, passed=True).count() == 8
+    assert Grade.objects.filter(trial__run=run, passed=False).count() == 2
+
+
+def test_it_never_calls_success_a_run_where_every_trial_errored(
+    llm, django_capture_on_commit_callbacks
+):
+    suite = make_suite({"a": "[fault=503] a", "b": "[fault=503] b"})
+    run = start_and_execute(
+        django_capture_on_commit_callbacks, suite=suite, name="r", target=openai_target(llm),
+        graders=GRADERS, trials_per_case=1,
+    )
+    assert run.status == Run.Status.FAILED
+    assert run.error_message == "2 of 2 trials errored"
+    assert not Grade.objects.exists()
+
+
+def test_it_writes_each_trial_as_it_completes_not_when_the_chunk_ends(
+    llm, django_capture_on_commit_callbacks
+):
+    suite = make_suite({"fast": "[answer=yes] fast", "slow": "[latency=1200][answer=yes] slow"})
+    run = start_and_execute(
+        django_capture_on_commit_callbacks, suite=suite, name="r",
+        target=openai_target(llm, timeout_s=5.0), graders=[], trials_per_case=1,
+    )
+    fast = Trial.objects.get(run=run, case__key="fast")
+    slow = Trial.objects.get(run=run, case__key="slow")
+    assert slow.finished_at - fast.finished_at > timedelta(seconds=0.8)
+
+
+def test_it_records_null_cost_for_an_unpriced_model_and_exact_cost_for_a_priced_one(
+    llm, django_capture_on_commit_callbacks
+):
+    suite = make_suite({"a": "[answer=yes] a"})
+    unpriced = start_and_execute(
+        django_capture_on_commit_callbacks, suite=suite, name="r1",
+        target=openai_target(llm, model="unpriced-model-x"), graders=[], trials_per_case=1,
+    )
+    ModelPrice.objects.create(
+        model="priced-model-x", input_usd_per_mtok=Decimal("0.70"),
+        output_usd_per_mtok=Decimal("2.10"),
+    )
+    priced = start_and_execute(
+        django_capture_on_commit_callbacks, suite=suite, name="r2",
+        target=openai_target(llm, model="priced-model-x"), graders=[], trials_per_case=1,
+    )
+
+    assert unpriced.trials.get().cost_usd is None
+    trial = priced.trials.get()
+    expected = (
+        Decimal(trial.input_tokens) * Decimal("0.70")
+        + Decimal(trial.output_tokens) * Decimal("2.10")
+    ) / Decimal(1_000_000)
+    assert trial.cost_usd == expected.quantize(Decimal("0.00000001"))
+
+
+# -- idempotency (fault F1) ----------------------------------------------------------------
+
+
+def test_a_redelivered_chunk_adds_no_trial_no_grade_and_no_call(
+    llm, django_capture_on_commit_callbacks
+):
+    run = start_and_execute(
+        django_capture_on_commit_callbacks, suite=ten_case_suite(), name="R1",
+        target=openai_target(llm), graders=GRADERS, trials_per_case=1,
+    )
+    calls_before = llm.requests
+    trial_ids = list(Trial.objects.filter(run=run).values_list("id", flat=True))
+
+    run_chunk_execute.apply(args=(run.id, trial_ids))  # the same message, delivered again
+    trial_chunk_execute(run_id=run.id, trial_ids=trial_ids)
+    run.refresh_from_db()
+
+    assert Trial.objects.filter(run=run).count() == 10
+    assert Trial.objects.filter(run=run, case__key="c7", attempt=1).count() == 1
+    assert (run.trials_total, run.trials_finished, run.trials_errored) == (10, 10, 0)
+    assert Grade.objects.filter(trial__run=run).count() == 10
+    assert llm.requests == calls_before == 10
+    assert run.status == Run.Status.SUCCEEDED
+
+
+def test_it_takes_over_trials_whose_lease_expired_but_not_live_ones(
+    llm, django_capture_on_commit_callbacks
+):
+    with django_capture_on_commit_callbacks(execute=False):
+        run = run_start(
+            suite=ten_case_suite(), name="R1", target=openai_target(llm), graders=GRADERS,
+            trials_per_case=1,
+        )
+    trials = list(Trial.objects.filter(run=run).order_by("id"))
+    past, future = timezone.now() - timedelta(seconds=1), timezone.now() + timedelta(hours=1)
+    # A worker died holding trials 0-2; another one is alive and holds trial 3.
+    Trial.objects.filter(id__in=[t.id for t in trials[:3]]).update(
+        status=Trial.Status.RUNNING, lease_expires_at=past
+    )
+    Trial.objects.filter(id=trials[3].id).update(
+        status=Trial.Status.RUNNING, lease_expires_at=future
+    )
+
+    trial_chunk_execute(run_id=run.id, trial_ids=[t.id for t in trials])
+    run.refresh_from_db()
+
+    assert Trial.objects.get(id=trials[3].id).status == Trial.Status.RUNNING
+    assert Trial.objects.filter(run=run, status=Trial.Status.OK).count() == 9
+    assert run.status == Run.Status.RUNNING and run.trials_finished == 9
+    assert llm.requests == 9
+
+
+def test_grading_a_trial_twice_keeps_one_grade_per_grader(
+    llm, django_capture_on_commit_callbacks
+):
+    run = start_and_execute(
+        django_capture_on_commit_callbacks, suite=make_suite({"a": "[answer=yes] a"}), name="r",
+        target=openai_target(llm), graders=GRADERS, trials_per_case=1,
+    )
+    trial = run.trials.get()
+    specs = parse_grader_specs(
+        GRADERS + [{"key": "short", "kind": "regex", "config": {"pattern": "^.{1,5}$"}}]
+    )
+
+    assert trial_grade(trial=trial, specs=specs) == 1  # only the new grader
+    assert trial_grade(trial=trial, specs=specs) == 0
+    assert sorted(trial.grades.values_list("grader", "passed")) == [
+        ("says-yes", True), ("short", True)
+    ]
+
+
+def test_an_errored_trial_gets_no_grades(llm, django_capture_on_commit_callbacks):
+    run = start_and_execute(
+        django_capture_on_commit_callbacks, suite=make_suite({"a": "[fault=500] a"}), name="r",
+        target=openai_target(llm), graders=GRADERS, trials_per_case=1,
+    )
+    trial = run.trials.get()
+    assert trial.status == Trial.Status.ERROR
+    assert trial_grade(trial=trial, specs=parse_grader_specs(GRADERS)) == 0
+    assert not trial.grades.exists()
+
+
+def test_finalize_is_idempotent(llm, django_capture_on_commit_callbacks):
+    run = start_and_execute(
+        django_capture_on_commit_callbacks,
+        suite=make_suite({"a": "[fault=500] a", "b": "[answer=yes] b"}),
+        name="r", target=openai_target(llm), graders=GRADERS, trials_per_case=1,
+    )
+    first = (
+        run.status, run.finished_at, run.trials_finished, run.trials_errored, run.error_message
+    )
+    again = run_finalize(run_id=run.id)
+    assert (
+        again.status, again.finished_at, again.trials_finished, again.trials_errored,
+        again.error_message,
+    ) == first == (Run.Status.FAILED, run.finished_at, 2, 1, "1 of 2 trials errored")
+
+
+# -- cancel ------------------------------------------------------------------------------
+
+
+def test_a_cancelled_run_executes_nothing_and_stays_cancelled(
+    llm, django_capture_on_commit_callbacks, carol
+):
+    with django_capture_on_commit_callbacks(execute=False) as callbacks:
+        run = run_start(
+            suite=ten_case_suite(), name="r", target=openai_target(llm), graders=GRADERS,
+            trials_per_case=2,
+        )
+    assert run_cancel(run=run, by=carol) is True
+    for callback in callbacks:
+        callback()  # the chunk tasks still arrive
+    run.refresh_from_db()
+
+    assert run.status == Run.Status.CANCELLED and run.finished_at is not None
+    assert Trial.objects.filter(run=run, status=Trial.Status.CANCELLED).count() == 20
+    assert llm.requests == 0
+    assert run_cancel(run=run, by=carol) is False
+
+
+def test_running_trials_finish_after_cancel_but_the_run_stays_cancelled(
+    llm, django_capture_on_commit_callbacks
+):
+    with django_capture_on_commit_callbacks(execute=False):
+        run = run_start(
+            suite=ten_case_suite(), name="r", target=openai_target(llm), graders=GRADERS,
+            trials_per_case=1,
+        )
+    trial_ids = list(Trial.objects.filter(run=run).order_by("id").values_list("id", flat=True))
+    # A worker is mid-chunk on the first three trials when the run is cancelled.
+    from evals.services import _trials_claim
+
+    assert _trials_claim(run_id=run.id, trial_ids=trial_ids[:3]) == trial_ids[:3]
+    run_cancel(run=run)
+    run.refresh_from_db()
+    assert run.status == Run.Status.CANCELLED and run.finished_at is None
+
+    from evals.services import _calls_stream, _case_input, trial_result_record
+
+    trials = Trial.objects.filter(id__in=trial_ids[:3]).select_related("case")
+    for batch in _calls_stream(config=run.target, items=[(t.id, _case_input(t)) for t in trials]):
+        for trial_id, result in batch:
+            trial_result_record(run_id=run.id, trial_id=trial_id, model=run.model, result=result)
+    run = run_finalize(run_id=run.id)
+
+    assert run.status == Run.Status.CANCELLED and run.finished_at is not None
+    assert Trial.objects.filter(run=run, status=Trial.Status.OK).count() == 3
+    assert Trial.objects.filter(run=run, status=Trial.Status.CANCELLED).count() == 7
+    assert run.trials_finished == 3
+
+
+def test_cancelling_a_finished_run_changes_nothing(llm, django_capture_on_commit_callbacks):
+    run = start_and_execute(
+        django_capture_on_commit_callbacks, suite=make_suite({"a": "[answer=yes] a"}), name="r",
+        target=openai_target(llm), graders=GRADERS, trials_per_case=1,
+    )
+    assert run_cancel(run=run) is False
+    assert run.status == Run.Status.SUCCEEDED
