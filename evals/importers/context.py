@@ -1,0 +1,131 @@
+"""What one import writes into: the suite, its new runs, counters and caches."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.utils import timezone
+
+from judges.models import Judge, JudgeVersion, judge_version_hash
+
+from ..models import Run, Suite
+from .reader import ResultsImportError
+
+BATCH_SIZE = 1000
+
+
+@dataclass
+class ImportSummary:
+    """Counts of rows an import created (``judge_versions``: distinct versions used, created
+    or reused). ``runs`` holds the created runs, first the one to show."""
+
+    suite: Suite
+    runs: list[Run] = field(default_factory=list)
+    cases: int = 0
+    trials: int = 0
+    grades: int = 0
+    labels: int = 0
+    preference_labels: int = 0
+    pairwise_verdicts: int = 0
+    judge_versions: int = 0
+    format: str = ""
+
+    def as_json(self) -> dict[str, Any]:
+        """Strict-JSON-safe dict: ``{"suite", "runs": [names], "cases", ...}``."""
+        return {
+            "suite": self.suite.name,
+            "runs": [r.name for r in self.runs],
+            "run_ids": [str(r.uuid) for r in self.runs],
+            "format": self.format,
+            "cases": self.cases,
+            "trials": self.trials,
+            "grades": self.grades,
+            "labels": self.labels,
+            "preference_labels": self.preference_labels,
+            "pairwise_verdicts": self.pairwise_verdicts,
+            "judge_versions": self.judge_versions,
+        }
+
+
+@dataclass
+class ImportContext:
+    """Per-import state: the suite, the requested run name, the source file name, and the
+    judge-version cache keyed by (judge_model, protocol, judge_type)."""
+
+    suite: Suite
+    run_name: str
+    filename: str
+    summary: ImportSummary
+    user: Any = None
+    judge_versions: dict[tuple[str, str, str], JudgeVersion] = field(default_factory=dict)
+    case_ids_seen: set[int] = field(default_factory=set)
+
+    def run_create(self, *, name: str, fmt: str, model: str = "", extra: dict | None = None) -> Run:
+        """Create an imported run named ``name`` (error when the suite already has one)."""
+        if Run.objects.filter(suite=self.suite, name=name).exists():
+            raise ResultsImportError(
+                f"run name {name!r} already exists in suite {self.suite.name!r}; choose a new one"
+            )
+        now = timezone.now()
+        run = Run.objects.create(
+            suite=self.suite, name=name, source=Run.Source.IMPORTED, target_kind="imported",
+            model=model, target={"kind": "imported", "format": fmt, "file": self.filename,
+                                 **(extra or {})},
+            status=Run.Status.RUNNING, started_at=now, started_by=self._user_or_none(),
+        )
+        self.summary.runs.append(run)
+        return run
+
+    def _user_or_none(self):
+        user = self.user
+        return user if user is not None and getattr(user, "is_authenticated", False) else None
+
+    def cases_seen(self, cases) -> None:
+        """Count distinct cases touched (created or reused) by this import."""
+        for case in cases:
+            self.case_ids_seen.add(case.id)
+        self.summary.cases = len(self.case_ids_seen)
+
+    def recorded_judge_version(self, *, judge_model: str, protocol: str,
+                               judge_type: str) -> JudgeVersion:
+        """The judge version for a recorded judge, reused across imports by content hash.
+
+        Judge: kind ``recorded``, name ``"<judge_model> / <protocol>"``; version content:
+        model, protocol and ``params = {"judge_type": ...}`` (no prompt is known).
+        """
+        cache_key = (judge_model, protocol, judge_type)
+        version = self.judge_versions.get(cache_key)
+        if version is not None:
+            return version
+        name = f"{judge_model} / {protocol}"[:200]
+        judge, _ = Judge.objects.get_or_create(name=name, defaults={"kind": Judge.Kind.RECORDED})
+        params = {"judge_type": judge_type}
+        digest = judge_version_hash(model=judge_model, protocol=protocol, prompt_template="",
+                                    params=params, output_schema={}, threshold=None)
+        version = JudgeVersion.objects.filter(judge=judge, content_hash=digest).first()
+        if version is None:
+            last = judge.versions.order_by("-number").values_list("number", flat=True).first()
+            version = JudgeVersion.objects.create(
+                judge=judge, number=(last or 0) + 1, model=judge_model, protocol=protocol,
+                params=params,
+            )
+        version.judge = judge  # grader_key reads judge.name without another query
+        self.judge_versions[cache_key] = version
+        self.summary.judge_versions = len(self.judge_versions)
+        return version
+
+
+def run_finish(run: Run, *, trials: int, errored: int = 0, graders: list[dict] | None = None,
+               trials_per_case: int = 1) -> None:
+    """Mark an imported run succeeded with its final counts and grader set."""
+    run.status = Run.Status.SUCCEEDED
+    run.trials_total = trials
+    run.trials_finished = trials
+    run.trials_errored = errored
+    run.trials_per_case = max(1, trials_per_case)
+    run.finished_at = timezone.now()
+    if graders is not None:
+        run.graders = graders
+    run.save(update_fields=["status", "trials_total", "trials_finished", "trials_errored",
+                            "trials_per_case", "finished_at", "graders"])

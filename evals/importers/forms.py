@@ -1,0 +1,36 @@
+"""The upload form of the import page: file, suite, run, format, mapping, threshold."""
+
+from __future__ import annotations
+
+from django import forms
+
+from ..models import Suite
+from .reader import ResultsImportError
+from .tabular import mapping_parse
+
+
+class ImportUploadForm(forms.Form):
+    """Parses the upload's options; ``cleaned_data["mapping"]`` is a dict field -> column."""
+
+    file = forms.FileField(help_text="Labeled records (.jsonl), CSV or JSONL results; UTF-8.")
+    suite = forms.CharField(max_length=200, help_text="Suite name; created when missing.")
+    run = forms.CharField(max_length=196, help_text="A new run name in that suite.")
+    format = forms.ChoiceField(
+        choices=[("", "detect"), ("labeled", "labeled records"), ("csv", "CSV"),
+                 ("jsonl", "JSONL")],
+        required=False,
+    )
+    suite_kind = forms.ChoiceField(choices=Suite.Kind.choices, initial=Suite.Kind.REGRESSION,
+                                   help_text="Kind of a new suite.")
+    mapping = forms.CharField(
+        required=False, widget=forms.Textarea(attrs={"rows": 4, "class": "mono"}),
+        help_text="CSV/JSONL only: one field=column per line, e.g. case_id=id.",
+    )
+    threshold = forms.FloatField(required=False, min_value=0, max_value=1,
+                                 help_text="Pass threshold for rows with a score but no verdict.")
+
+    def clean_mapping(self) -> dict[str, str]:
+        try:
+            return mapping_parse(self.cleaned_data["mapping"].splitlines())
+        except ResultsImportError as exc:
+            raise forms.ValidationError(str(exc)) from None

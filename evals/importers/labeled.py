@@ -1,0 +1,411 @@
+"""Labeled records (``shared/data/README.md`` format): validate strictly, then store.
+
+Validation is field by field with no coercion: ``"false"`` is not ``False``, ``"1"`` is not
+``1``, ``"Pass"`` is not ``"pass"``. Errors read
+``line 17: field human_label.value: expected 'pass' or 'fail', got 'Pass'``.
+A bare NaN/Infinity token is accepted only in ``judge_labels[].score`` (stored as null).
+
+What a ``pointwise_binary`` record becomes (run ``<run>``):
+- Case: key = ``id``, input, context ``[{id: doc_id, text}]``, tags = [category] + tags,
+  expected null (through ``cases_upsert``: same content reuses, new content replaces);
+- Trial: attempt 1, status ok, output = the response text whole, raw_response =
+  ``{"response": <response object>, "model": ..., "dataset", "split", "source"}``;
+- Label: source import, reviewer_name = human_label.method, verdict, critique =
+  ``human_label.details.critique`` when it is a string, details = ``{"human_label",
+  "human_annotations"}``;
+- Grade ``human-label`` (gating, grader_version ``imported``, reason ``human label
+  (<method>)``): the run's overall pass rate is the human verdict;
+- per recorded judge: Grade with grader = the judge version's ``grader_key``, gating False
+  (provisional), ``passed`` from value; a null value is an errored grade with reason
+  ``unparseable``. The recorded score (e.g. 0-9) is kept in ``details.score``, not in
+  ``Grade.score`` (which is 0..1).
+
+A ``pairwise_preference`` record becomes one Case, one Trial in each of runs ``<run> / A``
+and ``<run> / B``, a TrialPair, a PreferenceLabel and one PairwiseVerdict per (judge,
+position), in the original A/B naming (null value -> status error, reason ``unparseable``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from judges.models import PairwiseVerdict
+from labeling.models import Label, PreferenceLabel
+
+from ..models import Grade, Trial, TrialPair
+from ..services_cases import CaseSpec, cases_upsert
+from .context import BATCH_SIZE, ImportContext, run_finish
+from .reader import NON_FINITE, ResultsImportError, contains_non_finite
+
+POINTWISE = "pointwise_binary"
+PAIRWISE = "pairwise_preference"
+HUMAN_GRADER = "human-label"
+KEY_MAX = 200
+
+_MISSING = object()
+
+
+def _fail(line: int, path: str, msg: str) -> ResultsImportError:
+    return ResultsImportError(f"line {line}: field {path}: {msg}")
+
+
+def _show(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _type_name(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int | float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list):
+        return "array"
+    if isinstance(value, dict):
+        return "object"
+    return "NaN/Infinity"
+
+
+def _get(obj: dict, key: str, line: int, path: str) -> Any:
+    if key not in obj:
+        raise _fail(line, path, "missing")
+    return obj[key]
+
+
+def _str(obj: dict, key: str, line: int, path: str, *, nullable: bool = False,
+         nonempty: bool = False) -> str | None:
+    value = _get(obj, key, line, path)
+    if value is None and nullable:
+        return None
+    if not isinstance(value, str):
+        want = "a string or null" if nullable else "a string"
+        raise _fail(line, path, f"expected {want}, got {_type_name(value)} {_show(value)}")
+    if nonempty and not value.strip():
+        raise _fail(line, path, "must not be empty")
+    return value
+
+
+def _choice(obj: dict, key: str, line: int, path: str, choices: tuple, *,
+            nullable: bool = False) -> Any:
+    value = _get(obj, key, line, path)
+    if value is None and nullable:
+        return None
+    if not isinstance(value, str) or value not in choices:
+        want = " or ".join(repr(c) for c in choices)
+        if nullable:
+            want += " or null"
+        raise _fail(line, path, f"expected {want}, got {_show(value)}")
+    return value
+
+
+def _list(obj: dict, key: str, line: int, path: str) -> list:
+    value = _get(obj, key, line, path)
+    if not isinstance(value, list):
+        raise _fail(line, path, f"expected an array, got {_type_name(value)}")
+    return value
+
+
+def _dict(value: Any, line: int, path: str) -> dict:
+    if not isinstance(value, dict):
+        raise _fail(line, path, f"expected an object, got {_type_name(value)}")
+    return value
+
+
+@dataclass(frozen=True)
+class JudgeLabel:
+    judge_model: str
+    judge_type: str
+    protocol: str
+    position: str | None
+    value: str | None
+    score: float | None
+    rationale: str | None
+    raw: dict
+
+
+@dataclass(frozen=True)
+class LabeledRecord:
+    """One validated record; ``responses`` maps response_id -> response object."""
+
+    line: int
+    id: str
+    task_type: str
+    dataset: str
+    split: str
+    category: str
+    tags: list[str]
+    input: str
+    context: list[dict]
+    responses: dict[str, dict]
+    human_value: str
+    human_method: str
+    human_label: dict
+    human_annotations: list
+    judges: list[JudgeLabel]
+    source: dict
+
+    @property
+    def case_spec(self) -> CaseSpec:
+        return CaseSpec(key=self.id, input=self.input, expected=None, context=self.context,
+                        tags=[self.category, *self.tags])
+
+
+def record_validate(obj: dict, line: int) -> LabeledRecord:
+    """Check one parsed record against the labeled-records format; raises
+    ``ResultsImportError`` naming the line and the dotted field path."""
+    rid = _str(obj, "id", line, "id", nonempty=True)
+    if len(rid) > KEY_MAX:
+        raise _fail(line, "id", f"longer than {KEY_MAX} characters ({len(rid)})")
+    task_type = _choice(obj, "task_type", line, "task_type", (POINTWISE, PAIRWISE))
+    dataset = _str(obj, "dataset", line, "dataset")
+    split = _str(obj, "split", line, "split")
+    category = _str(obj, "category", line, "category")
+    tags = _list(obj, "tags", line, "tags")
+    for i, tag in enumerate(tags):
+        if not isinstance(tag, str):
+            raise _fail(line, f"tags[{i}]", f"expected a string, got {_type_name(tag)}")
+    text_input = _str(obj, "input", line, "input")
+
+    context = []
+    for i, doc in enumerate(_list(obj, "context", line, "context")):
+        doc = _dict(doc, line, f"context[{i}]")
+        doc_id = _str(doc, "doc_id", line, f"context[{i}].doc_id")
+        text = _str(doc, "text", line, f"context[{i}].text")
+        if "source_doc_key" in doc:
+            _str(doc, "source_doc_key", line, f"context[{i}].source_doc_key", nullable=True)
+        context.append({"id": doc_id, "text": text})
+
+    wanted = ("R",) if task_type == POINTWISE else ("A", "B")
+    responses: dict[str, dict] = {}
+    for i, resp in enumerate(_list(obj, "responses", line, "responses")):
+        resp = _dict(resp, line, f"responses[{i}]")
+        rid_ = _choice(resp, "response_id", line, f"responses[{i}].response_id", wanted)
+        _str(resp, "model", line, f"responses[{i}].model", nullable=True)
+        _str(resp, "text", line, f"responses[{i}].text")
+        if rid_ in responses:
+            raise _fail(line, f"responses[{i}].response_id", f"{rid_!r} appears twice")
+        responses[rid_] = resp
+    if set(responses) != set(wanted):
+        raise _fail(line, "responses", f"a {task_type} record needs responses "
+                    f"{', '.join(wanted)}; got {', '.join(sorted(responses)) or 'none'}")
+
+    label_type, vocab = ("pass_fail", ("pass", "fail")) if task_type == POINTWISE else (
+        "preference", ("A", "B"))
+    human = _dict(_get(obj, "human_label", line, "human_label"), line, "human_label")
+    _choice(human, "type", line, "human_label.type", (label_type,))
+    human_value = _choice(human, "value", line, "human_label.value", vocab)
+    method = _str(human, "method", line, "human_label.method")
+    _dict(_get(human, "details", line, "human_label.details"), line, "human_label.details")
+
+    annotations = _list(obj, "human_annotations", line, "human_annotations")
+    for i, ann in enumerate(annotations):
+        _dict(ann, line, f"human_annotations[{i}]")
+
+    positions = (None,) if task_type == POINTWISE else ("original", "swapped")
+    judges: list[JudgeLabel] = []
+    seen: dict[tuple, int] = {}
+    for i, jl in enumerate(_list(obj, "judge_labels", line, "judge_labels")):
+        p = f"judge_labels[{i}]"
+        jl = _dict(jl, line, p)
+        model = _str(jl, "judge_model", line, f"{p}.judge_model", nonempty=True)
+        jtype = _str(jl, "judge_type", line, f"{p}.judge_type")
+        protocol = _str(jl, "protocol", line, f"{p}.protocol")
+        position = _get(jl, "position", line, f"{p}.position")
+        if position not in positions:
+            want = "null" if task_type == POINTWISE else "'original' or 'swapped'"
+            raise _fail(line, f"{p}.position", f"expected {want} for a {task_type} record, "
+                        f"got {_show(position)}")
+        value = _choice(jl, "value", line, f"{p}.value", vocab, nullable=True)
+        score = _get(jl, "score", line, f"{p}.score")
+        if isinstance(score, NON_FINITE):
+            score = None  # documented: a bare NaN/Infinity score is "no score"
+        elif score is not None and (isinstance(score, bool) or not isinstance(score, int | float)):
+            raise _fail(line, f"{p}.score", f"expected a number or null, got "
+                        f"{_type_name(score)} {_show(score)}")
+        rationale = _str(jl, "rationale", line, f"{p}.rationale", nullable=True)
+        ident = (model, protocol, position)
+        if ident in seen:
+            raise _fail(line, p, f"judge {model!r} / {protocol!r} position {position!r} "
+                        f"already given in judge_labels[{seen[ident]}]")
+        seen[ident] = i
+        raw = {k: (None if isinstance(v, NON_FINITE) else v) for k, v in jl.items()}
+        judges.append(JudgeLabel(model, jtype, protocol, position, value, score, rationale, raw))
+
+    source = obj.get("source", {})
+    if source is not None:
+        _dict(source, line, "source")
+    for key, value in obj.items():
+        if key != "judge_labels" and contains_non_finite(value):
+            raise _fail(line, key, "NaN/Infinity is not valid JSON")
+
+    return LabeledRecord(
+        line=line, id=rid, task_type=task_type, dataset=dataset, split=split,
+        category=category, tags=list(tags), input=text_input, context=context,
+        responses=responses, human_value=human_value, human_method=method,
+        human_label=human, human_annotations=annotations, judges=judges, source=source or {},
+    )
+
+
+def _records_checked(records: Iterator[tuple[int, dict]]) -> Iterator[LabeledRecord]:
+    """Validate records and enforce one kind per file and unique ids (naming both lines)."""
+    kind: tuple[str, int] | None = None
+    ids: dict[str, int] = {}
+    for line, obj in records:
+        rec = record_validate(obj, line)
+        if kind is None:
+            kind = (rec.task_type, line)
+        elif rec.task_type != kind[0]:
+            raise _fail(line, "task_type", f"{rec.task_type!r} differs from {kind[0]!r} on "
+                        f"line {kind[1]}; a file holds one kind of record")
+        if rec.id in ids:
+            raise _fail(line, "id", f"duplicate id {_show(rec.id)}, first on line {ids[rec.id]}")
+        ids[rec.id] = line
+        yield rec
+
+
+def _batches(records: Iterator[LabeledRecord]) -> Iterator[list[LabeledRecord]]:
+    batch: list[LabeledRecord] = []
+    for rec in records:
+        batch.append(rec)
+        if len(batch) >= BATCH_SIZE:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+
+
+def _raw_response(rec: LabeledRecord, response_id: str) -> dict:
+    resp = rec.responses[response_id]
+    return {"response": resp, "model": resp.get("model"), "dataset": rec.dataset,
+            "split": rec.split, "source": rec.source}
+
+
+def _label_details(rec: LabeledRecord) -> dict:
+    return {"human_label": rec.human_label, "human_annotations": rec.human_annotations}
+
+
+def _critique(rec: LabeledRecord) -> str:
+    critique = rec.human_label["details"].get("critique")
+    return critique if isinstance(critique, str) else ""
+
+
+def labeled_import(*, ctx: ImportContext, records: Iterator[tuple[int, dict]]) -> None:
+    """Store a labeled-records file into ``ctx.suite`` (one kind per file); see module doc.
+
+    Raises ``ResultsImportError`` for an empty file or any invalid record; the caller's
+    transaction then rolls everything back.
+    """
+    checked = _records_checked(records)
+    runs: dict[str, Any] = {}
+    counts = {"trials": 0}
+    graders: dict[str, dict] = {}
+    kind = None
+    for batch in _batches(checked):
+        if kind is None:
+            kind = batch[0].task_type
+            if kind == POINTWISE:
+                runs["R"] = ctx.run_create(name=ctx.run_name, fmt="labeled")
+            else:
+                runs["A"] = ctx.run_create(name=f"{ctx.run_name} / A", fmt="labeled")
+                runs["B"] = ctx.run_create(name=f"{ctx.run_name} / B", fmt="labeled")
+        cases = cases_upsert(suite=ctx.suite, specs=[r.case_spec for r in batch])
+        ctx.cases_seen(cases.values())
+        if kind == POINTWISE:
+            _pointwise_batch(ctx, runs["R"], batch, cases, graders)
+        else:
+            _pairwise_batch(ctx, runs, batch, cases)
+        counts["trials"] += len(batch)
+    if kind is None:
+        raise ResultsImportError("the file holds no records")
+    for run in runs.values():
+        run_finish(run, trials=counts["trials"], graders=list(graders.values()))
+
+
+def _pointwise_batch(ctx, run, batch, cases, graders) -> None:
+    trials = [
+        Trial(run=run, case=cases[r.id], attempt=1, status=Trial.Status.OK,
+              output=r.responses["R"]["text"], raw_response=_raw_response(r, "R"),
+              finished_at=run.started_at)
+        for r in batch
+    ]
+    Trial.objects.bulk_create(trials)
+    labels, grades = [], []
+    graders.setdefault(HUMAN_GRADER, {"key": HUMAN_GRADER, "kind": "imported", "gating": True})
+    for rec, trial in zip(batch, trials, strict=True):
+        labels.append(Label(
+            trial=trial, reviewer_name=rec.human_method[:200], verdict=rec.human_value,
+            critique=_critique(rec), source=Label.Source.IMPORT, details=_label_details(rec),
+        ))
+        grades.append(Grade(
+            trial=trial, grader=HUMAN_GRADER, grader_version="imported", status=Grade.Status.OK,
+            passed=rec.human_value == "pass", reason=f"human label ({rec.human_method})",
+            details={"human_label": rec.human_label}, gating=True,
+        ))
+        for jl in rec.judges:
+            version = ctx.recorded_judge_version(judge_model=jl.judge_model,
+                                                 protocol=jl.protocol, judge_type=jl.judge_type)
+            key = version.grader_key
+            graders.setdefault(key, {"key": key, "kind": "recorded-judge", "gating": False,
+                                     "judge_version": str(version.uuid)})
+            details = {"score": jl.score, "rationale": jl.rationale, "raw": jl.raw}
+            if jl.value is None:
+                grade = Grade(trial=trial, grader=key, grader_version=str(version.number),
+                              judge_version=version, status=Grade.Status.ERROR, passed=None,
+                              reason="unparseable", details=details, gating=False)
+            else:
+                grade = Grade(trial=trial, grader=key, grader_version=str(version.number),
+                              judge_version=version, status=Grade.Status.OK,
+                              passed=jl.value == "pass",
+                              reason=jl.rationale or f"recorded verdict: {jl.value}",
+                              details=details, gating=False)
+            grades.append(grade)
+    Label.objects.bulk_create(labels)
+    Grade.objects.bulk_create(grades)
+    ctx.summary.trials += len(trials)
+    ctx.summary.labels += len(labels)
+    ctx.summary.grades += len(grades)
+
+
+def _pairwise_batch(ctx, runs, batch, cases) -> None:
+    trials_a = [
+        Trial(run=runs["A"], case=cases[r.id], attempt=1, status=Trial.Status.OK,
+              output=r.responses["A"]["text"], raw_response=_raw_response(r, "A"),
+              finished_at=runs["A"].started_at)
+        for r in batch
+    ]
+    trials_b = [
+        Trial(run=runs["B"], case=cases[r.id], attempt=1, status=Trial.Status.OK,
+              output=r.responses["B"]["text"], raw_response=_raw_response(r, "B"),
+              finished_at=runs["B"].started_at)
+        for r in batch
+    ]
+    Trial.objects.bulk_create(trials_a + trials_b)
+    pairs = [TrialPair(case=cases[r.id], trial_a=a, trial_b=b)
+             for r, a, b in zip(batch, trials_a, trials_b, strict=True)]
+    TrialPair.objects.bulk_create(pairs)
+    labels, verdicts = [], []
+    for rec, pair in zip(batch, pairs, strict=True):
+        labels.append(PreferenceLabel(
+            pair=pair, reviewer_name=rec.human_method[:200], preferred=rec.human_value,
+            critique=_critique(rec), source=Label.Source.IMPORT, details=_label_details(rec),
+        ))
+        for jl in rec.judges:
+            version = ctx.recorded_judge_version(judge_model=jl.judge_model,
+                                                 protocol=jl.protocol, judge_type=jl.judge_type)
+            verdicts.append(PairwiseVerdict(
+                pair=pair, judge_version=version, position=jl.position,
+                status=PairwiseVerdict.Status.OK if jl.value else PairwiseVerdict.Status.ERROR,
+                preferred=jl.value or "", score=jl.score,
+                reason=jl.rationale or ("unparseable" if jl.value is None else ""),
+            ))
+    PreferenceLabel.objects.bulk_create(labels)
+    PairwiseVerdict.objects.bulk_create(verdicts)
+    ctx.summary.trials += len(trials_a) + len(trials_b)
+    ctx.summary.preference_labels += len(labels)
+    ctx.summary.pairwise_verdicts += len(verdicts)

@@ -1,0 +1,193 @@
+"""One reader for every text import (command, upload, API): bytes in, checked text out.
+
+Rules (the same for CSV and JSONL):
+1. A leading UTF-8 byte-order mark (EF BB BF) is stripped; no U+FEFF reaches a header,
+   a field name or a value from it.
+2. Bytes are decoded strictly as UTF-8; invalid bytes raise ``ResultsImportError`` naming the
+   physical line and the byte offset in the file.
+3. Line endings are normalised: CRLF and a lone CR become LF, also inside quoted CSV fields
+   (a field holding ``"a\\r\\nb"`` is stored as ``"a\\nb"``).
+4. The file is read line by line, never whole: memory is bounded by the longest line.
+
+CSV goes through the ``csv`` module (RFC 4180: quoted fields keep commas, quotes and line
+breaks); JSONL through ``json.loads`` per line with bare ``NaN``/``Infinity`` tokens turned
+into the ``NON_FINITE`` marker, which only score fields accept (see ``tabular.py``).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any, BinaryIO
+
+BOM = b"\xef\xbb\xbf"
+
+
+class ResultsImportError(ValueError):
+    """An import file is invalid; the message names the line (and row) and the field."""
+
+
+class _NonFinite:
+    """Marker for a bare NaN/Infinity/-Infinity token in JSONL (not valid JSON)."""
+
+    def __init__(self, token: str) -> None:
+        self.token = token
+
+    def __repr__(self) -> str:
+        return self.token
+
+
+def _non_finite(token: str) -> _NonFinite:
+    return _NonFinite(token)
+
+
+NON_FINITE = _NonFinite  # the type, for isinstance checks by field validators
+
+
+def text_lines(stream: BinaryIO | Iterable[bytes]) -> Iterator[tuple[int, str]]:
+    """Yield ``(physical_line_number, text)`` from a binary stream, 1-based, each ``text``
+    ending in ``"\\n"`` (except possibly the last line).
+
+    Raises ``ResultsImportError`` on invalid UTF-8: ``"line 3 (byte offset 57): invalid
+    UTF-8 ..."``; the offset counts bytes from the start of the file, BOM included.
+    """
+    line_no = 0
+    offset = 0
+    for raw in stream:
+        if line_no == 0 and offset == 0 and raw.startswith(BOM):
+            offset = len(BOM)
+            raw = raw[len(BOM):]
+        try:
+            text = raw.decode("utf-8", errors="strict")
+        except UnicodeDecodeError as exc:
+            raise ResultsImportError(
+                f"line {line_no + 1} (byte offset {offset + exc.start}): invalid UTF-8 "
+                f"({exc.reason}); save the file as UTF-8"
+            ) from None
+        offset += len(raw)
+        # Binary iteration splits on LF only, so CRLF stays within one piece; a lone CR
+        # (old Mac line ending) becomes a line break of its own.
+        text = text.replace("\r\n", "\n").replace("\r", "\n")
+        pieces = text.split("\n")
+        for i, piece in enumerate(pieces):
+            if i < len(pieces) - 1:
+                line_no += 1
+                yield line_no, piece + "\n"
+            elif piece:
+                line_no += 1
+                yield line_no, piece
+
+
+@dataclass(frozen=True)
+class CsvRow:
+    """One CSV data row: ``row`` (1-based, after the header), ``line`` (physical line where
+    the row starts), ``values`` (column name -> string)."""
+
+    row: int
+    line: int
+    values: dict[str, str]
+
+    @property
+    def where(self) -> str:
+        return f"row {self.row} (line {self.line})"
+
+
+def csv_rows(stream: BinaryIO | Iterable[bytes]) -> tuple[list[str], Iterator[CsvRow]]:
+    """Read a CSV file with a header row: ``(header, rows)``.
+
+    Raises ``ResultsImportError`` for an empty file, a blank or duplicate header name, a row
+    with more or fewer cells than the header, or a CSV syntax error (each naming the row).
+    Blank lines are skipped.
+    """
+    state = {"line": 0}
+
+    def lines() -> Iterator[str]:
+        for line_no, text in text_lines(stream):
+            state["line"] = line_no
+            yield text
+
+    reader = csv.reader(lines(), strict=True)
+    try:
+        header = next(reader)
+    except StopIteration:
+        raise ResultsImportError("the CSV file is empty (no header row)") from None
+    except csv.Error as exc:
+        raise ResultsImportError(f"line 1: CSV header: {exc}") from None
+    header = [h.strip() for h in header]
+    seen: set[str] = set()
+    for i, name in enumerate(header, start=1):
+        if not name:
+            raise ResultsImportError(f"line 1: CSV header: column {i} has no name")
+        if name in seen:
+            raise ResultsImportError(f"line 1: CSV header: column name {name!r} appears twice")
+        seen.add(name)
+
+    def rows() -> Iterator[CsvRow]:
+        row_no = 0
+        while True:
+            start = state["line"] + 1
+            try:
+                cells = next(reader)
+            except StopIteration:
+                return
+            except csv.Error as exc:
+                raise ResultsImportError(f"row {row_no + 1} (line {start}): CSV: {exc}") from None
+            if not cells or cells == [""]:
+                continue
+            row_no += 1
+            if len(cells) != len(header):
+                raise ResultsImportError(
+                    f"row {row_no} (line {start}): expected {len(header)} cells as in the "
+                    f"header, got {len(cells)}"
+                )
+            yield CsvRow(row=row_no, line=start, values=dict(zip(header, cells, strict=True)))
+
+    return header, rows()
+
+
+def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    obj: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in obj:
+            raise ValueError(f"key {key!r} appears twice in one object")
+        obj[key] = value
+    return obj
+
+
+def json_loads_line(text: str) -> Any:
+    """Parse one JSON document; bare NaN/Infinity become ``NON_FINITE`` markers, a key twice
+    in one object is an error (``ValueError``/``json.JSONDecodeError``)."""
+    return json.loads(text, parse_constant=_non_finite, object_pairs_hook=_no_duplicate_keys)
+
+
+def jsonl_records(stream: BinaryIO | Iterable[bytes]) -> Iterator[tuple[int, dict]]:
+    """Yield ``(line_number, object)`` for each non-blank line of a JSONL file.
+
+    Raises ``ResultsImportError`` naming the line for invalid JSON or a line that is not a
+    JSON object.
+    """
+    for line_no, text in text_lines(stream):
+        if not text.strip():
+            continue
+        try:
+            obj = json_loads_line(text)
+        except ValueError as exc:
+            raise ResultsImportError(f"line {line_no}: invalid JSON: {exc}") from None
+        if not isinstance(obj, dict):
+            raise ResultsImportError(
+                f"line {line_no}: expected a JSON object, got {type(obj).__name__}"
+            )
+        yield line_no, obj
+
+
+def contains_non_finite(value: Any) -> bool:
+    """True when ``value`` (a parsed JSON value) holds a bare NaN/Infinity marker anywhere."""
+    if isinstance(value, _NonFinite):
+        return True
+    if isinstance(value, dict):
+        return any(contains_non_finite(v) for v in value.values())
+    if isinstance(value, list):
+        return any(contains_non_finite(v) for v in value)
+    return False

@@ -1,0 +1,452 @@
+"""CSV and JSONL results with a column mapping (``field=column``): one row is one trial.
+
+Fields (left of ``=``) and their rules; "empty" means a missing JSONL key, JSON null, or an
+empty CSV cell, and an empty optional field is null:
+- ``case_id`` (required): the case key, <= 200 chars.
+- ``input``: the case input (JSONL: string or object). A row whose input is empty (or
+  unmapped) refers to a case already active in the suite (an error if there is none).
+- ``expected``: any JSON value (CSV: the string).
+- ``tags``: CSV comma-separated (spaces trimmed); JSONL an array of strings.
+- ``output``: the trial output, stored whole ("" when empty). ``attempt``: integer >= 1,
+  default 1 (CSV: digits only). ``model``: string.
+- ``created_at``: ISO 8601; with an offset or ``Z`` it is converted to UTC; **without an
+  offset it is read as UTC**. Anything else rejects the row.
+- ``passed``: JSONL ``true``/``false`` only; CSV the exact strings ``true``/``false``
+  (``1``, ``yes``, ``True`` are rejected).
+- ``score``: a number in [0, 1]. ``scores`` (JSONL only): an object grader -> score, one
+  grade per grader. A null, ``NaN``/``Infinity`` (bare token or string, CSV ``nan``/``inf``)
+  score is **not scored**: an errored grade with reason ``not scored``, never 0.
+  A score without ``passed`` needs a pass threshold (``threshold``): passed = score >= it.
+- ``judge_status``: empty or ``ok`` = graded; any other value (e.g. ``unparseable``) makes
+  every grade of the row errored: reason ``not scored`` when its score is missing, else the
+  judge_status value (kept in ``details.judge_status`` either way).
+- ``reason``: the grade's reason. ``grader``: the name of the grade's grader (default
+  ``imported``).
+- ``input_tokens``, ``output_tokens``: integers >= 0; ``latency_ms``: milliseconds >= 0;
+  ``cost_usd``: decimal USD >= 0 (empty = unknown = null, never 0).
+
+Unmapped columns are kept in ``Trial.raw_response["extra"]`` (column -> value as read).
+Without any mapping, a column named exactly like a field maps to it.
+A row with no verdict at all (no passed, score, scores or judge_status) gets no grade.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from decimal import Decimal, InvalidOperation
+from typing import Any
+
+from ..models import Case, Grade, Trial
+from ..services_cases import CaseSpec, cases_upsert
+from .context import BATCH_SIZE, ImportContext, run_finish
+from .reader import NON_FINITE, ResultsImportError, contains_non_finite
+
+FIELDS = (
+    "case_id", "input", "expected", "output", "attempt", "tags", "created_at", "passed",
+    "score", "scores", "judge_status", "reason", "grader", "model", "input_tokens",
+    "output_tokens", "latency_ms", "cost_usd",
+)
+DEFAULT_GRADER = "imported"
+NOT_SCORED = "not scored"
+_NON_FINITE_STRINGS = {"nan", "+nan", "-nan", "inf", "+inf", "-inf", "infinity", "+infinity",
+                       "-infinity"}
+_INT = re.compile(r"[0-9]+")
+
+
+def mapping_parse(items: list[str]) -> dict[str, str]:
+    """``["case_id=id", ...]`` -> ``{"case_id": "id"}``; raises ``ResultsImportError`` for a
+    malformed item, an unknown field or a field mapped twice."""
+    mapping: dict[str, str] = {}
+    for item in items:
+        item = item.strip()
+        if not item:
+            continue
+        name, sep, column = item.partition("=")
+        name, column = name.strip(), column.strip()
+        if not sep or not name or not column:
+            raise ResultsImportError(f"mapping {item!r}: expected field=column")
+        if name not in FIELDS:
+            raise ResultsImportError(
+                f"mapping {item!r}: unknown field {name!r} (fields: {', '.join(FIELDS)})")
+        if name in mapping:
+            raise ResultsImportError(f"mapping: field {name!r} is mapped twice")
+        mapping[name] = column
+    return mapping
+
+
+@dataclass
+class Row:
+    """One parsed row: ``where`` names it in errors; ``values`` maps field -> raw value."""
+
+    where: str
+    values: dict[str, Any]
+    extra: dict[str, Any]
+    is_csv: bool
+
+
+@dataclass
+class GradeSpec:
+    grader: str
+    passed: bool | None
+    score: float | None
+    status: str
+    reason: str
+    details: dict = field(default_factory=dict)
+
+
+@dataclass
+class TrialSpec:
+    where: str
+    case_key: str
+    case: CaseSpec | None
+    attempt: int
+    output: str
+    model: str
+    created_at: datetime | None
+    input_tokens: int | None
+    output_tokens: int | None
+    latency_ms: float | None
+    cost_usd: Decimal | None
+    grades: list[GradeSpec]
+    raw: dict
+
+
+def _err(row: Row, name: str, msg: str) -> ResultsImportError:
+    return ResultsImportError(f"{row.where}: field {name}: {msg}")
+
+
+def _show(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _empty(value: Any) -> bool:
+    return value is None or value == ""
+
+
+def _string(row: Row, name: str) -> str | None:
+    value = row.values.get(name)
+    if _empty(value):
+        return None
+    if not isinstance(value, str):
+        raise _err(row, name, f"expected a string, got {_show(value)}")
+    return value
+
+
+def _int(row: Row, name: str, *, minimum: int) -> int | None:
+    value = row.values.get(name)
+    if _empty(value):
+        return None
+    if row.is_csv:
+        if not _INT.fullmatch(value):
+            raise _err(row, name, f"expected an integer >= {minimum}, got {_show(value)}")
+        value = int(value)
+    elif isinstance(value, bool) or not isinstance(value, int):
+        raise _err(row, name, f"expected an integer >= {minimum}, got {_show(value)}")
+    if value < minimum:
+        raise _err(row, name, f"expected an integer >= {minimum}, got {value}")
+    return value
+
+
+def _number(row: Row, name: str) -> float | None:
+    value = row.values.get(name)
+    if _empty(value):
+        return None
+    if row.is_csv:
+        try:
+            value = float(value)
+        except ValueError:
+            raise _err(row, name, f"expected a number, got {_show(value)}") from None
+    elif isinstance(value, bool) or not isinstance(value, int | float):
+        raise _err(row, name, f"expected a number, got {_show(value)}")
+    if not math.isfinite(value) or value < 0:
+        raise _err(row, name, f"expected a finite number >= 0, got {_show(value)}")
+    return float(value)
+
+
+def _decimal(row: Row, name: str) -> Decimal | None:
+    value = row.values.get(name)
+    if _empty(value):
+        return None
+    if isinstance(value, bool) or not isinstance(value, str | int | float):
+        raise _err(row, name, f"expected a decimal number of USD, got {_show(value)}")
+    try:
+        amount = Decimal(str(value))
+    except InvalidOperation:
+        raise _err(row, name, f"expected a decimal number of USD, got {_show(value)}") from None
+    if not amount.is_finite() or amount < 0:
+        raise _err(row, name, f"expected a finite amount >= 0, got {_show(value)}")
+    return amount
+
+
+def _datetime(row: Row, name: str) -> datetime | None:
+    """ISO 8601; an offset-less value is read as UTC; returned aware, in UTC."""
+    value = row.values.get(name)
+    if _empty(value):
+        return None
+    if not isinstance(value, str):
+        raise _err(row, name, f"expected an ISO 8601 date-time, got {_show(value)}")
+    try:
+        parsed = datetime.fromisoformat(value.strip())
+    except ValueError:
+        raise _err(row, name, f"expected an ISO 8601 date-time such as "
+                   f"2025-02-24T15:30:00Z, got {_show(value)}") from None
+    if parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=UTC)
+    return parsed.astimezone(UTC)
+
+
+def _passed(row: Row) -> bool | None:
+    value = row.values.get("passed")
+    if _empty(value):
+        return None
+    if row.is_csv:
+        if value in ("true", "false"):
+            return value == "true"
+    elif isinstance(value, bool):
+        return value
+    raise _err(row, "passed", f"expected true or false, got {_show(value)}")
+
+
+def _score(row: Row, name: str, value: Any) -> tuple[bool, float | None]:
+    """``(scored, score)``: (False, None) for null / NaN / Infinity (not scored)."""
+    if _empty(value) or isinstance(value, NON_FINITE):
+        return False, None
+    if isinstance(value, str):
+        if value.strip().lower() in _NON_FINITE_STRINGS:
+            return False, None
+        if not row.is_csv:
+            raise _err(row, name, f"expected a number in [0, 1], got {_show(value)}")
+        try:
+            value = float(value)
+        except ValueError:
+            raise _err(row, name, f"expected a number in [0, 1], got {_show(value)}") from None
+    elif isinstance(value, bool) or not isinstance(value, int | float):
+        raise _err(row, name, f"expected a number in [0, 1], got {_show(value)}")
+    if not math.isfinite(value):
+        return False, None
+    if not 0 <= value <= 1:
+        raise _err(row, name, f"expected a number in [0, 1], got {value}")
+    return True, float(value)
+
+
+def _tags(row: Row) -> list[str]:
+    value = row.values.get("tags")
+    if _empty(value):
+        return []
+    if row.is_csv:
+        return [t.strip() for t in value.split(",") if t.strip()]
+    if not isinstance(value, list) or not all(isinstance(t, str) for t in value):
+        raise _err(row, "tags", f"expected an array of strings, got {_show(value)}")
+    return list(value)
+
+
+def _grade(row: Row, *, grader: str, passed: bool | None, raw_score: Any, score_field: str,
+           has_score: bool, status_override: str | None, reason: str | None,
+           threshold: float | None) -> GradeSpec:
+    scored, score = _score(row, score_field, raw_score) if has_score else (False, None)
+    details = {"source": row.where}
+    if status_override is not None:
+        details["judge_status"] = status_override
+        if has_score and not scored:
+            return GradeSpec(grader, None, None, Grade.Status.ERROR, NOT_SCORED, details)
+        return GradeSpec(grader, None, None, Grade.Status.ERROR, status_override, details)
+    if passed is None:
+        if not scored:
+            return GradeSpec(grader, None, None, Grade.Status.ERROR, NOT_SCORED, details)
+        if threshold is None:
+            raise _err(row, score_field, "a score without a passed verdict needs a pass "
+                       "threshold (--threshold)")
+        passed = score >= threshold
+        reason = reason or f"score {score:g} {'>=' if passed else '<'} threshold {threshold:g}"
+    return GradeSpec(grader, passed, score, Grade.Status.OK,
+                     reason or f"imported verdict: {'pass' if passed else 'fail'}", details)
+
+
+def row_parse(row: Row, *, threshold: float | None) -> TrialSpec:
+    """Turn one mapped row into a TrialSpec; raises ``ResultsImportError`` naming row and
+    field."""
+    for name, value in row.values.items():
+        if name not in ("score", "scores") and contains_non_finite(value):
+            raise _err(row, name, "NaN/Infinity is not valid JSON")
+    key = _string(row, "case_id")
+    if key is None:
+        raise _err(row, "case_id", "missing (every row needs a case key)")
+    if len(key) > 200:
+        raise _err(row, "case_id", f"longer than 200 characters ({len(key)})")
+    case = None
+    value = row.values.get("input")
+    if not _empty(value):
+        if not isinstance(value, str | dict):
+            raise _err(row, "input", f"expected a string or object, got {_show(value)}")
+        case = CaseSpec(key=key, input=value, expected=row.values.get("expected"),
+                        context=[], tags=_tags(row))
+    attempt = _int(row, "attempt", minimum=1) or 1
+    judge_status = _string(row, "judge_status")
+    status_override = None if judge_status in (None, "ok") else judge_status
+    reason = _string(row, "reason")
+    grader = _string(row, "grader") or DEFAULT_GRADER
+    passed = _passed(row)
+    grades: list[GradeSpec] = []
+    has_score = "score" in row.values
+    only_scores = "scores" in row.values and passed is None and not has_score
+    if (passed is not None or has_score or status_override is not None) and not only_scores:
+        grades.append(_grade(row, grader=grader, passed=passed,
+                             raw_score=row.values.get("score"), score_field="score",
+                             has_score=has_score, status_override=status_override,
+                             reason=reason, threshold=threshold))
+    scores = row.values.get("scores")
+    if not _empty(scores):
+        if row.is_csv or not isinstance(scores, dict):
+            raise _err(row, "scores", f"expected a JSON object grader -> score, got "
+                       f"{_show(scores)}")
+        for name, raw in scores.items():
+            if not name or name in {g.grader for g in grades}:
+                raise _err(row, f"scores.{name}", "grader name empty or already graded")
+            grades.append(_grade(row, grader=name, passed=None, raw_score=raw,
+                                 score_field=f"scores.{name}", has_score=True,
+                                 status_override=status_override, reason=None,
+                                 threshold=threshold))
+    return TrialSpec(
+        where=row.where, case_key=key, case=case, attempt=attempt,
+        output=_string(row, "output") or "", model=_string(row, "model") or "",
+        created_at=_datetime(row, "created_at"),
+        input_tokens=_int(row, "input_tokens", minimum=0),
+        output_tokens=_int(row, "output_tokens", minimum=0),
+        latency_ms=_number(row, "latency_ms"), cost_usd=_decimal(row, "cost_usd"),
+        grades=grades, raw=row.extra,
+    )
+
+
+def _mapped(values: dict[str, Any], mapping: dict[str, str]) -> tuple[dict, dict]:
+    fields = {name: values[col] for name, col in mapping.items() if col in values}
+    used = set(mapping.values())
+    extra = {col: (None if isinstance(v, NON_FINITE) else v)
+             for col, v in values.items() if col not in used}
+    return fields, extra
+
+
+def _csv_rows(rows_iter, header: list[str], mapping: dict[str, str]) -> Iterator[Row]:
+    missing = [f"{name}={col}" for name, col in mapping.items() if col not in header]
+    if missing:
+        raise ResultsImportError(
+            f"mapping {', '.join(missing)}: column not in the CSV header "
+            f"(columns: {', '.join(header)})")
+    for r in rows_iter:
+        fields, extra = _mapped(r.values, mapping)
+        yield Row(where=r.where, values=fields, extra=extra, is_csv=True)
+
+
+def _jsonl_rows(records, mapping: dict[str, str]) -> Iterator[Row]:
+    for line, obj in records:
+        fields, extra = _mapped(obj, mapping)
+        yield Row(where=f"line {line}", values=fields, extra=extra, is_csv=False)
+
+
+def tabular_import(*, ctx: ImportContext, fmt: str, source, mapping: dict[str, str],
+                   threshold: float | None = None) -> None:
+    """Store CSV (``source = (header, rows)`` from ``reader.csv_rows``) or JSONL
+    (``source`` = ``reader.jsonl_records``) rows as trials of one new run ``ctx.run_name``.
+
+    Raises ``ResultsImportError`` naming the row/line and field; duplicate (case_id, attempt)
+    and one case key with two different inputs/expected are errors naming both rows.
+    """
+    if threshold is not None and not (0 <= threshold <= 1):
+        raise ResultsImportError(f"threshold: expected a number in [0, 1], got {threshold}")
+    if fmt == "csv":
+        header, rows_iter = source
+        if not mapping:
+            mapping = {c: c for c in header if c in FIELDS}
+        rows = _csv_rows(rows_iter, header, mapping)
+    else:
+        rows = _jsonl_rows(source, mapping or {f: f for f in FIELDS})
+        if not mapping:
+            mapping = {f: f for f in FIELDS}
+    if "case_id" not in mapping:
+        raise ResultsImportError("mapping: field case_id is required (--map case_id=COLUMN)")
+    run = ctx.run_create(name=ctx.run_name, fmt=fmt, extra={"mapping": mapping})
+    seen_attempts: dict[tuple[str, int], str] = {}
+    seen_cases: dict[str, tuple[str, str]] = {}
+    totals = {"trials": 0, "max_attempt": 1}
+    graders: dict[str, dict] = {}
+    batch: list[TrialSpec] = []
+
+    def flush() -> None:
+        _write_batch(ctx, run, batch, graders)
+        totals["trials"] += len(batch)
+        batch.clear()
+
+    for row in rows:
+        spec = row_parse(row, threshold=threshold)
+        ident = (spec.case_key, spec.attempt)
+        if ident in seen_attempts:
+            raise ResultsImportError(
+                f"{spec.where}: field attempt: case {spec.case_key!r} attempt {spec.attempt} "
+                f"already given on {seen_attempts[ident]}")
+        seen_attempts[ident] = spec.where
+        if spec.case is not None:
+            digest = spec.case.content_hash
+            first = seen_cases.setdefault(spec.case_key, (digest, spec.where))
+            if first[0] != digest:
+                raise ResultsImportError(
+                    f"{spec.where}: field input: case {spec.case_key!r} has different "
+                    f"input/expected than on {first[1]}")
+        totals["max_attempt"] = max(totals["max_attempt"], spec.attempt)
+        batch.append(spec)
+        if len(batch) >= BATCH_SIZE:
+            flush()
+    if batch:
+        flush()
+    if totals["trials"] == 0:
+        raise ResultsImportError("the file holds no rows")
+    run_finish(run, trials=totals["trials"], graders=list(graders.values()),
+               trials_per_case=totals["max_attempt"])
+
+
+def _write_batch(ctx: ImportContext, run, batch: list[TrialSpec], graders: dict) -> None:
+    cases: dict[str, Case] = {}
+    new_specs: dict[str, CaseSpec] = {}
+    for spec in batch:
+        if spec.case is not None:
+            new_specs.setdefault(spec.case_key, spec.case)
+    if new_specs:
+        cases.update(cases_upsert(suite=ctx.suite, specs=list(new_specs.values())))
+    lookup = {s.case_key for s in batch if s.case is None}
+    if lookup:
+        found = {c.key: c for c in Case.objects.active().filter(suite=ctx.suite,
+                                                                key__in=lookup)}
+        for spec in batch:
+            if spec.case is None and spec.case_key not in found:
+                raise ResultsImportError(
+                    f"{spec.where}: field case_id: case {spec.case_key!r} is not in suite "
+                    f"{ctx.suite.name!r} and the row has no input")
+        cases.update(found)
+    ctx.cases_seen(cases.values())
+    trials = []
+    for spec in batch:
+        raw = {"format": "tabular", "row": spec.where, "model": spec.model or None,
+               "extra": spec.raw}
+        trial = Trial(
+            run=run, case=cases[spec.case_key], attempt=spec.attempt, status=Trial.Status.OK,
+            output=spec.output, raw_response=raw, latency_ms=spec.latency_ms,
+            input_tokens=spec.input_tokens, output_tokens=spec.output_tokens,
+            cost_usd=spec.cost_usd, finished_at=spec.created_at or run.started_at,
+        )
+        if spec.created_at is not None:
+            trial.created_at = spec.created_at
+        trials.append(trial)
+    Trial.objects.bulk_create(trials)
+    grades = []
+    for spec, trial in zip(batch, trials, strict=True):
+        for g in spec.grades:
+            graders.setdefault(g.grader, {"key": g.grader, "kind": "imported", "gating": True})
+            grades.append(Grade(trial=trial, grader=g.grader, grader_version="imported",
+                                status=g.status, passed=g.passed, score=g.score,
+                                reason=g.reason, details=g.details, gating=True))
+    Grade.objects.bulk_create(grades)
+    ctx.summary.trials += len(trials)
+    ctx.summary.grades += len(grades)
