@@ -74,12 +74,13 @@ def rejection_rate(n_cases, n_trials, base_rates, head_rates, sims, rng):
 
 def calibration(sims: int) -> None:
     rng = np.random.default_rng(2026)
-    print(f"\n| scenario | rejection rate at alpha 0.05 | MC SE | simulations |")
+    print("\n| scenario | rejection rate at alpha 0.05 | MC SE | simulations |")
     print("|---|---|---|---|")
     for n_cases in (12, 30, 100):
         rates = rng.uniform(0.02, 0.98, n_cases)
         rate, se = rejection_rate(n_cases, 5, rates, rates, sims, rng)
-        print(f"| null, {n_cases}×5, case rates spread over (0, 1) | {rate:.3f} | {se:.3f} | {sims} |")
+        label = f"null, {n_cases}×5, case rates spread over (0, 1)"
+        print(f"| {label} | {rate:.3f} | {se:.3f} | {sims} |")
     rate, se = rejection_rate(12, 5, np.full(12, 0.9), np.full(12, 0.4), sims, rng)
     print(f"| power, 12×5, 90% → 40% | {rate:.3f} | {se:.3f} | {sims} |")
     for n_cases in (30, 100):

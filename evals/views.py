@@ -1,19 +1,200 @@
-"""HTML views for runs: thin, they call selectors and services and render."""
+"""HTML views for runs: thin, they call selectors and services and render.
 
-from django.http import HttpRequest, HttpResponse
-from django.shortcuts import get_object_or_404, render
-from django.views.decorators.http import require_GET
+Permissions (the cast in tests/conftest.py):
+- anonymous visitors are sent to the login page (config.middleware.LoginRequiredMiddleware);
+- outsiders (signed in, no role) get 403 on every page: Assay shows model outputs and case
+  inputs, which are a team's data, so a bare account sees nothing;
+- reviewers, engineers and leads may view every page (``VIEWER_ROLES``);
+- only engineers and leads may start or cancel a run (``RUNNER_ROLES``).
+"""
 
-from .models import Run
+import json
+import uuid
+from collections.abc import Callable
+from functools import wraps
+
+from django.contrib import messages
+from django.core.exceptions import PermissionDenied
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.template.loader import render_to_string
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+from django_htmx.http import HttpResponseStopPolling
+from django_htmx.middleware import HtmxDetails
+
+from . import selectors
+from .forms import RunFilterForm, RunStartForm
+from .models import Case, Run, Suite, Trial
+from .roles import ENGINEER, LEAD, REVIEWER, user_has_role
+
+VIEWER_ROLES = (REVIEWER, ENGINEER, LEAD)
+RUNNER_ROLES = (ENGINEER, LEAD)
+
+
+class HtmxHttpRequest(HttpRequest):
+    htmx: HtmxDetails
+
+
+def role_required(*roles: str) -> Callable:
+    """View decorator: 403 unless the signed-in user has one of ``roles``."""
+
+    def decorator(view: Callable) -> Callable:
+        @wraps(view)
+        def wrapped(request: HttpRequest, *args, **kwargs) -> HttpResponse:
+            if not user_has_role(request.user, *roles):
+                raise PermissionDenied(f"requires one of the roles: {', '.join(roles)}")
+            return view(request, *args, **kwargs)
+
+        return wrapped
+
+    return decorator
 
 
 @require_GET
-def run_list(request: HttpRequest) -> HttpResponse:
-    runs = Run.objects.select_related("suite").all()[:200]
-    return render(request, "evals/run_list.html", {"runs": runs})
+@role_required(*VIEWER_ROLES)
+def run_list(request: HtmxHttpRequest) -> HttpResponse:
+    """Runs, newest first, filtered by ``?suite=<uuid>&status=<status>``, 50 a page."""
+    filters = RunFilterForm(request.GET or None)
+    cleaned = filters.cleaned_data if filters.is_valid() else {}
+    suite = cleaned.get("suite")
+    page = selectors.run_list(
+        suite_uuid=str(suite.uuid) if suite else None,
+        status=cleaned.get("status") or None,
+        page=request.GET.get("page", 1),
+    )
+    return render(request, "evals/run_list.html", {"page": page, "filters": filters})
 
 
 @require_GET
+@role_required(*VIEWER_ROLES)
 def run_detail(request: HttpRequest, run_id) -> HttpResponse:
     run = get_object_or_404(Run.objects.select_related("suite"), uuid=run_id)
-    return render(request, "evals/run_detail.html", {"run": run})
+    return render(request, "evals/run_detail.html",
+                  {"run": run, "report": selectors.run_report(run=run)})
+
+
+@require_http_methods(["GET", "POST"])
+@role_required(*RUNNER_ROLES)
+def run_new(request: HtmxHttpRequest) -> HttpResponse:
+    """Start a run. GET shows the form (``?suite=<uuid>`` prefills that suite's grader set);
+    POST validates it, calls ``run_start`` and redirects to the run page."""
+    from .graders import GraderConfigError
+    from .services import RunConfigError, TargetConfigError, run_start
+
+    if request.method == "POST":
+        form = RunStartForm(request.POST)
+        if form.is_valid():
+            data = form.cleaned_data
+            try:
+                run = run_start(
+                    suite=data["suite"], name=data["name"], target=data["target"],
+                    graders=data["graders"], trials_per_case=data["trials_per_case"],
+                    source_version=data["source_version"], started_by=request.user,
+                )
+            except (TargetConfigError, GraderConfigError, RunConfigError) as exc:
+                form.add_error(None, str(exc))
+            else:
+                return redirect(run.get_absolute_url())
+        return render(request, "evals/run_new.html", {"form": form})
+    suite = Suite.objects.filter(uuid=_uuid_or_none(request.GET.get("suite"))).first()
+    suite = suite or Suite.objects.order_by("name").first()
+    graders = selectors.suite_default_graders(suite=suite) if suite else []
+    form = RunStartForm(initial={"suite": suite, "graders": json.dumps(graders, indent=2)})
+    if request.htmx and request.htmx.target == "graders-field":
+        return render(request, "evals/run_new.html#graders-field", {"form": form})
+    return render(request, "evals/run_new.html", {"form": form})
+
+
+def _uuid_or_none(raw: str | None) -> str | None:
+    try:
+        return str(uuid.UUID(raw)) if raw else None
+    except ValueError:
+        return None
+
+
+@require_GET
+@role_required(*VIEWER_ROLES)
+def run_progress(request: HtmxHttpRequest, run_id) -> HttpResponse:
+    """The progress fragment, polled every 2 s; 286 (stop polling) once the run is terminal."""
+    run = get_object_or_404(Run, uuid=run_id)
+    html = render_to_string("evals/fragments/run_progress.html", {"run": run}, request=request)
+    if run.is_terminal:
+        return HttpResponseStopPolling(html)
+    return HttpResponse(html)
+
+
+@require_POST
+@role_required(*RUNNER_ROLES)
+def run_cancel(request: HtmxHttpRequest, run_id) -> HttpResponse:
+    """Cancel a run (``run_cancel``); htmx gets the progress fragment, a form post a redirect."""
+    from .services import run_cancel as run_cancel_service
+
+    run = get_object_or_404(Run, uuid=run_id)
+    cancelled = run_cancel_service(run=run, by=request.user)  # refreshes ``run``
+    if request.htmx:
+        html = render_to_string("evals/fragments/run_progress.html", {"run": run},
+                                request=request)
+        return HttpResponseStopPolling(html) if run.is_terminal else HttpResponse(html)
+    if cancelled:
+        messages.success(request, "Run cancelled.")
+    else:
+        messages.info(request, f"Run is {run.status}; nothing to cancel.")
+    return redirect(run.get_absolute_url())
+
+
+@require_GET
+@role_required(*VIEWER_ROLES)
+def run_case(request: HtmxHttpRequest, run_id, case_id) -> HttpResponse:
+    """One case within a run: input, expected, context, tags, and every trial (output
+    previews, never full outputs), with grades and labels."""
+    try:
+        run, case, trials = selectors.run_case_get(run_uuid=run_id, case_uuid=case_id)
+    except (Run.DoesNotExist, Case.DoesNotExist) as exc:
+        raise Http404("No such case in this run.") from exc
+    return render(request, "evals/run_case.html", {"run": run, "case": case, "trials": trials})
+
+
+@require_GET
+@role_required(*VIEWER_ROLES)
+def trial_detail(request: HtmxHttpRequest, trial_id) -> HttpResponse:
+    """One trial: its full output, raw response (pretty JSON) and every grade and label."""
+    try:
+        trial = selectors.trial_get(trial_uuid=trial_id)
+    except Trial.DoesNotExist as exc:
+        raise Http404("No such trial.") from exc
+    return render(request, "evals/trial_detail.html", {"trial": trial})
+
+
+@require_http_methods(["GET", "POST"])
+@role_required(*RUNNER_ROLES)
+def import_upload(request: HttpRequest) -> HttpResponse:
+    """Import an uploaded results file (engineers and leads). POST runs ``results_import`` on
+    the uploaded temporary file and redirects to the new run, or re-renders with the error."""
+    from .importers import ResultsImportError, results_import
+    from .importers.forms import ImportUploadForm
+
+    error = ""
+    if request.method == "POST":
+        form = ImportUploadForm(request.POST, request.FILES)
+        if form.is_valid():
+            data = form.cleaned_data
+            upload = data["file"]
+            try:
+                summary = results_import(
+                    stream=upload.file, filename=upload.name, suite_name=data["suite"],
+                    run_name=data["run"], fmt=data["format"] or None, mapping=data["mapping"],
+                    suite_kind=data["suite_kind"], threshold=data["threshold"],
+                    user=request.user,
+                )
+            except ResultsImportError as exc:
+                error = f"Nothing was imported. {exc}"
+            else:
+                run = summary.runs[0]
+                messages.success(
+                    request, f"Imported {summary.trials} trials of {summary.cases} cases "
+                    f"into {summary.suite.name} / {', '.join(r.name for r in summary.runs)}.")
+                return redirect("evals:run-detail", run_id=run.uuid)
+    else:
+        form = ImportUploadForm()
+    return render(request, "evals/import_form.html", {"form": form, "error": error},
+                  status=400 if error else 200)

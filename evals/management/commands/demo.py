@@ -100,7 +100,9 @@ class Command(BaseCommand):
                 continue
             with path.open("rb") as stream:
                 summary = results_import(stream=stream, suite_name=folder, run_name="recorded")
-            self.stdout.write(f"imported {folder}: {summary.trials} trials, {summary.labels} labels")
+            self.stdout.write(
+                f"imported {folder}: {summary.trials} trials, {summary.labels} labels"
+            )
 
     def _start_worker(self) -> subprocess.Popen:
         command = [

@@ -1,0 +1,118 @@
+"""Benchmark ``evals.selectors.run_report``: server time and query count by run size.
+
+Usage (SQLite, in a throwaway test database):
+    .venv/bin/python bench/bench_report.py
+PostgreSQL:
+    DATABASE_URL=postgres://postgres@127.0.0.1:5432/assay_bench \
+        .venv/bin/python bench/bench_report.py
+
+Builds runs of 200 and 2,000 cases x 5 trials with 2 graders (bulk_create; ~2% pipeline
+errors, ~1% errored grades, ~3% unknown costs, 10 tags), then times ``run_report`` (median
+and min of 9 calls after one warm-up, plus this process's CPU time) and
+counts its queries (CaptureQueriesContext).
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import statistics
+import sys
+import time
+from decimal import Decimal
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings_test")
+
+import django  # noqa: E402
+
+django.setup()
+
+from django.db import connection  # noqa: E402
+from django.test.utils import CaptureQueriesContext  # noqa: E402
+
+from evals.models import Case, Grade, Run, Suite, Trial, content_hash  # noqa: E402
+from evals.selectors import run_report  # noqa: E402
+
+TRIALS = 5
+GRADERS = [{"key": "schema", "kind": "json_schema"}, {"key": "policy", "kind": "python"}]
+
+
+def build(n_cases: int, rng: random.Random) -> Run:
+    suite = Suite.objects.create(name=f"bench-{n_cases}")
+    cases = Case.objects.bulk_create([
+        Case(suite=suite, key=f"c{i:05d}", input=f"q{i}", tags=[f"t{i % 10}"],
+             content_hash=content_hash(input=f"q{i}", expected=None, context=[]))
+        for i in range(n_cases)
+    ], batch_size=1000)
+    run = Run.objects.create(suite=suite, name="bench", target_kind="simulated",
+                             graders=GRADERS, trials_per_case=TRIALS, status="succeeded")
+    trials = []
+    for case in cases:
+        p = rng.random()
+        for attempt in range(1, TRIALS + 1):
+            error = rng.random() < 0.02
+            trials.append(Trial(
+                run=run, case=case, attempt=attempt, status="error" if error else "ok",
+                output="x" * 2000, input_tokens=500, output_tokens=rng.randint(50, 300),
+                latency_ms=rng.uniform(200, 3000),
+                cost_usd=None if rng.random() < 0.03 else Decimal("0.00120000"),
+            ))
+            trials[-1].p = p
+    Trial.objects.bulk_create(trials, batch_size=1000)
+    grades = []
+    for trial in trials:
+        if trial.status == "error":
+            continue
+        for g in GRADERS:
+            if rng.random() < 0.01:
+                grades.append(Grade(trial=trial, grader=g["key"], status="error", passed=None,
+                                    reason="TimeoutError: oracle"))
+            else:
+                ok = rng.random() < trial.p
+                grades.append(Grade(trial=trial, grader=g["key"], status="ok", passed=ok,
+                                    score=1.0 if ok else 0.5,
+                                    reason="ok" if ok else "missing keys: ['policy_id']"))
+    Grade.objects.bulk_create(grades, batch_size=2000)
+    return run
+
+
+def measure(run: Run, repeats: int = 9) -> tuple[float, float, float, int]:
+    """(median wall ms, min wall ms, median CPU ms of this process, query count)."""
+    run = Run.objects.select_related("suite").get(pk=run.pk)
+    run_report(run=run)  # warm-up
+    wall, cpu = [], []
+    for _ in range(repeats):
+        start, start_cpu = time.perf_counter(), time.process_time()
+        run_report(run=run)
+        wall.append((time.perf_counter() - start) * 1000)
+        cpu.append((time.process_time() - start_cpu) * 1000)
+    with CaptureQueriesContext(connection) as ctx:
+        run_report(run=run)
+    return statistics.median(wall), min(wall), statistics.median(cpu), len(ctx.captured_queries)
+
+
+def main() -> None:
+    old_name = connection.settings_dict["NAME"]
+    connection.creation.create_test_db(verbosity=0, autoclobber=True)
+    try:
+        rng = random.Random(20261130)
+        print(f"database: {connection.vendor}")
+        for n_cases in (200, 2000):
+            run = build(n_cases, rng)
+            if connection.vendor == "postgresql":
+                # Autovacuum analyses freshly bulk-loaded tables within a minute or so; do it
+                # now so the plan (and the figure) does not depend on that timing.
+                with connection.cursor() as cursor:
+                    cursor.execute("ANALYZE evals_trial, evals_grade, evals_case")
+            median, best, cpu, queries = measure(run)
+            print(f"{n_cases} cases x {TRIALS} trials x {len(GRADERS)} graders: median "
+                  f"{median:.0f} ms (min {best:.0f} ms, process CPU {cpu:.0f} ms), "
+                  f"{queries} queries")
+    finally:
+        connection.creation.destroy_test_db(old_name, verbosity=0)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,95 @@
+"""Admin for evals: browse suites, cases, runs, trials and grades; edit the price table.
+
+Big foreign keys use ``raw_id_fields`` (no 100k-row dropdowns) and lists join what they
+display (``list_select_related``). Full outputs are not loaded in change lists.
+"""
+
+from django.contrib import admin
+
+from .models import Case, Grade, ModelPrice, Run, Suite, Trial, TrialPair
+
+
+class CaseInline(admin.TabularInline):
+    model = Case
+    fields = ("key", "tags", "content_hash", "retired_at")
+    readonly_fields = fields
+    extra = 0
+    can_delete = False
+    show_change_link = True
+
+    def has_add_permission(self, request, obj=None) -> bool:
+        return False  # cases are frozen; they are created by imports and services
+
+
+@admin.register(Suite)
+class SuiteAdmin(admin.ModelAdmin):
+    list_display = ("name", "kind", "created_at")
+    list_filter = ("kind",)
+    search_fields = ("name", "description")
+    readonly_fields = ("uuid", "created_at")
+    inlines = [CaseInline]
+
+
+@admin.register(Case)
+class CaseAdmin(admin.ModelAdmin):
+    list_display = ("key", "suite", "created_at", "retired_at")
+    list_filter = ("suite", ("retired_at", admin.EmptyFieldListFilter))
+    search_fields = ("key", "suite__name", "content_hash")
+    list_select_related = ("suite",)
+    raw_id_fields = ("suite", "replaced_by")
+    readonly_fields = ("uuid", "content_hash", "created_at")
+
+
+@admin.register(ModelPrice)
+class ModelPriceAdmin(admin.ModelAdmin):
+    list_display = ("model", "input_usd_per_mtok", "output_usd_per_mtok", "note", "updated_at")
+    list_editable = ("input_usd_per_mtok", "output_usd_per_mtok", "note")
+    search_fields = ("model", "note")
+
+
+@admin.register(Run)
+class RunAdmin(admin.ModelAdmin):
+    list_display = ("name", "suite", "status", "source", "target_kind", "model",
+                    "trials_finished", "trials_total", "trials_errored", "started_by",
+                    "created_at")
+    list_filter = ("status", "source", "target_kind", "suite")
+    search_fields = ("name", "model", "source_version", "suite__name")
+    list_select_related = ("suite", "started_by")
+    raw_id_fields = ("suite", "started_by")
+    readonly_fields = ("uuid", "created_at", "started_at", "finished_at")
+    date_hierarchy = "created_at"
+
+
+@admin.register(Trial)
+class TrialAdmin(admin.ModelAdmin):
+    list_display = ("id", "run", "case", "attempt", "status", "latency_ms", "input_tokens",
+                    "output_tokens", "cost_usd", "created_at")
+    list_filter = ("status", "run__suite")
+    search_fields = ("uuid", "run__name", "case__key", "error_message")
+    list_select_related = ("run__suite", "case")
+    raw_id_fields = ("run", "case")
+    readonly_fields = ("uuid",)
+
+    def get_queryset(self, request):
+        qs = super().get_queryset(request)
+        # The change list never needs the (possibly huge) output; the change form does.
+        if request.resolver_match and request.resolver_match.url_name.endswith("changelist"):
+            qs = qs.defer("output", "raw_response")
+        return qs
+
+
+@admin.register(Grade)
+class GradeAdmin(admin.ModelAdmin):
+    list_display = ("id", "trial", "grader", "status", "passed", "score", "gating", "created_at")
+    list_filter = ("status", "passed", "gating", "grader")
+    search_fields = ("grader", "reason")
+    list_select_related = ("trial", "judge_version__judge")
+    raw_id_fields = ("trial", "judge_version")
+
+
+@admin.register(TrialPair)
+class TrialPairAdmin(admin.ModelAdmin):
+    list_display = ("uuid", "case", "trial_a", "trial_b", "created_at")
+    search_fields = ("uuid", "case__key")
+    list_select_related = ("case", "trial_a", "trial_b")
+    raw_id_fields = ("case", "trial_a", "trial_b")

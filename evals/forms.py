@@ -1,0 +1,151 @@
+"""Forms for the dashboard: parse and validate at the edge, hand typed values to services."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from django import forms
+from django.urls import reverse_lazy
+
+from .models import Run, Suite
+
+TARGET_KINDS = [
+    ("simulated", "Simulated (seeded, no network)"),
+    ("openai", "OpenAI-compatible chat endpoint"),
+    ("callable", "Python callable"),
+]
+MAX_TRIALS_PER_CASE = 50
+
+
+def _json_field_value(raw: str, *, field: str, expected: type) -> Any:
+    """Parse ``raw`` as JSON of type ``expected``; raises ``ValidationError`` naming ``field``
+    and, for syntax errors, the line and column."""
+    try:
+        value = json.loads(raw or ("[]" if expected is list else "{}"))
+    except json.JSONDecodeError as exc:
+        raise forms.ValidationError(
+            f"{field}: not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})"
+        ) from exc
+    if not isinstance(value, expected):
+        kind = "a list" if expected is list else "an object"
+        raise forms.ValidationError(f"{field}: expected {kind}, got {type(value).__name__}")
+    return value
+
+
+class RunStartForm(forms.Form):
+    """Start a run: suite, target, trials per case (1..50), grader set, name, source version.
+
+    ``cleaned_data["target"]`` is the target snapshot dict (``{"kind": ...}``) and
+    ``cleaned_data["graders"]`` the grader set as a list of spec dicts, validated with
+    ``evals.graders.parse_grader_specs``.
+    """
+
+    suite = forms.ModelChoiceField(
+        queryset=Suite.objects.order_by("name"), to_field_name="uuid", empty_label=None
+    )
+    name = forms.CharField(max_length=200)
+    source_version = forms.CharField(
+        max_length=200, required=False, help_text="Commit, tag or prompt revision under test."
+    )
+    target_kind = forms.ChoiceField(choices=TARGET_KINDS, widget=forms.RadioSelect,
+                                    initial="simulated", label="Target")
+    seed = forms.IntegerField(required=False, initial=1, help_text="Simulated target only.")
+    pass_probability = forms.FloatField(
+        required=False, min_value=0, max_value=1, initial=0.7,
+        help_text="Simulated target only: chance that a trial gives the expected answer.",
+    )
+    base_url = forms.URLField(required=False, label="Base URL", assume_scheme="https",
+                              help_text="e.g. https://api.example.com/v1")
+    model = forms.CharField(max_length=200, required=False)
+    prompt_template = forms.CharField(
+        required=False, widget=forms.Textarea(attrs={"rows": 4}),
+        help_text="Placeholders: {input}, {context}.",
+    )
+    settings_json = forms.CharField(
+        required=False, label="Settings (JSON object)", initial="{}",
+        widget=forms.Textarea(attrs={"rows": 3, "class": "mono"}),
+        help_text='e.g. {"temperature": 0.7, "max_tokens": 512}',
+    )
+    callable_path = forms.CharField(
+        required=False, max_length=300, label="Callable path",
+        help_text="package.module:function",
+    )
+    trials_per_case = forms.IntegerField(min_value=1, max_value=MAX_TRIALS_PER_CASE, initial=5)
+    graders = forms.CharField(
+        label="Grader set (JSON list)", initial="[]",
+        widget=forms.Textarea(attrs={"rows": 8, "class": "mono"}),
+        help_text='A list of {"key", "kind", "config", "gating"} objects.',
+    )
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        # Choosing a suite reloads the grader set prefill (htmx; the field id is the target).
+        self.fields["suite"].widget.attrs.update({
+            "hx-get": reverse_lazy("evals:run-new"),
+            "hx-trigger": "change",
+            "hx-target": "#graders-field",
+            "hx-swap": "outerHTML",
+        })
+
+    def clean_settings_json(self) -> dict:
+        return _json_field_value(self.cleaned_data["settings_json"], field="settings",
+                                 expected=dict)
+
+    def clean_graders(self) -> list[dict]:
+        from .graders import GraderConfigError, parse_grader_specs
+
+        raw = _json_field_value(self.cleaned_data["graders"], field="graders", expected=list)
+        try:
+            parse_grader_specs(raw)
+        except GraderConfigError as exc:
+            raise forms.ValidationError(str(exc)) from exc
+        return raw
+
+    def clean(self) -> dict:
+        data = super().clean()
+        kind = data.get("target_kind")
+        required = {
+            "simulated": ["seed"],
+            "openai": ["base_url", "model", "prompt_template"],
+            "callable": ["callable_path"],
+        }.get(kind, [])
+        for name in required:
+            if data.get(name) in (None, ""):
+                self.add_error(name, f"Required for the {kind} target.")
+        suite, name = data.get("suite"), data.get("name")
+        if suite and name and Run.objects.filter(suite=suite, name=name).exists():
+            self.add_error("name", f"This suite already has a run named {name!r}.")
+        if not self.errors:
+            data["target"] = self._target(data)
+        return data
+
+    @staticmethod
+    def _target(data: dict) -> dict:
+        kind = data["target_kind"]
+        if kind == "simulated":
+            target = {"kind": "simulated", "seed": data["seed"]}
+            if data.get("pass_probability") is not None:
+                target["default_pass_probability"] = data["pass_probability"]
+            return target
+        if kind == "openai":
+            return {
+                "kind": "openai",
+                "base_url": data["base_url"],
+                "model": data["model"],
+                "prompt_template": data["prompt_template"],
+                "settings": data.get("settings_json") or {},
+            }
+        return {"kind": "callable", "path": data["callable_path"]}
+
+
+class RunFilterForm(forms.Form):
+    """The run list's filters (GET): a suite (by UUID) and a run status, both optional."""
+
+    suite = forms.ModelChoiceField(
+        queryset=Suite.objects.order_by("name"), to_field_name="uuid", required=False,
+        empty_label="All suites",
+    )
+    status = forms.ChoiceField(
+        choices=[("", "Any status"), *Run.Status.choices], required=False
+    )

@@ -1,0 +1,96 @@
+"""``manage.py run_report RUN [--json]``: the run report in the terminal or as strict JSON.
+
+RUN is a run UUID or ``"suite name/run name"`` (the split is tried at every ``/``, so names
+may contain slashes as long as exactly one suite/run pair matches).
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+
+from django.core.management.base import BaseCommand, CommandError
+
+from evals.models import Run
+from evals.report import Figures, RunReport
+from evals.selectors import run_report
+
+
+def run_lookup(ref: str) -> Run:
+    """The run named by ``ref`` (UUID or "suite/run"); CommandError when none or several match."""
+    try:
+        return Run.objects.select_related("suite").get(uuid=uuid.UUID(ref))
+    except ValueError:
+        pass
+    except Run.DoesNotExist as exc:
+        raise CommandError(f"no run with id {ref}") from exc
+    matches = []
+    for i, char in enumerate(ref):
+        if char == "/":
+            suite, name = ref[:i], ref[i + 1:]
+            found = Run.objects.select_related("suite").filter(suite__name=suite, name=name)
+            matches += list(found)
+    if not matches:
+        raise CommandError(f"no run {ref!r}: give a run id or 'suite name/run name'")
+    if len(matches) > 1:
+        raise CommandError(f"{ref!r} is ambiguous ({len(matches)} runs); give the run id")
+    return matches[0]
+
+
+def _pct(value: float | None) -> str:
+    return "undefined" if value is None else f"{value * 100:.1f}%"
+
+
+def _rate(f: Figures) -> str:
+    r = f.pass_rate
+    if r.mean is None:
+        return "undefined (nothing graded)"
+    ci = (
+        "CI undefined (1 case)" if r.ci_low is None
+        else f"95% CI [{_pct(r.ci_low)}, {_pct(r.ci_high)}]"
+    )
+    return f"{_pct(r.mean)} {ci} over {r.n_cases} cases"
+
+
+def render_text(report: RunReport) -> str:
+    """The report as plain text lines for the terminal."""
+    t = report.trials
+    lines = [f"{report.suite_name} / {report.run_name} ({report.status})"
+             + (" [simulated]" if report.is_simulated else "")]
+    lines += [f"!! {b}" for b in (report.errored_banner, report.incomplete_banner) if b]
+    lines.append(f"trials: {t.total} total, {t.ok} ok, {t.errored} errored (pipeline), "
+                 f"{t.pending} pending, {t.cancelled} cancelled; {t.grade_errors} grade errors")
+    for f in [report.overall, *report.graders]:
+        extra = f", {f.grades_errored} errored dropped" if f.grades_errored else ""
+        lines.append(f"{f.key}: {_rate(f)}; {f.trials_passed}/{f.trials_graded} trials{extra}")
+    lines.append("pass@k / pass^k: " + ", ".join(
+        f"k={p.k}: {_pct(p.pass_at_k)} / {_pct(p.pass_hat_k)}" for p in report.overall.pass_k))
+    for s in report.slices:
+        lines.append(f"tag {s.tag} ({s.n_cases} cases): {_rate(s.overall)}")
+    for g in report.failure_reasons:
+        lines.append(f"{g.grader}: {g.text}")
+    c = report.cost
+    if c.total_usd is not None:
+        cost = f"${c.total_usd}"
+    elif c.unknown and c.unknown < c.finished:
+        cost = f">= ${c.known_usd} (cost unknown for {c.unknown} of {c.finished} trials)"
+    else:
+        cost = "unknown"
+    lines.append(f"tokens: {report.tokens.input} in, {report.tokens.output} out; latency p50 "
+                 f"{report.latency.p50_ms} ms, p95 {report.latency.p95_ms} ms; cost {cost}")
+    return "\n".join(lines)
+
+
+class Command(BaseCommand):
+    help = "Print a run's report (pass rate with CI, pass@k, errors, cost); --json for strict JSON."
+
+    def add_arguments(self, parser):
+        parser.add_argument("run", help="run UUID or 'suite name/run name'")
+        parser.add_argument("--json", action="store_true", help="strict JSON (no NaN/Infinity)")
+
+    def handle(self, *args, **options):
+        report = run_report(run=run_lookup(options["run"]))
+        if options["json"]:
+            self.stdout.write(json.dumps(report.to_dict(), allow_nan=False, ensure_ascii=False))
+        else:
+            self.stdout.write(render_text(report))

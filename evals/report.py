@@ -1,0 +1,553 @@
+"""The run report's figures, computed from flat arrays (no queries here; see
+``evals.selectors.run_report`` for the reads).
+
+Rules (one place for each):
+- A trial's outcome for one grader is a code (``PASS``, ``FAIL``, ``ERRORED`` grade,
+  ``MISSING`` grade, ``PIPELINE`` error, ``PENDING`` trial). ``case_tally`` is the one helper
+  that turns codes into per-case counts: only PASS and FAIL are *graded*; errored grades are
+  dropped from numerator and denominator and counted (fault A1: 2 passes, 1 fail, 1 errored
+  -> 2/3, with 1 dropped).
+- Overall verdict of a trial over its gating graders (three-valued AND, the same rule as
+  ``selectors.trial_verdict_annotations``): FAIL if any gating grade failed; else ERRORED if
+  any errored; else MISSING if one is absent; else PASS. An errored gating grade can never
+  make a pass.
+- Pass rate = mean over cases of per-case pass rates, with the clustered interval
+  (``stats.clustered_mean``): cases are the unit. Cases with no graded trial are left out
+  and counted.
+- Scores (fault C1): a null score is "not scored"; means skip it and count it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass, field
+from decimal import Decimal
+from functools import lru_cache
+from typing import Any
+
+import numpy as np
+
+from stats import pass_at_k, pass_hat_k, wilson_interval
+from stats.intervals import ClusteredMean, clustered_mean_of_rates
+
+PASS, FAIL, ERRORED, MISSING, PIPELINE, PENDING = 1, 0, -1, -2, -3, -4
+OVERALL = "overall"
+
+
+@dataclass(frozen=True)
+class CaseTally:
+    """Per-case counts (numpy int arrays, one entry per case) for one grader or overall."""
+
+    passed: np.ndarray
+    graded: np.ndarray
+    grade_errors: np.ndarray
+    not_graded: np.ndarray
+    pipeline_errors: np.ndarray
+    pending: np.ndarray
+
+
+def case_tally(codes: np.ndarray, case_idx: np.ndarray, n_cases: int) -> CaseTally:
+    """Count outcome codes per case: the one place where errored grades leave both the
+    numerator and the denominator (``graded`` counts PASS and FAIL only)."""
+
+    def count(mask: np.ndarray) -> np.ndarray:
+        return np.bincount(case_idx[mask], minlength=n_cases)
+
+    passed = count(codes == PASS)
+    return CaseTally(
+        passed=passed,
+        graded=passed + count(codes == FAIL),
+        grade_errors=count(codes == ERRORED),
+        not_graded=count(codes == MISSING),
+        pipeline_errors=count(codes == PIPELINE),
+        pending=count(codes == PENDING),
+    )
+
+
+def overall_codes(gating: list[np.ndarray], trial_codes: np.ndarray) -> np.ndarray:
+    """Overall code per trial from the gating graders' codes (see the module rules);
+    ``trial_codes`` holds PIPELINE/PENDING for trials that did not finish ok, else PASS."""
+    if not gating:
+        return np.where(trial_codes == PASS, MISSING, trial_codes)
+    stacked = np.vstack(gating)
+    out = np.full(trial_codes.shape, PASS)
+    out[(stacked == MISSING).any(axis=0)] = MISSING
+    out[(stacked == ERRORED).any(axis=0)] = ERRORED
+    out[(stacked == FAIL).any(axis=0)] = FAIL
+    return np.where(trial_codes == PASS, out, trial_codes)
+
+
+@lru_cache(maxsize=4096)
+def _pass_k_pair(n: int, c: int, k: int) -> tuple[float, float]:
+    return pass_at_k(n, c, k), pass_hat_k(n, c, k)
+
+
+@lru_cache(maxsize=4096)
+def case_wilson(passed: int, graded: int) -> tuple[float, float]:
+    """Wilson 95% interval of one case's k of n (cached: few distinct pairs per run)."""
+    return wilson_interval(passed, graded)
+
+
+@dataclass(frozen=True)
+class PassK:
+    """pass@k and pass^k at one k: means over the ``n_cases`` cases with at least k graded
+    trials of the unbiased per-case estimators; ``cases_left_out`` had fewer (or none)."""
+
+    k: int
+    pass_at_k: float | None
+    pass_hat_k: float | None
+    n_cases: int
+    cases_left_out: int
+
+
+def pass_k_table(passed: np.ndarray, graded: np.ndarray, k_max: int) -> list[PassK]:
+    """``PassK`` for k = 1..k_max over per-case (passed, graded) arrays (a lookup table per
+    k over the few distinct (n, c) pairs, so the cost does not grow with the case count)."""
+    table = []
+    top = int(graded.max(initial=0))
+    for k in range(1, k_max + 1):
+        use = graded >= k
+        n_used = int(use.sum())
+        if not n_used:
+            table.append(PassK(k, None, None, 0, int(graded.size)))
+            continue
+        at = np.zeros((top + 1, top + 1))
+        hat = np.zeros((top + 1, top + 1))
+        for n in range(k, top + 1):
+            for c in range(n + 1):
+                at[n, c], hat[n, c] = _pass_k_pair(n, c, k)
+        n_c, c_c = graded[use], passed[use]
+        table.append(PassK(k, float(at[n_c, c_c].mean()), float(hat[n_c, c_c].mean()), n_used,
+                           int(graded.size) - n_used))
+    return table
+
+
+@dataclass(frozen=True)
+class Figures:
+    """One grader's (or overall's) figures over a set of cases.
+
+    Trial counts: ``trials_passed`` of ``trials_graded`` (pass or fail); ``grades_errored``
+    dropped from both; ``not_graded`` ok trials without this grade; ``pipeline_errored`` and
+    ``pending`` trials. ``pass_rate``: mean of per-case rates with its 95% clustered interval
+    over ``pass_rate.n_cases`` cases; ``cases_ungraded`` cases had no graded trial.
+    ``score_mean``: mean over cases of per-case mean scores, None when nothing was scored;
+    ``scored``/``not_scored``: grades with a score / with a null score (errored included).
+    """
+
+    key: str
+    gating: bool | None
+    trials_passed: int
+    trials_graded: int
+    grades_errored: int
+    not_graded: int
+    pipeline_errored: int
+    pending: int
+    pass_rate: ClusteredMean
+    cases_ungraded: int
+    pass_k: list[PassK]
+    score_mean: float | None = None
+    scored: int = 0
+    not_scored: int = 0
+
+    @property
+    def trials_failed(self) -> int:
+        return self.trials_graded - self.trials_passed
+
+
+def figures_for(
+    key: str, gating: bool | None, tally: CaseTally, mask: np.ndarray, k_max: int,
+    scores: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
+) -> Figures:
+    """``Figures`` from a tally restricted to the cases in boolean ``mask``; ``scores`` is
+    per-case (sum of scores, scored count, not-scored count)."""
+    passed, graded = tally.passed[mask], tally.graded[mask]
+    has = graded > 0
+    rates = passed[has] / graded[has]
+    score_mean, scored, not_scored = None, 0, 0
+    if scores is not None:
+        sums, counts, missing = (a[mask] for a in scores)
+        scored, not_scored = int(counts.sum()), int(missing.sum())
+        if scored:
+            score_mean = float((sums[counts > 0] / counts[counts > 0]).mean())
+    return Figures(
+        key=key,
+        gating=gating,
+        trials_passed=int(passed.sum()),
+        trials_graded=int(graded.sum()),
+        grades_errored=int(tally.grade_errors[mask].sum()),
+        not_graded=int(tally.not_graded[mask].sum()),
+        pipeline_errored=int(tally.pipeline_errors[mask].sum()),
+        pending=int(tally.pending[mask].sum()),
+        pass_rate=clustered_mean_of_rates(rates.astype(float)),
+        cases_ungraded=int((~has).sum()),
+        pass_k=pass_k_table(passed, graded, k_max),
+        score_mean=score_mean,
+        scored=scored,
+        not_scored=not_scored,
+    )
+
+
+@dataclass(frozen=True)
+class CaseCount:
+    """One grader's k of n on one case, and its errored grades."""
+
+    key: str
+    passed: int
+    graded: int
+    errored: int
+
+
+@dataclass(frozen=True)
+class CaseRow:
+    """One case: overall ``passed`` of ``graded`` trials with its Wilson 95% interval (rate
+    None when nothing was graded), ``trials`` in the run, ``pipeline_errored`` trials,
+    ``grades_errored`` trials whose gating grades errored, and per-grader counts."""
+
+    case_uuid: str
+    key: str
+    tags: list[str]
+    trials: int
+    passed: int
+    graded: int
+    rate: float | None
+    wilson_low: float
+    wilson_high: float
+    pipeline_errored: int
+    grades_errored: int
+    graders: list[CaseCount] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class SliceReport:
+    """The same figures over the cases carrying one tag."""
+
+    tag: str
+    n_cases: int
+    overall: Figures
+    graders: list[Figures]
+
+
+@dataclass(frozen=True)
+class ReasonGroup:
+    """``count`` of ``of`` ``kind`` ("failures" or "errors") of ``grader`` (empty for
+    pipeline errors) sharing this exact ``reason`` (first 500 characters)."""
+
+    grader: str
+    reason: str
+    count: int
+    of: int
+    kind: str = "failures"
+
+    @property
+    def text(self) -> str:
+        return f"{self.count} of {self.of} {self.kind}: {self.reason}"
+
+
+@dataclass(frozen=True)
+class TrialCounts:
+    """``total`` trials = ``ok`` + ``errored`` (pipeline errors) + ``pending`` (queued or
+    running) + ``cancelled``; ``grade_errors``: errored grades on ok trials, all graders;
+    ``judge_errors``: those from judge versions; ``overall_errored``: ok trials whose overall
+    verdict is errored (left out of the overall pass rate)."""
+
+    total: int
+    ok: int
+    errored: int
+    pending: int
+    cancelled: int
+    grade_errors: int
+    judge_errors: int
+    overall_errored: int
+
+
+@dataclass(frozen=True)
+class Tokens:
+    """Sums over finished trials with a known count; ``*_unknown``: finished trials whose
+    count is null."""
+
+    input: int
+    output: int
+    input_unknown: int
+    output_unknown: int
+
+
+@dataclass(frozen=True)
+class Latency:
+    """Percentiles (ms, linear interpolation, numpy's default) over the ``n`` finished trials
+    with a known latency; None when there are none; ``unknown``: finished trials without."""
+
+    p50_ms: float | None
+    p95_ms: float | None
+    n: int
+    unknown: int
+
+
+@dataclass(frozen=True)
+class Cost:
+    """USD over finished trials. ``known_usd``: sum of known costs; ``unknown``: trials with
+    a null cost; ``total_usd``: the sum when every cost is known, else None (the known part is
+    a lower bound, "≥ $x"); ``per_passing_trial_usd``: total / overall passing trials, None
+    when the total is unknown or nothing passed."""
+
+    known_usd: Decimal
+    unknown: int
+    finished: int
+    total_usd: Decimal | None
+    per_passing_trial_usd: Decimal | None
+
+
+@dataclass(frozen=True)
+class RunReport:
+    """Everything the run page, ``manage.py run_report`` and the API show about one run."""
+
+    run_uuid: str
+    run_name: str
+    suite_name: str
+    status: str
+    is_simulated: bool
+    trials_per_case: int
+    n_cases: int
+    trials: TrialCounts
+    overall: Figures
+    graders: list[Figures]
+    cases: list[CaseRow]
+    slices: list[SliceReport]
+    failure_reasons: list[ReasonGroup]
+    grade_error_reasons: list[ReasonGroup]
+    pipeline_error_reasons: list[ReasonGroup]
+    tokens: Tokens
+    latency: Latency
+    cost: Cost
+
+    @property
+    def errored_banner(self) -> str | None:
+        """"N of M trials errored", or None when no pipeline error."""
+        if not self.trials.errored:
+            return None
+        return f"{self.trials.errored} of {self.trials.total} trials errored"
+
+    @property
+    def incomplete_banner(self) -> str | None:
+        """"incomplete: N judge errors" / "incomplete: N grade errors (M from judges)"."""
+        n, judges = self.trials.grade_errors, self.trials.judge_errors
+        if not n:
+            return None
+        if judges == n:
+            return f"incomplete: {n} judge error{'s' if n != 1 else ''}"
+        suffix = f" ({judges} from judges)" if judges else ""
+        return f"incomplete: {n} grade error{'s' if n != 1 else ''}{suffix}"
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON-safe data: Decimals as strings, no NaN or Infinity (as None)."""
+        data = _json_safe(dataclasses.asdict(self))
+        data["banners"] = [b for b in (self.errored_banner, self.incomplete_banner) if b]
+        return data
+
+
+def _json_safe(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {str(k): _json_safe(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_json_safe(v) for v in value]
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, Decimal):
+        return str(value) if value.is_finite() else None
+    if isinstance(value, np.integer):
+        return int(value)
+    if isinstance(value, np.floating):
+        return _json_safe(float(value))
+    return value
+
+
+@dataclass(frozen=True)
+class RunRows:
+    """What ``report_from_rows`` needs, as fetched by ``selectors.run_report``.
+
+    ``trials``: ``(id, case_id, status, latency_ms)``; ``grades`` over ok trials:
+    ``(trial_id, grader, code, score, gating, judge_version_id)`` with code 1 pass, 0 fail,
+    -1 errored and gating 0/1; ``cases``: ``(id, uuid, key, tags)``; ``graders``:
+    ``(key, gating)`` in grader-set order; ``totals`` over finished trials: ``finished``,
+    ``input_sum``, ``output_sum`` (token sums), ``input_unknown``, ``output_unknown``, ``cost``
+    (Decimal sum of known costs or None), ``cost_unknown``; ``failure_groups``/
+    ``error_groups``: ``(grader, reason, count)`` over ok trials; ``pipeline_groups``:
+    ``(error_message, count)``.
+    """
+
+    trials: list[tuple]
+    grades: list[tuple]
+    cases: list[tuple]
+    graders: list[tuple[str, bool]]
+    totals: dict[str, Any]
+    failure_groups: list[tuple]
+    error_groups: list[tuple]
+    pipeline_groups: list[tuple]
+
+
+REASON_GROUPS_PER_GRADER = 10
+
+
+def report_from_rows(*, run: Any, rows: RunRows) -> RunReport:
+    """Assemble a ``RunReport`` from the fetched rows (numpy; no queries).
+
+    Steps: 1. index trials and cases; 2. one code array per grader; 3. overall codes from the
+    gating graders; 4. per-case tallies (``case_tally``); 5. figures overall, per grader and
+    per tag; 6. case rows; 7. reasons, tokens, latency, cost.
+    """
+    # 1. trials and cases
+    n_cases = len(rows.cases)
+    n_trials = len(rows.trials)
+    columns = list(zip(*rows.trials, strict=True)) if rows.trials else [(), (), (), ()]
+    trial_ids = np.array(columns[0], dtype=np.int64)
+    order = np.argsort(trial_ids, kind="stable")
+    trial_ids = trial_ids[order]
+    case_by_id = {c[0]: i for i, c in enumerate(rows.cases)}
+    case_idx = np.array([case_by_id[c] for c in columns[1]], dtype=np.int64)[order]
+    status = np.array(columns[2], dtype=object)[order] if n_trials else np.array([], dtype=object)
+    latency = np.array([np.nan if v is None else v for v in columns[3]], dtype=float)
+    trial_codes = np.full(n_trials, PENDING)
+    trial_codes[status == "ok"] = PASS
+    trial_codes[status == "error"] = PIPELINE
+
+    # 2. one code array per grader (MISSING where an ok trial has no grade)
+    keys = [k for k, _ in rows.graders]
+    gating = dict(rows.graders)
+    g_cols = list(zip(*rows.grades, strict=True)) if rows.grades else [()] * 6
+    g_keys = np.array(g_cols[1], dtype=object)
+    extra = sorted(set(g_cols[1]) - set(keys))
+    keys += extra
+    pos = np.searchsorted(trial_ids, np.array(g_cols[0], dtype=np.int64))
+    g_code = np.array(g_cols[2], dtype=np.int64)
+    g_score = np.array([np.nan if v is None else v for v in g_cols[3]], dtype=float)
+    g_gating = np.array(g_cols[4], dtype=bool)
+    g_judge = np.array([v is not None for v in g_cols[5]], dtype=bool)
+    g_ok_trial = trial_codes[pos] == PASS if pos.size else np.array([], dtype=bool)
+    codes, scores = {}, {}
+    for key in keys:
+        mine = (g_keys == key) & g_ok_trial  # grades on errored or unfinished trials do not count
+        if key in extra:
+            gating[key] = bool(g_gating[mine].any())
+        code = np.where(trial_codes == PASS, MISSING, trial_codes)
+        code[pos[mine]] = np.where(g_code[mine] == -1, ERRORED, g_code[mine])
+        codes[key] = code
+        s, c = g_score[mine], case_idx[pos[mine]]
+        finite = np.isfinite(s)
+        scores[key] = (
+            np.bincount(c[finite], weights=s[finite], minlength=n_cases),
+            np.bincount(c[finite], minlength=n_cases),
+            np.bincount(c[~finite], minlength=n_cases),
+        )
+    errored_grades = (g_code == -1) & g_ok_trial
+    grade_errors, judge_errors = int(errored_grades.sum()), int((errored_grades & g_judge).sum())
+
+    # 3-4. overall and tallies
+    overall = overall_codes([codes[k] for k in keys if gating.get(k)], trial_codes)
+    tallies = {k: case_tally(codes[k], case_idx, n_cases) for k in keys}
+    overall_tally = case_tally(overall, case_idx, n_cases)
+    k_max = max(int(run.trials_per_case or 1), int(overall_tally.graded.max(initial=0)))
+    for t in tallies.values():
+        k_max = max(k_max, int(t.graded.max(initial=0)))
+
+    # 5. figures
+    def figures(mask: np.ndarray) -> tuple[Figures, list[Figures]]:
+        return (
+            figures_for(OVERALL, None, overall_tally, mask, k_max),
+            [figures_for(k, gating.get(k, False), tallies[k], mask, k_max, scores[k])
+             for k in keys],
+        )
+
+    overall_figures, grader_figures = figures(np.ones(n_cases, dtype=bool))
+    by_tag: dict[str, list[int]] = {}
+    for i, c in enumerate(rows.cases):
+        for tag in c[3] or []:
+            by_tag.setdefault(str(tag), []).append(i)
+    slices = []
+    for tag in sorted(by_tag):
+        mask = np.zeros(n_cases, dtype=bool)
+        mask[by_tag[tag]] = True
+        o, g = figures(mask)
+        slices.append(SliceReport(tag=tag, n_cases=int(mask.sum()), overall=o, graders=g))
+
+    # 6. case rows, worst first (cases with nothing graded first of all)
+    per_case = np.bincount(case_idx, minlength=n_cases).tolist()
+    t = overall_tally
+    o_cols = [a.tolist() for a in (t.passed, t.graded, t.pipeline_errors, t.grade_errors)]
+    g_cols_case = {
+        k: [a.tolist() for a in (v.passed, v.graded, v.grade_errors)] for k, v in tallies.items()
+    }
+    case_rows = []
+    for i, (_, c_uuid, c_key, c_tags) in enumerate(rows.cases):
+        passed, graded = o_cols[0][i], o_cols[1][i]
+        low, high = case_wilson(passed, graded)
+        case_rows.append(CaseRow(
+            case_uuid=str(c_uuid), key=c_key, tags=[str(x) for x in (c_tags or [])],
+            trials=per_case[i], passed=passed, graded=graded,
+            rate=passed / graded if graded else None, wilson_low=low, wilson_high=high,
+            pipeline_errored=o_cols[2][i], grades_errored=o_cols[3][i],
+            graders=[CaseCount(k, v[0][i], v[1][i], v[2][i]) for k, v in g_cols_case.items()],
+        ))
+    case_rows.sort(key=lambda r: (r.rate is not None, r.rate or 0.0, r.key))
+
+    # 7. reasons, tokens, latency, cost
+    fails = {f.key: f.trials_failed for f in grader_figures}
+    errs = {f.key: f.grades_errored for f in grader_figures}
+    n_pipeline = int((trial_codes == PIPELINE).sum())
+    finished_latency = latency[order][(trial_codes == PASS) | (trial_codes == PIPELINE)]
+    totals = rows.totals
+    return RunReport(
+        run_uuid=str(run.uuid), run_name=run.name, suite_name=run.suite.name,
+        status=run.status, is_simulated=bool(run.is_simulated),
+        trials_per_case=int(run.trials_per_case), n_cases=n_cases,
+        trials=TrialCounts(
+            total=n_trials, ok=int((status == "ok").sum()), errored=n_pipeline,
+            pending=int(np.isin(status, ["queued", "running"]).sum()),
+            cancelled=int((status == "cancelled").sum()),
+            grade_errors=grade_errors, judge_errors=judge_errors,
+            overall_errored=overall_figures.grades_errored,
+        ),
+        overall=overall_figures, graders=grader_figures, cases=case_rows, slices=slices,
+        failure_reasons=_groups(rows.failure_groups, fails, "failures"),
+        grade_error_reasons=_groups(rows.error_groups, errs, "errors"),
+        pipeline_error_reasons=[
+            ReasonGroup("", msg or "(no message)", int(n), n_pipeline, "errors")
+            for msg, n in sorted(rows.pipeline_groups, key=lambda g: -g[1])[
+                :REASON_GROUPS_PER_GRADER
+            ]
+        ],
+        tokens=Tokens(
+            input=int(totals["input_sum"] or 0), output=int(totals["output_sum"] or 0),
+            input_unknown=totals["input_unknown"], output_unknown=totals["output_unknown"],
+        ),
+        latency=_latency(finished_latency),
+        cost=_cost(totals, overall_figures.trials_passed),
+    )
+
+
+def _groups(groups: list[tuple], totals: dict[str, int], kind: str) -> list[ReasonGroup]:
+    out: dict[str, list[ReasonGroup]] = {}
+    for grader, reason, n in sorted(groups, key=lambda g: (g[0], -g[2], g[1])):
+        bucket = out.setdefault(grader, [])
+        if len(bucket) < REASON_GROUPS_PER_GRADER:
+            bucket.append(ReasonGroup(grader, reason, int(n), totals.get(grader, int(n)), kind))
+    return [g for key in totals if key in out for g in out[key]]
+
+
+def _latency(values: np.ndarray) -> Latency:
+    known = values[np.isfinite(values)]
+    unknown = int(values.size - known.size)
+    if not known.size:
+        return Latency(None, None, 0, unknown)
+    p50, p95 = np.percentile(known, [50, 95])
+    return Latency(float(p50), float(p95), int(known.size), unknown)
+
+
+def _cost(totals: dict[str, Any], passes: int) -> Cost:
+    finished, unknown = totals["finished"], totals["cost_unknown"]
+    # Quantized to the column's 8 decimal places: SQLite sums decimals as floats (15
+    # significant digits), PostgreSQL exactly; both then read the same.
+    known_sum = Decimal(totals["cost"] or 0).quantize(Decimal("1e-8"))
+    total = known_sum if finished and not unknown else None
+    per_pass = (total / passes).quantize(Decimal("1e-8")) if total is not None and passes else None
+    return Cost(known_usd=known_sum, unknown=unknown, finished=finished, total_usd=total,
+                per_passing_trial_usd=per_pass)

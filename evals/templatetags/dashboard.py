@@ -1,0 +1,59 @@
+"""Formatting for the dashboard: rates, money and roles. Every filter returns plain text,
+so Django's autoescaping still applies to whatever it is given."""
+
+from __future__ import annotations
+
+import json
+from decimal import Decimal
+from typing import Any
+
+from django import template
+
+from evals.roles import ENGINEER, LEAD, user_has_role
+
+register = template.Library()
+
+
+@register.filter
+def percent(rate: float | None) -> str:
+    """A rate in [0, 1] as a percentage with one decimal ("66.7%"); None -> "undefined"."""
+    if rate is None:
+        return "undefined"
+    return f"{rate * 100:.1f}%"
+
+
+@register.filter
+def usd(amount: Decimal | float | None) -> str:
+    """US dollars: "$0.0112" (4 decimals below $1, else 2); None -> "unknown" (never $0)."""
+    if amount is None:
+        return "unknown"
+    amount = Decimal(amount)
+    return f"${amount:,.4f}" if abs(amount) < 1 else f"${amount:,.2f}"
+
+
+@register.filter
+def run_cost(stats: Any) -> str:
+    """A run's cost from ``RunListStats``: "$x" when every finished trial has a cost,
+    "≥ $x (cost unknown for n of m)" when some do not, "unknown" when none do, "—" before any
+    trial finished."""
+    state = stats.cost_state
+    if state == "none":
+        return "—"
+    if state == "unknown":
+        return "unknown"
+    total = usd(stats.cost_known_usd or Decimal(0))
+    if state == "partial":
+        return f"≥ {total} (cost unknown for {stats.cost_unknown} of {stats.finished})"
+    return total
+
+
+@register.filter
+def pretty_json(value: Any) -> str:
+    """JSON indented by 2 for display (non-ASCII kept); the caller's autoescaping applies."""
+    return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True, default=str)
+
+
+@register.filter
+def can_start_runs(user: Any) -> bool:
+    """Engineers and leads may start and cancel runs."""
+    return user_has_role(user, ENGINEER, LEAD)

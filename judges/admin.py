@@ -1,0 +1,46 @@
+"""Admin for judges: judges, their immutable versions, and pairwise verdicts."""
+
+from django.contrib import admin
+
+from .models import Judge, JudgeVersion, PairwiseVerdict
+
+
+class JudgeVersionInline(admin.TabularInline):
+    model = JudgeVersion
+    fields = ("number", "model", "protocol", "trusted_at", "content_hash")
+    readonly_fields = fields
+    extra = 0
+    can_delete = False
+    show_change_link = True
+
+    def has_add_permission(self, request, obj=None) -> bool:
+        return False
+
+
+@admin.register(Judge)
+class JudgeAdmin(admin.ModelAdmin):
+    list_display = ("name", "kind", "created_at")
+    list_filter = ("kind",)
+    search_fields = ("name",)
+    inlines = [JudgeVersionInline]
+
+
+@admin.register(JudgeVersion)
+class JudgeVersionAdmin(admin.ModelAdmin):
+    list_display = ("__str__", "judge", "number", "model", "protocol", "trusted_at", "created_at")
+    list_filter = ("judge", ("trusted_at", admin.EmptyFieldListFilter))
+    search_fields = ("judge__name", "model", "protocol", "content_hash")
+    list_select_related = ("judge",)
+    raw_id_fields = ("judge",)
+    # Trust is granted by a lead through calibration approval, never by editing a row.
+    readonly_fields = ("uuid", "content_hash", "trusted_at", "created_at")
+
+
+@admin.register(PairwiseVerdict)
+class PairwiseVerdictAdmin(admin.ModelAdmin):
+    list_display = ("id", "pair", "judge_version", "position", "status", "preferred", "score",
+                    "created_at")
+    list_filter = ("status", "position", "preferred")
+    search_fields = ("reason", "judge_version__judge__name")
+    list_select_related = ("pair", "judge_version__judge")
+    raw_id_fields = ("pair", "judge_version")

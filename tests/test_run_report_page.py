@@ -1,0 +1,58 @@
+"""The run page renders the report: errors at the top, figures, escaped untrusted text."""
+
+from __future__ import annotations
+
+import pytest
+from django.urls import reverse
+
+from tests.report_builders import ERR, add_trial, make_run, mixed_run
+
+pytestmark = pytest.mark.django_db
+
+
+def _page(client, user, run) -> str:
+    client.force_login(user)
+    response = client.get(reverse("evals:run-detail", kwargs={"run_id": run.uuid}))
+    assert response.status_code == 200
+    return response.content.decode()
+
+
+def test_it_shows_errors_at_the_top_and_the_figures(client, carol):
+    run = mixed_run()
+    html = _page(client, carol, run)
+    assert html.index("1 of 6 trials errored") < html.index("Pass rate")
+    assert "incomplete: 2 grade errors" in html
+    assert "50.0%" in html
+    assert "1 of 1 failures" in html and "missing keys: [&#x27;policy_id&#x27;]" in html
+    assert "≥ $0.1000" in html and "cost unknown for 2 of 6 trials" in html
+    assert "p50" in html and "300 ms / 480 ms" in html
+    case = run.suite.cases.get(key="c1")
+    assert reverse("evals:run-case", kwargs={"run_id": run.uuid, "case_id": case.uuid}) in html
+    assert "simulated</span>" not in html
+
+
+def test_it_badges_a_simulated_run(client, bob):
+    run = make_run(cases=[("c1", [])], graders=[{"key": "a", "kind": "exact"}],
+                   target_kind="simulated")
+    add_trial(run, "c1", 1, grades={"a": ERR})
+    html = _page(client, bob, run)
+    assert "simulated</span>" in html
+    assert "undefined (nothing graded)" in html
+
+
+def test_it_escapes_untrusted_text(client, carol):
+    run = make_run(cases=[("<img src=x onerror=alert(1)>", ['"><svg onload=alert(3)>'])],
+                   graders=[{"key": "a", "kind": "exact"}], name="<b onclick=alert(4)>R4</b>")
+    add_trial(run, "<img src=x onerror=alert(1)>", 1,
+              grades={"a": (False, 0.0, "<script>alert(2)</script>")})
+    html = _page(client, carol, run)
+    for raw in ("<img src=x", "<svg", "<script>alert", "<b onclick"):
+        assert raw not in html
+    assert "&lt;script&gt;alert(2)&lt;/script&gt;" in html
+
+
+def test_it_refuses_an_outsider(client, mallory):
+    run = mixed_run()
+    client.force_login(mallory)
+    response = client.get(reverse("evals:run-detail", kwargs={"run_id": run.uuid}))
+    assert response.status_code == 403
