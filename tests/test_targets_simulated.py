@@ -155,3 +155,31 @@ def test_a_wrong_answer_never_contains_the_expected_text():
 def test_it_refuses_a_bad_config_naming_the_field(config, field):
     with pytest.raises(TargetConfigError, match=field.replace(".", r"\.")):
         target_from_config({"kind": "simulated", **config})
+
+
+def test_it_uses_the_listed_wrong_outputs_for_a_failing_case():
+    import asyncio
+
+    from evals.targets.base import CaseInput
+    from evals.targets.simulated import SimulatedTarget
+
+    wrong = ['{"decision": "needs_approval", "policy_id": "EXP-7"}', '{"decision": "approved"}']
+    target = SimulatedTarget.from_config(
+        {"kind": "simulated", "seed": 3, "default_pass_probability": 0.0,
+         "wrong_outputs": {"c1": wrong}}
+    )
+    outputs = {
+        asyncio.run(target.call(CaseInput(key="c1", input="q", expected="a", attempt=n))).output
+        for n in range(1, 40)
+    }
+    assert outputs == set(wrong)
+
+
+def test_it_refuses_wrong_outputs_that_are_not_lists_of_strings():
+    import pytest
+
+    from evals.targets.base import TargetConfigError
+    from evals.targets.simulated import SimulatedTarget
+
+    with pytest.raises(TargetConfigError, match="target.wrong_outputs.c1"):
+        SimulatedTarget.from_config({"kind": "simulated", "seed": 1, "wrong_outputs": {"c1": [1]}})

@@ -54,7 +54,7 @@ DEMO_GRADERS = [
     {
         "key": "policy",
         "kind": "python",
-        "config": {"path": "evals.demo.expense_policy:oracle"},
+        "config": {"function": "evals.demo.expense_policy:oracle"},
     },
 ]
 

@@ -8,7 +8,9 @@ Config::
      "default_pass_probability": 0.7,               # other cases (default 0.5)
      "error_probability": 0.0,                      # each trial errors with this chance
      "latency_ms": 120 | [50, 400],                 # reported latency, fixed or uniform range
-     "sleep": false}                                # really wait latency_ms (live demo)
+     "sleep": false,                                # really wait latency_ms (live demo)
+     "wrong_outputs": {"c2": ["...", "..."]},        # per case key: failing outputs to use
+     "prompt_template": "...", "prompt_revision": "..."}  # recorded in the snapshot only
 
 Deterministic: trial outcome depends only on (seed, case key, attempt), through two
 uniform draws u = blake2b("seed|key|attempt|salt") / 2^64 (never Python's ``hash()``,
@@ -26,6 +28,8 @@ Outputs (built to agree with ``evals.graders``):
   object loses its first key (sorted), a list its last element, a boolean is negated, an
   empty container becomes ``null``; other text becomes a stock non-answer that
   does not contain the expected text (else ``WRONG-<key>-<attempt>``);
+- fail, for a case listed in ``wrong_outputs``: one of its outputs, picked by a further
+  draw (the demo uses this for realistic mistakes, e.g. a wrong decision at a boundary);
 - a case with no expected: ``simulated answer for <key>`` whatever the draw (graders that
   need a reference error on it);
 - error: an errored result "simulated pipeline error".
@@ -56,6 +60,8 @@ KNOWN_FIELDS = frozenset(
         "sleep",
         "model",
         "prompt_revision",
+        "prompt_template",
+        "wrong_outputs",
     }
 )
 WRONG_TEXTS = (
@@ -76,6 +82,7 @@ class SimulatedConfig:
     error_probability: float = 0.0
     latency_ms: tuple[float, float] = (0.0, 0.0)
     sleep: bool = False
+    wrong_outputs: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
     @classmethod
     def parse(cls, config: dict) -> SimulatedConfig:
@@ -102,6 +109,18 @@ class SimulatedConfig:
         sleep = config.get("sleep", False)
         if not isinstance(sleep, bool):
             raise TargetConfigError("target.sleep: expected true or false")
+        wrong_outputs = config.get("wrong_outputs") or {}
+        if not isinstance(wrong_outputs, dict):
+            raise TargetConfigError("target.wrong_outputs: expected an object {case key: [str]}")
+        for key, outputs in wrong_outputs.items():
+            if (
+                not isinstance(outputs, list)
+                or not outputs
+                or not all(isinstance(o, str) for o in outputs)
+            ):
+                raise TargetConfigError(
+                    f"target.wrong_outputs.{key}: expected a non-empty list of strings"
+                )
         model = config.get("model", "simulated")
         if model != "simulated":
             raise TargetConfigError("target.model: a simulated target's model is 'simulated'")
@@ -116,6 +135,7 @@ class SimulatedConfig:
             ),
             latency_ms=(low, high),
             sleep=sleep,
+            wrong_outputs={str(k): tuple(v) for k, v in wrong_outputs.items()},
         )
 
 
@@ -225,6 +245,10 @@ class SimulatedTarget:
             output = f"simulated answer for {key}"
         elif passed:
             output = expected_text(case.expected)
+        elif key in self.config.wrong_outputs:
+            choices = self.config.wrong_outputs[key]
+            u_pick = simulated_draw(seed, key, attempt, "pick")
+            output = choices[min(int(u_pick * len(choices)), len(choices) - 1)]
         else:
             u_size = simulated_draw(seed, key, attempt, "size")
             output = wrong_answer(case.expected, key=key, attempt=attempt, u=u_size)

@@ -8,6 +8,7 @@ login, then serves the dashboard on 127.0.0.1:8000 with the worker alongside.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -38,6 +39,27 @@ PASS_PROBABILITY = {
 }
 
 
+def _reply(decision: str | None, policy: bool = True) -> str:
+    body = {} if decision is None else {"decision": decision}
+    if policy:
+        body["policy_id"] = "EXP-7"
+    return json.dumps(body)
+
+
+# The simulated assistant's typical mistakes: off-by-one at the boundary, waving through a
+# missing receipt, forgetting the policy id, answering in prose.
+WRONG_OUTPUTS = {
+    "at-boundary": [_reply("needs_approval"), _reply("needs_approval", policy=False)],
+    "above-boundary": [_reply("approved")],
+    "below-boundary": [_reply("needs_approval")],
+    "no-receipt-boundary": [_reply("approved"), _reply("needs_approval")],
+    "no-receipt-large": [_reply("needs_approval")],
+    "split-bill": [_reply("approved"), "The claim looks fine to me."],
+    "multi-currency": [_reply("needs_approval")],
+    "vague": [_reply("approved"), _reply("approved", policy=False)],
+}
+
+
 def demo_target(seed: int) -> dict:
     return {
         "kind": "simulated",
@@ -47,7 +69,10 @@ def demo_target(seed: int) -> dict:
         "prompt_revision": "demo-1",
         "default_pass_probability": 0.95,
         "pass_probability": PASS_PROBABILITY,
+        "wrong_outputs": WRONG_OUTPUTS,
         "error_probability": 0.0,
+        # Reported latency is drawn, not waited for (the run finishes in seconds).
+        "latency_ms": [150, 900],
     }
 
 
@@ -99,7 +124,9 @@ class Command(BaseCommand):
             if not path.exists() or Suite.objects.filter(name=folder).exists():
                 continue
             with path.open("rb") as stream:
-                summary = results_import(stream=stream, suite_name=folder, run_name="recorded")
+                summary = results_import(
+                    stream=stream, filename=path.name, suite_name=folder, run_name="recorded"
+                )
             self.stdout.write(
                 f"imported {folder}: {summary.trials} trials, {summary.labels} labels"
             )
