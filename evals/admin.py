@@ -6,7 +6,7 @@ display (``list_select_related``). Full outputs are not loaded in change lists.
 
 from django.contrib import admin
 
-from .models import Case, Grade, ModelPrice, Run, Suite, Trial, TrialPair
+from .models import Case, Grade, ModelPrice, Run, Suite, Trial, TrialPair, content_hash
 
 
 class CaseInline(admin.TabularInline):
@@ -36,8 +36,30 @@ class CaseAdmin(admin.ModelAdmin):
     list_filter = ("suite", ("retired_at", admin.EmptyFieldListFilter))
     search_fields = ("key", "suite__name", "content_hash")
     list_select_related = ("suite",)
-    raw_id_fields = ("suite", "replaced_by")
-    readonly_fields = ("uuid", "content_hash", "created_at")
+    raw_id_fields = ("suite",)
+    readonly_fields = ("uuid", "content_hash", "created_at", "retired_at", "replaced_by")
+
+    def get_readonly_fields(self, request, obj=None):
+        frozen = ("suite", "key") if obj is not None else ()
+        retired = ("input", "expected", "context", "tags") if obj and obj.retired_at else ()
+        return (*self.readonly_fields, *frozen, *retired)
+
+    def save_model(self, request, obj, form, change):
+        """Cases are frozen: a change of content (input, expected, context) retires this
+        case and creates its replacement through ``case_upsert``; a change of tags only is
+        saved in place."""
+        stored = Case.objects.filter(pk=obj.pk).values_list("content_hash", flat=True).first()
+        edited = content_hash(input=obj.input, expected=obj.expected, context=obj.context)
+        if change and obj.retired_at is None and stored != edited:
+            from .services_cases import case_upsert
+
+            new = case_upsert(
+                suite=obj.suite, key=obj.key, input=obj.input, expected=obj.expected,
+                context=obj.context, tags=obj.tags,
+            )
+            obj.pk, obj.id = new.pk, new.id
+            return
+        super().save_model(request, obj, form, change)
 
 
 @admin.register(ModelPrice)

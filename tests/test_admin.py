@@ -34,3 +34,36 @@ def test_every_change_list_and_change_form_renders_for_staff(client):
     for obj in (suite, case, run, trial):
         url = reverse(f"admin:evals_{obj._meta.model_name}_change", args=[obj.pk])
         assert client.get(url).status_code == 200, url
+
+
+@pytest.mark.django_db
+def test_editing_a_case_s_content_in_the_admin_retires_it_and_creates_its_replacement(client):
+    suite = Suite.objects.create(name="s")
+    old = Case.objects.create(suite=suite, key="c1", input="What is 2+2?", expected="4",
+                              tags=["math"])
+    client.force_login(User.objects.create_superuser("root", password="pw-root-123"))
+    url = reverse("admin:evals_case_change", args=[old.pk])
+    response = client.post(url, {
+        "input": '"What is 2+3?"', "expected": '"5"', "context": "[]", "tags": '["math"]',
+    })
+    assert response.status_code == 302, response.content[:2000]
+    old.refresh_from_db()
+    new = Case.objects.active().get(suite=suite, key="c1")
+    assert old.retired_at is not None and old.replaced_by == new
+    assert (old.input, new.input) == ("What is 2+2?", "What is 2+3?")
+    assert new.content_hash != old.content_hash
+
+
+@pytest.mark.django_db
+def test_editing_only_a_case_s_tags_in_the_admin_keeps_the_case(client):
+    suite = Suite.objects.create(name="s")
+    case = Case.objects.create(suite=suite, key="c1", input="q", expected="a", tags=["x"])
+    client.force_login(User.objects.create_superuser("root", password="pw-root-123"))
+    url = reverse("admin:evals_case_change", args=[case.pk])
+    response = client.post(url, {
+        "input": '"q"', "expected": '"a"', "context": "[]", "tags": '["x", "y"]',
+    })
+    assert response.status_code == 302
+    assert Case.objects.count() == 1
+    case.refresh_from_db()
+    assert case.tags == ["x", "y"] and case.retired_at is None

@@ -8,7 +8,8 @@ A bare NaN/Infinity token is accepted only in ``judge_labels[].score`` (stored a
 What a ``pointwise_binary`` record becomes (run ``<run>``):
 - Case: key = ``id``, input, context ``[{id: doc_id, text}]``, tags = [category] + tags,
   expected null (through ``cases_upsert``: same content reuses, new content replaces);
-- Trial: attempt 1, status ok, output = the response text whole, raw_response =
+- Trial: attempt 1, status ok, output = the response text whole (not repeated in
+  raw_response), raw_response =
   ``{"response": <response object>, "model": ..., "dataset", "split", "source"}``;
 - Label: source import, reviewer_name = human_label.method, verdict, critique =
   ``human_label.details.critique`` when it is a string, details = ``{"human_label",
@@ -281,7 +282,8 @@ def _batches(records: Iterator[LabeledRecord]) -> Iterator[list[LabeledRecord]]:
 
 
 def _raw_response(rec: LabeledRecord, response_id: str) -> dict:
-    resp = rec.responses[response_id]
+    # The response's text is the trial's output; it is not stored a second time here.
+    resp = {k: v for k, v in rec.responses[response_id].items() if k != "text"}
     return {"response": resp, "model": resp.get("model"), "dataset": rec.dataset,
             "split": rec.split, "source": rec.source}
 
