@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+from urllib.parse import unquote
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
 from django.conf import settings
 from django.contrib.auth.views import redirect_to_login
 from django.http import HttpRequest, HttpResponse
+from django.utils import timezone
 
 # No inline script, no inline event handlers, nothing from other origins.
 CSP = (
@@ -46,3 +50,38 @@ class LoginRequiredMiddleware:
         ):
             return self.get_response(request)
         return redirect_to_login(request.get_full_path(), settings.LOGIN_URL)
+
+
+TIME_ZONE_COOKIE = "assay_tz"
+
+
+class ViewerTimeZoneMiddleware:
+    """Shows times in the viewer's zone: the IANA zone name the browser reports (set in the
+    ``assay_tz`` cookie by static/js/assay.js) is activated for the request; a missing or
+    unknown name leaves the server zone (UTC). Storage is always aware UTC; this is the one
+    layer that converts (templates render datetimes in the active zone)."""
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        zone = viewer_time_zone(request)
+        if zone is None:
+            timezone.deactivate()
+        else:
+            timezone.activate(zone)
+        try:
+            return self.get_response(request)
+        finally:
+            timezone.deactivate()
+
+
+def viewer_time_zone(request: HttpRequest) -> ZoneInfo | None:
+    """The zone named by the request's ``assay_tz`` cookie, or None when absent or unknown."""
+    name = unquote(request.COOKIES.get(TIME_ZONE_COOKIE, ""))
+    if not name or len(name) > 64:
+        return None
+    try:
+        return ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError):
+        return None

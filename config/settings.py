@@ -71,6 +71,7 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
     "config.middleware.ContentSecurityPolicyMiddleware",
+    "config.middleware.ViewerTimeZoneMiddleware",
     "config.middleware.LoginRequiredMiddleware",
 ]
 

@@ -13,7 +13,16 @@
     });
   }
 
+  // The viewer's time zone, for the server to show times in (config.middleware reads it).
+  function rememberTimeZone() {
+    var zone;
+    try { zone = Intl.DateTimeFormat().resolvedOptions().timeZone; } catch (e) { return; }
+    if (!zone || document.cookie.indexOf("assay_tz=" + encodeURIComponent(zone)) !== -1) return;
+    document.cookie = "assay_tz=" + encodeURIComponent(zone) + "; path=/; max-age=31536000; SameSite=Lax";
+  }
+
   function init() {
+    rememberTimeZone();
     document.querySelectorAll("form.run-form").forEach(function (form) {
       syncTargetOptions(form);
       form.addEventListener("change", function (event) {
