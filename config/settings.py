@@ -202,7 +202,7 @@ ASSAY = {
     # A trial whose worker died is taken over after this many seconds.
     "TRIAL_LEASE_SECONDS": int(os.environ.get("ASSAY_TRIAL_LEASE_SECONDS", "600")),
     # Trials per Celery task, run concurrently inside it (measured: bench/RESULTS-runner.md).
-    "TRIAL_CHUNK_SIZE": int(os.environ.get("ASSAY_TRIAL_CHUNK_SIZE", "256")),
+    "TRIAL_CHUNK_SIZE": int(os.environ.get("ASSAY_TRIAL_CHUNK_SIZE", "1000")),
     # Outputs longer than this are shown truncated, with "show all".
     "OUTPUT_PREVIEW_CHARS": 2000,
 }
