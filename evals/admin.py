@@ -6,7 +6,18 @@ display (``list_select_related``). Full outputs are not loaded in change lists.
 
 from django.contrib import admin
 
-from .models import Case, Grade, ModelPrice, Run, Suite, Trial, TrialPair, content_hash
+from .models import (
+    Baseline,
+    Case,
+    Grade,
+    Graduation,
+    ModelPrice,
+    Run,
+    Suite,
+    Trial,
+    TrialPair,
+    content_hash,
+)
 
 
 class CaseInline(admin.TabularInline):
@@ -115,3 +126,18 @@ class TrialPairAdmin(admin.ModelAdmin):
     search_fields = ("uuid", "case__key")
     list_select_related = ("case", "trial_a", "trial_b")
     raw_id_fields = ("case", "trial_a", "trial_b")
+
+
+@admin.register(Baseline)
+class BaselineAdmin(admin.ModelAdmin):
+    list_display = ("suite", "run", "set_by", "set_at", "note")
+    list_filter = ("suite",)
+    list_select_related = ("suite", "run", "set_by")
+    raw_id_fields = ("suite", "run", "set_by")
+
+
+@admin.register(Graduation)
+class GraduationAdmin(admin.ModelAdmin):
+    list_display = ("case", "regression_case", "by", "at")
+    list_select_related = ("case", "regression_case", "by")
+    raw_id_fields = ("case", "regression_case", "by")

@@ -338,3 +338,44 @@ class TrialPair(models.Model):
 
     def __str__(self) -> str:
         return f"pair {self.trial_a_id}/{self.trial_b_id}"
+
+
+class Baseline(models.Model):
+    """The run a suite's new runs are compared against; every change is a new row, so the
+    history of who set which baseline, and when, is kept. The current baseline of a suite
+    is its latest row."""
+
+    suite = models.ForeignKey(Suite, on_delete=models.CASCADE, related_name="baselines")
+    run = models.ForeignKey(Run, on_delete=models.PROTECT, related_name="baseline_of")
+    set_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
+    )
+    set_at = models.DateTimeField(default=timezone.now)
+    note = models.CharField(max_length=500, blank=True)
+
+    class Meta:
+        ordering = ["-set_at", "-id"]
+        get_latest_by = "set_at"
+
+    def __str__(self) -> str:
+        return f"baseline of {self.suite_id}: run {self.run_id}"
+
+
+class Graduation(models.Model):
+    """A capability case copied into a regression suite once it passed every trial of the
+    last runs; records who did it and when."""
+
+    case = models.ForeignKey(Case, on_delete=models.PROTECT, related_name="graduations")
+    regression_case = models.ForeignKey(
+        Case, on_delete=models.PROTECT, related_name="graduated_from"
+    )
+    by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True,
+                           on_delete=models.SET_NULL)
+    at = models.DateTimeField(default=timezone.now)
+    evidence = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        ordering = ["-at"]
+
+    def __str__(self) -> str:
+        return f"{self.case_id} -> {self.regression_case_id}"
