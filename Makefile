@@ -25,4 +25,4 @@ lint: install
 	$(BIN)/ruff check .
 
 bench: install
-	$(BIN)/python bench/run_all.py
+	for script in bench/bench_*.py; do echo "== $$script"; DEBUG=false SECRET_KEY=bench-only $(BIN)/python $$script || exit 1; done
