@@ -52,3 +52,4 @@ def carol(db) -> User:
 @pytest.fixture
 def mallory(db) -> User:
     return _user("mallory", None)
+

@@ -63,6 +63,11 @@ def browser_page():
             yield page
         finally:
             browser.close()
+            # Playwright's sync API runs in greenlets, each with its own context, so a
+            # connection opened here is not the one pytest-django closes: close it now.
+            from django.db import connections
+
+            connections.close_all()
 
 
 def log_in(page, live_server, username: str) -> None:
