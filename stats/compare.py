@@ -151,7 +151,8 @@ def stratified_permutation_test(
        points, compute it exactly by convolution of per-case hypergeometric distributions
        (this equals enumerating every relabeling); ``exact=True``.
     3. Otherwise Monte Carlo: draw per case the number of passes a random relabeling gives
-       head (hypergeometric), vectorised over ``n_resamples`` × cases, and report
+       head (hypergeometric; cases sharing (nb, nh, s) drawn together as a multinomial),
+       vectorised over ``n_resamples``, and report
        p = (b + 1)/(m + 1), b = resamples at least as extreme (Phipson & Smyth 2010), so
        p is never 0.
 
@@ -188,16 +189,25 @@ def stratified_permutation_test(
             raise ValueError("exact: the permutation distribution is too large; use monte-carlo")
 
     # A case whose trials all agree (s = 0 or s = m) contributes 0 under every relabeling
-    # (1 − 1 or 0 − 0): draw only the others.
+    # (1 − 1 or 0 − 0): draw only the others. Cases with the same (nb, nh, s) are i.i.d.
+    # under the null, so each such group is drawn at once: the numbers of its cases giving
+    # head k passes are multinomial over k with hypergeometric probabilities (the same
+    # distribution as drawing the cases one by one, at a cost independent of the group size).
+    from scipy.stats import hypergeom
+
     m = nb + nh
     varies = (s > 0) & (s < m)
     rng = np.random.default_rng(seed)
-    nbv, nhv, sv, mv = nb[varies], nh[varies], s[varies], m[varies]
-    shape = (n_resamples, int(sv.size))
-    k = rng.hypergeometric(
-        np.broadcast_to(sv, shape), np.broadcast_to(mv - sv, shape), np.broadcast_to(nhv, shape)
-    )
-    null = np.sum(k / nhv - (sv - k) / nbv, axis=1) / n_cases
+    null = np.zeros(n_resamples)
+    triples = np.stack([nb[varies], nh[varies], s[varies]], axis=1)
+    if triples.size:
+        groups, sizes = np.unique(triples, axis=0, return_counts=True)
+        for (nb_g, nh_g, s_g), g in zip(groups.tolist(), sizes.tolist(), strict=True):
+            ks = np.arange(max(0, s_g - nb_g), min(s_g, nh_g) + 1)
+            probs = hypergeom.pmf(ks, nb_g + nh_g, s_g, nh_g)
+            counts = rng.multinomial(g, probs / probs.sum(), size=n_resamples)
+            null += counts @ (ks / nh_g - (s_g - ks) / nb_g)
+    null /= n_cases
     tol = 1e-9
     if alternative == "two-sided":
         extreme = np.abs(null) >= abs(delta) - tol
@@ -220,18 +230,24 @@ def within_case_bootstrap_ci(
     resampling trials with replacement within each case and side, cases held fixed.
 
     Resampling n trials of a case with pass rate r gives Binomial(n, r)/n passes, so the
-    draws are vectorised as binomials. Returns (low, high) in [−1, 1]. Reference: Efron &
-    Tibshirani, *An Introduction to the Bootstrap* (1993), ch. 13 (percentile interval).
+    draws are vectorised as binomials (one per group of cases sharing (n, passes) a side:
+    a sum of g i.i.d. Binomial(n, r) is Binomial(g n, r)). Returns (low, high) in [−1, 1].
+    Reference: Efron & Tibshirani, *An Introduction to the Bootstrap* (1993), ch. 13
+    (percentile interval).
     Raises ValueError for unpaired or empty input or a confidence outside (0, 1).
     """
     if not 0 < confidence < 1:
         raise ValueError("confidence must be in (0, 1)")
     nb, sb, nh, sh = _counts(base, head)
     rng = np.random.default_rng(seed)
-    shape = (n_resamples, nb.size)
-    base_rates = rng.binomial(np.broadcast_to(nb, shape), np.broadcast_to(sb / nb, shape)) / nb
-    head_rates = rng.binomial(np.broadcast_to(nh, shape), np.broadcast_to(sh / nh, shape)) / nh
-    deltas = np.mean(head_rates - base_rates, axis=1)
+    # Cases of one side with the same (n, passes) are i.i.d. in the bootstrap, and a sum of
+    # g i.i.d. Binomial(n, r) is Binomial(g n, r): one draw per group, not per case.
+    total = np.zeros(n_resamples)
+    for n_side, s_side, sign in ((nh, sh, 1.0), (nb, sb, -1.0)):
+        pairs, sizes = np.unique(np.stack([n_side, s_side], axis=1), axis=0, return_counts=True)
+        for (n_g, s_g), g in zip(pairs.tolist(), sizes.tolist(), strict=True):
+            total += sign * rng.binomial(g * n_g, s_g / n_g, size=n_resamples) / n_g
+    deltas = total / nb.size
     alpha = 1 - confidence
     low, high = np.quantile(deltas, [alpha / 2, 1 - alpha / 2])
     return float(low), float(high)

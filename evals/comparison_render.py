@@ -1,0 +1,138 @@
+"""A comparison and the gate's decision as terminal text, Markdown (a PR comment) and JSON.
+
+Every p-value goes through ``evals.comparison.pvalue_format``. Case keys and run names are
+untrusted text: in Markdown they are written inside code spans with backticks and pipes
+neutralised, so a key cannot inject links, HTML or table cells.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from evals.comparison import CHANGE_CLASSES, Comparison, GateDecision
+
+EXIT_WORDS = {0: "pass", 1: "regression", 2: "cannot decide"}
+MARKDOWN_CASE_ROWS = 50
+
+
+def _pct(x: float | None) -> str:
+    return "—" if x is None else f"{x * 100:.1f}%"
+
+
+def _pp(x: float | None) -> str:
+    return "—" if x is None else f"{x * 100:+.1f} pp"
+
+
+def _code(text: str) -> str:
+    """Inline code span safe for a Markdown table cell."""
+    clean = str(text).replace("`", "'").replace("|", "\\|").replace("\n", " ")
+    return f"`{clean[:120]}`"
+
+
+def _usd(x) -> str:
+    return "unknown" if x is None else f"${x}"
+
+
+def gate_text(comparison: Comparison, decision: GateDecision) -> str:
+    """The decision and the headline for the terminal (plain lines)."""
+    c, h = comparison, comparison.headline
+    lines = [f"gate: {decision.title} (exit {decision.exit_code})",
+             f"base: {c.base.label}   head: {c.head.label}"]
+    lines += [f"  - {r}" for r in decision.reasons]
+    if h is not None:
+        lines.append(
+            f"pass rate {_pct(h.base_rate)} → {_pct(h.head_rate)} ({_pp(h.delta)}) over "
+            f"{h.n_cases} shared cases; p = {h.p_text} "
+            f"({'exact' if h.p_exact else f'Monte Carlo, {h.n_resamples} resamples'}); "
+            f"{h.confidence:.0%} bootstrap CI [{_pp(h.bootstrap_low)}, {_pp(h.bootstrap_high)}]")
+        if h.disagreement:
+            lines.append(f"note: {h.disagreement}")
+    counts = ", ".join(f"{k} {v}" for k, v in c.class_counts.items() if v)
+    lines.append(f"cases: {counts or 'none shared'}; added {len(c.added)}, removed "
+                 f"{len(c.removed)}, changed {len(c.changed)}")
+    return "\n".join(lines)
+
+
+def gate_markdown(comparison: Comparison, decision: GateDecision) -> str:
+    """A Markdown summary fit for a pull-request comment: decision, reasons, headline with
+    both intervals and the p-value, counts, errors, usage deltas, the changed cases
+    (first ``MARKDOWN_CASE_ROWS``, broken and worse first) and cases left out."""
+    c, h = comparison, comparison.headline
+    icon = {0: "✅", 1: "❌", 2: "⚠️"}[decision.exit_code]
+    out = [f"## {icon} Assay gate: {decision.title} (exit {decision.exit_code})", "",
+           f"Base {_code(c.base.label)} → head {_code(c.head.label)}, alpha = {c.alpha}", ""]
+    out += [f"- {r}" for r in decision.reasons]
+    for problem in c.problems:
+        if problem not in decision.reasons:
+            out.append(f"- ⚠️ {problem}")
+    out.append("")
+    if h is not None:
+        cl = h.clustered
+        clustered = ("undefined" if cl.low is None
+                     else f"[{_pp(cl.low)}, {_pp(cl.high)}]")
+        out += [
+            f"**{h.sentence[0].upper()}{h.sentence[1:]}.**", "",
+            "| | base | head | Δ |", "|---|---|---|---|",
+            f"| pass rate ({h.n_cases} shared cases) | {_pct(h.base_rate)} | "
+            f"{_pct(h.head_rate)} | {_pp(h.delta)} |", "",
+            f"- p = {h.p_text} (stratified permutation test, "
+            f"{'exact' if h.p_exact else f'{h.n_resamples} resamples'}): this decides",
+            f"- {h.confidence:.0%} interval, this suite (within-case bootstrap): "
+            f"[{_pp(h.bootstrap_low)}, {_pp(h.bootstrap_high)}]",
+            f"- {h.confidence:.0%} interval, in general (cases as a sample, clustered SE): "
+            f"{clustered}",
+        ]
+        if h.disagreement:
+            out.append(f"- note: {h.disagreement}")
+    if c.detectable is not None:
+        d = c.detectable
+        out.append("- smallest drop this suite detects with 80% power: " + (
+            f"{d.drop * 100:.0f} points" if d.drop is not None else f"none ({d.reason})"))
+    out += ["", "| " + " | ".join(CHANGE_CLASSES) + " | added | removed | changed |",
+            "|" + "---|" * (len(CHANGE_CLASSES) + 3),
+            "| " + " | ".join(str(c.class_counts[k]) for k in CHANGE_CLASSES)
+            + f" | {len(c.added)} | {len(c.removed)} | {len(c.changed)} |", ""]
+    for side, n in (("base", c.base_counts), ("head", c.head_counts)):
+        if n.errored or n.provisional:
+            out.append(f"- {side}: {n.pipeline_errored} pipeline errors, {n.grade_errored} "
+                       f"trials with an errored grade, {n.provisional} provisional judge "
+                       f"grades (of {n.trials} trials)")
+    u = c.usage
+    out.append(f"- per trial: cost {_usd(u.base.cost_per_trial_usd)} → "
+               f"{_usd(u.head.cost_per_trial_usd)}; tokens "
+               f"{_num(u.base.tokens_per_trial)} → {_num(u.head.tokens_per_trial)}; latency "
+               f"{_num(u.base.latency_mean_ms)} ms → {_num(u.head.latency_mean_ms)} ms")
+    if c.pass_hat_k:
+        out.append("- pass^k Δ: " + ", ".join(
+            f"k={p.k} {_pp(p.delta)}" for p in c.pass_hat_k))
+    moved = sorted((r for r in c.cases if r.change not in ("unchanged", "flaky")),
+                   key=lambda r: (r.change != "broken", r.delta if r.delta is not None else 0))
+    if moved:
+        out += ["", "| case | base | head | change |", "|---|---|---|---|"]
+        for r in moved[:MARKDOWN_CASE_ROWS]:
+            out.append(f"| {_code(r.key)} | {r.base_passed}/{r.base_graded} | "
+                       f"{r.head_passed}/{r.head_graded} | {r.change} |")
+        if len(moved) > MARKDOWN_CASE_ROWS:
+            out.append(f"\n…and {len(moved) - MARKDOWN_CASE_ROWS} more changed cases.")
+    for title, refs in (("Only in head", c.added), ("Only in base", c.removed),
+                        ("Changed content (left out)", c.changed)):
+        if refs:
+            keys = ", ".join(_code(r.key) for r in refs[:MARKDOWN_CASE_ROWS])
+            out += ["", f"{title} ({len(refs)}): {keys}"]
+    return "\n".join(out) + "\n"
+
+
+def _num(x: float | None) -> str:
+    return "unknown" if x is None else f"{x:,.0f}"
+
+
+def gate_json(comparison: Comparison, decision: GateDecision) -> str:
+    """Strict JSON: ``{"decision": {exit_code, title, reasons}, "comparison": {...}}`` with
+    delta, both intervals, the p-value (float and text), counts and per-case changes."""
+    data: dict[str, Any] = {
+        "decision": {"exit_code": decision.exit_code, "title": decision.title,
+                     "reasons": decision.reasons},
+        "comparison": comparison.to_dict(),
+    }
+    return json.dumps(data, allow_nan=False, ensure_ascii=False)

@@ -1,0 +1,41 @@
+"""``manage.py import_run FILE [--suite NAME] [--name RUN]``: read an ``export_run`` file back
+into a run (all or nothing; ``evals.run_file.run_import``)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from django.core.management.base import BaseCommand, CommandError
+from django.db import IntegrityError
+
+from evals.run_file import RunFileError, run_import
+
+
+class Command(BaseCommand):
+    help = "Import a run written by export_run."
+
+    def add_arguments(self, parser):
+        parser.add_argument("file")
+        parser.add_argument("--suite", help="suite to import into (default: the file's)")
+        parser.add_argument("--name", help="run name (default: the file's)")
+
+    def handle(self, *args, **options):
+        path = Path(options["file"])
+        try:
+            data = json.loads(path.read_text(encoding="utf-8-sig"),
+                              parse_constant=_refuse_constant)
+        except (OSError, ValueError) as exc:
+            raise CommandError(f"{path}: cannot read ({exc})") from exc
+        try:
+            run = run_import(data=data, suite_name=options["suite"], name=options["name"])
+        except RunFileError as exc:
+            raise CommandError(f"{path}: {exc}") from exc
+        except IntegrityError as exc:
+            raise CommandError(f"{path}: inconsistent data ({exc}); nothing was imported") from exc
+        self.stdout.write(f"imported {run.suite.name}/{run.name} ({run.uuid}): "
+                          f"{run.trials_total} trials")
+
+
+def _refuse_constant(token: str):
+    raise ValueError(f"non-finite number {token} is not strict JSON")

@@ -1,0 +1,271 @@
+"""A run as a JSON file (``manage.py export_run`` / ``import_run``): the committed baseline.
+
+Format ``"assay-run"``, version 1, strict JSON (no NaN/Infinity; costs as decimal strings)::
+
+    {"format": "assay-run", "version": 1,
+     "run": {"uuid", "name", "status", "source", "target_kind", "model", "target",
+             "graders", "trials_per_case", "source_version", "created_at", "finished_at",
+             "suite": {"name", "kind"}},
+     "judge_versions": {"<uuid>": {"judge", "judge_kind", "number", "model", "protocol",
+                                   "prompt_template", "params", "output_schema",
+                                   "threshold", "content_hash", "trusted"}},
+     "cases": [{"key", "content_hash", "input", "expected", "context", "tags",
+                "trials": [{"attempt", "status", "output", "error_message", "latency_ms",
+                            "input_tokens", "output_tokens", "cost_usd", "created_at",
+                            "grades": [{"grader", "grader_version", "status", "passed",
+                                        "score", "reason", "details", "gating",
+                                        "judge_version"}]}]}]}
+
+Lossless for everything the run report and a comparison read; ``--no-outputs`` leaves
+output text out (a smaller baseline; the diff view then has nothing to show).
+"""
+
+from __future__ import annotations
+
+import json
+from decimal import Decimal, InvalidOperation
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+from django.utils.dateparse import parse_datetime
+
+from evals.models import Case, Grade, Run, Suite, Trial, content_hash
+from evals.run_data import RUN_FILE_FORMAT
+from evals.services_cases import CaseSpec, cases_upsert
+from judges.models import Judge, JudgeVersion
+
+BATCH = 1000
+
+
+def _iso(value) -> str | None:
+    return value.isoformat() if value is not None else None
+
+
+def run_export(*, run: Run, outputs: bool = True) -> dict[str, Any]:
+    """The run as a strict-JSON-safe dict in the ``assay-run`` format (module docstring).
+    Four queries (run's suite, cases, trials, grades with judge versions)."""
+    suite = run.suite
+    fields = ["id", "case_id", "attempt", "status", "error_message", "latency_ms",
+              "input_tokens", "output_tokens", "cost_usd", "created_at"]
+    trials = Trial.objects.filter(run=run).order_by("case_id", "attempt")
+    trials = trials.only(*fields, *(["output"] if outputs else []))
+    grades: dict[int, list[dict]] = {}
+    judge_versions: dict[str, dict] = {}
+    for g in (Grade.objects.filter(trial__run=run).select_related("judge_version__judge")
+              .order_by("trial_id", "grader")):
+        ref = None
+        if g.judge_version is not None:
+            jv = g.judge_version
+            ref = str(jv.uuid)
+            judge_versions.setdefault(ref, {
+                "judge": jv.judge.name, "judge_kind": jv.judge.kind, "number": jv.number,
+                "model": jv.model, "protocol": jv.protocol, "base_url": jv.base_url,
+                "prompt_template": jv.prompt_template, "params": jv.params,
+                "output_schema": jv.output_schema, "threshold": jv.threshold,
+                "content_hash": jv.content_hash, "trusted": jv.is_trusted,
+            })
+        grades.setdefault(g.trial_id, []).append({
+            "grader": g.grader, "grader_version": g.grader_version, "status": g.status,
+            "passed": g.passed, "score": g.score, "reason": g.reason, "details": g.details,
+            "gating": g.gating, "judge_version": ref,
+        })
+    by_case: dict[int, list[dict]] = {}
+    for t in trials.iterator(chunk_size=2000):
+        by_case.setdefault(t.case_id, []).append({
+            "attempt": t.attempt, "status": t.status,
+            **({"output": t.output} if outputs else {}),
+            "error_message": t.error_message, "latency_ms": t.latency_ms,
+            "input_tokens": t.input_tokens, "output_tokens": t.output_tokens,
+            "cost_usd": str(t.cost_usd) if t.cost_usd is not None else None,
+            "created_at": _iso(t.created_at), "grades": grades.get(t.id, []),
+        })
+    cases = [
+        {"key": c.key, "content_hash": c.content_hash, "input": c.input,
+         "expected": c.expected, "context": c.context, "tags": c.tags,
+         "trials": by_case[c.id]}
+        for c in Case.objects.filter(id__in=list(by_case)).order_by("key", "id")
+    ]
+    return {
+        "format": RUN_FILE_FORMAT, "version": 1,
+        "run": {
+            "uuid": str(run.uuid), "name": run.name, "status": run.status,
+            "source": run.source, "target_kind": run.target_kind, "model": run.model,
+            "target": run.target, "graders": run.graders,
+            "trials_per_case": run.trials_per_case, "source_version": run.source_version,
+            "created_at": _iso(run.created_at), "finished_at": _iso(run.finished_at),
+            "suite": {"name": suite.name, "kind": suite.kind},
+        },
+        "judge_versions": judge_versions,
+        "cases": cases,
+    }
+
+
+def run_export_json(*, run: Run, outputs: bool = True) -> str:
+    """``run_export`` as strict JSON text (``allow_nan=False``: a non-finite number raises)."""
+    return json.dumps(run_export(run=run, outputs=outputs), allow_nan=False,
+                      ensure_ascii=False, indent=1)
+
+
+class RunFileError(ValueError):
+    """A run file cannot be imported; the message names the place (``cases[3].trials[0]``)."""
+
+
+def _need(obj: Any, key: str, where: str) -> Any:
+    if not isinstance(obj, dict) or key not in obj:
+        raise RunFileError(f"{where}: missing field {key!r}")
+    return obj[key]
+
+
+def _when(value: Any, where: str):
+    if value is None:
+        return None
+    parsed = parse_datetime(value) if isinstance(value, str) else None
+    if parsed is None or parsed.tzinfo is None:
+        raise RunFileError(f"{where}: {value!r} is not an ISO 8601 time with an offset")
+    return parsed
+
+
+def _judge_versions(data: dict) -> dict[str, JudgeVersion]:
+    """The file's judge versions, matched by (judge name, content hash); missing ones are
+    created untrusted (trust is never imported: a lead approves it here)."""
+    out = {}
+    for ref, spec in (data.get("judge_versions") or {}).items():
+        where = f"judge_versions[{ref}]"
+        judge, _ = Judge.objects.get_or_create(
+            name=_need(spec, "judge", where),
+            defaults={"kind": spec.get("judge_kind") or Judge.Kind.RECORDED})
+        candidate = JudgeVersion(
+            judge=judge, number=0, model=_need(spec, "model", where),
+            protocol=spec.get("protocol", ""), base_url=spec.get("base_url", ""),
+            prompt_template=spec.get("prompt_template", ""), params=spec.get("params") or {},
+            output_schema=spec.get("output_schema") or {}, threshold=spec.get("threshold"))
+        from judges.models import judge_version_hash
+
+        digest = judge_version_hash(
+            model=candidate.model, protocol=candidate.protocol,
+            prompt_template=candidate.prompt_template, params=candidate.params,
+            output_schema=candidate.output_schema, threshold=candidate.threshold)
+        version = JudgeVersion.objects.filter(judge=judge, content_hash=digest).first()
+        if version is None:
+            numbers = set(judge.versions.values_list("number", flat=True))
+            wanted = int(spec.get("number") or 1)
+            candidate.number = wanted if wanted not in numbers else max(numbers) + 1
+            candidate.save()
+            version = candidate
+        out[ref] = version
+    return out
+
+
+def _cases(suite: Suite, cases: list) -> list[Case]:
+    """Each file case as a case of ``suite``: an existing case (active or retired) with the
+    same key and content is reused; otherwise ``cases_upsert`` creates it (replacing an
+    active case with that key, as every import does)."""
+    specs = []
+    for i, c in enumerate(cases):
+        where = f"cases[{i}]"
+        spec = CaseSpec(key=str(_need(c, "key", where)), input=_need(c, "input", where),
+                        expected=c.get("expected"), context=c.get("context") or [],
+                        tags=[str(t) for t in c.get("tags") or []])
+        if c.get("content_hash") and c["content_hash"] != content_hash(
+                input=spec.input, expected=spec.expected, context=spec.context):
+            raise RunFileError(f"{where}.content_hash: does not match the case's content")
+        specs.append(spec)
+    existing: dict[tuple[str, str], Case] = {}
+    for c in Case.objects.filter(suite=suite, key__in=[s.key for s in specs]).order_by("id"):
+        old = existing.get((c.key, c.content_hash))
+        if old is None or (old.retired_at is not None and c.retired_at is None):
+            existing[(c.key, c.content_hash)] = c  # the active one wins, else the oldest
+    missing = [s for s in specs if (s.key, s.content_hash) not in existing]
+    created = cases_upsert(suite=suite, specs=missing) if missing else {}
+    return [existing.get((s.key, s.content_hash)) or created[s.key] for s in specs]
+
+
+def _decimal(value: Any, where: str) -> Decimal | None:
+    if value is None:
+        return None
+    try:
+        out = Decimal(str(value))
+    except InvalidOperation as exc:
+        raise RunFileError(f"{where}: {value!r} is not a decimal") from exc
+    if not out.is_finite():
+        raise RunFileError(f"{where}: {value!r} is not finite")
+    return out
+
+
+@transaction.atomic
+def run_import(*, data: dict, suite_name: str | None = None, name: str | None = None,
+               by=None) -> Run:
+    """Write a run file's run (format ``assay-run``) into the database; returns the new
+    ``Run`` (source "imported", status as in the file).
+
+    The suite is ``suite_name`` or the file's (created with the file's kind when absent);
+    the run keeps the file's name unless ``name`` is given. All or nothing (one
+    transaction). Raises ``RunFileError`` naming the field: wrong format or version, a
+    missing field, a content hash that does not match its case, a run name already taken,
+    a non-terminal status, a bad time or cost.
+    """
+    if not isinstance(data, dict) or data.get("format") != RUN_FILE_FORMAT:
+        raise RunFileError(f"format: expected {RUN_FILE_FORMAT!r}")
+    if data.get("version") != 1:
+        raise RunFileError(f"version: {data.get('version')!r} is not supported (1)")
+    meta = _need(data, "run", "file")
+    suite_meta = _need(meta, "suite", "run")
+    status = _need(meta, "status", "run")
+    if status not in Run.TERMINAL:
+        raise RunFileError(f"run.status: {status!r} is not a finished status")
+    suite, _ = Suite.objects.get_or_create(
+        name=suite_name or _need(suite_meta, "name", "run.suite"),
+        defaults={"kind": suite_meta.get("kind", Suite.Kind.REGRESSION)})
+    run_name = name or _need(meta, "name", "run")
+    if Run.objects.filter(suite=suite, name=run_name).exists():
+        raise RunFileError(f"run.name: {run_name!r} already exists in suite {suite.name!r}; "
+                           "give another with --name")
+    versions = _judge_versions(data)
+    file_cases = _need(data, "cases", "file")
+    cases = _cases(suite, file_cases)
+    user = by if by is not None and getattr(by, "is_authenticated", False) else None
+    run = Run.objects.create(
+        suite=suite, name=run_name, source=Run.Source.IMPORTED,
+        target_kind=meta.get("target_kind") or "imported", model=meta.get("model") or "",
+        target=meta.get("target") or {}, graders=meta.get("graders") or [],
+        source_version=meta.get("source_version") or "",
+        trials_per_case=int(meta.get("trials_per_case") or 1), status=status,
+        started_at=timezone.now(), finished_at=_when(meta.get("finished_at"), "run.finished_at"),
+        started_by=user,
+    )
+    trials, grade_specs = [], []
+    for i, (case, c) in enumerate(zip(cases, file_cases, strict=True)):
+        for j, t in enumerate(c.get("trials") or []):
+            where = f"cases[{i}].trials[{j}]"
+            trials.append(Trial(
+                run=run, case=case, attempt=int(_need(t, "attempt", where)),
+                status=_need(t, "status", where), output=t.get("output") or "",
+                error_message=t.get("error_message") or "", latency_ms=t.get("latency_ms"),
+                input_tokens=t.get("input_tokens"), output_tokens=t.get("output_tokens"),
+                cost_usd=_decimal(t.get("cost_usd"), f"{where}.cost_usd"),
+                created_at=_when(t.get("created_at"), f"{where}.created_at") or timezone.now(),
+            ))
+            grade_specs.append((where, t.get("grades") or []))
+    Trial.objects.bulk_create(trials, batch_size=BATCH)
+    grades = []
+    for trial, (where, specs) in zip(trials, grade_specs, strict=True):
+        for k, g in enumerate(specs):
+            ref = g.get("judge_version")
+            if ref is not None and ref not in versions:
+                raise RunFileError(f"{where}.grades[{k}].judge_version: {ref!r} is not in "
+                                   "judge_versions")
+            grades.append(Grade(
+                trial=trial, grader=_need(g, "grader", f"{where}.grades[{k}]"),
+                grader_version=g.get("grader_version") or "",
+                judge_version=versions.get(ref) if ref else None,
+                status=g.get("status", "ok"), passed=g.get("passed"), score=g.get("score"),
+                reason=g.get("reason") or "", details=g.get("details") or {},
+                gating=bool(g.get("gating", True)),
+            ))
+    Grade.objects.bulk_create(grades, batch_size=BATCH)
+    run.trials_total = len(trials)
+    run.trials_finished = sum(t.status in Trial.FINISHED for t in trials)
+    run.trials_errored = sum(t.status == Trial.Status.ERROR for t in trials)
+    run.save(update_fields=["trials_total", "trials_finished", "trials_errored"])
+    return run

@@ -1,0 +1,207 @@
+"""Power of the case-stratified comparison: the smallest drop a suite can detect.
+
+Pure numpy/scipy. Used by the comparison page, the suite page and the gate, so a team
+knows when 12 cases x 5 trials is too few to see a 10-point regression.
+
+Method (simulation from the baseline's per-case rates):
+1. Treat the baseline's per-case pass rates ``r_i`` as the truth. A drop of ``d`` in the
+   mean pass rate is spread over cases in proportion to their rates:
+   ``r_i' = r_i (1 - d / mean(r))`` (so the mean falls by exactly ``d``; ``d`` can be at most
+   ``mean(r)``). Cases at 0% stay there; cases at 100% can now fail.
+2. Simulate ``n_sim`` pairs of runs: base passes ``b_i ~ Bin(N, r_i)``, head passes
+   ``h_i ~ Bin(N, r_i')``, with common random numbers (the same uniforms for every ``d``,
+   binomial inverse CDF), so the estimated power is monotone in ``d`` and a search over
+   the grid is exact.
+3. Test each simulated pair with the stratified permutation test's statistic
+   ``T = mean_i (h_i − b_i) / N``, using the exact mean and variance of its permutation
+   null given the pooled passes ``s_i = b_i + h_i`` (per case the head's share of the
+   pooled passes is hypergeometric: ``Var(k_i) = N p_i (1 − p_i) N / (2N − 1)``,
+   ``p_i = s_i / 2N``; the case contributes ``(2 k_i − s_i) / N``), and the normal
+   approximation of that null with a continuity correction of half a lattice step: reject
+   when ``|T| − 1/(N C) ≥ z_{1−α/2} sqrt(V)`` with ``V > 0`` (C cases).
+   Exact enumeration (``stats.compare``) is what the gate runs; the normal approximation
+   is what makes 2,000 cases fast. ``stats/tests/test_power.py`` checks it against the
+   brute-force simulation (the real permutation test on every simulated pair).
+4. Power(d) = share of simulated pairs rejected; the minimum detectable drop is the
+   smallest grid value (1-point steps) with power ≥ the target: the search starts at the
+   closed-form normal approximation's answer and walks the grid (bisection if far off).
+
+Reference: the simulation approach to power for permutation tests, e.g. Good,
+*Permutation, Parametric and Bootstrap Tests of Hypotheses* (2005), ch. 3.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.stats import binom, norm
+
+# Work per power evaluation is capped at this many comparisons (n_sim x cases x trials);
+# above it the simulation uses fewer simulated runs (never fewer than MIN_SIM).
+MAX_DRAWS = 12_000_000
+MIN_SIM = 100
+GRID_STEP = 0.01
+
+
+@dataclass(frozen=True)
+class DetectableDrop:
+    """The smallest drop in mean pass rate (``drop``, a fraction in (0, 1]; ×100 for
+    points) that the suite detects with probability ≥ ``target_power`` at two-sided
+    ``alpha``; None when even the largest possible drop (``max_drop`` = the baseline's mean
+    rate, every case to 0%) is detected less often (``reason`` says so). ``power`` is the
+    estimated power at ``drop`` (at ``max_drop`` when ``drop`` is None); ``n_sim``
+    simulated run pairs; ``n_cases`` cases x ``trials_per_case`` trials a side."""
+
+    drop: float | None
+    power: float
+    alpha: float
+    target_power: float
+    n_cases: int
+    trials_per_case: int
+    n_sim: int
+    max_drop: float
+    method: str = ("simulation from baseline per-case rates; normal approximation of the "
+                   "stratified permutation null")
+    reason: str = ""
+
+
+class _Simulator:
+    """Common random numbers for one suite: one uniform per (simulated run, case, side),
+    turned into pass counts by the binomial inverse CDF, so lowering the head's rates can
+    only lower each simulated head count (power is monotone in the drop)."""
+
+    def __init__(self, rates: np.ndarray, trials: int, n_sim: int, alpha: float, seed: int):
+        rng = np.random.default_rng(seed)
+        self.rates = rates
+        self.trials = trials
+        self.mean = float(rates.mean())
+        self.base = _binomial_from_uniforms(rng.random((n_sim, rates.size), dtype=np.float32),
+                                            trials, rates)
+        self.head_u = rng.random((n_sim, rates.size), dtype=np.float32)
+        self.z = float(norm.ppf(1 - alpha / 2))
+        self._cache: dict[int, float] = {}
+
+    def head_rates(self, step: int) -> np.ndarray:
+        d = min(step * GRID_STEP, self.mean)
+        return self.rates * (1 - d / self.mean) if self.mean > 0 else self.rates
+
+    def power(self, step: int) -> float:
+        """Share of simulated pairs rejected at a drop of ``step`` grid steps."""
+        if step not in self._cache:
+            head = _binomial_from_uniforms(self.head_u, self.trials, self.head_rates(step))
+            self._cache[step] = float(np.mean(
+                stratified_rejects(self.base, head, self.trials, self.z)))
+        return self._cache[step]
+
+    def approx_power(self, step: int) -> float:
+        """Normal approximation of ``power`` with no simulation (a starting point only):
+        Φ((d − z sqrt(V0)) / σ1), V0 the expected null variance, σ1² the variance of T."""
+        q, r, n, c = self.head_rates(step), self.rates, self.trials, self.rates.size
+        d = float(r.mean() - q.mean())
+        p = (r + q) / 2
+        v0 = (4.0 / (n * n)) * float(np.sum(n * p * (1 - p) * n / (2 * n - 1))) / (c * c)
+        v1 = float(np.sum(r * (1 - r) + q * (1 - q))) / n / (c * c)
+        if v1 <= 0:
+            return 1.0 if d - 1 / (n * c) > self.z * np.sqrt(v0) else 0.0
+        return float(norm.cdf((d - 1 / (n * c) - self.z * np.sqrt(v0)) / np.sqrt(v1)))
+
+
+def _binomial_from_uniforms(u: np.ndarray, trials: int, rates: np.ndarray) -> np.ndarray:
+    """Binomial(trials, rates[j]) draws from uniforms ``u`` (n_sim, cases) by the inverse
+    CDF: the count is the number of j < trials with u > CDF(j)."""
+    cdf = binom.cdf(np.arange(trials)[None, :], trials, rates[:, None]).astype(np.float32)
+    return (u[:, :, None] > cdf[None, :, :]).sum(axis=2, dtype=np.int32)
+
+
+def stratified_rejects(base: np.ndarray, head: np.ndarray, trials: int, z: float) -> np.ndarray:
+    """Per simulated pair (rows), whether the normal approximation of the stratified
+    permutation test rejects: ``|T| ≥ z sqrt(V)`` with ``V > 0``. ``base``/``head``: passes
+    per case, shape (n_sim, n_cases), ``trials`` per case on each side (module docstring,
+    step 3)."""
+    n_cases = base.shape[1]
+    n = float(trials)
+    s = (base + head).astype(np.float64)
+    p = s / (2 * n)
+    var_k = n * p * (1 - p) * n / (2 * n - 1)
+    var_t = (4.0 / (n * n)) * var_k.sum(axis=1) / (n_cases * n_cases)
+    t = (head - base).sum(axis=1) / (n * n_cases)
+    # Continuity correction: T lives on a lattice of step 2/(N C) and the exact test counts
+    # ties as extreme, so half a step is taken off |T| (Yates-style; without it the
+    # approximation overstates small suites' power, see stats/tests/test_power.py).
+    half_step = 1.0 / (n * n_cases)
+    return (var_t > 0) & (np.abs(t) - half_step >= z * np.sqrt(var_t) - 1e-12)
+
+
+def min_detectable_drop(
+    rates: Sequence[float],
+    trials_per_case: int,
+    *,
+    alpha: float = 0.05,
+    target_power: float = 0.8,
+    n_sim: int = 400,
+    seed: int = 0,
+) -> DetectableDrop:
+    """The smallest drop in mean pass rate detectable with ``target_power`` at ``alpha``.
+
+    ``rates``: the baseline's per-case pass rates in [0, 1] (one per case);
+    ``trials_per_case``: N trials a side. Seeded and vectorised (see the module docstring
+    for the method); ``n_sim`` is lowered for very large suites so one power evaluation
+    makes at most ``MAX_DRAWS`` comparisons (about 110 ms in all for 2,000 cases x 5 trials
+    on this 2-core machine; bench/RESULTS-comparison.md).
+    Raises ValueError for no cases, rates outside [0, 1], N < 1, or alpha/target_power
+    outside (0, 1).
+    """
+    r = np.asarray(rates, dtype=float)
+    if r.size == 0:
+        raise ValueError("rates: no cases")
+    if not np.all(np.isfinite(r)) or r.min() < 0 or r.max() > 1:
+        raise ValueError("rates: every per-case rate must be in [0, 1]")
+    if trials_per_case < 1:
+        raise ValueError("trials_per_case must be at least 1")
+    if not 0 < alpha < 1 or not 0 < target_power < 1:
+        raise ValueError("alpha and target_power must be in (0, 1)")
+    n_sim = max(MIN_SIM, min(n_sim, MAX_DRAWS // (r.size * trials_per_case)))
+    sim = _Simulator(r, trials_per_case, n_sim, alpha, seed)
+    max_drop = sim.mean
+    top = int(np.ceil(max_drop / GRID_STEP - 1e-9))
+    common = {"alpha": alpha, "target_power": target_power, "n_cases": int(r.size),
+                  "trials_per_case": trials_per_case, "n_sim": n_sim, "max_drop": max_drop}
+    if top < 1 or sim.power(top) < target_power:
+        return DetectableDrop(
+            drop=None, power=sim.power(top) if top >= 1 else 0.0,
+            reason=f"even a drop to 0% is detected with power below {target_power:.0%}",
+            **common,
+        )
+    # Start where the normal approximation says, then walk the grid with the simulation
+    # (usually two or three evaluations), falling back to bisection when far off.
+    guess = next((k for k in range(1, top + 1) if sim.approx_power(k) >= target_power), top)
+    lo, hi = 0, top  # invariant: power(lo) < target (or lo = 0), power(hi) >= target
+    if sim.power(guess) >= target_power:
+        hi = guess
+        below = max(guess - 1, 0)
+        if below == 0 or sim.power(below) < target_power:
+            lo = below
+    else:
+        lo = guess
+        if guess + 1 <= top and sim.power(guess + 1) >= target_power:
+            hi = guess + 1
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if sim.power(mid) >= target_power:
+            hi = mid
+        else:
+            lo = mid
+    return DetectableDrop(drop=min(hi * GRID_STEP, max_drop), power=sim.power(hi), **common)
+
+
+def power_at_drop(
+    rates: Sequence[float], trials_per_case: int, drop: float, *, alpha: float = 0.05,
+    n_sim: int = 400, seed: int = 0,
+) -> float:
+    """Estimated power (fraction of ``n_sim`` simulated pairs rejected) at a drop of ``drop``
+    (fraction, snapped to the 1-point grid) by the method of ``min_detectable_drop``."""
+    r = np.asarray(rates, dtype=float)
+    sim = _Simulator(r, trials_per_case, n_sim, alpha, seed)
+    return sim.power(int(round(drop / GRID_STEP)))

@@ -1,0 +1,66 @@
+"""The smallest detectable drop: against a brute-force simulation with the real test."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from stats.compare import stratified_permutation_test
+from stats.power import min_detectable_drop, power_at_drop
+
+RATES = [0.9, 0.8, 1.0, 0.7, 0.95, 0.6, 1.0, 0.85, 0.9, 0.75, 1.0, 0.8]
+
+
+def brute_force_power(rates, trials, drop, *, n_sim=300, alpha=0.05, seed=5):
+    """Simulate runs and apply the exact stratified permutation test to every pair."""
+    rng = np.random.default_rng(seed)
+    r = np.asarray(rates)
+    head_rates = r * (1 - drop / r.mean())
+    rejected = 0
+    for _ in range(n_sim):
+        b = rng.binomial(trials, r)
+        h = rng.binomial(trials, head_rates)
+        base = [[True] * k + [False] * (trials - k) for k in b]
+        head = [[True] * k + [False] * (trials - k) for k in h]
+        rejected += stratified_permutation_test(base, head).p_value < alpha
+    return rejected / n_sim
+
+
+@pytest.mark.parametrize("drop", [0.1, 0.2, 0.3])
+def test_its_power_matches_a_brute_force_simulation_with_the_exact_test(drop):
+    fast = power_at_drop(RATES, 5, drop, n_sim=2000, seed=1)
+    slow = brute_force_power(RATES, 5, drop)
+    # 300 brute-force draws: standard error <= 0.029; allow the normal approximation 0.1.
+    assert abs(fast - slow) < 0.1
+
+
+def test_its_drop_is_where_the_brute_force_power_crosses_80_percent():
+    result = min_detectable_drop(RATES, 5)
+    assert result.power >= 0.8
+    assert brute_force_power(RATES, 5, result.drop) >= 0.7
+    assert brute_force_power(RATES, 5, max(result.drop - 0.05, 0.0)) < 0.8
+
+
+def test_more_cases_detect_smaller_drops():
+    small = min_detectable_drop(RATES, 5).drop
+    large = min_detectable_drop(RATES * 10, 5).drop
+    assert large < small
+
+
+def test_it_is_seeded_and_repeatable():
+    assert min_detectable_drop(RATES, 5, seed=3) == min_detectable_drop(RATES, 5, seed=3)
+
+
+def test_a_tiny_suite_detects_nothing_and_says_why():
+    result = min_detectable_drop([0.5, 0.5, 0.5], 1)
+    assert result.drop is None
+    assert "below 80%" in result.reason
+
+
+def test_it_refuses_bad_input():
+    with pytest.raises(ValueError, match="no cases"):
+        min_detectable_drop([], 5)
+    with pytest.raises(ValueError, match="in \\[0, 1\\]"):
+        min_detectable_drop([1.2], 5)
+    with pytest.raises(ValueError, match="trials_per_case"):
+        min_detectable_drop([0.5], 0)

@@ -1,0 +1,213 @@
+"""Comparing a head run with a base run: matching, classes, headline, power, gate decision."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from evals.comparison import (
+    BROKEN,
+    comparison_compute,
+    comparison_get,
+    gate_decide,
+    pvalue_format,
+)
+from evals.run_data import run_data_from_dict, run_data_get, run_data_to_dict
+from tests.comparison_builders import db_run, judge_version, run_data
+
+COLLAPSE_BASE = {**{f"c{i:02d}": "PPPPP" for i in range(3)},
+                 **{f"c{i:02d}": "PPPPF" for i in range(3, 10)},
+                 **{f"c{i:02d}": "PPPPP" for i in range(10, 12)}}
+COLLAPSE_HEAD = {**{f"c{i:02d}": "FFFFF" for i in range(3)},
+                 **{f"c{i:02d}": "PPPPF" for i in range(3, 8)},
+                 **{f"c{i:02d}": "PPPPP" for i in range(8, 12)}}
+
+
+def test_it_never_formats_a_p_value_as_zero_fault_d2():
+    assert pvalue_format(2 / 1024) == "0.002"
+    assert pvalue_format(0.0) == "< 0.001"
+    assert pvalue_format(1e-9) == "< 0.001"
+    assert pvalue_format(0.41) == "0.41"
+    assert pvalue_format(0.0496) == "0.0496"  # "0.050" would read as not significant
+    assert pvalue_format(1.0) == "1.00"
+    with pytest.raises(ValueError):
+        pvalue_format(float("nan"))
+
+
+def d2_runs(reverse: bool = False):
+    tags = {f"c{i}": ["t1" if i < 5 else "t2"] for i in range(10)}
+    fail = run_data({f"c{i}": "F" for i in range(10)}, tags=tags, name="B")
+    ok = run_data({f"c{i}": "P" for i in range(10)}, tags=tags, name="H")
+    return (ok, fail) if reverse else (fail, ok)
+
+
+def test_it_gives_the_exact_p_of_ten_flipped_cases_whatever_the_tags_fault_d2():
+    base, head = d2_runs()
+    h = comparison_compute(base=base, head=head).headline
+    assert h.p_value == pytest.approx(2 / 1024, rel=1e-12)
+    assert h.p_exact
+    assert h.p_text == "0.002"
+    assert h.n_cases == 10
+    untagged = comparison_compute(base=run_data({f"c{i}": "F" for i in range(10)}),
+                                  head=run_data({f"c{i}": "P" for i in range(10)})).headline
+    assert untagged.p_value == h.p_value
+
+
+def test_it_fails_the_gate_when_the_d2_runs_are_reversed():
+    base, head = d2_runs(reverse=True)
+    comparison = comparison_compute(base=base, head=head)
+    assert comparison.headline.p_value == pytest.approx(2 / 1024, rel=1e-12)
+    decision = gate_decide(comparison)
+    assert decision.exit_code == 1
+    assert "p = 0.002" in decision.reasons[0]
+
+
+def test_it_calls_the_collapse_of_three_cases_a_significant_regression():
+    base = run_data(COLLAPSE_BASE, kind="capability")
+    head = run_data(COLLAPSE_HEAD, kind="capability")
+    c = comparison_compute(base=base, head=head)
+    h = c.headline
+    assert (h.base_rate, h.head_rate) == (pytest.approx(53 / 60), pytest.approx(40 / 60))
+    assert h.delta == pytest.approx(-13 / 60)
+    assert h.significant and h.p_value < 0.05
+    assert h.bootstrap_high < 0
+    assert h.sentence.startswith("head is 21.7 points lower; this is larger than the "
+                                 "pipeline's own randomness, p = ")
+    assert c.class_counts["broken"] == 3 and c.class_counts["better"] == 2
+    assert c.broken_regressions == []  # a capability suite has no broken regressions
+    assert gate_decide(c).exit_code == 1
+
+
+def test_it_classifies_every_kind_of_change():
+    base = run_data({"fx": "FFF", "br": "PPP", "up": "PFF", "dn": "PPF", "fl": "PFP",
+                     "u1": "PPP", "u0": "FFF", "nv": "EEE"})
+    head = run_data({"fx": "PPP", "br": "PPF", "up": "PPF", "dn": "PFF", "fl": "FPP",
+                     "u1": "PPP", "u0": "FFF", "nv": "PPP"})
+    c = comparison_compute(base=base, head=head)
+    classes = {row.key: row.change for row in c.cases}
+    assert classes == {"fx": "fixed", "br": "broken", "up": "better", "dn": "worse",
+                       "fl": "flaky", "u1": "unchanged", "u0": "unchanged", "nv": "no verdict"}
+    assert [r.key for r in c.broken_regressions] == ["br"]
+    assert c.headline.n_cases == 7
+    assert c.class_counts[BROKEN] == 1
+
+
+def test_it_lists_added_removed_and_changed_cases_and_leaves_them_out():
+    base = run_data({"a": "PP", "b": "PP", "gone": "FF"})
+    head = run_data({"a": "PF", "b": "PP", "new": "FF"})
+    changed = run_data({"b": "PP"}).cases[0].__class__(
+        key="a", content_hash="h-a2", tags=(), verdicts=(False, False), trials=2)
+    head = head.__class__(**{**head.__dict__, "cases": (changed, *head.cases[1:])})
+    c = comparison_compute(base=base, head=head)
+    assert [r.key for r in c.added] == ["new"]
+    assert [r.key for r in c.removed] == ["gone"]
+    assert [(r.key, r.content_hash, r.other_hash) for r in c.changed] == [("a", "h-a2", "h-a")]
+    assert [r.key for r in c.cases] == ["b"]
+    assert c.headline.n_cases == 1
+
+
+def test_it_says_when_the_p_value_and_the_interval_disagree():
+    # One case 0/1 -> 1/1 and nothing else: p = 1 (two arrangements), CI [+100, +100].
+    c = comparison_compute(base=run_data({"a": "F"}), head=run_data({"a": "P"}))
+    h = c.headline
+    assert not h.significant and h.bootstrap_low > 0
+    assert h.disagreement.endswith("the interval excludes 0; the p-value decides")
+    assert gate_decide(c).exit_code == 0
+
+
+def test_it_compares_only_shared_cases_under_one_judge_version_fault_k1(db):
+    v1, v2 = judge_version(1), judge_version(2)
+    base = db_run({"c1": "P", "c2": "P", "c3": "P", "c4": "F"}, name="B", version=v1)
+    head = db_run({"c1": "P", "c2": "P", "c3": "P", "c4": "F", "c5": "F"}, name="C",
+                  version=v2)
+    c = comparison_get(base=base, head=head)
+    h = c.headline
+    assert (h.base_rate, h.head_rate, h.delta, h.n_cases) == (0.75, 0.75, 0.0, 4)
+    assert [r.key for r in c.added] == ["c5"]
+    assert c.problems == [
+        "judge version changed (judge-v1 → judge-v2): the runs are not comparable"]
+    decision = gate_decide(c)
+    assert decision.exit_code == 2
+    assert decision.reasons == c.problems
+    assert gate_decide(c, allow_incomparable=True).exit_code == 0
+
+
+def test_it_cannot_decide_on_an_errored_judge_grade_fault_a1(db):
+    v = judge_version(1)
+    base = db_run({"c1": "PPFP"}, name="B", version=v)
+    head = db_run({"c1": "PPEF"}, name="R1", version=v)
+    c = comparison_get(base=base, head=head)
+    assert c.head_counts.grade_errored == 1
+    assert c.cases[0].head_passed == 2 and c.cases[0].head_graded == 3
+    decision = gate_decide(c)
+    assert decision.exit_code == 2
+    assert "head has 1 errored trial(s) of 4 (0 pipeline, 1 with an errored gating grade)" \
+        in decision.reasons[0]
+    assert gate_decide(c, max_errored_fraction=0.25).exit_code == 0
+
+
+def test_it_cannot_decide_on_provisional_judge_grades_unless_allowed(db):
+    v = judge_version(1, trusted=False)
+    base = db_run({"c1": "PP", "c2": "PP"}, name="B", version=v)
+    head = db_run({"c1": "PP", "c2": "PP"}, name="H", version=v)
+    c = comparison_get(base=base, head=head)
+    assert (c.base_counts.provisional, c.head_counts.provisional) == (4, 4)
+    assert gate_decide(c).exit_code == 2
+    assert gate_decide(c, allow_untrusted=True).exit_code == 0
+
+
+def test_it_cannot_decide_without_overlapping_cases():
+    c = comparison_compute(base=run_data({"a": "P"}), head=run_data({"b": "P"}))
+    assert c.headline is None
+    decision = gate_decide(c)
+    assert decision.exit_code == 2
+    assert "no overlapping cases" in decision.reasons[0]
+
+
+def test_it_keeps_unknown_cost_unknown(db):
+    base = db_run({"c1": "PP"}, name="B", cost="0.002")
+    head = db_run({"c1": "PP"}, name="H", cost=None)
+    u = comparison_get(base=base, head=head).usage
+    assert u.base.cost_usd == Decimal("0.00400000")
+    assert u.base.cost_per_trial_usd == Decimal("0.00200000")
+    assert u.head.cost_usd is None and u.head.cost_unknown == 2
+    assert u.cost_per_trial_usd is None
+    assert u.tokens_per_trial == 0.0 and u.latency_mean_ms == 0.0
+
+
+def test_it_reports_pass_hat_k_deltas_for_every_k():
+    c = comparison_compute(base=run_data({"a": "PPPP", "b": "PPFF"}),
+                           head=run_data({"a": "PPPF", "b": "PPFF"}))
+    assert [p.k for p in c.pass_hat_k] == [1, 2, 3, 4]
+    assert c.pass_hat_k[0].delta == pytest.approx(-0.125)
+    assert c.pass_hat_k[3].base == pytest.approx(0.5) and c.pass_hat_k[3].head == 0.0
+
+
+def test_it_loads_a_run_in_a_constant_number_of_queries(db):
+    v = judge_version(1)
+    small = db_run({f"c{i}": "PF" for i in range(3)}, name="small", version=v)
+    large = db_run({f"c{i}": "PF" for i in range(30)}, name="large", version=v)
+    counts = []
+    for run in (small, large):
+        run.suite  # noqa: B018 - joined, as callers do
+        with CaptureQueriesContext(connection) as ctx:
+            run_data_get(run=run)
+        counts.append(len(ctx.captured_queries))
+    assert counts[0] == counts[1] <= 5
+
+
+def test_it_reads_run_data_back_from_its_dict(db):
+    data = run_data_get(run=db_run({"c1": "PFE", "c2": "XPP"}, name="B",
+                                   version=judge_version(1)))
+    assert run_data_from_dict(run_data_to_dict(data)) == data
+
+
+def test_it_states_the_smallest_detectable_drop():
+    c = comparison_compute(base=run_data(COLLAPSE_BASE), head=run_data(COLLAPSE_HEAD))
+    d = c.detectable
+    assert d.n_cases == 12 and d.trials_per_case == 5
+    assert 0.05 < d.drop < 0.5 and d.power >= 0.8
+    assert c.to_dict()["detectable"]["drop"] == d.drop

@@ -1,0 +1,97 @@
+"""``export_run`` / ``import_run``: a strict-JSON baseline file read back losslessly."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from django.core.management import call_command
+from django.core.management.base import CommandError
+
+from evals.models import Grade, Run, Trial
+from evals.run_data import run_data_from_file, run_data_get
+from evals.selectors import run_report
+from tests.comparison_builders import judge_version
+from tests.report_builders import mixed_run
+
+pytestmark = pytest.mark.django_db
+
+IDENTITY = {"run_uuid", "case_uuid", "suite_name", "run_name"}
+
+
+def _figures(report) -> dict:
+    def strip(value):
+        if isinstance(value, dict):
+            return {k: strip(v) for k, v in value.items() if k not in IDENTITY}
+        if isinstance(value, list):
+            return [strip(v) for v in value]
+        return value
+
+    return strip(report.to_dict())
+
+
+def _judged_mixed_run():
+    run = mixed_run()
+    v = judge_version(3, trusted=False)
+    Grade.objects.filter(trial__run=run, grader="a").update(judge_version=v)
+    Trial.objects.filter(run=run, case__key="c1", attempt=1).update(output="Paris\n\"quoted\"")
+    return run
+
+
+def test_it_reimports_a_run_with_the_same_report_figures(tmp_path, capsys):
+    run = _judged_mixed_run()
+    path = tmp_path / "run.json"
+    call_command("export_run", str(run.uuid), "--out", str(path))
+    call_command("import_run", str(path), "--suite", "S2")
+    copy = Run.objects.get(suite__name="S2")
+    assert copy.source == Run.Source.IMPORTED and copy.name == run.name
+    assert _figures(run_report(run=copy)) == _figures(run_report(run=run))
+    original = Trial.objects.get(run=run, case__key="c1", attempt=1)
+    again = Trial.objects.get(run=copy, case__key="c1", attempt=1)
+    assert again.output == original.output and again.created_at == original.created_at
+    assert capsys.readouterr().out.startswith("wrote ")
+
+
+def test_it_reads_the_file_as_the_same_run_data_as_the_database(tmp_path):
+    run = _judged_mixed_run()
+    path = tmp_path / "run.json"
+    call_command("export_run", str(run.uuid), "--out", str(path), "--no-outputs")
+    from_file = run_data_from_file(path)
+    from_db = run_data_get(run=run)
+    assert from_file.cases == from_db.cases
+    assert from_file.graders == from_db.graders
+    assert from_file.provisional == 5  # grader "a" (gating) on 5 ok trials, untrusted judge
+
+
+def test_it_writes_strict_json_without_nan(tmp_path):
+    run = _judged_mixed_run()
+    path = tmp_path / "run.json"
+    call_command("export_run", f"S/{run.name}", "--out", str(path))
+    text = path.read_text()
+    assert "NaN" not in text and "Infinity" not in text
+    data = json.loads(text, parse_constant=lambda t: pytest.fail(f"non-strict token {t}"))
+    assert data["format"] == "assay-run"
+    assert {c["key"] for c in data["cases"]} == {"c1", "c2", "c3"}
+    assert all(len(c["content_hash"]) == 64 for c in data["cases"])
+
+
+def test_it_refuses_a_file_whose_case_content_does_not_match_its_hash(tmp_path):
+    run = _judged_mixed_run()
+    path = tmp_path / "run.json"
+    call_command("export_run", str(run.uuid), "--out", str(path))
+    data = json.loads(path.read_text())
+    data["cases"][1]["input"] = "tampered"
+    path.write_text(json.dumps(data))
+    with pytest.raises(CommandError, match=r"cases\[1\]\.content_hash"):
+        call_command("import_run", str(path), "--suite", "S3")
+    assert not Run.objects.filter(suite__name="S3").exists()
+
+
+def test_it_refuses_a_run_name_that_is_taken(tmp_path):
+    run = _judged_mixed_run()
+    path = tmp_path / "run.json"
+    call_command("export_run", str(run.uuid), "--out", str(path))
+    with pytest.raises(CommandError, match="run.name: 'R1' already exists"):
+        call_command("import_run", str(path))
+    call_command("import_run", str(path), "--name", "R1-copy")
+    assert Run.objects.filter(name="R1-copy", suite=run.suite).exists()
