@@ -16,7 +16,7 @@ from django.db import connections, models
 from django.db.models import Case as CaseWhen
 from django.db.models.functions import Coalesce, Length, Substr
 
-from evals.models import Case, Grade, Run, Trial
+from evals.models import Baseline, Case, Grade, Run, Trial
 from evals.report import RunReport
 
 RUN_LIST_PAGE_SIZE = 50
@@ -344,3 +344,15 @@ def _grader_gating(graders: object) -> list[tuple[str, bool]]:
         if isinstance(spec, dict) and isinstance(spec.get("key"), str):
             out.append((spec["key"], spec.get("gating", True) is not False))
     return out
+
+
+# --- baselines ----------------------------------------------------------------------------
+
+
+def baseline_current(*, suite: object) -> Baseline | None:
+    """The suite's current baseline (its latest ``Baseline`` row; run, run's suite and
+    set_by joined), or None when none was ever set. One query."""
+    return (
+        Baseline.objects.filter(suite=suite).select_related("run__suite", "set_by")
+        .order_by("-set_at", "-id").first()
+    )

@@ -28,7 +28,7 @@ from django.db.models import Count, F, Q
 from django.utils import timezone
 
 from .graders import GraderSpec, parse_grader_specs, run_grader
-from .models import Case, Grade, Run, Suite, Trial
+from .models import Baseline, Case, Grade, Run, Suite, Trial
 from .targets import CaseInput, TargetConfigError, TargetResult, target_from_config
 
 logger = logging.getLogger(__name__)
@@ -571,3 +571,65 @@ __all__ = [
     "trial_result_record",
     "trial_results_record",
 ]
+
+
+# --- graduation (capability case -> regression suite) ----------------------------------------
+
+class GraduationError(ValueError):
+    """A case cannot graduate; the message names the field (``case`` or ``into_suite``)."""
+
+
+def case_graduate(*, case: Case, into_suite: Suite, by=None, evidence: dict | None = None):
+    """Copy a capability case into a regression suite and record a ``Graduation``.
+
+    The copy goes through ``evals.services_cases.case_upsert`` with the same key, input,
+    expected, context and tags, so graduating twice reuses the copy (idempotent: one case,
+    one ``Graduation`` per (case, regression case)). ``evidence`` (e.g. the runs it passed)
+    is stored with the record. Returns the ``Graduation``.
+
+    Raises ``GraduationError`` when ``case`` is retired or not in a capability suite, when
+    ``into_suite`` is not a regression suite, or when ``into_suite`` already has an active
+    case with this key and different content (graduating must never replace it).
+    """
+    from .models import Graduation
+    from .services_cases import case_upsert
+
+    if case.suite.kind != Suite.Kind.CAPABILITY:
+        raise GraduationError(f"case: {case.key!r} is not in a capability suite")
+    if case.retired_at is not None:
+        raise GraduationError(f"case: {case.key!r} is retired")
+    if into_suite.kind != Suite.Kind.REGRESSION:
+        raise GraduationError(f"into_suite: {into_suite.name!r} is not a regression suite")
+    clash = (Case.objects.active().filter(suite=into_suite, key=case.key)
+             .exclude(content_hash=case.content_hash).exists())
+    if clash:
+        raise GraduationError(
+            f"into_suite: {into_suite.name!r} already has a different case with key {case.key!r}")
+    with transaction.atomic():
+        copy = case_upsert(suite=into_suite, key=case.key, input=case.input,
+                           expected=case.expected, context=list(case.context or []),
+                           tags=list(case.tags or []))
+        graduation, _ = Graduation.objects.get_or_create(
+            case=case, regression_case=copy, defaults={"by": by, "evidence": evidence or {}})
+    return graduation
+
+
+# --- baselines ----------------------------------------------------------------------------
+
+
+def baseline_set(*, suite: Suite, run: Run, by=None, note: str = "") -> Baseline:
+    """Make ``run`` the current baseline of ``suite``: a new ``Baseline`` row, so the history
+    of who set which baseline and when is kept (the latest row is current).
+
+    Raises ``ValueError`` naming the field: ``run`` must belong to ``suite`` and be terminal
+    (succeeded, failed or cancelled); ``note`` at most 500 characters.
+    """
+    if run.suite_id != suite.id:
+        raise ValueError(f"run: {run.name!r} belongs to another suite, not {suite.name!r}")
+    if not run.is_terminal:
+        raise ValueError(f"run: {run.name!r} is {run.status}; only a finished run can be a "
+                         "baseline")
+    if len(note) > 500:
+        raise ValueError("note: at most 500 characters")
+    user = by if by is not None and getattr(by, "is_authenticated", False) else None
+    return Baseline.objects.create(suite=suite, run=run, set_by=user, note=note)

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from . import views
+from . import views, views_comparison, views_suite
 
 app_name = "evals"
 
@@ -13,4 +13,14 @@ urlpatterns = [
     path("runs/<uuid:run_id>/cases/<uuid:case_id>/", views.run_case, name="run-case"),
     path("trials/<uuid:trial_id>/", views.trial_detail, name="trial-detail"),
     path("imports/new/", views.import_upload, name="import-upload"),
+    path("suites/<uuid:suite_id>/", views_suite.suite_detail, name="suite-detail"),
+    path("suites/<uuid:suite_id>/cases/<uuid:case_id>/graduate/", views_suite.case_graduate,
+         name="case-graduate"),
+    path("runs/<uuid:run_id>/baseline/", views_suite.baseline_set, name="baseline-set"),
+    path("runs/<uuid:run_id>/compare/", views_comparison.comparison_pick,
+         name="comparison-pick"),
+    path("runs/<uuid:head_id>/compare/<uuid:base_id>/", views_comparison.comparison,
+         name="comparison"),
+    path("runs/<uuid:head_id>/compare/<uuid:base_id>/cases/<uuid:case_id>/",
+         views_comparison.comparison_case, name="comparison-case"),
 ]

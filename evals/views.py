@@ -69,8 +69,11 @@ def run_list(request: HtmxHttpRequest) -> HttpResponse:
 @role_required(*VIEWER_ROLES)
 def run_detail(request: HttpRequest, run_id) -> HttpResponse:
     run = get_object_or_404(Run.objects.select_related("suite"), uuid=run_id)
+    from .selectors_suite import run_baseline_context
+
     return render(request, "evals/run_detail.html",
-                  {"run": run, "report": selectors.run_report(run=run)})
+                  {"run": run, "report": selectors.run_report(run=run),
+                   **run_baseline_context(run=run)})
 
 
 @require_http_methods(["GET", "POST"])

@@ -1,0 +1,67 @@
+"""Filtering and sorting the comparison's per-case rows from a page's GET params.
+
+Pure Python over the rows ``evals.comparison.comparison_get`` returns. Bad params never make
+an error page: an unknown class or sort falls back to no filter / the default sort, and an
+unknown tag matches no row; the page always shows which filter applies.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from urllib.parse import urlencode
+
+from evals.comparison import CHANGE_CLASSES
+
+SORTS = {
+    "effect": "largest drop first",
+    "-effect": "largest gain first",
+    "key": "case key",
+}
+DEFAULT_SORT = "effect"
+
+
+@dataclass(frozen=True)
+class TableQuery:
+    """The table's filters: ``change`` (one of ``CHANGE_CLASSES`` or ""), ``tag`` ("" for
+    any) and ``sort`` (a key of ``SORTS``)."""
+
+    change: str = ""
+    tag: str = ""
+    sort: str = DEFAULT_SORT
+
+    @classmethod
+    def from_params(cls, params: Mapping[str, str]) -> TableQuery:
+        """Read ``change``, ``tag`` and ``sort`` from GET params; an unknown ``change`` or
+        ``sort`` falls back to no filter / the default sort (the page shows what applies)."""
+        change = params.get("change", "")
+        sort = params.get("sort", DEFAULT_SORT)
+        return cls(
+            change=change if change in CHANGE_CLASSES else "",
+            tag=params.get("tag", "")[:200],
+            sort=sort if sort in SORTS else DEFAULT_SORT,
+        )
+
+    def url(self, **changes: str) -> str:
+        """A query string ("?change=broken&sort=effect") for this query with ``changes``."""
+        values = {"change": self.change, "tag": self.tag, "sort": self.sort, **changes}
+        return "?" + urlencode({k: v for k, v in values.items() if v})
+
+
+def _effect(row) -> float:
+    delta = row.delta
+    return 0.0 if delta is None else float(delta)
+
+
+def case_rows_select(rows: Iterable, *, query: TableQuery) -> list:
+    """Rows whose change class is ``query.change`` (any when empty) and whose tags include
+    ``query.tag`` (any when empty), sorted by ``query.sort``: "effect" = head − base rate
+    ascending (largest drop first; rows without a delta last), "-effect" descending, "key"
+    by case key. Ties break by key."""
+    out = [r for r in rows
+           if (not query.change or r.change == query.change)
+           and (not query.tag or query.tag in r.tags)]
+    if query.sort == "key":
+        return sorted(out, key=lambda r: r.key)
+    sign = 1 if query.sort == "effect" else -1
+    return sorted(out, key=lambda r: (r.delta is None, sign * _effect(r), r.key))

@@ -1,0 +1,205 @@
+"""Reads for the suite page: its cases, its runs' pass rates over time, its baseline history
+and the capability cases ready to graduate into a regression suite.
+
+Query shapes are fixed: a handful of queries per page whatever the number of cases, runs or
+trials (one grouped aggregate per distinct gating grader set among the runs shown).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from evals.models import Baseline, Case, Graduation, Run, Suite
+from evals.selectors import _run_case_counts, gating_keys
+from stats.intervals import ClusteredMean, clustered_mean_of_rates
+
+HISTORY_RUNS = 50
+GRADUATION_WINDOW = 3  # a capability case must pass every trial of this many latest runs
+CASE_LIST_LIMIT = 500
+
+
+@dataclass(frozen=True)
+class RunPoint:
+    """One run on the suite page's chart: ``pass_rate`` is the mean of per-case pass rates
+    with its clustered 95% interval (``evals.report`` rules; mean None when nothing was
+    graded), ``graded``/``passed`` trials, ``errored`` trials (pipeline) and
+    ``grade_errored`` trials (a gating grade errored), left out of the rate."""
+
+    run: Run
+    pass_rate: ClusteredMean
+    passed: int
+    graded: int
+    errored: int
+    grade_errored: int
+
+    def chart_row(self) -> dict:
+        """JSON-safe chart datum: label (run name, untrusted: the chart draws it as canvas
+        text), created (ISO 8601), rate and interval in percent (one decimal) or None."""
+
+        def pct(value: float | None) -> float | None:
+            return None if value is None else round(value * 100, 1)
+
+        return {
+            "label": self.run.name,
+            "created": self.run.created_at.isoformat(),
+            "rate": pct(self.pass_rate.mean),
+            "low": pct(self.pass_rate.ci_low),
+            "high": pct(self.pass_rate.ci_high),
+            "n_cases": self.pass_rate.n_cases,
+        }
+
+
+@dataclass(frozen=True)
+class GraduationCandidate:
+    """A capability case that passed every trial of each of the last runs: ``evidence`` is
+    ``[{"run": uuid str, "run_name": str, "passed": int, "trials": int}, ...]``, newest first;
+    ``graduated_into`` lists the regression suites it was already copied into."""
+
+    case: Case
+    evidence: list[dict]
+    graduated_into: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class SuitePage:
+    """Everything the suite page shows; ``runs`` oldest first (the chart's order)."""
+
+    suite: Suite
+    active_cases: list[Case]
+    n_active: int
+    n_retired: int
+    runs: list[RunPoint]
+    baselines: list[Baseline]
+    candidates: list[GraduationCandidate]
+    regression_suites: list[Suite]
+    window: int = GRADUATION_WINDOW
+
+    @property
+    def baseline(self) -> Baseline | None:
+        """The current baseline: the latest row of the history, or None."""
+        return self.baselines[0] if self.baselines else None
+
+
+def suite_page_get(*, suite: Suite, history_runs: int = HISTORY_RUNS) -> SuitePage:
+    """The suite page's data (``SuitePage``): active cases (first ``CASE_LIST_LIMIT`` by key)
+    with active/retired counts, the latest ``history_runs`` runs with pass rate and interval
+    (oldest first), the baseline history (newest first, run and setter joined), graduation
+    candidates (capability suites only) and the regression suites a case may graduate into.
+    """
+    cases = Case.objects.filter(suite=suite)
+    n_active = cases.filter(retired_at__isnull=True).count()
+    n_retired = cases.filter(retired_at__isnull=False).count()
+    active = list(cases.filter(retired_at__isnull=True).order_by("key")[:CASE_LIST_LIMIT])
+    runs = list(
+        Run.objects.filter(suite=suite).select_related("started_by")
+        .order_by("-created_at", "-id")[:history_runs]
+    )
+    per_case = run_case_counts(runs=runs)
+    points = [_point(run, per_case.get(run.id, [])) for run in reversed(runs)]
+    baselines = list(
+        Baseline.objects.filter(suite=suite).select_related("run", "set_by")
+        .order_by("-set_at", "-id")
+    )
+    candidates: list[GraduationCandidate] = []
+    regression_suites: list[Suite] = []
+    if suite.kind == Suite.Kind.CAPABILITY:
+        candidates = graduation_candidates(suite=suite, runs=runs, per_case=per_case)
+        regression_suites = list(Suite.objects.filter(kind=Suite.Kind.REGRESSION)
+                                 .order_by("name"))
+    return SuitePage(suite=suite, active_cases=active, n_active=n_active, n_retired=n_retired,
+                     runs=points, baselines=baselines, candidates=candidates,
+                     regression_suites=regression_suites)
+
+
+def run_case_counts(*, runs: list[Run]) -> dict[int, list[dict]]:
+    """Per-run lists of per-case trial counts (``evals.selectors._run_case_counts`` rows:
+    run_id, case_id, n_pass, n_fail, n_grade_err, n_err, n_finished, n_total, ...), one query
+    per distinct gating grader set among ``runs``."""
+    by_keys: dict[tuple[str, ...], list[int]] = {}
+    for run in runs:
+        by_keys.setdefault(gating_keys(run.graders), []).append(run.id)
+    out: dict[int, list[dict]] = {}
+    for keys, run_ids in by_keys.items():
+        for row in _run_case_counts(run_ids=run_ids, keys=keys):
+            out.setdefault(row["run_id"], []).append(row)
+    return out
+
+
+def _point(run: Run, rows: list[dict]) -> RunPoint:
+    graded = [(r["n_pass"], r["n_pass"] + r["n_fail"]) for r in rows]
+    rates = np.array([p / g for p, g in graded if g], dtype=float)
+    return RunPoint(
+        run=run,
+        pass_rate=clustered_mean_of_rates(rates),
+        passed=sum(p for p, _ in graded),
+        graded=sum(g for _, g in graded),
+        errored=sum(r["n_err"] for r in rows),
+        grade_errored=sum(r["n_grade_err"] for r in rows),
+    )
+
+
+def graduation_candidates(
+    *, suite: Suite, runs: list[Run] | None = None,
+    per_case: dict[int, list[dict]] | None = None, window: int = GRADUATION_WINDOW,
+) -> list[GraduationCandidate]:
+    """Active cases of ``suite`` that passed every trial in each of its latest ``window``
+    finished runs (every trial ok and graded pass: an errored trial or grade disqualifies;
+    a case absent from one of those runs does not qualify). Empty when the suite has fewer
+    than ``window`` finished runs. ``runs``/``per_case`` may be passed to reuse queries
+    already made (``runs`` newest first)."""
+    if runs is None:
+        runs = list(Run.objects.filter(suite=suite).order_by("-created_at", "-id")[:HISTORY_RUNS])
+    latest = [r for r in runs if r.is_terminal][:window]
+    if len(latest) < window:
+        return []
+    if per_case is None:
+        per_case = run_case_counts(runs=latest)
+    qualified: dict[int, list[dict]] | None = None
+    for run in latest:
+        good = {
+            r["case_id"]: {"run": str(run.uuid), "run_name": run.name, "passed": r["n_pass"],
+                           "trials": r["n_total"]}
+            for r in per_case.get(run.id, [])
+            if r["n_total"] > 0 and r["n_pass"] == r["n_total"]
+        }
+        if qualified is None:
+            qualified = {cid: [ev] for cid, ev in good.items()}
+        else:
+            qualified = {cid: [*evs, good[cid]] for cid, evs in qualified.items() if cid in good}
+    if not qualified:
+        return []
+    cases = Case.objects.filter(id__in=qualified, retired_at__isnull=True).order_by("key")
+    done: dict[int, list[str]] = {}
+    for case_id, name in Graduation.objects.filter(case_id__in=qualified).values_list(
+        "case_id", "regression_case__suite__name"
+    ):
+        done.setdefault(case_id, []).append(name)
+    return [GraduationCandidate(case=c, evidence=qualified[c.id],
+                                graduated_into=sorted(done.get(c.id, [])))
+            for c in cases]
+
+
+def power_sentence(power) -> str:
+    """Plain words for a ``DetectableDrop``: "this suite can detect a drop of about 12
+    points with 80% power (alpha 0.05; 30 cases × 5 trials)", or why it cannot."""
+    size = f"alpha {power.alpha:g}; {power.n_cases} cases × {power.trials_per_case} trials"
+    if power.drop is None:
+        return (f"this suite cannot reliably detect any drop: {power.reason} ({size}); "
+                "add cases or trials")
+    return (f"this suite can detect a drop of about {power.drop * 100:.0f} points with "
+            f"{power.target_power:.0%} power ({size})")
+
+
+def run_baseline_context(*, run: Run) -> dict:
+    """For the run page: ``baseline`` (``evals.selectors.baseline_current``: the suite's
+    current ``Baseline`` or None) and ``other_runs`` (the suite's other runs, newest first, at most
+    ``HISTORY_RUNS``: id, uuid, name, created_at only) to compare with. Two queries."""
+    from evals.selectors import baseline_current
+
+    baseline = baseline_current(suite=run.suite)
+    other_runs = list(Run.objects.filter(suite_id=run.suite_id).exclude(id=run.id)
+                      .only("id", "uuid", "name", "created_at")
+                      .order_by("-created_at", "-id")[:HISTORY_RUNS])
+    return {"baseline": baseline, "other_runs": other_runs}

@@ -1,0 +1,53 @@
+"""Formatting for the comparison pages. Every filter returns plain text, so autoescaping
+still applies to whatever it is given."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+from django import template
+
+from evals.comparison import pvalue_format
+
+register = template.Library()
+
+
+@register.filter
+def points(delta: float | None) -> str:
+    """A difference of rates (fractions) in percentage points, signed, one decimal
+    ("+12.5 pts", "−3.0 pts", "0.0 pts"); None -> "undefined"."""
+    if delta is None:
+        return "undefined"
+    value = round(delta * 100, 1)
+    if value == 0:
+        return "0.0 pts"
+    return f"{'+' if value > 0 else '−'}{abs(value):.1f} pts"
+
+
+@register.filter
+def pvalue(p: float | None) -> str:
+    """A p-value through ``evals.comparison.pvalue_format`` (never "0.000"); None -> "—"."""
+    return "—" if p is None else pvalue_format(p)
+
+
+@register.filter
+def signed(value: float | Decimal | None, decimals: int = 1) -> str:
+    """A signed number with ``decimals`` decimals ("+12.3", "−0.0040"); None -> "unknown"."""
+    if value is None:
+        return "unknown"
+    text = f"{abs(float(value)):.{int(decimals)}f}"
+    if float(text) == 0:
+        return text
+    return f"{'+' if value > 0 else '−'}{text}"
+
+
+@register.filter
+def ratio(passed: int, graded: int) -> str:
+    """"x/N" counts; "—" when nothing was graded."""
+    return f"{passed}/{graded}" if graded else "—"
+
+
+@register.filter
+def get_item(mapping: dict, key: str):
+    """``mapping[key]``, or None when absent (for per-row lookups in a template)."""
+    return mapping.get(key) if isinstance(mapping, dict) else None

@@ -1,0 +1,95 @@
+"""HTML views for comparing a head run with a base run of the same suite.
+
+Thin: ``evals.comparison.comparison_get`` computes the comparison (through
+``evals.comparison_cache``, as it is seconds of work at 2,000 cases) and ``gate_decide`` the
+gate's decision with the gate command's defaults, so this page and ``manage.py gate`` agree
+on the same two runs. The per-case table is filtered and sorted server-side from GET
+params (``change``, ``tag``, ``sort``, ``page``); htmx swaps only the table, and every link
+keeps a real ``href``. Permissions: reviewers, engineers and leads (``VIEWER_ROLES``).
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from django.core.paginator import Paginator
+from django.http import Http404, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_GET
+
+from .comparison import CHANGE_CLASSES
+from .comparison_case import case_uuids_by_hash, comparison_case_get
+from .comparison_table import SORTS, TableQuery, case_rows_select
+from .models import Case, Run
+from .selectors_suite import power_sentence
+from .views import VIEWER_ROLES, HtmxHttpRequest, role_required
+
+CASE_TABLE_PAGE_SIZE = 200
+GATE_ALPHA = 0.05  # manage.py gate's default --alpha
+
+
+def _runs(head_id, base_id) -> tuple[Run, Run]:
+    head = get_object_or_404(Run.objects.select_related("suite"), uuid=head_id)
+    base = get_object_or_404(Run.objects.select_related("suite"), uuid=base_id)
+    if base.suite_id != head.suite_id:
+        raise Http404("The two runs are not runs of the same suite.")
+    return base, head
+
+
+@require_GET
+@role_required(*VIEWER_ROLES)
+def comparison(request: HtmxHttpRequest, head_id, base_id) -> HttpResponse:
+    """The comparison of head against base: comparability banner, headline delta with both
+    intervals and the p-value in words, the gate's decision and exit code, change counts,
+    power, cost/token/latency and pass^k deltas, and the per-case table."""
+    from .comparison import gate_decide
+    from .comparison_cache import comparison_cached_get
+
+    base, head = _runs(head_id, base_id)
+    comp = comparison_cached_get(base=base, head=head, alpha=GATE_ALPHA)
+    # The gate command's defaults, so the page shows what CI would do on these two runs.
+    decision = gate_decide(comp, alpha=GATE_ALPHA)
+    query = TableQuery.from_params(request.GET)
+    rows = case_rows_select(comp.cases, query=query)
+    page = Paginator(rows, CASE_TABLE_PAGE_SIZE).get_page(request.GET.get("page", 1))
+    context = {
+        "base": base, "head": head, "comparison": comp, "decision": decision,
+        "query": query, "rows_page": page, "change_classes": CHANGE_CLASSES,
+        "sorts": SORTS, "tags": sorted({t for r in comp.cases for t in r.tags}),
+        "case_ids": case_uuids_by_hash(suite_id=head.suite_id, rows=[
+            *page.object_list, *comp.added, *comp.removed, *comp.changed]),
+        "power": power_sentence(comp.detectable) if comp.detectable else None,
+        "class_links": [(name, query.url(change=name), name == query.change)
+                        for name in ("", *CHANGE_CLASSES)],
+        "sort_url": query.url(sort="-effect" if query.sort == "effect" else "effect"),
+        "page_url": query.url() + ("&" if query.url() != "?" else "") + "page=",
+    }
+    if request.htmx and request.htmx.target == "case-table":
+        return render(request, "evals/comparison_detail.html#case-table", context)
+    return render(request, "evals/comparison_detail.html", context)
+
+
+@require_GET
+@role_required(*VIEWER_ROLES)
+def comparison_pick(request: HtmxHttpRequest, run_id) -> HttpResponse:
+    """Redirect ``?base=<uuid>`` to the comparison of this run (head) against that run."""
+    try:
+        base_id = uuid.UUID(request.GET.get("base", ""))
+    except ValueError as exc:
+        raise Http404("base: choose a run of the same suite") from exc
+    base, head = _runs(run_id, base_id)
+    return redirect("evals:comparison", head_id=head.uuid, base_id=base.uuid)
+
+
+@require_GET
+@role_required(*VIEWER_ROLES)
+def comparison_case(request: HtmxHttpRequest, head_id, base_id, case_id) -> HttpResponse:
+    """One case: base and head trials side by side by attempt, a word-level diff of their
+    outputs (escaped spans), their grades and reasons."""
+    base, head = _runs(head_id, base_id)
+    try:
+        detail = comparison_case_get(base=base, head=head, case_uuid=case_id)
+    except Case.DoesNotExist as exc:
+        raise Http404("No such case in these runs.") from exc
+    return render(request, "evals/comparison_case.html", {"base": base, "head": head,
+                                                          "detail": detail})

@@ -1,0 +1,102 @@
+"""HTML views for suites: the suite page, setting a baseline and graduating a case.
+
+Permissions (the cast in tests/conftest.py): reviewers, engineers and leads see the suite
+page; only engineers and leads set a baseline or graduate a case (POST only).
+"""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_GET, require_POST
+
+from .models import Case, Run, Suite
+from .selectors_suite import graduation_candidates, power_sentence, suite_page_get
+from .views import RUNNER_ROLES, VIEWER_ROLES, role_required
+
+
+@require_GET
+@role_required(*VIEWER_ROLES)
+def suite_detail(request: HttpRequest, suite_id) -> HttpResponse:
+    """The suite page: cases, pass rate per run over time (chart with interval bars), the
+    current baseline and its history, the minimum detectable drop, graduation candidates."""
+    suite = get_object_or_404(Suite, uuid=suite_id)
+    page = suite_page_get(suite=suite)
+    return render(request, "evals/suite_detail.html", {
+        "page": page,
+        "suite": suite,
+        "chart_data": [p.chart_row() for p in page.runs],
+        "power": _suite_power(page),
+    })
+
+
+def _suite_power(page) -> str | None:
+    """The minimum detectable drop in plain words, simulated from the current baseline's
+    per-case rates; None without a baseline or when it graded nothing."""
+    if page.baseline is None:
+        return None
+    from .comparison import detectable_drop_get
+
+    power = detectable_drop_get(run=page.baseline.run)
+    return power_sentence(power) if power is not None else None
+
+
+@require_POST
+@role_required(*RUNNER_ROLES)
+def baseline_set(request: HttpRequest, run_id) -> HttpResponse:
+    """Make this run its suite's baseline (``evals.services.baseline_set``); back to the run
+    page (or ``next`` when it is the suite page)."""
+    from .services import baseline_set as baseline_set_service
+
+    run = get_object_or_404(Run.objects.select_related("suite"), uuid=run_id)
+    note = request.POST.get("note", "")[:500]
+    try:
+        baseline_set_service(suite=run.suite, run=run, by=request.user, note=note)
+    except ValueError as exc:
+        messages.error(request, f"Baseline not set: {exc}")
+    else:
+        messages.success(request, f"{run.name} is now the baseline of {run.suite.name}.")
+    if request.POST.get("next") == "suite":
+        return redirect("evals:suite-detail", suite_id=run.suite.uuid)
+    return redirect(run.get_absolute_url())
+
+
+@require_POST
+@role_required(*RUNNER_ROLES)
+def case_graduate(request: HttpRequest, suite_id, case_id) -> HttpResponse:
+    """Graduate a capability case into the regression suite chosen in ``into_suite`` (a
+    suite UUID); refuses (message, no write) a case that is not a current candidate."""
+    from .services import GraduationError
+    from .services import case_graduate as case_graduate_service
+
+    suite = get_object_or_404(Suite, uuid=suite_id)
+    case = get_object_or_404(Case.objects.select_related("suite"), uuid=case_id, suite=suite)
+    into = Suite.objects.filter(uuid=_uuid(request.POST.get("into_suite"))).first()
+    back = redirect("evals:suite-detail", suite_id=suite.uuid)
+    if into is None:
+        messages.error(request, "into_suite: choose a regression suite.")
+        return back
+    candidate = next((c for c in graduation_candidates(suite=suite) if c.case.id == case.id),
+                     None)
+    if candidate is None:
+        messages.error(request, f"case: {case.key} has not passed every trial of the last "
+                                "runs; it cannot graduate yet.")
+        return back
+    try:
+        case_graduate_service(case=case, into_suite=into, by=request.user,
+                              evidence={"runs": candidate.evidence})
+    except GraduationError as exc:
+        messages.error(request, str(exc))
+    else:
+        messages.success(request, f"{case.key} graduated into {into.name}.")
+    return back
+
+
+def _uuid(raw: str | None) -> str | None:
+    import uuid
+
+    try:
+        return str(uuid.UUID(raw)) if raw else None
+    except ValueError:
+        return None
