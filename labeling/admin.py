@@ -1,8 +1,17 @@
-"""Admin for labeling: human labels on trials and preferences on pairs."""
+"""Admin for labeling: labels and revisions, preferences, calibration sets, adjudications,
+judge approvals. Read-mostly: the services hold the rules (freezing, trust thresholds)."""
 
 from django.contrib import admin
 
-from .models import Label, PreferenceLabel
+from .models import (
+    Adjudication,
+    CalibrationItem,
+    CalibrationSet,
+    JudgeApproval,
+    Label,
+    LabelRevision,
+    PreferenceLabel,
+)
 
 
 @admin.register(Label)
@@ -24,3 +33,47 @@ class PreferenceLabelAdmin(admin.ModelAdmin):
     search_fields = ("critique", "reviewer__username", "reviewer_name")
     list_select_related = ("pair", "reviewer")
     raw_id_fields = ("pair", "reviewer")
+
+
+@admin.register(LabelRevision)
+class LabelRevisionAdmin(admin.ModelAdmin):
+    list_display = ("id", "label", "version", "verdict", "created_at")
+    list_filter = ("verdict",)
+    raw_id_fields = ("label",)
+
+
+class CalibrationItemInline(admin.TabularInline):
+    model = CalibrationItem
+    raw_id_fields = ("trial",)
+    extra = 0
+
+
+@admin.register(CalibrationSet)
+class CalibrationSetAdmin(admin.ModelAdmin):
+    list_display = ("name", "suite", "run", "judge_version", "size", "seed", "frozen_at",
+                    "created_at")
+    list_select_related = ("suite", "run", "judge_version__judge")
+    raw_id_fields = ("suite", "run", "judge_version", "created_by")
+    readonly_fields = ("frozen_at",)
+    inlines = [CalibrationItemInline]
+
+
+@admin.register(CalibrationItem)
+class CalibrationItemAdmin(admin.ModelAdmin):
+    list_display = ("id", "calibration_set", "trial", "position")
+    raw_id_fields = ("calibration_set", "trial")
+
+
+@admin.register(Adjudication)
+class AdjudicationAdmin(admin.ModelAdmin):
+    list_display = ("id", "trial", "verdict", "decided_by", "created_at")
+    list_filter = ("verdict",)
+    raw_id_fields = ("trial", "decided_by")
+
+
+@admin.register(JudgeApproval)
+class JudgeApprovalAdmin(admin.ModelAdmin):
+    list_display = ("judge_version", "approved_by", "approved_at", "revoked_at", "revoked_by")
+    list_select_related = ("judge_version__judge", "approved_by", "revoked_by")
+    raw_id_fields = ("judge_version", "calibration_set", "approved_by", "revoked_by")
+    readonly_fields = ("figures",)

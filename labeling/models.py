@@ -1,14 +1,19 @@
 """Human labels: a reviewer's verdict and critique on a trial, and preferences on pairs.
 
-Labels are imported with results recorded elsewhere now; the reviewer's queue and
-calibration come in the labeling issue. A label without a user records who labeled it
-in ``reviewer_name`` (the source's annotator or method).
+A label without a user records who labeled it in ``reviewer_name`` (imported gold labels:
+"dataset gold", the source's method kept in ``details``). A reviewer has one current label
+per trial (``version`` counts its revisions, for optimistic concurrency); every revision is
+kept as a ``LabelRevision``. Calibration sets, adjudications and judge approvals live here
+too; the domain rules are in ``labeling.services`` and ``labeling.selectors``.
 """
 
 from __future__ import annotations
 
+import uuid
+
 from django.conf import settings
 from django.db import models
+from django.db.models import Q
 from django.utils import timezone
 
 
@@ -33,13 +38,147 @@ class Label(models.Model):
     critique = models.TextField(blank=True)
     source = models.CharField(max_length=10, choices=Source.choices, default=Source.REVIEWER)
     details = models.JSONField(default=dict, blank=True)
+    # 1 for a first label, +1 per revision: a form carries it back as ``expected_version``.
+    version = models.PositiveIntegerField(default=1)
     created_at = models.DateTimeField(default=timezone.now)
+    updated_at = models.DateTimeField(default=timezone.now)
 
     class Meta:
         ordering = ["trial_id", "created_at"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["trial", "reviewer"], condition=Q(reviewer__isnull=False),
+                name="label_one_current_per_trial_reviewer",
+            ),
+        ]
 
     def __str__(self) -> str:
         return f"{self.verdict} on {self.trial_id}"
+
+
+class LabelRevision(models.Model):
+    """One saved state of a label (the first one included); never edited or deleted
+    except by ``label_undo`` removing the newest one."""
+
+    label = models.ForeignKey(Label, on_delete=models.CASCADE, related_name="revisions")
+    version = models.PositiveIntegerField()
+    verdict = models.CharField(max_length=4, choices=Label.Verdict.choices)
+    critique = models.TextField(blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["label_id", "version"]
+        constraints = [
+            models.UniqueConstraint(fields=["label", "version"], name="label_revision_unique"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.verdict} (v{self.version}) on label {self.label_id}"
+
+
+class CalibrationSet(models.Model):
+    """Trials of one run picked for calibration; frozen (``frozen_at``) at the first label."""
+
+    uuid = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
+    name = models.CharField(max_length=200)
+    suite = models.ForeignKey("evals.Suite", on_delete=models.CASCADE,
+                              related_name="calibration_sets")
+    run = models.ForeignKey("evals.Run", on_delete=models.PROTECT,
+                            related_name="calibration_sets")
+    judge_version = models.ForeignKey(
+        "judges.JudgeVersion", null=True, blank=True, on_delete=models.PROTECT,
+        related_name="calibration_sets", help_text="the judge whose verdicts stratified it",
+    )
+    size = models.PositiveIntegerField()
+    seed = models.IntegerField(default=0)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True,
+                                   on_delete=models.SET_NULL, related_name="+")
+    created_at = models.DateTimeField(default=timezone.now)
+    frozen_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return self.name
+
+    @property
+    def is_frozen(self) -> bool:
+        return self.frozen_at is not None
+
+
+class CalibrationItem(models.Model):
+    """One trial in a calibration set, at ``position`` (0-based queue order)."""
+
+    calibration_set = models.ForeignKey(CalibrationSet, on_delete=models.CASCADE,
+                                        related_name="items")
+    trial = models.ForeignKey("evals.Trial", on_delete=models.CASCADE,
+                              related_name="calibration_items")
+    position = models.PositiveIntegerField()
+
+    class Meta:
+        ordering = ["calibration_set_id", "position"]
+        constraints = [
+            models.UniqueConstraint(fields=["calibration_set", "trial"],
+                                    name="calibration_item_unique_trial"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.calibration_set_id}#{self.position}"
+
+
+class Adjudication(models.Model):
+    """A lead's decision on a trial where humans disagree; the newest one is the
+    trial's reference label."""
+
+    trial = models.ForeignKey("evals.Trial", on_delete=models.CASCADE,
+                              related_name="adjudications")
+    decided_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT,
+                                   related_name="adjudications")
+    verdict = models.CharField(max_length=4, choices=Label.Verdict.choices)
+    reason = models.TextField()
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["trial_id", "-created_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"{self.verdict} on {self.trial_id} by {self.decided_by_id}"
+
+
+class JudgeApproval(models.Model):
+    """A lead's approval of a judge version, with the calibration figures it was granted
+    on (``Calibration.as_json()``); revoked approvals keep who, when and why."""
+
+    uuid = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
+    judge_version = models.ForeignKey("judges.JudgeVersion", on_delete=models.CASCADE,
+                                      related_name="approvals")
+    calibration_set = models.ForeignKey(CalibrationSet, null=True, blank=True,
+                                        on_delete=models.PROTECT, related_name="approvals")
+    approved_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT,
+                                    related_name="judge_approvals")
+    approved_at = models.DateTimeField(default=timezone.now)
+    figures = models.JSONField(default=dict)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+    revoked_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True,
+                                   on_delete=models.PROTECT, related_name="judge_revocations")
+    revoke_reason = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["-approved_at", "-id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["judge_version"], condition=Q(revoked_at__isnull=True),
+                name="judge_approval_one_active",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"approval of {self.judge_version_id} by {self.approved_by_id}"
+
+    @property
+    def is_active(self) -> bool:
+        return self.revoked_at is None
 
 
 class PreferenceLabel(models.Model):

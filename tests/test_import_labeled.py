@@ -41,7 +41,7 @@ def test_it_stores_a_pointwise_record_as_case_trial_label_and_grades():
     assert trial.raw_response["response"]["model"] == "m-1"
     assert trial.raw_response["model"] == "m-1"
     label = Label.objects.get()
-    assert (label.verdict, label.source, label.reviewer_name) == ("fail", "import", "expert")
+    assert (label.verdict, label.source, label.reviewer_name) == ("fail", "import", "dataset gold")
     assert label.critique == "misses the point"
     assert label.details["human_label"]["method"] == "expert"
     human = Grade.objects.get(grader="human-label")

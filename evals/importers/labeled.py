@@ -11,7 +11,7 @@ What a ``pointwise_binary`` record becomes (run ``<run>``):
 - Trial: attempt 1, status ok, output = the response text whole (not repeated in
   raw_response), raw_response =
   ``{"response": <response object>, "model": ..., "dataset", "split", "source"}``;
-- Label: source import, reviewer_name = human_label.method, verdict, critique =
+- Label: source import, reviewer_name ``dataset gold`` (method in details), verdict, critique =
   ``human_label.details.critique`` when it is a string, details = ``{"human_label",
   "human_annotations"}``;
 - Grade ``human-label`` (gating, grader_version ``imported``, reason ``human label
@@ -43,6 +43,8 @@ from .reader import NON_FINITE, ResultsImportError, contains_non_finite
 POINTWISE = "pointwise_binary"
 PAIRWISE = "pairwise_preference"
 HUMAN_GRADER = "human-label"
+# Imported human labels are the dataset's gold; the method stays in details.human_label.
+GOLD_REVIEWER = "dataset gold"
 KEY_MAX = 200
 
 _MISSING = object()
@@ -341,7 +343,7 @@ def _pointwise_batch(ctx, run, batch, cases, graders) -> None:
     graders.setdefault(HUMAN_GRADER, {"key": HUMAN_GRADER, "kind": "imported", "gating": True})
     for rec, trial in zip(batch, trials, strict=True):
         labels.append(Label(
-            trial=trial, reviewer_name=rec.human_method[:200], verdict=rec.human_value,
+            trial=trial, reviewer_name=GOLD_REVIEWER, verdict=rec.human_value,
             critique=_critique(rec), source=Label.Source.IMPORT, details=_label_details(rec),
         ))
         grades.append(Grade(
@@ -394,7 +396,7 @@ def _pairwise_batch(ctx, runs, batch, cases) -> None:
     labels, verdicts = [], []
     for rec, pair in zip(batch, pairs, strict=True):
         labels.append(PreferenceLabel(
-            pair=pair, reviewer_name=rec.human_method[:200], preferred=rec.human_value,
+            pair=pair, reviewer_name=GOLD_REVIEWER, preferred=rec.human_value,
             critique=_critique(rec), source=Label.Source.IMPORT, details=_label_details(rec),
         ))
         for jl in rec.judges:

@@ -1,0 +1,199 @@
+"""Benchmark the labeling queue's save endpoint (``labeling:label-save``, htmx) under 20
+concurrent reviewers over loopback HTTP, against a real WSGI server (waitress).
+
+Usage (SQLite, a throwaway file under /tmp):
+    .venv/bin/python bench/bench_label_save.py
+PostgreSQL (the database is dropped and re-created):
+    DATABASE_URL=postgres://postgres@127.0.0.1:5432/assay_bench_label_save \
+        .venv/bin/python bench/bench_label_save.py
+
+1. Migrates a fresh database; creates 20 reviewers and a calibration set of 30 trials
+   (fabricated run, one recorded judge version's grades).
+2. Starts ``waitress`` (this file with ``--serve``; 24 threads, DEBUG off) whose WSGI
+   wrapper times each request from the app call to the response body's end and sends it
+   back as ``X-Server-Ms`` (server time: view, services, template, database).
+3. 20 reviewer threads (one httpx client each) log in and open the queue (not timed),
+   then each saves 30 first labels and 30 revisions through the htmx endpoint, back to
+   back (``BENCH_THINK_MS=0``, saturation) or with a pause between saves
+   (``BENCH_THINK_MS=500``: still far faster than a person reads an output): 1,200
+   requests, fixed, then the script stops by itself.
+Prints p50 / p95 / max of server time and of the client round trip, in ms, and saves/s.
+Target: p95 server time < 50 ms.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+REVIEWERS = int(os.environ.get("BENCH_REVIEWERS", "20"))
+ITEMS = 30  # per reviewer: 30 first labels + 30 revisions
+PORT = int(os.environ.get("BENCH_PORT", "8765"))
+PASSWORD = "bench-password-123"
+# Pause between one reviewer's saves (ms); 0 = back to back (saturation, no think time).
+THINK_MS = float(os.environ.get("BENCH_THINK_MS", "0"))
+
+
+def _env() -> dict[str, str]:
+    env = dict(os.environ)
+    default_db = f"sqlite:///{tempfile.gettempdir()}/assay-bench-label.sqlite3"
+    env.setdefault("DATABASE_URL", default_db)
+    env.update({"DJANGO_SETTINGS_MODULE": "config.settings_test", "DEBUG": "false",
+                "ALLOWED_HOSTS": "127.0.0.1,localhost",
+                "SECURE_SSL_REDIRECT": "false", "SECURE_HSTS_SECONDS": "0"})
+    return env
+
+
+def serve() -> None:
+    """Child process: waitress serving the project, with the timing wrapper."""
+    import django
+
+    django.setup()
+    from django.conf import settings
+    from django.core.wsgi import get_wsgi_application
+
+    # Plain HTTP on loopback: production settings (DEBUG off) but cookies without Secure.
+    settings.SESSION_COOKIE_SECURE = settings.CSRF_COOKIE_SECURE = False
+    from waitress import serve as waitress_serve
+
+    app = get_wsgi_application()
+
+    def timed(environ, start_response):
+        t0 = time.perf_counter()
+        captured = {}
+
+        def sr(status, headers, exc_info=None):
+            captured["status"], captured["headers"] = status, headers
+            return None
+
+        body = b"".join(app(environ, sr))
+        ms = (time.perf_counter() - t0) * 1000
+        start_response(captured["status"],
+                       [*captured["headers"], ("X-Server-Ms", f"{ms:.3f}")])
+        return [body]
+
+    waitress_serve(timed, host="127.0.0.1", port=PORT, threads=24, _quiet=True)
+
+
+def setup_data() -> tuple[str, list[str]]:
+    """Fresh database with the cast and one calibration set; returns its uuid, trial uuids."""
+    url = os.environ["DATABASE_URL"]
+    if url.startswith("postgres"):
+        import psycopg
+
+        name = url.rsplit("/", 1)[1]
+        with psycopg.connect(url.rsplit("/", 1)[0] + "/postgres", autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}"')
+            conn.execute(f'CREATE DATABASE "{name}"')
+    else:
+        Path(url.removeprefix("sqlite:///")).unlink(missing_ok=True)
+    import django
+
+    django.setup()
+    from django.contrib.auth.models import Group, User
+    from django.core.management import call_command
+
+    call_command("migrate", verbosity=0)
+    from tests.labeling_builders import calibration_set, judged_run
+
+    group = Group.objects.get(name="reviewer")
+    for i in range(REVIEWERS):
+        user = User.objects.create_user(f"rev{i:02d}", password=PASSWORD)
+        user.groups.add(group)
+    run, version, trials = judged_run(ITEMS, judge_fails=10)
+    cset = calibration_set(run, version, trials)
+    from django.db import connections
+
+    connections.close_all()
+    return str(cset.uuid), [str(t.uuid) for t in trials]
+
+
+def reviewer(index: int, set_id: str, trials: list[str], server: list, client_ms: list,
+             errors: list, barrier: threading.Barrier) -> None:
+    import httpx
+
+    base = f"http://127.0.0.1:{PORT}"
+    with httpx.Client(base_url=base, timeout=30) as http:
+        page = http.get("/accounts/login/").text
+        token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page).group(1)
+        http.post("/accounts/login/", data={"username": f"rev{index:02d}",
+                                            "password": PASSWORD,
+                                            "csrfmiddlewaretoken": token},
+                  headers={"Referer": base})
+        http.get(f"/calibration-sets/{set_id}/label/")
+        csrf = http.cookies["csrftoken"]
+        headers = {"HX-Request": "true", "X-CSRFToken": csrf, "Referer": base}
+        barrier.wait()
+        for round_, (verdict, version) in enumerate([("pass", 0), ("fail", 1)]):
+            for trial in trials:
+                t0 = time.perf_counter()
+                r = http.post(f"/calibration-sets/{set_id}/label/save/", headers=headers,
+                              data={"trial": trial, "verdict": verdict,
+                                    "critique": f"round {round_} by {index}",
+                                    "expected_version": version})
+                client_ms.append((time.perf_counter() - t0) * 1000)
+                if r.status_code != 200 or "Not saved" in r.text:
+                    errors.append(f"{r.status_code} {trial}")
+                server.append(float(r.headers.get("X-Server-Ms", "nan")))
+                if THINK_MS:
+                    time.sleep(THINK_MS / 1000)
+
+
+def pct(values: list[float], q: float) -> float:
+    return statistics.quantiles(values, n=100, method="inclusive")[q - 1]
+
+
+def main() -> None:
+    os.environ.update(_env())
+    set_id, trials = setup_data()
+    child = subprocess.Popen([sys.executable, __file__, "--serve"], env=_env(), cwd=ROOT)
+    try:
+        import httpx
+
+        for _ in range(100):
+            try:
+                httpx.get(f"http://127.0.0.1:{PORT}/healthz", timeout=1)
+                break
+            except httpx.HTTPError:
+                time.sleep(0.1)
+        server: list[float] = []
+        client_ms: list[float] = []
+        errors: list[str] = []
+        barrier = threading.Barrier(REVIEWERS + 1)
+        threads = [threading.Thread(target=reviewer,
+                                    args=(i, set_id, trials, server, client_ms, errors, barrier))
+                   for i in range(REVIEWERS)]
+        for t in threads:
+            t.start()
+        barrier.wait()
+        t0 = time.perf_counter()
+        for t in threads:
+            t.join()
+        wall = time.perf_counter() - t0
+    finally:
+        child.terminate()
+        child.wait(timeout=10)
+    db = os.environ["DATABASE_URL"].split(":", 1)[0]
+    print(f"database: {db}; think {THINK_MS:.0f} ms; {len(server)} saves by {REVIEWERS} "
+          f"reviewers in {wall:.1f} s "
+          f"({len(server) / wall:.0f} saves/s); errors: {len(errors)} {errors[:3]}")
+    print(f"server time ms: p50 {pct(server, 50):.1f}, p95 {pct(server, 95):.1f}, "
+          f"max {max(server):.1f}")
+    print(f"round trip ms:  p50 {pct(client_ms, 50):.1f}, p95 {pct(client_ms, 95):.1f}, "
+          f"max {max(client_ms):.1f}")
+
+
+if __name__ == "__main__":
+    if "--serve" in sys.argv:
+        serve()
+    else:
+        main()

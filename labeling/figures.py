@@ -1,0 +1,256 @@
+"""Typed results of the calibration selectors (plain dataclasses, strict-JSON ready).
+
+Every ratio is either a number or None with a reason (see ``stats.agreement``); nothing
+here is ever NaN. ``as_json()`` gives the strict-JSON form stored in
+``JudgeApproval.figures`` and printed by ``manage.py calibration_report --json``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+from stats.agreement import KappaResult, RateResult
+
+
+def kappa_json(k: KappaResult) -> dict:
+    """``{"kappa", "se", "ci_low", "ci_high", "agreement", "expected", "n", "reason"}``."""
+    return asdict(k)
+
+
+def rate_json(r: RateResult) -> dict:
+    """``{"rate", "numerator", "denominator", "ci_low", "ci_high", "reason"}``."""
+    return asdict(r)
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    """Trust thresholds (settings ``ASSAY["TRUST"]``): n >= min_n, kappa >= min_kappa,
+    false-accept rate (point estimate) <= max_far."""
+
+    min_n: int
+    min_kappa: float
+    max_far: float
+
+
+@dataclass(frozen=True)
+class ReferenceLabel:
+    """The human reference verdict on one trial.
+
+    ``basis``: ``single`` (one label), ``agreement`` (several labels, all the same) or
+    ``adjudication`` (a lead's decision; always wins). ``critique`` joins the labels'
+    critiques (or is the adjudication's reason). ``n_labels`` current labels on the trial.
+    """
+
+    trial_id: int
+    verdict: str  # "pass" | "fail"
+    critique: str
+    basis: str
+    n_labels: int
+
+
+@dataclass(frozen=True)
+class ReferenceLabels:
+    """Reference verdicts by trial id; ``unresolved`` trial ids where humans disagree and no
+    lead has adjudicated (left out of every calibration, counted); ``unlabeled`` ids with
+    no label at all."""
+
+    by_trial: dict[int, ReferenceLabel]
+    unresolved: list[int]
+    unlabeled: list[int]
+
+
+@dataclass(frozen=True)
+class Confusion:
+    """Judge verdict x human reference verdict counts on the n compared trials."""
+
+    judge_pass_human_pass: int = 0
+    judge_pass_human_fail: int = 0  # false accepts
+    judge_fail_human_pass: int = 0  # false rejects
+    judge_fail_human_fail: int = 0
+
+
+@dataclass(frozen=True)
+class Disagreement:
+    """One trial where the judge and the human reference differ."""
+
+    trial_id: int
+    trial_uuid: str
+    case_key: str
+    human_verdict: str
+    human_critique: str
+    human_basis: str
+    judge_verdict: str
+    judge_reason: str
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """A judge version's agreement with human reference labels.
+
+    Scope: a calibration set's trials, or every labeled trial (of ``suite``, or of every
+    suite) the judge has a grade on. Counts (trials):
+    - ``n``: trials with both a reference label and an ok judge verdict (the only ones in
+      the figures); ``n_judge_errors``: errored judge grades (``passed`` null) and
+      ``n_judge_missing``: no judge grade (set scope only) — both left out of n;
+    - ``n_unresolved``: humans disagree, no adjudication; ``n_unlabeled``: set trials with
+      no label yet.
+    Figures: ``agreement`` = agreeing / n (None when n = 0); ``kappa`` Cohen's kappa with
+    its 95% interval (Fleiss–Cohen–Everitt SE); ``far`` = P(judge pass | human fail) and
+    ``frr`` = P(judge fail | human pass), with Wilson 95% intervals. ``far.ci_high`` is the
+    upper end shown beside the point estimate. ``trust_ok`` is True only when all the
+    ``thresholds`` hold; ``trust_reasons`` says which do not.
+    """
+
+    judge_version_id: int
+    judge_version_label: str
+    calibration_set_id: int | None
+    suite_name: str | None
+    n: int
+    n_judge_errors: int
+    n_judge_missing: int
+    n_unresolved: int
+    n_unlabeled: int
+    confusion: Confusion
+    agreement: float | None
+    agreement_numerator: int
+    kappa: KappaResult
+    far: RateResult
+    frr: RateResult
+    thresholds: Thresholds
+    trust_ok: bool
+    trust_reasons: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    disagreements: list[Disagreement] = field(default_factory=list)
+
+    @property
+    def tpr(self) -> tuple[int, int]:
+        """True-positive rate as (judge pass & human pass, human pass)."""
+        c = self.confusion
+        return c.judge_pass_human_pass, c.judge_pass_human_pass + c.judge_fail_human_pass
+
+    @property
+    def tnr(self) -> tuple[int, int]:
+        """True-negative rate as (judge fail & human fail, human fail)."""
+        c = self.confusion
+        return c.judge_fail_human_fail, c.judge_fail_human_fail + c.judge_pass_human_fail
+
+    def as_json(self, *, with_disagreements: bool = False) -> dict:
+        """Strict-JSON dict of the figures (None for undefined, never NaN)."""
+        out = {
+            "judge_version_id": self.judge_version_id,
+            "judge_version": self.judge_version_label,
+            "calibration_set_id": self.calibration_set_id,
+            "suite": self.suite_name,
+            "n": self.n,
+            "n_judge_errors": self.n_judge_errors,
+            "n_judge_missing": self.n_judge_missing,
+            "n_unresolved": self.n_unresolved,
+            "n_unlabeled": self.n_unlabeled,
+            "confusion": asdict(self.confusion),
+            "agreement": self.agreement,
+            "agreement_numerator": self.agreement_numerator,
+            "kappa": kappa_json(self.kappa),
+            "far": rate_json(self.far),
+            "frr": rate_json(self.frr),
+            "thresholds": asdict(self.thresholds),
+            "trust_ok": self.trust_ok,
+            "trust_reasons": list(self.trust_reasons),
+            "warnings": list(self.warnings),
+        }
+        if with_disagreements:
+            out["disagreements"] = [asdict(d) for d in self.disagreements]
+        return out
+
+
+@dataclass(frozen=True)
+class ReviewerPairAgreement:
+    """Agreement between two raters (names) over the trials both labeled."""
+
+    rater_a: str
+    rater_b: str
+    n: int
+    agreement: float | None
+    kappa: KappaResult
+
+
+@dataclass(frozen=True)
+class HumanAgreement:
+    """Agreement among humans, the ceiling a judge can be held to.
+
+    ``n_trials``: trials with >= 2 current labels; ``n_pairs``: rater pairs over those trials
+    (a trial with k labels gives k(k-1)/2 pairs); ``agreement`` and ``kappa`` pooled over all
+    pairs (raters ordered by name within a pair); ``by_pair`` per pair of raters;
+    ``n_disagreeing`` trials with differing labels, ``n_adjudicated`` of them decided by a lead.
+    """
+
+    n_trials: int
+    n_pairs: int
+    agreement: float | None
+    kappa: KappaResult
+    by_pair: list[ReviewerPairAgreement]
+    n_disagreeing: int
+    n_adjudicated: int
+
+
+@dataclass(frozen=True)
+class PositionFigures:
+    """One presentation order of a pairwise judge alone against human preferences."""
+
+    position: str
+    n: int
+    n_errors: int
+    agreement: float | None
+    kappa: KappaResult
+
+
+@dataclass(frozen=True)
+class PairwiseCalibration:
+    """A pairwise judge version against human preferences (A/B) on a suite's pairs.
+
+    A pair's judge verdict counts only when both presentation orders answered and agree
+    after mapping back to the original naming (order-consistent); ``n`` such pairs with a
+    human preference enter ``agreement``/``kappa``. Counted apart: ``n_inconsistent`` (the
+    two orders disagree: a tie, never a vote), ``n_judge_errors`` (an order errored or
+    missing), ``n_unresolved`` (humans disagree). ``position_consistency`` = consistent /
+    (consistent + inconsistent) with a Wilson interval; ``first_slot_preference`` = share of
+    answered presentations choosing the slot shown first (A when original, B when swapped).
+    ``by_position``: each order alone, as in the data folders' READMEs.
+    """
+
+    judge_version_id: int
+    judge_version_label: str
+    suite_name: str | None
+    n_pairs: int
+    n: int
+    n_inconsistent: int
+    n_judge_errors: int
+    n_unresolved: int
+    agreement: float | None
+    agreement_numerator: int
+    kappa: KappaResult
+    position_consistency: RateResult
+    first_slot_preference: RateResult
+    by_position: list[PositionFigures]
+
+    def as_json(self) -> dict:
+        """Strict-JSON dict (None for undefined)."""
+        out = asdict(self)
+        return out
+
+
+@dataclass(frozen=True)
+class CorrectedPassRate:
+    """A run's raw judge pass rate and its Rogan–Gladen correction (see
+    ``stats.correction``); ``corrected`` None with ``reason`` when undefined."""
+
+    judge_version_id: int
+    approval_id: int | None
+    observed: float | None
+    observed_numerator: int
+    observed_denominator: int
+    corrected: float | None
+    ci_low: float | None
+    ci_high: float | None
+    tpr: float | None
+    tnr: float | None
+    reason: str = ""

@@ -1,0 +1,74 @@
+"""Forms for the labeling pages: parse and validate at the edge, hand typed values to
+services (``labeling.services``)."""
+
+from __future__ import annotations
+
+from django import forms
+
+from evals.models import Run
+from judges.models import JudgeVersion
+
+from .models import Label
+from .services import CRITIQUE_MAX
+
+
+class CalibrationSetBuildForm(forms.Form):
+    """Build a calibration set from a run: name, run, judge version (stratifies by its
+    verdict; optional), size (1..1000 trials, default 30) and seed (any integer)."""
+
+    name = forms.CharField(max_length=200)
+    run = forms.ModelChoiceField(
+        queryset=Run.objects.select_related("suite").order_by("-created_at"),
+        to_field_name="uuid", help_text="the run whose trials are sampled")
+    judge_version = forms.ModelChoiceField(
+        queryset=JudgeVersion.objects.select_related("judge"), to_field_name="uuid",
+        required=False,
+        help_text="stratify by this judge's verdicts so both passes and fails are present")
+    size = forms.IntegerField(min_value=1, max_value=1000, initial=30)
+    seed = forms.IntegerField(initial=0, help_text="the same seed picks the same trials")
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["run"].label_from_instance = lambda r: f"{r.suite.name} / {r.name}"
+
+
+class CalibrationItemForm(forms.Form):
+    """Add or remove one trial (by uuid) of a calibration set."""
+
+    trial = forms.UUIDField(help_text="the trial's uuid (from its trial page)")
+
+
+class LabelForm(forms.Form):
+    """A reviewer's label from the queue: the trial, pass/fail, a critique, and the version
+    of the reviewer's label the form was loaded with (0: none), for the stale check."""
+
+    trial = forms.UUIDField(widget=forms.HiddenInput)
+    verdict = forms.ChoiceField(choices=Label.Verdict.choices, widget=forms.RadioSelect,
+                                error_messages={"required": "Choose pass (p) or fail (f)."})
+    critique = forms.CharField(required=False, max_length=CRITIQUE_MAX,
+                               widget=forms.Textarea(attrs={"rows": 4}))
+    expected_version = forms.IntegerField(min_value=0, widget=forms.HiddenInput)
+
+
+class UndoForm(forms.Form):
+    """Undo: nothing but the CSRF token; the view finds the reviewer's last label."""
+
+
+class TrustRevokeForm(forms.Form):
+    """Revoke a judge version's trust: the reason is required."""
+
+    reason = forms.CharField(max_length=2000, widget=forms.Textarea(attrs={"rows": 2}),
+                             error_messages={"required": "Give a reason for revoking trust."})
+
+
+class TrustApproveForm(forms.Form):
+    """Mark trusted: the scope (a calibration set's uuid, or empty for every labeled trial)
+    and the counts the lead saw, so the service can refuse figures that changed since."""
+
+    calibration_set = forms.UUIDField(required=False, widget=forms.HiddenInput)
+    n = forms.IntegerField(min_value=0, widget=forms.HiddenInput)
+    judge_pass_human_pass = forms.IntegerField(min_value=0, widget=forms.HiddenInput)
+    judge_pass_human_fail = forms.IntegerField(min_value=0, widget=forms.HiddenInput)
+    judge_fail_human_pass = forms.IntegerField(min_value=0, widget=forms.HiddenInput)
+    judge_fail_human_fail = forms.IntegerField(min_value=0, widget=forms.HiddenInput)
+    n_judge_errors = forms.IntegerField(min_value=0, widget=forms.HiddenInput)

@@ -1,0 +1,332 @@
+"""Reads for labeling and calibration: reference labels, calibration figures, human
+agreement, trust state and the corrected pass rate of a run graded by a trusted judge.
+
+Pairwise judges: ``labeling.selectors_pairwise.pairwise_calibration_compute`` (re-exported).
+Results are the dataclasses of ``labeling.figures``.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable
+from itertools import combinations
+
+from django.conf import settings
+from django.db.models import Q
+
+from evals.models import Grade, Run, Trial
+from judges.models import JudgeVersion
+from stats.agreement import KappaResult, cohens_kappa, false_accept_rate, false_reject_rate
+from stats.correction import corrected_pass_rate
+
+from .figures import (
+    Calibration,
+    Confusion,
+    CorrectedPassRate,
+    Disagreement,
+    HumanAgreement,
+    ReferenceLabel,
+    ReferenceLabels,
+    ReviewerPairAgreement,
+    Thresholds,
+)
+from .models import Adjudication, CalibrationSet, JudgeApproval, Label
+from .selectors_pairwise import pairwise_calibration_compute
+
+__all__ = [
+    "active_approval_get",
+    "calibration_compute",
+    "calibration_judge_versions",
+    "corrected_pass_rate_for_run",
+    "human_agreement",
+    "label_current_get",
+    "pairwise_calibration_compute",
+    "reference_labels",
+    "trust_thresholds",
+]
+
+MIN_CLASS = 5
+
+
+def trust_thresholds() -> Thresholds:
+    """The trust thresholds from settings ``ASSAY["TRUST"]`` (defaults 30 / 0.6 / 0.10)."""
+    conf = {"MIN_N": 30, "MIN_KAPPA": 0.6, "MAX_FAR": 0.10}
+    conf.update(getattr(settings, "ASSAY", {}).get("TRUST", {}))
+    return Thresholds(min_n=int(conf["MIN_N"]), min_kappa=float(conf["MIN_KAPPA"]),
+                      max_far=float(conf["MAX_FAR"]))
+
+
+def label_current_get(*, trial: Trial, reviewer) -> Label | None:
+    """The reviewer's current label on the trial, or None (a reviewer sees only their own)."""
+    return Label.objects.filter(trial=trial, reviewer=reviewer).first()
+
+
+def _rater(label: Label) -> str:
+    return f"user:{label.reviewer_id}" if label.reviewer_id else f"name:{label.reviewer_name}"
+
+
+def _rater_name(label: Label) -> str:
+    return label.reviewer.username if label.reviewer_id else label.reviewer_name
+
+
+def reference_labels(*, trial_ids: Iterable[int]) -> ReferenceLabels:
+    """Per trial the human reference verdict (see ``ReferenceLabel.basis``).
+
+    1. The newest adjudication of a trial, when one exists, is its reference.
+    2. Otherwise one current label, or several that all agree, is the reference.
+    3. Labels that disagree with no adjudication: the trial is ``unresolved``, left out.
+    Queries: 2, whatever the number of trials.
+    """
+    ids = sorted(set(trial_ids))
+    labels: dict[int, list[Label]] = defaultdict(list)
+    for label in Label.objects.filter(trial_id__in=ids).select_related("reviewer").order_by(
+        "trial_id", "created_at", "id"
+    ):
+        labels[label.trial_id].append(label)
+    adjudicated: dict[int, Adjudication] = {}
+    for adj in Adjudication.objects.filter(trial_id__in=ids).order_by(
+        "trial_id", "created_at", "id"
+    ):
+        adjudicated[adj.trial_id] = adj  # the newest wins
+    by_trial: dict[int, ReferenceLabel] = {}
+    unresolved: list[int] = []
+    unlabeled: list[int] = []
+    for tid in ids:
+        found = labels.get(tid, [])
+        if tid in adjudicated:
+            adj = adjudicated[tid]
+            by_trial[tid] = ReferenceLabel(tid, adj.verdict, adj.reason, "adjudication",
+                                           len(found))
+        elif not found:
+            unlabeled.append(tid)
+        elif len({lab.verdict for lab in found}) > 1:
+            unresolved.append(tid)
+        else:
+            critiques = [lab.critique for lab in found if lab.critique]
+            if len(found) == 1:
+                critique = critiques[0] if critiques else ""
+            else:
+                critique = "\n".join(f"{_rater_name(lab)}: {lab.critique}" for lab in found
+                                     if lab.critique)
+            by_trial[tid] = ReferenceLabel(tid, found[0].verdict, critique,
+                                           "single" if len(found) == 1 else "agreement",
+                                           len(found))
+    return ReferenceLabels(by_trial, unresolved, unlabeled)
+
+
+def _scope_trial_ids(*, judge_version: JudgeVersion, calibration_set: CalibrationSet | None,
+                     suite) -> list[int]:
+    if calibration_set is not None:
+        return list(calibration_set.items.values_list("trial_id", flat=True))
+    graded = Grade.objects.filter(judge_version=judge_version)
+    if suite is not None:
+        graded = graded.filter(trial__run__suite=suite)
+    labeled = graded.filter(
+        Q(trial__labels__isnull=False) | Q(trial__adjudications__isnull=False)
+    )
+    return sorted(set(labeled.values_list("trial_id", flat=True)))
+
+
+def _trust_check(n: int, kappa: KappaResult, far, th: Thresholds) -> list[str]:
+    reasons = []
+    if n < th.min_n:
+        reasons.append(f"n = {n} is below {th.min_n}")
+    if kappa.kappa is None:
+        reasons.append(f"kappa is {kappa.reason or 'undefined'}")
+    elif kappa.kappa < th.min_kappa:
+        reasons.append(f"kappa {kappa.kappa:.3f} is below {th.min_kappa}")
+    if far.rate is None:
+        reasons.append(f"false-accept rate is {far.reason or 'undefined'}")
+    elif far.rate > th.max_far:
+        reasons.append(f"false-accept rate {far.rate:.3f} is above {th.max_far}")
+    return reasons
+
+
+def _warnings(n: int, human: list[bool], th: Thresholds) -> list[str]:
+    out = []
+    if n < th.min_n:
+        out.append(f"n = {n} is below {th.min_n}: the intervals are wide")
+    fails = sum(1 for h in human if not h)
+    passes = len(human) - fails
+    if fails == 0:
+        out.append("the set contains no human fails: the false-accept rate cannot be measured")
+    elif fails < MIN_CLASS:
+        out.append(f"only {fails} human fail(s), fewer than {MIN_CLASS}")
+    if passes == 0:
+        out.append("the set contains no human passes: the false-reject rate cannot be measured")
+    elif passes < MIN_CLASS:
+        out.append(f"only {passes} human pass(es), fewer than {MIN_CLASS}")
+    return out
+
+
+def calibration_compute(*, judge_version: JudgeVersion,
+                        calibration_set: CalibrationSet | None = None,
+                        suite=None) -> Calibration:
+    """A judge version's figures against the human reference labels (``Calibration``).
+
+    Scope: ``calibration_set``'s trials; else every labeled trial of ``suite`` (or of all
+    suites) with a grade by the judge version. Pairs the judge's grade on each trial
+    (``Grade.judge_version``) with ``reference_labels``; an errored grade (``passed`` null)
+    or a missing one is counted apart and never read as a pass or a fail. Kappa and the
+    rates come from ``stats.agreement`` (undefined -> None with a reason).
+    Queries: 4 plus one per 1,000 disagreements, whatever n.
+    """
+    th = trust_thresholds()
+    ids = _scope_trial_ids(judge_version=judge_version, calibration_set=calibration_set,
+                           suite=suite)
+    refs = reference_labels(trial_ids=ids)
+    grades = {
+        g.trial_id: g
+        for g in Grade.objects.filter(judge_version=judge_version, trial_id__in=ids).only(
+            "id", "trial_id", "status", "passed", "reason")
+    }
+    judge: list[bool] = []
+    human: list[bool] = []
+    errors = missing = 0
+    differ: list[tuple[int, ReferenceLabel, Grade]] = []
+    for tid in sorted(refs.by_trial):
+        ref = refs.by_trial[tid]
+        grade = grades.get(tid)
+        if grade is None:
+            missing += 1
+            continue
+        if grade.status != Grade.Status.OK or grade.passed is None:
+            errors += 1
+            continue
+        j, h = bool(grade.passed), ref.verdict == Label.Verdict.PASS
+        judge.append(j)
+        human.append(h)
+        if j != h:
+            differ.append((tid, ref, grade))
+    n = len(judge)
+    counts = defaultdict(int)
+    for j, h in zip(judge, human, strict=True):
+        counts[(j, h)] += 1
+    confusion = Confusion(counts[(True, True)], counts[(True, False)], counts[(False, True)],
+                          counts[(False, False)])
+    agree = counts[(True, True)] + counts[(False, False)]
+    kappa = cohens_kappa(judge, human)
+    far = false_accept_rate(judge, human)
+    frr = false_reject_rate(judge, human)
+    reasons = _trust_check(n, kappa, far, th)
+    trials = Trial.objects.in_bulk([tid for tid, _, _ in differ])
+    keys = dict(Trial.objects.filter(id__in=[tid for tid, _, _ in differ]).values_list(
+        "id", "case__key"))
+    disagreements = [
+        Disagreement(tid, str(trials[tid].uuid), keys.get(tid, ""), ref.verdict, ref.critique,
+                     ref.basis, "pass" if grade.passed else "fail", grade.reason)
+        for tid, ref, grade in differ
+    ]
+    return Calibration(
+        judge_version_id=judge_version.id, judge_version_label=str(judge_version),
+        calibration_set_id=calibration_set.id if calibration_set else None,
+        suite_name=suite.name if suite is not None else None,
+        n=n, n_judge_errors=errors, n_judge_missing=missing,
+        n_unresolved=len(refs.unresolved), n_unlabeled=len(refs.unlabeled),
+        confusion=confusion, agreement=(agree / n) if n else None, agreement_numerator=agree,
+        kappa=kappa, far=far, frr=frr, thresholds=th, trust_ok=not reasons,
+        trust_reasons=reasons, warnings=_warnings(n, human, th), disagreements=disagreements,
+    )
+
+
+def calibration_judge_versions(*, suite=None) -> list[JudgeVersion]:
+    """Judge versions with at least one grade on a labeled (or adjudicated) trial, of
+    ``suite`` when given; ordered by judge name and number."""
+    graded = Grade.objects.filter(judge_version__isnull=False).filter(
+        Q(trial__labels__isnull=False) | Q(trial__adjudications__isnull=False))
+    if suite is not None:
+        graded = graded.filter(trial__run__suite=suite)
+    ids = set(graded.values_list("judge_version_id", flat=True))
+    return list(JudgeVersion.objects.filter(id__in=ids).select_related("judge"))
+
+
+def human_agreement(*, calibration_set: CalibrationSet | None = None,
+                    suite=None) -> HumanAgreement:
+    """Agreement and Cohen's kappa between human raters over trials with >= 2 current labels
+    (in ``calibration_set``, else in ``suite``, else everywhere): the ceiling for a judge.
+
+    Raters are reviewers (by user) and named importers ("dataset gold"); each unordered pair
+    of raters on a trial contributes one (a, b) pair, a = the rater with the smaller key.
+    """
+    labels = Label.objects.select_related("reviewer")
+    if calibration_set is not None:
+        labels = labels.filter(trial__calibration_items__calibration_set=calibration_set)
+    elif suite is not None:
+        labels = labels.filter(trial__run__suite=suite)
+    by_trial: dict[int, list[Label]] = defaultdict(list)
+    for lab in labels.order_by("trial_id", "id"):
+        by_trial[lab.trial_id].append(lab)
+    multi = {tid: labs for tid, labs in by_trial.items() if len(labs) >= 2}
+    pooled_a: list[str] = []
+    pooled_b: list[str] = []
+    per_pair: dict[tuple[str, str], tuple[list[str], list[str]]] = defaultdict(
+        lambda: ([], []))
+    names: dict[str, str] = {}
+    for labs in multi.values():
+        ordered = sorted(labs, key=_rater)
+        for x, y in combinations(ordered, 2):
+            names[_rater(x)], names[_rater(y)] = _rater_name(x), _rater_name(y)
+            pooled_a.append(x.verdict)
+            pooled_b.append(y.verdict)
+            a, b = per_pair[(_rater(x), _rater(y))]
+            a.append(x.verdict)
+            b.append(y.verdict)
+    disagreeing = [tid for tid, labs in multi.items() if len({lab.verdict for lab in labs}) > 1]
+    adjudicated = set(Adjudication.objects.filter(trial_id__in=disagreeing).values_list(
+        "trial_id", flat=True))
+    by_pair = []
+    for (ka, kb), (a, b) in sorted(per_pair.items()):
+        agree = sum(1 for x, y in zip(a, b, strict=True) if x == y)
+        by_pair.append(ReviewerPairAgreement(names[ka], names[kb], len(a), agree / len(a),
+                                             cohens_kappa(a, b)))
+    agree = sum(1 for x, y in zip(pooled_a, pooled_b, strict=True) if x == y)
+    return HumanAgreement(
+        n_trials=len(multi), n_pairs=len(pooled_a),
+        agreement=(agree / len(pooled_a)) if pooled_a else None,
+        kappa=cohens_kappa(pooled_a, pooled_b), by_pair=by_pair,
+        n_disagreeing=len(disagreeing), n_adjudicated=len(adjudicated),
+    )
+
+
+def active_approval_get(*, judge_version: JudgeVersion) -> JudgeApproval | None:
+    """The judge version's unrevoked approval, or None (untrusted)."""
+    return (JudgeApproval.objects.filter(judge_version=judge_version, revoked_at__isnull=True)
+            .select_related("approved_by", "calibration_set").first())
+
+
+def corrected_pass_rate_for_run(*, run: Run, judge_version: JudgeVersion) -> CorrectedPassRate:
+    """Raw and Rogan–Gladen-corrected pass rate of ``judge_version``'s grades on ``run``.
+
+    Observed = ok judge grades passed / ok judge grades (errored grades left out). tpr and
+    tnr come from the confusion matrix stored in the judge's active approval (the figures
+    the lead approved on); without an active approval ``corrected`` is None with reason
+    "the judge version is not trusted". For the run report's trusted-judge graders.
+    """
+    ok = Grade.objects.filter(trial__run=run, judge_version=judge_version,
+                              status=Grade.Status.OK)
+    total = ok.count()
+    passed = ok.filter(passed=True).count()
+    observed = passed / total if total else None
+    approval = active_approval_get(judge_version=judge_version)
+
+    def result(**kw) -> CorrectedPassRate:
+        base = {"corrected": None, "ci_low": None, "ci_high": None, "tpr": None, "tnr": None}
+        base.update(kw)
+        return CorrectedPassRate(
+            judge_version_id=judge_version.id, approval_id=approval.id if approval else None,
+            observed=observed, observed_numerator=passed, observed_denominator=total, **base)
+
+    if approval is None:
+        return result(reason="the judge version is not trusted")
+    c = approval.figures.get("confusion") or {}
+    tp, fn = c.get("judge_pass_human_pass", 0), c.get("judge_fail_human_pass", 0)
+    tn, fp = c.get("judge_fail_human_fail", 0), c.get("judge_pass_human_fail", 0)
+    if not (tp + fn) or not (tn + fp):
+        return result(reason="the approval's figures lack human passes or fails")
+    tpr, tnr = tp / (tp + fn), tn / (tn + fp)
+    if observed is None:
+        return result(tpr=tpr, tnr=tnr, reason="no judge verdicts on this run")
+    est = corrected_pass_rate(observed, tpr, tnr, n_observed=total, n_pass=tp + fn,
+                              n_fail=tn + fp)
+    return result(corrected=est.estimate, ci_low=est.ci_low, ci_high=est.ci_high, tpr=tpr,
+                  tnr=tnr, reason=est.reason)

@@ -1,0 +1,102 @@
+"""Pairwise judge calibration: order-consistent verdicts against human preferences."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from judges.models import JudgeVersion, PairwiseVerdict
+from stats.agreement import RateResult, cohens_kappa
+from stats.intervals import wilson_interval
+
+from .figures import PairwiseCalibration, PositionFigures
+from .models import PreferenceLabel
+
+FIRST_SLOT = {PairwiseVerdict.Position.ORIGINAL: "A", PairwiseVerdict.Position.SWAPPED: "B"}
+
+
+def _rate(numerator: int, denominator: int, empty_reason: str) -> RateResult:
+    if denominator == 0:
+        return RateResult(None, 0, 0, None, None, empty_reason)
+    low, high = wilson_interval(numerator, denominator)
+    return RateResult(numerator / denominator, numerator, denominator, low, high)
+
+
+def pairwise_calibration_compute(*, judge_version: JudgeVersion,
+                                 suite=None) -> PairwiseCalibration:
+    """A pairwise judge version against human preferences on ``suite``'s pairs (or all).
+
+    1. Per pair, the judge's two presentations (original: A first; swapped: B first), each
+       already in the original A/B naming. Both answered and equal -> a consistent verdict;
+       both answered and different -> inconsistent (a tie, never a vote: fault B2); an
+       errored or missing presentation -> a judge error.
+    2. The human reference: the pair's preference labels when they all agree; otherwise
+       the pair is unresolved and left out.
+    3. ``agreement``/``kappa`` over consistent verdicts with a reference;
+       ``position_consistency`` over pairs with both orders answered (human label or not);
+       ``first_slot_preference`` over answered presentations.
+    Queries: 2.
+    """
+    verdicts = PairwiseVerdict.objects.filter(judge_version=judge_version)
+    if suite is not None:
+        verdicts = verdicts.filter(pair__case__suite=suite)
+    by_pair: dict[int, dict[str, str | None]] = defaultdict(dict)
+    first_slot = answered = 0
+    for v in verdicts.only("pair_id", "position", "status", "preferred"):
+        ok = v.status == PairwiseVerdict.Status.OK and v.preferred in ("A", "B")
+        by_pair[v.pair_id][v.position] = v.preferred if ok else None
+        if ok:
+            answered += 1
+            first_slot += v.preferred == FIRST_SLOT[v.position]
+    prefs: dict[int, set[str]] = defaultdict(set)
+    for pair_id, preferred in PreferenceLabel.objects.filter(
+        pair_id__in=list(by_pair)
+    ).values_list("pair_id", "preferred"):
+        prefs[pair_id].add(preferred)
+
+    judge: list[str] = []
+    human: list[str] = []
+    consistent = inconsistent = errors = unresolved = 0
+    per_position: dict[str, tuple[list[str], list[str]]] = {
+        p: ([], []) for p in PairwiseVerdict.Position.values}
+    position_errors: dict[str, int] = defaultdict(int)
+    for pair_id, seen in by_pair.items():
+        ref = prefs.get(pair_id, set())
+        if len(ref) == 1:
+            h = next(iter(ref))
+            for position in PairwiseVerdict.Position.values:
+                if seen.get(position) is None:
+                    position_errors[position] += 1
+                else:
+                    per_position[position][0].append(seen[position])
+                    per_position[position][1].append(h)
+        orig = seen.get(PairwiseVerdict.Position.ORIGINAL)
+        swap = seen.get(PairwiseVerdict.Position.SWAPPED)
+        if orig is None or swap is None:
+            errors += 1
+            continue
+        if orig != swap:
+            inconsistent += 1
+            continue
+        consistent += 1
+        if len(ref) > 1:
+            unresolved += 1
+        elif ref:
+            judge.append(orig)
+            human.append(next(iter(ref)))
+    agree = sum(1 for j, h in zip(judge, human, strict=True) if j == h)
+    by_position = []
+    for position, (j, h) in per_position.items():
+        hits = sum(1 for x, y in zip(j, h, strict=True) if x == y)
+        by_position.append(PositionFigures(position, len(j), position_errors[position],
+                                           hits / len(j) if j else None, cohens_kappa(j, h)))
+    return PairwiseCalibration(
+        judge_version_id=judge_version.id, judge_version_label=str(judge_version),
+        suite_name=suite.name if suite is not None else None, n_pairs=len(by_pair),
+        n=len(judge), n_inconsistent=inconsistent, n_judge_errors=errors,
+        n_unresolved=unresolved, agreement=agree / len(judge) if judge else None,
+        agreement_numerator=agree, kappa=cohens_kappa(judge, human),
+        position_consistency=_rate(consistent, consistent + inconsistent,
+                                   "undefined (no pair answered in both orders)"),
+        first_slot_preference=_rate(first_slot, answered, "undefined (no answered presentation)"),
+        by_position=by_position,
+    )

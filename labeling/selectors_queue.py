@@ -1,0 +1,100 @@
+"""Reads for the reviewer's labeling queue: which item to show, and the reviewer's progress.
+
+The queue is blind: nothing here reads a grade, a judge verdict or another reviewer's
+label; a reviewer sees only the case, the output and their own current label.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .models import CalibrationItem, CalibrationSet, Label
+
+
+@dataclass(frozen=True)
+class QueueItem:
+    """One item of a calibration set as a reviewer sees it in the queue.
+
+    ``index`` is 0-based in queue order (``CalibrationItem.position``), shown as index + 1;
+    ``total`` items in the set; ``labeled`` of them carry a current label by this reviewer;
+    ``label`` is this reviewer's current label on the item's trial (None when unlabeled);
+    ``prev_uuid``/``next_uuid`` the neighbouring items' trial uuids (None at the ends).
+    """
+
+    item: CalibrationItem
+    index: int
+    total: int
+    labeled: int
+    label: Label | None
+    prev_uuid: str | None
+    next_uuid: str | None
+
+
+@dataclass(frozen=True)
+class QueueState:
+    """The queue for one reviewer: the item to show (None when the set is empty or the
+    reviewer has labeled every item and asked for no particular one), and the counts."""
+
+    calibration_set: CalibrationSet
+    current: QueueItem | None
+    total: int
+    labeled: int
+    first_uuid: str | None = None
+
+
+def _ordered_items(calibration_set: CalibrationSet) -> list[CalibrationItem]:
+    return list(
+        calibration_set.items.select_related("trial__case", "trial__run").order_by("position",
+                                                                                   "id")
+    )
+
+
+def queue_state_get(*, calibration_set: CalibrationSet, reviewer, trial_uuid: str | None = None,
+                    after_uuid: str | None = None) -> QueueState:
+    """The queue position for ``reviewer`` on ``calibration_set``.
+
+    1. ``trial_uuid`` given and in the set: that item (j/k navigation, revisiting a label).
+    2. ``after_uuid`` given (just saved that item): the first item after it, in queue order
+       and wrapping round, that this reviewer has not labeled.
+    3. Otherwise (resume): the first item in queue order this reviewer has not labeled.
+    When every item is labeled, cases 2 and 3 give ``current = None`` (the queue is done).
+    Queries: 2, whatever the size of the set.
+    """
+    items = _ordered_items(calibration_set)
+    labels = {
+        lab.trial_id: lab
+        for lab in Label.objects.filter(reviewer=reviewer,
+                                        trial_id__in=[it.trial_id for it in items])
+    }
+    total, labeled = len(items), sum(1 for it in items if it.trial_id in labels)
+    uuids = [str(it.trial.uuid) for it in items]
+    index: int | None = None
+    if trial_uuid is not None and str(trial_uuid) in uuids:
+        index = uuids.index(str(trial_uuid))
+    else:
+        start = 0
+        if after_uuid is not None and str(after_uuid) in uuids:
+            start = uuids.index(str(after_uuid)) + 1
+        for offset in range(total):
+            candidate = (start + offset) % total
+            if items[candidate].trial_id not in labels:
+                index = candidate
+                break
+    if index is None:
+        return QueueState(calibration_set, None, total, labeled, uuids[0] if uuids else None)
+    item = items[index]
+    current = QueueItem(
+        item=item, index=index, total=total, labeled=labeled,
+        label=labels.get(item.trial_id),
+        prev_uuid=uuids[index - 1] if index > 0 else None,
+        next_uuid=uuids[index + 1] if index + 1 < total else None,
+    )
+    return QueueState(calibration_set, current, total, labeled, uuids[0])
+
+
+def queue_last_labeled_get(*, calibration_set: CalibrationSet, reviewer) -> Label | None:
+    """The reviewer's most recently saved label on a trial of ``calibration_set`` (what the
+    queue's ``u`` undoes), or None when they have labeled nothing in it."""
+    return (Label.objects.filter(reviewer=reviewer,
+                                 trial__calibration_items__calibration_set=calibration_set)
+            .select_related("trial").order_by("-updated_at", "-id").first())

@@ -1,0 +1,337 @@
+"""Writes for labeling: calibration sets, labels with revisions, adjudication, trust.
+
+Permissions are checked here (views and API call these), raising
+``django.core.exceptions.PermissionDenied``: reviewers and leads label; engineers and leads
+build and edit calibration sets; leads adjudicate, approve and revoke trust.
+Domain refusals raise ``LabelingError`` subclasses whose message is shown to the user.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import defaultdict
+
+from django.core.exceptions import PermissionDenied
+from django.db import IntegrityError, transaction
+from django.db.models import F, Max
+from django.utils import timezone
+
+from evals.models import Grade, Run, Trial
+from evals.roles import ENGINEER, LEAD, REVIEWER, user_has_role
+from judges.models import JudgeVersion
+
+from .figures import Calibration
+from .models import (
+    Adjudication,
+    CalibrationItem,
+    CalibrationSet,
+    JudgeApproval,
+    Label,
+    LabelRevision,
+)
+from .selectors import calibration_compute
+
+VERDICTS = tuple(Label.Verdict.values)
+CRITIQUE_MAX = 20_000
+
+
+class LabelingError(Exception):
+    """A refused labeling action; ``str(err)`` is a message for the user."""
+
+
+class StaleLabelError(LabelingError):
+    """The label changed since the form was loaded; nothing was saved."""
+
+
+class FrozenSetError(LabelingError):
+    """The calibration set is frozen (labeling has started)."""
+
+
+class TrustRefusedError(LabelingError):
+    """The calibration figures do not meet the trust thresholds (or changed)."""
+
+
+def _require(user, *roles: str, action: str) -> None:
+    if not user_has_role(user, *roles):
+        raise PermissionDenied(f"{action} needs the role {' or '.join(roles)}")
+
+
+def _verdict(verdict: str) -> str:
+    if verdict not in VERDICTS:
+        raise LabelingError(f"verdict: expected 'pass' or 'fail', got {verdict!r}")
+    return verdict
+
+
+# --- calibration sets -------------------------------------------------------------------
+
+def _strata_pick(groups: dict[tuple[str, str], list[int]], size: int, seed: int) -> list[int]:
+    """Balanced pick: alternate judge verdicts, within each alternate tags (round-robin),
+    each stratum shuffled with ``random.Random(seed)`` from a sorted start."""
+    rng = random.Random(seed)
+    by_verdict: dict[str, list[list[int]]] = defaultdict(list)
+    for (verdict, _tag), ids in sorted(groups.items()):
+        ids = sorted(ids)
+        rng.shuffle(ids)
+        by_verdict[verdict].append(ids)
+    # One queue per verdict: round-robin over its tags.
+    queues: list[list[int]] = []
+    for verdict in sorted(by_verdict):
+        strata = by_verdict[verdict]
+        queue, depth = [], max(len(s) for s in strata)
+        for i in range(depth):
+            queue.extend(s[i] for s in strata if i < len(s))
+        queues.append(queue)
+    picked: list[int] = []
+    i = 0
+    while len(picked) < size and any(i < len(q) for q in queues):
+        picked.extend(q[i] for q in queues if i < len(q))
+        i += 1
+    picked = picked[:size]
+    rng.shuffle(picked)  # queue order does not reveal the strata
+    return picked
+
+
+@transaction.atomic
+def calibration_set_build(*, run: Run, name: str, by, judge_version: JudgeVersion | None = None,
+                          size: int = 30, seed: int = 0) -> CalibrationSet:
+    """Pick ``size`` ok trials of ``run`` into a new calibration set (engineers and leads).
+
+    Strata: the judge version's verdict on the trial (``pass``, ``fail``, or ``none`` when
+    errored / ungraded / no judge given) x the case's first tag. The pick alternates the
+    verdict classes, and the tags within each, so both passes and fails are present
+    whenever the run has them (balanced, not proportional: FAR needs human fails). Same
+    run, judge, size and seed -> the same trials in the same order. Raises
+    PermissionDenied, or LabelingError when size < 1 or the run has no ok trial.
+    """
+    _require(by, ENGINEER, LEAD, action="building a calibration set")
+    if size < 1:
+        raise LabelingError(f"size: must be at least 1, got {size}")
+    if not name.strip():
+        raise LabelingError("name: must not be empty")
+    trials = list(Trial.objects.filter(run=run, status=Trial.Status.OK).values_list(
+        "id", "case__tags"))
+    if not trials:
+        raise LabelingError(f"run {run.name!r} has no ok trial to calibrate on")
+    verdicts: dict[int, str] = {}
+    if judge_version is not None:
+        for tid, passed in Grade.objects.filter(
+            trial__run=run, judge_version=judge_version, status=Grade.Status.OK
+        ).values_list("trial_id", "passed"):
+            verdicts[tid] = "pass" if passed else "fail"
+    groups: dict[tuple[str, str], list[int]] = defaultdict(list)
+    for tid, tags in trials:
+        tag = tags[0] if isinstance(tags, list) and tags and isinstance(tags[0], str) else ""
+        groups[(verdicts.get(tid, "none"), tag)].append(tid)
+    picked = _strata_pick(groups, size, seed)
+    cset = CalibrationSet.objects.create(name=name.strip(), suite_id=run.suite_id, run=run,
+                                         judge_version=judge_version, size=len(picked),
+                                         seed=seed, created_by=by)
+    CalibrationItem.objects.bulk_create(
+        CalibrationItem(calibration_set=cset, trial_id=tid, position=i)
+        for i, tid in enumerate(picked))
+    return cset
+
+
+def _editable_set(calibration_set: CalibrationSet) -> CalibrationSet:
+    locked = CalibrationSet.objects.select_for_update().get(pk=calibration_set.pk)
+    if locked.frozen_at is not None:
+        raise FrozenSetError(f"calibration set {locked.name!r} is frozen: labeling started "
+                             f"at {locked.frozen_at:%Y-%m-%d %H:%M} UTC")
+    return locked
+
+
+@transaction.atomic
+def calibration_item_add(*, calibration_set: CalibrationSet, trial: Trial,
+                         by) -> CalibrationItem:
+    """Append a trial of the set's suite to the set (engineers and leads); idempotent.
+    Raises FrozenSetError once labeling started, LabelingError for another suite's trial."""
+    _require(by, ENGINEER, LEAD, action="editing a calibration set")
+    cset = _editable_set(calibration_set)
+    if trial.run.suite_id != cset.suite_id:
+        raise LabelingError(f"trial {trial.uuid} belongs to another suite")
+    existing = CalibrationItem.objects.filter(calibration_set=cset, trial=trial).first()
+    if existing:
+        return existing
+    last = cset.items.aggregate(m=Max("position"))["m"]
+    item = CalibrationItem.objects.create(calibration_set=cset, trial=trial,
+                                          position=0 if last is None else last + 1)
+    CalibrationSet.objects.filter(pk=cset.pk).update(size=F("size") + 1)
+    return item
+
+
+@transaction.atomic
+def calibration_item_remove(*, calibration_set: CalibrationSet, trial: Trial, by) -> bool:
+    """Remove a trial from the set (engineers and leads); False when it was not in it.
+    Raises FrozenSetError once labeling started."""
+    _require(by, ENGINEER, LEAD, action="editing a calibration set")
+    cset = _editable_set(calibration_set)
+    deleted, _ = CalibrationItem.objects.filter(calibration_set=cset, trial=trial).delete()
+    if deleted:
+        CalibrationSet.objects.filter(pk=cset.pk).update(size=F("size") - 1)
+    return bool(deleted)
+
+
+# --- labels -------------------------------------------------------------------------------
+
+def _freeze_sets_of(trial: Trial, now) -> None:
+    CalibrationSet.objects.filter(items__trial=trial, frozen_at__isnull=True).update(
+        frozen_at=now)
+
+
+def label_submit(*, trial: Trial, reviewer, verdict: str, critique: str = "",
+                 expected_version: int | None = None) -> Label:
+    """Save ``reviewer``'s label on ``trial`` (reviewers and leads); returns the current label.
+
+    - First label: creates Label (version 1) and LabelRevision 1; freezes every
+      calibration set holding the trial.
+    - Revision: only the reviewer's own label; ``expected_version`` (the version the form
+      was loaded with, 0 when it showed no label; None skips the check) must equal the
+      current one, else StaleLabelError and nothing is written. Each change adds a LabelRevision.
+    - Identical resubmission (same verdict and critique) changes nothing (idempotent).
+    Concurrency: the label row is updated with a compare-and-set on ``version``; two
+    reviewers never touch each other's rows, so both keep their labels.
+    Raises PermissionDenied, LabelingError (bad verdict / critique too long), StaleLabelError.
+    """
+    _require(reviewer, REVIEWER, LEAD, action="labeling")
+    _verdict(verdict)
+    critique = critique or ""
+    if len(critique) > CRITIQUE_MAX:
+        raise LabelingError(f"critique: longer than {CRITIQUE_MAX} characters")
+    now = timezone.now()
+    with transaction.atomic():
+        current = Label.objects.filter(trial=trial, reviewer=reviewer).first()
+        if current is None:
+            if expected_version not in (None, 0):
+                raise StaleLabelError("your label on this item was undone elsewhere; "
+                                      "reload the item (nothing was saved)")
+            try:
+                with transaction.atomic():
+                    label = Label.objects.create(
+                        trial=trial, reviewer=reviewer, reviewer_name=reviewer.get_username(),
+                        verdict=verdict, critique=critique, source=Label.Source.REVIEWER,
+                        version=1, created_at=now, updated_at=now)
+            except IntegrityError:
+                raise StaleLabelError(
+                    "you labeled this item in another tab a moment ago; reload it "
+                    "(nothing was saved)") from None
+            LabelRevision.objects.create(label=label, version=1, verdict=verdict,
+                                         critique=critique, created_at=now)
+            _freeze_sets_of(trial, now)
+            return label
+        if current.verdict == verdict and current.critique == critique:
+            return current  # identical resubmission
+        if expected_version is not None and expected_version != current.version:
+            raise StaleLabelError(
+                f"this label changed since you opened it (now revision {current.version}, "
+                f"your form had {expected_version or 'none'}); reload it — nothing was saved")
+        new_version = current.version + 1
+        updated = Label.objects.filter(pk=current.pk, version=current.version).update(
+            verdict=verdict, critique=critique, version=new_version, updated_at=now)
+        if not updated:
+            raise StaleLabelError("this label changed while saving; reload it — nothing "
+                                  "was saved")
+        LabelRevision.objects.create(label=current, version=new_version, verdict=verdict,
+                                     critique=critique, created_at=now)
+        current.verdict, current.critique = verdict, critique
+        current.version, current.updated_at = new_version, now
+        return current
+
+
+@transaction.atomic
+def label_undo(*, trial: Trial, reviewer, expected_version: int | None = None) -> Label | None:
+    """Undo the reviewer's last change on ``trial`` (the queue's ``u`` key).
+
+    Policy: with several revisions the newest revision is deleted and the label goes back
+    to the previous one (version - 1); a first label is deleted with its revision (the item
+    is unlabeled again; sets stay frozen). Returns the label after the undo, or None when
+    it was deleted or there was nothing to undo. ``expected_version`` as in
+    ``label_submit`` (StaleLabelError when it differs). Raises PermissionDenied.
+    """
+    _require(reviewer, REVIEWER, LEAD, action="labeling")
+    label = Label.objects.select_for_update().filter(trial=trial, reviewer=reviewer).first()
+    if label is None:
+        return None
+    if expected_version is not None and expected_version != label.version:
+        raise StaleLabelError(f"this label changed since you opened it (now revision "
+                              f"{label.version}); reload it — nothing was undone")
+    revisions = list(label.revisions.order_by("-version")[:2])
+    if len(revisions) < 2:
+        label.delete()
+        return None
+    newest, previous = revisions
+    newest.delete()
+    label.verdict, label.critique = previous.verdict, previous.critique
+    label.version, label.updated_at = previous.version, timezone.now()
+    label.save(update_fields=["verdict", "critique", "version", "updated_at"])
+    return label
+
+
+@transaction.atomic
+def adjudication_record(*, trial: Trial, lead, verdict: str, reason: str) -> Adjudication:
+    """Record a lead's decision on a trial; the newest decision is the trial's reference
+    label. Raises PermissionDenied (not a lead), LabelingError (bad verdict, empty reason)."""
+    _require(lead, LEAD, action="adjudicating")
+    _verdict(verdict)
+    if not (reason or "").strip():
+        raise LabelingError("reason: an adjudication needs a reason")
+    return Adjudication.objects.create(trial=trial, decided_by=lead, verdict=verdict,
+                                       reason=reason.strip())
+
+
+# --- trust ----------------------------------------------------------------------------------
+
+def _same_figures(shown: Calibration, now: Calibration) -> bool:
+    return (shown.n, shown.confusion, shown.n_judge_errors) == (
+        now.n, now.confusion, now.n_judge_errors)
+
+
+@transaction.atomic
+def judge_trust_approve(*, judge_version: JudgeVersion, by,
+                        calibration_set: CalibrationSet | None = None,
+                        figures: Calibration | None = None) -> JudgeApproval:
+    """Mark a judge version trusted (leads only), on figures recomputed here.
+
+    The figures are recomputed with ``calibration_compute`` (never taken from the client);
+    when ``figures`` (what the lead saw) is given and the counts have changed since,
+    TrustRefusedError asks for a reload. Refused (TrustRefusedError) unless the thresholds
+    hold, or when an approval is already active. Records who, when and the figures, and
+    sets ``JudgeVersion.trusted_at``. Trust is per version: nothing is inherited.
+    Raises PermissionDenied for anyone but a lead.
+    """
+    _require(by, LEAD, action="approving a judge")
+    JudgeVersion.objects.select_for_update().get(pk=judge_version.pk)
+    current = calibration_compute(judge_version=judge_version, calibration_set=calibration_set)
+    if figures is not None and not _same_figures(figures, current):
+        raise TrustRefusedError("the calibration changed since the page was loaded; "
+                                "reload and check the figures again")
+    if not current.trust_ok:
+        raise TrustRefusedError("thresholds not met: " + "; ".join(current.trust_reasons))
+    if JudgeApproval.objects.filter(judge_version=judge_version,
+                                    revoked_at__isnull=True).exists():
+        raise TrustRefusedError(f"{judge_version} is already trusted")
+    now = timezone.now()
+    approval = JudgeApproval.objects.create(
+        judge_version=judge_version, calibration_set=calibration_set, approved_by=by,
+        approved_at=now, figures=current.as_json())
+    JudgeVersion.objects.filter(pk=judge_version.pk).update(trusted_at=now)
+    judge_version.trusted_at = now
+    return approval
+
+
+@transaction.atomic
+def judge_trust_revoke(*, judge_version: JudgeVersion, by, reason: str) -> JudgeApproval:
+    """Revoke a judge version's active approval (leads only; a reason is required); clears
+    ``trusted_at``. Raises PermissionDenied, LabelingError (no reason, not trusted)."""
+    _require(by, LEAD, action="revoking trust")
+    if not (reason or "").strip():
+        raise LabelingError("reason: revoking trust needs a reason")
+    approval = (JudgeApproval.objects.select_for_update()
+                .filter(judge_version=judge_version, revoked_at__isnull=True).first())
+    if approval is None:
+        raise LabelingError(f"{judge_version} is not trusted")
+    now = timezone.now()
+    approval.revoked_at, approval.revoked_by, approval.revoke_reason = now, by, reason.strip()
+    approval.save(update_fields=["revoked_at", "revoked_by", "revoke_reason"])
+    JudgeVersion.objects.filter(pk=judge_version.pk).update(trusted_at=None)
+    judge_version.trusted_at = None
+    return approval

@@ -1,0 +1,35 @@
+"""Formatting for the labeling and calibration pages. Every filter returns plain text, so
+Django's autoescaping still applies to whatever it is given."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from django import template
+
+from evals.roles import LEAD, user_has_role
+
+register = template.Library()
+
+
+@register.filter
+def display_text(value: Any) -> str:
+    """A JSON value as display text: strings as they are, anything else pretty JSON."""
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True, default=str)
+
+
+@register.filter
+def ratio(value: float | None, digits: int = 3) -> str:
+    """A statistic in fixed notation ("0.612"); None -> "undefined" (never NaN)."""
+    if value is None:
+        return "undefined"
+    return f"{value:.{int(digits)}f}"
+
+
+@register.filter
+def is_lead(user: Any) -> bool:
+    """Leads approve, revoke and adjudicate."""
+    return user_has_role(user, LEAD)

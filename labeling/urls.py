@@ -1,0 +1,18 @@
+from django.urls import path
+
+from . import views
+
+app_name = "labeling"
+
+urlpatterns = [
+    path("calibration-sets/", views.calibration_set_list, name="set-list"),
+    path("calibration-sets/new/", views.calibration_set_new, name="set-new"),
+    path("calibration-sets/<uuid:set_id>/", views.calibration_set_detail, name="set-detail"),
+    path("calibration-sets/<uuid:set_id>/items/add/", views.calibration_item_add,
+         name="item-add"),
+    path("calibration-sets/<uuid:set_id>/items/remove/", views.calibration_item_remove,
+         name="item-remove"),
+    path("calibration-sets/<uuid:set_id>/label/", views.queue, name="queue"),
+    path("calibration-sets/<uuid:set_id>/label/save/", views.label_save, name="label-save"),
+    path("calibration-sets/<uuid:set_id>/label/undo/", views.label_undo, name="label-undo"),
+]

@@ -1,0 +1,226 @@
+"""HTML views for calibration sets and the reviewer's labeling queue: thin, they call
+``labeling.services`` / selectors and render.
+
+Permissions (the cast in tests/conftest.py; the services check the same roles again):
+- calibration sets, list and detail: every role (``VIEWER_ROLES``); the detail shows the
+  trials and how many reviewers labeled each, never verdicts, so a reviewer stays blind;
+- building a set and adding/removing items: engineers and leads;
+- the queue, saving and undoing labels: reviewers and leads (``LABELER_ROLES``); engineers
+  and outsiders get 403 (the domain's ``label_submit`` allows the same two roles).
+The queue is blind: it never shows a grade, a judge verdict or another reviewer's label.
+"""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.http import Http404, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+
+from evals.models import Trial
+from evals.roles import ENGINEER, LEAD, REVIEWER
+from evals.views import VIEWER_ROLES, HtmxHttpRequest, role_required
+
+from . import services
+from .forms import CalibrationItemForm, CalibrationSetBuildForm, LabelForm
+from .models import CalibrationSet, Label
+from .selectors_queue import QueueState, queue_last_labeled_get, queue_state_get
+
+LABELER_ROLES = (REVIEWER, LEAD)
+BUILDER_ROLES = (ENGINEER, LEAD)
+
+
+def _set_or_404(set_id) -> CalibrationSet:
+    return get_object_or_404(
+        CalibrationSet.objects.select_related("suite", "run", "judge_version__judge"),
+        uuid=set_id)
+
+
+@require_GET
+@role_required(*VIEWER_ROLES)
+def calibration_set_list(request: HtmxHttpRequest) -> HttpResponse:
+    """Calibration sets, newest first, with their suite, run and size."""
+    sets = CalibrationSet.objects.select_related("suite", "run", "judge_version__judge")
+    return render(request, "labeling/calibration_set_list.html", {"sets": sets})
+
+
+@require_http_methods(["GET", "POST"])
+@role_required(*BUILDER_ROLES)
+def calibration_set_new(request: HtmxHttpRequest) -> HttpResponse:
+    """Build a calibration set (``calibration_set_build``); GET ``?run=<uuid>`` and
+    ``?judge_version=<uuid>`` prefill the form."""
+    if request.method == "POST":
+        form = CalibrationSetBuildForm(request.POST)
+        if form.is_valid():
+            data = form.cleaned_data
+            try:
+                cset = services.calibration_set_build(
+                    run=data["run"], name=data["name"], by=request.user,
+                    judge_version=data["judge_version"], size=data["size"], seed=data["seed"])
+            except services.LabelingError as exc:
+                form.add_error(None, str(exc))
+            else:
+                messages.success(request, f"Built {cset.name} with {cset.size} trials.")
+                return redirect("labeling:set-detail", set_id=cset.uuid)
+        return render(request, "labeling/calibration_set_new.html", {"form": form}, status=400)
+    initial = {"size": 30, "seed": 0}
+    for key in ("run", "judge_version"):
+        if request.GET.get(key):
+            initial[key] = request.GET[key]
+    form = CalibrationSetBuildForm(initial=initial)
+    return render(request, "labeling/calibration_set_new.html", {"form": form})
+
+
+@require_GET
+@role_required(*VIEWER_ROLES)
+def calibration_set_detail(request: HtmxHttpRequest, set_id) -> HttpResponse:
+    """A set's trials in queue order with how many reviewers labeled each (no verdicts)."""
+    from django.db.models import Count
+
+    cset = _set_or_404(set_id)
+    items = (cset.items.select_related("trial__case", "trial__run")
+             .annotate(n_labels=Count("trial__labels")).order_by("position", "id"))
+    return render(request, "labeling/calibration_set_detail.html",
+                  {"cset": cset, "items": items, "item_form": CalibrationItemForm()})
+
+
+def _item_change(request: HtmxHttpRequest, set_id, *, add: bool) -> HttpResponse:
+    cset = _set_or_404(set_id)
+    form = CalibrationItemForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, "trial: give a trial uuid.")
+        return redirect("labeling:set-detail", set_id=cset.uuid)
+    trial = Trial.objects.select_related("run").filter(uuid=form.cleaned_data["trial"]).first()
+    if trial is None:
+        messages.error(request, f"trial {form.cleaned_data['trial']}: no such trial.")
+        return redirect("labeling:set-detail", set_id=cset.uuid)
+    try:
+        if add:
+            services.calibration_item_add(calibration_set=cset, trial=trial, by=request.user)
+            messages.success(request, "Trial added.")
+        else:
+            removed = services.calibration_item_remove(calibration_set=cset, trial=trial,
+                                                       by=request.user)
+            messages.success(request, "Trial removed." if removed else "Trial was not in the set.")
+    except services.LabelingError as exc:
+        messages.error(request, str(exc))
+    return redirect("labeling:set-detail", set_id=cset.uuid)
+
+
+@require_POST
+@role_required(*BUILDER_ROLES)
+def calibration_item_add(request: HtmxHttpRequest, set_id) -> HttpResponse:
+    """Add a trial (POST ``trial=<uuid>``) until the set is frozen."""
+    return _item_change(request, set_id, add=True)
+
+
+@require_POST
+@role_required(*BUILDER_ROLES)
+def calibration_item_remove(request: HtmxHttpRequest, set_id) -> HttpResponse:
+    """Remove a trial (POST ``trial=<uuid>``) until the set is frozen."""
+    return _item_change(request, set_id, add=False)
+
+
+def _label_form(state: QueueState) -> LabelForm | None:
+    current = state.current
+    if current is None:
+        return None
+    label: Label | None = current.label
+    return LabelForm(initial={
+        "trial": current.item.trial.uuid,
+        "verdict": label.verdict if label else None,
+        "critique": label.critique if label else "",
+        "expected_version": label.version if label else 0,
+    })
+
+
+def _queue_render(request: HtmxHttpRequest, state: QueueState, *, form: LabelForm | None = None,
+                  error: str = "", saved: str = "", status: int = 200) -> HttpResponse:
+    context = {"cset": state.calibration_set, "state": state,
+               "form": form or _label_form(state), "error": error, "saved": saved}
+    template = "labeling/queue.html"
+    if request.htmx and not request.htmx.history_restore_request:
+        template = "labeling/queue.html#queue-item"
+    return render(request, template, context, status=status)
+
+
+@require_GET
+@role_required(*LABELER_ROLES)
+def queue(request: HtmxHttpRequest, set_id) -> HttpResponse:
+    """The labeling queue: one item at a time. ``?trial=<uuid>`` shows that item; without
+    it the queue resumes at this reviewer's first unlabeled item."""
+    cset = _set_or_404(set_id)
+    state = queue_state_get(calibration_set=cset, reviewer=request.user,
+                            trial_uuid=request.GET.get("trial") or None)
+    return _queue_render(request, state)
+
+
+@require_POST
+@role_required(*LABELER_ROLES)
+def label_save(request: HtmxHttpRequest, set_id) -> HttpResponse:
+    """Save the label (``label_submit``) and show the next unlabeled item.
+
+    htmx gets the next item's fragment; a plain form post a redirect. A stale form (the
+    label changed since the item was loaded) or an invalid one re-renders the same item
+    with the message and the reviewer's input kept (409 / 400 without htmx; 200 with htmx,
+    which swaps only 2xx responses), its ``expected_version`` moved to the current label so
+    saving again overwrites deliberately.
+    """
+    cset = _set_or_404(set_id)
+    form = LabelForm(request.POST)
+    trial_uuid = request.POST.get("trial") or None
+    if form.is_valid():
+        trial_uuid = str(form.cleaned_data["trial"])
+    trial = (Trial.objects.filter(uuid=trial_uuid, calibration_items__calibration_set=cset)
+             .first() if trial_uuid else None)
+    if trial is None:
+        raise Http404("No such trial in this calibration set.")
+    if not form.is_valid():
+        state = queue_state_get(calibration_set=cset, reviewer=request.user,
+                                trial_uuid=trial_uuid)
+        return _queue_render(request, state, form=form, error="Nothing was saved.",
+                             status=200 if request.htmx else 400)
+    data = form.cleaned_data
+    try:
+        services.label_submit(trial=trial, reviewer=request.user, verdict=data["verdict"],
+                              critique=data["critique"],
+                              expected_version=data["expected_version"])
+    except services.LabelingError as exc:
+        state = queue_state_get(calibration_set=cset, reviewer=request.user,
+                                trial_uuid=trial_uuid)
+        current = state.current.label if state.current else None
+        kept = LabelForm(initial={
+            "trial": trial.uuid, "verdict": data["verdict"], "critique": data["critique"],
+            "expected_version": current.version if current else 0})
+        stale = isinstance(exc, services.StaleLabelError)
+        message = (f"Not saved: {exc}. Your input is kept below; save again to replace the "
+                   f"current label" + (f" ({current.verdict})." if current else ".")
+                   if stale else f"Not saved: {exc}.")
+        return _queue_render(request, state, form=kept, error=message,
+                             status=200 if request.htmx else (409 if stale else 400))
+    if not request.htmx:
+        return redirect(reverse("labeling:queue", kwargs={"set_id": cset.uuid}))
+    state = queue_state_get(calibration_set=cset, reviewer=request.user, after_uuid=trial_uuid)
+    return _queue_render(request, state, saved=f"Saved {data['verdict']}.")
+
+
+@require_POST
+@role_required(*LABELER_ROLES)
+def label_undo(request: HtmxHttpRequest, set_id) -> HttpResponse:
+    """Undo this reviewer's last saved label in the set (``label_undo``) and show that
+    item again (unlabeled, or at its previous revision)."""
+    cset = _set_or_404(set_id)
+    last = queue_last_labeled_get(calibration_set=cset, reviewer=request.user)
+    if last is None:
+        state = queue_state_get(calibration_set=cset, reviewer=request.user,
+                                trial_uuid=request.POST.get("trial") or None)
+        return _queue_render(request, state, error="Nothing to undo.")
+    trial = last.trial
+    services.label_undo(trial=trial, reviewer=request.user)
+    if not request.htmx:
+        return redirect(reverse("labeling:queue", kwargs={"set_id": cset.uuid})
+                        + f"?trial={trial.uuid}")
+    state = queue_state_get(calibration_set=cset, reviewer=request.user,
+                            trial_uuid=str(trial.uuid))
+    return _queue_render(request, state, saved=f"Undid your last label (case {trial.case.key}).")

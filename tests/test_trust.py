@@ -1,0 +1,137 @@
+"""Trust: only leads approve and revoke, only when the thresholds hold; never inherited."""
+
+from __future__ import annotations
+
+import pytest
+from django.core.exceptions import PermissionDenied
+from django.test import override_settings
+
+from judges.models import JudgeVersion
+from labeling.models import JudgeApproval
+from labeling.selectors import calibration_compute, corrected_pass_rate_for_run
+from labeling.services import (
+    LabelingError,
+    TrustRefusedError,
+    judge_trust_approve,
+    judge_trust_revoke,
+    label_submit,
+)
+from tests.calibration_builders import good_judge_run, labeled_run
+
+pytestmark = pytest.mark.django_db
+
+
+def test_it_lets_a_lead_approve_a_judge_that_meets_the_thresholds(alice):
+    _, version, _ = good_judge_run()
+    approval = judge_trust_approve(judge_version=version, by=alice)
+    version.refresh_from_db()
+    assert version.trusted_at == approval.approved_at and version.is_trusted
+    assert approval.approved_by == alice
+    assert approval.figures["n"] == 40
+    assert approval.figures["kappa"]["kappa"] == 1.0
+    assert approval.figures["far"] == {"rate": 0.0, "numerator": 0, "denominator": 20,
+                                       "ci_low": 0.0,
+                                       "ci_high": approval.figures["far"]["ci_high"],
+                                       "reason": ""}
+    assert 0.16 < approval.figures["far"]["ci_high"] < 0.17  # Wilson upper end for 0/20
+
+
+@pytest.mark.parametrize("who", ["bob", "carol", "mallory"])
+def test_it_refuses_approval_by_anyone_but_a_lead(who, request):
+    _, version, _ = good_judge_run()
+    with pytest.raises(PermissionDenied):
+        judge_trust_approve(judge_version=version, by=request.getfixturevalue(who))
+    version.refresh_from_db()
+    assert version.trusted_at is None and not JudgeApproval.objects.exists()
+
+
+def test_it_refuses_approval_when_the_false_accept_rate_is_too_high(alice):
+    _, version, _ = good_judge_run(false_accepts=3)  # FAR 3/20 = 0.15 > 0.10
+    with pytest.raises(TrustRefusedError, match="false-accept rate 0.150 is above 0.1"):
+        judge_trust_approve(judge_version=version, by=alice)
+    assert not JudgeApproval.objects.exists()
+
+
+def test_it_refuses_approval_below_thirty_labeled_trials(alice):
+    _, version, _ = good_judge_run(10, 10)
+    with pytest.raises(TrustRefusedError, match="n = 20 is below 30"):
+        judge_trust_approve(judge_version=version, by=alice)
+
+
+def test_it_refuses_approval_when_kappa_is_undefined(alice):
+    _, version, _ = labeled_run(["pass"] * 30, ["pass"] * 30)
+    with pytest.raises(TrustRefusedError, match="only one class"):
+        judge_trust_approve(judge_version=version, by=alice)
+
+
+def test_it_reads_the_thresholds_from_settings(alice, settings):
+    _, version, _ = good_judge_run()
+    trust = {"MIN_N": 50, "MIN_KAPPA": 0.6, "MAX_FAR": 0.1}
+    with (override_settings(ASSAY={**settings.ASSAY, "TRUST": trust}),
+          pytest.raises(TrustRefusedError, match="n = 40 is below 50")):
+        judge_trust_approve(judge_version=version, by=alice)
+
+
+def test_it_refuses_approval_on_figures_that_changed_since_the_page_loaded(alice, bob):
+    _, version, trials = good_judge_run()
+    shown = calibration_compute(judge_version=version)
+    label_submit(trial=trials[0], reviewer=bob, verdict="fail")  # now a human disagreement
+    with pytest.raises(TrustRefusedError, match="changed since the page was loaded"):
+        judge_trust_approve(judge_version=version, by=alice, figures=shown)
+
+
+def test_it_never_passes_trust_to_a_new_version(alice):
+    _, version, _ = good_judge_run()
+    judge_trust_approve(judge_version=version, by=alice)
+    newer = JudgeVersion.objects.create(judge=version.judge, number=2, model="j1",
+                                        protocol="p1", prompt_template="changed")
+    assert newer.trusted_at is None and not newer.approvals.exists()
+
+
+def test_it_lets_a_lead_revoke_trust_with_a_reason(alice):
+    _, version, _ = good_judge_run()
+    judge_trust_approve(judge_version=version, by=alice)
+    approval = judge_trust_revoke(judge_version=version, by=alice, reason="drifted on v2 data")
+    version.refresh_from_db()
+    assert version.trusted_at is None
+    assert (approval.revoked_by, approval.revoke_reason) == (alice, "drifted on v2 data")
+    assert approval.revoked_at is not None and approval.figures["n"] == 40
+    judge_trust_approve(judge_version=version, by=alice)  # may be approved again
+    assert JudgeApproval.objects.count() == 2
+
+
+def test_it_refuses_a_revocation_without_a_reason(alice):
+    _, version, _ = good_judge_run()
+    judge_trust_approve(judge_version=version, by=alice)
+    with pytest.raises(LabelingError, match="needs a reason"):
+        judge_trust_revoke(judge_version=version, by=alice, reason=" ")
+
+
+@pytest.mark.parametrize("who", ["bob", "carol", "mallory"])
+def test_it_refuses_revocation_by_anyone_but_a_lead(who, request, alice):
+    _, version, _ = good_judge_run()
+    judge_trust_approve(judge_version=version, by=alice)
+    with pytest.raises(PermissionDenied):
+        judge_trust_revoke(judge_version=version, by=request.getfixturevalue(who), reason="x")
+    version.refresh_from_db()
+    assert version.trusted_at is not None
+
+
+def test_it_refuses_a_second_approval_while_one_is_active(alice):
+    _, version, _ = good_judge_run()
+    judge_trust_approve(judge_version=version, by=alice)
+    with pytest.raises(TrustRefusedError, match="already trusted"):
+        judge_trust_approve(judge_version=version, by=alice)
+
+
+def test_it_corrects_the_pass_rate_only_for_a_trusted_judge(alice):
+    run, version, _ = good_judge_run(20, 20, false_accepts=1)  # observed 21/40, tnr 19/20
+    untrusted = corrected_pass_rate_for_run(run=run, judge_version=version)
+    assert untrusted.corrected is None and untrusted.reason == "the judge version is not trusted"
+    assert (untrusted.observed_numerator, untrusted.observed_denominator) == (21, 40)
+    judge_trust_approve(judge_version=version, by=alice)
+    corrected = corrected_pass_rate_for_run(run=run, judge_version=version)
+    assert (corrected.tpr, corrected.tnr) == (1.0, 0.95)
+    # (21/40 + 0.95 - 1) / (1 + 0.95 - 1) = 0.475 / 0.95 = 0.5: the true pass rate here
+    assert corrected.corrected == pytest.approx(0.5)
+    assert corrected.ci_low < 0.5 < corrected.ci_high
