@@ -205,6 +205,9 @@ ASSAY = {
     "TRIAL_CHUNK_SIZE": int(os.environ.get("ASSAY_TRIAL_CHUNK_SIZE", "1000")),
     # Outputs longer than this are shown truncated, with "show all".
     "OUTPUT_PREVIEW_CHARS": 2000,
+    # A lead may mark a judge version trusted only when its calibration has n >= MIN_N,
+    # Cohen's kappa >= MIN_KAPPA and a false-accept rate <= MAX_FAR (point estimate).
+    "TRUST": {"MIN_N": 30, "MIN_KAPPA": 0.6, "MAX_FAR": 0.10},
 }
 
 LOGGING = {

@@ -18,4 +18,6 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("healthz", healthz),
     path("", include("evals.urls")),
+    path("", include("labeling.urls")),
+    path("", include("judges.urls")),
 ]

@@ -2,7 +2,7 @@
 
 from django.contrib import admin
 
-from .models import Judge, JudgeVersion, PairwiseVerdict
+from .models import Judge, JudgeRun, JudgeVersion, PairwiseVerdict
 
 
 class JudgeVersionInline(admin.TabularInline):
@@ -44,3 +44,14 @@ class PairwiseVerdictAdmin(admin.ModelAdmin):
     search_fields = ("reason", "judge_version__judge__name")
     list_select_related = ("pair", "judge_version__judge")
     raw_id_fields = ("pair", "judge_version")
+
+
+@admin.register(JudgeRun)
+class JudgeRunAdmin(admin.ModelAdmin):
+    list_display = ("__str__", "status", "trials_total", "trials_graded", "trials_errored",
+                    "created_at")
+    list_filter = ("status",)
+    list_select_related = ("judge_version__judge", "run")
+    raw_id_fields = ("run", "judge_version", "started_by")
+    readonly_fields = ("uuid", "trials_total", "trials_graded", "trials_errored", "created_at",
+                       "finished_at")

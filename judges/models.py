@@ -11,6 +11,7 @@ import hashlib
 import json
 import uuid
 
+from django.conf import settings
 from django.db import models
 
 
@@ -21,6 +22,8 @@ class Judge(models.Model):
         RUBRIC = "rubric", "rubric (pointwise)"
         PAIRWISE = "pairwise", "pairwise"
         FAITHFULNESS = "faithfulness", "faithfulness"
+        FAITHFULNESS_CLAIMS = "faithfulness_claims", "faithfulness (claim mode)"
+        CONTEXT_RELEVANCE = "context_relevance", "context relevance"
         RECORDED = "recorded", "recorded elsewhere (imported)"
 
     uuid = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
@@ -37,11 +40,17 @@ class Judge(models.Model):
 
 def judge_version_hash(
     *, model: str, protocol: str, prompt_template: str, params: dict, output_schema: dict,
-    threshold: float | None,
+    threshold: float | None, base_url: str = "",
 ) -> str:
-    """SHA-256 (hex) over everything that defines a judge version's behaviour."""
+    """SHA-256 (hex) over everything that defines a judge version's behaviour.
+
+    ``base_url`` enters the payload only when set, so versions recorded elsewhere (no
+    endpoint) keep the hash they were imported with.
+    """
+    extra = {"base_url": base_url} if base_url else {}
     payload = json.dumps(
         {
+            **extra,
             "model": model,
             "protocol": protocol,
             "prompt_template": prompt_template,
@@ -97,6 +106,7 @@ class JudgeVersion(models.Model):
             params=self.params,
             output_schema=self.output_schema,
             threshold=self.threshold,
+            base_url=self.base_url,
         )
         super().save(*args, **kwargs)
 
@@ -147,3 +157,46 @@ class PairwiseVerdict(models.Model):
 
     def __str__(self) -> str:
         return f"{self.judge_version} {self.position}: {self.preferred or 'error'}"
+
+
+class JudgeRun(models.Model):
+    """One judge version grading (a sample of) one run's trials: progress and cancellation.
+
+    One row per (run, judge version): starting again reuses it (grades are idempotent per
+    (trial, grader)). Counts are recounted from the grade rows, never incremented blindly.
+    """
+
+    class Status(models.TextChoices):
+        QUEUED = "queued", "queued"
+        RUNNING = "running", "running"
+        SUCCEEDED = "succeeded", "succeeded"
+        CANCELLED = "cancelled", "cancelled"
+
+    TERMINAL = (Status.SUCCEEDED, Status.CANCELLED)
+
+    uuid = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
+    run = models.ForeignKey("evals.Run", on_delete=models.CASCADE, related_name="judge_runs")
+    judge_version = models.ForeignKey(
+        JudgeVersion, on_delete=models.PROTECT, related_name="judge_runs"
+    )
+    grader = models.CharField(max_length=200)
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.QUEUED)
+    trial_ids = models.JSONField(default=list, blank=True)
+    trials_total = models.PositiveIntegerField(default=0)
+    trials_graded = models.PositiveIntegerField(default=0)
+    trials_errored = models.PositiveIntegerField(default=0)
+    started_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        constraints = [
+            models.UniqueConstraint(fields=["run", "judge_version"],
+                                    name="judge_run_unique_run_version"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.judge_version} on run {self.run_id}"

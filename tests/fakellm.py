@@ -25,8 +25,13 @@ Markers anywhere in the request's messages (the first ``[fault=...]`` decides):
 | ``[fault=400-temperature]`` | 400, ``TEMPERATURE_MESSAGE`` (OpenAI's rejected-parameter body) |
 | ``[fault=malformed]`` | 200 with a body that is not JSON |
 | ``[fault=no-choices]`` / ``[fault=empty]`` | 200 with ``choices: []`` / empty content |
+| ``[fault=refusal]`` | 200 with ``content: null`` and ``message.refusal`` set |
 | ``[fault=<any above>x<N>]`` | that fault for the first N calls of this exact prompt, then 200 |
 | ``[latency=MS]`` | wait MS milliseconds before answering (any reply) |
+
+A ``responder`` (``FakeLLM(responder=fn)``) scripts replies: ``fn(body) -> str | None``
+is called for every request without an active fault; a string is the reply content, None
+falls back to the markers above (a scripted judge, e.g. one that always answers ``A``).
 
 Counters (read from the test thread): ``calls[marker]`` (``"ok"`` for no fault marker,
 else the marker's fault text as written, e.g. ``"429x1"``), ``requests`` (total),
@@ -56,8 +61,9 @@ TEMPERATURE_MESSAGE = "Unsupported parameter: 'temperature' is not supported wit
 class FakeLLM:
     """The server; see the module docstring for markers and counters."""
 
-    def __init__(self, *, retry_after: str = "1", hang_s: float = 10.0) -> None:
+    def __init__(self, *, retry_after: str = "1", hang_s: float = 10.0, responder=None) -> None:
         self.retry_after = retry_after
+        self.responder = responder
         self.hang_s = hang_s
         self.port: int | None = None
         self._thread: threading.Thread | None = None
@@ -175,6 +181,10 @@ class FakeLLM:
             return await self._fault(fault)
         answer = ANSWER_RE.search(text)
         content = answer.group(1) if answer else "fake answer"
+        if self.responder is not None:
+            scripted = self.responder(body)
+            if scripted is not None:
+                content = scripted
         return web.json_response(
             {
                 "id": f"chatcmpl-fake-{self.requests}",
@@ -240,6 +250,10 @@ class FakeLLM:
             )
         if fault == "malformed":
             return web.Response(text='{"choices": [ {"message": ', content_type="application/json")
+        if fault == "refusal":
+            return web.json_response({"id": "x", "choices": [{"index": 0, "message": {
+                "role": "assistant", "content": None, "refusal": "I can't help with that."},
+                "finish_reason": "stop"}]})
         if fault == "no-choices":
             return web.json_response({"id": "x", "choices": [], "usage": {}})
         if fault == "empty":

@@ -305,7 +305,11 @@ class OpenAITarget:
     async def call(self, case: CaseInput) -> TargetResult:
         """One trial: up to ``max_attempts`` HTTP attempts; never raises for provider
         failures. ``latency_ms`` is wall-clock over all attempts and waits."""
-        body = self.request_body(case)
+        return await self.call_body(self.request_body(case))
+
+    async def call_body(self, body: dict[str, Any]) -> TargetResult:
+        """Send a prebuilt chat-completions ``body`` with the same retries and error kinds as
+        ``call`` (the judge client sends its own bodies through this)."""
         started = time.perf_counter()
         last: _Attempt | None = None
         for attempt in range(1, self.config.max_attempts + 1):

@@ -1,0 +1,172 @@
+"""The judge client: OpenAI-compatible chat completions, loud failures.
+
+The HTTP part (sharded httpx clients, retries with "equal jitter" backoff that never waits
+less than ``Retry-After``, provider messages) is ``evals.targets.openai.OpenAITarget``,
+reused through its ``call_body``. This module adds what a judge needs:
+
+- the request: system + user messages, the version's request settings (temperature,
+  max_tokens, seed, top_p, ...) and, when ``structured_output`` is on (default), a
+  ``response_format`` of type ``json_schema`` carrying the output schema (strict);
+- a typed outcome per call: the reply text, or an error ``reason`` from
+  ``judges.parsing.ERROR_REASONS`` with the provider's message and the raw body kept.
+
+Error mapping (``OpenAITarget`` kind -> reason): ``rate_limited`` (429 after the last of
+``max_attempts`` attempts) -> ``rate_limited``; ``timeout`` -> ``timeout``;
+``server_error <status>`` -> ``server_error``; ``connection_error`` and any other 4xx ->
+``http_error``; a 400 naming a parameter (``error.param`` set, or "unsupported parameter" /
+"unsupported value" in its message) -> ``rejected_parameter``; a 200 carrying
+``message.refusal`` or ``finish_reason = content_filter`` -> ``refusal``; a 200 with no
+choices or empty content -> ``empty``; a 200 body that is not JSON -> ``http_error``.
+
+Client settings (judge version ``params``, all optional): ``max_attempts`` (default 4: one
+call plus three retries), ``timeout_s`` (60), ``backoff_base_s`` (1), ``backoff_max_s`` (60),
+``concurrency`` (8), ``structured_output`` (true), ``reply_format`` ("json" | "line").
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from evals.targets.openai import OpenAIConfig, OpenAITarget
+
+Sleep = Callable[[float], Awaitable[None]]
+
+DEFAULT_MAX_ATTEMPTS = 4
+CLIENT_PARAMS = frozenset({
+    "max_attempts", "timeout_s", "backoff_base_s", "backoff_max_s", "retry_after_max_s",
+    "concurrency", "structured_output", "reply_format", "criteria", "api_key_env",
+})
+
+
+def default_sleep(seconds: float) -> Awaitable[None]:
+    """The real clock; tests replace ``judges.client.default_sleep`` with a fake one."""
+    return asyncio.sleep(seconds)
+
+
+@dataclass(frozen=True)
+class JudgeReply:
+    """One judge call's outcome.
+
+    ``content``: the reply text (None on error); ``reason``: None on success, else one of
+    ``ERROR_REASONS``; ``message``: the provider's words; ``raw``: the JSON-safe body or error
+    body; tokens (None when unknown); ``latency_ms``: wall-clock over all attempts;
+    ``attempts``: HTTP attempts made; ``model``: the model that answered (for pricing).
+    """
+
+    content: str | None
+    reason: str | None = None
+    message: str = ""
+    raw: Any = None
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    latency_ms: float = 0.0
+    attempts: int = 1
+    model: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.reason is None
+
+
+def request_settings(params: dict) -> dict[str, Any]:
+    """The params sent in the request body (everything that is not a client setting)."""
+    return {k: v for k, v in params.items() if k not in CLIENT_PARAMS}
+
+
+def _classify(kind: str | None, raw: Any, error: str) -> str:
+    body = raw.get("body") if isinstance(raw, dict) else None
+    if kind == "rate_limited":
+        return "rate_limited"
+    if kind == "timeout":
+        return "timeout"
+    if kind and kind.startswith("server_error"):
+        return "server_error"
+    if kind and kind.startswith("client_error 400"):
+        err = body.get("error") if isinstance(body, dict) else None
+        text = error.lower()
+        if (isinstance(err, dict) and err.get("param")) or "unsupported parameter" in text \
+                or "unsupported value" in text:
+            return "rejected_parameter"
+        return "http_error"
+    if kind == "malformed_response" and isinstance(raw, dict):
+        choices = raw.get("choices")
+        if isinstance(choices, list) and choices and isinstance(choices[0], dict):
+            message = choices[0].get("message") or {}
+            if isinstance(message, dict) and message.get("refusal"):
+                return "refusal"
+            return "empty"
+        if isinstance(choices, list):
+            return "empty"
+    return "http_error"
+
+
+class JudgeClient:
+    """Calls one judge version's endpoint. Belongs to one event loop (as ``OpenAITarget``).
+
+    ``sleep`` is injectable (a fake clock in tests); by default the module's
+    ``default_sleep``, read at call time.
+    """
+
+    def __init__(self, *, base_url: str, model: str, params: dict,
+                 sleep: Sleep | None = None) -> None:
+        self.model = model
+        self.params = params
+        self.structured = params.get("structured_output", True) is not False
+        config = OpenAIConfig.parse({
+            "kind": "openai", "base_url": base_url, "model": model,
+            "prompt_template": "$input",
+            "api_key_env": params.get("api_key_env", "OPENAI_API_KEY"),
+            "concurrency": params.get("concurrency", 8),
+            "timeout_s": params.get("timeout_s", 60.0),
+            "max_attempts": params.get("max_attempts", DEFAULT_MAX_ATTEMPTS),
+            "backoff_base_s": params.get("backoff_base_s", 1.0),
+            "backoff_max_s": params.get("backoff_max_s", 60.0),
+            "retry_after_max_s": params.get("retry_after_max_s", 300.0),
+        })
+        self.max_attempts = config.max_attempts
+        self._target = OpenAITarget(
+            config, sleep=sleep or (lambda s: default_sleep(s))
+        )
+
+    def request_body(self, *, messages: list[dict], schema: dict | None) -> dict[str, Any]:
+        """The chat-completions body: model, messages, settings, and the schema as
+        ``response_format`` when structured output is on and a schema is given."""
+        body: dict[str, Any] = {"model": self.model, "messages": messages,
+                                **request_settings(self.params)}
+        if self.structured and schema:
+            body["response_format"] = {
+                "type": "json_schema",
+                "json_schema": {"name": "judge_verdict", "strict": True, "schema": schema},
+            }
+        return body
+
+    async def complete(self, *, messages: list[dict], schema: dict | None) -> JudgeReply:
+        """One judge call; never raises for provider failures."""
+        result = await self._target.call_body(self.request_body(messages=messages,
+                                                                 schema=schema))
+        if result.ok:
+            raw = result.raw_response
+            choice = (raw.get("choices") or [{}])[0] if isinstance(raw, dict) else {}
+            if isinstance(choice, dict) and choice.get("finish_reason") == "content_filter":
+                return JudgeReply(
+                    content=None, reason="refusal", message="finish_reason content_filter",
+                    raw=raw, input_tokens=result.input_tokens,
+                    output_tokens=result.output_tokens, latency_ms=result.latency_ms,
+                    attempts=result.attempts, model=result.model,
+                )
+            return JudgeReply(
+                content=result.output, raw=raw, input_tokens=result.input_tokens,
+                output_tokens=result.output_tokens, latency_ms=result.latency_ms,
+                attempts=result.attempts, model=result.model,
+            )
+        reason = _classify(result.error_kind, result.raw_response, result.error or "")
+        return JudgeReply(
+            content=None, reason=reason, message=result.error or "", raw=result.raw_response,
+            latency_ms=result.latency_ms, attempts=result.attempts, model=result.model,
+        )
+
+    async def aclose(self) -> None:
+        await self._target.aclose()

@@ -1,0 +1,137 @@
+"""Reading judge replies: one parser per judge version, a verdict or a typed parse error.
+
+Two reply forms, chosen by the judge version's ``params["reply_format"]``:
+
+- ``"json"`` (default): the whole reply, stripped of surrounding whitespace, must be one
+  JSON object (strict ``json.loads``; no code fences, no prose, no NaN/Infinity) valid under
+  the version's output schema (JSON Schema Draft 2020-12). A value outside an ``enum`` of
+  the field ``verdict`` is ``invalid_verdict``; an id outside an id ``enum`` is
+  ``unknown_id``; anything else is ``unparseable``.
+- ``"line"``: the documented line grammar (fault A2)::
+
+      reply   := any text whose LAST line starting with "verdict" (case-insensitive,
+                 after normalisation) is a verdict line
+      verdict := "VERDICT" ":" space* ("PASS" | "FAIL") [.!]* space*   (case-insensitive)
+
+  Normalisation first: zero-width characters (U+200B, U+200C, U+200D, U+2060, U+FEFF) are
+  removed, then Unicode NFKC. Only the last line that starts with ``verdict`` counts; if
+  that line is malformed (``VERDICT: FAL``, ``VERDICT: PASSFAIL``) the reply is
+  ``unparseable`` with no fallback to an earlier line. So ``"VERDICT:\\u200bPASS"`` is PASS
+  (pinned by a test), ``"VERDICT: PASS."`` is PASS, ``"GRADE: CI"`` is unparseable.
+
+Every failure keeps the raw reply verbatim; callers store it with the errored grade.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import unicodedata
+from dataclasses import dataclass, field
+from typing import Any
+
+import jsonschema
+
+ZERO_WIDTH = dict.fromkeys(map(ord, "\u200b\u200c\u200d\u2060\ufeff"))
+_VERDICT_LINE = re.compile(r"^\s*verdict\b", re.IGNORECASE)
+_VERDICT_GRAMMAR = re.compile(r"^\s*verdict\s*:\s*(pass|fail)[.!]*\s*$", re.IGNORECASE)
+
+# The reasons an errored judge grade can carry (client and parser together).
+ERROR_REASONS = (
+    "http_error", "timeout", "rate_limited", "server_error", "refusal", "empty",
+    "unparseable", "invalid_verdict", "rejected_parameter", "nonce_leak", "unknown_id",
+)
+
+
+@dataclass(frozen=True)
+class ParseError:
+    """Why a reply could not be read: ``reason`` one of ``ERROR_REASONS``, ``message`` for
+    people, ``raw`` the reply verbatim."""
+
+    reason: str
+    message: str
+    raw: str
+
+
+@dataclass(frozen=True)
+class Parsed:
+    """A readable reply: ``data`` the JSON object (the line form gives
+    ``{"verdict": "PASS"|"FAIL"}``)."""
+
+    data: dict[str, Any] = field(default_factory=dict)
+
+
+def normalise(text: str) -> str:
+    """Zero-width characters removed, then NFKC (the line grammar's normalisation)."""
+    return unicodedata.normalize("NFKC", text.translate(ZERO_WIDTH))
+
+
+def parse_verdict_line(raw: str) -> Parsed | ParseError:
+    """Read the line grammar (module docstring); ``{"verdict": "PASS"|"FAIL"}`` upper-case."""
+    lines = [line for line in normalise(raw).splitlines() if _VERDICT_LINE.match(line)]
+    if not lines:
+        return ParseError("unparseable", "no line starting with 'VERDICT'", raw)
+    match = _VERDICT_GRAMMAR.match(lines[-1])
+    if not match:
+        return ParseError(
+            "unparseable", f"the last verdict line is malformed: {lines[-1].strip()[:200]!r}", raw
+        )
+    return Parsed({"verdict": match.group(1).upper()})
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"non-finite number {name}")
+
+
+def _enum_reason(error: jsonschema.ValidationError) -> str:
+    path = [p for p in error.absolute_path if isinstance(p, str)]
+    last = path[-1] if path else ""
+    if error.validator == "enum" and last == "verdict":
+        return "invalid_verdict"
+    if error.validator == "enum" and (last.endswith("id") or last.endswith("ids")):
+        return "unknown_id"
+    return "unparseable"
+
+
+def parse_json_reply(raw: str, *, schema: dict) -> Parsed | ParseError:
+    """Strict JSON parse of the whole reply, then validation under ``schema``.
+
+    Errors: ``unparseable`` (not one JSON object, or a schema violation), ``invalid_verdict``
+    (a verdict outside its enum), ``unknown_id`` (an id outside its enum). The first error in
+    a stable order decides; an enum error is preferred over other violations.
+    """
+    text = raw.strip()
+    if not text:
+        return ParseError("empty", "the reply is empty", raw)
+    try:
+        data = json.loads(text, parse_constant=_reject_constant)
+    except ValueError as exc:
+        return ParseError("unparseable", f"not JSON: {exc}", raw)
+    if not isinstance(data, dict):
+        return ParseError("unparseable", f"expected a JSON object, got {type(data).__name__}",
+                          raw)
+    errors = sorted(
+        jsonschema.Draft202012Validator(schema).iter_errors(data),
+        key=lambda e: (e.validator != "enum", list(map(str, e.absolute_path))),
+    )
+    if errors:
+        first = errors[0]
+        where = "$" + "".join(
+            f"[{p}]" if isinstance(p, int) else f".{p}" for p in first.absolute_path
+        )
+        return ParseError(_enum_reason(first), f"{where}: {first.message[:300]}", raw)
+    return Parsed(data)
+
+
+def reply_parse(raw: str, *, reply_format: str, schema: dict, nonce: str | None = None
+                ) -> Parsed | ParseError:
+    """The parser of a judge version: nonce check, then the line or JSON form.
+
+    A reply containing the prompt's fence nonce is ``nonce_leak`` (the judge echoed fenced
+    material, or the material steered it), whatever else it says.
+    """
+    if nonce and nonce in raw:
+        return ParseError("nonce_leak", "the reply contains the prompt's fence nonce", raw)
+    if reply_format == "line":
+        return parse_verdict_line(raw)
+    return parse_json_reply(raw, schema=schema)

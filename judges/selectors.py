@@ -1,0 +1,107 @@
+"""Reads of the judges app: position bias of pairwise judges, judge runs, judge costs.
+
+Position bias (per judge version, over ``PairwiseVerdict`` rows, imported or judged here):
+- position consistency = pairs whose two presentations are both ok and name the same
+  response (original naming) / pairs with both presentations ok; a pair with an errored
+  presentation is left out and counted in ``pairs_errored``;
+- first-slot wins = ok presentations where the response shown first won (original order:
+  A preferred; swapped order: B preferred) / ok presentations. 50% is no position bias.
+Both are ``Fraction``-exact counts; a rate with an empty denominator is None (undefined).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+from decimal import Decimal
+
+from evals.models import Grade
+
+from .models import JudgeRun, JudgeVersion, PairwiseVerdict
+
+
+@dataclass(frozen=True)
+class PositionBias:
+    """One pairwise judge version's position figures (see the module docstring)."""
+
+    judge_version_id: int
+    label: str
+    pairs_both: int
+    pairs_consistent: int
+    pairs_errored: int
+    presentations: int
+    first_slot_wins: int
+
+    @property
+    def consistency_rate(self) -> float | None:
+        return self.pairs_consistent / self.pairs_both if self.pairs_both else None
+
+    @property
+    def first_slot_rate(self) -> float | None:
+        return self.first_slot_wins / self.presentations if self.presentations else None
+
+
+def position_bias_list(*, judge_version_ids: list[int] | None = None) -> list[PositionBias]:
+    """Position consistency and first-slot preference per judge version with pairwise
+    verdicts, ordered by label; one query."""
+    rows = PairwiseVerdict.objects.all()
+    if judge_version_ids is not None:
+        rows = rows.filter(judge_version_id__in=judge_version_ids)
+    by_version: dict[int, dict[int, dict[str, str | None]]] = defaultdict(dict)
+    labels: dict[int, str] = {}
+    for version_id, name, number, pair_id, position, status, preferred in rows.values_list(
+        "judge_version_id", "judge_version__judge__name", "judge_version__number", "pair_id",
+        "position", "status", "preferred",
+    ):
+        labels[version_id] = f"{name} v{number}"
+        ok = status == PairwiseVerdict.Status.OK and preferred in ("A", "B")
+        by_version[version_id].setdefault(pair_id, {})[position] = preferred if ok else None
+    out = []
+    for version_id, pairs in by_version.items():
+        both = consistent = errored = presentations = first = 0
+        for verdicts in pairs.values():
+            for position, preferred in verdicts.items():
+                if preferred is None:
+                    continue
+                presentations += 1
+                first += (position == "original" and preferred == "A") or (
+                    position == "swapped" and preferred == "B")
+            orig, swap = verdicts.get("original"), verdicts.get("swapped")
+            if orig is None or swap is None:
+                errored += 1
+                continue
+            both += 1
+            consistent += orig == swap
+        out.append(PositionBias(version_id, labels[version_id], both, consistent, errored,
+                                presentations, first))
+    return sorted(out, key=lambda b: b.label)
+
+
+def judge_run_get(*, run, judge_version: JudgeVersion) -> JudgeRun | None:
+    """The judge run of ``judge_version`` on ``run`` with its version and judge, or None."""
+    return (JudgeRun.objects.filter(run=run, judge_version=judge_version)
+            .select_related("judge_version__judge", "run").first())
+
+
+@dataclass(frozen=True)
+class JudgeCost:
+    """Judge calls' cost on one judge version: ``known_usd`` sums the grades whose cost is
+    known (None when none is), ``unknown`` counts grades with an unknown cost."""
+
+    grades: int
+    known_usd: Decimal | None
+    unknown: int
+
+
+def judge_cost_get(*, judge_version: JudgeVersion) -> JudgeCost:
+    """Cost so far of ``judge_version``'s calls (USD, from each grade's ``details.cost_usd``;
+    skipped grades made no call and are not counted)."""
+    values = [
+        d.get("cost_usd") if isinstance(d, dict) else None
+        for d in Grade.objects.filter(judge_version=judge_version).values_list(
+            "details", flat=True)
+        if not (isinstance(d, dict) and d.get("skipped"))
+    ]
+    known = [Decimal(str(v)) for v in values if v is not None]
+    return JudgeCost(grades=len(values), known_usd=sum(known, Decimal(0)) if known else None,
+                     unknown=len(values) - len(known))

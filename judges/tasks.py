@@ -1,0 +1,14 @@
+"""Celery tasks of the judges app: thin, they take ids and call one service."""
+
+from __future__ import annotations
+
+from celery import shared_task
+
+
+@shared_task(acks_late=True, reject_on_worker_lost=True)
+def judge_run_execute(run_id: int, judge_version_id: int, trial_ids: list[int]) -> None:
+    """Grade one chunk of a judge run; idempotent per (trial, judge version), safe under
+    redelivery."""
+    from judges.services import judge_run_execute as execute
+
+    execute(run_id=run_id, judge_version_id=judge_version_id, trial_ids=trial_ids)

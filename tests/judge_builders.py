@@ -1,0 +1,49 @@
+"""Builders for judge tests: trials written directly, judge versions on the fake server, and
+scripted judges that read the fenced material of a request."""
+
+from __future__ import annotations
+
+import json
+import re
+
+from evals.models import Case, Run, Suite, Trial
+from judges.services import judge_version_create
+
+FENCE_RE = re.compile(r"<<<DATA-([0-9a-f]+)>>>\n(.*?)\n<<<END-\1>>>", re.DOTALL)
+
+
+def make_trials(outputs: list[str], *, expected="Paris", context=None, suite="S", run="R1",
+                input_text="What is the capital of France?", graders=None) -> list[Trial]:
+    """One ok trial per output, each on its own case ``c<i>`` of a new run."""
+    s, _ = Suite.objects.get_or_create(name=suite)
+    r = Run.objects.create(suite=s, name=run, target_kind="callable", graders=graders or [],
+                           status=Run.Status.SUCCEEDED)
+    trials = []
+    for i, output in enumerate(outputs, start=1):
+        case, _ = Case.objects.get_or_create(
+            suite=s, key=f"c{i}",
+            defaults={"input": input_text, "expected": expected, "context": context or []})
+        trials.append(Trial.objects.create(run=r, case=case, attempt=1, status="ok",
+                                           output=output))
+    return trials
+
+
+def make_version(llm, *, kind="rubric", name="j", model="judge-model", **params):
+    version, _ = judge_version_create(
+        judge_name=name, kind=kind, model=model, base_url=llm.base_url, prompt_template="",
+        params={"max_attempts": 4, **params}, output_schema={},
+    )
+    return version
+
+
+def user_text(body: dict) -> str:
+    return [m for m in body["messages"] if m["role"] == "user"][0]["content"]
+
+
+def fenced(body: dict) -> list[str]:
+    """The fenced blocks of the request's user message, in order."""
+    return [m.group(2) for m in FENCE_RE.finditer(user_text(body))]
+
+
+def verdict_json(verdict: str, reasoning: str = "scripted") -> str:
+    return json.dumps({"reasoning": reasoning, "verdict": verdict})
