@@ -23,6 +23,10 @@ Kinds (``config`` options in brackets, defaults after ``=``):
 - ``numeric`` [value, pattern, abs_tol=0.0, rel_tol=1e-9]: see ``parse_number``/``_numeric``.
 - ``python`` [function="package.module:function"]: a business-rule oracle
   ``function(case, output) -> GradeResult | bool | dict``.
+- ``judge`` [judge_version="<uuid>", skip_if_failed=False]: the top rung, an LLM judge
+  version (``judges``). It is not run here: the runner enqueues it after the deterministic
+  grades of a chunk are written (``judges.services.run_chunk_judge``); with
+  ``skip_if_failed`` a trial failed by a gating deterministic grader is not sent to the judge.
 """
 
 from __future__ import annotations
@@ -57,6 +61,11 @@ class GraderSpec:
     config: dict = field(default_factory=dict)
     gating: bool = True
     version: str = "1"
+
+    @property
+    def is_judge(self) -> bool:
+        """True for the judge rung (graded by the judges app, not ``run_grader``)."""
+        return self.kind == JUDGE_KIND
 
 
 @dataclass(frozen=True)
@@ -363,6 +372,9 @@ GRADERS: dict[str, Callable[..., GradeResult]] = {
 }
 
 
+JUDGE_KIND = "judge"
+
+
 # --- parsing ------------------------------------------------------------------------------
 
 _SPEC_FIELDS = {"key", "kind", "config", "gating", "version"}
@@ -408,8 +420,11 @@ _OPTIONS: dict[str, dict[str, tuple[type | tuple, str]]] = {
         "abs_tol": ((int, float), "a number"), "rel_tol": ((int, float), "a number"),
     },
     "python": {"function": (str, "'package.module:function'")},
+    JUDGE_KIND: {"judge_version": (str, "a judge version uuid"),
+                 "skip_if_failed": (bool, "a boolean")},
 }
-_REQUIRED = {"regex": ("pattern",), "json_schema": ("schema",), "python": ("function",)}
+_REQUIRED = {"regex": ("pattern",), "json_schema": ("schema",), "python": ("function",),
+             JUDGE_KIND: ("judge_version",)}
 
 
 def _check_config(kind: str, config: dict, where: str) -> None:
@@ -465,6 +480,8 @@ def _check_values(kind: str, config: dict, where: str) -> None:
             jsonschema.Draft202012Validator.check_schema(config["schema"])
         except jsonschema.SchemaError as exc:
             raise GraderConfigError(f"{where}.schema: invalid JSON Schema: {exc.message}") from exc
+    if kind == JUDGE_KIND:
+        _check_judge_version(config["judge_version"], f"{where}.judge_version")
     if kind == "python":
         try:
             _load_callable(config["function"])
@@ -475,12 +492,31 @@ def _check_values(kind: str, config: dict, where: str) -> None:
             ) from exc
 
 
+def _check_judge_version(value: str, where: str) -> None:
+    """The judge version exists and grades single trials (not pairwise, not recorded)."""
+    import uuid
+
+    from judges.models import Judge, JudgeVersion  # judges builds on evals: import late
+
+    try:
+        version_uuid = uuid.UUID(value)
+    except ValueError as exc:
+        raise GraderConfigError(f"{where}: not a uuid: {value!r}") from exc
+    version = JudgeVersion.objects.filter(uuid=version_uuid).select_related("judge").first()
+    if version is None:
+        raise GraderConfigError(f"{where}: unknown judge version {value!r}")
+    if version.judge.kind in (Judge.Kind.PAIRWISE, Judge.Kind.RECORDED):
+        raise GraderConfigError(
+            f"{where}: {version} is a {version.judge.kind} judge; it does not grade single "
+            "trials")
+
+
 def parse_grader_specs(raw: list[dict]) -> list[GraderSpec]:
     """Parse a grader set from JSON (``[{"key", "kind", "config"?, "gating"?, "version"?}]``).
 
     Strict: no coercion (``"false"`` is not a boolean), unknown fields and options are
     refused, keys are unique, and each kind's config is fully checked (regex compiled, JSON
-    Schema checked against Draft 2020-12, python oracle imported).
+    Schema checked against Draft 2020-12, python oracle imported, judge version looked up).
     Raises ``GraderConfigError`` whose message starts with ``graders[<index>].<field>``.
     """
     if not isinstance(raw, list):
@@ -506,9 +542,9 @@ def parse_grader_specs(raw: list[dict]) -> list[GraderSpec]:
                 f"{where}.key: duplicate key {key!r} (also graders[{seen[key]}])"
             )
         seen[key] = index
-        if kind not in GRADERS:
+        if kind not in GRADERS and kind != JUDGE_KIND:
             raise GraderConfigError(
-                f"{where}.kind: unknown kind {kind!r} (known: {sorted(GRADERS)})"
+                f"{where}.kind: unknown kind {kind!r} (known: {sorted([*GRADERS, JUDGE_KIND])})"
             )
         config = item.get("config", {})
         _want(f"{where}.config", config, dict, "an object")
@@ -524,7 +560,10 @@ def parse_grader_specs(raw: list[dict]) -> list[GraderSpec]:
 def run_grader(spec: GraderSpec, *, case: Any, output: str) -> GradeResult:
     """Grade one output. Never raises: an exception inside the grader, a result that is not
     a ``GradeResult``, an empty reason or a score outside [0, 1] (NaN included) gives an
-    errored result whose reason names the exception type and message."""
+    errored result whose reason names the exception type and message. A judge spec is not
+    graded here (an errored result says so)."""
+    if spec.is_judge:
+        return GradeResult.error("judge graders are graded by the judge task, not run_grader")
     try:
         result = GRADERS[spec.kind](spec.config, case, output)
     except Exception as exc:  # noqa: BLE001 - the contract: a grader never raises

@@ -125,7 +125,8 @@ def run_start(
     if not isinstance(graders, list):
         raise RunConfigError("graders: expected a list of grader specs")
     built = _target_validate(target)
-    parse_grader_specs(graders)  # raises GraderConfigError naming the index and field
+    specs = parse_grader_specs(graders)  # raises GraderConfigError naming the index and field
+    graders = _judge_gating_snapshot(graders, specs)
     case_ids = list(Case.objects.active().filter(suite=suite).values_list("id", flat=True))
     if not case_ids:
         raise RunConfigError(f"suite: {suite.name!r} has no active cases")
@@ -160,6 +161,24 @@ def run_start(
         for chunk in _chunks(trial_ids, _chunk_size()):
             transaction.on_commit(partial(_chunk_enqueue, run.id, chunk))
     return run
+
+
+def _judge_gating_snapshot(graders: list[dict], specs: list[GraderSpec]) -> list[dict]:
+    """The grader set as stored on the run: a judge spec on an untrusted (provisional) judge
+    version is stored with ``gating: false``, so the run's report, list and gate never count
+    a provisional verdict; trust is read once, when the run starts."""
+    from judges.models import JudgeVersion
+
+    provisional = {
+        str(u) for u in JudgeVersion.objects.filter(
+            uuid__in=[s.config["judge_version"] for s in specs if s.is_judge],
+            trusted_at__isnull=True).values_list("uuid", flat=True)
+    }
+    return [
+        {**raw, "gating": False} if spec.is_judge and spec.gating
+        and str(spec.config["judge_version"]).lower() in provisional else raw
+        for raw, spec in zip(graders, specs, strict=True)
+    ]
 
 
 def _chunks(ids: list[int], size: int) -> Iterator[list[int]]:
@@ -410,6 +429,7 @@ def grades_record(*, trials: list[Trial], specs: list[GraderSpec]) -> int:
     Idempotent: the insert goes through the unique (trial, grader) key with
     ``ignore_conflicts``, so a grade that exists already is kept and not duplicated.
     """
+    specs = [spec for spec in specs if not spec.is_judge]  # the judge task grades those
     rows = [row for t in trials if t.status == Trial.Status.OK for row in _grade_rows(t, specs)]
     if rows:
         Grade.objects.bulk_create(rows, ignore_conflicts=True)
@@ -425,6 +445,7 @@ def trial_grade(*, trial: Trial, specs: list[GraderSpec]) -> int:
     duplicate is dropped by the database. An errored trial gets no grades (it is errored, not
     failed). ``run_grader`` never raises: a grader that breaks gives an errored grade.
     """
+    specs = [spec for spec in specs if not spec.is_judge]  # the judge task grades those
     if trial.status != Trial.Status.OK or not specs:
         return 0
     done = set(Grade.objects.filter(trial=trial).values_list("grader", flat=True))
@@ -438,7 +459,9 @@ def trial_grade(*, trial: Trial, specs: list[GraderSpec]) -> int:
 
 def trial_chunk_execute(*, run_id: int, trial_ids: list[int]) -> None:
     """Execute one chunk of a run's trials: claim, call the target concurrently, write each
-    result as it arrives, grade the ok ones, then finalize the run.
+    result as it arrives, grade the ok ones with the deterministic graders, enqueue the judge
+    rung (``judges.tasks.run_chunk_judge``, after commit) when the grader set has judges,
+    then finalize the run.
 
     Idempotent; safe under redelivery: only trials claimed here by compare-and-set (queued,
     or running with an expired lease) are called; every write is a compare-and-set; grades go
@@ -468,17 +491,28 @@ def trial_chunk_execute(*, run_id: int, trial_ids: list[int]) -> None:
             if graded and specs:
                 grades_record(trials=graded, specs=specs)
     _chunk_grades_complete(run_id=run_id, trial_ids=trial_ids, specs=specs)
+    if any(spec.is_judge for spec in specs):
+        # Always enqueued, even on a redelivery that claimed nothing: the judge service skips
+        # trials already judged, so a lost judge task is made up here.
+        transaction.on_commit(partial(_judge_chunk_enqueue, run_id, trial_ids))
     run_finalize(run_id=run_id)
+
+
+def _judge_chunk_enqueue(run_id: int, trial_ids: list[int]) -> None:
+    from judges.tasks import run_chunk_judge
+
+    run_chunk_judge.delay(run_id, trial_ids)
 
 
 def _chunk_grades_complete(*, run_id: int, trial_ids: list[int], specs: list[GraderSpec]) -> None:
     """Grade ok trials of the chunk that miss a grade (a worker died between writing the trial
     and grading it); one query when nothing is missing."""
+    specs = [spec for spec in specs if not spec.is_judge]
     if not specs:
         return
     missing = (
         Trial.objects.filter(id__in=trial_ids, run_id=run_id, status=Trial.Status.OK)
-        .annotate(n_grades=Count("grades"))
+        .annotate(n_grades=Count("grades", filter=Q(grades__judge_version__isnull=True)))
         .filter(n_grades__lt=len(specs))
         .select_related("case")
     )
@@ -514,8 +548,11 @@ def run_finalize(*, run_id: int) -> Run:
     """Recount a run's trials and, once none is queued or running, close it.
 
     ``failed`` when any trial errored (``error_message`` "3 of 60 trials errored"), else
-    ``succeeded``; a cancelled run stays cancelled. Idempotent: counters are recounted from
-    the trial rows, and the status change is a compare-and-set on a non-terminal status.
+    ``succeeded``; a cancelled run stays cancelled. A run whose grader set has judges stays
+    ``running`` until every ok trial has a grade of every judge grader (the judge task
+    finalizes it): a finished run never shows judge grades still to come. Idempotent:
+    counters are recounted from the trial rows, and the status change is a compare-and-set
+    on a non-terminal status.
     """
     counts = _trial_counts(run_id)
     now = timezone.now()
@@ -523,6 +560,8 @@ def run_finalize(*, run_id: int) -> Run:
     if counts.queued or counts.running:
         # Live counters are F() increments made with each trial write; a recount here
         # could race a concurrent write and overwrite it with a stale figure.
+        return Run.objects.get(id=run_id)
+    if _judge_grading_pending(run_id):
         return Run.objects.get(id=run_id)
     with transaction.atomic():
         # Nothing is in flight: every trial write has committed, so the recount is exact.
@@ -538,6 +577,20 @@ def run_finalize(*, run_id: int) -> Run:
             id=run_id, status=Run.Status.CANCELLED, finished_at__isnull=True
         ).update(finished_at=now, error_message=message)
     return Run.objects.get(id=run_id)
+
+
+def _judge_grading_pending(run_id: int) -> bool:
+    """True while some ok trial of a running run lacks a grade of a judge grader of its set
+    (no query beyond the run's grader set when the set has no judge)."""
+    graders = Run.objects.filter(id=run_id).values_list("graders", "status").first()
+    if graders is None or graders[1] not in (Run.Status.QUEUED, Run.Status.RUNNING):
+        return False
+    keys = [g["key"] for g in graders[0] or [] if isinstance(g, dict) and g.get("kind") == "judge"]
+    if not keys:
+        return False
+    ok = Trial.objects.filter(run_id=run_id, status=Trial.Status.OK)
+    judged = Grade.objects.filter(trial__in=ok, grader__in=keys).count()
+    return judged < ok.count() * len(keys)
 
 
 def run_cancel(*, run: Run, by=None) -> bool:

@@ -252,7 +252,7 @@ def _decided_below(trials: list[Trial]) -> dict[int, str]:
 
 def judge_grade_trials(
     *, trials: list[Trial], judge_version: JudgeVersion, grader: str | None = None,
-    skip_if_failed: bool = False, sleep: Sleep | None = None,
+    skip_if_failed: bool = False, gating: bool = True, sleep: Sleep | None = None,
 ) -> int:
     """Grade ok ``trials`` with ``judge_version``; returns the number of grades written.
 
@@ -261,6 +261,7 @@ def judge_grade_trials(
     unique (trial, grader) key. Errored trials get no judge grade (errored, not failed).
     With ``skip_if_failed`` a trial already failed by a gating deterministic grader is not
     sent to the judge; its grade says which rung decided (``details.decided_by``).
+    A grade is gating only when ``gating`` and the version is trusted (else provisional).
     """
     if judge_version.judge.kind in (Judge.Kind.PAIRWISE, Judge.Kind.RECORDED):
         raise JudgeConfigError(f"judge_version: a {judge_version.judge.kind} judge does not "
@@ -272,7 +273,7 @@ def judge_grade_trials(
     todo = [t for t in trials if t.id not in done]
     if not todo:
         return 0
-    gating = judge_version.is_trusted
+    gating = gating and judge_version.is_trusted
     rows: list[Grade] = []
     decided = _decided_below(todo) if skip_if_failed else {}
     for trial in todo:
@@ -311,6 +312,38 @@ def judge_grade_trial(*, trial: Trial, judge_version: JudgeVersion,
     that is not ok."""
     judge_grade_trials(trials=[trial], judge_version=judge_version, sleep=sleep)
     return Grade.objects.filter(trial=trial, grader=judge_version.grader_key).first()
+
+
+def run_chunk_judge(*, run_id: int, trial_ids: list[int], sleep: Sleep | None = None) -> int:
+    """The judge rung of a run's grader ladder for one chunk: grade the chunk's ok trials with
+    every judge spec of the run's grader set (``kind: judge``), after their deterministic
+    grades, then finalize the run (it closes once every judge grade is in). Returns the
+    number of grades written.
+
+    Idempotent; safe under redelivery: grades go through the unique (trial, grader) key and
+    trials already judged are not called again. A cancelled run's chunk is not judged.
+    Raises ``GraderConfigError`` if the stored grader set no longer parses (a deleted
+    judge version cannot happen: grades protect it, and run_start checked it).
+    """
+    from evals.graders import parse_grader_specs
+    from evals.services import run_finalize
+
+    run = Run.objects.filter(id=run_id).first()
+    if run is None or run.status == Run.Status.CANCELLED:
+        return 0
+    specs = [s for s in parse_grader_specs(run.graders or []) if s.is_judge]
+    trials = list(Trial.objects.filter(id__in=trial_ids, run_id=run_id,
+                                       status=Trial.Status.OK).select_related("case"))
+    written = 0
+    for spec in specs:
+        version = JudgeVersion.objects.select_related("judge").get(
+            uuid=spec.config["judge_version"])
+        written += judge_grade_trials(
+            trials=trials, judge_version=version, grader=spec.key,
+            skip_if_failed=bool(spec.config.get("skip_if_failed", False)),
+            gating=spec.gating, sleep=sleep)
+    run_finalize(run_id=run_id)
+    return written
 
 
 # --- judge runs -------------------------------------------------------------------------------

@@ -12,3 +12,12 @@ def judge_run_execute(run_id: int, judge_version_id: int, trial_ids: list[int]) 
     from judges.services import judge_run_execute as execute
 
     execute(run_id=run_id, judge_version_id=judge_version_id, trial_ids=trial_ids)
+
+
+@shared_task(acks_late=True, reject_on_worker_lost=True)
+def run_chunk_judge(run_id: int, trial_ids: list[int]) -> None:
+    """The judge rung of one chunk of a run, then finalize the run; idempotent per (trial,
+    grader), safe under redelivery."""
+    from judges.services import run_chunk_judge as judge
+
+    judge(run_id=run_id, trial_ids=trial_ids)

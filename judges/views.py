@@ -28,6 +28,7 @@ from labeling.forms import TrustApproveForm, TrustRevokeForm
 from labeling.models import CalibrationSet, JudgeApproval
 
 from .models import Judge, JudgeVersion
+from .selectors import judge_cost_get
 
 CALIBRATION_ROLES = (ENGINEER, LEAD)
 
@@ -39,7 +40,8 @@ def _version_or_404(version_id) -> JudgeVersion:
 @require_GET
 @role_required(*CALIBRATION_ROLES)
 def judge_list(request: HtmxHttpRequest) -> HttpResponse:
-    """Judges and their versions, each with its trust state and calibration links."""
+    """Judges and their versions, each with its trust state, cost so far and calibration
+    links."""
     judges = Judge.objects.prefetch_related("versions")
     active = {a.judge_version_id: a for a in JudgeApproval.objects.filter(
         revoked_at__isnull=True).select_related("approved_by")}
@@ -48,7 +50,8 @@ def judge_list(request: HtmxHttpRequest) -> HttpResponse:
         sets.setdefault(cset.judge_version_id, []).append(cset)
     rows = [
         {"judge": judge, "versions": [
-            {"version": v, "approval": active.get(v.id), "sets": sets.get(v.id, [])}
+            {"version": v, "approval": active.get(v.id), "sets": sets.get(v.id, []),
+             "cost": judge_cost_get(judge_version=v)}
             for v in judge.versions.all()]}
         for judge in judges
     ]

@@ -1,0 +1,109 @@
+"""HTML views for judge versions: create (an "edit" creates a new version), the version page
+with its cost and judge runs, and "Run on a run". Thin: they call ``judges.services`` and
+``judges.selectors``.
+
+Permissions (the cast in tests/conftest.py): engineers and leads; reviewers get 403 (they
+label blind, so they never see judge verdicts), outsiders 403.
+"""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.http import HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+
+from evals.roles import ENGINEER, LEAD
+from evals.views import HtmxHttpRequest, role_required
+
+from . import selectors, services
+from .forms import JudgeRunForm, JudgeVersionForm
+from .models import JudgeRun, JudgeVersion
+
+VERSION_ROLES = (ENGINEER, LEAD)
+
+
+def _version_or_404(version_id) -> JudgeVersion:
+    return get_object_or_404(JudgeVersion.objects.select_related("judge"), uuid=version_id)
+
+
+@require_http_methods(["GET", "POST"])
+@role_required(*VERSION_ROLES)
+def judge_version_new(request: HtmxHttpRequest) -> HttpResponse:
+    """Create a judge version; ``?from=<uuid>`` starts from an existing version ("edit"),
+    and saving changed content makes a new version (content hash), never a changed one."""
+    source = None
+    if request.GET.get("from"):
+        source = JudgeVersion.objects.select_related("judge").filter(
+            uuid=request.GET["from"]).first() if _is_uuid(request.GET["from"]) else None
+    if request.method == "POST":
+        form = JudgeVersionForm(request.POST)
+        if form.is_valid():
+            data = form.cleaned_data
+            try:
+                version, created = services.judge_version_create(
+                    judge_name=data["name"], kind=data["kind"], model=data["model"],
+                    base_url=data["base_url"], prompt_template=data["prompt_template"],
+                    params=data["params_json"], output_schema=data["output_schema_json"],
+                    threshold=data["threshold"])
+            except services.JudgeConfigError as exc:
+                form.add_error(None, str(exc))
+            else:
+                if created:
+                    messages.success(request, f"Created {version} (content hash "
+                                     f"{version.content_hash[:12]}). A new version starts "
+                                     "untrusted: its grades are provisional.")
+                else:
+                    messages.info(request, f"Nothing changed: {version} already has this "
+                                  "content; no new version was made.")
+                return redirect("judges:version-detail", version_id=version.uuid)
+    else:
+        form = JudgeVersionForm(initial=JudgeVersionForm.initial_from(source) if source else None)
+    return render(request, "judges/judge_version_new.html", {"form": form, "source": source})
+
+
+@require_GET
+@role_required(*VERSION_ROLES)
+def judge_version_detail(request: HtmxHttpRequest, version_id) -> HttpResponse:
+    """A judge version: its content, trust state, cost so far, judge runs and their progress,
+    and the "Run on a run" form."""
+    version = _version_or_404(version_id)
+    return render(request, "judges/judge_version_detail.html", {
+        "version": version,
+        "cost": selectors.judge_cost_get(judge_version=version),
+        "judge_runs": JudgeRun.objects.filter(judge_version=version)
+        .select_related("run__suite"),
+        "run_form": JudgeRunForm(),
+        "other_versions": version.judge.versions.exclude(id=version.id),
+    })
+
+
+@require_POST
+@role_required(*VERSION_ROLES)
+def judge_run_start(request: HtmxHttpRequest, version_id) -> HttpResponse:
+    """Start grading a run with this version (Celery, after commit); back to the version."""
+    version = _version_or_404(version_id)
+    form = JudgeRunForm(request.POST)
+    if not form.is_valid():
+        for field, errors in form.errors.items():
+            messages.error(request, f"{field}: {' '.join(errors)}")
+        return redirect("judges:version-detail", version_id=version.uuid)
+    try:
+        judge_run = services.judge_run_start(run=form.cleaned_data["run"], judge_version=version,
+                                             sample=form.cleaned_data["sample"], by=request.user)
+    except services.JudgeConfigError as exc:
+        messages.error(request, str(exc))
+    else:
+        messages.success(request, f"{version} is grading {judge_run.trials_total} trials of run "
+                         f"{judge_run.run.name}.")
+    return redirect("judges:version-detail", version_id=version.uuid)
+
+
+def _is_uuid(raw: str) -> bool:
+    import uuid
+
+    try:
+        uuid.UUID(raw)
+    except ValueError:
+        return False
+    return True

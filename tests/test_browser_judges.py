@@ -1,0 +1,57 @@
+"""Browser test of issue 4: an engineer creates a judge version in the UI, runs it on a run
+against the real local fake server (a scripted judge), and reads provisional grades with
+their reasons on the trial page. Skip/fail rule for a missing Chromium: tests/test_browser.py.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from django.urls import reverse
+
+from evals.models import Grade
+from judges.models import JudgeVersion
+from tests.fakellm import FakeLLM
+from tests.judge_builders import make_trials, verdict_json
+from tests.test_browser import INJECTED, browser_page, log_in  # noqa: F401 - fixture
+
+pytestmark = [pytest.mark.browser,
+              pytest.mark.django_db(transaction=True, serialized_rollback=True)]
+
+REASONING = "Berlin is not the capital of France <img src=x onerror=alert(1)>"
+
+
+def test_an_engineer_creates_a_judge_version_runs_it_and_reads_provisional_grades(
+    browser_page, live_server, carol  # noqa: F811 - pytest fixture
+):
+    page = browser_page
+    trials = make_trials(["Berlin", "Paris is in Germany"], run="capitals")
+    with FakeLLM(responder=lambda body: verdict_json("FAIL", REASONING)) as llm:
+        log_in(page, live_server, "carol")
+        page.goto(f"{live_server.url}{reverse('judges:judge-list')}")
+        page.click("text=New judge version")
+        page.fill("#id_name", "capital-checker")
+        page.select_option("#id_kind", "rubric")
+        page.fill("#id_base_url", llm.base_url)
+        page.fill("#id_model", "judge-model")
+        page.fill("#id_params_json", '{"temperature": 0, "criteria": "Names the right city."}')
+        page.click("form.judge-version-form button[type=submit]")
+        page.wait_for_selector("text=Created capital-checker v1")
+        version = JudgeVersion.objects.get()
+        assert page.locator("h1 .badge.provisional").inner_text() == "provisional"
+
+        page.select_option("#id_run", str(trials[0].run.uuid))
+        page.click("text=Grade run")
+        page.wait_for_selector("text=is grading 2 trials of run capitals")
+        assert "2 of 2" in page.locator("table.judge-runs").inner_text()
+        assert len(llm.bodies) == 2
+
+    page.goto(f"{live_server.url}{reverse('evals:trial-detail', args=[trials[0].uuid])}")
+    card = page.locator("section.judge-grade")
+    assert card.locator(".badge.provisional").inner_text() == "provisional"
+    assert card.locator(".badge.fail").inner_text() == "fail"
+    assert card.locator(".judge-reasoning").inner_text() == REASONING
+    assert re.search(r"capital-checker v1", card.inner_text())
+    assert page.locator(INJECTED).count() == 0 and page.dialogs == []
+    assert Grade.objects.filter(judge_version=version, passed=False, gating=False).count() == 2
