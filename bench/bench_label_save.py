@@ -9,14 +9,14 @@ PostgreSQL (the database is dropped and re-created):
 
 1. Migrates a fresh database; creates 20 reviewers and a calibration set of 30 trials
    (fabricated run, one recorded judge version's grades).
-2. Starts ``waitress`` (this file with ``--serve``; 24 threads, DEBUG off) whose WSGI
-   wrapper times each request from the app call to the response body's end and sends it
-   back as ``X-Server-Ms`` (server time: view, services, template, database).
+2. Starts ``waitress`` (this file with ``--serve``; ``BENCH_THREADS`` threads, default 8,
+   DEBUG off). Server time is the app's own ``Server-Timing: app;dur=<ms>`` header
+   (``config.middleware.ServerTimingMiddleware``: middleware, view, queries, template).
 3. 20 reviewer threads (one httpx client each) log in and open the queue (not timed),
-   then each saves 30 first labels and 30 revisions through the htmx endpoint, back to
-   back (``BENCH_THINK_MS=0``, saturation) or with a pause between saves
-   (``BENCH_THINK_MS=500``: still far faster than a person reads an output): 1,200
-   requests, fixed, then the script stops by itself.
+   then each saves 30 first labels and 30 revisions through the htmx endpoint, either
+   paced like people (``BENCH_PACE=people``, the default: a pause drawn uniformly from
+   1–3 s before each save, seeded per reviewer) or back to back (``BENCH_PACE=none``,
+   saturation): 1,200 requests, fixed, then the script stops by itself.
 Prints p50 / p95 / max of server time and of the client round trip, in ms, and saves/s.
 Target: p95 server time < 50 ms.
 """
@@ -39,8 +39,9 @@ REVIEWERS = int(os.environ.get("BENCH_REVIEWERS", "20"))
 ITEMS = 30  # per reviewer: 30 first labels + 30 revisions
 PORT = int(os.environ.get("BENCH_PORT", "8765"))
 PASSWORD = "bench-password-123"
-# Pause between one reviewer's saves (ms); 0 = back to back (saturation, no think time).
-THINK_MS = float(os.environ.get("BENCH_THINK_MS", "0"))
+# "people": a uniform 1-3 s pause before each save; "none": back to back (saturation).
+PACE = os.environ.get("BENCH_PACE", "people")
+THREADS = int(os.environ.get("BENCH_THREADS", "8"))
 
 
 def _env() -> dict[str, str]:
@@ -65,23 +66,8 @@ def serve() -> None:
     settings.SESSION_COOKIE_SECURE = settings.CSRF_COOKIE_SECURE = False
     from waitress import serve as waitress_serve
 
-    app = get_wsgi_application()
-
-    def timed(environ, start_response):
-        t0 = time.perf_counter()
-        captured = {}
-
-        def sr(status, headers, exc_info=None):
-            captured["status"], captured["headers"] = status, headers
-            return None
-
-        body = b"".join(app(environ, sr))
-        ms = (time.perf_counter() - t0) * 1000
-        start_response(captured["status"],
-                       [*captured["headers"], ("X-Server-Ms", f"{ms:.3f}")])
-        return [body]
-
-    waitress_serve(timed, host="127.0.0.1", port=PORT, threads=24, _quiet=True)
+    waitress_serve(get_wsgi_application(), host="127.0.0.1", port=PORT, threads=THREADS,
+                   _quiet=True)
 
 
 def setup_data() -> tuple[str, list[str]]:
@@ -119,8 +105,11 @@ def setup_data() -> tuple[str, list[str]]:
 
 def reviewer(index: int, set_id: str, trials: list[str], server: list, client_ms: list,
              errors: list, barrier: threading.Barrier) -> None:
+    import random
+
     import httpx
 
+    pause = random.Random(index)
     base = f"http://127.0.0.1:{PORT}"
     with httpx.Client(base_url=base, timeout=30) as http:
         page = http.get("/accounts/login/").text
@@ -135,6 +124,8 @@ def reviewer(index: int, set_id: str, trials: list[str], server: list, client_ms
         barrier.wait()
         for round_, (verdict, version) in enumerate([("pass", 0), ("fail", 1)]):
             for trial in trials:
+                if PACE == "people":
+                    time.sleep(pause.uniform(1.0, 3.0))
                 t0 = time.perf_counter()
                 r = http.post(f"/calibration-sets/{set_id}/label/save/", headers=headers,
                               data={"trial": trial, "verdict": verdict,
@@ -143,9 +134,8 @@ def reviewer(index: int, set_id: str, trials: list[str], server: list, client_ms
                 client_ms.append((time.perf_counter() - t0) * 1000)
                 if r.status_code != 200 or "Not saved" in r.text:
                     errors.append(f"{r.status_code} {trial}")
-                server.append(float(r.headers.get("X-Server-Ms", "nan")))
-                if THINK_MS:
-                    time.sleep(THINK_MS / 1000)
+                timing = re.fullmatch(r"app;dur=([\d.]+)", r.headers.get("Server-Timing", ""))
+                server.append(float(timing.group(1)) if timing else float("nan"))
 
 
 def pct(values: list[float], q: float) -> float:
@@ -183,8 +173,8 @@ def main() -> None:
         child.terminate()
         child.wait(timeout=10)
     db = os.environ["DATABASE_URL"].split(":", 1)[0]
-    print(f"database: {db}; think {THINK_MS:.0f} ms; {len(server)} saves by {REVIEWERS} "
-          f"reviewers in {wall:.1f} s "
+    print(f"database: {db}; pace {PACE}; waitress {THREADS} threads; {len(server)} saves by "
+          f"{REVIEWERS} reviewers in {wall:.1f} s "
           f"({len(server) / wall:.0f} saves/s); errors: {len(errors)} {errors[:3]}")
     print(f"server time ms: p50 {pct(server, 50):.1f}, p95 {pct(server, 95):.1f}, "
           f"max {max(server):.1f}")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from urllib.parse import unquote
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
@@ -85,3 +86,21 @@ def viewer_time_zone(request: HttpRequest) -> ZoneInfo | None:
         return ZoneInfo(name)
     except (ZoneInfoNotFoundError, ValueError):
         return None
+
+
+class ServerTimingMiddleware:
+    """Adds ``Server-Timing: app;dur=<ms>`` to every response: the time in ms from this
+    middleware (first in ``MIDDLEWARE``) receiving the request to the response coming back
+    through it, i.e. sessions, auth, CSRF, the view, its queries and the template; not the
+    WSGI server's queueing or socket I/O. Read by ``bench/bench_label_save.py`` and shown
+    in the browser's network panel (https://www.w3.org/TR/server-timing/)."""
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        start = time.perf_counter()
+        response = self.get_response(request)
+        ms = (time.perf_counter() - start) * 1000
+        response.headers["Server-Timing"] = f"app;dur={ms:.2f}"
+        return response

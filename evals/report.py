@@ -28,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from labeling.figures import CorrectedPassRate, corrected_pass_rate_from_approval
 from stats import pass_at_k, pass_hat_k, wilson_interval
 from stats.intervals import ClusteredMean, clustered_mean_of_rates
 
@@ -133,6 +134,10 @@ class Figures:
     over ``pass_rate.n_cases`` cases; ``cases_ungraded`` cases had no graded trial.
     ``score_mean``: mean over cases of per-case mean scores, None when nothing was scored;
     ``scored``/``not_scored``: grades with a score / with a null score (errored included).
+    ``corrected``: for a grader whose verdicts all come from one judge version, the
+    Rogan–Gladen correction of ``trials_passed`` / ``trials_graded`` by that judge's measured
+    tpr and tnr (``labeling.figures.CorrectedPassRate``; ``corrected.corrected`` None with a
+    reason when the version is not trusted); None for other graders, overall and slices.
     """
 
     key: str
@@ -149,6 +154,7 @@ class Figures:
     score_mean: float | None = None
     scored: int = 0
     not_scored: int = 0
+    corrected: CorrectedPassRate | None = None
 
     @property
     def trials_failed(self) -> int:
@@ -372,7 +378,8 @@ class RunRows:
     ``input_sum``, ``output_sum`` (token sums), ``input_unknown``, ``output_unknown``, ``cost``
     (Decimal sum of known costs or None), ``cost_unknown``; ``failure_groups``/
     ``error_groups``: ``(grader, reason, count)`` over ok trials; ``pipeline_groups``:
-    ``(error_message, count)``.
+    ``(error_message, count)``; ``approvals``: judge version id -> ``(approval id,
+    figures)`` of its active approval, for the judge versions among ``grades``.
     """
 
     trials: list[tuple]
@@ -383,6 +390,7 @@ class RunRows:
     failure_groups: list[tuple]
     error_groups: list[tuple]
     pipeline_groups: list[tuple]
+    approvals: dict[int, tuple[int, dict]] = field(default_factory=dict)
 
 
 REASON_GROUPS_PER_GRADER = 10
@@ -458,6 +466,8 @@ def report_from_rows(*, run: Any, rows: RunRows) -> RunReport:
         )
 
     overall_figures, grader_figures = figures(np.ones(n_cases, dtype=bool))
+    grader_figures = _with_corrections(grader_figures, g_keys, g_cols[5], g_ok_trial,
+                                       rows.approvals)
     by_tag: dict[str, list[int]] = {}
     for i, c in enumerate(rows.cases):
         for tag in c[3] or []:
@@ -522,6 +532,30 @@ def report_from_rows(*, run: Any, rows: RunRows) -> RunReport:
         latency=_latency(finished_latency),
         cost=_cost(totals, overall_figures.trials_passed),
     )
+
+
+def _with_corrections(graders: list[Figures], g_keys: np.ndarray, g_versions: tuple,
+                      g_ok_trial: np.ndarray, approvals: dict[int, tuple[int, dict]],
+                      ) -> list[Figures]:
+    """Each grader's figures with ``corrected`` set when all its grades on ok trials come
+    from one judge version (Rogan–Gladen only means something for one judge's error rates)."""
+    versions: dict[str, set] = {}
+    for key, version, ok in zip(g_keys.tolist(), g_versions, g_ok_trial.tolist(), strict=True):
+        if ok:
+            versions.setdefault(key, set()).add(version)
+    out = []
+    for f in graders:
+        found = versions.get(f.key, set())
+        if len(found) != 1 or None in found:
+            out.append(f)
+            continue
+        version = next(iter(found))
+        approval_id, approval_figures = approvals.get(version, (None, None))
+        out.append(dataclasses.replace(f, corrected=corrected_pass_rate_from_approval(
+            judge_version_id=int(version), approval_id=approval_id,
+            approval_figures=approval_figures, passed=f.trials_passed,
+            graded=f.trials_graded)))
+    return out
 
 
 def _groups(groups: list[tuple], totals: dict[str, int], kind: str) -> list[ReasonGroup]:

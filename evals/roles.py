@@ -5,6 +5,26 @@ ENGINEER = "engineer"
 LEAD = "lead"
 ROLES = (REVIEWER, ENGINEER, LEAD)
 
+_CACHE = "_assay_role_names"
+
+
+def user_roles(user) -> frozenset[str]:
+    """The names of ``user``'s groups, read once per user object (one query) and cached on
+    it: ``request.user`` is loaded afresh for every request, so a request checks roles
+    against the database once however many views, services and templates ask. Changing
+    the user's groups through ``user.groups`` clears the cache (``forget_roles``)."""
+    cached = getattr(user, _CACHE, None)
+    if cached is None:
+        cached = frozenset(user.groups.values_list("name", flat=True))
+        setattr(user, _CACHE, cached)
+    return cached
+
+
+def forget_roles(user) -> None:
+    """Drop the cached role names of ``user`` (after its groups changed)."""
+    if hasattr(user, _CACHE):
+        delattr(user, _CACHE)
+
 
 def user_has_role(user, *roles: str) -> bool:
     """True when ``user`` is in any of ``roles`` (superusers have every role)."""
@@ -12,4 +32,4 @@ def user_has_role(user, *roles: str) -> bool:
         return False
     if user.is_superuser:
         return True
-    return user.groups.filter(name__in=roles).exists()
+    return not user_roles(user).isdisjoint(roles)

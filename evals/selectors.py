@@ -271,7 +271,9 @@ def run_report(*, run: Run) -> RunReport:
     tokens, latency and cost, overall and per grader.
 
     Seven queries whatever the run's size (trials, grades, cases, one aggregate of token and
-    cost totals, three grouped reason counts; plus one for ``run.suite`` unless it is joined).
+    cost totals, three grouped reason counts; plus one for ``run.suite`` unless it is joined),
+    plus one for the active approvals of the judge versions that graded (the corrected pass
+    rate of a trusted judge's grader, ``Figures.corrected``).
     Output text columns are never loaded; verdicts come back as small integers so no
     per-row converter runs. Rules in ``evals.report``.
     """
@@ -298,11 +300,12 @@ def run_report(*, run: Run) -> RunReport:
         cost=models.Sum("cost_usd", filter=finished),
         cost_unknown=models.Count("id", filter=finished & models.Q(cost_usd__isnull=True)),
     )
+    grade_rows = _raw_rows(grades.values_list(
+        "trial_id", "grader", code, "score", gating, "judge_version_id"
+    ))
     rows = RunRows(
         trials=_raw_rows(trials.values_list("id", "case_id", "status", "latency_ms")),
-        grades=_raw_rows(grades.values_list(
-            "trial_id", "grader", code, "score", gating, "judge_version_id"
-        )),
+        grades=grade_rows,
         cases=list(
             Case.objects.filter(id__in=trials.values("case_id")).order_by("key", "id")
             .values_list("id", "uuid", "key", "tags")
@@ -322,8 +325,23 @@ def run_report(*, run: Run) -> RunReport:
             .values_list(Substr("error_message", 1, REASON_MAX_CHARS))
             .annotate(n=models.Count("id"))
         ),
+        approvals=_active_approvals({g[5] for g in grade_rows if g[5] is not None}),
     )
     return report_from_rows(run=run, rows=rows)
+
+
+def _active_approvals(version_ids: set[int]) -> dict[int, tuple[int, dict]]:
+    """Judge version id -> (approval id, figures) of its active approval; one query, none
+    when no judge graded the run."""
+    if not version_ids:
+        return {}
+    from labeling.models import JudgeApproval
+
+    return {
+        v: (a, figures) for a, v, figures in JudgeApproval.objects.filter(
+            judge_version_id__in=version_ids, revoked_at__isnull=True,
+        ).values_list("id", "judge_version_id", "figures")
+    }
 
 
 def _raw_rows(queryset: models.QuerySet) -> list[tuple]:

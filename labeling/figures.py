@@ -254,3 +254,40 @@ class CorrectedPassRate:
     tpr: float | None
     tnr: float | None
     reason: str = ""
+
+
+def corrected_pass_rate_from_approval(
+    *, judge_version_id: int, approval_id: int | None, approval_figures: dict | None,
+    passed: int, graded: int,
+) -> CorrectedPassRate:
+    """The Rogan–Gladen correction of ``passed`` of ``graded`` ok judge verdicts (errored
+    verdicts already left out), using tpr = TP / (TP + FN) and tnr = TN / (TN + FP) from the
+    confusion matrix in ``approval_figures`` (``JudgeApproval.figures``, the figures the lead
+    approved on; None = no active approval). Formula and interval: ``stats.correction``;
+    the interval's sample sizes are ``graded`` and the approval's human passes and fails.
+    Undefined results are None with a reason (untrusted, no verdicts, no human class)."""
+    from stats.correction import corrected_pass_rate
+
+    observed = passed / graded if graded else None
+
+    def result(**kw) -> CorrectedPassRate:
+        base = {"corrected": None, "ci_low": None, "ci_high": None, "tpr": None, "tnr": None}
+        base.update(kw)
+        return CorrectedPassRate(
+            judge_version_id=judge_version_id, approval_id=approval_id, observed=observed,
+            observed_numerator=passed, observed_denominator=graded, **base)
+
+    if approval_figures is None:
+        return result(reason="the judge version is not trusted")
+    c = approval_figures.get("confusion") or {}
+    tp, fn = c.get("judge_pass_human_pass", 0), c.get("judge_fail_human_pass", 0)
+    tn, fp = c.get("judge_fail_human_fail", 0), c.get("judge_pass_human_fail", 0)
+    if not (tp + fn) or not (tn + fp):
+        return result(reason="the approval's figures lack human passes or fails")
+    tpr, tnr = tp / (tp + fn), tn / (tn + fp)
+    if observed is None:
+        return result(tpr=tpr, tnr=tnr, reason="no judge verdicts on this run")
+    est = corrected_pass_rate(observed, tpr, tnr, n_observed=graded, n_pass=tp + fn,
+                              n_fail=tn + fp)
+    return result(corrected=est.estimate, ci_low=est.ci_low, ci_high=est.ci_high, tpr=tpr,
+                  tnr=tnr, reason=est.reason)

@@ -72,3 +72,15 @@ class TrustApproveForm(forms.Form):
     judge_fail_human_pass = forms.IntegerField(min_value=0, widget=forms.HiddenInput)
     judge_fail_human_fail = forms.IntegerField(min_value=0, widget=forms.HiddenInput)
     n_judge_errors = forms.IntegerField(min_value=0, widget=forms.HiddenInput)
+
+
+class AdjudicationForm(forms.Form):
+    """A lead's decision on a trial where reviewers disagree: the trial, pass/fail and the
+    reason (required; shown beside the reference label)."""
+
+    trial = forms.UUIDField(widget=forms.HiddenInput)
+    verdict = forms.ChoiceField(choices=Label.Verdict.choices, widget=forms.RadioSelect,
+                                error_messages={"required": "Choose pass or fail."})
+    reason = forms.CharField(max_length=CRITIQUE_MAX,
+                             widget=forms.Textarea(attrs={"rows": 2}),
+                             error_messages={"required": "Give the reason for the decision."})

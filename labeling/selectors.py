@@ -17,7 +17,6 @@ from django.db.models import Q
 from evals.models import Grade, Run, Trial
 from judges.models import JudgeVersion
 from stats.agreement import KappaResult, cohens_kappa, false_accept_rate, false_reject_rate
-from stats.correction import corrected_pass_rate
 
 from .figures import (
     Calibration,
@@ -29,6 +28,7 @@ from .figures import (
     ReferenceLabels,
     ReviewerPairAgreement,
     Thresholds,
+    corrected_pass_rate_from_approval,
 )
 from .models import Adjudication, CalibrationSet, JudgeApproval, Label
 from .selectors_pairwise import pairwise_calibration_compute
@@ -304,29 +304,8 @@ def corrected_pass_rate_for_run(*, run: Run, judge_version: JudgeVersion) -> Cor
     """
     ok = Grade.objects.filter(trial__run=run, judge_version=judge_version,
                               status=Grade.Status.OK)
-    total = ok.count()
-    passed = ok.filter(passed=True).count()
-    observed = passed / total if total else None
     approval = active_approval_get(judge_version=judge_version)
-
-    def result(**kw) -> CorrectedPassRate:
-        base = {"corrected": None, "ci_low": None, "ci_high": None, "tpr": None, "tnr": None}
-        base.update(kw)
-        return CorrectedPassRate(
-            judge_version_id=judge_version.id, approval_id=approval.id if approval else None,
-            observed=observed, observed_numerator=passed, observed_denominator=total, **base)
-
-    if approval is None:
-        return result(reason="the judge version is not trusted")
-    c = approval.figures.get("confusion") or {}
-    tp, fn = c.get("judge_pass_human_pass", 0), c.get("judge_fail_human_pass", 0)
-    tn, fp = c.get("judge_fail_human_fail", 0), c.get("judge_pass_human_fail", 0)
-    if not (tp + fn) or not (tn + fp):
-        return result(reason="the approval's figures lack human passes or fails")
-    tpr, tnr = tp / (tp + fn), tn / (tn + fp)
-    if observed is None:
-        return result(tpr=tpr, tnr=tnr, reason="no judge verdicts on this run")
-    est = corrected_pass_rate(observed, tpr, tnr, n_observed=total, n_pass=tp + fn,
-                              n_fail=tn + fp)
-    return result(corrected=est.estimate, ci_low=est.ci_low, ci_high=est.ci_high, tpr=tpr,
-                  tnr=tnr, reason=est.reason)
+    return corrected_pass_rate_from_approval(
+        judge_version_id=judge_version.id, approval_id=approval.id if approval else None,
+        approval_figures=approval.figures if approval else None,
+        passed=ok.filter(passed=True).count(), graded=ok.count())

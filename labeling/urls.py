@@ -15,4 +15,6 @@ urlpatterns = [
     path("calibration-sets/<uuid:set_id>/label/", views.queue, name="queue"),
     path("calibration-sets/<uuid:set_id>/label/save/", views.label_save, name="label-save"),
     path("calibration-sets/<uuid:set_id>/label/undo/", views.label_undo, name="label-undo"),
+    path("adjudication/", views.adjudication_list, name="adjudication"),
+    path("adjudication/decide/", views.adjudication_save, name="adjudication-save"),
 ]

@@ -6,7 +6,9 @@ Permissions (the cast in tests/conftest.py; the services check the same roles ag
   trials and how many reviewers labeled each, never verdicts, so a reviewer stays blind;
 - building a set and adding/removing items: engineers and leads;
 - the queue, saving and undoing labels: reviewers and leads (``LABELER_ROLES``); engineers
-  and outsiders get 403 (the domain's ``label_submit`` allows the same two roles).
+  and outsiders get 403 (the domain's ``label_submit`` allows the same two roles);
+- adjudication (trials where reviewers disagree, and the decision): leads only, since the
+  page shows every reviewer's verdict (``adjudication_record`` checks the same role).
 The queue is blind: it never shows a grade, a judge verdict or another reviewer's label.
 """
 
@@ -23,8 +25,9 @@ from evals.roles import ENGINEER, LEAD, REVIEWER
 from evals.views import VIEWER_ROLES, HtmxHttpRequest, role_required
 
 from . import services
-from .forms import CalibrationItemForm, CalibrationSetBuildForm, LabelForm
+from .forms import AdjudicationForm, CalibrationItemForm, CalibrationSetBuildForm, LabelForm
 from .models import CalibrationSet, Label
+from .selectors_adjudication import human_disagreements
 from .selectors_queue import QueueState, queue_last_labeled_get, queue_state_get
 
 LABELER_ROLES = (REVIEWER, LEAD)
@@ -224,3 +227,66 @@ def label_undo(request: HtmxHttpRequest, set_id) -> HttpResponse:
     state = queue_state_get(calibration_set=cset, reviewer=request.user,
                             trial_uuid=str(trial.uuid))
     return _queue_render(request, state, saved=f"Undid your last label (case {trial.case.key}).")
+
+
+def _adjudication_scope(request: HtmxHttpRequest, data) -> tuple[CalibrationSet | None, object]:
+    """``set=<uuid>`` or ``suite=<uuid>`` (neither: every trial); 404 for an unknown one."""
+    from evals.models import Suite
+
+    set_id, suite_id = data.get("set"), data.get("suite")
+    if set_id:
+        return _set_or_404(set_id), None
+    if suite_id:
+        return None, get_object_or_404(Suite, uuid=suite_id)
+    return None, None
+
+
+def _adjudication_render(request: HtmxHttpRequest, cset, suite, *, forms_by_trial=None,
+                         status: int = 200) -> HttpResponse:
+    items = human_disagreements(calibration_set=cset, suite=suite)
+    forms_by_trial = forms_by_trial or {}
+    rows = [(d, forms_by_trial.get(d.trial.uuid) or AdjudicationForm(
+        initial={"trial": d.trial.uuid, "verdict": d.decision.verdict if d.decision else None},
+        auto_id=f"adj-{d.trial.uuid}-%s")) for d in items]
+    return render(request, "labeling/adjudication_list.html",
+                  {"cset": cset, "suite": suite, "rows": rows,
+                   "n_open": sum(1 for d in items if d.decision is None)}, status=status)
+
+
+@require_GET
+@role_required(LEAD)
+def adjudication_list(request: HtmxHttpRequest) -> HttpResponse:
+    """Trials where reviewers disagree (``?set=<uuid>``, ``?suite=<uuid>`` or everywhere),
+    each with every reviewer's verdict and critique and a form for the lead's decision."""
+    cset, suite = _adjudication_scope(request, request.GET)
+    return _adjudication_render(request, cset, suite)
+
+
+@require_POST
+@role_required(LEAD)
+def adjudication_save(request: HtmxHttpRequest) -> HttpResponse:
+    """Record the lead's decision (``adjudication_record``); it becomes the trial's
+    reference label. An invalid form re-renders the page with the errors beside that trial
+    and the input kept (400)."""
+    cset, suite = _adjudication_scope(request, request.POST)
+    form = AdjudicationForm(request.POST)
+    trial = None
+    if form.is_valid():
+        trial = Trial.objects.select_related("case").filter(uuid=form.cleaned_data["trial"]).first()
+        if trial is None:
+            raise Http404("No such trial.")
+        try:
+            services.adjudication_record(trial=trial, lead=request.user,
+                                         verdict=form.cleaned_data["verdict"],
+                                         reason=form.cleaned_data["reason"])
+        except services.LabelingError as exc:
+            form.add_error(None, str(exc))
+    if not form.is_valid():
+        trial_uuid = form.cleaned_data.get("trial") if hasattr(form, "cleaned_data") else None
+        form.auto_id = f"adj-{trial_uuid}-%s"
+        return _adjudication_render(request, cset, suite, forms_by_trial={trial_uuid: form},
+                                    status=400)
+    messages.success(request, f"Decided {form.cleaned_data['verdict']} on case "
+                              f"{trial.case.key} (attempt {trial.attempt}).")
+    query = f"?set={cset.uuid}" if cset else (f"?suite={suite.uuid}" if suite else "")
+    return redirect(reverse("labeling:adjudication") + query)

@@ -63,6 +63,13 @@ def render_text(report: RunReport) -> str:
     for f in [report.overall, *report.graders]:
         extra = f", {f.grades_errored} errored dropped" if f.grades_errored else ""
         lines.append(f"{f.key}: {_rate(f)}; {f.trials_passed}/{f.trials_graded} trials{extra}")
+        c = f.corrected
+        if c is not None and c.corrected is not None:
+            ci = "" if c.ci_low is None else f" 95% CI [{_pct(c.ci_low)}, {_pct(c.ci_high)}]"
+            lines.append(f"  corrected for judge error (Rogan-Gladen, TPR {c.tpr:.3f}, TNR "
+                         f"{c.tnr:.3f}): {_pct(c.corrected)}{ci}")
+        elif c is not None:
+            lines.append(f"  corrected for judge error: undefined ({c.reason})")
     lines.append("pass@k / pass^k: " + ", ".join(
         f"k={p.k}: {_pct(p.pass_at_k)} / {_pct(p.pass_hat_k)}" for p in report.overall.pass_k))
     for s in report.slices:
