@@ -61,6 +61,11 @@ def pvalue_format(p: float, alpha: float = 0.05) -> str:
     return text
 
 
+def pvalue_phrase(p_text: str) -> str:
+    """``"p = 0.002"``, or ``"p < 0.001"`` for a floored value (never "p = < 0.001")."""
+    return f"p {p_text}" if p_text.startswith("<") else f"p = {p_text}"
+
+
 def change_class(base_passed: int, base_graded: int, head_passed: int, head_graded: int) -> str:
     """The change class of a case: "fixed" (base 0 passes → head all pass), "broken" (base
     all pass → head any fail), "better"/"worse" (rate up/down otherwise), "flaky" (same
@@ -361,15 +366,21 @@ def _headline(pairs, *, alpha, n_resamples, seed) -> Headline | None:
     else:
         size = f"head is {_points(delta)} {'higher' if delta > 0 else 'lower'}"
     if significant:
-        sentence = f"{size}; this is larger than the pipeline's own randomness, p = {p_text}"
+        sentence = (
+            f"{size}; this is larger than the pipeline's own randomness, "
+            f"{pvalue_phrase(p_text)}"
+        )
     else:
-        sentence = f"{size}; this is within the pipeline's own randomness (p = {p_text})"
+        sentence = (
+            f"{size}; this is within the pipeline's own randomness ({pvalue_phrase(p_text)})"
+        )
     ci_has_zero = low <= 0 <= high
     disagreement = ""
     if significant == ci_has_zero:
         ci = f"[{low * 100:+.1f}, {high * 100:+.1f}] points"
         disagreement = (
-            f"the permutation test (p = {p_text}) and the {confidence:.0%} bootstrap interval "
+            f"the permutation test ({pvalue_phrase(p_text)}) and the {confidence:.0%} "
+            f"bootstrap interval "
             f"{ci} disagree near the boundary: the interval "
             f"{'contains' if ci_has_zero else 'excludes'} 0; the p-value decides")
     return Headline(

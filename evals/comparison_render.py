@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from evals.comparison import CHANGE_CLASSES, Comparison, GateDecision
+from evals.comparison import CHANGE_CLASSES, Comparison, GateDecision, pvalue_phrase
 
 EXIT_WORDS = {0: "pass", 1: "regression", 2: "cannot decide"}
 MARKDOWN_CASE_ROWS = 50
@@ -43,7 +43,7 @@ def gate_text(comparison: Comparison, decision: GateDecision) -> str:
     if h is not None:
         lines.append(
             f"pass rate {_pct(h.base_rate)} → {_pct(h.head_rate)} ({_pp(h.delta)}) over "
-            f"{h.n_cases} shared cases; p = {h.p_text} "
+            f"{h.n_cases} shared cases; {pvalue_phrase(h.p_text)} "
             f"({'exact' if h.p_exact else f'Monte Carlo, {h.n_resamples} resamples'}); "
             f"{h.confidence:.0%} bootstrap CI [{_pp(h.bootstrap_low)}, {_pp(h.bootstrap_high)}]")
         if h.disagreement:
@@ -76,7 +76,7 @@ def gate_markdown(comparison: Comparison, decision: GateDecision) -> str:
             "| | base | head | Δ |", "|---|---|---|---|",
             f"| pass rate ({h.n_cases} shared cases) | {_pct(h.base_rate)} | "
             f"{_pct(h.head_rate)} | {_pp(h.delta)} |", "",
-            f"- p = {h.p_text} (stratified permutation test, "
+            f"- {pvalue_phrase(h.p_text)} (stratified permutation test, "
             f"{'exact' if h.p_exact else f'{h.n_resamples} resamples'}): this decides",
             f"- {h.confidence:.0%} interval, this suite (within-case bootstrap): "
             f"[{_pp(h.bootstrap_low)}, {_pp(h.bootstrap_high)}]",

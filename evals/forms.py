@@ -8,14 +8,15 @@ from typing import Any
 from django import forms
 from django.urls import reverse_lazy
 
-from .models import Run, Suite
+from .models import GraderSetPreset, Run, Suite, TargetPreset
+from .services import MAX_TRIALS_PER_CASE
 
 TARGET_KINDS = [
     ("simulated", "Simulated (seeded, no network)"),
     ("openai", "OpenAI-compatible chat endpoint"),
     ("callable", "Python callable"),
+    ("preset", "Target preset (declared with apply_config)"),
 ]
-MAX_TRIALS_PER_CASE = 50
 
 
 def _json_field_value(raw: str, *, field: str, expected: type) -> Any:
@@ -36,9 +37,10 @@ def _json_field_value(raw: str, *, field: str, expected: type) -> Any:
 class RunStartForm(forms.Form):
     """Start a run: suite, target, trials per case (1..50), grader set, name, source version.
 
-    ``cleaned_data["target"]`` is the target snapshot dict (``{"kind": ...}``) and
+    ``cleaned_data["target"]`` is the target snapshot dict (``{"kind": ...}``; a copy of the
+    chosen target preset's config for ``target_kind = "preset"``) and
     ``cleaned_data["graders"]`` the grader set as a list of spec dicts, validated with
-    ``evals.graders.parse_grader_specs``.
+    ``evals.graders.parse_grader_specs`` (the chosen grader set preset's, when one is).
     """
 
     suite = forms.ModelChoiceField(
@@ -71,7 +73,14 @@ class RunStartForm(forms.Form):
         required=False, max_length=300, label="Callable path",
         help_text="package.module:function",
     )
+    target_preset = forms.ModelChoiceField(
+        queryset=TargetPreset.objects.order_by("name"), to_field_name="name", required=False,
+        help_text="Declared in a TOML file with manage.py apply_config.")
     trials_per_case = forms.IntegerField(min_value=1, max_value=MAX_TRIALS_PER_CASE, initial=5)
+    grader_set = forms.ModelChoiceField(
+        queryset=GraderSetPreset.objects.order_by("name"), to_field_name="name",
+        required=False, label="Grader set preset",
+        help_text="If chosen, used instead of the JSON grader set below.")
     graders = forms.CharField(
         label="Grader set (JSON list)", initial="[]",
         widget=forms.Textarea(attrs={"rows": 8, "class": "mono"}),
@@ -87,6 +96,8 @@ class RunStartForm(forms.Form):
             "hx-target": "#graders-field",
             "hx-swap": "outerHTML",
         })
+        if not self.is_bound and not TargetPreset.objects.exists():
+            self.fields["target_kind"].choices = TARGET_KINDS[:-1]
 
     def clean_settings_json(self) -> dict:
         return _json_field_value(self.cleaned_data["settings_json"], field="settings",
@@ -109,6 +120,7 @@ class RunStartForm(forms.Form):
             "simulated": ["seed"],
             "openai": ["base_url", "model", "prompt_template"],
             "callable": ["callable_path"],
+            "preset": ["target_preset"],
         }.get(kind, [])
         for name in required:
             if data.get(name) in (None, ""):
@@ -118,11 +130,15 @@ class RunStartForm(forms.Form):
             self.add_error("name", f"This suite already has a run named {name!r}.")
         if not self.errors:
             data["target"] = self._target(data)
+            if data.get("grader_set"):
+                data["graders"] = list(data["grader_set"].graders)
         return data
 
     @staticmethod
     def _target(data: dict) -> dict:
         kind = data["target_kind"]
+        if kind == "preset":
+            return dict(data["target_preset"].config)
         if kind == "simulated":
             target = {"kind": "simulated", "seed": data["seed"]}
             if data.get("pass_probability") is not None:

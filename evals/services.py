@@ -33,6 +33,8 @@ from .targets import CaseInput, TargetConfigError, TargetResult, target_from_con
 
 logger = logging.getLogger(__name__)
 
+# The most trials per case a run may ask for (the start form and run_suite share it).
+MAX_TRIALS_PER_CASE = 50
 # Calls in flight per chunk when the target does not say (``concurrency`` in its config).
 DEFAULT_TARGET_CONCURRENCY = 16
 # How long a batch of results may gather before it is written, in seconds.
@@ -120,12 +122,18 @@ def run_start(
         raise RunConfigError("name: must be a non-empty string")
     if isinstance(trials_per_case, bool) or not isinstance(trials_per_case, int):
         raise RunConfigError("trials_per_case: must be an integer")
-    if trials_per_case < 1:
-        raise RunConfigError(f"trials_per_case: must be at least 1 (got {trials_per_case})")
+    if not 1 <= trials_per_case <= MAX_TRIALS_PER_CASE:
+        raise RunConfigError(
+            f"trials_per_case: must be from 1 to {MAX_TRIALS_PER_CASE} (got {trials_per_case})"
+        )
     if not isinstance(graders, list):
         raise RunConfigError("graders: expected a list of grader specs")
     built = _target_validate(target)
     specs = parse_grader_specs(graders)  # raises GraderConfigError naming the index and field
+    if not graders:
+        # A run with no grader would "succeed" without a single verdict: never green on
+        # nothing (DESIGN.md, principle 2).
+        raise RunConfigError("graders: a run needs at least one grader")
     graders = _judge_gating_snapshot(graders, specs)
     case_ids = list(Case.objects.active().filter(suite=suite).values_list("id", flat=True))
     if not case_ids:
@@ -547,29 +555,36 @@ def _trial_counts(run_id: int) -> TrialCounts:
 def run_finalize(*, run_id: int) -> Run:
     """Recount a run's trials and, once none is queued or running, close it.
 
-    ``failed`` when any trial errored (``error_message`` "3 of 60 trials errored"), else
-    ``succeeded``; a cancelled run stays cancelled. A run whose grader set has judges stays
-    ``running`` until every ok trial has a grade of every judge grader (the judge task
-    finalizes it): a finished run never shows judge grades still to come. Idempotent:
-    counters are recounted from the trial rows, and the status change is a compare-and-set
-    on a non-terminal status.
+    ``failed`` when any trial errored or any grade errored (``error_message`` "3 of 60
+    trials errored; 2 grade errors"): a grader or judge that broke is a failure of the run,
+    never a success. Else ``succeeded``; a cancelled run stays cancelled. A run whose
+    grader set has judges stays ``running`` until every ok trial has a grade of every judge
+    grader (the judge task finalizes it): a finished run never shows judge grades still to
+    come. Idempotent: counters are recounted from the trial rows, and the status change is a
+    compare-and-set on a non-terminal status.
     """
     counts = _trial_counts(run_id)
     now = timezone.now()
-    message = f"{counts.errored} of {counts.total} trials errored" if counts.errored else ""
     if counts.queued or counts.running:
         # Live counters are F() increments made with each trial write; a recount here
         # could race a concurrent write and overwrite it with a stale figure.
         return Run.objects.get(id=run_id)
     if _judge_grading_pending(run_id):
         return Run.objects.get(id=run_id)
+    grade_errors = Grade.objects.filter(trial__run_id=run_id, status=Grade.Status.ERROR).count()
+    problems = []
+    if counts.errored:
+        problems.append(f"{counts.errored} of {counts.total} trials errored")
+    if grade_errors:
+        problems.append(f"{grade_errors} grade error{'s' if grade_errors != 1 else ''}")
+    message = "; ".join(problems)
     with transaction.atomic():
         # Nothing is in flight: every trial write has committed, so the recount is exact.
         Run.objects.filter(id=run_id).update(
             trials_finished=counts.ok + counts.errored, trials_errored=counts.errored
         )
         Run.objects.filter(id=run_id, status__in=[Run.Status.QUEUED, Run.Status.RUNNING]).update(
-            status=Run.Status.FAILED if counts.errored else Run.Status.SUCCEEDED,
+            status=Run.Status.FAILED if problems else Run.Status.SUCCEEDED,
             error_message=message,
             finished_at=now,
         )

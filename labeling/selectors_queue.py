@@ -42,11 +42,15 @@ class QueueState:
     first_uuid: str | None = None
 
 
-def _ordered_items(calibration_set: CalibrationSet) -> list[CalibrationItem]:
-    return list(
-        calibration_set.items.select_related("trial__case", "trial__run").order_by("position",
-                                                                                   "id")
-    )
+def _ordered_items(calibration_set: CalibrationSet) -> list[tuple[int, int, str]]:
+    """``(item id, trial id, trial uuid)`` in queue order: ids only, so finding the position
+    never loads the set's outputs (a save renders one item, not thirty)."""
+    return [
+        (item_id, trial_id, str(trial_uuid))
+        for item_id, trial_id, trial_uuid in calibration_set.items.order_by(
+            "position", "id"
+        ).values_list("id", "trial_id", "trial__uuid")
+    ]
 
 
 def queue_state_get(*, calibration_set: CalibrationSet, reviewer, trial_uuid: str | None = None,
@@ -58,16 +62,17 @@ def queue_state_get(*, calibration_set: CalibrationSet, reviewer, trial_uuid: st
        and wrapping round, that this reviewer has not labeled.
     3. Otherwise (resume): the first item in queue order this reviewer has not labeled.
     When every item is labeled, cases 2 and 3 give ``current = None`` (the queue is done).
-    Queries: 2, whatever the size of the set.
+    Queries: 3, whatever the size of the set (positions, this reviewer's labels, the item).
     """
     items = _ordered_items(calibration_set)
     labels = {
         lab.trial_id: lab
         for lab in Label.objects.filter(reviewer=reviewer,
-                                        trial_id__in=[it.trial_id for it in items])
+                                        trial_id__in=[trial_id for _, trial_id, _ in items])
     }
-    total, labeled = len(items), sum(1 for it in items if it.trial_id in labels)
-    uuids = [str(it.trial.uuid) for it in items]
+    total = len(items)
+    labeled = sum(1 for _, trial_id, _ in items if trial_id in labels)
+    uuids = [trial_uuid for _, _, trial_uuid in items]
     index: int | None = None
     if trial_uuid is not None and str(trial_uuid) in uuids:
         index = uuids.index(str(trial_uuid))
@@ -77,12 +82,14 @@ def queue_state_get(*, calibration_set: CalibrationSet, reviewer, trial_uuid: st
             start = uuids.index(str(after_uuid)) + 1
         for offset in range(total):
             candidate = (start + offset) % total
-            if items[candidate].trial_id not in labels:
+            if items[candidate][1] not in labels:
                 index = candidate
                 break
     if index is None:
         return QueueState(calibration_set, None, total, labeled, uuids[0] if uuids else None)
-    item = items[index]
+    item = CalibrationItem.objects.select_related("trial__case", "trial__run").get(
+        id=items[index][0]
+    )
     current = QueueItem(
         item=item, index=index, total=total, labeled=labeled,
         label=labels.get(item.trial_id),

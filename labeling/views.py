@@ -175,8 +175,9 @@ def label_save(request: HtmxHttpRequest, set_id) -> HttpResponse:
     trial_uuid = request.POST.get("trial") or None
     if form.is_valid():
         trial_uuid = str(form.cleaned_data["trial"])
+    # Only the trial's identity is needed to save; its output is never loaded here.
     trial = (Trial.objects.filter(uuid=trial_uuid, calibration_items__calibration_set=cset)
-             .first() if trial_uuid else None)
+             .only("id", "uuid").first() if trial_uuid else None)
     if trial is None:
         raise Http404("No such trial in this calibration set.")
     if not form.is_valid():

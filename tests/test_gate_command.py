@@ -138,3 +138,18 @@ def test_it_refuses_an_unknown_run_with_a_code_that_is_not_regression():
     with pytest.raises(CommandError) as info:
         call_command("gate", "--head", "S/nope")
     assert info.value.returncode == 3
+
+
+def test_a_malformed_argument_exits_3_not_2():
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    result = subprocess.run(
+        [sys.executable, "manage.py", "gate", "--head", "x", "--alpha", "abc"],
+        cwd=root, capture_output=True, text=True, timeout=60,
+        env={**__import__("os").environ, "DEBUG": "true"},
+    )
+    assert result.returncode == 3
+    assert "invalid float value" in result.stderr

@@ -61,7 +61,10 @@ def test_it_exits_1_when_a_trial_errored(suite, tmp_path):
         tmp_path, "t.json",
         {"kind": "simulated", "seed": 1, "error_probability": 1.0},
     )
-    code, out = run_command("smoke", "--target", target, "--name", "n2", "--wait")
+    graders = write_json(tmp_path, "g.json", GRADERS)
+    code, out = run_command(
+        "smoke", "--target", target, "--name", "n2", "--wait", "--graders", graders
+    )
     assert code == 1
     assert "failed" in out and "4 of 4 trials errored" in out
     assert Run.objects.get(name="n2").status == Run.Status.FAILED
@@ -75,7 +78,8 @@ def test_it_exits_2_when_the_run_does_not_finish_in_time(suite, tmp_path, settin
     app.conf.task_default_queue, saved_queue = "assay-test-nobody", app.conf.task_default_queue
     try:
         code, out = run_command(
-            "smoke", "--simulated", "--name", "n3", "--wait", "--timeout", "0.2"
+            "smoke", "--simulated", "--name", "n3", "--wait", "--timeout", "0.2",
+            "--graders", write_json(tmp_path, "g.json", GRADERS),
         )
     finally:
         app.conf.task_always_eager = saved
@@ -84,8 +88,9 @@ def test_it_exits_2_when_the_run_does_not_finish_in_time(suite, tmp_path, settin
     assert "timed out" in out
 
 
-def test_without_wait_it_only_starts_the_run(suite):
-    code, out = run_command("smoke", "--simulated", "--name", "n4")
+def test_without_wait_it_only_starts_the_run(suite, tmp_path):
+    graders = write_json(tmp_path, "g.json", GRADERS)
+    code, out = run_command("smoke", "--simulated", "--name", "n4", "--graders", graders)
     assert code == 0
     assert "n4" in out
 
@@ -95,6 +100,7 @@ def test_without_wait_it_only_starts_the_run(suite):
     [
         (["nope", "--simulated"], "SUITE: no suite named 'nope'"),
         (["smoke", "--simulated", "--trials", "0"], "trials_per_case"),
+        (["smoke", "--simulated"], "graders: a run needs at least one grader"),
         (["smoke", "--target", "/no/such/file.json"], "--target: cannot read"),
     ],
 )

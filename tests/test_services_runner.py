@@ -107,7 +107,7 @@ def test_it_enqueues_the_chunk_tasks_only_after_commit(
 
     with django_capture_on_commit_callbacks(execute=False) as callbacks:
         run = run_start(
-            suite=suite, name="r", target=openai_target(llm), graders=[], trials_per_case=1
+            suite=suite, name="r", target=openai_target(llm), graders=GRADERS, trials_per_case=1
         )
     assert sent == []
     for callback in callbacks:
@@ -140,11 +140,11 @@ def test_it_refuses_a_bad_configuration_before_writing_anything(
     assert Run.objects.count() == 0 and Trial.objects.count() == 0
 
 
-@pytest.mark.parametrize("trials", [0, -1])
+@pytest.mark.parametrize("trials", [0, -1, 51])
 def test_it_refuses_fewer_than_one_trial_per_case(llm, trials):
     with pytest.raises(RunConfigError, match="trials_per_case"):
         run_start(
-            suite=ten_case_suite(), name="r", target=openai_target(llm), graders=[],
+            suite=ten_case_suite(), name="r", target=openai_target(llm), graders=GRADERS,
             trials_per_case=trials,
         )
 
@@ -153,7 +153,7 @@ def test_it_refuses_a_suite_without_active_cases(llm):
     suite = make_suite({"a": "x"})
     Case.objects.update(retired_at=timezone.now())
     with pytest.raises(RunConfigError, match="suite"):
-        run_start(suite=suite, name="r", target=openai_target(llm), graders=[], trials_per_case=1)
+        run_start(suite=suite, name="r", target=openai_target(llm), graders=GRADERS, trials_per_case=1)
 
 
 # -- execution ---------------------------------------------------------------------------
@@ -234,7 +234,7 @@ def test_it_writes_each_trial_as_it_completes_not_when_the_chunk_ends(
     suite = make_suite({"fast": "[answer=yes] fast", "slow": "[latency=1200][answer=yes] slow"})
     run = start_and_execute(
         django_capture_on_commit_callbacks, suite=suite, name="r",
-        target=openai_target(llm, timeout_s=5.0), graders=[], trials_per_case=1,
+        target=openai_target(llm, timeout_s=5.0), graders=GRADERS, trials_per_case=1,
     )
     fast = Trial.objects.get(run=run, case__key="fast")
     slow = Trial.objects.get(run=run, case__key="slow")
@@ -247,7 +247,7 @@ def test_it_records_null_cost_for_an_unpriced_model_and_exact_cost_for_a_priced_
     suite = make_suite({"a": "[answer=yes] a"})
     unpriced = start_and_execute(
         django_capture_on_commit_callbacks, suite=suite, name="r1",
-        target=openai_target(llm, model="unpriced-model-x"), graders=[], trials_per_case=1,
+        target=openai_target(llm, model="unpriced-model-x"), graders=GRADERS, trials_per_case=1,
     )
     ModelPrice.objects.create(
         model="priced-model-x", input_usd_per_mtok=Decimal("0.70"),
@@ -255,7 +255,7 @@ def test_it_records_null_cost_for_an_unpriced_model_and_exact_cost_for_a_priced_
     )
     priced = start_and_execute(
         django_capture_on_commit_callbacks, suite=suite, name="r2",
-        target=openai_target(llm, model="priced-model-x"), graders=[], trials_per_case=1,
+        target=openai_target(llm, model="priced-model-x"), graders=GRADERS, trials_per_case=1,
     )
 
     assert unpriced.trials.get().cost_usd is None
@@ -425,3 +425,24 @@ def test_cancelling_a_finished_run_changes_nothing(llm, django_capture_on_commit
     )
     assert run_cancel(run=run) is False
     assert run.status == Run.Status.SUCCEEDED
+
+
+def test_it_refuses_a_run_without_graders(llm):
+    with pytest.raises(RunConfigError, match="graders: a run needs at least one grader"):
+        run_start(suite=ten_case_suite(), name="r", target=openai_target(llm), graders=[],
+                  trials_per_case=1)
+    assert Run.objects.count() == 0
+
+
+def test_a_run_whose_grader_errors_ends_failed_not_succeeded(django_capture_on_commit_callbacks):
+    suite = make_suite({"a": "x", "b": "y"})
+    run = start_and_execute(
+        django_capture_on_commit_callbacks, suite=suite, name="r",
+        target={"kind": "simulated", "seed": 1, "default_pass_probability": 1.0},
+        graders=[{"key": "oracle", "kind": "python",
+                  "config": {"function": "tests.grader_oracles:raises"}}],
+        trials_per_case=2,
+    )
+    assert run.status == Run.Status.FAILED
+    assert run.trials_errored == 0
+    assert run.error_message == "4 grade errors"

@@ -509,3 +509,12 @@ def test_no_template_or_module_turns_off_escaping():
     offenders = [str(p.relative_to(PROJECT_DIR)) for p in files
                  if UNSAFE.search(p.read_text(encoding="utf-8"))]
     assert offenders == []
+
+
+@pytest.mark.django_db
+def test_an_outsider_gets_a_403_page_with_the_layout_and_a_way_out(client, mallory):
+    client.force_login(mallory)
+    response = client.get("/runs/")
+    body = response.content.decode()
+    assert response.status_code == 403
+    assert "Not allowed" in body and "Log out" in body

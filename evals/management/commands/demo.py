@@ -97,6 +97,10 @@ class Command(BaseCommand):
         self._import_real_data()
 
         worker = self._start_worker()
+        # The worker runs in its own session (Ctrl-C in the terminal must not reach it
+        # before the server stops): on SIGTERM/SIGHUP exit through `finally`, which stops it.
+        for signum in (signal.SIGTERM, signal.SIGHUP):
+            signal.signal(signum, lambda *_: sys.exit(0))
         try:
             for index, suite in enumerate(suites):
                 run = self._run_demo_suite(suite, index, user, opts)

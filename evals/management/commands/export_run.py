@@ -31,5 +31,8 @@ class Command(BaseCommand):
         if options["out"] == "-":
             self.stdout.write(text)
             return
-        Path(options["out"]).write_text(text + "\n", encoding="utf-8")
+        try:
+            Path(options["out"]).write_text(text + "\n", encoding="utf-8")
+        except OSError as exc:
+            raise CommandError(f"--out: cannot write {options['out']}: {exc.strerror}") from exc
         self.stdout.write(f"wrote {options['out']} ({run})")

@@ -40,6 +40,20 @@ def _load(ref: str):
 class Command(BaseCommand):
     help = "Gate a head run against a base run: exit 0 pass, 1 regression, 2 cannot decide."
 
+    def create_parser(self, prog_name, subcommand, **kwargs):
+        """Usage errors exit 3 (bad arguments), never argparse's 2 (= cannot decide)."""
+        parser = super().create_parser(prog_name, subcommand, **kwargs)
+        argparse_error = parser.error
+
+        def error(message):
+            try:
+                argparse_error(message)
+            except SystemExit as exc:
+                raise SystemExit(3) from exc
+
+        parser.error = error
+        return parser
+
     def add_arguments(self, parser):
         parser.add_argument("--head", required=True, help="run UUID, 'suite/run' or a file")
         parser.add_argument("--base", help="run UUID, 'suite/run' or a file (default: the "
