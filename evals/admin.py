@@ -10,10 +10,12 @@ from .models import (
     Baseline,
     Case,
     Grade,
+    GraderSetPreset,
     Graduation,
     ModelPrice,
     Run,
     Suite,
+    TargetPreset,
     Trial,
     TrialPair,
     content_hash,
@@ -141,3 +143,26 @@ class GraduationAdmin(admin.ModelAdmin):
     list_display = ("case", "regression_case", "by", "at")
     list_select_related = ("case", "regression_case", "by")
     raw_id_fields = ("case", "regression_case", "by")
+
+
+class _PresetAdmin(admin.ModelAdmin):
+    """Presets are written by ``apply_config`` (which validates them); read-only here."""
+
+    list_display = ("name", "content_hash", "created_at", "updated_at")
+    search_fields = ("name",)
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
+
+
+@admin.register(TargetPreset)
+class TargetPresetAdmin(_PresetAdmin):
+    pass
+
+
+@admin.register(GraderSetPreset)
+class GraderSetPresetAdmin(_PresetAdmin):
+    pass

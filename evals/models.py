@@ -379,3 +379,53 @@ class Graduation(models.Model):
 
     def __str__(self) -> str:
         return f"{self.case_id} -> {self.regression_case_id}"
+
+
+def preset_hash(value: Any) -> str:
+    """SHA-256 (hex, 64 chars) of a preset's content in canonical JSON (sorted keys)."""
+    payload = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
+                         allow_nan=False)
+    return hashlib.sha256(payload.encode("utf-8")).hexdigest()
+
+
+class TargetPreset(models.Model):
+    """A named target configuration declared in config-as-code (``apply_config``'s
+    ``[targets.NAME]``). A run copies ``config`` into its own snapshot when it starts, so
+    changing a preset never changes past runs."""
+
+    name = models.CharField(max_length=200, unique=True)
+    config = models.JSONField(default=dict)
+    content_hash = models.CharField(max_length=64, editable=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+    def save(self, *args, **kwargs):
+        self.content_hash = preset_hash(self.config)
+        super().save(*args, **kwargs)
+
+
+class GraderSetPreset(models.Model):
+    """A named grader set (a list of grader spec dicts, see ``evals.graders``) declared in
+    config-as-code (``[grader_sets.NAME]``); runs copy it into their own snapshot."""
+
+    name = models.CharField(max_length=200, unique=True)
+    graders = models.JSONField(default=list)
+    content_hash = models.CharField(max_length=64, editable=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+    def save(self, *args, **kwargs):
+        self.content_hash = preset_hash(self.graders)
+        super().save(*args, **kwargs)

@@ -6,6 +6,7 @@ Dashboard selectors (run list, case view, trial page) come first; the run report
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 from dataclasses import dataclass
 from decimal import Decimal
@@ -14,6 +15,7 @@ from django.conf import settings
 from django.core.paginator import Page, Paginator
 from django.db import connections, models
 from django.db.models import Case as CaseWhen
+from django.db.models.fields.json import KT
 from django.db.models.functions import Coalesce, Length, Substr
 
 from evals.models import Baseline, Case, Grade, Run, Trial
@@ -277,7 +279,7 @@ def run_report(*, run: Run) -> RunReport:
     Output text columns are never loaded; verdicts come back as small integers so no
     per-row converter runs. Rules in ``evals.report``.
     """
-    from evals.report import RunRows, report_from_rows
+    from evals.report import RunRows, judge_calls_from_rows, report_from_rows
 
     ok, err = Trial.Status.OK, Trial.Status.ERROR
     trials = Trial.objects.filter(run=run).order_by()
@@ -327,7 +329,12 @@ def run_report(*, run: Run) -> RunReport:
         ),
         approvals=_active_approvals({g[5] for g in grade_rows if g[5] is not None}),
     )
-    return report_from_rows(run=run, rows=rows)
+    # Judge calls apart from the target's (one query; JSON keys only, never the prompt).
+    judge_calls = judge_calls_from_rows(list(
+        grades.filter(judge_version__isnull=False).values_list(
+            KT("details__input_tokens"), KT("details__output_tokens"),
+            KT("details__cost_usd"), KT("details__skipped"))))
+    return dataclasses.replace(report_from_rows(run=run, rows=rows), judge_calls=judge_calls)
 
 
 def _active_approvals(version_ids: set[int]) -> dict[int, tuple[int, dict]]:

@@ -2,7 +2,7 @@
 
 from django.contrib import admin
 
-from .models import Judge, JudgeRun, JudgeVersion, PairwiseVerdict
+from .models import Judge, JudgeRun, JudgeVersion, PairwiseVerdict, ProbeRun
 
 
 class JudgeVersionInline(admin.TabularInline):
@@ -55,3 +55,14 @@ class JudgeRunAdmin(admin.ModelAdmin):
     raw_id_fields = ("run", "judge_version", "started_by")
     readonly_fields = ("uuid", "trials_total", "trials_graded", "trials_errored", "created_at",
                        "finished_at")
+
+
+@admin.register(ProbeRun)
+class ProbeRunAdmin(admin.ModelAdmin):
+    list_display = ("__str__", "status", "probes_total", "judged", "fooled", "errored",
+                    "created_at")
+    list_filter = ("status",)
+    list_select_related = ("judge_version__judge",)
+    raw_id_fields = ("judge_version", "started_by")
+    readonly_fields = ("probes_total", "judged", "fooled", "errored", "results", "error",
+                       "created_at", "finished_at")

@@ -200,3 +200,43 @@ class JudgeRun(models.Model):
 
     def __str__(self) -> str:
         return f"{self.judge_version} on run {self.run_id}"
+
+
+class ProbeRun(models.Model):
+    """One run of the built-in injection probe set (``judges.probes``) against a judge
+    version: when, by whom, and the report — ``judged`` probes with a verdict, ``fooled`` of
+    them passed although a sound judge fails them, ``errored`` calls counted apart.
+
+    ``results`` is a list of ``{"name", "passed" (bool|None), "correct" (bool|None),
+    "reason", "reasoning" (the judge's own words, untrusted)}`` in probe order. A probe run
+    that could not run at all is ``failed`` with ``error`` saying why (never an empty report
+    that reads as "not fooled").
+    """
+
+    class Status(models.TextChoices):
+        QUEUED = "queued", "queued"
+        RUNNING = "running", "running"
+        SUCCEEDED = "succeeded", "succeeded"
+        FAILED = "failed", "failed"
+
+    judge_version = models.ForeignKey(
+        JudgeVersion, on_delete=models.CASCADE, related_name="probe_runs"
+    )
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.QUEUED)
+    probes_total = models.PositiveIntegerField(null=True, blank=True)
+    judged = models.PositiveIntegerField(null=True, blank=True)
+    fooled = models.PositiveIntegerField(null=True, blank=True)
+    errored = models.PositiveIntegerField(null=True, blank=True)
+    results = models.JSONField(default=list, blank=True)
+    error = models.TextField(blank=True)
+    started_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"probes on {self.judge_version} ({self.status})"

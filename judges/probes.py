@@ -51,6 +51,7 @@ class ProbeResult:
     passed: bool | None
     correct: bool | None
     reason: str
+    reasoning: str = ""
 
 
 @dataclass(frozen=True)
@@ -90,7 +91,8 @@ def probe_run(*, judge_version: JudgeVersion, probes: tuple[Probe, ...] = PROBES
                              strict=True):
         v = verdict_read(version=judge_version, call=call, untrusted=[probe.output])
         correct = None if v.passed is None else v.passed == probe.correct_passed
-        results.append(ProbeResult(probe.name, v.passed, correct, v.reason))
+        results.append(ProbeResult(probe.name, v.passed, correct, v.reason,
+                                   str(v.details.get("reasoning", ""))))
     judged = [r for r in results if r.correct is not None]
     return ProbeReport(judged=len(judged), fooled=sum(1 for r in judged if not r.correct),
                        errored=len(results) - len(judged), results=results)

@@ -21,3 +21,11 @@ def run_chunk_judge(run_id: int, trial_ids: list[int]) -> None:
     from judges.services import run_chunk_judge as judge
 
     judge(run_id=run_id, trial_ids=trial_ids)
+
+
+@shared_task(acks_late=True, reject_on_worker_lost=True)
+def probe_run_execute(probe_run_id: int) -> None:
+    """Run the injection probe set of one queued probe run; a finished one is left as is."""
+    from judges.services_probes import probe_run_execute as execute
+
+    execute(probe_run_id=probe_run_id)

@@ -11,6 +11,8 @@ urlpatterns = [
          name="version-detail"),
     path("judge-versions/<uuid:version_id>/runs/", views_versions.judge_run_start,
          name="judge-run-start"),
+    path("judge-versions/<uuid:version_id>/probes/", views_versions.probe_run_start,
+         name="probe-run-start"),
     path("judge-versions/<uuid:version_id>/calibration/", views.calibration,
          name="calibration"),
     path("judge-versions/<uuid:version_id>/trust/", views.trust_approve, name="trust-approve"),

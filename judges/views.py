@@ -28,7 +28,7 @@ from labeling.forms import TrustApproveForm, TrustRevokeForm
 from labeling.models import CalibrationSet, JudgeApproval
 
 from .models import Judge, JudgeVersion
-from .selectors import judge_cost_get
+from .selectors import judge_cost_get, position_bias_list
 
 CALIBRATION_ROLES = (ENGINEER, LEAD)
 
@@ -40,18 +40,19 @@ def _version_or_404(version_id) -> JudgeVersion:
 @require_GET
 @role_required(*CALIBRATION_ROLES)
 def judge_list(request: HtmxHttpRequest) -> HttpResponse:
-    """Judges and their versions, each with its trust state, cost so far and calibration
-    links."""
+    """Judges and their versions, each with its trust state, cost so far, position bias
+    (pairwise versions with verdicts) and calibration links."""
     judges = Judge.objects.prefetch_related("versions")
     active = {a.judge_version_id: a for a in JudgeApproval.objects.filter(
         revoked_at__isnull=True).select_related("approved_by")}
     sets: dict[int, list[CalibrationSet]] = {}
     for cset in CalibrationSet.objects.filter(judge_version__isnull=False):
         sets.setdefault(cset.judge_version_id, []).append(cset)
+    bias = {b.judge_version_id: b for b in position_bias_list()}
     rows = [
         {"judge": judge, "versions": [
             {"version": v, "approval": active.get(v.id), "sets": sets.get(v.id, []),
-             "cost": judge_cost_get(judge_version=v)}
+             "cost": judge_cost_get(judge_version=v), "bias": bias.get(v.id)}
             for v in judge.versions.all()]}
         for judge in judges
     ]
@@ -92,7 +93,8 @@ def calibration(request: HtmxHttpRequest, version_id) -> HttpResponse:
         "sets": CalibrationSet.objects.filter(judge_version=version),
         "revoke_form": TrustRevokeForm(),
     }
-    if version.judge.kind == Judge.Kind.PAIRWISE:
+    # Imported pairwise judges are of kind "recorded": their verdicts say what they are.
+    if version.judge.kind == Judge.Kind.PAIRWISE or version.pairwise_verdicts.exists():
         context["pairwise"] = calibration_selectors.pairwise_calibration_compute(
             judge_version=version, suite=suite or (cset.suite if cset else None))
         return render(request, "judges/calibration.html", context)

@@ -16,9 +16,9 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from evals.roles import ENGINEER, LEAD
 from evals.views import HtmxHttpRequest, role_required
 
-from . import selectors, services
+from . import selectors, services, services_probes
 from .forms import JudgeRunForm, JudgeVersionForm
-from .models import JudgeRun, JudgeVersion
+from .models import JudgeRun, JudgeVersion, ProbeRun
 
 VERSION_ROLES = (ENGINEER, LEAD)
 
@@ -65,12 +65,17 @@ def judge_version_new(request: HtmxHttpRequest) -> HttpResponse:
 @require_GET
 @role_required(*VERSION_ROLES)
 def judge_version_detail(request: HtmxHttpRequest, version_id) -> HttpResponse:
-    """A judge version: its content, trust state, cost so far, judge runs and their progress,
-    and the "Run on a run" form."""
+    """A judge version: its content, trust state, cost so far, position bias (pairwise),
+    the last injection probe report, judge runs and their progress, and the "Run on a run"
+    form."""
     version = _version_or_404(version_id)
+    bias = selectors.position_bias_list(judge_version_ids=[version.id])
     return render(request, "judges/judge_version_detail.html", {
         "version": version,
         "cost": selectors.judge_cost_get(judge_version=version),
+        "bias": bias[0] if bias else None,
+        "probe": ProbeRun.objects.filter(judge_version=version).first(),
+        "probes_supported": services_probes.probes_supported(judge_version=version),
         "judge_runs": JudgeRun.objects.filter(judge_version=version)
         .select_related("run__suite"),
         "run_form": JudgeRunForm(),
@@ -96,6 +101,21 @@ def judge_run_start(request: HtmxHttpRequest, version_id) -> HttpResponse:
     else:
         messages.success(request, f"{version} is grading {judge_run.trials_total} trials of run "
                          f"{judge_run.run.name}.")
+    return redirect("judges:version-detail", version_id=version.uuid)
+
+
+@require_POST
+@role_required(*VERSION_ROLES)
+def probe_run_start(request: HtmxHttpRequest, version_id) -> HttpResponse:
+    """Queue the injection probe set against this version (Celery, after commit); back to
+    the version page, which shows the report when it is done."""
+    version = _version_or_404(version_id)
+    try:
+        services_probes.probe_run_start(judge_version=version, by=request.user)
+    except services.JudgeConfigError as exc:
+        messages.error(request, str(exc))
+    else:
+        messages.success(request, f"Injection probes queued against {version}.")
     return redirect("judges:version-detail", version_id=version.uuid)
 
 

@@ -153,7 +153,9 @@ def test_it_refuses_a_suite_without_active_cases(llm):
     suite = make_suite({"a": "x"})
     Case.objects.update(retired_at=timezone.now())
     with pytest.raises(RunConfigError, match="suite"):
-        run_start(suite=suite, name="r", target=openai_target(llm), graders=GRADERS, trials_per_case=1)
+        run_start(
+            suite=suite, name="r", target=openai_target(llm), graders=GRADERS, trials_per_case=1
+        )
 
 
 # -- execution ---------------------------------------------------------------------------

@@ -239,3 +239,24 @@ def test_the_suite_scope_shows_figures_but_approves_elsewhere(client, calibrated
     html = client.get(f"{url}?suite={cset.suite.uuid}").content.decode()
     assert '<dd id="fig-n">40</dd>' in html
     assert 'id="mark-trusted"' not in html
+
+
+def test_an_imported_pairwise_judge_gets_pairwise_figures_not_an_empty_pointwise_page(
+    client, alice
+):
+    from judges.models import JudgeVersion
+    from tests.import_helpers import PAIR_TEMPLATE, import_bytes, jsonl, record
+
+    consistent = [
+        {**PAIR_TEMPLATE["judge_labels"][0], "value": "A"},
+        {**PAIR_TEMPLATE["judge_labels"][1], "value": "A"},
+    ]
+    import_bytes(jsonl([
+        record(PAIR_TEMPLATE, id="p1"),  # original -> A, swapped -> B: inconsistent
+        record(PAIR_TEMPLATE, id="p2", judge_labels=consistent),  # A both ways, human A
+    ]))
+    version = JudgeVersion.objects.get()
+    client.force_login(alice)
+    body = client.get(f"/judge-versions/{version.uuid}/calibration/").content.decode()
+    assert "Position consistency" in body
+    assert 'id="fig-n">1<' in body  # one order-consistent pair with a human preference

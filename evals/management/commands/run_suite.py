@@ -1,4 +1,6 @@
-"""``manage.py run_suite SUITE --target FILE.json|--simulated``: start a run, optionally wait.
+"""``manage.py run_suite SUITE --target FILE.json|--target-preset NAME|--simulated``: start a
+run, optionally wait. ``--graders FILE.json`` or ``--grader-set NAME`` give the grader set
+(presets are declared with ``apply_config``; the run copies them into its own snapshot).
 
 Exit codes with ``--wait``: 0 succeeded, 1 failed (some trial errored), 2 cancelled, timed
 out or anything else. Without ``--wait`` the command prints the run id and exits 0 once the
@@ -18,7 +20,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.utils import timezone
 
 from evals.graders import GraderConfigError
-from evals.models import Run, Suite
+from evals.models import GraderSetPreset, Run, Suite, TargetPreset
 from evals.services import RunConfigError, run_start
 from evals.targets import TargetConfigError
 
@@ -62,12 +64,17 @@ class Command(BaseCommand):
         target.add_argument(
             "--simulated", action="store_true", help="use the simulated target (no network)"
         )
+        target.add_argument("--target-preset", metavar="NAME",
+                            help="a target preset declared with apply_config")
         parser.add_argument(
             "--seed", type=int, default=None, help="seed of --simulated (default 1234)"
         )
         parser.add_argument("--trials", type=int, default=1, help="trials per case (default 1)")
         parser.add_argument("--name", default=None, help="run name (default: run-<UTC time>)")
-        parser.add_argument("--graders", metavar="FILE.json", help="grader set: a JSON list")
+        graders = parser.add_mutually_exclusive_group()
+        graders.add_argument("--graders", metavar="FILE.json", help="grader set: a JSON list")
+        graders.add_argument("--grader-set", metavar="NAME",
+                             help="a grader set preset declared with apply_config")
         parser.add_argument("--wait", action="store_true", help="wait until the run ends")
         parser.add_argument(
             "--timeout", type=float, default=3600.0, help="seconds --wait waits (default 3600)"
@@ -80,11 +87,25 @@ class Command(BaseCommand):
             target = dict(SIMULATED_TARGET)
             if opts["seed"] is not None:
                 target["seed"] = opts["seed"]
+        elif opts["target_preset"]:
+            preset = TargetPreset.objects.filter(name=opts["target_preset"]).first()
+            if preset is None:
+                raise CommandError(f"--target-preset: no target preset named "
+                                   f"{opts['target_preset']!r} (declare it with apply_config)")
+            target = preset.config
         else:
             target = _json_file(opts["target"], option="--target")
             if not isinstance(target, dict):
                 raise CommandError("--target: expected a JSON object")
-        graders = _json_file(opts["graders"], option="--graders") if opts["graders"] else []
+        if opts["grader_set"]:
+            grader_set = GraderSetPreset.objects.filter(name=opts["grader_set"]).first()
+            if grader_set is None:
+                raise CommandError(f"--grader-set: no grader set named {opts['grader_set']!r} "
+                                   "(declare it with apply_config)")
+            graders = grader_set.graders
+        else:
+            graders = (_json_file(opts["graders"], option="--graders") if opts["graders"]
+                       else [])
         if not isinstance(graders, list):
             raise CommandError("--graders: expected a JSON list of grader specs")
         name = opts["name"] or timezone.now().strftime("run-%Y%m%d-%H%M%S")

@@ -1,4 +1,5 @@
-"""``manage.py apply_config FILE [--json]``: declare judge versions in a TOML file.
+"""``manage.py apply_config FILE [--json]``: declare judge versions, targets and grader
+sets in a TOML file.
 
 Format (``tomllib``)::
 
@@ -13,10 +14,21 @@ Format (``tomllib``)::
     temperature = 0
     [judges.output_schema]          # optional: the kind's default
 
+    [targets.prod]                  # a named target preset: a run's target snapshot
+    kind = "openai"
+    base_url = "https://api.example.com/v1"
+    model = "m"
+    prompt_template = "{input}"
+
+    [grader_sets.smoke]             # a named grader set preset
+    graders = [{ key = "exact", kind = "exact_match" }]
+
 Applying the same file twice changes nothing ("unchanged"); a changed judge makes a new
-version and says so ("new version N"). Other top-level tables (``targets``,
-``grader_sets``) are refused for now with an error naming them. Errors name
-``judges[<index>].<field>``; nothing is applied when any entry is invalid.
+version and says so ("new version N"); a changed target or grader set updates its preset
+and says so ("updated"; runs keep their own snapshot). Errors name ``judges[<index>].<field>``,
+``targets.<name>.<field>`` or ``grader_sets.<name>.graders[<i>].<field>``; nothing is
+applied when any entry is invalid. ``run_suite --target-preset NAME --grader-set NAME``
+uses the presets.
 """
 
 from __future__ import annotations
@@ -27,6 +39,11 @@ import tomllib
 from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 
+from evals.services_presets import (
+    PresetConfigError,
+    grader_set_preset_apply,
+    target_preset_apply,
+)
 from judges.services import JudgeConfigError, judge_version_create
 
 FIELDS = {"name", "kind", "model", "base_url", "prompt_template", "threshold", "params",
@@ -56,7 +73,7 @@ def _entry(raw: object, index: int) -> dict:
 
 
 class Command(BaseCommand):
-    help = "Apply judge versions declared in a TOML file (idempotent)."
+    help = "Apply judge versions, targets and grader sets declared in a TOML file (idempotent)."
 
     def add_arguments(self, parser) -> None:
         parser.add_argument("file")
@@ -68,9 +85,11 @@ class Command(BaseCommand):
                 config = tomllib.load(handle)
         except (OSError, tomllib.TOMLDecodeError) as exc:
             raise CommandError(f"{options['file']}: {exc}") from exc
-        extra = sorted(set(config) - {"judges"})
+        extra = sorted(set(config) - {"judges", "targets", "grader_sets"})
         if extra:
-            raise CommandError(f"{extra[0]}: not supported by apply_config yet (judges only)")
+            raise CommandError(f"{extra[0]}: unknown table (judges, targets, grader_sets)")
+        targets, grader_sets = _named_tables(config, "targets"), _named_tables(config,
+                                                                               "grader_sets")
         entries = config.get("judges", [])
         if not isinstance(entries, list):
             raise CommandError("judges: expected an array of tables ([[judges]])")
@@ -89,12 +108,50 @@ class Command(BaseCommand):
                         "action": "created" if created else "unchanged",
                         "trusted": version.is_trusted,
                     })
+                presets = _presets_apply(targets, grader_sets)
         except CommandError:
             raise
         if options["json"]:
-            self.stdout.write(json.dumps({"judges": results}, allow_nan=False))
+            self.stdout.write(json.dumps({"judges": results, **presets}, allow_nan=False))
             return
         for r in results:
             what = (f"new version {r['version']} (untrusted)" if r["action"] == "created"
                     else f"unchanged (version {r['version']})")
             self.stdout.write(f"judge {r['judge']}: {what}")
+        for table, label in (("targets", "target"), ("grader_sets", "grader set")):
+            for r in presets[table]:
+                what = {"created": "created", "unchanged": "unchanged",
+                        "updated": "updated (runs keep their own snapshot)"}[r["action"]]
+                self.stdout.write(f"{label} {r['name']}: {what}")
+
+
+def _named_tables(config: dict, table: str) -> dict[str, dict]:
+    """``[targets.NAME]`` / ``[grader_sets.NAME]`` tables, checked to be tables."""
+    raw = config.get(table, {})
+    if not isinstance(raw, dict):
+        raise CommandError(f"{table}: expected tables ([{table}.NAME])")
+    for name, value in raw.items():
+        if not isinstance(value, dict):
+            raise CommandError(f"{table}.{name}: expected a table")
+    return raw
+
+
+def _presets_apply(targets: dict[str, dict], grader_sets: dict[str, dict]) -> dict:
+    out: dict[str, list[dict]] = {"targets": [], "grader_sets": []}
+    try:
+        for name, value in targets.items():
+            preset, action = target_preset_apply(name=name, config=value)
+            out["targets"].append({"name": name, "action": action,
+                                   "content_hash": preset.content_hash})
+        for name, value in grader_sets.items():
+            unknown = sorted(set(value) - {"graders"})
+            if unknown:
+                raise CommandError(f"grader_sets.{name}.{unknown[0]}: unknown field (graders)")
+            if "graders" not in value:
+                raise CommandError(f"grader_sets.{name}.graders: required, a list of graders")
+            preset, action = grader_set_preset_apply(name=name, graders=value["graders"])
+            out["grader_sets"].append({"name": name, "action": action,
+                                       "content_hash": preset.content_hash})
+    except PresetConfigError as exc:
+        raise CommandError(str(exc)) from exc
+    return out

@@ -1,0 +1,67 @@
+"""Writes of config-as-code presets: named targets and grader sets (``apply_config``'s
+``[targets.NAME]`` and ``[grader_sets.NAME]`` tables).
+
+Each preset is validated when applied, with the same code a run uses
+(``evals.targets.target_from_config``, ``evals.graders.parse_grader_specs``); errors name
+the TOML table and field (``targets.prod.base_url: ...``,
+``grader_sets.smoke.graders[0].kind: ...``). Applying the same content changes nothing; a
+change updates the preset in place and says so. Runs copy a preset into their own snapshot,
+so a changed preset never rewrites history.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from .graders import GraderConfigError, parse_grader_specs
+from .models import GraderSetPreset, TargetPreset, preset_hash
+from .services import _target_validate
+from .targets import TargetConfigError
+
+Action = Literal["created", "updated", "unchanged"]
+
+
+class PresetConfigError(ValueError):
+    """A preset that does not validate; the message names the TOML table and field."""
+
+
+def _renamed(message: str, *, old: str, new: str) -> str:
+    """``target.model: ...`` -> ``targets.prod.model: ...`` (prefix the table otherwise)."""
+    if message.startswith(old):
+        return new + message[len(old):]
+    return f"{new}: {message}"
+
+
+def target_preset_apply(*, name: str, config: dict) -> tuple[TargetPreset, Action]:
+    """Create or update the target preset ``name`` with ``config`` (a run's target snapshot,
+    ``{"kind": "openai"|"callable"|"simulated", ...}``). Raises ``PresetConfigError`` naming
+    ``targets.<name>.<field>``."""
+    where = f"targets.{name}"
+    try:
+        _target_validate(config)
+    except TargetConfigError as exc:
+        raise PresetConfigError(_renamed(str(exc), old="target", new=where)) from exc
+    return _apply(TargetPreset, name=name, field="config", value=config)
+
+
+def grader_set_preset_apply(*, name: str, graders: list) -> tuple[GraderSetPreset, Action]:
+    """Create or update the grader set preset ``name`` (a list of grader spec dicts, see
+    ``evals.graders.parse_grader_specs``). Raises ``PresetConfigError`` naming
+    ``grader_sets.<name>.graders[<i>].<field>``."""
+    where = f"grader_sets.{name}.graders"
+    try:
+        parse_grader_specs(graders)
+    except GraderConfigError as exc:
+        raise PresetConfigError(_renamed(str(exc), old="graders", new=where)) from exc
+    return _apply(GraderSetPreset, name=name, field="graders", value=graders)
+
+
+def _apply(model, *, name: str, field: str, value) -> tuple:
+    preset = model.objects.select_for_update().filter(name=name).first()
+    if preset is None:
+        return model.objects.create(name=name, **{field: value}), "created"
+    if preset.content_hash == preset_hash(value):
+        return preset, "unchanged"
+    setattr(preset, field, value)
+    preset.save()
+    return preset, "updated"
