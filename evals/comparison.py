@@ -28,6 +28,7 @@ import numpy as np
 
 from evals.report import pass_k_table
 from evals.run_data import CaseData, GraderInfo, RunData, run_data_get, verdict_lists
+from evals.strict_json import json_safe
 from stats.compare import (
     Interval,
     clustered_paired_interval,
@@ -240,7 +241,7 @@ class Comparison:
     def to_dict(self) -> dict[str, Any]:
         """Strict-JSON-safe dict (Decimals as strings, no NaN): runs as summaries, the
         p-value as a float plus its text."""
-        data = _json_safe({k: v for k, v in asdict(self).items() if k not in ("base", "head")})
+        data = json_safe({k: v for k, v in asdict(self).items() if k not in ("base", "head")})
         for side, run in (("base", self.base), ("head", self.head)):
             data[side] = {"label": run.label, "uuid": run.uuid, "name": run.name,
                           "suite": run.suite_name, "kind": run.suite_kind,
@@ -250,20 +251,6 @@ class Comparison:
         if self.headline is not None:
             data["headline"]["p_text"] = self.headline.p_text
         return data
-
-
-def _json_safe(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {str(k): _json_safe(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_json_safe(v) for v in value]
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, Decimal):
-        return str(value)
-    if isinstance(value, np.generic):
-        return _json_safe(value.item())
-    return value
 
 
 def comparability_problems(base: RunData, head: RunData) -> list[str]:

@@ -20,7 +20,6 @@ Rules (one place for each):
 from __future__ import annotations
 
 import dataclasses
-import math
 from dataclasses import dataclass, field
 from decimal import Decimal
 from functools import lru_cache
@@ -31,6 +30,8 @@ import numpy as np
 from labeling.figures import CorrectedPassRate, corrected_pass_rate_from_approval
 from stats import pass_at_k, pass_hat_k, wilson_interval
 from stats.intervals import ClusteredMean, clustered_mean_of_rates
+
+from .strict_json import json_safe
 
 PASS, FAIL, ERRORED, MISSING, PIPELINE, PENDING = 1, 0, -1, -2, -3, -4
 OVERALL = "overall"
@@ -391,25 +392,9 @@ class RunReport:
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-safe data: Decimals as strings, no NaN or Infinity (as None)."""
-        data = _json_safe(dataclasses.asdict(self))
+        data = json_safe(dataclasses.asdict(self))
         data["banners"] = [b for b in (self.errored_banner, self.incomplete_banner) if b]
         return data
-
-
-def _json_safe(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {str(k): _json_safe(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_json_safe(v) for v in value]
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, Decimal):
-        return str(value) if value.is_finite() else None
-    if isinstance(value, np.integer):
-        return int(value)
-    if isinstance(value, np.floating):
-        return _json_safe(float(value))
-    return value
 
 
 @dataclass(frozen=True)
