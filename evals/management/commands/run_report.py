@@ -49,7 +49,7 @@ def _rate(f: Figures) -> str:
         "CI undefined (1 case)" if r.ci_low is None
         else f"95% CI [{_pct(r.ci_low)}, {_pct(r.ci_high)}]"
     )
-    return f"{_pct(r.mean)} {ci} over {r.n_cases} cases"
+    return f"{_pct(r.mean)} {ci} over {_cases(r.n_cases)}"
 
 
 def render_text(report: RunReport) -> str:
@@ -73,7 +73,7 @@ def render_text(report: RunReport) -> str:
     lines.append("pass@k / pass^k: " + ", ".join(
         f"k={p.k}: {_pct(p.pass_at_k)} / {_pct(p.pass_hat_k)}" for p in report.overall.pass_k))
     for s in report.slices:
-        lines.append(f"tag {s.tag} ({s.n_cases} cases): {_rate(s.overall)}")
+        lines.append(f"tag {s.tag} ({_cases(s.n_cases)}): {_rate(s.overall)}")
     for g in report.failure_reasons:
         lines.append(f"{g.grader}: {g.text}")
     c = report.cost
@@ -84,9 +84,17 @@ def render_text(report: RunReport) -> str:
     else:
         cost = "unknown"
     lines.append(f"tokens: {report.tokens.input} in, {report.tokens.output} out; latency p50 "
-                 f"{report.latency.p50_ms} ms, p95 {report.latency.p95_ms} ms; cost {cost}")
+                 f"{_ms(report.latency.p50_ms)}, p95 {_ms(report.latency.p95_ms)}; cost {cost}")
     return "\n".join(lines)
 
+
+
+def _cases(n: int) -> str:
+    return f"{n} case" if n == 1 else f"{n} cases"
+
+
+def _ms(value: float | None) -> str:
+    return "unknown" if value is None else f"{value:.1f} ms"
 
 class Command(BaseCommand):
     help = "Print a run's report (pass rate with CI, pass@k, errors, cost); --json for strict JSON."
