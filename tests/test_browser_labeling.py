@@ -78,7 +78,9 @@ def test_a_reviewer_labels_30_items_by_keyboard_and_a_lead_trusts_the_judge(
                                 headers={"X-CSRFToken": csrf, "Referer": live_server.url},
                                 max_redirects=0)
     assert refused.status == 403
-    assert "CSRF" not in refused.text()  # refused for the role, not for the token
+    # Refused for the role (Assay's 403 page), not for the token (Django's CSRF failure).
+    assert "Not allowed" in refused.text()
+    assert "CSRF verification failed" not in refused.text()
     page.console_errors.clear()  # the two expected 403 responses log resource errors
     assert not JudgeApproval.objects.exists()
 
