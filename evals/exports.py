@@ -1,0 +1,203 @@
+"""Exports of a run, a comparison and a run's labels as CSV (RFC 4180) or Parquet.
+
+An export is first built as an ``ExportTable`` (typed columns, rows of Python values) with a
+fixed number of queries whatever the size (run: 2, labels: 1), then written:
+
+- CSV (``table_csv``): UTF-8, no BOM, CRLF record ends, fields quoted when they hold a comma,
+  quote or line break (``csv.QUOTE_MINIMAL``, which is RFC 4180). Null is the empty cell,
+  never ``0`` or ``NaN``; booleans are ``true``/``false``; datetimes ISO 8601 with an explicit
+  offset in the export's zone (``tz``, default UTC: 2025-02-24T15:30:00Z exported with
+  ``tz=Asia/Shanghai`` reads ``2025-02-24T23:30:00+08:00``); tags are joined with ``,`` (the
+  form ``evals.importers`` CSV reading splits again); a JSON ``input``/``expected`` that is
+  not a string is written as compact JSON text.
+- Parquet (``table_parquet``): one pyarrow column per export column with its type
+  (``int64``, ``float64``, ``decimal128(14, 8)`` for USD, ``bool``, ``timestamp[us, tz]``,
+  ``list<string>`` for tags); null stays null.
+
+The run CSV's column names match the CSV importer's fields (``case_id``, ``input``,
+``expected``, ``output``, ``attempt``, ``tags``, ``created_at``, ``input_tokens``,
+``output_tokens``, ``latency_ms``, ``cost_usd``), so importing an export gives the same
+cases and trial values again (fault J2's round trip).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime, tzinfo
+from typing import Any
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from django.db.models import Prefetch
+
+from .models import Grade, Run, Trial
+
+FORMATS = ("csv", "parquet")
+CONTENT_TYPES = {"csv": "text/csv; charset=utf-8", "parquet": "application/vnd.apache.parquet"}
+USD = pa.decimal128(14, 8)
+GRADE_FIELDS = ("passed", "status", "score", "reason")
+
+
+class ExportError(ValueError):
+    """A bad export request (unknown format or time zone); the message names the option."""
+
+
+@dataclass(frozen=True)
+class ExportTable:
+    """Columns ``[(name, pyarrow type)]`` and rows (lists of Python values, None = null)."""
+
+    columns: list[tuple[str, pa.DataType]]
+    rows: list[list[Any]]
+
+
+def zone_get(*, name: str | None) -> tzinfo:
+    """The IANA zone ``name`` (``"Asia/Shanghai"``); UTC when empty. Raises ``ExportError``."""
+    if not name or name.upper() == "UTC":
+        return UTC
+    try:
+        return ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError) as exc:
+        raise ExportError(f"tz: unknown time zone {name!r}") from exc
+
+
+def _json_text(value: Any) -> str | None:
+    if value is None or isinstance(value, str):
+        return value
+    return json.dumps(value, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+
+
+def _grader_keys(run: Run, trials: list[Trial]) -> list[str]:
+    keys = [g["key"] for g in run.graders if isinstance(g, dict) and g.get("key")]
+    extra = sorted({g.grader for t in trials for g in t.grades.all()} - set(keys))
+    return keys + extra
+
+
+def run_table(*, run: Run, zone: tzinfo = UTC) -> ExportTable:
+    """One row per trial of ``run`` (ordered by case key, attempt): suite, run, case_id,
+    content_hash, input, expected, tags, attempt, status, output, error, latency_ms (ms),
+    input_tokens, output_tokens (tokens), cost_usd (USD, null when unknown), created_at
+    (in ``zone``), then ``<grader>.passed|status|score|reason`` per grader (the run's grader
+    set first, then any other grader found). Two queries."""
+    grades = Prefetch("grades", queryset=Grade.objects.order_by("id"))
+    trials = list(
+        Trial.objects.filter(run=run).select_related("case").prefetch_related(grades)
+        .order_by("case__key", "attempt", "id")
+    )
+    keys = _grader_keys(run, trials)
+    columns: list[tuple[str, pa.DataType]] = [
+        ("suite", pa.string()), ("run", pa.string()), ("case_id", pa.string()),
+        ("content_hash", pa.string()), ("input", pa.string()), ("expected", pa.string()),
+        ("tags", pa.list_(pa.string())), ("attempt", pa.int64()), ("status", pa.string()),
+        ("output", pa.string()), ("error", pa.string()), ("latency_ms", pa.float64()),
+        ("input_tokens", pa.int64()), ("output_tokens", pa.int64()), ("cost_usd", USD),
+        ("created_at", pa.timestamp("us", tz=str(zone))),
+    ]
+    for key in keys:
+        columns += [(f"{key}.passed", pa.bool_()), (f"{key}.status", pa.string()),
+                    (f"{key}.score", pa.float64()), (f"{key}.reason", pa.string())]
+    rows = []
+    for t in trials:
+        by_grader = {g.grader: g for g in t.grades.all()}
+        row = [run.suite.name, run.name, t.case.key, t.case.content_hash,
+               _json_text(t.case.input), _json_text(t.case.expected), list(t.case.tags),
+               t.attempt, t.status, t.output, t.error_message, t.latency_ms, t.input_tokens,
+               t.output_tokens, t.cost_usd, t.created_at.astimezone(zone)]
+        for key in keys:
+            g = by_grader.get(key)
+            row += [None, None, None, None] if g is None else [g.passed, g.status, g.score,
+                                                               g.reason]
+        rows.append(row)
+    return ExportTable(columns=columns, rows=rows)
+
+
+def labels_table(*, run: Run, zone: tzinfo = UTC) -> ExportTable:
+    """One row per label on a trial of ``run``: trial (UUID), case_id, attempt, reviewer
+    (username, or the imported reviewer name), verdict (pass/fail), critique, source,
+    created_at (in ``zone``). One query."""
+    from labeling.models import Label
+
+    labels = (Label.objects.filter(trial__run=run)
+              .select_related("trial__case", "reviewer")
+              .order_by("trial__case__key", "trial__attempt", "created_at", "id"))
+    columns = [("trial", pa.string()), ("case_id", pa.string()), ("attempt", pa.int64()),
+               ("reviewer", pa.string()), ("verdict", pa.string()), ("critique", pa.string()),
+               ("source", pa.string()), ("created_at", pa.timestamp("us", tz=str(zone)))]
+    rows = [[str(lb.trial.uuid), lb.trial.case.key, lb.trial.attempt,
+             lb.reviewer.username if lb.reviewer else lb.reviewer_name, lb.verdict,
+             lb.critique, lb.source, lb.created_at.astimezone(zone)] for lb in labels]
+    return ExportTable(columns=columns, rows=rows)
+
+
+def comparison_table(*, base: Run, head: Run, alpha: float = 0.05) -> ExportTable:
+    """``evals.comparison.comparison_get(base=, head=)`` as rows: one per shared case
+    (section ``shared``: base x/N, head y/N, rates in [0, 1], delta = head − base, change
+    class, errored trials per side), then one per ``added``, ``removed`` and ``changed``
+    case (counts empty). Queries: those of ``comparison_get``, independent of the rows."""
+    from .comparison import comparison_get
+
+    cmp = comparison_get(base=base, head=head, alpha=alpha)
+    columns = [("section", pa.string()), ("case_id", pa.string()),
+               ("content_hash", pa.string()), ("tags", pa.list_(pa.string())),
+               ("base_passed", pa.int64()), ("base_graded", pa.int64()),
+               ("head_passed", pa.int64()), ("head_graded", pa.int64()),
+               ("base_rate", pa.float64()), ("head_rate", pa.float64()),
+               ("delta", pa.float64()), ("change", pa.string()),
+               ("base_errored", pa.int64()), ("head_errored", pa.int64())]
+    rows = [["shared", c.key, c.content_hash, list(c.tags), c.base_passed, c.base_graded,
+             c.head_passed, c.head_graded, c.base_rate, c.head_rate, c.delta, c.change,
+             c.base_errored, c.head_errored] for c in cmp.cases]
+    for section, refs in (("added", cmp.added), ("removed", cmp.removed),
+                          ("changed", cmp.changed)):
+        rows += [[section, r.key, r.content_hash, list(r.tags)] + [None] * 10 for r in refs]
+    return ExportTable(columns=columns, rows=rows)
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, datetime):
+        return value.isoformat()
+    if isinstance(value, float):
+        return repr(value)  # finite by construction: the models never store NaN
+    if isinstance(value, list):
+        return ",".join(value)
+    return str(value)
+
+
+def table_csv(table: ExportTable) -> bytes:
+    """``table`` as RFC 4180 CSV bytes (module docstring: cells, nulls, times)."""
+    out = io.StringIO(newline="")
+    writer = csv.writer(out, lineterminator="\r\n", quoting=csv.QUOTE_MINIMAL)
+    writer.writerow([name for name, _ in table.columns])
+    for row in table.rows:
+        writer.writerow([_cell(v) for v in row])
+    return out.getvalue().encode("utf-8")
+
+
+def table_parquet(table: ExportTable) -> bytes:
+    """``table`` as Parquet bytes (pyarrow, one typed column per export column)."""
+    arrays = [pa.array([row[i] for row in table.rows], type=typ)
+              for i, (_, typ) in enumerate(table.columns)]
+    names = [name for name, _ in table.columns]
+    out = io.BytesIO()
+    pq.write_table(pa.Table.from_arrays(arrays, names=names), out)
+    return out.getvalue()
+
+
+WRITERS: dict[str, Callable[[ExportTable], bytes]] = {"csv": table_csv,
+                                                      "parquet": table_parquet}
+
+
+def table_write(*, table: ExportTable, fmt: str) -> bytes:
+    """``table`` in format ``fmt`` (``csv`` or ``parquet``). Raises ``ExportError``."""
+    if fmt not in WRITERS:
+        raise ExportError(f"format: expected one of {', '.join(FORMATS)}, got {fmt!r}")
+    return WRITERS[fmt](table)
+
