@@ -56,6 +56,8 @@ INSTALLED_APPS = [
     "django_htmx",
     "template_partials",
     "rest_framework",
+    "drf_spectacular",
+    "apitokens",
     "evals",
     "judges",
     "labeling",
@@ -194,9 +196,16 @@ CELERY_TASK_EAGER_PROPAGATES = True
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 
 REST_FRAMEWORK = {
-    "DEFAULT_AUTHENTICATION_CLASSES": ["rest_framework.authentication.SessionAuthentication"],
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "apitokens.authentication.BearerTokenAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
+    ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_RENDERER_CLASSES": ["evals.api_base.StrictJSONRenderer"],
+    "DEFAULT_PAGINATION_CLASS": "evals.api_base.CreatedCursorPagination",
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
 }
+SPECTACULAR_SETTINGS = {"TITLE": "Assay API", "VERSION": "1", "SERVE_INCLUDE_SCHEMA": False}
 
 # Assay's own knobs.
 ASSAY = {

@@ -17,6 +17,7 @@ urlpatterns = [
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),
     path("healthz", healthz),
+    path("api/", include("config.api_router")),
     path("", include("evals.urls")),
     path("", include("labeling.urls")),
     path("", include("judges.urls")),

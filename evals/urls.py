@@ -1,6 +1,6 @@
 from django.urls import path
 
-from . import views, views_comparison, views_suite
+from . import views, views_comparison, views_exports, views_suite
 
 app_name = "evals"
 
@@ -23,4 +23,9 @@ urlpatterns = [
          name="comparison"),
     path("runs/<uuid:head_id>/compare/<uuid:base_id>/cases/<uuid:case_id>/",
          views_comparison.comparison_case, name="comparison-case"),
+    path("runs/<uuid:run_id>/export/", views_exports.run_export, name="run-export"),
+    path("runs/<uuid:run_id>/labels/export/", views_exports.labels_export,
+         name="labels-export"),
+    path("runs/<uuid:head_id>/compare/<uuid:base_id>/export/",
+         views_exports.comparison_export, name="comparison-export"),
 ]

@@ -1,0 +1,52 @@
+"""Create, revoke and check API tokens."""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+
+from django.core.exceptions import PermissionDenied
+from django.utils import timezone
+
+from evals.roles import LEAD, user_has_role
+
+from .models import ApiToken
+
+
+def token_hash(token: str) -> str:
+    """SHA-256 hex digest (64 chars) of ``token``'s UTF-8 bytes."""
+    return hashlib.sha256(token.encode("utf-8")).hexdigest()
+
+
+def token_create(*, user, name: str, by=None) -> tuple[ApiToken, str]:
+    """A new token for ``user``: (row, token). The token (``secrets.token_urlsafe(40)``, 40
+    random bytes) is returned once and only its hash is stored. ``by`` (when given) must
+    be a lead. Raises PermissionDenied, ValueError naming ``name`` (empty or > 200 chars)."""
+    if by is not None and not user_has_role(by, LEAD):
+        raise PermissionDenied("only a lead creates API tokens")
+    name = name.strip()
+    if not name or len(name) > 200:
+        raise ValueError("name: must be 1 to 200 characters")
+    token = secrets.token_urlsafe(40)
+    row = ApiToken.objects.create(user=user, name=name, key_hash=token_hash(token))
+    return row, token
+
+
+def token_revoke(*, token: ApiToken, by=None) -> bool:
+    """Revoke ``token`` (compare-and-set: revoking twice is a no-op); True when this call
+    revoked it. ``by`` (when given) must be a lead. Raises PermissionDenied."""
+    if by is not None and not user_has_role(by, LEAD):
+        raise PermissionDenied("only a lead revokes API tokens")
+    return bool(ApiToken.objects.filter(id=token.id, revoked_at__isnull=True)
+                .update(revoked_at=timezone.now()))
+
+
+def token_user(*, token: str):
+    """The active user of a live ``token`` and records ``last_used_at``; None when the
+    token is unknown, revoked or its user inactive."""
+    row = (ApiToken.objects.select_related("user")
+           .filter(key_hash=token_hash(token), revoked_at__isnull=True).first())
+    if row is None or not row.user.is_active:
+        return None
+    ApiToken.objects.filter(id=row.id).update(last_used_at=timezone.now())
+    return row.user

@@ -1,0 +1,23 @@
+"""API wiring under /api/: read-only resources, actions, the OpenAPI schema."""
+
+from django.urls import path
+from drf_spectacular.views import SpectacularAPIView
+from rest_framework.routers import SimpleRouter
+
+from evals import api as evals_api
+
+router = SimpleRouter()
+router.register("suites", evals_api.SuiteViewSet, basename="suite")
+router.register("cases", evals_api.CaseViewSet, basename="case")
+router.register("runs", evals_api.RunViewSet, basename="run")
+router.register("trials", evals_api.TrialViewSet, basename="trial")
+router.register("grades", evals_api.GradeViewSet, basename="grade")
+router.register("baselines", evals_api.BaselineViewSet, basename="baseline")
+
+app_name = "api"
+urlpatterns = [
+    path("runs/start", evals_api.RunStartApi.as_view(), name="run-start"),
+    path("baselines/set", evals_api.BaselineSetApi.as_view(), name="baseline-set"),
+    path("schema/", SpectacularAPIView.as_view(), name="schema"),
+    *router.urls,
+]
