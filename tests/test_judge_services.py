@@ -246,4 +246,6 @@ def test_the_stored_details_are_strict_json(waits):
     with FakeLLM(responder=lambda body: verdict_json("PASS")) as llm:
         grade = judge_grade_trial(trial=make_trials(["Paris"])[0],
                                   judge_version=make_version(llm))
-    json.dumps(grade.details, allow_nan=False)
+    text = json.dumps(grade.details, allow_nan=False)  # raises on NaN or Infinity
+    assert grade.status == "ok" and grade.passed is True
+    assert json.loads(text) == grade.details
