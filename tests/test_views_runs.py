@@ -371,7 +371,7 @@ def test_the_run_list_pass_rate_leaves_out_errored_grades(client, carol, db):
     client.force_login(carol)
     body = client.get(reverse("evals:run-list")).content.decode()
     assert "66.7%" in body
-    assert "2/3 graded, 1 grader error" in body
+    assert "2 of 3 graded trials passed, 1 grader error" in body
 
 
 def test_the_run_list_pass_rate_is_the_mean_of_per_case_rates_as_in_the_report(db):
