@@ -181,3 +181,14 @@ def test_it_rejects_a_score_out_of_the_unit_interval():
     message = r"^line 1: field score: expected a number in \[0, 1\], got 7"
     with pytest.raises(ResultsImportError, match=message):
         _jsonl('{"case_id":"c1","input":"q","score":7,"passed":true}')
+
+
+def test_a_csv_output_larger_than_the_csv_module_default_is_stored_whole():
+    from evals.models import Trial
+    from tests.import_helpers import import_bytes
+
+    big = "x" * 300_000  # the csv module's default field limit is 131,072
+    data = f'case_id,input,output\r\nc1,q,"{big}"\r\n'.encode()
+    import_bytes(data, filename="big.csv", mapping={"case_id": "case_id", "input": "input",
+                                                    "output": "output"})
+    assert Trial.objects.get().output == big

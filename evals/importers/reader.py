@@ -94,13 +94,19 @@ class CsvRow:
         return f"row {self.row} (line {self.line})"
 
 
+# The largest CSV field accepted, in characters (a whole model output fits; 256 MiB).
+CSV_FIELD_LIMIT = 256 * 1024 * 1024
+
+
 def csv_rows(stream: BinaryIO | Iterable[bytes]) -> tuple[list[str], Iterator[CsvRow]]:
     """Read a CSV file with a header row: ``(header, rows)``.
 
     Raises ``ResultsImportError`` for an empty file, a blank or duplicate header name, a row
     with more or fewer cells than the header, or a CSV syntax error (each naming the row).
-    Blank lines are skipped.
+    Blank lines are skipped. A field may be as large as ``CSV_FIELD_LIMIT`` characters
+    (outputs are stored whole; the csv module's default cap is 131,072).
     """
+    csv.field_size_limit(CSV_FIELD_LIMIT)
     state = {"line": 0}
 
     def lines() -> Iterator[str]:
