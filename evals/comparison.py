@@ -258,6 +258,8 @@ def comparability_problems(base: RunData, head: RunData) -> list[str]:
     a changed grader set (keys or gating), a changed judge version per grader (fault K1:
     "judge version changed (judge-v1 → judge-v2): the runs are not comparable")."""
     problems = []
+    if base.uuid and base.uuid == head.uuid:
+        problems.append("base and head are the same run: there is nothing to compare")
     if base.suite_name != head.suite_name:
         problems.append(f"different suites ({base.suite_name} → {head.suite_name}): the runs "
                         "are not comparable")

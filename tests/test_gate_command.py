@@ -33,6 +33,14 @@ def test_it_exits_0_when_nothing_moved(capsys):
     assert "within the pipeline's own randomness (p = 1.00)" in out
 
 
+def test_it_exits_2_when_base_and_head_are_the_same_run(capsys):
+    v = judge_version(1)
+    db_run(STEADY, name="B", version=v)
+    code, out = gate("--base", "S/B", "--head", "S/B", capsys=capsys)
+    assert code == 2
+    assert "base and head are the same run" in out
+
+
 def test_it_exits_1_on_a_significant_regression_fault_d2(capsys):
     v = judge_version(1)
     db_run({f"c{i}": "P" for i in range(10)}, name="B", version=v, kind="capability")
