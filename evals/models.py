@@ -388,44 +388,46 @@ def preset_hash(value: Any) -> str:
     return hashlib.sha256(payload.encode("utf-8")).hexdigest()
 
 
-class TargetPreset(models.Model):
-    """A named target configuration declared in config-as-code (``apply_config``'s
-    ``[targets.NAME]``). A run copies ``config`` into its own snapshot when it starts, so
-    changing a preset never changes past runs."""
+class Preset(models.Model):
+    """A named piece of configuration declared in config-as-code (``apply_config``), with
+    the content hash of its ``content`` field. Runs copy a preset into their own snapshot
+    when they start, so changing a preset never changes past runs."""
+
+    content_field = ""  # the JSON field hashed into content_hash
 
     name = models.CharField(max_length=200, unique=True)
+    content_hash = models.CharField(max_length=64, editable=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        abstract = True
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+    def save(self, *args, **kwargs):
+        self.content_hash = preset_hash(getattr(self, self.content_field))
+        super().save(*args, **kwargs)
+
+
+class TargetPreset(Preset):
+    """A named target configuration (``apply_config``'s ``[targets.NAME]``)."""
+
+    content_field = "config"
     config = models.JSONField(default=dict)
-    content_hash = models.CharField(max_length=64, editable=False)
-    created_at = models.DateTimeField(auto_now_add=True)
-    updated_at = models.DateTimeField(auto_now=True)
 
-    class Meta:
-        ordering = ["name"]
-
-    def __str__(self) -> str:
-        return self.name
-
-    def save(self, *args, **kwargs):
-        self.content_hash = preset_hash(self.config)
-        super().save(*args, **kwargs)
+    class Meta(Preset.Meta):
+        pass
 
 
-class GraderSetPreset(models.Model):
-    """A named grader set (a list of grader spec dicts, see ``evals.graders``) declared in
-    config-as-code (``[grader_sets.NAME]``); runs copy it into their own snapshot."""
+class GraderSetPreset(Preset):
+    """A named grader set, a list of grader spec dicts (see ``evals.graders``;
+    ``[grader_sets.NAME]``)."""
 
-    name = models.CharField(max_length=200, unique=True)
+    content_field = "graders"
     graders = models.JSONField(default=list)
-    content_hash = models.CharField(max_length=64, editable=False)
-    created_at = models.DateTimeField(auto_now_add=True)
-    updated_at = models.DateTimeField(auto_now=True)
 
-    class Meta:
-        ordering = ["name"]
-
-    def __str__(self) -> str:
-        return self.name
-
-    def save(self, *args, **kwargs):
-        self.content_hash = preset_hash(self.graders)
-        super().save(*args, **kwargs)
+    class Meta(Preset.Meta):
+        pass
