@@ -689,14 +689,17 @@ def baseline_set(*, suite: Suite, run: Run, by=None, note: str = "") -> Baseline
     """Make ``run`` the current baseline of ``suite``: a new ``Baseline`` row, so the history
     of who set which baseline and when is kept (the latest row is current).
 
-    Raises ``ValueError`` naming the field: ``run`` must belong to ``suite`` and be terminal
-    (succeeded, failed or cancelled); ``note`` at most 500 characters.
+    Raises ``ValueError`` naming the field: ``run`` must belong to ``suite`` and pass
+    ``baseline_refusal`` (finished, not cancelled, at least one graded trial); ``note`` at
+    most 500 characters.
     """
     if run.suite_id != suite.id:
         raise ValueError(f"run: {run.name!r} belongs to another suite, not {suite.name!r}")
-    if not run.is_terminal:
-        raise ValueError(f"run: {run.name!r} is {run.status}; only a finished run can be a "
-                         "baseline")
+    from .selectors_suite import baseline_refusal
+
+    refusal = baseline_refusal(run=run)
+    if refusal:
+        raise ValueError(refusal)
     if len(note) > 500:
         raise ValueError("note: at most 500 characters")
     user = by if by is not None and getattr(by, "is_authenticated", False) else None

@@ -198,3 +198,39 @@ def test_setting_a_baseline_needs_a_post(client, carol, cap_with_three_runs):
     client.force_login(carol)
     assert client.get(reverse("evals:baseline-set", args=[runs[0].uuid])).status_code == 405
     assert not Baseline.objects.exists()
+
+
+def test_a_cancelled_or_ungraded_run_is_not_offered_or_accepted_as_a_baseline(
+    client, carol, cap_with_three_runs
+):
+    from evals.services import baseline_set
+
+    suite, runs, _ = cap_with_three_runs
+    Run.objects.filter(id=runs[0].id).update(status=Run.Status.CANCELLED)
+    runs[0].refresh_from_db()
+    client.force_login(carol)
+    page = client.get(runs[0].get_absolute_url()).content.decode()
+    assert "Set as baseline" not in page
+    assert "was cancelled; a cancelled run cannot be a baseline" in page
+    with pytest.raises(ValueError, match="was cancelled"):
+        baseline_set(suite=suite, run=runs[0], by=carol)
+    client.post(reverse("evals:baseline-set", args=[runs[0].uuid]))
+
+    from evals.models import Grade
+    Grade.objects.filter(trial__run=runs[1]).update(status=Grade.Status.ERROR, passed=None)
+    assert "Set as baseline" not in client.get(runs[1].get_absolute_url()).content.decode()
+    with pytest.raises(ValueError, match="has no graded trial"):
+        baseline_set(suite=suite, run=runs[1], by=carol)
+    assert not Baseline.objects.exists()
+    assert "Set as baseline" in client.get(runs[2].get_absolute_url()).content.decode()
+
+
+def test_the_compare_picker_preselects_the_current_baseline(client, carol, cap_with_three_runs):
+    from evals.services import baseline_set
+
+    suite, runs, _ = cap_with_three_runs
+    baseline_set(suite=suite, run=runs[0], by=carol)
+    client.force_login(carol)
+    page = client.get(runs[2].get_absolute_url()).content.decode()
+    assert f'<option value="{runs[0].uuid}" selected>' in page
+    assert f'<option value="{runs[1].uuid}">' in page
