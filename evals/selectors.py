@@ -253,11 +253,15 @@ def trial_get(*, trial_uuid) -> Trial:
 
 
 def suite_default_graders(*, suite: object) -> list[dict]:
-    """The grader set to prefill for a new run of ``suite``: the grader set of its most recent
-    run (a list of grader spec dicts), else ``[]``."""
+    """The grader set to prefill for a new run of ``suite`` (a list of grader spec dicts):
+    the current baseline's, else the most recent succeeded run's, else ``[]``. A failed or
+    cancelled run's grader set is never offered (it may be what broke it). Two queries."""
+    baseline = baseline_current(suite=suite)
+    if baseline is not None and baseline.run.graders:
+        return list(baseline.run.graders)
     latest = (
-        Run.objects.filter(suite=suite).exclude(graders=[]).order_by("-created_at", "-id")
-        .values_list("graders", flat=True).first()
+        Run.objects.filter(suite=suite, status=Run.Status.SUCCEEDED).exclude(graders=[])
+        .order_by("-created_at", "-id").values_list("graders", flat=True).first()
     )
     return list(latest) if latest else []
 

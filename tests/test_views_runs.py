@@ -182,6 +182,21 @@ def test_it_prefills_the_grader_set_of_the_suites_latest_run(client, alice, db):
     assert json.loads(form.initial["graders"]) == []
 
 
+def test_it_never_prefills_a_failed_runs_grader_set_and_prefers_the_baselines(client, alice, db):
+    from evals.models import Baseline
+
+    suite = make_suite()
+    good = make_run(suite, name="good", graders=GRADERS)
+    make_run(suite, name="later", graders=[{"key": "b", "kind": "exact"}])
+    make_run(suite, name="broken", status=Run.Status.FAILED, graders=[{"key": "x", "kind": "?"}])
+    client.force_login(alice)
+    form = client.get(reverse("evals:run-new"), {"suite": str(suite.uuid)}).context["form"]
+    assert json.loads(form.initial["graders"]) == [{"key": "b", "kind": "exact"}]
+    Baseline.objects.create(suite=suite, run=good)
+    form = client.get(reverse("evals:run-new"), {"suite": str(suite.uuid)}).context["form"]
+    assert json.loads(form.initial["graders"]) == GRADERS
+
+
 def test_choosing_a_suite_reloads_only_the_grader_field_over_htmx(client, alice, db):
     suite = make_suite()
     make_run(suite, graders=GRADERS)
