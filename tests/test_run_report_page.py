@@ -56,3 +56,18 @@ def test_it_refuses_an_outsider(client, mallory):
     client.force_login(mallory)
     response = client.get(reverse("evals:run-detail", kwargs={"run_id": run.uuid}))
     assert response.status_code == 403
+
+
+def test_it_says_unknown_tokens_rather_than_zero(client, bob):
+    run = make_run(cases=[("c1", []), ("c2", [])], graders=[{"key": "a", "kind": "exact"}])
+    add_trial(run, "c1", 1, grades={"a": True})
+    add_trial(run, "c2", 1, grades={"a": True})
+    html = _page(client, bob, run)
+    assert "<dt>Input tokens</dt><dd>unknown</dd>" in html
+    assert "<dt>Output tokens</dt><dd>unknown</dd>" in html
+    run2 = make_run(cases=[("c1", []), ("c2", [])], graders=[{"key": "a", "kind": "exact"}],
+                    name="r2", suite="S2")
+    add_trial(run2, "c1", 1, grades={"a": True}, tokens=(120, 30))
+    add_trial(run2, "c2", 1, grades={"a": True})
+    html = _page(client, bob, run2)
+    assert "≥ 120 <span class=\"muted\">(unknown for 1 of 2 trials)</span>" in html
