@@ -82,6 +82,9 @@ def test_an_engineer_sets_a_baseline_runs_a_change_and_reads_a_broken_case_diff(
     page.goto(f"{live_server.url}/suites/{suite.uuid}/")
     page.wait_for_selector("#suite-history-chart[data-ready=true]")
     assert "Current baseline: base run" in page.inner_text("#baseline")
+    # A run with nothing graded breaks the line instead of being bridged.
+    assert page.evaluate("Chart.getChart(document.getElementById('suite-history-chart'))"
+                         ".data.datasets[1].spanGaps") is False
     assert page.console_errors == []
 
 

@@ -23,7 +23,8 @@
           {
             type: "line", label: "pass rate", order: 1,
             data: rows.map(function (r) { return r.rate; }),
-            borderColor: "#2854c5", backgroundColor: "#2854c5", pointRadius: 4, spanGaps: true
+            borderColor: "#2854c5", backgroundColor: "#2854c5", pointRadius: 4,
+            spanGaps: false  // a run with nothing graded is a gap, not a point on the line
           }
         ]
       },
