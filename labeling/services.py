@@ -96,12 +96,16 @@ def calibration_set_build(*, run: Run, name: str, by, judge_version: JudgeVersio
                           size: int = 30, seed: int = 0) -> CalibrationSet:
     """Pick ``size`` ok trials of ``run`` into a new calibration set (engineers and leads).
 
-    Strata: the judge version's verdict on the trial (``pass``, ``fail``, or ``none`` when
-    errored / ungraded / no judge given) x the case's first tag. The pick alternates the
+    Strata: the judge version's verdict on the trial (``pass``, ``fail``; ``none`` when no
+    judge is given) x the case's first tag. With a judge version, only trials it graded
+    successfully are eligible: a trial whose judge verdict errored (or that it never
+    graded) cannot count toward the judge's calibration, so it would waste a reviewer's
+    label. The pick alternates the
     verdict classes, and the tags within each, so both passes and fails are present
     whenever the run has them (balanced, not proportional: FAR needs human fails). Same
     run, judge, size and seed -> the same trials in the same order. Raises
-    PermissionDenied, or LabelingError when size < 1 or the run has no ok trial.
+    PermissionDenied, or LabelingError when size < 1, the run has no ok trial, or the
+    judge version has no successful verdict on it.
     """
     _require(by, ENGINEER, LEAD, action="building a calibration set")
     if size < 1:
@@ -118,6 +122,10 @@ def calibration_set_build(*, run: Run, name: str, by, judge_version: JudgeVersio
             trial__run=run, judge_version=judge_version, status=Grade.Status.OK
         ).values_list("trial_id", "passed"):
             verdicts[tid] = "pass" if passed else "fail"
+        trials = [(tid, tags) for tid, tags in trials if tid in verdicts]
+        if not trials:
+            raise LabelingError(f"judge_version: it has no successful verdict on run "
+                                f"{run.name!r}; grade the run with it first")
     groups: dict[tuple[str, str], list[int]] = defaultdict(list)
     for tid, tags in trials:
         tag = tags[0] if isinstance(tags, list) and tags and isinstance(tags[0], str) else ""

@@ -69,6 +69,20 @@ def test_it_takes_every_judge_fail_when_there_are_few(alice, run_and_judge):
     assert cset.size == 30
 
 
+def test_it_never_picks_a_trial_whose_judge_verdict_errored(alice):
+    from labeling.services import LabelingError
+
+    run, version, trials = labeled_run(["pass"] * 8, ["pass", "fail", None, None] * 2)
+    errored = {t.id for t in trials} - set(version.grades.filter(status="ok")
+                                           .values_list("trial_id", flat=True))
+    assert len(errored) == 4
+    cset = calibration_set_build(run=run, judge_version=version, size=8, name="s", by=alice)
+    assert cset.size == 4 and not set(_trial_ids(cset)) & errored
+    run2, version2, _ = labeled_run(["pass"] * 2, [None, None], suite="s2", run="r2")
+    with pytest.raises(LabelingError, match="judge_version: it has no successful verdict"):
+        calibration_set_build(run=run2, judge_version=version2, size=2, name="t", by=alice)
+
+
 @pytest.mark.parametrize("who", ["bob", "mallory"])
 def test_it_refuses_building_a_set_by_a_reviewer_or_an_outsider(who, request, run_and_judge):
     run, version, _ = run_and_judge
