@@ -71,3 +71,13 @@ def test_it_says_unknown_tokens_rather_than_zero(client, bob):
     add_trial(run2, "c2", 1, grades={"a": True})
     html = _page(client, bob, run2)
     assert "≥ 120 <span class=\"muted\">(unknown for 1 of 2 trials)</span>" in html
+
+
+def test_a_long_pass_k_table_shows_the_key_ks_only():
+    from evals.report import PassK
+    from evals.templatetags.dashboard import key_ks
+
+    rows = [PassK(k, 0.5, 0.5, 3, 0) for k in range(1, 51)]
+    assert [r.k for r in key_ks(rows)] == [1, 2, 3, 5, 10, 20, 30, 40, 50]
+    assert [r["k"] for r in key_ks([{"k": k} for k in range(1, 24)])] == [1, 2, 3, 5, 10, 20, 23]
+    assert [r.k for r in key_ks(rows[:10])] == list(range(1, 11))
