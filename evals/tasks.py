@@ -11,3 +11,14 @@ def run_chunk_execute(run_id: int, trial_ids: list[int]) -> None:
     from evals.services import trial_chunk_execute
 
     trial_chunk_execute(run_id=run_id, trial_ids=list(trial_ids))
+
+
+@shared_task
+def runs_sweep() -> dict:
+    """Take back trials whose lease expired and stalled judge rungs (``evals.sweeper``); run
+    by Celery beat every ``ASSAY["SWEEP_SECONDS"]``. Returns the counts."""
+    from dataclasses import asdict
+
+    from evals.sweeper import runs_sweep as sweep
+
+    return asdict(sweep())

@@ -140,6 +140,8 @@ class Command(BaseCommand):
             sys.executable, "-m", "celery", "-A", "config", "worker",
             "--pool", "solo", "--loglevel", "WARNING", "--without-heartbeat",
             "--without-gossip", "--without-mingle",
+            # Embedded beat runs the sweeper (evals.sweeper) every ASSAY["SWEEP_SECONDS"].
+            "--beat", "--schedule", str(settings.VAR_DIR / "celery" / "beat-schedule"),
         ]
         self.stdout.write(f"starting a Celery worker on {settings.CELERY_BROKER_URL}")
         return subprocess.Popen(command, cwd=settings.BASE_DIR, start_new_session=True)

@@ -1,0 +1,17 @@
+"""``manage.py runs_sweep``: one pass of the sweeper (``evals.sweeper``), for cron users who
+do not run Celery beat. Prints what it enqueued again."""
+
+from __future__ import annotations
+
+from django.core.management.base import BaseCommand
+
+from evals.sweeper import runs_sweep
+
+
+class Command(BaseCommand):
+    help = "Take back trials whose lease expired and judge rungs that stalled (one pass)."
+
+    def handle(self, *args, **options):
+        r = runs_sweep()
+        self.stdout.write(f"{r.trials} trials taken back in {r.chunks} chunks ({r.runs} runs); "
+                          f"{r.judge_chunks} judge chunks enqueued again ({r.judge_runs} runs)")

@@ -1,0 +1,115 @@
+"""The sweeper takes back trials a dead worker held and stalled judge rungs, and nothing else.
+
+The endpoint is the local fake LLM server (tests/fakellm.py); Celery runs eagerly, so an
+enqueued chunk executes inside the sweep."""
+
+from __future__ import annotations
+
+import io
+from datetime import timedelta
+
+import pytest
+from django.core.management import call_command
+from django.utils import timezone
+
+from evals.models import Grade, Run, Trial
+from evals.services import run_start
+from evals.sweeper import SweepResult, runs_sweep
+from evals.tasks import runs_sweep as runs_sweep_task
+from tests.fakellm import FakeLLM
+from tests.judge_builders import make_version
+from tests.test_judge_ladder import SAYS_YES, ScriptedJudge, judge_spec, suite, target
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def judge():
+    return ScriptedJudge()
+
+
+@pytest.fixture
+def llm(judge):
+    server = FakeLLM(retry_after="0", responder=judge)
+    server.start()
+    yield server
+    server.stop()
+
+
+def _queued_run(capture, llm, graders, answers) -> Run:
+    """A run whose chunk messages were never delivered (the capture drops them)."""
+    with capture(execute=False):
+        return run_start(suite=suite(answers), name="r", target=target(llm), graders=graders,
+                         trials_per_case=1)
+
+
+def test_it_takes_back_trials_whose_lease_expired_and_leaves_live_ones(
+    llm, django_capture_on_commit_callbacks
+):
+    run = _queued_run(django_capture_on_commit_callbacks, llm, [SAYS_YES],
+                      {f"c{i}": "yes" for i in range(4)})
+    trials = list(run.trials.order_by("id"))
+    now = timezone.now()
+    # A worker died holding trials 0-1; a live one holds trial 2; trial 3 is still queued.
+    Trial.objects.filter(id__in=[t.id for t in trials[:2]]).update(
+        status=Trial.Status.RUNNING, lease_expires_at=now - timedelta(seconds=1))
+    Trial.objects.filter(id=trials[2].id).update(
+        status=Trial.Status.RUNNING, lease_expires_at=now + timedelta(hours=1))
+    Run.objects.filter(id=run.id).update(status=Run.Status.RUNNING)
+
+    result = runs_sweep()
+
+    assert result == SweepResult(runs=1, trials=2, chunks=1)
+    statuses = dict(Trial.objects.filter(run=run).values_list("id", "status"))
+    assert [statuses[t.id] for t in trials] == ["ok", "ok", "running", "queued"]
+    assert Grade.objects.filter(trial__run=run).count() == 2
+    assert llm.requests == 2
+    assert runs_sweep() == SweepResult()  # nothing stale any more: a no-op
+    assert llm.requests == 2
+
+
+def test_it_ignores_finished_and_cancelled_runs(llm, django_capture_on_commit_callbacks):
+    run = _queued_run(django_capture_on_commit_callbacks, llm, [SAYS_YES], {"c1": "yes"})
+    Trial.objects.filter(run=run).update(status=Trial.Status.RUNNING,
+                                         lease_expires_at=timezone.now() - timedelta(hours=1))
+    Run.objects.filter(id=run.id).update(status=Run.Status.CANCELLED)
+    assert runs_sweep() == SweepResult()
+    assert llm.requests == 0
+
+
+def test_it_enqueues_a_stalled_judge_rung_once_a_lease_has_passed(
+    llm, judge, django_capture_on_commit_callbacks, monkeypatch
+):
+    version = make_version(llm)
+    enqueued: list[tuple[int, list[int]]] = []
+    monkeypatch.setattr("evals.services._judge_chunk_enqueue",
+                        lambda run_id, ids: enqueued.append((run_id, ids)))
+    with django_capture_on_commit_callbacks(execute=True):
+        run = run_start(suite=suite({"c1": "yes", "c2": "yes"}), name="r", target=target(llm),
+                        graders=[SAYS_YES, judge_spec(version)], trials_per_case=1)
+    run.refresh_from_db()
+    assert run.status == Run.Status.RUNNING and judge.calls == 0  # the judge task was lost
+    enqueued.clear()
+
+    assert runs_sweep() == SweepResult()  # quiet for less than a lease: not stalled yet
+    monkeypatch.undo()
+    later = timezone.now() + timedelta(hours=1)
+    result = runs_sweep(now=later)
+
+    assert result == SweepResult(judge_runs=1, judge_chunks=1)
+    run.refresh_from_db()
+    assert judge.calls == 2 and run.status == Run.Status.SUCCEEDED
+    assert runs_sweep(now=later) == SweepResult()
+
+
+def test_the_task_and_the_command_run_one_sweep(llm, django_capture_on_commit_callbacks):
+    run = _queued_run(django_capture_on_commit_callbacks, llm, [SAYS_YES], {"c1": "yes"})
+    Trial.objects.filter(run=run).update(status=Trial.Status.RUNNING,
+                                         lease_expires_at=timezone.now() - timedelta(seconds=5))
+    assert runs_sweep_task.delay().get()["trials"] == 1
+    run.refresh_from_db()
+    assert run.status == Run.Status.SUCCEEDED
+    out = io.StringIO()
+    call_command("runs_sweep", stdout=out)
+    assert out.getvalue().strip() == "0 trials taken back in 0 chunks (0 runs); 0 judge chunks " \
+                                     "enqueued again (0 runs)"
