@@ -23,6 +23,9 @@ from .models import JudgeRun, JudgeVersion, ProbeRun
 VERSION_ROLES = (ENGINEER, LEAD)
 
 
+POLLED_PARTS = ("probe-report", "judge-runs")
+
+
 def _version_or_404(version_id) -> JudgeVersion:
     return get_object_or_404(JudgeVersion.objects.select_related("judge"), uuid=version_id)
 
@@ -67,17 +70,26 @@ def judge_version_new(request: HtmxHttpRequest) -> HttpResponse:
 def judge_version_detail(request: HtmxHttpRequest, version_id) -> HttpResponse:
     """A judge version: its content, trust state, cost so far, position bias (pairwise),
     the last injection probe report, judge runs and their progress, and the "Run on a run"
-    form."""
+    form. Over htmx with target ``probe-report`` or ``judge-runs`` only that part, which
+    polls itself every 2 s while a probe run or a judge run is in flight."""
     version = _version_or_404(version_id)
+    judge_runs = list(JudgeRun.objects.filter(judge_version=version).select_related("run__suite"))
+    context = {
+        "version": version,
+        "probe": ProbeRun.objects.filter(judge_version=version).first(),
+        "judge_runs": judge_runs,
+        "judge_runs_active": any(jr.status not in JudgeRun.TERMINAL for jr in judge_runs),
+    }
+    if request.htmx and request.htmx.target in POLLED_PARTS:
+        # The probe report and the judge-run table poll themselves while work is in flight.
+        return render(request, f"judges/judge_version_detail.html#{request.htmx.target}",
+                      context)
     bias = selectors.position_bias_list(judge_version_ids=[version.id])
     return render(request, "judges/judge_version_detail.html", {
-        "version": version,
+        **context,
         "cost": selectors.judge_cost_get(judge_version=version),
         "bias": bias[0] if bias else None,
-        "probe": ProbeRun.objects.filter(judge_version=version).first(),
         "probes_supported": services_probes.probes_supported(judge_version=version),
-        "judge_runs": JudgeRun.objects.filter(judge_version=version)
-        .select_related("run__suite"),
         "run_form": JudgeRunForm(),
         "other_versions": version.judge.versions.exclude(id=version.id),
     })

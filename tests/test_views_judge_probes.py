@@ -127,6 +127,17 @@ def test_the_probes_run_after_commit_and_the_page_says_queued_until_then(
         assert llm.requests == 0
     assert "Injection probes queued against j v1" in page
     assert "Probe run queued" in page and "Fooled by" not in page
+    # The report polls itself while the probe run is in flight, then stops.
+    assert 'id="probe-report" hx-get=' in page and 'hx-trigger="every 2s"' in page
+    part = client.get(version_url(version), HTTP_HX_REQUEST="true",
+                      HTTP_HX_TARGET="probe-report").content.decode()
+    assert part.strip().startswith('<div class="card" id="probe-report" hx-get=')
+    assert "<html" not in part
+    ProbeRun.objects.update(status=ProbeRun.Status.SUCCEEDED, probes_total=0, judged=0,
+                            fooled=0, errored=0)
+    part = client.get(version_url(version), HTTP_HX_REQUEST="true",
+                      HTTP_HX_TARGET="probe-report").content.decode()
+    assert "Fooled by 0 of 0 probes" in part and "hx-trigger" not in part
 
 
 def test_reviewers_and_outsiders_cannot_run_probes(

@@ -136,6 +136,25 @@ def test_run_on_a_run_grades_its_ok_trials_after_commit(
     assert set(Grade.objects.values_list("passed", "gating")) == {(False, False)}
     page = client.get(reverse("judges:version-detail", kwargs={"version_id": version.uuid}))
     assert "2 of 2" in page.content.decode()
+    assert 'id="judge-runs" hx-get' not in page.content.decode()  # finished: no polling
+
+
+def test_the_judge_run_table_polls_while_a_judge_run_is_in_flight(
+    client, carol, django_capture_on_commit_callbacks
+):
+    with FakeLLM(responder=lambda body: verdict_json("PASS", "ok")) as llm:
+        version = make_version(llm)
+        trials = make_trials(["Berlin"])
+        login(client, carol)
+        url = reverse("judges:judge-run-start", kwargs={"version_id": version.uuid})
+        with django_capture_on_commit_callbacks(execute=False):
+            client.post(url, {"run": str(trials[0].run.uuid)})
+    detail = reverse("judges:version-detail", kwargs={"version_id": version.uuid})
+    assert 'id="judge-runs" hx-get' in client.get(detail).content.decode()
+    part = client.get(detail, HTTP_HX_REQUEST="true", HTTP_HX_TARGET="judge-runs")
+    body = part.content.decode()
+    assert body.strip().startswith('<table class="table judge-runs" id="judge-runs" hx-get=')
+    assert "0 of 1" in body and "<html" not in body
 
 
 # -- the trial page -------------------------------------------------------------------------
