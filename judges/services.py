@@ -353,9 +353,14 @@ def judge_run_start(*, run: Run, judge_version: JudgeVersion, sample: int | None
                     by=None, seed: int | None = None) -> JudgeRun:
     """Grade ``run``'s ok trials (all, or a random ``sample`` of them, reproducible with
     ``seed``) with ``judge_version`` in Celery tasks enqueued after commit, in chunks of
-    ``JUDGE_RUN_CHUNK`` trials. Raises ``JudgeConfigError`` for a bad sample size."""
+    ``JUDGE_RUN_CHUNK`` trials. Raises ``JudgeConfigError`` naming the field for a bad
+    sample size, or for a pairwise or recorded judge version (they do not grade single
+    trials: refused here, before a task could fail on it)."""
     from .tasks import judge_run_execute
 
+    if judge_version.judge.kind in (Judge.Kind.PAIRWISE, Judge.Kind.RECORDED):
+        raise JudgeConfigError(f"judge_version: a {judge_version.judge.kind} judge does not "
+                               "grade single trials")
     if sample is not None and sample < 1:
         raise JudgeConfigError(f"sample: expected a positive number, got {sample}")
     ids = list(run.trials.filter(status=Trial.Status.OK).order_by("id")

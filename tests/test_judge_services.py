@@ -192,6 +192,20 @@ def test_the_task_run_twice_leaves_one_grade_and_makes_no_second_call(waits):
     assert Grade.objects.filter(trial=trials[0]).count() == 1
 
 
+@pytest.mark.parametrize("kind", ["pairwise", "recorded"])
+def test_a_judge_run_refuses_a_judge_that_does_not_grade_single_trials(
+    kind, django_capture_on_commit_callbacks
+):
+    with FakeLLM(responder=lambda body: verdict_json("PASS")) as llm:
+        trials = make_trials(["Paris"])
+        version = make_version(llm, kind="pairwise", name=kind)
+        version.judge.kind = kind  # recorded versions come from imports, not the builder
+        with django_capture_on_commit_callbacks(execute=True) as callbacks, \
+                pytest.raises(JudgeConfigError, match=f"judge_version: a {kind} judge does not"):
+            judge_run_start(run=trials[0].run, judge_version=version)
+    assert not callbacks and not JudgeRun.objects.exists()
+
+
 def test_it_enqueues_nothing_before_commit(waits, django_capture_on_commit_callbacks):
     with FakeLLM(responder=lambda body: verdict_json("PASS")) as llm:
         trials = make_trials(["Paris", "Paris"])
