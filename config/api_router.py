@@ -5,6 +5,7 @@ from drf_spectacular.views import SpectacularAPIView
 from rest_framework.routers import SimpleRouter
 
 from evals import api as evals_api
+from evals import api_comparisons as comparisons_api
 
 router = SimpleRouter()
 router.register("suites", evals_api.SuiteViewSet, basename="suite")
@@ -18,6 +19,14 @@ app_name = "api"
 urlpatterns = [
     path("runs/start", evals_api.RunStartApi.as_view(), name="run-start"),
     path("baselines/set", evals_api.BaselineSetApi.as_view(), name="baseline-set"),
+    path("gate", comparisons_api.GateApi.as_view(), name="gate"),
+    path("comparisons/", comparisons_api.ComparisonApi.as_view(), name="comparison"),
+    path("comparisons/export", comparisons_api.ComparisonExportApi.as_view(),
+         name="comparison-export"),
+    path("runs/<str:run_id>/export", comparisons_api.RunExportApi.as_view(),
+         name="run-export"),
+    path("runs/<str:run_id>/labels-export", comparisons_api.LabelsExportApi.as_view(),
+         name="run-labels-export"),
     path("schema/", SpectacularAPIView.as_view(), name="schema"),
     *router.urls,
 ]

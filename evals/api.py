@@ -1,12 +1,21 @@
-"""Read-only API resources of evals (suites, cases, runs, trials, grades, baselines) and
-the actions start a run, set a baseline and gate. Thin: parse, call one service, render."""
+"""Read-only API resources of evals (suites, cases, runs, trials, grades, baselines) with
+their filters, and the actions start a run and set a baseline. Thin: parse, call one
+service, render. The gate, comparisons and downloads are in ``evals.api_comparisons``.
+
+Filters are query parameters checked strictly: a UUID parameter that is not a UUID, or a
+``?status=`` outside the model's statuses, is a 400 naming it (never a 500 or an empty
+page); ``?tag=`` matches a whole tag in the database (``evals.tags``)."""
 
 from __future__ import annotations
 
+import uuid
+
 from django.conf import settings
+from django.db.models import QuerySet, TextChoices
 from django.db.models.functions import Length, Substr
 from django.shortcuts import get_object_or_404
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view
 from rest_framework import serializers, viewsets
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -14,6 +23,7 @@ from rest_framework.views import APIView
 from . import selectors, services
 from .api_base import IsRunner, IsViewer, SetAtCursorPagination
 from .models import Baseline, Case, Grade, Run, Suite, Trial
+from .tags import cases_tagged, trials_tagged
 
 H = {  # help text of every exposed field, with units
     "uuid": "Stable identifier (UUID); used in URLs.",
@@ -148,20 +158,85 @@ class BaselineSerializer(serializers.ModelSerializer):
                              note="Why (at most 500 characters).")
 
 
-def _filtered(request, qs, **params):
-    """``qs`` filtered by the query parameters named in ``params`` (param -> lookup)."""
+def query_uuid(request, name: str) -> uuid.UUID | None:
+    """The query parameter ``name`` as a UUID (None when absent or empty). Raises a 400
+    naming the parameter when it is not a UUID."""
+    value = request.query_params.get(name)
+    if not value:
+        return None
+    try:
+        return uuid.UUID(value)
+    except ValueError as exc:
+        raise serializers.ValidationError({name: [f"{value[:100]!r} is not a UUID"]}) from exc
+
+
+def _by_uuid(request, qs: QuerySet, **params: str) -> QuerySet:
+    """``qs`` filtered by the UUID query parameters named in ``params`` (param -> lookup)."""
     for param, lookup in params.items():
-        value = request.query_params.get(param)
-        if value:
+        value = query_uuid(request, param)
+        if value is not None:
             qs = qs.filter(**{lookup: value})
     return qs
+
+
+def _by_status(request, qs: QuerySet, statuses: type[TextChoices]) -> QuerySet:
+    """``qs`` filtered by ``?status=``; an unknown value is a 400 listing the allowed ones
+    (never an empty page)."""
+    value = request.query_params.get("status")
+    if not value:
+        return qs
+    if value not in statuses.values:
+        raise serializers.ValidationError({"status": [
+            f"unknown status {value[:100]!r}; allowed: {', '.join(statuses.values)}"]})
+    return qs.filter(status=value)
+
+
+def _tag(request) -> str | None:
+    """``?tag=`` (None when absent or empty): one whole tag, matched exactly
+    (``evals.tags``). A NUL character is a 400 (no database stores it in text)."""
+    value = request.query_params.get("tag")
+    if not value:
+        return None
+    if "\x00" in value:
+        raise serializers.ValidationError({"tag": ["must not contain a NUL character"]})
+    return value
+
+
+def _param(name: str, description: str, *, uuid_type: bool = False,
+           enum: list[str] | None = None) -> OpenApiParameter:
+    return OpenApiParameter(name, OpenApiTypes.UUID if uuid_type else OpenApiTypes.STR,
+                            OpenApiParameter.QUERY, description=description, enum=enum)
+
+
+P_SUITE = _param("suite", "Only rows of the suite with this UUID.", uuid_type=True)
+P_RUN = _param("run", "Only rows of the run with this UUID.", uuid_type=True)
+P_CASE = _param("case", "Only trials of the case with this UUID.", uuid_type=True)
+P_TAG = _param("tag", "Only rows whose case has this tag (whole tag, exact match: "
+                      "'reg' does not match 'regression').")
+
+
+def _detail(noun: str, *, by_id: bool = False) -> dict:
+    """``extend_schema_view`` arguments describing the detail's path parameter."""
+    name, kind = ("id", OpenApiTypes.INT) if by_id else ("uuid", OpenApiTypes.UUID)
+    text = f"Id of the {noun}." if by_id else f"UUID of the {noun}."
+    return {"retrieve": extend_schema(parameters=[
+        OpenApiParameter(name, kind, OpenApiParameter.PATH, description=text)])}
+
+
+def _status(statuses: type[TextChoices]) -> OpenApiParameter:
+    return _param("status", "Only rows with this status; any other value is a 400.",
+                  enum=list(statuses.values))
 
 
 class ViewerViewSet(viewsets.ReadOnlyModelViewSet):
     permission_classes = [IsViewer]
     lookup_field = "uuid"
+    # Any path segment reaches the view, so the role is checked before the id (an outsider
+    # gets 403 for /runs/0.5/ too); a malformed id is then a 404 (DRF's get_object_or_404).
+    lookup_value_regex = "[^/]+"
 
 
+@extend_schema_view(**_detail("suite"))
 class SuiteViewSet(ViewerViewSet):
     """Suites."""
 
@@ -169,34 +244,37 @@ class SuiteViewSet(ViewerViewSet):
     serializer_class = SuiteSerializer
 
 
+@extend_schema_view(list=extend_schema(parameters=[P_SUITE, P_TAG]), **_detail("case"))
 class CaseViewSet(ViewerViewSet):
-    """Cases; ``?suite=<uuid>``, ``?tag=<tag>``."""
+    """Cases; ``?suite=<uuid>``, ``?tag=<tag>`` (filtered in the database)."""
 
     serializer_class = CaseSerializer
 
     def get_queryset(self):
-        qs = _filtered(self.request, Case.objects.select_related("suite"), suite="suite__uuid")
-        tag = self.request.query_params.get("tag")
-        if tag:
-            ids = [pk for pk, tags in qs.values_list("id", "tags") if tag in (tags or [])]
-            qs = qs.filter(id__in=ids)
-        return qs
+        qs = _by_uuid(self.request, Case.objects.select_related("suite"), suite="suite__uuid")
+        tag = _tag(self.request)
+        return cases_tagged(qs, tag) if tag is not None else qs
 
 
+@extend_schema_view(list=extend_schema(parameters=[P_SUITE, _status(Run.Status)]),
+                    **_detail("run"))
 class RunViewSet(ViewerViewSet):
     """Runs; ``?suite=<uuid>``, ``?status=``. The detail holds the run report."""
 
     def get_queryset(self):
-        return _filtered(self.request, Run.objects.select_related("suite"),
-                         suite="suite__uuid", status="status")
+        qs = _by_uuid(self.request, Run.objects.select_related("suite"), suite="suite__uuid")
+        return _by_status(self.request, qs, Run.Status)
 
     def get_serializer_class(self):
         return RunDetailSerializer if self.action == "retrieve" else RunSerializer
 
 
+@extend_schema_view(list=extend_schema(
+    parameters=[P_RUN, P_CASE, P_SUITE, P_TAG, _status(Trial.Status)]), **_detail("trial"))
 class TrialViewSet(ViewerViewSet):
-    """Trials; ``?run=<uuid>``, ``?status=``. Lists hold an output preview (first 2,000
-    characters, cut in the database) and the full length; the detail holds the output."""
+    """Trials; ``?run=<uuid>``, ``?case=<uuid>``, ``?suite=<uuid>``, ``?tag=`` (the case's
+    tag), ``?status=``. Lists hold an output preview (first 2,000 characters, cut in the
+    database) and the full length; the detail holds the output."""
 
     def get_queryset(self):
         qs = Trial.objects.select_related("run", "case")
@@ -206,23 +284,33 @@ class TrialViewSet(ViewerViewSet):
                 output_length=Length("output"))
         else:
             qs = qs.annotate(output_length=Length("output"))
-        return _filtered(self.request, qs, run="run__uuid", status="status")
+        qs = _by_uuid(self.request, qs, run="run__uuid", case="case__uuid",
+                      suite="run__suite__uuid")
+        tag = _tag(self.request)
+        if tag is not None:
+            qs = trials_tagged(qs, tag)
+        return _by_status(self.request, qs, Trial.Status)
 
     def get_serializer_class(self):
         return TrialDetailSerializer if self.action == "retrieve" else TrialSerializer
 
 
+@extend_schema_view(list=extend_schema(parameters=[P_RUN, P_SUITE, _status(Grade.Status)]),
+                    **_detail("grade", by_id=True))
 class GradeViewSet(ViewerViewSet):
-    """Grades; ``?run=<uuid>``, ``?status=``. Looked up by id."""
+    """Grades; ``?run=<uuid>``, ``?suite=<uuid>``, ``?status=``. Looked up by id."""
 
     lookup_field = "pk"
     serializer_class = GradeSerializer
 
     def get_queryset(self):
         qs = Grade.objects.select_related("trial", "judge_version")
-        return _filtered(self.request, qs, run="trial__run__uuid", status="status")
+        qs = _by_uuid(self.request, qs, run="trial__run__uuid", suite="trial__run__suite__uuid")
+        return _by_status(self.request, qs, Grade.Status)
 
 
+@extend_schema_view(list=extend_schema(parameters=[P_SUITE]),
+                    **_detail("baseline row", by_id=True))
 class BaselineViewSet(ViewerViewSet):
     """Baselines (history, oldest first); ``?suite=<uuid>``. Looked up by id."""
 
@@ -232,7 +320,7 @@ class BaselineViewSet(ViewerViewSet):
 
     def get_queryset(self):
         qs = Baseline.objects.select_related("suite", "run")
-        return _filtered(self.request, qs, suite="suite__uuid")
+        return _by_uuid(self.request, qs, suite="suite__uuid")
 
 
 class RunStartInput(serializers.Serializer):

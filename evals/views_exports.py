@@ -15,7 +15,9 @@ from .models import Run
 from .views import VIEWER_ROLES, role_required
 
 
-def _download(request: HttpRequest, build, filename: str) -> HttpResponse:
+def table_download_response(request: HttpRequest, build, filename: str) -> HttpResponse:
+    """The table ``build(zone)`` as ``<filename>.csv|parquet`` by ``?format=``, times in
+    ``?tz=``; a plain-text 400 naming the option otherwise (the pages' download links)."""
     fmt = request.GET.get("format", "csv")
     try:
         if fmt not in exports.FORMATS:
@@ -35,8 +37,8 @@ def _download(request: HttpRequest, build, filename: str) -> HttpResponse:
 def run_export(request: HttpRequest, run_id) -> HttpResponse:
     """A run, one row per trial (``exports.run_table``)."""
     run = get_object_or_404(Run.objects.select_related("suite"), uuid=run_id)
-    return _download(request, lambda zone: exports.run_table(run=run, zone=zone),
-                     f"run-{run.uuid}")
+    return table_download_response(
+        request, lambda zone: exports.run_table(run=run, zone=zone), f"run-{run.uuid}")
 
 
 @require_GET
@@ -44,8 +46,8 @@ def run_export(request: HttpRequest, run_id) -> HttpResponse:
 def labels_export(request: HttpRequest, run_id) -> HttpResponse:
     """The labels on a run's trials (``exports.labels_table``)."""
     run = get_object_or_404(Run, uuid=run_id)
-    return _download(request, lambda zone: exports.labels_table(run=run, zone=zone),
-                     f"labels-{run.uuid}")
+    return table_download_response(
+        request, lambda zone: exports.labels_table(run=run, zone=zone), f"labels-{run.uuid}")
 
 
 @require_GET
@@ -54,5 +56,6 @@ def comparison_export(request: HttpRequest, head_id, base_id) -> HttpResponse:
     """A comparison, one row per case (``exports.comparison_table``)."""
     head = get_object_or_404(Run, uuid=head_id)
     base = get_object_or_404(Run, uuid=base_id)
-    return _download(request, lambda zone: exports.comparison_table(base=base, head=head),
-                     f"comparison-{base.uuid}-{head.uuid}")
+    return table_download_response(
+        request, lambda zone: exports.comparison_table(base=base, head=head),
+        f"comparison-{base.uuid}-{head.uuid}")

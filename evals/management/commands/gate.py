@@ -19,22 +19,21 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
-from evals.comparison import comparison_compute, detectable_drop_get, gate_decide
 from evals.comparison_render import gate_json, gate_markdown, gate_text
+from evals.gate import GateInputError, gate_evaluate, gate_options_check
 from evals.management.commands.run_report import run_lookup
-from evals.run_data import run_data_from_file, run_data_get
-from evals.selectors import baseline_current
+from evals.models import Run
+from evals.run_data import RunData, run_data_from_file
 
 
-def _load(ref: str):
-    """(RunData, Run or None) for a run reference or a file path."""
+def _load(ref: str) -> RunData | Run:
+    """The run named by ``ref``, or the ``RunData`` of the file at that path."""
     if ref.endswith(".json") or Path(ref).is_file():
         try:
-            return run_data_from_file(ref), None
+            return run_data_from_file(ref)
         except ValueError as exc:
             raise CommandError(str(exc)) from exc
-    run = run_lookup(ref)
-    return run_data_get(run=run), run
+    return run_lookup(ref)
 
 
 class Command(BaseCommand):
@@ -77,30 +76,18 @@ class Command(BaseCommand):
         sys.exit(code)
 
     def _gate(self, options) -> int:
-        alpha = options["alpha"]
-        if not 0 < alpha < 1:
-            raise CommandError("--alpha must be in (0, 1)")
-        if not 0 <= options["max_errored_fraction"] <= 1:
-            raise CommandError("--max-errored-fraction must be in [0, 1]")
-        head, head_run = _load(options["head"])
-        if options["base"]:
-            base, base_run = _load(options["base"])
-        else:
-            if head_run is None:
-                raise CommandError("--base is required when --head is a file")
-            baseline = baseline_current(suite=head_run.suite)
-            if baseline is None:
-                raise CommandError(f"suite {head_run.suite.name!r} has no baseline: give --base")
-            base_run = baseline.run
-            base = run_data_get(run=base_run)
-        detectable = (detectable_drop_get(run=base_run, alpha=alpha, data=base)
-                      if base_run is not None else None)
-        comparison = comparison_compute(base=base, head=head, alpha=alpha,
-                                        detectable=detectable, with_power=base_run is None)
-        decision = gate_decide(
-            comparison, alpha=alpha, max_errored_fraction=options["max_errored_fraction"],
-            allow_untrusted=options["allow_untrusted"],
-            allow_incomparable=options["allow_incomparable"])
+        try:
+            gate_options_check(alpha=options["alpha"],
+                               max_errored_fraction=options["max_errored_fraction"])
+            head = _load(options["head"])
+            base = _load(options["base"]) if options["base"] else None
+            comparison, decision = gate_evaluate(
+                head=head, base=base, alpha=options["alpha"],
+                max_errored_fraction=options["max_errored_fraction"],
+                allow_untrusted=options["allow_untrusted"],
+                allow_incomparable=options["allow_incomparable"])
+        except GateInputError as exc:
+            raise CommandError(str(exc)) from exc
         if options["markdown"]:
             Path(options["markdown"]).write_text(gate_markdown(comparison, decision),
                                                  encoding="utf-8")

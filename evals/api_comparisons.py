@@ -1,0 +1,339 @@
+"""API of comparisons: ``POST /api/gate``, ``GET /api/comparisons/``, and downloads of a
+run, its labels and a comparison. Thin: parse strictly, call one domain function, render.
+
+- The gate answers with exactly the JSON ``manage.py gate --json`` prints for the same runs
+  (``evals.gate.gate_evaluate`` + ``evals.comparison_render.gate_json``).
+- A comparison is the comparison page's (``comparison_cached_get``) with the gate's decision
+  under the default policy, in the same document shape as the gate's.
+- Downloads reuse the UI's builders (``evals.exports``) and ``evals.run_file`` for the JSON
+  baseline file.
+
+Roles: every endpoint here is open to the viewer roles (reviewer, engineer, lead), as the
+comparison page (which shows the gate's decision and exit code) and the UI downloads are;
+the gate writes nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import uuid
+
+from django.http import HttpResponse
+from django.shortcuts import get_object_or_404
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import (
+    OpenApiParameter,
+    OpenApiResponse,
+    extend_schema,
+    extend_schema_field,
+)
+from rest_framework import serializers
+from rest_framework.exceptions import APIException, NotFound
+from rest_framework.parsers import JSONParser
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from . import exports
+from .api import query_uuid
+from .api_base import DownloadNegotiation, IsViewer, attachment, download_format, table_download
+from .comparison import gate_decide
+from .comparison_cache import comparison_cached_get
+from .comparison_render import gate_json
+from .gate import GateInputError, gate_evaluate, run_document_read
+from .models import Run
+from .run_file import run_export_json
+
+DEFAULT_ALPHA = 0.05  # manage.py gate's default --alpha
+DECIMAL = re.compile(r"[0-9]+(\.[0-9]+)?|\.[0-9]+")
+
+
+# ---- strict input fields: a JSON number is a number, a JSON boolean a boolean ----------
+
+class StrictFloatField(serializers.FloatField):
+    """A finite JSON number; a string ("0.05"), a boolean or null is refused."""
+
+    def to_internal_value(self, data):
+        if isinstance(data, bool) or not isinstance(data, int | float):
+            self.fail("invalid")
+        if not math.isfinite(data):
+            self.fail("invalid")
+        return float(data)
+
+
+class StrictBooleanField(serializers.BooleanField):
+    """A JSON boolean; ``"false"``, ``0`` or ``"1"`` is refused (never coerced)."""
+
+    default_error_messages = {"invalid": "Must be a JSON boolean (true or false)."}
+
+    def to_internal_value(self, data):
+        if isinstance(data, bool):
+            return data
+        self.fail("invalid")
+
+
+class StrictUUIDField(serializers.UUIDField):
+    """A UUID written as a JSON string; a number is refused (DRF would turn it into one)."""
+
+    def to_internal_value(self, data):
+        if not isinstance(data, str):
+            self.fail("invalid", value=data)
+        return super().to_internal_value(data)
+
+
+class Conflict(APIException):
+    status_code = 409
+    default_detail = "The resource is not in a state that allows this."
+    default_code = "conflict"
+
+
+# ---- POST /api/gate -------------------------------------------------------------------
+
+RUN_DOC = ("An export_run document (format 'assay-run', version 1: the committed baseline "
+           "file) embedded as a JSON object, instead of a run UUID.")
+
+
+@extend_schema_field({"type": "object", "additionalProperties": True})
+class RunDocumentField(serializers.JSONField):
+    """An embedded export_run document: a JSON object (documented as such in the schema;
+    its contents are checked by ``evals.gate.run_document_read``)."""
+
+
+class GateInput(serializers.Serializer):
+    head = StrictUUIDField(required=False, help_text="UUID of the head run (the change).")
+    head_file = RunDocumentField(required=False, help_text=RUN_DOC)
+    base = StrictUUIDField(required=False, help_text="UUID of the base run; default: the "
+                                                     "head suite's current baseline.")
+    base_file = RunDocumentField(required=False, help_text=RUN_DOC)
+    alpha = StrictFloatField(required=False, default=DEFAULT_ALPHA,
+                             help_text="Two-sided level of the test, a JSON number in (0, 1); "
+                                       "the intervals are at 1 - alpha. Default 0.05.")
+    max_errored_fraction = StrictFloatField(
+        required=False, default=0.0,
+        help_text="Errored trials allowed per run, a fraction in [0, 1] (default 0: any "
+                  "errored trial means exit 2).")
+    allow_untrusted = StrictBooleanField(
+        required=False, default=False,
+        help_text="Gate on grades from judge versions that are not trusted (JSON boolean).")
+    allow_incomparable = StrictBooleanField(
+        required=False, default=False,
+        help_text="Test the shared cases even when suite, grader set or judge version "
+                  "differ; the problems are still reported (JSON boolean).")
+
+    def validate(self, attrs):
+        unknown = sorted(set(self.initial_data) - set(self.fields))
+        if unknown:
+            raise serializers.ValidationError({k: ["unknown field"] for k in unknown})
+        if ("head" in attrs) == ("head_file" in attrs):
+            raise serializers.ValidationError({"head": ["give exactly one of head and "
+                                                        "head_file"]})
+        if "base" in attrs and "base_file" in attrs:
+            raise serializers.ValidationError({"base": ["give at most one of base and "
+                                                        "base_file"]})
+        if "head_file" in attrs and not ("base" in attrs or "base_file" in attrs):
+            raise serializers.ValidationError({"base": [
+                "required when head_file is given (a file has no suite baseline)"]})
+        if not 0 < attrs["alpha"] < 1:
+            raise serializers.ValidationError({"alpha": ["must be in (0, 1)"]})
+        if not 0 <= attrs["max_errored_fraction"] <= 1:
+            raise serializers.ValidationError({"max_errored_fraction": ["must be in [0, 1]"]})
+        return attrs
+
+
+class GateDecisionOutput(serializers.Serializer):
+    exit_code = serializers.IntegerField(
+        help_text="0 pass (no significant regression), 1 regression, 2 cannot decide: the "
+                  "exit code manage.py gate returns for the same runs.")
+    title = serializers.CharField(help_text="The decision in words: 'no significant "
+                                            "regression', 'regression' or 'cannot decide'.")
+    reasons = serializers.ListField(child=serializers.CharField(),
+                                    help_text="Why, one sentence each.")
+
+
+class GateOutput(serializers.Serializer):
+    decision = GateDecisionOutput(help_text="The gate's decision.")
+    comparison = serializers.JSONField(
+        help_text="The comparison (evals.comparison.Comparison.to_dict): base and head "
+                  "summaries, alpha, comparability problems, per-case rows, added/removed/"
+                  "changed cases, change-class counts, headline (rates and delta as "
+                  "fractions 0..1, p_value and p_text, bootstrap and clustered intervals), "
+                  "error counts, usage (USD as decimal strings, tokens, ms), pass^k deltas, "
+                  "detectable drop (fraction).")
+
+
+def _run(run_uuid) -> Run:
+    """The run with this UUID (suite joined); 404 when none, or when ``run_uuid`` is no UUID
+    (paths take any text, so that permissions are checked before the id: an outsider gets
+    403 whatever the path)."""
+    try:
+        run_uuid = uuid.UUID(str(run_uuid))
+    except ValueError as exc:
+        raise NotFound("No run with that UUID.") from exc
+    return get_object_or_404(Run.objects.select_related("suite"), uuid=run_uuid)
+
+
+class GateApi(APIView):
+    """POST: the CI gate (``evals.gate.gate_evaluate``) on two runs; 200 with exactly the
+    JSON ``manage.py gate --json`` prints (``decision.exit_code`` 0 pass, 1 regression,
+    2 cannot decide); 400 naming the field for bad input (the command's exit 3); 404 for an
+    unknown run."""
+
+    permission_classes = [IsViewer]
+    parser_classes = [JSONParser]
+
+    @extend_schema(request=GateInput, responses={
+        200: GateOutput, 400: OpenApiResponse(description="Bad input; the body names the "
+                                                          "field."),
+        404: OpenApiResponse(description="No run with that UUID.")})
+    def post(self, request):
+        data = GateInput(data=request.data)
+        data.is_valid(raise_exception=True)
+        v = data.validated_data
+        try:
+            head = (run_document_read(v["head_file"], field="head_file") if "head_file" in v
+                    else _run(v["head"]))
+            base = (run_document_read(v["base_file"], field="base_file") if "base_file" in v
+                    else _run(v["base"]) if "base" in v else None)
+            comparison, decision = gate_evaluate(
+                head=head, base=base, alpha=v["alpha"],
+                max_errored_fraction=v["max_errored_fraction"],
+                allow_untrusted=v["allow_untrusted"],
+                allow_incomparable=v["allow_incomparable"])
+        except GateInputError as exc:
+            raise serializers.ValidationError({exc.field: [str(exc)]}) from exc
+        return HttpResponse(gate_json(comparison, decision), content_type="application/json")
+
+
+# ---- GET /api/comparisons/ ------------------------------------------------------------
+
+def _required_uuid(request, name: str):
+    value = query_uuid(request, name)
+    if value is None:
+        raise serializers.ValidationError({name: ["required: a run UUID"]})
+    return value
+
+
+def _alpha(request) -> float:
+    """``?alpha=``: a plain decimal ("0.05") in (0, 1); default 0.05. Anything else (NaN,
+    "1e-2", "0_05", spaces) is a 400."""
+    text = request.query_params.get("alpha")
+    if text is None:
+        return DEFAULT_ALPHA
+    if not DECIMAL.fullmatch(text) or not 0 < float(text) < 1:
+        raise serializers.ValidationError({"alpha": [
+            f"expected a decimal number in (0, 1) such as 0.05, got {text[:100]!r}"]})
+    return float(text)
+
+
+P_BASE = OpenApiParameter("base", OpenApiTypes.UUID, OpenApiParameter.QUERY, required=True,
+                          description="UUID of the base run.")
+P_HEAD = OpenApiParameter("head", OpenApiTypes.UUID, OpenApiParameter.QUERY, required=True,
+                          description="UUID of the head run.")
+P_ALPHA = OpenApiParameter("alpha", OpenApiTypes.STR, OpenApiParameter.QUERY,
+                           description="Level of the test, a decimal in (0, 1); default "
+                                       "0.05.")
+
+
+class ComparisonApi(APIView):
+    """GET ``?base=<uuid>&head=<uuid>[&alpha=0.05]``: the comparison the comparison page
+    shows (``comparison_cached_get``) with the gate's decision under the default policy,
+    as ``{"decision": {...}, "comparison": {...}}`` (the gate's shape). One document, not a
+    paged list: the per-case rows are all in ``comparison.cases``."""
+
+    permission_classes = [IsViewer]
+
+    @extend_schema(parameters=[P_BASE, P_HEAD, P_ALPHA], responses={
+        200: GateOutput, 400: OpenApiResponse(description="A missing or bad parameter, "
+                                                          "named."),
+        404: OpenApiResponse(description="No run with that UUID.")})
+    def get(self, request):
+        base_id, head_id = _required_uuid(request, "base"), _required_uuid(request, "head")
+        alpha = _alpha(request)
+        base, head = _run(base_id), _run(head_id)
+        comparison = comparison_cached_get(base=base, head=head, alpha=alpha)
+        decision = gate_decide(comparison, alpha=alpha)
+        return Response(json.loads(gate_json(comparison, decision)))
+
+
+# ---- downloads ------------------------------------------------------------------------
+
+P_RUN_ID = OpenApiParameter("run_id", OpenApiTypes.UUID, OpenApiParameter.PATH,
+                            description="UUID of the run.")
+P_TZ = OpenApiParameter("tz", OpenApiTypes.STR, OpenApiParameter.QUERY,
+                        description="IANA time zone of the exported times (default UTC).")
+
+
+def _format_param(formats: tuple[str, ...]) -> OpenApiParameter:
+    return OpenApiParameter("format", OpenApiTypes.STR, OpenApiParameter.QUERY,
+                            enum=list(formats), description="File format; default csv.")
+
+
+def _file_responses(formats: tuple[str, ...]) -> dict:
+    types = {**exports.CONTENT_TYPES, "json": "application/json"}
+    out: dict = {(200, types[f].split(";")[0]): OpenApiTypes.BINARY for f in formats}
+    out[400] = OpenApiResponse(description="Bad format or tz, named.")
+    out[404] = OpenApiResponse(description="No run with that UUID.")
+    return out
+
+
+RUN_FORMATS = (*exports.FORMATS, "json")
+
+
+class DownloadApi(APIView):
+    permission_classes = [IsViewer]
+    content_negotiation_class = DownloadNegotiation
+
+
+class RunExportApi(DownloadApi):
+    """GET: a run as CSV or Parquet, one row per trial (``exports.run_table``), or as the
+    JSON baseline file of ``manage.py export_run`` (``?format=json``, same bytes; only for
+    a finished run, else 409; ``?outputs=false`` leaves output text out)."""
+
+    @extend_schema(parameters=[
+        P_RUN_ID, _format_param(RUN_FORMATS), P_TZ,
+        OpenApiParameter("outputs", OpenApiTypes.STR, OpenApiParameter.QUERY,
+                         enum=["true", "false"], description="json only: include output "
+                                                             "text (default true).")],
+        responses={**_file_responses(RUN_FORMATS),
+                   409: OpenApiResponse(description="json: the run is not finished.")})
+    def get(self, request, run_id):
+        run = _run(run_id)
+        fmt = download_format(request, RUN_FORMATS)
+        if fmt != "json":
+            return table_download(
+                request, lambda zone: exports.run_table(run=run, zone=zone), f"run-{run.uuid}")
+        outputs = request.query_params.get("outputs", "true")
+        if outputs not in ("true", "false"):
+            raise serializers.ValidationError({"outputs": [
+                f"expected true or false, got {outputs[:100]!r}"]})
+        if not run.is_terminal:
+            raise Conflict(f"run {run} is {run.status}: export a finished run")
+        text = run_export_json(run=run, outputs=outputs == "true") + "\n"
+        return attachment(text.encode("utf-8"), "application/json",
+                           f"run-{run.uuid}.json")
+
+
+class LabelsExportApi(DownloadApi):
+    """GET: the labels on a run's trials as CSV or Parquet (``exports.labels_table``)."""
+
+    @extend_schema(parameters=[P_RUN_ID, _format_param(exports.FORMATS), P_TZ],
+                   responses=_file_responses(exports.FORMATS))
+    def get(self, request, run_id):
+        run = _run(run_id)
+        return table_download(request, lambda zone: exports.labels_table(run=run, zone=zone),
+                               f"labels-{run.uuid}")
+
+
+class ComparisonExportApi(DownloadApi):
+    """GET ``?base=&head=&format=csv|parquet``: a comparison, one row per case
+    (``exports.comparison_table``)."""
+
+    @extend_schema(parameters=[P_BASE, P_HEAD, _format_param(exports.FORMATS), P_TZ],
+                   responses=_file_responses(exports.FORMATS))
+    def get(self, request):
+        base_id, head_id = _required_uuid(request, "base"), _required_uuid(request, "head")
+        base, head = _run(base_id), _run(head_id)
+        return table_download(
+            request, lambda zone: exports.comparison_table(base=base, head=head),
+            f"comparison-{base.uuid}-{head.uuid}")
