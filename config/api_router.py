@@ -6,6 +6,8 @@ from rest_framework.routers import SimpleRouter
 
 from evals import api as evals_api
 from evals import api_comparisons as comparisons_api
+from judges import api as judges_api
+from labeling import api as labeling_api
 
 router = SimpleRouter()
 router.register("suites", evals_api.SuiteViewSet, basename="suite")
@@ -14,6 +16,11 @@ router.register("runs", evals_api.RunViewSet, basename="run")
 router.register("trials", evals_api.TrialViewSet, basename="trial")
 router.register("grades", evals_api.GradeViewSet, basename="grade")
 router.register("baselines", evals_api.BaselineViewSet, basename="baseline")
+router.register("judge-versions", judges_api.JudgeVersionViewSet, basename="judge-version")
+router.register("judge-runs", judges_api.JudgeRunViewSet, basename="judge-run")
+router.register("calibration-sets", labeling_api.CalibrationSetViewSet,
+                basename="calibration-set")
+router.register("labels", labeling_api.LabelViewSet, basename="label")
 
 app_name = "api"
 urlpatterns = [
@@ -27,6 +34,10 @@ urlpatterns = [
          name="run-export"),
     path("runs/<str:run_id>/labels-export", comparisons_api.LabelsExportApi.as_view(),
          name="run-labels-export"),
+    path("judge-runs", judges_api.JudgeRunStartApi.as_view(), name="judge-run-start"),
+    path("labels", labeling_api.LabelSubmitApi.as_view(), name="label-submit"),
+    path("calibration-sets/<uuid:set_id>/export", labeling_api.CalibrationExportApi.as_view(),
+         name="calibration-set-export"),
     path("schema/", SpectacularAPIView.as_view(), name="schema"),
     *router.urls,
 ]

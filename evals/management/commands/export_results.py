@@ -1,9 +1,14 @@
 """``manage.py export_results run RUN | labels RUN | comparison BASE HEAD --format csv|parquet
 --out FILE [--tz ZONE]``: a table export (``evals.exports``). RUN, BASE, HEAD are run UUIDs
-or "suite name/run name"; ``--tz`` an IANA zone for the times (default UTC)."""
+or "suite name/run name"; ``--tz`` an IANA zone for the times (default UTC).
+
+``manage.py export_results --calibration-set SET [--judge-version JV] --format csv|parquet
+--out FILE [--tz ZONE]``: a calibration set's export (``labeling.exports.calibration_table``),
+SET and JV being UUIDs (JV default: the set's own judge version)."""
 
 from __future__ import annotations
 
+import uuid
 from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
@@ -13,17 +18,29 @@ from evals.management.commands.run_report import run_lookup
 
 
 class Command(BaseCommand):
-    help = "Export a run, its labels or a comparison as CSV or Parquet."
+    help = "Export a run, its labels, a comparison or a calibration set as CSV or Parquet."
 
     def add_arguments(self, parser):
-        parser.add_argument("kind", choices=["run", "labels", "comparison"])
-        parser.add_argument("runs", nargs="+", help="RUN (run, labels) or BASE HEAD (comparison)")
+        parser.add_argument("kind", nargs="?", choices=["run", "labels", "comparison"])
+        parser.add_argument("runs", nargs="*", help="RUN (run, labels) or BASE HEAD (comparison)")
+        parser.add_argument("--calibration-set", help="UUID of a calibration set to export "
+                            "(instead of KIND RUN...)")
+        parser.add_argument("--judge-version", help="UUID of the judge version whose verdicts "
+                            "the calibration export holds (default: the set's own)")
         parser.add_argument("--format", choices=list(exports.FORMATS), default="csv")
         parser.add_argument("--out", required=True, help="file to write")
         parser.add_argument("--tz", default="UTC", help="IANA time zone for times (default UTC)")
 
     def handle(self, *args, **options):
         kind, refs = options["kind"], options["runs"]
+        if options["calibration_set"]:
+            if kind or refs:
+                raise CommandError("--calibration-set: give either it or KIND RUN..., not both")
+            return self._write(_calibration_table(options), options)
+        if kind is None:
+            raise CommandError("kind: expected run, labels or comparison (or --calibration-set)")
+        if options["judge_version"]:
+            raise CommandError("--judge-version: only with --calibration-set")
         wanted = 2 if kind == "comparison" else 1
         if len(refs) != wanted:
             raise CommandError(f"{kind}: expected {'BASE HEAD' if wanted == 2 else 'RUN'}")
@@ -36,6 +53,12 @@ class Command(BaseCommand):
                 table = exports.labels_table(run=runs[0], zone=zone)
             else:
                 table = exports.comparison_table(base=runs[0], head=runs[1])
+        except exports.ExportError as exc:
+            raise CommandError(str(exc)) from exc
+        self._write(table, options)
+
+    def _write(self, table: exports.ExportTable, options) -> None:
+        try:
             body = exports.table_write(table=table, fmt=options["format"])
         except exports.ExportError as exc:
             raise CommandError(str(exc)) from exc
@@ -44,3 +67,35 @@ class Command(BaseCommand):
         except OSError as exc:
             raise CommandError(f"--out: cannot write {options['out']}: {exc.strerror}") from exc
         self.stdout.write(f"wrote {options['out']} ({len(table.rows)} rows)")
+
+
+def _uuid_option(options, name: str) -> uuid.UUID:
+    raw = options[name]
+    try:
+        return uuid.UUID(raw)
+    except ValueError as exc:
+        raise CommandError(f"--{name.replace('_', '-')}: expected a UUID, got {raw!r}") from exc
+
+
+def _calibration_table(options) -> exports.ExportTable:
+    """The calibration export named by ``--calibration-set`` (and ``--judge-version``)."""
+    from judges.models import JudgeVersion
+    from labeling.exports import calibration_table
+    from labeling.models import CalibrationSet
+
+    set_id = _uuid_option(options, "calibration_set")
+    cset = (CalibrationSet.objects.select_related("judge_version__judge")
+            .filter(uuid=set_id).first())
+    if cset is None:
+        raise CommandError(f"--calibration-set: no calibration set with id {set_id}")
+    version = None
+    if options["judge_version"]:
+        version_id = _uuid_option(options, "judge_version")
+        version = JudgeVersion.objects.select_related("judge").filter(uuid=version_id).first()
+        if version is None:
+            raise CommandError(f"--judge-version: no judge version with id {version_id}")
+    try:
+        zone = exports.zone_get(name=options["tz"])
+    except exports.ExportError as exc:
+        raise CommandError(str(exc)) from exc
+    return calibration_table(calibration_set=cset, judge_version=version, zone=zone)

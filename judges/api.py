@@ -1,0 +1,293 @@
+"""API of judges: judge versions (with their trust state), judge runs, and grading a run
+with a judge version. Thin: parse, call one service, render.
+
+Roles mirror the UI (``judges.views``, ``judges.views_versions``): engineers and leads.
+Reviewers get 403 (they label blind: judge versions, their approvals' figures and judge runs
+are judge territory), outsiders 403, no token 401.
+"""
+
+from __future__ import annotations
+
+from django.db.models import Prefetch
+from django.shortcuts import get_object_or_404
+from django.urls import reverse
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import (
+    OpenApiParameter,
+    OpenApiResponse,
+    extend_schema,
+    extend_schema_field,
+    extend_schema_view,
+)
+from rest_framework import serializers, viewsets
+from rest_framework.parsers import JSONParser
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from evals.api_base import IsRunner
+from evals.models import Run
+from labeling.api import (
+    KappaSerializer,
+    NoUnknownFields,
+    RateSerializer,
+    StrictIntegerField,
+    StrictUUIDField,
+    field_error,
+    query_uuid,
+)
+from labeling.models import JudgeApproval
+
+from . import services
+from .models import Judge, JudgeRun, JudgeVersion
+
+TRUSTED_VALUES = {"true": True, "false": False}
+# Kinds that cannot grade a single trial (``judge_grade_trials`` refuses them in the worker).
+NOT_POINTWISE = (Judge.Kind.PAIRWISE, Judge.Kind.RECORDED)
+
+
+class ApprovalSerializer(serializers.Serializer):
+    """A lead's active approval and the figures it was granted on (``JudgeApproval``)."""
+
+    uuid = serializers.UUIDField(help_text="UUID of the approval.")
+    approved_by = serializers.CharField(help_text="Username of the lead who approved.")
+    approved_at = serializers.DateTimeField(help_text="When (ISO 8601 with offset).")
+    calibration_set = serializers.UUIDField(allow_null=True, help_text="UUID of the "
+                                            "calibration set approved on (null: every "
+                                            "labeled trial).")
+    n = serializers.IntegerField(help_text="Trials compared (count).")
+    agreement = serializers.FloatField(allow_null=True, help_text="Raw agreement (fraction "
+                                       "0..1); null when n = 0.")
+    kappa = KappaSerializer(help_text="Cohen's kappa with its 95% interval.")
+    far = RateSerializer(help_text="False-accept rate P(judge pass | human fail), Wilson 95% "
+                         "interval.")
+    frr = RateSerializer(help_text="False-reject rate P(judge fail | human pass), Wilson 95% "
+                         "interval.")
+
+
+def approval_json(approval: JudgeApproval | None) -> dict | None:
+    """The ApprovalSerializer data of ``approval`` (None: untrusted)."""
+    if approval is None:
+        return None
+    figures = approval.figures or {}
+    return ApprovalSerializer({
+        "uuid": approval.uuid, "approved_by": approval.approved_by.get_username(),
+        "approved_at": approval.approved_at,
+        "calibration_set": approval.calibration_set.uuid if approval.calibration_set_id
+        else None,
+        "n": figures.get("n"), "agreement": figures.get("agreement"),
+        "kappa": figures.get("kappa"), "far": figures.get("far"), "frr": figures.get("frr"),
+    }).data
+
+
+VERSION_FIELDS = ["uuid", "judge", "kind", "number", "model", "protocol", "base_url",
+                  "params", "threshold", "content_hash", "trusted", "trusted_at", "approval",
+                  "created_at"]
+VERSION_HELP = {
+    "uuid": "Stable identifier (UUID); used in URLs.", "number": "Version number (1, 2, ...).",
+    "model": "Model name.", "protocol": "Prompt protocol of a version recorded elsewhere "
+    "(empty: run by Assay).", "base_url": "OpenAI-compatible endpoint (empty: recorded "
+    "elsewhere).", "params": "Call parameters (JSON object: temperature, max_attempts, ...).",
+    "threshold": "Score threshold 0..1 for a pass (null: the verdict decides).",
+    "content_hash": "SHA-256 hex over model, prompt, parameters and schema; any change is a "
+    "new version.", "trusted_at": "When a lead approved it (ISO 8601 with offset; null: not "
+    "trusted).", "created_at": "When the version was created (ISO 8601 with offset).",
+    "prompt_template": "The prompt template (text).",
+    "output_schema": "JSON schema of the judge's reply (object).",
+}
+
+
+class JudgeVersionSerializer(serializers.ModelSerializer):
+    judge = serializers.CharField(source="judge.name", read_only=True,
+                                  help_text="Name of the judge.")
+    kind = serializers.CharField(source="judge.kind", read_only=True,
+                                 help_text="rubric, pairwise, faithfulness, "
+                                           "faithfulness_claims, context_relevance or recorded.")
+    trusted = serializers.BooleanField(source="is_trusted", read_only=True,
+                                       help_text="True while a lead's approval is active: "
+                                                 "only then may its verdicts gate.")
+    approval = serializers.SerializerMethodField(
+        help_text="The active approval with its figures (null: not trusted).")
+
+    class Meta:
+        model = JudgeVersion
+        fields = VERSION_FIELDS
+        extra_kwargs = {f: {"help_text": VERSION_HELP[f]} for f in fields if f in VERSION_HELP}
+
+    @extend_schema_field(ApprovalSerializer(allow_null=True))
+    def get_approval(self, version) -> dict | None:
+        active = getattr(version, "active_approvals", None)
+        return approval_json(active[0] if active else None)
+
+
+class JudgeVersionDetailSerializer(JudgeVersionSerializer):
+    class Meta(JudgeVersionSerializer.Meta):
+        fields = [*VERSION_FIELDS, "prompt_template", "output_schema"]
+        extra_kwargs = {f: {"help_text": VERSION_HELP[f]} for f in fields if f in VERSION_HELP}
+
+
+def _trusted_param(request) -> bool | None:
+    raw = request.query_params.get("trusted")
+    if raw is None:
+        return None
+    if raw not in TRUSTED_VALUES:
+        raise serializers.ValidationError({"trusted": [
+            f"expected 'true' or 'false', got {raw[:100]!r}"]})
+    return TRUSTED_VALUES[raw]
+
+
+def _path_uuid(what: str) -> OpenApiParameter:
+    return OpenApiParameter("uuid", OpenApiTypes.UUID, OpenApiParameter.PATH,
+                            description=f"UUID of the {what}.")
+
+
+VERSION_FILTERS = [
+    OpenApiParameter("judge", str, description="Only versions of the judge with this name."),
+    OpenApiParameter("trusted", str, enum=["true", "false"],
+                     description="true: trusted versions only; false: untrusted only; any "
+                                 "other value: 400."),
+]
+
+
+@extend_schema_view(list=extend_schema(parameters=VERSION_FILTERS),
+                    retrieve=extend_schema(parameters=[_path_uuid("judge version")]))
+class JudgeVersionViewSet(viewsets.ReadOnlyModelViewSet):
+    """Judge versions with their trust state (engineers and leads). The list leaves out the
+    prompt template and output schema; the detail (by UUID) holds them."""
+
+    permission_classes = [IsRunner]
+    lookup_field = "uuid"
+
+    def get_queryset(self):
+        active = JudgeApproval.objects.filter(revoked_at__isnull=True).select_related(
+            "approved_by", "calibration_set")
+        qs = JudgeVersion.objects.select_related("judge").prefetch_related(
+            Prefetch("approvals", queryset=active, to_attr="active_approvals"))
+        if self.action == "list":
+            judge = self.request.query_params.get("judge")
+            if judge is not None:
+                qs = qs.filter(judge__name=judge)
+            trusted = _trusted_param(self.request)
+            if trusted is not None:
+                qs = qs.filter(trusted_at__isnull=not trusted)
+        return qs
+
+    def get_serializer_class(self):
+        if self.action == "retrieve":
+            return JudgeVersionDetailSerializer
+        return JudgeVersionSerializer
+
+
+# --- judge runs --------------------------------------------------------------------------------
+
+RUN_HELP = {
+    "uuid": "Stable identifier (UUID); poll /api/judge-runs/<uuid>/.",
+    "grader": "Grader key its grades carry (judge:<name>:v<number>).",
+    "status": "queued, running, succeeded or cancelled.",
+    "trials_total": "Trials to grade (count).",
+    "trials_graded": "Trials with a grade so far, errored ones included (count).",
+    "trials_errored": "Errored grades: no verdict, never counted as a fail (count).",
+    "created_at": "When it was (last) started (ISO 8601 with offset).",
+    "finished_at": "When it ended (ISO 8601 with offset; null: not yet).",
+}
+
+
+class JudgeRunSerializer(serializers.ModelSerializer):
+    run = serializers.UUIDField(source="run.uuid", read_only=True,
+                                help_text="UUID of the graded run.")
+    judge_version = serializers.UUIDField(source="judge_version.uuid", read_only=True,
+                                          help_text="UUID of the judge version.")
+    progress = serializers.SerializerMethodField(
+        help_text="trials_graded / trials_total (fraction 0..1); null when there is no "
+                  "trial to grade.")
+    started_by = serializers.SerializerMethodField(
+        help_text="Username of who started it (null: unknown).")
+
+    class Meta:
+        model = JudgeRun
+        fields = ["uuid", "run", "judge_version", "grader", "status", "trials_total",
+                  "trials_graded", "trials_errored", "progress", "started_by", "created_at",
+                  "finished_at"]
+        extra_kwargs = {f: {"help_text": RUN_HELP[f]} for f in fields if f in RUN_HELP}
+
+    def get_progress(self, judge_run) -> float | None:
+        if not judge_run.trials_total:
+            return None
+        return judge_run.trials_graded / judge_run.trials_total
+
+    def get_started_by(self, judge_run) -> str | None:
+        return judge_run.started_by.get_username() if judge_run.started_by_id else None
+
+
+RUN_FILTERS = [
+    OpenApiParameter(name, OpenApiTypes.UUID, description=f"Only judge runs of this "
+                     f"{name.replace('_', ' ')} (UUID); not a UUID: 400.")
+    for name in ("run", "judge_version")
+]
+
+
+@extend_schema_view(list=extend_schema(parameters=RUN_FILTERS),
+                    retrieve=extend_schema(parameters=[_path_uuid("judge run")]))
+class JudgeRunViewSet(viewsets.ReadOnlyModelViewSet):
+    """Judge runs and their progress, counted from the grade rows (engineers and leads)."""
+
+    permission_classes = [IsRunner]
+    lookup_field = "uuid"
+    serializer_class = JudgeRunSerializer
+
+    def get_queryset(self):
+        qs = JudgeRun.objects.select_related("run", "judge_version", "started_by").defer(
+            "trial_ids")
+        for param, lookup in (("run", "run__uuid"), ("judge_version", "judge_version__uuid")):
+            value = query_uuid(self.request, param)
+            if value is not None:
+                qs = qs.filter(**{lookup: value})
+        return qs
+
+
+class JudgeRunStartInput(NoUnknownFields, serializers.Serializer):
+    run = StrictUUIDField(help_text="UUID of a finished run to grade.")
+    judge_version = StrictUUIDField(help_text="UUID of the judge version that grades it "
+                                              "(not pairwise, not recorded elsewhere).")
+    sample = StrictIntegerField(required=False, allow_null=True, default=None, min_value=1,
+                                help_text="Grade a random sample of this many ok trials "
+                                          "(count; omitted or null: every ok trial).")
+    seed = StrictIntegerField(required=False, allow_null=True, default=None,
+                              help_text="Seed of the sample (integer): the same seed picks "
+                                        "the same trials.")
+
+
+class JudgeRunStartApi(APIView):
+    """POST (JSON): grade a run's ok trials with a judge version in Celery tasks
+    (``judges.services.judge_run_start``); engineers and leads. 202 with the judge run (poll
+    ``Location``); 400 naming the field; 404 for an unknown run or judge version."""
+
+    permission_classes = [IsRunner]
+    parser_classes = [JSONParser]
+
+    @extend_schema(request=JudgeRunStartInput, responses={
+        202: JudgeRunSerializer,
+        400: OpenApiResponse(description="A field is bad; the body names it."),
+        404: OpenApiResponse(description="No such run or judge version.")})
+    def post(self, request):
+        data = JudgeRunStartInput(data=request.data)
+        data.is_valid(raise_exception=True)
+        v = data.validated_data
+        run = get_object_or_404(Run, uuid=v["run"])
+        version = get_object_or_404(JudgeVersion.objects.select_related("judge"),
+                                    uuid=v["judge_version"])
+        # The UI's form offers finished runs only (judges.forms.JudgeRunForm).
+        if run.status in (Run.Status.QUEUED, Run.Status.RUNNING):
+            raise serializers.ValidationError({"run": [
+                f"run {run.name!r} is {run.status}; grade it once it has finished"]})
+        if version.judge.kind in NOT_POINTWISE:
+            raise serializers.ValidationError({"judge_version": [
+                f"a {version.judge.kind} judge does not grade single trials"]})
+        try:
+            judge_run = services.judge_run_start(run=run, judge_version=version,
+                                                 sample=v["sample"], by=request.user,
+                                                 seed=v["seed"])
+        except services.JudgeConfigError as exc:
+            raise serializers.ValidationError(field_error(exc, tuple(data.fields))) from exc
+        location = reverse("api:judge-run-detail", kwargs={"uuid": judge_run.uuid})
+        return Response(JudgeRunSerializer(judge_run).data, status=202,
+                        headers={"Location": location})

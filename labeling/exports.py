@@ -1,0 +1,130 @@
+"""The calibration export: one row per item of a calibration set, with the judge's verdict,
+every human label, the lead's adjudication, the reference verdict and whether they agree.
+
+Built as an ``evals.exports.ExportTable`` and written by ``evals.exports.table_write`` (CSV or
+Parquet; cells, nulls and times as documented there). Queries: 5, whatever the size of the
+set (items with trials and cases, judge grades, labels with reviewers, and the two of
+``reference_labels``).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from datetime import UTC, tzinfo
+
+import pyarrow as pa
+
+from evals.exports import ExportTable
+from evals.models import Grade
+from judges.models import JudgeVersion
+
+from .models import CalibrationSet, Label
+from .selectors import reference_labels
+
+LABEL_FIELDS = ("verdict", "critique", "labeled_at")
+
+
+def _rater_columns(labels: list[Label]) -> dict[tuple[str, str], str]:
+    """Rater key -> the name in the column header: the username of a reviewer, the stored
+    name of an imported label (with `` (imported)`` when a reviewer has the same name)."""
+    users = {lab.reviewer.username for lab in labels if lab.reviewer_id}
+    names: dict[tuple[str, str], str] = {}
+    for lab in labels:
+        if lab.reviewer_id:
+            names[("user", lab.reviewer.username)] = lab.reviewer.username
+        else:
+            name = lab.reviewer_name or "unknown"
+            names[("name", name)] = f"{name} (imported)" if name in users else name
+    return names
+
+
+def _rater(label: Label) -> tuple[str, str]:
+    if label.reviewer_id:
+        return ("user", label.reviewer.username)
+    return ("name", label.reviewer_name or "unknown")
+
+
+def calibration_table(*, calibration_set: CalibrationSet,
+                      judge_version: JudgeVersion | None = None,
+                      zone: tzinfo = UTC) -> ExportTable:
+    """One row per item of ``calibration_set`` in queue order.
+
+    Judge: ``judge_version`` (default: the version that stratified the set; None leaves the
+    judge columns null). Columns, in order:
+
+    - ``calibration_set`` (UUID), ``calibration_set_name``, ``position`` (queue order,
+      1-based), ``trial`` (UUID), ``case_id`` (case key), ``attempt`` (1..N);
+    - ``judge_version`` ("name vN"), ``judge_status`` (``ok``/``error``; null: no grade),
+      ``judge_verdict`` (``pass``/``fail``; null when errored or ungraded), ``judge_reason``;
+    - per rater, sorted by name: ``label.<rater>.verdict``, ``label.<rater>.critique``,
+      ``label.<rater>.labeled_at`` (when the current verdict was saved, in ``zone``); a
+      rater is a reviewer (username) or an imported name;
+    - ``adjudicated_verdict`` and ``adjudication_reason`` (the lead's newest decision; null
+      without one), ``reference_verdict`` and ``reference_basis`` (``labeling.selectors.
+      reference_labels``: basis ``single``/``agreement``/``adjudication``, or
+      ``unresolved``/``unlabeled`` with a null verdict);
+    - ``agree``: judge verdict == reference verdict; null when either is undefined (an
+      errored or missing grade, an unresolved or unlabeled trial), so the count of
+      ``true`` is ``calibration_compute``'s ``agreement_numerator`` and the non-null count
+      its ``n``.
+    """
+    version = judge_version if judge_version is not None else calibration_set.judge_version
+    items = list(calibration_set.items.select_related("trial__case").order_by("position", "id"))
+    trial_ids = [item.trial_id for item in items]
+    grades: dict[int, Grade] = {}
+    if version is not None:
+        grades = {g.trial_id: g for g in Grade.objects.filter(
+            judge_version=version, trial_id__in=trial_ids).only(
+            "id", "trial_id", "status", "passed", "reason")}
+    labels = list(Label.objects.filter(trial_id__in=trial_ids).select_related("reviewer")
+                  .order_by("trial_id", "created_at", "id"))
+    by_trial: dict[int, dict[tuple[str, str], Label]] = defaultdict(dict)
+    for lab in labels:
+        by_trial[lab.trial_id][_rater(lab)] = lab
+    raters = _rater_columns(labels)
+    order = sorted(raters, key=lambda key: (raters[key], key))
+    refs = reference_labels(trial_ids=trial_ids)
+    unresolved, unlabeled = set(refs.unresolved), set(refs.unlabeled)
+    stamp = pa.timestamp("us", tz=str(zone))
+    columns: list[tuple[str, pa.DataType]] = [
+        ("calibration_set", pa.string()), ("calibration_set_name", pa.string()),
+        ("position", pa.int64()), ("trial", pa.string()), ("case_id", pa.string()),
+        ("attempt", pa.int64()), ("judge_version", pa.string()), ("judge_status", pa.string()),
+        ("judge_verdict", pa.string()), ("judge_reason", pa.string()),
+    ]
+    for key in order:
+        columns += [(f"label.{raters[key]}.verdict", pa.string()),
+                    (f"label.{raters[key]}.critique", pa.string()),
+                    (f"label.{raters[key]}.labeled_at", stamp)]
+    columns += [("adjudicated_verdict", pa.string()), ("adjudication_reason", pa.string()),
+                ("reference_verdict", pa.string()), ("reference_basis", pa.string()),
+                ("agree", pa.bool_())]
+    rows = []
+    for item in items:
+        trial, grade = item.trial, grades.get(item.trial_id)
+        judged = (grade is not None and grade.status == Grade.Status.OK
+                  and grade.passed is not None)
+        judge_verdict = ("pass" if grade.passed else "fail") if judged else None
+        row = [str(calibration_set.uuid), calibration_set.name, item.position + 1,
+               str(trial.uuid), trial.case.key, trial.attempt,
+               str(version) if version is not None else None,
+               grade.status if grade is not None else None, judge_verdict,
+               grade.reason if grade is not None else None]
+        for key in order:
+            lab = by_trial[item.trial_id].get(key)
+            row += [None, None, None] if lab is None else [
+                lab.verdict, lab.critique, lab.updated_at.astimezone(zone)]
+        ref = refs.by_trial.get(item.trial_id)
+        adjudicated = ref is not None and ref.basis == "adjudication"
+        if ref is not None:
+            basis = ref.basis
+        elif item.trial_id in unresolved:
+            basis = "unresolved"
+        else:
+            basis = "unlabeled" if item.trial_id in unlabeled else None
+        reference = ref.verdict if ref is not None else None
+        row += [ref.verdict if adjudicated else None, ref.critique if adjudicated else None,
+                reference, basis,
+                (judge_verdict == reference) if judged and reference is not None else None]
+        rows.append(row)
+    return ExportTable(columns=columns, rows=rows)
