@@ -218,6 +218,11 @@ ASSAY = {
     # A lead may mark a judge version trusted only when its calibration has n >= MIN_N,
     # Cohen's kappa >= MIN_KAPPA and a false-accept rate <= MAX_FAR (point estimate).
     "TRUST": {"MIN_N": 30, "MIN_KAPPA": 0.6, "MAX_FAR": 0.10},
+    # POST /api/ingest (docs/ingest.md): the largest request body, and the largest trial
+    # record (one NDJSON line, or one JSON record re-encoded compactly), in bytes: 413 above.
+    "INGEST_MAX_BYTES": int(os.environ.get("ASSAY_INGEST_MAX_BYTES", str(256 * 1024 * 1024))),
+    "INGEST_MAX_RECORD_BYTES": int(os.environ.get("ASSAY_INGEST_MAX_RECORD_BYTES",
+                                                  str(4 * 1024 * 1024))),
 }
 
 LOGGING = {

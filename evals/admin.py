@@ -12,6 +12,7 @@ from .models import (
     Grade,
     GraderSetPreset,
     Graduation,
+    IngestKey,
     ModelPrice,
     Run,
     Suite,
@@ -166,3 +167,21 @@ class TargetPresetAdmin(_PresetAdmin):
 @admin.register(GraderSetPreset)
 class GraderSetPresetAdmin(_PresetAdmin):
     pass
+
+
+@admin.register(IngestKey)
+class IngestKeyAdmin(admin.ModelAdmin):
+    """Read-only: a key is written by ``POST /api/ingest`` with the response it replays."""
+
+    list_display = ("key", "user", "run", "status_code", "created_at")
+    list_select_related = ("user", "run")
+    search_fields = ("key",)
+    raw_id_fields = ("user", "run")
+    readonly_fields = ("key", "user", "body_sha256", "run", "status_code", "response",
+                       "created_at")
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False

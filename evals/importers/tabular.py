@@ -9,6 +9,9 @@ empty CSV cell, and an empty optional field is null:
 - ``tags``: CSV comma-separated (spaces trimmed); JSONL an array of strings.
 - ``output``: the trial output, stored whole ("" when empty). ``attempt``: integer >= 1,
   default 1 (CSV: digits only). ``model``: string.
+- Integers (``attempt``, tokens) are at most 2,147,483,647; no string may hold U+0000 (NUL)
+  or a lone surrogate (JSON ``\\ud800``): the database cannot store them; both are refused
+  naming the field.
 - ``created_at``: ISO 8601; with an offset or ``Z`` it is converted to UTC; **without an
   offset it is read as UTC**. Anything else rejects the row.
 - ``passed``: JSONL ``true``/``false`` only; CSV the exact strings ``true``/``false``
@@ -21,9 +24,10 @@ empty CSV cell, and an empty optional field is null:
   every grade of the row errored: reason ``not scored`` when its score is missing, else the
   judge_status value (kept in ``details.judge_status`` either way).
 - ``reason``: the grade's reason. ``grader``: the name of the grade's grader (default
-  ``imported``).
+  ``imported``), at most 200 characters (so are ``scores`` keys).
 - ``input_tokens``, ``output_tokens``: integers >= 0; ``latency_ms``: milliseconds >= 0;
-  ``cost_usd``: decimal USD >= 0 (empty = unknown = null, never 0).
+  ``cost_usd``: decimal USD >= 0 and below 1,000,000 (empty = unknown = null, never 0),
+  stored to 1e-8 USD (8 decimal places, rounded half up).
 
 Unmapped columns are kept in ``Trial.raw_response["extra"]`` (column -> value as read).
 Without any mapping, a column named exactly like a field maps to it.
@@ -34,15 +38,20 @@ from __future__ import annotations
 
 import math
 import re
+import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from decimal import Decimal, InvalidOperation
+from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
 from typing import Any
 
-from ..models import Case, Grade, Trial
+from django.utils import timezone
+
+from labeling.models import Label
+
+from ..models import Case, Grade, Run, Trial
 from ..services_cases import CaseSpec, cases_upsert
-from .context import BATCH_SIZE, ImportContext, run_finish
+from .context import BATCH_SIZE, ImportContext, rows_insert, run_finish
 from .reader import NON_FINITE, ResultsImportError, contains_non_finite
 
 FIELDS = (
@@ -55,6 +64,39 @@ NOT_SCORED = "not scored"
 _NON_FINITE_STRINGS = {"nan", "+nan", "-nan", "inf", "+inf", "-inf", "infinity", "+infinity",
                        "-infinity"}
 _INT = re.compile(r"[0-9]+")
+INT_MAX = 2**31 - 1  # attempt and token counts: the database's integer columns
+NAME_MAX = 200  # grader names
+COST_LIMIT = Decimal(10**6)  # cost_usd is numeric(14, 8): below 1,000,000 USD ...
+COST_STEP = Decimal("0.00000001")  # ... and stored to 1e-8 USD (rounded half up)
+UNSTORABLE = ("holds U+0000 (NUL) or an unpaired surrogate (U+D800..U+DFFF), which the "
+              "database cannot store")
+_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
+OVERFLOW = "a number out of range (it overflows to infinity)"
+
+
+def contains_overflow(value: Any) -> bool:
+    """True when a parsed value holds a float that is not finite (JSON ``1e400`` parses to
+    infinity; canonical JSON of a case or a raw response cannot hold it)."""
+    if isinstance(value, float):
+        return not math.isfinite(value)
+    if isinstance(value, dict):
+        return any(contains_overflow(v) for v in value.values())
+    if isinstance(value, list):
+        return any(contains_overflow(v) for v in value)
+    return False
+
+
+def contains_unstorable(value: Any) -> bool:
+    """True when a parsed value holds U+0000 or a lone surrogate in any string (dict keys
+    included): JSON can escape them (``\\u0000``, ``\\ud800``), UTF-8 text columns cannot
+    hold them."""
+    if isinstance(value, str):
+        return _UNSTORABLE.search(value) is not None
+    if isinstance(value, dict):
+        return any(contains_unstorable(k) or contains_unstorable(v) for k, v in value.items())
+    if isinstance(value, list):
+        return any(contains_unstorable(v) for v in value)
+    return False
 
 
 def mapping_parse(items: list[str]) -> dict[str, str]:
@@ -78,14 +120,31 @@ def mapping_parse(items: list[str]) -> dict[str, str]:
     return mapping
 
 
+class RecordError(ResultsImportError):
+    """A row is invalid: the message reads ``"<where>: field <field>: <why>"``; ``where``
+    (e.g. ``line 3``), ``field`` (dotted name) and ``record`` (the row's index given by the
+    caller, or None) are kept for structured error responses (the ingest API)."""
+
+    def __init__(self, where: str, field: str, msg: str, *, record: int | None = None) -> None:
+        super().__init__(f"{where}: field {field}: {msg}")
+        self.where, self.field, self.record = where, field, record
+
+
 @dataclass
 class Row:
-    """One parsed row: ``where`` names it in errors; ``values`` maps field -> raw value."""
+    """One parsed row: ``where`` names it in errors; ``values`` maps field -> raw value;
+    ``index`` is the caller's record number (kept in errors as ``RecordError.record``);
+    ``needs_scan`` False lets ``row_parse`` skip its NaN/Infinity and unstorable-text
+    scans."""
 
     where: str
     values: dict[str, Any]
     extra: dict[str, Any]
     is_csv: bool
+    index: int | None = None
+    # False when the source text holds no NaN/Infinity token and no \u0000 or \ud8xx-style
+    # escape: the scans for them are skipped.
+    needs_scan: bool = True
 
 
 @dataclass
@@ -96,6 +155,15 @@ class GradeSpec:
     status: str
     reason: str
     details: dict = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class LabelSpec:
+    """A human label recorded elsewhere: reviewer name, verdict ``pass``/``fail``, critique."""
+
+    reviewer: str
+    verdict: str
+    critique: str = ""
 
 
 @dataclass
@@ -113,10 +181,12 @@ class TrialSpec:
     cost_usd: Decimal | None
     grades: list[GradeSpec]
     raw: dict
+    index: int | None = None
+    labels: list[LabelSpec] = field(default_factory=list)
 
 
-def _err(row: Row, name: str, msg: str) -> ResultsImportError:
-    return ResultsImportError(f"{row.where}: field {name}: {msg}")
+def _err(row: Row, name: str, msg: str) -> RecordError:
+    return RecordError(row.where, name, msg, record=row.index)
 
 
 def _show(value: Any) -> str:
@@ -147,8 +217,9 @@ def _int(row: Row, name: str, *, minimum: int) -> int | None:
         value = int(value)
     elif isinstance(value, bool) or not isinstance(value, int):
         raise _err(row, name, f"expected an integer >= {minimum}, got {_show(value)}")
-    if value < minimum:
-        raise _err(row, name, f"expected an integer >= {minimum}, got {value}")
+    if not minimum <= value <= INT_MAX:
+        raise _err(row, name, f"expected an integer from {minimum} to {INT_MAX:,}, got "
+                   f"{value}")
     return value
 
 
@@ -180,7 +251,10 @@ def _decimal(row: Row, name: str) -> Decimal | None:
         raise _err(row, name, f"expected a decimal number of USD, got {_show(value)}") from None
     if not amount.is_finite() or amount < 0:
         raise _err(row, name, f"expected a finite amount >= 0, got {_show(value)}")
-    return amount
+    if amount >= COST_LIMIT:
+        raise _err(row, name, f"expected an amount below {COST_LIMIT:,} USD, got "
+                   f"{_show(value)}")
+    return amount.quantize(COST_STEP, rounding=ROUND_HALF_UP)
 
 
 def _datetime(row: Row, name: str) -> datetime | None:
@@ -270,14 +344,23 @@ def _grade(row: Row, *, grader: str, passed: bool | None, raw_score: Any, score_
 def row_parse(row: Row, *, threshold: float | None) -> TrialSpec:
     """Turn one mapped row into a TrialSpec; raises ``ResultsImportError`` naming row and
     field."""
-    for name, value in row.values.items():
-        if name not in ("score", "scores") and contains_non_finite(value):
-            raise _err(row, name, "NaN/Infinity is not valid JSON")
+    if row.needs_scan:
+        for name, value in row.values.items():
+            if name not in ("score", "scores") and contains_non_finite(value):
+                raise _err(row, name, "NaN/Infinity is not valid JSON")
+            if contains_unstorable(value):
+                raise _err(row, name, UNSTORABLE)
+        for column, value in row.extra.items():
+            if contains_unstorable(column) or contains_unstorable(value):
+                raise _err(row, column, UNSTORABLE)
     key = _string(row, "case_id")
     if key is None:
         raise _err(row, "case_id", "missing (every row needs a case key)")
     if len(key) > 200:
         raise _err(row, "case_id", f"longer than 200 characters ({len(key)})")
+    for name in ("input", "expected"):  # free-form JSON: a float there may be 1e400 = inf
+        if contains_overflow(row.values.get(name)):
+            raise _err(row, name, OVERFLOW)
     case = None
     value = row.values.get("input")
     if not _empty(value):
@@ -290,6 +373,8 @@ def row_parse(row: Row, *, threshold: float | None) -> TrialSpec:
     status_override = None if judge_status in (None, "ok") else judge_status
     reason = _string(row, "reason")
     grader = _string(row, "grader") or DEFAULT_GRADER
+    if len(grader) > NAME_MAX:
+        raise _err(row, "grader", f"longer than {NAME_MAX} characters ({len(grader)})")
     passed = _passed(row)
     grades: list[GradeSpec] = []
     has_score = "score" in row.values
@@ -307,6 +392,9 @@ def row_parse(row: Row, *, threshold: float | None) -> TrialSpec:
         for name, raw in scores.items():
             if not name or name in {g.grader for g in grades}:
                 raise _err(row, f"scores.{name}", "grader name empty or already graded")
+            if len(name) > NAME_MAX:
+                raise _err(row, f"scores.{name[:40]}...", f"grader name longer than "
+                           f"{NAME_MAX} characters ({len(name)})")
             grades.append(_grade(row, grader=name, passed=None, raw_score=raw,
                                  score_field=f"scores.{name}", has_score=True,
                                  status_override=status_override, reason=None,
@@ -318,7 +406,7 @@ def row_parse(row: Row, *, threshold: float | None) -> TrialSpec:
         input_tokens=_int(row, "input_tokens", minimum=0),
         output_tokens=_int(row, "output_tokens", minimum=0),
         latency_ms=_number(row, "latency_ms"), cost_usd=_decimal(row, "cost_usd"),
-        grades=grades, raw=row.extra,
+        grades=grades, raw=row.extra, index=row.index,
     )
 
 
@@ -369,45 +457,90 @@ def tabular_import(*, ctx: ImportContext, fmt: str, source, mapping: dict[str, s
     if "case_id" not in mapping:
         raise ResultsImportError("mapping: field case_id is required (--map case_id=COLUMN)")
     run = ctx.run_create(name=ctx.run_name, fmt=fmt, extra={"mapping": mapping})
-    seen_attempts: dict[tuple[str, int], str] = {}
-    seen_cases: dict[str, tuple[str, str]] = {}
-    totals = {"trials": 0, "max_attempt": 1}
-    graders: dict[str, dict] = {}
-    batch: list[TrialSpec] = []
-
-    def flush() -> None:
-        _write_batch(ctx, run, batch, graders)
-        totals["trials"] += len(batch)
-        batch.clear()
-
+    writer = TrialsWriter(ctx=ctx, run=run)
     for row in rows:
-        spec = row_parse(row, threshold=threshold)
-        ident = (spec.case_key, spec.attempt)
-        if ident in seen_attempts:
-            raise ResultsImportError(
-                f"{spec.where}: field attempt: case {spec.case_key!r} attempt {spec.attempt} "
-                f"already given on {seen_attempts[ident]}")
-        seen_attempts[ident] = spec.where
-        if spec.case is not None:
-            digest = spec.case.content_hash
-            first = seen_cases.setdefault(spec.case_key, (digest, spec.where))
-            if first[0] != digest:
-                raise ResultsImportError(
-                    f"{spec.where}: field input: case {spec.case_key!r} has different "
-                    f"input/expected than on {first[1]}")
-        totals["max_attempt"] = max(totals["max_attempt"], spec.attempt)
-        batch.append(spec)
-        if len(batch) >= BATCH_SIZE:
-            flush()
-    if batch:
-        flush()
-    if totals["trials"] == 0:
+        writer.add(row_parse(row, threshold=threshold))
+    if writer.added == 0:
         raise ResultsImportError("the file holds no rows")
-    run_finish(run, trials=totals["trials"], graders=list(graders.values()),
-               trials_per_case=totals["max_attempt"])
+    writer.finish()
 
 
-def _write_batch(ctx: ImportContext, run, batch: list[TrialSpec], graders: dict) -> None:
+# A batch is also written once its outputs reach this many characters (memory bound).
+BATCH_CHARS = 32 * 1024 * 1024
+
+
+class TrialsWriter:
+    """Writes the trials (with their grades and labels) of one new imported run, in batches
+    of ``batch_size`` trials (default ``BATCH_SIZE``) or ``BATCH_CHARS`` characters of
+    output, whichever comes first, inside the caller's transaction.
+
+    ``add`` checks each spec against the earlier ones (a (case_id, attempt) given twice, one
+    case key with two different inputs/expected: ``RecordError`` naming both rows);
+    ``finish`` writes the last batch and marks the run succeeded (``run_finish``).
+    Counts land in ``ctx.summary`` (cases, trials, grades, labels).
+    """
+
+    def __init__(self, *, ctx: ImportContext, run: Run, batch_size: int = BATCH_SIZE) -> None:
+        self.ctx, self.run, self.batch_size = ctx, run, batch_size
+        self._chars = 0
+        self.added = 0  # specs accepted by ``add``
+        self.trials = 0  # trials written
+        self._max_attempt = 1
+        self._seen_attempts: dict[tuple[str, int], str] = {}
+        self._seen_cases: dict[str, tuple[CaseSpec, str]] = {}
+        self._graders: dict[str, dict] = {}
+        self._batch: list[TrialSpec] = []
+        self._last_id = 0  # the largest trial id written so far
+
+    def add(self, spec: TrialSpec) -> None:
+        """Queue one trial; writes a batch when it is full."""
+        ident = (spec.case_key, spec.attempt)
+        first = self._seen_attempts.setdefault(ident, spec.where)
+        if first != spec.where:
+            raise RecordError(spec.where, "attempt", f"case {spec.case_key!r} attempt "
+                              f"{spec.attempt} already given on {first}", record=spec.index)
+        if spec.case is not None:
+            known = self._seen_cases.setdefault(spec.case_key, (spec.case, spec.where))
+            if known[1] != spec.where and not _same_content(known[0], spec.case):
+                raise RecordError(spec.where, "input", f"case {spec.case_key!r} has different "
+                                  f"input/expected than on {known[1]}", record=spec.index)
+        self._max_attempt = max(self._max_attempt, spec.attempt)
+        self.added += 1
+        self._batch.append(spec)
+        self._chars += len(spec.output)
+        if len(self._batch) >= self.batch_size or self._chars >= BATCH_CHARS:
+            self._flush()
+
+    def finish(self) -> None:
+        """Write what is queued and mark the run succeeded with its counts and grader set."""
+        self._flush()
+        run_finish(self.run, trials=self.trials, graders=list(self._graders.values()),
+                   trials_per_case=self._max_attempt)
+
+    def _flush(self) -> None:
+        if self._batch:
+            self._last_id = _write_batch(self.ctx, self.run, self._batch, self._graders,
+                                         self._last_id)
+            self.trials += len(self._batch)
+            self._batch, self._chars = [], 0
+
+
+def _same_content(a: CaseSpec, b: CaseSpec) -> bool:
+    """Same input and expected: equal strings (or nulls) compare directly, anything else
+    by content hash (canonical JSON, so 1 and 1.0 differ, as they do in the stored case)."""
+    plain = (str, type(None))
+    if (type(a.input) is str and type(b.input) is str and type(a.expected) in plain
+            and type(b.expected) in plain):
+        return a.input == b.input and a.expected == b.expected
+    return a.content_hash == b.content_hash
+
+
+def _write_batch(ctx: ImportContext, run: Run, batch: list[TrialSpec], graders: dict,
+                 after_id: int) -> int:
+    """Write one batch: cases (``cases_upsert``), then trials, grades and labels as plain
+    rows (``rows_insert``: COPY on PostgreSQL). Trial ids are read back by (case, attempt)
+    among the run's trials with an id above ``after_id`` (ids only grow, and nobody else
+    writes into this uncommitted run); returns the largest trial id written."""
     cases: dict[str, Case] = {}
     new_specs: dict[str, CaseSpec] = {}
     for spec in batch:
@@ -415,38 +548,52 @@ def _write_batch(ctx: ImportContext, run, batch: list[TrialSpec], graders: dict)
             new_specs.setdefault(spec.case_key, spec.case)
     if new_specs:
         cases.update(cases_upsert(suite=ctx.suite, specs=list(new_specs.values())))
-    lookup = {s.case_key for s in batch if s.case is None}
+    lookup = {s.case_key for s in batch if s.case is None} - cases.keys()
     if lookup:
         found = {c.key: c for c in Case.objects.active().filter(suite=ctx.suite,
                                                                 key__in=lookup)}
         for spec in batch:
-            if spec.case is None and spec.case_key not in found:
-                raise ResultsImportError(
-                    f"{spec.where}: field case_id: case {spec.case_key!r} is not in suite "
-                    f"{ctx.suite.name!r} and the row has no input")
+            if spec.case is None and spec.case_key not in found and spec.case_key not in cases:
+                raise RecordError(
+                    spec.where, "case_id", f"case {spec.case_key!r} is not in suite "
+                    f"{ctx.suite.name!r} and the row has no input", record=spec.index)
         cases.update(found)
     ctx.cases_seen(cases.values())
-    trials = []
+    now = timezone.now()
+    ok, run_id = Trial.Status.OK, run.id
+    case_ids = {key: case.id for key, case in cases.items()}
+    rows_insert(Trial, [
+        {"uuid": uuid.uuid4(), "run_id": run_id, "case_id": case_ids[spec.case_key],
+         "attempt": spec.attempt, "status": ok, "output": spec.output,
+         "raw_response": {"format": "tabular", "row": spec.where,
+                          "model": spec.model or None, "extra": spec.raw},
+         "latency_ms": spec.latency_ms, "input_tokens": spec.input_tokens,
+         "output_tokens": spec.output_tokens, "cost_usd": spec.cost_usd,
+         "created_at": spec.created_at or now, "finished_at": spec.created_at or run.started_at}
+        for spec in batch
+    ])
+    written = Trial.objects.filter(run=run, id__gt=after_id).values_list("id", "case_id",
+                                                                         "attempt")
+    trial_ids = {(case_id, attempt): pk for pk, case_id, attempt in written}
+    grades, labels = [], []
     for spec in batch:
-        raw = {"format": "tabular", "row": spec.where, "model": spec.model or None,
-               "extra": spec.raw}
-        trial = Trial(
-            run=run, case=cases[spec.case_key], attempt=spec.attempt, status=Trial.Status.OK,
-            output=spec.output, raw_response=raw, latency_ms=spec.latency_ms,
-            input_tokens=spec.input_tokens, output_tokens=spec.output_tokens,
-            cost_usd=spec.cost_usd, finished_at=spec.created_at or run.started_at,
-        )
-        if spec.created_at is not None:
-            trial.created_at = spec.created_at
-        trials.append(trial)
-    Trial.objects.bulk_create(trials)
-    grades = []
-    for spec, trial in zip(batch, trials, strict=True):
+        trial_id = trial_ids[(case_ids[spec.case_key], spec.attempt)]
         for g in spec.grades:
             graders.setdefault(g.grader, {"key": g.grader, "kind": "imported", "gating": True})
-            grades.append(Grade(trial=trial, grader=g.grader, grader_version="imported",
-                                status=g.status, passed=g.passed, score=g.score,
-                                reason=g.reason, details=g.details, gating=True))
-    Grade.objects.bulk_create(grades)
-    ctx.summary.trials += len(trials)
+            grades.append({"trial_id": trial_id, "grader": g.grader,
+                           "grader_version": "imported", "judge_version_id": None,
+                           "status": g.status, "passed": g.passed, "score": g.score,
+                           "reason": g.reason, "details": g.details, "gating": True,
+                           "created_at": now})
+        for lab in spec.labels:
+            labels.append({"trial_id": trial_id, "reviewer_id": None,
+                           "reviewer_name": lab.reviewer, "verdict": lab.verdict,
+                           "critique": lab.critique, "source": Label.Source.IMPORT,
+                           "details": {"source": spec.where}, "version": 1,
+                           "created_at": now, "updated_at": now})
+    rows_insert(Grade, grades)
+    rows_insert(Label, labels)
+    ctx.summary.trials += len(batch)
     ctx.summary.grades += len(grades)
+    ctx.summary.labels += len(labels)
+    return max(trial_ids.values(), default=after_id)
