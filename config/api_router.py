@@ -6,7 +6,7 @@ from rest_framework.routers import SimpleRouter
 
 from evals import api as evals_api
 from evals import api_comparisons as comparisons_api
-from evals import api_ingest
+from evals import api_imports, api_ingest
 from judges import api as judges_api
 from labeling import api as labeling_api
 
@@ -28,6 +28,7 @@ urlpatterns = [
     path("runs/start", evals_api.RunStartApi.as_view(), name="run-start"),
     path("baselines/set", evals_api.BaselineSetApi.as_view(), name="baseline-set"),
     path("ingest", api_ingest.IngestApi.as_view(), name="ingest"),
+    path("imports", api_imports.ImportApi.as_view(), name="imports"),
     path("gate", comparisons_api.GateApi.as_view(), name="gate"),
     path("comparisons/", comparisons_api.ComparisonApi.as_view(), name="comparison"),
     path("comparisons/export", comparisons_api.ComparisonExportApi.as_view(),

@@ -1,13 +1,21 @@
-"""Importing results recorded elsewhere: labeled records, CSV and JSONL with a mapping.
+"""Importing results recorded elsewhere: labeled records, CSV and JSONL with a mapping,
+promptfoo results files and Inspect AI JSON logs (docs/interop.md).
 
 Entry point: ``results_import``. Every text import (command, upload, API) decodes through
-``reader`` (BOM stripped, strict UTF-8, line endings normalised) and runs in one
-transaction: a bad row aborts everything and nothing is written.
+``reader`` (BOM stripped, strict UTF-8, line endings normalised; promptfoo and Inspect
+files through ``harness.json_document``) and runs in one transaction: a bad row aborts
+everything and nothing is written.
 
 Format detection (when ``fmt`` is None):
-1. a name ending ``.csv`` -> ``csv``;
-2. otherwise the first non-blank line is read: not starting with ``{`` -> ``csv``; a JSON
-   object holding both ``task_type`` and ``human_label`` -> ``labeled``; else ``jsonl``.
+1. a name ending ``.csv`` -> ``csv``; a file starting with a zip header (Inspect's binary
+   ``.eval`` log) -> ``inspect`` (which refuses it with the command that converts it);
+2. otherwise the first non-blank line is read: not starting with ``{`` -> ``csv``;
+3. when that line is a whole JSON object: ``task_type`` and ``human_label`` -> ``labeled``;
+   the promptfoo shape (``results.results`` array) -> ``promptfoo``; the Inspect shape
+   (``version``, ``status``, ``eval`` object) -> ``inspect``; else ``jsonl``;
+4. when it is not (a pretty-printed document), the whole file is parsed as one JSON
+   document and tested for the promptfoo and Inspect shapes; else ``jsonl`` (whose reader
+   then names the line that is not valid JSON).
 """
 
 from __future__ import annotations
@@ -19,20 +27,29 @@ from django.db import transaction
 
 from ..models import Suite
 from .context import ImportContext, ImportSummary
+from .harness import json_document
+from .inspect_log import ZIP_MAGIC, inspect_import, is_inspect, refuse_binary_log
 from .labeled import labeled_import
+from .promptfoo import is_promptfoo, promptfoo_import
 from .reader import ResultsImportError, csv_rows, jsonl_records, text_lines
 from .tabular import mapping_parse, tabular_import
 
-FORMATS = ("labeled", "csv", "jsonl")
+FORMATS = ("labeled", "csv", "jsonl", "promptfoo", "inspect")
+DOCUMENT_FORMATS = ("promptfoo", "inspect")  # one JSON document, their own verdicts
 
-__all__ = ["FORMATS", "ImportSummary", "ResultsImportError", "format_detect",
+__all__ = ["DOCUMENT_FORMATS", "FORMATS", "ImportSummary", "ResultsImportError", "format_detect",
            "mapping_parse", "results_import"]
 
 
 def format_detect(*, stream: BinaryIO, filename: str) -> str:
-    """Guess ``labeled``, ``csv`` or ``jsonl`` (rules in the module doc); rewinds ``stream``."""
+    """Guess ``labeled``, ``csv``, ``jsonl``, ``promptfoo`` or ``inspect`` (rules in the
+    module doc); rewinds ``stream``."""
     if filename.lower().endswith(".csv"):
         return "csv"
+    stream.seek(0)
+    if stream.read(len(ZIP_MAGIC)) == ZIP_MAGIC:
+        stream.seek(0)
+        return "inspect"
     stream.seek(0)
     first = ""
     for _, text in text_lines(stream):
@@ -45,10 +62,25 @@ def format_detect(*, stream: BinaryIO, filename: str) -> str:
     try:
         obj = json.loads(first)
     except ValueError:
-        return "jsonl"  # the JSONL reader will name the line and the error
+        obj = _document_or_none(stream)
+        if is_promptfoo(obj):
+            return "promptfoo"
+        return "inspect" if is_inspect(obj) else "jsonl"  # else JSONL names the bad line
     if isinstance(obj, dict) and "task_type" in obj and "human_label" in obj:
         return "labeled"
-    return "jsonl"
+    if is_promptfoo(obj):
+        return "promptfoo"
+    return "inspect" if is_inspect(obj) else "jsonl"
+
+
+def _document_or_none(stream: BinaryIO) -> Any:
+    """The whole file as one JSON document, or None when it is not one; rewinds."""
+    try:
+        return json_document(stream)
+    except ResultsImportError:
+        return None
+    finally:
+        stream.seek(0)
 
 
 @transaction.atomic
@@ -80,11 +112,25 @@ def results_import(
         raise ResultsImportError(f"format: expected one of {', '.join(FORMATS)}, got {fmt!r}")
     if fmt == "labeled" and mapping:
         raise ResultsImportError("mapping: labeled records take no column mapping")
+    if fmt in DOCUMENT_FORMATS and mapping:
+        raise ResultsImportError(f"mapping: a {fmt} file takes no column mapping")
+    if fmt in DOCUMENT_FORMATS and threshold is not None:
+        raise ResultsImportError(f"threshold: a {fmt} file carries its own verdicts; "
+                                 "leave the threshold empty")
     suite, _ = Suite.objects.get_or_create(name=suite_name, defaults={"kind": suite_kind})
     summary = ImportSummary(suite=suite, format=fmt)
     ctx = ImportContext(suite=suite, run_name=run_name, filename=filename, summary=summary,
                         user=user)
-    if fmt == "labeled":
+    if fmt in DOCUMENT_FORMATS:
+        stream.seek(0)
+        if fmt == "inspect" and stream.read(len(ZIP_MAGIC)) == ZIP_MAGIC:
+            raise refuse_binary_log()
+        document = json_document(stream)
+        if fmt == "promptfoo":
+            promptfoo_import(ctx=ctx, document=document)
+        else:
+            inspect_import(ctx=ctx, document=document)
+    elif fmt == "labeled":
         labeled_import(ctx=ctx, records=jsonl_records(stream))
     elif fmt == "csv":
         tabular_import(ctx=ctx, fmt="csv", source=csv_rows(stream), mapping=mapping or {},

@@ -12,12 +12,14 @@ from .tabular import mapping_parse
 class ImportUploadForm(forms.Form):
     """Parses the upload's options; ``cleaned_data["mapping"]`` is a dict field -> column."""
 
-    file = forms.FileField(help_text="Labeled records (.jsonl), CSV or JSONL results; UTF-8.")
+    file = forms.FileField(help_text="Labeled records (.jsonl), CSV or JSONL results, a promptfoo "
+                           "results.json or an Inspect AI JSON log; UTF-8.")
     suite = forms.CharField(max_length=200, help_text="Suite name; created when missing.")
     run = forms.CharField(max_length=196, help_text="A new run name in that suite.")
     format = forms.ChoiceField(
         choices=[("", "detect"), ("labeled", "labeled records"), ("csv", "CSV"),
-                 ("jsonl", "JSONL")],
+                 ("jsonl", "JSONL"), ("promptfoo", "promptfoo results (-o results.json)"),
+                 ("inspect", "Inspect AI log (--log-format json)")],
         required=False,
     )
     suite_kind = forms.ChoiceField(choices=Suite.Kind.choices, initial=Suite.Kind.REGRESSION,

@@ -17,14 +17,15 @@ from evals.models import Suite
 
 
 class Command(BaseCommand):
-    help = "Import labeled records, CSV or JSONL results into a suite as a new run."
+    help = ("Import labeled records, CSV or JSONL results, a promptfoo results file or an "
+            "Inspect AI JSON log into a suite as a new run.")
 
     def add_arguments(self, parser):
-        parser.add_argument("file", help="path of the .jsonl or .csv file")
+        parser.add_argument("file", help="path of the .jsonl, .csv or .json file")
         parser.add_argument("--suite", required=True, help="suite name (created when missing)")
         parser.add_argument("--run", required=True, help="new run name (must be new in the suite)")
         parser.add_argument("--format", choices=FORMATS, default=None,
-                            help="labeled, csv or jsonl (default: detected)")
+                            help=f"{', '.join(FORMATS)} (default: detected)")
         parser.add_argument("--map", action="append", default=[], metavar="FIELD=COLUMN",
                             help="column mapping for csv/jsonl, repeatable")
         parser.add_argument("--suite-kind", choices=Suite.Kind.values,

@@ -1,0 +1,252 @@
+"""Inspect AI eval logs in JSON (``inspect eval ... --log-format json``) as one run.
+
+Accepted shape: ``{"version", "status", "eval": {"model", ...}, "results", "samples": [...]}``
+(tested against inspect-ai 0.3.285, tests/fixtures/interop). The binary ``.eval`` format is
+refused with the command that converts it (``inspect log convert --to json``). A log whose
+``status`` is ``started`` (still being written) is refused; a log written without samples
+(``--no-log-samples``) is refused: Assay needs every sample.
+
+Each ``samples[i]`` is one trial:
+- case key = ``str(id)``; input = ``input`` (a string, or ``{"messages": [...]}`` for a chat
+  message list); expected = ``target`` (string or list of strings; "" -> null);
+  attempt = ``epoch`` (integer >= 1). One id with two different inputs/targets is an error.
+- output = ``output.completion``; latency = ``total_time`` seconds x 1000 (ms); tokens and
+  cost = ``model_usage[<eval.model>]``: ``input_tokens``, ``output_tokens``, ``total_cost``
+  (USD; null or absent -> null, unknown).
+- ``error`` set: an errored trial (message = ``error.message``), never a fail.
+- each ``scores[<name>]`` is a grade, grader = the score name. Its ``value`` is read with
+  Inspect's default ``value_to_float`` convention: ``"C"`` 1, ``"P"`` 0.5, ``"I"`` 0,
+  ``"N"`` (no answer) 0; ``true``/``false`` 1/0; a number as is; a string ``yes``/``true``
+  1, ``no``/``false`` 0 (any case) or a numeric string. The grade's score is that number
+  when in [0, 1] (else null, raw value in details), and **passed = (number == 1)**: only
+  full credit passes; partial credit stays a score. A dict value gives one grade per key
+  (``<name>/<key>``). A value Inspect could not compute (null, NaN/Infinity, a list, an
+  unreadable string: Inspect itself would warn and count 0) is an **errored grade**
+  (``passed`` null), never a fail.
+- gating: the grades of the headline scorer (``results.scores[0].name``, else the first
+  score name of the first scored sample); other scorers' grades do not gate. With C/I
+  values and one scorer, the run's pass rate equals Inspect's printed accuracy (both are
+  the mean over samples of the per-sample mean over epochs, errored samples left out).
+"""
+
+from __future__ import annotations
+
+import math
+from decimal import Decimal
+from typing import Any
+
+from ..services_cases import CaseSpec
+from .context import ImportContext
+from .harness import (
+    GradeIn,
+    TrialIn,
+    as_dict,
+    as_list,
+    as_str,
+    case_key_check,
+    check_finite,
+    fail,
+    json_clean,
+    need,
+    opt_count,
+    opt_number,
+    show,
+    trials_store,
+)
+from .reader import NON_FINITE, ResultsImportError
+
+ZIP_MAGIC = b"PK\x03\x04"
+CONSTANTS = {"C": 1.0, "P": 0.5, "I": 0.0, "N": 0.0}  # Inspect's CORRECT, PARTIAL, ...
+WORDS = {"yes": 1.0, "true": 1.0, "no": 0.0, "false": 0.0}
+
+
+def is_inspect(obj: Any) -> bool:
+    """True for the shape of an Inspect AI JSON eval log."""
+    return (isinstance(obj, dict) and isinstance(obj.get("eval"), dict) and "status" in obj
+            and "version" in obj)
+
+
+def refuse_binary_log() -> ResultsImportError:
+    """The error for Inspect's zipped ``.eval`` log."""
+    return ResultsImportError(
+        "file: this is Inspect's binary .eval log; convert it first with "
+        "`inspect log convert FILE --to json --output-dir DIR` (or run with --log-format json)")
+
+
+def value_to_float(value: Any) -> float | None:
+    """Inspect's default ``value_to_float`` for one scalar; None when it cannot compute one
+    (Inspect would log a warning and use 0; Assay records an errored grade instead)."""
+    if isinstance(value, str) and value in CONSTANTS:
+        return CONSTANTS[value]
+    if isinstance(value, bool):
+        return 1.0 if value else 0.0
+    if isinstance(value, int | float):
+        return float(value) if math.isfinite(value) else None
+    if isinstance(value, str):
+        text = value.strip().lower()
+        if text in WORDS:
+            return WORDS[text]
+        try:
+            number = float(text)
+        except ValueError:
+            return None
+        return number if math.isfinite(number) else None
+    return None
+
+
+def _grade(name: str, value: Any, score_obj: dict, path: str, gating: bool) -> GradeIn:
+    details = {"source": path, "value": json_clean(value),
+               "answer": json_clean(score_obj.get("answer"))}
+    explanation = score_obj.get("explanation")
+    explanation = explanation if isinstance(explanation, str) else ""
+    number = None if isinstance(value, NON_FINITE) else value_to_float(value)
+    if number is None:
+        why = "not scored" if value is None or isinstance(value, NON_FINITE) else (
+            f"could not compute a score from value {show(value)}")
+        return GradeIn(grader=name, passed=None, score=None, reason=why, gating=gating,
+                       details=details)
+    passed = number == 1.0
+    score = number if 0 <= number <= 1 else None
+    reason = explanation or f"value {show(value)}"
+    return GradeIn(grader=name, passed=passed, score=score, reason=reason, gating=gating,
+                   details=details)
+
+
+def _grades(scores: dict, path: str, headline: str | None) -> list[GradeIn]:
+    grades: list[GradeIn] = []
+    for name, score_obj in scores.items():
+        spath = f"{path}.{name}"
+        score_obj = as_dict(score_obj, spath)
+        value = need(score_obj, "value", spath)
+        gating = name == headline
+        if isinstance(value, dict):
+            for key, inner in value.items():
+                # Inspect may name a dict score's metrics after the key alone.
+                grades.append(_grade(f"{name}/{key}"[:200], inner, score_obj,
+                                     f"{spath}.value.{key}",
+                                     gating or headline in (key, f"{name}/{key}")))
+        else:
+            grades.append(_grade(name[:200], value, score_obj, f"{spath}.value", gating))
+    return grades
+
+
+def _case(sample: dict, path: str) -> CaseSpec:
+    sid = need(sample, "id", path)
+    if isinstance(sid, bool) or not isinstance(sid, str | int):
+        raise fail(f"{path}.id", f"expected a string or integer, got {show(sid)}")
+    key = case_key_check(str(sid), f"{path}.id")
+    text = need(sample, "input", path)
+    check_finite(text, f"{path}.input")
+    if isinstance(text, list):
+        text = {"messages": text}
+    elif not isinstance(text, str):
+        raise fail(f"{path}.input", f"expected a string or a list of messages, got {show(text)}")
+    target = sample.get("target")
+    check_finite(target, f"{path}.target")
+    if isinstance(target, list):
+        for j, t in enumerate(target):
+            as_str(t, f"{path}.target[{j}]")
+    elif target is not None:
+        as_str(target, f"{path}.target")
+    return CaseSpec(key=key, input=text, expected=target if target not in ("", []) else None)
+
+
+def _usage(sample: dict, path: str, model: str) -> tuple[int | None, int | None, Decimal | None]:
+    usage = sample.get("model_usage")
+    if usage is None:
+        return None, None, None
+    usage = as_dict(usage, f"{path}.model_usage")
+    mine = usage.get(model)
+    if mine is None:
+        return None, None, None
+    upath = f"{path}.model_usage.{model}"
+    mine = as_dict(mine, upath)
+    cost = mine.get("total_cost")
+    if cost is not None:
+        if (isinstance(cost, bool) or not isinstance(cost, int | float)
+                or not math.isfinite(cost) or cost < 0):
+            raise fail(f"{upath}.total_cost", f"expected a number of USD >= 0 or null, got "
+                       f"{show(cost)}")
+        cost = Decimal(str(cost))
+    return (opt_count(mine.get("input_tokens"), f"{upath}.input_tokens"),
+            opt_count(mine.get("output_tokens"), f"{upath}.output_tokens"), cost)
+
+
+def _headline(document: dict, samples: list) -> str | None:
+    results = document.get("results")
+    if isinstance(results, dict) and isinstance(results.get("scores"), list):
+        for entry in results["scores"]:
+            if isinstance(entry, dict) and isinstance(entry.get("name"), str):
+                return entry["name"]
+    for sample in samples:
+        if isinstance(sample, dict) and isinstance(sample.get("scores"), dict) and sample[
+                "scores"]:
+            return next(iter(sample["scores"]))
+    return None
+
+
+def _sample(sample: Any, path: str, model: str, headline: str | None) -> TrialIn:
+    sample = as_dict(sample, path)
+    case = _case(sample, path)
+    epoch = need(sample, "epoch", path)
+    if isinstance(epoch, bool) or not isinstance(epoch, int) or epoch < 1:
+        raise fail(f"{path}.epoch", f"expected an integer >= 1, got {show(epoch)}")
+    total_time = opt_number(sample.get("total_time"), f"{path}.total_time")
+    input_tokens, output_tokens, cost = _usage(sample, path, model)
+    raw = {"format": "inspect", "record": path, "uuid": json_clean(sample.get("uuid")),
+           "metadata": json_clean(sample.get("metadata")),
+           "model_usage": json_clean(sample.get("model_usage"))}
+    trial = TrialIn(where=path, case=case, attempt=epoch, output="",
+                    latency_ms=None if total_time is None else total_time * 1000,
+                    input_tokens=input_tokens, output_tokens=output_tokens, cost_usd=cost,
+                    raw=raw)
+    error = sample.get("error")
+    if error is not None:
+        error = as_dict(error, f"{path}.error")
+        trial.error = as_str(need(error, "message", f"{path}.error"),
+                             f"{path}.error.message") or "Inspect reported a sample error"
+        return trial
+    output = sample.get("output")
+    output = {} if output is None else as_dict(output, f"{path}.output")
+    trial.output = as_str(output.get("completion", ""), f"{path}.output.completion",
+                          nullable=True) or ""
+    scores = sample.get("scores")
+    scores = {} if scores is None else as_dict(scores, f"{path}.scores")
+    trial.grades = _grades(scores, f"{path}.scores", headline)
+    return trial
+
+
+def inspect_import(*, ctx: ImportContext, document: Any) -> None:
+    """Store a parsed Inspect AI JSON log as the new run ``ctx.run_name`` (rules in the module
+    doc). Raises ``ResultsImportError`` naming the JSON path and field."""
+    if not is_inspect(document):
+        raise fail("eval", "not an Inspect AI JSON log (expected an object with version, "
+                   "status and eval, as written by inspect eval --log-format json)")
+    status = as_str(document["status"], "status")
+    if status == "started":
+        raise fail("status", "the eval is still running (status 'started'); import the "
+                   "finished log")
+    model = as_str(need(document["eval"], "model", "eval"), "eval.model")
+    samples = document.get("samples")
+    if not samples:
+        raise fail("samples", "the log holds no samples (written with --no-log-samples?); "
+                   "Assay imports every sample")
+    samples = as_list(samples, "samples")
+    headline = _headline(document, samples)
+    trials = [_sample(s, f"samples[{i}]", model, headline) for i, s in enumerate(samples)]
+    graders: dict[str, dict] = {}
+    for t in trials:
+        for g in t.grades:
+            graders.setdefault(g.grader, {"key": g.grader, "kind": "imported",
+                                          "gating": g.gating})
+    results = document.get("results") if isinstance(document.get("results"), dict) else {}
+    ev = document["eval"]
+    extra = {"inspect": {
+        "status": status, "task": json_clean(ev.get("task")),
+        "eval_id": json_clean(ev.get("eval_id")), "run_id": json_clean(ev.get("run_id")),
+        "version": json_clean(document.get("version")),
+        "packages": json_clean(ev.get("packages")), "headline": headline,
+        "printed": json_clean(results.get("scores")),
+    }}
+    trials_store(ctx=ctx, fmt="inspect", model=model[:200], extra=extra, trials=trials,
+                 graders=list(graders.values()))

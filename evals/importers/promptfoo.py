@@ -1,0 +1,257 @@
+"""promptfoo results files (``promptfoo eval --repeat N -o results.json``) as one run.
+
+Accepted shape: the JSON document promptfoo writes with ``-o *.json`` (output version >= 2):
+``{"evalId", "results": {"version", "results": [row, ...], "stats"}, "config", ...}``.
+Tested against promptfoo 0.121.20 (tests/fixtures/interop). One file = one run: every row
+must come from one provider and one prompt (else export one file per provider with
+``--filter-providers``).
+
+Each row ``results.results[i]`` is one trial:
+- case key: ``testCase.description`` when it is a non-empty string, else
+  ``vars-<first 16 hex of SHA-256 of the canonical JSON of vars>`` (stable when tests are
+  reordered); case input = the test's ``vars`` object, expected = null. One key with two
+  different ``vars`` is an error naming both rows.
+- attempt: 1..N in the order of ``testIdx`` among the rows of one case (promptfoo writes
+  the N repeats of a test as N consecutive test indexes and no repeat number).
+- output: ``response.output`` (text as is; any other JSON value serialised); latency:
+  ``latencyMs`` (ms); tokens: ``response.tokenUsage.prompt`` / ``.completion`` (null when
+  absent); cost: ``cost`` in USD when > 0; **0 or absent is stored as null (unknown)**
+  because promptfoo writes 0 for a model it has no price for.
+- errored trial: a provider error (``response`` null or ``response.error`` set; promptfoo
+  marks these ``failureReason`` 2, ERROR): status error, message = ``response.error`` (else
+  ``error``); never a fail, whatever ``success`` says. A row with ``failureReason`` 2 whose
+  response has no error (an assertion threw) keeps its output and gets an errored
+  ``promptfoo`` grade.
+- grade ``promptfoo`` (gating): passed = ``success`` (JSON boolean), score = ``score`` when in
+  [0, 1], reason = ``gradingResult.reason``. It is promptfoo's own verdict (weights,
+  thresholds and assert-sets included), so the run's pass rate is the one promptfoo prints
+  when there are no errors; promptfoo divides by all rows including errors, Assay leaves
+  errored trials out and counts them.
+- one grade per ``gradingResult.componentResults[j]`` (not gating): grader =
+  ``assertion.metric`` or ``assertion.type`` (``#2``, ``#3``... when a name repeats within a
+  row), passed = ``pass``, score = ``score`` when in [0, 1] (else null, kept in details).
+A bare NaN/Infinity is "not scored" in a score field and refused anywhere else.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from decimal import Decimal
+from typing import Any
+
+from ..services_cases import CaseSpec
+from .context import ImportContext
+from .harness import (
+    GradeIn,
+    TrialIn,
+    as_bool,
+    as_dict,
+    as_list,
+    as_str,
+    case_key_check,
+    check_finite,
+    fail,
+    json_clean,
+    need,
+    opt_count,
+    opt_number,
+    show,
+    trials_store,
+)
+from .reader import NON_FINITE
+
+GATING_GRADER = "promptfoo"
+FAILURE_ERROR = 2  # promptfoo's ResultFailureReason.ERROR
+
+
+def is_promptfoo(obj: Any) -> bool:
+    """True for the shape of a promptfoo ``-o results.json`` document."""
+    return (isinstance(obj, dict) and isinstance(obj.get("results"), dict)
+            and isinstance(obj["results"].get("results"), list))
+
+
+def _score(value: Any, path: str) -> tuple[float | None, dict]:
+    """A [0, 1] score or None (absent, NaN, or outside [0, 1]: kept in details)."""
+    if value is None or isinstance(value, NON_FINITE):
+        return None, ({"score": None, "not_scored": True} if value is not None else {})
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise fail(path, f"expected a number or null, got {show(value)}")
+    if 0 <= value <= 1:
+        return float(value), {}
+    return None, {"score": value}
+
+
+def _cost(value: Any, path: str) -> Decimal | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise fail(path, f"expected a number of USD >= 0, got {show(value)}")
+    amount = Decimal(str(value))
+    if not amount.is_finite() or amount < 0:
+        raise fail(path, f"expected a number of USD >= 0, got {show(value)}")
+    return amount if amount > 0 else None  # promptfoo's 0 means "no price known"
+
+
+def _output(value: Any, path: str) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    check_finite(value, path)
+    return json.dumps(value, ensure_ascii=False, allow_nan=False)
+
+
+def _case(row: dict, path: str) -> CaseSpec:
+    test = as_dict(need(row, "testCase", path), f"{path}.testCase")
+    variables = test.get("vars", row.get("vars"))
+    variables = {} if variables is None else as_dict(variables, f"{path}.testCase.vars")
+    check_finite(variables, f"{path}.testCase.vars")
+    description = as_str(test.get("description"), f"{path}.testCase.description", nullable=True)
+    if description and description.strip():
+        key = case_key_check(description, f"{path}.testCase.description")
+    else:
+        canonical = json.dumps(variables, sort_keys=True, ensure_ascii=False,
+                               separators=(",", ":"))
+        key = "vars-" + hashlib.sha256(canonical.encode("utf-8")).hexdigest()[:16]
+    return CaseSpec(key=key, input=variables, expected=None)
+
+
+def _components(grading: dict, path: str) -> list[GradeIn]:
+    items = grading.get("componentResults")
+    if items is None:
+        return []
+    grades: list[GradeIn] = []
+    seen: dict[str, int] = {GATING_GRADER: 1}  # a component never takes the verdict's name
+    for j, comp in enumerate(as_list(items, f"{path}.componentResults")):
+        cpath = f"{path}.componentResults[{j}]"
+        comp = as_dict(comp, cpath)
+        assertion = comp.get("assertion")
+        assertion = {} if assertion is None else as_dict(assertion, f"{cpath}.assertion")
+        name = (as_str(assertion.get("metric"), f"{cpath}.assertion.metric", nullable=True)
+                or as_str(assertion.get("type"), f"{cpath}.assertion.type", nullable=True)
+                or "assertion")
+        seen[name] = seen.get(name, 0) + 1
+        grader = name if seen[name] == 1 else f"{name}#{seen[name]}"
+        passed = as_bool(need(comp, "pass", cpath), f"{cpath}.pass")
+        score, extra = _score(comp.get("score"), f"{cpath}.score")
+        reason = as_str(comp.get("reason"), f"{cpath}.reason", nullable=True) or (
+            f"assertion {'passed' if passed else 'failed'}")
+        details = {"assertion": json_clean(assertion), "source": cpath, **extra}
+        grades.append(GradeIn(grader=grader[:200], passed=passed, score=score, reason=reason,
+                              gating=False, details=details))
+    return grades
+
+
+def _row(row: Any, path: str) -> tuple[int, TrialIn, str]:
+    """Parse one row: ``(test index, trial without its attempt, provider/prompt identity)``."""
+    row = as_dict(row, path)
+    case = _case(row, path)
+    test_idx = row.get("testIdx")
+    if isinstance(test_idx, bool) or not isinstance(test_idx, int | type(None)):
+        raise fail(f"{path}.testIdx", f"expected an integer, got {show(test_idx)}")
+    provider = row.get("provider")
+    if isinstance(provider, dict):
+        provider_id = as_str(need(provider, "id", f"{path}.provider"), f"{path}.provider.id")
+    else:
+        provider_id = as_str(provider, f"{path}.provider", nullable=True) or ""
+    prompt = row.get("prompt")
+    prompt = {} if prompt is None else as_dict(prompt, f"{path}.prompt")
+    identity = json.dumps([provider_id, row.get("promptIdx"), prompt.get("label")])
+    response = row.get("response")
+    response = None if response is None else as_dict(response, f"{path}.response")
+    error_text = as_str(row.get("error"), f"{path}.error", nullable=True) or ""
+    failure = row.get("failureReason")
+    if failure is not None and (isinstance(failure, bool) or not isinstance(failure, int)):
+        raise fail(f"{path}.failureReason", f"expected an integer, got {show(failure)}")
+    response_error = "" if response is None else (
+        as_str(response.get("error"), f"{path}.response.error", nullable=True) or "")
+    provider_failed = response is None or bool(response_error)
+    latency = opt_number(row.get("latencyMs", (response or {}).get("latencyMs")),
+                         f"{path}.latencyMs")
+    cost = _cost(row.get("cost"), f"{path}.cost")
+    raw = {"format": "promptfoo", "record": path, "id": json_clean(row.get("id")),
+           "testIdx": test_idx, "promptIdx": json_clean(row.get("promptIdx")),
+           "provider": provider_id, "prompt": json_clean(prompt.get("raw")),
+           "failureReason": failure, "namedScores": json_clean(row.get("namedScores"))}
+    if provider_failed:  # whatever failureReason says: a provider error is never a fail
+        message = response_error or error_text or "promptfoo reported an error"
+        trial = TrialIn(where=path, case=case, attempt=0, output="", error=message,
+                        latency_ms=latency, cost_usd=cost, raw=raw)
+        return test_idx if test_idx is not None else -1, trial, identity
+    if response is None:
+        raise fail(f"{path}.response", "missing (a row without an error needs a response)")
+    usage = response.get("tokenUsage")
+    usage = {} if usage is None else as_dict(usage, f"{path}.response.tokenUsage")
+    raw.update(cached=json_clean(response.get("cached")),
+               finishReason=json_clean(response.get("finishReason")))
+    grading = row.get("gradingResult")
+    grading = {} if grading is None else as_dict(grading, f"{path}.gradingResult")
+    if failure == FAILURE_ERROR:
+        verdict = GradeIn(grader=GATING_GRADER, passed=None, score=None, gating=True,
+                          reason=error_text or "promptfoo reported a grading error",
+                          details={"source": path})
+    else:
+        passed = as_bool(need(row, "success", path), f"{path}.success")
+        score, extra = _score(row.get("score"), f"{path}.score")
+        reason = as_str(grading.get("reason"), f"{path}.gradingResult.reason",
+                        nullable=True) or error_text or ("passed" if passed else "failed")
+        verdict = GradeIn(grader=GATING_GRADER, passed=passed, score=score, gating=True,
+                          reason=reason, details={"source": path, **extra})
+    trial = TrialIn(
+        where=path, case=case, attempt=0,
+        output=_output(response.get("output"), f"{path}.response.output"),
+        latency_ms=latency,
+        input_tokens=opt_count(usage.get("prompt"), f"{path}.response.tokenUsage.prompt"),
+        output_tokens=opt_count(usage.get("completion"),
+                                f"{path}.response.tokenUsage.completion"),
+        cost_usd=cost, grades=[verdict, *_components(grading, f"{path}.gradingResult")],
+        raw=raw,
+    )
+    return test_idx if test_idx is not None else -1, trial, identity
+
+
+def promptfoo_import(*, ctx: ImportContext, document: Any) -> None:
+    """Store a parsed promptfoo results document as the new run ``ctx.run_name`` (rules in
+    the module doc). Raises ``ResultsImportError`` naming the JSON path and field."""
+    if not is_promptfoo(document):
+        raise fail("results", "not a promptfoo results file (expected an object with "
+                   "results.results, as written by promptfoo eval -o results.json)")
+    results = document["results"]
+    version = results.get("version")
+    if isinstance(version, bool) or not isinstance(version, int) or version < 2:
+        raise fail("results.version", f"expected promptfoo output version >= 2, got "
+                   f"{show(version)}")
+    parsed = []
+    identity_first: tuple[str, str] | None = None
+    for i, row in enumerate(results["results"]):
+        test_idx, trial, identity = _row(row, f"results.results[{i}]")
+        if identity_first is None:
+            identity_first = (identity, trial.where)
+        elif identity != identity_first[0]:
+            raise fail(f"{trial.where}.provider", "a second provider or prompt "
+                       f"(first on {identity_first[1]}); import one provider and prompt per "
+                       "run (promptfoo eval --filter-providers, one prompt per file)")
+        parsed.append((test_idx, i, trial))
+    parsed.sort(key=lambda item: (item[0], item[1]))
+    counts: dict[str, int] = {}
+    graders: dict[str, dict] = {GATING_GRADER: {"key": GATING_GRADER, "kind": "imported",
+                                                "gating": True}}
+    trials = []
+    for _, _, trial in parsed:
+        counts[trial.case.key] = counts.get(trial.case.key, 0) + 1
+        trial.attempt = counts[trial.case.key]
+        for g in trial.grades:
+            graders.setdefault(g.grader, {"key": g.grader, "kind": "imported",
+                                          "gating": g.gating})
+        trials.append(trial)
+    meta = document.get("metadata") if isinstance(document.get("metadata"), dict) else {}
+    stats = results.get("stats") if isinstance(results.get("stats"), dict) else {}
+    model = json.loads(identity_first[0])[0] if identity_first else ""
+    extra = {"promptfoo": {
+        "evalId": json_clean(document.get("evalId")), "version": version,
+        "promptfooVersion": json_clean(meta.get("promptfooVersion")),
+        "printed": {k: json_clean(stats.get(k)) for k in ("successes", "failures", "errors")},
+    }}
+    trials_store(ctx=ctx, fmt="promptfoo", model=model[:200], extra=extra, trials=trials,
+                 graders=list(graders.values()))
