@@ -4,6 +4,7 @@ from django.urls import path
 from drf_spectacular.views import SpectacularAPIView
 from rest_framework.routers import SimpleRouter
 
+from config import api_docs
 from evals import api as evals_api
 from evals import api_comparisons as comparisons_api
 from evals import api_imports, api_ingest
@@ -42,5 +43,6 @@ urlpatterns = [
     path("calibration-sets/<uuid:set_id>/export", labeling_api.CalibrationExportApi.as_view(),
          name="calibration-set-export"),
     path("schema/", SpectacularAPIView.as_view(), name="schema"),
+    path("docs/", api_docs.api_docs, name="docs"),
     *router.urls,
 ]

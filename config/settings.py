@@ -57,6 +57,7 @@ INSTALLED_APPS = [
     "template_partials",
     "rest_framework",
     "drf_spectacular",
+    "drf_spectacular_sidecar",  # Swagger UI static files for /api/docs/ (no CDN)
     "apitokens",
     "evals",
     "judges",
@@ -194,6 +195,11 @@ CELERY_TASK_SOFT_TIME_LIMIT = 25 * 60
 CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", False)
 CELERY_TASK_EAGER_PROPAGATES = True
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# The sweeper (evals.sweeper) under Celery beat; `manage.py runs_sweep` does one pass too.
+CELERY_BEAT_SCHEDULE = {
+    "runs-sweep": {"task": "evals.tasks.runs_sweep",
+                   "schedule": float(os.environ.get("ASSAY_SWEEP_SECONDS", "60"))},
+}
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
@@ -206,11 +212,30 @@ REST_FRAMEWORK = {
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
 }
 SPECTACULAR_SETTINGS = {"TITLE": "Assay API", "VERSION": "1", "SERVE_INCLUDE_SCHEMA": False}
+# Several models have a "status" choice set; name each enum after its model.
+SPECTACULAR_SETTINGS["ENUM_NAME_OVERRIDES"] = {
+    "RunStatusEnum": "evals.models.Run.Status",
+    "TrialStatusEnum": "evals.models.Trial.Status",
+    "GradeStatusEnum": "evals.models.Grade.Status",
+    "SuiteKindEnum": "evals.models.Suite.Kind",  # Suite.kind and the imports' suite_kind
+}
+# The schema is served to the UI's roles only (drf-spectacular's default is AllowAny).
+SPECTACULAR_SETTINGS["SERVE_PERMISSIONS"] = ["evals.api_base.IsViewer"]
+# Request bodies get their own components (``...Request``): an upload is then a binary
+# file, not a URI, and read-only fields leave the request shapes.
+SPECTACULAR_SETTINGS["COMPONENT_SPLIT_REQUEST"] = True
+# Labels and runs both have a "source" choice set; name each enum after its model.
+SPECTACULAR_SETTINGS.setdefault("ENUM_NAME_OVERRIDES", {}).update({
+    "LabelSourceEnum": "labeling.models.Label.Source",
+    "RunSourceEnum": "evals.models.Run.Source",
+})
 
 # Assay's own knobs.
 ASSAY = {
     # A trial whose worker died is taken over after this many seconds.
     "TRIAL_LEASE_SECONDS": int(os.environ.get("ASSAY_TRIAL_LEASE_SECONDS", "600")),
+    # How often Celery beat runs the sweeper (evals.sweeper: expired leases, stalled judges).
+    "SWEEP_SECONDS": int(os.environ.get("ASSAY_SWEEP_SECONDS", "60")),
     # Trials per Celery task, run concurrently inside it (measured: bench/RESULTS-runner.md).
     "TRIAL_CHUNK_SIZE": int(os.environ.get("ASSAY_TRIAL_CHUNK_SIZE", "1000")),
     # Outputs longer than this are shown truncated, with "show all".
@@ -223,6 +248,8 @@ ASSAY = {
     "INGEST_MAX_BYTES": int(os.environ.get("ASSAY_INGEST_MAX_BYTES", str(256 * 1024 * 1024))),
     "INGEST_MAX_RECORD_BYTES": int(os.environ.get("ASSAY_INGEST_MAX_RECORD_BYTES",
                                                   str(4 * 1024 * 1024))),
+    # POST /api/imports (docs/interop.md): the largest uploaded results file, in bytes.
+    "IMPORT_MAX_BYTES": int(os.environ.get("ASSAY_IMPORT_MAX_BYTES", str(64 * 1024 * 1024))),
 }
 
 LOGGING = {

@@ -1,0 +1,48 @@
+"""The API's documentation: the browsable docs page at /api/docs/ and what the OpenAPI
+schema needs to describe Assay's authentication.
+
+The page is Swagger UI from drf-spectacular-sidecar's static files (no CDN), started by
+static/js/api-docs.js (no inline script). It needs no CSP exception: Swagger UI styles
+elements through the CSSOM (``element.style``), which ``style-src 'self'`` allows, and its
+stylesheet is a static file (tests/test_browser_api_docs.py checks that no CSP violation
+is logged).
+"""
+
+from __future__ import annotations
+
+from django.contrib.auth.decorators import login_required
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import render
+from django.urls import reverse
+from django.views.decorators.http import require_GET
+from drf_spectacular.extensions import OpenApiAuthenticationExtension
+
+from evals.views import VIEWER_ROLES, role_required
+
+
+class BearerTokenScheme(OpenApiAuthenticationExtension):
+    """Describes ``apitokens.authentication.BearerTokenAuthentication`` in the schema as an
+    HTTP bearer scheme, so clients (Swagger UI, schemathesis) know how to send a token."""
+
+    target_class = "apitokens.authentication.BearerTokenAuthentication"
+    name = "bearerAuth"
+
+    def get_security_definition(self, auto_schema) -> dict:
+        return {
+            "type": "http",
+            "scheme": "bearer",
+            "description": "An API token: `Authorization: Bearer <token>`. A lead creates one "
+                           "with `manage.py token_create USER NAME` (shown once, stored "
+                           "hashed) and revokes it in the admin.",
+        }
+
+
+# login_required: LoginRequiredMiddleware leaves /api/ to the API's own answers (401/403),
+# but this is a page, so an anonymous visitor is sent to the login page like everywhere else.
+@require_GET
+@login_required
+@role_required(*VIEWER_ROLES)
+def api_docs(request: HttpRequest) -> HttpResponse:
+    """The browsable API docs (Swagger UI) over ``/api/schema/``; viewers only (403 for an
+    account without a role, as on every page)."""
+    return render(request, "api/docs.html", {"schema_url": reverse("api:schema")})
