@@ -26,3 +26,16 @@ def test_a_case_content_hash_ignores_key_order():
     b.save()
     assert a.content_hash == b.content_hash
     assert len(a.content_hash) == 64
+
+
+def test_production_collectstatic_succeeds_with_the_manifest_storage(tmp_path, settings):
+    """The production storage (hashed names, compressed) rewrites every url() and source
+    map reference; a vendored file pointing at a missing .map used to fail here."""
+    from django.core.management import call_command
+
+    settings.STATIC_ROOT = tmp_path
+    settings.STORAGES = {**settings.STORAGES, "staticfiles": {
+        "BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"}}
+    call_command("collectstatic", "--noinput", verbosity=0)
+    assert (tmp_path / "staticfiles.json").is_file()
+    assert list(tmp_path.glob("vendor/chart-4.5.1.umd.min.*.js"))
