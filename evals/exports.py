@@ -8,8 +8,10 @@ fixed number of queries whatever the size (run: 2, labels: 1), then written:
   never ``0`` or ``NaN``; booleans are ``true``/``false``; datetimes ISO 8601 with an explicit
   offset in the export's zone (``tz``, default UTC: 2025-02-24T15:30:00Z exported with
   ``tz=Asia/Shanghai`` reads ``2025-02-24T23:30:00+08:00``); tags are joined with ``,`` (the
-  form ``evals.importers`` CSV reading splits again); a JSON ``input``/``expected`` that is
-  not a string is written as compact JSON text.
+  form ``evals.importers`` CSV reading splits again), except when a tag holds a comma, starts
+  with ``[``, is empty or has surrounding spaces: then the cell is the JSON array of the tags
+  (``["a,b","c"]``), which the CSV reading also accepts, so every tag survives; a JSON
+  ``input``/``expected`` that is not a string is written as compact JSON text.
 - Parquet (``table_parquet``): one pyarrow column per export column with its type
   (``int64``, ``float64``, ``decimal128(14, 8)`` for USD, ``bool``, ``timestamp[us, tz]``,
   ``list<string>`` for tags); null stays null.
@@ -167,8 +169,18 @@ def _cell(value: Any) -> str:
     if isinstance(value, float):
         return repr(value)  # finite by construction: the models never store NaN
     if isinstance(value, list):
-        return ",".join(value)
+        return tags_cell(value)
     return str(value)
+
+
+def tags_cell(tags: list[str]) -> str:
+    """Tags as one CSV cell: ``a,b`` when splitting on commas gives them back exactly, else
+    the compact JSON array (a tag with a comma, a leading ``[``, surrounding spaces, or an
+    empty tag)."""
+    if all(t and "," not in t and t == t.strip() for t in tags) and not (
+            tags and tags[0].startswith("[")):
+        return ",".join(tags)
+    return json.dumps(tags, ensure_ascii=False, separators=(",", ":"))
 
 
 def table_csv(table: ExportTable) -> bytes:

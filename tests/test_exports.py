@@ -90,6 +90,32 @@ def test_it_round_trips_the_j2_cases_through_a_csv_export_and_import():
 
 
 @pytest.mark.django_db
+def test_tags_with_commas_brackets_and_spaces_survive_a_csv_round_trip():
+    tags = ["billing, EU", "[beta]", " padded ", "plain"]
+    run = make_run(cases=[("k1", tags), ("k2", ["a", "b"])], graders=GRADERS, suite="T")
+    add_trial(run, "k1", 1, grades={"exact": True})
+    add_trial(run, "k2", 1, grades={"exact": True})
+    body = exports.table_csv(exports.run_table(run=run))
+    cells = {row["case_id"]: row["tags"] for row in _csv_dicts(body)}
+    assert cells == {"k1": '["billing, EU","[beta]"," padded ","plain"]', "k2": "a,b"}
+    import_bytes(body, filename="export.csv", suite="T again", run="second")
+    again = dict(Case.objects.filter(suite__name="T again").values_list("key", "tags"))
+    assert again == {"k1": tags, "k2": ["a", "b"]}
+
+
+def test_a_csv_tags_cell_that_starts_with_a_bracket_must_be_a_json_array(db):
+    from evals.importers import ResultsImportError
+
+    with pytest.raises(ResultsImportError, match="tags: a cell starting with '\\[' must be"):
+        import_bytes(b"case_id,input,tags\r\nc1,x,[oops\r\n", filename="t.csv", suite="S",
+                     run="r")
+    with pytest.raises(ResultsImportError, match="tags: expected an array of strings"):
+        import_bytes(b'case_id,input,tags\r\nc1,x,"[1,2]"\r\n', filename="t.csv", suite="S",
+                     run="r")
+    assert not Case.objects.exists()
+
+
+@pytest.mark.django_db
 def test_it_writes_parquet_that_pandas_reads_back_with_null_cost_kept_null():
     run = _run(1)
     add_trial(run, "k0", 2, status="error", error="boom")

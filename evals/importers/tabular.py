@@ -6,7 +6,8 @@ empty CSV cell, and an empty optional field is null:
 - ``input``: the case input (JSONL: string or object). A row whose input is empty (or
   unmapped) refers to a case already active in the suite (an error if there is none).
 - ``expected``: any JSON value (CSV: the string).
-- ``tags``: CSV comma-separated (spaces trimmed); JSONL an array of strings.
+- ``tags``: CSV comma-separated (spaces trimmed), or a JSON array of strings when the cell
+  starts with ``[`` (what an export writes for tags holding commas); JSONL an array of strings.
 - ``output``: the trial output, stored whole ("" when empty). ``attempt``: integer >= 1,
   default 1 (CSV: digits only). ``model``: string.
 - Integers (``attempt``, tokens) are at most 2,147,483,647; no string may hold U+0000 (NUL)
@@ -36,6 +37,7 @@ A row with no verdict at all (no passed, score, scores or judge_status) gets no 
 
 from __future__ import annotations
 
+import json
 import math
 import re
 import uuid
@@ -312,8 +314,14 @@ def _tags(row: Row) -> list[str]:
     value = row.values.get("tags")
     if _empty(value):
         return []
-    if row.is_csv:
+    if row.is_csv and not value.lstrip().startswith("["):
         return [t.strip() for t in value.split(",") if t.strip()]
+    if row.is_csv:  # a JSON array of strings (what an export writes for tags with commas)
+        try:
+            value = json.loads(value)
+        except ValueError as exc:
+            raise _err(row, "tags", f"a cell starting with '[' must be a JSON array of "
+                                    f"strings: {exc}") from exc
     if not isinstance(value, list) or not all(isinstance(t, str) for t in value):
         raise _err(row, "tags", f"expected an array of strings, got {_show(value)}")
     return list(value)
