@@ -21,4 +21,5 @@ urlpatterns = [
     path("", include("evals.urls")),
     path("", include("labeling.urls")),
     path("", include("judges.urls")),
+    path("", include("apitokens.urls")),
 ]

@@ -59,6 +59,12 @@ def can_start_runs(user: Any) -> bool:
     return user_has_role(user, ENGINEER, LEAD)
 
 
+@register.filter
+def is_lead(user: Any) -> bool:
+    """Leads approve judges and manage API tokens."""
+    return user_has_role(user, LEAD)
+
+
 KEY_KS = frozenset({1, 2, 3, 5})
 
 

@@ -1,0 +1,16 @@
+"""The form a lead fills to create an API token for a user (usually a CI account)."""
+
+from __future__ import annotations
+
+from django import forms
+from django.contrib.auth import get_user_model
+
+
+class TokenCreateForm(forms.Form):
+    """``user``: an active account (the token acts with its roles); ``name``: what the token
+    is for (1 to 200 characters)."""
+
+    user = forms.ModelChoiceField(
+        queryset=get_user_model().objects.filter(is_active=True).order_by("username"),
+        to_field_name="username", help_text="The token acts as this user, with its roles.")
+    name = forms.CharField(max_length=200, help_text="What it is for, e.g. 'CI on main'.")
