@@ -8,7 +8,7 @@ Thin: check the size, parse the multipart form, call ``evals.importers.results_i
 from __future__ import annotations
 
 from django.conf import settings
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import serializers
 from rest_framework.parsers import MultiPartParser
 from rest_framework.request import Request
@@ -98,7 +98,10 @@ class ImportApi(APIView):
 
     @extend_schema(
         request={"multipart/form-data": ImportInput},
-        responses={201: ImportOutput, 400: ImportErrorOutput, 413: ImportErrorOutput},
+        responses={201: ImportOutput, 413: ImportErrorOutput, 400: OpenApiResponse(
+            description="Bad file: {\"detail\"} naming the record (JSON path, line or row) "
+                        "and the field; bad form fields: {\"<field>\": [messages]}. Nothing "
+                        "was written.")},
     )
     def post(self, request: Request) -> Response:
         limit = import_max_bytes()
