@@ -16,24 +16,15 @@ from evals.models import Grade, Run, Trial
 from evals.services import run_start
 from evals.sweeper import SweepResult, runs_sweep
 from evals.tasks import runs_sweep as runs_sweep_task
-from tests.fakellm import FakeLLM
 from tests.judge_builders import make_version
-from tests.test_judge_ladder import SAYS_YES, ScriptedJudge, judge_spec, suite, target
+from tests import test_judge_ladder as ladder
+from tests.test_judge_ladder import SAYS_YES, judge_spec, suite, target
 
 pytestmark = pytest.mark.django_db
 
 
-@pytest.fixture
-def judge():
-    return ScriptedJudge()
-
-
-@pytest.fixture
-def llm(judge):
-    server = FakeLLM(retry_after="0", responder=judge)
-    server.start()
-    yield server
-    server.stop()
+judge = ladder.judge  # the scripted judge and the fake LLM server, as pytest fixtures
+llm = ladder.llm
 
 
 def _queued_run(capture, llm, graders, answers) -> Run:
