@@ -16,8 +16,8 @@ from evals.models import Grade, Run, Trial
 from evals.services import run_start
 from evals.sweeper import SweepResult, runs_sweep
 from evals.tasks import runs_sweep as runs_sweep_task
-from tests.judge_builders import make_version
 from tests import test_judge_ladder as ladder
+from tests.judge_builders import make_version
 from tests.test_judge_ladder import SAYS_YES, judge_spec, suite, target
 
 pytestmark = pytest.mark.django_db
