@@ -21,7 +21,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from . import selectors, services
-from .api_base import IsRunner, IsViewer, SetAtCursorPagination
+from .api_base import IsRunner, IsViewer
 from .models import Baseline, Case, Grade, Run, Suite, Trial
 from .tags import cases_tagged, trials_tagged
 
@@ -316,7 +316,6 @@ class BaselineViewSet(ViewerViewSet):
 
     lookup_field = "pk"
     serializer_class = BaselineSerializer
-    pagination_class = SetAtCursorPagination
 
     def get_queryset(self):
         qs = Baseline.objects.select_related("suite", "run")

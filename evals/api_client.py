@@ -17,7 +17,7 @@ from typing import Any
 
 import httpx
 
-PAGE_SIZE = 100  # the API's maximum page size (evals.api_base.CreatedCursorPagination)
+PAGE_SIZE = 100  # the API's maximum page size (evals.api_base.IdCursorPagination)
 
 
 class AssayApiError(RuntimeError):

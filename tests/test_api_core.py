@@ -122,3 +122,26 @@ def test_it_names_the_field_when_a_run_start_is_bad(carol, run):
 def test_it_serves_the_openapi_schema(bob):
     response = client_for(bob).get("/api/schema/", HTTP_ACCEPT="application/json")
     assert response.status_code == 200
+
+
+def test_pages_walk_every_row_once_when_thousands_share_one_created_at(bob, run):
+    """An ingest stamps every trial with one time: the cursor must not loop on the ties."""
+    case = run.suite.cases.first()
+    stamp = Trial.objects.first().created_at
+    Trial.objects.bulk_create(Trial(run=run, case=case, attempt=a, created_at=stamp)
+                              for a in range(2, 2202))
+    client = client_for(bob)
+    seen, url, pages = [], f"/api/trials/?run={run.uuid}&page_size=100", 0
+    while url:
+        page = client.get(url).json()
+        seen += [t["uuid"] for t in page["results"]]
+        url, pages = page["next"], pages + 1
+        assert pages <= 23, "the cursor loops"
+    assert len(seen) == len(set(seen)) == 2202 and pages == 23
+
+
+@pytest.mark.parametrize("size", ["0", "-1", "ten", "1.5", "٣"])
+def test_a_page_size_that_is_not_a_positive_integer_is_a_400(bob, run, size):
+    response = client_for(bob).get(f"/api/trials/?page_size={size}")
+    assert response.status_code == 400
+    assert "page_size" in response.json()
