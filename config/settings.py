@@ -208,7 +208,7 @@ REST_FRAMEWORK = {
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_RENDERER_CLASSES": ["evals.api_base.StrictJSONRenderer"],
-    "DEFAULT_PAGINATION_CLASS": "evals.api_base.CreatedCursorPagination",
+    "DEFAULT_PAGINATION_CLASS": "evals.api_base.IdCursorPagination",
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
 }
 SPECTACULAR_SETTINGS = {"TITLE": "Assay API", "VERSION": "1", "SERVE_INCLUDE_SCHEMA": False}
