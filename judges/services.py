@@ -66,6 +66,12 @@ def judge_version_create(
         raise JudgeConfigError("base_url: must start with http:// or https://")
     if not isinstance(params, dict):
         raise JudgeConfigError("params: expected an object")
+    if "api_key_env" in params:
+        from evals.targets.openai import api_key_env_problem
+
+        problem = api_key_env_problem(params["api_key_env"])
+        if problem:
+            raise JudgeConfigError(f"params.api_key_env: {problem}")
     if params.get("reply_format", "json") not in ("json", "line"):
         raise JudgeConfigError("params.reply_format: expected 'json' or 'line'")
     if not isinstance(output_schema, dict):

@@ -59,11 +59,11 @@ def _one(config: dict, text: str, clock: FakeClock | None = None):
 
 
 def test_it_returns_the_completion_with_usage_and_model(fake_llm, monkeypatch):
-    monkeypatch.setenv("ASSAY_TEST_KEY", "sk-test")
+    monkeypatch.setenv("ASSAY_TEST_API_KEY", "sk-test")
     config = _config(
         fake_llm,
         system_prompt="Be brief.",
-        api_key_env="ASSAY_TEST_KEY",
+        api_key_env="ASSAY_TEST_API_KEY",
         settings={"temperature": 0.2, "seed": 3},
     )
 
@@ -253,14 +253,14 @@ def test_it_never_exceeds_the_configured_concurrency(fake_llm):
 
 
 def test_it_sends_no_authorization_header_when_the_key_variable_is_unset(monkeypatch):
-    monkeypatch.delenv("ASSAY_NO_SUCH_KEY", raising=False)
+    monkeypatch.delenv("ASSAY_NO_SUCH_API_KEY", raising=False)
     target = OpenAITarget.from_config(
         {
             "kind": "openai",
             "base_url": "http://127.0.0.1:9/v1",
             "model": "m",
             "prompt_template": "$input",
-            "api_key_env": "ASSAY_NO_SUCH_KEY",
+            "api_key_env": "ASSAY_NO_SUCH_API_KEY",
         }
     )
     assert "authorization" not in target.clients[0].headers
@@ -313,6 +313,28 @@ def test_it_refuses_a_bad_config_naming_the_field(change, field):
     }
     with pytest.raises(TargetConfigError, match=field.replace(".", r"\.")):
         target_from_config(config)
+
+
+@pytest.mark.parametrize("name", ["SECRET_KEY", "DATABASE_URL", "HOME", "openai_api_key",
+                                  "OPENAI_API_KEY_X", "", 3])
+def test_it_never_sends_a_variable_that_is_not_an_api_key(name):
+    """Whoever configures a target picks the URL the key goes to: only *_API_KEY names."""
+    config = {"kind": "openai", "base_url": "http://127.0.0.1:9/v1", "model": "m",
+              "prompt_template": "$input", "api_key_env": name}
+    with pytest.raises(TargetConfigError, match=r"^target\.api_key_env: "):
+        target_from_config(config)
+    config["api_key_env"] = "ANTHROPIC_API_KEY"
+    target_from_config(config)
+
+
+@pytest.mark.django_db
+def test_a_judge_version_refuses_a_variable_that_is_not_an_api_key():
+    from judges.services import JudgeConfigError, judge_version_create
+
+    with pytest.raises(JudgeConfigError, match=r"params\.api_key_env: 'SECRET_KEY' is not"):
+        judge_version_create(judge_name="j", kind="rubric", model="m",
+                             base_url="http://127.0.0.1:9/v1", prompt_template="",
+                             params={"api_key_env": "SECRET_KEY"}, output_schema={})
 
 
 def test_it_reads_retry_after_as_seconds_or_an_http_date():

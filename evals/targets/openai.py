@@ -24,6 +24,7 @@ import json
 import math
 import os
 import random
+import re
 import ssl
 import string
 import time
@@ -44,6 +45,26 @@ RESERVED_SETTINGS = frozenset({"model", "messages", "stream", "n"})
 MAX_ERROR_BODY_CHARS = 4000
 
 Sleep = Callable[[float], Awaitable[None]]
+
+
+API_KEY_ENV_PATTERN = r"[A-Z][A-Z0-9_]*_API_KEY"
+
+
+def api_key_env_problem(name: object) -> str | None:
+    """Why ``name`` may not be the environment variable whose value is sent as the bearer
+    key, or None when it may. The name must match ``ASSAY["API_KEY_ENV_PATTERN"]`` (default
+    ``[A-Z][A-Z0-9_]*_API_KEY``, e.g. ``OPENAI_API_KEY``): whoever configures a target or a
+    judge chooses the URL the key goes to, so any other variable of the worker's environment
+    (``SECRET_KEY``, ``DATABASE_URL``, ``HOME``) must not be sendable."""
+    from django.conf import settings
+
+    if not isinstance(name, str) or not name:
+        return "expected an environment variable name"
+    pattern = getattr(settings, "ASSAY", {}).get("API_KEY_ENV_PATTERN", API_KEY_ENV_PATTERN)
+    if not re.fullmatch(pattern, name):
+        return (f"{name[:100]!r} is not an API key variable: the name must match "
+                f"{pattern!r} (e.g. OPENAI_API_KEY)")
+    return None
 
 
 @dataclass(frozen=True)
@@ -97,8 +118,9 @@ class OpenAIConfig:
         if reserved:
             raise TargetConfigError(f"target.settings.{reserved[0]}: set by Assay, not a setting")
         api_key_env = config.get("api_key_env", "OPENAI_API_KEY")
-        if not isinstance(api_key_env, str) or not api_key_env:
-            raise TargetConfigError("target.api_key_env: expected an environment variable name")
+        problem = api_key_env_problem(api_key_env)
+        if problem:
+            raise TargetConfigError(f"target.api_key_env: {problem}")
         parsed_config = cls(
             base_url=base_url.rstrip("/"),
             model=_required_str(config, "model"),
