@@ -60,15 +60,21 @@ WRONG_OUTPUTS = {
 }
 
 
-def demo_target(seed: int) -> dict:
+# The "changed" assistant of the second run: a prompt edit that helps with vague claims and
+# split bills but breaks the EUR 500.00 boundary, so the comparison has something to show.
+CHANGED_PASS_PROBABILITY = {**PASS_PROBABILITY, "at-boundary": 0.1, "above-boundary": 0.3,
+                            "vague": 0.9, "split-bill": 0.7}
+
+
+def demo_target(seed: int, *, changed: bool = False) -> dict:
     return {
         "kind": "simulated",
         "model": "simulated",
         "seed": seed,
         "prompt_template": PROMPT,
-        "prompt_revision": "demo-1",
+        "prompt_revision": "demo-2" if changed else "demo-1",
         "default_pass_probability": 0.95,
-        "pass_probability": PASS_PROBABILITY,
+        "pass_probability": CHANGED_PASS_PROBABILITY if changed else PASS_PROBABILITY,
         "wrong_outputs": WRONG_OUTPUTS,
         "error_probability": 0.0,
         # Reported latency is drawn, not waited for (the run finishes in seconds).
@@ -103,12 +109,8 @@ class Command(BaseCommand):
             signal.signal(signum, lambda *_: sys.exit(0))
         try:
             for index, suite in enumerate(suites):
-                run = self._run_demo_suite(suite, index, user, opts)
-                self.stdout.write(
-                    f"run {run.suite.name} / {run.name}: {run.status} "
-                    f"({run.trials_finished} of {run.trials_total} trials, "
-                    f"{run.trials_errored} errored) -> /runs/{run.uuid}/"
-                )
+                self._demo_suite_runs(suite, index, user, opts)
+            self._demo_calibration_set(user)
             self.stdout.write(self.style.SUCCESS(
                 f"\nDashboard: http://{opts['addrport']}/  login: {opts['username']} / "
                 f"{opts['password']}\n"
@@ -155,14 +157,58 @@ class Command(BaseCommand):
             except subprocess.TimeoutExpired:
                 os.killpg(worker.pid, signal.SIGKILL)
 
-    def _run_demo_suite(self, suite, index: int, user, opts) -> Run:
+    def _demo_suite_runs(self, suite, index: int, user, opts) -> None:
+        """The first time: a baseline run (set as the suite's baseline). Every time: a run
+        of the changed assistant, and the link to its comparison with the baseline."""
+        from django.urls import reverse
+
+        from evals.selectors import baseline_current
+        from evals.services import baseline_set
+
+        baseline = baseline_current(suite=suite)
+        if baseline is None:
+            base = self._run_demo_suite(suite, index, user, opts, changed=False)
+            self._say_run(base)
+            if base.status != Run.Status.SUCCEEDED:
+                return
+            baseline = baseline_set(suite=suite, run=base, by=user, note="demo baseline")
+        head = self._run_demo_suite(suite, index, user, opts, changed=True)
+        self._say_run(head)
+        url = reverse("evals:comparison", kwargs={"head_id": head.uuid,
+                                                  "base_id": baseline.run.uuid})
+        self.stdout.write(f"  compared with the baseline {baseline.run.name}: {url}")
+
+    def _say_run(self, run: Run) -> None:
+        self.stdout.write(
+            f"run {run.suite.name} / {run.name}: {run.status} "
+            f"({run.trials_finished} of {run.trials_total} trials, "
+            f"{run.trials_errored} errored) -> /runs/{run.uuid}/"
+        )
+
+    def _demo_calibration_set(self, user) -> None:
+        """A 30-trial calibration set on the imported LLMBar run with its first recorded
+        judge, so the labeling queue and the calibration page have something to show."""
+        from judges.models import JudgeVersion
+        from labeling.models import CalibrationSet
+        from labeling.services import calibration_set_build
+
+        run = Run.objects.filter(suite__name=REAL_DATA[0], name="recorded").first()
+        if run is None or CalibrationSet.objects.filter(run=run).exists():
+            return
+        version = (JudgeVersion.objects.filter(grades__trial__run=run).distinct()
+                   .order_by("id").first())
+        cset = calibration_set_build(run=run, name="demo: label 30 LLMBar outputs", by=user,
+                                     judge_version=version, size=30, seed=1)
+        self.stdout.write(f"calibration set {cset.name!r}: /calibration-sets/{cset.uuid}/")
+
+    def _run_demo_suite(self, suite, index: int, user, opts, *, changed: bool) -> Run:
         from evals.services import run_start
 
         name = f"demo-{Run.objects.filter(suite=suite).count() + 1}"
         run = run_start(
             suite=suite,
             name=name,
-            target=demo_target(seed=1000 + index),
+            target=demo_target(seed=1000 + index + (100 if changed else 0), changed=changed),
             graders=DEMO_GRADERS,
             trials_per_case=opts["trials"],
             source_version="demo",
