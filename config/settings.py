@@ -210,6 +210,13 @@ REST_FRAMEWORK = {
     "DEFAULT_RENDERER_CLASSES": ["evals.api_base.StrictJSONRenderer"],
     "DEFAULT_PAGINATION_CLASS": "evals.api_base.IdCursorPagination",
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    # Hostile bodies are 4xx JSON, never a 500 or an HTML page (evals/api_errors.py).
+    "DEFAULT_PARSER_CLASSES": [
+        "evals.api_errors.StrictJSONParser",
+        "rest_framework.parsers.FormParser",
+        "rest_framework.parsers.MultiPartParser",
+    ],
+    "EXCEPTION_HANDLER": "evals.api_errors.exception_handler",
 }
 SPECTACULAR_SETTINGS = {"TITLE": "Assay API", "VERSION": "1", "SERVE_INCLUDE_SCHEMA": False}
 # Several models have a "status" choice set; name each enum after its model.

@@ -31,17 +31,24 @@ from drf_spectacular.utils import (
 )
 from rest_framework import serializers
 from rest_framework.exceptions import APIException, NotFound
-from rest_framework.parsers import JSONParser
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from . import exports
 from .api import query_uuid
 from .api_base import DownloadNegotiation, IsViewer, attachment, download_format, table_download
+from .api_errors import StrictJSONParser
 from .comparison import gate_decide
 from .comparison_cache import comparison_cached_get
 from .comparison_render import gate_json
-from .gate import GateInputError, gate_evaluate, run_document_read
+from .gate import (
+    ALPHA_MAX,
+    ALPHA_MIN,
+    GateInputError,
+    alpha_check,
+    gate_evaluate,
+    run_document_read,
+)
 from .models import Run
 from .run_file import run_export_json
 
@@ -107,8 +114,9 @@ class GateInput(serializers.Serializer):
                                                      "head suite's current baseline.")
     base_file = RunDocumentField(required=False, help_text=RUN_DOC)
     alpha = StrictFloatField(required=False, default=DEFAULT_ALPHA,
-                             help_text="Two-sided level of the test, a JSON number in (0, 1); "
-                                       "the intervals are at 1 - alpha. Default 0.05.")
+                             help_text="Two-sided level of the test, a JSON number from 1e-6 to "
+                                       "0.5 (both included); the intervals are at 1 - alpha. "
+                                       "Default 0.05.")
     max_errored_fraction = StrictFloatField(
         required=False, default=0.0,
         help_text="Errored trials allowed per run, a fraction in [0, 1] (default 0: any "
@@ -134,8 +142,10 @@ class GateInput(serializers.Serializer):
         if "head_file" in attrs and not ("base" in attrs or "base_file" in attrs):
             raise serializers.ValidationError({"base": [
                 "required when head_file is given (a file has no suite baseline)"]})
-        if not 0 < attrs["alpha"] < 1:
-            raise serializers.ValidationError({"alpha": ["must be in (0, 1)"]})
+        try:
+            alpha_check(attrs["alpha"])
+        except GateInputError as exc:
+            raise serializers.ValidationError({"alpha": [str(exc)]}) from exc
         if not 0 <= attrs["max_errored_fraction"] <= 1:
             raise serializers.ValidationError({"max_errored_fraction": ["must be in [0, 1]"]})
         return attrs
@@ -180,7 +190,7 @@ class GateApi(APIView):
     unknown run."""
 
     permission_classes = [IsViewer]
-    parser_classes = [JSONParser]
+    parser_classes = [StrictJSONParser]
 
     @extend_schema(request=GateInput, responses={
         200: GateOutput, 400: OpenApiResponse(description="Bad input; the body names the "
@@ -215,15 +225,19 @@ def _required_uuid(request, name: str):
 
 
 def _alpha(request) -> float:
-    """``?alpha=``: a plain decimal ("0.05") in (0, 1); default 0.05. Anything else (NaN,
-    "1e-2", "0_05", spaces) is a 400."""
+    """``?alpha=``: a plain decimal ("0.05") from 1e-6 to 0.5 (``alpha_check``); default
+    0.05. Anything else (NaN, "1e-2", "0_05", spaces, 0.0000001) is a 400 naming alpha."""
     text = request.query_params.get("alpha")
     if text is None:
         return DEFAULT_ALPHA
-    if not DECIMAL.fullmatch(text) or not 0 < float(text) < 1:
+    if not DECIMAL.fullmatch(text):
         raise serializers.ValidationError({"alpha": [
-            f"expected a decimal number in (0, 1) such as 0.05, got {text[:100]!r}"]})
-    return float(text)
+            f"expected a decimal number from {ALPHA_MIN:g} to {ALPHA_MAX:g} such as 0.05, "
+            f"got {text[:100]!r}"]})
+    try:
+        return alpha_check(float(text))
+    except GateInputError as exc:
+        raise serializers.ValidationError({"alpha": [str(exc)]}) from exc
 
 
 P_BASE = OpenApiParameter("base", OpenApiTypes.UUID, OpenApiParameter.QUERY, required=True,
@@ -231,8 +245,8 @@ P_BASE = OpenApiParameter("base", OpenApiTypes.UUID, OpenApiParameter.QUERY, req
 P_HEAD = OpenApiParameter("head", OpenApiTypes.UUID, OpenApiParameter.QUERY, required=True,
                           description="UUID of the head run.")
 P_ALPHA = OpenApiParameter("alpha", OpenApiTypes.STR, OpenApiParameter.QUERY,
-                           description="Level of the test, a decimal in (0, 1); default "
-                                       "0.05.")
+                           description="Level of the test, a plain decimal from 0.000001 to "
+                                       "0.5; default 0.05.")
 
 
 class ComparisonApi(APIView):

@@ -37,11 +37,30 @@ def _data(side: Any) -> RunData:
     return side if isinstance(side, RunData) else run_data_get(run=side)
 
 
+# The supported test level, one rule for manage.py gate, POST /api/gate and GET
+# /api/comparisons/: below 1e-6 the interval's confidence 1 - alpha rounds towards 1.0 in
+# floating point (1 - 1e-20 == 1.0) and the bootstrap cannot honour it; above 0.5 a
+# "two-sided test" would flag noise more often than not.
+ALPHA_MIN = 1e-6
+ALPHA_MAX = 0.5
+
+
+def alpha_check(alpha: Any, *, option: str = "alpha") -> float:
+    """Return ``alpha`` (a float) when ALPHA_MIN <= alpha <= ALPHA_MAX (1e-6 .. 0.5, both
+    included); else raise ``GateInputError`` (field ``alpha``) whose message names
+    ``option`` (``--alpha`` for the command, ``alpha`` for the API) and the value. NaN and
+    infinities fail the comparison and are refused too."""
+    if isinstance(alpha, bool) or not isinstance(alpha, int | float) or not (
+            ALPHA_MIN <= alpha <= ALPHA_MAX):
+        raise GateInputError(f"{option} must be a number from {ALPHA_MIN:g} to {ALPHA_MAX:g}, "
+                             f"got {alpha!r}", field="alpha")
+    return float(alpha)
+
+
 def gate_options_check(*, alpha: float, max_errored_fraction: float) -> None:
-    """Raise ``GateInputError`` unless 0 < ``alpha`` < 1 and 0 <= ``max_errored_fraction``
-    <= 1 (both finite numbers: NaN fails both comparisons)."""
-    if not 0 < alpha < 1:
-        raise GateInputError("--alpha must be in (0, 1)", field="alpha")
+    """Raise ``GateInputError`` unless ``alpha`` passes ``alpha_check`` (1e-6 .. 0.5) and
+    0 <= ``max_errored_fraction`` <= 1 (both finite numbers: NaN fails both comparisons)."""
+    alpha_check(alpha, option="--alpha")
     if not 0 <= max_errored_fraction <= 1:
         raise GateInputError("--max-errored-fraction must be in [0, 1]",
                              field="max_errored_fraction")
@@ -54,10 +73,10 @@ def gate_evaluate(
     """Compare ``head`` with ``base`` and take the gate's decision (``gate_decide``).
 
     ``head``/``base``: each a ``Run`` or a ``RunData``; ``base`` None means the head
-    suite's current baseline (``baseline_current``). ``alpha``: two-sided level in (0, 1);
-    ``max_errored_fraction``: errored trials allowed per run, a fraction in [0, 1]; the
-    two flags as in ``gate_decide``. When base is a run its detectable drop comes from
-    ``detectable_drop_get`` (cached); when it is a file it is computed from the file.
+    suite's current baseline (``baseline_current``). ``alpha``: two-sided level, 1e-6 .. 0.5
+    (``alpha_check``); ``max_errored_fraction``: errored trials allowed per run, a fraction
+    in [0, 1]; the two flags as in ``gate_decide``. When base is a run its detectable drop
+    comes from ``detectable_drop_get`` (cached); when it is a file it is computed from the file.
     Returns ``(comparison, decision)``; ``decision.exit_code`` is 0 pass, 1 regression,
     2 cannot decide. Raises ``GateInputError`` for an alpha or fraction out of range, a
     file head without a base, or a suite without a baseline.

@@ -30,6 +30,7 @@ from django.db import transaction
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
+from evals.importers.reader import TIME_RANGE, time_check
 from evals.models import Case, Grade, Run, Suite, Trial, content_hash
 from evals.run_data import RUN_FILE_FORMAT
 from evals.services_cases import CaseSpec, cases_upsert
@@ -118,12 +119,22 @@ def _need(obj: Any, key: str, where: str) -> Any:
 
 
 def _when(value: Any, where: str):
+    """An ISO 8601 time with an offset, returned in UTC, from 1900-01-01T00:00:00Z to
+    2999-12-31T23:59:59Z (``evals.importers.reader.time_check``, the imports' rule); else
+    ``RunFileError`` naming ``where``."""
     if value is None:
         return None
-    parsed = parse_datetime(value) if isinstance(value, str) else None
+    try:
+        parsed = parse_datetime(value) if isinstance(value, str) else None
+    except ValueError:  # well formed but not a date (2025-02-30)
+        parsed = None
     if parsed is None or parsed.tzinfo is None:
         raise RunFileError(f"{where}: {value!r} is not an ISO 8601 time with an offset")
-    return parsed
+    utc = time_check(parsed)
+    if utc is None:
+        raise RunFileError(f"{where}: {value!r} is outside the supported range: a time "
+                           f"{TIME_RANGE}")
+    return utc
 
 
 def _judge_versions(data: dict) -> dict[str, JudgeVersion]:

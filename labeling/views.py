@@ -14,6 +14,8 @@ The queue is blind: it never shows a grade, a judge verdict or another reviewer'
 
 from __future__ import annotations
 
+import uuid
+
 from django.contrib import messages
 from django.http import Http404, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
@@ -231,15 +233,24 @@ def label_undo(request: HtmxHttpRequest, set_id) -> HttpResponse:
 
 
 def _adjudication_scope(request: HtmxHttpRequest, data) -> tuple[CalibrationSet | None, object]:
-    """``set=<uuid>`` or ``suite=<uuid>`` (neither: every trial); 404 for an unknown one."""
+    """``set=<uuid>`` or ``suite=<uuid>`` (neither: every trial); 404 for an unknown one
+    and for a value that is no UUID (``?set=zzz``)."""
     from evals.models import Suite
 
     set_id, suite_id = data.get("set"), data.get("suite")
     if set_id:
-        return _set_or_404(set_id), None
+        return _set_or_404(_uuid_or_404(set_id, "calibration set")), None
     if suite_id:
-        return None, get_object_or_404(Suite, uuid=suite_id)
+        return None, get_object_or_404(Suite, uuid=_uuid_or_404(suite_id, "suite"))
     return None, None
+
+
+def _uuid_or_404(value: str, noun: str) -> uuid.UUID:
+    """``value`` as a UUID; ``Http404`` ("No such <noun>.") when it is none."""
+    try:
+        return uuid.UUID(value)
+    except (ValueError, TypeError, AttributeError):
+        raise Http404(f"No such {noun}.") from None
 
 
 def _adjudication_render(request: HtmxHttpRequest, cset, suite, *, forms_by_trial=None,

@@ -61,7 +61,7 @@ def format_detect(*, stream: BinaryIO, filename: str) -> str:
         return "csv"
     try:
         obj = json.loads(first)
-    except ValueError:
+    except (ValueError, RecursionError):  # a line nested too deeply: reading names it
         obj = _document_or_none(stream)
         if is_promptfoo(obj):
             return "promptfoo"

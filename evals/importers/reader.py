@@ -12,6 +12,13 @@ Rules (the same for CSV and JSONL):
 CSV goes through the ``csv`` module (RFC 4180: quoted fields keep commas, quotes and line
 breaks); JSONL through ``json.loads`` per line with bare ``NaN``/``Infinity`` tokens turned
 into the ``NON_FINITE`` marker, which only score fields accept (see ``tabular.py``).
+
+Limits shared by every import path (files, ``/api/ingest``, run files):
+- JSON nesting: at most ``JSON_MAX_DEPTH`` (64) arrays/objects inside each other; deeper
+  is an error naming the line (never a ``RecursionError``).
+- Times: from 1900-01-01T00:00:00Z to 2999-12-31T23:59:59.999999Z once converted to UTC
+  (``time_check``); anything else is an error naming the field (never an
+  ``OverflowError`` on writing or on showing the time in another zone).
 """
 
 from __future__ import annotations
@@ -20,9 +27,14 @@ import csv
 import json
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any, BinaryIO
 
 BOM = b"\xef\xbb\xbf"
+JSON_MAX_DEPTH = 64  # arrays/objects inside each other in one JSON value
+TIME_MIN = datetime(1900, 1, 1, tzinfo=UTC)
+TIME_MAX = datetime(2999, 12, 31, 23, 59, 59, 999999, tzinfo=UTC)
+TIME_RANGE = "from 1900-01-01T00:00:00Z to 2999-12-31T23:59:59Z (in UTC)"
 
 
 class ResultsImportError(ValueError):
@@ -162,10 +174,75 @@ def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return obj
 
 
+def json_depth_exceeds(text: str | bytes, value: Any, *, limit: int = JSON_MAX_DEPTH) -> bool:
+    """True when parsed ``value`` nests arrays/objects more than ``limit`` deep. Walks
+    without recursion, and only when ``text`` (the source) holds more than ``limit``
+    brackets at all (a cheap count first, so flat records cost one ``count``)."""
+    opens = (text.count("[") + text.count("{") if isinstance(text, str)
+             else text.count(b"[") + text.count(b"{"))
+    if opens <= limit:
+        return False
+    stack = [(value, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if isinstance(node, dict):
+            node = node.values()
+        elif not isinstance(node, list):
+            continue
+        if depth > limit:
+            return True
+        stack.extend((child, depth + 1) for child in node
+                     if isinstance(child, dict | list))
+    return False
+
+
+def json_nesting_error(text: str) -> json.JSONDecodeError:
+    """The error for JSON ``text`` nested deeper than ``JSON_MAX_DEPTH``, positioned (line,
+    column) at the first bracket past the limit (brackets inside strings do not count)."""
+    depth, in_string, escaped, pos = 0, False, False, 0
+    for pos, char in enumerate(text):  # noqa: B007 (pos is read after the loop)
+        if in_string:
+            if escaped:
+                escaped = False
+            elif char == "\\":
+                escaped = True
+            elif char == '"':
+                in_string = False
+        elif char == '"':
+            in_string = True
+        elif char in "[{":
+            depth += 1
+            if depth > JSON_MAX_DEPTH:
+                break
+        elif char in "]}":
+            depth -= 1
+    return json.JSONDecodeError(f"nested too deeply (more than {JSON_MAX_DEPTH} "
+                                "arrays/objects inside each other)", text, pos)
+
+
 def json_loads_line(text: str) -> Any:
     """Parse one JSON document; bare NaN/Infinity become ``NON_FINITE`` markers, a key twice
-    in one object is an error (``ValueError``/``json.JSONDecodeError``)."""
-    return json.loads(text, parse_constant=_non_finite, object_pairs_hook=_no_duplicate_keys)
+    in one object is an error, and so is nesting deeper than ``JSON_MAX_DEPTH`` (all
+    ``ValueError``/``json.JSONDecodeError``; never ``RecursionError``)."""
+    try:
+        value = json.loads(text, parse_constant=_non_finite,
+                           object_pairs_hook=_no_duplicate_keys)
+    except RecursionError:
+        raise json_nesting_error(text) from None
+    if json_depth_exceeds(text, value):
+        raise json_nesting_error(text)
+    return value
+
+
+def time_check(value: datetime) -> datetime | None:
+    """``value`` (aware) converted to UTC when it lies in TIME_MIN..TIME_MAX (years 1900 to
+    2999 in UTC), else None (also when the conversion itself overflows, e.g.
+    9999-12-31T23:59:59-05:00). Callers raise their own error naming the field."""
+    try:
+        utc = value.astimezone(UTC)
+    except (OverflowError, ValueError):
+        return None
+    return utc if TIME_MIN <= utc <= TIME_MAX else None
 
 
 def jsonl_records(stream: BinaryIO | Iterable[bytes]) -> Iterator[tuple[int, dict]]:

@@ -14,13 +14,15 @@ empty CSV cell, and an empty optional field is null:
   or a lone surrogate (JSON ``\\ud800``): the database cannot store them; both are refused
   naming the field.
 - ``created_at``: ISO 8601; with an offset or ``Z`` it is converted to UTC; **without an
-  offset it is read as UTC**. Anything else rejects the row.
+  offset it is read as UTC**. It must lie from 1900-01-01T00:00:00Z to 2999-12-31T23:59:59Z
+  once in UTC (``reader.time_check``). Anything else rejects the row.
 - ``passed``: JSONL ``true``/``false`` only; CSV the exact strings ``true``/``false``
   (``1``, ``yes``, ``True`` are rejected).
 - ``score``: a number in [0, 1]. ``scores`` (JSONL only): an object grader -> score, one
   grade per grader. A null, ``NaN``/``Infinity`` (bare token or string, CSV ``nan``/``inf``)
   score is **not scored**: an errored grade with reason ``not scored``, never 0.
-  A score without ``passed`` needs a pass threshold (``threshold``): passed = score >= it.
+  A score without ``passed`` needs a pass threshold (``threshold``; the command's
+  ``--threshold``): passed = score >= it.
 - ``judge_status``: empty or ``ok`` = graded; any other value (e.g. ``unparseable``) makes
   every grade of the row errored: reason ``not scored`` when its score is missing, else the
   judge_status value (kept in ``details.judge_status`` either way).
@@ -54,7 +56,13 @@ from labeling.models import Label
 from ..models import Case, Grade, Run, Trial
 from ..services_cases import CaseSpec, cases_upsert
 from .context import BATCH_SIZE, ImportContext, rows_insert, run_finish
-from .reader import NON_FINITE, ResultsImportError, contains_non_finite
+from .reader import (
+    NON_FINITE,
+    TIME_RANGE,
+    ResultsImportError,
+    contains_non_finite,
+    time_check,
+)
 
 FIELDS = (
     "case_id", "input", "expected", "output", "attempt", "tags", "created_at", "passed",
@@ -260,7 +268,8 @@ def _decimal(row: Row, name: str) -> Decimal | None:
 
 
 def _datetime(row: Row, name: str) -> datetime | None:
-    """ISO 8601; an offset-less value is read as UTC; returned aware, in UTC."""
+    """ISO 8601; an offset-less value is read as UTC; returned aware, in UTC; outside
+    years 1900..2999 (in UTC) a ``RecordError`` naming the field."""
     value = row.values.get(name)
     if _empty(value):
         return None
@@ -273,7 +282,10 @@ def _datetime(row: Row, name: str) -> datetime | None:
                    f"2025-02-24T15:30:00Z, got {_show(value)}") from None
     if parsed.tzinfo is None:
         parsed = parsed.replace(tzinfo=UTC)
-    return parsed.astimezone(UTC)
+    utc = time_check(parsed)
+    if utc is None:
+        raise _err(row, name, f"expected a date-time {TIME_RANGE}, got {_show(value)}")
+    return utc
 
 
 def _passed(row: Row) -> bool | None:
@@ -342,7 +354,7 @@ def _grade(row: Row, *, grader: str, passed: bool | None, raw_score: Any, score_
             return GradeSpec(grader, None, None, Grade.Status.ERROR, NOT_SCORED, details)
         if threshold is None:
             raise _err(row, score_field, "a score without a passed verdict needs a pass "
-                       "threshold (--threshold)")
+                       "threshold: give threshold, a number in [0, 1]")
         passed = score >= threshold
         reason = reason or f"score {score:g} {'>=' if passed else '<'} threshold {threshold:g}"
     return GradeSpec(grader, passed, score, Grade.Status.OK,

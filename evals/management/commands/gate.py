@@ -9,7 +9,8 @@ Without ``--base`` the head suite's current baseline is used. Exit codes (``gate
 0 no significant regression; 1 significant regression or a broken regression case;
 2 cannot decide (not comparable, no overlapping cases, errored trials or grades over the
 allowed fraction — by default any —, provisional judge grades); 3 bad arguments (an
-unknown run, an unreadable file), never 1.
+unknown run, an unreadable file, ``--alpha`` outside 1e-6 .. 0.5: ``evals.gate.alpha_check``),
+never 1.
 """
 
 from __future__ import annotations
@@ -33,6 +34,8 @@ def _load(ref: str) -> RunData | Run:
             return run_data_from_file(ref)
         except ValueError as exc:
             raise CommandError(str(exc)) from exc
+        except RecursionError:  # JSON nested too deeply: bad input (exit 3), never 1
+            raise CommandError(f"{ref}: invalid JSON: nested too deeply") from None
     return run_lookup(ref)
 
 
@@ -57,7 +60,8 @@ class Command(BaseCommand):
         parser.add_argument("--head", required=True, help="run UUID, 'suite/run' or a file")
         parser.add_argument("--base", help="run UUID, 'suite/run' or a file (default: the "
                                            "suite's current baseline)")
-        parser.add_argument("--alpha", type=float, default=0.05)
+        parser.add_argument("--alpha", type=float, default=0.05,
+                            help="two-sided level of the test, from 1e-6 to 0.5 (default 0.05)")
         parser.add_argument("--json", action="store_true", help="print strict JSON")
         parser.add_argument("--markdown", help="write a Markdown summary (PR comment) here")
         parser.add_argument("--allow-untrusted", action="store_true",
