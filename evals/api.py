@@ -8,8 +8,6 @@ page); ``?tag=`` matches a whole tag in the database (``evals.tags``)."""
 
 from __future__ import annotations
 
-import uuid
-
 from django.conf import settings
 from django.db.models import QuerySet, TextChoices
 from django.db.models.functions import Length, Substr
@@ -22,6 +20,7 @@ from rest_framework.views import APIView
 
 from . import selectors, services
 from .api_base import IsRunner, IsViewer
+from .api_fields import StrictCharField, StrictIntegerField, StrictUUIDField, query_uuid
 from .models import Baseline, Case, Grade, Run, Suite, Trial
 from .tags import cases_tagged, trials_tagged
 
@@ -156,18 +155,6 @@ class BaselineSerializer(serializers.ModelSerializer):
         fields = ["id", "suite", "run", "set_at", "note"]
         extra_kwargs = _help(fields, id="Baseline row id.", set_at="When it was set (UTC).",
                              note="Why (at most 500 characters).")
-
-
-def query_uuid(request, name: str) -> uuid.UUID | None:
-    """The query parameter ``name`` as a UUID (None when absent or empty). Raises a 400
-    naming the parameter when it is not a UUID."""
-    value = request.query_params.get(name)
-    if not value:
-        return None
-    try:
-        return uuid.UUID(value)
-    except ValueError as exc:
-        raise serializers.ValidationError({name: [f"{value[:100]!r} is not a UUID"]}) from exc
 
 
 def _by_uuid(request, qs: QuerySet, **params: str) -> QuerySet:
@@ -323,14 +310,14 @@ class BaselineViewSet(ViewerViewSet):
 
 
 class RunStartInput(serializers.Serializer):
-    suite = serializers.UUIDField(help_text=H["suite"])
-    name = serializers.CharField(max_length=200, help_text="Run name, unique in its suite.")
+    suite = StrictUUIDField(help_text=H["suite"])
+    name = StrictCharField(max_length=200, help_text="Run name, unique in its suite.")
     target = serializers.JSONField(help_text="Target configuration ({kind, ...}).")
     graders = serializers.JSONField(help_text="Grader set: list of {key, kind, config}.")
-    trials_per_case = serializers.IntegerField(min_value=1, max_value=50,
-                                               help_text="N, attempts per case (1..50).")
-    source_version = serializers.CharField(required=False, default="", allow_blank=True,
-                                           help_text="Version label of the system.")
+    trials_per_case = StrictIntegerField(min_value=1, max_value=50,
+                                         help_text="N, attempts per case (1..50).")
+    source_version = StrictCharField(required=False, default="", allow_blank=True,
+                                     help_text="Version label of the system.")
 
 
 class RunStartApi(APIView):
@@ -356,8 +343,8 @@ class RunStartApi(APIView):
 
 
 class BaselineSetInput(serializers.Serializer):
-    run = serializers.UUIDField(help_text="UUID of the finished run to make the baseline.")
-    note = serializers.CharField(max_length=500, required=False, default="", allow_blank=True,
+    run = StrictUUIDField(help_text="UUID of the finished run to make the baseline.")
+    note = StrictCharField(max_length=500, required=False, default="", allow_blank=True,
                                  help_text="Why (at most 500 characters).")
 
 

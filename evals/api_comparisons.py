@@ -16,7 +16,6 @@ the gate writes nothing.
 from __future__ import annotations
 
 import json
-import math
 import re
 import uuid
 
@@ -35,9 +34,9 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from . import exports
-from .api import query_uuid
 from .api_base import DownloadNegotiation, IsViewer, attachment, download_format, table_download
 from .api_errors import StrictJSONParser
+from .api_fields import StrictBooleanField, StrictFloatField, StrictUUIDField, query_uuid
 from .comparison import gate_decide
 from .comparison_cache import comparison_cached_get
 from .comparison_render import gate_json
@@ -54,39 +53,6 @@ from .run_file import run_export_json
 
 DEFAULT_ALPHA = 0.05  # manage.py gate's default --alpha
 DECIMAL = re.compile(r"[0-9]+(\.[0-9]+)?|\.[0-9]+")
-
-
-# ---- strict input fields: a JSON number is a number, a JSON boolean a boolean ----------
-
-class StrictFloatField(serializers.FloatField):
-    """A finite JSON number; a string ("0.05"), a boolean or null is refused."""
-
-    def to_internal_value(self, data):
-        if isinstance(data, bool) or not isinstance(data, int | float):
-            self.fail("invalid")
-        if not math.isfinite(data):
-            self.fail("invalid")
-        return float(data)
-
-
-class StrictBooleanField(serializers.BooleanField):
-    """A JSON boolean; ``"false"``, ``0`` or ``"1"`` is refused (never coerced)."""
-
-    default_error_messages = {"invalid": "Must be a JSON boolean (true or false)."}
-
-    def to_internal_value(self, data):
-        if isinstance(data, bool):
-            return data
-        self.fail("invalid")
-
-
-class StrictUUIDField(serializers.UUIDField):
-    """A UUID written as a JSON string; a number is refused (DRF would turn it into one)."""
-
-    def to_internal_value(self, data):
-        if not isinstance(data, str):
-            self.fail("invalid", value=data)
-        return super().to_internal_value(data)
 
 
 class Conflict(APIException):

@@ -20,21 +20,14 @@ from drf_spectacular.utils import (
     extend_schema_view,
 )
 from rest_framework import serializers, viewsets
-from rest_framework.parsers import JSONParser
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from evals.api_base import IsRunner
+from evals.api_errors import StrictJSONParser
+from evals.api_fields import StrictIntegerField, StrictUUIDField, query_uuid
 from evals.models import Run
-from labeling.api import (
-    KappaSerializer,
-    NoUnknownFields,
-    RateSerializer,
-    StrictIntegerField,
-    StrictUUIDField,
-    field_error,
-    query_uuid,
-)
+from labeling.api import KappaSerializer, NoUnknownFields, RateSerializer, field_error
 from labeling.models import JudgeApproval
 
 from . import services
@@ -262,7 +255,7 @@ class JudgeRunStartApi(APIView):
     ``Location``); 400 naming the field; 404 for an unknown run or judge version."""
 
     permission_classes = [IsRunner]
-    parser_classes = [JSONParser]
+    parser_classes = [StrictJSONParser]
 
     @extend_schema(request=JudgeRunStartInput, responses={
         202: JudgeRunSerializer,

@@ -27,12 +27,19 @@ from drf_spectacular.utils import (
     extend_schema_view,
 )
 from rest_framework import serializers, viewsets
-from rest_framework.parsers import JSONParser
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from evals import exports as table_exports
 from evals.api_base import DownloadNegotiation, IsLabeler, IsRunner, IsViewer, table_download
+from evals.api_errors import StrictJSONParser
+from evals.api_fields import (
+    StrictCharField,
+    StrictChoiceField,
+    StrictIntegerField,
+    StrictUUIDField,
+    query_uuid,
+)
 from evals.models import Trial
 from evals.roles import ENGINEER, LEAD, user_has_role
 from judges.models import JudgeVersion
@@ -46,63 +53,6 @@ WITHHELD = ("withheld: reviewers label blind, so the judge's figures are shown t
             "and leads only")
 NO_JUDGE = "the set has no judge version: give ?judge_version=<uuid>"
 NO_AGREEMENT = "n = 0: no item has both a reference label and an ok judge verdict"
-
-
-# --- strict input ---------------------------------------------------------------------------
-# DRF's own fields coerce ("1" -> 1, 5 -> "5", True -> "True"); these refuse the wrong JSON
-# type instead, so a bad value is a 400 naming the field, never a silent guess.
-
-
-class StrictUUIDField(serializers.UUIDField):
-    """A UUID given as a JSON string (an integer is refused, not read as UUID(int=...))."""
-
-    def to_internal_value(self, data):
-        if not isinstance(data, str):
-            self.fail("invalid", value=data)
-        return super().to_internal_value(data)
-
-
-class StrictCharField(serializers.CharField):
-    """A JSON string (numbers and booleans are refused, not turned into text)."""
-
-    default_error_messages = {"invalid": "Expected a string."}
-
-    def to_internal_value(self, data):
-        if not isinstance(data, str):
-            self.fail("invalid")
-        return super().to_internal_value(data)
-
-
-class StrictIntegerField(serializers.IntegerField):
-    """A JSON integer ("1", 1.0 and true are refused)."""
-
-    default_error_messages = {"invalid": "Expected an integer."}
-
-    def to_internal_value(self, data):
-        if isinstance(data, bool) or not isinstance(data, int):
-            self.fail("invalid")
-        return super().to_internal_value(data)
-
-
-class StrictChoiceField(serializers.ChoiceField):
-    """One of the choices, exactly as written ("PASS" and true are not "pass")."""
-
-    def to_internal_value(self, data):
-        if not isinstance(data, str) or data not in self.choices:
-            self.fail("invalid_choice", input=data)
-        return data
-
-
-def query_uuid(request, name: str) -> uuid.UUID | None:
-    """The UUID in query parameter ``name``; None when absent. A present value that is not a
-    UUID is a 400 naming the parameter (never ignored, never a 500)."""
-    raw = request.query_params.get(name)
-    if raw is None:
-        return None
-    try:
-        return uuid.UUID(raw)
-    except ValueError as exc:
-        raise serializers.ValidationError({name: [f"expected a UUID, got {raw[:100]!r}"]}) from exc
 
 
 def field_error(exc: Exception, fields: tuple[str, ...]) -> dict:
@@ -493,7 +443,7 @@ class LabelSubmitApi(APIView):
     one; 409 when ``expected_version`` is stale; 400 naming the field; 404 unknown trial."""
 
     permission_classes = [IsLabeler]
-    parser_classes = [JSONParser]
+    parser_classes = [StrictJSONParser]
 
     @extend_schema(request=LabelSubmitInput, responses={
         201: LabelDetailSerializer, 200: LabelDetailSerializer, 409: StaleLabelSerializer,

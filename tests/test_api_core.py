@@ -145,3 +145,14 @@ def test_a_page_size_that_is_not_a_positive_integer_is_a_400(bob, run, size):
     response = client_for(bob).get(f"/api/trials/?page_size={size}")
     assert response.status_code == 400
     assert "page_size" in response.json()
+
+
+@pytest.mark.parametrize(("field", "value"), [("trials_per_case", 1.0),
+                                              ("trials_per_case", "2"),
+                                              ("suite", 7), ("name", 12)])
+def test_run_start_refuses_a_value_of_the_wrong_json_type(carol, run, field, value):
+    body = {"suite": str(run.suite.uuid), "name": "new", "target": {"kind": "simulated"},
+            "graders": GRADERS, "trials_per_case": 1, field: value}
+    response = client_for(carol).post("/api/runs/start", body, format="json")
+    assert response.status_code == 400 and field in response.json()
+    assert not Run.objects.filter(name="new").exists()

@@ -1,0 +1,84 @@
+"""Strict API input: DRF's own fields coerce ("1" -> 1, 5 -> "5", "false" -> False); these
+refuse the wrong JSON type instead, so a bad value is a 400 naming the field, never a silent
+guess. Also the UUID query parameter reader every list shares."""
+
+from __future__ import annotations
+
+import math
+import uuid
+
+from rest_framework import serializers
+
+
+class StrictUUIDField(serializers.UUIDField):
+    """A UUID given as a JSON string (an integer is refused, not read as UUID(int=...))."""
+
+    def to_internal_value(self, data):
+        if not isinstance(data, str):
+            self.fail("invalid", value=data)
+        return super().to_internal_value(data)
+
+
+class StrictCharField(serializers.CharField):
+    """A JSON string (numbers and booleans are refused, not turned into text)."""
+
+    default_error_messages = {"invalid": "Expected a string."}
+
+    def to_internal_value(self, data):
+        if not isinstance(data, str):
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
+class StrictIntegerField(serializers.IntegerField):
+    """A JSON integer ("1", 1.0 and true are refused)."""
+
+    default_error_messages = {"invalid": "Expected an integer."}
+
+    def to_internal_value(self, data):
+        if isinstance(data, bool) or not isinstance(data, int):
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
+class StrictFloatField(serializers.FloatField):
+    """A finite JSON number; a string ("0.05"), a boolean or null is refused."""
+
+    def to_internal_value(self, data):
+        if isinstance(data, bool) or not isinstance(data, int | float):
+            self.fail("invalid")
+        if not math.isfinite(data):
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
+class StrictBooleanField(serializers.BooleanField):
+    """A JSON boolean; ``"false"``, ``0`` or ``"1"`` is refused (never coerced)."""
+
+    default_error_messages = {"invalid": "Must be a JSON boolean (true or false)."}
+
+    def to_internal_value(self, data):
+        if isinstance(data, bool):
+            return data
+        self.fail("invalid")
+
+
+class StrictChoiceField(serializers.ChoiceField):
+    """One of the choices, exactly as written ("PASS" and true are not "pass")."""
+
+    def to_internal_value(self, data):
+        if not isinstance(data, str) or data not in self.choices:
+            self.fail("invalid_choice", input=data)
+        return data
+
+
+def query_uuid(request, name: str) -> uuid.UUID | None:
+    """The query parameter ``name`` as a UUID (None when absent or empty: no filter).
+    Raises a 400 naming the parameter when it is not a UUID (never ignored, never a 500)."""
+    value = request.query_params.get(name)
+    if not value:
+        return None
+    try:
+        return uuid.UUID(value)
+    except ValueError as exc:
+        raise serializers.ValidationError({name: [f"{value[:100]!r} is not a UUID"]}) from exc
