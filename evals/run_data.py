@@ -370,6 +370,8 @@ def run_data_from_file(path: str | Path) -> RunData:
         data = json.loads(path.read_text(encoding="utf-8-sig"), parse_constant=_no_constant)
     except (OSError, json.JSONDecodeError) as exc:
         raise ValueError(f"{path}: cannot read a run file ({exc})") from exc
+    except RecursionError as exc:
+        raise ValueError(f"{path}: cannot read a run file (JSON nested too deeply)") from exc
     fmt = data.get("format") if isinstance(data, dict) else None
     if fmt == RUN_FILE_FORMAT:
         try:

@@ -276,3 +276,14 @@ def test_the_gate_command_exits_3_on_a_nested_run_file(runs, tmp_path):
         call_command("gate", "--base", str(runs[0].uuid), "--head", str(path))
     assert info.value.returncode == 3
     assert str(info.value) == f"{path}: invalid JSON: nested too deeply"
+
+
+def test_import_run_and_run_files_refuse_json_nested_thousands_deep(tmp_path, db):
+    from evals.run_data import run_data_from_file
+
+    path = tmp_path / "deep.json"
+    path.write_text('{"format": "assay-run", "run": ' + "[" * 5000 + "]" * 5000 + "}")
+    with pytest.raises(CommandError, match="nested too deeply"):
+        call_command("import_run", str(path))
+    with pytest.raises(ValueError, match="nested too deeply"):
+        run_data_from_file(path)

@@ -27,6 +27,8 @@ class Command(BaseCommand):
                               parse_constant=_refuse_constant)
         except (OSError, ValueError) as exc:
             raise CommandError(f"{path}: cannot read ({exc})") from exc
+        except RecursionError as exc:
+            raise CommandError(f"{path}: cannot read (JSON nested too deeply)") from exc
         try:
             run = run_import(data=data, suite_name=options["suite"], name=options["name"])
         except RunFileError as exc:
