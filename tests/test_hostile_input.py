@@ -275,7 +275,7 @@ def test_the_gate_command_exits_3_on_a_nested_run_file(runs, tmp_path):
     with pytest.raises(CommandError) as info:
         call_command("gate", "--base", str(runs[0].uuid), "--head", str(path))
     assert info.value.returncode == 3
-    assert str(info.value) == f"{path}: invalid JSON: nested too deeply"
+    assert str(info.value) == f"{path}: cannot read a run file (JSON nested too deeply)"
 
 
 def test_import_run_and_run_files_refuse_json_nested_thousands_deep(tmp_path, db):

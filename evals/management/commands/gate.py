@@ -32,10 +32,8 @@ def _load(ref: str) -> RunData | Run:
     if ref.endswith(".json") or Path(ref).is_file():
         try:
             return run_data_from_file(ref)
-        except ValueError as exc:
+        except ValueError as exc:  # unreadable, nested too deeply, wrong format: exit 3
             raise CommandError(str(exc)) from exc
-        except RecursionError:  # JSON nested too deeply: bad input (exit 3), never 1
-            raise CommandError(f"{ref}: invalid JSON: nested too deeply") from None
     return run_lookup(ref)
 
 
