@@ -196,4 +196,4 @@ def test_the_list_filters_refuse_a_value_that_is_not_a_uuid(carol):
 
 def test_judge_version_responses_are_strict_json(trusted, carol):
     body = client_for(carol).get("/api/judge-versions/").content.decode()
-    json.loads(body, parse_constant=pytest.fail)
+    assert json.loads(body, parse_constant=pytest.fail)["results"]

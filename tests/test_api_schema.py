@@ -68,6 +68,7 @@ def test_the_schema_generates_without_warnings_and_validates():
                          "openapi-json", "--file", os.devnull)
     except CommandError as exc:
         pytest.fail(f"{exc}:\n{err.getvalue()}")
+    assert "Warning" not in err.getvalue(), err.getvalue()
 
 
 def test_every_component_property_has_a_description(schema):

@@ -72,3 +72,5 @@ def test_the_api_docs_page_sends_an_anonymous_visitor_to_the_login_page(
     page = browser_page
     page.goto(f"{live_server.url}{reverse('api:docs')}")
     page.wait_for_url(re.compile(r".*/accounts/login/\?next=/api/docs/$"))
+    assert page.locator("#swagger-ui").count() == 0
+    assert page.locator("input[name=password]").count() == 1
