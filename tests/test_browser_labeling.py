@@ -14,6 +14,8 @@ from labeling.models import JudgeApproval, Label
 from tests.labeling_builders import calibration_set, judged_run
 from tests.test_browser import INJECTED, browser_page, log_in  # noqa: F401 (fixture)
 
+HTMX_IDLE = ("() => !document.querySelector('.htmx-request, .htmx-swapping, .htmx-settling, "
+             ".htmx-added')")
 pytestmark = [pytest.mark.browser,
               pytest.mark.django_db(transaction=True, serialized_rollback=True)]
 
@@ -37,6 +39,9 @@ def test_a_reviewer_labels_30_items_by_keyboard_and_a_lead_trusts_the_judge(
     assert page.is_hidden("#queue-help")
     for i in range(1, 31):
         page.wait_for_selector(f"#queue-item h1:has-text('Item {i} of 30')")
+        # Keys at machine speed: let htmx finish the swap (settle) before the next key, as a
+        # person's reaction time always does (CI once pressed p + Enter inside the settle).
+        page.wait_for_function(HTMX_IDLE)
         assert page.inner_text(".progress-text") == f"{i - 1} of 30 labeled"
         page.keyboard.press("f" if i <= 10 else "p")
         if i == 1:
@@ -55,11 +60,14 @@ def test_a_reviewer_labels_30_items_by_keyboard_and_a_lead_trusts_the_judge(
     # undo (u) takes back the last label; k/j move; Enter saves it again
     page.keyboard.press("u")
     page.wait_for_selector("#queue-item h1:has-text('Item 30 of 30')")
+    page.wait_for_function(HTMX_IDLE)
     assert Label.objects.filter(reviewer=bob).count() == 29
     page.keyboard.press("k")
     page.wait_for_selector("#queue-item h1:has-text('Item 29 of 30')")
+    page.wait_for_function(HTMX_IDLE)
     page.keyboard.press("j")
     page.wait_for_selector("#queue-item h1:has-text('Item 30 of 30')")
+    page.wait_for_function(HTMX_IDLE)
     page.keyboard.press("p")
     page.keyboard.press("Enter")
     page.wait_for_selector("text=Done: you have labeled every item in this set.")
