@@ -141,6 +141,7 @@ def test_it_refuses_the_wrong_shape_a_running_log_and_a_log_without_samples():
     doc = _doc()
     del doc["samples"]
     _refused(doc, r"^samples: the log holds no samples")
+    assert not Run.objects.exists() and not Trial.objects.exists()  # all refused
 
 
 def test_it_names_the_sample_and_field_of_a_missing_or_non_finite_value():

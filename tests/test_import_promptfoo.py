@@ -163,6 +163,7 @@ def test_it_refuses_the_wrong_shape_and_writes_nothing():
     _refused(b"[1, 2", r"line 1 column 6: invalid JSON")
     _refused(b'{"results": {"version": 3, "version": 3}}', "key 'version' appears twice")
     _refused(b'{"evalId": "\xff"}', r"byte offset 12: invalid UTF-8")
+    assert not Run.objects.exists() and not Trial.objects.exists()  # all refused
 
 
 def test_it_names_the_row_and_field_of_a_missing_or_mistyped_value():
@@ -199,6 +200,7 @@ def test_it_refuses_a_second_provider_and_a_case_key_with_two_contents():
     doc = _doc()
     doc["results"]["results"][4]["testCase"]["vars"]["p"] = "0.99"
     _refused(doc, r"results\.results\[4\]: case 'c00002' has different content")
+    assert not Run.objects.exists() and not Trial.objects.exists()  # all refused
 
 
 def test_the_command_imports_with_format_promptfoo(capsys):
