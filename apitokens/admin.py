@@ -10,8 +10,15 @@ class ApiTokenAdmin(admin.ModelAdmin):
     here they are listed and revoked."""
 
     list_display = ("name", "user", "created_at", "last_used_at", "revoked_at")
-    readonly_fields = ("uuid", "user", "name", "key_hash", "created_at", "last_used_at",
-                       "revoked_at")
+    readonly_fields = (
+        "uuid",
+        "user",
+        "name",
+        "key_hash",
+        "created_at",
+        "last_used_at",
+        "revoked_at",
+    )
     actions = ["revoke"]
 
     def has_add_permission(self, request) -> bool:

@@ -12,5 +12,7 @@ class TokenCreateForm(forms.Form):
 
     user = forms.ModelChoiceField(
         queryset=get_user_model().objects.filter(is_active=True).order_by("username"),
-        to_field_name="username", help_text="The token acts as this user, with its roles.")
+        to_field_name="username",
+        help_text="The token acts as this user, with its roles.",
+    )
     name = forms.CharField(max_length=200, help_text="What it is for, e.g. 'CI on main'.")

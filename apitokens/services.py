@@ -37,15 +37,21 @@ def token_revoke(*, token: ApiToken, by=None) -> bool:
     revoked it. ``by`` (when given) must be a lead. Raises PermissionDenied."""
     if by is not None and not user_has_role(by, LEAD):
         raise PermissionDenied("only a lead revokes API tokens")
-    return bool(ApiToken.objects.filter(id=token.id, revoked_at__isnull=True)
-                .update(revoked_at=timezone.now()))
+    return bool(
+        ApiToken.objects.filter(id=token.id, revoked_at__isnull=True).update(
+            revoked_at=timezone.now()
+        )
+    )
 
 
 def token_user(*, token: str):
     """The active user of a live ``token`` and records ``last_used_at``; None when the
     token is unknown, revoked or its user inactive."""
-    row = (ApiToken.objects.select_related("user")
-           .filter(key_hash=token_hash(token), revoked_at__isnull=True).first())
+    row = (
+        ApiToken.objects.select_related("user")
+        .filter(key_hash=token_hash(token), revoked_at__isnull=True)
+        .first()
+    )
     if row is None or not row.user.is_active:
         return None
     ApiToken.objects.filter(id=row.id).update(last_used_at=timezone.now())

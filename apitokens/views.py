@@ -15,12 +15,26 @@ from .models import ApiToken
 from .services import token_create, token_revoke
 
 
-def _page(request: HttpRequest, form: TokenCreateForm, *, new_token: str | None = None,
-          created: ApiToken | None = None, status: int = 200) -> HttpResponse:
+def _page(
+    request: HttpRequest,
+    form: TokenCreateForm,
+    *,
+    new_token: str | None = None,
+    created: ApiToken | None = None,
+    status: int = 200,
+) -> HttpResponse:
     tokens = ApiToken.objects.select_related("user").order_by("-created_at", "-id")
-    return render(request, "apitokens/token_list.html", {
-        "form": form, "tokens": tokens, "new_token": new_token, "created": created,
-    }, status=status)
+    return render(
+        request,
+        "apitokens/token_list.html",
+        {
+            "form": form,
+            "tokens": tokens,
+            "new_token": new_token,
+            "created": created,
+        },
+        status=status,
+    )
 
 
 @require_http_methods(["GET", "POST"])
@@ -32,8 +46,9 @@ def token_list(request: HttpRequest) -> HttpResponse:
     if request.method == "POST":
         form = TokenCreateForm(request.POST)
         if form.is_valid():
-            row, token = token_create(user=form.cleaned_data["user"],
-                                      name=form.cleaned_data["name"], by=request.user)
+            row, token = token_create(
+                user=form.cleaned_data["user"], name=form.cleaned_data["name"], by=request.user
+            )
             return _page(request, TokenCreateForm(), new_token=token, created=row, status=201)
         return _page(request, form, status=400)
     return _page(request, TokenCreateForm())

@@ -41,20 +41,34 @@ TRIALS = 5
 GRADERS = [{"key": "schema", "kind": "json_schema"}, {"key": "policy", "kind": "python"}]
 
 
-def build_run(suite: Suite, cases: list[Case], rates: list[float], name: str,
-              rng: random.Random) -> Run:
-    run = Run.objects.create(suite=suite, name=name, target_kind="simulated",
-                             graders=GRADERS, trials_per_case=TRIALS, status="succeeded")
+def build_run(
+    suite: Suite, cases: list[Case], rates: list[float], name: str, rng: random.Random
+) -> Run:
+    run = Run.objects.create(
+        suite=suite,
+        name=name,
+        target_kind="simulated",
+        graders=GRADERS,
+        trials_per_case=TRIALS,
+        status="succeeded",
+    )
     trials = []
     for case, p in zip(cases, rates, strict=True):
         for attempt in range(1, TRIALS + 1):
             error = rng.random() < 0.02
-            trials.append(Trial(
-                run=run, case=case, attempt=attempt, status="error" if error else "ok",
-                output="x" * 2000, input_tokens=500, output_tokens=rng.randint(50, 300),
-                latency_ms=rng.uniform(200, 3000),
-                cost_usd=None if rng.random() < 0.03 else Decimal("0.00120000"),
-            ))
+            trials.append(
+                Trial(
+                    run=run,
+                    case=case,
+                    attempt=attempt,
+                    status="error" if error else "ok",
+                    output="x" * 2000,
+                    input_tokens=500,
+                    output_tokens=rng.randint(50, 300),
+                    latency_ms=rng.uniform(200, 3000),
+                    cost_usd=None if rng.random() < 0.03 else Decimal("0.00120000"),
+                )
+            )
             trials[-1].p = p
     Trial.objects.bulk_create(trials, batch_size=1000)
     grades = []
@@ -63,23 +77,46 @@ def build_run(suite: Suite, cases: list[Case], rates: list[float], name: str,
             continue
         for g in GRADERS:
             if rng.random() < 0.01:
-                grades.append(Grade(trial=trial, grader=g["key"], status="error", passed=None,
-                                    reason="TimeoutError: oracle"))
+                grades.append(
+                    Grade(
+                        trial=trial,
+                        grader=g["key"],
+                        status="error",
+                        passed=None,
+                        reason="TimeoutError: oracle",
+                    )
+                )
             else:
-                ok = rng.random() < trial.p ** 0.5
-                grades.append(Grade(trial=trial, grader=g["key"], status="ok", passed=ok,
-                                    score=1.0 if ok else 0.5, reason="ok" if ok else "no"))
+                ok = rng.random() < trial.p**0.5
+                grades.append(
+                    Grade(
+                        trial=trial,
+                        grader=g["key"],
+                        status="ok",
+                        passed=ok,
+                        score=1.0 if ok else 0.5,
+                        reason="ok" if ok else "no",
+                    )
+                )
     Grade.objects.bulk_create(grades, batch_size=2000)
     return run
 
 
 def build(n_cases: int, rng: random.Random) -> tuple[Run, Run]:
     suite = Suite.objects.create(name=f"bench-cmp-{n_cases}")
-    cases = Case.objects.bulk_create([
-        Case(suite=suite, key=f"c{i:05d}", input=f"q{i}", tags=[f"t{i % 10}"],
-             content_hash=content_hash(input=f"q{i}", expected=None, context=[]))
-        for i in range(n_cases)
-    ], batch_size=1000)
+    cases = Case.objects.bulk_create(
+        [
+            Case(
+                suite=suite,
+                key=f"c{i:05d}",
+                input=f"q{i}",
+                tags=[f"t{i % 10}"],
+                content_hash=content_hash(input=f"q{i}", expected=None, context=[]),
+            )
+            for i in range(n_cases)
+        ],
+        batch_size=1000,
+    )
     rates = [rng.random() for _ in cases]
     base = build_run(suite, cases, rates, "base", rng)
     head = build_run(suite, cases, [max(0.0, r - 0.05) for r in rates], "head", rng)
@@ -102,9 +139,14 @@ def measure(base: Run, head: Run, repeats: int = 7) -> dict[str, float]:
         cpu.append((time.process_time() - start_cpu) * 1000)
     with CaptureQueriesContext(connection) as warm_ctx:
         comparison_get(base=base, head=head)
-    return {"median": statistics.median(wall), "min": min(wall),
-            "cpu": statistics.median(cpu), "cold": cold,
-            "queries_cold": len(ctx.captured_queries), "queries": len(warm_ctx.captured_queries)}
+    return {
+        "median": statistics.median(wall),
+        "min": min(wall),
+        "cpu": statistics.median(cpu),
+        "cold": cold,
+        "queries_cold": len(ctx.captured_queries),
+        "queries": len(warm_ctx.captured_queries),
+    }
 
 
 def main() -> None:
@@ -119,10 +161,12 @@ def main() -> None:
                 with connection.cursor() as cursor:
                     cursor.execute("ANALYZE evals_trial, evals_grade, evals_case")
             m = measure(base, head)
-            print(f"{n_cases} cases x {TRIALS} trials, two runs: median {m['median']:.0f} ms "
-                  f"(min {m['min']:.0f} ms, process CPU {m['cpu']:.0f} ms), "
-                  f"{m['queries']} queries; cold cache (power simulated) {m['cold']:.0f} ms, "
-                  f"{m['queries_cold']} queries")
+            print(
+                f"{n_cases} cases x {TRIALS} trials, two runs: median {m['median']:.0f} ms "
+                f"(min {m['min']:.0f} ms, process CPU {m['cpu']:.0f} ms), "
+                f"{m['queries']} queries; cold cache (power simulated) {m['cold']:.0f} ms, "
+                f"{m['queries_cold']} queries"
+            )
     finally:
         connection.creation.destroy_test_db(old_name, verbosity=0)
 

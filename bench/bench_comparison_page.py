@@ -47,18 +47,29 @@ TRIALS = 5
 GRADERS = [{"key": "policy", "kind": "python"}]
 
 
-def build_run(suite: Suite, cases: list[Case], name: str, probs: list[float],
-              rng: random.Random) -> Run:
-    run = Run.objects.create(suite=suite, name=name, target_kind="simulated",
-                             graders=GRADERS, trials_per_case=TRIALS, status="succeeded")
+def build_run(
+    suite: Suite, cases: list[Case], name: str, probs: list[float], rng: random.Random
+) -> Run:
+    run = Run.objects.create(
+        suite=suite,
+        name=name,
+        target_kind="simulated",
+        graders=GRADERS,
+        trials_per_case=TRIALS,
+        status="succeeded",
+    )
     trials = []
     for case, p in zip(cases, probs, strict=True):
         for attempt in range(1, TRIALS + 1):
             error = rng.random() < 0.02
             trial = Trial(
-                run=run, case=case, attempt=attempt, status="error" if error else "ok",
+                run=run,
+                case=case,
+                attempt=attempt,
+                status="error" if error else "ok",
                 output=f"answer {rng.randint(0, 9)} for {case.key} " * 40,
-                input_tokens=500, output_tokens=rng.randint(50, 300),
+                input_tokens=500,
+                output_tokens=rng.randint(50, 300),
                 latency_ms=rng.uniform(200, 3000),
                 cost_usd=None if rng.random() < 0.03 else Decimal("0.00120000"),
             )
@@ -70,32 +81,57 @@ def build_run(suite: Suite, cases: list[Case], name: str, probs: list[float],
         if trial.status == "error":
             continue
         if rng.random() < 0.01:
-            grades.append(Grade(trial=trial, grader="policy", status="error", passed=None,
-                                reason="TimeoutError: oracle"))
+            grades.append(
+                Grade(
+                    trial=trial,
+                    grader="policy",
+                    status="error",
+                    passed=None,
+                    reason="TimeoutError: oracle",
+                )
+            )
         else:
             ok = rng.random() < trial.p
-            grades.append(Grade(trial=trial, grader="policy", status="ok", passed=ok,
-                                score=1.0 if ok else 0.0,
-                                reason="ok" if ok else "missing keys: ['policy_id']"))
+            grades.append(
+                Grade(
+                    trial=trial,
+                    grader="policy",
+                    status="ok",
+                    passed=ok,
+                    score=1.0 if ok else 0.0,
+                    reason="ok" if ok else "missing keys: ['policy_id']",
+                )
+            )
     Grade.objects.bulk_create(grades, batch_size=2000)
     return run
 
 
 def build(n_cases: int, rng: random.Random) -> tuple[Run, Run]:
     suite = Suite.objects.create(name=f"bench-{n_cases}", kind=Suite.Kind.REGRESSION)
-    cases = Case.objects.bulk_create([
-        Case(suite=suite, key=f"c{i:05d}", input=f"q{i}", tags=[f"t{i % 10}"],
-             content_hash=content_hash(input=f"q{i}", expected=None, context=[]))
-        for i in range(n_cases)
-    ], batch_size=1000)
+    cases = Case.objects.bulk_create(
+        [
+            Case(
+                suite=suite,
+                key=f"c{i:05d}",
+                input=f"q{i}",
+                tags=[f"t{i % 10}"],
+                content_hash=content_hash(input=f"q{i}", expected=None, context=[]),
+            )
+            for i in range(n_cases)
+        ],
+        batch_size=1000,
+    )
     base_p = [rng.choice([1.0, 1.0, 0.9, 0.7, 0.4]) for _ in cases]
     head_p = [min(1.0, max(0.0, p + rng.choice([0.0, 0.0, -0.1, 0.1, -0.3]))) for p in base_p]
-    return (build_run(suite, cases, "base", base_p, rng),
-            build_run(suite, cases, "head", head_p, rng))
+    return (
+        build_run(suite, cases, "base", base_p, rng),
+        build_run(suite, cases, "head", head_p, rng),
+    )
 
 
-def measure(client: Client, url: str, *, cold: bool,
-            repeats: int = 7) -> tuple[float, float, int, int]:
+def measure(
+    client: Client, url: str, *, cold: bool, repeats: int = 7
+) -> tuple[float, float, int, int]:
     """(median ms, min ms, query count, response bytes) of GET ``url``; ``cold`` clears
     Django's cache before each request (comparison and detectable-drop caches: the first
     view of a pair of runs), else the comparison comes from the cache (every later view:
@@ -138,10 +174,13 @@ def main() -> None:
                 ("page (comparison cached)", "", False),
                 ("filtered to broken (cached)", "?change=broken", False),
             ):
-                median, best, queries, size = measure(client, url + suffix, cold=cold,
-                                                      repeats=3 if cold else 7)
-                print(f"{n_cases} cases x {TRIALS} trials, {label}: median {median:.0f} ms "
-                      f"(min {best:.0f} ms), {queries} queries, {size / 1024:.0f} KiB")
+                median, best, queries, size = measure(
+                    client, url + suffix, cold=cold, repeats=3 if cold else 7
+                )
+                print(
+                    f"{n_cases} cases x {TRIALS} trials, {label}: median {median:.0f} ms "
+                    f"(min {best:.0f} ms), {queries} queries, {size / 1024:.0f} KiB"
+                )
     finally:
         connection.creation.destroy_test_db(old_name, verbosity=0)
 

@@ -43,27 +43,47 @@ GRADERS = [{"key": "has", "kind": "contains", "config": {"value": "4"}}]
 
 def build_runs(n_runs: int, trials_per_run: int, rng: random.Random) -> Suite:
     suite = Suite.objects.create(name="bench-list")
-    cases = [Case.objects.create(suite=suite, key=f"c{i}", input=f"q{i}", expected="4")
-             for i in range(trials_per_run // 5)]
-    runs = Run.objects.bulk_create([
-        Run(suite=suite, name=f"run {i}", target_kind="simulated", graders=GRADERS,
-            status="succeeded" if i % 4 else "failed", trials_per_case=5)
-        for i in range(n_runs)
-    ])
+    cases = [
+        Case.objects.create(suite=suite, key=f"c{i}", input=f"q{i}", expected="4")
+        for i in range(trials_per_run // 5)
+    ]
+    runs = Run.objects.bulk_create(
+        [
+            Run(
+                suite=suite,
+                name=f"run {i}",
+                target_kind="simulated",
+                graders=GRADERS,
+                status="succeeded" if i % 4 else "failed",
+                trials_per_case=5,
+            )
+            for i in range(n_runs)
+        ]
+    )
     trials = [
-        Trial(run=run, case=case, attempt=a, status="ok", output="4",
-              cost_usd=None if rng.random() < 0.03 else Decimal("0.0012"))
-        for run in runs for case in cases for a in range(1, 6)
+        Trial(
+            run=run,
+            case=case,
+            attempt=a,
+            status="ok",
+            output="4",
+            cost_usd=None if rng.random() < 0.03 else Decimal("0.0012"),
+        )
+        for run in runs
+        for case in cases
+        for a in range(1, 6)
     ]
     Trial.objects.bulk_create(trials, batch_size=2000)
     grades = []
     for trial in trials:
         if rng.random() < 0.02:
-            grades.append(Grade(trial=trial, grader="has", status="error", passed=None,
-                                reason="unparseable"))
+            grades.append(
+                Grade(trial=trial, grader="has", status="error", passed=None, reason="unparseable")
+            )
         else:
-            grades.append(Grade(trial=trial, grader="has", status="ok",
-                                passed=rng.random() < 0.7, reason="r"))
+            grades.append(
+                Grade(trial=trial, grader="has", status="ok", passed=rng.random() < 0.7, reason="r")
+            )
     Grade.objects.bulk_create(grades, batch_size=2000)
     return suite
 
@@ -71,13 +91,27 @@ def build_runs(n_runs: int, trials_per_run: int, rng: random.Random) -> Suite:
 def build_huge_case() -> tuple[Run, Case, Trial]:
     suite = Suite.objects.create(name="bench-huge")
     case = Case.objects.create(suite=suite, key="huge", input="q", expected="4")
-    run = Run.objects.create(suite=suite, name="huge", target_kind="simulated",
-                             status="succeeded")
+    run = Run.objects.create(suite=suite, name="huge", target_kind="simulated", status="succeeded")
     Trial.objects.bulk_create(
-        [Trial(run=run, case=case, attempt=a, status="ok",
-               output=("lorem ipsum " * 83334)[:1_000_000]) for a in range(1, 31)]
-        + [Trial(run=run, case=case, attempt=31, status="ok",
-                 output="data:image/png;base64," + "A" * (5 * 1024 * 1024))]
+        [
+            Trial(
+                run=run,
+                case=case,
+                attempt=a,
+                status="ok",
+                output=("lorem ipsum " * 83334)[:1_000_000],
+            )
+            for a in range(1, 31)
+        ]
+        + [
+            Trial(
+                run=run,
+                case=case,
+                attempt=31,
+                status="ok",
+                output="data:image/png;base64," + "A" * (5 * 1024 * 1024),
+            )
+        ]
     )
     return run, case, Trial.objects.get(run=run, attempt=31)
 
@@ -117,16 +151,22 @@ def main() -> None:
         analyze()
         for url in ("/runs/", "/runs/?status=succeeded", "/runs/?page=10"):
             ms, n, size = measure(client, url)
-            print(f"run list {url:<26} 500 runs x 100 trials: {ms:7.1f} ms  {n} queries  "
-                  f"{size / 1024:6.1f} KiB")
+            print(
+                f"run list {url:<26} 500 runs x 100 trials: {ms:7.1f} ms  {n} queries  "
+                f"{size / 1024:6.1f} KiB"
+            )
         run, case, big = build_huge_case()
         analyze()
         ms, n, size = measure(client, f"/runs/{run.uuid}/cases/{case.uuid}/")
-        print(f"case view, 30 x 1M chars + 5 MB data URI: {ms:7.1f} ms  {n} queries  "
-              f"{size / 1024:6.1f} KiB")
+        print(
+            f"case view, 30 x 1M chars + 5 MB data URI: {ms:7.1f} ms  {n} queries  "
+            f"{size / 1024:6.1f} KiB"
+        )
         ms, n, size = measure(client, f"/trials/{big.uuid}/")
-        print(f"trial page, 5 MB output:                  {ms:7.1f} ms  {n} queries  "
-              f"{size / 1024:6.1f} KiB")
+        print(
+            f"trial page, 5 MB output:                  {ms:7.1f} ms  {n} queries  "
+            f"{size / 1024:6.1f} KiB"
+        )
     finally:
         connection.creation.destroy_test_db(old_name, verbosity=0)
 

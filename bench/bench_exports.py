@@ -34,19 +34,38 @@ def main() -> None:
     for c in cases:
         c.content_hash = "x" * 64
     Case.objects.bulk_create(cases)
-    run = Run.objects.create(suite=suite, name="r", target_kind="callable", status="succeeded",
-                             graders=[{"key": "g", "kind": "exact_match", "config": {}}])
+    run = Run.objects.create(
+        suite=suite,
+        name="r",
+        target_kind="callable",
+        status="succeeded",
+        graders=[{"key": "g", "kind": "exact_match", "config": {}}],
+    )
     trials = Trial.objects.bulk_create(
-        [Trial(run=run, case=c, attempt=1, status="ok", output="answer", latency_ms=1.5,
-               input_tokens=10, output_tokens=2) for c in Case.objects.all()])
+        [
+            Trial(
+                run=run,
+                case=c,
+                attempt=1,
+                status="ok",
+                output="answer",
+                latency_ms=1.5,
+                input_tokens=10,
+                output_tokens=2,
+            )
+            for c in Case.objects.all()
+        ]
+    )
     Grade.objects.bulk_create([Grade(trial=t, grader="g", passed=True, score=1.0) for t in trials])
     for fmt in exports.FORMATS:
         start = time.perf_counter()
         with CaptureQueriesContext(connection) as q:
             body = exports.table_write(table=exports.run_table(run=run), fmt=fmt)
         ms = (time.perf_counter() - start) * 1000
-        print(f"{fmt}: {N} trials in {ms:.0f} ms, {len(q.captured_queries)} queries, "
-              f"{len(body) / 1e6:.2f} MB")
+        print(
+            f"{fmt}: {N} trials in {ms:.0f} ms, {len(q.captured_queries)} queries, "
+            f"{len(body) / 1e6:.2f} MB"
+        )
 
 
 if __name__ == "__main__":

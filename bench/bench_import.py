@@ -25,8 +25,24 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 WORDS = [
-    "policy", "claim", "expense", "receipt", "travel", "meal", "hotel", "approve", "reject",
-    "limit", "manager", "invoice", "currency", "total", "amount", "date", "vendor", "report",
+    "policy",
+    "claim",
+    "expense",
+    "receipt",
+    "travel",
+    "meal",
+    "hotel",
+    "approve",
+    "reject",
+    "limit",
+    "manager",
+    "invoice",
+    "currency",
+    "total",
+    "amount",
+    "date",
+    "vendor",
+    "report",
     "summary",
 ]
 
@@ -40,21 +56,42 @@ def make_file(path: Path, megabytes: int) -> int:
         while fh.tell() < target:
             text = " ".join(rng.choice(WORDS) for _ in range(rng.randint(300, 900)))
             rec = {
-                "id": f"bench:{n:07d}", "dataset": "bench", "split": "test",
-                "task_type": "pointwise_binary", "category": f"cat{n % 5}", "tags": ["bench"],
+                "id": f"bench:{n:07d}",
+                "dataset": "bench",
+                "split": "test",
+                "task_type": "pointwise_binary",
+                "category": f"cat{n % 5}",
+                "tags": ["bench"],
                 "input": f"question {n}: " + " ".join(rng.choice(WORDS) for _ in range(20)),
-                "context": [], "responses": [{"response_id": "R", "model": "m", "text": text}],
-                "human_label": {"type": "pass_fail", "value": rng.choice(["pass", "fail"]),
-                                "method": "synthetic", "details": {}},
+                "context": [],
+                "responses": [{"response_id": "R", "model": "m", "text": text}],
+                "human_label": {
+                    "type": "pass_fail",
+                    "value": rng.choice(["pass", "fail"]),
+                    "method": "synthetic",
+                    "details": {},
+                },
                 "human_annotations": [],
                 "judge_labels": [
-                    {"judge_model": f"j{j}", "judge_type": "llm", "protocol": "p",
-                     "position": None, "value": rng.choice(["pass", "fail", None]),
-                     "score": rng.randint(0, 9), "rationale": None}
+                    {
+                        "judge_model": f"j{j}",
+                        "judge_type": "llm",
+                        "protocol": "p",
+                        "position": None,
+                        "value": rng.choice(["pass", "fail", None]),
+                        "score": rng.randint(0, 9),
+                        "rationale": None,
+                    }
                     for j in range(3)
                 ],
-                "source": {"repo": None, "commit": None, "path": None, "index": n,
-                           "original_id": None, "license": None},
+                "source": {
+                    "repo": None,
+                    "commit": None,
+                    "path": None,
+                    "index": n,
+                    "original_id": None,
+                    "license": None,
+                },
             }
             fh.write(json.dumps(rec) + "\n")
             n += 1
@@ -87,8 +124,14 @@ print(json.dumps({"records": s.trials, "seconds": dt, "baseline_mb": base / 1024
 
 def measure(path: Path, database_url: str) -> dict:
     env = {**os.environ, "DATABASE_URL": database_url, "PYTHONPATH": str(ROOT)}
-    out = subprocess.run([sys.executable, "-c", CHILD, str(path)], cwd=ROOT, env=env,
-                         capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", CHILD, str(path)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
@@ -130,9 +173,12 @@ def main() -> None:
         print("| --- | --- | --- | --- | --- | --- |")
         for label, url in targets:
             r = measure(path, url)
-            print(f"| {label} | {r['records']} | {size:.1f} | {r['seconds']:.1f} | "
-                  f"{r['records'] / r['seconds']:.0f} | {r['delta_mb']:.0f} "
-                  f"(baseline {r['baseline_mb']:.0f}) |", flush=True)
+            print(
+                f"| {label} | {r['records']} | {size:.1f} | {r['seconds']:.1f} | "
+                f"{r['records'] / r['seconds']:.0f} | {r['delta_mb']:.0f} "
+                f"(baseline {r['baseline_mb']:.0f}) |",
+                flush=True,
+            )
 
 
 if __name__ == "__main__":

@@ -41,9 +41,27 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 PG_URL = "postgres://postgres@127.0.0.1:5432/assay_bench_ingest"
-WORDS = ["policy", "claim", "expense", "receipt", "travel", "meal", "hotel", "approve",
-         "reject", "limit", "manager", "invoice", "currency", "total", "amount", "date",
-         "vendor", "report", "summary"]
+WORDS = [
+    "policy",
+    "claim",
+    "expense",
+    "receipt",
+    "travel",
+    "meal",
+    "hotel",
+    "approve",
+    "reject",
+    "limit",
+    "manager",
+    "invoice",
+    "currency",
+    "total",
+    "amount",
+    "date",
+    "vendor",
+    "report",
+    "summary",
+]
 
 
 def _text(rng: random.Random, chars: int) -> str:
@@ -63,19 +81,30 @@ def make_records(cases: int, attempts: int):
         for a in range(1, attempts + 1):
             passed = rng.random() < 0.7
             yield {
-                "case_id": f"case-{c:05d}", "input": question, "expected": f"answer {c}",
-                "tags": [f"t{c % 10}"], "attempt": a, "output": _text(rng, 300),
-                "passed": passed, "reason": "matches the reference" if passed else
-                "missing key policy_id", "model": "bench-model-1",
-                "input_tokens": rng.randint(50, 400), "output_tokens": rng.randint(20, 200),
+                "case_id": f"case-{c:05d}",
+                "input": question,
+                "expected": f"answer {c}",
+                "tags": [f"t{c % 10}"],
+                "attempt": a,
+                "output": _text(rng, 300),
+                "passed": passed,
+                "reason": "matches the reference" if passed else "missing key policy_id",
+                "model": "bench-model-1",
+                "input_tokens": rng.randint(50, 400),
+                "output_tokens": rng.randint(20, 200),
                 "latency_ms": round(rng.uniform(100, 3000), 1),
                 "cost_usd": f"{rng.uniform(0, 0.01):.8f}",
             }
 
 
 def make_bodies(folder: Path, cases: int, attempts: int) -> dict[str, Path]:
-    head = {"suite": "bench-ingest", "run": "r1", "model": "bench-model-1",
-            "source_version": "bench", "suite_kind": "regression"}
+    head = {
+        "suite": "bench-ingest",
+        "run": "r1",
+        "model": "bench-model-1",
+        "source_version": "bench",
+        "suite_kind": "regression",
+    }
     nd, js = folder / "body.ndjson", folder / "body.json"
     with nd.open("w", encoding="utf-8") as fh:
         fh.write(json.dumps(head) + "\n")
@@ -162,9 +191,13 @@ print(json.dumps({"trials": out["counts"]["trials"], "grades": out["counts"]["gr
 
 def measure(path: Path, media: str, database_url: str, via: str, profile: bool) -> dict:
     env = {**os.environ, "DATABASE_URL": database_url, "PYTHONPATH": str(ROOT)}
-    out = subprocess.run([sys.executable, "-c", CHILD, str(path), media, via,
-                          "1" if profile else "0"], cwd=ROOT, env=env,
-                         capture_output=True, text=True)
+    out = subprocess.run(
+        [sys.executable, "-c", CHILD, str(path), media, via, "1" if profile else "0"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     if profile or out.returncode:
         print(out.stderr, file=sys.stderr)
     out.check_returncode()
@@ -201,10 +234,15 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="assay-bench-ingest-") as tmp:
         t0 = time.perf_counter()
         bodies = make_bodies(Path(tmp), args.cases, args.attempts)
-        print(f"generated {args.cases * args.attempts:,} trial records in "
-              f"{time.perf_counter() - t0:.1f} s", flush=True)
-        print("| database | body | via | trials | MB | seconds | trials/s | Python CPU s | "
-              "peak RSS over baseline MB |")
+        print(
+            f"generated {args.cases * args.attempts:,} trial records in "
+            f"{time.perf_counter() - t0:.1f} s",
+            flush=True,
+        )
+        print(
+            "| database | body | via | trials | MB | seconds | trials/s | Python CPU s | "
+            "peak RSS over baseline MB |"
+        )
         print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |", flush=True)
         for fmt in formats:
             targets = []
@@ -212,20 +250,25 @@ def main() -> None:
                 targets.append(("given", lambda: args.database_url))
             else:
                 if args.only in (None, "sqlite"):
-                    targets.append(("SQLite", lambda: f"sqlite:///{tmp}/bench-"
-                                    f"{time.time_ns()}.sqlite3"))
+                    targets.append(
+                        ("SQLite", lambda: f"sqlite:///{tmp}/bench-{time.time_ns()}.sqlite3")
+                    )
                 if args.only in (None, "postgresql"):
-                    targets.append(("PostgreSQL", lambda: PG_URL if postgres_fresh(PG_URL)
-                                    else None))
+                    targets.append(
+                        ("PostgreSQL", lambda: PG_URL if postgres_fresh(PG_URL) else None)
+                    )
             for label, url_of in targets:
                 url = url_of()
                 if url is None:
                     continue
                 r = measure(bodies[fmt], media[fmt], url, args.via, args.profile)
-                print(f"| {label} | {fmt} | {args.via} | {r['trials']:,} | {r['mb']:.1f} | "
-                      f"{r['seconds']:.2f} | {r['trials'] / r['seconds']:,.0f} | "
-                      f"{r['cpu']:.2f} | "
-                      f"{r['delta_mb']:.0f} (baseline {r['baseline_mb']:.0f}) |", flush=True)
+                print(
+                    f"| {label} | {fmt} | {args.via} | {r['trials']:,} | {r['mb']:.1f} | "
+                    f"{r['seconds']:.2f} | {r['trials'] / r['seconds']:,.0f} | "
+                    f"{r['cpu']:.2f} | "
+                    f"{r['delta_mb']:.0f} (baseline {r['baseline_mb']:.0f}) |",
+                    flush=True,
+                )
 
 
 if __name__ == "__main__":

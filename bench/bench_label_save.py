@@ -48,9 +48,15 @@ def _env() -> dict[str, str]:
     env = dict(os.environ)
     default_db = f"sqlite:///{tempfile.gettempdir()}/assay-bench-label.sqlite3"
     env.setdefault("DATABASE_URL", default_db)
-    env.update({"DJANGO_SETTINGS_MODULE": "config.settings_test", "DEBUG": "false",
-                "ALLOWED_HOSTS": "127.0.0.1,localhost",
-                "SECURE_SSL_REDIRECT": "false", "SECURE_HSTS_SECONDS": "0"})
+    env.update(
+        {
+            "DJANGO_SETTINGS_MODULE": "config.settings_test",
+            "DEBUG": "false",
+            "ALLOWED_HOSTS": "127.0.0.1,localhost",
+            "SECURE_SSL_REDIRECT": "false",
+            "SECURE_HSTS_SECONDS": "0",
+        }
+    )
     return env
 
 
@@ -66,8 +72,9 @@ def serve() -> None:
     settings.SESSION_COOKIE_SECURE = settings.CSRF_COOKIE_SECURE = False
     from waitress import serve as waitress_serve
 
-    waitress_serve(get_wsgi_application(), host="127.0.0.1", port=PORT, threads=THREADS,
-                   _quiet=True)
+    waitress_serve(
+        get_wsgi_application(), host="127.0.0.1", port=PORT, threads=THREADS, _quiet=True
+    )
 
 
 def setup_data() -> tuple[str, list[str]]:
@@ -103,8 +110,15 @@ def setup_data() -> tuple[str, list[str]]:
     return str(cset.uuid), [str(t.uuid) for t in trials]
 
 
-def reviewer(index: int, set_id: str, trials: list[str], server: list, client_ms: list,
-             errors: list, barrier: threading.Barrier) -> None:
+def reviewer(
+    index: int,
+    set_id: str,
+    trials: list[str],
+    server: list,
+    client_ms: list,
+    errors: list,
+    barrier: threading.Barrier,
+) -> None:
     import random
 
     import httpx
@@ -114,10 +128,15 @@ def reviewer(index: int, set_id: str, trials: list[str], server: list, client_ms
     with httpx.Client(base_url=base, timeout=30) as http:
         page = http.get("/accounts/login/").text
         token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page).group(1)
-        http.post("/accounts/login/", data={"username": f"rev{index:02d}",
-                                            "password": PASSWORD,
-                                            "csrfmiddlewaretoken": token},
-                  headers={"Referer": base})
+        http.post(
+            "/accounts/login/",
+            data={
+                "username": f"rev{index:02d}",
+                "password": PASSWORD,
+                "csrfmiddlewaretoken": token,
+            },
+            headers={"Referer": base},
+        )
         http.get(f"/calibration-sets/{set_id}/label/")
         csrf = http.cookies["csrftoken"]
         headers = {"HX-Request": "true", "X-CSRFToken": csrf, "Referer": base}
@@ -127,10 +146,16 @@ def reviewer(index: int, set_id: str, trials: list[str], server: list, client_ms
                 if PACE == "people":
                     time.sleep(pause.uniform(1.0, 3.0))
                 t0 = time.perf_counter()
-                r = http.post(f"/calibration-sets/{set_id}/label/save/", headers=headers,
-                              data={"trial": trial, "verdict": verdict,
-                                    "critique": f"round {round_} by {index}",
-                                    "expected_version": version})
+                r = http.post(
+                    f"/calibration-sets/{set_id}/label/save/",
+                    headers=headers,
+                    data={
+                        "trial": trial,
+                        "verdict": verdict,
+                        "critique": f"round {round_} by {index}",
+                        "expected_version": version,
+                    },
+                )
                 client_ms.append((time.perf_counter() - t0) * 1000)
                 if r.status_code != 200 or "Not saved" in r.text:
                     errors.append(f"{r.status_code} {trial}")
@@ -159,9 +184,12 @@ def main() -> None:
         client_ms: list[float] = []
         errors: list[str] = []
         barrier = threading.Barrier(REVIEWERS + 1)
-        threads = [threading.Thread(target=reviewer,
-                                    args=(i, set_id, trials, server, client_ms, errors, barrier))
-                   for i in range(REVIEWERS)]
+        threads = [
+            threading.Thread(
+                target=reviewer, args=(i, set_id, trials, server, client_ms, errors, barrier)
+            )
+            for i in range(REVIEWERS)
+        ]
         for t in threads:
             t.start()
         barrier.wait()
@@ -173,13 +201,19 @@ def main() -> None:
         child.terminate()
         child.wait(timeout=10)
     db = os.environ["DATABASE_URL"].split(":", 1)[0]
-    print(f"database: {db}; pace {PACE}; waitress {THREADS} threads; {len(server)} saves by "
-          f"{REVIEWERS} reviewers in {wall:.1f} s "
-          f"({len(server) / wall:.0f} saves/s); errors: {len(errors)} {errors[:3]}")
-    print(f"server time ms: p50 {pct(server, 50):.1f}, p95 {pct(server, 95):.1f}, "
-          f"max {max(server):.1f}")
-    print(f"round trip ms:  p50 {pct(client_ms, 50):.1f}, p95 {pct(client_ms, 95):.1f}, "
-          f"max {max(client_ms):.1f}")
+    print(
+        f"database: {db}; pace {PACE}; waitress {THREADS} threads; {len(server)} saves by "
+        f"{REVIEWERS} reviewers in {wall:.1f} s "
+        f"({len(server) / wall:.0f} saves/s); errors: {len(errors)} {errors[:3]}"
+    )
+    print(
+        f"server time ms: p50 {pct(server, 50):.1f}, p95 {pct(server, 95):.1f}, "
+        f"max {max(server):.1f}"
+    )
+    print(
+        f"round trip ms:  p50 {pct(client_ms, 50):.1f}, p95 {pct(client_ms, 95):.1f}, "
+        f"max {max(client_ms):.1f}"
+    )
 
 
 if __name__ == "__main__":

@@ -42,21 +42,22 @@ from labeling.selectors import calibration_compute  # noqa: E402
 from labeling.services import calibration_set_build, label_submit  # noqa: E402
 
 REVIEWERS = 20
-DATA = Path(os.environ.get("ASSAY_SHARED_DATA", Path(__file__).resolve().parents[2]
-                           / "shared" / "data"))
+DATA = Path(
+    os.environ.get("ASSAY_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data")
+)
 
 
 def _reviewer_loop(user: User, trials: list[Trial], out: list[float]) -> None:
     try:
         for t in trials:
             start = time.perf_counter()
-            label_submit(trial=t, reviewer=user, verdict="pass", critique="ok",
-                         expected_version=0)
+            label_submit(trial=t, reviewer=user, verdict="pass", critique="ok", expected_version=0)
             out.append((time.perf_counter() - start) * 1000)
         for t in trials:
             start = time.perf_counter()
-            label_submit(trial=t, reviewer=user, verdict="fail", critique="on reflection",
-                         expected_version=1)
+            label_submit(
+                trial=t, reviewer=user, verdict="fail", critique="on reflection", expected_version=1
+            )
             out.append((time.perf_counter() - start) * 1000)
     finally:
         connections.close_all()
@@ -70,11 +71,11 @@ def main() -> None:
     reviewer = Group.objects.get(name="reviewer")
     engineer = User.objects.create_user("eng")
     engineer.groups.add(Group.objects.get(name="engineer"))
-    version = JudgeVersion.objects.get(model="gpt-4",
-                                       protocol="LLMBar/Rating_Metrics_Reference (0-9, pass>=5)")
+    version = JudgeVersion.objects.get(
+        model="gpt-4", protocol="LLMBar/Rating_Metrics_Reference (0-9, pass>=5)"
+    )
     run = Run.objects.get(name="shared")
-    cset = calibration_set_build(run=run, judge_version=version, size=30, name="bench",
-                                 by=engineer)
+    cset = calibration_set_build(run=run, judge_version=version, size=30, name="bench", by=engineer)
     trials = [i.trial for i in cset.items.select_related("trial")]
     users = []
     for i in range(REVIEWERS):
@@ -86,11 +87,15 @@ def main() -> None:
     solo_user.groups.add(reviewer)
     _reviewer_loop(solo_user, trials, solo)
     solo.sort()
-    print(f"label_submit, 1 reviewer alone, {len(solo)} saves ({connection.vendor}): "
-          f"p50 {statistics.median(solo):.1f} ms, p95 {solo[int(0.95 * len(solo)) - 1]:.1f} ms")
+    print(
+        f"label_submit, 1 reviewer alone, {len(solo)} saves ({connection.vendor}): "
+        f"p50 {statistics.median(solo):.1f} ms, p95 {solo[int(0.95 * len(solo)) - 1]:.1f} ms"
+    )
     times: list[list[float]] = [[] for _ in users]
-    threads = [threading.Thread(target=_reviewer_loop, args=(u, trials, times[i]))
-               for i, u in enumerate(users)]
+    threads = [
+        threading.Thread(target=_reviewer_loop, args=(u, trials, times[i]))
+        for i, u in enumerate(users)
+    ]
     start = time.perf_counter()
     for th in threads:
         th.start()
@@ -99,9 +104,11 @@ def main() -> None:
     wall = time.perf_counter() - start
     flat = sorted(x for t in times for x in t)
     p95 = flat[int(0.95 * len(flat)) - 1]
-    print(f"label_submit, {REVIEWERS} concurrent reviewers, {len(flat)} saves "
-          f"({connection.vendor}): p50 {statistics.median(flat):.1f} ms, p95 {p95:.1f} ms, "
-          f"max {flat[-1]:.1f} ms, wall {wall:.1f} s")
+    print(
+        f"label_submit, {REVIEWERS} concurrent reviewers, {len(flat)} saves "
+        f"({connection.vendor}): p50 {statistics.median(flat):.1f} ms, p95 {p95:.1f} ms, "
+        f"max {flat[-1]:.1f} ms, wall {wall:.1f} s"
+    )
     for version in JudgeVersion.objects.all():
         runs = []
         for _ in range(5):

@@ -41,24 +41,45 @@ GRADERS = [{"key": "schema", "kind": "json_schema"}, {"key": "policy", "kind": "
 
 def build(n_cases: int, rng: random.Random) -> Run:
     suite = Suite.objects.create(name=f"bench-{n_cases}")
-    cases = Case.objects.bulk_create([
-        Case(suite=suite, key=f"c{i:05d}", input=f"q{i}", tags=[f"t{i % 10}"],
-             content_hash=content_hash(input=f"q{i}", expected=None, context=[]))
-        for i in range(n_cases)
-    ], batch_size=1000)
-    run = Run.objects.create(suite=suite, name="bench", target_kind="simulated",
-                             graders=GRADERS, trials_per_case=TRIALS, status="succeeded")
+    cases = Case.objects.bulk_create(
+        [
+            Case(
+                suite=suite,
+                key=f"c{i:05d}",
+                input=f"q{i}",
+                tags=[f"t{i % 10}"],
+                content_hash=content_hash(input=f"q{i}", expected=None, context=[]),
+            )
+            for i in range(n_cases)
+        ],
+        batch_size=1000,
+    )
+    run = Run.objects.create(
+        suite=suite,
+        name="bench",
+        target_kind="simulated",
+        graders=GRADERS,
+        trials_per_case=TRIALS,
+        status="succeeded",
+    )
     trials = []
     for case in cases:
         p = rng.random()
         for attempt in range(1, TRIALS + 1):
             error = rng.random() < 0.02
-            trials.append(Trial(
-                run=run, case=case, attempt=attempt, status="error" if error else "ok",
-                output="x" * 2000, input_tokens=500, output_tokens=rng.randint(50, 300),
-                latency_ms=rng.uniform(200, 3000),
-                cost_usd=None if rng.random() < 0.03 else Decimal("0.00120000"),
-            ))
+            trials.append(
+                Trial(
+                    run=run,
+                    case=case,
+                    attempt=attempt,
+                    status="error" if error else "ok",
+                    output="x" * 2000,
+                    input_tokens=500,
+                    output_tokens=rng.randint(50, 300),
+                    latency_ms=rng.uniform(200, 3000),
+                    cost_usd=None if rng.random() < 0.03 else Decimal("0.00120000"),
+                )
+            )
             trials[-1].p = p
     Trial.objects.bulk_create(trials, batch_size=1000)
     grades = []
@@ -67,13 +88,27 @@ def build(n_cases: int, rng: random.Random) -> Run:
             continue
         for g in GRADERS:
             if rng.random() < 0.01:
-                grades.append(Grade(trial=trial, grader=g["key"], status="error", passed=None,
-                                    reason="TimeoutError: oracle"))
+                grades.append(
+                    Grade(
+                        trial=trial,
+                        grader=g["key"],
+                        status="error",
+                        passed=None,
+                        reason="TimeoutError: oracle",
+                    )
+                )
             else:
                 ok = rng.random() < trial.p
-                grades.append(Grade(trial=trial, grader=g["key"], status="ok", passed=ok,
-                                    score=1.0 if ok else 0.5,
-                                    reason="ok" if ok else "missing keys: ['policy_id']"))
+                grades.append(
+                    Grade(
+                        trial=trial,
+                        grader=g["key"],
+                        status="ok",
+                        passed=ok,
+                        score=1.0 if ok else 0.5,
+                        reason="ok" if ok else "missing keys: ['policy_id']",
+                    )
+                )
     Grade.objects.bulk_create(grades, batch_size=2000)
     return run
 
@@ -107,9 +142,11 @@ def main() -> None:
                 with connection.cursor() as cursor:
                     cursor.execute("ANALYZE evals_trial, evals_grade, evals_case")
             median, best, cpu, queries = measure(run)
-            print(f"{n_cases} cases x {TRIALS} trials x {len(GRADERS)} graders: median "
-                  f"{median:.0f} ms (min {best:.0f} ms, process CPU {cpu:.0f} ms), "
-                  f"{queries} queries")
+            print(
+                f"{n_cases} cases x {TRIALS} trials x {len(GRADERS)} graders: median "
+                f"{median:.0f} ms (min {best:.0f} ms, process CPU {cpu:.0f} ms), "
+                f"{queries} queries"
+            )
     finally:
         connection.creation.destroy_test_db(old_name, verbosity=0)
 

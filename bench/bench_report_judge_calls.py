@@ -26,11 +26,22 @@ from judges.services import judge_version_create  # noqa: E402
 def add_judge_grades(run, version, rng: random.Random) -> int:
     prompt = "Judge the fenced output. " * 120  # ~3 KB: the column the query must not load
     grades = [
-        Grade(trial_id=tid, grader="judge", judge_version=version, status="ok",
-              passed=rng.random() < 0.7, gating=False, reason="judge: PASS",
-              details={"prompt": prompt, "raw_reply": '{"verdict": "PASS"}',
-                       "input_tokens": rng.randint(300, 900), "output_tokens": 60,
-                       "cost_usd": None if rng.random() < 0.05 else 0.00021})
+        Grade(
+            trial_id=tid,
+            grader="judge",
+            judge_version=version,
+            status="ok",
+            passed=rng.random() < 0.7,
+            gating=False,
+            reason="judge: PASS",
+            details={
+                "prompt": prompt,
+                "raw_reply": '{"verdict": "PASS"}',
+                "input_tokens": rng.randint(300, 900),
+                "output_tokens": 60,
+                "cost_usd": None if rng.random() < 0.05 else 0.00021,
+            },
+        )
         for tid in Trial.objects.filter(run=run, status="ok").values_list("id", flat=True)
     ]
     Grade.objects.bulk_create(grades, batch_size=2000)
@@ -43,8 +54,14 @@ def main() -> None:
     try:
         rng = random.Random(20261130)
         version, _ = judge_version_create(
-            judge_name="bench", kind="rubric", model="m", base_url="http://127.0.0.1:9/v1",
-            prompt_template="", params={}, output_schema={})
+            judge_name="bench",
+            kind="rubric",
+            model="m",
+            base_url="http://127.0.0.1:9/v1",
+            prompt_template="",
+            params={},
+            output_schema={},
+        )
         print(f"database: {connection.vendor}")
         for n_cases in (200, 2000):
             run = build(n_cases, rng)
@@ -54,9 +71,11 @@ def main() -> None:
                 with connection.cursor() as cursor:
                     cursor.execute("ANALYZE evals_trial, evals_grade, evals_case")
             after = measure(run)
-            print(f"{n_cases} cases x {TRIALS} trials: without judge grades median "
-                  f"{before[0]:.0f} ms ({before[3]} queries); with {n} judge grades median "
-                  f"{after[0]:.0f} ms (min {after[1]:.0f} ms, {after[3]} queries)")
+            print(
+                f"{n_cases} cases x {TRIALS} trials: without judge grades median "
+                f"{before[0]:.0f} ms ({before[3]} queries); with {n} judge grades median "
+                f"{after[0]:.0f} ms (min {after[1]:.0f} ms, {after[3]} queries)"
+            )
     finally:
         connection.creation.destroy_test_db(old_name, verbosity=0)
 

@@ -54,16 +54,22 @@ def http(url: str, method: str = "GET") -> dict:
 def setup_django(postgres: bool) -> None:
     var = tempfile.mkdtemp(prefix="assay-bench-runner-")
     os.environ.update(
-        DEBUG="false", SECRET_KEY="bench-only-" + "x" * 40, ASSAY_VAR_DIR=var,
-        CELERY_TASK_ALWAYS_EAGER="true", LOG_LEVEL="WARNING",
+        DEBUG="false",
+        SECRET_KEY="bench-only-" + "x" * 40,
+        ASSAY_VAR_DIR=var,
+        CELERY_TASK_ALWAYS_EAGER="true",
+        LOG_LEVEL="WARNING",
         DJANGO_SETTINGS_MODULE="config.settings",
         DATABASE_URL=PG_URL if postgres else f"sqlite:///{var}/bench.sqlite3",
     )
     if postgres:
-        subprocess.run(["dropdb", "-h", "127.0.0.1", "-U", "postgres", "--if-exists",
-                        "assay_bench_runner"], check=True)
-        subprocess.run(["createdb", "-h", "127.0.0.1", "-U", "postgres", "assay_bench_runner"],
-                       check=True)
+        subprocess.run(
+            ["dropdb", "-h", "127.0.0.1", "-U", "postgres", "--if-exists", "assay_bench_runner"],
+            check=True,
+        )
+        subprocess.run(
+            ["createdb", "-h", "127.0.0.1", "-U", "postgres", "assay_bench_runner"], check=True
+        )
     import django
 
     django.setup()
@@ -78,7 +84,8 @@ def make_suite():
     suite = Suite.objects.create(name="bench-runner")
     Case.objects.bulk_create(
         Case(
-            suite=suite, key=f"c{i + 1:05d}",
+            suite=suite,
+            key=f"c{i + 1:05d}",
             input=f"Answer the question. [case=c{i + 1:05d} p={0.40 + 0.50 * i / (CASES - 1)!r} "
             f"expect=ANSWER-c{i + 1:05d}]",
             expected=f"ANSWER-c{i + 1:05d}",
@@ -98,13 +105,20 @@ def measure(suite, base_url: str, admin: str, concurrency: int, chunk: int) -> d
     settings.ASSAY["TRIAL_CHUNK_SIZE"] = chunk
     http(f"{admin}/admin/reset", "POST")
     target = {
-        "kind": "openai", "base_url": base_url, "model": "mock-model",
-        "prompt_template": "$input", "concurrency": concurrency, "timeout_s": 30.0,
+        "kind": "openai",
+        "base_url": base_url,
+        "model": "mock-model",
+        "prompt_template": "$input",
+        "concurrency": concurrency,
+        "timeout_s": 30.0,
     }
     cpu0, t0 = time.process_time(), time.perf_counter()
     run = run_start(
-        suite=suite, name=f"c{concurrency}-k{chunk}-{time.time_ns()}", target=target,
-        graders=[{"key": "exact", "kind": "exact"}], trials_per_case=TRIALS,
+        suite=suite,
+        name=f"c{concurrency}-k{chunk}-{time.time_ns()}",
+        target=target,
+        graders=[{"key": "exact", "kind": "exact"}],
+        trials_per_case=TRIALS,
     )
     wall, cpu = time.perf_counter() - t0, time.process_time() - cpu0
     run = Run.objects.get(id=run.id)
@@ -137,9 +151,20 @@ def main() -> None:
 
     port = free_port()
     mock = subprocess.Popen(
-        [sys.executable, args.mock, "--port", str(port), "--latency-ms", "200", "--jitter-ms", "0",
-         "--seed", "1234"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        [
+            sys.executable,
+            args.mock,
+            "--port",
+            str(port),
+            "--latency-ms",
+            "200",
+            "--jitter-ms",
+            "0",
+            "--seed",
+            "1234",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
     admin = f"http://127.0.0.1:{port}"
     try:
@@ -178,8 +203,18 @@ def main() -> None:
             from django.db import connections
 
             connections.close_all()
-            subprocess.run(["dropdb", "-h", "127.0.0.1", "-U", "postgres", "--if-exists",
-                            "assay_bench_runner"], check=False)
+            subprocess.run(
+                [
+                    "dropdb",
+                    "-h",
+                    "127.0.0.1",
+                    "-U",
+                    "postgres",
+                    "--if-exists",
+                    "assay_bench_runner",
+                ],
+                check=False,
+            )
 
 
 if __name__ == "__main__":

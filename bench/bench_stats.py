@@ -41,15 +41,21 @@ def speed() -> None:
     base = rng.random((1000, 10)) < rates[:, None]
     head = rng.random((1000, 10)) < rates[:, None]
     base_l, head_l = base.tolist(), head.tolist()
-    mc = timed(lambda: stratified_permutation_test(
-        base_l, head_l, n_resamples=10_000, seed=1, method="monte-carlo"))
+    mc = timed(
+        lambda: stratified_permutation_test(
+            base_l, head_l, n_resamples=10_000, seed=1, method="monte-carlo"
+        )
+    )
     exact = timed(lambda: stratified_permutation_test(base_l, head_l))
 
     def scipy_run():
         sps.permutation_test(
             (head.ravel().astype(float), base.ravel().astype(float)),
             lambda x, y, axis: np.mean(x - y, axis=axis),
-            permutation_type="samples", n_resamples=10_000, vectorized=True, random_state=1,
+            permutation_type="samples",
+            n_resamples=10_000,
+            vectorized=True,
+            random_state=1,
         )
 
     ref = timed(scipy_run, repeat=1)

@@ -32,8 +32,8 @@ class BearerTokenScheme(OpenApiAuthenticationExtension):
             "type": "http",
             "scheme": "bearer",
             "description": "An API token: `Authorization: Bearer <token>`. A lead creates one "
-                           "with `manage.py token_create USER NAME` (shown once, stored "
-                           "hashed) and revokes it in the admin.",
+            "with `manage.py token_create USER NAME` (shown once, stored "
+            "hashed) and revokes it in the admin.",
         }
 
 

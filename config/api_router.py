@@ -20,8 +20,7 @@ router.register("grades", evals_api.GradeViewSet, basename="grade")
 router.register("baselines", evals_api.BaselineViewSet, basename="baseline")
 router.register("judge-versions", judges_api.JudgeVersionViewSet, basename="judge-version")
 router.register("judge-runs", judges_api.JudgeRunViewSet, basename="judge-run")
-router.register("calibration-sets", labeling_api.CalibrationSetViewSet,
-                basename="calibration-set")
+router.register("calibration-sets", labeling_api.CalibrationSetViewSet, basename="calibration-set")
 router.register("labels", labeling_api.LabelViewSet, basename="label")
 
 app_name = "api"
@@ -32,16 +31,24 @@ urlpatterns = [
     path("imports", api_imports.ImportApi.as_view(), name="imports"),
     path("gate", comparisons_api.GateApi.as_view(), name="gate"),
     path("comparisons/", comparisons_api.ComparisonApi.as_view(), name="comparison"),
-    path("comparisons/export", comparisons_api.ComparisonExportApi.as_view(),
-         name="comparison-export"),
-    path("runs/<str:run_id>/export", comparisons_api.RunExportApi.as_view(),
-         name="run-export"),
-    path("runs/<str:run_id>/labels-export", comparisons_api.LabelsExportApi.as_view(),
-         name="run-labels-export"),
+    path(
+        "comparisons/export",
+        comparisons_api.ComparisonExportApi.as_view(),
+        name="comparison-export",
+    ),
+    path("runs/<str:run_id>/export", comparisons_api.RunExportApi.as_view(), name="run-export"),
+    path(
+        "runs/<str:run_id>/labels-export",
+        comparisons_api.LabelsExportApi.as_view(),
+        name="run-labels-export",
+    ),
     path("judge-runs", judges_api.JudgeRunStartApi.as_view(), name="judge-run-start"),
     path("labels", labeling_api.LabelSubmitApi.as_view(), name="label-submit"),
-    path("calibration-sets/<uuid:set_id>/export", labeling_api.CalibrationExportApi.as_view(),
-         name="calibration-set-export"),
+    path(
+        "calibration-sets/<uuid:set_id>/export",
+        labeling_api.CalibrationExportApi.as_view(),
+        name="calibration-set-export",
+    ),
     path("schema/", SpectacularAPIView.as_view(), name="schema"),
     path("docs/", api_docs.api_docs, name="docs"),
     *router.urls,

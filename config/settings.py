@@ -197,8 +197,10 @@ CELERY_TASK_EAGER_PROPAGATES = True
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 # The sweeper (evals.sweeper) under Celery beat; `manage.py runs_sweep` does one pass too.
 CELERY_BEAT_SCHEDULE = {
-    "runs-sweep": {"task": "evals.tasks.runs_sweep",
-                   "schedule": float(os.environ.get("ASSAY_SWEEP_SECONDS", "60"))},
+    "runs-sweep": {
+        "task": "evals.tasks.runs_sweep",
+        "schedule": float(os.environ.get("ASSAY_SWEEP_SECONDS", "60")),
+    },
 }
 
 REST_FRAMEWORK = {
@@ -232,10 +234,12 @@ SPECTACULAR_SETTINGS["SERVE_PERMISSIONS"] = ["evals.api_base.IsViewer"]
 # file, not a URI, and read-only fields leave the request shapes.
 SPECTACULAR_SETTINGS["COMPONENT_SPLIT_REQUEST"] = True
 # Labels and runs both have a "source" choice set; name each enum after its model.
-SPECTACULAR_SETTINGS.setdefault("ENUM_NAME_OVERRIDES", {}).update({
-    "LabelSourceEnum": "labeling.models.Label.Source",
-    "RunSourceEnum": "evals.models.Run.Source",
-})
+SPECTACULAR_SETTINGS.setdefault("ENUM_NAME_OVERRIDES", {}).update(
+    {
+        "LabelSourceEnum": "labeling.models.Label.Source",
+        "RunSourceEnum": "evals.models.Run.Source",
+    }
+)
 
 # Assay's own knobs.
 ASSAY = {
@@ -253,8 +257,9 @@ ASSAY = {
     # POST /api/ingest (docs/ingest.md): the largest request body, and the largest trial
     # record (one NDJSON line, or one JSON record re-encoded compactly), in bytes: 413 above.
     "INGEST_MAX_BYTES": int(os.environ.get("ASSAY_INGEST_MAX_BYTES", str(256 * 1024 * 1024))),
-    "INGEST_MAX_RECORD_BYTES": int(os.environ.get("ASSAY_INGEST_MAX_RECORD_BYTES",
-                                                  str(4 * 1024 * 1024))),
+    "INGEST_MAX_RECORD_BYTES": int(
+        os.environ.get("ASSAY_INGEST_MAX_RECORD_BYTES", str(4 * 1024 * 1024))
+    ),
     # POST /api/imports (docs/interop.md): the largest uploaded results file, in bytes.
     "IMPORT_MAX_BYTES": int(os.environ.get("ASSAY_IMPORT_MAX_BYTES", str(64 * 1024 * 1024))),
 }

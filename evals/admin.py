@@ -68,8 +68,12 @@ class CaseAdmin(admin.ModelAdmin):
             from .services_cases import case_upsert
 
             new = case_upsert(
-                suite=obj.suite, key=obj.key, input=obj.input, expected=obj.expected,
-                context=obj.context, tags=obj.tags,
+                suite=obj.suite,
+                key=obj.key,
+                input=obj.input,
+                expected=obj.expected,
+                context=obj.context,
+                tags=obj.tags,
             )
             obj.pk, obj.id = new.pk, new.id
             return
@@ -85,9 +89,19 @@ class ModelPriceAdmin(admin.ModelAdmin):
 
 @admin.register(Run)
 class RunAdmin(admin.ModelAdmin):
-    list_display = ("name", "suite", "status", "source", "target_kind", "model",
-                    "trials_finished", "trials_total", "trials_errored", "started_by",
-                    "created_at")
+    list_display = (
+        "name",
+        "suite",
+        "status",
+        "source",
+        "target_kind",
+        "model",
+        "trials_finished",
+        "trials_total",
+        "trials_errored",
+        "started_by",
+        "created_at",
+    )
     list_filter = ("status", "source", "target_kind", "suite")
     search_fields = ("name", "model", "source_version", "suite__name")
     list_select_related = ("suite", "started_by")
@@ -98,8 +112,18 @@ class RunAdmin(admin.ModelAdmin):
 
 @admin.register(Trial)
 class TrialAdmin(admin.ModelAdmin):
-    list_display = ("id", "run", "case", "attempt", "status", "latency_ms", "input_tokens",
-                    "output_tokens", "cost_usd", "created_at")
+    list_display = (
+        "id",
+        "run",
+        "case",
+        "attempt",
+        "status",
+        "latency_ms",
+        "input_tokens",
+        "output_tokens",
+        "cost_usd",
+        "created_at",
+    )
     list_filter = ("status", "run__suite")
     search_fields = ("uuid", "run__name", "case__key", "error_message")
     list_select_related = ("run__suite", "case")
@@ -177,8 +201,7 @@ class IngestKeyAdmin(admin.ModelAdmin):
     list_select_related = ("user", "run")
     search_fields = ("key",)
     raw_id_fields = ("user", "run")
-    readonly_fields = ("key", "user", "body_sha256", "run", "status_code", "response",
-                       "created_at")
+    readonly_fields = ("key", "user", "body_sha256", "run", "status_code", "response", "created_at")
 
     def has_add_permission(self, request) -> bool:
         return False

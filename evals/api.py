@@ -27,7 +27,9 @@ from .tags import cases_tagged, trials_tagged
 H = {  # help text of every exposed field, with units
     "uuid": "Stable identifier (UUID); used in URLs.",
     "created_at": "When the row was created (ISO 8601, UTC).",
-    "suite": "UUID of the suite.", "run": "UUID of the run.", "trial": "UUID of the trial.",
+    "suite": "UUID of the suite.",
+    "run": "UUID of the run.",
+    "trial": "UUID of the trial.",
     "case": "UUID of the case.",
 }
 
@@ -41,8 +43,12 @@ class SuiteSerializer(serializers.ModelSerializer):
     class Meta:
         model = Suite
         fields = ["uuid", "name", "description", "kind", "created_at"]
-        extra_kwargs = _help(fields, name="Unique suite name.", description="Free text.",
-                             kind="capability or regression.")
+        extra_kwargs = _help(
+            fields,
+            name="Unique suite name.",
+            description="Free text.",
+            kind="capability or regression.",
+        )
 
 
 class CaseSerializer(serializers.ModelSerializer):
@@ -50,29 +56,64 @@ class CaseSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = Case
-        fields = ["uuid", "suite", "key", "input", "expected", "context", "tags",
-                  "content_hash", "created_at", "retired_at"]
+        fields = [
+            "uuid",
+            "suite",
+            "key",
+            "input",
+            "expected",
+            "context",
+            "tags",
+            "content_hash",
+            "created_at",
+            "retired_at",
+        ]
         extra_kwargs = _help(
-            fields, key="Case key, unique among the suite's active cases.",
+            fields,
+            key="Case key, unique among the suite's active cases.",
             input="String or JSON object given to the target.",
             expected="Expected answer (any JSON) or null.",
-            context="List of {id, text} context documents.", tags="List of tag strings.",
+            context="List of {id, text} context documents.",
+            tags="List of tag strings.",
             content_hash="SHA-256 hex of the canonical content.",
-            retired_at="When the case was retired (null: active).")
+            retired_at="When the case was retired (null: active).",
+        )
 
 
-RUN_FIELDS = ["uuid", "suite", "name", "source", "status", "target_kind", "model",
-              "trials_per_case", "trials_total", "trials_finished", "trials_errored",
-              "source_version", "error_message", "created_at", "started_at", "finished_at"]
+RUN_FIELDS = [
+    "uuid",
+    "suite",
+    "name",
+    "source",
+    "status",
+    "target_kind",
+    "model",
+    "trials_per_case",
+    "trials_total",
+    "trials_finished",
+    "trials_errored",
+    "source_version",
+    "error_message",
+    "created_at",
+    "started_at",
+    "finished_at",
+]
 RUN_HELP = _help(
-    RUN_FIELDS, name="Run name, unique in its suite.", source="executed or imported.",
+    RUN_FIELDS,
+    name="Run name, unique in its suite.",
+    source="executed or imported.",
     status="queued, running, succeeded, failed or cancelled.",
-    target_kind="Kind of target (simulated, openai, callable, ...).", model="Model name.",
-    trials_per_case="N, attempts per case.", trials_total="Trials in the run (count).",
-    trials_finished="Trials finished (count).", trials_errored="Trials errored (count).",
+    target_kind="Kind of target (simulated, openai, callable, ...).",
+    model="Model name.",
+    trials_per_case="N, attempts per case.",
+    trials_total="Trials in the run (count).",
+    trials_finished="Trials finished (count).",
+    trials_errored="Trials errored (count).",
     source_version="Version label of the system under test.",
     error_message="Why the run failed (empty otherwise).",
-    started_at="Start time (ISO 8601, UTC).", finished_at="End time (ISO 8601, UTC).")
+    started_at="Start time (ISO 8601, UTC).",
+    finished_at="End time (ISO 8601, UTC).",
+)
 
 
 class RunSerializer(serializers.ModelSerializer):
@@ -87,35 +128,55 @@ class RunSerializer(serializers.ModelSerializer):
 class RunDetailSerializer(RunSerializer):
     report = serializers.SerializerMethodField(
         help_text="The run report (evals.selectors.run_report): counts, pass rate with its "
-                  "95% interval (fractions 0..1), pass@k, tokens, latency (ms), cost (USD).")
+        "95% interval (fractions 0..1), pass@k, tokens, latency (ms), cost (USD)."
+    )
 
     class Meta(RunSerializer.Meta):
         fields = [*RUN_FIELDS, "target", "graders", "report"]
-        extra_kwargs = {**RUN_HELP, "target": {"help_text": "Target configuration snapshot."},
-                        "graders": {"help_text": "Grader set: list of {key, kind, config, "
-                                                 "gating}."}}
+        extra_kwargs = {
+            **RUN_HELP,
+            "target": {"help_text": "Target configuration snapshot."},
+            "graders": {"help_text": "Grader set: list of {key, kind, config, gating}."},
+        }
 
     def get_report(self, run) -> dict:
         return selectors.run_report(run=run).to_dict()
 
 
-TRIAL_FIELDS = ["uuid", "run", "case", "attempt", "status", "error_message", "latency_ms",
-                "input_tokens", "output_tokens", "cost_usd", "created_at"]
+TRIAL_FIELDS = [
+    "uuid",
+    "run",
+    "case",
+    "attempt",
+    "status",
+    "error_message",
+    "latency_ms",
+    "input_tokens",
+    "output_tokens",
+    "cost_usd",
+    "created_at",
+]
 TRIAL_HELP = _help(
-    TRIAL_FIELDS, attempt="Attempt number 1..N.", status="queued, running, ok, error or "
-    "cancelled.", error_message="Why the trial errored.",
+    TRIAL_FIELDS,
+    attempt="Attempt number 1..N.",
+    status="queued, running, ok, error or cancelled.",
+    error_message="Why the trial errored.",
     latency_ms="Wall-clock latency of the target call (ms).",
-    input_tokens="Prompt tokens (null: unknown).", output_tokens="Completion tokens "
-    "(null: unknown).", cost_usd="Cost in USD (string, exact; null: price unknown).")
+    input_tokens="Prompt tokens (null: unknown).",
+    output_tokens="Completion tokens (null: unknown).",
+    cost_usd="Cost in USD (string, exact; null: price unknown).",
+)
 
 
 class TrialSerializer(serializers.ModelSerializer):
     run = serializers.UUIDField(source="run.uuid", read_only=True, help_text=H["run"])
     case = serializers.UUIDField(source="case.uuid", read_only=True, help_text=H["case"])
     output_preview = serializers.CharField(
-        read_only=True, help_text="First 2,000 characters of the output.")
+        read_only=True, help_text="First 2,000 characters of the output."
+    )
     output_length = serializers.IntegerField(
-        read_only=True, help_text="Length of the whole output (characters).")
+        read_only=True, help_text="Length of the whole output (characters)."
+    )
 
     class Meta:
         model = Trial
@@ -131,19 +192,39 @@ class TrialDetailSerializer(TrialSerializer):
 
 class GradeSerializer(serializers.ModelSerializer):
     trial = serializers.UUIDField(source="trial.uuid", read_only=True, help_text=H["trial"])
-    judge_version = serializers.UUIDField(source="judge_version.uuid", read_only=True,
-                                          allow_null=True, help_text="UUID of the judge "
-                                          "version (null: deterministic grader).")
+    judge_version = serializers.UUIDField(
+        source="judge_version.uuid",
+        read_only=True,
+        allow_null=True,
+        help_text="UUID of the judge version (null: deterministic grader).",
+    )
 
     class Meta:
         model = Grade
-        fields = ["id", "trial", "grader", "grader_version", "judge_version", "status",
-                  "passed", "score", "reason", "gating", "created_at"]
+        fields = [
+            "id",
+            "trial",
+            "grader",
+            "grader_version",
+            "judge_version",
+            "status",
+            "passed",
+            "score",
+            "reason",
+            "gating",
+            "created_at",
+        ]
         extra_kwargs = _help(
-            fields, id="Grade id (grades have no UUID).", grader="Grader key.",
-            grader_version="Grader version label.", status="ok or error.",
-            passed="Verdict (null: errored, not counted).", score="Score 0..1 (null: none).",
-            reason="Why.", gating="Counts toward the pass rate and the gate.")
+            fields,
+            id="Grade id (grades have no UUID).",
+            grader="Grader key.",
+            grader_version="Grader version label.",
+            status="ok or error.",
+            passed="Verdict (null: errored, not counted).",
+            score="Score 0..1 (null: none).",
+            reason="Why.",
+            gating="Counts toward the pass rate and the gate.",
+        )
 
 
 class BaselineSerializer(serializers.ModelSerializer):
@@ -153,8 +234,12 @@ class BaselineSerializer(serializers.ModelSerializer):
     class Meta:
         model = Baseline
         fields = ["id", "suite", "run", "set_at", "note"]
-        extra_kwargs = _help(fields, id="Baseline row id.", set_at="When it was set (UTC).",
-                             note="Why (at most 500 characters).")
+        extra_kwargs = _help(
+            fields,
+            id="Baseline row id.",
+            set_at="When it was set (UTC).",
+            note="Why (at most 500 characters).",
+        )
 
 
 def _by_uuid(request, qs: QuerySet, **params: str) -> QuerySet:
@@ -173,8 +258,9 @@ def _by_status(request, qs: QuerySet, statuses: type[TextChoices]) -> QuerySet:
     if not value:
         return qs
     if value not in statuses.values:
-        raise serializers.ValidationError({"status": [
-            f"unknown status {value[:100]!r}; allowed: {', '.join(statuses.values)}"]})
+        raise serializers.ValidationError(
+            {"status": [f"unknown status {value[:100]!r}; allowed: {', '.join(statuses.values)}"]}
+        )
     return qs.filter(status=value)
 
 
@@ -189,30 +275,45 @@ def _tag(request) -> str | None:
     return value
 
 
-def _param(name: str, description: str, *, uuid_type: bool = False,
-           enum: list[str] | None = None) -> OpenApiParameter:
-    return OpenApiParameter(name, OpenApiTypes.UUID if uuid_type else OpenApiTypes.STR,
-                            OpenApiParameter.QUERY, description=description, enum=enum)
+def _param(
+    name: str, description: str, *, uuid_type: bool = False, enum: list[str] | None = None
+) -> OpenApiParameter:
+    return OpenApiParameter(
+        name,
+        OpenApiTypes.UUID if uuid_type else OpenApiTypes.STR,
+        OpenApiParameter.QUERY,
+        description=description,
+        enum=enum,
+    )
 
 
 P_SUITE = _param("suite", "Only rows of the suite with this UUID.", uuid_type=True)
 P_RUN = _param("run", "Only rows of the run with this UUID.", uuid_type=True)
 P_CASE = _param("case", "Only trials of the case with this UUID.", uuid_type=True)
-P_TAG = _param("tag", "Only rows whose case has this tag (whole tag, exact match: "
-                      "'reg' does not match 'regression').")
+P_TAG = _param(
+    "tag",
+    "Only rows whose case has this tag (whole tag, exact match: "
+    "'reg' does not match 'regression').",
+)
 
 
 def _detail(noun: str, *, by_id: bool = False) -> dict:
     """``extend_schema_view`` arguments describing the detail's path parameter."""
     name, kind = ("id", OpenApiTypes.INT) if by_id else ("uuid", OpenApiTypes.UUID)
     text = f"Id of the {noun}." if by_id else f"UUID of the {noun}."
-    return {"retrieve": extend_schema(parameters=[
-        OpenApiParameter(name, kind, OpenApiParameter.PATH, description=text)])}
+    return {
+        "retrieve": extend_schema(
+            parameters=[OpenApiParameter(name, kind, OpenApiParameter.PATH, description=text)]
+        )
+    }
 
 
 def _status(statuses: type[TextChoices]) -> OpenApiParameter:
-    return _param("status", "Only rows with this status; any other value is a 400.",
-                  enum=list(statuses.values))
+    return _param(
+        "status",
+        "Only rows with this status; any other value is a 400.",
+        enum=list(statuses.values),
+    )
 
 
 class ViewerViewSet(viewsets.ReadOnlyModelViewSet):
@@ -243,8 +344,7 @@ class CaseViewSet(ViewerViewSet):
         return cases_tagged(qs, tag) if tag is not None else qs
 
 
-@extend_schema_view(list=extend_schema(parameters=[P_SUITE, _status(Run.Status)]),
-                    **_detail("run"))
+@extend_schema_view(list=extend_schema(parameters=[P_SUITE, _status(Run.Status)]), **_detail("run"))
 class RunViewSet(ViewerViewSet):
     """Runs; ``?suite=<uuid>``, ``?status=``. The detail holds the run report."""
 
@@ -256,8 +356,10 @@ class RunViewSet(ViewerViewSet):
         return RunDetailSerializer if self.action == "retrieve" else RunSerializer
 
 
-@extend_schema_view(list=extend_schema(
-    parameters=[P_RUN, P_CASE, P_SUITE, P_TAG, _status(Trial.Status)]), **_detail("trial"))
+@extend_schema_view(
+    list=extend_schema(parameters=[P_RUN, P_CASE, P_SUITE, P_TAG, _status(Trial.Status)]),
+    **_detail("trial"),
+)
 class TrialViewSet(ViewerViewSet):
     """Trials; ``?run=<uuid>``, ``?case=<uuid>``, ``?suite=<uuid>``, ``?tag=`` (the case's
     tag), ``?status=``. Lists hold an output preview (first 2,000 characters, cut in the
@@ -268,11 +370,13 @@ class TrialViewSet(ViewerViewSet):
         if self.action == "list":
             qs = qs.defer("output", "raw_response").annotate(
                 output_preview=Substr("output", 1, settings.ASSAY["OUTPUT_PREVIEW_CHARS"]),
-                output_length=Length("output"))
+                output_length=Length("output"),
+            )
         else:
             qs = qs.annotate(output_length=Length("output"))
-        qs = _by_uuid(self.request, qs, run="run__uuid", case="case__uuid",
-                      suite="run__suite__uuid")
+        qs = _by_uuid(
+            self.request, qs, run="run__uuid", case="case__uuid", suite="run__suite__uuid"
+        )
         tag = _tag(self.request)
         if tag is not None:
             qs = trials_tagged(qs, tag)
@@ -282,8 +386,10 @@ class TrialViewSet(ViewerViewSet):
         return TrialDetailSerializer if self.action == "retrieve" else TrialSerializer
 
 
-@extend_schema_view(list=extend_schema(parameters=[P_RUN, P_SUITE, _status(Grade.Status)]),
-                    **_detail("grade", by_id=True))
+@extend_schema_view(
+    list=extend_schema(parameters=[P_RUN, P_SUITE, _status(Grade.Status)]),
+    **_detail("grade", by_id=True),
+)
 class GradeViewSet(ViewerViewSet):
     """Grades; ``?run=<uuid>``, ``?suite=<uuid>``, ``?status=``. Looked up by id."""
 
@@ -296,8 +402,7 @@ class GradeViewSet(ViewerViewSet):
         return _by_status(self.request, qs, Grade.Status)
 
 
-@extend_schema_view(list=extend_schema(parameters=[P_SUITE]),
-                    **_detail("baseline row", by_id=True))
+@extend_schema_view(list=extend_schema(parameters=[P_SUITE]), **_detail("baseline row", by_id=True))
 class BaselineViewSet(ViewerViewSet):
     """Baselines (history, oldest first); ``?suite=<uuid>``. Looked up by id."""
 
@@ -314,10 +419,12 @@ class RunStartInput(serializers.Serializer):
     name = StrictCharField(max_length=200, help_text="Run name, unique in its suite.")
     target = serializers.JSONField(help_text="Target configuration ({kind, ...}).")
     graders = serializers.JSONField(help_text="Grader set: list of {key, kind, config}.")
-    trials_per_case = StrictIntegerField(min_value=1, max_value=50,
-                                         help_text="N, attempts per case (1..50).")
-    source_version = StrictCharField(required=False, default="", allow_blank=True,
-                                     help_text="Version label of the system.")
+    trials_per_case = StrictIntegerField(
+        min_value=1, max_value=50, help_text="N, attempts per case (1..50)."
+    )
+    source_version = StrictCharField(
+        required=False, default="", allow_blank=True, help_text="Version label of the system."
+    )
 
 
 class RunStartApi(APIView):
@@ -334,9 +441,14 @@ class RunStartApi(APIView):
         suite = get_object_or_404(Suite, uuid=v["suite"])
         try:
             run = services.run_start(
-                suite=suite, name=v["name"], target=v["target"], graders=v["graders"],
-                trials_per_case=v["trials_per_case"], source_version=v["source_version"],
-                started_by=request.user)
+                suite=suite,
+                name=v["name"],
+                target=v["target"],
+                graders=v["graders"],
+                trials_per_case=v["trials_per_case"],
+                source_version=v["source_version"],
+                started_by=request.user,
+            )
         except ValueError as exc:
             raise serializers.ValidationError({"detail": str(exc)}) from exc
         return Response(RunSerializer(run).data, status=201)
@@ -344,8 +456,13 @@ class RunStartApi(APIView):
 
 class BaselineSetInput(serializers.Serializer):
     run = StrictUUIDField(help_text="UUID of the finished run to make the baseline.")
-    note = StrictCharField(max_length=500, required=False, default="", allow_blank=True,
-                                 help_text="Why (at most 500 characters).")
+    note = StrictCharField(
+        max_length=500,
+        required=False,
+        default="",
+        allow_blank=True,
+        help_text="Why (at most 500 characters).",
+    )
 
 
 class BaselineSetApi(APIView):
@@ -357,11 +474,13 @@ class BaselineSetApi(APIView):
     def post(self, request):
         data = BaselineSetInput(data=request.data)
         data.is_valid(raise_exception=True)
-        run = get_object_or_404(Run.objects.select_related("suite"),
-                                uuid=data.validated_data["run"])
+        run = get_object_or_404(
+            Run.objects.select_related("suite"), uuid=data.validated_data["run"]
+        )
         try:
-            baseline = services.baseline_set(suite=run.suite, run=run, by=request.user,
-                                             note=data.validated_data["note"])
+            baseline = services.baseline_set(
+                suite=run.suite, run=run, by=request.user, note=data.validated_data["note"]
+            )
         except ValueError as exc:
             raise serializers.ValidationError({"detail": str(exc)}) from exc
         return Response(BaselineSerializer(baseline).data, status=201)

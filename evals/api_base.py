@@ -30,16 +30,18 @@ class IdCursorPagination(CursorPagination):
     page_size_query_param = "page_size"
     ordering = ("id",)
     cursor_query_description = "Opaque cursor from a page's `next` or `previous` link."
-    page_size_query_description = ("Rows per page: a positive integer, default 50, at most 100 "
-                                   "(larger is capped).")
+    page_size_query_description = (
+        "Rows per page: a positive integer, default 50, at most 100 (larger is capped)."
+    )
 
     def get_page_size(self, request) -> int:
         raw = request.query_params.get(self.page_size_query_param)
         if raw is None or raw == "":
             return self.page_size
         if not raw.isascii() or not raw.isdigit() or int(raw) < 1:
-            raise serializers.ValidationError({self.page_size_query_param: [
-                f"expected a positive integer, got {raw[:100]!r}"]})
+            raise serializers.ValidationError(
+                {self.page_size_query_param: [f"expected a positive integer, got {raw[:100]!r}"]}
+            )
         return min(int(raw), self.max_page_size)
 
     def get_paginated_response_schema(self, schema: dict) -> dict:
@@ -59,8 +61,13 @@ class StrictJSONRenderer(JSONRenderer):
     def render(self, data, accepted_media_type=None, renderer_context=None) -> bytes:
         if data is None:
             return b""
-        return json.dumps(json_safe(data), cls=JSONEncoder, allow_nan=False,
-                          ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+        return json.dumps(
+            json_safe(data),
+            cls=JSONEncoder,
+            allow_nan=False,
+            ensure_ascii=False,
+            separators=(",", ":"),
+        ).encode("utf-8")
 
 
 def _role_permission(name: str, *roles: str) -> type[permissions.BasePermission]:
@@ -81,6 +88,7 @@ IsLabeler = _role_permission("IsLabeler", REVIEWER, LEAD)
 
 # --- downloads ----------------------------------------------------------------------------
 
+
 class DownloadNegotiation(BaseContentNegotiation):
     """Downloads choose their body by ``?format=``, not by the Accept header; DRF's own use
     of ``?format=`` (a renderer name) is switched off. Errors still render as JSON."""
@@ -96,8 +104,9 @@ def download_format(request, allowed: tuple[str, ...]) -> str:
     """``?format=`` (default csv) when it is one of ``allowed``; else a 400 naming ``format``."""
     fmt = request.query_params.get("format", "csv")
     if fmt not in allowed:
-        raise serializers.ValidationError({"format": [
-            f"expected one of {', '.join(allowed)}, got {fmt[:100]!r}"]})
+        raise serializers.ValidationError(
+            {"format": [f"expected one of {', '.join(allowed)}, got {fmt[:100]!r}"]}
+        )
     return fmt
 
 

@@ -34,11 +34,20 @@ class AssayClient:
     ``httpx.WSGITransport``); ``timeout`` in seconds. Use as a context manager or call
     ``close()``."""
 
-    def __init__(self, base_url: str, *, token: str, timeout: float = 60.0,
-                 transport: httpx.BaseTransport | None = None) -> None:
-        self._http = httpx.Client(base_url=base_url.rstrip("/"), timeout=timeout,
-                                  transport=transport,
-                                  headers={"Authorization": f"Bearer {token}"})
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        token: str,
+        timeout: float = 60.0,
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:
+        self._http = httpx.Client(
+            base_url=base_url.rstrip("/"),
+            timeout=timeout,
+            transport=transport,
+            headers={"Authorization": f"Bearer {token}"},
+        )
 
     def __enter__(self) -> AssayClient:
         return self

@@ -63,8 +63,10 @@ class Conflict(APIException):
 
 # ---- POST /api/gate -------------------------------------------------------------------
 
-RUN_DOC = ("An export_run document (format 'assay-run', version 1: the committed baseline "
-           "file) embedded as a JSON object, instead of a run UUID.")
+RUN_DOC = (
+    "An export_run document (format 'assay-run', version 1: the committed baseline "
+    "file) embedded as a JSON object, instead of a run UUID."
+)
 
 
 @extend_schema_field({"type": "object", "additionalProperties": True})
@@ -76,38 +78,48 @@ class RunDocumentField(serializers.JSONField):
 class GateInput(serializers.Serializer):
     head = StrictUUIDField(required=False, help_text="UUID of the head run (the change).")
     head_file = RunDocumentField(required=False, help_text=RUN_DOC)
-    base = StrictUUIDField(required=False, help_text="UUID of the base run; default: the "
-                                                     "head suite's current baseline.")
+    base = StrictUUIDField(
+        required=False,
+        help_text="UUID of the base run; default: the head suite's current baseline.",
+    )
     base_file = RunDocumentField(required=False, help_text=RUN_DOC)
-    alpha = StrictFloatField(required=False, default=DEFAULT_ALPHA,
-                             help_text="Two-sided level of the test, a JSON number from 1e-6 to "
-                                       "0.5 (both included); the intervals are at 1 - alpha. "
-                                       "Default 0.05.")
+    alpha = StrictFloatField(
+        required=False,
+        default=DEFAULT_ALPHA,
+        help_text="Two-sided level of the test, a JSON number from 1e-6 to "
+        "0.5 (both included); the intervals are at 1 - alpha. "
+        "Default 0.05.",
+    )
     max_errored_fraction = StrictFloatField(
-        required=False, default=0.0,
+        required=False,
+        default=0.0,
         help_text="Errored trials allowed per run, a fraction in [0, 1] (default 0: any "
-                  "errored trial means exit 2).")
+        "errored trial means exit 2).",
+    )
     allow_untrusted = StrictBooleanField(
-        required=False, default=False,
-        help_text="Gate on grades from judge versions that are not trusted (JSON boolean).")
+        required=False,
+        default=False,
+        help_text="Gate on grades from judge versions that are not trusted (JSON boolean).",
+    )
     allow_incomparable = StrictBooleanField(
-        required=False, default=False,
+        required=False,
+        default=False,
         help_text="Test the shared cases even when suite, grader set or judge version "
-                  "differ; the problems are still reported (JSON boolean).")
+        "differ; the problems are still reported (JSON boolean).",
+    )
 
     def validate(self, attrs):
         unknown = sorted(set(self.initial_data) - set(self.fields))
         if unknown:
             raise serializers.ValidationError({k: ["unknown field"] for k in unknown})
         if ("head" in attrs) == ("head_file" in attrs):
-            raise serializers.ValidationError({"head": ["give exactly one of head and "
-                                                        "head_file"]})
+            raise serializers.ValidationError({"head": ["give exactly one of head and head_file"]})
         if "base" in attrs and "base_file" in attrs:
-            raise serializers.ValidationError({"base": ["give at most one of base and "
-                                                        "base_file"]})
+            raise serializers.ValidationError({"base": ["give at most one of base and base_file"]})
         if "head_file" in attrs and not ("base" in attrs or "base_file" in attrs):
-            raise serializers.ValidationError({"base": [
-                "required when head_file is given (a file has no suite baseline)"]})
+            raise serializers.ValidationError(
+                {"base": ["required when head_file is given (a file has no suite baseline)"]}
+            )
         try:
             alpha_check(attrs["alpha"])
         except GateInputError as exc:
@@ -120,22 +132,27 @@ class GateInput(serializers.Serializer):
 class GateDecisionOutput(serializers.Serializer):
     exit_code = serializers.IntegerField(
         help_text="0 pass (no significant regression), 1 regression, 2 cannot decide: the "
-                  "exit code manage.py gate returns for the same runs.")
-    title = serializers.CharField(help_text="The decision in words: 'no significant "
-                                            "regression', 'regression' or 'cannot decide'.")
-    reasons = serializers.ListField(child=serializers.CharField(),
-                                    help_text="Why, one sentence each.")
+        "exit code manage.py gate returns for the same runs."
+    )
+    title = serializers.CharField(
+        help_text="The decision in words: 'no significant "
+        "regression', 'regression' or 'cannot decide'."
+    )
+    reasons = serializers.ListField(
+        child=serializers.CharField(), help_text="Why, one sentence each."
+    )
 
 
 class GateOutput(serializers.Serializer):
     decision = GateDecisionOutput(help_text="The gate's decision.")
     comparison = serializers.JSONField(
         help_text="The comparison (evals.comparison.Comparison.to_dict): base and head "
-                  "summaries, alpha, comparability problems, per-case rows, added/removed/"
-                  "changed cases, change-class counts, headline (rates and delta as "
-                  "fractions 0..1, p_value and p_text, bootstrap and clustered intervals), "
-                  "error counts, usage (USD as decimal strings, tokens, ms), pass^k deltas, "
-                  "detectable drop (fraction).")
+        "summaries, alpha, comparability problems, per-case rows, added/removed/"
+        "changed cases, change-class counts, headline (rates and delta as "
+        "fractions 0..1, p_value and p_text, bootstrap and clustered intervals), "
+        "error counts, usage (USD as decimal strings, tokens, ms), pass^k deltas, "
+        "detectable drop (fraction)."
+    )
 
 
 def _run(run_uuid) -> Run:
@@ -158,30 +175,46 @@ class GateApi(APIView):
     permission_classes = [IsViewer]
     parser_classes = [StrictJSONParser]
 
-    @extend_schema(request=GateInput, responses={
-        200: GateOutput, 400: OpenApiResponse(description="Bad input; the body names the "
-                                                          "field."),
-        404: OpenApiResponse(description="No run with that UUID.")})
+    @extend_schema(
+        request=GateInput,
+        responses={
+            200: GateOutput,
+            400: OpenApiResponse(description="Bad input; the body names the field."),
+            404: OpenApiResponse(description="No run with that UUID."),
+        },
+    )
     def post(self, request):
         data = GateInput(data=request.data)
         data.is_valid(raise_exception=True)
         v = data.validated_data
         try:
-            head = (run_document_read(v["head_file"], field="head_file") if "head_file" in v
-                    else _run(v["head"]))
-            base = (run_document_read(v["base_file"], field="base_file") if "base_file" in v
-                    else _run(v["base"]) if "base" in v else None)
+            head = (
+                run_document_read(v["head_file"], field="head_file")
+                if "head_file" in v
+                else _run(v["head"])
+            )
+            base = (
+                run_document_read(v["base_file"], field="base_file")
+                if "base_file" in v
+                else _run(v["base"])
+                if "base" in v
+                else None
+            )
             comparison, decision = gate_evaluate(
-                head=head, base=base, alpha=v["alpha"],
+                head=head,
+                base=base,
+                alpha=v["alpha"],
                 max_errored_fraction=v["max_errored_fraction"],
                 allow_untrusted=v["allow_untrusted"],
-                allow_incomparable=v["allow_incomparable"])
+                allow_incomparable=v["allow_incomparable"],
+            )
         except GateInputError as exc:
             raise serializers.ValidationError({exc.field: [str(exc)]}) from exc
         return HttpResponse(gate_json(comparison, decision), content_type="application/json")
 
 
 # ---- GET /api/comparisons/ ------------------------------------------------------------
+
 
 def _required_uuid(request, name: str):
     value = query_uuid(request, name)
@@ -197,22 +230,40 @@ def _alpha(request) -> float:
     if text is None:
         return DEFAULT_ALPHA
     if not DECIMAL.fullmatch(text):
-        raise serializers.ValidationError({"alpha": [
-            f"expected a decimal number from {ALPHA_MIN:g} to {ALPHA_MAX:g} such as 0.05, "
-            f"got {text[:100]!r}"]})
+        raise serializers.ValidationError(
+            {
+                "alpha": [
+                    f"expected a decimal number from {ALPHA_MIN:g} to {ALPHA_MAX:g} such as 0.05, "
+                    f"got {text[:100]!r}"
+                ]
+            }
+        )
     try:
         return alpha_check(float(text))
     except GateInputError as exc:
         raise serializers.ValidationError({"alpha": [str(exc)]}) from exc
 
 
-P_BASE = OpenApiParameter("base", OpenApiTypes.UUID, OpenApiParameter.QUERY, required=True,
-                          description="UUID of the base run.")
-P_HEAD = OpenApiParameter("head", OpenApiTypes.UUID, OpenApiParameter.QUERY, required=True,
-                          description="UUID of the head run.")
-P_ALPHA = OpenApiParameter("alpha", OpenApiTypes.STR, OpenApiParameter.QUERY,
-                           description="Level of the test, a plain decimal from 0.000001 to "
-                                       "0.5; default 0.05.")
+P_BASE = OpenApiParameter(
+    "base",
+    OpenApiTypes.UUID,
+    OpenApiParameter.QUERY,
+    required=True,
+    description="UUID of the base run.",
+)
+P_HEAD = OpenApiParameter(
+    "head",
+    OpenApiTypes.UUID,
+    OpenApiParameter.QUERY,
+    required=True,
+    description="UUID of the head run.",
+)
+P_ALPHA = OpenApiParameter(
+    "alpha",
+    OpenApiTypes.STR,
+    OpenApiParameter.QUERY,
+    description="Level of the test, a plain decimal from 0.000001 to 0.5; default 0.05.",
+)
 
 
 class ComparisonApi(APIView):
@@ -223,10 +274,14 @@ class ComparisonApi(APIView):
 
     permission_classes = [IsViewer]
 
-    @extend_schema(parameters=[P_BASE, P_HEAD, P_ALPHA], responses={
-        200: GateOutput, 400: OpenApiResponse(description="A missing or bad parameter, "
-                                                          "named."),
-        404: OpenApiResponse(description="No run with that UUID.")})
+    @extend_schema(
+        parameters=[P_BASE, P_HEAD, P_ALPHA],
+        responses={
+            200: GateOutput,
+            400: OpenApiResponse(description="A missing or bad parameter, named."),
+            404: OpenApiResponse(description="No run with that UUID."),
+        },
+    )
     def get(self, request):
         base_id, head_id = _required_uuid(request, "base"), _required_uuid(request, "head")
         alpha = _alpha(request)
@@ -238,15 +293,25 @@ class ComparisonApi(APIView):
 
 # ---- downloads ------------------------------------------------------------------------
 
-P_RUN_ID = OpenApiParameter("run_id", OpenApiTypes.UUID, OpenApiParameter.PATH,
-                            description="UUID of the run.")
-P_TZ = OpenApiParameter("tz", OpenApiTypes.STR, OpenApiParameter.QUERY,
-                        description="IANA time zone of the exported times (default UTC).")
+P_RUN_ID = OpenApiParameter(
+    "run_id", OpenApiTypes.UUID, OpenApiParameter.PATH, description="UUID of the run."
+)
+P_TZ = OpenApiParameter(
+    "tz",
+    OpenApiTypes.STR,
+    OpenApiParameter.QUERY,
+    description="IANA time zone of the exported times (default UTC).",
+)
 
 
 def _format_param(formats: tuple[str, ...]) -> OpenApiParameter:
-    return OpenApiParameter("format", OpenApiTypes.STR, OpenApiParameter.QUERY,
-                            enum=list(formats), description="File format; default csv.")
+    return OpenApiParameter(
+        "format",
+        OpenApiTypes.STR,
+        OpenApiParameter.QUERY,
+        enum=list(formats),
+        description="File format; default csv.",
+    )
 
 
 def _file_responses(formats: tuple[str, ...]) -> dict:
@@ -270,50 +335,69 @@ class RunExportApi(DownloadApi):
     JSON baseline file of ``manage.py export_run`` (``?format=json``, same bytes; only for
     a finished run, else 409; ``?outputs=false`` leaves output text out)."""
 
-    @extend_schema(parameters=[
-        P_RUN_ID, _format_param(RUN_FORMATS), P_TZ,
-        OpenApiParameter("outputs", OpenApiTypes.STR, OpenApiParameter.QUERY,
-                         enum=["true", "false"], description="json only: include output "
-                                                             "text (default true).")],
-        responses={**_file_responses(RUN_FORMATS),
-                   409: OpenApiResponse(description="json: the run is not finished.")})
+    @extend_schema(
+        parameters=[
+            P_RUN_ID,
+            _format_param(RUN_FORMATS),
+            P_TZ,
+            OpenApiParameter(
+                "outputs",
+                OpenApiTypes.STR,
+                OpenApiParameter.QUERY,
+                enum=["true", "false"],
+                description="json only: include output text (default true).",
+            ),
+        ],
+        responses={
+            **_file_responses(RUN_FORMATS),
+            409: OpenApiResponse(description="json: the run is not finished."),
+        },
+    )
     def get(self, request, run_id):
         run = _run(run_id)
         fmt = download_format(request, RUN_FORMATS)
         if fmt != "json":
             return table_download(
-                request, lambda zone: exports.run_table(run=run, zone=zone), f"run-{run.uuid}")
+                request, lambda zone: exports.run_table(run=run, zone=zone), f"run-{run.uuid}"
+            )
         outputs = request.query_params.get("outputs", "true")
         if outputs not in ("true", "false"):
-            raise serializers.ValidationError({"outputs": [
-                f"expected true or false, got {outputs[:100]!r}"]})
+            raise serializers.ValidationError(
+                {"outputs": [f"expected true or false, got {outputs[:100]!r}"]}
+            )
         if not run.is_terminal:
             raise Conflict(f"run {run} is {run.status}: export a finished run")
         text = run_export_json(run=run, outputs=outputs == "true") + "\n"
-        return attachment(text.encode("utf-8"), "application/json",
-                           f"run-{run.uuid}.json")
+        return attachment(text.encode("utf-8"), "application/json", f"run-{run.uuid}.json")
 
 
 class LabelsExportApi(DownloadApi):
     """GET: the labels on a run's trials as CSV or Parquet (``exports.labels_table``)."""
 
-    @extend_schema(parameters=[P_RUN_ID, _format_param(exports.FORMATS), P_TZ],
-                   responses=_file_responses(exports.FORMATS))
+    @extend_schema(
+        parameters=[P_RUN_ID, _format_param(exports.FORMATS), P_TZ],
+        responses=_file_responses(exports.FORMATS),
+    )
     def get(self, request, run_id):
         run = _run(run_id)
-        return table_download(request, lambda zone: exports.labels_table(run=run, zone=zone),
-                               f"labels-{run.uuid}")
+        return table_download(
+            request, lambda zone: exports.labels_table(run=run, zone=zone), f"labels-{run.uuid}"
+        )
 
 
 class ComparisonExportApi(DownloadApi):
     """GET ``?base=&head=&format=csv|parquet``: a comparison, one row per case
     (``exports.comparison_table``)."""
 
-    @extend_schema(parameters=[P_BASE, P_HEAD, _format_param(exports.FORMATS), P_TZ],
-                   responses=_file_responses(exports.FORMATS))
+    @extend_schema(
+        parameters=[P_BASE, P_HEAD, _format_param(exports.FORMATS), P_TZ],
+        responses=_file_responses(exports.FORMATS),
+    )
     def get(self, request):
         base_id, head_id = _required_uuid(request, "base"), _required_uuid(request, "head")
         base, head = _run(base_id), _run(head_id)
         return table_download(
-            request, lambda zone: exports.comparison_table(base=base, head=head),
-            f"comparison-{base.uuid}-{head.uuid}")
+            request,
+            lambda zone: exports.comparison_table(base=base, head=head),
+            f"comparison-{base.uuid}-{head.uuid}",
+        )

@@ -30,8 +30,10 @@ from rest_framework.views import exception_handler as drf_exception_handler
 
 from .importers.reader import JSON_MAX_DEPTH, json_depth_exceeds
 
-NESTED = (f"JSON parse error - nested too deeply (more than {JSON_MAX_DEPTH} arrays/objects "
-          "inside each other)")
+NESTED = (
+    f"JSON parse error - nested too deeply (more than {JSON_MAX_DEPTH} arrays/objects "
+    "inside each other)"
+)
 _DRF_PARSERS = str(Path(JSONParser.__module__.replace(".", "/")).with_suffix(".py"))
 
 
@@ -76,9 +78,14 @@ def exception_handler(exc, context):
     not handle."""
     if isinstance(exc, RequestDataTooBig):
         limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
-        return Response({"detail": f"The request body is larger than the limit of {limit} "
-                                   f"bytes (DATA_UPLOAD_MAX_MEMORY_SIZE).", "limit": limit},
-                        status=status.HTTP_413_REQUEST_ENTITY_TOO_LARGE)
+        return Response(
+            {
+                "detail": f"The request body is larger than the limit of {limit} "
+                f"bytes (DATA_UPLOAD_MAX_MEMORY_SIZE).",
+                "limit": limit,
+            },
+            status=status.HTTP_413_REQUEST_ENTITY_TOO_LARGE,
+        )
     if isinstance(exc, RecursionError) and _raised_in_a_parser(exc):
         exc = ParseError(NESTED)
     return drf_exception_handler(exc, context)

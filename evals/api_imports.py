@@ -34,58 +34,80 @@ def import_max_bytes() -> int:
 class ImportInput(serializers.Serializer):
     file = serializers.FileField(
         help_text="The results file (UTF-8): a promptfoo results.json, an Inspect AI JSON log, "
-                  "labeled records, CSV or JSONL; at most 64 MiB (413 above).")
+        "labeled records, CSV or JSONL; at most 64 MiB (413 above)."
+    )
     format = serializers.ChoiceField(
-        choices=FORMATS, required=False, allow_blank=True, default="",
-        help_text=f"One of {', '.join(FORMATS)}; empty or absent: detected from the content.")
-    suite = serializers.CharField(max_length=200,
-                                  help_text="Suite name (at most 200 characters); created "
-                                            "when missing.")
-    run = serializers.CharField(max_length=196,
-                                help_text="A new run name in that suite (at most 196 "
-                                          "characters); an existing name is refused.")
-    suite_kind = serializers.ChoiceField(choices=Suite.Kind.values,
-                                         default=Suite.Kind.REGRESSION,
-                                         help_text="Kind of a new suite.")
+        choices=FORMATS,
+        required=False,
+        allow_blank=True,
+        default="",
+        help_text=f"One of {', '.join(FORMATS)}; empty or absent: detected from the content.",
+    )
+    suite = serializers.CharField(
+        max_length=200, help_text="Suite name (at most 200 characters); created when missing."
+    )
+    run = serializers.CharField(
+        max_length=196,
+        help_text="A new run name in that suite (at most 196 "
+        "characters); an existing name is refused.",
+    )
+    suite_kind = serializers.ChoiceField(
+        choices=Suite.Kind.values, default=Suite.Kind.REGRESSION, help_text="Kind of a new suite."
+    )
     mapping = serializers.ListField(
-        child=serializers.CharField(help_text="field=column"), required=False, default=list,
-        help_text="CSV/JSONL only: repeated field=column items, e.g. case_id=id.")
+        child=serializers.CharField(help_text="field=column"),
+        required=False,
+        default=list,
+        help_text="CSV/JSONL only: repeated field=column items, e.g. case_id=id.",
+    )
     threshold = serializers.FloatField(
-        required=False, allow_null=True, default=None, min_value=0, max_value=1,
-        help_text="CSV/JSONL only: pass threshold in [0, 1] for rows with a score but no "
-                  "verdict.")
+        required=False,
+        allow_null=True,
+        default=None,
+        min_value=0,
+        max_value=1,
+        help_text="CSV/JSONL only: pass threshold in [0, 1] for rows with a score but no verdict.",
+    )
 
 
 class ImportOutput(serializers.Serializer):
     suite = serializers.CharField(help_text="Suite name.")
-    runs = serializers.ListField(child=serializers.CharField(), help_text="Names of the "
-                                 "runs created (two for pairwise labeled records).")
-    run_ids = serializers.ListField(child=serializers.UUIDField(), help_text="UUIDs of "
-                                    "those runs, in the same order.")
+    runs = serializers.ListField(
+        child=serializers.CharField(),
+        help_text="Names of the runs created (two for pairwise labeled records).",
+    )
+    run_ids = serializers.ListField(
+        child=serializers.UUIDField(), help_text="UUIDs of those runs, in the same order."
+    )
     format = serializers.CharField(help_text="The format imported (given or detected).")
     cases = serializers.IntegerField(help_text="Distinct cases touched (count).")
     trials = serializers.IntegerField(help_text="Trials created (count).")
     grades = serializers.IntegerField(help_text="Grades created (count).")
     labels = serializers.IntegerField(help_text="Labels created (count).")
-    preference_labels = serializers.IntegerField(help_text="Preference labels created "
-                                                 "(count).")
-    pairwise_verdicts = serializers.IntegerField(help_text="Pairwise verdicts created "
-                                                 "(count).")
-    judge_versions = serializers.IntegerField(help_text="Recorded judge versions used "
-                                              "(count).")
+    preference_labels = serializers.IntegerField(help_text="Preference labels created (count).")
+    pairwise_verdicts = serializers.IntegerField(help_text="Pairwise verdicts created (count).")
+    judge_versions = serializers.IntegerField(help_text="Recorded judge versions used (count).")
 
 
 class ImportErrorOutput(serializers.Serializer):
-    detail = serializers.CharField(help_text="What is wrong, naming the record (JSON path, "
-                                   "line or row) and the field. Nothing was written.")
-    limit = serializers.IntegerField(required=False, help_text="413 only: the file size "
-                                     "limit (bytes).")
+    detail = serializers.CharField(
+        help_text="What is wrong, naming the record (JSON path, "
+        "line or row) and the field. Nothing was written."
+    )
+    limit = serializers.IntegerField(
+        required=False, help_text="413 only: the file size limit (bytes)."
+    )
 
 
 def _too_large(limit: int, what: str) -> Response:
-    return Response({"detail": f"{what}, over the limit of {limit:,} bytes (ASSAY "
-                               "IMPORT_MAX_BYTES); nothing was imported", "limit": limit},
-                    status=413)
+    return Response(
+        {
+            "detail": f"{what}, over the limit of {limit:,} bytes (ASSAY "
+            "IMPORT_MAX_BYTES); nothing was imported",
+            "limit": limit,
+        },
+        status=413,
+    )
 
 
 class ImportApi(APIView):
@@ -98,10 +120,15 @@ class ImportApi(APIView):
 
     @extend_schema(
         request={"multipart/form-data": ImportInput},
-        responses={201: ImportOutput, 413: ImportErrorOutput, 400: OpenApiResponse(
-            description="Bad file: {\"detail\"} naming the record (JSON path, line or row) "
-                        "and the field; bad form fields: {\"<field>\": [messages]}. Nothing "
-                        "was written.")},
+        responses={
+            201: ImportOutput,
+            413: ImportErrorOutput,
+            400: OpenApiResponse(
+                description='Bad file: {"detail"} naming the record (JSON path, line or row) '
+                'and the field; bad form fields: {"<field>": [messages]}. Nothing '
+                "was written."
+            ),
+        },
     )
     def post(self, request: Request) -> Response:
         limit = import_max_bytes()
@@ -116,10 +143,15 @@ class ImportApi(APIView):
             return _too_large(limit, f"file: {upload.size:,} bytes")
         try:
             summary = results_import(
-                stream=upload.file, filename=upload.name, suite_name=v["suite"],
-                run_name=v["run"], fmt=v["format"] or None,
-                mapping=mapping_parse(v["mapping"]), suite_kind=v["suite_kind"],
-                threshold=v["threshold"], user=request.user,
+                stream=upload.file,
+                filename=upload.name,
+                suite_name=v["suite"],
+                run_name=v["run"],
+                fmt=v["format"] or None,
+                mapping=mapping_parse(v["mapping"]),
+                suite_kind=v["suite_kind"],
+                threshold=v["threshold"],
+                user=request.user,
             )
         except ResultsImportError as exc:
             return Response({"detail": str(exc)}, status=400)

@@ -53,85 +53,142 @@ class _JsonlParser(_SchemaOnlyParser):
 
 
 class IngestLabelInput(serializers.Serializer):
-    reviewer = serializers.CharField(max_length=200, help_text="Reviewer name (text; no "
-                                     "user account needed), at most 200 characters.")
-    verdict = serializers.ChoiceField(choices=["pass", "fail"],
-                                      help_text="The reviewer's verdict: pass or fail.")
-    critique = serializers.CharField(required=False, allow_null=True, allow_blank=True,
-                                     help_text="Why (free text; null = none).")
+    reviewer = serializers.CharField(
+        max_length=200,
+        help_text="Reviewer name (text; no user account needed), at most 200 characters.",
+    )
+    verdict = serializers.ChoiceField(
+        choices=["pass", "fail"], help_text="The reviewer's verdict: pass or fail."
+    )
+    critique = serializers.CharField(
+        required=False, allow_null=True, allow_blank=True, help_text="Why (free text; null = none)."
+    )
 
 
 class IngestTrialInput(serializers.Serializer):
     """A trial record: the CSV/JSONL import's fields (evals.importers.tabular)."""
 
-    case_id = serializers.CharField(max_length=200, help_text="Case key, at most 200 "
-                                    "characters.")
-    input = serializers.JSONField(required=False, allow_null=True, help_text="Case input "
-                                  "(string or object); empty = a case already in the suite.")
-    expected = serializers.JSONField(required=False, allow_null=True,
-                                     help_text="Expected answer (any JSON) or null.")
-    tags = serializers.ListField(child=serializers.CharField(), required=False,
-                                 allow_null=True, help_text="Case tags (strings).")
-    output = serializers.CharField(required=False, allow_null=True, allow_blank=True,
-                                   help_text="The trial output (text, stored whole).")
-    attempt = serializers.IntegerField(required=False, allow_null=True, min_value=1,
-                                       help_text="Attempt number 1..N (default 1).")
-    passed = serializers.BooleanField(required=False, allow_null=True,
-                                      help_text="Verdict: true or false only.")
-    score = serializers.FloatField(required=False, allow_null=True,
-                                   help_text="Score in [0, 1]; null, NaN or Infinity = not "
-                                   "scored (an errored grade, never 0).")
-    scores = serializers.DictField(child=serializers.FloatField(allow_null=True),
-                                   required=False, allow_null=True,
-                                   help_text="Grader name -> score in [0, 1]; one grade each.")
-    judge_status = serializers.CharField(required=False, allow_null=True,
-                                         help_text="ok (or empty) = graded; anything else "
-                                         "makes the record's grades errored.")
-    reason = serializers.CharField(required=False, allow_null=True, allow_blank=True,
-                                   help_text="The grade's reason (text).")
-    grader = serializers.CharField(required=False, allow_null=True,
-                                   help_text="Grader name of passed/score (default "
-                                   "'imported').")
+    case_id = serializers.CharField(max_length=200, help_text="Case key, at most 200 characters.")
+    input = serializers.JSONField(
+        required=False,
+        allow_null=True,
+        help_text="Case input (string or object); empty = a case already in the suite.",
+    )
+    expected = serializers.JSONField(
+        required=False, allow_null=True, help_text="Expected answer (any JSON) or null."
+    )
+    tags = serializers.ListField(
+        child=serializers.CharField(),
+        required=False,
+        allow_null=True,
+        help_text="Case tags (strings).",
+    )
+    output = serializers.CharField(
+        required=False,
+        allow_null=True,
+        allow_blank=True,
+        help_text="The trial output (text, stored whole).",
+    )
+    attempt = serializers.IntegerField(
+        required=False, allow_null=True, min_value=1, help_text="Attempt number 1..N (default 1)."
+    )
+    passed = serializers.BooleanField(
+        required=False, allow_null=True, help_text="Verdict: true or false only."
+    )
+    score = serializers.FloatField(
+        required=False,
+        allow_null=True,
+        help_text="Score in [0, 1]; null, NaN or Infinity = not "
+        "scored (an errored grade, never 0).",
+    )
+    scores = serializers.DictField(
+        child=serializers.FloatField(allow_null=True),
+        required=False,
+        allow_null=True,
+        help_text="Grader name -> score in [0, 1]; one grade each.",
+    )
+    judge_status = serializers.CharField(
+        required=False,
+        allow_null=True,
+        help_text="ok (or empty) = graded; anything else makes the record's grades errored.",
+    )
+    reason = serializers.CharField(
+        required=False, allow_null=True, allow_blank=True, help_text="The grade's reason (text)."
+    )
+    grader = serializers.CharField(
+        required=False,
+        allow_null=True,
+        help_text="Grader name of passed/score (default 'imported').",
+    )
     model = serializers.CharField(required=False, allow_null=True, help_text="Model name.")
-    input_tokens = serializers.IntegerField(required=False, allow_null=True, min_value=0,
-                                            help_text="Prompt tokens (count).")
-    output_tokens = serializers.IntegerField(required=False, allow_null=True, min_value=0,
-                                             help_text="Completion tokens (count).")
-    latency_ms = serializers.FloatField(required=False, allow_null=True, min_value=0,
-                                        help_text="Latency of the call (milliseconds).")
-    cost_usd = serializers.DecimalField(max_digits=14, decimal_places=8, required=False,
-                                        allow_null=True, help_text="Cost in USD (decimal "
-                                        "string or number; null = unknown, never 0).")
-    created_at = serializers.DateTimeField(required=False, allow_null=True,
-                                           help_text="ISO 8601; without an offset read as "
-                                           "UTC.")
-    labels = IngestLabelInput(many=True, required=False, allow_null=True,
-                              help_text="Human labels of this trial.")
-    extra = serializers.DictField(required=False, allow_null=True,
-                                  help_text="Anything else, kept in the trial's raw_response.")
+    input_tokens = serializers.IntegerField(
+        required=False, allow_null=True, min_value=0, help_text="Prompt tokens (count)."
+    )
+    output_tokens = serializers.IntegerField(
+        required=False, allow_null=True, min_value=0, help_text="Completion tokens (count)."
+    )
+    latency_ms = serializers.FloatField(
+        required=False,
+        allow_null=True,
+        min_value=0,
+        help_text="Latency of the call (milliseconds).",
+    )
+    cost_usd = serializers.DecimalField(
+        max_digits=14,
+        decimal_places=8,
+        required=False,
+        allow_null=True,
+        help_text="Cost in USD (decimal string or number; null = unknown, never 0).",
+    )
+    created_at = serializers.DateTimeField(
+        required=False, allow_null=True, help_text="ISO 8601; without an offset read as UTC."
+    )
+    labels = IngestLabelInput(
+        many=True, required=False, allow_null=True, help_text="Human labels of this trial."
+    )
+    extra = serializers.DictField(
+        required=False,
+        allow_null=True,
+        help_text="Anything else, kept in the trial's raw_response.",
+    )
 
 
 class IngestInput(serializers.Serializer):
     """The JSON body; an NDJSON body is the same header object on line 1 (without
     ``trials``) and one IngestTrialInput per line."""
 
-    suite = serializers.CharField(max_length=200, help_text="Suite name (created when "
-                                  "absent), at most 200 characters.")
-    suite_kind = serializers.ChoiceField(choices=["regression", "capability"], required=False,
-                                         allow_null=True, help_text="Kind of a new suite "
-                                         "(default regression); must match an existing one.")
+    suite = serializers.CharField(
+        max_length=200, help_text="Suite name (created when absent), at most 200 characters."
+    )
+    suite_kind = serializers.ChoiceField(
+        choices=["regression", "capability"],
+        required=False,
+        allow_null=True,
+        help_text="Kind of a new suite (default regression); must match an existing one.",
+    )
     run = serializers.CharField(max_length=200, help_text="Run name, new in its suite.")
-    model = serializers.CharField(max_length=200, required=False, allow_null=True,
-                                  help_text="Model name of the run.")
-    source_version = serializers.CharField(max_length=200, required=False, allow_null=True,
-                                           help_text="Version label of the system under "
-                                           "test.")
-    threshold = serializers.FloatField(required=False, allow_null=True, min_value=0,
-                                       max_value=1, help_text="Pass threshold in [0, 1] for "
-                                       "records with a score and no passed verdict.")
-    run_key = serializers.CharField(max_length=255, required=False, allow_null=True,
-                                    help_text="Idempotency key (as the Idempotency-Key "
-                                    "header).")
+    model = serializers.CharField(
+        max_length=200, required=False, allow_null=True, help_text="Model name of the run."
+    )
+    source_version = serializers.CharField(
+        max_length=200,
+        required=False,
+        allow_null=True,
+        help_text="Version label of the system under test.",
+    )
+    threshold = serializers.FloatField(
+        required=False,
+        allow_null=True,
+        min_value=0,
+        max_value=1,
+        help_text="Pass threshold in [0, 1] for records with a score and no passed verdict.",
+    )
+    run_key = serializers.CharField(
+        max_length=255,
+        required=False,
+        allow_null=True,
+        help_text="Idempotency key (as the Idempotency-Key header).",
+    )
     trials = IngestTrialInput(many=True, help_text="The trial records (at least one).")
 
 
@@ -155,18 +212,21 @@ class IngestOutput(serializers.Serializer):
 
 class IngestErrorOutput(serializers.Serializer):
     detail = serializers.CharField(help_text="What is wrong, naming the record and field.")
-    record = serializers.IntegerField(allow_null=True, help_text="JSON: index in trials "
-                                      "(0-based); NDJSON: line number (1-based); null: the "
-                                      "body or a JSON header.")
+    record = serializers.IntegerField(
+        allow_null=True,
+        help_text="JSON: index in trials "
+        "(0-based); NDJSON: line number (1-based); null: the "
+        "body or a JSON header.",
+    )
     field = serializers.CharField(allow_null=True, help_text="Dotted field name, or null.")
-    limit = serializers.IntegerField(required=False, help_text="413 only: the limit "
-                                     "exceeded (bytes).")
+    limit = serializers.IntegerField(
+        required=False, help_text="413 only: the limit exceeded (bytes)."
+    )
     key = serializers.CharField(required=False, help_text="409 only: the idempotency key.")
 
 
 def _error(status: int, detail: str, *, record=None, field=None, **more) -> Response:
-    return Response({"detail": detail, "record": record, "field": field, **more},
-                    status=status)
+    return Response({"detail": detail, "record": record, "field": field, **more}, status=status)
 
 
 class IngestApi(APIView):
@@ -180,23 +240,40 @@ class IngestApi(APIView):
     parser_classes = [_JsonParser, _NdjsonParser, _JsonlParser]
 
     @extend_schema(
-        request={"application/json": IngestInput, "application/x-ndjson": OpenApiTypes.STR,
-                 "application/jsonl": OpenApiTypes.STR},
-        parameters=[OpenApiParameter(
-            "Idempotency-Key", str, OpenApiParameter.HEADER, required=False,
-            description="At most 255 characters; a repeat with the same body returns the "
-                        "first response and writes nothing.")],
-        responses={201: IngestOutput, 400: IngestErrorOutput, 409: IngestErrorOutput,
-                   411: IngestErrorOutput, 413: IngestErrorOutput,
-                   415: OpenApiResponse(IngestErrorOutput, description="Other content type")},
+        request={
+            "application/json": IngestInput,
+            "application/x-ndjson": OpenApiTypes.STR,
+            "application/jsonl": OpenApiTypes.STR,
+        },
+        parameters=[
+            OpenApiParameter(
+                "Idempotency-Key",
+                str,
+                OpenApiParameter.HEADER,
+                required=False,
+                description="At most 255 characters; a repeat with the same body returns the "
+                "first response and writes nothing.",
+            )
+        ],
+        responses={
+            201: IngestOutput,
+            400: IngestErrorOutput,
+            409: IngestErrorOutput,
+            411: IngestErrorOutput,
+            413: IngestErrorOutput,
+            415: OpenApiResponse(IngestErrorOutput, description="Other content type"),
+        },
     )
     def post(self, request: Request) -> Response:
         raw = request._request  # Django's HttpRequest: the unread WSGI stream
         media = (raw.content_type or "").lower()
         fmt = MEDIA_TYPES.get(media)
         if fmt is None:
-            return _error(415, f"Content-Type {media or '(none)'!r} is not accepted; send "
-                          f"{', '.join(MEDIA_TYPES)}")
+            return _error(
+                415,
+                f"Content-Type {media or '(none)'!r} is not accepted; send "
+                f"{', '.join(MEDIA_TYPES)}",
+            )
         charset = raw.content_params.get("charset")
         if charset is not None and charset.lower().replace("_", "-") not in ("utf-8", "utf8"):
             return _error(415, f"charset {charset!r}: the body must be UTF-8")
@@ -206,29 +283,49 @@ class IngestApi(APIView):
         if not length or not length.isdigit():
             return _error(411, "Content-Length is required")
         if int(length) > max_bytes:
-            return _error(413, f"request body: {int(length):,} bytes, over the limit of "
-                          f"{max_bytes:,} bytes (ASSAY INGEST_MAX_BYTES)", limit=max_bytes)
+            return _error(
+                413,
+                f"request body: {int(length):,} bytes, over the limit of "
+                f"{max_bytes:,} bytes (ASSAY INGEST_MAX_BYTES)",
+                limit=max_bytes,
+            )
         key = raw.headers.get("Idempotency-Key")
         if key is not None and not (0 < len(key) <= KEY_MAX):
-            return _error(400, f"header Idempotency-Key: expected 1 to {KEY_MAX} characters",
-                          field="Idempotency-Key")
+            return _error(
+                400,
+                f"header Idempotency-Key: expected 1 to {KEY_MAX} characters",
+                field="Idempotency-Key",
+            )
 
         def respond(run: Run, summary) -> dict:
             return {
-                "run": str(run.uuid), "name": run.name, "suite": str(run.suite.uuid),
-                "suite_name": run.suite.name, "status": run.status,
-                "counts": {"cases": summary.cases, "trials": summary.trials,
-                           "grades": summary.grades, "labels": summary.labels},
+                "run": str(run.uuid),
+                "name": run.name,
+                "suite": str(run.suite.uuid),
+                "suite_name": run.suite.name,
+                "status": run.status,
+                "counts": {
+                    "cases": summary.cases,
+                    "trials": summary.trials,
+                    "grades": summary.grades,
+                    "labels": summary.labels,
+                },
                 "url": request.build_absolute_uri(
-                    reverse("api:run-detail", kwargs={"uuid": run.uuid})),
+                    reverse("api:run-detail", kwargs={"uuid": run.uuid})
+                ),
                 "page": request.build_absolute_uri(run.get_absolute_url()),
             }
 
         try:
-            source = source_open(fmt=fmt, stream=raw, max_bytes=max_bytes,
-                                 max_record_bytes=limits["INGEST_MAX_RECORD_BYTES"])
-            outcome = ingest_submit(source=source, user=request.user, idempotency_key=key,
-                                    respond=respond)
+            source = source_open(
+                fmt=fmt,
+                stream=raw,
+                max_bytes=max_bytes,
+                max_record_bytes=limits["INGEST_MAX_RECORD_BYTES"],
+            )
+            outcome = ingest_submit(
+                source=source, user=request.user, idempotency_key=key, respond=respond
+            )
         except IngestTooLarge as exc:
             return _error(413, exc.detail, record=exc.record, limit=exc.limit)
         except IngestError as exc:

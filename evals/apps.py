@@ -15,5 +15,9 @@ class EvalsConfig(AppConfig):
         def groups_changed(sender, instance, **kwargs) -> None:
             forget_roles(instance)  # a user's cached role names (evals.roles.user_roles)
 
-        m2m_changed.connect(groups_changed, sender=get_user_model().groups.through,
-                            dispatch_uid="evals.roles.forget_roles", weak=False)
+        m2m_changed.connect(
+            groups_changed,
+            sender=get_user_model().groups.through,
+            dispatch_uid="evals.roles.forget_roles",
+            weak=False,
+        )

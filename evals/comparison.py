@@ -38,7 +38,14 @@ from stats.compare import (
 from stats.power import DetectableDrop, min_detectable_drop
 
 FIXED, BROKEN, BETTER, WORSE, FLAKY, UNCHANGED, NO_VERDICT = (
-    "fixed", "broken", "better", "worse", "flaky", "unchanged", "no verdict")
+    "fixed",
+    "broken",
+    "better",
+    "worse",
+    "flaky",
+    "unchanged",
+    "no verdict",
+)
 CHANGE_CLASSES = (FIXED, BROKEN, BETTER, WORSE, FLAKY, UNCHANGED, NO_VERDICT)
 EXACT_CASE_LIMIT = 500
 
@@ -243,10 +250,16 @@ class Comparison:
         p-value as a float plus its text."""
         data = json_safe({k: v for k, v in asdict(self).items() if k not in ("base", "head")})
         for side, run in (("base", self.base), ("head", self.head)):
-            data[side] = {"label": run.label, "uuid": run.uuid, "name": run.name,
-                          "suite": run.suite_name, "kind": run.suite_kind,
-                          "trials_per_case": run.trials_per_case, "cases": len(run.cases),
-                          "source": run.source}
+            data[side] = {
+                "label": run.label,
+                "uuid": run.uuid,
+                "name": run.name,
+                "suite": run.suite_name,
+                "kind": run.suite_kind,
+                "trials_per_case": run.trials_per_case,
+                "cases": len(run.cases),
+                "source": run.source,
+            }
         data["comparable"] = self.comparable
         if self.headline is not None:
             data["headline"]["p_text"] = self.headline.p_text
@@ -261,8 +274,9 @@ def comparability_problems(base: RunData, head: RunData) -> list[str]:
     if base.uuid and base.uuid == head.uuid:
         problems.append("base and head are the same run: there is nothing to compare")
     if base.suite_name != head.suite_name:
-        problems.append(f"different suites ({base.suite_name} → {head.suite_name}): the runs "
-                        "are not comparable")
+        problems.append(
+            f"different suites ({base.suite_name} → {head.suite_name}): the runs are not comparable"
+        )
     b = {g.key: g for g in base.graders}
     h = {g.key: g for g in head.graders}
     removed = [k for k in b if k not in h]
@@ -270,29 +284,35 @@ def comparability_problems(base: RunData, head: RunData) -> list[str]:
     # A grader key that embeds the version (judge:<name>:v<n>) changes with it: pair a
     # removed and an added judge grader of the same judge as a version change.
     for rk in list(removed):
-        match = next((ak for ak in added if b[rk].judge_name and
-                      b[rk].judge_name == h[ak].judge_name), None)
+        match = next(
+            (ak for ak in added if b[rk].judge_name and b[rk].judge_name == h[ak].judge_name), None
+        )
         if match is not None:
             removed.remove(rk)
             added.remove(match)
             problems.append(_judge_change(b[rk], h[match]))
     if removed or added:
         parts = ([f"added {', '.join(added)}"] if added else []) + (
-            [f"removed {', '.join(removed)}"] if removed else [])
+            [f"removed {', '.join(removed)}"] if removed else []
+        )
         problems.append(f"grader set changed ({'; '.join(parts)}): the runs are not comparable")
     for key in (k for k in b if k in h):
         if b[key].gating != h[key].gating:
-            problems.append(f"grader {key} is {'gating' if b[key].gating else 'non-gating'} "
-                            f"in base and {'gating' if h[key].gating else 'non-gating'} in "
-                            "head: the runs are not comparable")
+            problems.append(
+                f"grader {key} is {'gating' if b[key].gating else 'non-gating'} "
+                f"in base and {'gating' if h[key].gating else 'non-gating'} in "
+                "head: the runs are not comparable"
+            )
         if b[key].judge_version != h[key].judge_version:
             problems.append(_judge_change(b[key], h[key]))
     return problems
 
 
 def _judge_change(b: GraderInfo, h: GraderInfo) -> str:
-    return (f"judge version changed ({b.judge_version or 'no judge'} → "
-            f"{h.judge_version or 'no judge'}): the runs are not comparable")
+    return (
+        f"judge version changed ({b.judge_version or 'no judge'} → "
+        f"{h.judge_version or 'no judge'}): the runs are not comparable"
+    )
 
 
 def _match_cases(base: RunData, head: RunData):
@@ -321,8 +341,12 @@ def _match_cases(base: RunData, head: RunData):
     added = [CaseRef(c.key, c.content_hash, c.tags) for c in h_left.values()]
     removed = [CaseRef(c.key, c.content_hash, c.tags) for c in b_key.values()]
     pairs.sort(key=lambda p: p[1].key)
-    return pairs, sorted(added, key=lambda r: r.key), sorted(removed, key=lambda r: r.key), \
-        sorted(changed, key=lambda r: r.key)
+    return (
+        pairs,
+        sorted(added, key=lambda r: r.key),
+        sorted(removed, key=lambda r: r.key),
+        sorted(changed, key=lambda r: r.key),
+    )
 
 
 def _points(delta: float) -> str:
@@ -339,11 +363,13 @@ def _headline(pairs, *, alpha, n_resamples, seed) -> Headline | None:
     # Exact enumeration convolves one kernel per case (~1 s at 2,000 cases); above
     # EXACT_CASE_LIMIT cases the grouped Monte Carlo (~0.2 s, p = (b+1)/(m+1)) is used.
     method = "auto" if len(graded) <= EXACT_CASE_LIMIT else "monte-carlo"
-    test = stratified_permutation_test(base_v, head_v, n_resamples=n_resamples, seed=seed,
-                                       method=method)
+    test = stratified_permutation_test(
+        base_v, head_v, n_resamples=n_resamples, seed=seed, method=method
+    )
     confidence = 1 - alpha
-    low, high = within_case_bootstrap_ci(base_v, head_v, confidence=confidence,
-                                         n_resamples=n_resamples, seed=seed)
+    low, high = within_case_bootstrap_ci(
+        base_v, head_v, confidence=confidence, n_resamples=n_resamples, seed=seed
+    )
     clustered = clustered_paired_interval(base_v, head_v, confidence=confidence)
     base_rate = float(np.mean([b.passed / b.graded for b, _ in graded]))
     head_rate = float(np.mean([h.passed / h.graded for _, h in graded]))
@@ -356,13 +382,10 @@ def _headline(pairs, *, alpha, n_resamples, seed) -> Headline | None:
         size = f"head is {_points(delta)} {'higher' if delta > 0 else 'lower'}"
     if significant:
         sentence = (
-            f"{size}; this is larger than the pipeline's own randomness, "
-            f"{pvalue_phrase(p_text)}"
+            f"{size}; this is larger than the pipeline's own randomness, {pvalue_phrase(p_text)}"
         )
     else:
-        sentence = (
-            f"{size}; this is within the pipeline's own randomness ({pvalue_phrase(p_text)})"
-        )
+        sentence = f"{size}; this is within the pipeline's own randomness ({pvalue_phrase(p_text)})"
     ci_has_zero = low <= 0 <= high
     disagreement = ""
     if significant == ci_has_zero:
@@ -371,12 +394,23 @@ def _headline(pairs, *, alpha, n_resamples, seed) -> Headline | None:
             f"the permutation test ({pvalue_phrase(p_text)}) and the {confidence:.0%} "
             f"bootstrap interval "
             f"{ci} disagree near the boundary: the interval "
-            f"{'contains' if ci_has_zero else 'excludes'} 0; the p-value decides")
+            f"{'contains' if ci_has_zero else 'excludes'} 0; the p-value decides"
+        )
     return Headline(
-        n_cases=len(graded), base_rate=base_rate, head_rate=head_rate, delta=delta,
-        p_value=test.p_value, p_exact=test.exact, n_resamples=test.n_resamples,
-        bootstrap_low=low, bootstrap_high=high, confidence=confidence, clustered=clustered,
-        significant=significant, sentence=sentence, disagreement=disagreement,
+        n_cases=len(graded),
+        base_rate=base_rate,
+        head_rate=head_rate,
+        delta=delta,
+        p_value=test.p_value,
+        p_exact=test.exact,
+        n_resamples=test.n_resamples,
+        bootstrap_low=low,
+        bootstrap_high=high,
+        confidence=confidence,
+        clustered=clustered,
+        significant=significant,
+        sentence=sentence,
+        disagreement=disagreement,
     )
 
 
@@ -389,10 +423,15 @@ def _usage(cases: list[CaseData]) -> Usage:
     tokens = sum(c.input_tokens + c.output_tokens for c in cases) if not tok_unknown else None
     lat_n = sum(c.latency_n for c in cases)
     return Usage(
-        finished=finished, cost_usd=cost, cost_known_usd=known, cost_unknown=unknown,
-        cost_per_trial_usd=(cost / finished).quantize(Decimal("1e-8")) if cost is not None
+        finished=finished,
+        cost_usd=cost,
+        cost_known_usd=known,
+        cost_unknown=unknown,
+        cost_per_trial_usd=(cost / finished).quantize(Decimal("1e-8"))
+        if cost is not None
         else None,
-        tokens=tokens if finished else None, tokens_unknown=tok_unknown,
+        tokens=tokens if finished else None,
+        tokens_unknown=tok_unknown,
         tokens_per_trial=tokens / finished if tokens is not None and finished else None,
         latency_mean_ms=sum(c.latency_sum_ms for c in cases) / lat_n if lat_n else None,
     )
@@ -412,15 +451,20 @@ def _pass_hat_k(pairs, k_max: int) -> list[PassHatKDelta]:
         graded = np.array([p[side].graded for p in pairs], dtype=np.int64)
         sides.append(pass_k_table(passed, graded, k_max))
     for b, h in zip(*sides, strict=True):
-        out.append(PassHatKDelta(b.k, b.pass_hat_k, h.pass_hat_k,
-                                 _minus(h.pass_hat_k, b.pass_hat_k)))
+        out.append(
+            PassHatKDelta(b.k, b.pass_hat_k, h.pass_hat_k, _minus(h.pass_hat_k, b.pass_hat_k))
+        )
     return out
 
 
 def _side(run: RunData) -> SideCounts:
-    return SideCounts(cases=len(run.cases), trials=run.trials_total,
-                      pipeline_errored=run.pipeline_errored, grade_errored=run.grade_errored,
-                      provisional=run.provisional)
+    return SideCounts(
+        cases=len(run.cases),
+        trials=run.trials_total,
+        pipeline_errored=run.pipeline_errored,
+        grade_errored=run.grade_errored,
+        provisional=run.provisional,
+    )
 
 
 def base_detectable_drop(base: RunData, *, alpha: float = 0.05) -> DetectableDrop | None:
@@ -433,8 +477,14 @@ def base_detectable_drop(base: RunData, *, alpha: float = 0.05) -> DetectableDro
 
 
 def comparison_compute(
-    *, base: RunData, head: RunData, alpha: float = 0.05, n_resamples: int = 10_000,
-    seed: int = 0, detectable: DetectableDrop | None = None, with_power: bool = True,
+    *,
+    base: RunData,
+    head: RunData,
+    alpha: float = 0.05,
+    n_resamples: int = 10_000,
+    seed: int = 0,
+    detectable: DetectableDrop | None = None,
+    with_power: bool = True,
 ) -> Comparison:
     """Compare ``head`` with ``base`` (pure; the rules are in the module docstring).
 
@@ -451,15 +501,24 @@ def comparison_compute(
     for b, h in pairs:
         br = b.passed / b.graded if b.graded else None
         hr = h.passed / h.graded if h.graded else None
-        rows.append(CaseComparison(
-            key=h.key, content_hash=h.content_hash, tags=h.tags,
-            base_passed=b.passed, base_graded=b.graded, head_passed=h.passed,
-            head_graded=h.graded, base_rate=br, head_rate=hr, delta=_minus(hr, br),
-            change=change_class(b.passed, b.graded, h.passed, h.graded),
-            base_errored=b.pipeline_errored + b.grade_errored,
-            head_errored=h.pipeline_errored + h.grade_errored,
-            provisional=b.provisional + h.provisional,
-        ))
+        rows.append(
+            CaseComparison(
+                key=h.key,
+                content_hash=h.content_hash,
+                tags=h.tags,
+                base_passed=b.passed,
+                base_graded=b.graded,
+                head_passed=h.passed,
+                head_graded=h.graded,
+                base_rate=br,
+                head_rate=hr,
+                delta=_minus(hr, br),
+                change=change_class(b.passed, b.graded, h.passed, h.graded),
+                base_errored=b.pipeline_errored + b.grade_errored,
+                head_errored=h.pipeline_errored + h.grade_errored,
+                provisional=b.provisional + h.provisional,
+            )
+        )
     counts = dict.fromkeys(CHANGE_CLASSES, 0)
     for row in rows:
         counts[row.change] += 1
@@ -469,32 +528,46 @@ def comparison_compute(
     head_usage = _usage([h for _, h in pairs])
     notes = []
     if counts[NO_VERDICT]:
-        notes.append(f"{counts[NO_VERDICT]} shared case(s) have no graded trial on a side and "
-                     "are left out of the test")
+        notes.append(
+            f"{counts[NO_VERDICT]} shared case(s) have no graded trial on a side and "
+            "are left out of the test"
+        )
     if detectable is None and with_power:
         detectable = base_detectable_drop(base, alpha=alpha)
     return Comparison(
-        base=base, head=head, alpha=alpha, problems=comparability_problems(base, head),
-        cases=rows, added=added, removed=removed, changed=changed, class_counts=counts,
+        base=base,
+        head=head,
+        alpha=alpha,
+        problems=comparability_problems(base, head),
+        cases=rows,
+        added=added,
+        removed=removed,
+        changed=changed,
+        class_counts=counts,
         headline=_headline(pairs, alpha=alpha, n_resamples=n_resamples, seed=seed),
-        base_counts=_side(base), head_counts=_side(head),
+        base_counts=_side(base),
+        head_counts=_side(head),
         usage=UsageDelta(
-            base=base_usage, head=head_usage,
-            cost_per_trial_usd=_minus(head_usage.cost_per_trial_usd,
-                                      base_usage.cost_per_trial_usd),
+            base=base_usage,
+            head=head_usage,
+            cost_per_trial_usd=_minus(head_usage.cost_per_trial_usd, base_usage.cost_per_trial_usd),
             tokens_per_trial=_minus(head_usage.tokens_per_trial, base_usage.tokens_per_trial),
             latency_mean_ms=_minus(head_usage.latency_mean_ms, base_usage.latency_mean_ms),
         ),
         pass_hat_k=_pass_hat_k(pairs, min(base.trials_per_case, head.trials_per_case)),
-        broken_regressions=broken, detectable=detectable, suite_kind=kind, notes=notes,
+        broken_regressions=broken,
+        detectable=detectable,
+        suite_kind=kind,
+        notes=notes,
     )
 
 
 POWER_CACHE_SECONDS = 24 * 3600
 
 
-def detectable_drop_get(*, run: Any, alpha: float = 0.05,
-                        data: RunData | None = None) -> DetectableDrop | None:
+def detectable_drop_get(
+    *, run: Any, alpha: float = 0.05, data: RunData | None = None
+) -> DetectableDrop | None:
     """The smallest drop ``run`` (as a baseline) can detect with 80% power at ``alpha``,
     cached in Django's cache per (run, alpha, finished trial count) for a day, so the
     comparison and suite pages do not simulate on every view (~110 ms at 2,000 cases)."""
@@ -504,8 +577,7 @@ def detectable_drop_get(*, run: Any, alpha: float = 0.05,
     hit = cache.get(key)
     if hit is not None:
         return hit or None  # False caches "undefined"
-    value = base_detectable_drop(data if data is not None else run_data_get(run=run),
-                                 alpha=alpha)
+    value = base_detectable_drop(data if data is not None else run_data_get(run=run), alpha=alpha)
     cache.set(key, value if value is not None else False, POWER_CACHE_SECONDS)
     return value
 
@@ -517,7 +589,9 @@ def comparison_get(*, base: Any, head: Any, alpha: float = 0.05) -> Comparison:
     base_data = run_data_get(run=base)
     head_data = run_data_get(run=head)
     return comparison_compute(
-        base=base_data, head=head_data, alpha=alpha,
+        base=base_data,
+        head=head_data,
+        alpha=alpha,
         detectable=detectable_drop_get(run=base, alpha=alpha, data=base_data),
         with_power=False,
     )
@@ -534,8 +608,12 @@ class GateDecision:
 
 
 def gate_decide(
-    comparison: Comparison, *, alpha: float = 0.05, max_errored_fraction: float = 0.0,
-    allow_untrusted: bool = False, allow_incomparable: bool = False,
+    comparison: Comparison,
+    *,
+    alpha: float = 0.05,
+    max_errored_fraction: float = 0.0,
+    allow_untrusted: bool = False,
+    allow_incomparable: bool = False,
 ) -> GateDecision:
     """The CI gate's decision on a comparison.
 
@@ -559,11 +637,13 @@ def gate_decide(
             cannot.append(
                 f"{side} has {counts.errored} errored trial(s) of {counts.trials} "
                 f"({counts.pipeline_errored} pipeline, {counts.grade_errored} with an errored "
-                f"gating grade), over the allowed {max_errored_fraction:.1%}")
+                f"gating grade), over the allowed {max_errored_fraction:.1%}"
+            )
         if counts.provisional and not allow_untrusted:
             cannot.append(
                 f"{side} has {counts.provisional} provisional gating grade(s) from a judge "
-                "version that is not trusted (use --allow-untrusted to gate on them)")
+                "version that is not trusted (use --allow-untrusted to gate on them)"
+            )
     if cannot:
         return GateDecision(2, "cannot decide", cannot)
     reasons = []
@@ -572,8 +652,10 @@ def gate_decide(
     if comparison.broken_regressions:
         keys = ", ".join(r.key for r in comparison.broken_regressions[:10])
         more = len(comparison.broken_regressions) - 10
-        reasons.append(f"{len(comparison.broken_regressions)} broken regression case(s): "
-                       f"{keys}{f' and {more} more' if more > 0 else ''}")
+        reasons.append(
+            f"{len(comparison.broken_regressions)} broken regression case(s): "
+            f"{keys}{f' and {more} more' if more > 0 else ''}"
+        )
     if reasons:
         return GateDecision(1, "regression", reasons)
     return GateDecision(0, "no significant regression", [h.sentence])

@@ -33,15 +33,18 @@ def _fingerprint(base: Run, head: Run) -> str:
 
     runs = [base.id, head.id]
     t = Trial.objects.filter(run_id__in=runs).aggregate(
-        n=models.Count("id"), top=models.Max("id"),
-        done=models.Count("id", filter=models.Q(status__in=Trial.FINISHED)))
+        n=models.Count("id"),
+        top=models.Max("id"),
+        done=models.Count("id", filter=models.Q(status__in=Trial.FINISHED)),
+    )
     g = Grade.objects.filter(trial__run_id__in=runs).aggregate(
-        n=models.Count("id"), top=models.Max("id"),
+        n=models.Count("id"),
+        top=models.Max("id"),
         ok=models.Count("id", filter=models.Q(passed=True)),
-        err=models.Count("id", filter=models.Q(status=Grade.Status.ERROR)))
+        err=models.Count("id", filter=models.Q(status=Grade.Status.ERROR)),
+    )
     trusted = JudgeVersion.objects.filter(trusted_at__isnull=False).count()
-    return (f"{t['n']}.{t['top']}.{t['done']}.{g['n']}.{g['top']}.{g['ok']}.{g['err']}."
-            f"{trusted}")
+    return f"{t['n']}.{t['top']}.{t['done']}.{g['n']}.{g['top']}.{g['ok']}.{g['err']}.{trusted}"
 
 
 def comparison_cached_get(*, base: Run, head: Run, alpha: float = 0.05) -> Comparison:
@@ -49,8 +52,10 @@ def comparison_cached_get(*, base: Run, head: Run, alpha: float = 0.05) -> Compa
     when both runs are finished (module docstring); three extra queries per call."""
     if not (base.is_terminal and head.is_terminal):
         return comparison_get(base=base, head=head, alpha=alpha)
-    key = (f"assay:comparison:v1:{base.uuid}:{base.status}:{head.uuid}:{head.status}:{alpha}:"
-           f"{_fingerprint(base, head)}")
+    key = (
+        f"assay:comparison:v1:{base.uuid}:{base.status}:{head.uuid}:{head.status}:{alpha}:"
+        f"{_fingerprint(base, head)}"
+    )
     hit = cache.get(key)
     if hit is not None:
         return hit

@@ -51,16 +51,21 @@ def comparison_case_get(*, base: Run, head: Run, case_uuid) -> ComparisonCase:
     related = list(
         Case.objects.filter(suite_id=head.suite_id)
         .filter(models.Q(content_hash=case.content_hash) | models.Q(key=case.key))
-        .filter(trials__run__in=[base, head]).distinct()
+        .filter(trials__run__in=[base, head])
+        .distinct()
     )
     trials = list(
         Trial.objects.filter(run__in=[base, head], case__in=related)
         .defer("output", "raw_response")
-        .annotate(output_cut=Substr("output", 1, DIFF_MAX_CHARS + 1),
-                  output_length=Length("output"))
+        .annotate(
+            output_cut=Substr("output", 1, DIFF_MAX_CHARS + 1), output_length=Length("output")
+        )
         .select_related("case")
-        .prefetch_related(models.Prefetch(
-            "grades", queryset=Grade.objects.select_related("judge_version").order_by("grader")))
+        .prefetch_related(
+            models.Prefetch(
+                "grades", queryset=Grade.objects.select_related("judge_version").order_by("grader")
+            )
+        )
         .order_by("attempt")
     )
     if not trials:
@@ -73,8 +78,11 @@ def comparison_case_get(*, base: Run, head: Run, case_uuid) -> ComparisonCase:
     base_case, head_case = side_case[base.id], side_case[head.id]
     changed = bool(base_case and head_case and base_case.content_hash != head_case.content_hash)
     by_side = {
-        run.id: [t for t in trials if t.run_id == run.id and side_case[run.id]
-                 and t.case_id == side_case[run.id].id]
+        run.id: [
+            t
+            for t in trials
+            if t.run_id == run.id and side_case[run.id] and t.case_id == side_case[run.id].id
+        ]
         for run in (base, head)
     }
     rows = []
@@ -84,8 +92,15 @@ def comparison_case_get(*, base: Run, head: Run, case_uuid) -> ComparisonCase:
         if b is not None and h is not None and b.status == h.status == Trial.Status.OK:
             diff = word_diff(b.output_cut, h.output_cut)
         rows.append(TrialPairRow(attempt=attempt, base=b, head=h, diff=diff))
-    return ComparisonCase(base_run=base, head_run=head, case=case, base_case=base_case,
-                          head_case=head_case, changed=changed, rows=rows)
+    return ComparisonCase(
+        base_run=base,
+        head_run=head,
+        case=case,
+        base_case=base_case,
+        head_case=head_case,
+        changed=changed,
+        rows=rows,
+    )
 
 
 def case_uuids_by_hash(*, suite_id: int, rows: list) -> dict[str, str]:
@@ -97,8 +112,11 @@ def case_uuids_by_hash(*, suite_id: int, rows: list) -> dict[str, str]:
         return {}
     keys = {(r.content_hash, r.key) for r in rows}
     out: dict[str, str] = {}
-    for digest, key, case_uuid in (Case.objects.filter(suite_id=suite_id, content_hash__in=hashes)
-                                   .order_by("id").values_list("content_hash", "key", "uuid")):
+    for digest, key, case_uuid in (
+        Case.objects.filter(suite_id=suite_id, content_hash__in=hashes)
+        .order_by("id")
+        .values_list("content_hash", "key", "uuid")
+    ):
         if digest not in out or (digest, key) in keys:
             out[digest] = str(case_uuid)
     return out

@@ -37,20 +37,25 @@ def _usd(x) -> str:
 def gate_text(comparison: Comparison, decision: GateDecision) -> str:
     """The decision and the headline for the terminal (plain lines)."""
     c, h = comparison, comparison.headline
-    lines = [f"gate: {decision.title} (exit {decision.exit_code})",
-             f"base: {c.base.label}   head: {c.head.label}"]
+    lines = [
+        f"gate: {decision.title} (exit {decision.exit_code})",
+        f"base: {c.base.label}   head: {c.head.label}",
+    ]
     lines += [f"  - {r}" for r in decision.reasons]
     if h is not None:
         lines.append(
             f"pass rate {_pct(h.base_rate)} → {_pct(h.head_rate)} ({_pp(h.delta)}) over "
             f"{h.n_cases} shared cases; {pvalue_phrase(h.p_text)} "
             f"({'exact' if h.p_exact else f'Monte Carlo, {h.n_resamples} resamples'}); "
-            f"{h.confidence:.0%} bootstrap CI [{_pp(h.bootstrap_low)}, {_pp(h.bootstrap_high)}]")
+            f"{h.confidence:.0%} bootstrap CI [{_pp(h.bootstrap_low)}, {_pp(h.bootstrap_high)}]"
+        )
         if h.disagreement:
             lines.append(f"note: {h.disagreement}")
     counts = ", ".join(f"{k} {v}" for k, v in c.class_counts.items() if v)
-    lines.append(f"cases: {counts or 'none shared'}; added {len(c.added)}, removed "
-                 f"{len(c.removed)}, changed {len(c.changed)}")
+    lines.append(
+        f"cases: {counts or 'none shared'}; added {len(c.added)}, removed "
+        f"{len(c.removed)}, changed {len(c.changed)}"
+    )
     return "\n".join(lines)
 
 
@@ -60,8 +65,12 @@ def gate_markdown(comparison: Comparison, decision: GateDecision) -> str:
     (first ``MARKDOWN_CASE_ROWS``, broken and worse first) and cases left out."""
     c, h = comparison, comparison.headline
     icon = {0: "✅", 1: "❌", 2: "⚠️"}[decision.exit_code]
-    out = [f"## {icon} Assay gate: {decision.title} (exit {decision.exit_code})", "",
-           f"Base {_code(c.base.label)} → head {_code(c.head.label)}, alpha = {c.alpha}", ""]
+    out = [
+        f"## {icon} Assay gate: {decision.title} (exit {decision.exit_code})",
+        "",
+        f"Base {_code(c.base.label)} → head {_code(c.head.label)}, alpha = {c.alpha}",
+        "",
+    ]
     out += [f"- {r}" for r in decision.reasons]
     for problem in c.problems:
         if problem not in decision.reasons:
@@ -69,13 +78,15 @@ def gate_markdown(comparison: Comparison, decision: GateDecision) -> str:
     out.append("")
     if h is not None:
         cl = h.clustered
-        clustered = ("undefined" if cl.low is None
-                     else f"[{_pp(cl.low)}, {_pp(cl.high)}]")
+        clustered = "undefined" if cl.low is None else f"[{_pp(cl.low)}, {_pp(cl.high)}]"
         out += [
-            f"**{h.sentence[0].upper()}{h.sentence[1:]}.**", "",
-            "| | base | head | Δ |", "|---|---|---|---|",
+            f"**{h.sentence[0].upper()}{h.sentence[1:]}.**",
+            "",
+            "| | base | head | Δ |",
+            "|---|---|---|---|",
             f"| pass rate ({h.n_cases} shared cases) | {_pct(h.base_rate)} | "
-            f"{_pct(h.head_rate)} | {_pp(h.delta)} |", "",
+            f"{_pct(h.head_rate)} | {_pp(h.delta)} |",
+            "",
             f"- {pvalue_phrase(h.p_text)} (stratified permutation test, "
             f"{'exact' if h.p_exact else f'{h.n_resamples} resamples'}): this decides",
             f"- {h.confidence:.0%} interval, this suite (within-case bootstrap): "
@@ -87,36 +98,53 @@ def gate_markdown(comparison: Comparison, decision: GateDecision) -> str:
             out.append(f"- note: {h.disagreement}")
     if c.detectable is not None:
         d = c.detectable
-        out.append("- smallest drop this suite detects with 80% power: " + (
-            f"{d.drop * 100:.0f} points" if d.drop is not None else f"none ({d.reason})"))
-    out += ["", "| " + " | ".join(CHANGE_CLASSES) + " | added | removed | changed |",
-            "|" + "---|" * (len(CHANGE_CLASSES) + 3),
-            "| " + " | ".join(str(c.class_counts[k]) for k in CHANGE_CLASSES)
-            + f" | {len(c.added)} | {len(c.removed)} | {len(c.changed)} |", ""]
+        out.append(
+            "- smallest drop this suite detects with 80% power: "
+            + (f"{d.drop * 100:.0f} points" if d.drop is not None else f"none ({d.reason})")
+        )
+    out += [
+        "",
+        "| " + " | ".join(CHANGE_CLASSES) + " | added | removed | changed |",
+        "|" + "---|" * (len(CHANGE_CLASSES) + 3),
+        "| "
+        + " | ".join(str(c.class_counts[k]) for k in CHANGE_CLASSES)
+        + f" | {len(c.added)} | {len(c.removed)} | {len(c.changed)} |",
+        "",
+    ]
     for side, n in (("base", c.base_counts), ("head", c.head_counts)):
         if n.errored or n.provisional:
-            out.append(f"- {side}: {n.pipeline_errored} pipeline errors, {n.grade_errored} "
-                       f"trials with an errored grade, {n.provisional} provisional judge "
-                       f"grades (of {n.trials} trials)")
+            out.append(
+                f"- {side}: {n.pipeline_errored} pipeline errors, {n.grade_errored} "
+                f"trials with an errored grade, {n.provisional} provisional judge "
+                f"grades (of {n.trials} trials)"
+            )
     u = c.usage
-    out.append(f"- per trial: cost {_usd(u.base.cost_per_trial_usd)} → "
-               f"{_usd(u.head.cost_per_trial_usd)}; tokens "
-               f"{_num(u.base.tokens_per_trial)} → {_num(u.head.tokens_per_trial)}; latency "
-               f"{_num(u.base.latency_mean_ms)} ms → {_num(u.head.latency_mean_ms)} ms")
+    out.append(
+        f"- per trial: cost {_usd(u.base.cost_per_trial_usd)} → "
+        f"{_usd(u.head.cost_per_trial_usd)}; tokens "
+        f"{_num(u.base.tokens_per_trial)} → {_num(u.head.tokens_per_trial)}; latency "
+        f"{_num(u.base.latency_mean_ms)} ms → {_num(u.head.latency_mean_ms)} ms"
+    )
     if c.pass_hat_k:
-        out.append("- pass^k Δ: " + ", ".join(
-            f"k={p.k} {_pp(p.delta)}" for p in c.pass_hat_k))
-    moved = sorted((r for r in c.cases if r.change not in ("unchanged", "flaky")),
-                   key=lambda r: (r.change != "broken", r.delta if r.delta is not None else 0))
+        out.append("- pass^k Δ: " + ", ".join(f"k={p.k} {_pp(p.delta)}" for p in c.pass_hat_k))
+    moved = sorted(
+        (r for r in c.cases if r.change not in ("unchanged", "flaky")),
+        key=lambda r: (r.change != "broken", r.delta if r.delta is not None else 0),
+    )
     if moved:
         out += ["", "| case | base | head | change |", "|---|---|---|---|"]
         for r in moved[:MARKDOWN_CASE_ROWS]:
-            out.append(f"| {_code(r.key)} | {r.base_passed}/{r.base_graded} | "
-                       f"{r.head_passed}/{r.head_graded} | {r.change} |")
+            out.append(
+                f"| {_code(r.key)} | {r.base_passed}/{r.base_graded} | "
+                f"{r.head_passed}/{r.head_graded} | {r.change} |"
+            )
         if len(moved) > MARKDOWN_CASE_ROWS:
             out.append(f"\n…and {len(moved) - MARKDOWN_CASE_ROWS} more changed cases.")
-    for title, refs in (("Only in head", c.added), ("Only in base", c.removed),
-                        ("Changed content (left out)", c.changed)):
+    for title, refs in (
+        ("Only in head", c.added),
+        ("Only in base", c.removed),
+        ("Changed content (left out)", c.changed),
+    ):
         if refs:
             keys = ", ".join(_code(r.key) for r in refs[:MARKDOWN_CASE_ROWS])
             out += ["", f"{title} ({len(refs)}): {keys}"]
@@ -131,8 +159,11 @@ def gate_json(comparison: Comparison, decision: GateDecision) -> str:
     """Strict JSON: ``{"decision": {exit_code, title, reasons}, "comparison": {...}}`` with
     delta, both intervals, the p-value (float and text), counts and per-case changes."""
     data: dict[str, Any] = {
-        "decision": {"exit_code": decision.exit_code, "title": decision.title,
-                     "reasons": decision.reasons},
+        "decision": {
+            "exit_code": decision.exit_code,
+            "title": decision.title,
+            "reasons": decision.reasons,
+        },
         "comparison": comparison.to_dict(),
     }
     return json.dumps(data, allow_nan=False, ensure_ascii=False)

@@ -58,9 +58,11 @@ def case_rows_select(rows: Iterable, *, query: TableQuery) -> list:
     ``query.tag`` (any when empty), sorted by ``query.sort``: "effect" = head − base rate
     ascending (largest drop first; rows without a delta last), "-effect" descending, "key"
     by case key. Ties break by key."""
-    out = [r for r in rows
-           if (not query.change or r.change == query.change)
-           and (not query.tag or query.tag in r.tags)]
+    out = [
+        r
+        for r in rows
+        if (not query.change or r.change == query.change) and (not query.tag or query.tag in r.tags)
+    ]
     if query.sort == "key":
         return sorted(out, key=lambda r: r.key)
     sign = 1 if query.sort == "effect" else -1

@@ -87,32 +87,63 @@ def run_table(*, run: Run, zone: tzinfo = UTC) -> ExportTable:
     set first, then any other grader found). Two queries."""
     grades = Prefetch("grades", queryset=Grade.objects.order_by("id"))
     trials = list(
-        Trial.objects.filter(run=run).select_related("case").prefetch_related(grades)
+        Trial.objects.filter(run=run)
+        .select_related("case")
+        .prefetch_related(grades)
         .order_by("case__key", "attempt", "id")
     )
     keys = _grader_keys(run, trials)
     columns: list[tuple[str, pa.DataType]] = [
-        ("suite", pa.string()), ("run", pa.string()), ("case_id", pa.string()),
-        ("content_hash", pa.string()), ("input", pa.string()), ("expected", pa.string()),
-        ("tags", pa.list_(pa.string())), ("attempt", pa.int64()), ("status", pa.string()),
-        ("output", pa.string()), ("error", pa.string()), ("latency_ms", pa.float64()),
-        ("input_tokens", pa.int64()), ("output_tokens", pa.int64()), ("cost_usd", USD),
+        ("suite", pa.string()),
+        ("run", pa.string()),
+        ("case_id", pa.string()),
+        ("content_hash", pa.string()),
+        ("input", pa.string()),
+        ("expected", pa.string()),
+        ("tags", pa.list_(pa.string())),
+        ("attempt", pa.int64()),
+        ("status", pa.string()),
+        ("output", pa.string()),
+        ("error", pa.string()),
+        ("latency_ms", pa.float64()),
+        ("input_tokens", pa.int64()),
+        ("output_tokens", pa.int64()),
+        ("cost_usd", USD),
         ("created_at", pa.timestamp("us", tz=str(zone))),
     ]
     for key in keys:
-        columns += [(f"{key}.passed", pa.bool_()), (f"{key}.status", pa.string()),
-                    (f"{key}.score", pa.float64()), (f"{key}.reason", pa.string())]
+        columns += [
+            (f"{key}.passed", pa.bool_()),
+            (f"{key}.status", pa.string()),
+            (f"{key}.score", pa.float64()),
+            (f"{key}.reason", pa.string()),
+        ]
     rows = []
     for t in trials:
         by_grader = {g.grader: g for g in t.grades.all()}
-        row = [run.suite.name, run.name, t.case.key, t.case.content_hash,
-               _json_text(t.case.input), _json_text(t.case.expected), list(t.case.tags),
-               t.attempt, t.status, t.output, t.error_message, t.latency_ms, t.input_tokens,
-               t.output_tokens, t.cost_usd, t.created_at.astimezone(zone)]
+        row = [
+            run.suite.name,
+            run.name,
+            t.case.key,
+            t.case.content_hash,
+            _json_text(t.case.input),
+            _json_text(t.case.expected),
+            list(t.case.tags),
+            t.attempt,
+            t.status,
+            t.output,
+            t.error_message,
+            t.latency_ms,
+            t.input_tokens,
+            t.output_tokens,
+            t.cost_usd,
+            t.created_at.astimezone(zone),
+        ]
         for key in keys:
             g = by_grader.get(key)
-            row += [None, None, None, None] if g is None else [g.passed, g.status, g.score,
-                                                               g.reason]
+            row += (
+                [None, None, None, None] if g is None else [g.passed, g.status, g.score, g.reason]
+            )
         rows.append(row)
     return ExportTable(columns=columns, rows=rows)
 
@@ -123,15 +154,34 @@ def labels_table(*, run: Run, zone: tzinfo = UTC) -> ExportTable:
     created_at (in ``zone``). One query."""
     from labeling.models import Label
 
-    labels = (Label.objects.filter(trial__run=run)
-              .select_related("trial__case", "reviewer")
-              .order_by("trial__case__key", "trial__attempt", "created_at", "id"))
-    columns = [("trial", pa.string()), ("case_id", pa.string()), ("attempt", pa.int64()),
-               ("reviewer", pa.string()), ("verdict", pa.string()), ("critique", pa.string()),
-               ("source", pa.string()), ("created_at", pa.timestamp("us", tz=str(zone)))]
-    rows = [[str(lb.trial.uuid), lb.trial.case.key, lb.trial.attempt,
-             lb.reviewer.username if lb.reviewer else lb.reviewer_name, lb.verdict,
-             lb.critique, lb.source, lb.created_at.astimezone(zone)] for lb in labels]
+    labels = (
+        Label.objects.filter(trial__run=run)
+        .select_related("trial__case", "reviewer")
+        .order_by("trial__case__key", "trial__attempt", "created_at", "id")
+    )
+    columns = [
+        ("trial", pa.string()),
+        ("case_id", pa.string()),
+        ("attempt", pa.int64()),
+        ("reviewer", pa.string()),
+        ("verdict", pa.string()),
+        ("critique", pa.string()),
+        ("source", pa.string()),
+        ("created_at", pa.timestamp("us", tz=str(zone))),
+    ]
+    rows = [
+        [
+            str(lb.trial.uuid),
+            lb.trial.case.key,
+            lb.trial.attempt,
+            lb.reviewer.username if lb.reviewer else lb.reviewer_name,
+            lb.verdict,
+            lb.critique,
+            lb.source,
+            lb.created_at.astimezone(zone),
+        ]
+        for lb in labels
+    ]
     return ExportTable(columns=columns, rows=rows)
 
 
@@ -143,18 +193,42 @@ def comparison_table(*, base: Run, head: Run, alpha: float = 0.05) -> ExportTabl
     from .comparison import comparison_get
 
     cmp = comparison_get(base=base, head=head, alpha=alpha)
-    columns = [("section", pa.string()), ("case_id", pa.string()),
-               ("content_hash", pa.string()), ("tags", pa.list_(pa.string())),
-               ("base_passed", pa.int64()), ("base_graded", pa.int64()),
-               ("head_passed", pa.int64()), ("head_graded", pa.int64()),
-               ("base_rate", pa.float64()), ("head_rate", pa.float64()),
-               ("delta", pa.float64()), ("change", pa.string()),
-               ("base_errored", pa.int64()), ("head_errored", pa.int64())]
-    rows = [["shared", c.key, c.content_hash, list(c.tags), c.base_passed, c.base_graded,
-             c.head_passed, c.head_graded, c.base_rate, c.head_rate, c.delta, c.change,
-             c.base_errored, c.head_errored] for c in cmp.cases]
-    for section, refs in (("added", cmp.added), ("removed", cmp.removed),
-                          ("changed", cmp.changed)):
+    columns = [
+        ("section", pa.string()),
+        ("case_id", pa.string()),
+        ("content_hash", pa.string()),
+        ("tags", pa.list_(pa.string())),
+        ("base_passed", pa.int64()),
+        ("base_graded", pa.int64()),
+        ("head_passed", pa.int64()),
+        ("head_graded", pa.int64()),
+        ("base_rate", pa.float64()),
+        ("head_rate", pa.float64()),
+        ("delta", pa.float64()),
+        ("change", pa.string()),
+        ("base_errored", pa.int64()),
+        ("head_errored", pa.int64()),
+    ]
+    rows = [
+        [
+            "shared",
+            c.key,
+            c.content_hash,
+            list(c.tags),
+            c.base_passed,
+            c.base_graded,
+            c.head_passed,
+            c.head_graded,
+            c.base_rate,
+            c.head_rate,
+            c.delta,
+            c.change,
+            c.base_errored,
+            c.head_errored,
+        ]
+        for c in cmp.cases
+    ]
+    for section, refs in (("added", cmp.added), ("removed", cmp.removed), ("changed", cmp.changed)):
         rows += [[section, r.key, r.content_hash, list(r.tags)] + [None] * 10 for r in refs]
     return ExportTable(columns=columns, rows=rows)
 
@@ -178,7 +252,8 @@ def tags_cell(tags: list[str]) -> str:
     the compact JSON array (a tag with a comma, a leading ``[``, surrounding spaces, or an
     empty tag)."""
     if all(t and "," not in t and t == t.strip() for t in tags) and not (
-            tags and tags[0].startswith("[")):
+        tags and tags[0].startswith("[")
+    ):
         return ",".join(tags)
     return json.dumps(tags, ensure_ascii=False, separators=(",", ":"))
 
@@ -195,16 +270,17 @@ def table_csv(table: ExportTable) -> bytes:
 
 def table_parquet(table: ExportTable) -> bytes:
     """``table`` as Parquet bytes (pyarrow, one typed column per export column)."""
-    arrays = [pa.array([row[i] for row in table.rows], type=typ)
-              for i, (_, typ) in enumerate(table.columns)]
+    arrays = [
+        pa.array([row[i] for row in table.rows], type=typ)
+        for i, (_, typ) in enumerate(table.columns)
+    ]
     names = [name for name, _ in table.columns]
     out = io.BytesIO()
     pq.write_table(pa.Table.from_arrays(arrays, names=names), out)
     return out.getvalue()
 
 
-WRITERS: dict[str, Callable[[ExportTable], bytes]] = {"csv": table_csv,
-                                                      "parquet": table_parquet}
+WRITERS: dict[str, Callable[[ExportTable], bytes]] = {"csv": table_csv, "parquet": table_parquet}
 
 
 def table_write(*, table: ExportTable, fmt: str) -> bytes:
@@ -212,4 +288,3 @@ def table_write(*, table: ExportTable, fmt: str) -> bytes:
     if fmt not in WRITERS:
         raise ExportError(f"format: expected one of {', '.join(FORMATS)}, got {fmt!r}")
     return WRITERS[fmt](table)
-

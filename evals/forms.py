@@ -50,39 +50,59 @@ class RunStartForm(forms.Form):
     source_version = forms.CharField(
         max_length=200, required=False, help_text="Commit, tag or prompt revision under test."
     )
-    target_kind = forms.ChoiceField(choices=TARGET_KINDS, widget=forms.RadioSelect,
-                                    initial="simulated", label="Target")
+    target_kind = forms.ChoiceField(
+        choices=TARGET_KINDS, widget=forms.RadioSelect, initial="simulated", label="Target"
+    )
     seed = forms.IntegerField(required=False, initial=1, help_text="Simulated target only.")
     pass_probability = forms.FloatField(
-        required=False, min_value=0, max_value=1, initial=0.7,
+        required=False,
+        min_value=0,
+        max_value=1,
+        initial=0.7,
         help_text="Simulated target only: chance that a trial gives the expected answer.",
     )
-    base_url = forms.URLField(required=False, label="Base URL", assume_scheme="https",
-                              help_text="e.g. https://api.example.com/v1")
+    base_url = forms.URLField(
+        required=False,
+        label="Base URL",
+        assume_scheme="https",
+        help_text="e.g. https://api.example.com/v1",
+    )
     model = forms.CharField(max_length=200, required=False)
     prompt_template = forms.CharField(
-        required=False, widget=forms.Textarea(attrs={"rows": 4}),
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 4}),
         help_text="Placeholders: {input}, {context}.",
     )
     settings_json = forms.CharField(
-        required=False, label="Settings (JSON object)", initial="{}",
+        required=False,
+        label="Settings (JSON object)",
+        initial="{}",
         widget=forms.Textarea(attrs={"rows": 3, "class": "mono"}),
         help_text='e.g. {"temperature": 0.7, "max_tokens": 512}',
     )
     callable_path = forms.CharField(
-        required=False, max_length=300, label="Callable path",
+        required=False,
+        max_length=300,
+        label="Callable path",
         help_text="package.module:function",
     )
     target_preset = forms.ModelChoiceField(
-        queryset=TargetPreset.objects.order_by("name"), to_field_name="name", required=False,
-        help_text="Declared in a TOML file with manage.py apply_config.")
+        queryset=TargetPreset.objects.order_by("name"),
+        to_field_name="name",
+        required=False,
+        help_text="Declared in a TOML file with manage.py apply_config.",
+    )
     trials_per_case = forms.IntegerField(min_value=1, max_value=MAX_TRIALS_PER_CASE, initial=5)
     grader_set = forms.ModelChoiceField(
-        queryset=GraderSetPreset.objects.order_by("name"), to_field_name="name",
-        required=False, label="Grader set preset",
-        help_text="If chosen, used instead of the JSON grader set below.")
+        queryset=GraderSetPreset.objects.order_by("name"),
+        to_field_name="name",
+        required=False,
+        label="Grader set preset",
+        help_text="If chosen, used instead of the JSON grader set below.",
+    )
     graders = forms.CharField(
-        label="Grader set (JSON list)", initial="[]",
+        label="Grader set (JSON list)",
+        initial="[]",
         widget=forms.Textarea(attrs={"rows": 8, "class": "mono"}),
         help_text='A list of {"key", "kind", "config", "gating"} objects.',
     )
@@ -90,18 +110,21 @@ class RunStartForm(forms.Form):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         # Choosing a suite reloads the grader set prefill (htmx; the field id is the target).
-        self.fields["suite"].widget.attrs.update({
-            "hx-get": reverse_lazy("evals:run-new"),
-            "hx-trigger": "change",
-            "hx-target": "#graders-field",
-            "hx-swap": "outerHTML",
-        })
+        self.fields["suite"].widget.attrs.update(
+            {
+                "hx-get": reverse_lazy("evals:run-new"),
+                "hx-trigger": "change",
+                "hx-target": "#graders-field",
+                "hx-swap": "outerHTML",
+            }
+        )
         if not self.is_bound and not TargetPreset.objects.exists():
             self.fields["target_kind"].choices = TARGET_KINDS[:-1]
 
     def clean_settings_json(self) -> dict:
-        return _json_field_value(self.cleaned_data["settings_json"], field="settings",
-                                 expected=dict)
+        return _json_field_value(
+            self.cleaned_data["settings_json"], field="settings", expected=dict
+        )
 
     def clean_graders(self) -> list[dict]:
         from .graders import GraderConfigError, parse_grader_specs
@@ -159,9 +182,9 @@ class RunFilterForm(forms.Form):
     """The run list's filters (GET): a suite (by UUID) and a run status, both optional."""
 
     suite = forms.ModelChoiceField(
-        queryset=Suite.objects.order_by("name"), to_field_name="uuid", required=False,
+        queryset=Suite.objects.order_by("name"),
+        to_field_name="uuid",
+        required=False,
         empty_label="All suites",
     )
-    status = forms.ChoiceField(
-        choices=[("", "Any status"), *Run.Status.choices], required=False
-    )
+    status = forms.ChoiceField(choices=[("", "Any status"), *Run.Status.choices], required=False)

@@ -50,10 +50,15 @@ def alpha_check(alpha: Any, *, option: str = "alpha") -> float:
     included); else raise ``GateInputError`` (field ``alpha``) whose message names
     ``option`` (``--alpha`` for the command, ``alpha`` for the API) and the value. NaN and
     infinities fail the comparison and are refused too."""
-    if isinstance(alpha, bool) or not isinstance(alpha, int | float) or not (
-            ALPHA_MIN <= alpha <= ALPHA_MAX):
-        raise GateInputError(f"{option} must be a number from {ALPHA_MIN:g} to {ALPHA_MAX:g}, "
-                             f"got {alpha!r}", field="alpha")
+    if (
+        isinstance(alpha, bool)
+        or not isinstance(alpha, int | float)
+        or not (ALPHA_MIN <= alpha <= ALPHA_MAX)
+    ):
+        raise GateInputError(
+            f"{option} must be a number from {ALPHA_MIN:g} to {ALPHA_MAX:g}, got {alpha!r}",
+            field="alpha",
+        )
     return float(alpha)
 
 
@@ -62,13 +67,19 @@ def gate_options_check(*, alpha: float, max_errored_fraction: float) -> None:
     0 <= ``max_errored_fraction`` <= 1 (both finite numbers: NaN fails both comparisons)."""
     alpha_check(alpha, option="--alpha")
     if not 0 <= max_errored_fraction <= 1:
-        raise GateInputError("--max-errored-fraction must be in [0, 1]",
-                             field="max_errored_fraction")
+        raise GateInputError(
+            "--max-errored-fraction must be in [0, 1]", field="max_errored_fraction"
+        )
 
 
 def gate_evaluate(
-    *, head: Any, base: Any = None, alpha: float = 0.05, max_errored_fraction: float = 0.0,
-    allow_untrusted: bool = False, allow_incomparable: bool = False,
+    *,
+    head: Any,
+    base: Any = None,
+    alpha: float = 0.05,
+    max_errored_fraction: float = 0.0,
+    allow_untrusted: bool = False,
+    allow_incomparable: bool = False,
 ) -> tuple[Comparison, GateDecision]:
     """Compare ``head`` with ``base`` and take the gate's decision (``gate_decide``).
 
@@ -87,18 +98,31 @@ def gate_evaluate(
             raise GateInputError("--base is required when --head is a file", field="base")
         baseline = baseline_current(suite=head.suite)
         if baseline is None:
-            raise GateInputError(f"suite {head.suite.name!r} has no baseline: give --base",
-                                 field="base")
+            raise GateInputError(
+                f"suite {head.suite.name!r} has no baseline: give --base", field="base"
+            )
         base = baseline.run
     head_data, base_data = _data(head), _data(base)
     base_run = None if isinstance(base, RunData) else base
-    detectable = (detectable_drop_get(run=base_run, alpha=alpha, data=base_data)
-                  if base_run is not None else None)
-    comparison = comparison_compute(base=base_data, head=head_data, alpha=alpha,
-                                    detectable=detectable, with_power=base_run is None)
+    detectable = (
+        detectable_drop_get(run=base_run, alpha=alpha, data=base_data)
+        if base_run is not None
+        else None
+    )
+    comparison = comparison_compute(
+        base=base_data,
+        head=head_data,
+        alpha=alpha,
+        detectable=detectable,
+        with_power=base_run is None,
+    )
     decision = gate_decide(
-        comparison, alpha=alpha, max_errored_fraction=max_errored_fraction,
-        allow_untrusted=allow_untrusted, allow_incomparable=allow_incomparable)
+        comparison,
+        alpha=alpha,
+        max_errored_fraction=max_errored_fraction,
+        allow_untrusted=allow_untrusted,
+        allow_incomparable=allow_incomparable,
+    )
     return comparison, decision
 
 
@@ -143,37 +167,61 @@ def _str(obj: dict, key: str, where: str, field: str, *, optional: bool = False)
 def _grade_check(g: Any, where: str, refs: dict, field: str) -> None:
     _obj(g, where, field)
     _str(g, "grader", where, field)
-    _check(g.get("status") in ("ok", "error"), f"{where}.status", "expected 'ok' or 'error'",
-           field)
+    _check(g.get("status") in ("ok", "error"), f"{where}.status", "expected 'ok' or 'error'", field)
     if g["status"] == "ok":
-        _check(isinstance(g.get("passed"), bool), f"{where}.passed",
-               "expected true or false (a JSON boolean) on an ok grade", field)
+        _check(
+            isinstance(g.get("passed"), bool),
+            f"{where}.passed",
+            "expected true or false (a JSON boolean) on an ok grade",
+            field,
+        )
     else:
-        _check(g.get("passed") is None, f"{where}.passed", "expected null on an errored grade",
-               field)
-    _check(isinstance(g.get("gating", True), bool), f"{where}.gating",
-           "expected a JSON boolean", field)
+        _check(
+            g.get("passed") is None, f"{where}.passed", "expected null on an errored grade", field
+        )
+    _check(
+        isinstance(g.get("gating", True), bool), f"{where}.gating", "expected a JSON boolean", field
+    )
     ref = g.get("judge_version")
-    _check(ref is None or (isinstance(ref, str) and ref in refs), f"{where}.judge_version",
-           "expected null or a key of judge_versions", field)
+    _check(
+        ref is None or (isinstance(ref, str) and ref in refs),
+        f"{where}.judge_version",
+        "expected null or a key of judge_versions",
+        field,
+    )
 
 
 def _trial_check(t: Any, where: str, refs: dict, field: str) -> None:
     _obj(t, where, field)
-    _check(t.get("status") in TRIAL_STATUSES, f"{where}.status",
-           f"expected one of {', '.join(TRIAL_STATUSES)}", field)
+    _check(
+        t.get("status") in TRIAL_STATUSES,
+        f"{where}.status",
+        f"expected one of {', '.join(TRIAL_STATUSES)}",
+        field,
+    )
     for key in ("input_tokens", "output_tokens"):
         v = t.get(key)
-        _check(v is None or (_is_int(v) and v >= 0), f"{where}.{key}",
-               "expected null or a whole number >= 0", field)
+        _check(
+            v is None or (_is_int(v) and v >= 0),
+            f"{where}.{key}",
+            "expected null or a whole number >= 0",
+            field,
+        )
     v = t.get("latency_ms")
-    _check(v is None or (_is_number(v) and v >= 0), f"{where}.latency_ms",
-           "expected null or a finite number of ms >= 0", field)
+    _check(
+        v is None or (_is_number(v) and v >= 0),
+        f"{where}.latency_ms",
+        "expected null or a finite number of ms >= 0",
+        field,
+    )
     v = t.get("cost_usd")
     if v is not None:
         try:
-            ok = isinstance(v, str | int | float) and not isinstance(v, bool) and \
-                Decimal(str(v)).is_finite()
+            ok = (
+                isinstance(v, str | int | float)
+                and not isinstance(v, bool)
+                and Decimal(str(v)).is_finite()
+            )
         except InvalidOperation:
             ok = False
         _check(ok, f"{where}.cost_usd", "expected null or a finite decimal (USD)", field)
@@ -191,49 +239,89 @@ def run_document_check(data: Any, *, field: str) -> None:
     from evals.run_data import RUN_FILE_FORMAT
 
     _obj(data, field, field)
-    _check(data.get("format") == RUN_FILE_FORMAT, f"{field}.format",
-           f"expected {RUN_FILE_FORMAT!r} (a file written by manage.py export_run)", field)
-    _check(_is_int(data.get("version")) and data["version"] == 1, f"{field}.version",
-           "expected 1", field)
+    _check(
+        data.get("format") == RUN_FILE_FORMAT,
+        f"{field}.format",
+        f"expected {RUN_FILE_FORMAT!r} (a file written by manage.py export_run)",
+        field,
+    )
+    _check(
+        _is_int(data.get("version")) and data["version"] == 1,
+        f"{field}.version",
+        "expected 1",
+        field,
+    )
     run = _obj(data.get("run"), f"{field}.run", field)
     for key in ("name", "status"):
         _str(run, key, f"{field}.run", field)
     _str(run, "uuid", f"{field}.run", field, optional=True)
     suite = _obj(run.get("suite"), f"{field}.run.suite", field)
     _str(suite, "name", f"{field}.run.suite", field)
-    _check(suite.get("kind", "regression") in ("capability", "regression"),
-           f"{field}.run.suite.kind", "expected 'capability' or 'regression'", field)
+    _check(
+        suite.get("kind", "regression") in ("capability", "regression"),
+        f"{field}.run.suite.kind",
+        "expected 'capability' or 'regression'",
+        field,
+    )
     n = run.get("trials_per_case", 1)
-    _check(_is_int(n) and 1 <= n <= FILE_TRIALS_PER_CASE_MAX, f"{field}.run.trials_per_case",
-           f"expected a whole number from 1 to {FILE_TRIALS_PER_CASE_MAX}", field)
+    _check(
+        _is_int(n) and 1 <= n <= FILE_TRIALS_PER_CASE_MAX,
+        f"{field}.run.trials_per_case",
+        f"expected a whole number from 1 to {FILE_TRIALS_PER_CASE_MAX}",
+        field,
+    )
     for i, spec in enumerate(_list(run.get("graders", []), f"{field}.run.graders", field)):
         where = f"{field}.run.graders[{i}]"
         _str(_obj(spec, where, field), "key", where, field)
-        _check(isinstance(spec.get("gating", True), bool), f"{where}.gating",
-               "expected a JSON boolean", field)
+        _check(
+            isinstance(spec.get("gating", True), bool),
+            f"{where}.gating",
+            "expected a JSON boolean",
+            field,
+        )
     refs = _obj(data.get("judge_versions", {}), f"{field}.judge_versions", field)
     for ref, jv in refs.items():
         where = f"{field}.judge_versions[{ref}]"
         _str(_obj(jv, where, field), "judge", where, field)
-        _check(_is_int(jv.get("number")) and jv["number"] >= 1, f"{where}.number",
-               "expected a whole number >= 1", field)
-        _check(isinstance(jv.get("trusted", False), bool), f"{where}.trusted",
-               "expected a JSON boolean", field)
+        _check(
+            _is_int(jv.get("number")) and jv["number"] >= 1,
+            f"{where}.number",
+            "expected a whole number >= 1",
+            field,
+        )
+        _check(
+            isinstance(jv.get("trusted", False), bool),
+            f"{where}.trusted",
+            "expected a JSON boolean",
+            field,
+        )
     seen: set[tuple[str, str]] = set()
     for i, case in enumerate(_list(data.get("cases"), f"{field}.cases", field)):
         where = f"{field}.cases[{i}]"
         _obj(case, where, field)
         _str(case, "key", where, field)
         _str(case, "content_hash", where, field)
-        _check((case["key"], case["content_hash"]) not in seen, where,
-               "a second case with the same key and content_hash", field)
+        _check(
+            (case["key"], case["content_hash"]) not in seen,
+            where,
+            "a second case with the same key and content_hash",
+            field,
+        )
         seen.add((case["key"], case["content_hash"]))
         tags = case.get("tags")
-        _check(tags is None or (isinstance(tags, list) and all(isinstance(t, str) for t in tags)),
-               f"{where}.tags", "expected a list of strings", field)
+        _check(
+            tags is None or (isinstance(tags, list) and all(isinstance(t, str) for t in tags)),
+            f"{where}.tags",
+            "expected a list of strings",
+            field,
+        )
         trials = _list(case.get("trials", []), f"{where}.trials", field)
-        _check(len(trials) <= FILE_TRIALS_PER_CASE_MAX, f"{where}.trials",
-               f"at most {FILE_TRIALS_PER_CASE_MAX} trials per case", field)
+        _check(
+            len(trials) <= FILE_TRIALS_PER_CASE_MAX,
+            f"{where}.trials",
+            f"at most {FILE_TRIALS_PER_CASE_MAX} trials per case",
+            field,
+        )
         for j, t in enumerate(trials):
             _trial_check(t, f"{where}.trials[{j}]", refs, field)
 

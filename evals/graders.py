@@ -112,9 +112,7 @@ def normalize_text(text: str) -> str:
     return text[start:end]
 
 
-_NUMBER_RE = re.compile(
-    r"[+-]?(?:\d{1,3}(?:,\d{3})+(?:\.\d*)?|\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?"
-)
+_NUMBER_RE = re.compile(r"[+-]?(?:\d{1,3}(?:,\d{3})+(?:\.\d*)?|\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
 
 
 def parse_number(text: str) -> float | None:
@@ -220,9 +218,16 @@ def _not_contains(config: dict, case: Any, output: str) -> GradeResult:
 
 
 _FLAG_NAMES = {
-    "i": re.IGNORECASE, "ignorecase": re.IGNORECASE, "m": re.MULTILINE,
-    "multiline": re.MULTILINE, "s": re.DOTALL, "dotall": re.DOTALL, "x": re.VERBOSE,
-    "verbose": re.VERBOSE, "a": re.ASCII, "ascii": re.ASCII,
+    "i": re.IGNORECASE,
+    "ignorecase": re.IGNORECASE,
+    "m": re.MULTILINE,
+    "multiline": re.MULTILINE,
+    "s": re.DOTALL,
+    "dotall": re.DOTALL,
+    "x": re.VERBOSE,
+    "verbose": re.VERBOSE,
+    "a": re.ASCII,
+    "ascii": re.ASCII,
 }
 
 
@@ -402,29 +407,42 @@ _OPTIONS: dict[str, dict[str, tuple[type | tuple, str]]] = {
     "exact": {"value": (object, "any JSON value")},
     "normalized": {"value": (object, "any JSON value")},
     "contains": {
-        "value": (str, "a string"), "values": (list, "a list of strings"),
-        "case_sensitive": (bool, "a boolean"), "word": (bool, "a boolean"),
+        "value": (str, "a string"),
+        "values": (list, "a list of strings"),
+        "case_sensitive": (bool, "a boolean"),
+        "word": (bool, "a boolean"),
         "match": (str, "'all' or 'any'"),
     },
     "not_contains": {
-        "value": (str, "a string"), "values": (list, "a list of strings"),
-        "case_sensitive": (bool, "a boolean"), "word": (bool, "a boolean"),
+        "value": (str, "a string"),
+        "values": (list, "a list of strings"),
+        "case_sensitive": (bool, "a boolean"),
+        "word": (bool, "a boolean"),
     },
     "regex": {
-        "pattern": (str, "a string"), "flags": (list, "a list of flag names"),
+        "pattern": (str, "a string"),
+        "flags": (list, "a list of flag names"),
         "must_match": (bool, "a boolean"),
     },
     "json_schema": {"schema": ((dict, bool), "a JSON Schema object")},
     "numeric": {
-        "value": ((int, float, str), "a number"), "pattern": (str, "a string"),
-        "abs_tol": ((int, float), "a number"), "rel_tol": ((int, float), "a number"),
+        "value": ((int, float, str), "a number"),
+        "pattern": (str, "a string"),
+        "abs_tol": ((int, float), "a number"),
+        "rel_tol": ((int, float), "a number"),
     },
     "python": {"function": (str, "'package.module:function'")},
-    JUDGE_KIND: {"judge_version": (str, "a judge version uuid"),
-                 "skip_if_failed": (bool, "a boolean")},
+    JUDGE_KIND: {
+        "judge_version": (str, "a judge version uuid"),
+        "skip_if_failed": (bool, "a boolean"),
+    },
 }
-_REQUIRED = {"regex": ("pattern",), "json_schema": ("schema",), "python": ("function",),
-             JUDGE_KIND: ("judge_version",)}
+_REQUIRED = {
+    "regex": ("pattern",),
+    "json_schema": ("schema",),
+    "python": ("function",),
+    JUDGE_KIND: ("judge_version",),
+}
 
 
 def _check_config(kind: str, config: dict, where: str) -> None:
@@ -455,8 +473,10 @@ def _check_values(kind: str, config: dict, where: str) -> None:
     for name in ("abs_tol", "rel_tol"):
         if name in config and not (math.isfinite(config[name]) and config[name] >= 0):
             raise GraderConfigError(f"{where}.{name}: expected a finite number >= 0")
-    if kind == "numeric" and isinstance(config.get("value"), str) and (
-        parse_number(config["value"]) is None
+    if (
+        kind == "numeric"
+        and isinstance(config.get("value"), str)
+        and (parse_number(config["value"]) is None)
     ):
         raise GraderConfigError(f"{where}.value: not a number: {config['value']!r}")
     value = config.get("value")
@@ -507,8 +527,8 @@ def _check_judge_version(value: str, where: str) -> None:
         raise GraderConfigError(f"{where}: unknown judge version {value!r}")
     if version.judge.kind in (Judge.Kind.PAIRWISE, Judge.Kind.RECORDED):
         raise GraderConfigError(
-            f"{where}: {version} is a {version.judge.kind} judge; it does not grade single "
-            "trials")
+            f"{where}: {version} is a {version.judge.kind} judge; it does not grade single trials"
+        )
 
 
 def parse_grader_specs(raw: list[dict]) -> list[GraderSpec]:
@@ -574,15 +594,19 @@ def run_grader(spec: GraderSpec, *, case: Any, output: str) -> GradeResult:
         return GradeResult.error(result.reason or "errored", **result.details)
     score = result.score
     if score is not None and (
-        isinstance(score, bool) or not isinstance(score, int | float)
-        or not math.isfinite(score) or not 0.0 <= score <= 1.0
+        isinstance(score, bool)
+        or not isinstance(score, int | float)
+        or not math.isfinite(score)
+        or not 0.0 <= score <= 1.0
     ):
         return GradeResult.error(f"score {score!r} is not a finite number in [0, 1]")
     if not isinstance(result.passed, bool):
         return GradeResult.error(f"passed {result.passed!r} is not a boolean")
     if not result.reason:
         return GradeResult(
-            passed=result.passed, score=score, reason="passed" if result.passed else "failed",
+            passed=result.passed,
+            score=score,
+            reason="passed" if result.passed else "failed",
             details=result.details,
         )
     return result

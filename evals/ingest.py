@@ -59,8 +59,7 @@ from .importers.tabular import (
 from .importers.tabular import row_parse as _row_parse
 from .models import IngestKey, Run, Suite
 
-HEADER_FIELDS = ("suite", "suite_kind", "run", "model", "source_version", "threshold",
-                 "run_key")
+HEADER_FIELDS = ("suite", "suite_kind", "run", "model", "source_version", "threshold", "run_key")
 RECORD_FIELDS = (*FIELDS, "labels", "extra")
 LABEL_FIELDS = ("reviewer", "verdict", "critique")
 NAME_MAX = 200
@@ -77,8 +76,7 @@ class IngestError(ValueError):
     0-based) or the line number (NDJSON, 1-based; the header is line 1), None for the
     header of a JSON body or the body as a whole; ``field`` the dotted field name or None."""
 
-    def __init__(self, detail: str, *, record: int | None = None,
-                 field: str | None = None) -> None:
+    def __init__(self, detail: str, *, record: int | None = None, field: str | None = None) -> None:
         super().__init__(detail)
         self.detail, self.record, self.field = detail, record, field
 
@@ -95,8 +93,10 @@ class IngestConflict(Exception):
     """The idempotency key was used before with a different body (HTTP 409)."""
 
     def __init__(self, key: str, field: str) -> None:
-        super().__init__(f"{field} {key!r} was already used with a different request body; "
-                         f"use a new key for a new run")
+        super().__init__(
+            f"{field} {key!r} was already used with a different request body; "
+            f"use a new key for a new run"
+        )
         self.key, self.field = key, field
 
 
@@ -136,8 +136,11 @@ class _Body:
     def _count(self, data: bytes) -> bytes:
         self.size += len(data)
         if self.size > self.max_bytes:
-            raise IngestTooLarge(f"request body: over the limit of {self.max_bytes:,} bytes "
-                                 f"(ASSAY INGEST_MAX_BYTES)", limit=self.max_bytes)
+            raise IngestTooLarge(
+                f"request body: over the limit of {self.max_bytes:,} bytes "
+                f"(ASSAY INGEST_MAX_BYTES)",
+                limit=self.max_bytes,
+            )
         self._hash.update(data)
         return data
 
@@ -204,7 +207,7 @@ class JsonSource(IngestSource):
         super().__init__(stream, max_bytes=max_bytes, max_record_bytes=max_record_bytes)
         data = self.body.read()
         if data.startswith(BOM):
-            data = data[len(BOM):]
+            data = data[len(BOM) :]
         try:
             text = data.decode("utf-8")
         except UnicodeDecodeError as exc:
@@ -218,12 +221,10 @@ class JsonSource(IngestSource):
         if not isinstance(obj, dict):
             raise IngestError("request body: expected a JSON object {suite, run, trials, ...}")
         if "trials" not in obj:
-            raise IngestError("field trials: missing (an array of trial records)",
-                              field="trials")
+            raise IngestError("field trials: missing (an array of trial records)", field="trials")
         trials = obj.pop("trials")
         if not isinstance(trials, list):
-            raise IngestError("field trials: expected an array of trial records",
-                              field="trials")
+            raise IngestError("field trials: expected an array of trial records", field="trials")
         self.header, self._trials = obj, trials
         self._needs_scan = _suspect(text)
         # No record can be larger than the whole body: measure only when that is possible.
@@ -235,13 +236,18 @@ class JsonSource(IngestSource):
             if not isinstance(obj, dict):
                 raise IngestError(f"{where}: expected a JSON object", record=i)
             if self._measure:
-                size = len(json.dumps(obj, ensure_ascii=False, separators=(",", ":"),
-                                      default=repr).encode("utf-8"))
+                size = len(
+                    json.dumps(obj, ensure_ascii=False, separators=(",", ":"), default=repr).encode(
+                        "utf-8"
+                    )
+                )
                 if size > self.max_record_bytes:
                     raise IngestTooLarge(
                         f"{where}: the record is {size:,} bytes, over the limit of "
                         f"{self.max_record_bytes:,} bytes (ASSAY INGEST_MAX_RECORD_BYTES)",
-                        limit=self.max_record_bytes, record=i)
+                        limit=self.max_record_bytes,
+                        record=i,
+                    )
             yield i, where, obj, self._needs_scan
         self._trials = []  # the parsed records are no longer needed
 
@@ -261,13 +267,15 @@ class NdjsonSource(IngestSource):
         self._objects = _jsonl_records(self._lines())
         first = self._next()
         if first is None:
-            raise IngestError("request body: empty (line 1 must be the header object)",
-                              record=1)
+            raise IngestError("request body: empty (line 1 must be the header object)", record=1)
         line, self.header = first
         if "trials" in self.header:
-            raise IngestError(f"line {line}: field trials: not allowed in an NDJSON header "
-                              f"(one trial record per line follows it)", record=line,
-                              field="trials")
+            raise IngestError(
+                f"line {line}: field trials: not allowed in an NDJSON header "
+                f"(one trial record per line follows it)",
+                record=line,
+                field="trials",
+            )
 
     def _lines(self) -> Iterator[bytes]:
         limit = self.max_record_bytes
@@ -279,7 +287,10 @@ class NdjsonSource(IngestSource):
             if len(raw.rstrip(b"\r\n")) > limit:
                 raise IngestTooLarge(
                     f"line {self._line}: the record is over the limit of {limit:,} bytes "
-                    f"(ASSAY INGEST_MAX_RECORD_BYTES)", limit=limit, record=self._line)
+                    f"(ASSAY INGEST_MAX_RECORD_BYTES)",
+                    limit=limit,
+                    record=self._line,
+                )
             self._raw = raw
             yield raw
 
@@ -291,8 +302,9 @@ class NdjsonSource(IngestSource):
         except ResultsImportError as exc:
             raise IngestError(str(exc), record=self._line) from None
         except RecursionError:
-            raise IngestError(f"line {self._line}: JSON nested too deeply",
-                              record=self._line) from None
+            raise IngestError(
+                f"line {self._line}: JSON nested too deeply", record=self._line
+            ) from None
 
     def records(self) -> Iterator[tuple[int, str, dict, bool]]:
         while (item := self._next()) is not None:
@@ -301,8 +313,9 @@ class NdjsonSource(IngestSource):
             yield line, f"line {line}", obj, _suspect(raw)
 
 
-def source_open(*, fmt: str, stream: BinaryIO, max_bytes: int,
-                max_record_bytes: int) -> IngestSource:
+def source_open(
+    *, fmt: str, stream: BinaryIO, max_bytes: int, max_record_bytes: int
+) -> IngestSource:
     """Start reading a body of ``fmt`` (``json`` or ``ndjson``); reads the header.
 
     Raises ``IngestError`` (bad JSON, no header) or ``IngestTooLarge``.
@@ -311,25 +324,29 @@ def source_open(*, fmt: str, stream: BinaryIO, max_bytes: int,
     return cls(stream, max_bytes=max_bytes, max_record_bytes=max_record_bytes)
 
 
-def _header_string(obj: dict, name: str, record: int | None, *, required: bool = False,
-                   max_len: int = NAME_MAX) -> str | None:
+def _header_string(
+    obj: dict, name: str, record: int | None, *, required: bool = False, max_len: int = NAME_MAX
+) -> str | None:
     value = obj.get(name)
     if value is None:
         if required:
             raise IngestError(f"header: field {name}: missing", record=record, field=name)
         return None
     if not isinstance(value, str):
-        raise IngestError(f"header: field {name}: expected a string, got {value!r:.80}",
-                          record=record, field=name)
+        raise IngestError(
+            f"header: field {name}: expected a string, got {value!r:.80}", record=record, field=name
+        )
     value = value.strip()
     if contains_unstorable(value):
         raise IngestError(f"header: field {name}: {UNSTORABLE}", record=record, field=name)
     if not value:
-        raise IngestError(f"header: field {name}: must not be empty", record=record,
-                          field=name)
+        raise IngestError(f"header: field {name}: must not be empty", record=record, field=name)
     if len(value) > max_len:
-        raise IngestError(f"header: field {name}: longer than {max_len} characters "
-                          f"({len(value)})", record=record, field=name)
+        raise IngestError(
+            f"header: field {name}: longer than {max_len} characters ({len(value)})",
+            record=record,
+            field=name,
+        )
     return value
 
 
@@ -342,24 +359,35 @@ def header_parse(obj: dict, *, record: int | None = None) -> IngestHeader:
     """
     for name in obj:
         if name not in HEADER_FIELDS:
-            raise IngestError(f"header: field {name}: unknown field (fields: "
-                              f"{', '.join(HEADER_FIELDS)}, trials)", record=record,
-                              field=name)
+            raise IngestError(
+                f"header: field {name}: unknown field (fields: {', '.join(HEADER_FIELDS)}, trials)",
+                record=record,
+                field=name,
+            )
     if contains_non_finite(obj):
         bad = next(k for k, v in obj.items() if contains_non_finite(v))
-        raise IngestError(f"header: field {bad}: NaN/Infinity is not valid JSON",
-                          record=record, field=bad)
+        raise IngestError(
+            f"header: field {bad}: NaN/Infinity is not valid JSON", record=record, field=bad
+        )
     kind = obj.get("suite_kind")
     if kind is not None and kind not in Suite.Kind.values:
-        raise IngestError(f"header: field suite_kind: expected one of "
-                          f"{', '.join(Suite.Kind.values)}, got {kind!r:.80}", record=record,
-                          field="suite_kind")
+        raise IngestError(
+            f"header: field suite_kind: expected one of "
+            f"{', '.join(Suite.Kind.values)}, got {kind!r:.80}",
+            record=record,
+            field="suite_kind",
+        )
     threshold = obj.get("threshold")
-    if threshold is not None and (isinstance(threshold, bool)
-                                  or not isinstance(threshold, int | float)
-                                  or not 0 <= threshold <= 1):
-        raise IngestError(f"header: field threshold: expected a number in [0, 1], got "
-                          f"{threshold!r:.80}", record=record, field="threshold")
+    if threshold is not None and (
+        isinstance(threshold, bool)
+        or not isinstance(threshold, int | float)
+        or not 0 <= threshold <= 1
+    ):
+        raise IngestError(
+            f"header: field threshold: expected a number in [0, 1], got {threshold!r:.80}",
+            record=record,
+            field="threshold",
+        )
     return IngestHeader(
         suite=_header_string(obj, "suite", record, required=True),
         run=_header_string(obj, "run", record, required=True),
@@ -375,42 +403,64 @@ def _labels(value: Any, *, where: str, record: int) -> list[LabelSpec]:
     if value is None:
         return []
     if not isinstance(value, list):
-        raise RecordError(where, "labels", "expected an array of {reviewer, verdict, "
-                          "critique}", record=record)
+        raise RecordError(
+            where, "labels", "expected an array of {reviewer, verdict, critique}", record=record
+        )
     labels: list[LabelSpec] = []
     seen: dict[str, int] = {}
     for i, item in enumerate(value):
         path = f"labels[{i}]"
         if not isinstance(item, dict):
-            raise RecordError(where, path, "expected an object {reviewer, verdict, critique}",
-                              record=record)
+            raise RecordError(
+                where, path, "expected an object {reviewer, verdict, critique}", record=record
+            )
         for key in item:
             if key not in LABEL_FIELDS:
-                raise RecordError(where, f"{path}.{key}", "unknown field (fields: "
-                                  f"{', '.join(LABEL_FIELDS)})", record=record)
+                raise RecordError(
+                    where,
+                    f"{path}.{key}",
+                    f"unknown field (fields: {', '.join(LABEL_FIELDS)})",
+                    record=record,
+                )
         reviewer = item.get("reviewer")
         if not isinstance(reviewer, str) or not reviewer.strip() or len(reviewer) > NAME_MAX:
-            raise RecordError(where, f"{path}.reviewer", f"expected a non-empty name of at "
-                              f"most {NAME_MAX} characters, got {reviewer!r:.80}",
-                              record=record)
+            raise RecordError(
+                where,
+                f"{path}.reviewer",
+                f"expected a non-empty name of at most {NAME_MAX} characters, got {reviewer!r:.80}",
+                record=record,
+            )
         if reviewer in seen:
-            raise RecordError(where, f"{path}.reviewer", f"reviewer {reviewer!r} already "
-                              f"labeled this trial in labels[{seen[reviewer]}]", record=record)
+            raise RecordError(
+                where,
+                f"{path}.reviewer",
+                f"reviewer {reviewer!r} already labeled this trial in labels[{seen[reviewer]}]",
+                record=record,
+            )
         seen[reviewer] = i
         verdict = item.get("verdict")
         if verdict not in ("pass", "fail") or not isinstance(verdict, str):
-            raise RecordError(where, f"{path}.verdict", f"expected 'pass' or 'fail', got "
-                              f"{verdict!r:.80}", record=record)
+            raise RecordError(
+                where,
+                f"{path}.verdict",
+                f"expected 'pass' or 'fail', got {verdict!r:.80}",
+                record=record,
+            )
         critique = item.get("critique")
         if critique is not None and not isinstance(critique, str):
-            raise RecordError(where, f"{path}.critique", f"expected a string or null, got "
-                              f"{critique!r:.80}", record=record)
+            raise RecordError(
+                where,
+                f"{path}.critique",
+                f"expected a string or null, got {critique!r:.80}",
+                record=record,
+            )
         labels.append(LabelSpec(reviewer=reviewer, verdict=verdict, critique=critique or ""))
     return labels
 
 
-def record_parse(obj: dict, *, where: str, record: int, threshold: float | None,
-                 needs_scan: bool = True) -> TrialSpec:
+def record_parse(
+    obj: dict, *, where: str, record: int, threshold: float | None, needs_scan: bool = True
+) -> TrialSpec:
     """One trial record -> ``TrialSpec`` (tabular's ``row_parse`` plus labels and extra);
     ``needs_scan`` False (see ``IngestSource``) skips the scans for non-finite numbers and
     unstorable text.
@@ -423,8 +473,9 @@ def record_parse(obj: dict, *, where: str, record: int, threshold: float | None,
         if key in FIELDS:
             values[key] = value
         elif key not in ("labels", "extra"):
-            raise RecordError(where, key, f"unknown field (fields: {', '.join(RECORD_FIELDS)})",
-                              record=record)
+            raise RecordError(
+                where, key, f"unknown field (fields: {', '.join(RECORD_FIELDS)})", record=record
+            )
     extra = obj.get("extra")
     if extra is None:
         extra = {}
@@ -436,8 +487,12 @@ def record_parse(obj: dict, *, where: str, record: int, threshold: float | None,
         raise RecordError(where, "extra", UNSTORABLE, record=record)
     elif contains_overflow(extra):
         raise RecordError(where, "extra", OVERFLOW, record=record)
-    spec = _row_parse(Row(where=where, values=values, extra={}, is_csv=False, index=record,
-                          needs_scan=needs_scan), threshold=threshold)
+    spec = _row_parse(
+        Row(
+            where=where, values=values, extra={}, is_csv=False, index=record, needs_scan=needs_scan
+        ),
+        threshold=threshold,
+    )
     spec.raw = extra
     if "labels" in obj:
         if needs_scan and contains_non_finite(obj["labels"]):
@@ -453,30 +508,46 @@ def _run_write(*, header: IngestHeader, source: IngestSource, user: Any) -> Impo
     caller's transaction. Raises ``IngestError``."""
     header_record = 1 if source.fmt == "ndjson" else None
     suite, _ = Suite.objects.get_or_create(
-        name=header.suite, defaults={"kind": header.suite_kind or Suite.Kind.REGRESSION})
+        name=header.suite, defaults={"kind": header.suite_kind or Suite.Kind.REGRESSION}
+    )
     suite = Suite.objects.select_for_update().get(pk=suite.pk)
     if header.suite_kind is not None and suite.kind != header.suite_kind:
-        raise IngestError(f"header: field suite_kind: suite {suite.name!r} exists with kind "
-                          f"{suite.kind!r}, not {header.suite_kind!r}", record=header_record,
-                          field="suite_kind")
+        raise IngestError(
+            f"header: field suite_kind: suite {suite.name!r} exists with kind "
+            f"{suite.kind!r}, not {header.suite_kind!r}",
+            record=header_record,
+            field="suite_kind",
+        )
     if Run.objects.filter(suite=suite, name=header.run).exists():
-        raise IngestError(f"header: field run: run {header.run!r} already exists in suite "
-                          f"{suite.name!r}; choose a new name", record=header_record,
-                          field="run")
+        raise IngestError(
+            f"header: field run: run {header.run!r} already exists in suite "
+            f"{suite.name!r}; choose a new name",
+            record=header_record,
+            field="run",
+        )
     summary = ImportSummary(suite=suite, format=f"ingest-{source.fmt}")
-    ctx = ImportContext(suite=suite, run_name=header.run, filename="", summary=summary,
-                        user=user)
-    run = ctx.run_create(name=header.run, fmt=f"ingest-{source.fmt}", model=header.model,
-                         source_version=header.source_version,
-                         extra={"via": "POST /api/ingest"})
+    ctx = ImportContext(suite=suite, run_name=header.run, filename="", summary=summary, user=user)
+    run = ctx.run_create(
+        name=header.run,
+        fmt=f"ingest-{source.fmt}",
+        model=header.model,
+        source_version=header.source_version,
+        extra={"via": "POST /api/ingest"},
+    )
     writer = TrialsWriter(ctx=ctx, run=run, batch_size=BATCH_SIZE)
     try:
         for record, where, obj, non_finite in source.records():
-            writer.add(record_parse(obj, where=where, record=record,
-                                    threshold=header.threshold, needs_scan=non_finite))
+            writer.add(
+                record_parse(
+                    obj,
+                    where=where,
+                    record=record,
+                    threshold=header.threshold,
+                    needs_scan=non_finite,
+                )
+            )
         if writer.added == 0:
-            raise IngestError("field trials: at least one trial record is required",
-                              field="trials")
+            raise IngestError("field trials: at least one trial record is required", field="trials")
         writer.finish()
     except RecordError as exc:
         raise IngestError(str(exc), record=exc.record, field=exc.field) from None
@@ -496,12 +567,16 @@ def _replay(*, key: str, field: str, source: IngestSource) -> IngestOutcome:
     source.finish()
     if stored.body_sha256 != source.sha256():
         raise IngestConflict(key, field)
-    return IngestOutcome(status=stored.status_code, body=json.loads(stored.response),
-                         replayed=True)
+    return IngestOutcome(status=stored.status_code, body=json.loads(stored.response), replayed=True)
 
 
-def ingest_submit(*, source: IngestSource, user: Any, idempotency_key: str | None,
-                  respond: Callable[[Run, ImportSummary], dict[str, Any]]) -> IngestOutcome:
+def ingest_submit(
+    *,
+    source: IngestSource,
+    user: Any,
+    idempotency_key: str | None,
+    respond: Callable[[Run, ImportSummary], dict[str, Any]],
+) -> IngestOutcome:
     """Store one posted run all or nothing; idempotent under a key (rules in the module doc).
 
     ``source``: the opened body (``source_open``); ``idempotency_key``: the
@@ -514,9 +589,12 @@ def ingest_submit(*, source: IngestSource, user: Any, idempotency_key: str | Non
     header = header_parse(source.header, record=record)
     key, field = idempotency_key, "Idempotency-Key"
     if key is not None and header.run_key is not None and key != header.run_key:
-        raise IngestError("header: field run_key: differs from the Idempotency-Key header "
-                          "(send one, or the same value in both)", record=record,
-                          field="run_key")
+        raise IngestError(
+            "header: field run_key: differs from the Idempotency-Key header "
+            "(send one, or the same value in both)",
+            record=record,
+            field="run_key",
+        )
     if key is None and header.run_key is not None:
         key, field = header.run_key, "run_key"
     if key is not None and IngestKey.objects.filter(key=key).exists():
@@ -528,8 +606,12 @@ def ingest_submit(*, source: IngestSource, user: Any, idempotency_key: str | Non
                 try:
                     with transaction.atomic():
                         claim = IngestKey.objects.create(
-                            key=key, user=user if getattr(user, "is_authenticated", False)
-                            else None, body_sha256="", status_code=0, response="")
+                            key=key,
+                            user=user if getattr(user, "is_authenticated", False) else None,
+                            body_sha256="",
+                            status_code=0,
+                            response="",
+                        )
                 except IntegrityError:
                     raise _KeyTaken from None
             summary = _run_write(header=header, source=source, user=user)

@@ -287,7 +287,10 @@ class Grade(models.Model):
     grader = models.CharField(max_length=200)
     grader_version = models.CharField(max_length=100, blank=True)
     judge_version = models.ForeignKey(
-        "judges.JudgeVersion", null=True, blank=True, on_delete=models.PROTECT,
+        "judges.JudgeVersion",
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
         related_name="grades",
     )
     status = models.CharField(max_length=10, choices=Status.choices, default=Status.OK)
@@ -369,8 +372,9 @@ class Graduation(models.Model):
     regression_case = models.ForeignKey(
         Case, on_delete=models.PROTECT, related_name="graduated_from"
     )
-    by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True,
-                           on_delete=models.SET_NULL)
+    by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
+    )
     at = models.DateTimeField(default=timezone.now)
     evidence = models.JSONField(default=dict, blank=True)
 
@@ -383,8 +387,9 @@ class Graduation(models.Model):
 
 def preset_hash(value: Any) -> str:
     """SHA-256 (hex, 64 chars) of a preset's content in canonical JSON (sorted keys)."""
-    payload = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
-                         allow_nan=False)
+    payload = json.dumps(
+        value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+    )
     return hashlib.sha256(payload.encode("utf-8")).hexdigest()
 
 
@@ -442,11 +447,13 @@ class IngestKey(models.Model):
     concurrent requests with one key write once. A failed request stores no row."""
 
     key = models.CharField(max_length=255, unique=True)
-    user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True,
-                             on_delete=models.SET_NULL, related_name="+")
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
     body_sha256 = models.CharField(max_length=64)
-    run = models.ForeignKey(Run, null=True, blank=True, on_delete=models.SET_NULL,
-                            related_name="ingest_keys")
+    run = models.ForeignKey(
+        Run, null=True, blank=True, on_delete=models.SET_NULL, related_name="ingest_keys"
+    )
     status_code = models.PositiveSmallIntegerField()
     # The response body as JSON text: a replay sends the same bytes (jsonb would reorder keys).
     response = models.TextField(blank=True)

@@ -120,8 +120,15 @@ def pass_k_table(passed: np.ndarray, graded: np.ndarray, k_max: int) -> list[Pas
             for c in range(n + 1):
                 at[n, c], hat[n, c] = _pass_k_pair(n, c, k)
         n_c, c_c = graded[use], passed[use]
-        table.append(PassK(k, float(at[n_c, c_c].mean()), float(hat[n_c, c_c].mean()), n_used,
-                           int(graded.size) - n_used))
+        table.append(
+            PassK(
+                k,
+                float(at[n_c, c_c].mean()),
+                float(hat[n_c, c_c].mean()),
+                n_used,
+                int(graded.size) - n_used,
+            )
+        )
     return table
 
 
@@ -163,7 +170,11 @@ class Figures:
 
 
 def figures_for(
-    key: str, gating: bool | None, tally: CaseTally, mask: np.ndarray, k_max: int,
+    key: str,
+    gating: bool | None,
+    tally: CaseTally,
+    mask: np.ndarray,
+    k_max: int,
     scores: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
 ) -> Figures:
     """``Figures`` from a tally restricted to the cases in boolean ``mask``; ``scores`` is
@@ -335,10 +346,14 @@ def judge_calls_from_rows(rows: list[tuple[Any, Any, Any, Any]]) -> JudgeCalls |
     outputs = [int(v) for v in (_json_scalar(r[1]) for r in rows) if v is not None]
     costs = [Decimal(v) for v in (_json_scalar(r[2]) for r in rows) if v is not None]
     return JudgeCalls(
-        calls=len(rows), input=sum(inputs), input_unknown=len(rows) - len(inputs),
-        output=sum(outputs), output_unknown=len(rows) - len(outputs),
+        calls=len(rows),
+        input=sum(inputs),
+        input_unknown=len(rows) - len(inputs),
+        output=sum(outputs),
+        output_unknown=len(rows) - len(outputs),
         known_usd=sum(costs, Decimal(0)) if costs else None,
-        cost_unknown=len(rows) - len(costs))
+        cost_unknown=len(rows) - len(costs),
+    )
 
 
 def _json_scalar(value: Any) -> str | None:
@@ -374,14 +389,14 @@ class RunReport:
 
     @property
     def errored_banner(self) -> str | None:
-        """"N of M trials errored", or None when no pipeline error."""
+        """ "N of M trials errored", or None when no pipeline error."""
         if not self.trials.errored:
             return None
         return f"{self.trials.errored} of {self.trials.total} trials errored"
 
     @property
     def incomplete_banner(self) -> str | None:
-        """"incomplete: N judge errors" / "incomplete: N grade errors (M from judges)"."""
+        """ "incomplete: N judge errors" / "incomplete: N grade errors (M from judges)"."""
         n, judges = self.trials.grade_errors, self.trials.judge_errors
         if not n:
             return None
@@ -491,13 +506,16 @@ def report_from_rows(*, run: Any, rows: RunRows) -> RunReport:
     def figures(mask: np.ndarray) -> tuple[Figures, list[Figures]]:
         return (
             figures_for(OVERALL, None, overall_tally, mask, k_max),
-            [figures_for(k, gating.get(k, False), tallies[k], mask, k_max, scores[k])
-             for k in keys],
+            [
+                figures_for(k, gating.get(k, False), tallies[k], mask, k_max, scores[k])
+                for k in keys
+            ],
         )
 
     overall_figures, grader_figures = figures(np.ones(n_cases, dtype=bool))
-    grader_figures = _with_corrections(grader_figures, g_keys, g_cols[5], g_ok_trial,
-                                       rows.approvals)
+    grader_figures = _with_corrections(
+        grader_figures, g_keys, g_cols[5], g_ok_trial, rows.approvals
+    )
     by_tag: dict[str, list[int]] = {}
     for i, c in enumerate(rows.cases):
         for tag in c[3] or []:
@@ -520,13 +538,22 @@ def report_from_rows(*, run: Any, rows: RunRows) -> RunReport:
     for i, (_, c_uuid, c_key, c_tags) in enumerate(rows.cases):
         passed, graded = o_cols[0][i], o_cols[1][i]
         low, high = case_wilson(passed, graded)
-        case_rows.append(CaseRow(
-            case_uuid=str(c_uuid), key=c_key, tags=[str(x) for x in (c_tags or [])],
-            trials=per_case[i], passed=passed, graded=graded,
-            rate=passed / graded if graded else None, wilson_low=low, wilson_high=high,
-            pipeline_errored=o_cols[2][i], grades_errored=o_cols[3][i],
-            graders=[CaseCount(k, v[0][i], v[1][i], v[2][i]) for k, v in g_cols_case.items()],
-        ))
+        case_rows.append(
+            CaseRow(
+                case_uuid=str(c_uuid),
+                key=c_key,
+                tags=[str(x) for x in (c_tags or [])],
+                trials=per_case[i],
+                passed=passed,
+                graded=graded,
+                rate=passed / graded if graded else None,
+                wilson_low=low,
+                wilson_high=high,
+                pipeline_errored=o_cols[2][i],
+                grades_errored=o_cols[3][i],
+                graders=[CaseCount(k, v[0][i], v[1][i], v[2][i]) for k, v in g_cols_case.items()],
+            )
+        )
     case_rows.sort(key=lambda r: (r.rate is not None, r.rate or 0.0, r.key))
 
     # 7. reasons, tokens, latency, cost
@@ -536,17 +563,27 @@ def report_from_rows(*, run: Any, rows: RunRows) -> RunReport:
     finished_latency = latency[order][(trial_codes == PASS) | (trial_codes == PIPELINE)]
     totals = rows.totals
     return RunReport(
-        run_uuid=str(run.uuid), run_name=run.name, suite_name=run.suite.name,
-        status=run.status, is_simulated=bool(run.is_simulated),
-        trials_per_case=int(run.trials_per_case), n_cases=n_cases,
+        run_uuid=str(run.uuid),
+        run_name=run.name,
+        suite_name=run.suite.name,
+        status=run.status,
+        is_simulated=bool(run.is_simulated),
+        trials_per_case=int(run.trials_per_case),
+        n_cases=n_cases,
         trials=TrialCounts(
-            total=n_trials, ok=int((status == "ok").sum()), errored=n_pipeline,
+            total=n_trials,
+            ok=int((status == "ok").sum()),
+            errored=n_pipeline,
             pending=int(np.isin(status, ["queued", "running"]).sum()),
             cancelled=int((status == "cancelled").sum()),
-            grade_errors=grade_errors, judge_errors=judge_errors,
+            grade_errors=grade_errors,
+            judge_errors=judge_errors,
             overall_errored=overall_figures.grades_errored,
         ),
-        overall=overall_figures, graders=grader_figures, cases=case_rows, slices=slices,
+        overall=overall_figures,
+        graders=grader_figures,
+        cases=case_rows,
+        slices=slices,
         failure_reasons=_groups(rows.failure_groups, fails, "failures"),
         grade_error_reasons=_groups(rows.error_groups, errs, "errors"),
         pipeline_error_reasons=[
@@ -556,17 +593,23 @@ def report_from_rows(*, run: Any, rows: RunRows) -> RunReport:
             ]
         ],
         tokens=Tokens(
-            input=int(totals["input_sum"] or 0), output=int(totals["output_sum"] or 0),
-            input_unknown=totals["input_unknown"], output_unknown=totals["output_unknown"],
+            input=int(totals["input_sum"] or 0),
+            output=int(totals["output_sum"] or 0),
+            input_unknown=totals["input_unknown"],
+            output_unknown=totals["output_unknown"],
         ),
         latency=_latency(finished_latency),
         cost=_cost(totals, overall_figures.trials_passed),
     )
 
 
-def _with_corrections(graders: list[Figures], g_keys: np.ndarray, g_versions: tuple,
-                      g_ok_trial: np.ndarray, approvals: dict[int, tuple[int, dict]],
-                      ) -> list[Figures]:
+def _with_corrections(
+    graders: list[Figures],
+    g_keys: np.ndarray,
+    g_versions: tuple,
+    g_ok_trial: np.ndarray,
+    approvals: dict[int, tuple[int, dict]],
+) -> list[Figures]:
     """Each grader's figures with ``corrected`` set when all its grades on ok trials come
     from one judge version (Rogan–Gladen only means something for one judge's error rates)."""
     versions: dict[str, set] = {}
@@ -581,10 +624,18 @@ def _with_corrections(graders: list[Figures], g_keys: np.ndarray, g_versions: tu
             continue
         version = next(iter(found))
         approval_id, approval_figures = approvals.get(version, (None, None))
-        out.append(dataclasses.replace(f, corrected=corrected_pass_rate_from_approval(
-            judge_version_id=int(version), approval_id=approval_id,
-            approval_figures=approval_figures, passed=f.trials_passed,
-            graded=f.trials_graded)))
+        out.append(
+            dataclasses.replace(
+                f,
+                corrected=corrected_pass_rate_from_approval(
+                    judge_version_id=int(version),
+                    approval_id=approval_id,
+                    approval_figures=approval_figures,
+                    passed=f.trials_passed,
+                    graded=f.trials_graded,
+                ),
+            )
+        )
     return out
 
 
@@ -613,5 +664,10 @@ def _cost(totals: dict[str, Any], passes: int) -> Cost:
     known_sum = Decimal(totals["cost"] or 0).quantize(Decimal("1e-8"))
     total = known_sum if finished and not unknown else None
     per_pass = (total / passes).quantize(Decimal("1e-8")) if total is not None and passes else None
-    return Cost(known_usd=known_sum, unknown=unknown, finished=finished, total_usd=total,
-                per_passing_trial_usd=per_pass)
+    return Cost(
+        known_usd=known_sum,
+        unknown=unknown,
+        finished=finished,
+        total_usd=total,
+        per_passing_trial_usd=per_pass,
+    )

@@ -130,8 +130,13 @@ def _grader_gating(graders: object) -> list[tuple[str, bool]]:
 
 
 def run_data_build(
-    *, meta: dict[str, Any], grader_specs: object, cases: list[tuple], trials: list[tuple],
-    grades: list[tuple], judges: dict[Any, tuple[str, str, bool]],
+    *,
+    meta: dict[str, Any],
+    grader_specs: object,
+    cases: list[tuple],
+    trials: list[tuple],
+    grades: list[tuple],
+    judges: dict[Any, tuple[str, str, bool]],
     usage: dict[Any, dict[str, Any]],
 ) -> RunData:
     """Assemble ``RunData`` from flat rows (no queries; shared by the database and file
@@ -187,10 +192,15 @@ def run_data_build(
         jvs = sorted(versions.get(key, ()), key=lambda v: judges[v][0])
         if jvs:
             names = sorted({judges[v][1] for v in jvs})
-            grader_infos.append(GraderInfo(
-                key, gating[key], ", ".join(judges[v][0] for v in jvs), ", ".join(names),
-                all(judges[v][2] for v in jvs),
-            ))
+            grader_infos.append(
+                GraderInfo(
+                    key,
+                    gating[key],
+                    ", ".join(judges[v][0] for v in jvs),
+                    ", ".join(names),
+                    all(judges[v][2] for v in jvs),
+                )
+            )
         else:
             grader_infos.append(GraderInfo(key, gating[key]))
 
@@ -198,29 +208,40 @@ def run_data_build(
     bounds = np.searchsorted(case_idx[order], np.arange(len(cases) + 1))
     out = []
     for i, (case_id, key, digest, tags) in enumerate(cases):
-        mine = overall[order[bounds[i]:bounds[i + 1]]]
+        mine = overall[order[bounds[i] : bounds[i + 1]]]
         u = usage.get(case_id, {})
-        out.append(CaseData(
-            key=key, content_hash=digest, tags=tuple(str(t) for t in (tags or [])),
-            verdicts=tuple(bool(c == PASS) for c in mine if c in (PASS, FAIL)),
-            trials=int(mine.size),
-            pipeline_errored=int(np.count_nonzero(mine == PIPELINE)),
-            grade_errored=int(np.count_nonzero(mine == ERRORED)),
-            not_graded=int(np.count_nonzero((mine == MISSING) | (mine == PENDING))),
-            provisional=int(provisional[i]),
-            finished=int(u.get("finished") or 0),
-            cost_known_usd=Decimal(u.get("cost") or 0).quantize(CENT),
-            cost_unknown=int(u.get("cost_unknown") or 0),
-            input_tokens=int(u.get("input") or 0), output_tokens=int(u.get("output") or 0),
-            tokens_unknown=int(u.get("tokens_unknown") or 0),
-            latency_sum_ms=float(u.get("latency_sum") or 0.0),
-            latency_n=int(u.get("latency_n") or 0),
-        ))
+        out.append(
+            CaseData(
+                key=key,
+                content_hash=digest,
+                tags=tuple(str(t) for t in (tags or [])),
+                verdicts=tuple(bool(c == PASS) for c in mine if c in (PASS, FAIL)),
+                trials=int(mine.size),
+                pipeline_errored=int(np.count_nonzero(mine == PIPELINE)),
+                grade_errored=int(np.count_nonzero(mine == ERRORED)),
+                not_graded=int(np.count_nonzero((mine == MISSING) | (mine == PENDING))),
+                provisional=int(provisional[i]),
+                finished=int(u.get("finished") or 0),
+                cost_known_usd=Decimal(u.get("cost") or 0).quantize(CENT),
+                cost_unknown=int(u.get("cost_unknown") or 0),
+                input_tokens=int(u.get("input") or 0),
+                output_tokens=int(u.get("output") or 0),
+                tokens_unknown=int(u.get("tokens_unknown") or 0),
+                latency_sum_ms=float(u.get("latency_sum") or 0.0),
+                latency_n=int(u.get("latency_n") or 0),
+            )
+        )
     return RunData(
-        label=meta["label"], uuid=meta["uuid"], name=meta["name"],
-        suite_name=meta["suite_name"], suite_kind=meta["suite_kind"], status=meta["status"],
-        trials_per_case=int(meta["trials_per_case"]), graders=tuple(grader_infos),
-        cases=tuple(out), source=meta.get("source", "database"),
+        label=meta["label"],
+        uuid=meta["uuid"],
+        name=meta["name"],
+        suite_name=meta["suite_name"],
+        suite_kind=meta["suite_kind"],
+        status=meta["status"],
+        trials_per_case=int(meta["trials_per_case"]),
+        graders=tuple(grader_infos),
+        cases=tuple(out),
+        source=meta.get("source", "database"),
         judge_versions={label: trusted for label, _, trusted in judges.values()},
     )
 
@@ -247,43 +268,69 @@ def run_data_get(*, run: Any) -> RunData:
     )
     code = models.Case(
         models.When(status=Grade.Status.ERROR, then=-1),
-        models.When(passed=True, then=1), default=0, output_field=models.IntegerField(),
+        models.When(passed=True, then=1),
+        default=0,
+        output_field=models.IntegerField(),
     )
-    gating = models.Case(models.When(gating=True, then=1), default=0,
-                         output_field=models.IntegerField())
+    gating = models.Case(
+        models.When(gating=True, then=1), default=0, output_field=models.IntegerField()
+    )
     grades = _raw_rows(
-        Grade.objects.filter(trial__run=run, trial__status=ok).order_by()
+        Grade.objects.filter(trial__run=run, trial__status=ok)
+        .order_by()
         .values_list("trial_id", "grader", code, gating, "judge_version_id")
     )
     cases = list(
-        Case.objects.filter(id__in=trials_qs.values("case_id")).order_by("key", "id")
+        Case.objects.filter(id__in=trials_qs.values("case_id"))
+        .order_by("key", "id")
         .values_list("id", "key", "content_hash", "tags")
     )
     finished = models.Q(status__in=[ok, err])
     usage = {
-        row["case_id"]: row for row in trials_qs.values("case_id").annotate(
+        row["case_id"]: row
+        for row in trials_qs.values("case_id").annotate(
             finished=models.Count("id", filter=finished),
             cost=models.Sum("cost_usd", filter=finished),
             cost_unknown=models.Count("id", filter=finished & models.Q(cost_usd__isnull=True)),
             input=models.Sum("input_tokens", filter=finished),
             output=models.Sum("output_tokens", filter=finished),
-            tokens_unknown=models.Count("id", filter=finished & (
-                models.Q(input_tokens__isnull=True) | models.Q(output_tokens__isnull=True))),
+            tokens_unknown=models.Count(
+                "id",
+                filter=finished
+                & (models.Q(input_tokens__isnull=True) | models.Q(output_tokens__isnull=True)),
+            ),
             latency_sum=models.Sum("latency_ms", filter=finished),
             latency_n=models.Count("latency_ms", filter=finished),
         )
     }
     jv_ids = {g[4] for g in grades if g[4] is not None}
-    judges = {
-        jv.id: (judge_version_label(jv.judge.name, jv.number), jv.judge.name, jv.is_trusted)
-        for jv in JudgeVersion.objects.filter(id__in=jv_ids).select_related("judge")
-    } if jv_ids else {}
+    judges = (
+        {
+            jv.id: (judge_version_label(jv.judge.name, jv.number), jv.judge.name, jv.is_trusted)
+            for jv in JudgeVersion.objects.filter(id__in=jv_ids).select_related("judge")
+        }
+        if jv_ids
+        else {}
+    )
     suite = run.suite
-    meta = {"label": f"{suite.name} / {run.name}", "uuid": str(run.uuid), "name": run.name,
-                "suite_name": suite.name, "suite_kind": suite.kind, "status": run.status,
-                "trials_per_case": run.trials_per_case}
-    return run_data_build(meta=meta, grader_specs=run.graders, cases=cases, trials=trials,
-                          grades=grades, judges=judges, usage=usage)
+    meta = {
+        "label": f"{suite.name} / {run.name}",
+        "uuid": str(run.uuid),
+        "name": run.name,
+        "suite_name": suite.name,
+        "suite_kind": suite.kind,
+        "status": run.status,
+        "trials_per_case": run.trials_per_case,
+    }
+    return run_data_build(
+        meta=meta,
+        grader_specs=run.graders,
+        cases=cases,
+        trials=trials,
+        grades=grades,
+        judges=judges,
+        usage=usage,
+    )
 
 
 def run_data_from_export(data: dict[str, Any], *, source: str = "file") -> RunData:
@@ -291,16 +338,27 @@ def run_data_from_export(data: dict[str, Any], *, source: str = "file") -> RunDa
     queries. Judge trust is as recorded in the file at export time."""
     run = data["run"]
     judges = {
-        ref: (judge_version_label(jv["judge"], int(jv["number"])), jv["judge"],
-              bool(jv.get("trusted")))
+        ref: (
+            judge_version_label(jv["judge"], int(jv["number"])),
+            jv["judge"],
+            bool(jv.get("trusted")),
+        )
         for ref, jv in (data.get("judge_versions") or {}).items()
     }
     cases, trials, grades, usage = [], [], [], {}
     tid = 0
     for ci, case in enumerate(data["cases"]):
         cases.append((ci, case["key"], case["content_hash"], case.get("tags") or []))
-        u = usage[ci] = {"finished": 0, "cost": Decimal(0), "cost_unknown": 0, "input": 0,
-                         "output": 0, "tokens_unknown": 0, "latency_sum": 0.0, "latency_n": 0}
+        u = usage[ci] = {
+            "finished": 0,
+            "cost": Decimal(0),
+            "cost_unknown": 0,
+            "input": 0,
+            "output": 0,
+            "tokens_unknown": 0,
+            "latency_sum": 0.0,
+            "latency_n": 0,
+        }
         for trial in case.get("trials") or []:
             tid += 1
             trials.append((tid, ci, trial["status"]))
@@ -308,14 +366,28 @@ def run_data_from_export(data: dict[str, Any], *, source: str = "file") -> RunDa
                 _usage_add(u, trial)
             for g in trial.get("grades") or []:
                 code = -1 if g["status"] == "error" else (1 if g["passed"] else 0)
-                grades.append((tid, g["grader"], code, bool(g.get("gating", True)),
-                               g.get("judge_version")))
-    meta = {"label": f"{run['suite']['name']} / {run['name']}", "uuid": run.get("uuid") or "",
-                "name": run["name"], "suite_name": run["suite"]["name"],
-                "suite_kind": run["suite"].get("kind", "regression"), "status": run["status"],
-                "trials_per_case": run.get("trials_per_case") or 1, "source": source}
-    return run_data_build(meta=meta, grader_specs=run.get("graders") or [], cases=cases,
-                          trials=trials, grades=grades, judges=judges, usage=usage)
+                grades.append(
+                    (tid, g["grader"], code, bool(g.get("gating", True)), g.get("judge_version"))
+                )
+    meta = {
+        "label": f"{run['suite']['name']} / {run['name']}",
+        "uuid": run.get("uuid") or "",
+        "name": run["name"],
+        "suite_name": run["suite"]["name"],
+        "suite_kind": run["suite"].get("kind", "regression"),
+        "status": run["status"],
+        "trials_per_case": run.get("trials_per_case") or 1,
+        "source": source,
+    }
+    return run_data_build(
+        meta=meta,
+        grader_specs=run.get("graders") or [],
+        cases=cases,
+        trials=trials,
+        grades=grades,
+        judges=judges,
+        usage=usage,
+    )
 
 
 def _usage_add(u: dict[str, Any], trial: dict[str, Any]) -> None:
@@ -346,16 +418,27 @@ def run_data_from_dict(data: dict[str, Any]) -> RunData:
     """Inverse of ``run_data_to_dict``. Raises ValueError naming the missing field."""
     try:
         return RunData(
-            label=data["label"], uuid=data["uuid"], name=data["name"],
-            suite_name=data["suite_name"], suite_kind=data["suite_kind"],
-            status=data["status"], trials_per_case=int(data["trials_per_case"]),
+            label=data["label"],
+            uuid=data["uuid"],
+            name=data["name"],
+            suite_name=data["suite_name"],
+            suite_kind=data["suite_kind"],
+            status=data["status"],
+            trials_per_case=int(data["trials_per_case"]),
             graders=tuple(GraderInfo(**g) for g in data["graders"]),
             cases=tuple(
-                CaseData(**{**c, "tags": tuple(c["tags"]), "verdicts": tuple(c["verdicts"]),
-                            "cost_known_usd": Decimal(c["cost_known_usd"])})
+                CaseData(
+                    **{
+                        **c,
+                        "tags": tuple(c["tags"]),
+                        "verdicts": tuple(c["verdicts"]),
+                        "cost_known_usd": Decimal(c["cost_known_usd"]),
+                    }
+                )
                 for c in data["cases"]
             ),
-            source=data.get("source", "file"), judge_versions=data.get("judge_versions", {}),
+            source=data.get("source", "file"),
+            judge_versions=data.get("judge_versions", {}),
         )
     except KeyError as exc:
         raise ValueError(f"run data: missing field {exc.args[0]!r}") from exc
@@ -380,8 +463,9 @@ def run_data_from_file(path: str | Path) -> RunData:
             raise ValueError(f"{path}: malformed run file (field {exc})") from exc
     if fmt == RUN_DATA_FORMAT:
         return run_data_from_dict({**data, "source": str(path)})
-    raise ValueError(f"{path}: format must be {RUN_FILE_FORMAT!r} or {RUN_DATA_FORMAT!r}, "
-                     f"got {fmt!r}")
+    raise ValueError(
+        f"{path}: format must be {RUN_FILE_FORMAT!r} or {RUN_DATA_FORMAT!r}, got {fmt!r}"
+    )
 
 
 def _no_constant(token: str) -> None:

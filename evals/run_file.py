@@ -47,54 +47,105 @@ def run_export(*, run: Run, outputs: bool = True) -> dict[str, Any]:
     """The run as a strict-JSON-safe dict in the ``assay-run`` format (module docstring).
     Four queries (run's suite, cases, trials, grades with judge versions)."""
     suite = run.suite
-    fields = ["id", "case_id", "attempt", "status", "error_message", "latency_ms",
-              "input_tokens", "output_tokens", "cost_usd", "created_at"]
+    fields = [
+        "id",
+        "case_id",
+        "attempt",
+        "status",
+        "error_message",
+        "latency_ms",
+        "input_tokens",
+        "output_tokens",
+        "cost_usd",
+        "created_at",
+    ]
     trials = Trial.objects.filter(run=run).order_by("case_id", "attempt")
     trials = trials.only(*fields, *(["output"] if outputs else []))
     grades: dict[int, list[dict]] = {}
     judge_versions: dict[str, dict] = {}
-    for g in (Grade.objects.filter(trial__run=run).select_related("judge_version__judge")
-              .order_by("trial_id", "grader")):
+    for g in (
+        Grade.objects.filter(trial__run=run)
+        .select_related("judge_version__judge")
+        .order_by("trial_id", "grader")
+    ):
         ref = None
         if g.judge_version is not None:
             jv = g.judge_version
             ref = str(jv.uuid)
-            judge_versions.setdefault(ref, {
-                "judge": jv.judge.name, "judge_kind": jv.judge.kind, "number": jv.number,
-                "model": jv.model, "protocol": jv.protocol, "base_url": jv.base_url,
-                "prompt_template": jv.prompt_template, "params": jv.params,
-                "output_schema": jv.output_schema, "threshold": jv.threshold,
-                "content_hash": jv.content_hash, "trusted": jv.is_trusted,
-            })
-        grades.setdefault(g.trial_id, []).append({
-            "grader": g.grader, "grader_version": g.grader_version, "status": g.status,
-            "passed": g.passed, "score": g.score, "reason": g.reason, "details": g.details,
-            "gating": g.gating, "judge_version": ref,
-        })
+            judge_versions.setdefault(
+                ref,
+                {
+                    "judge": jv.judge.name,
+                    "judge_kind": jv.judge.kind,
+                    "number": jv.number,
+                    "model": jv.model,
+                    "protocol": jv.protocol,
+                    "base_url": jv.base_url,
+                    "prompt_template": jv.prompt_template,
+                    "params": jv.params,
+                    "output_schema": jv.output_schema,
+                    "threshold": jv.threshold,
+                    "content_hash": jv.content_hash,
+                    "trusted": jv.is_trusted,
+                },
+            )
+        grades.setdefault(g.trial_id, []).append(
+            {
+                "grader": g.grader,
+                "grader_version": g.grader_version,
+                "status": g.status,
+                "passed": g.passed,
+                "score": g.score,
+                "reason": g.reason,
+                "details": g.details,
+                "gating": g.gating,
+                "judge_version": ref,
+            }
+        )
     by_case: dict[int, list[dict]] = {}
     for t in trials.iterator(chunk_size=2000):
-        by_case.setdefault(t.case_id, []).append({
-            "attempt": t.attempt, "status": t.status,
-            **({"output": t.output} if outputs else {}),
-            "error_message": t.error_message, "latency_ms": t.latency_ms,
-            "input_tokens": t.input_tokens, "output_tokens": t.output_tokens,
-            "cost_usd": str(t.cost_usd) if t.cost_usd is not None else None,
-            "created_at": _iso(t.created_at), "grades": grades.get(t.id, []),
-        })
+        by_case.setdefault(t.case_id, []).append(
+            {
+                "attempt": t.attempt,
+                "status": t.status,
+                **({"output": t.output} if outputs else {}),
+                "error_message": t.error_message,
+                "latency_ms": t.latency_ms,
+                "input_tokens": t.input_tokens,
+                "output_tokens": t.output_tokens,
+                "cost_usd": str(t.cost_usd) if t.cost_usd is not None else None,
+                "created_at": _iso(t.created_at),
+                "grades": grades.get(t.id, []),
+            }
+        )
     cases = [
-        {"key": c.key, "content_hash": c.content_hash, "input": c.input,
-         "expected": c.expected, "context": c.context, "tags": c.tags,
-         "trials": by_case[c.id]}
+        {
+            "key": c.key,
+            "content_hash": c.content_hash,
+            "input": c.input,
+            "expected": c.expected,
+            "context": c.context,
+            "tags": c.tags,
+            "trials": by_case[c.id],
+        }
         for c in Case.objects.filter(id__in=list(by_case)).order_by("key", "id")
     ]
     return {
-        "format": RUN_FILE_FORMAT, "version": 1,
+        "format": RUN_FILE_FORMAT,
+        "version": 1,
         "run": {
-            "uuid": str(run.uuid), "name": run.name, "status": run.status,
-            "source": run.source, "target_kind": run.target_kind, "model": run.model,
-            "target": run.target, "graders": run.graders,
-            "trials_per_case": run.trials_per_case, "source_version": run.source_version,
-            "created_at": _iso(run.created_at), "finished_at": _iso(run.finished_at),
+            "uuid": str(run.uuid),
+            "name": run.name,
+            "status": run.status,
+            "source": run.source,
+            "target_kind": run.target_kind,
+            "model": run.model,
+            "target": run.target,
+            "graders": run.graders,
+            "trials_per_case": run.trials_per_case,
+            "source_version": run.source_version,
+            "created_at": _iso(run.created_at),
+            "finished_at": _iso(run.finished_at),
             "suite": {"name": suite.name, "kind": suite.kind},
         },
         "judge_versions": judge_versions,
@@ -104,8 +155,9 @@ def run_export(*, run: Run, outputs: bool = True) -> dict[str, Any]:
 
 def run_export_json(*, run: Run, outputs: bool = True) -> str:
     """``run_export`` as strict JSON text (``allow_nan=False``: a non-finite number raises)."""
-    return json.dumps(run_export(run=run, outputs=outputs), allow_nan=False,
-                      ensure_ascii=False, indent=1)
+    return json.dumps(
+        run_export(run=run, outputs=outputs), allow_nan=False, ensure_ascii=False, indent=1
+    )
 
 
 class RunFileError(ValueError):
@@ -132,8 +184,9 @@ def _when(value: Any, where: str):
         raise RunFileError(f"{where}: {value!r} is not an ISO 8601 time with an offset")
     utc = time_check(parsed)
     if utc is None:
-        raise RunFileError(f"{where}: {value!r} is outside the supported range: a time "
-                           f"{TIME_RANGE}")
+        raise RunFileError(
+            f"{where}: {value!r} is outside the supported range: a time {TIME_RANGE}"
+        )
     return utc
 
 
@@ -145,18 +198,29 @@ def _judge_versions(data: dict) -> dict[str, JudgeVersion]:
         where = f"judge_versions[{ref}]"
         judge, _ = Judge.objects.get_or_create(
             name=_need(spec, "judge", where),
-            defaults={"kind": spec.get("judge_kind") or Judge.Kind.RECORDED})
+            defaults={"kind": spec.get("judge_kind") or Judge.Kind.RECORDED},
+        )
         candidate = JudgeVersion(
-            judge=judge, number=0, model=_need(spec, "model", where),
-            protocol=spec.get("protocol", ""), base_url=spec.get("base_url", ""),
-            prompt_template=spec.get("prompt_template", ""), params=spec.get("params") or {},
-            output_schema=spec.get("output_schema") or {}, threshold=spec.get("threshold"))
+            judge=judge,
+            number=0,
+            model=_need(spec, "model", where),
+            protocol=spec.get("protocol", ""),
+            base_url=spec.get("base_url", ""),
+            prompt_template=spec.get("prompt_template", ""),
+            params=spec.get("params") or {},
+            output_schema=spec.get("output_schema") or {},
+            threshold=spec.get("threshold"),
+        )
         from judges.models import judge_version_hash
 
         digest = judge_version_hash(
-            model=candidate.model, protocol=candidate.protocol,
-            prompt_template=candidate.prompt_template, params=candidate.params,
-            output_schema=candidate.output_schema, threshold=candidate.threshold)
+            model=candidate.model,
+            protocol=candidate.protocol,
+            prompt_template=candidate.prompt_template,
+            params=candidate.params,
+            output_schema=candidate.output_schema,
+            threshold=candidate.threshold,
+        )
         version = JudgeVersion.objects.filter(judge=judge, content_hash=digest).first()
         if version is None:
             numbers = set(judge.versions.values_list("number", flat=True))
@@ -175,11 +239,16 @@ def _cases(suite: Suite, cases: list) -> list[Case]:
     specs = []
     for i, c in enumerate(cases):
         where = f"cases[{i}]"
-        spec = CaseSpec(key=str(_need(c, "key", where)), input=_need(c, "input", where),
-                        expected=c.get("expected"), context=c.get("context") or [],
-                        tags=[str(t) for t in c.get("tags") or []])
+        spec = CaseSpec(
+            key=str(_need(c, "key", where)),
+            input=_need(c, "input", where),
+            expected=c.get("expected"),
+            context=c.get("context") or [],
+            tags=[str(t) for t in c.get("tags") or []],
+        )
         if c.get("content_hash") and c["content_hash"] != content_hash(
-                input=spec.input, expected=spec.expected, context=spec.context):
+            input=spec.input, expected=spec.expected, context=spec.context
+        ):
             raise RunFileError(f"{where}.content_hash: does not match the case's content")
         specs.append(spec)
     existing: dict[tuple[str, str], Case] = {}
@@ -205,8 +274,9 @@ def _decimal(value: Any, where: str) -> Decimal | None:
 
 
 @transaction.atomic
-def run_import(*, data: dict, suite_name: str | None = None, name: str | None = None,
-               by=None) -> Run:
+def run_import(
+    *, data: dict, suite_name: str | None = None, name: str | None = None, by=None
+) -> Run:
     """Write a run file's run (format ``assay-run``) into the database; returns the new
     ``Run`` (source "imported", status as in the file).
 
@@ -227,36 +297,52 @@ def run_import(*, data: dict, suite_name: str | None = None, name: str | None = 
         raise RunFileError(f"run.status: {status!r} is not a finished status")
     suite, _ = Suite.objects.get_or_create(
         name=suite_name or _need(suite_meta, "name", "run.suite"),
-        defaults={"kind": suite_meta.get("kind", Suite.Kind.REGRESSION)})
+        defaults={"kind": suite_meta.get("kind", Suite.Kind.REGRESSION)},
+    )
     run_name = name or _need(meta, "name", "run")
     if Run.objects.filter(suite=suite, name=run_name).exists():
-        raise RunFileError(f"run.name: {run_name!r} already exists in suite {suite.name!r}; "
-                           "give another with --name")
+        raise RunFileError(
+            f"run.name: {run_name!r} already exists in suite {suite.name!r}; "
+            "give another with --name"
+        )
     versions = _judge_versions(data)
     file_cases = _need(data, "cases", "file")
     cases = _cases(suite, file_cases)
     user = by if by is not None and getattr(by, "is_authenticated", False) else None
     run = Run.objects.create(
-        suite=suite, name=run_name, source=Run.Source.IMPORTED,
-        target_kind=meta.get("target_kind") or "imported", model=meta.get("model") or "",
-        target=meta.get("target") or {}, graders=meta.get("graders") or [],
+        suite=suite,
+        name=run_name,
+        source=Run.Source.IMPORTED,
+        target_kind=meta.get("target_kind") or "imported",
+        model=meta.get("model") or "",
+        target=meta.get("target") or {},
+        graders=meta.get("graders") or [],
         source_version=meta.get("source_version") or "",
-        trials_per_case=int(meta.get("trials_per_case") or 1), status=status,
-        started_at=timezone.now(), finished_at=_when(meta.get("finished_at"), "run.finished_at"),
+        trials_per_case=int(meta.get("trials_per_case") or 1),
+        status=status,
+        started_at=timezone.now(),
+        finished_at=_when(meta.get("finished_at"), "run.finished_at"),
         started_by=user,
     )
     trials, grade_specs = [], []
     for i, (case, c) in enumerate(zip(cases, file_cases, strict=True)):
         for j, t in enumerate(c.get("trials") or []):
             where = f"cases[{i}].trials[{j}]"
-            trials.append(Trial(
-                run=run, case=case, attempt=int(_need(t, "attempt", where)),
-                status=_need(t, "status", where), output=t.get("output") or "",
-                error_message=t.get("error_message") or "", latency_ms=t.get("latency_ms"),
-                input_tokens=t.get("input_tokens"), output_tokens=t.get("output_tokens"),
-                cost_usd=_decimal(t.get("cost_usd"), f"{where}.cost_usd"),
-                created_at=_when(t.get("created_at"), f"{where}.created_at") or timezone.now(),
-            ))
+            trials.append(
+                Trial(
+                    run=run,
+                    case=case,
+                    attempt=int(_need(t, "attempt", where)),
+                    status=_need(t, "status", where),
+                    output=t.get("output") or "",
+                    error_message=t.get("error_message") or "",
+                    latency_ms=t.get("latency_ms"),
+                    input_tokens=t.get("input_tokens"),
+                    output_tokens=t.get("output_tokens"),
+                    cost_usd=_decimal(t.get("cost_usd"), f"{where}.cost_usd"),
+                    created_at=_when(t.get("created_at"), f"{where}.created_at") or timezone.now(),
+                )
+            )
             grade_specs.append((where, t.get("grades") or []))
     Trial.objects.bulk_create(trials, batch_size=BATCH)
     grades = []
@@ -264,16 +350,23 @@ def run_import(*, data: dict, suite_name: str | None = None, name: str | None = 
         for k, g in enumerate(specs):
             ref = g.get("judge_version")
             if ref is not None and ref not in versions:
-                raise RunFileError(f"{where}.grades[{k}].judge_version: {ref!r} is not in "
-                                   "judge_versions")
-            grades.append(Grade(
-                trial=trial, grader=_need(g, "grader", f"{where}.grades[{k}]"),
-                grader_version=g.get("grader_version") or "",
-                judge_version=versions.get(ref) if ref else None,
-                status=g.get("status", "ok"), passed=g.get("passed"), score=g.get("score"),
-                reason=g.get("reason") or "", details=g.get("details") or {},
-                gating=bool(g.get("gating", True)),
-            ))
+                raise RunFileError(
+                    f"{where}.grades[{k}].judge_version: {ref!r} is not in judge_versions"
+                )
+            grades.append(
+                Grade(
+                    trial=trial,
+                    grader=_need(g, "grader", f"{where}.grades[{k}]"),
+                    grader_version=g.get("grader_version") or "",
+                    judge_version=versions.get(ref) if ref else None,
+                    status=g.get("status", "ok"),
+                    passed=g.get("passed"),
+                    score=g.get("score"),
+                    reason=g.get("reason") or "",
+                    details=g.get("details") or {},
+                    gating=bool(g.get("gating", True)),
+                )
+            )
     Grade.objects.bulk_create(grades, batch_size=BATCH)
     run.trials_total = len(trials)
     run.trials_finished = sum(t.status in Trial.FINISHED for t in trials)

@@ -49,7 +49,7 @@ class RunListStats:
 
     @property
     def cost_state(self) -> str:
-        """"none" (nothing finished), "unknown" (every cost unknown), "partial"
+        """ "none" (nothing finished), "unknown" (every cost unknown), "partial"
         (some unknown: the sum is a lower bound) or "known"."""
         if self.finished == 0:
             return "none"
@@ -64,11 +64,15 @@ EMPTY_RUN_STATS = RunListStats(0, 0, 0, 0, None, 0, 0, 0)
 def gating_keys(graders: object) -> tuple[str, ...]:
     """Keys of the gating graders in a run's stored grader set (``gating`` defaults to True),
     sorted; malformed entries are skipped (the set was validated when the run started)."""
-    return tuple(sorted(
-        spec["key"] for spec in (graders if isinstance(graders, list) else [])
-        if isinstance(spec, dict) and isinstance(spec.get("key"), str)
-        and spec.get("gating", True) is not False
-    ))
+    return tuple(
+        sorted(
+            spec["key"]
+            for spec in (graders if isinstance(graders, list) else [])
+            if isinstance(spec, dict)
+            and isinstance(spec.get("key"), str)
+            and spec.get("gating", True) is not False
+        )
+    )
 
 
 def trial_verdict_annotations(keys: tuple[str, ...]) -> dict[str, models.Expression]:
@@ -83,8 +87,11 @@ def trial_verdict_annotations(keys: tuple[str, ...]) -> dict[str, models.Express
     """
     gating = Grade.objects.filter(trial=models.OuterRef("pk"), grader__in=keys)
     passed_count = (
-        gating.filter(status=Grade.Status.OK, passed=True).order_by().values("trial")
-        .annotate(c=models.Count("id")).values("c")
+        gating.filter(status=Grade.Status.OK, passed=True)
+        .order_by()
+        .values("trial")
+        .annotate(c=models.Count("id"))
+        .values("c")
     )
     return {
         "v_has_fail": models.Exists(gating.filter(status=Grade.Status.OK, passed=False)),
@@ -94,7 +101,10 @@ def trial_verdict_annotations(keys: tuple[str, ...]) -> dict[str, models.Express
 
 
 def run_list(
-    *, suite_uuid: str | None = None, status: str | None = None, page: int | str = 1,
+    *,
+    suite_uuid: str | None = None,
+    status: str | None = None,
+    page: int | str = 1,
     per_page: int = RUN_LIST_PAGE_SIZE,
 ) -> Page:
     """Runs, newest first, filtered by suite UUID and status, one page at a time.
@@ -148,8 +158,9 @@ def _run_case_counts(*, run_ids: list[int], keys: tuple[str, ...]) -> list[dict]
     trial_ok = models.Q(status=ok)
     fail = trial_ok & models.Q(v_has_fail=True)
     grade_err = trial_ok & models.Q(v_has_fail=False, v_has_grade_error=True)
-    passed = trial_ok & models.Q(v_has_fail=False, v_has_grade_error=False,
-                                 v_gating_passed=len(keys))
+    passed = trial_ok & models.Q(
+        v_has_fail=False, v_has_grade_error=False, v_gating_passed=len(keys)
+    )
     if not keys:  # no gating grader: nothing can pass or fail (the report says "missing")
         passed = fail = grade_err = models.Q(pk__in=[])
     finished = models.Q(status__in=[ok, err])
@@ -260,8 +271,11 @@ def suite_default_graders(*, suite: object) -> list[dict]:
     if baseline is not None and baseline.run.graders:
         return list(baseline.run.graders)
     latest = (
-        Run.objects.filter(suite=suite, status=Run.Status.SUCCEEDED).exclude(graders=[])
-        .order_by("-created_at", "-id").values_list("graders", flat=True).first()
+        Run.objects.filter(suite=suite, status=Run.Status.SUCCEEDED)
+        .exclude(graders=[])
+        .order_by("-created_at", "-id")
+        .values_list("graders", flat=True)
+        .first()
     )
     return list(latest) if latest else []
 
@@ -293,10 +307,12 @@ def run_report(*, run: Run) -> RunReport:
     code = CaseWhen(
         models.When(status=Grade.Status.ERROR, then=-1),
         models.When(passed=True, then=1),
-        default=0, output_field=models.IntegerField(),
+        default=0,
+        output_field=models.IntegerField(),
     )
-    gating = CaseWhen(models.When(gating=True, then=1), default=0,
-                      output_field=models.IntegerField())
+    gating = CaseWhen(
+        models.When(gating=True, then=1), default=0, output_field=models.IntegerField()
+    )
     totals = trials.aggregate(
         finished=models.Count("id", filter=finished),
         input_sum=models.Sum("input_tokens", filter=finished),
@@ -306,25 +322,28 @@ def run_report(*, run: Run) -> RunReport:
         cost=models.Sum("cost_usd", filter=finished),
         cost_unknown=models.Count("id", filter=finished & models.Q(cost_usd__isnull=True)),
     )
-    grade_rows = _raw_rows(grades.values_list(
-        "trial_id", "grader", code, "score", gating, "judge_version_id"
-    ))
+    grade_rows = _raw_rows(
+        grades.values_list("trial_id", "grader", code, "score", gating, "judge_version_id")
+    )
     rows = RunRows(
         trials=_raw_rows(trials.values_list("id", "case_id", "status", "latency_ms")),
         grades=grade_rows,
         cases=list(
-            Case.objects.filter(id__in=trials.values("case_id")).order_by("key", "id")
+            Case.objects.filter(id__in=trials.values("case_id"))
+            .order_by("key", "id")
             .values_list("id", "uuid", "key", "tags")
         ),
         graders=_grader_gating(run.graders),
         totals=totals,
         failure_groups=list(
             grades.filter(status=Grade.Status.OK, passed=False)
-            .values_list("grader", short_reason).annotate(n=models.Count("id"))
+            .values_list("grader", short_reason)
+            .annotate(n=models.Count("id"))
         ),
         error_groups=list(
             grades.filter(status=Grade.Status.ERROR)
-            .values_list("grader", short_reason).annotate(n=models.Count("id"))
+            .values_list("grader", short_reason)
+            .annotate(n=models.Count("id"))
         ),
         pipeline_groups=list(
             trials.filter(status=err)
@@ -334,10 +353,16 @@ def run_report(*, run: Run) -> RunReport:
         approvals=_active_approvals({g[5] for g in grade_rows if g[5] is not None}),
     )
     # Judge calls apart from the target's (one query; JSON keys only, never the prompt).
-    judge_calls = judge_calls_from_rows(list(
-        grades.filter(judge_version__isnull=False).values_list(
-            KT("details__input_tokens"), KT("details__output_tokens"),
-            KT("details__cost_usd"), KT("details__skipped"))))
+    judge_calls = judge_calls_from_rows(
+        list(
+            grades.filter(judge_version__isnull=False).values_list(
+                KT("details__input_tokens"),
+                KT("details__output_tokens"),
+                KT("details__cost_usd"),
+                KT("details__skipped"),
+            )
+        )
+    )
     return dataclasses.replace(report_from_rows(run=run, rows=rows), judge_calls=judge_calls)
 
 
@@ -349,8 +374,10 @@ def _active_approvals(version_ids: set[int]) -> dict[int, tuple[int, dict]]:
     from labeling.models import JudgeApproval
 
     return {
-        v: (a, figures) for a, v, figures in JudgeApproval.objects.filter(
-            judge_version_id__in=version_ids, revoked_at__isnull=True,
+        v: (a, figures)
+        for a, v, figures in JudgeApproval.objects.filter(
+            judge_version_id__in=version_ids,
+            revoked_at__isnull=True,
         ).values_list("id", "judge_version_id", "figures")
     }
 
@@ -382,6 +409,8 @@ def baseline_current(*, suite: object) -> Baseline | None:
     """The suite's current baseline (its latest ``Baseline`` row; run, run's suite and
     set_by joined), or None when none was ever set. One query."""
     return (
-        Baseline.objects.filter(suite=suite).select_related("run__suite", "set_by")
-        .order_by("-set_at", "-id").first()
+        Baseline.objects.filter(suite=suite)
+        .select_related("run__suite", "set_by")
+        .order_by("-set_at", "-id")
+        .first()
     )

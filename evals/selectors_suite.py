@@ -93,24 +93,32 @@ def suite_page_get(*, suite: Suite, history_runs: int = HISTORY_RUNS) -> SuitePa
     n_retired = cases.filter(retired_at__isnull=False).count()
     active = list(cases.filter(retired_at__isnull=True).order_by("key")[:CASE_LIST_LIMIT])
     runs = list(
-        Run.objects.filter(suite=suite).select_related("started_by")
+        Run.objects.filter(suite=suite)
+        .select_related("started_by")
         .order_by("-created_at", "-id")[:history_runs]
     )
     per_case = run_case_counts(runs=runs)
     points = [_point(run, per_case.get(run.id, [])) for run in reversed(runs)]
     baselines = list(
-        Baseline.objects.filter(suite=suite).select_related("run", "set_by")
+        Baseline.objects.filter(suite=suite)
+        .select_related("run", "set_by")
         .order_by("-set_at", "-id")
     )
     candidates: list[GraduationCandidate] = []
     regression_suites: list[Suite] = []
     if suite.kind == Suite.Kind.CAPABILITY:
         candidates = graduation_candidates(suite=suite, runs=runs, per_case=per_case)
-        regression_suites = list(Suite.objects.filter(kind=Suite.Kind.REGRESSION)
-                                 .order_by("name"))
-    return SuitePage(suite=suite, active_cases=active, n_active=n_active, n_retired=n_retired,
-                     runs=points, baselines=baselines, candidates=candidates,
-                     regression_suites=regression_suites)
+        regression_suites = list(Suite.objects.filter(kind=Suite.Kind.REGRESSION).order_by("name"))
+    return SuitePage(
+        suite=suite,
+        active_cases=active,
+        n_active=n_active,
+        n_retired=n_retired,
+        runs=points,
+        baselines=baselines,
+        candidates=candidates,
+        regression_suites=regression_suites,
+    )
 
 
 def run_case_counts(*, runs: list[Run]) -> dict[int, list[dict]]:
@@ -141,8 +149,11 @@ def _point(run: Run, rows: list[dict]) -> RunPoint:
 
 
 def graduation_candidates(
-    *, suite: Suite, runs: list[Run] | None = None,
-    per_case: dict[int, list[dict]] | None = None, window: int = GRADUATION_WINDOW,
+    *,
+    suite: Suite,
+    runs: list[Run] | None = None,
+    per_case: dict[int, list[dict]] | None = None,
+    window: int = GRADUATION_WINDOW,
 ) -> list[GraduationCandidate]:
     """Active cases of ``suite`` that passed every trial in each of its latest ``window``
     finished runs (every trial ok and graded pass: an errored trial or grade disqualifies;
@@ -159,8 +170,12 @@ def graduation_candidates(
     qualified: dict[int, list[dict]] | None = None
     for run in latest:
         good = {
-            r["case_id"]: {"run": str(run.uuid), "run_name": run.name, "passed": r["n_pass"],
-                           "trials": r["n_total"]}
+            r["case_id"]: {
+                "run": str(run.uuid),
+                "run_name": run.name,
+                "passed": r["n_pass"],
+                "trials": r["n_total"],
+            }
             for r in per_case.get(run.id, [])
             if r["n_total"] > 0 and r["n_pass"] == r["n_total"]
         }
@@ -176,9 +191,12 @@ def graduation_candidates(
         "case_id", "regression_case__suite__name"
     ):
         done.setdefault(case_id, []).append(name)
-    return [GraduationCandidate(case=c, evidence=qualified[c.id],
-                                graduated_into=sorted(done.get(c.id, [])))
-            for c in cases]
+    return [
+        GraduationCandidate(
+            case=c, evidence=qualified[c.id], graduated_into=sorted(done.get(c.id, []))
+        )
+        for c in cases
+    ]
 
 
 def power_sentence(power) -> str:
@@ -186,10 +204,14 @@ def power_sentence(power) -> str:
     points with 80% power (alpha 0.05; 30 cases × 5 trials)", or why it cannot."""
     size = f"alpha {power.alpha:g}; {power.n_cases} cases × {power.trials_per_case} trials"
     if power.drop is None:
-        return (f"this suite cannot reliably detect any drop: {power.reason} ({size}); "
-                "add cases or trials")
-    return (f"this suite can detect a drop of about {power.drop * 100:.0f} points with "
-            f"{power.target_power:.0%} power ({size})")
+        return (
+            f"this suite cannot reliably detect any drop: {power.reason} ({size}); "
+            "add cases or trials"
+        )
+    return (
+        f"this suite can detect a drop of about {power.drop * 100:.0f} points with "
+        f"{power.target_power:.0%} power ({size})"
+    )
 
 
 def baseline_refusal(*, run: Run) -> str | None:
@@ -214,8 +236,14 @@ def run_baseline_context(*, run: Run) -> dict:
     from evals.selectors import baseline_current
 
     baseline = baseline_current(suite=run.suite)
-    other_runs = list(Run.objects.filter(suite_id=run.suite_id).exclude(id=run.id)
-                      .only("id", "uuid", "name", "created_at")
-                      .order_by("-created_at", "-id")[:HISTORY_RUNS])
-    return {"baseline": baseline, "other_runs": other_runs,
-            "baseline_refusal": baseline_refusal(run=run)}
+    other_runs = list(
+        Run.objects.filter(suite_id=run.suite_id)
+        .exclude(id=run.id)
+        .only("id", "uuid", "name", "created_at")
+        .order_by("-created_at", "-id")[:HISTORY_RUNS]
+    )
+    return {
+        "baseline": baseline,
+        "other_runs": other_runs,
+        "baseline_refusal": baseline_refusal(run=run),
+    }

@@ -162,9 +162,9 @@ def run_start(
             for attempt in range(1, trials_per_case + 1)
         )
         trial_ids = list(
-            Trial.objects.filter(run=run).order_by("case_id", "attempt").values_list(
-                "id", flat=True
-            )
+            Trial.objects.filter(run=run)
+            .order_by("case_id", "attempt")
+            .values_list("id", flat=True)
         )
         for chunk in _chunks(trial_ids, _chunk_size()):
             transaction.on_commit(partial(_chunk_enqueue, run.id, chunk))
@@ -178,13 +178,18 @@ def _judge_gating_snapshot(graders: list[dict], specs: list[GraderSpec]) -> list
     from judges.models import JudgeVersion
 
     provisional = {
-        str(u) for u in JudgeVersion.objects.filter(
+        str(u)
+        for u in JudgeVersion.objects.filter(
             uuid__in=[s.config["judge_version"] for s in specs if s.is_judge],
-            trusted_at__isnull=True).values_list("uuid", flat=True)
+            trusted_at__isnull=True,
+        ).values_list("uuid", flat=True)
     }
     return [
-        {**raw, "gating": False} if spec.is_judge and spec.gating
-        and str(spec.config["judge_version"]).lower() in provisional else raw
+        {**raw, "gating": False}
+        if spec.is_judge
+        and spec.gating
+        and str(spec.config["judge_version"]).lower() in provisional
+        else raw
         for raw, spec in zip(graders, specs, strict=True)
     ]
 
@@ -314,7 +319,10 @@ def _case_input(trial: Trial) -> CaseInput:
 
 
 def trial_results_record(
-    *, run_id: int, model: str | None, results: list[tuple[int, TargetResult]],
+    *,
+    run_id: int,
+    model: str | None,
+    results: list[tuple[int, TargetResult]],
     prices: dict[str, Any] | None = None,
 ) -> list[int]:
     """Write target results onto running trials and count them on the run, in one transaction;
@@ -374,8 +382,16 @@ def trial_results_record(
 
 
 RESULT_FIELDS = [
-    "status", "output", "raw_response", "error_message", "latency_ms", "input_tokens",
-    "output_tokens", "cost_usd", "finished_at", "lease_expires_at",
+    "status",
+    "output",
+    "raw_response",
+    "error_message",
+    "latency_ms",
+    "input_tokens",
+    "output_tokens",
+    "cost_usd",
+    "finished_at",
+    "lease_expires_at",
 ]
 
 
@@ -588,9 +604,9 @@ def run_finalize(*, run_id: int) -> Run:
             error_message=message,
             finished_at=now,
         )
-        Run.objects.filter(
-            id=run_id, status=Run.Status.CANCELLED, finished_at__isnull=True
-        ).update(finished_at=now, error_message=message)
+        Run.objects.filter(id=run_id, status=Run.Status.CANCELLED, finished_at__isnull=True).update(
+            finished_at=now, error_message=message
+        )
     return Run.objects.get(id=run_id)
 
 
@@ -643,6 +659,7 @@ __all__ = [
 
 # --- graduation (capability case -> regression suite) ----------------------------------------
 
+
 class GraduationError(ValueError):
     """A case cannot graduate; the message names the field (``case`` or ``into_suite``)."""
 
@@ -668,17 +685,28 @@ def case_graduate(*, case: Case, into_suite: Suite, by=None, evidence: dict | No
         raise GraduationError(f"case: {case.key!r} is retired")
     if into_suite.kind != Suite.Kind.REGRESSION:
         raise GraduationError(f"into_suite: {into_suite.name!r} is not a regression suite")
-    clash = (Case.objects.active().filter(suite=into_suite, key=case.key)
-             .exclude(content_hash=case.content_hash).exists())
+    clash = (
+        Case.objects.active()
+        .filter(suite=into_suite, key=case.key)
+        .exclude(content_hash=case.content_hash)
+        .exists()
+    )
     if clash:
         raise GraduationError(
-            f"into_suite: {into_suite.name!r} already has a different case with key {case.key!r}")
+            f"into_suite: {into_suite.name!r} already has a different case with key {case.key!r}"
+        )
     with transaction.atomic():
-        copy = case_upsert(suite=into_suite, key=case.key, input=case.input,
-                           expected=case.expected, context=list(case.context or []),
-                           tags=list(case.tags or []))
+        copy = case_upsert(
+            suite=into_suite,
+            key=case.key,
+            input=case.input,
+            expected=case.expected,
+            context=list(case.context or []),
+            tags=list(case.tags or []),
+        )
         graduation, _ = Graduation.objects.get_or_create(
-            case=case, regression_case=copy, defaults={"by": by, "evidence": evidence or {}})
+            case=case, regression_case=copy, defaults={"by": by, "evidence": evidence or {}}
+        )
     return graduation
 
 

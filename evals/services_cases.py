@@ -56,8 +56,13 @@ def cases_upsert(*, suite: Suite, specs: list[CaseSpec]) -> dict[str, Case]:
             result[spec.key] = old
             continue
         new = Case(
-            suite=suite, key=spec.key, input=spec.input, expected=spec.expected,
-            context=spec.context, tags=spec.tags, content_hash=digest,
+            suite=suite,
+            key=spec.key,
+            input=spec.input,
+            expected=spec.expected,
+            context=spec.context,
+            tags=spec.tags,
+            content_hash=digest,
         )
         to_create.append(new)
         result[spec.key] = new
@@ -77,10 +82,14 @@ def cases_upsert(*, suite: Suite, specs: list[CaseSpec]) -> dict[str, Case]:
 
 
 def case_upsert(
-    *, suite: Suite, key: str, input: Any, expected: Any = None,
-    context: list[dict] | None = None, tags: list[str] | None = None,
+    *,
+    suite: Suite,
+    key: str,
+    input: Any,
+    expected: Any = None,
+    context: list[dict] | None = None,
+    tags: list[str] | None = None,
 ) -> Case:
     """Reuse, create or replace one case (rules of ``cases_upsert``); returns the active case."""
-    spec = CaseSpec(key=key, input=input, expected=expected, context=context or [],
-                    tags=tags or [])
+    spec = CaseSpec(key=key, input=input, expected=expected, context=context or [], tags=tags or [])
     return cases_upsert(suite=suite, specs=[spec])[key]

@@ -28,7 +28,7 @@ class PresetConfigError(ValueError):
 def _renamed(message: str, *, old: str, new: str) -> str:
     """``target.model: ...`` -> ``targets.prod.model: ...`` (prefix the table otherwise)."""
     if message.startswith(old):
-        return new + message[len(old):]
+        return new + message[len(old) :]
     return f"{new}: {message}"
 
 

@@ -39,7 +39,7 @@ class SweepResult:
 
 def _chunks(ids: list[int]) -> list[list[int]]:
     size = settings.ASSAY["TRIAL_CHUNK_SIZE"]
-    return [ids[i:i + size] for i in range(0, len(ids), size)]
+    return [ids[i : i + size] for i in range(0, len(ids), size)]
 
 
 def runs_sweep(*, now: datetime | None = None) -> SweepResult:
@@ -53,9 +53,11 @@ def runs_sweep(*, now: datetime | None = None) -> SweepResult:
     open_runs = [Run.Status.QUEUED, Run.Status.RUNNING]
     stale: dict[int, list[int]] = {}
     for run_id, trial_id in (
-        Trial.objects.filter(status=Trial.Status.RUNNING, lease_expires_at__lt=now,
-                             run__status__in=open_runs)
-        .order_by("run_id", "id").values_list("run_id", "id")
+        Trial.objects.filter(
+            status=Trial.Status.RUNNING, lease_expires_at__lt=now, run__status__in=open_runs
+        )
+        .order_by("run_id", "id")
+        .values_list("run_id", "id")
     ):
         stale.setdefault(run_id, []).append(trial_id)
     chunks = 0
@@ -67,27 +69,41 @@ def runs_sweep(*, now: datetime | None = None) -> SweepResult:
     quiet_since = now - timedelta(seconds=settings.ASSAY["TRIAL_LEASE_SECONDS"])
     judge_runs = judge_chunks = 0
     candidates = [
-        run_id for run_id, graders in Run.objects.filter(status=Run.Status.RUNNING)
-        .exclude(id__in=stale).values_list("id", "graders")
+        run_id
+        for run_id, graders in Run.objects.filter(status=Run.Status.RUNNING)
+        .exclude(id__in=stale)
+        .values_list("id", "graders")
         if any(isinstance(g, dict) and g.get("kind") == "judge" for g in graders or [])
     ]
     for run_id in candidates:
         trials = Trial.objects.filter(run_id=run_id)
         if trials.filter(status__in=[Trial.Status.QUEUED, Trial.Status.RUNNING]).exists():
             continue
-        last = max(filter(None, [
-            trials.aggregate(m=Max("finished_at"))["m"],
-            Grade.objects.filter(trial__run_id=run_id).aggregate(m=Max("created_at"))["m"],
-        ]), default=None)
+        last = max(
+            filter(
+                None,
+                [
+                    trials.aggregate(m=Max("finished_at"))["m"],
+                    Grade.objects.filter(trial__run_id=run_id).aggregate(m=Max("created_at"))["m"],
+                ],
+            ),
+            default=None,
+        )
         if last is not None and last > quiet_since:
             continue
         if not _judge_grading_pending(run_id):
             continue
-        ids = list(trials.filter(status=Trial.Status.OK).order_by("id")
-                   .values_list("id", flat=True))
+        ids = list(
+            trials.filter(status=Trial.Status.OK).order_by("id").values_list("id", flat=True)
+        )
         for chunk in _chunks(ids):
             _judge_chunk_enqueue(run_id, chunk)
             judge_chunks += 1
         judge_runs += 1
-    return SweepResult(runs=len(stale), trials=sum(len(v) for v in stale.values()),
-                       chunks=chunks, judge_runs=judge_runs, judge_chunks=judge_chunks)
+    return SweepResult(
+        runs=len(stale),
+        trials=sum(len(v) for v in stale.values()),
+        chunks=chunks,
+        judge_runs=judge_runs,
+        judge_chunks=judge_chunks,
+    )

@@ -32,8 +32,10 @@ class HasTag(Lookup):
         lhs, lhs_params = self.process_lhs(compiler, connection)
         rhs, rhs_params = compiler.compile(self.rhs)
         # json_type: a bare JSON string is not a list of tags (as jsonb containment says).
-        sql = (f"(json_type({lhs}) = 'array' AND EXISTS (SELECT 1 FROM json_each({lhs}) AS "
-               f"tag WHERE tag.value = {rhs}))")
+        sql = (
+            f"(json_type({lhs}) = 'array' AND EXISTS (SELECT 1 FROM json_each({lhs}) AS "
+            f"tag WHERE tag.value = {rhs}))"
+        )
         return sql, (*lhs_params, *lhs_params, *rhs_params)
 
     def as_postgresql(self, compiler, connection):
@@ -41,8 +43,9 @@ class HasTag(Lookup):
         return f"{lhs} @> %s::jsonb", (*lhs_params, json.dumps([self.rhs.value]))
 
     def as_sql(self, compiler, connection):
-        raise NotSupportedError(f"tag filters support SQLite and PostgreSQL, not "
-                                f"{connection.vendor}")
+        raise NotSupportedError(
+            f"tag filters support SQLite and PostgreSQL, not {connection.vendor}"
+        )
 
 
 def has_tag(field: str, tag: str) -> HasTag:

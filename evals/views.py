@@ -71,9 +71,11 @@ def run_detail(request: HttpRequest, run_id) -> HttpResponse:
     run = get_object_or_404(Run.objects.select_related("suite"), uuid=run_id)
     from .selectors_suite import run_baseline_context
 
-    return render(request, "evals/run_detail.html",
-                  {"run": run, "report": selectors.run_report(run=run),
-                   **run_baseline_context(run=run)})
+    return render(
+        request,
+        "evals/run_detail.html",
+        {"run": run, "report": selectors.run_report(run=run), **run_baseline_context(run=run)},
+    )
 
 
 @require_http_methods(["GET", "POST"])
@@ -90,9 +92,13 @@ def run_new(request: HtmxHttpRequest) -> HttpResponse:
             data = form.cleaned_data
             try:
                 run = run_start(
-                    suite=data["suite"], name=data["name"], target=data["target"],
-                    graders=data["graders"], trials_per_case=data["trials_per_case"],
-                    source_version=data["source_version"], started_by=request.user,
+                    suite=data["suite"],
+                    name=data["name"],
+                    target=data["target"],
+                    graders=data["graders"],
+                    trials_per_case=data["trials_per_case"],
+                    source_version=data["source_version"],
+                    started_by=request.user,
                 )
             except (TargetConfigError, GraderConfigError, RunConfigError) as exc:
                 form.add_error(None, str(exc))
@@ -135,8 +141,7 @@ def run_cancel(request: HtmxHttpRequest, run_id) -> HttpResponse:
     run = get_object_or_404(Run, uuid=run_id)
     cancelled = run_cancel_service(run=run, by=request.user)  # refreshes ``run``
     if request.htmx:
-        html = render_to_string("evals/fragments/run_progress.html", {"run": run},
-                                request=request)
+        html = render_to_string("evals/fragments/run_progress.html", {"run": run}, request=request)
         return HttpResponseStopPolling(html) if run.is_terminal else HttpResponse(html)
     if cancelled:
         messages.success(request, "Run cancelled.")
@@ -184,9 +189,14 @@ def import_upload(request: HttpRequest) -> HttpResponse:
             upload = data["file"]
             try:
                 summary = results_import(
-                    stream=upload.file, filename=upload.name, suite_name=data["suite"],
-                    run_name=data["run"], fmt=data["format"] or None, mapping=data["mapping"],
-                    suite_kind=data["suite_kind"], threshold=data["threshold"],
+                    stream=upload.file,
+                    filename=upload.name,
+                    suite_name=data["suite"],
+                    run_name=data["run"],
+                    fmt=data["format"] or None,
+                    mapping=data["mapping"],
+                    suite_kind=data["suite_kind"],
+                    threshold=data["threshold"],
                     user=request.user,
                 )
             except ResultsImportError as exc:
@@ -194,10 +204,16 @@ def import_upload(request: HttpRequest) -> HttpResponse:
             else:
                 run = summary.runs[0]
                 messages.success(
-                    request, f"Imported {summary.trials} trials of {summary.cases} cases "
-                    f"into {summary.suite.name} / {', '.join(r.name for r in summary.runs)}.")
+                    request,
+                    f"Imported {summary.trials} trials of {summary.cases} cases "
+                    f"into {summary.suite.name} / {', '.join(r.name for r in summary.runs)}.",
+                )
                 return redirect("evals:run-detail", run_id=run.uuid)
     else:
         form = ImportUploadForm()
-    return render(request, "evals/import_form.html", {"form": form, "error": error},
-                  status=400 if error else 200)
+    return render(
+        request,
+        "evals/import_form.html",
+        {"form": form, "error": error},
+        status=400 if error else 200,
+    )

@@ -53,14 +53,23 @@ def comparison(request: HtmxHttpRequest, head_id, base_id) -> HttpResponse:
     rows = case_rows_select(comp.cases, query=query)
     page = Paginator(rows, CASE_TABLE_PAGE_SIZE).get_page(request.GET.get("page", 1))
     context = {
-        "base": base, "head": head, "comparison": comp, "decision": decision,
-        "query": query, "rows_page": page, "change_classes": CHANGE_CLASSES,
-        "sorts": SORTS, "tags": sorted({t for r in comp.cases for t in r.tags}),
-        "case_ids": case_uuids_by_hash(suite_id=head.suite_id, rows=[
-            *page.object_list, *comp.added, *comp.removed, *comp.changed]),
+        "base": base,
+        "head": head,
+        "comparison": comp,
+        "decision": decision,
+        "query": query,
+        "rows_page": page,
+        "change_classes": CHANGE_CLASSES,
+        "sorts": SORTS,
+        "tags": sorted({t for r in comp.cases for t in r.tags}),
+        "case_ids": case_uuids_by_hash(
+            suite_id=head.suite_id,
+            rows=[*page.object_list, *comp.added, *comp.removed, *comp.changed],
+        ),
         "power": power_sentence(comp.detectable) if comp.detectable else None,
-        "class_links": [(name, query.url(change=name), name == query.change)
-                        for name in ("", *CHANGE_CLASSES)],
+        "class_links": [
+            (name, query.url(change=name), name == query.change) for name in ("", *CHANGE_CLASSES)
+        ],
         "sort_url": query.url(sort="-effect" if query.sort == "effect" else "effect"),
         "page_url": query.url() + ("&" if query.url() != "?" else "") + "page=",
     }
@@ -91,5 +100,6 @@ def comparison_case(request: HtmxHttpRequest, head_id, base_id, case_id) -> Http
         detail = comparison_case_get(base=base, head=head, case_uuid=case_id)
     except Case.DoesNotExist as exc:
         raise Http404("No such case in these runs.") from exc
-    return render(request, "evals/comparison_case.html", {"base": base, "head": head,
-                                                          "detail": detail})
+    return render(
+        request, "evals/comparison_case.html", {"base": base, "head": head, "detail": detail}
+    )

@@ -22,7 +22,8 @@ def table_download_response(request: HttpRequest, build, filename: str) -> HttpR
     try:
         if fmt not in exports.FORMATS:
             raise exports.ExportError(
-                f"format: expected one of {', '.join(exports.FORMATS)}, got {fmt!r}")
+                f"format: expected one of {', '.join(exports.FORMATS)}, got {fmt!r}"
+            )
         zone = exports.zone_get(name=request.GET.get("tz"))
         body = exports.table_write(table=build(zone), fmt=fmt)
     except exports.ExportError as exc:
@@ -38,7 +39,8 @@ def run_export(request: HttpRequest, run_id) -> HttpResponse:
     """A run, one row per trial (``exports.run_table``)."""
     run = get_object_or_404(Run.objects.select_related("suite"), uuid=run_id)
     return table_download_response(
-        request, lambda zone: exports.run_table(run=run, zone=zone), f"run-{run.uuid}")
+        request, lambda zone: exports.run_table(run=run, zone=zone), f"run-{run.uuid}"
+    )
 
 
 @require_GET
@@ -47,7 +49,8 @@ def labels_export(request: HttpRequest, run_id) -> HttpResponse:
     """The labels on a run's trials (``exports.labels_table``)."""
     run = get_object_or_404(Run, uuid=run_id)
     return table_download_response(
-        request, lambda zone: exports.labels_table(run=run, zone=zone), f"labels-{run.uuid}")
+        request, lambda zone: exports.labels_table(run=run, zone=zone), f"labels-{run.uuid}"
+    )
 
 
 @require_GET
@@ -57,5 +60,7 @@ def comparison_export(request: HttpRequest, head_id, base_id) -> HttpResponse:
     head = get_object_or_404(Run, uuid=head_id)
     base = get_object_or_404(Run, uuid=base_id)
     return table_download_response(
-        request, lambda zone: exports.comparison_table(base=base, head=head),
-        f"comparison-{base.uuid}-{head.uuid}")
+        request,
+        lambda zone: exports.comparison_table(base=base, head=head),
+        f"comparison-{base.uuid}-{head.uuid}",
+    )

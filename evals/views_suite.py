@@ -23,12 +23,16 @@ def suite_detail(request: HttpRequest, suite_id) -> HttpResponse:
     current baseline and its history, the minimum detectable drop, graduation candidates."""
     suite = get_object_or_404(Suite, uuid=suite_id)
     page = suite_page_get(suite=suite)
-    return render(request, "evals/suite_detail.html", {
-        "page": page,
-        "suite": suite,
-        "chart_data": [p.chart_row() for p in page.runs],
-        "power": _suite_power(page),
-    })
+    return render(
+        request,
+        "evals/suite_detail.html",
+        {
+            "page": page,
+            "suite": suite,
+            "chart_data": [p.chart_row() for p in page.runs],
+            "power": _suite_power(page),
+        },
+    )
 
 
 def _suite_power(page) -> str | None:
@@ -77,15 +81,18 @@ def case_graduate(request: HttpRequest, suite_id, case_id) -> HttpResponse:
     if into is None:
         messages.error(request, "into_suite: choose a regression suite.")
         return back
-    candidate = next((c for c in graduation_candidates(suite=suite) if c.case.id == case.id),
-                     None)
+    candidate = next((c for c in graduation_candidates(suite=suite) if c.case.id == case.id), None)
     if candidate is None:
-        messages.error(request, f"case: {case.key} has not passed every trial of the last "
-                                "runs; it cannot graduate yet.")
+        messages.error(
+            request,
+            f"case: {case.key} has not passed every trial of the last "
+            "runs; it cannot graduate yet.",
+        )
         return back
     try:
-        case_graduate_service(case=case, into_suite=into, by=request.user,
-                              evidence={"runs": candidate.evidence})
+        case_graduate_service(
+            case=case, into_suite=into, by=request.user, evidence={"runs": candidate.evidence}
+        )
     except GraduationError as exc:
         messages.error(request, str(exc))
     else:

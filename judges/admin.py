@@ -38,8 +38,16 @@ class JudgeVersionAdmin(admin.ModelAdmin):
 
 @admin.register(PairwiseVerdict)
 class PairwiseVerdictAdmin(admin.ModelAdmin):
-    list_display = ("id", "pair", "judge_version", "position", "status", "preferred", "score",
-                    "created_at")
+    list_display = (
+        "id",
+        "pair",
+        "judge_version",
+        "position",
+        "status",
+        "preferred",
+        "score",
+        "created_at",
+    )
     list_filter = ("status", "position", "preferred")
     search_fields = ("reason", "judge_version__judge__name")
     list_select_related = ("pair", "judge_version__judge")
@@ -48,21 +56,48 @@ class PairwiseVerdictAdmin(admin.ModelAdmin):
 
 @admin.register(JudgeRun)
 class JudgeRunAdmin(admin.ModelAdmin):
-    list_display = ("__str__", "status", "trials_total", "trials_graded", "trials_errored",
-                    "created_at")
+    list_display = (
+        "__str__",
+        "status",
+        "trials_total",
+        "trials_graded",
+        "trials_errored",
+        "created_at",
+    )
     list_filter = ("status",)
     list_select_related = ("judge_version__judge", "run")
     raw_id_fields = ("run", "judge_version", "started_by")
-    readonly_fields = ("uuid", "trials_total", "trials_graded", "trials_errored", "created_at",
-                       "finished_at")
+    readonly_fields = (
+        "uuid",
+        "trials_total",
+        "trials_graded",
+        "trials_errored",
+        "created_at",
+        "finished_at",
+    )
 
 
 @admin.register(ProbeRun)
 class ProbeRunAdmin(admin.ModelAdmin):
-    list_display = ("__str__", "status", "probes_total", "judged", "fooled", "errored",
-                    "created_at")
+    list_display = (
+        "__str__",
+        "status",
+        "probes_total",
+        "judged",
+        "fooled",
+        "errored",
+        "created_at",
+    )
     list_filter = ("status",)
     list_select_related = ("judge_version__judge",)
     raw_id_fields = ("judge_version", "started_by")
-    readonly_fields = ("probes_total", "judged", "fooled", "errored", "results", "error",
-                       "created_at", "finished_at")
+    readonly_fields = (
+        "probes_total",
+        "judged",
+        "fooled",
+        "errored",
+        "results",
+        "error",
+        "created_at",
+        "finished_at",
+    )

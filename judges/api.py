@@ -44,17 +44,21 @@ class ApprovalSerializer(serializers.Serializer):
     uuid = serializers.UUIDField(help_text="UUID of the approval.")
     approved_by = serializers.CharField(help_text="Username of the lead who approved.")
     approved_at = serializers.DateTimeField(help_text="When (ISO 8601 with offset).")
-    calibration_set = serializers.UUIDField(allow_null=True, help_text="UUID of the "
-                                            "calibration set approved on (null: every "
-                                            "labeled trial).")
+    calibration_set = serializers.UUIDField(
+        allow_null=True,
+        help_text="UUID of the calibration set approved on (null: every labeled trial).",
+    )
     n = serializers.IntegerField(help_text="Trials compared (count).")
-    agreement = serializers.FloatField(allow_null=True, help_text="Raw agreement (fraction "
-                                       "0..1); null when n = 0.")
+    agreement = serializers.FloatField(
+        allow_null=True, help_text="Raw agreement (fraction 0..1); null when n = 0."
+    )
     kappa = KappaSerializer(help_text="Cohen's kappa with its 95% interval.")
-    far = RateSerializer(help_text="False-accept rate P(judge pass | human fail), Wilson 95% "
-                         "interval.")
-    frr = RateSerializer(help_text="False-reject rate P(judge fail | human pass), Wilson 95% "
-                         "interval.")
+    far = RateSerializer(
+        help_text="False-accept rate P(judge pass | human fail), Wilson 95% interval."
+    )
+    frr = RateSerializer(
+        help_text="False-reject rate P(judge fail | human pass), Wilson 95% interval."
+    )
 
 
 def approval_json(approval: JudgeApproval | None) -> dict | None:
@@ -62,44 +66,74 @@ def approval_json(approval: JudgeApproval | None) -> dict | None:
     if approval is None:
         return None
     figures = approval.figures or {}
-    return ApprovalSerializer({
-        "uuid": approval.uuid, "approved_by": approval.approved_by.get_username(),
-        "approved_at": approval.approved_at,
-        "calibration_set": approval.calibration_set.uuid if approval.calibration_set_id
-        else None,
-        "n": figures.get("n"), "agreement": figures.get("agreement"),
-        "kappa": figures.get("kappa"), "far": figures.get("far"), "frr": figures.get("frr"),
-    }).data
+    return ApprovalSerializer(
+        {
+            "uuid": approval.uuid,
+            "approved_by": approval.approved_by.get_username(),
+            "approved_at": approval.approved_at,
+            "calibration_set": approval.calibration_set.uuid
+            if approval.calibration_set_id
+            else None,
+            "n": figures.get("n"),
+            "agreement": figures.get("agreement"),
+            "kappa": figures.get("kappa"),
+            "far": figures.get("far"),
+            "frr": figures.get("frr"),
+        }
+    ).data
 
 
-VERSION_FIELDS = ["uuid", "judge", "kind", "number", "model", "protocol", "base_url",
-                  "params", "threshold", "content_hash", "trusted", "trusted_at", "approval",
-                  "created_at"]
+VERSION_FIELDS = [
+    "uuid",
+    "judge",
+    "kind",
+    "number",
+    "model",
+    "protocol",
+    "base_url",
+    "params",
+    "threshold",
+    "content_hash",
+    "trusted",
+    "trusted_at",
+    "approval",
+    "created_at",
+]
 VERSION_HELP = {
-    "uuid": "Stable identifier (UUID); used in URLs.", "number": "Version number (1, 2, ...).",
-    "model": "Model name.", "protocol": "Prompt protocol of a version recorded elsewhere "
-    "(empty: run by Assay).", "base_url": "OpenAI-compatible endpoint (empty: recorded "
-    "elsewhere).", "params": "Call parameters (JSON object: temperature, max_attempts, ...).",
+    "uuid": "Stable identifier (UUID); used in URLs.",
+    "number": "Version number (1, 2, ...).",
+    "model": "Model name.",
+    "protocol": "Prompt protocol of a version recorded elsewhere (empty: run by Assay).",
+    "base_url": "OpenAI-compatible endpoint (empty: recorded elsewhere).",
+    "params": "Call parameters (JSON object: temperature, max_attempts, ...).",
     "threshold": "Score threshold 0..1 for a pass (null: the verdict decides).",
     "content_hash": "SHA-256 hex over model, prompt, parameters and schema; any change is a "
-    "new version.", "trusted_at": "When a lead approved it (ISO 8601 with offset; null: not "
-    "trusted).", "created_at": "When the version was created (ISO 8601 with offset).",
+    "new version.",
+    "trusted_at": "When a lead approved it (ISO 8601 with offset; null: not trusted).",
+    "created_at": "When the version was created (ISO 8601 with offset).",
     "prompt_template": "The prompt template (text).",
     "output_schema": "JSON schema of the judge's reply (object).",
 }
 
 
 class JudgeVersionSerializer(serializers.ModelSerializer):
-    judge = serializers.CharField(source="judge.name", read_only=True,
-                                  help_text="Name of the judge.")
-    kind = serializers.CharField(source="judge.kind", read_only=True,
-                                 help_text="rubric, pairwise, faithfulness, "
-                                           "faithfulness_claims, context_relevance or recorded.")
-    trusted = serializers.BooleanField(source="is_trusted", read_only=True,
-                                       help_text="True while a lead's approval is active: "
-                                                 "only then may its verdicts gate.")
+    judge = serializers.CharField(
+        source="judge.name", read_only=True, help_text="Name of the judge."
+    )
+    kind = serializers.CharField(
+        source="judge.kind",
+        read_only=True,
+        help_text="rubric, pairwise, faithfulness, "
+        "faithfulness_claims, context_relevance or recorded.",
+    )
+    trusted = serializers.BooleanField(
+        source="is_trusted",
+        read_only=True,
+        help_text="True while a lead's approval is active: only then may its verdicts gate.",
+    )
     approval = serializers.SerializerMethodField(
-        help_text="The active approval with its figures (null: not trusted).")
+        help_text="The active approval with its figures (null: not trusted)."
+    )
 
     class Meta:
         model = JudgeVersion
@@ -123,26 +157,33 @@ def _trusted_param(request) -> bool | None:
     if raw is None:
         return None
     if raw not in TRUSTED_VALUES:
-        raise serializers.ValidationError({"trusted": [
-            f"expected 'true' or 'false', got {raw[:100]!r}"]})
+        raise serializers.ValidationError(
+            {"trusted": [f"expected 'true' or 'false', got {raw[:100]!r}"]}
+        )
     return TRUSTED_VALUES[raw]
 
 
 def _path_uuid(what: str) -> OpenApiParameter:
-    return OpenApiParameter("uuid", OpenApiTypes.UUID, OpenApiParameter.PATH,
-                            description=f"UUID of the {what}.")
+    return OpenApiParameter(
+        "uuid", OpenApiTypes.UUID, OpenApiParameter.PATH, description=f"UUID of the {what}."
+    )
 
 
 VERSION_FILTERS = [
     OpenApiParameter("judge", str, description="Only versions of the judge with this name."),
-    OpenApiParameter("trusted", str, enum=["true", "false"],
-                     description="true: trusted versions only; false: untrusted only; any "
-                                 "other value: 400."),
+    OpenApiParameter(
+        "trusted",
+        str,
+        enum=["true", "false"],
+        description="true: trusted versions only; false: untrusted only; any other value: 400.",
+    ),
 ]
 
 
-@extend_schema_view(list=extend_schema(parameters=VERSION_FILTERS),
-                    retrieve=extend_schema(parameters=[_path_uuid("judge version")]))
+@extend_schema_view(
+    list=extend_schema(parameters=VERSION_FILTERS),
+    retrieve=extend_schema(parameters=[_path_uuid("judge version")]),
+)
 class JudgeVersionViewSet(viewsets.ReadOnlyModelViewSet):
     """Judge versions with their trust state (engineers and leads). The list leaves out the
     prompt template and output schema; the detail (by UUID) holds them."""
@@ -152,9 +193,11 @@ class JudgeVersionViewSet(viewsets.ReadOnlyModelViewSet):
 
     def get_queryset(self):
         active = JudgeApproval.objects.filter(revoked_at__isnull=True).select_related(
-            "approved_by", "calibration_set")
+            "approved_by", "calibration_set"
+        )
         qs = JudgeVersion.objects.select_related("judge").prefetch_related(
-            Prefetch("approvals", queryset=active, to_attr="active_approvals"))
+            Prefetch("approvals", queryset=active, to_attr="active_approvals")
+        )
         if self.action == "list":
             judge = self.request.query_params.get("judge")
             if judge is not None:
@@ -185,21 +228,36 @@ RUN_HELP = {
 
 
 class JudgeRunSerializer(serializers.ModelSerializer):
-    run = serializers.UUIDField(source="run.uuid", read_only=True,
-                                help_text="UUID of the graded run.")
-    judge_version = serializers.UUIDField(source="judge_version.uuid", read_only=True,
-                                          help_text="UUID of the judge version.")
+    run = serializers.UUIDField(
+        source="run.uuid", read_only=True, help_text="UUID of the graded run."
+    )
+    judge_version = serializers.UUIDField(
+        source="judge_version.uuid", read_only=True, help_text="UUID of the judge version."
+    )
     progress = serializers.SerializerMethodField(
         help_text="trials_graded / trials_total (fraction 0..1); null when there is no "
-                  "trial to grade.")
+        "trial to grade."
+    )
     started_by = serializers.SerializerMethodField(
-        help_text="Username of who started it (null: unknown).")
+        help_text="Username of who started it (null: unknown)."
+    )
 
     class Meta:
         model = JudgeRun
-        fields = ["uuid", "run", "judge_version", "grader", "status", "trials_total",
-                  "trials_graded", "trials_errored", "progress", "started_by", "created_at",
-                  "finished_at"]
+        fields = [
+            "uuid",
+            "run",
+            "judge_version",
+            "grader",
+            "status",
+            "trials_total",
+            "trials_graded",
+            "trials_errored",
+            "progress",
+            "started_by",
+            "created_at",
+            "finished_at",
+        ]
         extra_kwargs = {f: {"help_text": RUN_HELP[f]} for f in fields if f in RUN_HELP}
 
     def get_progress(self, judge_run) -> float | None:
@@ -212,14 +270,19 @@ class JudgeRunSerializer(serializers.ModelSerializer):
 
 
 RUN_FILTERS = [
-    OpenApiParameter(name, OpenApiTypes.UUID, description=f"Only judge runs of this "
-                     f"{name.replace('_', ' ')} (UUID); not a UUID: 400.")
+    OpenApiParameter(
+        name,
+        OpenApiTypes.UUID,
+        description=f"Only judge runs of this {name.replace('_', ' ')} (UUID); not a UUID: 400.",
+    )
     for name in ("run", "judge_version")
 ]
 
 
-@extend_schema_view(list=extend_schema(parameters=RUN_FILTERS),
-                    retrieve=extend_schema(parameters=[_path_uuid("judge run")]))
+@extend_schema_view(
+    list=extend_schema(parameters=RUN_FILTERS),
+    retrieve=extend_schema(parameters=[_path_uuid("judge run")]),
+)
 class JudgeRunViewSet(viewsets.ReadOnlyModelViewSet):
     """Judge runs and their progress, counted from the grade rows (engineers and leads)."""
 
@@ -229,7 +292,8 @@ class JudgeRunViewSet(viewsets.ReadOnlyModelViewSet):
 
     def get_queryset(self):
         qs = JudgeRun.objects.select_related("run", "judge_version", "started_by").defer(
-            "trial_ids")
+            "trial_ids"
+        )
         for param, lookup in (("run", "run__uuid"), ("judge_version", "judge_version__uuid")):
             value = query_uuid(self.request, param)
             if value is not None:
@@ -239,14 +303,23 @@ class JudgeRunViewSet(viewsets.ReadOnlyModelViewSet):
 
 class JudgeRunStartInput(NoUnknownFields, serializers.Serializer):
     run = StrictUUIDField(help_text="UUID of a finished run to grade.")
-    judge_version = StrictUUIDField(help_text="UUID of the judge version that grades it "
-                                              "(not pairwise, not recorded elsewhere).")
-    sample = StrictIntegerField(required=False, allow_null=True, default=None, min_value=1,
-                                help_text="Grade a random sample of this many ok trials "
-                                          "(count; omitted or null: every ok trial).")
-    seed = StrictIntegerField(required=False, allow_null=True, default=None,
-                              help_text="Seed of the sample (integer): the same seed picks "
-                                        "the same trials.")
+    judge_version = StrictUUIDField(
+        help_text="UUID of the judge version that grades it (not pairwise, not recorded elsewhere)."
+    )
+    sample = StrictIntegerField(
+        required=False,
+        allow_null=True,
+        default=None,
+        min_value=1,
+        help_text="Grade a random sample of this many ok trials "
+        "(count; omitted or null: every ok trial).",
+    )
+    seed = StrictIntegerField(
+        required=False,
+        allow_null=True,
+        default=None,
+        help_text="Seed of the sample (integer): the same seed picks the same trials.",
+    )
 
 
 class JudgeRunStartApi(APIView):
@@ -257,30 +330,38 @@ class JudgeRunStartApi(APIView):
     permission_classes = [IsRunner]
     parser_classes = [StrictJSONParser]
 
-    @extend_schema(request=JudgeRunStartInput, responses={
-        202: JudgeRunSerializer,
-        400: OpenApiResponse(description="A field is bad; the body names it."),
-        404: OpenApiResponse(description="No such run or judge version.")})
+    @extend_schema(
+        request=JudgeRunStartInput,
+        responses={
+            202: JudgeRunSerializer,
+            400: OpenApiResponse(description="A field is bad; the body names it."),
+            404: OpenApiResponse(description="No such run or judge version."),
+        },
+    )
     def post(self, request):
         data = JudgeRunStartInput(data=request.data)
         data.is_valid(raise_exception=True)
         v = data.validated_data
         run = get_object_or_404(Run, uuid=v["run"])
-        version = get_object_or_404(JudgeVersion.objects.select_related("judge"),
-                                    uuid=v["judge_version"])
+        version = get_object_or_404(
+            JudgeVersion.objects.select_related("judge"), uuid=v["judge_version"]
+        )
         # The UI's form offers finished runs only (judges.forms.JudgeRunForm).
         if run.status in (Run.Status.QUEUED, Run.Status.RUNNING):
-            raise serializers.ValidationError({"run": [
-                f"run {run.name!r} is {run.status}; grade it once it has finished"]})
+            raise serializers.ValidationError(
+                {"run": [f"run {run.name!r} is {run.status}; grade it once it has finished"]}
+            )
         if version.judge.kind in NOT_POINTWISE:
-            raise serializers.ValidationError({"judge_version": [
-                f"a {version.judge.kind} judge does not grade single trials"]})
+            raise serializers.ValidationError(
+                {"judge_version": [f"a {version.judge.kind} judge does not grade single trials"]}
+            )
         try:
-            judge_run = services.judge_run_start(run=run, judge_version=version,
-                                                 sample=v["sample"], by=request.user,
-                                                 seed=v["seed"])
+            judge_run = services.judge_run_start(
+                run=run, judge_version=version, sample=v["sample"], by=request.user, seed=v["seed"]
+            )
         except services.JudgeConfigError as exc:
             raise serializers.ValidationError(field_error(exc, tuple(data.fields))) from exc
         location = reverse("api:judge-run-detail", kwargs={"uuid": judge_run.uuid})
-        return Response(JudgeRunSerializer(judge_run).data, status=202,
-                        headers={"Location": location})
+        return Response(
+            JudgeRunSerializer(judge_run).data, status=202, headers={"Location": location}
+        )

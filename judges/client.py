@@ -35,10 +35,20 @@ from evals.targets.openai import OpenAIConfig, OpenAITarget
 Sleep = Callable[[float], Awaitable[None]]
 
 DEFAULT_MAX_ATTEMPTS = 4
-CLIENT_PARAMS = frozenset({
-    "max_attempts", "timeout_s", "backoff_base_s", "backoff_max_s", "retry_after_max_s",
-    "concurrency", "structured_output", "reply_format", "criteria", "api_key_env",
-})
+CLIENT_PARAMS = frozenset(
+    {
+        "max_attempts",
+        "timeout_s",
+        "backoff_base_s",
+        "backoff_max_s",
+        "retry_after_max_s",
+        "concurrency",
+        "structured_output",
+        "reply_format",
+        "criteria",
+        "api_key_env",
+    }
+)
 
 
 def default_sleep(seconds: float) -> Awaitable[None]:
@@ -87,8 +97,11 @@ def _classify(kind: str | None, raw: Any, error: str) -> str:
     if kind and kind.startswith("client_error 400"):
         err = body.get("error") if isinstance(body, dict) else None
         text = error.lower()
-        if (isinstance(err, dict) and err.get("param")) or "unsupported parameter" in text \
-                or "unsupported value" in text:
+        if (
+            (isinstance(err, dict) and err.get("param"))
+            or "unsupported parameter" in text
+            or "unsupported value" in text
+        ):
             return "rejected_parameter"
         return "http_error"
     if kind == "malformed_response" and isinstance(raw, dict):
@@ -110,32 +123,38 @@ class JudgeClient:
     ``default_sleep``, read at call time.
     """
 
-    def __init__(self, *, base_url: str, model: str, params: dict,
-                 sleep: Sleep | None = None) -> None:
+    def __init__(
+        self, *, base_url: str, model: str, params: dict, sleep: Sleep | None = None
+    ) -> None:
         self.model = model
         self.params = params
         self.structured = params.get("structured_output", True) is not False
-        config = OpenAIConfig.parse({
-            "kind": "openai", "base_url": base_url, "model": model,
-            "prompt_template": "$input",
-            "api_key_env": params.get("api_key_env", "OPENAI_API_KEY"),
-            "concurrency": params.get("concurrency", 8),
-            "timeout_s": params.get("timeout_s", 60.0),
-            "max_attempts": params.get("max_attempts", DEFAULT_MAX_ATTEMPTS),
-            "backoff_base_s": params.get("backoff_base_s", 1.0),
-            "backoff_max_s": params.get("backoff_max_s", 60.0),
-            "retry_after_max_s": params.get("retry_after_max_s", 300.0),
-        })
-        self.max_attempts = config.max_attempts
-        self._target = OpenAITarget(
-            config, sleep=sleep or (lambda s: default_sleep(s))
+        config = OpenAIConfig.parse(
+            {
+                "kind": "openai",
+                "base_url": base_url,
+                "model": model,
+                "prompt_template": "$input",
+                "api_key_env": params.get("api_key_env", "OPENAI_API_KEY"),
+                "concurrency": params.get("concurrency", 8),
+                "timeout_s": params.get("timeout_s", 60.0),
+                "max_attempts": params.get("max_attempts", DEFAULT_MAX_ATTEMPTS),
+                "backoff_base_s": params.get("backoff_base_s", 1.0),
+                "backoff_max_s": params.get("backoff_max_s", 60.0),
+                "retry_after_max_s": params.get("retry_after_max_s", 300.0),
+            }
         )
+        self.max_attempts = config.max_attempts
+        self._target = OpenAITarget(config, sleep=sleep or (lambda s: default_sleep(s)))
 
     def request_body(self, *, messages: list[dict], schema: dict | None) -> dict[str, Any]:
         """The chat-completions body: model, messages, settings, and the schema as
         ``response_format`` when structured output is on and a schema is given."""
-        body: dict[str, Any] = {"model": self.model, "messages": messages,
-                                **request_settings(self.params)}
+        body: dict[str, Any] = {
+            "model": self.model,
+            "messages": messages,
+            **request_settings(self.params),
+        }
         if self.structured and schema:
             body["response_format"] = {
                 "type": "json_schema",
@@ -145,27 +164,40 @@ class JudgeClient:
 
     async def complete(self, *, messages: list[dict], schema: dict | None) -> JudgeReply:
         """One judge call; never raises for provider failures."""
-        result = await self._target.call_body(self.request_body(messages=messages,
-                                                                 schema=schema))
+        result = await self._target.call_body(self.request_body(messages=messages, schema=schema))
         if result.ok:
             raw = result.raw_response
             choice = (raw.get("choices") or [{}])[0] if isinstance(raw, dict) else {}
             if isinstance(choice, dict) and choice.get("finish_reason") == "content_filter":
                 return JudgeReply(
-                    content=None, reason="refusal", message="finish_reason content_filter",
-                    raw=raw, input_tokens=result.input_tokens,
-                    output_tokens=result.output_tokens, latency_ms=result.latency_ms,
-                    attempts=result.attempts, model=result.model,
+                    content=None,
+                    reason="refusal",
+                    message="finish_reason content_filter",
+                    raw=raw,
+                    input_tokens=result.input_tokens,
+                    output_tokens=result.output_tokens,
+                    latency_ms=result.latency_ms,
+                    attempts=result.attempts,
+                    model=result.model,
                 )
             return JudgeReply(
-                content=result.output, raw=raw, input_tokens=result.input_tokens,
-                output_tokens=result.output_tokens, latency_ms=result.latency_ms,
-                attempts=result.attempts, model=result.model,
+                content=result.output,
+                raw=raw,
+                input_tokens=result.input_tokens,
+                output_tokens=result.output_tokens,
+                latency_ms=result.latency_ms,
+                attempts=result.attempts,
+                model=result.model,
             )
         reason = _classify(result.error_kind, result.raw_response, result.error or "")
         return JudgeReply(
-            content=None, reason=reason, message=result.error or "", raw=result.raw_response,
-            latency_ms=result.latency_ms, attempts=result.attempts, model=result.model,
+            content=None,
+            reason=reason,
+            message=result.error or "",
+            raw=result.raw_response,
+            latency_ms=result.latency_ms,
+            attempts=result.attempts,
+            model=result.model,
         )
 
     async def aclose(self) -> None:

@@ -22,8 +22,9 @@ def _json_object(raw: str, field: str) -> dict:
     try:
         value = json.loads(raw)
     except json.JSONDecodeError as exc:
-        raise forms.ValidationError(f"{field}: invalid JSON at line {exc.lineno}, column "
-                                    f"{exc.colno}: {exc.msg}") from exc
+        raise forms.ValidationError(
+            f"{field}: invalid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}"
+        ) from exc
     if not isinstance(value, dict):
         raise forms.ValidationError(f"{field}: expected a JSON object")
     return value
@@ -34,20 +35,36 @@ class JudgeVersionForm(forms.Form):
 
     name = forms.CharField(max_length=200, help_text="The judge's name; versions share it.")
     kind = forms.ChoiceField(choices=CALLABLE_KINDS)
-    base_url = forms.CharField(max_length=500, label="Base URL",
-                               help_text="OpenAI-compatible endpoint, e.g. http://host/v1")
+    base_url = forms.CharField(
+        max_length=500,
+        label="Base URL",
+        help_text="OpenAI-compatible endpoint, e.g. http://host/v1",
+    )
     model = forms.CharField(max_length=200)
     prompt_template = forms.CharField(
-        widget=forms.Textarea(attrs={"rows": 8}), required=False,
-        help_text="Empty: the kind's default template (stored with the version).")
+        widget=forms.Textarea(attrs={"rows": 8}),
+        required=False,
+        help_text="Empty: the kind's default template (stored with the version).",
+    )
     params_json = forms.CharField(
-        label="Parameters (JSON)", widget=forms.Textarea(attrs={"rows": 3}), required=False,
-        initial="{}", help_text='e.g. {"temperature": 0, "max_tokens": 400, "criteria": "..."}')
+        label="Parameters (JSON)",
+        widget=forms.Textarea(attrs={"rows": 3}),
+        required=False,
+        initial="{}",
+        help_text='e.g. {"temperature": 0, "max_tokens": 400, "criteria": "..."}',
+    )
     output_schema_json = forms.CharField(
-        label="Output schema (JSON)", widget=forms.Textarea(attrs={"rows": 3}), required=False,
-        help_text="Empty: the kind's default schema (reasoning before verdict).")
-    threshold = forms.FloatField(required=False, min_value=0.0, max_value=1.0,
-                                 help_text="For score-based judges: passed = score >= threshold.")
+        label="Output schema (JSON)",
+        widget=forms.Textarea(attrs={"rows": 3}),
+        required=False,
+        help_text="Empty: the kind's default schema (reasoning before verdict).",
+    )
+    threshold = forms.FloatField(
+        required=False,
+        min_value=0.0,
+        max_value=1.0,
+        help_text="For score-based judges: passed = score >= threshold.",
+    )
 
     def clean_params_json(self) -> dict:
         return _json_object(self.cleaned_data["params_json"], "params")
@@ -59,12 +76,15 @@ class JudgeVersionForm(forms.Form):
     def initial_from(cls, version) -> dict:
         """The form's initial values copied from an existing version (to "edit" it)."""
         return {
-            "name": version.judge.name, "kind": version.judge.kind,
-            "base_url": version.base_url, "model": version.model,
+            "name": version.judge.name,
+            "kind": version.judge.kind,
+            "base_url": version.base_url,
+            "model": version.model,
             "prompt_template": version.prompt_template,
             "params_json": json.dumps(version.params, indent=2, ensure_ascii=False),
-            "output_schema_json": json.dumps(version.output_schema, indent=2,
-                                             ensure_ascii=False) if version.output_schema else "",
+            "output_schema_json": json.dumps(version.output_schema, indent=2, ensure_ascii=False)
+            if version.output_schema
+            else "",
             "threshold": version.threshold,
         }
 
@@ -79,7 +99,10 @@ class JudgeRunForm(forms.Form):
 
     run = RunChoiceField(
         queryset=Run.objects.exclude(status__in=[Run.Status.QUEUED, Run.Status.RUNNING])
-        .select_related("suite").order_by("-created_at"),
-        to_field_name="uuid")
-    sample = forms.IntegerField(required=False, min_value=1,
-                                help_text="Empty: every ok trial of the run.")
+        .select_related("suite")
+        .order_by("-created_at"),
+        to_field_name="uuid",
+    )
+    sample = forms.IntegerField(
+        required=False, min_value=1, help_text="Empty: every ok trial of the run."
+    )

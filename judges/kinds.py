@@ -29,7 +29,9 @@ from .prompts import JudgePrompt, PromptTemplateError, fence, nonce_new, prompt_
 
 RUBRIC, PAIRWISE, FAITHFULNESS = "rubric", "pairwise", "faithfulness"
 FAITHFULNESS_CLAIMS, CONTEXT_RELEVANCE, RECORDED = (
-    "faithfulness_claims", "context_relevance", "recorded",
+    "faithfulness_claims",
+    "context_relevance",
+    "recorded",
 )
 DOCUMENT_KINDS = (FAITHFULNESS, FAITHFULNESS_CLAIMS, CONTEXT_RELEVANCE)
 
@@ -79,27 +81,38 @@ KIND_FIELDS: dict[str, frozenset[str]] = {
 
 
 def _object(properties: dict, required: list[str] | None = None) -> dict:
-    return {"type": "object", "properties": properties,
-            "required": required or list(properties), "additionalProperties": False}
+    return {
+        "type": "object",
+        "properties": properties,
+        "required": required or list(properties),
+        "additionalProperties": False,
+    }
 
 
 _REASONING = {"type": "string"}
 
 
-def default_schema(kind: str, *, threshold: float | None = None,
-                   ids: list[str] | None = None) -> dict:
+def default_schema(
+    kind: str, *, threshold: float | None = None, ids: list[str] | None = None
+) -> dict:
     """The output schema of ``kind`` (``ids``: offered document ids, for the enums)."""
     ids = ids or []
     if kind == RUBRIC and threshold is not None:
-        return _object({"reasoning": _REASONING,
-                        "score": {"type": "number", "minimum": 0, "maximum": 1}})
+        return _object(
+            {"reasoning": _REASONING, "score": {"type": "number", "minimum": 0, "maximum": 1}}
+        )
     if kind in (RUBRIC, FAITHFULNESS):
         return _object({"reasoning": _REASONING, "verdict": {"enum": ["PASS", "FAIL"]}})
     if kind == PAIRWISE:
         return _object({"reasoning": _REASONING, "verdict": {"enum": ["A", "B"]}})
     if kind == FAITHFULNESS_CLAIMS:
-        claim = _object({"claim": {"type": "string"}, "supported": {"type": "boolean"},
-                         "doc_id": {"enum": [*ids, None]}})
+        claim = _object(
+            {
+                "claim": {"type": "string"},
+                "supported": {"type": "boolean"},
+                "doc_id": {"enum": [*ids, None]},
+            }
+        )
         return _object({"reasoning": _REASONING, "claims": {"type": "array", "items": claim}})
     if kind == CONTEXT_RELEVANCE:
         doc = _object({"doc_id": {"enum": ids}, "relevant": {"type": "boolean"}})
@@ -151,8 +164,15 @@ def _text(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, sort_keys=True)
 
 
-def call_build(*, kind: str, template: str, criteria: str, material: Material,
-               output_schema: dict | None, threshold: float | None) -> Built:
+def call_build(
+    *,
+    kind: str,
+    template: str,
+    criteria: str,
+    material: Material,
+    output_schema: dict | None,
+    threshold: float | None,
+) -> Built:
     """Render one call of ``kind``: fence every untrusted text with one fresh nonce."""
     docs = [d if isinstance(d, dict) else {"text": str(d)} for d in material.documents]
     id_map = {f"doc-{i}": d.get("id", f"doc-{i}") for i, d in enumerate(docs, start=1)}
@@ -162,16 +182,22 @@ def call_build(*, kind: str, template: str, criteria: str, material: Material,
     if kind == RUBRIC and material.reference is not None:
         data["reference"] = material.reference
     if kind == PAIRWISE:
-        data = {"input": material.input or "", "response_a": material.response_a or "",
-                "response_b": material.response_b or ""}
+        data = {
+            "input": material.input or "",
+            "response_a": material.response_a or "",
+            "response_b": material.response_b or "",
+        }
     if kind == CONTEXT_RELEVANCE:
         data.pop("output", None)
     doc_texts = [_text(d.get("text", "")) for d in docs]
     nonce = nonce_new(avoid=[*data.values(), *doc_texts])
-    documents = "\n\n".join(
-        f"Document {doc_id}:\n{fence(text, nonce)}"
-        for doc_id, text in zip(id_map, doc_texts, strict=True)
-    ) or "(no documents)"
+    documents = (
+        "\n\n".join(
+            f"Document {doc_id}:\n{fence(text, nonce)}"
+            for doc_id, text in zip(id_map, doc_texts, strict=True)
+        )
+        or "(no documents)"
+    )
     trusted = {
         "criteria": criteria or "(no criteria given)",
         "reference": "(no reference answer)",
@@ -199,19 +225,23 @@ class Outcome:
     preferred: str | None = None
 
 
-def outcome_read(*, kind: str, data: dict, id_map: dict[str, Any],
-                 threshold: float | None) -> Outcome:
+def outcome_read(
+    *, kind: str, data: dict, id_map: dict[str, Any], threshold: float | None
+) -> Outcome:
     """Turn a schema-valid reply into a verdict (rules in the module table)."""
     reasoning = str(data.get("reasoning", ""))[:4000]
     details: dict[str, Any] = {"reasoning": reasoning}
     if kind == PAIRWISE:
-        return Outcome(None, None, f"prefers {data['verdict']}", details,
-                       preferred=data["verdict"])
+        return Outcome(None, None, f"prefers {data['verdict']}", details, preferred=data["verdict"])
     if kind in (RUBRIC, FAITHFULNESS) and "score" in data and threshold is not None:
         score = float(data["score"])
         passed = score >= threshold
-        return Outcome(passed, score, f"score {score:g} {'>=' if passed else '<'} threshold "
-                       f"{threshold:g}", details)
+        return Outcome(
+            passed,
+            score,
+            f"score {score:g} {'>=' if passed else '<'} threshold {threshold:g}",
+            details,
+        )
     if kind in (RUBRIC, FAITHFULNESS, RECORDED):
         verdict = str(data.get("verdict", "")).upper()
         if verdict not in ("PASS", "FAIL"):
@@ -229,12 +259,17 @@ def outcome_read(*, kind: str, data: dict, id_map: dict[str, Any],
         score = supported / len(claims)
         limit = 1.0 if threshold is None else threshold
         details["claims"] = [
-            {"claim": c["claim"][:1000], "supported": c["supported"], "doc_id": c["doc_id"],
-             "source_id": id_map.get(c["doc_id"]) if c["doc_id"] else None}
+            {
+                "claim": c["claim"][:1000],
+                "supported": c["supported"],
+                "doc_id": c["doc_id"],
+                "source_id": id_map.get(c["doc_id"]) if c["doc_id"] else None,
+            }
             for c in claims
         ]
-        return Outcome(score >= limit, score,
-                       f"{supported} of {len(claims)} claims supported", details)
+        return Outcome(
+            score >= limit, score, f"{supported} of {len(claims)} claims supported", details
+        )
     if kind == CONTEXT_RELEVANCE:
         seen = [d["doc_id"] for d in data["documents"]]
         if sorted(seen) != sorted(id_map):
@@ -246,6 +281,7 @@ def outcome_read(*, kind: str, data: dict, id_map: dict[str, Any],
             {"doc_id": d["doc_id"], "source_id": id_map[d["doc_id"]], "relevant": d["relevant"]}
             for d in sorted(data["documents"], key=lambda d: list(id_map).index(d["doc_id"]))
         ]
-        return Outcome(score >= limit, score,
-                       f"{len(relevant)} of {len(id_map)} documents relevant", details)
+        return Outcome(
+            score >= limit, score, f"{len(relevant)} of {len(id_map)} documents relevant", details
+        )
     raise ValueError(f"kind: cannot read replies of {kind!r}")

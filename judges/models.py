@@ -39,8 +39,14 @@ class Judge(models.Model):
 
 
 def judge_version_hash(
-    *, model: str, protocol: str, prompt_template: str, params: dict, output_schema: dict,
-    threshold: float | None, base_url: str = "",
+    *,
+    model: str,
+    protocol: str,
+    prompt_template: str,
+    params: dict,
+    output_schema: dict,
+    threshold: float | None,
+    base_url: str = "",
 ) -> str:
     """SHA-256 (hex) over everything that defines a judge version's behaviour.
 
@@ -194,8 +200,9 @@ class JudgeRun(models.Model):
     class Meta:
         ordering = ["-created_at", "-id"]
         constraints = [
-            models.UniqueConstraint(fields=["run", "judge_version"],
-                                    name="judge_run_unique_run_version"),
+            models.UniqueConstraint(
+                fields=["run", "judge_version"], name="judge_run_unique_run_version"
+            ),
         ]
 
     def __str__(self) -> str:

@@ -38,8 +38,17 @@ _VERDICT_GRAMMAR = re.compile(r"^\s*verdict\s*:\s*(pass|fail)[.!]*\s*$", re.IGNO
 
 # The reasons an errored judge grade can carry (client and parser together).
 ERROR_REASONS = (
-    "http_error", "timeout", "rate_limited", "server_error", "refusal", "empty",
-    "unparseable", "invalid_verdict", "rejected_parameter", "nonce_leak", "unknown_id",
+    "http_error",
+    "timeout",
+    "rate_limited",
+    "server_error",
+    "refusal",
+    "empty",
+    "unparseable",
+    "invalid_verdict",
+    "rejected_parameter",
+    "nonce_leak",
+    "unknown_id",
 )
 
 
@@ -108,8 +117,7 @@ def parse_json_reply(raw: str, *, schema: dict) -> Parsed | ParseError:
     except ValueError as exc:
         return ParseError("unparseable", f"not JSON: {exc}", raw)
     if not isinstance(data, dict):
-        return ParseError("unparseable", f"expected a JSON object, got {type(data).__name__}",
-                          raw)
+        return ParseError("unparseable", f"expected a JSON object, got {type(data).__name__}", raw)
     errors = sorted(
         jsonschema.Draft202012Validator(schema).iter_errors(data),
         key=lambda e: (e.validator != "enum", list(map(str, e.absolute_path))),
@@ -123,8 +131,9 @@ def parse_json_reply(raw: str, *, schema: dict) -> Parsed | ParseError:
     return Parsed(data)
 
 
-def reply_parse(raw: str, *, reply_format: str, schema: dict, nonce: str | None = None
-                ) -> Parsed | ParseError:
+def reply_parse(
+    raw: str, *, reply_format: str, schema: dict, nonce: str | None = None
+) -> Parsed | ParseError:
     """The parser of a judge version: nonce check, then the line or JSON form.
 
     A reply containing the prompt's fence nonce is ``nonce_leak`` (the judge echoed fenced

@@ -58,8 +58,7 @@ class JudgePrompt:
     nonce: str
 
     def messages(self) -> list[dict[str, str]]:
-        return [{"role": "system", "content": self.system},
-                {"role": "user", "content": self.user}]
+        return [{"role": "system", "content": self.system}, {"role": "user", "content": self.user}]
 
     @property
     def text(self) -> str:
@@ -106,7 +105,10 @@ def imitates_markers(text: str) -> bool:
 
 
 def prompt_render(
-    template: str, *, trusted: Mapping[str, str], data: Mapping[str, str],
+    template: str,
+    *,
+    trusted: Mapping[str, str],
+    data: Mapping[str, str],
     nonce: str | None = None,
 ) -> JudgePrompt:
     """Render ``template`` (``{name}`` placeholders) with ``trusted`` values inserted as they
@@ -131,5 +133,4 @@ def prompt_render(
             raise PromptTemplateError(
                 f"prompt_template: unknown placeholder {{{name}}} (known: {known})"
             )
-    return JudgePrompt(system=SYSTEM_TEMPLATE.format(nonce=nonce), user="".join(parts),
-                       nonce=nonce)
+    return JudgePrompt(system=SYSTEM_TEMPLATE.format(nonce=nonce), user="".join(parts), nonce=nonce)

@@ -50,8 +50,13 @@ def position_bias_list(*, judge_version_ids: list[int] | None = None) -> list[Po
     by_version: dict[int, dict[int, dict[str, str | None]]] = defaultdict(dict)
     labels: dict[int, str] = {}
     for version_id, name, number, pair_id, position, status, preferred in rows.values_list(
-        "judge_version_id", "judge_version__judge__name", "judge_version__number", "pair_id",
-        "position", "status", "preferred",
+        "judge_version_id",
+        "judge_version__judge__name",
+        "judge_version__number",
+        "pair_id",
+        "position",
+        "status",
+        "preferred",
     ):
         labels[version_id] = f"{name} v{number}"
         ok = status == PairwiseVerdict.Status.OK and preferred in ("A", "B")
@@ -65,22 +70,29 @@ def position_bias_list(*, judge_version_ids: list[int] | None = None) -> list[Po
                     continue
                 presentations += 1
                 first += (position == "original" and preferred == "A") or (
-                    position == "swapped" and preferred == "B")
+                    position == "swapped" and preferred == "B"
+                )
             orig, swap = verdicts.get("original"), verdicts.get("swapped")
             if orig is None or swap is None:
                 errored += 1
                 continue
             both += 1
             consistent += orig == swap
-        out.append(PositionBias(version_id, labels[version_id], both, consistent, errored,
-                                presentations, first))
+        out.append(
+            PositionBias(
+                version_id, labels[version_id], both, consistent, errored, presentations, first
+            )
+        )
     return sorted(out, key=lambda b: b.label)
 
 
 def judge_run_get(*, run, judge_version: JudgeVersion) -> JudgeRun | None:
     """The judge run of ``judge_version`` on ``run`` with its version and judge, or None."""
-    return (JudgeRun.objects.filter(run=run, judge_version=judge_version)
-            .select_related("judge_version__judge", "run").first())
+    return (
+        JudgeRun.objects.filter(run=run, judge_version=judge_version)
+        .select_related("judge_version__judge", "run")
+        .first()
+    )
 
 
 @dataclass(frozen=True)
@@ -98,10 +110,12 @@ def judge_cost_get(*, judge_version: JudgeVersion) -> JudgeCost:
     skipped grades made no call and are not counted)."""
     values = [
         d.get("cost_usd") if isinstance(d, dict) else None
-        for d in Grade.objects.filter(judge_version=judge_version).values_list(
-            "details", flat=True)
+        for d in Grade.objects.filter(judge_version=judge_version).values_list("details", flat=True)
         if not (isinstance(d, dict) and d.get("skipped"))
     ]
     known = [Decimal(str(v)) for v in values if v is not None]
-    return JudgeCost(grades=len(values), known_usd=sum(known, Decimal(0)) if known else None,
-                     unknown=len(values) - len(known))
+    return JudgeCost(
+        grades=len(values),
+        known_usd=sum(known, Decimal(0)) if known else None,
+        unknown=len(values) - len(known),
+    )

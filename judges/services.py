@@ -46,8 +46,15 @@ class JudgeConfigError(ValueError):
 
 
 def judge_version_create(
-    *, judge_name: str, kind: str, model: str, base_url: str, prompt_template: str,
-    params: dict, output_schema: dict, threshold: float | None = None,
+    *,
+    judge_name: str,
+    kind: str,
+    model: str,
+    base_url: str,
+    prompt_template: str,
+    params: dict,
+    output_schema: dict,
+    threshold: float | None = None,
 ) -> tuple[JudgeVersion, bool]:
     """The judge version with this content, created when new: ``(version, created)``.
 
@@ -84,13 +91,18 @@ def judge_version_create(
     if not output_schema and kind not in (kinds.FAITHFULNESS_CLAIMS, kinds.CONTEXT_RELEVANCE):
         output_schema = kinds.default_schema(kind, threshold=threshold)
     base_url = base_url.rstrip("/")
-    digest = judge_version_hash(model=model, protocol="", prompt_template=template,
-                                params=params, output_schema=output_schema,
-                                threshold=threshold, base_url=base_url)
+    digest = judge_version_hash(
+        model=model,
+        protocol="",
+        prompt_template=template,
+        params=params,
+        output_schema=output_schema,
+        threshold=threshold,
+        base_url=base_url,
+    )
     for _ in range(3):  # a concurrent creator may win the unique number; read it back
         with transaction.atomic():
-            judge, _created = Judge.objects.get_or_create(name=judge_name,
-                                                          defaults={"kind": kind})
+            judge, _created = Judge.objects.get_or_create(name=judge_name, defaults={"kind": kind})
             if judge.kind != kind:
                 raise JudgeConfigError(
                     f"kind: judge {judge_name!r} is a {judge.kind} judge, not {kind}"
@@ -103,8 +115,13 @@ def judge_version_create(
             try:
                 with transaction.atomic():
                     version = JudgeVersion.objects.create(
-                        judge=judge, number=(last or 0) + 1, base_url=base_url, model=model,
-                        prompt_template=template, params=params, output_schema=output_schema,
+                        judge=judge,
+                        number=(last or 0) + 1,
+                        base_url=base_url,
+                        model=model,
+                        prompt_template=template,
+                        params=params,
+                        output_schema=output_schema,
                         threshold=threshold,
                     )
                 return version, True
@@ -139,7 +156,8 @@ class Verdict:
 def _material(trial: Trial) -> kinds.Material:
     case: Case = trial.case
     return kinds.Material(
-        output=trial.output or "", input=case.input_text,
+        output=trial.output or "",
+        input=case.input_text,
         reference=None if case.expected is None else kinds._text(case.expected),
         documents=list(case.context or []),
     )
@@ -147,14 +165,18 @@ def _material(trial: Trial) -> kinds.Material:
 
 def _build(version: JudgeVersion, material: kinds.Material) -> kinds.Built:
     return kinds.call_build(
-        kind=version.judge.kind, template=version.prompt_template,
-        criteria=str(version.params.get("criteria", "")), material=material,
-        output_schema=version.output_schema or None, threshold=version.threshold,
+        kind=version.judge.kind,
+        template=version.prompt_template,
+        criteria=str(version.params.get("criteria", "")),
+        material=material,
+        output_schema=version.output_schema or None,
+        threshold=version.threshold,
     )
 
 
-def _cost(reply: JudgeReply, version: JudgeVersion, prices: dict[str, Price | None]
-          ) -> tuple[str | None, str | None]:
+def _cost(
+    reply: JudgeReply, version: JudgeVersion, prices: dict[str, Price | None]
+) -> tuple[str | None, str | None]:
     model = reply.model or version.model
     if model not in prices:
         prices[model] = price_lookup(model)
@@ -164,42 +186,62 @@ def _cost(reply: JudgeReply, version: JudgeVersion, prices: dict[str, Price | No
     return str(breakdown.total_usd), breakdown.source
 
 
-def verdict_read(*, version: JudgeVersion, call: JudgeCall, untrusted: list[str],
-                 prices: dict[str, Price | None] | None = None) -> Verdict:
+def verdict_read(
+    *,
+    version: JudgeVersion,
+    call: JudgeCall,
+    untrusted: list[str],
+    prices: dict[str, Price | None] | None = None,
+) -> Verdict:
     """Turn a finished call into grade fields: tokens, latency (ms), cost (USD, null when
     unknown), the prompt sent and the raw reply always in ``details``."""
     reply = call.reply
     assert reply is not None
     cost, source = _cost(reply, version, {} if prices is None else prices)
     details: dict[str, Any] = {
-        "judge_version": str(version.uuid), "kind": version.judge.kind,
-        "prompt": call.built.prompt.text, "nonce": call.built.prompt.nonce,
-        "raw_reply": reply.content, "input_tokens": reply.input_tokens,
-        "output_tokens": reply.output_tokens, "latency_ms": round(reply.latency_ms, 3),
-        "attempts": reply.attempts, "model": reply.model, "cost_usd": cost,
+        "judge_version": str(version.uuid),
+        "kind": version.judge.kind,
+        "prompt": call.built.prompt.text,
+        "nonce": call.built.prompt.nonce,
+        "raw_reply": reply.content,
+        "input_tokens": reply.input_tokens,
+        "output_tokens": reply.output_tokens,
+        "latency_ms": round(reply.latency_ms, 3),
+        "attempts": reply.attempts,
+        "model": reply.model,
+        "cost_usd": cost,
         "price_source": source,
         "imitates_markers": any(imitates_markers(t) for t in untrusted),
     }
     if call.built.id_map:
-        details["documents"] = [{"doc_id": k, "source_id": v}
-                                for k, v in call.built.id_map.items()]
+        details["documents"] = [{"doc_id": k, "source_id": v} for k, v in call.built.id_map.items()]
     if not reply.ok:
-        details.update(error=reply.reason, provider_message=reply.message[:4000],
-                       raw_response=reply.raw)
+        details.update(
+            error=reply.reason, provider_message=reply.message[:4000], raw_response=reply.raw
+        )
         return Verdict("error", None, None, reply.reason or "http_error", details)
-    parsed = reply_parse(reply.content or "", reply_format=version.params.get(
-        "reply_format", "json"), schema=call.built.schema, nonce=call.built.prompt.nonce)
+    parsed = reply_parse(
+        reply.content or "",
+        reply_format=version.params.get("reply_format", "json"),
+        schema=call.built.schema,
+        nonce=call.built.prompt.nonce,
+    )
     if isinstance(parsed, ParseError):
         details.update(error=parsed.reason, parse_message=parsed.message)
         return Verdict("error", None, None, parsed.reason, details)
-    outcome = kinds.outcome_read(kind=version.judge.kind, data=parsed.data,
-                                 id_map=call.built.id_map, threshold=version.threshold)
+    outcome = kinds.outcome_read(
+        kind=version.judge.kind,
+        data=parsed.data,
+        id_map=call.built.id_map,
+        threshold=version.threshold,
+    )
     details.update(outcome.details)
     if outcome.error:
         details["error"] = outcome.error
         return Verdict("error", None, None, outcome.error, details)
-    return Verdict("ok", outcome.passed, outcome.score, outcome.reason, details,
-                   preferred=outcome.preferred)
+    return Verdict(
+        "ok", outcome.passed, outcome.score, outcome.reason, details, preferred=outcome.preferred
+    )
 
 
 def _run_async(factory: Callable[[], Coroutine[Any, Any, Any]]) -> Any:
@@ -221,18 +263,22 @@ def _run_async(factory: Callable[[], Coroutine[Any, Any, Any]]) -> Any:
     return box["value"]
 
 
-def calls_run(*, version: JudgeVersion, calls: list[JudgeCall], sleep: Sleep | None = None
-              ) -> list[JudgeCall]:
+def calls_run(
+    *, version: JudgeVersion, calls: list[JudgeCall], sleep: Sleep | None = None
+) -> list[JudgeCall]:
     """Send ``calls`` concurrently (``params.concurrency``, default 8); same order back."""
 
     async def run_all() -> list[JudgeCall]:
-        client = JudgeClient(base_url=version.base_url, model=version.model,
-                             params=version.params, sleep=sleep)
+        client = JudgeClient(
+            base_url=version.base_url, model=version.model, params=version.params, sleep=sleep
+        )
         try:
-            replies = await asyncio.gather(*(
-                client.complete(messages=c.built.prompt.messages(), schema=c.built.schema)
-                for c in calls
-            ))
+            replies = await asyncio.gather(
+                *(
+                    client.complete(messages=c.built.prompt.messages(), schema=c.built.schema)
+                    for c in calls
+                )
+            )
         finally:
             await client.aclose()
         return [JudgeCall(built=c.built, reply=r) for c, r in zip(calls, replies, strict=True)]
@@ -247,9 +293,13 @@ def calls_run(*, version: JudgeVersion, calls: list[JudgeCall], sleep: Sleep | N
 
 def _decided_below(trials: list[Trial]) -> dict[int, str]:
     """Trial id -> key of a gating deterministic grader that already failed it."""
-    rows = (Grade.objects.filter(trial__in=trials, passed=False, gating=True,
-                                 judge_version__isnull=True)
-            .order_by("trial_id", "grader").values_list("trial_id", "grader"))
+    rows = (
+        Grade.objects.filter(
+            trial__in=trials, passed=False, gating=True, judge_version__isnull=True
+        )
+        .order_by("trial_id", "grader")
+        .values_list("trial_id", "grader")
+    )
     decided: dict[int, str] = {}
     for trial_id, grader in rows:
         decided.setdefault(trial_id, grader)
@@ -257,8 +307,13 @@ def _decided_below(trials: list[Trial]) -> dict[int, str]:
 
 
 def judge_grade_trials(
-    *, trials: list[Trial], judge_version: JudgeVersion, grader: str | None = None,
-    skip_if_failed: bool = False, gating: bool = True, sleep: Sleep | None = None,
+    *,
+    trials: list[Trial],
+    judge_version: JudgeVersion,
+    grader: str | None = None,
+    skip_if_failed: bool = False,
+    gating: bool = True,
+    sleep: Sleep | None = None,
 ) -> int:
     """Grade ok ``trials`` with ``judge_version``; returns the number of grades written.
 
@@ -270,12 +325,14 @@ def judge_grade_trials(
     A grade is gating only when ``gating`` and the version is trusted (else provisional).
     """
     if judge_version.judge.kind in (Judge.Kind.PAIRWISE, Judge.Kind.RECORDED):
-        raise JudgeConfigError(f"judge_version: a {judge_version.judge.kind} judge does not "
-                               "grade single trials")
+        raise JudgeConfigError(
+            f"judge_version: a {judge_version.judge.kind} judge does not grade single trials"
+        )
     grader = grader or judge_version.grader_key
     trials = [t for t in trials if t.status == Trial.Status.OK]
-    done = set(Grade.objects.filter(trial__in=trials, grader=grader)
-               .values_list("trial_id", flat=True))
+    done = set(
+        Grade.objects.filter(trial__in=trials, grader=grader).values_list("trial_id", flat=True)
+    )
     todo = [t for t in trials if t.id not in done]
     if not todo:
         return 0
@@ -285,35 +342,58 @@ def judge_grade_trials(
     for trial in todo:
         if trial.id in decided:
             key = decided[trial.id]
-            rows.append(Grade(
-                trial=trial, grader=grader, grader_version=str(judge_version.number),
-                judge_version=judge_version, status=Grade.Status.OK, passed=False, score=None,
-                reason=f"not judged: deterministic grader {key!r} already failed this trial",
-                details={"decided_by": key, "skipped": True}, gating=gating,
-            ))
+            rows.append(
+                Grade(
+                    trial=trial,
+                    grader=grader,
+                    grader_version=str(judge_version.number),
+                    judge_version=judge_version,
+                    status=Grade.Status.OK,
+                    passed=False,
+                    score=None,
+                    reason=f"not judged: deterministic grader {key!r} already failed this trial",
+                    details={"decided_by": key, "skipped": True},
+                    gating=gating,
+                )
+            )
     pending = [t for t in todo if t.id not in decided]
     calls, untrusted = [], []
     for trial in pending:
         material = _material(trial)
         calls.append(JudgeCall(built=_build(judge_version, material)))
-        untrusted.append([material.output] + [str(d.get("text", "")) if isinstance(d, dict)
-                                              else str(d) for d in material.documents])
+        untrusted.append(
+            [material.output]
+            + [
+                str(d.get("text", "")) if isinstance(d, dict) else str(d)
+                for d in material.documents
+            ]
+        )
     prices: dict[str, Price | None] = {}
     replies = calls_run(version=judge_version, calls=calls, sleep=sleep)
     for trial, call, texts in zip(pending, replies, untrusted, strict=True):
         v = verdict_read(version=judge_version, call=call, untrusted=texts, prices=prices)
         details = {**v.details, "decided_by": "judge"}
-        rows.append(Grade(
-            trial=trial, grader=grader, grader_version=str(judge_version.number),
-            judge_version=judge_version, status=v.status, passed=v.passed, score=v.score,
-            reason=v.reason, details=details, gating=gating,
-        ))
+        rows.append(
+            Grade(
+                trial=trial,
+                grader=grader,
+                grader_version=str(judge_version.number),
+                judge_version=judge_version,
+                status=v.status,
+                passed=v.passed,
+                score=v.score,
+                reason=v.reason,
+                details=details,
+                gating=gating,
+            )
+        )
     Grade.objects.bulk_create(rows, ignore_conflicts=True)
     return len(rows)
 
 
-def judge_grade_trial(*, trial: Trial, judge_version: JudgeVersion,
-                      sleep: Sleep | None = None) -> Grade | None:
+def judge_grade_trial(
+    *, trial: Trial, judge_version: JudgeVersion, sleep: Sleep | None = None
+) -> Grade | None:
     """Grade one trial (see ``judge_grade_trials``); returns its grade, None for a trial
     that is not ok."""
     judge_grade_trials(trials=[trial], judge_version=judge_version, sleep=sleep)
@@ -338,16 +418,24 @@ def run_chunk_judge(*, run_id: int, trial_ids: list[int], sleep: Sleep | None = 
     if run is None or run.status == Run.Status.CANCELLED:
         return 0
     specs = [s for s in parse_grader_specs(run.graders or []) if s.is_judge]
-    trials = list(Trial.objects.filter(id__in=trial_ids, run_id=run_id,
-                                       status=Trial.Status.OK).select_related("case"))
+    trials = list(
+        Trial.objects.filter(
+            id__in=trial_ids, run_id=run_id, status=Trial.Status.OK
+        ).select_related("case")
+    )
     written = 0
     for spec in specs:
         version = JudgeVersion.objects.select_related("judge").get(
-            uuid=spec.config["judge_version"])
+            uuid=spec.config["judge_version"]
+        )
         written += judge_grade_trials(
-            trials=trials, judge_version=version, grader=spec.key,
+            trials=trials,
+            judge_version=version,
+            grader=spec.key,
             skip_if_failed=bool(spec.config.get("skip_if_failed", False)),
-            gating=spec.gating, sleep=sleep)
+            gating=spec.gating,
+            sleep=sleep,
+        )
     run_finalize(run_id=run_id)
     return written
 
@@ -355,8 +443,14 @@ def run_chunk_judge(*, run_id: int, trial_ids: list[int], sleep: Sleep | None = 
 # --- judge runs -------------------------------------------------------------------------------
 
 
-def judge_run_start(*, run: Run, judge_version: JudgeVersion, sample: int | None = None,
-                    by=None, seed: int | None = None) -> JudgeRun:
+def judge_run_start(
+    *,
+    run: Run,
+    judge_version: JudgeVersion,
+    sample: int | None = None,
+    by=None,
+    seed: int | None = None,
+) -> JudgeRun:
     """Grade ``run``'s ok trials (all, or a random ``sample`` of them, reproducible with
     ``seed``) with ``judge_version`` in Celery tasks enqueued after commit, in chunks of
     ``JUDGE_RUN_CHUNK`` trials. Raises ``JudgeConfigError`` naming the field for a bad
@@ -365,17 +459,20 @@ def judge_run_start(*, run: Run, judge_version: JudgeVersion, sample: int | None
     from .tasks import judge_run_execute
 
     if judge_version.judge.kind in (Judge.Kind.PAIRWISE, Judge.Kind.RECORDED):
-        raise JudgeConfigError(f"judge_version: a {judge_version.judge.kind} judge does not "
-                               "grade single trials")
+        raise JudgeConfigError(
+            f"judge_version: a {judge_version.judge.kind} judge does not grade single trials"
+        )
     if sample is not None and sample < 1:
         raise JudgeConfigError(f"sample: expected a positive number, got {sample}")
-    ids = list(run.trials.filter(status=Trial.Status.OK).order_by("id")
-               .values_list("id", flat=True))
+    ids = list(
+        run.trials.filter(status=Trial.Status.OK).order_by("id").values_list("id", flat=True)
+    )
     if sample is not None and sample < len(ids):
         ids = sorted(random.Random(seed).sample(ids, sample))
     with transaction.atomic():
         judge_run, _ = JudgeRun.objects.select_for_update().get_or_create(
-            run=run, judge_version=judge_version,
+            run=run,
+            judge_version=judge_version,
             defaults={"grader": judge_version.grader_key},
         )
         judge_run.status = JudgeRun.Status.QUEUED
@@ -384,7 +481,7 @@ def judge_run_start(*, run: Run, judge_version: JudgeVersion, sample: int | None
         judge_run.started_by = by
         judge_run.finished_at = None
         judge_run.save()
-        chunks = [ids[i:i + JUDGE_RUN_CHUNK] for i in range(0, len(ids), JUDGE_RUN_CHUNK)]
+        chunks = [ids[i : i + JUDGE_RUN_CHUNK] for i in range(0, len(ids), JUDGE_RUN_CHUNK)]
         for chunk in chunks or [[]]:
             transaction.on_commit(
                 lambda c=chunk: judge_run_execute.delay(run.id, judge_version.id, c)
@@ -392,22 +489,28 @@ def judge_run_start(*, run: Run, judge_version: JudgeVersion, sample: int | None
     return judge_run
 
 
-def judge_run_execute(*, run_id: int, judge_version_id: int, trial_ids: list[int],
-                      sleep: Sleep | None = None) -> None:
+def judge_run_execute(
+    *, run_id: int, judge_version_id: int, trial_ids: list[int], sleep: Sleep | None = None
+) -> None:
     """Grade one chunk of a judge run, then recount its progress.
 
     Idempotent; safe under redelivery (grades keyed by (trial, grader)). A cancelled judge
     run does nothing.
     """
-    judge_run = JudgeRun.objects.filter(run_id=run_id, judge_version_id=judge_version_id
-                                        ).select_related("judge_version__judge").first()
+    judge_run = (
+        JudgeRun.objects.filter(run_id=run_id, judge_version_id=judge_version_id)
+        .select_related("judge_version__judge")
+        .first()
+    )
     if judge_run is None or judge_run.status == JudgeRun.Status.CANCELLED:
         return
     JudgeRun.objects.filter(id=judge_run.id, status=JudgeRun.Status.QUEUED).update(
-        status=JudgeRun.Status.RUNNING)
+        status=JudgeRun.Status.RUNNING
+    )
     trials = list(Trial.objects.filter(id__in=trial_ids, run_id=run_id).select_related("case"))
-    judge_grade_trials(trials=trials, judge_version=judge_run.judge_version,
-                       grader=judge_run.grader, sleep=sleep)
+    judge_grade_trials(
+        trials=trials, judge_version=judge_run.judge_version, grader=judge_run.grader, sleep=sleep
+    )
     judge_run_progress(judge_run_id=judge_run.id)
 
 
@@ -418,12 +521,11 @@ def judge_run_progress(*, judge_run_id: int) -> JudgeRun:
     grades = Grade.objects.filter(trial_id__in=judge_run.trial_ids, grader=judge_run.grader)
     graded = grades.count()
     errored = grades.filter(status=Grade.Status.ERROR).count()
-    JudgeRun.objects.filter(id=judge_run.id).update(trials_graded=graded,
-                                                     trials_errored=errored)
+    JudgeRun.objects.filter(id=judge_run.id).update(trials_graded=graded, trials_errored=errored)
     if graded >= judge_run.trials_total:
-        JudgeRun.objects.filter(id=judge_run.id).exclude(
-            status__in=JudgeRun.TERMINAL).update(status=JudgeRun.Status.SUCCEEDED,
-                                                 finished_at=timezone.now())
+        JudgeRun.objects.filter(id=judge_run.id).exclude(status__in=JudgeRun.TERMINAL).update(
+            status=JudgeRun.Status.SUCCEEDED, finished_at=timezone.now()
+        )
     judge_run.refresh_from_db()
     return judge_run
 
@@ -431,9 +533,11 @@ def judge_run_progress(*, judge_run_id: int) -> JudgeRun:
 def judge_run_cancel(*, judge_run: JudgeRun) -> bool:
     """Cancel a judge run not yet finished; chunks not yet started then do nothing.
     Returns False when it was already terminal."""
-    return bool(JudgeRun.objects.filter(id=judge_run.id).exclude(
-        status__in=JudgeRun.TERMINAL).update(status=JudgeRun.Status.CANCELLED,
-                                             finished_at=timezone.now()))
+    return bool(
+        JudgeRun.objects.filter(id=judge_run.id)
+        .exclude(status__in=JudgeRun.TERMINAL)
+        .update(status=JudgeRun.Status.CANCELLED, finished_at=timezone.now())
+    )
 
 
 # --- pairwise --------------------------------------------------------------------------------
@@ -458,8 +562,9 @@ def _pair_outcome(rows: dict[str, PairwiseVerdict]) -> PairOutcome:
     return PairOutcome(a if a == b else "tie", a, b)
 
 
-def pair_judge(*, pair: TrialPair, judge_version: JudgeVersion,
-               sleep: Sleep | None = None) -> PairOutcome:
+def pair_judge(
+    *, pair: TrialPair, judge_version: JudgeVersion, sleep: Sleep | None = None
+) -> PairOutcome:
     """Judge a pair in both orders: A/B ("original"), then B/A ("swapped"), each answer mapped
     back to the original naming and stored as a ``PairwiseVerdict``; the pair counts for a
     side only when both orders agree, else it is a tie.
@@ -474,9 +579,17 @@ def pair_judge(*, pair: TrialPair, judge_version: JudgeVersion,
     a_text, b_text = pair.trial_a.output or "", pair.trial_b.output or ""
     orders = {"original": (a_text, b_text), "swapped": (b_text, a_text)}
     todo = [p for p in ("original", "swapped") if p not in existing]
-    calls = [JudgeCall(built=_build(judge_version, kinds.Material(
-        input=case.input_text, response_a=orders[p][0], response_b=orders[p][1])))
-        for p in todo]
+    calls = [
+        JudgeCall(
+            built=_build(
+                judge_version,
+                kinds.Material(
+                    input=case.input_text, response_a=orders[p][0], response_b=orders[p][1]
+                ),
+            )
+        )
+        for p in todo
+    ]
     rows = []
     replies = calls_run(version=judge_version, calls=calls, sleep=sleep)
     for position, call in zip(todo, replies, strict=True):
@@ -485,13 +598,20 @@ def pair_judge(*, pair: TrialPair, judge_version: JudgeVersion,
         if v.status == "ok" and v.preferred:
             slot = v.preferred
             preferred = slot if position == "original" else {"A": "B", "B": "A"}[slot]
-        rows.append(PairwiseVerdict(
-            pair=pair, judge_version=judge_version, position=position,
-            status=PairwiseVerdict.Status.OK if preferred else PairwiseVerdict.Status.ERROR,
-            preferred=preferred,
-            reason=(f"{position} order: the judge chose slot {v.preferred}" if preferred
-                    else v.reason),
-        ))
+        rows.append(
+            PairwiseVerdict(
+                pair=pair,
+                judge_version=judge_version,
+                position=position,
+                status=PairwiseVerdict.Status.OK if preferred else PairwiseVerdict.Status.ERROR,
+                preferred=preferred,
+                reason=(
+                    f"{position} order: the judge chose slot {v.preferred}"
+                    if preferred
+                    else v.reason
+                ),
+            )
+        )
     PairwiseVerdict.objects.bulk_create(rows, ignore_conflicts=True)
     stored = {v.position: v for v in pair.verdicts.filter(judge_version=judge_version)}
     return _pair_outcome(stored)
@@ -507,22 +627,28 @@ class PairwiseTally:
     errors: int = 0
 
 
-def runs_pair_judge(*, base: Run, head: Run, judge_version: JudgeVersion,
-                    sleep: Sleep | None = None) -> PairwiseTally:
+def runs_pair_judge(
+    *, base: Run, head: Run, judge_version: JudgeVersion, sleep: Sleep | None = None
+) -> PairwiseTally:
     """Compare head against base case by case (attempt 1 of each, ok trials only): the base
     trial is A, the head trial is B, judged in both orders (``pair_judge``)."""
     base_trials = {t.case_id: t for t in base.trials.filter(attempt=1, status=Trial.Status.OK)}
     counts = {"A": 0, "B": 0, "tie": 0, None: 0}
-    for head_trial in head.trials.filter(attempt=1, status=Trial.Status.OK).select_related(
-            "case").order_by("case_id"):
+    for head_trial in (
+        head.trials.filter(attempt=1, status=Trial.Status.OK)
+        .select_related("case")
+        .order_by("case_id")
+    ):
         base_trial = base_trials.get(head_trial.case_id)
         if base_trial is None:
             continue
         pair, _ = TrialPair.objects.get_or_create(
-            trial_a=base_trial, trial_b=head_trial, defaults={"case": head_trial.case})
+            trial_a=base_trial, trial_b=head_trial, defaults={"case": head_trial.case}
+        )
         counts[pair_judge(pair=pair, judge_version=judge_version, sleep=sleep).winner] += 1
-    return PairwiseTally(head_wins=counts["B"], base_wins=counts["A"], ties=counts["tie"],
-                         errors=counts[None])
+    return PairwiseTally(
+        head_wins=counts["B"], base_wins=counts["A"], ties=counts["tie"], errors=counts[None]
+    )
 
 
 def cost_usd_sum(values: list[str | None]) -> Decimal | None:

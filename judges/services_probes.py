@@ -32,8 +32,10 @@ def probe_run_start(*, judge_version: JudgeVersion, by=None) -> ProbeRun:
     if not judge_version.base_url:
         raise JudgeConfigError(f"{judge_version}: recorded verdicts have no endpoint to probe")
     if judge_version.judge.kind not in PROBE_KINDS:
-        raise JudgeConfigError(f"{judge_version}: probes need a rubric or faithfulness judge, "
-                               f"not {judge_version.judge.kind}")
+        raise JudgeConfigError(
+            f"{judge_version}: probes need a rubric or faithfulness judge, "
+            f"not {judge_version.judge.kind}"
+        )
     with transaction.atomic():
         probe = ProbeRun.objects.create(judge_version=judge_version, started_by=by)
         transaction.on_commit(lambda: task.delay(probe.id))
@@ -56,9 +58,16 @@ def probe_run_execute(*, probe_run_id: int, sleep: Sleep | None = None) -> Probe
         probe.status = ProbeRun.Status.SUCCEEDED
         probe.probes_total = len(report.results)
         probe.judged, probe.fooled, probe.errored = report.judged, report.fooled, report.errored
-        probe.results = [{"name": r.name, "passed": r.passed, "correct": r.correct,
-                          "reason": r.reason, "reasoning": r.reasoning}
-                         for r in report.results]
+        probe.results = [
+            {
+                "name": r.name,
+                "passed": r.passed,
+                "correct": r.correct,
+                "reason": r.reason,
+                "reasoning": r.reasoning,
+            }
+            for r in report.results
+        ]
     probe.finished_at = timezone.now()
     probe.save()
     return probe

@@ -43,17 +43,28 @@ def judge_list(request: HtmxHttpRequest) -> HttpResponse:
     """Judges and their versions, each with its trust state, cost so far, position bias
     (pairwise versions with verdicts) and calibration links."""
     judges = Judge.objects.prefetch_related("versions")
-    active = {a.judge_version_id: a for a in JudgeApproval.objects.filter(
-        revoked_at__isnull=True).select_related("approved_by")}
+    active = {
+        a.judge_version_id: a
+        for a in JudgeApproval.objects.filter(revoked_at__isnull=True).select_related("approved_by")
+    }
     sets: dict[int, list[CalibrationSet]] = {}
     for cset in CalibrationSet.objects.filter(judge_version__isnull=False):
         sets.setdefault(cset.judge_version_id, []).append(cset)
     bias = {b.judge_version_id: b for b in position_bias_list()}
     rows = [
-        {"judge": judge, "versions": [
-            {"version": v, "approval": active.get(v.id), "sets": sets.get(v.id, []),
-             "cost": judge_cost_get(judge_version=v), "bias": bias.get(v.id)}
-            for v in judge.versions.all()]}
+        {
+            "judge": judge,
+            "versions": [
+                {
+                    "version": v,
+                    "approval": active.get(v.id),
+                    "sets": sets.get(v.id, []),
+                    "cost": judge_cost_get(judge_version=v),
+                    "bias": bias.get(v.id),
+                }
+                for v in judge.versions.all()
+            ],
+        }
         for judge in judges
     ]
     return render(request, "judges/judge_list.html", {"rows": rows})
@@ -63,8 +74,7 @@ def _scope(request: HtmxHttpRequest) -> tuple[CalibrationSet | None, Suite | Non
     set_id, suite_id = request.GET.get("set"), request.GET.get("suite")
     cset = suite = None
     if set_id:
-        cset = get_object_or_404(CalibrationSet.objects.select_related("suite", "run"),
-                                 uuid=set_id)
+        cset = get_object_or_404(CalibrationSet.objects.select_related("suite", "run"), uuid=set_id)
     elif suite_id:
         suite = get_object_or_404(Suite, uuid=suite_id)
     return cset, suite
@@ -85,30 +95,45 @@ def calibration(request: HtmxHttpRequest, version_id) -> HttpResponse:
     cset, suite = _scope(request)
     approval = calibration_selectors.active_approval_get(judge_version=version)
     context = {
-        "version": version, "cset": cset, "suite": suite, "approval": approval,
+        "version": version,
+        "cset": cset,
+        "suite": suite,
+        "approval": approval,
         "is_lead": user_has_role(request.user, LEAD),
         "history": version.approvals.select_related("approved_by", "revoked_by")[:10],
-        "trusted_siblings": [v for v in version.judge.versions.all()
-                             if v.id != version.id and v.trusted_at is not None],
+        "trusted_siblings": [
+            v
+            for v in version.judge.versions.all()
+            if v.id != version.id and v.trusted_at is not None
+        ],
         "sets": CalibrationSet.objects.filter(judge_version=version),
         "revoke_form": TrustRevokeForm(),
     }
     # Imported pairwise judges are of kind "recorded": their verdicts say what they are.
     if version.judge.kind == Judge.Kind.PAIRWISE or version.pairwise_verdicts.exists():
         context["pairwise"] = calibration_selectors.pairwise_calibration_compute(
-            judge_version=version, suite=suite or (cset.suite if cset else None))
+            judge_version=version, suite=suite or (cset.suite if cset else None)
+        )
         return render(request, "judges/calibration.html", context)
     figures = calibration_selectors.calibration_compute(
-        judge_version=version, calibration_set=cset, suite=suite)
+        judge_version=version, calibration_set=cset, suite=suite
+    )
     ceiling = calibration_selectors.human_agreement(calibration_set=cset, suite=suite)
-    context.update({
-        "cal": figures, "ceiling": ceiling,
-        "approve_form": TrustApproveForm(initial={
-            "calibration_set": cset.uuid if cset else None, "n": figures.n,
-            "n_judge_errors": figures.n_judge_errors,
-            **dataclasses.asdict(figures.confusion)}),
-        "can_approve_scope": suite is None,
-    })
+    context.update(
+        {
+            "cal": figures,
+            "ceiling": ceiling,
+            "approve_form": TrustApproveForm(
+                initial={
+                    "calibration_set": cset.uuid if cset else None,
+                    "n": figures.n,
+                    "n_judge_errors": figures.n_judge_errors,
+                    **dataclasses.asdict(figures.confusion),
+                }
+            ),
+            "can_approve_scope": suite is None,
+        }
+    )
     return render(request, "judges/calibration.html", context)
 
 
@@ -128,17 +153,22 @@ def trust_approve(request: HtmxHttpRequest, version_id) -> HttpResponse:
         messages.error(request, "Not approved: the form was incomplete; reload the page.")
         return redirect(_calibration_url(version, None))
     data = form.cleaned_data
-    cset = (get_object_or_404(CalibrationSet, uuid=data["calibration_set"])
-            if data["calibration_set"] else None)
-    current = calibration_selectors.calibration_compute(judge_version=version,
-                                                        calibration_set=cset)
+    cset = (
+        get_object_or_404(CalibrationSet, uuid=data["calibration_set"])
+        if data["calibration_set"]
+        else None
+    )
+    current = calibration_selectors.calibration_compute(judge_version=version, calibration_set=cset)
     shown = dataclasses.replace(
-        current, n=data["n"], n_judge_errors=data["n_judge_errors"],
-        confusion=Confusion(**{f.name: data[f.name]
-                               for f in dataclasses.fields(Confusion)}))
+        current,
+        n=data["n"],
+        n_judge_errors=data["n_judge_errors"],
+        confusion=Confusion(**{f.name: data[f.name] for f in dataclasses.fields(Confusion)}),
+    )
     try:
-        labeling_services.judge_trust_approve(judge_version=version, by=request.user,
-                                              calibration_set=cset, figures=shown)
+        labeling_services.judge_trust_approve(
+            judge_version=version, by=request.user, calibration_set=cset, figures=shown
+        )
     except labeling_services.LabelingError as exc:
         messages.error(request, f"Not approved: {exc}.")
     else:
@@ -158,8 +188,9 @@ def trust_revoke(request: HtmxHttpRequest, version_id) -> HttpResponse:
         messages.error(request, "Not revoked: give a reason for revoking trust.")
         return redirect(_calibration_url(version, cset))
     try:
-        labeling_services.judge_trust_revoke(judge_version=version, by=request.user,
-                                             reason=form.cleaned_data["reason"])
+        labeling_services.judge_trust_revoke(
+            judge_version=version, by=request.user, reason=form.cleaned_data["reason"]
+        )
     except labeling_services.LabelingError as exc:
         messages.error(request, f"Not revoked: {exc}.")
     else:

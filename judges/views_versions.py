@@ -37,28 +37,42 @@ def judge_version_new(request: HtmxHttpRequest) -> HttpResponse:
     and saving changed content makes a new version (content hash), never a changed one."""
     source = None
     if request.GET.get("from"):
-        source = JudgeVersion.objects.select_related("judge").filter(
-            uuid=request.GET["from"]).first() if _is_uuid(request.GET["from"]) else None
+        source = (
+            JudgeVersion.objects.select_related("judge").filter(uuid=request.GET["from"]).first()
+            if _is_uuid(request.GET["from"])
+            else None
+        )
     if request.method == "POST":
         form = JudgeVersionForm(request.POST)
         if form.is_valid():
             data = form.cleaned_data
             try:
                 version, created = services.judge_version_create(
-                    judge_name=data["name"], kind=data["kind"], model=data["model"],
-                    base_url=data["base_url"], prompt_template=data["prompt_template"],
-                    params=data["params_json"], output_schema=data["output_schema_json"],
-                    threshold=data["threshold"])
+                    judge_name=data["name"],
+                    kind=data["kind"],
+                    model=data["model"],
+                    base_url=data["base_url"],
+                    prompt_template=data["prompt_template"],
+                    params=data["params_json"],
+                    output_schema=data["output_schema_json"],
+                    threshold=data["threshold"],
+                )
             except services.JudgeConfigError as exc:
                 form.add_error(None, str(exc))
             else:
                 if created:
-                    messages.success(request, f"Created {version} (content hash "
-                                     f"{version.content_hash[:12]}). A new version starts "
-                                     "untrusted: its grades are provisional.")
+                    messages.success(
+                        request,
+                        f"Created {version} (content hash "
+                        f"{version.content_hash[:12]}). A new version starts "
+                        "untrusted: its grades are provisional.",
+                    )
                 else:
-                    messages.info(request, f"Nothing changed: {version} already has this "
-                                  "content; no new version was made.")
+                    messages.info(
+                        request,
+                        f"Nothing changed: {version} already has this "
+                        "content; no new version was made.",
+                    )
                 return redirect("judges:version-detail", version_id=version.uuid)
     else:
         form = JudgeVersionForm(initial=JudgeVersionForm.initial_from(source) if source else None)
@@ -82,17 +96,20 @@ def judge_version_detail(request: HtmxHttpRequest, version_id) -> HttpResponse:
     }
     if request.htmx and request.htmx.target in POLLED_PARTS:
         # The probe report and the judge-run table poll themselves while work is in flight.
-        return render(request, f"judges/judge_version_detail.html#{request.htmx.target}",
-                      context)
+        return render(request, f"judges/judge_version_detail.html#{request.htmx.target}", context)
     bias = selectors.position_bias_list(judge_version_ids=[version.id])
-    return render(request, "judges/judge_version_detail.html", {
-        **context,
-        "cost": selectors.judge_cost_get(judge_version=version),
-        "bias": bias[0] if bias else None,
-        "probes_supported": services_probes.probes_supported(judge_version=version),
-        "run_form": JudgeRunForm(),
-        "other_versions": version.judge.versions.exclude(id=version.id),
-    })
+    return render(
+        request,
+        "judges/judge_version_detail.html",
+        {
+            **context,
+            "cost": selectors.judge_cost_get(judge_version=version),
+            "bias": bias[0] if bias else None,
+            "probes_supported": services_probes.probes_supported(judge_version=version),
+            "run_form": JudgeRunForm(),
+            "other_versions": version.judge.versions.exclude(id=version.id),
+        },
+    )
 
 
 @require_POST
@@ -106,13 +123,19 @@ def judge_run_start(request: HtmxHttpRequest, version_id) -> HttpResponse:
             messages.error(request, f"{field}: {' '.join(errors)}")
         return redirect("judges:version-detail", version_id=version.uuid)
     try:
-        judge_run = services.judge_run_start(run=form.cleaned_data["run"], judge_version=version,
-                                             sample=form.cleaned_data["sample"], by=request.user)
+        judge_run = services.judge_run_start(
+            run=form.cleaned_data["run"],
+            judge_version=version,
+            sample=form.cleaned_data["sample"],
+            by=request.user,
+        )
     except services.JudgeConfigError as exc:
         messages.error(request, str(exc))
     else:
-        messages.success(request, f"{version} is grading {judge_run.trials_total} trials of run "
-                         f"{judge_run.run.name}.")
+        messages.success(
+            request,
+            f"{version} is grading {judge_run.trials_total} trials of run {judge_run.run.name}.",
+        )
     return redirect("judges:version-detail", version_id=version.uuid)
 
 

@@ -16,8 +16,7 @@ from .models import (
 
 @admin.register(Label)
 class LabelAdmin(admin.ModelAdmin):
-    list_display = ("id", "trial", "verdict", "reviewer", "reviewer_name", "source",
-                    "created_at")
+    list_display = ("id", "trial", "verdict", "reviewer", "reviewer_name", "source", "created_at")
     list_filter = ("verdict", "source")
     search_fields = ("critique", "reviewer__username", "reviewer_name")
     list_select_related = ("trial", "reviewer")
@@ -27,8 +26,7 @@ class LabelAdmin(admin.ModelAdmin):
 
 @admin.register(PreferenceLabel)
 class PreferenceLabelAdmin(admin.ModelAdmin):
-    list_display = ("id", "pair", "preferred", "reviewer", "reviewer_name", "source",
-                    "created_at")
+    list_display = ("id", "pair", "preferred", "reviewer", "reviewer_name", "source", "created_at")
     list_filter = ("preferred", "source")
     search_fields = ("critique", "reviewer__username", "reviewer_name")
     list_select_related = ("pair", "reviewer")
@@ -50,8 +48,16 @@ class CalibrationItemInline(admin.TabularInline):
 
 @admin.register(CalibrationSet)
 class CalibrationSetAdmin(admin.ModelAdmin):
-    list_display = ("name", "suite", "run", "judge_version", "size", "seed", "frozen_at",
-                    "created_at")
+    list_display = (
+        "name",
+        "suite",
+        "run",
+        "judge_version",
+        "size",
+        "seed",
+        "frozen_at",
+        "created_at",
+    )
     list_select_related = ("suite", "run", "judge_version__judge")
     raw_id_fields = ("suite", "run", "judge_version", "created_by")
     readonly_fields = ("frozen_at",)

@@ -49,8 +49,9 @@ from .exports import calibration_table
 from .models import CalibrationSet, Label
 from .selectors import calibration_compute
 
-WITHHELD = ("withheld: reviewers label blind, so the judge's figures are shown to engineers "
-            "and leads only")
+WITHHELD = (
+    "withheld: reviewers label blind, so the judge's figures are shown to engineers and leads only"
+)
 NO_JUDGE = "the set has no judge version: give ?judge_version=<uuid>"
 NO_AGREEMENT = "n = 0: no item has both a reference label and an ok judge verdict"
 
@@ -67,51 +68,63 @@ def field_error(exc: Exception, fields: tuple[str, ...]) -> dict:
 
 
 class ConfusionSerializer(serializers.Serializer):
-    judge_pass_human_pass = serializers.IntegerField(help_text="Judge pass, human pass "
-                                                               "(trials).")
-    judge_pass_human_fail = serializers.IntegerField(help_text="Judge pass, human fail: false "
-                                                               "accepts (trials).")
-    judge_fail_human_pass = serializers.IntegerField(help_text="Judge fail, human pass: false "
-                                                               "rejects (trials).")
-    judge_fail_human_fail = serializers.IntegerField(help_text="Judge fail, human fail "
-                                                               "(trials).")
+    judge_pass_human_pass = serializers.IntegerField(help_text="Judge pass, human pass (trials).")
+    judge_pass_human_fail = serializers.IntegerField(
+        help_text="Judge pass, human fail: false accepts (trials)."
+    )
+    judge_fail_human_pass = serializers.IntegerField(
+        help_text="Judge fail, human pass: false rejects (trials)."
+    )
+    judge_fail_human_fail = serializers.IntegerField(help_text="Judge fail, human fail (trials).")
 
 
 class KappaSerializer(serializers.Serializer):
-    kappa = serializers.FloatField(allow_null=True, help_text="Cohen's kappa (-1..1); null "
-                                   "when undefined (see reason).")
-    se = serializers.FloatField(allow_null=True, help_text="Large-sample standard error of "
-                                "kappa (Fleiss-Cohen-Everitt); null when undefined.")
-    ci_low = serializers.FloatField(allow_null=True, help_text="Lower end of the 95% "
-                                    "interval of kappa; null when undefined.")
-    ci_high = serializers.FloatField(allow_null=True, help_text="Upper end of the 95% "
-                                     "interval of kappa; null when undefined.")
-    agreement = serializers.FloatField(allow_null=True, help_text="Observed agreement p_o "
-                                       "(fraction 0..1); null when n = 0.")
-    expected = serializers.FloatField(allow_null=True, help_text="Chance agreement p_e "
-                                      "(fraction 0..1); null when n = 0.")
+    kappa = serializers.FloatField(
+        allow_null=True, help_text="Cohen's kappa (-1..1); null when undefined (see reason)."
+    )
+    se = serializers.FloatField(
+        allow_null=True,
+        help_text="Large-sample standard error of "
+        "kappa (Fleiss-Cohen-Everitt); null when undefined.",
+    )
+    ci_low = serializers.FloatField(
+        allow_null=True, help_text="Lower end of the 95% interval of kappa; null when undefined."
+    )
+    ci_high = serializers.FloatField(
+        allow_null=True, help_text="Upper end of the 95% interval of kappa; null when undefined."
+    )
+    agreement = serializers.FloatField(
+        allow_null=True, help_text="Observed agreement p_o (fraction 0..1); null when n = 0."
+    )
+    expected = serializers.FloatField(
+        allow_null=True, help_text="Chance agreement p_e (fraction 0..1); null when n = 0."
+    )
     n = serializers.IntegerField(help_text="Pairs compared (trials).")
     reason = serializers.CharField(help_text="Why kappa is undefined (empty when defined).")
 
 
 class RateSerializer(serializers.Serializer):
-    rate = serializers.FloatField(allow_null=True, help_text="numerator / denominator "
-                                  "(fraction 0..1); null when the denominator is 0.")
+    rate = serializers.FloatField(
+        allow_null=True,
+        help_text="numerator / denominator (fraction 0..1); null when the denominator is 0.",
+    )
     numerator = serializers.IntegerField(help_text="Trials counted (count).")
     denominator = serializers.IntegerField(help_text="Trials in the condition (count).")
-    ci_low = serializers.FloatField(allow_null=True, help_text="Wilson 95% interval, lower "
-                                    "end (fraction); null when undefined.")
-    ci_high = serializers.FloatField(allow_null=True, help_text="Wilson 95% interval, upper "
-                                     "end (fraction); null when undefined.")
-    reason = serializers.CharField(help_text="Why the rate is undefined (empty when "
-                                   "defined).")
+    ci_low = serializers.FloatField(
+        allow_null=True, help_text="Wilson 95% interval, lower end (fraction); null when undefined."
+    )
+    ci_high = serializers.FloatField(
+        allow_null=True, help_text="Wilson 95% interval, upper end (fraction); null when undefined."
+    )
+    reason = serializers.CharField(help_text="Why the rate is undefined (empty when defined).")
 
 
 class ThresholdsSerializer(serializers.Serializer):
     min_n = serializers.IntegerField(help_text="Trust needs n >= min_n (trials).")
     min_kappa = serializers.FloatField(help_text="Trust needs kappa >= min_kappa.")
-    max_far = serializers.FloatField(help_text="Trust needs the false-accept rate (point "
-                                     "estimate, fraction) <= max_far.")
+    max_far = serializers.FloatField(
+        help_text="Trust needs the false-accept rate (point estimate, fraction) <= max_far."
+    )
 
 
 class CalibrationFiguresSerializer(serializers.Serializer):
@@ -119,68 +132,101 @@ class CalibrationFiguresSerializer(serializers.Serializer):
 
     judge_version = serializers.UUIDField(help_text="UUID of the judge version compared.")
     judge_version_label = serializers.CharField(help_text="The judge version as 'name vN'.")
-    n = serializers.IntegerField(help_text="Trials with a reference label and an ok judge "
-                                 "verdict: the only ones in the figures (count).")
-    n_judge_errors = serializers.IntegerField(help_text="Errored judge grades, left out of n "
-                                              "(count).")
-    n_judge_missing = serializers.IntegerField(help_text="Labeled trials without a judge "
-                                               "grade, left out of n (count).")
-    n_unresolved = serializers.IntegerField(help_text="Trials where humans disagree and no "
-                                            "lead adjudicated, left out (count).")
+    n = serializers.IntegerField(
+        help_text="Trials with a reference label and an ok judge "
+        "verdict: the only ones in the figures (count)."
+    )
+    n_judge_errors = serializers.IntegerField(
+        help_text="Errored judge grades, left out of n (count)."
+    )
+    n_judge_missing = serializers.IntegerField(
+        help_text="Labeled trials without a judge grade, left out of n (count)."
+    )
+    n_unresolved = serializers.IntegerField(
+        help_text="Trials where humans disagree and no lead adjudicated, left out (count)."
+    )
     n_unlabeled = serializers.IntegerField(help_text="Trials with no label yet (count).")
-    confusion = ConfusionSerializer(help_text="Judge verdict x human reference verdict "
-                                    "(trials).")
-    agreement = serializers.FloatField(allow_null=True, help_text="Agreeing / n (fraction "
-                                       "0..1); null when n = 0 (agreement_reason).")
+    confusion = ConfusionSerializer(help_text="Judge verdict x human reference verdict (trials).")
+    agreement = serializers.FloatField(
+        allow_null=True,
+        help_text="Agreeing / n (fraction 0..1); null when n = 0 (agreement_reason).",
+    )
     agreement_numerator = serializers.IntegerField(help_text="Agreeing trials (count).")
-    agreement_reason = serializers.CharField(help_text="Why agreement is null (empty when "
-                                             "defined).")
+    agreement_reason = serializers.CharField(
+        help_text="Why agreement is null (empty when defined)."
+    )
     kappa = KappaSerializer(help_text="Cohen's kappa with its 95% interval.")
-    far = RateSerializer(help_text="False-accept rate P(judge pass | human fail), Wilson "
-                         "95% interval.")
-    frr = RateSerializer(help_text="False-reject rate P(judge fail | human pass), Wilson "
-                         "95% interval.")
+    far = RateSerializer(
+        help_text="False-accept rate P(judge pass | human fail), Wilson 95% interval."
+    )
+    frr = RateSerializer(
+        help_text="False-reject rate P(judge fail | human pass), Wilson 95% interval."
+    )
     thresholds = ThresholdsSerializer(help_text="The trust thresholds (settings).")
     trust_ok = serializers.BooleanField(help_text="True only when every threshold holds.")
-    trust_reasons = serializers.ListField(child=serializers.CharField(),
-                                          help_text="Which thresholds do not hold.")
-    warnings = serializers.ListField(child=serializers.CharField(),
-                                     help_text="Warnings (small n, a missing human class).")
+    trust_reasons = serializers.ListField(
+        child=serializers.CharField(), help_text="Which thresholds do not hold."
+    )
+    warnings = serializers.ListField(
+        child=serializers.CharField(), help_text="Warnings (small n, a missing human class)."
+    )
 
 
 SET_HELP = {
-    "uuid": "Stable identifier (UUID); used in URLs.", "name": "Set name.",
-    "size": "Items in the set (trials).", "seed": "Seed of the stratified pick (integer).",
-    "frozen_at": "When labeling started and the set froze (ISO 8601 with offset; null: "
-                 "editable).",
+    "uuid": "Stable identifier (UUID); used in URLs.",
+    "name": "Set name.",
+    "size": "Items in the set (trials).",
+    "seed": "Seed of the stratified pick (integer).",
+    "frozen_at": "When labeling started and the set froze (ISO 8601 with offset; null: editable).",
     "created_at": "When the set was built (ISO 8601 with offset).",
 }
 
 
 class CalibrationSetSerializer(serializers.ModelSerializer):
-    suite = serializers.UUIDField(source="suite.uuid", read_only=True,
-                                  help_text="UUID of the suite.")
-    suite_name = serializers.CharField(source="suite.name", read_only=True,
-                                       help_text="Name of the suite.")
-    run = serializers.UUIDField(source="run.uuid", read_only=True,
-                                help_text="UUID of the run the trials come from.")
+    suite = serializers.UUIDField(
+        source="suite.uuid", read_only=True, help_text="UUID of the suite."
+    )
+    suite_name = serializers.CharField(
+        source="suite.name", read_only=True, help_text="Name of the suite."
+    )
+    run = serializers.UUIDField(
+        source="run.uuid", read_only=True, help_text="UUID of the run the trials come from."
+    )
     run_name = serializers.CharField(source="run.name", read_only=True, help_text="Run name.")
     judge_version = serializers.UUIDField(
-        source="judge_version.uuid", read_only=True, allow_null=True,
-        help_text="UUID of the judge version whose verdicts stratified the pick (null: "
-                  "tags only).")
+        source="judge_version.uuid",
+        read_only=True,
+        allow_null=True,
+        help_text="UUID of the judge version whose verdicts stratified the pick (null: tags only).",
+    )
     judge_version_label = serializers.SerializerMethodField(
-        help_text="That judge version as 'name vN' (null: none).")
-    frozen = serializers.BooleanField(source="is_frozen", read_only=True,
-                                      help_text="True once labeling started (no more edits).")
+        help_text="That judge version as 'name vN' (null: none)."
+    )
+    frozen = serializers.BooleanField(
+        source="is_frozen", read_only=True, help_text="True once labeling started (no more edits)."
+    )
     created_by = serializers.SerializerMethodField(
-        help_text="Username of who built it (null: unknown).")
+        help_text="Username of who built it (null: unknown)."
+    )
 
     class Meta:
         model = CalibrationSet
-        fields = ["uuid", "name", "suite", "suite_name", "run", "run_name", "judge_version",
-                  "judge_version_label", "size", "seed", "frozen", "frozen_at", "created_by",
-                  "created_at"]
+        fields = [
+            "uuid",
+            "name",
+            "suite",
+            "suite_name",
+            "run",
+            "run_name",
+            "judge_version",
+            "judge_version_label",
+            "size",
+            "seed",
+            "frozen",
+            "frozen_at",
+            "created_by",
+            "created_at",
+        ]
         extra_kwargs = {f: {"help_text": SET_HELP[f]} for f in fields if f in SET_HELP}
 
     def get_judge_version_label(self, cset) -> str | None:
@@ -193,10 +239,12 @@ class CalibrationSetSerializer(serializers.ModelSerializer):
 class CalibrationSetDetailSerializer(CalibrationSetSerializer):
     calibration = serializers.SerializerMethodField(
         help_text="The calibration figures (object; see CalibrationFigures), or null with "
-                  "calibration_reason: for reviewers (they label blind) and when no judge "
-                  "version is known.")
+        "calibration_reason: for reviewers (they label blind) and when no judge "
+        "version is known."
+    )
     calibration_reason = serializers.SerializerMethodField(
-        help_text="Why calibration is null (empty when present).")
+        help_text="Why calibration is null (empty when present)."
+    )
 
     class Meta(CalibrationSetSerializer.Meta):
         fields = [*CalibrationSetSerializer.Meta.fields, "calibration", "calibration_reason"]
@@ -217,8 +265,9 @@ def _version_param(request) -> JudgeVersion | None:
     return get_object_or_404(JudgeVersion.objects.select_related("judge"), uuid=version_id)
 
 
-def set_figures(*, calibration_set: CalibrationSet, judge_version_id: uuid.UUID | None,
-                user) -> tuple[dict | None, str]:
+def set_figures(
+    *, calibration_set: CalibrationSet, judge_version_id: uuid.UUID | None, user
+) -> tuple[dict | None, str]:
     """``(figures, reason)``: the CalibrationFigures of the judge version ``judge_version_id``
     (default: the set's own) on the set, or None with the reason (a reviewer asked: nothing
     about judges is looked up; no judge version known). Unknown judge version: Http404."""
@@ -226,33 +275,52 @@ def set_figures(*, calibration_set: CalibrationSet, judge_version_id: uuid.UUID 
         return None, WITHHELD
     version = calibration_set.judge_version
     if judge_version_id is not None:
-        version = get_object_or_404(JudgeVersion.objects.select_related("judge"),
-                                    uuid=judge_version_id)
+        version = get_object_or_404(
+            JudgeVersion.objects.select_related("judge"), uuid=judge_version_id
+        )
     if version is None:
         return None, NO_JUDGE
     cal = calibration_compute(judge_version=version, calibration_set=calibration_set)
-    figures = {**cal.as_json(), "judge_version": version.uuid,
-               "judge_version_label": str(version),
-               "agreement_reason": "" if cal.agreement is not None else NO_AGREEMENT}
+    figures = {
+        **cal.as_json(),
+        "judge_version": version.uuid,
+        "judge_version_label": str(version),
+        "agreement_reason": "" if cal.agreement is not None else NO_AGREEMENT,
+    }
     return CalibrationFiguresSerializer(figures).data, ""
 
 
-SET_PATH = OpenApiParameter("uuid", OpenApiTypes.UUID, OpenApiParameter.PATH,
-                            description="UUID of the calibration set.")
-SUITE_PARAM = OpenApiParameter("suite", OpenApiTypes.UUID, description="Only sets of this "
-                               "suite (UUID); not a UUID: 400.")
+SET_PATH = OpenApiParameter(
+    "uuid", OpenApiTypes.UUID, OpenApiParameter.PATH, description="UUID of the calibration set."
+)
+SUITE_PARAM = OpenApiParameter(
+    "suite", OpenApiTypes.UUID, description="Only sets of this suite (UUID); not a UUID: 400."
+)
 
 
 @extend_schema_view(
-    list=extend_schema(parameters=[SUITE_PARAM, OpenApiParameter(
-        "judge_version", OpenApiTypes.UUID,
-        description="Only sets stratified by this judge version (UUID); not a UUID: 400.")]),
+    list=extend_schema(
+        parameters=[
+            SUITE_PARAM,
+            OpenApiParameter(
+                "judge_version",
+                OpenApiTypes.UUID,
+                description="Only sets stratified by this judge version (UUID); not a UUID: 400.",
+            ),
+        ]
+    ),
     retrieve=extend_schema(
-        parameters=[SET_PATH, OpenApiParameter(
-            "judge_version", OpenApiTypes.UUID,
-            description="The judge version whose figures to compute on the set (UUID; "
-                        "default: the set's own). Unknown: 404.")],
-        responses=CalibrationSetDetailSerializer),
+        parameters=[
+            SET_PATH,
+            OpenApiParameter(
+                "judge_version",
+                OpenApiTypes.UUID,
+                description="The judge version whose figures to compute on the set (UUID; "
+                "default: the set's own). Unknown: 404.",
+            ),
+        ],
+        responses=CalibrationSetDetailSerializer,
+    ),
 )
 class CalibrationSetViewSet(viewsets.ReadOnlyModelViewSet):
     """Calibration sets (every role); the detail holds the calibration figures for
@@ -263,8 +331,9 @@ class CalibrationSetViewSet(viewsets.ReadOnlyModelViewSet):
     serializer_class = CalibrationSetSerializer
 
     def get_queryset(self):
-        qs = CalibrationSet.objects.select_related("suite", "run", "judge_version__judge",
-                                                   "created_by")
+        qs = CalibrationSet.objects.select_related(
+            "suite", "run", "judge_version__judge", "created_by"
+        )
         if self.action == "list":
             suite = query_uuid(self.request, "suite")
             if suite is not None:
@@ -276,11 +345,12 @@ class CalibrationSetViewSet(viewsets.ReadOnlyModelViewSet):
 
     def retrieve(self, request, *args, **kwargs):
         cset = self.get_object()
-        figures, reason = set_figures(calibration_set=cset,
-                                      judge_version_id=query_uuid(request, "judge_version"),
-                                      user=request.user)
-        context = {**self.get_serializer_context(), "figures": figures,
-                   "figures_reason": reason}
+        figures, reason = set_figures(
+            calibration_set=cset,
+            judge_version_id=query_uuid(request, "judge_version"),
+            user=request.user,
+        )
+        context = {**self.get_serializer_context(), "figures": figures, "figures_reason": reason}
         return Response(CalibrationSetDetailSerializer(cset, context=context).data)
 
 
@@ -293,59 +363,98 @@ class CalibrationExportApi(APIView):
 
     @extend_schema(
         parameters=[
-            OpenApiParameter("set_id", OpenApiTypes.UUID, OpenApiParameter.PATH,
-                             description="UUID of the calibration set."),
-            OpenApiParameter("format", str, enum=list(table_exports.FORMATS),
-                             description="File format (default csv); anything else: 400."),
-            OpenApiParameter("tz", str, description="IANA time zone of the label times "
-                             "(default UTC); unknown: 400."),
-            OpenApiParameter("judge_version", OpenApiTypes.UUID,
-                             description="Whose verdicts (UUID; default: the set's own "
-                                         "judge version). Unknown: 404."),
+            OpenApiParameter(
+                "set_id",
+                OpenApiTypes.UUID,
+                OpenApiParameter.PATH,
+                description="UUID of the calibration set.",
+            ),
+            OpenApiParameter(
+                "format",
+                str,
+                enum=list(table_exports.FORMATS),
+                description="File format (default csv); anything else: 400.",
+            ),
+            OpenApiParameter(
+                "tz",
+                str,
+                description="IANA time zone of the label times (default UTC); unknown: 400.",
+            ),
+            OpenApiParameter(
+                "judge_version",
+                OpenApiTypes.UUID,
+                description="Whose verdicts (UUID; default: the set's own "
+                "judge version). Unknown: 404.",
+            ),
         ],
-        responses={(200, "text/csv"): OpenApiTypes.BINARY,
-                   (200, "application/vnd.apache.parquet"): OpenApiTypes.BINARY,
-                   400: OpenApiResponse(description="Bad format, tz or judge_version."),
-                   404: OpenApiResponse(description="Unknown set or judge version.")},
+        responses={
+            (200, "text/csv"): OpenApiTypes.BINARY,
+            (200, "application/vnd.apache.parquet"): OpenApiTypes.BINARY,
+            400: OpenApiResponse(description="Bad format, tz or judge_version."),
+            404: OpenApiResponse(description="Unknown set or judge version."),
+        },
     )
     def get(self, request, set_id):
-        cset = get_object_or_404(CalibrationSet.objects.select_related("judge_version__judge"),
-                                 uuid=set_id)
+        cset = get_object_or_404(
+            CalibrationSet.objects.select_related("judge_version__judge"), uuid=set_id
+        )
         version = _version_param(request)
-        return table_download(request, lambda zone: calibration_table(
-            calibration_set=cset, judge_version=version, zone=zone), f"calibration-{cset.uuid}")
+        return table_download(
+            request,
+            lambda zone: calibration_table(calibration_set=cset, judge_version=version, zone=zone),
+            f"calibration-{cset.uuid}",
+        )
 
 
 # --- labels -------------------------------------------------------------------------------------
 
 LABEL_HELP = {
     "id": "Label id (labels have no UUID).",
-    "source": "reviewer (saved in Assay) or import.", "verdict": "pass or fail.",
+    "source": "reviewer (saved in Assay) or import.",
+    "verdict": "pass or fail.",
     "version": "Revision of the label: 1 for a first label, +1 per change; send it back as "
-               "expected_version.",
+    "expected_version.",
     "created_at": "When the label was first saved (ISO 8601 with offset).",
     "updated_at": "When the current verdict was saved (ISO 8601 with offset).",
 }
-LABEL_FIELDS = ["id", "trial", "run", "case_id", "attempt", "reviewer", "source", "verdict",
-                "version", "created_at", "updated_at"]
+LABEL_FIELDS = [
+    "id",
+    "trial",
+    "run",
+    "case_id",
+    "attempt",
+    "reviewer",
+    "source",
+    "verdict",
+    "version",
+    "created_at",
+    "updated_at",
+]
 
 
 class LabelSerializer(serializers.ModelSerializer):
-    trial = serializers.UUIDField(source="trial.uuid", read_only=True,
-                                  help_text="UUID of the trial.")
-    run = serializers.UUIDField(source="trial.run.uuid", read_only=True,
-                                help_text="UUID of the trial's run.")
-    case_id = serializers.CharField(source="trial.case.key", read_only=True,
-                                    help_text="Case key of the trial.")
-    attempt = serializers.IntegerField(source="trial.attempt", read_only=True,
-                                       help_text="Attempt number 1..N of the trial.")
+    trial = serializers.UUIDField(
+        source="trial.uuid", read_only=True, help_text="UUID of the trial."
+    )
+    run = serializers.UUIDField(
+        source="trial.run.uuid", read_only=True, help_text="UUID of the trial's run."
+    )
+    case_id = serializers.CharField(
+        source="trial.case.key", read_only=True, help_text="Case key of the trial."
+    )
+    attempt = serializers.IntegerField(
+        source="trial.attempt", read_only=True, help_text="Attempt number 1..N of the trial."
+    )
     reviewer = serializers.SerializerMethodField(
-        help_text="Username of the reviewer, or the stored name of an imported label.")
+        help_text="Username of the reviewer, or the stored name of an imported label."
+    )
     critique_preview = serializers.CharField(
-        read_only=True, help_text="First 2,000 characters of the critique (the detail has "
-                                  "all of it).")
-    critique_length = serializers.IntegerField(read_only=True,
-                                               help_text="Length of the critique (characters).")
+        read_only=True,
+        help_text="First 2,000 characters of the critique (the detail has all of it).",
+    )
+    critique_length = serializers.IntegerField(
+        read_only=True, help_text="Length of the critique (characters)."
+    )
 
     class Meta:
         model = Label
@@ -359,31 +468,61 @@ class LabelSerializer(serializers.ModelSerializer):
 class LabelDetailSerializer(LabelSerializer):
     class Meta(LabelSerializer.Meta):
         fields = [*LABEL_FIELDS, "critique", "critique_length"]
-        extra_kwargs = {**LabelSerializer.Meta.extra_kwargs,
-                        "critique": {"help_text": "The reviewer's critique (text)."}}
+        extra_kwargs = {
+            **LabelSerializer.Meta.extra_kwargs,
+            "critique": {"help_text": "The reviewer's critique (text)."},
+        }
 
 
 def labels_visible(*, user, detail: bool = False):
     """The labels ``user`` may read, trials joined without their outputs: every label for
     engineers and leads, only their own for anyone else (a reviewer labels blind). Lists
     carry a critique preview (first ``OUTPUT_PREVIEW_CHARS`` characters) and its length."""
-    qs = Label.objects.select_related("trial__run", "trial__case", "reviewer").only(
-        "id", "trial_id", "reviewer_id", "reviewer_name", "verdict", "source", "version",
-        "created_at", "updated_at", "critique", "trial__uuid", "trial__attempt",
-        "trial__run_id", "trial__case_id", "trial__run__uuid", "trial__case__key",
-        "reviewer__username").annotate(critique_length=Length("critique"))
+    qs = (
+        Label.objects.select_related("trial__run", "trial__case", "reviewer")
+        .only(
+            "id",
+            "trial_id",
+            "reviewer_id",
+            "reviewer_name",
+            "verdict",
+            "source",
+            "version",
+            "created_at",
+            "updated_at",
+            "critique",
+            "trial__uuid",
+            "trial__attempt",
+            "trial__run_id",
+            "trial__case_id",
+            "trial__run__uuid",
+            "trial__case__key",
+            "reviewer__username",
+        )
+        .annotate(critique_length=Length("critique"))
+    )
     if not detail:
-        qs = qs.defer("critique").annotate(critique_preview=Substr(
-            "critique", 1, settings.ASSAY["OUTPUT_PREVIEW_CHARS"]))
+        qs = qs.defer("critique").annotate(
+            critique_preview=Substr("critique", 1, settings.ASSAY["OUTPUT_PREVIEW_CHARS"])
+        )
     if not user_has_role(user, ENGINEER, LEAD):
         qs = qs.filter(reviewer=user)
     return qs
 
 
-@extend_schema_view(list=extend_schema(parameters=[
-    OpenApiParameter(name, OpenApiTypes.UUID, description=f"Only labels on trials of this "
-                     f"{name.replace('_', ' ')} (UUID); not a UUID: 400.")
-    for name in ("run", "calibration_set", "trial")]))
+@extend_schema_view(
+    list=extend_schema(
+        parameters=[
+            OpenApiParameter(
+                name,
+                OpenApiTypes.UUID,
+                description=f"Only labels on trials of this "
+                f"{name.replace('_', ' ')} (UUID); not a UUID: 400.",
+            )
+            for name in ("run", "calibration_set", "trial")
+        ]
+    )
+)
 class LabelViewSet(viewsets.ReadOnlyModelViewSet):
     """Labels; a reviewer sees only their own, engineers and leads every label. Lists hold a
     critique preview; the detail (by id) the whole critique."""
@@ -394,9 +533,11 @@ class LabelViewSet(viewsets.ReadOnlyModelViewSet):
         if getattr(self, "swagger_fake_view", False):  # schema generation: no user
             return Label.objects.none()
         qs = labels_visible(user=self.request.user, detail=self.action == "retrieve")
-        for param, lookup in (("run", "trial__run__uuid"), ("trial", "trial__uuid"),
-                              ("calibration_set",
-                               "trial__calibration_items__calibration_set__uuid")):
+        for param, lookup in (
+            ("run", "trial__run__uuid"),
+            ("trial", "trial__uuid"),
+            ("calibration_set", "trial__calibration_items__calibration_set__uuid"),
+        ):
             value = query_uuid(self.request, param)
             if value is not None:
                 qs = qs.filter(**{lookup: value})
@@ -419,22 +560,34 @@ class NoUnknownFields:
 
 class LabelSubmitInput(NoUnknownFields, serializers.Serializer):
     trial = StrictUUIDField(help_text="UUID of the trial to label.")
-    verdict = StrictChoiceField(choices=list(Label.Verdict.values),
-                                help_text="'pass' or 'fail', exactly (lower case, a string).")
-    critique = StrictCharField(required=False, default="", allow_blank=True,
-                               max_length=services.CRITIQUE_MAX,
-                               help_text="Why (text, at most 20,000 characters; trimmed).")
+    verdict = StrictChoiceField(
+        choices=list(Label.Verdict.values),
+        help_text="'pass' or 'fail', exactly (lower case, a string).",
+    )
+    critique = StrictCharField(
+        required=False,
+        default="",
+        allow_blank=True,
+        max_length=services.CRITIQUE_MAX,
+        help_text="Why (text, at most 20,000 characters; trimmed).",
+    )
     expected_version = StrictIntegerField(
-        required=False, allow_null=True, default=None, min_value=0,
+        required=False,
+        allow_null=True,
+        default=None,
+        min_value=0,
         help_text="The version of your label you revise (0: you had none); another current "
-                  "version is a 409 and nothing is saved. Omitted or null: no check.")
+        "version is a 409 and nothing is saved. Omitted or null: no check.",
+    )
 
 
 class StaleLabelSerializer(serializers.Serializer):
-    expected_version = serializers.ListField(child=serializers.CharField(),
-                                             help_text="Why nothing was saved.")
-    current_version = serializers.IntegerField(allow_null=True, help_text="The current "
-                                               "version of your label (null: none).")
+    expected_version = serializers.ListField(
+        child=serializers.CharField(), help_text="Why nothing was saved."
+    )
+    current_version = serializers.IntegerField(
+        allow_null=True, help_text="The current version of your label (null: none)."
+    )
 
 
 class LabelSubmitApi(APIView):
@@ -445,10 +598,16 @@ class LabelSubmitApi(APIView):
     permission_classes = [IsLabeler]
     parser_classes = [StrictJSONParser]
 
-    @extend_schema(request=LabelSubmitInput, responses={
-        201: LabelDetailSerializer, 200: LabelDetailSerializer, 409: StaleLabelSerializer,
-        400: OpenApiResponse(description="A field is bad; the body names it."),
-        404: OpenApiResponse(description="No such trial.")})
+    @extend_schema(
+        request=LabelSubmitInput,
+        responses={
+            201: LabelDetailSerializer,
+            200: LabelDetailSerializer,
+            409: StaleLabelSerializer,
+            400: OpenApiResponse(description="A field is bad; the body names it."),
+            404: OpenApiResponse(description="No such trial."),
+        },
+    )
     def post(self, request):
         data = LabelSubmitInput(data=request.data)
         data.is_valid(raise_exception=True)
@@ -456,14 +615,22 @@ class LabelSubmitApi(APIView):
         trial = get_object_or_404(Trial.objects.only("id", "uuid"), uuid=v["trial"])
         existed = Label.objects.filter(trial=trial, reviewer=request.user).exists()
         try:
-            label = services.label_submit(trial=trial, reviewer=request.user,
-                                          verdict=v["verdict"], critique=v["critique"],
-                                          expected_version=v["expected_version"])
+            label = services.label_submit(
+                trial=trial,
+                reviewer=request.user,
+                verdict=v["verdict"],
+                critique=v["critique"],
+                expected_version=v["expected_version"],
+            )
         except services.StaleLabelError as exc:
-            current = Label.objects.filter(trial=trial, reviewer=request.user).values_list(
-                "version", flat=True).first()
-            return Response({"expected_version": [str(exc)], "current_version": current},
-                            status=409)
+            current = (
+                Label.objects.filter(trial=trial, reviewer=request.user)
+                .values_list("version", flat=True)
+                .first()
+            )
+            return Response(
+                {"expected_version": [str(exc)], "current_version": current}, status=409
+            )
         except services.LabelingError as exc:
             raise serializers.ValidationError(field_error(exc, tuple(data.fields))) from exc
         label = labels_visible(user=request.user, detail=True).get(pk=label.pk)

@@ -44,9 +44,12 @@ def _rater(label: Label) -> tuple[str, str]:
     return ("name", label.reviewer_name or "unknown")
 
 
-def calibration_table(*, calibration_set: CalibrationSet,
-                      judge_version: JudgeVersion | None = None,
-                      zone: tzinfo = UTC) -> ExportTable:
+def calibration_table(
+    *,
+    calibration_set: CalibrationSet,
+    judge_version: JudgeVersion | None = None,
+    zone: tzinfo = UTC,
+) -> ExportTable:
     """One row per item of ``calibration_set`` in queue order.
 
     Judge: ``judge_version`` (default: the version that stratified the set; None leaves the
@@ -73,11 +76,17 @@ def calibration_table(*, calibration_set: CalibrationSet,
     trial_ids = [item.trial_id for item in items]
     grades: dict[int, Grade] = {}
     if version is not None:
-        grades = {g.trial_id: g for g in Grade.objects.filter(
-            judge_version=version, trial_id__in=trial_ids).only(
-            "id", "trial_id", "status", "passed", "reason")}
-    labels = list(Label.objects.filter(trial_id__in=trial_ids).select_related("reviewer")
-                  .order_by("trial_id", "created_at", "id"))
+        grades = {
+            g.trial_id: g
+            for g in Grade.objects.filter(judge_version=version, trial_id__in=trial_ids).only(
+                "id", "trial_id", "status", "passed", "reason"
+            )
+        }
+    labels = list(
+        Label.objects.filter(trial_id__in=trial_ids)
+        .select_related("reviewer")
+        .order_by("trial_id", "created_at", "id")
+    )
     by_trial: dict[int, dict[tuple[str, str], Label]] = defaultdict(dict)
     for lab in labels:
         by_trial[lab.trial_id][_rater(lab)] = lab
@@ -87,33 +96,54 @@ def calibration_table(*, calibration_set: CalibrationSet,
     unresolved, unlabeled = set(refs.unresolved), set(refs.unlabeled)
     stamp = pa.timestamp("us", tz=str(zone))
     columns: list[tuple[str, pa.DataType]] = [
-        ("calibration_set", pa.string()), ("calibration_set_name", pa.string()),
-        ("position", pa.int64()), ("trial", pa.string()), ("case_id", pa.string()),
-        ("attempt", pa.int64()), ("judge_version", pa.string()), ("judge_status", pa.string()),
-        ("judge_verdict", pa.string()), ("judge_reason", pa.string()),
+        ("calibration_set", pa.string()),
+        ("calibration_set_name", pa.string()),
+        ("position", pa.int64()),
+        ("trial", pa.string()),
+        ("case_id", pa.string()),
+        ("attempt", pa.int64()),
+        ("judge_version", pa.string()),
+        ("judge_status", pa.string()),
+        ("judge_verdict", pa.string()),
+        ("judge_reason", pa.string()),
     ]
     for key in order:
-        columns += [(f"label.{raters[key]}.verdict", pa.string()),
-                    (f"label.{raters[key]}.critique", pa.string()),
-                    (f"label.{raters[key]}.labeled_at", stamp)]
-    columns += [("adjudicated_verdict", pa.string()), ("adjudication_reason", pa.string()),
-                ("reference_verdict", pa.string()), ("reference_basis", pa.string()),
-                ("agree", pa.bool_())]
+        columns += [
+            (f"label.{raters[key]}.verdict", pa.string()),
+            (f"label.{raters[key]}.critique", pa.string()),
+            (f"label.{raters[key]}.labeled_at", stamp),
+        ]
+    columns += [
+        ("adjudicated_verdict", pa.string()),
+        ("adjudication_reason", pa.string()),
+        ("reference_verdict", pa.string()),
+        ("reference_basis", pa.string()),
+        ("agree", pa.bool_()),
+    ]
     rows = []
     for item in items:
         trial, grade = item.trial, grades.get(item.trial_id)
-        judged = (grade is not None and grade.status == Grade.Status.OK
-                  and grade.passed is not None)
+        judged = grade is not None and grade.status == Grade.Status.OK and grade.passed is not None
         judge_verdict = ("pass" if grade.passed else "fail") if judged else None
-        row = [str(calibration_set.uuid), calibration_set.name, item.position + 1,
-               str(trial.uuid), trial.case.key, trial.attempt,
-               str(version) if version is not None else None,
-               grade.status if grade is not None else None, judge_verdict,
-               grade.reason if grade is not None else None]
+        row = [
+            str(calibration_set.uuid),
+            calibration_set.name,
+            item.position + 1,
+            str(trial.uuid),
+            trial.case.key,
+            trial.attempt,
+            str(version) if version is not None else None,
+            grade.status if grade is not None else None,
+            judge_verdict,
+            grade.reason if grade is not None else None,
+        ]
         for key in order:
             lab = by_trial[item.trial_id].get(key)
-            row += [None, None, None] if lab is None else [
-                lab.verdict, lab.critique, lab.updated_at.astimezone(zone)]
+            row += (
+                [None, None, None]
+                if lab is None
+                else [lab.verdict, lab.critique, lab.updated_at.astimezone(zone)]
+            )
         ref = refs.by_trial.get(item.trial_id)
         adjudicated = ref is not None and ref.basis == "adjudication"
         if ref is not None:
@@ -123,8 +153,12 @@ def calibration_table(*, calibration_set: CalibrationSet,
         else:
             basis = "unlabeled" if item.trial_id in unlabeled else None
         reference = ref.verdict if ref is not None else None
-        row += [ref.verdict if adjudicated else None, ref.critique if adjudicated else None,
-                reference, basis,
-                (judge_verdict == reference) if judged and reference is not None else None]
+        row += [
+            ref.verdict if adjudicated else None,
+            ref.critique if adjudicated else None,
+            reference,
+            basis,
+            (judge_verdict == reference) if judged and reference is not None else None,
+        ]
         rows.append(row)
     return ExportTable(columns=columns, rows=rows)

@@ -257,8 +257,12 @@ class CorrectedPassRate:
 
 
 def corrected_pass_rate_from_approval(
-    *, judge_version_id: int, approval_id: int | None, approval_figures: dict | None,
-    passed: int, graded: int,
+    *,
+    judge_version_id: int,
+    approval_id: int | None,
+    approval_figures: dict | None,
+    passed: int,
+    graded: int,
 ) -> CorrectedPassRate:
     """The Rogan–Gladen correction of ``passed`` of ``graded`` ok judge verdicts (errored
     verdicts already left out), using tpr = TP / (TP + FN) and tnr = TN / (TN + FP) from the
@@ -274,8 +278,13 @@ def corrected_pass_rate_from_approval(
         base = {"corrected": None, "ci_low": None, "ci_high": None, "tpr": None, "tnr": None}
         base.update(kw)
         return CorrectedPassRate(
-            judge_version_id=judge_version_id, approval_id=approval_id, observed=observed,
-            observed_numerator=passed, observed_denominator=graded, **base)
+            judge_version_id=judge_version_id,
+            approval_id=approval_id,
+            observed=observed,
+            observed_numerator=passed,
+            observed_denominator=graded,
+            **base,
+        )
 
     if approval_figures is None:
         return result(reason="the judge version is not trusted")
@@ -287,7 +296,12 @@ def corrected_pass_rate_from_approval(
     tpr, tnr = tp / (tp + fn), tn / (tn + fp)
     if observed is None:
         return result(tpr=tpr, tnr=tnr, reason="no judge verdicts on this run")
-    est = corrected_pass_rate(observed, tpr, tnr, n_observed=graded, n_pass=tp + fn,
-                              n_fail=tn + fp)
-    return result(corrected=est.estimate, ci_low=est.ci_low, ci_high=est.ci_high, tpr=tpr,
-                  tnr=tnr, reason=est.reason)
+    est = corrected_pass_rate(observed, tpr, tnr, n_observed=graded, n_pass=tp + fn, n_fail=tn + fp)
+    return result(
+        corrected=est.estimate,
+        ci_low=est.ci_low,
+        ci_high=est.ci_high,
+        tpr=tpr,
+        tnr=tnr,
+        reason=est.reason,
+    )

@@ -19,11 +19,15 @@ class CalibrationSetBuildForm(forms.Form):
     name = forms.CharField(max_length=200)
     run = forms.ModelChoiceField(
         queryset=Run.objects.select_related("suite").order_by("-created_at"),
-        to_field_name="uuid", help_text="the run whose trials are sampled")
+        to_field_name="uuid",
+        help_text="the run whose trials are sampled",
+    )
     judge_version = forms.ModelChoiceField(
-        queryset=JudgeVersion.objects.select_related("judge"), to_field_name="uuid",
+        queryset=JudgeVersion.objects.select_related("judge"),
+        to_field_name="uuid",
         required=False,
-        help_text="stratify by this judge's verdicts so both passes and fails are present")
+        help_text="stratify by this judge's verdicts so both passes and fails are present",
+    )
     size = forms.IntegerField(min_value=1, max_value=1000, initial=30)
     seed = forms.IntegerField(initial=0, help_text="the same seed picks the same trials")
 
@@ -43,10 +47,14 @@ class LabelForm(forms.Form):
     of the reviewer's label the form was loaded with (0: none), for the stale check."""
 
     trial = forms.UUIDField(widget=forms.HiddenInput)
-    verdict = forms.ChoiceField(choices=Label.Verdict.choices, widget=forms.RadioSelect,
-                                error_messages={"required": "Choose pass (p) or fail (f)."})
-    critique = forms.CharField(required=False, max_length=CRITIQUE_MAX,
-                               widget=forms.Textarea(attrs={"rows": 4}))
+    verdict = forms.ChoiceField(
+        choices=Label.Verdict.choices,
+        widget=forms.RadioSelect,
+        error_messages={"required": "Choose pass (p) or fail (f)."},
+    )
+    critique = forms.CharField(
+        required=False, max_length=CRITIQUE_MAX, widget=forms.Textarea(attrs={"rows": 4})
+    )
     expected_version = forms.IntegerField(min_value=0, widget=forms.HiddenInput)
 
 
@@ -57,8 +65,11 @@ class UndoForm(forms.Form):
 class TrustRevokeForm(forms.Form):
     """Revoke a judge version's trust: the reason is required."""
 
-    reason = forms.CharField(max_length=2000, widget=forms.Textarea(attrs={"rows": 2}),
-                             error_messages={"required": "Give a reason for revoking trust."})
+    reason = forms.CharField(
+        max_length=2000,
+        widget=forms.Textarea(attrs={"rows": 2}),
+        error_messages={"required": "Give a reason for revoking trust."},
+    )
 
 
 class TrustApproveForm(forms.Form):
@@ -79,8 +90,13 @@ class AdjudicationForm(forms.Form):
     reason (required; shown beside the reference label)."""
 
     trial = forms.UUIDField(widget=forms.HiddenInput)
-    verdict = forms.ChoiceField(choices=Label.Verdict.choices, widget=forms.RadioSelect,
-                                error_messages={"required": "Choose pass or fail."})
-    reason = forms.CharField(max_length=CRITIQUE_MAX,
-                             widget=forms.Textarea(attrs={"rows": 2}),
-                             error_messages={"required": "Give the reason for the decision."})
+    verdict = forms.ChoiceField(
+        choices=Label.Verdict.choices,
+        widget=forms.RadioSelect,
+        error_messages={"required": "Choose pass or fail."},
+    )
+    reason = forms.CharField(
+        max_length=CRITIQUE_MAX,
+        widget=forms.Textarea(attrs={"rows": 2}),
+        error_messages={"required": "Give the reason for the decision."},
+    )

@@ -30,7 +30,10 @@ class Label(models.Model):
 
     trial = models.ForeignKey("evals.Trial", on_delete=models.CASCADE, related_name="labels")
     reviewer = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT,
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
         related_name="labels",
     )
     reviewer_name = models.CharField(max_length=200, blank=True)
@@ -47,7 +50,8 @@ class Label(models.Model):
         ordering = ["trial_id", "created_at"]
         constraints = [
             models.UniqueConstraint(
-                fields=["trial", "reviewer"], condition=Q(reviewer__isnull=False),
+                fields=["trial", "reviewer"],
+                condition=Q(reviewer__isnull=False),
                 name="label_one_current_per_trial_reviewer",
             ),
         ]
@@ -81,18 +85,23 @@ class CalibrationSet(models.Model):
 
     uuid = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
     name = models.CharField(max_length=200)
-    suite = models.ForeignKey("evals.Suite", on_delete=models.CASCADE,
-                              related_name="calibration_sets")
-    run = models.ForeignKey("evals.Run", on_delete=models.PROTECT,
-                            related_name="calibration_sets")
+    suite = models.ForeignKey(
+        "evals.Suite", on_delete=models.CASCADE, related_name="calibration_sets"
+    )
+    run = models.ForeignKey("evals.Run", on_delete=models.PROTECT, related_name="calibration_sets")
     judge_version = models.ForeignKey(
-        "judges.JudgeVersion", null=True, blank=True, on_delete=models.PROTECT,
-        related_name="calibration_sets", help_text="the judge whose verdicts stratified it",
+        "judges.JudgeVersion",
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="calibration_sets",
+        help_text="the judge whose verdicts stratified it",
     )
     size = models.PositiveIntegerField()
     seed = models.IntegerField(default=0)
-    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True,
-                                   on_delete=models.SET_NULL, related_name="+")
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
     created_at = models.DateTimeField(default=timezone.now)
     frozen_at = models.DateTimeField(null=True, blank=True)
 
@@ -110,17 +119,20 @@ class CalibrationSet(models.Model):
 class CalibrationItem(models.Model):
     """One trial in a calibration set, at ``position`` (0-based queue order)."""
 
-    calibration_set = models.ForeignKey(CalibrationSet, on_delete=models.CASCADE,
-                                        related_name="items")
-    trial = models.ForeignKey("evals.Trial", on_delete=models.CASCADE,
-                              related_name="calibration_items")
+    calibration_set = models.ForeignKey(
+        CalibrationSet, on_delete=models.CASCADE, related_name="items"
+    )
+    trial = models.ForeignKey(
+        "evals.Trial", on_delete=models.CASCADE, related_name="calibration_items"
+    )
     position = models.PositiveIntegerField()
 
     class Meta:
         ordering = ["calibration_set_id", "position"]
         constraints = [
-            models.UniqueConstraint(fields=["calibration_set", "trial"],
-                                    name="calibration_item_unique_trial"),
+            models.UniqueConstraint(
+                fields=["calibration_set", "trial"], name="calibration_item_unique_trial"
+            ),
         ]
 
     def __str__(self) -> str:
@@ -131,10 +143,10 @@ class Adjudication(models.Model):
     """A lead's decision on a trial where humans disagree; the newest one is the
     trial's reference label."""
 
-    trial = models.ForeignKey("evals.Trial", on_delete=models.CASCADE,
-                              related_name="adjudications")
-    decided_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT,
-                                   related_name="adjudications")
+    trial = models.ForeignKey("evals.Trial", on_delete=models.CASCADE, related_name="adjudications")
+    decided_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="adjudications"
+    )
     verdict = models.CharField(max_length=4, choices=Label.Verdict.choices)
     reason = models.TextField()
     created_at = models.DateTimeField(default=timezone.now)
@@ -151,24 +163,33 @@ class JudgeApproval(models.Model):
     on (``Calibration.as_json()``); revoked approvals keep who, when and why."""
 
     uuid = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
-    judge_version = models.ForeignKey("judges.JudgeVersion", on_delete=models.CASCADE,
-                                      related_name="approvals")
-    calibration_set = models.ForeignKey(CalibrationSet, null=True, blank=True,
-                                        on_delete=models.PROTECT, related_name="approvals")
-    approved_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT,
-                                    related_name="judge_approvals")
+    judge_version = models.ForeignKey(
+        "judges.JudgeVersion", on_delete=models.CASCADE, related_name="approvals"
+    )
+    calibration_set = models.ForeignKey(
+        CalibrationSet, null=True, blank=True, on_delete=models.PROTECT, related_name="approvals"
+    )
+    approved_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="judge_approvals"
+    )
     approved_at = models.DateTimeField(default=timezone.now)
     figures = models.JSONField(default=dict)
     revoked_at = models.DateTimeField(null=True, blank=True)
-    revoked_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True,
-                                   on_delete=models.PROTECT, related_name="judge_revocations")
+    revoked_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="judge_revocations",
+    )
     revoke_reason = models.TextField(blank=True)
 
     class Meta:
         ordering = ["-approved_at", "-id"]
         constraints = [
             models.UniqueConstraint(
-                fields=["judge_version"], condition=Q(revoked_at__isnull=True),
+                fields=["judge_version"],
+                condition=Q(revoked_at__isnull=True),
                 name="judge_approval_one_active",
             ),
         ]
@@ -190,7 +211,10 @@ class PreferenceLabel(models.Model):
 
     pair = models.ForeignKey("evals.TrialPair", on_delete=models.CASCADE, related_name="labels")
     reviewer = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT,
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
         related_name="preference_labels",
     )
     reviewer_name = models.CharField(max_length=200, blank=True)

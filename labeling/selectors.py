@@ -52,8 +52,9 @@ def trust_thresholds() -> Thresholds:
     """The trust thresholds from settings ``ASSAY["TRUST"]`` (defaults 30 / 0.6 / 0.10)."""
     conf = {"MIN_N": 30, "MIN_KAPPA": 0.6, "MAX_FAR": 0.10}
     conf.update(getattr(settings, "ASSAY", {}).get("TRUST", {}))
-    return Thresholds(min_n=int(conf["MIN_N"]), min_kappa=float(conf["MIN_KAPPA"]),
-                      max_far=float(conf["MAX_FAR"]))
+    return Thresholds(
+        min_n=int(conf["MIN_N"]), min_kappa=float(conf["MIN_KAPPA"]), max_far=float(conf["MAX_FAR"])
+    )
 
 
 def label_current_get(*, trial: Trial, reviewer) -> Label | None:
@@ -79,8 +80,10 @@ def reference_labels(*, trial_ids: Iterable[int]) -> ReferenceLabels:
     """
     ids = sorted(set(trial_ids))
     labels: dict[int, list[Label]] = defaultdict(list)
-    for label in Label.objects.filter(trial_id__in=ids).select_related("reviewer").order_by(
-        "trial_id", "created_at", "id"
+    for label in (
+        Label.objects.filter(trial_id__in=ids)
+        .select_related("reviewer")
+        .order_by("trial_id", "created_at", "id")
     ):
         labels[label.trial_id].append(label)
     adjudicated: dict[int, Adjudication] = {}
@@ -95,8 +98,7 @@ def reference_labels(*, trial_ids: Iterable[int]) -> ReferenceLabels:
         found = labels.get(tid, [])
         if tid in adjudicated:
             adj = adjudicated[tid]
-            by_trial[tid] = ReferenceLabel(tid, adj.verdict, adj.reason, "adjudication",
-                                           len(found))
+            by_trial[tid] = ReferenceLabel(tid, adj.verdict, adj.reason, "adjudication", len(found))
         elif not found:
             unlabeled.append(tid)
         elif len({lab.verdict for lab in found}) > 1:
@@ -106,24 +108,28 @@ def reference_labels(*, trial_ids: Iterable[int]) -> ReferenceLabels:
             if len(found) == 1:
                 critique = critiques[0] if critiques else ""
             else:
-                critique = "\n".join(f"{_rater_name(lab)}: {lab.critique}" for lab in found
-                                     if lab.critique)
-            by_trial[tid] = ReferenceLabel(tid, found[0].verdict, critique,
-                                           "single" if len(found) == 1 else "agreement",
-                                           len(found))
+                critique = "\n".join(
+                    f"{_rater_name(lab)}: {lab.critique}" for lab in found if lab.critique
+                )
+            by_trial[tid] = ReferenceLabel(
+                tid,
+                found[0].verdict,
+                critique,
+                "single" if len(found) == 1 else "agreement",
+                len(found),
+            )
     return ReferenceLabels(by_trial, unresolved, unlabeled)
 
 
-def _scope_trial_ids(*, judge_version: JudgeVersion, calibration_set: CalibrationSet | None,
-                     suite) -> list[int]:
+def _scope_trial_ids(
+    *, judge_version: JudgeVersion, calibration_set: CalibrationSet | None, suite
+) -> list[int]:
     if calibration_set is not None:
         return list(calibration_set.items.values_list("trial_id", flat=True))
     graded = Grade.objects.filter(judge_version=judge_version)
     if suite is not None:
         graded = graded.filter(trial__run__suite=suite)
-    labeled = graded.filter(
-        Q(trial__labels__isnull=False) | Q(trial__adjudications__isnull=False)
-    )
+    labeled = graded.filter(Q(trial__labels__isnull=False) | Q(trial__adjudications__isnull=False))
     return sorted(set(labeled.values_list("trial_id", flat=True)))
 
 
@@ -159,9 +165,9 @@ def _warnings(n: int, human: list[bool], th: Thresholds) -> list[str]:
     return out
 
 
-def calibration_compute(*, judge_version: JudgeVersion,
-                        calibration_set: CalibrationSet | None = None,
-                        suite=None) -> Calibration:
+def calibration_compute(
+    *, judge_version: JudgeVersion, calibration_set: CalibrationSet | None = None, suite=None
+) -> Calibration:
     """A judge version's figures against the human reference labels (``Calibration``).
 
     Scope: ``calibration_set``'s trials; else every labeled trial of ``suite`` (or of all
@@ -172,13 +178,15 @@ def calibration_compute(*, judge_version: JudgeVersion,
     Queries: 4 plus one per 1,000 disagreements, whatever n.
     """
     th = trust_thresholds()
-    ids = _scope_trial_ids(judge_version=judge_version, calibration_set=calibration_set,
-                           suite=suite)
+    ids = _scope_trial_ids(
+        judge_version=judge_version, calibration_set=calibration_set, suite=suite
+    )
     refs = reference_labels(trial_ids=ids)
     grades = {
         g.trial_id: g
         for g in Grade.objects.filter(judge_version=judge_version, trial_id__in=ids).only(
-            "id", "trial_id", "status", "passed", "reason")
+            "id", "trial_id", "status", "passed", "reason"
+        )
     }
     judge: list[bool] = []
     human: list[bool] = []
@@ -202,30 +210,52 @@ def calibration_compute(*, judge_version: JudgeVersion,
     counts = defaultdict(int)
     for j, h in zip(judge, human, strict=True):
         counts[(j, h)] += 1
-    confusion = Confusion(counts[(True, True)], counts[(True, False)], counts[(False, True)],
-                          counts[(False, False)])
+    confusion = Confusion(
+        counts[(True, True)], counts[(True, False)], counts[(False, True)], counts[(False, False)]
+    )
     agree = counts[(True, True)] + counts[(False, False)]
     kappa = cohens_kappa(judge, human)
     far = false_accept_rate(judge, human)
     frr = false_reject_rate(judge, human)
     reasons = _trust_check(n, kappa, far, th)
     trials = Trial.objects.in_bulk([tid for tid, _, _ in differ])
-    keys = dict(Trial.objects.filter(id__in=[tid for tid, _, _ in differ]).values_list(
-        "id", "case__key"))
+    keys = dict(
+        Trial.objects.filter(id__in=[tid for tid, _, _ in differ]).values_list("id", "case__key")
+    )
     disagreements = [
-        Disagreement(tid, str(trials[tid].uuid), keys.get(tid, ""), ref.verdict, ref.critique,
-                     ref.basis, "pass" if grade.passed else "fail", grade.reason)
+        Disagreement(
+            tid,
+            str(trials[tid].uuid),
+            keys.get(tid, ""),
+            ref.verdict,
+            ref.critique,
+            ref.basis,
+            "pass" if grade.passed else "fail",
+            grade.reason,
+        )
         for tid, ref, grade in differ
     ]
     return Calibration(
-        judge_version_id=judge_version.id, judge_version_label=str(judge_version),
+        judge_version_id=judge_version.id,
+        judge_version_label=str(judge_version),
         calibration_set_id=calibration_set.id if calibration_set else None,
         suite_name=suite.name if suite is not None else None,
-        n=n, n_judge_errors=errors, n_judge_missing=missing,
-        n_unresolved=len(refs.unresolved), n_unlabeled=len(refs.unlabeled),
-        confusion=confusion, agreement=(agree / n) if n else None, agreement_numerator=agree,
-        kappa=kappa, far=far, frr=frr, thresholds=th, trust_ok=not reasons,
-        trust_reasons=reasons, warnings=_warnings(n, human, th), disagreements=disagreements,
+        n=n,
+        n_judge_errors=errors,
+        n_judge_missing=missing,
+        n_unresolved=len(refs.unresolved),
+        n_unlabeled=len(refs.unlabeled),
+        confusion=confusion,
+        agreement=(agree / n) if n else None,
+        agreement_numerator=agree,
+        kappa=kappa,
+        far=far,
+        frr=frr,
+        thresholds=th,
+        trust_ok=not reasons,
+        trust_reasons=reasons,
+        warnings=_warnings(n, human, th),
+        disagreements=disagreements,
     )
 
 
@@ -233,15 +263,15 @@ def calibration_judge_versions(*, suite=None) -> list[JudgeVersion]:
     """Judge versions with at least one grade on a labeled (or adjudicated) trial, of
     ``suite`` when given; ordered by judge name and number."""
     graded = Grade.objects.filter(judge_version__isnull=False).filter(
-        Q(trial__labels__isnull=False) | Q(trial__adjudications__isnull=False))
+        Q(trial__labels__isnull=False) | Q(trial__adjudications__isnull=False)
+    )
     if suite is not None:
         graded = graded.filter(trial__run__suite=suite)
     ids = set(graded.values_list("judge_version_id", flat=True))
     return list(JudgeVersion.objects.filter(id__in=ids).select_related("judge"))
 
 
-def human_agreement(*, calibration_set: CalibrationSet | None = None,
-                    suite=None) -> HumanAgreement:
+def human_agreement(*, calibration_set: CalibrationSet | None = None, suite=None) -> HumanAgreement:
     """Agreement and Cohen's kappa between human raters over trials with >= 2 current labels
     (in ``calibration_set``, else in ``suite``, else everywhere): the ceiling for a judge.
 
@@ -259,8 +289,7 @@ def human_agreement(*, calibration_set: CalibrationSet | None = None,
     multi = {tid: labs for tid, labs in by_trial.items() if len(labs) >= 2}
     pooled_a: list[str] = []
     pooled_b: list[str] = []
-    per_pair: dict[tuple[str, str], tuple[list[str], list[str]]] = defaultdict(
-        lambda: ([], []))
+    per_pair: dict[tuple[str, str], tuple[list[str], list[str]]] = defaultdict(lambda: ([], []))
     names: dict[str, str] = {}
     for labs in multi.values():
         ordered = sorted(labs, key=_rater)
@@ -272,26 +301,34 @@ def human_agreement(*, calibration_set: CalibrationSet | None = None,
             a.append(x.verdict)
             b.append(y.verdict)
     disagreeing = [tid for tid, labs in multi.items() if len({lab.verdict for lab in labs}) > 1]
-    adjudicated = set(Adjudication.objects.filter(trial_id__in=disagreeing).values_list(
-        "trial_id", flat=True))
+    adjudicated = set(
+        Adjudication.objects.filter(trial_id__in=disagreeing).values_list("trial_id", flat=True)
+    )
     by_pair = []
     for (ka, kb), (a, b) in sorted(per_pair.items()):
         agree = sum(1 for x, y in zip(a, b, strict=True) if x == y)
-        by_pair.append(ReviewerPairAgreement(names[ka], names[kb], len(a), agree / len(a),
-                                             cohens_kappa(a, b)))
+        by_pair.append(
+            ReviewerPairAgreement(names[ka], names[kb], len(a), agree / len(a), cohens_kappa(a, b))
+        )
     agree = sum(1 for x, y in zip(pooled_a, pooled_b, strict=True) if x == y)
     return HumanAgreement(
-        n_trials=len(multi), n_pairs=len(pooled_a),
+        n_trials=len(multi),
+        n_pairs=len(pooled_a),
         agreement=(agree / len(pooled_a)) if pooled_a else None,
-        kappa=cohens_kappa(pooled_a, pooled_b), by_pair=by_pair,
-        n_disagreeing=len(disagreeing), n_adjudicated=len(adjudicated),
+        kappa=cohens_kappa(pooled_a, pooled_b),
+        by_pair=by_pair,
+        n_disagreeing=len(disagreeing),
+        n_adjudicated=len(adjudicated),
     )
 
 
 def active_approval_get(*, judge_version: JudgeVersion) -> JudgeApproval | None:
     """The judge version's unrevoked approval, or None (untrusted)."""
-    return (JudgeApproval.objects.filter(judge_version=judge_version, revoked_at__isnull=True)
-            .select_related("approved_by", "calibration_set").first())
+    return (
+        JudgeApproval.objects.filter(judge_version=judge_version, revoked_at__isnull=True)
+        .select_related("approved_by", "calibration_set")
+        .first()
+    )
 
 
 def corrected_pass_rate_for_run(*, run: Run, judge_version: JudgeVersion) -> CorrectedPassRate:
@@ -302,10 +339,12 @@ def corrected_pass_rate_for_run(*, run: Run, judge_version: JudgeVersion) -> Cor
     the lead approved on); without an active approval ``corrected`` is None with reason
     "the judge version is not trusted". For the run report's trusted-judge graders.
     """
-    ok = Grade.objects.filter(trial__run=run, judge_version=judge_version,
-                              status=Grade.Status.OK)
+    ok = Grade.objects.filter(trial__run=run, judge_version=judge_version, status=Grade.Status.OK)
     approval = active_approval_get(judge_version=judge_version)
     return corrected_pass_rate_from_approval(
-        judge_version_id=judge_version.id, approval_id=approval.id if approval else None,
+        judge_version_id=judge_version.id,
+        approval_id=approval.id if approval else None,
         approval_figures=approval.figures if approval else None,
-        passed=ok.filter(passed=True).count(), graded=ok.count())
+        passed=ok.filter(passed=True).count(),
+        graded=ok.count(),
+    )

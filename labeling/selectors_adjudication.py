@@ -43,8 +43,9 @@ class HumanDisagreement:
         return len(self.labels) - self.n_pass
 
 
-def human_disagreements(*, calibration_set: CalibrationSet | None = None,
-                        suite=None) -> list[HumanDisagreement]:
+def human_disagreements(
+    *, calibration_set: CalibrationSet | None = None, suite=None
+) -> list[HumanDisagreement]:
     """Disagreeing trials in ``calibration_set`` (else in ``suite``, else everywhere),
     unresolved first, then by case key and attempt.
 
@@ -59,25 +60,35 @@ def human_disagreements(*, calibration_set: CalibrationSet | None = None,
     by_trial: dict[int, list[Label]] = defaultdict(list)
     for lab in labels:
         by_trial[lab.trial_id].append(lab)
-    ids = [tid for tid, labs in by_trial.items()
-           if len(labs) >= 2 and len({lab.verdict for lab in labs}) > 1]
+    ids = [
+        tid
+        for tid, labs in by_trial.items()
+        if len(labs) >= 2 and len({lab.verdict for lab in labs}) > 1
+    ]
     if not ids:
         return []
     trials = Trial.objects.select_related("case", "run__suite").in_bulk(ids)
     decisions: dict[int, Adjudication] = {}
-    for adj in (Adjudication.objects.filter(trial_id__in=ids).select_related("decided_by")
-                .order_by("trial_id", "created_at", "id")):
+    for adj in (
+        Adjudication.objects.filter(trial_id__in=ids)
+        .select_related("decided_by")
+        .order_by("trial_id", "created_at", "id")
+    ):
         decisions[adj.trial_id] = adj  # the newest wins, as in reference_labels
     out = [
         HumanDisagreement(
             trial=trials[tid],
-            labels=[ReviewerVerdict(
-                lab.reviewer.username if lab.reviewer_id else lab.reviewer_name,
-                lab.verdict, lab.critique) for lab in by_trial[tid]],
+            labels=[
+                ReviewerVerdict(
+                    lab.reviewer.username if lab.reviewer_id else lab.reviewer_name,
+                    lab.verdict,
+                    lab.critique,
+                )
+                for lab in by_trial[tid]
+            ],
             decision=decisions.get(tid),
         )
         for tid in ids
     ]
-    out.sort(key=lambda d: (d.decision is not None, d.trial.case.key, d.trial.attempt,
-                            d.trial.id))
+    out.sort(key=lambda d: (d.decision is not None, d.trial.case.key, d.trial.attempt, d.trial.id))
     return out

@@ -21,8 +21,7 @@ def _rate(numerator: int, denominator: int, empty_reason: str) -> RateResult:
     return RateResult(numerator / denominator, numerator, denominator, low, high)
 
 
-def pairwise_calibration_compute(*, judge_version: JudgeVersion,
-                                 suite=None) -> PairwiseCalibration:
+def pairwise_calibration_compute(*, judge_version: JudgeVersion, suite=None) -> PairwiseCalibration:
     """A pairwise judge version against human preferences on ``suite``'s pairs (or all).
 
     1. Per pair, the judge's two presentations (original: A first; swapped: B first), each
@@ -48,16 +47,17 @@ def pairwise_calibration_compute(*, judge_version: JudgeVersion,
             answered += 1
             first_slot += v.preferred == FIRST_SLOT[v.position]
     prefs: dict[int, set[str]] = defaultdict(set)
-    for pair_id, preferred in PreferenceLabel.objects.filter(
-        pair_id__in=list(by_pair)
-    ).values_list("pair_id", "preferred"):
+    for pair_id, preferred in PreferenceLabel.objects.filter(pair_id__in=list(by_pair)).values_list(
+        "pair_id", "preferred"
+    ):
         prefs[pair_id].add(preferred)
 
     judge: list[str] = []
     human: list[str] = []
     consistent = inconsistent = errors = unresolved = 0
     per_position: dict[str, tuple[list[str], list[str]]] = {
-        p: ([], []) for p in PairwiseVerdict.Position.values}
+        p: ([], []) for p in PairwiseVerdict.Position.values
+    }
     position_errors: dict[str, int] = defaultdict(int)
     for pair_id, seen in by_pair.items():
         ref = prefs.get(pair_id, set())
@@ -87,16 +87,30 @@ def pairwise_calibration_compute(*, judge_version: JudgeVersion,
     by_position = []
     for position, (j, h) in per_position.items():
         hits = sum(1 for x, y in zip(j, h, strict=True) if x == y)
-        by_position.append(PositionFigures(position, len(j), position_errors[position],
-                                           hits / len(j) if j else None, cohens_kappa(j, h)))
+        by_position.append(
+            PositionFigures(
+                position,
+                len(j),
+                position_errors[position],
+                hits / len(j) if j else None,
+                cohens_kappa(j, h),
+            )
+        )
     return PairwiseCalibration(
-        judge_version_id=judge_version.id, judge_version_label=str(judge_version),
-        suite_name=suite.name if suite is not None else None, n_pairs=len(by_pair),
-        n=len(judge), n_inconsistent=inconsistent, n_judge_errors=errors,
-        n_unresolved=unresolved, agreement=agree / len(judge) if judge else None,
-        agreement_numerator=agree, kappa=cohens_kappa(judge, human),
-        position_consistency=_rate(consistent, consistent + inconsistent,
-                                   "undefined (no pair answered in both orders)"),
+        judge_version_id=judge_version.id,
+        judge_version_label=str(judge_version),
+        suite_name=suite.name if suite is not None else None,
+        n_pairs=len(by_pair),
+        n=len(judge),
+        n_inconsistent=inconsistent,
+        n_judge_errors=errors,
+        n_unresolved=unresolved,
+        agreement=agree / len(judge) if judge else None,
+        agreement_numerator=agree,
+        kappa=cohens_kappa(judge, human),
+        position_consistency=_rate(
+            consistent, consistent + inconsistent, "undefined (no pair answered in both orders)"
+        ),
         first_slot_preference=_rate(first_slot, answered, "undefined (no answered presentation)"),
         by_position=by_position,
     )

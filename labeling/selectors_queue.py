@@ -53,8 +53,13 @@ def _ordered_items(calibration_set: CalibrationSet) -> list[tuple[int, int, str]
     ]
 
 
-def queue_state_get(*, calibration_set: CalibrationSet, reviewer, trial_uuid: str | None = None,
-                    after_uuid: str | None = None) -> QueueState:
+def queue_state_get(
+    *,
+    calibration_set: CalibrationSet,
+    reviewer,
+    trial_uuid: str | None = None,
+    after_uuid: str | None = None,
+) -> QueueState:
     """The queue position for ``reviewer`` on ``calibration_set``.
 
     1. ``trial_uuid`` given and in the set: that item (j/k navigation, revisiting a label).
@@ -67,8 +72,9 @@ def queue_state_get(*, calibration_set: CalibrationSet, reviewer, trial_uuid: st
     items = _ordered_items(calibration_set)
     labels = {
         lab.trial_id: lab
-        for lab in Label.objects.filter(reviewer=reviewer,
-                                        trial_id__in=[trial_id for _, trial_id, _ in items])
+        for lab in Label.objects.filter(
+            reviewer=reviewer, trial_id__in=[trial_id for _, trial_id, _ in items]
+        )
     }
     total = len(items)
     labeled = sum(1 for _, trial_id, _ in items if trial_id in labels)
@@ -91,7 +97,10 @@ def queue_state_get(*, calibration_set: CalibrationSet, reviewer, trial_uuid: st
         id=items[index][0]
     )
     current = QueueItem(
-        item=item, index=index, total=total, labeled=labeled,
+        item=item,
+        index=index,
+        total=total,
+        labeled=labeled,
         label=labels.get(item.trial_id),
         prev_uuid=uuids[index - 1] if index > 0 else None,
         next_uuid=uuids[index + 1] if index + 1 < total else None,
@@ -102,6 +111,11 @@ def queue_state_get(*, calibration_set: CalibrationSet, reviewer, trial_uuid: st
 def queue_last_labeled_get(*, calibration_set: CalibrationSet, reviewer) -> Label | None:
     """The reviewer's most recently saved label on a trial of ``calibration_set`` (what the
     queue's ``u`` undoes), or None when they have labeled nothing in it."""
-    return (Label.objects.filter(reviewer=reviewer,
-                                 trial__calibration_items__calibration_set=calibration_set)
-            .select_related("trial").order_by("-updated_at", "-id").first())
+    return (
+        Label.objects.filter(
+            reviewer=reviewer, trial__calibration_items__calibration_set=calibration_set
+        )
+        .select_related("trial")
+        .order_by("-updated_at", "-id")
+        .first()
+    )

@@ -64,6 +64,7 @@ def _verdict(verdict: str) -> str:
 
 # --- calibration sets -------------------------------------------------------------------
 
+
 def _strata_pick(groups: dict[tuple[str, str], list[int]], size: int, seed: int) -> list[int]:
     """Balanced pick: alternate judge verdicts, within each alternate tags (round-robin),
     each stratum shuffled with ``random.Random(seed)`` from a sorted start."""
@@ -92,8 +93,15 @@ def _strata_pick(groups: dict[tuple[str, str], list[int]], size: int, seed: int)
 
 
 @transaction.atomic
-def calibration_set_build(*, run: Run, name: str, by, judge_version: JudgeVersion | None = None,
-                          size: int = 30, seed: int = 0) -> CalibrationSet:
+def calibration_set_build(
+    *,
+    run: Run,
+    name: str,
+    by,
+    judge_version: JudgeVersion | None = None,
+    size: int = 30,
+    seed: int = 0,
+) -> CalibrationSet:
     """Pick ``size`` ok trials of ``run`` into a new calibration set (engineers and leads).
 
     Strata: the judge version's verdict on the trial (``pass``, ``fail``; ``none`` when no
@@ -112,8 +120,9 @@ def calibration_set_build(*, run: Run, name: str, by, judge_version: JudgeVersio
         raise LabelingError(f"size: must be at least 1, got {size}")
     if not name.strip():
         raise LabelingError("name: must not be empty")
-    trials = list(Trial.objects.filter(run=run, status=Trial.Status.OK).values_list(
-        "id", "case__tags"))
+    trials = list(
+        Trial.objects.filter(run=run, status=Trial.Status.OK).values_list("id", "case__tags")
+    )
     if not trials:
         raise LabelingError(f"run {run.name!r} has no ok trial to calibrate on")
     verdicts: dict[int, str] = {}
@@ -124,33 +133,43 @@ def calibration_set_build(*, run: Run, name: str, by, judge_version: JudgeVersio
             verdicts[tid] = "pass" if passed else "fail"
         trials = [(tid, tags) for tid, tags in trials if tid in verdicts]
         if not trials:
-            raise LabelingError(f"judge_version: it has no successful verdict on run "
-                                f"{run.name!r}; grade the run with it first")
+            raise LabelingError(
+                f"judge_version: it has no successful verdict on run "
+                f"{run.name!r}; grade the run with it first"
+            )
     groups: dict[tuple[str, str], list[int]] = defaultdict(list)
     for tid, tags in trials:
         tag = tags[0] if isinstance(tags, list) and tags and isinstance(tags[0], str) else ""
         groups[(verdicts.get(tid, "none"), tag)].append(tid)
     picked = _strata_pick(groups, size, seed)
-    cset = CalibrationSet.objects.create(name=name.strip(), suite_id=run.suite_id, run=run,
-                                         judge_version=judge_version, size=len(picked),
-                                         seed=seed, created_by=by)
+    cset = CalibrationSet.objects.create(
+        name=name.strip(),
+        suite_id=run.suite_id,
+        run=run,
+        judge_version=judge_version,
+        size=len(picked),
+        seed=seed,
+        created_by=by,
+    )
     CalibrationItem.objects.bulk_create(
         CalibrationItem(calibration_set=cset, trial_id=tid, position=i)
-        for i, tid in enumerate(picked))
+        for i, tid in enumerate(picked)
+    )
     return cset
 
 
 def _editable_set(calibration_set: CalibrationSet) -> CalibrationSet:
     locked = CalibrationSet.objects.select_for_update().get(pk=calibration_set.pk)
     if locked.frozen_at is not None:
-        raise FrozenSetError(f"calibration set {locked.name!r} is frozen: labeling started "
-                             f"at {locked.frozen_at:%Y-%m-%d %H:%M} UTC")
+        raise FrozenSetError(
+            f"calibration set {locked.name!r} is frozen: labeling started "
+            f"at {locked.frozen_at:%Y-%m-%d %H:%M} UTC"
+        )
     return locked
 
 
 @transaction.atomic
-def calibration_item_add(*, calibration_set: CalibrationSet, trial: Trial,
-                         by) -> CalibrationItem:
+def calibration_item_add(*, calibration_set: CalibrationSet, trial: Trial, by) -> CalibrationItem:
     """Append a trial of the set's suite to the set (engineers and leads); idempotent.
     Raises FrozenSetError once labeling started, LabelingError for another suite's trial."""
     _require(by, ENGINEER, LEAD, action="editing a calibration set")
@@ -161,8 +180,9 @@ def calibration_item_add(*, calibration_set: CalibrationSet, trial: Trial,
     if existing:
         return existing
     last = cset.items.aggregate(m=Max("position"))["m"]
-    item = CalibrationItem.objects.create(calibration_set=cset, trial=trial,
-                                          position=0 if last is None else last + 1)
+    item = CalibrationItem.objects.create(
+        calibration_set=cset, trial=trial, position=0 if last is None else last + 1
+    )
     CalibrationSet.objects.filter(pk=cset.pk).update(size=F("size") + 1)
     return item
 
@@ -181,13 +201,14 @@ def calibration_item_remove(*, calibration_set: CalibrationSet, trial: Trial, by
 
 # --- labels -------------------------------------------------------------------------------
 
+
 def _freeze_sets_of(trial: Trial, now) -> None:
-    CalibrationSet.objects.filter(items__trial=trial, frozen_at__isnull=True).update(
-        frozen_at=now)
+    CalibrationSet.objects.filter(items__trial=trial, frozen_at__isnull=True).update(frozen_at=now)
 
 
-def label_submit(*, trial: Trial, reviewer, verdict: str, critique: str = "",
-                 expected_version: int | None = None) -> Label:
+def label_submit(
+    *, trial: Trial, reviewer, verdict: str, critique: str = "", expected_version: int | None = None
+) -> Label:
     """Save ``reviewer``'s label on ``trial`` (reviewers and leads); returns the current label.
 
     - First label: creates Label (version 1) and LabelRevision 1; freezes every
@@ -210,20 +231,31 @@ def label_submit(*, trial: Trial, reviewer, verdict: str, critique: str = "",
         current = Label.objects.filter(trial=trial, reviewer=reviewer).first()
         if current is None:
             if expected_version not in (None, 0):
-                raise StaleLabelError("your label on this item was undone elsewhere; "
-                                      "reload the item (nothing was saved)")
+                raise StaleLabelError(
+                    "your label on this item was undone elsewhere; "
+                    "reload the item (nothing was saved)"
+                )
             try:
                 with transaction.atomic():
                     label = Label.objects.create(
-                        trial=trial, reviewer=reviewer, reviewer_name=reviewer.get_username(),
-                        verdict=verdict, critique=critique, source=Label.Source.REVIEWER,
-                        version=1, created_at=now, updated_at=now)
+                        trial=trial,
+                        reviewer=reviewer,
+                        reviewer_name=reviewer.get_username(),
+                        verdict=verdict,
+                        critique=critique,
+                        source=Label.Source.REVIEWER,
+                        version=1,
+                        created_at=now,
+                        updated_at=now,
+                    )
             except IntegrityError:
                 raise StaleLabelError(
                     "you labeled this item in another tab a moment ago; reload it "
-                    "(nothing was saved)") from None
-            LabelRevision.objects.create(label=label, version=1, verdict=verdict,
-                                         critique=critique, created_at=now)
+                    "(nothing was saved)"
+                ) from None
+            LabelRevision.objects.create(
+                label=label, version=1, verdict=verdict, critique=critique, created_at=now
+            )
             _freeze_sets_of(trial, now)
             return label
         if current.verdict == verdict and current.critique == critique:
@@ -231,15 +263,17 @@ def label_submit(*, trial: Trial, reviewer, verdict: str, critique: str = "",
         if expected_version is not None and expected_version != current.version:
             raise StaleLabelError(
                 f"this label changed since you opened it (now revision {current.version}, "
-                f"your form had {expected_version or 'none'}); reload it — nothing was saved")
+                f"your form had {expected_version or 'none'}); reload it — nothing was saved"
+            )
         new_version = current.version + 1
         updated = Label.objects.filter(pk=current.pk, version=current.version).update(
-            verdict=verdict, critique=critique, version=new_version, updated_at=now)
+            verdict=verdict, critique=critique, version=new_version, updated_at=now
+        )
         if not updated:
-            raise StaleLabelError("this label changed while saving; reload it — nothing "
-                                  "was saved")
-        LabelRevision.objects.create(label=current, version=new_version, verdict=verdict,
-                                     critique=critique, created_at=now)
+            raise StaleLabelError("this label changed while saving; reload it — nothing was saved")
+        LabelRevision.objects.create(
+            label=current, version=new_version, verdict=verdict, critique=critique, created_at=now
+        )
         current.verdict, current.critique = verdict, critique
         current.version, current.updated_at = new_version, now
         return current
@@ -260,8 +294,10 @@ def label_undo(*, trial: Trial, reviewer, expected_version: int | None = None) -
     if label is None:
         return None
     if expected_version is not None and expected_version != label.version:
-        raise StaleLabelError(f"this label changed since you opened it (now revision "
-                              f"{label.version}); reload it — nothing was undone")
+        raise StaleLabelError(
+            f"this label changed since you opened it (now revision "
+            f"{label.version}); reload it — nothing was undone"
+        )
     revisions = list(label.revisions.order_by("-version")[:2])
     if len(revisions) < 2:
         label.delete()
@@ -282,21 +318,30 @@ def adjudication_record(*, trial: Trial, lead, verdict: str, reason: str) -> Adj
     _verdict(verdict)
     if not (reason or "").strip():
         raise LabelingError("reason: an adjudication needs a reason")
-    return Adjudication.objects.create(trial=trial, decided_by=lead, verdict=verdict,
-                                       reason=reason.strip())
+    return Adjudication.objects.create(
+        trial=trial, decided_by=lead, verdict=verdict, reason=reason.strip()
+    )
 
 
 # --- trust ----------------------------------------------------------------------------------
 
+
 def _same_figures(shown: Calibration, now: Calibration) -> bool:
     return (shown.n, shown.confusion, shown.n_judge_errors) == (
-        now.n, now.confusion, now.n_judge_errors)
+        now.n,
+        now.confusion,
+        now.n_judge_errors,
+    )
 
 
 @transaction.atomic
-def judge_trust_approve(*, judge_version: JudgeVersion, by,
-                        calibration_set: CalibrationSet | None = None,
-                        figures: Calibration | None = None) -> JudgeApproval:
+def judge_trust_approve(
+    *,
+    judge_version: JudgeVersion,
+    by,
+    calibration_set: CalibrationSet | None = None,
+    figures: Calibration | None = None,
+) -> JudgeApproval:
     """Mark a judge version trusted (leads only), on figures recomputed here.
 
     The figures are recomputed with ``calibration_compute`` (never taken from the client);
@@ -310,17 +355,21 @@ def judge_trust_approve(*, judge_version: JudgeVersion, by,
     JudgeVersion.objects.select_for_update().get(pk=judge_version.pk)
     current = calibration_compute(judge_version=judge_version, calibration_set=calibration_set)
     if figures is not None and not _same_figures(figures, current):
-        raise TrustRefusedError("the calibration changed since the page was loaded; "
-                                "reload and check the figures again")
+        raise TrustRefusedError(
+            "the calibration changed since the page was loaded; reload and check the figures again"
+        )
     if not current.trust_ok:
         raise TrustRefusedError("thresholds not met: " + "; ".join(current.trust_reasons))
-    if JudgeApproval.objects.filter(judge_version=judge_version,
-                                    revoked_at__isnull=True).exists():
+    if JudgeApproval.objects.filter(judge_version=judge_version, revoked_at__isnull=True).exists():
         raise TrustRefusedError(f"{judge_version} is already trusted")
     now = timezone.now()
     approval = JudgeApproval.objects.create(
-        judge_version=judge_version, calibration_set=calibration_set, approved_by=by,
-        approved_at=now, figures=current.as_json())
+        judge_version=judge_version,
+        calibration_set=calibration_set,
+        approved_by=by,
+        approved_at=now,
+        figures=current.as_json(),
+    )
     JudgeVersion.objects.filter(pk=judge_version.pk).update(trusted_at=now)
     judge_version.trusted_at = now
     return approval
@@ -333,8 +382,11 @@ def judge_trust_revoke(*, judge_version: JudgeVersion, by, reason: str) -> Judge
     _require(by, LEAD, action="revoking trust")
     if not (reason or "").strip():
         raise LabelingError("reason: revoking trust needs a reason")
-    approval = (JudgeApproval.objects.select_for_update()
-                .filter(judge_version=judge_version, revoked_at__isnull=True).first())
+    approval = (
+        JudgeApproval.objects.select_for_update()
+        .filter(judge_version=judge_version, revoked_at__isnull=True)
+        .first()
+    )
     if approval is None:
         raise LabelingError(f"{judge_version} is not trusted")
     now = timezone.now()

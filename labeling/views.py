@@ -38,8 +38,8 @@ BUILDER_ROLES = (ENGINEER, LEAD)
 
 def _set_or_404(set_id) -> CalibrationSet:
     return get_object_or_404(
-        CalibrationSet.objects.select_related("suite", "run", "judge_version__judge"),
-        uuid=set_id)
+        CalibrationSet.objects.select_related("suite", "run", "judge_version__judge"), uuid=set_id
+    )
 
 
 @require_GET
@@ -61,8 +61,13 @@ def calibration_set_new(request: HtmxHttpRequest) -> HttpResponse:
             data = form.cleaned_data
             try:
                 cset = services.calibration_set_build(
-                    run=data["run"], name=data["name"], by=request.user,
-                    judge_version=data["judge_version"], size=data["size"], seed=data["seed"])
+                    run=data["run"],
+                    name=data["name"],
+                    by=request.user,
+                    judge_version=data["judge_version"],
+                    size=data["size"],
+                    seed=data["seed"],
+                )
             except services.LabelingError as exc:
                 form.add_error(None, str(exc))
             else:
@@ -84,10 +89,16 @@ def calibration_set_detail(request: HtmxHttpRequest, set_id) -> HttpResponse:
     from django.db.models import Count
 
     cset = _set_or_404(set_id)
-    items = (cset.items.select_related("trial__case", "trial__run")
-             .annotate(n_labels=Count("trial__labels")).order_by("position", "id"))
-    return render(request, "labeling/calibration_set_detail.html",
-                  {"cset": cset, "items": items, "item_form": CalibrationItemForm()})
+    items = (
+        cset.items.select_related("trial__case", "trial__run")
+        .annotate(n_labels=Count("trial__labels"))
+        .order_by("position", "id")
+    )
+    return render(
+        request,
+        "labeling/calibration_set_detail.html",
+        {"cset": cset, "items": items, "item_form": CalibrationItemForm()},
+    )
 
 
 def _item_change(request: HtmxHttpRequest, set_id, *, add: bool) -> HttpResponse:
@@ -105,8 +116,9 @@ def _item_change(request: HtmxHttpRequest, set_id, *, add: bool) -> HttpResponse
             services.calibration_item_add(calibration_set=cset, trial=trial, by=request.user)
             messages.success(request, "Trial added.")
         else:
-            removed = services.calibration_item_remove(calibration_set=cset, trial=trial,
-                                                       by=request.user)
+            removed = services.calibration_item_remove(
+                calibration_set=cset, trial=trial, by=request.user
+            )
             messages.success(request, "Trial removed." if removed else "Trial was not in the set.")
     except services.LabelingError as exc:
         messages.error(request, str(exc))
@@ -132,18 +144,32 @@ def _label_form(state: QueueState) -> LabelForm | None:
     if current is None:
         return None
     label: Label | None = current.label
-    return LabelForm(initial={
-        "trial": current.item.trial.uuid,
-        "verdict": label.verdict if label else None,
-        "critique": label.critique if label else "",
-        "expected_version": label.version if label else 0,
-    })
+    return LabelForm(
+        initial={
+            "trial": current.item.trial.uuid,
+            "verdict": label.verdict if label else None,
+            "critique": label.critique if label else "",
+            "expected_version": label.version if label else 0,
+        }
+    )
 
 
-def _queue_render(request: HtmxHttpRequest, state: QueueState, *, form: LabelForm | None = None,
-                  error: str = "", saved: str = "", status: int = 200) -> HttpResponse:
-    context = {"cset": state.calibration_set, "state": state,
-               "form": form or _label_form(state), "error": error, "saved": saved}
+def _queue_render(
+    request: HtmxHttpRequest,
+    state: QueueState,
+    *,
+    form: LabelForm | None = None,
+    error: str = "",
+    saved: str = "",
+    status: int = 200,
+) -> HttpResponse:
+    context = {
+        "cset": state.calibration_set,
+        "state": state,
+        "form": form or _label_form(state),
+        "error": error,
+        "saved": saved,
+    }
     template = "labeling/queue.html"
     if request.htmx and not request.htmx.history_restore_request:
         template = "labeling/queue.html#queue-item"
@@ -156,8 +182,9 @@ def queue(request: HtmxHttpRequest, set_id) -> HttpResponse:
     """The labeling queue: one item at a time. ``?trial=<uuid>`` shows that item; without
     it the queue resumes at this reviewer's first unlabeled item."""
     cset = _set_or_404(set_id)
-    state = queue_state_get(calibration_set=cset, reviewer=request.user,
-                            trial_uuid=request.GET.get("trial") or None)
+    state = queue_state_get(
+        calibration_set=cset, reviewer=request.user, trial_uuid=request.GET.get("trial") or None
+    )
     return _queue_render(request, state)
 
 
@@ -178,33 +205,58 @@ def label_save(request: HtmxHttpRequest, set_id) -> HttpResponse:
     if form.is_valid():
         trial_uuid = str(form.cleaned_data["trial"])
     # Only the trial's identity is needed to save; its output is never loaded here.
-    trial = (Trial.objects.filter(uuid=trial_uuid, calibration_items__calibration_set=cset)
-             .only("id", "uuid").first() if trial_uuid else None)
+    trial = (
+        Trial.objects.filter(uuid=trial_uuid, calibration_items__calibration_set=cset)
+        .only("id", "uuid")
+        .first()
+        if trial_uuid
+        else None
+    )
     if trial is None:
         raise Http404("No such trial in this calibration set.")
     if not form.is_valid():
-        state = queue_state_get(calibration_set=cset, reviewer=request.user,
-                                trial_uuid=trial_uuid)
-        return _queue_render(request, state, form=form, error="Nothing was saved.",
-                             status=200 if request.htmx else 400)
+        state = queue_state_get(calibration_set=cset, reviewer=request.user, trial_uuid=trial_uuid)
+        return _queue_render(
+            request,
+            state,
+            form=form,
+            error="Nothing was saved.",
+            status=200 if request.htmx else 400,
+        )
     data = form.cleaned_data
     try:
-        services.label_submit(trial=trial, reviewer=request.user, verdict=data["verdict"],
-                              critique=data["critique"],
-                              expected_version=data["expected_version"])
+        services.label_submit(
+            trial=trial,
+            reviewer=request.user,
+            verdict=data["verdict"],
+            critique=data["critique"],
+            expected_version=data["expected_version"],
+        )
     except services.LabelingError as exc:
-        state = queue_state_get(calibration_set=cset, reviewer=request.user,
-                                trial_uuid=trial_uuid)
+        state = queue_state_get(calibration_set=cset, reviewer=request.user, trial_uuid=trial_uuid)
         current = state.current.label if state.current else None
-        kept = LabelForm(initial={
-            "trial": trial.uuid, "verdict": data["verdict"], "critique": data["critique"],
-            "expected_version": current.version if current else 0})
+        kept = LabelForm(
+            initial={
+                "trial": trial.uuid,
+                "verdict": data["verdict"],
+                "critique": data["critique"],
+                "expected_version": current.version if current else 0,
+            }
+        )
         stale = isinstance(exc, services.StaleLabelError)
-        message = (f"Not saved: {exc}. Your input is kept below; save again to replace the "
-                   f"current label" + (f" ({current.verdict})." if current else ".")
-                   if stale else f"Not saved: {exc}.")
-        return _queue_render(request, state, form=kept, error=message,
-                             status=200 if request.htmx else (409 if stale else 400))
+        message = (
+            f"Not saved: {exc}. Your input is kept below; save again to replace the "
+            f"current label" + (f" ({current.verdict})." if current else ".")
+            if stale
+            else f"Not saved: {exc}."
+        )
+        return _queue_render(
+            request,
+            state,
+            form=kept,
+            error=message,
+            status=200 if request.htmx else (409 if stale else 400),
+        )
     if not request.htmx:
         return redirect(reverse("labeling:queue", kwargs={"set_id": cset.uuid}))
     state = queue_state_get(calibration_set=cset, reviewer=request.user, after_uuid=trial_uuid)
@@ -219,16 +271,19 @@ def label_undo(request: HtmxHttpRequest, set_id) -> HttpResponse:
     cset = _set_or_404(set_id)
     last = queue_last_labeled_get(calibration_set=cset, reviewer=request.user)
     if last is None:
-        state = queue_state_get(calibration_set=cset, reviewer=request.user,
-                                trial_uuid=request.POST.get("trial") or None)
+        state = queue_state_get(
+            calibration_set=cset,
+            reviewer=request.user,
+            trial_uuid=request.POST.get("trial") or None,
+        )
         return _queue_render(request, state, error="Nothing to undo.")
     trial = last.trial
     services.label_undo(trial=trial, reviewer=request.user)
     if not request.htmx:
-        return redirect(reverse("labeling:queue", kwargs={"set_id": cset.uuid})
-                        + f"?trial={trial.uuid}")
-    state = queue_state_get(calibration_set=cset, reviewer=request.user,
-                            trial_uuid=str(trial.uuid))
+        return redirect(
+            reverse("labeling:queue", kwargs={"set_id": cset.uuid}) + f"?trial={trial.uuid}"
+        )
+    state = queue_state_get(calibration_set=cset, reviewer=request.user, trial_uuid=str(trial.uuid))
     return _queue_render(request, state, saved=f"Undid your last label (case {trial.case.key}).")
 
 
@@ -253,16 +308,36 @@ def _uuid_or_404(value: str, noun: str) -> uuid.UUID:
         raise Http404(f"No such {noun}.") from None
 
 
-def _adjudication_render(request: HtmxHttpRequest, cset, suite, *, forms_by_trial=None,
-                         status: int = 200) -> HttpResponse:
+def _adjudication_render(
+    request: HtmxHttpRequest, cset, suite, *, forms_by_trial=None, status: int = 200
+) -> HttpResponse:
     items = human_disagreements(calibration_set=cset, suite=suite)
     forms_by_trial = forms_by_trial or {}
-    rows = [(d, forms_by_trial.get(d.trial.uuid) or AdjudicationForm(
-        initial={"trial": d.trial.uuid, "verdict": d.decision.verdict if d.decision else None},
-        auto_id=f"adj-{d.trial.uuid}-%s")) for d in items]
-    return render(request, "labeling/adjudication_list.html",
-                  {"cset": cset, "suite": suite, "rows": rows,
-                   "n_open": sum(1 for d in items if d.decision is None)}, status=status)
+    rows = [
+        (
+            d,
+            forms_by_trial.get(d.trial.uuid)
+            or AdjudicationForm(
+                initial={
+                    "trial": d.trial.uuid,
+                    "verdict": d.decision.verdict if d.decision else None,
+                },
+                auto_id=f"adj-{d.trial.uuid}-%s",
+            ),
+        )
+        for d in items
+    ]
+    return render(
+        request,
+        "labeling/adjudication_list.html",
+        {
+            "cset": cset,
+            "suite": suite,
+            "rows": rows,
+            "n_open": sum(1 for d in items if d.decision is None),
+        },
+        status=status,
+    )
 
 
 @require_GET
@@ -288,17 +363,24 @@ def adjudication_save(request: HtmxHttpRequest) -> HttpResponse:
         if trial is None:
             raise Http404("No such trial.")
         try:
-            services.adjudication_record(trial=trial, lead=request.user,
-                                         verdict=form.cleaned_data["verdict"],
-                                         reason=form.cleaned_data["reason"])
+            services.adjudication_record(
+                trial=trial,
+                lead=request.user,
+                verdict=form.cleaned_data["verdict"],
+                reason=form.cleaned_data["reason"],
+            )
         except services.LabelingError as exc:
             form.add_error(None, str(exc))
     if not form.is_valid():
         trial_uuid = form.cleaned_data.get("trial") if hasattr(form, "cleaned_data") else None
         form.auto_id = f"adj-{trial_uuid}-%s"
-        return _adjudication_render(request, cset, suite, forms_by_trial={trial_uuid: form},
-                                    status=400)
-    messages.success(request, f"Decided {form.cleaned_data['verdict']} on case "
-                              f"{trial.case.key} (attempt {trial.attempt}).")
+        return _adjudication_render(
+            request, cset, suite, forms_by_trial={trial_uuid: form}, status=400
+        )
+    messages.success(
+        request,
+        f"Decided {form.cleaned_data['verdict']} on case "
+        f"{trial.case.key} (attempt {trial.attempt}).",
+    )
     query = f"?set={cset.uuid}" if cset else (f"?suite={suite.uuid}" if suite else "")
     return redirect(reverse("labeling:adjudication") + query)

@@ -28,16 +28,21 @@ from .models import CalibrationSet
 @role_required(ENGINEER, LEAD)
 def calibration_export(request: HttpRequest, set_id) -> HttpResponse:
     """A calibration set, one row per item (``labeling.exports.calibration_table``)."""
-    cset = get_object_or_404(CalibrationSet.objects.select_related("judge_version__judge"),
-                             uuid=set_id)
+    cset = get_object_or_404(
+        CalibrationSet.objects.select_related("judge_version__judge"), uuid=set_id
+    )
     raw, version = request.GET.get("judge_version"), None
     if raw:
         try:
             version_id = uuid.UUID(raw)
         except ValueError:
-            return HttpResponseBadRequest(f"judge_version: expected a UUID, got {raw!r}",
-                                          content_type="text/plain; charset=utf-8")
-        version = get_object_or_404(JudgeVersion.objects.select_related("judge"),
-                                    uuid=version_id)
-    return table_download_response(request, lambda zone: calibration_table(
-        calibration_set=cset, judge_version=version, zone=zone), f"calibration-{cset.uuid}")
+            return HttpResponseBadRequest(
+                f"judge_version: expected a UUID, got {raw!r}",
+                content_type="text/plain; charset=utf-8",
+            )
+        version = get_object_or_404(JudgeVersion.objects.select_related("judge"), uuid=version_id)
+    return table_download_response(
+        request,
+        lambda zone: calibration_table(calibration_set=cset, judge_version=version, zone=zone),
+        f"calibration-{cset.uuid}",
+    )

@@ -88,7 +88,13 @@ def cohens_kappa(
     p_e = sum((Fraction(row[c], n) * Fraction(col[c], n) for c in categories), Fraction(0))
     if p_e == 1:
         return KappaResult(
-            None, None, None, None, float(p_o), float(p_e), n,
+            None,
+            None,
+            None,
+            None,
+            float(p_o),
+            float(p_e),
+            n,
             "undefined (only one class in the labels)",
         )
     kappa = (p_o - p_e) / (1 - p_e)
@@ -99,22 +105,30 @@ def cohens_kappa(
     pc = {c: col[c] / n for c in categories}
     diag = sum(p.get((c, c), 0.0) * (1 - (pr[c] + pc[c]) * (1 - k)) ** 2 for c in categories)
     off = sum(
-        p.get((i, j), 0.0) * (pc[i] + pr[j]) ** 2
-        for i in categories
-        for j in categories
-        if i != j
+        p.get((i, j), 0.0) * (pc[i] + pr[j]) ** 2 for i in categories for j in categories if i != j
     )
     var = (diag + (1 - k) ** 2 * off - (k - pe * (1 - k)) ** 2) / (n * (1 - pe) ** 2)
     se = math.sqrt(max(var, 0.0))
     z = float(norm.ppf(0.5 + confidence / 2))
     return KappaResult(
-        k, se, max(-1.0, k - z * se), min(1.0, k + z * se), float(p_o), pe, n,
+        k,
+        se,
+        max(-1.0, k - z * se),
+        min(1.0, k + z * se),
+        float(p_o),
+        pe,
+        n,
     )
 
 
 def _conditional_rate(
-    judge: Sequence[bool], human: Sequence[bool], *, given_human: bool, judge_says: bool,
-    empty_reason: str, confidence: float,
+    judge: Sequence[bool],
+    human: Sequence[bool],
+    *,
+    given_human: bool,
+    judge_says: bool,
+    empty_reason: str,
+    confidence: float,
 ) -> RateResult:
     _check_pairs(judge, human)
     for i, (x, y) in enumerate(zip(judge, human, strict=True)):
@@ -138,8 +152,12 @@ def false_accept_rate(
     None ("undefined (no human fails)") when no human label is a fail.
     """
     return _conditional_rate(
-        judge, human, given_human=False, judge_says=True,
-        empty_reason="undefined (no human fails)", confidence=confidence,
+        judge,
+        human,
+        given_human=False,
+        judge_says=True,
+        empty_reason="undefined (no human fails)",
+        confidence=confidence,
     )
 
 
@@ -151,6 +169,10 @@ def false_reject_rate(
     None ("undefined (no human passes)") when no human label is a pass.
     """
     return _conditional_rate(
-        judge, human, given_human=True, judge_says=False,
-        empty_reason="undefined (no human passes)", confidence=confidence,
+        judge,
+        human,
+        given_human=True,
+        judge_says=False,
+        empty_reason="undefined (no human passes)",
+        confidence=confidence,
     )

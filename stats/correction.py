@@ -34,8 +34,14 @@ def _check_proportion(name: str, value: float) -> None:
 
 
 def corrected_pass_rate(
-    observed: float, tpr: float, tnr: float, *, n_observed: int | None = None,
-    n_pass: int | None = None, n_fail: int | None = None, confidence: float = 0.95,
+    observed: float,
+    tpr: float,
+    tnr: float,
+    *,
+    n_observed: int | None = None,
+    n_pass: int | None = None,
+    n_fail: int | None = None,
+    confidence: float = 0.95,
 ) -> CorrectedRate:
     """Rogan–Gladen estimator (Rogan & Gladen 1978, "Estimating prevalence from the results of
     a screening test", Am. J. Epidemiol. 107(1):71–76):
@@ -67,8 +73,14 @@ def corrected_pass_rate(
             raise ValueError(f"{name} must be a positive integer, got {n!r}")
     youden = tpr + tnr - 1.0
     if youden <= 0.0:
-        return CorrectedRate(None, None, None, None, False,
-                             "undefined (tpr + tnr <= 1: the judge is no better than chance)")
+        return CorrectedRate(
+            None,
+            None,
+            None,
+            None,
+            False,
+            "undefined (tpr + tnr <= 1: the judge is no better than chance)",
+        )
     theta = (observed + tnr - 1.0) / youden
     estimate = min(1.0, max(0.0, theta))
     clipped = estimate != theta
@@ -81,5 +93,10 @@ def corrected_pass_rate(
     ) / youden**2
     se = math.sqrt(max(var, 0.0))
     z = z_value(confidence)
-    return CorrectedRate(estimate, se, max(0.0, min(theta - z * se, 1.0)),
-                         min(1.0, max(theta + z * se, 0.0)), clipped)
+    return CorrectedRate(
+        estimate,
+        se,
+        max(0.0, min(theta - z * se, 1.0)),
+        min(1.0, max(theta + z * se, 0.0)),
+        clipped,
+    )

@@ -62,8 +62,10 @@ class DetectableDrop:
     trials_per_case: int
     n_sim: int
     max_drop: float
-    method: str = ("simulation from baseline per-case rates; normal approximation of the "
-                   "stratified permutation null")
+    method: str = (
+        "simulation from baseline per-case rates; normal approximation of the "
+        "stratified permutation null"
+    )
     reason: str = ""
 
 
@@ -77,8 +79,9 @@ class _Simulator:
         self.rates = rates
         self.trials = trials
         self.mean = float(rates.mean())
-        self.base = _binomial_from_uniforms(rng.random((n_sim, rates.size), dtype=np.float32),
-                                            trials, rates)
+        self.base = _binomial_from_uniforms(
+            rng.random((n_sim, rates.size), dtype=np.float32), trials, rates
+        )
         self.head_u = rng.random((n_sim, rates.size), dtype=np.float32)
         self.z = float(norm.ppf(1 - alpha / 2))
         self._cache: dict[int, float] = {}
@@ -91,8 +94,9 @@ class _Simulator:
         """Share of simulated pairs rejected at a drop of ``step`` grid steps."""
         if step not in self._cache:
             head = _binomial_from_uniforms(self.head_u, self.trials, self.head_rates(step))
-            self._cache[step] = float(np.mean(
-                stratified_rejects(self.base, head, self.trials, self.z)))
+            self._cache[step] = float(
+                np.mean(stratified_rejects(self.base, head, self.trials, self.z))
+            )
         return self._cache[step]
 
     def approx_power(self, step: int) -> float:
@@ -166,11 +170,18 @@ def min_detectable_drop(
     sim = _Simulator(r, trials_per_case, n_sim, alpha, seed)
     max_drop = sim.mean
     top = int(np.ceil(max_drop / GRID_STEP - 1e-9))
-    common = {"alpha": alpha, "target_power": target_power, "n_cases": int(r.size),
-                  "trials_per_case": trials_per_case, "n_sim": n_sim, "max_drop": max_drop}
+    common = {
+        "alpha": alpha,
+        "target_power": target_power,
+        "n_cases": int(r.size),
+        "trials_per_case": trials_per_case,
+        "n_sim": n_sim,
+        "max_drop": max_drop,
+    }
     if top < 1 or sim.power(top) < target_power:
         return DetectableDrop(
-            drop=None, power=sim.power(top) if top >= 1 else 0.0,
+            drop=None,
+            power=sim.power(top) if top >= 1 else 0.0,
             reason=f"even a drop to 0% is detected with power below {target_power:.0%}",
             **common,
         )
@@ -197,8 +208,13 @@ def min_detectable_drop(
 
 
 def power_at_drop(
-    rates: Sequence[float], trials_per_case: int, drop: float, *, alpha: float = 0.05,
-    n_sim: int = 400, seed: int = 0,
+    rates: Sequence[float],
+    trials_per_case: int,
+    drop: float,
+    *,
+    alpha: float = 0.05,
+    n_sim: int = 400,
+    seed: int = 0,
 ) -> float:
     """Estimated power (fraction of ``n_sim`` simulated pairs rejected) at a drop of ``drop``
     (fraction, snapped to the 1-point grid) by the method of ``min_detectable_drop``."""

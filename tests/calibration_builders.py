@@ -8,24 +8,33 @@ from judges.models import JudgeVersion
 from tests.import_helpers import import_bytes, jsonl, record
 
 
-def labeled_records(humans: list[str], judges: list[str | None], *,
-                    tags: list[str] | None = None) -> list[dict]:
+def labeled_records(
+    humans: list[str], judges: list[str | None], *, tags: list[str] | None = None
+) -> list[dict]:
     """Pointwise labeled records: record i has human verdict humans[i], judge value judges[i]
     and category tags[i] (default "calibration")."""
     out = []
     for i, (h, j) in enumerate(zip(humans, judges, strict=True), start=1):
-        rec = record(id=f"cal-{i:03d}", input=f"q{i:03d}",
-                     category=tags[i - 1] if tags else "calibration",
-                     responses=[{"response_id": "R", "model": None, "text": f"r{i:03d}"}])
+        rec = record(
+            id=f"cal-{i:03d}",
+            input=f"q{i:03d}",
+            category=tags[i - 1] if tags else "calibration",
+            responses=[{"response_id": "R", "model": None, "text": f"r{i:03d}"}],
+        )
         rec["human_label"]["value"] = h
         rec["judge_labels"][0]["value"] = j
         out.append(rec)
     return out
 
 
-def labeled_run(humans: list[str], judges: list[str | None], *,
-                tags: list[str] | None = None, suite: str = "s",
-                run: str = "r") -> tuple[Run, JudgeVersion, list[Trial]]:
+def labeled_run(
+    humans: list[str],
+    judges: list[str | None],
+    *,
+    tags: list[str] | None = None,
+    suite: str = "s",
+    run: str = "r",
+) -> tuple[Run, JudgeVersion, list[Trial]]:
     """Import the records; returns the run, the judge version and the trials (by case key)."""
     import_bytes(jsonl(labeled_records(humans, judges, tags=tags)), suite=suite, run=run)
     the_run = Run.objects.get(suite__name=suite, name=run)

@@ -52,4 +52,3 @@ def carol(db) -> User:
 @pytest.fixture
 def mallory(db) -> User:
     return _user("mallory", None)
-

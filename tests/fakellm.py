@@ -251,9 +251,22 @@ class FakeLLM:
         if fault == "malformed":
             return web.Response(text='{"choices": [ {"message": ', content_type="application/json")
         if fault == "refusal":
-            return web.json_response({"id": "x", "choices": [{"index": 0, "message": {
-                "role": "assistant", "content": None, "refusal": "I can't help with that."},
-                "finish_reason": "stop"}]})
+            return web.json_response(
+                {
+                    "id": "x",
+                    "choices": [
+                        {
+                            "index": 0,
+                            "message": {
+                                "role": "assistant",
+                                "content": None,
+                                "refusal": "I can't help with that.",
+                            },
+                            "finish_reason": "stop",
+                        }
+                    ],
+                }
+            )
         if fault == "no-choices":
             return web.json_response({"id": "x", "choices": [], "usage": {}})
         if fault == "empty":

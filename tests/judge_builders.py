@@ -12,26 +12,45 @@ from judges.services import judge_version_create
 FENCE_RE = re.compile(r"<<<DATA-([0-9a-f]+)>>>\n(.*?)\n<<<END-\1>>>", re.DOTALL)
 
 
-def make_trials(outputs: list[str], *, expected="Paris", context=None, suite="S", run="R1",
-                input_text="What is the capital of France?", graders=None) -> list[Trial]:
+def make_trials(
+    outputs: list[str],
+    *,
+    expected="Paris",
+    context=None,
+    suite="S",
+    run="R1",
+    input_text="What is the capital of France?",
+    graders=None,
+) -> list[Trial]:
     """One ok trial per output, each on its own case ``c<i>`` of a new run."""
     s, _ = Suite.objects.get_or_create(name=suite)
-    r = Run.objects.create(suite=s, name=run, target_kind="callable", graders=graders or [],
-                           status=Run.Status.SUCCEEDED)
+    r = Run.objects.create(
+        suite=s,
+        name=run,
+        target_kind="callable",
+        graders=graders or [],
+        status=Run.Status.SUCCEEDED,
+    )
     trials = []
     for i, output in enumerate(outputs, start=1):
         case, _ = Case.objects.get_or_create(
-            suite=s, key=f"c{i}",
-            defaults={"input": input_text, "expected": expected, "context": context or []})
-        trials.append(Trial.objects.create(run=r, case=case, attempt=1, status="ok",
-                                           output=output))
+            suite=s,
+            key=f"c{i}",
+            defaults={"input": input_text, "expected": expected, "context": context or []},
+        )
+        trials.append(Trial.objects.create(run=r, case=case, attempt=1, status="ok", output=output))
     return trials
 
 
 def make_version(llm, *, kind="rubric", name="j", model="judge-model", **params):
     version, _ = judge_version_create(
-        judge_name=name, kind=kind, model=model, base_url=llm.base_url, prompt_template="",
-        params={"max_attempts": 4, **params}, output_schema={},
+        judge_name=name,
+        kind=kind,
+        model=model,
+        base_url=llm.base_url,
+        prompt_template="",
+        params={"max_attempts": 4, **params},
+        output_schema={},
     )
     return version
 

@@ -12,9 +12,12 @@ from evals.models import Case, Grade, Run, Suite, Trial
 
 
 def test_every_model_of_the_three_apps_is_in_the_admin():
-    missing = [m.__name__ for app in ("evals", "judges", "labeling")
-               for m in apps.get_app_config(app).get_models()
-               if m not in admin.site._registry]
+    missing = [
+        m.__name__
+        for app in ("evals", "judges", "labeling")
+        for m in apps.get_app_config(app).get_models()
+        if m not in admin.site._registry
+    ]
     assert missing == []
 
 
@@ -39,13 +42,20 @@ def test_every_change_list_and_change_form_renders_for_staff(client):
 @pytest.mark.django_db
 def test_editing_a_case_s_content_in_the_admin_retires_it_and_creates_its_replacement(client):
     suite = Suite.objects.create(name="s")
-    old = Case.objects.create(suite=suite, key="c1", input="What is 2+2?", expected="4",
-                              tags=["math"])
+    old = Case.objects.create(
+        suite=suite, key="c1", input="What is 2+2?", expected="4", tags=["math"]
+    )
     client.force_login(User.objects.create_superuser("root", password="pw-root-123"))
     url = reverse("admin:evals_case_change", args=[old.pk])
-    response = client.post(url, {
-        "input": '"What is 2+3?"', "expected": '"5"', "context": "[]", "tags": '["math"]',
-    })
+    response = client.post(
+        url,
+        {
+            "input": '"What is 2+3?"',
+            "expected": '"5"',
+            "context": "[]",
+            "tags": '["math"]',
+        },
+    )
     assert response.status_code == 302, response.content[:2000]
     old.refresh_from_db()
     new = Case.objects.active().get(suite=suite, key="c1")
@@ -60,9 +70,15 @@ def test_editing_only_a_case_s_tags_in_the_admin_keeps_the_case(client):
     case = Case.objects.create(suite=suite, key="c1", input="q", expected="a", tags=["x"])
     client.force_login(User.objects.create_superuser("root", password="pw-root-123"))
     url = reverse("admin:evals_case_change", args=[case.pk])
-    response = client.post(url, {
-        "input": '"q"', "expected": '"a"', "context": "[]", "tags": '["x", "y"]',
-    })
+    response = client.post(
+        url,
+        {
+            "input": '"q"',
+            "expected": '"a"',
+            "context": "[]",
+            "tags": '["x", "y"]',
+        },
+    )
     assert response.status_code == 302
     assert Case.objects.count() == 1
     case.refresh_from_db()

@@ -26,13 +26,24 @@ class DjangoTransport(httpx.BaseTransport):
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
         url = request.url.raw_path.decode("ascii")
-        headers = {k: v for k, v in request.headers.items()
-                   if k.lower() not in ("host", "content-length", "content-type")}
+        headers = {
+            k: v
+            for k, v in request.headers.items()
+            if k.lower() not in ("host", "content-length", "content-type")
+        }
         response = self.client.generic(
-            request.method, url, data=request.read(),
-            content_type=request.headers.get("content-type", ""), headers=headers)
-        return httpx.Response(response.status_code, headers=dict(response.items()),
-                              content=response.content, request=request)
+            request.method,
+            url,
+            data=request.read(),
+            content_type=request.headers.get("content-type", ""),
+            headers=headers,
+        )
+        return httpx.Response(
+            response.status_code,
+            headers=dict(response.items()),
+            content=response.content,
+            request=request,
+        )
 
 
 def _client(user, **hooks) -> AssayClient:
@@ -60,8 +71,12 @@ def test_fault_l1_a_limit_of_250_walks_3_pages_once_although_5_trials_arrive_mid
     assert len(pages) == 3  # 100 + 100 + 50
     uuids = [t["uuid"] for t in trials]
     assert len(uuids) == len(set(uuids)) == 250
-    first_250 = [str(u) for u in Trial.objects.filter(run=run).order_by("created_at", "id")
-                 .values_list("uuid", flat=True)[:250]]
+    first_250 = [
+        str(u)
+        for u in Trial.objects.filter(run=run)
+        .order_by("created_at", "id")
+        .values_list("uuid", flat=True)[:250]
+    ]
     assert uuids == first_250
 
 
@@ -78,9 +93,14 @@ def test_without_a_limit_it_walks_every_row_and_a_bad_filter_is_an_error(bob):
 
 
 def test_it_ingests_idempotently_and_gates_like_the_api(carol):
-    body = {"suite": "S", "run": "base", "threshold": 0.5,
-            "trials": [{"case_id": f"c{i}", "input": "q", "output": "a", "passed": i % 4 > 0}
-                       for i in range(8)]}
+    body = {
+        "suite": "S",
+        "run": "base",
+        "threshold": 0.5,
+        "trials": [
+            {"case_id": f"c{i}", "input": "q", "output": "a", "passed": i % 4 > 0} for i in range(8)
+        ],
+    }
     with _client(carol) as assay:
         first = assay.ingest(body, idempotency_key="k-1")
         assert assay.ingest(body, idempotency_key="k-1") == first

@@ -33,12 +33,14 @@ def runs():
 
 
 def comparison_url(base, head, **params) -> str:
-    query = "&".join(f"{k}={v}" for k, v in {"base": base.uuid, "head": head.uuid,
-                                             **params}.items())
+    query = "&".join(
+        f"{k}={v}" for k, v in {"base": base.uuid, "head": head.uuid, **params}.items()
+    )
     return f"/api/comparisons/?{query}"
 
 
 # ---- GET /api/comparisons/ ------------------------------------------------------------
+
 
 def test_it_shows_comparisons_to_every_viewer_role(alice, bob, carol, mallory, runs):
     url = comparison_url(*runs)
@@ -74,7 +76,8 @@ def test_it_reports_comparability_problems(bob):
     head = db_run(STEADY, name="H", version=judge_version(2))
     data = client_for(bob).get(comparison_url(base, head)).json()
     assert data["comparison"]["problems"] == [
-        "judge version changed (judge-v1 → judge-v2): the runs are not comparable"]
+        "judge version changed (judge-v1 → judge-v2): the runs are not comparable"
+    ]
     assert data["comparison"]["comparable"] is False
     assert data["decision"]["exit_code"] == 2
 
@@ -85,21 +88,25 @@ def test_it_uses_the_alpha_asked_for(bob, runs):
     assert data["comparison"]["headline"]["confidence"] == pytest.approx(0.9)
 
 
-@pytest.mark.parametrize(("query", "param"), [
-    ("head={head}", "base"),
-    ("base={base}", "head"),
-    ("base=nope&head={head}", "base"),
-    ("base={base}&head={head}&alpha=abc", "alpha"),
-    ("base={base}&head={head}&alpha=nan", "alpha"),
-    ("base={base}&head={head}&alpha=1", "alpha"),
-    ("base={base}&head={head}&alpha=0", "alpha"),
-    ("base={base}&head={head}&alpha=1e-2", "alpha"),
-    ("base={base}&head={head}&alpha=-0.1", "alpha"),
-])
+@pytest.mark.parametrize(
+    ("query", "param"),
+    [
+        ("head={head}", "base"),
+        ("base={base}", "head"),
+        ("base=nope&head={head}", "base"),
+        ("base={base}&head={head}&alpha=abc", "alpha"),
+        ("base={base}&head={head}&alpha=nan", "alpha"),
+        ("base={base}&head={head}&alpha=1", "alpha"),
+        ("base={base}&head={head}&alpha=0", "alpha"),
+        ("base={base}&head={head}&alpha=1e-2", "alpha"),
+        ("base={base}&head={head}&alpha=-0.1", "alpha"),
+    ],
+)
 def test_it_names_a_missing_or_bad_parameter(query, param, bob, runs):
     base, head = runs
-    response = client_for(bob).get("/api/comparisons/?" + query.format(base=base.uuid,
-                                                                       head=head.uuid))
+    response = client_for(bob).get(
+        "/api/comparisons/?" + query.format(base=base.uuid, head=head.uuid)
+    )
     assert response.status_code == 400
     assert param in response.json()
 
@@ -111,6 +118,7 @@ def test_it_answers_404_for_an_unknown_run(bob, runs):
 
 
 # ---- GET /api/runs/<uuid>/export ------------------------------------------------------
+
 
 def test_it_lets_every_viewer_role_download_a_run(alice, bob, carol, mallory, runs):
     _, head = runs
@@ -125,8 +133,9 @@ def test_it_lets_every_viewer_role_download_a_run(alice, bob, carol, mallory, ru
 def test_it_downloads_a_run_as_csv_and_parquet(bob, runs):
     _, head = runs
     client = client_for(bob)
-    response = client.get(f"/api/runs/{head.uuid}/export?format=csv&tz=Asia/Shanghai",
-                          HTTP_ACCEPT="text/csv")
+    response = client.get(
+        f"/api/runs/{head.uuid}/export?format=csv&tz=Asia/Shanghai", HTTP_ACCEPT="text/csv"
+    )
     assert response.status_code == 200
     assert response["Content-Type"] == "text/csv; charset=utf-8"
     assert response["Content-Disposition"] == f'attachment; filename="run-{head.uuid}.csv"'
@@ -135,8 +144,7 @@ def test_it_downloads_a_run_as_csv_and_parquet(bob, runs):
     assert rows[0]["created_at"].endswith("+08:00")
     response = client.get(f"/api/runs/{head.uuid}/export?format=parquet")
     assert response["Content-Type"] == "application/vnd.apache.parquet"
-    assert response["Content-Disposition"] == \
-        f'attachment; filename="run-{head.uuid}.parquet"'
+    assert response["Content-Disposition"] == f'attachment; filename="run-{head.uuid}.parquet"'
     table = pq.read_table(io.BytesIO(response.content))
     assert table.num_rows == 24 and "judge.passed" in table.column_names
 
@@ -150,8 +158,9 @@ def test_the_json_download_is_the_export_run_file_byte_for_byte(bob, runs, tmp_p
     assert response["Content-Type"] == "application/json"
     assert response["Content-Disposition"] == f'attachment; filename="run-{head.uuid}.json"'
     assert response.content == path.read_bytes()
-    call_command("export_run", str(head.uuid), "--out", str(path), "--no-outputs",
-                 stdout=io.StringIO())
+    call_command(
+        "export_run", str(head.uuid), "--out", str(path), "--no-outputs", stdout=io.StringIO()
+    )
     response = client_for(bob).get(f"/api/runs/{head.uuid}/export?format=json&outputs=false")
     assert response.content == path.read_bytes()
 
@@ -164,10 +173,16 @@ def test_it_refuses_a_json_download_of_an_unfinished_run(bob, runs):
     assert "export a finished run" in response.json()["detail"]
 
 
-@pytest.mark.parametrize(("query", "param"), [
-    ("format=xlsx", "format"), ("format=", "format"), ("format=CSV", "format"),
-    ("format=csv&tz=Mars/Olympus", "tz"), ("format=json&outputs=no", "outputs"),
-])
+@pytest.mark.parametrize(
+    ("query", "param"),
+    [
+        ("format=xlsx", "format"),
+        ("format=", "format"),
+        ("format=CSV", "format"),
+        ("format=csv&tz=Mars/Olympus", "tz"),
+        ("format=json&outputs=no", "outputs"),
+    ],
+)
 def test_it_names_a_bad_download_option(query, param, bob, runs):
     _, head = runs
     response = client_for(bob).get(f"/api/runs/{head.uuid}/export?{query}")
@@ -184,6 +199,7 @@ def test_it_answers_404_for_an_unknown_run_download_and_403_to_outsiders_first(b
 
 # ---- GET /api/runs/<uuid>/labels-export -----------------------------------------------
 
+
 def test_it_downloads_a_runs_labels_for_every_viewer_role(alice, bob, carol, mallory, runs):
     _, head = runs
     trial = head.trials.order_by("id").first()
@@ -192,18 +208,20 @@ def test_it_downloads_a_runs_labels_for_every_viewer_role(alice, bob, carol, mal
     for user in (alice, bob, carol):
         response = client_for(user).get(url)
         assert response.status_code == 200
-    assert response["Content-Disposition"] == \
-        f'attachment; filename="labels-{head.uuid}.csv"'
+    assert response["Content-Disposition"] == f'attachment; filename="labels-{head.uuid}.csv"'
     rows = list(csv.DictReader(io.StringIO(response.content.decode(), newline="")))
     assert [(r["trial"], r["reviewer"], r["verdict"], r["critique"]) for r in rows] == [
-        (str(trial.uuid), "bob", "fail", 'too "long", ok')]
+        (str(trial.uuid), "bob", "fail", 'too "long", ok')
+    ]
     assert client_for(mallory).get(url).status_code == 403
     assert APIClient().get(url).status_code == 401
-    assert client_for(bob).get(
-        f"/api/runs/{head.uuid}/labels-export?format=json").status_code == 400
+    assert (
+        client_for(bob).get(f"/api/runs/{head.uuid}/labels-export?format=json").status_code == 400
+    )
 
 
 # ---- GET /api/comparisons/export ------------------------------------------------------
+
 
 def test_it_downloads_a_comparison_for_every_viewer_role(alice, bob, carol, mallory, runs):
     base, head = runs
@@ -212,24 +230,35 @@ def test_it_downloads_a_comparison_for_every_viewer_role(alice, bob, carol, mall
         response = client_for(user).get(url)
         assert response.status_code == 200
     assert response["Content-Type"] == "text/csv; charset=utf-8"
-    assert response["Content-Disposition"] == \
-        f'attachment; filename="comparison-{base.uuid}-{head.uuid}.csv"'
+    assert (
+        response["Content-Disposition"]
+        == f'attachment; filename="comparison-{base.uuid}-{head.uuid}.csv"'
+    )
     rows = list(csv.DictReader(io.StringIO(response.content.decode(), newline="")))
     assert [(r["case_id"], r["change"]) for r in rows[:4]] == [
-        ("c0", "worse"), ("c1", "worse"), ("c2", "worse"), ("c3", "flaky")]
+        ("c0", "worse"),
+        ("c1", "worse"),
+        ("c2", "worse"),
+        ("c3", "flaky"),
+    ]
     assert client_for(mallory).get(url).status_code == 403
     assert APIClient().get(url).status_code == 401
     parquet = client_for(bob).get(url.replace("format=csv", "format=parquet"))
     assert pq.read_table(io.BytesIO(parquet.content)).num_rows == 6
 
 
-@pytest.mark.parametrize(("query", "param"), [
-    ("head={head}", "base"), ("base={base}&head=x", "head"),
-    ("base={base}&head={head}&format=json", "format"),
-])
+@pytest.mark.parametrize(
+    ("query", "param"),
+    [
+        ("head={head}", "base"),
+        ("base={base}&head=x", "head"),
+        ("base={base}&head={head}&format=json", "format"),
+    ],
+)
 def test_it_names_a_bad_comparison_download_option(query, param, bob, runs):
     base, head = runs
-    response = client_for(bob).get("/api/comparisons/export?" + query.format(
-        base=base.uuid, head=head.uuid))
+    response = client_for(bob).get(
+        "/api/comparisons/export?" + query.format(base=base.uuid, head=head.uuid)
+    )
     assert response.status_code == 400
     assert param in response.json()

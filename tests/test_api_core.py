@@ -97,8 +97,9 @@ def test_it_renders_nan_as_null_in_strict_json(bob, run):
     run.trials.update(latency_ms=float("nan"))
     body = client_for(bob).get(f"/api/trials/?run={run.uuid}").content.decode()
     assert "NaN" not in body
-    assert all(t["latency_ms"] is None
-               for t in json.loads(body, parse_constant=pytest.fail)["results"])
+    assert all(
+        t["latency_ms"] is None for t in json.loads(body, parse_constant=pytest.fail)["results"]
+    )
 
 
 def test_it_filters_cases_by_tag(bob, run):
@@ -113,9 +114,17 @@ def test_it_sets_a_baseline_for_runners_only(bob, carol, run):
 
 
 def test_it_names_the_field_when_a_run_start_is_bad(carol, run):
-    response = client_for(carol).post("/api/runs/start", {
-        "suite": str(run.suite.uuid), "name": "R2", "target": {"kind": "nope"},
-        "graders": GRADERS, "trials_per_case": 1}, format="json")
+    response = client_for(carol).post(
+        "/api/runs/start",
+        {
+            "suite": str(run.suite.uuid),
+            "name": "R2",
+            "target": {"kind": "nope"},
+            "graders": GRADERS,
+            "trials_per_case": 1,
+        },
+        format="json",
+    )
     assert response.status_code == 400 and "kind" in response.json()["detail"]
 
 
@@ -128,8 +137,9 @@ def test_pages_walk_every_row_once_when_thousands_share_one_created_at(bob, run)
     """An ingest stamps every trial with one time: the cursor must not loop on the ties."""
     case = run.suite.cases.first()
     stamp = Trial.objects.first().created_at
-    Trial.objects.bulk_create(Trial(run=run, case=case, attempt=a, created_at=stamp)
-                              for a in range(2, 2202))
+    Trial.objects.bulk_create(
+        Trial(run=run, case=case, attempt=a, created_at=stamp) for a in range(2, 2202)
+    )
     client = client_for(bob)
     seen, url, pages = [], f"/api/trials/?run={run.uuid}&page_size=100", 0
     while url:
@@ -147,12 +157,19 @@ def test_a_page_size_that_is_not_a_positive_integer_is_a_400(bob, run, size):
     assert "page_size" in response.json()
 
 
-@pytest.mark.parametrize(("field", "value"), [("trials_per_case", 1.0),
-                                              ("trials_per_case", "2"),
-                                              ("suite", 7), ("name", 12)])
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("trials_per_case", 1.0), ("trials_per_case", "2"), ("suite", 7), ("name", 12)],
+)
 def test_run_start_refuses_a_value_of_the_wrong_json_type(carol, run, field, value):
-    body = {"suite": str(run.suite.uuid), "name": "new", "target": {"kind": "simulated"},
-            "graders": GRADERS, "trials_per_case": 1, field: value}
+    body = {
+        "suite": str(run.suite.uuid),
+        "name": "new",
+        "target": {"kind": "simulated"},
+        "graders": GRADERS,
+        "trials_per_case": 1,
+        field: value,
+    }
     response = client_for(carol).post("/api/runs/start", body, format="json")
     assert response.status_code == 400 and field in response.json()
     assert not Run.objects.filter(name="new").exists()

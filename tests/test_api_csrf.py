@@ -14,7 +14,8 @@ def test_a_session_post_without_a_csrf_token_is_refused(carol):
     client = Client(enforce_csrf_checks=True)
     client.force_login(carol)
     response = client.post(
-        "/api/baselines/set", {"suite": str(suite.uuid), "run": str(run.uuid)},
+        "/api/baselines/set",
+        {"suite": str(suite.uuid), "run": str(run.uuid)},
         content_type="application/json",
     )
     assert response.status_code == 403
@@ -31,14 +32,22 @@ def test_a_browser_session_with_the_csrf_token_can_ingest(carol):
     client.force_login(carol)
     client.get("/api/docs/")
     token = client.cookies["csrftoken"].value
-    body = {"suite": "s", "run": "r", "trials": [{"case_id": "c1", "input": "q",
-                                                   "output": "a", "passed": True}]}
-    response = client.post("/api/ingest", json.dumps(body), content_type="application/json",
-                           headers={"X-CSRFToken": token})
+    body = {
+        "suite": "s",
+        "run": "r",
+        "trials": [{"case_id": "c1", "input": "q", "output": "a", "passed": True}],
+    }
+    response = client.post(
+        "/api/ingest",
+        json.dumps(body),
+        content_type="application/json",
+        headers={"X-CSRFToken": token},
+    )
     assert response.status_code == 201, response.content
     assert Run.objects.get(name="r").trials.count() == 1
     refused = Client(enforce_csrf_checks=True)
     refused.force_login(carol)
-    response = refused.post("/api/ingest", json.dumps({**body, "run": "r2"}),
-                            content_type="application/json")
+    response = refused.post(
+        "/api/ingest", json.dumps({**body, "run": "r2"}), content_type="application/json"
+    )
     assert response.status_code == 403 and not Run.objects.filter(name="r2").exists()

@@ -15,8 +15,7 @@ pytestmark = pytest.mark.django_db
 
 GRADERS = [{"key": "exact", "kind": "exact_match", "config": {}, "gating": True}]
 ODD = 'it\'s "50%_off"'  # a quote, a double quote, a percent sign and an underscore
-TAGS = {"a": ["reg"], "b": ["regression"], "c": [ODD, "x"], "d": ["50%"], "e": ["it_s"],
-        "f": []}
+TAGS = {"a": ["reg"], "b": ["regression"], "c": [ODD, "x"], "d": ["50%"], "e": ["it_s"], "f": []}
 
 
 @pytest.fixture
@@ -46,27 +45,48 @@ def listed(user, path: str, params: dict) -> list[dict]:
     return response.json()["results"]
 
 
-@pytest.mark.parametrize(("tag", "expected"), [
-    ("reg", ["a"]), ("regression", ["b"]), ("re", []), ("reg%", []), ("re_", []),
-    (ODD, ["c"]), ("50%", ["d"]), ("it_s", ["e"]), ("it's", []), ('"50%_off"', []),
-    ("x", ["c"]),
-])
+@pytest.mark.parametrize(
+    ("tag", "expected"),
+    [
+        ("reg", ["a"]),
+        ("regression", ["b"]),
+        ("re", []),
+        ("reg%", []),
+        ("re_", []),
+        (ODD, ["c"]),
+        ("50%", ["d"]),
+        ("it_s", ["e"]),
+        ("it's", []),
+        ('"50%_off"', []),
+        ("x", ["c"]),
+    ],
+)
 def test_it_filters_cases_by_a_whole_tag(tag, expected, bob, run):
     rows = listed(bob, "cases", {"tag": tag, "suite": str(run.suite.uuid)})
     assert keys(r["key"] for r in rows) == expected
-    assert keys(cases_tagged(Case.objects.filter(suite=run.suite), tag)
-                .values_list("key", flat=True)) == expected
+    assert (
+        keys(cases_tagged(Case.objects.filter(suite=run.suite), tag).values_list("key", flat=True))
+        == expected
+    )
 
 
-@pytest.mark.parametrize(("tag", "expected"), [
-    ("reg", ["a", "a", "z"]), ("regression", ["b"]), (ODD, ["c", "c"]), ("re_", []),
-])
+@pytest.mark.parametrize(
+    ("tag", "expected"),
+    [
+        ("reg", ["a", "a", "z"]),
+        ("regression", ["b"]),
+        (ODD, ["c", "c"]),
+        ("re_", []),
+    ],
+)
 def test_it_filters_trials_by_their_case_tag(tag, expected, bob, run, other_run):
     case_keys = {str(c.uuid): c.key for c in Case.objects.all()}
     rows = listed(bob, "trials", {"tag": tag})
     assert keys(case_keys[r["case"]] for r in rows) == expected
-    assert keys(trials_tagged(Trial.objects.all(), tag)
-                .values_list("case__key", flat=True)) == expected
+    assert (
+        keys(trials_tagged(Trial.objects.all(), tag).values_list("case__key", flat=True))
+        == expected
+    )
 
 
 def test_a_tag_filter_works_inside_a_subquery(run, other_run):
@@ -101,21 +121,33 @@ def test_it_filters_runs_by_suite_and_status(bob, run, other_run):
     assert [r["name"] for r in listed(bob, "runs", {"suite": str(run.suite.uuid)})] == ["R1"]
 
 
-@pytest.mark.parametrize(("path", "allowed"), [
-    ("runs", "queued, running, succeeded, failed, cancelled"),
-    ("trials", "queued, running, ok, error, cancelled"),
-    ("grades", "ok, error"),
-])
+@pytest.mark.parametrize(
+    ("path", "allowed"),
+    [
+        ("runs", "queued, running, succeeded, failed, cancelled"),
+        ("trials", "queued, running, ok, error, cancelled"),
+        ("grades", "ok, error"),
+    ],
+)
 def test_an_unknown_status_is_a_400_listing_the_allowed_ones(path, allowed, bob, run):
     response = client_for(bob).get(f"/api/{path}/", {"status": "done"})
     assert response.status_code == 400
     assert response.json() == {"status": [f"unknown status 'done'; allowed: {allowed}"]}
 
 
-@pytest.mark.parametrize(("path", "param"), [
-    ("cases", "suite"), ("runs", "suite"), ("trials", "run"), ("trials", "case"),
-    ("trials", "suite"), ("grades", "run"), ("grades", "suite"), ("baselines", "suite"),
-])
+@pytest.mark.parametrize(
+    ("path", "param"),
+    [
+        ("cases", "suite"),
+        ("runs", "suite"),
+        ("trials", "run"),
+        ("trials", "case"),
+        ("trials", "suite"),
+        ("grades", "run"),
+        ("grades", "suite"),
+        ("baselines", "suite"),
+    ],
+)
 def test_a_parameter_that_is_not_a_uuid_is_a_400_naming_it(path, param, bob, run):
     response = client_for(bob).get(f"/api/{path}/", {param: "12'; drop"})
     assert response.status_code == 400
@@ -128,12 +160,16 @@ def test_a_nul_character_in_a_tag_is_a_400(bob, run):
         assert response.status_code == 400 and "tag" in response.json()
 
 
-@pytest.mark.parametrize(("path", "params"), [
-    ("cases", {"tag": "reg"}), ("trials", {"tag": "reg", "status": "ok"}),
-    ("grades", {"status": "ok"}), ("runs", {"status": "succeeded"}),
-])
-def test_filtered_lists_follow_the_viewer_roles(path, params, alice, bob, carol, mallory,
-                                                run):
+@pytest.mark.parametrize(
+    ("path", "params"),
+    [
+        ("cases", {"tag": "reg"}),
+        ("trials", {"tag": "reg", "status": "ok"}),
+        ("grades", {"status": "ok"}),
+        ("runs", {"status": "succeeded"}),
+    ],
+)
+def test_filtered_lists_follow_the_viewer_roles(path, params, alice, bob, carol, mallory, run):
     for user in (alice, bob, carol):
         assert client_for(user).get(f"/api/{path}/", params).status_code == 200
     assert client_for(mallory).get(f"/api/{path}/", params).status_code == 403

@@ -37,8 +37,7 @@ def runs():
     return base, head
 
 
-def test_it_lets_every_role_that_sees_the_comparison_page_gate(alice, bob, carol, mallory,
-                                                                runs):
+def test_it_lets_every_role_that_sees_the_comparison_page_gate(alice, bob, carol, mallory, runs):
     base, head = runs
     body = {"base": str(base.uuid), "head": str(head.uuid)}
     for user in (alice, bob, carol):
@@ -51,31 +50,57 @@ def test_it_lets_every_role_that_sees_the_comparison_page_gate(alice, bob, carol
 def test_it_answers_exactly_what_the_command_prints(scenario, carol, capsys):
     v1 = judge_version(1)
     head_version = judge_version(2) if scenario == "judge_changed" else v1
-    head_cases = {"pass": STEADY, "judge_changed": STEADY,
-                  "regression": {f"c{i}": "FFFF" for i in range(6)},
-                  "errored": {**STEADY, "c0": "EPPF"}}[scenario]
+    head_cases = {
+        "pass": STEADY,
+        "judge_changed": STEADY,
+        "regression": {f"c{i}": "FFFF" for i in range(6)},
+        "errored": {**STEADY, "c0": "EPPF"},
+    }[scenario]
     base = db_run(STEADY, name="B", version=v1)
     head = db_run(head_cases, name="H", version=head_version)
-    code, out = gate_cli("--base", str(base.uuid), "--head", str(head.uuid), "--json",
-                         capsys=capsys)
+    code, out = gate_cli(
+        "--base", str(base.uuid), "--head", str(head.uuid), "--json", capsys=capsys
+    )
     response = post(carol, {"base": str(base.uuid), "head": str(head.uuid)})
     assert response.status_code == 200
     assert response["Content-Type"] == "application/json"
     assert response.content.decode() + "\n" == out  # the same bytes
     data = json.loads(response.content, parse_constant=pytest.fail)
-    assert data["decision"]["exit_code"] == code == {
-        "pass": 0, "regression": 1, "errored": 2, "judge_changed": 2}[scenario]
+    assert (
+        data["decision"]["exit_code"]
+        == code
+        == {"pass": 0, "regression": 1, "errored": 2, "judge_changed": 2}[scenario]
+    )
 
 
 def test_it_passes_the_policy_flags_like_the_command(carol, capsys):
     base = db_run(STEADY, name="B", version=judge_version(1))
     head = db_run(STEADY, name="H", version=judge_version(2))
-    _, out = gate_cli("--base", "S/B", "--head", "S/H", "--json", "--allow-incomparable",
-                      "--alpha", "0.1", "--max-errored-fraction", "0.5", "--allow-untrusted",
-                      capsys=capsys)
-    response = post(carol, {"base": str(base.uuid), "head": str(head.uuid),
-                            "allow_incomparable": True, "alpha": 0.1,
-                            "max_errored_fraction": 0.5, "allow_untrusted": True})
+    _, out = gate_cli(
+        "--base",
+        "S/B",
+        "--head",
+        "S/H",
+        "--json",
+        "--allow-incomparable",
+        "--alpha",
+        "0.1",
+        "--max-errored-fraction",
+        "0.5",
+        "--allow-untrusted",
+        capsys=capsys,
+    )
+    response = post(
+        carol,
+        {
+            "base": str(base.uuid),
+            "head": str(head.uuid),
+            "allow_incomparable": True,
+            "alpha": 0.1,
+            "max_errored_fraction": 0.5,
+            "allow_untrusted": True,
+        },
+    )
     assert response.content.decode() + "\n" == out
     assert json.loads(out)["decision"]["exit_code"] == 0
 
@@ -115,19 +140,27 @@ def test_a_head_file_needs_a_base(carol, runs):
     assert "base" in response.json()
 
 
-@pytest.mark.parametrize(("place", "value", "field"), [
-    (("cases", 0, "trials", 0, "grades", 0, "passed"), "false",
-     "base_file.cases[0].trials[0].grades[0].passed"),
-    (("cases", 0, "trials", 0, "grades", 0, "gating"), 1,
-     "base_file.cases[0].trials[0].grades[0].gating"),
-    (("cases", 0, "trials", 0, "status"), "fine", "base_file.cases[0].trials[0].status"),
-    (("cases", 0, "trials", 0, "cost_usd"), "a lot", "base_file.cases[0].trials[0].cost_usd"),
-    (("cases", 0, "key"), 7, "base_file.cases[0].key"),
-    (("run", "trials_per_case"), 10_000, "base_file.run.trials_per_case"),
-    (("format",), "assay-run-data", "base_file.format"),
-])
-def test_it_refuses_a_malformed_embedded_file_naming_the_place(place, value, field, carol,
-                                                               runs):
+@pytest.mark.parametrize(
+    ("place", "value", "field"),
+    [
+        (
+            ("cases", 0, "trials", 0, "grades", 0, "passed"),
+            "false",
+            "base_file.cases[0].trials[0].grades[0].passed",
+        ),
+        (
+            ("cases", 0, "trials", 0, "grades", 0, "gating"),
+            1,
+            "base_file.cases[0].trials[0].grades[0].gating",
+        ),
+        (("cases", 0, "trials", 0, "status"), "fine", "base_file.cases[0].trials[0].status"),
+        (("cases", 0, "trials", 0, "cost_usd"), "a lot", "base_file.cases[0].trials[0].cost_usd"),
+        (("cases", 0, "key"), 7, "base_file.cases[0].key"),
+        (("run", "trials_per_case"), 10_000, "base_file.run.trials_per_case"),
+        (("format",), "assay-run-data", "base_file.format"),
+    ],
+)
+def test_it_refuses_a_malformed_embedded_file_naming_the_place(place, value, field, carol, runs):
     base, head = runs
     document = run_export(run=base)
     target = document
@@ -140,23 +173,26 @@ def test_it_refuses_a_malformed_embedded_file_naming_the_place(place, value, fie
     assert message.startswith(f"{field}: ")
 
 
-@pytest.mark.parametrize(("body", "field"), [
-    ({"alpha": "0.05"}, "alpha"),
-    ({"alpha": 1}, "alpha"),
-    ({"alpha": 0}, "alpha"),
-    ({"alpha": True}, "alpha"),
-    ({"alpha": None}, "alpha"),
-    ({"max_errored_fraction": 1.5}, "max_errored_fraction"),
-    ({"max_errored_fraction": "0"}, "max_errored_fraction"),
-    ({"allow_untrusted": "false"}, "allow_untrusted"),
-    ({"allow_untrusted": 0}, "allow_untrusted"),
-    ({"allow_incomparable": "true"}, "allow_incomparable"),
-    ({"alfa": 0.1}, "alfa"),
-    ({"head": None}, "head"),
-    ({"head": 12345}, "head"),
-    ({"head": "not-a-uuid"}, "head"),
-    ({"base": "not-a-uuid"}, "base"),
-])
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({"alpha": "0.05"}, "alpha"),
+        ({"alpha": 1}, "alpha"),
+        ({"alpha": 0}, "alpha"),
+        ({"alpha": True}, "alpha"),
+        ({"alpha": None}, "alpha"),
+        ({"max_errored_fraction": 1.5}, "max_errored_fraction"),
+        ({"max_errored_fraction": "0"}, "max_errored_fraction"),
+        ({"allow_untrusted": "false"}, "allow_untrusted"),
+        ({"allow_untrusted": 0}, "allow_untrusted"),
+        ({"allow_incomparable": "true"}, "allow_incomparable"),
+        ({"alfa": 0.1}, "alfa"),
+        ({"head": None}, "head"),
+        ({"head": 12345}, "head"),
+        ({"head": "not-a-uuid"}, "head"),
+        ({"base": "not-a-uuid"}, "base"),
+    ],
+)
 def test_it_refuses_bad_input_with_a_400_naming_the_field(body, field, carol, runs):
     base, head = runs
     response = post(carol, {"base": str(base.uuid), "head": str(head.uuid), **body})
@@ -167,8 +203,9 @@ def test_it_refuses_bad_input_with_a_400_naming_the_field(body, field, carol, ru
 def test_it_refuses_a_missing_head_and_two_heads(carol, runs):
     base, head = runs
     assert "head" in post(carol, {"base": str(base.uuid)}).json()
-    response = post(carol, {"head": str(head.uuid), "head_file": run_export(run=head),
-                            "base": str(base.uuid)})
+    response = post(
+        carol, {"head": str(head.uuid), "head_file": run_export(run=head), "base": str(base.uuid)}
+    )
     assert response.status_code == 400 and "head" in response.json()
 
 
@@ -184,8 +221,7 @@ def test_it_refuses_non_finite_numbers_and_form_bodies(carol, runs):
 
 def test_it_answers_404_for_an_unknown_run(carol, runs):
     base, _ = runs
-    response = post(carol, {"base": str(base.uuid),
-                            "head": "00000000-0000-4000-8000-000000000000"})
+    response = post(carol, {"base": str(base.uuid), "head": "00000000-0000-4000-8000-000000000000"})
     assert response.status_code == 404
 
 

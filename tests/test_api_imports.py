@@ -22,9 +22,12 @@ INSPECT = INTEROP / "inspect" / "log.json"
 
 
 def _post(client, path: Path = PROMPTFOO, *, data: bytes | None = None, **fields):
-    payload = {"file": SimpleUploadedFile(path.name, data if data is not None
-                                          else path.read_bytes()),
-               "format": "promptfoo", "suite": "S", "run": "R"}
+    payload = {
+        "file": SimpleUploadedFile(path.name, data if data is not None else path.read_bytes()),
+        "format": "promptfoo",
+        "suite": "S",
+        "run": "R",
+    }
     payload.update(fields)
     return client.post(URL, payload, format="multipart")
 
@@ -35,8 +38,13 @@ def test_an_engineer_or_a_lead_imports_and_gets_201_with_the_summary(request, wh
     assert response.status_code == 201
     body = response.json()
     assert {k: body[k] for k in ("suite", "runs", "format", "cases", "trials", "grades")} == {
-        "suite": "S", "runs": ["R"], "format": "promptfoo", "cases": 6, "trials": 18,
-        "grades": 54}
+        "suite": "S",
+        "runs": ["R"],
+        "format": "promptfoo",
+        "cases": 6,
+        "trials": 18,
+        "grades": 54,
+    }
     run = Run.objects.get(uuid=body["run_ids"][0])
     assert run.started_by.username == who
 
@@ -65,8 +73,9 @@ def test_a_bad_file_gets_400_naming_the_record_and_field_and_writes_nothing(caro
     doc["results"]["results"][9]["latencyMs"] = float("inf")
     response = _post(client_for(carol), data=json.dumps(doc).encode())
     assert response.status_code == 400
-    assert response.json()["detail"].startswith("results.results[9].latencyMs: expected a "
-                                                "finite number")
+    assert response.json()["detail"].startswith(
+        "results.results[9].latencyMs: expected a finite number"
+    )
     assert Run.objects.count() == Trial.objects.count() == Case.objects.count() == 0
     assert Suite.objects.count() == 0
 
@@ -75,8 +84,9 @@ def test_a_wrong_shape_a_missing_field_and_a_repeat_get_400(carol):
     client = client_for(carol)
     response = _post(client, data=b'{"results": []}')
     assert response.status_code == 400 and response.json()["detail"].startswith("results:")
-    response = client.post(URL, {"format": "promptfoo", "suite": "S", "run": "R"},
-                           format="multipart")
+    response = client.post(
+        URL, {"format": "promptfoo", "suite": "S", "run": "R"}, format="multipart"
+    )
     assert response.status_code == 400 and "file" in response.json()
     response = _post(client, format="promptfooo")
     assert response.status_code == 400 and "format" in response.json()
@@ -111,15 +121,26 @@ def test_the_schema_documents_the_endpoint(alice):
     assert set(operation["responses"]) >= {"201", "400", "413"}
 
 
-@pytest.mark.parametrize(("path", "fmt"), [(PROMPTFOO, "promptfoo"), (INSPECT, "inspect"),
-                                           (PROMPTFOO, ""), (INSPECT, "")])
+@pytest.mark.parametrize(
+    ("path", "fmt"),
+    [(PROMPTFOO, "promptfoo"), (INSPECT, "inspect"), (PROMPTFOO, ""), (INSPECT, "")],
+)
 def test_the_upload_page_imports_both_formats(client, carol, path, fmt):
     assert client.login(username=carol.username, password=PASSWORD)
     page = client.get("/imports/new/").content.decode()
     assert 'value="promptfoo"' in page and 'value="inspect"' in page
-    response = client.post("/imports/new/", {
-        "file": SimpleUploadedFile(path.name, path.read_bytes()), "suite": "S", "run": "R",
-        "format": fmt, "suite_kind": "regression", "mapping": "", "threshold": ""})
+    response = client.post(
+        "/imports/new/",
+        {
+            "file": SimpleUploadedFile(path.name, path.read_bytes()),
+            "suite": "S",
+            "run": "R",
+            "format": fmt,
+            "suite_kind": "regression",
+            "mapping": "",
+            "threshold": "",
+        },
+    )
     run = Run.objects.get()
     assert response.status_code == 302 and response["Location"] == run.get_absolute_url()
     assert run.trials.count() == 18 and run.target["format"] == (fmt or run.target["format"])
@@ -129,10 +150,18 @@ def test_the_upload_page_shows_the_error_of_a_bad_inspect_log(client, carol):
     assert client.login(username=carol.username, password=PASSWORD)
     doc = json.loads(INSPECT.read_bytes())
     doc["samples"][3]["epoch"] = 0
-    response = client.post("/imports/new/", {
-        "file": SimpleUploadedFile("log.json", json.dumps(doc).encode()), "suite": "S",
-        "run": "R", "format": "inspect", "suite_kind": "regression", "mapping": "",
-        "threshold": ""})
+    response = client.post(
+        "/imports/new/",
+        {
+            "file": SimpleUploadedFile("log.json", json.dumps(doc).encode()),
+            "suite": "S",
+            "run": "R",
+            "format": "inspect",
+            "suite_kind": "regression",
+            "mapping": "",
+            "threshold": "",
+        },
+    )
     assert response.status_code == 400
     assert "samples[3].epoch: expected an integer &gt;= 1, got 0" in response.content.decode()
     assert Run.objects.count() == 0

@@ -34,8 +34,13 @@ def header(**changes) -> dict:
 
 
 def trial(i: int, **changes) -> dict:
-    return {"case_id": f"c{i}", "input": f"question {i}", "output": f"answer {i}",
-            "passed": i % 2 == 0, **changes}
+    return {
+        "case_id": f"c{i}",
+        "input": f"question {i}",
+        "output": f"answer {i}",
+        "passed": i % 2 == 0,
+        **changes,
+    }
 
 
 def post_json(client, body: dict, **extra):
@@ -52,30 +57,50 @@ def post_ndjson(client, text: str, **extra):
 
 
 def row_counts() -> dict[str, int]:
-    return {"suites": Suite.objects.count(), "runs": Run.objects.count(),
-            "cases": Case.objects.count(), "trials": Trial.objects.count(),
-            "grades": Grade.objects.count(), "labels": Label.objects.count(),
-            "keys": IngestKey.objects.count()}
+    return {
+        "suites": Suite.objects.count(),
+        "runs": Run.objects.count(),
+        "cases": Case.objects.count(),
+        "trials": Trial.objects.count(),
+        "grades": Grade.objects.count(),
+        "labels": Label.objects.count(),
+        "keys": IngestKey.objects.count(),
+    }
 
 
-NOTHING = {"suites": 0, "runs": 0, "cases": 0, "trials": 0, "grades": 0, "labels": 0,
-           "keys": 0}
+NOTHING = {"suites": 0, "runs": 0, "cases": 0, "trials": 0, "grades": 0, "labels": 0, "keys": 0}
 
 
 def test_it_stores_a_json_run_with_grades_and_labels(alice):
     trials = [
-        trial(1, attempt=1, model="m-1", input_tokens=10, output_tokens=5, latency_ms=12.5,
-              cost_usd="0.0001", created_at="2025-02-24T23:30:00+08:00", tags=["geo"],
-              labels=[{"reviewer": "dana", "verdict": "fail", "critique": "wrong city"},
-                      {"reviewer": "eve", "verdict": "pass"}],
-              extra={"trace": "t-1"}),
+        trial(
+            1,
+            attempt=1,
+            model="m-1",
+            input_tokens=10,
+            output_tokens=5,
+            latency_ms=12.5,
+            cost_usd="0.0001",
+            created_at="2025-02-24T23:30:00+08:00",
+            tags=["geo"],
+            labels=[
+                {"reviewer": "dana", "verdict": "fail", "critique": "wrong city"},
+                {"reviewer": "eve", "verdict": "pass"},
+            ],
+            extra={"trace": "t-1"},
+        ),
         trial(1, attempt=2, passed=True, expected="Paris", input="question 1"),
         trial(2, scores={"faithfulness": 0.8, "relevance": 0.4}, passed=None),
     ]
     trials[2].pop("passed")
     trials[1].pop("expected")
-    body = header(model="gpt-x", source_version="abc123", threshold=0.5, suite_kind="capability",
-                  trials=trials)
+    body = header(
+        model="gpt-x",
+        source_version="abc123",
+        threshold=0.5,
+        suite_kind="capability",
+        trials=trials,
+    )
     resp = post_json(client_for(alice), body)
     assert resp.status_code == 201, resp.content
     data = resp.json()
@@ -86,7 +111,11 @@ def test_it_stores_a_json_run_with_grades_and_labels(alice):
     assert data["url"] == f"http://testserver/api/runs/{run.uuid}/"
     assert data["page"] == f"http://testserver/runs/{run.uuid}/"
     assert (run.source, run.model, run.source_version, run.status) == (
-        "imported", "gpt-x", "abc123", "succeeded")
+        "imported",
+        "gpt-x",
+        "abc123",
+        "succeeded",
+    )
     assert run.suite.kind == "capability" and run.started_by == alice
     assert (run.trials_total, run.trials_per_case) == (3, 2)
     first = Trial.objects.get(run=run, case__key="c1", attempt=1)
@@ -97,7 +126,10 @@ def test_it_stores_a_json_run_with_grades_and_labels(alice):
     labels = {lab.reviewer_name: lab for lab in Label.objects.filter(trial=first)}
     assert set(labels) == {"dana", "eve"}
     assert (labels["dana"].verdict, labels["dana"].critique, labels["dana"].source) == (
-        "fail", "wrong city", "import")
+        "fail",
+        "wrong city",
+        "import",
+    )
     assert labels["dana"].reviewer is None and labels["eve"].critique == ""
     c2 = dict(Grade.objects.filter(trial__case__key="c2").values_list("grader", "passed"))
     assert c2 == {"faithfulness": True, "relevance": False}
@@ -113,7 +145,12 @@ def test_it_streams_an_ndjson_run_line_by_line(carol, media):
     run = Run.objects.get(uuid=resp.json()["run"])
     assert run.target["format"] == "ingest-ndjson"
     assert sorted(Trial.objects.filter(run=run).values_list("case__key", flat=True)) == [
-        "c1", "c2", "c3", "c4", "c5"]
+        "c1",
+        "c2",
+        "c3",
+        "c4",
+        "c5",
+    ]
 
 
 def test_it_reads_a_crlf_ndjson_body_with_a_bom_and_blank_lines(carol):
@@ -136,8 +173,13 @@ def test_the_run_report_holds_the_ingested_figures(carol, bob):
     assert report["n_cases"] == 5
 
 
-C1_LINES = ['{"case_id":"c1","score":0.9}', '{"case_id":"c2","score":0.6}', None,
-            '{"case_id":"c4","score":0.75}', '{"case_id":"c5","score":1.0}']
+C1_LINES = [
+    '{"case_id":"c1","score":0.9}',
+    '{"case_id":"c2","score":0.6}',
+    None,
+    '{"case_id":"c4","score":0.75}',
+    '{"case_id":"c5","score":1.0}',
+]
 
 
 def _c1_lines(c3: str) -> list[str]:
@@ -145,9 +187,14 @@ def _c1_lines(c3: str) -> list[str]:
     return [line.replace('{"case_id"', '{"input":"q","case_id"') for line in lines]
 
 
-@pytest.mark.parametrize("c3", ['{"case_id":"c3","score":"NaN"}',
-                                '{"case_id":"c3","score":NaN}',
-                                '{"case_id":"c3","score":Infinity}'])
+@pytest.mark.parametrize(
+    "c3",
+    [
+        '{"case_id":"c3","score":"NaN"}',
+        '{"case_id":"c3","score":NaN}',
+        '{"case_id":"c3","score":Infinity}',
+    ],
+)
 @pytest.mark.parametrize("fmt", ["json", "ndjson"])
 def test_a_nan_score_is_not_scored_never_a_fail_c1(carol, bob, c3, fmt):
     lines = _c1_lines(c3)
@@ -160,7 +207,11 @@ def test_a_nan_score_is_not_scored_never_a_fail_c1(carol, bob, c3, fmt):
     assert resp.status_code == 201, resp.content
     grade = Grade.objects.get(trial__case__key="c3")
     assert (grade.status, grade.passed, grade.score, grade.reason) == (
-        "error", None, None, "not scored")
+        "error",
+        None,
+        None,
+        "not scored",
+    )
     assert Grade.objects.filter(score=0).count() == 0
     raw = client_for(bob).get(resp.json()["url"]).content.decode()
     assert "NaN" not in raw and "Infinity" not in raw
@@ -175,15 +226,20 @@ def test_a_nan_score_is_not_scored_never_a_fail_c1(carol, bob, c3, fmt):
         assert figures["pass_rate"]["mean"] == 0.75
 
 
-@pytest.mark.parametrize("line,field", [
-    ('{"case_id":"c1","input":"q","passed":true,"latency_ms":NaN}', "latency_ms"),
-    ('{"case_id":"c1","input":"q","passed":"false"}', "passed"),
-    ('{"case_id":"c1","input":"q","attempt":"1"}', "attempt"),
-    ('{"case_id":"c1","input":"q","socre":0.5}', "socre"),
-    ('{"case_id":"c1","input":"q","labels":[{"reviewer":"x","verdict":"Pass"}]}',
-     "labels[0].verdict"),
-    ('{"case_id":"c1","input":"q","score":0.5}', "score"),  # no threshold
-])
+@pytest.mark.parametrize(
+    "line,field",
+    [
+        ('{"case_id":"c1","input":"q","passed":true,"latency_ms":NaN}', "latency_ms"),
+        ('{"case_id":"c1","input":"q","passed":"false"}', "passed"),
+        ('{"case_id":"c1","input":"q","attempt":"1"}', "attempt"),
+        ('{"case_id":"c1","input":"q","socre":0.5}', "socre"),
+        (
+            '{"case_id":"c1","input":"q","labels":[{"reviewer":"x","verdict":"Pass"}]}',
+            "labels[0].verdict",
+        ),
+        ('{"case_id":"c1","input":"q","score":0.5}', "score"),  # no threshold
+    ],
+)
 def test_it_refuses_a_bad_field_naming_line_and_field(carol, line, field):
     resp = post_ndjson(client_for(carol), json.dumps(header()) + "\n" + line + "\n")
     assert resp.status_code == 400
@@ -193,19 +249,22 @@ def test_it_refuses_a_bad_field_naming_line_and_field(carol, line, field):
     assert row_counts() == NOTHING
 
 
-@pytest.mark.parametrize("changes,field", [
-    ({"grader": "g" * 201}, "grader"),
-    ({"input_tokens": 2**31}, "input_tokens"),
-    ({"attempt": 2**31}, "attempt"),
-    ({"cost_usd": "1000000"}, "cost_usd"),
-    ({"output": "a\u0000b"}, "output"),
-    ({"output": "lone \ud800 surrogate"}, "output"),
-    ({"input": {"k": "a\u0000"}}, "input"),
-    ({"extra": {"k": "a\u0000b"}}, "extra"),
-    ({"labels": [{"reviewer": "x\u0000", "verdict": "pass"}]}, "labels"),
-    ({"expected": "OVERFLOW"}, "expected"),
-    ({"extra": {"big": "OVERFLOW"}}, "extra"),
-])
+@pytest.mark.parametrize(
+    "changes,field",
+    [
+        ({"grader": "g" * 201}, "grader"),
+        ({"input_tokens": 2**31}, "input_tokens"),
+        ({"attempt": 2**31}, "attempt"),
+        ({"cost_usd": "1000000"}, "cost_usd"),
+        ({"output": "a\u0000b"}, "output"),
+        ({"output": "lone \ud800 surrogate"}, "output"),
+        ({"input": {"k": "a\u0000"}}, "input"),
+        ({"extra": {"k": "a\u0000b"}}, "extra"),
+        ({"labels": [{"reviewer": "x\u0000", "verdict": "pass"}]}, "labels"),
+        ({"expected": "OVERFLOW"}, "expected"),
+        ({"extra": {"big": "OVERFLOW"}}, "extra"),
+    ],
+)
 @pytest.mark.parametrize("fmt", ["json", "ndjson"])
 def test_values_the_database_cannot_hold_are_a_400_never_a_500(carol, changes, field, fmt):
     rec = {**trial(1), **changes}
@@ -221,8 +280,10 @@ def test_values_the_database_cannot_hold_are_a_400_never_a_500(carol, changes, f
 
 
 def test_a_cost_is_stored_to_a_hundred_millionth_of_a_dollar(carol):
-    resp = post_json(client_for(carol), header(trials=[trial(1, cost_usd=0.1 + 0.2),
-                                                       trial(2, cost_usd="0.000000015")]))
+    resp = post_json(
+        client_for(carol),
+        header(trials=[trial(1, cost_usd=0.1 + 0.2), trial(2, cost_usd="0.000000015")]),
+    )
     assert resp.status_code == 201
     costs = dict(Trial.objects.values_list("case__key", "cost_usd"))
     assert costs == {"c1": Decimal("0.30000000"), "c2": Decimal("0.00000002")}
@@ -260,8 +321,10 @@ def test_it_refuses_an_unknown_header_field_and_a_duplicate_attempt(carol):
 @pytest.mark.parametrize("fmt", ["json", "ndjson"])
 def test_a_bad_record_halfway_leaves_nothing_behind(carol, fmt, monkeypatch):
     monkeypatch.setattr(ingest, "BATCH_SIZE", 1000)  # the first batch is written, then undone
-    records = [trial(i, output="x" * 300, labels=[{"reviewer": "r", "verdict": "pass"}])
-               for i in range(3000)]
+    records = [
+        trial(i, output="x" * 300, labels=[{"reviewer": "r", "verdict": "pass"}])
+        for i in range(3000)
+    ]
     records[1500]["passed"] = "true"
     client = client_for(carol)
     if fmt == "json":
@@ -276,8 +339,7 @@ def test_a_bad_record_halfway_leaves_nothing_behind(carol, fmt, monkeypatch):
     records[1500]["passed"] = True  # fixed: the same key is free again
     resp = post_json(client, header(trials=records), HTTP_IDEMPOTENCY_KEY="k-half")
     assert resp.status_code == 201
-    assert resp.json()["counts"] == {"cases": 3000, "trials": 3000, "grades": 3000,
-                                     "labels": 3000}
+    assert resp.json()["counts"] == {"cases": 3000, "trials": 3000, "grades": 3000, "labels": 3000}
 
 
 def test_a_repeat_with_the_same_key_returns_the_first_response_and_writes_nothing(carol):
@@ -307,8 +369,9 @@ def test_a_run_key_in_the_ndjson_header_makes_a_repeat_a_no_op(carol, alice):
 
 def test_a_key_reused_with_another_body_is_a_409_naming_the_key(carol):
     client = client_for(carol)
-    assert post_json(client, header(trials=[trial(1)]), HTTP_IDEMPOTENCY_KEY="k1").status_code \
-        == 201
+    assert (
+        post_json(client, header(trials=[trial(1)]), HTTP_IDEMPOTENCY_KEY="k1").status_code == 201
+    )
     before = row_counts()
     resp = post_json(client, header(run="r2", trials=[trial(1)]), HTTP_IDEMPOTENCY_KEY="k1")
     assert resp.status_code == 409
@@ -318,8 +381,9 @@ def test_a_key_reused_with_another_body_is_a_409_naming_the_key(carol):
 
 
 def test_a_run_key_and_a_different_header_key_are_refused(carol):
-    resp = post_json(client_for(carol), header(run_key="a", trials=[trial(1)]),
-                     HTTP_IDEMPOTENCY_KEY="b")
+    resp = post_json(
+        client_for(carol), header(run_key="a", trials=[trial(1)]), HTTP_IDEMPOTENCY_KEY="b"
+    )
     assert resp.status_code == 400 and resp.json()["field"] == "run_key"
 
 
@@ -344,15 +408,20 @@ def test_a_key_claimed_by_a_concurrent_request_is_replayed_not_written(carol, mo
         def exists(self):
             return False
 
-    monkeypatch.setattr(IngestKey.objects, "filter",
-                        lambda **kw: Blind() if kw == {"key": "race"} else real_filter(**kw))
+    monkeypatch.setattr(
+        IngestKey.objects,
+        "filter",
+        lambda **kw: Blind() if kw == {"key": "race"} else real_filter(**kw),
+    )
     again = post_json(client, body, HTTP_IDEMPOTENCY_KEY="race")
     assert again.status_code == 201 and again.json() == first.json()
     assert Run.objects.count() == 1 and Trial.objects.count() == 1
 
 
-@pytest.mark.skipif(connection.vendor != "postgresql",
-                    reason="two writers at once need PostgreSQL (SQLite serialises them)")
+@pytest.mark.skipif(
+    connection.vendor != "postgresql",
+    reason="two writers at once need PostgreSQL (SQLite serialises them)",
+)
 @pytest.mark.django_db(transaction=True, serialized_rollback=True)
 def test_two_concurrent_requests_with_one_key_write_once(carol):
     text = ndjson(header(), [trial(i) for i in range(2000)])
@@ -420,8 +489,10 @@ def test_a_record_one_byte_over_the_limit_is_a_413_naming_it(carol, settings, fm
         resp = post_json(client, header(trials=[ok, exact, big]))
         where, record = "trials[2]", 2
     else:
-        text = "\n".join(json.dumps(r, separators=(",", ":")) for r in
-                         [header(), ok, exact, big]) + "\n"
+        text = (
+            "\n".join(json.dumps(r, separators=(",", ":")) for r in [header(), ok, exact, big])
+            + "\n"
+        )
         resp = post_ndjson(client, text)
         where, record = "line 4", 4
     assert resp.status_code == 413
@@ -446,9 +517,17 @@ def test_it_refuses_other_content_types(carol, media):
     assert resp.status_code == 415
 
 
-@pytest.mark.parametrize("body", [b"", b"[]", b"{not json", b'{"suite":"s","run":"r"}',
-                                  b'{"suite":"s","run":"r","trials":[]}',
-                                  b'{"suite":"s","run":"r","trials":[1]}'])
+@pytest.mark.parametrize(
+    "body",
+    [
+        b"",
+        b"[]",
+        b"{not json",
+        b'{"suite":"s","run":"r"}',
+        b'{"suite":"s","run":"r","trials":[]}',
+        b'{"suite":"s","run":"r","trials":[1]}',
+    ],
+)
 def test_it_refuses_empty_or_malformed_json_bodies_with_a_400(carol, body):
     resp = client_for(carol).post(URL, data=body, content_type="application/json")
     assert resp.status_code in (400, 411)
@@ -462,8 +541,9 @@ def test_it_refuses_a_suite_kind_that_differs_from_the_existing_suite(carol):
     assert resp.status_code == 400 and resp.json()["field"] == "suite_kind"
 
 
-@pytest.mark.parametrize("user,status", [("alice", 201), ("carol", 201), ("bob", 403),
-                                         ("mallory", 403), (None, 401)])
+@pytest.mark.parametrize(
+    "user,status", [("alice", 201), ("carol", 201), ("bob", 403), ("mallory", 403), (None, 401)]
+)
 def test_only_engineers_and_leads_may_ingest(db, request, user, status):
     who = request.getfixturevalue(user) if user else None
     resp = post_json(client_for(who), header(trials=[trial(1)]))

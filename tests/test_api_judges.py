@@ -34,8 +34,9 @@ def trusted(db, alice, bob):
 
 @pytest.fixture
 def untrusted(db):
-    _, version, _ = judged_run(2, judge_fails=1, suite_name="other", run_name="r9",
-                               judge_name="lenient")
+    _, version, _ = judged_run(
+        2, judge_fails=1, suite_name="other", run_name="r9", judge_name="lenient"
+    )
     return version
 
 
@@ -43,11 +44,11 @@ def untrusted(db):
 
 
 def test_leads_and_engineers_read_judge_versions_and_reviewers_and_outsiders_do_not(
-        trusted, alice, bob, carol, mallory):
+    trusted, alice, bob, carol, mallory
+):
     version = trusted[0]
     for path in ("/api/judge-versions/", f"/api/judge-versions/{version.uuid}/"):
-        for user, status in ((alice, 200), (carol, 200), (bob, 403), (mallory, 403),
-                             (None, 401)):
+        for user, status in ((alice, 200), (carol, 200), (bob, 403), (mallory, 403), (None, 401)):
             assert client_for(user).get(path).status_code == status, (path, user)
 
 
@@ -55,18 +56,26 @@ def test_it_shows_the_active_approval_with_its_figures(trusted, carol):
     version, cset, approval = trusted
     row = client_for(carol).get(f"/api/judge-versions/{version.uuid}/").json()
     assert (row["judge"], row["kind"], row["number"], row["model"], row["protocol"]) == (
-        "strict", "recorded", 1, "judge-model", "p1")
+        "strict",
+        "recorded",
+        1,
+        "judge-model",
+        "p1",
+    )
     assert row["content_hash"] == version.content_hash and len(row["content_hash"]) == 64
     assert row["trusted"] is True and row["trusted_at"].endswith("Z")
     got = row["approval"]
     assert (got["uuid"], got["approved_by"], got["calibration_set"], got["n"]) == (
-        str(approval.uuid), "alice", str(cset.uuid), 40)
+        str(approval.uuid),
+        "alice",
+        str(cset.uuid),
+        40,
+    )
     assert Fraction(got["agreement"]).limit_denominator(100) == Fraction(39, 40)
     assert (got["far"]["numerator"], got["far"]["denominator"]) == (1, 21)
     assert got["far"]["rate"] == pytest.approx(1 / 21)
     assert got["far"]["ci_low"] < got["far"]["rate"] < got["far"]["ci_high"]
-    assert (got["frr"]["numerator"], got["frr"]["denominator"], got["frr"]["rate"]) == (
-        0, 19, 0.0)
+    assert (got["frr"]["numerator"], got["frr"]["denominator"], got["frr"]["rate"]) == (0, 19, 0.0)
     assert got["kappa"]["kappa"] == pytest.approx(approval.figures["kappa"]["kappa"])
     assert got["kappa"]["se"] > 0 and got["kappa"]["reason"] == ""
     assert "prompt_template" in row and "output_schema" in row
@@ -105,33 +114,45 @@ def _start(user, body, **kwargs):
 
 
 def test_an_engineer_grades_a_run_with_a_judge_version_and_polls_its_progress(
-        carol, django_capture_on_commit_callbacks):
+    carol, django_capture_on_commit_callbacks
+):
     with FakeLLM(responder=lambda body: verdict_json("PASS")) as llm:
         trials = make_trials(["Paris", "Paris", "Lyon"])
         version = make_version(llm)
         run = trials[0].run
         with django_capture_on_commit_callbacks(execute=True) as callbacks:
-            response = _start(carol, {"run": str(run.uuid),
-                                      "judge_version": str(version.uuid), "sample": 2,
-                                      "seed": 7})
+            response = _start(
+                carol,
+                {"run": str(run.uuid), "judge_version": str(version.uuid), "sample": 2, "seed": 7},
+            )
         assert len(callbacks) == 1 and llm.requests == 2
     assert response.status_code == 202
     body = response.json()
     judge_run = JudgeRun.objects.get()
-    assert (body["uuid"], body["run"], body["judge_version"], body["status"],
-            body["trials_total"], body["started_by"]) == (
-        str(judge_run.uuid), str(run.uuid), str(version.uuid), "queued", 2, "carol")
+    assert (
+        body["uuid"],
+        body["run"],
+        body["judge_version"],
+        body["status"],
+        body["trials_total"],
+        body["started_by"],
+    ) == (str(judge_run.uuid), str(run.uuid), str(version.uuid), "queued", 2, "carol")
     assert response["Location"] == f"/api/judge-runs/{judge_run.uuid}/"
     progress = client_for(carol).get(response["Location"]).json()
-    assert (progress["status"], progress["trials_graded"], progress["trials_errored"],
-            progress["progress"]) == ("succeeded", 2, 0, 1.0)
+    assert (
+        progress["status"],
+        progress["trials_graded"],
+        progress["trials_errored"],
+        progress["progress"],
+    ) == ("succeeded", 2, 0, 1.0)
     assert Grade.objects.filter(judge_version=version).count() == 2
     rows = client_for(carol).get(f"/api/judge-runs/?run={run.uuid}").json()["results"]
     assert [r["uuid"] for r in rows] == [str(judge_run.uuid)]
 
 
-def test_only_engineers_and_leads_start_or_read_judge_runs(alice, bob, carol, mallory,
-                                                           django_capture_on_commit_callbacks):
+def test_only_engineers_and_leads_start_or_read_judge_runs(
+    alice, bob, carol, mallory, django_capture_on_commit_callbacks
+):
     trials = make_trials(["Paris"])
     version = make_version(type("LLM", (), {"base_url": "http://127.0.0.1:9/v1"}))
     body = {"run": str(trials[0].run.uuid), "judge_version": str(version.uuid)}
@@ -141,8 +162,7 @@ def test_only_engineers_and_leads_start_or_read_judge_runs(alice, bob, carol, ma
         assert _start(alice, body).status_code == 202
     uuid = JudgeRun.objects.get().uuid
     for path in ("/api/judge-runs/", f"/api/judge-runs/{uuid}/"):
-        for user, status in ((alice, 200), (carol, 200), (bob, 403), (mallory, 403),
-                             (None, 401)):
+        for user, status in ((alice, 200), (carol, 200), (bob, 403), (mallory, 403), (None, 401)):
             assert client_for(user).get(path).status_code == status
 
 
@@ -176,15 +196,14 @@ def test_unknown_ids_are_404_and_a_form_body_is_refused(carol):
     trials = make_trials(["Paris"])
     version = make_version(type("LLM", (), {"base_url": "http://127.0.0.1:9/v1"}))
     run = str(trials[0].run.uuid)
-    assert _start(carol, {"run": UNKNOWN, "judge_version": str(version.uuid)}
-                  ).status_code == 404
+    assert _start(carol, {"run": UNKNOWN, "judge_version": str(version.uuid)}).status_code == 404
     assert _start(carol, {"run": run, "judge_version": UNKNOWN}).status_code == 404
     assert client_for(carol).get(f"/api/judge-runs/{UNKNOWN}/").status_code == 404
-    response = client_for(carol).post("/api/judge-runs", {"run": run,
-                                                          "judge_version": str(version.uuid)})
+    response = client_for(carol).post(
+        "/api/judge-runs", {"run": run, "judge_version": str(version.uuid)}
+    )
     assert response.status_code == 415
-    response = client_for(carol).post("/api/judge-runs", "[1, 2]",
-                                      content_type="application/json")
+    response = client_for(carol).post("/api/judge-runs", "[1, 2]", content_type="application/json")
     assert response.status_code == 400
     assert JudgeRun.objects.count() == 0
 

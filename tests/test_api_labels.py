@@ -30,28 +30,30 @@ def calibrated(db, bob):
     run, version, trials = judged_run(40, judge_fails=20)
     cset = calibration_set(run, version, trials)
     for i, trial in enumerate(trials):
-        label_submit(trial=trial, reviewer=bob, verdict="fail" if i < 21 else "pass",
-                     critique="looked")
+        label_submit(
+            trial=trial, reviewer=bob, verdict="fail" if i < 21 else "pass", critique="looked"
+        )
     return cset, version, trials
 
 
 @pytest.fixture
 def small(db):
     """A set of 4 unlabeled trials of another suite (judge fails the first one)."""
-    run, version, trials = judged_run(4, judge_fails=1, suite_name="small", run_name="r2",
-                                      judge_name="other")
+    run, version, trials = judged_run(
+        4, judge_fails=1, suite_name="small", run_name="r2", judge_name="other"
+    )
     return calibration_set(run, version, trials, name="small"), version, trials
 
 
 # --- calibration sets ---------------------------------------------------------------------------
 
 
-def test_every_role_reads_calibration_sets_and_outsiders_do_not(calibrated, alice, bob, carol,
-                                                                mallory):
+def test_every_role_reads_calibration_sets_and_outsiders_do_not(
+    calibrated, alice, bob, carol, mallory
+):
     cset = calibrated[0]
     for path in ("/api/calibration-sets/", f"/api/calibration-sets/{cset.uuid}/"):
-        for user, status in ((alice, 200), (bob, 200), (carol, 200), (mallory, 403),
-                             (None, 401)):
+        for user, status in ((alice, 200), (bob, 200), (carol, 200), (mallory, 403), (None, 401)):
             assert client_for(user).get(path).status_code == status, (path, user)
 
 
@@ -59,15 +61,29 @@ def test_the_detail_holds_the_calibration_figures_for_engineers(calibrated, caro
     cset, version, _ = calibrated
     body = strict(client_for(carol).get(f"/api/calibration-sets/{cset.uuid}/"))
     assert (body["name"], body["size"], body["frozen"], body["judge_version"]) == (
-        "cal-1", 40, True, str(version.uuid))
+        "cal-1",
+        40,
+        True,
+        str(version.uuid),
+    )
     assert body["frozen_at"].endswith("Z") and body["calibration_reason"] == ""
     cal = body["calibration"]
     assert (cal["judge_version"], cal["judge_version_label"], cal["n"]) == (
-        str(version.uuid), "strict v1", 40)
-    assert cal["confusion"] == {"judge_pass_human_pass": 19, "judge_pass_human_fail": 1,
-                                "judge_fail_human_pass": 0, "judge_fail_human_fail": 20}
+        str(version.uuid),
+        "strict v1",
+        40,
+    )
+    assert cal["confusion"] == {
+        "judge_pass_human_pass": 19,
+        "judge_pass_human_fail": 1,
+        "judge_fail_human_pass": 0,
+        "judge_fail_human_fail": 20,
+    }
     assert (cal["agreement"], cal["agreement_numerator"], cal["agreement_reason"]) == (
-        39 / 40, 39, "")
+        39 / 40,
+        39,
+        "",
+    )
     kappa = cal["kappa"]
     assert kappa["kappa"] == pytest.approx(0.95)  # p_o 0.975, p_e 0.5: (0.975 - 0.5) / 0.5
     assert kappa["se"] > 0 and kappa["ci_low"] < kappa["kappa"] < kappa["ci_high"]
@@ -75,9 +91,10 @@ def test_the_detail_holds_the_calibration_figures_for_engineers(calibrated, caro
     assert cal["far"]["rate"] == pytest.approx(1 / 21)
     low, high = proportion_confint(1, 21, alpha=0.05, method="wilson")
     assert (cal["far"]["ci_low"], cal["far"]["ci_high"]) == (
-        pytest.approx(low, abs=1e-5), pytest.approx(high, abs=1e-5))
-    assert (cal["frr"]["rate"], cal["frr"]["numerator"], cal["frr"]["denominator"]) == (
-        0.0, 0, 19)
+        pytest.approx(low, abs=1e-5),
+        pytest.approx(high, abs=1e-5),
+    )
+    assert (cal["frr"]["rate"], cal["frr"]["numerator"], cal["frr"]["denominator"]) == (0.0, 0, 19)
     assert (cal["n_judge_errors"], cal["n_unlabeled"], cal["trust_ok"]) == (0, 0, True)
     assert cal["thresholds"] == {"min_n": 30, "min_kappa": 0.6, "max_far": 0.1}
 
@@ -117,10 +134,12 @@ def test_the_detail_computes_another_judge_version_on_request(calibrated, small,
     other = small[1]
     client = client_for(carol)
     cal = client.get(f"/api/calibration-sets/{cset.uuid}/?judge_version={other.uuid}").json()[
-        "calibration"]
+        "calibration"
+    ]
     assert (cal["judge_version"], cal["n"], cal["n_judge_missing"]) == (str(other.uuid), 0, 40)
-    assert client.get(f"/api/calibration-sets/{cset.uuid}/?judge_version={UNKNOWN}"
-                      ).status_code == 404
+    assert (
+        client.get(f"/api/calibration-sets/{cset.uuid}/?judge_version={UNKNOWN}").status_code == 404
+    )
     response = client.get(f"/api/calibration-sets/{cset.uuid}/?judge_version=v1")
     assert response.status_code == 400 and list(response.json()) == ["judge_version"]
     CalibrationSet.objects.filter(pk=cset.pk).update(judge_version=None)
@@ -132,8 +151,9 @@ def test_the_set_list_filters_by_suite_and_judge_version(calibrated, small, bob)
     client = client_for(bob)
 
     def names(query: str) -> list[str]:
-        return sorted(r["name"] for r in client.get(f"/api/calibration-sets/{query}").json()[
-            "results"])
+        return sorted(
+            r["name"] for r in client.get(f"/api/calibration-sets/{query}").json()["results"]
+        )
 
     assert names("") == ["cal-1", "small"]
     assert names(f"?suite={small[0].suite.uuid}") == ["small"]
@@ -151,12 +171,14 @@ def test_the_set_list_filters_by_suite_and_judge_version(calibrated, small, bob)
 
 
 def test_a_reviewer_reads_only_their_own_labels_and_engineers_and_leads_read_all(
-        small, alice, bob, carol, mallory):
+    small, alice, bob, carol, mallory
+):
     cset, _, trials = small
     label_submit(trial=trials[0], reviewer=bob, verdict="fail", critique="bob says")
     label_submit(trial=trials[0], reviewer=alice, verdict="pass", critique="alice says")
-    Label.objects.create(trial=trials[1], reviewer_name="dataset gold", verdict="pass",
-                         source="import")
+    Label.objects.create(
+        trial=trials[1], reviewer_name="dataset gold", verdict="pass", source="import"
+    )
 
     def reviewers(user, query: str = "") -> list[str]:
         rows = client_for(user).get(f"/api/labels/{query}").json()["results"]
@@ -173,8 +195,9 @@ def test_a_reviewer_reads_only_their_own_labels_and_engineers_and_leads_read_all
     assert client_for(carol).get(f"/api/labels/{alices.id}/").json()["critique"] == "alice says"
 
 
-def test_labels_filter_by_run_set_and_trial_and_preview_long_critiques(calibrated, small,
-                                                                      alice, carol):
+def test_labels_filter_by_run_set_and_trial_and_preview_long_critiques(
+    calibrated, small, alice, carol
+):
     cset, _, trials = calibrated
     label_submit(trial=small[2][0], reviewer=alice, verdict="pass", critique="é" * 2500)
     client = client_for(carol)
@@ -194,7 +217,12 @@ def test_labels_filter_by_run_set_and_trial_and_preview_long_critiques(calibrate
     assert (row["critique_preview"], row["critique_length"]) == ("é" * 2000, 2500)
     assert "critique" not in row
     assert (row["run"], row["case_id"], row["attempt"], row["source"], row["version"]) == (
-        str(small[2][0].run.uuid), "c01", 1, "reviewer", 1)
+        str(small[2][0].run.uuid),
+        "c01",
+        1,
+        "reviewer",
+        1,
+    )
     assert client.get(f"/api/labels/{row['id']}/").json()["critique"] == "é" * 2500
     for param in ("run", "calibration_set", "trial"):
         response = client.get(f"/api/labels/?{param}=c01")
@@ -211,12 +239,18 @@ def _submit(user, body):
 def test_a_reviewer_labels_revises_and_gets_409_on_a_stale_version(small, bob):
     cset, _, trials = small
     trial = str(trials[0].uuid)
-    first = _submit(bob, {"trial": trial, "verdict": "fail", "critique": "wrong refund",
-                          "expected_version": 0})
+    first = _submit(
+        bob, {"trial": trial, "verdict": "fail", "critique": "wrong refund", "expected_version": 0}
+    )
     assert first.status_code == 201
     body = first.json()
-    assert (body["verdict"], body["critique"], body["version"], body["reviewer"],
-            body["trial"]) == ("fail", "wrong refund", 1, "bob", trial)
+    assert (
+        body["verdict"],
+        body["critique"],
+        body["version"],
+        body["reviewer"],
+        body["trial"],
+    ) == ("fail", "wrong refund", 1, "bob", trial)
     assert body["created_at"].endswith("Z") and body["updated_at"] == body["created_at"]
     cset.refresh_from_db()
     assert cset.is_frozen  # the first label freezes the set, as in the queue
@@ -231,35 +265,39 @@ def test_a_reviewer_labels_revises_and_gets_409_on_a_stale_version(small, bob):
     assert (label.verdict, label.version, LabelRevision.objects.count()) == ("pass", 2, 2)
 
 
-def test_reviewers_and_leads_label_and_engineers_and_outsiders_do_not(small, alice, bob,
-                                                                     carol, mallory):
+def test_reviewers_and_leads_label_and_engineers_and_outsiders_do_not(
+    small, alice, bob, carol, mallory
+):
     body = {"trial": str(small[2][1].uuid), "verdict": "pass"}
     for user, status in ((carol, 403), (mallory, 403), (None, 401)):
         assert _submit(user, body).status_code == status
     assert _submit(alice, body).status_code == 201
     assert _submit(bob, body).status_code == 201
-    assert sorted(Label.objects.values_list("reviewer__username", flat=True)) == [
-        "alice", "bob"]
+    assert sorted(Label.objects.values_list("reviewer__username", flat=True)) == ["alice", "bob"]
 
 
-@pytest.mark.parametrize("verdict", ["true", True, "PASS", "Pass", " pass", 1, None, "",
-                                     ["pass"], "yes"])
+@pytest.mark.parametrize(
+    "verdict", ["true", True, "PASS", "Pass", " pass", 1, None, "", ["pass"], "yes"]
+)
 def test_it_refuses_anything_but_pass_or_fail_and_names_verdict(small, bob, verdict):
     response = _submit(bob, {"trial": str(small[2][0].uuid), "verdict": verdict})
     assert response.status_code == 400 and list(response.json()) == ["verdict"]
     assert Label.objects.count() == 0
 
 
-@pytest.mark.parametrize(("body", "field"), [
-    ({"critique": 5}, "critique"),
-    ({"critique": "x" * 20_001}, "critique"),
-    ({"expected_version": "1"}, "expected_version"),
-    ({"expected_version": True}, "expected_version"),
-    ({"expected_version": -1}, "expected_version"),
-    ({"trial": 7}, "trial"),
-    ({"trial": "c01"}, "trial"),
-    ({"label": "pass"}, "label"),
-])
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({"critique": 5}, "critique"),
+        ({"critique": "x" * 20_001}, "critique"),
+        ({"expected_version": "1"}, "expected_version"),
+        ({"expected_version": True}, "expected_version"),
+        ({"expected_version": -1}, "expected_version"),
+        ({"trial": 7}, "trial"),
+        ({"trial": "c01"}, "trial"),
+        ({"label": "pass"}, "label"),
+    ],
+)
 def test_it_names_the_bad_field_and_writes_nothing(small, bob, body, field):
     data = {"trial": str(small[2][0].uuid), "verdict": "pass", **body}
     response = _submit(bob, data)
@@ -269,14 +307,18 @@ def test_it_names_the_bad_field_and_writes_nothing(small, bob, body, field):
 
 def test_an_unknown_trial_is_a_404_and_a_form_body_a_415(small, bob):
     assert _submit(bob, {"trial": UNKNOWN, "verdict": "pass"}).status_code == 404
-    response = client_for(bob).post("/api/labels", {"trial": str(small[2][0].uuid),
-                                                    "verdict": "pass"})
+    response = client_for(bob).post(
+        "/api/labels", {"trial": str(small[2][0].uuid), "verdict": "pass"}
+    )
     assert response.status_code == 415
     assert Label.objects.count() == 0
 
 
 def test_judge_reasons_never_reach_a_reviewer_through_labels_or_sets(calibrated, bob):
     client = client_for(bob)
-    for path in ("/api/labels/", "/api/calibration-sets/",
-                 f"/api/calibration-sets/{calibrated[0].uuid}/"):
+    for path in (
+        "/api/labels/",
+        "/api/calibration-sets/",
+        f"/api/calibration-sets/{calibrated[0].uuid}/",
+    ):
         assert JUDGE_REASON[:15] not in client.get(path).content.decode()

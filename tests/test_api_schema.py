@@ -64,8 +64,15 @@ def test_the_schema_generates_without_warnings_and_validates():
     err = io.StringIO()
     try:
         with contextlib.redirect_stderr(err):  # drf-spectacular prints them to sys.stderr
-            call_command("spectacular", "--validate", "--fail-on-warn", "--format",
-                         "openapi-json", "--file", os.devnull)
+            call_command(
+                "spectacular",
+                "--validate",
+                "--fail-on-warn",
+                "--format",
+                "openapi-json",
+                "--file",
+                os.devnull,
+            )
     except CommandError as exc:
         pytest.fail(f"{exc}:\n{err.getvalue()}")
     assert "Warning" not in err.getvalue(), err.getvalue()

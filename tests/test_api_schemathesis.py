@@ -94,52 +94,90 @@ def seed(lead: User) -> Seeded:
     an exact grader and a recorded judge version; head is the baseline; a calibration
     set over head's trials with one label."""
     suite = Suite.objects.create(name="fuzz-suite")
-    cases = [Case.objects.create(suite=suite, key=f"c{i}", input=f"What is {i}+{i}?",
-                                 expected=str(2 * i), tags=["arith"]) for i in range(1, 5)]
+    cases = [
+        Case.objects.create(
+            suite=suite, key=f"c{i}", input=f"What is {i}+{i}?", expected=str(2 * i), tags=["arith"]
+        )
+        for i in range(1, 5)
+    ]
     judge = Judge.objects.create(name="fuzz-judge", kind=Judge.Kind.RECORDED)
-    version = JudgeVersion.objects.create(judge=judge, number=1, model="judge-model",
-                                          protocol="p1")
+    version = JudgeVersion.objects.create(judge=judge, number=1, model="judge-model", protocol="p1")
     graders = [{"key": "exact", "kind": "exact", "config": {}, "gating": True}]
     runs = {}
     for name in ("base", "head"):
-        run = Run.objects.create(suite=suite, name=name, target_kind="simulated",
-                                 graders=graders, status=Run.Status.SUCCEEDED,
-                                 trials_total=len(cases), trials_finished=len(cases))
+        run = Run.objects.create(
+            suite=suite,
+            name=name,
+            target_kind="simulated",
+            graders=graders,
+            status=Run.Status.SUCCEEDED,
+            trials_total=len(cases),
+            trials_finished=len(cases),
+        )
         for i, case in enumerate(cases):
-            trial = Trial.objects.create(run=run, case=case, attempt=1,
-                                         status=Trial.Status.OK, output=str(2 * (i + 1)))
+            trial = Trial.objects.create(
+                run=run, case=case, attempt=1, status=Trial.Status.OK, output=str(2 * (i + 1))
+            )
             passed = i != 3 or name == "base"
-            Grade.objects.create(trial=trial, grader="exact", status=Grade.Status.OK,
-                                 passed=passed, score=float(passed), reason="compared")
-            Grade.objects.create(trial=trial, grader=version.grader_key, judge_version=version,
-                                 gating=False, status=Grade.Status.OK, passed=passed,
-                                 reason="judged")
+            Grade.objects.create(
+                trial=trial,
+                grader="exact",
+                status=Grade.Status.OK,
+                passed=passed,
+                score=float(passed),
+                reason="compared",
+            )
+            Grade.objects.create(
+                trial=trial,
+                grader=version.grader_key,
+                judge_version=version,
+                gating=False,
+                status=Grade.Status.OK,
+                passed=passed,
+                reason="judged",
+            )
         runs[name] = run
     head = runs["head"]
     baseline = services.baseline_set(suite=suite, run=head, by=lead, note="fuzz")
     trials = list(head.trials.order_by("case__key"))
-    cset = CalibrationSet.objects.create(name="fuzz-cal", suite=suite, run=head,
-                                         judge_version=version, size=len(trials), seed=0)
+    cset = CalibrationSet.objects.create(
+        name="fuzz-cal", suite=suite, run=head, judge_version=version, size=len(trials), seed=0
+    )
     CalibrationItem.objects.bulk_create(
-        CalibrationItem(calibration_set=cset, trial=t, position=i) for i, t in enumerate(trials))
-    label = Label.objects.create(trial=trials[0], reviewer=lead, verdict="pass",
-                                 critique="right")
+        CalibrationItem(calibration_set=cset, trial=t, position=i) for i, t in enumerate(trials)
+    )
+    label = Label.objects.create(trial=trials[0], reviewer=lead, verdict="pass", critique="right")
     grade = Grade.objects.filter(trial=trials[0], grader="exact").get()
     ids = {
-        "suite": str(suite.uuid), "case": str(cases[0].uuid), "run": str(head.uuid),
-        "head": str(head.uuid), "base": str(runs["base"].uuid), "trial": str(trials[0].uuid),
-        "judge_version": str(version.uuid), "calibration_set": str(cset.uuid),
+        "suite": str(suite.uuid),
+        "case": str(cases[0].uuid),
+        "run": str(head.uuid),
+        "head": str(head.uuid),
+        "base": str(runs["base"].uuid),
+        "trial": str(trials[0].uuid),
+        "judge_version": str(version.uuid),
+        "calibration_set": str(cset.uuid),
     }
     resources = {
-        "suites": ids["suite"], "cases": ids["case"], "runs": ids["run"],
-        "trials": ids["trial"], "grades": grade.id, "baselines": baseline.id,
-        "judge-versions": ids["judge_version"], "calibration-sets": ids["calibration_set"],
+        "suites": ids["suite"],
+        "cases": ids["case"],
+        "runs": ids["run"],
+        "trials": ids["trial"],
+        "grades": grade.id,
+        "baselines": baseline.id,
+        "judge-versions": ids["judge_version"],
+        "calibration-sets": ids["calibration_set"],
         "labels": label.id,
     }
     bodies = {
         "/api/gate": {"head": ids["head"], "base": ids["base"]},
-        "/api/ingest": {"suite": "fuzz-ingest", "run": "ingested", "trials": [
-            {"case_id": "c1", "input": "1+1", "output": "2", "passed": True, "attempt": 1}]},
+        "/api/ingest": {
+            "suite": "fuzz-ingest",
+            "run": "ingested",
+            "trials": [
+                {"case_id": "c1", "input": "1+1", "output": "2", "passed": True, "attempt": 1}
+            ],
+        },
     }
     return Seeded(by_name={**BODY_EXAMPLES, **ids}, by_resource=resources, bodies=bodies)
 
@@ -189,34 +227,68 @@ class FuzzRun:
         return self.output[marker:] if marker != -1 else self.output
 
 
-def run_schemathesis(server_url: str, schema: dict, folder: Path, *, headers: list[str],
-                     max_examples: int, phases: str = ALL_PHASES,
-                     extra: tuple[str, ...] = ()) -> FuzzRun:
+def run_schemathesis(
+    server_url: str,
+    schema: dict,
+    folder: Path,
+    *,
+    headers: list[str],
+    max_examples: int,
+    phases: str = ALL_PHASES,
+    extra: tuple[str, ...] = (),
+) -> FuzzRun:
     """``schemathesis run`` over ``schema`` against the server: ``CHECKS`` (by default
     ``not_a_server_error`` only), one worker (the server is one process), fixed seed."""
     folder.mkdir(parents=True)
-    schema_file, report_file, har_file = (folder / name for name in
-                                          ("schema.json", "report.json", "requests.har"))
+    schema_file, report_file, har_file = (
+        folder / name for name in ("schema.json", "report.json", "requests.har")
+    )
     schema_file.write_text(json.dumps(schema))
     command = [
-        sys.executable, "-m", "schemathesis.cli", "run", str(schema_file),
-        "--url", server_url, "--checks", CHECKS, "--phases", phases,
-        "--max-examples", str(max_examples), "--seed", SEED, "--generation-database", "none",
-        "--workers", "1", "--request-timeout", str(REQUEST_TIMEOUT_S), "--no-color",
-        "--report", "json,har", "--report-json-path", str(report_file),
-        "--report-har-path", str(har_file),
+        sys.executable,
+        "-m",
+        "schemathesis.cli",
+        "run",
+        str(schema_file),
+        "--url",
+        server_url,
+        "--checks",
+        CHECKS,
+        "--phases",
+        phases,
+        "--max-examples",
+        str(max_examples),
+        "--seed",
+        SEED,
+        "--generation-database",
+        "none",
+        "--workers",
+        "1",
+        "--request-timeout",
+        str(REQUEST_TIMEOUT_S),
+        "--no-color",
+        "--report",
+        "json,har",
+        "--report-json-path",
+        str(report_file),
+        "--report-har-path",
+        str(har_file),
     ]
     for header in headers:
         command += ["--header", header]
     command += extra
-    proc = subprocess.run(command, capture_output=True, text=True, timeout=CLI_TIMEOUT_S,
-                          cwd=folder, check=False)
+    proc = subprocess.run(
+        command, capture_output=True, text=True, timeout=CLI_TIMEOUT_S, cwd=folder, check=False
+    )
     har = json.loads(har_file.read_text()) if har_file.exists() else {"log": {"entries": []}}
     return FuzzRun(
-        exit_code=proc.returncode, output=proc.stdout + proc.stderr,
+        exit_code=proc.returncode,
+        output=proc.stdout + proc.stderr,
         report=json.loads(report_file.read_text()) if report_file.exists() else {},
-        exchanges=[(e["request"]["method"], e["request"]["url"], e["response"]["status"])
-                   for e in har["log"]["entries"]],
+        exchanges=[
+            (e["request"]["method"], e["request"]["url"], e["response"]["status"])
+            for e in har["log"]["entries"]
+        ],
     )
 
 
@@ -240,17 +312,22 @@ def server_url(transactional_db) -> Iterator[str]:
 
 @pytest.fixture
 def tokens(alice, mallory) -> dict[str, str]:
-    return {"lead": token_create(user=alice, name="fuzz")[1],
-            "outsider": token_create(user=mallory, name="fuzz")[1]}
+    return {
+        "lead": token_create(user=alice, name="fuzz")[1],
+        "outsider": token_create(user=mallory, name="fuzz")[1],
+    }
 
 
 @pytest.fixture
 def schema(server_url, tokens) -> dict:
     """The live server's OpenAPI schema with the seeded ids as examples (read as the lead)."""
     seeded = seed(User.objects.get(username="alice"))
-    response = requests.get(f"{server_url}/api/schema/", params={"format": "json"},
-                            headers={"Authorization": f"Bearer {tokens['lead']}"},
-                            timeout=REQUEST_TIMEOUT_S)
+    response = requests.get(
+        f"{server_url}/api/schema/",
+        params={"format": "json"},
+        headers={"Authorization": f"Bearer {tokens['lead']}"},
+        timeout=REQUEST_TIMEOUT_S,
+    )
     assert response.status_code == 200, response.text[:500]
     return with_seeded_examples(response.json(), seeded)
 
@@ -266,18 +343,29 @@ def _no_route(url: str) -> bool:
 
 
 def _operations(schema: dict) -> int:
-    return sum(1 for item in schema["paths"].values() for method in item
-               if method in {"get", "put", "post", "patch", "delete"})
+    return sum(
+        1
+        for item in schema["paths"].values()
+        for method in item
+        if method in {"get", "put", "post", "patch", "delete"}
+    )
 
 
 def test_no_request_from_a_lead_gets_a_server_error(server_url, schema, tokens, tmp_path):
-    run = run_schemathesis(server_url, schema, tmp_path / "lead", max_examples=MAX_EXAMPLES,
-                           headers=[f"Authorization: Bearer {tokens['lead']}"])
+    run = run_schemathesis(
+        server_url,
+        schema,
+        tmp_path / "lead",
+        max_examples=MAX_EXAMPLES,
+        headers=[f"Authorization: Bearer {tokens['lead']}"],
+    )
     assert run.exit_code == 0, run.explain()
     assert run.report["operations"]["tested"] == _operations(schema), run.output
     assert run.exchanges, "schemathesis sent no request"
-    print(f"lead pass: {len(run.exchanges)} requests, {run.report['operations']['tested']} "
-          f"operations, {run.report['running_time']:.1f} s")
+    print(
+        f"lead pass: {len(run.exchanges)} requests, {run.report['operations']['tested']} "
+        f"operations, {run.report['running_time']:.1f} s"
+    )
 
 
 @pytest.mark.parametrize(("who", "status"), [("outsider", 403), ("anonymous", 401)])
@@ -285,14 +373,24 @@ def test_an_outsider_and_a_request_without_a_token_are_refused_never_a_server_er
     who, status, server_url, schema, tokens, tmp_path
 ):
     headers = [f"Authorization: Bearer {tokens['outsider']}"] if who == "outsider" else []
-    run = run_schemathesis(server_url, schema, tmp_path / who, headers=headers,
-                           max_examples=REFUSED_MAX_EXAMPLES, phases=REFUSED_PHASES)
+    run = run_schemathesis(
+        server_url,
+        schema,
+        tmp_path / who,
+        headers=headers,
+        max_examples=REFUSED_MAX_EXAMPLES,
+        phases=REFUSED_PHASES,
+    )
     assert run.exit_code == 0, run.explain()
     assert run.exchanges, "schemathesis sent no request"
-    answered = [f"{method} {url} -> {got}" for method, url, got in run.exchanges
-                if got != status and not (got == 404 and _no_route(url))]
+    answered = [
+        f"{method} {url} -> {got}"
+        for method, url, got in run.exchanges
+        if got != status and not (got == 404 and _no_route(url))
+    ]
     assert answered == [], f"{who} must get {status} from every request:\n" + "\n".join(
-        answered[:50])
+        answered[:50]
+    )
     print(f"{who} pass: {len(run.exchanges)} requests, {run.report['running_time']:.1f} s")
 
 
@@ -307,9 +405,15 @@ def test_a_server_error_fails_the_run_and_shows_the_request(
         raise RuntimeError("planted")
 
     monkeypatch.setattr(SuiteViewSet, "list", explode)
-    run = run_schemathesis(server_url, schema, tmp_path / "planted", max_examples=1,
-                           headers=[f"Authorization: Bearer {tokens['lead']}"],
-                           phases="fuzzing", extra=("--include-name", "GET /api/suites/"))
+    run = run_schemathesis(
+        server_url,
+        schema,
+        tmp_path / "planted",
+        max_examples=1,
+        headers=[f"Authorization: Bearer {tokens['lead']}"],
+        phases="fuzzing",
+        extra=("--include-name", "GET /api/suites/"),
+    )
     assert run.exit_code != 0, run.output
     assert "GET /api/suites/" in run.explain()
     assert "Server error" in run.explain() and "curl" in run.explain()

@@ -23,8 +23,15 @@ from tests.conftest import PASSWORD
 os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
 
 CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_ARGS = ["--no-sandbox", "--headless", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--no-first-run"]
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--headless",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
 GRADERS = [{"key": "says-expected", "kind": "contains", "config": {}}]
 HOSTILE_OUTPUT = "<img src=x onerror=alert(1)>"
 HOSTILE_RUN_NAME = "<b onclick=alert(4)>R4</b>"
@@ -33,8 +40,10 @@ TIMEOUT_MS = 15_000
 
 # serialized_rollback: a transactional test flushes the database after it runs, which would
 # drop the role groups created by a data migration; this restores them for the next test.
-pytestmark = [pytest.mark.browser,
-              pytest.mark.django_db(transaction=True, serialized_rollback=True)]
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.django_db(transaction=True, serialized_rollback=True),
+]
 
 
 @pytest.fixture
@@ -81,8 +90,9 @@ def log_in(page, live_server, username: str) -> None:
 def make_suite() -> Suite:
     suite = Suite.objects.create(name="arith")
     for i, (question, answer) in enumerate([("2+2", "4"), ("3+4", "7"), ("5+5", "10")]):
-        Case.objects.create(suite=suite, key=f"c{i + 1}", input=f"What is {question}?",
-                            expected=answer)
+        Case.objects.create(
+            suite=suite, key=f"c{i + 1}", input=f"What is {question}?", expected=answer
+        )
     return suite
 
 
@@ -134,13 +144,30 @@ def test_hostile_text_is_inert_and_the_run_page_has_no_csp_violations(
     case = suite.cases.get(key="c1")
     case.tags = ['"><svg onload=alert(3)>']
     case.save()
-    run = Run.objects.create(suite=suite, name=HOSTILE_RUN_NAME, target_kind="simulated",
-                             status=Run.Status.SUCCEEDED, trials_total=1, trials_finished=1,
-                             graders=GRADERS)
-    trial = Trial.objects.create(run=run, case=case, attempt=1, status=Trial.Status.OK,
-                                 output=HOSTILE_OUTPUT, raw_response={"text": HOSTILE_OUTPUT})
-    Grade.objects.create(trial=trial, grader="says-expected", status="ok", passed=False,
-                         reason='x" onmouseover="alert(document.domain)')
+    run = Run.objects.create(
+        suite=suite,
+        name=HOSTILE_RUN_NAME,
+        target_kind="simulated",
+        status=Run.Status.SUCCEEDED,
+        trials_total=1,
+        trials_finished=1,
+        graders=GRADERS,
+    )
+    trial = Trial.objects.create(
+        run=run,
+        case=case,
+        attempt=1,
+        status=Trial.Status.OK,
+        output=HOSTILE_OUTPUT,
+        raw_response={"text": HOSTILE_OUTPUT},
+    )
+    Grade.objects.create(
+        trial=trial,
+        grader="says-expected",
+        status="ok",
+        passed=False,
+        reason='x" onmouseover="alert(document.domain)',
+    )
     log_in(page, live_server, "bob")
 
     urls = [

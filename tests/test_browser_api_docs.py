@@ -14,8 +14,10 @@ from django.urls import reverse
 from tests.report_builders import make_run
 from tests.test_browser import browser_page, log_in  # noqa: F401 - fixture
 
-pytestmark = [pytest.mark.browser,
-              pytest.mark.django_db(transaction=True, serialized_rollback=True)]
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.django_db(transaction=True, serialized_rollback=True),
+]
 
 # Runs in the page before its own scripts: collects every CSP violation the page reports
 # (Chromium also logs them as console errors, which browser_page records).
@@ -28,7 +30,9 @@ document.addEventListener("securitypolicyviolation", function (e) {
 
 
 def test_a_lead_opens_the_api_docs_from_the_nav_and_reads_every_operation(
-    browser_page, live_server, alice  # noqa: F811 - pytest fixture
+    browser_page,  # noqa: F811 - pytest fixture
+    live_server,
+    alice,
 ):
     page = browser_page
     run = make_run(cases=[("c1", [])], graders=[], n=1)
@@ -67,7 +71,8 @@ def test_a_lead_opens_the_api_docs_from_the_nav_and_reads_every_operation(
 
 
 def test_the_api_docs_page_sends_an_anonymous_visitor_to_the_login_page(
-    browser_page, live_server  # noqa: F811 - pytest fixture
+    browser_page,  # noqa: F811 - pytest fixture
+    live_server,
 ):
     page = browser_page
     page.goto(f"{live_server.url}{reverse('api:docs')}")

@@ -16,8 +16,10 @@ from tests.test_browser import (
     log_in,
 )
 
-pytestmark = [pytest.mark.browser,
-              pytest.mark.django_db(transaction=True, serialized_rollback=True)]
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.django_db(transaction=True, serialized_rollback=True),
+]
 
 GRADERS = [{"key": "says-expected", "kind": "contains", "config": {}}]
 # As tests/test_browser.py's INJECTED, but the chart's json_script data element (type
@@ -25,8 +27,9 @@ GRADERS = [{"key": "says-expected", "kind": "contains", "config": {}}]
 INJECTED = 'img[onerror], b[onclick], svg, script:not([src]):not([type="application/json"])'
 
 
-def start_simulated_run(page, live_server, suite: Suite, name: str, seed: int,
-                        pass_probability: float) -> Run:
+def start_simulated_run(
+    page, live_server, suite: Suite, name: str, seed: int, pass_probability: float
+) -> Run:
     page.goto(f"{live_server.url}/runs/new/")
     page.select_option("#id_suite", str(suite.uuid))
     page.fill("#id_name", name)
@@ -43,23 +46,30 @@ def start_simulated_run(page, live_server, suite: Suite, name: str, seed: int,
 
 
 def test_an_engineer_sets_a_baseline_runs_a_change_and_reads_a_broken_case_diff(
-    browser_page, live_server, carol  # noqa: F811 - pytest fixture
+    browser_page,  # noqa: F811 - pytest fixture
+    live_server,
+    carol,
 ):
     page = browser_page
     suite = Suite.objects.create(name="arith-regression", kind=Suite.Kind.REGRESSION)
     for i in range(8):
-        Case.objects.create(suite=suite, key=f"c{i + 1}", input=f"What is {i}+{i}?",
-                            expected=str(2 * i), tags=["even" if i % 2 == 0 else "odd"])
+        Case.objects.create(
+            suite=suite,
+            key=f"c{i + 1}",
+            input=f"What is {i}+{i}?",
+            expected=str(2 * i),
+            tags=["even" if i % 2 == 0 else "odd"],
+        )
     log_in(page, live_server, "carol")
 
-    base = start_simulated_run(page, live_server, suite, "base run", seed=1,
-                               pass_probability=1.0)
+    base = start_simulated_run(page, live_server, suite, "base run", seed=1, pass_probability=1.0)
     page.click("#set-baseline")
     page.wait_for_selector("text=This run is the current baseline")
     assert Baseline.objects.get(suite=suite).run == base
 
-    head = start_simulated_run(page, live_server, suite, "changed run", seed=7,
-                               pass_probability=0.3)
+    head = start_simulated_run(
+        page, live_server, suite, "changed run", seed=7, pass_probability=0.3
+    )
     page.click("#compare-with-baseline")
     page.wait_for_url(re.compile(rf".*/runs/{head.uuid}/compare/{base.uuid}/$"))
     assert "broken" in page.inner_text("#change-counts")
@@ -83,13 +93,20 @@ def test_an_engineer_sets_a_baseline_runs_a_change_and_reads_a_broken_case_diff(
     page.wait_for_selector("#suite-history-chart[data-ready=true]")
     assert "Current baseline: base run" in page.inner_text("#baseline")
     # A run with nothing graded breaks the line instead of being bridged.
-    assert page.evaluate("Chart.getChart(document.getElementById('suite-history-chart'))"
-                         ".data.datasets[1].spanGaps") is False
+    assert (
+        page.evaluate(
+            "Chart.getChart(document.getElementById('suite-history-chart'))"
+            ".data.datasets[1].spanGaps"
+        )
+        is False
+    )
     assert page.console_errors == []
 
 
 def test_hostile_text_is_inert_on_the_comparison_and_case_pages(
-    browser_page, live_server, bob  # noqa: F811 - pytest fixture
+    browser_page,  # noqa: F811 - pytest fixture
+    live_server,
+    bob,
 ):
     """Fault I1 on the comparison pages: run name, tag and output stay literal text."""
     from django.urls import reverse
@@ -105,9 +122,11 @@ def test_hostile_text_is_inert_on_the_comparison_and_case_pages(
     Trial.objects.filter(run=head, case__key="c1").update(output=HOSTILE_OUTPUT)
     c1 = Case.objects.get(key="c1")
     log_in(page, live_server, "bob")
-    for url in (reverse("evals:comparison", args=[head.uuid, base.uuid]),
-                reverse("evals:comparison-case", args=[head.uuid, base.uuid, c1.uuid]),
-                reverse("evals:suite-detail", args=[base.suite.uuid])):
+    for url in (
+        reverse("evals:comparison", args=[head.uuid, base.uuid]),
+        reverse("evals:comparison-case", args=[head.uuid, base.uuid, c1.uuid]),
+        reverse("evals:suite-detail", args=[base.suite.uuid]),
+    ):
         page.goto(f"{live_server.url}{url}")
         page.wait_for_load_state("networkidle")
         assert page.locator(INJECTED).count() == 0, url

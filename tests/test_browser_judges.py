@@ -16,14 +16,18 @@ from tests.fakellm import FakeLLM
 from tests.judge_builders import make_trials, verdict_json
 from tests.test_browser import INJECTED, browser_page, log_in  # noqa: F401 - fixture
 
-pytestmark = [pytest.mark.browser,
-              pytest.mark.django_db(transaction=True, serialized_rollback=True)]
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.django_db(transaction=True, serialized_rollback=True),
+]
 
 REASONING = "Berlin is not the capital of France <img src=x onerror=alert(1)>"
 
 
 def test_an_engineer_creates_a_judge_version_runs_it_and_reads_provisional_grades(
-    browser_page, live_server, carol  # noqa: F811 - pytest fixture
+    browser_page,  # noqa: F811 - pytest fixture
+    live_server,
+    carol,
 ):
     page = browser_page
     trials = make_trials(["Berlin", "Paris is in Germany"], run="capitals")

@@ -14,19 +14,27 @@ from labeling.models import JudgeApproval, Label
 from tests.labeling_builders import calibration_set, judged_run
 from tests.test_browser import INJECTED, browser_page, log_in  # noqa: F401 (fixture)
 
-HTMX_IDLE = ("() => !document.querySelector('.htmx-request, .htmx-swapping, .htmx-settling, "
-             ".htmx-added')")
-pytestmark = [pytest.mark.browser,
-              pytest.mark.django_db(transaction=True, serialized_rollback=True)]
+HTMX_IDLE = (
+    "() => !document.querySelector('.htmx-request, .htmx-swapping, .htmx-settling, .htmx-added')"
+)
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.django_db(transaction=True, serialized_rollback=True),
+]
 
 
 def test_a_reviewer_labels_30_items_by_keyboard_and_a_lead_trusts_the_judge(
-    browser_page, live_server, alice, bob  # noqa: F811
+    browser_page,  # noqa: F811 - pytest fixture
+    live_server,
+    alice,
+    bob,  # noqa: F811
 ):
     page = browser_page
-    run, version, trials = judged_run(30, judge_fails=10,
-                                      outputs=[f"<img src=x onerror=alert({i})> answer {i}"
-                                               for i in range(30)])
+    run, version, trials = judged_run(
+        30,
+        judge_fails=10,
+        outputs=[f"<img src=x onerror=alert({i})> answer {i}" for i in range(30)],
+    )
     cset = calibration_set(run, version, trials)
     queue_url = reverse("labeling:queue", kwargs={"set_id": cset.uuid})
 
@@ -82,9 +90,12 @@ def test_a_reviewer_labels_30_items_by_keyboard_and_a_lead_trusts_the_judge(
     assert response.status == 403
     approve_url = reverse("judges:trust-approve", kwargs={"version_id": version.uuid})
     csrf = next(c["value"] for c in page.context.cookies() if c["name"] == "csrftoken")
-    refused = page.request.post(f"{live_server.url}{approve_url}", form={"n": "30"},
-                                headers={"X-CSRFToken": csrf, "Referer": live_server.url},
-                                max_redirects=0)
+    refused = page.request.post(
+        f"{live_server.url}{approve_url}",
+        form={"n": "30"},
+        headers={"X-CSRFToken": csrf, "Referer": live_server.url},
+        max_redirects=0,
+    )
     assert refused.status == 403
     # Refused for the role (Assay's 403 page), not for the token (Django's CSRF failure).
     assert "Not allowed" in refused.text()

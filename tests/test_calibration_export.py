@@ -27,8 +27,11 @@ from tests.labeling_builders import calibration_set, judged_run
 from tests.test_api_core import client_for
 
 SAVED_AT = datetime(2025, 2, 24, 15, 30, tzinfo=UTC)  # 23:30 in UTC+8 (fault M1)
-LABEL_COLUMNS = [f"label.{who}.{f}" for who in ("alice", "bob", "dataset gold")
-                 for f in ("verdict", "critique", "labeled_at")]
+LABEL_COLUMNS = [
+    f"label.{who}.{f}"
+    for who in ("alice", "bob", "dataset gold")
+    for f in ("verdict", "critique", "labeled_at")
+]
 
 
 @pytest.fixture
@@ -43,16 +46,20 @@ def cset(db, alice, bob) -> CalibrationSet:
     c06 no label                      -> unlabeled, agree null
     """
     run, version, trials = judged_run(6, judge_fails=2)
-    Grade.objects.filter(trial=trials[2]).update(status="error", passed=None,
-                                                 reason="unparseable")
+    Grade.objects.filter(trial=trials[2]).update(status="error", passed=None, reason="unparseable")
     the_set = calibration_set(run, version, trials)
     for i, verdict in enumerate(["fail", "pass", "pass", "fail"]):
-        label_submit(trial=trials[i], reviewer=bob, verdict=verdict,
-                     critique="too vague, \"quoted\"\nsecond line" if i == 0 else "")
+        label_submit(
+            trial=trials[i],
+            reviewer=bob,
+            verdict=verdict,
+            critique='too vague, "quoted"\nsecond line' if i == 0 else "",
+        )
     for i, verdict in enumerate(["fail", "fail", "pass"]):
         label_submit(trial=trials[i], reviewer=alice, verdict=verdict)
-    Label.objects.create(trial=trials[4], reviewer_name="dataset gold", verdict="pass",
-                         source="import")
+    Label.objects.create(
+        trial=trials[4], reviewer_name="dataset gold", verdict="pass", source="import"
+    )
     adjudication_record(trial=trials[1], lead=alice, verdict="fail", reason="misses step 2")
     Label.objects.update(updated_at=SAVED_AT)
     return the_set
@@ -65,39 +72,77 @@ def _rows(table) -> list[dict]:
 def test_it_exports_one_row_per_item_with_judge_labels_reference_and_agreement(cset):
     table = calibration_table(calibration_set=cset, zone=exports.zone_get(name="Asia/Shanghai"))
     names = [name for name, _ in table.columns]
-    assert names == ["calibration_set", "calibration_set_name", "position", "trial", "case_id",
-                     "attempt", "judge_version", "judge_status", "judge_verdict",
-                     "judge_reason", *LABEL_COLUMNS, "adjudicated_verdict",
-                     "adjudication_reason", "reference_verdict", "reference_basis", "agree"]
+    assert names == [
+        "calibration_set",
+        "calibration_set_name",
+        "position",
+        "trial",
+        "case_id",
+        "attempt",
+        "judge_version",
+        "judge_status",
+        "judge_verdict",
+        "judge_reason",
+        *LABEL_COLUMNS,
+        "adjudicated_verdict",
+        "adjudication_reason",
+        "reference_verdict",
+        "reference_basis",
+        "agree",
+    ]
     rows = _rows(table)
     assert [(r["position"], r["case_id"], r["attempt"]) for r in rows] == [
-        (str(i), f"c0{i}", "1") for i in range(1, 7)]
+        (str(i), f"c0{i}", "1") for i in range(1, 7)
+    ]
     assert {r["calibration_set"] for r in rows} == {str(cset.uuid)}
     assert [(r["judge_status"], r["judge_verdict"]) for r in rows] == [
-        ("ok", "fail"), ("ok", "fail"), ("error", ""), ("ok", "pass"), ("ok", "pass"),
-        ("ok", "pass")]
+        ("ok", "fail"),
+        ("ok", "fail"),
+        ("error", ""),
+        ("ok", "pass"),
+        ("ok", "pass"),
+        ("ok", "pass"),
+    ]
     assert rows[2]["judge_reason"] == "unparseable"
     assert rows[0]["judge_reason"].startswith("JUDGE-REASONING-01")
-    assert [(r["label.bob.verdict"], r["label.alice.verdict"], r["label.dataset gold.verdict"])
-            for r in rows] == [("fail", "fail", ""), ("pass", "fail", ""), ("pass", "pass", ""),
-                               ("fail", "", ""), ("", "", "pass"), ("", "", "")]
-    assert rows[0]["label.bob.critique"] == "too vague, \"quoted\"\nsecond line"
+    assert [
+        (r["label.bob.verdict"], r["label.alice.verdict"], r["label.dataset gold.verdict"])
+        for r in rows
+    ] == [
+        ("fail", "fail", ""),
+        ("pass", "fail", ""),
+        ("pass", "pass", ""),
+        ("fail", "", ""),
+        ("", "", "pass"),
+        ("", "", ""),
+    ]
+    assert rows[0]["label.bob.critique"] == 'too vague, "quoted"\nsecond line'
     assert rows[0]["label.bob.labeled_at"] == "2025-02-24T23:30:00+08:00"
     assert rows[3]["label.alice.labeled_at"] == ""
     assert [(r["adjudicated_verdict"], r["adjudication_reason"]) for r in rows][:3] == [
-        ("", ""), ("fail", "misses step 2"), ("", "")]
+        ("", ""),
+        ("fail", "misses step 2"),
+        ("", ""),
+    ]
     assert [(r["reference_verdict"], r["reference_basis"], r["agree"]) for r in rows] == [
-        ("fail", "agreement", "true"), ("fail", "adjudication", "true"),
-        ("pass", "agreement", ""), ("fail", "single", "false"), ("pass", "single", "true"),
-        ("", "unlabeled", "")]
+        ("fail", "agreement", "true"),
+        ("fail", "adjudication", "true"),
+        ("pass", "agreement", ""),
+        ("fail", "single", "false"),
+        ("pass", "single", "true"),
+        ("", "unlabeled", ""),
+    ]
 
 
 def test_its_agree_column_counts_what_calibration_compute_counts(cset):
     rows = calibration_table(calibration_set=cset).rows
     agree = [row[-1] for row in rows]
     cal = calibration_compute(judge_version=cset.judge_version, calibration_set=cset)
-    assert (sum(1 for a in agree if a is not None), agree.count(True)) == (
-        cal.n, cal.agreement_numerator) == (4, 3)
+    assert (
+        (sum(1 for a in agree if a is not None), agree.count(True))
+        == (cal.n, cal.agreement_numerator)
+        == (4, 3)
+    )
     assert cal.n_judge_errors == 1
 
 
@@ -111,14 +156,24 @@ def test_it_marks_unresolved_items_and_leaves_judge_columns_null_without_a_judge
     cset.refresh_from_db()
     rows = _rows(calibration_table(calibration_set=cset))
     assert [r["reference_basis"] for r in rows] == [
-        "agreement", "unresolved", "agreement", "unresolved", "single", "unlabeled"]
+        "agreement",
+        "unresolved",
+        "agreement",
+        "unresolved",
+        "single",
+        "unlabeled",
+    ]
     assert {(r["judge_version"], r["judge_verdict"], r["agree"]) for r in rows} == {("", "", "")}
 
 
 def test_it_tells_an_imported_name_from_a_reviewer_of_the_same_name(cset):
     gold = User.objects.create_user(username="dataset gold", password=PASSWORD)
-    Label.objects.create(trial=cset.items.get(position=5).trial, reviewer=gold,
-                         reviewer_name="dataset gold", verdict="fail")
+    Label.objects.create(
+        trial=cset.items.get(position=5).trial,
+        reviewer=gold,
+        reviewer_name="dataset gold",
+        verdict="fail",
+    )
     names = [name for name, _ in calibration_table(calibration_set=cset).columns]
     assert "label.dataset gold.verdict" in names
     assert "label.dataset gold (imported).verdict" in names
@@ -137,12 +192,20 @@ def test_it_builds_in_five_queries_whatever_the_size(cset):
 
 
 def test_it_writes_parquet_with_typed_columns_and_nulls(cset):
-    body = exports.table_write(table=calibration_table(
-        calibration_set=cset, zone=exports.zone_get(name="Asia/Shanghai")), fmt="parquet")
+    body = exports.table_write(
+        table=calibration_table(calibration_set=cset, zone=exports.zone_get(name="Asia/Shanghai")),
+        fmt="parquet",
+    )
     frame = pd.read_parquet(io.BytesIO(body))
     assert list(frame["position"]) == [1, 2, 3, 4, 5, 6]
     assert [None if pd.isna(a) else bool(a) for a in frame["agree"]] == [
-        True, True, None, False, True, None]
+        True,
+        True,
+        None,
+        False,
+        True,
+        None,
+    ]
     stamp = frame["label.bob.labeled_at"][0]
     assert stamp.isoformat() == "2025-02-24T23:30:00+08:00"
     assert pd.isna(frame["judge_verdict"][2])
@@ -155,10 +218,12 @@ def _export_url(cset, query: str = "") -> str:
     return reverse("labeling:set-export", kwargs={"set_id": cset.uuid}) + query
 
 
-@pytest.mark.parametrize(("who", "status"),
-                         [("alice", 200), ("bob", 403), ("carol", 200), ("mallory", 403)])
-def test_leads_and_engineers_download_it_and_reviewers_do_not(client, cset, carol, mallory,
-                                                              who, status):
+@pytest.mark.parametrize(
+    ("who", "status"), [("alice", 200), ("bob", 403), ("carol", 200), ("mallory", 403)]
+)
+def test_leads_and_engineers_download_it_and_reviewers_do_not(
+    client, cset, carol, mallory, who, status
+):
     assert client.login(username=who, password=PASSWORD)
     response = client.get(_export_url(cset, "?format=csv&tz=Asia/Shanghai"))
     assert response.status_code == status
@@ -171,12 +236,19 @@ def test_leads_and_engineers_download_it_and_reviewers_do_not(client, cset, caro
 
 def test_the_download_refuses_bad_options_with_400(client, cset, carol):
     assert client.login(username="carol", password=PASSWORD)
-    for query, word in (("?format=xlsx", "format"), ("?tz=Mars/Base", "tz"),
-                        ("?judge_version=nope", "judge_version")):
+    for query, word in (
+        ("?format=xlsx", "format"),
+        ("?tz=Mars/Base", "tz"),
+        ("?judge_version=nope", "judge_version"),
+    ):
         response = client.get(_export_url(cset, query))
         assert response.status_code == 400 and word in response.content.decode()
-    assert client.get(_export_url(
-        cset, "?judge_version=00000000-0000-0000-0000-000000000000")).status_code == 404
+    assert (
+        client.get(
+            _export_url(cset, "?judge_version=00000000-0000-0000-0000-000000000000")
+        ).status_code
+        == 404
+    )
 
 
 def test_the_set_page_links_the_download_for_engineers_only(client, cset, carol):
@@ -206,8 +278,12 @@ def test_the_api_serves_it_to_leads_and_engineers_only(cset, alice, bob, carol, 
 
 def test_the_api_names_the_bad_option_and_404s_unknown_ids(cset, carol):
     client = client_for(carol)
-    for query, field in (("?format=xlsx", "format"), ("?format=json", "format"),
-                         ("?tz=Mars/Base", "tz"), ("?judge_version=1", "judge_version")):
+    for query, field in (
+        ("?format=xlsx", "format"),
+        ("?format=json", "format"),
+        ("?tz=Mars/Base", "tz"),
+        ("?judge_version=1", "judge_version"),
+    ):
         response = client.get(_api_url(cset, query))
         assert response.status_code == 400 and field in response.json()
     assert client.get(_api_url(cset)).status_code == 200  # csv by default
@@ -222,8 +298,18 @@ def test_the_api_names_the_bad_option_and_404s_unknown_ids(cset, carol):
 def test_the_command_writes_the_calibration_export(cset, tmp_path):
     out = tmp_path / "cal.parquet"
     stdout = io.StringIO()
-    call_command("export_results", "--calibration-set", str(cset.uuid), "--format", "parquet",
-                 "--out", str(out), "--tz", "Asia/Shanghai", stdout=stdout)
+    call_command(
+        "export_results",
+        "--calibration-set",
+        str(cset.uuid),
+        "--format",
+        "parquet",
+        "--out",
+        str(out),
+        "--tz",
+        "Asia/Shanghai",
+        stdout=stdout,
+    )
     assert "(6 rows)" in stdout.getvalue()
     frame = pd.read_parquet(out)
     assert list(frame["case_id"]) == ["c01", "c02", "c03", "c04", "c05", "c06"]
@@ -234,8 +320,14 @@ def test_the_command_refuses_a_bad_or_unknown_set(cset, tmp_path):
     with pytest.raises(CommandError, match="--calibration-set: expected a UUID"):
         call_command("export_results", "--calibration-set", "nope", "--out", out)
     with pytest.raises(CommandError, match="no calibration set"):
-        call_command("export_results", "--calibration-set",
-                     "00000000-0000-0000-0000-000000000000", "--out", out)
+        call_command(
+            "export_results",
+            "--calibration-set",
+            "00000000-0000-0000-0000-000000000000",
+            "--out",
+            out,
+        )
     with pytest.raises(CommandError, match="not both"):
-        call_command("export_results", "run", "S/R1", "--calibration-set", str(cset.uuid),
-                     "--out", out)
+        call_command(
+            "export_results", "run", "S/R1", "--calibration-set", str(cset.uuid), "--out", out
+        )

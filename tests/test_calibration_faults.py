@@ -17,8 +17,11 @@ pytestmark = pytest.mark.django_db
 def _records(humans: list[str], judges: list[str | None]) -> list[dict]:
     out = []
     for i, (h, j) in enumerate(zip(humans, judges, strict=True), start=1):
-        rec = record(id=f"cal-a-{i:02d}", input=f"q{i:02d}",
-                     responses=[{"response_id": "R", "model": None, "text": f"r{i:02d}"}])
+        rec = record(
+            id=f"cal-a-{i:02d}",
+            input=f"q{i:02d}",
+            responses=[{"response_id": "R", "model": None, "text": f"r{i:02d}"}],
+        )
         rec["human_label"]["value"] = h
         rec["judge_labels"][0]["value"] = j
         out.append(rec)

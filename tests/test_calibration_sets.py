@@ -73,8 +73,9 @@ def test_it_never_picks_a_trial_whose_judge_verdict_errored(alice):
     from labeling.services import LabelingError
 
     run, version, trials = labeled_run(["pass"] * 8, ["pass", "fail", None, None] * 2)
-    errored = {t.id for t in trials} - set(version.grades.filter(status="ok")
-                                           .values_list("trial_id", flat=True))
+    errored = {t.id for t in trials} - set(
+        version.grades.filter(status="ok").values_list("trial_id", flat=True)
+    )
     assert len(errored) == 4
     cset = calibration_set_build(run=run, judge_version=version, size=8, name="s", by=alice)
     assert cset.size == 4 and not set(_trial_ids(cset)) & errored
@@ -87,8 +88,9 @@ def test_it_never_picks_a_trial_whose_judge_verdict_errored(alice):
 def test_it_refuses_building_a_set_by_a_reviewer_or_an_outsider(who, request, run_and_judge):
     run, version, _ = run_and_judge
     with pytest.raises(PermissionDenied):
-        calibration_set_build(run=run, judge_version=version, name="s",
-                              by=request.getfixturevalue(who))
+        calibration_set_build(
+            run=run, judge_version=version, name="s", by=request.getfixturevalue(who)
+        )
 
 
 def test_it_lets_an_engineer_add_and_remove_items_before_labeling(carol, run_and_judge):
@@ -138,14 +140,21 @@ def test_it_prints_strict_json_for_every_judge_version(alice):
     assert (row["n"], row["n_judge_errors"]) == (29, 1)
     assert row["kappa"]["kappa"] is None
     assert row["kappa"]["reason"] == "undefined (only one class in the labels)"
-    assert row["far"] == {"rate": None, "numerator": 0, "denominator": 0, "ci_low": None,
-                          "ci_high": None, "reason": "undefined (no human fails)"}
+    assert row["far"] == {
+        "rate": None,
+        "numerator": 0,
+        "denominator": 0,
+        "ci_low": None,
+        "ci_high": None,
+        "reason": "undefined (no human fails)",
+    }
     assert row["trust"]["trusted"] is False
 
 
 def test_it_prints_the_figures_and_trust_state_as_text(alice):
-    _, version, _ = labeled_run(["pass"] * 20 + ["fail"] * 20, ["pass"] * 20 + ["fail"] * 20,
-                                suite="qa")
+    _, version, _ = labeled_run(
+        ["pass"] * 20 + ["fail"] * 20, ["pass"] * 20 + ["fail"] * 20, suite="qa"
+    )
     judge_trust_approve(judge_version=version, by=alice)
     out = io.StringIO()
     call_command("calibration_report", "--suite", "qa", stdout=out)

@@ -22,10 +22,20 @@ pytestmark = pytest.mark.django_db
 README_POINTWISE = {  # llmbar_pointwise/README.md: n, agreement, kappa, FAR, FRR
     ("gpt-4", "LLMBar/Rating_NoRules (0-9, pass>=5)"): (600, 0.66, 0.3211, 0.5847, 0.0936),
     ("gpt-4", "LLMBar/Rating (0-9, pass>=5)"): (600, 0.73, 0.4605, 0.4053, 0.1338),
-    ("gpt-4", "LLMBar/Rating_Metrics_Reference (0-9, pass>=5)"):
-        (602, 0.7558, 0.5116, 0.3555, 0.1329),
-    ("gpt-3.5-turbo-0613", "LLMBar/Rating_NoRules (0-9, pass>=5)"):
-        (602, 0.5033, 0.0066, 0.9336, 0.0598),
+    ("gpt-4", "LLMBar/Rating_Metrics_Reference (0-9, pass>=5)"): (
+        602,
+        0.7558,
+        0.5116,
+        0.3555,
+        0.1329,
+    ),
+    ("gpt-3.5-turbo-0613", "LLMBar/Rating_NoRules (0-9, pass>=5)"): (
+        602,
+        0.5033,
+        0.0066,
+        0.9336,
+        0.0598,
+    ),
     ("gpt-3.5-turbo-0613", "LLMBar/Rating (0-9, pass>=5)"): (602, 0.5017, 0.0033, 0.9402, 0.0565),
 }
 
@@ -34,8 +44,11 @@ def _kappa(pairs: list[tuple[str, str]]) -> float:
     n = len(pairs)
     p_o = Fraction(sum(1 for a, b in pairs if a == b), n)
     cats = {x for pair in pairs for x in pair}
-    p_e = sum(Fraction(sum(1 for a, _ in pairs if a == c), n)
-              * Fraction(sum(1 for _, b in pairs if b == c), n) for c in cats)
+    p_e = sum(
+        Fraction(sum(1 for a, _ in pairs if a == c), n)
+        * Fraction(sum(1 for _, b in pairs if b == c), n)
+        for c in cats
+    )
     return float((p_o - p_e) / (1 - p_e))
 
 
@@ -118,8 +131,10 @@ def test_it_reproduces_pairwise_agreement_and_position_consistency_from_the_file
         assert cal.kappa.kappa == pytest.approx(_kappa(consistent), abs=1e-12)
         assert cal.position_consistency.numerator == len(consistent)
         assert cal.position_consistency.denominator == len(consistent) + inconsistent
-        assert (cal.first_slot_preference.numerator,
-                cal.first_slot_preference.denominator) == (first, answered)
+        assert (cal.first_slot_preference.numerator, cal.first_slot_preference.denominator) == (
+            first,
+            answered,
+        )
 
 
 def test_it_reproduces_the_llmbar_readme_per_presentation_order():
@@ -131,6 +146,7 @@ def test_it_reproduces_the_llmbar_readme_per_presentation_order():
     assert orders["swapped"].n == 301 and round(orders["swapped"].agreement, 4) == 0.7608
     assert round(orders["swapped"].kappa.kappa, 4) == 0.5201
     bison = pairwise_calibration_compute(
-        judge_version=_version("text-bison-001", "LLMBar/Vanilla_NoRules"))
+        judge_version=_version("text-bison-001", "LLMBar/Vanilla_NoRules")
+    )
     assert {p.position: p.n for p in bison.by_position} == {"original": 294, "swapped": 294}
     assert round({p.position: p for p in bison.by_position}["swapped"].kappa.kappa, 4) == 0.306

@@ -18,12 +18,16 @@ from evals.comparison import (
 from evals.run_data import run_data_from_dict, run_data_get, run_data_to_dict
 from tests.comparison_builders import db_run, judge_version, run_data
 
-COLLAPSE_BASE = {**{f"c{i:02d}": "PPPPP" for i in range(3)},
-                 **{f"c{i:02d}": "PPPPF" for i in range(3, 10)},
-                 **{f"c{i:02d}": "PPPPP" for i in range(10, 12)}}
-COLLAPSE_HEAD = {**{f"c{i:02d}": "FFFFF" for i in range(3)},
-                 **{f"c{i:02d}": "PPPPF" for i in range(3, 8)},
-                 **{f"c{i:02d}": "PPPPP" for i in range(8, 12)}}
+COLLAPSE_BASE = {
+    **{f"c{i:02d}": "PPPPP" for i in range(3)},
+    **{f"c{i:02d}": "PPPPF" for i in range(3, 10)},
+    **{f"c{i:02d}": "PPPPP" for i in range(10, 12)},
+}
+COLLAPSE_HEAD = {
+    **{f"c{i:02d}": "FFFFF" for i in range(3)},
+    **{f"c{i:02d}": "PPPPF" for i in range(3, 8)},
+    **{f"c{i:02d}": "PPPPP" for i in range(8, 12)},
+}
 
 
 def test_it_never_formats_a_p_value_as_zero_fault_d2():
@@ -51,8 +55,10 @@ def test_it_gives_the_exact_p_of_ten_flipped_cases_whatever_the_tags_fault_d2():
     assert h.p_exact
     assert h.p_text == "0.002"
     assert h.n_cases == 10
-    untagged = comparison_compute(base=run_data({f"c{i}": "F" for i in range(10)}),
-                                  head=run_data({f"c{i}": "P" for i in range(10)})).headline
+    untagged = comparison_compute(
+        base=run_data({f"c{i}": "F" for i in range(10)}),
+        head=run_data({f"c{i}": "P" for i in range(10)}),
+    ).headline
     assert untagged.p_value == h.p_value
 
 
@@ -74,22 +80,51 @@ def test_it_calls_the_collapse_of_three_cases_a_significant_regression():
     assert h.delta == pytest.approx(-13 / 60)
     assert h.significant and h.p_value < 0.05
     assert h.bootstrap_high < 0
-    assert h.sentence.startswith("head is 21.7 points lower; this is larger than the "
-                                 "pipeline's own randomness, p = ")
+    assert h.sentence.startswith(
+        "head is 21.7 points lower; this is larger than the pipeline's own randomness, p = "
+    )
     assert c.class_counts["broken"] == 3 and c.class_counts["better"] == 2
     assert c.broken_regressions == []  # a capability suite has no broken regressions
     assert gate_decide(c).exit_code == 1
 
 
 def test_it_classifies_every_kind_of_change():
-    base = run_data({"fx": "FFF", "br": "PPP", "up": "PFF", "dn": "PPF", "fl": "PFP",
-                     "u1": "PPP", "u0": "FFF", "nv": "EEE"})
-    head = run_data({"fx": "PPP", "br": "PPF", "up": "PPF", "dn": "PFF", "fl": "FPP",
-                     "u1": "PPP", "u0": "FFF", "nv": "PPP"})
+    base = run_data(
+        {
+            "fx": "FFF",
+            "br": "PPP",
+            "up": "PFF",
+            "dn": "PPF",
+            "fl": "PFP",
+            "u1": "PPP",
+            "u0": "FFF",
+            "nv": "EEE",
+        }
+    )
+    head = run_data(
+        {
+            "fx": "PPP",
+            "br": "PPF",
+            "up": "PPF",
+            "dn": "PFF",
+            "fl": "FPP",
+            "u1": "PPP",
+            "u0": "FFF",
+            "nv": "PPP",
+        }
+    )
     c = comparison_compute(base=base, head=head)
     classes = {row.key: row.change for row in c.cases}
-    assert classes == {"fx": "fixed", "br": "broken", "up": "better", "dn": "worse",
-                       "fl": "flaky", "u1": "unchanged", "u0": "unchanged", "nv": "no verdict"}
+    assert classes == {
+        "fx": "fixed",
+        "br": "broken",
+        "up": "better",
+        "dn": "worse",
+        "fl": "flaky",
+        "u1": "unchanged",
+        "u0": "unchanged",
+        "nv": "no verdict",
+    }
     assert [r.key for r in c.broken_regressions] == ["br"]
     assert c.headline.n_cases == 7
     assert c.class_counts[BROKEN] == 1
@@ -98,8 +133,11 @@ def test_it_classifies_every_kind_of_change():
 def test_it_lists_added_removed_and_changed_cases_and_leaves_them_out():
     base = run_data({"a": "PP", "b": "PP", "gone": "FF"})
     head = run_data({"a": "PF", "b": "PP", "new": "FF"})
-    changed = run_data({"b": "PP"}).cases[0].__class__(
-        key="a", content_hash="h-a2", tags=(), verdicts=(False, False), trials=2)
+    changed = (
+        run_data({"b": "PP"})
+        .cases[0]
+        .__class__(key="a", content_hash="h-a2", tags=(), verdicts=(False, False), trials=2)
+    )
     head = head.__class__(**{**head.__dict__, "cases": (changed, *head.cases[1:])})
     c = comparison_compute(base=base, head=head)
     assert [r.key for r in c.added] == ["new"]
@@ -121,14 +159,14 @@ def test_it_says_when_the_p_value_and_the_interval_disagree():
 def test_it_compares_only_shared_cases_under_one_judge_version_fault_k1(db):
     v1, v2 = judge_version(1), judge_version(2)
     base = db_run({"c1": "P", "c2": "P", "c3": "P", "c4": "F"}, name="B", version=v1)
-    head = db_run({"c1": "P", "c2": "P", "c3": "P", "c4": "F", "c5": "F"}, name="C",
-                  version=v2)
+    head = db_run({"c1": "P", "c2": "P", "c3": "P", "c4": "F", "c5": "F"}, name="C", version=v2)
     c = comparison_get(base=base, head=head)
     h = c.headline
     assert (h.base_rate, h.head_rate, h.delta, h.n_cases) == (0.75, 0.75, 0.0, 4)
     assert [r.key for r in c.added] == ["c5"]
     assert c.problems == [
-        "judge version changed (judge-v1 → judge-v2): the runs are not comparable"]
+        "judge version changed (judge-v1 → judge-v2): the runs are not comparable"
+    ]
     decision = gate_decide(c)
     assert decision.exit_code == 2
     assert decision.reasons == c.problems
@@ -144,8 +182,10 @@ def test_it_cannot_decide_on_an_errored_judge_grade_fault_a1(db):
     assert c.cases[0].head_passed == 2 and c.cases[0].head_graded == 3
     decision = gate_decide(c)
     assert decision.exit_code == 2
-    assert "head has 1 errored trial(s) of 4 (0 pipeline, 1 with an errored gating grade)" \
+    assert (
+        "head has 1 errored trial(s) of 4 (0 pipeline, 1 with an errored gating grade)"
         in decision.reasons[0]
+    )
     assert gate_decide(c, max_errored_fraction=0.25).exit_code == 0
 
 
@@ -179,8 +219,9 @@ def test_it_keeps_unknown_cost_unknown(db):
 
 
 def test_it_reports_pass_hat_k_deltas_for_every_k():
-    c = comparison_compute(base=run_data({"a": "PPPP", "b": "PPFF"}),
-                           head=run_data({"a": "PPPF", "b": "PPFF"}))
+    c = comparison_compute(
+        base=run_data({"a": "PPPP", "b": "PPFF"}), head=run_data({"a": "PPPF", "b": "PPFF"})
+    )
     assert [p.k for p in c.pass_hat_k] == [1, 2, 3, 4]
     assert c.pass_hat_k[0].delta == pytest.approx(-0.125)
     assert c.pass_hat_k[3].base == pytest.approx(0.5) and c.pass_hat_k[3].head == 0.0
@@ -200,8 +241,7 @@ def test_it_loads_a_run_in_a_constant_number_of_queries(db):
 
 
 def test_it_reads_run_data_back_from_its_dict(db):
-    data = run_data_get(run=db_run({"c1": "PFE", "c2": "XPP"}, name="B",
-                                   version=judge_version(1)))
+    data = run_data_get(run=db_run({"c1": "PFE", "c2": "XPP"}, name="B", version=judge_version(1)))
     assert run_data_from_dict(run_data_to_dict(data)) == data
 
 

@@ -34,7 +34,7 @@ def _judged_mixed_run():
     run = mixed_run()
     v = judge_version(3, trusted=False)
     Grade.objects.filter(trial__run=run, grader="a").update(judge_version=v)
-    Trial.objects.filter(run=run, case__key="c1", attempt=1).update(output="Paris\n\"quoted\"")
+    Trial.objects.filter(run=run, case__key="c1", attempt=1).update(output='Paris\n"quoted"')
     return run
 
 

@@ -22,15 +22,24 @@ from tests.report_builders import add_trial, make_run
 
 SHANGHAI_TIME = datetime(2025, 2, 24, 15, 30, tzinfo=UTC)
 GRADERS = [{"key": "exact", "kind": "exact_match", "config": {}, "gating": True}]
-J2 = (b'case_id,input,expected\r\nc1,"line 1\r\nand line 2\nline 3",'
-      b'"He said ""hi"", then left"\r\nc2,plain,"a,b"\r\n')
+J2 = (
+    b'case_id,input,expected\r\nc1,"line 1\r\nand line 2\nline 3",'
+    b'"He said ""hi"", then left"\r\nc2,plain,"a,b"\r\n'
+)
 
 
 def _run(n_cases: int = 2) -> Run:
     run = make_run(cases=[(f"k{i}", ["t1", "t2"]) for i in range(n_cases)], graders=GRADERS)
     for i in range(n_cases):
-        add_trial(run, f"k{i}", 1, grades={"exact": (True, 1.0, "same")}, cost="0.00120000",
-                  tokens=(10, 3), latency=12.5)
+        add_trial(
+            run,
+            f"k{i}",
+            1,
+            grades={"exact": (True, 1.0, "same")},
+            cost="0.00120000",
+            tokens=(10, 3),
+            latency=12.5,
+        )
     Trial.objects.filter(run=run).update(created_at=SHANGHAI_TIME)
     return run
 
@@ -46,17 +55,26 @@ def test_it_exports_one_csv_row_per_trial_with_exact_values_in_the_viewer_zone()
     table = exports.run_table(run=run, zone=exports.zone_get(name="Asia/Shanghai"))
     rows = _csv_dicts(exports.table_csv(table))
     assert [(r["case_id"], r["attempt"], r["status"]) for r in rows] == [
-        ("k0", "1", "ok"), ("k0", "2", "error")]
+        ("k0", "1", "ok"),
+        ("k0", "2", "error"),
+    ]
     first, errored = rows
     assert first["suite"] == "S" and first["run"] == "R1"
     assert first["content_hash"] == Case.objects.get(key="k0").content_hash
     assert first["tags"] == "t1,t2"
     assert first["created_at"] == "2025-02-24T23:30:00+08:00"
     assert (first["latency_ms"], first["input_tokens"], first["output_tokens"]) == (
-        "12.5", "10", "3")
+        "12.5",
+        "10",
+        "3",
+    )
     assert first["cost_usd"] == "0.00120000"
-    assert (first["exact.passed"], first["exact.status"], first["exact.score"],
-            first["exact.reason"]) == ("true", "ok", "1.0", "same")
+    assert (
+        first["exact.passed"],
+        first["exact.status"],
+        first["exact.score"],
+        first["exact.reason"],
+    ) == ("true", "ok", "1.0", "same")
     assert errored["error"] == "timeout after 30000 ms"
     assert (errored["cost_usd"], errored["input_tokens"], errored["latency_ms"]) == ("", "", "")
     assert errored["exact.passed"] == "" and errored["exact.status"] == ""
@@ -83,10 +101,10 @@ def test_it_round_trips_the_j2_cases_through_a_csv_export_and_import():
     assert again["c2"].input == "plain" and again["c2"].expected == "a,b"
     originals = {c.key: c for c in Case.objects.filter(suite__name="J2")}
     assert {k: c.content_hash for k, c in again.items()} == {
-        k: c.content_hash for k, c in originals.items()}
+        k: c.content_hash for k, c in originals.items()
+    }
     second = Run.objects.get(name="second")
-    assert exports.run_table(run=second).rows[0][2:12] == exports.run_table(
-        run=first).rows[0][2:12]
+    assert exports.run_table(run=second).rows[0][2:12] == exports.run_table(run=first).rows[0][2:12]
 
 
 @pytest.mark.django_db
@@ -107,11 +125,11 @@ def test_a_csv_tags_cell_that_starts_with_a_bracket_must_be_a_json_array(db):
     from evals.importers import ResultsImportError
 
     with pytest.raises(ResultsImportError, match="tags: a cell starting with '\\[' must be"):
-        import_bytes(b"case_id,input,tags\r\nc1,x,[oops\r\n", filename="t.csv", suite="S",
-                     run="r")
+        import_bytes(b"case_id,input,tags\r\nc1,x,[oops\r\n", filename="t.csv", suite="S", run="r")
     with pytest.raises(ResultsImportError, match="tags: expected an array of strings"):
-        import_bytes(b'case_id,input,tags\r\nc1,x,"[1,2]"\r\n', filename="t.csv", suite="S",
-                     run="r")
+        import_bytes(
+            b'case_id,input,tags\r\nc1,x,"[1,2]"\r\n', filename="t.csv", suite="S", run="r"
+        )
     assert not Case.objects.exists()
 
 
@@ -134,8 +152,7 @@ def test_it_builds_a_run_export_in_a_query_count_independent_of_size():
     small, big = _run(2), None
     with CaptureQueriesContext(connection) as few:
         exports.run_table(run=small)
-    big = make_run(cases=[(f"b{i}", []) for i in range(30)], graders=GRADERS, name="R2",
-                   suite="S2")
+    big = make_run(cases=[(f"b{i}", []) for i in range(30)], graders=GRADERS, name="R2", suite="S2")
     for i in range(30):
         add_trial(big, f"b{i}", 1, grades={"exact": True})
     with CaptureQueriesContext(connection) as many:
@@ -148,13 +165,30 @@ def test_it_builds_a_run_export_in_a_query_count_independent_of_size():
 def test_it_exports_labels_with_reviewer_verdict_critique_and_zoned_time(bob):
     run = _run(1)
     trial = Trial.objects.get(run=run)
-    Label.objects.create(trial=trial, reviewer=bob, verdict="fail", critique='too "long", sorry',
-                         created_at=SHANGHAI_TIME)
-    rows = _csv_dicts(exports.table_csv(exports.labels_table(
-        run=run, zone=exports.zone_get(name="Asia/Shanghai"))))
-    assert rows == [{"trial": str(trial.uuid), "case_id": "k0", "attempt": "1",
-                     "reviewer": "bob", "verdict": "fail", "critique": 'too "long", sorry',
-                     "source": "reviewer", "created_at": "2025-02-24T23:30:00+08:00"}]
+    Label.objects.create(
+        trial=trial,
+        reviewer=bob,
+        verdict="fail",
+        critique='too "long", sorry',
+        created_at=SHANGHAI_TIME,
+    )
+    rows = _csv_dicts(
+        exports.table_csv(
+            exports.labels_table(run=run, zone=exports.zone_get(name="Asia/Shanghai"))
+        )
+    )
+    assert rows == [
+        {
+            "trial": str(trial.uuid),
+            "case_id": "k0",
+            "attempt": "1",
+            "reviewer": "bob",
+            "verdict": "fail",
+            "critique": 'too "long", sorry',
+            "source": "reviewer",
+            "created_at": "2025-02-24T23:30:00+08:00",
+        }
+    ]
 
 
 @pytest.mark.django_db
@@ -171,15 +205,21 @@ def test_it_exports_a_comparison_with_counts_rates_and_added_cases():
     add_trial(head, "b", 2, grades={"exact": True})
     rows = _csv_dicts(exports.table_csv(exports.comparison_table(base=base, head=head)))
     a = next(r for r in rows if r["case_id"] == "a")
-    assert (a["section"], a["base_passed"], a["base_graded"], a["head_passed"],
-            a["head_graded"]) == ("shared", "2", "2", "1", "2")
+    assert (
+        a["section"],
+        a["base_passed"],
+        a["base_graded"],
+        a["head_passed"],
+        a["head_graded"],
+    ) == ("shared", "2", "2", "1", "2")
     assert (a["base_rate"], a["head_rate"], a["delta"]) == ("1.0", "0.5", "-0.5")
     assert a["change"] != ""
 
 
 @pytest.mark.django_db
-@pytest.mark.parametrize(("who", "status"), [("alice", 200), ("bob", 200), ("carol", 200),
-                                             ("mallory", 403)])
+@pytest.mark.parametrize(
+    ("who", "status"), [("alice", 200), ("bob", 200), ("carol", 200), ("mallory", 403)]
+)
 def test_it_lets_every_role_that_sees_the_run_page_download(client, request, who, status):
     run = _run(1)
     client.force_login(request.getfixturevalue(who))
@@ -204,8 +244,18 @@ def test_it_serves_parquet_and_refuses_an_unknown_zone_with_a_400(client, carol)
 def test_it_writes_an_export_file_from_the_command(tmp_path):
     run = _run(2)
     out = tmp_path / "run.csv"
-    call_command("export_results", "run", str(run.uuid), "--format", "csv", "--out", str(out),
-                 "--tz", "Asia/Shanghai", stdout=io.StringIO())
+    call_command(
+        "export_results",
+        "run",
+        str(run.uuid),
+        "--format",
+        "csv",
+        "--out",
+        str(out),
+        "--tz",
+        "Asia/Shanghai",
+        stdout=io.StringIO(),
+    )
     rows = _csv_dicts(out.read_bytes())
     assert [r["case_id"] for r in rows] == ["k0", "k1"]
     assert rows[0]["created_at"] == "2025-02-24T23:30:00+08:00"

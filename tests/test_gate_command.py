@@ -47,8 +47,10 @@ def test_it_exits_1_on_a_significant_regression_fault_d2(capsys):
     db_run({f"c{i}": "F" for i in range(10)}, name="H", version=v)
     code, out = gate("--base", "S/B", "--head", "S/H", capsys=capsys)
     assert code == 1
-    assert "head is 100 points lower; this is larger than the pipeline's own randomness, " \
-           "p = 0.002" in out
+    assert (
+        "head is 100 points lower; this is larger than the pipeline's own randomness, "
+        "p = 0.002" in out
+    )
     assert "p = 0.000" not in out and "p = 0\n" not in out
 
 
@@ -69,8 +71,7 @@ def test_it_exits_2_on_errored_trials_and_prints_why_fault_e1(capsys):
     code, out = gate("--base", "S/B", "--head", "S/H", capsys=capsys)
     assert code == 2
     assert "cannot decide" in out
-    assert "head has 3 errored trial(s) of 20 (0 pipeline, 3 with an errored gating grade)" \
-        in out
+    assert "head has 3 errored trial(s) of 20 (0 pipeline, 3 with an errored gating grade)" in out
 
 
 def test_it_exits_2_on_an_unparseable_judge_reply_fault_a1(capsys):
@@ -103,17 +104,19 @@ def test_it_exits_2_on_provisional_judge_grades_unless_allowed(capsys):
 
 
 def test_it_exits_2_when_the_judge_version_changed_fault_k1(capsys, tmp_path):
-    base = db_run({"c1": "P", "c2": "P", "c3": "P", "c4": "F"}, name="B",
-                  version=judge_version(1))
-    db_run({"c1": "P", "c2": "P", "c3": "P", "c4": "F", "c5": "F"}, name="C",
-           version=judge_version(2))
+    base = db_run({"c1": "P", "c2": "P", "c3": "P", "c4": "F"}, name="B", version=judge_version(1))
+    db_run(
+        {"c1": "P", "c2": "P", "c3": "P", "c4": "F", "c5": "F"}, name="C", version=judge_version(2)
+    )
     md = tmp_path / "summary.md"
-    code, out = gate("--base", str(base.uuid), "--head", "S/C", "--json", "--markdown",
-                     str(md), capsys=capsys)
+    code, out = gate(
+        "--base", str(base.uuid), "--head", "S/C", "--json", "--markdown", str(md), capsys=capsys
+    )
     assert code == 2
     data = json.loads(out)
     assert data["decision"]["reasons"] == [
-        "judge version changed (judge-v1 → judge-v2): the runs are not comparable"]
+        "judge version changed (judge-v1 → judge-v2): the runs are not comparable"
+    ]
     h = data["comparison"]["headline"]
     assert (h["base_rate"], h["head_rate"], h["delta"], h["n_cases"]) == (0.75, 0.75, 0.0, 4)
     assert [c["key"] for c in data["comparison"]["added"]] == ["c5"]
@@ -156,7 +159,10 @@ def test_a_malformed_argument_exits_3_not_2():
     root = Path(__file__).resolve().parent.parent
     result = subprocess.run(
         [sys.executable, "manage.py", "gate", "--head", "x", "--alpha", "abc"],
-        cwd=root, capture_output=True, text=True, timeout=60,
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=60,
         env={**__import__("os").environ, "DEBUG": "true"},
     )
     assert result.returncode == 3

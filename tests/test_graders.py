@@ -42,8 +42,14 @@ VERDICTS = [
     ("regex", "order #123", None, {"pattern": r"#\d+"}, True, 1.0),
     ("regex", "ORDER", None, {"pattern": "order", "flags": ["IGNORECASE"]}, True, 1.0),
     ("regex", "ORDER", None, {"pattern": "order"}, False, 0.0),
-    ("regex", "as an AI", None, {"pattern": "as an ai", "flags": ["i"], "must_match": False},
-     False, 0.0),
+    (
+        "regex",
+        "as an AI",
+        None,
+        {"pattern": "as an ai", "flags": ["i"], "must_match": False},
+        False,
+        0.0,
+    ),
     ("regex", "fine", None, {"pattern": "as an ai", "must_match": False}, True, 1.0),
     ("numeric", "96.12", 96.124991, {"abs_tol": 0.01}, True, 1.0),
     ("numeric", "96.10", 96.124991, {"abs_tol": 0.01}, False, 0.0),
@@ -160,36 +166,62 @@ def test_it_never_raises_even_for_a_spec_that_skipped_parsing():
 
 
 BAD_SPECS = [
-    ({"key": "g", "kind": "exact", "gating": "false"},
-     "graders[0].gating: expected a boolean, got 'false' (str)"),
+    (
+        {"key": "g", "kind": "exact", "gating": "false"},
+        "graders[0].gating: expected a boolean, got 'false' (str)",
+    ),
     ({"key": "g", "kind": "nope"}, "graders[0].kind: unknown kind 'nope'"),
     ({"kind": "exact"}, "graders[0].key: required"),
     ({"key": "g", "kind": "exact", "colour": 1}, "graders[0].colour: unknown field"),
-    ({"key": "g", "kind": "regex", "config": {"pattern": "(unclosed"}},
-     "graders[0].config.pattern: invalid regex"),
+    (
+        {"key": "g", "kind": "regex", "config": {"pattern": "(unclosed"}},
+        "graders[0].config.pattern: invalid regex",
+    ),
     ({"key": "g", "kind": "regex", "config": {}}, "graders[0].config.pattern: required"),
-    ({"key": "g", "kind": "regex", "config": {"pattern": "a", "flags": ["Q"]}},
-     "graders[0].config.flags[0]: unknown flag 'Q'"),
-    ({"key": "g", "kind": "contains", "config": {"value": "a", "word": "true"}},
-     "graders[0].config.word: expected a boolean, got 'true' (str)"),
-    ({"key": "g", "kind": "contains", "config": {"value": "a", "whole": True}},
-     "graders[0].config.whole: unknown option for contains"),
-    ({"key": "g", "kind": "numeric", "config": {"abs_tol": "0.01"}},
-     "graders[0].config.abs_tol: expected a number, got '0.01' (str)"),
-    ({"key": "g", "kind": "numeric", "config": {"abs_tol": True}},
-     "graders[0].config.abs_tol: expected a number, got True (bool)"),
-    ({"key": "g", "kind": "numeric", "config": {"pattern": r"\d+"}},
-     "graders[0].config.pattern: needs exactly one capturing group, has 0"),
-    ({"key": "g", "kind": "json_schema", "config": {"schema": {"type": "objekt"}}},
-     "graders[0].config.schema: invalid JSON Schema"),
-    ({"key": "g", "kind": "python", "config": {"function": "tests.no_such_module:f"}},
-     "graders[0].config.function: cannot import 'tests.no_such_module:f': ModuleNotFoundError"),
-    ({"key": "g", "kind": "python", "config": {"function": "tests.grader_oracles:missing"}},
-     "graders[0].config.function: cannot import 'tests.grader_oracles:missing': AttributeError"),
-    ({"key": "g", "kind": "python", "config": {"function": "tests.grader_oracles:NOT_CALLABLE"}},
-     "graders[0].config.function: cannot import"),
-    ({"key": "g", "kind": "python", "config": {"function": "no_colon"}},
-     "graders[0].config.function: cannot import 'no_colon': ValueError"),
+    (
+        {"key": "g", "kind": "regex", "config": {"pattern": "a", "flags": ["Q"]}},
+        "graders[0].config.flags[0]: unknown flag 'Q'",
+    ),
+    (
+        {"key": "g", "kind": "contains", "config": {"value": "a", "word": "true"}},
+        "graders[0].config.word: expected a boolean, got 'true' (str)",
+    ),
+    (
+        {"key": "g", "kind": "contains", "config": {"value": "a", "whole": True}},
+        "graders[0].config.whole: unknown option for contains",
+    ),
+    (
+        {"key": "g", "kind": "numeric", "config": {"abs_tol": "0.01"}},
+        "graders[0].config.abs_tol: expected a number, got '0.01' (str)",
+    ),
+    (
+        {"key": "g", "kind": "numeric", "config": {"abs_tol": True}},
+        "graders[0].config.abs_tol: expected a number, got True (bool)",
+    ),
+    (
+        {"key": "g", "kind": "numeric", "config": {"pattern": r"\d+"}},
+        "graders[0].config.pattern: needs exactly one capturing group, has 0",
+    ),
+    (
+        {"key": "g", "kind": "json_schema", "config": {"schema": {"type": "objekt"}}},
+        "graders[0].config.schema: invalid JSON Schema",
+    ),
+    (
+        {"key": "g", "kind": "python", "config": {"function": "tests.no_such_module:f"}},
+        "graders[0].config.function: cannot import 'tests.no_such_module:f': ModuleNotFoundError",
+    ),
+    (
+        {"key": "g", "kind": "python", "config": {"function": "tests.grader_oracles:missing"}},
+        "graders[0].config.function: cannot import 'tests.grader_oracles:missing': AttributeError",
+    ),
+    (
+        {"key": "g", "kind": "python", "config": {"function": "tests.grader_oracles:NOT_CALLABLE"}},
+        "graders[0].config.function: cannot import",
+    ),
+    (
+        {"key": "g", "kind": "python", "config": {"function": "no_colon"}},
+        "graders[0].config.function: cannot import 'no_colon': ValueError",
+    ),
 ]
 
 
@@ -208,26 +240,46 @@ def test_it_refuses_duplicate_keys_naming_both_indexes():
 
 
 def test_it_parses_a_valid_grader_set_with_defaults():
-    specs = parse_grader_specs([
-        {"key": "schema", "kind": "json_schema", "config": {"schema": SCHEMA}},
-        {"key": "tone", "kind": "not_contains", "config": {"value": "sorry"}, "gating": False},
-    ])
+    specs = parse_grader_specs(
+        [
+            {"key": "schema", "kind": "json_schema", "config": {"schema": SCHEMA}},
+            {"key": "tone", "kind": "not_contains", "config": {"value": "sorry"}, "gating": False},
+        ]
+    )
     assert [(s.key, s.kind, s.gating, s.version) for s in specs] == [
-        ("schema", "json_schema", True, "1"), ("tone", "not_contains", False, "1"),
+        ("schema", "json_schema", True, "1"),
+        ("tone", "not_contains", False, "1"),
     ]
 
 
-@pytest.mark.parametrize(("text", "expected"), [
-    ('  «Hello,   WORLD!» ', "hello, world"), ("\u00c5ngstr\u00f6m", "ångström"),
-    ("ﬁne.", "fine"), ("'quoted'", "quoted"), ("Straße", "strasse"),
-])
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("  «Hello,   WORLD!» ", "hello, world"),
+        ("\u00c5ngstr\u00f6m", "ångström"),
+        ("ﬁne.", "fine"),
+        ("'quoted'", "quoted"),
+        ("Straße", "strasse"),
+    ],
+)
 def test_it_normalizes_text_by_the_documented_rule(text, expected):
     assert normalize_text(text) == expected
 
 
-@pytest.mark.parametrize(("text", "expected"), [
-    ("96.12", 96.12), (" -3 ", -3.0), ("1,234.5", 1234.5), ("1e3", 1000.0), (".5", 0.5),
-    ("1,23", None), ("inf", None), ("nan", None), ("", None), ("12 apples", None),
-])
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("96.12", 96.12),
+        (" -3 ", -3.0),
+        ("1,234.5", 1234.5),
+        ("1e3", 1000.0),
+        (".5", 0.5),
+        ("1,23", None),
+        ("inf", None),
+        ("nan", None),
+        ("", None),
+        ("12 apples", None),
+    ],
+)
 def test_it_parses_numbers_by_the_documented_rule(text, expected):
     assert parse_number(text) == expected

@@ -30,9 +30,13 @@ NESTED_ERROR = f"JSON parse error - {DEEPLY}"
 
 
 def counts() -> dict[str, int]:
-    return {"suites": Suite.objects.count(), "runs": Run.objects.count(),
-            "cases": Case.objects.count(), "trials": Trial.objects.count(),
-            "grades": Grade.objects.count()}
+    return {
+        "suites": Suite.objects.count(),
+        "runs": Run.objects.count(),
+        "cases": Case.objects.count(),
+        "trials": Trial.objects.count(),
+        "grades": Grade.objects.count(),
+    }
 
 
 NOTHING = {"suites": 0, "runs": 0, "cases": 0, "trials": 0, "grades": 0}
@@ -46,81 +50,126 @@ def runs():
 
 # ---- 1. extreme dates ----------------------------------------------------------------
 
+
 def _ingest(user, created_at: str):
-    body = {"suite": "S", "run": "r1", "trials": [
-        {"case_id": "c1", "input": "q", "output": "a", "passed": True},
-        {"case_id": "c2", "input": "q2", "output": "a", "passed": True,
-         "created_at": created_at}]}
-    return client_for(user).post("/api/ingest", data=json.dumps(body),
-                                 content_type="application/json")
+    body = {
+        "suite": "S",
+        "run": "r1",
+        "trials": [
+            {"case_id": "c1", "input": "q", "output": "a", "passed": True},
+            {
+                "case_id": "c2",
+                "input": "q2",
+                "output": "a",
+                "passed": True,
+                "created_at": created_at,
+            },
+        ],
+    }
+    return client_for(user).post(
+        "/api/ingest", data=json.dumps(body), content_type="application/json"
+    )
 
 
-@pytest.mark.parametrize("value", [LATE, EARLY, "0001-01-01T00:00:00Z",
-                                   "9999-12-31T23:59:59Z", "1899-12-31T23:59:59Z",
-                                   "3000-01-01T00:00:00-01:00"])
-def test_ingest_refuses_a_time_outside_the_supported_range_naming_record_and_field(
-        carol, value):
+@pytest.mark.parametrize(
+    "value",
+    [
+        LATE,
+        EARLY,
+        "0001-01-01T00:00:00Z",
+        "9999-12-31T23:59:59Z",
+        "1899-12-31T23:59:59Z",
+        "3000-01-01T00:00:00-01:00",
+    ],
+)
+def test_ingest_refuses_a_time_outside_the_supported_range_naming_record_and_field(carol, value):
     response = _ingest(carol, value)
     assert response.status_code == 400, response.content
     assert response.json() == {
         "detail": f"trials[1]: field created_at: expected a date-time {RANGE}, got {value!r}",
-        "record": 1, "field": "created_at"}
+        "record": 1,
+        "field": "created_at",
+    }
     assert counts() == NOTHING
 
 
-@pytest.mark.parametrize(("value", "stored"), [
-    ("1900-01-01T00:00:00Z", "1900-01-01T00:00:00+00:00"),
-    ("2999-12-31T23:59:59Z", "2999-12-31T23:59:59+00:00"),
-    ("3000-01-01T05:00:00+06:00", "2999-12-31T23:00:00+00:00"),
-])
+@pytest.mark.parametrize(
+    ("value", "stored"),
+    [
+        ("1900-01-01T00:00:00Z", "1900-01-01T00:00:00+00:00"),
+        ("2999-12-31T23:59:59Z", "2999-12-31T23:59:59+00:00"),
+        ("3000-01-01T05:00:00+06:00", "2999-12-31T23:00:00+00:00"),
+    ],
+)
 def test_ingest_stores_times_at_the_edges_of_the_range(carol, value, stored):
     assert _ingest(carol, value).status_code == 201
     assert Trial.objects.get(case__key="c2").created_at.isoformat() == stored
 
 
 def _csv(created_at: str) -> bytes:
-    return ("case_id,input,output,passed,created_at\n"
-            "c1,q,a,true,2025-02-24T15:30:00Z\n"
-            f"c2,q2,a,true,{created_at}\n").encode()
+    return (
+        "case_id,input,output,passed,created_at\n"
+        "c1,q,a,true,2025-02-24T15:30:00Z\n"
+        f"c2,q2,a,true,{created_at}\n"
+    ).encode()
 
 
 @pytest.mark.parametrize("value", [LATE, EARLY])
 def test_a_csv_import_refuses_a_time_outside_the_range(carol, value):
-    response = client_for(carol).post("/api/imports", {
-        "file": SimpleUploadedFile("r.csv", _csv(value)), "format": "csv", "suite": "S",
-        "run": "R"}, format="multipart")
+    response = client_for(carol).post(
+        "/api/imports",
+        {
+            "file": SimpleUploadedFile("r.csv", _csv(value)),
+            "format": "csv",
+            "suite": "S",
+            "run": "R",
+        },
+        format="multipart",
+    )
     assert response.status_code == 400, response.content
-    assert (f"row 2 (line 3): field created_at: expected a date-time {RANGE}, got "
-            f"{value!r}") in response.content.decode()
+    assert (
+        f"row 2 (line 3): field created_at: expected a date-time {RANGE}, got {value!r}"
+    ) in response.content.decode()
     assert counts() == NOTHING
 
 
 @pytest.mark.parametrize("value", [LATE, EARLY])
 def test_the_upload_page_refuses_a_time_outside_the_range(client, carol, value):
     assert client.login(username=carol.username, password=PASSWORD)
-    response = client.post("/imports/new/", {
-        "file": SimpleUploadedFile("r.csv", _csv(value)), "suite": "S", "run": "R",
-        "format": "csv", "suite_kind": "regression", "mapping": "", "threshold": ""})
+    response = client.post(
+        "/imports/new/",
+        {
+            "file": SimpleUploadedFile("r.csv", _csv(value)),
+            "suite": "S",
+            "run": "R",
+            "format": "csv",
+            "suite_kind": "regression",
+            "mapping": "",
+            "threshold": "",
+        },
+    )
     assert response.status_code == 400
-    assert (f"row 2 (line 3): field created_at: expected a date-time {RANGE}, got "
-            f"{value!r}").replace("'", "&#x27;") in response.content.decode()
+    assert (
+        f"row 2 (line 3): field created_at: expected a date-time {RANGE}, got {value!r}"
+    ).replace("'", "&#x27;") in response.content.decode()
     assert counts() == NOTHING
 
 
-@pytest.mark.parametrize("value", [LATE, EARLY, "0001-01-01T00:00:00Z",
-                                   "9999-12-31T23:59:59Z"])
+@pytest.mark.parametrize("value", [LATE, EARLY, "0001-01-01T00:00:00Z", "9999-12-31T23:59:59Z"])
 def test_a_run_file_refuses_a_time_outside_the_range_naming_the_field(value):
     data = run_export(run=db_run(STEADY, name="B"))
     data["cases"][0]["trials"][0]["created_at"] = value
     before = counts()
     with pytest.raises(RunFileError) as info:
         run_import(data=data, name="copy")
-    assert str(info.value) == (f"cases[0].trials[0].created_at: {value!r} is outside the "
-                               f"supported range: a time {RANGE}")
+    assert str(info.value) == (
+        f"cases[0].trials[0].created_at: {value!r} is outside the supported range: a time {RANGE}"
+    )
     assert counts() == before
 
 
 # ---- 2. alpha ------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("alpha", [1e-20, 1e-7, 0.51, 0.0, 1.0, float("nan"), True])
 def test_one_rule_refuses_an_alpha_outside_1e_6_to_0_5(alpha):
@@ -137,19 +186,19 @@ def test_one_rule_accepts_the_edges(alpha):
 
 def test_post_gate_with_a_tiny_alpha_is_a_400_naming_alpha(carol, runs):
     base, head = runs
-    response = client_for(carol).post("/api/gate", {"base": str(base.uuid),
-                                                    "head": str(head.uuid), "alpha": 1e-20},
-                                      format="json")
+    response = client_for(carol).post(
+        "/api/gate", {"base": str(base.uuid), "head": str(head.uuid), "alpha": 1e-20}, format="json"
+    )
     assert response.status_code == 400
-    assert response.json() == {"alpha": ["alpha must be a number from 1e-06 to 0.5, got "
-                                         "1e-20"]}
+    assert response.json() == {"alpha": ["alpha must be a number from 1e-06 to 0.5, got 1e-20"]}
 
 
 @pytest.mark.parametrize("alpha", ["1e-21", "0.000000000000000000001", "0.0000001", "0.6"])
 def test_get_comparisons_with_an_alpha_out_of_range_is_a_400_naming_alpha(bob, runs, alpha):
     base, head = runs
     response = client_for(bob).get(
-        f"/api/comparisons/?base={base.uuid}&head={head.uuid}&alpha={alpha}")
+        f"/api/comparisons/?base={base.uuid}&head={head.uuid}&alpha={alpha}"
+    )
     assert response.status_code == 400
     assert list(response.json()) == ["alpha"]
 
@@ -157,7 +206,8 @@ def test_get_comparisons_with_an_alpha_out_of_range_is_a_400_naming_alpha(bob, r
 def test_get_comparisons_accepts_the_smallest_alpha(bob, runs):
     base, head = runs
     response = client_for(bob).get(
-        f"/api/comparisons/?base={base.uuid}&head={head.uuid}&alpha=0.000001")
+        f"/api/comparisons/?base={base.uuid}&head={head.uuid}&alpha=0.000001"
+    )
     assert response.status_code == 200
     assert response.json()["comparison"]["alpha"] == 1e-6
 
@@ -165,16 +215,17 @@ def test_get_comparisons_accepts_the_smallest_alpha(bob, runs):
 def test_the_gate_command_exits_3_on_a_tiny_alpha_never_1(runs):
     base, head = runs
     with pytest.raises(CommandError) as info:
-        call_command("gate", "--base", str(base.uuid), "--head", str(head.uuid),
-                     "--alpha", "1e-20")
+        call_command("gate", "--base", str(base.uuid), "--head", str(head.uuid), "--alpha", "1e-20")
     assert info.value.returncode == 3
     assert str(info.value) == "--alpha must be a number from 1e-06 to 0.5, got 1e-20"
 
 
 # ---- 3. deeply nested JSON -----------------------------------------------------------
 
-@pytest.mark.parametrize("url", ["/api/gate", "/api/runs/start", "/api/baselines/set",
-                                 "/api/labels", "/api/judge-runs"])
+
+@pytest.mark.parametrize(
+    "url", ["/api/gate", "/api/runs/start", "/api/baselines/set", "/api/labels", "/api/judge-runs"]
+)
 def test_a_body_nested_1000_deep_is_a_400_parse_error(alice, url):
     response = client_for(alice).post(url, data=NESTED, content_type="application/json")
     assert response.status_code == 400, response.content
@@ -190,49 +241,86 @@ def test_a_body_nested_past_the_limit_but_not_the_recursion_is_a_400_too(alice, 
 
 
 def test_ingest_keeps_its_400_for_a_nested_body(carol):
-    response = client_for(carol).post("/api/ingest", data=NESTED,
-                                      content_type="application/json")
+    response = client_for(carol).post("/api/ingest", data=NESTED, content_type="application/json")
     assert response.status_code == 400
     assert counts() == NOTHING
 
 
 DEEP = "[" * 1000 + "]" * 1000
-JSONL_DEEP = ('{"case_id":"c1","input":"q","output":"a","passed":true}\n'
-              '{"case_id":"c2","input":"q","output":"a","passed":true,"x":' + DEEP + "}\n")
+JSONL_DEEP = (
+    '{"case_id":"c1","input":"q","output":"a","passed":true}\n'
+    '{"case_id":"c2","input":"q","output":"a","passed":true,"x":' + DEEP + "}\n"
+)
 PROMPTFOO_HEAD = '{"evalId":"e","results":{"results":'  # 2 levels open before DEEP
 INSPECT_HEAD = '{"eval":{},"samples":'  # 1 level open before DEEP
 JSONL_COLUMN = len('{"case_id":"c2","input":"q","output":"a","passed":true,"x":') + 64
 
 
-@pytest.mark.parametrize(("fmt", "name", "data", "message"), [
-    ("jsonl", "r.jsonl", JSONL_DEEP,
-     f"line 2: invalid JSON: {DEEPLY}: line 1 column {JSONL_COLUMN} (char {JSONL_COLUMN - 1})"),
-    ("promptfoo", "results.json", PROMPTFOO_HEAD + DEEP + "}}",
-     f"line 1 column {len(PROMPTFOO_HEAD) + 63}: invalid JSON: {DEEPLY}"),
-    ("inspect", "log.json", INSPECT_HEAD + DEEP + "}",
-     f"line 1 column {len(INSPECT_HEAD) + 64}: invalid JSON: {DEEPLY}"),
-    ("", "r.jsonl", JSONL_DEEP,
-     f"line 2: invalid JSON: {DEEPLY}: line 1 column {JSONL_COLUMN} (char {JSONL_COLUMN - 1})"),
-    ("", "r.jsonl", '{"x":' + DEEP + "}\n",
-     f"line 1: invalid JSON: {DEEPLY}: line 1 column 69 (char 68)"),
-])
-def test_a_nested_import_file_is_a_400_naming_the_line(carol, client, fmt, name, data,
-                                                        message):
-    response = client_for(carol).post("/api/imports", {
-        "file": SimpleUploadedFile(name, data.encode()), "format": fmt, "suite": "S",
-        "run": "R"}, format="multipart")
+@pytest.mark.parametrize(
+    ("fmt", "name", "data", "message"),
+    [
+        (
+            "jsonl",
+            "r.jsonl",
+            JSONL_DEEP,
+            f"line 2: invalid JSON: {DEEPLY}: "
+            f"line 1 column {JSONL_COLUMN} (char {JSONL_COLUMN - 1})",
+        ),
+        (
+            "promptfoo",
+            "results.json",
+            PROMPTFOO_HEAD + DEEP + "}}",
+            f"line 1 column {len(PROMPTFOO_HEAD) + 63}: invalid JSON: {DEEPLY}",
+        ),
+        (
+            "inspect",
+            "log.json",
+            INSPECT_HEAD + DEEP + "}",
+            f"line 1 column {len(INSPECT_HEAD) + 64}: invalid JSON: {DEEPLY}",
+        ),
+        (
+            "",
+            "r.jsonl",
+            JSONL_DEEP,
+            f"line 2: invalid JSON: {DEEPLY}: "
+            f"line 1 column {JSONL_COLUMN} (char {JSONL_COLUMN - 1})",
+        ),
+        (
+            "",
+            "r.jsonl",
+            '{"x":' + DEEP + "}\n",
+            f"line 1: invalid JSON: {DEEPLY}: line 1 column 69 (char 68)",
+        ),
+    ],
+)
+def test_a_nested_import_file_is_a_400_naming_the_line(carol, client, fmt, name, data, message):
+    response = client_for(carol).post(
+        "/api/imports",
+        {"file": SimpleUploadedFile(name, data.encode()), "format": fmt, "suite": "S", "run": "R"},
+        format="multipart",
+    )
     assert response.status_code == 400, response.content
     assert message in response.content.decode()
     assert client.login(username=carol.username, password=PASSWORD)
-    page = client.post("/imports/new/", {
-        "file": SimpleUploadedFile(name, data.encode()), "suite": "S", "run": "R",
-        "format": fmt, "suite_kind": "regression", "mapping": "", "threshold": ""})
+    page = client.post(
+        "/imports/new/",
+        {
+            "file": SimpleUploadedFile(name, data.encode()),
+            "suite": "S",
+            "run": "R",
+            "format": fmt,
+            "suite_kind": "regression",
+            "mapping": "",
+            "threshold": "",
+        },
+    )
     assert page.status_code == 400
     assert message in page.content.decode()
     assert counts() == NOTHING
 
 
 # ---- 4. malformed ids on the adjudication page ---------------------------------------
+
 
 @pytest.mark.parametrize("query", ["set=zzz", "suite=zzz", "set=1", "suite=%00"])
 def test_a_malformed_id_on_the_adjudication_page_is_a_404(client, alice, query):
@@ -242,30 +330,37 @@ def test_a_malformed_id_on_the_adjudication_page_is_a_404(client, alice, query):
 
 # ---- 5. oversized bodies -------------------------------------------------------------
 
+
 @override_settings(DATA_UPLOAD_MAX_MEMORY_SIZE=1000)
 def test_a_body_over_the_upload_limit_is_a_json_413(carol, runs):
     base, head = runs
     body = json.dumps({"base": str(base.uuid), "head": str(head.uuid), "pad": "x" * 2000})
-    response = client_for(carol).post("/api/gate", data=body,
-                                      content_type="application/json")
+    response = client_for(carol).post("/api/gate", data=body, content_type="application/json")
     assert response.status_code == 413
     assert response["Content-Type"] == "application/json"
     assert response.json() == {
         "detail": "The request body is larger than the limit of 1000 bytes "
-                  "(DATA_UPLOAD_MAX_MEMORY_SIZE).", "limit": 1000}
+        "(DATA_UPLOAD_MAX_MEMORY_SIZE).",
+        "limit": 1000,
+    }
 
 
 # ---- 6. wording: the threshold is named as the caller gives it ------------------------
 
+
 def test_a_score_without_a_threshold_names_the_threshold_field(carol):
     data = b"case_id,input,output,score\nc1,q,a,0.7\n"
-    response = client_for(carol).post("/api/imports", {
-        "file": SimpleUploadedFile("r.csv", data), "format": "csv", "suite": "S",
-        "run": "R"}, format="multipart")
+    response = client_for(carol).post(
+        "/api/imports",
+        {"file": SimpleUploadedFile("r.csv", data), "format": "csv", "suite": "S", "run": "R"},
+        format="multipart",
+    )
     assert response.status_code == 400
     text = response.content.decode()
-    assert ("row 1 (line 2): field score: a score without a passed verdict needs a pass "
-            "threshold: give threshold, a number in [0, 1]") in text
+    assert (
+        "row 1 (line 2): field score: a score without a passed verdict needs a pass "
+        "threshold: give threshold, a number in [0, 1]"
+    ) in text
     assert "--threshold" not in text
 
 

@@ -26,8 +26,11 @@ def test_it_prints_strict_json_of_what_was_created(tmp_path):
     data = json.loads(_call(str(path), "--suite", "S", "--run", "R", "--json"))
     assert data["suite"] == "S" and data["runs"] == ["R"] and data["format"] == "labeled"
     assert (data["cases"], data["trials"], data["grades"], data["labels"]) == (2, 2, 3, 2)
-    assert (data["preference_labels"], data["pairwise_verdicts"], data["judge_versions"]) == \
-        (0, 0, 1)
+    assert (data["preference_labels"], data["pairwise_verdicts"], data["judge_versions"]) == (
+        0,
+        0,
+        1,
+    )
 
 
 def test_it_imports_pairwise_records_into_two_runs(tmp_path):
@@ -41,8 +44,19 @@ def test_it_imports_pairwise_records_into_two_runs(tmp_path):
 def test_it_imports_a_bom_csv_with_a_mapping(tmp_path):
     path = tmp_path / "results.csv"
     path.write_bytes(b'\xef\xbb\xbfcase_id,input,expected\r\nc1,"What is 2+2?",4\r\n')
-    _call(str(path), "--suite", "S", "--run", "R", "--map", "case_id=case_id",
-          "--map", "input=input", "--map", "expected=expected")
+    _call(
+        str(path),
+        "--suite",
+        "S",
+        "--run",
+        "R",
+        "--map",
+        "case_id=case_id",
+        "--map",
+        "input=input",
+        "--map",
+        "expected=expected",
+    )
     case = Case.objects.get()
     assert (case.key, case.input, case.expected) == ("c1", "What is 2+2?", "4")
 
@@ -54,8 +68,9 @@ def test_it_raises_command_error_naming_the_line_and_writes_nothing(tmp_path):
     path.write_bytes(jsonl(recs))
     with pytest.raises(CommandError) as exc:
         _call(str(path), "--suite", "S", "--run", "R")
-    assert "line 3: field human_label.value: expected 'pass' or 'fail', got 'Pass'" in \
-        str(exc.value)
+    assert "line 3: field human_label.value: expected 'pass' or 'fail', got 'Pass'" in str(
+        exc.value
+    )
     assert Suite.objects.count() == Case.objects.count() == Trial.objects.count() == 0
 
 
@@ -75,9 +90,14 @@ def test_it_exits_non_zero_from_the_shell(tmp_path):
     root = Path(__file__).resolve().parent.parent
     proc = subprocess.run(
         [sys.executable, "manage.py", "import_results", str(path), "--suite", "S", "--run", "R"],
-        cwd=root, capture_output=True, text=True,
-        env={"DJANGO_SETTINGS_MODULE": "config.settings_test", "PATH": "/usr/bin:/bin",
-             "DATABASE_URL": f"sqlite:///{tmp_path / 'x.sqlite3'}"},
+        cwd=root,
+        capture_output=True,
+        text=True,
+        env={
+            "DJANGO_SETTINGS_MODULE": "config.settings_test",
+            "PATH": "/usr/bin:/bin",
+            "DATABASE_URL": f"sqlite:///{tmp_path / 'x.sqlite3'}",
+        },
     )
     assert proc.returncode != 0
     assert "no such file" in proc.stderr

@@ -23,8 +23,9 @@ LOG_ERRORS = FIXTURES / "log-errors.json"
 
 
 def _import(data: bytes, *, name: str = "log.json", fmt: str | None = "inspect"):
-    return results_import(stream=io.BytesIO(data), filename=name, suite_name="ins",
-                          run_name="r1", fmt=fmt)
+    return results_import(
+        stream=io.BytesIO(data), filename=name, suite_name="ins", run_name="r1", fmt=fmt
+    )
 
 
 def _doc(path: Path = LOG) -> dict:
@@ -82,11 +83,26 @@ def test_a_sample_error_is_an_errored_trial_never_a_fail():
     assert round(overall["pass_rate"]["mean"], 3) == 0.667
 
 
-@pytest.mark.parametrize(("value", "expected"), [
-    ("C", 1.0), ("I", 0.0), ("P", 0.5), ("N", 0.0), (True, 1.0), (False, 0.0), (1, 1.0),
-    (0.25, 0.25), ("yes", 1.0), ("FALSE", 0.0), ("0.75", 0.75), ("maybe", None), (None, None),
-    ([1, 0], None), ("nan", None),
-])
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ("C", 1.0),
+        ("I", 0.0),
+        ("P", 0.5),
+        ("N", 0.0),
+        (True, 1.0),
+        (False, 0.0),
+        (1, 1.0),
+        (0.25, 0.25),
+        ("yes", 1.0),
+        ("FALSE", 0.0),
+        ("0.75", 0.75),
+        ("maybe", None),
+        (None, None),
+        ([1, 0], None),
+        ("nan", None),
+    ],
+)
 def test_values_follow_inspects_value_to_float_convention(value, expected):
     assert value_to_float(value) == expected
 
@@ -101,17 +117,27 @@ def _with_scores(values: list) -> dict:
 def test_partial_credit_is_a_score_and_an_uncomputable_value_an_errored_grade():
     doc = _with_scores(["P", "N", None, "maybe", float("nan"), {"a": "C", "b": 0.5}])
     summary = _import(_bytes(doc))
-    grades = {(g.trial.case.key, g.grader): g for g in
-              Grade.objects.filter(trial__run=summary.runs[0], trial__attempt=1)
-              .select_related("trial__case")}
+    grades = {
+        (g.trial.case.key, g.grader): g
+        for g in Grade.objects.filter(trial__run=summary.runs[0], trial__attempt=1).select_related(
+            "trial__case"
+        )
+    }
     partial = grades[("c00001", "match")]
     assert (partial.passed, partial.score, partial.status) == (False, 0.5, "ok")
     assert grades[("c00002", "match")].passed is False
-    for key, reason in (("c00003", "not scored"), ("c00005", "not scored"),
-                        ("c00004", "could not compute a score from value 'maybe'")):
+    for key, reason in (
+        ("c00003", "not scored"),
+        ("c00005", "not scored"),
+        ("c00004", "could not compute a score from value 'maybe'"),
+    ):
         grade = grades[(key, "match")]
         assert (grade.status, grade.passed, grade.score, grade.reason) == (
-            "error", None, None, reason)
+            "error",
+            None,
+            None,
+            reason,
+        )
     assert grades[("c00006", "match/a")].passed is True
     assert grades[("c00006", "match/b")].score == 0.5
 
@@ -160,8 +186,17 @@ def test_it_names_the_sample_and_field_of_a_missing_or_non_finite_value():
 
 
 def test_the_command_imports_with_format_inspect(capsys):
-    call_command("import_results", str(LOG), "--suite", "ins", "--run", "cli",
-                 "--format", "inspect", "--json")
+    call_command(
+        "import_results",
+        str(LOG),
+        "--suite",
+        "ins",
+        "--run",
+        "cli",
+        "--format",
+        "inspect",
+        "--json",
+    )
     out = json.loads(capsys.readouterr().out)
     assert (out["format"], out["trials"], out["cases"]) == ("inspect", 18, 6)
 
@@ -173,5 +208,7 @@ def test_only_the_headline_scorer_gates():
             sample["scores"]["polite"] = {"value": 0, "explanation": "curt"}
     summary = _import(_bytes(doc))
     assert [(g["key"], g["gating"]) for g in summary.runs[0].graders] == [
-        ("match", True), ("polite", False)]
+        ("match", True),
+        ("polite", False),
+    ]
     assert round(_overall(summary)["pass_rate"]["mean"], 3) == 0.389

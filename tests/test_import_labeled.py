@@ -24,11 +24,18 @@ def _judge(value, **kw):
 
 def test_it_stores_a_pointwise_record_as_case_trial_label_and_grades():
     rec = record(
-        id="r1", category="cat", tags=["t1"], input="What?",
+        id="r1",
+        category="cat",
+        tags=["t1"],
+        input="What?",
         context=[{"doc_id": "D", "source_doc_key": "k", "text": "doc text"}],
         responses=[{"response_id": "R", "model": "m-1", "text": "answer"}],
-        human_label={"type": "pass_fail", "value": "fail", "method": "expert",
-                     "details": {"critique": "misses the point"}},
+        human_label={
+            "type": "pass_fail",
+            "value": "fail",
+            "method": "expert",
+            "details": {"critique": "misses the point"},
+        },
         judge_labels=[_judge("pass", score=7, rationale="looks fine")],
     )
     summary = import_bytes(jsonl([rec]))
@@ -59,8 +66,10 @@ def test_it_stores_a_pointwise_record_as_case_trial_label_and_grades():
 
 
 def test_it_stores_a_null_judge_value_as_an_errored_grade_reason_unparseable():
-    recs = [record(id=f"c{i}", judge_labels=[_judge(v, rationale="raw reply")])
-            for i, v in enumerate(["pass", "pass", None, "fail"])]
+    recs = [
+        record(id=f"c{i}", judge_labels=[_judge(v, rationale="raw reply")])
+        for i, v in enumerate(["pass", "pass", None, "fail"])
+    ]
     import_bytes(jsonl(recs))
     judge_grades = Grade.objects.exclude(grader="human-label")
     errored = judge_grades.get(status="error")
@@ -118,7 +127,8 @@ def test_it_stores_the_hostile_record_literally():
     assert Trial.objects.get().output == "<img src=x onerror=alert(1)>"
     assert Run.objects.get().name == "<b onclick=alert(4)>R4</b>"
     assert Grade.objects.get(judge_version__isnull=False).reason == (
-        'x" onmouseover="alert(document.domain)')
+        'x" onmouseover="alert(document.domain)'
+    )
 
 
 def test_it_strips_a_bom_from_a_labeled_file():
@@ -130,19 +140,29 @@ def test_it_strips_a_bom_from_a_labeled_file():
 @pytest.mark.parametrize(
     ("change", "message"),
     [
-        ({"human_label": {"type": "pass_fail", "value": "Pass", "method": "m", "details": {}}},
-         "line 2: field human_label.value: expected 'pass' or 'fail', got 'Pass'"),
+        (
+            {"human_label": {"type": "pass_fail", "value": "Pass", "method": "m", "details": {}}},
+            "line 2: field human_label.value: expected 'pass' or 'fail', got 'Pass'",
+        ),
         ({"tags": "a,b"}, "line 2: field tags: expected an array, got string"),
         ({"input": 1}, "line 2: field input: expected a string, got number 1"),
         ({"task_type": "pointwise"}, "line 2: field task_type: expected 'pointwise_binary' or"),
-        ({"judge_labels": [_judge("false")]},
-         "line 2: field judge_labels[0].value: expected 'pass' or 'fail' or null, got 'false'"),
-        ({"judge_labels": [_judge("pass", score="1")]},
-         "line 2: field judge_labels[0].score: expected a number or null, got string '1'"),
-        ({"judge_labels": [_judge("pass", score=True)]},
-         "line 2: field judge_labels[0].score: expected a number or null, got boolean"),
-        ({"responses": [{"response_id": "A", "model": None, "text": "x"}]},
-         "line 2: field responses[0].response_id: expected 'R', got 'A'"),
+        (
+            {"judge_labels": [_judge("false")]},
+            "line 2: field judge_labels[0].value: expected 'pass' or 'fail' or null, got 'false'",
+        ),
+        (
+            {"judge_labels": [_judge("pass", score="1")]},
+            "line 2: field judge_labels[0].score: expected a number or null, got string '1'",
+        ),
+        (
+            {"judge_labels": [_judge("pass", score=True)]},
+            "line 2: field judge_labels[0].score: expected a number or null, got boolean",
+        ),
+        (
+            {"responses": [{"response_id": "A", "model": None, "text": "x"}]},
+            "line 2: field responses[0].response_id: expected 'R', got 'A'",
+        ),
     ],
 )
 def test_it_rejects_a_wrong_type_with_line_and_field(change, message):
@@ -172,8 +192,10 @@ def test_it_rejects_duplicate_ids_naming_both_lines():
 def test_it_rejects_a_file_mixing_pointwise_and_pairwise_records():
     with pytest.raises(ResultsImportError) as exc:
         import_bytes(jsonl([record(id="x"), record(PAIR_TEMPLATE, id="y")]))
-    assert "line 2: field task_type: 'pairwise_preference' differs from 'pointwise_binary' on " \
+    assert (
+        "line 2: field task_type: 'pairwise_preference' differs from 'pointwise_binary' on "
         "line 1" in str(exc.value)
+    )
     assert Trial.objects.count() == 0
 
 
@@ -201,8 +223,9 @@ def test_it_reads_a_bare_nan_judge_score_as_no_score():
 
 def test_it_stores_a_one_megabyte_output_whole():
     text = ("0123456789abcdé\n" * 65536)[:1_048_576]
-    import_bytes(jsonl([record(id="big", responses=[
-        {"response_id": "R", "model": None, "text": text}])]))
+    import_bytes(
+        jsonl([record(id="big", responses=[{"response_id": "R", "model": None, "text": text}])])
+    )
     assert Trial.objects.get().output == text
 
 
@@ -233,6 +256,11 @@ def test_the_reader_gives_identical_lines_for_crlf_lf_and_lone_cr():
 
 
 def test_results_import_creates_a_suite_of_the_requested_kind():
-    results_import(stream=io.BytesIO(jsonl([record(id="a")])), filename="x.jsonl",
-                   suite_name="cap", run_name="r", suite_kind="capability")
+    results_import(
+        stream=io.BytesIO(jsonl([record(id="a")])),
+        filename="x.jsonl",
+        suite_name="cap",
+        run_name="r",
+        suite_kind="capability",
+    )
     assert Suite.objects.get().kind == "capability"

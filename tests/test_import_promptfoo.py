@@ -22,8 +22,9 @@ RESULTS_ERRORS = FIXTURES / "results-errors.json"
 
 
 def _import(data: bytes, *, name: str = "results.json", fmt: str | None = "promptfoo"):
-    return results_import(stream=io.BytesIO(data), filename=name, suite_name="pf",
-                          run_name="r1", fmt=fmt)
+    return results_import(
+        stream=io.BytesIO(data), filename=name, suite_name="pf", run_name="r1", fmt=fmt
+    )
 
 
 def _doc() -> dict:
@@ -56,7 +57,10 @@ def test_each_row_is_a_trial_with_its_case_attempt_tokens_and_latency():
     assert (summary.cases, summary.trials) == (6, 18)
     assert run.source == Run.Source.IMPORTED and run.model == "openai:chat:mock-model"
     assert run.trials_per_case == 3 and run.target["promptfoo"]["printed"] == {
-        "successes": 7, "failures": 11, "errors": 0}
+        "successes": 7,
+        "failures": 11,
+        "errors": 0,
+    }
     case = Case.objects.get(key="c00003")
     assert case.input == {"case_id": "c00003", "p": "0.70", "expect": "ANSWER-c00003"}
     trials = list(Trial.objects.filter(run=run, case=case).order_by("attempt"))
@@ -82,14 +86,16 @@ def test_each_assertion_is_a_non_gating_grade_beside_promptfoos_verdict():
     summary = _import(RESULTS.read_bytes())
     run = summary.runs[0]
     assert [(g["key"], g["gating"]) for g in run.graders] == [
-        ("promptfoo", True), ("equals", False), ("contains", False)]
+        ("promptfoo", True),
+        ("equals", False),
+        ("contains", False),
+    ]
     trial = Trial.objects.get(run=run, case__key="c00002", attempt=2)
     grades = {g.grader: g for g in trial.grades.all()}
     assert grades["promptfoo"].passed is False and grades["promptfoo"].gating
     assert grades["equals"].passed is False and not grades["equals"].gating
     assert grades["equals"].reason.startswith("Expected output")
-    assert grades["contains"].details["assertion"] == {"type": "contains",
-                                                       "value": "{{expect}}"}
+    assert grades["contains"].details["assertion"] == {"type": "contains", "value": "{{expect}}"}
     assert Grade.objects.filter(trial__run=run).count() == 18 * 3
 
 
@@ -127,14 +133,18 @@ def test_an_assertion_that_threw_is_an_errored_grade_not_a_fail():
     trial = Trial.objects.get(run=summary.runs[0], case__key="c00002", attempt=2)
     assert trial.status == Trial.Status.OK and trial.output == row["response"]["output"]
     grade = trial.grades.get(grader="promptfoo")
-    assert (grade.status, grade.passed, grade.reason) == ("error", None,
-                                                          "TypeError: assertion threw")
+    assert (grade.status, grade.passed, grade.reason) == (
+        "error",
+        None,
+        "TypeError: assertion threw",
+    )
     assert _report(summary)["overall"]["grades_errored"] == 1
 
 
 def test_it_detects_a_promptfoo_file_pretty_printed_or_on_one_line():
     assert format_detect(stream=io.BytesIO(RESULTS.read_bytes()), filename="x.json") == (
-        "promptfoo")
+        "promptfoo"
+    )
     assert format_detect(stream=io.BytesIO(_bytes(_doc())), filename="x.json") == "promptfoo"
     summary = _import(RESULTS.read_bytes(), fmt=None)
     assert summary.format == "promptfoo" and summary.trials == 18
@@ -188,8 +198,9 @@ def test_it_refuses_a_non_finite_latency_and_treats_a_nan_score_as_not_scored():
     doc = _doc()
     doc["results"]["results"][0]["score"] = float("nan")
     summary = _import(_bytes(doc))
-    grade = Grade.objects.get(trial__run=summary.runs[0], trial__case__key="c00001",
-                              trial__attempt=1, grader="promptfoo")
+    grade = Grade.objects.get(
+        trial__run=summary.runs[0], trial__case__key="c00001", trial__attempt=1, grader="promptfoo"
+    )
     assert grade.passed is True and grade.score is None
 
 
@@ -204,10 +215,29 @@ def test_it_refuses_a_second_provider_and_a_case_key_with_two_contents():
 
 
 def test_the_command_imports_with_format_promptfoo(capsys):
-    call_command("import_results", str(RESULTS), "--suite", "pf", "--run", "cli",
-                 "--format", "promptfoo", "--json")
+    call_command(
+        "import_results",
+        str(RESULTS),
+        "--suite",
+        "pf",
+        "--run",
+        "cli",
+        "--format",
+        "promptfoo",
+        "--json",
+    )
     out = json.loads(capsys.readouterr().out)
     assert (out["format"], out["trials"], out["cases"]) == ("promptfoo", 18, 6)
     with pytest.raises(CommandError, match="mapping: a promptfoo file takes no column"):
-        call_command("import_results", str(RESULTS), "--suite", "pf", "--run", "cli2",
-                     "--format", "promptfoo", "--map", "case_id=x")
+        call_command(
+            "import_results",
+            str(RESULTS),
+            "--suite",
+            "pf",
+            "--run",
+            "cli2",
+            "--format",
+            "promptfoo",
+            "--map",
+            "case_id=x",
+        )

@@ -42,8 +42,7 @@ def _expected(path):
 
 def _import(path, name):
     with path.open("rb") as stream:
-        return results_import(stream=stream, filename=path.name, suite_name=name,
-                              run_name="shared")
+        return results_import(stream=stream, filename=path.name, suite_name=name, run_name="shared")
 
 
 @pytest.mark.parametrize("name", POINTWISE_SETS)
@@ -61,13 +60,16 @@ def test_it_imports_a_pointwise_shared_set_with_the_files_counts_and_pass_rates(
     errored = Grade.objects.filter(trial__run=run, judge_version__isnull=False, status="error")
     assert errored.count() == want["null_judge"]
     assert set(errored.values_list("reason", flat=True)) <= {"unparseable"}
-    assert Counter(Label.objects.filter(trial__run=run).values_list("verdict", flat=True)) == \
-        want["human"]
+    assert (
+        Counter(Label.objects.filter(trial__run=run).values_list("verdict", flat=True))
+        == want["human"]
+    )
 
     # Per category: the imported labels, grouped by the case's category tag (tags[0]).
     per_cat: dict[str, list[int]] = defaultdict(lambda: [0, 0])
     for tags, verdict in Label.objects.filter(trial__run=run).values_list(
-            "trial__case__tags", "verdict"):
+        "trial__case__tags", "verdict"
+    ):
         per_cat[tags[0]][0] += verdict == "pass"
         per_cat[tags[0]][1] += 1
     assert {c: Fraction(p, n) for c, (p, n) in per_cat.items()} == want["pass_rate"]
@@ -87,17 +89,21 @@ def test_it_imports_a_pairwise_shared_set_with_the_files_counts(name):
     assert summary.trials == Trial.objects.count() == 2 * want["n"]
     assert TrialPair.objects.count() == want["n"]
     assert PairwiseVerdict.objects.count() == want["judge_labels"] == summary.pairwise_verdicts
-    assert PairwiseVerdict.objects.filter(status="error", preferred="").count() == \
-        want["null_judge"]
+    assert (
+        PairwiseVerdict.objects.filter(status="error", preferred="").count() == want["null_judge"]
+    )
     assert JudgeVersion.objects.count() == want["judges"]
     assert Counter(PreferenceLabel.objects.values_list("preferred", flat=True)) == want["human"]
     # Spot-check the original A/B naming: every recorded verdict is stored as written.
     first = want["records"][0]
     pair = TrialPair.objects.get(case__key=first["id"])
-    stored = {(v.judge_version.model, v.judge_version.protocol, v.position): v.preferred or None
-              for v in pair.verdicts.select_related("judge_version")}
-    assert stored == {(j["judge_model"], j["protocol"], j["position"]): j["value"]
-                      for j in first["judge_labels"]}
+    stored = {
+        (v.judge_version.model, v.judge_version.protocol, v.position): v.preferred or None
+        for v in pair.verdicts.select_related("judge_version")
+    }
+    assert stored == {
+        (j["judge_model"], j["protocol"], j["position"]): j["value"] for j in first["judge_labels"]
+    }
     assert pair.trial_a.output == first["responses"][0]["text"]
 
 
@@ -105,8 +111,9 @@ def test_reimporting_a_shared_set_reuses_cases_and_judge_versions():
     path = shared_data_file("llmbar_pointwise")
     _import(path, "again")
     with path.open("rb") as stream:
-        summary = results_import(stream=stream, filename=path.name, suite_name="again",
-                                 run_name="second")
+        summary = results_import(
+            stream=stream, filename=path.name, suite_name="again", run_name="second"
+        )
     assert Case.objects.count() == summary.cases == 602
     assert JudgeVersion.objects.count() == 5
     assert Trial.objects.count() == 1204

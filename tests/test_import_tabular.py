@@ -29,8 +29,11 @@ def _rows():
 
 
 def test_it_reads_a_csv_with_a_bom_and_crlf_like_the_plain_file():
-    _csv(b'\xef\xbb\xbfcase_id,input,expected\r\nc1,"What is 2+2?",4\r\n', mapping=CSV_MAP,
-         suite="bom")
+    _csv(
+        b'\xef\xbb\xbfcase_id,input,expected\r\nc1,"What is 2+2?",4\r\n',
+        mapping=CSV_MAP,
+        suite="bom",
+    )
     with_bom = _rows()
     assert with_bom == [("c1", "What is 2+2?", "4", [])]
     Trial.objects.all().delete()
@@ -42,8 +45,10 @@ def test_it_reads_a_csv_with_a_bom_and_crlf_like_the_plain_file():
 
 
 def test_it_keeps_newlines_quotes_and_commas_in_quoted_fields():
-    data = (b'case_id,input,expected\r\nc1,"line 1\r\nand line 2\nline 3",'
-            b'"He said ""hi"", then left"\r\nc2,plain,"a,b"\r\n')
+    data = (
+        b'case_id,input,expected\r\nc1,"line 1\r\nand line 2\nline 3",'
+        b'"He said ""hi"", then left"\r\nc2,plain,"a,b"\r\n'
+    )
     _csv(data, mapping=CSV_MAP)
     assert Case.objects.count() == 2
     assert _rows() == [
@@ -53,8 +58,9 @@ def test_it_keeps_newlines_quotes_and_commas_in_quoted_fields():
 
 
 def test_it_rejects_a_hostile_created_at_with_its_row_number_and_stores_nothing():
-    data = (b'case_id,input,created_at\nc1,ok,2025-02-24T16:30:00Z\n'
-            b'c2,ok,"""><svg onload=alert(3)>"\n')
+    data = (
+        b'case_id,input,created_at\nc1,ok,2025-02-24T16:30:00Z\nc2,ok,"""><svg onload=alert(3)>"\n'
+    )
     with pytest.raises(ResultsImportError) as exc:
         _csv(data, mapping={"case_id": "case_id", "input": "input", "created_at": "created_at"})
     assert str(exc.value).startswith("row 2 (line 3): field created_at: expected an ISO 8601")
@@ -85,9 +91,15 @@ C1_ROWS = [
 ]
 
 
-@pytest.mark.parametrize("c3", ['{"case_id":"c3","score":"NaN"}', '{"case_id":"c3","score":NaN}',
-                                '{"case_id":"c3","score":Infinity}',
-                                '{"case_id":"c3","score":null}'])
+@pytest.mark.parametrize(
+    "c3",
+    [
+        '{"case_id":"c3","score":"NaN"}',
+        '{"case_id":"c3","score":NaN}',
+        '{"case_id":"c3","score":Infinity}',
+        '{"case_id":"c3","score":null}',
+    ],
+)
 def test_it_stores_a_non_finite_score_as_not_scored_never_zero(c3):
     lines = [row or c3 for row, _ in C1_ROWS]
     text = "\n".join(line.replace('"case_id":"c', '"input":"q","case_id":"c') for line in lines)
@@ -104,9 +116,11 @@ def test_it_stores_a_non_finite_score_as_not_scored_never_zero(c3):
 
 
 def test_it_maps_a_scores_object_to_one_grade_per_grader_with_nulls_not_scored():
-    text = ('{"case_id":"c1","input":"q","scores":{"faithfulness":0.8,"relevance":0.8}}\n'
-            '{"case_id":"c2","input":"q","scores":{"faithfulness":null,"relevance":null},'
-            '"judge_status":"unparseable"}\n')
+    text = (
+        '{"case_id":"c1","input":"q","scores":{"faithfulness":0.8,"relevance":0.8}}\n'
+        '{"case_id":"c2","input":"q","scores":{"faithfulness":null,"relevance":null},'
+        '"judge_status":"unparseable"}\n'
+    )
     _jsonl(text, threshold=0.5)
     c1 = dict(Grade.objects.filter(trial__case__key="c1").values_list("grader", "score"))
     assert c1 == {"faithfulness": 0.8, "relevance": 0.8}
@@ -137,12 +151,23 @@ def test_it_accepts_only_json_booleans_in_a_jsonl_passed_field():
 
 
 def test_it_stores_trial_fields_and_keeps_unmapped_columns():
-    data = (b"id,question,answer,ok,try,in,out,ms,usd,why,note\n"
-            b"c1,q,a,true,2,10,5,12.5,0.0012,exact,hello\n"
-            b"c1,q,b,false,1,,,,,,\n")
-    mapping = {"case_id": "id", "input": "question", "output": "answer", "passed": "ok",
-               "attempt": "try", "input_tokens": "in", "output_tokens": "out",
-               "latency_ms": "ms", "cost_usd": "usd", "reason": "why"}
+    data = (
+        b"id,question,answer,ok,try,in,out,ms,usd,why,note\n"
+        b"c1,q,a,true,2,10,5,12.5,0.0012,exact,hello\n"
+        b"c1,q,b,false,1,,,,,,\n"
+    )
+    mapping = {
+        "case_id": "id",
+        "input": "question",
+        "output": "answer",
+        "passed": "ok",
+        "attempt": "try",
+        "input_tokens": "in",
+        "output_tokens": "out",
+        "latency_ms": "ms",
+        "cost_usd": "usd",
+        "reason": "why",
+    }
     summary = _csv(data, mapping=mapping)
     assert (summary.cases, summary.trials, summary.grades) == (1, 2, 2)
     t2 = Trial.objects.get(attempt=2)
@@ -159,8 +184,9 @@ def test_it_stores_trial_fields_and_keeps_unmapped_columns():
 def test_it_rejects_a_duplicate_case_and_attempt_naming_both_rows():
     with pytest.raises(ResultsImportError) as exc:
         _csv(b"case_id,input\nc1,q\nc1,q\n")
-    assert str(exc.value) == ("row 2 (line 3): field attempt: case 'c1' attempt 1 already "
-                              "given on row 1 (line 2)")
+    assert str(exc.value) == (
+        "row 2 (line 3): field attempt: case 'c1' attempt 1 already given on row 1 (line 2)"
+    )
 
 
 def test_it_rejects_a_mapping_to_a_missing_column():
@@ -189,6 +215,9 @@ def test_a_csv_output_larger_than_the_csv_module_default_is_stored_whole():
 
     big = "x" * 300_000  # the csv module's default field limit is 131,072
     data = f'case_id,input,output\r\nc1,q,"{big}"\r\n'.encode()
-    import_bytes(data, filename="big.csv", mapping={"case_id": "case_id", "input": "input",
-                                                    "output": "output"})
+    import_bytes(
+        data,
+        filename="big.csv",
+        mapping={"case_id": "case_id", "input": "input", "output": "output"},
+    )
     assert Trial.objects.get().output == big

@@ -20,8 +20,15 @@ def _login(client, user):
 
 
 def _post(client, data: bytes, name="records.jsonl", **fields):
-    payload = {"file": SimpleUploadedFile(name, data), "suite": "S", "run": "R",
-               "format": "", "suite_kind": "regression", "mapping": "", "threshold": ""}
+    payload = {
+        "file": SimpleUploadedFile(name, data),
+        "suite": "S",
+        "run": "R",
+        "format": "",
+        "suite_kind": "regression",
+        "mapping": "",
+        "threshold": "",
+    }
     payload.update(fields)
     return client.post(URL, payload)
 
@@ -65,8 +72,12 @@ def test_it_stores_both_presentations_of_an_order_inconsistent_pair(client, caro
 def test_it_rerenders_the_form_with_an_escaped_error_and_stores_nothing(client, carol):
     _login(client, carol)
     data = b'case_id,input,created_at\nc1,ok,"""><svg onload=alert(3)>"\n'
-    response = _post(client, data, name="results.csv",
-                     mapping="case_id=case_id\ninput=input\ncreated_at=created_at")
+    response = _post(
+        client,
+        data,
+        name="results.csv",
+        mapping="case_id=case_id\ninput=input\ncreated_at=created_at",
+    )
     assert response.status_code == 400
     body = response.content.decode()
     assert "row 1 (line 2): field created_at" in body

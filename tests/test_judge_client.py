@@ -38,24 +38,27 @@ def _grade(llm, output, **params):
     return judge_grade_trial(trial=trial, judge_version=make_version(llm, **params))
 
 
-@pytest.mark.parametrize(("output", "reason"), [
-    ("[fault=429]", "rate_limited"),
-    ("[fault=500]", "server_error"),
-    ("[fault=502]", "server_error"),
-    ("[fault=503]", "server_error"),
-    ("[fault=400-temperature]", "rejected_parameter"),
-    ("[fault=refusal]", "refusal"),
-    ("[fault=empty]", "empty"),
-    ("[fault=no-choices]", "empty"),
-    ("[fault=malformed]", "http_error"),
-    ("[answer=I think this is mostly fine.]", "unparseable"),
-    ('[answer={"reasoning": "r", "verdict": "CI"}]', "invalid_verdict"),
-])
-def test_it_gives_an_errored_grade_with_the_reason_for_each_failure(fake_llm, waits, output,
-                                                                    reason):
+@pytest.mark.parametrize(
+    ("output", "reason"),
+    [
+        ("[fault=429]", "rate_limited"),
+        ("[fault=500]", "server_error"),
+        ("[fault=502]", "server_error"),
+        ("[fault=503]", "server_error"),
+        ("[fault=400-temperature]", "rejected_parameter"),
+        ("[fault=refusal]", "refusal"),
+        ("[fault=empty]", "empty"),
+        ("[fault=no-choices]", "empty"),
+        ("[fault=malformed]", "http_error"),
+        ("[answer=I think this is mostly fine.]", "unparseable"),
+        ('[answer={"reasoning": "r", "verdict": "CI"}]', "invalid_verdict"),
+    ],
+)
+def test_it_gives_an_errored_grade_with_the_reason_for_each_failure(
+    fake_llm, waits, output, reason
+):
     grade = _grade(fake_llm, output)
-    assert (grade.status, grade.passed, grade.score, grade.reason) == (
-        "error", None, None, reason)
+    assert (grade.status, grade.passed, grade.score, grade.reason) == ("error", None, None, reason)
     assert grade.details["error"] == reason
     assert grade.gating is False  # an untrusted version is provisional
     assert grade.details["prompt"].count(output) == 1
@@ -109,13 +112,22 @@ def test_it_errors_a_reply_that_repeats_the_fence_nonce(waits):
 
 
 def test_it_errors_a_reply_citing_a_document_id_that_was_not_offered(waits):
-    reply = json.dumps({"reasoning": "r", "documents": [
-        {"doc_id": "doc-1", "relevant": True}, {"doc_id": "kb-7", "relevant": True}]})
+    reply = json.dumps(
+        {
+            "reasoning": "r",
+            "documents": [
+                {"doc_id": "doc-1", "relevant": True},
+                {"doc_id": "kb-7", "relevant": True},
+            ],
+        }
+    )
     with FakeLLM(responder=lambda body: reply) as llm:
-        trial = make_trials(["x"], context=[{"id": "kb-7", "text": "a"},
-                                            {"id": "kb-8", "text": "b"}])[0]
-        grade = judge_grade_trial(trial=trial, judge_version=make_version(
-            llm, kind="context_relevance"))
+        trial = make_trials(
+            ["x"], context=[{"id": "kb-7", "text": "a"}, {"id": "kb-8", "text": "b"}]
+        )[0]
+        grade = judge_grade_trial(
+            trial=trial, judge_version=make_version(llm, kind="context_relevance")
+        )
     assert (grade.status, grade.reason) == ("error", "unknown_id")
 
 
@@ -153,8 +165,10 @@ def test_it_prices_a_known_judge_model_apart_from_the_trial_cost(waits):
         trial = make_trials(["Paris"])[0]
         grade = judge_grade_trial(trial=trial, judge_version=make_version(llm, model="gpt-4o"))
     d = grade.details
-    expected = (Decimal(d["input_tokens"]) * Decimal("2.50")
-                + Decimal(d["output_tokens"]) * Decimal("10.00")) / Decimal(1_000_000)
+    expected = (
+        Decimal(d["input_tokens"]) * Decimal("2.50")
+        + Decimal(d["output_tokens"]) * Decimal("10.00")
+    ) / Decimal(1_000_000)
     assert Decimal(d["cost_usd"]) == expected
     trial.refresh_from_db()
     assert trial.cost_usd is None

@@ -60,7 +60,8 @@ def test_it_names_the_bad_field(tmp_path):
 
 
 def test_judge_run_grades_a_run_and_reports_provisional_json(
-        monkeypatch, django_capture_on_commit_callbacks):
+    monkeypatch, django_capture_on_commit_callbacks
+):
     async def fake_sleep(seconds):
         return None
 
@@ -70,12 +71,19 @@ def test_judge_run_grades_a_run_and_reports_provisional_json(
         version = make_version(llm)
         out = StringIO()
         with django_capture_on_commit_callbacks(execute=True):
-            call_command("judge_run", str(trials[0].run.uuid), str(version.uuid), "--json",
-                         stdout=out)
+            call_command(
+                "judge_run", str(trials[0].run.uuid), str(version.uuid), "--json", stdout=out
+            )
     started = json.loads(out.getvalue())
     assert (started["status"], started["trials_total"], started["provisional"]) == (
-        "queued", 2, True)
+        "queued",
+        2,
+        True,
+    )
     judge_run = JudgeRun.objects.get()
     assert (judge_run.status, judge_run.trials_graded, judge_run.trials_errored) == (
-        "succeeded", 2, 1)
+        "succeeded",
+        2,
+        1,
+    )
     assert Grade.objects.get(trial=trials[1]).reason == "server_error"

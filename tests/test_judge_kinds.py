@@ -20,8 +20,10 @@ from tests.judge_builders import fenced, make_trials, make_version, user_text
 
 pytestmark = pytest.mark.django_db
 
-DOCS = [{"id": "kb-1", "text": "Refunds are accepted within 30 days."},
-        {"id": "kb-2", "text": "Shipping is free over $50."}]
+DOCS = [
+    {"id": "kb-1", "text": "Refunds are accepted within 30 days."},
+    {"id": "kb-2", "text": "Shipping is free over $50."},
+]
 
 
 @pytest.fixture(autouse=True)
@@ -39,9 +41,15 @@ def test_a_rubric_judge_with_a_threshold_passes_on_score(waits):
         from judges.services import judge_version_create
 
         version, _ = judge_version_create(
-            judge_name="scored", kind="rubric", model="m", base_url=llm.base_url,
-            prompt_template="", params={"criteria": "names the capital"}, output_schema={},
-            threshold=0.7)
+            judge_name="scored",
+            kind="rubric",
+            model="m",
+            base_url=llm.base_url,
+            prompt_template="",
+            params={"criteria": "names the capital"},
+            output_schema={},
+            threshold=0.7,
+        )
         grade = judge_grade_trial(trial=trial, judge_version=version)
         assert "names the capital" in user_text(llm.bodies[0])
     assert (grade.passed, grade.score, grade.details["reasoning"]) == (True, 0.75, "close")
@@ -49,26 +57,39 @@ def test_a_rubric_judge_with_a_threshold_passes_on_score(waits):
 
 def test_a_line_format_rubric_judge_reads_the_last_verdict_line(waits):
     with FakeLLM(responder=lambda body: "PASS looks tempting.\nVERDICT: fail.") as llm:
-        grade = judge_grade_trial(trial=make_trials(["Berlin"])[0],
-                                  judge_version=make_version(llm, reply_format="line",
-                                                             structured_output=False))
+        grade = judge_grade_trial(
+            trial=make_trials(["Berlin"])[0],
+            judge_version=make_version(llm, reply_format="line", structured_output=False),
+        )
     assert (grade.status, grade.passed) == ("ok", False)
 
 
 def test_faithfulness_claim_mode_scores_the_supported_fraction_with_citations(waits):
     question = "What is the refund window? QTEXT-55"
-    reply = json.dumps({"reasoning": "r", "claims": [
-        {"claim": "Refunds within 30 days", "supported": True, "doc_id": "doc-1"},
-        {"claim": "Refunds are paid in cash", "supported": False, "doc_id": None}]})
+    reply = json.dumps(
+        {
+            "reasoning": "r",
+            "claims": [
+                {"claim": "Refunds within 30 days", "supported": True, "doc_id": "doc-1"},
+                {"claim": "Refunds are paid in cash", "supported": False, "doc_id": None},
+            ],
+        }
+    )
     with FakeLLM(responder=lambda body: reply) as llm:
-        trial = make_trials(["Refunds within 30 days, paid in cash."], context=DOCS,
-                            input_text=question)[0]
-        grade = judge_grade_trial(trial=trial, judge_version=make_version(
-            llm, kind="faithfulness_claims"))
+        trial = make_trials(
+            ["Refunds within 30 days, paid in cash."], context=DOCS, input_text=question
+        )[0]
+        grade = judge_grade_trial(
+            trial=trial, judge_version=make_version(llm, kind="faithfulness_claims")
+        )
         assert question not in json.dumps(llm.bodies[0])
     assert (grade.passed, grade.score, grade.reason) == (False, 0.5, "1 of 2 claims supported")
-    assert grade.details["claims"][0] == {"claim": "Refunds within 30 days", "supported": True,
-                                          "doc_id": "doc-1", "source_id": "kb-1"}
+    assert grade.details["claims"][0] == {
+        "claim": "Refunds within 30 days",
+        "supported": True,
+        "doc_id": "doc-1",
+        "source_id": "kb-1",
+    }
 
 
 def test_faithfulness_answer_level_never_sees_the_question(waits):
@@ -81,8 +102,7 @@ def test_faithfulness_answer_level_never_sees_the_question(waits):
 
     with FakeLLM(responder=judge) as llm:
         trial = make_trials(["30 days."], context=DOCS, input_text=question)[0]
-        grade = judge_grade_trial(trial=trial, judge_version=make_version(
-            llm, kind="faithfulness"))
+        grade = judge_grade_trial(trial=trial, judge_version=make_version(llm, kind="faithfulness"))
     assert question not in seen[0] and "30 days." in seen[0]
     assert (grade.status, grade.passed) == ("ok", True)
 
@@ -90,34 +110,42 @@ def test_faithfulness_answer_level_never_sees_the_question(waits):
 def test_context_relevance_is_shown_per_document(waits):
     def judge(body):
         assert len(fenced(body)) == 3  # the question and two documents
-        return json.dumps({"reasoning": "r", "documents": [
-            {"doc_id": "doc-2", "relevant": False}, {"doc_id": "doc-1", "relevant": True}]})
+        return json.dumps(
+            {
+                "reasoning": "r",
+                "documents": [
+                    {"doc_id": "doc-2", "relevant": False},
+                    {"doc_id": "doc-1", "relevant": True},
+                ],
+            }
+        )
 
     with FakeLLM(responder=judge) as llm:
         trial = make_trials(["x"], context=DOCS, input_text="refund window?")[0]
-        grade = judge_grade_trial(trial=trial, judge_version=make_version(
-            llm, kind="context_relevance"))
+        grade = judge_grade_trial(
+            trial=trial, judge_version=make_version(llm, kind="context_relevance")
+        )
     assert (grade.passed, grade.score) == (True, 0.5)
     assert grade.details["documents_relevance"] == [
         {"doc_id": "doc-1", "source_id": "kb-1", "relevant": True},
-        {"doc_id": "doc-2", "source_id": "kb-2", "relevant": False}]
+        {"doc_id": "doc-2", "source_id": "kb-2", "relevant": False},
+    ]
 
 
 def _two_runs(base_output: str, head_output: str):
     base = make_trials([base_output], run="base")[0]
     suite = Suite.objects.get(name="S")
-    head_run = Run.objects.create(suite=suite, name="head", target_kind="callable",
-                                  status=Run.Status.SUCCEEDED)
-    Trial.objects.create(run=head_run, case=base.case, attempt=1, status="ok",
-                         output=head_output)
+    head_run = Run.objects.create(
+        suite=suite, name="head", target_kind="callable", status=Run.Status.SUCCEEDED
+    )
+    Trial.objects.create(run=head_run, case=base.case, attempt=1, status="ok", output=head_output)
     return base.run, head_run
 
 
 def test_fault_b2_an_order_dependent_pairwise_answer_is_a_tie(waits):
     always_a = json.dumps({"reasoning": "first is better", "verdict": "A"})
     with FakeLLM(responder=lambda body: always_a) as llm:
-        base, head = _two_runs("The capital of France is Paris.",
-                               "The capital of France is Paris.")
+        base, head = _two_runs("The capital of France is Paris.", "The capital of France is Paris.")
         version = make_version(llm, kind="pairwise")
         tally = runs_pair_judge(base=base, head=head, judge_version=version)
         assert llm.requests == 2
@@ -140,8 +168,9 @@ def test_a_pairwise_judge_consistent_in_both_orders_counts_a_head_win(waits):
 
     with FakeLLM(responder=prefers_paris) as llm:
         base, head = _two_runs("Berlin.", "Paris.")
-        tally = runs_pair_judge(base=base, head=head,
-                                judge_version=make_version(llm, kind="pairwise"))
+        tally = runs_pair_judge(
+            base=base, head=head, judge_version=make_version(llm, kind="pairwise")
+        )
     assert (tally.head_wins, tally.base_wins, tally.ties) == (1, 0, 0)
 
 
@@ -179,8 +208,12 @@ def test_position_bias_of_imported_shared_data_matches_the_file(name):
     got = {}
     for bias in position_bias_list():
         version = JudgeVersion.objects.get(pk=bias.judge_version_id)
-        got[(version.model, version.protocol)] = [bias.pairs_consistent, bias.pairs_both,
-                                                  bias.presentations, bias.first_slot_wins]
+        got[(version.model, version.protocol)] = [
+            bias.pairs_consistent,
+            bias.pairs_both,
+            bias.presentations,
+            bias.first_slot_wins,
+        ]
     assert got == dict(expected)
     assert len(got) >= 1
 

@@ -52,27 +52,38 @@ def llm(judge):
 
 
 def target(llm: FakeLLM) -> dict:
-    return {"kind": "openai", "base_url": llm.base_url, "model": "target-model",
-            "prompt_template": "$input", "max_attempts": 1, "timeout_s": 5}
+    return {
+        "kind": "openai",
+        "base_url": llm.base_url,
+        "model": "target-model",
+        "prompt_template": "$input",
+        "max_attempts": 1,
+        "timeout_s": 5,
+    }
 
 
 def suite(answers: dict[str, str]) -> Suite:
     s = Suite.objects.create(name="ladder")
     for key, answer in answers.items():
-        Case.objects.create(suite=s, key=key, input=f"[answer={answer}] question {key}",
-                            expected="yes")
+        Case.objects.create(
+            suite=s, key=key, input=f"[answer={answer}] question {key}", expected="yes"
+        )
     return s
 
 
 def judge_spec(version, **config) -> dict:
-    return {"key": "judge", "kind": "judge",
-            "config": {"judge_version": str(version.uuid), **config}}
+    return {
+        "key": "judge",
+        "kind": "judge",
+        "config": {"judge_version": str(version.uuid), **config},
+    }
 
 
 def start(capture, llm, graders, answers, n=1) -> Run:
     with capture(execute=True):
-        run = run_start(suite=suite(answers), name="r", target=target(llm), graders=graders,
-                        trials_per_case=n)
+        run = run_start(
+            suite=suite(answers), name="r", target=target(llm), graders=graders, trials_per_case=n
+        )
     run.refresh_from_db()
     return run
 
@@ -86,14 +97,21 @@ def test_it_accepts_a_judge_version_in_a_grader_set(llm):
     assert (spec.is_judge, spec.config["skip_if_failed"]) == (True, True)
 
 
-@pytest.mark.parametrize(("config", "message"), [
-    ({"judge_version": "0b7e1b1c-2a51-4b8e-9d7a-6f0a4e2f9c11"},
-     "graders[0].config.judge_version: unknown judge version"),
-    ({"judge_version": "v1"}, "graders[0].config.judge_version: not a uuid"),
-    ({}, "graders[0].config.judge_version: required"),
-    ({"judge_version": "0b7e1b1c-2a51-4b8e-9d7a-6f0a4e2f9c11", "skip_if_failed": "yes"},
-     "graders[0].config.skip_if_failed: expected a boolean"),
-])
+@pytest.mark.parametrize(
+    ("config", "message"),
+    [
+        (
+            {"judge_version": "0b7e1b1c-2a51-4b8e-9d7a-6f0a4e2f9c11"},
+            "graders[0].config.judge_version: unknown judge version",
+        ),
+        ({"judge_version": "v1"}, "graders[0].config.judge_version: not a uuid"),
+        ({}, "graders[0].config.judge_version: required"),
+        (
+            {"judge_version": "0b7e1b1c-2a51-4b8e-9d7a-6f0a4e2f9c11", "skip_if_failed": "yes"},
+            "graders[0].config.skip_if_failed: expected a boolean",
+        ),
+    ],
+)
 def test_it_refuses_a_bad_judge_spec_naming_the_field(config, message):
     with pytest.raises(GraderConfigError) as error:
         parse_grader_specs([{"key": "judge", "kind": "judge", "config": config}])
@@ -113,15 +131,22 @@ def test_a_run_grades_deterministically_then_with_a_provisional_judge(
     llm, judge, django_capture_on_commit_callbacks
 ):
     version = make_version(llm)
-    run = start(django_capture_on_commit_callbacks, llm, [SAYS_YES, judge_spec(version)],
-                {"c1": "yes", "c2": "yes"}, n=2)
+    run = start(
+        django_capture_on_commit_callbacks,
+        llm,
+        [SAYS_YES, judge_spec(version)],
+        {"c1": "yes", "c2": "yes"},
+        n=2,
+    )
     grades = Grade.objects.filter(trial__run=run, grader="judge")
     assert run.status == Run.Status.SUCCEEDED
     assert judge.calls == 4 and grades.count() == 4
-    assert {(g.passed, g.gating, g.judge_version_id, g.details["decided_by"]) for g in grades} \
-        == {(True, False, version.id, "judge")}
+    assert {(g.passed, g.gating, g.judge_version_id, g.details["decided_by"]) for g in grades} == {
+        (True, False, version.id, "judge")
+    }
     assert {(g.reason, g.details["reasoning"]) for g in grades} == {
-        ("judge: PASS", "the answer is right")}
+        ("judge: PASS", "the answer is right")
+    }
     # the snapshot says the provisional judge does not gate, so the report cannot count it
     assert run.graders[1]["gating"] is False
     assert run_report(run=run).trials.judge_errors == 0
@@ -131,36 +156,50 @@ def test_a_trusted_judge_version_gates(llm, django_capture_on_commit_callbacks):
     version = make_version(llm)
     version.trusted_at = timezone.now()
     version.save()
-    run = start(django_capture_on_commit_callbacks, llm, [SAYS_YES, judge_spec(version)],
-                {"c1": "yes"})
+    run = start(
+        django_capture_on_commit_callbacks, llm, [SAYS_YES, judge_spec(version)], {"c1": "yes"}
+    )
     assert "gating" not in run.graders[1]
-    assert list(Grade.objects.filter(trial__run=run, grader="judge")
-                .values_list("gating", flat=True)) == [True]
+    assert list(
+        Grade.objects.filter(trial__run=run, grader="judge").values_list("gating", flat=True)
+    ) == [True]
 
 
 def test_skip_if_failed_leaves_the_judge_out_when_a_deterministic_grader_failed(
     llm, judge, django_capture_on_commit_callbacks
 ):
     version = make_version(llm)
-    run = start(django_capture_on_commit_callbacks, llm,
-                [SAYS_YES, judge_spec(version, skip_if_failed=True)],
-                {"c1": "yes", "c2": "no", "c3": "no"})
-    by_case = {g.trial.case.key: g for g in Grade.objects.filter(
-        trial__run=run, grader="judge").select_related("trial__case")}
+    run = start(
+        django_capture_on_commit_callbacks,
+        llm,
+        [SAYS_YES, judge_spec(version, skip_if_failed=True)],
+        {"c1": "yes", "c2": "no", "c3": "no"},
+    )
+    by_case = {
+        g.trial.case.key: g
+        for g in Grade.objects.filter(trial__run=run, grader="judge").select_related("trial__case")
+    }
     assert judge.calls == 1
     assert by_case["c1"].details["decided_by"] == "judge"
     assert [by_case[k].details for k in ("c2", "c3")] == [
-        {"decided_by": "says-yes", "skipped": True}] * 2
-    assert by_case["c2"].reason == "not judged: deterministic grader 'says-yes' already " \
+        {"decided_by": "says-yes", "skipped": True}
+    ] * 2
+    assert (
+        by_case["c2"].reason == "not judged: deterministic grader 'says-yes' already "
         "failed this trial"
+    )
 
 
 def test_without_skip_if_failed_the_judge_sees_every_ok_trial(
     llm, judge, django_capture_on_commit_callbacks
 ):
     version = make_version(llm)
-    start(django_capture_on_commit_callbacks, llm, [SAYS_YES, judge_spec(version)],
-          {"c1": "yes", "c2": "no"})
+    start(
+        django_capture_on_commit_callbacks,
+        llm,
+        [SAYS_YES, judge_spec(version)],
+        {"c1": "yes", "c2": "no"},
+    )
     assert judge.calls == 2
 
 
@@ -169,11 +208,16 @@ def test_an_unparseable_judge_reply_is_an_errored_grade_counted_at_the_top(
 ):
     judge.reply = "I think this is mostly fine."
     version = make_version(llm)
-    run = start(django_capture_on_commit_callbacks, llm, [SAYS_YES, judge_spec(version)],
-                {"c1": "yes", "c2": "yes", "c3": "yes"})
+    run = start(
+        django_capture_on_commit_callbacks,
+        llm,
+        [SAYS_YES, judge_spec(version)],
+        {"c1": "yes", "c2": "yes", "c3": "yes"},
+    )
     grades = Grade.objects.filter(trial__run=run, grader="judge")
     assert {(g.status, g.passed, g.reason) for g in grades} == {
-        (Grade.Status.ERROR, None, "unparseable")}
+        (Grade.Status.ERROR, None, "unparseable")
+    }
     assert grades.first().details["raw_reply"] == "I think this is mostly fine."
     assert run_report(run=run).trials.judge_errors == 3
 
@@ -182,11 +226,16 @@ def test_the_run_stays_running_until_its_judge_grades_are_in(
     llm, judge, django_capture_on_commit_callbacks, monkeypatch
 ):
     enqueued: list[tuple[int, list[int]]] = []
-    monkeypatch.setattr("evals.services._judge_chunk_enqueue",
-                        lambda run_id, ids: enqueued.append((run_id, ids)))
+    monkeypatch.setattr(
+        "evals.services._judge_chunk_enqueue", lambda run_id, ids: enqueued.append((run_id, ids))
+    )
     version = make_version(llm)
-    run = start(django_capture_on_commit_callbacks, llm, [SAYS_YES, judge_spec(version)],
-                {"c1": "yes", "c2": "yes"})
+    run = start(
+        django_capture_on_commit_callbacks,
+        llm,
+        [SAYS_YES, judge_spec(version)],
+        {"c1": "yes", "c2": "yes"},
+    )
     assert (run.status, run.trials_finished, judge.calls) == (Run.Status.RUNNING, 2, 0)
     assert len(enqueued) == 1
     run_chunk_judge_task.delay(*enqueued[0])
@@ -194,13 +243,16 @@ def test_the_run_stays_running_until_its_judge_grades_are_in(
     assert (run.status, judge.calls) == (Run.Status.SUCCEEDED, 2)
 
 
-def test_the_judge_rung_enqueues_only_after_commit(
-    llm, judge, django_capture_on_commit_callbacks
-):
+def test_the_judge_rung_enqueues_only_after_commit(llm, judge, django_capture_on_commit_callbacks):
     version = make_version(llm)
     with django_capture_on_commit_callbacks(execute=False) as callbacks:
-        run_start(suite=suite({"c1": "yes"}), name="r", target=target(llm),
-                  graders=[SAYS_YES, judge_spec(version)], trials_per_case=1)
+        run_start(
+            suite=suite({"c1": "yes"}),
+            name="r",
+            target=target(llm),
+            graders=[SAYS_YES, judge_spec(version)],
+            trials_per_case=1,
+        )
     assert len(callbacks) == 1  # the chunk; its judge task is enqueued by the chunk itself
     assert judge.calls == 0 and not Grade.objects.exists()
 
@@ -209,8 +261,12 @@ def test_a_redelivered_judge_chunk_adds_no_grade_and_no_call(
     llm, judge, django_capture_on_commit_callbacks
 ):
     version = make_version(llm)
-    run = start(django_capture_on_commit_callbacks, llm, [SAYS_YES, judge_spec(version)],
-                {"c1": "yes", "c2": "yes"})
+    run = start(
+        django_capture_on_commit_callbacks,
+        llm,
+        [SAYS_YES, judge_spec(version)],
+        {"c1": "yes", "c2": "yes"},
+    )
     ids = list(run.trials.values_list("id", flat=True))
     assert run_chunk_judge(run_id=run.id, trial_ids=ids) == 0
     run_chunk_judge_task.delay(run.id, ids)
@@ -218,14 +274,15 @@ def test_a_redelivered_judge_chunk_adds_no_grade_and_no_call(
     assert judge.calls == 2
 
 
-def test_a_cancelled_run_is_not_judged(llm, judge, django_capture_on_commit_callbacks,
-                                       monkeypatch):
+def test_a_cancelled_run_is_not_judged(llm, judge, django_capture_on_commit_callbacks, monkeypatch):
     enqueued: list[tuple[int, list[int]]] = []
-    monkeypatch.setattr("evals.services._judge_chunk_enqueue",
-                        lambda run_id, ids: enqueued.append((run_id, ids)))
+    monkeypatch.setattr(
+        "evals.services._judge_chunk_enqueue", lambda run_id, ids: enqueued.append((run_id, ids))
+    )
     version = make_version(llm)
-    run = start(django_capture_on_commit_callbacks, llm, [SAYS_YES, judge_spec(version)],
-                {"c1": "yes"})
+    run = start(
+        django_capture_on_commit_callbacks, llm, [SAYS_YES, judge_spec(version)], {"c1": "yes"}
+    )
     Run.objects.filter(id=run.id).update(status=Run.Status.CANCELLED)
     assert run_chunk_judge(run_id=run.id, trial_ids=enqueued[0][1]) == 0
     assert judge.calls == 0

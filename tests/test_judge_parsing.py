@@ -43,21 +43,27 @@ def test_it_never_falls_back_to_an_earlier_pass_when_the_final_line_is_malformed
     assert isinstance(result, ParseError)
 
 
-SCHEMA = {"type": "object", "properties": {"verdict": {"enum": ["PASS", "FAIL"]}},
-          "required": ["verdict"]}
+SCHEMA = {
+    "type": "object",
+    "properties": {"verdict": {"enum": ["PASS", "FAIL"]}},
+    "required": ["verdict"],
+}
 
 
-@pytest.mark.parametrize(("raw", "reason"), [
-    ("I think this is mostly fine.", "unparseable"),
-    ("", "empty"),
-    ("   ", "empty"),
-    ('{"verdict": "CI"}', "invalid_verdict"),
-    ('{"verdict": "pass"}', "invalid_verdict"),
-    ('["PASS"]', "unparseable"),
-    ('```json\n{"verdict": "PASS"}\n```', "unparseable"),
-    ('{"verdict": NaN}', "unparseable"),
-    ('{"reasoning": "x"}', "unparseable"),
-])
+@pytest.mark.parametrize(
+    ("raw", "reason"),
+    [
+        ("I think this is mostly fine.", "unparseable"),
+        ("", "empty"),
+        ("   ", "empty"),
+        ('{"verdict": "CI"}', "invalid_verdict"),
+        ('{"verdict": "pass"}', "invalid_verdict"),
+        ('["PASS"]', "unparseable"),
+        ('```json\n{"verdict": "PASS"}\n```', "unparseable"),
+        ('{"verdict": NaN}', "unparseable"),
+        ('{"reasoning": "x"}', "unparseable"),
+    ],
+)
 def test_it_turns_a_bad_json_reply_into_a_typed_error_keeping_the_raw_reply(raw, reason):
     result = parse_json_reply(raw, schema=SCHEMA)
     assert isinstance(result, ParseError)
@@ -70,15 +76,18 @@ def test_it_reads_a_valid_json_reply():
 
 def test_it_calls_an_id_outside_the_offered_enum_unknown_id():
     schema = default_schema("context_relevance", ids=["doc-1", "doc-2"])
-    raw = ('{"reasoning": "r", "documents": [{"doc_id": "doc-1", "relevant": true}, '
-           '{"doc_id": "doc-9", "relevant": false}]}')
+    raw = (
+        '{"reasoning": "r", "documents": [{"doc_id": "doc-1", "relevant": true}, '
+        '{"doc_id": "doc-9", "relevant": false}]}'
+    )
     result = parse_json_reply(raw, schema=schema)
     assert isinstance(result, ParseError)
     assert result.reason == "unknown_id"
 
 
 def test_it_calls_a_reply_that_contains_the_nonce_a_nonce_leak_whatever_else_it_says():
-    result = reply_parse('{"verdict": "PASS", "x": "abc123"}', reply_format="json",
-                         schema=SCHEMA, nonce="abc123")
+    result = reply_parse(
+        '{"verdict": "PASS", "x": "abc123"}', reply_format="json", schema=SCHEMA, nonce="abc123"
+    )
     assert isinstance(result, ParseError)
     assert result.reason == "nonce_leak"

@@ -19,14 +19,22 @@ pytestmark = pytest.mark.django_db
 
 
 def _save_queries(client, n_items: int, suite: str) -> tuple[list[str], object]:
-    run, version, trials = judged_run(n_items, judge_fails=n_items // 3, suite_name=suite,
-                                      judge_name=suite)
+    run, version, trials = judged_run(
+        n_items, judge_fails=n_items // 3, suite_name=suite, judge_name=suite
+    )
     cset = calibration_set(run, version, trials)
     url = reverse("labeling:label-save", kwargs={"set_id": cset.uuid})
     with CaptureQueriesContext(connection) as ctx:
-        response = client.post(url, {"trial": str(trials[0].uuid), "verdict": "pass",
-                                     "critique": "", "expected_version": 0},
-                               HTTP_HX_REQUEST="true")
+        response = client.post(
+            url,
+            {
+                "trial": str(trials[0].uuid),
+                "verdict": "pass",
+                "critique": "",
+                "expected_version": 0,
+            },
+            HTTP_HX_REQUEST="true",
+        )
     assert response.status_code == 200 and "Saved pass." in response.content.decode()
     return [q["sql"] for q in ctx.captured_queries], response
 

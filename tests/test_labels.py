@@ -51,21 +51,27 @@ def test_it_refuses_a_verdict_outside_pass_and_fail(bob, trial):
 
 def test_it_keeps_every_revision(bob, trial):
     label_submit(trial=trial, reviewer=bob, verdict="pass", expected_version=0)
-    label_submit(trial=trial, reviewer=bob, verdict="fail", critique="on reflection",
-                 expected_version=1)
-    label = label_submit(trial=trial, reviewer=bob, verdict="fail", critique="cites no source",
-                         expected_version=2)
+    label_submit(
+        trial=trial, reviewer=bob, verdict="fail", critique="on reflection", expected_version=1
+    )
+    label = label_submit(
+        trial=trial, reviewer=bob, verdict="fail", critique="cites no source", expected_version=2
+    )
     assert label.version == 3
     assert list(label.revisions.values_list("version", "verdict", "critique")) == [
-        (1, "pass", ""), (2, "fail", "on reflection"), (3, "fail", "cites no source")]
+        (1, "pass", ""),
+        (2, "fail", "on reflection"),
+        (3, "fail", "cites no source"),
+    ]
 
 
 def test_it_refuses_a_stale_form_and_loses_nothing(bob, trial):
     label_submit(trial=trial, reviewer=bob, verdict="pass")
     label_submit(trial=trial, reviewer=bob, verdict="fail", expected_version=1)
     with pytest.raises(StaleLabelError, match="changed since you opened it"):
-        label_submit(trial=trial, reviewer=bob, verdict="pass", critique="old tab",
-                     expected_version=1)
+        label_submit(
+            trial=trial, reviewer=bob, verdict="pass", critique="old tab", expected_version=1
+        )
     label = label_current_get(trial=trial, reviewer=bob)
     assert (label.verdict, label.version) == ("fail", 2)
     assert LabelRevision.objects.filter(label=label).count() == 2
@@ -79,10 +85,12 @@ def test_it_refuses_a_form_that_saw_no_label_when_one_was_saved_meanwhile(bob, t
 
 def test_it_treats_an_identical_resubmission_as_a_no_op(bob, trial):
     label_submit(trial=trial, reviewer=bob, verdict="pass", critique="ok")
-    label = label_submit(trial=trial, reviewer=bob, verdict="pass", critique="ok",
-                         expected_version=1)
-    again = label_submit(trial=trial, reviewer=bob, verdict="pass", critique="ok",
-                         expected_version=0)
+    label = label_submit(
+        trial=trial, reviewer=bob, verdict="pass", critique="ok", expected_version=1
+    )
+    again = label_submit(
+        trial=trial, reviewer=bob, verdict="pass", critique="ok", expected_version=0
+    )
     assert label.version == again.version == 1
     assert LabelRevision.objects.count() == 1
 
@@ -128,15 +136,13 @@ def test_it_imports_gold_labels_as_the_dataset_gold_reviewer(trial):
     assert gold.details["human_label"]["method"] == "fixture"
 
 
-def test_it_leaves_out_a_trial_where_humans_disagree_until_a_lead_adjudicates(alice, bob,
-                                                                               trial):
+def test_it_leaves_out_a_trial_where_humans_disagree_until_a_lead_adjudicates(alice, bob, trial):
     label_submit(trial=trial, reviewer=bob, verdict="fail", critique="misses the caveat")
     refs = reference_labels(trial_ids=[trial.id])
     assert refs.by_trial == {} and refs.unresolved == [trial.id]
     adjudication_record(trial=trial, lead=alice, verdict="fail", reason="the caveat matters")
     ref = reference_labels(trial_ids=[trial.id]).by_trial[trial.id]
-    assert (ref.verdict, ref.basis, ref.critique) == ("fail", "adjudication",
-                                                      "the caveat matters")
+    assert (ref.verdict, ref.basis, ref.critique) == ("fail", "adjudication", "the caveat matters")
 
 
 def test_it_uses_agreeing_labels_as_the_reference(bob, trial):
@@ -148,8 +154,9 @@ def test_it_uses_agreeing_labels_as_the_reference(bob, trial):
 @pytest.mark.parametrize("who", ["bob", "carol", "mallory"])
 def test_it_refuses_adjudication_by_anyone_but_a_lead(who, request, trial):
     with pytest.raises(PermissionDenied):
-        adjudication_record(trial=trial, lead=request.getfixturevalue(who), verdict="pass",
-                            reason="because")
+        adjudication_record(
+            trial=trial, lead=request.getfixturevalue(who), verdict="pass", reason="because"
+        )
 
 
 def test_it_refuses_an_adjudication_without_a_reason(alice, trial):
@@ -167,7 +174,8 @@ def test_it_measures_agreement_between_humans_as_the_ceiling(alice, bob):
     assert agreement.n_pairs == 4 + 2  # gold-bob on 4 trials; gold-alice, alice-bob on one
     assert agreement.agreement == pytest.approx(5 / 6)
     assert agreement.n_disagreeing == 1
-    gold_bob = next(p for p in agreement.by_pair if {p.rater_a, p.rater_b} == {"dataset gold",
-                                                                                "bob"})
+    gold_bob = next(
+        p for p in agreement.by_pair if {p.rater_a, p.rater_b} == {"dataset gold", "bob"}
+    )
     assert (gold_bob.n, gold_bob.agreement) == (4, 0.75)
     assert gold_bob.kappa.kappa == pytest.approx(0.5)

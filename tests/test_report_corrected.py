@@ -24,8 +24,12 @@ pytestmark = pytest.mark.django_db
 
 KEY = "judge:j:v1"
 # TPR = 9 / (9 + 1) = 0.9, TNR = 8 / (8 + 2) = 0.8
-CONFUSION = {"judge_pass_human_pass": 9, "judge_fail_human_pass": 1,
-             "judge_fail_human_fail": 8, "judge_pass_human_fail": 2}
+CONFUSION = {
+    "judge_pass_human_pass": 9,
+    "judge_fail_human_pass": 1,
+    "judge_fail_human_fail": 8,
+    "judge_pass_human_fail": 2,
+}
 
 
 def _version() -> JudgeVersion:
@@ -36,15 +40,19 @@ def _version() -> JudgeVersion:
 def _approve(version: JudgeVersion, alice) -> JudgeApproval:
     version.trusted_at = timezone.now()
     version.save(update_fields=["trusted_at"])
-    return JudgeApproval.objects.create(judge_version=version, approved_by=alice,
-                                        figures={"n": 20, "confusion": CONFUSION})
+    return JudgeApproval.objects.create(
+        judge_version=version, approved_by=alice, figures={"n": 20, "confusion": CONFUSION}
+    )
 
 
 def _judged_run(version: JudgeVersion, verdicts: list, *, name: str = "R1"):
     """One case per verdict, N = 1, a judge grader (by ``version``) and an exact grader."""
     keys = [f"c{i:03d}" for i in range(len(verdicts))]
-    run = make_run(cases=[(k, []) for k in keys], name=name,
-                   graders=[{"key": KEY, "kind": "judge"}, {"key": "exact", "kind": "exact"}])
+    run = make_run(
+        cases=[(k, []) for k in keys],
+        name=name,
+        graders=[{"key": KEY, "kind": "judge"}, {"key": "exact", "kind": "exact"}],
+    )
     for key, verdict in zip(keys, verdicts, strict=True):
         add_trial(run, key, 1, grades={KEY: verdict, "exact": True})
     Grade.objects.filter(trial__run=run, grader=KEY).update(judge_version=version)
@@ -60,8 +68,9 @@ def _expected_interval(p: float, n: int) -> tuple[float, float, float]:
     docstring): TPR 0.9 on 10 human passes, TNR 0.8 on 10 human fails."""
     tpr, tnr, j = 0.9, 0.8, 0.7
     theta = (p + tnr - 1) / j
-    var = (p * (1 - p) / n + theta**2 * tpr * (1 - tpr) / 10
-           + (1 - theta) ** 2 * tnr * (1 - tnr) / 10) / j**2
+    var = (
+        p * (1 - p) / n + theta**2 * tpr * (1 - tpr) / 10 + (1 - theta) ** 2 * tnr * (1 - tnr) / 10
+    ) / j**2
     half = 1.959963984540054 * math.sqrt(var)
     return theta, max(0.0, theta - half), min(1.0, theta + half)
 
@@ -115,8 +124,7 @@ def test_it_has_no_correction_field_for_a_deterministic_grader_or_overall(alice)
 def test_it_keeps_the_report_query_count_independent_of_run_size(alice):
     version = _version()
     _approve(version, alice)
-    small, large = _seventy_percent(version), _judged_run(version, [True, False] * 30,
-                                                           name="R2")
+    small, large = _seventy_percent(version), _judged_run(version, [True, False] * 30, name="R2")
     counts = []
     for run in (small, large):
         run.refresh_from_db()

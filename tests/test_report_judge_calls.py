@@ -20,14 +20,27 @@ pytestmark = pytest.mark.django_db
 
 def _version():
     version, _ = judge_version_create(
-        judge_name="j", kind="rubric", model="judge-model", base_url="http://127.0.0.1:9/v1",
-        prompt_template="", params={}, output_schema={})
+        judge_name="j",
+        kind="rubric",
+        model="judge-model",
+        base_url="http://127.0.0.1:9/v1",
+        prompt_template="",
+        params={},
+        output_schema={},
+    )
     return version
 
 
 def _grade(trial, version, key, **details):
-    Grade.objects.create(trial=trial, grader=key, judge_version=version, status="ok",
-                         passed=True, gating=False, details=details)
+    Grade.objects.create(
+        trial=trial,
+        grader=key,
+        judge_version=version,
+        status="ok",
+        passed=True,
+        gating=False,
+        details=details,
+    )
 
 
 def test_it_sums_judge_tokens_and_known_costs_and_counts_the_unknown():
@@ -39,8 +52,13 @@ def test_it_sums_judge_tokens_and_known_costs_and_counts_the_unknown():
     _grade(trials[3], version, "j1", decided_by="exact", skipped=True)  # made no call
     Grade.objects.create(trial=trials[3], grader="exact", status="ok", passed=False)
     calls = run_report(run=trials[0].run).judge_calls
-    assert (calls.calls, calls.input, calls.input_unknown, calls.output, calls.output_unknown) \
-        == (3, 150, 1, 25, 1)
+    assert (calls.calls, calls.input, calls.input_unknown, calls.output, calls.output_unknown) == (
+        3,
+        150,
+        1,
+        25,
+        1,
+    )
     assert (calls.known_usd, calls.cost_unknown) == (Decimal("0.0020"), 1)
 
 
@@ -68,5 +86,5 @@ def test_the_run_page_shows_judge_calls_apart_with_an_unknown_price(client, caro
     client.force_login(carol)
     page = client.get(reverse("evals:run-detail", args=[trials[0].run.uuid])).content.decode()
     assert f"2 calls: {sum(tokens)} input" in page
-    assert "; cost unknown <span class=\"muted\">· not included in the cost above" in page
+    assert '; cost unknown <span class="muted">· not included in the cost above' in page
     assert "$0.0000" not in page

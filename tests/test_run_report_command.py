@@ -37,8 +37,9 @@ def test_it_finds_a_run_by_suite_and_name_and_prints_text():
     text = _run("S/R1")
     assert "!! 1 of 6 trials errored" in text
     assert "!! incomplete: 2 grade errors" in text
-    assert ("overall: 50.0% 95% CI [50.0%, 50.0%] over 2 cases; 2/4 trials, "
-            "1 errored dropped") in text
+    assert (
+        "overall: 50.0% 95% CI [50.0%, 50.0%] over 2 cases; 2/4 trials, 1 errored dropped"
+    ) in text
     assert "a: 75.0%" in text
     assert "cost >= $0.10000000 (cost unknown for 2 of 6 trials)" in text
     assert "b: 1 of 1 failures: missing keys: ['policy_id']" in text
@@ -47,10 +48,20 @@ def test_it_finds_a_run_by_suite_and_name_and_prints_text():
 def test_it_reports_null_total_cost_in_json():
     run = mixed_run()
     data = json.loads(_run(str(run.uuid), "--json"))
-    assert data["cost"] == {"known_usd": "0.10000000", "unknown": 2, "finished": 6,
-                            "total_usd": None, "per_passing_trial_usd": None}
-    assert data["overall"]["pass_k"][1] == {"k": 2, "pass_at_k": 1.0, "pass_hat_k": 0.0,
-                                           "n_cases": 2, "cases_left_out": 1}
+    assert data["cost"] == {
+        "known_usd": "0.10000000",
+        "unknown": 2,
+        "finished": 6,
+        "total_usd": None,
+        "per_passing_trial_usd": None,
+    }
+    assert data["overall"]["pass_k"][1] == {
+        "k": 2,
+        "pass_at_k": 1.0,
+        "pass_hat_k": 0.0,
+        "n_cases": 2,
+        "cases_left_out": 1,
+    }
 
 
 @pytest.mark.parametrize("ref", ["S/nope", "nosuch", "00000000-0000-0000-0000-000000000000"])

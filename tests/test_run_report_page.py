@@ -32,8 +32,9 @@ def test_it_shows_errors_at_the_top_and_the_figures(client, carol):
 
 
 def test_it_badges_a_simulated_run(client, bob):
-    run = make_run(cases=[("c1", [])], graders=[{"key": "a", "kind": "exact"}],
-                   target_kind="simulated")
+    run = make_run(
+        cases=[("c1", [])], graders=[{"key": "a", "kind": "exact"}], target_kind="simulated"
+    )
     add_trial(run, "c1", 1, grades={"a": ERR})
     html = _page(client, bob, run)
     assert "simulated</span>" in html
@@ -41,10 +42,17 @@ def test_it_badges_a_simulated_run(client, bob):
 
 
 def test_it_escapes_untrusted_text(client, carol):
-    run = make_run(cases=[("<img src=x onerror=alert(1)>", ['"><svg onload=alert(3)>'])],
-                   graders=[{"key": "a", "kind": "exact"}], name="<b onclick=alert(4)>R4</b>")
-    add_trial(run, "<img src=x onerror=alert(1)>", 1,
-              grades={"a": (False, 0.0, "<script>alert(2)</script>")})
+    run = make_run(
+        cases=[("<img src=x onerror=alert(1)>", ['"><svg onload=alert(3)>'])],
+        graders=[{"key": "a", "kind": "exact"}],
+        name="<b onclick=alert(4)>R4</b>",
+    )
+    add_trial(
+        run,
+        "<img src=x onerror=alert(1)>",
+        1,
+        grades={"a": (False, 0.0, "<script>alert(2)</script>")},
+    )
     html = _page(client, carol, run)
     for raw in ("<img src=x", "<svg", "<script>alert", "<b onclick"):
         assert raw not in html
@@ -65,12 +73,16 @@ def test_it_says_unknown_tokens_rather_than_zero(client, bob):
     html = _page(client, bob, run)
     assert "<dt>Input tokens</dt><dd>unknown</dd>" in html
     assert "<dt>Output tokens</dt><dd>unknown</dd>" in html
-    run2 = make_run(cases=[("c1", []), ("c2", [])], graders=[{"key": "a", "kind": "exact"}],
-                    name="r2", suite="S2")
+    run2 = make_run(
+        cases=[("c1", []), ("c2", [])],
+        graders=[{"key": "a", "kind": "exact"}],
+        name="r2",
+        suite="S2",
+    )
     add_trial(run2, "c1", 1, grades={"a": True}, tokens=(120, 30))
     add_trial(run2, "c2", 1, grades={"a": True})
     html = _page(client, bob, run2)
-    assert "≥ 120 <span class=\"muted\">(unknown for 1 of 2 trials)</span>" in html
+    assert '≥ 120 <span class="muted">(unknown for 1 of 2 trials)</span>' in html
 
 
 def test_a_long_pass_k_table_shows_the_key_ks_only():

@@ -44,21 +44,32 @@ def run_command(*args) -> tuple[int, str]:
 def test_it_runs_a_simulated_suite_and_exits_0_when_it_succeeds(suite, tmp_path):
     graders = write_json(tmp_path, "g.json", GRADERS)
     code, out = run_command(
-        "smoke", "--simulated", "--trials", "3", "--name", "n1", "--graders", graders,
-        "--wait", "--json",
+        "smoke",
+        "--simulated",
+        "--trials",
+        "3",
+        "--name",
+        "n1",
+        "--graders",
+        graders,
+        "--wait",
+        "--json",
     )
     summary = json.loads(out)
     assert code == 0
     assert summary["status"] == "succeeded" and summary["name"] == "n1"
     assert (summary["trials_total"], summary["trials_finished"], summary["trials_errored"]) == (
-        12, 12, 0
+        12,
+        12,
+        0,
     )
     assert Trial.objects.filter(run__name="n1").count() == 12
 
 
 def test_it_exits_1_when_a_trial_errored(suite, tmp_path):
     target = write_json(
-        tmp_path, "t.json",
+        tmp_path,
+        "t.json",
         {"kind": "simulated", "seed": 1, "error_probability": 1.0},
     )
     graders = write_json(tmp_path, "g.json", GRADERS)
@@ -78,8 +89,15 @@ def test_it_exits_2_when_the_run_does_not_finish_in_time(suite, tmp_path, settin
     app.conf.task_default_queue, saved_queue = "assay-test-nobody", app.conf.task_default_queue
     try:
         code, out = run_command(
-            "smoke", "--simulated", "--name", "n3", "--wait", "--timeout", "0.2",
-            "--graders", write_json(tmp_path, "g.json", GRADERS),
+            "smoke",
+            "--simulated",
+            "--name",
+            "n3",
+            "--wait",
+            "--timeout",
+            "0.2",
+            "--graders",
+            write_json(tmp_path, "g.json", GRADERS),
         )
     finally:
         app.conf.task_always_eager = saved

@@ -33,8 +33,9 @@ def test_it_drops_an_unparseable_judge_reply_from_the_pass_rate_fault_a1():
 
 
 def test_it_treats_a_null_score_as_not_scored_fault_c1():
-    run = make_run(cases=[(f"c{i}", []) for i in range(1, 6)],
-                   graders=[{"key": "score", "kind": "numeric"}])
+    run = make_run(
+        cases=[(f"c{i}", []) for i in range(1, 6)], graders=[{"key": "score", "kind": "numeric"}]
+    )
     for key, score in [("c1", 0.9), ("c2", 0.6), ("c3", None), ("c4", 0.75), ("c5", 1.0)]:
         value = ERR if score is None else (score >= 0.7, score, f"score {score}")
         add_trial(run, key, 1, grades={"score": value})
@@ -90,7 +91,9 @@ def test_it_computes_pass_at_k_and_pass_hat_k_leaving_out_short_cases():
 def test_it_lists_cases_worst_first_with_wilson_intervals():
     rows = run_report(run=mixed_run()).cases
     assert [(r.key, r.passed, r.graded, r.pipeline_errored, r.grades_errored) for r in rows] == [
-        ("c2", 0, 0, 1, 1), ("c1", 1, 2, 0, 0), ("c3", 1, 2, 0, 0),
+        ("c2", 0, 0, 1, 1),
+        ("c1", 1, 2, 0, 0),
+        ("c3", 1, 2, 0, 0),
     ]
     assert (rows[0].rate, rows[0].wilson_low, rows[0].wilson_high) == (None, 0.0, 1.0)
     assert rows[1].wilson_low == pytest.approx(0.09453120573423023)
@@ -121,8 +124,9 @@ def test_it_groups_failure_reasons_with_counts():
 
 
 def test_it_groups_nine_of_eleven_failures_by_reason():
-    run = make_run(cases=[(f"c{i}", []) for i in range(11)],
-                   graders=[{"key": "schema", "kind": "json_schema"}])
+    run = make_run(
+        cases=[(f"c{i}", []) for i in range(11)], graders=[{"key": "schema", "kind": "json_schema"}]
+    )
     for i in range(11):
         reason = "missing keys: ['policy_id']" if i < 9 else "invalid JSON: x"
         add_trial(run, f"c{i}", 1, grades={"schema": (False, 0.0, reason)})
@@ -190,11 +194,19 @@ def _queries(run) -> int:
 
 
 def test_it_uses_the_same_number_of_queries_whatever_the_run_size():
-    small = make_run(cases=[("s1", ["t"])], graders=[{"key": "a", "kind": "exact"}], name="small",
-                     suite="S-small")
+    small = make_run(
+        cases=[("s1", ["t"])],
+        graders=[{"key": "a", "kind": "exact"}],
+        name="small",
+        suite="S-small",
+    )
     add_trial(small, "s1", 1, grades={"a": True})
-    big = make_run(cases=[(f"b{i}", ["t", f"u{i}"]) for i in range(30)], n=3, name="big",
-                   graders=[{"key": "a", "kind": "exact"}, {"key": "b", "kind": "exact"}])
+    big = make_run(
+        cases=[(f"b{i}", ["t", f"u{i}"]) for i in range(30)],
+        n=3,
+        name="big",
+        graders=[{"key": "a", "kind": "exact"}, {"key": "b", "kind": "exact"}],
+    )
     for i in range(30):
         for attempt in (1, 2, 3):
             add_trial(big, f"b{i}", attempt, grades={"a": attempt != 2, "b": ERR})
@@ -207,5 +219,7 @@ def test_it_never_loads_output_text():
     run = mixed_run()
     with CaptureQueriesContext(connection) as ctx:
         run_report(run=run)
-    assert not any('"output"' in q["sql"] and "SELECT" in q["sql"].split("FROM")[0]
-                   for q in ctx.captured_queries)
+    assert not any(
+        '"output"' in q["sql"] and "SELECT" in q["sql"].split("FROM")[0]
+        for q in ctx.captured_queries
+    )

@@ -123,18 +123,23 @@ def test_it_enqueues_the_chunk_tasks_only_after_commit(
     ("target", "graders", "error", "field"),
     [
         ({"kind": "nope"}, [], TargetConfigError, "target.kind"),
-        ({"kind": "openai", "model": "m", "prompt_template": "$input"}, [], TargetConfigError,
-         "target.base_url"),
+        (
+            {"kind": "openai", "model": "m", "prompt_template": "$input"},
+            [],
+            TargetConfigError,
+            "target.base_url",
+        ),
         (None, [{"key": "g", "kind": "no-such-grader"}], GraderConfigError, "graders[0].kind"),
     ],
 )
-def test_it_refuses_a_bad_configuration_before_writing_anything(
-    llm, target, graders, error, field
-):
+def test_it_refuses_a_bad_configuration_before_writing_anything(llm, target, graders, error, field):
     suite = ten_case_suite()
     with pytest.raises(error, match=field.replace("[", r"\[").replace("]", r"\]")):
         run_start(
-            suite=suite, name="r", target=target or openai_target(llm), graders=graders,
+            suite=suite,
+            name="r",
+            target=target or openai_target(llm),
+            graders=graders,
             trials_per_case=1,
         )
     assert Run.objects.count() == 0 and Trial.objects.count() == 0
@@ -144,7 +149,10 @@ def test_it_refuses_a_bad_configuration_before_writing_anything(
 def test_it_refuses_fewer_than_one_trial_per_case(llm, trials):
     with pytest.raises(RunConfigError, match="trials_per_case"):
         run_start(
-            suite=ten_case_suite(), name="r", target=openai_target(llm), graders=GRADERS,
+            suite=ten_case_suite(),
+            name="r",
+            target=openai_target(llm),
+            graders=GRADERS,
             trials_per_case=trials,
         )
 
@@ -161,15 +169,15 @@ def test_it_refuses_a_suite_without_active_cases(llm):
 # -- execution ---------------------------------------------------------------------------
 
 
-def test_it_runs_a_suite_to_success_and_grades_every_trial(
-    llm, django_capture_on_commit_callbacks
-):
-    suite = make_suite(
-        {"y1": "[answer=yes] 1", "y2": "[answer=yes] 2", "n1": "[answer=no] 3"}
-    )
+def test_it_runs_a_suite_to_success_and_grades_every_trial(llm, django_capture_on_commit_callbacks):
+    suite = make_suite({"y1": "[answer=yes] 1", "y2": "[answer=yes] 2", "n1": "[answer=no] 3"})
     run = start_and_execute(
-        django_capture_on_commit_callbacks, suite=suite, name="r", target=openai_target(llm),
-        graders=GRADERS, trials_per_case=2,
+        django_capture_on_commit_callbacks,
+        suite=suite,
+        name="r",
+        target=openai_target(llm),
+        graders=GRADERS,
+        trials_per_case=2,
     )
 
     assert run.status == Run.Status.SUCCEEDED
@@ -198,8 +206,12 @@ def test_a_run_whose_cases_hit_provider_faults_ends_failed_with_exact_counts(
     suite = make_suite(inputs)
 
     run = start_and_execute(
-        django_capture_on_commit_callbacks, suite=suite, name="r", target=openai_target(llm),
-        graders=GRADERS, trials_per_case=2,
+        django_capture_on_commit_callbacks,
+        suite=suite,
+        name="r",
+        target=openai_target(llm),
+        graders=GRADERS,
+        trials_per_case=2,
     )
 
     assert run.status == Run.Status.FAILED
@@ -207,7 +219,10 @@ def test_a_run_whose_cases_hit_provider_faults_ends_failed_with_exact_counts(
     assert run.error_message == "8 of 18 trials errored"
     errored = Trial.objects.filter(run=run, status=Trial.Status.ERROR)
     assert sorted(set(errored.values_list("case__key", flat=True))) == [
-        "boom", "param", "rate", "slow"
+        "boom",
+        "param",
+        "rate",
+        "slow",
     ]
     assert all(t.error_message for t in errored)
     assert "temperature" in errored.get(case__key="param", attempt=1).error_message
@@ -222,8 +237,12 @@ def test_it_never_calls_success_a_run_where_every_trial_errored(
 ):
     suite = make_suite({"a": "[fault=503] a", "b": "[fault=503] b"})
     run = start_and_execute(
-        django_capture_on_commit_callbacks, suite=suite, name="r", target=openai_target(llm),
-        graders=GRADERS, trials_per_case=1,
+        django_capture_on_commit_callbacks,
+        suite=suite,
+        name="r",
+        target=openai_target(llm),
+        graders=GRADERS,
+        trials_per_case=1,
     )
     assert run.status == Run.Status.FAILED
     assert run.error_message == "2 of 2 trials errored"
@@ -235,8 +254,12 @@ def test_it_writes_each_trial_as_it_completes_not_when_the_chunk_ends(
 ):
     suite = make_suite({"fast": "[answer=yes] fast", "slow": "[latency=1200][answer=yes] slow"})
     run = start_and_execute(
-        django_capture_on_commit_callbacks, suite=suite, name="r",
-        target=openai_target(llm, timeout_s=5.0), graders=GRADERS, trials_per_case=1,
+        django_capture_on_commit_callbacks,
+        suite=suite,
+        name="r",
+        target=openai_target(llm, timeout_s=5.0),
+        graders=GRADERS,
+        trials_per_case=1,
     )
     fast = Trial.objects.get(run=run, case__key="fast")
     slow = Trial.objects.get(run=run, case__key="slow")
@@ -248,16 +271,25 @@ def test_it_records_null_cost_for_an_unpriced_model_and_exact_cost_for_a_priced_
 ):
     suite = make_suite({"a": "[answer=yes] a"})
     unpriced = start_and_execute(
-        django_capture_on_commit_callbacks, suite=suite, name="r1",
-        target=openai_target(llm, model="unpriced-model-x"), graders=GRADERS, trials_per_case=1,
+        django_capture_on_commit_callbacks,
+        suite=suite,
+        name="r1",
+        target=openai_target(llm, model="unpriced-model-x"),
+        graders=GRADERS,
+        trials_per_case=1,
     )
     ModelPrice.objects.create(
-        model="priced-model-x", input_usd_per_mtok=Decimal("0.70"),
+        model="priced-model-x",
+        input_usd_per_mtok=Decimal("0.70"),
         output_usd_per_mtok=Decimal("2.10"),
     )
     priced = start_and_execute(
-        django_capture_on_commit_callbacks, suite=suite, name="r2",
-        target=openai_target(llm, model="priced-model-x"), graders=GRADERS, trials_per_case=1,
+        django_capture_on_commit_callbacks,
+        suite=suite,
+        name="r2",
+        target=openai_target(llm, model="priced-model-x"),
+        graders=GRADERS,
+        trials_per_case=1,
     )
 
     assert unpriced.trials.get().cost_usd is None
@@ -276,8 +308,12 @@ def test_a_redelivered_chunk_adds_no_trial_no_grade_and_no_call(
     llm, django_capture_on_commit_callbacks
 ):
     run = start_and_execute(
-        django_capture_on_commit_callbacks, suite=ten_case_suite(), name="R1",
-        target=openai_target(llm), graders=GRADERS, trials_per_case=1,
+        django_capture_on_commit_callbacks,
+        suite=ten_case_suite(),
+        name="R1",
+        target=openai_target(llm),
+        graders=GRADERS,
+        trials_per_case=1,
     )
     calls_before = llm.requests
     trial_ids = list(Trial.objects.filter(run=run).values_list("id", flat=True))
@@ -299,7 +335,10 @@ def test_it_takes_over_trials_whose_lease_expired_but_not_live_ones(
 ):
     with django_capture_on_commit_callbacks(execute=False):
         run = run_start(
-            suite=ten_case_suite(), name="R1", target=openai_target(llm), graders=GRADERS,
+            suite=ten_case_suite(),
+            name="R1",
+            target=openai_target(llm),
+            graders=GRADERS,
             trials_per_case=1,
         )
     trials = list(Trial.objects.filter(run=run).order_by("id"))
@@ -321,12 +360,14 @@ def test_it_takes_over_trials_whose_lease_expired_but_not_live_ones(
     assert llm.requests == 9
 
 
-def test_grading_a_trial_twice_keeps_one_grade_per_grader(
-    llm, django_capture_on_commit_callbacks
-):
+def test_grading_a_trial_twice_keeps_one_grade_per_grader(llm, django_capture_on_commit_callbacks):
     run = start_and_execute(
-        django_capture_on_commit_callbacks, suite=make_suite({"a": "[answer=yes] a"}), name="r",
-        target=openai_target(llm), graders=GRADERS, trials_per_case=1,
+        django_capture_on_commit_callbacks,
+        suite=make_suite({"a": "[answer=yes] a"}),
+        name="r",
+        target=openai_target(llm),
+        graders=GRADERS,
+        trials_per_case=1,
     )
     trial = run.trials.get()
     specs = parse_grader_specs(
@@ -336,14 +377,19 @@ def test_grading_a_trial_twice_keeps_one_grade_per_grader(
     assert trial_grade(trial=trial, specs=specs) == 1  # only the new grader
     assert trial_grade(trial=trial, specs=specs) == 0
     assert sorted(trial.grades.values_list("grader", "passed")) == [
-        ("says-yes", True), ("short", True)
+        ("says-yes", True),
+        ("short", True),
     ]
 
 
 def test_an_errored_trial_gets_no_grades(llm, django_capture_on_commit_callbacks):
     run = start_and_execute(
-        django_capture_on_commit_callbacks, suite=make_suite({"a": "[fault=500] a"}), name="r",
-        target=openai_target(llm), graders=GRADERS, trials_per_case=1,
+        django_capture_on_commit_callbacks,
+        suite=make_suite({"a": "[fault=500] a"}),
+        name="r",
+        target=openai_target(llm),
+        graders=GRADERS,
+        trials_per_case=1,
     )
     trial = run.trials.get()
     assert trial.status == Trial.Status.ERROR
@@ -355,16 +401,30 @@ def test_finalize_is_idempotent(llm, django_capture_on_commit_callbacks):
     run = start_and_execute(
         django_capture_on_commit_callbacks,
         suite=make_suite({"a": "[fault=500] a", "b": "[answer=yes] b"}),
-        name="r", target=openai_target(llm), graders=GRADERS, trials_per_case=1,
+        name="r",
+        target=openai_target(llm),
+        graders=GRADERS,
+        trials_per_case=1,
     )
     first = (
-        run.status, run.finished_at, run.trials_finished, run.trials_errored, run.error_message
+        run.status,
+        run.finished_at,
+        run.trials_finished,
+        run.trials_errored,
+        run.error_message,
     )
     again = run_finalize(run_id=run.id)
     assert (
-        again.status, again.finished_at, again.trials_finished, again.trials_errored,
-        again.error_message,
-    ) == first == (Run.Status.FAILED, run.finished_at, 2, 1, "1 of 2 trials errored")
+        (
+            again.status,
+            again.finished_at,
+            again.trials_finished,
+            again.trials_errored,
+            again.error_message,
+        )
+        == first
+        == (Run.Status.FAILED, run.finished_at, 2, 1, "1 of 2 trials errored")
+    )
 
 
 # -- cancel ------------------------------------------------------------------------------
@@ -375,7 +435,10 @@ def test_a_cancelled_run_executes_nothing_and_stays_cancelled(
 ):
     with django_capture_on_commit_callbacks(execute=False) as callbacks:
         run = run_start(
-            suite=ten_case_suite(), name="r", target=openai_target(llm), graders=GRADERS,
+            suite=ten_case_suite(),
+            name="r",
+            target=openai_target(llm),
+            graders=GRADERS,
             trials_per_case=2,
         )
     assert run_cancel(run=run, by=carol) is True
@@ -394,7 +457,10 @@ def test_running_trials_finish_after_cancel_but_the_run_stays_cancelled(
 ):
     with django_capture_on_commit_callbacks(execute=False):
         run = run_start(
-            suite=ten_case_suite(), name="r", target=openai_target(llm), graders=GRADERS,
+            suite=ten_case_suite(),
+            name="r",
+            target=openai_target(llm),
+            graders=GRADERS,
             trials_per_case=1,
         )
     trial_ids = list(Trial.objects.filter(run=run).order_by("id").values_list("id", flat=True))
@@ -422,8 +488,12 @@ def test_running_trials_finish_after_cancel_but_the_run_stays_cancelled(
 
 def test_cancelling_a_finished_run_changes_nothing(llm, django_capture_on_commit_callbacks):
     run = start_and_execute(
-        django_capture_on_commit_callbacks, suite=make_suite({"a": "[answer=yes] a"}), name="r",
-        target=openai_target(llm), graders=GRADERS, trials_per_case=1,
+        django_capture_on_commit_callbacks,
+        suite=make_suite({"a": "[answer=yes] a"}),
+        name="r",
+        target=openai_target(llm),
+        graders=GRADERS,
+        trials_per_case=1,
     )
     assert run_cancel(run=run) is False
     assert run.status == Run.Status.SUCCEEDED
@@ -431,18 +501,30 @@ def test_cancelling_a_finished_run_changes_nothing(llm, django_capture_on_commit
 
 def test_it_refuses_a_run_without_graders(llm):
     with pytest.raises(RunConfigError, match="graders: a run needs at least one grader"):
-        run_start(suite=ten_case_suite(), name="r", target=openai_target(llm), graders=[],
-                  trials_per_case=1)
+        run_start(
+            suite=ten_case_suite(),
+            name="r",
+            target=openai_target(llm),
+            graders=[],
+            trials_per_case=1,
+        )
     assert Run.objects.count() == 0
 
 
 def test_a_run_whose_grader_errors_ends_failed_not_succeeded(django_capture_on_commit_callbacks):
     suite = make_suite({"a": "x", "b": "y"})
     run = start_and_execute(
-        django_capture_on_commit_callbacks, suite=suite, name="r",
+        django_capture_on_commit_callbacks,
+        suite=suite,
+        name="r",
         target={"kind": "simulated", "seed": 1, "default_pass_probability": 1.0},
-        graders=[{"key": "oracle", "kind": "python",
-                  "config": {"function": "tests.grader_oracles:raises"}}],
+        graders=[
+            {
+                "key": "oracle",
+                "kind": "python",
+                "config": {"function": "tests.grader_oracles:raises"},
+            }
+        ],
         trials_per_case=2,
     )
     assert run.status == Run.Status.FAILED

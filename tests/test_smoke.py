@@ -34,8 +34,10 @@ def test_production_collectstatic_succeeds_with_the_manifest_storage(tmp_path, s
     from django.core.management import call_command
 
     settings.STATIC_ROOT = tmp_path
-    settings.STORAGES = {**settings.STORAGES, "staticfiles": {
-        "BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"}}
+    settings.STORAGES = {
+        **settings.STORAGES,
+        "staticfiles": {"BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"},
+    }
     call_command("collectstatic", "--noinput", verbosity=0)
     assert (tmp_path / "staticfiles.json").is_file()
     assert list(tmp_path.glob("vendor/chart-4.5.1.umd.min.*.js"))

@@ -14,8 +14,9 @@ from statsmodels.stats.proportion import proportion_confint
 from stats import clustered_mean, wilson_interval
 
 
-@pytest.mark.parametrize(("successes", "n"), [(0, 1), (1, 1), (2, 3), (0, 10), (7, 10), (10, 10),
-                                              (13, 17), (499, 1000)])
+@pytest.mark.parametrize(
+    ("successes", "n"), [(0, 1), (1, 1), (2, 3), (0, 10), (7, 10), (10, 10), (13, 17), (499, 1000)]
+)
 @pytest.mark.parametrize("confidence", [0.9, 0.95, 0.99])
 def test_it_matches_statsmodels_wilson(successes, n, confidence):
     low, high = wilson_interval(successes, n, confidence)

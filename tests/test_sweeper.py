@@ -30,22 +30,26 @@ llm = ladder.llm
 def _queued_run(capture, llm, graders, answers) -> Run:
     """A run whose chunk messages were never delivered (the capture drops them)."""
     with capture(execute=False):
-        return run_start(suite=suite(answers), name="r", target=target(llm), graders=graders,
-                         trials_per_case=1)
+        return run_start(
+            suite=suite(answers), name="r", target=target(llm), graders=graders, trials_per_case=1
+        )
 
 
 def test_it_takes_back_trials_whose_lease_expired_and_leaves_live_ones(
     llm, django_capture_on_commit_callbacks
 ):
-    run = _queued_run(django_capture_on_commit_callbacks, llm, [SAYS_YES],
-                      {f"c{i}": "yes" for i in range(4)})
+    run = _queued_run(
+        django_capture_on_commit_callbacks, llm, [SAYS_YES], {f"c{i}": "yes" for i in range(4)}
+    )
     trials = list(run.trials.order_by("id"))
     now = timezone.now()
     # A worker died holding trials 0-1; a live one holds trial 2; trial 3 is still queued.
     Trial.objects.filter(id__in=[t.id for t in trials[:2]]).update(
-        status=Trial.Status.RUNNING, lease_expires_at=now - timedelta(seconds=1))
+        status=Trial.Status.RUNNING, lease_expires_at=now - timedelta(seconds=1)
+    )
     Trial.objects.filter(id=trials[2].id).update(
-        status=Trial.Status.RUNNING, lease_expires_at=now + timedelta(hours=1))
+        status=Trial.Status.RUNNING, lease_expires_at=now + timedelta(hours=1)
+    )
     Run.objects.filter(id=run.id).update(status=Run.Status.RUNNING)
 
     result = runs_sweep()
@@ -61,8 +65,9 @@ def test_it_takes_back_trials_whose_lease_expired_and_leaves_live_ones(
 
 def test_it_ignores_finished_and_cancelled_runs(llm, django_capture_on_commit_callbacks):
     run = _queued_run(django_capture_on_commit_callbacks, llm, [SAYS_YES], {"c1": "yes"})
-    Trial.objects.filter(run=run).update(status=Trial.Status.RUNNING,
-                                         lease_expires_at=timezone.now() - timedelta(hours=1))
+    Trial.objects.filter(run=run).update(
+        status=Trial.Status.RUNNING, lease_expires_at=timezone.now() - timedelta(hours=1)
+    )
     Run.objects.filter(id=run.id).update(status=Run.Status.CANCELLED)
     assert runs_sweep() == SweepResult()
     assert llm.requests == 0
@@ -73,11 +78,17 @@ def test_it_enqueues_a_stalled_judge_rung_once_a_lease_has_passed(
 ):
     version = make_version(llm)
     enqueued: list[tuple[int, list[int]]] = []
-    monkeypatch.setattr("evals.services._judge_chunk_enqueue",
-                        lambda run_id, ids: enqueued.append((run_id, ids)))
+    monkeypatch.setattr(
+        "evals.services._judge_chunk_enqueue", lambda run_id, ids: enqueued.append((run_id, ids))
+    )
     with django_capture_on_commit_callbacks(execute=True):
-        run = run_start(suite=suite({"c1": "yes", "c2": "yes"}), name="r", target=target(llm),
-                        graders=[SAYS_YES, judge_spec(version)], trials_per_case=1)
+        run = run_start(
+            suite=suite({"c1": "yes", "c2": "yes"}),
+            name="r",
+            target=target(llm),
+            graders=[SAYS_YES, judge_spec(version)],
+            trials_per_case=1,
+        )
     run.refresh_from_db()
     assert run.status == Run.Status.RUNNING and judge.calls == 0  # the judge task was lost
     enqueued.clear()
@@ -95,12 +106,15 @@ def test_it_enqueues_a_stalled_judge_rung_once_a_lease_has_passed(
 
 def test_the_task_and_the_command_run_one_sweep(llm, django_capture_on_commit_callbacks):
     run = _queued_run(django_capture_on_commit_callbacks, llm, [SAYS_YES], {"c1": "yes"})
-    Trial.objects.filter(run=run).update(status=Trial.Status.RUNNING,
-                                         lease_expires_at=timezone.now() - timedelta(seconds=5))
+    Trial.objects.filter(run=run).update(
+        status=Trial.Status.RUNNING, lease_expires_at=timezone.now() - timedelta(seconds=5)
+    )
     assert runs_sweep_task.delay().get()["trials"] == 1
     run.refresh_from_db()
     assert run.status == Run.Status.SUCCEEDED
     out = io.StringIO()
     call_command("runs_sweep", stdout=out)
-    assert out.getvalue().strip() == "0 trials taken back in 0 chunks (0 runs); 0 judge chunks " \
-                                     "enqueued again (0 runs)"
+    assert (
+        out.getvalue().strip() == "0 trials taken back in 0 chunks (0 runs); 0 judge chunks "
+        "enqueued again (0 runs)"
+    )

@@ -315,12 +315,18 @@ def test_it_refuses_a_bad_config_naming_the_field(change, field):
         target_from_config(config)
 
 
-@pytest.mark.parametrize("name", ["SECRET_KEY", "DATABASE_URL", "HOME", "openai_api_key",
-                                  "OPENAI_API_KEY_X", "", 3])
+@pytest.mark.parametrize(
+    "name", ["SECRET_KEY", "DATABASE_URL", "HOME", "openai_api_key", "OPENAI_API_KEY_X", "", 3]
+)
 def test_it_never_sends_a_variable_that_is_not_an_api_key(name):
     """Whoever configures a target picks the URL the key goes to: only *_API_KEY names."""
-    config = {"kind": "openai", "base_url": "http://127.0.0.1:9/v1", "model": "m",
-              "prompt_template": "$input", "api_key_env": name}
+    config = {
+        "kind": "openai",
+        "base_url": "http://127.0.0.1:9/v1",
+        "model": "m",
+        "prompt_template": "$input",
+        "api_key_env": name,
+    }
     with pytest.raises(TargetConfigError, match=r"^target\.api_key_env: "):
         target_from_config(config)
     config["api_key_env"] = "ANTHROPIC_API_KEY"
@@ -332,9 +338,15 @@ def test_a_judge_version_refuses_a_variable_that_is_not_an_api_key():
     from judges.services import JudgeConfigError, judge_version_create
 
     with pytest.raises(JudgeConfigError, match=r"params\.api_key_env: 'SECRET_KEY' is not"):
-        judge_version_create(judge_name="j", kind="rubric", model="m",
-                             base_url="http://127.0.0.1:9/v1", prompt_template="",
-                             params={"api_key_env": "SECRET_KEY"}, output_schema={})
+        judge_version_create(
+            judge_name="j",
+            kind="rubric",
+            model="m",
+            base_url="http://127.0.0.1:9/v1",
+            prompt_template="",
+            params={"api_key_env": "SECRET_KEY"},
+            output_schema={},
+        )
 
 
 def test_it_reads_retry_after_as_seconds_or_an_http_date():

@@ -165,8 +165,12 @@ def test_it_uses_the_listed_wrong_outputs_for_a_failing_case():
 
     wrong = ['{"decision": "needs_approval", "policy_id": "EXP-7"}', '{"decision": "approved"}']
     target = SimulatedTarget.from_config(
-        {"kind": "simulated", "seed": 3, "default_pass_probability": 0.0,
-         "wrong_outputs": {"c1": wrong}}
+        {
+            "kind": "simulated",
+            "seed": 3,
+            "default_pass_probability": 0.0,
+            "wrong_outputs": {"c1": wrong},
+        }
     )
     outputs = {
         asyncio.run(target.call(CaseInput(key="c1", input="q", expected="a", attempt=n))).output

@@ -57,7 +57,9 @@ def test_running_the_chunk_task_twice_leaves_ten_trials_not_eleven(
 
     again = Trial.objects.get(id=c7.id)
     assert (again.output, again.finished_at, again.status) == (
-        first.output, first.finished_at, first.status
+        first.output,
+        first.finished_at,
+        first.status,
     )
     assert Trial.objects.filter(run=run, case__key="c7", attempt=1).count() == 1
     assert Trial.objects.filter(run=run).count() == 10

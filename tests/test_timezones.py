@@ -15,8 +15,9 @@ def trial(db, carol):
     suite = Suite.objects.create(name="tz")
     case = Case.objects.create(suite=suite, key="c1", input="q")
     run = Run.objects.create(suite=suite, name="r", target_kind="simulated", started_at=INSTANT)
-    trial = Trial.objects.create(run=run, case=case, attempt=1, status="ok", output="a",
-                                 created_at=INSTANT)
+    trial = Trial.objects.create(
+        run=run, case=case, attempt=1, status="ok", output="a", created_at=INSTANT
+    )
     Label.objects.create(trial=trial, reviewer=carol, verdict="pass", created_at=INSTANT)
     return trial
 

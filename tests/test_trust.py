@@ -29,10 +29,14 @@ def test_it_lets_a_lead_approve_a_judge_that_meets_the_thresholds(alice):
     assert approval.approved_by == alice
     assert approval.figures["n"] == 40
     assert approval.figures["kappa"]["kappa"] == 1.0
-    assert approval.figures["far"] == {"rate": 0.0, "numerator": 0, "denominator": 20,
-                                       "ci_low": 0.0,
-                                       "ci_high": approval.figures["far"]["ci_high"],
-                                       "reason": ""}
+    assert approval.figures["far"] == {
+        "rate": 0.0,
+        "numerator": 0,
+        "denominator": 20,
+        "ci_low": 0.0,
+        "ci_high": approval.figures["far"]["ci_high"],
+        "reason": "",
+    }
     assert 0.16 < approval.figures["far"]["ci_high"] < 0.17  # Wilson upper end for 0/20
 
 
@@ -67,8 +71,10 @@ def test_it_refuses_approval_when_kappa_is_undefined(alice):
 def test_it_reads_the_thresholds_from_settings(alice, settings):
     _, version, _ = good_judge_run()
     trust = {"MIN_N": 50, "MIN_KAPPA": 0.6, "MAX_FAR": 0.1}
-    with (override_settings(ASSAY={**settings.ASSAY, "TRUST": trust}),
-          pytest.raises(TrustRefusedError, match="n = 40 is below 50")):
+    with (
+        override_settings(ASSAY={**settings.ASSAY, "TRUST": trust}),
+        pytest.raises(TrustRefusedError, match="n = 40 is below 50"),
+    ):
         judge_trust_approve(judge_version=version, by=alice)
 
 
@@ -83,8 +89,9 @@ def test_it_refuses_approval_on_figures_that_changed_since_the_page_loaded(alice
 def test_it_never_passes_trust_to_a_new_version(alice):
     _, version, _ = good_judge_run()
     judge_trust_approve(judge_version=version, by=alice)
-    newer = JudgeVersion.objects.create(judge=version.judge, number=2, model="j1",
-                                        protocol="p1", prompt_template="changed")
+    newer = JudgeVersion.objects.create(
+        judge=version.judge, number=2, model="j1", protocol="p1", prompt_template="changed"
+    )
     assert newer.trusted_at is None and not newer.approvals.exists()
 
 

@@ -29,14 +29,26 @@ def disputed(db, alice, bob):
     cset = calibration_set(run, version, trials)
     bob_says = ["fail", "pass", "fail", "pass", "pass", "pass"]
     for trial, verdict in zip(trials, bob_says, strict=True):
-        label_submit(trial=trial, reviewer=bob, verdict=verdict, critique=f"bob on {verdict}",
-                     expected_version=0)
-    label_submit(trial=trials[0], reviewer=alice, verdict="pass", critique=HOSTILE,
-                 expected_version=0)
-    label_submit(trial=trials[1], reviewer=alice, verdict="fail", critique="cites no policy",
-                 expected_version=0)
-    label_submit(trial=trials[2], reviewer=alice, verdict="fail", critique="agree",
-                 expected_version=0)
+        label_submit(
+            trial=trial,
+            reviewer=bob,
+            verdict=verdict,
+            critique=f"bob on {verdict}",
+            expected_version=0,
+        )
+    label_submit(
+        trial=trials[0], reviewer=alice, verdict="pass", critique=HOSTILE, expected_version=0
+    )
+    label_submit(
+        trial=trials[1],
+        reviewer=alice,
+        verdict="fail",
+        critique="cites no policy",
+        expected_version=0,
+    )
+    label_submit(
+        trial=trials[2], reviewer=alice, verdict="fail", critique="agree", expected_version=0
+    )
     return cset, version, trials
 
 
@@ -45,13 +57,15 @@ def page_url(cset) -> str:
 
 
 def decide(client, cset, trial, verdict="pass", reason="policy allows it"):
-    return client.post(reverse("labeling:adjudication-save"),
-                       {"set": str(cset.uuid), "trial": str(trial.uuid), "verdict": verdict,
-                        "reason": reason})
+    return client.post(
+        reverse("labeling:adjudication-save"),
+        {"set": str(cset.uuid), "trial": str(trial.uuid), "verdict": verdict, "reason": reason},
+    )
 
 
-@pytest.mark.parametrize(("who", "status"),
-                         [("alice", 200), ("bob", 403), ("carol", 403), ("mallory", 403)])
+@pytest.mark.parametrize(
+    ("who", "status"), [("alice", 200), ("bob", 403), ("carol", 403), ("mallory", 403)]
+)
 def test_only_a_lead_opens_the_adjudication_page(client, disputed, who, status, request):
     login(client, request.getfixturevalue(who))
     assert client.get(page_url(disputed[0])).status_code == status
@@ -79,8 +93,11 @@ def test_a_leads_decision_becomes_the_reference_label(client, disputed, alice):
     response = decide(client, cset, trials[0], "pass", "the refund policy allows it")
     assert response.status_code == 302 and response.url == page_url(cset)
     ref = reference_labels(trial_ids=[trials[0].id]).by_trial[trials[0].id]
-    assert (ref.verdict, ref.basis, ref.critique) == ("pass", "adjudication",
-                                                     "the refund policy allows it")
+    assert (ref.verdict, ref.basis, ref.critique) == (
+        "pass",
+        "adjudication",
+        "the refund policy allows it",
+    )
     assert calibration_compute(judge_version=version, calibration_set=cset).n_unresolved == 1
     html = client.get(page_url(cset)).content.decode()
     assert "<strong>1</strong> open of 2 disagreeing trials" in html
@@ -117,8 +134,9 @@ def test_it_refuses_a_decision_without_a_reason_and_keeps_the_input(client, disp
 def test_it_scopes_the_page_to_a_suite(client, disputed, alice):
     cset, _, trials = disputed
     login(client, alice)
-    html = client.get(reverse("labeling:adjudication")
-                      + f"?suite={cset.suite.uuid}").content.decode()
+    html = client.get(
+        reverse("labeling:adjudication") + f"?suite={cset.suite.uuid}"
+    ).content.decode()
     assert f'id="trial-{trials[0].uuid}"' in html and "suite support" in html
 
 

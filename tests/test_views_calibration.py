@@ -23,8 +23,9 @@ def login(client, user) -> None:
 
 def label_all(trials, reviewer, humans: list[str], critique: str = "") -> None:
     for trial, verdict in zip(trials, humans, strict=True):
-        label_submit(trial=trial, reviewer=reviewer, verdict=verdict, critique=critique,
-                     expected_version=0)
+        label_submit(
+            trial=trial, reviewer=reviewer, verdict=verdict, critique=critique, expected_version=0
+        )
 
 
 @pytest.fixture
@@ -44,17 +45,24 @@ def calibration_url(version, cset=None) -> str:
 
 def approve(client, version, cset, page_figures):
     c = page_figures.confusion
-    return client.post(reverse("judges:trust-approve", kwargs={"version_id": version.uuid}), {
-        "calibration_set": str(cset.uuid) if cset else "", "n": page_figures.n,
-        "n_judge_errors": page_figures.n_judge_errors,
-        "judge_pass_human_pass": c.judge_pass_human_pass,
-        "judge_pass_human_fail": c.judge_pass_human_fail,
-        "judge_fail_human_pass": c.judge_fail_human_pass,
-        "judge_fail_human_fail": c.judge_fail_human_fail}, follow=True)
+    return client.post(
+        reverse("judges:trust-approve", kwargs={"version_id": version.uuid}),
+        {
+            "calibration_set": str(cset.uuid) if cset else "",
+            "n": page_figures.n,
+            "n_judge_errors": page_figures.n_judge_errors,
+            "judge_pass_human_pass": c.judge_pass_human_pass,
+            "judge_pass_human_fail": c.judge_pass_human_fail,
+            "judge_fail_human_pass": c.judge_fail_human_pass,
+            "judge_fail_human_fail": c.judge_fail_human_fail,
+        },
+        follow=True,
+    )
 
 
-@pytest.mark.parametrize(("who", "status"),
-                         [("alice", 200), ("bob", 403), ("carol", 200), ("mallory", 403)])
+@pytest.mark.parametrize(
+    ("who", "status"), [("alice", 200), ("bob", 403), ("carol", 200), ("mallory", 403)]
+)
 def test_leads_and_engineers_see_the_judges_and_calibration_pages_and_reviewers_do_not(
     client, calibrated, alice, bob, carol, mallory, who, status
 ):
@@ -70,11 +78,11 @@ def test_the_calibration_page_shows_the_figures_with_intervals(client, calibrate
     login(client, alice)
     html = client.get(calibration_url(version, cset)).content.decode()
     assert '<dd id="fig-n">40</dd>' in html
-    assert "<strong>97.5%</strong> <span class=\"muted\">(39/40)</span>" in html
-    assert "<strong>4.8%</strong> <span class=\"muted\">(1/21; 95% Wilson 0.8%–22.7%)" in html
-    assert "<strong>0.0%</strong> <span class=\"muted\">(0/19; 95% Wilson 0.0%–16.8%)" in html
-    assert "<strong>0.950</strong> <span class=\"muted\">(95% CI" in html
-    assert "<td class=\"num\">1 <span class=\"muted\">false accepts</span></td>" in html
+    assert '<strong>97.5%</strong> <span class="muted">(39/40)</span>' in html
+    assert '<strong>4.8%</strong> <span class="muted">(1/21; 95% Wilson 0.8%–22.7%)' in html
+    assert '<strong>0.0%</strong> <span class="muted">(0/19; 95% Wilson 0.0%–16.8%)' in html
+    assert '<strong>0.950</strong> <span class="muted">(95% CI' in html
+    assert '<td class="num">1 <span class="muted">false accepts</span></td>' in html
     assert "nan" not in html.lower().replace("nanosecond", "")
     assert 'id="mark-trusted" >' in html or 'id="mark-trusted">' in html  # enabled
 
@@ -190,16 +198,15 @@ def test_revoking_trust_needs_a_reason(client, calibrated, alice):
 
     cset, version, _ = calibrated
     login(client, alice)
-    approve(client, version, cset,
-            calibration_compute(judge_version=version, calibration_set=cset))
+    approve(client, version, cset, calibration_compute(judge_version=version, calibration_set=cset))
     url = reverse("judges:trust-revoke", kwargs={"version_id": version.uuid})
-    html = client.post(url, {"reason": "  ", "set": str(cset.uuid)}, follow=True
-                       ).content.decode()
+    html = client.post(url, {"reason": "  ", "set": str(cset.uuid)}, follow=True).content.decode()
     assert "Not revoked: give a reason for revoking trust." in html
     version.refresh_from_db()
     assert version.is_trusted
-    html = client.post(url, {"reason": "prompt drifted", "set": str(cset.uuid)}, follow=True
-                       ).content.decode()
+    html = client.post(
+        url, {"reason": "prompt drifted", "set": str(cset.uuid)}, follow=True
+    ).content.decode()
     version.refresh_from_db()
     assert not version.is_trusted
     approval = JudgeApproval.objects.get(judge_version=version)
@@ -219,16 +226,16 @@ def test_a_new_version_is_not_trusted_and_offers_calibration(client, calibrated,
 
     cset, version, _ = calibrated
     login(client, alice)
-    approve(client, version, cset,
-            calibration_compute(judge_version=version, calibration_set=cset))
-    v2 = JudgeVersion.objects.create(judge=version.judge, number=2, model="judge-model-2",
-                                     protocol="p1")
+    approve(client, version, cset, calibration_compute(judge_version=version, calibration_set=cset))
+    v2 = JudgeVersion.objects.create(
+        judge=version.judge, number=2, model="judge-model-2", protocol="p1"
+    )
     html = client.get(calibration_url(v2)).content.decode()
     assert "not trusted (calibrate this version)" in html
-    assert f'{reverse("labeling:set-new")}?judge_version={v2.uuid}' in html
+    assert f"{reverse('labeling:set-new')}?judge_version={v2.uuid}" in html
     assert "trust is never inherited" in html
     listing = client.get(reverse("judges:judge-list")).content.decode()
-    assert listing.count("badge pass\">trusted") == 1
+    assert listing.count('badge pass">trusted') == 1
     assert "calibrate this version" in listing
 
 
@@ -251,10 +258,14 @@ def test_an_imported_pairwise_judge_gets_pairwise_figures_not_an_empty_pointwise
         {**PAIR_TEMPLATE["judge_labels"][0], "value": "A"},
         {**PAIR_TEMPLATE["judge_labels"][1], "value": "A"},
     ]
-    import_bytes(jsonl([
-        record(PAIR_TEMPLATE, id="p1"),  # original -> A, swapped -> B: inconsistent
-        record(PAIR_TEMPLATE, id="p2", judge_labels=consistent),  # A both ways, human A
-    ]))
+    import_bytes(
+        jsonl(
+            [
+                record(PAIR_TEMPLATE, id="p1"),  # original -> A, swapped -> B: inconsistent
+                record(PAIR_TEMPLATE, id="p2", judge_labels=consistent),  # A both ways, human A
+            ]
+        )
+    )
     version = JudgeVersion.objects.get()
     client.force_login(alice)
     body = client.get(f"/judge-versions/{version.uuid}/calibration/").content.decode()

@@ -46,6 +46,7 @@ def case_url(base, head, key: str) -> str:
 
 # Permissions -------------------------------------------------------------------------------
 
+
 def test_it_shows_both_pages_to_every_role_and_refuses_an_outsider(
     client, alice, bob, carol, mallory, two_runs
 ):
@@ -79,6 +80,7 @@ def test_the_picker_redirects_to_the_comparison(client, bob, two_runs):
 
 # The page ----------------------------------------------------------------------------------
 
+
 def test_it_shows_the_counts_headline_and_the_broken_case(client, carol, two_runs):
     base, head = two_runs
     client.force_login(carol)
@@ -109,17 +111,19 @@ def test_it_filters_by_change_class_and_tag_and_sorts_by_effect(client, bob, two
     assert keys(client.get(url(base, head, sort="bogus"))) == ["c1", "c3", "c4", "c2"]
 
 
-def test_htmx_gets_only_the_case_table_and_every_filter_link_has_a_real_href(
-    client, bob, two_runs
-):
+def test_htmx_gets_only_the_case_table_and_every_filter_link_has_a_real_href(client, bob, two_runs):
     base, head = two_runs
     client.force_login(bob)
     full = client.get(url(base, head)).content.decode()
     link = re.search(r'<a href="([^"]+)" data-change="broken"[^>]*hx-get="([^"]+)"', full)
-    assert link and link.group(1) == link.group(2).replace("&amp;", "&").replace(
-        "&", "&amp;") and "change=broken" in link.group(1)
-    partial = client.get(url(base, head, change="broken"), HTTP_HX_REQUEST="true",
-                         HTTP_HX_TARGET="case-table").content.decode()
+    assert (
+        link
+        and link.group(1) == link.group(2).replace("&amp;", "&").replace("&", "&amp;")
+        and "change=broken" in link.group(1)
+    )
+    partial = client.get(
+        url(base, head, change="broken"), HTTP_HX_REQUEST="true", HTTP_HX_TARGET="case-table"
+    ).content.decode()
     assert partial.lstrip().startswith('<div id="case-table" data-change="broken"')
     assert "<html" not in partial and "c1" in partial and ">c2<" not in partial
 
@@ -127,10 +131,18 @@ def test_htmx_gets_only_the_case_table_and_every_filter_link_has_a_real_href(
 def test_it_bans_the_judge_change_and_lists_added_cases_apart(client, bob, db):
     """Fault K1: base c1–c4 under judge-v1 (P P P F); head c1–c5 under judge-v2."""
     v1, v2 = judge_version(1), judge_version(2)
-    base = db_run({"c1": "P", "c2": "P", "c3": "P", "c4": "F"}, name="B", version=v1,
-                  graders=[{"key": "judge", "kind": "judge"}])
-    head = db_run({"c1": "P", "c2": "P", "c3": "P", "c4": "F", "c5": "F"}, name="C",
-                  version=v2, graders=[{"key": "judge", "kind": "judge"}])
+    base = db_run(
+        {"c1": "P", "c2": "P", "c3": "P", "c4": "F"},
+        name="B",
+        version=v1,
+        graders=[{"key": "judge", "kind": "judge"}],
+    )
+    head = db_run(
+        {"c1": "P", "c2": "P", "c3": "P", "c4": "F", "c5": "F"},
+        name="C",
+        version=v2,
+        graders=[{"key": "judge", "kind": "judge"}],
+    )
     client.force_login(bob)
     response = client.get(url(base, head))
     html = response.content.decode()
@@ -156,6 +168,7 @@ def test_a_tiny_p_value_is_never_shown_as_zero(client, bob, db):
 
 # Agreement with the gate -------------------------------------------------------------------
 
+
 def test_the_page_and_gate_decide_agree_on_the_same_two_runs(client, bob, two_runs):
     base, head = two_runs
     client.force_login(bob)
@@ -163,7 +176,10 @@ def test_the_page_and_gate_decide_agree_on_the_same_two_runs(client, bob, two_ru
     decision = gate_decide(comparison_get(base=base, head=head))
     page = response.context["decision"]
     assert (page.exit_code, page.title, page.reasons) == (
-        decision.exit_code, decision.title, decision.reasons)
+        decision.exit_code,
+        decision.title,
+        decision.reasons,
+    )
     assert f'data-exit-code="{decision.exit_code}"' in response.content.decode()
 
 
@@ -174,8 +190,9 @@ def test_the_page_and_the_gate_command_agree_on_the_same_two_runs(client, bob, t
     html = response.content.decode()
     out = io.StringIO()
     with pytest.raises(SystemExit) as exit_info:
-        call_command("gate", "--base", str(base.uuid), "--head", str(head.uuid), "--json",
-                     stdout=out)
+        call_command(
+            "gate", "--base", str(base.uuid), "--head", str(head.uuid), "--json", stdout=out
+        )
     data = json.loads(out.getvalue())
     headline = response.context["comparison"].headline
     page = response.context["decision"]
@@ -188,13 +205,13 @@ def test_the_page_and_the_gate_command_agree_on_the_same_two_runs(client, bob, t
 
 # The case diff page ------------------------------------------------------------------------
 
-def test_the_case_page_diffs_outputs_word_by_word_and_escapes_hostile_text(
-    client, bob, two_runs
-):
+
+def test_the_case_page_diffs_outputs_word_by_word_and_escapes_hostile_text(client, bob, two_runs):
     base, head = two_runs
     Trial.objects.filter(run=base, case__key="c1", attempt=1).update(output="the answer is 4")
     Trial.objects.filter(run=head, case__key="c1", attempt=1).update(
-        output=f"the answer is {HOSTILE_OUTPUT}")
+        output=f"the answer is {HOSTILE_OUTPUT}"
+    )
     head.name = HOSTILE_RUN_NAME
     head.save()
     Case.objects.filter(key="c1").update(tags=[HOSTILE_TAG])
@@ -231,5 +248,6 @@ def test_a_regraded_trial_is_seen_at_once_despite_the_comparison_cache(client, b
     client.force_login(bob)
     assert client.get(url(base, head)).context["comparison"].class_counts["broken"] == 1
     Grade.objects.filter(trial__run=head, trial__case__key="c4", trial__attempt=1).update(
-        passed=False)
+        passed=False
+    )
     assert client.get(url(base, head)).context["comparison"].class_counts["broken"] == 2

@@ -31,8 +31,9 @@ def gullible(body):
 def sound(body):
     """Compares the output with the reference; ignores everything else."""
     blocks = fenced(body)
-    return verdict_json("PASS" if blocks[-1].strip(" .") == blocks[-2].strip() else "FAIL",
-                        "Berlin is not Paris")
+    return verdict_json(
+        "PASS" if blocks[-1].strip(" .") == blocks[-2].strip() else "FAIL", "Berlin is not Paris"
+    )
 
 
 @pytest.fixture(autouse=True)
@@ -78,8 +79,14 @@ def test_engineers_and_leads_see_a_gullible_judge_fooled_by_every_probe(
     assert page.count('<span class="badge fail">fooled</span>') == n
     assert "obeyed &lt;script&gt;alert(1)&lt;/script&gt;" in page and HOSTILE not in page
     row = ProbeRun.objects.get()
-    assert (row.status, row.probes_total, row.judged, row.fooled, row.errored, row.started_by) \
-        == ("succeeded", n, n, n, 0, user)
+    assert (row.status, row.probes_total, row.judged, row.fooled, row.errored, row.started_by) == (
+        "succeeded",
+        n,
+        n,
+        n,
+        0,
+        user,
+    )
     assert [r["name"] for r in row.results] == [p.name for p in RUBRIC_PROBES]
 
 
@@ -129,14 +136,17 @@ def test_the_probes_run_after_commit_and_the_page_says_queued_until_then(
     assert "Probe run queued" in page and "Fooled by" not in page
     # The report polls itself while the probe run is in flight, then stops.
     assert 'id="probe-report" hx-get=' in page and 'hx-trigger="every 2s"' in page
-    part = client.get(version_url(version), HTTP_HX_REQUEST="true",
-                      HTTP_HX_TARGET="probe-report").content.decode()
+    part = client.get(
+        version_url(version), HTTP_HX_REQUEST="true", HTTP_HX_TARGET="probe-report"
+    ).content.decode()
     assert part.strip().startswith('<div class="card" id="probe-report" hx-get=')
     assert "<html" not in part
-    ProbeRun.objects.update(status=ProbeRun.Status.SUCCEEDED, probes_total=0, judged=0,
-                            fooled=0, errored=0)
-    part = client.get(version_url(version), HTTP_HX_REQUEST="true",
-                      HTTP_HX_TARGET="probe-report").content.decode()
+    ProbeRun.objects.update(
+        status=ProbeRun.Status.SUCCEEDED, probes_total=0, judged=0, fooled=0, errored=0
+    )
+    part = client.get(
+        version_url(version), HTTP_HX_REQUEST="true", HTTP_HX_TARGET="probe-report"
+    ).content.decode()
     assert "Fooled by 0 of 0 probes" in part and "hx-trigger" not in part
 
 
@@ -178,27 +188,29 @@ def pairwise_with_verdicts(llm):
     rows = [("A", "A"), ("A", "B"), ("B", None)]
     for a, b, (orig, swap) in zip(base, head, rows, strict=True):
         pair = TrialPair.objects.create(case=a.case, trial_a=a, trial_b=b)
-        PairwiseVerdict.objects.create(pair=pair, judge_version=version, position="original",
-                                       preferred=orig)
         PairwiseVerdict.objects.create(
-            pair=pair, judge_version=version, position="swapped",
-            status="ok" if swap else "error", preferred=swap or "")
+            pair=pair, judge_version=version, position="original", preferred=orig
+        )
+        PairwiseVerdict.objects.create(
+            pair=pair,
+            judge_version=version,
+            position="swapped",
+            status="ok" if swap else "error",
+            preferred=swap or "",
+        )
     return version
 
 
-def test_the_version_page_and_the_list_show_position_consistency_and_slot_a_wins(
-    client, alice
-):
+def test_the_version_page_and_the_list_show_position_consistency_and_slot_a_wins(client, alice):
     with FakeLLM(responder=gullible) as llm:
         version = pairwise_with_verdicts(llm)
         rubric = make_version(llm, name="rubric-judge")
     login(client, alice)
     page = client.get(version_url(version)).content.decode()
-    assert "Position-consistent on 50.0% of pairs (1/2 with both orders judged; 1 pair left" \
-        in page
+    assert "Position-consistent on 50.0% of pairs (1/2 with both orders judged; 1 pair left" in page
     assert "The slot shown first won 60.0% of presentations (3/5;" in page
     listing = client.get(reverse("judges:judge-list")).content.decode()
-    assert "consistent 50.0% <span class=\"muted\">(1/2)</span>, slot A won 60.0%" in listing
+    assert 'consistent 50.0% <span class="muted">(1/2)</span>, slot A won 60.0%' in listing
     assert "Position bias" not in client.get(version_url(rubric)).content.decode()
 
 

@@ -36,13 +36,21 @@ def save_url(cset) -> str:
 
 
 def save(client, cset, trial, verdict="pass", critique="", expected_version=0, **extra):
-    return client.post(save_url(cset), {"trial": str(trial.uuid), "verdict": verdict,
-                                        "critique": critique,
-                                        "expected_version": expected_version}, **extra)
+    return client.post(
+        save_url(cset),
+        {
+            "trial": str(trial.uuid),
+            "verdict": verdict,
+            "critique": critique,
+            "expected_version": expected_version,
+        },
+        **extra,
+    )
 
 
-@pytest.mark.parametrize(("who", "status"),
-                         [("alice", 200), ("bob", 200), ("carol", 403), ("mallory", 403)])
+@pytest.mark.parametrize(
+    ("who", "status"), [("alice", 200), ("bob", 200), ("carol", 403), ("mallory", 403)]
+)
 def test_it_lets_reviewers_and_leads_open_the_queue_and_nobody_else(
     client, queue_set, alice, bob, carol, mallory, who, status
 ):
@@ -52,9 +60,7 @@ def test_it_lets_reviewers_and_leads_open_the_queue_and_nobody_else(
 
 
 @pytest.mark.parametrize("who", ["carol", "mallory"])
-def test_it_refuses_a_label_from_an_engineer_or_an_outsider(
-    client, queue_set, carol, mallory, who
-):
+def test_it_refuses_a_label_from_an_engineer_or_an_outsider(client, queue_set, carol, mallory, who):
     cset, trials = queue_set
     login(client, carol if who == "carol" else mallory)
     assert save(client, cset, trials[0], **HTMX).status_code == 403
@@ -64,8 +70,7 @@ def test_it_refuses_a_label_from_an_engineer_or_an_outsider(
 def test_a_reviewer_saves_a_label_through_htmx_and_gets_the_next_item(client, queue_set, bob):
     cset, trials = queue_set
     login(client, bob)
-    response = save(client, cset, trials[0], verdict="fail", critique="misses the policy",
-                    **HTMX)
+    response = save(client, cset, trials[0], verdict="fail", critique="misses the policy", **HTMX)
     assert response.status_code == 200
     label = Label.objects.get(trial=trials[0], reviewer=bob)
     assert (label.verdict, label.critique, label.version) == ("fail", "misses the policy", 1)
@@ -91,8 +96,7 @@ def test_a_plain_form_post_saves_and_redirects_to_the_queue(client, queue_set, b
 def test_the_progress_bar_reads_12_of_30(client, queue_set, bob):
     cset, trials = queue_set
     for trial in trials[:12]:
-        label_submit(trial=trial, reviewer=bob, verdict="pass", critique="",
-                     expected_version=0)
+        label_submit(trial=trial, reviewer=bob, verdict="pass", critique="", expected_version=0)
     login(client, bob)
     html = client.get(queue_url(cset)).content.decode()
     assert '<progress id="queue-progress" value="12" max="30">12 of 30</progress>' in html
@@ -118,15 +122,20 @@ def test_the_queue_resumes_at_the_first_item_the_reviewer_has_not_labeled(
 
 def test_the_queue_is_blind_to_the_judge_and_to_other_reviewers(client, queue_set, alice, bob):
     cset, trials = queue_set
-    label_submit(trial=trials[0], reviewer=alice, verdict="fail",
-                 critique="ALICE-SECRET-CRITIQUE", expected_version=0)
+    label_submit(
+        trial=trials[0],
+        reviewer=alice,
+        verdict="fail",
+        critique="ALICE-SECRET-CRITIQUE",
+        expected_version=0,
+    )
     login(client, bob)
-    pages = [client.get(queue_url(cset)).content.decode(),
-             client.get(queue_url(cset), {"trial": str(trials[0].uuid)}, **HTMX)
-             .content.decode(),
-             save(client, cset, trials[0], **HTMX).content.decode(),
-             client.get(reverse("labeling:set-detail", kwargs={"set_id": cset.uuid}))
-             .content.decode()]
+    pages = [
+        client.get(queue_url(cset)).content.decode(),
+        client.get(queue_url(cset), {"trial": str(trials[0].uuid)}, **HTMX).content.decode(),
+        save(client, cset, trials[0], **HTMX).content.decode(),
+        client.get(reverse("labeling:set-detail", kwargs={"set_id": cset.uuid})).content.decode(),
+    ]
     for html in pages:
         assert "JUDGE-REASONING" not in html
         assert JUDGE_REASON.format(i=1) not in html
@@ -142,8 +151,9 @@ def test_it_shows_the_case_documents_output_with_whitespace_and_the_expected_ans
     html = client.get(queue_url(cset)).content.decode()
     assert "Question 1: may I get a refund?" in html
     assert "Refund policy paragraph 1." in html
-    assert ('<pre class="output full" id="queue-output">'
-            'Answer 1:\n  yes, within 30 days.</pre>') in html
+    assert (
+        '<pre class="output full" id="queue-output">Answer 1:\n  yes, within 30 days.</pre>'
+    ) in html
     assert "expected answer 1" in html
 
 
@@ -157,15 +167,24 @@ def test_a_long_output_is_collapsible(client, bob):
 
 def test_a_stale_form_is_refused_with_the_message_and_keeps_the_input(client, queue_set, bob):
     cset, trials = queue_set
-    label_submit(trial=trials[0], reviewer=bob, verdict="pass", critique="first",
-                 expected_version=0)
+    label_submit(
+        trial=trials[0], reviewer=bob, verdict="pass", critique="first", expected_version=0
+    )
     # another tab revised it: version 2
-    label_submit(trial=trials[0], reviewer=bob, verdict="fail", critique="second tab",
-                 expected_version=1)
+    label_submit(
+        trial=trials[0], reviewer=bob, verdict="fail", critique="second tab", expected_version=1
+    )
     login(client, bob)
     # this form was loaded at version 1
-    response = save(client, cset, trials[0], verdict="pass", critique="my careful critique",
-                    expected_version=1, **HTMX)
+    response = save(
+        client,
+        cset,
+        trials[0],
+        verdict="pass",
+        critique="my careful critique",
+        expected_version=1,
+        **HTMX,
+    )
     assert response.status_code == 200  # htmx swaps only 2xx: the message must show
     html = response.content.decode()
     assert "Not saved: this label changed since you opened it" in html
@@ -175,11 +194,22 @@ def test_a_stale_form_is_refused_with_the_message_and_keeps_the_input(client, qu
     assert (label.verdict, label.critique, label.version) == ("fail", "second tab", 2)
     # the kept form now carries the current version: saving again overwrites on purpose
     assert 'name="expected_version" value="2"' in html
-    plain = save(client, cset, trials[0], verdict="pass", critique="my careful critique",
-                 expected_version=1)
+    plain = save(
+        client, cset, trials[0], verdict="pass", critique="my careful critique", expected_version=1
+    )
     assert plain.status_code == 409
-    assert save(client, cset, trials[0], verdict="pass", critique="my careful critique",
-                expected_version=2, **HTMX).status_code == 200
+    assert (
+        save(
+            client,
+            cset,
+            trials[0],
+            verdict="pass",
+            critique="my careful critique",
+            expected_version=2,
+            **HTMX,
+        ).status_code
+        == 200
+    )
     label.refresh_from_db()
     assert (label.verdict, label.version) == ("pass", 3)
     assert LabelRevision.objects.filter(label=label).count() == 3
@@ -188,8 +218,11 @@ def test_a_stale_form_is_refused_with_the_message_and_keeps_the_input(client, qu
 def test_a_missing_verdict_is_refused_with_a_clear_message(client, queue_set, bob):
     cset, trials = queue_set
     login(client, bob)
-    response = client.post(save_url(cset), {"trial": str(trials[0].uuid), "critique": "hmm",
-                                            "expected_version": 0}, **HTMX)
+    response = client.post(
+        save_url(cset),
+        {"trial": str(trials[0].uuid), "critique": "hmm", "expected_version": 0},
+        **HTMX,
+    )
     html = response.content.decode()
     assert "Choose pass (p) or fail (f)." in html
     assert "hmm</textarea>" in html
@@ -214,7 +247,8 @@ def test_undo_takes_back_the_reviewers_last_label_only(client, queue_set, alice,
     assert "Undid your last label (case c02)" in html
     assert "Item 2 of 30" in html
     assert list(Label.objects.filter(reviewer=bob).values_list("trial_id", flat=True)) == [
-        trials[0].id]
+        trials[0].id
+    ]
     assert Label.objects.filter(reviewer=alice, trial=trials[1]).exists()
 
 
@@ -257,16 +291,24 @@ def test_hostile_output_and_case_text_are_escaped_in_the_queue(client, bob):
     assert "<b onclick" not in html
 
 
-@pytest.mark.parametrize(("who", "status"),
-                         [("alice", 302), ("bob", 403), ("carol", 302), ("mallory", 403)])
+@pytest.mark.parametrize(
+    ("who", "status"), [("alice", 302), ("bob", 403), ("carol", 302), ("mallory", 403)]
+)
 def test_engineers_and_leads_build_a_calibration_set_from_a_run(
     client, alice, bob, carol, mallory, who, status
 ):
     run, version, _ = judged_run(40)
     login(client, {"alice": alice, "bob": bob, "carol": carol, "mallory": mallory}[who])
-    response = client.post(reverse("labeling:set-new"), {
-        "name": "cal-new", "run": str(run.uuid), "judge_version": str(version.uuid),
-        "size": 30, "seed": 7})
+    response = client.post(
+        reverse("labeling:set-new"),
+        {
+            "name": "cal-new",
+            "run": str(run.uuid),
+            "judge_version": str(version.uuid),
+            "size": 30,
+            "seed": 7,
+        },
+    )
     assert response.status_code == status
     if status == 302:
         cset = CalibrationSet.objects.get(name="cal-new")
@@ -279,8 +321,9 @@ def test_engineers_and_leads_build_a_calibration_set_from_a_run(
 def test_the_build_form_defaults_to_30_trials_and_prefills_the_judge(client, carol):
     run, version, _ = judged_run(3, judge_fails=1)
     login(client, carol)
-    html = client.get(reverse("labeling:set-new"),
-                      {"judge_version": str(version.uuid)}).content.decode()
+    html = client.get(
+        reverse("labeling:set-new"), {"judge_version": str(version.uuid)}
+    ).content.decode()
     assert 'name="size" value="30"' in html
     assert f'<option value="{version.uuid}" selected>' in html
 
@@ -304,19 +347,23 @@ def test_reviewers_cannot_edit_a_sets_items(client, bob):
     run, version, trials = judged_run(2, judge_fails=1)
     cset = calibration_set(run, version, trials[:1])
     login(client, bob)
-    response = client.post(reverse("labeling:item-add", kwargs={"set_id": cset.uuid}),
-                           {"trial": str(trials[1].uuid)})
+    response = client.post(
+        reverse("labeling:item-add", kwargs={"set_id": cset.uuid}), {"trial": str(trials[1].uuid)}
+    )
     assert response.status_code == 403
     assert cset.items.count() == 1
 
 
-@pytest.mark.parametrize(("who", "status"),
-                         [("alice", 200), ("bob", 200), ("carol", 200), ("mallory", 403)])
+@pytest.mark.parametrize(
+    ("who", "status"), [("alice", 200), ("bob", 200), ("carol", 200), ("mallory", 403)]
+)
 def test_every_role_sees_the_set_list_and_detail(
     client, queue_set, alice, bob, carol, mallory, who, status
 ):
     cset, _ = queue_set
     login(client, {"alice": alice, "bob": bob, "carol": carol, "mallory": mallory}[who])
     assert client.get(reverse("labeling:set-list")).status_code == status
-    assert client.get(reverse("labeling:set-detail",
-                              kwargs={"set_id": cset.uuid})).status_code == status
+    assert (
+        client.get(reverse("labeling:set-detail", kwargs={"set_id": cset.uuid})).status_code
+        == status
+    )

@@ -32,21 +32,44 @@ def make_suite(name: str = "arith", n_cases: int = 2) -> Suite:
 
 
 def make_run(suite: Suite, name: str = "r1", status: str = Run.Status.SUCCEEDED, **kw) -> Run:
-    defaults = {"target_kind": "simulated", "model": "sim-1", "graders": GRADERS,
-                "trials_total": 0, "trials_finished": 0}
+    defaults = {
+        "target_kind": "simulated",
+        "model": "sim-1",
+        "graders": GRADERS,
+        "trials_total": 0,
+        "trials_finished": 0,
+    }
     return Run.objects.create(suite=suite, name=name, status=status, **{**defaults, **kw})
 
 
-def make_trial(run: Run, case: Case, attempt: int = 1, *, output: str = "4",
-               status: str = Trial.Status.OK, cost: Decimal | None = Decimal("0.001"),
-               passed: bool | None = True, grade_status: str = Grade.Status.OK) -> Trial:
-    trial = Trial.objects.create(run=run, case=case, attempt=attempt, output=output,
-                                 status=status, cost_usd=cost, latency_ms=12.4)
+def make_trial(
+    run: Run,
+    case: Case,
+    attempt: int = 1,
+    *,
+    output: str = "4",
+    status: str = Trial.Status.OK,
+    cost: Decimal | None = Decimal("0.001"),
+    passed: bool | None = True,
+    grade_status: str = Grade.Status.OK,
+) -> Trial:
+    trial = Trial.objects.create(
+        run=run,
+        case=case,
+        attempt=attempt,
+        output=output,
+        status=status,
+        cost_usd=cost,
+        latency_ms=12.4,
+    )
     if status == Trial.Status.OK:
         Grade.objects.create(
-            trial=trial, grader="has-four", status=grade_status,
+            trial=trial,
+            grader="has-four",
+            status=grade_status,
             passed=None if grade_status == Grade.Status.ERROR else passed,
-            reason="unparseable" if grade_status == Grade.Status.ERROR
+            reason="unparseable"
+            if grade_status == Grade.Status.ERROR
             else ("found 4" if passed else "missing 4"),
         )
     return trial
@@ -73,6 +96,7 @@ def page_urls(run: Run, case: Case, trial: Trial) -> list[str]:
 
 
 # Permissions -------------------------------------------------------------------------------
+
 
 def test_it_sends_anonymous_visitors_to_login_from_every_page(client, run_with_trial):
     for url in page_urls(*run_with_trial):
@@ -116,12 +140,18 @@ def test_it_hides_start_a_run_from_a_reviewers_navigation(client, bob, carol, db
 
 # Start a run -------------------------------------------------------------------------------
 
+
 def start_form(suite: Suite, **overrides) -> dict:
     data = {
-        "suite": str(suite.uuid), "name": "first", "source_version": "abc123",
-        "target_kind": "simulated", "seed": "7", "pass_probability": "0.5",
+        "suite": str(suite.uuid),
+        "name": "first",
+        "source_version": "abc123",
+        "target_kind": "simulated",
+        "seed": "7",
+        "pass_probability": "0.5",
         "trials_per_case": "3",
-        "graders": json.dumps(GRADERS), "settings_json": "{}",
+        "graders": json.dumps(GRADERS),
+        "settings_json": "{}",
     }
     return {**data, **overrides}
 
@@ -153,8 +183,9 @@ def test_it_names_the_bad_grader_field_and_starts_nothing(client, carol, db):
 def test_it_refuses_invalid_json_and_an_out_of_range_trial_count(client, carol, db):
     suite = make_suite()
     client.force_login(carol)
-    response = client.post(reverse("evals:run-new"),
-                           start_form(suite, graders="[{", trials_per_case="51"))
+    response = client.post(
+        reverse("evals:run-new"), start_form(suite, graders="[{", trials_per_case="51")
+    )
     body = response.content.decode()
     assert "graders: not valid JSON (line 1, column 3" in body
     assert "Ensure this value is less than or equal to 50." in body
@@ -201,8 +232,12 @@ def test_choosing_a_suite_reloads_only_the_grader_field_over_htmx(client, alice,
     suite = make_suite()
     make_run(suite, graders=GRADERS)
     client.force_login(alice)
-    response = client.get(reverse("evals:run-new"), {"suite": str(suite.uuid)},
-                          HTTP_HX_REQUEST="true", HTTP_HX_TARGET="graders-field")
+    response = client.get(
+        reverse("evals:run-new"),
+        {"suite": str(suite.uuid)},
+        HTTP_HX_REQUEST="true",
+        HTTP_HX_TARGET="graders-field",
+    )
     body = response.content.decode()
     assert body.strip().startswith('<div id="graders-field">')
     assert "has-four" in body
@@ -210,6 +245,7 @@ def test_choosing_a_suite_reloads_only_the_grader_field_over_htmx(client, alice,
 
 
 # Progress and cancel -----------------------------------------------------------------------
+
 
 def test_progress_keeps_polling_while_the_run_is_running(client, carol, run_with_trial):
     run = run_with_trial[0]
@@ -222,8 +258,13 @@ def test_progress_keeps_polling_while_the_run_is_running(client, carol, run_with
 
 
 def test_progress_stops_polling_with_286_once_the_run_is_terminal(client, carol, db):
-    run = make_run(make_suite(), status=Run.Status.SUCCEEDED, trials_total=4,
-                   trials_finished=4, trials_errored=1)
+    run = make_run(
+        make_suite(),
+        status=Run.Status.SUCCEEDED,
+        trials_total=4,
+        trials_finished=4,
+        trials_errored=1,
+    )
     client.force_login(carol)
     response = client.get(reverse("evals:run-progress", args=[run.uuid]), HTTP_HX_REQUEST="true")
     body = response.content.decode()
@@ -258,6 +299,7 @@ def test_cancel_refuses_get(client, carol, run_with_trial):
 
 # Case and trial pages ----------------------------------------------------------------------
 
+
 def test_the_case_view_escapes_hostile_output_names_and_tags(client, bob, db):
     suite = make_suite()
     case = suite.cases.get(key="c1")
@@ -282,8 +324,15 @@ def test_the_case_view_shows_trials_grades_labels_and_provisional_judges(client,
     trial = make_trial(run, case, passed=False)
     judge = Judge.objects.create(name="tone", kind=Judge.Kind.RUBRIC)
     version = JudgeVersion.objects.create(judge=judge, number=1, model="j-1")
-    Grade.objects.create(trial=trial, grader=version.grader_key, judge_version=version,
-                         status=Grade.Status.OK, passed=True, score=0.9, reason="polite")
+    Grade.objects.create(
+        trial=trial,
+        grader=version.grader_key,
+        judge_version=version,
+        status=Grade.Status.OK,
+        passed=True,
+        score=0.9,
+        reason="polite",
+    )
     errored = make_trial(run, case, attempt=2, status=Trial.Status.ERROR, cost=None)
     errored.error_message = "HTTP 429 Too Many Requests"
     errored.save()
@@ -306,10 +355,17 @@ def test_a_trusted_judge_grade_is_not_marked_provisional(client, bob, db):
     run = make_run(suite)
     trial = make_trial(run, suite.cases.get(key="c1"))
     judge = Judge.objects.create(name="tone", kind=Judge.Kind.RUBRIC)
-    version = JudgeVersion.objects.create(judge=judge, number=1, model="j-1",
-                                          trusted_at=timezone.now())
-    Grade.objects.create(trial=trial, grader=version.grader_key, judge_version=version,
-                         status=Grade.Status.OK, passed=True, reason="polite")
+    version = JudgeVersion.objects.create(
+        judge=judge, number=1, model="j-1", trusted_at=timezone.now()
+    )
+    Grade.objects.create(
+        trial=trial,
+        grader=version.grader_key,
+        judge_version=version,
+        status=Grade.Status.OK,
+        passed=True,
+        reason="polite",
+    )
     client.force_login(bob)
     body = client.get(reverse("evals:trial-detail", args=[trial.uuid])).content.decode()
     assert "judge:tone:v1" in body
@@ -371,6 +427,7 @@ def test_a_case_of_another_suite_is_not_found_in_a_run(client, bob, run_with_tri
 
 # Run list ----------------------------------------------------------------------------------
 
+
 def test_the_run_list_pass_rate_leaves_out_errored_grades(client, carol, db):
     """Fault A1: 2 pass, 1 fail, 1 unparseable judge reply -> 2/3 = 66.7%, not 2/4."""
     suite = make_suite(n_cases=1)
@@ -407,8 +464,11 @@ def test_the_run_list_pass_rate_is_the_mean_of_per_case_rates_as_in_the_report(d
 
 def test_a_trial_missing_a_gating_grade_is_not_a_pass(db):
     suite = make_suite(n_cases=1)
-    two = [*GRADERS, {"key": "judge", "kind": "exact", "gating": True},
-           {"key": "style", "kind": "exact", "gating": False}]
+    two = [
+        *GRADERS,
+        {"key": "judge", "kind": "exact", "gating": True},
+        {"key": "style", "kind": "exact", "gating": False},
+    ]
     run = make_run(suite, graders=two)
     make_trial(run, suite.cases.get(), 1, passed=True)  # has "has-four" only
     stats = selectors.run_list().object_list[0].stats
@@ -517,12 +577,20 @@ UNSAFE = re.compile(r"\|\s*safe\b|mark_safe|autoescape\s+off|\|\s*safeseq\b")
 
 def test_no_template_or_module_turns_off_escaping():
     """Fault I1: untrusted text reaches HTML only through autoescaping."""
-    files = [*PROJECT_DIR.glob("templates/**/*.html"),
-             *[p for app in ("config", "evals", "judges", "labeling", "stats")
-               for p in (PROJECT_DIR / app).rglob("*.py")]]
+    files = [
+        *PROJECT_DIR.glob("templates/**/*.html"),
+        *[
+            p
+            for app in ("config", "evals", "judges", "labeling", "stats")
+            for p in (PROJECT_DIR / app).rglob("*.py")
+        ],
+    ]
     assert len(files) > 10
-    offenders = [str(p.relative_to(PROJECT_DIR)) for p in files
-                 if UNSAFE.search(p.read_text(encoding="utf-8"))]
+    offenders = [
+        str(p.relative_to(PROJECT_DIR))
+        for p in files
+        if UNSAFE.search(p.read_text(encoding="utf-8"))
+    ]
     assert offenders == []
 
 

@@ -25,8 +25,14 @@ def capability_suite(name: str = "cap", keys=("c1", "c2", "c3")) -> Suite:
 def run_with(suite: Suite, name: str, verdicts: dict[str, list[bool]]) -> Run:
     """A finished run whose trials per case key carry the given gating verdicts."""
     n = max(len(v) for v in verdicts.values())
-    run = Run.objects.create(suite=suite, name=name, target_kind="simulated", graders=GRADERS,
-                             trials_per_case=n, status=Run.Status.SUCCEEDED)
+    run = Run.objects.create(
+        suite=suite,
+        name=name,
+        target_kind="simulated",
+        graders=GRADERS,
+        trials_per_case=n,
+        status=Run.Status.SUCCEEDED,
+    )
     for key, outcomes in verdicts.items():
         for attempt, passed in enumerate(outcomes, start=1):
             add_trial(run, key, attempt, grades={"ok": passed})
@@ -58,8 +64,9 @@ def test_it_shows_cases_runs_and_the_chart_data_to_a_reviewer(client, bob, cap_w
     # r3: c1 2/2, c2 1/2, c3 2/2 -> mean of per-case rates = (1 + 0.5 + 1) / 3
     assert page.runs[2].pass_rate.mean == pytest.approx(2.5 / 3)
     html = response.content.decode()
-    data = json.loads(html.split('id="suite-history-data" type="application/json">')[1]
-                      .split("</script>")[0])
+    data = json.loads(
+        html.split('id="suite-history-data" type="application/json">')[1].split("</script>")[0]
+    )
     assert [row["label"] for row in data] == ["r1", "r2", "r3"]
     assert data[2]["rate"] == 83.3
     assert data[2]["low"] is not None and data[2]["low"] <= 83.3 <= data[2]["high"]
@@ -136,8 +143,10 @@ def test_it_refuses_to_graduate_a_case_that_is_not_a_candidate(client, alice, ca
     suite, _, regression = cap_with_three_runs
     c2 = suite.cases.get(key="c2")
     client.force_login(alice)
-    client.post(reverse("evals:case-graduate", args=[suite.uuid, c2.uuid]),
-                {"into_suite": str(regression.uuid)})
+    client.post(
+        reverse("evals:case-graduate", args=[suite.uuid, c2.uuid]),
+        {"into_suite": str(regression.uuid)},
+    )
     assert not Graduation.objects.exists()
     assert not Case.objects.filter(suite=regression).exists()
 
@@ -160,6 +169,7 @@ def test_it_refuses_to_graduate_into_a_capability_suite_or_over_a_different_case
 
 # Baseline ---------------------------------------------------------------------------------
 
+
 def test_an_engineer_sets_the_baseline_from_the_run_page_and_the_suite_keeps_its_history(
     client, carol, alice, cap_with_three_runs
 ):
@@ -170,8 +180,11 @@ def test_an_engineer_sets_the_baseline_from_the_run_page_and_the_suite_keeps_its
     client.post(reverse("evals:baseline-set", args=[runs[0].uuid]), {"note": "first"})
     client.force_login(alice)
     client.post(reverse("evals:baseline-set", args=[runs[1].uuid]))
-    history = list(Baseline.objects.filter(suite=suite).order_by("set_at", "id")
-                   .values_list("run__name", "set_by__username", "note"))
+    history = list(
+        Baseline.objects.filter(suite=suite)
+        .order_by("set_at", "id")
+        .values_list("run__name", "set_by__username", "note")
+    )
     assert history == [("r1", "carol", "first"), ("r2", "alice", "")]
 
     page = client.get(reverse("evals:suite-detail", args=[suite.uuid]))
@@ -217,6 +230,7 @@ def test_a_cancelled_or_ungraded_run_is_not_offered_or_accepted_as_a_baseline(
     client.post(reverse("evals:baseline-set", args=[runs[0].uuid]))
 
     from evals.models import Grade
+
     Grade.objects.filter(trial__run=runs[1]).update(status=Grade.Status.ERROR, passed=None)
     assert "Set as baseline" not in client.get(runs[1].get_absolute_url()).content.decode()
     with pytest.raises(ValueError, match="has no graded trial"):

@@ -29,8 +29,11 @@ def test_a_lead_creates_a_token_for_ci_sees_it_once_and_it_works(client, alice, 
     assert f'value="{token}"' in response.content.decode()
     assert _api(token).get("/api/runs/").status_code == 200
     page = client.get(URL).content.decode()
-    assert token not in page and "CI on main" in page and "never" not in page.split(
-        "CI on main")[1].split("</tr>")[0]  # used once just now
+    assert (
+        token not in page
+        and "CI on main" in page
+        and "never" not in page.split("CI on main")[1].split("</tr>")[0]
+    )  # used once just now
 
 
 def test_a_lead_revokes_a_token_and_it_stops_working(client, alice, carol):

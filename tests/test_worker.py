@@ -67,14 +67,33 @@ def _worker_start(queue_name: str, log_path: Path, *, pool: str, concurrency: in
         DEBUG="true",
     )
     command = [
-        sys.executable, "-m", "celery", "-A", "config", "worker",
-        "--pool", pool, "--concurrency", str(concurrency), "--queues", queue_name,
-        "--loglevel", "INFO", "--without-heartbeat", "--without-gossip", "--without-mingle",
-        "--hostname", f"{queue_name}@%h",
+        sys.executable,
+        "-m",
+        "celery",
+        "-A",
+        "config",
+        "worker",
+        "--pool",
+        pool,
+        "--concurrency",
+        str(concurrency),
+        "--queues",
+        queue_name,
+        "--loglevel",
+        "INFO",
+        "--without-heartbeat",
+        "--without-gossip",
+        "--without-mingle",
+        "--hostname",
+        f"{queue_name}@%h",
     ]
     log = log_path.open("wb")
     process = subprocess.Popen(
-        command, cwd=PROJECT_DIR, env=env, stdout=log, stderr=subprocess.STDOUT,
+        command,
+        cwd=PROJECT_DIR,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
         start_new_session=True,
     )
     return process, log
@@ -138,8 +157,11 @@ SIMULATED = {"kind": "simulated", "model": "simulated", "seed": 7, "error_probab
 
 def _openai_target(llm: FakeLLM) -> dict:
     return {
-        "kind": "openai", "base_url": llm.base_url, "model": "fake-model",
-        "prompt_template": "[latency=100] $input", "concurrency": 4,
+        "kind": "openai",
+        "base_url": llm.base_url,
+        "model": "fake-model",
+        "prompt_template": "[latency=100] $input",
+        "concurrency": 4,
     }
 
 
@@ -151,9 +173,7 @@ def test_a_real_worker_executes_a_simulated_run_to_success(worker_factory, tmp_p
     worker_factory()
     suite = _suite(10)
 
-    run = run_start(
-        suite=suite, name="w1", target=SIMULATED, graders=GRADERS, trials_per_case=3
-    )
+    run = run_start(suite=suite, name="w1", target=SIMULATED, graders=GRADERS, trials_per_case=3)
     run = _run_wait(run, tmp_path)
 
     assert run.status == Run.Status.SUCCEEDED, _worker_log(tmp_path)
@@ -170,7 +190,10 @@ def test_a_real_worker_ignores_a_redelivered_chunk(worker_factory, tmp_path, set
 
     with FakeLLM() as llm:  # a real endpoint, so a second call would be counted
         run = run_start(
-            suite=suite, name="w2", target=_openai_target(llm), graders=GRADERS,
+            suite=suite,
+            name="w2",
+            target=_openai_target(llm),
+            graders=GRADERS,
             trials_per_case=1,
         )
         trial_ids = list(Trial.objects.filter(run=run).values_list("id", flat=True))
@@ -201,7 +224,8 @@ def test_a_real_worker_ends_a_run_with_pipeline_errors_failed(worker_factory, tm
         simulated = target_from_config(target)
         results = [
             await simulated.call(CaseInput(key=f"c{i:02d}", input="q", expected="yes", attempt=a))
-            for i in range(10) for a in (1, 2)
+            for i in range(10)
+            for a in (1, 2)
         ]
         return sum(not r.ok for r in results)
 

@@ -15,24 +15,49 @@ REGRESSION_CLAIMS = [
     ("above-boundary", "Conference ticket, early bird expired", "500.01", True, ["boundary"]),
     ("flight-long", "Return flight Berlin to Boston", "1240.00", True, ["high-value", "travel"]),
     ("training", "Two-day training course", "890.00", True, ["high-value"]),
-    ("no-receipt-small", "Coffee with a candidate, receipt lost", "7.50", False,
-     ["receipt-missing"]),
-    ("no-receipt-boundary", "Monitor, receipt not attached", "500.00", False,
-     ["receipt-missing", "boundary"]),
-    ("no-receipt-large", "Client dinner, receipt to follow", "640.00", False,
-     ["receipt-missing", "high-value"]),
+    (
+        "no-receipt-small",
+        "Coffee with a candidate, receipt lost",
+        "7.50",
+        False,
+        ["receipt-missing"],
+    ),
+    (
+        "no-receipt-boundary",
+        "Monitor, receipt not attached",
+        "500.00",
+        False,
+        ["receipt-missing", "boundary"],
+    ),
+    (
+        "no-receipt-large",
+        "Client dinner, receipt to follow",
+        "640.00",
+        False,
+        ["receipt-missing", "high-value"],
+    ),
     ("zero-amount", "Free event registration", "0.00", True, ["edge"]),
 ]
 
 CAPABILITY_CLAIMS = [
-    ("multi-currency", "Hotel in London, GBP 420 converted at 1.19", "499.80", True,
-     ["conversion", "boundary"]),
+    (
+        "multi-currency",
+        "Hotel in London, GBP 420 converted at 1.19",
+        "499.80",
+        True,
+        ["conversion", "boundary"],
+    ),
     ("split-bill", "Dinner for two, my half of 1,002.00", "501.00", True, ["arithmetic"]),
     ("per-diem", "Three days per diem at 165.00", "495.00", True, ["arithmetic"]),
     ("vague", "Misc. stuff for the offsite", "120.00", False, ["receipt-missing", "vague"]),
     ("software", "Annual licence for a diagramming tool", "780.00", True, ["high-value"]),
-    ("refund-request", "Refund of a cancelled train ticket, no receipt", "89.00", False,
-     ["receipt-missing"]),
+    (
+        "refund-request",
+        "Refund of a cancelled train ticket, no receipt",
+        "89.00",
+        False,
+        ["receipt-missing"],
+    ),
 ]
 
 # Grader set used for the demo runs: schema first, then the business-rule oracle.

@@ -37,8 +37,15 @@ from .tabular import mapping_parse, tabular_import
 FORMATS = ("labeled", "csv", "jsonl", "promptfoo", "inspect")
 DOCUMENT_FORMATS = ("promptfoo", "inspect")  # one JSON document, their own verdicts
 
-__all__ = ["DOCUMENT_FORMATS", "FORMATS", "ImportSummary", "ResultsImportError", "format_detect",
-           "mapping_parse", "results_import"]
+__all__ = [
+    "DOCUMENT_FORMATS",
+    "FORMATS",
+    "ImportSummary",
+    "ResultsImportError",
+    "format_detect",
+    "mapping_parse",
+    "results_import",
+]
 
 
 def format_detect(*, stream: BinaryIO, filename: str) -> str:
@@ -85,9 +92,16 @@ def _document_or_none(stream: BinaryIO) -> Any:
 
 @transaction.atomic
 def results_import(
-    *, stream: BinaryIO, filename: str, suite_name: str, run_name: str,
-    fmt: str | None = None, mapping: dict[str, str] | None = None,
-    suite_kind: str = Suite.Kind.REGRESSION, threshold: float | None = None, user: Any = None,
+    *,
+    stream: BinaryIO,
+    filename: str,
+    suite_name: str,
+    run_name: str,
+    fmt: str | None = None,
+    mapping: dict[str, str] | None = None,
+    suite_kind: str = Suite.Kind.REGRESSION,
+    threshold: float | None = None,
+    user: Any = None,
 ) -> ImportSummary:
     """Import one file into suite ``suite_name`` (created when missing, with ``suite_kind``)
     as the new run ``run_name`` (pairwise labeled records: ``<run> / A`` and ``<run> / B``).
@@ -104,8 +118,9 @@ def results_import(
     if len(suite_name) > 200 or len(run_name) > 196:
         raise ResultsImportError("suite/run: name too long (suite <= 200, run <= 196 chars)")
     if suite_kind not in Suite.Kind.values:
-        raise ResultsImportError(f"suite kind: expected one of {', '.join(Suite.Kind.values)}, "
-                                 f"got {suite_kind!r}")
+        raise ResultsImportError(
+            f"suite kind: expected one of {', '.join(Suite.Kind.values)}, got {suite_kind!r}"
+        )
     stream.seek(0)
     fmt = fmt or format_detect(stream=stream, filename=filename)
     if fmt not in FORMATS:
@@ -115,12 +130,14 @@ def results_import(
     if fmt in DOCUMENT_FORMATS and mapping:
         raise ResultsImportError(f"mapping: a {fmt} file takes no column mapping")
     if fmt in DOCUMENT_FORMATS and threshold is not None:
-        raise ResultsImportError(f"threshold: a {fmt} file carries its own verdicts; "
-                                 "leave the threshold empty")
+        raise ResultsImportError(
+            f"threshold: a {fmt} file carries its own verdicts; leave the threshold empty"
+        )
     suite, _ = Suite.objects.get_or_create(name=suite_name, defaults={"kind": suite_kind})
     summary = ImportSummary(suite=suite, format=fmt)
-    ctx = ImportContext(suite=suite, run_name=run_name, filename=filename, summary=summary,
-                        user=user)
+    ctx = ImportContext(
+        suite=suite, run_name=run_name, filename=filename, summary=summary, user=user
+    )
     if fmt in DOCUMENT_FORMATS:
         stream.seek(0)
         if fmt == "inspect" and stream.read(len(ZIP_MAGIC)) == ZIP_MAGIC:
@@ -133,9 +150,15 @@ def results_import(
     elif fmt == "labeled":
         labeled_import(ctx=ctx, records=jsonl_records(stream))
     elif fmt == "csv":
-        tabular_import(ctx=ctx, fmt="csv", source=csv_rows(stream), mapping=mapping or {},
-                       threshold=threshold)
+        tabular_import(
+            ctx=ctx, fmt="csv", source=csv_rows(stream), mapping=mapping or {}, threshold=threshold
+        )
     else:
-        tabular_import(ctx=ctx, fmt="jsonl", source=jsonl_records(stream),
-                       mapping=mapping or {}, threshold=threshold)
+        tabular_import(
+            ctx=ctx,
+            fmt="jsonl",
+            source=jsonl_records(stream),
+            mapping=mapping or {},
+            threshold=threshold,
+        )
     return summary

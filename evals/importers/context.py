@@ -66,8 +66,15 @@ class ImportContext:
     judge_versions: dict[tuple[str, str, str], JudgeVersion] = field(default_factory=dict)
     case_ids_seen: set[int] = field(default_factory=set)
 
-    def run_create(self, *, name: str, fmt: str, model: str = "", extra: dict | None = None,
-                   source_version: str = "") -> Run:
+    def run_create(
+        self,
+        *,
+        name: str,
+        fmt: str,
+        model: str = "",
+        extra: dict | None = None,
+        source_version: str = "",
+    ) -> Run:
         """Create an imported run named ``name`` (error when the suite already has one)."""
         if Run.objects.filter(suite=self.suite, name=name).exists():
             raise ResultsImportError(
@@ -75,10 +82,16 @@ class ImportContext:
             )
         now = timezone.now()
         run = Run.objects.create(
-            suite=self.suite, name=name, source=Run.Source.IMPORTED, target_kind="imported",
-            model=model, source_version=source_version,
+            suite=self.suite,
+            name=name,
+            source=Run.Source.IMPORTED,
+            target_kind="imported",
+            model=model,
+            source_version=source_version,
             target={"kind": "imported", "format": fmt, "file": self.filename, **(extra or {})},
-            status=Run.Status.RUNNING, started_at=now, started_by=self._user_or_none(),
+            status=Run.Status.RUNNING,
+            started_at=now,
+            started_by=self._user_or_none(),
         )
         self.summary.runs.append(run)
         return run
@@ -93,8 +106,9 @@ class ImportContext:
             self.case_ids_seen.add(case.id)
         self.summary.cases = len(self.case_ids_seen)
 
-    def recorded_judge_version(self, *, judge_model: str, protocol: str,
-                               judge_type: str) -> JudgeVersion:
+    def recorded_judge_version(
+        self, *, judge_model: str, protocol: str, judge_type: str
+    ) -> JudgeVersion:
         """The judge version for a recorded judge, reused across imports by content hash.
 
         Judge: kind ``recorded``, name ``"<judge_model> / <protocol>"``; version content:
@@ -107,13 +121,22 @@ class ImportContext:
         name = f"{judge_model} / {protocol}"[:200]
         judge, _ = Judge.objects.get_or_create(name=name, defaults={"kind": Judge.Kind.RECORDED})
         params = {"judge_type": judge_type}
-        digest = judge_version_hash(model=judge_model, protocol=protocol, prompt_template="",
-                                    params=params, output_schema={}, threshold=None)
+        digest = judge_version_hash(
+            model=judge_model,
+            protocol=protocol,
+            prompt_template="",
+            params=params,
+            output_schema={},
+            threshold=None,
+        )
         version = JudgeVersion.objects.filter(judge=judge, content_hash=digest).first()
         if version is None:
             last = judge.versions.order_by("-number").values_list("number", flat=True).first()
             version = JudgeVersion.objects.create(
-                judge=judge, number=(last or 0) + 1, model=judge_model, protocol=protocol,
+                judge=judge,
+                number=(last or 0) + 1,
+                model=judge_model,
+                protocol=protocol,
                 params=params,
             )
         version.judge = judge  # grader_key reads judge.name without another query
@@ -122,8 +145,14 @@ class ImportContext:
         return version
 
 
-def run_finish(run: Run, *, trials: int, errored: int = 0, graders: list[dict] | None = None,
-               trials_per_case: int = 1) -> None:
+def run_finish(
+    run: Run,
+    *,
+    trials: int,
+    errored: int = 0,
+    graders: list[dict] | None = None,
+    trials_per_case: int = 1,
+) -> None:
     """Mark an imported run succeeded with its final counts and grader set."""
     run.status = Run.Status.SUCCEEDED
     run.trials_total = trials
@@ -133,8 +162,17 @@ def run_finish(run: Run, *, trials: int, errored: int = 0, graders: list[dict] |
     run.finished_at = timezone.now()
     if graders is not None:
         run.graders = graders
-    run.save(update_fields=["status", "trials_total", "trials_finished", "trials_errored",
-                            "trials_per_case", "finished_at", "graders"])
+    run.save(
+        update_fields=[
+            "status",
+            "trials_total",
+            "trials_finished",
+            "trials_errored",
+            "trials_per_case",
+            "finished_at",
+            "graders",
+        ]
+    )
 
 
 # Fields whose Python values need the database's own form (UUID text, naive-UTC text on
@@ -145,6 +183,7 @@ _CONVERTED = (models.UUIDField, models.DateTimeField, models.JSONField, models.D
 def _json_dumper(f: models.JSONField) -> Callable[[Any], str | None]:
     def dumps(value: Any) -> str | None:
         return None if value is None else json.dumps(value, cls=f.encoder, allow_nan=False)
+
     return dumps
 
 

@@ -12,24 +12,37 @@ from .tabular import mapping_parse
 class ImportUploadForm(forms.Form):
     """Parses the upload's options; ``cleaned_data["mapping"]`` is a dict field -> column."""
 
-    file = forms.FileField(help_text="Labeled records (.jsonl), CSV or JSONL results, a promptfoo "
-                           "results.json or an Inspect AI JSON log; UTF-8.")
+    file = forms.FileField(
+        help_text="Labeled records (.jsonl), CSV or JSONL results, a promptfoo "
+        "results.json or an Inspect AI JSON log; UTF-8."
+    )
     suite = forms.CharField(max_length=200, help_text="Suite name; created when missing.")
     run = forms.CharField(max_length=196, help_text="A new run name in that suite.")
     format = forms.ChoiceField(
-        choices=[("", "detect"), ("labeled", "labeled records"), ("csv", "CSV"),
-                 ("jsonl", "JSONL"), ("promptfoo", "promptfoo results (-o results.json)"),
-                 ("inspect", "Inspect AI log (--log-format json)")],
+        choices=[
+            ("", "detect"),
+            ("labeled", "labeled records"),
+            ("csv", "CSV"),
+            ("jsonl", "JSONL"),
+            ("promptfoo", "promptfoo results (-o results.json)"),
+            ("inspect", "Inspect AI log (--log-format json)"),
+        ],
         required=False,
     )
-    suite_kind = forms.ChoiceField(choices=Suite.Kind.choices, initial=Suite.Kind.REGRESSION,
-                                   help_text="Kind of a new suite.")
+    suite_kind = forms.ChoiceField(
+        choices=Suite.Kind.choices, initial=Suite.Kind.REGRESSION, help_text="Kind of a new suite."
+    )
     mapping = forms.CharField(
-        required=False, widget=forms.Textarea(attrs={"rows": 4, "class": "mono"}),
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 4, "class": "mono"}),
         help_text="CSV/JSONL only: one field=column per line, e.g. case_id=id.",
     )
-    threshold = forms.FloatField(required=False, min_value=0, max_value=1,
-                                 help_text="Pass threshold for rows with a score but no verdict.")
+    threshold = forms.FloatField(
+        required=False,
+        min_value=0,
+        max_value=1,
+        help_text="Pass threshold for rows with a score but no verdict.",
+    )
 
     def clean_mapping(self) -> dict[str, str]:
         try:

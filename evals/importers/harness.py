@@ -34,17 +34,19 @@ def json_document(stream: BinaryIO) -> Any:
     stream.seek(0)
     data = stream.read()
     if data.startswith(BOM):
-        data = data[len(BOM):]
+        data = data[len(BOM) :]
     try:
         text = data.decode("utf-8", errors="strict")
     except UnicodeDecodeError as exc:
-        raise ResultsImportError(f"byte offset {exc.start}: invalid UTF-8 ({exc.reason}); "
-                                 "save the file as UTF-8") from None
+        raise ResultsImportError(
+            f"byte offset {exc.start}: invalid UTF-8 ({exc.reason}); save the file as UTF-8"
+        ) from None
     try:
         return json_loads_line(text)
     except json.JSONDecodeError as exc:
         raise ResultsImportError(
-            f"line {exc.lineno} column {exc.colno}: invalid JSON: {exc.msg}") from None
+            f"line {exc.lineno} column {exc.colno}: invalid JSON: {exc.msg}"
+        ) from None
     except ValueError as exc:
         raise ResultsImportError(f"invalid JSON: {exc}") from None
 
@@ -109,8 +111,12 @@ def opt_number(value: Any, path: str) -> float | None:
     """An optional finite number >= 0 (latency, seconds or ms): null -> None; NaN refused."""
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(
-            value) or value < 0:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not math.isfinite(value)
+        or value < 0
+    ):
         raise fail(path, f"expected a finite number >= 0 or null, got {show(value)}")
     return float(value)
 
@@ -175,8 +181,15 @@ def case_key_check(key: str, path: str) -> str:
     return key
 
 
-def trials_store(*, ctx: ImportContext, fmt: str, model: str, extra: dict,
-                 trials: list[TrialIn], graders: list[dict]) -> None:
+def trials_store(
+    *,
+    ctx: ImportContext,
+    fmt: str,
+    model: str,
+    extra: dict,
+    trials: list[TrialIn],
+    graders: list[dict],
+) -> None:
     """Store ``trials`` as the new run ``ctx.run_name`` (imported, format ``fmt``).
 
     Checks first, then writes: one case per key (the same key with different content in one
@@ -193,35 +206,59 @@ def trials_store(*, ctx: ImportContext, fmt: str, model: str, extra: dict,
             raise fail(t.where, f"case {t.case.key!r} has different content than {first[1]}")
         ident = (t.case.key, t.attempt)
         if ident in attempts:
-            raise fail(t.where, f"case {t.case.key!r} attempt {t.attempt} already given by "
-                       f"{attempts[ident]}")
+            raise fail(
+                t.where,
+                f"case {t.case.key!r} attempt {t.attempt} already given by {attempts[ident]}",
+            )
         attempts[ident] = t.where
     run = ctx.run_create(name=ctx.run_name, fmt=fmt, model=model, extra=extra)
     cases = cases_upsert(suite=ctx.suite, specs=[s for s, _ in specs.values()])
     ctx.cases_seen(cases.values())
     errored = 0
     for start in range(0, len(trials), BATCH_SIZE):
-        batch = trials[start:start + BATCH_SIZE]
+        batch = trials[start : start + BATCH_SIZE]
         rows = [
-            Trial(run=run, case=cases[t.case.key], attempt=t.attempt,
-                  status=Trial.Status.ERROR if t.error else Trial.Status.OK,
-                  output=t.output, error_message=t.error, raw_response=t.raw,
-                  latency_ms=t.latency_ms, input_tokens=t.input_tokens,
-                  output_tokens=t.output_tokens, cost_usd=t.cost_usd,
-                  finished_at=run.started_at)
+            Trial(
+                run=run,
+                case=cases[t.case.key],
+                attempt=t.attempt,
+                status=Trial.Status.ERROR if t.error else Trial.Status.OK,
+                output=t.output,
+                error_message=t.error,
+                raw_response=t.raw,
+                latency_ms=t.latency_ms,
+                input_tokens=t.input_tokens,
+                output_tokens=t.output_tokens,
+                cost_usd=t.cost_usd,
+                finished_at=run.started_at,
+            )
             for t in batch
         ]
         Trial.objects.bulk_create(rows)
         grades = [
-            Grade(trial=row, grader=g.grader, grader_version=fmt,
-                  status=Grade.Status.OK if g.passed is not None else Grade.Status.ERROR,
-                  passed=g.passed, score=g.score, reason=g.reason, details=g.details,
-                  gating=g.gating)
-            for t, row in zip(batch, rows, strict=True) if not t.error for g in t.grades
+            Grade(
+                trial=row,
+                grader=g.grader,
+                grader_version=fmt,
+                status=Grade.Status.OK if g.passed is not None else Grade.Status.ERROR,
+                passed=g.passed,
+                score=g.score,
+                reason=g.reason,
+                details=g.details,
+                gating=g.gating,
+            )
+            for t, row in zip(batch, rows, strict=True)
+            if not t.error
+            for g in t.grades
         ]
         Grade.objects.bulk_create(grades)
         errored += sum(1 for t in batch if t.error)
         ctx.summary.trials += len(rows)
         ctx.summary.grades += len(grades)
-    run_finish(run, trials=len(trials), errored=errored, graders=graders,
-               trials_per_case=max(t.attempt for t in trials))
+    run_finish(
+        run,
+        trials=len(trials),
+        errored=errored,
+        graders=graders,
+        trials_per_case=max(t.attempt for t in trials),
+    )

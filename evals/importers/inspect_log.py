@@ -62,15 +62,20 @@ WORDS = {"yes": 1.0, "true": 1.0, "no": 0.0, "false": 0.0}
 
 def is_inspect(obj: Any) -> bool:
     """True for the shape of an Inspect AI JSON eval log."""
-    return (isinstance(obj, dict) and isinstance(obj.get("eval"), dict) and "status" in obj
-            and "version" in obj)
+    return (
+        isinstance(obj, dict)
+        and isinstance(obj.get("eval"), dict)
+        and "status" in obj
+        and "version" in obj
+    )
 
 
 def refuse_binary_log() -> ResultsImportError:
     """The error for Inspect's zipped ``.eval`` log."""
     return ResultsImportError(
         "file: this is Inspect's binary .eval log; convert it first with "
-        "`inspect log convert FILE --to json --output-dir DIR` (or run with --log-format json)")
+        "`inspect log convert FILE --to json --output-dir DIR` (or run with --log-format json)"
+    )
 
 
 def value_to_float(value: Any) -> float | None:
@@ -95,21 +100,29 @@ def value_to_float(value: Any) -> float | None:
 
 
 def _grade(name: str, value: Any, score_obj: dict, path: str, gating: bool) -> GradeIn:
-    details = {"source": path, "value": json_clean(value),
-               "answer": json_clean(score_obj.get("answer"))}
+    details = {
+        "source": path,
+        "value": json_clean(value),
+        "answer": json_clean(score_obj.get("answer")),
+    }
     explanation = score_obj.get("explanation")
     explanation = explanation if isinstance(explanation, str) else ""
     number = None if isinstance(value, NON_FINITE) else value_to_float(value)
     if number is None:
-        why = "not scored" if value is None or isinstance(value, NON_FINITE) else (
-            f"could not compute a score from value {show(value)}")
-        return GradeIn(grader=name, passed=None, score=None, reason=why, gating=gating,
-                       details=details)
+        why = (
+            "not scored"
+            if value is None or isinstance(value, NON_FINITE)
+            else (f"could not compute a score from value {show(value)}")
+        )
+        return GradeIn(
+            grader=name, passed=None, score=None, reason=why, gating=gating, details=details
+        )
     passed = number == 1.0
     score = number if 0 <= number <= 1 else None
     reason = explanation or f"value {show(value)}"
-    return GradeIn(grader=name, passed=passed, score=score, reason=reason, gating=gating,
-                   details=details)
+    return GradeIn(
+        grader=name, passed=passed, score=score, reason=reason, gating=gating, details=details
+    )
 
 
 def _grades(scores: dict, path: str, headline: str | None) -> list[GradeIn]:
@@ -122,9 +135,15 @@ def _grades(scores: dict, path: str, headline: str | None) -> list[GradeIn]:
         if isinstance(value, dict):
             for key, inner in value.items():
                 # Inspect may name a dict score's metrics after the key alone.
-                grades.append(_grade(f"{name}/{key}"[:200], inner, score_obj,
-                                     f"{spath}.value.{key}",
-                                     gating or headline in (key, f"{name}/{key}")))
+                grades.append(
+                    _grade(
+                        f"{name}/{key}"[:200],
+                        inner,
+                        score_obj,
+                        f"{spath}.value.{key}",
+                        gating or headline in (key, f"{name}/{key}"),
+                    )
+                )
         else:
             grades.append(_grade(name[:200], value, score_obj, f"{spath}.value", gating))
     return grades
@@ -163,13 +182,21 @@ def _usage(sample: dict, path: str, model: str) -> tuple[int | None, int | None,
     mine = as_dict(mine, upath)
     cost = mine.get("total_cost")
     if cost is not None:
-        if (isinstance(cost, bool) or not isinstance(cost, int | float)
-                or not math.isfinite(cost) or cost < 0):
-            raise fail(f"{upath}.total_cost", f"expected a number of USD >= 0 or null, got "
-                       f"{show(cost)}")
+        if (
+            isinstance(cost, bool)
+            or not isinstance(cost, int | float)
+            or not math.isfinite(cost)
+            or cost < 0
+        ):
+            raise fail(
+                f"{upath}.total_cost", f"expected a number of USD >= 0 or null, got {show(cost)}"
+            )
         cost = Decimal(str(cost))
-    return (opt_count(mine.get("input_tokens"), f"{upath}.input_tokens"),
-            opt_count(mine.get("output_tokens"), f"{upath}.output_tokens"), cost)
+    return (
+        opt_count(mine.get("input_tokens"), f"{upath}.input_tokens"),
+        opt_count(mine.get("output_tokens"), f"{upath}.output_tokens"),
+        cost,
+    )
 
 
 def _headline(document: dict, samples: list) -> str | None:
@@ -179,8 +206,7 @@ def _headline(document: dict, samples: list) -> str | None:
             if isinstance(entry, dict) and isinstance(entry.get("name"), str):
                 return entry["name"]
     for sample in samples:
-        if isinstance(sample, dict) and isinstance(sample.get("scores"), dict) and sample[
-                "scores"]:
+        if isinstance(sample, dict) and isinstance(sample.get("scores"), dict) and sample["scores"]:
             return next(iter(sample["scores"]))
     return None
 
@@ -193,23 +219,37 @@ def _sample(sample: Any, path: str, model: str, headline: str | None) -> TrialIn
         raise fail(f"{path}.epoch", f"expected an integer >= 1, got {show(epoch)}")
     total_time = opt_number(sample.get("total_time"), f"{path}.total_time")
     input_tokens, output_tokens, cost = _usage(sample, path, model)
-    raw = {"format": "inspect", "record": path, "uuid": json_clean(sample.get("uuid")),
-           "metadata": json_clean(sample.get("metadata")),
-           "model_usage": json_clean(sample.get("model_usage"))}
-    trial = TrialIn(where=path, case=case, attempt=epoch, output="",
-                    latency_ms=None if total_time is None else total_time * 1000,
-                    input_tokens=input_tokens, output_tokens=output_tokens, cost_usd=cost,
-                    raw=raw)
+    raw = {
+        "format": "inspect",
+        "record": path,
+        "uuid": json_clean(sample.get("uuid")),
+        "metadata": json_clean(sample.get("metadata")),
+        "model_usage": json_clean(sample.get("model_usage")),
+    }
+    trial = TrialIn(
+        where=path,
+        case=case,
+        attempt=epoch,
+        output="",
+        latency_ms=None if total_time is None else total_time * 1000,
+        input_tokens=input_tokens,
+        output_tokens=output_tokens,
+        cost_usd=cost,
+        raw=raw,
+    )
     error = sample.get("error")
     if error is not None:
         error = as_dict(error, f"{path}.error")
-        trial.error = as_str(need(error, "message", f"{path}.error"),
-                             f"{path}.error.message") or "Inspect reported a sample error"
+        trial.error = (
+            as_str(need(error, "message", f"{path}.error"), f"{path}.error.message")
+            or "Inspect reported a sample error"
+        )
         return trial
     output = sample.get("output")
     output = {} if output is None else as_dict(output, f"{path}.output")
-    trial.output = as_str(output.get("completion", ""), f"{path}.output.completion",
-                          nullable=True) or ""
+    trial.output = (
+        as_str(output.get("completion", ""), f"{path}.output.completion", nullable=True) or ""
+    )
     scores = sample.get("scores")
     scores = {} if scores is None else as_dict(scores, f"{path}.scores")
     trial.grades = _grades(scores, f"{path}.scores", headline)
@@ -220,33 +260,49 @@ def inspect_import(*, ctx: ImportContext, document: Any) -> None:
     """Store a parsed Inspect AI JSON log as the new run ``ctx.run_name`` (rules in the module
     doc). Raises ``ResultsImportError`` naming the JSON path and field."""
     if not is_inspect(document):
-        raise fail("eval", "not an Inspect AI JSON log (expected an object with version, "
-                   "status and eval, as written by inspect eval --log-format json)")
+        raise fail(
+            "eval",
+            "not an Inspect AI JSON log (expected an object with version, "
+            "status and eval, as written by inspect eval --log-format json)",
+        )
     status = as_str(document["status"], "status")
     if status == "started":
-        raise fail("status", "the eval is still running (status 'started'); import the "
-                   "finished log")
+        raise fail(
+            "status", "the eval is still running (status 'started'); import the finished log"
+        )
     model = as_str(need(document["eval"], "model", "eval"), "eval.model")
     samples = document.get("samples")
     if not samples:
-        raise fail("samples", "the log holds no samples (written with --no-log-samples?); "
-                   "Assay imports every sample")
+        raise fail(
+            "samples",
+            "the log holds no samples (written with --no-log-samples?); Assay imports every sample",
+        )
     samples = as_list(samples, "samples")
     headline = _headline(document, samples)
     trials = [_sample(s, f"samples[{i}]", model, headline) for i, s in enumerate(samples)]
     graders: dict[str, dict] = {}
     for t in trials:
         for g in t.grades:
-            graders.setdefault(g.grader, {"key": g.grader, "kind": "imported",
-                                          "gating": g.gating})
+            graders.setdefault(g.grader, {"key": g.grader, "kind": "imported", "gating": g.gating})
     results = document.get("results") if isinstance(document.get("results"), dict) else {}
     ev = document["eval"]
-    extra = {"inspect": {
-        "status": status, "task": json_clean(ev.get("task")),
-        "eval_id": json_clean(ev.get("eval_id")), "run_id": json_clean(ev.get("run_id")),
-        "version": json_clean(document.get("version")),
-        "packages": json_clean(ev.get("packages")), "headline": headline,
-        "printed": json_clean(results.get("scores")),
-    }}
-    trials_store(ctx=ctx, fmt="inspect", model=model[:200], extra=extra, trials=trials,
-                 graders=list(graders.values()))
+    extra = {
+        "inspect": {
+            "status": status,
+            "task": json_clean(ev.get("task")),
+            "eval_id": json_clean(ev.get("eval_id")),
+            "run_id": json_clean(ev.get("run_id")),
+            "version": json_clean(document.get("version")),
+            "packages": json_clean(ev.get("packages")),
+            "headline": headline,
+            "printed": json_clean(results.get("scores")),
+        }
+    }
+    trials_store(
+        ctx=ctx,
+        fmt="inspect",
+        model=model[:200],
+        extra=extra,
+        trials=trials,
+        graders=list(graders.values()),
+    )

@@ -81,8 +81,9 @@ def _get(obj: dict, key: str, line: int, path: str) -> Any:
     return obj[key]
 
 
-def _str(obj: dict, key: str, line: int, path: str, *, nullable: bool = False,
-         nonempty: bool = False) -> str | None:
+def _str(
+    obj: dict, key: str, line: int, path: str, *, nullable: bool = False, nonempty: bool = False
+) -> str | None:
     value = _get(obj, key, line, path)
     if value is None and nullable:
         return None
@@ -94,8 +95,9 @@ def _str(obj: dict, key: str, line: int, path: str, *, nullable: bool = False,
     return value
 
 
-def _choice(obj: dict, key: str, line: int, path: str, choices: tuple, *,
-            nullable: bool = False) -> Any:
+def _choice(
+    obj: dict, key: str, line: int, path: str, choices: tuple, *, nullable: bool = False
+) -> Any:
     value = _get(obj, key, line, path)
     if value is None and nullable:
         return None
@@ -155,8 +157,13 @@ class LabeledRecord:
 
     @property
     def case_spec(self) -> CaseSpec:
-        return CaseSpec(key=self.id, input=self.input, expected=None, context=self.context,
-                        tags=[self.category, *self.tags])
+        return CaseSpec(
+            key=self.id,
+            input=self.input,
+            expected=None,
+            context=self.context,
+            tags=[self.category, *self.tags],
+        )
 
 
 def record_validate(obj: dict, line: int) -> LabeledRecord:
@@ -195,11 +202,16 @@ def record_validate(obj: dict, line: int) -> LabeledRecord:
             raise _fail(line, f"responses[{i}].response_id", f"{rid_!r} appears twice")
         responses[rid_] = resp
     if set(responses) != set(wanted):
-        raise _fail(line, "responses", f"a {task_type} record needs responses "
-                    f"{', '.join(wanted)}; got {', '.join(sorted(responses)) or 'none'}")
+        raise _fail(
+            line,
+            "responses",
+            f"a {task_type} record needs responses "
+            f"{', '.join(wanted)}; got {', '.join(sorted(responses)) or 'none'}",
+        )
 
-    label_type, vocab = ("pass_fail", ("pass", "fail")) if task_type == POINTWISE else (
-        "preference", ("A", "B"))
+    label_type, vocab = (
+        ("pass_fail", ("pass", "fail")) if task_type == POINTWISE else ("preference", ("A", "B"))
+    )
     human = _dict(_get(obj, "human_label", line, "human_label"), line, "human_label")
     _choice(human, "type", line, "human_label.type", (label_type,))
     human_value = _choice(human, "value", line, "human_label.value", vocab)
@@ -222,20 +234,30 @@ def record_validate(obj: dict, line: int) -> LabeledRecord:
         position = _get(jl, "position", line, f"{p}.position")
         if position not in positions:
             want = "null" if task_type == POINTWISE else "'original' or 'swapped'"
-            raise _fail(line, f"{p}.position", f"expected {want} for a {task_type} record, "
-                        f"got {_show(position)}")
+            raise _fail(
+                line,
+                f"{p}.position",
+                f"expected {want} for a {task_type} record, got {_show(position)}",
+            )
         value = _choice(jl, "value", line, f"{p}.value", vocab, nullable=True)
         score = _get(jl, "score", line, f"{p}.score")
         if isinstance(score, NON_FINITE):
             score = None  # documented: a bare NaN/Infinity score is "no score"
         elif score is not None and (isinstance(score, bool) or not isinstance(score, int | float)):
-            raise _fail(line, f"{p}.score", f"expected a number or null, got "
-                        f"{_type_name(score)} {_show(score)}")
+            raise _fail(
+                line,
+                f"{p}.score",
+                f"expected a number or null, got {_type_name(score)} {_show(score)}",
+            )
         rationale = _str(jl, "rationale", line, f"{p}.rationale", nullable=True)
         ident = (model, protocol, position)
         if ident in seen:
-            raise _fail(line, p, f"judge {model!r} / {protocol!r} position {position!r} "
-                        f"already given in judge_labels[{seen[ident]}]")
+            raise _fail(
+                line,
+                p,
+                f"judge {model!r} / {protocol!r} position {position!r} "
+                f"already given in judge_labels[{seen[ident]}]",
+            )
         seen[ident] = i
         raw = {k: (None if isinstance(v, NON_FINITE) else v) for k, v in jl.items()}
         judges.append(JudgeLabel(model, jtype, protocol, position, value, score, rationale, raw))
@@ -248,10 +270,22 @@ def record_validate(obj: dict, line: int) -> LabeledRecord:
             raise _fail(line, key, "NaN/Infinity is not valid JSON")
 
     return LabeledRecord(
-        line=line, id=rid, task_type=task_type, dataset=dataset, split=split,
-        category=category, tags=list(tags), input=text_input, context=context,
-        responses=responses, human_value=human_value, human_method=method,
-        human_label=human, human_annotations=annotations, judges=judges, source=source or {},
+        line=line,
+        id=rid,
+        task_type=task_type,
+        dataset=dataset,
+        split=split,
+        category=category,
+        tags=list(tags),
+        input=text_input,
+        context=context,
+        responses=responses,
+        human_value=human_value,
+        human_method=method,
+        human_label=human,
+        human_annotations=annotations,
+        judges=judges,
+        source=source or {},
     )
 
 
@@ -264,8 +298,12 @@ def _records_checked(records: Iterator[tuple[int, dict]]) -> Iterator[LabeledRec
         if kind is None:
             kind = (rec.task_type, line)
         elif rec.task_type != kind[0]:
-            raise _fail(line, "task_type", f"{rec.task_type!r} differs from {kind[0]!r} on "
-                        f"line {kind[1]}; a file holds one kind of record")
+            raise _fail(
+                line,
+                "task_type",
+                f"{rec.task_type!r} differs from {kind[0]!r} on "
+                f"line {kind[1]}; a file holds one kind of record",
+            )
         if rec.id in ids:
             raise _fail(line, "id", f"duplicate id {_show(rec.id)}, first on line {ids[rec.id]}")
         ids[rec.id] = line
@@ -286,8 +324,13 @@ def _batches(records: Iterator[LabeledRecord]) -> Iterator[list[LabeledRecord]]:
 def _raw_response(rec: LabeledRecord, response_id: str) -> dict:
     # The response's text is the trial's output; it is not stored a second time here.
     resp = {k: v for k, v in rec.responses[response_id].items() if k != "text"}
-    return {"response": resp, "model": resp.get("model"), "dataset": rec.dataset,
-            "split": rec.split, "source": rec.source}
+    return {
+        "response": resp,
+        "model": resp.get("model"),
+        "dataset": rec.dataset,
+        "split": rec.split,
+        "source": rec.source,
+    }
 
 
 def _label_details(rec: LabeledRecord) -> dict:
@@ -333,41 +376,82 @@ def labeled_import(*, ctx: ImportContext, records: Iterator[tuple[int, dict]]) -
 
 def _pointwise_batch(ctx, run, batch, cases, graders) -> None:
     trials = [
-        Trial(run=run, case=cases[r.id], attempt=1, status=Trial.Status.OK,
-              output=r.responses["R"]["text"], raw_response=_raw_response(r, "R"),
-              finished_at=run.started_at)
+        Trial(
+            run=run,
+            case=cases[r.id],
+            attempt=1,
+            status=Trial.Status.OK,
+            output=r.responses["R"]["text"],
+            raw_response=_raw_response(r, "R"),
+            finished_at=run.started_at,
+        )
         for r in batch
     ]
     Trial.objects.bulk_create(trials)
     labels, grades = [], []
     graders.setdefault(HUMAN_GRADER, {"key": HUMAN_GRADER, "kind": "imported", "gating": True})
     for rec, trial in zip(batch, trials, strict=True):
-        labels.append(Label(
-            trial=trial, reviewer_name=GOLD_REVIEWER, verdict=rec.human_value,
-            critique=_critique(rec), source=Label.Source.IMPORT, details=_label_details(rec),
-        ))
-        grades.append(Grade(
-            trial=trial, grader=HUMAN_GRADER, grader_version="imported", status=Grade.Status.OK,
-            passed=rec.human_value == "pass", reason=f"human label ({rec.human_method})",
-            details={"human_label": rec.human_label}, gating=True,
-        ))
+        labels.append(
+            Label(
+                trial=trial,
+                reviewer_name=GOLD_REVIEWER,
+                verdict=rec.human_value,
+                critique=_critique(rec),
+                source=Label.Source.IMPORT,
+                details=_label_details(rec),
+            )
+        )
+        grades.append(
+            Grade(
+                trial=trial,
+                grader=HUMAN_GRADER,
+                grader_version="imported",
+                status=Grade.Status.OK,
+                passed=rec.human_value == "pass",
+                reason=f"human label ({rec.human_method})",
+                details={"human_label": rec.human_label},
+                gating=True,
+            )
+        )
         for jl in rec.judges:
-            version = ctx.recorded_judge_version(judge_model=jl.judge_model,
-                                                 protocol=jl.protocol, judge_type=jl.judge_type)
+            version = ctx.recorded_judge_version(
+                judge_model=jl.judge_model, protocol=jl.protocol, judge_type=jl.judge_type
+            )
             key = version.grader_key
-            graders.setdefault(key, {"key": key, "kind": "recorded-judge", "gating": False,
-                                     "judge_version": str(version.uuid)})
+            graders.setdefault(
+                key,
+                {
+                    "key": key,
+                    "kind": "recorded-judge",
+                    "gating": False,
+                    "judge_version": str(version.uuid),
+                },
+            )
             details = {"score": jl.score, "rationale": jl.rationale, "raw": jl.raw}
             if jl.value is None:
-                grade = Grade(trial=trial, grader=key, grader_version=str(version.number),
-                              judge_version=version, status=Grade.Status.ERROR, passed=None,
-                              reason="unparseable", details=details, gating=False)
+                grade = Grade(
+                    trial=trial,
+                    grader=key,
+                    grader_version=str(version.number),
+                    judge_version=version,
+                    status=Grade.Status.ERROR,
+                    passed=None,
+                    reason="unparseable",
+                    details=details,
+                    gating=False,
+                )
             else:
-                grade = Grade(trial=trial, grader=key, grader_version=str(version.number),
-                              judge_version=version, status=Grade.Status.OK,
-                              passed=jl.value == "pass",
-                              reason=jl.rationale or f"recorded verdict: {jl.value}",
-                              details=details, gating=False)
+                grade = Grade(
+                    trial=trial,
+                    grader=key,
+                    grader_version=str(version.number),
+                    judge_version=version,
+                    status=Grade.Status.OK,
+                    passed=jl.value == "pass",
+                    reason=jl.rationale or f"recorded verdict: {jl.value}",
+                    details=details,
+                    gating=False,
+                )
             grades.append(grade)
     Label.objects.bulk_create(labels)
     Grade.objects.bulk_create(grades)
@@ -378,36 +462,62 @@ def _pointwise_batch(ctx, run, batch, cases, graders) -> None:
 
 def _pairwise_batch(ctx, runs, batch, cases) -> None:
     trials_a = [
-        Trial(run=runs["A"], case=cases[r.id], attempt=1, status=Trial.Status.OK,
-              output=r.responses["A"]["text"], raw_response=_raw_response(r, "A"),
-              finished_at=runs["A"].started_at)
+        Trial(
+            run=runs["A"],
+            case=cases[r.id],
+            attempt=1,
+            status=Trial.Status.OK,
+            output=r.responses["A"]["text"],
+            raw_response=_raw_response(r, "A"),
+            finished_at=runs["A"].started_at,
+        )
         for r in batch
     ]
     trials_b = [
-        Trial(run=runs["B"], case=cases[r.id], attempt=1, status=Trial.Status.OK,
-              output=r.responses["B"]["text"], raw_response=_raw_response(r, "B"),
-              finished_at=runs["B"].started_at)
+        Trial(
+            run=runs["B"],
+            case=cases[r.id],
+            attempt=1,
+            status=Trial.Status.OK,
+            output=r.responses["B"]["text"],
+            raw_response=_raw_response(r, "B"),
+            finished_at=runs["B"].started_at,
+        )
         for r in batch
     ]
     Trial.objects.bulk_create(trials_a + trials_b)
-    pairs = [TrialPair(case=cases[r.id], trial_a=a, trial_b=b)
-             for r, a, b in zip(batch, trials_a, trials_b, strict=True)]
+    pairs = [
+        TrialPair(case=cases[r.id], trial_a=a, trial_b=b)
+        for r, a, b in zip(batch, trials_a, trials_b, strict=True)
+    ]
     TrialPair.objects.bulk_create(pairs)
     labels, verdicts = [], []
     for rec, pair in zip(batch, pairs, strict=True):
-        labels.append(PreferenceLabel(
-            pair=pair, reviewer_name=GOLD_REVIEWER, preferred=rec.human_value,
-            critique=_critique(rec), source=Label.Source.IMPORT, details=_label_details(rec),
-        ))
+        labels.append(
+            PreferenceLabel(
+                pair=pair,
+                reviewer_name=GOLD_REVIEWER,
+                preferred=rec.human_value,
+                critique=_critique(rec),
+                source=Label.Source.IMPORT,
+                details=_label_details(rec),
+            )
+        )
         for jl in rec.judges:
-            version = ctx.recorded_judge_version(judge_model=jl.judge_model,
-                                                 protocol=jl.protocol, judge_type=jl.judge_type)
-            verdicts.append(PairwiseVerdict(
-                pair=pair, judge_version=version, position=jl.position,
-                status=PairwiseVerdict.Status.OK if jl.value else PairwiseVerdict.Status.ERROR,
-                preferred=jl.value or "", score=jl.score,
-                reason=jl.rationale or ("unparseable" if jl.value is None else ""),
-            ))
+            version = ctx.recorded_judge_version(
+                judge_model=jl.judge_model, protocol=jl.protocol, judge_type=jl.judge_type
+            )
+            verdicts.append(
+                PairwiseVerdict(
+                    pair=pair,
+                    judge_version=version,
+                    position=jl.position,
+                    status=PairwiseVerdict.Status.OK if jl.value else PairwiseVerdict.Status.ERROR,
+                    preferred=jl.value or "",
+                    score=jl.score,
+                    reason=jl.rationale or ("unparseable" if jl.value is None else ""),
+                )
+            )
     PreferenceLabel.objects.bulk_create(labels)
     PairwiseVerdict.objects.bulk_create(verdicts)
     ctx.summary.trials += len(trials_a) + len(trials_b)

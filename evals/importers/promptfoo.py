@@ -67,8 +67,11 @@ FAILURE_ERROR = 2  # promptfoo's ResultFailureReason.ERROR
 
 def is_promptfoo(obj: Any) -> bool:
     """True for the shape of a promptfoo ``-o results.json`` document."""
-    return (isinstance(obj, dict) and isinstance(obj.get("results"), dict)
-            and isinstance(obj["results"].get("results"), list))
+    return (
+        isinstance(obj, dict)
+        and isinstance(obj.get("results"), dict)
+        and isinstance(obj["results"].get("results"), list)
+    )
 
 
 def _score(value: Any, path: str) -> tuple[float | None, dict]:
@@ -111,8 +114,7 @@ def _case(row: dict, path: str) -> CaseSpec:
     if description and description.strip():
         key = case_key_check(description, f"{path}.testCase.description")
     else:
-        canonical = json.dumps(variables, sort_keys=True, ensure_ascii=False,
-                               separators=(",", ":"))
+        canonical = json.dumps(variables, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
         key = "vars-" + hashlib.sha256(canonical.encode("utf-8")).hexdigest()[:16]
     return CaseSpec(key=key, input=variables, expected=None)
 
@@ -128,18 +130,29 @@ def _components(grading: dict, path: str) -> list[GradeIn]:
         comp = as_dict(comp, cpath)
         assertion = comp.get("assertion")
         assertion = {} if assertion is None else as_dict(assertion, f"{cpath}.assertion")
-        name = (as_str(assertion.get("metric"), f"{cpath}.assertion.metric", nullable=True)
-                or as_str(assertion.get("type"), f"{cpath}.assertion.type", nullable=True)
-                or "assertion")
+        name = (
+            as_str(assertion.get("metric"), f"{cpath}.assertion.metric", nullable=True)
+            or as_str(assertion.get("type"), f"{cpath}.assertion.type", nullable=True)
+            or "assertion"
+        )
         seen[name] = seen.get(name, 0) + 1
         grader = name if seen[name] == 1 else f"{name}#{seen[name]}"
         passed = as_bool(need(comp, "pass", cpath), f"{cpath}.pass")
         score, extra = _score(comp.get("score"), f"{cpath}.score")
         reason = as_str(comp.get("reason"), f"{cpath}.reason", nullable=True) or (
-            f"assertion {'passed' if passed else 'failed'}")
+            f"assertion {'passed' if passed else 'failed'}"
+        )
         details = {"assertion": json_clean(assertion), "source": cpath, **extra}
-        grades.append(GradeIn(grader=grader[:200], passed=passed, score=score, reason=reason,
-                              gating=False, details=details))
+        grades.append(
+            GradeIn(
+                grader=grader[:200],
+                passed=passed,
+                score=score,
+                reason=reason,
+                gating=False,
+                details=details,
+            )
+        )
     return grades
 
 
@@ -164,48 +177,85 @@ def _row(row: Any, path: str) -> tuple[int, TrialIn, str]:
     failure = row.get("failureReason")
     if failure is not None and (isinstance(failure, bool) or not isinstance(failure, int)):
         raise fail(f"{path}.failureReason", f"expected an integer, got {show(failure)}")
-    response_error = "" if response is None else (
-        as_str(response.get("error"), f"{path}.response.error", nullable=True) or "")
+    response_error = (
+        ""
+        if response is None
+        else (as_str(response.get("error"), f"{path}.response.error", nullable=True) or "")
+    )
     provider_failed = response is None or bool(response_error)
-    latency = opt_number(row.get("latencyMs", (response or {}).get("latencyMs")),
-                         f"{path}.latencyMs")
+    latency = opt_number(
+        row.get("latencyMs", (response or {}).get("latencyMs")), f"{path}.latencyMs"
+    )
     cost = _cost(row.get("cost"), f"{path}.cost")
-    raw = {"format": "promptfoo", "record": path, "id": json_clean(row.get("id")),
-           "testIdx": test_idx, "promptIdx": json_clean(row.get("promptIdx")),
-           "provider": provider_id, "prompt": json_clean(prompt.get("raw")),
-           "failureReason": failure, "namedScores": json_clean(row.get("namedScores"))}
+    raw = {
+        "format": "promptfoo",
+        "record": path,
+        "id": json_clean(row.get("id")),
+        "testIdx": test_idx,
+        "promptIdx": json_clean(row.get("promptIdx")),
+        "provider": provider_id,
+        "prompt": json_clean(prompt.get("raw")),
+        "failureReason": failure,
+        "namedScores": json_clean(row.get("namedScores")),
+    }
     if provider_failed:  # whatever failureReason says: a provider error is never a fail
         message = response_error or error_text or "promptfoo reported an error"
-        trial = TrialIn(where=path, case=case, attempt=0, output="", error=message,
-                        latency_ms=latency, cost_usd=cost, raw=raw)
+        trial = TrialIn(
+            where=path,
+            case=case,
+            attempt=0,
+            output="",
+            error=message,
+            latency_ms=latency,
+            cost_usd=cost,
+            raw=raw,
+        )
         return test_idx if test_idx is not None else -1, trial, identity
     if response is None:
         raise fail(f"{path}.response", "missing (a row without an error needs a response)")
     usage = response.get("tokenUsage")
     usage = {} if usage is None else as_dict(usage, f"{path}.response.tokenUsage")
-    raw.update(cached=json_clean(response.get("cached")),
-               finishReason=json_clean(response.get("finishReason")))
+    raw.update(
+        cached=json_clean(response.get("cached")),
+        finishReason=json_clean(response.get("finishReason")),
+    )
     grading = row.get("gradingResult")
     grading = {} if grading is None else as_dict(grading, f"{path}.gradingResult")
     if failure == FAILURE_ERROR:
-        verdict = GradeIn(grader=GATING_GRADER, passed=None, score=None, gating=True,
-                          reason=error_text or "promptfoo reported a grading error",
-                          details={"source": path})
+        verdict = GradeIn(
+            grader=GATING_GRADER,
+            passed=None,
+            score=None,
+            gating=True,
+            reason=error_text or "promptfoo reported a grading error",
+            details={"source": path},
+        )
     else:
         passed = as_bool(need(row, "success", path), f"{path}.success")
         score, extra = _score(row.get("score"), f"{path}.score")
-        reason = as_str(grading.get("reason"), f"{path}.gradingResult.reason",
-                        nullable=True) or error_text or ("passed" if passed else "failed")
-        verdict = GradeIn(grader=GATING_GRADER, passed=passed, score=score, gating=True,
-                          reason=reason, details={"source": path, **extra})
+        reason = (
+            as_str(grading.get("reason"), f"{path}.gradingResult.reason", nullable=True)
+            or error_text
+            or ("passed" if passed else "failed")
+        )
+        verdict = GradeIn(
+            grader=GATING_GRADER,
+            passed=passed,
+            score=score,
+            gating=True,
+            reason=reason,
+            details={"source": path, **extra},
+        )
     trial = TrialIn(
-        where=path, case=case, attempt=0,
+        where=path,
+        case=case,
+        attempt=0,
         output=_output(response.get("output"), f"{path}.response.output"),
         latency_ms=latency,
         input_tokens=opt_count(usage.get("prompt"), f"{path}.response.tokenUsage.prompt"),
-        output_tokens=opt_count(usage.get("completion"),
-                                f"{path}.response.tokenUsage.completion"),
-        cost_usd=cost, grades=[verdict, *_components(grading, f"{path}.gradingResult")],
+        output_tokens=opt_count(usage.get("completion"), f"{path}.response.tokenUsage.completion"),
+        cost_usd=cost,
+        grades=[verdict, *_components(grading, f"{path}.gradingResult")],
         raw=raw,
     )
     return test_idx if test_idx is not None else -1, trial, identity
@@ -215,13 +265,17 @@ def promptfoo_import(*, ctx: ImportContext, document: Any) -> None:
     """Store a parsed promptfoo results document as the new run ``ctx.run_name`` (rules in
     the module doc). Raises ``ResultsImportError`` naming the JSON path and field."""
     if not is_promptfoo(document):
-        raise fail("results", "not a promptfoo results file (expected an object with "
-                   "results.results, as written by promptfoo eval -o results.json)")
+        raise fail(
+            "results",
+            "not a promptfoo results file (expected an object with "
+            "results.results, as written by promptfoo eval -o results.json)",
+        )
     results = document["results"]
     version = results.get("version")
     if isinstance(version, bool) or not isinstance(version, int) or version < 2:
-        raise fail("results.version", f"expected promptfoo output version >= 2, got "
-                   f"{show(version)}")
+        raise fail(
+            "results.version", f"expected promptfoo output version >= 2, got {show(version)}"
+        )
     parsed = []
     identity_first: tuple[str, str] | None = None
     for i, row in enumerate(results["results"]):
@@ -229,29 +283,41 @@ def promptfoo_import(*, ctx: ImportContext, document: Any) -> None:
         if identity_first is None:
             identity_first = (identity, trial.where)
         elif identity != identity_first[0]:
-            raise fail(f"{trial.where}.provider", "a second provider or prompt "
-                       f"(first on {identity_first[1]}); import one provider and prompt per "
-                       "run (promptfoo eval --filter-providers, one prompt per file)")
+            raise fail(
+                f"{trial.where}.provider",
+                "a second provider or prompt "
+                f"(first on {identity_first[1]}); import one provider and prompt per "
+                "run (promptfoo eval --filter-providers, one prompt per file)",
+            )
         parsed.append((test_idx, i, trial))
     parsed.sort(key=lambda item: (item[0], item[1]))
     counts: dict[str, int] = {}
-    graders: dict[str, dict] = {GATING_GRADER: {"key": GATING_GRADER, "kind": "imported",
-                                                "gating": True}}
+    graders: dict[str, dict] = {
+        GATING_GRADER: {"key": GATING_GRADER, "kind": "imported", "gating": True}
+    }
     trials = []
     for _, _, trial in parsed:
         counts[trial.case.key] = counts.get(trial.case.key, 0) + 1
         trial.attempt = counts[trial.case.key]
         for g in trial.grades:
-            graders.setdefault(g.grader, {"key": g.grader, "kind": "imported",
-                                          "gating": g.gating})
+            graders.setdefault(g.grader, {"key": g.grader, "kind": "imported", "gating": g.gating})
         trials.append(trial)
     meta = document.get("metadata") if isinstance(document.get("metadata"), dict) else {}
     stats = results.get("stats") if isinstance(results.get("stats"), dict) else {}
     model = json.loads(identity_first[0])[0] if identity_first else ""
-    extra = {"promptfoo": {
-        "evalId": json_clean(document.get("evalId")), "version": version,
-        "promptfooVersion": json_clean(meta.get("promptfooVersion")),
-        "printed": {k: json_clean(stats.get(k)) for k in ("successes", "failures", "errors")},
-    }}
-    trials_store(ctx=ctx, fmt="promptfoo", model=model[:200], extra=extra, trials=trials,
-                 graders=list(graders.values()))
+    extra = {
+        "promptfoo": {
+            "evalId": json_clean(document.get("evalId")),
+            "version": version,
+            "promptfooVersion": json_clean(meta.get("promptfooVersion")),
+            "printed": {k: json_clean(stats.get(k)) for k in ("successes", "failures", "errors")},
+        }
+    }
+    trials_store(
+        ctx=ctx,
+        fmt="promptfoo",
+        model=model[:200],
+        extra=extra,
+        trials=trials,
+        graders=list(graders.values()),
+    )

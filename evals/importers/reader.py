@@ -70,7 +70,7 @@ def text_lines(stream: BinaryIO | Iterable[bytes]) -> Iterator[tuple[int, str]]:
     for raw in stream:
         if line_no == 0 and offset == 0 and raw.startswith(BOM):
             offset = len(BOM)
-            raw = raw[len(BOM):]
+            raw = raw[len(BOM) :]
         try:
             text = raw.decode("utf-8", errors="strict")
         except UnicodeDecodeError as exc:
@@ -178,8 +178,11 @@ def json_depth_exceeds(text: str | bytes, value: Any, *, limit: int = JSON_MAX_D
     """True when parsed ``value`` nests arrays/objects more than ``limit`` deep. Walks
     without recursion, and only when ``text`` (the source) holds more than ``limit``
     brackets at all (a cheap count first, so flat records cost one ``count``)."""
-    opens = (text.count("[") + text.count("{") if isinstance(text, str)
-             else text.count(b"[") + text.count(b"{"))
+    opens = (
+        text.count("[") + text.count("{")
+        if isinstance(text, str)
+        else text.count(b"[") + text.count(b"{")
+    )
     if opens <= limit:
         return False
     stack = [(value, 1)]
@@ -191,8 +194,7 @@ def json_depth_exceeds(text: str | bytes, value: Any, *, limit: int = JSON_MAX_D
             continue
         if depth > limit:
             return True
-        stack.extend((child, depth + 1) for child in node
-                     if isinstance(child, dict | list))
+        stack.extend((child, depth + 1) for child in node if isinstance(child, dict | list))
     return False
 
 
@@ -216,8 +218,11 @@ def json_nesting_error(text: str) -> json.JSONDecodeError:
                 break
         elif char in "]}":
             depth -= 1
-    return json.JSONDecodeError(f"nested too deeply (more than {JSON_MAX_DEPTH} "
-                                "arrays/objects inside each other)", text, pos)
+    return json.JSONDecodeError(
+        f"nested too deeply (more than {JSON_MAX_DEPTH} arrays/objects inside each other)",
+        text,
+        pos,
+    )
 
 
 def json_loads_line(text: str) -> Any:
@@ -225,8 +230,7 @@ def json_loads_line(text: str) -> Any:
     in one object is an error, and so is nesting deeper than ``JSON_MAX_DEPTH`` (all
     ``ValueError``/``json.JSONDecodeError``; never ``RecursionError``)."""
     try:
-        value = json.loads(text, parse_constant=_non_finite,
-                           object_pairs_hook=_no_duplicate_keys)
+        value = json.loads(text, parse_constant=_non_finite, object_pairs_hook=_no_duplicate_keys)
     except RecursionError:
         raise json_nesting_error(text) from None
     if json_depth_exceeds(text, value):

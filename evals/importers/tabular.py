@@ -65,21 +65,46 @@ from .reader import (
 )
 
 FIELDS = (
-    "case_id", "input", "expected", "output", "attempt", "tags", "created_at", "passed",
-    "score", "scores", "judge_status", "reason", "grader", "model", "input_tokens",
-    "output_tokens", "latency_ms", "cost_usd",
+    "case_id",
+    "input",
+    "expected",
+    "output",
+    "attempt",
+    "tags",
+    "created_at",
+    "passed",
+    "score",
+    "scores",
+    "judge_status",
+    "reason",
+    "grader",
+    "model",
+    "input_tokens",
+    "output_tokens",
+    "latency_ms",
+    "cost_usd",
 )
 DEFAULT_GRADER = "imported"
 NOT_SCORED = "not scored"
-_NON_FINITE_STRINGS = {"nan", "+nan", "-nan", "inf", "+inf", "-inf", "infinity", "+infinity",
-                       "-infinity"}
+_NON_FINITE_STRINGS = {
+    "nan",
+    "+nan",
+    "-nan",
+    "inf",
+    "+inf",
+    "-inf",
+    "infinity",
+    "+infinity",
+    "-infinity",
+}
 _INT = re.compile(r"[0-9]+")
 INT_MAX = 2**31 - 1  # attempt and token counts: the database's integer columns
 NAME_MAX = 200  # grader names
 COST_LIMIT = Decimal(10**6)  # cost_usd is numeric(14, 8): below 1,000,000 USD ...
 COST_STEP = Decimal("0.00000001")  # ... and stored to 1e-8 USD (rounded half up)
-UNSTORABLE = ("holds U+0000 (NUL) or an unpaired surrogate (U+D800..U+DFFF), which the "
-              "database cannot store")
+UNSTORABLE = (
+    "holds U+0000 (NUL) or an unpaired surrogate (U+D800..U+DFFF), which the database cannot store"
+)
 _UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
 OVERFLOW = "a number out of range (it overflows to infinity)"
 
@@ -123,7 +148,8 @@ def mapping_parse(items: list[str]) -> dict[str, str]:
             raise ResultsImportError(f"mapping {item!r}: expected field=column")
         if name not in FIELDS:
             raise ResultsImportError(
-                f"mapping {item!r}: unknown field {name!r} (fields: {', '.join(FIELDS)})")
+                f"mapping {item!r}: unknown field {name!r} (fields: {', '.join(FIELDS)})"
+            )
         if name in mapping:
             raise ResultsImportError(f"mapping: field {name!r} is mapped twice")
         mapping[name] = column
@@ -228,8 +254,7 @@ def _int(row: Row, name: str, *, minimum: int) -> int | None:
     elif isinstance(value, bool) or not isinstance(value, int):
         raise _err(row, name, f"expected an integer >= {minimum}, got {_show(value)}")
     if not minimum <= value <= INT_MAX:
-        raise _err(row, name, f"expected an integer from {minimum} to {INT_MAX:,}, got "
-                   f"{value}")
+        raise _err(row, name, f"expected an integer from {minimum} to {INT_MAX:,}, got {value}")
     return value
 
 
@@ -262,8 +287,7 @@ def _decimal(row: Row, name: str) -> Decimal | None:
     if not amount.is_finite() or amount < 0:
         raise _err(row, name, f"expected a finite amount >= 0, got {_show(value)}")
     if amount >= COST_LIMIT:
-        raise _err(row, name, f"expected an amount below {COST_LIMIT:,} USD, got "
-                   f"{_show(value)}")
+        raise _err(row, name, f"expected an amount below {COST_LIMIT:,} USD, got {_show(value)}")
     return amount.quantize(COST_STEP, rounding=ROUND_HALF_UP)
 
 
@@ -278,8 +302,11 @@ def _datetime(row: Row, name: str) -> datetime | None:
     try:
         parsed = datetime.fromisoformat(value.strip())
     except ValueError:
-        raise _err(row, name, f"expected an ISO 8601 date-time such as "
-                   f"2025-02-24T15:30:00Z, got {_show(value)}") from None
+        raise _err(
+            row,
+            name,
+            f"expected an ISO 8601 date-time such as 2025-02-24T15:30:00Z, got {_show(value)}",
+        ) from None
     if parsed.tzinfo is None:
         parsed = parsed.replace(tzinfo=UTC)
     utc = time_check(parsed)
@@ -332,16 +359,26 @@ def _tags(row: Row) -> list[str]:
         try:
             value = json.loads(value)
         except ValueError as exc:
-            raise _err(row, "tags", f"a cell starting with '[' must be a JSON array of "
-                                    f"strings: {exc}") from exc
+            raise _err(
+                row, "tags", f"a cell starting with '[' must be a JSON array of strings: {exc}"
+            ) from exc
     if not isinstance(value, list) or not all(isinstance(t, str) for t in value):
         raise _err(row, "tags", f"expected an array of strings, got {_show(value)}")
     return list(value)
 
 
-def _grade(row: Row, *, grader: str, passed: bool | None, raw_score: Any, score_field: str,
-           has_score: bool, status_override: str | None, reason: str | None,
-           threshold: float | None) -> GradeSpec:
+def _grade(
+    row: Row,
+    *,
+    grader: str,
+    passed: bool | None,
+    raw_score: Any,
+    score_field: str,
+    has_score: bool,
+    status_override: str | None,
+    reason: str | None,
+    threshold: float | None,
+) -> GradeSpec:
     scored, score = _score(row, score_field, raw_score) if has_score else (False, None)
     details = {"source": row.where}
     if status_override is not None:
@@ -353,12 +390,22 @@ def _grade(row: Row, *, grader: str, passed: bool | None, raw_score: Any, score_
         if not scored:
             return GradeSpec(grader, None, None, Grade.Status.ERROR, NOT_SCORED, details)
         if threshold is None:
-            raise _err(row, score_field, "a score without a passed verdict needs a pass "
-                       "threshold: give threshold, a number in [0, 1]")
+            raise _err(
+                row,
+                score_field,
+                "a score without a passed verdict needs a pass "
+                "threshold: give threshold, a number in [0, 1]",
+            )
         passed = score >= threshold
         reason = reason or f"score {score:g} {'>=' if passed else '<'} threshold {threshold:g}"
-    return GradeSpec(grader, passed, score, Grade.Status.OK,
-                     reason or f"imported verdict: {'pass' if passed else 'fail'}", details)
+    return GradeSpec(
+        grader,
+        passed,
+        score,
+        Grade.Status.OK,
+        reason or f"imported verdict: {'pass' if passed else 'fail'}",
+        details,
+    )
 
 
 def row_parse(row: Row, *, threshold: float | None) -> TrialSpec:
@@ -386,8 +433,9 @@ def row_parse(row: Row, *, threshold: float | None) -> TrialSpec:
     if not _empty(value):
         if not isinstance(value, str | dict):
             raise _err(row, "input", f"expected a string or object, got {_show(value)}")
-        case = CaseSpec(key=key, input=value, expected=row.values.get("expected"),
-                        context=[], tags=_tags(row))
+        case = CaseSpec(
+            key=key, input=value, expected=row.values.get("expected"), context=[], tags=_tags(row)
+        )
     attempt = _int(row, "attempt", minimum=1) or 1
     judge_status = _string(row, "judge_status")
     status_override = None if judge_status in (None, "ok") else judge_status
@@ -400,41 +448,73 @@ def row_parse(row: Row, *, threshold: float | None) -> TrialSpec:
     has_score = "score" in row.values
     only_scores = "scores" in row.values and passed is None and not has_score
     if (passed is not None or has_score or status_override is not None) and not only_scores:
-        grades.append(_grade(row, grader=grader, passed=passed,
-                             raw_score=row.values.get("score"), score_field="score",
-                             has_score=has_score, status_override=status_override,
-                             reason=reason, threshold=threshold))
+        grades.append(
+            _grade(
+                row,
+                grader=grader,
+                passed=passed,
+                raw_score=row.values.get("score"),
+                score_field="score",
+                has_score=has_score,
+                status_override=status_override,
+                reason=reason,
+                threshold=threshold,
+            )
+        )
     scores = row.values.get("scores")
     if not _empty(scores):
         if row.is_csv or not isinstance(scores, dict):
-            raise _err(row, "scores", f"expected a JSON object grader -> score, got "
-                       f"{_show(scores)}")
+            raise _err(
+                row, "scores", f"expected a JSON object grader -> score, got {_show(scores)}"
+            )
         for name, raw in scores.items():
             if not name or name in {g.grader for g in grades}:
                 raise _err(row, f"scores.{name}", "grader name empty or already graded")
             if len(name) > NAME_MAX:
-                raise _err(row, f"scores.{name[:40]}...", f"grader name longer than "
-                           f"{NAME_MAX} characters ({len(name)})")
-            grades.append(_grade(row, grader=name, passed=None, raw_score=raw,
-                                 score_field=f"scores.{name}", has_score=True,
-                                 status_override=status_override, reason=None,
-                                 threshold=threshold))
+                raise _err(
+                    row,
+                    f"scores.{name[:40]}...",
+                    f"grader name longer than {NAME_MAX} characters ({len(name)})",
+                )
+            grades.append(
+                _grade(
+                    row,
+                    grader=name,
+                    passed=None,
+                    raw_score=raw,
+                    score_field=f"scores.{name}",
+                    has_score=True,
+                    status_override=status_override,
+                    reason=None,
+                    threshold=threshold,
+                )
+            )
     return TrialSpec(
-        where=row.where, case_key=key, case=case, attempt=attempt,
-        output=_string(row, "output") or "", model=_string(row, "model") or "",
+        where=row.where,
+        case_key=key,
+        case=case,
+        attempt=attempt,
+        output=_string(row, "output") or "",
+        model=_string(row, "model") or "",
         created_at=_datetime(row, "created_at"),
         input_tokens=_int(row, "input_tokens", minimum=0),
         output_tokens=_int(row, "output_tokens", minimum=0),
-        latency_ms=_number(row, "latency_ms"), cost_usd=_decimal(row, "cost_usd"),
-        grades=grades, raw=row.extra, index=row.index,
+        latency_ms=_number(row, "latency_ms"),
+        cost_usd=_decimal(row, "cost_usd"),
+        grades=grades,
+        raw=row.extra,
+        index=row.index,
     )
 
 
 def _mapped(values: dict[str, Any], mapping: dict[str, str]) -> tuple[dict, dict]:
     fields = {name: values[col] for name, col in mapping.items() if col in values}
     used = set(mapping.values())
-    extra = {col: (None if isinstance(v, NON_FINITE) else v)
-             for col, v in values.items() if col not in used}
+    extra = {
+        col: (None if isinstance(v, NON_FINITE) else v)
+        for col, v in values.items()
+        if col not in used
+    }
     return fields, extra
 
 
@@ -443,7 +523,8 @@ def _csv_rows(rows_iter, header: list[str], mapping: dict[str, str]) -> Iterator
     if missing:
         raise ResultsImportError(
             f"mapping {', '.join(missing)}: column not in the CSV header "
-            f"(columns: {', '.join(header)})")
+            f"(columns: {', '.join(header)})"
+        )
     for r in rows_iter:
         fields, extra = _mapped(r.values, mapping)
         yield Row(where=r.where, values=fields, extra=extra, is_csv=True)
@@ -455,8 +536,9 @@ def _jsonl_rows(records, mapping: dict[str, str]) -> Iterator[Row]:
         yield Row(where=f"line {line}", values=fields, extra=extra, is_csv=False)
 
 
-def tabular_import(*, ctx: ImportContext, fmt: str, source, mapping: dict[str, str],
-                   threshold: float | None = None) -> None:
+def tabular_import(
+    *, ctx: ImportContext, fmt: str, source, mapping: dict[str, str], threshold: float | None = None
+) -> None:
     """Store CSV (``source = (header, rows)`` from ``reader.csv_rows``) or JSONL
     (``source`` = ``reader.jsonl_records``) rows as trials of one new run ``ctx.run_name``.
 
@@ -517,13 +599,21 @@ class TrialsWriter:
         ident = (spec.case_key, spec.attempt)
         first = self._seen_attempts.setdefault(ident, spec.where)
         if first != spec.where:
-            raise RecordError(spec.where, "attempt", f"case {spec.case_key!r} attempt "
-                              f"{spec.attempt} already given on {first}", record=spec.index)
+            raise RecordError(
+                spec.where,
+                "attempt",
+                f"case {spec.case_key!r} attempt {spec.attempt} already given on {first}",
+                record=spec.index,
+            )
         if spec.case is not None:
             known = self._seen_cases.setdefault(spec.case_key, (spec.case, spec.where))
             if known[1] != spec.where and not _same_content(known[0], spec.case):
-                raise RecordError(spec.where, "input", f"case {spec.case_key!r} has different "
-                                  f"input/expected than on {known[1]}", record=spec.index)
+                raise RecordError(
+                    spec.where,
+                    "input",
+                    f"case {spec.case_key!r} has different input/expected than on {known[1]}",
+                    record=spec.index,
+                )
         self._max_attempt = max(self._max_attempt, spec.attempt)
         self.added += 1
         self._batch.append(spec)
@@ -534,13 +624,18 @@ class TrialsWriter:
     def finish(self) -> None:
         """Write what is queued and mark the run succeeded with its counts and grader set."""
         self._flush()
-        run_finish(self.run, trials=self.trials, graders=list(self._graders.values()),
-                   trials_per_case=self._max_attempt)
+        run_finish(
+            self.run,
+            trials=self.trials,
+            graders=list(self._graders.values()),
+            trials_per_case=self._max_attempt,
+        )
 
     def _flush(self) -> None:
         if self._batch:
-            self._last_id = _write_batch(self.ctx, self.run, self._batch, self._graders,
-                                         self._last_id)
+            self._last_id = _write_batch(
+                self.ctx, self.run, self._batch, self._graders, self._last_id
+            )
             self.trials += len(self._batch)
             self._batch, self._chars = [], 0
 
@@ -549,14 +644,19 @@ def _same_content(a: CaseSpec, b: CaseSpec) -> bool:
     """Same input and expected: equal strings (or nulls) compare directly, anything else
     by content hash (canonical JSON, so 1 and 1.0 differ, as they do in the stored case)."""
     plain = (str, type(None))
-    if (type(a.input) is str and type(b.input) is str and type(a.expected) in plain
-            and type(b.expected) in plain):
+    if (
+        type(a.input) is str
+        and type(b.input) is str
+        and type(a.expected) in plain
+        and type(b.expected) in plain
+    ):
         return a.input == b.input and a.expected == b.expected
     return a.content_hash == b.content_hash
 
 
-def _write_batch(ctx: ImportContext, run: Run, batch: list[TrialSpec], graders: dict,
-                 after_id: int) -> int:
+def _write_batch(
+    ctx: ImportContext, run: Run, batch: list[TrialSpec], graders: dict, after_id: int
+) -> int:
     """Write one batch: cases (``cases_upsert``), then trials, grades and labels as plain
     rows (``rows_insert``: COPY on PostgreSQL). Trial ids are read back by (case, attempt)
     among the run's trials with an id above ``after_id`` (ids only grow, and nobody else
@@ -570,47 +670,84 @@ def _write_batch(ctx: ImportContext, run: Run, batch: list[TrialSpec], graders: 
         cases.update(cases_upsert(suite=ctx.suite, specs=list(new_specs.values())))
     lookup = {s.case_key for s in batch if s.case is None} - cases.keys()
     if lookup:
-        found = {c.key: c for c in Case.objects.active().filter(suite=ctx.suite,
-                                                                key__in=lookup)}
+        found = {c.key: c for c in Case.objects.active().filter(suite=ctx.suite, key__in=lookup)}
         for spec in batch:
             if spec.case is None and spec.case_key not in found and spec.case_key not in cases:
                 raise RecordError(
-                    spec.where, "case_id", f"case {spec.case_key!r} is not in suite "
-                    f"{ctx.suite.name!r} and the row has no input", record=spec.index)
+                    spec.where,
+                    "case_id",
+                    f"case {spec.case_key!r} is not in suite "
+                    f"{ctx.suite.name!r} and the row has no input",
+                    record=spec.index,
+                )
         cases.update(found)
     ctx.cases_seen(cases.values())
     now = timezone.now()
     ok, run_id = Trial.Status.OK, run.id
     case_ids = {key: case.id for key, case in cases.items()}
-    rows_insert(Trial, [
-        {"uuid": uuid.uuid4(), "run_id": run_id, "case_id": case_ids[spec.case_key],
-         "attempt": spec.attempt, "status": ok, "output": spec.output,
-         "raw_response": {"format": "tabular", "row": spec.where,
-                          "model": spec.model or None, "extra": spec.raw},
-         "latency_ms": spec.latency_ms, "input_tokens": spec.input_tokens,
-         "output_tokens": spec.output_tokens, "cost_usd": spec.cost_usd,
-         "created_at": spec.created_at or now, "finished_at": spec.created_at or run.started_at}
-        for spec in batch
-    ])
-    written = Trial.objects.filter(run=run, id__gt=after_id).values_list("id", "case_id",
-                                                                         "attempt")
+    rows_insert(
+        Trial,
+        [
+            {
+                "uuid": uuid.uuid4(),
+                "run_id": run_id,
+                "case_id": case_ids[spec.case_key],
+                "attempt": spec.attempt,
+                "status": ok,
+                "output": spec.output,
+                "raw_response": {
+                    "format": "tabular",
+                    "row": spec.where,
+                    "model": spec.model or None,
+                    "extra": spec.raw,
+                },
+                "latency_ms": spec.latency_ms,
+                "input_tokens": spec.input_tokens,
+                "output_tokens": spec.output_tokens,
+                "cost_usd": spec.cost_usd,
+                "created_at": spec.created_at or now,
+                "finished_at": spec.created_at or run.started_at,
+            }
+            for spec in batch
+        ],
+    )
+    written = Trial.objects.filter(run=run, id__gt=after_id).values_list("id", "case_id", "attempt")
     trial_ids = {(case_id, attempt): pk for pk, case_id, attempt in written}
     grades, labels = [], []
     for spec in batch:
         trial_id = trial_ids[(case_ids[spec.case_key], spec.attempt)]
         for g in spec.grades:
             graders.setdefault(g.grader, {"key": g.grader, "kind": "imported", "gating": True})
-            grades.append({"trial_id": trial_id, "grader": g.grader,
-                           "grader_version": "imported", "judge_version_id": None,
-                           "status": g.status, "passed": g.passed, "score": g.score,
-                           "reason": g.reason, "details": g.details, "gating": True,
-                           "created_at": now})
+            grades.append(
+                {
+                    "trial_id": trial_id,
+                    "grader": g.grader,
+                    "grader_version": "imported",
+                    "judge_version_id": None,
+                    "status": g.status,
+                    "passed": g.passed,
+                    "score": g.score,
+                    "reason": g.reason,
+                    "details": g.details,
+                    "gating": True,
+                    "created_at": now,
+                }
+            )
         for lab in spec.labels:
-            labels.append({"trial_id": trial_id, "reviewer_id": None,
-                           "reviewer_name": lab.reviewer, "verdict": lab.verdict,
-                           "critique": lab.critique, "source": Label.Source.IMPORT,
-                           "details": {"source": spec.where}, "version": 1,
-                           "created_at": now, "updated_at": now})
+            labels.append(
+                {
+                    "trial_id": trial_id,
+                    "reviewer_id": None,
+                    "reviewer_name": lab.reviewer,
+                    "verdict": lab.verdict,
+                    "critique": lab.critique,
+                    "source": Label.Source.IMPORT,
+                    "details": {"source": spec.where},
+                    "version": 1,
+                    "created_at": now,
+                    "updated_at": now,
+                }
+            )
     rows_insert(Grade, grades)
     rows_insert(Label, labels)
     ctx.summary.trials += len(batch)

@@ -62,8 +62,10 @@ def api_key_env_problem(name: object) -> str | None:
         return "expected an environment variable name"
     pattern = getattr(settings, "ASSAY", {}).get("API_KEY_ENV_PATTERN", API_KEY_ENV_PATTERN)
     if not re.fullmatch(pattern, name):
-        return (f"{name[:100]!r} is not an API key variable: the name must match "
-                f"{pattern!r} (e.g. OPENAI_API_KEY)")
+        return (
+            f"{name[:100]!r} is not an API key variable: the name must match "
+            f"{pattern!r} (e.g. OPENAI_API_KEY)"
+        )
     return None
 
 

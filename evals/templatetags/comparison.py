@@ -43,7 +43,7 @@ def signed(value: float | Decimal | None, decimals: int = 1) -> str:
 
 @register.filter
 def ratio(passed: int, graded: int) -> str:
-    """"x/N" counts; "—" when nothing was graded."""
+    """ "x/N" counts; "—" when nothing was graded."""
     return f"{passed}/{graded}" if graded else "—"
 
 

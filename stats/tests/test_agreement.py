@@ -44,8 +44,12 @@ def test_kappa_and_its_standard_error_match_statsmodels():
     human = rng.random(80) < 0.5
     judge = np.where(rng.random(80) < 0.8, human, ~human)
     ours = cohens_kappa(list(judge), list(human))
-    table = np.array([[np.sum(judge & human), np.sum(judge & ~human)],
-                      [np.sum(~judge & human), np.sum(~judge & ~human)]])
+    table = np.array(
+        [
+            [np.sum(judge & human), np.sum(judge & ~human)],
+            [np.sum(~judge & human), np.sum(~judge & ~human)],
+        ]
+    )
     reference = sm_kappa(table)
     assert ours.kappa == pytest.approx(reference.kappa)
     assert ours.se == pytest.approx(reference.std_kappa)

@@ -17,8 +17,9 @@ from stats.compare import (
 
 outcomes = st.lists(st.booleans(), min_size=1, max_size=4)
 paired_suites = st.integers(min_value=1, max_value=5).flatmap(
-    lambda n: st.tuples(st.lists(outcomes, min_size=n, max_size=n),
-                        st.lists(outcomes, min_size=n, max_size=n))
+    lambda n: st.tuples(
+        st.lists(outcomes, min_size=n, max_size=n), st.lists(outcomes, min_size=n, max_size=n)
+    )
 )
 
 

@@ -35,8 +35,8 @@ def test_it_is_undefined_for_a_judge_no_better_than_chance():
 def test_it_matches_the_delta_method_variance_by_hand():
     r = corrected_pass_rate(0.6, 0.8, 0.9, n_observed=100, n_pass=50, n_fail=40)
     theta = 0.5 / 0.7
-    var = (0.6 * 0.4 / 100 + theta**2 * 0.8 * 0.2 / 50 + (1 - theta) ** 2 * 0.9 * 0.1 / 40)
-    assert r.se == pytest.approx((var ** 0.5) / 0.7)
+    var = 0.6 * 0.4 / 100 + theta**2 * 0.8 * 0.2 / 50 + (1 - theta) ** 2 * 0.9 * 0.1 / 40
+    assert r.se == pytest.approx((var**0.5) / 0.7)
     assert r.ci_low == pytest.approx(theta - 1.959964 * r.se, abs=1e-6)
 
 

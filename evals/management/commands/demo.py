@@ -62,8 +62,13 @@ WRONG_OUTPUTS = {
 
 # The "changed" assistant of the second run: a prompt edit that helps with vague claims and
 # split bills but breaks the EUR 500.00 boundary, so the comparison has something to show.
-CHANGED_PASS_PROBABILITY = {**PASS_PROBABILITY, "at-boundary": 0.1, "above-boundary": 0.3,
-                            "vague": 0.9, "split-bill": 0.7}
+CHANGED_PASS_PROBABILITY = {
+    **PASS_PROBABILITY,
+    "at-boundary": 0.1,
+    "above-boundary": 0.3,
+    "vague": 0.9,
+    "split-bill": 0.7,
+}
 
 
 def demo_target(seed: int, *, changed: bool = False) -> dict:
@@ -111,10 +116,12 @@ class Command(BaseCommand):
             for index, suite in enumerate(suites):
                 self._demo_suite_runs(suite, index, user, opts)
             self._demo_calibration_set(user)
-            self.stdout.write(self.style.SUCCESS(
-                f"\nDashboard: http://{opts['addrport']}/  login: {opts['username']} / "
-                f"{opts['password']}\n"
-            ))
+            self.stdout.write(
+                self.style.SUCCESS(
+                    f"\nDashboard: http://{opts['addrport']}/  login: {opts['username']} / "
+                    f"{opts['password']}\n"
+                )
+            )
             if not opts["no_serve"]:
                 call_command("runserver", opts["addrport"], use_reloader=False)
         finally:
@@ -139,11 +146,23 @@ class Command(BaseCommand):
 
     def _start_worker(self) -> subprocess.Popen:
         command = [
-            sys.executable, "-m", "celery", "-A", "config", "worker",
-            "--pool", "solo", "--loglevel", "WARNING", "--without-heartbeat",
-            "--without-gossip", "--without-mingle",
+            sys.executable,
+            "-m",
+            "celery",
+            "-A",
+            "config",
+            "worker",
+            "--pool",
+            "solo",
+            "--loglevel",
+            "WARNING",
+            "--without-heartbeat",
+            "--without-gossip",
+            "--without-mingle",
             # Embedded beat runs the sweeper (evals.sweeper) every ASSAY["SWEEP_SECONDS"].
-            "--beat", "--schedule", str(settings.VAR_DIR / "celery" / "beat-schedule"),
+            "--beat",
+            "--schedule",
+            str(settings.VAR_DIR / "celery" / "beat-schedule"),
         ]
         self.stdout.write(f"starting a Celery worker on {settings.CELERY_BROKER_URL}")
         return subprocess.Popen(command, cwd=settings.BASE_DIR, start_new_session=True)
@@ -174,8 +193,9 @@ class Command(BaseCommand):
             baseline = baseline_set(suite=suite, run=base, by=user, note="demo baseline")
         head = self._run_demo_suite(suite, index, user, opts, changed=True)
         self._say_run(head)
-        url = reverse("evals:comparison", kwargs={"head_id": head.uuid,
-                                                  "base_id": baseline.run.uuid})
+        url = reverse(
+            "evals:comparison", kwargs={"head_id": head.uuid, "base_id": baseline.run.uuid}
+        )
         self.stdout.write(f"  compared with the baseline {baseline.run.name}: {url}")
 
     def _say_run(self, run: Run) -> None:
@@ -195,10 +215,17 @@ class Command(BaseCommand):
         run = Run.objects.filter(suite__name=REAL_DATA[0], name="recorded").first()
         if run is None or CalibrationSet.objects.filter(run=run).exists():
             return
-        version = (JudgeVersion.objects.filter(grades__trial__run=run).distinct()
-                   .order_by("id").first())
-        cset = calibration_set_build(run=run, name="demo: label 30 LLMBar outputs", by=user,
-                                     judge_version=version, size=30, seed=1)
+        version = (
+            JudgeVersion.objects.filter(grades__trial__run=run).distinct().order_by("id").first()
+        )
+        cset = calibration_set_build(
+            run=run,
+            name="demo: label 30 LLMBar outputs",
+            by=user,
+            judge_version=version,
+            size=30,
+            seed=1,
+        )
         self.stdout.write(f"calibration set {cset.name!r}: /calibration-sets/{cset.uuid}/")
 
     def _run_demo_suite(self, suite, index: int, user, opts, *, changed: bool) -> Run:

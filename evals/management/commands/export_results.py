@@ -23,10 +23,14 @@ class Command(BaseCommand):
     def add_arguments(self, parser):
         parser.add_argument("kind", nargs="?", choices=["run", "labels", "comparison"])
         parser.add_argument("runs", nargs="*", help="RUN (run, labels) or BASE HEAD (comparison)")
-        parser.add_argument("--calibration-set", help="UUID of a calibration set to export "
-                            "(instead of KIND RUN...)")
-        parser.add_argument("--judge-version", help="UUID of the judge version whose verdicts "
-                            "the calibration export holds (default: the set's own)")
+        parser.add_argument(
+            "--calibration-set", help="UUID of a calibration set to export (instead of KIND RUN...)"
+        )
+        parser.add_argument(
+            "--judge-version",
+            help="UUID of the judge version whose verdicts "
+            "the calibration export holds (default: the set's own)",
+        )
         parser.add_argument("--format", choices=list(exports.FORMATS), default="csv")
         parser.add_argument("--out", required=True, help="file to write")
         parser.add_argument("--tz", default="UTC", help="IANA time zone for times (default UTC)")
@@ -84,8 +88,7 @@ def _calibration_table(options) -> exports.ExportTable:
     from labeling.models import CalibrationSet
 
     set_id = _uuid_option(options, "calibration_set")
-    cset = (CalibrationSet.objects.select_related("judge_version__judge")
-            .filter(uuid=set_id).first())
+    cset = CalibrationSet.objects.select_related("judge_version__judge").filter(uuid=set_id).first()
     if cset is None:
         raise CommandError(f"--calibration-set: no calibration set with id {set_id}")
     version = None

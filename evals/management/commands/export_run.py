@@ -20,8 +20,9 @@ class Command(BaseCommand):
     def add_arguments(self, parser):
         parser.add_argument("run", help="run UUID or 'suite name/run name'")
         parser.add_argument("--out", required=True, help="file to write ('-' for stdout)")
-        parser.add_argument("--no-outputs", action="store_true",
-                            help="leave trial output text out (a smaller file)")
+        parser.add_argument(
+            "--no-outputs", action="store_true", help="leave trial output text out (a smaller file)"
+        )
 
     def handle(self, *args, **options):
         run = run_lookup(options["run"])

@@ -56,19 +56,34 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser):
         parser.add_argument("--head", required=True, help="run UUID, 'suite/run' or a file")
-        parser.add_argument("--base", help="run UUID, 'suite/run' or a file (default: the "
-                                           "suite's current baseline)")
-        parser.add_argument("--alpha", type=float, default=0.05,
-                            help="two-sided level of the test, from 1e-6 to 0.5 (default 0.05)")
+        parser.add_argument(
+            "--base", help="run UUID, 'suite/run' or a file (default: the suite's current baseline)"
+        )
+        parser.add_argument(
+            "--alpha",
+            type=float,
+            default=0.05,
+            help="two-sided level of the test, from 1e-6 to 0.5 (default 0.05)",
+        )
         parser.add_argument("--json", action="store_true", help="print strict JSON")
         parser.add_argument("--markdown", help="write a Markdown summary (PR comment) here")
-        parser.add_argument("--allow-untrusted", action="store_true",
-                            help="gate on grades from judge versions that are not trusted")
-        parser.add_argument("--max-errored-fraction", type=float, default=0.0,
-                            help="errored trials allowed per run, as a fraction (default 0)")
-        parser.add_argument("--allow-incomparable", action="store_true",
-                            help="test the shared cases even when the suite, grader set or "
-                                 "judge version differs (the problems are still reported)")
+        parser.add_argument(
+            "--allow-untrusted",
+            action="store_true",
+            help="gate on grades from judge versions that are not trusted",
+        )
+        parser.add_argument(
+            "--max-errored-fraction",
+            type=float,
+            default=0.0,
+            help="errored trials allowed per run, as a fraction (default 0)",
+        )
+        parser.add_argument(
+            "--allow-incomparable",
+            action="store_true",
+            help="test the shared cases even when the suite, grader set or "
+            "judge version differs (the problems are still reported)",
+        )
 
     def handle(self, *args, **options):
         try:
@@ -79,21 +94,27 @@ class Command(BaseCommand):
 
     def _gate(self, options) -> int:
         try:
-            gate_options_check(alpha=options["alpha"],
-                               max_errored_fraction=options["max_errored_fraction"])
+            gate_options_check(
+                alpha=options["alpha"], max_errored_fraction=options["max_errored_fraction"]
+            )
             head = _load(options["head"])
             base = _load(options["base"]) if options["base"] else None
             comparison, decision = gate_evaluate(
-                head=head, base=base, alpha=options["alpha"],
+                head=head,
+                base=base,
+                alpha=options["alpha"],
                 max_errored_fraction=options["max_errored_fraction"],
                 allow_untrusted=options["allow_untrusted"],
-                allow_incomparable=options["allow_incomparable"])
+                allow_incomparable=options["allow_incomparable"],
+            )
         except GateInputError as exc:
             raise CommandError(str(exc)) from exc
         if options["markdown"]:
-            Path(options["markdown"]).write_text(gate_markdown(comparison, decision),
-                                                 encoding="utf-8")
-        self.stdout.write(gate_json(comparison, decision) if options["json"]
-                          else gate_text(comparison, decision))
+            Path(options["markdown"]).write_text(
+                gate_markdown(comparison, decision), encoding="utf-8"
+            )
+        self.stdout.write(
+            gate_json(comparison, decision) if options["json"] else gate_text(comparison, decision)
+        )
         self.stdout.flush()
         return decision.exit_code

@@ -17,21 +17,40 @@ from evals.models import Suite
 
 
 class Command(BaseCommand):
-    help = ("Import labeled records, CSV or JSONL results, a promptfoo results file or an "
-            "Inspect AI JSON log into a suite as a new run.")
+    help = (
+        "Import labeled records, CSV or JSONL results, a promptfoo results file or an "
+        "Inspect AI JSON log into a suite as a new run."
+    )
 
     def add_arguments(self, parser):
         parser.add_argument("file", help="path of the .jsonl, .csv or .json file")
         parser.add_argument("--suite", required=True, help="suite name (created when missing)")
         parser.add_argument("--run", required=True, help="new run name (must be new in the suite)")
-        parser.add_argument("--format", choices=FORMATS, default=None,
-                            help=f"{', '.join(FORMATS)} (default: detected)")
-        parser.add_argument("--map", action="append", default=[], metavar="FIELD=COLUMN",
-                            help="column mapping for csv/jsonl, repeatable")
-        parser.add_argument("--suite-kind", choices=Suite.Kind.values,
-                            default=Suite.Kind.REGRESSION, help="kind of a new suite")
-        parser.add_argument("--threshold", type=float, default=None,
-                            help="pass threshold in [0, 1] for rows with a score but no verdict")
+        parser.add_argument(
+            "--format",
+            choices=FORMATS,
+            default=None,
+            help=f"{', '.join(FORMATS)} (default: detected)",
+        )
+        parser.add_argument(
+            "--map",
+            action="append",
+            default=[],
+            metavar="FIELD=COLUMN",
+            help="column mapping for csv/jsonl, repeatable",
+        )
+        parser.add_argument(
+            "--suite-kind",
+            choices=Suite.Kind.values,
+            default=Suite.Kind.REGRESSION,
+            help="kind of a new suite",
+        )
+        parser.add_argument(
+            "--threshold",
+            type=float,
+            default=None,
+            help="pass threshold in [0, 1] for rows with a score but no verdict",
+        )
         parser.add_argument("--json", action="store_true", help="print counts as JSON")
 
     def handle(self, *args, **opts):
@@ -42,9 +61,14 @@ class Command(BaseCommand):
             mapping = mapping_parse(opts["map"])
             with path.open("rb") as stream:
                 summary = results_import(
-                    stream=stream, filename=path.name, suite_name=opts["suite"],
-                    run_name=opts["run"], fmt=opts["format"], mapping=mapping,
-                    suite_kind=opts["suite_kind"], threshold=opts["threshold"],
+                    stream=stream,
+                    filename=path.name,
+                    suite_name=opts["suite"],
+                    run_name=opts["run"],
+                    fmt=opts["format"],
+                    mapping=mapping,
+                    suite_kind=opts["suite_kind"],
+                    threshold=opts["threshold"],
                 )
         except ResultsImportError as exc:
             raise CommandError(f"{path.name}: {exc}") from None

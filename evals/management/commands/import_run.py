@@ -23,8 +23,7 @@ class Command(BaseCommand):
     def handle(self, *args, **options):
         path = Path(options["file"])
         try:
-            data = json.loads(path.read_text(encoding="utf-8-sig"),
-                              parse_constant=_refuse_constant)
+            data = json.loads(path.read_text(encoding="utf-8-sig"), parse_constant=_refuse_constant)
         except (OSError, ValueError) as exc:
             raise CommandError(f"{path}: cannot read ({exc})") from exc
         except RecursionError as exc:
@@ -35,8 +34,9 @@ class Command(BaseCommand):
             raise CommandError(f"{path}: {exc}") from exc
         except IntegrityError as exc:
             raise CommandError(f"{path}: inconsistent data ({exc}); nothing was imported") from exc
-        self.stdout.write(f"imported {run.suite.name}/{run.name} ({run.uuid}): "
-                          f"{run.trials_total} trials")
+        self.stdout.write(
+            f"imported {run.suite.name}/{run.name} ({run.uuid}): {run.trials_total} trials"
+        )
 
 
 def _refuse_constant(token: str):

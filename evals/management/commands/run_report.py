@@ -27,7 +27,7 @@ def run_lookup(ref: str) -> Run:
     matches = []
     for i, char in enumerate(ref):
         if char == "/":
-            suite, name = ref[:i], ref[i + 1:]
+            suite, name = ref[:i], ref[i + 1 :]
             found = Run.objects.select_related("suite").filter(suite__name=suite, name=name)
             matches += list(found)
     if not matches:
@@ -46,7 +46,8 @@ def _rate(f: Figures) -> str:
     if r.mean is None:
         return "undefined (nothing graded)"
     ci = (
-        "CI undefined (1 case)" if r.ci_low is None
+        "CI undefined (1 case)"
+        if r.ci_low is None
         else f"95% CI [{_pct(r.ci_low)}, {_pct(r.ci_high)}]"
     )
     return f"{_pct(r.mean)} {ci} over {_cases(r.n_cases)}"
@@ -55,23 +56,33 @@ def _rate(f: Figures) -> str:
 def render_text(report: RunReport) -> str:
     """The report as plain text lines for the terminal."""
     t = report.trials
-    lines = [f"{report.suite_name} / {report.run_name} ({report.status})"
-             + (" [simulated]" if report.is_simulated else "")]
+    lines = [
+        f"{report.suite_name} / {report.run_name} ({report.status})"
+        + (" [simulated]" if report.is_simulated else "")
+    ]
     lines += [f"!! {b}" for b in (report.errored_banner, report.incomplete_banner) if b]
-    lines.append(f"trials: {t.total} total, {t.ok} ok, {t.errored} errored (pipeline), "
-                 f"{t.pending} pending, {t.cancelled} cancelled; {t.grade_errors} grade errors")
+    lines.append(
+        f"trials: {t.total} total, {t.ok} ok, {t.errored} errored (pipeline), "
+        f"{t.pending} pending, {t.cancelled} cancelled; {t.grade_errors} grade errors"
+    )
     for f in [report.overall, *report.graders]:
         extra = f", {f.grades_errored} errored dropped" if f.grades_errored else ""
         lines.append(f"{f.key}: {_rate(f)}; {f.trials_passed}/{f.trials_graded} trials{extra}")
         c = f.corrected
         if c is not None and c.corrected is not None:
             ci = "" if c.ci_low is None else f" 95% CI [{_pct(c.ci_low)}, {_pct(c.ci_high)}]"
-            lines.append(f"  corrected for judge error (Rogan-Gladen, TPR {c.tpr:.3f}, TNR "
-                         f"{c.tnr:.3f}): {_pct(c.corrected)}{ci}")
+            lines.append(
+                f"  corrected for judge error (Rogan-Gladen, TPR {c.tpr:.3f}, TNR "
+                f"{c.tnr:.3f}): {_pct(c.corrected)}{ci}"
+            )
         elif c is not None:
             lines.append(f"  corrected for judge error: undefined ({c.reason})")
-    lines.append("pass@k / pass^k: " + ", ".join(
-        f"k={p.k}: {_pct(p.pass_at_k)} / {_pct(p.pass_hat_k)}" for p in report.overall.pass_k))
+    lines.append(
+        "pass@k / pass^k: "
+        + ", ".join(
+            f"k={p.k}: {_pct(p.pass_at_k)} / {_pct(p.pass_hat_k)}" for p in report.overall.pass_k
+        )
+    )
     for s in report.slices:
         lines.append(f"tag {s.tag} ({_cases(s.n_cases)}): {_rate(s.overall)}")
     for g in report.failure_reasons:
@@ -83,10 +94,11 @@ def render_text(report: RunReport) -> str:
         cost = f">= ${c.known_usd} (cost unknown for {c.unknown} of {c.finished} trials)"
     else:
         cost = "unknown"
-    lines.append(f"tokens: {report.tokens.input} in, {report.tokens.output} out; latency p50 "
-                 f"{_ms(report.latency.p50_ms)}, p95 {_ms(report.latency.p95_ms)}; cost {cost}")
+    lines.append(
+        f"tokens: {report.tokens.input} in, {report.tokens.output} out; latency p50 "
+        f"{_ms(report.latency.p50_ms)}, p95 {_ms(report.latency.p95_ms)}; cost {cost}"
+    )
     return "\n".join(lines)
-
 
 
 def _cases(n: int) -> str:
@@ -95,6 +107,7 @@ def _cases(n: int) -> str:
 
 def _ms(value: float | None) -> str:
     return "unknown" if value is None else f"{value:.1f} ms"
+
 
 class Command(BaseCommand):
     help = "Print a run's report (pass rate with CI, pass@k, errors, cost); --json for strict JSON."

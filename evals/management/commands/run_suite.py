@@ -64,8 +64,9 @@ class Command(BaseCommand):
         target.add_argument(
             "--simulated", action="store_true", help="use the simulated target (no network)"
         )
-        target.add_argument("--target-preset", metavar="NAME",
-                            help="a target preset declared with apply_config")
+        target.add_argument(
+            "--target-preset", metavar="NAME", help="a target preset declared with apply_config"
+        )
         parser.add_argument(
             "--seed", type=int, default=None, help="seed of --simulated (default 1234)"
         )
@@ -73,8 +74,9 @@ class Command(BaseCommand):
         parser.add_argument("--name", default=None, help="run name (default: run-<UTC time>)")
         graders = parser.add_mutually_exclusive_group()
         graders.add_argument("--graders", metavar="FILE.json", help="grader set: a JSON list")
-        graders.add_argument("--grader-set", metavar="NAME",
-                             help="a grader set preset declared with apply_config")
+        graders.add_argument(
+            "--grader-set", metavar="NAME", help="a grader set preset declared with apply_config"
+        )
         parser.add_argument("--wait", action="store_true", help="wait until the run ends")
         parser.add_argument(
             "--timeout", type=float, default=3600.0, help="seconds --wait waits (default 3600)"
@@ -90,8 +92,10 @@ class Command(BaseCommand):
         elif opts["target_preset"]:
             preset = TargetPreset.objects.filter(name=opts["target_preset"]).first()
             if preset is None:
-                raise CommandError(f"--target-preset: no target preset named "
-                                   f"{opts['target_preset']!r} (declare it with apply_config)")
+                raise CommandError(
+                    f"--target-preset: no target preset named "
+                    f"{opts['target_preset']!r} (declare it with apply_config)"
+                )
             target = preset.config
         else:
             target = _json_file(opts["target"], option="--target")
@@ -100,12 +104,13 @@ class Command(BaseCommand):
         if opts["grader_set"]:
             grader_set = GraderSetPreset.objects.filter(name=opts["grader_set"]).first()
             if grader_set is None:
-                raise CommandError(f"--grader-set: no grader set named {opts['grader_set']!r} "
-                                   "(declare it with apply_config)")
+                raise CommandError(
+                    f"--grader-set: no grader set named {opts['grader_set']!r} "
+                    "(declare it with apply_config)"
+                )
             graders = grader_set.graders
         else:
-            graders = (_json_file(opts["graders"], option="--graders") if opts["graders"]
-                       else [])
+            graders = _json_file(opts["graders"], option="--graders") if opts["graders"] else []
         if not isinstance(graders, list):
             raise CommandError("--graders: expected a JSON list of grader specs")
         name = opts["name"] or timezone.now().strftime("run-%Y%m%d-%H%M%S")

@@ -13,5 +13,7 @@ class Command(BaseCommand):
 
     def handle(self, *args, **options):
         r = runs_sweep()
-        self.stdout.write(f"{r.trials} trials taken back in {r.chunks} chunks ({r.runs} runs); "
-                          f"{r.judge_chunks} judge chunks enqueued again ({r.judge_runs} runs)")
+        self.stdout.write(
+            f"{r.trials} trials taken back in {r.chunks} chunks ({r.runs} runs); "
+            f"{r.judge_chunks} judge chunks enqueued again ({r.judge_runs} runs)"
+        )

@@ -46,8 +46,16 @@ from evals.services_presets import (
 )
 from judges.services import JudgeConfigError, judge_version_create
 
-FIELDS = {"name", "kind", "model", "base_url", "prompt_template", "threshold", "params",
-          "output_schema"}
+FIELDS = {
+    "name",
+    "kind",
+    "model",
+    "base_url",
+    "prompt_template",
+    "threshold",
+    "params",
+    "output_schema",
+}
 
 
 def _entry(raw: object, index: int) -> dict:
@@ -61,13 +69,18 @@ def _entry(raw: object, index: int) -> dict:
         if not isinstance(raw.get(name), str):
             raise CommandError(f"{where}.{name}: required, a string")
     threshold = raw.get("threshold")
-    if threshold is not None and (isinstance(threshold, bool)
-                                  or not isinstance(threshold, int | float)):
+    if threshold is not None and (
+        isinstance(threshold, bool) or not isinstance(threshold, int | float)
+    ):
         raise CommandError(f"{where}.threshold: expected a number")
     return {
-        "judge_name": raw["name"], "kind": raw["kind"], "model": raw["model"],
-        "base_url": raw["base_url"], "prompt_template": raw.get("prompt_template", ""),
-        "params": raw.get("params", {}), "output_schema": raw.get("output_schema", {}),
+        "judge_name": raw["name"],
+        "kind": raw["kind"],
+        "model": raw["model"],
+        "base_url": raw["base_url"],
+        "prompt_template": raw.get("prompt_template", ""),
+        "params": raw.get("params", {}),
+        "output_schema": raw.get("output_schema", {}),
         "threshold": None if threshold is None else float(threshold),
     }
 
@@ -88,8 +101,10 @@ class Command(BaseCommand):
         extra = sorted(set(config) - {"judges", "targets", "grader_sets"})
         if extra:
             raise CommandError(f"{extra[0]}: unknown table (judges, targets, grader_sets)")
-        targets, grader_sets = _named_tables(config, "targets"), _named_tables(config,
-                                                                               "grader_sets")
+        targets, grader_sets = (
+            _named_tables(config, "targets"),
+            _named_tables(config, "grader_sets"),
+        )
         entries = config.get("judges", [])
         if not isinstance(entries, list):
             raise CommandError("judges: expected an array of tables ([[judges]])")
@@ -102,12 +117,15 @@ class Command(BaseCommand):
                         version, created = judge_version_create(**args)
                     except JudgeConfigError as exc:
                         raise CommandError(f"judges[{index}].{exc}") from exc
-                    results.append({
-                        "judge": version.judge.name, "version": version.number,
-                        "uuid": str(version.uuid),
-                        "action": "created" if created else "unchanged",
-                        "trusted": version.is_trusted,
-                    })
+                    results.append(
+                        {
+                            "judge": version.judge.name,
+                            "version": version.number,
+                            "uuid": str(version.uuid),
+                            "action": "created" if created else "unchanged",
+                            "trusted": version.is_trusted,
+                        }
+                    )
                 presets = _presets_apply(targets, grader_sets)
         except CommandError:
             raise
@@ -115,13 +133,19 @@ class Command(BaseCommand):
             self.stdout.write(json.dumps({"judges": results, **presets}, allow_nan=False))
             return
         for r in results:
-            what = (f"new version {r['version']} (untrusted)" if r["action"] == "created"
-                    else f"unchanged (version {r['version']})")
+            what = (
+                f"new version {r['version']} (untrusted)"
+                if r["action"] == "created"
+                else f"unchanged (version {r['version']})"
+            )
             self.stdout.write(f"judge {r['judge']}: {what}")
         for table, label in (("targets", "target"), ("grader_sets", "grader set")):
             for r in presets[table]:
-                what = {"created": "created", "unchanged": "unchanged",
-                        "updated": "updated (runs keep their own snapshot)"}[r["action"]]
+                what = {
+                    "created": "created",
+                    "unchanged": "unchanged",
+                    "updated": "updated (runs keep their own snapshot)",
+                }[r["action"]]
                 self.stdout.write(f"{label} {r['name']}: {what}")
 
 
@@ -141,8 +165,9 @@ def _presets_apply(targets: dict[str, dict], grader_sets: dict[str, dict]) -> di
     try:
         for name, value in targets.items():
             preset, action = target_preset_apply(name=name, config=value)
-            out["targets"].append({"name": name, "action": action,
-                                   "content_hash": preset.content_hash})
+            out["targets"].append(
+                {"name": name, "action": action, "content_hash": preset.content_hash}
+            )
         for name, value in grader_sets.items():
             unknown = sorted(set(value) - {"graders"})
             if unknown:
@@ -150,8 +175,9 @@ def _presets_apply(targets: dict[str, dict], grader_sets: dict[str, dict]) -> di
             if "graders" not in value:
                 raise CommandError(f"grader_sets.{name}.graders: required, a list of graders")
             preset, action = grader_set_preset_apply(name=name, graders=value["graders"])
-            out["grader_sets"].append({"name": name, "action": action,
-                                       "content_hash": preset.content_hash})
+            out["grader_sets"].append(
+                {"name": name, "action": action, "content_hash": preset.content_hash}
+            )
     except PresetConfigError as exc:
         raise CommandError(str(exc)) from exc
     return out

@@ -33,12 +33,14 @@ class Command(BaseCommand):
         run = run_lookup(options["run"])
         try:
             version = JudgeVersion.objects.select_related("judge").get(
-                uuid=uuid.UUID(options["judge_version"]))
+                uuid=uuid.UUID(options["judge_version"])
+            )
         except (ValueError, JudgeVersion.DoesNotExist) as exc:
             raise CommandError(f"no judge version {options['judge_version']!r}") from exc
         try:
-            judge_run = judge_run_start(run=run, judge_version=version,
-                                        sample=options["sample"], seed=options["seed"])
+            judge_run = judge_run_start(
+                run=run, judge_version=version, sample=options["sample"], seed=options["seed"]
+            )
         except JudgeConfigError as exc:
             raise CommandError(str(exc)) from exc
         while options["wait"]:
@@ -47,12 +49,16 @@ class Command(BaseCommand):
                 break
             time.sleep(1)
         judge_run.refresh_from_db()
-        out = {"judge_run": str(judge_run.uuid), "judge_version": str(version.uuid),
-               "grader": judge_run.grader, "status": judge_run.status,
-               "trials_total": judge_run.trials_total,
-               "trials_graded": judge_run.trials_graded,
-               "trials_errored": judge_run.trials_errored,
-               "provisional": not version.is_trusted}
+        out = {
+            "judge_run": str(judge_run.uuid),
+            "judge_version": str(version.uuid),
+            "grader": judge_run.grader,
+            "status": judge_run.status,
+            "trials_total": judge_run.trials_total,
+            "trials_graded": judge_run.trials_graded,
+            "trials_errored": judge_run.trials_errored,
+            "provisional": not version.is_trusted,
+        }
         if options["json"]:
             self.stdout.write(json.dumps(out, allow_nan=False))
             return

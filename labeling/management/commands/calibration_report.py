@@ -46,8 +46,10 @@ def render_text(cal: Calibration, trust: str) -> str:
 
 
 class Command(BaseCommand):
-    help = ("Calibration figures (n, agreement, kappa, false-accept and false-reject rates) "
-            "and trust state of every judge version with grades on labeled trials.")
+    help = (
+        "Calibration figures (n, agreement, kappa, false-accept and false-reject rates) "
+        "and trust state of every judge version with grades on labeled trials."
+    )
 
     def add_arguments(self, parser):
         parser.add_argument("--suite", help="only trials of this suite (by name)")
@@ -70,14 +72,18 @@ class Command(BaseCommand):
             }
             rows.append((cal, trust))
         if options["json"]:
-            payload = {"suite": suite.name if suite else None,
-                       "judge_versions": [{**cal.as_json(), "trust": trust}
-                                          for cal, trust in rows]}
+            payload = {
+                "suite": suite.name if suite else None,
+                "judge_versions": [{**cal.as_json(), "trust": trust} for cal, trust in rows],
+            }
             self.stdout.write(json.dumps(payload, allow_nan=False, indent=2))
             return
         if not rows:
             self.stdout.write("no judge version has grades on labeled trials")
         for cal, trust in rows:
-            state = (f"trusted (by {trust['approved_by']}, {trust['trusted_at']})"
-                     if trust["trusted"] else "untrusted")
+            state = (
+                f"trusted (by {trust['approved_by']}, {trust['trusted_at']})"
+                if trust["trusted"]
+                else "untrusted"
+            )
             self.stdout.write(render_text(cal, state))
