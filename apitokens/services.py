@@ -8,9 +8,8 @@ import secrets
 from django.core.exceptions import PermissionDenied
 from django.utils import timezone
 
-from evals.roles import LEAD, user_has_role
-
-from .models import ApiToken
+from apitokens.models import ApiToken
+from core.roles import LEAD, user_has_role
 
 
 def token_hash(token: str) -> str:

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from . import views
+from apitokens import views
 
 app_name = "apitokens"
 

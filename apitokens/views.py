@@ -7,12 +7,11 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_http_methods, require_POST
 
-from evals.roles import LEAD
-from evals.views import role_required
-
-from .forms import TokenCreateForm
-from .models import ApiToken
-from .services import token_create, token_revoke
+from apitokens.forms import TokenCreateForm
+from apitokens.models import ApiToken
+from apitokens.services import token_create, token_revoke
+from core.http import role_required
+from core.roles import LEAD
 
 
 def _page(

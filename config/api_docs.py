@@ -17,7 +17,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 
-from evals.views import VIEWER_ROLES, role_required
+from core.http import VIEWER_ROLES, role_required
 
 
 class BearerTokenScheme(OpenApiAuthenticationExtension):

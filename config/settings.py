@@ -58,6 +58,7 @@ INSTALLED_APPS = [
     "rest_framework",
     "drf_spectacular",
     "drf_spectacular_sidecar",  # Swagger UI static files for /api/docs/ (no CDN)
+    "core",
     "apitokens",
     "evals",
     "judges",
@@ -209,16 +210,16 @@ REST_FRAMEWORK = {
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
-    "DEFAULT_RENDERER_CLASSES": ["evals.api_base.StrictJSONRenderer"],
-    "DEFAULT_PAGINATION_CLASS": "evals.api_base.IdCursorPagination",
+    "DEFAULT_RENDERER_CLASSES": ["core.api.renderers.StrictJSONRenderer"],
+    "DEFAULT_PAGINATION_CLASS": "core.api.pagination.IdCursorPagination",
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     # Hostile bodies are 4xx JSON, never a 500 or an HTML page (evals/api_errors.py).
     "DEFAULT_PARSER_CLASSES": [
-        "evals.api_errors.StrictJSONParser",
+        "core.api.parsers.StrictJSONParser",
         "rest_framework.parsers.FormParser",
         "rest_framework.parsers.MultiPartParser",
     ],
-    "EXCEPTION_HANDLER": "evals.api_errors.exception_handler",
+    "EXCEPTION_HANDLER": "core.api.errors.exception_handler",
 }
 SPECTACULAR_SETTINGS = {"TITLE": "Assay API", "VERSION": "1", "SERVE_INCLUDE_SCHEMA": False}
 # Several models have a "status" choice set; name each enum after its model.
@@ -229,7 +230,7 @@ SPECTACULAR_SETTINGS["ENUM_NAME_OVERRIDES"] = {
     "SuiteKindEnum": "evals.models.Suite.Kind",  # Suite.kind and the imports' suite_kind
 }
 # The schema is served to the UI's roles only (drf-spectacular's default is AllowAny).
-SPECTACULAR_SETTINGS["SERVE_PERMISSIONS"] = ["evals.api_base.IsViewer"]
+SPECTACULAR_SETTINGS["SERVE_PERMISSIONS"] = ["core.api.permissions.IsViewer"]
 # Request bodies get their own components (``...Request``): an upload is then a binary
 # file, not a URI, and read-only fields leave the request shapes.
 SPECTACULAR_SETTINGS["COMPONENT_SPLIT_REQUEST"] = True

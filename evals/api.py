@@ -18,11 +18,11 @@ from rest_framework import serializers, viewsets
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from . import selectors, services
-from .api_base import IsRunner, IsViewer
-from .api_fields import StrictCharField, StrictIntegerField, StrictUUIDField, query_uuid
-from .models import Baseline, Case, Grade, Run, Suite, Trial
-from .tags import cases_tagged, trials_tagged
+from core.api.fields import StrictCharField, StrictIntegerField, StrictUUIDField, query_uuid
+from core.api.permissions import IsRunner, IsViewer
+from evals import selectors, services
+from evals.models import Baseline, Case, Grade, Run, Suite, Trial
+from evals.tags import cases_tagged, trials_tagged
 
 H = {  # help text of every exposed field, with units
     "uuid": "Stable identifier (UUID); used in URLs.",

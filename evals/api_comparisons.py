@@ -33,14 +33,16 @@ from rest_framework.exceptions import APIException, NotFound
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from . import exports
-from .api_base import DownloadNegotiation, IsViewer, attachment, download_format, table_download
-from .api_errors import StrictJSONParser
-from .api_fields import StrictBooleanField, StrictFloatField, StrictUUIDField, query_uuid
-from .comparison import gate_decide
-from .comparison_cache import comparison_cached_get
-from .comparison_render import gate_json
-from .gate import (
+from core.api.downloads import DownloadNegotiation, attachment, download_format
+from core.api.fields import StrictBooleanField, StrictFloatField, StrictUUIDField, query_uuid
+from core.api.parsers import StrictJSONParser
+from core.api.permissions import IsViewer
+from evals import exports
+from evals.comparison import gate_decide
+from evals.comparison_cache import comparison_cached_get
+from evals.comparison_render import gate_json
+from evals.exports import table_download
+from evals.gate import (
     ALPHA_MAX,
     ALPHA_MIN,
     GateInputError,
@@ -48,8 +50,8 @@ from .gate import (
     gate_evaluate,
     run_document_read,
 )
-from .models import Run
-from .run_file import run_export_json
+from evals.models import Run
+from evals.run_file import run_export_json
 
 DEFAULT_ALPHA = 0.05  # manage.py gate's default --alpha
 DECIMAL = re.compile(r"[0-9]+(\.[0-9]+)?|\.[0-9]+")

@@ -15,9 +15,9 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from .api_base import IsRunner
-from .importers import FORMATS, ResultsImportError, mapping_parse, results_import
-from .models import Suite
+from core.api.permissions import IsRunner
+from evals.importers import FORMATS, ResultsImportError, mapping_parse, results_import
+from evals.models import Suite
 
 # The largest file accepted, in bytes (64 MiB; settings.ASSAY["IMPORT_MAX_BYTES"] overrides).
 # promptfoo and Inspect files are parsed whole, so the limit bounds the memory one import uses.

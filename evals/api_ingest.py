@@ -19,9 +19,9 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from .api_base import IsRunner
-from .ingest import IngestConflict, IngestError, IngestTooLarge, ingest_submit, source_open
-from .models import Run
+from core.api.permissions import IsRunner
+from evals.ingest import IngestConflict, IngestError, IngestTooLarge, ingest_submit, source_open
+from evals.models import Run
 
 MEDIA_TYPES = {
     "application/json": "json",

@@ -36,8 +36,11 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 import pyarrow as pa
 import pyarrow.parquet as pq
 from django.db.models import Prefetch
+from django.http import HttpResponse
+from rest_framework import serializers
 
-from .models import Grade, Run, Trial
+from core.api.downloads import attachment, download_format
+from evals.models import Grade, Run, Trial
 
 FORMATS = ("csv", "parquet")
 CONTENT_TYPES = {"csv": "text/csv; charset=utf-8", "parquet": "application/vnd.apache.parquet"}
@@ -190,7 +193,7 @@ def comparison_table(*, base: Run, head: Run, alpha: float = 0.05) -> ExportTabl
     (section ``shared``: base x/N, head y/N, rates in [0, 1], delta = head − base, change
     class, errored trials per side), then one per ``added``, ``removed`` and ``changed``
     case (counts empty). Queries: those of ``comparison_get``, independent of the rows."""
-    from .comparison import comparison_get
+    from evals.comparison import comparison_get
 
     cmp = comparison_get(base=base, head=head, alpha=alpha)
     columns = [
@@ -288,3 +291,19 @@ def table_write(*, table: ExportTable, fmt: str) -> bytes:
     if fmt not in WRITERS:
         raise ExportError(f"format: expected one of {', '.join(FORMATS)}, got {fmt!r}")
     return WRITERS[fmt](table)
+
+
+def download_zone(request):
+    """The ``?tz=`` zone (``evals.zone_get``, default UTC); a 400 naming ``tz``."""
+    try:
+        return zone_get(name=request.query_params.get("tz"))
+    except ExportError as exc:
+        raise serializers.ValidationError({"tz": [str(exc)]}) from exc
+
+
+def table_download(request, build, stem: str) -> HttpResponse:
+    """The table ``build(zone)`` (an ``evals.exports.ExportTable``) as ``<stem>.csv`` or
+    ``<stem>.parquet`` by ``?format=``, times in ``?tz=``; 400s name the option."""
+    fmt = download_format(request, FORMATS)
+    body = table_write(table=build(download_zone(request)), fmt=fmt)
+    return attachment(body, CONTENT_TYPES[fmt], f"{stem}.{fmt}")

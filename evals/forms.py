@@ -8,8 +8,8 @@ from typing import Any
 from django import forms
 from django.urls import reverse_lazy
 
-from .models import GraderSetPreset, Run, Suite, TargetPreset
-from .services import MAX_TRIALS_PER_CASE
+from evals.models import GraderSetPreset, Run, Suite, TargetPreset
+from evals.services import MAX_TRIALS_PER_CASE
 
 TARGET_KINDS = [
     ("simulated", "Simulated (seeded, no network)"),
@@ -127,7 +127,7 @@ class RunStartForm(forms.Form):
         )
 
     def clean_graders(self) -> list[dict]:
-        from .graders import GraderConfigError, parse_grader_specs
+        from evals.graders import GraderConfigError, parse_grader_specs
 
         raw = _json_field_value(self.cleaned_data["graders"], field="graders", expected=list)
         try:

@@ -41,10 +41,11 @@ from typing import Any, BinaryIO
 
 from django.db import IntegrityError, transaction
 
-from .importers.context import ImportContext, ImportSummary
-from .importers.reader import BOM, ResultsImportError, contains_non_finite, json_loads_line
-from .importers.reader import jsonl_records as _jsonl_records
-from .importers.tabular import (
+from core.strict_json import contains_non_finite, json_loads_line
+from evals.importers.context import ImportContext, ImportSummary
+from evals.importers.reader import BOM, ResultsImportError
+from evals.importers.reader import jsonl_records as _jsonl_records
+from evals.importers.tabular import (
     FIELDS,
     OVERFLOW,
     UNSTORABLE,
@@ -56,8 +57,8 @@ from .importers.tabular import (
     contains_overflow,
     contains_unstorable,
 )
-from .importers.tabular import row_parse as _row_parse
-from .models import IngestKey, Run, Suite
+from evals.importers.tabular import row_parse as _row_parse
+from evals.models import IngestKey, Run, Suite
 
 HEADER_FIELDS = ("suite", "suite_kind", "run", "model", "source_version", "threshold", "run_key")
 RECORD_FIELDS = (*FIELDS, "labels", "extra")

@@ -27,11 +27,10 @@ from typing import Any
 
 import numpy as np
 
+from core.strict_json import json_safe
 from labeling.figures import CorrectedPassRate, corrected_pass_rate_from_approval
 from stats import pass_at_k, pass_hat_k, wilson_interval
 from stats.intervals import ClusteredMean, clustered_mean_of_rates
-
-from .strict_json import json_safe
 
 PASS, FAIL, ERRORED, MISSING, PIPELINE, PENDING = 1, 0, -1, -2, -3, -4
 OVERALL = "overall"

@@ -27,9 +27,9 @@ from django.db import connection, transaction
 from django.db.models import Count, F, Q
 from django.utils import timezone
 
-from .graders import GraderSpec, parse_grader_specs, run_grader
-from .models import Baseline, Case, Grade, Run, Suite, Trial
-from .targets import CaseInput, TargetConfigError, TargetResult, target_from_config
+from evals.graders import GraderSpec, parse_grader_specs, run_grader
+from evals.models import Baseline, Case, Grade, Run, Suite, Trial
+from evals.targets import CaseInput, TargetConfigError, TargetResult, target_from_config
 
 logger = logging.getLogger(__name__)
 
@@ -200,7 +200,7 @@ def _chunks(ids: list[int], size: int) -> Iterator[list[int]]:
 
 
 def _chunk_enqueue(run_id: int, trial_ids: list[int]) -> None:
-    from .tasks import run_chunk_execute
+    from evals.tasks import run_chunk_execute
 
     run_chunk_execute.delay(run_id, trial_ids)
 
@@ -334,7 +334,7 @@ def trial_results_record(
     price or a token count is unknown, and for errored trials. ``prices`` caches price
     lookups by model name across calls (the runner passes one dict per chunk).
     """
-    from .pricing import cost_breakdown, price_lookup
+    from evals.pricing import cost_breakdown, price_lookup
 
     prices = {} if prices is None else prices
     now = timezone.now()
@@ -676,8 +676,8 @@ def case_graduate(*, case: Case, into_suite: Suite, by=None, evidence: dict | No
     ``into_suite`` is not a regression suite, or when ``into_suite`` already has an active
     case with this key and different content (graduating must never replace it).
     """
-    from .models import Graduation
-    from .services_cases import case_upsert
+    from evals.models import Graduation
+    from evals.services_cases import case_upsert
 
     if case.suite.kind != Suite.Kind.CAPABILITY:
         raise GraduationError(f"case: {case.key!r} is not in a capability suite")
@@ -723,7 +723,7 @@ def baseline_set(*, suite: Suite, run: Run, by=None, note: str = "") -> Baseline
     """
     if run.suite_id != suite.id:
         raise ValueError(f"run: {run.name!r} belongs to another suite, not {suite.name!r}")
-    from .selectors_suite import baseline_refusal
+    from evals.selectors_suite import baseline_refusal
 
     refusal = baseline_refusal(run=run)
     if refusal:

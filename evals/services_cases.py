@@ -12,7 +12,7 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from .models import Case, Suite, content_hash
+from evals.models import Case, Suite, content_hash
 
 
 @dataclass(frozen=True)

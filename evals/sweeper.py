@@ -22,7 +22,7 @@ from django.conf import settings
 from django.db.models import Max
 from django.utils import timezone
 
-from .models import Grade, Run, Trial
+from evals.models import Grade, Run, Trial
 
 
 @dataclass(frozen=True)
@@ -47,7 +47,7 @@ def runs_sweep(*, now: datetime | None = None) -> SweepResult:
     judge chunks of runs whose judge rung stalled for longer than a lease
     (``ASSAY["TRIAL_LEASE_SECONDS"]``). Returns the counts; enqueues nothing when nothing is
     stale. Two queries, plus a few per running run whose grader set has a judge."""
-    from .services import _chunk_enqueue, _judge_chunk_enqueue, _judge_grading_pending
+    from evals.services import _chunk_enqueue, _judge_chunk_enqueue, _judge_grading_pending
 
     now = now or timezone.now()
     open_runs = [Run.Status.QUEUED, Run.Status.RUNNING]

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from . import views, views_comparison, views_exports, views_suite
+from evals import views, views_comparison, views_exports, views_suite
 
 app_name = "evals"
 

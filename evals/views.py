@@ -10,44 +10,18 @@ Permissions (the cast in tests/conftest.py):
 
 import json
 import uuid
-from collections.abc import Callable
-from functools import wraps
 
 from django.contrib import messages
-from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.template.loader import render_to_string
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django_htmx.http import HttpResponseStopPolling
-from django_htmx.middleware import HtmxDetails
 
-from . import selectors
-from .forms import RunFilterForm, RunStartForm
-from .models import Case, Run, Suite, Trial
-from .roles import ENGINEER, LEAD, REVIEWER, user_has_role
-
-VIEWER_ROLES = (REVIEWER, ENGINEER, LEAD)
-RUNNER_ROLES = (ENGINEER, LEAD)
-
-
-class HtmxHttpRequest(HttpRequest):
-    htmx: HtmxDetails
-
-
-def role_required(*roles: str) -> Callable:
-    """View decorator: 403 unless the signed-in user has one of ``roles``."""
-
-    def decorator(view: Callable) -> Callable:
-        @wraps(view)
-        def wrapped(request: HttpRequest, *args, **kwargs) -> HttpResponse:
-            if not user_has_role(request.user, *roles):
-                raise PermissionDenied(f"requires one of the roles: {', '.join(roles)}")
-            return view(request, *args, **kwargs)
-
-        return wrapped
-
-    return decorator
+from core.http import RUNNER_ROLES, VIEWER_ROLES, HtmxHttpRequest, role_required
+from evals import selectors
+from evals.forms import RunFilterForm, RunStartForm
+from evals.models import Case, Run, Suite, Trial
 
 
 @require_GET
@@ -69,7 +43,7 @@ def run_list(request: HtmxHttpRequest) -> HttpResponse:
 @role_required(*VIEWER_ROLES)
 def run_detail(request: HttpRequest, run_id) -> HttpResponse:
     run = get_object_or_404(Run.objects.select_related("suite"), uuid=run_id)
-    from .selectors_suite import run_baseline_context
+    from evals.selectors_suite import run_baseline_context
 
     return render(
         request,
@@ -83,8 +57,8 @@ def run_detail(request: HttpRequest, run_id) -> HttpResponse:
 def run_new(request: HtmxHttpRequest) -> HttpResponse:
     """Start a run. GET shows the form (``?suite=<uuid>`` prefills that suite's grader set);
     POST validates it, calls ``run_start`` and redirects to the run page."""
-    from .graders import GraderConfigError
-    from .services import RunConfigError, TargetConfigError, run_start
+    from evals.graders import GraderConfigError
+    from evals.services import RunConfigError, TargetConfigError, run_start
 
     if request.method == "POST":
         form = RunStartForm(request.POST)
@@ -136,7 +110,7 @@ def run_progress(request: HtmxHttpRequest, run_id) -> HttpResponse:
 @role_required(*RUNNER_ROLES)
 def run_cancel(request: HtmxHttpRequest, run_id) -> HttpResponse:
     """Cancel a run (``run_cancel``); htmx gets the progress fragment, a form post a redirect."""
-    from .services import run_cancel as run_cancel_service
+    from evals.services import run_cancel as run_cancel_service
 
     run = get_object_or_404(Run, uuid=run_id)
     cancelled = run_cancel_service(run=run, by=request.user)  # refreshes ``run``
@@ -178,8 +152,8 @@ def trial_detail(request: HtmxHttpRequest, trial_id) -> HttpResponse:
 def import_upload(request: HttpRequest) -> HttpResponse:
     """Import an uploaded results file (engineers and leads). POST runs ``results_import`` on
     the uploaded temporary file and redirects to the new run, or re-renders with the error."""
-    from .importers import ResultsImportError, results_import
-    from .importers.forms import ImportUploadForm
+    from evals.importers import ResultsImportError, results_import
+    from evals.importers.forms import ImportUploadForm
 
     error = ""
     if request.method == "POST":

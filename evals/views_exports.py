@@ -10,9 +10,9 @@ from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest
 from django.shortcuts import get_object_or_404
 from django.views.decorators.http import require_GET
 
-from . import exports
-from .models import Run
-from .views import VIEWER_ROLES, role_required
+from core.http import VIEWER_ROLES, role_required
+from evals import exports
+from evals.models import Run
 
 
 def table_download_response(request: HttpRequest, build, filename: str) -> HttpResponse:

@@ -11,9 +11,9 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
-from .models import Case, Run, Suite
-from .selectors_suite import graduation_candidates, power_sentence, suite_page_get
-from .views import RUNNER_ROLES, VIEWER_ROLES, role_required
+from core.http import RUNNER_ROLES, VIEWER_ROLES, role_required
+from evals.models import Case, Run, Suite
+from evals.selectors_suite import graduation_candidates, power_sentence, suite_page_get
 
 
 @require_GET
@@ -40,7 +40,7 @@ def _suite_power(page) -> str | None:
     per-case rates; None without a baseline or when it graded nothing."""
     if page.baseline is None:
         return None
-    from .comparison import detectable_drop_get
+    from evals.comparison import detectable_drop_get
 
     power = detectable_drop_get(run=page.baseline.run)
     return power_sentence(power) if power is not None else None
@@ -51,7 +51,7 @@ def _suite_power(page) -> str | None:
 def baseline_set(request: HttpRequest, run_id) -> HttpResponse:
     """Make this run its suite's baseline (``evals.services.baseline_set``); back to the run
     page (or ``next`` when it is the suite page)."""
-    from .services import baseline_set as baseline_set_service
+    from evals.services import baseline_set as baseline_set_service
 
     run = get_object_or_404(Run.objects.select_related("suite"), uuid=run_id)
     note = request.POST.get("note", "")[:500]
@@ -71,8 +71,8 @@ def baseline_set(request: HttpRequest, run_id) -> HttpResponse:
 def case_graduate(request: HttpRequest, suite_id, case_id) -> HttpResponse:
     """Graduate a capability case into the regression suite chosen in ``into_suite`` (a
     suite UUID); refuses (message, no write) a case that is not a current candidate."""
-    from .services import GraduationError
-    from .services import case_graduate as case_graduate_service
+    from evals.services import GraduationError
+    from evals.services import case_graduate as case_graduate_service
 
     suite = get_object_or_404(Suite, uuid=suite_id)
     case = get_object_or_404(Case.objects.select_related("suite"), uuid=case_id, suite=suite)

@@ -2,7 +2,7 @@
 
 from django.contrib import admin
 
-from .models import Judge, JudgeRun, JudgeVersion, PairwiseVerdict, ProbeRun
+from judges.models import Judge, JudgeRun, JudgeVersion, PairwiseVerdict, ProbeRun
 
 
 class JudgeVersionInline(admin.TabularInline):

@@ -23,15 +23,14 @@ from rest_framework import serializers, viewsets
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from evals.api_base import IsRunner
-from evals.api_errors import StrictJSONParser
-from evals.api_fields import StrictIntegerField, StrictUUIDField, query_uuid
+from core.api.fields import StrictIntegerField, StrictUUIDField, query_uuid
+from core.api.parsers import StrictJSONParser
+from core.api.permissions import IsRunner
 from evals.models import Run
+from judges import services
+from judges.models import Judge, JudgeRun, JudgeVersion
 from labeling.api import KappaSerializer, NoUnknownFields, RateSerializer, field_error
 from labeling.models import JudgeApproval
-
-from . import services
-from .models import Judge, JudgeRun, JudgeVersion
 
 TRUSTED_VALUES = {"true": True, "false": False}
 # Kinds that cannot grade a single trial (``judge_grade_trials`` refuses them in the worker).

@@ -9,8 +9,7 @@ import json
 from django import forms
 
 from evals.models import Run
-
-from .models import Judge
+from judges.models import Judge
 
 CALLABLE_KINDS = [(k, label) for k, label in Judge.Kind.choices if k != Judge.Kind.RECORDED]
 

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from . import kinds
-from .models import JudgeVersion
-from .services import JudgeCall, JudgeConfigError, Sleep, calls_run, verdict_read
+from judges import kinds
+from judges.models import JudgeVersion
+from judges.services import JudgeCall, JudgeConfigError, Sleep, calls_run, verdict_read
 
 
 @dataclass(frozen=True)

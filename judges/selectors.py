@@ -16,8 +16,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 
 from evals.models import Grade
-
-from .models import JudgeRun, JudgeVersion, PairwiseVerdict
+from judges.models import JudgeRun, JudgeVersion, PairwiseVerdict
 
 
 @dataclass(frozen=True)

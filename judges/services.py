@@ -27,12 +27,11 @@ from django.utils import timezone
 
 from evals.models import Case, Grade, Run, Trial, TrialPair
 from evals.pricing import Price, cost_breakdown, price_lookup
-
-from . import kinds
-from .client import JudgeClient, JudgeReply
-from .models import Judge, JudgeRun, JudgeVersion, PairwiseVerdict, judge_version_hash
-from .parsing import ParseError, reply_parse
-from .prompts import PromptTemplateError, imitates_markers
+from judges import kinds
+from judges.client import JudgeClient, JudgeReply
+from judges.models import Judge, JudgeRun, JudgeVersion, PairwiseVerdict, judge_version_hash
+from judges.parsing import ParseError, reply_parse
+from judges.prompts import PromptTemplateError, imitates_markers
 
 Sleep = Callable[[float], Awaitable[None]]
 JUDGE_RUN_CHUNK = 50
@@ -456,7 +455,7 @@ def judge_run_start(
     ``JUDGE_RUN_CHUNK`` trials. Raises ``JudgeConfigError`` naming the field for a bad
     sample size, or for a pairwise or recorded judge version (they do not grade single
     trials: refused here, before a task could fail on it)."""
-    from .tasks import judge_run_execute
+    from judges.tasks import judge_run_execute
 
     if judge_version.judge.kind in (Judge.Kind.PAIRWISE, Judge.Kind.RECORDED):
         raise JudgeConfigError(

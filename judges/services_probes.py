@@ -10,10 +10,10 @@ from __future__ import annotations
 from django.db import transaction
 from django.utils import timezone
 
-from . import kinds
-from .models import JudgeVersion, ProbeRun
-from .probes import PROBES, probe_run
-from .services import JudgeConfigError, Sleep
+from judges import kinds
+from judges.models import JudgeVersion, ProbeRun
+from judges.probes import PROBES, probe_run
+from judges.services import JudgeConfigError, Sleep
 
 PROBE_KINDS = (kinds.RUBRIC, kinds.FAITHFULNESS)
 
@@ -27,7 +27,7 @@ def probes_supported(*, judge_version: JudgeVersion) -> bool:
 def probe_run_start(*, judge_version: JudgeVersion, by=None) -> ProbeRun:
     """Queue a probe run of ``judge_version``; the task runs after commit. Raises
     ``JudgeConfigError`` naming the reason when the version cannot be probed."""
-    from .tasks import probe_run_execute as task
+    from judges.tasks import probe_run_execute as task
 
     if not judge_version.base_url:
         raise JudgeConfigError(f"{judge_version}: recorded verdicts have no endpoint to probe")

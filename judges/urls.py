@@ -1,6 +1,6 @@
 from django.urls import path
 
-from . import views, views_versions
+from judges import views, views_versions
 
 app_name = "judges"
 

@@ -18,17 +18,16 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
+from core.http import HtmxHttpRequest, role_required
+from core.roles import ENGINEER, LEAD, user_has_role
 from evals.models import Suite
-from evals.roles import ENGINEER, LEAD, user_has_role
-from evals.views import HtmxHttpRequest, role_required
+from judges.models import Judge, JudgeVersion
+from judges.selectors import judge_cost_get, position_bias_list
 from labeling import selectors as calibration_selectors
 from labeling import services as labeling_services
 from labeling.figures import Confusion
 from labeling.forms import TrustApproveForm, TrustRevokeForm
 from labeling.models import CalibrationSet, JudgeApproval
-
-from .models import Judge, JudgeVersion
-from .selectors import judge_cost_get, position_bias_list
 
 CALIBRATION_ROLES = (ENGINEER, LEAD)
 

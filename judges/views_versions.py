@@ -13,12 +13,11 @@ from django.http import HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from evals.roles import ENGINEER, LEAD
-from evals.views import HtmxHttpRequest, role_required
-
-from . import selectors, services, services_probes
-from .forms import JudgeRunForm, JudgeVersionForm
-from .models import JudgeRun, JudgeVersion, ProbeRun
+from core.http import HtmxHttpRequest, role_required
+from core.roles import ENGINEER, LEAD
+from judges import selectors, services, services_probes
+from judges.forms import JudgeRunForm, JudgeVersionForm
+from judges.models import JudgeRun, JudgeVersion, ProbeRun
 
 VERSION_ROLES = (ENGINEER, LEAD)
 

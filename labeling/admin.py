@@ -3,7 +3,7 @@ judge approvals. Read-mostly: the services hold the rules (freezing, trust thres
 
 from django.contrib import admin
 
-from .models import (
+from labeling.models import (
     Adjudication,
     CalibrationItem,
     CalibrationSet,

@@ -30,24 +30,25 @@ from rest_framework import serializers, viewsets
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from evals import exports as table_exports
-from evals.api_base import DownloadNegotiation, IsLabeler, IsRunner, IsViewer, table_download
-from evals.api_errors import StrictJSONParser
-from evals.api_fields import (
+from core.api.downloads import DownloadNegotiation
+from core.api.fields import (
     StrictCharField,
     StrictChoiceField,
     StrictIntegerField,
     StrictUUIDField,
     query_uuid,
 )
+from core.api.parsers import StrictJSONParser
+from core.api.permissions import IsLabeler, IsRunner, IsViewer
+from core.roles import ENGINEER, LEAD, user_has_role
+from evals import exports as table_exports
+from evals.exports import table_download
 from evals.models import Trial
-from evals.roles import ENGINEER, LEAD, user_has_role
 from judges.models import JudgeVersion
-
-from . import services
-from .exports import calibration_table
-from .models import CalibrationSet, Label
-from .selectors import calibration_compute
+from labeling import services
+from labeling.exports import calibration_table
+from labeling.models import CalibrationSet, Label
+from labeling.selectors import calibration_compute
 
 WITHHELD = (
     "withheld: reviewers label blind, so the judge's figures are shown to engineers and leads only"

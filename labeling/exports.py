@@ -17,9 +17,8 @@ import pyarrow as pa
 from evals.exports import ExportTable
 from evals.models import Grade
 from judges.models import JudgeVersion
-
-from .models import CalibrationSet, Label
-from .selectors import reference_labels
+from labeling.models import CalibrationSet, Label
+from labeling.selectors import reference_labels
 
 LABEL_FIELDS = ("verdict", "critique", "labeled_at")
 

@@ -7,9 +7,8 @@ from django import forms
 
 from evals.models import Run
 from judges.models import JudgeVersion
-
-from .models import Label
-from .services import CRITIQUE_MAX
+from labeling.models import Label
+from labeling.services import CRITIQUE_MAX
 
 
 class CalibrationSetBuildForm(forms.Form):

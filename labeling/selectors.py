@@ -16,9 +16,7 @@ from django.db.models import Q
 
 from evals.models import Grade, Run, Trial
 from judges.models import JudgeVersion
-from stats.agreement import KappaResult, cohens_kappa, false_accept_rate, false_reject_rate
-
-from .figures import (
+from labeling.figures import (
     Calibration,
     Confusion,
     CorrectedPassRate,
@@ -30,8 +28,9 @@ from .figures import (
     Thresholds,
     corrected_pass_rate_from_approval,
 )
-from .models import Adjudication, CalibrationSet, JudgeApproval, Label
-from .selectors_pairwise import pairwise_calibration_compute
+from labeling.models import Adjudication, CalibrationSet, JudgeApproval, Label
+from labeling.selectors_pairwise import pairwise_calibration_compute
+from stats.agreement import KappaResult, cohens_kappa, false_accept_rate, false_reject_rate
 
 __all__ = [
     "active_approval_get",

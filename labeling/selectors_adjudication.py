@@ -11,8 +11,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 from evals.models import Trial
-
-from .models import Adjudication, CalibrationSet, Label
+from labeling.models import Adjudication, CalibrationSet, Label
 
 
 @dataclass(frozen=True)

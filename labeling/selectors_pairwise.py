@@ -5,11 +5,10 @@ from __future__ import annotations
 from collections import defaultdict
 
 from judges.models import JudgeVersion, PairwiseVerdict
+from labeling.figures import PairwiseCalibration, PositionFigures
+from labeling.models import PreferenceLabel
 from stats.agreement import RateResult, cohens_kappa
 from stats.intervals import wilson_interval
-
-from .figures import PairwiseCalibration, PositionFigures
-from .models import PreferenceLabel
 
 FIRST_SLOT = {PairwiseVerdict.Position.ORIGINAL: "A", PairwiseVerdict.Position.SWAPPED: "B"}
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .models import CalibrationItem, CalibrationSet, Label
+from labeling.models import CalibrationItem, CalibrationSet, Label
 
 
 @dataclass(frozen=True)

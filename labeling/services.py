@@ -16,12 +16,11 @@ from django.db import IntegrityError, transaction
 from django.db.models import F, Max
 from django.utils import timezone
 
+from core.roles import ENGINEER, LEAD, REVIEWER, user_has_role
 from evals.models import Grade, Run, Trial
-from evals.roles import ENGINEER, LEAD, REVIEWER, user_has_role
 from judges.models import JudgeVersion
-
-from .figures import Calibration
-from .models import (
+from labeling.figures import Calibration
+from labeling.models import (
     Adjudication,
     CalibrationItem,
     CalibrationSet,
@@ -29,7 +28,7 @@ from .models import (
     Label,
     LabelRevision,
 )
-from .selectors import calibration_compute
+from labeling.selectors import calibration_compute
 
 VERDICTS = tuple(Label.Verdict.values)
 CRITIQUE_MAX = 20_000

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from . import views, views_exports
+from labeling import views, views_exports
 
 app_name = "labeling"
 

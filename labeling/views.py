@@ -22,15 +22,14 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
+from core.http import VIEWER_ROLES, HtmxHttpRequest, role_required
+from core.roles import ENGINEER, LEAD, REVIEWER
 from evals.models import Trial
-from evals.roles import ENGINEER, LEAD, REVIEWER
-from evals.views import VIEWER_ROLES, HtmxHttpRequest, role_required
-
-from . import services
-from .forms import AdjudicationForm, CalibrationItemForm, CalibrationSetBuildForm, LabelForm
-from .models import CalibrationSet, Label
-from .selectors_adjudication import human_disagreements
-from .selectors_queue import QueueState, queue_last_labeled_get, queue_state_get
+from labeling import services
+from labeling.forms import AdjudicationForm, CalibrationItemForm, CalibrationSetBuildForm, LabelForm
+from labeling.models import CalibrationSet, Label
+from labeling.selectors_adjudication import human_disagreements
+from labeling.selectors_queue import QueueState, queue_last_labeled_get, queue_state_get
 
 LABELER_ROLES = (REVIEWER, LEAD)
 BUILDER_ROLES = (ENGINEER, LEAD)

@@ -15,13 +15,12 @@ from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest
 from django.shortcuts import get_object_or_404
 from django.views.decorators.http import require_GET
 
-from evals.roles import ENGINEER, LEAD
-from evals.views import role_required
+from core.http import role_required
+from core.roles import ENGINEER, LEAD
 from evals.views_exports import table_download_response
 from judges.models import JudgeVersion
-
-from .exports import calibration_table
-from .models import CalibrationSet
+from labeling.exports import calibration_table
+from labeling.models import CalibrationSet
 
 
 @require_GET

@@ -1,6 +1,6 @@
 """Pure statistics for Assay (numpy/scipy only, no Django): intervals, pass@k, tests, agreement."""
 
-from .intervals import ClusteredMean, clustered_mean, wilson_interval
-from .passk import pass_at_k, pass_hat_k
+from stats.intervals import ClusteredMean, clustered_mean, wilson_interval
+from stats.passk import pass_at_k, pass_hat_k
 
 __all__ = ["ClusteredMean", "clustered_mean", "pass_at_k", "pass_hat_k", "wilson_interval"]

@@ -19,7 +19,7 @@ from fractions import Fraction
 
 from scipy.stats import norm
 
-from .intervals import wilson_interval
+from stats.intervals import wilson_interval
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from .intervals import z_value
+from stats.intervals import z_value
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
-from evals.roles import LEAD, REVIEWER, user_has_role
+from core.roles import LEAD, REVIEWER, user_has_role
 from tests.conftest import PASSWORD
 from tests.labeling_builders import calibration_set, judged_run
 

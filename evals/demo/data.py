@@ -3,7 +3,7 @@ without receipts. Expected answers come from the policy itself (``expected_decis
 
 from __future__ import annotations
 
-from .expense_policy import POLICY_ID, expected_decision
+from evals.demo.expense_policy import POLICY_ID, expected_decision
 
 # (key, description, amount, has_receipt, tags)
 REGRESSION_CLAIMS = [

@@ -5,10 +5,9 @@ from __future__ import annotations
 from django.contrib.auth.models import Group, User
 from django.db import transaction
 
+from core.roles import ROLES
+from evals.demo.data import SUITES
 from evals.models import Suite
-from evals.roles import ROLES
-
-from .data import SUITES
 
 
 @transaction.atomic

@@ -25,14 +25,14 @@ from typing import Any, BinaryIO
 
 from django.db import transaction
 
-from ..models import Suite
-from .context import ImportContext, ImportSummary
-from .harness import json_document
-from .inspect_log import ZIP_MAGIC, inspect_import, is_inspect, refuse_binary_log
-from .labeled import labeled_import
-from .promptfoo import is_promptfoo, promptfoo_import
-from .reader import ResultsImportError, csv_rows, jsonl_records, text_lines
-from .tabular import mapping_parse, tabular_import
+from evals.importers.context import ImportContext, ImportSummary
+from evals.importers.harness import json_document
+from evals.importers.inspect_log import ZIP_MAGIC, inspect_import, is_inspect, refuse_binary_log
+from evals.importers.labeled import labeled_import
+from evals.importers.promptfoo import is_promptfoo, promptfoo_import
+from evals.importers.reader import ResultsImportError, csv_rows, jsonl_records, text_lines
+from evals.importers.tabular import mapping_parse, tabular_import
+from evals.models import Suite
 
 FORMATS = ("labeled", "csv", "jsonl", "promptfoo", "inspect")
 DOCUMENT_FORMATS = ("promptfoo", "inspect")  # one JSON document, their own verdicts

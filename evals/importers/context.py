@@ -12,10 +12,9 @@ from typing import Any
 from django.db import connections, models, router
 from django.utils import timezone
 
+from evals.importers.reader import ResultsImportError
+from evals.models import Run, Suite
 from judges.models import Judge, JudgeVersion, judge_version_hash
-
-from ..models import Run, Suite
-from .reader import ResultsImportError
 
 BATCH_SIZE = 1000
 

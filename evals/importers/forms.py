@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from django import forms
 
-from ..models import Suite
-from .reader import ResultsImportError
-from .tabular import mapping_parse
+from evals.importers.reader import ResultsImportError
+from evals.importers.tabular import mapping_parse
+from evals.models import Suite
 
 
 class ImportUploadForm(forms.Form):

@@ -17,10 +17,11 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any, BinaryIO
 
-from ..models import Grade, Trial
-from ..services_cases import CaseSpec, cases_upsert
-from .context import BATCH_SIZE, ImportContext, run_finish
-from .reader import BOM, NON_FINITE, ResultsImportError, json_loads_line
+from core.strict_json import NON_FINITE, json_loads_line
+from evals.importers.context import BATCH_SIZE, ImportContext, run_finish
+from evals.importers.reader import BOM, ResultsImportError
+from evals.models import Grade, Trial
+from evals.services_cases import CaseSpec, cases_upsert
 
 KEY_MAX = 200
 

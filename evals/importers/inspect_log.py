@@ -35,9 +35,9 @@ import math
 from decimal import Decimal
 from typing import Any
 
-from ..services_cases import CaseSpec
-from .context import ImportContext
-from .harness import (
+from core.strict_json import NON_FINITE
+from evals.importers.context import ImportContext
+from evals.importers.harness import (
     GradeIn,
     TrialIn,
     as_dict,
@@ -53,7 +53,8 @@ from .harness import (
     show,
     trials_store,
 )
-from .reader import NON_FINITE, ResultsImportError
+from evals.importers.reader import ResultsImportError
+from evals.services_cases import CaseSpec
 
 ZIP_MAGIC = b"PK\x03\x04"
 CONSTANTS = {"C": 1.0, "P": 0.5, "I": 0.0, "N": 0.0}  # Inspect's CORRECT, PARTIAL, ...

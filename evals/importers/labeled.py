@@ -32,13 +32,13 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from core.strict_json import NON_FINITE, contains_non_finite
+from evals.importers.context import BATCH_SIZE, ImportContext, run_finish
+from evals.importers.reader import ResultsImportError
+from evals.models import Grade, Trial, TrialPair
+from evals.services_cases import CaseSpec, cases_upsert
 from judges.models import PairwiseVerdict
 from labeling.models import Label, PreferenceLabel
-
-from ..models import Grade, Trial, TrialPair
-from ..services_cases import CaseSpec, cases_upsert
-from .context import BATCH_SIZE, ImportContext, run_finish
-from .reader import NON_FINITE, ResultsImportError, contains_non_finite
 
 POINTWISE = "pointwise_binary"
 PAIRWISE = "pairwise_preference"

@@ -40,9 +40,9 @@ import json
 from decimal import Decimal
 from typing import Any
 
-from ..services_cases import CaseSpec
-from .context import ImportContext
-from .harness import (
+from core.strict_json import NON_FINITE
+from evals.importers.context import ImportContext
+from evals.importers.harness import (
     GradeIn,
     TrialIn,
     as_bool,
@@ -59,7 +59,7 @@ from .harness import (
     show,
     trials_store,
 )
-from .reader import NON_FINITE
+from evals.services_cases import CaseSpec
 
 GATING_GRADER = "promptfoo"
 FAILURE_ERROR = 2  # promptfoo's ResultFailureReason.ERROR

@@ -24,14 +24,14 @@ Limits shared by every import path (files, ``/api/ingest``, run files):
 from __future__ import annotations
 
 import csv
-import json
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, BinaryIO
+from typing import BinaryIO
+
+from core.strict_json import json_loads_line
 
 BOM = b"\xef\xbb\xbf"
-JSON_MAX_DEPTH = 64  # arrays/objects inside each other in one JSON value
 TIME_MIN = datetime(1900, 1, 1, tzinfo=UTC)
 TIME_MAX = datetime(2999, 12, 31, 23, 59, 59, 999999, tzinfo=UTC)
 TIME_RANGE = "from 1900-01-01T00:00:00Z to 2999-12-31T23:59:59Z (in UTC)"
@@ -39,23 +39,6 @@ TIME_RANGE = "from 1900-01-01T00:00:00Z to 2999-12-31T23:59:59Z (in UTC)"
 
 class ResultsImportError(ValueError):
     """An import file is invalid; the message names the line (and row) and the field."""
-
-
-class _NonFinite:
-    """Marker for a bare NaN/Infinity/-Infinity token in JSONL (not valid JSON)."""
-
-    def __init__(self, token: str) -> None:
-        self.token = token
-
-    def __repr__(self) -> str:
-        return self.token
-
-
-def _non_finite(token: str) -> _NonFinite:
-    return _NonFinite(token)
-
-
-NON_FINITE = _NonFinite  # the type, for isinstance checks by field validators
 
 
 def text_lines(stream: BinaryIO | Iterable[bytes]) -> Iterator[tuple[int, str]]:
@@ -165,79 +148,6 @@ def csv_rows(stream: BinaryIO | Iterable[bytes]) -> tuple[list[str], Iterator[Cs
     return header, rows()
 
 
-def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    obj: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in obj:
-            raise ValueError(f"key {key!r} appears twice in one object")
-        obj[key] = value
-    return obj
-
-
-def json_depth_exceeds(text: str | bytes, value: Any, *, limit: int = JSON_MAX_DEPTH) -> bool:
-    """True when parsed ``value`` nests arrays/objects more than ``limit`` deep. Walks
-    without recursion, and only when ``text`` (the source) holds more than ``limit``
-    brackets at all (a cheap count first, so flat records cost one ``count``)."""
-    opens = (
-        text.count("[") + text.count("{")
-        if isinstance(text, str)
-        else text.count(b"[") + text.count(b"{")
-    )
-    if opens <= limit:
-        return False
-    stack = [(value, 1)]
-    while stack:
-        node, depth = stack.pop()
-        if isinstance(node, dict):
-            node = node.values()
-        elif not isinstance(node, list):
-            continue
-        if depth > limit:
-            return True
-        stack.extend((child, depth + 1) for child in node if isinstance(child, dict | list))
-    return False
-
-
-def json_nesting_error(text: str) -> json.JSONDecodeError:
-    """The error for JSON ``text`` nested deeper than ``JSON_MAX_DEPTH``, positioned (line,
-    column) at the first bracket past the limit (brackets inside strings do not count)."""
-    depth, in_string, escaped, pos = 0, False, False, 0
-    for pos, char in enumerate(text):  # noqa: B007 (pos is read after the loop)
-        if in_string:
-            if escaped:
-                escaped = False
-            elif char == "\\":
-                escaped = True
-            elif char == '"':
-                in_string = False
-        elif char == '"':
-            in_string = True
-        elif char in "[{":
-            depth += 1
-            if depth > JSON_MAX_DEPTH:
-                break
-        elif char in "]}":
-            depth -= 1
-    return json.JSONDecodeError(
-        f"nested too deeply (more than {JSON_MAX_DEPTH} arrays/objects inside each other)",
-        text,
-        pos,
-    )
-
-
-def json_loads_line(text: str) -> Any:
-    """Parse one JSON document; bare NaN/Infinity become ``NON_FINITE`` markers, a key twice
-    in one object is an error, and so is nesting deeper than ``JSON_MAX_DEPTH`` (all
-    ``ValueError``/``json.JSONDecodeError``; never ``RecursionError``)."""
-    try:
-        value = json.loads(text, parse_constant=_non_finite, object_pairs_hook=_no_duplicate_keys)
-    except RecursionError:
-        raise json_nesting_error(text) from None
-    if json_depth_exceeds(text, value):
-        raise json_nesting_error(text)
-    return value
-
-
 def time_check(value: datetime) -> datetime | None:
     """``value`` (aware) converted to UTC when it lies in TIME_MIN..TIME_MAX (years 1900 to
     2999 in UTC), else None (also when the conversion itself overflows, e.g.
@@ -267,14 +177,3 @@ def jsonl_records(stream: BinaryIO | Iterable[bytes]) -> Iterator[tuple[int, dic
                 f"line {line_no}: expected a JSON object, got {type(obj).__name__}"
             )
         yield line_no, obj
-
-
-def contains_non_finite(value: Any) -> bool:
-    """True when ``value`` (a parsed JSON value) holds a bare NaN/Infinity marker anywhere."""
-    if isinstance(value, _NonFinite):
-        return True
-    if isinstance(value, dict):
-        return any(contains_non_finite(v) for v in value.values())
-    if isinstance(value, list):
-        return any(contains_non_finite(v) for v in value)
-    return False

@@ -46,8 +46,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from evals.graders import parse_number
-
-from .base import CaseInput, TargetConfigError, TargetResult
+from evals.targets.base import CaseInput, TargetConfigError, TargetResult
 
 KNOWN_FIELDS = frozenset(
     {

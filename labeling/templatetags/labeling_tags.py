@@ -8,7 +8,7 @@ from typing import Any
 
 from django import template
 
-from evals.roles import LEAD, user_has_role
+from core.roles import LEAD, user_has_role
 
 register = template.Library()
 

@@ -9,7 +9,7 @@ from typing import Any
 
 from django import template
 
-from evals.roles import ENGINEER, LEAD, user_has_role
+from core.roles import ENGINEER, LEAD, user_has_role
 
 register = template.Library()
 

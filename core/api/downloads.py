@@ -1,0 +1,35 @@
+"""Downloads over the API: the format chosen by ``?format=``, and the attachment response."""
+
+from __future__ import annotations
+
+from django.http import HttpResponse
+from rest_framework import serializers
+from rest_framework.negotiation import BaseContentNegotiation
+
+
+class DownloadNegotiation(BaseContentNegotiation):
+    """Downloads choose their body by ``?format=``, not by the Accept header; DRF's own use
+    of ``?format=`` (a renderer name) is switched off. Errors still render as JSON."""
+
+    def select_parser(self, request, parsers):
+        return parsers[0] if parsers else None
+
+    def select_renderer(self, request, renderers, format_suffix=None):
+        return renderers[0], renderers[0].media_type
+
+
+def download_format(request, allowed: tuple[str, ...]) -> str:
+    """``?format=`` (default csv) when it is one of ``allowed``; else a 400 naming ``format``."""
+    fmt = request.query_params.get("format", "csv")
+    if fmt not in allowed:
+        raise serializers.ValidationError(
+            {"format": [f"expected one of {', '.join(allowed)}, got {fmt[:100]!r}"]}
+        )
+    return fmt
+
+
+def attachment(body: bytes, content_type: str, filename: str) -> HttpResponse:
+    """``body`` as a download named ``filename``."""
+    response = HttpResponse(body, content_type=content_type)
+    response["Content-Disposition"] = f'attachment; filename="{filename}"'
+    return response

@@ -1,0 +1,23 @@
+from django.apps import AppConfig
+
+
+class CoreConfig(AppConfig):
+    name = "core"
+    verbose_name = "Core"
+
+    def ready(self) -> None:
+        # Connected at start-up: the user model is only importable once apps are ready.
+        from django.contrib.auth import get_user_model  # noqa: PLC0415
+        from django.db.models.signals import m2m_changed  # noqa: PLC0415
+
+        from core.roles import forget_roles  # noqa: PLC0415
+
+        def groups_changed(sender, instance, **kwargs) -> None:
+            forget_roles(instance)  # a user's cached role names (core.roles.user_roles)
+
+        m2m_changed.connect(
+            groups_changed,
+            sender=get_user_model().groups.through,
+            dispatch_uid="core.roles.forget_roles",
+            weak=False,
+        )

@@ -1,0 +1,66 @@
+"""What every HTML view shares: the htmx request type, the role decorator, UUIDs from
+URLs and query strings, and showing a ``DomainError`` on a form.
+
+Permissions (the cast in tests/conftest.py): anonymous visitors are sent to the login page
+(``config.middleware.LoginRequiredMiddleware``); outsiders (signed in, no role) get 403 on
+every page; reviewers, engineers and leads may view (``VIEWER_ROLES``); engineers and leads
+may start, cancel and import (``RUNNER_ROLES``).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from functools import wraps
+
+from django import forms
+from django.core.exceptions import PermissionDenied
+from django.http import Http404, HttpRequest, HttpResponse
+from django_htmx.middleware import HtmxDetails
+
+from core.errors import DomainError
+from core.ids import uuid_parse
+from core.roles import ENGINEER, LEAD, REVIEWER, user_has_role
+
+VIEWER_ROLES = (REVIEWER, ENGINEER, LEAD)
+RUNNER_ROLES = (ENGINEER, LEAD)
+
+
+class HtmxHttpRequest(HttpRequest):
+    htmx: HtmxDetails
+
+
+def role_required(*roles: str) -> Callable:
+    """View decorator: 403 unless the signed-in user has one of ``roles``."""
+
+    def decorator(view: Callable) -> Callable:
+        @wraps(view)
+        def wrapped(request: HttpRequest, *args, **kwargs) -> HttpResponse:
+            if not user_has_role(request.user, *roles):
+                raise PermissionDenied(f"requires one of the roles: {', '.join(roles)}")
+            return view(request, *args, **kwargs)
+
+        return wrapped
+
+    return decorator
+
+
+def uuid_or_404(raw: object, noun: str = "object") -> uuid.UUID:
+    """``raw`` as a UUID (``core.ids.uuid_parse``); a 404 naming ``noun`` otherwise."""
+    value = uuid_parse(raw)
+    if value is None:
+        raise Http404(f"no such {noun}")
+    return value
+
+
+def form_error(form: forms.Form, error: DomainError) -> None:
+    """Show ``error`` on ``form``: on its field when the form has one by that name (the
+    first part of a dotted or indexed path: ``graders[2].kind`` -> ``graders``), else as a
+    non-field error."""
+    name = error.field.split(".")[0].split("[")[0]
+    if name in form.fields:
+        form.add_error(
+            name, f"{error.field}: {error.message}" if name != error.field else error.message
+        )
+    else:
+        form.add_error(None, str(error))

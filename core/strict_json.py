@@ -1,0 +1,134 @@
+"""Strict JSON for every report, comparison and export: no NaN or Infinity, ever.
+
+Fault C1 in shared/acceptance/faults.md: a non-finite number is "missing", so it becomes
+null here, and callers dump with ``allow_nan=False``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from decimal import Decimal
+from typing import Any
+
+import numpy as np
+
+
+def json_safe(value: Any) -> Any:
+    """``value`` with dict keys as strings, tuples as lists, non-finite floats and Decimals
+    as None, finite Decimals as strings (exact USD amounts), numpy scalars as Python ones."""
+    if isinstance(value, dict):
+        return {str(k): json_safe(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [json_safe(v) for v in value]
+    if isinstance(value, np.generic):
+        return json_safe(value.item())
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, Decimal):
+        return str(value) if value.is_finite() else None
+    return value
+
+
+JSON_MAX_DEPTH = 64  # arrays/objects inside each other in one JSON value
+
+
+class _NonFinite:
+    """Marker for a bare NaN/Infinity/-Infinity token in JSONL (not valid JSON)."""
+
+    def __init__(self, token: str) -> None:
+        self.token = token
+
+    def __repr__(self) -> str:
+        return self.token
+
+
+def _non_finite(token: str) -> _NonFinite:
+    return _NonFinite(token)
+
+
+NON_FINITE = _NonFinite  # the type, for isinstance checks by field validators
+
+
+def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    obj: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in obj:
+            raise ValueError(f"key {key!r} appears twice in one object")
+        obj[key] = value
+    return obj
+
+
+def json_depth_exceeds(text: str | bytes, value: Any, *, limit: int = JSON_MAX_DEPTH) -> bool:
+    """True when parsed ``value`` nests arrays/objects more than ``limit`` deep. Walks
+    without recursion, and only when ``text`` (the source) holds more than ``limit``
+    brackets at all (a cheap count first, so flat records cost one ``count``)."""
+    opens = (
+        text.count("[") + text.count("{")
+        if isinstance(text, str)
+        else text.count(b"[") + text.count(b"{")
+    )
+    if opens <= limit:
+        return False
+    stack = [(value, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if isinstance(node, dict):
+            node = node.values()
+        elif not isinstance(node, list):
+            continue
+        if depth > limit:
+            return True
+        stack.extend((child, depth + 1) for child in node if isinstance(child, dict | list))
+    return False
+
+
+def json_nesting_error(text: str) -> json.JSONDecodeError:
+    """The error for JSON ``text`` nested deeper than ``JSON_MAX_DEPTH``, positioned (line,
+    column) at the first bracket past the limit (brackets inside strings do not count)."""
+    depth, in_string, escaped, pos = 0, False, False, 0
+    for pos, char in enumerate(text):  # noqa: B007 (pos is read after the loop)
+        if in_string:
+            if escaped:
+                escaped = False
+            elif char == "\\":
+                escaped = True
+            elif char == '"':
+                in_string = False
+        elif char == '"':
+            in_string = True
+        elif char in "[{":
+            depth += 1
+            if depth > JSON_MAX_DEPTH:
+                break
+        elif char in "]}":
+            depth -= 1
+    return json.JSONDecodeError(
+        f"nested too deeply (more than {JSON_MAX_DEPTH} arrays/objects inside each other)",
+        text,
+        pos,
+    )
+
+
+def json_loads_line(text: str) -> Any:
+    """Parse one JSON document; bare NaN/Infinity become ``NON_FINITE`` markers, a key twice
+    in one object is an error, and so is nesting deeper than ``JSON_MAX_DEPTH`` (all
+    ``ValueError``/``json.JSONDecodeError``; never ``RecursionError``)."""
+    try:
+        value = json.loads(text, parse_constant=_non_finite, object_pairs_hook=_no_duplicate_keys)
+    except RecursionError:
+        raise json_nesting_error(text) from None
+    if json_depth_exceeds(text, value):
+        raise json_nesting_error(text)
+    return value
+
+
+def contains_non_finite(value: Any) -> bool:
+    """True when ``value`` (a parsed JSON value) holds a bare NaN/Infinity marker anywhere."""
+    if isinstance(value, _NonFinite):
+        return True
+    if isinstance(value, dict):
+        return any(contains_non_finite(v) for v in value.values())
+    if isinstance(value, list):
+        return any(contains_non_finite(v) for v in value)
+    return False
