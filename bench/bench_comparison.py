@@ -34,7 +34,7 @@ from django.core.cache import cache  # noqa: E402
 from django.db import connection  # noqa: E402
 from django.test.utils import CaptureQueriesContext  # noqa: E402
 
-from evals.comparison import comparison_get  # noqa: E402
+from evals.comparison.compute import comparison_get  # noqa: E402
 from evals.models import Case, Grade, Run, Suite, Trial, content_hash  # noqa: E402
 
 TRIALS = 5

@@ -34,8 +34,8 @@ import httpx
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from evals.targets import CaseInput  # noqa: E402
-from evals.targets import openai as openai_target  # noqa: E402
+from evals.runner.targets import CaseInput  # noqa: E402
+from evals.runner.targets import openai as openai_target  # noqa: E402
 
 DEFAULT_MOCK = ROOT.parent / "shared" / "tools" / "mockllm" / "server.py"
 LATENCY_S = 0.200

@@ -5,9 +5,10 @@ from drf_spectacular.views import SpectacularAPIView
 from rest_framework.routers import SimpleRouter
 
 from config import api_docs
-from evals import api as evals_api
-from evals import api_comparisons as comparisons_api
-from evals import api_imports, api_ingest
+from evals.api import comparisons as comparisons_api
+from evals.api import imports as api_imports
+from evals.api import ingest as api_ingest
+from evals.api import runs as evals_api
 from judges import api as judges_api
 from labeling import api as labeling_api
 

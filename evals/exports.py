@@ -193,7 +193,7 @@ def comparison_table(*, base: Run, head: Run, alpha: float = 0.05) -> ExportTabl
     (section ``shared``: base x/N, head y/N, rates in [0, 1], delta = head − base, change
     class, errored trials per side), then one per ``added``, ``removed`` and ``changed``
     case (counts empty). Queries: those of ``comparison_get``, independent of the rows."""
-    from evals.comparison import comparison_get
+    from evals.comparison.compute import comparison_get
 
     cmp = comparison_get(base=base, head=head, alpha=alpha)
     columns = [

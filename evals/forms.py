@@ -127,7 +127,7 @@ class RunStartForm(forms.Form):
         )
 
     def clean_graders(self) -> list[dict]:
-        from evals.graders import GraderConfigError, parse_grader_specs
+        from evals.grading.graders import GraderConfigError, parse_grader_specs
 
         raw = _json_field_value(self.cleaned_data["graders"], field="graders", expected=list)
         try:

@@ -30,10 +30,10 @@ from django.db import transaction
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
+from evals.cases import CaseSpec, cases_upsert
+from evals.comparison.run_data import RUN_FILE_FORMAT
 from evals.importers.reader import TIME_RANGE, time_check
 from evals.models import Case, Grade, Run, Suite, Trial, content_hash
-from evals.run_data import RUN_FILE_FORMAT
-from evals.services_cases import CaseSpec, cases_upsert
 from judges.models import Judge, JudgeVersion
 
 BATCH = 1000

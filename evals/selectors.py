@@ -19,7 +19,7 @@ from django.db.models.fields.json import KT
 from django.db.models.functions import Coalesce, Length, Substr
 
 from evals.models import Baseline, Case, Grade, Run, Trial
-from evals.report import RunReport
+from evals.report.build import RunReport
 
 RUN_LIST_PAGE_SIZE = 50
 
@@ -297,7 +297,7 @@ def run_report(*, run: Run) -> RunReport:
     Output text columns are never loaded; verdicts come back as small integers so no
     per-row converter runs. Rules in ``evals.report``.
     """
-    from evals.report import RunRows, judge_calls_from_rows, report_from_rows
+    from evals.report.build import RunRows, judge_calls_from_rows, report_from_rows
 
     ok, err = Trial.Status.OK, Trial.Status.ERROR
     trials = Trial.objects.filter(run=run).order_by()

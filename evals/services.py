@@ -27,9 +27,9 @@ from django.db import connection, transaction
 from django.db.models import Count, F, Q
 from django.utils import timezone
 
-from evals.graders import GraderSpec, parse_grader_specs, run_grader
+from evals.grading.graders import GraderSpec, parse_grader_specs, run_grader
 from evals.models import Baseline, Case, Grade, Run, Suite, Trial
-from evals.targets import CaseInput, TargetConfigError, TargetResult, target_from_config
+from evals.runner.targets import CaseInput, TargetConfigError, TargetResult, target_from_config
 
 logger = logging.getLogger(__name__)
 
@@ -334,7 +334,7 @@ def trial_results_record(
     price or a token count is unknown, and for errored trials. ``prices`` caches price
     lookups by model name across calls (the runner passes one dict per chunk).
     """
-    from evals.pricing import cost_breakdown, price_lookup
+    from evals.runner.pricing import cost_breakdown, price_lookup
 
     prices = {} if prices is None else prices
     now = timezone.now()
@@ -676,8 +676,8 @@ def case_graduate(*, case: Case, into_suite: Suite, by=None, evidence: dict | No
     ``into_suite`` is not a regression suite, or when ``into_suite`` already has an active
     case with this key and different content (graduating must never replace it).
     """
+    from evals.cases import case_upsert
     from evals.models import Graduation
-    from evals.services_cases import case_upsert
 
     if case.suite.kind != Suite.Kind.CAPABILITY:
         raise GraduationError(f"case: {case.key!r} is not in a capability suite")
@@ -723,7 +723,7 @@ def baseline_set(*, suite: Suite, run: Run, by=None, note: str = "") -> Baseline
     """
     if run.suite_id != suite.id:
         raise ValueError(f"run: {run.name!r} belongs to another suite, not {suite.name!r}")
-    from evals.selectors_suite import baseline_refusal
+    from evals.suites import baseline_refusal
 
     refusal = baseline_refusal(run=run)
     if refusal:

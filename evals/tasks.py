@@ -19,6 +19,6 @@ def runs_sweep() -> dict:
     by Celery beat every ``ASSAY["SWEEP_SECONDS"]``. Returns the counts."""
     from dataclasses import asdict
 
-    from evals.sweeper import runs_sweep as sweep
+    from evals.runner.sweeper import runs_sweep as sweep
 
     return asdict(sweep())

@@ -1,6 +1,9 @@
 from django.urls import path
 
-from evals import views, views_comparison, views_exports, views_suite
+from evals.views import comparison as views_comparison
+from evals.views import exports as views_exports
+from evals.views import runs as views
+from evals.views import suites as views_suite
 
 app_name = "evals"
 

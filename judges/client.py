@@ -30,7 +30,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from evals.targets.openai import OpenAIConfig, OpenAITarget
+from evals.runner.targets.openai import OpenAIConfig, OpenAITarget
 
 Sleep = Callable[[float], Awaitable[None]]
 

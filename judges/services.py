@@ -26,7 +26,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from evals.models import Case, Grade, Run, Trial, TrialPair
-from evals.pricing import Price, cost_breakdown, price_lookup
+from evals.runner.pricing import Price, cost_breakdown, price_lookup
 from judges import kinds
 from judges.client import JudgeClient, JudgeReply
 from judges.models import Judge, JudgeRun, JudgeVersion, PairwiseVerdict, judge_version_hash
@@ -73,7 +73,7 @@ def judge_version_create(
     if not isinstance(params, dict):
         raise JudgeConfigError("params: expected an object")
     if "api_key_env" in params:
-        from evals.targets.openai import api_key_env_problem
+        from evals.runner.targets.openai import api_key_env_problem
 
         problem = api_key_env_problem(params["api_key_env"])
         if problem:
@@ -410,7 +410,7 @@ def run_chunk_judge(*, run_id: int, trial_ids: list[int], sleep: Sleep | None = 
     Raises ``GraderConfigError`` if the stored grader set no longer parses (a deleted
     judge version cannot happen: grades protect it, and run_start checked it).
     """
-    from evals.graders import parse_grader_specs
+    from evals.grading.graders import parse_grader_specs
     from evals.services import run_finalize
 
     run = Run.objects.filter(id=run_id).first()

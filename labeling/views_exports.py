@@ -17,7 +17,7 @@ from django.views.decorators.http import require_GET
 
 from core.http import role_required
 from core.roles import ENGINEER, LEAD
-from evals.views_exports import table_download_response
+from evals.views.exports import table_download_response
 from judges.models import JudgeVersion
 from labeling.exports import calibration_table
 from labeling.models import CalibrationSet

@@ -5,8 +5,8 @@ Verdict strings per case: "P" pass, "F" fail, "E" errored gating grade, "X" pipe
 
 from __future__ import annotations
 
+from evals.comparison.run_data import CaseData, GraderInfo, RunData
 from evals.models import Case, Grade, Run, Suite
-from evals.run_data import CaseData, GraderInfo, RunData
 from judges.models import Judge, JudgeVersion
 from tests.report_builders import ERR, add_trial
 

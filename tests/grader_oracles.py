@@ -1,6 +1,6 @@
 """Business-rule oracles used by tests/test_graders.py as ``python`` graders."""
 
-from evals.graders import GradeResult
+from evals.grading.graders import GradeResult
 
 
 def refund_within_limit(case, output: str) -> bool:

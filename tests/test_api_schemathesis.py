@@ -399,7 +399,7 @@ def test_a_server_error_fails_the_run_and_shows_the_request(
 ):
     """The harness itself: a view that raises makes the CLI fail, naming the operation and
     the request (curl), so a 500 can never pass unnoticed."""
-    from evals.api import SuiteViewSet
+    from evals.api.runs import SuiteViewSet
 
     def explode(self, request, *args, **kwargs):
         raise RuntimeError("planted")

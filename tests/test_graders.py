@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from evals.graders import (
+from evals.grading.graders import (
     GraderConfigError,
     GraderSpec,
     normalize_text,
@@ -12,7 +12,7 @@ from evals.graders import (
     parse_number,
     run_grader,
 )
-from evals.targets.base import CaseInput
+from evals.runner.targets.base import CaseInput
 
 
 def grade(kind: str, output: str, expected=None, **config):

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 from django.utils import timezone
 
-from evals.graders import GraderConfigError, parse_grader_specs
+from evals.grading.graders import GraderConfigError, parse_grader_specs
 from evals.models import Case, Grade, Run, Suite
 from evals.selectors import run_report
 from evals.services import run_start

@@ -7,7 +7,7 @@ from decimal import Decimal
 import pytest
 
 from evals.models import ModelPrice
-from evals.pricing import (
+from evals.runner.pricing import (
     BUILTIN_PRICES,
     name_match,
     price_lookup,

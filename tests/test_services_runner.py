@@ -12,8 +12,9 @@ from decimal import Decimal
 import pytest
 from django.utils import timezone
 
-from evals.graders import GraderConfigError, parse_grader_specs
+from evals.grading.graders import GraderConfigError, parse_grader_specs
 from evals.models import Case, Grade, ModelPrice, Run, Suite, Trial
+from evals.runner.targets import TargetConfigError
 from evals.services import (
     RunConfigError,
     run_cancel,
@@ -22,7 +23,6 @@ from evals.services import (
     trial_chunk_execute,
     trial_grade,
 )
-from evals.targets import TargetConfigError
 from evals.tasks import run_chunk_execute
 from tests.fakellm import FakeLLM
 

@@ -13,8 +13,8 @@ from django.core.management import call_command
 from django.utils import timezone
 
 from evals.models import Grade, Run, Trial
+from evals.runner.sweeper import SweepResult, runs_sweep
 from evals.services import run_start
-from evals.sweeper import SweepResult, runs_sweep
 from evals.tasks import runs_sweep as runs_sweep_task
 from tests import test_judge_ladder as ladder
 from tests.judge_builders import make_version

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from evals.targets import CaseInput, TargetConfigError, target_from_config
+from evals.runner.targets import CaseInput, TargetConfigError, target_from_config
 
 PATH = "tests.test_targets_callable"
 IN_FLIGHT = {"now": 0, "max": 0}

@@ -8,8 +8,8 @@ import threading
 
 import pytest
 
-from evals.targets import CaseInput, TargetConfigError, target_from_config
-from evals.targets.openai import OpenAITarget, prompt_render, retry_after_seconds
+from evals.runner.targets import CaseInput, TargetConfigError, target_from_config
+from evals.runner.targets.openai import OpenAITarget, prompt_render, retry_after_seconds
 from tests.fakellm import TEMPERATURE_MESSAGE, FakeLLM, body_text
 
 

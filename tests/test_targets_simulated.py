@@ -6,9 +6,9 @@ import asyncio
 
 import pytest
 
-from evals.graders import parse_grader_specs, run_grader
-from evals.targets import CaseInput, TargetConfigError, target_from_config
-from evals.targets.simulated import SIMULATED_ERROR, simulated_draw, wrong_answer
+from evals.grading.graders import parse_grader_specs, run_grader
+from evals.runner.targets import CaseInput, TargetConfigError, target_from_config
+from evals.runner.targets.simulated import SIMULATED_ERROR, simulated_draw, wrong_answer
 
 
 def _results(config: dict, cases: list[CaseInput]):
@@ -160,8 +160,8 @@ def test_it_refuses_a_bad_config_naming_the_field(config, field):
 def test_it_uses_the_listed_wrong_outputs_for_a_failing_case():
     import asyncio
 
-    from evals.targets.base import CaseInput
-    from evals.targets.simulated import SimulatedTarget
+    from evals.runner.targets.base import CaseInput
+    from evals.runner.targets.simulated import SimulatedTarget
 
     wrong = ['{"decision": "needs_approval", "policy_id": "EXP-7"}', '{"decision": "approved"}']
     target = SimulatedTarget.from_config(
@@ -182,8 +182,8 @@ def test_it_uses_the_listed_wrong_outputs_for_a_failing_case():
 def test_it_refuses_wrong_outputs_that_are_not_lists_of_strings():
     import pytest
 
-    from evals.targets.base import TargetConfigError
-    from evals.targets.simulated import SimulatedTarget
+    from evals.runner.targets.base import TargetConfigError
+    from evals.runner.targets.simulated import SimulatedTarget
 
     with pytest.raises(TargetConfigError, match="target.wrong_outputs.c1"):
         SimulatedTarget.from_config({"kind": "simulated", "seed": 1, "wrong_outputs": {"c1": [1]}})

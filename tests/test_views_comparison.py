@@ -14,9 +14,9 @@ from django.core.management import call_command
 from django.urls import reverse
 from django.utils.html import escape
 
-from evals.comparison import comparison_get, gate_decide
+from evals.comparison.compute import comparison_get, gate_decide
+from evals.comparison.textdiff import word_diff
 from evals.models import Case, Trial
-from evals.textdiff import word_diff
 from tests.comparison_builders import db_run, judge_version
 
 HOSTILE_OUTPUT = "<img src=x onerror=alert(1)>"

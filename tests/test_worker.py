@@ -214,7 +214,7 @@ def test_a_real_worker_ignores_a_redelivered_chunk(worker_factory, tmp_path, set
 def test_a_real_worker_ends_a_run_with_pipeline_errors_failed(worker_factory, tmp_path):
     import asyncio
 
-    from evals.targets import CaseInput, target_from_config
+    from evals.runner.targets import CaseInput, target_from_config
 
     worker_factory()
     suite = _suite(10)

@@ -13,7 +13,7 @@ from evals.models import Suite
 @transaction.atomic
 def demo_suites_load() -> list[Suite]:
     """Creates or updates the demo suites; unchanged cases are reused (content hash)."""
-    from evals.services_cases import case_upsert
+    from evals.cases import case_upsert
 
     suites = []
     for spec in SUITES:

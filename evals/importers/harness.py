@@ -18,10 +18,10 @@ from decimal import Decimal
 from typing import Any, BinaryIO
 
 from core.strict_json import NON_FINITE, json_loads_line
+from evals.cases import CaseSpec, cases_upsert
 from evals.importers.context import BATCH_SIZE, ImportContext, run_finish
 from evals.importers.reader import BOM, ResultsImportError
 from evals.models import Grade, Trial
-from evals.services_cases import CaseSpec, cases_upsert
 
 KEY_MAX = 200
 

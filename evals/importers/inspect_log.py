@@ -36,6 +36,7 @@ from decimal import Decimal
 from typing import Any
 
 from core.strict_json import NON_FINITE
+from evals.cases import CaseSpec
 from evals.importers.context import ImportContext
 from evals.importers.harness import (
     GradeIn,
@@ -54,7 +55,6 @@ from evals.importers.harness import (
     trials_store,
 )
 from evals.importers.reader import ResultsImportError
-from evals.services_cases import CaseSpec
 
 ZIP_MAGIC = b"PK\x03\x04"
 CONSTANTS = {"C": 1.0, "P": 0.5, "I": 0.0, "N": 0.0}  # Inspect's CORRECT, PARTIAL, ...

@@ -33,10 +33,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from core.strict_json import NON_FINITE, contains_non_finite
+from evals.cases import CaseSpec, cases_upsert
 from evals.importers.context import BATCH_SIZE, ImportContext, run_finish
 from evals.importers.reader import ResultsImportError
 from evals.models import Grade, Trial, TrialPair
-from evals.services_cases import CaseSpec, cases_upsert
 from judges.models import PairwiseVerdict
 from labeling.models import Label, PreferenceLabel
 

@@ -41,6 +41,7 @@ from decimal import Decimal
 from typing import Any
 
 from core.strict_json import NON_FINITE
+from evals.cases import CaseSpec
 from evals.importers.context import ImportContext
 from evals.importers.harness import (
     GradeIn,
@@ -59,7 +60,6 @@ from evals.importers.harness import (
     show,
     trials_store,
 )
-from evals.services_cases import CaseSpec
 
 GATING_GRADER = "promptfoo"
 FAILURE_ERROR = 2  # promptfoo's ResultFailureReason.ERROR

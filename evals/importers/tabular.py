@@ -52,10 +52,10 @@ from typing import Any
 from django.utils import timezone
 
 from core.strict_json import NON_FINITE, contains_non_finite
+from evals.cases import CaseSpec, cases_upsert
 from evals.importers.context import BATCH_SIZE, ImportContext, rows_insert, run_finish
 from evals.importers.reader import TIME_RANGE, ResultsImportError, time_check
 from evals.models import Case, Grade, Run, Trial
-from evals.services_cases import CaseSpec, cases_upsert
 from labeling.models import Label
 
 FIELDS = (

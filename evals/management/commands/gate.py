@@ -20,11 +20,11 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
-from evals.comparison_render import gate_json, gate_markdown, gate_text
-from evals.gate import GateInputError, gate_evaluate, gate_options_check
+from evals.comparison.gate import GateInputError, gate_evaluate, gate_options_check
+from evals.comparison.render import gate_json, gate_markdown, gate_text
+from evals.comparison.run_data import RunData, run_data_from_file
 from evals.management.commands.run_report import run_lookup
 from evals.models import Run
-from evals.run_data import RunData, run_data_from_file
 
 
 def _load(ref: str) -> RunData | Run:

@@ -12,7 +12,7 @@ import uuid
 from django.core.management.base import BaseCommand, CommandError
 
 from evals.models import Run
-from evals.report import Figures, RunReport
+from evals.report.build import Figures, RunReport
 from evals.selectors import run_report
 
 

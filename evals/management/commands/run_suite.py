@@ -19,10 +19,10 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.utils import timezone
 
-from evals.graders import GraderConfigError
+from evals.grading.graders import GraderConfigError
 from evals.models import GraderSetPreset, Run, Suite, TargetPreset
+from evals.runner.targets import TargetConfigError
 from evals.services import RunConfigError, run_start
-from evals.targets import TargetConfigError
 
 EXIT_SUCCEEDED, EXIT_FAILED, EXIT_OTHER = 0, 1, 2
 

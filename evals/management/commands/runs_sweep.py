@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from django.core.management.base import BaseCommand
 
-from evals.sweeper import runs_sweep
+from evals.runner.sweeper import runs_sweep
 
 
 class Command(BaseCommand):

@@ -39,11 +39,7 @@ import tomllib
 from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 
-from evals.services_presets import (
-    PresetConfigError,
-    grader_set_preset_apply,
-    target_preset_apply,
-)
+from evals.presets import PresetConfigError, grader_set_preset_apply, target_preset_apply
 from judges.services import JudgeConfigError, judge_version_create
 
 FIELDS = {

@@ -12,14 +12,14 @@ import math
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
-from evals.comparison import (
+from evals.comparison.compute import (
     Comparison,
     GateDecision,
     comparison_compute,
     detectable_drop_get,
     gate_decide,
 )
-from evals.run_data import RunData, run_data_get
+from evals.comparison.run_data import RunData, run_data_get
 from evals.selectors import baseline_current
 
 
@@ -236,7 +236,7 @@ def run_document_check(data: Any, *, field: str) -> None:
     numbers, known statuses, judge version references that exist, at most
     ``FILE_TRIALS_PER_CASE_MAX`` trials per case. Raises ``GateInputError`` naming
     ``field`` and the place (``head_file.cases[3].trials[0].grades[1].passed``)."""
-    from evals.run_data import RUN_FILE_FORMAT
+    from evals.comparison.run_data import RUN_FILE_FORMAT
 
     _obj(data, field, field)
     _check(
@@ -330,7 +330,7 @@ def run_document_read(data: Any, *, field: str) -> RunData:
     """``RunData`` of an embedded ``export_run`` document (``run_document_check``, then
     ``run_data_from_export`` with ``source`` = ``field``); no queries. Raises
     ``GateInputError`` naming ``field`` and the place."""
-    from evals.run_data import run_data_from_export
+    from evals.comparison.run_data import run_data_from_export
 
     run_document_check(data, field=field)
     return run_data_from_export(data, source=field)

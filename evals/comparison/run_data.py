@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from evals.report import ERRORED, FAIL, MISSING, PASS, PENDING, PIPELINE, overall_codes
+from evals.report.build import ERRORED, FAIL, MISSING, PASS, PENDING, PIPELINE, overall_codes
 
 RUN_DATA_FORMAT = "assay-run-data"
 RUN_FILE_FORMAT = "assay-run"

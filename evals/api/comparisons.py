@@ -38,11 +38,9 @@ from core.api.fields import StrictBooleanField, StrictFloatField, StrictUUIDFiel
 from core.api.parsers import StrictJSONParser
 from core.api.permissions import IsViewer
 from evals import exports
-from evals.comparison import gate_decide
-from evals.comparison_cache import comparison_cached_get
-from evals.comparison_render import gate_json
-from evals.exports import table_download
-from evals.gate import (
+from evals.comparison.cache import comparison_cached_get
+from evals.comparison.compute import gate_decide
+from evals.comparison.gate import (
     ALPHA_MAX,
     ALPHA_MIN,
     GateInputError,
@@ -50,6 +48,8 @@ from evals.gate import (
     gate_evaluate,
     run_document_read,
 )
+from evals.comparison.render import gate_json
+from evals.exports import table_download
 from evals.models import Run
 from evals.run_file import run_export_json
 

@@ -37,7 +37,7 @@ from typing import Any
 import certifi
 import httpx
 
-from evals.targets.base import CaseInput, TargetConfigError, TargetResult
+from evals.runner.targets.base import CaseInput, TargetConfigError, TargetResult
 
 MAX_CONNECTIONS_PER_CLIENT = 16
 TEMPLATE_FIELDS = frozenset({"input", "expected", "key", "context", "tags", "attempt"})

@@ -18,7 +18,7 @@ from __future__ import annotations
 from django.core.cache import cache
 from django.db import models
 
-from evals.comparison import Comparison, comparison_get
+from evals.comparison.compute import Comparison, comparison_get
 from evals.models import Grade, Run, Trial
 
 COMPARISON_CACHE_SECONDS = 3600

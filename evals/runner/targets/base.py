@@ -82,15 +82,15 @@ def target_from_config(config: dict) -> Target:
         raise TargetConfigError("target: expected an object")
     kind = config.get("kind")
     if kind == "openai":
-        from evals.targets.openai import OpenAITarget
+        from evals.runner.targets.openai import OpenAITarget
 
         return OpenAITarget.from_config(config)
     if kind == "callable":
-        from evals.targets.pycallable import CallableTarget
+        from evals.runner.targets.pycallable import CallableTarget
 
         return CallableTarget.from_config(config)
     if kind == "simulated":
-        from evals.targets.simulated import SimulatedTarget
+        from evals.runner.targets.simulated import SimulatedTarget
 
         return SimulatedTarget.from_config(config)
     raise TargetConfigError(f"target.kind: unknown kind {kind!r} (openai, callable, simulated)")

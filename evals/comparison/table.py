@@ -11,7 +11,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from urllib.parse import urlencode
 
-from evals.comparison import CHANGE_CLASSES
+from evals.comparison.compute import CHANGE_CLASSES
 
 SORTS = {
     "effect": "largest drop first",

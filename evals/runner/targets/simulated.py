@@ -45,8 +45,8 @@ import struct
 from dataclasses import dataclass, field
 from typing import Any
 
-from evals.graders import parse_number
-from evals.targets.base import CaseInput, TargetConfigError, TargetResult
+from evals.grading.graders import parse_number
+from evals.runner.targets.base import CaseInput, TargetConfigError, TargetResult
 
 KNOWN_FIELDS = frozenset(
     {

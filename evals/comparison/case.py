@@ -9,8 +9,8 @@ from itertools import zip_longest
 from django.db import models
 from django.db.models.functions import Length, Substr
 
+from evals.comparison.textdiff import DIFF_MAX_CHARS, WordDiff, word_diff
 from evals.models import Case, Grade, Run, Trial
-from evals.textdiff import DIFF_MAX_CHARS, WordDiff, word_diff
 
 
 @dataclass(frozen=True)

@@ -13,10 +13,10 @@ from __future__ import annotations
 
 from typing import Literal
 
-from evals.graders import GraderConfigError, parse_grader_specs
+from evals.grading.graders import GraderConfigError, parse_grader_specs
 from evals.models import GraderSetPreset, TargetPreset, preset_hash
+from evals.runner.targets import TargetConfigError
 from evals.services import _target_validate
-from evals.targets import TargetConfigError
 
 Action = Literal["created", "updated", "unchanged"]
 

@@ -1,6 +1,6 @@
 """Targets: what a run executes. See ``base.py`` for the contract every target keeps."""
 
-from evals.targets.base import (
+from evals.runner.targets.base import (
     CaseInput,
     Target,
     TargetConfigError,

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from evals.targets.base import CaseInput, TargetConfigError, TargetResult
+from evals.runner.targets.base import CaseInput, TargetConfigError, TargetResult
 
 KNOWN_FIELDS = frozenset({"kind", "path", "settings", "concurrency", "model", "prompt_revision"})
 

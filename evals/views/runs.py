@@ -43,7 +43,7 @@ def run_list(request: HtmxHttpRequest) -> HttpResponse:
 @role_required(*VIEWER_ROLES)
 def run_detail(request: HttpRequest, run_id) -> HttpResponse:
     run = get_object_or_404(Run.objects.select_related("suite"), uuid=run_id)
-    from evals.selectors_suite import run_baseline_context
+    from evals.suites import run_baseline_context
 
     return render(
         request,
@@ -57,7 +57,7 @@ def run_detail(request: HttpRequest, run_id) -> HttpResponse:
 def run_new(request: HtmxHttpRequest) -> HttpResponse:
     """Start a run. GET shows the form (``?suite=<uuid>`` prefills that suite's grader set);
     POST validates it, calls ``run_start`` and redirects to the run page."""
-    from evals.graders import GraderConfigError
+    from evals.grading.graders import GraderConfigError
     from evals.services import RunConfigError, TargetConfigError, run_start
 
     if request.method == "POST":

@@ -13,7 +13,7 @@ from django.views.decorators.http import require_GET, require_POST
 
 from core.http import RUNNER_ROLES, VIEWER_ROLES, role_required
 from evals.models import Case, Run, Suite
-from evals.selectors_suite import graduation_candidates, power_sentence, suite_page_get
+from evals.suites import graduation_candidates, power_sentence, suite_page_get
 
 
 @require_GET
@@ -40,7 +40,7 @@ def _suite_power(page) -> str | None:
     per-case rates; None without a baseline or when it graded nothing."""
     if page.baseline is None:
         return None
-    from evals.comparison import detectable_drop_get
+    from evals.comparison.compute import detectable_drop_get
 
     power = detectable_drop_get(run=page.baseline.run)
     return power_sentence(power) if power is not None else None
