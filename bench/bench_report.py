@@ -33,7 +33,7 @@ from django.db import connection  # noqa: E402
 from django.test.utils import CaptureQueriesContext  # noqa: E402
 
 from evals.models import Case, Grade, Run, Suite, Trial, content_hash  # noqa: E402
-from evals.selectors import run_report  # noqa: E402
+from evals.report.selectors import run_report  # noqa: E402
 
 TRIALS = 5
 GRADERS = [{"key": "schema", "kind": "json_schema"}, {"key": "policy", "kind": "python"}]

@@ -2,7 +2,7 @@
 
 Starts ../shared/tools/mockllm/server.py (--latency-ms 200 --jitter-ms 0, seed 1234) and,
 for each chunk size and target concurrency C in (16, 64), runs a 200-case × 5-trial suite
-through ``evals.services.run_start`` with Celery eager, so every chunk task executes in this
+through ``evals.runner.start.run_start`` with Celery eager, so every chunk task executes in this
 process (claim, concurrent calls, per-trial writes, pricing, an ``exact`` grade, finalize).
 It reports, per configuration:
 
@@ -100,7 +100,7 @@ def measure(suite, base_url: str, admin: str, concurrency: int, chunk: int) -> d
     from django.conf import settings
 
     from evals.models import Grade, Run
-    from evals.services import run_start
+    from evals.runner.start import run_start
 
     settings.ASSAY["TRIAL_CHUNK_SIZE"] = chunk
     http(f"{admin}/admin/reset", "POST")

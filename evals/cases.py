@@ -93,3 +93,53 @@ def case_upsert(
     """Reuse, create or replace one case (rules of ``cases_upsert``); returns the active case."""
     spec = CaseSpec(key=key, input=input, expected=expected, context=context or [], tags=tags or [])
     return cases_upsert(suite=suite, specs=[spec])[key]
+
+
+class GraduationError(ValueError):
+    """A case cannot graduate; the message names the field (``case`` or ``into_suite``)."""
+
+
+def case_graduate(*, case: Case, into_suite: Suite, by=None, evidence: dict | None = None):
+    """Copy a capability case into a regression suite and record a ``Graduation``.
+
+    The copy goes through ``evals.services_cases.case_upsert`` with the same key, input,
+    expected, context and tags, so graduating twice reuses the copy (idempotent: one case,
+    one ``Graduation`` per (case, regression case)). ``evidence`` (e.g. the runs it passed)
+    is stored with the record. Returns the ``Graduation``.
+
+    Raises ``GraduationError`` when ``case`` is retired or not in a capability suite, when
+    ``into_suite`` is not a regression suite, or when ``into_suite`` already has an active
+    case with this key and different content (graduating must never replace it).
+    """
+    from evals.cases import case_upsert
+    from evals.models import Graduation
+
+    if case.suite.kind != Suite.Kind.CAPABILITY:
+        raise GraduationError(f"case: {case.key!r} is not in a capability suite")
+    if case.retired_at is not None:
+        raise GraduationError(f"case: {case.key!r} is retired")
+    if into_suite.kind != Suite.Kind.REGRESSION:
+        raise GraduationError(f"into_suite: {into_suite.name!r} is not a regression suite")
+    clash = (
+        Case.objects.active()
+        .filter(suite=into_suite, key=case.key)
+        .exclude(content_hash=case.content_hash)
+        .exists()
+    )
+    if clash:
+        raise GraduationError(
+            f"into_suite: {into_suite.name!r} already has a different case with key {case.key!r}"
+        )
+    with transaction.atomic():
+        copy = case_upsert(
+            suite=into_suite,
+            key=case.key,
+            input=case.input,
+            expected=case.expected,
+            context=list(case.context or []),
+            tags=list(case.tags or []),
+        )
+        graduation, _ = Graduation.objects.get_or_create(
+            case=case, regression_case=copy, defaults={"by": by, "evidence": evidence or {}}
+        )
+    return graduation

@@ -9,7 +9,7 @@ from django import forms
 from django.urls import reverse_lazy
 
 from evals.models import GraderSetPreset, Run, Suite, TargetPreset
-from evals.services import MAX_TRIALS_PER_CASE
+from evals.runner.start import MAX_TRIALS_PER_CASE
 
 TARGET_KINDS = [
     ("simulated", "Simulated (seeded, no network)"),

@@ -15,8 +15,8 @@ from typing import Literal
 
 from evals.grading.graders import GraderConfigError, parse_grader_specs
 from evals.models import GraderSetPreset, TargetPreset, preset_hash
+from evals.runner.start import _target_validate
 from evals.runner.targets import TargetConfigError
-from evals.services import _target_validate
 
 Action = Literal["created", "updated", "unchanged"]
 

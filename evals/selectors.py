@@ -6,20 +6,17 @@ Dashboard selectors (run list, case view, trial page) come first; the run report
 
 from __future__ import annotations
 
-import dataclasses
 import uuid
 from dataclasses import dataclass
 from decimal import Decimal
 
 from django.conf import settings
 from django.core.paginator import Page, Paginator
-from django.db import connections, models
-from django.db.models import Case as CaseWhen
-from django.db.models.fields.json import KT
-from django.db.models.functions import Coalesce, Length, Substr
+from django.db import models
+from django.db.models.functions import Length, Substr
 
-from evals.models import Baseline, Case, Grade, Run, Trial
-from evals.report.build import RunReport
+from evals.grading.verdict import trial_verdict_annotations
+from evals.models import Case, Grade, Run, Trial
 
 RUN_LIST_PAGE_SIZE = 50
 
@@ -73,31 +70,6 @@ def gating_keys(graders: object) -> tuple[str, ...]:
             and spec.get("gating", True) is not False
         )
     )
-
-
-def trial_verdict_annotations(keys: tuple[str, ...]) -> dict[str, models.Expression]:
-    """Annotations on a Trial queryset deciding its overall verdict in the database, for a
-    run whose gating graders are ``keys`` (the rule of ``evals.report.overall_codes``):
-
-    1. fail — the trial is ok and some gating grade is ok with ``passed = False``;
-    2. errored — else, some gating grade errored (left out of rates, counted);
-    3. pass — else, every gating grader has a passing grade (``v_gating_passed = len(keys)``);
-    4. missing — otherwise (a gating grade is absent, or there are no gating graders).
-    Trials that are not ok (pipeline error, pending, cancelled) have no verdict.
-    """
-    gating = Grade.objects.filter(trial=models.OuterRef("pk"), grader__in=keys)
-    passed_count = (
-        gating.filter(status=Grade.Status.OK, passed=True)
-        .order_by()
-        .values("trial")
-        .annotate(c=models.Count("id"))
-        .values("c")
-    )
-    return {
-        "v_has_fail": models.Exists(gating.filter(status=Grade.Status.OK, passed=False)),
-        "v_has_grade_error": models.Exists(gating.filter(status=Grade.Status.ERROR)),
-        "v_gating_passed": Coalesce(models.Subquery(passed_count), 0),
-    }
 
 
 def run_list(
@@ -263,133 +235,7 @@ def trial_get(*, trial_uuid) -> Trial:
     )
 
 
-def suite_default_graders(*, suite: object) -> list[dict]:
-    """The grader set to prefill for a new run of ``suite`` (a list of grader spec dicts):
-    the current baseline's, else the most recent succeeded run's, else ``[]``. A failed or
-    cancelled run's grader set is never offered (it may be what broke it). Two queries."""
-    baseline = baseline_current(suite=suite)
-    if baseline is not None and baseline.run.graders:
-        return list(baseline.run.graders)
-    latest = (
-        Run.objects.filter(suite=suite, status=Run.Status.SUCCEEDED)
-        .exclude(graders=[])
-        .order_by("-created_at", "-id")
-        .values_list("graders", flat=True)
-        .first()
-    )
-    return list(latest) if latest else []
-
-
 # --- run report ---------------------------------------------------------------------------
-
-REASON_MAX_CHARS = 500
-
-
-def run_report(*, run: Run) -> RunReport:
-    """The run report (``evals.report.RunReport``): trial and error counts, pass rate with its
-    clustered 95% interval, pass@k/pass^k, per-case rows, tag slices, grouped reasons,
-    tokens, latency and cost, overall and per grader.
-
-    Seven queries whatever the run's size (trials, grades, cases, one aggregate of token and
-    cost totals, three grouped reason counts; plus one for ``run.suite`` unless it is joined),
-    plus one for the active approvals of the judge versions that graded (the corrected pass
-    rate of a trusted judge's grader, ``Figures.corrected``).
-    Output text columns are never loaded; verdicts come back as small integers so no
-    per-row converter runs. Rules in ``evals.report``.
-    """
-    from evals.report.build import RunRows, judge_calls_from_rows, report_from_rows
-
-    ok, err = Trial.Status.OK, Trial.Status.ERROR
-    trials = Trial.objects.filter(run=run).order_by()
-    grades = Grade.objects.filter(trial__run=run, trial__status=ok).order_by()
-    finished = models.Q(status__in=[ok, err])
-    short_reason = Substr("reason", 1, REASON_MAX_CHARS)
-    code = CaseWhen(
-        models.When(status=Grade.Status.ERROR, then=-1),
-        models.When(passed=True, then=1),
-        default=0,
-        output_field=models.IntegerField(),
-    )
-    gating = CaseWhen(
-        models.When(gating=True, then=1), default=0, output_field=models.IntegerField()
-    )
-    totals = trials.aggregate(
-        finished=models.Count("id", filter=finished),
-        input_sum=models.Sum("input_tokens", filter=finished),
-        output_sum=models.Sum("output_tokens", filter=finished),
-        input_unknown=models.Count("id", filter=finished & models.Q(input_tokens__isnull=True)),
-        output_unknown=models.Count("id", filter=finished & models.Q(output_tokens__isnull=True)),
-        cost=models.Sum("cost_usd", filter=finished),
-        cost_unknown=models.Count("id", filter=finished & models.Q(cost_usd__isnull=True)),
-    )
-    grade_rows = _raw_rows(
-        grades.values_list("trial_id", "grader", code, "score", gating, "judge_version_id")
-    )
-    rows = RunRows(
-        trials=_raw_rows(trials.values_list("id", "case_id", "status", "latency_ms")),
-        grades=grade_rows,
-        cases=list(
-            Case.objects.filter(id__in=trials.values("case_id"))
-            .order_by("key", "id")
-            .values_list("id", "uuid", "key", "tags")
-        ),
-        graders=_grader_gating(run.graders),
-        totals=totals,
-        failure_groups=list(
-            grades.filter(status=Grade.Status.OK, passed=False)
-            .values_list("grader", short_reason)
-            .annotate(n=models.Count("id"))
-        ),
-        error_groups=list(
-            grades.filter(status=Grade.Status.ERROR)
-            .values_list("grader", short_reason)
-            .annotate(n=models.Count("id"))
-        ),
-        pipeline_groups=list(
-            trials.filter(status=err)
-            .values_list(Substr("error_message", 1, REASON_MAX_CHARS))
-            .annotate(n=models.Count("id"))
-        ),
-        approvals=_active_approvals({g[5] for g in grade_rows if g[5] is not None}),
-    )
-    # Judge calls apart from the target's (one query; JSON keys only, never the prompt).
-    judge_calls = judge_calls_from_rows(
-        list(
-            grades.filter(judge_version__isnull=False).values_list(
-                KT("details__input_tokens"),
-                KT("details__output_tokens"),
-                KT("details__cost_usd"),
-                KT("details__skipped"),
-            )
-        )
-    )
-    return dataclasses.replace(report_from_rows(run=run, rows=rows), judge_calls=judge_calls)
-
-
-def _active_approvals(version_ids: set[int]) -> dict[int, tuple[int, dict]]:
-    """Judge version id -> (approval id, figures) of its active approval; one query, none
-    when no judge graded the run."""
-    if not version_ids:
-        return {}
-    from labeling.models import JudgeApproval
-
-    return {
-        v: (a, figures)
-        for a, v, figures in JudgeApproval.objects.filter(
-            judge_version_id__in=version_ids,
-            revoked_at__isnull=True,
-        ).values_list("id", "judge_version_id", "figures")
-    }
-
-
-def _raw_rows(queryset: models.QuerySet) -> list[tuple]:
-    """Rows of a ``values_list`` queryset straight from the cursor, skipping Django's per-row
-    converters (they were ~40% of ``run_report`` at 10,000 trials). Only for columns whose
-    raw value is already what the caller needs: ints, floats, text (no bools, dates, JSON)."""
-    sql, params = queryset.query.sql_with_params()
-    with connections[queryset.db].cursor() as cursor:
-        cursor.execute(sql, params)
-        return cursor.fetchall()
 
 
 def _grader_gating(graders: object) -> list[tuple[str, bool]]:
@@ -403,14 +249,3 @@ def _grader_gating(graders: object) -> list[tuple[str, bool]]:
 
 
 # --- baselines ----------------------------------------------------------------------------
-
-
-def baseline_current(*, suite: object) -> Baseline | None:
-    """The suite's current baseline (its latest ``Baseline`` row; run, run's suite and
-    set_by joined), or None when none was ever set. One query."""
-    return (
-        Baseline.objects.filter(suite=suite)
-        .select_related("run__suite", "set_by")
-        .order_by("-set_at", "-id")
-        .first()
-    )

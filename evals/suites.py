@@ -11,11 +11,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from evals.models import Baseline, Case, Grade, Graduation, Run, Suite
+from evals.baselines import HISTORY_RUNS, baseline_current
+from evals.models import Baseline, Case, Graduation, Run, Suite
 from evals.selectors import _run_case_counts, gating_keys
 from stats.intervals import ClusteredMean, clustered_mean_of_rates
 
-HISTORY_RUNS = 50
 GRADUATION_WINDOW = 3  # a capability case must pass every trial of this many latest runs
 CASE_LIST_LIMIT = 500
 
@@ -214,36 +214,18 @@ def power_sentence(power) -> str:
     )
 
 
-def baseline_refusal(*, run: Run) -> str | None:
-    """Why ``run`` cannot be a baseline, or None when it can: it must be finished
-    (succeeded or failed, not cancelled: a cancelled run measured only part of its suite)
-    and hold at least one trial with a successful grade (a run with nothing graded gives
-    the gate nothing to compare against). One query when the status allows."""
-    if not run.is_terminal:
-        return f"run: {run.name!r} is {run.status}; only a finished run can be a baseline"
-    if run.status == Run.Status.CANCELLED:
-        return f"run: {run.name!r} was cancelled; a cancelled run cannot be a baseline"
-    if not Grade.objects.filter(trial__run=run, status=Grade.Status.OK).exists():
-        return f"run: {run.name!r} has no graded trial; it cannot be a baseline"
-    return None
-
-
-def run_baseline_context(*, run: Run) -> dict:
-    """For the run page: ``baseline`` (``evals.selectors.baseline_current``: the suite's
-    current ``Baseline`` or None), ``other_runs`` (the suite's other runs, newest first, at most
-    ``HISTORY_RUNS``: id, uuid, name, created_at only) to compare with, and
-    ``baseline_refusal`` (why this run cannot be a baseline, or None). Up to three queries."""
-    from evals.selectors import baseline_current
-
-    baseline = baseline_current(suite=run.suite)
-    other_runs = list(
-        Run.objects.filter(suite_id=run.suite_id)
-        .exclude(id=run.id)
-        .only("id", "uuid", "name", "created_at")
-        .order_by("-created_at", "-id")[:HISTORY_RUNS]
+def suite_default_graders(*, suite: object) -> list[dict]:
+    """The grader set to prefill for a new run of ``suite`` (a list of grader spec dicts):
+    the current baseline's, else the most recent succeeded run's, else ``[]``. A failed or
+    cancelled run's grader set is never offered (it may be what broke it). Two queries."""
+    baseline = baseline_current(suite=suite)
+    if baseline is not None and baseline.run.graders:
+        return list(baseline.run.graders)
+    latest = (
+        Run.objects.filter(suite=suite, status=Run.Status.SUCCEEDED)
+        .exclude(graders=[])
+        .order_by("-created_at", "-id")
+        .values_list("graders", flat=True)
+        .first()
     )
-    return {
-        "baseline": baseline,
-        "other_runs": other_runs,
-        "baseline_refusal": baseline_refusal(run=run),
-    }
+    return list(latest) if latest else []

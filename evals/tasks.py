@@ -8,7 +8,7 @@ from celery import shared_task
 @shared_task(acks_late=True, reject_on_worker_lost=True)
 def run_chunk_execute(run_id: int, trial_ids: list[int]) -> None:
     """Execute one chunk of a run's trials; idempotent, safe under redelivery."""
-    from evals.services import trial_chunk_execute
+    from evals.runner.execute import trial_chunk_execute
 
     trial_chunk_execute(run_id=run_id, trial_ids=list(trial_ids))
 

@@ -411,7 +411,7 @@ def run_chunk_judge(*, run_id: int, trial_ids: list[int], sleep: Sleep | None = 
     judge version cannot happen: grades protect it, and run_start checked it).
     """
     from evals.grading.graders import parse_grader_specs
-    from evals.services import run_finalize
+    from evals.runner.finalize import run_finalize
 
     run = Run.objects.filter(id=run_id).first()
     if run is None or run.status == Run.Status.CANCELLED:

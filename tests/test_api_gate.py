@@ -8,9 +8,9 @@ import pytest
 from django.core.management import call_command
 from rest_framework.test import APIClient
 
+from evals.baselines import baseline_set
 from evals.models import Suite
 from evals.run_file import run_export
-from evals.services import baseline_set
 from tests.comparison_builders import db_run, judge_version
 from tests.test_api_core import client_for
 

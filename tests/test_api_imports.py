@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 
-from evals import selectors
 from evals.models import Case, Run, Suite, Trial
+from evals.report.selectors import run_report
 from tests.conftest import PASSWORD
 from tests.test_api_core import client_for
 
@@ -64,7 +64,7 @@ def test_an_inspect_log_is_detected_and_its_pass_rate_is_the_printed_accuracy(ca
     response = _post(client_for(carol), INSPECT, format="")
     assert response.status_code == 201 and response.json()["format"] == "inspect"
     run = Run.objects.get(uuid=response.json()["run_ids"][0])
-    overall = selectors.run_report(run=run).to_dict()["overall"]
+    overall = run_report(run=run).to_dict()["overall"]
     assert round(overall["pass_rate"]["mean"], 3) == 0.389  # Inspect printed 0.389
 
 

@@ -46,7 +46,7 @@ from django.contrib.auth.models import User
 from django.urls import Resolver404, resolve
 
 from apitokens.services import token_create
-from evals import services
+from evals.baselines import baseline_set
 from evals.models import Case, Grade, Run, Suite, Trial
 from judges.models import Judge, JudgeVersion
 from labeling.models import CalibrationItem, CalibrationSet, Label
@@ -138,7 +138,7 @@ def seed(lead: User) -> Seeded:
             )
         runs[name] = run
     head = runs["head"]
-    baseline = services.baseline_set(suite=suite, run=head, by=lead, note="fuzz")
+    baseline = baseline_set(suite=suite, run=head, by=lead, note="fuzz")
     trials = list(head.trials.order_by("case__key"))
     cset = CalibrationSet.objects.create(
         name="fuzz-cal", suite=suite, run=head, judge_version=version, size=len(trials), seed=0

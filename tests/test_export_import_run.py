@@ -10,7 +10,7 @@ from django.core.management.base import CommandError
 
 from evals.comparison.run_data import run_data_from_file, run_data_get
 from evals.models import Grade, Run, Trial
-from evals.selectors import run_report
+from evals.report.selectors import run_report
 from tests.comparison_builders import judge_version
 from tests.report_builders import mixed_run
 

@@ -8,8 +8,8 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
+from evals.baselines import baseline_set
 from evals.models import Suite
-from evals.services import baseline_set
 from tests.comparison_builders import db_run, judge_version
 
 pytestmark = pytest.mark.django_db

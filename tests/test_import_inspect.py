@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 from django.core.management import call_command
 
-from evals import selectors
 from evals.importers import ResultsImportError, format_detect, results_import
 from evals.importers.inspect_log import value_to_float
 from evals.models import Case, Grade, Run, Suite, Trial
+from evals.report.selectors import run_report
 
 pytestmark = pytest.mark.django_db
 FIXTURES = Path(__file__).parent / "fixtures" / "interop" / "inspect"
@@ -37,7 +37,7 @@ def _bytes(doc: dict) -> bytes:
 
 
 def _overall(summary) -> dict:
-    return selectors.run_report(run=summary.runs[0]).to_dict()["overall"]
+    return run_report(run=summary.runs[0]).to_dict()["overall"]
 
 
 def test_the_pass_rate_equals_the_accuracy_inspect_printed():
@@ -49,7 +49,7 @@ def test_the_pass_rate_equals_the_accuracy_inspect_printed():
     assert round(overall["pass_rate"]["mean"], 3) == 0.389
     logged = _doc()["results"]["scores"][0]["metrics"]["accuracy"]["value"]
     assert overall["pass_rate"]["mean"] == pytest.approx(logged)
-    match = selectors.run_report(run=summary.runs[0]).to_dict()["graders"][0]
+    match = run_report(run=summary.runs[0]).to_dict()["graders"][0]
     assert match["key"] == "match" and match["score_mean"] == pytest.approx(logged)
 
 

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 from django.core.management import CommandError, call_command
 
-from evals import selectors
 from evals.importers import ResultsImportError, format_detect, results_import
 from evals.models import Case, Grade, Run, Suite, Trial
+from evals.report.selectors import run_report
 
 pytestmark = pytest.mark.django_db
 FIXTURES = Path(__file__).parent / "fixtures" / "interop" / "promptfoo"
@@ -36,7 +36,7 @@ def _bytes(doc: dict) -> bytes:
 
 
 def _report(summary) -> dict:
-    return selectors.run_report(run=summary.runs[0]).to_dict()
+    return run_report(run=summary.runs[0]).to_dict()
 
 
 def test_the_pass_rate_equals_the_one_promptfoo_printed():

@@ -12,8 +12,8 @@ from django.utils import timezone
 
 from evals.grading.graders import GraderConfigError, parse_grader_specs
 from evals.models import Case, Grade, Run, Suite
-from evals.selectors import run_report
-from evals.services import run_start
+from evals.report.selectors import run_report
+from evals.runner.start import run_start
 from judges.services import run_chunk_judge
 from judges.tasks import run_chunk_judge as run_chunk_judge_task
 from tests.fakellm import FakeLLM
@@ -227,7 +227,8 @@ def test_the_run_stays_running_until_its_judge_grades_are_in(
 ):
     enqueued: list[tuple[int, list[int]]] = []
     monkeypatch.setattr(
-        "evals.services._judge_chunk_enqueue", lambda run_id, ids: enqueued.append((run_id, ids))
+        "evals.runner.execute._judge_chunk_enqueue",
+        lambda run_id, ids: enqueued.append((run_id, ids)),
     )
     version = make_version(llm)
     run = start(
@@ -277,7 +278,8 @@ def test_a_redelivered_judge_chunk_adds_no_grade_and_no_call(
 def test_a_cancelled_run_is_not_judged(llm, judge, django_capture_on_commit_callbacks, monkeypatch):
     enqueued: list[tuple[int, list[int]]] = []
     monkeypatch.setattr(
-        "evals.services._judge_chunk_enqueue", lambda run_id, ids: enqueued.append((run_id, ids))
+        "evals.runner.execute._judge_chunk_enqueue",
+        lambda run_id, ids: enqueued.append((run_id, ids)),
     )
     version = make_version(llm)
     run = start(

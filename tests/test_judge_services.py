@@ -8,7 +8,7 @@ from fractions import Fraction
 import pytest
 
 from evals.models import Grade, Trial
-from evals.selectors import run_report
+from evals.report.selectors import run_report
 from judges import client as judge_client
 from judges.models import JudgeRun
 from judges.services import (

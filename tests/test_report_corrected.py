@@ -15,7 +15,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from evals.models import Grade
-from evals.selectors import run_report
+from evals.report.selectors import run_report
 from judges.models import Judge, JudgeVersion
 from labeling.models import JudgeApproval
 from tests.report_builders import ERR, add_trial, make_run

@@ -9,7 +9,7 @@ import pytest
 from django.urls import reverse
 
 from evals.models import Grade
-from evals.selectors import run_report
+from evals.report.selectors import run_report
 from judges import client as judge_client
 from judges.services import judge_grade_trial, judge_version_create
 from tests.fakellm import FakeLLM

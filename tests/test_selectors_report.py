@@ -10,7 +10,7 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from evals.selectors import run_report
+from evals.report.selectors import run_report
 from tests.report_builders import ERR, add_trial, make_run, mixed_run
 
 pytestmark = pytest.mark.django_db

@@ -13,16 +13,12 @@ import pytest
 from django.utils import timezone
 
 from evals.grading.graders import GraderConfigError, parse_grader_specs
+from evals.grading.ladder import trial_grade
 from evals.models import Case, Grade, ModelPrice, Run, Suite, Trial
+from evals.runner.execute import trial_chunk_execute
+from evals.runner.finalize import run_cancel, run_finalize
+from evals.runner.start import RunConfigError, run_start
 from evals.runner.targets import TargetConfigError
-from evals.services import (
-    RunConfigError,
-    run_cancel,
-    run_finalize,
-    run_start,
-    trial_chunk_execute,
-    trial_grade,
-)
 from evals.tasks import run_chunk_execute
 from tests.fakellm import FakeLLM
 
@@ -465,14 +461,15 @@ def test_running_trials_finish_after_cancel_but_the_run_stays_cancelled(
         )
     trial_ids = list(Trial.objects.filter(run=run).order_by("id").values_list("id", flat=True))
     # A worker is mid-chunk on the first three trials when the run is cancelled.
-    from evals.services import _trials_claim
+    from evals.runner.execute import _trials_claim
 
     assert _trials_claim(run_id=run.id, trial_ids=trial_ids[:3]) == trial_ids[:3]
     run_cancel(run=run)
     run.refresh_from_db()
     assert run.status == Run.Status.CANCELLED and run.finished_at is None
 
-    from evals.services import _calls_stream, _case_input, trial_result_record
+    from evals.grading.ladder import _case_input
+    from evals.runner.execute import _calls_stream, trial_result_record
 
     trials = Trial.objects.filter(id__in=trial_ids[:3]).select_related("case")
     for batch in _calls_stream(config=run.target, items=[(t.id, _case_input(t)) for t in trials]):

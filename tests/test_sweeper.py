@@ -13,8 +13,8 @@ from django.core.management import call_command
 from django.utils import timezone
 
 from evals.models import Grade, Run, Trial
+from evals.runner.start import run_start
 from evals.runner.sweeper import SweepResult, runs_sweep
-from evals.services import run_start
 from evals.tasks import runs_sweep as runs_sweep_task
 from tests import test_judge_ladder as ladder
 from tests.judge_builders import make_version
@@ -79,7 +79,8 @@ def test_it_enqueues_a_stalled_judge_rung_once_a_lease_has_passed(
     version = make_version(llm)
     enqueued: list[tuple[int, list[int]]] = []
     monkeypatch.setattr(
-        "evals.services._judge_chunk_enqueue", lambda run_id, ids: enqueued.append((run_id, ids))
+        "evals.runner.execute._judge_chunk_enqueue",
+        lambda run_id, ids: enqueued.append((run_id, ids)),
     )
     with django_capture_on_commit_callbacks(execute=True):
         run = run_start(

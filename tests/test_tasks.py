@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from evals.models import Case, Grade, Run, Suite, Trial
-from evals.services import run_start
+from evals.runner.start import run_start
 from evals.tasks import run_chunk_execute
 
 pytestmark = pytest.mark.django_db

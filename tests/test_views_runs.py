@@ -448,7 +448,7 @@ def test_the_run_list_pass_rate_leaves_out_errored_grades(client, carol, db):
 
 def test_the_run_list_pass_rate_is_the_mean_of_per_case_rates_as_in_the_report(db):
     """c1: 3 of 3 pass; c2: 0 of 1 -> (1 + 0) / 2 = 50%, not the pooled 3/4 = 75%."""
-    from evals.selectors import run_report
+    from evals.report.selectors import run_report
 
     suite = make_suite(n_cases=2)
     c1, c2 = suite.cases.all()

@@ -154,7 +154,7 @@ def test_it_refuses_to_graduate_a_case_that_is_not_a_candidate(client, alice, ca
 def test_it_refuses_to_graduate_into_a_capability_suite_or_over_a_different_case(
     cap_with_three_runs, carol
 ):
-    from evals.services import GraduationError, case_graduate
+    from evals.cases import GraduationError, case_graduate
 
     suite, _, regression = cap_with_three_runs
     c1 = suite.cases.get(key="c1")
@@ -216,7 +216,7 @@ def test_setting_a_baseline_needs_a_post(client, carol, cap_with_three_runs):
 def test_a_cancelled_or_ungraded_run_is_not_offered_or_accepted_as_a_baseline(
     client, carol, cap_with_three_runs
 ):
-    from evals.services import baseline_set
+    from evals.baselines import baseline_set
 
     suite, runs, _ = cap_with_three_runs
     Run.objects.filter(id=runs[0].id).update(status=Run.Status.CANCELLED)
@@ -240,7 +240,7 @@ def test_a_cancelled_or_ungraded_run_is_not_offered_or_accepted_as_a_baseline(
 
 
 def test_the_compare_picker_preselects_the_current_baseline(client, carol, cap_with_three_runs):
-    from evals.services import baseline_set
+    from evals.baselines import baseline_set
 
     suite, runs, _ = cap_with_three_runs
     baseline_set(suite=suite, run=runs[0], by=carol)

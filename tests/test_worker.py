@@ -21,7 +21,7 @@ import pytest
 from django.db import connection
 
 from evals.models import Case, Grade, Run, Suite, Trial
-from evals.services import run_start
+from evals.runner.start import run_start
 from evals.tasks import run_chunk_execute
 from tests.fakellm import FakeLLM
 

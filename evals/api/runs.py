@@ -20,8 +20,10 @@ from rest_framework.views import APIView
 
 from core.api.fields import StrictCharField, StrictIntegerField, StrictUUIDField, query_uuid
 from core.api.permissions import IsRunner, IsViewer
-from evals import selectors, services
+from evals.baselines import baseline_set
 from evals.models import Baseline, Case, Grade, Run, Suite, Trial
+from evals.report.selectors import run_report
+from evals.runner import start as services
 from evals.tags import cases_tagged, trials_tagged
 
 H = {  # help text of every exposed field, with units
@@ -140,7 +142,7 @@ class RunDetailSerializer(RunSerializer):
         }
 
     def get_report(self, run) -> dict:
-        return selectors.run_report(run=run).to_dict()
+        return run_report(run=run).to_dict()
 
 
 TRIAL_FIELDS = [
@@ -428,7 +430,7 @@ class RunStartInput(serializers.Serializer):
 
 
 class RunStartApi(APIView):
-    """POST: start a run (``evals.services.run_start``); 201 with the run, 400 naming the
+    """POST: start a run (``evals.runner.start.run_start``); 201 with the run, 400 naming the
     field on bad input."""
 
     permission_classes = [IsRunner]
@@ -478,7 +480,7 @@ class BaselineSetApi(APIView):
             Run.objects.select_related("suite"), uuid=data.validated_data["run"]
         )
         try:
-            baseline = services.baseline_set(
+            baseline = baseline_set(
                 suite=run.suite, run=run, by=request.user, note=data.validated_data["note"]
             )
         except ValueError as exc:

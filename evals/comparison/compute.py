@@ -28,7 +28,7 @@ import numpy as np
 
 from core.strict_json import json_safe
 from evals.comparison.run_data import CaseData, GraderInfo, RunData, run_data_get, verdict_lists
-from evals.report.build import pass_k_table
+from evals.report.figures import pass_k_table
 from stats.compare import (
     Interval,
     clustered_paired_interval,

@@ -12,6 +12,7 @@ import math
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
+from evals.baselines import baseline_current
 from evals.comparison.compute import (
     Comparison,
     GateDecision,
@@ -20,7 +21,6 @@ from evals.comparison.compute import (
     gate_decide,
 )
 from evals.comparison.run_data import RunData, run_data_get
-from evals.selectors import baseline_current
 
 
 class GateInputError(ValueError):

@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from evals.report.build import ERRORED, FAIL, MISSING, PASS, PENDING, PIPELINE, overall_codes
+from evals.grading.verdict import ERRORED, FAIL, MISSING, PASS, PENDING, PIPELINE, overall_codes
 
 RUN_DATA_FORMAT = "assay-run-data"
 RUN_FILE_FORMAT = "assay-run"
@@ -255,15 +255,15 @@ def run_data_get(*, run: Any) -> RunData:
     """
     from django.db import models
 
+    from core.db import raw_rows
     from evals.models import Case, Grade, Trial
-    from evals.selectors import _raw_rows
     from judges.models import JudgeVersion
 
     ok, err = Trial.Status.OK, Trial.Status.ERROR
     trials_qs = Trial.objects.filter(run=run).order_by()
     # Ordered by attempt so per-case verdict lists read the same from the database and
     # from an exported file (PostgreSQL returns rows in no fixed order otherwise).
-    trials = _raw_rows(
+    trials = raw_rows(
         trials_qs.order_by("case_id", "attempt").values_list("id", "case_id", "status")
     )
     code = models.Case(
@@ -275,7 +275,7 @@ def run_data_get(*, run: Any) -> RunData:
     gating = models.Case(
         models.When(gating=True, then=1), default=0, output_field=models.IntegerField()
     )
-    grades = _raw_rows(
+    grades = raw_rows(
         Grade.objects.filter(trial__run=run, trial__status=ok)
         .order_by()
         .values_list("trial_id", "grader", code, gating, "judge_version_id")

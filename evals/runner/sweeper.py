@@ -47,7 +47,9 @@ def runs_sweep(*, now: datetime | None = None) -> SweepResult:
     judge chunks of runs whose judge rung stalled for longer than a lease
     (``ASSAY["TRIAL_LEASE_SECONDS"]``). Returns the counts; enqueues nothing when nothing is
     stale. Two queries, plus a few per running run whose grader set has a judge."""
-    from evals.services import _chunk_enqueue, _judge_chunk_enqueue, _judge_grading_pending
+    from evals.runner.execute import _judge_chunk_enqueue
+    from evals.runner.finalize import _judge_grading_pending
+    from evals.runner.start import _chunk_enqueue
 
     now = now or timezone.now()
     open_runs = [Run.Status.QUEUED, Run.Status.RUNNING]

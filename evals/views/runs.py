@@ -22,6 +22,8 @@ from core.http import RUNNER_ROLES, VIEWER_ROLES, HtmxHttpRequest, role_required
 from evals import selectors
 from evals.forms import RunFilterForm, RunStartForm
 from evals.models import Case, Run, Suite, Trial
+from evals.report.selectors import run_report
+from evals.suites import suite_default_graders
 
 
 @require_GET
@@ -43,12 +45,12 @@ def run_list(request: HtmxHttpRequest) -> HttpResponse:
 @role_required(*VIEWER_ROLES)
 def run_detail(request: HttpRequest, run_id) -> HttpResponse:
     run = get_object_or_404(Run.objects.select_related("suite"), uuid=run_id)
-    from evals.suites import run_baseline_context
+    from evals.baselines import run_baseline_context
 
     return render(
         request,
         "evals/run_detail.html",
-        {"run": run, "report": selectors.run_report(run=run), **run_baseline_context(run=run)},
+        {"run": run, "report": run_report(run=run), **run_baseline_context(run=run)},
     )
 
 
@@ -58,7 +60,7 @@ def run_new(request: HtmxHttpRequest) -> HttpResponse:
     """Start a run. GET shows the form (``?suite=<uuid>`` prefills that suite's grader set);
     POST validates it, calls ``run_start`` and redirects to the run page."""
     from evals.grading.graders import GraderConfigError
-    from evals.services import RunConfigError, TargetConfigError, run_start
+    from evals.runner.start import RunConfigError, TargetConfigError, run_start
 
     if request.method == "POST":
         form = RunStartForm(request.POST)
@@ -81,7 +83,7 @@ def run_new(request: HtmxHttpRequest) -> HttpResponse:
         return render(request, "evals/run_new.html", {"form": form})
     suite = Suite.objects.filter(uuid=_uuid_or_none(request.GET.get("suite"))).first()
     suite = suite or Suite.objects.order_by("name").first()
-    graders = selectors.suite_default_graders(suite=suite) if suite else []
+    graders = suite_default_graders(suite=suite) if suite else []
     form = RunStartForm(initial={"suite": suite, "graders": json.dumps(graders, indent=2)})
     if request.htmx and request.htmx.target == "graders-field":
         return render(request, "evals/run_new.html#graders-field", {"form": form})
@@ -110,7 +112,7 @@ def run_progress(request: HtmxHttpRequest, run_id) -> HttpResponse:
 @role_required(*RUNNER_ROLES)
 def run_cancel(request: HtmxHttpRequest, run_id) -> HttpResponse:
     """Cancel a run (``run_cancel``); htmx gets the progress fragment, a form post a redirect."""
-    from evals.services import run_cancel as run_cancel_service
+    from evals.runner.finalize import run_cancel as run_cancel_service
 
     run = get_object_or_404(Run, uuid=run_id)
     cancelled = run_cancel_service(run=run, by=request.user)  # refreshes ``run``

@@ -49,9 +49,9 @@ def _suite_power(page) -> str | None:
 @require_POST
 @role_required(*RUNNER_ROLES)
 def baseline_set(request: HttpRequest, run_id) -> HttpResponse:
-    """Make this run its suite's baseline (``evals.services.baseline_set``); back to the run
+    """Make this run its suite's baseline (``evals.baselines.baseline_set``); back to the run
     page (or ``next`` when it is the suite page)."""
-    from evals.services import baseline_set as baseline_set_service
+    from evals.baselines import baseline_set as baseline_set_service
 
     run = get_object_or_404(Run.objects.select_related("suite"), uuid=run_id)
     note = request.POST.get("note", "")[:500]
@@ -71,8 +71,8 @@ def baseline_set(request: HttpRequest, run_id) -> HttpResponse:
 def case_graduate(request: HttpRequest, suite_id, case_id) -> HttpResponse:
     """Graduate a capability case into the regression suite chosen in ``into_suite`` (a
     suite UUID); refuses (message, no write) a case that is not a current candidate."""
-    from evals.services import GraduationError
-    from evals.services import case_graduate as case_graduate_service
+    from evals.cases import GraduationError
+    from evals.cases import case_graduate as case_graduate_service
 
     suite = get_object_or_404(Suite, uuid=suite_id)
     case = get_object_or_404(Case.objects.select_related("suite"), uuid=case_id, suite=suite)

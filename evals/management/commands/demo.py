@@ -181,8 +181,7 @@ class Command(BaseCommand):
         of the changed assistant, and the link to its comparison with the baseline."""
         from django.urls import reverse
 
-        from evals.selectors import baseline_current
-        from evals.services import baseline_set
+        from evals.baselines import baseline_current, baseline_set
 
         baseline = baseline_current(suite=suite)
         if baseline is None:
@@ -229,7 +228,7 @@ class Command(BaseCommand):
         self.stdout.write(f"calibration set {cset.name!r}: /calibration-sets/{cset.uuid}/")
 
     def _run_demo_suite(self, suite, index: int, user, opts, *, changed: bool) -> Run:
-        from evals.services import run_start
+        from evals.runner.start import run_start
 
         name = f"demo-{Run.objects.filter(suite=suite).count() + 1}"
         run = run_start(

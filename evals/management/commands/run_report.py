@@ -12,8 +12,9 @@ import uuid
 from django.core.management.base import BaseCommand, CommandError
 
 from evals.models import Run
-from evals.report.build import Figures, RunReport
-from evals.selectors import run_report
+from evals.report.build import RunReport
+from evals.report.figures import Figures
+from evals.report.selectors import run_report
 
 
 def run_lookup(ref: str) -> Run:

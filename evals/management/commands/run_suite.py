@@ -21,8 +21,8 @@ from django.utils import timezone
 
 from evals.grading.graders import GraderConfigError
 from evals.models import GraderSetPreset, Run, Suite, TargetPreset
+from evals.runner.start import RunConfigError, run_start
 from evals.runner.targets import TargetConfigError
-from evals.services import RunConfigError, run_start
 
 EXIT_SUCCEEDED, EXIT_FAILED, EXIT_OTHER = 0, 1, 2
 

@@ -1,0 +1,81 @@
+"""TODO docstring (evals.grading.verdict)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from django.db import models
+from django.db.models.functions import Coalesce
+
+from evals.models import Grade
+
+PASS, FAIL, ERRORED, MISSING, PIPELINE, PENDING = 1, 0, -1, -2, -3, -4
+
+
+@dataclass(frozen=True)
+class CaseTally:
+    """Per-case counts (numpy int arrays, one entry per case) for one grader or overall."""
+
+    passed: np.ndarray
+    graded: np.ndarray
+    grade_errors: np.ndarray
+    not_graded: np.ndarray
+    pipeline_errors: np.ndarray
+    pending: np.ndarray
+
+
+def case_tally(codes: np.ndarray, case_idx: np.ndarray, n_cases: int) -> CaseTally:
+    """Count outcome codes per case: the one place where errored grades leave both the
+    numerator and the denominator (``graded`` counts PASS and FAIL only)."""
+
+    def count(mask: np.ndarray) -> np.ndarray:
+        return np.bincount(case_idx[mask], minlength=n_cases)
+
+    passed = count(codes == PASS)
+    return CaseTally(
+        passed=passed,
+        graded=passed + count(codes == FAIL),
+        grade_errors=count(codes == ERRORED),
+        not_graded=count(codes == MISSING),
+        pipeline_errors=count(codes == PIPELINE),
+        pending=count(codes == PENDING),
+    )
+
+
+def overall_codes(gating: list[np.ndarray], trial_codes: np.ndarray) -> np.ndarray:
+    """Overall code per trial from the gating graders' codes (see the module rules);
+    ``trial_codes`` holds PIPELINE/PENDING for trials that did not finish ok, else PASS."""
+    if not gating:
+        return np.where(trial_codes == PASS, MISSING, trial_codes)
+    stacked = np.vstack(gating)
+    out = np.full(trial_codes.shape, PASS)
+    out[(stacked == MISSING).any(axis=0)] = MISSING
+    out[(stacked == ERRORED).any(axis=0)] = ERRORED
+    out[(stacked == FAIL).any(axis=0)] = FAIL
+    return np.where(trial_codes == PASS, out, trial_codes)
+
+
+def trial_verdict_annotations(keys: tuple[str, ...]) -> dict[str, models.Expression]:
+    """Annotations on a Trial queryset deciding its overall verdict in the database, for a
+    run whose gating graders are ``keys`` (the rule of ``evals.report.overall_codes``):
+
+    1. fail — the trial is ok and some gating grade is ok with ``passed = False``;
+    2. errored — else, some gating grade errored (left out of rates, counted);
+    3. pass — else, every gating grader has a passing grade (``v_gating_passed = len(keys)``);
+    4. missing — otherwise (a gating grade is absent, or there are no gating graders).
+    Trials that are not ok (pipeline error, pending, cancelled) have no verdict.
+    """
+    gating = Grade.objects.filter(trial=models.OuterRef("pk"), grader__in=keys)
+    passed_count = (
+        gating.filter(status=Grade.Status.OK, passed=True)
+        .order_by()
+        .values("trial")
+        .annotate(c=models.Count("id"))
+        .values("c")
+    )
+    return {
+        "v_has_fail": models.Exists(gating.filter(status=Grade.Status.OK, passed=False)),
+        "v_has_grade_error": models.Exists(gating.filter(status=Grade.Status.ERROR)),
+        "v_gating_passed": Coalesce(models.Subquery(passed_count), 0),
+    }

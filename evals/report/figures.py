@@ -1,0 +1,139 @@
+"""TODO docstring (evals.report.figures)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+
+import numpy as np
+
+from evals.grading.verdict import CaseTally
+from labeling.figures import CorrectedPassRate
+from stats import pass_at_k, pass_hat_k, wilson_interval
+from stats.intervals import ClusteredMean, clustered_mean_of_rates
+
+
+@lru_cache(maxsize=4096)
+def _pass_k_pair(n: int, c: int, k: int) -> tuple[float, float]:
+    return pass_at_k(n, c, k), pass_hat_k(n, c, k)
+
+
+@lru_cache(maxsize=4096)
+def case_wilson(passed: int, graded: int) -> tuple[float, float]:
+    """Wilson 95% interval of one case's k of n (cached: few distinct pairs per run)."""
+    return wilson_interval(passed, graded)
+
+
+@dataclass(frozen=True)
+class PassK:
+    """pass@k and pass^k at one k: means over the ``n_cases`` cases with at least k graded
+    trials of the unbiased per-case estimators; ``cases_left_out`` had fewer (or none)."""
+
+    k: int
+    pass_at_k: float | None
+    pass_hat_k: float | None
+    n_cases: int
+    cases_left_out: int
+
+
+def pass_k_table(passed: np.ndarray, graded: np.ndarray, k_max: int) -> list[PassK]:
+    """``PassK`` for k = 1..k_max over per-case (passed, graded) arrays (a lookup table per
+    k over the few distinct (n, c) pairs, so the cost does not grow with the case count)."""
+    table = []
+    top = int(graded.max(initial=0))
+    for k in range(1, k_max + 1):
+        use = graded >= k
+        n_used = int(use.sum())
+        if not n_used:
+            table.append(PassK(k, None, None, 0, int(graded.size)))
+            continue
+        at = np.zeros((top + 1, top + 1))
+        hat = np.zeros((top + 1, top + 1))
+        for n in range(k, top + 1):
+            for c in range(n + 1):
+                at[n, c], hat[n, c] = _pass_k_pair(n, c, k)
+        n_c, c_c = graded[use], passed[use]
+        table.append(
+            PassK(
+                k,
+                float(at[n_c, c_c].mean()),
+                float(hat[n_c, c_c].mean()),
+                n_used,
+                int(graded.size) - n_used,
+            )
+        )
+    return table
+
+
+@dataclass(frozen=True)
+class Figures:
+    """One grader's (or overall's) figures over a set of cases.
+
+    Trial counts: ``trials_passed`` of ``trials_graded`` (pass or fail); ``grades_errored``
+    dropped from both; ``not_graded`` ok trials without this grade; ``pipeline_errored`` and
+    ``pending`` trials. ``pass_rate``: mean of per-case rates with its 95% clustered interval
+    over ``pass_rate.n_cases`` cases; ``cases_ungraded`` cases had no graded trial.
+    ``score_mean``: mean over cases of per-case mean scores, None when nothing was scored;
+    ``scored``/``not_scored``: grades with a score / with a null score (errored included).
+    ``corrected``: for a grader whose verdicts all come from one judge version, the
+    Rogan–Gladen correction of ``trials_passed`` / ``trials_graded`` by that judge's measured
+    tpr and tnr (``labeling.figures.CorrectedPassRate``; ``corrected.corrected`` None with a
+    reason when the version is not trusted); None for other graders, overall and slices.
+    """
+
+    key: str
+    gating: bool | None
+    trials_passed: int
+    trials_graded: int
+    grades_errored: int
+    not_graded: int
+    pipeline_errored: int
+    pending: int
+    pass_rate: ClusteredMean
+    cases_ungraded: int
+    pass_k: list[PassK]
+    score_mean: float | None = None
+    scored: int = 0
+    not_scored: int = 0
+    corrected: CorrectedPassRate | None = None
+
+    @property
+    def trials_failed(self) -> int:
+        return self.trials_graded - self.trials_passed
+
+
+def figures_for(
+    key: str,
+    gating: bool | None,
+    tally: CaseTally,
+    mask: np.ndarray,
+    k_max: int,
+    scores: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
+) -> Figures:
+    """``Figures`` from a tally restricted to the cases in boolean ``mask``; ``scores`` is
+    per-case (sum of scores, scored count, not-scored count)."""
+    passed, graded = tally.passed[mask], tally.graded[mask]
+    has = graded > 0
+    rates = passed[has] / graded[has]
+    score_mean, scored, not_scored = None, 0, 0
+    if scores is not None:
+        sums, counts, missing = (a[mask] for a in scores)
+        scored, not_scored = int(counts.sum()), int(missing.sum())
+        if scored:
+            score_mean = float((sums[counts > 0] / counts[counts > 0]).mean())
+    return Figures(
+        key=key,
+        gating=gating,
+        trials_passed=int(passed.sum()),
+        trials_graded=int(graded.sum()),
+        grades_errored=int(tally.grade_errors[mask].sum()),
+        not_graded=int(tally.not_graded[mask].sum()),
+        pipeline_errored=int(tally.pipeline_errors[mask].sum()),
+        pending=int(tally.pending[mask].sum()),
+        pass_rate=clustered_mean_of_rates(rates.astype(float)),
+        cases_ungraded=int((~has).sum()),
+        pass_k=pass_k_table(passed, graded, k_max),
+        score_mean=score_mean,
+        scored=scored,
+        not_scored=not_scored,
+    )

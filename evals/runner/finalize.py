@@ -1,0 +1,113 @@
+"""TODO docstring (evals.runner.finalize)."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from django.db import transaction
+from django.db.models import Count, Q
+from django.utils import timezone
+
+from evals.models import Grade, Run, Trial
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class TrialCounts:
+    """A run's trials by status."""
+
+    total: int
+    queued: int
+    running: int
+    ok: int
+    errored: int
+    cancelled: int
+
+
+def _trial_counts(run_id: int) -> TrialCounts:
+    row = Trial.objects.filter(run_id=run_id).aggregate(
+        total=Count("id"),
+        queued=Count("id", filter=Q(status=Trial.Status.QUEUED)),
+        running=Count("id", filter=Q(status=Trial.Status.RUNNING)),
+        ok=Count("id", filter=Q(status=Trial.Status.OK)),
+        errored=Count("id", filter=Q(status=Trial.Status.ERROR)),
+        cancelled=Count("id", filter=Q(status=Trial.Status.CANCELLED)),
+    )
+    return TrialCounts(**row)
+
+
+def run_finalize(*, run_id: int) -> Run:
+    """Recount a run's trials and, once none is queued or running, close it.
+
+    ``failed`` when any trial errored or any grade errored (``error_message`` "3 of 60
+    trials errored; 2 grade errors"): a grader or judge that broke is a failure of the run,
+    never a success. Else ``succeeded``; a cancelled run stays cancelled. A run whose
+    grader set has judges stays ``running`` until every ok trial has a grade of every judge
+    grader (the judge task finalizes it): a finished run never shows judge grades still to
+    come. Idempotent: counters are recounted from the trial rows, and the status change is a
+    compare-and-set on a non-terminal status.
+    """
+    counts = _trial_counts(run_id)
+    now = timezone.now()
+    if counts.queued or counts.running:
+        # Live counters are F() increments made with each trial write; a recount here
+        # could race a concurrent write and overwrite it with a stale figure.
+        return Run.objects.get(id=run_id)
+    if _judge_grading_pending(run_id):
+        return Run.objects.get(id=run_id)
+    grade_errors = Grade.objects.filter(trial__run_id=run_id, status=Grade.Status.ERROR).count()
+    problems = []
+    if counts.errored:
+        problems.append(f"{counts.errored} of {counts.total} trials errored")
+    if grade_errors:
+        problems.append(f"{grade_errors} grade error{'s' if grade_errors != 1 else ''}")
+    message = "; ".join(problems)
+    with transaction.atomic():
+        # Nothing is in flight: every trial write has committed, so the recount is exact.
+        Run.objects.filter(id=run_id).update(
+            trials_finished=counts.ok + counts.errored, trials_errored=counts.errored
+        )
+        Run.objects.filter(id=run_id, status__in=[Run.Status.QUEUED, Run.Status.RUNNING]).update(
+            status=Run.Status.FAILED if problems else Run.Status.SUCCEEDED,
+            error_message=message,
+            finished_at=now,
+        )
+        Run.objects.filter(id=run_id, status=Run.Status.CANCELLED, finished_at__isnull=True).update(
+            finished_at=now, error_message=message
+        )
+    return Run.objects.get(id=run_id)
+
+
+def _judge_grading_pending(run_id: int) -> bool:
+    """True while some ok trial of a running run lacks a grade of a judge grader of its set
+    (no query beyond the run's grader set when the set has no judge)."""
+    graders = Run.objects.filter(id=run_id).values_list("graders", "status").first()
+    if graders is None or graders[1] not in (Run.Status.QUEUED, Run.Status.RUNNING):
+        return False
+    keys = [g["key"] for g in graders[0] or [] if isinstance(g, dict) and g.get("kind") == "judge"]
+    if not keys:
+        return False
+    ok = Trial.objects.filter(run_id=run_id, status=Trial.Status.OK)
+    judged = Grade.objects.filter(trial__in=ok, grader__in=keys).count()
+    return judged < ok.count() * len(keys)
+
+
+def run_cancel(*, run: Run, by=None) -> bool:
+    """Cancel a queued or running run (compare-and-set); its queued trials become cancelled,
+    running ones finish but the run stays cancelled. Returns False when the run was already
+    terminal (nothing changes)."""
+    with transaction.atomic():
+        changed = Run.objects.filter(
+            id=run.id, status__in=[Run.Status.QUEUED, Run.Status.RUNNING]
+        ).update(status=Run.Status.CANCELLED)
+        if changed:
+            Trial.objects.filter(run_id=run.id, status=Trial.Status.QUEUED).update(
+                status=Trial.Status.CANCELLED, finished_at=timezone.now()
+            )
+    if changed:
+        logger.info("run %s cancelled by %s", run.id, getattr(by, "username", None))
+    run_finalize(run_id=run.id)
+    run.refresh_from_db()
+    return bool(changed)

@@ -1,0 +1,179 @@
+"""Writes for runs, trials and grades: start, execute a chunk, grade, finalize, cancel.
+
+Invariants (DESIGN.md, "Trials are independent tasks with idempotent writes"):
+- Every state change is a compare-and-set (``filter(status=...).update(...)``), so a race or
+  a redelivered task is a no-op: one trial row per (run, case, attempt), one grade per
+  (trial, grader), counters that count each trial once.
+- A target failure is an errored trial, never a pass; an errored trial gets no grades.
+- A run with any errored trial ends ``failed`` (never ``succeeded``); a cancelled run stays
+  cancelled.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from collections.abc import Iterator
+from functools import partial
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+
+from evals.grading.graders import GraderSpec, parse_grader_specs
+from evals.models import Case, Run, Suite, Trial
+from evals.runner.targets import target_from_config
+
+logger = logging.getLogger(__name__)
+
+# The most trials per case a run may ask for (the start form and run_suite share it).
+MAX_TRIALS_PER_CASE = 50
+
+
+class RunConfigError(ValueError):
+    """A run cannot start (bad name, trial count, or a suite without active cases); the
+    message names the field."""
+
+
+def _chunk_size() -> int:
+    return max(1, int(settings.ASSAY["TRIAL_CHUNK_SIZE"]))
+
+
+def _target_validate(config: dict) -> Any:
+    """Build the target once to validate ``config`` (raises ``TargetConfigError``) and release
+    it; returns it (for ``kind``/``model``). Built and closed inside one event loop, as the
+    target contract asks, on a helper thread if the caller already runs a loop."""
+
+    async def build_and_close() -> Any:
+        target = target_from_config(config)
+        await target.aclose()
+        return target
+
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(build_and_close())
+    box: dict[str, Any] = {}
+
+    def on_thread() -> None:
+        try:
+            box["target"] = asyncio.run(build_and_close())
+        except BaseException as exc:  # noqa: BLE001 - re-raised on the caller's thread
+            box["error"] = exc
+
+    helper = threading.Thread(target=on_thread)
+    helper.start()
+    helper.join()
+    if "error" in box:
+        raise box["error"]
+    return box["target"]
+
+
+def run_start(
+    *,
+    suite: Suite,
+    name: str,
+    target: dict,
+    graders: list[dict],
+    trials_per_case: int,
+    source_version: str = "",
+    started_by=None,
+) -> Run:
+    """Start a run: validate, snapshot the configuration, create every trial (queued) and
+    enqueue its chunk tasks after commit.
+
+    Trials: one per active case and attempt 1..``trials_per_case``, created with one
+    ``bulk_create``; chunks of ``settings.ASSAY["TRIAL_CHUNK_SIZE"]`` trial ids each become one
+    ``run_chunk_execute`` task, enqueued with ``transaction.on_commit`` so a worker never sees
+    a run that is not yet committed.
+
+    Raises ``TargetConfigError`` (bad target), ``GraderConfigError`` (bad grader set) or
+    ``RunConfigError`` (bad name or trial count, no active cases), each naming the field,
+    before anything is written.
+    """
+    if not isinstance(name, str) or not name.strip():
+        raise RunConfigError("name: must be a non-empty string")
+    if isinstance(trials_per_case, bool) or not isinstance(trials_per_case, int):
+        raise RunConfigError("trials_per_case: must be an integer")
+    if not 1 <= trials_per_case <= MAX_TRIALS_PER_CASE:
+        raise RunConfigError(
+            f"trials_per_case: must be from 1 to {MAX_TRIALS_PER_CASE} (got {trials_per_case})"
+        )
+    if not isinstance(graders, list):
+        raise RunConfigError("graders: expected a list of grader specs")
+    built = _target_validate(target)
+    specs = parse_grader_specs(graders)  # raises GraderConfigError naming the index and field
+    if not graders:
+        # A run with no grader would "succeed" without a single verdict: never green on
+        # nothing (DESIGN.md, principle 2).
+        raise RunConfigError("graders: a run needs at least one grader")
+    graders = _judge_gating_snapshot(graders, specs)
+    case_ids = list(Case.objects.active().filter(suite=suite).values_list("id", flat=True))
+    if not case_ids:
+        raise RunConfigError(f"suite: {suite.name!r} has no active cases")
+    if Run.objects.filter(suite=suite, name=name).exists():
+        raise RunConfigError(f"name: a run named {name!r} already exists in suite {suite.name!r}")
+
+    with transaction.atomic():
+        run = Run.objects.create(
+            suite=suite,
+            name=name,
+            source=Run.Source.EXECUTED,
+            target_kind=str(target.get("kind", "")),
+            model=str(target.get("model") or getattr(built, "model", None) or ""),
+            target=target,
+            graders=graders,
+            source_version=source_version,
+            trials_per_case=trials_per_case,
+            status=Run.Status.QUEUED,
+            trials_total=len(case_ids) * trials_per_case,
+            started_by=started_by,
+        )
+        Trial.objects.bulk_create(
+            Trial(run=run, case_id=case_id, attempt=attempt)
+            for case_id in case_ids
+            for attempt in range(1, trials_per_case + 1)
+        )
+        trial_ids = list(
+            Trial.objects.filter(run=run)
+            .order_by("case_id", "attempt")
+            .values_list("id", flat=True)
+        )
+        for chunk in _chunks(trial_ids, _chunk_size()):
+            transaction.on_commit(partial(_chunk_enqueue, run.id, chunk))
+    return run
+
+
+def _judge_gating_snapshot(graders: list[dict], specs: list[GraderSpec]) -> list[dict]:
+    """The grader set as stored on the run: a judge spec on an untrusted (provisional) judge
+    version is stored with ``gating: false``, so the run's report, list and gate never count
+    a provisional verdict; trust is read once, when the run starts."""
+    from judges.models import JudgeVersion
+
+    provisional = {
+        str(u)
+        for u in JudgeVersion.objects.filter(
+            uuid__in=[s.config["judge_version"] for s in specs if s.is_judge],
+            trusted_at__isnull=True,
+        ).values_list("uuid", flat=True)
+    }
+    return [
+        {**raw, "gating": False}
+        if spec.is_judge
+        and spec.gating
+        and str(spec.config["judge_version"]).lower() in provisional
+        else raw
+        for raw, spec in zip(graders, specs, strict=True)
+    ]
+
+
+def _chunks(ids: list[int], size: int) -> Iterator[list[int]]:
+    for i in range(0, len(ids), size):
+        yield ids[i : i + size]
+
+
+def _chunk_enqueue(run_id: int, trial_ids: list[int]) -> None:
+    from evals.tasks import run_chunk_execute
+
+    run_chunk_execute.delay(run_id, trial_ids)
