@@ -26,8 +26,8 @@ N = 10_000
 def main() -> None:
     setup_test_environment()
     connection.creation.create_test_db(verbosity=0)
-    from evals import exports
     from evals.models import Case, Grade, Run, Suite, Trial
+    from interop import exports
 
     suite = Suite.objects.create(name="bench")
     cases = [Case(suite=suite, key=f"c{i:05d}", input=f"q{i}", tags=["a"]) for i in range(N)]

@@ -35,8 +35,8 @@ django.setup()
 from django.contrib.auth.models import Group, User  # noqa: E402
 from django.db import connection, connections  # noqa: E402
 
-from evals.importers import results_import  # noqa: E402
 from evals.models import Run, Trial  # noqa: E402
+from interop.importers import results_import  # noqa: E402
 from judges.models import JudgeVersion  # noqa: E402
 from labeling.selectors import calibration_compute  # noqa: E402
 from labeling.services import calibration_set_build, label_submit  # noqa: E402

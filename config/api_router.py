@@ -6,9 +6,10 @@ from rest_framework.routers import SimpleRouter
 
 from config import api_docs
 from evals.api import comparisons as comparisons_api
-from evals.api import imports as api_imports
-from evals.api import ingest as api_ingest
 from evals.api import runs as evals_api
+from interop.api import exports as exports_api
+from interop.api import imports as api_imports
+from interop.api import ingest as api_ingest
 from judges import api as judges_api
 from labeling import api as labeling_api
 
@@ -34,20 +35,20 @@ urlpatterns = [
     path("comparisons/", comparisons_api.ComparisonApi.as_view(), name="comparison"),
     path(
         "comparisons/export",
-        comparisons_api.ComparisonExportApi.as_view(),
+        exports_api.ComparisonExportApi.as_view(),
         name="comparison-export",
     ),
-    path("runs/<str:run_id>/export", comparisons_api.RunExportApi.as_view(), name="run-export"),
+    path("runs/<str:run_id>/export", exports_api.RunExportApi.as_view(), name="run-export"),
     path(
         "runs/<str:run_id>/labels-export",
-        comparisons_api.LabelsExportApi.as_view(),
+        exports_api.LabelsExportApi.as_view(),
         name="run-labels-export",
     ),
     path("judge-runs", judges_api.JudgeRunStartApi.as_view(), name="judge-run-start"),
     path("labels", labeling_api.LabelSubmitApi.as_view(), name="label-submit"),
     path(
         "calibration-sets/<uuid:set_id>/export",
-        labeling_api.CalibrationExportApi.as_view(),
+        exports_api.CalibrationExportApi.as_view(),
         name="calibration-set-export",
     ),
     path("schema/", SpectacularAPIView.as_view(), name="schema"),

@@ -63,6 +63,8 @@ INSTALLED_APPS = [
     "evals",
     "judges",
     "labeling",
+    "interop",
+    "demo",
 ]
 
 MIDDLEWARE = [

@@ -22,4 +22,5 @@ urlpatterns = [
     path("", include("labeling.urls")),
     path("", include("judges.urls")),
     path("", include("apitokens.urls")),
+    path("", include("interop.urls")),
 ]

@@ -1,7 +1,6 @@
 from django.urls import path
 
 from evals.views import comparison as views_comparison
-from evals.views import exports as views_exports
 from evals.views import runs as views
 from evals.views import suites as views_suite
 
@@ -15,7 +14,6 @@ urlpatterns = [
     path("runs/<uuid:run_id>/cancel/", views.run_cancel, name="run-cancel"),
     path("runs/<uuid:run_id>/cases/<uuid:case_id>/", views.run_case, name="run-case"),
     path("trials/<uuid:trial_id>/", views.trial_detail, name="trial-detail"),
-    path("imports/new/", views.import_upload, name="import-upload"),
     path("suites/<uuid:suite_id>/", views_suite.suite_detail, name="suite-detail"),
     path(
         "suites/<uuid:suite_id>/cases/<uuid:case_id>/graduate/",
@@ -33,12 +31,5 @@ urlpatterns = [
         "runs/<uuid:head_id>/compare/<uuid:base_id>/cases/<uuid:case_id>/",
         views_comparison.comparison_case,
         name="comparison-case",
-    ),
-    path("runs/<uuid:run_id>/export/", views_exports.run_export, name="run-export"),
-    path("runs/<uuid:run_id>/labels/export/", views_exports.labels_export, name="labels-export"),
-    path(
-        "runs/<uuid:head_id>/compare/<uuid:base_id>/export/",
-        views_exports.comparison_export,
-        name="comparison-export",
     ),
 ]

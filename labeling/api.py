@@ -30,7 +30,6 @@ from rest_framework import serializers, viewsets
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from core.api.downloads import DownloadNegotiation
 from core.api.fields import (
     StrictCharField,
     StrictChoiceField,
@@ -39,14 +38,11 @@ from core.api.fields import (
     query_uuid,
 )
 from core.api.parsers import StrictJSONParser
-from core.api.permissions import IsLabeler, IsRunner, IsViewer
+from core.api.permissions import IsLabeler, IsViewer
 from core.roles import ENGINEER, LEAD, user_has_role
-from evals import exports as table_exports
-from evals.exports import table_download
 from evals.models import Trial
 from judges.models import JudgeVersion
 from labeling import services
-from labeling.exports import calibration_table
 from labeling.models import CalibrationSet, Label
 from labeling.selectors import calibration_compute
 
@@ -258,7 +254,7 @@ class CalibrationSetDetailSerializer(CalibrationSetSerializer):
         return self.context["figures_reason"]
 
 
-def _version_param(request) -> JudgeVersion | None:
+def version_param(request) -> JudgeVersion | None:
     """The judge version named by ``?judge_version=<uuid>`` (404 when unknown), or None."""
     version_id = query_uuid(request, "judge_version")
     if version_id is None:
@@ -353,58 +349,6 @@ class CalibrationSetViewSet(viewsets.ReadOnlyModelViewSet):
         )
         context = {**self.get_serializer_context(), "figures": figures, "figures_reason": reason}
         return Response(CalibrationSetDetailSerializer(cset, context=context).data)
-
-
-class CalibrationExportApi(APIView):
-    """GET: the calibration export of a set (``labeling.exports.calibration_table``) as CSV
-    or Parquet; engineers and leads (it holds judge verdicts and every label)."""
-
-    permission_classes = [IsRunner]
-    content_negotiation_class = DownloadNegotiation
-
-    @extend_schema(
-        parameters=[
-            OpenApiParameter(
-                "set_id",
-                OpenApiTypes.UUID,
-                OpenApiParameter.PATH,
-                description="UUID of the calibration set.",
-            ),
-            OpenApiParameter(
-                "format",
-                str,
-                enum=list(table_exports.FORMATS),
-                description="File format (default csv); anything else: 400.",
-            ),
-            OpenApiParameter(
-                "tz",
-                str,
-                description="IANA time zone of the label times (default UTC); unknown: 400.",
-            ),
-            OpenApiParameter(
-                "judge_version",
-                OpenApiTypes.UUID,
-                description="Whose verdicts (UUID; default: the set's own "
-                "judge version). Unknown: 404.",
-            ),
-        ],
-        responses={
-            (200, "text/csv"): OpenApiTypes.BINARY,
-            (200, "application/vnd.apache.parquet"): OpenApiTypes.BINARY,
-            400: OpenApiResponse(description="Bad format, tz or judge_version."),
-            404: OpenApiResponse(description="Unknown set or judge version."),
-        },
-    )
-    def get(self, request, set_id):
-        cset = get_object_or_404(
-            CalibrationSet.objects.select_related("judge_version__judge"), uuid=set_id
-        )
-        version = _version_param(request)
-        return table_download(
-            request,
-            lambda zone: calibration_table(calibration_set=cset, judge_version=version, zone=zone),
-            f"calibration-{cset.uuid}",
-        )
 
 
 # --- labels -------------------------------------------------------------------------------------

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from labeling import views, views_exports
+from labeling import views
 
 app_name = "labeling"
 
@@ -8,11 +8,6 @@ urlpatterns = [
     path("calibration-sets/", views.calibration_set_list, name="set-list"),
     path("calibration-sets/new/", views.calibration_set_new, name="set-new"),
     path("calibration-sets/<uuid:set_id>/", views.calibration_set_detail, name="set-detail"),
-    path(
-        "calibration-sets/<uuid:set_id>/export/",
-        views_exports.calibration_export,
-        name="set-export",
-    ),
     path("calibration-sets/<uuid:set_id>/items/add/", views.calibration_item_add, name="item-add"),
     path(
         "calibration-sets/<uuid:set_id>/items/remove/",

@@ -6,7 +6,7 @@ import copy
 import io
 import json
 
-from evals.importers import results_import
+from interop.importers import results_import
 
 TEMPLATE = {
     "id": "cal-a-01",

@@ -9,8 +9,8 @@ import pytest
 from django.test import Client
 
 from apitokens.services import token_create
-from evals.api_client import AssayApiError, AssayClient
 from evals.models import Run, Trial
+from interop.client import AssayApiError, AssayClient
 from tests.report_builders import add_trial, make_run
 
 pytestmark = pytest.mark.django_db

@@ -10,7 +10,7 @@ from rest_framework.test import APIClient
 
 from evals.baselines import baseline_set
 from evals.models import Suite
-from evals.run_file import run_export
+from interop.run_file import run_export
 from tests.comparison_builders import db_run, judge_version
 from tests.test_api_core import client_for
 

@@ -13,8 +13,8 @@ from django.db import connection
 from rest_framework.test import APIClient
 
 from apitokens.services import token_create
-from evals import ingest
 from evals.models import Case, Grade, IngestKey, Run, Suite, Trial
+from interop import ingest
 from labeling.models import Label
 
 URL = "/api/ingest"

@@ -16,9 +16,9 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
-from evals import exports
 from evals.models import Grade
-from labeling.exports import calibration_table
+from interop import exports
+from interop.calibration_export import calibration_table
 from labeling.models import CalibrationSet, Label
 from labeling.selectors import calibration_compute
 from labeling.services import adjudication_record, label_submit
@@ -215,7 +215,7 @@ def test_it_writes_parquet_with_typed_columns_and_nulls(cset):
 
 
 def _export_url(cset, query: str = "") -> str:
-    return reverse("labeling:set-export", kwargs={"set_id": cset.uuid}) + query
+    return reverse("interop:set-export", kwargs={"set_id": cset.uuid}) + query
 
 
 @pytest.mark.parametrize(

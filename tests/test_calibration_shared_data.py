@@ -12,7 +12,7 @@ from fractions import Fraction
 
 import pytest
 
-from evals.importers import results_import
+from interop.importers import results_import
 from judges.models import JudgeVersion
 from labeling.selectors import calibration_compute, pairwise_calibration_compute
 from tests.conftest import shared_data_file

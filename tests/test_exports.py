@@ -14,8 +14,8 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
-from evals import exports
 from evals.models import Case, Run, Trial
+from interop import exports
 from labeling.models import Label
 from tests.import_helpers import import_bytes
 from tests.report_builders import add_trial, make_run
@@ -122,7 +122,7 @@ def test_tags_with_commas_brackets_and_spaces_survive_a_csv_round_trip():
 
 
 def test_a_csv_tags_cell_that_starts_with_a_bracket_must_be_a_json_array(db):
-    from evals.importers import ResultsImportError
+    from interop.importers import ResultsImportError
 
     with pytest.raises(ResultsImportError, match="tags: a cell starting with '\\[' must be"):
         import_bytes(b"case_id,input,tags\r\nc1,x,[oops\r\n", filename="t.csv", suite="S", run="r")
@@ -223,7 +223,7 @@ def test_it_exports_a_comparison_with_counts_rates_and_added_cases():
 def test_it_lets_every_role_that_sees_the_run_page_download(client, request, who, status):
     run = _run(1)
     client.force_login(request.getfixturevalue(who))
-    for name in ("evals:run-export", "evals:labels-export"):
+    for name in ("interop:run-export", "interop:labels-export"):
         response = client.get(reverse(name, kwargs={"run_id": run.uuid}), {"format": "csv"})
         assert response.status_code == status
 
@@ -232,7 +232,7 @@ def test_it_lets_every_role_that_sees_the_run_page_download(client, request, who
 def test_it_serves_parquet_and_refuses_an_unknown_zone_with_a_400(client, carol):
     run = _run(1)
     client.force_login(carol)
-    url = reverse("evals:run-export", kwargs={"run_id": run.uuid})
+    url = reverse("interop:run-export", kwargs={"run_id": run.uuid})
     response = client.get(url, {"format": "parquet"})
     assert response.status_code == 200
     assert pd.read_parquet(io.BytesIO(response.content))["case_id"].tolist() == ["k0"]

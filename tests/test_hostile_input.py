@@ -13,7 +13,7 @@ from django.test import override_settings
 
 from evals.comparison.gate import ALPHA_MAX, ALPHA_MIN, GateInputError, alpha_check
 from evals.models import Case, Grade, Run, Suite, Trial
-from evals.run_file import RunFileError, run_export, run_import
+from interop.run_file import RunFileError, run_export, run_import
 from tests.comparison_builders import db_run, judge_version
 from tests.conftest import PASSWORD
 from tests.test_api_core import client_for

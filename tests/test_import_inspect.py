@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 from django.core.management import call_command
 
-from evals.importers import ResultsImportError, format_detect, results_import
-from evals.importers.inspect_log import value_to_float
 from evals.models import Case, Grade, Run, Suite, Trial
 from evals.report.selectors import run_report
+from interop.importers import ResultsImportError, format_detect, results_import
+from interop.importers.inspect_log import value_to_float
 
 pytestmark = pytest.mark.django_db
 FIXTURES = Path(__file__).parent / "fixtures" / "interop" / "inspect"

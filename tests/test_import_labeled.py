@@ -6,9 +6,9 @@ import io
 
 import pytest
 
-from evals.importers import ResultsImportError, results_import
-from evals.importers.reader import text_lines
 from evals.models import Case, Grade, Run, Suite, Trial, TrialPair
+from interop.importers import ResultsImportError, results_import
+from interop.importers.reader import text_lines
 from judges.models import Judge, JudgeVersion, PairwiseVerdict
 from labeling.models import Label, PreferenceLabel
 from tests.import_helpers import PAIR_TEMPLATE, TEMPLATE, import_bytes, jsonl, record

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 from django.core.management import CommandError, call_command
 
-from evals.importers import ResultsImportError, format_detect, results_import
 from evals.models import Case, Grade, Run, Suite, Trial
 from evals.report.selectors import run_report
+from interop.importers import ResultsImportError, format_detect, results_import
 
 pytestmark = pytest.mark.django_db
 FIXTURES = Path(__file__).parent / "fixtures" / "interop" / "promptfoo"

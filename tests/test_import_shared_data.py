@@ -9,9 +9,9 @@ from fractions import Fraction
 
 import pytest
 
-from evals.importers import results_import
 from evals.models import Case, Grade, Trial, TrialPair
 from evals.selectors import run_list_stats
+from interop.importers import results_import
 from judges.models import JudgeVersion, PairwiseVerdict
 from labeling.models import Label, PreferenceLabel
 from tests.conftest import shared_data_file

@@ -7,8 +7,8 @@ from decimal import Decimal
 
 import pytest
 
-from evals.importers import ResultsImportError
 from evals.models import Case, Grade, Run, Suite, Trial
+from interop.importers import ResultsImportError
 from tests.import_helpers import import_bytes
 
 pytestmark = pytest.mark.django_db

@@ -34,7 +34,7 @@ def _post(client, data: bytes, name="records.jsonl", **fields):
 
 
 def test_the_url_name_resolves():
-    assert reverse("evals:import-upload") == URL
+    assert reverse("interop:import-upload") == URL
 
 
 def test_it_shows_the_form_to_an_engineer(client, carol):

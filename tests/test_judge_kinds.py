@@ -185,7 +185,7 @@ def test_an_imported_order_inconsistent_record_counts_as_inconsistent():
 def test_position_bias_of_imported_shared_data_matches_the_file(name):
     path = shared_data_file(name)
     with path.open("rb") as stream:
-        from evals.importers import results_import
+        from interop.importers import results_import
 
         results_import(stream=stream, filename=path.name, suite_name=name, run_name="shared")
     expected: dict[tuple, list[int]] = defaultdict(lambda: [0, 0, 0, 0])

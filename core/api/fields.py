@@ -82,3 +82,11 @@ def query_uuid(request, name: str) -> uuid.UUID | None:
         return uuid.UUID(value)
     except ValueError as exc:
         raise serializers.ValidationError({name: [f"{value[:100]!r} is not a UUID"]}) from exc
+
+
+def query_uuid_required(request, name: str) -> uuid.UUID:
+    """``?<name>=`` as a UUID (``query_uuid``); a 400 naming ``name`` when it is missing."""
+    value = query_uuid(request, name)
+    if value is None:
+        raise serializers.ValidationError({name: ["required: a run UUID"]})
+    return value

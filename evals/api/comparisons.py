@@ -33,11 +33,14 @@ from rest_framework.exceptions import APIException, NotFound
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from core.api.downloads import DownloadNegotiation, attachment, download_format
-from core.api.fields import StrictBooleanField, StrictFloatField, StrictUUIDField, query_uuid
+from core.api.fields import (
+    StrictBooleanField,
+    StrictFloatField,
+    StrictUUIDField,
+    query_uuid_required,
+)
 from core.api.parsers import StrictJSONParser
 from core.api.permissions import IsViewer
-from evals import exports
 from evals.comparison.cache import comparison_cached_get
 from evals.comparison.compute import gate_decide
 from evals.comparison.gate import (
@@ -49,9 +52,7 @@ from evals.comparison.gate import (
     run_document_read,
 )
 from evals.comparison.render import gate_json
-from evals.exports import table_download
 from evals.models import Run
-from evals.run_file import run_export_json
 
 DEFAULT_ALPHA = 0.05  # manage.py gate's default --alpha
 DECIMAL = re.compile(r"[0-9]+(\.[0-9]+)?|\.[0-9]+")
@@ -157,7 +158,7 @@ class GateOutput(serializers.Serializer):
     )
 
 
-def _run(run_uuid) -> Run:
+def run_or_404(run_uuid) -> Run:
     """The run with this UUID (suite joined); 404 when none, or when ``run_uuid`` is no UUID
     (paths take any text, so that permissions are checked before the id: an outsider gets
     403 whatever the path)."""
@@ -193,12 +194,12 @@ class GateApi(APIView):
             head = (
                 run_document_read(v["head_file"], field="head_file")
                 if "head_file" in v
-                else _run(v["head"])
+                else run_or_404(v["head"])
             )
             base = (
                 run_document_read(v["base_file"], field="base_file")
                 if "base_file" in v
-                else _run(v["base"])
+                else run_or_404(v["base"])
                 if "base" in v
                 else None
             )
@@ -216,13 +217,6 @@ class GateApi(APIView):
 
 
 # ---- GET /api/comparisons/ ------------------------------------------------------------
-
-
-def _required_uuid(request, name: str):
-    value = query_uuid(request, name)
-    if value is None:
-        raise serializers.ValidationError({name: ["required: a run UUID"]})
-    return value
 
 
 def _alpha(request) -> float:
@@ -285,121 +279,15 @@ class ComparisonApi(APIView):
         },
     )
     def get(self, request):
-        base_id, head_id = _required_uuid(request, "base"), _required_uuid(request, "head")
+        base_id, head_id = (
+            query_uuid_required(request, "base"),
+            query_uuid_required(request, "head"),
+        )
         alpha = _alpha(request)
-        base, head = _run(base_id), _run(head_id)
+        base, head = run_or_404(base_id), run_or_404(head_id)
         comparison = comparison_cached_get(base=base, head=head, alpha=alpha)
         decision = gate_decide(comparison, alpha=alpha)
         return Response(json.loads(gate_json(comparison, decision)))
 
 
 # ---- downloads ------------------------------------------------------------------------
-
-P_RUN_ID = OpenApiParameter(
-    "run_id", OpenApiTypes.UUID, OpenApiParameter.PATH, description="UUID of the run."
-)
-P_TZ = OpenApiParameter(
-    "tz",
-    OpenApiTypes.STR,
-    OpenApiParameter.QUERY,
-    description="IANA time zone of the exported times (default UTC).",
-)
-
-
-def _format_param(formats: tuple[str, ...]) -> OpenApiParameter:
-    return OpenApiParameter(
-        "format",
-        OpenApiTypes.STR,
-        OpenApiParameter.QUERY,
-        enum=list(formats),
-        description="File format; default csv.",
-    )
-
-
-def _file_responses(formats: tuple[str, ...]) -> dict:
-    types = {**exports.CONTENT_TYPES, "json": "application/json"}
-    out: dict = {(200, types[f].split(";")[0]): OpenApiTypes.BINARY for f in formats}
-    out[400] = OpenApiResponse(description="Bad format or tz, named.")
-    out[404] = OpenApiResponse(description="No run with that UUID.")
-    return out
-
-
-RUN_FORMATS = (*exports.FORMATS, "json")
-
-
-class DownloadApi(APIView):
-    permission_classes = [IsViewer]
-    content_negotiation_class = DownloadNegotiation
-
-
-class RunExportApi(DownloadApi):
-    """GET: a run as CSV or Parquet, one row per trial (``exports.run_table``), or as the
-    JSON baseline file of ``manage.py export_run`` (``?format=json``, same bytes; only for
-    a finished run, else 409; ``?outputs=false`` leaves output text out)."""
-
-    @extend_schema(
-        parameters=[
-            P_RUN_ID,
-            _format_param(RUN_FORMATS),
-            P_TZ,
-            OpenApiParameter(
-                "outputs",
-                OpenApiTypes.STR,
-                OpenApiParameter.QUERY,
-                enum=["true", "false"],
-                description="json only: include output text (default true).",
-            ),
-        ],
-        responses={
-            **_file_responses(RUN_FORMATS),
-            409: OpenApiResponse(description="json: the run is not finished."),
-        },
-    )
-    def get(self, request, run_id):
-        run = _run(run_id)
-        fmt = download_format(request, RUN_FORMATS)
-        if fmt != "json":
-            return table_download(
-                request, lambda zone: exports.run_table(run=run, zone=zone), f"run-{run.uuid}"
-            )
-        outputs = request.query_params.get("outputs", "true")
-        if outputs not in ("true", "false"):
-            raise serializers.ValidationError(
-                {"outputs": [f"expected true or false, got {outputs[:100]!r}"]}
-            )
-        if not run.is_terminal:
-            raise Conflict(f"run {run} is {run.status}: export a finished run")
-        text = run_export_json(run=run, outputs=outputs == "true") + "\n"
-        return attachment(text.encode("utf-8"), "application/json", f"run-{run.uuid}.json")
-
-
-class LabelsExportApi(DownloadApi):
-    """GET: the labels on a run's trials as CSV or Parquet (``exports.labels_table``)."""
-
-    @extend_schema(
-        parameters=[P_RUN_ID, _format_param(exports.FORMATS), P_TZ],
-        responses=_file_responses(exports.FORMATS),
-    )
-    def get(self, request, run_id):
-        run = _run(run_id)
-        return table_download(
-            request, lambda zone: exports.labels_table(run=run, zone=zone), f"labels-{run.uuid}"
-        )
-
-
-class ComparisonExportApi(DownloadApi):
-    """GET ``?base=&head=&format=csv|parquet``: a comparison, one row per case
-    (``exports.comparison_table``)."""
-
-    @extend_schema(
-        parameters=[P_BASE, P_HEAD, _format_param(exports.FORMATS), P_TZ],
-        responses=_file_responses(exports.FORMATS),
-    )
-    def get(self, request):
-        base_id, head_id = _required_uuid(request, "base"), _required_uuid(request, "head")
-        base, head = _run(base_id), _run(head_id)
-        return table_download(
-            request,
-            lambda zone: exports.comparison_table(base=base, head=head),
-            f"comparison-{base.uuid}-{head.uuid}",
-        )

@@ -60,7 +60,8 @@ def run_new(request: HtmxHttpRequest) -> HttpResponse:
     """Start a run. GET shows the form (``?suite=<uuid>`` prefills that suite's grader set);
     POST validates it, calls ``run_start`` and redirects to the run page."""
     from evals.grading.graders import GraderConfigError
-    from evals.runner.start import RunConfigError, TargetConfigError, run_start
+    from evals.runner.start import RunConfigError, run_start
+    from evals.runner.targets import TargetConfigError
 
     if request.method == "POST":
         form = RunStartForm(request.POST)
@@ -147,49 +148,3 @@ def trial_detail(request: HtmxHttpRequest, trial_id) -> HttpResponse:
     except Trial.DoesNotExist as exc:
         raise Http404("No such trial.") from exc
     return render(request, "evals/trial_detail.html", {"trial": trial})
-
-
-@require_http_methods(["GET", "POST"])
-@role_required(*RUNNER_ROLES)
-def import_upload(request: HttpRequest) -> HttpResponse:
-    """Import an uploaded results file (engineers and leads). POST runs ``results_import`` on
-    the uploaded temporary file and redirects to the new run, or re-renders with the error."""
-    from evals.importers import ResultsImportError, results_import
-    from evals.importers.forms import ImportUploadForm
-
-    error = ""
-    if request.method == "POST":
-        form = ImportUploadForm(request.POST, request.FILES)
-        if form.is_valid():
-            data = form.cleaned_data
-            upload = data["file"]
-            try:
-                summary = results_import(
-                    stream=upload.file,
-                    filename=upload.name,
-                    suite_name=data["suite"],
-                    run_name=data["run"],
-                    fmt=data["format"] or None,
-                    mapping=data["mapping"],
-                    suite_kind=data["suite_kind"],
-                    threshold=data["threshold"],
-                    user=request.user,
-                )
-            except ResultsImportError as exc:
-                error = f"Nothing was imported. {exc}"
-            else:
-                run = summary.runs[0]
-                messages.success(
-                    request,
-                    f"Imported {summary.trials} trials of {summary.cases} cases "
-                    f"into {summary.suite.name} / {', '.join(r.name for r in summary.runs)}.",
-                )
-                return redirect("evals:run-detail", run_id=run.uuid)
-    else:
-        form = ImportUploadForm()
-    return render(
-        request,
-        "evals/import_form.html",
-        {"form": form, "error": error},
-        status=400 if error else 200,
-    )

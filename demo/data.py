@@ -3,7 +3,7 @@ without receipts. Expected answers come from the policy itself (``expected_decis
 
 from __future__ import annotations
 
-from evals.demo.expense_policy import POLICY_ID, expected_decision
+from demo.expense_policy import POLICY_ID, expected_decision
 
 # (key, description, amount, has_receipt, tags)
 REGRESSION_CLAIMS = [
@@ -79,7 +79,7 @@ DEMO_GRADERS = [
     {
         "key": "policy",
         "kind": "python",
-        "config": {"function": "evals.demo.expense_policy:oracle"},
+        "config": {"function": "demo.expense_policy:oracle"},
     },
 ]
 

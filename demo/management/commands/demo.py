@@ -20,8 +20,8 @@ from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 
-from evals.demo.data import DEMO_GRADERS, PROMPT
-from evals.demo.load import demo_suites_load, demo_user_ensure
+from demo.data import DEMO_GRADERS, PROMPT
+from demo.load import demo_suites_load, demo_user_ensure
 from evals.models import Run
 
 REAL_DATA = ("llmbar_pointwise", "halueval_general")
@@ -128,8 +128,8 @@ class Command(BaseCommand):
             self._stop_worker(worker)
 
     def _import_real_data(self) -> None:
-        from evals.importers import results_import
         from evals.models import Suite
+        from interop.importers import results_import
 
         data_dir = Path(settings.BASE_DIR).parent / "shared" / "data"
         for folder in REAL_DATA:

@@ -25,14 +25,14 @@ from typing import Any, BinaryIO
 
 from django.db import transaction
 
-from evals.importers.context import ImportContext, ImportSummary
-from evals.importers.harness import json_document
-from evals.importers.inspect_log import ZIP_MAGIC, inspect_import, is_inspect, refuse_binary_log
-from evals.importers.labeled import labeled_import
-from evals.importers.promptfoo import is_promptfoo, promptfoo_import
-from evals.importers.reader import ResultsImportError, csv_rows, jsonl_records, text_lines
-from evals.importers.tabular import mapping_parse, tabular_import
 from evals.models import Suite
+from interop.importers.context import ImportContext, ImportSummary
+from interop.importers.harness import json_document
+from interop.importers.inspect_log import ZIP_MAGIC, inspect_import, is_inspect, refuse_binary_log
+from interop.importers.labeled import labeled_import
+from interop.importers.promptfoo import is_promptfoo, promptfoo_import
+from interop.importers.reader import ResultsImportError, csv_rows, jsonl_records, text_lines
+from interop.importers.tabular import mapping_parse, tabular_import
 
 FORMATS = ("labeled", "csv", "jsonl", "promptfoo", "inspect")
 DOCUMENT_FORMATS = ("promptfoo", "inspect")  # one JSON document, their own verdicts

@@ -34,9 +34,9 @@ from typing import Any
 
 from core.strict_json import NON_FINITE, contains_non_finite
 from evals.cases import CaseSpec, cases_upsert
-from evals.importers.context import BATCH_SIZE, ImportContext, run_finish
-from evals.importers.reader import ResultsImportError
 from evals.models import Grade, Trial, TrialPair
+from interop.importers.context import BATCH_SIZE, ImportContext, run_finish
+from interop.importers.reader import ResultsImportError
 from judges.models import PairwiseVerdict
 from labeling.models import Label, PreferenceLabel
 

@@ -20,8 +20,8 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from core.api.permissions import IsRunner
-from evals.ingest import IngestConflict, IngestError, IngestTooLarge, ingest_submit, source_open
 from evals.models import Run
+from interop.ingest import IngestConflict, IngestError, IngestTooLarge, ingest_submit, source_open
 
 MEDIA_TYPES = {
     "application/json": "json",

@@ -13,8 +13,8 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
-from evals import exports
 from evals.management.commands.run_report import run_lookup
+from interop import exports
 
 
 class Command(BaseCommand):
@@ -83,8 +83,8 @@ def _uuid_option(options, name: str) -> uuid.UUID:
 
 def _calibration_table(options) -> exports.ExportTable:
     """The calibration export named by ``--calibration-set`` (and ``--judge-version``)."""
+    from interop.calibration_export import calibration_table
     from judges.models import JudgeVersion
-    from labeling.exports import calibration_table
     from labeling.models import CalibrationSet
 
     set_id = _uuid_option(options, "calibration_set")

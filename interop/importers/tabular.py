@@ -53,9 +53,9 @@ from django.utils import timezone
 
 from core.strict_json import NON_FINITE, contains_non_finite
 from evals.cases import CaseSpec, cases_upsert
-from evals.importers.context import BATCH_SIZE, ImportContext, rows_insert, run_finish
-from evals.importers.reader import TIME_RANGE, ResultsImportError, time_check
 from evals.models import Case, Grade, Run, Trial
+from interop.importers.context import BATCH_SIZE, ImportContext, rows_insert, run_finish
+from interop.importers.reader import TIME_RANGE, ResultsImportError, time_check
 from labeling.models import Label
 
 FIELDS = (

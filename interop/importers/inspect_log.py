@@ -37,8 +37,8 @@ from typing import Any
 
 from core.strict_json import NON_FINITE
 from evals.cases import CaseSpec
-from evals.importers.context import ImportContext
-from evals.importers.harness import (
+from interop.importers.context import ImportContext
+from interop.importers.harness import (
     GradeIn,
     TrialIn,
     as_dict,
@@ -54,7 +54,7 @@ from evals.importers.harness import (
     show,
     trials_store,
 )
-from evals.importers.reader import ResultsImportError
+from interop.importers.reader import ResultsImportError
 
 ZIP_MAGIC = b"PK\x03\x04"
 CONSTANTS = {"C": 1.0, "P": 0.5, "I": 0.0, "N": 0.0}  # Inspect's CORRECT, PARTIAL, ...

@@ -11,7 +11,7 @@ from pathlib import Path
 from django.core.management.base import BaseCommand, CommandError
 
 from evals.management.commands.run_report import run_lookup
-from evals.run_file import run_export_json
+from interop.run_file import run_export_json
 
 
 class Command(BaseCommand):

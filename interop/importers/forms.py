@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from django import forms
 
-from evals.importers.reader import ResultsImportError
-from evals.importers.tabular import mapping_parse
 from evals.models import Suite
+from interop.importers.reader import ResultsImportError
+from interop.importers.tabular import mapping_parse
 
 
 class ImportUploadForm(forms.Form):

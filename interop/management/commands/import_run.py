@@ -9,7 +9,7 @@ from pathlib import Path
 from django.core.management.base import BaseCommand, CommandError
 from django.db import IntegrityError
 
-from evals.run_file import RunFileError, run_import
+from interop.run_file import RunFileError, run_import
 
 
 class Command(BaseCommand):

@@ -19,9 +19,9 @@ from typing import Any, BinaryIO
 
 from core.strict_json import NON_FINITE, json_loads_line
 from evals.cases import CaseSpec, cases_upsert
-from evals.importers.context import BATCH_SIZE, ImportContext, run_finish
-from evals.importers.reader import BOM, ResultsImportError
 from evals.models import Grade, Trial
+from interop.importers.context import BATCH_SIZE, ImportContext, run_finish
+from interop.importers.reader import BOM, ResultsImportError
 
 KEY_MAX = 200
 

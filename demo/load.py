@@ -6,7 +6,7 @@ from django.contrib.auth.models import Group, User
 from django.db import transaction
 
 from core.roles import ROLES
-from evals.demo.data import SUITES
+from demo.data import SUITES
 from evals.models import Suite
 
 

@@ -12,8 +12,8 @@ from typing import Any
 from django.db import connections, models, router
 from django.utils import timezone
 
-from evals.importers.reader import ResultsImportError
 from evals.models import Run, Suite
+from interop.importers.reader import ResultsImportError
 from judges.models import Judge, JudgeVersion, judge_version_hash
 
 BATCH_SIZE = 1000

@@ -42,8 +42,8 @@ from typing import Any
 
 from core.strict_json import NON_FINITE
 from evals.cases import CaseSpec
-from evals.importers.context import ImportContext
-from evals.importers.harness import (
+from interop.importers.context import ImportContext
+from interop.importers.harness import (
     GradeIn,
     TrialIn,
     as_bool,

@@ -14,8 +14,8 @@ from datetime import UTC, tzinfo
 
 import pyarrow as pa
 
-from evals.exports import ExportTable
 from evals.models import Grade
+from interop.exports import ExportTable
 from judges.models import JudgeVersion
 from labeling.models import CalibrationSet, Label
 from labeling.selectors import reference_labels

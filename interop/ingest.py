@@ -42,10 +42,11 @@ from typing import Any, BinaryIO
 from django.db import IntegrityError, transaction
 
 from core.strict_json import contains_non_finite, json_loads_line
-from evals.importers.context import ImportContext, ImportSummary
-from evals.importers.reader import BOM, ResultsImportError
-from evals.importers.reader import jsonl_records as _jsonl_records
-from evals.importers.tabular import (
+from evals.models import IngestKey, Run, Suite
+from interop.importers.context import ImportContext, ImportSummary
+from interop.importers.reader import BOM, ResultsImportError
+from interop.importers.reader import jsonl_records as _jsonl_records
+from interop.importers.tabular import (
     FIELDS,
     OVERFLOW,
     UNSTORABLE,
@@ -57,8 +58,7 @@ from evals.importers.tabular import (
     contains_overflow,
     contains_unstorable,
 )
-from evals.importers.tabular import row_parse as _row_parse
-from evals.models import IngestKey, Run, Suite
+from interop.importers.tabular import row_parse as _row_parse
 
 HEADER_FIELDS = ("suite", "suite_kind", "run", "model", "source_version", "threshold", "run_key")
 RECORD_FIELDS = (*FIELDS, "labels", "extra")

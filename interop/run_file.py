@@ -32,8 +32,8 @@ from django.utils.dateparse import parse_datetime
 
 from evals.cases import CaseSpec, cases_upsert
 from evals.comparison.run_data import RUN_FILE_FORMAT
-from evals.importers.reader import TIME_RANGE, time_check
 from evals.models import Case, Grade, Run, Suite, Trial, content_hash
+from interop.importers.reader import TIME_RANGE, time_check
 from judges.models import Judge, JudgeVersion
 
 BATCH = 1000

@@ -16,8 +16,8 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from core.api.permissions import IsRunner
-from evals.importers import FORMATS, ResultsImportError, mapping_parse, results_import
 from evals.models import Suite
+from interop.importers import FORMATS, ResultsImportError, mapping_parse, results_import
 
 # The largest file accepted, in bytes (64 MiB; settings.ASSAY["IMPORT_MAX_BYTES"] overrides).
 # promptfoo and Inspect files are parsed whole, so the limit bounds the memory one import uses.

@@ -12,8 +12,8 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
-from evals.importers import FORMATS, ResultsImportError, mapping_parse, results_import
 from evals.models import Suite
+from interop.importers import FORMATS, ResultsImportError, mapping_parse, results_import
 
 
 class Command(BaseCommand):

@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class InteropConfig(AppConfig):
+    name = "interop"
+    verbose_name = "Import and export"

@@ -1,0 +1,21 @@
+from django.urls import path
+
+from interop import views
+
+app_name = "interop"
+
+urlpatterns = [
+    path("imports/new/", views.import_upload, name="import-upload"),
+    path("runs/<uuid:run_id>/export/", views.run_export, name="run-export"),
+    path("runs/<uuid:run_id>/labels/export/", views.labels_export, name="labels-export"),
+    path(
+        "runs/<uuid:head_id>/compare/<uuid:base_id>/export/",
+        views.comparison_export,
+        name="comparison-export",
+    ),
+    path(
+        "calibration-sets/<uuid:set_id>/export/",
+        views.calibration_export,
+        name="set-export",
+    ),
+]

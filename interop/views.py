@@ -1,0 +1,143 @@
+"""Downloads of a run, its labels and a comparison as CSV or Parquet (``evals.exports``).
+
+``?format=csv|parquet`` (default csv) and ``?tz=<IANA zone>`` (default UTC) for the times.
+Every role that can see the run page may download (``VIEWER_ROLES``); a bad option is a 400.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from django.contrib import messages
+from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_GET, require_http_methods
+
+from core.http import RUNNER_ROLES, VIEWER_ROLES, role_required
+from core.roles import ENGINEER, LEAD
+from evals.models import Run
+from interop import exports
+from interop.calibration_export import calibration_table
+from judges.models import JudgeVersion
+from labeling.models import CalibrationSet
+
+
+def table_download_response(request: HttpRequest, build, filename: str) -> HttpResponse:
+    """The table ``build(zone)`` as ``<filename>.csv|parquet`` by ``?format=``, times in
+    ``?tz=``; a plain-text 400 naming the option otherwise (the pages' download links)."""
+    fmt = request.GET.get("format", "csv")
+    try:
+        if fmt not in exports.FORMATS:
+            raise exports.ExportError(
+                f"format: expected one of {', '.join(exports.FORMATS)}, got {fmt!r}"
+            )
+        zone = exports.zone_get(name=request.GET.get("tz"))
+        body = exports.table_write(table=build(zone), fmt=fmt)
+    except exports.ExportError as exc:
+        return HttpResponseBadRequest(str(exc), content_type="text/plain; charset=utf-8")
+    response = HttpResponse(body, content_type=exports.CONTENT_TYPES[fmt])
+    response["Content-Disposition"] = f'attachment; filename="{filename}.{fmt}"'
+    return response
+
+
+@require_GET
+@role_required(*VIEWER_ROLES)
+def run_export(request: HttpRequest, run_id) -> HttpResponse:
+    """A run, one row per trial (``exports.run_table``)."""
+    run = get_object_or_404(Run.objects.select_related("suite"), uuid=run_id)
+    return table_download_response(
+        request, lambda zone: exports.run_table(run=run, zone=zone), f"run-{run.uuid}"
+    )
+
+
+@require_GET
+@role_required(*VIEWER_ROLES)
+def labels_export(request: HttpRequest, run_id) -> HttpResponse:
+    """The labels on a run's trials (``exports.labels_table``)."""
+    run = get_object_or_404(Run, uuid=run_id)
+    return table_download_response(
+        request, lambda zone: exports.labels_table(run=run, zone=zone), f"labels-{run.uuid}"
+    )
+
+
+@require_GET
+@role_required(*VIEWER_ROLES)
+def comparison_export(request: HttpRequest, head_id, base_id) -> HttpResponse:
+    """A comparison, one row per case (``exports.comparison_table``)."""
+    head = get_object_or_404(Run, uuid=head_id)
+    base = get_object_or_404(Run, uuid=base_id)
+    return table_download_response(
+        request,
+        lambda zone: exports.comparison_table(base=base, head=head),
+        f"comparison-{base.uuid}-{head.uuid}",
+    )
+
+
+@require_http_methods(["GET", "POST"])
+@role_required(*RUNNER_ROLES)
+def import_upload(request: HttpRequest) -> HttpResponse:
+    """Import an uploaded results file (engineers and leads). POST runs ``results_import`` on
+    the uploaded temporary file and redirects to the new run, or re-renders with the error."""
+    from interop.importers import ResultsImportError, results_import
+    from interop.importers.forms import ImportUploadForm
+
+    error = ""
+    if request.method == "POST":
+        form = ImportUploadForm(request.POST, request.FILES)
+        if form.is_valid():
+            data = form.cleaned_data
+            upload = data["file"]
+            try:
+                summary = results_import(
+                    stream=upload.file,
+                    filename=upload.name,
+                    suite_name=data["suite"],
+                    run_name=data["run"],
+                    fmt=data["format"] or None,
+                    mapping=data["mapping"],
+                    suite_kind=data["suite_kind"],
+                    threshold=data["threshold"],
+                    user=request.user,
+                )
+            except ResultsImportError as exc:
+                error = f"Nothing was imported. {exc}"
+            else:
+                run = summary.runs[0]
+                messages.success(
+                    request,
+                    f"Imported {summary.trials} trials of {summary.cases} cases "
+                    f"into {summary.suite.name} / {', '.join(r.name for r in summary.runs)}.",
+                )
+                return redirect("evals:run-detail", run_id=run.uuid)
+    else:
+        form = ImportUploadForm()
+    return render(
+        request,
+        "evals/import_form.html",
+        {"form": form, "error": error},
+        status=400 if error else 200,
+    )
+
+
+@require_GET
+@role_required(ENGINEER, LEAD)
+def calibration_export(request: HttpRequest, set_id) -> HttpResponse:
+    """A calibration set, one row per item (``labeling.exports.calibration_table``)."""
+    cset = get_object_or_404(
+        CalibrationSet.objects.select_related("judge_version__judge"), uuid=set_id
+    )
+    raw, version = request.GET.get("judge_version"), None
+    if raw:
+        try:
+            version_id = uuid.UUID(raw)
+        except ValueError:
+            return HttpResponseBadRequest(
+                f"judge_version: expected a UUID, got {raw!r}",
+                content_type="text/plain; charset=utf-8",
+            )
+        version = get_object_or_404(JudgeVersion.objects.select_related("judge"), uuid=version_id)
+    return table_download_response(
+        request,
+        lambda zone: calibration_table(calibration_set=cset, judge_version=version, zone=zone),
+        f"calibration-{cset.uuid}",
+    )
