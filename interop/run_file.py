@@ -72,9 +72,8 @@ def run_export(*, run: Run, outputs: bool = True) -> dict[str, Any]:
         if g.judge_version is not None:
             jv = g.judge_version
             ref = str(jv.uuid)
-            judge_versions.setdefault(
-                ref,
-                {
+            if ref not in judge_versions:
+                judge_versions[ref] = {
                     "judge": jv.judge.name,
                     "judge_kind": jv.judge.kind,
                     "number": jv.number,
@@ -87,8 +86,7 @@ def run_export(*, run: Run, outputs: bool = True) -> dict[str, Any]:
                     "threshold": jv.threshold,
                     "content_hash": jv.content_hash,
                     "trusted": jv.is_trusted,
-                },
-            )
+                }
         grades.setdefault(g.trial_id, []).append(
             {
                 "grader": g.grader,

@@ -2,12 +2,12 @@
 
 from django.contrib import admin
 
-from judges.models import Judge, JudgeRun, JudgeVersion, PairwiseVerdict, ProbeRun
+from judges.models import Judge, JudgeApproval, JudgeRun, JudgeVersion, PairwiseVerdict, ProbeRun
 
 
 class JudgeVersionInline(admin.TabularInline):
     model = JudgeVersion
-    fields = ("number", "model", "protocol", "trusted_at", "content_hash")
+    fields = ("number", "model", "protocol", "content_hash")
     readonly_fields = fields
     extra = 0
     can_delete = False
@@ -27,13 +27,20 @@ class JudgeAdmin(admin.ModelAdmin):
 
 @admin.register(JudgeVersion)
 class JudgeVersionAdmin(admin.ModelAdmin):
-    list_display = ("__str__", "judge", "number", "model", "protocol", "trusted_at", "created_at")
-    list_filter = ("judge", ("trusted_at", admin.EmptyFieldListFilter))
+    list_display = ("__str__", "judge", "number", "model", "protocol", "trusted", "created_at")
+    list_filter = ("judge",)
     search_fields = ("judge__name", "model", "protocol", "content_hash")
     list_select_related = ("judge",)
     raw_id_fields = ("judge",)
     # Trust is granted by a lead through calibration approval, never by editing a row.
-    readonly_fields = ("uuid", "content_hash", "trusted_at", "created_at")
+    readonly_fields = ("uuid", "content_hash", "created_at")
+
+    def get_queryset(self, request):
+        return super().get_queryset(request).with_trust()
+
+    @admin.display(boolean=True, description="trusted")
+    def trusted(self, obj: JudgeVersion) -> bool:
+        return obj.is_trusted
 
 
 @admin.register(PairwiseVerdict)
@@ -101,3 +108,11 @@ class ProbeRunAdmin(admin.ModelAdmin):
         "created_at",
         "finished_at",
     )
+
+
+@admin.register(JudgeApproval)
+class JudgeApprovalAdmin(admin.ModelAdmin):
+    list_display = ("judge_version", "approved_by", "approved_at", "revoked_at", "revoked_by")
+    list_select_related = ("judge_version__judge", "approved_by", "revoked_by")
+    raw_id_fields = ("judge_version", "calibration_set", "approved_by", "revoked_by")
+    readonly_fields = ("figures",)

@@ -28,9 +28,8 @@ from core.api.parsers import StrictJSONParser
 from core.api.permissions import IsRunner
 from evals.models import Run
 from judges import services
-from judges.models import Judge, JudgeRun, JudgeVersion
+from judges.models import Judge, JudgeApproval, JudgeRun, JudgeVersion
 from labeling.api import KappaSerializer, NoUnknownFields, RateSerializer, field_error
-from labeling.models import JudgeApproval
 
 TRUSTED_VALUES = {"true": True, "false": False}
 # Kinds that cannot grade a single trial (``judge_grade_trials`` refuses them in the worker).
@@ -108,7 +107,6 @@ VERSION_HELP = {
     "threshold": "Score threshold 0..1 for a pass (null: the verdict decides).",
     "content_hash": "SHA-256 hex over model, prompt, parameters and schema; any change is a "
     "new version.",
-    "trusted_at": "When a lead approved it (ISO 8601 with offset; null: not trusted).",
     "created_at": "When the version was created (ISO 8601 with offset).",
     "prompt_template": "The prompt template (text).",
     "output_schema": "JSON schema of the judge's reply (object).",
@@ -130,6 +128,9 @@ class JudgeVersionSerializer(serializers.ModelSerializer):
         read_only=True,
         help_text="True while a lead's approval is active: only then may its verdicts gate.",
     )
+    trusted_at = serializers.SerializerMethodField(
+        help_text="When a lead approved it (ISO 8601 with offset; null: not trusted)."
+    )
     approval = serializers.SerializerMethodField(
         help_text="The active approval with its figures (null: not trusted)."
     )
@@ -138,6 +139,13 @@ class JudgeVersionSerializer(serializers.ModelSerializer):
         model = JudgeVersion
         fields = VERSION_FIELDS
         extra_kwargs = {f: {"help_text": VERSION_HELP[f]} for f in fields if f in VERSION_HELP}
+
+    @extend_schema_field(serializers.DateTimeField(allow_null=True))
+    def get_trusted_at(self, version) -> str | None:
+        active = getattr(version, "active_approvals", None)
+        return (
+            serializers.DateTimeField().to_representation(active[0].approved_at) if active else None
+        )
 
     @extend_schema_field(ApprovalSerializer(allow_null=True))
     def get_approval(self, version) -> dict | None:
@@ -194,8 +202,10 @@ class JudgeVersionViewSet(viewsets.ReadOnlyModelViewSet):
         active = JudgeApproval.objects.filter(revoked_at__isnull=True).select_related(
             "approved_by", "calibration_set"
         )
-        qs = JudgeVersion.objects.select_related("judge").prefetch_related(
-            Prefetch("approvals", queryset=active, to_attr="active_approvals")
+        qs = (
+            JudgeVersion.objects.with_trust()
+            .select_related("judge")
+            .prefetch_related(Prefetch("approvals", queryset=active, to_attr="active_approvals"))
         )
         if self.action == "list":
             judge = self.request.query_params.get("judge")
@@ -203,7 +213,7 @@ class JudgeVersionViewSet(viewsets.ReadOnlyModelViewSet):
                 qs = qs.filter(judge__name=judge)
             trusted = _trusted_param(self.request)
             if trusted is not None:
-                qs = qs.filter(trusted_at__isnull=not trusted)
+                qs = qs.trusted() if trusted else qs.untrusted()
         return qs
 
     def get_serializer_class(self):

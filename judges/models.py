@@ -13,6 +13,8 @@ import uuid
 
 from django.conf import settings
 from django.db import models
+from django.db.models import Q
+from django.utils import timezone
 
 
 class Judge(models.Model):
@@ -71,11 +73,33 @@ def judge_version_hash(
     return hashlib.sha256(payload.encode("utf-8")).hexdigest()
 
 
+class JudgeVersionQuerySet(models.QuerySet):
+    def _active_approval(self) -> models.Exists:
+        return models.Exists(
+            JudgeApproval.objects.filter(
+                judge_version=models.OuterRef("pk"), revoked_at__isnull=True
+            )
+        )
+
+    def trusted(self) -> JudgeVersionQuerySet:
+        """Versions with an active approval."""
+        return self.filter(self._active_approval())
+
+    def untrusted(self) -> JudgeVersionQuerySet:
+        """Versions without an active approval (provisional)."""
+        return self.filter(~self._active_approval())
+
+    def with_trust(self) -> JudgeVersionQuerySet:
+        """Each version annotated with ``trusted`` (bool), so ``is_trusted`` needs no query."""
+        return self.annotate(trusted=self._active_approval())
+
+
 class JudgeVersion(models.Model):
     """An immutable LLM grader: model, prompt template, parameters, output schema.
 
     ``protocol`` names the prompt protocol when the version was recorded elsewhere
-    (imported verdicts); ``trusted_at`` is null until a lead approves its calibration.
+    (imported verdicts). Trust is stored once, as an active ``JudgeApproval``: a version
+    is trusted while one exists (``is_trusted``; ``JudgeVersion.objects.trusted()``).
     """
 
     uuid = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
@@ -89,8 +113,9 @@ class JudgeVersion(models.Model):
     params = models.JSONField(default=dict, blank=True)
     output_schema = models.JSONField(default=dict, blank=True)
     threshold = models.FloatField(null=True, blank=True)
-    trusted_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
+
+    objects = JudgeVersionQuerySet.as_manager()
 
     class Meta:
         ordering = ["judge__name", "number"]
@@ -121,9 +146,17 @@ class JudgeVersion(models.Model):
         """The key its grades carry in ``Grade.grader``."""
         return f"judge:{self.judge.name}:v{self.number}"
 
+    def refresh_from_db(self, *args, **kwargs) -> None:
+        self.__dict__.pop("trusted", None)  # trust is re-read, as every other field
+        super().refresh_from_db(*args, **kwargs)
+
     @property
     def is_trusted(self) -> bool:
-        return self.trusted_at is not None
+        """True while the version has an active (unrevoked) approval; one query per instance
+        unless the queryset came from ``with_trust()`` (then none)."""
+        if not hasattr(self, "trusted"):
+            self.trusted = self.approvals.filter(revoked_at__isnull=True).exists()
+        return bool(self.trusted)
 
 
 class PairwiseVerdict(models.Model):
@@ -247,3 +280,51 @@ class ProbeRun(models.Model):
 
     def __str__(self) -> str:
         return f"probes on {self.judge_version} ({self.status})"
+
+
+class JudgeApproval(models.Model):
+    """A lead's approval of a judge version, with the calibration figures it was granted
+    on (``Calibration.as_json()``); revoked approvals keep who, when and why."""
+
+    uuid = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
+    judge_version = models.ForeignKey(
+        JudgeVersion, on_delete=models.CASCADE, related_name="approvals"
+    )
+    calibration_set = models.ForeignKey(
+        "labeling.CalibrationSet",
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="approvals",
+    )
+    approved_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="judge_approvals"
+    )
+    approved_at = models.DateTimeField(default=timezone.now)
+    figures = models.JSONField(default=dict)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+    revoked_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="judge_revocations",
+    )
+    revoke_reason = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["-approved_at", "-id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["judge_version"],
+                condition=Q(revoked_at__isnull=True),
+                name="judge_approval_one_active",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"approval of {self.judge_version_id} by {self.approved_by_id}"
+
+    @property
+    def is_active(self) -> bool:
+        return self.revoked_at is None

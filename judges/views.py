@@ -21,13 +21,13 @@ from django.views.decorators.http import require_GET, require_POST
 from core.http import HtmxHttpRequest, role_required
 from core.roles import ENGINEER, LEAD, user_has_role
 from evals.models import Suite
-from judges.models import Judge, JudgeVersion
+from judges.models import Judge, JudgeApproval, JudgeVersion
 from judges.selectors import judge_cost_get, position_bias_list
 from labeling import selectors as calibration_selectors
 from labeling import services as labeling_services
 from labeling.figures import Confusion
 from labeling.forms import TrustApproveForm, TrustRevokeForm
-from labeling.models import CalibrationSet, JudgeApproval
+from labeling.models import CalibrationSet
 
 CALIBRATION_ROLES = (ENGINEER, LEAD)
 
@@ -101,9 +101,7 @@ def calibration(request: HtmxHttpRequest, version_id) -> HttpResponse:
         "is_lead": user_has_role(request.user, LEAD),
         "history": version.approvals.select_related("approved_by", "revoked_by")[:10],
         "trusted_siblings": [
-            v
-            for v in version.judge.versions.all()
-            if v.id != version.id and v.trusted_at is not None
+            v for v in version.judge.versions.all() if v.id != version.id and v.is_trusted
         ],
         "sets": CalibrationSet.objects.filter(judge_version=version),
         "revoke_form": TrustRevokeForm(),

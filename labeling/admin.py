@@ -7,7 +7,6 @@ from labeling.models import (
     Adjudication,
     CalibrationItem,
     CalibrationSet,
-    JudgeApproval,
     Label,
     LabelRevision,
     PreferenceLabel,
@@ -75,11 +74,3 @@ class AdjudicationAdmin(admin.ModelAdmin):
     list_display = ("id", "trial", "verdict", "decided_by", "created_at")
     list_filter = ("verdict",)
     raw_id_fields = ("trial", "decided_by")
-
-
-@admin.register(JudgeApproval)
-class JudgeApprovalAdmin(admin.ModelAdmin):
-    list_display = ("judge_version", "approved_by", "approved_at", "revoked_at", "revoked_by")
-    list_select_related = ("judge_version__judge", "approved_by", "revoked_by")
-    raw_id_fields = ("judge_version", "calibration_set", "approved_by", "revoked_by")
-    readonly_fields = ("figures",)

@@ -3,8 +3,9 @@
 A label without a user records who labeled it in ``reviewer_name`` (imported gold labels:
 "dataset gold", the source's method kept in ``details``). A reviewer has one current label
 per trial (``version`` counts its revisions, for optimistic concurrency); every revision is
-kept as a ``LabelRevision``. Calibration sets, adjudications and judge approvals live here
-too; the domain rules are in ``labeling.services`` and ``labeling.selectors``.
+kept as a ``LabelRevision``. Calibration sets and adjudications live here too (a judge's
+trust approval lives in ``judges.models``); the domain rules are in ``labeling.services``
+and ``labeling.selectors``.
 """
 
 from __future__ import annotations
@@ -156,50 +157,6 @@ class Adjudication(models.Model):
 
     def __str__(self) -> str:
         return f"{self.verdict} on {self.trial_id} by {self.decided_by_id}"
-
-
-class JudgeApproval(models.Model):
-    """A lead's approval of a judge version, with the calibration figures it was granted
-    on (``Calibration.as_json()``); revoked approvals keep who, when and why."""
-
-    uuid = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
-    judge_version = models.ForeignKey(
-        "judges.JudgeVersion", on_delete=models.CASCADE, related_name="approvals"
-    )
-    calibration_set = models.ForeignKey(
-        CalibrationSet, null=True, blank=True, on_delete=models.PROTECT, related_name="approvals"
-    )
-    approved_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="judge_approvals"
-    )
-    approved_at = models.DateTimeField(default=timezone.now)
-    figures = models.JSONField(default=dict)
-    revoked_at = models.DateTimeField(null=True, blank=True)
-    revoked_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL,
-        null=True,
-        blank=True,
-        on_delete=models.PROTECT,
-        related_name="judge_revocations",
-    )
-    revoke_reason = models.TextField(blank=True)
-
-    class Meta:
-        ordering = ["-approved_at", "-id"]
-        constraints = [
-            models.UniqueConstraint(
-                fields=["judge_version"],
-                condition=Q(revoked_at__isnull=True),
-                name="judge_approval_one_active",
-            ),
-        ]
-
-    def __str__(self) -> str:
-        return f"approval of {self.judge_version_id} by {self.approved_by_id}"
-
-    @property
-    def is_active(self) -> bool:
-        return self.revoked_at is None
 
 
 class PreferenceLabel(models.Model):

@@ -15,7 +15,7 @@ from django.conf import settings
 from django.db.models import Q
 
 from evals.models import Grade, Run, Trial
-from judges.models import JudgeVersion
+from judges.models import JudgeApproval, JudgeVersion
 from labeling.figures import (
     Calibration,
     Confusion,
@@ -28,7 +28,7 @@ from labeling.figures import (
     Thresholds,
     corrected_pass_rate_from_approval,
 )
-from labeling.models import Adjudication, CalibrationSet, JudgeApproval, Label
+from labeling.models import Adjudication, CalibrationSet, Label
 from labeling.selectors_pairwise import pairwise_calibration_compute
 from stats.agreement import KappaResult, cohens_kappa, false_accept_rate, false_reject_rate
 

@@ -18,16 +18,9 @@ from django.utils import timezone
 
 from core.roles import ENGINEER, LEAD, REVIEWER, user_has_role
 from evals.models import Grade, Run, Trial
-from judges.models import JudgeVersion
+from judges.models import JudgeApproval, JudgeVersion
 from labeling.figures import Calibration
-from labeling.models import (
-    Adjudication,
-    CalibrationItem,
-    CalibrationSet,
-    JudgeApproval,
-    Label,
-    LabelRevision,
-)
+from labeling.models import Adjudication, CalibrationItem, CalibrationSet, Label, LabelRevision
 from labeling.selectors import calibration_compute
 
 VERDICTS = tuple(Label.Verdict.values)
@@ -346,8 +339,8 @@ def judge_trust_approve(
     The figures are recomputed with ``calibration_compute`` (never taken from the client);
     when ``figures`` (what the lead saw) is given and the counts have changed since,
     TrustRefusedError asks for a reload. Refused (TrustRefusedError) unless the thresholds
-    hold, or when an approval is already active. Records who, when and the figures, and
-    sets ``JudgeVersion.trusted_at``. Trust is per version: nothing is inherited.
+    hold, or when an approval is already active. Records who, when and the figures (the
+    active approval is the trust). Trust is per version: nothing is inherited.
     Raises PermissionDenied for anyone but a lead.
     """
     _require(by, LEAD, action="approving a judge")
@@ -369,15 +362,14 @@ def judge_trust_approve(
         approved_at=now,
         figures=current.as_json(),
     )
-    JudgeVersion.objects.filter(pk=judge_version.pk).update(trusted_at=now)
-    judge_version.trusted_at = now
+    judge_version.trusted = True
     return approval
 
 
 @transaction.atomic
 def judge_trust_revoke(*, judge_version: JudgeVersion, by, reason: str) -> JudgeApproval:
-    """Revoke a judge version's active approval (leads only; a reason is required); clears
-    ``trusted_at``. Raises PermissionDenied, LabelingError (no reason, not trusted)."""
+    """Revoke a judge version's active approval (leads only; a reason is required).
+    Raises PermissionDenied, LabelingError (no reason, not trusted)."""
     _require(by, LEAD, action="revoking trust")
     if not (reason or "").strip():
         raise LabelingError("reason: revoking trust needs a reason")
@@ -391,6 +383,5 @@ def judge_trust_revoke(*, judge_version: JudgeVersion, by, reason: str) -> Judge
     now = timezone.now()
     approval.revoked_at, approval.revoked_by, approval.revoke_reason = now, by, reason.strip()
     approval.save(update_fields=["revoked_at", "revoked_by", "revoke_reason"])
-    JudgeVersion.objects.filter(pk=judge_version.pk).update(trusted_at=None)
-    judge_version.trusted_at = None
+    judge_version.trusted = False
     return approval

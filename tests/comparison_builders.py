@@ -60,16 +60,15 @@ def run_data(
 
 def judge_version(number: int, *, trusted: bool = True, judge: str = "judge") -> JudgeVersion:
     """Version ``number`` of a rubric judge named ``judge`` (trusted unless told)."""
-    from django.utils import timezone
+    from tests.judge_builders import trust
 
     j, _ = Judge.objects.get_or_create(name=judge, defaults={"kind": Judge.Kind.RUBRIC})
-    return JudgeVersion.objects.create(
-        judge=j,
-        number=number,
-        model=f"m{number}",
-        prompt_template=f"p{number}",
-        trusted_at=timezone.now() if trusted else None,
+    version = JudgeVersion.objects.create(
+        judge=j, number=number, model=f"m{number}", prompt_template=f"p{number}"
     )
+    if trusted:
+        trust(version)
+    return version
 
 
 def db_run(

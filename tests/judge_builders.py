@@ -66,3 +66,21 @@ def fenced(body: dict) -> list[str]:
 
 def verdict_json(verdict: str, reasoning: str = "scripted") -> str:
     return json.dumps({"reasoning": reasoning, "verdict": verdict})
+
+
+def trust(version, *, figures: dict | None = None, by=None):
+    """Make ``version`` trusted the way the product does: an active ``JudgeApproval`` (by
+    ``by``, else a lead named "trust-lead" made here), with ``figures`` (default empty)."""
+    from django.contrib.auth.models import Group, User
+
+    from judges.models import JudgeApproval
+
+    if by is None:
+        by, created = User.objects.get_or_create(username="trust-lead")
+        if created:
+            by.groups.add(Group.objects.get(name="lead"))
+    approval = JudgeApproval.objects.create(
+        judge_version=version, approved_by=by, figures=figures or {}
+    )
+    version.trusted = True
+    return approval

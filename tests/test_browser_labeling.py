@@ -10,7 +10,8 @@ import re
 import pytest
 from django.urls import reverse
 
-from labeling.models import JudgeApproval, Label
+from judges.models import JudgeApproval
+from labeling.models import Label
 from tests.labeling_builders import calibration_set, judged_run
 from tests.test_browser import INJECTED, browser_page, log_in  # noqa: F401 (fixture)
 

@@ -8,7 +8,6 @@ by a responder), so every call crosses real HTTP.
 from __future__ import annotations
 
 import pytest
-from django.utils import timezone
 
 from evals.grading.graders import GraderConfigError, parse_grader_specs
 from evals.models import Case, Grade, Run, Suite
@@ -17,7 +16,7 @@ from evals.runner.start import run_start
 from judges.services import run_chunk_judge
 from judges.tasks import run_chunk_judge as run_chunk_judge_task
 from tests.fakellm import FakeLLM
-from tests.judge_builders import make_version, verdict_json
+from tests.judge_builders import make_version, trust, verdict_json
 
 pytestmark = pytest.mark.django_db
 
@@ -154,8 +153,7 @@ def test_a_run_grades_deterministically_then_with_a_provisional_judge(
 
 def test_a_trusted_judge_version_gates(llm, django_capture_on_commit_callbacks):
     version = make_version(llm)
-    version.trusted_at = timezone.now()
-    version.save()
+    trust(version)
     run = start(
         django_capture_on_commit_callbacks, llm, [SAYS_YES, judge_spec(version)], {"c1": "yes"}
     )

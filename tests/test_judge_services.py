@@ -21,7 +21,7 @@ from judges.services import (
 )
 from judges.tasks import judge_run_execute
 from tests.fakellm import FakeLLM
-from tests.judge_builders import fenced, make_trials, make_version, user_text, verdict_json
+from tests.judge_builders import fenced, make_trials, make_version, trust, user_text, verdict_json
 
 pytestmark = pytest.mark.django_db
 
@@ -69,13 +69,10 @@ def test_it_returns_the_same_version_for_the_same_content():
     ],
 )
 def test_it_makes_a_new_untrusted_version_for_any_change(change):
-    from django.utils import timezone
-
     first, _ = _create()
-    first.trusted_at = timezone.now()
-    first.save()
+    trust(first)
     second, created = _create(**change)
-    assert created and second.number == 2 and second.trusted_at is None
+    assert created and second.number == 2 and not second.is_trusted
 
 
 def test_it_refuses_a_faithfulness_template_that_shows_the_question():

@@ -16,8 +16,7 @@ from django.utils import timezone
 
 from evals.models import Grade
 from evals.report.selectors import run_report
-from judges.models import Judge, JudgeVersion
-from labeling.models import JudgeApproval
+from judges.models import Judge, JudgeApproval, JudgeVersion
 from tests.report_builders import ERR, add_trial, make_run
 
 pytestmark = pytest.mark.django_db
@@ -38,8 +37,6 @@ def _version() -> JudgeVersion:
 
 
 def _approve(version: JudgeVersion, alice) -> JudgeApproval:
-    version.trusted_at = timezone.now()
-    version.save(update_fields=["trusted_at"])
     return JudgeApproval.objects.create(
         judge_version=version, approved_by=alice, figures={"n": 20, "confusion": CONFUSION}
     )

@@ -6,8 +6,7 @@ import pytest
 from django.core.exceptions import PermissionDenied
 from django.test import override_settings
 
-from judges.models import JudgeVersion
-from labeling.models import JudgeApproval
+from judges.models import JudgeApproval, JudgeVersion
 from labeling.selectors import calibration_compute, corrected_pass_rate_for_run
 from labeling.services import (
     LabelingError,
@@ -24,8 +23,8 @@ pytestmark = pytest.mark.django_db
 def test_it_lets_a_lead_approve_a_judge_that_meets_the_thresholds(alice):
     _, version, _ = good_judge_run()
     approval = judge_trust_approve(judge_version=version, by=alice)
-    version.refresh_from_db()
-    assert version.trusted_at == approval.approved_at and version.is_trusted
+    version = JudgeVersion.objects.get(pk=version.pk)
+    assert version.is_trusted and version.approvals.get(revoked_at__isnull=True) == approval
     assert approval.approved_by == alice
     assert approval.figures["n"] == 40
     assert approval.figures["kappa"]["kappa"] == 1.0
@@ -46,7 +45,7 @@ def test_it_refuses_approval_by_anyone_but_a_lead(who, request):
     with pytest.raises(PermissionDenied):
         judge_trust_approve(judge_version=version, by=request.getfixturevalue(who))
     version.refresh_from_db()
-    assert version.trusted_at is None and not JudgeApproval.objects.exists()
+    assert not version.is_trusted and not JudgeApproval.objects.exists()
 
 
 def test_it_refuses_approval_when_the_false_accept_rate_is_too_high(alice):
@@ -92,7 +91,7 @@ def test_it_never_passes_trust_to_a_new_version(alice):
     newer = JudgeVersion.objects.create(
         judge=version.judge, number=2, model="j1", protocol="p1", prompt_template="changed"
     )
-    assert newer.trusted_at is None and not newer.approvals.exists()
+    assert not newer.is_trusted and not newer.approvals.exists()
 
 
 def test_it_lets_a_lead_revoke_trust_with_a_reason(alice):
@@ -100,7 +99,7 @@ def test_it_lets_a_lead_revoke_trust_with_a_reason(alice):
     judge_trust_approve(judge_version=version, by=alice)
     approval = judge_trust_revoke(judge_version=version, by=alice, reason="drifted on v2 data")
     version.refresh_from_db()
-    assert version.trusted_at is None
+    assert not JudgeVersion.objects.get(pk=version.pk).is_trusted
     assert (approval.revoked_by, approval.revoke_reason) == (alice, "drifted on v2 data")
     assert approval.revoked_at is not None and approval.figures["n"] == 40
     judge_trust_approve(judge_version=version, by=alice)  # may be approved again
@@ -121,7 +120,7 @@ def test_it_refuses_revocation_by_anyone_but_a_lead(who, request, alice):
     with pytest.raises(PermissionDenied):
         judge_trust_revoke(judge_version=version, by=request.getfixturevalue(who), reason="x")
     version.refresh_from_db()
-    assert version.trusted_at is not None
+    assert JudgeVersion.objects.get(pk=version.pk).is_trusted
 
 
 def test_it_refuses_a_second_approval_while_one_is_active(alice):

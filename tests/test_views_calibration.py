@@ -7,8 +7,7 @@ import pytest
 from django.urls import reverse
 
 from evals.models import Grade
-from judges.models import JudgeVersion
-from labeling.models import JudgeApproval
+from judges.models import JudgeApproval, JudgeVersion
 from labeling.services import label_submit
 from tests.conftest import PASSWORD
 from tests.labeling_builders import calibration_set, judged_run

@@ -17,6 +17,7 @@ from evals import selectors
 from evals.models import Case, Grade, Run, Suite, Trial
 from judges.models import Judge, JudgeVersion
 from labeling.models import Label
+from tests.judge_builders import trust
 
 PROJECT_DIR = Path(__file__).resolve().parent.parent
 HOSTILE_OUTPUT = "<img src=x onerror=alert(1)>"
@@ -349,15 +350,13 @@ def test_the_case_view_shows_trials_grades_labels_and_provisional_judges(client,
 
 
 def test_a_trusted_judge_grade_is_not_marked_provisional(client, bob, db):
-    from django.utils import timezone
 
     suite = make_suite()
     run = make_run(suite)
     trial = make_trial(run, suite.cases.get(key="c1"))
     judge = Judge.objects.create(name="tone", kind=Judge.Kind.RUBRIC)
-    version = JudgeVersion.objects.create(
-        judge=judge, number=1, model="j-1", trusted_at=timezone.now()
-    )
+    version = JudgeVersion.objects.create(judge=judge, number=1, model="j-1")
+    trust(version)
     Grade.objects.create(
         trial=trial,
         grader=version.grader_key,

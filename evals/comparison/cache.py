@@ -29,7 +29,7 @@ def _fingerprint(base: Run, head: Run) -> str:
     passing and errored grades (a regrade in place changes a verdict count), and the number
     of trusted judge versions (trust turns provisional grades into gating ones); three
     queries."""
-    from judges.models import JudgeVersion
+    from judges.models import JudgeApproval
 
     runs = [base.id, head.id]
     t = Trial.objects.filter(run_id__in=runs).aggregate(
@@ -43,7 +43,11 @@ def _fingerprint(base: Run, head: Run) -> str:
         ok=models.Count("id", filter=models.Q(passed=True)),
         err=models.Count("id", filter=models.Q(status=Grade.Status.ERROR)),
     )
-    trusted = JudgeVersion.objects.filter(trusted_at__isnull=False).count()
+    # Every grant and revocation writes an approval row: its count and newest change move.
+    trust = JudgeApproval.objects.aggregate(
+        n=models.Count("id"), top=models.Max("id"), revoked=models.Count("revoked_at")
+    )
+    trusted = f"{trust['n']}.{trust['top']}.{trust['revoked']}"
     return f"{t['n']}.{t['top']}.{t['done']}.{g['n']}.{g['top']}.{g['ok']}.{g['err']}.{trusted}"
 
 

@@ -103,7 +103,7 @@ def _active_approvals(version_ids: set[int]) -> dict[int, tuple[int, dict]]:
     when no judge graded the run."""
     if not version_ids:
         return {}
-    from labeling.models import JudgeApproval
+    from judges.models import JudgeApproval
 
     return {
         v: (a, figures)

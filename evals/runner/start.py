@@ -153,10 +153,9 @@ def _judge_gating_snapshot(graders: list[dict], specs: list[GraderSpec]) -> list
 
     provisional = {
         str(u)
-        for u in JudgeVersion.objects.filter(
-            uuid__in=[s.config["judge_version"] for s in specs if s.is_judge],
-            trusted_at__isnull=True,
-        ).values_list("uuid", flat=True)
+        for u in JudgeVersion.objects.untrusted()
+        .filter(uuid__in=[s.config["judge_version"] for s in specs if s.is_judge])
+        .values_list("uuid", flat=True)
     }
     return [
         {**raw, "gating": False}

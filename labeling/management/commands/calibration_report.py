@@ -67,7 +67,7 @@ class Command(BaseCommand):
             approval = active_approval_get(judge_version=version)
             trust = {
                 "trusted": approval is not None,
-                "trusted_at": version.trusted_at.isoformat() if version.trusted_at else None,
+                "trusted_at": approval.approved_at.isoformat() if approval else None,
                 "approved_by": approval.approved_by.get_username() if approval else None,
             }
             rows.append((cal, trust))
