@@ -20,7 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_report import TRIALS, build, connection, measure  # noqa: E402
 
 from evals.models import Grade, Trial  # noqa: E402
-from judges.services import judge_version_create  # noqa: E402
+from judges.versions import judge_version_create
 
 
 def add_judge_grades(run, version, rng: random.Random) -> int:

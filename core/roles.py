@@ -1,4 +1,6 @@
-"""The three roles, as Django groups created by a migration."""
+"""The three roles, as Django groups created by a migration, and the checks services use."""
+
+from django.core.exceptions import PermissionDenied
 
 REVIEWER = "reviewer"
 ENGINEER = "engineer"
@@ -33,3 +35,10 @@ def user_has_role(user, *roles: str) -> bool:
     if user.is_superuser:
         return True
     return not user_roles(user).isdisjoint(roles)
+
+
+def role_require(user, *roles: str, action: str) -> None:
+    """Raise ``PermissionDenied`` ("<action> needs the role lead") unless ``user`` has one of
+    ``roles``: the check every service that changes state makes, whoever calls it."""
+    if not user_has_role(user, *roles):
+        raise PermissionDenied(f"{action} needs the role {' or '.join(roles)}")

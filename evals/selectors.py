@@ -199,10 +199,11 @@ def _grades_prefetch() -> models.Prefetch:
 
 
 def _labels_prefetch() -> models.Prefetch:
-    from labeling.models import Label
-
+    # Labels are labeling's model: evals reads them through the trial's relation and never
+    # imports labeling (docs/architecture.md).
+    label = Trial._meta.get_field("labels").related_model
     return models.Prefetch(
-        "labels", queryset=Label.objects.select_related("reviewer").order_by("created_at")
+        "labels", queryset=label.objects.select_related("reviewer").order_by("created_at")
     )
 
 

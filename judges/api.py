@@ -23,13 +23,19 @@ from rest_framework import serializers, viewsets
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from core.api.fields import StrictIntegerField, StrictUUIDField, query_uuid
+from core.api.fields import (
+    NoUnknownFields,
+    StrictIntegerField,
+    StrictUUIDField,
+    field_error,
+    query_uuid,
+)
+from core.api.figures import KappaSerializer, RateSerializer
 from core.api.parsers import StrictJSONParser
 from core.api.permissions import IsRunner
 from evals.models import Run
-from judges import services
+from judges import runs, versions
 from judges.models import Judge, JudgeApproval, JudgeRun, JudgeVersion
-from labeling.api import KappaSerializer, NoUnknownFields, RateSerializer, field_error
 
 TRUSTED_VALUES = {"true": True, "false": False}
 # Kinds that cannot grade a single trial (``judge_grade_trials`` refuses them in the worker).
@@ -333,7 +339,7 @@ class JudgeRunStartInput(NoUnknownFields, serializers.Serializer):
 
 class JudgeRunStartApi(APIView):
     """POST (JSON): grade a run's ok trials with a judge version in Celery tasks
-    (``judges.services.judge_run_start``); engineers and leads. 202 with the judge run (poll
+    (``judges.runs.judge_run_start``); engineers and leads. 202 with the judge run (poll
     ``Location``); 400 naming the field; 404 for an unknown run or judge version."""
 
     permission_classes = [IsRunner]
@@ -365,10 +371,10 @@ class JudgeRunStartApi(APIView):
                 {"judge_version": [f"a {version.judge.kind} judge does not grade single trials"]}
             )
         try:
-            judge_run = services.judge_run_start(
+            judge_run = runs.judge_run_start(
                 run=run, judge_version=version, sample=v["sample"], by=request.user, seed=v["seed"]
             )
-        except services.JudgeConfigError as exc:
+        except versions.JudgeConfigError as exc:
             raise serializers.ValidationError(field_error(exc, tuple(data.fields))) from exc
         location = reverse("api:judge-run-detail", kwargs={"uuid": judge_run.uuid})
         return Response(

@@ -15,8 +15,10 @@ from collections import defaultdict
 from dataclasses import dataclass
 from decimal import Decimal
 
+from django.db.models import Prefetch
+
 from evals.models import Grade
-from judges.models import JudgeRun, JudgeVersion, PairwiseVerdict
+from judges.models import Judge, JudgeApproval, JudgeRun, JudgeVersion, PairwiseVerdict
 
 
 @dataclass(frozen=True)
@@ -118,3 +120,73 @@ def judge_cost_get(*, judge_version: JudgeVersion) -> JudgeCost:
         known_usd=sum(known, Decimal(0)) if known else None,
         unknown=len(values) - len(known),
     )
+
+
+def judge_costs_get(*, judge_version_ids: list[int]) -> dict[int, JudgeCost]:
+    """``judge_cost_get`` for many versions at once (one query; the judge list's cost
+    column); versions without grades get an empty ``JudgeCost``."""
+    values: dict[int, list] = {vid: [] for vid in judge_version_ids}
+    rows = Grade.objects.filter(judge_version_id__in=judge_version_ids).values_list(
+        "judge_version_id", "details"
+    )
+    for vid, d in rows:
+        if not (isinstance(d, dict) and d.get("skipped")):
+            values[vid].append(d.get("cost_usd") if isinstance(d, dict) else None)
+    out = {}
+    for vid, costs in values.items():
+        known = [Decimal(str(v)) for v in costs if v is not None]
+        out[vid] = JudgeCost(
+            grades=len(costs),
+            known_usd=sum(known, Decimal(0)) if known else None,
+            unknown=len(costs) - len(known),
+        )
+    return out
+
+
+@dataclass(frozen=True)
+class JudgeListRow:
+    """One judge version on the judge list: its active ``approval`` (None: not trusted),
+    the calibration ``sets`` built on it, its ``cost`` so far and its position ``bias``
+    (pairwise versions with verdicts; None otherwise)."""
+
+    version: JudgeVersion
+    approval: JudgeApproval | None
+    sets: list
+    cost: JudgeCost
+    bias: PositionBias | None
+
+
+def judge_list_get() -> list[tuple[Judge, list[JudgeListRow]]]:
+    """Every judge with its versions' rows (``JudgeListRow``), judges by name, versions by
+    number. A fixed number of queries whatever the number of versions: judges, versions,
+    active approvals, calibration sets (the reverse relation ``calibration_sets``), costs,
+    position bias."""
+    judges = list(
+        Judge.objects.prefetch_related(
+            Prefetch("versions", queryset=JudgeVersion.objects.order_by("number")),
+            "versions__calibration_sets",
+        )
+    )
+    versions = [v for judge in judges for v in judge.versions.all()]
+    active = {
+        a.judge_version_id: a
+        for a in JudgeApproval.objects.filter(revoked_at__isnull=True).select_related("approved_by")
+    }
+    costs = judge_costs_get(judge_version_ids=[v.id for v in versions])
+    bias = {b.judge_version_id: b for b in position_bias_list()}
+    return [
+        (
+            judge,
+            [
+                JudgeListRow(
+                    version=v,
+                    approval=active.get(v.id),
+                    sets=list(v.calibration_sets.all()),
+                    cost=costs[v.id],
+                    bias=bias.get(v.id),
+                )
+                for v in judge.versions.all()
+            ],
+        )
+        for judge in judges
+    ]

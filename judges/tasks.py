@@ -9,7 +9,7 @@ from celery import shared_task
 def judge_run_execute(run_id: int, judge_version_id: int, trial_ids: list[int]) -> None:
     """Grade one chunk of a judge run; idempotent per (trial, judge version), safe under
     redelivery."""
-    from judges.services import judge_run_execute as execute
+    from judges.runs import judge_run_execute as execute
 
     execute(run_id=run_id, judge_version_id=judge_version_id, trial_ids=trial_ids)
 
@@ -18,7 +18,7 @@ def judge_run_execute(run_id: int, judge_version_id: int, trial_ids: list[int]) 
 def run_chunk_judge(run_id: int, trial_ids: list[int]) -> None:
     """The judge rung of one chunk of a run, then finalize the run; idempotent per (trial,
     grader), safe under redelivery."""
-    from judges.services import run_chunk_judge as judge
+    from judges.grading import run_chunk_judge as judge
 
     judge(run_id=run_id, trial_ids=trial_ids)
 
@@ -26,6 +26,6 @@ def run_chunk_judge(run_id: int, trial_ids: list[int]) -> None:
 @shared_task(acks_late=True, reject_on_worker_lost=True)
 def probe_run_execute(probe_run_id: int) -> None:
     """Run the injection probe set of one queued probe run; a finished one is left as is."""
-    from judges.services_probes import probe_run_execute as execute
+    from judges.probes import probe_run_execute as execute
 
     execute(probe_run_id=probe_run_id)

@@ -1,35 +1,28 @@
-"""HTML views for judges: the list with trust state, the calibration page, and the lead's
-approval and revocation. Thin: they call ``labeling.selectors`` / ``labeling.services``.
+"""HTML views for judges: the list with trust state, creating a version (an "edit" creates a
+new version), the version page with its cost, judge runs and probes, "Run on a run" and
+"Run probes". Thin: they call ``judges.selectors`` and one service each. The calibration
+page and the lead's approval live in labeling (``labeling.views``), which approves trust
+through ``judges.trust``.
 
-Permissions (the cast in tests/conftest.py; the services check the approval roles again):
-- the judge list and the calibration page: engineers and leads. Reviewers get 403: the
-  calibration page shows judge verdicts and reasons, and a reviewer who has seen them
-  would no longer label blind; outsiders get 403 like everywhere;
-- "Mark trusted" and "Revoke trust": leads only.
+Permissions (the cast in tests/conftest.py): engineers and leads; reviewers get 403 (they
+label blind, so they never see judge verdicts), outsiders 403.
 """
 
 from __future__ import annotations
 
-import dataclasses
-
 from django.contrib import messages
 from django.http import HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
-from django.urls import reverse
-from django.views.decorators.http import require_GET, require_POST
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from core.http import HtmxHttpRequest, role_required
-from core.roles import ENGINEER, LEAD, user_has_role
-from evals.models import Suite
-from judges.models import Judge, JudgeApproval, JudgeVersion
-from judges.selectors import judge_cost_get, position_bias_list
-from labeling import selectors as calibration_selectors
-from labeling import services as labeling_services
-from labeling.figures import Confusion
-from labeling.forms import TrustApproveForm, TrustRevokeForm
-from labeling.models import CalibrationSet
+from core.roles import ENGINEER, LEAD
+from judges import probes, runs, selectors, versions
+from judges.forms import JudgeRunForm, JudgeVersionForm
+from judges.models import JudgeRun, JudgeVersion, ProbeRun
 
-CALIBRATION_ROLES = (ENGINEER, LEAD)
+VERSION_ROLES = (ENGINEER, LEAD)
+POLLED_PARTS = ("probe-report", "judge-runs")
 
 
 def _version_or_404(version_id) -> JudgeVersion:
@@ -37,162 +30,142 @@ def _version_or_404(version_id) -> JudgeVersion:
 
 
 @require_GET
-@role_required(*CALIBRATION_ROLES)
+@role_required(*VERSION_ROLES)
 def judge_list(request: HtmxHttpRequest) -> HttpResponse:
     """Judges and their versions, each with its trust state, cost so far, position bias
-    (pairwise versions with verdicts) and calibration links."""
-    judges = Judge.objects.prefetch_related("versions")
-    active = {
-        a.judge_version_id: a
-        for a in JudgeApproval.objects.filter(revoked_at__isnull=True).select_related("approved_by")
-    }
-    sets: dict[int, list[CalibrationSet]] = {}
-    for cset in CalibrationSet.objects.filter(judge_version__isnull=False):
-        sets.setdefault(cset.judge_version_id, []).append(cset)
-    bias = {b.judge_version_id: b for b in position_bias_list()}
+    (pairwise versions with verdicts) and calibration links (``judge_list_get``)."""
     rows = [
-        {
-            "judge": judge,
-            "versions": [
-                {
-                    "version": v,
-                    "approval": active.get(v.id),
-                    "sets": sets.get(v.id, []),
-                    "cost": judge_cost_get(judge_version=v),
-                    "bias": bias.get(v.id),
-                }
-                for v in judge.versions.all()
-            ],
-        }
-        for judge in judges
+        {"judge": judge, "versions": versions} for judge, versions in selectors.judge_list_get()
     ]
     return render(request, "judges/judge_list.html", {"rows": rows})
 
 
-def _scope(request: HtmxHttpRequest) -> tuple[CalibrationSet | None, Suite | None]:
-    set_id, suite_id = request.GET.get("set"), request.GET.get("suite")
-    cset = suite = None
-    if set_id:
-        cset = get_object_or_404(CalibrationSet.objects.select_related("suite", "run"), uuid=set_id)
-    elif suite_id:
-        suite = get_object_or_404(Suite, uuid=suite_id)
-    return cset, suite
+def _version_or_404(version_id) -> JudgeVersion:
+    return get_object_or_404(JudgeVersion.objects.select_related("judge"), uuid=version_id)
+
+
+@require_http_methods(["GET", "POST"])
+@role_required(*VERSION_ROLES)
+def judge_version_new(request: HtmxHttpRequest) -> HttpResponse:
+    """Create a judge version; ``?from=<uuid>`` starts from an existing version ("edit"),
+    and saving changed content makes a new version (content hash), never a changed one."""
+    source = None
+    if request.GET.get("from"):
+        source = (
+            JudgeVersion.objects.select_related("judge").filter(uuid=request.GET["from"]).first()
+            if _is_uuid(request.GET["from"])
+            else None
+        )
+    if request.method == "POST":
+        form = JudgeVersionForm(request.POST)
+        if form.is_valid():
+            data = form.cleaned_data
+            try:
+                version, created = versions.judge_version_create(
+                    judge_name=data["name"],
+                    kind=data["kind"],
+                    model=data["model"],
+                    base_url=data["base_url"],
+                    prompt_template=data["prompt_template"],
+                    params=data["params_json"],
+                    output_schema=data["output_schema_json"],
+                    threshold=data["threshold"],
+                )
+            except versions.JudgeConfigError as exc:
+                form.add_error(None, str(exc))
+            else:
+                if created:
+                    messages.success(
+                        request,
+                        f"Created {version} (content hash "
+                        f"{version.content_hash[:12]}). A new version starts "
+                        "untrusted: its grades are provisional.",
+                    )
+                else:
+                    messages.info(
+                        request,
+                        f"Nothing changed: {version} already has this "
+                        "content; no new version was made.",
+                    )
+                return redirect("judges:version-detail", version_id=version.uuid)
+    else:
+        form = JudgeVersionForm(initial=JudgeVersionForm.initial_from(source) if source else None)
+    return render(request, "judges/judge_version_new.html", {"form": form, "source": source})
 
 
 @require_GET
-@role_required(*CALIBRATION_ROLES)
-def calibration(request: HtmxHttpRequest, version_id) -> HttpResponse:
-    """A judge version's calibration: ``?set=<uuid>`` on a calibration set, ``?suite=<uuid>``
-    over every labeled trial of a suite, neither: over every labeled trial.
-
-    Pointwise judges: ``calibration_compute`` and ``human_agreement`` (the ceiling);
-    pairwise judges: ``pairwise_calibration_compute`` (set scope uses the set's suite).
-    "Mark trusted" is offered on the set and all-trials scopes, which are what
-    ``judge_trust_approve`` records; a suite scope links to the all-trials scope.
-    """
+@role_required(*VERSION_ROLES)
+def judge_version_detail(request: HtmxHttpRequest, version_id) -> HttpResponse:
+    """A judge version: its content, trust state, cost so far, position bias (pairwise),
+    the last injection probe report, judge runs and their progress, and the "Run on a run"
+    form. Over htmx with target ``probe-report`` or ``judge-runs`` only that part, which
+    polls itself every 2 s while a probe run or a judge run is in flight."""
     version = _version_or_404(version_id)
-    cset, suite = _scope(request)
-    approval = calibration_selectors.active_approval_get(judge_version=version)
+    judge_runs = list(JudgeRun.objects.filter(judge_version=version).select_related("run__suite"))
     context = {
         "version": version,
-        "cset": cset,
-        "suite": suite,
-        "approval": approval,
-        "is_lead": user_has_role(request.user, LEAD),
-        "history": version.approvals.select_related("approved_by", "revoked_by")[:10],
-        "trusted_siblings": [
-            v for v in version.judge.versions.all() if v.id != version.id and v.is_trusted
-        ],
-        "sets": CalibrationSet.objects.filter(judge_version=version),
-        "revoke_form": TrustRevokeForm(),
+        "probe": ProbeRun.objects.filter(judge_version=version).first(),
+        "judge_runs": judge_runs,
+        "judge_runs_active": any(jr.status not in JudgeRun.TERMINAL for jr in judge_runs),
     }
-    # Imported pairwise judges are of kind "recorded": their verdicts say what they are.
-    if version.judge.kind == Judge.Kind.PAIRWISE or version.pairwise_verdicts.exists():
-        context["pairwise"] = calibration_selectors.pairwise_calibration_compute(
-            judge_version=version, suite=suite or (cset.suite if cset else None)
-        )
-        return render(request, "judges/calibration.html", context)
-    figures = calibration_selectors.calibration_compute(
-        judge_version=version, calibration_set=cset, suite=suite
-    )
-    ceiling = calibration_selectors.human_agreement(calibration_set=cset, suite=suite)
-    context.update(
+    if request.htmx and request.htmx.target in POLLED_PARTS:
+        # The probe report and the judge-run table poll themselves while work is in flight.
+        return render(request, f"judges/judge_version_detail.html#{request.htmx.target}", context)
+    bias = selectors.position_bias_list(judge_version_ids=[version.id])
+    return render(
+        request,
+        "judges/judge_version_detail.html",
         {
-            "cal": figures,
-            "ceiling": ceiling,
-            "approve_form": TrustApproveForm(
-                initial={
-                    "calibration_set": cset.uuid if cset else None,
-                    "n": figures.n,
-                    "n_judge_errors": figures.n_judge_errors,
-                    **dataclasses.asdict(figures.confusion),
-                }
-            ),
-            "can_approve_scope": suite is None,
-        }
+            **context,
+            "cost": selectors.judge_cost_get(judge_version=version),
+            "bias": bias[0] if bias else None,
+            "probes_supported": probes.probes_supported(judge_version=version),
+            "run_form": JudgeRunForm(),
+            "other_versions": version.judge.versions.exclude(id=version.id),
+        },
     )
-    return render(request, "judges/calibration.html", context)
-
-
-def _calibration_url(version: JudgeVersion, cset: CalibrationSet | None) -> str:
-    url = reverse("judges:calibration", kwargs={"version_id": version.uuid})
-    return f"{url}?set={cset.uuid}" if cset else url
 
 
 @require_POST
-@role_required(LEAD)
-def trust_approve(request: HtmxHttpRequest, version_id) -> HttpResponse:
-    """Mark the version trusted (``judge_trust_approve``) on the scope and figures the lead
-    saw; the service recomputes them and refuses when the thresholds fail or they changed."""
+@role_required(*VERSION_ROLES)
+def judge_run_start(request: HtmxHttpRequest, version_id) -> HttpResponse:
+    """Start grading a run with this version (Celery, after commit); back to the version."""
     version = _version_or_404(version_id)
-    form = TrustApproveForm(request.POST)
+    form = JudgeRunForm(request.POST)
     if not form.is_valid():
-        messages.error(request, "Not approved: the form was incomplete; reload the page.")
-        return redirect(_calibration_url(version, None))
-    data = form.cleaned_data
-    cset = (
-        get_object_or_404(CalibrationSet, uuid=data["calibration_set"])
-        if data["calibration_set"]
-        else None
-    )
-    current = calibration_selectors.calibration_compute(judge_version=version, calibration_set=cset)
-    shown = dataclasses.replace(
-        current,
-        n=data["n"],
-        n_judge_errors=data["n_judge_errors"],
-        confusion=Confusion(**{f.name: data[f.name] for f in dataclasses.fields(Confusion)}),
-    )
+        for field, errors in form.errors.items():
+            messages.error(request, f"{field}: {' '.join(errors)}")
+        return redirect("judges:version-detail", version_id=version.uuid)
     try:
-        labeling_services.judge_trust_approve(
-            judge_version=version, by=request.user, calibration_set=cset, figures=shown
+        judge_run = runs.judge_run_start(
+            run=form.cleaned_data["run"],
+            judge_version=version,
+            sample=form.cleaned_data["sample"],
+            by=request.user,
         )
-    except labeling_services.LabelingError as exc:
-        messages.error(request, f"Not approved: {exc}.")
+    except versions.JudgeConfigError as exc:
+        messages.error(request, str(exc))
     else:
-        messages.success(request, f"{version} is trusted.")
-    return redirect(_calibration_url(version, cset))
+        messages.success(
+            request,
+            f"{version} is grading {judge_run.trials_total} trials of run {judge_run.run.name}.",
+        )
+    return redirect("judges:version-detail", version_id=version.uuid)
 
 
 @require_POST
-@role_required(LEAD)
-def trust_revoke(request: HtmxHttpRequest, version_id) -> HttpResponse:
-    """Revoke the version's trust (``judge_trust_revoke``); a reason is required."""
+@role_required(*VERSION_ROLES)
+def probe_run_start(request: HtmxHttpRequest, version_id) -> HttpResponse:
+    """Queue the injection probe set against this version (Celery, after commit); back to
+    the version page, which shows the report when it is done."""
     version = _version_or_404(version_id)
-    form = TrustRevokeForm(request.POST)
-    back = request.POST.get("set") or ""
-    cset = CalibrationSet.objects.filter(uuid=back).first() if _is_uuid(back) else None
-    if not form.is_valid():
-        messages.error(request, "Not revoked: give a reason for revoking trust.")
-        return redirect(_calibration_url(version, cset))
     try:
-        labeling_services.judge_trust_revoke(
-            judge_version=version, by=request.user, reason=form.cleaned_data["reason"]
-        )
-    except labeling_services.LabelingError as exc:
-        messages.error(request, f"Not revoked: {exc}.")
+        probes.probe_run_start(judge_version=version, by=request.user)
+    except versions.JudgeConfigError as exc:
+        messages.error(request, str(exc))
     else:
-        messages.success(request, f"Trust in {version} revoked.")
-    return redirect(_calibration_url(version, cset))
+        messages.success(request, f"Injection probes queued against {version}.")
+    return redirect("judges:version-detail", version_id=version.uuid)
 
 
 def _is_uuid(raw: str) -> bool:

@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import uuid
 
-from django.conf import settings
-from django.db.models.functions import Length, Substr
 from django.shortcuts import get_object_or_404
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import (
@@ -31,12 +29,15 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from core.api.fields import (
+    NoUnknownFields,
     StrictCharField,
     StrictChoiceField,
     StrictIntegerField,
     StrictUUIDField,
+    field_error,
     query_uuid,
 )
+from core.api.figures import ConfusionSerializer, KappaSerializer, RateSerializer
 from core.api.parsers import StrictJSONParser
 from core.api.permissions import IsLabeler, IsViewer
 from core.roles import ENGINEER, LEAD, user_has_role
@@ -44,7 +45,7 @@ from evals.models import Trial
 from judges.models import JudgeVersion
 from labeling import services
 from labeling.models import CalibrationSet, Label
-from labeling.selectors import calibration_compute
+from labeling.selectors import calibration_compute, labels_visible
 
 WITHHELD = (
     "withheld: reviewers label blind, so the judge's figures are shown to engineers and leads only"
@@ -53,67 +54,7 @@ NO_JUDGE = "the set has no judge version: give ?judge_version=<uuid>"
 NO_AGREEMENT = "n = 0: no item has both a reference label and an ok judge verdict"
 
 
-def field_error(exc: Exception, fields: tuple[str, ...]) -> dict:
-    """A service error ``"<field>: message"`` as ``{field: [message]}`` when ``field`` is an
-    input field; else ``{"detail": message}``."""
-    message = str(exc)
-    head = message.split(":", 1)[0].strip()
-    return {head: [message]} if head in fields else {"detail": message}
-
-
 # --- calibration sets -------------------------------------------------------------------------
-
-
-class ConfusionSerializer(serializers.Serializer):
-    judge_pass_human_pass = serializers.IntegerField(help_text="Judge pass, human pass (trials).")
-    judge_pass_human_fail = serializers.IntegerField(
-        help_text="Judge pass, human fail: false accepts (trials)."
-    )
-    judge_fail_human_pass = serializers.IntegerField(
-        help_text="Judge fail, human pass: false rejects (trials)."
-    )
-    judge_fail_human_fail = serializers.IntegerField(help_text="Judge fail, human fail (trials).")
-
-
-class KappaSerializer(serializers.Serializer):
-    kappa = serializers.FloatField(
-        allow_null=True, help_text="Cohen's kappa (-1..1); null when undefined (see reason)."
-    )
-    se = serializers.FloatField(
-        allow_null=True,
-        help_text="Large-sample standard error of "
-        "kappa (Fleiss-Cohen-Everitt); null when undefined.",
-    )
-    ci_low = serializers.FloatField(
-        allow_null=True, help_text="Lower end of the 95% interval of kappa; null when undefined."
-    )
-    ci_high = serializers.FloatField(
-        allow_null=True, help_text="Upper end of the 95% interval of kappa; null when undefined."
-    )
-    agreement = serializers.FloatField(
-        allow_null=True, help_text="Observed agreement p_o (fraction 0..1); null when n = 0."
-    )
-    expected = serializers.FloatField(
-        allow_null=True, help_text="Chance agreement p_e (fraction 0..1); null when n = 0."
-    )
-    n = serializers.IntegerField(help_text="Pairs compared (trials).")
-    reason = serializers.CharField(help_text="Why kappa is undefined (empty when defined).")
-
-
-class RateSerializer(serializers.Serializer):
-    rate = serializers.FloatField(
-        allow_null=True,
-        help_text="numerator / denominator (fraction 0..1); null when the denominator is 0.",
-    )
-    numerator = serializers.IntegerField(help_text="Trials counted (count).")
-    denominator = serializers.IntegerField(help_text="Trials in the condition (count).")
-    ci_low = serializers.FloatField(
-        allow_null=True, help_text="Wilson 95% interval, lower end (fraction); null when undefined."
-    )
-    ci_high = serializers.FloatField(
-        allow_null=True, help_text="Wilson 95% interval, upper end (fraction); null when undefined."
-    )
-    reason = serializers.CharField(help_text="Why the rate is undefined (empty when defined).")
 
 
 class ThresholdsSerializer(serializers.Serializer):
@@ -419,42 +360,6 @@ class LabelDetailSerializer(LabelSerializer):
         }
 
 
-def labels_visible(*, user, detail: bool = False):
-    """The labels ``user`` may read, trials joined without their outputs: every label for
-    engineers and leads, only their own for anyone else (a reviewer labels blind). Lists
-    carry a critique preview (first ``OUTPUT_PREVIEW_CHARS`` characters) and its length."""
-    qs = (
-        Label.objects.select_related("trial__run", "trial__case", "reviewer")
-        .only(
-            "id",
-            "trial_id",
-            "reviewer_id",
-            "reviewer_name",
-            "verdict",
-            "source",
-            "version",
-            "created_at",
-            "updated_at",
-            "critique",
-            "trial__uuid",
-            "trial__attempt",
-            "trial__run_id",
-            "trial__case_id",
-            "trial__run__uuid",
-            "trial__case__key",
-            "reviewer__username",
-        )
-        .annotate(critique_length=Length("critique"))
-    )
-    if not detail:
-        qs = qs.defer("critique").annotate(
-            critique_preview=Substr("critique", 1, settings.ASSAY["OUTPUT_PREVIEW_CHARS"])
-        )
-    if not user_has_role(user, ENGINEER, LEAD):
-        qs = qs.filter(reviewer=user)
-    return qs
-
-
 @extend_schema_view(
     list=extend_schema(
         parameters=[
@@ -490,17 +395,6 @@ class LabelViewSet(viewsets.ReadOnlyModelViewSet):
 
     def get_serializer_class(self):
         return LabelDetailSerializer if self.action == "retrieve" else LabelSerializer
-
-
-class NoUnknownFields:
-    """Input serializers refuse keys they do not define (a typo is a 400, never ignored)."""
-
-    def to_internal_value(self, data):
-        if isinstance(data, dict):
-            unknown = sorted(set(data) - set(self.fields))
-            if unknown:
-                raise serializers.ValidationError({k: ["unknown field"] for k in unknown})
-        return super().to_internal_value(data)
 
 
 class LabelSubmitInput(NoUnknownFields, serializers.Serializer):

@@ -13,30 +13,28 @@ from itertools import combinations
 
 from django.conf import settings
 from django.db.models import Q
+from django.db.models.functions import Length, Substr
 
-from evals.models import Grade, Run, Trial
-from judges.models import JudgeApproval, JudgeVersion
+from core.roles import ENGINEER, LEAD, user_has_role
+from evals.models import Grade, Trial
+from judges.models import JudgeVersion
 from labeling.figures import (
     Calibration,
     Confusion,
-    CorrectedPassRate,
     Disagreement,
     HumanAgreement,
     ReferenceLabel,
     ReferenceLabels,
     ReviewerPairAgreement,
     Thresholds,
-    corrected_pass_rate_from_approval,
 )
 from labeling.models import Adjudication, CalibrationSet, Label
-from labeling.selectors_pairwise import pairwise_calibration_compute
+from labeling.pairwise import pairwise_calibration_compute
 from stats.agreement import KappaResult, cohens_kappa, false_accept_rate, false_reject_rate
 
 __all__ = [
-    "active_approval_get",
     "calibration_compute",
     "calibration_judge_versions",
-    "corrected_pass_rate_for_run",
     "human_agreement",
     "label_current_get",
     "pairwise_calibration_compute",
@@ -321,29 +319,37 @@ def human_agreement(*, calibration_set: CalibrationSet | None = None, suite=None
     )
 
 
-def active_approval_get(*, judge_version: JudgeVersion) -> JudgeApproval | None:
-    """The judge version's unrevoked approval, or None (untrusted)."""
-    return (
-        JudgeApproval.objects.filter(judge_version=judge_version, revoked_at__isnull=True)
-        .select_related("approved_by", "calibration_set")
-        .first()
+def labels_visible(*, user, detail: bool = False):
+    """The labels ``user`` may read, trials joined without their outputs: every label for
+    engineers and leads, only their own for anyone else (a reviewer labels blind). Lists
+    carry a critique preview (first ``OUTPUT_PREVIEW_CHARS`` characters) and its length."""
+    qs = (
+        Label.objects.select_related("trial__run", "trial__case", "reviewer")
+        .only(
+            "id",
+            "trial_id",
+            "reviewer_id",
+            "reviewer_name",
+            "verdict",
+            "source",
+            "version",
+            "created_at",
+            "updated_at",
+            "critique",
+            "trial__uuid",
+            "trial__attempt",
+            "trial__run_id",
+            "trial__case_id",
+            "trial__run__uuid",
+            "trial__case__key",
+            "reviewer__username",
+        )
+        .annotate(critique_length=Length("critique"))
     )
-
-
-def corrected_pass_rate_for_run(*, run: Run, judge_version: JudgeVersion) -> CorrectedPassRate:
-    """Raw and Rogan–Gladen-corrected pass rate of ``judge_version``'s grades on ``run``.
-
-    Observed = ok judge grades passed / ok judge grades (errored grades left out). tpr and
-    tnr come from the confusion matrix stored in the judge's active approval (the figures
-    the lead approved on); without an active approval ``corrected`` is None with reason
-    "the judge version is not trusted". For the run report's trusted-judge graders.
-    """
-    ok = Grade.objects.filter(trial__run=run, judge_version=judge_version, status=Grade.Status.OK)
-    approval = active_approval_get(judge_version=judge_version)
-    return corrected_pass_rate_from_approval(
-        judge_version_id=judge_version.id,
-        approval_id=approval.id if approval else None,
-        approval_figures=approval.figures if approval else None,
-        passed=ok.filter(passed=True).count(),
-        graded=ok.count(),
-    )
+    if not detail:
+        qs = qs.defer("critique").annotate(
+            critique_preview=Substr("critique", 1, settings.ASSAY["OUTPUT_PREVIEW_CHARS"])
+        )
+    if not user_has_role(user, ENGINEER, LEAD):
+        qs = qs.filter(reviewer=user)
+    return qs

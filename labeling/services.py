@@ -11,16 +11,17 @@ from __future__ import annotations
 import random
 from collections import defaultdict
 
-from django.core.exceptions import PermissionDenied
 from django.db import IntegrityError, transaction
 from django.db.models import F, Max
 from django.utils import timezone
 
-from core.roles import ENGINEER, LEAD, REVIEWER, user_has_role
+from core.errors import DomainError
+from core.roles import ENGINEER, LEAD, REVIEWER, role_require
 from evals.models import Grade, Run, Trial
 from judges.models import JudgeApproval, JudgeVersion
+from judges.trust import trust_grant
 from labeling.figures import Calibration
-from labeling.models import Adjudication, CalibrationItem, CalibrationSet, Label, LabelRevision
+from labeling.models import CalibrationItem, CalibrationSet, Label, LabelRevision
 from labeling.selectors import calibration_compute
 
 VERDICTS = tuple(Label.Verdict.values)
@@ -43,12 +44,7 @@ class TrustRefusedError(LabelingError):
     """The calibration figures do not meet the trust thresholds (or changed)."""
 
 
-def _require(user, *roles: str, action: str) -> None:
-    if not user_has_role(user, *roles):
-        raise PermissionDenied(f"{action} needs the role {' or '.join(roles)}")
-
-
-def _verdict(verdict: str) -> str:
+def verdict_check(verdict: str) -> str:
     if verdict not in VERDICTS:
         raise LabelingError(f"verdict: expected 'pass' or 'fail', got {verdict!r}")
     return verdict
@@ -107,7 +103,7 @@ def calibration_set_build(
     PermissionDenied, or LabelingError when size < 1, the run has no ok trial, or the
     judge version has no successful verdict on it.
     """
-    _require(by, ENGINEER, LEAD, action="building a calibration set")
+    role_require(by, ENGINEER, LEAD, action="building a calibration set")
     if size < 1:
         raise LabelingError(f"size: must be at least 1, got {size}")
     if not name.strip():
@@ -164,7 +160,7 @@ def _editable_set(calibration_set: CalibrationSet) -> CalibrationSet:
 def calibration_item_add(*, calibration_set: CalibrationSet, trial: Trial, by) -> CalibrationItem:
     """Append a trial of the set's suite to the set (engineers and leads); idempotent.
     Raises FrozenSetError once labeling started, LabelingError for another suite's trial."""
-    _require(by, ENGINEER, LEAD, action="editing a calibration set")
+    role_require(by, ENGINEER, LEAD, action="editing a calibration set")
     cset = _editable_set(calibration_set)
     if trial.run.suite_id != cset.suite_id:
         raise LabelingError(f"trial {trial.uuid} belongs to another suite")
@@ -183,7 +179,7 @@ def calibration_item_add(*, calibration_set: CalibrationSet, trial: Trial, by) -
 def calibration_item_remove(*, calibration_set: CalibrationSet, trial: Trial, by) -> bool:
     """Remove a trial from the set (engineers and leads); False when it was not in it.
     Raises FrozenSetError once labeling started."""
-    _require(by, ENGINEER, LEAD, action="editing a calibration set")
+    role_require(by, ENGINEER, LEAD, action="editing a calibration set")
     cset = _editable_set(calibration_set)
     deleted, _ = CalibrationItem.objects.filter(calibration_set=cset, trial=trial).delete()
     if deleted:
@@ -213,8 +209,8 @@ def label_submit(
     reviewers never touch each other's rows, so both keep their labels.
     Raises PermissionDenied, LabelingError (bad verdict / critique too long), StaleLabelError.
     """
-    _require(reviewer, REVIEWER, LEAD, action="labeling")
-    _verdict(verdict)
+    role_require(reviewer, REVIEWER, LEAD, action="labeling")
+    verdict_check(verdict)
     critique = critique or ""
     if len(critique) > CRITIQUE_MAX:
         raise LabelingError(f"critique: longer than {CRITIQUE_MAX} characters")
@@ -281,7 +277,7 @@ def label_undo(*, trial: Trial, reviewer, expected_version: int | None = None) -
     it was deleted or there was nothing to undo. ``expected_version`` as in
     ``label_submit`` (StaleLabelError when it differs). Raises PermissionDenied.
     """
-    _require(reviewer, REVIEWER, LEAD, action="labeling")
+    role_require(reviewer, REVIEWER, LEAD, action="labeling")
     label = Label.objects.select_for_update().filter(trial=trial, reviewer=reviewer).first()
     if label is None:
         return None
@@ -302,19 +298,6 @@ def label_undo(*, trial: Trial, reviewer, expected_version: int | None = None) -
     return label
 
 
-@transaction.atomic
-def adjudication_record(*, trial: Trial, lead, verdict: str, reason: str) -> Adjudication:
-    """Record a lead's decision on a trial; the newest decision is the trial's reference
-    label. Raises PermissionDenied (not a lead), LabelingError (bad verdict, empty reason)."""
-    _require(lead, LEAD, action="adjudicating")
-    _verdict(verdict)
-    if not (reason or "").strip():
-        raise LabelingError("reason: an adjudication needs a reason")
-    return Adjudication.objects.create(
-        trial=trial, decided_by=lead, verdict=verdict, reason=reason.strip()
-    )
-
-
 # --- trust ----------------------------------------------------------------------------------
 
 
@@ -326,7 +309,6 @@ def _same_figures(shown: Calibration, now: Calibration) -> bool:
     )
 
 
-@transaction.atomic
 def judge_trust_approve(
     *,
     judge_version: JudgeVersion,
@@ -334,7 +316,8 @@ def judge_trust_approve(
     calibration_set: CalibrationSet | None = None,
     figures: Calibration | None = None,
 ) -> JudgeApproval:
-    """Mark a judge version trusted (leads only), on figures recomputed here.
+    """Mark a judge version trusted (leads only), on figures recomputed here, through
+    ``judges.trust.trust_grant``.
 
     The figures are recomputed with ``calibration_compute`` (never taken from the client);
     when ``figures`` (what the lead saw) is given and the counts have changed since,
@@ -343,45 +326,23 @@ def judge_trust_approve(
     active approval is the trust). Trust is per version: nothing is inherited.
     Raises PermissionDenied for anyone but a lead.
     """
-    _require(by, LEAD, action="approving a judge")
-    JudgeVersion.objects.select_for_update().get(pk=judge_version.pk)
-    current = calibration_compute(judge_version=judge_version, calibration_set=calibration_set)
-    if figures is not None and not _same_figures(figures, current):
-        raise TrustRefusedError(
-            "the calibration changed since the page was loaded; reload and check the figures again"
-        )
-    if not current.trust_ok:
-        raise TrustRefusedError("thresholds not met: " + "; ".join(current.trust_reasons))
-    if JudgeApproval.objects.filter(judge_version=judge_version, revoked_at__isnull=True).exists():
-        raise TrustRefusedError(f"{judge_version} is already trusted")
-    now = timezone.now()
-    approval = JudgeApproval.objects.create(
-        judge_version=judge_version,
-        calibration_set=calibration_set,
-        approved_by=by,
-        approved_at=now,
-        figures=current.as_json(),
-    )
-    judge_version.trusted = True
-    return approval
-
-
-@transaction.atomic
-def judge_trust_revoke(*, judge_version: JudgeVersion, by, reason: str) -> JudgeApproval:
-    """Revoke a judge version's active approval (leads only; a reason is required).
-    Raises PermissionDenied, LabelingError (no reason, not trusted)."""
-    _require(by, LEAD, action="revoking trust")
-    if not (reason or "").strip():
-        raise LabelingError("reason: revoking trust needs a reason")
-    approval = (
-        JudgeApproval.objects.select_for_update()
-        .filter(judge_version=judge_version, revoked_at__isnull=True)
-        .first()
-    )
-    if approval is None:
-        raise LabelingError(f"{judge_version} is not trusted")
-    now = timezone.now()
-    approval.revoked_at, approval.revoked_by, approval.revoke_reason = now, by, reason.strip()
-    approval.save(update_fields=["revoked_at", "revoked_by", "revoke_reason"])
-    judge_version.trusted = False
-    return approval
+    role_require(by, LEAD, action="approving a judge")
+    with transaction.atomic():
+        JudgeVersion.objects.select_for_update().filter(pk=judge_version.pk).exists()
+        current = calibration_compute(judge_version=judge_version, calibration_set=calibration_set)
+        if figures is not None and not _same_figures(figures, current):
+            raise TrustRefusedError(
+                "the calibration changed since the page was loaded; reload and check the "
+                "figures again"
+            )
+        if not current.trust_ok:
+            raise TrustRefusedError("thresholds not met: " + "; ".join(current.trust_reasons))
+        try:
+            return trust_grant(
+                judge_version=judge_version,
+                by=by,
+                figures=current.as_json(),
+                calibration_set_id=calibration_set.id if calibration_set else None,
+            )
+        except DomainError as exc:
+            raise TrustRefusedError(exc.message) from exc

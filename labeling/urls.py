@@ -17,6 +17,9 @@ urlpatterns = [
     path("calibration-sets/<uuid:set_id>/label/", views.queue, name="queue"),
     path("calibration-sets/<uuid:set_id>/label/save/", views.label_save, name="label-save"),
     path("calibration-sets/<uuid:set_id>/label/undo/", views.label_undo, name="label-undo"),
+    path("judge-versions/<uuid:version_id>/calibration/", views.calibration, name="calibration"),
+    path("judge-versions/<uuid:version_id>/trust/", views.trust_approve, name="trust-approve"),
+    path("judge-versions/<uuid:version_id>/trust/revoke/", views.trust_revoke, name="trust-revoke"),
     path("adjudication/", views.adjudication_list, name="adjudication"),
     path("adjudication/decide/", views.adjudication_save, name="adjudication-save"),
 ]

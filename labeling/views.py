@@ -14,6 +14,7 @@ The queue is blind: it never shows a grade, a judge verdict or another reviewer'
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 
 from django.contrib import messages
@@ -22,14 +23,28 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
+from core.errors import DomainError
 from core.http import VIEWER_ROLES, HtmxHttpRequest, role_required
-from core.roles import ENGINEER, LEAD, REVIEWER
-from evals.models import Trial
-from labeling import services
-from labeling.forms import AdjudicationForm, CalibrationItemForm, CalibrationSetBuildForm, LabelForm
+from core.ids import uuid_parse
+from core.roles import ENGINEER, LEAD, REVIEWER, user_has_role
+from evals.models import Suite, Trial
+from judges import trust
+from judges.models import Judge, JudgeVersion
+from labeling import adjudication, services
+from labeling import selectors as calibration_selectors
+from labeling import services as labeling_services
+from labeling.adjudication import human_disagreements
+from labeling.figures import Confusion
+from labeling.forms import (
+    AdjudicationForm,
+    CalibrationItemForm,
+    CalibrationSetBuildForm,
+    LabelForm,
+    TrustApproveForm,
+    TrustRevokeForm,
+)
 from labeling.models import CalibrationSet, Label
-from labeling.selectors_adjudication import human_disagreements
-from labeling.selectors_queue import QueueState, queue_last_labeled_get, queue_state_get
+from labeling.queue import QueueState, queue_last_labeled_get, queue_state_get
 
 LABELER_ROLES = (REVIEWER, LEAD)
 BUILDER_ROLES = (ENGINEER, LEAD)
@@ -362,7 +377,7 @@ def adjudication_save(request: HtmxHttpRequest) -> HttpResponse:
         if trial is None:
             raise Http404("No such trial.")
         try:
-            services.adjudication_record(
+            adjudication.adjudication_record(
                 trial=trial,
                 lead=request.user,
                 verdict=form.cleaned_data["verdict"],
@@ -383,3 +398,136 @@ def adjudication_save(request: HtmxHttpRequest) -> HttpResponse:
     )
     query = f"?set={cset.uuid}" if cset else (f"?suite={suite.uuid}" if suite else "")
     return redirect(reverse("labeling:adjudication") + query)
+
+
+CALIBRATION_ROLES = (ENGINEER, LEAD)
+
+
+def _version_or_404(version_id) -> JudgeVersion:
+    return get_object_or_404(JudgeVersion.objects.select_related("judge"), uuid=version_id)
+
+
+def _scope(request: HtmxHttpRequest) -> tuple[CalibrationSet | None, Suite | None]:
+    set_id, suite_id = request.GET.get("set"), request.GET.get("suite")
+    cset = suite = None
+    if set_id:
+        cset = get_object_or_404(CalibrationSet.objects.select_related("suite", "run"), uuid=set_id)
+    elif suite_id:
+        suite = get_object_or_404(Suite, uuid=suite_id)
+    return cset, suite
+
+
+@require_GET
+@role_required(*CALIBRATION_ROLES)
+def calibration(request: HtmxHttpRequest, version_id) -> HttpResponse:
+    """A judge version's calibration: ``?set=<uuid>`` on a calibration set, ``?suite=<uuid>``
+    over every labeled trial of a suite, neither: over every labeled trial.
+
+    Pointwise judges: ``calibration_compute`` and ``human_agreement`` (the ceiling);
+    pairwise judges: ``pairwise_calibration_compute`` (set scope uses the set's suite).
+    "Mark trusted" is offered on the set and all-trials scopes, which are what
+    ``judge_trust_approve`` records; a suite scope links to the all-trials scope.
+    """
+    version = _version_or_404(version_id)
+    cset, suite = _scope(request)
+    approval = trust.active_approval_get(judge_version=version)
+    context = {
+        "version": version,
+        "cset": cset,
+        "suite": suite,
+        "approval": approval,
+        "is_lead": user_has_role(request.user, LEAD),
+        "history": version.approvals.select_related("approved_by", "revoked_by")[:10],
+        "trusted_siblings": [
+            v for v in version.judge.versions.all() if v.id != version.id and v.is_trusted
+        ],
+        "sets": CalibrationSet.objects.filter(judge_version=version),
+        "revoke_form": TrustRevokeForm(),
+    }
+    # Imported pairwise judges are of kind "recorded": their verdicts say what they are.
+    if version.judge.kind == Judge.Kind.PAIRWISE or version.pairwise_verdicts.exists():
+        context["pairwise"] = calibration_selectors.pairwise_calibration_compute(
+            judge_version=version, suite=suite or (cset.suite if cset else None)
+        )
+        return render(request, "labeling/calibration.html", context)
+    figures = calibration_selectors.calibration_compute(
+        judge_version=version, calibration_set=cset, suite=suite
+    )
+    ceiling = calibration_selectors.human_agreement(calibration_set=cset, suite=suite)
+    context.update(
+        {
+            "cal": figures,
+            "ceiling": ceiling,
+            "approve_form": TrustApproveForm(
+                initial={
+                    "calibration_set": cset.uuid if cset else None,
+                    "n": figures.n,
+                    "n_judge_errors": figures.n_judge_errors,
+                    **dataclasses.asdict(figures.confusion),
+                }
+            ),
+            "can_approve_scope": suite is None,
+        }
+    )
+    return render(request, "labeling/calibration.html", context)
+
+
+def _calibration_url(version: JudgeVersion, cset: CalibrationSet | None) -> str:
+    url = reverse("labeling:calibration", kwargs={"version_id": version.uuid})
+    return f"{url}?set={cset.uuid}" if cset else url
+
+
+@require_POST
+@role_required(LEAD)
+def trust_approve(request: HtmxHttpRequest, version_id) -> HttpResponse:
+    """Mark the version trusted (``judge_trust_approve``) on the scope and figures the lead
+    saw; the service recomputes them and refuses when the thresholds fail or they changed."""
+    version = _version_or_404(version_id)
+    form = TrustApproveForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, "Not approved: the form was incomplete; reload the page.")
+        return redirect(_calibration_url(version, None))
+    data = form.cleaned_data
+    cset = (
+        get_object_or_404(CalibrationSet, uuid=data["calibration_set"])
+        if data["calibration_set"]
+        else None
+    )
+    current = calibration_selectors.calibration_compute(judge_version=version, calibration_set=cset)
+    shown = dataclasses.replace(
+        current,
+        n=data["n"],
+        n_judge_errors=data["n_judge_errors"],
+        confusion=Confusion(**{f.name: data[f.name] for f in dataclasses.fields(Confusion)}),
+    )
+    try:
+        labeling_services.judge_trust_approve(
+            judge_version=version, by=request.user, calibration_set=cset, figures=shown
+        )
+    except labeling_services.LabelingError as exc:
+        messages.error(request, f"Not approved: {exc}.")
+    else:
+        messages.success(request, f"{version} is trusted.")
+    return redirect(_calibration_url(version, cset))
+
+
+@require_POST
+@role_required(LEAD)
+def trust_revoke(request: HtmxHttpRequest, version_id) -> HttpResponse:
+    """Revoke the version's trust (``judges.trust.trust_revoke``); a reason is required."""
+    version = _version_or_404(version_id)
+    form = TrustRevokeForm(request.POST)
+    back = request.POST.get("set") or ""
+    cset = CalibrationSet.objects.filter(uuid=back).first() if uuid_parse(back) else None
+    if not form.is_valid():
+        messages.error(request, "Not revoked: give a reason for revoking trust.")
+        return redirect(_calibration_url(version, cset))
+    try:
+        trust.trust_revoke(
+            judge_version=version, by=request.user, reason=form.cleaned_data["reason"]
+        )
+    except DomainError as exc:
+        messages.error(request, f"Not revoked: {exc}.")
+    else:
+        messages.success(request, f"Trust in {version} revoked.")
+    return redirect(_calibration_url(version, cset))

@@ -7,7 +7,7 @@ import json
 import re
 
 from evals.models import Case, Run, Suite, Trial
-from judges.services import judge_version_create
+from judges.versions import judge_version_create
 
 FENCE_RE = re.compile(r"<<<DATA-([0-9a-f]+)>>>\n(.*?)\n<<<END-\1>>>", re.DOTALL)
 

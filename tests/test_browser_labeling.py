@@ -86,10 +86,10 @@ def test_a_reviewer_labels_30_items_by_keyboard_and_a_lead_trusts_the_judge(
     assert page.console_errors == []
 
     # a reviewer may not approve: the page and the action are refused
-    cal_url = reverse("judges:calibration", kwargs={"version_id": version.uuid})
+    cal_url = reverse("labeling:calibration", kwargs={"version_id": version.uuid})
     response = page.goto(f"{live_server.url}{cal_url}?set={cset.uuid}")
     assert response.status == 403
-    approve_url = reverse("judges:trust-approve", kwargs={"version_id": version.uuid})
+    approve_url = reverse("labeling:trust-approve", kwargs={"version_id": version.uuid})
     csrf = next(c["value"] for c in page.context.cookies() if c["name"] == "csrftoken")
     refused = page.request.post(
         f"{live_server.url}{approve_url}",

@@ -19,9 +19,10 @@ from django.urls import reverse
 from evals.models import Grade
 from interop import exports
 from interop.calibration_export import calibration_table
+from labeling.adjudication import adjudication_record
 from labeling.models import CalibrationSet, Label
 from labeling.selectors import calibration_compute
-from labeling.services import adjudication_record, label_submit
+from labeling.services import label_submit
 from tests.conftest import PASSWORD
 from tests.labeling_builders import calibration_set, judged_run
 from tests.test_api_core import client_for

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from judges import client as judge_client
-from judges.services import judge_grade_trial
+from judges.grading import judge_grade_trial
 from tests.fakellm import TEMPERATURE_MESSAGE, FakeLLM
 from tests.judge_builders import fenced, make_trials, make_version, user_text, verdict_json
 

@@ -10,9 +10,10 @@ import pytest
 
 from evals.models import Grade, Run, Suite, Trial
 from judges import client as judge_client
+from judges.grading import judge_grade_trial
 from judges.models import JudgeVersion, PairwiseVerdict
+from judges.pairwise import runs_pair_judge
 from judges.selectors import judge_cost_get, position_bias_list
-from judges.services import judge_grade_trial, runs_pair_judge
 from tests.conftest import shared_data_file
 from tests.fakellm import FakeLLM
 from tests.import_helpers import PAIR_TEMPLATE, import_bytes, jsonl, record
@@ -38,7 +39,7 @@ def test_a_rubric_judge_with_a_threshold_passes_on_score(waits):
     reply = json.dumps({"reasoning": "close", "score": 0.75})
     with FakeLLM(responder=lambda body: reply) as llm:
         trial = make_trials(["Paris"])[0]
-        from judges.services import judge_version_create
+        from judges.versions import judge_version_create
 
         version, _ = judge_version_create(
             judge_name="scored",

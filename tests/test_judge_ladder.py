@@ -13,7 +13,7 @@ from evals.grading.graders import GraderConfigError, parse_grader_specs
 from evals.models import Case, Grade, Run, Suite
 from evals.report.selectors import run_report
 from evals.runner.start import run_start
-from judges.services import run_chunk_judge
+from judges.grading import run_chunk_judge
 from judges.tasks import run_chunk_judge as run_chunk_judge_task
 from tests.fakellm import FakeLLM
 from tests.judge_builders import make_version, trust, verdict_json

@@ -10,16 +10,11 @@ import pytest
 from evals.models import Grade, Trial
 from evals.report.selectors import run_report
 from judges import client as judge_client
+from judges.grading import judge_grade_trial, judge_grade_trials
 from judges.models import JudgeRun
-from judges.services import (
-    JudgeConfigError,
-    judge_grade_trial,
-    judge_grade_trials,
-    judge_run_cancel,
-    judge_run_start,
-    judge_version_create,
-)
+from judges.runs import judge_run_cancel, judge_run_start
 from judges.tasks import judge_run_execute
+from judges.versions import JudgeConfigError, judge_version_create
 from tests.fakellm import FakeLLM
 from tests.judge_builders import fenced, make_trials, make_version, trust, user_text, verdict_json
 

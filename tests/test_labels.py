@@ -5,15 +5,10 @@ from __future__ import annotations
 import pytest
 from django.core.exceptions import PermissionDenied
 
+from labeling.adjudication import adjudication_record
 from labeling.models import Label, LabelRevision
 from labeling.selectors import human_agreement, label_current_get, reference_labels
-from labeling.services import (
-    LabelingError,
-    StaleLabelError,
-    adjudication_record,
-    label_submit,
-    label_undo,
-)
+from labeling.services import LabelingError, StaleLabelError, label_submit, label_undo
 from tests.calibration_builders import labeled_run
 
 pytestmark = pytest.mark.django_db

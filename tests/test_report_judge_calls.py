@@ -11,7 +11,8 @@ from django.urls import reverse
 from evals.models import Grade
 from evals.report.selectors import run_report
 from judges import client as judge_client
-from judges.services import judge_grade_trial, judge_version_create
+from judges.grading import judge_grade_trial
+from judges.versions import judge_version_create
 from tests.fakellm import FakeLLM
 from tests.judge_builders import make_trials, make_version, verdict_json
 

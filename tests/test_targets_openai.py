@@ -335,7 +335,7 @@ def test_it_never_sends_a_variable_that_is_not_an_api_key(name):
 
 @pytest.mark.django_db
 def test_a_judge_version_refuses_a_variable_that_is_not_an_api_key():
-    from judges.services import JudgeConfigError, judge_version_create
+    from judges.versions import JudgeConfigError, judge_version_create
 
     with pytest.raises(JudgeConfigError, match=r"params\.api_key_env: 'SECRET_KEY' is not"):
         judge_version_create(

@@ -6,13 +6,13 @@ import pytest
 from django.core.exceptions import PermissionDenied
 from django.test import override_settings
 
+from core.errors import DomainError
 from judges.models import JudgeApproval, JudgeVersion
-from labeling.selectors import calibration_compute, corrected_pass_rate_for_run
+from judges.trust import corrected_pass_rate_for_run, trust_revoke
+from labeling.selectors import calibration_compute
 from labeling.services import (
-    LabelingError,
     TrustRefusedError,
     judge_trust_approve,
-    judge_trust_revoke,
     label_submit,
 )
 from tests.calibration_builders import good_judge_run, labeled_run
@@ -97,7 +97,7 @@ def test_it_never_passes_trust_to_a_new_version(alice):
 def test_it_lets_a_lead_revoke_trust_with_a_reason(alice):
     _, version, _ = good_judge_run()
     judge_trust_approve(judge_version=version, by=alice)
-    approval = judge_trust_revoke(judge_version=version, by=alice, reason="drifted on v2 data")
+    approval = trust_revoke(judge_version=version, by=alice, reason="drifted on v2 data")
     version.refresh_from_db()
     assert not JudgeVersion.objects.get(pk=version.pk).is_trusted
     assert (approval.revoked_by, approval.revoke_reason) == (alice, "drifted on v2 data")
@@ -109,8 +109,8 @@ def test_it_lets_a_lead_revoke_trust_with_a_reason(alice):
 def test_it_refuses_a_revocation_without_a_reason(alice):
     _, version, _ = good_judge_run()
     judge_trust_approve(judge_version=version, by=alice)
-    with pytest.raises(LabelingError, match="needs a reason"):
-        judge_trust_revoke(judge_version=version, by=alice, reason=" ")
+    with pytest.raises(DomainError, match="needs a reason"):
+        trust_revoke(judge_version=version, by=alice, reason=" ")
 
 
 @pytest.mark.parametrize("who", ["bob", "carol", "mallory"])
@@ -118,7 +118,7 @@ def test_it_refuses_revocation_by_anyone_but_a_lead(who, request, alice):
     _, version, _ = good_judge_run()
     judge_trust_approve(judge_version=version, by=alice)
     with pytest.raises(PermissionDenied):
-        judge_trust_revoke(judge_version=version, by=request.getfixturevalue(who), reason="x")
+        trust_revoke(judge_version=version, by=request.getfixturevalue(who), reason="x")
     version.refresh_from_db()
     assert JudgeVersion.objects.get(pk=version.pk).is_trusted
 

@@ -142,7 +142,7 @@ def test_it_scopes_the_page_to_a_suite(client, disputed, alice):
 
 def test_the_calibration_page_links_the_lead_to_adjudication(client, disputed, alice, carol):
     cset, version, _ = disputed
-    url = reverse("judges:calibration", kwargs={"version_id": version.uuid}) + f"?set={cset.uuid}"
+    url = reverse("labeling:calibration", kwargs={"version_id": version.uuid}) + f"?set={cset.uuid}"
     login(client, alice)
     html = client.get(url).content.decode()
     assert f'href="{page_url(cset)}"' in html and "Adjudicate the 2 disagreements" in html

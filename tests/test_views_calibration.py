@@ -38,14 +38,14 @@ def calibrated(db, bob):
 
 
 def calibration_url(version, cset=None) -> str:
-    url = reverse("judges:calibration", kwargs={"version_id": version.uuid})
+    url = reverse("labeling:calibration", kwargs={"version_id": version.uuid})
     return f"{url}?set={cset.uuid}" if cset else url
 
 
 def approve(client, version, cset, page_figures):
     c = page_figures.confusion
     return client.post(
-        reverse("judges:trust-approve", kwargs={"version_id": version.uuid}),
+        reverse("labeling:trust-approve", kwargs={"version_id": version.uuid}),
         {
             "calibration_set": str(cset.uuid) if cset else "",
             "n": page_figures.n,
@@ -198,7 +198,7 @@ def test_revoking_trust_needs_a_reason(client, calibrated, alice):
     cset, version, _ = calibrated
     login(client, alice)
     approve(client, version, cset, calibration_compute(judge_version=version, calibration_set=cset))
-    url = reverse("judges:trust-revoke", kwargs={"version_id": version.uuid})
+    url = reverse("labeling:trust-revoke", kwargs={"version_id": version.uuid})
     html = client.post(url, {"reason": "  ", "set": str(cset.uuid)}, follow=True).content.decode()
     assert "Not revoked: give a reason for revoking trust." in html
     version.refresh_from_db()
@@ -216,7 +216,7 @@ def test_revoking_trust_needs_a_reason(client, calibrated, alice):
 def test_a_reviewer_cannot_revoke(client, calibrated, bob):
     cset, version, _ = calibrated
     login(client, bob)
-    url = reverse("judges:trust-revoke", kwargs={"version_id": version.uuid})
+    url = reverse("labeling:trust-revoke", kwargs={"version_id": version.uuid})
     assert client.post(url, {"reason": "no"}).status_code == 403
 
 
@@ -241,7 +241,7 @@ def test_a_new_version_is_not_trusted_and_offers_calibration(client, calibrated,
 def test_the_suite_scope_shows_figures_but_approves_elsewhere(client, calibrated, alice):
     cset, version, _ = calibrated
     login(client, alice)
-    url = reverse("judges:calibration", kwargs={"version_id": version.uuid})
+    url = reverse("labeling:calibration", kwargs={"version_id": version.uuid})
     html = client.get(f"{url}?suite={cset.suite.uuid}").content.decode()
     assert '<dd id="fig-n">40</dd>' in html
     assert 'id="mark-trusted"' not in html

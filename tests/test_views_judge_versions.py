@@ -10,8 +10,8 @@ from django.urls import reverse
 
 from evals.models import Grade
 from judges import client as judge_client
+from judges.grading import judge_grade_trial
 from judges.models import JudgeRun, JudgeVersion
-from judges.services import judge_grade_trial
 from tests.conftest import PASSWORD
 from tests.fakellm import FakeLLM
 from tests.judge_builders import make_trials, make_version, verdict_json

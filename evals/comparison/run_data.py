@@ -307,7 +307,9 @@ def run_data_get(*, run: Any) -> RunData:
     judges = (
         {
             jv.id: (judge_version_label(jv.judge.name, jv.number), jv.judge.name, jv.is_trusted)
-            for jv in JudgeVersion.objects.with_trust().filter(id__in=jv_ids).select_related("judge")
+            for jv in JudgeVersion.objects.with_trust()
+            .filter(id__in=jv_ids)
+            .select_related("judge")
         }
         if jv_ids
         else {}

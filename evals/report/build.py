@@ -41,7 +41,7 @@ from evals.report.figures import (
     case_wilson,
     figures_for,
 )
-from labeling.figures import corrected_pass_rate_from_approval
+from judges.trust import corrected_pass_rate_from_approval
 
 OVERALL = "overall"
 

@@ -8,7 +8,7 @@ from functools import lru_cache
 import numpy as np
 
 from evals.grading.verdict import CaseTally
-from labeling.figures import CorrectedPassRate
+from judges.trust import CorrectedPassRate
 from stats import pass_at_k, pass_hat_k, wilson_interval
 from stats.intervals import ClusteredMean, clustered_mean_of_rates
 

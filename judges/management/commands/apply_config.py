@@ -40,7 +40,7 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 
 from evals.presets import PresetConfigError, grader_set_preset_apply, target_preset_apply
-from judges.services import JudgeConfigError, judge_version_create
+from judges.versions import JudgeConfigError, judge_version_create
 
 FIELDS = {
     "name",

@@ -15,7 +15,8 @@ from django.core.management.base import BaseCommand, CommandError
 
 from evals.management.commands.run_report import run_lookup
 from judges.models import JudgeRun, JudgeVersion
-from judges.services import JudgeConfigError, judge_run_start
+from judges.runs import judge_run_start
+from judges.versions import JudgeConfigError
 
 
 class Command(BaseCommand):

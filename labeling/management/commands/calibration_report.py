@@ -8,12 +8,9 @@ import json
 from django.core.management.base import BaseCommand, CommandError
 
 from evals.models import Suite
+from judges.trust import active_approval_get
 from labeling.figures import Calibration
-from labeling.selectors import (
-    active_approval_get,
-    calibration_compute,
-    calibration_judge_versions,
-)
+from labeling.selectors import calibration_compute, calibration_judge_versions
 
 
 def _num(value: float | None, reason: str = "") -> str:

@@ -10,8 +10,12 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass
 
+from django.db import transaction
+
+from core.roles import LEAD, role_require
 from evals.models import Trial
 from labeling.models import Adjudication, CalibrationSet, Label
+from labeling.services import LabelingError, verdict_check
 
 
 @dataclass(frozen=True)
@@ -91,3 +95,16 @@ def human_disagreements(
     ]
     out.sort(key=lambda d: (d.decision is not None, d.trial.case.key, d.trial.attempt, d.trial.id))
     return out
+
+
+@transaction.atomic
+def adjudication_record(*, trial: Trial, lead, verdict: str, reason: str) -> Adjudication:
+    """Record a lead's decision on a trial; the newest decision is the trial's reference
+    label. Raises PermissionDenied (not a lead), LabelingError (bad verdict, empty reason)."""
+    role_require(lead, LEAD, action="adjudicating")
+    verdict_check(verdict)
+    if not (reason or "").strip():
+        raise LabelingError("reason: an adjudication needs a reason")
+    return Adjudication.objects.create(
+        trial=trial, decided_by=lead, verdict=verdict, reason=reason.strip()
+    )

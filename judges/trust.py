@@ -1,0 +1,174 @@
+"""A judge version's trust state: the lead's approval record, granted and revoked here,
+and what trust changes downstream (the Rogan–Gladen corrected pass rate of its verdicts).
+
+Trust is stored once: a version is trusted while it has an active (unrevoked)
+``JudgeApproval``. Labeling decides whether the calibration figures allow trust
+(``labeling.services.judge_trust_approve``) and then calls ``trust_grant``; judges never
+imports labeling.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from core.errors import DomainError
+from core.roles import LEAD, role_require
+from evals.models import Grade, Run
+from judges.models import JudgeApproval, JudgeVersion
+
+
+@dataclass(frozen=True)
+class CorrectedPassRate:
+    """A run's raw judge pass rate and its Rogan–Gladen correction (see
+    ``stats.correction``); ``corrected`` None with ``reason`` when undefined."""
+
+    judge_version_id: int
+    approval_id: int | None
+    observed: float | None
+    observed_numerator: int
+    observed_denominator: int
+    corrected: float | None
+    ci_low: float | None
+    ci_high: float | None
+    tpr: float | None
+    tnr: float | None
+    reason: str = ""
+
+
+def corrected_pass_rate_from_approval(
+    *,
+    judge_version_id: int,
+    approval_id: int | None,
+    approval_figures: dict | None,
+    passed: int,
+    graded: int,
+) -> CorrectedPassRate:
+    """The Rogan–Gladen correction of ``passed`` of ``graded`` ok judge verdicts (errored
+    verdicts already left out), using tpr = TP / (TP + FN) and tnr = TN / (TN + FP) from the
+    confusion matrix in ``approval_figures`` (``JudgeApproval.figures``, the figures the lead
+    approved on; None = no active approval). Formula and interval: ``stats.correction``;
+    the interval's sample sizes are ``graded`` and the approval's human passes and fails.
+    Undefined results are None with a reason (untrusted, no verdicts, no human class)."""
+    from stats.correction import corrected_pass_rate
+
+    observed = passed / graded if graded else None
+
+    def result(**kw) -> CorrectedPassRate:
+        base = {"corrected": None, "ci_low": None, "ci_high": None, "tpr": None, "tnr": None}
+        base.update(kw)
+        return CorrectedPassRate(
+            judge_version_id=judge_version_id,
+            approval_id=approval_id,
+            observed=observed,
+            observed_numerator=passed,
+            observed_denominator=graded,
+            **base,
+        )
+
+    if approval_figures is None:
+        return result(reason="the judge version is not trusted")
+    c = approval_figures.get("confusion") or {}
+    tp, fn = c.get("judge_pass_human_pass", 0), c.get("judge_fail_human_pass", 0)
+    tn, fp = c.get("judge_fail_human_fail", 0), c.get("judge_pass_human_fail", 0)
+    if not (tp + fn) or not (tn + fp):
+        return result(reason="the approval's figures lack human passes or fails")
+    tpr, tnr = tp / (tp + fn), tn / (tn + fp)
+    if observed is None:
+        return result(tpr=tpr, tnr=tnr, reason="no judge verdicts on this run")
+    est = corrected_pass_rate(observed, tpr, tnr, n_observed=graded, n_pass=tp + fn, n_fail=tn + fp)
+    return result(
+        corrected=est.estimate,
+        ci_low=est.ci_low,
+        ci_high=est.ci_high,
+        tpr=tpr,
+        tnr=tnr,
+        reason=est.reason,
+    )
+
+
+def active_approval_get(*, judge_version: JudgeVersion) -> JudgeApproval | None:
+    """The judge version's unrevoked approval, or None (untrusted)."""
+    return (
+        JudgeApproval.objects.filter(judge_version=judge_version, revoked_at__isnull=True)
+        .select_related("approved_by", "calibration_set")
+        .first()
+    )
+
+
+def corrected_pass_rate_for_run(*, run: Run, judge_version: JudgeVersion) -> CorrectedPassRate:
+    """Raw and Rogan–Gladen-corrected pass rate of ``judge_version``'s grades on ``run``.
+
+    Observed = ok judge grades passed / ok judge grades (errored grades left out). tpr and
+    tnr come from the confusion matrix stored in the judge's active approval (the figures
+    the lead approved on); without an active approval ``corrected`` is None with reason
+    "the judge version is not trusted". For the run report's trusted-judge graders.
+    """
+    ok = Grade.objects.filter(trial__run=run, judge_version=judge_version, status=Grade.Status.OK)
+    approval = active_approval_get(judge_version=judge_version)
+    return corrected_pass_rate_from_approval(
+        judge_version_id=judge_version.id,
+        approval_id=approval.id if approval else None,
+        approval_figures=approval.figures if approval else None,
+        passed=ok.filter(passed=True).count(),
+        graded=ok.count(),
+    )
+
+
+@transaction.atomic
+def trust_grant(
+    *, judge_version: JudgeVersion, by, figures: dict, calibration_set_id: int | None = None
+) -> JudgeApproval:
+    """Record a lead's approval of ``judge_version`` on ``figures`` (the calibration figures
+    as JSON, ``labeling.figures.Calibration.as_json()``), optionally on a calibration set.
+
+    Compare-and-set on the version's one active approval (a unique constraint): a second
+    grant, concurrent or not, is refused. Raises PermissionDenied for anyone but a lead and
+    ``DomainError`` (code "conflict", field "judge_version") when the version is already
+    trusted. Whether the figures allow trust is the caller's rule, not this function's.
+    """
+    role_require(by, LEAD, action="approving a judge")
+    JudgeVersion.objects.select_for_update().filter(pk=judge_version.pk).exists()
+    if JudgeApproval.objects.filter(judge_version=judge_version, revoked_at__isnull=True).exists():
+        raise DomainError(
+            f"{judge_version} is already trusted", field="judge_version", code="conflict"
+        )
+    try:
+        with transaction.atomic():
+            approval = JudgeApproval.objects.create(
+                judge_version=judge_version,
+                calibration_set_id=calibration_set_id,
+                approved_by=by,
+                approved_at=timezone.now(),
+                figures=figures,
+            )
+    except IntegrityError as exc:  # a concurrent grant won the unique active approval
+        raise DomainError(
+            f"{judge_version} is already trusted", field="judge_version", code="conflict"
+        ) from exc
+    judge_version.trusted = True
+    return approval
+
+
+@transaction.atomic
+def trust_revoke(*, judge_version: JudgeVersion, by, reason: str) -> JudgeApproval:
+    """Revoke ``judge_version``'s active approval (leads only; a reason is required); the
+    approval row keeps who, when and why. Raises PermissionDenied, ``DomainError`` (field
+    "reason": no reason; field "judge_version": not trusted)."""
+    role_require(by, LEAD, action="revoking trust")
+    if not (reason or "").strip():
+        raise DomainError("revoking trust needs a reason", field="reason")
+    approval = (
+        JudgeApproval.objects.select_for_update()
+        .filter(judge_version=judge_version, revoked_at__isnull=True)
+        .first()
+    )
+    if approval is None:
+        raise DomainError(f"{judge_version} is not trusted", field="judge_version")
+    approval.revoked_at, approval.revoked_by = timezone.now(), by
+    approval.revoke_reason = reason.strip()
+    approval.save(update_fields=["revoked_at", "revoked_by", "revoke_reason"])
+    judge_version.trusted = False
+    return approval

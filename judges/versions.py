@@ -1,0 +1,98 @@
+"""TODO docstring (judges.versions)."""
+
+from __future__ import annotations
+
+from django.db import IntegrityError, transaction
+
+from judges import kinds
+from judges.models import Judge, JudgeVersion, judge_version_hash
+from judges.prompts import PromptTemplateError
+
+
+class JudgeConfigError(ValueError):
+    """A judge version definition is invalid; the message names the field."""
+
+
+def judge_version_create(
+    *,
+    judge_name: str,
+    kind: str,
+    model: str,
+    base_url: str,
+    prompt_template: str,
+    params: dict,
+    output_schema: dict,
+    threshold: float | None = None,
+) -> tuple[JudgeVersion, bool]:
+    """The judge version with this content, created when new: ``(version, created)``.
+
+    An empty ``prompt_template`` / ``output_schema`` takes the kind's default (so the stored
+    version records the exact prompt template it renders). Raises ``JudgeConfigError``
+    naming the field (unknown kind, a judge of that name with another kind, a placeholder
+    the kind does not offer, non-object params).
+    """
+    if kind not in Judge.Kind.values or kind == Judge.Kind.RECORDED:
+        raise JudgeConfigError(f"kind: unknown or not callable kind {kind!r}")
+    if not judge_name.strip():
+        raise JudgeConfigError("judge_name: required")
+    if not model.strip():
+        raise JudgeConfigError("model: required")
+    if not base_url.startswith(("http://", "https://")):
+        raise JudgeConfigError("base_url: must start with http:// or https://")
+    if not isinstance(params, dict):
+        raise JudgeConfigError("params: expected an object")
+    if "api_key_env" in params:
+        from evals.runner.targets.openai import api_key_env_problem
+
+        problem = api_key_env_problem(params["api_key_env"])
+        if problem:
+            raise JudgeConfigError(f"params.api_key_env: {problem}")
+    if params.get("reply_format", "json") not in ("json", "line"):
+        raise JudgeConfigError("params.reply_format: expected 'json' or 'line'")
+    if not isinstance(output_schema, dict):
+        raise JudgeConfigError("output_schema: expected an object")
+    template = prompt_template or kinds.DEFAULT_TEMPLATES[kind]
+    try:
+        kinds.template_check(kind, template)
+    except PromptTemplateError as exc:
+        raise JudgeConfigError(str(exc)) from exc
+    if not output_schema and kind not in (kinds.FAITHFULNESS_CLAIMS, kinds.CONTEXT_RELEVANCE):
+        output_schema = kinds.default_schema(kind, threshold=threshold)
+    base_url = base_url.rstrip("/")
+    digest = judge_version_hash(
+        model=model,
+        protocol="",
+        prompt_template=template,
+        params=params,
+        output_schema=output_schema,
+        threshold=threshold,
+        base_url=base_url,
+    )
+    for _ in range(3):  # a concurrent creator may win the unique number; read it back
+        with transaction.atomic():
+            judge, _created = Judge.objects.get_or_create(name=judge_name, defaults={"kind": kind})
+            if judge.kind != kind:
+                raise JudgeConfigError(
+                    f"kind: judge {judge_name!r} is a {judge.kind} judge, not {kind}"
+                )
+            judge = Judge.objects.select_for_update().get(pk=judge.pk)
+            existing = judge.versions.filter(content_hash=digest).first()
+            if existing:
+                return existing, False
+            last = judge.versions.order_by("-number").values_list("number", flat=True).first()
+            try:
+                with transaction.atomic():
+                    version = JudgeVersion.objects.create(
+                        judge=judge,
+                        number=(last or 0) + 1,
+                        base_url=base_url,
+                        model=model,
+                        prompt_template=template,
+                        params=params,
+                        output_schema=output_schema,
+                        threshold=threshold,
+                    )
+                return version, True
+            except IntegrityError:
+                continue
+    raise JudgeConfigError("judge_name: could not create a version (concurrent writers)")
