@@ -23,6 +23,8 @@ test: install
 
 lint: install
 	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/lint-imports
 
 bench: install
 	for script in bench/bench_*.py; do echo "== $$script"; DEBUG=false SECRET_KEY=bench-only $(BIN)/python $$script || exit 1; done

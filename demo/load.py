@@ -7,13 +7,14 @@ from django.db import transaction
 
 from core.roles import ROLES
 from demo.data import SUITES
+from evals.cases import case_upsert
 from evals.models import Suite
 
 
 @transaction.atomic
 def demo_suites_load() -> list[Suite]:
     """Creates or updates the demo suites; unchanged cases are reused (content hash)."""
-    from evals.cases import case_upsert
+    # hoisted
 
     suites = []
     for spec in SUITES:

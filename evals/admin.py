@@ -6,6 +6,7 @@ display (``list_select_related``). Full outputs are not loaded in change lists.
 
 from django.contrib import admin
 
+from evals.cases import case_upsert
 from evals.models import (
     Baseline,
     Case,
@@ -65,7 +66,7 @@ class CaseAdmin(admin.ModelAdmin):
         stored = Case.objects.filter(pk=obj.pk).values_list("content_hash", flat=True).first()
         edited = content_hash(input=obj.input, expected=obj.expected, context=obj.context)
         if change and obj.retired_at is None and stored != edited:
-            from evals.cases import case_upsert
+            # hoisted
 
             new = case_upsert(
                 suite=obj.suite,

@@ -15,8 +15,6 @@ def baseline_set(*, suite: Suite, run: Run, by=None, note: str = "") -> Baseline
     """
     if run.suite_id != suite.id:
         raise ValueError(f"run: {run.name!r} belongs to another suite, not {suite.name!r}")
-    from evals.baselines import baseline_refusal
-
     refusal = baseline_refusal(run=run)
     if refusal:
         raise ValueError(refusal)
@@ -56,8 +54,6 @@ def run_baseline_context(*, run: Run) -> dict:
     current ``Baseline`` or None), ``other_runs`` (the suite's other runs, newest first, at most
     ``HISTORY_RUNS``: id, uuid, name, created_at only) to compare with, and
     ``baseline_refusal`` (why this run cannot be a baseline, or None). Up to three queries."""
-    from evals.baselines import baseline_current
-
     baseline = baseline_current(suite=run.suite)
     other_runs = list(
         Run.objects.filter(suite_id=run.suite_id)

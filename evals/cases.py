@@ -12,7 +12,7 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from evals.models import Case, Suite, content_hash
+from evals.models import Case, Graduation, Suite, content_hash
 
 
 @dataclass(frozen=True)
@@ -111,9 +111,6 @@ def case_graduate(*, case: Case, into_suite: Suite, by=None, evidence: dict | No
     ``into_suite`` is not a regression suite, or when ``into_suite`` already has an active
     case with this key and different content (graduating must never replace it).
     """
-    from evals.cases import case_upsert
-    from evals.models import Graduation
-
     if case.suite.kind != Suite.Kind.CAPABILITY:
         raise GraduationError(f"case: {case.key!r} is not in a capability suite")
     if case.retired_at is not None:

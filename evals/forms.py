@@ -8,6 +8,7 @@ from typing import Any
 from django import forms
 from django.urls import reverse_lazy
 
+from evals.grading.graders import GraderConfigError, parse_grader_specs
 from evals.models import GraderSetPreset, Run, Suite, TargetPreset
 from evals.runner.start import MAX_TRIALS_PER_CASE
 
@@ -127,7 +128,7 @@ class RunStartForm(forms.Form):
         )
 
     def clean_graders(self) -> list[dict]:
-        from evals.grading.graders import GraderConfigError, parse_grader_specs
+        # hoisted
 
         raw = _json_field_value(self.cleaned_data["graders"], field="graders", expected=list)
         try:

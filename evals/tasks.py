@@ -1,6 +1,12 @@
-"""Celery tasks for runs: thin wrappers that take ids and call one service."""
+"""Celery tasks for runs: thin wrappers that take ids and call one service.
+
+Each task imports its service when it runs: the services enqueue these tasks, so a
+top-level import would be a cycle.
+"""
 
 from __future__ import annotations
+
+from dataclasses import asdict
 
 from celery import shared_task
 
@@ -8,7 +14,7 @@ from celery import shared_task
 @shared_task(acks_late=True, reject_on_worker_lost=True)
 def run_chunk_execute(run_id: int, trial_ids: list[int]) -> None:
     """Execute one chunk of a run's trials; idempotent, safe under redelivery."""
-    from evals.runner.execute import trial_chunk_execute
+    from evals.runner.execute import trial_chunk_execute  # noqa: PLC0415 - see module doc
 
     trial_chunk_execute(run_id=run_id, trial_ids=list(trial_ids))
 
@@ -17,8 +23,6 @@ def run_chunk_execute(run_id: int, trial_ids: list[int]) -> None:
 def runs_sweep() -> dict:
     """Take back trials whose lease expired and stalled judge rungs (``evals.sweeper``); run
     by Celery beat every ``ASSAY["SWEEP_SECONDS"]``. Returns the counts."""
-    from dataclasses import asdict
-
-    from evals.runner.sweeper import runs_sweep as sweep
+    from evals.runner.sweeper import runs_sweep as sweep  # noqa: PLC0415 - see module doc
 
     return asdict(sweep())

@@ -40,7 +40,9 @@ from django.http import HttpResponse
 from rest_framework import serializers
 
 from core.api.downloads import attachment, download_format
+from evals.comparison.compute import comparison_get
 from evals.models import Grade, Run, Trial
+from labeling.models import Label
 
 FORMATS = ("csv", "parquet")
 CONTENT_TYPES = {"csv": "text/csv; charset=utf-8", "parquet": "application/vnd.apache.parquet"}
@@ -155,7 +157,7 @@ def labels_table(*, run: Run, zone: tzinfo = UTC) -> ExportTable:
     """One row per label on a trial of ``run``: trial (UUID), case_id, attempt, reviewer
     (username, or the imported reviewer name), verdict (pass/fail), critique, source,
     created_at (in ``zone``). One query."""
-    from labeling.models import Label
+    # hoisted
 
     labels = (
         Label.objects.filter(trial__run=run)
@@ -193,7 +195,7 @@ def comparison_table(*, base: Run, head: Run, alpha: float = 0.05) -> ExportTabl
     (section ``shared``: base x/N, head y/N, rates in [0, 1], delta = head − base, change
     class, errored trials per side), then one per ``added``, ``removed`` and ``changed``
     case (counts empty). Queries: those of ``comparison_get``, independent of the rows."""
-    from evals.comparison.compute import comparison_get
+    # hoisted
 
     cmp = comparison_get(base=base, head=head, alpha=alpha)
     columns = [

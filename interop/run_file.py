@@ -34,7 +34,7 @@ from evals.cases import CaseSpec, cases_upsert
 from evals.comparison.run_data import RUN_FILE_FORMAT
 from evals.models import Case, Grade, Run, Suite, Trial, content_hash
 from interop.importers.reader import TIME_RANGE, time_check
-from judges.models import Judge, JudgeVersion
+from judges.models import Judge, JudgeVersion, judge_version_hash
 
 BATCH = 1000
 
@@ -209,7 +209,7 @@ def _judge_versions(data: dict) -> dict[str, JudgeVersion]:
             output_schema=spec.get("output_schema") or {},
             threshold=spec.get("threshold"),
         )
-        from judges.models import judge_version_hash
+        # hoisted
 
         digest = judge_version_hash(
             model=candidate.model,

@@ -18,6 +18,8 @@ from core.roles import ENGINEER, LEAD
 from evals.models import Run
 from interop import exports
 from interop.calibration_export import calibration_table
+from interop.importers import ResultsImportError, results_import
+from interop.importers.forms import ImportUploadForm
 from judges.models import JudgeVersion
 from labeling.models import CalibrationSet
 
@@ -78,8 +80,8 @@ def comparison_export(request: HttpRequest, head_id, base_id) -> HttpResponse:
 def import_upload(request: HttpRequest) -> HttpResponse:
     """Import an uploaded results file (engineers and leads). POST runs ``results_import`` on
     the uploaded temporary file and redirects to the new run, or re-renders with the error."""
-    from interop.importers import ResultsImportError, results_import
-    from interop.importers.forms import ImportUploadForm
+    # hoisted
+    # hoisted
 
     error = ""
     if request.method == "POST":

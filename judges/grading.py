@@ -21,7 +21,9 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
+from evals.grading.graders import parse_grader_specs
 from evals.models import Case, Grade, Run, Trial
+from evals.runner.finalize import run_finalize
 from evals.runner.pricing import Price, cost_breakdown, price_lookup
 from judges import kinds
 from judges.client import JudgeClient, JudgeReply
@@ -317,8 +319,8 @@ def run_chunk_judge(*, run_id: int, trial_ids: list[int], sleep: Sleep | None = 
     Raises ``GraderConfigError`` if the stored grader set no longer parses (a deleted
     judge version cannot happen: grades protect it, and run_start checked it).
     """
-    from evals.grading.graders import parse_grader_specs
-    from evals.runner.finalize import run_finalize
+    # hoisted
+    # hoisted
 
     run = Run.objects.filter(id=run_id).first()
     if run is None or run.status == Run.Status.CANCELLED:

@@ -25,7 +25,14 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from judges.prompts import JudgePrompt, PromptTemplateError, fence, nonce_new, prompt_render
+from judges.prompts import (
+    JudgePrompt,
+    PromptTemplateError,
+    fence,
+    nonce_new,
+    prompt_render,
+    template_fields,
+)
 
 RUBRIC, PAIRWISE, FAITHFULNESS = "rubric", "pairwise", "faithfulness"
 FAITHFULNESS_CLAIMS, CONTEXT_RELEVANCE, RECORDED = (
@@ -123,7 +130,7 @@ def default_schema(
 def template_check(kind: str, template: str) -> None:
     """Raise ``PromptTemplateError`` when ``template`` uses a placeholder ``kind`` does not
     offer (for faithfulness kinds this refuses ``{input}``: the question never leaks in)."""
-    from judges.prompts import template_fields
+    # hoisted
 
     allowed = KIND_FIELDS.get(kind)
     if allowed is None:

@@ -17,6 +17,7 @@ from django.utils import timezone
 from judges import kinds
 from judges.grading import JudgeCall, Sleep, calls_run, verdict_read
 from judges.models import JudgeVersion, ProbeRun
+from judges.tasks import probe_run_execute as task
 from judges.versions import JudgeConfigError
 
 
@@ -153,7 +154,7 @@ def probes_supported(*, judge_version: JudgeVersion) -> bool:
 def probe_run_start(*, judge_version: JudgeVersion, by=None) -> ProbeRun:
     """Queue a probe run of ``judge_version``; the task runs after commit. Raises
     ``JudgeConfigError`` naming the reason when the version cannot be probed."""
-    from judges.tasks import probe_run_execute as task
+    # hoisted
 
     if not judge_version.base_url:
         raise JudgeConfigError(f"{judge_version}: recorded verdicts have no endpoint to probe")

@@ -8,6 +8,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from evals.models import Grade, Run, Trial
+from judges import tasks
 from judges.grading import Sleep, judge_grade_trials
 from judges.models import Judge, JudgeRun, JudgeVersion
 from judges.versions import JudgeConfigError
@@ -28,7 +29,7 @@ def judge_run_start(
     ``JUDGE_RUN_CHUNK`` trials. Raises ``JudgeConfigError`` naming the field for a bad
     sample size, or for a pairwise or recorded judge version (they do not grade single
     trials: refused here, before a task could fail on it)."""
-    from judges.tasks import judge_run_execute
+    # hoisted
 
     if judge_version.judge.kind in (Judge.Kind.PAIRWISE, Judge.Kind.RECORDED):
         raise JudgeConfigError(
@@ -56,7 +57,7 @@ def judge_run_start(
         chunks = [ids[i : i + JUDGE_RUN_CHUNK] for i in range(0, len(ids), JUDGE_RUN_CHUNK)]
         for chunk in chunks or [[]]:
             transaction.on_commit(
-                lambda c=chunk: judge_run_execute.delay(run.id, judge_version.id, c)
+                lambda c=chunk: tasks.judge_run_execute.delay(run.id, judge_version.id, c)
             )
     return judge_run
 

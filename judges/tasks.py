@@ -1,4 +1,8 @@
-"""Celery tasks of the judges app: thin, they take ids and call one service."""
+"""Celery tasks of the judges app: thin, they take ids and call one service.
+
+Each task imports its service when it runs: the services enqueue these tasks, so a
+top-level import would be a cycle.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +13,7 @@ from celery import shared_task
 def judge_run_execute(run_id: int, judge_version_id: int, trial_ids: list[int]) -> None:
     """Grade one chunk of a judge run; idempotent per (trial, judge version), safe under
     redelivery."""
-    from judges.runs import judge_run_execute as execute
+    from judges.runs import judge_run_execute as execute  # noqa: PLC0415 - see module doc
 
     execute(run_id=run_id, judge_version_id=judge_version_id, trial_ids=trial_ids)
 
@@ -18,7 +22,7 @@ def judge_run_execute(run_id: int, judge_version_id: int, trial_ids: list[int]) 
 def run_chunk_judge(run_id: int, trial_ids: list[int]) -> None:
     """The judge rung of one chunk of a run, then finalize the run; idempotent per (trial,
     grader), safe under redelivery."""
-    from judges.grading import run_chunk_judge as judge
+    from judges.grading import run_chunk_judge as judge  # noqa: PLC0415 - see module doc
 
     judge(run_id=run_id, trial_ids=trial_ids)
 
@@ -26,6 +30,6 @@ def run_chunk_judge(run_id: int, trial_ids: list[int]) -> None:
 @shared_task(acks_late=True, reject_on_worker_lost=True)
 def probe_run_execute(probe_run_id: int) -> None:
     """Run the injection probe set of one queued probe run; a finished one is left as is."""
-    from judges.probes import probe_run_execute as execute
+    from judges.probes import probe_run_execute as execute  # noqa: PLC0415 - see module doc
 
     execute(probe_run_id=probe_run_id)

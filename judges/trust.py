@@ -18,6 +18,7 @@ from core.errors import DomainError
 from core.roles import LEAD, role_require
 from evals.models import Grade, Run
 from judges.models import JudgeApproval, JudgeVersion
+from stats.correction import corrected_pass_rate
 
 
 @dataclass(frozen=True)
@@ -52,7 +53,7 @@ def corrected_pass_rate_from_approval(
     approved on; None = no active approval). Formula and interval: ``stats.correction``;
     the interval's sample sizes are ``graded`` and the approval's human passes and fails.
     Undefined results are None with a reason (untrusted, no verdicts, no human class)."""
-    from stats.correction import corrected_pass_rate
+    # hoisted
 
     observed = passed / graded if graded else None
 

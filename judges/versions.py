@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from django.db import IntegrityError, transaction
 
+from evals.runner.targets.openai import api_key_env_problem
 from judges import kinds
 from judges.models import Judge, JudgeVersion, judge_version_hash
 from judges.prompts import PromptTemplateError
@@ -42,7 +43,7 @@ def judge_version_create(
     if not isinstance(params, dict):
         raise JudgeConfigError("params: expected an object")
     if "api_key_env" in params:
-        from evals.runner.targets.openai import api_key_env_problem
+        # hoisted
 
         problem = api_key_env_problem(params["api_key_env"])
         if problem:

@@ -10,6 +10,8 @@ label blind, so they never see judge verdicts), outsiders 403.
 
 from __future__ import annotations
 
+import uuid
+
 from django.contrib import messages
 from django.http import HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
@@ -169,7 +171,7 @@ def probe_run_start(request: HtmxHttpRequest, version_id) -> HttpResponse:
 
 
 def _is_uuid(raw: str) -> bool:
-    import uuid
+    # hoisted
 
     try:
         uuid.UUID(raw)

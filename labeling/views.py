@@ -18,6 +18,7 @@ import dataclasses
 import uuid
 
 from django.contrib import messages
+from django.db.models import Count
 from django.http import Http404, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
@@ -100,7 +101,7 @@ def calibration_set_new(request: HtmxHttpRequest) -> HttpResponse:
 @role_required(*VIEWER_ROLES)
 def calibration_set_detail(request: HtmxHttpRequest, set_id) -> HttpResponse:
     """A set's trials in queue order with how many reviewers labeled each (no verdicts)."""
-    from django.db.models import Count
+    # hoisted
 
     cset = _set_or_404(set_id)
     items = (
@@ -304,7 +305,7 @@ def label_undo(request: HtmxHttpRequest, set_id) -> HttpResponse:
 def _adjudication_scope(request: HtmxHttpRequest, data) -> tuple[CalibrationSet | None, object]:
     """``set=<uuid>`` or ``suite=<uuid>`` (neither: every trial); 404 for an unknown one
     and for a value that is no UUID (``?set=zzz``)."""
-    from evals.models import Suite
+    # hoisted
 
     set_id, suite_id = data.get("set"), data.get("suite")
     if set_id:

@@ -19,7 +19,8 @@ from dataclasses import dataclass
 from functools import reduce
 
 import numpy as np
-from scipy.stats import norm
+from scipy.signal import fftconvolve
+from scipy.stats import hypergeom, norm
 
 # Exact computation while the integer grid of the statistic stays this small.
 EXACT_GRID_LIMIT = 4_000_000
@@ -77,7 +78,7 @@ def _exact_p_value(nb, nh, s, observed_numerators, scale, alternative):
     contribution is an integer, so the distribution of the sum is a chain of discrete
     convolutions. Returns None when the grid would exceed EXACT_GRID_LIMIT.
     """
-    from scipy.stats import hypergeom
+    # hoisted
 
     kernels = []
     offset = 0
@@ -113,7 +114,7 @@ def _exact_p_value(nb, nh, s, observed_numerators, scale, alternative):
 def _convolve_all(kernels: list[np.ndarray]) -> np.ndarray:
     """Convolution of many small distributions, pairwise in a balanced tree (FFT for large
     pairs), so the cost is O(S log S log n) for a final support S rather than O(S n)."""
-    from scipy.signal import fftconvolve
+    # hoisted
 
     layer = kernels
     while len(layer) > 1:
@@ -193,7 +194,7 @@ def stratified_permutation_test(
     # under the null, so each such group is drawn at once: the numbers of its cases giving
     # head k passes are multinomial over k with hypergeometric probabilities (the same
     # distribution as drawing the cases one by one, at a cost independent of the group size).
-    from scipy.stats import hypergeom
+    # hoisted
 
     m = nb + nh
     varies = (s > 0) & (s < m)

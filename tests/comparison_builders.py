@@ -8,6 +8,7 @@ from __future__ import annotations
 from evals.comparison.run_data import CaseData, GraderInfo, RunData
 from evals.models import Case, Grade, Run, Suite
 from judges.models import Judge, JudgeVersion
+from tests.judge_builders import trust
 from tests.report_builders import ERR, add_trial
 
 GRADERS = [{"key": "judge", "kind": "judge"}]
@@ -60,7 +61,7 @@ def run_data(
 
 def judge_version(number: int, *, trusted: bool = True, judge: str = "judge") -> JudgeVersion:
     """Version ``number`` of a rubric judge named ``judge`` (trusted unless told)."""
-    from tests.judge_builders import trust
+    # hoisted
 
     j, _ = Judge.objects.get_or_create(name=judge, defaults={"kind": Judge.Kind.RUBRIC})
     version = JudgeVersion.objects.create(

@@ -6,7 +6,10 @@ from __future__ import annotations
 import json
 import re
 
+from django.contrib.auth.models import Group, User
+
 from evals.models import Case, Run, Suite, Trial
+from judges.models import JudgeApproval
 from judges.versions import judge_version_create
 
 FENCE_RE = re.compile(r"<<<DATA-([0-9a-f]+)>>>\n(.*?)\n<<<END-\1>>>", re.DOTALL)
@@ -71,9 +74,9 @@ def verdict_json(verdict: str, reasoning: str = "scripted") -> str:
 def trust(version, *, figures: dict | None = None, by=None):
     """Make ``version`` trusted the way the product does: an active ``JudgeApproval`` (by
     ``by``, else a lead named "trust-lead" made here), with ``figures`` (default empty)."""
-    from django.contrib.auth.models import Group, User
+    # hoisted
 
-    from judges.models import JudgeApproval
+    # hoisted
 
     if by is None:
         by, created = User.objects.get_or_create(username="trust-lead")

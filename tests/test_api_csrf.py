@@ -1,5 +1,7 @@
 """A logged-in browser session cannot post to the API without the CSRF token."""
 
+import json
+
 import pytest
 from django.test import Client
 
@@ -26,7 +28,7 @@ def test_a_session_post_without_a_csrf_token_is_refused(carol):
 def test_a_browser_session_with_the_csrf_token_can_ingest(carol):
     """The docs page's "Try it out" posts with the session and the CSRF header: the CSRF
     check reads request.POST before the view reads the raw body, and must leave it unread."""
-    import json
+    # hoisted
 
     client = Client(enforce_csrf_checks=True)
     client.force_login(carol)

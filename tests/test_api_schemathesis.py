@@ -44,8 +44,11 @@ import pytest
 import requests
 from django.contrib.auth.models import User
 from django.urls import Resolver404, resolve
+from waitress.server import create_server
 
 from apitokens.services import token_create
+from config.wsgi import application
+from evals.api.runs import SuiteViewSet
 from evals.baselines import baseline_set
 from evals.models import Case, Grade, Run, Suite, Trial
 from judges.models import Judge, JudgeVersion
@@ -295,9 +298,9 @@ def run_schemathesis(
 @pytest.fixture
 def server_url(transactional_db) -> Iterator[str]:
     """Base URL of waitress serving the project from a thread (2 worker threads)."""
-    from waitress.server import create_server
+    # hoisted
 
-    from config.wsgi import application
+    # hoisted
 
     server = create_server(application, host="127.0.0.1", port=0, threads=2)
     thread = threading.Thread(target=server.run, daemon=True)
@@ -399,7 +402,7 @@ def test_a_server_error_fails_the_run_and_shows_the_request(
 ):
     """The harness itself: a view that raises makes the CLI fail, naming the operation and
     the request (curl), so a 500 can never pass unnoticed."""
-    from evals.api.runs import SuiteViewSet
+    # hoisted
 
     def explode(self, request, *args, **kwargs):
         raise RuntimeError("planted")

@@ -13,7 +13,9 @@ import re
 from pathlib import Path
 
 import pytest
+from django.db import connections
 from django.urls import reverse
+from playwright.sync_api import sync_playwright
 
 from evals.models import Case, Grade, Run, Suite, Trial
 from tests.conftest import PASSWORD
@@ -53,7 +55,7 @@ def browser_page():
         if os.environ.get("CI") == "true":
             pytest.fail(f"{CHROMIUM} is missing under CI: install Debian's chromium")
         pytest.skip(f"{CHROMIUM} is missing: install Debian's chromium to run browser tests")
-    from playwright.sync_api import sync_playwright
+    # hoisted
 
     with sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
@@ -74,7 +76,7 @@ def browser_page():
             browser.close()
             # Playwright's sync API runs in greenlets, each with its own context, so a
             # connection opened here is not the one pytest-django closes: close it now.
-            from django.db import connections
+            # hoisted
 
             connections.close_all()
 

@@ -9,9 +9,13 @@ import json
 import re
 
 import pytest
+from django.urls import reverse
 
-from evals.models import Baseline, Case, Run, Suite
+from evals.models import Baseline, Case, Run, Suite, Trial
+from tests.comparison_builders import db_run
 from tests.test_browser import (
+    HOSTILE_OUTPUT,
+    HOSTILE_RUN_NAME,
     browser_page,  # noqa: F401 - the fixture, used by name
     log_in,
 )
@@ -109,11 +113,11 @@ def test_hostile_text_is_inert_on_the_comparison_and_case_pages(
     bob,
 ):
     """Fault I1 on the comparison pages: run name, tag and output stay literal text."""
-    from django.urls import reverse
+    # hoisted
 
-    from evals.models import Trial
-    from tests.comparison_builders import db_run
-    from tests.test_browser import HOSTILE_OUTPUT, HOSTILE_RUN_NAME
+    # hoisted
+    # hoisted
+    # hoisted
 
     page = browser_page
     base = db_run({"c1": "PP", "c2": "PF"}, name="base")

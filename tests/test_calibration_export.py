@@ -20,7 +20,7 @@ from evals.models import Grade
 from interop import exports
 from interop.calibration_export import calibration_table
 from labeling.adjudication import adjudication_record
-from labeling.models import CalibrationSet, Label
+from labeling.models import Adjudication, CalibrationSet, Label
 from labeling.selectors import calibration_compute
 from labeling.services import label_submit
 from tests.conftest import PASSWORD
@@ -149,7 +149,7 @@ def test_its_agree_column_counts_what_calibration_compute_counts(cset):
 
 def test_it_marks_unresolved_items_and_leaves_judge_columns_null_without_a_judge(cset, carol):
     trial = cset.items.get(position=3).trial  # c04: bob fail; alice now says pass
-    from labeling.models import Adjudication
+    # hoisted
 
     Adjudication.objects.all().delete()
     label_submit(trial=trial, reviewer=User.objects.get(username="alice"), verdict="pass")

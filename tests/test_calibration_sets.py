@@ -14,6 +14,7 @@ from labeling.models import CalibrationSet
 from labeling.selectors import calibration_compute
 from labeling.services import (
     FrozenSetError,
+    LabelingError,
     calibration_item_add,
     calibration_item_remove,
     calibration_set_build,
@@ -70,7 +71,7 @@ def test_it_takes_every_judge_fail_when_there_are_few(alice, run_and_judge):
 
 
 def test_it_never_picks_a_trial_whose_judge_verdict_errored(alice):
-    from labeling.services import LabelingError
+    # hoisted
 
     run, version, trials = labeled_run(["pass"] * 8, ["pass", "fail", None, None] * 2)
     errored = {t.id for t in trials} - set(

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 from django.core.management import call_command
@@ -152,9 +155,9 @@ def test_it_refuses_an_unknown_run_with_a_code_that_is_not_regression():
 
 
 def test_a_malformed_argument_exits_3_not_2():
-    import subprocess
-    import sys
-    from pathlib import Path
+    # hoisted
+    # hoisted
+    # hoisted
 
     root = Path(__file__).resolve().parent.parent
     result = subprocess.run(

@@ -12,6 +12,7 @@ from django.core.management.base import CommandError
 from django.test import override_settings
 
 from evals.comparison.gate import ALPHA_MAX, ALPHA_MIN, GateInputError, alpha_check
+from evals.comparison.run_data import run_data_from_file
 from evals.models import Case, Grade, Run, Suite, Trial
 from interop.run_file import RunFileError, run_export, run_import
 from tests.comparison_builders import db_run, judge_version
@@ -374,7 +375,7 @@ def test_the_gate_command_exits_3_on_a_nested_run_file(runs, tmp_path):
 
 
 def test_import_run_and_run_files_refuse_json_nested_thousands_deep(tmp_path, db):
-    from evals.comparison.run_data import run_data_from_file
+    # hoisted
 
     path = tmp_path / "deep.json"
     path.write_text('{"format": "assay-run", "run": ' + "[" * 5000 + "]" * 5000 + "}")

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from io import StringIO
+from pathlib import Path
 
 import pytest
 from django.core.management import CommandError, call_command
@@ -82,9 +85,9 @@ def test_it_rejects_an_unknown_mapping_field(tmp_path):
 
 
 def test_it_exits_non_zero_from_the_shell(tmp_path):
-    import subprocess
-    import sys
-    from pathlib import Path
+    # hoisted
+    # hoisted
+    # hoisted
 
     path = tmp_path / "missing.jsonl"
     root = Path(__file__).resolve().parent.parent

@@ -4,6 +4,7 @@ reason is shown, the raw reply or provider message kept; never a pass or a count
 from __future__ import annotations
 
 import json
+from decimal import Decimal
 
 import pytest
 
@@ -159,7 +160,7 @@ def test_it_records_tokens_latency_and_a_null_cost_for_an_unpriced_judge_model(w
 
 
 def test_it_prices_a_known_judge_model_apart_from_the_trial_cost(waits):
-    from decimal import Decimal
+    # hoisted
 
     with FakeLLM(responder=lambda body: verdict_json("PASS")) as llm:
         trial = make_trials(["Paris"])[0]

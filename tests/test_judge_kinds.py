@@ -9,11 +9,13 @@ from collections import defaultdict
 import pytest
 
 from evals.models import Grade, Run, Suite, Trial
+from interop.importers import results_import
 from judges import client as judge_client
 from judges.grading import judge_grade_trial
 from judges.models import JudgeVersion, PairwiseVerdict
 from judges.pairwise import runs_pair_judge
 from judges.selectors import judge_cost_get, position_bias_list
+from judges.versions import judge_version_create
 from tests.conftest import shared_data_file
 from tests.fakellm import FakeLLM
 from tests.import_helpers import PAIR_TEMPLATE, import_bytes, jsonl, record
@@ -39,7 +41,7 @@ def test_a_rubric_judge_with_a_threshold_passes_on_score(waits):
     reply = json.dumps({"reasoning": "close", "score": 0.75})
     with FakeLLM(responder=lambda body: reply) as llm:
         trial = make_trials(["Paris"])[0]
-        from judges.versions import judge_version_create
+        # hoisted
 
         version, _ = judge_version_create(
             judge_name="scored",
@@ -186,7 +188,7 @@ def test_an_imported_order_inconsistent_record_counts_as_inconsistent():
 def test_position_bias_of_imported_shared_data_matches_the_file(name):
     path = shared_data_file(name)
     with path.open("rb") as stream:
-        from interop.importers import results_import
+        # hoisted
 
         results_import(stream=stream, filename=path.name, suite_name=name, run_name="shared")
     expected: dict[tuple, list[int]] = defaultdict(lambda: [0, 0, 0, 0])

@@ -5,6 +5,8 @@ from __future__ import annotations
 import pytest
 from django.urls import reverse
 
+from core.templatetags.dashboard import key_ks
+from evals.report.figures import PassK
 from tests.report_builders import ERR, add_trial, make_run, mixed_run
 
 pytestmark = pytest.mark.django_db
@@ -86,8 +88,8 @@ def test_it_says_unknown_tokens_rather_than_zero(client, bob):
 
 
 def test_a_long_pass_k_table_shows_the_key_ks_only():
-    from core.templatetags.dashboard import key_ks
-    from evals.report.figures import PassK
+    # hoisted
+    # hoisted
 
     rows = [PassK(k, 0.5, 0.5, 3, 0) for k in range(1, 51)]
     assert [r.k for r in key_ks(rows)] == [1, 2, 3, 5, 10, 20, 30, 40, 50]

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+from io import StringIO
 
 import pytest
 from django.core.management import CommandError, call_command
 
+from config.celery import app
 from evals.models import Case, Run, Suite, Trial
 
 pytestmark = pytest.mark.django_db(transaction=True, serialized_rollback=True)
@@ -30,7 +32,7 @@ def write_json(tmp_path, name, value):
 
 
 def run_command(*args) -> tuple[int, str]:
-    from io import StringIO
+    # hoisted
 
     out = StringIO()
     try:
@@ -82,7 +84,7 @@ def test_it_exits_1_when_a_trial_errored(suite, tmp_path):
 
 
 def test_it_exits_2_when_the_run_does_not_finish_in_time(suite, tmp_path, settings):
-    from config.celery import app
+    # hoisted
 
     saved = app.conf.task_always_eager
     app.conf.task_always_eager = False  # no worker listens: the run stays queued

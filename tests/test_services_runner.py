@@ -13,9 +13,14 @@ import pytest
 from django.utils import timezone
 
 from evals.grading.graders import GraderConfigError, parse_grader_specs
-from evals.grading.ladder import trial_grade
+from evals.grading.ladder import _case_input, trial_grade
 from evals.models import Case, Grade, ModelPrice, Run, Suite, Trial
-from evals.runner.execute import trial_chunk_execute
+from evals.runner.execute import (
+    _calls_stream,
+    _trials_claim,
+    trial_chunk_execute,
+    trial_result_record,
+)
 from evals.runner.finalize import run_cancel, run_finalize
 from evals.runner.start import RunConfigError, run_start
 from evals.runner.targets import TargetConfigError
@@ -461,15 +466,15 @@ def test_running_trials_finish_after_cancel_but_the_run_stays_cancelled(
         )
     trial_ids = list(Trial.objects.filter(run=run).order_by("id").values_list("id", flat=True))
     # A worker is mid-chunk on the first three trials when the run is cancelled.
-    from evals.runner.execute import _trials_claim
+    # hoisted
 
     assert _trials_claim(run_id=run.id, trial_ids=trial_ids[:3]) == trial_ids[:3]
     run_cancel(run=run)
     run.refresh_from_db()
     assert run.status == Run.Status.CANCELLED and run.finished_at is None
 
-    from evals.grading.ladder import _case_input
-    from evals.runner.execute import _calls_stream, trial_result_record
+    # hoisted
+    # hoisted
 
     trials = Trial.objects.filter(id__in=trial_ids[:3]).select_related("case")
     for batch in _calls_stream(config=run.target, items=[(t.id, _case_input(t)) for t in trials]):

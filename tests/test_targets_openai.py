@@ -5,11 +5,13 @@ from __future__ import annotations
 import asyncio
 import random
 import threading
+from datetime import UTC, datetime
 
 import pytest
 
 from evals.runner.targets import CaseInput, TargetConfigError, target_from_config
 from evals.runner.targets.openai import OpenAITarget, prompt_render, retry_after_seconds
+from judges.versions import JudgeConfigError, judge_version_create
 from tests.fakellm import TEMPERATURE_MESSAGE, FakeLLM, body_text
 
 
@@ -335,7 +337,7 @@ def test_it_never_sends_a_variable_that_is_not_an_api_key(name):
 
 @pytest.mark.django_db
 def test_a_judge_version_refuses_a_variable_that_is_not_an_api_key():
-    from judges.versions import JudgeConfigError, judge_version_create
+    # hoisted
 
     with pytest.raises(JudgeConfigError, match=r"params\.api_key_env: 'SECRET_KEY' is not"):
         judge_version_create(
@@ -350,7 +352,7 @@ def test_a_judge_version_refuses_a_variable_that_is_not_an_api_key():
 
 
 def test_it_reads_retry_after_as_seconds_or_an_http_date():
-    from datetime import UTC, datetime
+    # hoisted
 
     now = datetime(2026, 11, 30, 12, 0, 0, tzinfo=UTC)
     assert retry_after_seconds("2") == 2.0

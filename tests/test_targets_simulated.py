@@ -3,12 +3,19 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import struct
 
 import pytest
 
 from evals.grading.graders import parse_grader_specs, run_grader
 from evals.runner.targets import CaseInput, TargetConfigError, target_from_config
-from evals.runner.targets.simulated import SIMULATED_ERROR, simulated_draw, wrong_answer
+from evals.runner.targets.simulated import (
+    SIMULATED_ERROR,
+    SimulatedTarget,
+    simulated_draw,
+    wrong_answer,
+)
 
 
 def _results(config: dict, cases: list[CaseInput]):
@@ -41,8 +48,8 @@ def test_its_draws_are_a_fixed_hash_not_pythons_salted_hash():
         simulated_draw(1234, "c1", 1, "pass")
     )
     # pinned value: blake2b-64 of "1234|c1|1|pass" / 2^64
-    import hashlib
-    import struct
+    # hoisted
+    # hoisted
 
     digest = hashlib.blake2b(b"1234|c1|1|pass", digest_size=8).digest()
     assert simulated_draw(1234, "c1", 1, "pass") == struct.unpack(">Q", digest)[0] / 2**64
@@ -158,10 +165,10 @@ def test_it_refuses_a_bad_config_naming_the_field(config, field):
 
 
 def test_it_uses_the_listed_wrong_outputs_for_a_failing_case():
-    import asyncio
+    # hoisted
 
-    from evals.runner.targets.base import CaseInput
-    from evals.runner.targets.simulated import SimulatedTarget
+    # hoisted
+    # hoisted
 
     wrong = ['{"decision": "needs_approval", "policy_id": "EXP-7"}', '{"decision": "approved"}']
     target = SimulatedTarget.from_config(
@@ -180,10 +187,10 @@ def test_it_uses_the_listed_wrong_outputs_for_a_failing_case():
 
 
 def test_it_refuses_wrong_outputs_that_are_not_lists_of_strings():
-    import pytest
+    # hoisted
 
-    from evals.runner.targets.base import TargetConfigError
-    from evals.runner.targets.simulated import SimulatedTarget
+    # hoisted
+    # hoisted
 
     with pytest.raises(TargetConfigError, match="target.wrong_outputs.c1"):
         SimulatedTarget.from_config({"kind": "simulated", "seed": 1, "wrong_outputs": {"c1": [1]}})

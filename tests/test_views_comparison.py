@@ -16,7 +16,7 @@ from django.utils.html import escape
 
 from evals.comparison.compute import comparison_get, gate_decide
 from evals.comparison.textdiff import word_diff
-from evals.models import Case, Trial
+from evals.models import Case, Grade, Trial
 from tests.comparison_builders import db_run, judge_version
 
 HOSTILE_OUTPUT = "<img src=x onerror=alert(1)>"
@@ -242,7 +242,7 @@ def test_word_diff_cuts_huge_outputs_and_says_so():
 
 
 def test_a_regraded_trial_is_seen_at_once_despite_the_comparison_cache(client, bob, two_runs):
-    from evals.models import Grade
+    # hoisted
 
     base, head = two_runs
     client.force_login(bob)

@@ -9,7 +9,9 @@ import json
 import pytest
 from django.urls import reverse
 
-from evals.models import Baseline, Case, Graduation, Run, Suite, Trial
+from evals.baselines import baseline_set
+from evals.cases import GraduationError, case_graduate
+from evals.models import Baseline, Case, Grade, Graduation, Run, Suite, Trial
 from tests.report_builders import add_trial
 
 GRADERS = [{"key": "ok", "kind": "exact"}]
@@ -154,7 +156,7 @@ def test_it_refuses_to_graduate_a_case_that_is_not_a_candidate(client, alice, ca
 def test_it_refuses_to_graduate_into_a_capability_suite_or_over_a_different_case(
     cap_with_three_runs, carol
 ):
-    from evals.cases import GraduationError, case_graduate
+    # hoisted
 
     suite, _, regression = cap_with_three_runs
     c1 = suite.cases.get(key="c1")
@@ -216,7 +218,7 @@ def test_setting_a_baseline_needs_a_post(client, carol, cap_with_three_runs):
 def test_a_cancelled_or_ungraded_run_is_not_offered_or_accepted_as_a_baseline(
     client, carol, cap_with_three_runs
 ):
-    from evals.baselines import baseline_set
+    # hoisted
 
     suite, runs, _ = cap_with_three_runs
     Run.objects.filter(id=runs[0].id).update(status=Run.Status.CANCELLED)
@@ -229,7 +231,7 @@ def test_a_cancelled_or_ungraded_run_is_not_offered_or_accepted_as_a_baseline(
         baseline_set(suite=suite, run=runs[0], by=carol)
     client.post(reverse("evals:baseline-set", args=[runs[0].uuid]))
 
-    from evals.models import Grade
+    # hoisted
 
     Grade.objects.filter(trial__run=runs[1]).update(status=Grade.Status.ERROR, passed=None)
     assert "Set as baseline" not in client.get(runs[1].get_absolute_url()).content.decode()
@@ -240,7 +242,7 @@ def test_a_cancelled_or_ungraded_run_is_not_offered_or_accepted_as_a_baseline(
 
 
 def test_the_compare_picker_preselects_the_current_baseline(client, carol, cap_with_three_runs):
-    from evals.baselines import baseline_set
+    # hoisted
 
     suite, runs, _ = cap_with_three_runs
     baseline_set(suite=suite, run=runs[0], by=carol)

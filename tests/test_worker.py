@@ -8,6 +8,7 @@ under ASSAY_VAR_DIR), listening on a queue of its own so no other worker takes i
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import subprocess
@@ -20,8 +21,10 @@ from urllib.parse import quote
 import pytest
 from django.db import connection
 
+from config.celery import app
 from evals.models import Case, Grade, Run, Suite, Trial
 from evals.runner.start import run_start
+from evals.runner.targets import CaseInput, target_from_config
 from evals.tasks import run_chunk_execute
 from tests.fakellm import FakeLLM
 
@@ -48,7 +51,7 @@ def _database_url() -> str:
 @pytest.fixture
 def worker_queue():
     """A queue of this test's own; tasks sent by the test process go to it, not eagerly."""
-    from config.celery import app
+    # hoisted
 
     name = f"assay-test-{uuid.uuid4().hex[:12]}"
     saved = (app.conf.task_always_eager, app.conf.task_default_queue)
@@ -212,9 +215,9 @@ def test_a_real_worker_ignores_a_redelivered_chunk(worker_factory, tmp_path, set
 
 
 def test_a_real_worker_ends_a_run_with_pipeline_errors_failed(worker_factory, tmp_path):
-    import asyncio
+    # hoisted
 
-    from evals.runner.targets import CaseInput, target_from_config
+    # hoisted
 
     worker_factory()
     suite = _suite(10)

@@ -20,6 +20,7 @@ from django.db import models
 
 from evals.comparison.compute import Comparison, comparison_get
 from evals.models import Grade, Run, Trial
+from judges.models import JudgeApproval
 
 COMPARISON_CACHE_SECONDS = 3600
 
@@ -29,7 +30,7 @@ def _fingerprint(base: Run, head: Run) -> str:
     passing and errored grades (a regrade in place changes a verdict count), and the number
     of trusted judge versions (trust turns provisional grades into gating ones); three
     queries."""
-    from judges.models import JudgeApproval
+    # hoisted
 
     runs = [base.id, head.id]
     t = Trial.objects.filter(run_id__in=runs).aggregate(

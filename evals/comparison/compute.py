@@ -25,6 +25,7 @@ from decimal import Decimal
 from typing import Any
 
 import numpy as np
+from django.core.cache import cache
 
 from core.strict_json import json_safe
 from evals.comparison.run_data import CaseData, GraderInfo, RunData, run_data_get, verdict_lists
@@ -571,7 +572,7 @@ def detectable_drop_get(
     """The smallest drop ``run`` (as a baseline) can detect with 80% power at ``alpha``,
     cached in Django's cache per (run, alpha, finished trial count) for a day, so the
     comparison and suite pages do not simulate on every view (~110 ms at 2,000 cases)."""
-    from django.core.cache import cache
+    # hoisted
 
     key = f"assay:detectable:{run.uuid}:{alpha}:{run.trials_finished}:{run.status}"
     hit = cache.get(key)

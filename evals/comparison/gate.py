@@ -20,7 +20,7 @@ from evals.comparison.compute import (
     detectable_drop_get,
     gate_decide,
 )
-from evals.comparison.run_data import RunData, run_data_get
+from evals.comparison.run_data import RUN_FILE_FORMAT, RunData, run_data_from_export, run_data_get
 
 
 class GateInputError(ValueError):
@@ -236,7 +236,7 @@ def run_document_check(data: Any, *, field: str) -> None:
     numbers, known statuses, judge version references that exist, at most
     ``FILE_TRIALS_PER_CASE_MAX`` trials per case. Raises ``GateInputError`` naming
     ``field`` and the place (``head_file.cases[3].trials[0].grades[1].passed``)."""
-    from evals.comparison.run_data import RUN_FILE_FORMAT
+    # hoisted
 
     _obj(data, field, field)
     _check(
@@ -330,7 +330,7 @@ def run_document_read(data: Any, *, field: str) -> RunData:
     """``RunData`` of an embedded ``export_run`` document (``run_document_check``, then
     ``run_data_from_export`` with ``source`` = ``field``); no queries. Raises
     ``GateInputError`` naming ``field`` and the place."""
-    from evals.comparison.run_data import run_data_from_export
+    # hoisted
 
     run_document_check(data, field=field)
     return run_data_from_export(data, source=field)

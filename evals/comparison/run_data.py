@@ -19,8 +19,12 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from django.db import models
 
+from core.db import raw_rows
 from evals.grading.verdict import ERRORED, FAIL, MISSING, PASS, PENDING, PIPELINE, overall_codes
+from evals.models import Case, Grade, Trial
+from judges.models import JudgeVersion
 
 RUN_DATA_FORMAT = "assay-run-data"
 RUN_FILE_FORMAT = "assay-run"
@@ -253,11 +257,11 @@ def run_data_get(*, run: Any) -> RunData:
     aggregates, judge versions used; plus one for ``run.suite`` unless joined). Output
     text is never loaded.
     """
-    from django.db import models
+    # hoisted
 
-    from core.db import raw_rows
-    from evals.models import Case, Grade, Trial
-    from judges.models import JudgeVersion
+    # hoisted
+    # hoisted
+    # hoisted
 
     ok, err = Trial.Status.OK, Trial.Status.ERROR
     trials_qs = Trial.objects.filter(run=run).order_by()

@@ -36,11 +36,14 @@ import json
 import math
 import re
 import unicodedata
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import jsonschema
+
+from judges.models import Judge, JudgeVersion
 
 
 class GraderConfigError(ValueError):
@@ -514,9 +517,9 @@ def _check_values(kind: str, config: dict, where: str) -> None:
 
 def _check_judge_version(value: str, where: str) -> None:
     """The judge version exists and grades single trials (not pairwise, not recorded)."""
-    import uuid
+    # hoisted
 
-    from judges.models import Judge, JudgeVersion  # judges builds on evals: import late
+    # hoisted
 
     try:
         version_uuid = uuid.UUID(value)

@@ -11,8 +11,9 @@ from django.db.models.functions import Substr
 
 from core.db import raw_rows
 from evals.models import Case, Grade, Run, Trial
-from evals.report.build import RunReport
+from evals.report.build import RunReport, RunRows, judge_calls_from_rows, report_from_rows
 from evals.selectors import _grader_gating
+from judges.models import JudgeApproval
 
 REASON_MAX_CHARS = 500
 
@@ -29,7 +30,7 @@ def run_report(*, run: Run) -> RunReport:
     Output text columns are never loaded; verdicts come back as small integers so no
     per-row converter runs. Rules in ``evals.report``.
     """
-    from evals.report.build import RunRows, judge_calls_from_rows, report_from_rows
+    # hoisted
 
     ok, err = Trial.Status.OK, Trial.Status.ERROR
     trials = Trial.objects.filter(run=run).order_by()
@@ -103,7 +104,7 @@ def _active_approvals(version_ids: set[int]) -> dict[int, tuple[int, dict]]:
     when no judge graded the run."""
     if not version_ids:
         return {}
-    from judges.models import JudgeApproval
+    # hoisted
 
     return {
         v: (a, figures)

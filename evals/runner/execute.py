@@ -26,7 +26,9 @@ from evals.models import Run, Trial
 from evals.runner.finalize import (
     run_finalize,
 )
+from evals.runner.pricing import cost_breakdown, price_lookup
 from evals.runner.targets import CaseInput, TargetResult, target_from_config
+from judges.tasks import run_chunk_judge
 
 # Calls in flight per chunk when the target does not say (``concurrency`` in its config).
 DEFAULT_TARGET_CONCURRENCY = 16
@@ -169,7 +171,7 @@ def trial_results_record(
     price or a token count is unknown, and for errored trials. ``prices`` caches price
     lookups by model name across calls (the runner passes one dict per chunk).
     """
-    from evals.runner.pricing import cost_breakdown, price_lookup
+    # hoisted
 
     prices = {} if prices is None else prices
     now = timezone.now()
@@ -301,6 +303,6 @@ def trial_chunk_execute(*, run_id: int, trial_ids: list[int]) -> None:
 
 
 def _judge_chunk_enqueue(run_id: int, trial_ids: list[int]) -> None:
-    from judges.tasks import run_chunk_judge
+    # hoisted
 
     run_chunk_judge.delay(run_id, trial_ids)

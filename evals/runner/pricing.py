@@ -23,6 +23,8 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Literal
 
+from evals.models import ModelPrice
+
 PriceSource = Literal["project override", "built-in"]
 SOURCE_OVERRIDE: PriceSource = "project override"
 SOURCE_BUILTIN: PriceSource = "built-in"
@@ -89,7 +91,7 @@ def name_match(model: str, names: Iterable[str]) -> str | None:
 
 def _override_prices(model: str) -> Mapping[str, tuple[Decimal, Decimal]]:
     """Override rows that could match ``model`` (exact or any pattern), one query."""
-    from evals.models import ModelPrice
+    # hoisted
 
     rows = ModelPrice.objects.filter(model__endswith="*") | ModelPrice.objects.filter(model=model)
     return {

@@ -24,6 +24,8 @@ from django.db import transaction
 from evals.grading.graders import GraderSpec, parse_grader_specs
 from evals.models import Case, Run, Suite, Trial
 from evals.runner.targets import target_from_config
+from evals.tasks import run_chunk_execute
+from judges.models import JudgeVersion
 
 logger = logging.getLogger(__name__)
 
@@ -149,7 +151,7 @@ def _judge_gating_snapshot(graders: list[dict], specs: list[GraderSpec]) -> list
     """The grader set as stored on the run: a judge spec on an untrusted (provisional) judge
     version is stored with ``gating: false``, so the run's report, list and gate never count
     a provisional verdict; trust is read once, when the run starts."""
-    from judges.models import JudgeVersion
+    # hoisted
 
     provisional = {
         str(u)
@@ -173,6 +175,6 @@ def _chunks(ids: list[int], size: int) -> Iterator[list[int]]:
 
 
 def _chunk_enqueue(run_id: int, trial_ids: list[int]) -> None:
-    from evals.tasks import run_chunk_execute
+    # hoisted
 
     run_chunk_execute.delay(run_id, trial_ids)

@@ -23,6 +23,9 @@ from django.db.models import Max
 from django.utils import timezone
 
 from evals.models import Grade, Run, Trial
+from evals.runner.execute import _judge_chunk_enqueue
+from evals.runner.finalize import _judge_grading_pending
+from evals.runner.start import _chunk_enqueue
 
 
 @dataclass(frozen=True)
@@ -47,9 +50,9 @@ def runs_sweep(*, now: datetime | None = None) -> SweepResult:
     judge chunks of runs whose judge rung stalled for longer than a lease
     (``ASSAY["TRIAL_LEASE_SECONDS"]``). Returns the counts; enqueues nothing when nothing is
     stale. Two queries, plus a few per running run whose grader set has a judge."""
-    from evals.runner.execute import _judge_chunk_enqueue
-    from evals.runner.finalize import _judge_grading_pending
-    from evals.runner.start import _chunk_enqueue
+    # hoisted
+    # hoisted
+    # hoisted
 
     now = now or timezone.now()
     open_runs = [Run.Status.QUEUED, Run.Status.RUNNING]

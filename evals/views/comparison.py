@@ -18,8 +18,9 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET
 
 from core.http import VIEWER_ROLES, HtmxHttpRequest, role_required
+from evals.comparison.cache import comparison_cached_get
 from evals.comparison.case import case_uuids_by_hash, comparison_case_get
-from evals.comparison.compute import CHANGE_CLASSES
+from evals.comparison.compute import CHANGE_CLASSES, gate_decide
 from evals.comparison.table import SORTS, TableQuery, case_rows_select
 from evals.models import Case, Run
 from evals.suites import power_sentence
@@ -42,8 +43,8 @@ def comparison(request: HtmxHttpRequest, head_id, base_id) -> HttpResponse:
     """The comparison of head against base: comparability banner, headline delta with both
     intervals and the p-value in words, the gate's decision and exit code, change counts,
     power, cost/token/latency and pass^k deltas, and the per-case table."""
-    from evals.comparison.cache import comparison_cached_get
-    from evals.comparison.compute import gate_decide
+    # hoisted
+    # hoisted
 
     base, head = _runs(head_id, base_id)
     comp = comparison_cached_get(base=base, head=head, alpha=GATE_ALPHA)

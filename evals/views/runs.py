@@ -20,9 +20,14 @@ from django_htmx.http import HttpResponseStopPolling
 
 from core.http import RUNNER_ROLES, VIEWER_ROLES, HtmxHttpRequest, role_required
 from evals import selectors
+from evals.baselines import run_baseline_context
 from evals.forms import RunFilterForm, RunStartForm
+from evals.grading.graders import GraderConfigError
 from evals.models import Case, Run, Suite, Trial
 from evals.report.selectors import run_report
+from evals.runner.finalize import run_cancel as run_cancel_service
+from evals.runner.start import RunConfigError, run_start
+from evals.runner.targets import TargetConfigError
 from evals.suites import suite_default_graders
 
 
@@ -45,7 +50,7 @@ def run_list(request: HtmxHttpRequest) -> HttpResponse:
 @role_required(*VIEWER_ROLES)
 def run_detail(request: HttpRequest, run_id) -> HttpResponse:
     run = get_object_or_404(Run.objects.select_related("suite"), uuid=run_id)
-    from evals.baselines import run_baseline_context
+    # hoisted
 
     return render(
         request,
@@ -59,9 +64,9 @@ def run_detail(request: HttpRequest, run_id) -> HttpResponse:
 def run_new(request: HtmxHttpRequest) -> HttpResponse:
     """Start a run. GET shows the form (``?suite=<uuid>`` prefills that suite's grader set);
     POST validates it, calls ``run_start`` and redirects to the run page."""
-    from evals.grading.graders import GraderConfigError
-    from evals.runner.start import RunConfigError, run_start
-    from evals.runner.targets import TargetConfigError
+    # hoisted
+    # hoisted
+    # hoisted
 
     if request.method == "POST":
         form = RunStartForm(request.POST)
@@ -113,7 +118,7 @@ def run_progress(request: HtmxHttpRequest, run_id) -> HttpResponse:
 @role_required(*RUNNER_ROLES)
 def run_cancel(request: HtmxHttpRequest, run_id) -> HttpResponse:
     """Cancel a run (``run_cancel``); htmx gets the progress fragment, a form post a redirect."""
-    from evals.runner.finalize import run_cancel as run_cancel_service
+    # hoisted
 
     run = get_object_or_404(Run, uuid=run_id)
     cancelled = run_cancel_service(run=run, by=request.user)  # refreshes ``run``

@@ -6,12 +6,18 @@ page; only engineers and leads set a baseline or graduate a case (POST only).
 
 from __future__ import annotations
 
+import uuid
+
 from django.contrib import messages
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
 from core.http import RUNNER_ROLES, VIEWER_ROLES, role_required
+from evals.baselines import baseline_set as baseline_set_service
+from evals.cases import GraduationError
+from evals.cases import case_graduate as case_graduate_service
+from evals.comparison.compute import detectable_drop_get
 from evals.models import Case, Run, Suite
 from evals.suites import graduation_candidates, power_sentence, suite_page_get
 
@@ -40,7 +46,7 @@ def _suite_power(page) -> str | None:
     per-case rates; None without a baseline or when it graded nothing."""
     if page.baseline is None:
         return None
-    from evals.comparison.compute import detectable_drop_get
+    # hoisted
 
     power = detectable_drop_get(run=page.baseline.run)
     return power_sentence(power) if power is not None else None
@@ -51,7 +57,7 @@ def _suite_power(page) -> str | None:
 def baseline_set(request: HttpRequest, run_id) -> HttpResponse:
     """Make this run its suite's baseline (``evals.baselines.baseline_set``); back to the run
     page (or ``next`` when it is the suite page)."""
-    from evals.baselines import baseline_set as baseline_set_service
+    # hoisted
 
     run = get_object_or_404(Run.objects.select_related("suite"), uuid=run_id)
     note = request.POST.get("note", "")[:500]
@@ -71,8 +77,8 @@ def baseline_set(request: HttpRequest, run_id) -> HttpResponse:
 def case_graduate(request: HttpRequest, suite_id, case_id) -> HttpResponse:
     """Graduate a capability case into the regression suite chosen in ``into_suite`` (a
     suite UUID); refuses (message, no write) a case that is not a current candidate."""
-    from evals.cases import GraduationError
-    from evals.cases import case_graduate as case_graduate_service
+    # hoisted
+    # hoisted
 
     suite = get_object_or_404(Suite, uuid=suite_id)
     case = get_object_or_404(Case.objects.select_related("suite"), uuid=case_id, suite=suite)
@@ -101,7 +107,7 @@ def case_graduate(request: HttpRequest, suite_id, case_id) -> HttpResponse:
 
 
 def _uuid(raw: str | None) -> str | None:
-    import uuid
+    # hoisted
 
     try:
         return str(uuid.UUID(raw)) if raw else None

@@ -19,10 +19,17 @@ from pathlib import Path
 from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
+from django.urls import reverse
 
 from demo.data import DEMO_GRADERS, PROMPT
 from demo.load import demo_suites_load, demo_user_ensure
-from evals.models import Run
+from evals.baselines import baseline_current, baseline_set
+from evals.models import Run, Suite
+from evals.runner.start import run_start
+from interop.importers import results_import
+from judges.models import JudgeVersion
+from labeling.models import CalibrationSet
+from labeling.services import calibration_set_build
 
 REAL_DATA = ("llmbar_pointwise", "halueval_general")
 
@@ -128,8 +135,8 @@ class Command(BaseCommand):
             self._stop_worker(worker)
 
     def _import_real_data(self) -> None:
-        from evals.models import Suite
-        from interop.importers import results_import
+        # hoisted
+        # hoisted
 
         data_dir = Path(settings.BASE_DIR).parent / "shared" / "data"
         for folder in REAL_DATA:
@@ -179,9 +186,9 @@ class Command(BaseCommand):
     def _demo_suite_runs(self, suite, index: int, user, opts) -> None:
         """The first time: a baseline run (set as the suite's baseline). Every time: a run
         of the changed assistant, and the link to its comparison with the baseline."""
-        from django.urls import reverse
+        # hoisted
 
-        from evals.baselines import baseline_current, baseline_set
+        # hoisted
 
         baseline = baseline_current(suite=suite)
         if baseline is None:
@@ -207,9 +214,9 @@ class Command(BaseCommand):
     def _demo_calibration_set(self, user) -> None:
         """A 30-trial calibration set on the imported LLMBar run with its first recorded
         judge, so the labeling queue and the calibration page have something to show."""
-        from judges.models import JudgeVersion
-        from labeling.models import CalibrationSet
-        from labeling.services import calibration_set_build
+        # hoisted
+        # hoisted
+        # hoisted
 
         run = Run.objects.filter(suite__name=REAL_DATA[0], name="recorded").first()
         if run is None or CalibrationSet.objects.filter(run=run).exists():
@@ -228,7 +235,7 @@ class Command(BaseCommand):
         self.stdout.write(f"calibration set {cset.name!r}: /calibration-sets/{cset.uuid}/")
 
     def _run_demo_suite(self, suite, index: int, user, opts, *, changed: bool) -> Run:
-        from evals.runner.start import run_start
+        # hoisted
 
         name = f"demo-{Run.objects.filter(suite=suite).count() + 1}"
         run = run_start(

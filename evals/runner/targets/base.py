@@ -82,15 +82,15 @@ def target_from_config(config: dict) -> Target:
         raise TargetConfigError("target: expected an object")
     kind = config.get("kind")
     if kind == "openai":
-        from evals.runner.targets.openai import OpenAITarget
+        from evals.runner.targets.openai import OpenAITarget  # noqa: PLC0415 - the kinds import this module
 
         return OpenAITarget.from_config(config)
     if kind == "callable":
-        from evals.runner.targets.pycallable import CallableTarget
+        from evals.runner.targets.pycallable import CallableTarget  # noqa: PLC0415 - the kinds import this module
 
         return CallableTarget.from_config(config)
     if kind == "simulated":
-        from evals.runner.targets.simulated import SimulatedTarget
+        from evals.runner.targets.simulated import SimulatedTarget  # noqa: PLC0415 - the kinds import this module
 
         return SimulatedTarget.from_config(config)
     raise TargetConfigError(f"target.kind: unknown kind {kind!r} (openai, callable, simulated)")

@@ -36,6 +36,7 @@ from typing import Any
 
 import certifi
 import httpx
+from django.conf import settings
 
 from evals.runner.targets.base import CaseInput, TargetConfigError, TargetResult
 
@@ -56,7 +57,7 @@ def api_key_env_problem(name: object) -> str | None:
     ``[A-Z][A-Z0-9_]*_API_KEY``, e.g. ``OPENAI_API_KEY``): whoever configures a target or a
     judge chooses the URL the key goes to, so any other variable of the worker's environment
     (``SECRET_KEY``, ``DATABASE_URL``, ``HOME``) must not be sendable."""
-    from django.conf import settings
+    # hoisted
 
     if not isinstance(name, str) or not name:
         return "expected an environment variable name"

@@ -15,6 +15,9 @@ from django.core.management.base import BaseCommand, CommandError
 
 from evals.management.commands.run_report import run_lookup
 from interop import exports
+from interop.calibration_export import calibration_table
+from judges.models import JudgeVersion
+from labeling.models import CalibrationSet
 
 
 class Command(BaseCommand):
@@ -83,9 +86,9 @@ def _uuid_option(options, name: str) -> uuid.UUID:
 
 def _calibration_table(options) -> exports.ExportTable:
     """The calibration export named by ``--calibration-set`` (and ``--judge-version``)."""
-    from interop.calibration_export import calibration_table
-    from judges.models import JudgeVersion
-    from labeling.models import CalibrationSet
+    # hoisted
+    # hoisted
+    # hoisted
 
     set_id = _uuid_option(options, "calibration_set")
     cset = CalibrationSet.objects.select_related("judge_version__judge").filter(uuid=set_id).first()
