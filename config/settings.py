@@ -267,6 +267,10 @@ ASSAY = {
     "IMPORT_MAX_BYTES": int(os.environ.get("ASSAY_IMPORT_MAX_BYTES", str(64 * 1024 * 1024))),
 }
 
+for _knob in ("TRIAL_LEASE_SECONDS", "SWEEP_SECONDS", "TRIAL_CHUNK_SIZE"):
+    if ASSAY[_knob] < 1:
+        raise ImproperlyConfigured(f"ASSAY_{_knob} must be a positive integer, got {ASSAY[_knob]}")
+
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,

@@ -49,7 +49,7 @@ def uuid_or_404(raw: object, noun: str = "object") -> uuid.UUID:
     """``raw`` as a UUID (``core.ids.uuid_parse``); a 404 naming ``noun`` otherwise."""
     value = uuid_parse(raw)
     if value is None:
-        raise Http404(f"no such {noun}")
+        raise Http404(f"No such {noun}.")
     return value
 
 

@@ -8,7 +8,8 @@ from typing import Any
 from django import forms
 from django.urls import reverse_lazy
 
-from evals.grading.graders import GraderConfigError, parse_grader_specs
+from evals.grading.grader_set import GraderConfigError
+from evals.grading.graders import parse_grader_specs
 from evals.models import GraderSetPreset, Run, Suite, TargetPreset
 from evals.runner.start import MAX_TRIALS_PER_CASE
 

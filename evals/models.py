@@ -21,6 +21,9 @@ from django.db import models
 from django.db.models import Q
 from django.urls import reverse
 from django.utils import timezone
+from django.utils.functional import cached_property
+
+from evals.grading.grader_set import GraderSet
 
 
 def content_hash(*, input: Any, expected: Any, context: Any) -> str:
@@ -204,6 +207,12 @@ class Run(models.Model):
     @property
     def is_simulated(self) -> bool:
         return self.target_kind == "simulated"
+
+    @cached_property
+    def grader_set(self) -> GraderSet:
+        """The stored grader set, typed (``GraderSet.from_stored``): the one way code reads
+        ``graders``."""
+        return GraderSet.from_stored(self.graders)
 
 
 class TrialQuerySet(models.QuerySet):

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 from typing import Literal
 
-from evals.grading.graders import GraderConfigError, parse_grader_specs
+from evals.grading.grader_set import GraderConfigError
+from evals.grading.graders import parse_grader_specs
 from evals.models import GraderSetPreset, TargetPreset, preset_hash
 from evals.runner.start import _target_validate
 from evals.runner.targets import TargetConfigError

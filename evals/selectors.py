@@ -6,7 +6,6 @@ Dashboard selectors (run list, case view, trial page) come first; the run report
 
 from __future__ import annotations
 
-import uuid
 from dataclasses import dataclass
 from decimal import Decimal
 
@@ -15,6 +14,7 @@ from django.core.paginator import Page, Paginator
 from django.db import models
 from django.db.models.functions import Length, Substr
 
+from core.ids import uuid_parse
 from evals.grading.verdict import trial_verdict_annotations
 from evals.models import Case, Grade, Run, Trial
 
@@ -58,20 +58,6 @@ class RunListStats:
 EMPTY_RUN_STATS = RunListStats(0, 0, 0, 0, None, 0, 0, 0)
 
 
-def gating_keys(graders: object) -> tuple[str, ...]:
-    """Keys of the gating graders in a run's stored grader set (``gating`` defaults to True),
-    sorted; malformed entries are skipped (the set was validated when the run started)."""
-    return tuple(
-        sorted(
-            spec["key"]
-            for spec in (graders if isinstance(graders, list) else [])
-            if isinstance(spec, dict)
-            and isinstance(spec.get("key"), str)
-            and spec.get("gating", True) is not False
-        )
-    )
-
-
 def run_list(
     *,
     suite_uuid: str | None = None,
@@ -88,10 +74,10 @@ def run_list(
     """
     runs = Run.objects.select_related("suite", "started_by").order_by("-created_at", "-id")
     if suite_uuid:
-        try:
-            runs = runs.filter(suite__uuid=uuid.UUID(str(suite_uuid)))
-        except ValueError as exc:
-            raise ValueError(f"suite: {suite_uuid!r} is not a suite id") from exc
+        parsed = uuid_parse(str(suite_uuid))
+        if parsed is None:
+            raise ValueError(f"suite: {suite_uuid!r} is not a suite id")
+        runs = runs.filter(suite__uuid=parsed)
     if status:
         if status not in Run.Status.values:
             raise ValueError(f"status: {status!r} is not one of {', '.join(Run.Status.values)}")
@@ -114,7 +100,7 @@ def run_list_stats(
         runs = list(Run.objects.filter(id__in=run_ids or []).only("id", "graders"))
     by_keys: dict[tuple[str, ...], list[int]] = {}
     for run in runs:
-        by_keys.setdefault(gating_keys(run.graders), []).append(run.id)
+        by_keys.setdefault(run.grader_set.gating_keys, []).append(run.id)
     rows: list[dict] = []
     for keys, run_ids in by_keys.items():
         rows.extend(_run_case_counts(run_ids=run_ids, keys=keys))
@@ -237,16 +223,6 @@ def trial_get(*, trial_uuid) -> Trial:
 
 
 # --- run report ---------------------------------------------------------------------------
-
-
-def _grader_gating(graders: object) -> list[tuple[str, bool]]:
-    """``(key, gating)`` from a run's stored grader set, in order (gating defaults to True);
-    entries without a string key are skipped (the set was validated when the run started)."""
-    out = []
-    for spec in graders if isinstance(graders, list) else []:
-        if isinstance(spec, dict) and isinstance(spec.get("key"), str):
-            out.append((spec["key"], spec.get("gating", True) is not False))
-    return out
 
 
 # --- baselines ----------------------------------------------------------------------------

@@ -13,7 +13,7 @@ import numpy as np
 
 from evals.baselines import HISTORY_RUNS, baseline_current
 from evals.models import Baseline, Case, Graduation, Run, Suite
-from evals.selectors import _run_case_counts, gating_keys
+from evals.selectors import _run_case_counts
 from stats.intervals import ClusteredMean, clustered_mean_of_rates
 
 GRADUATION_WINDOW = 3  # a capability case must pass every trial of this many latest runs
@@ -127,7 +127,7 @@ def run_case_counts(*, runs: list[Run]) -> dict[int, list[dict]]:
     per distinct gating grader set among ``runs``."""
     by_keys: dict[tuple[str, ...], list[int]] = {}
     for run in runs:
-        by_keys.setdefault(gating_keys(run.graders), []).append(run.id)
+        by_keys.setdefault(run.grader_set.gating_keys, []).append(run.id)
     out: dict[int, list[dict]] = {}
     for keys, run_ids in by_keys.items():
         for row in _run_case_counts(run_ids=run_ids, keys=keys):

@@ -79,7 +79,7 @@ def _json_text(value: Any) -> str | None:
 
 
 def _grader_keys(run: Run, trials: list[Trial]) -> list[str]:
-    keys = [g["key"] for g in run.graders if isinstance(g, dict) and g.get("key")]
+    keys = list(run.grader_set.keys)
     extra = sorted({g.grader for t in trials for g in t.grades.all()} - set(keys))
     return keys + extra
 

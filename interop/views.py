@@ -6,14 +6,13 @@ Every role that can see the run page may download (``VIEWER_ROLES``); a bad opti
 
 from __future__ import annotations
 
-import uuid
-
 from django.contrib import messages
 from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_http_methods
 
 from core.http import RUNNER_ROLES, VIEWER_ROLES, role_required
+from core.ids import uuid_parse
 from core.roles import ENGINEER, LEAD
 from evals.models import Run
 from interop import exports
@@ -130,9 +129,8 @@ def calibration_export(request: HttpRequest, set_id) -> HttpResponse:
     )
     raw, version = request.GET.get("judge_version"), None
     if raw:
-        try:
-            version_id = uuid.UUID(raw)
-        except ValueError:
+        version_id = uuid_parse(raw)
+        if version_id is None:
             return HttpResponseBadRequest(
                 f"judge_version: expected a UUID, got {raw!r}",
                 content_type="text/plain; charset=utf-8",

@@ -21,7 +21,6 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
-from evals.grading.graders import parse_grader_specs
 from evals.models import Case, Grade, Run, Trial
 from evals.runner.finalize import run_finalize
 from evals.runner.pricing import Price, cost_breakdown, price_lookup
@@ -325,7 +324,7 @@ def run_chunk_judge(*, run_id: int, trial_ids: list[int], sleep: Sleep | None = 
     run = Run.objects.filter(id=run_id).first()
     if run is None or run.status == Run.Status.CANCELLED:
         return 0
-    specs = [s for s in parse_grader_specs(run.graders or []) if s.is_judge]
+    specs = list(run.grader_set.judges)
     trials = list(
         Trial.objects.filter(
             id__in=trial_ids, run_id=run_id, status=Trial.Status.OK

@@ -7,6 +7,7 @@ import random
 from django.db import transaction
 from django.utils import timezone
 
+from core.chunks import chunked
 from evals.models import Grade, Run, Trial
 from judges import tasks
 from judges.grading import Sleep, judge_grade_trials
@@ -54,7 +55,7 @@ def judge_run_start(
         judge_run.started_by = by
         judge_run.finished_at = None
         judge_run.save()
-        chunks = [ids[i : i + JUDGE_RUN_CHUNK] for i in range(0, len(ids), JUDGE_RUN_CHUNK)]
+        chunks = chunked(ids, JUDGE_RUN_CHUNK)
         for chunk in chunks or [[]]:
             transaction.on_commit(
                 lambda c=chunk: tasks.judge_run_execute.delay(run.id, judge_version.id, c)

@@ -10,14 +10,13 @@ label blind, so they never see judge verdicts), outsiders 403.
 
 from __future__ import annotations
 
-import uuid
-
 from django.contrib import messages
 from django.http import HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from core.http import HtmxHttpRequest, role_required
+from core.ids import uuid_parse
 from core.roles import ENGINEER, LEAD
 from judges import probes, runs, selectors, versions
 from judges.forms import JudgeRunForm, JudgeVersionForm
@@ -55,7 +54,7 @@ def judge_version_new(request: HtmxHttpRequest) -> HttpResponse:
     if request.GET.get("from"):
         source = (
             JudgeVersion.objects.select_related("judge").filter(uuid=request.GET["from"]).first()
-            if _is_uuid(request.GET["from"])
+            if uuid_parse(request.GET["from"])
             else None
         )
     if request.method == "POST":
@@ -168,13 +167,3 @@ def probe_run_start(request: HtmxHttpRequest, version_id) -> HttpResponse:
     else:
         messages.success(request, f"Injection probes queued against {version}.")
     return redirect("judges:version-detail", version_id=version.uuid)
-
-
-def _is_uuid(raw: str) -> bool:
-    # hoisted
-
-    try:
-        uuid.UUID(raw)
-    except ValueError:
-        return False
-    return True

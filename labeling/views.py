@@ -15,7 +15,6 @@ The queue is blind: it never shows a grade, a judge verdict or another reviewer'
 from __future__ import annotations
 
 import dataclasses
-import uuid
 
 from django.contrib import messages
 from django.db.models import Count
@@ -25,7 +24,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from core.errors import DomainError
-from core.http import VIEWER_ROLES, HtmxHttpRequest, role_required
+from core.http import VIEWER_ROLES, HtmxHttpRequest, role_required, uuid_or_404
 from core.ids import uuid_parse
 from core.roles import ENGINEER, LEAD, REVIEWER, user_has_role
 from evals.models import Suite, Trial
@@ -309,18 +308,10 @@ def _adjudication_scope(request: HtmxHttpRequest, data) -> tuple[CalibrationSet 
 
     set_id, suite_id = data.get("set"), data.get("suite")
     if set_id:
-        return _set_or_404(_uuid_or_404(set_id, "calibration set")), None
+        return _set_or_404(uuid_or_404(set_id, "calibration set")), None
     if suite_id:
-        return None, get_object_or_404(Suite, uuid=_uuid_or_404(suite_id, "suite"))
+        return None, get_object_or_404(Suite, uuid=uuid_or_404(suite_id, "suite"))
     return None, None
-
-
-def _uuid_or_404(value: str, noun: str) -> uuid.UUID:
-    """``value`` as a UUID; ``Http404`` ("No such <noun>.") when it is none."""
-    try:
-        return uuid.UUID(value)
-    except (ValueError, TypeError, AttributeError):
-        raise Http404(f"No such {noun}.") from None
 
 
 def _adjudication_render(

@@ -4,14 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from evals.grading.graders import (
-    GraderConfigError,
-    GraderSpec,
-    normalize_text,
-    parse_grader_specs,
-    parse_number,
-    run_grader,
-)
+from evals.grading.grader_set import GraderConfigError, GraderSpec
+from evals.grading.graders import normalize_text, parse_grader_specs, parse_number, run_grader
 from evals.runner.targets.base import CaseInput
 
 

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import pytest
 
-from evals.grading.graders import GraderConfigError, parse_grader_specs
+from evals.grading.grader_set import GraderConfigError
+from evals.grading.graders import parse_grader_specs
 from evals.models import Case, Grade, Run, Suite
 from evals.report.selectors import run_report
 from evals.runner.start import run_start

@@ -12,7 +12,8 @@ from decimal import Decimal
 import pytest
 from django.utils import timezone
 
-from evals.grading.graders import GraderConfigError, parse_grader_specs
+from evals.grading.grader_set import GraderConfigError
+from evals.grading.graders import parse_grader_specs
 from evals.grading.ladder import _case_input, trial_grade
 from evals.models import Case, Grade, ModelPrice, Run, Suite, Trial
 from evals.runner.execute import (

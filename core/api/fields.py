@@ -9,6 +9,8 @@ import uuid
 
 from rest_framework import serializers
 
+from core.ids import uuid_parse
+
 
 class StrictUUIDField(serializers.UUIDField):
     """A UUID given as a JSON string (an integer is refused, not read as UUID(int=...))."""
@@ -78,10 +80,10 @@ def query_uuid(request, name: str) -> uuid.UUID | None:
     value = request.query_params.get(name)
     if not value:
         return None
-    try:
-        return uuid.UUID(value)
-    except ValueError as exc:
-        raise serializers.ValidationError({name: [f"{value[:100]!r} is not a UUID"]}) from exc
+    parsed = uuid_parse(value)
+    if parsed is None:
+        raise serializers.ValidationError({name: [f"{value[:100]!r} is not a UUID"]})
+    return parsed
 
 
 def query_uuid_required(request, name: str) -> uuid.UUID:

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import re
-import uuid
 
 from django.http import HttpResponse
 from django.shortcuts import get_object_or_404
@@ -41,6 +40,7 @@ from core.api.fields import (
 )
 from core.api.parsers import StrictJSONParser
 from core.api.permissions import IsViewer
+from core.ids import uuid_parse
 from evals.comparison.cache import comparison_cached_get
 from evals.comparison.compute import gate_decide
 from evals.comparison.gate import (
@@ -162,10 +162,9 @@ def run_or_404(run_uuid) -> Run:
     """The run with this UUID (suite joined); 404 when none, or when ``run_uuid`` is no UUID
     (paths take any text, so that permissions are checked before the id: an outsider gets
     403 whatever the path)."""
-    try:
-        run_uuid = uuid.UUID(str(run_uuid))
-    except ValueError as exc:
-        raise NotFound("No run with that UUID.") from exc
+    run_uuid = uuid_parse(str(run_uuid))
+    if run_uuid is None:
+        raise NotFound("No run with that UUID.")
     return get_object_or_404(Run.objects.select_related("suite"), uuid=run_uuid)
 
 

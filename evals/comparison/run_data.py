@@ -22,6 +22,7 @@ import numpy as np
 from django.db import models
 
 from core.db import raw_rows
+from evals.grading.grader_set import GraderSet
 from evals.grading.verdict import ERRORED, FAIL, MISSING, PASS, PENDING, PIPELINE, overall_codes
 from evals.models import Case, Grade, Trial
 from judges.models import JudgeVersion
@@ -125,14 +126,6 @@ def judge_version_label(judge_name: str, number: int) -> str:
     return f"{judge_name}-v{number}"
 
 
-def _grader_gating(graders: object) -> list[tuple[str, bool]]:
-    out = []
-    for spec in graders if isinstance(graders, list) else []:
-        if isinstance(spec, dict) and isinstance(spec.get("key"), str):
-            out.append((spec["key"], spec.get("gating", True) is not False))
-    return out
-
-
 def run_data_build(
     *,
     meta: dict[str, Any],
@@ -163,7 +156,7 @@ def run_data_build(
         [PASS if s == "ok" else PIPELINE if s == "error" else PENDING for s in status],
         dtype=np.int64,
     )
-    specs = _grader_gating(grader_specs)
+    specs = GraderSet.from_stored(grader_specs).gating_pairs
     gating = dict(specs)
     keys = [k for k, _ in specs]
     grade_gating: dict[str, bool] = {}

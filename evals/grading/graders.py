@@ -36,39 +36,15 @@ import json
 import math
 import re
 import unicodedata
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import jsonschema
 
+from core.ids import uuid_parse
+from evals.grading.grader_set import JUDGE_KIND, GraderConfigError, GraderSpec
 from judges.models import Judge, JudgeVersion
-
-
-class GraderConfigError(ValueError):
-    """A grader spec is invalid; the message names the index and field."""
-
-
-@dataclass(frozen=True)
-class GraderSpec:
-    """One grader in a run's grader set.
-
-    ``key``: unique within the set, stored as ``Grade.grader``; ``kind``: a name in
-    ``GRADERS``; ``config``: kind-specific options; ``gating``: whether the overall verdict
-    of a trial requires this grader to pass.
-    """
-
-    key: str
-    kind: str
-    config: dict = field(default_factory=dict)
-    gating: bool = True
-    version: str = "1"
-
-    @property
-    def is_judge(self) -> bool:
-        """True for the judge rung (graded by the judges app, not ``run_grader``)."""
-        return self.kind == JUDGE_KIND
 
 
 @dataclass(frozen=True)
@@ -380,9 +356,6 @@ GRADERS: dict[str, Callable[..., GradeResult]] = {
 }
 
 
-JUDGE_KIND = "judge"
-
-
 # --- parsing ------------------------------------------------------------------------------
 
 _SPEC_FIELDS = {"key", "kind", "config", "gating", "version"}
@@ -521,10 +494,9 @@ def _check_judge_version(value: str, where: str) -> None:
 
     # hoisted
 
-    try:
-        version_uuid = uuid.UUID(value)
-    except ValueError as exc:
-        raise GraderConfigError(f"{where}: not a uuid: {value!r}") from exc
+    version_uuid = uuid_parse(value)
+    if version_uuid is None:
+        raise GraderConfigError(f"{where}: not a uuid: {value!r}")
     version = JudgeVersion.objects.filter(uuid=version_uuid).select_related("judge").first()
     if version is None:
         raise GraderConfigError(f"{where}: unknown judge version {value!r}")

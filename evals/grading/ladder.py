@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from django.db.models import Count, Q
 
-from evals.grading.graders import GraderSpec, run_grader
+from evals.grading.grader_set import GraderSpec
+from evals.grading.graders import run_grader
 from evals.models import Grade, Trial
 from evals.runner.targets import CaseInput
 

@@ -12,7 +12,6 @@ from django.db.models.functions import Substr
 from core.db import raw_rows
 from evals.models import Case, Grade, Run, Trial
 from evals.report.build import RunReport, RunRows, judge_calls_from_rows, report_from_rows
-from evals.selectors import _grader_gating
 from judges.models import JudgeApproval
 
 REASON_MAX_CHARS = 500
@@ -66,7 +65,7 @@ def run_report(*, run: Run) -> RunReport:
             .order_by("key", "id")
             .values_list("id", "uuid", "key", "tags")
         ),
-        graders=_grader_gating(run.graders),
+        graders=run.grader_set.gating_pairs,
         totals=totals,
         failure_groups=list(
             grades.filter(status=Grade.Status.OK, passed=False)

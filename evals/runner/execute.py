@@ -16,7 +16,6 @@ from django.db import connection, transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
-from evals.grading.graders import parse_grader_specs
 from evals.grading.ladder import (
     _case_input,
     _chunk_grades_complete,
@@ -274,7 +273,7 @@ def trial_chunk_execute(*, run_id: int, trial_ids: list[int]) -> None:
     run = Run.objects.filter(id=run_id).first()
     if run is None or run.status == Run.Status.CANCELLED:
         return
-    specs = parse_grader_specs(run.graders or [])
+    specs = list(run.grader_set.specs)
     claimed = _trials_claim(run_id=run_id, trial_ids=trial_ids)
     if claimed:
         trials = {t.id: t for t in Trial.objects.filter(id__in=claimed).select_related("case")}

@@ -83,10 +83,10 @@ def run_finalize(*, run_id: int) -> Run:
 def _judge_grading_pending(run_id: int) -> bool:
     """True while some ok trial of a running run lacks a grade of a judge grader of its set
     (no query beyond the run's grader set when the set has no judge)."""
-    graders = Run.objects.filter(id=run_id).values_list("graders", "status").first()
-    if graders is None or graders[1] not in (Run.Status.QUEUED, Run.Status.RUNNING):
+    run = Run.objects.filter(id=run_id).only("graders", "status").first()
+    if run is None or run.status not in (Run.Status.QUEUED, Run.Status.RUNNING):
         return False
-    keys = [g["key"] for g in graders[0] or [] if isinstance(g, dict) and g.get("kind") == "judge"]
+    keys = run.grader_set.judge_keys
     if not keys:
         return False
     ok = Trial.objects.filter(run_id=run_id, status=Trial.Status.OK)

@@ -14,14 +14,15 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
-from collections.abc import Iterator
 from functools import partial
 from typing import Any
 
 from django.conf import settings
 from django.db import transaction
 
-from evals.grading.graders import GraderSpec, parse_grader_specs
+from core.chunks import chunked
+from evals.grading.grader_set import GraderSpec
+from evals.grading.graders import parse_grader_specs
 from evals.models import Case, Run, Suite, Trial
 from evals.runner.targets import target_from_config
 from evals.tasks import run_chunk_execute
@@ -38,8 +39,9 @@ class RunConfigError(ValueError):
     message names the field."""
 
 
-def _chunk_size() -> int:
-    return max(1, int(settings.ASSAY["TRIAL_CHUNK_SIZE"]))
+def trial_chunk_size() -> int:
+    """Trials per execution task (``ASSAY["TRIAL_CHUNK_SIZE"]``; settings refuse < 1)."""
+    return int(settings.ASSAY["TRIAL_CHUNK_SIZE"])
 
 
 def _target_validate(config: dict) -> Any:
@@ -142,7 +144,7 @@ def run_start(
             .order_by("case_id", "attempt")
             .values_list("id", flat=True)
         )
-        for chunk in _chunks(trial_ids, _chunk_size()):
+        for chunk in chunked(trial_ids, trial_chunk_size()):
             transaction.on_commit(partial(_chunk_enqueue, run.id, chunk))
     return run
 
@@ -167,11 +169,6 @@ def _judge_gating_snapshot(graders: list[dict], specs: list[GraderSpec]) -> list
         else raw
         for raw, spec in zip(graders, specs, strict=True)
     ]
-
-
-def _chunks(ids: list[int], size: int) -> Iterator[list[int]]:
-    for i in range(0, len(ids), size):
-        yield ids[i : i + size]
 
 
 def _chunk_enqueue(run_id: int, trial_ids: list[int]) -> None:

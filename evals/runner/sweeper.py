@@ -22,10 +22,11 @@ from django.conf import settings
 from django.db.models import Max
 from django.utils import timezone
 
+from core.chunks import chunked
 from evals.models import Grade, Run, Trial
 from evals.runner.execute import _judge_chunk_enqueue
 from evals.runner.finalize import _judge_grading_pending
-from evals.runner.start import _chunk_enqueue
+from evals.runner.start import _chunk_enqueue, trial_chunk_size
 
 
 @dataclass(frozen=True)
@@ -38,11 +39,6 @@ class SweepResult:
     chunks: int = 0
     judge_runs: int = 0
     judge_chunks: int = 0
-
-
-def _chunks(ids: list[int]) -> list[list[int]]:
-    size = settings.ASSAY["TRIAL_CHUNK_SIZE"]
-    return [ids[i : i + size] for i in range(0, len(ids), size)]
 
 
 def runs_sweep(*, now: datetime | None = None) -> SweepResult:
@@ -67,7 +63,7 @@ def runs_sweep(*, now: datetime | None = None) -> SweepResult:
         stale.setdefault(run_id, []).append(trial_id)
     chunks = 0
     for run_id, ids in stale.items():
-        for chunk in _chunks(ids):
+        for chunk in chunked(ids, trial_chunk_size()):
             _chunk_enqueue(run_id, chunk)
             chunks += 1
 
@@ -101,7 +97,7 @@ def runs_sweep(*, now: datetime | None = None) -> SweepResult:
         ids = list(
             trials.filter(status=Trial.Status.OK).order_by("id").values_list("id", flat=True)
         )
-        for chunk in _chunks(ids):
+        for chunk in chunked(ids, trial_chunk_size()):
             _judge_chunk_enqueue(run_id, chunk)
             judge_chunks += 1
         judge_runs += 1

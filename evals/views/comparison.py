@@ -10,14 +10,13 @@ keeps a real ``href``. Permissions: reviewers, engineers and leads (``VIEWER_ROL
 
 from __future__ import annotations
 
-import uuid
-
 from django.core.paginator import Paginator
 from django.http import Http404, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET
 
 from core.http import VIEWER_ROLES, HtmxHttpRequest, role_required
+from core.ids import uuid_parse
 from evals.comparison.cache import comparison_cached_get
 from evals.comparison.case import case_uuids_by_hash, comparison_case_get
 from evals.comparison.compute import CHANGE_CLASSES, gate_decide
@@ -83,10 +82,9 @@ def comparison(request: HtmxHttpRequest, head_id, base_id) -> HttpResponse:
 @role_required(*VIEWER_ROLES)
 def comparison_pick(request: HtmxHttpRequest, run_id) -> HttpResponse:
     """Redirect ``?base=<uuid>`` to the comparison of this run (head) against that run."""
-    try:
-        base_id = uuid.UUID(request.GET.get("base", ""))
-    except ValueError as exc:
-        raise Http404("base: choose a run of the same suite") from exc
+    base_id = uuid_parse(request.GET.get("base"))
+    if base_id is None:
+        raise Http404("base: choose a run of the same suite")
     base, head = _runs(run_id, base_id)
     return redirect("evals:comparison", head_id=head.uuid, base_id=base.uuid)
 

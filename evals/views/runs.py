@@ -9,7 +9,6 @@ Permissions (the cast in tests/conftest.py):
 """
 
 import json
-import uuid
 
 from django.contrib import messages
 from django.http import Http404, HttpRequest, HttpResponse
@@ -19,10 +18,11 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from django_htmx.http import HttpResponseStopPolling
 
 from core.http import RUNNER_ROLES, VIEWER_ROLES, HtmxHttpRequest, role_required
+from core.ids import uuid_parse
 from evals import selectors
 from evals.baselines import run_baseline_context
 from evals.forms import RunFilterForm, RunStartForm
-from evals.grading.graders import GraderConfigError
+from evals.grading.grader_set import GraderConfigError
 from evals.models import Case, Run, Suite, Trial
 from evals.report.selectors import run_report
 from evals.runner.finalize import run_cancel as run_cancel_service
@@ -87,20 +87,13 @@ def run_new(request: HtmxHttpRequest) -> HttpResponse:
             else:
                 return redirect(run.get_absolute_url())
         return render(request, "evals/run_new.html", {"form": form})
-    suite = Suite.objects.filter(uuid=_uuid_or_none(request.GET.get("suite"))).first()
+    suite = Suite.objects.filter(uuid=uuid_parse(request.GET.get("suite"))).first()
     suite = suite or Suite.objects.order_by("name").first()
     graders = suite_default_graders(suite=suite) if suite else []
     form = RunStartForm(initial={"suite": suite, "graders": json.dumps(graders, indent=2)})
     if request.htmx and request.htmx.target == "graders-field":
         return render(request, "evals/run_new.html#graders-field", {"form": form})
     return render(request, "evals/run_new.html", {"form": form})
-
-
-def _uuid_or_none(raw: str | None) -> str | None:
-    try:
-        return str(uuid.UUID(raw)) if raw else None
-    except ValueError:
-        return None
 
 
 @require_GET

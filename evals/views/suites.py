@@ -6,14 +6,13 @@ page; only engineers and leads set a baseline or graduate a case (POST only).
 
 from __future__ import annotations
 
-import uuid
-
 from django.contrib import messages
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
 from core.http import RUNNER_ROLES, VIEWER_ROLES, role_required
+from core.ids import uuid_parse
 from evals.baselines import baseline_set as baseline_set_service
 from evals.cases import GraduationError
 from evals.cases import case_graduate as case_graduate_service
@@ -82,7 +81,7 @@ def case_graduate(request: HttpRequest, suite_id, case_id) -> HttpResponse:
 
     suite = get_object_or_404(Suite, uuid=suite_id)
     case = get_object_or_404(Case.objects.select_related("suite"), uuid=case_id, suite=suite)
-    into = Suite.objects.filter(uuid=_uuid(request.POST.get("into_suite"))).first()
+    into = Suite.objects.filter(uuid=uuid_parse(request.POST.get("into_suite"))).first()
     back = redirect("evals:suite-detail", suite_id=suite.uuid)
     if into is None:
         messages.error(request, "into_suite: choose a regression suite.")
@@ -104,12 +103,3 @@ def case_graduate(request: HttpRequest, suite_id, case_id) -> HttpResponse:
     else:
         messages.success(request, f"{case.key} graduated into {into.name}.")
     return back
-
-
-def _uuid(raw: str | None) -> str | None:
-    # hoisted
-
-    try:
-        return str(uuid.UUID(raw)) if raw else None
-    except ValueError:
-        return None

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any, BinaryIO
 
+from core.chunks import chunked
 from core.strict_json import NON_FINITE, json_loads_line
 from evals.cases import CaseSpec, cases_upsert
 from evals.models import Grade, Trial
@@ -216,8 +217,7 @@ def trials_store(
     cases = cases_upsert(suite=ctx.suite, specs=[s for s, _ in specs.values()])
     ctx.cases_seen(cases.values())
     errored = 0
-    for start in range(0, len(trials), BATCH_SIZE):
-        batch = trials[start : start + BATCH_SIZE]
+    for batch in chunked(trials, BATCH_SIZE):
         rows = [
             Trial(
                 run=run,

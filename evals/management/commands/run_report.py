@@ -7,10 +7,10 @@ may contain slashes as long as exactly one suite/run pair matches).
 from __future__ import annotations
 
 import json
-import uuid
 
 from django.core.management.base import BaseCommand, CommandError
 
+from core.ids import uuid_parse
 from evals.models import Run
 from evals.report.build import RunReport
 from evals.report.figures import Figures
@@ -19,12 +19,12 @@ from evals.report.selectors import run_report
 
 def run_lookup(ref: str) -> Run:
     """The run named by ``ref`` (UUID or "suite/run"); CommandError when none or several match."""
-    try:
-        return Run.objects.select_related("suite").get(uuid=uuid.UUID(ref))
-    except ValueError:
-        pass
-    except Run.DoesNotExist as exc:
-        raise CommandError(f"no run with id {ref}") from exc
+    ref_uuid = uuid_parse(ref)
+    if ref_uuid is not None:
+        try:
+            return Run.objects.select_related("suite").get(uuid=ref_uuid)
+        except Run.DoesNotExist as exc:
+            raise CommandError(f"no run with id {ref}") from exc
     matches = []
     for i, char in enumerate(ref):
         if char == "/":

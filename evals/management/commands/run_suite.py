@@ -12,14 +12,14 @@ from __future__ import annotations
 import json
 import sys
 import time
-import uuid
 from pathlib import Path
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.utils import timezone
 
-from evals.grading.graders import GraderConfigError
+from core.ids import uuid_parse
+from evals.grading.grader_set import GraderConfigError
 from evals.models import GraderSetPreset, Run, Suite, TargetPreset
 from evals.runner.start import RunConfigError, run_start
 from evals.runner.targets import TargetConfigError
@@ -45,10 +45,8 @@ def _json_file(path: str, *, option: str) -> Any:
 def _suite_get(ref: str) -> Suite:
     suite = Suite.objects.filter(name=ref).first()
     if suite is None:
-        try:
-            suite = Suite.objects.filter(uuid=uuid.UUID(ref)).first()
-        except ValueError:
-            suite = None
+        ref_uuid = uuid_parse(ref)
+        suite = Suite.objects.filter(uuid=ref_uuid).first() if ref_uuid else None
     if suite is None:
         raise CommandError(f"SUITE: no suite named {ref!r}")
     return suite

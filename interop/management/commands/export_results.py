@@ -13,6 +13,7 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
+from core.ids import uuid_parse
 from evals.management.commands.run_report import run_lookup
 from interop import exports
 from interop.calibration_export import calibration_table
@@ -78,10 +79,10 @@ class Command(BaseCommand):
 
 def _uuid_option(options, name: str) -> uuid.UUID:
     raw = options[name]
-    try:
-        return uuid.UUID(raw)
-    except ValueError as exc:
-        raise CommandError(f"--{name.replace('_', '-')}: expected a UUID, got {raw!r}") from exc
+    value = uuid_parse(raw)
+    if value is None:
+        raise CommandError(f"--{name.replace('_', '-')}: expected a UUID, got {raw!r}")
+    return value
 
 
 def _calibration_table(options) -> exports.ExportTable:

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import json
 import time
-import uuid
 
 from django.core.management.base import BaseCommand, CommandError
 
+from core.ids import uuid_parse
 from evals.management.commands.run_report import run_lookup
 from judges.models import JudgeRun, JudgeVersion
 from judges.runs import judge_run_start
@@ -34,7 +34,7 @@ class Command(BaseCommand):
         run = run_lookup(options["run"])
         try:
             version = JudgeVersion.objects.select_related("judge").get(
-                uuid=uuid.UUID(options["judge_version"])
+                uuid=uuid_parse(options["judge_version"])
             )
         except (ValueError, JudgeVersion.DoesNotExist) as exc:
             raise CommandError(f"no judge version {options['judge_version']!r}") from exc

@@ -1,0 +1,96 @@
+"""A run's grader set, typed: read once from its stored JSON, then passed around as a
+``GraderSet`` (``Run.grader_set``). The strict parse of a new set, which checks every
+kind's config, is ``evals.grading.graders.parse_grader_specs``; a stored set was checked
+when its run started (or came from an import), so ``GraderSet.from_stored`` reads it
+leniently and never raises."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+class GraderConfigError(ValueError):
+    """A grader spec is invalid; the message names the index and field."""
+
+
+@dataclass(frozen=True)
+class GraderSpec:
+    """One grader in a run's grader set.
+
+    ``key``: unique within the set, stored as ``Grade.grader``; ``kind``: a name in
+    ``GRADERS``; ``config``: kind-specific options; ``gating``: whether the overall verdict
+    of a trial requires this grader to pass.
+    """
+
+    key: str
+    kind: str
+    config: dict = field(default_factory=dict)
+    gating: bool = True
+    version: str = "1"
+
+    @property
+    def is_judge(self) -> bool:
+        """True for the judge rung (graded by the judges app, not ``run_grader``)."""
+        return self.kind == JUDGE_KIND
+
+
+JUDGE_KIND = "judge"
+
+
+@dataclass(frozen=True)
+class GraderSet:
+    """The graders of a run, in order: ``specs`` (``GraderSpec``), and the views of them
+    every reader needs — so no reader walks the stored JSON itself."""
+
+    specs: tuple[GraderSpec, ...] = ()
+
+    @classmethod
+    def from_stored(cls, raw: object) -> GraderSet:
+        """The set stored on a run or in a run file (a list of ``{"key", "kind", "config",
+        "gating", "version"}``). Lenient: an entry without a string key is skipped, a
+        missing kind reads "imported", gating defaults to True (only JSON ``false`` turns it
+        off), config to ``{}``, version to "1"."""
+        specs = []
+        for item in raw if isinstance(raw, list) else []:
+            if not isinstance(item, dict) or not isinstance(item.get("key"), str):
+                continue
+            config = item.get("config")
+            specs.append(
+                GraderSpec(
+                    key=item["key"],
+                    kind=str(item.get("kind") or "imported"),
+                    config=config if isinstance(config, dict) else {},
+                    gating=item.get("gating", True) is not False,
+                    version=str(item.get("version") or "1"),
+                )
+            )
+        return cls(tuple(specs))
+
+    @property
+    def keys(self) -> tuple[str, ...]:
+        """Grader keys in set order."""
+        return tuple(s.key for s in self.specs)
+
+    @property
+    def gating_pairs(self) -> list[tuple[str, bool]]:
+        """``(key, gating)`` in set order."""
+        return [(s.key, s.gating) for s in self.specs]
+
+    @property
+    def gating_keys(self) -> tuple[str, ...]:
+        """Keys of the gating graders, sorted (runs with equal tuples share one aggregate)."""
+        return tuple(sorted(s.key for s in self.specs if s.gating))
+
+    @property
+    def judges(self) -> tuple[GraderSpec, ...]:
+        """The judge rung's specs."""
+        return tuple(s for s in self.specs if s.is_judge)
+
+    @property
+    def deterministic(self) -> tuple[GraderSpec, ...]:
+        """Every spec but the judge rung's (graded by ``run_grader`` as trials are written)."""
+        return tuple(s for s in self.specs if not s.is_judge)
+
+    @property
+    def judge_keys(self) -> tuple[str, ...]:
+        return tuple(s.key for s in self.judges)
