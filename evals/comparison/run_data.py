@@ -19,13 +19,10 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from django.db import models
 
-from core.db import raw_rows
 from evals.grading.grader_set import GraderSet
 from evals.grading.verdict import ERRORED, FAIL, MISSING, PASS, PENDING, PIPELINE, overall_codes
-from evals.models import Case, Grade, Trial
-from judges.models import JudgeVersion
+from evals.report.rows import judge_version_label, run_rows_get
 
 RUN_DATA_FORMAT = "assay-run-data"
 RUN_FILE_FORMAT = "assay-run"
@@ -119,11 +116,6 @@ class RunData:
     @property
     def provisional(self) -> int:
         return sum(c.provisional for c in self.cases)
-
-
-def judge_version_label(judge_name: str, number: int) -> str:
-    """A judge version as people name it: ``"<judge name>-v<number>"`` ("judge-v2")."""
-    return f"{judge_name}-v{number}"
 
 
 def run_data_build(
@@ -221,8 +213,8 @@ def run_data_build(
                 finished=int(u.get("finished") or 0),
                 cost_known_usd=Decimal(u.get("cost") or 0).quantize(CENT),
                 cost_unknown=int(u.get("cost_unknown") or 0),
-                input_tokens=int(u.get("input") or 0),
-                output_tokens=int(u.get("output") or 0),
+                input_tokens=int(u.get("input_sum") or 0),
+                output_tokens=int(u.get("output_sum") or 0),
                 tokens_unknown=int(u.get("tokens_unknown") or 0),
                 latency_sum_ms=float(u.get("latency_sum") or 0.0),
                 latency_n=int(u.get("latency_n") or 0),
@@ -244,73 +236,11 @@ def run_data_build(
 
 
 def run_data_get(*, run: Any) -> RunData:
-    """``RunData`` of a run in the database.
-
-    Five queries whatever the run's size (trials, grades, cases, per-case usage
-    aggregates, judge versions used; plus one for ``run.suite`` unless joined). Output
-    text is never loaded.
-    """
-    # hoisted
-
-    # hoisted
-    # hoisted
-    # hoisted
-
-    ok, err = Trial.Status.OK, Trial.Status.ERROR
-    trials_qs = Trial.objects.filter(run=run).order_by()
-    # Ordered by attempt so per-case verdict lists read the same from the database and
-    # from an exported file (PostgreSQL returns rows in no fixed order otherwise).
-    trials = raw_rows(
-        trials_qs.order_by("case_id", "attempt").values_list("id", "case_id", "status")
-    )
-    code = models.Case(
-        models.When(status=Grade.Status.ERROR, then=-1),
-        models.When(passed=True, then=1),
-        default=0,
-        output_field=models.IntegerField(),
-    )
-    gating = models.Case(
-        models.When(gating=True, then=1), default=0, output_field=models.IntegerField()
-    )
-    grades = raw_rows(
-        Grade.objects.filter(trial__run=run, trial__status=ok)
-        .order_by()
-        .values_list("trial_id", "grader", code, gating, "judge_version_id")
-    )
-    cases = list(
-        Case.objects.filter(id__in=trials_qs.values("case_id"))
-        .order_by("key", "id")
-        .values_list("id", "key", "content_hash", "tags")
-    )
-    finished = models.Q(status__in=[ok, err])
-    usage = {
-        row["case_id"]: row
-        for row in trials_qs.values("case_id").annotate(
-            finished=models.Count("id", filter=finished),
-            cost=models.Sum("cost_usd", filter=finished),
-            cost_unknown=models.Count("id", filter=finished & models.Q(cost_usd__isnull=True)),
-            input=models.Sum("input_tokens", filter=finished),
-            output=models.Sum("output_tokens", filter=finished),
-            tokens_unknown=models.Count(
-                "id",
-                filter=finished
-                & (models.Q(input_tokens__isnull=True) | models.Q(output_tokens__isnull=True)),
-            ),
-            latency_sum=models.Sum("latency_ms", filter=finished),
-            latency_n=models.Count("latency_ms", filter=finished),
-        )
-    }
-    jv_ids = {g[4] for g in grades if g[4] is not None}
-    judges = (
-        {
-            jv.id: (judge_version_label(jv.judge.name, jv.number), jv.judge.name, jv.is_trusted)
-            for jv in JudgeVersion.objects.with_trust()
-            .filter(id__in=jv_ids)
-            .select_related("judge")
-        }
-        if jv_ids
-        else {}
-    )
+    """``RunData`` of a run in the database, from the one run loader
+    (``evals.report.rows.run_rows_get``: four queries whatever the run's size, one more when
+    judges graded it; plus one for ``run.suite`` unless joined). Output text is never
+    loaded."""
+    rows = run_rows_get(run=run)
     suite = run.suite
     meta = {
         "label": f"{suite.name} / {run.name}",
@@ -324,11 +254,11 @@ def run_data_get(*, run: Any) -> RunData:
     return run_data_build(
         meta=meta,
         grader_specs=run.graders,
-        cases=cases,
-        trials=trials,
-        grades=grades,
-        judges=judges,
-        usage=usage,
+        cases=[(c[0], c[2], c[4], c[3]) for c in rows.cases],
+        trials=[t[:3] for t in rows.trials],
+        grades=[(g[0], g[1], g[2], g[4], g[5]) for g in rows.grades],
+        judges={v: (j.label, j.name, j.trusted) for v, j in rows.judges.items()},
+        usage=rows.usage,
     )
 
 
@@ -352,8 +282,8 @@ def run_data_from_export(data: dict[str, Any], *, source: str = "file") -> RunDa
             "finished": 0,
             "cost": Decimal(0),
             "cost_unknown": 0,
-            "input": 0,
-            "output": 0,
+            "input_sum": 0,
+            "output_sum": 0,
             "tokens_unknown": 0,
             "latency_sum": 0.0,
             "latency_n": 0,
@@ -397,8 +327,8 @@ def _usage_add(u: dict[str, Any], trial: dict[str, Any]) -> None:
         u["cost"] += Decimal(str(trial["cost_usd"]))
     if trial.get("input_tokens") is None or trial.get("output_tokens") is None:
         u["tokens_unknown"] += 1
-    u["input"] += trial.get("input_tokens") or 0
-    u["output"] += trial.get("output_tokens") or 0
+    u["input_sum"] += trial.get("input_tokens") or 0
+    u["output_sum"] += trial.get("output_tokens") or 0
     if trial.get("latency_ms") is not None:
         u["latency_sum"] += float(trial["latency_ms"])
         u["latency_n"] += 1

@@ -41,6 +41,7 @@ from evals.report.figures import (
     case_wilson,
     figures_for,
 )
+from evals.report.rows import RunRows
 from judges.trust import corrected_pass_rate_from_approval
 
 OVERALL = "overall"
@@ -253,35 +254,20 @@ class RunReport:
 
 
 @dataclass(frozen=True)
-class RunRows:
-    """What ``report_from_rows`` needs, as fetched by ``selectors.run_report``.
-
-    ``trials``: ``(id, case_id, status, latency_ms)``; ``grades`` over ok trials:
-    ``(trial_id, grader, code, score, gating, judge_version_id)`` with code 1 pass, 0 fail,
-    -1 errored and gating 0/1; ``cases``: ``(id, uuid, key, tags)``; ``graders``:
-    ``(key, gating)`` in grader-set order; ``totals`` over finished trials: ``finished``,
-    ``input_sum``, ``output_sum`` (token sums), ``input_unknown``, ``output_unknown``, ``cost``
-    (Decimal sum of known costs or None), ``cost_unknown``; ``failure_groups``/
+class ReasonRows:
+    """Grouped reasons, as fetched by ``selectors.run_report``: ``failure_groups`` and
     ``error_groups``: ``(grader, reason, count)`` over ok trials; ``pipeline_groups``:
-    ``(error_message, count)``; ``approvals``: judge version id -> ``(approval id,
-    figures)`` of its active approval, for the judge versions among ``grades``.
-    """
+    ``(error_message, count)``."""
 
-    trials: list[tuple]
-    grades: list[tuple]
-    cases: list[tuple]
-    graders: list[tuple[str, bool]]
-    totals: dict[str, Any]
     failure_groups: list[tuple]
     error_groups: list[tuple]
     pipeline_groups: list[tuple]
-    approvals: dict[int, tuple[int, dict]] = field(default_factory=dict)
 
 
 REASON_GROUPS_PER_GRADER = 10
 
 
-def report_from_rows(*, run: Any, rows: RunRows) -> RunReport:
+def report_from_rows(*, run: Any, rows: RunRows, reasons: ReasonRows) -> RunReport:
     """Assemble a ``RunReport`` from the fetched rows (numpy; no queries).
 
     Steps: 1. index trials and cases; 2. one code array per grader; 3. overall codes from the
@@ -304,8 +290,9 @@ def report_from_rows(*, run: Any, rows: RunRows) -> RunReport:
     trial_codes[status == "error"] = PIPELINE
 
     # 2. one code array per grader (MISSING where an ok trial has no grade)
-    keys = [k for k, _ in rows.graders]
-    gating = dict(rows.graders)
+    graders = run.grader_set.gating_pairs
+    keys = [k for k, _ in graders]
+    gating = dict(graders)
     g_cols = list(zip(*rows.grades, strict=True)) if rows.grades else [()] * 6
     g_keys = np.array(g_cols[1], dtype=object)
     extra = sorted(set(g_cols[1]) - set(keys))
@@ -375,7 +362,7 @@ def report_from_rows(*, run: Any, rows: RunRows) -> RunReport:
         k: [a.tolist() for a in (v.passed, v.graded, v.grade_errors)] for k, v in tallies.items()
     }
     case_rows = []
-    for i, (_, c_uuid, c_key, c_tags) in enumerate(rows.cases):
+    for i, (_, c_uuid, c_key, c_tags, _hash) in enumerate(rows.cases):
         passed, graded = o_cols[0][i], o_cols[1][i]
         low, high = case_wilson(passed, graded)
         case_rows.append(
@@ -424,11 +411,11 @@ def report_from_rows(*, run: Any, rows: RunRows) -> RunReport:
         graders=grader_figures,
         cases=case_rows,
         slices=slices,
-        failure_reasons=_groups(rows.failure_groups, fails, "failures"),
-        grade_error_reasons=_groups(rows.error_groups, errs, "errors"),
+        failure_reasons=_groups(reasons.failure_groups, fails, "failures"),
+        grade_error_reasons=_groups(reasons.error_groups, errs, "errors"),
         pipeline_error_reasons=[
             ReasonGroup("", msg or "(no message)", int(n), n_pipeline, "errors")
-            for msg, n in sorted(rows.pipeline_groups, key=lambda g: -g[1])[
+            for msg, n in sorted(reasons.pipeline_groups, key=lambda g: -g[1])[
                 :REASON_GROUPS_PER_GRADER
             ]
         ],

@@ -1,0 +1,180 @@
+"""The one run loader: a run's trials, grades, cases, per-case usage and judge versions as
+flat rows, read once. The run report (``evals.report.selectors.run_report``), the
+comparison and the gate (``evals.comparison.run_data.run_data_get``) all start from
+``run_rows_get``, so they cannot read a run differently.
+
+Output text is never loaded; verdicts come back as small integers and rows straight from
+the cursor (``core.db.raw_rows``), so no per-row converter runs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any
+
+from django.db import models
+from django.db.models import Case as CaseWhen
+
+from core.db import raw_rows
+from evals.models import Case, Grade, Run, Trial
+from judges.models import JudgeApproval, JudgeVersion
+
+
+def judge_version_label(judge_name: str, number: int) -> str:
+    """A judge version as people name it: ``"<judge name>-v<number>"`` ("judge-v2")."""
+    return f"{judge_name}-v{number}"
+
+
+@dataclass(frozen=True)
+class JudgeInfo:
+    """A judge version that graded the run: ``label`` ("judge-v2"), judge ``name``,
+    ``trusted`` (an active approval exists), and that approval's id and figures (None when
+    untrusted; the figures hold the confusion matrix the corrected pass rate uses)."""
+
+    label: str
+    name: str
+    trusted: bool
+    approval_id: int | None = None
+    approval_figures: dict | None = None
+
+
+@dataclass(frozen=True)
+class RunRows:
+    """A run as flat rows (see ``run_rows_get``).
+
+    ``trials``: ``(id, case_id, status, latency_ms)`` ordered by case id then attempt;
+    ``grades`` on ok trials: ``(trial_id, grader, code, score, gating, judge_version_id)``,
+    code 1 pass, 0 fail, -1 errored, gating 0/1; ``cases``: ``(id, uuid, key, tags,
+    content_hash)`` by key; ``usage``: case id -> sums over its finished trials (``finished``
+    trials, ``cost`` known USD as Decimal or None, ``cost_unknown``, ``input``/``output``
+    known token sums, ``input_unknown``/``output_unknown``/``tokens_unknown`` (either one
+    null) trial counts, ``latency_sum`` ms and ``latency_n``); ``judges``: judge version id
+    -> ``JudgeInfo`` for the versions among ``grades``.
+    """
+
+    trials: list[tuple]
+    grades: list[tuple]
+    cases: list[tuple]
+    usage: dict[Any, dict[str, Any]]
+    judges: dict[Any, JudgeInfo]
+
+    @property
+    def totals(self) -> dict[str, Any]:
+        """The usage summed over cases (the run report's totals): ``finished``,
+        ``input_sum``, ``output_sum``, ``input_unknown``, ``output_unknown``, ``cost`` (known
+        USD, Decimal, None when no cost is known), ``cost_unknown``."""
+        rows = list(self.usage.values())
+        costs = [r["cost"] for r in rows if r["cost"] is not None]
+        return {
+            "finished": sum(r["finished"] for r in rows),
+            "input_sum": sum(r["input_sum"] or 0 for r in rows),
+            "output_sum": sum(r["output_sum"] or 0 for r in rows),
+            "input_unknown": sum(r["input_unknown"] for r in rows),
+            "output_unknown": sum(r["output_unknown"] for r in rows),
+            "cost": sum(costs, Decimal(0)) if costs else None,
+            "cost_unknown": sum(r["cost_unknown"] for r in rows),
+        }
+
+    @property
+    def approvals(self) -> dict[Any, tuple[int, dict]]:
+        """Judge version id -> (approval id, figures) for the trusted versions."""
+        return {
+            v: (j.approval_id, j.approval_figures)
+            for v, j in self.judges.items()
+            if j.approval_id is not None
+        }
+
+
+GRADE_CODE = CaseWhen(
+    models.When(status=Grade.Status.ERROR, then=-1),
+    models.When(passed=True, then=1),
+    default=0,
+    output_field=models.IntegerField(),
+)
+GATING = CaseWhen(models.When(gating=True, then=1), default=0, output_field=models.IntegerField())
+
+
+def run_rows_get(*, run: Run) -> RunRows:
+    """Read ``run`` as ``RunRows``.
+
+    Four queries whatever the run's size (trials, grades, cases, per-case usage), plus one
+    when judges graded it (their versions with their active approvals).
+    """
+    ok, err = Trial.Status.OK, Trial.Status.ERROR
+    trials_qs = Trial.objects.filter(run=run).order_by()
+    # Ordered by attempt so per-case verdict lists read the same from the database and from
+    # an exported file (PostgreSQL returns rows in no fixed order otherwise).
+    trials = raw_rows(
+        trials_qs.order_by("case_id", "attempt").values_list(
+            "id", "case_id", "status", "latency_ms"
+        )
+    )
+    grades = raw_rows(
+        Grade.objects.filter(trial__run=run, trial__status=ok)
+        .order_by()
+        .values_list("trial_id", "grader", GRADE_CODE, "score", GATING, "judge_version_id")
+    )
+    cases = list(
+        Case.objects.filter(id__in=trials_qs.values("case_id"))
+        .order_by("key", "id")
+        .values_list("id", "uuid", "key", "tags", "content_hash")
+    )
+    finished = models.Q(status__in=[ok, err])
+    usage = {
+        row.pop("case_id"): row
+        for row in trials_qs.values("case_id").annotate(
+            finished=models.Count("id", filter=finished),
+            cost=models.Sum("cost_usd", filter=finished),
+            cost_unknown=models.Count("id", filter=finished & models.Q(cost_usd__isnull=True)),
+            input_sum=models.Sum("input_tokens", filter=finished),
+            output_sum=models.Sum("output_tokens", filter=finished),
+            input_unknown=models.Count("id", filter=finished & models.Q(input_tokens__isnull=True)),
+            output_unknown=models.Count(
+                "id", filter=finished & models.Q(output_tokens__isnull=True)
+            ),
+            tokens_unknown=models.Count(
+                "id",
+                filter=finished
+                & (models.Q(input_tokens__isnull=True) | models.Q(output_tokens__isnull=True)),
+            ),
+            latency_sum=models.Sum("latency_ms", filter=finished),
+            latency_n=models.Count("latency_ms", filter=finished),
+        )
+    }
+    return RunRows(
+        trials=trials,
+        grades=grades,
+        cases=cases,
+        usage=usage,
+        judges=_judges({g[5] for g in grades if g[5] is not None}),
+    )
+
+
+def _judges(version_ids: set[int]) -> dict[int, JudgeInfo]:
+    """The judge versions among a run's grades with their active approval (one query)."""
+    if not version_ids:
+        return {}
+    active = JudgeApproval.objects.filter(
+        judge_version=models.OuterRef("pk"), revoked_at__isnull=True
+    )
+    versions = (
+        JudgeVersion.objects.filter(id__in=version_ids)
+        .select_related("judge")
+        .annotate(
+            approval_id=models.Subquery(active.values("id")[:1]),
+            approval_figures=models.Subquery(
+                active.values("figures")[:1], output_field=models.JSONField()
+            ),
+        )
+    )
+    return {
+        jv.id: JudgeInfo(
+            label=judge_version_label(jv.judge.name, jv.number),
+            name=jv.judge.name,
+            trusted=jv.approval_id is not None,
+            approval_id=jv.approval_id,
+            approval_figures=jv.approval_figures,
+        )
+        for jv in versions
+    }
