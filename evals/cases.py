@@ -12,6 +12,7 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
+from core.errors import DomainError
 from evals.models import Case, Graduation, Suite, content_hash
 
 
@@ -95,10 +96,6 @@ def case_upsert(
     return cases_upsert(suite=suite, specs=[spec])[key]
 
 
-class GraduationError(ValueError):
-    """A case cannot graduate; the message names the field (``case`` or ``into_suite``)."""
-
-
 def case_graduate(*, case: Case, into_suite: Suite, by=None, evidence: dict | None = None):
     """Copy a capability case into a regression suite and record a ``Graduation``.
 
@@ -107,16 +104,16 @@ def case_graduate(*, case: Case, into_suite: Suite, by=None, evidence: dict | No
     one ``Graduation`` per (case, regression case)). ``evidence`` (e.g. the runs it passed)
     is stored with the record. Returns the ``Graduation``.
 
-    Raises ``GraduationError`` when ``case`` is retired or not in a capability suite, when
+    Raises ``DomainError`` when ``case`` is retired or not in a capability suite, when
     ``into_suite`` is not a regression suite, or when ``into_suite`` already has an active
     case with this key and different content (graduating must never replace it).
     """
     if case.suite.kind != Suite.Kind.CAPABILITY:
-        raise GraduationError(f"case: {case.key!r} is not in a capability suite")
+        raise DomainError(f"{case.key!r} is not in a capability suite", field="case")
     if case.retired_at is not None:
-        raise GraduationError(f"case: {case.key!r} is retired")
+        raise DomainError(f"{case.key!r} is retired", field="case")
     if into_suite.kind != Suite.Kind.REGRESSION:
-        raise GraduationError(f"into_suite: {into_suite.name!r} is not a regression suite")
+        raise DomainError(f"{into_suite.name!r} is not a regression suite", field="into_suite")
     clash = (
         Case.objects.active()
         .filter(suite=into_suite, key=case.key)
@@ -124,8 +121,9 @@ def case_graduate(*, case: Case, into_suite: Suite, by=None, evidence: dict | No
         .exists()
     )
     if clash:
-        raise GraduationError(
-            f"into_suite: {into_suite.name!r} already has a different case with key {case.key!r}"
+        raise DomainError(
+            f"{into_suite.name!r} already has a different case with key {case.key!r}",
+            field="into_suite",
         )
     with transaction.atomic():
         copy = case_upsert(

@@ -8,7 +8,7 @@ from typing import Any
 from django import forms
 from django.urls import reverse_lazy
 
-from evals.grading.grader_set import GraderConfigError
+from core.errors import DomainError
 from evals.grading.graders import parse_grader_specs
 from evals.models import GraderSetPreset, Run, Suite, TargetPreset
 from evals.runner.start import MAX_TRIALS_PER_CASE
@@ -134,7 +134,7 @@ class RunStartForm(forms.Form):
         raw = _json_field_value(self.cleaned_data["graders"], field="graders", expected=list)
         try:
             parse_grader_specs(raw)
-        except GraderConfigError as exc:
+        except DomainError as exc:
             raise forms.ValidationError(str(exc)) from exc
         return raw
 

@@ -13,17 +13,13 @@ from __future__ import annotations
 
 from typing import Literal
 
-from evals.grading.grader_set import GraderConfigError
+from core.errors import DomainError
 from evals.grading.graders import parse_grader_specs
 from evals.models import GraderSetPreset, TargetPreset, preset_hash
 from evals.runner.start import _target_validate
 from evals.runner.targets import TargetConfigError
 
 Action = Literal["created", "updated", "unchanged"]
-
-
-class PresetConfigError(ValueError):
-    """A preset that does not validate; the message names the TOML table and field."""
 
 
 def _renamed(message: str, *, old: str, new: str) -> str:
@@ -35,25 +31,25 @@ def _renamed(message: str, *, old: str, new: str) -> str:
 
 def target_preset_apply(*, name: str, config: dict) -> tuple[TargetPreset, Action]:
     """Create or update the target preset ``name`` with ``config`` (a run's target snapshot,
-    ``{"kind": "openai"|"callable"|"simulated", ...}``). Raises ``PresetConfigError`` naming
+    ``{"kind": "openai"|"callable"|"simulated", ...}``). Raises ``DomainError`` naming
     ``targets.<name>.<field>``."""
     where = f"targets.{name}"
     try:
         _target_validate(config)
     except TargetConfigError as exc:
-        raise PresetConfigError(_renamed(str(exc), old="target", new=where)) from exc
+        raise DomainError(_renamed(str(exc), old="target", new=where)) from exc
     return _apply(TargetPreset, name=name, field="config", value=config)
 
 
 def grader_set_preset_apply(*, name: str, graders: list) -> tuple[GraderSetPreset, Action]:
     """Create or update the grader set preset ``name`` (a list of grader spec dicts, see
-    ``evals.graders.parse_grader_specs``). Raises ``PresetConfigError`` naming
+    ``evals.graders.parse_grader_specs``). Raises ``DomainError`` naming
     ``grader_sets.<name>.graders[<i>].<field>``."""
     where = f"grader_sets.{name}.graders"
     try:
         parse_grader_specs(graders)
-    except GraderConfigError as exc:
-        raise PresetConfigError(_renamed(str(exc), old="graders", new=where)) from exc
+    except DomainError as exc:
+        raise DomainError(_renamed(str(exc), old="graders", new=where)) from exc
     return _apply(GraderSetPreset, name=name, field="graders", value=graders)
 
 

@@ -40,6 +40,7 @@ from django.http import HttpResponse
 from rest_framework import serializers
 
 from core.api.downloads import attachment, download_format
+from core.errors import DomainError
 from evals.comparison.compute import comparison_get
 from evals.models import Grade, Run, Trial
 from labeling.models import Label
@@ -48,10 +49,6 @@ FORMATS = ("csv", "parquet")
 CONTENT_TYPES = {"csv": "text/csv; charset=utf-8", "parquet": "application/vnd.apache.parquet"}
 USD = pa.decimal128(14, 8)
 GRADE_FIELDS = ("passed", "status", "score", "reason")
-
-
-class ExportError(ValueError):
-    """A bad export request (unknown format or time zone); the message names the option."""
 
 
 @dataclass(frozen=True)
@@ -63,13 +60,13 @@ class ExportTable:
 
 
 def zone_get(*, name: str | None) -> tzinfo:
-    """The IANA zone ``name`` (``"Asia/Shanghai"``); UTC when empty. Raises ``ExportError``."""
+    """The IANA zone ``name`` (``"Asia/Shanghai"``); UTC when empty. Raises ``DomainError``."""
     if not name or name.upper() == "UTC":
         return UTC
     try:
         return ZoneInfo(name)
     except (ZoneInfoNotFoundError, ValueError) as exc:
-        raise ExportError(f"tz: unknown time zone {name!r}") from exc
+        raise DomainError(f"unknown time zone {name!r}", field="tz") from exc
 
 
 def _json_text(value: Any) -> str | None:
@@ -289,9 +286,9 @@ WRITERS: dict[str, Callable[[ExportTable], bytes]] = {"csv": table_csv, "parquet
 
 
 def table_write(*, table: ExportTable, fmt: str) -> bytes:
-    """``table`` in format ``fmt`` (``csv`` or ``parquet``). Raises ``ExportError``."""
+    """``table`` in format ``fmt`` (``csv`` or ``parquet``). Raises ``DomainError``."""
     if fmt not in WRITERS:
-        raise ExportError(f"format: expected one of {', '.join(FORMATS)}, got {fmt!r}")
+        raise DomainError(f"expected one of {', '.join(FORMATS)}, got {fmt!r}", field="format")
     return WRITERS[fmt](table)
 
 
@@ -299,7 +296,7 @@ def download_zone(request):
     """The ``?tz=`` zone (``evals.zone_get``, default UTC); a 400 naming ``tz``."""
     try:
         return zone_get(name=request.query_params.get("tz"))
-    except ExportError as exc:
+    except DomainError as exc:
         raise serializers.ValidationError({"tz": [str(exc)]}) from exc
 
 

@@ -30,6 +30,7 @@ from django.db import transaction
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
+from core.errors import DomainError
 from evals.cases import CaseSpec, cases_upsert
 from evals.comparison.run_data import RUN_FILE_FORMAT
 from evals.models import Case, Grade, Run, Suite, Trial, content_hash
@@ -158,20 +159,16 @@ def run_export_json(*, run: Run, outputs: bool = True) -> str:
     )
 
 
-class RunFileError(ValueError):
-    """A run file cannot be imported; the message names the place (``cases[3].trials[0]``)."""
-
-
 def _need(obj: Any, key: str, where: str) -> Any:
     if not isinstance(obj, dict) or key not in obj:
-        raise RunFileError(f"{where}: missing field {key!r}")
+        raise DomainError(f"missing field {key!r}", field=f"{where}")
     return obj[key]
 
 
 def _when(value: Any, where: str):
     """An ISO 8601 time with an offset, returned in UTC, from 1900-01-01T00:00:00Z to
     2999-12-31T23:59:59Z (``evals.importers.reader.time_check``, the imports' rule); else
-    ``RunFileError`` naming ``where``."""
+    ``DomainError`` naming ``where``."""
     if value is None:
         return None
     try:
@@ -179,11 +176,11 @@ def _when(value: Any, where: str):
     except ValueError:  # well formed but not a date (2025-02-30)
         parsed = None
     if parsed is None or parsed.tzinfo is None:
-        raise RunFileError(f"{where}: {value!r} is not an ISO 8601 time with an offset")
+        raise DomainError(f"{value!r} is not an ISO 8601 time with an offset", field=f"{where}")
     utc = time_check(parsed)
     if utc is None:
-        raise RunFileError(
-            f"{where}: {value!r} is outside the supported range: a time {TIME_RANGE}"
+        raise DomainError(
+            f"{value!r} is outside the supported range: a time {TIME_RANGE}", field=f"{where}"
         )
     return utc
 
@@ -247,7 +244,7 @@ def _cases(suite: Suite, cases: list) -> list[Case]:
         if c.get("content_hash") and c["content_hash"] != content_hash(
             input=spec.input, expected=spec.expected, context=spec.context
         ):
-            raise RunFileError(f"{where}.content_hash: does not match the case's content")
+            raise DomainError("does not match the case's content", field=f"{where}.content_hash")
         specs.append(spec)
     existing: dict[tuple[str, str], Case] = {}
     for c in Case.objects.filter(suite=suite, key__in=[s.key for s in specs]).order_by("id"):
@@ -265,9 +262,9 @@ def _decimal(value: Any, where: str) -> Decimal | None:
     try:
         out = Decimal(str(value))
     except InvalidOperation as exc:
-        raise RunFileError(f"{where}: {value!r} is not a decimal") from exc
+        raise DomainError(f"{value!r} is not a decimal", field=f"{where}") from exc
     if not out.is_finite():
-        raise RunFileError(f"{where}: {value!r} is not finite")
+        raise DomainError(f"{value!r} is not finite", field=f"{where}")
     return out
 
 
@@ -280,28 +277,28 @@ def run_import(
 
     The suite is ``suite_name`` or the file's (created with the file's kind when absent);
     the run keeps the file's name unless ``name`` is given. All or nothing (one
-    transaction). Raises ``RunFileError`` naming the field: wrong format or version, a
+    transaction). Raises ``DomainError`` naming the field: wrong format or version, a
     missing field, a content hash that does not match its case, a run name already taken,
     a non-terminal status, a bad time or cost.
     """
     if not isinstance(data, dict) or data.get("format") != RUN_FILE_FORMAT:
-        raise RunFileError(f"format: expected {RUN_FILE_FORMAT!r}")
+        raise DomainError(f"expected {RUN_FILE_FORMAT!r}", field="format")
     if data.get("version") != 1:
-        raise RunFileError(f"version: {data.get('version')!r} is not supported (1)")
+        raise DomainError(f"{data.get('version')!r} is not supported (1)", field="version")
     meta = _need(data, "run", "file")
     suite_meta = _need(meta, "suite", "run")
     status = _need(meta, "status", "run")
     if status not in Run.TERMINAL:
-        raise RunFileError(f"run.status: {status!r} is not a finished status")
+        raise DomainError(f"{status!r} is not a finished status", field="run.status")
     suite, _ = Suite.objects.get_or_create(
         name=suite_name or _need(suite_meta, "name", "run.suite"),
         defaults={"kind": suite_meta.get("kind", Suite.Kind.REGRESSION)},
     )
     run_name = name or _need(meta, "name", "run")
     if Run.objects.filter(suite=suite, name=run_name).exists():
-        raise RunFileError(
-            f"run.name: {run_name!r} already exists in suite {suite.name!r}; "
-            "give another with --name"
+        raise DomainError(
+            f"{run_name!r} already exists in suite {suite.name!r}; give another with --name",
+            field="run.name",
         )
     versions = _judge_versions(data)
     file_cases = _need(data, "cases", "file")
@@ -348,8 +345,8 @@ def run_import(
         for k, g in enumerate(specs):
             ref = g.get("judge_version")
             if ref is not None and ref not in versions:
-                raise RunFileError(
-                    f"{where}.grades[{k}].judge_version: {ref!r} is not in judge_versions"
+                raise DomainError(
+                    f"{ref!r} is not in judge_versions", field=f"{where}.grades[{k}].judge_version"
                 )
             grades.append(
                 Grade(

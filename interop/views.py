@@ -11,6 +11,7 @@ from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_http_methods
 
+from core.errors import DomainError
 from core.http import RUNNER_ROLES, VIEWER_ROLES, role_required
 from core.ids import uuid_parse
 from core.roles import ENGINEER, LEAD
@@ -29,12 +30,10 @@ def table_download_response(request: HttpRequest, build, filename: str) -> HttpR
     fmt = request.GET.get("format", "csv")
     try:
         if fmt not in exports.FORMATS:
-            raise exports.ExportError(
-                f"format: expected one of {', '.join(exports.FORMATS)}, got {fmt!r}"
-            )
+            raise DomainError(f"format: expected one of {', '.join(exports.FORMATS)}, got {fmt!r}")
         zone = exports.zone_get(name=request.GET.get("tz"))
         body = exports.table_write(table=build(zone), fmt=fmt)
-    except exports.ExportError as exc:
+    except DomainError as exc:
         return HttpResponseBadRequest(str(exc), content_type="text/plain; charset=utf-8")
     response = HttpResponse(body, content_type=exports.CONTENT_TYPES[fmt])
     response["Content-Disposition"] = f'attachment; filename="{filename}.{fmt}"'

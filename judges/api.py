@@ -27,14 +27,13 @@ from core.api.fields import (
     NoUnknownFields,
     StrictIntegerField,
     StrictUUIDField,
-    field_error,
     query_uuid,
 )
 from core.api.figures import KappaSerializer, RateSerializer
 from core.api.parsers import StrictJSONParser
 from core.api.permissions import IsRunner
 from evals.models import Run
-from judges import runs, versions
+from judges import runs
 from judges.models import Judge, JudgeApproval, JudgeRun, JudgeVersion
 
 TRUSTED_VALUES = {"true": True, "false": False}
@@ -370,12 +369,9 @@ class JudgeRunStartApi(APIView):
             raise serializers.ValidationError(
                 {"judge_version": [f"a {version.judge.kind} judge does not grade single trials"]}
             )
-        try:
-            judge_run = runs.judge_run_start(
-                run=run, judge_version=version, sample=v["sample"], by=request.user, seed=v["seed"]
-            )
-        except versions.JudgeConfigError as exc:
-            raise serializers.ValidationError(field_error(exc, tuple(data.fields))) from exc
+        judge_run = runs.judge_run_start(
+            run=run, judge_version=version, sample=v["sample"], by=request.user, seed=v["seed"]
+        )
         location = reverse("api:judge-run-detail", kwargs={"uuid": judge_run.uuid})
         return Response(
             JudgeRunSerializer(judge_run).data, status=202, headers={"Location": location}

@@ -315,7 +315,7 @@ def run_chunk_judge(*, run_id: int, trial_ids: list[int], sleep: Sleep | None = 
 
     Idempotent; safe under redelivery: grades go through the unique (trial, grader) key and
     trials already judged are not called again. A cancelled run's chunk is not judged.
-    Raises ``GraderConfigError`` if the stored grader set no longer parses (a deleted
+    Raises ``DomainError`` if the stored grader set no longer parses (a deleted
     judge version cannot happen: grades protect it, and run_start checked it).
     """
     # hoisted

@@ -12,10 +12,11 @@ from dataclasses import dataclass
 
 from django.db import transaction
 
+from core.errors import DomainError
 from core.roles import LEAD, role_require
 from evals.models import Trial
 from labeling.models import Adjudication, CalibrationSet, Label
-from labeling.services import LabelingError, verdict_check
+from labeling.services import verdict_check
 
 
 @dataclass(frozen=True)
@@ -100,11 +101,11 @@ def human_disagreements(
 @transaction.atomic
 def adjudication_record(*, trial: Trial, lead, verdict: str, reason: str) -> Adjudication:
     """Record a lead's decision on a trial; the newest decision is the trial's reference
-    label. Raises PermissionDenied (not a lead), LabelingError (bad verdict, empty reason)."""
+    label. Raises PermissionDenied (not a lead), DomainError (bad verdict, empty reason)."""
     role_require(lead, LEAD, action="adjudicating")
     verdict_check(verdict)
     if not (reason or "").strip():
-        raise LabelingError("reason: an adjudication needs a reason")
+        raise DomainError("an adjudication needs a reason", field="reason")
     return Adjudication.objects.create(
         trial=trial, decided_by=lead, verdict=verdict, reason=reason.strip()
     )

@@ -34,7 +34,6 @@ from core.api.fields import (
     StrictChoiceField,
     StrictIntegerField,
     StrictUUIDField,
-    field_error,
     query_uuid,
 )
 from core.api.figures import ConfusionSerializer, KappaSerializer, RateSerializer
@@ -453,24 +452,13 @@ class LabelSubmitApi(APIView):
         v = data.validated_data
         trial = get_object_or_404(Trial.objects.only("id", "uuid"), uuid=v["trial"])
         existed = Label.objects.filter(trial=trial, reviewer=request.user).exists()
-        try:
-            label = services.label_submit(
-                trial=trial,
-                reviewer=request.user,
-                verdict=v["verdict"],
-                critique=v["critique"],
-                expected_version=v["expected_version"],
-            )
-        except services.StaleLabelError as exc:
-            current = (
-                Label.objects.filter(trial=trial, reviewer=request.user)
-                .values_list("version", flat=True)
-                .first()
-            )
-            return Response(
-                {"expected_version": [str(exc)], "current_version": current}, status=409
-            )
-        except services.LabelingError as exc:
-            raise serializers.ValidationError(field_error(exc, tuple(data.fields))) from exc
+        # A stale form is a DomainError "conflict": 409 with the current version (core.api.errors).
+        label = services.label_submit(
+            trial=trial,
+            reviewer=request.user,
+            verdict=v["verdict"],
+            critique=v["critique"],
+            expected_version=v["expected_version"],
+        )
         label = labels_visible(user=request.user, detail=True).get(pk=label.pk)
         return Response(LabelDetailSerializer(label).data, status=200 if existed else 201)

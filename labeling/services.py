@@ -3,7 +3,7 @@
 Permissions are checked here (views and API call these), raising
 ``django.core.exceptions.PermissionDenied``: reviewers and leads label; engineers and leads
 build and edit calibration sets; leads adjudicate, approve and revoke trust.
-Domain refusals raise ``LabelingError`` subclasses whose message is shown to the user.
+Domain refusals raise ``DomainError`` naming the field; its text is shown to the user.
 """
 
 from __future__ import annotations
@@ -28,25 +28,9 @@ VERDICTS = tuple(Label.Verdict.values)
 CRITIQUE_MAX = 20_000
 
 
-class LabelingError(Exception):
-    """A refused labeling action; ``str(err)`` is a message for the user."""
-
-
-class StaleLabelError(LabelingError):
-    """The label changed since the form was loaded; nothing was saved."""
-
-
-class FrozenSetError(LabelingError):
-    """The calibration set is frozen (labeling has started)."""
-
-
-class TrustRefusedError(LabelingError):
-    """The calibration figures do not meet the trust thresholds (or changed)."""
-
-
 def verdict_check(verdict: str) -> str:
     if verdict not in VERDICTS:
-        raise LabelingError(f"verdict: expected 'pass' or 'fail', got {verdict!r}")
+        raise DomainError(f"expected 'pass' or 'fail', got {verdict!r}", field="verdict")
     return verdict
 
 
@@ -100,19 +84,19 @@ def calibration_set_build(
     verdict classes, and the tags within each, so both passes and fails are present
     whenever the run has them (balanced, not proportional: FAR needs human fails). Same
     run, judge, size and seed -> the same trials in the same order. Raises
-    PermissionDenied, or LabelingError when size < 1, the run has no ok trial, or the
+    PermissionDenied, or DomainError when size < 1, the run has no ok trial, or the
     judge version has no successful verdict on it.
     """
     role_require(by, ENGINEER, LEAD, action="building a calibration set")
     if size < 1:
-        raise LabelingError(f"size: must be at least 1, got {size}")
+        raise DomainError(f"must be at least 1, got {size}", field="size")
     if not name.strip():
-        raise LabelingError("name: must not be empty")
+        raise DomainError("must not be empty", field="name")
     trials = list(
         Trial.objects.filter(run=run, status=Trial.Status.OK).values_list("id", "case__tags")
     )
     if not trials:
-        raise LabelingError(f"run {run.name!r} has no ok trial to calibrate on")
+        raise DomainError(f"run {run.name!r} has no ok trial to calibrate on")
     verdicts: dict[int, str] = {}
     if judge_version is not None:
         for tid, passed in Grade.objects.filter(
@@ -121,9 +105,9 @@ def calibration_set_build(
             verdicts[tid] = "pass" if passed else "fail"
         trials = [(tid, tags) for tid, tags in trials if tid in verdicts]
         if not trials:
-            raise LabelingError(
-                f"judge_version: it has no successful verdict on run "
-                f"{run.name!r}; grade the run with it first"
+            raise DomainError(
+                f"it has no successful verdict on run {run.name!r}; grade the run with it first",
+                field="judge_version",
             )
     groups: dict[tuple[str, str], list[int]] = defaultdict(list)
     for tid, tags in trials:
@@ -149,7 +133,7 @@ def calibration_set_build(
 def _editable_set(calibration_set: CalibrationSet) -> CalibrationSet:
     locked = CalibrationSet.objects.select_for_update().get(pk=calibration_set.pk)
     if locked.frozen_at is not None:
-        raise FrozenSetError(
+        raise DomainError(
             f"calibration set {locked.name!r} is frozen: labeling started "
             f"at {locked.frozen_at:%Y-%m-%d %H:%M} UTC"
         )
@@ -159,11 +143,11 @@ def _editable_set(calibration_set: CalibrationSet) -> CalibrationSet:
 @transaction.atomic
 def calibration_item_add(*, calibration_set: CalibrationSet, trial: Trial, by) -> CalibrationItem:
     """Append a trial of the set's suite to the set (engineers and leads); idempotent.
-    Raises FrozenSetError once labeling started, LabelingError for another suite's trial."""
+    Raises DomainError once labeling started, or for another suite's trial."""
     role_require(by, ENGINEER, LEAD, action="editing a calibration set")
     cset = _editable_set(calibration_set)
     if trial.run.suite_id != cset.suite_id:
-        raise LabelingError(f"trial {trial.uuid} belongs to another suite")
+        raise DomainError(f"trial {trial.uuid} belongs to another suite")
     existing = CalibrationItem.objects.filter(calibration_set=cset, trial=trial).first()
     if existing:
         return existing
@@ -178,7 +162,7 @@ def calibration_item_add(*, calibration_set: CalibrationSet, trial: Trial, by) -
 @transaction.atomic
 def calibration_item_remove(*, calibration_set: CalibrationSet, trial: Trial, by) -> bool:
     """Remove a trial from the set (engineers and leads); False when it was not in it.
-    Raises FrozenSetError once labeling started."""
+    Raises DomainError once labeling started."""
     role_require(by, ENGINEER, LEAD, action="editing a calibration set")
     cset = _editable_set(calibration_set)
     deleted, _ = CalibrationItem.objects.filter(calibration_set=cset, trial=trial).delete()
@@ -203,25 +187,30 @@ def label_submit(
       calibration set holding the trial.
     - Revision: only the reviewer's own label; ``expected_version`` (the version the form
       was loaded with, 0 when it showed no label; None skips the check) must equal the
-      current one, else StaleLabelError and nothing is written. Each change adds a LabelRevision.
+      current one, else a DomainError (code "conflict", with ``current_version``) and nothing
+      is written. Each change adds a LabelRevision.
     - Identical resubmission (same verdict and critique) changes nothing (idempotent).
     Concurrency: the label row is updated with a compare-and-set on ``version``; two
     reviewers never touch each other's rows, so both keep their labels.
-    Raises PermissionDenied, LabelingError (bad verdict / critique too long), StaleLabelError.
+    Raises PermissionDenied; DomainError for a bad verdict, a critique too long (field
+    named) or a stale form (code "conflict").
     """
     role_require(reviewer, REVIEWER, LEAD, action="labeling")
     verdict_check(verdict)
     critique = critique or ""
     if len(critique) > CRITIQUE_MAX:
-        raise LabelingError(f"critique: longer than {CRITIQUE_MAX} characters")
+        raise DomainError(f"longer than {CRITIQUE_MAX} characters", field="critique")
     now = timezone.now()
     with transaction.atomic():
         current = Label.objects.filter(trial=trial, reviewer=reviewer).first()
         if current is None:
             if expected_version not in (None, 0):
-                raise StaleLabelError(
-                    "your label on this item was undone elsewhere; "
-                    "reload the item (nothing was saved)"
+                raise DomainError(
+                    detail="your label on this item was undone elsewhere; "
+                    "reload the item (nothing was saved)",
+                    field="expected_version",
+                    code="conflict",
+                    current_version=None,
                 )
             try:
                 with transaction.atomic():
@@ -237,9 +226,12 @@ def label_submit(
                         updated_at=now,
                     )
             except IntegrityError:
-                raise StaleLabelError(
-                    "you labeled this item in another tab a moment ago; reload it "
-                    "(nothing was saved)"
+                raise DomainError(
+                    detail="you labeled this item in another tab a moment ago; reload it "
+                    "(nothing was saved)",
+                    field="expected_version",
+                    code="conflict",
+                    current_version=1,
                 ) from None
             LabelRevision.objects.create(
                 label=label, version=1, verdict=verdict, critique=critique, created_at=now
@@ -249,16 +241,25 @@ def label_submit(
         if current.verdict == verdict and current.critique == critique:
             return current  # identical resubmission
         if expected_version is not None and expected_version != current.version:
-            raise StaleLabelError(
-                f"this label changed since you opened it (now revision {current.version}, "
-                f"your form had {expected_version or 'none'}); reload it — nothing was saved"
+            raise DomainError(
+                detail=f"this label changed since you opened it (now revision "
+                f"{current.version}, your form had {expected_version or 'none'}); reload it — "
+                "nothing was saved",
+                field="expected_version",
+                code="conflict",
+                current_version=current.version,
             )
         new_version = current.version + 1
         updated = Label.objects.filter(pk=current.pk, version=current.version).update(
             verdict=verdict, critique=critique, version=new_version, updated_at=now
         )
         if not updated:
-            raise StaleLabelError("this label changed while saving; reload it — nothing was saved")
+            raise DomainError(
+                detail="this label changed while saving; reload it — nothing was saved",
+                field="expected_version",
+                code="conflict",
+                current_version=None,
+            )
         LabelRevision.objects.create(
             label=current, version=new_version, verdict=verdict, critique=critique, created_at=now
         )
@@ -275,16 +276,19 @@ def label_undo(*, trial: Trial, reviewer, expected_version: int | None = None) -
     to the previous one (version - 1); a first label is deleted with its revision (the item
     is unlabeled again; sets stay frozen). Returns the label after the undo, or None when
     it was deleted or there was nothing to undo. ``expected_version`` as in
-    ``label_submit`` (StaleLabelError when it differs). Raises PermissionDenied.
+    ``label_submit`` (DomainError (code "conflict") when it differs). Raises PermissionDenied.
     """
     role_require(reviewer, REVIEWER, LEAD, action="labeling")
     label = Label.objects.select_for_update().filter(trial=trial, reviewer=reviewer).first()
     if label is None:
         return None
     if expected_version is not None and expected_version != label.version:
-        raise StaleLabelError(
-            f"this label changed since you opened it (now revision "
-            f"{label.version}); reload it — nothing was undone"
+        raise DomainError(
+            detail=f"this label changed since you opened it (now revision "
+            f"{label.version}); reload it — nothing was undone",
+            field="expected_version",
+            code="conflict",
+            current_version=label.version,
         )
     revisions = list(label.revisions.order_by("-version")[:2])
     if len(revisions) < 2:
@@ -321,7 +325,7 @@ def judge_trust_approve(
 
     The figures are recomputed with ``calibration_compute`` (never taken from the client);
     when ``figures`` (what the lead saw) is given and the counts have changed since,
-    TrustRefusedError asks for a reload. Refused (TrustRefusedError) unless the thresholds
+    DomainError asks for a reload. Refused (DomainError) unless the thresholds
     hold, or when an approval is already active. Records who, when and the figures (the
     active approval is the trust). Trust is per version: nothing is inherited.
     Raises PermissionDenied for anyone but a lead.
@@ -331,18 +335,15 @@ def judge_trust_approve(
         JudgeVersion.objects.select_for_update().filter(pk=judge_version.pk).exists()
         current = calibration_compute(judge_version=judge_version, calibration_set=calibration_set)
         if figures is not None and not _same_figures(figures, current):
-            raise TrustRefusedError(
+            raise DomainError(
                 "the calibration changed since the page was loaded; reload and check the "
                 "figures again"
             )
         if not current.trust_ok:
-            raise TrustRefusedError("thresholds not met: " + "; ".join(current.trust_reasons))
-        try:
-            return trust_grant(
-                judge_version=judge_version,
-                by=by,
-                figures=current.as_json(),
-                calibration_set_id=calibration_set.id if calibration_set else None,
-            )
-        except DomainError as exc:
-            raise TrustRefusedError(exc.message) from exc
+            raise DomainError("thresholds not met: " + "; ".join(current.trust_reasons))
+        return trust_grant(
+            judge_version=judge_version,
+            by=by,
+            figures=current.as_json(),
+            calibration_set_id=calibration_set.id if calibration_set else None,
+        )

@@ -82,7 +82,7 @@ def calibration_set_new(request: HtmxHttpRequest) -> HttpResponse:
                     size=data["size"],
                     seed=data["seed"],
                 )
-            except services.LabelingError as exc:
+            except DomainError as exc:
                 form.add_error(None, str(exc))
             else:
                 messages.success(request, f"Built {cset.name} with {cset.size} trials.")
@@ -134,7 +134,7 @@ def _item_change(request: HtmxHttpRequest, set_id, *, add: bool) -> HttpResponse
                 calibration_set=cset, trial=trial, by=request.user
             )
             messages.success(request, "Trial removed." if removed else "Trial was not in the set.")
-    except services.LabelingError as exc:
+    except DomainError as exc:
         messages.error(request, str(exc))
     return redirect("labeling:set-detail", set_id=cset.uuid)
 
@@ -246,7 +246,7 @@ def label_save(request: HtmxHttpRequest, set_id) -> HttpResponse:
             critique=data["critique"],
             expected_version=data["expected_version"],
         )
-    except services.LabelingError as exc:
+    except DomainError as exc:
         state = queue_state_get(calibration_set=cset, reviewer=request.user, trial_uuid=trial_uuid)
         current = state.current.label if state.current else None
         kept = LabelForm(
@@ -257,7 +257,7 @@ def label_save(request: HtmxHttpRequest, set_id) -> HttpResponse:
                 "expected_version": current.version if current else 0,
             }
         )
-        stale = isinstance(exc, services.StaleLabelError)
+        stale = isinstance(exc, DomainError)
         message = (
             f"Not saved: {exc}. Your input is kept below; save again to replace the "
             f"current label" + (f" ({current.verdict})." if current else ".")
@@ -375,7 +375,7 @@ def adjudication_save(request: HtmxHttpRequest) -> HttpResponse:
                 verdict=form.cleaned_data["verdict"],
                 reason=form.cleaned_data["reason"],
             )
-        except services.LabelingError as exc:
+        except DomainError as exc:
             form.add_error(None, str(exc))
     if not form.is_valid():
         trial_uuid = form.cleaned_data.get("trial") if hasattr(form, "cleaned_data") else None
@@ -496,7 +496,7 @@ def trust_approve(request: HtmxHttpRequest, version_id) -> HttpResponse:
         labeling_services.judge_trust_approve(
             judge_version=version, by=request.user, calibration_set=cset, figures=shown
         )
-    except labeling_services.LabelingError as exc:
+    except DomainError as exc:
         messages.error(request, f"Not approved: {exc}.")
     else:
         messages.success(request, f"{version} is trusted.")

@@ -10,11 +10,10 @@ import pytest
 from django.core.exceptions import PermissionDenied
 from django.core.management import call_command
 
+from core.errors import DomainError
 from labeling.models import CalibrationSet
 from labeling.selectors import calibration_compute
 from labeling.services import (
-    FrozenSetError,
-    LabelingError,
     calibration_item_add,
     calibration_item_remove,
     calibration_set_build,
@@ -81,7 +80,7 @@ def test_it_never_picks_a_trial_whose_judge_verdict_errored(alice):
     cset = calibration_set_build(run=run, judge_version=version, size=8, name="s", by=alice)
     assert cset.size == 4 and not set(_trial_ids(cset)) & errored
     run2, version2, _ = labeled_run(["pass"] * 2, [None, None], suite="s2", run="r2")
-    with pytest.raises(LabelingError, match="judge_version: it has no successful verdict"):
+    with pytest.raises(DomainError, match="judge_version: it has no successful verdict"):
         calibration_set_build(run=run2, judge_version=version2, size=2, name="t", by=alice)
 
 
@@ -115,9 +114,9 @@ def test_it_freezes_the_set_at_the_first_label_and_refuses_edits(bob, carol, run
     cset.refresh_from_db()
     assert cset.is_frozen
     extra = next(t for t in trials if t.id not in _trial_ids(cset))
-    with pytest.raises(FrozenSetError, match="is frozen"):
+    with pytest.raises(DomainError, match="is frozen"):
         calibration_item_add(calibration_set=cset, trial=extra, by=carol)
-    with pytest.raises(FrozenSetError):
+    with pytest.raises(DomainError):
         calibration_item_remove(calibration_set=cset, trial=first, by=carol)
     assert cset.items.count() == 5
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from evals.grading.grader_set import GraderConfigError, GraderSpec
+from core.errors import DomainError
+from evals.grading.grader_set import GraderSpec
 from evals.grading.graders import normalize_text, parse_grader_specs, parse_number, run_grader
 from evals.runner.targets.base import CaseInput
 
@@ -221,7 +222,7 @@ BAD_SPECS = [
 
 @pytest.mark.parametrize(("item", "message"), BAD_SPECS)
 def test_it_refuses_a_bad_spec_naming_index_and_field(item, message):
-    with pytest.raises(GraderConfigError) as info:
+    with pytest.raises(DomainError) as info:
         parse_grader_specs([item])
     assert str(info.value).startswith(message)
 
@@ -229,7 +230,7 @@ def test_it_refuses_a_bad_spec_naming_index_and_field(item, message):
 def test_it_refuses_duplicate_keys_naming_both_indexes():
     raw = [{"key": k, "kind": "exact"} for k in ("a", "b", "a")]
     expected = r"graders\[2\]\.key: duplicate key 'a' \(also graders\[0\]\)"
-    with pytest.raises(GraderConfigError, match=expected):
+    with pytest.raises(DomainError, match=expected):
         parse_grader_specs(raw)
 
 

@@ -11,10 +11,11 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.test import override_settings
 
-from evals.comparison.gate import ALPHA_MAX, ALPHA_MIN, GateInputError, alpha_check
+from core.errors import DomainError
+from evals.comparison.gate import ALPHA_MAX, ALPHA_MIN, alpha_check
 from evals.comparison.run_data import run_data_from_file
 from evals.models import Case, Grade, Run, Suite, Trial
-from interop.run_file import RunFileError, run_export, run_import
+from interop.run_file import run_export, run_import
 from tests.comparison_builders import db_run, judge_version
 from tests.conftest import PASSWORD
 from tests.test_api_core import client_for
@@ -161,7 +162,7 @@ def test_a_run_file_refuses_a_time_outside_the_range_naming_the_field(value):
     data = run_export(run=db_run(STEADY, name="B"))
     data["cases"][0]["trials"][0]["created_at"] = value
     before = counts()
-    with pytest.raises(RunFileError) as info:
+    with pytest.raises(DomainError) as info:
         run_import(data=data, name="copy")
     assert str(info.value) == (
         f"cases[0].trials[0].created_at: {value!r} is outside the supported range: a time {RANGE}"
@@ -174,7 +175,7 @@ def test_a_run_file_refuses_a_time_outside_the_range_naming_the_field(value):
 
 @pytest.mark.parametrize("alpha", [1e-20, 1e-7, 0.51, 0.0, 1.0, float("nan"), True])
 def test_one_rule_refuses_an_alpha_outside_1e_6_to_0_5(alpha):
-    with pytest.raises(GateInputError) as info:
+    with pytest.raises(DomainError) as info:
         alpha_check(alpha)
     assert info.value.field == "alpha"
     assert str(info.value) == f"alpha must be a number from 1e-06 to 0.5, got {alpha!r}"

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from evals.grading.grader_set import GraderConfigError
+from core.errors import DomainError
 from evals.grading.graders import parse_grader_specs
 from evals.models import Case, Grade, Run, Suite
 from evals.report.selectors import run_report
@@ -113,14 +113,14 @@ def test_it_accepts_a_judge_version_in_a_grader_set(llm):
     ],
 )
 def test_it_refuses_a_bad_judge_spec_naming_the_field(config, message):
-    with pytest.raises(GraderConfigError) as error:
+    with pytest.raises(DomainError) as error:
         parse_grader_specs([{"key": "judge", "kind": "judge", "config": config}])
     assert str(error.value).startswith(message)
 
 
 def test_it_refuses_a_pairwise_judge_as_a_trial_grader(llm):
     version = make_version(llm, kind="pairwise", name="pw")
-    with pytest.raises(GraderConfigError, match="pairwise judge"):
+    with pytest.raises(DomainError, match="pairwise judge"):
         parse_grader_specs([judge_spec(version)])
 
 

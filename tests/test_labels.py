@@ -5,10 +5,11 @@ from __future__ import annotations
 import pytest
 from django.core.exceptions import PermissionDenied
 
+from core.errors import DomainError
 from labeling.adjudication import adjudication_record
 from labeling.models import Label, LabelRevision
 from labeling.selectors import human_agreement, label_current_get, reference_labels
-from labeling.services import LabelingError, StaleLabelError, label_submit, label_undo
+from labeling.services import label_submit, label_undo
 from tests.calibration_builders import labeled_run
 
 pytestmark = pytest.mark.django_db
@@ -40,7 +41,7 @@ def test_it_refuses_labeling_by_an_engineer_or_an_outsider(who, request, trial):
 
 
 def test_it_refuses_a_verdict_outside_pass_and_fail(bob, trial):
-    with pytest.raises(LabelingError, match="verdict: expected 'pass' or 'fail', got 'Pass'"):
+    with pytest.raises(DomainError, match="verdict: expected 'pass' or 'fail', got 'Pass'"):
         label_submit(trial=trial, reviewer=bob, verdict="Pass")
 
 
@@ -63,7 +64,7 @@ def test_it_keeps_every_revision(bob, trial):
 def test_it_refuses_a_stale_form_and_loses_nothing(bob, trial):
     label_submit(trial=trial, reviewer=bob, verdict="pass")
     label_submit(trial=trial, reviewer=bob, verdict="fail", expected_version=1)
-    with pytest.raises(StaleLabelError, match="changed since you opened it"):
+    with pytest.raises(DomainError, match="changed since you opened it"):
         label_submit(
             trial=trial, reviewer=bob, verdict="pass", critique="old tab", expected_version=1
         )
@@ -74,7 +75,7 @@ def test_it_refuses_a_stale_form_and_loses_nothing(bob, trial):
 
 def test_it_refuses_a_form_that_saw_no_label_when_one_was_saved_meanwhile(bob, trial):
     label_submit(trial=trial, reviewer=bob, verdict="pass", expected_version=0)
-    with pytest.raises(StaleLabelError):
+    with pytest.raises(DomainError):
         label_submit(trial=trial, reviewer=bob, verdict="fail", expected_version=0)
 
 
@@ -155,7 +156,7 @@ def test_it_refuses_adjudication_by_anyone_but_a_lead(who, request, trial):
 
 
 def test_it_refuses_an_adjudication_without_a_reason(alice, trial):
-    with pytest.raises(LabelingError, match="reason"):
+    with pytest.raises(DomainError, match="reason"):
         adjudication_record(trial=trial, lead=alice, verdict="pass", reason="  ")
 
 

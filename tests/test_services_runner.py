@@ -12,7 +12,7 @@ from decimal import Decimal
 import pytest
 from django.utils import timezone
 
-from evals.grading.grader_set import GraderConfigError
+from core.errors import DomainError
 from evals.grading.graders import parse_grader_specs
 from evals.grading.ladder import _case_input, trial_grade
 from evals.models import Case, Grade, ModelPrice, Run, Suite, Trial
@@ -23,7 +23,7 @@ from evals.runner.execute import (
     trial_result_record,
 )
 from evals.runner.finalize import run_cancel, run_finalize
-from evals.runner.start import RunConfigError, run_start
+from evals.runner.start import run_start
 from evals.runner.targets import TargetConfigError
 from evals.tasks import run_chunk_execute
 from tests.fakellm import FakeLLM
@@ -131,7 +131,7 @@ def test_it_enqueues_the_chunk_tasks_only_after_commit(
             TargetConfigError,
             "target.base_url",
         ),
-        (None, [{"key": "g", "kind": "no-such-grader"}], GraderConfigError, "graders[0].kind"),
+        (None, [{"key": "g", "kind": "no-such-grader"}], DomainError, "graders[0].kind"),
     ],
 )
 def test_it_refuses_a_bad_configuration_before_writing_anything(llm, target, graders, error, field):
@@ -149,7 +149,7 @@ def test_it_refuses_a_bad_configuration_before_writing_anything(llm, target, gra
 
 @pytest.mark.parametrize("trials", [0, -1, 51])
 def test_it_refuses_fewer_than_one_trial_per_case(llm, trials):
-    with pytest.raises(RunConfigError, match="trials_per_case"):
+    with pytest.raises(DomainError, match="trials_per_case"):
         run_start(
             suite=ten_case_suite(),
             name="r",
@@ -162,7 +162,7 @@ def test_it_refuses_fewer_than_one_trial_per_case(llm, trials):
 def test_it_refuses_a_suite_without_active_cases(llm):
     suite = make_suite({"a": "x"})
     Case.objects.update(retired_at=timezone.now())
-    with pytest.raises(RunConfigError, match="suite"):
+    with pytest.raises(DomainError, match="suite"):
         run_start(
             suite=suite, name="r", target=openai_target(llm), graders=GRADERS, trials_per_case=1
         )
@@ -503,7 +503,7 @@ def test_cancelling_a_finished_run_changes_nothing(llm, django_capture_on_commit
 
 
 def test_it_refuses_a_run_without_graders(llm):
-    with pytest.raises(RunConfigError, match="graders: a run needs at least one grader"):
+    with pytest.raises(DomainError, match="graders: a run needs at least one grader"):
         run_start(
             suite=ten_case_suite(),
             name="r",

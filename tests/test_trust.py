@@ -10,11 +10,7 @@ from core.errors import DomainError
 from judges.models import JudgeApproval, JudgeVersion
 from judges.trust import corrected_pass_rate_for_run, trust_revoke
 from labeling.selectors import calibration_compute
-from labeling.services import (
-    TrustRefusedError,
-    judge_trust_approve,
-    label_submit,
-)
+from labeling.services import judge_trust_approve, label_submit
 from tests.calibration_builders import good_judge_run, labeled_run
 
 pytestmark = pytest.mark.django_db
@@ -50,20 +46,20 @@ def test_it_refuses_approval_by_anyone_but_a_lead(who, request):
 
 def test_it_refuses_approval_when_the_false_accept_rate_is_too_high(alice):
     _, version, _ = good_judge_run(false_accepts=3)  # FAR 3/20 = 0.15 > 0.10
-    with pytest.raises(TrustRefusedError, match="false-accept rate 0.150 is above 0.1"):
+    with pytest.raises(DomainError, match="false-accept rate 0.150 is above 0.1"):
         judge_trust_approve(judge_version=version, by=alice)
     assert not JudgeApproval.objects.exists()
 
 
 def test_it_refuses_approval_below_thirty_labeled_trials(alice):
     _, version, _ = good_judge_run(10, 10)
-    with pytest.raises(TrustRefusedError, match="n = 20 is below 30"):
+    with pytest.raises(DomainError, match="n = 20 is below 30"):
         judge_trust_approve(judge_version=version, by=alice)
 
 
 def test_it_refuses_approval_when_kappa_is_undefined(alice):
     _, version, _ = labeled_run(["pass"] * 30, ["pass"] * 30)
-    with pytest.raises(TrustRefusedError, match="only one class"):
+    with pytest.raises(DomainError, match="only one class"):
         judge_trust_approve(judge_version=version, by=alice)
 
 
@@ -72,7 +68,7 @@ def test_it_reads_the_thresholds_from_settings(alice, settings):
     trust = {"MIN_N": 50, "MIN_KAPPA": 0.6, "MAX_FAR": 0.1}
     with (
         override_settings(ASSAY={**settings.ASSAY, "TRUST": trust}),
-        pytest.raises(TrustRefusedError, match="n = 40 is below 50"),
+        pytest.raises(DomainError, match="n = 40 is below 50"),
     ):
         judge_trust_approve(judge_version=version, by=alice)
 
@@ -81,7 +77,7 @@ def test_it_refuses_approval_on_figures_that_changed_since_the_page_loaded(alice
     _, version, trials = good_judge_run()
     shown = calibration_compute(judge_version=version)
     label_submit(trial=trials[0], reviewer=bob, verdict="fail")  # now a human disagreement
-    with pytest.raises(TrustRefusedError, match="changed since the page was loaded"):
+    with pytest.raises(DomainError, match="changed since the page was loaded"):
         judge_trust_approve(judge_version=version, by=alice, figures=shown)
 
 
@@ -126,7 +122,7 @@ def test_it_refuses_revocation_by_anyone_but_a_lead(who, request, alice):
 def test_it_refuses_a_second_approval_while_one_is_active(alice):
     _, version, _ = good_judge_run()
     judge_trust_approve(judge_version=version, by=alice)
-    with pytest.raises(TrustRefusedError, match="already trusted"):
+    with pytest.raises(DomainError, match="already trusted"):
         judge_trust_approve(judge_version=version, by=alice)
 
 

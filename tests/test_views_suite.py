@@ -9,8 +9,9 @@ import json
 import pytest
 from django.urls import reverse
 
+from core.errors import DomainError
 from evals.baselines import baseline_set
-from evals.cases import GraduationError, case_graduate
+from evals.cases import case_graduate
 from evals.models import Baseline, Case, Grade, Graduation, Run, Suite, Trial
 from tests.report_builders import add_trial
 
@@ -161,10 +162,10 @@ def test_it_refuses_to_graduate_into_a_capability_suite_or_over_a_different_case
     suite, _, regression = cap_with_three_runs
     c1 = suite.cases.get(key="c1")
     other = capability_suite(name="cap2", keys=())
-    with pytest.raises(GraduationError, match="into_suite: 'cap2' is not a regression suite"):
+    with pytest.raises(DomainError, match="into_suite: 'cap2' is not a regression suite"):
         case_graduate(case=c1, into_suite=other, by=carol)
     Case.objects.create(suite=regression, key="c1", input="something else")
-    with pytest.raises(GraduationError, match="already has a different case with key 'c1'"):
+    with pytest.raises(DomainError, match="already has a different case with key 'c1'"):
         case_graduate(case=c1, into_suite=regression, by=carol)
     assert Case.objects.get(suite=regression, key="c1").input == "something else"
 

@@ -94,14 +94,6 @@ def query_uuid_required(request, name: str) -> uuid.UUID:
     return value
 
 
-def field_error(exc: Exception, fields: tuple[str, ...]) -> dict:
-    """A service error ``"<field>: message"`` as ``{field: [message]}`` when ``field`` is an
-    input field; else ``{"detail": message}``."""
-    message = str(exc)
-    head = message.split(":", 1)[0].strip()
-    return {head: [message]} if head in fields else {"detail": message}
-
-
 class NoUnknownFields:
     """Input serializers refuse keys they do not define (a typo is a 400, never ignored)."""
 

@@ -40,13 +40,13 @@ from core.api.fields import (
 )
 from core.api.parsers import StrictJSONParser
 from core.api.permissions import IsViewer
+from core.errors import DomainError
 from core.ids import uuid_parse
 from evals.comparison.cache import comparison_cached_get
 from evals.comparison.compute import gate_decide
 from evals.comparison.gate import (
     ALPHA_MAX,
     ALPHA_MIN,
-    GateInputError,
     alpha_check,
     gate_evaluate,
     run_document_read,
@@ -125,7 +125,7 @@ class GateInput(serializers.Serializer):
             )
         try:
             alpha_check(attrs["alpha"])
-        except GateInputError as exc:
+        except DomainError as exc:
             raise serializers.ValidationError({"alpha": [str(exc)]}) from exc
         if not 0 <= attrs["max_errored_fraction"] <= 1:
             raise serializers.ValidationError({"max_errored_fraction": ["must be in [0, 1]"]})
@@ -210,7 +210,7 @@ class GateApi(APIView):
                 allow_untrusted=v["allow_untrusted"],
                 allow_incomparable=v["allow_incomparable"],
             )
-        except GateInputError as exc:
+        except DomainError as exc:
             raise serializers.ValidationError({exc.field: [str(exc)]}) from exc
         return HttpResponse(gate_json(comparison, decision), content_type="application/json")
 
@@ -235,7 +235,7 @@ def _alpha(request) -> float:
         )
     try:
         return alpha_check(float(text))
-    except GateInputError as exc:
+    except DomainError as exc:
         raise serializers.ValidationError({"alpha": [str(exc)]}) from exc
 
 

@@ -3,7 +3,7 @@
 ``manage.py gate`` and ``POST /api/gate`` both call ``gate_evaluate``, so the command's
 exit code and the API's ``decision.exit_code`` cannot differ for the same runs. Parsing
 references and file paths stays with the callers; this module takes runs (``Run`` rows) or
-``RunData`` (read from an ``export_run`` file) and raises ``GateInputError`` on bad input.
+``RunData`` (read from an ``export_run`` file) and raises ``DomainError`` on bad input.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ import math
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
+from core.errors import DomainError
 from evals.baselines import baseline_current
 from evals.comparison.compute import (
     Comparison,
@@ -21,16 +22,6 @@ from evals.comparison.compute import (
     gate_decide,
 )
 from evals.comparison.run_data import RUN_FILE_FORMAT, RunData, run_data_from_export, run_data_get
-
-
-class GateInputError(ValueError):
-    """Bad gate input (the command's exit 3, the API's 400). ``field`` names the input
-    (``"alpha"``, ``"max_errored_fraction"``, ``"base"``); the message is the one
-    ``manage.py gate`` prints."""
-
-    def __init__(self, message: str, *, field: str):
-        super().__init__(message)
-        self.field = field
 
 
 def _data(side: Any) -> RunData:
@@ -47,7 +38,7 @@ ALPHA_MAX = 0.5
 
 def alpha_check(alpha: Any, *, option: str = "alpha") -> float:
     """Return ``alpha`` (a float) when ALPHA_MIN <= alpha <= ALPHA_MAX (1e-6 .. 0.5, both
-    included); else raise ``GateInputError`` (field ``alpha``) whose message names
+    included); else raise ``DomainError`` (field ``alpha``) whose message names
     ``option`` (``--alpha`` for the command, ``alpha`` for the API) and the value. NaN and
     infinities fail the comparison and are refused too."""
     if (
@@ -55,20 +46,20 @@ def alpha_check(alpha: Any, *, option: str = "alpha") -> float:
         or not isinstance(alpha, int | float)
         or not (ALPHA_MIN <= alpha <= ALPHA_MAX)
     ):
-        raise GateInputError(
-            f"{option} must be a number from {ALPHA_MIN:g} to {ALPHA_MAX:g}, got {alpha!r}",
+        raise DomainError(
+            detail=f"{option} must be a number from {ALPHA_MIN:g} to {ALPHA_MAX:g}, got {alpha!r}",
             field="alpha",
         )
     return float(alpha)
 
 
 def gate_options_check(*, alpha: float, max_errored_fraction: float) -> None:
-    """Raise ``GateInputError`` unless ``alpha`` passes ``alpha_check`` (1e-6 .. 0.5) and
+    """Raise ``DomainError`` unless ``alpha`` passes ``alpha_check`` (1e-6 .. 0.5) and
     0 <= ``max_errored_fraction`` <= 1 (both finite numbers: NaN fails both comparisons)."""
     alpha_check(alpha, option="--alpha")
     if not 0 <= max_errored_fraction <= 1:
-        raise GateInputError(
-            "--max-errored-fraction must be in [0, 1]", field="max_errored_fraction"
+        raise DomainError(
+            detail="--max-errored-fraction must be in [0, 1]", field="max_errored_fraction"
         )
 
 
@@ -89,17 +80,17 @@ def gate_evaluate(
     in [0, 1]; the two flags as in ``gate_decide``. When base is a run its detectable drop
     comes from ``detectable_drop_get`` (cached); when it is a file it is computed from the file.
     Returns ``(comparison, decision)``; ``decision.exit_code`` is 0 pass, 1 regression,
-    2 cannot decide. Raises ``GateInputError`` for an alpha or fraction out of range, a
+    2 cannot decide. Raises ``DomainError`` for an alpha or fraction out of range, a
     file head without a base, or a suite without a baseline.
     """
     gate_options_check(alpha=alpha, max_errored_fraction=max_errored_fraction)
     if base is None:
         if isinstance(head, RunData):
-            raise GateInputError("--base is required when --head is a file", field="base")
+            raise DomainError(detail="--base is required when --head is a file", field="base")
         baseline = baseline_current(suite=head.suite)
         if baseline is None:
-            raise GateInputError(
-                f"suite {head.suite.name!r} has no baseline: give --base", field="base"
+            raise DomainError(
+                detail=f"suite {head.suite.name!r} has no baseline: give --base", field="base"
             )
         base = baseline.run
     head_data, base_data = _data(head), _data(base)
@@ -131,7 +122,7 @@ TRIAL_STATUSES = ("queued", "running", "ok", "error", "cancelled")
 
 
 def _fail(where: str, message: str, field: str):
-    raise GateInputError(f"{where}: {message}", field=field)
+    raise DomainError(detail=f"{where}: {message}", field=field)
 
 
 def _is_int(value: Any) -> bool:
@@ -234,7 +225,7 @@ def run_document_check(data: Any, *, field: str) -> None:
     with the types a comparison reads: strings where names and hashes go, JSON booleans
     for verdicts and gating (``"false"`` is not false), whole numbers for counts, finite
     numbers, known statuses, judge version references that exist, at most
-    ``FILE_TRIALS_PER_CASE_MAX`` trials per case. Raises ``GateInputError`` naming
+    ``FILE_TRIALS_PER_CASE_MAX`` trials per case. Raises ``DomainError`` naming
     ``field`` and the place (``head_file.cases[3].trials[0].grades[1].passed``)."""
     # hoisted
 
@@ -329,7 +320,7 @@ def run_document_check(data: Any, *, field: str) -> None:
 def run_document_read(data: Any, *, field: str) -> RunData:
     """``RunData`` of an embedded ``export_run`` document (``run_document_check``, then
     ``run_data_from_export`` with ``source`` = ``field``); no queries. Raises
-    ``GateInputError`` naming ``field`` and the place."""
+    ``DomainError`` naming ``field`` and the place."""
     # hoisted
 
     run_document_check(data, field=field)

@@ -9,10 +9,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 
-class GraderConfigError(ValueError):
-    """A grader spec is invalid; the message names the index and field."""
-
-
 @dataclass(frozen=True)
 class GraderSpec:
     """One grader in a run's grader set.

@@ -4,7 +4,7 @@ Contract:
 - A grader set is a list of ``GraderSpec`` parsed once at the edge from JSON
   (``parse_grader_specs``), then passed around typed. Every config error is found at parse
   time (unknown kind or option, wrong type, bad regex, bad JSON Schema, unimportable oracle)
-  and raised as ``GraderConfigError`` naming ``graders[<index>].<field>``.
+  and raised as ``DomainError`` naming ``graders[<index>].<field>``.
 - ``run_grader(spec, case=..., output=...)`` never raises: a grader that raises gives an
   errored ``GradeResult`` (``passed=None``), never a fail counted as data, never a pass.
 - Every result carries a reason. Scores are in [0, 1]; a non-finite score is an error.
@@ -42,8 +42,9 @@ from typing import Any
 
 import jsonschema
 
+from core.errors import DomainError
 from core.ids import uuid_parse
-from evals.grading.grader_set import JUDGE_KIND, GraderConfigError, GraderSpec
+from evals.grading.grader_set import JUDGE_KIND, GraderSpec
 from judges.models import Judge, JudgeVersion
 
 
@@ -372,7 +373,7 @@ def _want(where: str, value: Any, kind: type | tuple, label: str) -> None:
         isinstance(value, kinds) and not (isinstance(value, bool) and bool not in kinds)
     )
     if not ok:
-        raise GraderConfigError(f"{where}: expected {label}, got {_type_name(value)}")
+        raise DomainError(f"expected {label}, got {_type_name(value)}", field=f"{where}")
 
 
 def _as_tuple(kind: type | tuple) -> tuple:
@@ -425,12 +426,12 @@ def _check_config(kind: str, config: dict, where: str) -> None:
     options = _OPTIONS[kind]
     for name in config:
         if name not in options:
-            raise GraderConfigError(
-                f"{where}.{name}: unknown option for {kind} (known: {sorted(options)})"
+            raise DomainError(
+                f"unknown option for {kind} (known: {sorted(options)})", field=f"{where}.{name}"
             )
     for name in _REQUIRED.get(kind, ()):
         if name not in config:
-            raise GraderConfigError(f"{where}.{name}: required for {kind}")
+            raise DomainError(f"required for {kind}", field=f"{where}.{name}")
     for name, value in config.items():
         _want(f"{where}.{name}", value, *options[name])
     _check_values(kind, config, where)
@@ -439,52 +440,55 @@ def _check_config(kind: str, config: dict, where: str) -> None:
 def _check_values(kind: str, config: dict, where: str) -> None:
     if "values" in config:
         if "value" in config:
-            raise GraderConfigError(f"{where}.values: give value or values, not both")
+            raise DomainError("give value or values, not both", field=f"{where}.values")
         if not config["values"] or not all(isinstance(v, str) and v for v in config["values"]):
-            raise GraderConfigError(f"{where}.values: expected a non-empty list of strings")
+            raise DomainError("expected a non-empty list of strings", field=f"{where}.values")
     if kind in ("contains", "not_contains") and config.get("value") == "":
-        raise GraderConfigError(f"{where}.value: must not be empty")
+        raise DomainError("must not be empty", field=f"{where}.value")
     if config.get("match", "all") not in ("all", "any"):
-        raise GraderConfigError(f"{where}.match: expected 'all' or 'any'")
+        raise DomainError("expected 'all' or 'any'", field=f"{where}.match")
     for name in ("abs_tol", "rel_tol"):
         if name in config and not (math.isfinite(config[name]) and config[name] >= 0):
-            raise GraderConfigError(f"{where}.{name}: expected a finite number >= 0")
+            raise DomainError("expected a finite number >= 0", field=f"{where}.{name}")
     if (
         kind == "numeric"
         and isinstance(config.get("value"), str)
         and (parse_number(config["value"]) is None)
     ):
-        raise GraderConfigError(f"{where}.value: not a number: {config['value']!r}")
+        raise DomainError(f"not a number: {config['value']!r}", field=f"{where}.value")
     value = config.get("value")
     if kind == "numeric" and isinstance(value, float) and not math.isfinite(value):
-        raise GraderConfigError(f"{where}.value: expected a finite number")
+        raise DomainError("expected a finite number", field=f"{where}.value")
     if kind in ("regex", "numeric") and "pattern" in config:
         flags = config.get("flags", [])
         for i, name in enumerate(flags):
             if not isinstance(name, str) or name.lower() not in _FLAG_NAMES:
-                raise GraderConfigError(f"{where}.flags[{i}]: unknown flag {name!r}")
+                raise DomainError(f"unknown flag {name!r}", field=f"{where}.flags[{i}]")
         try:
             compiled = _compile(config["pattern"], flags)
         except re.error as exc:
-            raise GraderConfigError(f"{where}.pattern: invalid regex: {exc}") from exc
+            raise DomainError(f"invalid regex: {exc}", field=f"{where}.pattern") from exc
         if kind == "numeric" and compiled.groups != 1:
-            raise GraderConfigError(
-                f"{where}.pattern: needs exactly one capturing group, has {compiled.groups}"
+            raise DomainError(
+                f"needs exactly one capturing group, has {compiled.groups}",
+                field=f"{where}.pattern",
             )
     if kind == "json_schema":
         try:
             jsonschema.Draft202012Validator.check_schema(config["schema"])
         except jsonschema.SchemaError as exc:
-            raise GraderConfigError(f"{where}.schema: invalid JSON Schema: {exc.message}") from exc
+            raise DomainError(
+                f"invalid JSON Schema: {exc.message}", field=f"{where}.schema"
+            ) from exc
     if kind == JUDGE_KIND:
         _check_judge_version(config["judge_version"], f"{where}.judge_version")
     if kind == "python":
         try:
             _load_callable(config["function"])
         except Exception as exc:  # noqa: BLE001 - any import failure is a config error
-            raise GraderConfigError(
-                f"{where}.function: cannot import {config['function']!r}: "
-                f"{type(exc).__name__}: {exc}"
+            raise DomainError(
+                f"cannot import {config['function']!r}: {type(exc).__name__}: {exc}",
+                field=f"{where}.function",
             ) from exc
 
 
@@ -496,13 +500,14 @@ def _check_judge_version(value: str, where: str) -> None:
 
     version_uuid = uuid_parse(value)
     if version_uuid is None:
-        raise GraderConfigError(f"{where}: not a uuid: {value!r}")
+        raise DomainError(f"not a uuid: {value!r}", field=f"{where}")
     version = JudgeVersion.objects.filter(uuid=version_uuid).select_related("judge").first()
     if version is None:
-        raise GraderConfigError(f"{where}: unknown judge version {value!r}")
+        raise DomainError(f"unknown judge version {value!r}", field=f"{where}")
     if version.judge.kind in (Judge.Kind.PAIRWISE, Judge.Kind.RECORDED):
-        raise GraderConfigError(
-            f"{where}: {version} is a {version.judge.kind} judge; it does not grade single trials"
+        raise DomainError(
+            f"{version} is a {version.judge.kind} judge; it does not grade single trials",
+            field=f"{where}",
         )
 
 
@@ -512,34 +517,35 @@ def parse_grader_specs(raw: list[dict]) -> list[GraderSpec]:
     Strict: no coercion (``"false"`` is not a boolean), unknown fields and options are
     refused, keys are unique, and each kind's config is fully checked (regex compiled, JSON
     Schema checked against Draft 2020-12, python oracle imported, judge version looked up).
-    Raises ``GraderConfigError`` whose message starts with ``graders[<index>].<field>``.
+    Raises ``DomainError`` whose message starts with ``graders[<index>].<field>``.
     """
     if not isinstance(raw, list):
-        raise GraderConfigError(f"graders: expected a list, got {type(raw).__name__}")
+        raise DomainError(f"expected a list, got {type(raw).__name__}", field="graders")
     specs: list[GraderSpec] = []
     seen: dict[str, int] = {}
     for index, item in enumerate(raw):
         where = f"graders[{index}]"
         if not isinstance(item, dict):
-            raise GraderConfigError(f"{where}: expected an object, got {type(item).__name__}")
+            raise DomainError(f"expected an object, got {type(item).__name__}", field=f"{where}")
         for name in item:
             if name not in _SPEC_FIELDS:
-                raise GraderConfigError(f"{where}.{name}: unknown field")
+                raise DomainError("unknown field", field=f"{where}.{name}")
         for name in ("key", "kind"):
             if name not in item:
-                raise GraderConfigError(f"{where}.{name}: required")
+                raise DomainError("required", field=f"{where}.{name}")
             _want(f"{where}.{name}", item[name], str, "a string")
         key, kind = item["key"], item["kind"]
         if not key.strip():
-            raise GraderConfigError(f"{where}.key: must not be empty")
+            raise DomainError("must not be empty", field=f"{where}.key")
         if key in seen:
-            raise GraderConfigError(
-                f"{where}.key: duplicate key {key!r} (also graders[{seen[key]}])"
+            raise DomainError(
+                f"duplicate key {key!r} (also graders[{seen[key]}])", field=f"{where}.key"
             )
         seen[key] = index
         if kind not in GRADERS and kind != JUDGE_KIND:
-            raise GraderConfigError(
-                f"{where}.kind: unknown kind {kind!r} (known: {sorted([*GRADERS, JUDGE_KIND])})"
+            raise DomainError(
+                f"unknown kind {kind!r} (known: {sorted([*GRADERS, JUDGE_KIND])})",
+                field=f"{where}.kind",
             )
         config = item.get("config", {})
         _want(f"{where}.config", config, dict, "an object")

@@ -21,6 +21,7 @@ from django.conf import settings
 from django.db import transaction
 
 from core.chunks import chunked
+from core.errors import DomainError
 from evals.grading.grader_set import GraderSpec
 from evals.grading.graders import parse_grader_specs
 from evals.models import Case, Run, Suite, Trial
@@ -32,11 +33,6 @@ logger = logging.getLogger(__name__)
 
 # The most trials per case a run may ask for (the start form and run_suite share it).
 MAX_TRIALS_PER_CASE = 50
-
-
-class RunConfigError(ValueError):
-    """A run cannot start (bad name, trial count, or a suite without active cases); the
-    message names the field."""
 
 
 def trial_chunk_size() -> int:
@@ -92,32 +88,35 @@ def run_start(
     ``run_chunk_execute`` task, enqueued with ``transaction.on_commit`` so a worker never sees
     a run that is not yet committed.
 
-    Raises ``TargetConfigError`` (bad target), ``GraderConfigError`` (bad grader set) or
-    ``RunConfigError`` (bad name or trial count, no active cases), each naming the field,
+    Raises ``TargetConfigError`` (bad target), ``DomainError`` (bad grader set) or
+    ``DomainError`` (bad name or trial count, no active cases), each naming the field,
     before anything is written.
     """
     if not isinstance(name, str) or not name.strip():
-        raise RunConfigError("name: must be a non-empty string")
+        raise DomainError("must be a non-empty string", field="name")
     if isinstance(trials_per_case, bool) or not isinstance(trials_per_case, int):
-        raise RunConfigError("trials_per_case: must be an integer")
+        raise DomainError("must be an integer", field="trials_per_case")
     if not 1 <= trials_per_case <= MAX_TRIALS_PER_CASE:
-        raise RunConfigError(
-            f"trials_per_case: must be from 1 to {MAX_TRIALS_PER_CASE} (got {trials_per_case})"
+        raise DomainError(
+            f"must be from 1 to {MAX_TRIALS_PER_CASE} (got {trials_per_case})",
+            field="trials_per_case",
         )
     if not isinstance(graders, list):
-        raise RunConfigError("graders: expected a list of grader specs")
+        raise DomainError("expected a list of grader specs", field="graders")
     built = _target_validate(target)
-    specs = parse_grader_specs(graders)  # raises GraderConfigError naming the index and field
+    specs = parse_grader_specs(graders)  # raises DomainError naming the index and field
     if not graders:
         # A run with no grader would "succeed" without a single verdict: never green on
         # nothing (DESIGN.md, principle 2).
-        raise RunConfigError("graders: a run needs at least one grader")
+        raise DomainError("a run needs at least one grader", field="graders")
     graders = _judge_gating_snapshot(graders, specs)
     case_ids = list(Case.objects.active().filter(suite=suite).values_list("id", flat=True))
     if not case_ids:
-        raise RunConfigError(f"suite: {suite.name!r} has no active cases")
+        raise DomainError(f"{suite.name!r} has no active cases", field="suite")
     if Run.objects.filter(suite=suite, name=name).exists():
-        raise RunConfigError(f"name: a run named {name!r} already exists in suite {suite.name!r}")
+        raise DomainError(
+            f"a run named {name!r} already exists in suite {suite.name!r}", field="name"
+        )
 
     with transaction.atomic():
         run = Run.objects.create(

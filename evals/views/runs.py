@@ -17,16 +17,16 @@ from django.template.loader import render_to_string
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django_htmx.http import HttpResponseStopPolling
 
+from core.errors import DomainError
 from core.http import RUNNER_ROLES, VIEWER_ROLES, HtmxHttpRequest, role_required
 from core.ids import uuid_parse
 from evals import selectors
 from evals.baselines import run_baseline_context
 from evals.forms import RunFilterForm, RunStartForm
-from evals.grading.grader_set import GraderConfigError
 from evals.models import Case, Run, Suite, Trial
 from evals.report.selectors import run_report
 from evals.runner.finalize import run_cancel as run_cancel_service
-from evals.runner.start import RunConfigError, run_start
+from evals.runner.start import run_start
 from evals.runner.targets import TargetConfigError
 from evals.suites import suite_default_graders
 
@@ -82,7 +82,7 @@ def run_new(request: HtmxHttpRequest) -> HttpResponse:
                     source_version=data["source_version"],
                     started_by=request.user,
                 )
-            except (TargetConfigError, GraderConfigError, RunConfigError) as exc:
+            except (TargetConfigError, DomainError) as exc:
                 form.add_error(None, str(exc))
             else:
                 return redirect(run.get_absolute_url())

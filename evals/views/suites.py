@@ -11,10 +11,10 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
+from core.errors import DomainError
 from core.http import RUNNER_ROLES, VIEWER_ROLES, role_required
 from core.ids import uuid_parse
 from evals.baselines import baseline_set as baseline_set_service
-from evals.cases import GraduationError
 from evals.cases import case_graduate as case_graduate_service
 from evals.comparison.compute import detectable_drop_get
 from evals.models import Case, Run, Suite
@@ -98,7 +98,7 @@ def case_graduate(request: HttpRequest, suite_id, case_id) -> HttpResponse:
         case_graduate_service(
             case=case, into_suite=into, by=request.user, evidence={"runs": candidate.evidence}
         )
-    except GraduationError as exc:
+    except DomainError as exc:
         messages.error(request, str(exc))
     else:
         messages.success(request, f"{case.key} graduated into {into.name}.")

@@ -20,7 +20,8 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
-from evals.comparison.gate import GateInputError, gate_evaluate, gate_options_check
+from core.errors import DomainError
+from evals.comparison.gate import gate_evaluate, gate_options_check
 from evals.comparison.render import gate_json, gate_markdown, gate_text
 from evals.comparison.run_data import RunData, run_data_from_file
 from evals.management.commands.run_report import run_lookup
@@ -107,7 +108,7 @@ class Command(BaseCommand):
                 allow_untrusted=options["allow_untrusted"],
                 allow_incomparable=options["allow_incomparable"],
             )
-        except GateInputError as exc:
+        except DomainError as exc:
             raise CommandError(str(exc)) from exc
         if options["markdown"]:
             Path(options["markdown"]).write_text(

@@ -18,10 +18,10 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.utils import timezone
 
+from core.errors import DomainError
 from core.ids import uuid_parse
-from evals.grading.grader_set import GraderConfigError
 from evals.models import GraderSetPreset, Run, Suite, TargetPreset
-from evals.runner.start import RunConfigError, run_start
+from evals.runner.start import run_start
 from evals.runner.targets import TargetConfigError
 
 EXIT_SUCCEEDED, EXIT_FAILED, EXIT_OTHER = 0, 1, 2
@@ -120,7 +120,7 @@ class Command(BaseCommand):
                 graders=graders,
                 trials_per_case=opts["trials"],
             )
-        except (TargetConfigError, GraderConfigError, RunConfigError) as exc:
+        except (TargetConfigError, DomainError) as exc:
             raise CommandError(str(exc)) from exc
 
         if not opts["wait"]:

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
+from core.errors import DomainError
 from core.ids import uuid_parse
 from evals.management.commands.run_report import run_lookup
 from interop import exports
@@ -61,14 +62,14 @@ class Command(BaseCommand):
                 table = exports.labels_table(run=runs[0], zone=zone)
             else:
                 table = exports.comparison_table(base=runs[0], head=runs[1])
-        except exports.ExportError as exc:
+        except DomainError as exc:
             raise CommandError(str(exc)) from exc
         self._write(table, options)
 
     def _write(self, table: exports.ExportTable, options) -> None:
         try:
             body = exports.table_write(table=table, fmt=options["format"])
-        except exports.ExportError as exc:
+        except DomainError as exc:
             raise CommandError(str(exc)) from exc
         try:
             Path(options["out"]).write_bytes(body)
@@ -103,6 +104,6 @@ def _calibration_table(options) -> exports.ExportTable:
             raise CommandError(f"--judge-version: no judge version with id {version_id}")
     try:
         zone = exports.zone_get(name=options["tz"])
-    except exports.ExportError as exc:
+    except DomainError as exc:
         raise CommandError(str(exc)) from exc
     return calibration_table(calibration_set=cset, judge_version=version, zone=zone)

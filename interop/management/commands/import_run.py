@@ -9,7 +9,8 @@ from pathlib import Path
 from django.core.management.base import BaseCommand, CommandError
 from django.db import IntegrityError
 
-from interop.run_file import RunFileError, run_import
+from core.errors import DomainError
+from interop.run_file import run_import
 
 
 class Command(BaseCommand):
@@ -30,7 +31,7 @@ class Command(BaseCommand):
             raise CommandError(f"{path}: cannot read (JSON nested too deeply)") from exc
         try:
             run = run_import(data=data, suite_name=options["suite"], name=options["name"])
-        except RunFileError as exc:
+        except DomainError as exc:
             raise CommandError(f"{path}: {exc}") from exc
         except IntegrityError as exc:
             raise CommandError(f"{path}: inconsistent data ({exc}); nothing was imported") from exc

@@ -39,7 +39,8 @@ import tomllib
 from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 
-from evals.presets import PresetConfigError, grader_set_preset_apply, target_preset_apply
+from core.errors import DomainError
+from evals.presets import grader_set_preset_apply, target_preset_apply
 from judges.versions import JudgeConfigError, judge_version_create
 
 FIELDS = {
@@ -174,6 +175,6 @@ def _presets_apply(targets: dict[str, dict], grader_sets: dict[str, dict]) -> di
             out["grader_sets"].append(
                 {"name": name, "action": action, "content_hash": preset.content_hash}
             )
-    except PresetConfigError as exc:
+    except DomainError as exc:
         raise CommandError(str(exc)) from exc
     return out
