@@ -16,15 +16,16 @@ A trial record uses the field vocabulary and the rules of the CSV/JSONL import
 
 Rules:
 1. All or nothing: everything is written in one transaction; the first bad record raises
-   ``IngestError`` (record, field) and nothing stays behind, the idempotency row included.
+   ``DomainError`` (record, field) and nothing stays behind, the idempotency row included.
 2. A bare ``NaN``/``Infinity`` token or a ``"NaN"`` string is accepted only as a score and
    means "not scored" (an errored grade, never 0, never a fail); anywhere else it is refused.
 3. Idempotency: a key (``Idempotency-Key`` header or ``run_key``) is claimed by inserting
    an ``IngestKey`` row first in the transaction (unique: a concurrent request with the
    key waits, then replays); a repeat with the same body bytes (SHA-256) gets the stored
-   status and response and writes nothing; another body under the key is ``IngestConflict``.
+   status and response and writes nothing; another body under the key is a ``DomainError``
+   (code "conflict").
 4. Limits: the body over ``max_bytes`` or one record over ``max_record_bytes`` raises
-   ``IngestTooLarge`` (HTTP 413), checked while reading.
+   a ``DomainError`` (code "too_large", HTTP 413), checked while reading.
 5. One ingest into a suite at a time: the suite row is locked (PostgreSQL
    ``SELECT ... FOR UPDATE``; SQLite writes are serialised anyway), so two runs posted
    into one new suite at once cannot collide on its cases.
@@ -41,17 +42,17 @@ from typing import Any, BinaryIO
 
 from django.db import IntegrityError, transaction
 
+from core.errors import DomainError
 from core.strict_json import contains_non_finite, json_loads_line
 from evals.models import IngestKey, Run, Suite
 from interop.importers.context import ImportContext, ImportSummary
-from interop.importers.reader import BOM, ResultsImportError
+from interop.importers.reader import BOM, record_error
 from interop.importers.reader import jsonl_records as _jsonl_records
 from interop.importers.tabular import (
     FIELDS,
     OVERFLOW,
     UNSTORABLE,
     LabelSpec,
-    RecordError,
     Row,
     TrialSpec,
     TrialsWriter,
@@ -70,35 +71,6 @@ _CHUNK = 1024 * 1024
 # Trials per write batch: fewer round trips than the file import's 1,000 (measured in
 # bench/bench_ingest.py); memory stays bounded by tabular's BATCH_CHARS of outputs.
 BATCH_SIZE = 5000
-
-
-class IngestError(ValueError):
-    """A bad request body (HTTP 400): ``record`` is the trial's index in ``trials`` (JSON,
-    0-based) or the line number (NDJSON, 1-based; the header is line 1), None for the
-    header of a JSON body or the body as a whole; ``field`` the dotted field name or None."""
-
-    def __init__(self, detail: str, *, record: int | None = None, field: str | None = None) -> None:
-        super().__init__(detail)
-        self.detail, self.record, self.field = detail, record, field
-
-
-class IngestTooLarge(IngestError):
-    """The body or one record is over its limit (HTTP 413); ``limit`` in bytes."""
-
-    def __init__(self, detail: str, *, limit: int, record: int | None = None) -> None:
-        super().__init__(detail, record=record)
-        self.limit = limit
-
-
-class IngestConflict(Exception):
-    """The idempotency key was used before with a different body (HTTP 409)."""
-
-    def __init__(self, key: str, field: str) -> None:
-        super().__init__(
-            f"{field} {key!r} was already used with a different request body; "
-            f"use a new key for a new run"
-        )
-        self.key, self.field = key, field
 
 
 @dataclass(frozen=True)
@@ -137,8 +109,9 @@ class _Body:
     def _count(self, data: bytes) -> bytes:
         self.size += len(data)
         if self.size > self.max_bytes:
-            raise IngestTooLarge(
-                f"request body: over the limit of {self.max_bytes:,} bytes "
+            raise DomainError(
+                code="too_large",
+                detail=f"request body: over the limit of {self.max_bytes:,} bytes "
                 f"(ASSAY INGEST_MAX_BYTES)",
                 limit=self.max_bytes,
             )
@@ -212,20 +185,26 @@ class JsonSource(IngestSource):
         try:
             text = data.decode("utf-8")
         except UnicodeDecodeError as exc:
-            raise IngestError(f"request body: invalid UTF-8 at byte {exc.start}") from None
+            raise DomainError(detail=f"request body: invalid UTF-8 at byte {exc.start}") from None
         try:
             obj = json_loads_line(text)
         except ValueError as exc:
-            raise IngestError(f"request body: invalid JSON: {exc}") from None
+            raise DomainError(detail=f"request body: invalid JSON: {exc}") from None
         except RecursionError:
-            raise IngestError("request body: JSON nested too deeply") from None
+            raise DomainError(detail="request body: JSON nested too deeply") from None
         if not isinstance(obj, dict):
-            raise IngestError("request body: expected a JSON object {suite, run, trials, ...}")
+            raise DomainError(
+                detail="request body: expected a JSON object {suite, run, trials, ...}"
+            )
         if "trials" not in obj:
-            raise IngestError("field trials: missing (an array of trial records)", field="trials")
+            raise DomainError(
+                detail="field trials: missing (an array of trial records)", field="trials"
+            )
         trials = obj.pop("trials")
         if not isinstance(trials, list):
-            raise IngestError("field trials: expected an array of trial records", field="trials")
+            raise DomainError(
+                detail="field trials: expected an array of trial records", field="trials"
+            )
         self.header, self._trials = obj, trials
         self._needs_scan = _suspect(text)
         # No record can be larger than the whole body: measure only when that is possible.
@@ -235,7 +214,7 @@ class JsonSource(IngestSource):
         for i, obj in enumerate(self._trials):
             where = f"trials[{i}]"
             if not isinstance(obj, dict):
-                raise IngestError(f"{where}: expected a JSON object", record=i)
+                raise DomainError(detail=f"{where}: expected a JSON object", record=i)
             if self._measure:
                 size = len(
                     json.dumps(obj, ensure_ascii=False, separators=(",", ":"), default=repr).encode(
@@ -243,8 +222,9 @@ class JsonSource(IngestSource):
                     )
                 )
                 if size > self.max_record_bytes:
-                    raise IngestTooLarge(
-                        f"{where}: the record is {size:,} bytes, over the limit of "
+                    raise DomainError(
+                        code="too_large",
+                        detail=f"{where}: the record is {size:,} bytes, over the limit of "
                         f"{self.max_record_bytes:,} bytes (ASSAY INGEST_MAX_RECORD_BYTES)",
                         limit=self.max_record_bytes,
                         record=i,
@@ -268,11 +248,13 @@ class NdjsonSource(IngestSource):
         self._objects = _jsonl_records(self._lines())
         first = self._next()
         if first is None:
-            raise IngestError("request body: empty (line 1 must be the header object)", record=1)
+            raise DomainError(
+                detail="request body: empty (line 1 must be the header object)", record=1
+            )
         line, self.header = first
         if "trials" in self.header:
-            raise IngestError(
-                f"line {line}: field trials: not allowed in an NDJSON header "
+            raise DomainError(
+                detail=f"line {line}: field trials: not allowed in an NDJSON header "
                 f"(one trial record per line follows it)",
                 record=line,
                 field="trials",
@@ -286,8 +268,9 @@ class NdjsonSource(IngestSource):
                 return
             self._line += 1
             if len(raw.rstrip(b"\r\n")) > limit:
-                raise IngestTooLarge(
-                    f"line {self._line}: the record is over the limit of {limit:,} bytes "
+                raise DomainError(
+                    code="too_large",
+                    detail=f"line {self._line}: the record is over the limit of {limit:,} bytes "
                     f"(ASSAY INGEST_MAX_RECORD_BYTES)",
                     limit=limit,
                     record=self._line,
@@ -300,11 +283,13 @@ class NdjsonSource(IngestSource):
             return next(self._objects)
         except StopIteration:
             return None
-        except ResultsImportError as exc:
-            raise IngestError(str(exc), record=self._line) from None
+        except DomainError as exc:
+            if exc.code != "invalid":
+                raise  # a line over the limit (413) stays what it is
+            raise DomainError(detail=str(exc), field=exc.field, record=self._line) from None
         except RecursionError:
-            raise IngestError(
-                f"line {self._line}: JSON nested too deeply", record=self._line
+            raise DomainError(
+                detail=f"line {self._line}: JSON nested too deeply", record=self._line
             ) from None
 
     def records(self) -> Iterator[tuple[int, str, dict, bool]]:
@@ -319,7 +304,7 @@ def source_open(
 ) -> IngestSource:
     """Start reading a body of ``fmt`` (``json`` or ``ndjson``); reads the header.
 
-    Raises ``IngestError`` (bad JSON, no header) or ``IngestTooLarge``.
+    Raises ``DomainError`` (bad JSON, no header; code "too_large" over a limit).
     """
     cls = JsonSource if fmt == "json" else NdjsonSource
     return cls(stream, max_bytes=max_bytes, max_record_bytes=max_record_bytes)
@@ -331,20 +316,24 @@ def _header_string(
     value = obj.get(name)
     if value is None:
         if required:
-            raise IngestError(f"header: field {name}: missing", record=record, field=name)
+            raise DomainError(detail=f"header: field {name}: missing", record=record, field=name)
         return None
     if not isinstance(value, str):
-        raise IngestError(
-            f"header: field {name}: expected a string, got {value!r:.80}", record=record, field=name
+        raise DomainError(
+            detail=f"header: field {name}: expected a string, got {value!r:.80}",
+            record=record,
+            field=name,
         )
     value = value.strip()
     if contains_unstorable(value):
-        raise IngestError(f"header: field {name}: {UNSTORABLE}", record=record, field=name)
+        raise DomainError(detail=f"header: field {name}: {UNSTORABLE}", record=record, field=name)
     if not value:
-        raise IngestError(f"header: field {name}: must not be empty", record=record, field=name)
+        raise DomainError(
+            detail=f"header: field {name}: must not be empty", record=record, field=name
+        )
     if len(value) > max_len:
-        raise IngestError(
-            f"header: field {name}: longer than {max_len} characters ({len(value)})",
+        raise DomainError(
+            detail=f"header: field {name}: longer than {max_len} characters ({len(value)})",
             record=record,
             field=name,
         )
@@ -355,25 +344,26 @@ def header_parse(obj: dict, *, record: int | None = None) -> IngestHeader:
     """Validate the header object (keys ``HEADER_FIELDS``; surrounding spaces of names are
     trimmed as in the file import). ``record``: 1 for NDJSON (line 1), None for JSON.
 
-    Raises ``IngestError`` naming the field: unknown key, wrong type, empty or too-long name,
+    Raises ``DomainError`` naming the field: unknown key, wrong type, empty or too-long name,
     unknown suite kind, threshold not a number in [0, 1].
     """
     for name in obj:
         if name not in HEADER_FIELDS:
-            raise IngestError(
-                f"header: field {name}: unknown field (fields: {', '.join(HEADER_FIELDS)}, trials)",
+            raise DomainError(
+                detail=f"header: field {name}: unknown field "
+                f"(fields: {', '.join(HEADER_FIELDS)}, trials)",
                 record=record,
                 field=name,
             )
     if contains_non_finite(obj):
         bad = next(k for k, v in obj.items() if contains_non_finite(v))
-        raise IngestError(
-            f"header: field {bad}: NaN/Infinity is not valid JSON", record=record, field=bad
+        raise DomainError(
+            detail=f"header: field {bad}: NaN/Infinity is not valid JSON", record=record, field=bad
         )
     kind = obj.get("suite_kind")
     if kind is not None and kind not in Suite.Kind.values:
-        raise IngestError(
-            f"header: field suite_kind: expected one of "
+        raise DomainError(
+            detail=f"header: field suite_kind: expected one of "
             f"{', '.join(Suite.Kind.values)}, got {kind!r:.80}",
             record=record,
             field="suite_kind",
@@ -384,8 +374,8 @@ def header_parse(obj: dict, *, record: int | None = None) -> IngestHeader:
         or not isinstance(threshold, int | float)
         or not 0 <= threshold <= 1
     ):
-        raise IngestError(
-            f"header: field threshold: expected a number in [0, 1], got {threshold!r:.80}",
+        raise DomainError(
+            detail=f"header: field threshold: expected a number in [0, 1], got {threshold!r:.80}",
             record=record,
             field="threshold",
         )
@@ -404,7 +394,7 @@ def _labels(value: Any, *, where: str, record: int) -> list[LabelSpec]:
     if value is None:
         return []
     if not isinstance(value, list):
-        raise RecordError(
+        raise record_error(
             where, "labels", "expected an array of {reviewer, verdict, critique}", record=record
         )
     labels: list[LabelSpec] = []
@@ -412,12 +402,12 @@ def _labels(value: Any, *, where: str, record: int) -> list[LabelSpec]:
     for i, item in enumerate(value):
         path = f"labels[{i}]"
         if not isinstance(item, dict):
-            raise RecordError(
+            raise record_error(
                 where, path, "expected an object {reviewer, verdict, critique}", record=record
             )
         for key in item:
             if key not in LABEL_FIELDS:
-                raise RecordError(
+                raise record_error(
                     where,
                     f"{path}.{key}",
                     f"unknown field (fields: {', '.join(LABEL_FIELDS)})",
@@ -425,14 +415,14 @@ def _labels(value: Any, *, where: str, record: int) -> list[LabelSpec]:
                 )
         reviewer = item.get("reviewer")
         if not isinstance(reviewer, str) or not reviewer.strip() or len(reviewer) > NAME_MAX:
-            raise RecordError(
+            raise record_error(
                 where,
                 f"{path}.reviewer",
                 f"expected a non-empty name of at most {NAME_MAX} characters, got {reviewer!r:.80}",
                 record=record,
             )
         if reviewer in seen:
-            raise RecordError(
+            raise record_error(
                 where,
                 f"{path}.reviewer",
                 f"reviewer {reviewer!r} already labeled this trial in labels[{seen[reviewer]}]",
@@ -441,7 +431,7 @@ def _labels(value: Any, *, where: str, record: int) -> list[LabelSpec]:
         seen[reviewer] = i
         verdict = item.get("verdict")
         if verdict not in ("pass", "fail") or not isinstance(verdict, str):
-            raise RecordError(
+            raise record_error(
                 where,
                 f"{path}.verdict",
                 f"expected 'pass' or 'fail', got {verdict!r:.80}",
@@ -449,7 +439,7 @@ def _labels(value: Any, *, where: str, record: int) -> list[LabelSpec]:
             )
         critique = item.get("critique")
         if critique is not None and not isinstance(critique, str):
-            raise RecordError(
+            raise record_error(
                 where,
                 f"{path}.critique",
                 f"expected a string or null, got {critique!r:.80}",
@@ -466,28 +456,28 @@ def record_parse(
     ``needs_scan`` False (see ``IngestSource``) skips the scans for non-finite numbers and
     unstorable text.
 
-    Raises ``RecordError`` (``where``, ``field``, ``record``) for an unknown key or any
-    field ``row_parse`` refuses.
+    Raises ``DomainError`` (``field``, ``record``, extra ``where``; ``record_error``) for an
+    unknown key or any field ``row_parse`` refuses.
     """
     values: dict[str, Any] = {}
     for key, value in obj.items():
         if key in FIELDS:
             values[key] = value
         elif key not in ("labels", "extra"):
-            raise RecordError(
+            raise record_error(
                 where, key, f"unknown field (fields: {', '.join(RECORD_FIELDS)})", record=record
             )
     extra = obj.get("extra")
     if extra is None:
         extra = {}
     elif not isinstance(extra, dict):
-        raise RecordError(where, "extra", "expected an object", record=record)
+        raise record_error(where, "extra", "expected an object", record=record)
     elif needs_scan and contains_non_finite(extra):
-        raise RecordError(where, "extra", "NaN/Infinity is not valid JSON", record=record)
+        raise record_error(where, "extra", "NaN/Infinity is not valid JSON", record=record)
     elif needs_scan and contains_unstorable(extra):
-        raise RecordError(where, "extra", UNSTORABLE, record=record)
+        raise record_error(where, "extra", UNSTORABLE, record=record)
     elif contains_overflow(extra):
-        raise RecordError(where, "extra", OVERFLOW, record=record)
+        raise record_error(where, "extra", OVERFLOW, record=record)
     spec = _row_parse(
         Row(
             where=where, values=values, extra={}, is_csv=False, index=record, needs_scan=needs_scan
@@ -497,31 +487,31 @@ def record_parse(
     spec.raw = extra
     if "labels" in obj:
         if needs_scan and contains_non_finite(obj["labels"]):
-            raise RecordError(where, "labels", "NaN/Infinity is not valid JSON", record=record)
+            raise record_error(where, "labels", "NaN/Infinity is not valid JSON", record=record)
         if needs_scan and contains_unstorable(obj["labels"]):
-            raise RecordError(where, "labels", UNSTORABLE, record=record)
+            raise record_error(where, "labels", UNSTORABLE, record=record)
         spec.labels = _labels(obj["labels"], where=where, record=record)
     return spec
 
 
 def _run_write(*, header: IngestHeader, source: IngestSource, user: Any) -> ImportSummary:
     """Create the suite (if absent) and the run, then write every record; inside the
-    caller's transaction. Raises ``IngestError``."""
+    caller's transaction. Raises ``DomainError``."""
     header_record = 1 if source.fmt == "ndjson" else None
     suite, _ = Suite.objects.get_or_create(
         name=header.suite, defaults={"kind": header.suite_kind or Suite.Kind.REGRESSION}
     )
     suite = Suite.objects.select_for_update().get(pk=suite.pk)
     if header.suite_kind is not None and suite.kind != header.suite_kind:
-        raise IngestError(
-            f"header: field suite_kind: suite {suite.name!r} exists with kind "
+        raise DomainError(
+            detail=f"header: field suite_kind: suite {suite.name!r} exists with kind "
             f"{suite.kind!r}, not {header.suite_kind!r}",
             record=header_record,
             field="suite_kind",
         )
     if Run.objects.filter(suite=suite, name=header.run).exists():
-        raise IngestError(
-            f"header: field run: run {header.run!r} already exists in suite "
+        raise DomainError(
+            detail=f"header: field run: run {header.run!r} already exists in suite "
             f"{suite.name!r}; choose a new name",
             record=header_record,
             field="run",
@@ -548,14 +538,12 @@ def _run_write(*, header: IngestHeader, source: IngestSource, user: Any) -> Impo
                 )
             )
         if writer.added == 0:
-            raise IngestError("field trials: at least one trial record is required", field="trials")
+            raise DomainError(
+                detail="field trials: at least one trial record is required", field="trials"
+            )
         writer.finish()
-    except RecordError as exc:
-        raise IngestError(str(exc), record=exc.record, field=exc.field) from None
-    except ResultsImportError as exc:
-        raise IngestError(str(exc)) from None
     except RecursionError:
-        raise IngestError("a record is nested too deeply to be checked") from None
+        raise DomainError(detail="a record is nested too deeply to be checked") from None
     return summary
 
 
@@ -567,7 +555,13 @@ def _replay(*, key: str, field: str, source: IngestSource) -> IngestOutcome:
     stored = IngestKey.objects.get(key=key)
     source.finish()
     if stored.body_sha256 != source.sha256():
-        raise IngestConflict(key, field)
+        raise DomainError(
+            detail=f"{field} {key!r} was already used with a different request body; "
+            "use a new key for a new run",
+            field=field,
+            code="conflict",
+            key=key,
+        )
     return IngestOutcome(status=stored.status_code, body=json.loads(stored.response), replayed=True)
 
 
@@ -584,14 +578,14 @@ def ingest_submit(
     ``Idempotency-Key`` header or None; ``respond(run, summary)`` builds the 201 body
     (stored with the key for replays). Returns ``IngestOutcome`` (201, or the stored
     status and body of the first request under the key).
-    Raises ``IngestError`` (400), ``IngestTooLarge`` (413), ``IngestConflict`` (409).
+    Raises ``DomainError``: 400, code "too_large" (413), code "conflict" (409).
     """
     record = 1 if source.fmt == "ndjson" else None
     header = header_parse(source.header, record=record)
     key, field = idempotency_key, "Idempotency-Key"
     if key is not None and header.run_key is not None and key != header.run_key:
-        raise IngestError(
-            "header: field run_key: differs from the Idempotency-Key header "
+        raise DomainError(
+            detail="header: field run_key: differs from the Idempotency-Key header "
             "(send one, or the same value in both)",
             record=record,
             field="run_key",

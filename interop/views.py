@@ -18,7 +18,7 @@ from core.roles import ENGINEER, LEAD
 from evals.models import Run
 from interop import exports
 from interop.calibration_export import calibration_table
-from interop.importers import ResultsImportError, results_import
+from interop.importers import results_import
 from interop.importers.forms import ImportUploadForm
 from judges.models import JudgeVersion
 from labeling.models import CalibrationSet
@@ -99,7 +99,7 @@ def import_upload(request: HttpRequest) -> HttpResponse:
                     threshold=data["threshold"],
                     user=request.user,
                 )
-            except ResultsImportError as exc:
+            except DomainError as exc:
                 error = f"Nothing was imported. {exc}"
             else:
                 run = summary.runs[0]

@@ -260,7 +260,7 @@ def test_a_reviewer_labels_revises_and_gets_409_on_a_stale_version(small, bob):
     assert same.status_code == 200 and same.json()["version"] == 2
     stale = _submit(bob, {"trial": trial, "verdict": "fail", "expected_version": 1})
     assert stale.status_code == 409
-    assert stale.json()["current_version"] == 2 and stale.json()["expected_version"]
+    assert stale.json()["current_version"] == 2 and stale.json()["field"] == "expected_version"
     label = Label.objects.get()
     assert (label.verdict, label.version, LabelRevision.objects.count()) == ("pass", 2, 2)
 

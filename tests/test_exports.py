@@ -14,9 +14,9 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
+from core.errors import DomainError
 from evals.models import Case, Run, Trial
 from interop import exports
-from interop.importers import ResultsImportError
 from labeling.models import Label
 from tests.import_helpers import import_bytes
 from tests.report_builders import add_trial, make_run
@@ -125,9 +125,9 @@ def test_tags_with_commas_brackets_and_spaces_survive_a_csv_round_trip():
 def test_a_csv_tags_cell_that_starts_with_a_bracket_must_be_a_json_array(db):
     # hoisted
 
-    with pytest.raises(ResultsImportError, match="tags: a cell starting with '\\[' must be"):
+    with pytest.raises(DomainError, match="tags: a cell starting with '\\[' must be"):
         import_bytes(b"case_id,input,tags\r\nc1,x,[oops\r\n", filename="t.csv", suite="S", run="r")
-    with pytest.raises(ResultsImportError, match="tags: expected an array of strings"):
+    with pytest.raises(DomainError, match="tags: expected an array of strings"):
         import_bytes(
             b'case_id,input,tags\r\nc1,x,"[1,2]"\r\n', filename="t.csv", suite="S", run="r"
         )

@@ -11,9 +11,10 @@ from pathlib import Path
 import pytest
 from django.core.management import call_command
 
+from core.errors import DomainError
 from evals.models import Case, Grade, Run, Suite, Trial
 from evals.report.selectors import run_report
-from interop.importers import ResultsImportError, format_detect, results_import
+from interop.importers import format_detect, results_import
 from interop.importers.inspect_log import value_to_float
 
 pytestmark = pytest.mark.django_db
@@ -149,7 +150,7 @@ def test_it_detects_an_inspect_log():
 
 def _refused(doc_or_bytes, match: str, name: str = "log.json") -> None:
     data = doc_or_bytes if isinstance(doc_or_bytes, bytes) else _bytes(doc_or_bytes)
-    with pytest.raises(ResultsImportError, match=match):
+    with pytest.raises(DomainError, match=match):
         _import(data, name=name)
     assert Run.objects.count() == Trial.objects.count() == Suite.objects.count() == 0
 

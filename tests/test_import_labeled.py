@@ -6,8 +6,9 @@ import io
 
 import pytest
 
+from core.errors import DomainError
 from evals.models import Case, Grade, Run, Suite, Trial, TrialPair
-from interop.importers import ResultsImportError, results_import
+from interop.importers import results_import
 from interop.importers.reader import text_lines
 from judges.models import Judge, JudgeVersion, PairwiseVerdict
 from labeling.models import Label, PreferenceLabel
@@ -166,7 +167,7 @@ def test_it_strips_a_bom_from_a_labeled_file():
     ],
 )
 def test_it_rejects_a_wrong_type_with_line_and_field(change, message):
-    with pytest.raises(ResultsImportError) as exc:
+    with pytest.raises(DomainError) as exc:
         import_bytes(jsonl([record(id="ok"), record(id="bad", **change)]))
     assert str(exc.value).startswith(message)
     assert Case.objects.count() == 0 and Suite.objects.count() == 0
@@ -175,7 +176,7 @@ def test_it_rejects_a_wrong_type_with_line_and_field(change, message):
 def test_it_aborts_the_whole_import_on_a_bad_record_on_line_3_of_5():
     recs = [record(id=f"c{i}") for i in range(5)]
     recs[2]["human_label"]["value"] = "maybe"
-    with pytest.raises(ResultsImportError, match="^line 3: field human_label.value"):
+    with pytest.raises(DomainError, match="^line 3: field human_label.value"):
         import_bytes(jsonl(recs))
     assert Suite.objects.count() == 0
     assert Case.objects.count() == Trial.objects.count() == Label.objects.count() == 0
@@ -183,14 +184,14 @@ def test_it_aborts_the_whole_import_on_a_bad_record_on_line_3_of_5():
 
 
 def test_it_rejects_duplicate_ids_naming_both_lines():
-    with pytest.raises(ResultsImportError) as exc:
+    with pytest.raises(DomainError) as exc:
         import_bytes(jsonl([record(id="x"), record(id="y"), record(id="x")]))
     assert str(exc.value) == "line 3: field id: duplicate id 'x', first on line 1"
     assert Case.objects.count() == 0
 
 
 def test_it_rejects_a_file_mixing_pointwise_and_pairwise_records():
-    with pytest.raises(ResultsImportError) as exc:
+    with pytest.raises(DomainError) as exc:
         import_bytes(jsonl([record(id="x"), record(PAIR_TEMPLATE, id="y")]))
     assert (
         "line 2: field task_type: 'pairwise_preference' differs from 'pointwise_binary' on "
@@ -202,7 +203,7 @@ def test_it_rejects_a_file_mixing_pointwise_and_pairwise_records():
 def test_it_rejects_invalid_utf8_naming_line_and_byte_offset():
     data = jsonl([record(id="x")]) + b'{"id": "\xff"}\n'
     first_line_len = len(jsonl([record(id="x")]))
-    with pytest.raises(ResultsImportError) as exc:
+    with pytest.raises(DomainError) as exc:
         import_bytes(data, fmt="labeled")
     assert str(exc.value).startswith(f"line 2 (byte offset {first_line_len + 8}): invalid UTF-8")
     assert Suite.objects.count() == 0
@@ -210,7 +211,7 @@ def test_it_rejects_invalid_utf8_naming_line_and_byte_offset():
 
 def test_it_rejects_a_bare_nan_outside_a_score():
     data = jsonl([record(id="x")]).replace(b'"input": "q01"', b'"input": NaN')
-    with pytest.raises(ResultsImportError, match="^line 1: field input: expected a string"):
+    with pytest.raises(DomainError, match="^line 1: field input: expected a string"):
         import_bytes(data)
 
 
@@ -231,7 +232,7 @@ def test_it_stores_a_one_megabyte_output_whole():
 
 def test_it_refuses_a_run_name_that_exists_in_the_suite():
     import_bytes(jsonl([record(id="a")]), run="r")
-    with pytest.raises(ResultsImportError, match="run name 'r' already exists in suite 's'"):
+    with pytest.raises(DomainError, match="run name 'r' already exists in suite 's'"):
         import_bytes(jsonl([record(id="b")]), run="r")
     assert Case.objects.count() == 1
 

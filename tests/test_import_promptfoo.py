@@ -11,9 +11,10 @@ from pathlib import Path
 import pytest
 from django.core.management import CommandError, call_command
 
+from core.errors import DomainError
 from evals.models import Case, Grade, Run, Suite, Trial
 from evals.report.selectors import run_report
-from interop.importers import ResultsImportError, format_detect, results_import
+from interop.importers import format_detect, results_import
 
 pytestmark = pytest.mark.django_db
 FIXTURES = Path(__file__).parent / "fixtures" / "interop" / "promptfoo"
@@ -161,7 +162,7 @@ def test_the_case_key_is_a_hash_of_vars_without_a_description():
 
 def _refused(doc_or_bytes, match: str) -> None:
     data = doc_or_bytes if isinstance(doc_or_bytes, bytes) else _bytes(doc_or_bytes)
-    with pytest.raises(ResultsImportError, match=match):
+    with pytest.raises(DomainError, match=match):
         _import(data)
     assert Run.objects.count() == Trial.objects.count() == Case.objects.count() == 0
     assert Suite.objects.count() == 0

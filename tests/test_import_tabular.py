@@ -7,8 +7,8 @@ from decimal import Decimal
 
 import pytest
 
+from core.errors import DomainError
 from evals.models import Case, Grade, Run, Suite, Trial
-from interop.importers import ResultsImportError
 from tests.import_helpers import import_bytes
 
 pytestmark = pytest.mark.django_db
@@ -61,7 +61,7 @@ def test_it_rejects_a_hostile_created_at_with_its_row_number_and_stores_nothing(
     data = (
         b'case_id,input,created_at\nc1,ok,2025-02-24T16:30:00Z\nc2,ok,"""><svg onload=alert(3)>"\n'
     )
-    with pytest.raises(ResultsImportError) as exc:
+    with pytest.raises(DomainError) as exc:
         _csv(data, mapping={"case_id": "case_id", "input": "input", "created_at": "created_at"})
     assert str(exc.value).startswith("row 2 (line 3): field created_at: expected an ISO 8601")
     assert "<svg onload=alert(3)>" in str(exc.value)
@@ -133,20 +133,20 @@ def test_it_maps_a_scores_object_to_one_grade_per_grader_with_nulls_not_scored()
 
 
 def test_it_requires_a_threshold_for_a_score_without_a_verdict():
-    with pytest.raises(ResultsImportError, match="^line 1: field score: .*threshold"):
+    with pytest.raises(DomainError, match="^line 1: field score: .*threshold"):
         _jsonl('{"case_id":"c1","input":"q","score":0.5}')
 
 
 @pytest.mark.parametrize("value", ["1", "yes", "True", "TRUE", "0"])
 def test_it_accepts_only_true_or_false_in_a_csv_passed_column(value):
-    with pytest.raises(ResultsImportError) as exc:
+    with pytest.raises(DomainError) as exc:
         _csv(f"case_id,input,passed\nc1,q,true\nc2,q,{value}\n".encode())
     assert str(exc.value) == f"row 2 (line 3): field passed: expected true or false, got '{value}'"
     assert Trial.objects.count() == 0
 
 
 def test_it_accepts_only_json_booleans_in_a_jsonl_passed_field():
-    with pytest.raises(ResultsImportError, match="^line 1: field passed: expected true or false"):
+    with pytest.raises(DomainError, match="^line 1: field passed: expected true or false"):
         _jsonl('{"case_id":"c1","input":"q","passed":"false"}')
 
 
@@ -182,7 +182,7 @@ def test_it_stores_trial_fields_and_keeps_unmapped_columns():
 
 
 def test_it_rejects_a_duplicate_case_and_attempt_naming_both_rows():
-    with pytest.raises(ResultsImportError) as exc:
+    with pytest.raises(DomainError) as exc:
         _csv(b"case_id,input\nc1,q\nc1,q\n")
     assert str(exc.value) == (
         "row 2 (line 3): field attempt: case 'c1' attempt 1 already given on row 1 (line 2)"
@@ -190,7 +190,7 @@ def test_it_rejects_a_duplicate_case_and_attempt_naming_both_rows():
 
 
 def test_it_rejects_a_mapping_to_a_missing_column():
-    with pytest.raises(ResultsImportError, match="mapping input=prompt: column not in the CSV"):
+    with pytest.raises(DomainError, match="mapping input=prompt: column not in the CSV"):
         _csv(b"case_id,input\nc1,q\n", mapping={"case_id": "case_id", "input": "prompt"})
     assert Suite.objects.count() == 0
 
@@ -199,13 +199,13 @@ def test_it_reuses_existing_cases_when_no_input_is_mapped():
     _csv(b"case_id,input\nc1,q\n", run="first")
     _jsonl('{"case_id":"c1","passed":true}', run="second")
     assert Case.objects.count() == 1 and Trial.objects.count() == 2
-    with pytest.raises(ResultsImportError, match="case 'c9' is not in suite 's'"):
+    with pytest.raises(DomainError, match="case 'c9' is not in suite 's'"):
         _jsonl('{"case_id":"c9","passed":true}', run="third")
 
 
 def test_it_rejects_a_score_out_of_the_unit_interval():
     message = r"^line 1: field score: expected a number in \[0, 1\], got 7"
-    with pytest.raises(ResultsImportError, match=message):
+    with pytest.raises(DomainError, match=message):
         _jsonl('{"case_id":"c1","input":"q","score":7,"passed":true}')
 
 

@@ -1,7 +1,7 @@
 """Errors as the API answers them: DRF's handler plus three mappings.
 
-1. ``DomainError`` (``core.errors``) -> 400 ``{"detail": "field: message", "field", "record",
-   ...}`` with the field it names (409 for code "conflict", 413 "too_large", 404
+1. ``DomainError`` (``core.errors``) -> 400 ``{"detail", "field", "record", ...}`` with the
+   field it names (409 for code "conflict", 413 "too_large", 404
    "not_found"): the one place a domain refusal becomes an HTTP answer;
 2. a body over ``DATA_UPLOAD_MAX_MEMORY_SIZE`` bytes (Django's ``RequestDataTooBig``) is a
    413 ``{"detail": "...", "limit": <bytes>}``;
@@ -40,13 +40,9 @@ def _raised_in_a_parser(exc: BaseException) -> bool:
 
 
 def domain_error_response(error: DomainError) -> Response:
-    """``error`` as the API answers it: ``{"detail": "field: message", <field>: [message],
-    "record": ..., **extra}`` (field and record only when set), status by its code."""
-    body: dict = {"detail": str(error)}
-    if error.field:
-        body[error.field] = [error.message]
-    if error.record is not None:
-        body["record"] = error.record
+    """``error`` as the API answers it: ``{"detail": str(error), "field": <field or null>,
+    "record": <record or null>, **extra}``; status by its code."""
+    body: dict = {"detail": str(error), "field": error.field or None, "record": error.record}
     body.update(error.extra)
     return Response(body, status=STATUS[error.code])
 

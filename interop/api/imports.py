@@ -17,7 +17,7 @@ from rest_framework.views import APIView
 
 from core.api.permissions import IsRunner
 from evals.models import Suite
-from interop.importers import FORMATS, ResultsImportError, mapping_parse, results_import
+from interop.importers import FORMATS, mapping_parse, results_import
 
 # The largest file accepted, in bytes (64 MiB; settings.ASSAY["IMPORT_MAX_BYTES"] overrides).
 # promptfoo and Inspect files are parsed whole, so the limit bounds the memory one import uses.
@@ -141,18 +141,15 @@ class ImportApi(APIView):
         upload = v["file"]
         if upload.size > limit:
             return _too_large(limit, f"file: {upload.size:,} bytes")
-        try:
-            summary = results_import(
-                stream=upload.file,
-                filename=upload.name,
-                suite_name=v["suite"],
-                run_name=v["run"],
-                fmt=v["format"] or None,
-                mapping=mapping_parse(v["mapping"]),
-                suite_kind=v["suite_kind"],
-                threshold=v["threshold"],
-                user=request.user,
-            )
-        except ResultsImportError as exc:
-            return Response({"detail": str(exc)}, status=400)
+        summary = results_import(
+            stream=upload.file,
+            filename=upload.name,
+            suite_name=v["suite"],
+            run_name=v["run"],
+            fmt=v["format"] or None,
+            mapping=mapping_parse(v["mapping"]),
+            suite_kind=v["suite_kind"],
+            threshold=v["threshold"],
+            user=request.user,
+        )
         return Response(summary.as_json(), status=201)

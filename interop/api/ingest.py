@@ -21,7 +21,7 @@ from rest_framework.views import APIView
 
 from core.api.permissions import IsRunner
 from evals.models import Run
-from interop.ingest import IngestConflict, IngestError, IngestTooLarge, ingest_submit, source_open
+from interop.ingest import ingest_submit, source_open
 
 MEDIA_TYPES = {
     "application/json": "json",
@@ -316,22 +316,17 @@ class IngestApi(APIView):
                 "page": request.build_absolute_uri(run.get_absolute_url()),
             }
 
-        try:
-            source = source_open(
-                fmt=fmt,
-                stream=raw,
-                max_bytes=max_bytes,
-                max_record_bytes=limits["INGEST_MAX_RECORD_BYTES"],
-            )
-            outcome = ingest_submit(
-                source=source, user=request.user, idempotency_key=key, respond=respond
-            )
-        except IngestTooLarge as exc:
-            return _error(413, exc.detail, record=exc.record, limit=exc.limit)
-        except IngestError as exc:
-            return _error(400, exc.detail, record=exc.record, field=exc.field)
-        except IngestConflict as exc:
-            return _error(409, str(exc), field=exc.field, key=exc.key)
+        # A refused body is a DomainError: 400 naming the record and field, 409 for a key
+        # reused with another body, 413 over a limit (core.api.errors).
+        source = source_open(
+            fmt=fmt,
+            stream=raw,
+            max_bytes=max_bytes,
+            max_record_bytes=limits["INGEST_MAX_RECORD_BYTES"],
+        )
+        outcome = ingest_submit(
+            source=source, user=request.user, idempotency_key=key, respond=respond
+        )
         response = Response(outcome.body, status=outcome.status)
         if outcome.replayed:
             response["Idempotent-Replayed"] = "true"

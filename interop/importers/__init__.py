@@ -25,13 +25,14 @@ from typing import Any, BinaryIO
 
 from django.db import transaction
 
+from core.errors import DomainError
 from evals.models import Suite
 from interop.importers.context import ImportContext, ImportSummary
 from interop.importers.harness import json_document
 from interop.importers.inspect_log import ZIP_MAGIC, inspect_import, is_inspect, refuse_binary_log
 from interop.importers.labeled import labeled_import
 from interop.importers.promptfoo import is_promptfoo, promptfoo_import
-from interop.importers.reader import ResultsImportError, csv_rows, jsonl_records, text_lines
+from interop.importers.reader import csv_rows, jsonl_records, text_lines
 from interop.importers.tabular import mapping_parse, tabular_import
 
 FORMATS = ("labeled", "csv", "jsonl", "promptfoo", "inspect")
@@ -41,7 +42,7 @@ __all__ = [
     "DOCUMENT_FORMATS",
     "FORMATS",
     "ImportSummary",
-    "ResultsImportError",
+    "DomainError",
     "format_detect",
     "mapping_parse",
     "results_import",
@@ -84,7 +85,7 @@ def _document_or_none(stream: BinaryIO) -> Any:
     """The whole file as one JSON document, or None when it is not one; rewinds."""
     try:
         return json_document(stream)
-    except ResultsImportError:
+    except DomainError:
         return None
     finally:
         stream.seek(0)
@@ -108,29 +109,29 @@ def results_import(
 
     ``stream``: binary and seekable; ``mapping``: field -> column for csv/jsonl;
     ``threshold``: pass threshold in [0, 1] for score-only rows. Returns the counts.
-    Raises ``ResultsImportError`` naming the line/row and field; all or nothing.
+    Raises ``DomainError`` naming the line/row and field; all or nothing.
     """
     suite_name, run_name = (suite_name or "").strip(), (run_name or "").strip()
     if not suite_name:
-        raise ResultsImportError("suite: a suite name is required")
+        raise DomainError("suite: a suite name is required")
     if not run_name:
-        raise ResultsImportError("run: a run name is required")
+        raise DomainError("run: a run name is required")
     if len(suite_name) > 200 or len(run_name) > 196:
-        raise ResultsImportError("suite/run: name too long (suite <= 200, run <= 196 chars)")
+        raise DomainError("suite/run: name too long (suite <= 200, run <= 196 chars)")
     if suite_kind not in Suite.Kind.values:
-        raise ResultsImportError(
+        raise DomainError(
             f"suite kind: expected one of {', '.join(Suite.Kind.values)}, got {suite_kind!r}"
         )
     stream.seek(0)
     fmt = fmt or format_detect(stream=stream, filename=filename)
     if fmt not in FORMATS:
-        raise ResultsImportError(f"format: expected one of {', '.join(FORMATS)}, got {fmt!r}")
+        raise DomainError(f"format: expected one of {', '.join(FORMATS)}, got {fmt!r}")
     if fmt == "labeled" and mapping:
-        raise ResultsImportError("mapping: labeled records take no column mapping")
+        raise DomainError("mapping: labeled records take no column mapping")
     if fmt in DOCUMENT_FORMATS and mapping:
-        raise ResultsImportError(f"mapping: a {fmt} file takes no column mapping")
+        raise DomainError(f"mapping: a {fmt} file takes no column mapping")
     if fmt in DOCUMENT_FORMATS and threshold is not None:
-        raise ResultsImportError(
+        raise DomainError(
             f"threshold: a {fmt} file carries its own verdicts; leave the threshold empty"
         )
     suite, _ = Suite.objects.get_or_create(name=suite_name, defaults={"kind": suite_kind})

@@ -12,8 +12,8 @@ from typing import Any
 from django.db import connections, models, router
 from django.utils import timezone
 
+from core.errors import DomainError
 from evals.models import Run, Suite
-from interop.importers.reader import ResultsImportError
 from judges.models import Judge, JudgeVersion, judge_version_hash
 
 BATCH_SIZE = 1000
@@ -76,7 +76,7 @@ class ImportContext:
     ) -> Run:
         """Create an imported run named ``name`` (error when the suite already has one)."""
         if Run.objects.filter(suite=self.suite, name=name).exists():
-            raise ResultsImportError(
+            raise DomainError(
                 f"run name {name!r} already exists in suite {self.suite.name!r}; choose a new one"
             )
         now = timezone.now()

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from django import forms
 
+from core.errors import DomainError
 from evals.models import Suite
-from interop.importers.reader import ResultsImportError
 from interop.importers.tabular import mapping_parse
 
 
@@ -47,5 +47,5 @@ class ImportUploadForm(forms.Form):
     def clean_mapping(self) -> dict[str, str]:
         try:
             return mapping_parse(self.cleaned_data["mapping"].splitlines())
-        except ResultsImportError as exc:
+        except DomainError as exc:
             raise forms.ValidationError(str(exc)) from None

@@ -18,11 +18,12 @@ from decimal import Decimal
 from typing import Any, BinaryIO
 
 from core.chunks import chunked
+from core.errors import DomainError
 from core.strict_json import NON_FINITE, json_loads_line
 from evals.cases import CaseSpec, cases_upsert
 from evals.models import Grade, Trial
 from interop.importers.context import BATCH_SIZE, ImportContext, run_finish
-from interop.importers.reader import BOM, ResultsImportError
+from interop.importers.reader import BOM
 
 KEY_MAX = 200
 
@@ -30,7 +31,7 @@ KEY_MAX = 200
 def json_document(stream: BinaryIO) -> Any:
     """Parse ``stream`` (binary, read whole) as one JSON document (rules in the module doc).
 
-    Raises ``ResultsImportError``: ``"byte offset 57: invalid UTF-8 ..."`` or ``"line 3 column
+    Raises ``DomainError``: ``"byte offset 57: invalid UTF-8 ..."`` or ``"line 3 column
     9: invalid JSON: ..."``.
     """
     stream.seek(0)
@@ -40,22 +41,22 @@ def json_document(stream: BinaryIO) -> Any:
     try:
         text = data.decode("utf-8", errors="strict")
     except UnicodeDecodeError as exc:
-        raise ResultsImportError(
+        raise DomainError(
             f"byte offset {exc.start}: invalid UTF-8 ({exc.reason}); save the file as UTF-8"
         ) from None
     try:
         return json_loads_line(text)
     except json.JSONDecodeError as exc:
-        raise ResultsImportError(
+        raise DomainError(
             f"line {exc.lineno} column {exc.colno}: invalid JSON: {exc.msg}"
         ) from None
     except ValueError as exc:
-        raise ResultsImportError(f"invalid JSON: {exc}") from None
+        raise DomainError(f"invalid JSON: {exc}") from None
 
 
-def fail(path: str, msg: str) -> ResultsImportError:
+def fail(path: str, msg: str) -> DomainError:
     """The error for field ``path`` (a JSON path such as ``samples[3].epoch``)."""
-    return ResultsImportError(f"{path}: {msg}")
+    return DomainError(msg, field=path)
 
 
 def show(value: Any) -> str:
@@ -196,10 +197,10 @@ def trials_store(
 
     Checks first, then writes: one case per key (the same key with different content in one
     file is an error naming both records), (case, attempt) unique; ``graders`` is the run's
-    grader set (``[{"key", "kind", "gating"}]``). Raises ``ResultsImportError``.
+    grader set (``[{"key", "kind", "gating"}]``). Raises ``DomainError``.
     """
     if not trials:
-        raise ResultsImportError("the file holds no results")
+        raise DomainError("the file holds no results")
     specs: dict[str, tuple[CaseSpec, str]] = {}
     attempts: dict[tuple[str, int], str] = {}
     for t in trials:

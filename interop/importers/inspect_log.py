@@ -35,6 +35,7 @@ import math
 from decimal import Decimal
 from typing import Any
 
+from core.errors import DomainError
 from core.strict_json import NON_FINITE
 from evals.cases import CaseSpec
 from interop.importers.context import ImportContext
@@ -54,7 +55,6 @@ from interop.importers.harness import (
     show,
     trials_store,
 )
-from interop.importers.reader import ResultsImportError
 
 ZIP_MAGIC = b"PK\x03\x04"
 CONSTANTS = {"C": 1.0, "P": 0.5, "I": 0.0, "N": 0.0}  # Inspect's CORRECT, PARTIAL, ...
@@ -71,9 +71,9 @@ def is_inspect(obj: Any) -> bool:
     )
 
 
-def refuse_binary_log() -> ResultsImportError:
+def refuse_binary_log() -> DomainError:
     """The error for Inspect's zipped ``.eval`` log."""
-    return ResultsImportError(
+    return DomainError(
         "file: this is Inspect's binary .eval log; convert it first with "
         "`inspect log convert FILE --to json --output-dir DIR` (or run with --log-format json)"
     )
@@ -259,7 +259,7 @@ def _sample(sample: Any, path: str, model: str, headline: str | None) -> TrialIn
 
 def inspect_import(*, ctx: ImportContext, document: Any) -> None:
     """Store a parsed Inspect AI JSON log as the new run ``ctx.run_name`` (rules in the module
-    doc). Raises ``ResultsImportError`` naming the JSON path and field."""
+    doc). Raises ``DomainError`` naming the JSON path and field."""
     if not is_inspect(document):
         raise fail(
             "eval",

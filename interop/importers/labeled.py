@@ -32,11 +32,12 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from core.errors import DomainError
 from core.strict_json import NON_FINITE, contains_non_finite
 from evals.cases import CaseSpec, cases_upsert
 from evals.models import Grade, Trial, TrialPair
 from interop.importers.context import BATCH_SIZE, ImportContext, run_finish
-from interop.importers.reader import ResultsImportError
+from interop.importers.reader import record_error
 from judges.models import PairwiseVerdict
 from labeling.models import Label, PreferenceLabel
 
@@ -50,8 +51,8 @@ KEY_MAX = 200
 _MISSING = object()
 
 
-def _fail(line: int, path: str, msg: str) -> ResultsImportError:
-    return ResultsImportError(f"line {line}: field {path}: {msg}")
+def _fail(line: int, path: str, msg: str) -> DomainError:
+    return record_error(f"line {line}", path, msg, record=line)
 
 
 def _show(value: Any) -> str:
@@ -168,7 +169,7 @@ class LabeledRecord:
 
 def record_validate(obj: dict, line: int) -> LabeledRecord:
     """Check one parsed record against the labeled-records format; raises
-    ``ResultsImportError`` naming the line and the dotted field path."""
+    ``DomainError`` naming the line and the dotted field path."""
     rid = _str(obj, "id", line, "id", nonempty=True)
     if len(rid) > KEY_MAX:
         raise _fail(line, "id", f"longer than {KEY_MAX} characters ({len(rid)})")
@@ -345,7 +346,7 @@ def _critique(rec: LabeledRecord) -> str:
 def labeled_import(*, ctx: ImportContext, records: Iterator[tuple[int, dict]]) -> None:
     """Store a labeled-records file into ``ctx.suite`` (one kind per file); see module doc.
 
-    Raises ``ResultsImportError`` for an empty file or any invalid record; the caller's
+    Raises ``DomainError`` for an empty file or any invalid record; the caller's
     transaction then rolls everything back.
     """
     checked = _records_checked(records)
@@ -369,7 +370,7 @@ def labeled_import(*, ctx: ImportContext, records: Iterator[tuple[int, dict]]) -
             _pairwise_batch(ctx, runs, batch, cases)
         counts["trials"] += len(batch)
     if kind is None:
-        raise ResultsImportError("the file holds no records")
+        raise DomainError("the file holds no records")
     for run in runs.values():
         run_finish(run, trials=counts["trials"], graders=list(graders.values()))
 

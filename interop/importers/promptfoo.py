@@ -263,7 +263,7 @@ def _row(row: Any, path: str) -> tuple[int, TrialIn, str]:
 
 def promptfoo_import(*, ctx: ImportContext, document: Any) -> None:
     """Store a parsed promptfoo results document as the new run ``ctx.run_name`` (rules in
-    the module doc). Raises ``ResultsImportError`` naming the JSON path and field."""
+    the module doc). Raises ``DomainError`` naming the JSON path and field."""
     if not is_promptfoo(document):
         raise fail(
             "results",

@@ -3,7 +3,7 @@
 Rules (the same for CSV and JSONL):
 1. A leading UTF-8 byte-order mark (EF BB BF) is stripped; no U+FEFF reaches a header,
    a field name or a value from it.
-2. Bytes are decoded strictly as UTF-8; invalid bytes raise ``ResultsImportError`` naming the
+2. Bytes are decoded strictly as UTF-8; invalid bytes raise ``DomainError`` naming the
    physical line and the byte offset in the file.
 3. Line endings are normalised: CRLF and a lone CR become LF, also inside quoted CSV fields
    (a field holding ``"a\\r\\nb"`` is stored as ``"a\\nb"``).
@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import BinaryIO
 
+from core.errors import DomainError
 from core.strict_json import json_loads_line
 
 BOM = b"\xef\xbb\xbf"
@@ -37,15 +38,18 @@ TIME_MAX = datetime(2999, 12, 31, 23, 59, 59, 999999, tzinfo=UTC)
 TIME_RANGE = "from 1900-01-01T00:00:00Z to 2999-12-31T23:59:59Z (in UTC)"
 
 
-class ResultsImportError(ValueError):
-    """An import file is invalid; the message names the line (and row) and the field."""
+def record_error(where: str, field: str, msg: str, *, record: int | None = None) -> DomainError:
+    """The error for one bad field of one record: reads ``"<where>: field <field>: <msg>"``
+    (``where`` e.g. ``line 3``); ``field`` is the dotted field name and ``record`` the row's
+    index given by the caller (the ingest API answers with it)."""
+    return DomainError(msg, field=field, record=record, detail=f"{where}: field {field}: {msg}")
 
 
 def text_lines(stream: BinaryIO | Iterable[bytes]) -> Iterator[tuple[int, str]]:
     """Yield ``(physical_line_number, text)`` from a binary stream, 1-based, each ``text``
     ending in ``"\\n"`` (except possibly the last line).
 
-    Raises ``ResultsImportError`` on invalid UTF-8: ``"line 3 (byte offset 57): invalid
+    Raises ``DomainError`` on invalid UTF-8: ``"line 3 (byte offset 57): invalid
     UTF-8 ..."``; the offset counts bytes from the start of the file, BOM included.
     """
     line_no = 0
@@ -57,7 +61,7 @@ def text_lines(stream: BinaryIO | Iterable[bytes]) -> Iterator[tuple[int, str]]:
         try:
             text = raw.decode("utf-8", errors="strict")
         except UnicodeDecodeError as exc:
-            raise ResultsImportError(
+            raise DomainError(
                 f"line {line_no + 1} (byte offset {offset + exc.start}): invalid UTF-8 "
                 f"({exc.reason}); save the file as UTF-8"
             ) from None
@@ -96,7 +100,7 @@ CSV_FIELD_LIMIT = 256 * 1024 * 1024
 def csv_rows(stream: BinaryIO | Iterable[bytes]) -> tuple[list[str], Iterator[CsvRow]]:
     """Read a CSV file with a header row: ``(header, rows)``.
 
-    Raises ``ResultsImportError`` for an empty file, a blank or duplicate header name, a row
+    Raises ``DomainError`` for an empty file, a blank or duplicate header name, a row
     with more or fewer cells than the header, or a CSV syntax error (each naming the row).
     Blank lines are skipped. A field may be as large as ``CSV_FIELD_LIMIT`` characters
     (outputs are stored whole; the csv module's default cap is 131,072).
@@ -113,16 +117,16 @@ def csv_rows(stream: BinaryIO | Iterable[bytes]) -> tuple[list[str], Iterator[Cs
     try:
         header = next(reader)
     except StopIteration:
-        raise ResultsImportError("the CSV file is empty (no header row)") from None
+        raise DomainError("the CSV file is empty (no header row)") from None
     except csv.Error as exc:
-        raise ResultsImportError(f"line 1: CSV header: {exc}") from None
+        raise DomainError(f"line 1: CSV header: {exc}") from None
     header = [h.strip() for h in header]
     seen: set[str] = set()
     for i, name in enumerate(header, start=1):
         if not name:
-            raise ResultsImportError(f"line 1: CSV header: column {i} has no name")
+            raise DomainError(f"line 1: CSV header: column {i} has no name")
         if name in seen:
-            raise ResultsImportError(f"line 1: CSV header: column name {name!r} appears twice")
+            raise DomainError(f"line 1: CSV header: column name {name!r} appears twice")
         seen.add(name)
 
     def rows() -> Iterator[CsvRow]:
@@ -134,12 +138,12 @@ def csv_rows(stream: BinaryIO | Iterable[bytes]) -> tuple[list[str], Iterator[Cs
             except StopIteration:
                 return
             except csv.Error as exc:
-                raise ResultsImportError(f"row {row_no + 1} (line {start}): CSV: {exc}") from None
+                raise DomainError(f"row {row_no + 1} (line {start}): CSV: {exc}") from None
             if not cells or cells == [""]:
                 continue
             row_no += 1
             if len(cells) != len(header):
-                raise ResultsImportError(
+                raise DomainError(
                     f"row {row_no} (line {start}): expected {len(header)} cells as in the "
                     f"header, got {len(cells)}"
                 )
@@ -162,7 +166,7 @@ def time_check(value: datetime) -> datetime | None:
 def jsonl_records(stream: BinaryIO | Iterable[bytes]) -> Iterator[tuple[int, dict]]:
     """Yield ``(line_number, object)`` for each non-blank line of a JSONL file.
 
-    Raises ``ResultsImportError`` naming the line for invalid JSON or a line that is not a
+    Raises ``DomainError`` naming the line for invalid JSON or a line that is not a
     JSON object.
     """
     for line_no, text in text_lines(stream):
@@ -171,9 +175,7 @@ def jsonl_records(stream: BinaryIO | Iterable[bytes]) -> Iterator[tuple[int, dic
         try:
             obj = json_loads_line(text)
         except ValueError as exc:
-            raise ResultsImportError(f"line {line_no}: invalid JSON: {exc}") from None
+            raise DomainError(f"line {line_no}: invalid JSON: {exc}") from None
         if not isinstance(obj, dict):
-            raise ResultsImportError(
-                f"line {line_no}: expected a JSON object, got {type(obj).__name__}"
-            )
+            raise DomainError(f"line {line_no}: expected a JSON object, got {type(obj).__name__}")
         yield line_no, obj

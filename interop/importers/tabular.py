@@ -51,11 +51,12 @@ from typing import Any
 
 from django.utils import timezone
 
+from core.errors import DomainError
 from core.strict_json import NON_FINITE, contains_non_finite
 from evals.cases import CaseSpec, cases_upsert
 from evals.models import Case, Grade, Run, Trial
 from interop.importers.context import BATCH_SIZE, ImportContext, rows_insert, run_finish
-from interop.importers.reader import TIME_RANGE, ResultsImportError, time_check
+from interop.importers.reader import TIME_RANGE, record_error, time_check
 from labeling.models import Label
 
 FIELDS = (
@@ -129,7 +130,7 @@ def contains_unstorable(value: Any) -> bool:
 
 
 def mapping_parse(items: list[str]) -> dict[str, str]:
-    """``["case_id=id", ...]`` -> ``{"case_id": "id"}``; raises ``ResultsImportError`` for a
+    """``["case_id=id", ...]`` -> ``{"case_id": "id"}``; raises ``DomainError`` for a
     malformed item, an unknown field or a field mapped twice."""
     mapping: dict[str, str] = {}
     for item in items:
@@ -139,31 +140,21 @@ def mapping_parse(items: list[str]) -> dict[str, str]:
         name, sep, column = item.partition("=")
         name, column = name.strip(), column.strip()
         if not sep or not name or not column:
-            raise ResultsImportError(f"mapping {item!r}: expected field=column")
+            raise DomainError(f"mapping {item!r}: expected field=column")
         if name not in FIELDS:
-            raise ResultsImportError(
+            raise DomainError(
                 f"mapping {item!r}: unknown field {name!r} (fields: {', '.join(FIELDS)})"
             )
         if name in mapping:
-            raise ResultsImportError(f"mapping: field {name!r} is mapped twice")
+            raise DomainError(f"mapping: field {name!r} is mapped twice")
         mapping[name] = column
     return mapping
-
-
-class RecordError(ResultsImportError):
-    """A row is invalid: the message reads ``"<where>: field <field>: <why>"``; ``where``
-    (e.g. ``line 3``), ``field`` (dotted name) and ``record`` (the row's index given by the
-    caller, or None) are kept for structured error responses (the ingest API)."""
-
-    def __init__(self, where: str, field: str, msg: str, *, record: int | None = None) -> None:
-        super().__init__(f"{where}: field {field}: {msg}")
-        self.where, self.field, self.record = where, field, record
 
 
 @dataclass
 class Row:
     """One parsed row: ``where`` names it in errors; ``values`` maps field -> raw value;
-    ``index`` is the caller's record number (kept in errors as ``RecordError.record``);
+    ``index`` is the caller's record number (kept in errors as ``DomainError.record``);
     ``needs_scan`` False lets ``row_parse`` skip its NaN/Infinity and unstorable-text
     scans."""
 
@@ -215,8 +206,8 @@ class TrialSpec:
     labels: list[LabelSpec] = field(default_factory=list)
 
 
-def _err(row: Row, name: str, msg: str) -> RecordError:
-    return RecordError(row.where, name, msg, record=row.index)
+def _err(row: Row, name: str, msg: str) -> DomainError:
+    return record_error(row.where, name, msg, record=row.index)
 
 
 def _show(value: Any) -> str:
@@ -287,7 +278,7 @@ def _decimal(row: Row, name: str) -> Decimal | None:
 
 def _datetime(row: Row, name: str) -> datetime | None:
     """ISO 8601; an offset-less value is read as UTC; returned aware, in UTC; outside
-    years 1900..2999 (in UTC) a ``RecordError`` naming the field."""
+    years 1900..2999 (in UTC) a ``DomainError`` naming the field."""
     value = row.values.get(name)
     if _empty(value):
         return None
@@ -403,7 +394,7 @@ def _grade(
 
 
 def row_parse(row: Row, *, threshold: float | None) -> TrialSpec:
-    """Turn one mapped row into a TrialSpec; raises ``ResultsImportError`` naming row and
+    """Turn one mapped row into a TrialSpec; raises ``DomainError`` naming row and
     field."""
     if row.needs_scan:
         for name, value in row.values.items():
@@ -515,7 +506,7 @@ def _mapped(values: dict[str, Any], mapping: dict[str, str]) -> tuple[dict, dict
 def _csv_rows(rows_iter, header: list[str], mapping: dict[str, str]) -> Iterator[Row]:
     missing = [f"{name}={col}" for name, col in mapping.items() if col not in header]
     if missing:
-        raise ResultsImportError(
+        raise DomainError(
             f"mapping {', '.join(missing)}: column not in the CSV header "
             f"(columns: {', '.join(header)})"
         )
@@ -536,11 +527,11 @@ def tabular_import(
     """Store CSV (``source = (header, rows)`` from ``reader.csv_rows``) or JSONL
     (``source`` = ``reader.jsonl_records``) rows as trials of one new run ``ctx.run_name``.
 
-    Raises ``ResultsImportError`` naming the row/line and field; duplicate (case_id, attempt)
+    Raises ``DomainError`` naming the row/line and field; duplicate (case_id, attempt)
     and one case key with two different inputs/expected are errors naming both rows.
     """
     if threshold is not None and not (0 <= threshold <= 1):
-        raise ResultsImportError(f"threshold: expected a number in [0, 1], got {threshold}")
+        raise DomainError(f"threshold: expected a number in [0, 1], got {threshold}")
     if fmt == "csv":
         header, rows_iter = source
         if not mapping:
@@ -551,13 +542,13 @@ def tabular_import(
         if not mapping:
             mapping = {f: f for f in FIELDS}
     if "case_id" not in mapping:
-        raise ResultsImportError("mapping: field case_id is required (--map case_id=COLUMN)")
+        raise DomainError("mapping: field case_id is required (--map case_id=COLUMN)")
     run = ctx.run_create(name=ctx.run_name, fmt=fmt, extra={"mapping": mapping})
     writer = TrialsWriter(ctx=ctx, run=run)
     for row in rows:
         writer.add(row_parse(row, threshold=threshold))
     if writer.added == 0:
-        raise ResultsImportError("the file holds no rows")
+        raise DomainError("the file holds no rows")
     writer.finish()
 
 
@@ -571,7 +562,7 @@ class TrialsWriter:
     output, whichever comes first, inside the caller's transaction.
 
     ``add`` checks each spec against the earlier ones (a (case_id, attempt) given twice, one
-    case key with two different inputs/expected: ``RecordError`` naming both rows);
+    case key with two different inputs/expected: ``DomainError`` naming both rows);
     ``finish`` writes the last batch and marks the run succeeded (``run_finish``).
     Counts land in ``ctx.summary`` (cases, trials, grades, labels).
     """
@@ -593,7 +584,7 @@ class TrialsWriter:
         ident = (spec.case_key, spec.attempt)
         first = self._seen_attempts.setdefault(ident, spec.where)
         if first != spec.where:
-            raise RecordError(
+            raise record_error(
                 spec.where,
                 "attempt",
                 f"case {spec.case_key!r} attempt {spec.attempt} already given on {first}",
@@ -602,7 +593,7 @@ class TrialsWriter:
         if spec.case is not None:
             known = self._seen_cases.setdefault(spec.case_key, (spec.case, spec.where))
             if known[1] != spec.where and not _same_content(known[0], spec.case):
-                raise RecordError(
+                raise record_error(
                     spec.where,
                     "input",
                     f"case {spec.case_key!r} has different input/expected than on {known[1]}",
@@ -667,7 +658,7 @@ def _write_batch(
         found = {c.key: c for c in Case.objects.active().filter(suite=ctx.suite, key__in=lookup)}
         for spec in batch:
             if spec.case is None and spec.case_key not in found and spec.case_key not in cases:
-                raise RecordError(
+                raise record_error(
                     spec.where,
                     "case_id",
                     f"case {spec.case_key!r} is not in suite "

@@ -12,8 +12,9 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
+from core.errors import DomainError
 from evals.models import Suite
-from interop.importers import FORMATS, ResultsImportError, mapping_parse, results_import
+from interop.importers import FORMATS, mapping_parse, results_import
 
 
 class Command(BaseCommand):
@@ -70,7 +71,7 @@ class Command(BaseCommand):
                     suite_kind=opts["suite_kind"],
                     threshold=opts["threshold"],
                 )
-        except ResultsImportError as exc:
+        except DomainError as exc:
             raise CommandError(f"{path.name}: {exc}") from None
         data = summary.as_json()
         if opts["json"]:
