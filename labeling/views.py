@@ -24,7 +24,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from core.errors import DomainError
-from core.http import VIEWER_ROLES, HtmxHttpRequest, role_required, uuid_or_404
+from core.http import VIEWER_ROLES, HtmxHttpRequest, form_error, role_required, uuid_or_404
 from core.ids import uuid_parse
 from core.roles import ENGINEER, LEAD, REVIEWER, user_has_role
 from evals.models import Suite, Trial
@@ -83,7 +83,7 @@ def calibration_set_new(request: HtmxHttpRequest) -> HttpResponse:
                     seed=data["seed"],
                 )
             except DomainError as exc:
-                form.add_error(None, str(exc))
+                form_error(form, exc)
             else:
                 messages.success(request, f"Built {cset.name} with {cset.size} trials.")
                 return redirect("labeling:set-detail", set_id=cset.uuid)
@@ -376,7 +376,7 @@ def adjudication_save(request: HtmxHttpRequest) -> HttpResponse:
                 reason=form.cleaned_data["reason"],
             )
         except DomainError as exc:
-            form.add_error(None, str(exc))
+            form_error(form, exc)
     if not form.is_valid():
         trial_uuid = form.cleaned_data.get("trial") if hasattr(form, "cleaned_data") else None
         form.auto_id = f"adj-{trial_uuid}-%s"

@@ -18,9 +18,9 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
-from core.errors import DomainError
+from core.commands import DomainCommand
 from evals.comparison.gate import gate_evaluate, gate_options_check
 from evals.comparison.render import gate_json, gate_markdown, gate_text
 from evals.comparison.run_data import RunData, run_data_from_file
@@ -38,7 +38,9 @@ def _load(ref: str) -> RunData | Run:
     return run_lookup(ref)
 
 
-class Command(BaseCommand):
+class Command(DomainCommand):
+    domain_error_exit = 3  # bad input; never 1 (= regression)
+
     help = "Gate a head run against a base run: exit 0 pass, 1 regression, 2 cannot decide."
 
     def create_parser(self, prog_name, subcommand, **kwargs):
@@ -94,22 +96,19 @@ class Command(BaseCommand):
         sys.exit(code)
 
     def _gate(self, options) -> int:
-        try:
-            gate_options_check(
-                alpha=options["alpha"], max_errored_fraction=options["max_errored_fraction"]
-            )
-            head = _load(options["head"])
-            base = _load(options["base"]) if options["base"] else None
-            comparison, decision = gate_evaluate(
-                head=head,
-                base=base,
-                alpha=options["alpha"],
-                max_errored_fraction=options["max_errored_fraction"],
-                allow_untrusted=options["allow_untrusted"],
-                allow_incomparable=options["allow_incomparable"],
-            )
-        except DomainError as exc:
-            raise CommandError(str(exc)) from exc
+        gate_options_check(
+            alpha=options["alpha"], max_errored_fraction=options["max_errored_fraction"]
+        )
+        head = _load(options["head"])
+        base = _load(options["base"]) if options["base"] else None
+        comparison, decision = gate_evaluate(
+            head=head,
+            base=base,
+            alpha=options["alpha"],
+            max_errored_fraction=options["max_errored_fraction"],
+            allow_untrusted=options["allow_untrusted"],
+            allow_incomparable=options["allow_incomparable"],
+        )
         if options["markdown"]:
             Path(options["markdown"]).write_text(
                 gate_markdown(comparison, decision), encoding="utf-8"

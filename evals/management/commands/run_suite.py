@@ -15,9 +15,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import CommandError, CommandParser
 from django.utils import timezone
 
+from core.commands import DomainCommand
 from core.errors import DomainError
 from core.ids import uuid_parse
 from evals.models import GraderSetPreset, Run, Suite, TargetPreset
@@ -52,7 +53,7 @@ def _suite_get(ref: str) -> Suite:
     return suite
 
 
-class Command(BaseCommand):
+class Command(DomainCommand):
     help = "Start a run of a suite against a target; with --wait, wait and exit 0/1/2."
 
     def add_arguments(self, parser: CommandParser) -> None:

@@ -11,9 +11,9 @@ from __future__ import annotations
 import uuid
 from pathlib import Path
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
-from core.errors import DomainError
+from core.commands import DomainCommand
 from core.ids import uuid_parse
 from evals.management.commands.run_report import run_lookup
 from interop import exports
@@ -22,7 +22,7 @@ from judges.models import JudgeVersion
 from labeling.models import CalibrationSet
 
 
-class Command(BaseCommand):
+class Command(DomainCommand):
     help = "Export a run, its labels, a comparison or a calibration set as CSV or Parquet."
 
     def add_arguments(self, parser):
@@ -54,23 +54,17 @@ class Command(BaseCommand):
         if len(refs) != wanted:
             raise CommandError(f"{kind}: expected {'BASE HEAD' if wanted == 2 else 'RUN'}")
         runs = [run_lookup(ref) for ref in refs]
-        try:
-            zone = exports.zone_get(name=options["tz"])
-            if kind == "run":
-                table = exports.run_table(run=runs[0], zone=zone)
-            elif kind == "labels":
-                table = exports.labels_table(run=runs[0], zone=zone)
-            else:
-                table = exports.comparison_table(base=runs[0], head=runs[1])
-        except DomainError as exc:
-            raise CommandError(str(exc)) from exc
+        zone = exports.zone_get(name=options["tz"])
+        if kind == "run":
+            table = exports.run_table(run=runs[0], zone=zone)
+        elif kind == "labels":
+            table = exports.labels_table(run=runs[0], zone=zone)
+        else:
+            table = exports.comparison_table(base=runs[0], head=runs[1])
         self._write(table, options)
 
     def _write(self, table: exports.ExportTable, options) -> None:
-        try:
-            body = exports.table_write(table=table, fmt=options["format"])
-        except DomainError as exc:
-            raise CommandError(str(exc)) from exc
+        body = exports.table_write(table=table, fmt=options["format"])
         try:
             Path(options["out"]).write_bytes(body)
         except OSError as exc:
@@ -102,8 +96,5 @@ def _calibration_table(options) -> exports.ExportTable:
         version = JudgeVersion.objects.select_related("judge").filter(uuid=version_id).first()
         if version is None:
             raise CommandError(f"--judge-version: no judge version with id {version_id}")
-    try:
-        zone = exports.zone_get(name=options["tz"])
-    except DomainError as exc:
-        raise CommandError(str(exc)) from exc
+    zone = exports.zone_get(name=options["tz"])
     return calibration_table(calibration_set=cset, judge_version=version, zone=zone)

@@ -10,14 +10,17 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
-from core.errors import DomainError
+from core.commands import DomainCommand
 from evals.models import Suite
 from interop.importers import FORMATS, mapping_parse, results_import
 
 
-class Command(BaseCommand):
+class Command(DomainCommand):
+    def domain_error_text(self, error, options) -> str:
+        return f"{Path(options['file']).name}: {error}"
+
     help = (
         "Import labeled records, CSV or JSONL results, a promptfoo results file or an "
         "Inspect AI JSON log into a suite as a new run."
@@ -58,21 +61,18 @@ class Command(BaseCommand):
         path = Path(opts["file"])
         if not path.is_file():
             raise CommandError(f"{path}: no such file")
-        try:
-            mapping = mapping_parse(opts["map"])
-            with path.open("rb") as stream:
-                summary = results_import(
-                    stream=stream,
-                    filename=path.name,
-                    suite_name=opts["suite"],
-                    run_name=opts["run"],
-                    fmt=opts["format"],
-                    mapping=mapping,
-                    suite_kind=opts["suite_kind"],
-                    threshold=opts["threshold"],
-                )
-        except DomainError as exc:
-            raise CommandError(f"{path.name}: {exc}") from None
+        mapping = mapping_parse(opts["map"])
+        with path.open("rb") as stream:
+            summary = results_import(
+                stream=stream,
+                filename=path.name,
+                suite_name=opts["suite"],
+                run_name=opts["run"],
+                fmt=opts["format"],
+                mapping=mapping,
+                suite_kind=opts["suite_kind"],
+                threshold=opts["threshold"],
+            )
         data = summary.as_json()
         if opts["json"]:
             self.stdout.write(json.dumps(data, allow_nan=False, ensure_ascii=False))

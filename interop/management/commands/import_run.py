@@ -6,14 +6,17 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 from django.db import IntegrityError
 
-from core.errors import DomainError
+from core.commands import DomainCommand
 from interop.run_file import run_import
 
 
-class Command(BaseCommand):
+class Command(DomainCommand):
+    def domain_error_text(self, error, options) -> str:
+        return f"{options['file']}: {error}"
+
     help = "Import a run written by export_run."
 
     def add_arguments(self, parser):
@@ -31,8 +34,6 @@ class Command(BaseCommand):
             raise CommandError(f"{path}: cannot read (JSON nested too deeply)") from exc
         try:
             run = run_import(data=data, suite_name=options["suite"], name=options["name"])
-        except DomainError as exc:
-            raise CommandError(f"{path}: {exc}") from exc
         except IntegrityError as exc:
             raise CommandError(f"{path}: inconsistent data ({exc}); nothing was imported") from exc
         self.stdout.write(

@@ -36,10 +36,10 @@ from __future__ import annotations
 import json
 import tomllib
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 from django.db import transaction
 
-from core.errors import DomainError
+from core.commands import DomainCommand
 from evals.presets import grader_set_preset_apply, target_preset_apply
 from judges.versions import JudgeConfigError, judge_version_create
 
@@ -82,7 +82,7 @@ def _entry(raw: object, index: int) -> dict:
     }
 
 
-class Command(BaseCommand):
+class Command(DomainCommand):
     help = "Apply judge versions, targets and grader sets declared in a TOML file (idempotent)."
 
     def add_arguments(self, parser) -> None:
@@ -159,22 +159,17 @@ def _named_tables(config: dict, table: str) -> dict[str, dict]:
 
 def _presets_apply(targets: dict[str, dict], grader_sets: dict[str, dict]) -> dict:
     out: dict[str, list[dict]] = {"targets": [], "grader_sets": []}
-    try:
-        for name, value in targets.items():
-            preset, action = target_preset_apply(name=name, config=value)
-            out["targets"].append(
-                {"name": name, "action": action, "content_hash": preset.content_hash}
-            )
-        for name, value in grader_sets.items():
-            unknown = sorted(set(value) - {"graders"})
-            if unknown:
-                raise CommandError(f"grader_sets.{name}.{unknown[0]}: unknown field (graders)")
-            if "graders" not in value:
-                raise CommandError(f"grader_sets.{name}.graders: required, a list of graders")
-            preset, action = grader_set_preset_apply(name=name, graders=value["graders"])
-            out["grader_sets"].append(
-                {"name": name, "action": action, "content_hash": preset.content_hash}
-            )
-    except DomainError as exc:
-        raise CommandError(str(exc)) from exc
+    for name, value in targets.items():
+        preset, action = target_preset_apply(name=name, config=value)
+        out["targets"].append({"name": name, "action": action, "content_hash": preset.content_hash})
+    for name, value in grader_sets.items():
+        unknown = sorted(set(value) - {"graders"})
+        if unknown:
+            raise CommandError(f"grader_sets.{name}.{unknown[0]}: unknown field (graders)")
+        if "graders" not in value:
+            raise CommandError(f"grader_sets.{name}.graders: required, a list of graders")
+        preset, action = grader_set_preset_apply(name=name, graders=value["graders"])
+        out["grader_sets"].append(
+            {"name": name, "action": action, "content_hash": preset.content_hash}
+        )
     return out

@@ -10,8 +10,9 @@ from __future__ import annotations
 import json
 import time
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
+from core.commands import DomainCommand
 from core.ids import uuid_parse
 from evals.management.commands.run_report import run_lookup
 from judges.models import JudgeRun, JudgeVersion
@@ -19,7 +20,7 @@ from judges.runs import judge_run_start
 from judges.versions import JudgeConfigError
 
 
-class Command(BaseCommand):
+class Command(DomainCommand):
     help = "Grade a run with a judge version (all trials, or a sample)."
 
     def add_arguments(self, parser) -> None:
