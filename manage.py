@@ -9,7 +9,6 @@ from django.core.management import execute_from_command_line
 
 def main() -> None:
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
-    # hoisted
 
     execute_from_command_line(sys.argv)
 

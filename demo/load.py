@@ -14,7 +14,6 @@ from evals.models import Suite
 @transaction.atomic
 def demo_suites_load() -> list[Suite]:
     """Creates or updates the demo suites; unchanged cases are reused (content hash)."""
-    # hoisted
 
     suites = []
     for spec in SUITES:

@@ -66,8 +66,6 @@ class CaseAdmin(admin.ModelAdmin):
         stored = Case.objects.filter(pk=obj.pk).values_list("content_hash", flat=True).first()
         edited = content_hash(input=obj.input, expected=obj.expected, context=obj.context)
         if change and obj.retired_at is None and stored != edited:
-            # hoisted
-
             new = case_upsert(
                 suite=obj.suite,
                 key=obj.key,

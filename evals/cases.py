@@ -14,6 +14,7 @@ from django.utils import timezone
 
 from core.errors import DomainError
 from evals.models import Case, Graduation, Suite, content_hash
+from evals.suites import graduation_candidates
 
 
 @dataclass(frozen=True)
@@ -96,17 +97,19 @@ def case_upsert(
     return cases_upsert(suite=suite, specs=[spec])[key]
 
 
-def case_graduate(*, case: Case, into_suite: Suite, by=None, evidence: dict | None = None):
+def case_graduate(*, case: Case, into_suite: Suite, by=None):
     """Copy a capability case into a regression suite and record a ``Graduation``.
 
     The copy goes through ``evals.services_cases.case_upsert`` with the same key, input,
     expected, context and tags, so graduating twice reuses the copy (idempotent: one case,
-    one ``Graduation`` per (case, regression case)). ``evidence`` (e.g. the runs it passed)
-    is stored with the record. Returns the ``Graduation``.
+    one ``Graduation`` per (case, regression case)). The evidence (the runs it passed) is
+    stored with the record. Returns the ``Graduation``.
 
     Raises ``DomainError`` when ``case`` is retired or not in a capability suite, when
-    ``into_suite`` is not a regression suite, or when ``into_suite`` already has an active
-    case with this key and different content (graduating must never replace it).
+    ``into_suite`` is not a regression suite, when the case is not a current graduation
+    candidate (``evals.suites.graduation_candidates``: every trial of the suite's latest
+    runs passed), or when ``into_suite`` already has an active case with this key and
+    different content (graduating must never replace it).
     """
     if case.suite.kind != Suite.Kind.CAPABILITY:
         raise DomainError(f"{case.key!r} is not in a capability suite", field="case")
@@ -114,6 +117,14 @@ def case_graduate(*, case: Case, into_suite: Suite, by=None, evidence: dict | No
         raise DomainError(f"{case.key!r} is retired", field="case")
     if into_suite.kind != Suite.Kind.REGRESSION:
         raise DomainError(f"{into_suite.name!r} is not a regression suite", field="into_suite")
+    candidate = next(
+        (c for c in graduation_candidates(suite=case.suite) if c.case.id == case.id), None
+    )
+    if candidate is None:
+        raise DomainError(
+            f"{case.key} has not passed every trial of the last runs; it cannot graduate yet",
+            field="case",
+        )
     clash = (
         Case.objects.active()
         .filter(suite=into_suite, key=case.key)
@@ -135,6 +146,8 @@ def case_graduate(*, case: Case, into_suite: Suite, by=None, evidence: dict | No
             tags=list(case.tags or []),
         )
         graduation, _ = Graduation.objects.get_or_create(
-            case=case, regression_case=copy, defaults={"by": by, "evidence": evidence or {}}
+            case=case,
+            regression_case=copy,
+            defaults={"by": by, "evidence": {"runs": candidate.evidence}},
         )
     return graduation

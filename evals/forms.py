@@ -129,7 +129,6 @@ class RunStartForm(forms.Form):
         )
 
     def clean_graders(self) -> list[dict]:
-        # hoisted
 
         raw = _json_field_value(self.cleaned_data["graders"], field="graders", expected=list)
         try:

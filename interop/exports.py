@@ -154,7 +154,6 @@ def labels_table(*, run: Run, zone: tzinfo = UTC) -> ExportTable:
     """One row per label on a trial of ``run``: trial (UUID), case_id, attempt, reviewer
     (username, or the imported reviewer name), verdict (pass/fail), critique, source,
     created_at (in ``zone``). One query."""
-    # hoisted
 
     labels = (
         Label.objects.filter(trial__run=run)
@@ -192,7 +191,6 @@ def comparison_table(*, base: Run, head: Run, alpha: float = 0.05) -> ExportTabl
     (section ``shared``: base x/N, head y/N, rates in [0, 1], delta = head − base, change
     class, errored trials per side), then one per ``added``, ``removed`` and ``changed``
     case (counts empty). Queries: those of ``comparison_get``, independent of the rows."""
-    # hoisted
 
     cmp = comparison_get(base=base, head=head, alpha=alpha)
     columns = [

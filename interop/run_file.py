@@ -206,7 +206,6 @@ def _judge_versions(data: dict) -> dict[str, JudgeVersion]:
             output_schema=spec.get("output_schema") or {},
             threshold=spec.get("threshold"),
         )
-        # hoisted
 
         digest = judge_version_hash(
             model=candidate.model,

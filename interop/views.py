@@ -78,8 +78,6 @@ def comparison_export(request: HttpRequest, head_id, base_id) -> HttpResponse:
 def import_upload(request: HttpRequest) -> HttpResponse:
     """Import an uploaded results file (engineers and leads). POST runs ``results_import`` on
     the uploaded temporary file and redirects to the new run, or re-renders with the error."""
-    # hoisted
-    # hoisted
 
     error = ""
     if request.method == "POST":

@@ -318,8 +318,6 @@ def run_chunk_judge(*, run_id: int, trial_ids: list[int], sleep: Sleep | None = 
     Raises ``DomainError`` if the stored grader set no longer parses (a deleted
     judge version cannot happen: grades protect it, and run_start checked it).
     """
-    # hoisted
-    # hoisted
 
     run = Run.objects.filter(id=run_id).first()
     if run is None or run.status == Run.Status.CANCELLED:

@@ -130,7 +130,6 @@ def default_schema(
 def template_check(kind: str, template: str) -> None:
     """Raise ``PromptTemplateError`` when ``template`` uses a placeholder ``kind`` does not
     offer (for faithfulness kinds this refuses ``{input}``: the question never leaks in)."""
-    # hoisted
 
     allowed = KIND_FIELDS.get(kind)
     if allowed is None:

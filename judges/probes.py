@@ -154,7 +154,6 @@ def probes_supported(*, judge_version: JudgeVersion) -> bool:
 def probe_run_start(*, judge_version: JudgeVersion, by=None) -> ProbeRun:
     """Queue a probe run of ``judge_version``; the task runs after commit. Raises
     ``JudgeConfigError`` naming the reason when the version cannot be probed."""
-    # hoisted
 
     if not judge_version.base_url:
         raise JudgeConfigError(f"{judge_version}: recorded verdicts have no endpoint to probe")

@@ -30,7 +30,6 @@ def judge_run_start(
     ``JUDGE_RUN_CHUNK`` trials. Raises ``JudgeConfigError`` naming the field for a bad
     sample size, or for a pairwise or recorded judge version (they do not grade single
     trials: refused here, before a task could fail on it)."""
-    # hoisted
 
     if judge_version.judge.kind in (Judge.Kind.PAIRWISE, Judge.Kind.RECORDED):
         raise JudgeConfigError(

@@ -53,7 +53,6 @@ def corrected_pass_rate_from_approval(
     approved on; None = no active approval). Formula and interval: ``stats.correction``;
     the interval's sample sizes are ``graded`` and the approval's human passes and fails.
     Undefined results are None with a reason (untrusted, no verdicts, no human class)."""
-    # hoisted
 
     observed = passed / graded if graded else None
 

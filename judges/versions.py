@@ -43,8 +43,6 @@ def judge_version_create(
     if not isinstance(params, dict):
         raise JudgeConfigError("params: expected an object")
     if "api_key_env" in params:
-        # hoisted
-
         problem = api_key_env_problem(params["api_key_env"])
         if problem:
             raise JudgeConfigError(f"params.api_key_env: {problem}")

@@ -451,7 +451,6 @@ class LabelSubmitApi(APIView):
         data.is_valid(raise_exception=True)
         v = data.validated_data
         trial = get_object_or_404(Trial.objects.only("id", "uuid"), uuid=v["trial"])
-        existed = Label.objects.filter(trial=trial, reviewer=request.user).exists()
         # A stale form is a DomainError "conflict": 409 with the current version (core.api.errors).
         label = services.label_submit(
             trial=trial,
@@ -460,5 +459,6 @@ class LabelSubmitApi(APIView):
             critique=v["critique"],
             expected_version=v["expected_version"],
         )
+        status = 201 if label.outcome == "created" else 200
         label = labels_visible(user=request.user, detail=True).get(pk=label.pk)
-        return Response(LabelDetailSerializer(label).data, status=200 if existed else 201)
+        return Response(LabelDetailSerializer(label).data, status=status)

@@ -192,7 +192,8 @@ def label_submit(
     - Identical resubmission (same verdict and critique) changes nothing (idempotent).
     Concurrency: the label row is updated with a compare-and-set on ``version``; two
     reviewers never touch each other's rows, so both keep their labels.
-    Raises PermissionDenied; DomainError for a bad verdict, a critique too long (field
+    Returns the label, carrying ``outcome``: "created", "revised" or "unchanged" (the API's
+    201 or 200). Raises PermissionDenied; DomainError for a bad verdict, a critique too long (field
     named) or a stale form (code "conflict").
     """
     role_require(reviewer, REVIEWER, LEAD, action="labeling")
@@ -237,9 +238,11 @@ def label_submit(
                 label=label, version=1, verdict=verdict, critique=critique, created_at=now
             )
             _freeze_sets_of(trial, now)
+            label.outcome = "created"
             return label
         if current.verdict == verdict and current.critique == critique:
-            return current  # identical resubmission
+            current.outcome = "unchanged"  # identical resubmission
+            return current
         if expected_version is not None and expected_version != current.version:
             raise DomainError(
                 detail=f"this label changed since you opened it (now revision "
@@ -265,6 +268,7 @@ def label_submit(
         )
         current.verdict, current.critique = verdict, critique
         current.version, current.updated_at = new_version, now
+        current.outcome = "revised"
         return current
 
 

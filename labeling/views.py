@@ -100,7 +100,6 @@ def calibration_set_new(request: HtmxHttpRequest) -> HttpResponse:
 @role_required(*VIEWER_ROLES)
 def calibration_set_detail(request: HtmxHttpRequest, set_id) -> HttpResponse:
     """A set's trials in queue order with how many reviewers labeled each (no verdicts)."""
-    # hoisted
 
     cset = _set_or_404(set_id)
     items = (
@@ -304,7 +303,6 @@ def label_undo(request: HtmxHttpRequest, set_id) -> HttpResponse:
 def _adjudication_scope(request: HtmxHttpRequest, data) -> tuple[CalibrationSet | None, object]:
     """``set=<uuid>`` or ``suite=<uuid>`` (neither: every trial); 404 for an unknown one
     and for a value that is no UUID (``?set=zzz``)."""
-    # hoisted
 
     set_id, suite_id = data.get("set"), data.get("suite")
     if set_id:

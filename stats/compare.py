@@ -78,7 +78,6 @@ def _exact_p_value(nb, nh, s, observed_numerators, scale, alternative):
     contribution is an integer, so the distribution of the sum is a chain of discrete
     convolutions. Returns None when the grid would exceed EXACT_GRID_LIMIT.
     """
-    # hoisted
 
     kernels = []
     offset = 0
@@ -114,7 +113,6 @@ def _exact_p_value(nb, nh, s, observed_numerators, scale, alternative):
 def _convolve_all(kernels: list[np.ndarray]) -> np.ndarray:
     """Convolution of many small distributions, pairwise in a balanced tree (FFT for large
     pairs), so the cost is O(S log S log n) for a final support S rather than O(S n)."""
-    # hoisted
 
     layer = kernels
     while len(layer) > 1:
@@ -194,7 +192,6 @@ def stratified_permutation_test(
     # under the null, so each such group is drawn at once: the numbers of its cases giving
     # head k passes are multinomial over k with hypergeometric probabilities (the same
     # distribution as drawing the cases one by one, at a cost independent of the group size).
-    # hoisted
 
     m = nb + nh
     varies = (s > 0) & (s < m)

@@ -61,7 +61,6 @@ def run_data(
 
 def judge_version(number: int, *, trusted: bool = True, judge: str = "judge") -> JudgeVersion:
     """Version ``number`` of a rubric judge named ``judge`` (trusted unless told)."""
-    # hoisted
 
     j, _ = Judge.objects.get_or_create(name=judge, defaults={"kind": Judge.Kind.RUBRIC})
     version = JudgeVersion.objects.create(

@@ -74,9 +74,6 @@ def verdict_json(verdict: str, reasoning: str = "scripted") -> str:
 def trust(version, *, figures: dict | None = None, by=None):
     """Make ``version`` trusted the way the product does: an active ``JudgeApproval`` (by
     ``by``, else a lead named "trust-lead" made here), with ``figures`` (default empty)."""
-    # hoisted
-
-    # hoisted
 
     if by is None:
         by, created = User.objects.get_or_create(username="trust-lead")

@@ -28,7 +28,6 @@ def test_a_session_post_without_a_csrf_token_is_refused(carol):
 def test_a_browser_session_with_the_csrf_token_can_ingest(carol):
     """The docs page's "Try it out" posts with the session and the CSRF header: the CSRF
     check reads request.POST before the view reads the raw body, and must leave it unread."""
-    # hoisted
 
     client = Client(enforce_csrf_checks=True)
     client.force_login(carol)

@@ -298,9 +298,6 @@ def run_schemathesis(
 @pytest.fixture
 def server_url(transactional_db) -> Iterator[str]:
     """Base URL of waitress serving the project from a thread (2 worker threads)."""
-    # hoisted
-
-    # hoisted
 
     server = create_server(application, host="127.0.0.1", port=0, threads=2)
     thread = threading.Thread(target=server.run, daemon=True)
@@ -402,7 +399,6 @@ def test_a_server_error_fails_the_run_and_shows_the_request(
 ):
     """The harness itself: a view that raises makes the CLI fail, naming the operation and
     the request (curl), so a 500 can never pass unnoticed."""
-    # hoisted
 
     def explode(self, request, *args, **kwargs):
         raise RuntimeError("planted")

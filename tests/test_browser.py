@@ -55,7 +55,6 @@ def browser_page():
         if os.environ.get("CI") == "true":
             pytest.fail(f"{CHROMIUM} is missing under CI: install Debian's chromium")
         pytest.skip(f"{CHROMIUM} is missing: install Debian's chromium to run browser tests")
-    # hoisted
 
     with sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
@@ -76,7 +75,6 @@ def browser_page():
             browser.close()
             # Playwright's sync API runs in greenlets, each with its own context, so a
             # connection opened here is not the one pytest-django closes: close it now.
-            # hoisted
 
             connections.close_all()
 

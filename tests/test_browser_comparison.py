@@ -113,11 +113,6 @@ def test_hostile_text_is_inert_on_the_comparison_and_case_pages(
     bob,
 ):
     """Fault I1 on the comparison pages: run name, tag and output stay literal text."""
-    # hoisted
-
-    # hoisted
-    # hoisted
-    # hoisted
 
     page = browser_page
     base = db_run({"c1": "PP", "c2": "PF"}, name="base")

@@ -149,7 +149,6 @@ def test_its_agree_column_counts_what_calibration_compute_counts(cset):
 
 def test_it_marks_unresolved_items_and_leaves_judge_columns_null_without_a_judge(cset, carol):
     trial = cset.items.get(position=3).trial  # c04: bob fail; alice now says pass
-    # hoisted
 
     Adjudication.objects.all().delete()
     label_submit(trial=trial, reviewer=User.objects.get(username="alice"), verdict="pass")

@@ -70,7 +70,6 @@ def test_it_takes_every_judge_fail_when_there_are_few(alice, run_and_judge):
 
 
 def test_it_never_picks_a_trial_whose_judge_verdict_errored(alice):
-    # hoisted
 
     run, version, trials = labeled_run(["pass"] * 8, ["pass", "fail", None, None] * 2)
     errored = {t.id for t in trials} - set(

@@ -123,7 +123,6 @@ def test_tags_with_commas_brackets_and_spaces_survive_a_csv_round_trip():
 
 
 def test_a_csv_tags_cell_that_starts_with_a_bracket_must_be_a_json_array(db):
-    # hoisted
 
     with pytest.raises(DomainError, match="tags: a cell starting with '\\[' must be"):
         import_bytes(b"case_id,input,tags\r\nc1,x,[oops\r\n", filename="t.csv", suite="S", run="r")

@@ -155,9 +155,6 @@ def test_it_refuses_an_unknown_run_with_a_code_that_is_not_regression():
 
 
 def test_a_malformed_argument_exits_3_not_2():
-    # hoisted
-    # hoisted
-    # hoisted
 
     root = Path(__file__).resolve().parent.parent
     result = subprocess.run(

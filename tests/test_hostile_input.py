@@ -376,7 +376,6 @@ def test_the_gate_command_exits_3_on_a_nested_run_file(runs, tmp_path):
 
 
 def test_import_run_and_run_files_refuse_json_nested_thousands_deep(tmp_path, db):
-    # hoisted
 
     path = tmp_path / "deep.json"
     path.write_text('{"format": "assay-run", "run": ' + "[" * 5000 + "]" * 5000 + "}")

@@ -85,9 +85,6 @@ def test_it_rejects_an_unknown_mapping_field(tmp_path):
 
 
 def test_it_exits_non_zero_from_the_shell(tmp_path):
-    # hoisted
-    # hoisted
-    # hoisted
 
     path = tmp_path / "missing.jsonl"
     root = Path(__file__).resolve().parent.parent

@@ -210,8 +210,6 @@ def test_it_rejects_a_score_out_of_the_unit_interval():
 
 
 def test_a_csv_output_larger_than_the_csv_module_default_is_stored_whole():
-    # hoisted
-    # hoisted
 
     big = "x" * 300_000  # the csv module's default field limit is 131,072
     data = f'case_id,input,output\r\nc1,q,"{big}"\r\n'.encode()

@@ -160,7 +160,6 @@ def test_it_records_tokens_latency_and_a_null_cost_for_an_unpriced_judge_model(w
 
 
 def test_it_prices_a_known_judge_model_apart_from_the_trial_cost(waits):
-    # hoisted
 
     with FakeLLM(responder=lambda body: verdict_json("PASS")) as llm:
         trial = make_trials(["Paris"])[0]

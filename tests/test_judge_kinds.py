@@ -41,7 +41,6 @@ def test_a_rubric_judge_with_a_threshold_passes_on_score(waits):
     reply = json.dumps({"reasoning": "close", "score": 0.75})
     with FakeLLM(responder=lambda body: reply) as llm:
         trial = make_trials(["Paris"])[0]
-        # hoisted
 
         version, _ = judge_version_create(
             judge_name="scored",
@@ -188,8 +187,6 @@ def test_an_imported_order_inconsistent_record_counts_as_inconsistent():
 def test_position_bias_of_imported_shared_data_matches_the_file(name):
     path = shared_data_file(name)
     with path.open("rb") as stream:
-        # hoisted
-
         results_import(stream=stream, filename=path.name, suite_name=name, run_name="shared")
     expected: dict[tuple, list[int]] = defaultdict(lambda: [0, 0, 0, 0])
     for line in path.read_text(encoding="utf-8").splitlines():

@@ -88,8 +88,6 @@ def test_it_says_unknown_tokens_rather_than_zero(client, bob):
 
 
 def test_a_long_pass_k_table_shows_the_key_ks_only():
-    # hoisted
-    # hoisted
 
     rows = [PassK(k, 0.5, 0.5, 3, 0) for k in range(1, 51)]
     assert [r.k for r in key_ks(rows)] == [1, 2, 3, 5, 10, 20, 30, 40, 50]

@@ -32,7 +32,6 @@ def write_json(tmp_path, name, value):
 
 
 def run_command(*args) -> tuple[int, str]:
-    # hoisted
 
     out = StringIO()
     try:
@@ -84,7 +83,6 @@ def test_it_exits_1_when_a_trial_errored(suite, tmp_path):
 
 
 def test_it_exits_2_when_the_run_does_not_finish_in_time(suite, tmp_path, settings):
-    # hoisted
 
     saved = app.conf.task_always_eager
     app.conf.task_always_eager = False  # no worker listens: the run stays queued

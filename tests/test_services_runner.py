@@ -467,15 +467,11 @@ def test_running_trials_finish_after_cancel_but_the_run_stays_cancelled(
         )
     trial_ids = list(Trial.objects.filter(run=run).order_by("id").values_list("id", flat=True))
     # A worker is mid-chunk on the first three trials when the run is cancelled.
-    # hoisted
 
     assert _trials_claim(run_id=run.id, trial_ids=trial_ids[:3]) == trial_ids[:3]
     run_cancel(run=run)
     run.refresh_from_db()
     assert run.status == Run.Status.CANCELLED and run.finished_at is None
-
-    # hoisted
-    # hoisted
 
     trials = Trial.objects.filter(id__in=trial_ids[:3]).select_related("case")
     for batch in _calls_stream(config=run.target, items=[(t.id, _case_input(t)) for t in trials]):

@@ -32,7 +32,6 @@ def test_a_case_content_hash_ignores_key_order():
 def test_production_collectstatic_succeeds_with_the_manifest_storage(tmp_path, settings):
     """The production storage (hashed names, compressed) rewrites every url() and source
     map reference; a vendored file pointing at a missing .map used to fail here."""
-    # hoisted
 
     settings.STATIC_ROOT = tmp_path
     settings.STORAGES = {

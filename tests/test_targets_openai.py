@@ -337,7 +337,6 @@ def test_it_never_sends_a_variable_that_is_not_an_api_key(name):
 
 @pytest.mark.django_db
 def test_a_judge_version_refuses_a_variable_that_is_not_an_api_key():
-    # hoisted
 
     with pytest.raises(JudgeConfigError, match=r"params\.api_key_env: 'SECRET_KEY' is not"):
         judge_version_create(
@@ -352,7 +351,6 @@ def test_a_judge_version_refuses_a_variable_that_is_not_an_api_key():
 
 
 def test_it_reads_retry_after_as_seconds_or_an_http_date():
-    # hoisted
 
     now = datetime(2026, 11, 30, 12, 0, 0, tzinfo=UTC)
     assert retry_after_seconds("2") == 2.0

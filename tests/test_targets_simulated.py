@@ -48,8 +48,6 @@ def test_its_draws_are_a_fixed_hash_not_pythons_salted_hash():
         simulated_draw(1234, "c1", 1, "pass")
     )
     # pinned value: blake2b-64 of "1234|c1|1|pass" / 2^64
-    # hoisted
-    # hoisted
 
     digest = hashlib.blake2b(b"1234|c1|1|pass", digest_size=8).digest()
     assert simulated_draw(1234, "c1", 1, "pass") == struct.unpack(">Q", digest)[0] / 2**64
@@ -165,10 +163,6 @@ def test_it_refuses_a_bad_config_naming_the_field(config, field):
 
 
 def test_it_uses_the_listed_wrong_outputs_for_a_failing_case():
-    # hoisted
-
-    # hoisted
-    # hoisted
 
     wrong = ['{"decision": "needs_approval", "policy_id": "EXP-7"}', '{"decision": "approved"}']
     target = SimulatedTarget.from_config(
@@ -187,10 +181,6 @@ def test_it_uses_the_listed_wrong_outputs_for_a_failing_case():
 
 
 def test_it_refuses_wrong_outputs_that_are_not_lists_of_strings():
-    # hoisted
-
-    # hoisted
-    # hoisted
 
     with pytest.raises(TargetConfigError, match="target.wrong_outputs.c1"):
         SimulatedTarget.from_config({"kind": "simulated", "seed": 1, "wrong_outputs": {"c1": [1]}})

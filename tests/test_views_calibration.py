@@ -135,7 +135,6 @@ def test_two_reviewers_give_the_human_ceiling(client, calibrated, alice, bob):
 
 
 def test_a_lead_marks_a_judge_trusted_when_the_thresholds_hold(client, calibrated, alice):
-    # hoisted
 
     cset, version, _ = calibrated
     login(client, alice)
@@ -155,7 +154,6 @@ def test_a_lead_marks_a_judge_trusted_when_the_thresholds_hold(client, calibrate
 
 @pytest.mark.parametrize("who", ["bob", "carol", "mallory"])
 def test_nobody_but_a_lead_may_approve(client, calibrated, bob, carol, mallory, who):
-    # hoisted
 
     cset, version, _ = calibrated
     login(client, {"bob": bob, "carol": carol, "mallory": mallory}[who])
@@ -165,7 +163,6 @@ def test_nobody_but_a_lead_may_approve(client, calibrated, bob, carol, mallory, 
 
 
 def test_a_lead_cannot_approve_when_the_thresholds_fail(client, alice, bob):
-    # hoisted
 
     run, version, trials = judged_run(20, judge_fails=10)
     cset = calibration_set(run, version, trials)
@@ -183,7 +180,6 @@ def test_a_lead_cannot_approve_when_the_thresholds_fail(client, alice, bob):
 def test_an_approval_on_figures_that_changed_since_the_page_loaded_is_refused(
     client, calibrated, alice
 ):
-    # hoisted
 
     cset, version, trials = calibrated
     login(client, alice)
@@ -195,7 +191,6 @@ def test_an_approval_on_figures_that_changed_since_the_page_loaded_is_refused(
 
 
 def test_revoking_trust_needs_a_reason(client, calibrated, alice):
-    # hoisted
 
     cset, version, _ = calibrated
     login(client, alice)
@@ -223,7 +218,6 @@ def test_a_reviewer_cannot_revoke(client, calibrated, bob):
 
 
 def test_a_new_version_is_not_trusted_and_offers_calibration(client, calibrated, alice):
-    # hoisted
 
     cset, version, _ = calibrated
     login(client, alice)
@@ -252,8 +246,6 @@ def test_the_suite_scope_shows_figures_but_approves_elsewhere(client, calibrated
 def test_an_imported_pairwise_judge_gets_pairwise_figures_not_an_empty_pointwise_page(
     client, alice
 ):
-    # hoisted
-    # hoisted
 
     consistent = [
         {**PAIR_TEMPLATE["judge_labels"][0], "value": "A"},

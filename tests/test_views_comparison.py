@@ -242,7 +242,6 @@ def test_word_diff_cuts_huge_outputs_and_says_so():
 
 
 def test_a_regraded_trial_is_seen_at_once_despite_the_comparison_cache(client, bob, two_runs):
-    # hoisted
 
     base, head = two_runs
     client.force_login(bob)

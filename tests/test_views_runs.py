@@ -216,7 +216,6 @@ def test_it_prefills_the_grader_set_of_the_suites_latest_run(client, alice, db):
 
 
 def test_it_never_prefills_a_failed_runs_grader_set_and_prefers_the_baselines(client, alice, db):
-    # hoisted
 
     suite = make_suite()
     good = make_run(suite, name="good", graders=GRADERS)
@@ -448,7 +447,6 @@ def test_the_run_list_pass_rate_leaves_out_errored_grades(client, carol, db):
 
 def test_the_run_list_pass_rate_is_the_mean_of_per_case_rates_as_in_the_report(db):
     """c1: 3 of 3 pass; c2: 0 of 1 -> (1 + 0) / 2 = 50%, not the pooled 3/4 = 75%."""
-    # hoisted
 
     suite = make_suite(n_cases=2)
     c1, c2 = suite.cases.all()

@@ -157,7 +157,6 @@ def test_it_refuses_to_graduate_a_case_that_is_not_a_candidate(client, alice, ca
 def test_it_refuses_to_graduate_into_a_capability_suite_or_over_a_different_case(
     cap_with_three_runs, carol
 ):
-    # hoisted
 
     suite, _, regression = cap_with_three_runs
     c1 = suite.cases.get(key="c1")
@@ -219,7 +218,6 @@ def test_setting_a_baseline_needs_a_post(client, carol, cap_with_three_runs):
 def test_a_cancelled_or_ungraded_run_is_not_offered_or_accepted_as_a_baseline(
     client, carol, cap_with_three_runs
 ):
-    # hoisted
 
     suite, runs, _ = cap_with_three_runs
     Run.objects.filter(id=runs[0].id).update(status=Run.Status.CANCELLED)
@@ -232,8 +230,6 @@ def test_a_cancelled_or_ungraded_run_is_not_offered_or_accepted_as_a_baseline(
         baseline_set(suite=suite, run=runs[0], by=carol)
     client.post(reverse("evals:baseline-set", args=[runs[0].uuid]))
 
-    # hoisted
-
     Grade.objects.filter(trial__run=runs[1]).update(status=Grade.Status.ERROR, passed=None)
     assert "Set as baseline" not in client.get(runs[1].get_absolute_url()).content.decode()
     with pytest.raises(ValueError, match="has no graded trial"):
@@ -243,7 +239,6 @@ def test_a_cancelled_or_ungraded_run_is_not_offered_or_accepted_as_a_baseline(
 
 
 def test_the_compare_picker_preselects_the_current_baseline(client, carol, cap_with_three_runs):
-    # hoisted
 
     suite, runs, _ = cap_with_three_runs
     baseline_set(suite=suite, run=runs[0], by=carol)

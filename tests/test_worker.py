@@ -51,7 +51,6 @@ def _database_url() -> str:
 @pytest.fixture
 def worker_queue():
     """A queue of this test's own; tasks sent by the test process go to it, not eagerly."""
-    # hoisted
 
     name = f"assay-test-{uuid.uuid4().hex[:12]}"
     saved = (app.conf.task_always_eager, app.conf.task_default_queue)
@@ -215,9 +214,6 @@ def test_a_real_worker_ignores_a_redelivered_chunk(worker_factory, tmp_path, set
 
 
 def test_a_real_worker_ends_a_run_with_pipeline_errors_failed(worker_factory, tmp_path):
-    # hoisted
-
-    # hoisted
 
     worker_factory()
     suite = _suite(10)

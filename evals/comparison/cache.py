@@ -30,7 +30,6 @@ def _fingerprint(base: Run, head: Run) -> str:
     passing and errored grades (a regrade in place changes a verdict count), and the number
     of trusted judge versions (trust turns provisional grades into gating ones); three
     queries."""
-    # hoisted
 
     runs = [base.id, head.id]
     t = Trial.objects.filter(run_id__in=runs).aggregate(

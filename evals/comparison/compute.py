@@ -572,7 +572,6 @@ def detectable_drop_get(
     """The smallest drop ``run`` (as a baseline) can detect with 80% power at ``alpha``,
     cached in Django's cache per (run, alpha, finished trial count) for a day, so the
     comparison and suite pages do not simulate on every view (~110 ms at 2,000 cases)."""
-    # hoisted
 
     key = f"assay:detectable:{run.uuid}:{alpha}:{run.trials_finished}:{run.status}"
     hit = cache.get(key)

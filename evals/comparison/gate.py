@@ -227,7 +227,6 @@ def run_document_check(data: Any, *, field: str) -> None:
     numbers, known statuses, judge version references that exist, at most
     ``FILE_TRIALS_PER_CASE_MAX`` trials per case. Raises ``DomainError`` naming
     ``field`` and the place (``head_file.cases[3].trials[0].grades[1].passed``)."""
-    # hoisted
 
     _obj(data, field, field)
     _check(
@@ -321,7 +320,6 @@ def run_document_read(data: Any, *, field: str) -> RunData:
     """``RunData`` of an embedded ``export_run`` document (``run_document_check``, then
     ``run_data_from_export`` with ``source`` = ``field``); no queries. Raises
     ``DomainError`` naming ``field`` and the place."""
-    # hoisted
 
     run_document_check(data, field=field)
     return run_data_from_export(data, source=field)

@@ -494,9 +494,6 @@ def _check_values(kind: str, config: dict, where: str) -> None:
 
 def _check_judge_version(value: str, where: str) -> None:
     """The judge version exists and grades single trials (not pairwise, not recorded)."""
-    # hoisted
-
-    # hoisted
 
     version_uuid = uuid_parse(value)
     if version_uuid is None:

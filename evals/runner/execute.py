@@ -170,7 +170,6 @@ def trial_results_record(
     price or a token count is unknown, and for errored trials. ``prices`` caches price
     lookups by model name across calls (the runner passes one dict per chunk).
     """
-    # hoisted
 
     prices = {} if prices is None else prices
     now = timezone.now()
@@ -302,6 +301,5 @@ def trial_chunk_execute(*, run_id: int, trial_ids: list[int]) -> None:
 
 
 def _judge_chunk_enqueue(run_id: int, trial_ids: list[int]) -> None:
-    # hoisted
 
     run_chunk_judge.delay(run_id, trial_ids)

@@ -91,7 +91,6 @@ def name_match(model: str, names: Iterable[str]) -> str | None:
 
 def _override_prices(model: str) -> Mapping[str, tuple[Decimal, Decimal]]:
     """Override rows that could match ``model`` (exact or any pattern), one query."""
-    # hoisted
 
     rows = ModelPrice.objects.filter(model__endswith="*") | ModelPrice.objects.filter(model=model)
     return {

@@ -152,7 +152,6 @@ def _judge_gating_snapshot(graders: list[dict], specs: list[GraderSpec]) -> list
     """The grader set as stored on the run: a judge spec on an untrusted (provisional) judge
     version is stored with ``gating: false``, so the run's report, list and gate never count
     a provisional verdict; trust is read once, when the run starts."""
-    # hoisted
 
     provisional = {
         str(u)
@@ -171,6 +170,5 @@ def _judge_gating_snapshot(graders: list[dict], specs: list[GraderSpec]) -> list
 
 
 def _chunk_enqueue(run_id: int, trial_ids: list[int]) -> None:
-    # hoisted
 
     run_chunk_execute.delay(run_id, trial_ids)

@@ -46,9 +46,6 @@ def runs_sweep(*, now: datetime | None = None) -> SweepResult:
     judge chunks of runs whose judge rung stalled for longer than a lease
     (``ASSAY["TRIAL_LEASE_SECONDS"]``). Returns the counts; enqueues nothing when nothing is
     stale. Two queries, plus a few per running run whose grader set has a judge."""
-    # hoisted
-    # hoisted
-    # hoisted
 
     now = now or timezone.now()
     open_runs = [Run.Status.QUEUED, Run.Status.RUNNING]

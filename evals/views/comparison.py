@@ -42,8 +42,6 @@ def comparison(request: HtmxHttpRequest, head_id, base_id) -> HttpResponse:
     """The comparison of head against base: comparability banner, headline delta with both
     intervals and the p-value in words, the gate's decision and exit code, change counts,
     power, cost/token/latency and pass^k deltas, and the per-case table."""
-    # hoisted
-    # hoisted
 
     base, head = _runs(head_id, base_id)
     comp = comparison_cached_get(base=base, head=head, alpha=GATE_ALPHA)

@@ -50,7 +50,6 @@ def run_list(request: HtmxHttpRequest) -> HttpResponse:
 @role_required(*VIEWER_ROLES)
 def run_detail(request: HttpRequest, run_id) -> HttpResponse:
     run = get_object_or_404(Run.objects.select_related("suite"), uuid=run_id)
-    # hoisted
 
     return render(
         request,
@@ -64,9 +63,6 @@ def run_detail(request: HttpRequest, run_id) -> HttpResponse:
 def run_new(request: HtmxHttpRequest) -> HttpResponse:
     """Start a run. GET shows the form (``?suite=<uuid>`` prefills that suite's grader set);
     POST validates it, calls ``run_start`` and redirects to the run page."""
-    # hoisted
-    # hoisted
-    # hoisted
 
     if request.method == "POST":
         form = RunStartForm(request.POST)
@@ -111,7 +107,6 @@ def run_progress(request: HtmxHttpRequest, run_id) -> HttpResponse:
 @role_required(*RUNNER_ROLES)
 def run_cancel(request: HtmxHttpRequest, run_id) -> HttpResponse:
     """Cancel a run (``run_cancel``); htmx gets the progress fragment, a form post a redirect."""
-    # hoisted
 
     run = get_object_or_404(Run, uuid=run_id)
     cancelled = run_cancel_service(run=run, by=request.user)  # refreshes ``run``

@@ -18,7 +18,7 @@ from evals.baselines import baseline_set as baseline_set_service
 from evals.cases import case_graduate as case_graduate_service
 from evals.comparison.compute import detectable_drop_get
 from evals.models import Case, Run, Suite
-from evals.suites import graduation_candidates, power_sentence, suite_page_get
+from evals.suites import power_sentence, suite_page_get
 
 
 @require_GET
@@ -45,7 +45,6 @@ def _suite_power(page) -> str | None:
     per-case rates; None without a baseline or when it graded nothing."""
     if page.baseline is None:
         return None
-    # hoisted
 
     power = detectable_drop_get(run=page.baseline.run)
     return power_sentence(power) if power is not None else None
@@ -56,7 +55,6 @@ def _suite_power(page) -> str | None:
 def baseline_set(request: HttpRequest, run_id) -> HttpResponse:
     """Make this run its suite's baseline (``evals.baselines.baseline_set``); back to the run
     page (or ``next`` when it is the suite page)."""
-    # hoisted
 
     run = get_object_or_404(Run.objects.select_related("suite"), uuid=run_id)
     note = request.POST.get("note", "")[:500]
@@ -76,8 +74,6 @@ def baseline_set(request: HttpRequest, run_id) -> HttpResponse:
 def case_graduate(request: HttpRequest, suite_id, case_id) -> HttpResponse:
     """Graduate a capability case into the regression suite chosen in ``into_suite`` (a
     suite UUID); refuses (message, no write) a case that is not a current candidate."""
-    # hoisted
-    # hoisted
 
     suite = get_object_or_404(Suite, uuid=suite_id)
     case = get_object_or_404(Case.objects.select_related("suite"), uuid=case_id, suite=suite)
@@ -86,18 +82,8 @@ def case_graduate(request: HttpRequest, suite_id, case_id) -> HttpResponse:
     if into is None:
         messages.error(request, "into_suite: choose a regression suite.")
         return back
-    candidate = next((c for c in graduation_candidates(suite=suite) if c.case.id == case.id), None)
-    if candidate is None:
-        messages.error(
-            request,
-            f"case: {case.key} has not passed every trial of the last "
-            "runs; it cannot graduate yet.",
-        )
-        return back
     try:
-        case_graduate_service(
-            case=case, into_suite=into, by=request.user, evidence={"runs": candidate.evidence}
-        )
+        case_graduate_service(case=case, into_suite=into, by=request.user)
     except DomainError as exc:
         messages.error(request, str(exc))
     else:

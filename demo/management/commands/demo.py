@@ -135,8 +135,6 @@ class Command(BaseCommand):
             self._stop_worker(worker)
 
     def _import_real_data(self) -> None:
-        # hoisted
-        # hoisted
 
         data_dir = Path(settings.BASE_DIR).parent / "shared" / "data"
         for folder in REAL_DATA:
@@ -186,9 +184,6 @@ class Command(BaseCommand):
     def _demo_suite_runs(self, suite, index: int, user, opts) -> None:
         """The first time: a baseline run (set as the suite's baseline). Every time: a run
         of the changed assistant, and the link to its comparison with the baseline."""
-        # hoisted
-
-        # hoisted
 
         baseline = baseline_current(suite=suite)
         if baseline is None:
@@ -214,9 +209,6 @@ class Command(BaseCommand):
     def _demo_calibration_set(self, user) -> None:
         """A 30-trial calibration set on the imported LLMBar run with its first recorded
         judge, so the labeling queue and the calibration page have something to show."""
-        # hoisted
-        # hoisted
-        # hoisted
 
         run = Run.objects.filter(suite__name=REAL_DATA[0], name="recorded").first()
         if run is None or CalibrationSet.objects.filter(run=run).exists():
@@ -235,7 +227,6 @@ class Command(BaseCommand):
         self.stdout.write(f"calibration set {cset.name!r}: /calibration-sets/{cset.uuid}/")
 
     def _run_demo_suite(self, suite, index: int, user, opts, *, changed: bool) -> Run:
-        # hoisted
 
         name = f"demo-{Run.objects.filter(suite=suite).count() + 1}"
         run = run_start(

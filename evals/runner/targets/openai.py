@@ -57,7 +57,6 @@ def api_key_env_problem(name: object) -> str | None:
     ``[A-Z][A-Z0-9_]*_API_KEY``, e.g. ``OPENAI_API_KEY``): whoever configures a target or a
     judge chooses the URL the key goes to, so any other variable of the worker's environment
     (``SECRET_KEY``, ``DATABASE_URL``, ``HOME``) must not be sendable."""
-    # hoisted
 
     if not isinstance(name, str) or not name:
         return "expected an environment variable name"

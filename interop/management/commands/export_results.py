@@ -82,9 +82,6 @@ def _uuid_option(options, name: str) -> uuid.UUID:
 
 def _calibration_table(options) -> exports.ExportTable:
     """The calibration export named by ``--calibration-set`` (and ``--judge-version``)."""
-    # hoisted
-    # hoisted
-    # hoisted
 
     set_id = _uuid_option(options, "calibration_set")
     cset = CalibrationSet.objects.select_related("judge_version__judge").filter(uuid=set_id).first()
