@@ -60,7 +60,10 @@ def corrected_pass_rate(
     confidence: float = 0.95,
 ) -> CorrectedRate:
     """Rogan–Gladen estimator (Rogan & Gladen 1978, "Estimating prevalence from the results of
-    a screening test", Am. J. Epidemiol. 107(1):71–76):
+    a screening test", Am. J. Epidemiol. 107(1):71–76). Superseded for display by
+    ``corrected_rate_interval``: this interval treats the run's trials as independent (pooled
+    binomial), so it can be narrower than the raw clustered interval, and with a perfect
+    calibration (tpr or tnr = 1) it counts the judge's error rate as known exactly.
 
         θ = (p_obs + tnr − 1) / (tpr + tnr − 1),  clipped to [0, 1]
 
@@ -171,6 +174,11 @@ def corrected_rate_interval(
     (the judge's pass rate below its estimated false-accept rate, say), it is widened away
     from that bound. ``se``: the delta-method SE from the same pieces (raw ``se``, binomial
     variances of tpr and tnr), descriptive only.
+
+    Measured coverage of θ ≥ 0.950 (median 0.989) over 432 cells: θ ∈ {0.5, 0.8, 0.95}, case
+    rates equal or Beta with mean θ and concentration 5, (TPR, TNR) ∈ {(0.9, 0.9), (0.95, 0.8),
+    (0.99, 0.7)}, calibration of 30 or 100 labels split 70/30 or drawn at the true rate, C ∈
+    {5, 12, 30} cases × k ∈ {3, 5} trials; 2,000 simulated suites per cell.
 
     **Undefined** (all None, ``reason`` says why): no cases; no human passes (tp + fn = 0) or
     no human fails (tn + fp = 0) among the calibration counts; tpr + tnr <= 1 (the judge is
