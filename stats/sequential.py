@@ -230,11 +230,14 @@ def _path_weights(
     return w
 
 
+@lru_cache(maxsize=65_536)
 def _base_law(
     base_graded: tuple[int, ...], head_graded: tuple[int, ...], total: int, plan: TopUpPlan
-) -> tuple[int, np.ndarray]:
-    """``(b_lo, probs)``: the law of cumulative base passes B given the total ``total`` and
-    the selection, probs over b_lo..b_lo + len − 1 (normalised)."""
+) -> tuple[int, np.ndarray, np.ndarray, np.ndarray]:
+    """``(b_lo, law, tail, support)``: the law of cumulative base passes B given the total
+    ``total`` and the selection (normalised, over b_lo..b_lo + len − 1), its upper tail
+    ``tail[i] = P(B >= b_lo + i)`` and the attainable p-values (ascending, last 1).
+    Read-only arrays, cached per counts."""
     w = _path_weights(base_graded, head_graded, plan)
     nb, nh = w.shape[0] - 1, w.shape[1] - 1
     b_lo, b_hi = max(0, total - nh), min(total, nb)
@@ -243,7 +246,13 @@ def _base_law(
     mass = probs.sum()
     if mass <= 0:
         raise ValueError("these counts are impossible under the continuation rule")
-    return b_lo, probs / mass
+    law = probs / mass
+    tail = np.minimum(1.0, np.cumsum(law[::-1])[::-1])
+    support = np.sort(tail[law > 0])
+    support[-1] = 1.0
+    for array in (law, tail, support):
+        array.setflags(write=False)
+    return b_lo, law, tail, support
 
 
 @dataclass(frozen=True)
@@ -325,14 +334,10 @@ def selective_case_test(case: CaseLooks, *, look: int, plan: TopUpPlan) -> Selec
     if not was_active(case, look=look, plan=plan):
         raise ValueError("the case was not active at this look under the plan's rule")
     b, nb, h, nh = case.cumulative(look)
-    b_lo, law = _base_law(
+    b_lo, law, tail, support = _base_law(
         tuple(case.base_graded[: look + 1]), tuple(case.head_graded[: look + 1]), b + h, plan
     )
-    tail = np.minimum(1.0, np.cumsum(law[::-1])[::-1])  # tail[i] = P(B >= b_lo + i)
-    support = np.sort(tail[law > 0])
-    support[-1] = 1.0
-    p = float(tail[b - b_lo])
-    return SelectiveTest(p, support, b_lo, law, (b, nb), (h, nh))
+    return SelectiveTest(float(tail[b - b_lo]), support, b_lo, law, (b, nb), (h, nh))
 
 
 @dataclass(frozen=True)

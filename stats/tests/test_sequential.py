@@ -96,7 +96,7 @@ def test_the_selective_law_is_the_law_of_base_passes_given_the_total_and_the_sel
     graded_h = (plan.first_trials, *plan.sizes)
     for total, law in by_total.items():
         mass = sum(law.values())
-        b_lo, probs = _base_law(graded_b[: rounds + 1], graded_h[: rounds + 1], total, plan)
+        b_lo, probs, _, _ = _base_law(graded_b[: rounds + 1], graded_h[: rounds + 1], total, plan)
         for b, pr in law.items():
             assert probs[b - b_lo] == pytest.approx(pr / mass, rel=1e-9, abs=1e-12)
         assert sum(probs[b - b_lo] for b in law) == pytest.approx(1.0)
