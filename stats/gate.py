@@ -5,7 +5,7 @@ benchmark and adaptive runs. Its whole false-alarm rate (every rule that can blo
 is at most ``plan.alpha`` when head and base are the same pipeline, for both suite kinds,
 any number of cases, any trials per case and any per-case pass rates (pass rates of 1
 included): see ``stats.sequential`` for the argument and /work/scratch/s1 for the
-simulations (the A/A and power tables are in the commit that added this module).
+simulations (tables in ``stats/gate_simulations.md``).
 
 Procedure at each look r (look 0 = the runs as compared; rounds 1..R = top-ups):
 
