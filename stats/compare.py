@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import reduce
+from functools import lru_cache, reduce
 
 import numpy as np
 from scipy.signal import fftconvolve
@@ -274,3 +274,100 @@ def clustered_paired_interval(
     return Interval(
         estimate, max(-1.0, estimate - z * se), min(1.0, estimate + z * se), confidence, method
     )
+
+
+@dataclass(frozen=True)
+class DropTest:
+    """The one-sided case-stratified exact test of "head lower", from counts.
+
+    ``delta``: mean over cases of (head − base) pass rate, in [−1, 1] (for display);
+    ``statistic``: the head's passes summed over cases; ``p_value`` = P(statistic <= observed)
+    under the permutation null, in (0, 1]; ``support``: the attainable p-values given the
+    margins, ascending, the last 1 (the null CDF of the p-value is
+    ``F(u) = max{v in support : v <= u}``); ``n_cases``: cases compared (cases whose trials
+    all agree included)."""
+
+    delta: float
+    statistic: int
+    p_value: float
+    support: np.ndarray
+    n_cases: int
+
+    def size_at(self, level: float) -> float:
+        """The exact probability of p <= ``level`` under the null given the margins: the
+        part of ``level`` that a test at that level really spends."""
+        i = int(np.searchsorted(self.support, level * (1 + 1e-12), side="right"))
+        return float(self.support[i - 1]) if i else 0.0
+
+
+@lru_cache(maxsize=65_536)
+def _pmf(n_base: int, n_head: int, s: int) -> tuple[int, tuple[float, ...]]:
+    """``(k_lo, pmf)``: the head's passes K given the margins, hypergeometric over
+    ``k_lo..k_hi``, from exact integer binomials."""
+    m = n_base + n_head
+    k_lo, k_hi = max(0, s - n_base), min(s, n_head)
+    total = math.comb(m, n_head)
+    return k_lo, tuple(
+        math.comb(s, k) * math.comb(m - s, n_head - k) / total for k in range(k_lo, k_hi + 1)
+    )
+
+
+def stratified_drop_test(
+    *,
+    base_passed: Sequence[int],
+    base_graded: Sequence[int],
+    head_passed: Sequence[int],
+    head_graded: Sequence[int],
+) -> DropTest:
+    """The exact one-sided case-stratified permutation test that head's pass rate is lower.
+
+    All four arguments have shape (C,), paired by case; every case needs a graded trial on
+    each side. Null: within each case the base/head labels of its trials are exchangeable
+    (cases are strata; Good 2005, ch. 3). Statistic: the head's passes summed over cases,
+    ``S = Σ_i h_i``; given the margins each case's head passes are hypergeometric and
+    independent across cases, so the null distribution of S is the convolution of the
+    per-case pmfs and ``p = P(S <= s_obs)``, exact (no grid limit, no Monte Carlo: S is an
+    integer below Σ n_h).
+
+    S is the sufficient statistic of a common odds ratio across the cases' 2 x 2 tables, so
+    this is the exact conditional test of "odds ratio = 1" against "< 1" (Cox 1970, *The
+    Analysis of Binary Data*, §4; Mehta, Patel & Gray 1985, JASA 80:969–973), the exact
+    version of the Mantel–Haenszel test (Mantel & Haenszel 1959). When every case has the
+    same trial counts on each side (n_b,i = n_b, n_h,i = n_h) the statistic of
+    ``stratified_permutation_test`` (mean over cases of the rate differences) is an
+    increasing affine function of S, so the two tests give the same p-value.
+    A 100-case suite takes well under a millisecond.
+    Raises ValueError for mismatched lengths, no cases, counts out of range, or an empty side.
+    """
+    b = np.asarray(base_passed, dtype=np.int64)
+    nb = np.asarray(base_graded, dtype=np.int64)
+    h = np.asarray(head_passed, dtype=np.int64)
+    nh = np.asarray(head_graded, dtype=np.int64)
+    if not (b.shape == nb.shape == h.shape == nh.shape) or b.ndim != 1:
+        raise ValueError("base_passed, base_graded, head_passed, head_graded: same length")
+    if b.size == 0:
+        raise ValueError("no cases to compare")
+    if np.any(nb < 1) or np.any(nh < 1):
+        raise ValueError("every case needs at least one graded trial on each side")
+    if np.any(b < 0) or np.any(h < 0) or np.any(b > nb) or np.any(h > nh):
+        raise ValueError("need 0 <= passed <= graded on each side")
+    delta = float(np.mean(h / nh - b / nb))
+    s = b + h
+    dist = np.ones(1)
+    k_low = 0
+    # Cases with the same (n_b, n_h, s) share a pmf; the balanced-tree convolution keeps the
+    # cost near linear in the final support.
+    kernels = []
+    for n_b, n_h, s_i in zip(nb.tolist(), nh.tolist(), s.tolist(), strict=True):
+        k_lo, pmf = _pmf(n_b, n_h, s_i)
+        k_low += k_lo
+        if len(pmf) > 1:
+            kernels.append(np.asarray(pmf))
+    if kernels:
+        dist = _convolve_all(kernels)
+    statistic = int(h.sum())
+    cdf = np.minimum(1.0, np.cumsum(dist))
+    p = float(cdf[statistic - k_low])
+    support = cdf[dist > 0]
+    support[-1] = 1.0
+    return DropTest(delta, statistic, max(p, np.finfo(float).tiny), support, int(b.size))

@@ -24,9 +24,15 @@ paired_suites = st.integers(min_value=1, max_value=5).flatmap(
 
 
 def brute_force_p(base, head):
-    """Enumerate every within-case relabeling (the definition of the test)."""
+    """Enumerate every within-case relabeling (the definition of the test).
+
+    Each case's relabelings are enumerated one by one; the cases are then combined by
+    counting (relabelings of different cases are independent and equally likely), so the
+    cost is the sum, not the product, of the cases' relabeling counts times the number of
+    distinct sums: bounded whatever hypothesis draws."""
     observed = np.mean([np.mean(h) - np.mean(b) for b, h in zip(base, head, strict=False)])
-    per_case = []
+    counts = {0.0: 1}
+    total = 1
     for b, h in zip(base, head, strict=False):
         pooled = list(b) + list(h)
         m, nh = len(pooled), len(h)
@@ -35,11 +41,14 @@ def brute_force_p(base, head):
             hs = [pooled[i] for i in head_idx]
             bs = [pooled[i] for i in range(m) if i not in head_idx]
             values.append(np.mean(hs) - np.mean(bs))
-        per_case.append(values)
-    total = extreme = 0
-    for combo in itertools.product(*per_case):
-        total += 1
-        extreme += abs(np.mean(combo)) >= abs(observed) - 1e-12
+        merged = {}
+        for acc, n_acc in counts.items():
+            for v in values:
+                key = round(acc + v, 9)
+                merged[key] = merged.get(key, 0) + n_acc
+        counts = merged
+        total *= len(values)
+    extreme = sum(n for s, n in counts.items() if abs(s / len(base)) >= abs(observed) - 1e-9)
     return extreme / total
 
 
@@ -179,3 +188,117 @@ def test_the_clustered_interval_is_undefined_for_one_case():
 def test_it_refuses_unpaired_or_empty_input(base, head, message):
     with pytest.raises(ValueError, match=message):
         stratified_permutation_test(base, head)
+
+
+# stratified_drop_test: the one-sided test from counts (what the gate runs).
+
+from stats.compare import stratified_drop_test  # noqa: E402
+
+# At most 3 cases of at most 3 + 3 trials: at most C(6, 3)³ = 8,000 relabelings to enumerate.
+count_suites = st.integers(min_value=1, max_value=3).flatmap(
+    lambda c: st.lists(
+        st.tuples(st.integers(1, 3), st.integers(1, 3)).flatmap(
+            lambda n: st.tuples(
+                st.integers(0, n[0]), st.just(n[0]), st.integers(0, n[1]), st.just(n[1])
+            )
+        ),
+        min_size=c,
+        max_size=c,
+    )
+)
+
+
+def drop_kwargs(cases):
+    b, nb, h, nh = zip(*cases, strict=True)
+    return {"base_passed": b, "base_graded": nb, "head_passed": h, "head_graded": nh}
+
+
+def brute_drop_law(cases):
+    """Every within-case relabeling: (statistic Σ head passes, probability)."""
+    per_case = []
+    for b, nb, h, nh in cases:
+        pooled = [True] * (b + h) + [False] * (nb + nh - b - h)
+        m = len(pooled)
+        combos = list(itertools.combinations(range(m), nh))
+        per_case.append([sum(pooled[i] for i in idx) for idx in combos])
+    law = {}
+    for combo in itertools.product(*per_case):
+        weight = 1.0 / math.prod(len(x) for x in per_case)
+        law[sum(combo)] = law.get(sum(combo), 0.0) + weight
+    return law
+
+
+@settings(max_examples=60, deadline=None)
+@given(count_suites)
+def test_the_drop_test_equals_enumerating_every_relabeling(cases):
+    result = stratified_drop_test(**drop_kwargs(cases))
+    law = brute_drop_law(cases)
+    observed = sum(c[2] for c in cases)
+    assert result.statistic == observed
+    assert result.p_value == pytest.approx(sum(p for s, p in law.items() if s <= observed))
+    for u in result.support:
+        exact = sum(
+            p for s, p in law.items() if sum(q for t, q in law.items() if t <= s) <= u * (1 + 1e-9)
+        )
+        assert result.size_at(u) == pytest.approx(exact, abs=1e-9)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.integers(1, 5).flatmap(
+        lambda c: st.tuples(
+            st.integers(1, 4),
+            st.integers(1, 4),
+            st.lists(st.floats(0, 1), min_size=c, max_size=c),
+            st.integers(0, 2**31),
+        )
+    )
+)
+def test_with_equal_trial_counts_it_is_the_one_sided_permutation_test(args):
+    nb, nh, rates, seed = args
+    rng = np.random.default_rng(seed)
+    b = [int(rng.binomial(nb, r)) for r in rates]
+    h = [int(rng.binomial(nh, r)) for r in rates]
+    base = [[True] * x + [False] * (nb - x) for x in b]
+    head = [[True] * x + [False] * (nh - x) for x in h]
+    ours = stratified_drop_test(
+        base_passed=b, base_graded=[nb] * len(b), head_passed=h, head_graded=[nh] * len(h)
+    )
+    reference = stratified_permutation_test(base, head, alternative="less")
+    assert ours.p_value == pytest.approx(reference.p_value, rel=1e-9)
+    assert ours.delta == pytest.approx(reference.delta)
+
+
+def test_the_drop_test_of_the_collapse_example_is_significant_and_fast():
+    import time
+
+    base, head = collapse_example()
+    counts = {
+        "base_passed": [sum(c) for c in base],
+        "base_graded": [len(c) for c in base],
+        "head_passed": [sum(c) for c in head],
+        "head_graded": [len(c) for c in head],
+    }
+    result = stratified_drop_test(**counts)
+    assert result.p_value < 0.01
+    rng = np.random.default_rng(0)
+    big = {
+        "base_passed": rng.binomial(5, 0.9, 100),
+        "base_graded": rng.integers(3, 6, 100),
+        "head_passed": rng.binomial(3, 0.9, 100),
+        "head_graded": [5] * 100,
+    }
+    big["base_passed"] = np.minimum(big["base_passed"], big["base_graded"])
+    stratified_drop_test(**big)
+    start = time.perf_counter()
+    stratified_drop_test(**big)
+    assert time.perf_counter() - start < 0.05
+
+
+def test_the_drop_test_refuses_unpaired_or_empty_input():
+    with pytest.raises(ValueError):
+        stratified_drop_test(base_passed=[], base_graded=[], head_passed=[], head_graded=[])
+    with pytest.raises(ValueError):
+        stratified_drop_test(base_passed=[1], base_graded=[0], head_passed=[0], head_graded=[1])
+    with pytest.raises(ValueError):
+        stratified_drop_test(base_passed=[1, 1], base_graded=[2], head_passed=[0], head_graded=[1])
