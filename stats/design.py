@@ -14,8 +14,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .gate import BLOCK, UNDECIDED, gate_decide
-from .sequential import CaseLooks, TopUpPlan
+from stats.gate import BLOCK, UNDECIDED, gate_decide
+from stats.sequential import CaseLooks, TopUpPlan
 
 
 @dataclass(frozen=True)

@@ -35,8 +35,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .discrete import FamilyResult, discrete_holm
-from .sequential import (
+from stats.discrete import FamilyResult, discrete_holm
+from stats.sequential import (
     CaseLooks,
     SelectiveTest,
     SuiteTest,

@@ -65,8 +65,10 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 
 import numpy as np
+from scipy.stats import binom, hypergeom
 
-from .discrete import _lower_tail
+from stats.compare import _convolve_all
+from stats.discrete import _lower_tail, _validate
 
 
 @dataclass(frozen=True)
@@ -360,7 +362,6 @@ def selective_suite_test(tests: Sequence[SelectiveTest]) -> SuiteTest:
     """Σ_j B_j over the cases' selective laws (independent given totals and selection):
     the exact law is their convolution; p = P(Σ B >= observed). At look 0 this is the
     stratified test of ``stats.compare.stratified_drop_test``."""
-    from .compare import _convolve_all
 
     if not tests:
         return SuiteTest(0, 1.0, np.array([1.0]))
@@ -395,7 +396,6 @@ class SettleEstimate:
 def _fisher_power(n: int, p_base: float, p_head: float, level: float) -> float:
     """Exact power of the one-sided Fisher test, n trials a side, at ``level``:
     Σ_{b,h} Bin(b; n, p_base) Bin(h; n, p_head) 1[P(K <= h | b + h) <= level]."""
-    from scipy.stats import binom, hypergeom
 
     b = np.arange(n + 1)[:, None]
     h = np.arange(n + 1)[None, :]
@@ -429,7 +429,6 @@ def trials_to_settle(
     the answer as an order of magnitude. Raises ValueError for impossible counts or a level
     or power outside (0, 1).
     """
-    from .discrete import _validate
 
     _validate(base_passed, base_graded, head_passed, head_graded)
     if not (0 < level < 1 and 0 < power < 1):

@@ -2,6 +2,7 @@
 
 import itertools
 import math
+import time
 
 import numpy as np
 import pytest
@@ -270,7 +271,6 @@ def test_with_equal_trial_counts_it_is_the_one_sided_permutation_test(args):
 
 
 def test_the_drop_test_of_the_collapse_example_is_significant_and_fast():
-    import time
 
     base, head = collapse_example()
     counts = {

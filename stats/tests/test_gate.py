@@ -6,6 +6,7 @@ from __future__ import annotations
 import itertools
 import math
 import time
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -152,7 +153,6 @@ A_A_CELLS = [
 def test_the_a_a_false_alarm_rate_is_not_clearly_above_alpha(kind, cases, trials, rate, plan):
     """Monte Carlo (250 seeded comparisons of a pipeline with itself): fails above 9%,
     about 3.2 standard errors above 5%. The full grid is in /work/scratch/s1."""
-    from dataclasses import replace
 
     plan = replace(plan, first_trials=trials, suite_kind=kind)
     rng = np.random.default_rng(7)

@@ -16,6 +16,7 @@ from stats.sequential import (
     CaseLooks,
     TopUpPlan,
     _base_law,
+    _fisher_power,
     continues,
     selective_case_test,
     selective_suite_test,
@@ -168,7 +169,6 @@ def test_trials_to_settle_a_drop_from_5_of_5_to_3_of_5():
     assert estimate.trials is not None
     assert estimate.power >= 0.8
     # One trial fewer (bisection's neighbour) is short of the power.
-    from stats.sequential import _fisher_power
 
     assert _fisher_power(estimate.trials - 1, 1.0, 0.6, 0.016) < 0.8
 
