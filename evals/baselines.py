@@ -1,4 +1,6 @@
-"""TODO docstring (evals.baselines)."""
+"""Baselines: the run a suite's new runs are compared with. Setting one adds a row (the
+history of who set which baseline, when, is kept); the current baseline is the latest row.
+A run can be a baseline once it finished, not cancelled, with at least one graded trial."""
 
 from __future__ import annotations
 

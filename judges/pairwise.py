@@ -1,4 +1,6 @@
-"""TODO docstring (judges.pairwise)."""
+"""Pairwise judging: a pair of trials shown to a pairwise judge version in both orders
+(A first, then B first), each verdict stored in the original A/B naming, and the tally of
+a head run against a base run case by case."""
 
 from __future__ import annotations
 

@@ -1,4 +1,6 @@
-"""TODO docstring (judges.runs)."""
+"""Judge runs: one judge version grading (a sample of) a finished run's ok trials, in
+chunk tasks enqueued after commit, with progress recounted from the grade rows and a
+cancel that stops further chunks."""
 
 from __future__ import annotations
 

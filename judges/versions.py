@@ -1,4 +1,6 @@
-"""TODO docstring (judges.versions)."""
+"""Judge versions: create one from its definition (model, prompt, parameters, schema,
+threshold). Content-addressed: the same content reuses its version, any change makes a new,
+untrusted one; every config error is a ``DomainError`` naming the field."""
 
 from __future__ import annotations
 

@@ -14,7 +14,8 @@ from rest_framework.test import APIClient
 
 from apitokens.services import token_create
 from evals.models import Case, Grade, IngestKey, Run, Suite, Trial
-from interop import ingest
+from interop.ingest import sources as ingest_sources
+from interop.ingest import submit as ingest_submit_module
 from labeling.models import Label
 
 URL = "/api/ingest"
@@ -320,7 +321,9 @@ def test_it_refuses_an_unknown_header_field_and_a_duplicate_attempt(carol):
 
 @pytest.mark.parametrize("fmt", ["json", "ndjson"])
 def test_a_bad_record_halfway_leaves_nothing_behind(carol, fmt, monkeypatch):
-    monkeypatch.setattr(ingest, "BATCH_SIZE", 1000)  # the first batch is written, then undone
+    monkeypatch.setattr(
+        ingest_submit_module, "BATCH_SIZE", 1000
+    )  # the first batch is written, then undone
     records = [
         trial(i, output="x" * 300, labels=[{"reviewer": "r", "verdict": "pass"}])
         for i in range(3000)
@@ -463,7 +466,7 @@ def test_a_body_growing_past_the_limit_while_read_is_a_413(carol, settings, monk
     _limits(settings, INGEST_MAX_BYTES=2000)
     text = ndjson(header(), [trial(i) for i in range(40)])
     # A lying Content-Length is cut by the server; here the stream is the source of truth.
-    monkeypatch.setattr(ingest._Body, "__init__", _lenient_body_init)
+    monkeypatch.setattr(ingest_sources._Body, "__init__", _lenient_body_init)
     resp = post_ndjson(client_for(carol), text, HTTP_IDEMPOTENCY_KEY="grow")
     assert resp.status_code == 413
     assert row_counts() == NOTHING

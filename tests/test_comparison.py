@@ -8,13 +8,8 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from evals.comparison.compute import (
-    BROKEN,
-    comparison_compute,
-    comparison_get,
-    gate_decide,
-    pvalue_format,
-)
+from evals.comparison.compute import BROKEN, comparison_compute, comparison_get, pvalue_format
+from evals.comparison.gate import gate_decide
 from evals.comparison.run_data import run_data_from_dict, run_data_get, run_data_to_dict
 from tests.comparison_builders import db_run, judge_version, run_data
 

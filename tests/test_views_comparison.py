@@ -14,7 +14,8 @@ from django.core.management import call_command
 from django.urls import reverse
 from django.utils.html import escape
 
-from evals.comparison.compute import comparison_get, gate_decide
+from evals.comparison.compute import comparison_get
+from evals.comparison.gate import gate_decide
 from evals.comparison.textdiff import word_diff
 from evals.models import Case, Grade, Trial
 from tests.comparison_builders import db_run, judge_version

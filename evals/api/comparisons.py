@@ -43,11 +43,11 @@ from core.api.permissions import IsViewer
 from core.errors import DomainError
 from core.ids import uuid_parse
 from evals.comparison.cache import comparison_cached_get
-from evals.comparison.compute import gate_decide
 from evals.comparison.gate import (
     ALPHA_MAX,
     ALPHA_MIN,
     alpha_check,
+    gate_decide,
     gate_evaluate,
     run_document_read,
 )

@@ -9,19 +9,19 @@ references and file paths stays with the callers; this module takes runs (``Run`
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from core.errors import DomainError
 from evals.baselines import baseline_current
-from evals.comparison.compute import (
-    Comparison,
-    GateDecision,
-    comparison_compute,
-    detectable_drop_get,
-    gate_decide,
+from evals.comparison.compute import Comparison, comparison_compute, detectable_drop_get
+from evals.comparison.run_data import (
+    RUN_FILE_FORMAT,
+    RunData,
+    run_data_from_export,
+    run_data_get,
 )
-from evals.comparison.run_data import RUN_FILE_FORMAT, RunData, run_data_from_export, run_data_get
 
 
 def _data(side: Any) -> RunData:
@@ -323,3 +323,67 @@ def run_document_read(data: Any, *, field: str) -> RunData:
 
     run_document_check(data, field=field)
     return run_data_from_export(data, source=field)
+
+
+@dataclass(frozen=True)
+class GateDecision:
+    """``exit_code`` 0 (no significant regression), 1 (significant regression or a broken
+    regression case) or 2 (cannot decide); ``title`` in a few words; ``reasons`` why."""
+
+    exit_code: int
+    title: str
+    reasons: list[str]
+
+
+def gate_decide(
+    comparison: Comparison,
+    *,
+    alpha: float = 0.05,
+    max_errored_fraction: float = 0.0,
+    allow_untrusted: bool = False,
+    allow_incomparable: bool = False,
+) -> GateDecision:
+    """The CI gate's decision on a comparison.
+
+    2 (cannot decide) when: the runs are not comparable (unless ``allow_incomparable``:
+    then the shared cases are tested anyway, and the problems are still listed); no shared
+    case has a verdict on both sides; on either side errored trials (pipeline errors plus
+    ok trials left out for an errored gating grade) exceed ``max_errored_fraction`` of its
+    trials (default 0: any error, faults A1 and E1); gating grades come from a judge
+    version that is not trusted (unless ``allow_untrusted``).
+    1 when the two-sided permutation p < ``alpha`` and head is lower, or a regression
+    suite has a broken case (base all pass, head any fail). Else 0.
+    """
+    cannot = []
+    if comparison.problems and not allow_incomparable:
+        cannot += comparison.problems
+    h = comparison.headline
+    if h is None:
+        cannot.append("no overlapping cases with verdicts on both sides: nothing to compare")
+    for side, counts in (("base", comparison.base_counts), ("head", comparison.head_counts)):
+        if counts.errored and counts.errored_fraction > max_errored_fraction:
+            cannot.append(
+                f"{side} has {counts.errored} errored trial(s) of {counts.trials} "
+                f"({counts.pipeline_errored} pipeline, {counts.grade_errored} with an errored "
+                f"gating grade), over the allowed {max_errored_fraction:.1%}"
+            )
+        if counts.provisional and not allow_untrusted:
+            cannot.append(
+                f"{side} has {counts.provisional} provisional gating grade(s) from a judge "
+                "version that is not trusted (use --allow-untrusted to gate on them)"
+            )
+    if cannot:
+        return GateDecision(2, "cannot decide", cannot)
+    reasons = []
+    if h.p_value < alpha and h.delta < 0:
+        reasons.append(f"significant regression: {h.sentence}")
+    if comparison.broken_regressions:
+        keys = ", ".join(r.key for r in comparison.broken_regressions[:10])
+        more = len(comparison.broken_regressions) - 10
+        reasons.append(
+            f"{len(comparison.broken_regressions)} broken regression case(s): "
+            f"{keys}{f' and {more} more' if more > 0 else ''}"
+        )
+    if reasons:
+        return GateDecision(1, "regression", reasons)
+    return GateDecision(0, "no significant regression", [h.sentence])

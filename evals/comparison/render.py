@@ -10,7 +10,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from evals.comparison.compute import CHANGE_CLASSES, Comparison, GateDecision, pvalue_phrase
+from evals.comparison.compute import CHANGE_CLASSES, Comparison, pvalue_phrase
+from evals.comparison.gate import GateDecision
 
 EXIT_WORDS = {0: "pass", 1: "regression", 2: "cannot decide"}
 MARKDOWN_CASE_ROWS = 50

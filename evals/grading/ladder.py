@@ -1,4 +1,6 @@
-"""TODO docstring (evals.grading.ladder)."""
+"""The deterministic rungs of the grader ladder: grade ok trials as they are written, one
+grade per (trial, grader) through the unique key, so a redelivery never duplicates one;
+the judge rung is graded by ``judges.grading``."""
 
 from __future__ import annotations
 

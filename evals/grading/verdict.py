@@ -1,4 +1,14 @@
-"""TODO docstring (evals.grading.verdict)."""
+"""The overall verdict of a trial, defined once: "every gating grader passed".
+
+Outcome codes (``PASS``, ``FAIL``, ``ERRORED`` grade, ``MISSING`` grade, ``PIPELINE``
+error, ``PENDING`` trial) and the rule as a three-valued AND over the gating graders: FAIL
+if any gating grade failed; else ERRORED if any errored; else MISSING if one is absent;
+else PASS. An errored gating grade can never make a pass. The rule has two forms that must
+agree (``tests/test_verdict_rule.py`` checks them on random runs): numpy codes
+(``overall_codes``, for the run report and the comparison) and SQL annotations
+(``trial_verdict_annotations``, for the run list's aggregates). ``case_tally`` turns codes
+into per-case counts: only PASS and FAIL are graded; errored grades leave both numerator
+and denominator and are counted (fault A1)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,6 @@
-"""TODO docstring (evals.report.figures)."""
+"""A grader's (or overall's) figures over a set of cases: trial counts, the pass rate as the
+mean of per-case rates with its interval, pass@k and pass^k (``Figures``, ``figures_for``),
+computed from per-case tallies with numpy; no queries."""
 
 from __future__ import annotations
 

@@ -1,4 +1,6 @@
-"""TODO docstring (evals.runner.finalize)."""
+"""Closing a run: recount its trials and close it once none is queued or running
+(``failed`` when any trial or grade errored, never ``succeeded``), and cancelling one.
+Both are compare-and-sets on the run's status, safe under redelivery."""
 
 from __future__ import annotations
 

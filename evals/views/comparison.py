@@ -19,7 +19,8 @@ from core.http import VIEWER_ROLES, HtmxHttpRequest, role_required
 from core.ids import uuid_parse
 from evals.comparison.cache import comparison_cached_get
 from evals.comparison.case import case_uuids_by_hash, comparison_case_get
-from evals.comparison.compute import CHANGE_CLASSES, gate_decide
+from evals.comparison.compute import CHANGE_CLASSES
+from evals.comparison.gate import gate_decide
 from evals.comparison.table import SORTS, TableQuery, case_rows_select
 from evals.models import Case, Run
 from evals.suites import power_sentence

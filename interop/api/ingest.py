@@ -21,7 +21,8 @@ from rest_framework.views import APIView
 
 from core.api.permissions import IsRunner
 from evals.models import Run
-from interop.ingest import ingest_submit, source_open
+from interop.ingest.sources import source_open
+from interop.ingest.submit import ingest_submit
 
 MEDIA_TYPES = {
     "application/json": "json",

@@ -1,0 +1,243 @@
+"""Writing imported trials in batches: cases upserted by content, then trials, grades and
+labels as plain inserts, each batch checked against the cases seen so far."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+from datetime import datetime
+from decimal import Decimal
+
+from django.utils import timezone
+
+from evals.cases import CaseSpec, cases_upsert
+from evals.models import Case, Grade, Run, Trial
+from interop.importers.context import BATCH_SIZE, ImportContext, rows_insert, run_finish
+from interop.importers.reader import record_error
+from labeling.models import Label
+
+# A batch is also written once its outputs reach this many characters (memory bound).
+BATCH_CHARS = 32 * 1024 * 1024
+
+
+class TrialsWriter:
+    """Writes the trials (with their grades and labels) of one new imported run, in batches
+    of ``batch_size`` trials (default ``BATCH_SIZE``) or ``BATCH_CHARS`` characters of
+    output, whichever comes first, inside the caller's transaction.
+
+    ``add`` checks each spec against the earlier ones (a (case_id, attempt) given twice, one
+    case key with two different inputs/expected: ``DomainError`` naming both rows);
+    ``finish`` writes the last batch and marks the run succeeded (``run_finish``).
+    Counts land in ``ctx.summary`` (cases, trials, grades, labels).
+    """
+
+    def __init__(self, *, ctx: ImportContext, run: Run, batch_size: int = BATCH_SIZE) -> None:
+        self.ctx, self.run, self.batch_size = ctx, run, batch_size
+        self._chars = 0
+        self.added = 0  # specs accepted by ``add``
+        self.trials = 0  # trials written
+        self._max_attempt = 1
+        self._seen_attempts: dict[tuple[str, int], str] = {}
+        self._seen_cases: dict[str, tuple[CaseSpec, str]] = {}
+        self._graders: dict[str, dict] = {}
+        self._batch: list[TrialSpec] = []
+        self._last_id = 0  # the largest trial id written so far
+
+    def add(self, spec: TrialSpec) -> None:
+        """Queue one trial; writes a batch when it is full."""
+        ident = (spec.case_key, spec.attempt)
+        first = self._seen_attempts.setdefault(ident, spec.where)
+        if first != spec.where:
+            raise record_error(
+                spec.where,
+                "attempt",
+                f"case {spec.case_key!r} attempt {spec.attempt} already given on {first}",
+                record=spec.index,
+            )
+        if spec.case is not None:
+            known = self._seen_cases.setdefault(spec.case_key, (spec.case, spec.where))
+            if known[1] != spec.where and not _same_content(known[0], spec.case):
+                raise record_error(
+                    spec.where,
+                    "input",
+                    f"case {spec.case_key!r} has different input/expected than on {known[1]}",
+                    record=spec.index,
+                )
+        self._max_attempt = max(self._max_attempt, spec.attempt)
+        self.added += 1
+        self._batch.append(spec)
+        self._chars += len(spec.output)
+        if len(self._batch) >= self.batch_size or self._chars >= BATCH_CHARS:
+            self._flush()
+
+    def finish(self) -> None:
+        """Write what is queued and mark the run succeeded with its counts and grader set."""
+        self._flush()
+        run_finish(
+            self.run,
+            trials=self.trials,
+            graders=list(self._graders.values()),
+            trials_per_case=self._max_attempt,
+        )
+
+    def _flush(self) -> None:
+        if self._batch:
+            self._last_id = _write_batch(
+                self.ctx, self.run, self._batch, self._graders, self._last_id
+            )
+            self.trials += len(self._batch)
+            self._batch, self._chars = [], 0
+
+
+def _same_content(a: CaseSpec, b: CaseSpec) -> bool:
+    """Same input and expected: equal strings (or nulls) compare directly, anything else
+    by content hash (canonical JSON, so 1 and 1.0 differ, as they do in the stored case)."""
+    plain = (str, type(None))
+    if (
+        type(a.input) is str
+        and type(b.input) is str
+        and type(a.expected) in plain
+        and type(b.expected) in plain
+    ):
+        return a.input == b.input and a.expected == b.expected
+    return a.content_hash == b.content_hash
+
+
+def _write_batch(
+    ctx: ImportContext, run: Run, batch: list[TrialSpec], graders: dict, after_id: int
+) -> int:
+    """Write one batch: cases (``cases_upsert``), then trials, grades and labels as plain
+    rows (``rows_insert``: COPY on PostgreSQL). Trial ids are read back by (case, attempt)
+    among the run's trials with an id above ``after_id`` (ids only grow, and nobody else
+    writes into this uncommitted run); returns the largest trial id written."""
+    cases: dict[str, Case] = {}
+    new_specs: dict[str, CaseSpec] = {}
+    for spec in batch:
+        if spec.case is not None:
+            new_specs.setdefault(spec.case_key, spec.case)
+    if new_specs:
+        cases.update(cases_upsert(suite=ctx.suite, specs=list(new_specs.values())))
+    lookup = {s.case_key for s in batch if s.case is None} - cases.keys()
+    if lookup:
+        found = {c.key: c for c in Case.objects.active().filter(suite=ctx.suite, key__in=lookup)}
+        for spec in batch:
+            if spec.case is None and spec.case_key not in found and spec.case_key not in cases:
+                raise record_error(
+                    spec.where,
+                    "case_id",
+                    f"case {spec.case_key!r} is not in suite "
+                    f"{ctx.suite.name!r} and the row has no input",
+                    record=spec.index,
+                )
+        cases.update(found)
+    ctx.cases_seen(cases.values())
+    now = timezone.now()
+    ok, run_id = Trial.Status.OK, run.id
+    case_ids = {key: case.id for key, case in cases.items()}
+    rows_insert(
+        Trial,
+        [
+            {
+                "uuid": uuid.uuid4(),
+                "run_id": run_id,
+                "case_id": case_ids[spec.case_key],
+                "attempt": spec.attempt,
+                "status": ok,
+                "output": spec.output,
+                "raw_response": {
+                    "format": "tabular",
+                    "row": spec.where,
+                    "model": spec.model or None,
+                    "extra": spec.raw,
+                },
+                "latency_ms": spec.latency_ms,
+                "input_tokens": spec.input_tokens,
+                "output_tokens": spec.output_tokens,
+                "cost_usd": spec.cost_usd,
+                "created_at": spec.created_at or now,
+                "finished_at": spec.created_at or run.started_at,
+            }
+            for spec in batch
+        ],
+    )
+    written = Trial.objects.filter(run=run, id__gt=after_id).values_list("id", "case_id", "attempt")
+    trial_ids = {(case_id, attempt): pk for pk, case_id, attempt in written}
+    grades, labels = [], []
+    for spec in batch:
+        trial_id = trial_ids[(case_ids[spec.case_key], spec.attempt)]
+        for g in spec.grades:
+            graders.setdefault(g.grader, {"key": g.grader, "kind": "imported", "gating": True})
+            grades.append(
+                {
+                    "trial_id": trial_id,
+                    "grader": g.grader,
+                    "grader_version": "imported",
+                    "judge_version_id": None,
+                    "status": g.status,
+                    "passed": g.passed,
+                    "score": g.score,
+                    "reason": g.reason,
+                    "details": g.details,
+                    "gating": True,
+                    "created_at": now,
+                }
+            )
+        for lab in spec.labels:
+            labels.append(
+                {
+                    "trial_id": trial_id,
+                    "reviewer_id": None,
+                    "reviewer_name": lab.reviewer,
+                    "verdict": lab.verdict,
+                    "critique": lab.critique,
+                    "source": Label.Source.IMPORT,
+                    "details": {"source": spec.where},
+                    "version": 1,
+                    "created_at": now,
+                    "updated_at": now,
+                }
+            )
+    rows_insert(Grade, grades)
+    rows_insert(Label, labels)
+    ctx.summary.trials += len(batch)
+    ctx.summary.grades += len(grades)
+    ctx.summary.labels += len(labels)
+    return max(trial_ids.values(), default=after_id)
+
+
+@dataclass
+class GradeSpec:
+    grader: str
+    passed: bool | None
+    score: float | None
+    status: str
+    reason: str
+    details: dict = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class LabelSpec:
+    """A human label recorded elsewhere: reviewer name, verdict ``pass``/``fail``, critique."""
+
+    reviewer: str
+    verdict: str
+    critique: str = ""
+
+
+@dataclass
+class TrialSpec:
+    where: str
+    case_key: str
+    case: CaseSpec | None
+    attempt: int
+    output: str
+    model: str
+    created_at: datetime | None
+    input_tokens: int | None
+    output_tokens: int | None
+    latency_ms: float | None
+    cost_usd: Decimal | None
+    grades: list[GradeSpec]
+    raw: dict
+    index: int | None = None
+    labels: list[LabelSpec] = field(default_factory=list)

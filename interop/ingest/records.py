@@ -1,0 +1,270 @@
+"""Bulk ingest: one request posts a whole run recorded elsewhere (``POST /api/ingest``).
+
+Shapes (``docs/ingest.md`` has the full reference):
+- JSON: ``{"suite", "suite_kind"?, "run", "model"?, "source_version"?, "threshold"?,
+  "run_key"?, "trials": [record, ...]}``;
+- NDJSON: line 1 the same header object without ``trials``, then one record per line,
+  read from the stream line by line.
+
+A trial record uses the field vocabulary and the rules of the CSV/JSONL import
+(``evals.importers.tabular``: ``case_id``, ``input``, ``expected``, ``tags``, ``output``,
+``attempt``, ``passed``, ``score``, ``scores``, ``judge_status``, ``reason``, ``grader``,
+``model``, ``input_tokens``, ``output_tokens``, ``latency_ms``, ``cost_usd``,
+``created_at``; parsed by its ``row_parse``) plus ``labels`` (``[{"reviewer", "verdict":
+"pass"|"fail", "critique"?}]``, stored as imported ``labeling.Label`` rows) and ``extra``
+(an object kept in ``Trial.raw_response["extra"]``). Any other key is refused.
+
+Rules:
+1. All or nothing: everything is written in one transaction; the first bad record raises
+   ``DomainError`` (record, field) and nothing stays behind, the idempotency row included.
+2. A bare ``NaN``/``Infinity`` token or a ``"NaN"`` string is accepted only as a score and
+   means "not scored" (an errored grade, never 0, never a fail); anywhere else it is refused.
+3. Idempotency: a key (``Idempotency-Key`` header or ``run_key``) is claimed by inserting
+   an ``IngestKey`` row first in the transaction (unique: a concurrent request with the
+   key waits, then replays); a repeat with the same body bytes (SHA-256) gets the stored
+   status and response and writes nothing; another body under the key is a ``DomainError``
+   (code "conflict").
+4. Limits: the body over ``max_bytes`` or one record over ``max_record_bytes`` raises
+   a ``DomainError`` (code "too_large", HTTP 413), checked while reading.
+5. One ingest into a suite at a time: the suite row is locked (PostgreSQL
+   ``SELECT ... FOR UPDATE``; SQLite writes are serialised anyway), so two runs posted
+   into one new suite at once cannot collide on its cases.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from core.errors import DomainError
+from core.strict_json import contains_non_finite
+from evals.models import Suite
+from interop.importers.reader import record_error
+from interop.importers.tabular import (
+    FIELDS,
+    OVERFLOW,
+    UNSTORABLE,
+    Row,
+    contains_overflow,
+    contains_unstorable,
+)
+from interop.importers.tabular import row_parse as _row_parse
+from interop.importers.trials_writer import LabelSpec, TrialSpec
+
+HEADER_FIELDS = ("suite", "suite_kind", "run", "model", "source_version", "threshold", "run_key")
+RECORD_FIELDS = (*FIELDS, "labels", "extra")
+LABEL_FIELDS = ("reviewer", "verdict", "critique")
+NAME_MAX = 200
+KEY_MAX = 255
+FORMATS = ("json", "ndjson")
+# Trials per write batch: fewer round trips than the file import's 1,000 (measured in
+# bench/bench_ingest.py); memory stays bounded by tabular's BATCH_CHARS of outputs.
+BATCH_SIZE = 5000
+
+
+@dataclass(frozen=True)
+class IngestHeader:
+    """The run-level part of an ingest: suite name (created when absent, with
+    ``suite_kind``; default regression), run name, optional model, source version, pass
+    threshold in [0, 1] for score-only records, and the client's run key."""
+
+    suite: str
+    run: str
+    suite_kind: str | None = None
+    model: str = ""
+    source_version: str = ""
+    threshold: float | None = None
+    run_key: str | None = None
+
+
+@dataclass(frozen=True)
+class IngestOutcome:
+    """What to answer: HTTP status, JSON body, and whether it is a stored replay."""
+
+    status: int
+    body: dict[str, Any]
+    replayed: bool = False
+
+
+def _header_string(
+    obj: dict, name: str, record: int | None, *, required: bool = False, max_len: int = NAME_MAX
+) -> str | None:
+    value = obj.get(name)
+    if value is None:
+        if required:
+            raise DomainError(detail=f"header: field {name}: missing", record=record, field=name)
+        return None
+    if not isinstance(value, str):
+        raise DomainError(
+            detail=f"header: field {name}: expected a string, got {value!r:.80}",
+            record=record,
+            field=name,
+        )
+    value = value.strip()
+    if contains_unstorable(value):
+        raise DomainError(detail=f"header: field {name}: {UNSTORABLE}", record=record, field=name)
+    if not value:
+        raise DomainError(
+            detail=f"header: field {name}: must not be empty", record=record, field=name
+        )
+    if len(value) > max_len:
+        raise DomainError(
+            detail=f"header: field {name}: longer than {max_len} characters ({len(value)})",
+            record=record,
+            field=name,
+        )
+    return value
+
+
+def header_parse(obj: dict, *, record: int | None = None) -> IngestHeader:
+    """Validate the header object (keys ``HEADER_FIELDS``; surrounding spaces of names are
+    trimmed as in the file import). ``record``: 1 for NDJSON (line 1), None for JSON.
+
+    Raises ``DomainError`` naming the field: unknown key, wrong type, empty or too-long name,
+    unknown suite kind, threshold not a number in [0, 1].
+    """
+    for name in obj:
+        if name not in HEADER_FIELDS:
+            raise DomainError(
+                detail=f"header: field {name}: unknown field "
+                f"(fields: {', '.join(HEADER_FIELDS)}, trials)",
+                record=record,
+                field=name,
+            )
+    if contains_non_finite(obj):
+        bad = next(k for k, v in obj.items() if contains_non_finite(v))
+        raise DomainError(
+            detail=f"header: field {bad}: NaN/Infinity is not valid JSON", record=record, field=bad
+        )
+    kind = obj.get("suite_kind")
+    if kind is not None and kind not in Suite.Kind.values:
+        raise DomainError(
+            detail=f"header: field suite_kind: expected one of "
+            f"{', '.join(Suite.Kind.values)}, got {kind!r:.80}",
+            record=record,
+            field="suite_kind",
+        )
+    threshold = obj.get("threshold")
+    if threshold is not None and (
+        isinstance(threshold, bool)
+        or not isinstance(threshold, int | float)
+        or not 0 <= threshold <= 1
+    ):
+        raise DomainError(
+            detail=f"header: field threshold: expected a number in [0, 1], got {threshold!r:.80}",
+            record=record,
+            field="threshold",
+        )
+    return IngestHeader(
+        suite=_header_string(obj, "suite", record, required=True),
+        run=_header_string(obj, "run", record, required=True),
+        suite_kind=kind,
+        model=_header_string(obj, "model", record) or "",
+        source_version=_header_string(obj, "source_version", record) or "",
+        threshold=None if threshold is None else float(threshold),
+        run_key=_header_string(obj, "run_key", record, max_len=KEY_MAX),
+    )
+
+
+def _labels(value: Any, *, where: str, record: int) -> list[LabelSpec]:
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise record_error(
+            where, "labels", "expected an array of {reviewer, verdict, critique}", record=record
+        )
+    labels: list[LabelSpec] = []
+    seen: dict[str, int] = {}
+    for i, item in enumerate(value):
+        path = f"labels[{i}]"
+        if not isinstance(item, dict):
+            raise record_error(
+                where, path, "expected an object {reviewer, verdict, critique}", record=record
+            )
+        for key in item:
+            if key not in LABEL_FIELDS:
+                raise record_error(
+                    where,
+                    f"{path}.{key}",
+                    f"unknown field (fields: {', '.join(LABEL_FIELDS)})",
+                    record=record,
+                )
+        reviewer = item.get("reviewer")
+        if not isinstance(reviewer, str) or not reviewer.strip() or len(reviewer) > NAME_MAX:
+            raise record_error(
+                where,
+                f"{path}.reviewer",
+                f"expected a non-empty name of at most {NAME_MAX} characters, got {reviewer!r:.80}",
+                record=record,
+            )
+        if reviewer in seen:
+            raise record_error(
+                where,
+                f"{path}.reviewer",
+                f"reviewer {reviewer!r} already labeled this trial in labels[{seen[reviewer]}]",
+                record=record,
+            )
+        seen[reviewer] = i
+        verdict = item.get("verdict")
+        if verdict not in ("pass", "fail") or not isinstance(verdict, str):
+            raise record_error(
+                where,
+                f"{path}.verdict",
+                f"expected 'pass' or 'fail', got {verdict!r:.80}",
+                record=record,
+            )
+        critique = item.get("critique")
+        if critique is not None and not isinstance(critique, str):
+            raise record_error(
+                where,
+                f"{path}.critique",
+                f"expected a string or null, got {critique!r:.80}",
+                record=record,
+            )
+        labels.append(LabelSpec(reviewer=reviewer, verdict=verdict, critique=critique or ""))
+    return labels
+
+
+def record_parse(
+    obj: dict, *, where: str, record: int, threshold: float | None, needs_scan: bool = True
+) -> TrialSpec:
+    """One trial record -> ``TrialSpec`` (tabular's ``row_parse`` plus labels and extra);
+    ``needs_scan`` False (see ``IngestSource``) skips the scans for non-finite numbers and
+    unstorable text.
+
+    Raises ``DomainError`` (``field``, ``record``, extra ``where``; ``record_error``) for an
+    unknown key or any field ``row_parse`` refuses.
+    """
+    values: dict[str, Any] = {}
+    for key, value in obj.items():
+        if key in FIELDS:
+            values[key] = value
+        elif key not in ("labels", "extra"):
+            raise record_error(
+                where, key, f"unknown field (fields: {', '.join(RECORD_FIELDS)})", record=record
+            )
+    extra = obj.get("extra")
+    if extra is None:
+        extra = {}
+    elif not isinstance(extra, dict):
+        raise record_error(where, "extra", "expected an object", record=record)
+    elif needs_scan and contains_non_finite(extra):
+        raise record_error(where, "extra", "NaN/Infinity is not valid JSON", record=record)
+    elif needs_scan and contains_unstorable(extra):
+        raise record_error(where, "extra", UNSTORABLE, record=record)
+    elif contains_overflow(extra):
+        raise record_error(where, "extra", OVERFLOW, record=record)
+    spec = _row_parse(
+        Row(
+            where=where, values=values, extra={}, is_csv=False, index=record, needs_scan=needs_scan
+        ),
+        threshold=threshold,
+    )
+    spec.raw = extra
+    if "labels" in obj:
+        if needs_scan and contains_non_finite(obj["labels"]):
+            raise record_error(where, "labels", "NaN/Infinity is not valid JSON", record=record)
+        if needs_scan and contains_unstorable(obj["labels"]):
+            raise record_error(where, "labels", UNSTORABLE, record=record)
+        spec.labels = _labels(obj["labels"], where=where, record=record)
+    return spec

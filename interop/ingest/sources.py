@@ -1,0 +1,232 @@
+"""Reading an ingest body: JSON or NDJSON, within the size limits, as records with their
+place in the body (a 413 ``DomainError`` over a limit, a 400 naming the place otherwise)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Iterator
+from typing import Any, BinaryIO
+
+from core.errors import DomainError
+from core.strict_json import json_loads_line
+from interop.importers.reader import BOM
+from interop.importers.reader import jsonl_records as _jsonl_records
+
+_CHUNK = 1024 * 1024
+
+
+class _Body:
+    """The raw request body, read once: counts bytes against ``max_bytes`` (413) and hashes
+    every byte read (SHA-256), so a replay can be recognised after the fact."""
+
+    def __init__(self, stream: BinaryIO, *, max_bytes: int) -> None:
+        self._stream, self.max_bytes = stream, max_bytes
+        self.size = 0
+        self._hash = hashlib.sha256()
+
+    def _count(self, data: bytes) -> bytes:
+        self.size += len(data)
+        if self.size > self.max_bytes:
+            raise DomainError(
+                code="too_large",
+                detail=f"request body: over the limit of {self.max_bytes:,} bytes "
+                f"(ASSAY INGEST_MAX_BYTES)",
+                limit=self.max_bytes,
+            )
+        self._hash.update(data)
+        return data
+
+    def read(self) -> bytes:
+        """The rest of the body (at most ``max_bytes`` + 1 bytes are ever read)."""
+        return self._count(self._stream.read(self.max_bytes - self.size + 1))
+
+    def readline(self, limit: int) -> bytes:
+        return self._count(self._stream.readline(limit))
+
+    def drain(self) -> None:
+        """Read (and hash) whatever is left."""
+        while self._count(self._stream.read(_CHUNK)):
+            pass
+
+    def sha256(self) -> str:
+        return self._hash.hexdigest()
+
+
+_SUSPECT = re.compile(r"NaN|Infinity|\\u(?:0000|[dD][89a-fA-F])")
+
+
+_SUSPECT_BYTES = re.compile(_SUSPECT.pattern.encode())
+
+
+def _suspect(text: str | bytes) -> bool:
+    """Whether a record's JSON text may hold a NaN/Infinity token or a ``\\u0000`` or
+    surrogate escape; records without any are not scanned for them (rows of 300-character
+    outputs parse ~10% faster). (A number overflowing to infinity, ``1e400``, is looked for
+    in ``input``, ``expected`` and ``extra`` always: that check is cheap.)"""
+    pattern = _SUSPECT_BYTES if isinstance(text, bytes) else _SUSPECT
+    return pattern.search(text) is not None
+
+
+class IngestSource:
+    """A parsed request body: ``header`` (a dict), ``records()`` yielding ``(record, where,
+    object, needs_scan)`` for each trial record (False when the record's text holds no
+    ``NaN``/``Infinity`` token, no ``\\u0000`` or surrogate escape, so no scan is needed),
+    ``finish()`` reading what is left, ``sha256()``."""
+
+    fmt = ""
+
+    def __init__(self, stream: BinaryIO, *, max_bytes: int, max_record_bytes: int) -> None:
+        self.body = _Body(stream, max_bytes=max_bytes)
+        self.max_record_bytes = max_record_bytes
+        self.header: dict[str, Any] = {}
+
+    def records(self) -> Iterator[tuple[int, str, dict, bool]]:
+        raise NotImplementedError
+
+    def finish(self) -> None:
+        self.body.drain()
+
+    def sha256(self) -> str:
+        return self.body.sha256()
+
+
+class JsonSource(IngestSource):
+    """``application/json``: the whole body is read and parsed (at most ``max_bytes``);
+    the header is the top-level object without ``trials``. A record's size is the length of
+    its compact JSON encoding (UTF-8)."""
+
+    fmt = "json"
+
+    def __init__(self, stream: BinaryIO, *, max_bytes: int, max_record_bytes: int) -> None:
+        super().__init__(stream, max_bytes=max_bytes, max_record_bytes=max_record_bytes)
+        data = self.body.read()
+        if data.startswith(BOM):
+            data = data[len(BOM) :]
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise DomainError(detail=f"request body: invalid UTF-8 at byte {exc.start}") from None
+        try:
+            obj = json_loads_line(text)
+        except ValueError as exc:
+            raise DomainError(detail=f"request body: invalid JSON: {exc}") from None
+        except RecursionError:
+            raise DomainError(detail="request body: JSON nested too deeply") from None
+        if not isinstance(obj, dict):
+            raise DomainError(
+                detail="request body: expected a JSON object {suite, run, trials, ...}"
+            )
+        if "trials" not in obj:
+            raise DomainError(
+                detail="field trials: missing (an array of trial records)", field="trials"
+            )
+        trials = obj.pop("trials")
+        if not isinstance(trials, list):
+            raise DomainError(
+                detail="field trials: expected an array of trial records", field="trials"
+            )
+        self.header, self._trials = obj, trials
+        self._needs_scan = _suspect(text)
+        # No record can be larger than the whole body: measure only when that is possible.
+        self._measure = len(data) > max_record_bytes
+
+    def records(self) -> Iterator[tuple[int, str, dict, bool]]:
+        for i, obj in enumerate(self._trials):
+            where = f"trials[{i}]"
+            if not isinstance(obj, dict):
+                raise DomainError(detail=f"{where}: expected a JSON object", record=i)
+            if self._measure:
+                size = len(
+                    json.dumps(obj, ensure_ascii=False, separators=(",", ":"), default=repr).encode(
+                        "utf-8"
+                    )
+                )
+                if size > self.max_record_bytes:
+                    raise DomainError(
+                        code="too_large",
+                        detail=f"{where}: the record is {size:,} bytes, over the limit of "
+                        f"{self.max_record_bytes:,} bytes (ASSAY INGEST_MAX_RECORD_BYTES)",
+                        limit=self.max_record_bytes,
+                        record=i,
+                    )
+            yield i, where, obj, self._needs_scan
+        self._trials = []  # the parsed records are no longer needed
+
+
+class NdjsonSource(IngestSource):
+    """``application/x-ndjson`` (or ``application/jsonl``): read line by line from the
+    stream; memory is bounded by the longest line (at most ``max_record_bytes``, line end
+    not counted). Line 1 (the first non-blank line) is the header; decoding, BOM and line
+    ending rules are those of every text import (``evals.importers.reader``)."""
+
+    fmt = "ndjson"
+
+    def __init__(self, stream: BinaryIO, *, max_bytes: int, max_record_bytes: int) -> None:
+        super().__init__(stream, max_bytes=max_bytes, max_record_bytes=max_record_bytes)
+        self._line = 0
+        self._raw = b""  # the last line read: the one whose object is being parsed
+        self._objects = _jsonl_records(self._lines())
+        first = self._next()
+        if first is None:
+            raise DomainError(
+                detail="request body: empty (line 1 must be the header object)", record=1
+            )
+        line, self.header = first
+        if "trials" in self.header:
+            raise DomainError(
+                detail=f"line {line}: field trials: not allowed in an NDJSON header "
+                f"(one trial record per line follows it)",
+                record=line,
+                field="trials",
+            )
+
+    def _lines(self) -> Iterator[bytes]:
+        limit = self.max_record_bytes
+        while True:
+            raw = self.body.readline(limit + 2)  # room for CRLF after a full-size record
+            if not raw:
+                return
+            self._line += 1
+            if len(raw.rstrip(b"\r\n")) > limit:
+                raise DomainError(
+                    code="too_large",
+                    detail=f"line {self._line}: the record is over the limit of {limit:,} bytes "
+                    f"(ASSAY INGEST_MAX_RECORD_BYTES)",
+                    limit=limit,
+                    record=self._line,
+                )
+            self._raw = raw
+            yield raw
+
+    def _next(self) -> tuple[int, dict] | None:
+        try:
+            return next(self._objects)
+        except StopIteration:
+            return None
+        except DomainError as exc:
+            if exc.code != "invalid":
+                raise  # a line over the limit (413) stays what it is
+            raise DomainError(detail=str(exc), field=exc.field, record=self._line) from None
+        except RecursionError:
+            raise DomainError(
+                detail=f"line {self._line}: JSON nested too deeply", record=self._line
+            ) from None
+
+    def records(self) -> Iterator[tuple[int, str, dict, bool]]:
+        while (item := self._next()) is not None:
+            line, obj = item
+            raw = self._raw
+            yield line, f"line {line}", obj, _suspect(raw)
+
+
+def source_open(
+    *, fmt: str, stream: BinaryIO, max_bytes: int, max_record_bytes: int
+) -> IngestSource:
+    """Start reading a body of ``fmt`` (``json`` or ``ndjson``); reads the header.
+
+    Raises ``DomainError`` (bad JSON, no header; code "too_large" over a limit).
+    """
+    cls = JsonSource if fmt == "json" else NdjsonSource
+    return cls(stream, max_bytes=max_bytes, max_record_bytes=max_record_bytes)
