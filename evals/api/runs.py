@@ -20,6 +20,7 @@ from rest_framework.views import APIView
 
 from core.api.fields import StrictCharField, StrictIntegerField, StrictUUIDField, query_uuid
 from core.api.permissions import IsRunner, IsViewer
+from core.errors import DomainError
 from evals.baselines import baseline_set
 from evals.models import Baseline, Case, Grade, Run, Suite, Trial
 from evals.report.selectors import run_report
@@ -419,7 +420,12 @@ class BaselineViewSet(ViewerViewSet):
 class RunStartInput(serializers.Serializer):
     suite = StrictUUIDField(help_text=H["suite"])
     name = StrictCharField(max_length=200, help_text="Run name, unique in its suite.")
-    target = serializers.JSONField(help_text="Target configuration ({kind, ...}).")
+    target = serializers.JSONField(
+        help_text="Target configuration ({kind, ...}). An openai target's prompt_template "
+        "fills $input, $expected, $context, $key, $tags and $attempt (also ${input}; $$ is a "
+        "literal $; braces are plain text) and must use one of $input, $expected, $context, "
+        "$key; {input} is refused."
+    )
     graders = serializers.JSONField(help_text="Grader set: list of {key, kind, config}.")
     trials_per_case = StrictIntegerField(
         min_value=1, max_value=50, help_text="N, attempts per case (1..50)."
@@ -451,6 +457,8 @@ class RunStartApi(APIView):
                 source_version=v["source_version"],
                 started_by=request.user,
             )
+        except DomainError:
+            raise  # a 400 naming its field (core.api.errors)
         except ValueError as exc:
             raise serializers.ValidationError({"detail": str(exc)}) from exc
         return Response(RunSerializer(run).data, status=201)

@@ -14,9 +14,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from core.errors import DomainError
 
-class TargetConfigError(ValueError):
-    """A target configuration is invalid; the message names the field."""
+
+class TargetConfigError(DomainError, ValueError):
+    """A target configuration is invalid. ``str()`` starts with the field
+    (``target.prompt_template: ...``): older raises put it in the message, newer ones pass
+    ``field=`` so every surface can show the error on its field (``core.errors``)."""
 
 
 @dataclass(frozen=True)

@@ -38,10 +38,16 @@ import certifi
 import httpx
 from django.conf import settings
 
+from core.placeholders import placeholder_list, placeholders_check
 from evals.runner.targets.base import CaseInput, TargetConfigError, TargetResult
 
 MAX_CONNECTIONS_PER_CLIENT = 16
-TEMPLATE_FIELDS = frozenset({"input", "expected", "key", "context", "tags", "attempt"})
+# The placeholders of a target's prompt template (``$name``, see ``core.placeholders``).
+TEMPLATE_FIELDS = ("input", "expected", "key", "context", "tags", "attempt")
+# The ones that differ from case to case: a template needs one of them, or every case is
+# sent the same prompt. $tags (shared by many cases) and $attempt (the same for every case
+# of an attempt) do not count.
+CASE_FIELDS = ("input", "expected", "context", "key")
 RESERVED_SETTINGS = frozenset({"model", "messages", "stream", "n"})
 MAX_ERROR_BODY_CHARS = 4000
 
@@ -99,17 +105,7 @@ class OpenAIConfig:
         if not base_url.startswith(("http://", "https://")):
             raise TargetConfigError("target.base_url: must start with http:// or https://")
         template = _required_str(config, "prompt_template")
-        parsed = string.Template(template)
-        if not parsed.is_valid():
-            raise TargetConfigError(
-                "target.prompt_template: invalid placeholder (use $input, ${input}; $$ for a $)"
-            )
-        bad = sorted(set(parsed.get_identifiers()) - TEMPLATE_FIELDS)
-        if bad:
-            raise TargetConfigError(
-                f"target.prompt_template: unknown placeholder ${bad[0]} "
-                f"(known: {', '.join('$' + n for n in sorted(TEMPLATE_FIELDS))})"
-            )
+        prompt_template_check(template)
         system_prompt = config.get("system_prompt")
         if system_prompt is not None and not isinstance(system_prompt, str):
             raise TargetConfigError("target.system_prompt: expected a string")
@@ -141,6 +137,23 @@ class OpenAIConfig:
         return parsed_config
 
 
+def prompt_template_check(template: str) -> list[str]:
+    """The placeholders a target's prompt template uses; raises ``TargetConfigError`` with
+    field ``target.prompt_template`` for the brace syntax (``{input}``), a malformed ``$``,
+    an unknown ``$name``, or a template with no case placeholder (``CASE_FIELDS``)."""
+    field = "target.prompt_template"
+    names = placeholders_check(
+        template, field=field, offered=TEMPLATE_FIELDS, error=TargetConfigError
+    )
+    if not set(names) & set(CASE_FIELDS):
+        raise TargetConfigError(
+            "uses no case placeholder, so every case would be sent the same prompt: use "
+            f"$input (case placeholders: {placeholder_list(CASE_FIELDS)})",
+            field=field,
+        )
+    return names
+
+
 def _required_str(config: dict, name: str) -> str:
     value = config.get(name)
     if not isinstance(value, str) or not value.strip():
@@ -161,7 +174,8 @@ def _number(config: dict, name: str, default: Any, kind: type, *, minimum: float
 
 def prompt_render(template: str, case: CaseInput) -> str:
     """The user message for ``case``: ``string.Template`` substitution of ``$input``,
-    ``$expected``, ``$key``, ``$context``, ``$tags``, ``$attempt``.
+    ``$expected``, ``$key``, ``$context``, ``$tags``, ``$attempt`` (``$$`` is a literal
+    ``$``; braces are plain text). ``template`` was checked by ``prompt_template_check``.
 
     Case text is inserted as data in one pass and never re-read as a template, so ``{foo}``
     or ``$input`` inside a case comes out literally. JSON values (an object input, a

@@ -18,7 +18,7 @@ Format (``tomllib``)::
     kind = "openai"
     base_url = "https://api.example.com/v1"
     model = "m"
-    prompt_template = "{input}"
+    prompt_template = "Answer: $input"
 
     [grader_sets.smoke]             # a named grader set preset
     graders = [{ key = "exact", kind = "exact_match" }]
