@@ -1,17 +1,20 @@
-"""TODO docstring (judges.versions)."""
+"""Judge versions: created by content (``judge_version_create``), validated once, here."""
 
 from __future__ import annotations
 
 from django.db import IntegrityError, transaction
 
+from core.errors import DomainError
 from evals.runner.targets.openai import api_key_env_problem
 from judges import kinds
 from judges.models import Judge, JudgeVersion, judge_version_hash
 from judges.prompts import PromptTemplateError
 
 
-class JudgeConfigError(ValueError):
-    """A judge version definition is invalid; the message names the field."""
+class JudgeConfigError(DomainError, ValueError):
+    """A judge version definition is invalid. ``str()`` starts with the field
+    (``prompt_template: ...``): older raises put it in the message, newer ones pass
+    ``field=`` (``core.errors``)."""
 
 
 def judge_version_create(
@@ -29,8 +32,10 @@ def judge_version_create(
 
     An empty ``prompt_template`` / ``output_schema`` takes the kind's default (so the stored
     version records the exact prompt template it renders). Raises ``JudgeConfigError``
-    naming the field (unknown kind, a judge of that name with another kind, a placeholder
-    the kind does not offer, non-object params).
+    naming the field (unknown kind, a judge of that name with another kind, non-object
+    params, and for ``prompt_template`` everything ``kinds.template_check`` refuses: a name
+    in braces such as ``{input}``, a malformed ``$``, a placeholder the kind does not offer,
+    a missing trial placeholder such as ``$output``).
     """
     if kind not in Judge.Kind.values or kind == Judge.Kind.RECORDED:
         raise JudgeConfigError(f"kind: unknown or not callable kind {kind!r}")
@@ -56,7 +61,7 @@ def judge_version_create(
     try:
         kinds.template_check(kind, template)
     except PromptTemplateError as exc:
-        raise JudgeConfigError(str(exc)) from exc
+        raise JudgeConfigError(exc.message, field=exc.field) from exc
     if not output_schema and kind not in (kinds.FAITHFULNESS_CLAIMS, kinds.CONTEXT_RELEVANCE):
         output_schema = kinds.default_schema(kind, threshold=threshold)
     base_url = base_url.rstrip("/")

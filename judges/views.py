@@ -17,7 +17,7 @@ from django.http import HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from core.http import HtmxHttpRequest, role_required
+from core.http import HtmxHttpRequest, form_error, role_required
 from core.roles import ENGINEER, LEAD
 from judges import probes, runs, selectors, versions
 from judges.forms import JudgeRunForm, JudgeVersionForm
@@ -74,7 +74,7 @@ def judge_version_new(request: HtmxHttpRequest) -> HttpResponse:
                     threshold=data["threshold"],
                 )
             except versions.JudgeConfigError as exc:
-                form.add_error(None, str(exc))
+                form_error(form, exc)  # on the prompt_template field when it names it
             else:
                 if created:
                     messages.success(
