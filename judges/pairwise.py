@@ -1,4 +1,4 @@
-"""TODO docstring (judges.pairwise)."""
+"""Pairwise judging: a pair of trials shown in both orders, stored as ``PairwiseVerdict``s."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from evals.models import Run, Trial, TrialPair
 from judges import kinds
-from judges.grading import JudgeCall, Sleep, _build, calls_run, verdict_read
+from judges.grading import JudgeCall, Sleep, _build, calls_run, template_refusal, verdict_read
 from judges.models import Judge, JudgeVersion, PairwiseVerdict
 from judges.versions import JudgeConfigError
 
@@ -47,6 +47,23 @@ def pair_judge(
     a_text, b_text = pair.trial_a.output or "", pair.trial_b.output or ""
     orders = {"original": (a_text, b_text), "swapped": (b_text, a_text)}
     todo = [p for p in ("original", "swapped") if p not in existing]
+    refusal = template_refusal(judge_version)
+    if refusal:
+        # A refused template is never sent: each presentation is an errored verdict saying why.
+        PairwiseVerdict.objects.bulk_create(
+            [
+                PairwiseVerdict(
+                    pair=pair,
+                    judge_version=judge_version,
+                    position=position,
+                    status=PairwiseVerdict.Status.ERROR,
+                    reason=refusal,
+                )
+                for position in todo
+            ],
+            ignore_conflicts=True,
+        )
+        todo = []
     calls = [
         JudgeCall(
             built=_build(

@@ -15,7 +15,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from judges import kinds
-from judges.grading import JudgeCall, Sleep, calls_run, verdict_read
+from judges.grading import JudgeCall, Sleep, calls_run, template_refusal, verdict_read
 from judges.models import JudgeVersion, ProbeRun
 from judges.tasks import probe_run_execute as task
 from judges.versions import JudgeConfigError
@@ -96,13 +96,17 @@ def probe_run(
     *, judge_version: JudgeVersion, probes: tuple[Probe, ...] = PROBES, sleep: Sleep | None = None
 ) -> ProbeReport:
     """Run the probes meant for the version's kind against a rubric or faithfulness judge
-    version. Raises
-    ``JudgeConfigError`` for other kinds. Makes one judge call per probe; stores nothing."""
+    version. Raises ``JudgeConfigError`` for other kinds and for a stored template that is
+    refused (``template_refusal``: nothing is sent). Makes one judge call per probe; stores
+    nothing."""
     kind = judge_version.judge.kind
     if kind not in (kinds.RUBRIC, kinds.FAITHFULNESS):
         raise JudgeConfigError(
             f"judge_version: probes need a rubric or faithfulness judge, not {kind}"
         )
+    refusal = template_refusal(judge_version)
+    if refusal:
+        raise JudgeConfigError(refusal, field="judge_version")
     probes = tuple(p for p in probes if kind in p.kinds)
     calls = [
         JudgeCall(
@@ -153,9 +157,8 @@ def probes_supported(*, judge_version: JudgeVersion) -> bool:
 
 def probe_run_start(*, judge_version: JudgeVersion, by=None) -> ProbeRun:
     """Queue a probe run of ``judge_version``; the task runs after commit. Raises
-    ``JudgeConfigError`` naming the reason when the version cannot be probed."""
-    # hoisted
-
+    ``JudgeConfigError`` naming the reason when the version cannot be probed (no endpoint,
+    another kind, a refused template)."""
     if not judge_version.base_url:
         raise JudgeConfigError(f"{judge_version}: recorded verdicts have no endpoint to probe")
     if judge_version.judge.kind not in PROBE_KINDS:
@@ -163,6 +166,9 @@ def probe_run_start(*, judge_version: JudgeVersion, by=None) -> ProbeRun:
             f"{judge_version}: probes need a rubric or faithfulness judge, "
             f"not {judge_version.judge.kind}"
         )
+    refusal = template_refusal(judge_version)
+    if refusal:
+        raise JudgeConfigError(f"{judge_version}: {refusal}")
     with transaction.atomic():
         probe = ProbeRun.objects.create(judge_version=judge_version, started_by=by)
         transaction.on_commit(lambda: task.delay(probe.id))

@@ -21,11 +21,13 @@ from typing import Any
 from django.conf import settings
 from django.db import transaction
 
-from evals.grading.graders import GraderSpec, parse_grader_specs
+from evals.grading.graders import GraderConfigError, GraderSpec, parse_grader_specs
 from evals.models import Case, Run, Suite, Trial
 from evals.runner.targets import target_from_config
 from evals.tasks import run_chunk_execute
+from judges import kinds
 from judges.models import JudgeVersion
+from judges.prompts import PromptTemplateError
 
 logger = logging.getLogger(__name__)
 
@@ -110,6 +112,7 @@ def run_start(
         # A run with no grader would "succeed" without a single verdict: never green on
         # nothing (DESIGN.md, principle 2).
         raise RunConfigError("graders: a run needs at least one grader")
+    _judge_templates_check(specs)
     graders = _judge_gating_snapshot(graders, specs)
     case_ids = list(Case.objects.active().filter(suite=suite).values_list("id", flat=True))
     if not case_ids:
@@ -145,6 +148,25 @@ def run_start(
         for chunk in _chunks(trial_ids, _chunk_size()):
             transaction.on_commit(partial(_chunk_enqueue, run.id, chunk))
     return run
+
+
+def _judge_templates_check(specs: list[GraderSpec]) -> None:
+    """Refuse a judge spec whose version's stored template would be refused when grading
+    (``kinds.template_check``: e.g. ``{input}``, the brace syntax judges no longer use), so
+    the run does not start only to error every judge grade."""
+    for index, spec in enumerate(specs):
+        if not spec.is_judge:
+            continue
+        version = JudgeVersion.objects.select_related("judge").get(
+            uuid=spec.config["judge_version"]
+        )
+        try:
+            kinds.template_check(version.judge.kind, version.prompt_template)
+        except PromptTemplateError as exc:
+            raise GraderConfigError(
+                f"graders[{index}].config.judge_version: {version} cannot grade: its {exc}; "
+                "make a new version with the template fixed"
+            ) from exc
 
 
 def _judge_gating_snapshot(graders: list[dict], specs: list[GraderSpec]) -> list[dict]:
