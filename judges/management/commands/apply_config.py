@@ -8,7 +8,7 @@ Format (``tomllib``)::
     kind = "rubric"                 # rubric | pairwise | faithfulness | ...
     model = "gpt-4o-mini"
     base_url = "https://api.openai.com/v1"
-    prompt_template = "..."         # optional: the kind's default
+    prompt_template = "Judge $output against $criteria"  # optional: the kind's default
     threshold = 0.7                 # optional
     [judges.params]                 # optional: temperature, max_tokens, criteria, ...
     temperature = 0
@@ -21,14 +21,16 @@ Format (``tomllib``)::
     prompt_template = "Answer: $input"
 
     [grader_sets.smoke]             # a named grader set preset
-    graders = [{ key = "exact", kind = "exact_match" }]
+    graders = [{ key = "exact", kind = "exact" }]
 
-Applying the same file twice changes nothing ("unchanged"); a changed judge makes a new
-version and says so ("new version N"); a changed target or grader set updates its preset
-and says so ("updated"; runs keep their own snapshot). Errors name ``judges[<index>].<field>``,
-``targets.<name>.<field>`` or ``grader_sets.<name>.graders[<i>].<field>``; nothing is
-applied when any entry is invalid. ``run_suite --target-preset NAME --grader-set NAME``
-uses the presets.
+Prompt templates, of judges and targets, use ``$name`` placeholders (``$output``,
+``$input``, ...; ``$$`` is a literal ``$``); ``{input}`` is refused, naming the entry's
+``prompt_template``. Applying the same file twice changes nothing ("unchanged"); a changed
+judge makes a new version and says so ("new version N"); a changed target or grader set
+updates its preset and says so ("updated"; runs keep their own snapshot). Errors name
+``judges[<index>].<field>``, ``targets.<name>.<field>`` or
+``grader_sets.<name>.graders[<i>].<field>``; nothing is applied when any entry is invalid.
+``run_suite --target-preset NAME --grader-set NAME`` uses the presets.
 """
 
 from __future__ import annotations
