@@ -54,13 +54,8 @@ def uuid_or_404(raw: object, noun: str = "object") -> uuid.UUID:
 
 
 def form_error(form: forms.Form, error: DomainError) -> None:
-    """Show ``error`` on ``form``: on its field when the form has one by that name (the
-    first part of a dotted or indexed path: ``graders[2].kind`` -> ``graders``), else as a
-    non-field error."""
+    """Show ``error`` (its whole text, which names the field) on ``form``: on its field when
+    the form has one by that name (the first part of a dotted or indexed path:
+    ``graders[2].kind`` -> ``graders``), else as a non-field error."""
     name = error.field.split(".")[0].split("[")[0]
-    if name in form.fields:
-        form.add_error(
-            name, f"{error.field}: {error.message}" if name != error.field else error.message
-        )
-    else:
-        form.add_error(None, str(error))
+    form.add_error(name if name in form.fields else None, str(error))

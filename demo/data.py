@@ -83,10 +83,13 @@ DEMO_GRADERS = [
     },
 ]
 
+# The assistant's prompt template (``$input``: the claim), recorded in the demo runs' target
+# snapshot; the braces are JSON, plain text in a ``$name`` template.
 PROMPT = (
-    "You are the expense-policy assistant. Policy {policy}: receipts are always required; "
-    "approval is needed only above EUR 500.00. Answer with JSON "
-    '{{"decision": "approved"|"needs_approval"|"rejected", "policy_id": "{policy}"}}.'
+    f"You are the expense-policy assistant. Policy {POLICY_ID}: receipts are always "
+    "required; approval is needed only above EUR 500.00. Answer with JSON "
+    f'{{"decision": "approved"|"needs_approval"|"rejected", "policy_id": "{POLICY_ID}"}}.'
+    "\n\nClaim: $input"
 )
 
 

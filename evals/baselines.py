@@ -4,6 +4,7 @@ A run can be a baseline once it finished, not cancelled, with at least one grade
 
 from __future__ import annotations
 
+from core.errors import DomainError
 from evals.models import Baseline, Grade, Run, Suite
 
 
@@ -11,17 +12,17 @@ def baseline_set(*, suite: Suite, run: Run, by=None, note: str = "") -> Baseline
     """Make ``run`` the current baseline of ``suite``: a new ``Baseline`` row, so the history
     of who set which baseline and when is kept (the latest row is current).
 
-    Raises ``ValueError`` naming the field: ``run`` must belong to ``suite`` and pass
+    Raises ``DomainError`` naming the field: ``run`` must belong to ``suite`` and pass
     ``baseline_refusal`` (finished, not cancelled, at least one graded trial); ``note`` at
     most 500 characters.
     """
     if run.suite_id != suite.id:
-        raise ValueError(f"run: {run.name!r} belongs to another suite, not {suite.name!r}")
+        raise DomainError(f"{run.name!r} belongs to another suite, not {suite.name!r}", field="run")
     refusal = baseline_refusal(run=run)
     if refusal:
-        raise ValueError(refusal)
+        raise DomainError(detail=refusal, field="run")
     if len(note) > 500:
-        raise ValueError("note: at most 500 characters")
+        raise DomainError("at most 500 characters", field="note")
     user = by if by is not None and getattr(by, "is_authenticated", False) else None
     return Baseline.objects.create(suite=suite, run=run, set_by=user, note=note)
 

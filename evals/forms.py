@@ -12,6 +12,7 @@ from core.errors import DomainError
 from evals.grading.graders import parse_grader_specs
 from evals.models import GraderSetPreset, Run, Suite, TargetPreset
 from evals.runner.start import MAX_TRIALS_PER_CASE
+from evals.runner.targets.openai import prompt_template_check
 
 TARGET_KINDS = [
     ("simulated", "Simulated (seeded, no network)"),
@@ -73,7 +74,9 @@ class RunStartForm(forms.Form):
     prompt_template = forms.CharField(
         required=False,
         widget=forms.Textarea(attrs={"rows": 4}),
-        help_text="Placeholders: {input}, {context}.",
+        help_text="Placeholders: $input (the case input), $expected, $context, $key, $tags, "
+        "$attempt, also written ${input}; use at least one of $input, $expected, $context, "
+        "$key. $$ is a literal $; braces are plain text, so JSON needs no escaping.",
     )
     settings_json = forms.CharField(
         required=False,
@@ -149,6 +152,11 @@ class RunStartForm(forms.Form):
         for name in required:
             if data.get(name) in (None, ""):
                 self.add_error(name, f"Required for the {kind} target.")
+        if kind == "openai" and data.get("prompt_template"):
+            try:
+                prompt_template_check(data["prompt_template"])
+            except DomainError as exc:
+                self.add_error("prompt_template", exc.message)
         suite, name = data.get("suite"), data.get("name")
         if suite and name and Run.objects.filter(suite=suite, name=name).exists():
             self.add_error("name", f"This suite already has a run named {name!r}.")

@@ -14,6 +14,7 @@ from django.core.paginator import Page, Paginator
 from django.db import models
 from django.db.models.functions import Length, Substr
 
+from core.errors import DomainError
 from core.ids import uuid_parse
 from evals.grading.verdict import trial_verdict_annotations
 from evals.models import Case, Grade, Run, Trial
@@ -70,17 +71,19 @@ def run_list(
     Returns a ``Page`` whose runs have suite and started_by joined and a ``stats`` attribute
     (``RunListStats``). Queries: count, page, then one aggregate per distinct gating grader
     set among the page's runs (usually one) — never one per run or per trial.
-    Raises ``ValueError`` when ``status`` is not a run status or ``suite_uuid`` not a UUID.
+    Raises ``DomainError`` when ``status`` is not a run status or ``suite_uuid`` not a UUID.
     """
     runs = Run.objects.select_related("suite", "started_by").order_by("-created_at", "-id")
     if suite_uuid:
         parsed = uuid_parse(str(suite_uuid))
         if parsed is None:
-            raise ValueError(f"suite: {suite_uuid!r} is not a suite id")
+            raise DomainError(f"{suite_uuid!r} is not a suite id", field="suite")
         runs = runs.filter(suite__uuid=parsed)
     if status:
         if status not in Run.Status.values:
-            raise ValueError(f"status: {status!r} is not one of {', '.join(Run.Status.values)}")
+            raise DomainError(
+                f"{status!r} is not one of {', '.join(Run.Status.values)}", field="status"
+            )
         runs = runs.filter(status=status)
     page_obj = Paginator(runs, per_page).get_page(page)
     page_obj.object_list = list(page_obj.object_list)

@@ -113,7 +113,8 @@ VERSION_HELP = {
     "content_hash": "SHA-256 hex over model, prompt, parameters and schema; any change is a "
     "new version.",
     "created_at": "When the version was created (ISO 8601 with offset).",
-    "prompt_template": "The prompt template (text).",
+    "prompt_template": "The prompt template: $name placeholders ($output, $input, ...), $$ a "
+    "literal $.",
     "output_schema": "JSON schema of the judge's reply (object).",
 }
 

@@ -43,7 +43,11 @@ class JudgeVersionForm(forms.Form):
     prompt_template = forms.CharField(
         widget=forms.Textarea(attrs={"rows": 8}),
         required=False,
-        help_text="Empty: the kind's default template (stored with the version).",
+        help_text="Empty: the kind's default template (stored with the version). "
+        "Placeholders are $name or ${name}: $output, $input, $reference, $criteria "
+        "(rubric); $response_a, $response_b (pairwise); $documents, $document_ids "
+        "(faithfulness, context relevance). $$ is a literal $; braces are plain text, and "
+        "{output} is refused.",
     )
     params_json = forms.CharField(
         label="Parameters (JSON)",

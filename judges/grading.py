@@ -7,6 +7,9 @@ Invariants:
 - Every judge call ends as a grade: a verdict, or an errored grade (``passed = None``,
   ``reason`` one of ``judges.parsing.ERROR_REASONS``) that keeps the raw reply or the
   provider's message. Never a pass, never a counted fail, never a silent skip.
+- A version whose stored template is refused (``template_refusal``: e.g. ``{input}``, the
+  brace syntax judges no longer use) is not called: each trial gets an errored grade whose
+  reason starts ``bad_template:`` and says which syntax to write.
 - Grades go through the unique (trial, grader) key; a trial already graded by the grader is
   not called again, so a redelivered task changes nothing.
 - A judge grade is gating only when its version is trusted; until then it is provisional.
@@ -21,6 +24,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
+from core.errors import DomainError
 from evals.models import Case, Grade, Run, Trial
 from evals.runner.finalize import run_finalize
 from evals.runner.pricing import Price, cost_breakdown, price_lookup
@@ -29,7 +33,6 @@ from judges.client import JudgeClient, JudgeReply
 from judges.models import Judge, JudgeVersion
 from judges.parsing import ParseError, reply_parse
 from judges.prompts import imitates_markers
-from judges.versions import JudgeConfigError
 
 Sleep = Callable[[float], Awaitable[None]]
 
@@ -58,6 +61,17 @@ class Verdict:
     reason: str
     details: dict = field(default_factory=dict)
     preferred: str | None = None
+
+
+def template_refusal(version: JudgeVersion) -> str | None:
+    """Why ``version``'s stored template cannot be sent (``kinds.template_check``: a name in
+    braces such as ``{input}``, a malformed ``$``, a missing ``$output``...), or None.
+    Versions are immutable, so the way out is a new version with the template fixed."""
+    try:
+        kinds.template_check(version.judge.kind, version.prompt_template)
+    except DomainError as exc:
+        return f"bad_template: {exc}; make a new version with the template fixed"
+    return None
 
 
 def _material(trial: Trial) -> kinds.Material:
@@ -232,8 +246,9 @@ def judge_grade_trials(
     A grade is gating only when ``gating`` and the version is trusted (else provisional).
     """
     if judge_version.judge.kind in (Judge.Kind.PAIRWISE, Judge.Kind.RECORDED):
-        raise JudgeConfigError(
-            f"judge_version: a {judge_version.judge.kind} judge does not grade single trials"
+        raise DomainError(
+            f"a {judge_version.judge.kind} judge does not grade single trials",
+            field="judge_version",
         )
     grader = grader or judge_version.grader_key
     trials = [t for t in trials if t.status == Trial.Status.OK]
@@ -264,6 +279,29 @@ def judge_grade_trials(
                 )
             )
     pending = [t for t in todo if t.id not in decided]
+    refusal = template_refusal(judge_version)
+    if refusal:
+        rows.extend(
+            Grade(
+                trial=trial,
+                grader=grader,
+                grader_version=str(judge_version.number),
+                judge_version=judge_version,
+                status=Grade.Status.ERROR,
+                passed=None,
+                score=None,
+                reason=refusal,
+                details={
+                    "judge_version": str(judge_version.uuid),
+                    "kind": judge_version.judge.kind,
+                    "error": "bad_template",
+                    "decided_by": "judge",
+                },
+                gating=gating,
+            )
+            for trial in pending
+        )
+        pending = []
     calls, untrusted = [], []
     for trial in pending:
         material = _material(trial)

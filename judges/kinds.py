@@ -25,14 +25,9 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from judges.prompts import (
-    JudgePrompt,
-    PromptTemplateError,
-    fence,
-    nonce_new,
-    prompt_render,
-    template_fields,
-)
+from core.errors import DomainError
+from core.placeholders import placeholder_list, placeholders_check
+from judges.prompts import FIELDS, JudgePrompt, fence, nonce_new, prompt_render
 
 RUBRIC, PAIRWISE, FAITHFULNESS = "rubric", "pairwise", "faithfulness"
 FAITHFULNESS_CLAIMS, CONTEXT_RELEVANCE, RECORDED = (
@@ -42,48 +37,65 @@ FAITHFULNESS_CLAIMS, CONTEXT_RELEVANCE, RECORDED = (
 )
 DOCUMENT_KINDS = (FAITHFULNESS, FAITHFULNESS_CLAIMS, CONTEXT_RELEVANCE)
 
-_JSON_REPLY = 'Reply with one JSON object only: first "reasoning", then {decision}.'
 
+def _json_reply(decision: str) -> str:
+    return f'Reply with one JSON object only: first "reasoning", then {decision}.'
+
+
+# ``$name`` templates (``core.placeholders``); the braces in them are JSON, plain text.
 DEFAULT_TEMPLATES: dict[str, str] = {
     RUBRIC: (
-        "Judge the output against the criteria.\n\nCriteria:\n{criteria}\n\n"
-        "Case input:\n{input}\n\nReference answer:\n{reference}\n\n"
-        "Output to judge:\n{output}\n\n"
-        + _JSON_REPLY.format(decision='"verdict": "PASS" or "FAIL"')
+        "Judge the output against the criteria.\n\nCriteria:\n$criteria\n\n"
+        "Case input:\n$input\n\nReference answer:\n$reference\n\n"
+        "Output to judge:\n$output\n\n" + _json_reply('"verdict": "PASS" or "FAIL"')
     ),
     PAIRWISE: (
-        "Which response serves the case input better?\n\nCase input:\n{input}\n\n"
-        "Response A:\n{response_a}\n\nResponse B:\n{response_b}\n\n"
-        + _JSON_REPLY.format(decision='"verdict": "A" or "B"')
+        "Which response serves the case input better?\n\nCase input:\n$input\n\n"
+        "Response A:\n$response_a\n\nResponse B:\n$response_b\n\n"
+        + _json_reply('"verdict": "A" or "B"')
     ),
     FAITHFULNESS: (
         "Is every statement of the answer supported by the documents?\n\n"
-        "Documents (ids you may cite: {document_ids}):\n{documents}\n\n"
-        "Answer:\n{output}\n\n"
-        + _JSON_REPLY.format(decision='"verdict": "PASS" (all supported) or "FAIL"')
+        "Documents (ids you may cite: $document_ids):\n$documents\n\n"
+        "Answer:\n$output\n\n" + _json_reply('"verdict": "PASS" (all supported) or "FAIL"')
     ),
     FAITHFULNESS_CLAIMS: (
         "Split the answer into its factual claims and mark each supported or not by the "
         "documents, citing the id of the supporting document (null when unsupported).\n\n"
-        "Documents (ids you may cite: {document_ids}):\n{documents}\n\n"
-        "Answer:\n{output}\n\n"
-        + _JSON_REPLY.format(decision='"claims": [{{"claim", "supported", "doc_id"}}]')
+        "Documents (ids you may cite: $document_ids):\n$documents\n\n"
+        "Answer:\n$output\n\n" + _json_reply('"claims": [{"claim", "supported", "doc_id"}]')
     ),
     CONTEXT_RELEVANCE: (
         "For each document, say whether it is relevant to the question.\n\n"
-        "Question:\n{input}\n\nDocuments (ids: {document_ids}):\n{documents}\n\n"
-        + _JSON_REPLY.format(decision='"documents": [{{"doc_id", "relevant"}}], one per id')
+        "Question:\n$input\n\nDocuments (ids: $document_ids):\n$documents\n\n"
+        + _json_reply('"documents": [{"doc_id", "relevant"}], one per id')
     ),
 }
 
-# Placeholders a kind offers; a template using another one is refused at version creation.
-KIND_FIELDS: dict[str, frozenset[str]] = {
-    RUBRIC: frozenset({"criteria", "input", "reference", "output"}),
-    PAIRWISE: frozenset({"criteria", "input", "response_a", "response_b"}),
+# Placeholders a kind offers, in ``prompts.FIELDS`` order; a template using another one is
+# refused at version creation.
+KIND_FIELDS: dict[str, tuple[str, ...]] = {
+    RUBRIC: ("criteria", "input", "reference", "output"),
+    PAIRWISE: ("criteria", "input", "response_a", "response_b"),
     # No "input": the question never reaches a faithfulness call.
-    FAITHFULNESS: frozenset({"criteria", "documents", "document_ids", "output"}),
-    FAITHFULNESS_CLAIMS: frozenset({"criteria", "documents", "document_ids", "output"}),
-    CONTEXT_RELEVANCE: frozenset({"criteria", "input", "documents", "document_ids"}),
+    FAITHFULNESS: ("criteria", "output", "documents", "document_ids"),
+    FAITHFULNESS_CLAIMS: ("criteria", "output", "documents", "document_ids"),
+    CONTEXT_RELEVANCE: ("criteria", "input", "documents", "document_ids"),
+}
+
+# The placeholders that carry the trial a kind judges, each required: without one the judge
+# is not shown what its verdict is about (and, without any, every trial gets the same
+# prompt). The others (criteria, input for rubric and pairwise, reference, document_ids)
+# are optional.
+TRIAL_FIELDS: dict[str, tuple[tuple[str, ...], str]] = {
+    RUBRIC: (("output",), "the output it grades"),
+    PAIRWISE: (("response_a", "response_b"), "both responses it compares"),
+    FAITHFULNESS: (("output", "documents"), "the output and the documents it checks it against"),
+    FAITHFULNESS_CLAIMS: (
+        ("output", "documents"),
+        "the output and the documents it checks it against",
+    ),
+    CONTEXT_RELEVANCE: (("input", "documents"), "the question and the documents it judges"),
 }
 
 
@@ -127,19 +139,32 @@ def default_schema(
     raise ValueError(f"kind: no schema for {kind!r}")
 
 
-def template_check(kind: str, template: str) -> None:
-    """Raise ``PromptTemplateError`` when ``template`` uses a placeholder ``kind`` does not
-    offer (for faithfulness kinds this refuses ``{input}``: the question never leaks in)."""
-
-    allowed = KIND_FIELDS.get(kind)
-    if allowed is None:
-        return
-    for name in template_fields(template):
-        if name not in allowed:
-            raise PromptTemplateError(
-                f"prompt_template: {{{name}}} is not offered by kind {kind} "
-                f"(offered: {sorted(allowed)})"
-            )
+def template_check(kind: str, template: str) -> list[str]:
+    """The placeholders ``template`` uses as a ``kind`` template; raises
+    ``DomainError`` (field ``prompt_template``) for a name written in braces
+    (``{input}``), a malformed ``$``, a placeholder ``kind`` does not offer (for faithfulness
+    kinds this refuses ``$input``: the question never leaks in), or a missing
+    ``TRIAL_FIELDS`` placeholder. Kinds that render no template (recorded) pass."""
+    if kind not in KIND_FIELDS:
+        return []
+    offered = KIND_FIELDS[kind]
+    names = placeholders_check(
+        template,
+        field="prompt_template",
+        offered=offered,
+        recognised=FIELDS,
+        context=f"by a {kind} judge",
+        error=DomainError,
+    )
+    required, shown = TRIAL_FIELDS[kind]
+    missing = [name for name in required if name not in names]
+    if missing:
+        raise DomainError(
+            f"does not use {placeholder_list(missing)}: a {kind} judge must be shown {shown} "
+            f"(placeholders: {placeholder_list(offered)})",
+            field="prompt_template",
+        )
+    return names
 
 
 @dataclass(frozen=True)

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from core.errors import DomainError
 from evals.models import Run, Trial, TrialPair
 from judges import kinds
-from judges.grading import JudgeCall, Sleep, _build, calls_run, verdict_read
+from judges.grading import JudgeCall, Sleep, _build, calls_run, template_refusal, verdict_read
 from judges.models import Judge, JudgeVersion, PairwiseVerdict
-from judges.versions import JudgeConfigError
 
 
 @dataclass(frozen=True)
@@ -43,12 +43,29 @@ def pair_judge(
     version, position)).
     """
     if judge_version.judge.kind != Judge.Kind.PAIRWISE:
-        raise JudgeConfigError("judge_version: not a pairwise judge")
+        raise DomainError("not a pairwise judge", field="judge_version")
     existing = {v.position: v for v in pair.verdicts.filter(judge_version=judge_version)}
     case = pair.case
     a_text, b_text = pair.trial_a.output or "", pair.trial_b.output or ""
     orders = {"original": (a_text, b_text), "swapped": (b_text, a_text)}
     todo = [p for p in ("original", "swapped") if p not in existing]
+    refusal = template_refusal(judge_version)
+    if refusal:
+        # A refused template is never sent: each presentation is an errored verdict saying why.
+        PairwiseVerdict.objects.bulk_create(
+            [
+                PairwiseVerdict(
+                    pair=pair,
+                    judge_version=judge_version,
+                    position=position,
+                    status=PairwiseVerdict.Status.ERROR,
+                    reason=refusal,
+                )
+                for position in todo
+            ],
+            ignore_conflicts=True,
+        )
+        todo = []
     calls = [
         JudgeCall(
             built=_build(

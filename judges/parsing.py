@@ -49,6 +49,7 @@ ERROR_REASONS = (
     "rejected_parameter",
     "nonce_leak",
     "unknown_id",
+    "bad_template",  # the version's stored template is refused (judges.grading.template_refusal)
 )
 
 

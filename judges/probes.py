@@ -14,11 +14,11 @@ from dataclasses import dataclass, field
 from django.db import transaction
 from django.utils import timezone
 
+from core.errors import DomainError
 from judges import kinds
-from judges.grading import JudgeCall, Sleep, calls_run, verdict_read
+from judges.grading import JudgeCall, Sleep, calls_run, template_refusal, verdict_read
 from judges.models import JudgeVersion, ProbeRun
 from judges.tasks import probe_run_execute as task
-from judges.versions import JudgeConfigError
 
 
 @dataclass(frozen=True)
@@ -96,13 +96,17 @@ def probe_run(
     *, judge_version: JudgeVersion, probes: tuple[Probe, ...] = PROBES, sleep: Sleep | None = None
 ) -> ProbeReport:
     """Run the probes meant for the version's kind against a rubric or faithfulness judge
-    version. Raises
-    ``JudgeConfigError`` for other kinds. Makes one judge call per probe; stores nothing."""
+    version. Raises ``DomainError`` for other kinds and for a stored template that is
+    refused (``template_refusal``: nothing is sent). Makes one judge call per probe; stores
+    nothing."""
     kind = judge_version.judge.kind
     if kind not in (kinds.RUBRIC, kinds.FAITHFULNESS):
-        raise JudgeConfigError(
-            f"judge_version: probes need a rubric or faithfulness judge, not {kind}"
+        raise DomainError(
+            f"probes need a rubric or faithfulness judge, not {kind}", field="judge_version"
         )
+    refusal = template_refusal(judge_version)
+    if refusal:
+        raise DomainError(refusal, field="judge_version")
     probes = tuple(p for p in probes if kind in p.kinds)
     calls = [
         JudgeCall(
@@ -153,47 +157,65 @@ def probes_supported(*, judge_version: JudgeVersion) -> bool:
 
 def probe_run_start(*, judge_version: JudgeVersion, by=None) -> ProbeRun:
     """Queue a probe run of ``judge_version``; the task runs after commit. Raises
-    ``JudgeConfigError`` naming the reason when the version cannot be probed."""
-
+    ``DomainError`` naming the reason when the version cannot be probed (no endpoint,
+    another kind, a refused template)."""
     if not judge_version.base_url:
-        raise JudgeConfigError(f"{judge_version}: recorded verdicts have no endpoint to probe")
+        raise DomainError("recorded verdicts have no endpoint to probe", field=f"{judge_version}")
     if judge_version.judge.kind not in PROBE_KINDS:
-        raise JudgeConfigError(
-            f"{judge_version}: probes need a rubric or faithfulness judge, "
-            f"not {judge_version.judge.kind}"
+        raise DomainError(
+            f"probes need a rubric or faithfulness judge, not {judge_version.judge.kind}",
+            field=f"{judge_version}",
         )
+    refusal = template_refusal(judge_version)
+    if refusal:
+        raise DomainError(f"{refusal}", field=f"{judge_version}")
     with transaction.atomic():
         probe = ProbeRun.objects.create(judge_version=judge_version, started_by=by)
         transaction.on_commit(lambda: task.delay(probe.id))
     return probe
 
 
-def probe_run_execute(*, probe_run_id: int, sleep: Sleep | None = None) -> ProbeRun:
+def probe_run_execute(*, probe_run_id: int, sleep: Sleep | None = None) -> None:
     """Run the probes of a queued ``ProbeRun`` (one judge call per probe) and store the
-    report. A finished probe run is left as it is (safe under redelivery)."""
+    report.
+
+    Idempotent; safe under redelivery: the row is claimed by compare-and-set (queued ->
+    running), so a redelivered task, or a second worker, finds it running or finished,
+    changes nothing and makes no judge call; the report is written only onto the row still
+    running. There is no lease: a probe run whose worker died mid-way stays ``running``
+    (a redelivery cannot tell a dead worker from a slow one, so it leaves it alone); start
+    another probe run of the version, which is always allowed.
+    """
+    claimed = ProbeRun.objects.filter(id=probe_run_id, status=ProbeRun.Status.QUEUED).update(
+        status=ProbeRun.Status.RUNNING
+    )
+    if not claimed:
+        return  # another worker has it, or it is done: a redelivery changes nothing
     probe = ProbeRun.objects.select_related("judge_version__judge").get(id=probe_run_id)
-    if probe.status in (ProbeRun.Status.SUCCEEDED, ProbeRun.Status.FAILED):
-        return probe
-    probe.status = ProbeRun.Status.RUNNING
-    probe.save(update_fields=["status"])
     try:
         report = probe_run(judge_version=probe.judge_version, probes=PROBES, sleep=sleep)
+    except DomainError as exc:  # the version cannot be probed: say why, as the start does
+        outcome = {"status": ProbeRun.Status.FAILED, "error": str(exc)}
     except Exception as exc:  # noqa: BLE001 - recorded loudly on the row, never swallowed
-        probe.status, probe.error = ProbeRun.Status.FAILED, f"{type(exc).__name__}: {exc}"
+        outcome = {"status": ProbeRun.Status.FAILED, "error": f"{type(exc).__name__}: {exc}"}
     else:
-        probe.status = ProbeRun.Status.SUCCEEDED
-        probe.probes_total = len(report.results)
-        probe.judged, probe.fooled, probe.errored = report.judged, report.fooled, report.errored
-        probe.results = [
-            {
-                "name": r.name,
-                "passed": r.passed,
-                "correct": r.correct,
-                "reason": r.reason,
-                "reasoning": r.reasoning,
-            }
-            for r in report.results
-        ]
-    probe.finished_at = timezone.now()
-    probe.save()
-    return probe
+        outcome = {
+            "status": ProbeRun.Status.SUCCEEDED,
+            "probes_total": len(report.results),
+            "judged": report.judged,
+            "fooled": report.fooled,
+            "errored": report.errored,
+            "results": [
+                {
+                    "name": r.name,
+                    "passed": r.passed,
+                    "correct": r.correct,
+                    "reason": r.reason,
+                    "reasoning": r.reasoning,
+                }
+                for r in report.results
+            ],
+        }
+    ProbeRun.objects.filter(id=probe_run_id, status=ProbeRun.Status.RUNNING).update(
+        **outcome, finished_at=timezone.now()
+    )

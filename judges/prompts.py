@@ -1,11 +1,14 @@
 """Judge prompts: untrusted text stays data.
 
 Rules (fault B1):
-1. A judge version's template is rendered in one pass over ``string.Formatter().parse``:
-   each ``{name}`` placeholder is replaced by either a trusted value (criteria, the list of
-   ids the judge may cite) or a *fenced* block of untrusted text (case input, reference,
-   output, documents). Inserted text is never read again as template source, so
-   ``{criterion}`` or ``{nonexistent_key}`` inside an output stays literal.
+1. A judge version's template is ``$name`` text (``core.placeholders``: ``$input`` or
+   ``${input}``, ``$$`` a literal dollar, braces plain text) rendered in one pass by
+   ``string.Template``: each placeholder is replaced by either a trusted value (criteria,
+   the list of ids the judge may cite) or a *fenced* block of untrusted text (case input,
+   reference, output, documents). Inserted text is never read again as template source, so
+   ``$criteria``, ``{input}`` or ``$nonexistent_key`` inside an output stays literal. A
+   template in the brace syntax (``{input}``) is refused before anything is sent, never
+   sent with the braces in it.
 2. Fences carry a per-call random nonce (128 bits, hex)::
 
        <<<DATA-<hex>>>>
@@ -27,7 +30,23 @@ import string
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from core.errors import DomainError
+from core.placeholders import placeholders_check
+
 NONCE_BYTES = 16
+
+# Every placeholder a judge template may use, in the order messages list them; each kind
+# offers some of them (``judges.kinds.KIND_FIELDS``).
+FIELDS = (
+    "criteria",
+    "input",
+    "reference",
+    "output",
+    "response_a",
+    "response_b",
+    "documents",
+    "document_ids",
+)
 
 # Text that imitates the fence markers Assay (or other harnesses) put around data.
 MARKER_IMITATION = re.compile(
@@ -45,10 +64,6 @@ SYSTEM_TEMPLATE = (
 )
 
 
-class PromptTemplateError(ValueError):
-    """A judge template is invalid; the message names the placeholder."""
-
-
 @dataclass(frozen=True)
 class JudgePrompt:
     """A rendered prompt: ``system`` and ``user`` message texts and the ``nonce`` used."""
@@ -64,25 +79,6 @@ class JudgePrompt:
     def text(self) -> str:
         """Both messages as stored with the grade."""
         return f"[system]\n{self.system}\n[user]\n{self.user}"
-
-
-def template_fields(template: str) -> list[str]:
-    """Placeholder names of ``template`` in order; raises ``PromptTemplateError`` for a
-    malformed template or a placeholder with a format spec, conversion or attribute."""
-    names = []
-    try:
-        parsed = list(string.Formatter().parse(template))
-    except ValueError as exc:
-        raise PromptTemplateError(f"prompt_template: {exc}") from exc
-    for _literal, name, spec, conversion in parsed:
-        if name is None:
-            continue
-        if not name.isidentifier() or spec or conversion:
-            raise PromptTemplateError(
-                f"prompt_template: placeholder {{{name}}} must be a bare name"
-            )
-        names.append(name)
-    return names
 
 
 def nonce_new(*, avoid: list[str]) -> str:
@@ -111,26 +107,26 @@ def prompt_render(
     data: Mapping[str, str],
     nonce: str | None = None,
 ) -> JudgePrompt:
-    """Render ``template`` (``{name}`` placeholders) with ``trusted`` values inserted as they
+    """Render ``template`` (``$name`` placeholders) with ``trusted`` values inserted as they
     are and ``data`` values fenced; one pass, nothing inserted is re-read.
 
-    Raises ``PromptTemplateError`` naming a placeholder that is in neither mapping.
+    Raises ``DomainError`` for a placeholder in neither mapping, a malformed ``$``,
+    or a name written in braces (``{input}``: the syntax judges no longer use), so an old
+    template is refused rather than sent with the braces in it.
     """
     nonce = nonce or nonce_new(avoid=list(data.values()))
     if any(nonce in text for text in data.values()):
         raise ValueError("the nonce occurs in the data")  # only reachable with a given nonce
-    parts: list[str] = []
-    for literal, name, _spec, _conv in string.Formatter().parse(template):
-        parts.append(literal)
-        if name is None:
-            continue
-        if name in data:
-            parts.append(fence(data[name], nonce))
-        elif name in trusted:
-            parts.append(trusted[name])
-        else:
-            known = sorted(set(trusted) | set(data))
-            raise PromptTemplateError(
-                f"prompt_template: unknown placeholder {{{name}}} (known: {known})"
-            )
-    return JudgePrompt(system=SYSTEM_TEMPLATE.format(nonce=nonce), user="".join(parts), nonce=nonce)
+    given = {*trusted, *data}
+    offered = [name for name in FIELDS if name in given] + sorted(given - set(FIELDS))
+    placeholders_check(
+        template,
+        field="prompt_template",
+        offered=offered,
+        recognised=FIELDS,
+        context="to this call",
+        error=DomainError,
+    )
+    values = {**trusted, **{name: fence(text, nonce) for name, text in data.items()}}
+    user = string.Template(template).substitute(values)
+    return JudgePrompt(system=SYSTEM_TEMPLATE.format(nonce=nonce), user=user, nonce=nonce)

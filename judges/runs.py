@@ -10,11 +10,11 @@ from django.db import transaction
 from django.utils import timezone
 
 from core.chunks import chunked
+from core.errors import DomainError
 from evals.models import Grade, Run, Trial
 from judges import tasks
 from judges.grading import Sleep, judge_grade_trials
 from judges.models import Judge, JudgeRun, JudgeVersion
-from judges.versions import JudgeConfigError
 
 JUDGE_RUN_CHUNK = 50
 
@@ -29,16 +29,17 @@ def judge_run_start(
 ) -> JudgeRun:
     """Grade ``run``'s ok trials (all, or a random ``sample`` of them, reproducible with
     ``seed``) with ``judge_version`` in Celery tasks enqueued after commit, in chunks of
-    ``JUDGE_RUN_CHUNK`` trials. Raises ``JudgeConfigError`` naming the field for a bad
+    ``JUDGE_RUN_CHUNK`` trials. Raises ``DomainError`` naming the field for a bad
     sample size, or for a pairwise or recorded judge version (they do not grade single
     trials: refused here, before a task could fail on it)."""
 
     if judge_version.judge.kind in (Judge.Kind.PAIRWISE, Judge.Kind.RECORDED):
-        raise JudgeConfigError(
-            f"judge_version: a {judge_version.judge.kind} judge does not grade single trials"
+        raise DomainError(
+            f"a {judge_version.judge.kind} judge does not grade single trials",
+            field="judge_version",
         )
     if sample is not None and sample < 1:
-        raise JudgeConfigError(f"sample: expected a positive number, got {sample}")
+        raise DomainError(f"expected a positive number, got {sample}", field="sample")
     ids = list(
         run.trials.filter(status=Trial.Status.OK).order_by("id").values_list("id", flat=True)
     )

@@ -29,7 +29,8 @@ def run_chunk_judge(run_id: int, trial_ids: list[int]) -> None:
 
 @shared_task(acks_late=True, reject_on_worker_lost=True)
 def probe_run_execute(probe_run_id: int) -> None:
-    """Run the injection probe set of one queued probe run; a finished one is left as is."""
+    """Run the injection probe set of one queued probe run; claimed by compare-and-set, so a
+    redelivery (or a second worker) finds it running or finished and does nothing."""
     from judges.probes import probe_run_execute as execute  # noqa: PLC0415 - see module doc
 
     execute(probe_run_id=probe_run_id)

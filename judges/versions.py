@@ -6,14 +6,10 @@ from __future__ import annotations
 
 from django.db import IntegrityError, transaction
 
+from core.errors import DomainError
 from evals.runner.targets.openai import api_key_env_problem
 from judges import kinds
 from judges.models import Judge, JudgeVersion, judge_version_hash
-from judges.prompts import PromptTemplateError
-
-
-class JudgeConfigError(ValueError):
-    """A judge version definition is invalid; the message names the field."""
 
 
 def judge_version_create(
@@ -30,33 +26,35 @@ def judge_version_create(
     """The judge version with this content, created when new: ``(version, created)``.
 
     An empty ``prompt_template`` / ``output_schema`` takes the kind's default (so the stored
-    version records the exact prompt template it renders). Raises ``JudgeConfigError``
-    naming the field (unknown kind, a judge of that name with another kind, a placeholder
-    the kind does not offer, non-object params).
+    version records the exact prompt template it renders). Raises ``DomainError``
+    naming the field (unknown kind, a judge of that name with another kind, non-object
+    params, and for ``prompt_template`` everything ``kinds.template_check`` refuses: a name
+    in braces such as ``{input}``, a malformed ``$``, a placeholder the kind does not offer,
+    a missing trial placeholder such as ``$output``).
     """
     if kind not in Judge.Kind.values or kind == Judge.Kind.RECORDED:
-        raise JudgeConfigError(f"kind: unknown or not callable kind {kind!r}")
+        raise DomainError(f"unknown or not callable kind {kind!r}", field="kind")
     if not judge_name.strip():
-        raise JudgeConfigError("judge_name: required")
+        raise DomainError("required", field="judge_name")
     if not model.strip():
-        raise JudgeConfigError("model: required")
+        raise DomainError("required", field="model")
     if not base_url.startswith(("http://", "https://")):
-        raise JudgeConfigError("base_url: must start with http:// or https://")
+        raise DomainError("must start with http:// or https://", field="base_url")
     if not isinstance(params, dict):
-        raise JudgeConfigError("params: expected an object")
+        raise DomainError("expected an object", field="params")
     if "api_key_env" in params:
         problem = api_key_env_problem(params["api_key_env"])
         if problem:
-            raise JudgeConfigError(f"params.api_key_env: {problem}")
+            raise DomainError(f"{problem}", field="params.api_key_env")
     if params.get("reply_format", "json") not in ("json", "line"):
-        raise JudgeConfigError("params.reply_format: expected 'json' or 'line'")
+        raise DomainError("expected 'json' or 'line'", field="params.reply_format")
     if not isinstance(output_schema, dict):
-        raise JudgeConfigError("output_schema: expected an object")
+        raise DomainError("expected an object", field="output_schema")
     template = prompt_template or kinds.DEFAULT_TEMPLATES[kind]
     try:
         kinds.template_check(kind, template)
-    except PromptTemplateError as exc:
-        raise JudgeConfigError(str(exc)) from exc
+    except DomainError as exc:
+        raise DomainError(exc.message, field=exc.field) from exc
     if not output_schema and kind not in (kinds.FAITHFULNESS_CLAIMS, kinds.CONTEXT_RELEVANCE):
         output_schema = kinds.default_schema(kind, threshold=threshold)
     base_url = base_url.rstrip("/")
@@ -73,8 +71,8 @@ def judge_version_create(
         with transaction.atomic():
             judge, _created = Judge.objects.get_or_create(name=judge_name, defaults={"kind": kind})
             if judge.kind != kind:
-                raise JudgeConfigError(
-                    f"kind: judge {judge_name!r} is a {judge.kind} judge, not {kind}"
+                raise DomainError(
+                    f"judge {judge_name!r} is a {judge.kind} judge, not {kind}", field="kind"
                 )
             judge = Judge.objects.select_for_update().get(pk=judge.pk)
             existing = judge.versions.filter(content_hash=digest).first()
@@ -96,4 +94,4 @@ def judge_version_create(
                 return version, True
             except IntegrityError:
                 continue
-    raise JudgeConfigError("judge_name: could not create a version (concurrent writers)")
+    raise DomainError("could not create a version (concurrent writers)", field="judge_name")

@@ -15,7 +15,8 @@ from django.http import HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from core.http import HtmxHttpRequest, role_required
+from core.errors import DomainError
+from core.http import HtmxHttpRequest, form_error, role_required
 from core.ids import uuid_parse
 from core.roles import ENGINEER, LEAD
 from judges import probes, runs, selectors, versions
@@ -72,8 +73,8 @@ def judge_version_new(request: HtmxHttpRequest) -> HttpResponse:
                     output_schema=data["output_schema_json"],
                     threshold=data["threshold"],
                 )
-            except versions.JudgeConfigError as exc:
-                form.add_error(None, str(exc))
+            except DomainError as exc:
+                form_error(form, exc)  # on the prompt_template field when it names it
             else:
                 if created:
                     messages.success(
@@ -144,7 +145,7 @@ def judge_run_start(request: HtmxHttpRequest, version_id) -> HttpResponse:
             sample=form.cleaned_data["sample"],
             by=request.user,
         )
-    except versions.JudgeConfigError as exc:
+    except DomainError as exc:
         messages.error(request, str(exc))
     else:
         messages.success(
@@ -162,7 +163,7 @@ def probe_run_start(request: HtmxHttpRequest, version_id) -> HttpResponse:
     version = _version_or_404(version_id)
     try:
         probes.probe_run_start(judge_version=version, by=request.user)
-    except versions.JudgeConfigError as exc:
+    except DomainError as exc:
         messages.error(request, str(exc))
     else:
         messages.success(request, f"Injection probes queued against {version}.")

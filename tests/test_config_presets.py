@@ -73,7 +73,7 @@ def test_a_changed_target_updates_its_preset_and_says_so(tmp_path):
     [
         (
             '[targets.prod]\nkind = "openai"\nbase_url = "ftp://x"\nmodel = "m"\n'
-            'prompt_template = "{input}"\n',
+            'prompt_template = "$input"\n',
             r"^targets\.prod\.base_url: must start with http",
         ),
         ('[targets.prod]\nkind = "telepathy"\n', r"^targets\.prod\.kind: unknown kind 'telepathy'"),

@@ -381,5 +381,5 @@ def test_import_run_and_run_files_refuse_json_nested_thousands_deep(tmp_path, db
     path.write_text('{"format": "assay-run", "run": ' + "[" * 5000 + "]" * 5000 + "}")
     with pytest.raises(CommandError, match="nested too deeply"):
         call_command("import_run", str(path))
-    with pytest.raises(ValueError, match="nested too deeply"):
+    with pytest.raises(DomainError, match="nested too deeply"):
         run_data_from_file(path)

@@ -1,5 +1,5 @@
 """The injection probe set against a scripted judge that obeys injections and one that
-does not."""
+does not; the probe task claims its row by compare-and-set."""
 
 from __future__ import annotations
 
@@ -8,7 +8,9 @@ import json
 import pytest
 
 from judges import client as judge_client
-from judges.probes import PROBES, probe_run
+from judges.models import JudgeVersion, ProbeRun
+from judges.probes import PROBES, probe_run, probe_run_start
+from judges.tasks import probe_run_execute
 from tests.fakellm import FakeLLM
 from tests.judge_builders import fenced, make_version, verdict_json
 
@@ -67,3 +69,55 @@ def test_a_faithfulness_judge_also_gets_the_poisoned_document_probe():
         report = probe_run(judge_version=make_version(llm, kind="faithfulness"))
     assert "poisoned-document" in [r.name for r in report.results]
     assert report.fooled == report.judged == len(PROBES)
+
+
+# -- the task: claimed by compare-and-set ------------------------------------------------------
+
+
+def _queued(llm, capture) -> ProbeRun:
+    with capture(execute=False) as callbacks:
+        probe = probe_run_start(judge_version=make_version(llm))
+    assert len(callbacks) == 1  # the task is enqueued after commit (run by hand below)
+    return probe
+
+
+def test_a_redelivered_probe_task_makes_one_set_of_calls_and_one_report(
+    django_capture_on_commit_callbacks,
+):
+    with FakeLLM(responder=_gullible) as llm:
+        probe = _queued(llm, django_capture_on_commit_callbacks)
+        probe_run_execute(probe.id)
+        first = ProbeRun.objects.get()
+        probe_run_execute(probe.id)  # the broker delivers the same message again
+        assert llm.requests == len(RUBRIC_PROBES)
+    again = ProbeRun.objects.get()
+    assert (again.status, again.fooled, again.judged) == ("succeeded", *[len(RUBRIC_PROBES)] * 2)
+    assert (again.results, again.finished_at) == (first.results, first.finished_at)
+
+
+def test_a_second_worker_finding_the_probe_run_running_does_nothing(
+    django_capture_on_commit_callbacks,
+):
+    with FakeLLM(responder=_gullible) as llm:
+        probe = _queued(llm, django_capture_on_commit_callbacks)
+        ProbeRun.objects.filter(id=probe.id).update(status=ProbeRun.Status.RUNNING)
+        probe_run_execute(probe.id)
+        assert llm.requests == 0
+    row = ProbeRun.objects.get()
+    assert (row.status, row.results, row.finished_at) == ("running", [], None)
+
+
+def test_a_probe_run_of_a_version_it_cannot_probe_fails_saying_why(
+    django_capture_on_commit_callbacks,
+):
+    with FakeLLM(responder=_gullible) as llm:
+        probe = _queued(llm, django_capture_on_commit_callbacks)
+        # a version stored before the $name syntax (and not migrated)
+        JudgeVersion.objects.update(prompt_template="Judge {output}")
+        probe_run_execute(probe.id)
+        assert llm.requests == 0
+    row = ProbeRun.objects.get()
+    assert row.status == "failed" and row.finished_at is not None
+    assert row.error.startswith(
+        "judge_version: bad_template: prompt_template: uses {output}; write $output"
+    )

@@ -7,14 +7,15 @@ from fractions import Fraction
 
 import pytest
 
+from core.errors import DomainError
 from evals.models import Grade, Trial
 from evals.report.selectors import run_report
 from judges import client as judge_client
 from judges.grading import judge_grade_trial, judge_grade_trials
-from judges.models import JudgeRun
+from judges.models import JudgeRun, JudgeVersion
 from judges.runs import judge_run_cancel, judge_run_start
 from judges.tasks import judge_run_execute
-from judges.versions import JudgeConfigError, judge_version_create
+from judges.versions import judge_version_create
 from tests.fakellm import FakeLLM
 from tests.judge_builders import fenced, make_trials, make_version, trust, user_text, verdict_json
 
@@ -57,7 +58,7 @@ def test_it_returns_the_same_version_for_the_same_content():
     [
         {"model": "m2"},
         {"params": {"temperature": 1}},
-        {"prompt_template": "Judge {output}"},
+        {"prompt_template": "Judge $output"},
         {"threshold": 0.7},
         {"base_url": "http://127.0.0.1:10/v1"},
         {"output_schema": {"type": "object"}},
@@ -71,8 +72,34 @@ def test_it_makes_a_new_untrusted_version_for_any_change(change):
 
 
 def test_it_refuses_a_faithfulness_template_that_shows_the_question():
-    with pytest.raises(JudgeConfigError, match=r"\{input\}"):
-        _create(kind="faithfulness", prompt_template="Q {input} A {output}")
+    with pytest.raises(DomainError, match=r"^prompt_template: \$input is not offered"):
+        _create(kind="faithfulness", prompt_template="Q $input A $output D $documents")
+
+
+@pytest.mark.parametrize(
+    ("template", "message"),
+    [
+        (
+            "Input: {input}\nOutput: {output}",
+            "uses {input}; write $input (placeholders: $criteria, $input, $reference, $output)",
+        ),
+        (
+            "Is the answer correct?",
+            "does not use $output: a rubric judge must be shown the output it grades "
+            "(placeholders: $criteria, $input, $reference, $output)",
+        ),
+        (
+            "Judge $output for $caller",
+            "unknown placeholder $caller (placeholders: $criteria, $input, $reference, $output; "
+            "$$ for a literal $)",
+        ),
+    ],
+)
+def test_it_refuses_a_bad_template_naming_the_field_and_the_syntax(template, message):
+    with pytest.raises(DomainError) as info:
+        _create(prompt_template=template)
+    assert (info.value.field, info.value.message) == ("prompt_template", message)
+    assert not JudgeVersion.objects.exists()
 
 
 def _script(verdicts):
@@ -242,7 +269,7 @@ def test_a_judge_run_refuses_a_judge_that_does_not_grade_single_trials(
         version.judge.kind = kind  # recorded versions come from imports, not the builder
         with (
             django_capture_on_commit_callbacks(execute=True) as callbacks,
-            pytest.raises(JudgeConfigError, match=f"judge_version: a {kind} judge does not"),
+            pytest.raises(DomainError, match=f"judge_version: a {kind} judge does not"),
         ):
             judge_run_start(run=trials[0].run, judge_version=version)
     assert not callbacks and not JudgeRun.objects.exists()

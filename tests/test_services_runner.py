@@ -24,7 +24,6 @@ from evals.runner.execute import (
 )
 from evals.runner.finalize import run_cancel, run_finalize
 from evals.runner.start import run_start
-from evals.runner.targets import TargetConfigError
 from evals.tasks import run_chunk_execute
 from tests.fakellm import FakeLLM
 
@@ -124,11 +123,11 @@ def test_it_enqueues_the_chunk_tasks_only_after_commit(
 @pytest.mark.parametrize(
     ("target", "graders", "error", "field"),
     [
-        ({"kind": "nope"}, [], TargetConfigError, "target.kind"),
+        ({"kind": "nope"}, [], DomainError, "target.kind"),
         (
             {"kind": "openai", "model": "m", "prompt_template": "$input"},
             [],
-            TargetConfigError,
+            DomainError,
             "target.base_url",
         ),
         (None, [{"key": "g", "kind": "no-such-grader"}], DomainError, "graders[0].kind"),

@@ -8,7 +8,8 @@ import time
 
 import pytest
 
-from evals.runner.targets import CaseInput, TargetConfigError, target_from_config
+from core.errors import DomainError
+from evals.runner.targets import CaseInput, target_from_config
 
 PATH = "tests.test_targets_callable"
 IN_FLIGHT = {"now": 0, "max": 0}
@@ -120,6 +121,6 @@ def test_it_bounds_calls_in_flight_by_the_configured_concurrency():
     ],
 )
 def test_it_refuses_a_bad_config_naming_the_field(config, words):
-    with pytest.raises(TargetConfigError, match="target\\.") as info:
+    with pytest.raises(DomainError, match="target\\.") as info:
         target_from_config({"kind": "callable", **config})
     assert words in str(info.value)

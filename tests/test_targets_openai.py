@@ -9,9 +9,10 @@ from datetime import UTC, datetime
 
 import pytest
 
-from evals.runner.targets import CaseInput, TargetConfigError, target_from_config
+from core.errors import DomainError
+from evals.runner.targets import CaseInput, target_from_config
 from evals.runner.targets.openai import OpenAITarget, prompt_render, retry_after_seconds
-from judges.versions import JudgeConfigError, judge_version_create
+from judges.versions import judge_version_create
 from tests.fakellm import TEMPERATURE_MESSAGE, FakeLLM, body_text
 
 
@@ -272,7 +273,7 @@ def test_it_sends_no_authorization_header_when_the_key_variable_is_unset(monkeyp
 def test_it_inserts_case_text_as_data_never_as_template_source():
     case = CaseInput(
         key="k1",
-        input="Use {foo} and $expected and ${key} literally",
+        input="Use {foo}, {input}, $input, $expected and ${key} literally",
         expected={"a": 1},
         context=[{"id": "d1", "text": "doc one"}],
         tags=["x", "y"],
@@ -282,9 +283,73 @@ def test_it_inserts_case_text_as_data_never_as_template_source():
     text = prompt_render("Q: $input\nE: $expected\nC: $context\nT: $tags #$attempt $$5", case)
 
     assert text == (
-        'Q: Use {foo} and $expected and ${key} literally\nE: {"a":1}\n'
+        'Q: Use {foo}, {input}, $input, $expected and ${key} literally\nE: {"a":1}\n'
         "C: [d1] doc one\nT: x, y #3 $5"
     )
+
+
+def test_it_sends_the_case_input_in_a_template_full_of_json_braces(fake_llm):
+    template = 'Reply as {"answer": "...", "sources": [{"id": 1}]} to: ${input}.'
+    config = _config(fake_llm, prompt_template=template)
+    target = OpenAITarget.from_config(config)
+    try:
+        body = target.request_body(CaseInput(key="c1", input="What is 2+2?"))
+    finally:
+        asyncio.run(target.aclose())
+    assert body["messages"][-1]["content"] == (
+        'Reply as {"answer": "...", "sources": [{"id": 1}]} to: What is 2+2?.'
+    )
+
+
+PLACEHOLDERS = "$input, $expected, $key, $context, $tags, $attempt"
+
+
+@pytest.mark.parametrize(
+    ("template", "message"),
+    [
+        (
+            "Answer the claim: {input}",
+            f"uses {{input}}; write $input (placeholders: {PLACEHOLDERS})",
+        ),
+        (
+            "Claim: {{ input }}",
+            f"uses {{{{ input }}}}; write $input (placeholders: {PLACEHOLDERS})",
+        ),
+        (
+            "Answer the question.",
+            "uses no case placeholder, so every case would be sent the same prompt: use $input "
+            "(case placeholders: $input, $expected, $context, $key)",
+        ),
+        (
+            "Attempt $attempt of a case tagged $tags",
+            "uses no case placeholder, so every case would be sent the same prompt: use $input "
+            "(case placeholders: $input, $expected, $context, $key)",
+        ),
+        (
+            "$input costs $5",
+            "'$5' at line 1, column 14 is not a placeholder: write $name or ${name} for a "
+            f"placeholder and $$ for a literal $ (placeholders: {PLACEHOLDERS})",
+        ),
+        (
+            "$input from $user",
+            f"unknown placeholder $user (placeholders: {PLACEHOLDERS}; $$ for a literal $)",
+        ),
+    ],
+)
+def test_it_refuses_a_bad_prompt_template_naming_the_field_and_the_syntax(template, message):
+    config = {"kind": "openai", "base_url": "http://127.0.0.1:9/v1", "model": "m"}
+    with pytest.raises(DomainError) as info:
+        target_from_config({**config, "prompt_template": template})
+    assert (info.value.field, info.value.message) == ("target.prompt_template", message)
+    assert str(info.value) == f"target.prompt_template: {message}"
+
+
+@pytest.mark.parametrize(
+    "template", ["$input", "${input}!", "Expect $expected", "Docs: $context", "Case $key"]
+)
+def test_any_case_placeholder_is_enough(template):
+    config = {"kind": "openai", "base_url": "http://127.0.0.1:9/v1", "model": "m"}
+    asyncio.run(target_from_config({**config, "prompt_template": template}).aclose())
 
 
 @pytest.mark.parametrize(
@@ -313,7 +378,7 @@ def test_it_refuses_a_bad_config_naming_the_field(change, field):
         "prompt_template": "$input",
         **change,
     }
-    with pytest.raises(TargetConfigError, match=field.replace(".", r"\.")):
+    with pytest.raises(DomainError, match=field.replace(".", r"\.")):
         target_from_config(config)
 
 
@@ -329,7 +394,7 @@ def test_it_never_sends_a_variable_that_is_not_an_api_key(name):
         "prompt_template": "$input",
         "api_key_env": name,
     }
-    with pytest.raises(TargetConfigError, match=r"^target\.api_key_env: "):
+    with pytest.raises(DomainError, match=r"^target\.api_key_env: "):
         target_from_config(config)
     config["api_key_env"] = "ANTHROPIC_API_KEY"
     target_from_config(config)
@@ -338,7 +403,7 @@ def test_it_never_sends_a_variable_that_is_not_an_api_key(name):
 @pytest.mark.django_db
 def test_a_judge_version_refuses_a_variable_that_is_not_an_api_key():
 
-    with pytest.raises(JudgeConfigError, match=r"params\.api_key_env: 'SECRET_KEY' is not"):
+    with pytest.raises(DomainError, match=r"params\.api_key_env: 'SECRET_KEY' is not"):
         judge_version_create(
             judge_name="j",
             kind="rubric",

@@ -8,8 +8,9 @@ import struct
 
 import pytest
 
+from core.errors import DomainError
 from evals.grading.graders import parse_grader_specs, run_grader
-from evals.runner.targets import CaseInput, TargetConfigError, target_from_config
+from evals.runner.targets import CaseInput, target_from_config
 from evals.runner.targets.simulated import (
     SIMULATED_ERROR,
     SimulatedTarget,
@@ -158,7 +159,7 @@ def test_a_wrong_answer_never_contains_the_expected_text():
     ],
 )
 def test_it_refuses_a_bad_config_naming_the_field(config, field):
-    with pytest.raises(TargetConfigError, match=field.replace(".", r"\.")):
+    with pytest.raises(DomainError, match=field.replace(".", r"\.")):
         target_from_config({"kind": "simulated", **config})
 
 
@@ -182,5 +183,5 @@ def test_it_uses_the_listed_wrong_outputs_for_a_failing_case():
 
 def test_it_refuses_wrong_outputs_that_are_not_lists_of_strings():
 
-    with pytest.raises(TargetConfigError, match="target.wrong_outputs.c1"):
+    with pytest.raises(DomainError, match="target.wrong_outputs.c1"):
         SimulatedTarget.from_config({"kind": "simulated", "seed": 1, "wrong_outputs": {"c1": [1]}})

@@ -97,7 +97,7 @@ def test_saving_unchanged_content_makes_no_new_version(client, carol):
         ({"params_json": "{nope"}, "params: invalid JSON at line 1"),
         ({"params_json": "[1]"}, "params: expected a JSON object"),
         ({"base_url": "ftp://x"}, "base_url: must start with http:// or https://"),
-        ({"prompt_template": "Judge {nonexistent}"}, "nonexistent"),
+        ({"prompt_template": "Judge {output}"}, "uses {output}; write $output"),
     ],
 )
 def test_a_bad_judge_version_is_refused_naming_the_field(client, carol, changes, message):

@@ -226,13 +226,13 @@ def test_a_cancelled_or_ungraded_run_is_not_offered_or_accepted_as_a_baseline(
     page = client.get(runs[0].get_absolute_url()).content.decode()
     assert "Set as baseline" not in page
     assert "was cancelled; a cancelled run cannot be a baseline" in page
-    with pytest.raises(ValueError, match="was cancelled"):
+    with pytest.raises(DomainError, match="was cancelled"):
         baseline_set(suite=suite, run=runs[0], by=carol)
     client.post(reverse("evals:baseline-set", args=[runs[0].uuid]))
 
     Grade.objects.filter(trial__run=runs[1]).update(status=Grade.Status.ERROR, passed=None)
     assert "Set as baseline" not in client.get(runs[1].get_absolute_url()).content.decode()
-    with pytest.raises(ValueError, match="has no graded trial"):
+    with pytest.raises(DomainError, match="has no graded trial"):
         baseline_set(suite=suite, run=runs[1], by=carol)
     assert not Baseline.objects.exists()
     assert "Set as baseline" in client.get(runs[2].get_absolute_url()).content.decode()

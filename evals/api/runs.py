@@ -419,7 +419,12 @@ class BaselineViewSet(ViewerViewSet):
 class RunStartInput(serializers.Serializer):
     suite = StrictUUIDField(help_text=H["suite"])
     name = StrictCharField(max_length=200, help_text="Run name, unique in its suite.")
-    target = serializers.JSONField(help_text="Target configuration ({kind, ...}).")
+    target = serializers.JSONField(
+        help_text="Target configuration ({kind, ...}). An openai target's prompt_template "
+        "fills $input, $expected, $context, $key, $tags and $attempt (also ${input}; $$ is a "
+        "literal $; braces are plain text) and must use one of $input, $expected, $context, "
+        "$key; {input} is refused."
+    )
     graders = serializers.JSONField(help_text="Grader set: list of {key, kind, config}.")
     trials_per_case = StrictIntegerField(
         min_value=1, max_value=50, help_text="N, attempts per case (1..50)."
@@ -441,18 +446,16 @@ class RunStartApi(APIView):
         data.is_valid(raise_exception=True)
         v = data.validated_data
         suite = get_object_or_404(Suite, uuid=v["suite"])
-        try:
-            run = services.run_start(
-                suite=suite,
-                name=v["name"],
-                target=v["target"],
-                graders=v["graders"],
-                trials_per_case=v["trials_per_case"],
-                source_version=v["source_version"],
-                started_by=request.user,
-            )
-        except ValueError as exc:
-            raise serializers.ValidationError({"detail": str(exc)}) from exc
+        # A refused run is a DomainError: a 400 naming its field (core.api.errors).
+        run = services.run_start(
+            suite=suite,
+            name=v["name"],
+            target=v["target"],
+            graders=v["graders"],
+            trials_per_case=v["trials_per_case"],
+            source_version=v["source_version"],
+            started_by=request.user,
+        )
         return Response(RunSerializer(run).data, status=201)
 
 
@@ -479,10 +482,7 @@ class BaselineSetApi(APIView):
         run = get_object_or_404(
             Run.objects.select_related("suite"), uuid=data.validated_data["run"]
         )
-        try:
-            baseline = baseline_set(
-                suite=run.suite, run=run, by=request.user, note=data.validated_data["note"]
-            )
-        except ValueError as exc:
-            raise serializers.ValidationError({"detail": str(exc)}) from exc
+        baseline = baseline_set(
+            suite=run.suite, run=run, by=request.user, note=data.validated_data["note"]
+        )
         return Response(BaselineSerializer(baseline).data, status=201)

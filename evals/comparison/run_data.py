@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from core.errors import DomainError
 from evals.grading.grader_set import GraderSet
 from evals.grading.verdict import ERRORED, FAIL, MISSING, PASS, PENDING, PIPELINE, overall_codes
 from evals.report.rows import judge_version_label, run_rows_get
@@ -344,7 +345,7 @@ def run_data_to_dict(data: RunData) -> dict[str, Any]:
 
 
 def run_data_from_dict(data: dict[str, Any]) -> RunData:
-    """Inverse of ``run_data_to_dict``. Raises ValueError naming the missing field."""
+    """Inverse of ``run_data_to_dict``. Raises ``DomainError`` naming the missing field."""
     try:
         return RunData(
             label=data["label"],
@@ -370,30 +371,32 @@ def run_data_from_dict(data: dict[str, Any]) -> RunData:
             judge_versions=data.get("judge_versions", {}),
         )
     except KeyError as exc:
-        raise ValueError(f"run data: missing field {exc.args[0]!r}") from exc
+        raise DomainError(detail=f"run data: missing field {exc.args[0]!r}") from exc
 
 
 def run_data_from_file(path: str | Path) -> RunData:
     """``RunData`` from a JSON file written by ``manage.py export_run`` (format
-    ``"assay-run"``) or by ``run_data_to_dict`` (``"assay-run-data"``). Raises ValueError
+    ``"assay-run"``) or by ``run_data_to_dict`` (``"assay-run-data"``). Raises ``DomainError``
     (naming the file and the problem) for unreadable JSON or an unknown format."""
     path = Path(path)
     try:
         data = json.loads(path.read_text(encoding="utf-8-sig"), parse_constant=_no_constant)
     except (OSError, json.JSONDecodeError) as exc:
-        raise ValueError(f"{path}: cannot read a run file ({exc})") from exc
+        raise DomainError(detail=f"{path}: cannot read a run file ({exc})") from exc
     except RecursionError as exc:
-        raise ValueError(f"{path}: cannot read a run file (JSON nested too deeply)") from exc
+        raise DomainError(
+            detail=f"{path}: cannot read a run file (JSON nested too deeply)"
+        ) from exc
     fmt = data.get("format") if isinstance(data, dict) else None
     if fmt == RUN_FILE_FORMAT:
         try:
             return run_data_from_export(data, source=str(path))
         except (KeyError, TypeError) as exc:
-            raise ValueError(f"{path}: malformed run file (field {exc})") from exc
+            raise DomainError(detail=f"{path}: malformed run file (field {exc})") from exc
     if fmt == RUN_DATA_FORMAT:
         return run_data_from_dict({**data, "source": str(path)})
-    raise ValueError(
-        f"{path}: format must be {RUN_FILE_FORMAT!r} or {RUN_DATA_FORMAT!r}, got {fmt!r}"
+    raise DomainError(
+        detail=f"{path}: format must be {RUN_FILE_FORMAT!r} or {RUN_DATA_FORMAT!r}, got {fmt!r}"
     )
 
 

@@ -27,6 +27,7 @@ from evals.grading.graders import parse_grader_specs
 from evals.models import Case, Run, Suite, Trial
 from evals.runner.targets import target_from_config
 from evals.tasks import run_chunk_execute
+from judges import kinds
 from judges.models import JudgeVersion
 
 logger = logging.getLogger(__name__)
@@ -41,7 +42,7 @@ def trial_chunk_size() -> int:
 
 
 def _target_validate(config: dict) -> Any:
-    """Build the target once to validate ``config`` (raises ``TargetConfigError``) and release
+    """Build the target once to validate ``config`` (raises ``DomainError``) and release
     it; returns it (for ``kind``/``model``). Built and closed inside one event loop, as the
     target contract asks, on a helper thread if the caller already runs a loop."""
 
@@ -88,7 +89,7 @@ def run_start(
     ``run_chunk_execute`` task, enqueued with ``transaction.on_commit`` so a worker never sees
     a run that is not yet committed.
 
-    Raises ``TargetConfigError`` (bad target), ``DomainError`` (bad grader set) or
+    Raises ``DomainError`` (bad target), ``DomainError`` (bad grader set) or
     ``DomainError`` (bad name or trial count, no active cases), each naming the field,
     before anything is written.
     """
@@ -109,6 +110,7 @@ def run_start(
         # A run with no grader would "succeed" without a single verdict: never green on
         # nothing (DESIGN.md, principle 2).
         raise DomainError("a run needs at least one grader", field="graders")
+    _judge_templates_check(specs)
     graders = _judge_gating_snapshot(graders, specs)
     case_ids = list(Case.objects.active().filter(suite=suite).values_list("id", flat=True))
     if not case_ids:
@@ -146,6 +148,25 @@ def run_start(
         for chunk in chunked(trial_ids, trial_chunk_size()):
             transaction.on_commit(partial(_chunk_enqueue, run.id, chunk))
     return run
+
+
+def _judge_templates_check(specs: list[GraderSpec]) -> None:
+    """Refuse a judge spec whose version's stored template would be refused when grading
+    (``kinds.template_check``: e.g. ``{input}``, the brace syntax judges no longer use), so
+    the run does not start only to error every judge grade."""
+    for index, spec in enumerate(specs):
+        if not spec.is_judge:
+            continue
+        version = JudgeVersion.objects.select_related("judge").get(
+            uuid=spec.config["judge_version"]
+        )
+        try:
+            kinds.template_check(version.judge.kind, version.prompt_template)
+        except DomainError as exc:
+            raise DomainError(
+                f"{version} cannot grade: its {exc}; make a new version with the template fixed",
+                field=f"graders[{index}].config.judge_version",
+            ) from exc
 
 
 def _judge_gating_snapshot(graders: list[dict], specs: list[GraderSpec]) -> list[dict]:

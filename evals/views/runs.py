@@ -27,7 +27,6 @@ from evals.models import Case, Run, Suite, Trial
 from evals.report.selectors import run_report
 from evals.runner.finalize import run_cancel as run_cancel_service
 from evals.runner.start import run_start
-from evals.runner.targets import TargetConfigError
 from evals.suites import suite_default_graders
 
 
@@ -78,7 +77,7 @@ def run_new(request: HtmxHttpRequest) -> HttpResponse:
                     source_version=data["source_version"],
                     started_by=request.user,
                 )
-            except (TargetConfigError, DomainError) as exc:
+            except DomainError as exc:
                 form.add_error(None, str(exc))
             else:
                 return redirect(run.get_absolute_url())

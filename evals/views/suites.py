@@ -60,7 +60,7 @@ def baseline_set(request: HttpRequest, run_id) -> HttpResponse:
     note = request.POST.get("note", "")[:500]
     try:
         baseline_set_service(suite=run.suite, run=run, by=request.user, note=note)
-    except ValueError as exc:
+    except DomainError as exc:
         messages.error(request, f"Baseline not set: {exc}")
     else:
         messages.success(request, f"{run.name} is now the baseline of {run.suite.name}.")

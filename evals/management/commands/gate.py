@@ -31,10 +31,7 @@ from evals.models import Run
 def _load(ref: str) -> RunData | Run:
     """The run named by ``ref``, or the ``RunData`` of the file at that path."""
     if ref.endswith(".json") or Path(ref).is_file():
-        try:
-            return run_data_from_file(ref)
-        except ValueError as exc:  # unreadable, nested too deeply, wrong format: exit 3
-            raise CommandError(str(exc)) from exc
+        return run_data_from_file(ref)  # a DomainError when unreadable: exit 3
     return run_lookup(ref)
 
 

@@ -23,7 +23,6 @@ from core.errors import DomainError
 from core.ids import uuid_parse
 from evals.models import GraderSetPreset, Run, Suite, TargetPreset
 from evals.runner.start import run_start
-from evals.runner.targets import TargetConfigError
 
 EXIT_SUCCEEDED, EXIT_FAILED, EXIT_OTHER = 0, 1, 2
 
@@ -121,7 +120,7 @@ class Command(DomainCommand):
                 graders=graders,
                 trials_per_case=opts["trials"],
             )
-        except (TargetConfigError, DomainError) as exc:
+        except DomainError as exc:
             raise CommandError(str(exc)) from exc
 
         if not opts["wait"]:

@@ -2,7 +2,7 @@
 
 A target turns one case (one attempt) into a ``TargetResult``. It never raises for a
 provider or pipeline failure: it returns a result with ``error`` set, which the runner
-stores as an errored trial (never a pass). It may raise ``TargetConfigError`` only when it
+stores as an errored trial (never a pass). It may raise ``DomainError`` only when it
 is built from a bad configuration, before any call.
 
 Targets are async so that one Celery task can run a chunk of trials concurrently; a
@@ -14,9 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-
-class TargetConfigError(ValueError):
-    """A target configuration is invalid; the message names the field."""
+from core.errors import DomainError
 
 
 @dataclass(frozen=True)
@@ -76,10 +74,10 @@ def target_from_config(config: dict) -> Target:
     """Build a target from a run's target snapshot ``{"kind": "openai"|"callable"|"simulated",
     ...}``.
 
-    Raises ``TargetConfigError`` naming the bad field.
+    Raises ``DomainError`` naming the bad field.
     """
     if not isinstance(config, dict):
-        raise TargetConfigError("target: expected an object")
+        raise DomainError("expected an object", field="target")
     kind = config.get("kind")
     if kind == "openai":
         from evals.runner.targets.openai import OpenAITarget  # noqa: PLC0415 - the kinds import this module
@@ -93,4 +91,4 @@ def target_from_config(config: dict) -> Target:
         from evals.runner.targets.simulated import SimulatedTarget  # noqa: PLC0415 - the kinds import this module
 
         return SimulatedTarget.from_config(config)
-    raise TargetConfigError(f"target.kind: unknown kind {kind!r} (openai, callable, simulated)")
+    raise DomainError(f"unknown kind {kind!r} (openai, callable, simulated)", field="target.kind")

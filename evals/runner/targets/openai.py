@@ -38,10 +38,17 @@ import certifi
 import httpx
 from django.conf import settings
 
-from evals.runner.targets.base import CaseInput, TargetConfigError, TargetResult
+from core.errors import DomainError
+from core.placeholders import placeholder_list, placeholders_check
+from evals.runner.targets.base import CaseInput, TargetResult
 
 MAX_CONNECTIONS_PER_CLIENT = 16
-TEMPLATE_FIELDS = frozenset({"input", "expected", "key", "context", "tags", "attempt"})
+# The placeholders of a target's prompt template (``$name``, see ``core.placeholders``).
+TEMPLATE_FIELDS = ("input", "expected", "key", "context", "tags", "attempt")
+# The ones that differ from case to case: a template needs one of them, or every case is
+# sent the same prompt. $tags (shared by many cases) and $attempt (the same for every case
+# of an attempt) do not count.
+CASE_FIELDS = ("input", "expected", "context", "key")
 RESERVED_SETTINGS = frozenset({"model", "messages", "stream", "n"})
 MAX_ERROR_BODY_CHARS = 4000
 
@@ -89,40 +96,30 @@ class OpenAIConfig:
 
     @classmethod
     def parse(cls, config: dict) -> OpenAIConfig:
-        """Validate a target config dict; raises ``TargetConfigError`` naming the field."""
+        """Validate a target config dict; raises ``DomainError`` naming the field."""
         known = set(cls.__dataclass_fields__) | {"kind", "prompt_revision"}
         unknown = sorted(set(config) - known)
         if unknown:
-            raise TargetConfigError(f"target.{unknown[0]}: unknown field")
+            raise DomainError("unknown field", field=f"target.{unknown[0]}")
         base_url = _required_str(config, "base_url")
         if not base_url.startswith(("http://", "https://")):
-            raise TargetConfigError("target.base_url: must start with http:// or https://")
+            raise DomainError("must start with http:// or https://", field="target.base_url")
         template = _required_str(config, "prompt_template")
-        parsed = string.Template(template)
-        if not parsed.is_valid():
-            raise TargetConfigError(
-                "target.prompt_template: invalid placeholder (use $input, ${input}; $$ for a $)"
-            )
-        bad = sorted(set(parsed.get_identifiers()) - TEMPLATE_FIELDS)
-        if bad:
-            raise TargetConfigError(
-                f"target.prompt_template: unknown placeholder ${bad[0]} "
-                f"(known: {', '.join('$' + n for n in sorted(TEMPLATE_FIELDS))})"
-            )
+        prompt_template_check(template)
         system_prompt = config.get("system_prompt")
         if system_prompt is not None and not isinstance(system_prompt, str):
-            raise TargetConfigError("target.system_prompt: expected a string")
+            raise DomainError("expected a string", field="target.system_prompt")
         settings = config.get("settings")
         settings = {} if settings is None else settings
         if not isinstance(settings, dict):
-            raise TargetConfigError("target.settings: expected an object")
+            raise DomainError("expected an object", field="target.settings")
         reserved = sorted(RESERVED_SETTINGS & set(settings))
         if reserved:
-            raise TargetConfigError(f"target.settings.{reserved[0]}: set by Assay, not a setting")
+            raise DomainError("set by Assay, not a setting", field=f"target.settings.{reserved[0]}")
         api_key_env = config.get("api_key_env", "OPENAI_API_KEY")
         problem = api_key_env_problem(api_key_env)
         if problem:
-            raise TargetConfigError(f"target.api_key_env: {problem}")
+            raise DomainError(f"{problem}", field="target.api_key_env")
         parsed_config = cls(
             base_url=base_url.rstrip("/"),
             model=_required_str(config, "model"),
@@ -140,27 +137,43 @@ class OpenAIConfig:
         return parsed_config
 
 
+def prompt_template_check(template: str) -> list[str]:
+    """The placeholders a target's prompt template uses; raises ``DomainError`` with
+    field ``target.prompt_template`` for the brace syntax (``{input}``), a malformed ``$``,
+    an unknown ``$name``, or a template with no case placeholder (``CASE_FIELDS``)."""
+    field = "target.prompt_template"
+    names = placeholders_check(template, field=field, offered=TEMPLATE_FIELDS, error=DomainError)
+    if not set(names) & set(CASE_FIELDS):
+        raise DomainError(
+            "uses no case placeholder, so every case would be sent the same prompt: use "
+            f"$input (case placeholders: {placeholder_list(CASE_FIELDS)})",
+            field=field,
+        )
+    return names
+
+
 def _required_str(config: dict, name: str) -> str:
     value = config.get(name)
     if not isinstance(value, str) or not value.strip():
-        raise TargetConfigError(f"target.{name}: required, a non-empty string")
+        raise DomainError("required, a non-empty string", field=f"target.{name}")
     return value
 
 
 def _number(config: dict, name: str, default: Any, kind: type, *, minimum: float) -> Any:
     value = config.get(name, default)
     if isinstance(value, bool) or not isinstance(value, int | float):
-        raise TargetConfigError(f"target.{name}: expected a number, got {value!r}")
+        raise DomainError(f"expected a number, got {value!r}", field=f"target.{name}")
     if kind is int and value != int(value):
-        raise TargetConfigError(f"target.{name}: expected an integer, got {value!r}")
+        raise DomainError(f"expected an integer, got {value!r}", field=f"target.{name}")
     if value < minimum:
-        raise TargetConfigError(f"target.{name}: must be at least {minimum}, got {value!r}")
+        raise DomainError(f"must be at least {minimum}, got {value!r}", field=f"target.{name}")
     return kind(value)
 
 
 def prompt_render(template: str, case: CaseInput) -> str:
     """The user message for ``case``: ``string.Template`` substitution of ``$input``,
-    ``$expected``, ``$key``, ``$context``, ``$tags``, ``$attempt``.
+    ``$expected``, ``$key``, ``$context``, ``$tags``, ``$attempt`` (``$$`` is a literal
+    ``$``; braces are plain text). ``template`` was checked by ``prompt_template_check``.
 
     Case text is inserted as data in one pass and never re-read as a template, so ``{foo}``
     or ``$input`` inside a case comes out literally. JSON values (an object input, a
@@ -298,7 +311,7 @@ class OpenAITarget:
     def from_config(
         cls, config: dict, *, sleep: Sleep | None = None, rng: random.Random | None = None
     ) -> OpenAITarget:
-        """Build from a run's target snapshot; raises ``TargetConfigError`` naming the field."""
+        """Build from a run's target snapshot; raises ``DomainError`` naming the field."""
         return cls(OpenAIConfig.parse(config), sleep=sleep, rng=rng)
 
     @property

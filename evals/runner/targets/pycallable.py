@@ -19,7 +19,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from evals.runner.targets.base import CaseInput, TargetConfigError, TargetResult
+from core.errors import DomainError
+from evals.runner.targets.base import CaseInput, TargetResult
 
 KNOWN_FIELDS = frozenset({"kind", "path", "settings", "concurrency", "model", "prompt_revision"})
 
@@ -35,46 +36,46 @@ class CallableConfig:
 
     @classmethod
     def parse(cls, config: dict) -> CallableConfig:
-        """Validate a config dict; raises ``TargetConfigError`` naming the field."""
+        """Validate a config dict; raises ``DomainError`` naming the field."""
         unknown = sorted(set(config) - KNOWN_FIELDS)
         if unknown:
-            raise TargetConfigError(f"target.{unknown[0]}: unknown field")
+            raise DomainError("unknown field", field=f"target.{unknown[0]}")
         path = config.get("path")
         if not isinstance(path, str) or path.count(":") != 1 or not all(path.split(":")):
-            raise TargetConfigError(
-                f"target.path: expected 'package.module:function', got {path!r}"
+            raise DomainError(
+                f"expected 'package.module:function', got {path!r}", field="target.path"
             )
         settings = config.get("settings")
         settings = {} if settings is None else settings
         if not isinstance(settings, dict) or not all(isinstance(k, str) for k in settings):
-            raise TargetConfigError("target.settings: expected an object")
+            raise DomainError("expected an object", field="target.settings")
         concurrency = config.get("concurrency", 8)
         if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
-            raise TargetConfigError(
-                f"target.concurrency: expected an integer ≥ 1, got {concurrency!r}"
+            raise DomainError(
+                f"expected an integer ≥ 1, got {concurrency!r}", field="target.concurrency"
             )
         model = config.get("model")
         if model is not None and not isinstance(model, str):
-            raise TargetConfigError("target.model: expected a string")
+            raise DomainError("expected a string", field="target.model")
         return cls(path=path, settings=dict(settings), concurrency=concurrency, model=model)
 
 
 def callable_resolve(path: str) -> Callable[..., Any]:
     """Import ``package.module:function`` (attribute chains allowed after the colon);
-    raises ``TargetConfigError`` naming ``target.path`` when it cannot be imported or
+    raises ``DomainError`` naming ``target.path`` when it cannot be imported or
     is not callable."""
     module_name, _, attr_path = path.partition(":")
     try:
         obj: Any = importlib.import_module(module_name)
     except ImportError as exc:
-        raise TargetConfigError(f"target.path: cannot import {module_name!r}: {exc}") from exc
+        raise DomainError(f"cannot import {module_name!r}: {exc}", field="target.path") from exc
     for attr in attr_path.split("."):
         try:
             obj = getattr(obj, attr)
         except AttributeError as exc:
-            raise TargetConfigError(f"target.path: {module_name!r} has no {attr_path!r}") from exc
+            raise DomainError(f"{module_name!r} has no {attr_path!r}", field="target.path") from exc
     if not callable(obj):
-        raise TargetConfigError(f"target.path: {path!r} is not callable")
+        raise DomainError(f"{path!r} is not callable", field="target.path")
     return obj
 
 
@@ -95,7 +96,7 @@ class CallableTarget:
 
     @classmethod
     def from_config(cls, config: dict) -> CallableTarget:
-        """Build from a run's target snapshot; raises ``TargetConfigError`` naming the field."""
+        """Build from a run's target snapshot; raises ``DomainError`` naming the field."""
         return cls(CallableConfig.parse(config))
 
     async def call(self, case: CaseInput) -> TargetResult:

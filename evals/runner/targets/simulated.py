@@ -45,8 +45,9 @@ import struct
 from dataclasses import dataclass, field
 from typing import Any
 
+from core.errors import DomainError
 from evals.grading.graders import parse_number
-from evals.runner.targets.base import CaseInput, TargetConfigError, TargetResult
+from evals.runner.targets.base import CaseInput, TargetResult
 
 KNOWN_FIELDS = frozenset(
     {
@@ -85,44 +86,44 @@ class SimulatedConfig:
 
     @classmethod
     def parse(cls, config: dict) -> SimulatedConfig:
-        """Validate a config dict; raises ``TargetConfigError`` naming the field."""
+        """Validate a config dict; raises ``DomainError`` naming the field."""
         unknown = sorted(set(config) - KNOWN_FIELDS)
         if unknown:
-            raise TargetConfigError(f"target.{unknown[0]}: unknown field")
+            raise DomainError("unknown field", field=f"target.{unknown[0]}")
         seed = config.get("seed")
         if isinstance(seed, bool) or not isinstance(seed, int):
-            raise TargetConfigError(f"target.seed: expected an integer, got {seed!r}")
+            raise DomainError(f"expected an integer, got {seed!r}", field="target.seed")
         per_case = config.get("pass_probability")
         per_case = {} if per_case is None else per_case
         if not isinstance(per_case, dict):
-            raise TargetConfigError("target.pass_probability: expected an object {case key: p}")
+            raise DomainError("expected an object {case key: p}", field="target.pass_probability")
         for key, p in per_case.items():
             _probability(f"pass_probability.{key}", p)
         latency = config.get("latency_ms", 0)
         if isinstance(latency, list) and len(latency) == 2:
             low, high = (_non_negative("latency_ms", v) for v in latency)
             if low > high:
-                raise TargetConfigError("target.latency_ms: [low, high] with low ≤ high")
+                raise DomainError("[low, high] with low ≤ high", field="target.latency_ms")
         else:
             low = high = _non_negative("latency_ms", latency)
         sleep = config.get("sleep", False)
         if not isinstance(sleep, bool):
-            raise TargetConfigError("target.sleep: expected true or false")
+            raise DomainError("expected true or false", field="target.sleep")
         wrong_outputs = config.get("wrong_outputs") or {}
         if not isinstance(wrong_outputs, dict):
-            raise TargetConfigError("target.wrong_outputs: expected an object {case key: [str]}")
+            raise DomainError("expected an object {case key: [str]}", field="target.wrong_outputs")
         for key, outputs in wrong_outputs.items():
             if (
                 not isinstance(outputs, list)
                 or not outputs
                 or not all(isinstance(o, str) for o in outputs)
             ):
-                raise TargetConfigError(
-                    f"target.wrong_outputs.{key}: expected a non-empty list of strings"
+                raise DomainError(
+                    "expected a non-empty list of strings", field=f"target.wrong_outputs.{key}"
                 )
         model = config.get("model", "simulated")
         if model != "simulated":
-            raise TargetConfigError("target.model: a simulated target's model is 'simulated'")
+            raise DomainError("a simulated target's model is 'simulated'", field="target.model")
         return cls(
             seed=seed,
             pass_probability={str(k): float(v) for k, v in per_case.items()},
@@ -140,13 +141,15 @@ class SimulatedConfig:
 
 def _probability(name: str, value: Any) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 1:
-        raise TargetConfigError(f"target.{name}: expected a probability in [0, 1], got {value!r}")
+        raise DomainError(
+            f"expected a probability in [0, 1], got {value!r}", field=f"target.{name}"
+        )
     return float(value)
 
 
 def _non_negative(name: str, value: Any) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float) or not value >= 0:
-        raise TargetConfigError(f"target.{name}: expected a number ≥ 0, got {value!r}")
+        raise DomainError(f"expected a number ≥ 0, got {value!r}", field=f"target.{name}")
     return float(value)
 
 
@@ -213,7 +216,7 @@ class SimulatedTarget:
 
     @classmethod
     def from_config(cls, config: dict) -> SimulatedTarget:
-        """Build from a run's target snapshot; raises ``TargetConfigError`` naming the field."""
+        """Build from a run's target snapshot; raises ``DomainError`` naming the field."""
         return cls(SimulatedConfig.parse(config))
 
     def pass_probability(self, key: str) -> float:

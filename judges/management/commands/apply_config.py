@@ -8,7 +8,7 @@ Format (``tomllib``)::
     kind = "rubric"                 # rubric | pairwise | faithfulness | ...
     model = "gpt-4o-mini"
     base_url = "https://api.openai.com/v1"
-    prompt_template = "..."         # optional: the kind's default
+    prompt_template = "Judge $output against $criteria"  # optional: the kind's default
     threshold = 0.7                 # optional
     [judges.params]                 # optional: temperature, max_tokens, criteria, ...
     temperature = 0
@@ -18,17 +18,19 @@ Format (``tomllib``)::
     kind = "openai"
     base_url = "https://api.example.com/v1"
     model = "m"
-    prompt_template = "{input}"
+    prompt_template = "Answer: $input"
 
     [grader_sets.smoke]             # a named grader set preset
-    graders = [{ key = "exact", kind = "exact_match" }]
+    graders = [{ key = "exact", kind = "exact" }]
 
-Applying the same file twice changes nothing ("unchanged"); a changed judge makes a new
-version and says so ("new version N"); a changed target or grader set updates its preset
-and says so ("updated"; runs keep their own snapshot). Errors name ``judges[<index>].<field>``,
-``targets.<name>.<field>`` or ``grader_sets.<name>.graders[<i>].<field>``; nothing is
-applied when any entry is invalid. ``run_suite --target-preset NAME --grader-set NAME``
-uses the presets.
+Prompt templates, of judges and targets, use ``$name`` placeholders (``$output``,
+``$input``, ...; ``$$`` is a literal ``$``); ``{input}`` is refused, naming the entry's
+``prompt_template``. Applying the same file twice changes nothing ("unchanged"); a changed
+judge makes a new version and says so ("new version N"); a changed target or grader set
+updates its preset and says so ("updated"; runs keep their own snapshot). Errors name
+``judges[<index>].<field>``, ``targets.<name>.<field>`` or
+``grader_sets.<name>.graders[<i>].<field>``; nothing is applied when any entry is invalid.
+``run_suite --target-preset NAME --grader-set NAME`` uses the presets.
 """
 
 from __future__ import annotations
@@ -40,8 +42,9 @@ from django.core.management.base import CommandError
 from django.db import transaction
 
 from core.commands import DomainCommand
+from core.errors import DomainError
 from evals.presets import grader_set_preset_apply, target_preset_apply
-from judges.versions import JudgeConfigError, judge_version_create
+from judges.versions import judge_version_create
 
 FIELDS = {
     "name",
@@ -112,7 +115,7 @@ class Command(DomainCommand):
                     args = _entry(raw, index)
                     try:
                         version, created = judge_version_create(**args)
-                    except JudgeConfigError as exc:
+                    except DomainError as exc:
                         raise CommandError(f"judges[{index}].{exc}") from exc
                     results.append(
                         {

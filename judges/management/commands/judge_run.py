@@ -13,11 +13,11 @@ import time
 from django.core.management.base import CommandError
 
 from core.commands import DomainCommand
+from core.errors import DomainError
 from core.ids import uuid_parse
 from evals.management.commands.run_report import run_lookup
 from judges.models import JudgeRun, JudgeVersion
 from judges.runs import judge_run_start
-from judges.versions import JudgeConfigError
 
 
 class Command(DomainCommand):
@@ -43,7 +43,7 @@ class Command(DomainCommand):
             judge_run = judge_run_start(
                 run=run, judge_version=version, sample=options["sample"], seed=options["seed"]
             )
-        except JudgeConfigError as exc:
+        except DomainError as exc:
             raise CommandError(str(exc)) from exc
         while options["wait"]:
             judge_run.refresh_from_db()

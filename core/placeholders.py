@@ -1,0 +1,93 @@
+"""Prompt templates: one syntax, ``$name``, for targets and judges.
+
+A template is ``string.Template`` text: ``$input`` or ``${input}`` is a placeholder and
+``$$`` a literal dollar; braces are plain text, so a prompt can carry JSON without escaping.
+``{input}`` is not a placeholder anywhere: a template that writes a known placeholder in
+braces (``{input}``, ``{{input}}``, ``{ input }``) is refused, because it would otherwise
+send the literal text ``{input}`` for every case and the run would still "succeed".
+
+``placeholders_check`` is run when a template is configured (a run's target, a judge
+version) and again before a stored template is rendered, so nothing is ever sent with the
+other syntax. What each surface offers, and which placeholders it requires, is decided by
+its caller (``evals.runner.targets.openai``, ``judges.kinds``).
+"""
+
+from __future__ import annotations
+
+import re
+import string
+from collections.abc import Iterable, Sequence
+
+from core.errors import DomainError
+
+# A name between braces, single or doubled, with optional spaces: the other syntax.
+BRACED_NAME = re.compile(r"\{+\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}+")
+
+
+def placeholder_list(names: Iterable[str]) -> str:
+    """``$input, $expected`` for the names given, in their order."""
+    return ", ".join(f"${name}" for name in names)
+
+
+def placeholders_check(
+    template: str,
+    *,
+    field: str,
+    offered: Sequence[str],
+    recognised: Iterable[str] = (),
+    context: str = "",
+    error: type[DomainError] = DomainError,
+) -> list[str]:
+    """The placeholder names ``template`` uses, in order of first use.
+
+    Raises ``error`` (a ``DomainError``) naming ``field`` when, in this order:
+    1. the literal text writes an offered or ``recognised`` name in braces (``{input}``);
+    2. a ``$`` is neither ``$name``, ``${name}`` nor ``$$``;
+    3. a ``$name`` is not ``offered`` (``context`` says by what, e.g. "by a faithfulness
+       judge", for a name that is ``recognised`` elsewhere).
+    Every message lists the offered placeholders.
+    """
+    listing = placeholder_list(offered)
+    known = set(offered) | set(recognised)
+    matches = list(string.Template.pattern.finditer(template))
+    literals, start = [], 0
+    for match in matches:
+        literals.append(template[start : match.start()])
+        start = match.end()
+    literals.append(template[start:])
+    for literal in literals:
+        for braced in BRACED_NAME.finditer(literal):
+            name = braced.group(1)
+            if name in known:
+                raise error(
+                    f"uses {braced.group(0)}; write ${name} (placeholders: {listing})",
+                    field=field,
+                )
+    names: list[str] = []
+    for match in matches:
+        if match.group("invalid") is not None:
+            at = match.start()
+            line = template.count("\n", 0, at) + 1
+            column = at - (template.rfind("\n", 0, at) + 1) + 1
+            snippet = re.match(r"\$\S{0,19}", template[at:]).group(0)
+            raise error(
+                f"{snippet!r} at line {line}, column {column} is not a placeholder: write "
+                f"$name or ${{name}} for a placeholder and $$ for a literal $ "
+                f"(placeholders: {listing})",
+                field=field,
+            )
+        name = match.group("named") or match.group("braced")
+        if name is None:
+            continue  # $$
+        if name not in offered:
+            if name in known and context:
+                raise error(
+                    f"${name} is not offered {context} (placeholders: {listing})", field=field
+                )
+            raise error(
+                f"unknown placeholder ${name} (placeholders: {listing}; $$ for a literal $)",
+                field=field,
+            )
+        if name not in names:
+            names.append(name)
+    return names
