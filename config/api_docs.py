@@ -4,7 +4,7 @@ schema needs to describe Assay's authentication.
 The page is Swagger UI from drf-spectacular-sidecar's static files (no CDN), started by
 static/js/api-docs.js (no inline script). It needs no CSP exception: Swagger UI styles
 elements through the CSSOM (``element.style``), which ``style-src 'self'`` allows, and its
-stylesheet is a static file (tests/test_browser_api_docs.py checks that no CSP violation
+stylesheet is a static file (tests/browser/test_browser_api_docs.py checks that no CSP violation
 is logged).
 """
 

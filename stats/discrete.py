@@ -23,7 +23,7 @@ significant, and the procedures below let such cases cost nothing:
   (Hommel & Krummenauer 1998), counting only cases whose minimum p could reach the level.
 
 ``F_j(u) <= u · 1[min p_j <= u]``, so ``discrete_holm`` rejects everything ``tarone_holm``
-rejects, which rejects everything Holm (1979) rejects (``stats/tests/test_discrete.py``).
+rejects, which rejects everything Holm (1979) rejects (``tests/stats/test_discrete.py``).
 Both control the family-wise error rate in the strong sense under arbitrary dependence
 between cases: each is the closed testing procedure (Marcus, Peritz & Gabriel 1976) whose
 local test of an intersection is a union bound, and the sums are evaluated conditionally on

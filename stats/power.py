@@ -20,7 +20,7 @@ Method (simulation from the baseline's per-case rates):
    approximation of that null with a continuity correction of half a lattice step: reject
    when ``|T| − 1/(N C) ≥ z_{1−α/2} sqrt(V)`` with ``V > 0`` (C cases).
    Exact enumeration (``stats.compare``) is what the gate runs; the normal approximation
-   is what makes 2,000 cases fast. ``stats/tests/test_power.py`` checks it against the
+   is what makes 2,000 cases fast. ``tests/stats/test_power.py`` checks it against the
    brute-force simulation (the real permutation test on every simulated pair).
 4. Power(d) = share of simulated pairs rejected; the minimum detectable drop is the
    smallest grid value (1-point steps) with power ≥ the target: the search starts at the
@@ -133,7 +133,7 @@ def stratified_rejects(base: np.ndarray, head: np.ndarray, trials: int, z: float
     t = (head - base).sum(axis=1) / (n * n_cases)
     # Continuity correction: T lives on a lattice of step 2/(N C) and the exact test counts
     # ties as extreme, so half a step is taken off |T| (Yates-style; without it the
-    # approximation overstates small suites' power, see stats/tests/test_power.py).
+    # approximation overstates small suites' power, see tests/stats/test_power.py).
     half_step = 1.0 / (n * n_cases)
     return (var_t > 0) & (np.abs(t) - half_step >= z * np.sqrt(var_t) - 1e-12)
 

@@ -1,4 +1,4 @@
-"""Business-rule oracles used by tests/test_graders.py as ``python`` graders."""
+"""Business-rule oracles used by tests/evals/test_graders.py as ``python`` graders."""
 
 from evals.grading.graders import GradeResult
 

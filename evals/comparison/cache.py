@@ -10,7 +10,7 @@ runs' UUIDs and status, ``alpha``, and a fingerprint of their trials and grades 
 largest ids, verdict counts) and of judge trust — so a new trial, a new or regraded grade or
 a newly trusted judge version misses the cache; a run that is not finished is never cached.
 The gate command computes without the cache and gets the same result
-(tests/test_views_comparison.py checks they agree).
+(tests/evals/test_views_comparison.py checks they agree).
 """
 
 from __future__ import annotations

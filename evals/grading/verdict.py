@@ -4,7 +4,7 @@ Outcome codes (``PASS``, ``FAIL``, ``ERRORED`` grade, ``MISSING`` grade, ``PIPEL
 error, ``PENDING`` trial) and the rule as a three-valued AND over the gating graders: FAIL
 if any gating grade failed; else ERRORED if any errored; else MISSING if one is absent;
 else PASS. An errored gating grade can never make a pass. The rule has two forms that must
-agree (``tests/test_verdict_rule.py`` checks them on random runs): numpy codes
+agree (``tests/flows/test_verdict_rule.py`` checks them on random runs): numpy codes
 (``overall_codes``, for the run report and the comparison) and SQL annotations
 (``trial_verdict_annotations``, for the run list's aggregates). ``case_tally`` turns codes
 into per-case counts: only PASS and FAIL are graded; errored grades leave both numerator

@@ -16,7 +16,7 @@ from evals.comparison.compute import comparison_get
 from evals.models import Run
 from labeling.models import Label
 from tests.comparison_builders import db_run, judge_version
-from tests.test_api_core import client_for
+from tests.core.test_api_core import client_for
 
 pytestmark = pytest.mark.django_db
 

@@ -8,8 +8,8 @@ from rest_framework.test import APIClient
 
 from evals.models import Case, Grade, Run, Trial
 from evals.tags import cases_tagged, has_tag, trials_tagged
+from tests.core.test_api_core import client_for
 from tests.report_builders import ERR, add_trial, make_run
-from tests.test_api_core import client_for
 
 pytestmark = pytest.mark.django_db
 

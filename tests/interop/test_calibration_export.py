@@ -24,8 +24,8 @@ from labeling.models import Adjudication, CalibrationSet, Label
 from labeling.selectors import calibration_compute
 from labeling.services import label_submit
 from tests.conftest import PASSWORD
+from tests.core.test_api_core import client_for
 from tests.labeling_builders import calibration_set, judged_run
-from tests.test_api_core import client_for
 
 SAVED_AT = datetime(2025, 2, 24, 15, 30, tzinfo=UTC)  # 23:30 in UTC+8 (fault M1)
 LABEL_COLUMNS = [

@@ -12,10 +12,10 @@ import pytest
 from evals.models import Grade, Run
 from judges.models import JudgeRun
 from labeling.services import judge_trust_approve, label_submit
+from tests.core.test_api_core import client_for
 from tests.fakellm import FakeLLM
 from tests.judge_builders import make_trials, make_version, verdict_json
 from tests.labeling_builders import calibration_set, judged_run
-from tests.test_api_core import client_for
 
 UNKNOWN = "00000000-0000-0000-0000-000000000000"
 

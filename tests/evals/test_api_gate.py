@@ -12,7 +12,7 @@ from evals.baselines import baseline_set
 from evals.models import Suite
 from interop.run_file import run_export
 from tests.comparison_builders import db_run, judge_version
-from tests.test_api_core import client_for
+from tests.core.test_api_core import client_for
 
 pytestmark = pytest.mark.django_db
 

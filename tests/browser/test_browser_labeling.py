@@ -1,7 +1,7 @@
 """Browser test of issue 5: a reviewer labels 30 items with the keyboard alone, a lead reads
 the calibration and marks the judge trusted, a reviewer's approval is refused.
 
-Real Chromium via Playwright (see tests/test_browser.py for the skip/fail rule under CI)."""
+Real Chromium via Playwright (see tests/browser/test_browser.py for the skip/fail rule under CI)."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from django.urls import reverse
 
 from judges.models import JudgeApproval
 from labeling.models import Label
+from tests.browser.conftest import INJECTED, log_in
 from tests.labeling_builders import calibration_set, judged_run
-from tests.test_browser import INJECTED, browser_page, log_in  # noqa: F401 (fixture)
 
 HTMX_IDLE = (
     "() => !document.querySelector('.htmx-request, .htmx-swapping, .htmx-settling, .htmx-added')"

@@ -11,8 +11,8 @@ from statsmodels.stats.proportion import proportion_confint
 
 from labeling.models import CalibrationSet, Label, LabelRevision
 from labeling.services import label_submit
+from tests.core.test_api_core import client_for
 from tests.labeling_builders import JUDGE_REASON, calibration_set, judged_run
-from tests.test_api_core import client_for
 
 UNKNOWN = "00000000-0000-0000-0000-000000000000"
 

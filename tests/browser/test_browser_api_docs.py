@@ -1,7 +1,7 @@
 """Browser test of the API docs page (/api/docs/, config/api_docs.py): Swagger UI from our own
 static files lists the operations under the strict CSP, with no console error and no CSP
 violation, and "Try it out" answers as the signed-in user. Skip/fail rule for a missing
-Chromium: tests/test_browser.py.
+Chromium: tests/browser/test_browser.py.
 """
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ import re
 import pytest
 from django.urls import reverse
 
+from tests.browser.conftest import log_in
 from tests.report_builders import make_run
-from tests.test_browser import browser_page, log_in  # noqa: F401 - fixture
 
 pytestmark = [
     pytest.mark.browser,

@@ -1,6 +1,6 @@
 """Browser test of the comparison flow: an engineer sets a baseline from the run page, starts
 a changed (simulated) run from the UI, opens the comparison, filters to broken cases and
-opens one case's diff. Same Chromium rule as tests/test_browser.py (skip without it, fail
+opens one case's diff. Same Chromium rule as tests/browser/test_browser.py (skip without it, fail
 under CI=true)."""
 
 from __future__ import annotations
@@ -12,13 +12,8 @@ import pytest
 from django.urls import reverse
 
 from evals.models import Baseline, Case, Run, Suite, Trial
+from tests.browser.conftest import HOSTILE_OUTPUT, HOSTILE_RUN_NAME, log_in
 from tests.comparison_builders import db_run
-from tests.test_browser import (
-    HOSTILE_OUTPUT,
-    HOSTILE_RUN_NAME,
-    browser_page,  # noqa: F401 - the fixture, used by name
-    log_in,
-)
 
 pytestmark = [
     pytest.mark.browser,
@@ -26,7 +21,7 @@ pytestmark = [
 ]
 
 GRADERS = [{"key": "says-expected", "kind": "contains", "config": {}}]
-# As tests/test_browser.py's INJECTED, but the chart's json_script data element (type
+# As tests/browser/test_browser.py's INJECTED, but the chart's json_script data element (type
 # application/json, never executed) is expected on the suite page.
 INJECTED = 'img[onerror], b[onclick], svg, script:not([src]):not([type="application/json"])'
 

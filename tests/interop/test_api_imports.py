@@ -12,7 +12,7 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from evals.models import Case, Run, Suite, Trial
 from evals.report.selectors import run_report
 from tests.conftest import PASSWORD
-from tests.test_api_core import client_for
+from tests.core.test_api_core import client_for
 
 pytestmark = pytest.mark.django_db
 URL = "/api/imports"

@@ -16,7 +16,7 @@ from drf_spectacular.validation import validate_schema
 from rest_framework.test import APIClient
 
 from tests.conftest import PASSWORD
-from tests.test_api_core import client_for
+from tests.core.test_api_core import client_for
 
 METHODS = ("get", "put", "post", "delete", "options", "head", "patch", "trace")
 

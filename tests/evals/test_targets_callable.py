@@ -11,7 +11,7 @@ import pytest
 from core.errors import DomainError
 from evals.runner.targets import CaseInput, target_from_config
 
-PATH = "tests.test_targets_callable"
+PATH = "tests.evals.test_targets_callable"
 IN_FLIGHT = {"now": 0, "max": 0}
 LOCK = threading.Lock()
 NOT_CALLABLE = 3

@@ -16,9 +16,9 @@ from evals.models import Grade, Run, Trial
 from evals.runner.start import run_start
 from evals.runner.sweeper import SweepResult, runs_sweep
 from evals.tasks import runs_sweep as runs_sweep_task
-from tests import test_judge_ladder as ladder
 from tests.judge_builders import make_version
-from tests.test_judge_ladder import SAYS_YES, judge_spec, suite, target
+from tests.judges import test_judge_ladder as ladder
+from tests.judges.test_judge_ladder import SAYS_YES, judge_spec, suite, target
 
 pytestmark = pytest.mark.django_db
 

@@ -11,7 +11,7 @@ from django.core.management import CommandError, call_command
 from django.urls import reverse
 
 from evals.models import Case, GraderSetPreset, Run, Suite, TargetPreset
-from tests.test_views_runs import make_suite, start_form
+from tests.evals.test_views_runs import make_suite, start_form
 
 CONFIG = """
 [targets.sim]

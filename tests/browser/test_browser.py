@@ -8,37 +8,15 @@ where they fail: CI must exercise the browser.
 from __future__ import annotations
 
 import json
-import os
 import re
-from pathlib import Path
 
 import pytest
-from django.db import connections
 from django.urls import reverse
-from playwright.sync_api import sync_playwright
 
 from evals.models import Case, Grade, Run, Suite, Trial
-from tests.conftest import PASSWORD
+from tests.browser.conftest import HOSTILE_OUTPUT, HOSTILE_RUN_NAME, INJECTED, log_in
 
-# Playwright's sync API runs an event loop in this thread; Django's ORM refuses to run inside
-# one unless told it is safe (the test drives the browser and the ORM in turn, never at once).
-os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
-
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--headless",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
 GRADERS = [{"key": "says-expected", "kind": "contains", "config": {}}]
-HOSTILE_OUTPUT = "<img src=x onerror=alert(1)>"
-HOSTILE_RUN_NAME = "<b onclick=alert(4)>R4</b>"
-INJECTED = "img[onerror], b[onclick], svg, script:not([src])"
-TIMEOUT_MS = 15_000
 
 # serialized_rollback: a transactional test flushes the database after it runs, which would
 # drop the role groups created by a data migration; this restores them for the next test.
@@ -46,45 +24,6 @@ pytestmark = [
     pytest.mark.browser,
     pytest.mark.django_db(transaction=True, serialized_rollback=True),
 ]
-
-
-@pytest.fixture
-def browser_page():
-    """A fresh Chromium page; records dialogs, console errors and page errors."""
-    if not CHROMIUM.exists():
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"{CHROMIUM} is missing under CI: install Debian's chromium")
-        pytest.skip(f"{CHROMIUM} is missing: install Debian's chromium to run browser tests")
-
-    with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-        page = browser.new_page()
-        page.set_default_timeout(TIMEOUT_MS)
-        page.dialogs, page.console_errors = [], []
-
-        def on_dialog(dialog):
-            page.dialogs.append(dialog.message)
-            dialog.dismiss()
-
-        page.on("dialog", on_dialog)
-        page.on("console", lambda m: m.type == "error" and page.console_errors.append(m.text))
-        page.on("pageerror", lambda exc: page.console_errors.append(str(exc)))
-        try:
-            yield page
-        finally:
-            browser.close()
-            # Playwright's sync API runs in greenlets, each with its own context, so a
-            # connection opened here is not the one pytest-django closes: close it now.
-
-            connections.close_all()
-
-
-def log_in(page, live_server, username: str) -> None:
-    page.goto(f"{live_server.url}/accounts/login/")
-    page.fill("#id_username", username)
-    page.fill("#id_password", PASSWORD)
-    page.click("button[type=submit]")
-    page.wait_for_url(re.compile(r".*/runs/$"))
 
 
 def make_suite() -> Suite:

@@ -18,7 +18,7 @@ from evals.models import Case, Grade, Run, Suite, Trial
 from interop.run_file import run_export, run_import
 from tests.comparison_builders import db_run, judge_version
 from tests.conftest import PASSWORD
-from tests.test_api_core import client_for
+from tests.core.test_api_core import client_for
 
 pytestmark = pytest.mark.django_db
 

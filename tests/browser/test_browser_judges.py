@@ -1,6 +1,6 @@
 """Browser test of issue 4: an engineer creates a judge version in the UI, runs it on a run
 against the real local fake server (a scripted judge), and reads provisional grades with
-their reasons on the trial page. Skip/fail rule for a missing Chromium: tests/test_browser.py.
+their reasons on the trial page. Skip/fail rule for a missing Chromium: tests/browser/conftest.py.
 """
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ from django.urls import reverse
 
 from evals.models import Grade
 from judges.models import JudgeVersion
+from tests.browser.conftest import INJECTED, log_in
 from tests.fakellm import FakeLLM
 from tests.judge_builders import make_trials, verdict_json
-from tests.test_browser import INJECTED, browser_page, log_in  # noqa: F401 - fixture
 
 pytestmark = [
     pytest.mark.browser,
