@@ -69,6 +69,7 @@ def calibration_table(
       errored or missing grade, an unresolved or unlabeled trial), so the count of
       ``true`` is ``calibration_compute``'s ``agreement_numerator`` and the non-null count
       its ``n``.
+    Long by design: the table's columns are declared next to the values that fill them.
     """
     version = judge_version if judge_version is not None else calibration_set.judge_version
     items = list(calibration_set.items.select_related("trial__case").order_by("position", "id"))

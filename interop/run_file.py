@@ -46,7 +46,9 @@ def _iso(value) -> str | None:
 
 def run_export(*, run: Run, outputs: bool = True) -> dict[str, Any]:
     """The run as a strict-JSON-safe dict in the ``assay-run`` format (module docstring).
-    Four queries (run's suite, cases, trials, grades with judge versions)."""
+    Four queries (run's suite, cases, trials, grades with judge versions).
+    Long by design: one pass that writes the file's fields in the order the format lists them.
+    """
     suite = run.suite
     fields = [
         "id",
@@ -279,6 +281,7 @@ def run_import(
     transaction). Raises ``DomainError`` naming the field: wrong format or version, a
     missing field, a content hash that does not match its case, a run name already taken,
     a non-terminal status, a bad time or cost.
+    Long by design: one transaction whose steps (suite, cases, judge versions, run, trials, grades) share their lookups.
     """
     if not isinstance(data, dict) or data.get("format") != RUN_FILE_FORMAT:
         raise DomainError(f"expected {RUN_FILE_FORMAT!r}", field="format")

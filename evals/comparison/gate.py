@@ -226,7 +226,9 @@ def run_document_check(data: Any, *, field: str) -> None:
     for verdicts and gating (``"false"`` is not false), whole numbers for counts, finite
     numbers, known statuses, judge version references that exist, at most
     ``FILE_TRIALS_PER_CASE_MAX`` trials per case. Raises ``DomainError`` naming
-    ``field`` and the place (``head_file.cases[3].trials[0].grades[1].passed``)."""
+    ``field`` and the place (``head_file.cases[3].trials[0].grades[1].passed``).
+    Long by design: one check per field of the document, in the format's order.
+    """
 
     _obj(data, field, field)
     _check(

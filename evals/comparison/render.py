@@ -63,7 +63,9 @@ def gate_text(comparison: Comparison, decision: GateDecision) -> str:
 def gate_markdown(comparison: Comparison, decision: GateDecision) -> str:
     """A Markdown summary fit for a pull-request comment: decision, reasons, headline with
     both intervals and the p-value, counts, errors, usage deltas, the changed cases
-    (first ``MARKDOWN_CASE_ROWS``, broken and worse first) and cases left out."""
+    (first ``MARKDOWN_CASE_ROWS``, broken and worse first) and cases left out.
+    Long by design: the Markdown is written top to bottom, section by section.
+    """
     c, h = comparison, comparison.headline
     icon = {0: "✅", 1: "❌", 2: "⚠️"}[decision.exit_code]
     out = [

@@ -139,6 +139,7 @@ def run_data_build(
     -1 errored; ``judges``: judge_version_id -> (label, judge name, trusted); ``usage``:
     case_id -> {finished, cost, cost_unknown, input, output, tokens_unknown, latency_sum,
     latency_n}.
+    Long by design: the trial and grade arrays built first are shared by every later step.
     """
     n_trials = len(trials)
     trial_pos = {t[0]: i for i, t in enumerate(trials)}

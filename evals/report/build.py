@@ -33,6 +33,7 @@ from evals.grading.verdict import (
     PASS,
     PENDING,
     PIPELINE,
+    CaseTally,
     case_tally,
     overall_codes,
 )
@@ -273,6 +274,7 @@ def report_from_rows(*, run: Any, rows: RunRows, reasons: ReasonRows) -> RunRepo
     Steps: 1. index trials and cases; 2. one code array per grader; 3. overall codes from the
     gating graders; 4. per-case tallies (``case_tally``); 5. figures overall, per grader and
     per tag; 6. case rows; 7. reasons, tokens, latency, cost.
+    Long by design: the numbered steps share the trial and grade arrays built in steps 1–2.
     """
     # 1. trials and cases
     n_cases = len(rows.cases)
@@ -355,33 +357,7 @@ def report_from_rows(*, run: Any, rows: RunRows, reasons: ReasonRows) -> RunRepo
         slices.append(SliceReport(tag=tag, n_cases=int(mask.sum()), overall=o, graders=g))
 
     # 6. case rows, worst first (cases with nothing graded first of all)
-    per_case = np.bincount(case_idx, minlength=n_cases).tolist()
-    t = overall_tally
-    o_cols = [a.tolist() for a in (t.passed, t.graded, t.pipeline_errors, t.grade_errors)]
-    g_cols_case = {
-        k: [a.tolist() for a in (v.passed, v.graded, v.grade_errors)] for k, v in tallies.items()
-    }
-    case_rows = []
-    for i, (_, c_uuid, c_key, c_tags, _hash) in enumerate(rows.cases):
-        passed, graded = o_cols[0][i], o_cols[1][i]
-        low, high = case_wilson(passed, graded)
-        case_rows.append(
-            CaseRow(
-                case_uuid=str(c_uuid),
-                key=c_key,
-                tags=[str(x) for x in (c_tags or [])],
-                trials=per_case[i],
-                passed=passed,
-                graded=graded,
-                rate=passed / graded if graded else None,
-                wilson_low=low,
-                wilson_high=high,
-                pipeline_errored=o_cols[2][i],
-                grades_errored=o_cols[3][i],
-                graders=[CaseCount(k, v[0][i], v[1][i], v[2][i]) for k, v in g_cols_case.items()],
-            )
-        )
-    case_rows.sort(key=lambda r: (r.rate is not None, r.rate or 0.0, r.key))
+    case_rows = _case_rows(rows.cases, case_idx, overall_tally, tallies)
 
     # 7. reasons, tokens, latency, cost
     fails = {f.key: f.trials_failed for f in grader_figures}
@@ -428,6 +404,42 @@ def report_from_rows(*, run: Any, rows: RunRows, reasons: ReasonRows) -> RunRepo
         latency=_latency(finished_latency),
         cost=_cost(totals, overall_figures.trials_passed),
     )
+
+
+def _case_rows(
+    cases: list[tuple], case_idx: np.ndarray, overall: CaseTally, tallies: dict[str, CaseTally]
+) -> list[CaseRow]:
+    """One ``CaseRow`` per case (``cases`` as ``RunRows.cases``), worst first: cases with
+    nothing graded first of all, then by rate and key."""
+    n_cases = len(cases)
+    per_case = np.bincount(case_idx, minlength=n_cases).tolist()
+    t = overall
+    o_cols = [a.tolist() for a in (t.passed, t.graded, t.pipeline_errors, t.grade_errors)]
+    g_cols_case = {
+        k: [a.tolist() for a in (v.passed, v.graded, v.grade_errors)] for k, v in tallies.items()
+    }
+    case_rows = []
+    for i, (_, c_uuid, c_key, c_tags, _hash) in enumerate(cases):
+        passed, graded = o_cols[0][i], o_cols[1][i]
+        low, high = case_wilson(passed, graded)
+        case_rows.append(
+            CaseRow(
+                case_uuid=str(c_uuid),
+                key=c_key,
+                tags=[str(x) for x in (c_tags or [])],
+                trials=per_case[i],
+                passed=passed,
+                graded=graded,
+                rate=passed / graded if graded else None,
+                wilson_low=low,
+                wilson_high=high,
+                pipeline_errored=o_cols[2][i],
+                grades_errored=o_cols[3][i],
+                graders=[CaseCount(k, v[0][i], v[1][i], v[2][i]) for k, v in g_cols_case.items()],
+            )
+        )
+    case_rows.sort(key=lambda r: (r.rate is not None, r.rate or 0.0, r.key))
+    return case_rows
 
 
 def _with_corrections(

@@ -169,7 +169,9 @@ class LabeledRecord:
 
 def record_validate(obj: dict, line: int) -> LabeledRecord:
     """Check one parsed record against the labeled-records format; raises
-    ``DomainError`` naming the line and the dotted field path."""
+    ``DomainError`` naming the line and the dotted field path.
+    Long by design: one check per field of a labeled record, in the format's order.
+    """
     rid = _str(obj, "id", line, "id", nonempty=True)
     if len(rid) > KEY_MAX:
         raise _fail(line, "id", f"longer than {KEY_MAX} characters ({len(rid)})")

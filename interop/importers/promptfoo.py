@@ -157,7 +157,9 @@ def _components(grading: dict, path: str) -> list[GradeIn]:
 
 
 def _row(row: Any, path: str) -> tuple[int, TrialIn, str]:
-    """Parse one row: ``(test index, trial without its attempt, provider/prompt identity)``."""
+    """Parse one row: ``(test index, trial without its attempt, provider/prompt identity)``.
+    Long by design: one check per field of a promptfoo result, in the file's order.
+    """
     row = as_dict(row, path)
     case = _case(row, path)
     test_idx = row.get("testIdx")

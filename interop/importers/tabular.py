@@ -354,7 +354,9 @@ def _grade(
 
 def row_parse(row: Row, *, threshold: float | None) -> TrialSpec:
     """Turn one mapped row into a TrialSpec; raises ``DomainError`` naming row and
-    field."""
+    field.
+    Long by design: one check per field, in the order of ``FIELDS``, reading top to bottom.
+    """
     if row.needs_scan:
         for name, value in row.values.items():
             if name not in ("score", "scores") and contains_non_finite(value):

@@ -109,7 +109,9 @@ def _write_batch(
     """Write one batch: cases (``cases_upsert``), then trials, grades and labels as plain
     rows (``rows_insert``: COPY on PostgreSQL). Trial ids are read back by (case, attempt)
     among the run's trials with an id above ``after_id`` (ids only grow, and nobody else
-    writes into this uncommitted run); returns the largest trial id written."""
+    writes into this uncommitted run); returns the largest trial id written.
+    Long by design: cases, trials, grades and labels are written in one pass that shares the ids each step returns.
+    """
     cases: dict[str, Case] = {}
     new_specs: dict[str, CaseSpec] = {}
     for spec in batch:
