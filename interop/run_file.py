@@ -281,7 +281,8 @@ def run_import(
     transaction). Raises ``DomainError`` naming the field: wrong format or version, a
     missing field, a content hash that does not match its case, a run name already taken,
     a non-terminal status, a bad time or cost.
-    Long by design: one transaction whose steps (suite, cases, judge versions, run, trials, grades) share their lookups.
+    Long by design: one transaction whose steps (suite, cases, judge versions, run,
+    trials, grades) share their lookups.
     """
     if not isinstance(data, dict) or data.get("format") != RUN_FILE_FORMAT:
         raise DomainError(f"expected {RUN_FILE_FORMAT!r}", field="format")

@@ -244,7 +244,8 @@ def judge_grade_trials(
     With ``skip_if_failed`` a trial already failed by a gating deterministic grader is not
     sent to the judge; its grade says which rung decided (``details.decided_by``).
     A grade is gating only when ``gating`` and the version is trusted (else provisional).
-    Long by design: the ladder's steps (skip, build, call, read, store, count) share the per-trial state of one chunk.
+    Long by design: the ladder's steps (skip, build, call, read, store, count) share the
+    per-trial state of one chunk.
     """
     if judge_version.judge.kind in (Judge.Kind.PAIRWISE, Judge.Kind.RECORDED):
         raise DomainError(

@@ -174,7 +174,8 @@ def gate_decide(*, cases: Sequence[CaseLooks], plan: TopUpPlan) -> GateDecision:
     design did not select). Cost: about 2–3 ms for 100 cases of 5 + 5 trials once the
     per-count caches are warm (the first call of a process imports scipy.signal: ~0.15 s).
     Raises ValueError for no cases or looks inconsistent with the plan.
-    Long by design: the numbered steps of the procedure share the per-look arrays; each is a few lines.
+    Long by design: the numbered steps of the procedure share the per-look arrays; each is
+    a few lines.
     """
     if not cases:
         raise ValueError("no cases to decide on")

@@ -378,6 +378,8 @@ def labeled_import(*, ctx: ImportContext, records: Iterator[tuple[int, dict]]) -
 
 
 def _pointwise_batch(ctx, run, batch, cases, graders) -> None:
+    """Write one batch of pointwise records: trials, the human-label grades, the labels and
+    the recorded judge verdicts. Long by design: the steps share the ids each one returns."""
     trials = [
         Trial(
             run=run,

@@ -110,7 +110,8 @@ def _write_batch(
     rows (``rows_insert``: COPY on PostgreSQL). Trial ids are read back by (case, attempt)
     among the run's trials with an id above ``after_id`` (ids only grow, and nobody else
     writes into this uncommitted run); returns the largest trial id written.
-    Long by design: cases, trials, grades and labels are written in one pass that shares the ids each step returns.
+    Long by design: cases, trials, grades and labels are written in one pass that shares
+    the ids each step returns.
     """
     cases: dict[str, Case] = {}
     new_specs: dict[str, CaseSpec] = {}
