@@ -21,7 +21,6 @@ import asyncio
 import threading
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
-from decimal import Decimal
 from typing import Any
 
 from core.errors import DomainError
@@ -338,15 +337,6 @@ def judge_grade_trials(
     return len(rows)
 
 
-def judge_grade_trial(
-    *, trial: Trial, judge_version: JudgeVersion, sleep: Sleep | None = None
-) -> Grade | None:
-    """Grade one trial (see ``judge_grade_trials``); returns its grade, None for a trial
-    that is not ok."""
-    judge_grade_trials(trials=[trial], judge_version=judge_version, sleep=sleep)
-    return Grade.objects.filter(trial=trial, grader=judge_version.grader_key).first()
-
-
 def run_chunk_judge(*, run_id: int, trial_ids: list[int], sleep: Sleep | None = None) -> int:
     """The judge rung of a run's grader ladder for one chunk: grade the chunk's ok trials with
     every judge spec of the run's grader set (``kind: judge``), after their deterministic
@@ -389,9 +379,3 @@ def run_chunk_judge(*, run_id: int, trial_ids: list[int], sleep: Sleep | None = 
 
 
 # --- pairwise --------------------------------------------------------------------------------
-
-
-def cost_usd_sum(values: list[str | None]) -> Decimal | None:
-    """Sum of known costs (USD); None when none is known."""
-    known = [Decimal(v) for v in values if v is not None]
-    return sum(known, Decimal(0)) if known else None

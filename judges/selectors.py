@@ -18,7 +18,7 @@ from decimal import Decimal
 from django.db.models import Prefetch
 
 from evals.models import Grade
-from judges.models import Judge, JudgeApproval, JudgeRun, JudgeVersion, PairwiseVerdict
+from judges.models import Judge, JudgeApproval, JudgeVersion, PairwiseVerdict
 
 
 @dataclass(frozen=True)
@@ -85,15 +85,6 @@ def position_bias_list(*, judge_version_ids: list[int] | None = None) -> list[Po
             )
         )
     return sorted(out, key=lambda b: b.label)
-
-
-def judge_run_get(*, run, judge_version: JudgeVersion) -> JudgeRun | None:
-    """The judge run of ``judge_version`` on ``run`` with its version and judge, or None."""
-    return (
-        JudgeRun.objects.filter(run=run, judge_version=judge_version)
-        .select_related("judge_version__judge", "run")
-        .first()
-    )
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,6 @@ from django.utils import timezone
 
 from core.errors import DomainError
 from core.roles import LEAD, role_require
-from evals.models import Grade, Run
 from judges.models import JudgeApproval, JudgeVersion
 from stats.correction import corrected_pass_rate
 
@@ -95,25 +94,6 @@ def active_approval_get(*, judge_version: JudgeVersion) -> JudgeApproval | None:
         JudgeApproval.objects.filter(judge_version=judge_version, revoked_at__isnull=True)
         .select_related("approved_by", "calibration_set")
         .first()
-    )
-
-
-def corrected_pass_rate_for_run(*, run: Run, judge_version: JudgeVersion) -> CorrectedPassRate:
-    """Raw and Rogan–Gladen-corrected pass rate of ``judge_version``'s grades on ``run``.
-
-    Observed = ok judge grades passed / ok judge grades (errored grades left out). tpr and
-    tnr come from the confusion matrix stored in the judge's active approval (the figures
-    the lead approved on); without an active approval ``corrected`` is None with reason
-    "the judge version is not trusted". For the run report's trusted-judge graders.
-    """
-    ok = Grade.objects.filter(trial__run=run, judge_version=judge_version, status=Grade.Status.OK)
-    approval = active_approval_get(judge_version=judge_version)
-    return corrected_pass_rate_from_approval(
-        judge_version_id=judge_version.id,
-        approval_id=approval.id if approval else None,
-        approval_figures=approval.figures if approval else None,
-        passed=ok.filter(passed=True).count(),
-        graded=ok.count(),
     )
 
 

@@ -57,10 +57,6 @@ class LabelForm(forms.Form):
     expected_version = forms.IntegerField(min_value=0, widget=forms.HiddenInput)
 
 
-class UndoForm(forms.Form):
-    """Undo: nothing but the CSRF token; the view finds the reviewer's last label."""
-
-
 class TrustRevokeForm(forms.Form):
     """Revoke a judge version's trust: the reason is required."""
 

@@ -8,7 +8,8 @@ import re
 
 from django.contrib.auth.models import Group, User
 
-from evals.models import Case, Run, Suite, Trial
+from evals.models import Case, Grade, Run, Suite, Trial
+from judges.grading import judge_grade_trials
 from judges.models import JudgeApproval
 from judges.versions import judge_version_create
 
@@ -84,3 +85,9 @@ def trust(version, *, figures: dict | None = None, by=None):
     )
     version.trusted = True
     return approval
+
+
+def judge_grade_one(*, trial, judge_version, sleep=None):
+    """Grade one trial with ``judges.grading.judge_grade_trials``; its grade, or None."""
+    judge_grade_trials(trials=[trial], judge_version=judge_version, sleep=sleep)
+    return Grade.objects.filter(trial=trial, grader=judge_version.grader_key).first()

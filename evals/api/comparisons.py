@@ -28,7 +28,7 @@ from drf_spectacular.utils import (
     extend_schema_field,
 )
 from rest_framework import serializers
-from rest_framework.exceptions import APIException, NotFound
+from rest_framework.exceptions import NotFound
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
@@ -56,12 +56,6 @@ from evals.models import Run
 
 DEFAULT_ALPHA = 0.05  # manage.py gate's default --alpha
 DECIMAL = re.compile(r"[0-9]+(\.[0-9]+)?|\.[0-9]+")
-
-
-class Conflict(APIException):
-    status_code = 409
-    default_detail = "The resource is not in a state that allows this."
-    default_code = "conflict"
 
 
 # ---- POST /api/gate -------------------------------------------------------------------

@@ -259,13 +259,6 @@ def _trial_rows_write(rows: list[Trial]) -> None:
         cursor.executemany(sql, params)
 
 
-def trial_result_record(
-    *, run_id: int, trial_id: int, model: str | None, result: TargetResult
-) -> bool:
-    """Write one target result (see ``trial_results_record``); False when it was a no-op."""
-    return bool(trial_results_record(run_id=run_id, model=model, results=[(trial_id, result)]))
-
-
 def trial_chunk_execute(*, run_id: int, trial_ids: list[int]) -> None:
     """Execute one chunk of a run's trials: claim, call the target concurrently, write each
     result as it arrives, grade the ok ones with the deterministic graders, enqueue the judge

@@ -7,8 +7,6 @@ from decimal import Decimal
 
 from django import template
 
-from evals.comparison.compute import pvalue_format
-
 register = template.Library()
 
 
@@ -22,12 +20,6 @@ def points(delta: float | None) -> str:
     if value == 0:
         return "0.0 pts"
     return f"{'+' if value > 0 else '−'}{abs(value):.1f} pts"
-
-
-@register.filter
-def pvalue(p: float | None) -> str:
-    """A p-value through ``evals.comparison.pvalue_format`` (never "0.000"); None -> "—"."""
-    return "—" if p is None else pvalue_format(p)
 
 
 @register.filter

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 from django.core.management import call_command
@@ -14,6 +13,7 @@ from django.core.management.base import CommandError
 from evals.baselines import baseline_set
 from evals.models import Suite
 from tests.comparison_builders import db_run, judge_version
+from tests.conftest import PROJECT_DIR
 
 pytestmark = pytest.mark.django_db
 
@@ -156,7 +156,7 @@ def test_it_refuses_an_unknown_run_with_a_code_that_is_not_regression():
 
 def test_a_malformed_argument_exits_3_not_2():
 
-    root = Path(__file__).resolve().parent.parent
+    root = PROJECT_DIR
     result = subprocess.run(
         [sys.executable, "manage.py", "gate", "--head", "x", "--alpha", "abc"],
         cwd=root,

@@ -11,10 +11,9 @@ from django.urls import reverse
 from evals.models import Grade
 from evals.report.selectors import run_report
 from judges import client as judge_client
-from judges.grading import judge_grade_trial
 from judges.versions import judge_version_create
 from tests.fakellm import FakeLLM
-from tests.judge_builders import make_trials, make_version, verdict_json
+from tests.judge_builders import judge_grade_one, make_trials, make_version, verdict_json
 
 pytestmark = pytest.mark.django_db
 
@@ -81,7 +80,7 @@ def test_the_run_page_shows_judge_calls_apart_with_an_unknown_price(client, caro
         trials = make_trials(["Paris", "Paris"])
         version = make_version(llm)  # judge-model has no price
         for trial in trials:
-            judge_grade_trial(trial=trial, judge_version=version)
+            judge_grade_one(trial=trial, judge_version=version)
     tokens = [g.details["input_tokens"] for g in Grade.objects.all()]
     assert all(t > 0 for t in tokens)
     client.force_login(carol)

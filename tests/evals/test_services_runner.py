@@ -20,7 +20,7 @@ from evals.runner.execute import (
     _calls_stream,
     _trials_claim,
     trial_chunk_execute,
-    trial_result_record,
+    trial_results_record,
 )
 from evals.runner.finalize import run_cancel, run_finalize
 from evals.runner.start import run_start
@@ -475,7 +475,7 @@ def test_running_trials_finish_after_cancel_but_the_run_stays_cancelled(
     trials = Trial.objects.filter(id__in=trial_ids[:3]).select_related("case")
     for batch in _calls_stream(config=run.target, items=[(t.id, _case_input(t)) for t in trials]):
         for trial_id, result in batch:
-            trial_result_record(run_id=run.id, trial_id=trial_id, model=run.model, result=result)
+            trial_results_record(run_id=run.id, model=run.model, results=[(trial_id, result)])
     run = run_finalize(run_id=run.id)
 
     assert run.status == Run.Status.CANCELLED and run.finished_at is not None

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import re
 from decimal import Decimal
-from pathlib import Path
 
 import pytest
 from django.db import connection
@@ -18,9 +17,9 @@ from evals.models import Baseline, Case, Grade, Run, Suite, Trial
 from evals.report.selectors import run_report
 from judges.models import Judge, JudgeVersion
 from labeling.models import Label
+from tests.conftest import PROJECT_DIR
 from tests.judge_builders import trust
 
-PROJECT_DIR = Path(__file__).resolve().parent.parent
 HOSTILE_OUTPUT = "<img src=x onerror=alert(1)>"
 HOSTILE_RUN_NAME = "<b onclick=alert(4)>R4</b>"
 GRADERS = [{"key": "has-four", "kind": "contains", "config": {"value": "4"}}]
@@ -579,7 +578,17 @@ def test_no_template_or_module_turns_off_escaping():
         *PROJECT_DIR.glob("templates/**/*.html"),
         *[
             p
-            for app in ("config", "evals", "judges", "labeling", "stats")
+            for app in (
+                "apitokens",
+                "config",
+                "core",
+                "demo",
+                "evals",
+                "interop",
+                "judges",
+                "labeling",
+                "stats",
+            )
             for p in (PROJECT_DIR / app).rglob("*.py")
         ],
     ]

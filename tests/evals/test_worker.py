@@ -26,6 +26,7 @@ from evals.models import Case, Grade, Run, Suite, Trial
 from evals.runner.start import run_start
 from evals.runner.targets import CaseInput, target_from_config
 from evals.tasks import run_chunk_execute
+from tests.conftest import PROJECT_DIR
 from tests.fakellm import FakeLLM
 
 pytestmark = [
@@ -33,7 +34,6 @@ pytestmark = [
     pytest.mark.django_db(transaction=True, serialized_rollback=True),
 ]
 
-PROJECT_DIR = Path(__file__).resolve().parent.parent
 WAIT_SECONDS = 60
 
 

@@ -11,12 +11,12 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 
 from evals.models import Case, Run, Suite, Trial
 from evals.report.selectors import run_report
-from tests.conftest import PASSWORD
+from tests.conftest import PASSWORD, PROJECT_DIR
 from tests.core.test_api_core import client_for
 
 pytestmark = pytest.mark.django_db
 URL = "/api/imports"
-INTEROP = Path(__file__).parent / "fixtures" / "interop"
+INTEROP = PROJECT_DIR / "tests" / "fixtures" / "interop"
 PROMPTFOO = INTEROP / "promptfoo" / "results.json"
 INSPECT = INTEROP / "inspect" / "log.json"
 

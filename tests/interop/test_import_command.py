@@ -6,12 +6,12 @@ import json
 import subprocess
 import sys
 from io import StringIO
-from pathlib import Path
 
 import pytest
 from django.core.management import CommandError, call_command
 
 from evals.models import Case, Suite, Trial
+from tests.conftest import PROJECT_DIR
 from tests.import_helpers import PAIR_TEMPLATE, jsonl, record
 
 pytestmark = pytest.mark.django_db
@@ -87,7 +87,7 @@ def test_it_rejects_an_unknown_mapping_field(tmp_path):
 def test_it_exits_non_zero_from_the_shell(tmp_path):
 
     path = tmp_path / "missing.jsonl"
-    root = Path(__file__).resolve().parent.parent
+    root = PROJECT_DIR
     proc = subprocess.run(
         [sys.executable, "manage.py", "import_results", str(path), "--suite", "S", "--run", "R"],
         cwd=root,

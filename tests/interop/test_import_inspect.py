@@ -16,9 +16,10 @@ from evals.models import Case, Grade, Run, Suite, Trial
 from evals.report.selectors import run_report
 from interop.importers import format_detect, results_import
 from interop.importers.inspect_log import value_to_float
+from tests.conftest import PROJECT_DIR
 
 pytestmark = pytest.mark.django_db
-FIXTURES = Path(__file__).parent / "fixtures" / "interop" / "inspect"
+FIXTURES = PROJECT_DIR / "tests" / "fixtures" / "interop" / "inspect"
 LOG = FIXTURES / "log.json"
 LOG_ERRORS = FIXTURES / "log-errors.json"
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 import io
 import json
 from decimal import Decimal
-from pathlib import Path
 
 import pytest
 from django.core.management import CommandError, call_command
@@ -15,9 +14,10 @@ from core.errors import DomainError
 from evals.models import Case, Grade, Run, Suite, Trial
 from evals.report.selectors import run_report
 from interop.importers import format_detect, results_import
+from tests.conftest import PROJECT_DIR
 
 pytestmark = pytest.mark.django_db
-FIXTURES = Path(__file__).parent / "fixtures" / "interop" / "promptfoo"
+FIXTURES = PROJECT_DIR / "tests" / "fixtures" / "interop" / "promptfoo"
 RESULTS = FIXTURES / "results.json"
 RESULTS_ERRORS = FIXTURES / "results-errors.json"
 

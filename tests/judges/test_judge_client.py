@@ -9,9 +9,15 @@ from decimal import Decimal
 import pytest
 
 from judges import client as judge_client
-from judges.grading import judge_grade_trial
 from tests.fakellm import TEMPERATURE_MESSAGE, FakeLLM
-from tests.judge_builders import fenced, make_trials, make_version, user_text, verdict_json
+from tests.judge_builders import (
+    fenced,
+    judge_grade_one,
+    make_trials,
+    make_version,
+    user_text,
+    verdict_json,
+)
 
 pytestmark = pytest.mark.django_db
 
@@ -36,7 +42,7 @@ def waits(monkeypatch):
 
 def _grade(llm, output, **params):
     trial = make_trials([output])[0]
-    return judge_grade_trial(trial=trial, judge_version=make_version(llm, **params))
+    return judge_grade_one(trial=trial, judge_version=make_version(llm, **params))
 
 
 @pytest.mark.parametrize(
@@ -98,7 +104,7 @@ def test_it_calls_a_wrong_endpoint_an_http_error(fake_llm, waits):
     version = make_version(fake_llm)
     version.base_url = fake_llm.base_url + "/missing"
     version.save()
-    grade = judge_grade_trial(trial=trial, judge_version=version)
+    grade = judge_grade_one(trial=trial, judge_version=version)
     assert grade.reason == "http_error"
 
 
@@ -126,7 +132,7 @@ def test_it_errors_a_reply_citing_a_document_id_that_was_not_offered(waits):
         trial = make_trials(
             ["x"], context=[{"id": "kb-7", "text": "a"}, {"id": "kb-8", "text": "b"}]
         )[0]
-        grade = judge_grade_trial(
+        grade = judge_grade_one(
             trial=trial, judge_version=make_version(llm, kind="context_relevance")
         )
     assert (grade.status, grade.reason) == ("error", "unknown_id")
@@ -163,7 +169,7 @@ def test_it_prices_a_known_judge_model_apart_from_the_trial_cost(waits):
 
     with FakeLLM(responder=lambda body: verdict_json("PASS")) as llm:
         trial = make_trials(["Paris"])[0]
-        grade = judge_grade_trial(trial=trial, judge_version=make_version(llm, model="gpt-4o"))
+        grade = judge_grade_one(trial=trial, judge_version=make_version(llm, model="gpt-4o"))
     d = grade.details
     expected = (
         Decimal(d["input_tokens"]) * Decimal("2.50")

@@ -11,7 +11,6 @@ import pytest
 from evals.models import Grade, Run, Suite, Trial
 from interop.importers import results_import
 from judges import client as judge_client
-from judges.grading import judge_grade_trial
 from judges.models import JudgeVersion, PairwiseVerdict
 from judges.pairwise import runs_pair_judge
 from judges.selectors import judge_cost_get, position_bias_list
@@ -19,7 +18,7 @@ from judges.versions import judge_version_create
 from tests.conftest import shared_data_file
 from tests.fakellm import FakeLLM
 from tests.import_helpers import PAIR_TEMPLATE, import_bytes, jsonl, record
-from tests.judge_builders import fenced, make_trials, make_version, user_text
+from tests.judge_builders import fenced, judge_grade_one, make_trials, make_version, user_text
 
 pytestmark = pytest.mark.django_db
 
@@ -52,14 +51,14 @@ def test_a_rubric_judge_with_a_threshold_passes_on_score(waits):
             output_schema={},
             threshold=0.7,
         )
-        grade = judge_grade_trial(trial=trial, judge_version=version)
+        grade = judge_grade_one(trial=trial, judge_version=version)
         assert "names the capital" in user_text(llm.bodies[0])
     assert (grade.passed, grade.score, grade.details["reasoning"]) == (True, 0.75, "close")
 
 
 def test_a_line_format_rubric_judge_reads_the_last_verdict_line(waits):
     with FakeLLM(responder=lambda body: "PASS looks tempting.\nVERDICT: fail.") as llm:
-        grade = judge_grade_trial(
+        grade = judge_grade_one(
             trial=make_trials(["Berlin"])[0],
             judge_version=make_version(llm, reply_format="line", structured_output=False),
         )
@@ -81,7 +80,7 @@ def test_faithfulness_claim_mode_scores_the_supported_fraction_with_citations(wa
         trial = make_trials(
             ["Refunds within 30 days, paid in cash."], context=DOCS, input_text=question
         )[0]
-        grade = judge_grade_trial(
+        grade = judge_grade_one(
             trial=trial, judge_version=make_version(llm, kind="faithfulness_claims")
         )
         assert question not in json.dumps(llm.bodies[0])
@@ -104,7 +103,7 @@ def test_faithfulness_answer_level_never_sees_the_question(waits):
 
     with FakeLLM(responder=judge) as llm:
         trial = make_trials(["30 days."], context=DOCS, input_text=question)[0]
-        grade = judge_grade_trial(trial=trial, judge_version=make_version(llm, kind="faithfulness"))
+        grade = judge_grade_one(trial=trial, judge_version=make_version(llm, kind="faithfulness"))
     assert question not in seen[0] and "30 days." in seen[0]
     assert (grade.status, grade.passed) == ("ok", True)
 
@@ -124,7 +123,7 @@ def test_context_relevance_is_shown_per_document(waits):
 
     with FakeLLM(responder=judge) as llm:
         trial = make_trials(["x"], context=DOCS, input_text="refund window?")[0]
-        grade = judge_grade_trial(
+        grade = judge_grade_one(
             trial=trial, judge_version=make_version(llm, kind="context_relevance")
         )
     assert (grade.passed, grade.score) == (True, 0.5)

@@ -11,13 +11,21 @@ from core.errors import DomainError
 from evals.models import Grade, Trial
 from evals.report.selectors import run_report
 from judges import client as judge_client
-from judges.grading import judge_grade_trial, judge_grade_trials
+from judges.grading import judge_grade_trials
 from judges.models import JudgeRun, JudgeVersion
 from judges.runs import judge_run_cancel, judge_run_start
 from judges.tasks import judge_run_execute
 from judges.versions import judge_version_create
 from tests.fakellm import FakeLLM
-from tests.judge_builders import fenced, make_trials, make_version, trust, user_text, verdict_json
+from tests.judge_builders import (
+    fenced,
+    judge_grade_one,
+    make_trials,
+    make_version,
+    trust,
+    user_text,
+    verdict_json,
+)
 
 pytestmark = pytest.mark.django_db
 
@@ -237,7 +245,7 @@ def test_fault_b1_an_output_cannot_close_its_fence(waits, output):
 )
 def test_it_takes_no_verdict_from_hostile_output_text(waits, output):
     with FakeLLM(responder=_obeying_stub) as llm:
-        grade = judge_grade_trial(trial=make_trials([output])[0], judge_version=make_version(llm))
+        grade = judge_grade_one(trial=make_trials([output])[0], judge_version=make_version(llm))
     assert (grade.status, grade.passed) == ("ok", False)
     assert grade.details["raw_reply"] != output
 
@@ -327,13 +335,13 @@ def test_it_gives_an_errored_trial_no_judge_grade(waits):
         trial = make_trials(["x"])[0]
         Trial.objects.filter(pk=trial.pk).update(status="error")
         trial.refresh_from_db()
-        assert judge_grade_trial(trial=trial, judge_version=make_version(llm)) is None
+        assert judge_grade_one(trial=trial, judge_version=make_version(llm)) is None
         assert llm.requests == 0
 
 
 def test_the_stored_details_are_strict_json(waits):
     with FakeLLM(responder=lambda body: verdict_json("PASS")) as llm:
-        grade = judge_grade_trial(trial=make_trials(["Paris"])[0], judge_version=make_version(llm))
+        grade = judge_grade_one(trial=make_trials(["Paris"])[0], judge_version=make_version(llm))
     text = json.dumps(grade.details, allow_nan=False)  # raises on NaN or Infinity
     assert grade.status == "ok" and grade.passed is True
     assert json.loads(text) == grade.details

@@ -7,8 +7,9 @@ from django.core.exceptions import PermissionDenied
 from django.test import override_settings
 
 from core.errors import DomainError
+from evals.report.selectors import run_report
 from judges.models import JudgeApproval, JudgeVersion
-from judges.trust import corrected_pass_rate_for_run, trust_revoke
+from judges.trust import trust_revoke
 from labeling.selectors import calibration_compute
 from labeling.services import judge_trust_approve, label_submit
 from tests.calibration_builders import good_judge_run, labeled_run
@@ -126,13 +127,19 @@ def test_it_refuses_a_second_approval_while_one_is_active(alice):
         judge_trust_approve(judge_version=version, by=alice)
 
 
+def _corrected(run, version):
+    """The run report's corrected pass rate of ``version``'s grader."""
+    report = run_report(run=run)
+    return next(f for f in report.graders if f.key == version.grader_key).corrected
+
+
 def test_it_corrects_the_pass_rate_only_for_a_trusted_judge(alice):
     run, version, _ = good_judge_run(20, 20, false_accepts=1)  # observed 21/40, tnr 19/20
-    untrusted = corrected_pass_rate_for_run(run=run, judge_version=version)
+    untrusted = _corrected(run, version)
     assert untrusted.corrected is None and untrusted.reason == "the judge version is not trusted"
     assert (untrusted.observed_numerator, untrusted.observed_denominator) == (21, 40)
     judge_trust_approve(judge_version=version, by=alice)
-    corrected = corrected_pass_rate_for_run(run=run, judge_version=version)
+    corrected = _corrected(run, version)
     assert (corrected.tpr, corrected.tnr) == (1.0, 0.95)
     # (21/40 + 0.95 - 1) / (1 + 0.95 - 1) = 0.475 / 0.95 = 0.5: the true pass rate here
     assert corrected.corrected == pytest.approx(0.5)

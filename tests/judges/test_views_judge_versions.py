@@ -10,11 +10,10 @@ from django.urls import reverse
 
 from evals.models import Grade
 from judges import client as judge_client
-from judges.grading import judge_grade_trial
 from judges.models import JudgeRun, JudgeVersion
 from tests.conftest import PASSWORD
 from tests.fakellm import FakeLLM
-from tests.judge_builders import make_trials, make_version, verdict_json
+from tests.judge_builders import judge_grade_one, make_trials, make_version, verdict_json
 
 pytestmark = pytest.mark.django_db
 
@@ -122,7 +121,7 @@ def test_the_list_and_version_page_show_versions_trust_and_cost(client, alice):
     with FakeLLM(responder=lambda body: verdict_json("PASS", "fine")) as llm:
         version = make_version(llm, name="cheap")
         trial = make_trials(["Paris"])[0]
-        judge_grade_trial(trial=trial, judge_version=version)
+        judge_grade_one(trial=trial, judge_version=version)
     login(client, alice)
     listing = client.get(reverse("judges:judge-list")).content.decode()
     assert reverse("judges:version-detail", kwargs={"version_id": version.uuid}) in listing
@@ -188,7 +187,7 @@ def test_the_trial_page_shows_a_provisional_judge_grade_with_its_reasoning_escap
     reply = verdict_json("PASS", f"looks right {HOSTILE}")
     with FakeLLM(responder=lambda body: reply) as llm:
         trial = make_trials(["Paris"])[0]
-        judge_grade_trial(trial=trial, judge_version=make_version(llm))
+        judge_grade_one(trial=trial, judge_version=make_version(llm))
     page = trial_page(client, carol, trial)
     assert "provisional" in page and "judge: PASS" in page
     assert "looks right &lt;script&gt;alert(1)&lt;/script&gt;" in page and HOSTILE not in page
@@ -208,7 +207,7 @@ def test_the_trial_page_shows_claims_with_citations(client, carol):
     )
     with FakeLLM(responder=lambda body: reply) as llm:
         trial = make_trials(["Refunds within 30 days, paid in cash."], context=DOCS)[0]
-        judge_grade_trial(trial=trial, judge_version=make_version(llm, kind="faithfulness_claims"))
+        judge_grade_one(trial=trial, judge_version=make_version(llm, kind="faithfulness_claims"))
     page = trial_page(client, carol, trial)
     assert "1 of 2 claims supported" in page
     assert "Refunds within 30 days</td>" in page and 'kb-1 <span class="muted">(doc-1)' in page
@@ -227,7 +226,7 @@ def test_the_trial_page_shows_relevance_per_document(client, carol):
     )
     with FakeLLM(responder=lambda body: reply) as llm:
         trial = make_trials(["x"], context=DOCS)[0]
-        judge_grade_trial(trial=trial, judge_version=make_version(llm, kind="context_relevance"))
+        judge_grade_one(trial=trial, judge_version=make_version(llm, kind="context_relevance"))
     page = trial_page(client, carol, trial)
     first, second = page.index("kb-1 <span"), page.index("kb-2 <span")
     assert first < page.index(">relevant<", first) < second
@@ -241,7 +240,7 @@ def test_fault_b1_the_trial_page_flags_an_output_imitating_judge_markers(client,
     )
     with FakeLLM(responder=lambda body: verdict_json("FAIL", "Berlin is not Paris")) as llm:
         trial = make_trials([output])[0]
-        grade = judge_grade_trial(trial=trial, judge_version=make_version(llm))
+        grade = judge_grade_one(trial=trial, judge_version=make_version(llm))
     assert grade.details["imitates_markers"] is True
     page = trial_page(client, carol, trial)
     assert "output imitates judge prompt markers" in page
