@@ -1,4 +1,4 @@
-"""Benchmark ``evals.comparison.comparison_get``: server time and query count by run size.
+"""Benchmark ``evals.comparison.compute.comparison_get``: server time and query count by run size.
 
 Usage (SQLite, in a throwaway test database):
     .venv/bin/python bench/bench_comparison.py

@@ -12,7 +12,7 @@ tags; the head's per-case pass probabilities are the base's shifted by a small r
 change), then fetches the page through Django's test client as a signed-in lead: median
 and min of 7 requests (3 cold) after one warm-up (request to response, template rendered),
 and the query count (CaptureQueriesContext), with the cache cleared before each request
-(first view of a pair of runs) and with the comparison cached (``evals.comparison_cache``).
+(first view of a pair of runs) and with the comparison cached (``evals.comparison.cache``).
 Target: < 500 ms at 2,000 cases x 5 trials, with a query count that does not grow with
 the run.
 """

@@ -109,7 +109,7 @@ from django.conf import settings
 settings.DEBUG = os.environ.get("BENCH_DEBUG") == "true"
 from django.core.management import call_command
 call_command("migrate", verbosity=0)
-from evals.importers import results_import
+from interop.importers import results_import
 base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 t0 = time.perf_counter()
 with open(sys.argv[1], "rb") as fh:

@@ -1,4 +1,4 @@
-"""Benchmark ``evals.selectors.run_report``: server time and query count by run size.
+"""Benchmark ``evals.report.selectors.run_report``: server time and query count by run size.
 
 Usage (SQLite, in a throwaway test database):
     .venv/bin/python bench/bench_report.py

@@ -1,5 +1,5 @@
 """Benchmark the run report's "judge calls" usage (one extra query in
-``evals.selectors.run_report``): server time of ``run_report`` on runs whose trials all carry
+``evals.report.selectors.run_report``): server time of ``run_report`` on runs whose trials all carry
 a judge grade with a ~3 KB prompt in ``details``, against the same run without judge grades.
 
 Usage (SQLite, throwaway test database):

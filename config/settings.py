@@ -198,7 +198,7 @@ CELERY_TASK_SOFT_TIME_LIMIT = 25 * 60
 CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", False)
 CELERY_TASK_EAGER_PROPAGATES = True
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
-# The sweeper (evals.sweeper) under Celery beat; `manage.py runs_sweep` does one pass too.
+# The sweeper (evals.runner.sweeper) under Celery beat; `manage.py runs_sweep` does one pass too.
 CELERY_BEAT_SCHEDULE = {
     "runs-sweep": {
         "task": "evals.tasks.runs_sweep",
@@ -248,7 +248,7 @@ SPECTACULAR_SETTINGS.setdefault("ENUM_NAME_OVERRIDES", {}).update(
 ASSAY = {
     # A trial whose worker died is taken over after this many seconds.
     "TRIAL_LEASE_SECONDS": int(os.environ.get("ASSAY_TRIAL_LEASE_SECONDS", "600")),
-    # How often Celery beat runs the sweeper (evals.sweeper: expired leases, stalled judges).
+    # How often Celery beat runs the sweeper (evals.runner.sweeper: expired leases, stalled judges).
     "SWEEP_SECONDS": int(os.environ.get("ASSAY_SWEEP_SECONDS", "60")),
     # Trials per Celery task, run concurrently inside it (measured: bench/RESULTS-runner.md).
     "TRIAL_CHUNK_SIZE": int(os.environ.get("ASSAY_TRIAL_CHUNK_SIZE", "1000")),

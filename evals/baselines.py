@@ -53,7 +53,7 @@ def baseline_refusal(*, run: Run) -> str | None:
 
 
 def run_baseline_context(*, run: Run) -> dict:
-    """For the run page: ``baseline`` (``evals.selectors.baseline_current``: the suite's
+    """For the run page: ``baseline`` (``evals.baselines.baseline_current``: the suite's
     current ``Baseline`` or None), ``other_runs`` (the suite's other runs, newest first, at most
     ``HISTORY_RUNS``: id, uuid, name, created_at only) to compare with, and
     ``baseline_refusal`` (why this run cannot be a baseline, or None). Up to three queries."""

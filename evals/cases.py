@@ -100,7 +100,7 @@ def case_upsert(
 def case_graduate(*, case: Case, into_suite: Suite, by=None):
     """Copy a capability case into a regression suite and record a ``Graduation``.
 
-    The copy goes through ``evals.services_cases.case_upsert`` with the same key, input,
+    The copy goes through ``evals.cases.case_upsert`` with the same key, input,
     expected, context and tags, so graduating twice reuses the copy (idempotent: one case,
     one ``Graduation`` per (case, regression case)). The evidence (the runs it passed) is
     stored with the record. Returns the ``Graduation``.

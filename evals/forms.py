@@ -43,7 +43,7 @@ class RunStartForm(forms.Form):
     ``cleaned_data["target"]`` is the target snapshot dict (``{"kind": ...}``; a copy of the
     chosen target preset's config for ``target_kind = "preset"``) and
     ``cleaned_data["graders"]`` the grader set as a list of spec dicts, validated with
-    ``evals.graders.parse_grader_specs`` (the chosen grader set preset's, when one is).
+    ``evals.grading.graders.parse_grader_specs`` (the chosen grader set preset's, when one is).
     """
 
     suite = forms.ModelChoiceField(

@@ -116,8 +116,8 @@ class Case(models.Model):
 class ModelPrice(models.Model):
     """A project override of a model's price, in USD per million tokens.
 
-    Built-in prices live in ``evals.pricing.BUILTIN_PRICES``; a row here always wins over a
-    built-in price that matches the same model name (see ``evals.pricing.price_lookup``).
+    Built-in prices live in ``evals.runner.pricing.BUILTIN_PRICES``; a row here always wins over a
+    built-in price that matches the same model name (see ``evals.runner.pricing.price_lookup``).
     ``model`` is an exact model name, or a prefix pattern ending in ``*``.
     """
 
@@ -437,7 +437,7 @@ class TargetPreset(Preset):
 
 
 class GraderSetPreset(Preset):
-    """A named grader set, a list of grader spec dicts (see ``evals.graders``;
+    """A named grader set, a list of grader spec dicts (see ``evals.grading.graders``;
     ``[grader_sets.NAME]``)."""
 
     content_field = "graders"
@@ -448,7 +448,7 @@ class GraderSetPreset(Preset):
 
 
 class IngestKey(models.Model):
-    """The first successful bulk ingest (``evals.ingest``) under one idempotency key: the
+    """The first successful bulk ingest (``interop.ingest``) under one idempotency key: the
     ``Idempotency-Key`` header or the header object's ``run_key`` (one namespace, unique
     across users). A repeat with the same key and the same body (``body_sha256``, hex of the
     raw request bytes) gets ``status_code`` and ``response`` (JSON text) back and writes

@@ -2,7 +2,8 @@
 ``[targets.NAME]`` and ``[grader_sets.NAME]`` tables).
 
 Each preset is validated when applied, with the same code a run uses
-(``evals.targets.target_from_config``, ``evals.graders.parse_grader_specs``); errors name
+(``evals.runner.targets.target_from_config``,
+``evals.grading.graders.parse_grader_specs``); errors name
 the TOML table and field (``targets.prod.base_url: ...``,
 ``grader_sets.smoke.graders[0].kind: ...``). Applying the same content changes nothing; a
 change updates the preset in place and says so. Runs copy a preset into their own snapshot,
@@ -42,7 +43,7 @@ def target_preset_apply(*, name: str, config: dict) -> tuple[TargetPreset, Actio
 
 def grader_set_preset_apply(*, name: str, graders: list) -> tuple[GraderSetPreset, Action]:
     """Create or update the grader set preset ``name`` (a list of grader spec dicts, see
-    ``evals.graders.parse_grader_specs``). Raises ``DomainError`` naming
+    ``evals.grading.graders.parse_grader_specs``). Raises ``DomainError`` naming
     ``grader_sets.<name>.graders[<i>].<field>``."""
     where = f"grader_sets.{name}.graders"
     try:

@@ -21,7 +21,7 @@ def run_chunk_execute(run_id: int, trial_ids: list[int]) -> None:
 
 @shared_task
 def runs_sweep() -> dict:
-    """Take back trials whose lease expired and stalled judge rungs (``evals.sweeper``); run
+    """Take back trials whose lease expired and stalled judge rungs (``evals.runner.sweeper``); run
     by Celery beat every ``ASSAY["SWEEP_SECONDS"]``. Returns the counts."""
     from evals.runner.sweeper import runs_sweep as sweep  # noqa: PLC0415 - see module doc
 

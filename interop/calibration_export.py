@@ -1,7 +1,7 @@
 """The calibration export: one row per item of a calibration set, with the judge's verdict,
 every human label, the lead's adjudication, the reference verdict and whether they agree.
 
-Built as an ``evals.exports.ExportTable`` and written by ``evals.exports.table_write`` (CSV or
+Built as an ``interop.exports.ExportTable`` and written by ``interop.exports.table_write`` (CSV or
 Parquet; cells, nulls and times as documented there). Queries: 5, whatever the size of the
 set (items with trials and cases, judge grades, labels with reviewers, and the two of
 ``reference_labels``).

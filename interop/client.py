@@ -1,6 +1,6 @@
 """A small Python client of the Assay API for CI scripts (httpx).
 
-    from evals.api_client import AssayClient
+    from interop.client import AssayClient
     with AssayClient("https://assay.example.com", token=os.environ["ASSAY_TOKEN"]) as assay:
         trials = assay.list("trials", run=run_uuid, limit=250)   # 250 rows over 3 pages
         decision = assay.gate(head=head_uuid)                     # the gate's JSON
@@ -17,7 +17,7 @@ from typing import Any
 
 import httpx
 
-PAGE_SIZE = 100  # the API's maximum page size (evals.api_base.IdCursorPagination)
+PAGE_SIZE = 100  # the API's maximum page size (core.api.pagination.IdCursorPagination)
 
 
 class AssayApiError(RuntimeError):

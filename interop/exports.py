@@ -8,7 +8,7 @@ fixed number of queries whatever the size (run: 2, labels: 1), then written:
   never ``0`` or ``NaN``; booleans are ``true``/``false``; datetimes ISO 8601 with an explicit
   offset in the export's zone (``tz``, default UTC: 2025-02-24T15:30:00Z exported with
   ``tz=Asia/Shanghai`` reads ``2025-02-24T23:30:00+08:00``); tags are joined with ``,`` (the
-  form ``evals.importers`` CSV reading splits again), except when a tag holds a comma, starts
+  form ``interop.importers`` CSV reading splits again), except when a tag holds a comma, starts
   with ``[``, is empty or has surrounding spaces: then the cell is the JSON array of the tags
   (``["a,b","c"]``), which the CSV reading also accepts, so every tag survives; a JSON
   ``input``/``expected`` that is not a string is written as compact JSON text.
@@ -187,7 +187,7 @@ def labels_table(*, run: Run, zone: tzinfo = UTC) -> ExportTable:
 
 
 def comparison_table(*, base: Run, head: Run, alpha: float = 0.05) -> ExportTable:
-    """``evals.comparison.comparison_get(base=, head=)`` as rows: one per shared case
+    """``evals.comparison.compute.comparison_get(base=, head=)`` as rows: one per shared case
     (section ``shared``: base x/N, head y/N, rates in [0, 1], delta = head − base, change
     class, errored trials per side), then one per ``added``, ``removed`` and ``changed``
     case (counts empty). Queries: those of ``comparison_get``, independent of the rows."""
@@ -299,7 +299,7 @@ def download_zone(request):
 
 
 def table_download(request, build, stem: str) -> HttpResponse:
-    """The table ``build(zone)`` (an ``evals.exports.ExportTable``) as ``<stem>.csv`` or
+    """The table ``build(zone)`` (an ``interop.exports.ExportTable``) as ``<stem>.csv`` or
     ``<stem>.parquet`` by ``?format=``, times in ``?tz=``; 400s name the option."""
     fmt = download_format(request, FORMATS)
     body = table_write(table=build(download_zone(request)), fmt=fmt)

@@ -169,7 +169,7 @@ def _need(obj: Any, key: str, where: str) -> Any:
 
 def _when(value: Any, where: str):
     """An ISO 8601 time with an offset, returned in UTC, from 1900-01-01T00:00:00Z to
-    2999-12-31T23:59:59Z (``evals.importers.reader.time_check``, the imports' rule); else
+    2999-12-31T23:59:59Z (``interop.importers.reader.time_check``, the imports' rule); else
     ``DomainError`` naming ``where``."""
     if value is None:
         return None

@@ -1,4 +1,4 @@
-"""Downloads of a run, its labels and a comparison as CSV or Parquet (``evals.exports``).
+"""Downloads of a run, its labels and a comparison as CSV or Parquet (``interop.exports``).
 
 ``?format=csv|parquet`` (default csv) and ``?tz=<IANA zone>`` (default UTC) for the times.
 Every role that can see the run page may download (``VIEWER_ROLES``); a bad option is a 400.
@@ -120,7 +120,7 @@ def import_upload(request: HttpRequest) -> HttpResponse:
 @require_GET
 @role_required(ENGINEER, LEAD)
 def calibration_export(request: HttpRequest, set_id) -> HttpResponse:
-    """A calibration set, one row per item (``labeling.exports.calibration_table``)."""
+    """A calibration set, one row per item (``interop.calibration_export.calibration_table``)."""
     cset = get_object_or_404(
         CalibrationSet.objects.select_related("judge_version__judge"), uuid=set_id
     )

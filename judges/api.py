@@ -1,7 +1,7 @@
 """API of judges: judge versions (with their trust state), judge runs, and grading a run
 with a judge version. Thin: parse, call one service, render.
 
-Roles mirror the UI (``judges.views``, ``judges.views_versions``): engineers and leads.
+Roles mirror the UI (``judges.views``, ``judges.views``): engineers and leads.
 Reviewers get 403 (they label blind: judge versions, their approvals' figures and judge runs
 are judge territory), outsiders 403, no token 401.
 """

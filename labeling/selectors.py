@@ -1,7 +1,7 @@
 """Reads for labeling and calibration: reference labels, calibration figures, human
 agreement, trust state and the corrected pass rate of a run graded by a trusted judge.
 
-Pairwise judges: ``labeling.selectors_pairwise.pairwise_calibration_compute`` (re-exported).
+Pairwise judges: ``labeling.pairwise.pairwise_calibration_compute`` (re-exported).
 Results are the dataclasses of ``labeling.figures``.
 """
 

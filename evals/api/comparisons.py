@@ -2,10 +2,10 @@
 run, its labels and a comparison. Thin: parse strictly, call one domain function, render.
 
 - The gate answers with exactly the JSON ``manage.py gate --json`` prints for the same runs
-  (``evals.gate.gate_evaluate`` + ``evals.comparison_render.gate_json``).
+  (``evals.comparison.gate.gate_evaluate`` + ``evals.comparison.render.gate_json``).
 - A comparison is the comparison page's (``comparison_cached_get``) with the gate's decision
   under the default policy, in the same document shape as the gate's.
-- Downloads reuse the UI's builders (``evals.exports``) and ``evals.run_file`` for the JSON
+- Downloads reuse the UI's builders (``interop.exports``) and ``interop.run_file`` for the JSON
   baseline file.
 
 Roles: every endpoint here is open to the viewer roles (reviewer, engineer, lead), as the
@@ -69,7 +69,7 @@ RUN_DOC = (
 @extend_schema_field({"type": "object", "additionalProperties": True})
 class RunDocumentField(serializers.JSONField):
     """An embedded export_run document: a JSON object (documented as such in the schema;
-    its contents are checked by ``evals.gate.run_document_read``)."""
+    its contents are checked by ``evals.comparison.gate.run_document_read``)."""
 
 
 class GateInput(serializers.Serializer):
@@ -143,7 +143,7 @@ class GateDecisionOutput(serializers.Serializer):
 class GateOutput(serializers.Serializer):
     decision = GateDecisionOutput(help_text="The gate's decision.")
     comparison = serializers.JSONField(
-        help_text="The comparison (evals.comparison.Comparison.to_dict): base and head "
+        help_text="The comparison (evals.comparison.compute.Comparison.to_dict): base and head "
         "summaries, alpha, comparability problems, per-case rows, added/removed/"
         "changed cases, change-class counts, headline (rates and delta as "
         "fractions 0..1, p_value and p_text, bootstrap and clustered intervals), "
@@ -163,7 +163,7 @@ def run_or_404(run_uuid) -> Run:
 
 
 class GateApi(APIView):
-    """POST: the CI gate (``evals.gate.gate_evaluate``) on two runs; 200 with exactly the
+    """POST: the CI gate (``evals.comparison.gate.gate_evaluate``) on two runs; 200 with exactly the
     JSON ``manage.py gate --json`` prints (``decision.exit_code`` 0 pass, 1 regression,
     2 cannot decide); 400 naming the field for bad input (the command's exit 3); 404 for an
     unknown run."""

@@ -1,6 +1,6 @@
 """Read-only API resources of evals (suites, cases, runs, trials, grades, baselines) with
 their filters, and the actions start a run and set a baseline. Thin: parse, call one
-service, render. The gate, comparisons and downloads are in ``evals.api_comparisons``.
+service, render. The gate, comparisons and downloads are in ``evals.api.comparisons``.
 
 Filters are query parameters checked strictly: a UUID parameter that is not a UUID, or a
 ``?status=`` outside the model's statuses, is a 400 naming it (never a 500 or an empty
@@ -129,7 +129,7 @@ class RunSerializer(serializers.ModelSerializer):
 
 class RunDetailSerializer(RunSerializer):
     report = serializers.SerializerMethodField(
-        help_text="The run report (evals.selectors.run_report): counts, pass rate with its "
+        help_text="The run report (evals.report.selectors.run_report): counts, pass rate with its "
         "95% interval (fractions 0..1), pass@k, tokens, latency (ms), cost (USD)."
     )
 

@@ -1,4 +1,4 @@
-"""A cache in front of ``evals.comparison.comparison_get`` for the comparison pages.
+"""A cache in front of ``evals.comparison.compute.comparison_get`` for the comparison pages.
 
 Why: the comparison of two finished runs is a pure, seeded function of their trials and
 grades, and computing it for 2,000 cases x 5 trials takes seconds (bootstrap and exact

@@ -1,6 +1,6 @@
 """A comparison and the gate's decision as terminal text, Markdown (a PR comment) and JSON.
 
-Every p-value goes through ``evals.comparison.pvalue_format``. Case keys and run names are
+Every p-value goes through ``evals.comparison.compute.pvalue_format``. Case keys and run names are
 untrusted text: in Markdown they are written inside code spans with backticks and pipes
 neutralised, so a key cannot inject links, HTML or table cells.
 """

@@ -3,7 +3,7 @@
 A ``RunData`` comes from the database (``run_data_get``), from a file written by
 ``manage.py export_run`` (``run_data_from_file``), or from its own dict
 (``run_data_to_dict`` / ``run_data_from_dict``). Whatever the source, per-trial overall
-verdicts are decided by the run report's one rule (``evals.report.overall_codes``): a
+verdicts are decided by the run report's one rule (``evals.grading.verdict.overall_codes``): a
 trial passes when every gating grader passed; a failing gating grade makes it fail; an
 errored gating grade with no failing one leaves it out (counted); pipeline errors are left
 out (counted).
@@ -265,7 +265,7 @@ def run_data_get(*, run: Any) -> RunData:
 
 
 def run_data_from_export(data: dict[str, Any], *, source: str = "file") -> RunData:
-    """``RunData`` from a dict in the ``export_run`` format (``evals.run_file``); no
+    """``RunData`` from a dict in the ``export_run`` format (``interop.run_file``); no
     queries. Judge trust is as recorded in the file at export time."""
     run = data["run"]
     judges = {

@@ -1,6 +1,6 @@
 """Filtering and sorting the comparison's per-case rows from a page's GET params.
 
-Pure Python over the rows ``evals.comparison.comparison_get`` returns. Bad params never make
+Pure Python over the rows ``evals.comparison.compute.comparison_get`` returns. Bad params never make
 an error page: an unknown class or sort falls back to no filter / the default sort, and an
 unknown tag matches no row; the page always shows which filter applies.
 """

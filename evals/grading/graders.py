@@ -25,7 +25,7 @@ Kinds (``config`` options in brackets, defaults after ``=``):
   ``function(case, output) -> GradeResult | bool | dict``.
 - ``judge`` [judge_version="<uuid>", skip_if_failed=False]: the top rung, an LLM judge
   version (``judges``). It is not run here: the runner enqueues it after the deterministic
-  grades of a chunk are written (``judges.services.run_chunk_judge``); with
+  grades of a chunk are written (``judges.grading.run_chunk_judge``); with
   ``skip_if_failed`` a trial failed by a gating deterministic grader is not sent to the judge.
 """
 

@@ -68,7 +68,7 @@ def overall_codes(gating: list[np.ndarray], trial_codes: np.ndarray) -> np.ndarr
 
 def trial_verdict_annotations(keys: tuple[str, ...]) -> dict[str, models.Expression]:
     """Annotations on a Trial queryset deciding its overall verdict in the database, for a
-    run whose gating graders are ``keys`` (the rule of ``evals.report.overall_codes``):
+    run whose gating graders are ``keys`` (the rule of ``evals.grading.verdict.overall_codes``):
 
     1. fail — the trial is ok and some gating grade is ok with ``passed = False``;
     2. errored — else, some gating grade errored (left out of rates, counted);

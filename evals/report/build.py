@@ -1,5 +1,5 @@
 """The run report's figures, computed from flat arrays (no queries here; see
-``evals.selectors.run_report`` for the reads).
+``evals.report.selectors.run_report`` for the reads).
 
 Rules (one place for each):
 - A trial's outcome for one grader is a code (``PASS``, ``FAIL``, ``ERRORED`` grade,
@@ -165,7 +165,7 @@ class JudgeCalls:
     count). ``input``/``output``: token sums over the known values, ``*_unknown`` the calls
     without a count. ``known_usd``: sum of known costs (USD; None when none is known),
     ``cost_unknown``: calls whose price is unknown. Source: each grade's ``details``
-    (``input_tokens``, ``output_tokens``, ``cost_usd``), written by ``judges.services``.
+    (``input_tokens``, ``output_tokens``, ``cost_usd``), written by ``judges.grading``.
     """
 
     calls: int

@@ -79,7 +79,7 @@ class Figures:
     ``scored``/``not_scored``: grades with a score / with a null score (errored included).
     ``corrected``: for a grader whose verdicts all come from one judge version, the
     Rogan–Gladen correction of ``trials_passed`` / ``trials_graded`` by that judge's measured
-    tpr and tnr (``labeling.figures.CorrectedPassRate``; ``corrected.corrected`` None with a
+    tpr and tnr (``judges.trust.CorrectedPassRate``; ``corrected.corrected`` None with a
     reason when the version is not trusted); None for other graders, overall and slices.
     """
 

@@ -173,7 +173,7 @@ def trial_results_record(
 
     Idempotent: only trials still ``running`` are written (read under a row lock on
     PostgreSQL, inside SQLite's writer lock), so a result delivered again changes nothing
-    and is not counted. Cost is USD at the model's price (``evals.pricing``), null when the
+    and is not counted. Cost is USD at the model's price (``evals.runner.pricing``), null when the
     price or a token count is unknown, and for errored trials. ``prices`` caches price
     lookups by model name across calls (the runner passes one dict per chunk).
     """

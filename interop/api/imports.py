@@ -1,7 +1,7 @@
 """``POST /api/imports``: import a results file (promptfoo, Inspect AI, labeled records,
 CSV, JSONL) as a new run, the same import as the upload page and ``import_results``.
 
-Thin: check the size, parse the multipart form, call ``evals.importers.results_import``
+Thin: check the size, parse the multipart form, call ``interop.importers.results_import``
 (one transaction, all or nothing), render its ``ImportSummary``. Reference: docs/interop.md.
 """
 

@@ -1,4 +1,4 @@
-"""``POST /api/ingest``: bulk ingest of a run recorded elsewhere (``evals.ingest``).
+"""``POST /api/ingest``: bulk ingest of a run recorded elsewhere (``interop.ingest``).
 
 Thin: pick the body format from Content-Type, check the declared length, open the raw
 request stream (never ``request.body`` or ``request.data``, so Django's
@@ -67,7 +67,7 @@ class IngestLabelInput(serializers.Serializer):
 
 
 class IngestTrialInput(serializers.Serializer):
-    """A trial record: the CSV/JSONL import's fields (evals.importers.tabular)."""
+    """A trial record: the CSV/JSONL import's fields (interop.importers.tabular)."""
 
     case_id = serializers.CharField(max_length=200, help_text="Case key, at most 200 characters.")
     input = serializers.JSONField(

@@ -7,7 +7,7 @@ Shapes (``docs/ingest.md`` has the full reference):
   read from the stream line by line.
 
 A trial record uses the field vocabulary and the rules of the CSV/JSONL import
-(``evals.importers.tabular``: ``case_id``, ``input``, ``expected``, ``tags``, ``output``,
+(``interop.importers.tabular``: ``case_id``, ``input``, ``expected``, ``tags``, ``output``,
 ``attempt``, ``passed``, ``score``, ``scores``, ``judge_status``, ``reason``, ``grader``,
 ``model``, ``input_tokens``, ``output_tokens``, ``latency_ms``, ``cost_usd``,
 ``created_at``; parsed by its ``row_parse``) plus ``labels`` (``[{"reviewer", "verdict":

@@ -159,7 +159,7 @@ class NdjsonSource(IngestSource):
     """``application/x-ndjson`` (or ``application/jsonl``): read line by line from the
     stream; memory is bounded by the longest line (at most ``max_record_bytes``, line end
     not counted). Line 1 (the first non-blank line) is the header; decoding, BOM and line
-    ending rules are those of every text import (``evals.importers.reader``)."""
+    ending rules are those of every text import (``interop.importers.reader``)."""
 
     fmt = "ndjson"
 

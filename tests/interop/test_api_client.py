@@ -1,4 +1,4 @@
-"""The Python API client (evals.api_client) against the real app over httpx's WSGI transport:
+"""The Python API client (interop.client) against the real app over httpx's WSGI transport:
 fault L1 (a limit is a total across pages; rows ingested mid-walk neither repeat nor make it
 skip), the gate and ingest helpers, errors."""
 

@@ -164,7 +164,7 @@ class Command(BaseCommand):
             "--without-heartbeat",
             "--without-gossip",
             "--without-mingle",
-            # Embedded beat runs the sweeper (evals.sweeper) every ASSAY["SWEEP_SECONDS"].
+            # Embedded beat runs the sweeper (evals.runner.sweeper) every ASSAY["SWEEP_SECONDS"].
             "--beat",
             "--schedule",
             str(settings.VAR_DIR / "celery" / "beat-schedule"),

@@ -9,8 +9,8 @@ Without ``--base`` the head suite's current baseline is used. Exit codes (``gate
 0 no significant regression; 1 significant regression or a broken regression case;
 2 cannot decide (not comparable, no overlapping cases, errored trials or grades over the
 allowed fraction — by default any —, provisional judge grades); 3 bad arguments (an
-unknown run, an unreadable file, ``--alpha`` outside 1e-6 .. 0.5: ``evals.gate.alpha_check``),
-never 1.
+unknown run, an unreadable file, ``--alpha`` outside 1e-6 .. 0.5:
+``evals.comparison.gate.alpha_check``), never 1.
 """
 
 from __future__ import annotations

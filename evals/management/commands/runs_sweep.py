@@ -1,4 +1,4 @@
-"""``manage.py runs_sweep``: one pass of the sweeper (``evals.sweeper``), for cron users who
+"""``manage.py runs_sweep``: one pass of the sweeper (``evals.runner.sweeper``), for cron users who
 do not run Celery beat. Prints what it enqueued again."""
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ which is salted per process). The trial errors when u_error < error_probability,
 passes when u_pass < p. The same config, case and attempt give the same result on any
 machine, in any order.
 
-Outputs (built to agree with ``evals.graders``):
+Outputs (built to agree with ``evals.grading.graders``):
 - pass: the case's ``expected`` in the graders' reference form: a string as it is, any
   other JSON value as canonical JSON (sorted keys, no spaces), so ``exact``,
   ``normalized``, ``contains``, ``numeric`` and ``json_schema`` all pass;

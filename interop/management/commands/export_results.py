@@ -1,10 +1,10 @@
 """``manage.py export_results run RUN | labels RUN | comparison BASE HEAD --format csv|parquet
---out FILE [--tz ZONE]``: a table export (``evals.exports``). RUN, BASE, HEAD are run UUIDs
+--out FILE [--tz ZONE]``: a table export (``interop.exports``). RUN, BASE, HEAD are run UUIDs
 or "suite name/run name"; ``--tz`` an IANA zone for the times (default UTC).
 
 ``manage.py export_results --calibration-set SET [--judge-version JV] --format csv|parquet
---out FILE [--tz ZONE]``: a calibration set's export (``labeling.exports.calibration_table``),
-SET and JV being UUIDs (JV default: the set's own judge version)."""
+--out FILE [--tz ZONE]``: a calibration set's export
+(``interop.calibration_export.calibration_table``), SET and JV being UUIDs (JV default: the set's own judge version)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """``manage.py export_run RUN --out FILE [--no-outputs]``: a run as a JSON baseline file.
 
 RUN is a run UUID or "suite name/run name". The file (format ``assay-run``, see
-``evals.run_file``) is strict JSON and is read back by ``import_run`` and by ``gate``.
+``interop.run_file``) is strict JSON and is read back by ``import_run`` and by ``gate``.
 """
 
 from __future__ import annotations

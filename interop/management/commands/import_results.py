@@ -1,6 +1,6 @@
 """``manage.py import_results FILE --suite NAME --run NAME``: import results recorded elsewhere.
 
-Thin: parses arguments and calls ``evals.importers.results_import`` (rules and format
+Thin: parses arguments and calls ``interop.importers.results_import`` (rules and format
 detection documented there). ``--json`` prints strict JSON of what was created. Any error
 is a CommandError naming the line/row and field (exit code 1), and nothing is written.
 """

@@ -1,5 +1,5 @@
 """``manage.py import_run FILE [--suite NAME] [--name RUN]``: read an ``export_run`` file back
-into a run (all or nothing; ``evals.run_file.run_import``)."""
+into a run (all or nothing; ``interop.run_file.run_import``)."""
 
 from __future__ import annotations
 
