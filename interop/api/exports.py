@@ -142,7 +142,8 @@ class ComparisonExportApi(DownloadApi):
 
 class CalibrationExportApi(APIView):
     """GET: the calibration export of a set
-    (``interop.calibration_export.calibration_table``) as CSV or Parquet; engineers and leads (it holds judge verdicts and every label)."""
+    (``interop.calibration_export.calibration_table``) as CSV or Parquet; engineers and
+    leads (it holds judge verdicts and every label)."""
 
     permission_classes = [IsRunner]
     content_negotiation_class = DownloadNegotiation

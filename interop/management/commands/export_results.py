@@ -4,7 +4,8 @@ or "suite name/run name"; ``--tz`` an IANA zone for the times (default UTC).
 
 ``manage.py export_results --calibration-set SET [--judge-version JV] --format csv|parquet
 --out FILE [--tz ZONE]``: a calibration set's export
-(``interop.calibration_export.calibration_table``), SET and JV being UUIDs (JV default: the set's own judge version)."""
+(``interop.calibration_export.calibration_table``), SET and JV being UUIDs (JV default:
+the set's own judge version)."""
 
 from __future__ import annotations
 
