@@ -32,6 +32,7 @@ from __future__ import annotations
 import copy
 import json
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -342,25 +343,36 @@ def _no_route(url: str) -> bool:
     return False
 
 
-def _operations(schema: dict) -> int:
+# The lead pass in two halves, so that no test runs past 30 s on the 2-core CI machine.
+HALF = r"^/api/(runs|trials|grades|cases|suites|baselines)"
+
+
+def _operations(schema: dict, *, first_half: bool) -> int:
     return sum(
         1
-        for item in schema["paths"].values()
+        for path, item in schema["paths"].items()
         for method in item
         if method in {"get", "put", "post", "patch", "delete"}
+        and bool(re.match(HALF, path)) == first_half
     )
 
 
-def test_no_request_from_a_lead_gets_a_server_error(server_url, schema, tokens, tmp_path):
+@pytest.mark.parametrize("first_half", [True, False], ids=["runs-and-trials", "the-rest"])
+def test_no_request_from_a_lead_gets_a_server_error(
+    first_half, server_url, schema, tokens, tmp_path
+):
     run = run_schemathesis(
         server_url,
         schema,
         tmp_path / "lead",
         max_examples=MAX_EXAMPLES,
         headers=[f"Authorization: Bearer {tokens['lead']}"],
+        extra=("--include-path-regex" if first_half else "--exclude-path-regex", HALF),
     )
     assert run.exit_code == 0, run.explain()
-    assert run.report["operations"]["tested"] == _operations(schema), run.output
+    assert run.report["operations"]["tested"] == _operations(schema, first_half=first_half), (
+        run.output
+    )
     assert run.exchanges, "schemathesis sent no request"
     print(
         f"lead pass: {len(run.exchanges)} requests, {run.report['operations']['tested']} "
