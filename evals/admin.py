@@ -18,6 +18,7 @@ from evals.models import (
     Run,
     Suite,
     TargetPreset,
+    TopUp,
     Trial,
     TrialPair,
     content_hash,
@@ -207,3 +208,13 @@ class IngestKeyAdmin(admin.ModelAdmin):
 
     def has_change_permission(self, request, obj=None) -> bool:
         return False
+
+
+@admin.register(TopUp)
+class TopUpAdmin(admin.ModelAdmin):
+    list_display = ("uuid", "head", "base", "status", "rounds_done", "trials_added", "created_at")
+    list_filter = ("status", "adaptive")
+    list_select_related = ("head__suite", "base__suite")
+    raw_id_fields = ("head", "base", "started_by")
+    # Trials are added by the top-up itself, never by editing a row.
+    readonly_fields = ("plan", "decision", "rounds_done", "trials_added", "finished_at")

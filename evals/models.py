@@ -185,6 +185,11 @@ class Run(models.Model):
     started_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
     )
+    # An adaptive run (``run_suite --against``): when its first N trials per case are done,
+    # a top-up against this baseline spends more trials only where the gate is uncertain.
+    against = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="adaptive_runs"
+    )
 
     objects = RunQuerySet.as_manager()
 
@@ -256,6 +261,17 @@ class Trial(models.Model):
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
     lease_expires_at = models.DateTimeField(null=True, blank=True)
+    # Trials added to settle a comparison's suspect cases (``TopUp``), round 1, 2, ...;
+    # null for the run's own trials. A comparison reads only its own top-up trials.
+    top_up = models.ForeignKey(
+        "TopUp", null=True, blank=True, on_delete=models.PROTECT, related_name="trials"
+    )
+    top_up_round = models.PositiveSmallIntegerField(null=True, blank=True)
+    # A retried errored trial points at the attempt that replaced it: kept as history, left
+    # out of every figure (``run_retry``).
+    replaced_by = models.OneToOneField(
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="replaces"
+    )
 
     objects = TrialQuerySet.as_manager()
 
@@ -350,6 +366,60 @@ class TrialPair(models.Model):
 
     def __str__(self) -> str:
         return f"pair {self.trial_a_id}/{self.trial_b_id}"
+
+
+class TopUp(models.Model):
+    """Settling a comparison's suspect cases with more trials (the gate's top-up rounds).
+
+    ``base`` and ``head`` are the compared runs; trials are added, in rounds, to the head
+    run (and to the base run when ``base_replayed``) as ordinary trials marked with this
+    top-up and their round (``Trial.top_up``/``top_up_round``); nothing is deleted. ``plan``
+    is the design fixed when it started (``stats.sequential.TopUpPlan`` fields); the
+    gate's decision over the runs' own trials plus these is in ``decision`` (the gate's
+    JSON) once it ends. ``adaptive``: started by a run started against a baseline
+    (``run_suite --against``). Caps: ``max_trials_per_case`` a side (first trials
+    included), ``max_cost_usd`` (USD; null: no cap).
+    """
+
+    class Status(models.TextChoices):
+        QUEUED = "queued", "queued"
+        RUNNING = "running", "running"
+        SETTLED = "settled", "settled"
+        CAPPED = "capped", "stopped at a cap"
+        FAILED = "failed", "failed"
+        CANCELLED = "cancelled", "cancelled"
+
+    TERMINAL = (Status.SETTLED, Status.CAPPED, Status.FAILED, Status.CANCELLED)
+
+    uuid = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
+    base = models.ForeignKey(Run, on_delete=models.PROTECT, related_name="top_ups_as_base")
+    head = models.ForeignKey(Run, on_delete=models.PROTECT, related_name="top_ups_as_head")
+    alpha = models.FloatField(default=0.05)
+    plan = models.JSONField(default=dict)
+    base_replayed = models.BooleanField(default=True)
+    adaptive = models.BooleanField(default=False)
+    max_trials_per_case = models.PositiveIntegerField()
+    max_cost_usd = models.DecimalField(max_digits=14, decimal_places=8, null=True, blank=True)
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.QUEUED)
+    rounds_done = models.PositiveSmallIntegerField(default=0)
+    trials_added = models.PositiveIntegerField(default=0)
+    decision = models.JSONField(null=True, blank=True)
+    error = models.TextField(blank=True)
+    started_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"top-up of {self.head_id} against {self.base_id} ({self.status})"
+
+    @property
+    def is_terminal(self) -> bool:
+        return self.status in self.TERMINAL
 
 
 class Baseline(models.Model):

@@ -17,7 +17,7 @@ from typing import Literal
 from core.errors import DomainError
 from evals.grading.graders import parse_grader_specs
 from evals.models import GraderSetPreset, TargetPreset, preset_hash
-from evals.runner.start import _target_validate
+from evals.runner.start import target_validate
 
 Action = Literal["created", "updated", "unchanged"]
 
@@ -35,7 +35,7 @@ def target_preset_apply(*, name: str, config: dict) -> tuple[TargetPreset, Actio
     ``targets.<name>.<field>``."""
     where = f"targets.{name}"
     try:
-        _target_validate(config)
+        target_validate(config)
     except DomainError as exc:
         raise DomainError(_renamed(str(exc), old="target", new=where)) from exc
     return _apply(TargetPreset, name=name, field="config", value=config)

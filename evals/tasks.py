@@ -26,3 +26,12 @@ def runs_sweep() -> dict:
     from evals.runner.sweeper import runs_sweep as sweep  # noqa: PLC0415 - see module doc
 
     return asdict(sweep())
+
+
+@shared_task(acks_late=True, reject_on_worker_lost=True)
+def top_up_advance(top_up_id: int) -> None:
+    """Take a comparison's top-up one step (decide, end or add a round); idempotent, safe
+    under redelivery."""
+    from evals.comparison.topup import top_up_advance as advance  # noqa: PLC0415 - see module doc
+
+    advance(top_up_id=top_up_id)

@@ -28,6 +28,16 @@ urlpatterns = [
         name="comparison",
     ),
     path(
+        "runs/<uuid:head_id>/compare/<uuid:base_id>/settle/",
+        views_comparison.comparison_settle,
+        name="comparison-settle",
+    ),
+    path(
+        "runs/<uuid:head_id>/compare/<uuid:base_id>/top-up/",
+        views_comparison.comparison_top_up,
+        name="comparison-top-up",
+    ),
+    path(
         "runs/<uuid:head_id>/compare/<uuid:base_id>/cases/<uuid:case_id>/",
         views_comparison.comparison_case,
         name="comparison-case",

@@ -61,6 +61,8 @@ def run_export(*, run: Run, outputs: bool = True) -> dict[str, Any]:
         "output_tokens",
         "cost_usd",
         "created_at",
+        "top_up_round",
+        "replaced_by",
     ]
     trials = Trial.objects.filter(run=run).order_by("case_id", "attempt")
     trials = trials.only(*fields, *(["output"] if outputs else []))
@@ -109,6 +111,8 @@ def run_export(*, run: Run, outputs: bool = True) -> dict[str, Any]:
             {
                 "attempt": t.attempt,
                 "status": t.status,
+                **({"top_up_round": t.top_up_round} if t.top_up_round is not None else {}),
+                **({"replaced": True} if t.replaced_by_id is not None else {}),
                 **({"output": t.output} if outputs else {}),
                 "error_message": t.error_message,
                 "latency_ms": t.latency_ms,
@@ -326,6 +330,11 @@ def run_import(
     for i, (case, c) in enumerate(zip(cases, file_cases, strict=True)):
         for j, t in enumerate(c.get("trials") or []):
             where = f"cases[{i}].trials[{j}]"
+            if t.get("replaced"):
+                continue  # a retried attempt: history of the source database, not data
+            round_ = t.get("top_up_round")
+            if round_ is not None and (isinstance(round_, bool) or not isinstance(round_, int)):
+                raise DomainError("expected a whole number or null", field=f"{where}.top_up_round")
             trials.append(
                 Trial(
                     run=run,
@@ -339,6 +348,8 @@ def run_import(
                     output_tokens=t.get("output_tokens"),
                     cost_usd=_decimal(t.get("cost_usd"), f"{where}.cost_usd"),
                     created_at=_when(t.get("created_at"), f"{where}.created_at") or timezone.now(),
+                    # A comparison's top-up trials stay out of later comparisons' looks.
+                    top_up_round=round_,
                 )
             )
             grade_specs.append((where, t.get("grades") or []))

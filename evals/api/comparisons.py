@@ -47,6 +47,7 @@ from evals.comparison.gate import (
     ALPHA_MAX,
     ALPHA_MIN,
     alpha_check,
+    comparison_plan,
     gate_decide,
     gate_evaluate,
     run_document_read,
@@ -279,7 +280,8 @@ class ComparisonApi(APIView):
         alpha = _alpha(request)
         base, head = run_or_404(base_id), run_or_404(head_id)
         comparison = comparison_cached_get(base=base, head=head, alpha=alpha)
-        decision = gate_decide(comparison, alpha=alpha)
+        plan = comparison_plan(base=base, head=head, alpha=alpha)[0]
+        decision = gate_decide(comparison, alpha=alpha, plan=plan)
         return Response(json.loads(gate_json(comparison, decision)))
 
 

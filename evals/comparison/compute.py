@@ -28,6 +28,7 @@ import numpy as np
 from django.core.cache import cache
 
 from core.strict_json import json_safe
+from core.templatetags.dashboard import key_ks
 from evals.comparison.run_data import CaseData, GraderInfo, RunData, run_data_get, verdict_lists
 from evals.report.figures import pass_k_table
 from stats.compare import (
@@ -98,8 +99,9 @@ def change_class(base_passed: int, base_graded: int, head_passed: int, head_grad
 class CaseComparison:
     """One shared case: ``base_passed``/``base_graded`` → ``head_passed``/``head_graded``,
     rates in [0, 1] (None when nothing graded), ``delta`` = head − base rate, ``change``
-    (``change_class``), errored trials per side (pipeline + errored gating grade) and
-    provisional gating grades (both sides)."""
+    (``change_class``, a description: "broken" never blocks by itself), errored trials per
+    side (pipeline + errored gating grade), provisional gating grades (both sides) and each
+    side's ``(passed, graded)`` per look (the gate's input; ``CaseData.looks``)."""
 
     key: str
     content_hash: str
@@ -115,6 +117,8 @@ class CaseComparison:
     base_errored: int
     head_errored: int
     provisional: int
+    base_looks: tuple[tuple[int, int], ...] = ()
+    head_looks: tuple[tuple[int, int], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -210,8 +214,9 @@ class UsageDelta:
 
 @dataclass(frozen=True)
 class PassHatKDelta:
-    """pass^k (Yao et al. 2024) at one k over shared cases: base, head and head − base;
-    None where a side has no case with k graded trials."""
+    """pass^k (Yao et al. 2024) — or pass@k (Chen et al. 2021) in ``Comparison.pass_at_k`` —
+    at one k over shared cases: base, head and head − base; None where a side has no case
+    with k graded trials."""
 
     k: int
     base: float | None
@@ -237,6 +242,7 @@ class Comparison:
     head_counts: SideCounts
     usage: UsageDelta
     pass_hat_k: list[PassHatKDelta]
+    pass_at_k: list[PassHatKDelta]
     broken_regressions: list[CaseComparison]
     detectable: DetectableDrop | None = None
     suite_kind: str = "regression"
@@ -245,6 +251,14 @@ class Comparison:
     @property
     def comparable(self) -> bool:
         return not self.problems
+
+    @property
+    def pass_k_pairs(self) -> list[tuple[PassHatKDelta, PassHatKDelta]]:
+        """(pass@k, pass^k) at the ks a page shows (``core.templatetags.dashboard.key_ks``)."""
+        shown = {r.k for r in key_ks(self.pass_hat_k)}
+        return [
+            (a, h) for a, h in zip(self.pass_at_k, self.pass_hat_k, strict=True) if h.k in shown
+        ]
 
     def to_dict(self) -> dict[str, Any]:
         """Strict-JSON-safe dict (Decimals as strings, no NaN): runs as summaries, the
@@ -442,20 +456,22 @@ def _minus(a, b):
     return None if a is None or b is None else a - b
 
 
-def _pass_hat_k(pairs, k_max: int) -> list[PassHatKDelta]:
-    out = []
+def _pass_k(pairs, k_max: int) -> tuple[list[PassHatKDelta], list[PassHatKDelta]]:
+    """(pass@k deltas, pass^k deltas) for k = 1..k_max over the shared cases."""
+    at, out = [], []
     if not pairs or k_max < 1:
-        return out
+        return at, out
     sides = []
     for side in (0, 1):
         passed = np.array([p[side].passed for p in pairs], dtype=np.int64)
         graded = np.array([p[side].graded for p in pairs], dtype=np.int64)
         sides.append(pass_k_table(passed, graded, k_max))
     for b, h in zip(*sides, strict=True):
+        at.append(PassHatKDelta(b.k, b.pass_at_k, h.pass_at_k, _minus(h.pass_at_k, b.pass_at_k)))
         out.append(
             PassHatKDelta(b.k, b.pass_hat_k, h.pass_hat_k, _minus(h.pass_hat_k, b.pass_hat_k))
         )
-    return out
+    return at, out
 
 
 def _side(run: RunData) -> SideCounts:
@@ -518,6 +534,8 @@ def comparison_compute(
                 base_errored=b.pipeline_errored + b.grade_errored,
                 head_errored=h.pipeline_errored + h.grade_errored,
                 provisional=b.provisional + h.provisional,
+                base_looks=b.looks or ((b.passed, b.graded),),
+                head_looks=h.looks or ((h.passed, h.graded),),
             )
         )
     counts = dict.fromkeys(CHANGE_CLASSES, 0)
@@ -535,6 +553,7 @@ def comparison_compute(
         )
     if detectable is None and with_power:
         detectable = base_detectable_drop(base, alpha=alpha)
+    pass_at, pass_hat = _pass_k(pairs, min(base.trials_per_case, head.trials_per_case))
     return Comparison(
         base=base,
         head=head,
@@ -555,7 +574,8 @@ def comparison_compute(
             tokens_per_trial=_minus(head_usage.tokens_per_trial, base_usage.tokens_per_trial),
             latency_mean_ms=_minus(head_usage.latency_mean_ms, base_usage.latency_mean_ms),
         ),
-        pass_hat_k=_pass_hat_k(pairs, min(base.trials_per_case, head.trials_per_case)),
+        pass_at_k=pass_at,
+        pass_hat_k=pass_hat,
         broken_regressions=broken,
         detectable=detectable,
         suite_kind=kind,

@@ -9,19 +9,29 @@ references and file paths stays with the callers; this module takes runs (``Run`
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from core.errors import DomainError
 from evals.baselines import baseline_current
-from evals.comparison.compute import Comparison, comparison_compute, detectable_drop_get
+from evals.comparison.compute import (
+    Comparison,
+    comparison_compute,
+    detectable_drop_get,
+    pvalue_format,
+    pvalue_phrase,
+)
 from evals.comparison.run_data import (
     RUN_FILE_FORMAT,
     RunData,
     run_data_from_export,
     run_data_get,
 )
+from evals.runner.replay import run_replay_refusal
+from stats.gate import BLOCK, UNDECIDED, no_top_up
+from stats.gate import gate_decide as stats_gate_decide
+from stats.sequential import CaseLooks, TopUpPlan, trials_to_settle
 
 
 def _data(side: Any) -> RunData:
@@ -71,6 +81,7 @@ def gate_evaluate(
     max_errored_fraction: float = 0.0,
     allow_untrusted: bool = False,
     allow_incomparable: bool = False,
+    plan: TopUpPlan | None = None,
 ) -> tuple[Comparison, GateDecision]:
     """Compare ``head`` with ``base`` and take the gate's decision (``gate_decide``).
 
@@ -107,14 +118,36 @@ def gate_evaluate(
         detectable=detectable,
         with_power=base_run is None,
     )
+    if plan is None:
+        plan = comparison_plan(base=base, head=head, alpha=alpha)[0]
     decision = gate_decide(
         comparison,
         alpha=alpha,
         max_errored_fraction=max_errored_fraction,
         allow_untrusted=allow_untrusted,
         allow_incomparable=allow_incomparable,
+        plan=plan,
     )
     return comparison, decision
+
+
+def comparison_plan(*, base: Any, head: Any, alpha: float) -> tuple[TopUpPlan, str | None]:
+    """The design a comparison is decided under, and why it cannot be topped up (None when
+    it can): a top-up plan when both runs can be replayed here (half of alpha held back for
+    settling suspects with more trials), else all of alpha at the first look."""
+    if isinstance(head, RunData) or isinstance(base, RunData):
+        kind = head.suite_kind if isinstance(head, RunData) else head.suite.kind
+        n = head.trials_per_case
+        reason = "a run read from a file cannot be replayed"
+        return gate_plan(alpha=alpha, trials_per_case=n, suite_kind=kind, top_up=False), reason
+    reason = run_replay_refusal(run=head) or run_replay_refusal(run=base)
+    plan = gate_plan(
+        alpha=alpha,
+        trials_per_case=head.trials_per_case,
+        suite_kind=head.suite.kind,
+        top_up=reason is None,
+    )
+    return plan, reason
 
 
 FILE_TRIALS_PER_CASE_MAX = 100  # pass^k tables grow with k x N^2: bound what a body may ask
@@ -328,13 +361,113 @@ def run_document_read(data: Any, *, field: str) -> RunData:
 
 
 @dataclass(frozen=True)
+class CaseVerdict:
+    """One case as the decision sees it: cumulative counts a side (every look read),
+    ``status`` "drop" (a significant drop: it blocks), "suspect" (head did worse, not
+    significantly: unresolved), "cleared" (was a suspect; more trials showed head no worse)
+    or "clean"; ``p_value`` its one-sided exact p at its last look, ``adjusted`` the discrete
+    Holm adjusted p (None for capability suites); ``settle_trials``: for an unresolved
+    suspect, trials a side that would detect its observed drop with 80% power at the level
+    a top-up round would have (None when none would, or when the drop is settled)."""
+
+    key: str
+    base_passed: int
+    base_graded: int
+    head_passed: int
+    head_graded: int
+    status: str
+    p_value: float
+    adjusted: float | None
+    look: int
+    settle_trials: int | None = None
+
+
+@dataclass(frozen=True)
 class GateDecision:
-    """``exit_code`` 0 (no significant regression), 1 (significant regression or a broken
-    regression case) or 2 (cannot decide); ``title`` in a few words; ``reasons`` why."""
+    """The gate's decision: ``exit_code`` 0 (no measurable regression), 1 (blocked: a
+    regression measurably beyond the pipeline's own randomness) or 2 (cannot decide);
+    ``verdict`` "pass", "block", "undecided" (suspects a top-up round could settle; exit 0)
+    or "cannot decide"; ``title`` in a few words; ``sentence``: the decision and its reason
+    in one sentence that matches the figures; ``reasons``: every reason; ``drops`` and
+    ``suspects``: the cases behind it (``CaseVerdict``); ``suite_p``: the stratified
+    one-sided p-value at look 0 (None when not computed); ``plan``: the design it was taken
+    under (``top_up`` possible, alpha at look 0, rounds); ``next_round``: case key ->
+    (base, head) trials the next top-up round adds; ``notes``: what the reader should also
+    know (simulated runs, untrusted judges left out, "broken" cases as a description)."""
 
     exit_code: int
     title: str
     reasons: list[str]
+    verdict: str = "pass"
+    sentence: str = ""
+    drops: list[CaseVerdict] = field(default_factory=list)
+    suspects: list[CaseVerdict] = field(default_factory=list)
+    suite_p: float | None = None
+    plan: dict = field(default_factory=dict)
+    next_round: dict[str, tuple[int, int]] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+
+SETTLE_POWER = 0.8
+
+
+def gate_plan(
+    *,
+    alpha: float,
+    trials_per_case: int,
+    suite_kind: str,
+    top_up: bool,
+    base_replayed: bool = True,
+    max_trials_per_case: int | None = None,
+) -> TopUpPlan:
+    """The design the decision is taken under, fixed by facts known before any outcome:
+    with ``top_up`` (both runs can be replayed — or the head alone, ``base_replayed``
+    False) look 0 gets ``alpha_first`` of alpha and rounds of N then 2N trials a side get
+    the rest (``stats.sequential.TopUpPlan`` defaults); ``max_trials_per_case`` (first N
+    included) keeps only the whole rounds that fit under it. Without top-up, look 0 has all
+    of alpha. Raises ``DomainError`` for a cap below N."""
+    n = max(1, int(trials_per_case))
+    if not top_up:
+        return no_top_up(alpha=alpha, suite_kind=suite_kind)
+    sizes = [n, 2 * n]
+    if max_trials_per_case is not None:
+        if max_trials_per_case < n:
+            raise DomainError(
+                f"at least the first {n} trials per case, got {max_trials_per_case}",
+                field="max_trials_per_case",
+            )
+        while sizes and n + sum(sizes) > max_trials_per_case:
+            sizes.pop()
+    if not sizes:
+        return no_top_up(alpha=alpha, suite_kind=suite_kind)
+    return TopUpPlan(
+        alpha=alpha,
+        first_trials=n,
+        round_sizes=tuple(sizes),
+        base_replayed=base_replayed,
+        alpha_first=alpha / 2,
+        suite_kind=suite_kind,
+    )
+
+
+def plan_json(plan: TopUpPlan) -> dict:
+    """The design as data (the decision's JSON and ``TopUp.plan``)."""
+    spending = plan.spending()
+    return {
+        "top_up": bool(plan.sizes),
+        "alpha": plan.alpha,
+        "alpha_first_look": spending[0],
+        "rounds": list(plan.sizes),
+        "alpha_per_round": list(spending[1:]),
+        "cap_trials_per_case": plan.cap,
+        "base_replayed": plan.base_replayed,
+        "suite_kind": plan.suite_kind,
+        "first_trials": plan.first_trials,
+    }
+
+
+def _ratio(passed: int, graded: int) -> str:
+    return f"{passed}/{graded}"
 
 
 def gate_decide(
@@ -344,6 +477,7 @@ def gate_decide(
     max_errored_fraction: float = 0.0,
     allow_untrusted: bool = False,
     allow_incomparable: bool = False,
+    plan: TopUpPlan | None = None,
 ) -> GateDecision:
     """The CI gate's decision on a comparison.
 
@@ -353,8 +487,15 @@ def gate_decide(
     ok trials left out for an errored gating grade) exceed ``max_errored_fraction`` of its
     trials (default 0: any error, faults A1 and E1); gating grades come from a judge
     version that is not trusted (unless ``allow_untrusted``).
-    1 when the two-sided permutation p < ``alpha`` and head is lower, or a regression
-    suite has a broken case (base all pass, head any fail). Else 0.
+
+    Otherwise ``stats.gate.gate_decide`` under ``plan`` (default: no top-up, all of alpha
+    at look 0) on the shared cases graded on both sides: 1 when a regression case dropped
+    significantly (one-sided exact test per case, discrete Holm over the suite's cases) or
+    the suite as a whole did (one-sided stratified test); its whole false-alarm rate is at
+    most alpha (``docs/statistics.md``). A case that passed every base trial and failed a
+    head trial ("broken") is described, never blocks by itself. Suspects (head worse, not
+    significantly) are named with the trials that would settle them; under a top-up plan
+    the verdict is "undecided" (exit 0) while a round could settle them.
     """
     cannot = []
     if comparison.problems and not allow_incomparable:
@@ -374,18 +515,150 @@ def gate_decide(
                 f"{side} has {counts.provisional} provisional gating grade(s) from a judge "
                 "version that is not trusted (use --allow-untrusted to gate on them)"
             )
+    notes = _notes(comparison)
     if cannot:
-        return GateDecision(2, "cannot decide", cannot)
-    reasons = []
-    if h.p_value < alpha and h.delta < 0:
-        reasons.append(f"significant regression: {h.sentence}")
-    if comparison.broken_regressions:
-        keys = ", ".join(r.key for r in comparison.broken_regressions[:10])
-        more = len(comparison.broken_regressions) - 10
-        reasons.append(
-            f"{len(comparison.broken_regressions)} broken regression case(s): "
-            f"{keys}{f' and {more} more' if more > 0 else ''}"
+        sentence = "Cannot decide: " + cannot[0] + "."
+        return GateDecision(2, "cannot decide", cannot, "cannot decide", sentence, notes=notes)
+    if plan is None:
+        plan = no_top_up(alpha=alpha, suite_kind=comparison.suite_kind)
+    rows = [r for r in comparison.cases if r.base_graded and r.head_graded]
+    cases = [_looks(r) for r in rows]
+    decided = stats_gate_decide(cases=cases, plan=plan)
+    verdicts = [_case_verdict(r, c, plan) for r, c in zip(rows, decided.cases, strict=True)]
+    drops = [v for v in verdicts if v.status == "drop"]
+    suspects = [v for v in verdicts if v.status == "suspect"]
+    suite = _suite_phrase(decided.suite_p, alpha)
+    if decided.verdict == BLOCK:
+        verdict, exit_code, title = "block", 1, "regression"
+        if drops:
+            d = min(drops, key=lambda v: v.adjusted if v.adjusted is not None else v.p_value)
+            more = f" and {len(drops) - 1} more case(s)" if len(drops) > 1 else ""
+            sentence = (
+                f"Blocked: case {d.key} dropped from {_ratio(d.base_passed, d.base_graded)} "
+                f"to {_ratio(d.head_passed, d.head_graded)} (Holm-adjusted "
+                f"{pvalue_phrase(pvalue_format(d.adjusted or d.p_value, alpha))}){more}; "
+                f"{suite}."
+            )
+        else:
+            sentence = (
+                "Blocked: the suite as a whole dropped beyond the pipeline's own randomness "
+                f"({_p_phrase(decided.suite_p, alpha)}); no single case did significantly."
+            )
+    elif decided.verdict == UNDECIDED:
+        verdict, exit_code, title = "undecided", 0, "no measurable regression yet"
+        sentence = (
+            f"No measurable regression yet: {len(suspects)} suspect case(s) "
+            f"({', '.join(v.key for v in suspects[:5])}"
+            f"{'…' if len(suspects) > 5 else ''}) did worse in head, within noise so far; "
+            "more trials would settle them; "
+            f"{suite}."
         )
-    if reasons:
-        return GateDecision(1, "regression", reasons)
-    return GateDecision(0, "no significant regression", [h.sentence])
+    else:
+        verdict, exit_code, title = "pass", 0, "no significant regression"
+        if suspects:
+            sentence = (
+                f"No measurable regression: {len(suspects)} case(s) did worse in head within "
+                f"the pipeline's own randomness ({', '.join(v.key for v in suspects[:5])}"
+                f"{'…' if len(suspects) > 5 else ''}); {suite}."
+            )
+        else:
+            sentence = f"No measurable regression: no case did worse in head; {suite}."
+    reasons = [sentence[0].lower() + sentence[1:]]
+    next_round = {rows[i].key: counts for i, counts in sorted(decided.next_round.items())}
+    return GateDecision(
+        exit_code=exit_code,
+        title=title,
+        reasons=reasons,
+        verdict=verdict,
+        sentence=sentence,
+        drops=drops,
+        suspects=suspects,
+        suite_p=decided.suite_p,
+        plan=plan_json(plan),
+        next_round=next_round,
+        notes=notes,
+    )
+
+
+def _looks(row) -> CaseLooks:
+    n = max(len(row.base_looks), len(row.head_looks))
+    base = list(row.base_looks) + [(0, 0)] * (n - len(row.base_looks))
+    head = list(row.head_looks) + [(0, 0)] * (n - len(row.head_looks))
+    return CaseLooks(
+        base_passed=tuple(p for p, _ in base),
+        base_graded=tuple(g for _, g in base),
+        head_passed=tuple(p for p, _ in head),
+        head_graded=tuple(g for _, g in head),
+    )
+
+
+def _case_verdict(row, decided, plan: TopUpPlan) -> CaseVerdict:
+    (b, nb), (hp, nh) = decided.base, decided.head
+    settle = None
+    if decided.status == "suspect" and not decided.active:
+        level = (
+            plan.round_case_share * (plan.alpha - plan.alpha_first)
+            if plan.sizes
+            else (0.8 * plan.alpha / 2)
+        )
+        estimate = trials_to_settle(
+            base_passed=b,
+            base_graded=nb,
+            head_passed=hp,
+            head_graded=nh,
+            level=level,
+            power=SETTLE_POWER,
+        )
+        settle = estimate.trials
+    return CaseVerdict(
+        key=row.key,
+        base_passed=b,
+        base_graded=nb,
+        head_passed=hp,
+        head_graded=nh,
+        status=decided.status,
+        p_value=float(decided.p_value),
+        adjusted=None if decided.adjusted is None else float(decided.adjusted),
+        look=decided.look,
+        settle_trials=settle,
+    )
+
+
+def _p_phrase(p: float, alpha: float) -> str:
+    return "one-sided " + pvalue_phrase(pvalue_format(p, alpha))
+
+
+def _suite_phrase(p: float | None, alpha: float) -> str:
+    if p is None:
+        return "the suite test did not run"
+    if p > alpha:
+        return f"the suite as a whole moved within noise ({_p_phrase(p, alpha)})"
+    return f"the suite as a whole dropped ({_p_phrase(p, alpha)})"
+
+
+def _notes(comparison: Comparison) -> list[str]:
+    notes = []
+    for side, run in (("base", comparison.base), ("head", comparison.head)):
+        if run.simulated:
+            notes.append(f"{side} is a simulated run: its outputs are synthetic")
+    left_out = sorted(
+        {
+            g.key
+            for run in (comparison.base, comparison.head)
+            for g in run.graders
+            if g.judge_version and not g.judge_trusted and not g.gating
+        }
+    )
+    if left_out:
+        notes.append(
+            f"judge grader(s) {', '.join(left_out)} are provisional (not trusted): left out "
+            "of the decision"
+        )
+    broken = [r.key for r in comparison.cases if r.change == "broken"]
+    if broken:
+        notes.append(
+            f"{len(broken)} case(s) passed every base trial and failed a head trial "
+            f'("broken": {", ".join(broken[:5])}{"…" if len(broken) > 5 else ""}); that '
+            "alone never blocks: a drop blocks when it is beyond the pipeline's randomness"
+        )
+    return notes

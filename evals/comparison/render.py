@@ -8,9 +8,11 @@ neutralised, so a key cannot inject links, HTML or table cells.
 from __future__ import annotations
 
 import json
+from dataclasses import asdict
 from typing import Any
 
-from evals.comparison.compute import CHANGE_CLASSES, Comparison, pvalue_phrase
+from core.strict_json import json_safe
+from evals.comparison.compute import CHANGE_CLASSES, Comparison, pvalue_format, pvalue_phrase
 from evals.comparison.gate import GateDecision
 
 EXIT_WORDS = {0: "pass", 1: "regression", 2: "cannot decide"}
@@ -25,6 +27,11 @@ def _pp(x: float | None) -> str:
     return "—" if x is None else f"{x * 100:+.1f} pp"
 
 
+def _md_text(text: str) -> str:
+    """Plain text safe in Markdown: no markup, links or HTML get through."""
+    return "".join("\\" + ch if ch in "\\`*_[]<>|#!" else ch for ch in str(text))
+
+
 def _code(text: str) -> str:
     """Inline code span safe for a Markdown table cell."""
     clean = str(text).replace("`", "'").replace("|", "\\|").replace("\n", " ")
@@ -35,28 +42,65 @@ def _usd(x) -> str:
     return "unknown" if x is None else f"${x}"
 
 
+def _case_line(v) -> str:
+    adj = "" if v.adjusted is None else f", Holm-adjusted p {pvalue_format(v.adjusted)}"
+    settle = (
+        f"; about {v.settle_trials} more trials a side would settle it" if v.settle_trials else ""
+    )
+    return (
+        f"{v.key}: {v.base_passed}/{v.base_graded} -> {v.head_passed}/{v.head_graded} "
+        f"(one-sided p {pvalue_format(v.p_value)}{adj}{settle})"
+    )
+
+
+def _pass_k_line(c: Comparison) -> str:
+    """pass@k next to pass^k at each k, base -> head (None where no case has k trials)."""
+    parts = []
+    for at, hat in zip(c.pass_at_k, c.pass_hat_k, strict=False):
+        parts.append(
+            f"k={at.k}: pass@k {_pct(at.base)} -> {_pct(at.head)}, "
+            f"pass^k {_pct(hat.base)} -> {_pct(hat.head)}"
+        )
+    return "; ".join(parts)
+
+
 def gate_text(comparison: Comparison, decision: GateDecision) -> str:
-    """The decision and the headline for the terminal (plain lines)."""
+    """The decision first, in one sentence, then the figures behind it (plain lines)."""
     c, h = comparison, comparison.headline
     lines = [
         f"gate: {decision.title} (exit {decision.exit_code})",
-        f"base: {c.base.label}   head: {c.head.label}",
+        decision.sentence or "; ".join(decision.reasons),
+        f"base: {c.base.label}{' (simulated)' if c.base.simulated else ''}   "
+        f"head: {c.head.label}{' (simulated)' if c.head.simulated else ''}",
     ]
-    lines += [f"  - {r}" for r in decision.reasons]
+    lines += [f"  - {r}" for r in decision.reasons[1:]]
+    lines += [f"  dropped: {_case_line(v)}" for v in decision.drops]
+    lines += [f"  suspect: {_case_line(v)}" for v in decision.suspects[:20]]
+    if len(decision.suspects) > 20:
+        lines.append(f"  …and {len(decision.suspects) - 20} more suspects")
+    if decision.next_round:
+        lines.append(
+            f"  settle with more trials: gate --top-up adds trials to "
+            f"{len(decision.next_round)} case(s)"
+        )
     if h is not None:
         lines.append(
             f"pass rate {_pct(h.base_rate)} → {_pct(h.head_rate)} ({_pp(h.delta)}) over "
-            f"{h.n_cases} shared cases; {pvalue_phrase(h.p_text)} "
+            f"{h.n_cases} shared cases; two-sided permutation {pvalue_phrase(h.p_text)} "
             f"({'exact' if h.p_exact else f'Monte Carlo, {h.n_resamples} resamples'}); "
-            f"{h.confidence:.0%} bootstrap CI [{_pp(h.bootstrap_low)}, {_pp(h.bootstrap_high)}]"
+            f"{h.confidence:.0%} interval on this suite [{_pp(h.bootstrap_low)}, "
+            f"{_pp(h.bootstrap_high)}]"
         )
         if h.disagreement:
             lines.append(f"note: {h.disagreement}")
+    if c.pass_hat_k:
+        lines.append(_pass_k_line(c))
     counts = ", ".join(f"{k} {v}" for k, v in c.class_counts.items() if v)
     lines.append(
         f"cases: {counts or 'none shared'}; added {len(c.added)}, removed "
         f"{len(c.removed)}, changed {len(c.changed)}"
     )
+    lines += [f"note: {n}" for n in decision.notes]
     return "\n".join(lines)
 
 
@@ -71,10 +115,16 @@ def gate_markdown(comparison: Comparison, decision: GateDecision) -> str:
     out = [
         f"## {icon} Assay gate: {decision.title} (exit {decision.exit_code})",
         "",
-        f"Base {_code(c.base.label)} → head {_code(c.head.label)}, alpha = {c.alpha}",
+        f"**{_md_text(decision.sentence or '; '.join(decision.reasons))}**",
+        "",
+        f"Base {_code(c.base.label)}{' (simulated)' if c.base.simulated else ''} → head "
+        f"{_code(c.head.label)}{' (simulated)' if c.head.simulated else ''}, alpha = {c.alpha}",
         "",
     ]
-    out += [f"- {r}" for r in decision.reasons]
+    out += [f"- {_md_text(r)}" for r in decision.reasons[1:]]
+    out += [f"- dropped: {_code(_case_line(v))}" for v in decision.drops]
+    out += [f"- suspect: {_code(_case_line(v))}" for v in decision.suspects[:20]]
+    out += [f"- note: {_md_text(n)}" for n in decision.notes]
     for problem in c.problems:
         if problem not in decision.reasons:
             out.append(f"- ⚠️ {problem}")
@@ -90,8 +140,9 @@ def gate_markdown(comparison: Comparison, decision: GateDecision) -> str:
             f"| pass rate ({h.n_cases} shared cases) | {_pct(h.base_rate)} | "
             f"{_pct(h.head_rate)} | {_pp(h.delta)} |",
             "",
-            f"- {pvalue_phrase(h.p_text)} (stratified permutation test, "
-            f"{'exact' if h.p_exact else f'{h.n_resamples} resamples'}): this decides",
+            f"- two-sided {pvalue_phrase(h.p_text)} (stratified permutation test, "
+            f"{'exact' if h.p_exact else f'{h.n_resamples} resamples'}): is there any "
+            "difference at all; the decision above uses one-sided tests (docs/statistics.md)",
             f"- {h.confidence:.0%} interval, this suite (within-case bootstrap): "
             f"[{_pp(h.bootstrap_low)}, {_pp(h.bootstrap_high)}]",
             f"- {h.confidence:.0%} interval, in general (cases as a sample, clustered SE): "
@@ -129,7 +180,7 @@ def gate_markdown(comparison: Comparison, decision: GateDecision) -> str:
         f"{_num(u.base.latency_mean_ms)} ms → {_num(u.head.latency_mean_ms)} ms"
     )
     if c.pass_hat_k:
-        out.append("- pass^k Δ: " + ", ".join(f"k={p.k} {_pp(p.delta)}" for p in c.pass_hat_k))
+        out.append("- " + _pass_k_line(c))
     moved = sorted(
         (r for r in c.cases if r.change not in ("unchanged", "flaky")),
         key=lambda r: (r.change != "broken", r.delta if r.delta is not None else 0),
@@ -159,14 +210,11 @@ def _num(x: float | None) -> str:
 
 
 def gate_json(comparison: Comparison, decision: GateDecision) -> str:
-    """Strict JSON: ``{"decision": {exit_code, title, reasons}, "comparison": {...}}`` with
-    delta, both intervals, the p-value (float and text), counts and per-case changes."""
+    """Strict JSON: ``{"decision": {exit_code, verdict, title, sentence, reasons, drops,
+    suspects, suite_p, plan, next_round, notes}, "comparison": {...}}`` with delta, both
+    intervals, the p-value (float and text), counts and per-case changes."""
     data: dict[str, Any] = {
-        "decision": {
-            "exit_code": decision.exit_code,
-            "title": decision.title,
-            "reasons": decision.reasons,
-        },
+        "decision": json_safe(asdict(decision)),
         "comparison": comparison.to_dict(),
     }
     return json.dumps(data, allow_nan=False, ensure_ascii=False)

@@ -52,7 +52,10 @@ class CaseData:
     trials from a judge version that is not trusted. Usage over finished trials:
     ``cost_known_usd`` (sum of known costs, USD), ``cost_unknown`` (trials with a null
     cost), ``input_tokens``/``output_tokens`` (sums of known counts), ``tokens_unknown``
-    (trials with either count null), ``latency_sum_ms``/``latency_n`` (known latencies)."""
+    (trials with either count null), ``latency_sum_ms``/``latency_n`` (known latencies).
+    ``looks``: ``(passed, graded)`` per look — look 0 the run's own trials, look r the
+    round r of the top-up the comparison reads (empty rounds are not listed); ``verdicts``
+    covers every look."""
 
     key: str
     content_hash: str
@@ -71,6 +74,7 @@ class CaseData:
     tokens_unknown: int = 0
     latency_sum_ms: float = 0.0
     latency_n: int = 0
+    looks: tuple[tuple[int, int], ...] = ()
 
     @property
     def passed(self) -> int:
@@ -101,6 +105,7 @@ class RunData:
     cases: tuple[CaseData, ...]
     source: str = "database"
     judge_versions: dict[str, bool] = field(default_factory=dict)
+    simulated: bool = False
 
     @property
     def trials_total(self) -> int:
@@ -146,6 +151,9 @@ def run_data_build(
     case_pos = {c[0]: i for i, c in enumerate(cases)}
     case_idx = np.fromiter((case_pos[t[1]] for t in trials), dtype=np.int64, count=n_trials)
     status = [t[2] for t in trials]
+    trial_look = np.fromiter(
+        (t[3] if len(t) > 3 else 0 for t in trials), dtype=np.int64, count=n_trials
+    )
     trial_codes = np.array(
         [PASS if s == "ok" else PIPELINE if s == "error" else PENDING for s in status],
         dtype=np.int64,
@@ -200,6 +208,14 @@ def run_data_build(
     out = []
     for i, (case_id, key, digest, tags) in enumerate(cases):
         mine = overall[order[bounds[i] : bounds[i + 1]]]
+        my_looks = trial_look[order[bounds[i] : bounds[i + 1]]]
+        looks = tuple(
+            (
+                int(np.count_nonzero((mine == PASS) & (my_looks == lk))),
+                int(np.count_nonzero(((mine == PASS) | (mine == FAIL)) & (my_looks == lk))),
+            )
+            for lk in range(int(my_looks.max(initial=0)) + 1)
+        )
         u = usage.get(case_id, {})
         out.append(
             CaseData(
@@ -220,6 +236,7 @@ def run_data_build(
                 tokens_unknown=int(u.get("tokens_unknown") or 0),
                 latency_sum_ms=float(u.get("latency_sum") or 0.0),
                 latency_n=int(u.get("latency_n") or 0),
+                looks=looks,
             )
         )
     return RunData(
@@ -234,15 +251,17 @@ def run_data_build(
         cases=tuple(out),
         source=meta.get("source", "database"),
         judge_versions={label: trusted for label, _, trusted in judges.values()},
+        simulated=bool(meta.get("simulated")),
     )
 
 
-def run_data_get(*, run: Any) -> RunData:
-    """``RunData`` of a run in the database, from the one run loader
+def run_data_get(*, run: Any, top_up: int | None = None) -> RunData:
+    """``RunData`` of a run in the database as a comparison reads it: its own trials, and
+    with ``top_up`` (a ``TopUp`` id) that top-up's rounds as looks 1.. — from the one run loader
     (``evals.report.rows.run_rows_get``: four queries whatever the run's size, one more when
     judges graded it; plus one for ``run.suite`` unless joined). Output text is never
     loaded."""
-    rows = run_rows_get(run=run)
+    rows = run_rows_get(run=run, top_up=top_up)
     suite = run.suite
     meta = {
         "label": f"{suite.name} / {run.name}",
@@ -252,12 +271,13 @@ def run_data_get(*, run: Any) -> RunData:
         "suite_kind": suite.kind,
         "status": run.status,
         "trials_per_case": run.trials_per_case,
+        "simulated": run.is_simulated,
     }
     return run_data_build(
         meta=meta,
         grader_specs=run.graders,
         cases=[(c[0], c[2], c[4], c[3]) for c in rows.cases],
-        trials=[t[:3] for t in rows.trials],
+        trials=[(t[0], t[1], t[2], t[4]) for t in rows.trials],
         grades=[(g[0], g[1], g[2], g[4], g[5]) for g in rows.grades],
         judges={v: (j.label, j.name, j.trusted) for v, j in rows.judges.items()},
         usage=rows.usage,
@@ -291,6 +311,8 @@ def run_data_from_export(data: dict[str, Any], *, source: str = "file") -> RunDa
             "latency_n": 0,
         }
         for trial in case.get("trials") or []:
+            if trial.get("top_up_round") is not None or trial.get("replaced"):
+                continue  # a comparison's top-up or a retried attempt: not the run's own data
             tid += 1
             trials.append((tid, ci, trial["status"]))
             if trial["status"] in ("ok", "error"):
@@ -309,6 +331,8 @@ def run_data_from_export(data: dict[str, Any], *, source: str = "file") -> RunDa
         "status": run["status"],
         "trials_per_case": run.get("trials_per_case") or 1,
         "source": source,
+        "simulated": run.get("target_kind") == "simulated"
+        or (isinstance(run.get("target"), dict) and run["target"].get("kind") == "simulated"),
     }
     return run_data_build(
         meta=meta,
@@ -370,6 +394,7 @@ def run_data_from_dict(data: dict[str, Any]) -> RunData:
             ),
             source=data.get("source", "file"),
             judge_versions=data.get("judge_versions", {}),
+            simulated=bool(data.get("simulated", False)),
         )
     except KeyError as exc:
         raise DomainError(detail=f"run data: missing field {exc.args[0]!r}") from exc

@@ -279,7 +279,7 @@ def report_from_rows(*, run: Any, rows: RunRows, reasons: ReasonRows) -> RunRepo
     # 1. trials and cases
     n_cases = len(rows.cases)
     n_trials = len(rows.trials)
-    columns = list(zip(*rows.trials, strict=True)) if rows.trials else [(), (), (), ()]
+    columns = list(zip(*rows.trials, strict=True)) if rows.trials else [(), (), (), (), ()]
     trial_ids = np.array(columns[0], dtype=np.int64)
     order = np.argsort(trial_ids, kind="stable")
     trial_ids = trial_ids[order]

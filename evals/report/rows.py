@@ -15,6 +15,7 @@ from typing import Any
 
 from django.db import models
 from django.db.models import Case as CaseWhen
+from django.db.models.functions import Coalesce
 
 from core.db import raw_rows
 from evals.models import Case, Grade, Run, Trial
@@ -43,7 +44,8 @@ class JudgeInfo:
 class RunRows:
     """A run as flat rows (see ``run_rows_get``).
 
-    ``trials``: ``(id, case_id, status, latency_ms)`` ordered by case id then attempt;
+    ``trials``: ``(id, case_id, status, latency_ms, look)`` ordered by case id then attempt
+    (look 0 for the run's own trials, r for a top-up's round r);
     ``grades`` on ok trials: ``(trial_id, grader, code, score, gating, judge_version_id)``,
     code 1 pass, 0 fail, -1 errored, gating 0/1; ``cases``: ``(id, uuid, key, tags,
     content_hash)`` by key; ``usage``: case id -> sums over its finished trials (``finished``
@@ -95,23 +97,40 @@ GRADE_CODE = CaseWhen(
 GATING = CaseWhen(models.When(gating=True, then=1), default=0, output_field=models.IntegerField())
 
 
-def run_rows_get(*, run: Run) -> RunRows:
-    """Read ``run`` as ``RunRows``.
+ALL_TRIALS = "all"
+
+
+def run_trials(*, run: Run, top_up: object = ALL_TRIALS) -> models.QuerySet:
+    """The trials of ``run`` a reader counts: never a retried (replaced) one; with
+    ``top_up=ALL_TRIALS`` (the run report) every other one, top-ups of every comparison
+    included; with ``top_up=None`` (a comparison without top-up) the run's own trials only;
+    with a ``TopUp`` id, the run's own trials and that top-up's."""
+    trials = Trial.objects.filter(run=run, replaced_by__isnull=True)
+    if top_up is None:
+        trials = trials.filter(top_up_round__isnull=True)
+    elif top_up != ALL_TRIALS:
+        trials = trials.filter(models.Q(top_up_round__isnull=True) | models.Q(top_up_id=top_up))
+    return trials.order_by()
+
+
+def run_rows_get(*, run: Run, top_up: object = ALL_TRIALS) -> RunRows:
+    """Read ``run`` as ``RunRows``, the trials of ``run_trials(run=, top_up=)``.
 
     Four queries whatever the run's size (trials, grades, cases, per-case usage), plus one
-    when judges graded it (their versions with their active approvals).
+    when judges graded it (their versions with their active approvals). ``trials`` carry
+    their look: 0 for the run's own trials, the round of a top-up's.
     """
     ok, err = Trial.Status.OK, Trial.Status.ERROR
-    trials_qs = Trial.objects.filter(run=run).order_by()
+    trials_qs = run_trials(run=run, top_up=top_up)
     # Ordered by attempt so per-case verdict lists read the same from the database and from
     # an exported file (PostgreSQL returns rows in no fixed order otherwise).
     trials = raw_rows(
         trials_qs.order_by("case_id", "attempt").values_list(
-            "id", "case_id", "status", "latency_ms"
+            "id", "case_id", "status", "latency_ms", Coalesce("top_up_round", 0)
         )
     )
     grades = raw_rows(
-        Grade.objects.filter(trial__run=run, trial__status=ok)
+        Grade.objects.filter(trial__in=trials_qs, trial__status=ok)
         .order_by()
         .values_list("trial_id", "grader", GRADE_CODE, "score", GATING, "judge_version_id")
     )

@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from functools import partial
 
 from django.db import transaction
 from django.db.models import Count, Q
 from django.utils import timezone
 
-from evals.models import Grade, Run, Trial
+from evals.models import Grade, Run, TopUp, Trial
+from evals.tasks import top_up_advance
 
 logger = logging.getLogger(__name__)
 
@@ -29,7 +31,8 @@ class TrialCounts:
 
 
 def _trial_counts(run_id: int) -> TrialCounts:
-    row = Trial.objects.filter(run_id=run_id).aggregate(
+    # A retried (replaced) errored trial is history: it neither errs the run nor counts.
+    row = Trial.objects.filter(run_id=run_id, replaced_by__isnull=True).aggregate(
         total=Count("id"),
         queued=Count("id", filter=Q(status=Trial.Status.QUEUED)),
         running=Count("id", filter=Q(status=Trial.Status.RUNNING)),
@@ -59,7 +62,9 @@ def run_finalize(*, run_id: int) -> Run:
         return Run.objects.get(id=run_id)
     if _judge_grading_pending(run_id):
         return Run.objects.get(id=run_id)
-    grade_errors = Grade.objects.filter(trial__run_id=run_id, status=Grade.Status.ERROR).count()
+    grade_errors = Grade.objects.filter(
+        trial__run_id=run_id, trial__replaced_by__isnull=True, status=Grade.Status.ERROR
+    ).count()
     problems = []
     if counts.errored:
         problems.append(f"{counts.errored} of {counts.total} trials errored")
@@ -67,6 +72,12 @@ def run_finalize(*, run_id: int) -> Run:
         problems.append(f"{grade_errors} grade error{'s' if grade_errors != 1 else ''}")
     message = "; ".join(problems)
     with transaction.atomic():
+        # A round of a comparison's top-up just ended: move the top-up on after commit.
+        for top_up_id in TopUp.objects.filter(
+            Q(base_id=run_id) | Q(head_id=run_id),
+            status__in=[TopUp.Status.QUEUED, TopUp.Status.RUNNING],
+        ).values_list("id", flat=True):
+            transaction.on_commit(partial(top_up_advance.delay, top_up_id))
         # Nothing is in flight: every trial write has committed, so the recount is exact.
         Run.objects.filter(id=run_id).update(
             trials_finished=counts.ok + counts.errored, trials_errored=counts.errored

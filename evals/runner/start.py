@@ -19,6 +19,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import transaction
+from django.db.models import F, Max
 
 from core.chunks import chunked
 from core.errors import DomainError
@@ -41,7 +42,7 @@ def trial_chunk_size() -> int:
     return int(settings.ASSAY["TRIAL_CHUNK_SIZE"])
 
 
-def _target_validate(config: dict) -> Any:
+def target_validate(config: dict) -> Any:
     """Build the target once to validate ``config`` (raises ``DomainError``) and release
     it; returns it (for ``kind``/``model``). Built and closed inside one event loop, as the
     target contract asks, on a helper thread if the caller already runs a loop."""
@@ -104,7 +105,7 @@ def run_start(
         )
     if not isinstance(graders, list):
         raise DomainError("expected a list of grader specs", field="graders")
-    built = _target_validate(target)
+    built = target_validate(target)
     specs = parse_grader_specs(graders)  # raises DomainError naming the index and field
     if not graders:
         # A run with no grader would "succeed" without a single verdict: never green on
@@ -193,3 +194,69 @@ def _judge_gating_snapshot(graders: list[dict], specs: list[GraderSpec]) -> list
 def _chunk_enqueue(run_id: int, trial_ids: list[int]) -> None:
 
     run_chunk_execute.delay(run_id, trial_ids)
+
+
+def trials_add(
+    *,
+    run: Run,
+    per_case: dict[int, int],
+    top_up=None,
+    top_up_round: int | None = None,
+    replacing: dict[int, int] | None = None,
+) -> list[int]:
+    """Add trials to a finished run and enqueue them after commit: ``per_case`` maps a case
+    id to how many new attempts it gets (numbered after the case's last attempt), marked
+    with ``top_up``/``top_up_round`` when a comparison's top-up asks for them. With
+    ``replacing`` (new trial's case id -> errored trial id, one each) the errored trial is
+    marked ``replaced_by`` the new attempt (``run_retry``). The run goes back to
+    ``running`` (compare-and-set from succeeded or failed) and counts the new trials; it is
+    finalized again when they are done. Returns the new trial ids. Raises ``DomainError``
+    when the run is not finished (or was cancelled): nothing is written then.
+    """
+    per_case = {c: n for c, n in per_case.items() if n > 0}
+    if not per_case:
+        return []
+    with transaction.atomic():
+        reopened = Run.objects.filter(
+            id=run.id, status__in=[Run.Status.SUCCEEDED, Run.Status.FAILED]
+        ).update(status=Run.Status.RUNNING, finished_at=None)
+        if not reopened:
+            raise DomainError(
+                f"run {run.name!r} is not finished (or was cancelled): no trial can be added",
+                field="run",
+            )
+        last = dict(
+            Trial.objects.filter(run=run, case_id__in=per_case)
+            .values("case_id")
+            .annotate(top=Max("attempt"))
+            .values_list("case_id", "top")
+        )
+        new = [
+            Trial(
+                run=run,
+                case_id=case_id,
+                attempt=last.get(case_id, 0) + k,
+                top_up=top_up,
+                top_up_round=top_up_round,
+            )
+            for case_id, n in sorted(per_case.items())
+            for k in range(1, n + 1)
+        ]
+        Trial.objects.bulk_create(new)
+        ids = list(
+            Trial.objects.filter(run=run, case_id__in=per_case, status=Trial.Status.QUEUED)
+            .order_by("case_id", "attempt")
+            .values_list("id", "case_id", "attempt")
+        )
+        fresh = {(t.case_id, t.attempt) for t in new}
+        trial_ids = [tid for tid, cid, att in ids if (cid, att) in fresh]
+        if replacing:
+            by_case = {cid: tid for tid, cid, att in ids if (cid, att) in fresh}
+            for case_id, errored_id in replacing.items():
+                Trial.objects.filter(id=errored_id, replaced_by__isnull=True).update(
+                    replaced_by_id=by_case[case_id]
+                )
+        Run.objects.filter(id=run.id).update(trials_total=F("trials_total") + len(trial_ids))
+        for chunk in chunked(trial_ids, trial_chunk_size()):
+            transaction.on_commit(partial(_chunk_enqueue, run.id, chunk))
+    return trial_ids

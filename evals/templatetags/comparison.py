@@ -7,6 +7,8 @@ from decimal import Decimal
 
 from django import template
 
+from evals.comparison.compute import pvalue_format
+
 register = template.Library()
 
 
@@ -43,3 +45,9 @@ def ratio(passed: int, graded: int) -> str:
 def get_item(mapping: dict, key: str):
     """``mapping[key]``, or None when absent (for per-row lookups in a template)."""
     return mapping.get(key) if isinstance(mapping, dict) else None
+
+
+@register.filter
+def pvalue_text(p: float | None) -> str:
+    """A p-value as ``pvalue_format`` writes it ("0.002", "< 0.001"); "—" when None."""
+    return "—" if p is None else pvalue_format(p)

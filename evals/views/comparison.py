@@ -10,19 +10,24 @@ keeps a real ``href``. Permissions: reviewers, engineers and leads (``VIEWER_ROL
 
 from __future__ import annotations
 
+from django.contrib import messages
 from django.core.paginator import Paginator
 from django.http import Http404, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
-from django.views.decorators.http import require_GET
+from django.views.decorators.http import require_GET, require_POST
+from django_htmx.http import HttpResponseStopPolling
 
-from core.http import VIEWER_ROLES, HtmxHttpRequest, role_required
+from core.errors import DomainError
+from core.http import RUNNER_ROLES, VIEWER_ROLES, HtmxHttpRequest, role_required
 from core.ids import uuid_parse
+from core.roles import ENGINEER, LEAD, user_has_role
 from evals.comparison.cache import comparison_cached_get
 from evals.comparison.case import case_uuids_by_hash, comparison_case_get
 from evals.comparison.compute import CHANGE_CLASSES
-from evals.comparison.gate import gate_decide
+from evals.comparison.gate import comparison_plan, gate_decide
 from evals.comparison.table import SORTS, TableQuery, case_rows_select
-from evals.models import Case, Run
+from evals.comparison.topup import top_up_start
+from evals.models import Case, Run, TopUp
 from evals.suites import power_sentence
 
 CASE_TABLE_PAGE_SIZE = 200
@@ -47,7 +52,8 @@ def comparison(request: HtmxHttpRequest, head_id, base_id) -> HttpResponse:
     base, head = _runs(head_id, base_id)
     comp = comparison_cached_get(base=base, head=head, alpha=GATE_ALPHA)
     # The gate command's defaults, so the page shows what CI would do on these two runs.
-    decision = gate_decide(comp, alpha=GATE_ALPHA)
+    plan, replay_refusal = comparison_plan(base=base, head=head, alpha=GATE_ALPHA)
+    decision = gate_decide(comp, alpha=GATE_ALPHA, plan=plan)
     query = TableQuery.from_params(request.GET)
     rows = case_rows_select(comp.cases, query=query)
     page = Paginator(rows, CASE_TABLE_PAGE_SIZE).get_page(request.GET.get("page", 1))
@@ -56,6 +62,9 @@ def comparison(request: HtmxHttpRequest, head_id, base_id) -> HttpResponse:
         "head": head,
         "comparison": comp,
         "decision": decision,
+        "replay_refusal": replay_refusal,
+        "top_up": TopUp.objects.filter(base=base, head=head).first(),
+        "can_settle": user_has_role(request.user, ENGINEER, LEAD),
         "query": query,
         "rows_page": page,
         "change_classes": CHANGE_CLASSES,
@@ -101,3 +110,32 @@ def comparison_case(request: HtmxHttpRequest, head_id, base_id, case_id) -> Http
     return render(
         request, "evals/comparison_case.html", {"base": base, "head": head, "detail": detail}
     )
+
+
+@require_POST
+@role_required(*RUNNER_ROLES)
+def comparison_settle(request: HtmxHttpRequest, head_id, base_id) -> HttpResponse:
+    """Start settling the comparison's suspects with more trials (``top_up_start``); back
+    to the comparison page, which follows the top-up live."""
+    base, head = _runs(head_id, base_id)
+    try:
+        top_up_start(base=base, head=head, alpha=GATE_ALPHA, by=request.user)
+    except DomainError as exc:
+        messages.error(request, f"Not started: {exc}")
+    return redirect("evals:comparison", head_id=head.uuid, base_id=base.uuid)
+
+
+@require_GET
+@role_required(*VIEWER_ROLES)
+def comparison_top_up(request: HtmxHttpRequest, head_id, base_id) -> HttpResponse:
+    """The top-up's state (the page polls it every 2 s; stops once it has ended)."""
+    base, head = _runs(head_id, base_id)
+    top_up = TopUp.objects.filter(base=base, head=head).first()
+    response = render(
+        request,
+        "evals/comparison_detail.html#top-up",
+        {"base": base, "head": head, "top_up": top_up},
+    )
+    if top_up is None or top_up.is_terminal:
+        response.status_code = HttpResponseStopPolling.status_code
+    return response

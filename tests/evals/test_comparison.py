@@ -63,7 +63,8 @@ def test_it_fails_the_gate_when_the_d2_runs_are_reversed():
     assert comparison.headline.p_value == pytest.approx(2 / 1024, rel=1e-12)
     decision = gate_decide(comparison)
     assert decision.exit_code == 1
-    assert "p = 0.002" in decision.reasons[0]
+    assert "one-sided p < 0.001" in decision.sentence  # the suite test decides: 1/1024
+    assert "p = 0.002" in comparison.headline.sentence  # two-sided, fault D2
 
 
 def test_it_calls_the_collapse_of_three_cases_a_significant_regression():

@@ -33,7 +33,9 @@ def test_it_exits_0_when_nothing_moved(capsys):
     code, out = gate("--base", "S/B", "--head", "S/H", capsys=capsys)
     assert code == 0
     assert out.startswith("gate: no significant regression (exit 0)")
-    assert "within the pipeline's own randomness (p = 1.00)" in out
+    assert "No measurable regression: no case did worse in head" in out
+    # Discrete: with nothing moved, P(T <= t) holds the observed value's own mass.
+    assert "the suite as a whole moved within noise (one-sided p = 0.62)" in out
 
 
 def test_it_exits_2_when_base_and_head_are_the_same_run(capsys):
@@ -50,20 +52,22 @@ def test_it_exits_1_on_a_significant_regression_fault_d2(capsys):
     db_run({f"c{i}": "F" for i in range(10)}, name="H", version=v)
     code, out = gate("--base", "S/B", "--head", "S/H", capsys=capsys)
     assert code == 1
-    assert (
-        "head is 100 points lower; this is larger than the pipeline's own randomness, "
-        "p = 0.002" in out
-    )
+    assert "Blocked: the suite as a whole dropped beyond the pipeline's own randomness" in out
+    assert "(one-sided p < 0.001)" in out  # 1/1024
+    assert "two-sided permutation p = 0.002 (exact)" in out  # 2/1024, fault D2
     assert "p = 0.000" not in out and "p = 0\n" not in out
 
 
-def test_it_exits_1_on_a_broken_regression_case_even_when_not_significant(capsys):
+def test_a_broken_case_within_noise_is_described_and_does_not_block(capsys):
+    """One failure in four after four passes is what a 0.9 pipeline does by chance: it is
+    named a "broken" case and a suspect, never a block by itself (issue 11)."""
     v = judge_version(1)
     db_run({**STEADY, "r": "PPPP"}, name="B", version=v, kind="regression")
     db_run({**STEADY, "r": "PPPF"}, name="H", version=v)
     code, out = gate("--base", "S/B", "--head", "S/H", capsys=capsys)
-    assert code == 1
-    assert "1 broken regression case(s): r" in out
+    assert code == 0
+    assert "suspect: r: 4/4 -> 3/4" in out
+    assert '("broken": r); that alone never blocks' in out
 
 
 def test_it_exits_2_on_errored_trials_and_prints_why_fault_e1(capsys):

@@ -1,0 +1,235 @@
+"""Settling suspects with more trials: a comparison's top-up, and adaptive runs.
+
+A top-up adds trials, in rounds, to the suspect cases of a head run — and of the base run,
+which is replayed too — until the gate's decision is final or a cap is hit. The design (how
+many rounds, how many trials, how alpha is spent over looks) is fixed when the top-up
+starts (``evals.comparison.gate.gate_plan``; ``stats.sequential``), and the decision at
+every look is ``evals.comparison.gate.gate_evaluate`` over the runs' own trials plus this
+top-up's: the command, the page, the API and the benchmark read it the same way. Added
+trials are ordinary trials marked with the top-up and their round; nothing is deleted.
+
+Flow: ``top_up_start`` records the top-up and enqueues ``top_up_advance`` after commit.
+``top_up_advance`` (a task; idempotent, safe under redelivery) waits until both runs are
+finished, decides, and either ends the top-up (settled, capped, failed) or adds the next
+round's trials (``evals.runner.start.trials_add``, a compare-and-set on the round number).
+When those trials are done, the run's finalize enqueues ``top_up_advance`` again.
+"""
+
+from __future__ import annotations
+
+import json
+from decimal import Decimal
+from functools import partial
+
+from django.db import transaction
+from django.db.models import Avg, Count, Q, Sum
+from django.utils import timezone
+
+from core.errors import DomainError
+from core.roles import ENGINEER, LEAD, role_require
+from evals.comparison.gate import gate_evaluate, gate_plan, plan_json
+from evals.comparison.render import gate_json
+from evals.comparison.run_data import run_data_get
+from evals.models import Case, Run, TopUp, Trial
+from evals.runner.replay import run_replay_refusal
+from evals.runner.start import trials_add
+from evals.tasks import top_up_advance as top_up_advance_task
+
+ACTIVE = (TopUp.Status.QUEUED, TopUp.Status.RUNNING)
+
+
+def top_up_start(
+    *,
+    base: Run,
+    head: Run,
+    alpha: float = 0.05,
+    max_trials_per_case: int | None = None,
+    max_cost_usd: Decimal | None = None,
+    by=None,
+    adaptive: bool = False,
+) -> TopUp:
+    """Start settling the suspects of ``head`` against ``base`` with more trials.
+
+    ``max_trials_per_case``: trials a side a case may reach, the first N included (whole
+    rounds only; default 4N); ``max_cost_usd``: stop before a round that would take the
+    trials' known cost past it (USD). Idempotent per pair: an active top-up of the same
+    runs is returned as it is. Raises PermissionDenied for anyone but engineers and leads
+    (``by`` None: a command), ``DomainError`` when a run cannot be replayed (naming
+    ``head`` or ``base`` and why), when the runs are of different suites, or for a cost cap
+    on runs whose cost is unknown.
+    """
+    if by is not None:
+        role_require(by, ENGINEER, LEAD, action="settling suspects with more trials")
+    if base.suite_id != head.suite_id:
+        raise DomainError("base and head are runs of different suites", field="base")
+    for side, run in (("head", head), ("base", base)):
+        refusal = run_replay_refusal(run=run)
+        if refusal:
+            raise DomainError(refusal, field=side)
+    if max_cost_usd is not None:
+        if max_cost_usd <= 0:
+            raise DomainError("must be a positive amount of USD", field="max_cost_usd")
+        for run in (head, base):
+            unknown = Trial.objects.filter(
+                run=run, status=Trial.Status.OK, cost_usd__isnull=True
+            ).count()
+            if unknown:
+                raise DomainError(
+                    f"the cost of {unknown} trial(s) of run {run.name!r} is unknown: a cost "
+                    "cap cannot be kept",
+                    field="max_cost_usd",
+                )
+    plan = gate_plan(
+        alpha=alpha,
+        trials_per_case=head.trials_per_case,
+        suite_kind=head.suite.kind,
+        top_up=True,
+        max_trials_per_case=max_trials_per_case,
+    )
+    with transaction.atomic():
+        existing = TopUp.objects.filter(base=base, head=head, status__in=ACTIVE).first()
+        if existing is not None:
+            return existing
+        top_up = TopUp.objects.create(
+            base=base,
+            head=head,
+            alpha=alpha,
+            plan=plan_json(plan),
+            max_trials_per_case=plan.cap,
+            max_cost_usd=max_cost_usd,
+            adaptive=adaptive,
+            started_by=by if getattr(by, "is_authenticated", False) else None,
+        )
+        transaction.on_commit(partial(top_up_advance_task.delay, top_up.id))
+    return top_up
+
+
+def top_up_decide(*, top_up: TopUp):
+    """``(comparison, decision)`` of the top-up's runs as they stand: their own trials and
+    this top-up's rounds, under the design fixed at its start."""
+    base = Run.objects.select_related("suite").get(id=top_up.base_id)
+    head = Run.objects.select_related("suite").get(id=top_up.head_id)
+    plan = gate_plan(
+        alpha=top_up.alpha,
+        trials_per_case=top_up.plan.get("first_trials", head.trials_per_case),
+        suite_kind=top_up.plan.get("suite_kind", head.suite.kind),
+        top_up=True,
+        max_trials_per_case=top_up.max_trials_per_case,
+    )
+    return gate_evaluate(
+        head=run_data_get(run=head, top_up=top_up.id),
+        base=run_data_get(run=base, top_up=top_up.id),
+        alpha=top_up.alpha,
+        plan=plan,
+    )
+
+
+def _finish(top_up: TopUp, status: str, decision: dict | None, error: str = "") -> None:
+    TopUp.objects.filter(id=top_up.id, status__in=ACTIVE).update(
+        status=status, decision=decision, error=error, finished_at=timezone.now()
+    )
+
+
+def _cost_per_trial(run_id: int) -> Decimal | None:
+    row = Trial.objects.filter(run_id=run_id, status=Trial.Status.OK).aggregate(
+        mean=Avg("cost_usd"), unknown=Count("id", filter=Q(cost_usd__isnull=True))
+    )
+    if row["unknown"] or row["mean"] is None:
+        return None
+    return Decimal(str(row["mean"]))
+
+
+def _spent(top_up: TopUp) -> Decimal:
+    total = Trial.objects.filter(top_up=top_up).aggregate(s=Sum("cost_usd"))["s"]
+    return Decimal(str(total or 0))
+
+
+def top_up_advance(*, top_up_id: int) -> TopUp:
+    """Take the top-up one step: decide once both runs are finished, then end it or add
+    the next round. Idempotent, safe under redelivery: a round is added by compare-and-set
+    on ``rounds_done``, and a call while trials are still running does nothing."""
+    top_up = TopUp.objects.select_related("base", "head").get(id=top_up_id)
+    if top_up.is_terminal:
+        return top_up
+    if not (top_up.base.is_terminal and top_up.head.is_terminal):
+        return top_up  # trials of this round are still running: their finalize calls again
+    comparison, decision = top_up_decide(top_up=top_up)
+    decided = json.loads(gate_json(comparison, decision))
+    if decision.exit_code == 2:
+        _finish(top_up, TopUp.Status.FAILED, decided, error=decision.sentence)
+        return TopUp.objects.get(id=top_up_id)
+    if decision.verdict != "undecided":
+        _finish(top_up, TopUp.Status.SETTLED, decided)
+        return TopUp.objects.get(id=top_up_id)
+    next_round = decision.next_round
+    if top_up.max_cost_usd is not None:
+        added = sum(b + h for b, h in next_round.values())
+        per_trial = _cost_per_trial(top_up.head_id)
+        estimate = None if per_trial is None else per_trial * added
+        if estimate is None or _spent(top_up) + estimate > top_up.max_cost_usd:
+            capped = dict(decided)
+            capped["decision"] = {
+                **decided["decision"],
+                "exit_code": 2,
+                "title": "cannot decide",
+                "verdict": "cannot decide",
+                "sentence": (
+                    f"Cannot decide: {len(next_round)} suspect case(s) are unresolved and the "
+                    f"next round (about {_usd(estimate)}) would pass the cost cap of "
+                    f"${top_up.max_cost_usd}; " + decision.sentence
+                ),
+            }
+            _finish(top_up, TopUp.Status.CAPPED, capped)
+            return TopUp.objects.get(id=top_up_id)
+    look = top_up.rounds_done + 1
+    claimed = TopUp.objects.filter(
+        id=top_up.id, status__in=ACTIVE, rounds_done=top_up.rounds_done
+    ).update(status=TopUp.Status.RUNNING, rounds_done=look)
+    if not claimed:
+        return TopUp.objects.get(id=top_up_id)  # another worker added this round
+    # Cases are matched by content: the comparison's key names head's case.
+    digest = {row.key: row.content_hash for row in comparison.cases}
+    head_case = _case_ids(top_up.head_id, [digest[k] for k in next_round])
+    base_case = _case_ids(top_up.base_id, [digest[k] for k in next_round])
+    with transaction.atomic():
+        head_ids = trials_add(
+            run=top_up.head,
+            per_case={head_case[digest[k]]: h for k, (_, h) in next_round.items()},
+            top_up=top_up,
+            top_up_round=look,
+        )
+        base_ids = trials_add(
+            run=top_up.base,
+            per_case={base_case[digest[k]]: b for k, (b, _) in next_round.items()},
+            top_up=top_up,
+            top_up_round=look,
+        )
+        TopUp.objects.filter(id=top_up.id).update(
+            trials_added=top_up.trials_added + len(head_ids) + len(base_ids)
+        )
+    return TopUp.objects.get(id=top_up_id)
+
+
+def _case_ids(run_id: int, hashes: list[str]) -> dict[str, int]:
+    """Content hash -> id of the case the run's trials are of."""
+    return dict(
+        Case.objects.filter(content_hash__in=hashes, trials__run_id=run_id)
+        .values_list("content_hash", "id")
+        .distinct()
+    )
+
+
+def top_up_cancel(*, top_up: TopUp, by=None) -> bool:
+    """Stop a top-up before its next round (compare-and-set); trials already added finish
+    and count. Returns False when it had already ended."""
+    if by is not None:
+        role_require(by, ENGINEER, LEAD, action="cancelling a top-up")
+    return bool(
+        TopUp.objects.filter(id=top_up.id, status__in=ACTIVE).update(
+            status=TopUp.Status.CANCELLED, finished_at=timezone.now()
+        )
+    )
+
+
+def _usd(value: Decimal | None) -> str:
+    return "an unknown cost" if value is None else f"${value.quantize(Decimal('0.0001'))}"
