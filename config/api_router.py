@@ -28,10 +28,16 @@ router.register("labels", labeling_api.LabelViewSet, basename="label")
 app_name = "api"
 urlpatterns = [
     path("runs/start", evals_api.RunStartApi.as_view(), name="run-start"),
+    path("runs/<str:run_id>/retry", evals_api.RunRetryApi.as_view(), name="run-retry"),
     path("baselines/set", evals_api.BaselineSetApi.as_view(), name="baseline-set"),
     path("ingest", api_ingest.IngestApi.as_view(), name="ingest"),
     path("imports", api_imports.ImportApi.as_view(), name="imports"),
     path("gate", comparisons_api.GateApi.as_view(), name="gate"),
+    path(
+        "top-ups/<str:top_up_id>/",
+        comparisons_api.TopUpDetailApi.as_view(),
+        name="top-up-detail",
+    ),
     path("comparisons/", comparisons_api.ComparisonApi.as_view(), name="comparison"),
     path(
         "comparisons/export",

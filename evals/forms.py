@@ -53,6 +53,17 @@ class RunStartForm(forms.Form):
     source_version = forms.CharField(
         max_length=200, required=False, help_text="Commit, tag or prompt revision under test."
     )
+    against = forms.ModelChoiceField(
+        queryset=Run.objects.filter(status=Run.Status.SUCCEEDED, source=Run.Source.EXECUTED)
+        .select_related("suite")
+        .order_by("-created_at"),
+        to_field_name="uuid",
+        required=False,
+        label="Adaptive, against",
+        help_text="Optional: a succeeded run of the suite to compare with. After the first N "
+        "trials per case, more trials go only to cases whose comparison is still uncertain "
+        "(up to 4N), until the gate's answer cannot change.",
+    )
     target_kind = forms.ChoiceField(
         choices=TARGET_KINDS, widget=forms.RadioSelect, initial="simulated", label="Target"
     )

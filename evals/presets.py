@@ -17,7 +17,7 @@ from typing import Literal
 from core.errors import DomainError
 from evals.grading.graders import parse_grader_specs
 from evals.models import GraderSetPreset, TargetPreset, preset_hash
-from evals.runner.start import target_validate
+from evals.runner.targets.base import target_validate
 
 Action = Literal["created", "updated", "unchanged"]
 

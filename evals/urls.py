@@ -12,6 +12,7 @@ urlpatterns = [
     path("runs/<uuid:run_id>/", views.run_detail, name="run-detail"),
     path("runs/<uuid:run_id>/progress/", views.run_progress, name="run-progress"),
     path("runs/<uuid:run_id>/cancel/", views.run_cancel, name="run-cancel"),
+    path("runs/<uuid:run_id>/retry/", views.run_retry, name="run-retry"),
     path("runs/<uuid:run_id>/cases/<uuid:case_id>/", views.run_case, name="run-case"),
     path("trials/<uuid:trial_id>/", views.trial_detail, name="trial-detail"),
     path("suites/<uuid:suite_id>/", views_suite.suite_detail, name="suite-detail"),

@@ -17,9 +17,11 @@ from __future__ import annotations
 
 import json
 import re
+from decimal import Decimal
 
 from django.http import HttpResponse
 from django.shortcuts import get_object_or_404
+from django.urls import reverse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import (
     OpenApiParameter,
@@ -35,13 +37,16 @@ from rest_framework.views import APIView
 from core.api.fields import (
     StrictBooleanField,
     StrictFloatField,
+    StrictIntegerField,
     StrictUUIDField,
     query_uuid_required,
 )
 from core.api.parsers import StrictJSONParser
 from core.api.permissions import IsViewer
 from core.errors import DomainError
+from core.http import uuid_or_404
 from core.ids import uuid_parse
+from evals.baselines import baseline_current
 from evals.comparison.cache import comparison_cached_get
 from evals.comparison.gate import (
     ALPHA_MAX,
@@ -53,7 +58,8 @@ from evals.comparison.gate import (
     run_document_read,
 )
 from evals.comparison.render import gate_json
-from evals.models import Run
+from evals.comparison.topup import top_up_result, top_up_start
+from evals.models import Run, TopUp
 
 DEFAULT_ALPHA = 0.05  # manage.py gate's default --alpha
 DECIMAL = re.compile(r"[0-9]+(\.[0-9]+)?|\.[0-9]+")
@@ -104,6 +110,31 @@ class GateInput(serializers.Serializer):
         default=False,
         help_text="Test the shared cases even when suite, grader set or judge version "
         "differ; the problems are still reported (JSON boolean).",
+    )
+    top_up = StrictBooleanField(
+        required=False,
+        default=False,
+        help_text="Settle suspect cases with more trials of both runs (runs executed by "
+        "Assay and replayable; not files): answered 202 with the top-up to poll at "
+        "/api/top-ups/<uuid>/, whose result is this endpoint's usual body.",
+    )
+    max_trials_per_case = StrictIntegerField(
+        required=False,
+        default=None,
+        allow_null=True,
+        min_value=1,
+        help_text="With top_up: trials a side a case may reach, first ones included (whole "
+        "rounds only; default 4 x N).",
+    )
+    max_cost_usd = serializers.DecimalField(
+        required=False,
+        default=None,
+        allow_null=True,
+        max_digits=14,
+        decimal_places=8,
+        min_value=Decimal("0.00000001"),
+        help_text="With top_up: stop before a round that would take the added trials' cost "
+        'past this many USD (a decimal string such as "2.50").',
     )
 
     def validate(self, attrs):
@@ -163,6 +194,23 @@ def run_or_404(run_uuid) -> Run:
     return get_object_or_404(Run.objects.select_related("suite"), uuid=run_uuid)
 
 
+class TopUpOutput(serializers.Serializer):
+    uuid = serializers.UUIDField(help_text="UUID of the top-up.")
+    status = serializers.CharField(
+        help_text="queued, running, settled, capped (stopped at the cost cap), failed or cancelled."
+    )
+    head = serializers.UUIDField(help_text="UUID of the head run.")
+    base = serializers.UUIDField(help_text="UUID of the base run.")
+    rounds_done = serializers.IntegerField(help_text="Rounds of trials added so far.")
+    trials_added = serializers.IntegerField(help_text="Trials added so far (both runs).")
+    plan = serializers.JSONField(help_text="The design fixed at the start (alpha per look).")
+    error = serializers.CharField(help_text="Why it failed (empty otherwise).")
+    url = serializers.URLField(help_text="This resource.")
+    result = GateOutput(
+        allow_null=True, help_text="The gate's decision once it ended (null before)."
+    )
+
+
 class GateApi(APIView):
     """POST: the CI gate (``evals.comparison.gate.gate_evaluate``) on two runs; 200 with exactly the
     JSON ``manage.py gate --json`` prints (``decision.exit_code`` 0 pass, 1 regression,
@@ -176,6 +224,9 @@ class GateApi(APIView):
         request=GateInput,
         responses={
             200: GateOutput,
+            202: OpenApiResponse(
+                response=TopUpOutput, description="top_up: started; poll its url."
+            ),
             400: OpenApiResponse(description="Bad input; the body names the field."),
             404: OpenApiResponse(description="No run with that UUID."),
         },
@@ -197,6 +248,8 @@ class GateApi(APIView):
                 if "base" in v
                 else None
             )
+            if v["top_up"]:
+                return self._top_up(request, head, base, v)
             comparison, decision = gate_evaluate(
                 head=head,
                 base=base,
@@ -206,8 +259,72 @@ class GateApi(APIView):
                 allow_incomparable=v["allow_incomparable"],
             )
         except DomainError as exc:
-            raise serializers.ValidationError({exc.field: [str(exc)]}) from exc
+            raise serializers.ValidationError({exc.field or "detail": [str(exc)]}) from exc
         return HttpResponse(gate_json(comparison, decision), content_type="application/json")
+
+    def _top_up(self, request, head, base, v) -> Response:
+        if not isinstance(head, Run) or (base is not None and not isinstance(base, Run)):
+            raise DomainError("needs runs (head and base UUIDs), not files", field="top_up")
+        if base is None:
+            current = baseline_current(suite=head.suite)
+            if current is None:
+                raise DomainError(f"suite {head.suite.name!r} has no baseline", field="base")
+            base = current.run
+        top_up = top_up_start(
+            base=base,
+            head=head,
+            alpha=v["alpha"],
+            max_trials_per_case=v["max_trials_per_case"],
+            max_cost_usd=v["max_cost_usd"],
+            by=request.user,
+        )
+        url = reverse("api:top-up-detail", kwargs={"top_up_id": top_up.uuid})
+        return Response(top_up_json(top_up, request), status=202, headers={"Location": url})
+
+
+def top_up_json(top_up: TopUp, request) -> dict:
+    """A top-up as the API shows it; ``result`` is the gate's usual body once it ended."""
+    result = None
+    if top_up.is_terminal:
+        comparison, decision = top_up_result(top_up=top_up)
+        result = json.loads(gate_json(comparison, decision))
+    return {
+        "uuid": str(top_up.uuid),
+        "status": top_up.status,
+        "head": str(top_up.head.uuid),
+        "base": str(top_up.base.uuid),
+        "rounds_done": top_up.rounds_done,
+        "trials_added": top_up.trials_added,
+        "plan": top_up.plan,
+        "error": top_up.error,
+        "url": request.build_absolute_uri(
+            reverse("api:top-up-detail", kwargs={"top_up_id": top_up.uuid})
+        ),
+        "result": result,
+    }
+
+
+class TopUpDetailApi(APIView):
+    """GET: a top-up's progress, and the gate's decision once it has ended."""
+
+    permission_classes = [IsViewer]
+
+    @extend_schema(
+        responses={200: TopUpOutput, 404: OpenApiResponse(description="No such top-up.")},
+        parameters=[
+            OpenApiParameter(
+                "top_up_id",
+                OpenApiTypes.UUID,
+                OpenApiParameter.PATH,
+                description="UUID of the top-up.",
+            )
+        ],
+    )
+    def get(self, request, top_up_id):
+        top_up = get_object_or_404(
+            TopUp.objects.select_related("head", "base"), uuid=uuid_or_404(top_up_id, "top-up")
+        )
+        return Response(top_up_json(top_up, request))
 
 
 # ---- GET /api/comparisons/ ------------------------------------------------------------

@@ -20,10 +20,12 @@ from rest_framework.views import APIView
 
 from core.api.fields import StrictCharField, StrictIntegerField, StrictUUIDField, query_uuid
 from core.api.permissions import IsRunner, IsViewer
+from core.http import uuid_or_404
 from evals.baselines import baseline_set
 from evals.models import Baseline, Case, Grade, Run, Suite, Trial
 from evals.report.selectors import run_report
 from evals.runner import start as services
+from evals.runner.retry import run_retry
 from evals.tags import cases_tagged, trials_tagged
 
 H = {  # help text of every exposed field, with units
@@ -432,6 +434,14 @@ class RunStartInput(serializers.Serializer):
     source_version = StrictCharField(
         required=False, default="", allow_blank=True, help_text="Version label of the system."
     )
+    against = StrictUUIDField(
+        required=False,
+        default=None,
+        allow_null=True,
+        help_text="An adaptive run: UUID of a succeeded run of the suite (the baseline). After "
+        "N trials per case, more trials go only to cases whose comparison with it is still "
+        "uncertain, until the gate's answer cannot change or 4N is reached.",
+    )
 
 
 class RunStartApi(APIView):
@@ -455,6 +465,7 @@ class RunStartApi(APIView):
             trials_per_case=v["trials_per_case"],
             source_version=v["source_version"],
             started_by=request.user,
+            against=get_object_or_404(Run, uuid=v["against"]) if v["against"] else None,
         )
         return Response(RunSerializer(run).data, status=201)
 
@@ -468,6 +479,30 @@ class BaselineSetInput(serializers.Serializer):
         allow_blank=True,
         help_text="Why (at most 500 characters).",
     )
+
+
+class RunRetryApi(APIView):
+    """POST: retry the run's errored trials (``evals.runner.retry.run_retry``); 202 with the
+    run (poll it); the errored attempts stay as history. 400 when none is left to retry."""
+
+    permission_classes = [IsRunner]
+
+    @extend_schema(
+        request=None,
+        responses={202: RunSerializer},
+        parameters=[
+            OpenApiParameter(
+                "run_id", OpenApiTypes.UUID, OpenApiParameter.PATH, description="UUID of the run."
+            )
+        ],
+    )
+    def post(self, request, run_id):
+        run = get_object_or_404(
+            Run.objects.select_related("suite"), uuid=uuid_or_404(run_id, "run")
+        )
+        run_retry(run=run, by=request.user)
+        run.refresh_from_db()
+        return Response(RunSerializer(run).data, status=202)
 
 
 class BaselineSetApi(APIView):

@@ -18,6 +18,8 @@ When those trials are done, the run's finalize enqueues ``top_up_advance`` again
 from __future__ import annotations
 
 import json
+import time
+from dataclasses import replace
 from decimal import Decimal
 from functools import partial
 
@@ -233,3 +235,45 @@ def top_up_cancel(*, top_up: TopUp, by=None) -> bool:
 
 def _usd(value: Decimal | None) -> str:
     return "an unknown cost" if value is None else f"${value.quantize(Decimal('0.0001'))}"
+
+
+def top_up_result(*, top_up: TopUp):
+    """``(comparison, decision)`` of an ended top-up, as the gate reports it: the decision
+    over the runs' own trials and this top-up's; a top-up stopped at its cost cap with
+    suspects still open cannot decide (exit 2), and says so."""
+    comparison, decision = top_up_decide(top_up=top_up)
+    if top_up.status == TopUp.Status.CAPPED and decision.verdict == "undecided":
+        stored = (top_up.decision or {}).get("decision", {})
+        decision = replace(
+            decision,
+            exit_code=2,
+            verdict="cannot decide",
+            title="cannot decide",
+            sentence=stored.get("sentence", decision.sentence),
+            reasons=[stored.get("sentence", decision.sentence)],
+        )
+    return comparison, decision
+
+
+def top_up_wait(*, top_up: TopUp, timeout_s: float, poll_s: float = 0.5) -> TopUp:
+    """Wait for ``top_up`` to end (a worker takes its rounds); returns it as it is at the
+    end or when ``timeout_s`` seconds have passed (then not terminal)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        top_up.refresh_from_db()
+        if top_up.is_terminal or time.monotonic() >= deadline:
+            return top_up
+        time.sleep(poll_s)
+
+
+def adaptive_start(*, run_id: int) -> TopUp | None:
+    """The top-up of an adaptive run (``run_start(against=...)``) once its first N trials
+    per case are done; None when the run did not succeed or has no baseline to compare
+    with. Idempotent: an existing top-up of the pair is returned."""
+    run = Run.objects.select_related("suite", "against").get(id=run_id)
+    if run.against is None or run.status != Run.Status.SUCCEEDED:
+        return None
+    existing = TopUp.objects.filter(head=run, base=run.against).first()
+    if existing is not None:
+        return existing
+    return top_up_start(base=run.against, head=run, adaptive=True)

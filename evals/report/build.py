@@ -109,7 +109,8 @@ class TrialCounts:
     """``total`` trials = ``ok`` + ``errored`` (pipeline errors) + ``pending`` (queued or
     running) + ``cancelled``; ``grade_errors``: errored grades on ok trials, all graders;
     ``judge_errors``: those from judge versions; ``overall_errored``: ok trials whose overall
-    verdict is errored (left out of the overall pass rate)."""
+    verdict is errored (left out of the overall pass rate); ``retried``: errored trials a
+    retry replaced (history, in no figure and in no other count)."""
 
     total: int
     ok: int
@@ -119,6 +120,7 @@ class TrialCounts:
     grade_errors: int
     judge_errors: int
     overall_errored: int
+    retried: int = 0
 
 
 @dataclass(frozen=True)

@@ -22,8 +22,8 @@ def run_report(*, run: Run) -> RunReport:
     reasons, tokens, latency and cost, overall and per grader, and the corrected pass rate
     of a trusted judge's grader.
 
-    Eight queries whatever the run's size: the run loader's four (plus one when judges
-    graded), three grouped reason counts and one of judge calls; plus one for
+    Nine queries whatever the run's size: the run loader's four (plus one when judges
+    graded), three grouped reason counts, one of judge calls and one of retried trials; plus one for
     ``run.suite`` unless it is joined. Rules in ``evals.report.build``.
     """
     grades = Grade.objects.filter(trial__run=run, trial__status=Trial.Status.OK).order_by()
@@ -58,4 +58,9 @@ def run_report(*, run: Run) -> RunReport:
         )
     )
     report = report_from_rows(run=run, rows=run_rows_get(run=run), reasons=reasons)
-    return dataclasses.replace(report, judge_calls=judge_calls)
+    retried = Trial.objects.filter(run=run, replaced_by__isnull=False).count()
+    return dataclasses.replace(
+        report,
+        judge_calls=judge_calls,
+        trials=dataclasses.replace(report.trials, retried=retried),
+    )

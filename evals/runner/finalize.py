@@ -13,7 +13,7 @@ from django.db.models import Count, Q
 from django.utils import timezone
 
 from evals.models import Grade, Run, TopUp, Trial
-from evals.tasks import top_up_advance
+from evals.tasks import adaptive_top_up_start, top_up_advance
 
 logger = logging.getLogger(__name__)
 
@@ -90,7 +90,15 @@ def run_finalize(*, run_id: int) -> Run:
         Run.objects.filter(id=run_id, status=Run.Status.CANCELLED, finished_at__isnull=True).update(
             finished_at=now, error_message=message
         )
-    return Run.objects.get(id=run_id)
+    run = Run.objects.get(id=run_id)
+    if (
+        run.against_id is not None
+        and run.status == Run.Status.SUCCEEDED
+        and not TopUp.objects.filter(head_id=run_id, base_id=run.against_id).exists()
+    ):
+        # An adaptive run's first round is done: settle its uncertain cases.
+        transaction.on_commit(partial(adaptive_top_up_start.delay, run_id))
+    return run
 
 
 def _judge_grading_pending(run_id: int) -> bool:

@@ -12,7 +12,7 @@ import os
 
 from core.errors import DomainError
 from evals.models import Run
-from evals.runner.start import target_validate
+from evals.runner.targets.base import target_validate
 
 
 def run_replay_refusal(*, run: Run) -> str | None:

@@ -11,11 +11,8 @@ Invariants (DESIGN.md, "Trials are independent tasks with idempotent writes"):
 
 from __future__ import annotations
 
-import asyncio
 import logging
-import threading
 from functools import partial
-from typing import Any
 
 from django.conf import settings
 from django.db import transaction
@@ -26,7 +23,8 @@ from core.errors import DomainError
 from evals.grading.grader_set import GraderSpec
 from evals.grading.graders import parse_grader_specs
 from evals.models import Case, Run, Suite, Trial
-from evals.runner.targets import target_from_config
+from evals.runner.replay import run_replay_refusal
+from evals.runner.targets.base import target_validate
 from evals.tasks import run_chunk_execute
 from judges import kinds
 from judges.models import JudgeVersion
@@ -42,36 +40,6 @@ def trial_chunk_size() -> int:
     return int(settings.ASSAY["TRIAL_CHUNK_SIZE"])
 
 
-def target_validate(config: dict) -> Any:
-    """Build the target once to validate ``config`` (raises ``DomainError``) and release
-    it; returns it (for ``kind``/``model``). Built and closed inside one event loop, as the
-    target contract asks, on a helper thread if the caller already runs a loop."""
-
-    async def build_and_close() -> Any:
-        target = target_from_config(config)
-        await target.aclose()
-        return target
-
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(build_and_close())
-    box: dict[str, Any] = {}
-
-    def on_thread() -> None:
-        try:
-            box["target"] = asyncio.run(build_and_close())
-        except BaseException as exc:  # noqa: BLE001 - re-raised on the caller's thread
-            box["error"] = exc
-
-    helper = threading.Thread(target=on_thread)
-    helper.start()
-    helper.join()
-    if "error" in box:
-        raise box["error"]
-    return box["target"]
-
-
 def run_start(
     *,
     suite: Suite,
@@ -81,6 +49,7 @@ def run_start(
     trials_per_case: int,
     source_version: str = "",
     started_by=None,
+    against: Run | None = None,
 ) -> Run:
     """Start a run: validate, snapshot the configuration, create every trial (queued) and
     enqueue its chunk tasks after commit.
@@ -90,9 +59,13 @@ def run_start(
     ``run_chunk_execute`` task, enqueued with ``transaction.on_commit`` so a worker never sees
     a run that is not yet committed.
 
-    Raises ``DomainError`` (bad target), ``DomainError`` (bad grader set) or
-    ``DomainError`` (bad name or trial count, no active cases), each naming the field,
-    before anything is written.
+    ``against``: an adaptive run — once its N trials per case are done, more trials go only
+    to the cases whose comparison with this baseline run is still uncertain
+    (``evals.comparison.topup``), until the gate's answer cannot change or the cap (4N) is
+    hit; ``against`` must be a succeeded run of the same suite that can be replayed.
+
+    Raises ``DomainError`` naming the field — a bad target, grader set, name or trial count,
+    no active cases, an ``against`` run that cannot serve — before anything is written.
     """
     if not isinstance(name, str) or not name.strip():
         raise DomainError("must be a non-empty string", field="name")
@@ -116,6 +89,12 @@ def run_start(
     case_ids = list(Case.objects.active().filter(suite=suite).values_list("id", flat=True))
     if not case_ids:
         raise DomainError(f"{suite.name!r} has no active cases", field="suite")
+    if against is not None:
+        if against.suite_id != suite.id:
+            raise DomainError(f"run {against.name!r} is of another suite", field="against")
+        refusal = run_replay_refusal(run=against)
+        if refusal:
+            raise DomainError(refusal, field="against")
     if Run.objects.filter(suite=suite, name=name).exists():
         raise DomainError(
             f"a run named {name!r} already exists in suite {suite.name!r}", field="name"
@@ -135,6 +114,7 @@ def run_start(
             status=Run.Status.QUEUED,
             trials_total=len(case_ids) * trials_per_case,
             started_by=started_by,
+            against=against,
         )
         Trial.objects.bulk_create(
             Trial(run=run, case_id=case_id, attempt=attempt)
@@ -202,15 +182,14 @@ def trials_add(
     per_case: dict[int, int],
     top_up=None,
     top_up_round: int | None = None,
-    replacing: dict[int, int] | None = None,
 ) -> list[int]:
     """Add trials to a finished run and enqueue them after commit: ``per_case`` maps a case
     id to how many new attempts it gets (numbered after the case's last attempt), marked
-    with ``top_up``/``top_up_round`` when a comparison's top-up asks for them. With
-    ``replacing`` (new trial's case id -> errored trial id, one each) the errored trial is
-    marked ``replaced_by`` the new attempt (``run_retry``). The run goes back to
+    with ``top_up``/``top_up_round`` when a comparison's top-up asks for them. The run goes
+    back to
     ``running`` (compare-and-set from succeeded or failed) and counts the new trials; it is
-    finalized again when they are done. Returns the new trial ids. Raises ``DomainError``
+    finalized again when they are done. Returns the new trial ids in (case id, attempt)
+    order. Raises ``DomainError``
     when the run is not finished (or was cancelled): nothing is written then.
     """
     per_case = {c: n for c, n in per_case.items() if n > 0}
@@ -250,12 +229,6 @@ def trials_add(
         )
         fresh = {(t.case_id, t.attempt) for t in new}
         trial_ids = [tid for tid, cid, att in ids if (cid, att) in fresh]
-        if replacing:
-            by_case = {cid: tid for tid, cid, att in ids if (cid, att) in fresh}
-            for case_id, errored_id in replacing.items():
-                Trial.objects.filter(id=errored_id, replaced_by__isnull=True).update(
-                    replaced_by_id=by_case[case_id]
-                )
         Run.objects.filter(id=run.id).update(trials_total=F("trials_total") + len(trial_ids))
         for chunk in chunked(trial_ids, trial_chunk_size()):
             transaction.on_commit(partial(_chunk_enqueue, run.id, chunk))

@@ -11,6 +11,7 @@ Permissions (the cast in tests/conftest.py):
 import json
 
 from django.contrib import messages
+from django.db.models import Q
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.template.loader import render_to_string
@@ -18,14 +19,16 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from django_htmx.http import HttpResponseStopPolling
 
 from core.errors import DomainError
-from core.http import RUNNER_ROLES, VIEWER_ROLES, HtmxHttpRequest, role_required
+from core.http import RUNNER_ROLES, VIEWER_ROLES, HtmxHttpRequest, form_error, role_required
 from core.ids import uuid_parse
+from core.roles import user_has_role
 from evals import selectors
 from evals.baselines import run_baseline_context
 from evals.forms import RunFilterForm, RunStartForm
-from evals.models import Case, Run, Suite, Trial
+from evals.models import Case, Run, Suite, TopUp, Trial
 from evals.report.selectors import run_report
 from evals.runner.finalize import run_cancel as run_cancel_service
+from evals.runner.retry import run_retry as run_retry_service
 from evals.runner.start import run_start
 from evals.suites import suite_default_graders
 
@@ -49,11 +52,17 @@ def run_list(request: HtmxHttpRequest) -> HttpResponse:
 @role_required(*VIEWER_ROLES)
 def run_detail(request: HttpRequest, run_id) -> HttpResponse:
     run = get_object_or_404(Run.objects.select_related("suite"), uuid=run_id)
-
+    top_ups = TopUp.objects.filter(Q(head=run) | Q(base=run)).select_related("head", "base")
     return render(
         request,
         "evals/run_detail.html",
-        {"run": run, "report": run_report(run=run), **run_baseline_context(run=run)},
+        {
+            "run": run,
+            "report": run_report(run=run),
+            "top_ups": list(top_ups[:20]),
+            "can_run": user_has_role(request.user, *RUNNER_ROLES),
+            **run_baseline_context(run=run),
+        },
     )
 
 
@@ -76,9 +85,10 @@ def run_new(request: HtmxHttpRequest) -> HttpResponse:
                     trials_per_case=data["trials_per_case"],
                     source_version=data["source_version"],
                     started_by=request.user,
+                    against=data.get("against"),
                 )
             except DomainError as exc:
-                form.add_error(None, str(exc))
+                form_error(form, exc)
             else:
                 return redirect(run.get_absolute_url())
         return render(request, "evals/run_new.html", {"form": form})
@@ -116,6 +126,20 @@ def run_cancel(request: HtmxHttpRequest, run_id) -> HttpResponse:
         messages.success(request, "Run cancelled.")
     else:
         messages.info(request, f"Run is {run.status}; nothing to cancel.")
+    return redirect(run.get_absolute_url())
+
+
+@require_POST
+@role_required(*RUNNER_ROLES)
+def run_retry(request: HtmxHttpRequest, run_id) -> HttpResponse:
+    """Retry the run's errored trials (``evals.runner.retry.run_retry``); back to the run."""
+    run = get_object_or_404(Run, uuid=run_id)
+    try:
+        new = run_retry_service(run=run, by=request.user)
+    except DomainError as exc:
+        messages.error(request, f"Nothing retried: {exc}")
+    else:
+        messages.success(request, f"Retrying {len(new)} errored trial(s).")
     return redirect(run.get_absolute_url())
 
 

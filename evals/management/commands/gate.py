@@ -3,27 +3,35 @@
     manage.py gate --head RUN_OR_FILE [--base RUN_OR_FILE] [--alpha 0.05] [--json]
                    [--markdown FILE] [--allow-untrusted] [--max-errored-fraction F]
                    [--allow-incomparable]
+                   [--top-up [--max-trials-per-case M] [--max-cost USD] [--timeout S]]
 
 RUN_OR_FILE: a run UUID, "suite name/run name", or the path of an ``export_run`` file.
 Without ``--base`` the head suite's current baseline is used. Exit codes (``gate_decide``):
-0 no significant regression; 1 significant regression or a broken regression case;
+0 no measurable regression (suspects, if any, are named with the trials that would settle
+them); 1 a regression beyond the pipeline's own randomness (a case's drop, or the suite's);
 2 cannot decide (not comparable, no overlapping cases, errored trials or grades over the
-allowed fraction — by default any —, provisional judge grades); 3 bad arguments (an
-unknown run, an unreadable file, ``--alpha`` outside 1e-6 .. 0.5:
-``evals.comparison.gate.alpha_check``), never 1.
+allowed fraction — by default any —, provisional judge grades; with ``--top-up``, suspects
+left open at the cost cap or the timeout); 3 bad arguments (an unknown run, an unreadable
+file, ``--alpha`` outside 1e-6 .. 0.5, ``--top-up`` on runs that cannot be replayed), never
+1. ``--top-up`` adds trials to the suspect cases of both runs in rounds and decides again
+(``evals.comparison.topup``); a worker must take the rounds.
 """
 
 from __future__ import annotations
 
 import sys
+from decimal import Decimal, InvalidOperation
 from pathlib import Path
 
 from django.core.management.base import CommandError
 
 from core.commands import DomainCommand
+from core.errors import DomainError
+from evals.baselines import baseline_current
 from evals.comparison.gate import gate_evaluate, gate_options_check
 from evals.comparison.render import gate_json, gate_markdown, gate_text
 from evals.comparison.run_data import RunData, run_data_from_file
+from evals.comparison.topup import top_up_result, top_up_start, top_up_wait
 from evals.management.commands.run_report import run_lookup
 from evals.models import Run
 
@@ -79,6 +87,31 @@ class Command(DomainCommand):
             help="errored trials allowed per run, as a fraction (default 0)",
         )
         parser.add_argument(
+            "--top-up",
+            action="store_true",
+            help="settle suspect cases with more trials of both runs (runs executed by "
+            "Assay and replayable here; a worker must be running, or CELERY_TASK_ALWAYS_EAGER)",
+        )
+        parser.add_argument(
+            "--max-trials-per-case",
+            type=int,
+            default=None,
+            help="with --top-up: trials a side a case may reach, first ones included "
+            "(whole rounds only; default 4 x N)",
+        )
+        parser.add_argument(
+            "--max-cost",
+            default=None,
+            help="with --top-up: stop before a round that would take the added trials' "
+            "cost past this many USD (exit 2 if suspects stay unresolved)",
+        )
+        parser.add_argument(
+            "--timeout",
+            type=float,
+            default=3600.0,
+            help="with --top-up: seconds to wait for the rounds (default 3600; exit 2 after)",
+        )
+        parser.add_argument(
             "--allow-incomparable",
             action="store_true",
             help="test the shared cases even when the suite, grader set or "
@@ -89,6 +122,8 @@ class Command(DomainCommand):
         try:
             code = self._gate(options)
         except CommandError as exc:
+            if exc.returncode == 2:
+                raise
             raise CommandError(str(exc), returncode=3) from exc  # never 1 (= regression)
         sys.exit(code)
 
@@ -98,14 +133,17 @@ class Command(DomainCommand):
         )
         head = _load(options["head"])
         base = _load(options["base"]) if options["base"] else None
-        comparison, decision = gate_evaluate(
-            head=head,
-            base=base,
-            alpha=options["alpha"],
-            max_errored_fraction=options["max_errored_fraction"],
-            allow_untrusted=options["allow_untrusted"],
-            allow_incomparable=options["allow_incomparable"],
-        )
+        if options["top_up"]:
+            comparison, decision = self._top_up(head, base, options)
+        else:
+            comparison, decision = gate_evaluate(
+                head=head,
+                base=base,
+                alpha=options["alpha"],
+                max_errored_fraction=options["max_errored_fraction"],
+                allow_untrusted=options["allow_untrusted"],
+                allow_incomparable=options["allow_incomparable"],
+            )
         if options["markdown"]:
             Path(options["markdown"]).write_text(
                 gate_markdown(comparison, decision), encoding="utf-8"
@@ -115,3 +153,43 @@ class Command(DomainCommand):
         )
         self.stdout.flush()
         return decision.exit_code
+
+    def _top_up(self, head, base, options):
+        """Start (or join) the top-up of these two runs, wait for it, and decide."""
+        if isinstance(head, RunData) or isinstance(base, RunData):
+            raise DomainError(
+                detail="--top-up needs runs in this database, not files: a file cannot be replayed",
+                field="top_up",
+            )
+        if base is None:
+            current = baseline_current(suite=head.suite)
+            if current is None:
+                raise DomainError(
+                    detail=f"suite {head.suite.name!r} has no baseline: give --base",
+                    field="base",
+                )
+            base = current.run
+        max_cost = None
+        if options["max_cost"] is not None:
+            try:
+                max_cost = Decimal(options["max_cost"])
+            except InvalidOperation as exc:
+                raise DomainError(
+                    detail=f"--max-cost must be an amount of USD, got {options['max_cost']!r}",
+                    field="max_cost_usd",
+                ) from exc
+        top_up = top_up_start(
+            base=base,
+            head=head,
+            alpha=options["alpha"],
+            max_trials_per_case=options["max_trials_per_case"],
+            max_cost_usd=max_cost,
+        )
+        top_up = top_up_wait(top_up=top_up, timeout_s=options["timeout"])
+        if not top_up.is_terminal:
+            raise CommandError(
+                f"cannot decide: the top-up was still running after {options['timeout']:g} s "
+                f"(round {top_up.rounds_done}; it goes on: run the gate again later)",
+                returncode=2,
+            )
+        return top_up_result(top_up=top_up)

@@ -19,9 +19,9 @@ from django.core.management.base import CommandError, CommandParser
 from django.utils import timezone
 
 from core.commands import DomainCommand
-from core.errors import DomainError
 from core.ids import uuid_parse
-from evals.models import GraderSetPreset, Run, Suite, TargetPreset
+from evals.management.commands.run_report import run_lookup
+from evals.models import GraderSetPreset, Run, Suite, TargetPreset, TopUp
 from evals.runner.start import run_start
 
 EXIT_SUCCEEDED, EXIT_FAILED, EXIT_OTHER = 0, 1, 2
@@ -75,6 +75,13 @@ class Command(DomainCommand):
         graders.add_argument(
             "--grader-set", metavar="NAME", help="a grader set preset declared with apply_config"
         )
+        parser.add_argument(
+            "--against",
+            metavar="BASE_RUN",
+            default=None,
+            help="an adaptive run: after N trials per case, more trials only where the "
+            "comparison with this run (UUID or 'suite/run') is uncertain, up to 4N",
+        )
         parser.add_argument("--wait", action="store_true", help="wait until the run ends")
         parser.add_argument(
             "--timeout", type=float, default=3600.0, help="seconds --wait waits (default 3600)"
@@ -112,23 +119,22 @@ class Command(DomainCommand):
         if not isinstance(graders, list):
             raise CommandError("--graders: expected a JSON list of grader specs")
         name = opts["name"] or timezone.now().strftime("run-%Y%m%d-%H%M%S")
-        try:
-            run = run_start(
-                suite=suite,
-                name=name,
-                target=target,
-                graders=graders,
-                trials_per_case=opts["trials"],
-            )
-        except DomainError as exc:
-            raise CommandError(str(exc)) from exc
+        against = run_lookup(opts["against"]) if opts["against"] else None
+        run = run_start(
+            suite=suite,
+            name=name,
+            target=target,
+            graders=graders,
+            trials_per_case=opts["trials"],
+            against=against,
+        )
 
         if not opts["wait"]:
             self._report(run, opts, waited=False)
             return
         deadline = time.monotonic() + opts["timeout"]
         run.refresh_from_db()
-        while not run.is_terminal and time.monotonic() < deadline:
+        while not _settled(run) and time.monotonic() < deadline:
             time.sleep(0.5)
             run.refresh_from_db()
         self._report(run, opts, waited=True)
@@ -164,3 +170,13 @@ class Command(DomainCommand):
         )
         if summary["error_message"]:
             self.stdout.write(summary["error_message"])
+
+
+def _settled(run: Run) -> bool:
+    """The run is over: finished, and for an adaptive run its top-up ended too."""
+    if not run.is_terminal:
+        return False
+    if run.against_id is None or run.status != Run.Status.SUCCEEDED:
+        return True
+    top_up = TopUp.objects.filter(head=run, base_id=run.against_id).first()
+    return top_up is not None and top_up.is_terminal

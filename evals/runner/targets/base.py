@@ -11,6 +11,8 @@ synchronous pipeline (a Python callable) runs in a worker thread.
 
 from __future__ import annotations
 
+import asyncio
+import threading
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -92,3 +94,33 @@ def target_from_config(config: dict) -> Target:
 
         return SimulatedTarget.from_config(config)
     raise DomainError(f"unknown kind {kind!r} (openai, callable, simulated)", field="target.kind")
+
+
+def target_validate(config: dict) -> Any:
+    """Build the target once to validate ``config`` (raises ``DomainError``) and release
+    it; returns it (for ``kind``/``model``). Built and closed inside one event loop, as the
+    target contract asks, on a helper thread if the caller already runs a loop."""
+
+    async def build_and_close() -> Any:
+        target = target_from_config(config)
+        await target.aclose()
+        return target
+
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(build_and_close())
+    box: dict[str, Any] = {}
+
+    def on_thread() -> None:
+        try:
+            box["target"] = asyncio.run(build_and_close())
+        except BaseException as exc:  # noqa: BLE001 - re-raised on the caller's thread
+            box["error"] = exc
+
+    helper = threading.Thread(target=on_thread)
+    helper.start()
+    helper.join()
+    if "error" in box:
+        raise box["error"]
+    return box["target"]

@@ -1,0 +1,43 @@
+"""Retrying a failed run's errored trials: each errored trial gets a new attempt of its
+case, the errored one is kept as history (``Trial.replaced_by``) and left out of every
+figure, and the run is finalized again when the new attempts are done."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from django.db import transaction
+
+from core.errors import DomainError
+from core.roles import ENGINEER, LEAD, role_require
+from evals.models import Run, Trial
+from evals.runner.start import trials_add
+
+
+def run_retry(*, run: Run, by=None) -> list[int]:
+    """Retry every errored trial of ``run`` (a finished run; engineers and leads — ``by``
+    None: a command). Returns the new trial ids. Idempotent per errored trial: one already
+    replaced is not retried again. Raises PermissionDenied, or ``DomainError`` (field
+    ``run``) when the run has no errored trial left or is not finished."""
+    if by is not None:
+        role_require(by, ENGINEER, LEAD, action="retrying errored trials")
+    with transaction.atomic():
+        errored = list(
+            Trial.objects.select_for_update()
+            .filter(run=run, status=Trial.Status.ERROR, replaced_by__isnull=True)
+            .order_by("case_id", "attempt")
+            .values_list("id", "case_id")
+        )
+        if not errored:
+            raise DomainError(f"run {run.name!r} has no errored trial to retry", field="run")
+        new_ids = trials_add(run=run, per_case=dict(Counter(c for _, c in errored)))
+        new_by_case: dict[int, list[int]] = {}
+        for tid, cid in (
+            Trial.objects.filter(id__in=new_ids)
+            .order_by("case_id", "attempt")
+            .values_list("id", "case_id")
+        ):
+            new_by_case.setdefault(cid, []).append(tid)
+        for trial_id, case_id in errored:
+            Trial.objects.filter(id=trial_id).update(replaced_by_id=new_by_case[case_id].pop(0))
+    return new_ids
