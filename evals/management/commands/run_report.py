@@ -46,12 +46,8 @@ def _rate(f: Figures) -> str:
     r = f.pass_rate
     if r.mean is None:
         return "undefined (nothing graded)"
-    ci = (
-        "CI undefined (1 case)"
-        if r.ci_low is None
-        else f"95% CI [{_pct(r.ci_low)}, {_pct(r.ci_high)}]"
-    )
-    return f"{_pct(r.mean)} {ci} over {_cases(r.n_cases)}"
+    # clustered_rate_interval: an interval whenever the mean is defined, never of zero width
+    return f"{_pct(r.mean)} 95% CI [{_pct(r.ci_low)}, {_pct(r.ci_high)}] over {_cases(r.n_cases)}"
 
 
 def render_text(report: RunReport) -> str:
