@@ -24,8 +24,9 @@ CASE_LIST_LIMIT = 500
 class RunPoint:
     """One run on the suite page's chart: ``pass_rate`` is the mean of per-case pass rates
     with its 95% interval clustered by case (``stats.intervals.clustered_rate_interval``,
-    the run report's; never of zero width; mean None when nothing was graded), ``graded``/``passed`` trials, ``errored`` trials (pipeline) and
-    ``grade_errored`` trials (a gating grade errored), left out of the rate."""
+    the run report's; never of zero width; mean None when nothing was graded),
+    ``graded``/``passed`` trials, ``errored`` trials (pipeline) and ``grade_errored`` trials
+    (a gating grade errored), left out of the rate."""
 
     run: Run
     pass_rate: ClusteredMean

@@ -13,7 +13,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 

@@ -144,9 +144,11 @@ def test_it_lists_added_removed_and_changed_cases_and_leaves_them_out():
 
 
 def test_it_says_when_the_p_value_and_the_interval_disagree():
-    # One case 0/1 -> 1/1 and nothing else: p = 1 (two arrangements), CI [+100, +100].
-    c = comparison_compute(base=run_data({"a": "F"}), head=run_data({"a": "P"}))
+    # One case 2/5 -> 5/5 and nothing else: p = 1/6 (three fails among ten trials all in
+    # base), while the within-case interval [+3.0, +88.2] points excludes 0.
+    c = comparison_compute(base=run_data({"a": "PPFFF"}), head=run_data({"a": "PPPPP"}))
     h = c.headline
+    assert h.p_value == pytest.approx(1 / 6)
     assert not h.significant and h.bootstrap_low > 0
     assert h.disagreement.endswith("the interval excludes 0; the p-value decides")
     assert gate_decide(c).exit_code == 0

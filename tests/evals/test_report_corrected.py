@@ -88,7 +88,10 @@ def test_it_corrects_a_trusted_judges_pass_rate_with_its_interval(alice):
     assert c.corrected == pytest.approx(0.5 / 0.7, abs=1e-12)
     # Clustered by case (ten cases of one verdict each) with TPR and TNR uncertainty (MOVER)
     expected = corrected_rate_interval([1] * 7 + [0] * 3, [1] * 10, tp=9, fn=1, tn=8, fp=2)
-    assert (c.ci_low, c.ci_high) == (pytest.approx(expected.ci_low), pytest.approx(expected.ci_high))
+    assert (c.ci_low, c.ci_high) == (
+        pytest.approx(expected.ci_low),
+        pytest.approx(expected.ci_high),
+    )
     assert c.method == "rogan-gladen-mover" and c.reason == ""
     theta, low, high = _pooled_delta_interval(0.7, 10)
     assert c.ci_low < theta < c.ci_high

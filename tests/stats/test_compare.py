@@ -9,11 +9,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats as sps
+from statsmodels.stats.proportion import confint_proportions_2indep
 
 from stats.compare import (
     clustered_paired_interval,
     stratified_permutation_test,
-    within_case_bootstrap_ci,
+    within_case_interval,
 )
 
 outcomes = st.lists(st.booleans(), min_size=1, max_size=4)
@@ -141,8 +142,11 @@ def test_a_collapse_of_three_cases_is_significant_at_005():
     assert np.mean([np.mean(c) for c in head]) == pytest.approx(40 / 60)
     result = stratified_permutation_test(base, head)
     assert result.p_value < 0.05
-    low, high = within_case_bootstrap_ci(base, head, seed=1)
+    low, high = within_case_interval(base, head)
     assert high < 0
+    # Newcombe's hybrid score interval of 40/60 - 53/60 (12 cases x 5 trials: n_K = 60)
+    # (statsmodels confint_proportions_2indep(40, 60, 53, 60, method="newcomb"))
+    assert (low, high) == (pytest.approx(-0.3558804), pytest.approx(-0.0673512))
 
 
 def test_the_monte_carlo_and_exact_p_values_agree():
@@ -152,24 +156,82 @@ def test_the_monte_carlo_and_exact_p_values_agree():
     assert abs(mc.p_value - exact.p_value) < 0.005
 
 
-def test_the_bootstrap_interval_contains_the_observed_delta():
+def test_the_within_case_interval_contains_the_observed_delta():
     rng = np.random.default_rng(11)
     base = [list(rng.random(5) < p) for p in rng.random(30)]
     head = [list(rng.random(5) < p) for p in rng.random(30)]
     delta = np.mean([np.mean(h) - np.mean(b) for b, h in zip(base, head, strict=False)])
-    low, high = within_case_bootstrap_ci(base, head, seed=2)
-    assert -1 <= low <= delta <= high <= 1
+    low, high = within_case_interval(base, head)
+    assert -1 <= low < delta < high <= 1
+
+
+def test_the_within_case_interval_is_statsmodels_newcombe_on_the_pooled_trials():
+    """Equal trial counts: the Kish count is the trial total, so the interval is Newcombe's
+    hybrid score interval of the pooled counts (statsmodels, an independent implementation)."""
+    rng = np.random.default_rng(3)
+    for n_cases, trials in [(3, 1), (5, 3), (12, 5), (30, 10)]:
+        base = [list(rng.random(trials) < p) for p in rng.random(n_cases)]
+        head = [list(rng.random(trials) < p) for p in rng.random(n_cases)]
+        total = n_cases * trials
+        expected = confint_proportions_2indep(
+            int(np.sum(head)), total, int(np.sum(base)), total, method="newcomb", compare="diff"
+        )
+        assert within_case_interval(base, head) == pytest.approx(expected, abs=1e-9)
+
+
+@pytest.mark.parametrize(
+    "base, head, delta",
+    [
+        ([[True] * 5] * 12, [[False] * 5] * 12, -1.0),  # every case 5/5 -> 0/5
+        ([[False] * 5] * 12, [[True] * 5] * 12, 1.0),
+        ([[True] * 5] * 12, [[True] * 5] * 12, 0.0),  # all pass on both sides
+        ([[False] * 10] * 30, [[False] * 10] * 30, 0.0),  # all fail, 300 trials a side
+        ([[True]] * 3, [[False]] * 3, -1.0),  # one trial per case
+        ([[True], [False], [True]], [[True], [False], [True]], 0.0),
+        ([[True, True]], [[False, False]], -1.0),  # one case
+    ],
+)
+def test_the_within_case_interval_is_never_of_zero_width(base, head, delta):
+    low, high = within_case_interval(base, head)
+    assert -1.0 <= low <= delta <= high <= 1.0
+    assert high - low > 0.005
+
+
+@given(paired_suites)
+@settings(max_examples=200, deadline=None)
+def test_the_within_case_interval_holds_the_estimate_with_positive_width(suites):
+    base, head = suites
+    delta = np.mean([np.mean(h) - np.mean(b) for b, h in zip(base, head, strict=True)])
+    low, high = within_case_interval(base, head)
+    assert -1.0 <= low <= delta + 1e-12 and delta - 1e-12 <= high <= 1.0
+    assert low < high
+    narrow_low, narrow_high = within_case_interval(base, head, confidence=0.8)
+    assert low <= narrow_low + 1e-12 and narrow_high <= high + 1e-12
 
 
 def test_the_clustered_interval_uses_the_standard_error_of_paired_differences():
     rng = np.random.default_rng(5)
-    base = [list(rng.random(4) < 0.6) for _ in range(25)]
-    head = [list(rng.random(4) < 0.7) for _ in range(25)]
+    # half the cases drop from 0.9 to 0.2: the spread between cases dominates
+    base = [list(rng.random(4) < 0.9) for _ in range(25)]
+    head = [list(rng.random(4) < p) for p in np.where(np.arange(25) % 2 == 0, 0.9, 0.2)]
     d = np.array([np.mean(h) - np.mean(b) for b, h in zip(base, head, strict=False)])
     interval = clustered_paired_interval(base, head)
     se = sps.sem(d)
     assert interval.estimate == pytest.approx(d.mean())
-    assert interval.high - interval.estimate == pytest.approx(1.959963984540054 * se)
+    # t on 24 df (scipy) here wider than the within-case interval, which it contains
+    assert interval.high - interval.estimate == pytest.approx(sps.t.ppf(0.975, 24) * se)
+    assert interval.estimate - interval.low == pytest.approx(sps.t.ppf(0.975, 24) * se)
+    low, high = within_case_interval(base, head)
+    assert interval.low <= low and high <= interval.high
+
+
+def test_the_clustered_interval_is_never_of_zero_width_when_every_case_moved_alike():
+    """Every case 5/5 -> 0/5: the differences have no spread (sd 0); the interval falls
+    back on the trials' own randomness, never [-100, -100] points."""
+    base, head = [[True] * 5] * 12, [[False] * 5] * 12
+    interval = clustered_paired_interval(base, head)
+    assert interval.low == -1.0 and interval.high > -0.99
+    assert (interval.low, interval.high) == within_case_interval(base, head)
 
 
 def test_the_clustered_interval_is_undefined_for_one_case():
