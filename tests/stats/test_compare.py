@@ -9,7 +9,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats as sps
-from statsmodels.stats.proportion import confint_proportions_2indep
 
 from stats.compare import (
     clustered_paired_interval,
@@ -145,8 +144,8 @@ def test_a_collapse_of_three_cases_is_significant_at_005():
     low, high = within_case_interval(base, head)
     assert high < 0
     # Newcombe's hybrid score interval of 40/60 - 53/60 (12 cases x 5 trials: n_K = 60)
-    # (statsmodels confint_proportions_2indep(40, 60, 53, 60, method="newcomb"))
-    assert (low, high) == (pytest.approx(-0.3558804), pytest.approx(-0.0673512))
+    # the MOVER of the Clopper-Pearson intervals of 40/60 and 53/60
+    assert (low, high) == pytest.approx(_mover_clopper_pearson(40, 53, 60), abs=1e-9)
 
 
 def test_the_monte_carlo_and_exact_p_values_agree():
@@ -165,18 +164,42 @@ def test_the_within_case_interval_contains_the_observed_delta():
     assert -1 <= low < delta < high <= 1
 
 
-def test_the_within_case_interval_is_statsmodels_newcombe_on_the_pooled_trials():
-    """Equal trial counts: the Kish count is the trial total, so the interval is Newcombe's
-    hybrid score interval of the pooled counts (statsmodels, an independent implementation)."""
+def _mover_clopper_pearson(x_h: int, x_b: int, n: int) -> tuple[float, float]:
+    """The MOVER difference interval from Clopper-Pearson limits (scipy beta quantiles),
+    written out for x_h of n head trials and x_b of n base trials."""
+
+    def cp(x: int) -> tuple[float, float]:
+        low = 0.0 if x == 0 else sps.beta.ppf(0.025, x, n - x + 1)
+        high = 1.0 if x == n else sps.beta.ppf(0.975, x + 1, n - x)
+        return low, high
+
+    (l_h, u_h), (l_b, u_b) = cp(x_h), cp(x_b)
+    m_h, m_b = x_h / n, x_b / n
+    d = m_h - m_b
+    return d - math.hypot(m_h - l_h, u_b - m_b), d + math.hypot(u_h - m_h, m_b - l_b)
+
+
+def test_the_within_case_interval_is_the_mover_of_clopper_pearson_limits_on_pooled_trials():
+    """Equal trial counts: the Kish count is the trial total, so the interval is the MOVER
+    of the two sides' Clopper-Pearson intervals of the pooled counts."""
     rng = np.random.default_rng(3)
     for n_cases, trials in [(3, 1), (5, 3), (12, 5), (30, 10)]:
         base = [list(rng.random(trials) < p) for p in rng.random(n_cases)]
         head = [list(rng.random(trials) < p) for p in rng.random(n_cases)]
-        total = n_cases * trials
-        expected = confint_proportions_2indep(
-            int(np.sum(head)), total, int(np.sum(base)), total, method="newcomb", compare="diff"
-        )
+        expected = _mover_clopper_pearson(int(np.sum(head)), int(np.sum(base)), n_cases * trials)
         assert within_case_interval(base, head) == pytest.approx(expected, abs=1e-9)
+
+
+def test_the_within_case_interval_weighs_cases_alike_with_unequal_trial_counts():
+    """A topped-up case (10 trials) counts once in the mean, and the Kish count
+    (C² / Σ 1/n_i = 9 / 0.6 = 15 trials a side) sets the width."""
+    base = [[True] * 4, [True] * 4, [True] * 10]
+    head = [[True] * 4, [True, False, True, False], [True] * 5 + [False] * 5]
+    low, high = within_case_interval(base, head)
+    delta = (1 + 0.5 + 0.5) / 3 - 1
+    assert low < delta < high
+    expected = _mover_clopper_pearson(10, 15, 15)  # m·n_K = (2/3)·15 = 10 head successes
+    assert (low, high) == pytest.approx(expected, abs=1e-9)
 
 
 @pytest.mark.parametrize(
