@@ -164,9 +164,10 @@ def test_the_within_case_interval_contains_the_observed_delta():
     assert -1 <= low < delta < high <= 1
 
 
-def _mover_clopper_pearson(x_h: int, x_b: int, n: int) -> tuple[float, float]:
-    """The MOVER difference interval from Clopper-Pearson limits (scipy beta quantiles),
-    written out for x_h of n head trials and x_b of n base trials."""
+def _mover_clopper_pearson(x_h: float, x_b: float, n: float) -> tuple[float, float]:
+    """The within-case interval written out for x_h of n head trials and x_b of n base
+    trials: the union of the MOVER of Clopper-Pearson limits (scipy beta quantiles) and the
+    Agresti-Caffo interval (one success and one failure added a side)."""
 
     def cp(x: int) -> tuple[float, float]:
         low = 0.0 if x == 0 else sps.beta.ppf(0.025, x, n - x + 1)
@@ -176,7 +177,11 @@ def _mover_clopper_pearson(x_h: int, x_b: int, n: int) -> tuple[float, float]:
     (l_h, u_h), (l_b, u_b) = cp(x_h), cp(x_b)
     m_h, m_b = x_h / n, x_b / n
     d = m_h - m_b
-    return d - math.hypot(m_h - l_h, u_b - m_b), d + math.hypot(u_h - m_h, m_b - l_b)
+    a_h, a_b = (x_h + 1) / (n + 2), (x_b + 1) / (n + 2)
+    half = 1.959963984540054 * math.sqrt((a_h * (1 - a_h) + a_b * (1 - a_b)) / (n + 2))
+    low = min(d - math.hypot(m_h - l_h, u_b - m_b), a_h - a_b - half)
+    high = max(d + math.hypot(u_h - m_h, m_b - l_b), a_h - a_b + half)
+    return max(-1.0, low), min(1.0, high)
 
 
 def test_the_within_case_interval_is_the_mover_of_clopper_pearson_limits_on_pooled_trials():
