@@ -11,6 +11,7 @@ import json
 from django.core.management.base import BaseCommand, CommandError
 
 from core.ids import uuid_parse
+from core.templatetags.dashboard import percent_interval
 from evals.models import Run
 from evals.report.build import RunReport
 from evals.report.figures import Figures
@@ -47,7 +48,8 @@ def _rate(f: Figures) -> str:
     if r.mean is None:
         return "undefined (nothing graded)"
     # clustered_rate_interval: an interval whenever the mean is defined, never of zero width
-    return f"{_pct(r.mean)} 95% CI [{_pct(r.ci_low)}, {_pct(r.ci_high)}] over {_cases(r.n_cases)}"
+    # (and percent_interval never prints it as if it were)
+    return f"{_pct(r.mean)} 95% CI {percent_interval(r.ci_low, r.ci_high)} over {_cases(r.n_cases)}"
 
 
 def render_text(report: RunReport) -> str:
@@ -67,7 +69,7 @@ def render_text(report: RunReport) -> str:
         lines.append(f"{f.key}: {_rate(f)}; {f.trials_passed}/{f.trials_graded} trials{extra}")
         c = f.corrected
         if c is not None and c.corrected is not None:
-            ci = "" if c.ci_low is None else f" 95% CI [{_pct(c.ci_low)}, {_pct(c.ci_high)}]"
+            ci = "" if c.ci_low is None else f" 95% CI {percent_interval(c.ci_low, c.ci_high)}"
             lines.append(
                 f"  corrected for judge error (Rogan-Gladen, TPR {c.tpr:.3f}, TNR "
                 f"{c.tnr:.3f}): {_pct(c.corrected)}{ci}"
