@@ -18,6 +18,7 @@ from core.errors import DomainError
 from core.ids import uuid_parse
 from evals.grading.verdict import trial_verdict_annotations
 from evals.models import Case, Grade, Run, Trial
+from stats.intervals import clustered_rate_interval
 
 RUN_LIST_PAGE_SIZE = 50
 
@@ -32,7 +33,9 @@ class RunListStats:
     overall verdict is pass / pass-or-fail; ``judge_errors``: ok trials left out because a
     gating grade errored; ``errored_trials``: pipeline errors; ``cost_known_usd``: sum of known
     costs (USD, Decimal) over finished trials; ``cost_unknown``: finished trials with null
-    cost; ``finished``: trials with status ok or error; ``total``: all trials of the run.
+    cost; ``finished``: trials with status ok or error; ``total``: all trials of the run;
+    ``pass_rate_low``/``pass_rate_high``: the report's 95% interval of ``pass_rate``
+    (``stats.intervals.clustered_rate_interval``, never of zero width; None with it).
     """
 
     passed: int
@@ -44,6 +47,8 @@ class RunListStats:
     finished: int
     total: int
     pass_rate: float | None = None
+    pass_rate_low: float | None = None
+    pass_rate_high: float | None = None
 
     @property
     def cost_state(self) -> str:
@@ -145,8 +150,9 @@ def _run_case_counts(*, run_ids: list[int], keys: tuple[str, ...]) -> list[dict]
 
 def _fold_case_counts(rows: list[dict]) -> RunListStats:
     """One run's per-case rows -> ``RunListStats``; pass rate = mean over graded cases of
-    passed/graded (the report's clustered mean, without its interval)."""
-    rates = [r["n_pass"] / (r["n_pass"] + r["n_fail"]) for r in rows if r["n_pass"] + r["n_fail"]]
+    passed/graded with the report's interval (``clustered_rate_interval``)."""
+    counts = [(r["n_pass"], r["n_pass"] + r["n_fail"]) for r in rows if r["n_pass"] + r["n_fail"]]
+    rate = clustered_rate_interval([p for p, _ in counts], [g for _, g in counts])
     costs = [r["cost"] for r in rows if r["cost"] is not None]
 
     def total(field: str) -> int:
@@ -161,7 +167,9 @@ def _fold_case_counts(rows: list[dict]) -> RunListStats:
         cost_unknown=total("n_cost_unknown"),
         finished=total("n_finished"),
         total=total("n_total"),
-        pass_rate=sum(rates) / len(rates) if rates else None,
+        pass_rate=rate.mean,
+        pass_rate_low=rate.ci_low,
+        pass_rate_high=rate.ci_high,
     )
 
 
