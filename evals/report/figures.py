@@ -79,9 +79,10 @@ class Figures:
     ``score_mean``: mean over cases of per-case mean scores, None when nothing was scored;
     ``scored``/``not_scored``: grades with a score / with a null score (errored included).
     ``corrected``: for a grader whose verdicts all come from one judge version, the
-    Rogan–Gladen correction of ``trials_passed`` / ``trials_graded`` by that judge's measured
-    tpr and tnr (``judges.trust.CorrectedPassRate``; ``corrected.corrected`` None with a
-    reason when the version is not trusted); None for other graders, overall and slices.
+    Rogan–Gladen correction of the mean per-case rate by that judge's measured tpr and tnr,
+    its interval clustered by case and carrying their uncertainty
+    (``judges.trust.CorrectedPassRate``; ``corrected.corrected`` None with a reason when the
+    version is not trusted); None for other graders, overall and slices.
     """
 
     key: str
