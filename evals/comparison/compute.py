@@ -140,7 +140,7 @@ class Headline:
     ``n_resamples``); ``bootstrap_low/high``: within-case bootstrap interval at
     ``confidence`` (this exact suite); ``clustered``: the "in general" interval (cases as a
     sample, Miller 2024); ``sentence``: the plain-words reading; ``disagreement``: non-empty
-    when p and the bootstrap interval tell different stories (the p-value decides)."""
+    when p and the bootstrap interval tell different stories."""
 
     n_cases: int
     base_rate: float
@@ -409,7 +409,7 @@ def _headline(pairs, *, alpha, n_resamples, seed) -> Headline | None:
             f"the permutation test ({pvalue_phrase(p_text)}) and the {confidence:.0%} "
             f"bootstrap interval "
             f"{ci} disagree near the boundary: the interval "
-            f"{'contains' if ci_has_zero else 'excludes'} 0; the p-value decides"
+            f"{'contains' if ci_has_zero else 'excludes'} 0"
         )
     return Headline(
         n_cases=len(graded),
