@@ -26,7 +26,7 @@ from stats.gate import BLOCK, gate_decide
 from stats.sequential import CaseLooks
 
 
-@pytest.mark.django_db(transaction=True)
+@pytest.mark.django_db(transaction=True, serialized_rollback=True)
 def test_the_edit_is_blocked_for_the_boundary_case_and_a_rerun_passes(alice):
     suite = demo_suites_load()[0]
     assert suite.kind == "regression"
