@@ -170,11 +170,13 @@ def judge_run_progress(*, judge_run_id: int) -> JudgeRun:
     return judge_run
 
 
-def judge_run_cancel(*, judge_run: JudgeRun, by=None) -> bool:
+def judge_run_cancel(*, judge_run: JudgeRun, by=None, refuse_finished: bool = False) -> bool:
     """Cancel a queued or running judge run (compare-and-set): workers make no further call
     (module docstring), chunks not yet started do nothing. Recounts its progress and
     refreshes ``judge_run``. Returns False when it was already finished or cancelled
-    (nothing changes)."""
+    (nothing changes); with ``refuse_finished`` a judge run that had already succeeded or
+    failed raises ``DomainError(field="judge_run", code="conflict")`` instead (cancelling a
+    cancelled one stays a quiet False)."""
     changed = bool(
         JudgeRun.objects.filter(id=judge_run.id, status__in=LIVE).update(
             status=JudgeRun.Status.CANCELLED,
@@ -186,4 +188,10 @@ def judge_run_cancel(*, judge_run: JudgeRun, by=None) -> bool:
         logger.info("judge run %s cancelled by %s", judge_run.id, getattr(by, "username", None))
     judge_run_progress(judge_run_id=judge_run.id)
     judge_run.refresh_from_db()
+    if refuse_finished and not changed and judge_run.status != JudgeRun.Status.CANCELLED:
+        raise DomainError(
+            f"judge run {judge_run.uuid} has already {judge_run.status}; nothing to cancel",
+            field="judge_run",
+            code="conflict",
+        )
     return changed

@@ -144,13 +144,7 @@ class Command(DomainCommand):
             raise DomainError(
                 f"no judge run with id {options['cancel']!r}", field="cancel", code="not_found"
             )
-        cancelled = judge_run_cancel(judge_run=judge_run)
-        if not cancelled and judge_run.status != JudgeRun.Status.CANCELLED:
-            raise DomainError(
-                f"judge run {judge_run.uuid} is {judge_run.status}; nothing to cancel",
-                field="cancel",
-                code="conflict",
-            )
+        judge_run_cancel(judge_run=judge_run, refuse_finished=True)
         self._report(judge_run, judge_run.judge_version, options, run_label=str(judge_run.run))
 
     def _report(self, judge_run: JudgeRun, version: JudgeVersion, options, *, run_label) -> None:
