@@ -143,7 +143,7 @@ def _scripted(body) -> str:
     return verdict_json("PASS")
 
 
-@pytest.mark.django_db(transaction=True)
+@pytest.mark.django_db(transaction=True, serialized_rollback=True)
 @pytest.mark.parametrize(
     ("outputs", "status", "code", "message"),
     [
@@ -362,7 +362,7 @@ def _mock_trials(n: int) -> list[Trial]:
     return trials
 
 
-@pytest.mark.django_db(transaction=True)
+@pytest.mark.django_db(transaction=True, serialized_rollback=True)
 def test_the_shared_mock_judge_is_read_and_a_cancel_stops_its_calls(mockllm, monkeypatch):  # noqa: F811
     """A worker (a thread here) grades 12 trials one call at a time against the shared mock in
     judge mode (100 ms a call); ``judge_run --cancel`` lands after 3 calls. The mock then
@@ -408,7 +408,7 @@ def test_the_shared_mock_judge_is_read_and_a_cancel_stops_its_calls(mockllm, mon
     }
 
 
-@pytest.mark.django_db(transaction=True)
+@pytest.mark.django_db(transaction=True, serialized_rollback=True)
 def test_a_whole_judge_run_on_the_shared_mock_succeeds_with_its_verdicts(mockllm, no_wait):  # noqa: F811
     server = mockllm("--mode", "judge", "--latency-ms", "0", "--judge-flip", "0")
     trials = _mock_trials(8)
