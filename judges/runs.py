@@ -7,7 +7,16 @@ A chunk is graded in waves of ``concurrency`` trials (the version's client setti
 judge run's status; once a cancel has set it (a compare-and-set from queued or running to
 cancelled) no further call is made: after a cancel, only the calls of the wave already in
 flight complete (at most ``concurrency``; exactly none more when ``concurrency`` is 1).
-Progress counts trials (graded / to grade) and is recounted after every wave.
+Progress counts trials (graded / to grade), recounted from the grade rows after a wave when
+``PROGRESS_EVERY_S`` (1 s) has passed since the chunk's last recount, and always at the
+chunk's end: the bar moves by waves of trials, and a fast endpoint does not pay a recount
+(a query over the judge run's trial ids) per wave.
+
+Cost of the waves (measured against the shared mock, 200 ms a call, 96 trials, concurrency
+8, on the 2-core machine at load 8 to 13; 2.4 s would be concurrency/latency): 6.0 to 6.4 s,
+against 3.8 to 4.7 s when a whole chunk of 50 went out at once. Each wave builds its client
+(``judges.grading.calls_run``) and waits for its slowest call; against real judge latencies
+(seconds a call) the client's share shrinks, the wait for the slowest call does not.
 
 How a judge run ends (``judge_run_progress``): once every trial has a grade it is
 ``failed`` when every grade errored (no verdict at all: nothing was judged), else
@@ -19,6 +28,7 @@ from __future__ import annotations
 
 import logging
 import random
+import time
 from collections import Counter
 
 from django.db import transaction
@@ -34,6 +44,7 @@ from judges.models import Judge, JudgeRun, JudgeVersion
 logger = logging.getLogger(__name__)
 
 JUDGE_RUN_CHUNK = 50
+PROGRESS_EVERY_S = 1.0
 LIVE = (JudgeRun.Status.QUEUED, JudgeRun.Status.RUNNING)
 
 
@@ -105,8 +116,9 @@ def judge_run_live(*, judge_run_id: int) -> bool:
 def judge_run_execute(
     *, run_id: int, judge_version_id: int, trial_ids: list[int], sleep: Sleep | None = None
 ) -> None:
-    """Grade one chunk of a judge run in waves (module docstring), recounting progress after
-    each wave; stops before the next wave once the judge run is cancelled.
+    """Grade one chunk of a judge run in waves (module docstring), recounting progress at
+    most every ``PROGRESS_EVERY_S`` and at the end; stops before the next wave once the judge
+    run is cancelled.
 
     Idempotent; safe under redelivery (grades keyed by (trial, grader); trials already
     graded are not called again). A cancelled or finished judge run does nothing.
@@ -124,6 +136,7 @@ def judge_run_execute(
     trials = list(
         Trial.objects.filter(id__in=trial_ids, run_id=run_id).select_related("case").order_by("id")
     )
+    counted = time.monotonic()
     for wave in chunked(trials, wave_size(judge_run.judge_version)):
         if not judge_run_live(judge_run_id=judge_run.id):
             logger.info("judge run %s is no longer live: no further calls", judge_run.id)
@@ -131,7 +144,9 @@ def judge_run_execute(
         judge_grade_trials(
             trials=wave, judge_version=judge_run.judge_version, grader=judge_run.grader, sleep=sleep
         )
-        judge_run_progress(judge_run_id=judge_run.id)
+        if time.monotonic() - counted >= PROGRESS_EVERY_S:
+            judge_run_progress(judge_run_id=judge_run.id)
+            counted = time.monotonic()
     judge_run_progress(judge_run_id=judge_run.id)
 
 

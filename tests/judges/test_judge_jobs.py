@@ -300,13 +300,21 @@ def test_progress_is_recounted_per_wave_of_trials_not_per_chunk(
         return judge_run
 
     monkeypatch.setattr(runs, "judge_run_progress", record)
+    monkeypatch.setattr(runs, "PROGRESS_EVERY_S", 0.0)
     with FakeLLM(responder=_scripted) as llm:
         trials = make_trials(["a", "b", "c", "d", "e"])
         version = make_version(llm, concurrency=2)
         with django_capture_on_commit_callbacks(execute=True):
             runs.judge_run_start(run=trials[0].run, judge_version=version)
-    assert seen == [2, 4, 5, 5]  # after each wave, then once more at the chunk's end
-    assert JudgeRun.objects.get().status == "succeeded"
+        assert seen == [2, 4, 5, 5]  # after each wave, then once more at the chunk's end
+        assert JudgeRun.objects.get().status == "succeeded"
+        # At most one recount a second (and one at the end): a fast endpoint pays none between.
+        seen.clear()
+        monkeypatch.setattr(runs, "PROGRESS_EVERY_S", 3600.0)
+        version = make_version(llm, concurrency=2, temperature=1)
+        with django_capture_on_commit_callbacks(execute=True):
+            runs.judge_run_start(run=trials[0].run, judge_version=version)
+    assert seen == [5]
 
 
 def test_cancel_is_a_compare_and_set_and_refuses_a_finished_judge_run_when_asked(
