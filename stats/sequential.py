@@ -53,8 +53,9 @@ of the selection, so a round's test is valid given the whole past, but throwing 
 first N trials costs power: one case 1.0 → 0.5 with one top-up round of 15 trials a side,
 tested at 0.005, is caught 85% of the time with every trial and 68% with the fresh ones
 only (design-time simulations, ``stats/gate_simulations.md``). With the base not
-replayed, fresh head trials can only be compared with the base's original trials, which also chose the suspects; the selective
-test conditions on that choice, so no bias is left to control.
+replayed, fresh head trials can only be compared with the base's original trials, which
+also chose the suspects; the selective test conditions on that choice, so no bias is left
+to control.
 """
 
 from __future__ import annotations
