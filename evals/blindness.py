@@ -101,3 +101,16 @@ def labels_prefetch(user) -> models.Prefetch:
     them."""
     qs = _related("labels").objects.select_related("reviewer").order_by("created_at")
     return models.Prefetch("labels", queryset=labels_visible_to(qs, user))
+
+
+# The parts of a run report (``evals.report``) that show single trials' verdicts or a
+# grader's reasons: a run with a blind trial leaves them out for that user.
+REPORT_PER_TRIAL_PARTS = ("cases", "slices", "failure_reasons", "grade_error_reasons")
+
+
+def run_is_blind(user, run) -> bool:
+    """True when ``run`` holds a trial that is blind for ``user`` (``blind_trial_ids``): its
+    report's per-case rows, slices and reasons (``REPORT_PER_TRIAL_PARTS``) would show those
+    trials' judge verdicts or gold labels, so they are not shown to that user."""
+    blind = blind_trial_ids(user)
+    return bool(blind) and Trial.objects.filter(run=run, id__in=blind).exists()

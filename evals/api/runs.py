@@ -22,7 +22,7 @@ from core.api.fields import StrictCharField, StrictIntegerField, StrictUUIDField
 from core.api.permissions import IsRunner, IsViewer
 from core.http import uuid_or_404
 from evals.baselines import baseline_set
-from evals.blindness import grades_visible_to
+from evals.blindness import REPORT_PER_TRIAL_PARTS, grades_visible_to, run_is_blind
 from evals.models import Baseline, Case, Grade, Run, Suite, Trial
 from evals.report.selectors import run_report
 from evals.runner import start as services
@@ -145,7 +145,14 @@ class RunDetailSerializer(RunSerializer):
         }
 
     def get_report(self, run) -> dict:
-        return run_report(run=run).to_dict()
+        data = run_report(run=run).to_dict()
+        request = self.context.get("request")
+        if request is not None and run_is_blind(request.user, run):
+            # A reviewer still labeling some of the run's trials: no per-case rows, slices
+            # or reasons, which would show those trials' judge verdicts or gold labels.
+            data.update(dict.fromkeys(REPORT_PER_TRIAL_PARTS))
+            data["blind"] = True
+        return data
 
 
 TRIAL_FIELDS = [

@@ -24,6 +24,7 @@ from core.ids import uuid_parse
 from core.roles import user_has_role
 from evals import selectors
 from evals.baselines import run_baseline_context
+from evals.blindness import run_is_blind
 from evals.forms import RunFilterForm, RunStartForm
 from evals.models import Case, Run, Suite, TopUp, Trial
 from evals.report.selectors import run_report
@@ -61,6 +62,9 @@ def run_detail(request: HttpRequest, run_id) -> HttpResponse:
             "report": run_report(run=run),
             "top_ups": list(top_ups[:20]),
             "can_run": user_has_role(request.user, *RUNNER_ROLES),
+            # A reviewer still labeling some of this run's trials sees no per-case rows,
+            # slices or reasons (``evals.blindness.run_is_blind``).
+            "blind_run": run_is_blind(request.user, run),
             **run_baseline_context(run=run),
         },
     )

@@ -28,6 +28,8 @@ OWN = "BOB-CRITIQUE-02"
 # What each surface can show: grades (judge verdicts, gold grade), labels, or neither.
 SURFACES = {
     "trial page": ({"grades", "labels"}, lambda w: f"/trials/{w['trial'].uuid}/"),
+    "run page": ({"grades"}, lambda w: f"/runs/{w['run'].uuid}/"),
+    "/api/runs/<id>/": ({"grades"}, lambda w: f"/api/runs/{w['run'].uuid}/"),
     "run-case page": (
         {"grades", "labels"},
         lambda w: f"/runs/{w['run'].uuid}/cases/{w['trial'].case.uuid}/",
@@ -114,7 +116,7 @@ def test_each_role_sees_on_each_surface_only_what_blindness_allows(
         expect["bob again"] = True
     found = {needle: needle in text for needle in expect}
     assert found == expect
-    answered = [str(t.uuid) for t in world["trials"]] + ["c01", "c02"]
+    answered = [str(t.uuid) for t in world["trials"]] + [str(world["run"].uuid), "c01"]
     assert any(word in text for word in answered)  # the surface did answer about the run
 
 
