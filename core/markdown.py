@@ -5,7 +5,7 @@ text. The HTML is then built here from the token stream, never taken from a rend
 tag comes from a fixed list (``BLOCK_TAGS``, ``INLINE_TAGS``) through ``format_html``, every
 text, code span and attribute value is escaped by it, and a link keeps its target only
 when it is relative or http(s)/mailto (anything else becomes plain text). Images are shown
-as their alt text (the page loads nothing from elsewhere). No ``mark_safe`` anywhere: the
+as their alt text (the page loads nothing from elsewhere). Nothing is marked safe by hand: the
 pieces are ``SafeString``s that ``format_html`` itself produced.
 """
 
