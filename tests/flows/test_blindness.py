@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import pytest
 from django.contrib.auth.models import Group, User
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
 from evals.blindness import GOLD_GRADER, blind_trial_ids, grades_visible_to
 from evals.models import Grade, Run, Trial
@@ -146,3 +148,21 @@ def test_the_trial_page_says_why_verdicts_are_hidden(client, world, bob, carol):
     assert b"blind-note" in client.get(f"/trials/{world['trial'].uuid}/").content
     client.force_login(carol)
     assert b"blind-note" not in client.get(f"/trials/{world['trial'].uuid}/").content
+
+
+@pytest.mark.parametrize("url", ["trial", "case"])
+def test_blindness_costs_one_query_per_page(client, world, bob, carol, url):
+    t = world["trial"]
+    path = (
+        f"/trials/{t.uuid}/"
+        if url == "trial"
+        else f"/runs/{world['run'].uuid}/cases/{t.case.uuid}/"
+    )
+    counts = {}
+    for user in (carol, bob):
+        client.force_login(user)
+        client.get(path)  # warm the session
+        with CaptureQueriesContext(connection) as ctx:
+            assert client.get(path).status_code == 200
+        counts[user.username] = len(ctx.captured_queries)
+    assert counts["bob"] <= counts["carol"] + 1, counts
