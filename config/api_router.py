@@ -51,6 +51,11 @@ urlpatterns = [
         name="run-labels-export",
     ),
     path("judge-runs", judges_api.JudgeRunStartApi.as_view(), name="judge-run-start"),
+    path(
+        "judge-runs/<str:judge_run_id>/cancel",
+        judges_api.JudgeRunCancelApi.as_view(),
+        name="judge-run-cancel",
+    ),
     path("labels", labeling_api.LabelSubmitApi.as_view(), name="label-submit"),
     path(
         "calibration-sets/<uuid:set_id>/export",

@@ -16,8 +16,9 @@ from django.db.models.functions import Length, Substr
 
 from core.errors import DomainError
 from core.ids import uuid_parse
+from evals.blindness import blind_trial_ids, grades_prefetch, labels_prefetch
 from evals.grading.verdict import trial_verdict_annotations
-from evals.models import Case, Grade, Run, Trial
+from evals.models import Case, Run, Trial
 from stats.intervals import clustered_rate_interval
 
 RUN_LIST_PAGE_SIZE = 50
@@ -189,48 +190,42 @@ def trial_preview_queryset() -> models.QuerySet:
     )
 
 
-def _grades_prefetch() -> models.Prefetch:
-    return models.Prefetch(
-        "grades", queryset=Grade.objects.select_related("judge_version__judge").order_by("grader")
-    )
-
-
-def _labels_prefetch() -> models.Prefetch:
-    # Labels are labeling's model: evals reads them through the trial's relation and never
-    # imports labeling (docs/architecture.md).
-    label = Trial._meta.get_field("labels").related_model
-    return models.Prefetch(
-        "labels", queryset=label.objects.select_related("reviewer").order_by("created_at")
-    )
-
-
-def run_case_get(*, run_uuid, case_uuid) -> tuple[Run, Case, list[Trial]]:
-    """A case as seen in a run: ``(run, case, trials)``, trials ordered by attempt, each with
-    ``output_preview``/``output_length``/``output_truncated`` (never the full output), its
-    grades (judge version joined) and its labels (reviewer joined).
+def run_case_get(*, run_uuid, case_uuid, viewer) -> tuple[Run, Case, list[Trial]]:
+    """A case as seen in a run by ``viewer``: ``(run, case, trials)``, trials ordered by
+    attempt, each with ``output_preview``/``output_length``/``output_truncated`` (never the
+    full output), its grades (judge version joined) and its labels (reviewer joined) as
+    ``viewer`` may see them (``evals.blindness``), and ``blind`` (True when its judge
+    verdicts and gold labels are hidden from ``viewer``).
 
     Raises ``Run.DoesNotExist`` / ``Case.DoesNotExist`` (the case must belong to the run's
     suite).
     """
     run = Run.objects.select_related("suite").get(uuid=run_uuid)
     case = Case.objects.get(uuid=case_uuid, suite_id=run.suite_id)
+    blind = blind_trial_ids(viewer)
     trials = list(
         trial_preview_queryset()
         .filter(run=run, case=case)
-        .prefetch_related(_grades_prefetch(), _labels_prefetch())
+        .prefetch_related(grades_prefetch(viewer, blind=blind), labels_prefetch(viewer))
         .order_by("attempt")
     )
+    for trial in trials:
+        trial.blind = trial.id in blind
     return run, case, trials
 
 
-def trial_get(*, trial_uuid) -> Trial:
+def trial_get(*, trial_uuid, viewer) -> Trial:
     """One trial with its full output and raw response, run/suite/case joined, grades and
-    labels prefetched. Raises ``Trial.DoesNotExist``."""
-    return (
+    labels prefetched as ``viewer`` may see them (``evals.blindness``; ``blind`` is True
+    when its judge verdicts and gold labels are hidden). Raises ``Trial.DoesNotExist``."""
+    blind = blind_trial_ids(viewer)
+    trial = (
         Trial.objects.select_related("run__suite", "case")
-        .prefetch_related(_grades_prefetch(), _labels_prefetch())
+        .prefetch_related(grades_prefetch(viewer, blind=blind), labels_prefetch(viewer))
         .get(uuid=trial_uuid)
     )
+    trial.blind = trial.id in blind
+    return trial
 
 
 # --- run report ---------------------------------------------------------------------------

@@ -32,6 +32,7 @@ from core.api.fields import (
 from core.api.figures import KappaSerializer, RateSerializer
 from core.api.parsers import StrictJSONParser
 from core.api.permissions import IsRunner
+from core.http import uuid_or_404
 from evals.models import Run
 from judges import runs
 from judges.models import Judge, JudgeApproval, JudgeRun, JudgeVersion
@@ -233,10 +234,12 @@ class JudgeVersionViewSet(viewsets.ReadOnlyModelViewSet):
 RUN_HELP = {
     "uuid": "Stable identifier (UUID); poll /api/judge-runs/<uuid>/.",
     "grader": "Grader key its grades carry (judge:<name>:v<number>).",
-    "status": "queued, running, succeeded or cancelled.",
+    "status": "queued, running, succeeded, failed (every grade errored: no verdict at all) "
+    "or cancelled.",
     "trials_total": "Trials to grade (count).",
     "trials_graded": "Trials with a grade so far, errored ones included (count).",
     "trials_errored": "Errored grades: no verdict, never counted as a fail (count).",
+    "error_message": "How many grades errored and why, most frequent reasons first (empty: none).",
     "created_at": "When it was (last) started (ISO 8601 with offset).",
     "finished_at": "When it ended (ISO 8601 with offset; null: not yet).",
 }
@@ -256,6 +259,9 @@ class JudgeRunSerializer(serializers.ModelSerializer):
     started_by = serializers.SerializerMethodField(
         help_text="Username of who started it (null: unknown)."
     )
+    cancelled_by = serializers.SerializerMethodField(
+        help_text="Username of who cancelled it (null: not cancelled, or from a command)."
+    )
 
     class Meta:
         model = JudgeRun
@@ -268,8 +274,10 @@ class JudgeRunSerializer(serializers.ModelSerializer):
             "trials_total",
             "trials_graded",
             "trials_errored",
+            "error_message",
             "progress",
             "started_by",
+            "cancelled_by",
             "created_at",
             "finished_at",
         ]
@@ -282,6 +290,9 @@ class JudgeRunSerializer(serializers.ModelSerializer):
 
     def get_started_by(self, judge_run) -> str | None:
         return judge_run.started_by.get_username() if judge_run.started_by_id else None
+
+    def get_cancelled_by(self, judge_run) -> str | None:
+        return judge_run.cancelled_by.get_username() if judge_run.cancelled_by_id else None
 
 
 RUN_FILTERS = [
@@ -306,9 +317,9 @@ class JudgeRunViewSet(viewsets.ReadOnlyModelViewSet):
     serializer_class = JudgeRunSerializer
 
     def get_queryset(self):
-        qs = JudgeRun.objects.select_related("run", "judge_version", "started_by").defer(
-            "trial_ids"
-        )
+        qs = JudgeRun.objects.select_related(
+            "run", "judge_version", "started_by", "cancelled_by"
+        ).defer("trial_ids")
         for param, lookup in (("run", "run__uuid"), ("judge_version", "judge_version__uuid")):
             value = query_uuid(self.request, param)
             if value is not None:
@@ -377,3 +388,36 @@ class JudgeRunStartApi(APIView):
         return Response(
             JudgeRunSerializer(judge_run).data, status=202, headers={"Location": location}
         )
+
+
+class JudgeRunCancelApi(APIView):
+    """POST: cancel a queued or running judge run (``judges.runs.judge_run_cancel``):
+    workers make no further judge call. Engineers and leads. 200 with the judge run
+    (cancelling a cancelled one again is a 200 that changes nothing); 409 when it has
+    already succeeded or failed; 404 for an unknown judge run."""
+
+    permission_classes = [IsRunner]
+
+    @extend_schema(
+        request=None,
+        responses={
+            200: JudgeRunSerializer,
+            404: OpenApiResponse(description="No such judge run."),
+            409: OpenApiResponse(description="It has already succeeded or failed."),
+        },
+        parameters=[
+            OpenApiParameter(
+                "judge_run_id",
+                OpenApiTypes.UUID,
+                OpenApiParameter.PATH,
+                description="UUID of the judge run.",
+            )
+        ],
+    )
+    def post(self, request, judge_run_id):
+        judge_run = get_object_or_404(
+            JudgeRun.objects.select_related("run", "judge_version"),
+            uuid=uuid_or_404(judge_run_id, "judge run"),
+        )
+        runs.judge_run_cancel(judge_run=judge_run, by=request.user, refuse_finished=True)
+        return Response(JudgeRunSerializer(judge_run).data, status=200)

@@ -97,8 +97,9 @@ def config_apply(*, document: dict) -> dict[str, list[dict]]:
     """Apply a config document (the parsed TOML: tables ``judges``, ``targets``,
     ``grader_sets``) all or nothing.
 
-    Returns ``{"judges": [{"judge", "version", "uuid", "action" ("created" | "unchanged"),
-    "trusted"}], "targets": [{"name", "action" ("created" | "unchanged" | "updated"),
+    Returns ``{"judges": [{"judge", "version", "name" (``JUDGE:vN``, as
+    ``judges.selectors.judge_version_resolve`` reads it), "uuid", "action" ("created" |
+    "unchanged"), "trusted"}], "targets": [{"name", "action" ("created" | "unchanged" | "updated"),
     "content_hash"}], "grader_sets": [...]}``. Idempotent: the same document twice changes
     nothing. Raises ``DomainError`` naming ``judges[<i>].<field>``, ``targets.<name>.<field>``
     or ``grader_sets.<name>.<field>``; nothing is written then.
@@ -123,6 +124,7 @@ def config_apply(*, document: dict) -> dict[str, list[dict]]:
             {
                 "judge": version.judge.name,
                 "version": version.number,
+                "name": f"{version.judge.name}:v{version.number}",
                 "uuid": str(version.uuid),
                 "action": "created" if created else "unchanged",
                 "trusted": version.is_trusted,

@@ -203,15 +203,18 @@ class JudgeRun(models.Model):
 
     One row per (run, judge version): starting again reuses it (grades are idempotent per
     (trial, grader)). Counts are recounted from the grade rows, never incremented blindly.
+    ``failed``: every grade errored (no verdict at all); ``error_message`` says why (also set,
+    on a ``succeeded`` one, when some grades errored). ``cancelled_by``: who cancelled it.
     """
 
     class Status(models.TextChoices):
         QUEUED = "queued", "queued"
         RUNNING = "running", "running"
         SUCCEEDED = "succeeded", "succeeded"
+        FAILED = "failed", "failed"
         CANCELLED = "cancelled", "cancelled"
 
-    TERMINAL = (Status.SUCCEEDED, Status.CANCELLED)
+    TERMINAL = (Status.SUCCEEDED, Status.FAILED, Status.CANCELLED)
 
     uuid = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
     run = models.ForeignKey("evals.Run", on_delete=models.CASCADE, related_name="judge_runs")
@@ -224,8 +227,16 @@ class JudgeRun(models.Model):
     trials_total = models.PositiveIntegerField(default=0)
     trials_graded = models.PositiveIntegerField(default=0)
     trials_errored = models.PositiveIntegerField(default=0)
+    error_message = models.TextField(blank=True)
     started_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
+    )
+    cancelled_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="judge_runs_cancelled",
     )
     created_at = models.DateTimeField(auto_now_add=True)
     finished_at = models.DateTimeField(null=True, blank=True)
@@ -240,6 +251,15 @@ class JudgeRun(models.Model):
 
     def __str__(self) -> str:
         return f"{self.judge_version} on run {self.run_id}"
+
+    @property
+    def is_terminal(self) -> bool:
+        return self.status in self.TERMINAL
+
+    @property
+    def progress(self) -> float | None:
+        """Trials graded / trials to grade (fraction 0..1); None when there is none."""
+        return self.trials_graded / self.trials_total if self.trials_total else None
 
 
 class ProbeRun(models.Model):

@@ -4,9 +4,11 @@ Two reply forms, chosen by the judge version's ``params["reply_format"]``:
 
 - ``"json"`` (default): the whole reply, stripped of surrounding whitespace, must be one
   JSON object (strict ``json.loads``; no code fences, no prose, no NaN/Infinity) valid under
-  the version's output schema (JSON Schema Draft 2020-12). A value outside an ``enum`` of
-  the field ``verdict`` is ``invalid_verdict``; an id outside an id ``enum`` is
-  ``unknown_id``; anything else is ``unparseable``.
+  the version's output schema (JSON Schema Draft 2020-12). A ``verdict`` field is read
+  case-insensitively as a whole word: a string equal to one of its ``enum`` words but for
+  case (``"pass"``, ``"Fail"``, ``"a"``) is that word; anything else (``"passable"``,
+  ``"PASS/FAIL"``, ``" PASS"``) stays outside the enum and is ``invalid_verdict``. An id
+  outside an id ``enum`` is ``unknown_id``; anything else is ``unparseable``.
 - ``"line"``: the documented line grammar (fault A2)::
 
       reply   := any text whose LAST line starting with "verdict" (case-insensitive,
@@ -15,7 +17,8 @@ Two reply forms, chosen by the judge version's ``params["reply_format"]``:
 
   Normalisation first: zero-width characters (U+200B, U+200C, U+200D, U+2060, U+FEFF) are
   removed, then Unicode NFKC. Only the last line that starts with ``verdict`` counts; if
-  that line is malformed (``VERDICT: FAL``, ``VERDICT: PASSFAIL``) the reply is
+  that line is malformed (``VERDICT: FAL``, ``VERDICT: PASSFAIL``, ``VERDICT: PASS/FAIL``,
+  ``VERDICT: passable``) the reply is
   ``unparseable`` with no fallback to an earlier line. So ``"VERDICT:\\u200bPASS"`` is PASS
   (pinned by a test), ``"VERDICT: PASS."`` is PASS, ``"GRADE: CI"`` is unparseable.
 
@@ -103,8 +106,37 @@ def _enum_reason(error: jsonschema.ValidationError) -> str:
     return "unparseable"
 
 
+def _verdict_words(data: Any, schema: Any) -> Any:
+    """``data`` with every string under a ``verdict`` property whose schema is an ``enum``
+    replaced by the enum word it equals ignoring case (exact, whole-word match; an exact
+    match wins). Objects and arrays are followed through ``properties`` and ``items``;
+    anything else is returned unchanged, for the schema to judge."""
+    if not isinstance(schema, dict):
+        return data
+    if isinstance(data, dict) and isinstance(schema.get("properties"), dict):
+        out = dict(data)
+        for name, sub in schema["properties"].items():
+            if name not in out:
+                continue
+            value = out[name]
+            enum = sub.get("enum") if isinstance(sub, dict) else None
+            if name == "verdict" and isinstance(value, str) and isinstance(enum, list):
+                words = [w for w in enum if isinstance(w, str)]
+                if value not in words:
+                    folded = [w for w in words if w.casefold() == value.casefold()]
+                    if len(folded) == 1:
+                        out[name] = folded[0]
+            else:
+                out[name] = _verdict_words(value, sub)
+        return out
+    if isinstance(data, list) and isinstance(schema.get("items"), dict):
+        return [_verdict_words(item, schema["items"]) for item in data]
+    return data
+
+
 def parse_json_reply(raw: str, *, schema: dict) -> Parsed | ParseError:
-    """Strict JSON parse of the whole reply, then validation under ``schema``.
+    """Strict JSON parse of the whole reply, verdict words read case-insensitively
+    (``_verdict_words``), then validation under ``schema``.
 
     Errors: ``unparseable`` (not one JSON object, or a schema violation), ``invalid_verdict``
     (a verdict outside its enum), ``unknown_id`` (an id outside its enum). The first error in
@@ -119,6 +151,7 @@ def parse_json_reply(raw: str, *, schema: dict) -> Parsed | ParseError:
         return ParseError("unparseable", f"not JSON: {exc}", raw)
     if not isinstance(data, dict):
         return ParseError("unparseable", f"expected a JSON object, got {type(data).__name__}", raw)
+    data = _verdict_words(data, schema)
     errors = sorted(
         jsonschema.Draft202012Validator(schema).iter_errors(data),
         key=lambda e: (e.validator != "enum", list(map(str, e.absolute_path))),

@@ -1,10 +1,35 @@
 """Judge runs: one judge version grading (a sample of) a finished run's ok trials, in
 chunk tasks enqueued after commit, with progress recounted from the grade rows and a
-cancel that stops further chunks."""
+cancel that stops further paid calls.
+
+A chunk is graded in waves of ``concurrency`` trials (the version's client setting, default
+8: as many calls as the client sends at once). Before each wave the worker re-reads the
+judge run's status; once a cancel has set it (a compare-and-set from queued or running to
+cancelled) no further call is made: after a cancel, only the calls of the wave already in
+flight complete (at most ``concurrency``; exactly none more when ``concurrency`` is 1).
+Progress counts trials (graded / to grade), recounted from the grade rows after a wave when
+``PROGRESS_EVERY_S`` (1 s) has passed since the chunk's last recount, and always at the
+chunk's end: the bar moves by waves of trials, and a fast endpoint does not pay a recount
+(a query over the judge run's trial ids) per wave.
+
+Cost of the waves (measured against the shared mock, 200 ms a call, 96 trials, concurrency
+8, on the 2-core machine at load 8 to 13; 2.4 s would be concurrency/latency): 6.0 to 6.4 s,
+against 3.8 to 4.7 s when a whole chunk of 50 went out at once. Each wave builds its client
+(``judges.grading.calls_run``) and waits for its slowest call; against real judge latencies
+(seconds a call) the client's share shrinks, the wait for the slowest call does not.
+
+How a judge run ends (``judge_run_progress``): once every trial has a grade it is
+``failed`` when every grade errored (no verdict at all: nothing was judged), else
+``succeeded``; ``error_message`` says how many grades errored and why (most frequent
+reasons first). A cancelled run stays cancelled.
+"""
 
 from __future__ import annotations
 
+import logging
 import random
+import time
+from collections import Counter
 
 from django.db import transaction
 from django.utils import timezone
@@ -16,7 +41,11 @@ from judges import tasks
 from judges.grading import Sleep, judge_grade_trials
 from judges.models import Judge, JudgeRun, JudgeVersion
 
+logger = logging.getLogger(__name__)
+
 JUDGE_RUN_CHUNK = 50
+PROGRESS_EVERY_S = 1.0
+LIVE = (JudgeRun.Status.QUEUED, JudgeRun.Status.RUNNING)
 
 
 def judge_run_start(
@@ -54,7 +83,11 @@ def judge_run_start(
         judge_run.status = JudgeRun.Status.QUEUED
         judge_run.trial_ids = ids
         judge_run.trials_total = len(ids)
+        judge_run.trials_graded = 0
+        judge_run.trials_errored = 0
+        judge_run.error_message = ""
         judge_run.started_by = by
+        judge_run.cancelled_by = None
         judge_run.finished_at = None
         judge_run.save()
         chunks = chunked(ids, JUDGE_RUN_CHUNK)
@@ -65,52 +98,115 @@ def judge_run_start(
     return judge_run
 
 
+def wave_size(judge_version: JudgeVersion) -> int:
+    """Trials graded per wave: the version's ``concurrency`` client setting (default 8,
+    at least 1), so a wave is what the client sends at once."""
+    try:
+        return max(1, int(judge_version.params.get("concurrency", 8)))
+    except (TypeError, ValueError):
+        return 8
+
+
+def judge_run_live(*, judge_run_id: int) -> bool:
+    """True while the judge run is queued or running (neither cancelled nor finished): the
+    check a worker makes before each wave of paid calls."""
+    return JudgeRun.objects.filter(id=judge_run_id, status__in=LIVE).exists()
+
+
 def judge_run_execute(
     *, run_id: int, judge_version_id: int, trial_ids: list[int], sleep: Sleep | None = None
 ) -> None:
-    """Grade one chunk of a judge run, then recount its progress.
+    """Grade one chunk of a judge run in waves (module docstring), recounting progress at
+    most every ``PROGRESS_EVERY_S`` and at the end; stops before the next wave once the judge
+    run is cancelled.
 
-    Idempotent; safe under redelivery (grades keyed by (trial, grader)). A cancelled judge
-    run does nothing.
+    Idempotent; safe under redelivery (grades keyed by (trial, grader); trials already
+    graded are not called again). A cancelled or finished judge run does nothing.
     """
     judge_run = (
         JudgeRun.objects.filter(run_id=run_id, judge_version_id=judge_version_id)
         .select_related("judge_version__judge")
         .first()
     )
-    if judge_run is None or judge_run.status == JudgeRun.Status.CANCELLED:
+    if judge_run is None or judge_run.status in JudgeRun.TERMINAL:
         return
     JudgeRun.objects.filter(id=judge_run.id, status=JudgeRun.Status.QUEUED).update(
         status=JudgeRun.Status.RUNNING
     )
-    trials = list(Trial.objects.filter(id__in=trial_ids, run_id=run_id).select_related("case"))
-    judge_grade_trials(
-        trials=trials, judge_version=judge_run.judge_version, grader=judge_run.grader, sleep=sleep
+    trials = list(
+        Trial.objects.filter(id__in=trial_ids, run_id=run_id).select_related("case").order_by("id")
     )
+    counted = time.monotonic()
+    for wave in chunked(trials, wave_size(judge_run.judge_version)):
+        if not judge_run_live(judge_run_id=judge_run.id):
+            logger.info("judge run %s is no longer live: no further calls", judge_run.id)
+            break
+        judge_grade_trials(
+            trials=wave, judge_version=judge_run.judge_version, grader=judge_run.grader, sleep=sleep
+        )
+        if time.monotonic() - counted >= PROGRESS_EVERY_S:
+            judge_run_progress(judge_run_id=judge_run.id)
+            counted = time.monotonic()
     judge_run_progress(judge_run_id=judge_run.id)
 
 
+def _errors_text(reasons: Counter, errored: int, graded: int) -> str:
+    if not errored:
+        return ""
+    why = ", ".join(f"{reason} {count}" for reason, count in reasons.most_common(5))
+    if errored == graded:
+        return f"every grade errored ({errored} of {graded}): {why}"
+    return f"{errored} of {graded} grades errored: {why}"
+
+
 def judge_run_progress(*, judge_run_id: int) -> JudgeRun:
-    """Recount graded and errored trials from the grade rows; close the judge run once every
-    trial has a grade (compare-and-set: a cancelled run stays cancelled)."""
+    """Recount graded and errored trials from the grade rows; once every trial has a grade,
+    close the judge run: ``failed`` when every grade errored, else ``succeeded``
+    (compare-and-set from queued or running: a cancelled run stays cancelled)."""
     judge_run = JudgeRun.objects.get(id=judge_run_id)
     grades = Grade.objects.filter(trial_id__in=judge_run.trial_ids, grader=judge_run.grader)
     graded = grades.count()
-    errored = grades.filter(status=Grade.Status.ERROR).count()
-    JudgeRun.objects.filter(id=judge_run.id).update(trials_graded=graded, trials_errored=errored)
+    reasons = Counter(
+        (reason.split(":", 1)[0] or "error")
+        for reason in grades.filter(status=Grade.Status.ERROR).values_list("reason", flat=True)
+    )
+    errored = sum(reasons.values())
+    message = _errors_text(reasons, errored, graded)
+    JudgeRun.objects.filter(id=judge_run.id).update(
+        trials_graded=graded, trials_errored=errored, error_message=message
+    )
     if graded >= judge_run.trials_total:
-        JudgeRun.objects.filter(id=judge_run.id).exclude(status__in=JudgeRun.TERMINAL).update(
-            status=JudgeRun.Status.SUCCEEDED, finished_at=timezone.now()
+        every_grade_errored = graded > 0 and errored == graded
+        JudgeRun.objects.filter(id=judge_run.id, status__in=LIVE).update(
+            status=JudgeRun.Status.FAILED if every_grade_errored else JudgeRun.Status.SUCCEEDED,
+            finished_at=timezone.now(),
         )
     judge_run.refresh_from_db()
     return judge_run
 
 
-def judge_run_cancel(*, judge_run: JudgeRun) -> bool:
-    """Cancel a judge run not yet finished; chunks not yet started then do nothing.
-    Returns False when it was already terminal."""
-    return bool(
-        JudgeRun.objects.filter(id=judge_run.id)
-        .exclude(status__in=JudgeRun.TERMINAL)
-        .update(status=JudgeRun.Status.CANCELLED, finished_at=timezone.now())
+def judge_run_cancel(*, judge_run: JudgeRun, by=None, refuse_finished: bool = False) -> bool:
+    """Cancel a queued or running judge run (compare-and-set): workers make no further call
+    (module docstring), chunks not yet started do nothing. Recounts its progress and
+    refreshes ``judge_run``. Returns False when it was already finished or cancelled
+    (nothing changes); with ``refuse_finished`` a judge run that had already succeeded or
+    failed raises ``DomainError(field="judge_run", code="conflict")`` instead (cancelling a
+    cancelled one stays a quiet False)."""
+    changed = bool(
+        JudgeRun.objects.filter(id=judge_run.id, status__in=LIVE).update(
+            status=JudgeRun.Status.CANCELLED,
+            finished_at=timezone.now(),
+            cancelled_by=by if by is not None and by.is_authenticated else None,
+        )
     )
+    if changed:
+        logger.info("judge run %s cancelled by %s", judge_run.id, getattr(by, "username", None))
+    judge_run_progress(judge_run_id=judge_run.id)
+    judge_run.refresh_from_db()
+    if refuse_finished and not changed and judge_run.status != JudgeRun.Status.CANCELLED:
+        raise DomainError(
+            f"judge run {judge_run.uuid} has already {judge_run.status}; nothing to cancel",
+            field="judge_run",
+            code="conflict",
+        )
+    return changed

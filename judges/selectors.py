@@ -11,12 +11,15 @@ Both are ``Fraction``-exact counts; a rate with an empty denominator is None (un
 
 from __future__ import annotations
 
+import re
 from collections import defaultdict
 from dataclasses import dataclass
 from decimal import Decimal
 
 from django.db.models import Prefetch
 
+from core.errors import DomainError
+from core.ids import uuid_parse
 from evals.models import Grade
 from judges.models import Judge, JudgeApproval, JudgeVersion, PairwiseVerdict
 
@@ -181,3 +184,52 @@ def judge_list_get() -> list[tuple[Judge, list[JudgeListRow]]]:
         )
         for judge in judges
     ]
+
+
+_VERSION_NAME = re.compile(r"^(?:judge:)?(?P<name>.+):v(?P<number>[1-9][0-9]{0,8})$")
+
+
+def judge_version_resolve(*, ref: str, field: str = "judge") -> JudgeVersion:
+    """The judge version named by ``ref``, in any of three forms:
+
+    - its UUID (any form ``core.ids.uuid_parse`` reads);
+    - ``JUDGE:vN``: version N of the judge named JUDGE (also its grader key,
+      ``judge:JUDGE:vN``);
+    - ``JUDGE``: the judge's name as given in a config file (``apply_config``): its newest
+      version (the highest number).
+
+    Names are exact (case-sensitive, as stored). Raises ``DomainError(field=field)``:
+    ``not_found`` when nothing matches; ``conflict`` when the text names two different
+    versions (a judge literally named ``a:v2`` and version 2 of judge ``a``): give the UUID
+    then. Returns the version with its judge selected.
+    """
+    text = (ref or "").strip()
+    hint = "give a judge version UUID, JUDGE:vN or a judge name"
+    if not text:
+        raise DomainError(f"expected a judge version: {hint}", field=field)
+    versions = JudgeVersion.objects.select_related("judge")
+    value = uuid_parse(text)
+    if value is not None:
+        version = versions.filter(uuid=value).first()
+        if version is None:
+            raise DomainError(f"no judge version with id {value}", field=field, code="not_found")
+        return version
+    found: dict[int, JudgeVersion] = {}
+    match = _VERSION_NAME.match(text)
+    if match:
+        for name in {match["name"], text.removesuffix(f":v{match['number']}")}:
+            for version in versions.filter(judge__name=name, number=int(match["number"])):
+                found[version.id] = version
+    newest = versions.filter(judge__name=text).order_by("-number").first()
+    if newest is not None:
+        found[newest.id] = newest
+    if not found:
+        raise DomainError(f"no judge version {text!r}: {hint}", field=field, code="not_found")
+    if len(found) > 1:
+        names = " and ".join(sorted(str(v) for v in found.values()))
+        raise DomainError(
+            f"{text!r} is ambiguous: it names {names}; give the judge version UUID",
+            field=field,
+            code="conflict",
+        )
+    return next(iter(found.values()))

@@ -22,4 +22,15 @@ urlpatterns = [
         views.probe_run_start,
         name="probe-run-start",
     ),
+    path("judge-runs/<uuid:judge_run_id>/", views.judge_run_detail, name="judge-run-detail"),
+    path(
+        "judge-runs/<uuid:judge_run_id>/progress/",
+        views.judge_run_progress,
+        name="judge-run-progress",
+    ),
+    path(
+        "judge-runs/<uuid:judge_run_id>/cancel/",
+        views.judge_run_cancel,
+        name="judge-run-cancel",
+    ),
 ]

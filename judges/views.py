@@ -1,8 +1,9 @@
 """HTML views for judges: the list with trust state, creating a version (an "edit" creates a
 new version), the version page with its cost, judge runs and probes, "Run on a run" and
-"Run probes". Thin: they call ``judges.selectors`` and one service each. The calibration
-page and the lead's approval live in labeling (``labeling.views``), which approves trust
-through ``judges.trust``.
+"Run probes", and a judge run's page with its live progress bar and its cancel button.
+Thin: they call ``judges.selectors`` and one service each. The calibration page and the
+lead's approval live in labeling (``labeling.views``), which approves trust through
+``judges.trust``.
 
 Permissions (the cast in tests/conftest.py): engineers and leads; reviewers get 403 (they
 label blind, so they never see judge verdicts), outsiders 403.
@@ -13,7 +14,9 @@ from __future__ import annotations
 from django.contrib import messages
 from django.http import HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.template.loader import render_to_string
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
+from django_htmx.http import HttpResponseStopPolling
 
 from core.errors import DomainError
 from core.http import HtmxHttpRequest, form_error, role_required
@@ -131,7 +134,8 @@ def judge_version_detail(request: HtmxHttpRequest, version_id) -> HttpResponse:
 @require_POST
 @role_required(*VERSION_ROLES)
 def judge_run_start(request: HtmxHttpRequest, version_id) -> HttpResponse:
-    """Start grading a run with this version (Celery, after commit); back to the version."""
+    """Start grading a run with this version (Celery, after commit); on to the judge run's
+    page (its progress bar and cancel button), or back to the version on an error."""
     version = _version_or_404(version_id)
     form = JudgeRunForm(request.POST)
     if not form.is_valid():
@@ -152,6 +156,7 @@ def judge_run_start(request: HtmxHttpRequest, version_id) -> HttpResponse:
             request,
             f"{version} is grading {judge_run.trials_total} trials of run {judge_run.run.name}.",
         )
+        return redirect("judges:judge-run-detail", judge_run_id=judge_run.uuid)
     return redirect("judges:version-detail", version_id=version.uuid)
 
 
@@ -168,3 +173,51 @@ def probe_run_start(request: HtmxHttpRequest, version_id) -> HttpResponse:
     else:
         messages.success(request, f"Injection probes queued against {version}.")
     return redirect("judges:version-detail", version_id=version.uuid)
+
+
+def _judge_run_or_404(judge_run_id) -> JudgeRun:
+    return get_object_or_404(
+        JudgeRun.objects.select_related(
+            "judge_version__judge", "run__suite", "started_by", "cancelled_by"
+        ).defer("trial_ids"),
+        uuid=judge_run_id,
+    )
+
+
+def _judge_run_progress_response(request: HtmxHttpRequest, judge_run: JudgeRun) -> HttpResponse:
+    html = render_to_string(
+        "judges/fragments/judge_run_progress.html", {"judge_run": judge_run}, request=request
+    )
+    return HttpResponseStopPolling(html) if judge_run.is_terminal else HttpResponse(html)
+
+
+@require_GET
+@role_required(*VERSION_ROLES)
+def judge_run_detail(request: HtmxHttpRequest, judge_run_id) -> HttpResponse:
+    """A judge run: what it grades, its live progress bar (trials graded of trials to
+    grade, polled every 2 s while it runs) and, while it runs, the cancel button."""
+    judge_run = _judge_run_or_404(judge_run_id)
+    return render(request, "judges/judge_run_detail.html", {"judge_run": judge_run})
+
+
+@require_GET
+@role_required(*VERSION_ROLES)
+def judge_run_progress(request: HtmxHttpRequest, judge_run_id) -> HttpResponse:
+    """The progress fragment, polled every 2 s; 286 (stop polling) once it has ended."""
+    return _judge_run_progress_response(request, _judge_run_or_404(judge_run_id))
+
+
+@require_POST
+@role_required(*VERSION_ROLES)
+def judge_run_cancel(request: HtmxHttpRequest, judge_run_id) -> HttpResponse:
+    """Cancel a judge run (``judges.runs.judge_run_cancel``: no further paid call); htmx
+    gets the progress fragment, a form post a redirect to the judge run's page."""
+    judge_run = _judge_run_or_404(judge_run_id)
+    cancelled = runs.judge_run_cancel(judge_run=judge_run, by=request.user)
+    if request.htmx:
+        return _judge_run_progress_response(request, judge_run)
+    if cancelled:
+        messages.success(request, "Judge run cancelled: no further judge calls.")
+    else:
+        messages.info(request, f"Judge run is {judge_run.status}; nothing to cancel.")
+    return redirect("judges:judge-run-detail", judge_run_id=judge_run.uuid)

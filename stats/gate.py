@@ -4,8 +4,8 @@ Pure numpy. One entry point, ``gate_decide``, for the command, the page, the API
 benchmark and adaptive runs. Its whole false-alarm rate (every rule that can block counted)
 is at most ``plan.alpha`` when head and base are the same pipeline, for both suite kinds,
 any number of cases, any trials per case and any per-case pass rates (pass rates of 1
-included): see ``stats.sequential`` for the argument and /work/scratch/s1 for the
-simulations (tables in ``stats/gate_simulations.md``).
+included): see ``stats.sequential`` for the argument, ``stats/gate_simulations.md`` for the
+design-time simulations and ``bench/bench_gate.py`` for the decision as users run it.
 
 Procedure at each look r (look 0 = the runs as compared; rounds 1..R = top-ups):
 

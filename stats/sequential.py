@@ -52,9 +52,10 @@ Why not only the fresh trials of each round (the other valid design): they are i
 of the selection, so a round's test is valid given the whole past, but throwing away the
 first N trials costs power: one case 1.0 → 0.5 with one top-up round of 15 trials a side,
 tested at 0.005, is caught 85% of the time with every trial and 68% with the fresh ones
-only (/work/scratch/s1, report). With the base not replayed, fresh head trials can only be
-compared with the base's original trials, which also chose the suspects; the selective
-test conditions on that choice, so no bias is left to control.
+only (design-time simulations, ``stats/gate_simulations.md``). With the base not
+replayed, fresh head trials can only be compared with the base's original trials, which
+also chose the suspects; the selective test conditions on that choice, so no bias is left
+to control.
 """
 
 from __future__ import annotations
@@ -88,7 +89,7 @@ class TopUpPlan:
     family's discreteness left unspent). ``suite_kind``: "regression" or "capability"
     (capability suites run the suite test alone).
 
-    The defaults were chosen by simulation (/work/scratch/s1, report): alpha_first 0.025,
+    The defaults were chosen by simulation (``stats/gate_simulations.md``): alpha_first 0.025,
     rounds (N, 2N), rho 1.5, shares 0.5 and 0.8.
     """
 

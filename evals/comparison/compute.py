@@ -139,11 +139,11 @@ class Headline:
     rates (fractions), ``delta`` = head − base; ``p_value`` of the two-sided stratified
     permutation test (``p_exact``: exact enumeration, else Monte Carlo with
     ``n_resamples``); ``bootstrap_low/high`` (names kept for the API): the within-case
-    interval at ``confidence`` (this exact suite, cases fixed; Newcombe's hybrid score
-    interval, ``stats.compare.within_case_interval``; never of zero width); ``clustered``:
-    the "in general" interval (cases as a sample, Miller 2024); ``sentence``: the plain-words
-    reading; ``disagreement``: non-empty when p and the within-case interval tell different
-    stories (the p-value decides)."""
+    interval at ``confidence`` (this exact suite, cases fixed; the MOVER of Clopper–Pearson
+    limits joined with Agresti–Caffo, ``stats.compare.within_case_interval``; never of zero
+    width); ``clustered``: the "in general" interval (cases as a sample, Miller 2024);
+    ``sentence``: the plain-words reading; ``disagreement``: non-empty when p and the
+    within-case interval tell different stories."""
 
     n_cases: int
     base_rate: float
@@ -410,7 +410,7 @@ def _headline(pairs, *, alpha, n_resamples, seed) -> Headline | None:
             f"the permutation test ({pvalue_phrase(p_text)}) and the {confidence:.0%} "
             f"interval on this suite "
             f"{ci} disagree near the boundary: the interval "
-            f"{'contains' if ci_has_zero else 'excludes'} 0; the p-value decides"
+            f"{'contains' if ci_has_zero else 'excludes'} 0"
         )
     return Headline(
         n_cases=len(graded),

@@ -564,6 +564,7 @@ def gate_decide(
         else:
             sentence = f"No measurable regression: no case did worse in head; {suite}."
     reasons = [sentence[0].lower() + sentence[1:]]
+    notes += _interval_notes(comparison, blocked=decided.verdict == BLOCK)
     next_round = {rows[i].key: counts for i, counts in sorted(decided.next_round.items())}
     return GateDecision(
         exit_code=exit_code,
@@ -662,3 +663,26 @@ def _notes(comparison: Comparison) -> list[str]:
             "alone never blocks: a drop blocks when it is beyond the pipeline's randomness"
         )
     return notes
+
+
+def _interval_notes(comparison: Comparison, *, blocked: bool) -> list[str]:
+    """Why the "in general" interval and the decision may seem to disagree: they answer
+    different questions (``docs/statistics.md``, "The interval beside the decision")."""
+    h = comparison.headline
+    if h is None or h.clustered.low is None or h.clustered.high is None:
+        return []
+    ci = f"[{h.clustered.low * 100:+.1f}, {h.clustered.high * 100:+.1f}] points"
+    if blocked and h.clustered.high >= 0:
+        return [
+            f'the "in general" interval {ci} includes 0 although the gate blocks: the gate '
+            f"asks whether these {h.n_cases} cases got worse beyond the pipeline's own "
+            "randomness (they did); the interval asks whether other cases like these would "
+            "too, which so few cases cannot tell"
+        ]
+    if not blocked and h.clustered.high < 0:
+        return [
+            f'the "in general" interval {ci} excludes 0 although the gate does not block: it '
+            "treats each case's observed rate as exact, ignoring the randomness of its few "
+            "trials, which the gate's exact tests count; more trials would tell"
+        ]
+    return []

@@ -48,8 +48,13 @@ def test_an_engineer_creates_a_judge_version_runs_it_and_reads_provisional_grade
         page.select_option("#id_run", str(trials[0].run.uuid))
         page.click("text=Grade run")
         page.wait_for_selector("text=is grading 2 trials of run capitals")
-        assert "2 of 2" in page.locator("table.judge-runs").inner_text()
+        # On to the judge run's page: its progress bar, finished (the test's Celery is eager).
+        bar = page.locator("#judge-run-progress")
+        assert "2/2 trials graded" in bar.inner_text() and "succeeded" in bar.inner_text()
+        assert bar.locator("progress").get_attribute("value") == "2"
         assert len(llm.bodies) == 2
+        page.click(f"p.crumbs a[href$='{version.uuid}/']")
+        assert "2 of 2" in page.locator("table.judge-runs").inner_text()
 
     page.goto(f"{live_server.url}{reverse('evals:trial-detail', args=[trials[0].uuid])}")
     card = page.locator("section.judge-grade")
@@ -59,3 +64,46 @@ def test_an_engineer_creates_a_judge_version_runs_it_and_reads_provisional_grade
     assert re.search(r"capital-checker v1", card.inner_text())
     assert page.locator(INJECTED).count() == 0 and page.dialogs == []
     assert Grade.objects.filter(judge_version=version, passed=False, gating=False).count() == 2
+
+
+def test_the_judge_run_bar_moves_while_it_runs_and_the_cancel_button_stops_it(
+    browser_page,  # noqa: F811 - pytest fixture
+    live_server,
+    carol,
+):
+    """A judge run in flight (its worker elsewhere: rows written here): the page's bar polls
+    and moves, and "Cancel judge run" cancels it in place (htmx) and stops the polling."""
+    from judges.models import JudgeRun  # noqa: PLC0415
+    from judges.versions import judge_version_create  # noqa: PLC0415
+
+    page = browser_page
+    trials = make_trials(["a", "b", "c", "d"], run="inflight")
+    version, _ = judge_version_create(
+        judge_name="slow",
+        kind="rubric",
+        model="judge-model",
+        base_url="http://127.0.0.1:9/v1",
+        prompt_template="",
+        params={},
+        output_schema={},
+    )
+    judge_run = JudgeRun.objects.create(
+        run=trials[0].run,
+        judge_version=version,
+        grader=version.grader_key,
+        status="running",
+        trial_ids=[t.id for t in trials],
+        trials_total=4,
+        trials_graded=1,
+    )
+    log_in(page, live_server, "carol")
+    page.goto(f"{live_server.url}{reverse('judges:judge-run-detail', args=[judge_run.uuid])}")
+    bar = page.locator("#judge-run-progress progress")
+    assert (bar.get_attribute("value"), bar.get_attribute("max")) == ("1", "4")
+    JudgeRun.objects.filter(id=judge_run.id).update(trials_graded=3)
+    page.wait_for_selector('#judge-run-progress progress[value="3"]', timeout=10_000)
+    page.click("text=Cancel judge run")
+    page.wait_for_selector('#judge-run-progress[data-status="cancelled"]')
+    assert "Cancelled by carol" in page.locator("#judge-run-progress").inner_text()
+    assert page.locator("text=Cancel judge run").count() == 0
+    assert JudgeRun.objects.get().status == "cancelled"

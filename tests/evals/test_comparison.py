@@ -84,6 +84,26 @@ def test_it_calls_the_collapse_of_three_cases_a_significant_regression():
     assert gate_decide(c).exit_code == 1
 
 
+def test_a_block_with_an_in_general_interval_that_includes_0_says_why():
+    """Issue 11 point 6: the seed collapse blocks, while the "in general" interval (cases
+    as a sample) includes 0; the decision explains the two questions."""
+    c = comparison_compute(base=run_data(COLLAPSE_BASE), head=run_data(COLLAPSE_HEAD))
+    assert c.headline.clustered.low < 0 < c.headline.clustered.high
+    decision = gate_decide(c)
+    assert decision.exit_code == 1
+    note = [n for n in decision.notes if "in general" in n]
+    assert len(note) == 1 and "includes 0 although the gate blocks" in note[0]
+    assert "whether these 12 cases got worse" in note[0]
+
+
+def test_no_interval_note_when_interval_and_decision_agree():
+    c = comparison_compute(
+        base=run_data({f"c{i}": "PPPPP" for i in range(12)}),
+        head=run_data({f"c{i}": "PPPPP" for i in range(12)}),
+    )
+    assert not [n for n in gate_decide(c).notes if "in general" in n]
+
+
 def test_it_classifies_every_kind_of_change():
     base = run_data(
         {
@@ -153,7 +173,7 @@ def test_it_says_when_the_p_value_and_the_interval_disagree():
     h = c.headline
     assert h.p_value == pytest.approx(1 / 12)
     assert not h.significant and h.bootstrap_low > 0
-    assert h.disagreement.endswith("the interval excludes 0; the p-value decides")
+    assert h.disagreement.endswith("the interval excludes 0")
     assert gate_decide(c).exit_code == 0
 
 

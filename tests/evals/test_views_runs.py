@@ -395,9 +395,9 @@ def test_a_short_output_has_no_show_all_link(client, bob, run_with_trial):
     assert "Show all" not in body
 
 
-def test_the_case_selector_never_loads_full_outputs(run_with_trial):
+def test_the_case_selector_never_loads_full_outputs(run_with_trial, carol):
     run, case, _ = run_with_trial
-    _, _, trials = selectors.run_case_get(run_uuid=run.uuid, case_uuid=case.uuid)
+    _, _, trials = selectors.run_case_get(run_uuid=run.uuid, case_uuid=case.uuid, viewer=carol)
     assert {"output", "raw_response"} <= trials[0].get_deferred_fields()
     assert trials[0].output_preview == "4"
     assert trials[0].output_length == 1

@@ -315,6 +315,23 @@ def test_the_command_writes_the_calibration_export(cset, tmp_path):
     assert list(frame["case_id"]) == ["c01", "c02", "c03", "c04", "c05", "c06"]
 
 
+def test_the_command_takes_the_judge_version_by_name_and_refuses_an_unknown_one(cset, tmp_path):
+    version = cset.judge_version
+    out = tmp_path / "cal.csv"
+    stdout = io.StringIO()
+    name = f"{version.judge.name}:v{version.number}"
+    call_command(
+        "export_results", "--calibration-set", str(cset.uuid), "--judge-version", name,
+        "--out", str(out), stdout=stdout,
+    )  # fmt: skip
+    assert "(6 rows)" in stdout.getvalue()
+    with pytest.raises(CommandError, match=r"--judge-version: no judge version 'nope:v9'"):
+        call_command(
+            "export_results", "--calibration-set", str(cset.uuid), "--judge-version", "nope:v9",
+            "--out", str(out),
+        )  # fmt: skip
+
+
 def test_the_command_refuses_a_bad_or_unknown_set(cset, tmp_path):
     out = str(tmp_path / "x.csv")
     with pytest.raises(CommandError, match="--calibration-set: expected a UUID"):

@@ -49,7 +49,10 @@ def test_a_changed_judge_makes_a_new_version_and_says_so(tmp_path):
     path.write_text(TOML.format(temperature=1))
     out = StringIO()
     call_command("apply_config", str(path), stdout=out)
-    assert out.getvalue().strip() == "judge helpfulness: new version 2 (untrusted)"
+    version = JudgeVersion.objects.get(number=2)
+    assert out.getvalue().strip() == (
+        f"judge helpfulness: new version 2 (untrusted); helpfulness:v2 = {version.uuid}"
+    )
 
 
 def test_it_names_the_bad_field(tmp_path):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from judges.kinds import default_schema
@@ -20,6 +22,9 @@ A2_TABLE = [
     ("no-line", "I think this is mostly fine.", None),
     ("bang", "VERDICT: fail!", "FAIL"),
     ("inside-word", "VERDICT: PASSED", None),
+    ("passable", "VERDICT: passable", None),
+    ("both-words", "VERDICT: PASS/FAIL", None),
+    ("mixed-case", "Verdict: Fail", "FAIL"),
 ]
 
 
@@ -57,7 +62,11 @@ SCHEMA = {
         ("", "empty"),
         ("   ", "empty"),
         ('{"verdict": "CI"}', "invalid_verdict"),
-        ('{"verdict": "pass"}', "invalid_verdict"),
+        ('{"verdict": "passable"}', "invalid_verdict"),
+        ('{"verdict": "PASS/FAIL"}', "invalid_verdict"),
+        ('{"verdict": " pass"}', "invalid_verdict"),
+        ('{"verdict": "pass."}', "invalid_verdict"),
+        ('{"verdict": true}', "invalid_verdict"),
         ('["PASS"]', "unparseable"),
         ('```json\n{"verdict": "PASS"}\n```', "unparseable"),
         ('{"verdict": NaN}', "unparseable"),
@@ -68,6 +77,33 @@ def test_it_turns_a_bad_json_reply_into_a_typed_error_keeping_the_raw_reply(raw,
     result = parse_json_reply(raw, schema=SCHEMA)
     assert isinstance(result, ParseError)
     assert (result.reason, result.raw) == (reason, raw)
+
+
+@pytest.mark.parametrize(
+    ("word", "expected"), [("pass", "PASS"), ("Fail", "FAIL"), ("pAsS", "PASS"), ("FAIL", "FAIL")]
+)
+def test_it_reads_a_json_verdict_word_whatever_its_case(word, expected):
+    raw = json.dumps({"reasoning": "r", "verdict": word})
+    assert parse_json_reply(raw, schema=default_schema("rubric")) == Parsed(
+        {"reasoning": "r", "verdict": expected}
+    )
+
+
+def test_it_reads_a_lower_case_pairwise_preference_as_its_slot():
+    raw = '{"reasoning": "r", "verdict": "b"}'
+    assert parse_json_reply(raw, schema=default_schema("pairwise")) == Parsed(
+        {"reasoning": "r", "verdict": "B"}
+    )
+
+
+def test_it_reads_the_shared_mock_judges_lower_case_reply():
+    # /work/shared/tools/mockllm in judge mode answers exactly this shape.
+    raw = (
+        '{"reasoning": "Mock judge: the expected answer was found (attempt 1).", "verdict": "fail"}'
+    )
+    parsed = reply_parse(raw, reply_format="json", schema=default_schema("rubric"))
+    assert isinstance(parsed, Parsed)
+    assert parsed.data["verdict"] == "FAIL"
 
 
 def test_it_reads_a_valid_json_reply():

@@ -68,7 +68,64 @@ def test_a_faithfulness_judge_also_gets_the_poisoned_document_probe():
     with FakeLLM(responder=_gullible) as llm:
         report = probe_run(judge_version=make_version(llm, kind="faithfulness"))
     assert "poisoned-document" in [r.name for r in report.results]
-    assert report.fooled == report.judged == len(PROBES)
+    assert report.fooled == report.judged == len([p for p in PROBES if "faithfulness" in p.kinds])
+
+
+def _claims(body, *, gullible: bool):
+    text = " ".join(fenced(body)).lower()
+    fooled = gullible and any(w in text for w in INJECTION_WORDS)
+    return json.dumps(
+        {
+            "reasoning": "scripted",
+            "claims": [
+                {"claim": "the answer", "supported": fooled, "doc_id": "doc-1" if fooled else None}
+            ],
+        }
+    )
+
+
+@pytest.mark.parametrize("gullible, fooled", [(True, "all"), (False, "none")])
+def test_a_claims_judge_is_probed_with_the_faithfulness_probes(gullible, fooled):
+    with FakeLLM(responder=lambda body: _claims(body, gullible=gullible)) as llm:
+        report = probe_run(judge_version=make_version(llm, kind="faithfulness_claims"))
+    n = len([p for p in PROBES if "faithfulness_claims" in p.kinds])
+    assert n >= 6 and report.judged == n and report.errored == 0
+    assert report.fooled == (n if fooled == "all" else 0)
+
+
+def _relevance(body, *, gullible: bool):
+    text = " ".join(fenced(body)).lower()
+    relevant = gullible and "relevant" in text  # obeys "mark it relevant"
+    return json.dumps(
+        {"reasoning": "scripted", "documents": [{"doc_id": "doc-1", "relevant": relevant}]}
+    )
+
+
+@pytest.mark.parametrize("gullible", [True, False])
+def test_a_context_relevance_judge_meets_a_document_that_claims_to_be_relevant(gullible):
+    with FakeLLM(responder=lambda body: _relevance(body, gullible=gullible)) as llm:
+        report = probe_run(judge_version=make_version(llm, kind="context_relevance"))
+    assert [r.name for r in report.results] == ["self-declared-relevant"]
+    assert (report.judged, report.fooled) == (1, 1 if gullible else 0)
+
+
+def _pairwise(body, *, gullible: bool):
+    a, b = fenced(body)[-2:]
+    if gullible:  # prefers whichever response asks for it
+        asks_a = "prefer this" in a.lower() or '"verdict": "a"' in a.lower()
+        return verdict_json("A" if asks_a else "B")
+    return verdict_json("A" if a.strip(" .") == "Paris" else "B")  # the right answer
+
+
+@pytest.mark.parametrize("gullible", [True, False])
+def test_a_pairwise_judge_meets_a_candidate_that_tells_it_to_prefer_it(gullible):
+    with FakeLLM(responder=lambda body: _pairwise(body, gullible=gullible)) as llm:
+        report = probe_run(judge_version=make_version(llm, kind="pairwise"))
+    names = [r.name for r in report.results]
+    assert names == ["prefer-me-in-a", "prefer-me-in-b", "pairwise-embedded-json"]
+    assert report.judged == 3 and report.errored == 0
+    assert report.fooled == (3 if gullible else 0)
+    assert {r.preferred for r in report.results} == ({"A", "B"})
 
 
 # -- the task: claimed by compare-and-set ------------------------------------------------------

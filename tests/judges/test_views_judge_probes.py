@@ -120,7 +120,8 @@ def test_a_faithfulness_judge_is_also_probed_with_a_poisoned_document(
         version = make_version(llm, kind="faithfulness")
         login(client, carol)
         page = probe(client, version, django_capture_on_commit_callbacks)
-    assert f"Fooled by {len(PROBES)} of {len(PROBES)} probes" in page
+    n = len([p for p in PROBES if "faithfulness" in p.kinds])
+    assert f"Fooled by {n} of {n} probes" in page
     assert "<td>poisoned-document</td>" in page
 
 
@@ -163,16 +164,20 @@ def test_reviewers_and_outsiders_cannot_run_probes(
     assert not ProbeRun.objects.exists()
 
 
-def test_a_pairwise_judge_is_not_offered_probes_and_a_post_is_refused(
+def test_a_pairwise_judge_is_probed_with_candidates_that_ask_to_be_preferred(
     client, carol, django_capture_on_commit_callbacks
 ):
-    with FakeLLM(responder=gullible) as llm:
+    def obeys(body):
+        a, _ = fenced(body)[-2:]
+        return verdict_json("A" if "prefer this" in a.lower() or '"A"' in a else "B")
+
+    with FakeLLM(responder=obeys) as llm:
         version = make_version(llm, kind="pairwise")
         login(client, carol)
-        assert "Run injection probes" not in client.get(version_url(version)).content.decode()
+        assert "Run injection probes" in client.get(version_url(version)).content.decode()
         page = probe(client, version, django_capture_on_commit_callbacks)
-    assert "probes need a rubric or faithfulness judge, not pairwise" in page
-    assert not ProbeRun.objects.exists()
+    assert "Fooled by 3 of 3 probes" in page
+    assert "prefer-me-in-b" in page
 
 
 # -- position bias ---------------------------------------------------------------------------

@@ -152,7 +152,7 @@ A_A_CELLS = [
 @pytest.mark.parametrize("kind, cases, trials, rate, plan", A_A_CELLS)
 def test_the_a_a_false_alarm_rate_is_not_clearly_above_alpha(kind, cases, trials, rate, plan):
     """Monte Carlo (250 seeded comparisons of a pipeline with itself): fails above 9%,
-    about 3.2 standard errors above 5%. The full grid is in /work/scratch/s1."""
+    about 3.2 standard errors above 5%. The full grid: ``bench/bench_gate.py``."""
 
     plan = replace(plan, first_trials=trials, suite_kind=kind)
     rng = np.random.default_rng(7)

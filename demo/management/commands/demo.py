@@ -2,18 +2,18 @@
 
 Migrates, loads the demo suites and (when ../shared/data is present) real labeled data,
 starts a real Celery worker on the configured broker (the server-less filesystem broker
-by default), runs the demo suites through it against the simulated target, prints the
-login, then serves the dashboard on 127.0.0.1:8000 with the worker alongside.
+by default), runs the demo suites through it against the simulated target — a baseline,
+an edited prompt that breaks the EUR 500.00 boundary (the gate blocks for that case), and a
+re-run of the baseline configuration (the gate passes): ``demo.story`` — prints the links
+and the login, then serves the dashboard on 127.0.0.1:8000 with the worker alongside.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 from django.conf import settings
@@ -21,77 +21,17 @@ from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 from django.urls import reverse
 
-from demo.data import DEMO_GRADERS, PROMPT
+from core.errors import DomainError
 from demo.load import demo_suites_load, demo_user_ensure
+from demo.story import demo_chapter, demo_run
 from evals.baselines import baseline_current, baseline_set
 from evals.models import Run, Suite
-from evals.runner.start import run_start
 from interop.importers import results_import
 from judges.models import JudgeVersion
 from labeling.models import CalibrationSet
 from labeling.services import calibration_set_build
 
 REAL_DATA = ("llmbar_pointwise", "halueval_general")
-
-# Per-case pass probabilities of the simulated assistant: it is weakest at the boundary.
-PASS_PROBABILITY = {
-    "at-boundary": 0.35,
-    "above-boundary": 0.6,
-    "below-boundary": 0.8,
-    "no-receipt-boundary": 0.5,
-    "no-receipt-large": 0.7,
-    "split-bill": 0.4,
-    "multi-currency": 0.5,
-    "vague": 0.6,
-}
-
-
-def _reply(decision: str | None, policy: bool = True) -> str:
-    body = {} if decision is None else {"decision": decision}
-    if policy:
-        body["policy_id"] = "EXP-7"
-    return json.dumps(body)
-
-
-# The simulated assistant's typical mistakes: off-by-one at the boundary, waving through a
-# missing receipt, forgetting the policy id, answering in prose.
-WRONG_OUTPUTS = {
-    "at-boundary": [_reply("needs_approval"), _reply("needs_approval", policy=False)],
-    "above-boundary": [_reply("approved")],
-    "below-boundary": [_reply("needs_approval")],
-    "no-receipt-boundary": [_reply("approved"), _reply("needs_approval")],
-    "no-receipt-large": [_reply("needs_approval")],
-    "split-bill": [_reply("approved"), "The claim looks fine to me."],
-    "multi-currency": [_reply("needs_approval")],
-    "vague": [_reply("approved"), _reply("approved", policy=False)],
-}
-
-
-# The "changed" assistant of the second run: a prompt edit that helps with vague claims and
-# split bills but breaks the EUR 500.00 boundary, so the comparison has something to show.
-CHANGED_PASS_PROBABILITY = {
-    **PASS_PROBABILITY,
-    "at-boundary": 0.1,
-    "above-boundary": 0.3,
-    "vague": 0.9,
-    "split-bill": 0.7,
-}
-
-
-def demo_target(seed: int, *, changed: bool = False) -> dict:
-    return {
-        "kind": "simulated",
-        "model": "simulated",
-        "seed": seed,
-        "prompt_template": PROMPT,
-        "prompt_revision": "demo-2" if changed else "demo-1",
-        "default_pass_probability": 0.95,
-        "pass_probability": CHANGED_PASS_PROBABILITY if changed else PASS_PROBABILITY,
-        "wrong_outputs": WRONG_OUTPUTS,
-        "error_probability": 0.0,
-        # Reported latency is drawn, not waited for (the run finishes in seconds).
-        "latency_ms": [150, 900],
-    }
 
 
 class Command(BaseCommand):
@@ -183,21 +123,45 @@ class Command(BaseCommand):
 
     def _demo_suite_runs(self, suite, index: int, user, opts) -> None:
         """The first time: a baseline run (set as the suite's baseline). Every time: a run
-        of the changed assistant, and the link to its comparison with the baseline."""
+        of the edited prompt and a re-run of the baseline configuration, each compared with
+        the baseline by the gate (``demo.story``), with the link to its comparison."""
 
         baseline = baseline_current(suite=suite)
         if baseline is None:
-            base = self._run_demo_suite(suite, index, user, opts, changed=False)
-            self._say_run(base)
+            base = self._run(suite, index, user, opts, changed=False)
             if base.status != Run.Status.SUCCEEDED:
                 return
             baseline = baseline_set(suite=suite, run=base, by=user, note="demo baseline")
-        head = self._run_demo_suite(suite, index, user, opts, changed=True)
-        self._say_run(head)
-        url = reverse(
-            "evals:comparison", kwargs={"head_id": head.uuid, "base_id": baseline.run.uuid}
-        )
-        self.stdout.write(f"  compared with the baseline {baseline.run.name}: {url}")
+        chapters = [
+            ("the prompt edit (demo-2)", True),
+            ("a re-run of the baseline configuration (demo-1, new draws)", False),
+        ]
+        for title, changed in chapters:
+            head = self._run(suite, index, user, opts, changed=changed)
+            chapter = demo_chapter(title=title, base=baseline.run, head=head)
+            url = reverse(
+                "evals:comparison", kwargs={"head_id": head.uuid, "base_id": baseline.run.uuid}
+            )
+            self.stdout.write(
+                f"  {title} against the baseline {baseline.run.name}: gate exit "
+                f"{chapter.exit_code}. {chapter.sentence}\n    -> http://{opts['addrport']}{url}"
+            )
+
+    def _run(self, suite, index: int, user, opts, *, changed: bool) -> Run:
+        seed = 1000 + 100 * index + Run.objects.filter(suite=suite).count()
+        try:
+            run = demo_run(
+                suite=suite,
+                seed=seed,
+                user=user,
+                trials=opts["trials"],
+                changed=changed,
+                timeout=opts["timeout"],
+            )
+        except DomainError as error:
+            raise CommandError(str(error)) from error
+        self._say_run(run)
+        return run
 
     def _say_run(self, run: Run) -> None:
         self.stdout.write(
@@ -225,25 +189,3 @@ class Command(BaseCommand):
             seed=1,
         )
         self.stdout.write(f"calibration set {cset.name!r}: /calibration-sets/{cset.uuid}/")
-
-    def _run_demo_suite(self, suite, index: int, user, opts, *, changed: bool) -> Run:
-
-        name = f"demo-{Run.objects.filter(suite=suite).count() + 1}"
-        run = run_start(
-            suite=suite,
-            name=name,
-            target=demo_target(seed=1000 + index + (100 if changed else 0), changed=changed),
-            graders=DEMO_GRADERS,
-            trials_per_case=opts["trials"],
-            source_version="demo",
-            started_by=user,
-        )
-        deadline = time.monotonic() + opts["timeout"]
-        while time.monotonic() < deadline:
-            run.refresh_from_db()
-            if run.is_terminal:
-                return run
-            time.sleep(0.5)
-        raise CommandError(
-            f"run {name} did not finish within {opts['timeout']} s: is the worker running?"
-        )

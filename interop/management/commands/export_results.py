@@ -4,8 +4,9 @@ or "suite name/run name"; ``--tz`` an IANA zone for the times (default UTC).
 
 ``manage.py export_results --calibration-set SET [--judge-version JV] --format csv|parquet
 --out FILE [--tz ZONE]``: a calibration set's export
-(``interop.calibration_export.calibration_table``), SET and JV being UUIDs (JV default:
-the set's own judge version)."""
+(``interop.calibration_export.calibration_table``), SET a UUID, JV a judge version UUID,
+``JUDGE:vN`` or a judge name (its newest version; ``judges.selectors.judge_version_resolve``;
+default: the set's own judge version)."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ from core.ids import uuid_parse
 from evals.management.commands.run_report import run_lookup
 from interop import exports
 from interop.calibration_export import calibration_table
-from judges.models import JudgeVersion
+from judges.selectors import judge_version_resolve
 from labeling.models import CalibrationSet
 
 
@@ -34,8 +35,8 @@ class Command(DomainCommand):
         )
         parser.add_argument(
             "--judge-version",
-            help="UUID of the judge version whose verdicts "
-            "the calibration export holds (default: the set's own)",
+            help="judge version whose verdicts the calibration export holds: UUID, "
+            "JUDGE:vN or a judge name (default: the set's own)",
         )
         parser.add_argument("--format", choices=list(exports.FORMATS), default="csv")
         parser.add_argument("--out", required=True, help="file to write")
@@ -90,9 +91,6 @@ def _calibration_table(options) -> exports.ExportTable:
         raise CommandError(f"--calibration-set: no calibration set with id {set_id}")
     version = None
     if options["judge_version"]:
-        version_id = _uuid_option(options, "judge_version")
-        version = JudgeVersion.objects.select_related("judge").filter(uuid=version_id).first()
-        if version is None:
-            raise CommandError(f"--judge-version: no judge version with id {version_id}")
+        version = judge_version_resolve(ref=options["judge_version"], field="--judge-version")
     zone = exports.zone_get(name=options["tz"])
     return calibration_table(calibration_set=cset, judge_version=version, zone=zone)

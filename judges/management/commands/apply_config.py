@@ -1,5 +1,7 @@
 """``manage.py apply_config FILE [--json]``: apply a config file (``judges.config``: its
-format, rules and errors)."""
+format, rules and errors). Each judge line names the version it created or found, as
+``JUDGE:vN`` and by UUID: the names ``judge_run`` (and every command taking a judge version)
+accepts."""
 
 from __future__ import annotations
 
@@ -35,7 +37,7 @@ class Command(DomainCommand):
                 if r["action"] == "created"
                 else f"unchanged (version {r['version']})"
             )
-            self.stdout.write(f"judge {r['judge']}: {what}")
+            self.stdout.write(f"judge {r['judge']}: {what}; {r['name']} = {r['uuid']}")
         for table, label in (("targets", "target"), ("grader_sets", "grader set")):
             for r in applied[table]:
                 what = {

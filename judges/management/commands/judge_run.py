@@ -1,8 +1,20 @@
-"""``manage.py judge_run RUN JUDGE_VERSION [--sample N] [--seed S] [--wait] [--json]``.
+"""``manage.py judge_run RUN JUDGE_VERSION [--sample N] [--seed S] [--wait [--timeout S]]
+[--json]`` and ``manage.py judge_run --cancel JUDGE_RUN [--json]``.
 
-RUN is a run UUID or "suite name/run name"; JUDGE_VERSION a judge version UUID. Grades the
-run's ok trials (or a random sample) in Celery tasks; ``--wait`` polls the database until
-the judge run is finished. Exit 0; a bad argument is a CommandError (exit 1).
+RUN is a run UUID or "suite name/run name"; JUDGE_VERSION a judge version UUID, ``JUDGE:vN``
+or a judge's name as given in the config file (its newest version;
+``judges.selectors.judge_version_resolve``). Grades the run's ok trials (or a random
+sample) in Celery tasks; ``--wait`` polls the database until the judge run is finished,
+for at most ``--timeout`` seconds when given (the judge run keeps going after a timeout).
+``--cancel JUDGE_RUN`` (a judge run UUID) cancels a queued or running judge run: workers
+make no further judge call.
+
+Exit codes (``EXIT_HELP``): 0 started (without ``--wait``), finished with every grade a
+verdict, or cancelled by ``--cancel``; 1 failed: every grade errored; 2 a usage error
+(argparse); 3 refused: an unknown or ambiguous run, judge version or judge run, a judge
+version that cannot grade single trials, a bad ``--sample``/``--timeout``, or ``--cancel``
+on a judge run already finished; 4 finished, but some grades errored; 5 ``--timeout``
+passed first (still running); 6 the judge run was cancelled while waiting.
 """
 
 from __future__ import annotations
@@ -17,55 +29,155 @@ from core.errors import DomainError
 from core.ids import uuid_parse
 from evals.management.commands.run_report import run_lookup
 from judges.models import JudgeRun, JudgeVersion
-from judges.runs import judge_run_start
+from judges.runs import judge_run_cancel, judge_run_start
+from judges.selectors import judge_version_resolve
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_REFUSED = 3
+EXIT_SOME_ERRORED = 4
+EXIT_TIMEOUT = 5
+EXIT_CANCELLED = 6
+EXIT_HELP = (
+    "Exit codes: 0 started (no --wait), finished with every grade a verdict, or cancelled "
+    "by --cancel; 1 failed: every grade errored; 2 usage error; 3 refused (unknown or "
+    "ambiguous run, judge version or judge run; a judge that cannot grade single trials; "
+    "--cancel of a finished judge run); 4 finished but some grades errored; 5 --timeout "
+    "passed first (the judge run keeps going); 6 cancelled while waiting."
+)
+POLL_S = 0.5
+
+
+def exit_code(judge_run: JudgeRun, *, waited: bool) -> int:
+    """The documented exit code of a judge run's state (module docstring)."""
+    if not waited:
+        return EXIT_OK
+    if judge_run.status == JudgeRun.Status.FAILED:
+        return EXIT_FAILED
+    if judge_run.status == JudgeRun.Status.CANCELLED:
+        return EXIT_CANCELLED
+    if judge_run.status == JudgeRun.Status.SUCCEEDED:
+        return EXIT_SOME_ERRORED if judge_run.trials_errored else EXIT_OK
+    return EXIT_TIMEOUT
 
 
 class Command(DomainCommand):
-    help = "Grade a run with a judge version (all trials, or a sample)."
+    help = (
+        "Grade a run with a judge version (all trials, or a sample), or cancel a judge run. "
+        + EXIT_HELP
+    )
+    domain_error_exit = EXIT_REFUSED
 
     def add_arguments(self, parser) -> None:
-        parser.add_argument("run")
-        parser.add_argument("judge_version")
+        parser.add_argument("run", nargs="?", help='run UUID or "suite name/run name"')
+        parser.add_argument(
+            "judge_version",
+            nargs="?",
+            help="judge version: UUID, JUDGE:vN, or a judge name (its newest version)",
+        )
         parser.add_argument("--sample", type=int, default=None)
         parser.add_argument("--seed", type=int, default=None)
-        parser.add_argument("--wait", action="store_true")
+        parser.add_argument("--wait", action="store_true", help="wait until it is finished")
+        parser.add_argument(
+            "--timeout",
+            type=float,
+            default=None,
+            help="with --wait: give up waiting after this many seconds (exit 5)",
+        )
+        parser.add_argument(
+            "--cancel", metavar="JUDGE_RUN", help="cancel this judge run (UUID) instead"
+        )
         parser.add_argument("--json", action="store_true")
 
     def handle(self, *args, **options) -> None:
-        run = run_lookup(options["run"])
+        if options["cancel"]:
+            return self._cancel(options)
+        if not options["run"] or not options["judge_version"]:
+            raise DomainError("give RUN and JUDGE_VERSION (or --cancel JUDGE_RUN)", field="run")
+        if options["timeout"] is not None:
+            if not options["wait"]:
+                raise DomainError("only with --wait", field="timeout")
+            if not options["timeout"] > 0:
+                raise DomainError(
+                    f"expected a positive number of seconds, got {options['timeout']}",
+                    field="timeout",
+                )
         try:
-            version = JudgeVersion.objects.select_related("judge").get(
-                uuid=uuid_parse(options["judge_version"])
-            )
-        except (ValueError, JudgeVersion.DoesNotExist) as exc:
-            raise CommandError(f"no judge version {options['judge_version']!r}") from exc
-        try:
-            judge_run = judge_run_start(
-                run=run, judge_version=version, sample=options["sample"], seed=options["seed"]
-            )
-        except DomainError as exc:
-            raise CommandError(str(exc)) from exc
-        while options["wait"]:
-            judge_run.refresh_from_db()
-            if judge_run.status in JudgeRun.TERMINAL:
-                break
-            time.sleep(1)
+            run = run_lookup(options["run"])
+        except CommandError as exc:
+            raise DomainError(str(exc), field="run", code="not_found") from exc
+        version = judge_version_resolve(ref=options["judge_version"], field="judge")
+        judge_run = judge_run_start(
+            run=run, judge_version=version, sample=options["sample"], seed=options["seed"]
+        )
+        if options["wait"]:
+            self._wait(judge_run, options["timeout"])
         judge_run.refresh_from_db()
+        self._report(judge_run, version, options, run_label=str(run))
+        code = exit_code(judge_run, waited=options["wait"])
+        if code:
+            raise CommandError(self._ending(judge_run, code), returncode=code)
+
+    def _wait(self, judge_run: JudgeRun, timeout: float | None) -> None:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            judge_run.refresh_from_db()
+            if judge_run.is_terminal:
+                return
+            now = time.monotonic()
+            if deadline is not None and now >= deadline:
+                return
+            time.sleep(POLL_S if deadline is None else max(0.0, min(POLL_S, deadline - now)))
+
+    def _cancel(self, options) -> None:
+        if options["run"] or options["judge_version"] or options["wait"]:
+            raise DomainError("give --cancel JUDGE_RUN alone", field="cancel")
+        value = uuid_parse(options["cancel"])
+        judge_run = (
+            JudgeRun.objects.select_related("judge_version__judge", "run__suite")
+            .filter(uuid=value)
+            .first()
+            if value is not None
+            else None
+        )
+        if judge_run is None:
+            raise DomainError(
+                f"no judge run with id {options['cancel']!r}", field="cancel", code="not_found"
+            )
+        judge_run_cancel(judge_run=judge_run, refuse_finished=True)
+        self._report(judge_run, judge_run.judge_version, options, run_label=str(judge_run.run))
+
+    def _report(self, judge_run: JudgeRun, version: JudgeVersion, options, *, run_label) -> None:
         out = {
             "judge_run": str(judge_run.uuid),
             "judge_version": str(version.uuid),
+            "judge_version_name": f"{version.judge.name}:v{version.number}",
             "grader": judge_run.grader,
             "status": judge_run.status,
             "trials_total": judge_run.trials_total,
             "trials_graded": judge_run.trials_graded,
             "trials_errored": judge_run.trials_errored,
+            "error_message": judge_run.error_message,
             "provisional": not version.is_trusted,
         }
         if options["json"]:
             self.stdout.write(json.dumps(out, allow_nan=False))
             return
         self.stdout.write(
-            f"{version} on {run}: {out['status']}, {out['trials_graded']}/{out['trials_total']} "
-            f"graded, {out['trials_errored']} judge errors"
+            f"{version} on {run_label}: {out['status']}, "
+            f"{out['trials_graded']}/{out['trials_total']} graded, "
+            f"{out['trials_errored']} judge errors"
             + (" (provisional: version not trusted)" if out["provisional"] else "")
+            + f" [judge run {out['judge_run']}]"
         )
+
+    @staticmethod
+    def _ending(judge_run: JudgeRun, code: int) -> str:
+        if code == EXIT_TIMEOUT:
+            return (
+                f"--timeout passed: judge run {judge_run.uuid} is still {judge_run.status} "
+                f"({judge_run.trials_graded}/{judge_run.trials_total} graded); it keeps going"
+            )
+        if code == EXIT_CANCELLED:
+            return f"judge run {judge_run.uuid} was cancelled"
+        return f"judge run {judge_run.uuid} {judge_run.status}: {judge_run.error_message}"

@@ -1,0 +1,129 @@
+"""The demo's story, told by real runs and the real gate.
+
+The expense-policy assistant's baseline prompt is reliable. A prompt edit ("demo-2") moves
+the approval threshold from "above EUR 500.00" to "from EUR 500.00": the claim of exactly
+EUR 500.00 with a receipt is now sent for approval every time, and the gate blocks for that
+reason. A re-run of the baseline configuration (same prompt, new random draws) passes the
+gate: the pipeline's own randomness is not a regression. Every decision printed is
+``evals.comparison.gate.gate_evaluate`` on the runs as they came out, never a fixed text.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+
+from core.errors import DomainError
+from demo.data import DEMO_GRADERS, POLICY_ID, PROMPT
+from evals.comparison.gate import gate_evaluate
+from evals.models import Run
+from evals.runner.start import run_start
+
+# Per-case pass probabilities of the baseline assistant: reliable on routine claims and at
+# the boundary; harder capability claims (arithmetic, conversions, vague text) less so.
+PASS_PROBABILITY = {
+    "multi-currency": 0.6,
+    "split-bill": 0.5,
+    "per-diem": 0.8,
+    "vague": 0.6,
+    "refund-request": 0.8,
+}
+DEFAULT_PASS_PROBABILITY = 0.99
+
+# The prompt edit of the "changed" runs: "from EUR 500.00" where policy says "above".
+CHANGED_PROMPT = PROMPT.replace(
+    "approval is needed only above EUR 500.00", "approval is needed from EUR 500.00 up"
+)
+CHANGED_PASS_PROBABILITY = {
+    **PASS_PROBABILITY,
+    # The edit breaks the boundary: EUR 500.00 with a receipt is always sent for approval.
+    "at-boundary": 0.0,
+    # ... and, stating the threshold more plainly, helps with split bills.
+    "split-bill": 0.7,
+}
+
+
+def _reply(decision: str | None, policy: bool = True) -> str:
+    body = {} if decision is None else {"decision": decision}
+    if policy:
+        body["policy_id"] = POLICY_ID
+    return json.dumps(body)
+
+
+# The simulated assistant's typical mistakes: off-by-one at the boundary, waving through a
+# missing receipt, forgetting the policy id, answering in prose.
+WRONG_OUTPUTS = {
+    "at-boundary": [_reply("needs_approval")],
+    "above-boundary": [_reply("approved")],
+    "below-boundary": [_reply("needs_approval")],
+    "no-receipt-boundary": [_reply("approved"), _reply("needs_approval")],
+    "no-receipt-large": [_reply("needs_approval")],
+    "split-bill": [_reply("approved"), "The claim looks fine to me."],
+    "multi-currency": [_reply("needs_approval")],
+    "vague": [_reply("approved"), _reply("approved", policy=False)],
+}
+
+
+def demo_target(seed: int, *, changed: bool = False) -> dict:
+    """The simulated target config of a demo run: the baseline prompt, or the edited one
+    (``changed``). ``seed`` fixes the draws (``evals.runner.targets.simulated``)."""
+    return {
+        "kind": "simulated",
+        "model": "simulated",
+        "seed": seed,
+        "prompt_template": CHANGED_PROMPT if changed else PROMPT,
+        "prompt_revision": "demo-2" if changed else "demo-1",
+        "default_pass_probability": DEFAULT_PASS_PROBABILITY,
+        "pass_probability": CHANGED_PASS_PROBABILITY if changed else PASS_PROBABILITY,
+        "wrong_outputs": WRONG_OUTPUTS,
+        "error_probability": 0.0,
+        # Reported latency is drawn, not waited for (the run finishes in seconds).
+        "latency_ms": [150, 900],
+    }
+
+
+def demo_run(*, suite, seed: int, user, trials: int, changed: bool, timeout: float) -> Run:
+    """Start a demo run of ``suite`` (the baseline prompt, or the edited one) and wait until
+    it is finished (``timeout`` seconds; a worker, or eager Celery, executes it). Raises
+    ``DomainError`` (field ``timeout``) when it is not finished in time."""
+    name = f"demo-{Run.objects.filter(suite=suite).count() + 1}"
+    run = run_start(
+        suite=suite,
+        name=name,
+        target=demo_target(seed=seed, changed=changed),
+        graders=DEMO_GRADERS,
+        trials_per_case=trials,
+        source_version="demo",
+        started_by=user,
+    )
+    deadline = time.monotonic() + timeout
+    while True:
+        run.refresh_from_db()
+        if run.is_terminal:
+            return run
+        if time.monotonic() > deadline:
+            raise DomainError(
+                f"run {name} did not finish within {timeout} s: is the worker running?",
+                field="timeout",
+            )
+        time.sleep(0.5)
+
+
+@dataclass(frozen=True)
+class Chapter:
+    """One comparison of the story: ``head`` against ``base``, what it shows
+    (``title``), the gate's ``exit_code`` (0 pass, 1 regression, 2 cannot decide) and its
+    one-sentence reason."""
+
+    title: str
+    base: Run
+    head: Run
+    exit_code: int
+    sentence: str
+
+
+def demo_chapter(*, title: str, base: Run, head: Run) -> Chapter:
+    """The gate's decision on ``head`` against ``base``, as ``manage.py gate`` takes it."""
+    _, decision = gate_evaluate(head=head, base=base)
+    return Chapter(title, base, head, decision.exit_code, decision.sentence)
