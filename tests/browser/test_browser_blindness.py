@@ -8,6 +8,7 @@ Real Chromium via Playwright (see tests/browser/conftest.py for the skip/fail ru
 from __future__ import annotations
 
 import pytest
+from django.urls import reverse
 
 from labeling.models import Label
 from tests.browser.conftest import log_in
@@ -31,9 +32,15 @@ def test_a_reviewer_with_open_items_cannot_reach_a_judge_verdict_through_the_tri
     reason = "JUDGE-REASONING-01"
 
     log_in(page, live_server, "bob")
-    # The way a person gets there: run page -> case -> trial page.
+    # The run page hides its case table from him (it would repeat the verdicts) ...
     page.goto(f"{live_server.url}{run.get_absolute_url()}")
-    page.click("a:text-is('c01')")
+    page.wait_for_selector("#blind-run-note")
+    assert reason not in page.content()
+    # ... so he types the run-case address, then follows its link to the trial page.
+    case_url = reverse(
+        "evals:run-case", kwargs={"run_id": run.uuid, "case_id": trials[0].case.uuid}
+    )
+    page.goto(f"{live_server.url}{case_url}")
     page.wait_for_selector("h1:has-text('Case c01')")
     assert reason not in page.content()
     page.click("header.trial-head a:has-text('trial page')")
