@@ -22,6 +22,7 @@ from django.urls import reverse
 from django_htmx.http import HttpResponseStopPolling
 
 import evals.comparison.topup as topup_module
+import evals.runner.finalize as finalize_module
 import evals.runner.start as start_module
 from evals.comparison.topup import top_up_advance, top_up_start
 from evals.models import Case, ModelPrice, Run, Suite, TopUp, Trial
@@ -245,17 +246,22 @@ def test_max_cost_on_trials_of_unknown_cost_is_a_bad_argument(drop):
     assert exc.value.returncode == 3
 
 
-@pytest.fixture
-def no_worker(monkeypatch):
-    """No worker takes the top-up's tasks: their messages are kept, not run."""
-    sent: list[int] = []
+def no_worker_queue(sent: list[int]):
+    """A stand-in for the ``top_up_advance`` task whose messages are kept in ``sent``."""
 
     class Queue:
         @staticmethod
         def delay(top_up_id: int) -> None:
             sent.append(top_up_id)
 
-    monkeypatch.setattr(topup_module, "top_up_advance_task", Queue)
+    return Queue
+
+
+@pytest.fixture
+def no_worker(monkeypatch):
+    """No worker takes the top-up's start message: it is kept, not run."""
+    sent: list[int] = []
+    monkeypatch.setattr(topup_module, "top_up_advance_task", no_worker_queue(sent))
     return sent
 
 
@@ -345,12 +351,12 @@ def test_a_redelivered_advance_adds_a_round_once(drop, no_worker, monkeypatch):
 
 
 def test_two_workers_deciding_the_same_look_add_its_round_once(drop, no_worker, monkeypatch):
-    """Both pass the "runs finished" check and decide; the compare-and-set on the round
-    lets one add trials, the other adds none."""
+    """Both find the runs finished and decide look 0; the other one adds round 1 and its
+    trials finish (the runs are finished again) before this one claims: the
+    compare-and-set on the round lets this one add nothing."""
     base, head = drop
     top_up = top_up_start(base=base, head=head)
-    held: list = []
-    monkeypatch.setattr(start_module, "_chunk_enqueue", lambda run_id, ids: held.append(ids))
+    monkeypatch.setattr(finalize_module, "top_up_advance", no_worker_queue(no_worker))
     decide = topup_module.top_up_decide
     calls = []
 
@@ -365,8 +371,10 @@ def test_two_workers_deciding_the_same_look_add_its_round_once(drop, no_worker, 
     top_up_advance(top_up_id=top_up.id)
 
     top_up.refresh_from_db()
+    head.refresh_from_db()
+    assert head.status == Run.Status.SUCCEEDED  # round 1 ran: only the claim stood in the way
     assert (top_up.rounds_done, top_up.trials_added) == (1, 10)
-    assert Trial.objects.filter(top_up=top_up).count() == 10 and len(held) == 2
+    assert Trial.objects.filter(top_up=top_up).count() == 10
 
 
 def test_the_task_redelivered_after_the_end_changes_nothing(drop, capsys):
