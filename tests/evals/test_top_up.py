@@ -389,6 +389,38 @@ def test_the_task_redelivered_after_the_end_changes_nothing(drop, capsys):
     assert (top_up.status, top_up.rounds_done) == ("settled", 2)
 
 
+def test_a_second_top_up_on_a_shared_base_waits_for_the_first_ones_round(
+    drop, no_worker, monkeypatch
+):
+    """Two comparisons against one baseline: while the first top-up's round runs the base
+    is "running"; the second top-up is not refused, it waits, and both settle on their own
+    trials."""
+    base, head = drop
+    other = executed(base.suite, "other", sim(1004, c00=0.3))  # c00: 5/5 -> 3/5 too
+    first = top_up_start(base=base, head=head)
+    held: list[tuple[int, list[int]]] = []
+    monkeypatch.setattr(
+        start_module, "_chunk_enqueue", lambda run_id, ids: held.append((run_id, ids))
+    )
+    top_up_advance(top_up_id=first.id)
+    base.refresh_from_db()
+    assert base.status == Run.Status.RUNNING
+
+    second = top_up_start(base=base, head=other)
+
+    monkeypatch.undo()
+    for run_id, ids in sorted(held, key=lambda h: h[0] != base.id):  # the base's chunk first
+        run_chunk_execute.delay(run_id, ids)
+    for top_up in (first, second):
+        top_up.refresh_from_db()
+        assert top_up.status == TopUp.Status.SETTLED, top_up.error
+        assert Trial.objects.filter(run=base, top_up=top_up).count() == top_up.trials_added / 2
+    assert c00(base).count() == N + (first.trials_added + second.trials_added) // 2
+    assert first.decision["decision"]["sentence"].startswith(
+        "Blocked: case c00 dropped from 20/20 to 9/20"
+    )
+
+
 # -- API --------------------------------------------------------------------------------
 
 
