@@ -513,6 +513,12 @@ def test_the_settle_button_starts_a_top_up_and_the_live_partial_shows_it_settle(
     assert 'data-status="settled"' in text
     assert "Blocked: case c00 dropped from 20/20 to 9/20" in text
     assert "2 rounds, 30 trials added (exit 1)" in text
+    # Loaded again, the page tells one story: the decision and figures of the top-up.
+    html = client.get(page_url).content.decode()
+    assert 'data-exit-code="1" data-verdict="block"' in html
+    gate_card = html[html.index('id="gate-decision"') : html.index('id="headline"')]
+    assert "Blocked: case c00 dropped from 20/20 to 9/20" in gate_card
+    assert "Settle with more trials" not in html
 
 
 def test_a_reviewer_sees_no_settle_button_and_cannot_settle(drop, client, bob):
