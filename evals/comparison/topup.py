@@ -417,11 +417,25 @@ def top_up_wait(*, top_up: TopUp, timeout_s: float, poll_s: float = 0.5) -> TopU
 def adaptive_start(*, run_id: int) -> TopUp | None:
     """The top-up of an adaptive run (``run_start(against=...)``) once its first N trials
     per case are done; None when the run did not succeed or has no baseline to compare
-    with. Idempotent: an existing top-up of the pair is returned."""
+    with. Idempotent: an existing top-up of the pair is returned. When the top-up cannot
+    start (the baseline can no longer be replayed: ``top_up_start``'s ``DomainError``) a
+    failed top-up records why, so the run's page says so and ``run_suite --wait`` ends."""
     run = Run.objects.select_related("suite", "against").get(id=run_id)
     if run.against is None or run.status != Run.Status.SUCCEEDED:
         return None
     existing = TopUp.objects.filter(head=run, base=run.against).first()
     if existing is not None:
         return existing
-    return top_up_start(base=run.against, head=run, adaptive=True)
+    try:
+        return top_up_start(base=run.against, head=run, adaptive=True)
+    except DomainError as exc:
+        return TopUp.objects.create(
+            base=run.against,
+            head=run,
+            adaptive=True,
+            plan={"first_trials": run.trials_per_case},
+            max_trials_per_case=run.trials_per_case,
+            status=TopUp.Status.FAILED,
+            error=f"no trial could be added: {exc}",
+            finished_at=timezone.now(),
+        )

@@ -608,6 +608,30 @@ def test_api_run_start_against_a_baseline_is_adaptive(carol):
     assert top_up.decision["decision"]["verdict"] == "pass"
 
 
+def test_an_adaptive_run_whose_baseline_cannot_serve_any_more_says_why_and_ends(
+    capsys, monkeypatch, client, carol
+):
+    suite = make_suite(4)
+    base = executed(suite, "base", sim(1))
+    # Servable when the run starts; not any more when its first round is done.
+    monkeypatch.setattr(
+        topup_module,
+        "run_replay_refusal",
+        lambda run: (
+            "run 'base' was imported: Assay cannot run it again" if run.id == base.id else None
+        ),
+    )
+
+    run = executed(suite, "adaptive", sim(2), against=base)
+
+    top_up = TopUp.objects.get(head=run)
+    assert top_up.status == TopUp.Status.FAILED and top_up.trials_added == 0
+    assert "was imported" in top_up.error
+    client.force_login(carol)
+    html = client.get(reverse("evals:run-detail", args=[run.uuid])).content.decode()
+    assert "(failed: no trial could be added: base: run &#x27;base&#x27; was imported" in html
+
+
 def test_an_adaptive_run_against_a_run_of_another_suite_is_refused():
     base = executed(make_suite(3, name="a"), "base", sim(1))
     with pytest.raises(Exception, match="is of another suite"):
