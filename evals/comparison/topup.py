@@ -387,18 +387,27 @@ def _usd(value: Decimal | None) -> str:
 
 def top_up_result(*, top_up: TopUp):
     """``(comparison, decision)`` of an ended top-up, as the gate reports it: the decision
-    over the runs' own trials and this top-up's; a top-up stopped at its cost cap with
-    suspects still open cannot decide (exit 2), and says so."""
+    over the runs' own trials and this top-up's. A top-up that ended with suspects still
+    open — stopped at its cost cap, failed (a run cancelled, trials errored) or cancelled —
+    cannot decide (exit 2), and says why; only a settled one passes or blocks."""
     comparison, decision = top_up_decide(top_up=top_up)
-    if top_up.status == TopUp.Status.CAPPED and decision.verdict == "undecided":
+    if top_up.status != TopUp.Status.SETTLED and decision.verdict == "undecided":
         stored = (top_up.decision or {}).get("decision", {})
+        if top_up.status == TopUp.Status.CAPPED and stored.get("sentence"):
+            sentence = stored["sentence"]
+        else:
+            why = f": {top_up.error}" if top_up.error else ""
+            sentence = (
+                f"Cannot decide: the top-up {top_up.get_status_display()}{why}; "
+                + decision.sentence
+            )
         decision = replace(
             decision,
             exit_code=2,
             verdict="cannot decide",
             title="cannot decide",
-            sentence=stored.get("sentence", decision.sentence),
-            reasons=[stored.get("sentence", decision.sentence)],
+            sentence=sentence,
+            reasons=[sentence],
         )
     return comparison, decision
 

@@ -27,6 +27,7 @@ import evals.runner.start as start_module
 from evals.comparison.topup import top_up_advance, top_up_start
 from evals.models import Case, ModelPrice, Run, Suite, TopUp, Trial
 from evals.report.selectors import run_report
+from evals.runner.finalize import run_cancel
 from evals.runner.start import run_start
 from evals.tasks import run_chunk_execute
 from evals.tasks import top_up_advance as top_up_advance_task
@@ -418,6 +419,31 @@ def test_a_second_top_up_on_a_shared_base_waits_for_the_first_ones_round(
     assert c00(base).count() == N + (first.trials_added + second.trials_added) // 2
     assert first.decision["decision"]["sentence"].startswith(
         "Blocked: case c00 dropped from 20/20 to 9/20"
+    )
+
+
+def test_a_run_cancelled_mid_top_up_ends_it_and_the_gate_cannot_decide(
+    drop, no_worker, monkeypatch, carol
+):
+    base, head = drop
+    top_up = top_up_start(base=base, head=head)
+    held: list[tuple[int, list[int]]] = []
+    monkeypatch.setattr(
+        start_module, "_chunk_enqueue", lambda run_id, ids: held.append((run_id, ids))
+    )
+    top_up_advance(top_up_id=top_up.id)
+    monkeypatch.undo()
+
+    run_cancel(run=head)
+    for run_id, ids in held:
+        run_chunk_execute.delay(run_id, ids)  # the base's round ends; the head's was cancelled
+
+    top_up.refresh_from_db()
+    assert top_up.status == TopUp.Status.FAILED and top_up.error == "run 'head' was cancelled"
+    result = client_for(carol).get(f"/api/top-ups/{top_up.uuid}/").json()["result"]
+    assert result["decision"]["exit_code"] == 2
+    assert result["decision"]["sentence"].startswith(
+        "Cannot decide: the top-up failed: run 'head' was cancelled; "
     )
 
 
