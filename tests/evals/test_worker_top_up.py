@@ -19,13 +19,16 @@ import time
 
 import pytest
 from django.core.management import call_command
+from django.urls import reverse
 
 from config.celery import app
 from evals.comparison.topup import top_up_start
 from evals.models import Run, TopUp, Trial
+from evals.runner.start import run_start
 from evals.tasks import top_up_advance
 from tests.conftest import PROJECT_DIR
-from tests.evals.test_top_up import N, executed, make_suite, sim
+from tests.core.test_api_core import client_for
+from tests.evals.test_top_up import GRADERS, N, executed, make_suite, sim
 from tests.evals.test_worker import (  # noqa: F401 - worker_queue is a pytest fixture
     _database_url,
     _worker_log,
@@ -198,3 +201,44 @@ def test_a_top_up_goes_on_after_its_worker_is_restarted(
     assert replies, _worker_log(tmp_path)
     top_up = _top_up_wait(top_up, tmp_path)
     _assert_settled_as_eager(top_up, base, head)
+
+
+def test_the_api_and_the_page_follow_a_top_up_a_real_worker_settles(
+    worker_factory, tmp_path, carol, client
+):
+    """POST /api/gate {"top_up": true} answers 202 at once (the worker has the rounds);
+    polling its URL, then the page's live partial, reach the settled decision."""
+    worker_factory(pool="solo")
+    base, head = _pair()
+    api = client_for(carol)
+    response = api.post(
+        "/api/gate", {"head": str(head.uuid), "base": str(base.uuid), "top_up": True}, format="json"
+    )
+    assert response.status_code == 202, response.content
+    assert response.json()["status"] in ("queued", "running") and response.json()["result"] is None
+    url = response.json()["url"]
+
+    deadline = time.monotonic() + 20
+    while (body := api.get(url).json())["status"] in ("queued", "running"):
+        assert time.monotonic() < deadline, _worker_log(tmp_path)
+        time.sleep(0.2)
+    assert body["status"] == "settled" and body["result"]["decision"]["exit_code"] == 1
+    _assert_settled_as_eager(TopUp.objects.get(), base, head)
+    client.force_login(carol)
+    live = client.get(reverse("evals:comparison-top-up", args=[head.uuid, base.uuid]))
+    assert "Blocked: case c00 dropped from 20/20 to 9/20" in live.content.decode()
+
+
+def test_an_adaptive_run_settles_its_uncertain_case_through_a_real_worker(worker_factory, tmp_path):
+    worker_factory(pool="solo")
+    base, _ = _pair()
+    run = run_start(
+        suite=base.suite, name="adaptive", target=sim(1003, c00=0.3), graders=GRADERS,
+        trials_per_case=N, against=base,
+    )  # fmt: skip
+    deadline = time.monotonic() + 25
+    while not (top_up := TopUp.objects.filter(head=run).first()) or not top_up.is_terminal:
+        assert time.monotonic() < deadline, _worker_log(tmp_path)
+        time.sleep(0.2)
+    _assert_settled_as_eager(top_up, base, run)
+    assert top_up.adaptive and top_up.decision["design"]["spent_trials"] == 2 * 12 * N + 30
