@@ -58,7 +58,7 @@ from evals.comparison.gate import (
     run_document_read,
 )
 from evals.comparison.render import gate_json
-from evals.comparison.topup import top_up_result, top_up_start
+from evals.comparison.topup import top_up_refused, top_up_result, top_up_start
 from evals.models import Run, TopUp
 
 DEFAULT_ALPHA = 0.05  # manage.py gate's default --alpha
@@ -115,8 +115,12 @@ class GateInput(serializers.Serializer):
         required=False,
         default=False,
         help_text="Settle suspect cases with more trials of both runs (runs executed by "
-        "Assay and replayable; not files): answered 202 with the top-up to poll at "
-        "/api/top-ups/<uuid>/, whose result is this endpoint's usual body.",
+        "Assay and replayable): answered 202 with the top-up to poll at "
+        "/api/top-ups/<uuid>/, whose result is this endpoint's usual body. When no trial "
+        "can be added (files, imported runs) the answer is 200 with the decision on the "
+        "trials there are, a note naming why and the trials that would settle each "
+        "suspect. Decided under the default policy (no allow_* flag, no errored "
+        "fraction).",
     )
     max_trials_per_case = StrictIntegerField(
         required=False,
@@ -263,14 +267,33 @@ class GateApi(APIView):
             raise serializers.ValidationError({exc.field or "detail": [str(exc)]}) from exc
         return HttpResponse(gate_json(comparison, decision), content_type="application/json")
 
-    def _top_up(self, request, head, base, v) -> Response:
-        if not isinstance(head, Run) or (base is not None and not isinstance(base, Run)):
-            raise DomainError("needs runs (head and base UUIDs), not files", field="top_up")
-        if base is None:
+    def _top_up(self, request, head, base, v):
+        """202 with the top-up to poll; 200 with the decision on the trials there are when
+        no trial can be added (files, imported runs: ``top_up_refused``), as the command."""
+        flags = [
+            name
+            for name, on in (
+                ("allow_untrusted", v["allow_untrusted"]),
+                ("allow_incomparable", v["allow_incomparable"]),
+                ("max_errored_fraction", v["max_errored_fraction"] != 0.0),
+            )
+            if on
+        ]
+        if flags:
+            raise DomainError(
+                f"top_up decides under the default policy: leave out {', '.join(flags)}",
+                field="top_up",
+            )
+        if base is None and isinstance(head, Run):
             current = baseline_current(suite=head.suite)
             if current is None:
                 raise DomainError(f"suite {head.suite.name!r} has no baseline", field="base")
             base = current.run
+        _, refusal = comparison_plan(base=base, head=head, alpha=v["alpha"])
+        if refusal is not None:
+            comparison, decision = gate_evaluate(head=head, base=base, alpha=v["alpha"])
+            decision = top_up_refused(decision, refusal)
+            return HttpResponse(gate_json(comparison, decision), content_type="application/json")
         top_up = top_up_start(
             base=base,
             head=head,
