@@ -30,7 +30,7 @@ from drf_spectacular.utils import (
     extend_schema_field,
 )
 from rest_framework import serializers
-from rest_framework.exceptions import NotFound
+from rest_framework.exceptions import NotFound, PermissionDenied
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
@@ -47,6 +47,7 @@ from core.errors import DomainError
 from core.http import uuid_or_404
 from core.ids import uuid_parse
 from evals.baselines import baseline_current
+from evals.blindness import BLIND_COMPARISON, comparison_is_blind
 from evals.comparison.cache import comparison_cached_get
 from evals.comparison.gate import (
     ALPHA_MAX,
@@ -216,6 +217,13 @@ class TopUpOutput(serializers.Serializer):
     )
 
 
+def _refuse_blind(user, *sides) -> None:
+    """403 for a reviewer to whom a trial of these runs is blind (``evals.blindness``)."""
+    runs = [r for r in sides if isinstance(r, Run)]
+    if runs and comparison_is_blind(user, *runs):
+        raise PermissionDenied(BLIND_COMPARISON)
+
+
 class GateApi(APIView):
     """POST: the CI gate (``evals.comparison.gate.gate_evaluate``) on two runs; 200 with exactly the
     JSON ``manage.py gate --json`` prints (``decision.exit_code`` 0 pass, 1 regression,
@@ -253,6 +261,7 @@ class GateApi(APIView):
                 if "base" in v
                 else None
             )
+            _refuse_blind(request.user, head, base)
             if v["top_up"]:
                 return self._top_up(request, head, base, v)
             comparison, decision = gate_evaluate(
@@ -420,6 +429,7 @@ class ComparisonApi(APIView):
         )
         alpha = _alpha(request)
         base, head = run_or_404(base_id), run_or_404(head_id)
+        _refuse_blind(request.user, head, base)
         comparison = comparison_cached_get(base=base, head=head, alpha=alpha)
         plan = comparison_plan(base=base, head=head, alpha=alpha)[0]
         decision = gate_decide(comparison, alpha=alpha, plan=plan)

@@ -21,6 +21,7 @@ from core.errors import DomainError
 from core.http import RUNNER_ROLES, VIEWER_ROLES, HtmxHttpRequest, role_required
 from core.ids import uuid_parse
 from core.roles import ENGINEER, LEAD, user_has_role
+from evals.blindness import BLIND_COMPARISON, comparison_is_blind
 from evals.comparison.cache import comparison_cached_get
 from evals.comparison.case import case_uuids_by_hash, comparison_case_get
 from evals.comparison.compute import CHANGE_CLASSES
@@ -52,6 +53,9 @@ def comparison(request: HtmxHttpRequest, head_id, base_id) -> HttpResponse:
     the figures are the top-up's (``top_up_result``): the runs' own trials and its rounds."""
 
     base, head = _runs(head_id, base_id)
+    if comparison_is_blind(request.user, base, head):
+        context = {"base": base, "head": head, "blind_note": BLIND_COMPARISON}
+        return render(request, "evals/comparison_blind.html", context)
     # The gate command's defaults, so the page shows what CI would do on these two runs.
     plan, replay_refusal = comparison_plan(base=base, head=head, alpha=GATE_ALPHA)
     top_up = TopUp.objects.filter(base=base, head=head).first()
