@@ -79,6 +79,10 @@ class CalibrationFiguresSerializer(serializers.Serializer):
     n_judge_missing = serializers.IntegerField(
         help_text="Labeled trials without a judge grade, left out of n (count)."
     )
+    n_not_judged = serializers.IntegerField(
+        help_text="Labeled trials the judge did not judge (a rung the grader ladder "
+        "skipped), left out of n (count)."
+    )
     n_unresolved = serializers.IntegerField(
         help_text="Trials where humans disagree and no lead adjudicated, left out (count)."
     )

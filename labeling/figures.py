@@ -90,8 +90,9 @@ class Calibration:
     Scope: a calibration set's trials, or every labeled trial (of ``suite``, or of every
     suite) the judge has a grade on. Counts (trials):
     - ``n``: trials with both a reference label and an ok judge verdict (the only ones in
-      the figures); ``n_judge_errors``: errored judge grades (``passed`` null) and
-      ``n_judge_missing``: no judge grade (set scope only) — both left out of n;
+      the figures); ``n_judge_errors``: errored judge grades (``passed`` null),
+      ``n_not_judged``: rungs the ladder skipped (``Grade.Status.NOT_JUDGED``) and
+      ``n_judge_missing``: no judge grade (set scope only) — all left out of n;
     - ``n_unresolved``: humans disagree, no adjudication; ``n_unlabeled``: set trials with
       no label yet.
     Figures: ``agreement`` = agreeing / n (None when n = 0); ``kappa`` Cohen's kappa with
@@ -108,6 +109,7 @@ class Calibration:
     n: int
     n_judge_errors: int
     n_judge_missing: int
+    n_not_judged: int
     n_unresolved: int
     n_unlabeled: int
     confusion: Confusion
@@ -144,6 +146,7 @@ class Calibration:
             "n": self.n,
             "n_judge_errors": self.n_judge_errors,
             "n_judge_missing": self.n_judge_missing,
+            "n_not_judged": self.n_not_judged,
             "n_unresolved": self.n_unresolved,
             "n_unlabeled": self.n_unlabeled,
             "confusion": asdict(self.confusion),

@@ -123,7 +123,9 @@ def _scope_trial_ids(
 ) -> list[int]:
     if calibration_set is not None:
         return list(calibration_set.items.values_list("trial_id", flat=True))
-    graded = Grade.objects.filter(judge_version=judge_version)
+    graded = Grade.objects.filter(judge_version=judge_version).exclude(
+        status=Grade.Status.NOT_JUDGED
+    )
     if suite is not None:
         graded = graded.filter(trial__run__suite=suite)
     labeled = graded.filter(Q(trial__labels__isnull=False) | Q(trial__adjudications__isnull=False))
@@ -169,8 +171,9 @@ def calibration_compute(
 
     Scope: ``calibration_set``'s trials; else every labeled trial of ``suite`` (or of all
     suites) with a grade by the judge version. Pairs the judge's grade on each trial
-    (``Grade.judge_version``) with ``reference_labels``; an errored grade (``passed`` null)
-    or a missing one is counted apart and never read as a pass or a fail. Kappa and the
+    (``Grade.judge_version``) with ``reference_labels``; an errored grade (``passed`` null),
+    a not-judged one (a rung the ladder skipped) or a missing one is counted apart and never
+    read as a pass or a fail. Kappa and the
     rates come from ``stats.agreement`` (undefined -> None with a reason).
     Queries: 4 plus one per 1,000 disagreements, whatever n.
     """
@@ -187,13 +190,16 @@ def calibration_compute(
     }
     judge: list[bool] = []
     human: list[bool] = []
-    errors = missing = 0
+    errors = missing = not_judged = 0
     differ: list[tuple[int, ReferenceLabel, Grade]] = []
     for tid in sorted(refs.by_trial):
         ref = refs.by_trial[tid]
         grade = grades.get(tid)
         if grade is None:
             missing += 1
+            continue
+        if grade.status == Grade.Status.NOT_JUDGED:
+            not_judged += 1
             continue
         if grade.status != Grade.Status.OK or grade.passed is None:
             errors += 1
@@ -240,6 +246,7 @@ def calibration_compute(
         n=n,
         n_judge_errors=errors,
         n_judge_missing=missing,
+        n_not_judged=not_judged,
         n_unresolved=len(refs.unresolved),
         n_unlabeled=len(refs.unlabeled),
         confusion=confusion,
@@ -259,8 +266,10 @@ def calibration_compute(
 def calibration_judge_versions(*, suite=None) -> list[JudgeVersion]:
     """Judge versions with at least one grade on a labeled (or adjudicated) trial, of
     ``suite`` when given; ordered by judge name and number."""
-    graded = Grade.objects.filter(judge_version__isnull=False).filter(
-        Q(trial__labels__isnull=False) | Q(trial__adjudications__isnull=False)
+    graded = (
+        Grade.objects.filter(judge_version__isnull=False)
+        .exclude(status=Grade.Status.NOT_JUDGED)
+        .filter(Q(trial__labels__isnull=False) | Q(trial__adjudications__isnull=False))
     )
     if suite is not None:
         graded = graded.filter(trial__run__suite=suite)
