@@ -49,6 +49,13 @@ class Suite(models.Model):
     name = models.CharField(max_length=200, unique=True)
     description = models.TextField(blank=True)
     kind = models.CharField(max_length=20, choices=Kind.choices, default=Kind.REGRESSION)
+    trust_thresholds = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text='Judge trust thresholds for this suite, overriding settings ASSAY["TRUST"]: '
+        '{"MIN_N": 30, "MIN_KAPPA": 0.6, "MAX_FAR": 0.10} (any subset; '
+        "labeling.selectors.trust_thresholds).",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
