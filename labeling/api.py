@@ -62,8 +62,7 @@ class ThresholdsSerializer(serializers.Serializer):
         help_text="Trust needs the lower 95% bound of kappa >= min_kappa."
     )
     max_far = serializers.FloatField(
-        help_text="Trust needs the upper 95% bound of the false-accept rate (fraction) "
-        "<= max_far."
+        help_text="Trust needs the upper 95% bound of the false-accept rate (fraction) <= max_far."
     )
     min_human_fails = serializers.IntegerField(
         allow_null=True,

@@ -101,9 +101,7 @@ def weighted_far(
     denom = 1 + z * z / n_eff
     center = (rate + z * z / (2 * n_eff)) / denom
     half = z / denom * math.sqrt(rate * (1 - rate) / n_eff + z * z / (4 * n_eff * n_eff))
-    return WeightedRate(
-        rate, len(w), n_eff, max(0.0, center - half), min(1.0, center + half)
-    )
+    return WeightedRate(rate, len(w), n_eff, max(0.0, center - half), min(1.0, center + half))
 
 
 @dataclass(frozen=True)
@@ -141,6 +139,12 @@ class Plan:
     fails_needed: int | None
     reachable: bool
     posterior: dict[str, float] = field(default_factory=dict)
+    sims: int = 2000
+
+    @property
+    def probability_se(self) -> float:
+        """Monte Carlo standard error of ``probability``."""
+        return math.sqrt(self.probability * (1 - self.probability) / self.sims)
 
 
 PRIOR_WEIGHT = 4.0  # pseudo-labels behind a stratum's prior fail probability
@@ -259,9 +263,7 @@ def plan_draw(
     add = add_for(hi)
     post = {s.key: posterior_fail(s) for s in strata}
     unlabeled_now = sum(s.drawn - s.labeled for s in strata)
-    expected = sum(
-        (s.drawn - s.labeled + add.get(s.key, 0)) * post[s.key] for s in strata
-    )
+    expected = sum((s.drawn - s.labeled + add.get(s.key, 0)) * post[s.key] for s in strata)
     return Plan(
         add=add,
         to_label=unlabeled_now + sum(add.values()),
@@ -272,4 +274,5 @@ def plan_draw(
         fails_needed=far_fails_needed(max_far, confidence),
         reachable=reachable,
         posterior=post,
+        sims=sims,
     )
