@@ -40,7 +40,7 @@ PRIORS = {  # (judge verdict, signal) -> starting human-fail probability
     ("fail", "versions_disagree"): 0.6,
     ("pass", "low_score"): 0.3,
     ("fail", "low_score"): 0.7,
-    ("pass", "none"): 0.05,
+    ("pass", "none"): 0.02,
     ("fail", "none"): 0.7,
 }
 
@@ -223,11 +223,17 @@ def set_plan_get(*, calibration_set: CalibrationSet) -> SetPlan | None:
     )
     bound = f"{100 * th.max_far:g}%"
     fails_now = sum(s.fails for s in strata)
+    labeled_now = sum(s.labeled for s in strata)
     if not plan.reachable:
+        basis = (
+            "at the starting guesses (few labels yet: label the set and look again)"
+            if labeled_now < 10
+            else f"at the current estimate ({labeled_now} labels)"
+        )
         message = (
-            f"No draw from this run is likely to bring the false-accept bound under {bound}: "
-            f"at the current estimate the judge passes too many human fails (or the run has "
-            f"too few of them; {fails_now} labeled so far, {plan.fails_needed} needed at best)."
+            f"No draw from this run is likely to bring the false-accept bound under {bound} "
+            f"{basis}: the judge seems to pass too many human fails, or the run has too few "
+            f"of them ({fails_now} labeled so far, {plan.fails_needed} needed at best)."
         )
     elif plan.to_label == 0:
         message = (

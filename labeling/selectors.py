@@ -374,7 +374,7 @@ def _weighted_far(
     if calibration_set is None:
         return None, "no sampling weights: not a calibration set"
     probs = dict(calibration_set.items.values_list("trial_id", "inclusion_probability"))
-    if not calibration_set.design or any(probs.get(t) is None for t in trial_ids):
+    if not calibration_set.design or any(p is None for p in probs.values()):
         return None, (
             "no sampling weights: the set was not drawn by the planner or has items added "
             "by hand; only the sample figures are available"

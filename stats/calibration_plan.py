@@ -147,7 +147,7 @@ class Plan:
         return math.sqrt(self.probability * (1 - self.probability) / self.sims)
 
 
-PRIOR_WEIGHT = 4.0  # pseudo-labels behind a stratum's prior fail probability
+PRIOR_WEIGHT = 10.0  # pseudo-labels behind a stratum's prior fail probability
 
 
 def posterior_fail(s: Stratum) -> float:
