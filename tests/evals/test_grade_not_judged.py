@@ -9,6 +9,8 @@ import json
 import pytest
 from django.apps import apps
 
+from evals.comparison.gate import run_document_read
+from evals.comparison.run_data import run_data_get
 from evals.models import Grade
 from interop.run_file import run_export, run_import
 from judges.selectors import judge_cost_get
@@ -96,3 +98,36 @@ def test_cost_and_run_files_leave_not_judged_grades_out_and_read_old_placeholder
     assert sorted(
         Grade.objects.filter(trial__run=run).values_list("status", "passed"), key=str
     ) == sorted([("not_judged", None), ("ok", True)], key=str)
+
+
+def test_a_run_file_with_not_judged_grades_reads_like_the_database():
+    with FakeLLM() as llm:
+        version = make_version(llm)
+    graders = [
+        {"key": "a", "kind": "contains", "config": {"value": "Paris"}},
+        {"key": "judge", "kind": "judge", "config": {"judge_version": str(version.uuid)}},
+    ]
+    trials = make_trials(["Paris", "Lyon", "Paris"], graders=graders)
+    Grade.objects.create(trial=trials[0], grader="a", passed=True, reason="ok")
+    Grade.objects.create(trial=trials[1], grader="a", passed=False, reason="missing")
+    Grade.objects.create(trial=trials[2], grader="a", passed=True, reason="ok")
+    Grade.objects.create(
+        trial=trials[0], grader="judge", judge_version=version, passed=True, reason="PASS"
+    )
+    Grade.objects.create(
+        trial=trials[1],
+        grader="judge",
+        judge_version=version,
+        status=Grade.Status.NOT_JUDGED,
+        passed=None,
+        reason="not judged: deterministic grader 'a' already failed this trial",
+        details={"decided_by": "a", "skipped": True},
+    )
+    Grade.objects.create(
+        trial=trials[2], grader="judge", judge_version=version, passed=False, reason="FAIL"
+    )
+    run = trials[0].run
+    from_db = run_data_get(run=run)
+    from_file = run_document_read(json.loads(json.dumps(run_export(run=run))), field="head")
+    for data in (from_db, from_file):
+        assert (sum(c.passed for c in data.cases), sum(c.graded for c in data.cases)) == (1, 3)
