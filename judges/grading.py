@@ -93,6 +93,7 @@ def _build(version: JudgeVersion, material: kinds.Material) -> kinds.Built:
         material=material,
         output_schema=version.output_schema or None,
         threshold=version.threshold,
+        examples=version.params.get("examples") or None,
     )
 
 

@@ -27,7 +27,15 @@ from typing import Any
 
 from core.errors import DomainError
 from core.placeholders import placeholder_list, placeholders_check
-from judges.prompts import FIELDS, JudgePrompt, fence, nonce_new, prompt_render
+from judges.prompts import (
+    FIELDS,
+    JudgePrompt,
+    examples_render,
+    examples_texts,
+    fence,
+    nonce_new,
+    prompt_render,
+)
 
 RUBRIC, PAIRWISE, FAITHFULNESS = "rubric", "pairwise", "faithfulness"
 FAITHFULNESS_CLAIMS, CONTEXT_RELEVANCE, RECORDED = (
@@ -75,10 +83,10 @@ DEFAULT_TEMPLATES: dict[str, str] = {
 # Placeholders a kind offers, in ``prompts.FIELDS`` order; a template using another one is
 # refused at version creation.
 KIND_FIELDS: dict[str, tuple[str, ...]] = {
-    RUBRIC: ("criteria", "input", "reference", "output"),
+    RUBRIC: ("criteria", "input", "reference", "output", "examples"),
     PAIRWISE: ("criteria", "input", "response_a", "response_b"),
     # No "input": the question never reaches a faithfulness call.
-    FAITHFULNESS: ("criteria", "output", "documents", "document_ids"),
+    FAITHFULNESS: ("criteria", "output", "documents", "document_ids", "examples"),
     FAITHFULNESS_CLAIMS: ("criteria", "output", "documents", "document_ids"),
     CONTEXT_RELEVANCE: ("criteria", "input", "documents", "document_ids"),
 }
@@ -203,8 +211,14 @@ def call_build(
     material: Material,
     output_schema: dict | None,
     threshold: float | None,
+    examples: list[dict] | None = None,
 ) -> Built:
-    """Render one call of ``kind``: fence every untrusted text with one fresh nonce."""
+    """Render one call of ``kind``: fence every untrusted text with one fresh nonce.
+
+    ``examples``: the version's few-shot examples (``params["examples"]``, written by
+    ``labeling.improve``), shown where the template writes ``$examples``; their texts are
+    untrusted and fenced with the same nonce (``prompts.examples_render``)."""
+    examples = list(examples or [])
     docs = [d if isinstance(d, dict) else {"text": str(d)} for d in material.documents]
     id_map = {f"doc-{i}": d.get("id", f"doc-{i}") for i, d in enumerate(docs, start=1)}
     data: dict[str, str] = {"output": material.output}
@@ -221,7 +235,7 @@ def call_build(
     if kind == CONTEXT_RELEVANCE:
         data.pop("output", None)
     doc_texts = [_text(d.get("text", "")) for d in docs]
-    nonce = nonce_new(avoid=[*data.values(), *doc_texts])
+    nonce = nonce_new(avoid=[*data.values(), *doc_texts, *examples_texts(examples)])
     documents = (
         "\n\n".join(
             f"Document {doc_id}:\n{fence(text, nonce)}"
@@ -234,6 +248,7 @@ def call_build(
         "reference": "(no reference answer)",
         "documents": documents,
         "document_ids": ", ".join(id_map) or "(none)",
+        "examples": examples_render(examples, nonce),
     }
     prompt = prompt_render(template, trusted=trusted, data=data, nonce=nonce)
     if kind in (FAITHFULNESS_CLAIMS, CONTEXT_RELEVANCE) or not output_schema:

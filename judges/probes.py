@@ -197,6 +197,7 @@ def probe_run(
                 material=_material(p),
                 output_schema=judge_version.output_schema or None,
                 threshold=judge_version.threshold,
+                examples=judge_version.params.get("examples") or None,
             )
         )
         for p in probes

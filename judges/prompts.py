@@ -46,6 +46,7 @@ FIELDS = (
     "response_b",
     "documents",
     "document_ids",
+    "examples",
 )
 
 # Text that imitates the fence markers Assay (or other harnesses) put around data.
@@ -92,6 +93,45 @@ def nonce_new(*, avoid: list[str]) -> str:
 def fence(text: str, nonce: str) -> str:
     """``text`` between the nonce's fence lines."""
     return f"<<<DATA-{nonce}>>>\n{text}\n<<<END-{nonce}>>>"
+
+
+EXAMPLE_VERDICTS = {"pass": "PASS", "fail": "FAIL"}
+
+
+def examples_texts(examples) -> list[str]:
+    """Every untrusted text of few-shot ``examples`` (for drawing a nonce none contains)."""
+    return [
+        str(ex.get(key) or "")
+        for ex in examples
+        for key in ("input", "output", "critique")
+        if ex.get(key)
+    ]
+
+
+def examples_render(examples, nonce: str) -> str:
+    """Few-shot examples as prompt text: per example, its human verdict written by Assay
+    (``PASS``/``FAIL``, outside any fence) and the untrusted texts (case ``input`` when
+    present, ``output``, the reviewers' ``critique``), each fenced with the call's ``nonce``
+    like every other untrusted text, so an example can neither close a fence nor add a
+    placeholder (it is inserted in the same one pass, never re-read as template source).
+
+    ``examples``: ``[{"input": str | None, "output": str, "verdict": "pass" | "fail",
+    "critique": str}]`` (``JudgeVersion.params["examples"]``). Raises ValueError for a
+    verdict other than pass/fail (never stored: ``labeling.improve`` writes them)."""
+    if not examples:
+        return "(no examples)"
+    blocks = []
+    for i, ex in enumerate(examples, start=1):
+        verdict = EXAMPLE_VERDICTS.get(str(ex.get("verdict")))
+        if verdict is None:
+            raise ValueError(f"example {i}: verdict must be pass or fail")
+        parts = [f"Example {i}: the human reviewers' verdict is {verdict}."]
+        if ex.get("input") is not None:
+            parts.append(f"Case input:\n{fence(str(ex['input']), nonce)}")
+        parts.append(f"Output:\n{fence(str(ex.get('output') or ''), nonce)}")
+        parts.append(f"Reviewers' critique:\n{fence(str(ex.get('critique') or '(none)'), nonce)}")
+        blocks.append("\n".join(parts))
+    return "\n\n".join(blocks)
 
 
 def imitates_markers(text: str) -> bool:

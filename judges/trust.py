@@ -18,7 +18,7 @@ from django.utils import timezone
 
 from core.errors import DomainError
 from core.roles import LEAD, role_require
-from judges.models import JudgeApproval, JudgeVersion
+from judges.models import JudgeApproval, JudgeVersion, development_trial_ids
 from stats.correction import corrected_rate_interval
 
 
@@ -127,9 +127,20 @@ def trust_grant(
     Compare-and-set on the version's one active approval (a unique constraint): a second
     grant, concurrent or not, is refused. Raises PermissionDenied for anyone but a lead and
     ``DomainError`` (code "conflict", field "judge_version") when the version is already
-    trusted. Whether the figures allow trust is the caller's rule, not this function's.
+    trusted. Whether the figures allow trust is the caller's rule, not this function's, with
+    one exception kept here: a version built from labels (``DevelopmentLabel``) is refused
+    (``DomainError``, field "figures") unless ``figures["n_development"]`` says exactly its
+    development trials were held out (``labeling.selectors.calibration_compute`` does), so
+    no caller can grant trust on figures computed on the labels the version was built from.
     """
     role_require(by, LEAD, action="approving a judge")
+    dev = development_trial_ids([judge_version.id])
+    if dev and figures.get("n_development") != len(dev):
+        raise DomainError(
+            f"{judge_version} was built from the labels of {len(dev)} trial(s); trust needs "
+            "figures computed on held-out labels only",
+            field="figures",
+        )
     JudgeVersion.objects.select_for_update().filter(pk=judge_version.pk).exists()
     if JudgeApproval.objects.filter(judge_version=judge_version, revoked_at__isnull=True).exists():
         raise DomainError(

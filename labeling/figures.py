@@ -115,6 +115,9 @@ class Calibration:
       ``n_judge_missing``: no judge grade (set scope only) — all left out of n;
     - ``n_unresolved``: humans disagree, no adjudication; ``n_unlabeled``: set trials with
       no label yet.
+    - ``n_development``: labeled trials left out because the version was built from their
+      labels (``judges.models.DevelopmentLabel``, its few-shot examples): its figures and
+      its trust use held-out labels only.
     Figures: ``agreement`` = agreeing / n (None when n = 0); ``kappa`` Cohen's kappa with
     its 95% interval (Fleiss–Cohen–Everitt SE); ``far`` = P(judge pass | human fail) and
     ``frr`` = P(judge fail | human pass), with Wilson 95% intervals: the sample figures.
@@ -151,6 +154,23 @@ class Calibration:
     weights_note: str = ""
     warnings: list[str] = field(default_factory=list)
     disagreements: list[Disagreement] = field(default_factory=list)
+    n_development: int = 0
+
+    @property
+    def human_fails(self) -> int:
+        """Human-fail trials among the n compared (the FAR's denominator)."""
+        return self.confusion.judge_pass_human_fail + self.confusion.judge_fail_human_fail
+
+    @property
+    def held_out_needed(self) -> dict[str, int]:
+        """More held-out labels the trust rule needs before it can hold at all:
+        ``{"human_fails": ..., "n": ...}`` (0 when enough), from the rule's
+        ``min_human_fails`` (``stats.calibration_plan.far_fails_needed``) and ``min_n``."""
+        th = self.thresholds
+        return {
+            "human_fails": max(0, (th.min_human_fails or 0) - self.human_fails),
+            "n": max(0, th.min_n - self.n),
+        }
 
     @property
     def tpr(self) -> tuple[int, int]:
@@ -177,6 +197,7 @@ class Calibration:
             "n_not_judged": self.n_not_judged,
             "n_unresolved": self.n_unresolved,
             "n_unlabeled": self.n_unlabeled,
+            "n_development": self.n_development,
             "confusion": asdict(self.confusion),
             "agreement": self.agreement,
             "agreement_numerator": self.agreement_numerator,

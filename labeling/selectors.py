@@ -18,7 +18,7 @@ from django.db.models.functions import Length, Substr
 from core.errors import DomainError
 from evals.blindness import labels_visible_to
 from evals.models import Grade, Trial
-from judges.models import JudgeVersion
+from judges.models import JudgeVersion, development_trial_ids
 from labeling.figures import (
     Calibration,
     Confusion,
@@ -251,7 +251,11 @@ def _warnings(n: int, human: list[bool], th: Thresholds) -> list[str]:
 
 
 def calibration_compute(
-    *, judge_version: JudgeVersion, calibration_set: CalibrationSet | None = None, suite=None
+    *,
+    judge_version: JudgeVersion,
+    calibration_set: CalibrationSet | None = None,
+    suite=None,
+    within_trial_ids: Iterable[int] | None = None,
 ) -> Calibration:
     """A judge version's figures against the human reference labels (``Calibration``).
 
@@ -261,12 +265,22 @@ def calibration_compute(
     a not-judged one (a rung the ladder skipped) or a missing one is counted apart and never
     read as a pass or a fail. Kappa and the
     rates come from ``stats.agreement`` (undefined -> None with a reason).
-    Queries: 4 plus one per 1,000 disagreements, whatever n.
+    Held-out labels only: trials whose labels the version was built from
+    (``judges.models.DevelopmentLabel``) are left out here, the one place figures are
+    computed, and counted in ``n_development``. ``within_trial_ids`` narrows the scope
+    further (``versions_compare``: the items every compared version has on held-out labels).
+    Queries: 5 plus one per 1,000 disagreements, whatever n.
     """
     th = trust_thresholds(suite=calibration_set.suite if calibration_set is not None else suite)
     ids = _scope_trial_ids(
         judge_version=judge_version, calibration_set=calibration_set, suite=suite
     )
+    if within_trial_ids is not None:
+        within = set(within_trial_ids)
+        ids = [tid for tid in ids if tid in within]
+    development = development_trial_ids([judge_version.id])
+    n_development = sum(1 for tid in ids if tid in development)
+    ids = [tid for tid in ids if tid not in development]
     refs = reference_labels(trial_ids=ids)
     grades = {
         g.trial_id: g
@@ -360,6 +374,7 @@ def calibration_compute(
         weights_note=weights_note,
         warnings=_warnings(n, human, th),
         disagreements=disagreements,
+        n_development=n_development,
     )
 
 
