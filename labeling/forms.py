@@ -108,3 +108,21 @@ class CalibrationInstructionsForm(forms.Form):
         help_text="Markdown: the criterion, what counts as a pass or a fail, examples. "
         "Raw HTML is shown as text.",
     )
+
+
+class JudgeImproveForm(forms.Form):
+    """The improve page: chosen examples (each a checkbox whose value is the comma-separated
+    label ids of one trial), the editable prompt template, and the button pressed
+    (``preview`` or ``create``)."""
+
+    examples = forms.MultipleChoiceField(required=False, widget=forms.CheckboxSelectMultiple)
+    prompt_template = forms.CharField(widget=forms.Textarea(attrs={"rows": 16, "cols": 100}))
+    action = forms.ChoiceField(choices=[("preview", "preview"), ("create", "create")])
+
+    def __init__(self, *args, choices: list[tuple[str, str]], **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["examples"].choices = choices
+
+    def label_ids(self) -> list[int]:
+        """The label ids of every chosen example."""
+        return [int(x) for value in self.cleaned_data["examples"] for x in value.split(",") if x]

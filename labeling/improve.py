@@ -32,6 +32,7 @@ from judges.versions import judge_version_create
 from labeling.figures import Calibration, Disagreement
 from labeling.models import CalibrationSet, Label
 from labeling.selectors import calibration_compute, reference_labels
+from stats.intervals import wilson_interval
 
 IMPROVABLE_KINDS = (kinds.RUBRIC, kinds.FAITHFULNESS)
 MAX_EXAMPLES = 20
@@ -250,16 +251,26 @@ def improve_candidates(
 
 
 @dataclass(frozen=True)
+class VersionRow:
+    """One compared version: its figures on the common items and the Wilson 95% interval
+    of its raw agreement (None when n = 0)."""
+
+    version: JudgeVersion
+    calibration: Calibration
+    agreement_ci: tuple[float, float] | None
+
+
+@dataclass(frozen=True)
 class VersionsComparison:
     """Versions of one judge side by side on the same held-out items: ``n_items`` labeled
     trials every compared version judged (ok verdict) and none was built from;
     ``n_development`` labeled trials left out because some compared version was built from
-    them. ``rows``: each version's ``Calibration`` on those items (newest first)."""
+    them. ``rows``: each version's figures on those items (newest first)."""
 
     judge: Judge
     n_items: int
     n_development: int
-    rows: list[Calibration]
+    rows: list[VersionRow]
 
 
 def versions_compare(*, judge: Judge, limit: int = 6) -> VersionsComparison:
@@ -287,5 +298,9 @@ def versions_compare(*, judge: Judge, limit: int = 6) -> VersionsComparison:
     common = set.intersection(*judged.values())
     development = development_trial_ids(judged) & common
     items = common - development
-    rows = [calibration_compute(judge_version=v, within_trial_ids=items) for v in compared]
+    rows = []
+    for v in compared:
+        cal = calibration_compute(judge_version=v, within_trial_ids=items)
+        ci = wilson_interval(cal.agreement_numerator, cal.n) if cal.n else None
+        rows.append(VersionRow(v, cal, ci))
     return VersionsComparison(judge, len(items), len(development), rows)

@@ -26,6 +26,8 @@ urlpatterns = [
     path("judge-versions/<uuid:version_id>/calibration/", views.calibration, name="calibration"),
     path("judge-versions/<uuid:version_id>/trust/", views.trust_approve, name="trust-approve"),
     path("judge-versions/<uuid:version_id>/trust/revoke/", views.trust_revoke, name="trust-revoke"),
+    path("judge-versions/<uuid:version_id>/improve/", views.judge_improve, name="improve"),
+    path("judges/<uuid:judge_id>/versions/", views.judge_versions_compare, name="versions-compare"),
     path("adjudication/", views.adjudication_list, name="adjudication"),
     path("adjudication/decide/", views.adjudication_save, name="adjudication-save"),
 ]

@@ -9,7 +9,10 @@ Permissions (the cast in tests/conftest.py; the services check the same roles ag
 - the queue, saving and undoing labels: reviewers and leads (``LABELER_ROLES``); engineers
   and outsiders get 403 (the domain's ``label_submit`` allows the same two roles);
 - adjudication (trials where reviewers disagree, and the decision): leads only, since the
-  page shows every reviewer's verdict (``adjudication_record`` checks the same role).
+  page shows every reviewer's verdict (``adjudication_record`` checks the same role);
+- improving a judge with few-shot examples (``judge_improve``): leads only, as
+  ``labeling.improve.judge_version_improve`` (it shows every reviewer's critique and
+  chooses what a judge is taught); versions side by side: engineers and leads.
 The queue is blind: it never shows a grade, a judge verdict or another reviewer's label.
 """
 
@@ -31,7 +34,7 @@ from core.roles import ENGINEER, LEAD, REVIEWER, user_has_role
 from evals.models import Suite, Trial
 from judges import trust
 from judges.models import Judge, JudgeVersion
-from labeling import adjudication, services
+from labeling import adjudication, improve, services
 from labeling import selectors as calibration_selectors
 from labeling import services as labeling_services
 from labeling.adjudication import human_disagreements
@@ -41,6 +44,7 @@ from labeling.forms import (
     CalibrationInstructionsForm,
     CalibrationItemForm,
     CalibrationSetBuildForm,
+    JudgeImproveForm,
     LabelForm,
     TrustApproveForm,
     TrustRevokeForm,
@@ -488,7 +492,16 @@ def calibration(request: HtmxHttpRequest, version_id) -> HttpResponse:
         ],
         "sets": CalibrationSet.objects.filter(judge_version=version),
         "revoke_form": TrustRevokeForm(),
+        "n_development_total": improve.development_count(judge_version=version),
+        "improvable": version.judge.kind in improve.IMPROVABLE_KINDS,
     }
+    # Figures an approval was granted on must have held the development trials out; any
+    # other approval's figures are not shown as "trusted" figures (trust_grant refuses them).
+    context["approval_on_development"] = bool(
+        approval
+        and context["n_development_total"]
+        and approval.figures.get("n_development") != context["n_development_total"]
+    )
     # Imported pairwise judges are of kind "recorded": their verdicts say what they are.
     if version.judge.kind == Judge.Kind.PAIRWISE or version.pairwise_verdicts.exists():
         context["pairwise"] = calibration_selectors.pairwise_calibration_compute(
@@ -576,3 +589,69 @@ def trust_revoke(request: HtmxHttpRequest, version_id) -> HttpResponse:
     else:
         messages.success(request, f"Trust in {version} revoked.")
     return redirect(_calibration_url(version, cset))
+
+
+# --- the improvement loop: few-shot examples from disagreements, versions compared ----------
+
+
+@require_http_methods(["GET", "POST"])
+@role_required(LEAD)
+def judge_improve(request: HtmxHttpRequest, version_id) -> HttpResponse:
+    """Build an improved version of a judge (leads only, as ``judge_version_improve``):
+    ``?set=<uuid>`` lists that set's disagreements (else every labeled trial's) with their
+    critiques; the lead ticks examples, edits the prompt, previews it (``improve_preview``)
+    and creates the version, then lands on its calibration page."""
+    version = _version_or_404(version_id)
+    cset, _suite = _scope(request)
+    cal, candidates = improve.improve_candidates(base_version=version, calibration_set=cset)
+    choices = [(c.choice, c.disagreement.case_key) for c in candidates]
+    context = {
+        "version": version,
+        "cset": cset,
+        "cal": cal,
+        "candidates": candidates,
+        "improvable": version.judge.kind in improve.IMPROVABLE_KINDS,
+        "inherited": len(version.params.get("examples") or []),
+    }
+    if request.method == "GET":
+        form = JudgeImproveForm(
+            choices=choices,
+            initial={"prompt_template": improve.improved_template_default(base_version=version)},
+        )
+        return render(request, "labeling/judge_improve.html", {**context, "form": form})
+    form = JudgeImproveForm(request.POST, choices=choices)
+    status = 400
+    if form.is_valid():
+        args = {
+            "base_version": version,
+            "label_ids": form.label_ids(),
+            "prompt_template": form.cleaned_data["prompt_template"],
+        }
+        try:
+            if form.cleaned_data["action"] == "preview":
+                context["preview"] = improve.improve_preview(**args)
+                status = 200
+            else:
+                new = improve.judge_version_improve(**args, by=request.user)
+                messages.success(
+                    request,
+                    f"Created {new}: {len(args['label_ids'])} chosen label(s) recorded as its "
+                    "development data; its calibration uses held-out labels only.",
+                )
+                return redirect(_calibration_url(new, cset))
+        except DomainError as exc:
+            if exc.field == "label_ids":
+                form.add_error("examples", str(exc))
+            else:
+                form_error(form, exc)
+    return render(request, "labeling/judge_improve.html", {**context, "form": form}, status=status)
+
+
+@require_GET
+@role_required(*CALIBRATION_ROLES)
+def judge_versions_compare(request: HtmxHttpRequest, judge_id) -> HttpResponse:
+    """A judge's versions side by side (``versions_compare``): agreement, kappa and FAR with
+    their intervals on the same held-out items."""
+    judge = get_object_or_404(Judge, uuid=judge_id)
+    comparison = improve.versions_compare(judge=judge)
+    return render(request, "labeling/judge_versions_compare.html", {"cmp": comparison})
