@@ -129,13 +129,13 @@ def trust_grant(
     ``DomainError`` (code "conflict", field "judge_version") when the version is already
     trusted. Whether the figures allow trust is the caller's rule, not this function's, with
     one exception kept here: a version built from labels (``DevelopmentLabel``) is refused
-    (``DomainError``, field "figures") unless ``figures["n_development"]`` says exactly its
+    (``DomainError``, field "figures") unless ``figures["n_development_total"]`` says all its
     development trials were held out (``labeling.selectors.calibration_compute`` does), so
     no caller can grant trust on figures computed on the labels the version was built from.
     """
     role_require(by, LEAD, action="approving a judge")
     dev = development_trial_ids([judge_version.id])
-    if dev and figures.get("n_development") != len(dev):
+    if dev and figures.get("n_development_total") != len(dev):
         raise DomainError(
             f"{judge_version} was built from the labels of {len(dev)} trial(s); trust needs "
             "figures computed on held-out labels only",

@@ -117,7 +117,8 @@ class Calibration:
       no label yet.
     - ``n_development``: labeled trials left out because the version was built from their
       labels (``judges.models.DevelopmentLabel``, its few-shot examples): its figures and
-      its trust use held-out labels only.
+      its trust use held-out labels only; ``n_development_total``: all of the version's
+      development trials, every one held out of this computation (``trust_grant`` checks it).
     Figures: ``agreement`` = agreeing / n (None when n = 0); ``kappa`` Cohen's kappa with
     its 95% interval (Fleiss–Cohen–Everitt SE); ``far`` = P(judge pass | human fail) and
     ``frr`` = P(judge fail | human pass), with Wilson 95% intervals: the sample figures.
@@ -155,6 +156,7 @@ class Calibration:
     warnings: list[str] = field(default_factory=list)
     disagreements: list[Disagreement] = field(default_factory=list)
     n_development: int = 0
+    n_development_total: int = 0
 
     @property
     def human_fails(self) -> int:
@@ -198,6 +200,7 @@ class Calibration:
             "n_unresolved": self.n_unresolved,
             "n_unlabeled": self.n_unlabeled,
             "n_development": self.n_development,
+            "n_development_total": self.n_development_total,
             "confusion": asdict(self.confusion),
             "agreement": self.agreement,
             "agreement_numerator": self.agreement_numerator,

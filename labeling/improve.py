@@ -210,6 +210,11 @@ def judge_version_improve(
 # --- reads for the pages --------------------------------------------------------------------
 
 
+def development_count(*, judge_version: JudgeVersion) -> int:
+    """How many trials ``judge_version`` was built from (its development data)."""
+    return len(development_trial_ids([judge_version.id]))
+
+
 @dataclass(frozen=True)
 class Candidate:
     """A disagreement offered as an example: the trial's output and input, and the ids of

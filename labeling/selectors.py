@@ -375,6 +375,7 @@ def calibration_compute(
         warnings=_warnings(n, human, th),
         disagreements=disagreements,
         n_development=n_development,
+        n_development_total=len(development),
     )
 
 

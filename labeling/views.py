@@ -500,7 +500,7 @@ def calibration(request: HtmxHttpRequest, version_id) -> HttpResponse:
     context["approval_on_development"] = bool(
         approval
         and context["n_development_total"]
-        and approval.figures.get("n_development") != context["n_development_total"]
+        and approval.figures.get("n_development_total") != context["n_development_total"]
     )
     # Imported pairwise judges are of kind "recorded": their verdicts say what they are.
     if version.judge.kind == Judge.Kind.PAIRWISE or version.pairwise_verdicts.exists():
