@@ -32,7 +32,7 @@ from tests.judge_builders import make_trials, make_version, trust, verdict_json
 pytestmark = pytest.mark.django_db
 
 TARGET_PLACEHOLDERS = "$input, $expected, $key, $context, $tags, $attempt"
-RUBRIC_PLACEHOLDERS = "$criteria, $input, $reference, $output"
+RUBRIC_PLACEHOLDERS = "$criteria, $input, $reference, $output, $examples"
 BRACES = f"uses {{input}}; write $input (placeholders: {TARGET_PLACEHOLDERS})"
 NO_CASE = (
     "uses no case placeholder, so every case would be sent the same prompt: use $input "

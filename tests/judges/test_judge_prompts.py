@@ -91,7 +91,7 @@ def test_it_refuses_a_question_placeholder_in_a_faithfulness_template():
     assert info.value.field == "prompt_template"
     assert info.value.message == (
         "$input is not offered by a faithfulness judge "
-        "(placeholders: $criteria, $output, $documents, $document_ids)"
+        "(placeholders: $criteria, $output, $documents, $document_ids, $examples)"
     )
 
 
@@ -103,7 +103,8 @@ def test_it_refuses_the_brace_syntax_naming_the_field_and_the_syntax_to_write():
         template_check("rubric", "Criteria: $criteria\nJudge this output: {output}")
     assert info.value.field == "prompt_template"
     assert info.value.message == (
-        "uses {output}; write $output (placeholders: $criteria, $input, $reference, $output)"
+        "uses {output}; write $output "
+        "(placeholders: $criteria, $input, $reference, $output, $examples)"
     )
     assert str(info.value).startswith("prompt_template: uses {output}; write $output")
 
@@ -124,13 +125,13 @@ def test_it_refuses_every_spelling_of_the_brace_syntax(template, written):
             "rubric",
             "Is the answer good? Reply PASS or FAIL.",
             "does not use $output: a rubric judge must be shown the output it grades "
-            "(placeholders: $criteria, $input, $reference, $output)",
+            "(placeholders: $criteria, $input, $reference, $output, $examples)",
         ),
         (
             "rubric",
             "Is this a good answer to $input?",
             "does not use $output: a rubric judge must be shown the output it grades "
-            "(placeholders: $criteria, $input, $reference, $output)",
+            "(placeholders: $criteria, $input, $reference, $output, $examples)",
         ),
         (
             "pairwise",
@@ -143,7 +144,7 @@ def test_it_refuses_every_spelling_of_the_brace_syntax(template, written):
             "Is $output true?",
             "does not use $documents: a faithfulness judge must be shown the output and the "
             "documents it checks it against (placeholders: $criteria, $output, $documents, "
-            "$document_ids)",
+            "$document_ids, $examples)",
         ),
     ],
 )
@@ -159,7 +160,7 @@ def test_it_refuses_a_malformed_dollar_saying_where_it_is():
     assert info.value.message == (
         "'$5' at line 2, column 20 is not a placeholder: write $name or ${name} for a "
         "placeholder and $$ for a literal $ (placeholders: $criteria, $input, $reference, "
-        "$output)"
+        "$output, $examples)"
     )
 
 

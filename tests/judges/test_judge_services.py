@@ -89,17 +89,18 @@ def test_it_refuses_a_faithfulness_template_that_shows_the_question():
     [
         (
             "Input: {input}\nOutput: {output}",
-            "uses {input}; write $input (placeholders: $criteria, $input, $reference, $output)",
+            "uses {input}; write $input "
+            "(placeholders: $criteria, $input, $reference, $output, $examples)",
         ),
         (
             "Is the answer correct?",
             "does not use $output: a rubric judge must be shown the output it grades "
-            "(placeholders: $criteria, $input, $reference, $output)",
+            "(placeholders: $criteria, $input, $reference, $output, $examples)",
         ),
         (
             "Judge $output for $caller",
-            "unknown placeholder $caller (placeholders: $criteria, $input, $reference, $output; "
-            "$$ for a literal $)",
+            "unknown placeholder $caller (placeholders: $criteria, $input, $reference, "
+            "$output, $examples; $$ for a literal $)",
         ),
     ],
 )
