@@ -377,3 +377,18 @@ def test_versions_side_by_side_on_the_same_held_out_items(loop, alice, bob, caro
         ).status_code
         == 403
     )
+
+
+def test_the_page_refuses_to_show_an_approval_granted_on_development_labels(loop, alice, client):
+    """An approval row whose figures counted the development labels (written around
+    ``trust_grant``, e.g. by hand) is not shown as trusted figures."""
+    v2 = loop["v2"]
+    JudgeApproval.objects.create(
+        judge_version=v2, approved_by=alice, figures={"n": 20, "kappa": {"kappa": 1.0}}
+    )
+    login(client, alice)
+    page = client.get(reverse("labeling:calibration", kwargs={"version_id": v2.uuid})).content
+    assert b'id="approval-on-development"' in page and b"on n = 20" not in page
+    listing = client.get(reverse("judges:judge-list")).content.decode()
+    compare = reverse("labeling:versions-compare", kwargs={"judge_id": v2.judge.uuid})
+    assert listing.count(f'href="{compare}"') == 1
