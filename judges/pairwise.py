@@ -23,7 +23,8 @@ class PairOutcome:
     swapped: str | None
 
 
-def _pair_outcome(rows: dict[str, PairwiseVerdict]) -> PairOutcome:
+def pair_outcome(rows: dict[str, PairwiseVerdict]) -> PairOutcome:
+    """A pair's outcome from its stored presentations by position (``PairOutcome``)."""
     orig, swap = rows.get("original"), rows.get("swapped")
     a = orig.preferred if orig and orig.status == PairwiseVerdict.Status.OK else None
     b = swap.preferred if swap and swap.status == PairwiseVerdict.Status.OK else None
@@ -115,7 +116,7 @@ def pairs_judge(
     stored: dict[int, dict[str, PairwiseVerdict]] = {p.id: {} for p in pairs}
     for v in PairwiseVerdict.objects.filter(pair__in=pairs, judge_version=judge_version):
         stored[v.pair_id][v.position] = v
-    return {pair_id: _pair_outcome(rows_) for pair_id, rows_ in stored.items()}
+    return {pair_id: pair_outcome(rows_) for pair_id, rows_ in stored.items()}
 
 
 @dataclass(frozen=True)
