@@ -112,4 +112,19 @@ def pairwise_calibration_compute(*, judge_version: JudgeVersion, suite=None) -> 
         ),
         first_slot_preference=_rate(first_slot, answered, "undefined (no answered presentation)"),
         by_position=by_position,
+        agreement_rate=_rate(agree, len(judge), "undefined (no order-consistent labeled pair)"),
+    )
+
+
+def pairwise_calibration_judge_versions(*, suite=None) -> list[JudgeVersion]:
+    """Judge versions with pairwise verdicts on a pair that has a human preference label,
+    of ``suite`` when given; ordered by judge name and number. One query."""
+    labeled = PreferenceLabel.objects.values("pair_id")
+    verdicts = PairwiseVerdict.objects.filter(pair_id__in=labeled)
+    if suite is not None:
+        verdicts = verdicts.filter(pair__case__suite=suite)
+    return list(
+        JudgeVersion.objects.filter(id__in=verdicts.values("judge_version_id")).select_related(
+            "judge"
+        )
     )

@@ -29,7 +29,7 @@ from labeling.figures import (
     Thresholds,
 )
 from labeling.models import Adjudication, CalibrationSet, Label
-from labeling.pairwise import pairwise_calibration_compute
+from labeling.pairwise import pairwise_calibration_compute, pairwise_calibration_judge_versions
 from stats.agreement import KappaResult, cohens_kappa, false_accept_rate, false_reject_rate
 
 __all__ = [
@@ -38,6 +38,7 @@ __all__ = [
     "human_agreement",
     "label_current_get",
     "pairwise_calibration_compute",
+    "pairwise_calibration_judge_versions",
     "reference_labels",
     "trust_thresholds",
 ]
