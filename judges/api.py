@@ -38,7 +38,12 @@ from judges import runs
 from judges.models import Judge, JudgeApproval, JudgeRun, JudgeVersion
 from judges.selectors import pairwise_tally_get
 
-PAIRWISE_TALLY = ("head_wins", "base_wins", "ties", "errors")
+PAIRWISE_TALLY = {
+    "head_wins": "Pairs where both orders preferred the head run's response (count).",
+    "base_wins": "Pairs where both orders preferred the base run's response (count).",
+    "ties": "Pairs whose two orders disagree: position-inconsistent, never a vote (count).",
+    "errors": "Pairs with an order that errored: no verdict (count).",
+}
 TRUSTED_VALUES = {"true": True, "false": False}
 # Kinds that cannot grade a single trial (``judge_grade_trials`` refuses them in the worker).
 NOT_POINTWISE = (Judge.Kind.PAIRWISE, Judge.Kind.RECORDED)
@@ -317,7 +322,9 @@ class JudgeRunSerializer(serializers.ModelSerializer):
         {
             "type": "object",
             "nullable": True,
-            "properties": {k: {"type": "integer"} for k in PAIRWISE_TALLY},
+            "properties": {
+                k: {"type": "integer", "description": text} for k, text in PAIRWISE_TALLY.items()
+            },
         }
     )
     def get_pairwise(self, judge_run) -> dict | None:
