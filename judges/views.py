@@ -106,7 +106,9 @@ def judge_version_detail(request: HtmxHttpRequest, version_id) -> HttpResponse:
     form. Over htmx with target ``probe-report`` or ``judge-runs`` only that part, which
     polls itself every 2 s while a probe run or a judge run is in flight."""
     version = _version_or_404(version_id)
-    judge_runs = list(JudgeRun.objects.filter(judge_version=version).select_related("run__suite"))
+    judge_runs = list(
+        JudgeRun.objects.filter(judge_version=version).select_related("run__suite", "base_run")
+    )
     context = {
         "version": version,
         "probe": ProbeRun.objects.filter(judge_version=version).first(),

@@ -317,3 +317,6 @@ def test_the_comparison_page_offers_pairwise_judging_to_engineers_not_reviewers(
     assert "head wins <strong>1</strong>" in detail
     page = client.get(url).content.decode()
     assert reverse("judges:judge-run-detail", args=[judge_run.uuid]) in page
+    version_page = client.get(reverse("judges:version-detail", args=[version.uuid]))
+    assert "S / head against base</a> (pairs)" in version_page.content.decode()
+    assert "judge_run --pairwise BASE HEAD j:v1" in version_page.content.decode()
