@@ -258,10 +258,16 @@ def judge_run_execute(
     judge_run_progress(judge_run_id=judge_run.id)
 
 
-def _errors_text(reasons: Counter, errored: int, graded: int) -> str:
+def _errors_text(reasons: Counter, errored: int, graded: int, *, pairs: bool = False) -> str:
+    """How many grades (pairwise: pairs, with the reasons of their errored presentations)
+    errored and why, most frequent reasons first; empty when none did."""
     if not errored:
         return ""
     why = ", ".join(f"{reason} {count}" for reason, count in reasons.most_common(5))
+    if pairs:
+        if errored == graded:
+            return f"every pair errored ({errored} of {graded}; presentations: {why})"
+        return f"{errored} of {graded} pairs errored (presentations: {why})"
     if errored == graded:
         return f"every grade errored ({errored} of {graded}): {why}"
     return f"{errored} of {graded} grades errored: {why}"
@@ -301,7 +307,7 @@ def judge_run_progress(*, judge_run_id: int) -> JudgeRun:
             for reason in grades.filter(status=Grade.Status.ERROR).values_list("reason", flat=True)
         )
         errored = sum(reasons.values())
-    message = _errors_text(reasons, errored, graded)
+    message = _errors_text(reasons, errored, graded, pairs=judge_run.is_pairwise)
     JudgeRun.objects.filter(id=judge_run.id).update(
         trials_graded=graded, trials_errored=errored, error_message=message
     )

@@ -251,7 +251,7 @@ def test_the_command_exits_1_when_every_pair_errored():
         make_version(llm, kind="pairwise", name="pref", max_attempts=1)
         code, text = _command("--pairwise", "S/base", "S/head", "pref", "--wait")
     assert code == 1, text
-    assert "every grade errored" in text
+    assert "every pair errored (1 of 1; presentations: unparseable 2)" in text
 
 
 def test_the_api_starts_a_pairwise_judge_run(
