@@ -35,6 +35,11 @@ class ContentSecurityPolicyMiddleware:
 class LoginRequiredMiddleware:
     """Redirects anonymous users to the login page for every page but login and static.
 
+    An htmx request (``HX-Request: true``, a fragment the page asked for) gets a 401 with a
+    one-line text body instead: following a redirect would swap the login page into the
+    fragment (the labeling queue's item) and lose what the user typed. htmx swaps no 4xx,
+    so the page stays as it is and its script offers to log in again
+    (``static/js/labeling.js`` keeps the typed label and saves it after login).
     The admin and the API keep their own authentication answers.
     """
 
@@ -50,6 +55,12 @@ class LoginRequiredMiddleware:
             or path.startswith("/api/")
         ):
             return self.get_response(request)
+        if request.headers.get("HX-Request") == "true":
+            return HttpResponse(
+                "Your session has expired: log in again.",
+                status=401,
+                content_type="text/plain; charset=utf-8",
+            )
         return redirect_to_login(request.get_full_path(), settings.LOGIN_URL)
 
 

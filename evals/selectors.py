@@ -16,8 +16,10 @@ from django.db.models.functions import Length, Substr
 
 from core.errors import DomainError
 from core.ids import uuid_parse
+from evals.blindness import blind_trial_ids, grades_prefetch, labels_prefetch
 from evals.grading.verdict import trial_verdict_annotations
-from evals.models import Case, Grade, Run, Trial
+from evals.models import Case, Run, Trial
+from stats.intervals import clustered_rate_interval
 
 RUN_LIST_PAGE_SIZE = 50
 
@@ -32,7 +34,9 @@ class RunListStats:
     overall verdict is pass / pass-or-fail; ``judge_errors``: ok trials left out because a
     gating grade errored; ``errored_trials``: pipeline errors; ``cost_known_usd``: sum of known
     costs (USD, Decimal) over finished trials; ``cost_unknown``: finished trials with null
-    cost; ``finished``: trials with status ok or error; ``total``: all trials of the run.
+    cost; ``finished``: trials with status ok or error; ``total``: all trials of the run;
+    ``pass_rate_low``/``pass_rate_high``: the report's 95% interval of ``pass_rate``
+    (``stats.intervals.clustered_rate_interval``, never of zero width; None with it).
     """
 
     passed: int
@@ -44,6 +48,8 @@ class RunListStats:
     finished: int
     total: int
     pass_rate: float | None = None
+    pass_rate_low: float | None = None
+    pass_rate_high: float | None = None
 
     @property
     def cost_state(self) -> str:
@@ -145,8 +151,9 @@ def _run_case_counts(*, run_ids: list[int], keys: tuple[str, ...]) -> list[dict]
 
 def _fold_case_counts(rows: list[dict]) -> RunListStats:
     """One run's per-case rows -> ``RunListStats``; pass rate = mean over graded cases of
-    passed/graded (the report's clustered mean, without its interval)."""
-    rates = [r["n_pass"] / (r["n_pass"] + r["n_fail"]) for r in rows if r["n_pass"] + r["n_fail"]]
+    passed/graded with the report's interval (``clustered_rate_interval``)."""
+    counts = [(r["n_pass"], r["n_pass"] + r["n_fail"]) for r in rows if r["n_pass"] + r["n_fail"]]
+    rate = clustered_rate_interval([p for p, _ in counts], [g for _, g in counts])
     costs = [r["cost"] for r in rows if r["cost"] is not None]
 
     def total(field: str) -> int:
@@ -161,7 +168,9 @@ def _fold_case_counts(rows: list[dict]) -> RunListStats:
         cost_unknown=total("n_cost_unknown"),
         finished=total("n_finished"),
         total=total("n_total"),
-        pass_rate=sum(rates) / len(rates) if rates else None,
+        pass_rate=rate.mean,
+        pass_rate_low=rate.ci_low,
+        pass_rate_high=rate.ci_high,
     )
 
 
@@ -181,48 +190,42 @@ def trial_preview_queryset() -> models.QuerySet:
     )
 
 
-def _grades_prefetch() -> models.Prefetch:
-    return models.Prefetch(
-        "grades", queryset=Grade.objects.select_related("judge_version__judge").order_by("grader")
-    )
-
-
-def _labels_prefetch() -> models.Prefetch:
-    # Labels are labeling's model: evals reads them through the trial's relation and never
-    # imports labeling (docs/architecture.md).
-    label = Trial._meta.get_field("labels").related_model
-    return models.Prefetch(
-        "labels", queryset=label.objects.select_related("reviewer").order_by("created_at")
-    )
-
-
-def run_case_get(*, run_uuid, case_uuid) -> tuple[Run, Case, list[Trial]]:
-    """A case as seen in a run: ``(run, case, trials)``, trials ordered by attempt, each with
-    ``output_preview``/``output_length``/``output_truncated`` (never the full output), its
-    grades (judge version joined) and its labels (reviewer joined).
+def run_case_get(*, run_uuid, case_uuid, viewer) -> tuple[Run, Case, list[Trial]]:
+    """A case as seen in a run by ``viewer``: ``(run, case, trials)``, trials ordered by
+    attempt, each with ``output_preview``/``output_length``/``output_truncated`` (never the
+    full output), its grades (judge version joined) and its labels (reviewer joined) as
+    ``viewer`` may see them (``evals.blindness``), and ``blind`` (True when its judge
+    verdicts and gold labels are hidden from ``viewer``).
 
     Raises ``Run.DoesNotExist`` / ``Case.DoesNotExist`` (the case must belong to the run's
     suite).
     """
     run = Run.objects.select_related("suite").get(uuid=run_uuid)
     case = Case.objects.get(uuid=case_uuid, suite_id=run.suite_id)
+    blind = blind_trial_ids(viewer)
     trials = list(
         trial_preview_queryset()
         .filter(run=run, case=case)
-        .prefetch_related(_grades_prefetch(), _labels_prefetch())
+        .prefetch_related(grades_prefetch(viewer, blind=blind), labels_prefetch(viewer))
         .order_by("attempt")
     )
+    for trial in trials:
+        trial.blind = trial.id in blind
     return run, case, trials
 
 
-def trial_get(*, trial_uuid) -> Trial:
+def trial_get(*, trial_uuid, viewer) -> Trial:
     """One trial with its full output and raw response, run/suite/case joined, grades and
-    labels prefetched. Raises ``Trial.DoesNotExist``."""
-    return (
+    labels prefetched as ``viewer`` may see them (``evals.blindness``; ``blind`` is True
+    when its judge verdicts and gold labels are hidden). Raises ``Trial.DoesNotExist``."""
+    blind = blind_trial_ids(viewer)
+    trial = (
         Trial.objects.select_related("run__suite", "case")
-        .prefetch_related(_grades_prefetch(), _labels_prefetch())
+        .prefetch_related(grades_prefetch(viewer, blind=blind), labels_prefetch(viewer))
         .get(uuid=trial_uuid)
     )
+    trial.blind = trial.id in blind
+    return trial
 
 
 # --- run report ---------------------------------------------------------------------------

@@ -14,7 +14,7 @@ import numpy as np
 from evals.baselines import HISTORY_RUNS, baseline_current
 from evals.models import Baseline, Case, Graduation, Run, Suite
 from evals.selectors import _run_case_counts
-from stats.intervals import ClusteredMean, clustered_mean_of_rates
+from stats.intervals import ClusteredMean, clustered_rate_interval
 
 GRADUATION_WINDOW = 3  # a capability case must pass every trial of this many latest runs
 CASE_LIST_LIMIT = 500
@@ -23,9 +23,10 @@ CASE_LIST_LIMIT = 500
 @dataclass(frozen=True)
 class RunPoint:
     """One run on the suite page's chart: ``pass_rate`` is the mean of per-case pass rates
-    with its clustered 95% interval (``evals.report`` rules; mean None when nothing was
-    graded), ``graded``/``passed`` trials, ``errored`` trials (pipeline) and
-    ``grade_errored`` trials (a gating grade errored), left out of the rate."""
+    with its 95% interval clustered by case (``stats.intervals.clustered_rate_interval``,
+    the run report's; never of zero width; mean None when nothing was graded),
+    ``graded``/``passed`` trials, ``errored`` trials (pipeline) and ``grade_errored`` trials
+    (a gating grade errored), left out of the rate."""
 
     run: Run
     pass_rate: ClusteredMean
@@ -137,10 +138,10 @@ def run_case_counts(*, runs: list[Run]) -> dict[int, list[dict]]:
 
 def _point(run: Run, rows: list[dict]) -> RunPoint:
     graded = [(r["n_pass"], r["n_pass"] + r["n_fail"]) for r in rows]
-    rates = np.array([p / g for p, g in graded if g], dtype=float)
+    counts = np.array([(p, g) for p, g in graded if g], dtype=np.int64).reshape(-1, 2)
     return RunPoint(
         run=run,
-        pass_rate=clustered_mean_of_rates(rates),
+        pass_rate=clustered_rate_interval(counts[:, 0], counts[:, 1]),
         passed=sum(p for p, _ in graded),
         graded=sum(g for _, g in graded),
         errored=sum(r["n_err"] for r in rows),

@@ -41,6 +41,7 @@ from rest_framework import serializers
 
 from core.api.downloads import attachment, download_format
 from core.errors import DomainError
+from evals.blindness import grades_visible_to, labels_visible_to
 from evals.comparison.compute import comparison_get
 from evals.models import Grade, Run, Trial
 from labeling.models import Label
@@ -81,13 +82,19 @@ def _grader_keys(run: Run, trials: list[Trial]) -> list[str]:
     return keys + extra
 
 
-def run_table(*, run: Run, zone: tzinfo = UTC) -> ExportTable:
+def run_table(*, run: Run, zone: tzinfo = UTC, viewer=None) -> ExportTable:
     """One row per trial of ``run`` (ordered by case key, attempt): suite, run, case_id,
     content_hash, input, expected, tags, attempt, status, output, error, latency_ms (ms),
     input_tokens, output_tokens (tokens), cost_usd (USD, null when unknown), created_at
     (in ``zone``), then ``<grader>.passed|status|score|reason`` per grader (the run's grader
-    set first, then any other grader found). Two queries."""
-    grades = Prefetch("grades", queryset=Grade.objects.order_by("id"))
+    set first, then any other grader found). With ``viewer`` (a download), the grades they
+    may see (``evals.blindness``): a judge verdict or gold grade of a trial a reviewer still
+    has to label is an empty cell; None (the command line) exports every grade.
+    Two queries, three with a viewer."""
+    grade_qs = Grade.objects.order_by("id")
+    if viewer is not None:
+        grade_qs = grades_visible_to(grade_qs, viewer)
+    grades = Prefetch("grades", queryset=grade_qs)
     trials = list(
         Trial.objects.filter(run=run)
         .select_related("case")
@@ -150,15 +157,18 @@ def run_table(*, run: Run, zone: tzinfo = UTC) -> ExportTable:
     return ExportTable(columns=columns, rows=rows)
 
 
-def labels_table(*, run: Run, zone: tzinfo = UTC) -> ExportTable:
+def labels_table(*, run: Run, zone: tzinfo = UTC, viewer=None) -> ExportTable:
     """One row per label on a trial of ``run``: trial (UUID), case_id, attempt, reviewer
     (username, or the imported reviewer name), verdict (pass/fail), critique, source,
-    created_at (in ``zone``). One query."""
+    created_at (in ``zone``). With ``viewer`` (a download), the labels they may read
+    (``evals.blindness.labels_visible_to``: a reviewer gets only their own); None (the
+    command line) exports every label. One query."""
 
-    labels = (
-        Label.objects.filter(trial__run=run)
-        .select_related("trial__case", "reviewer")
-        .order_by("trial__case__key", "trial__attempt", "created_at", "id")
+    labels = Label.objects.filter(trial__run=run)
+    if viewer is not None:
+        labels = labels_visible_to(labels, viewer)
+    labels = labels.select_related("trial__case", "reviewer").order_by(
+        "trial__case__key", "trial__attempt", "created_at", "id"
     )
     columns = [
         ("trial", pa.string()),

@@ -31,6 +31,7 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from core.errors import DomainError
+from evals.blindness import grades_visible_to
 from evals.cases import CaseSpec, cases_upsert
 from evals.comparison.run_data import RUN_FILE_FORMAT
 from evals.models import Case, Grade, Run, Suite, Trial, content_hash
@@ -44,9 +45,12 @@ def _iso(value) -> str | None:
     return value.isoformat() if value is not None else None
 
 
-def run_export(*, run: Run, outputs: bool = True) -> dict[str, Any]:
+def run_export(*, run: Run, outputs: bool = True, viewer=None) -> dict[str, Any]:
     """The run as a strict-JSON-safe dict in the ``assay-run`` format (module docstring).
-    Four queries (run's suite, cases, trials, grades with judge versions).
+    With ``viewer`` (a download), only the grades they may see (``evals.blindness``: no
+    judge verdict or gold grade of a trial a reviewer still has to label); None (the
+    command line) writes every grade.
+    Four queries (run's suite, cases, trials, grades with judge versions), five with a viewer.
     Long by design: one pass that writes the file's fields in the order the format lists them.
     """
     suite = run.suite
@@ -68,11 +72,10 @@ def run_export(*, run: Run, outputs: bool = True) -> dict[str, Any]:
     trials = trials.only(*fields, *(["output"] if outputs else []))
     grades: dict[int, list[dict]] = {}
     judge_versions: dict[str, dict] = {}
-    for g in (
-        Grade.objects.filter(trial__run=run)
-        .select_related("judge_version__judge")
-        .order_by("trial_id", "grader")
-    ):
+    run_grades = Grade.objects.filter(trial__run=run)
+    if viewer is not None:
+        run_grades = grades_visible_to(run_grades, viewer)
+    for g in run_grades.select_related("judge_version__judge").order_by("trial_id", "grader"):
         ref = None
         if g.judge_version is not None:
             jv = g.judge_version
@@ -158,10 +161,13 @@ def run_export(*, run: Run, outputs: bool = True) -> dict[str, Any]:
     }
 
 
-def run_export_json(*, run: Run, outputs: bool = True) -> str:
+def run_export_json(*, run: Run, outputs: bool = True, viewer=None) -> str:
     """``run_export`` as strict JSON text (``allow_nan=False``: a non-finite number raises)."""
     return json.dumps(
-        run_export(run=run, outputs=outputs), allow_nan=False, ensure_ascii=False, indent=1
+        run_export(run=run, outputs=outputs, viewer=viewer),
+        allow_nan=False,
+        ensure_ascii=False,
+        indent=1,
     )
 
 

@@ -2,6 +2,8 @@
 
 ``?format=csv|parquet`` (default csv) and ``?tz=<IANA zone>`` (default UTC) for the times.
 Every role that can see the run page may download (``VIEWER_ROLES``); a bad option is a 400.
+A download holds what its user may see (``evals.blindness``): a reviewer gets only their own
+labels, and no judge verdict or gold grade of a trial they still have to label.
 """
 
 from __future__ import annotations
@@ -46,7 +48,9 @@ def run_export(request: HttpRequest, run_id) -> HttpResponse:
     """A run, one row per trial (``exports.run_table``)."""
     run = get_object_or_404(Run.objects.select_related("suite"), uuid=run_id)
     return table_download_response(
-        request, lambda zone: exports.run_table(run=run, zone=zone), f"run-{run.uuid}"
+        request,
+        lambda zone: exports.run_table(run=run, zone=zone, viewer=request.user),
+        f"run-{run.uuid}",
     )
 
 
@@ -56,7 +60,9 @@ def labels_export(request: HttpRequest, run_id) -> HttpResponse:
     """The labels on a run's trials (``exports.labels_table``)."""
     run = get_object_or_404(Run, uuid=run_id)
     return table_download_response(
-        request, lambda zone: exports.labels_table(run=run, zone=zone), f"labels-{run.uuid}"
+        request,
+        lambda zone: exports.labels_table(run=run, zone=zone, viewer=request.user),
+        f"labels-{run.uuid}",
     )
 
 

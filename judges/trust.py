@@ -9,21 +9,30 @@ imports labeling.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from core.errors import DomainError
 from core.roles import LEAD, role_require
 from judges.models import JudgeApproval, JudgeVersion
-from stats.correction import corrected_pass_rate
+from stats.correction import corrected_rate_interval
 
 
 @dataclass(frozen=True)
 class CorrectedPassRate:
     """A run's raw judge pass rate and its Rogan–Gladen correction (see
-    ``stats.correction``); ``corrected`` None with ``reason`` when undefined."""
+    ``stats.correction.corrected_rate_interval``); ``corrected`` None with ``reason`` when
+    undefined.
+
+    ``observed``: the mean of per-case judge pass rates (the run report's pass rate), from
+    ``observed_numerator`` passes of ``observed_denominator`` ok verdicts in all;
+    ``ci_low``/``ci_high``: the corrected rate's 95% interval, clustered by case and carrying
+    the uncertainty of ``tpr`` and ``tnr`` (estimated from the approval's calibration counts);
+    never of zero width. ``method`` names the interval (``"rogan-gladen-mover"``)."""
 
     judge_version_id: int
     approval_id: int | None
@@ -36,6 +45,7 @@ class CorrectedPassRate:
     tpr: float | None
     tnr: float | None
     reason: str = ""
+    method: str = ""
 
 
 def corrected_pass_rate_from_approval(
@@ -43,17 +53,26 @@ def corrected_pass_rate_from_approval(
     judge_version_id: int,
     approval_id: int | None,
     approval_figures: dict | None,
-    passed: int,
-    graded: int,
+    passed: Sequence[int] | np.ndarray,
+    graded: Sequence[int] | np.ndarray,
 ) -> CorrectedPassRate:
-    """The Rogan–Gladen correction of ``passed`` of ``graded`` ok judge verdicts (errored
-    verdicts already left out), using tpr = TP / (TP + FN) and tnr = TN / (TN + FP) from the
-    confusion matrix in ``approval_figures`` (``JudgeApproval.figures``, the figures the lead
-    approved on; None = no active approval). Formula and interval: ``stats.correction``;
-    the interval's sample sizes are ``graded`` and the approval's human passes and fails.
-    Undefined results are None with a reason (untrusted, no verdicts, no human class)."""
+    """The Rogan–Gladen correction of a judge's verdicts on a run, case by case: ``passed[i]``
+    of ``graded[i]`` ok judge verdicts on case i were passes (errored verdicts already left
+    out; cases with no verdict are dropped here). TPR = TP / (TP + FN) and TNR = TN / (TN + FP)
+    come from the confusion matrix in ``approval_figures`` (``JudgeApproval.figures``, the
+    figures the lead approved on; None = no active approval).
 
-    observed = passed / graded if graded else None
+    Estimate and interval: ``stats.correction.corrected_rate_interval`` (Rogan & Gladen 1978
+    on the mean of per-case rates; MOVER interval, Zou & Donner 2008, over the Korn–Graubard
+    interval clustered by case and the Wilson intervals of TPR and TNR), so "corrected" is
+    never more certain than the raw rate. Undefined results are None with a reason
+    (untrusted, no verdicts, no human class, a judge no better than chance)."""
+    passed_arr = np.asarray(passed, dtype=np.int64)
+    graded_arr = np.asarray(graded, dtype=np.int64)
+    has = graded_arr > 0
+    passed_arr, graded_arr = passed_arr[has], graded_arr[has]
+    total_passed, total_graded = int(passed_arr.sum()), int(graded_arr.sum())
+    observed = float((passed_arr / graded_arr).mean()) if total_graded else None
 
     def result(**kw) -> CorrectedPassRate:
         base = {"corrected": None, "ci_low": None, "ci_high": None, "tpr": None, "tnr": None}
@@ -62,22 +81,22 @@ def corrected_pass_rate_from_approval(
             judge_version_id=judge_version_id,
             approval_id=approval_id,
             observed=observed,
-            observed_numerator=passed,
-            observed_denominator=graded,
+            observed_numerator=total_passed,
+            observed_denominator=total_graded,
             **base,
         )
 
     if approval_figures is None:
         return result(reason="the judge version is not trusted")
     c = approval_figures.get("confusion") or {}
-    tp, fn = c.get("judge_pass_human_pass", 0), c.get("judge_fail_human_pass", 0)
-    tn, fp = c.get("judge_fail_human_fail", 0), c.get("judge_pass_human_fail", 0)
+    tp, fn = int(c.get("judge_pass_human_pass", 0)), int(c.get("judge_fail_human_pass", 0))
+    tn, fp = int(c.get("judge_fail_human_fail", 0)), int(c.get("judge_pass_human_fail", 0))
     if not (tp + fn) or not (tn + fp):
         return result(reason="the approval's figures lack human passes or fails")
     tpr, tnr = tp / (tp + fn), tn / (tn + fp)
     if observed is None:
         return result(tpr=tpr, tnr=tnr, reason="no judge verdicts on this run")
-    est = corrected_pass_rate(observed, tpr, tnr, n_observed=graded, n_pass=tp + fn, n_fail=tn + fp)
+    est = corrected_rate_interval(passed_arr, graded_arr, tp=tp, fn=fn, tn=tn, fp=fp)
     return result(
         corrected=est.estimate,
         ci_low=est.ci_low,
@@ -85,6 +104,7 @@ def corrected_pass_rate_from_approval(
         tpr=tpr,
         tnr=tnr,
         reason=est.reason,
+        method=est.method,
     )
 
 

@@ -95,3 +95,15 @@ class AdjudicationForm(forms.Form):
         widget=forms.Textarea(attrs={"rows": 2}),
         error_messages={"required": "Give the reason for the decision."},
     )
+
+
+class CalibrationInstructionsForm(forms.Form):
+    """The guidelines reviewers read while labeling a set (Markdown; raw HTML is shown as
+    text)."""
+
+    instructions = forms.CharField(
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 10, "class": "instructions-input"}),
+        help_text="Markdown: the criterion, what counts as a pass or a fail, examples. "
+        "Raw HTML is shown as text.",
+    )

@@ -100,6 +100,9 @@ class CalibrationSet(models.Model):
     )
     size = models.PositiveIntegerField()
     seed = models.IntegerField(default=0)
+    # Labeling guidelines for reviewers, in Markdown (rendered with raw HTML disabled:
+    # ``core.markdown``); shown in the queue with each item and behind its "?" key.
+    instructions = models.TextField(blank=True)
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )

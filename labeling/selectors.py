@@ -15,7 +15,7 @@ from django.conf import settings
 from django.db.models import Q
 from django.db.models.functions import Length, Substr
 
-from core.roles import ENGINEER, LEAD, user_has_role
+from evals.blindness import labels_visible_to
 from evals.models import Grade, Trial
 from judges.models import JudgeVersion
 from labeling.figures import (
@@ -323,7 +323,8 @@ def human_agreement(*, calibration_set: CalibrationSet | None = None, suite=None
 def labels_visible(*, user, detail: bool = False):
     """The labels ``user`` may read, trials joined without their outputs: every label for
     engineers and leads, only their own for anyone else (a reviewer labels blind). Lists
-    carry a critique preview (first ``OUTPUT_PREVIEW_CHARS`` characters) and its length."""
+    carry a critique preview (first ``OUTPUT_PREVIEW_CHARS`` characters) and its length.
+    The rule is ``evals.blindness.labels_visible_to``, the one every surface applies."""
     qs = (
         Label.objects.select_related("trial__run", "trial__case", "reviewer")
         .only(
@@ -351,6 +352,4 @@ def labels_visible(*, user, detail: bool = False):
         qs = qs.defer("critique").annotate(
             critique_preview=Substr("critique", 1, settings.ASSAY["OUTPUT_PREVIEW_CHARS"])
         )
-    if not user_has_role(user, ENGINEER, LEAD):
-        qs = qs.filter(reviewer=user)
-    return qs
+    return labels_visible_to(qs, user)

@@ -351,3 +351,29 @@ def judge_trust_approve(
             figures=current.as_json(),
             calibration_set_id=calibration_set.id if calibration_set else None,
         )
+
+
+# --- guidelines for reviewers ---------------------------------------------------------------
+
+INSTRUCTIONS_MAX = 20_000
+
+
+def calibration_set_instructions_set(
+    *, calibration_set: CalibrationSet, instructions: str, by
+) -> CalibrationSet:
+    """Replace the set's labeling guidelines (Markdown, at most ``INSTRUCTIONS_MAX``
+    characters; empty removes them). Engineers and leads; allowed at any time, frozen or not
+    (guidelines clarify the criterion, they do not change the items). Line ends are
+    normalised to ``\\n``. Raises PermissionDenied, or DomainError (field
+    ``instructions``) when too long."""
+    role_require(by, ENGINEER, LEAD, action="editing a calibration set's guidelines")
+    text = (instructions or "").replace("\r\n", "\n").replace("\r", "\n").strip()
+    if len(text) > INSTRUCTIONS_MAX:
+        raise DomainError(
+            f"{len(text)} characters; at most {INSTRUCTIONS_MAX}",
+            field="instructions",
+            code="too_large",
+        )
+    CalibrationSet.objects.filter(pk=calibration_set.pk).update(instructions=text)
+    calibration_set.instructions = text
+    return calibration_set

@@ -14,6 +14,11 @@ urlpatterns = [
         views.calibration_item_remove,
         name="item-remove",
     ),
+    path(
+        "calibration-sets/<uuid:set_id>/instructions/",
+        views.calibration_set_instructions,
+        name="set-instructions",
+    ),
     path("calibration-sets/<uuid:set_id>/label/", views.queue, name="queue"),
     path("calibration-sets/<uuid:set_id>/label/save/", views.label_save, name="label-save"),
     path("calibration-sets/<uuid:set_id>/label/undo/", views.label_undo, name="label-undo"),

@@ -4,7 +4,8 @@
 Permissions (the cast in tests/conftest.py; the services check the same roles again):
 - calibration sets, list and detail: every role (``VIEWER_ROLES``); the detail shows the
   trials and how many reviewers labeled each, never verdicts, so a reviewer stays blind;
-- building a set and adding/removing items: engineers and leads;
+- building a set, adding/removing items and editing its guidelines for reviewers
+  (Markdown, shown in the queue): engineers and leads;
 - the queue, saving and undoing labels: reviewers and leads (``LABELER_ROLES``); engineers
   and outsiders get 403 (the domain's ``label_submit`` allows the same two roles);
 - adjudication (trials where reviewers disagree, and the decision): leads only, since the
@@ -37,6 +38,7 @@ from labeling.adjudication import human_disagreements
 from labeling.figures import Confusion
 from labeling.forms import (
     AdjudicationForm,
+    CalibrationInstructionsForm,
     CalibrationItemForm,
     CalibrationSetBuildForm,
     LabelForm,
@@ -110,8 +112,36 @@ def calibration_set_detail(request: HtmxHttpRequest, set_id) -> HttpResponse:
     return render(
         request,
         "labeling/calibration_set_detail.html",
-        {"cset": cset, "items": items, "item_form": CalibrationItemForm()},
+        {
+            "cset": cset,
+            "items": items,
+            "item_form": CalibrationItemForm(),
+            "instructions_form": CalibrationInstructionsForm(
+                initial={"instructions": cset.instructions}
+            ),
+        },
     )
+
+
+@require_POST
+@role_required(*BUILDER_ROLES)
+def calibration_set_instructions(request: HtmxHttpRequest, set_id) -> HttpResponse:
+    """Save the set's guidelines for reviewers (``calibration_set_instructions_set``);
+    back to the set page, with the error shown there when refused."""
+    cset = _set_or_404(set_id)
+    form = CalibrationInstructionsForm(request.POST)
+    if form.is_valid():
+        try:
+            services.calibration_set_instructions_set(
+                calibration_set=cset,
+                instructions=form.cleaned_data["instructions"],
+                by=request.user,
+            )
+        except DomainError as exc:
+            messages.error(request, f"Guidelines not saved: {exc}")
+        else:
+            messages.success(request, "Guidelines saved.")
+    return redirect("labeling:set-detail", set_id=cset.uuid)
 
 
 def _item_change(request: HtmxHttpRequest, set_id, *, add: bool) -> HttpResponse:

@@ -21,6 +21,9 @@ from functools import lru_cache, reduce
 import numpy as np
 from scipy.signal import fftconvolve
 from scipy.stats import hypergeom, norm
+from scipy.stats import t as student_t
+
+from stats.intervals import clopper_pearson_interval
 
 # Exact computation while the integer grid of the statistic stays this small.
 EXACT_GRID_LIMIT = 4_000_000
@@ -217,38 +220,90 @@ def stratified_permutation_test(
     return PermutationResult(delta, (b + 1) / (n_resamples + 1), False, n_resamples, n_cases)
 
 
-def within_case_bootstrap_ci(
+def within_case_interval(
     base: Sequence[Sequence[bool]],
     head: Sequence[Sequence[bool]],
     confidence: float = 0.95,
-    n_resamples: int = 10_000,
-    seed: int | None = None,
 ) -> tuple[float, float]:
-    """Percentile bootstrap interval for the mean over cases of (head − base) pass rate,
-    resampling trials with replacement within each case and side, cases held fixed.
+    """Interval for the mean over cases of (head − base) pass rate with the cases held fixed
+    ("on these cases": only the trials are random), never of zero width. Returns (low, high)
+    in [−1, 1], ``low < high`` always, and the observed difference inside.
 
-    Resampling n trials of a case with pass rate r gives Binomial(n, r)/n passes, so the
-    draws are vectorised as binomials (one per group of cases sharing (n, passes) a side:
-    a sum of g i.i.d. Binomial(n, r) is Binomial(g n, r)). Returns (low, high) in [−1, 1].
-    Reference: Efron & Tibshirani, *An Introduction to the Bootstrap* (1993), ch. 13
-    (percentile interval).
-    Raises ValueError for unpaired or empty input or a confidence outside (0, 1).
+    **Estimand.** δ = (1/C) Σ_i (p_hi − p_bi), the cases' own (fixed) pass rates on each side.
+
+    **Method**: the MOVER for a difference of proportions (Newcombe 1998, "Interval
+    estimation for the difference between independent proportions: comparison of eleven
+    methods", Stat. Med. 17(8):873–890, method 10; Zou & Donner 2008, Stat. Med.
+    27(10):1693–1702) with Clopper–Pearson limits (Clopper & Pearson 1934) in place of
+    Wilson's, applied to each side's mean of per-case rates m with the Kish effective trial
+    count ``n_K = C² / Σ 1/n_i`` (the total trial count when every case has the same number
+    of trials):
+
+        [l, u] = Clopper–Pearson interval of m·n_K successes in n_K trials
+        low  = δ̂ − sqrt((m_h − l_h)² + (u_b − m_b)²)
+        high = δ̂ + sqrt((u_h − m_h)² + (m_b − l_b)²)
+
+    and the union of that with the Agresti–Caffo interval (Agresti & Caffo 2000, "Simple and
+    effective confidence intervals for proportions and differences of proportions result from
+    adding two successes and two failures", Am. Stat. 54(4):280–288) of the same counts:
+    ``(ã_h − ã_b) ± z·sqrt(ã_h(1 − ã_h)/(n_K,h + 2) + ã_b(1 − ã_b)/(n_K,b + 2))`` with
+    ``ã = (m·n_K + 1)/(n_K + 2)``.
+
+    Why both: Newcombe's Wilson version covered only 0.88–0.90 in some cells near the bounds
+    (rates 0.98 → 0.02) in ``bench/bench_intervals.py``; Clopper–Pearson limits raised those to
+    0.92–0.93 (15 trials a side: the MOVER's known dip where both sides sit at a bound, the
+    quadrature of two skewed one-sided distances); the Agresti–Caffo interval, centred away
+    from the bounds, covers there, and the union keeps every measured cell at least 0.95 − 2
+    SE at almost no cost in width elsewhere.
+
+    Why pooled: for fixed cases with equal trial counts, Var(m) = Σ p_i(1 − p_i) / (n C²) is
+    at most m̄(1 − m̄)/(nC), the binomial variance of all trials at their mean rate (rates that
+    differ between cases only lower it), so the interval errs on the wide side. A per-case
+    variance (the within-case percentile bootstrap this replaces) collapses to zero width
+    whenever every case is all-pass or all-fail, and always with one trial per case; a
+    Jeffreys-posterior parametric bootstrap per case avoids zero width but shrinks every
+    case towards 1/2 by (1/2 − p)/(n + 1), a bias that grows against the SE as cases are
+    added (it misses a true δ of −1 entirely). With unequal trial counts (top-up) n_K keeps
+    the variance bound exact when the rates are equal or near 1/2.
+
+    Wider than the old bootstrap when case rates are spread (about 1.2× for rates uniform on
+    (0, 1)). Raises ValueError for
+    unpaired or empty input or a confidence outside (0, 1).
     """
+    nb, sb, nh, sh = _counts(base, head)
+    return within_case_interval_from_counts(nb, sb, nh, sh, confidence=confidence)
+
+
+def within_case_interval_from_counts(
+    base_graded: np.ndarray,
+    base_passed: np.ndarray,
+    head_graded: np.ndarray,
+    head_passed: np.ndarray,
+    *,
+    confidence: float = 0.95,
+) -> tuple[float, float]:
+    """``within_case_interval`` from per-case counts (1-D arrays of one length, graded >= 1,
+    0 <= passed <= graded; not checked here — the caller's arrays come from ``_counts`` or a
+    simulation). Raises ValueError for a confidence outside (0, 1)."""
     if not 0 < confidence < 1:
         raise ValueError("confidence must be in (0, 1)")
-    nb, sb, nh, sh = _counts(base, head)
-    rng = np.random.default_rng(seed)
-    # Cases of one side with the same (n, passes) are i.i.d. in the bootstrap, and a sum of
-    # g i.i.d. Binomial(n, r) is Binomial(g n, r): one draw per group, not per case.
-    total = np.zeros(n_resamples)
-    for n_side, s_side, sign in ((nh, sh, 1.0), (nb, sb, -1.0)):
-        pairs, sizes = np.unique(np.stack([n_side, s_side], axis=1), axis=0, return_counts=True)
-        for (n_g, s_g), g in zip(pairs.tolist(), sizes.tolist(), strict=True):
-            total += sign * rng.binomial(g * n_g, s_g / n_g, size=n_resamples) / n_g
-    deltas = total / nb.size
-    alpha = 1 - confidence
-    low, high = np.quantile(deltas, [alpha / 2, 1 - alpha / 2])
-    return float(low), float(high)
+    nb, sb = np.asarray(base_graded), np.asarray(base_passed)
+    nh, sh = np.asarray(head_graded), np.asarray(head_passed)
+    z = float(norm.ppf(0.5 + confidence / 2))
+    sides = []
+    for n_side, s_side in ((nh, sh), (nb, sb)):
+        mean = float((s_side / n_side).mean())
+        n_kish = n_side.size**2 / float((1.0 / n_side).sum())
+        low, high = clopper_pearson_interval(min(mean * n_kish, n_kish), n_kish, confidence)
+        sides.append((mean, low, high, (mean * n_kish + 1.0) / (n_kish + 2.0), n_kish + 2.0))
+    (m_h, l_h, u_h, a_h, n_h), (m_b, l_b, u_b, a_b, n_b) = sides
+    delta = m_h - m_b
+    low = delta - math.hypot(m_h - l_h, u_b - m_b)
+    high = delta + math.hypot(u_h - m_h, m_b - l_b)
+    # Agresti–Caffo: one success and one failure added to each side, then Wald.
+    center = a_h - a_b
+    half = z * math.sqrt(a_h * (1.0 - a_h) / n_h + a_b * (1.0 - a_b) / n_b)
+    return max(-1.0, min(low, center - half)), min(1.0, max(high, center + half))
 
 
 def clustered_paired_interval(
@@ -256,23 +311,33 @@ def clustered_paired_interval(
     head: Sequence[Sequence[bool]],
     confidence: float = 0.95,
 ) -> Interval:
-    """The "in general" interval: cases as a sample from a larger population.
+    """The "in general" interval: cases as a sample from a larger population, never of zero
+    width.
 
-    d_i = head rate − base rate of case i; estimate = mean(d); SE = sd(d, ddof=1)/sqrt(n);
-    normal interval (Miller 2024, "Adding Error Bars to Evals", arXiv:2411.00640, §4 paired
-    differences with clustering on cases). With one case the SE is undefined: the interval
-    is None with that reason. Raises ValueError as ``stratified_permutation_test``.
+    d_i = head rate − base rate of case i; estimate = mean(d); SE = sd(d, ddof=1)/sqrt(C)
+    (Miller 2024, "Adding Error Bars to Evals", arXiv:2411.00640, §4 paired differences with
+    clustering on cases) with the Student t quantile on C − 1 degrees of freedom (the SE rests
+    on C cases). The interval is the union of that and ``within_case_interval``: a population
+    of cases is never known better than the cases at hand, and when every case moved by the
+    same observed amount (sd 0: every case 5/5 → 0/5, say) the trials' own randomness is all
+    that is left. With one case there is no spread: the interval is None with that reason.
+    Raises ValueError as ``stratified_permutation_test``.
     """
     nb, sb, nh, sh = _counts(base, head)
     d = sh / nh - sb / nb
     estimate = float(d.mean())
-    method = "clustered SE over cases (Miller 2024)"
+    method = "clustered SE over cases, t with C − 1 df (Miller 2024)"
     if d.size < 2:
         return Interval(estimate, None, None, confidence, method, "one case: no spread")
     se = float(d.std(ddof=1) / math.sqrt(d.size))
-    z = float(norm.ppf(0.5 + confidence / 2))
+    t = float(student_t.ppf(0.5 + confidence / 2, d.size - 1))
+    floor_low, floor_high = within_case_interval(base, head, confidence)
     return Interval(
-        estimate, max(-1.0, estimate - z * se), min(1.0, estimate + z * se), confidence, method
+        estimate,
+        max(-1.0, min(estimate - t * se, floor_low)),
+        min(1.0, max(estimate + t * se, floor_high)),
+        confidence,
+        method,
     )
 
 

@@ -22,6 +22,21 @@ def percent(rate: float | None) -> str:
     return f"{rate * 100:.1f}%"
 
 
+@register.simple_tag
+def percent_interval(low: float | None, high: float | None) -> str:
+    """An interval of rates as "[4.3%, 48.1%]": one decimal, more (up to four) when one
+    decimal would print two equal bounds of an interval that is not of zero width (all 10,000
+    trials passed: "[99.96%, 100.00%]", never "[100.0%, 100.0%]"); "undefined" when a bound
+    is None."""
+    if low is None or high is None:
+        return "undefined"
+    for decimals in range(1, 5):
+        a, b = f"{low * 100:.{decimals}f}", f"{high * 100:.{decimals}f}"
+        if a != b or not high > low:
+            break
+    return f"[{a}%, {b}%]"
+
+
 @register.filter
 def usd(amount: Decimal | float | None) -> str:
     """US dollars: "$0.0112" (4 decimals below $1, else 2); None -> "unknown" (never $0)."""

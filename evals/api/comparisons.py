@@ -178,7 +178,8 @@ class GateOutput(serializers.Serializer):
         help_text="The comparison (evals.comparison.compute.Comparison.to_dict): base and head "
         "summaries, alpha, comparability problems, per-case rows, added/removed/"
         "changed cases, change-class counts, headline (rates and delta as "
-        "fractions 0..1, p_value and p_text, bootstrap and clustered intervals), "
+        "fractions 0..1, p_value and p_text, within-case (bootstrap_low/high) and "
+        "clustered intervals), "
         "error counts, usage (USD as decimal strings, tokens, ms), pass^k deltas, "
         "detectable drop (fraction)."
     )

@@ -22,6 +22,7 @@ from core.api.fields import StrictCharField, StrictIntegerField, StrictUUIDField
 from core.api.permissions import IsRunner, IsViewer
 from core.http import uuid_or_404
 from evals.baselines import baseline_set
+from evals.blindness import REPORT_PER_TRIAL_PARTS, grades_visible_to, run_is_blind
 from evals.models import Baseline, Case, Grade, Run, Suite, Trial
 from evals.report.selectors import run_report
 from evals.runner import start as services
@@ -144,7 +145,14 @@ class RunDetailSerializer(RunSerializer):
         }
 
     def get_report(self, run) -> dict:
-        return run_report(run=run).to_dict()
+        data = run_report(run=run).to_dict()
+        request = self.context.get("request")
+        if request is not None and run_is_blind(request.user, run):
+            # A reviewer still labeling some of the run's trials: no per-case rows, slices
+            # or reasons, which would show those trials' judge verdicts or gold labels.
+            data.update(dict.fromkeys(REPORT_PER_TRIAL_PARTS))
+            data["blind"] = True
+        return data
 
 
 TRIAL_FIELDS = [
@@ -367,7 +375,9 @@ class RunViewSet(ViewerViewSet):
 class TrialViewSet(ViewerViewSet):
     """Trials; ``?run=<uuid>``, ``?case=<uuid>``, ``?suite=<uuid>``, ``?tag=`` (the case's
     tag), ``?status=``. Lists hold an output preview (first 2,000 characters, cut in the
-    database) and the full length; the detail holds the output."""
+    database) and the full length; the detail holds the output. No grade or label is
+    included (they are ``/api/grades/`` and ``/api/labels/``, filtered by
+    ``evals.blindness``), so a reviewer reads no verdict here."""
 
     def get_queryset(self):
         qs = Trial.objects.select_related("run", "case")
@@ -395,13 +405,17 @@ class TrialViewSet(ViewerViewSet):
     **_detail("grade", by_id=True),
 )
 class GradeViewSet(ViewerViewSet):
-    """Grades; ``?run=<uuid>``, ``?suite=<uuid>``, ``?status=``. Looked up by id."""
+    """Grades; ``?run=<uuid>``, ``?suite=<uuid>``, ``?status=``. Looked up by id. A reviewer
+    gets no judge verdict or gold grade of a trial they still have to label
+    (``evals.blindness``): absent from lists, 404 by id."""
 
     lookup_field = "pk"
     serializer_class = GradeSerializer
 
     def get_queryset(self):
-        qs = Grade.objects.select_related("trial", "judge_version")
+        qs = grades_visible_to(
+            Grade.objects.select_related("trial", "judge_version"), self.request.user
+        )
         qs = _by_uuid(self.request, qs, run="trial__run__uuid", suite="trial__run__suite__uuid")
         return _by_status(self.request, qs, Grade.Status)
 

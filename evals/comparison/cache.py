@@ -1,7 +1,7 @@
 """A cache in front of ``evals.comparison.compute.comparison_get`` for the comparison pages.
 
 Why: the comparison of two finished runs is a pure, seeded function of their trials and
-grades, and computing it for 2,000 cases x 5 trials takes seconds (bootstrap and exact
+grades, and computing it for 2,000 cases x 5 trials took seconds (the former bootstrap and the exact
 permutation p; bench/RESULTS-comparison-page.md), while filtering, sorting and paging the
 case table re-request the same comparison many times.
 

@@ -13,8 +13,9 @@ Rules:
    those are left out of the test.
 3. Per shared case: base x/N → head y/M and a change class (``change_class``).
 4. Headline over shared cases graded on both sides: mean base rate, mean head rate, delta,
-   the stratified permutation p (which decides), the within-case bootstrap interval (the
-   size of the effect) and the clustered interval (the "in general" question, labelled).
+   the stratified permutation p (which decides), the within-case interval (the size of the
+   effect on these cases: ``stats.compare.within_case_interval``) and the clustered
+   interval (the "in general" question, labelled).
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ from stats.compare import (
     Interval,
     clustered_paired_interval,
     stratified_permutation_test,
-    within_case_bootstrap_ci,
+    within_case_interval,
 )
 from stats.power import DetectableDrop, min_detectable_drop
 
@@ -137,10 +138,12 @@ class Headline:
     """The answer over ``n_cases`` shared cases graded on both sides: mean per-case pass
     rates (fractions), ``delta`` = head − base; ``p_value`` of the two-sided stratified
     permutation test (``p_exact``: exact enumeration, else Monte Carlo with
-    ``n_resamples``); ``bootstrap_low/high``: within-case bootstrap interval at
-    ``confidence`` (this exact suite); ``clustered``: the "in general" interval (cases as a
-    sample, Miller 2024); ``sentence``: the plain-words reading; ``disagreement``: non-empty
-    when p and the bootstrap interval tell different stories."""
+    ``n_resamples``); ``bootstrap_low/high`` (names kept for the API): the within-case
+    interval at ``confidence`` (this exact suite, cases fixed; the MOVER of Clopper–Pearson
+    limits joined with Agresti–Caffo, ``stats.compare.within_case_interval``; never of zero
+    width); ``clustered``: the "in general" interval (cases as a sample, Miller 2024);
+    ``sentence``: the plain-words reading; ``disagreement``: non-empty when p and the
+    within-case interval tell different stories."""
 
     n_cases: int
     base_rate: float
@@ -382,9 +385,7 @@ def _headline(pairs, *, alpha, n_resamples, seed) -> Headline | None:
         base_v, head_v, n_resamples=n_resamples, seed=seed, method=method
     )
     confidence = 1 - alpha
-    low, high = within_case_bootstrap_ci(
-        base_v, head_v, confidence=confidence, n_resamples=n_resamples, seed=seed
-    )
+    low, high = within_case_interval(base_v, head_v, confidence=confidence)
     clustered = clustered_paired_interval(base_v, head_v, confidence=confidence)
     base_rate = float(np.mean([b.passed / b.graded for b, _ in graded]))
     head_rate = float(np.mean([h.passed / h.graded for _, h in graded]))
@@ -407,7 +408,7 @@ def _headline(pairs, *, alpha, n_resamples, seed) -> Headline | None:
         ci = f"[{low * 100:+.1f}, {high * 100:+.1f}] points"
         disagreement = (
             f"the permutation test ({pvalue_phrase(p_text)}) and the {confidence:.0%} "
-            f"bootstrap interval "
+            f"interval on this suite "
             f"{ci} disagree near the boundary: the interval "
             f"{'contains' if ci_has_zero else 'excludes'} 0"
         )
@@ -507,7 +508,7 @@ def comparison_compute(
 
     ``alpha``: two-sided level of the test, and 1 − the intervals' confidence;
     ``n_resamples``/``seed``: Monte Carlo draws of the permutation test (when exact
-    enumeration does not fit) and of the bootstrap; ``detectable``: a precomputed
+    enumeration does not fit); ``detectable``: a precomputed
     ``base_detectable_drop`` (computed here when None and ``with_power``).
     Raises ValueError unless 0 < alpha < 1.
     """

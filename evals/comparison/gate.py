@@ -40,7 +40,7 @@ def _data(side: Any) -> RunData:
 
 # The supported test level, one rule for manage.py gate, POST /api/gate and GET
 # /api/comparisons/: below 1e-6 the interval's confidence 1 - alpha rounds towards 1.0 in
-# floating point (1 - 1e-20 == 1.0) and the bootstrap cannot honour it; above 0.5 a
+# floating point (1 - 1e-20 == 1.0) and the intervals cannot honour it; above 0.5 a
 # "two-sided test" would flag noise more often than not.
 ALPHA_MIN = 1e-6
 ALPHA_MAX = 0.5

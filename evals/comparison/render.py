@@ -143,9 +143,9 @@ def gate_markdown(comparison: Comparison, decision: GateDecision) -> str:
             f"- two-sided {pvalue_phrase(h.p_text)} (stratified permutation test, "
             f"{'exact' if h.p_exact else f'{h.n_resamples} resamples'}): is there any "
             "difference at all; the decision above uses one-sided tests (docs/statistics.md)",
-            f"- {h.confidence:.0%} interval, this suite (within-case bootstrap): "
+            f"- {h.confidence:.0%} interval, this suite (cases fixed, trials random): "
             f"[{_pp(h.bootstrap_low)}, {_pp(h.bootstrap_high)}]",
-            f"- {h.confidence:.0%} interval, in general (cases as a sample, clustered SE): "
+            f"- {h.confidence:.0%} interval, in general (cases as a sample, clustered SE, t): "
             f"{clustered}",
         ]
         if h.disagreement:

@@ -11,8 +11,9 @@ Rules (one place for each):
   ``selectors.trial_verdict_annotations``): FAIL if any gating grade failed; else ERRORED if
   any errored; else MISSING if one is absent; else PASS. An errored gating grade can never
   make a pass.
-- Pass rate = mean over cases of per-case pass rates, with the clustered interval
-  (``stats.clustered_mean``): cases are the unit. Cases with no graded trial are left out
+- Pass rate = mean over cases of per-case pass rates, with the small-sample interval
+  clustered by case (``stats.intervals.clustered_rate_interval``, never of zero width):
+  cases are the unit. Cases with no graded trial are left out
   and counted.
 - Scores (fault C1): a null score is "not scored"; means skip it and count it.
 """
@@ -345,7 +346,7 @@ def report_from_rows(*, run: Any, rows: RunRows, reasons: ReasonRows) -> RunRepo
 
     overall_figures, grader_figures = figures(np.ones(n_cases, dtype=bool))
     grader_figures = _with_corrections(
-        grader_figures, g_keys, g_cols[5], g_ok_trial, rows.approvals
+        grader_figures, tallies, g_keys, g_cols[5], g_ok_trial, rows.approvals
     )
     by_tag: dict[str, list[int]] = {}
     for i, c in enumerate(rows.cases):
@@ -446,13 +447,15 @@ def _case_rows(
 
 def _with_corrections(
     graders: list[Figures],
+    tallies: dict[str, CaseTally],
     g_keys: np.ndarray,
     g_versions: tuple,
     g_ok_trial: np.ndarray,
     approvals: dict[int, tuple[int, dict]],
 ) -> list[Figures]:
     """Each grader's figures with ``corrected`` set when all its grades on ok trials come
-    from one judge version (Rogan–Gladen only means something for one judge's error rates)."""
+    from one judge version (Rogan–Gladen only means something for one judge's error rates);
+    the correction works on the grader's per-case tallies (an interval clustered by case)."""
     versions: dict[str, set] = {}
     for key, version, ok in zip(g_keys.tolist(), g_versions, g_ok_trial.tolist(), strict=True):
         if ok:
@@ -472,8 +475,8 @@ def _with_corrections(
                     judge_version_id=int(version),
                     approval_id=approval_id,
                     approval_figures=approval_figures,
-                    passed=f.trials_passed,
-                    graded=f.trials_graded,
+                    passed=tallies[f.key].passed,
+                    graded=tallies[f.key].graded,
                 ),
             )
         )

@@ -12,7 +12,7 @@ import numpy as np
 from evals.grading.verdict import CaseTally
 from judges.trust import CorrectedPassRate
 from stats import pass_at_k, pass_hat_k, wilson_interval
-from stats.intervals import ClusteredMean, clustered_mean_of_rates
+from stats.intervals import ClusteredMean, clustered_rate_interval
 
 
 @lru_cache(maxsize=4096)
@@ -73,14 +73,16 @@ class Figures:
 
     Trial counts: ``trials_passed`` of ``trials_graded`` (pass or fail); ``grades_errored``
     dropped from both; ``not_graded`` ok trials without this grade; ``pipeline_errored`` and
-    ``pending`` trials. ``pass_rate``: mean of per-case rates with its 95% clustered interval
+    ``pending`` trials. ``pass_rate``: mean of per-case rates with its 95% interval clustered by
+    case (``stats.intervals.clustered_rate_interval``: Korn–Graubard, never of zero width)
     over ``pass_rate.n_cases`` cases; ``cases_ungraded`` cases had no graded trial.
     ``score_mean``: mean over cases of per-case mean scores, None when nothing was scored;
     ``scored``/``not_scored``: grades with a score / with a null score (errored included).
     ``corrected``: for a grader whose verdicts all come from one judge version, the
-    Rogan–Gladen correction of ``trials_passed`` / ``trials_graded`` by that judge's measured
-    tpr and tnr (``judges.trust.CorrectedPassRate``; ``corrected.corrected`` None with a
-    reason when the version is not trusted); None for other graders, overall and slices.
+    Rogan–Gladen correction of the mean per-case rate by that judge's measured tpr and tnr,
+    its interval clustered by case and carrying their uncertainty
+    (``judges.trust.CorrectedPassRate``; ``corrected.corrected`` None with a reason when the
+    version is not trusted); None for other graders, overall and slices.
     """
 
     key: str
@@ -116,7 +118,6 @@ def figures_for(
     per-case (sum of scores, scored count, not-scored count)."""
     passed, graded = tally.passed[mask], tally.graded[mask]
     has = graded > 0
-    rates = passed[has] / graded[has]
     score_mean, scored, not_scored = None, 0, 0
     if scores is not None:
         sums, counts, missing = (a[mask] for a in scores)
@@ -132,7 +133,7 @@ def figures_for(
         not_graded=int(tally.not_graded[mask].sum()),
         pipeline_errored=int(tally.pipeline_errors[mask].sum()),
         pending=int(tally.pending[mask].sum()),
-        pass_rate=clustered_mean_of_rates(rates.astype(float)),
+        pass_rate=clustered_rate_interval(passed[has], graded[has]),
         cases_ungraded=int((~has).sum()),
         pass_k=pass_k_table(passed, graded, k_max),
         score_mean=score_mean,

@@ -24,6 +24,7 @@ from core.ids import uuid_parse
 from core.roles import user_has_role
 from evals import selectors
 from evals.baselines import run_baseline_context
+from evals.blindness import run_is_blind
 from evals.forms import RunFilterForm, RunStartForm
 from evals.models import Case, Run, Suite, TopUp, Trial
 from evals.report.selectors import run_report
@@ -61,6 +62,9 @@ def run_detail(request: HttpRequest, run_id) -> HttpResponse:
             "report": run_report(run=run),
             "top_ups": list(top_ups[:20]),
             "can_run": user_has_role(request.user, *RUNNER_ROLES),
+            # A reviewer still labeling some of this run's trials sees no per-case rows,
+            # slices or reasons (``evals.blindness.run_is_blind``).
+            "blind_run": run_is_blind(request.user, run),
             **run_baseline_context(run=run),
         },
     )
@@ -147,9 +151,13 @@ def run_retry(request: HtmxHttpRequest, run_id) -> HttpResponse:
 @role_required(*VIEWER_ROLES)
 def run_case(request: HtmxHttpRequest, run_id, case_id) -> HttpResponse:
     """One case within a run: input, expected, context, tags, and every trial (output
-    previews, never full outputs), with grades and labels."""
+    previews, never full outputs), with grades and labels as the user may see them
+    (``evals.blindness``: a reviewer sees no judge verdict or gold label of a trial they
+    still have to label, and only their own labels)."""
     try:
-        run, case, trials = selectors.run_case_get(run_uuid=run_id, case_uuid=case_id)
+        run, case, trials = selectors.run_case_get(
+            run_uuid=run_id, case_uuid=case_id, viewer=request.user
+        )
     except (Run.DoesNotExist, Case.DoesNotExist) as exc:
         raise Http404("No such case in this run.") from exc
     return render(request, "evals/run_case.html", {"run": run, "case": case, "trials": trials})
@@ -158,9 +166,10 @@ def run_case(request: HtmxHttpRequest, run_id, case_id) -> HttpResponse:
 @require_GET
 @role_required(*VIEWER_ROLES)
 def trial_detail(request: HtmxHttpRequest, trial_id) -> HttpResponse:
-    """One trial: its full output, raw response (pretty JSON) and every grade and label."""
+    """One trial: its full output, raw response (pretty JSON) and its grades and labels as
+    the user may see them (``evals.blindness``)."""
     try:
-        trial = selectors.trial_get(trial_uuid=trial_id)
+        trial = selectors.trial_get(trial_uuid=trial_id, viewer=request.user)
     except Trial.DoesNotExist as exc:
         raise Http404("No such trial.") from exc
     return render(request, "evals/trial_detail.html", {"trial": trial})

@@ -1,5 +1,6 @@
 """Downloads over the API: a run (CSV, Parquet or its export_run JSON file), its labels, a
-comparison, a calibration set. Thin: parse, call one table builder, attach."""
+comparison, a calibration set. Thin: parse, call one table builder, attach. Run and label
+downloads hold what the requesting user may see (``evals.blindness``)."""
 
 from __future__ import annotations
 
@@ -92,7 +93,9 @@ class RunExportApi(DownloadApi):
         fmt = download_format(request, RUN_FORMATS)
         if fmt != "json":
             return table_download(
-                request, lambda zone: exports.run_table(run=run, zone=zone), f"run-{run.uuid}"
+                request,
+                lambda zone: exports.run_table(run=run, zone=zone, viewer=request.user),
+                f"run-{run.uuid}",
             )
         outputs = request.query_params.get("outputs", "true")
         if outputs not in ("true", "false"):
@@ -101,7 +104,7 @@ class RunExportApi(DownloadApi):
             )
         if not run.is_terminal:
             raise DomainError(f"run {run} is {run.status}: export a finished run", code="conflict")
-        text = run_export_json(run=run, outputs=outputs == "true") + "\n"
+        text = run_export_json(run=run, outputs=outputs == "true", viewer=request.user) + "\n"
         return attachment(text.encode("utf-8"), "application/json", f"run-{run.uuid}.json")
 
 
@@ -115,7 +118,9 @@ class LabelsExportApi(DownloadApi):
     def get(self, request, run_id):
         run = run_or_404(run_id)
         return table_download(
-            request, lambda zone: exports.labels_table(run=run, zone=zone), f"labels-{run.uuid}"
+            request,
+            lambda zone: exports.labels_table(run=run, zone=zone, viewer=request.user),
+            f"labels-{run.uuid}",
         )
 
 

@@ -34,6 +34,7 @@ from typing import Any
 
 from core.errors import DomainError
 from core.strict_json import NON_FINITE, contains_non_finite
+from evals.blindness import GOLD_GRADER
 from evals.cases import CaseSpec, cases_upsert
 from evals.models import Grade, Trial, TrialPair
 from interop.importers.context import BATCH_SIZE, ImportContext, run_finish
@@ -43,7 +44,7 @@ from labeling.models import Label, PreferenceLabel
 
 POINTWISE = "pointwise_binary"
 PAIRWISE = "pairwise_preference"
-HUMAN_GRADER = "human-label"
+HUMAN_GRADER = GOLD_GRADER  # evals.blindness hides it like a gold label
 # Imported human labels are the dataset's gold; the method stays in details.human_label.
 GOLD_REVIEWER = "dataset gold"
 KEY_MAX = 200

@@ -31,6 +31,16 @@
     });
   }
 
+  // An htmx request whose session expired gets 401 (config.middleware) and htmx swaps
+  // nothing: go to the login page, with the way back. The labeling queue handles it itself
+  // (static/js/labeling.js keeps the typed label), so it is left alone here.
+  document.addEventListener("htmx:responseError", function (event) {
+    var xhr = event.detail && event.detail.xhr;
+    if (!xhr || xhr.status !== 401 || document.getElementById("label-queue")) return;
+    var next = window.location.pathname + window.location.search;
+    window.location.assign("/accounts/login/?next=" + encodeURIComponent(next));
+  });
+
   if (document.readyState === "loading") {
     document.addEventListener("DOMContentLoaded", init);
   } else {

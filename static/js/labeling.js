@@ -3,9 +3,16 @@
 //
 // Keys (also in the "?" overlay, templates/labeling/fragments/queue_help.html):
 //   p pass, f fail, c focus the critique, Enter save and next, j next, k previous,
-//   u undo my last label, ? show/hide this help, Esc leave the critique / close the help.
+//   u undo my last label, ? show/hide the guidelines and this help (also the "?" button),
+//   Esc leave the critique / close the help.
 // While typing in the critique every key types, except Ctrl+Enter / Cmd+Enter (save and
 // next) and Esc (leave the critique): a bare Enter is a new line in the critique.
+//
+// An expired session: the server answers the save with 401 (config.middleware), htmx swaps
+// nothing, and this script keeps the typed verdict and critique in sessionStorage, shows
+// the "log in again" banner (rendered by the server, hidden) and points its link back at
+// this item. After login the queue page opens on that item, the draft is put back in the
+// form and saved (once; the draft is dropped before the save is sent).
 (function () {
   "use strict";
 
@@ -88,6 +95,76 @@
     if (focus) focus.focus(); else item.focus();
   }
 
+  // --- a save refused because the session expired --------------------------------------
+
+  function queueRoot() { return document.getElementById("label-queue"); }
+
+  function draftKey() {
+    var root = queueRoot();
+    return root ? "assay.labelDraft:" + root.getAttribute("data-queue-url") : null;
+  }
+
+  function field(f, name) { return f ? f.querySelector('[name="' + name + '"]') : null; }
+
+  function draftKeep() {
+    var f = form(), key = draftKey();
+    if (!f || !key) return null;
+    var checked = f.querySelector('input[name="verdict"]:checked');
+    var draft = {
+      trial: field(f, "trial") ? field(f, "trial").value : "",
+      verdict: checked ? checked.value : "",
+      critique: field(f, "critique") ? field(f, "critique").value : "",
+    };
+    try { window.sessionStorage.setItem(key, JSON.stringify(draft)); } catch (e) { /* full */ }
+    return draft;
+  }
+
+  function sessionExpired() {
+    var draft = draftKeep(), root = queueRoot();
+    var banner = document.getElementById("queue-session-expired");
+    var link = document.getElementById("queue-relogin");
+    if (!banner || !root) return;
+    if (link && draft && draft.trial) {
+      var next = root.getAttribute("data-queue-url") + "?trial=" + encodeURIComponent(draft.trial);
+      link.setAttribute(
+        "href", root.getAttribute("data-login-url") + "?next=" + encodeURIComponent(next));
+    }
+    banner.hidden = false;
+    if (link) link.focus();
+  }
+
+  function onResponseError(event) {
+    var xhr = event.detail && event.detail.xhr;
+    if (xhr && xhr.status === 401) sessionExpired();
+  }
+
+  function draftRestore() {
+    var key = draftKey(), f = form();
+    if (!key || !f) return;
+    var raw = null;
+    try { raw = window.sessionStorage.getItem(key); } catch (e) { return; }
+    if (!raw) return;
+    var draft;
+    try { draft = JSON.parse(raw); } catch (e) { draft = null; }
+    var trial = field(f, "trial");
+    if (!draft || !trial || draft.trial !== trial.value) return;
+    window.sessionStorage.removeItem(key);
+    var critique = field(f, "critique");
+    if (critique) critique.value = draft.critique || "";
+    if (draft.verdict) {
+      choose(draft.verdict);
+      save();
+    }
+  }
+
   document.addEventListener("keydown", onKey);
   document.addEventListener("htmx:afterSettle", afterSwap);
+  document.addEventListener("htmx:responseError", onResponseError);
+  document.addEventListener("click", function (event) {
+    var button = event.target && event.target.closest && event.target.closest("#queue-help-button");
+    if (button) { event.preventDefault(); toggleHelp(); }
+  });
+  // After "load", so htmx (which starts on DOMContentLoaded) already handles the form.
+  if (document.readyState === "complete") draftRestore();
+  else window.addEventListener("load", draftRestore);
 })();

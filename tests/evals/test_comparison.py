@@ -164,9 +164,14 @@ def test_it_lists_added_removed_and_changed_cases_and_leaves_them_out():
 
 
 def test_it_says_when_the_p_value_and_the_interval_disagree():
-    # One case 0/1 -> 1/1 and nothing else: p = 1 (two arrangements), CI [+100, +100].
-    c = comparison_compute(base=run_data({"a": "F"}), head=run_data({"a": "P"}))
+    # Three cases 0/2 each -> 2/2, 1/2, 1/2: two-sided p = 1/12 (the four passes all in
+    # head), while the within-case interval [+2.8, +95.7] points excludes 0.
+    c = comparison_compute(
+        base=run_data({"a": "FF", "b": "FF", "c": "FF"}),
+        head=run_data({"a": "PP", "b": "PF", "c": "PF"}),
+    )
     h = c.headline
+    assert h.p_value == pytest.approx(1 / 12)
     assert not h.significant and h.bootstrap_low > 0
     assert h.disagreement.endswith("the interval excludes 0")
     assert gate_decide(c).exit_code == 0

@@ -17,6 +17,7 @@ from django.utils import timezone
 from evals.models import Grade
 from evals.report.selectors import run_report
 from judges.models import Judge, JudgeApproval, JudgeVersion
+from stats.correction import corrected_rate_interval
 from tests.report_builders import ERR, add_trial, make_run
 
 pytestmark = pytest.mark.django_db
@@ -60,9 +61,10 @@ def _seventy_percent(version, **kw):
     return _judged_run(version, [True] * 7 + [False] * 3, **kw)
 
 
-def _expected_interval(p: float, n: int) -> tuple[float, float, float]:
-    """Rogan–Gladen with the delta-method interval, written out (stats.correction's
-    docstring): TPR 0.9 on 10 human passes, TNR 0.8 on 10 human fails."""
+def _pooled_delta_interval(p: float, n: int) -> tuple[float, float, float]:
+    """The old pooled-binomial delta-method interval (stats.correction.corrected_pass_rate),
+    written out: TPR 0.9 on 10 human passes, TNR 0.8 on 10 human fails. The report's interval
+    must never be narrower than it."""
     tpr, tnr, j = 0.9, 0.8, 0.7
     theta = (p + tnr - 1) / j
     var = (
@@ -84,9 +86,35 @@ def test_it_corrects_a_trusted_judges_pass_rate_with_its_interval(alice):
     assert (c.tpr, c.tnr) == (0.9, 0.8)
     # (0.70 + 0.8 - 1) / (0.9 + 0.8 - 1) = 0.5 / 0.7
     assert c.corrected == pytest.approx(0.5 / 0.7, abs=1e-12)
-    theta, low, high = _expected_interval(0.7, 10)
-    assert (c.ci_low, c.ci_high) == (pytest.approx(low), pytest.approx(high))
-    assert c.ci_low < theta < c.ci_high and c.reason == ""
+    # Clustered by case (ten cases of one verdict each) with TPR and TNR uncertainty (MOVER)
+    expected = corrected_rate_interval([1] * 7 + [0] * 3, [1] * 10, tp=9, fn=1, tn=8, fp=2)
+    assert (c.ci_low, c.ci_high) == (
+        pytest.approx(expected.ci_low),
+        pytest.approx(expected.ci_high),
+    )
+    assert c.method == "rogan-gladen-mover" and c.reason == ""
+    theta, low, high = _pooled_delta_interval(0.7, 10)
+    assert c.ci_low < theta < c.ci_high
+    assert c.ci_low <= low and c.ci_high >= high
+
+
+def test_its_interval_is_clustered_by_case_and_never_narrower_than_the_raw_one(alice):
+    """Two cases always pass, two always fail (5 trials each): the trials are not
+    independent, so the corrected interval is at least the raw clustered one over J."""
+    version = _version()
+    _approve(version, alice)
+    keys = ["a", "b", "c", "d"]
+    run = make_run(cases=[(k, []) for k in keys], graders=[{"key": KEY, "kind": "judge"}], n=5)
+    for key, verdict in zip(keys, [True, True, False, False], strict=True):
+        for attempt in range(1, 6):
+            add_trial(run, key, attempt, grades={KEY: verdict})
+    Grade.objects.filter(trial__run=run, grader=KEY).update(judge_version=version)
+    report = run_report(run=run)
+    c, raw = _grader(report, KEY).corrected, _grader(report, KEY).pass_rate
+    assert (c.observed, c.observed_numerator, c.observed_denominator) == (0.5, 10, 20)
+    assert c.ci_high - c.ci_low >= min(1.0, (raw.ci_high - raw.ci_low) / 0.7) - 1e-12
+    _, low, high = _pooled_delta_interval(0.5, 20)
+    assert c.ci_high - c.ci_low > high - low
 
 
 def test_it_leaves_errored_judge_verdicts_out_of_the_observed_rate(alice):

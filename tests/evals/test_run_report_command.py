@@ -27,7 +27,13 @@ def test_it_prints_strict_json_with_the_fault_a1_values():
     judge = data["graders"][0]
     assert (judge["trials_passed"], judge["trials_graded"], judge["grades_errored"]) == (2, 3, 1)
     assert data["overall"]["pass_rate"]["mean"] == 2 / 3
-    assert data["overall"]["pass_rate"]["se"] is None
+    # One case, 2 of 3: that case's Clopper-Pearson interval (beta quantiles, scipy)
+    rate = data["overall"]["pass_rate"]
+    assert rate["method"] == "clopper-pearson-one-case"
+    assert (rate["ci_low"], rate["ci_high"]) == (
+        pytest.approx(0.09429932405024609),
+        pytest.approx(0.9915962413403874),
+    )
     assert data["trials"]["grade_errors"] == 1
     assert data["banners"] == ["incomplete: 1 grade error"]
 
@@ -38,7 +44,7 @@ def test_it_finds_a_run_by_suite_and_name_and_prints_text():
     assert "!! 1 of 6 trials errored" in text
     assert "!! incomplete: 2 grade errors" in text
     assert (
-        "overall: 50.0% 95% CI [50.0%, 50.0%] over 2 cases; 2/4 trials, 1 errored dropped"
+        "overall: 50.0% 95% CI [6.8%, 93.2%] over 2 cases; 2/4 trials, 1 errored dropped"
     ) in text
     assert "a: 75.0%" in text
     assert "cost >= $0.10000000 (cost unknown for 2 of 6 trials)" in text

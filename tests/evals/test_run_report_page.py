@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from django.urls import reverse
 
-from core.templatetags.dashboard import key_ks
+from core.templatetags.dashboard import key_ks, percent_interval
 from evals.report.figures import PassK
 from tests.report_builders import ERR, add_trial, make_run, mixed_run
 
@@ -93,3 +93,16 @@ def test_a_long_pass_k_table_shows_the_key_ks_only():
     assert [r.k for r in key_ks(rows)] == [1, 2, 3, 5, 10, 20, 30, 40, 50]
     assert [r["k"] for r in key_ks([{"k": k} for k in range(1, 24)])] == [1, 2, 3, 5, 10, 20, 23]
     assert [r.k for r in key_ks(rows[:10])] == list(range(1, 11))
+
+
+@pytest.mark.parametrize(
+    "low, high, text",
+    [
+        (0.043312, 0.480891, "[4.3%, 48.1%]"),
+        (0.99963, 1.0, "[99.96%, 100.00%]"),  # 10,000 of 10,000 trials passed
+        (0.0, 0.0000184, "[0.000%, 0.002%]"),
+        (None, 0.5, "undefined"),
+    ],
+)
+def test_an_interval_never_prints_two_equal_bounds(low, high, text):
+    assert percent_interval(low, high) == text

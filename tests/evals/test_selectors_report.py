@@ -9,6 +9,7 @@ from decimal import Decimal
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
+from scipy.stats import beta
 
 from evals.report.selectors import run_report
 from tests.report_builders import ERR, add_trial, make_run, mixed_run
@@ -61,7 +62,11 @@ def test_it_computes_overall_from_gating_graders_and_never_passes_an_errored_gra
     o = report.overall
     assert (o.trials_passed, o.trials_graded, o.grades_errored, o.pipeline_errored) == (2, 4, 1, 1)
     assert o.pass_rate.mean == 0.5
-    assert (o.pass_rate.se, o.pass_rate.ci_low, o.pass_rate.ci_high) == (0.0, 0.5, 0.5)
+    # Two cases at 1/2 each: no spread seen, so the exact interval of 2 of 4 trials
+    # (Clopper-Pearson; never the old zero-width [50%, 50%]).
+    assert o.pass_rate.se == pytest.approx(0.25)
+    assert o.pass_rate.ci_low == pytest.approx(beta.ppf(0.025, 2, 3))
+    assert o.pass_rate.ci_high == pytest.approx(beta.ppf(0.975, 3, 2))
     assert (o.pass_rate.n_cases, o.cases_ungraded) == (2, 1)
 
 
@@ -72,13 +77,16 @@ def test_it_reports_each_grader_separately():
     assert (a.trials_passed, a.trials_graded, a.grades_errored) == (3, 4, 1)
     assert a.pass_rate.mean == 0.75
     assert a.pass_rate.se == pytest.approx(0.25)
-    assert a.pass_rate.ci_low == pytest.approx(0.75 - 1.959963984540054 * 0.25)
-    assert a.pass_rate.ci_high == 1.0
+    # Cases at 2/2 and 1/2: the t quantile with 1 df leaves almost nothing known.
+    assert a.pass_rate.method == "korn-graubard"
+    assert a.pass_rate.ci_low < 1e-6 and a.pass_rate.ci_high > 1 - 1e-6
     assert (b.trials_passed, b.trials_graded, b.grades_errored) == (3, 4, 1)
     assert b.pass_rate.mean == pytest.approx((0.5 + 1 + 1) / 3)
     assert (c.gating, c.trials_passed, c.trials_graded, c.not_graded) == (False, 0, 1, 4)
     assert c.pass_rate.mean == 0.0
-    assert c.pass_rate.se is None
+    # One case at 0/1: that case's exact interval, never [0%, 0%].
+    assert (c.pass_rate.method, c.pass_rate.ci_low) == ("clopper-pearson-one-case", 0.0)
+    assert c.pass_rate.ci_high == pytest.approx(0.975)
 
 
 def test_it_computes_pass_at_k_and_pass_hat_k_leaving_out_short_cases():
@@ -108,7 +116,9 @@ def test_it_slices_by_tag():
     assert x.n_cases == 2
     o = x.overall
     assert (o.trials_passed, o.trials_graded, o.pipeline_errored) == (1, 2, 1)
-    assert (x.overall.pass_rate.mean, x.overall.pass_rate.se) == (0.5, None)
+    assert x.overall.pass_rate.mean == 0.5
+    assert x.overall.pass_rate.ci_low == pytest.approx(beta.ppf(0.025, 1, 2))
+    assert x.overall.pass_rate.ci_high == pytest.approx(beta.ppf(0.975, 2, 1))
     assert [g.pass_rate.mean for g in slices["y"].graders[:2]] == [0.5, 1.0]
 
 

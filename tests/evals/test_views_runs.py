@@ -395,9 +395,9 @@ def test_a_short_output_has_no_show_all_link(client, bob, run_with_trial):
     assert "Show all" not in body
 
 
-def test_the_case_selector_never_loads_full_outputs(run_with_trial):
+def test_the_case_selector_never_loads_full_outputs(run_with_trial, carol):
     run, case, _ = run_with_trial
-    _, _, trials = selectors.run_case_get(run_uuid=run.uuid, case_uuid=case.uuid)
+    _, _, trials = selectors.run_case_get(run_uuid=run.uuid, case_uuid=case.uuid, viewer=carol)
     assert {"output", "raw_response"} <= trials[0].get_deferred_fields()
     assert trials[0].output_preview == "4"
     assert trials[0].output_length == 1
@@ -439,6 +439,8 @@ def test_the_run_list_pass_rate_leaves_out_errored_grades(client, carol, db):
     client.force_login(carol)
     body = client.get(reverse("evals:run-list")).content.decode()
     assert "66.7%" in body
+    # one case, 2 of 3: its Clopper-Pearson interval [9.4%, 99.2%]
+    assert "[9.4%, 99.2%]" in body
     assert "2 of 3 graded trials passed, 1 grader error" in body
 
 
@@ -454,7 +456,11 @@ def test_the_run_list_pass_rate_is_the_mean_of_per_case_rates_as_in_the_report(d
     stats = selectors.run_list().object_list[0].stats
     assert (stats.passed, stats.graded) == (3, 4)
     assert stats.pass_rate == pytest.approx(0.5)
-    assert stats.pass_rate == pytest.approx(run_report(run=run).overall.pass_rate.mean)
+    report_rate = run_report(run=run).overall.pass_rate
+    assert stats.pass_rate == pytest.approx(report_rate.mean)
+    # and the same interval as the report, never of zero width
+    assert (stats.pass_rate_low, stats.pass_rate_high) == (report_rate.ci_low, report_rate.ci_high)
+    assert stats.pass_rate_low < stats.pass_rate < stats.pass_rate_high
 
 
 def test_a_trial_missing_a_gating_grade_is_not_a_pass(db):

@@ -73,6 +73,9 @@ def test_it_shows_cases_runs_and_the_chart_data_to_a_reviewer(client, bob, cap_w
     assert [row["label"] for row in data] == ["r1", "r2", "r3"]
     assert data[2]["rate"] == 83.3
     assert data[2]["low"] is not None and data[2]["low"] <= 83.3 <= data[2]["high"]
+    # r2 passed all 6 trials: the exact interval of 6/6 (0.025 ** (1 / 6) = 54.1%), never
+    # the zero-width [100%, 100%]
+    assert (data[1]["rate"], data[1]["low"], data[1]["high"]) == (100.0, 54.1, 100.0)
     assert "vendor/chart-4.5.1.umd.min.js" in html
 
 

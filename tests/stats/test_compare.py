@@ -13,7 +13,7 @@ from scipy import stats as sps
 from stats.compare import (
     clustered_paired_interval,
     stratified_permutation_test,
-    within_case_bootstrap_ci,
+    within_case_interval,
 )
 
 outcomes = st.lists(st.booleans(), min_size=1, max_size=4)
@@ -141,8 +141,11 @@ def test_a_collapse_of_three_cases_is_significant_at_005():
     assert np.mean([np.mean(c) for c in head]) == pytest.approx(40 / 60)
     result = stratified_permutation_test(base, head)
     assert result.p_value < 0.05
-    low, high = within_case_bootstrap_ci(base, head, seed=1)
+    low, high = within_case_interval(base, head)
     assert high < 0
+    # Newcombe's hybrid score interval of 40/60 - 53/60 (12 cases x 5 trials: n_K = 60)
+    # the MOVER of the Clopper-Pearson intervals of 40/60 and 53/60
+    assert (low, high) == pytest.approx(_mover_clopper_pearson(40, 53, 60), abs=1e-9)
 
 
 def test_the_monte_carlo_and_exact_p_values_agree():
@@ -152,24 +155,111 @@ def test_the_monte_carlo_and_exact_p_values_agree():
     assert abs(mc.p_value - exact.p_value) < 0.005
 
 
-def test_the_bootstrap_interval_contains_the_observed_delta():
+def test_the_within_case_interval_contains_the_observed_delta():
     rng = np.random.default_rng(11)
     base = [list(rng.random(5) < p) for p in rng.random(30)]
     head = [list(rng.random(5) < p) for p in rng.random(30)]
     delta = np.mean([np.mean(h) - np.mean(b) for b, h in zip(base, head, strict=False)])
-    low, high = within_case_bootstrap_ci(base, head, seed=2)
-    assert -1 <= low <= delta <= high <= 1
+    low, high = within_case_interval(base, head)
+    assert -1 <= low < delta < high <= 1
+
+
+def _mover_clopper_pearson(x_h: float, x_b: float, n: float) -> tuple[float, float]:
+    """The within-case interval written out for x_h of n head trials and x_b of n base
+    trials: the union of the MOVER of Clopper-Pearson limits (scipy beta quantiles) and the
+    Agresti-Caffo interval (one success and one failure added a side)."""
+
+    def cp(x: int) -> tuple[float, float]:
+        low = 0.0 if x == 0 else sps.beta.ppf(0.025, x, n - x + 1)
+        high = 1.0 if x == n else sps.beta.ppf(0.975, x + 1, n - x)
+        return low, high
+
+    (l_h, u_h), (l_b, u_b) = cp(x_h), cp(x_b)
+    m_h, m_b = x_h / n, x_b / n
+    d = m_h - m_b
+    a_h, a_b = (x_h + 1) / (n + 2), (x_b + 1) / (n + 2)
+    half = 1.959963984540054 * math.sqrt((a_h * (1 - a_h) + a_b * (1 - a_b)) / (n + 2))
+    low = min(d - math.hypot(m_h - l_h, u_b - m_b), a_h - a_b - half)
+    high = max(d + math.hypot(u_h - m_h, m_b - l_b), a_h - a_b + half)
+    return max(-1.0, low), min(1.0, high)
+
+
+def test_the_within_case_interval_is_the_mover_of_clopper_pearson_limits_on_pooled_trials():
+    """Equal trial counts: the Kish count is the trial total, so the interval is the MOVER
+    of the two sides' Clopper-Pearson intervals of the pooled counts."""
+    rng = np.random.default_rng(3)
+    for n_cases, trials in [(3, 1), (5, 3), (12, 5), (30, 10)]:
+        base = [list(rng.random(trials) < p) for p in rng.random(n_cases)]
+        head = [list(rng.random(trials) < p) for p in rng.random(n_cases)]
+        expected = _mover_clopper_pearson(int(np.sum(head)), int(np.sum(base)), n_cases * trials)
+        assert within_case_interval(base, head) == pytest.approx(expected, abs=1e-9)
+
+
+def test_the_within_case_interval_weighs_cases_alike_with_unequal_trial_counts():
+    """A topped-up case (10 trials) counts once in the mean, and the Kish count
+    (C² / Σ 1/n_i = 9 / 0.6 = 15 trials a side) sets the width."""
+    base = [[True] * 4, [True] * 4, [True] * 10]
+    head = [[True] * 4, [True, False, True, False], [True] * 5 + [False] * 5]
+    low, high = within_case_interval(base, head)
+    delta = (1 + 0.5 + 0.5) / 3 - 1
+    assert low < delta < high
+    expected = _mover_clopper_pearson(10, 15, 15)  # m·n_K = (2/3)·15 = 10 head successes
+    assert (low, high) == pytest.approx(expected, abs=1e-9)
+
+
+@pytest.mark.parametrize(
+    "base, head, delta",
+    [
+        ([[True] * 5] * 12, [[False] * 5] * 12, -1.0),  # every case 5/5 -> 0/5
+        ([[False] * 5] * 12, [[True] * 5] * 12, 1.0),
+        ([[True] * 5] * 12, [[True] * 5] * 12, 0.0),  # all pass on both sides
+        ([[False] * 10] * 30, [[False] * 10] * 30, 0.0),  # all fail, 300 trials a side
+        ([[True]] * 3, [[False]] * 3, -1.0),  # one trial per case
+        ([[True], [False], [True]], [[True], [False], [True]], 0.0),
+        ([[True, True]], [[False, False]], -1.0),  # one case
+    ],
+)
+def test_the_within_case_interval_is_never_of_zero_width(base, head, delta):
+    low, high = within_case_interval(base, head)
+    assert -1.0 <= low <= delta <= high <= 1.0
+    assert high - low > 0.005
+
+
+@given(paired_suites)
+@settings(max_examples=200, deadline=None)
+def test_the_within_case_interval_holds_the_estimate_with_positive_width(suites):
+    base, head = suites
+    delta = np.mean([np.mean(h) - np.mean(b) for b, h in zip(base, head, strict=True)])
+    low, high = within_case_interval(base, head)
+    assert -1.0 <= low <= delta + 1e-12 and delta - 1e-12 <= high <= 1.0
+    assert low < high
+    narrow_low, narrow_high = within_case_interval(base, head, confidence=0.8)
+    assert low <= narrow_low + 1e-12 and narrow_high <= high + 1e-12
 
 
 def test_the_clustered_interval_uses_the_standard_error_of_paired_differences():
     rng = np.random.default_rng(5)
-    base = [list(rng.random(4) < 0.6) for _ in range(25)]
-    head = [list(rng.random(4) < 0.7) for _ in range(25)]
+    # half the cases drop from 0.9 to 0.2: the spread between cases dominates
+    base = [list(rng.random(4) < 0.9) for _ in range(25)]
+    head = [list(rng.random(4) < p) for p in np.where(np.arange(25) % 2 == 0, 0.9, 0.2)]
     d = np.array([np.mean(h) - np.mean(b) for b, h in zip(base, head, strict=False)])
     interval = clustered_paired_interval(base, head)
     se = sps.sem(d)
     assert interval.estimate == pytest.approx(d.mean())
-    assert interval.high - interval.estimate == pytest.approx(1.959963984540054 * se)
+    # t on 24 df (scipy) here wider than the within-case interval, which it contains
+    assert interval.high - interval.estimate == pytest.approx(sps.t.ppf(0.975, 24) * se)
+    assert interval.estimate - interval.low == pytest.approx(sps.t.ppf(0.975, 24) * se)
+    low, high = within_case_interval(base, head)
+    assert interval.low <= low and high <= interval.high
+
+
+def test_the_clustered_interval_is_never_of_zero_width_when_every_case_moved_alike():
+    """Every case 5/5 -> 0/5: the differences have no spread (sd 0); the interval falls
+    back on the trials' own randomness, never [-100, -100] points."""
+    base, head = [[True] * 5] * 12, [[False] * 5] * 12
+    interval = clustered_paired_interval(base, head)
+    assert interval.low == -1.0 and interval.high > -0.99
+    assert (interval.low, interval.high) == within_case_interval(base, head)
 
 
 def test_the_clustered_interval_is_undefined_for_one_case():

@@ -11,6 +11,7 @@ import json
 from django.core.management.base import BaseCommand, CommandError
 
 from core.ids import uuid_parse
+from core.templatetags.dashboard import percent_interval
 from evals.models import Run
 from evals.report.build import RunReport
 from evals.report.figures import Figures
@@ -46,12 +47,9 @@ def _rate(f: Figures) -> str:
     r = f.pass_rate
     if r.mean is None:
         return "undefined (nothing graded)"
-    ci = (
-        "CI undefined (1 case)"
-        if r.ci_low is None
-        else f"95% CI [{_pct(r.ci_low)}, {_pct(r.ci_high)}]"
-    )
-    return f"{_pct(r.mean)} {ci} over {_cases(r.n_cases)}"
+    # clustered_rate_interval: an interval whenever the mean is defined, never of zero width
+    # (and percent_interval never prints it as if it were)
+    return f"{_pct(r.mean)} 95% CI {percent_interval(r.ci_low, r.ci_high)} over {_cases(r.n_cases)}"
 
 
 def render_text(report: RunReport) -> str:
@@ -71,7 +69,7 @@ def render_text(report: RunReport) -> str:
         lines.append(f"{f.key}: {_rate(f)}; {f.trials_passed}/{f.trials_graded} trials{extra}")
         c = f.corrected
         if c is not None and c.corrected is not None:
-            ci = "" if c.ci_low is None else f" 95% CI [{_pct(c.ci_low)}, {_pct(c.ci_high)}]"
+            ci = "" if c.ci_low is None else f" 95% CI {percent_interval(c.ci_low, c.ci_high)}"
             lines.append(
                 f"  corrected for judge error (Rogan-Gladen, TPR {c.tpr:.3f}, TNR "
                 f"{c.tnr:.3f}): {_pct(c.corrected)}{ci}"
