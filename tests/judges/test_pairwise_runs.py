@@ -315,6 +315,7 @@ def test_the_comparison_page_offers_pairwise_judging_to_engineers_not_reviewers(
     detail = client.get(response["Location"]).content.decode()
     assert "pairs judged in both orders" in detail
     assert "head wins <strong>1</strong>" in detail
+    assert reverse("labeling:preferences", args=[judge_run.uuid]) in detail
     page = client.get(url).content.decode()
     assert reverse("judges:judge-run-detail", args=[judge_run.uuid]) in page
     version_page = client.get(reverse("judges:version-detail", args=[version.uuid]))
