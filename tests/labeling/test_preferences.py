@@ -46,7 +46,7 @@ def judge_run(django_capture_on_commit_callbacks):
 
 
 def test_a_reviewer_labels_each_pair_blind_and_a_tie_is_left_out_of_agreement(
-    client, bob, judge_run
+    client, alice, bob, judge_run
 ):
     url = reverse("labeling:preferences", args=[judge_run.uuid])
     assert client.login(username=bob.username, password=PASSWORD)
@@ -69,6 +69,12 @@ def test_a_reviewer_labels_each_pair_blind_and_a_tie_is_left_out_of_agreement(
     # Pair 2: consistent (base's Paris, A), but the reviewer saw no preference: left out.
     assert (cal.n, cal.agreement_numerator, cal.n_human_ties) == (1, 1, 1)
     assert [p.n for p in cal.by_position] == [1, 1]
+    assert client.login(username=alice.username, password=PASSWORD)
+    page = client.get(
+        reverse("labeling:calibration", args=[judge_run.judge_version.uuid])
+    ).content.decode()
+    assert "1 the humans labeled a tie" in page
+    assert "(1/1; 95% Wilson" in page  # the agreement, with its interval
 
 
 def test_a_preference_is_replaced_refused_outside_the_run_and_engineers_cannot_label(
