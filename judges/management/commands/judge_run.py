@@ -68,7 +68,10 @@ def exit_code(judge_run: JudgeRun, *, waited: bool) -> int:
 
 class Command(DomainCommand):
     help = (
-        "Grade a run with a judge version (all trials, or a sample), or cancel a judge run. "
+        "Grade a run with a judge version (all trials, or a sample), compare two runs with "
+        "a pairwise judge version (--pairwise BASE HEAD JUDGE_VERSION: attempt i against "
+        "attempt i, both presentation orders, a tie when they disagree), or cancel a judge "
+        "run. "
         + EXIT_HELP
     )
     domain_error_exit = EXIT_REFUSED
