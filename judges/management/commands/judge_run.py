@@ -71,8 +71,7 @@ class Command(DomainCommand):
         "Grade a run with a judge version (all trials, or a sample), compare two runs with "
         "a pairwise judge version (--pairwise BASE HEAD JUDGE_VERSION: attempt i against "
         "attempt i, both presentation orders, a tie when they disagree), or cancel a judge "
-        "run. "
-        + EXIT_HELP
+        "run. " + EXIT_HELP
     )
     domain_error_exit = EXIT_REFUSED
 
