@@ -114,3 +114,18 @@ def run_is_blind(user, run) -> bool:
     trials' judge verdicts or gold labels, so they are not shown to that user."""
     blind = blind_trial_ids(user)
     return bool(blind) and Trial.objects.filter(run=run, id__in=blind).exists()
+
+
+BLIND_COMPARISON = (
+    "hidden while you label: a trial of this comparison is in a calibration set you have "
+    "not finished labeling, and its per-case figures would show judge verdicts or gold "
+    "labels; it is back once you have labeled every item of the set"
+)
+
+
+def comparison_is_blind(user, *runs) -> bool:
+    """True when any of ``runs`` holds a trial that is blind for ``user``: a comparison's
+    decision, per-case rows and exports name each case's pass counts, which repeat those
+    trials' judge verdicts or gold labels (``BLIND_COMPARISON`` says so to the user)."""
+    blind = blind_trial_ids(user)
+    return bool(blind) and Trial.objects.filter(run__in=runs, id__in=blind).exists()

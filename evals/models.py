@@ -49,6 +49,13 @@ class Suite(models.Model):
     name = models.CharField(max_length=200, unique=True)
     description = models.TextField(blank=True)
     kind = models.CharField(max_length=20, choices=Kind.choices, default=Kind.REGRESSION)
+    trust_thresholds = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text='Judge trust thresholds for this suite, overriding settings ASSAY["TRUST"]: '
+        '{"MIN_N": 30, "MIN_KAPPA": 0.6, "MAX_FAR": 0.10} (any subset; '
+        "labeling.selectors.trust_thresholds).",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -296,17 +303,26 @@ class GradeQuerySet(models.QuerySet):
     def errored(self) -> GradeQuerySet:
         return self.filter(status=Grade.Status.ERROR)
 
+    def not_judged(self) -> GradeQuerySet:
+        return self.filter(status=Grade.Status.NOT_JUDGED)
+
 
 class Grade(models.Model):
     """A grader's verdict on a trial: passed, score 0..1, reason, status.
 
     An errored grade (the grader raised, a judge call failed, the reply was unparseable)
     has ``passed = None`` and ``score = None``; every aggregate leaves it out and counts it.
+    A "not judged" grade (``status = not_judged``) is a judge rung the grader ladder skipped
+    (``skip_if_failed``: a gating deterministic grader already failed the trial): no call was
+    made, ``passed`` and ``score`` are None, ``details.decided_by`` names the rung that
+    decided. It is neither a pass nor a fail: left out of every rate, calibration, cost
+    and agreement; the trial's overall verdict is decided by the rung that failed it.
     """
 
     class Status(models.TextChoices):
         OK = "ok", "ok"
         ERROR = "error", "error"
+        NOT_JUDGED = "not_judged", "not judged"
 
     trial = models.ForeignKey(Trial, on_delete=models.CASCADE, related_name="grades")
     grader = models.CharField(max_length=200)
@@ -333,9 +349,9 @@ class Grade(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["trial", "grader"], name="grade_unique_trial_grader"),
             models.CheckConstraint(
-                condition=Q(status="error", passed__isnull=True)
+                condition=Q(status__in=["error", "not_judged"], passed__isnull=True)
                 | Q(status="ok", passed__isnull=False),
-                name="grade_passed_null_iff_error",
+                name="grade_passed_null_iff_not_ok",
             ),
             models.CheckConstraint(
                 condition=Q(score__isnull=True) | Q(score__gte=0, score__lte=1),
@@ -345,6 +361,18 @@ class Grade(models.Model):
 
     def __str__(self) -> str:
         return f"{self.grader} on {self.trial_id}"
+
+
+def grade_skipped_placeholder(grade: dict) -> bool:
+    """Whether a stored judge grade (a dict with ``details`` and ``reason``, e.g. from a run
+    file) is an older Assay's placeholder for a rung the ladder skipped: stored then as
+    ``ok``/``passed = false`` with ``details.skipped = true`` or a reason starting
+    "not judged: " (the markers migration ``evals.0009_grade_not_judged`` recognizes).
+    Such a grade is read as not judged, never as a fail."""
+    details = grade.get("details")
+    return bool(isinstance(details, dict) and details.get("skipped") is True) or str(
+        grade.get("reason") or ""
+    ).startswith("not judged: ")
 
 
 class TrialPair(models.Model):

@@ -56,8 +56,9 @@ def calibration_table(
 
     - ``calibration_set`` (UUID), ``calibration_set_name``, ``position`` (queue order,
       1-based), ``trial`` (UUID), ``case_id`` (case key), ``attempt`` (1..N);
-    - ``judge_version`` ("name vN"), ``judge_status`` (``ok``/``error``; null: no grade),
-      ``judge_verdict`` (``pass``/``fail``; null when errored or ungraded), ``judge_reason``;
+    - ``judge_version`` ("name vN"), ``judge_status`` (``ok``/``error``/``not_judged``;
+      null: no grade), ``judge_verdict`` (``pass``/``fail``; null when errored, not judged
+      or ungraded), ``judge_reason``;
     - per rater, sorted by name: ``label.<rater>.verdict``, ``label.<rater>.critique``,
       ``label.<rater>.labeled_at`` (when the current verdict was saved, in ``zone``); a
       rater is a reviewer (username) or an imported name;
@@ -68,7 +69,9 @@ def calibration_table(
     - ``agree``: judge verdict == reference verdict; null when either is undefined (an
       errored or missing grade, an unresolved or unlabeled trial), so the count of
       ``true`` is ``calibration_compute``'s ``agreement_numerator`` and the non-null count
-      its ``n``.
+      its ``n``;
+    - ``stratum`` and ``inclusion_probability`` (pi) of a planned set's item
+      (``labeling.sampling``; its sampling weight is 1 / pi), null for an item added by hand.
     Long by design: the table's columns are declared next to the values that fill them.
     """
     version = judge_version if judge_version is not None else calibration_set.judge_version
@@ -119,6 +122,8 @@ def calibration_table(
         ("reference_verdict", pa.string()),
         ("reference_basis", pa.string()),
         ("agree", pa.bool_()),
+        ("stratum", pa.string()),
+        ("inclusion_probability", pa.float64()),
     ]
     rows = []
     for item in items:
@@ -159,6 +164,8 @@ def calibration_table(
             reference,
             basis,
             (judge_verdict == reference) if judged and reference is not None else None,
+            item.stratum or None,
+            item.inclusion_probability,
         ]
         rows.append(row)
     return ExportTable(columns=columns, rows=rows)

@@ -34,7 +34,7 @@ from core.errors import DomainError
 from evals.blindness import grades_visible_to
 from evals.cases import CaseSpec, cases_upsert
 from evals.comparison.run_data import RUN_FILE_FORMAT
-from evals.models import Case, Grade, Run, Suite, Trial, content_hash
+from evals.models import Case, Grade, Run, Suite, Trial, content_hash, grade_skipped_placeholder
 from interop.importers.reader import TIME_RANGE, time_check
 from judges.models import Judge, JudgeVersion, judge_version_hash
 
@@ -368,15 +368,18 @@ def run_import(
                 raise DomainError(
                     f"{ref!r} is not in judge_versions", field=f"{where}.grades[{k}].judge_version"
                 )
+            status, passed, score = g.get("status", "ok"), g.get("passed"), g.get("score")
+            if ref and status == Grade.Status.OK and grade_skipped_placeholder(g):
+                status, passed, score = Grade.Status.NOT_JUDGED, None, None
             grades.append(
                 Grade(
                     trial=trial,
                     grader=_need(g, "grader", f"{where}.grades[{k}]"),
                     grader_version=g.get("grader_version") or "",
                     judge_version=versions.get(ref) if ref else None,
-                    status=g.get("status", "ok"),
-                    passed=g.get("passed"),
-                    score=g.get("score"),
+                    status=status,
+                    passed=passed,
+                    score=score,
                     reason=g.get("reason") or "",
                     details=g.get("details") or {},
                     gating=bool(g.get("gating", True)),

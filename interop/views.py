@@ -9,6 +9,7 @@ labels, and no judge verdict or gold grade of a trial they still have to label.
 from __future__ import annotations
 
 from django.contrib import messages
+from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_http_methods
@@ -17,6 +18,7 @@ from core.errors import DomainError
 from core.http import RUNNER_ROLES, VIEWER_ROLES, role_required
 from core.ids import uuid_parse
 from core.roles import ENGINEER, LEAD
+from evals.blindness import BLIND_COMPARISON, comparison_is_blind
 from evals.models import Run
 from interop import exports
 from interop.calibration_export import calibration_table
@@ -72,6 +74,8 @@ def comparison_export(request: HttpRequest, head_id, base_id) -> HttpResponse:
     """A comparison, one row per case (``exports.comparison_table``)."""
     head = get_object_or_404(Run, uuid=head_id)
     base = get_object_or_404(Run, uuid=base_id)
+    if comparison_is_blind(request.user, base, head):
+        raise PermissionDenied(BLIND_COMPARISON)
     return table_download_response(
         request,
         lambda zone: exports.comparison_table(base=base, head=head),

@@ -7,6 +7,8 @@ Invariants:
 - Every judge call ends as a grade: a verdict, or an errored grade (``passed = None``,
   ``reason`` one of ``judges.parsing.ERROR_REASONS``) that keeps the raw reply or the
   provider's message. Never a pass, never a counted fail, never a silent skip.
+- A rung the ladder skipped (``skip_if_failed``) is stored "not judged"
+  (``Grade.Status.NOT_JUDGED``, ``passed`` null): no call, no verdict, in no judge figure.
 - A version whose stored template is refused (``template_refusal``: e.g. ``{input}``, the
   brace syntax judges no longer use) is not called: each trial gets an errored grade whose
   reason starts ``bad_template:`` and says which syntax to write.
@@ -241,7 +243,8 @@ def judge_grade_trials(
     (default ``judge_version.grader_key``) are not called again, and rows go through the
     unique (trial, grader) key. Errored trials get no judge grade (errored, not failed).
     With ``skip_if_failed`` a trial already failed by a gating deterministic grader is not
-    sent to the judge; its grade says which rung decided (``details.decided_by``).
+    sent to the judge; its grade is "not judged" (``Grade.Status.NOT_JUDGED``, ``passed``
+    null: neither a pass nor a fail) and says which rung decided (``details.decided_by``).
     A grade is gating only when ``gating`` and the version is trusted (else provisional).
     Long by design: the ladder's steps (skip, build, call, read, store, count) share the
     per-trial state of one chunk.
@@ -271,8 +274,8 @@ def judge_grade_trials(
                     grader=grader,
                     grader_version=str(judge_version.number),
                     judge_version=judge_version,
-                    status=Grade.Status.OK,
-                    passed=False,
+                    status=Grade.Status.NOT_JUDGED,
+                    passed=None,
                     score=None,
                     reason=f"not judged: deterministic grader {key!r} already failed this trial",
                     details={"decided_by": key, "skipped": True},

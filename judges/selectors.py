@@ -103,10 +103,12 @@ class JudgeCost:
 
 def judge_cost_get(*, judge_version: JudgeVersion) -> JudgeCost:
     """Cost so far of ``judge_version``'s calls (USD, from each grade's ``details.cost_usd``;
-    skipped grades made no call and are not counted)."""
+    not-judged grades, rungs the ladder skipped, made no call and are not counted)."""
     values = [
         d.get("cost_usd") if isinstance(d, dict) else None
-        for d in Grade.objects.filter(judge_version=judge_version).values_list("details", flat=True)
+        for d in Grade.objects.filter(judge_version=judge_version)
+        .exclude(status=Grade.Status.NOT_JUDGED)
+        .values_list("details", flat=True)
         if not (isinstance(d, dict) and d.get("skipped"))
     ]
     known = [Decimal(str(v)) for v in values if v is not None]
@@ -121,8 +123,10 @@ def judge_costs_get(*, judge_version_ids: list[int]) -> dict[int, JudgeCost]:
     """``judge_cost_get`` for many versions at once (one query; the judge list's cost
     column); versions without grades get an empty ``JudgeCost``."""
     values: dict[int, list] = {vid: [] for vid in judge_version_ids}
-    rows = Grade.objects.filter(judge_version_id__in=judge_version_ids).values_list(
-        "judge_version_id", "details"
+    rows = (
+        Grade.objects.filter(judge_version_id__in=judge_version_ids)
+        .exclude(status=Grade.Status.NOT_JUDGED)
+        .values_list("judge_version_id", "details")
     )
     for vid, d in rows:
         if not (isinstance(d, dict) and d.get("skipped")):

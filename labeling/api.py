@@ -58,10 +58,38 @@ NO_AGREEMENT = "n = 0: no item has both a reference label and an ok judge verdic
 
 class ThresholdsSerializer(serializers.Serializer):
     min_n = serializers.IntegerField(help_text="Trust needs n >= min_n (trials).")
-    min_kappa = serializers.FloatField(help_text="Trust needs kappa >= min_kappa.")
-    max_far = serializers.FloatField(
-        help_text="Trust needs the false-accept rate (point estimate, fraction) <= max_far."
+    min_kappa = serializers.FloatField(
+        help_text="Trust needs the lower 95% bound of kappa >= min_kappa."
     )
+    max_far = serializers.FloatField(
+        help_text="Trust needs the upper 95% bound of the false-accept rate (fraction) <= max_far."
+    )
+    min_human_fails = serializers.IntegerField(
+        allow_null=True,
+        help_text="Trust needs at least this many human fails: the fewest for which the "
+        "false-accept bound can be under max_far (35 at 10%).",
+    )
+    confidence = serializers.FloatField(help_text="Confidence of the bounds (0.95).")
+
+
+class TrustCheckSerializer(serializers.Serializer):
+    key = serializers.CharField(
+        help_text="n, human_fails, far_upper, far_weighted_upper or kappa_lower."
+    )
+    label = serializers.CharField(help_text="What the value is.")
+    value = serializers.FloatField(allow_null=True, help_text="The figure; null: undefined.")
+    op = serializers.CharField(help_text="'<=' or '>=': how value must compare to threshold.")
+    threshold = serializers.FloatField(help_text="The threshold.")
+    ok = serializers.BooleanField(help_text="Whether this condition holds.")
+
+
+class WeightedRateSerializer(serializers.Serializer):
+    rate = serializers.FloatField(allow_null=True, help_text="Weighted share (fraction).")
+    n = serializers.IntegerField(help_text="Human-fail items behind it (count).")
+    n_eff = serializers.FloatField(allow_null=True, help_text="Kish effective sample size.")
+    ci_low = serializers.FloatField(allow_null=True, help_text="Wilson 95% at n_eff, low.")
+    ci_high = serializers.FloatField(allow_null=True, help_text="Wilson 95% at n_eff, high.")
+    reason = serializers.CharField(help_text="Why rate is null (empty when defined).")
 
 
 class CalibrationFiguresSerializer(serializers.Serializer):
@@ -78,6 +106,10 @@ class CalibrationFiguresSerializer(serializers.Serializer):
     )
     n_judge_missing = serializers.IntegerField(
         help_text="Labeled trials without a judge grade, left out of n (count)."
+    )
+    n_not_judged = serializers.IntegerField(
+        help_text="Labeled trials the judge did not judge (a rung the grader ladder "
+        "skipped), left out of n (count)."
     )
     n_unresolved = serializers.IntegerField(
         help_text="Trials where humans disagree and no lead adjudicated, left out (count)."
@@ -99,8 +131,17 @@ class CalibrationFiguresSerializer(serializers.Serializer):
     frr = RateSerializer(
         help_text="False-reject rate P(judge fail | human pass), Wilson 95% interval."
     )
-    thresholds = ThresholdsSerializer(help_text="The trust thresholds (settings).")
+    thresholds = ThresholdsSerializer(help_text="The trust thresholds (settings or suite).")
     trust_ok = serializers.BooleanField(help_text="True only when every threshold holds.")
+    trust_checks = TrustCheckSerializer(
+        many=True, help_text="The trust rule, one condition each, on the 95% bounds."
+    )
+    far_weighted = WeightedRateSerializer(
+        allow_null=True,
+        help_text="Population estimate of the false-accept rate (weights 1 / inclusion "
+        "probability); null when the set has no sampling weights (weights_note).",
+    )
+    weights_note = serializers.CharField(help_text="Why far_weighted is null.")
     trust_reasons = serializers.ListField(
         child=serializers.CharField(), help_text="Which thresholds do not hold."
     )

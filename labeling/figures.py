@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 
 from stats.agreement import KappaResult, RateResult
+from stats.calibration_plan import WeightedRate
 
 
 def kappa_json(k: KappaResult) -> dict:
@@ -24,12 +25,31 @@ def rate_json(r: RateResult) -> dict:
 
 @dataclass(frozen=True)
 class Thresholds:
-    """Trust thresholds (settings ``ASSAY["TRUST"]``): n >= min_n, kappa >= min_kappa,
-    false-accept rate (point estimate) <= max_far."""
+    """Trust thresholds (settings ``ASSAY["TRUST"]``, overridden per suite by
+    ``Suite.trust_thresholds``): n >= min_n; the lower 95% bound of kappa >= min_kappa; the
+    upper 95% bound of the false-accept rate <= max_far; and at least ``min_human_fails``
+    human fails, the fewest for which that bound can be under max_far at all
+    (``stats.calibration_plan.far_fails_needed``: 35 at 10%)."""
 
     min_n: int
     min_kappa: float
     max_far: float
+    min_human_fails: int | None = None
+    confidence: float = 0.95
+
+
+@dataclass(frozen=True)
+class TrustCheck:
+    """One condition of the trust rule: ``value`` (None: undefined) against ``threshold``
+    with ``op`` ("<=" or ">="); ``ok`` whether it holds; ``label`` says which figure
+    ("upper 95% bound of the false-accept rate (sample)")."""
+
+    key: str
+    label: str
+    value: float | None
+    op: str
+    threshold: float
+    ok: bool
 
 
 @dataclass(frozen=True)
@@ -90,15 +110,21 @@ class Calibration:
     Scope: a calibration set's trials, or every labeled trial (of ``suite``, or of every
     suite) the judge has a grade on. Counts (trials):
     - ``n``: trials with both a reference label and an ok judge verdict (the only ones in
-      the figures); ``n_judge_errors``: errored judge grades (``passed`` null) and
-      ``n_judge_missing``: no judge grade (set scope only) — both left out of n;
+      the figures); ``n_judge_errors``: errored judge grades (``passed`` null),
+      ``n_not_judged``: rungs the ladder skipped (``Grade.Status.NOT_JUDGED``) and
+      ``n_judge_missing``: no judge grade (set scope only) — all left out of n;
     - ``n_unresolved``: humans disagree, no adjudication; ``n_unlabeled``: set trials with
       no label yet.
     Figures: ``agreement`` = agreeing / n (None when n = 0); ``kappa`` Cohen's kappa with
     its 95% interval (Fleiss–Cohen–Everitt SE); ``far`` = P(judge pass | human fail) and
-    ``frr`` = P(judge fail | human pass), with Wilson 95% intervals. ``far.ci_high`` is the
-    upper end shown beside the point estimate. ``trust_ok`` is True only when all the
-    ``thresholds`` hold; ``trust_reasons`` says which do not.
+    ``frr`` = P(judge fail | human pass), with Wilson 95% intervals: the sample figures.
+    ``far_weighted``: the population estimate of the FAR when every item of a calibration
+    set carries its inclusion probability (weights 1/pi, Kish effective n; see
+    ``stats.calibration_plan``), else None with ``weights_note`` saying why.
+    The trust rule is on the bounds, not the points (``trust_checks``, one per condition):
+    n >= min_n, human fails >= min_human_fails, the upper bound of the sample FAR (and of the
+    weighted FAR, when there is one) <= max_far, the lower bound of kappa >= min_kappa.
+    ``trust_ok`` is True only when all hold; ``trust_reasons`` says which do not.
     """
 
     judge_version_id: int
@@ -108,6 +134,7 @@ class Calibration:
     n: int
     n_judge_errors: int
     n_judge_missing: int
+    n_not_judged: int
     n_unresolved: int
     n_unlabeled: int
     confusion: Confusion
@@ -119,6 +146,9 @@ class Calibration:
     thresholds: Thresholds
     trust_ok: bool
     trust_reasons: list[str] = field(default_factory=list)
+    trust_checks: list[TrustCheck] = field(default_factory=list)
+    far_weighted: WeightedRate | None = None
+    weights_note: str = ""
     warnings: list[str] = field(default_factory=list)
     disagreements: list[Disagreement] = field(default_factory=list)
 
@@ -144,6 +174,7 @@ class Calibration:
             "n": self.n,
             "n_judge_errors": self.n_judge_errors,
             "n_judge_missing": self.n_judge_missing,
+            "n_not_judged": self.n_not_judged,
             "n_unresolved": self.n_unresolved,
             "n_unlabeled": self.n_unlabeled,
             "confusion": asdict(self.confusion),
@@ -155,6 +186,9 @@ class Calibration:
             "thresholds": asdict(self.thresholds),
             "trust_ok": self.trust_ok,
             "trust_reasons": list(self.trust_reasons),
+            "trust_checks": [asdict(c) for c in self.trust_checks],
+            "far_weighted": asdict(self.far_weighted) if self.far_weighted else None,
+            "weights_note": self.weights_note,
             "warnings": list(self.warnings),
         }
         if with_disagreements:

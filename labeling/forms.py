@@ -25,7 +25,8 @@ class CalibrationSetBuildForm(forms.Form):
         queryset=JudgeVersion.objects.select_related("judge"),
         to_field_name="uuid",
         required=False,
-        help_text="stratify by this judge's verdicts so both passes and fails are present",
+        help_text="plan the set for this judge's false-accept rate: only trials it judged, "
+        "likely human fails first, sampling weights recorded",
     )
     size = forms.IntegerField(min_value=1, max_value=1000, initial=30)
     seed = forms.IntegerField(initial=0, help_text="the same seed picks the same trials")

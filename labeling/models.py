@@ -103,6 +103,12 @@ class CalibrationSet(models.Model):
     # Labeling guidelines for reviewers, in Markdown (rendered with raw HTML disabled:
     # ``core.markdown``); shown in the queue with each item and behind its "?" key.
     instructions = models.TextField(blank=True)
+    design = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text="the sampling design of a planned set (labeling.sampling): strata with "
+        "their population, judge verdict and prior fail probability; empty for a hand-made set",
+    )
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
@@ -121,7 +127,9 @@ class CalibrationSet(models.Model):
 
 
 class CalibrationItem(models.Model):
-    """One trial in a calibration set, at ``position`` (0-based queue order)."""
+    """One trial in a calibration set, at ``position`` (0-based queue order); a planned
+    set's items record their ``stratum`` and ``inclusion_probability`` (the sampling
+    weight's inverse), updated for the whole stratum when the set is topped up."""
 
     calibration_set = models.ForeignKey(
         CalibrationSet, on_delete=models.CASCADE, related_name="items"
@@ -130,6 +138,13 @@ class CalibrationItem(models.Model):
         "evals.Trial", on_delete=models.CASCADE, related_name="calibration_items"
     )
     position = models.PositiveIntegerField()
+    stratum = models.CharField(max_length=100, blank=True)
+    inclusion_probability = models.FloatField(
+        null=True,
+        blank=True,
+        help_text="probability that the planned draw included this trial (its weight is "
+        "1 / it); null for an item added by hand (no known design)",
+    )
 
     class Meta:
         ordering = ["calibration_set_id", "position"]

@@ -15,6 +15,7 @@ from django.conf import settings
 from django.db.models import Q
 from django.db.models.functions import Length, Substr
 
+from core.errors import DomainError
 from evals.blindness import labels_visible_to
 from evals.models import Grade, Trial
 from judges.models import JudgeVersion
@@ -27,10 +28,12 @@ from labeling.figures import (
     ReferenceLabels,
     ReviewerPairAgreement,
     Thresholds,
+    TrustCheck,
 )
 from labeling.models import Adjudication, CalibrationSet, Label
 from labeling.pairwise import pairwise_calibration_compute, pairwise_calibration_judge_versions
 from stats.agreement import KappaResult, cohens_kappa, false_accept_rate, false_reject_rate
+from stats.calibration_plan import WeightedRate, far_fails_needed, weighted_far
 
 __all__ = [
     "calibration_compute",
@@ -40,18 +43,40 @@ __all__ = [
     "pairwise_calibration_compute",
     "pairwise_calibration_judge_versions",
     "reference_labels",
+    "trust_checks",
     "trust_thresholds",
 ]
 
 MIN_CLASS = 5
 
 
-def trust_thresholds() -> Thresholds:
-    """The trust thresholds from settings ``ASSAY["TRUST"]`` (defaults 30 / 0.6 / 0.10)."""
+def trust_thresholds(*, suite=None) -> Thresholds:
+    """The trust thresholds: settings ``ASSAY["TRUST"]`` (defaults MIN_N 30, MIN_KAPPA 0.6,
+    MAX_FAR 0.10), overridden by ``suite.trust_thresholds`` (any subset of those keys).
+    ``min_human_fails`` follows from MAX_FAR (``far_fails_needed``: 35 at 10%). Raises
+    DomainError (field ``trust_thresholds``) for a suite value that is not a number in range.
+    """
     conf = {"MIN_N": 30, "MIN_KAPPA": 0.6, "MAX_FAR": 0.10}
     conf.update(getattr(settings, "ASSAY", {}).get("TRUST", {}))
+    override = getattr(suite, "trust_thresholds", None) or {}
+    for key, value in override.items() if isinstance(override, dict) else ():
+        if key not in conf:
+            raise DomainError(
+                f"unknown key {key!r} (MIN_N, MIN_KAPPA, MAX_FAR)", field="trust_thresholds"
+            )
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise DomainError(f"{key} must be a number, got {value!r}", field="trust_thresholds")
+        conf[key] = value
+    max_far = float(conf["MAX_FAR"])
+    if not 0 < max_far <= 1 or not -1 <= float(conf["MIN_KAPPA"]) <= 1:
+        raise DomainError(
+            "MAX_FAR must be in (0, 1] and MIN_KAPPA in [-1, 1]", field="trust_thresholds"
+        )
     return Thresholds(
-        min_n=int(conf["MIN_N"]), min_kappa=float(conf["MIN_KAPPA"]), max_far=float(conf["MAX_FAR"])
+        min_n=int(conf["MIN_N"]),
+        min_kappa=float(conf["MIN_KAPPA"]),
+        max_far=max_far,
+        min_human_fails=far_fails_needed(max_far),
     )
 
 
@@ -124,25 +149,88 @@ def _scope_trial_ids(
 ) -> list[int]:
     if calibration_set is not None:
         return list(calibration_set.items.values_list("trial_id", flat=True))
-    graded = Grade.objects.filter(judge_version=judge_version)
+    graded = Grade.objects.filter(judge_version=judge_version).exclude(
+        status=Grade.Status.NOT_JUDGED
+    )
     if suite is not None:
         graded = graded.filter(trial__run__suite=suite)
     labeled = graded.filter(Q(trial__labels__isnull=False) | Q(trial__adjudications__isnull=False))
     return sorted(set(labeled.values_list("trial_id", flat=True)))
 
 
-def _trust_check(n: int, kappa: KappaResult, far, th: Thresholds) -> list[str]:
+def _pct(x: float) -> str:
+    return f"{100 * x:.1f}%"
+
+
+def trust_checks(
+    *, n: int, human_fails: int, kappa: KappaResult, far, far_weighted, th: Thresholds
+) -> list[TrustCheck]:
+    """The default trust rule, one ``TrustCheck`` per condition (on intervals, not points):
+    n >= min_n; human fails >= min_human_fails (fewer can never show the FAR bound under
+    max_far); the upper end of the FAR's Wilson 95% interval <= max_far (and of the weighted
+    FAR's, when the set's weights are known); the lower end of kappa's 95% interval
+    (Fleiss–Cohen–Everitt SE, ``stats.agreement.cohens_kappa``) >= min_kappa. An undefined
+    figure never holds."""
+    checks = [
+        TrustCheck("n", "n (compared trials)", float(n), ">=", float(th.min_n), n >= th.min_n),
+        TrustCheck(
+            "human_fails",
+            "human fails (the FAR's denominator)",
+            float(human_fails),
+            ">=",
+            float(th.min_human_fails or 0),
+            th.min_human_fails is not None and human_fails >= th.min_human_fails,
+        ),
+        TrustCheck(
+            "far_upper",
+            "upper 95% bound of the false-accept rate (sample, Wilson)",
+            far.ci_high if far.rate is not None else None,
+            "<=",
+            th.max_far,
+            far.rate is not None and far.ci_high <= th.max_far,
+        ),
+    ]
+    if far_weighted is not None:
+        checks.append(
+            TrustCheck(
+                "far_weighted_upper",
+                "upper 95% bound of the false-accept rate (population estimate, weighted)",
+                far_weighted.ci_high,
+                "<=",
+                th.max_far,
+                far_weighted.ci_high is not None and far_weighted.ci_high <= th.max_far,
+            )
+        )
+    checks.append(
+        TrustCheck(
+            "kappa_lower",
+            "lower 95% bound of Cohen's kappa",
+            kappa.ci_low,
+            ">=",
+            th.min_kappa,
+            kappa.ci_low is not None and kappa.ci_low >= th.min_kappa,
+        )
+    )
+    return checks
+
+
+def _trust_reasons(checks: list[TrustCheck], kappa: KappaResult, far) -> list[str]:
     reasons = []
-    if n < th.min_n:
-        reasons.append(f"n = {n} is below {th.min_n}")
-    if kappa.kappa is None:
-        reasons.append(f"kappa is {kappa.reason or 'undefined'}")
-    elif kappa.kappa < th.min_kappa:
-        reasons.append(f"kappa {kappa.kappa:.3f} is below {th.min_kappa}")
-    if far.rate is None:
-        reasons.append(f"false-accept rate is {far.reason or 'undefined'}")
-    elif far.rate > th.max_far:
-        reasons.append(f"false-accept rate {far.rate:.3f} is above {th.max_far}")
+    for c in checks:
+        if c.ok:
+            continue
+        if c.key == "kappa_lower" and kappa.kappa is None:
+            reasons.append(f"kappa is {kappa.reason or 'undefined'}")
+        elif c.key == "far_upper" and far.rate is None:
+            reasons.append(f"false-accept rate is {far.reason or 'undefined'}")
+        elif c.value is None:
+            reasons.append(f"{c.label} is undefined")
+        elif c.key in ("n", "human_fails"):
+            reasons.append(f"{c.label}: {int(c.value)} is below {int(c.threshold)}")
+        elif c.op == "<=":
+            reasons.append(f"{c.label}: {_pct(c.value)} is above {_pct(c.threshold)}")
+        else:
+            reasons.append(f"{c.label}: {c.value:.3f} is below {c.threshold:g}")
     return reasons
 
 
@@ -170,12 +258,13 @@ def calibration_compute(
 
     Scope: ``calibration_set``'s trials; else every labeled trial of ``suite`` (or of all
     suites) with a grade by the judge version. Pairs the judge's grade on each trial
-    (``Grade.judge_version``) with ``reference_labels``; an errored grade (``passed`` null)
-    or a missing one is counted apart and never read as a pass or a fail. Kappa and the
+    (``Grade.judge_version``) with ``reference_labels``; an errored grade (``passed`` null),
+    a not-judged one (a rung the ladder skipped) or a missing one is counted apart and never
+    read as a pass or a fail. Kappa and the
     rates come from ``stats.agreement`` (undefined -> None with a reason).
     Queries: 4 plus one per 1,000 disagreements, whatever n.
     """
-    th = trust_thresholds()
+    th = trust_thresholds(suite=calibration_set.suite if calibration_set is not None else suite)
     ids = _scope_trial_ids(
         judge_version=judge_version, calibration_set=calibration_set, suite=suite
     )
@@ -188,7 +277,8 @@ def calibration_compute(
     }
     judge: list[bool] = []
     human: list[bool] = []
-    errors = missing = 0
+    kept: list[int] = []
+    errors = missing = not_judged = 0
     differ: list[tuple[int, ReferenceLabel, Grade]] = []
     for tid in sorted(refs.by_trial):
         ref = refs.by_trial[tid]
@@ -196,12 +286,16 @@ def calibration_compute(
         if grade is None:
             missing += 1
             continue
+        if grade.status == Grade.Status.NOT_JUDGED:
+            not_judged += 1
+            continue
         if grade.status != Grade.Status.OK or grade.passed is None:
             errors += 1
             continue
         j, h = bool(grade.passed), ref.verdict == Label.Verdict.PASS
         judge.append(j)
         human.append(h)
+        kept.append(tid)
         if j != h:
             differ.append((tid, ref, grade))
     n = len(judge)
@@ -215,7 +309,16 @@ def calibration_compute(
     kappa = cohens_kappa(judge, human)
     far = false_accept_rate(judge, human)
     frr = false_reject_rate(judge, human)
-    reasons = _trust_check(n, kappa, far, th)
+    far_w, weights_note = _weighted_far(calibration_set, judge, human, kept)
+    checks = trust_checks(
+        n=n,
+        human_fails=sum(1 for h in human if not h),
+        kappa=kappa,
+        far=far,
+        far_weighted=far_w,
+        th=th,
+    )
+    reasons = _trust_reasons(checks, kappa, far)
     trials = Trial.objects.in_bulk([tid for tid, _, _ in differ])
     keys = dict(
         Trial.objects.filter(id__in=[tid for tid, _, _ in differ]).values_list("id", "case__key")
@@ -241,6 +344,7 @@ def calibration_compute(
         n=n,
         n_judge_errors=errors,
         n_judge_missing=missing,
+        n_not_judged=not_judged,
         n_unresolved=len(refs.unresolved),
         n_unlabeled=len(refs.unlabeled),
         confusion=confusion,
@@ -252,16 +356,41 @@ def calibration_compute(
         thresholds=th,
         trust_ok=not reasons,
         trust_reasons=reasons,
+        trust_checks=checks,
+        far_weighted=far_w,
+        weights_note=weights_note,
         warnings=_warnings(n, human, th),
         disagreements=disagreements,
     )
 
 
+def _weighted_far(
+    calibration_set: CalibrationSet | None,
+    judge: list[bool],
+    human: list[bool],
+    trial_ids: list[int],
+) -> tuple[WeightedRate | None, str]:
+    """The weighted FAR of a planned set (weights 1 / inclusion probability), or None with
+    why not: no set, a set without a sampling design, items without a probability."""
+    if calibration_set is None:
+        return None, "no sampling weights: not a calibration set"
+    probs = dict(calibration_set.items.values_list("trial_id", "inclusion_probability"))
+    if not calibration_set.design or any(p is None for p in probs.values()):
+        return None, (
+            "no sampling weights: the set was not drawn by the planner or has items added "
+            "by hand; only the sample figures are available"
+        )
+    fails = [(j, 1.0 / probs[t]) for j, h, t in zip(judge, human, trial_ids, strict=True) if not h]
+    return weighted_far([j for j, _ in fails], [w for _, w in fails]), ""
+
+
 def calibration_judge_versions(*, suite=None) -> list[JudgeVersion]:
     """Judge versions with at least one grade on a labeled (or adjudicated) trial, of
     ``suite`` when given; ordered by judge name and number."""
-    graded = Grade.objects.filter(judge_version__isnull=False).filter(
-        Q(trial__labels__isnull=False) | Q(trial__adjudications__isnull=False)
+    graded = (
+        Grade.objects.filter(judge_version__isnull=False)
+        .exclude(status=Grade.Status.NOT_JUDGED)
+        .filter(Q(trial__labels__isnull=False) | Q(trial__adjudications__isnull=False))
     )
     if suite is not None:
         graded = graded.filter(trial__run__suite=suite)

@@ -17,11 +17,18 @@ from django.utils import timezone
 
 from core.errors import DomainError
 from core.roles import ENGINEER, LEAD, REVIEWER, role_require
-from evals.models import Grade, Run, Trial
+from evals.models import Run, Trial
 from judges.models import JudgeApproval, JudgeVersion
 from judges.trust import trust_grant
 from labeling.figures import Calibration
 from labeling.models import CalibrationItem, CalibrationSet, Label, LabelRevision
+from labeling.sampling import (
+    design_build,
+    draw_initial,
+    inclusion_probabilities_set,
+    judged_strata,
+    set_plan_get,
+)
 from labeling.selectors import calibration_compute
 
 VERDICTS = tuple(Label.Verdict.values)
@@ -64,6 +71,17 @@ def _strata_pick(groups: dict[tuple[str, str], list[int]], size: int, seed: int)
     return picked
 
 
+def _judged_check(run: Run, judge_version: JudgeVersion) -> dict[str, list[int]]:
+    strata = judged_strata(run=run, judge_version=judge_version)
+    if not strata:
+        raise DomainError(
+            f"it has no successful verdict on run {run.name!r} (not-judged and errored "
+            "grades do not count); grade the run with it first",
+            field="judge_version",
+        )
+    return strata
+
+
 @transaction.atomic
 def calibration_set_build(
     *,
@@ -76,16 +94,16 @@ def calibration_set_build(
 ) -> CalibrationSet:
     """Pick ``size`` ok trials of ``run`` into a new calibration set (engineers and leads).
 
-    Strata: the judge version's verdict on the trial (``pass``, ``fail``; ``none`` when no
-    judge is given) x the case's first tag. With a judge version, only trials it graded
-    successfully are eligible: a trial whose judge verdict errored (or that it never
-    graded) cannot count toward the judge's calibration, so it would waste a reviewer's
-    label. The pick alternates the
-    verdict classes, and the tags within each, so both passes and fails are present
-    whenever the run has them (balanced, not proportional: FAR needs human fails). Same
-    run, judge, size and seed -> the same trials in the same order. Raises
-    PermissionDenied, or DomainError when size < 1, the run has no ok trial, or the
-    judge version has no successful verdict on it.
+    With a judge version (the usual case) the set is planned for its false-accept rate
+    (``labeling.sampling``): only trials the judge actually judged are eligible (an ok
+    judge grade: never a rung the ladder skipped, never an errored call); they are
+    stratified by the judge's verdict and the signals that a human would fail them, drawn
+    likely fails first with every stratum kept sampled, and each item records its stratum
+    and inclusion probability (so the population estimate can be weighted). The design is
+    stored on the set (``design``) for its plan and top-ups. Without a judge version:
+    strata are the case's first tag, picked round-robin. Same run, judge, size and seed ->
+    the same trials in the same order. Raises PermissionDenied, or DomainError when size <
+    1, the run has no ok trial, or the judge version judged none of it.
     """
     role_require(by, ENGINEER, LEAD, action="building a calibration set")
     if size < 1:
@@ -97,37 +115,75 @@ def calibration_set_build(
     )
     if not trials:
         raise DomainError(f"run {run.name!r} has no ok trial to calibrate on")
-    verdicts: dict[int, str] = {}
+    design: dict = {}
     if judge_version is not None:
-        for tid, passed in Grade.objects.filter(
-            trial__run=run, judge_version=judge_version, status=Grade.Status.OK
-        ).values_list("trial_id", "passed"):
-            verdicts[tid] = "pass" if passed else "fail"
-        trials = [(tid, tags) for tid, tags in trials if tid in verdicts]
-        if not trials:
-            raise DomainError(
-                f"it has no successful verdict on run {run.name!r}; grade the run with it first",
-                field="judge_version",
-            )
-    groups: dict[tuple[str, str], list[int]] = defaultdict(list)
-    for tid, tags in trials:
-        tag = tags[0] if isinstance(tags, list) and tags and isinstance(tags[0], str) else ""
-        groups[(verdicts.get(tid, "none"), tag)].append(tid)
-    picked = _strata_pick(groups, size, seed)
+        design = design_build(_judged_check(run, judge_version))
+        picked_with = draw_initial(design, size, seed)
+    else:
+        groups: dict[tuple[str, str], list[int]] = defaultdict(list)
+        for tid, tags in trials:
+            tag = tags[0] if isinstance(tags, list) and tags and isinstance(tags[0], str) else ""
+            groups[("none", tag)].append(tid)
+        picked_with = [(tid, "") for tid in _strata_pick(groups, size, seed)]
     cset = CalibrationSet.objects.create(
         name=name.strip(),
         suite_id=run.suite_id,
         run=run,
         judge_version=judge_version,
-        size=len(picked),
+        size=len(picked_with),
         seed=seed,
         created_by=by,
+        design=design,
     )
     CalibrationItem.objects.bulk_create(
-        CalibrationItem(calibration_set=cset, trial_id=tid, position=i)
-        for i, tid in enumerate(picked)
+        CalibrationItem(calibration_set=cset, trial_id=tid, position=i, stratum=key)
+        for i, (tid, key) in enumerate(picked_with)
     )
+    if design:
+        inclusion_probabilities_set(cset)
     return cset
+
+
+@transaction.atomic
+def calibration_set_top_up(*, calibration_set: CalibrationSet, by) -> int:
+    """Add to a planned set the items its plan asks for (``labeling.sampling.set_plan_get``;
+    engineers and leads); returns how many were added (0 when the plan asks for none).
+
+    Allowed after labeling started (adding items changes no label). New items are drawn at
+    random from the not-yet-drawn trials of each stratum (seeded by the set's seed and its
+    size), appended to the queue, and the inclusion probabilities of their strata are
+    rewritten (drawn / population). Raises PermissionDenied, or DomainError for a set
+    without a sampling design or when no draw can reach the false-accept threshold.
+    """
+    role_require(by, ENGINEER, LEAD, action="topping up a calibration set")
+    cset = CalibrationSet.objects.select_for_update().get(pk=calibration_set.pk)
+    plan = set_plan_get(calibration_set=cset)
+    if plan is None:
+        raise DomainError(
+            f"calibration set {cset.name!r} has no sampling design (built without a judge "
+            "version, or before planning existed): build a new set for the judge"
+        )
+    if not plan.plan.reachable:
+        raise DomainError(plan.message)
+    present = set(cset.items.values_list("trial_id", flat=True))
+    rng = random.Random(f"{cset.seed}:{cset.size}")
+    new: list[tuple[int, str]] = []
+    for key, count in sorted(plan.plan.add.items()):
+        pool = [t for t in cset.design["strata"][key]["trials"] if t not in present]
+        rng.shuffle(pool)
+        new.extend((tid, key) for tid in pool[:count])
+    if not new:
+        return 0
+    rng.shuffle(new)
+    last = cset.items.aggregate(m=Max("position"))["m"]
+    start = 0 if last is None else last + 1
+    CalibrationItem.objects.bulk_create(
+        CalibrationItem(calibration_set=cset, trial_id=tid, position=start + i, stratum=key)
+        for i, (tid, key) in enumerate(new)
+    )
+    CalibrationSet.objects.filter(pk=cset.pk).update(size=F("size") + len(new))
+    inclusion_probabilities_set(cset)
+    return len(new)
 
 
 def _editable_set(calibration_set: CalibrationSet) -> CalibrationSet:

@@ -9,6 +9,7 @@ urlpatterns = [
     path("calibration-sets/new/", views.calibration_set_new, name="set-new"),
     path("calibration-sets/<uuid:set_id>/", views.calibration_set_detail, name="set-detail"),
     path("calibration-sets/<uuid:set_id>/items/add/", views.calibration_item_add, name="item-add"),
+    path("calibration-sets/<uuid:set_id>/top-up/", views.calibration_set_top_up, name="set-top-up"),
     path(
         "calibration-sets/<uuid:set_id>/items/remove/",
         views.calibration_item_remove,

@@ -47,6 +47,7 @@ from labeling.forms import (
 )
 from labeling.models import CalibrationSet, Label
 from labeling.queue import QueueState, queue_last_labeled_get, queue_state_get
+from labeling.sampling import set_plan_get
 
 LABELER_ROLES = (REVIEWER, LEAD)
 BUILDER_ROLES = (ENGINEER, LEAD)
@@ -109,6 +110,12 @@ def calibration_set_detail(request: HtmxHttpRequest, set_id) -> HttpResponse:
         .annotate(n_labels=Count("trial__labels"))
         .order_by("position", "id")
     )
+    plan = None
+    if user_has_role(request.user, ENGINEER, LEAD):  # the plan speaks of judge verdicts
+        try:
+            plan = set_plan_get(calibration_set=cset)
+        except DomainError as exc:
+            messages.error(request, str(exc))
     return render(
         request,
         "labeling/calibration_set_detail.html",
@@ -119,6 +126,7 @@ def calibration_set_detail(request: HtmxHttpRequest, set_id) -> HttpResponse:
             "instructions_form": CalibrationInstructionsForm(
                 initial={"instructions": cset.instructions}
             ),
+            "plan": plan,
         },
     )
 
@@ -141,6 +149,23 @@ def calibration_set_instructions(request: HtmxHttpRequest, set_id) -> HttpRespon
             messages.error(request, f"Guidelines not saved: {exc}")
         else:
             messages.success(request, "Guidelines saved.")
+    return redirect("labeling:set-detail", set_id=cset.uuid)
+
+
+@require_POST
+@role_required(*BUILDER_ROLES)
+def calibration_set_top_up(request: HtmxHttpRequest, set_id) -> HttpResponse:
+    """Add the items the set's plan asks for (``calibration_set_top_up``)."""
+    cset = _set_or_404(set_id)
+    try:
+        added = services.calibration_set_top_up(calibration_set=cset, by=request.user)
+    except DomainError as exc:
+        messages.error(request, str(exc))
+    else:
+        messages.success(
+            request,
+            f"Added {added} item{'s' if added != 1 else ''}." if added else "Nothing to add.",
+        )
     return redirect("labeling:set-detail", set_id=cset.uuid)
 
 

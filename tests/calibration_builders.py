@@ -43,9 +43,10 @@ def labeled_run(
     return the_run, version, trials
 
 
-def good_judge_run(n_pass: int = 20, n_fail: int = 20, *, false_accepts: int = 0):
+def good_judge_run(n_pass: int = 20, n_fail: int = 40, *, false_accepts: int = 0):
     """A run where the judge matches the gold labels except ``false_accepts`` human fails
-    it passes."""
+    it passes. The default (20 passes, 40 fails, no false accept) meets the default trust
+    rule: the Wilson upper bound of 0/40 is 8.8% <= 10% (35 human fails are the least)."""
     humans = ["pass"] * n_pass + ["fail"] * n_fail
     judges = ["pass"] * n_pass + ["pass"] * false_accepts + ["fail"] * (n_fail - false_accepts)
     return labeled_run(humans, judges)

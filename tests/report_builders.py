@@ -7,6 +7,7 @@ from decimal import Decimal
 from evals.models import Case, Grade, Run, Suite, Trial
 
 ERR = object()  # an errored grade
+NJ = object()  # a "not judged" grade (a rung the ladder skipped)
 
 
 def make_run(
@@ -44,7 +45,8 @@ def add_trial(
     latency: float | None = None,
     error: str = "",
 ) -> Trial:
-    """One trial; ``grades`` maps grader key -> True/False/ERR, or -> (verdict, score, reason)."""
+    """One trial; ``grades`` maps grader key -> True/False/ERR/NJ (not judged), or ->
+    (verdict, score, reason)."""
     case = Case.objects.get(suite=run.suite, key=key)
     trial = Trial.objects.create(
         run=run,
@@ -62,6 +64,17 @@ def add_trial(
     for grader, value in (grades or {}).items():
         verdict, score, reason = value if isinstance(value, tuple) else (value, None, "")
         errored = verdict is ERR
+        if verdict is NJ:
+            Grade.objects.create(
+                trial=trial,
+                grader=grader,
+                gating=gating.get(grader, True),
+                status="not_judged",
+                passed=None,
+                reason=reason or "not judged: deterministic grader 'a' already failed this trial",
+                details={"decided_by": "a", "skipped": True},
+            )
+            continue
         Grade.objects.create(
             trial=trial,
             grader=grader,

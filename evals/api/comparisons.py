@@ -30,7 +30,7 @@ from drf_spectacular.utils import (
     extend_schema_field,
 )
 from rest_framework import serializers
-from rest_framework.exceptions import NotFound
+from rest_framework.exceptions import NotFound, PermissionDenied
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
@@ -47,6 +47,7 @@ from core.errors import DomainError
 from core.http import uuid_or_404
 from core.ids import uuid_parse
 from evals.baselines import baseline_current
+from evals.blindness import BLIND_COMPARISON, comparison_is_blind
 from evals.comparison.cache import comparison_cached_get
 from evals.comparison.gate import (
     ALPHA_MAX,
@@ -58,7 +59,7 @@ from evals.comparison.gate import (
     run_document_read,
 )
 from evals.comparison.render import gate_json
-from evals.comparison.topup import top_up_result, top_up_start
+from evals.comparison.topup import top_up_refused, top_up_result, top_up_start
 from evals.models import Run, TopUp
 
 DEFAULT_ALPHA = 0.05  # manage.py gate's default --alpha
@@ -115,8 +116,12 @@ class GateInput(serializers.Serializer):
         required=False,
         default=False,
         help_text="Settle suspect cases with more trials of both runs (runs executed by "
-        "Assay and replayable; not files): answered 202 with the top-up to poll at "
-        "/api/top-ups/<uuid>/, whose result is this endpoint's usual body.",
+        "Assay and replayable): answered 202 with the top-up to poll at "
+        "/api/top-ups/<uuid>/, whose result is this endpoint's usual body. When no trial "
+        "can be added (files, imported runs) the answer is 200 with the decision on the "
+        "trials there are, a note naming why and the trials that would settle each "
+        "suspect. Decided under the default policy (no allow_* flag, no errored "
+        "fraction).",
     )
     max_trials_per_case = StrictIntegerField(
         required=False,
@@ -212,6 +217,13 @@ class TopUpOutput(serializers.Serializer):
     )
 
 
+def _refuse_blind(user, *sides) -> None:
+    """403 for a reviewer to whom a trial of these runs is blind (``evals.blindness``)."""
+    runs = [r for r in sides if isinstance(r, Run)]
+    if runs and comparison_is_blind(user, *runs):
+        raise PermissionDenied(BLIND_COMPARISON)
+
+
 class GateApi(APIView):
     """POST: the CI gate (``evals.comparison.gate.gate_evaluate``) on two runs; 200 with exactly the
     JSON ``manage.py gate --json`` prints (``decision.exit_code`` 0 pass, 1 regression,
@@ -249,6 +261,7 @@ class GateApi(APIView):
                 if "base" in v
                 else None
             )
+            _refuse_blind(request.user, head, base)
             if v["top_up"]:
                 return self._top_up(request, head, base, v)
             comparison, decision = gate_evaluate(
@@ -263,14 +276,33 @@ class GateApi(APIView):
             raise serializers.ValidationError({exc.field or "detail": [str(exc)]}) from exc
         return HttpResponse(gate_json(comparison, decision), content_type="application/json")
 
-    def _top_up(self, request, head, base, v) -> Response:
-        if not isinstance(head, Run) or (base is not None and not isinstance(base, Run)):
-            raise DomainError("needs runs (head and base UUIDs), not files", field="top_up")
-        if base is None:
+    def _top_up(self, request, head, base, v):
+        """202 with the top-up to poll; 200 with the decision on the trials there are when
+        no trial can be added (files, imported runs: ``top_up_refused``), as the command."""
+        flags = [
+            name
+            for name, on in (
+                ("allow_untrusted", v["allow_untrusted"]),
+                ("allow_incomparable", v["allow_incomparable"]),
+                ("max_errored_fraction", v["max_errored_fraction"] != 0.0),
+            )
+            if on
+        ]
+        if flags:
+            raise DomainError(
+                f"top_up decides under the default policy: leave out {', '.join(flags)}",
+                field="top_up",
+            )
+        if base is None and isinstance(head, Run):
             current = baseline_current(suite=head.suite)
             if current is None:
                 raise DomainError(f"suite {head.suite.name!r} has no baseline", field="base")
             base = current.run
+        _, refusal = comparison_plan(base=base, head=head, alpha=v["alpha"])
+        if refusal is not None:
+            comparison, decision = gate_evaluate(head=head, base=base, alpha=v["alpha"])
+            decision = top_up_refused(decision, refusal)
+            return HttpResponse(gate_json(comparison, decision), content_type="application/json")
         top_up = top_up_start(
             base=base,
             head=head,
@@ -397,6 +429,7 @@ class ComparisonApi(APIView):
         )
         alpha = _alpha(request)
         base, head = run_or_404(base_id), run_or_404(head_id)
+        _refuse_blind(request.user, head, base)
         comparison = comparison_cached_get(base=base, head=head, alpha=alpha)
         plan = comparison_plan(base=base, head=head, alpha=alpha)[0]
         decision = gate_decide(comparison, alpha=alpha, plan=plan)

@@ -231,8 +231,9 @@ class GradeSerializer(serializers.ModelSerializer):
             id="Grade id (grades have no UUID).",
             grader="Grader key.",
             grader_version="Grader version label.",
-            status="ok or error.",
-            passed="Verdict (null: errored, not counted).",
+            status="ok, error, or not_judged (a judge rung the grader ladder skipped: an "
+            "earlier gating grader already failed the trial).",
+            passed="Verdict (null: errored or not judged, not counted).",
             score="Score 0..1 (null: none).",
             reason="Why.",
             gating="Counts toward the pass rate and the gate.",

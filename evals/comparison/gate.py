@@ -191,7 +191,12 @@ def _str(obj: dict, key: str, where: str, field: str, *, optional: bool = False)
 def _grade_check(g: Any, where: str, refs: dict, field: str) -> None:
     _obj(g, where, field)
     _str(g, "grader", where, field)
-    _check(g.get("status") in ("ok", "error"), f"{where}.status", "expected 'ok' or 'error'", field)
+    _check(
+        g.get("status") in ("ok", "error", "not_judged"),
+        f"{where}.status",
+        "expected 'ok', 'error' or 'not_judged'",
+        field,
+    )
     if g["status"] == "ok":
         _check(
             isinstance(g.get("passed"), bool),
@@ -201,7 +206,10 @@ def _grade_check(g: Any, where: str, refs: dict, field: str) -> None:
         )
     else:
         _check(
-            g.get("passed") is None, f"{where}.passed", "expected null on an errored grade", field
+            g.get("passed") is None,
+            f"{where}.passed",
+            "expected null on an errored or not-judged grade",
+            field,
         )
     _check(
         isinstance(g.get("gating", True), bool), f"{where}.gating", "expected a JSON boolean", field

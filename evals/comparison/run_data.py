@@ -23,6 +23,7 @@ import numpy as np
 from core.errors import DomainError
 from evals.grading.grader_set import GraderSet
 from evals.grading.verdict import ERRORED, FAIL, MISSING, PASS, PENDING, PIPELINE, overall_codes
+from evals.models import grade_skipped_placeholder
 from evals.report.rows import judge_version_label, run_rows_get
 
 RUN_DATA_FORMAT = "assay-run-data"
@@ -175,7 +176,7 @@ def run_data_build(
         if arr is None:
             arr = codes[grader] = np.where(trial_codes == PASS, MISSING, trial_codes)
         arr[pos] = ERRORED if code == -1 else int(code)
-        if jv is not None:
+        if jv is not None and code != MISSING:  # a not-judged rung is no provisional verdict
             versions.setdefault(grader, set()).add(jv)
             gates = gating[grader] if grader in gating else bool(g_gating)
             if gates and not judges[jv][2]:
@@ -318,7 +319,11 @@ def run_data_from_export(data: dict[str, Any], *, source: str = "file") -> RunDa
             if trial["status"] in ("ok", "error"):
                 _usage_add(u, trial)
             for g in trial.get("grades") or []:
-                code = -1 if g["status"] == "error" else (1 if g["passed"] else 0)
+                code = {"error": ERRORED, "not_judged": MISSING}.get(
+                    g["status"], PASS if g["passed"] else FAIL
+                )
+                if g.get("judge_version") and grade_skipped_placeholder(g):
+                    code = MISSING  # an older file's placeholder for a skipped rung
                 grades.append(
                     (tid, g["grader"], code, bool(g.get("gating", True)), g.get("judge_version"))
                 )

@@ -19,23 +19,26 @@ from __future__ import annotations
 
 import json
 import time
+from copy import copy
 from dataclasses import replace
 from decimal import Decimal
 from functools import partial
 
 from django.db import transaction
-from django.db.models import Avg, Count, Q, Sum
+from django.db.models import Avg, Count, F, Q, Sum
 from django.utils import timezone
 
 from core.errors import DomainError
 from core.roles import ENGINEER, LEAD, role_require
-from evals.comparison.gate import gate_evaluate, gate_plan, plan_json
+from evals.comparison.gate import GateDecision, gate_evaluate, gate_plan, plan_json
 from evals.comparison.render import gate_json
 from evals.comparison.run_data import run_data_get
 from evals.models import Case, Run, TopUp, Trial
 from evals.runner.replay import run_replay_refusal
 from evals.runner.start import trials_add
 from evals.tasks import top_up_advance as top_up_advance_task
+from stats.design import fixed_design_trials, simulate_design
+from stats.sequential import TopUpPlan
 
 ACTIVE = (TopUp.Status.QUEUED, TopUp.Status.RUNNING)
 
@@ -62,10 +65,13 @@ def top_up_start(
     """
     if by is not None:
         role_require(by, ENGINEER, LEAD, action="settling suspects with more trials")
+    existing = _existing(base=base, head=head, alpha=alpha)
+    if existing is not None:
+        return existing
     if base.suite_id != head.suite_id:
         raise DomainError("base and head are runs of different suites", field="base")
     for side, run in (("head", head), ("base", base)):
-        refusal = run_replay_refusal(run=run)
+        refusal = _replay_refusal(run)
         if refusal:
             raise DomainError(refusal, field=side)
     if max_cost_usd is not None:
@@ -89,7 +95,9 @@ def top_up_start(
         max_trials_per_case=max_trials_per_case,
     )
     with transaction.atomic():
-        existing = TopUp.objects.filter(base=base, head=head, status__in=ACTIVE).first()
+        # One start at a time per head run (PostgreSQL; SQLite serialises writes anyway).
+        Run.objects.select_for_update().filter(id=head.id).first()
+        existing = _existing(base=base, head=head, alpha=alpha)
         if existing is not None:
             return existing
         top_up = TopUp.objects.create(
@@ -106,18 +114,65 @@ def top_up_start(
     return top_up
 
 
-def top_up_decide(*, top_up: TopUp):
-    """``(comparison, decision)`` of the top-up's runs as they stand: their own trials and
-    this top-up's rounds, under the design fixed at its start."""
-    base = Run.objects.select_related("suite").get(id=top_up.base_id)
-    head = Run.objects.select_related("suite").get(id=top_up.head_id)
-    plan = gate_plan(
+def _replay_refusal(run: Run) -> str | None:
+    """``run_replay_refusal``, except that a run that is running only because a round of
+    another top-up of it is in flight (a baseline shared by two comparisons; it was
+    succeeded when that round started) can serve: the new top-up's first look waits for
+    that round to end (the run's finalize moves every active top-up of it on)."""
+    if (
+        run.status == Run.Status.RUNNING
+        and TopUp.objects.filter(Q(base=run) | Q(head=run), status=TopUp.Status.RUNNING).exists()
+    ):
+        run = copy(run)
+        run.status = Run.Status.SUCCEEDED
+    return run_replay_refusal(run=run)
+
+
+def _existing(*, base: Run, head: Run, alpha: float) -> TopUp | None:
+    """The pair's top-up a new start joins: an active one (its rounds are running, so the
+    runs are not "succeeded" now), or one settled at the same alpha — its decision is final,
+    and starting again would spend trials to ask the same question twice."""
+    return (
+        TopUp.objects.filter(base=base, head=head)
+        .filter(Q(status__in=ACTIVE) | Q(status=TopUp.Status.SETTLED, alpha=alpha))
+        .first()
+    )
+
+
+def top_up_refused(decision: GateDecision, reason: str) -> GateDecision:
+    """The decision on the trials there are, for a top-up that cannot run (``reason``: why
+    no trial can be added, e.g. an imported run or a run file): the same decision, with a
+    first note saying so and naming the unresolved suspects with the trials a side that
+    would settle them (``CaseVerdict.settle_trials``; "no feasible number" when none)."""
+    unresolved = [
+        f"{v.key} (about {v.settle_trials} more trials a side)"
+        if v.settle_trials
+        else f"{v.key} (no feasible number of trials)"
+        for v in decision.suspects
+    ]
+    note = f"no trial can be added ({reason}): decided on the trials there are"
+    if unresolved:
+        more = f" and {len(unresolved) - 10} more" if len(unresolved) > 10 else ""
+        note += f"; unresolved: {', '.join(unresolved[:10])}{more}"
+    return replace(decision, notes=[note, *decision.notes])
+
+
+def _plan(top_up: TopUp, head: Run) -> TopUpPlan:
+    return gate_plan(
         alpha=top_up.alpha,
         trials_per_case=top_up.plan.get("first_trials", head.trials_per_case),
         suite_kind=top_up.plan.get("suite_kind", head.suite.kind),
         top_up=True,
         max_trials_per_case=top_up.max_trials_per_case,
     )
+
+
+def top_up_decide(*, top_up: TopUp):
+    """``(comparison, decision)`` of the top-up's runs as they stand: their own trials and
+    this top-up's rounds, under the design fixed at its start."""
+    base = Run.objects.select_related("suite").get(id=top_up.base_id)
+    head = Run.objects.select_related("suite").get(id=top_up.head_id)
+    plan = _plan(top_up, head)
     return gate_evaluate(
         head=run_data_get(run=head, top_up=top_up.id),
         base=run_data_get(run=base, top_up=top_up.id),
@@ -155,12 +210,20 @@ def top_up_advance(*, top_up_id: int) -> TopUp:
         return top_up
     if not (top_up.base.is_terminal and top_up.head.is_terminal):
         return top_up  # trials of this round are still running: their finalize calls again
+    for run in (top_up.head, top_up.base):
+        if run.status == Run.Status.CANCELLED:
+            _finish(top_up, TopUp.Status.FAILED, None, error=f"run {run.name!r} was cancelled")
+            return TopUp.objects.get(id=top_up_id)
     comparison, decision = top_up_decide(top_up=top_up)
     decided = json.loads(gate_json(comparison, decision))
     if decision.exit_code == 2:
         _finish(top_up, TopUp.Status.FAILED, decided, error=decision.sentence)
         return TopUp.objects.get(id=top_up_id)
     if decision.verdict != "undecided":
+        if top_up.adaptive:
+            decided["design"] = design_figure(
+                comparison=comparison, plan=_plan(top_up, top_up.head)
+            )
         _finish(top_up, TopUp.Status.SETTLED, decided)
         return TopUp.objects.get(id=top_up_id)
     next_round = decision.next_round
@@ -181,19 +244,40 @@ def top_up_advance(*, top_up_id: int) -> TopUp:
                     f"${top_up.max_cost_usd}; " + decision.sentence
                 ),
             }
+            if top_up.adaptive:
+                capped["design"] = design_figure(
+                    comparison=comparison, plan=_plan(top_up, top_up.head)
+                )
             _finish(top_up, TopUp.Status.CAPPED, capped)
             return TopUp.objects.get(id=top_up_id)
     look = top_up.rounds_done + 1
-    claimed = TopUp.objects.filter(
-        id=top_up.id, status__in=ACTIVE, rounds_done=top_up.rounds_done
-    ).update(status=TopUp.Status.RUNNING, rounds_done=look)
-    if not claimed:
-        return TopUp.objects.get(id=top_up_id)  # another worker added this round
     # Cases are matched by content: the comparison's key names head's case.
     digest = {row.key: row.content_hash for row in comparison.cases}
     head_case = _case_ids(top_up.head_id, [digest[k] for k in next_round])
     base_case = _case_ids(top_up.base_id, [digest[k] for k in next_round])
+    # The claim of the round and its trials commit together: a round is never counted
+    # without its trials (a run reopened meanwhile, e.g. a base shared with another
+    # top-up, rolls both back; that run's finalize calls this again).
+    try:
+        _round_add(top_up, look, next_round, head_case, base_case, digest)
+    except DomainError as exc:
+        if Run.objects.filter(
+            id__in=[top_up.base_id, top_up.head_id], status=Run.Status.CANCELLED
+        ).exists():
+            _finish(top_up, TopUp.Status.FAILED, decided, error=str(exc))
+    return TopUp.objects.get(id=top_up_id)
+
+
+def _round_add(top_up, look, next_round, head_case, base_case, digest) -> bool:
+    """Claim round ``look`` (compare-and-set on ``rounds_done``) and add its trials, in one
+    transaction; False when another call claimed it first. Raises ``DomainError`` (nothing
+    written) when a run is not finished."""
     with transaction.atomic():
+        claimed = TopUp.objects.filter(
+            id=top_up.id, status__in=ACTIVE, rounds_done=top_up.rounds_done
+        ).update(status=TopUp.Status.RUNNING, rounds_done=look)
+        if not claimed:
+            return False
         head_ids = trials_add(
             run=top_up.head,
             per_case={head_case[digest[k]]: h for k, (_, h) in next_round.items()},
@@ -207,9 +291,73 @@ def top_up_advance(*, top_up_id: int) -> TopUp:
             top_up_round=look,
         )
         TopUp.objects.filter(id=top_up.id).update(
-            trials_added=top_up.trials_added + len(head_ids) + len(base_ids)
+            trials_added=F("trials_added") + len(head_ids) + len(base_ids)
         )
-    return TopUp.objects.get(id=top_up_id)
+    return True
+
+
+DESIGN_SIMULATIONS = 200  # power SE at most 0.035; about a second a look at 12 cases
+DESIGN_MAX_TRIALS = 64  # per case a side: the largest fixed design searched
+
+
+def design_figure(*, comparison, plan: TopUpPlan) -> dict:
+    """ "Trials spent vs a fixed design of the same power" for an ended adaptive top-up.
+
+    ``spent_trials``: trials this comparison read, both sides, first ones included.
+    Against the drops observed (each case's cumulative pass rates, base and head, taken as
+    the truth: a plug-in alternative), ``power`` (with ``power_se``, its Monte Carlo
+    standard error over ``n_sim`` seeded simulations) is the chance this adaptive design
+    blocks and ``expected_trials`` its mean trials (``stats.design.simulate_design``);
+    ``fixed_trials`` is what a design without top-up (all of alpha at one look) needs for
+    that same power, ``fixed_trials_per_case`` its N a side
+    (``stats.design.fixed_design_trials``; None when even ``DESIGN_MAX_TRIALS`` is not
+    enough). When no case did worse in head there is no drop to power against: the power
+    and fixed figures are None and ``note`` says why."""
+    rows = [r for r in comparison.cases if r.base_graded and r.head_graded]
+    base_rates, head_rates = [], []
+    for r in rows:
+        bp, bg = (sum(x) for x in zip(*r.base_looks, strict=True))
+        hp, hg = (sum(x) for x in zip(*r.head_looks, strict=True))
+        base_rates.append(bp / bg if bg else 0.0)
+        head_rates.append(hp / hg if hg else 0.0)
+    out = {
+        "spent_trials": comparison.base_counts.trials + comparison.head_counts.trials,
+        "expected_trials": None,
+        "fixed_trials": None,
+        "fixed_trials_per_case": None,
+        "power": None,
+        "power_se": None,
+        "n_sim": DESIGN_SIMULATIONS,
+        "note": "",
+    }
+    if not any(h < b for b, h in zip(base_rates, head_rates, strict=True)):
+        out["note"] = "no case did worse in head: there is no drop to power against"
+        return out
+    adaptive = simulate_design(
+        base_rates=base_rates, head_rates=head_rates, plan=plan, n_sim=DESIGN_SIMULATIONS
+    )
+    out.update(
+        power=adaptive.power, power_se=adaptive.power_se, expected_trials=round(adaptive.trials)
+    )
+    if adaptive.power <= 0:
+        out["note"] = "the observed drops are too small for either design to catch"
+        return out
+    fixed = fixed_design_trials(
+        base_rates=base_rates,
+        head_rates=head_rates,
+        # A power of 1 in n_sim simulations is "at least 1 - 1/(2 n_sim)".
+        target_power=min(adaptive.power, 1 - 0.5 / DESIGN_SIMULATIONS),
+        alpha=plan.alpha,
+        suite_kind=plan.suite_kind,
+        max_trials=DESIGN_MAX_TRIALS,
+        n_sim=DESIGN_SIMULATIONS,
+    )
+    if fixed.trials is None:
+        out["note"] = (
+            f"a fixed design would need more than {DESIGN_MAX_TRIALS} trials per case a side"
+        )
+    out.update(fixed_trials=fixed.trials, fixed_trials_per_case=fixed.trials_per_side)
+    return out
 
 
 def _case_ids(run_id: int, hashes: list[str]) -> dict[str, int]:
@@ -239,18 +387,27 @@ def _usd(value: Decimal | None) -> str:
 
 def top_up_result(*, top_up: TopUp):
     """``(comparison, decision)`` of an ended top-up, as the gate reports it: the decision
-    over the runs' own trials and this top-up's; a top-up stopped at its cost cap with
-    suspects still open cannot decide (exit 2), and says so."""
+    over the runs' own trials and this top-up's. A top-up that ended with suspects still
+    open — stopped at its cost cap, failed (a run cancelled, trials errored) or cancelled —
+    cannot decide (exit 2), and says why; only a settled one passes or blocks."""
     comparison, decision = top_up_decide(top_up=top_up)
-    if top_up.status == TopUp.Status.CAPPED and decision.verdict == "undecided":
+    if top_up.status != TopUp.Status.SETTLED and decision.verdict == "undecided":
         stored = (top_up.decision or {}).get("decision", {})
+        if top_up.status == TopUp.Status.CAPPED and stored.get("sentence"):
+            sentence = stored["sentence"]
+        else:
+            why = f": {top_up.error}" if top_up.error else ""
+            sentence = (
+                f"Cannot decide: the top-up {top_up.get_status_display()}{why}; "
+                + decision.sentence
+            )
         decision = replace(
             decision,
             exit_code=2,
             verdict="cannot decide",
             title="cannot decide",
-            sentence=stored.get("sentence", decision.sentence),
-            reasons=[stored.get("sentence", decision.sentence)],
+            sentence=sentence,
+            reasons=[sentence],
         )
     return comparison, decision
 
@@ -269,11 +426,25 @@ def top_up_wait(*, top_up: TopUp, timeout_s: float, poll_s: float = 0.5) -> TopU
 def adaptive_start(*, run_id: int) -> TopUp | None:
     """The top-up of an adaptive run (``run_start(against=...)``) once its first N trials
     per case are done; None when the run did not succeed or has no baseline to compare
-    with. Idempotent: an existing top-up of the pair is returned."""
+    with. Idempotent: an existing top-up of the pair is returned. When the top-up cannot
+    start (the baseline can no longer be replayed: ``top_up_start``'s ``DomainError``) a
+    failed top-up records why, so the run's page says so and ``run_suite --wait`` ends."""
     run = Run.objects.select_related("suite", "against").get(id=run_id)
     if run.against is None or run.status != Run.Status.SUCCEEDED:
         return None
     existing = TopUp.objects.filter(head=run, base=run.against).first()
     if existing is not None:
         return existing
-    return top_up_start(base=run.against, head=run, adaptive=True)
+    try:
+        return top_up_start(base=run.against, head=run, adaptive=True)
+    except DomainError as exc:
+        return TopUp.objects.create(
+            base=run.against,
+            head=run,
+            adaptive=True,
+            plan={"first_trials": run.trials_per_case},
+            max_trials_per_case=run.trials_per_case,
+            status=TopUp.Status.FAILED,
+            error=f"no trial could be added: {exc}",
+            finished_at=timezone.now(),
+        )

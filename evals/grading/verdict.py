@@ -8,7 +8,10 @@ agree (``tests/flows/test_verdict_rule.py`` checks them on random runs): numpy c
 (``overall_codes``, for the run report and the comparison) and SQL annotations
 (``trial_verdict_annotations``, for the run list's aggregates). ``case_tally`` turns codes
 into per-case counts: only PASS and FAIL are graded; errored grades leave both numerator
-and denominator and are counted (fault A1)."""
+and denominator and are counted (fault A1). A "not judged" grade (a judge rung the ladder
+skipped, ``Grade.Status.NOT_JUDGED``) reads as MISSING in the numpy form and as neither a
+pass, a fail nor an error in the SQL form: never a fail of the judge; the trial is still a
+FAIL overall through the gating deterministic grade that made the ladder skip."""
 
 from __future__ import annotations
 

@@ -45,14 +45,14 @@ class RunRows:
     """A run as flat rows (see ``run_rows_get``).
 
     ``trials``: ``(id, case_id, status, latency_ms, look)`` ordered by case id then attempt
-    (look 0 for the run's own trials, r for a top-up's round r);
-    ``grades`` on ok trials: ``(trial_id, grader, code, score, gating, judge_version_id)``,
-    code 1 pass, 0 fail, -1 errored, gating 0/1; ``cases``: ``(id, uuid, key, tags,
+    (look 0 for the run's own trials, r for a top-up's round r); ``grades`` on ok trials:
+    ``(trial_id, grader, code, score, gating, judge_version_id)``, code 1 pass, 0 fail, -1
+    errored, -2 not judged (as if absent), gating 0/1; ``cases``: ``(id, uuid, key, tags,
     content_hash)`` by key; ``usage``: case id -> sums over its finished trials (``finished``
-    trials, ``cost`` known USD as Decimal or None, ``cost_unknown``, ``input``/``output``
-    known token sums, ``input_unknown``/``output_unknown``/``tokens_unknown`` (either one
-    null) trial counts, ``latency_sum`` ms and ``latency_n``); ``judges``: judge version id
-    -> ``JudgeInfo`` for the versions among ``grades``.
+    trials, ``cost`` known USD as Decimal or None, ``cost_unknown``, ``input``/``output`` known
+    token sums, ``input_unknown``/``output_unknown``/``tokens_unknown`` (either one null) trial
+    counts, ``latency_sum`` ms and ``latency_n``); ``judges``: judge version id -> ``JudgeInfo``
+    for the versions among ``grades``.
     """
 
     trials: list[tuple]
@@ -88,8 +88,11 @@ class RunRows:
         }
 
 
+# A "not judged" grade (a judge rung the ladder skipped) reads as -2, the code of an absent
+# grade (``evals.grading.verdict.MISSING``): neither a pass nor a fail.
 GRADE_CODE = CaseWhen(
     models.When(status=Grade.Status.ERROR, then=-1),
+    models.When(status=Grade.Status.NOT_JUDGED, then=-2),
     models.When(passed=True, then=1),
     default=0,
     output_field=models.IntegerField(),

@@ -21,12 +21,13 @@ from core.errors import DomainError
 from core.http import RUNNER_ROLES, VIEWER_ROLES, HtmxHttpRequest, role_required
 from core.ids import uuid_parse
 from core.roles import ENGINEER, LEAD, user_has_role
+from evals.blindness import BLIND_COMPARISON, comparison_is_blind
 from evals.comparison.cache import comparison_cached_get
 from evals.comparison.case import case_uuids_by_hash, comparison_case_get
 from evals.comparison.compute import CHANGE_CLASSES
 from evals.comparison.gate import comparison_plan, gate_decide
 from evals.comparison.table import SORTS, TableQuery, case_rows_select
-from evals.comparison.topup import top_up_start
+from evals.comparison.topup import top_up_result, top_up_start
 from evals.models import Case, Run, TopUp
 from evals.suites import power_sentence
 from judges.selectors import pairwise_judging_get
@@ -48,13 +49,28 @@ def _runs(head_id, base_id) -> tuple[Run, Run]:
 def comparison(request: HtmxHttpRequest, head_id, base_id) -> HttpResponse:
     """The comparison of head against base: comparability banner, headline delta with both
     intervals and the p-value in words, the gate's decision and exit code, change counts,
-    power, cost/token/latency and pass^k deltas, and the per-case table."""
+    power, cost/token/latency and pass^k deltas, and the per-case table. Once a top-up of
+    the pair at the page's alpha has settled (or stopped at its cost cap), the decision and
+    the figures are the top-up's (``top_up_result``): the runs' own trials and its rounds."""
 
     base, head = _runs(head_id, base_id)
-    comp = comparison_cached_get(base=base, head=head, alpha=GATE_ALPHA)
+    if comparison_is_blind(request.user, base, head):
+        context = {"base": base, "head": head, "blind_note": BLIND_COMPARISON}
+        return render(request, "evals/comparison_blind.html", context)
     # The gate command's defaults, so the page shows what CI would do on these two runs.
     plan, replay_refusal = comparison_plan(base=base, head=head, alpha=GATE_ALPHA)
-    decision = gate_decide(comp, alpha=GATE_ALPHA, plan=plan)
+    top_up = TopUp.objects.filter(base=base, head=head).first()
+    if (
+        top_up is not None
+        and top_up.alpha == GATE_ALPHA
+        and top_up.status in (TopUp.Status.SETTLED, TopUp.Status.CAPPED)
+    ):
+        # Settled with more trials: the decision and every figure read those trials too,
+        # as ``gate --top-up`` reports them.
+        comp, decision = top_up_result(top_up=top_up)
+    else:
+        comp = comparison_cached_get(base=base, head=head, alpha=GATE_ALPHA)
+        decision = gate_decide(comp, alpha=GATE_ALPHA, plan=plan)
     query = TableQuery.from_params(request.GET)
     rows = case_rows_select(comp.cases, query=query)
     page = Paginator(rows, CASE_TABLE_PAGE_SIZE).get_page(request.GET.get("page", 1))
@@ -64,7 +80,7 @@ def comparison(request: HtmxHttpRequest, head_id, base_id) -> HttpResponse:
         "comparison": comp,
         "decision": decision,
         "replay_refusal": replay_refusal,
-        "top_up": TopUp.objects.filter(base=base, head=head).first(),
+        "top_up": top_up,
         "can_settle": user_has_role(request.user, ENGINEER, LEAD),
         "query": query,
         "rows_page": page,

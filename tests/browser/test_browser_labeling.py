@@ -36,6 +36,10 @@ def test_a_reviewer_labels_30_items_by_keyboard_and_a_lead_trusts_the_judge(
         judge_fails=10,
         outputs=[f"<img src=x onerror=alert({i})> answer {i}" for i in range(30)],
     )
+    # 10 human fails can show a false-accept bound of 27.8% at best (Wilson, 0/10): this
+    # suite sets its threshold to 30% (the default 10% needs 35 human fails).
+    run.suite.trust_thresholds = {"MAX_FAR": 0.3}
+    run.suite.save()
     cset = calibration_set(run, version, trials)
     queue_url = reverse("labeling:queue", kwargs={"set_id": cset.uuid})
 
@@ -112,6 +116,7 @@ def test_a_reviewer_labels_30_items_by_keyboard_and_a_lead_trusts_the_judge(
     assert page.inner_text("#fig-kappa").startswith("1.000")
     assert page.inner_text("#fig-far").startswith("0.0% (0/10; 95% Wilson")
     assert page.inner_text("#fig-frr").startswith("0.0% (0/20; 95% Wilson")
+    assert "27.8%" in page.inner_text("#check-far_upper")
     assert page.is_enabled("#mark-trusted")
     page.click("#mark-trusted")
     page.wait_for_selector("text=is trusted.")

@@ -126,7 +126,7 @@ def test_it_filters_runs_by_suite_and_status(bob, run, other_run):
     [
         ("runs", "queued, running, succeeded, failed, cancelled"),
         ("trials", "queued, running, ok, error, cancelled"),
-        ("grades", "ok, error"),
+        ("grades", "ok, error, not_judged"),
     ],
 )
 def test_an_unknown_status_is_a_400_listing_the_allowed_ones(path, allowed, bob, run):

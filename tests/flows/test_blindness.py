@@ -166,3 +166,43 @@ def test_blindness_costs_one_query_per_page(client, world, bob, carol, url):
             assert client.get(path).status_code == 200
         counts[user.username] = len(ctx.captured_queries)
     assert counts["bob"] <= counts["carol"] + 1, counts
+
+
+# The comparison's own surfaces name each case's pass counts (which repeat the verdicts):
+# closed to a reviewer with open items, open to everyone else.
+COMPARISON_SURFACES = {
+    "comparison page": lambda w: f"/runs/{w['run'].uuid}/compare/{w['base'].uuid}/",
+    "comparison export": lambda w: (
+        f"/runs/{w['run'].uuid}/compare/{w['base'].uuid}/export/?format=csv"
+    ),
+    "/api/comparisons/": lambda w: f"/api/comparisons/?base={w['base'].uuid}&head={w['run'].uuid}",
+}
+
+
+@pytest.mark.parametrize("surface", list(COMPARISON_SURFACES))
+@pytest.mark.parametrize("role", ROLES)
+def test_a_comparison_is_closed_to_a_reviewer_with_open_items(
+    client, world, alice, bob, carol, role, surface
+):
+    client.force_login(_as(role, world, alice, bob, carol))
+    response = client.get(COMPARISON_SURFACES[surface](world))
+    body = b"".join(response.streaming_content) if response.streaming else response.content
+    text = body.decode()
+    if role == "reviewer with open items":
+        if surface == "comparison page":
+            assert response.status_code == 200
+            assert 'id="blind-comparison-note"' in text and "gate-decision" not in text
+        else:
+            assert response.status_code == 403
+        assert ">c01<" not in text and "hidden while you label" in text.lower()
+    else:
+        assert response.status_code == 200, text[:300]
+        assert "c01" in text
+
+
+def test_the_gate_api_is_closed_to_a_reviewer_with_open_items(client, world, bob, carol):
+    body = {"base": str(world["base"].uuid), "head": str(world["run"].uuid)}
+    for user, status in ((bob, 403), (carol, 200)):
+        client.force_login(user)
+        response = client.post("/api/gate", body, content_type="application/json")
+        assert response.status_code == status, response.content[:300]

@@ -12,7 +12,7 @@ from evals.comparison.run_data import run_data_get
 from evals.models import Case, Grade, Run, Suite, Trial
 from evals.report.selectors import run_report
 from evals.selectors import run_list_stats
-from tests.report_builders import ERR, add_trial, make_run
+from tests.report_builders import ERR, NJ, add_trial, make_run
 
 GRADERS = [
     {"key": "a", "kind": "exact"},
@@ -20,7 +20,7 @@ GRADERS = [
     {"key": "c", "kind": "regex", "gating": False},
 ]
 MISSING = "missing"
-GRADE = st.sampled_from([True, False, ERR, MISSING])
+GRADE = st.sampled_from([True, False, ERR, MISSING, NJ])
 TRIAL = st.tuples(st.sampled_from(["ok", "ok", "ok", "error"]), GRADE, GRADE, GRADE)
 
 
@@ -42,6 +42,8 @@ def test_the_report_the_run_list_and_the_run_loader_decide_every_trial_alike(cas
     for i, trials in enumerate(cases):
         for attempt, (status, *verdicts) in enumerate(trials, start=1):
             grades = {key: v for key, v in zip("abc", verdicts, strict=True) if v is not MISSING}
+            if grades.get("a") is not False:  # the ladder skips a rung only after a failure
+                grades = {k: v for k, v in grades.items() if v is not NJ}
             add_trial(run, f"c{i}", attempt, status=status, grades=grades if status == "ok" else {})
     report = run_report(run=run).overall
     stats = run_list_stats(runs=[run])[run.id]

@@ -22,7 +22,7 @@ from interop.calibration_export import calibration_table
 from labeling.adjudication import adjudication_record
 from labeling.models import Adjudication, CalibrationSet, Label
 from labeling.selectors import calibration_compute
-from labeling.services import label_submit
+from labeling.services import calibration_set_build, label_submit
 from tests.conftest import PASSWORD
 from tests.core.test_api_core import client_for
 from tests.labeling_builders import calibration_set, judged_run
@@ -90,8 +90,11 @@ def test_it_exports_one_row_per_item_with_judge_labels_reference_and_agreement(c
         "reference_verdict",
         "reference_basis",
         "agree",
+        "stratum",
+        "inclusion_probability",
     ]
     rows = _rows(table)
+    assert {(r["stratum"], r["inclusion_probability"]) for r in rows} == {("", "")}  # by hand
     assert [(r["position"], r["case_id"], r["attempt"]) for r in rows] == [
         (str(i), f"c0{i}", "1") for i in range(1, 7)
     ]
@@ -136,8 +139,9 @@ def test_it_exports_one_row_per_item_with_judge_labels_reference_and_agreement(c
 
 
 def test_its_agree_column_counts_what_calibration_compute_counts(cset):
-    rows = calibration_table(calibration_set=cset).rows
-    agree = [row[-1] for row in rows]
+    table = calibration_table(calibration_set=cset)
+    at = [name for name, _ in table.columns].index("agree")
+    agree = [row[at] for row in table.rows]
     cal = calibration_compute(judge_version=cset.judge_version, calibration_set=cset)
     assert (
         (sum(1 for a in agree if a is not None), agree.count(True))
@@ -348,3 +352,18 @@ def test_the_command_refuses_a_bad_or_unknown_set(cset, tmp_path):
         call_command(
             "export_results", "run", "S/R1", "--calibration-set", str(cset.uuid), "--out", out
         )
+
+
+def test_a_planned_sets_export_carries_each_items_stratum_and_inclusion_probability(carol):
+    run, version, _ = judged_run(40, judge_fails=10)
+    planned = calibration_set_build(run=run, judge_version=version, size=12, name="p", by=carol)
+    rows = _rows(calibration_table(calibration_set=planned))
+    expected = {
+        str(i.trial.uuid): (i.stratum, i.inclusion_probability)
+        for i in planned.items.select_related("trial")
+    }
+    assert len(rows) == 12
+    for r in rows:
+        stratum, prob = expected[r["trial"]]
+        assert r["stratum"] == stratum and float(r["inclusion_probability"]) == pytest.approx(prob)
+    assert {r["stratum"] for r in rows} == {"judge_fail/none", "judge_pass/none"}

@@ -22,12 +22,13 @@ UNKNOWN = "00000000-0000-0000-0000-000000000000"
 
 @pytest.fixture
 def trusted(db, alice, bob):
-    """judged_run's 40 trials (judge fails 1..20); bob fails 1..21 and passes 22..40, so
-    n = 40, agreement 39/40, FAR 1/21, FRR 0/19; alice approves on the set."""
-    run, version, trials = judged_run(40, judge_fails=20)
+    """judged_run's 80 trials (judge fails 1..59); bob fails 1..60 and passes 61..80, so
+    n = 80, agreement 79/80, FAR 1/60 (Wilson upper bound 8.9%), FRR 0/20; alice approves
+    on the set."""
+    run, version, trials = judged_run(80, judge_fails=59)
     cset = calibration_set(run, version, trials)
     for i, trial in enumerate(trials):
-        label_submit(trial=trial, reviewer=bob, verdict="fail" if i < 21 else "pass")
+        label_submit(trial=trial, reviewer=bob, verdict="fail" if i < 60 else "pass")
     approval = judge_trust_approve(judge_version=version, by=alice, calibration_set=cset)
     return version, cset, approval
 
@@ -69,13 +70,13 @@ def test_it_shows_the_active_approval_with_its_figures(trusted, carol):
         str(approval.uuid),
         "alice",
         str(cset.uuid),
-        40,
+        80,
     )
-    assert Fraction(got["agreement"]).limit_denominator(100) == Fraction(39, 40)
-    assert (got["far"]["numerator"], got["far"]["denominator"]) == (1, 21)
-    assert got["far"]["rate"] == pytest.approx(1 / 21)
+    assert Fraction(got["agreement"]).limit_denominator(100) == Fraction(79, 80)
+    assert (got["far"]["numerator"], got["far"]["denominator"]) == (1, 60)
+    assert got["far"]["rate"] == pytest.approx(1 / 60)
     assert got["far"]["ci_low"] < got["far"]["rate"] < got["far"]["ci_high"]
-    assert (got["frr"]["numerator"], got["frr"]["denominator"], got["frr"]["rate"]) == (0, 19, 0.0)
+    assert (got["frr"]["numerator"], got["frr"]["denominator"], got["frr"]["rate"]) == (0, 20, 0.0)
     assert got["kappa"]["kappa"] == pytest.approx(approval.figures["kappa"]["kappa"])
     assert got["kappa"]["se"] > 0 and got["kappa"]["reason"] == ""
     assert "prompt_template" in row and "output_schema" in row

@@ -187,6 +187,18 @@ def test_skip_if_failed_leaves_the_judge_out_when_a_deterministic_grader_failed(
         by_case["c2"].reason == "not judged: deterministic grader 'says-yes' already "
         "failed this trial"
     )
+    # Not judged: neither a pass nor a fail.
+    assert [(by_case[k].status, by_case[k].passed, by_case[k].score) for k in ("c2", "c3")] == [
+        (Grade.Status.NOT_JUDGED, None, None)
+    ] * 2
+    report = run_report(run=run)
+    judge_figures = next(f for f in report.graders if f.key == "judge")
+    # The judge's own pass rate counts only the trial it judged; the skipped rungs are
+    # "not graded", never fails; the trials still fail overall (the gating rung failed them).
+    assert (judge_figures.trials_passed, judge_figures.trials_graded) == (1, 1)
+    assert (report.overall.trials_passed, report.overall.trials_graded) == (1, 3)
+    assert report.judge_calls.calls == 1
+    assert not any(g.grader == "judge" for g in report.failure_reasons)
 
 
 def test_without_skip_if_failed_the_judge_sees_every_ok_trial(

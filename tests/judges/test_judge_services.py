@@ -326,6 +326,7 @@ def test_it_skips_the_judge_when_a_gating_deterministic_grader_already_failed(wa
         assert llm.requests == 1
     skipped = Grade.objects.get(trial=trials[0], grader="judge")
     assert skipped.details == {"decided_by": "schema", "skipped": True}
+    assert (skipped.status, skipped.passed, skipped.score) == (Grade.Status.NOT_JUDGED, None, None)
     assert "schema" in skipped.reason
     assert Grade.objects.get(trial=trials[1], grader="judge").details["decided_by"] == "judge"
 

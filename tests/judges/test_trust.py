@@ -23,17 +23,21 @@ def test_it_lets_a_lead_approve_a_judge_that_meets_the_thresholds(alice):
     version = JudgeVersion.objects.get(pk=version.pk)
     assert version.is_trusted and version.approvals.get(revoked_at__isnull=True) == approval
     assert approval.approved_by == alice
-    assert approval.figures["n"] == 40
+    assert approval.figures["n"] == 60
     assert approval.figures["kappa"]["kappa"] == 1.0
     assert approval.figures["far"] == {
         "rate": 0.0,
         "numerator": 0,
-        "denominator": 20,
+        "denominator": 40,
         "ci_low": 0.0,
         "ci_high": approval.figures["far"]["ci_high"],
         "reason": "",
     }
-    assert 0.16 < approval.figures["far"]["ci_high"] < 0.17  # Wilson upper end for 0/20
+    assert 0.087 < approval.figures["far"]["ci_high"] < 0.088  # Wilson upper end for 0/40
+    checks = {c["key"]: c for c in approval.figures["trust_checks"]}
+    assert all(c["ok"] for c in checks.values())
+    assert checks["human_fails"]["threshold"] == 35
+    assert checks["far_upper"]["value"] == approval.figures["far"]["ci_high"]
 
 
 @pytest.mark.parametrize("who", ["bob", "carol", "mallory"])
@@ -46,15 +50,63 @@ def test_it_refuses_approval_by_anyone_but_a_lead(who, request):
 
 
 def test_it_refuses_approval_when_the_false_accept_rate_is_too_high(alice):
-    _, version, _ = good_judge_run(false_accepts=3)  # FAR 3/20 = 0.15 > 0.10
-    with pytest.raises(DomainError, match="false-accept rate 0.150 is above 0.1"):
+    # FAR 3/40 = 7.5% meets 10% as a point, but its Wilson upper bound is 19.9%.
+    _, version, _ = good_judge_run(false_accepts=3)
+    with pytest.raises(
+        DomainError,
+        match=r"upper 95% bound of the false-accept rate \(sample, Wilson\): 19.9% is above 10.0%",
+    ):
         judge_trust_approve(judge_version=version, by=alice)
     assert not JudgeApproval.objects.exists()
 
 
+def test_it_refuses_a_perfect_judge_on_too_few_human_fails(alice):
+    # The case: kappa 1.000 and FAR 0/15 — the bound is 20.4%, and 15 human fails
+    # can never show a bound under 10% (35 are needed).
+    _, version, _ = good_judge_run(20, 15)
+    cal = calibration_compute(judge_version=version)
+    assert cal.kappa.kappa == 1.0 and cal.far.rate == 0.0
+    assert cal.far.ci_high == pytest.approx(0.2039, abs=1e-4)
+    assert not cal.trust_ok
+    failed = {c.key for c in cal.trust_checks if not c.ok}
+    assert failed == {"human_fails", "far_upper"}
+    with pytest.raises(DomainError, match=r"human fails \(the FAR's denominator\): 15 is below 35"):
+        judge_trust_approve(judge_version=version, by=alice)
+    assert not JudgeApproval.objects.exists()
+
+
+def test_it_refuses_approval_on_the_lower_bound_of_kappa(alice, settings):
+    # kappa 0.88 passes MIN_KAPPA 0.8 as a point; its lower 95% bound does not.
+    humans = ["pass"] * 20 + ["fail"] * 40
+    judges = ["pass"] * 17 + ["fail"] * 3 + ["fail"] * 40
+    _, other, _ = labeled_run(humans, judges)
+    cal = calibration_compute(judge_version=other)
+    assert cal.kappa.kappa > 0.8 > cal.kappa.ci_low
+    assert cal.far.ci_high <= 0.1
+    trust = {"MIN_N": 30, "MIN_KAPPA": 0.8, "MAX_FAR": 0.1}
+    with (
+        override_settings(ASSAY={**settings.ASSAY, "TRUST": trust}),
+        pytest.raises(DomainError, match="lower 95% bound of Cohen's kappa"),
+    ):
+        judge_trust_approve(judge_version=other, by=alice)
+
+
+def test_a_suite_overrides_the_thresholds(alice):
+    run, version, _ = good_judge_run(20, 40)
+    run.suite.trust_thresholds = {"MAX_FAR": 0.05}
+    run.suite.save()
+    cal = calibration_compute(judge_version=version, suite=run.suite)
+    assert (cal.thresholds.max_far, cal.thresholds.min_human_fails) == (0.05, 73)
+    assert not cal.trust_ok  # 40 human fails: the bound is 8.8% > 5%
+    run.suite.trust_thresholds = {"MAX_FAR": "ten"}
+    run.suite.save()
+    with pytest.raises(DomainError, match="MAX_FAR must be a number"):
+        calibration_compute(judge_version=version, suite=run.suite)
+
+
 def test_it_refuses_approval_below_thirty_labeled_trials(alice):
     _, version, _ = good_judge_run(10, 10)
-    with pytest.raises(DomainError, match="n = 20 is below 30"):
+    with pytest.raises(DomainError, match=r"n \(compared trials\): 20 is below 30"):
         judge_trust_approve(judge_version=version, by=alice)
 
 
@@ -66,10 +118,10 @@ def test_it_refuses_approval_when_kappa_is_undefined(alice):
 
 def test_it_reads_the_thresholds_from_settings(alice, settings):
     _, version, _ = good_judge_run()
-    trust = {"MIN_N": 50, "MIN_KAPPA": 0.6, "MAX_FAR": 0.1}
+    trust = {"MIN_N": 70, "MIN_KAPPA": 0.6, "MAX_FAR": 0.1}
     with (
         override_settings(ASSAY={**settings.ASSAY, "TRUST": trust}),
-        pytest.raises(DomainError, match="n = 40 is below 50"),
+        pytest.raises(DomainError, match=r"n \(compared trials\): 60 is below 70"),
     ):
         judge_trust_approve(judge_version=version, by=alice)
 
@@ -98,7 +150,7 @@ def test_it_lets_a_lead_revoke_trust_with_a_reason(alice):
     version.refresh_from_db()
     assert not JudgeVersion.objects.get(pk=version.pk).is_trusted
     assert (approval.revoked_by, approval.revoke_reason) == (alice, "drifted on v2 data")
-    assert approval.revoked_at is not None and approval.figures["n"] == 40
+    assert approval.revoked_at is not None and approval.figures["n"] == 60
     judge_trust_approve(judge_version=version, by=alice)  # may be approved again
     assert JudgeApproval.objects.count() == 2
 
@@ -134,13 +186,13 @@ def _corrected(run, version):
 
 
 def test_it_corrects_the_pass_rate_only_for_a_trusted_judge(alice):
-    run, version, _ = good_judge_run(20, 20, false_accepts=1)  # observed 21/40, tnr 19/20
+    run, version, _ = good_judge_run(20, 60, false_accepts=1)  # observed 21/80, tnr 59/60
     untrusted = _corrected(run, version)
     assert untrusted.corrected is None and untrusted.reason == "the judge version is not trusted"
-    assert (untrusted.observed_numerator, untrusted.observed_denominator) == (21, 40)
+    assert (untrusted.observed_numerator, untrusted.observed_denominator) == (21, 80)
     judge_trust_approve(judge_version=version, by=alice)
     corrected = _corrected(run, version)
-    assert (corrected.tpr, corrected.tnr) == (1.0, 0.95)
-    # (21/40 + 0.95 - 1) / (1 + 0.95 - 1) = 0.475 / 0.95 = 0.5: the true pass rate here
-    assert corrected.corrected == pytest.approx(0.5)
-    assert corrected.ci_low < 0.5 < corrected.ci_high
+    assert (corrected.tpr, corrected.tnr) == (1.0, 59 / 60)
+    # (21/80 + 59/60 - 1) / (1 + 59/60 - 1) = 0.25: the true pass rate here
+    assert corrected.corrected == pytest.approx(0.25)
+    assert corrected.ci_low < 0.25 < corrected.ci_high

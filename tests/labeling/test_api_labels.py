@@ -95,8 +95,20 @@ def test_the_detail_holds_the_calibration_figures_for_engineers(calibrated, caro
         pytest.approx(high, abs=1e-5),
     )
     assert (cal["frr"]["rate"], cal["frr"]["numerator"], cal["frr"]["denominator"]) == (0.0, 0, 19)
-    assert (cal["n_judge_errors"], cal["n_unlabeled"], cal["trust_ok"]) == (0, 0, True)
-    assert cal["thresholds"] == {"min_n": 30, "min_kappa": 0.6, "max_far": 0.1}
+    # FAR 1/21 = 4.8% meets 10% as a point; its Wilson upper bound (22.7%) does not.
+    assert (cal["n_judge_errors"], cal["n_unlabeled"], cal["trust_ok"]) == (0, 0, False)
+    assert cal["thresholds"] == {
+        "min_n": 30,
+        "min_kappa": 0.6,
+        "max_far": 0.1,
+        "min_human_fails": 35,
+        "confidence": 0.95,
+    }
+    checks = {c["key"]: (c["value"], c["op"], c["threshold"], c["ok"]) for c in cal["trust_checks"]}
+    assert checks["far_upper"] == (pytest.approx(high, abs=1e-5), "<=", 0.1, False)
+    assert checks["human_fails"] == (21, ">=", 35, False)
+    assert checks["kappa_lower"] == (pytest.approx(kappa["ci_low"]), ">=", 0.6, True)
+    assert checks["n"] == (40, ">=", 30, True)
 
 
 def test_a_reviewer_gets_the_set_but_never_the_judges_figures(calibrated, bob):

@@ -76,7 +76,7 @@ def test_it_gives_kappa_one_on_perfect_agreement_with_both_classes_fault_d1c():
     assert (cal.frr.rate, cal.frr.numerator, cal.frr.denominator) == (0.0, 0, 2)
     assert any("below 30" in w for w in cal.warnings)
     assert any("fewer than 5" in w for w in cal.warnings)
-    assert "n = 4 is below 30" in cal.trust_reasons
+    assert "n (compared trials): 4 is below 30" in cal.trust_reasons
 
 
 def test_it_counts_a_null_judge_value_as_a_judge_error_not_a_verdict_fault_a1():

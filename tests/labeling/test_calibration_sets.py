@@ -50,15 +50,24 @@ def test_it_builds_the_same_set_from_the_same_seed(carol, run_and_judge):
     assert a.size == 12 and len(set(_trial_ids(a))) == 12
 
 
-def test_it_stratifies_by_judge_verdict_and_tag(alice, run_and_judge):
+def test_it_draws_likely_human_fails_first_and_keeps_every_stratum_sampled(alice, run_and_judge):
     run, version, _ = run_and_judge
     cset = calibration_set_build(run=run, judge_version=version, size=12, name="s", by=alice)
-    grades = {g.trial_id: g.passed for g in version.grades.all()}
-    picked = _trial_ids(cset)
-    assert sum(1 for t in picked if grades[t]) == 6  # judge fails are only 1 in 6 of the run
-    assert sum(1 for t in picked if not grades[t]) == 6
-    tags = [item.trial.case.tags[0] for item in cset.items.select_related("trial__case")]
-    assert tags.count("t1") == tags.count("t2") == 6
+    strata = {key: len(s["trials"]) for key, s in cset.design["strata"].items()}
+    # Every trial carries a gold label here: the judge's fails and passes of human fails
+    # (certain fails, free to use) come first; the judge's passes of human passes stay
+    # sampled (weights bounded).
+    assert strata == {
+        "judge_fail/known_fail": 10,
+        "judge_pass/known_fail": 5,
+        "judge_pass/known_pass": 45,
+    }
+    items = list(cset.items.values_list("stratum", "inclusion_probability"))
+    drawn = {key: sum(1 for k, _ in items if k == key) for key in strata}
+    assert sum(drawn.values()) == 12 and all(drawn.values())
+    assert drawn["judge_fail/known_fail"] + drawn["judge_pass/known_fail"] >= 6
+    for key, p in items:
+        assert p == pytest.approx(drawn[key] / strata[key])
 
 
 def test_it_takes_every_judge_fail_when_there_are_few(alice, run_and_judge):
@@ -152,12 +161,34 @@ def test_it_prints_strict_json_for_every_judge_version(alice):
 
 def test_it_prints_the_figures_and_trust_state_as_text(alice):
     _, version, _ = labeled_run(
-        ["pass"] * 20 + ["fail"] * 20, ["pass"] * 20 + ["fail"] * 20, suite="qa"
+        ["pass"] * 20 + ["fail"] * 40, ["pass"] * 20 + ["fail"] * 40, suite="qa"
     )
     judge_trust_approve(judge_version=version, by=alice)
     out = io.StringIO()
     call_command("calibration_report", "--suite", "qa", stdout=out)
     text = out.getvalue()
     assert "j1 / p1 v1: trusted (by alice" in text
-    assert "false-accept rate: 0.0000 (0/20) [95% CI 0.0000, 0.1611]" in text
+    assert "false-accept rate: 0.0000 (0/40) [95% CI 0.0000, 0.0876]" in text
     assert "kappa: 1.0000" in text
+    assert "  trust rule: met" in text
+    assert (
+        "    ok  upper 95% bound of the false-accept rate (sample, Wilson): 0.0876 <= 0.1" in text
+    )
+    assert "    ok  human fails (the FAR's denominator): 40 >= 35" in text
+    assert "    ok  lower 95% bound of Cohen's kappa: 1.0000 >= 0.6" in text
+
+
+def test_it_prints_which_bound_fails(alice):
+    labeled_run(["pass"] * 20 + ["fail"] * 20, ["pass"] * 20 + ["fail"] * 20, suite="qa")
+    out = io.StringIO()
+    call_command("calibration_report", "--suite", "qa", stdout=out)
+    text = out.getvalue()
+    assert "  trust rule: not met" in text
+    assert (
+        "    NO  upper 95% bound of the false-accept rate (sample, Wilson): 0.1611 <= 0.1" in text
+    )
+    assert "    NO  human fails (the FAR's denominator): 20 >= 35" in text
+    out = io.StringIO()
+    call_command("calibration_report", "--json", stdout=out)
+    checks = json.loads(out.getvalue())["judge_versions"][0]["trust_checks"]
+    assert [c["key"] for c in checks if not c["ok"]] == ["human_fails", "far_upper"]

@@ -10,11 +10,16 @@ import json
 from collections import defaultdict
 from fractions import Fraction
 
+import numpy as np
 import pytest
+from statsmodels.stats.inter_rater import cohens_kappa as sm_kappa
+from statsmodels.stats.proportion import proportion_confint
 
+from core.errors import DomainError
 from interop.importers import results_import
-from judges.models import JudgeVersion
+from judges.models import JudgeApproval, JudgeVersion
 from labeling.selectors import calibration_compute, pairwise_calibration_compute
+from labeling.services import judge_trust_approve
 from tests.conftest import shared_data_file
 
 pytestmark = pytest.mark.django_db
@@ -98,6 +103,50 @@ def test_it_reproduces_the_llmbar_pointwise_readme_for_each_recorded_judge():
         assert round(cal.far.rate, 4) == far
         assert round(cal.frr.rate, 4) == frr
         assert cal.far.ci_low < cal.far.rate < cal.far.ci_high
+
+
+def test_none_of_the_five_recorded_llmbar_judges_is_trusted_under_the_interval_rule(alice):
+    """The trust rule on the bounds, checked against figures computed here from the JSONL
+    with statsmodels (Wilson for the FAR, the asymptotic kappa SE for kappa): every
+    recorded judge fails the FAR bound (its point is already 36% to 94%) and its kappa
+    bound, none can be approved at the default thresholds."""
+    records = _records("llmbar_pointwise")
+    _import("llmbar_pointwise")
+    pairs: dict[tuple[str, str], list[tuple[str, str]]] = defaultdict(list)
+    for rec in records:
+        for jl in rec["judge_labels"]:
+            if jl["value"] is not None:
+                pairs[(jl["judge_model"], jl["protocol"])].append(
+                    (jl["value"], rec["human_label"]["value"])
+                )
+    assert len(pairs) == 5
+    for key, found in pairs.items():
+        version = _version(*key)
+        cal = calibration_compute(judge_version=version)
+        fails = [j for j, h in found if h == "fail"]
+        accepts = fails.count("pass")
+        far_low, far_high = proportion_confint(accepts, len(fails), alpha=0.05, method="wilson")
+        table = np.array(
+            [
+                [sum(1 for j, h in found if (j, h) == (a, b)) for b in ("pass", "fail")]
+                for a in ("pass", "fail")
+            ]
+        )
+        ref = sm_kappa(table)
+        kappa_low = ref.kappa - 1.959963984540054 * ref.std_kappa
+        checks = {c.key: c for c in cal.trust_checks}
+        assert checks["far_upper"].value == pytest.approx(far_high, abs=1e-9)
+        assert cal.far.ci_low == pytest.approx(far_low, abs=1e-9)
+        assert checks["kappa_lower"].value == pytest.approx(kappa_low, abs=1e-9)
+        assert checks["human_fails"].value == len(fails) >= 35 and checks["human_fails"].ok
+        assert checks["n"].ok
+        assert not checks["far_upper"].ok and far_high > 0.1
+        assert not checks["kappa_lower"].ok and kappa_low < 0.6
+        assert "far_weighted_upper" not in checks  # imported labels: no sampling weights
+        assert not cal.trust_ok
+        with pytest.raises(DomainError, match="upper 95% bound of the false-accept rate"):
+            judge_trust_approve(judge_version=version, by=alice)
+    assert not JudgeApproval.objects.exists()
 
 
 @pytest.mark.parametrize("folder", ["llmbar", "humanpref_pairs"])

@@ -39,6 +39,16 @@ def calibrated(db, bob):
     return cset, version, trials
 
 
+@pytest.fixture
+def trustworthy(db, bob):
+    """60 trials: the judge fails 1..40 and passes 41..60 and bob agrees on every one:
+    FAR 0/40 (Wilson upper bound 8.8% <= 10%, 40 >= 35 human fails), kappa 1."""
+    run, version, trials = judged_run(60, judge_fails=40)
+    cset = calibration_set(run, version, trials)
+    label_all(trials, bob, ["fail"] * 40 + ["pass"] * 20, critique="looked at it")
+    return cset, version, trials
+
+
 def calibration_url(version, cset=None) -> str:
     url = reverse("labeling:calibration", kwargs={"version_id": version.uuid})
     return f"{url}?set={cset.uuid}" if cset else url
@@ -85,7 +95,23 @@ def test_the_calibration_page_shows_the_figures_with_intervals(client, calibrate
     assert '<strong>0.950</strong> <span class="muted">(95% CI' in html
     assert '<td class="num">1 <span class="muted">false accepts</span></td>' in html
     assert "nan" not in html.lower().replace("nanosecond", "")
+    # FAR 4.8% meets 10% as a point, but the rule is on the bound: 22.7% > 10%.
+    assert 'id="mark-trusted" disabled' in html
+    assert (
+        '<tr id="check-far_upper"><td>upper 95% bound of the false-accept rate (sample, '
+        'Wilson)</td>\n            <td class="num">22.7%</td>\n            '
+        '<td class="num">&lt;= 10.0%</td>\n            <td><span class="badge fail">no</span>'
+    ) in html
+    assert '<td class="num">21</td>\n            <td class="num">&gt;= 35</td>' in html
+    assert "no sampling weights" in html  # a hand-made set: the sample figures only
+
+
+def test_the_page_enables_approval_when_every_bound_holds(client, trustworthy, alice):
+    cset, version, _ = trustworthy
+    login(client, alice)
+    html = client.get(calibration_url(version, cset)).content.decode()
     assert 'id="mark-trusted" >' in html or 'id="mark-trusted">' in html  # enabled
+    assert html.count('<span class="badge pass">yes</span>') == 4
 
 
 def test_the_page_shows_one_class_kappa_as_undefined_never_nan(client, alice, bob):
@@ -134,17 +160,17 @@ def test_two_reviewers_give_the_human_ceiling(client, calibrated, alice, bob):
     assert "10 trials labeled by two or more reviewers (10 rater pairs): agreement 90.0%" in html
 
 
-def test_a_lead_marks_a_judge_trusted_when_the_thresholds_hold(client, calibrated, alice):
+def test_a_lead_marks_a_judge_trusted_when_the_thresholds_hold(client, trustworthy, alice):
 
-    cset, version, _ = calibrated
+    cset, version, _ = trustworthy
     login(client, alice)
     figures = calibration_compute(judge_version=version, calibration_set=cset)
     response = approve(client, version, cset, figures)
     html = response.content.decode()
     approval = JudgeApproval.objects.get(judge_version=version)
     assert approval.approved_by == alice
-    assert approval.figures["n"] == 40
-    assert approval.figures["far"]["numerator"] == 1
+    assert approval.figures["n"] == 60
+    assert approval.figures["far"]["numerator"] == 0
     version.refresh_from_db()
     assert version.is_trusted
     assert "is trusted." in html
@@ -170,10 +196,10 @@ def test_a_lead_cannot_approve_when_the_thresholds_fail(client, alice, bob):
     login(client, alice)
     html = client.get(calibration_url(version, cset)).content.decode()
     assert 'id="mark-trusted" disabled' in html
-    assert "n = 20 is below 30" in html
+    assert "n (compared trials): 20 is below 30" in html
     figures = calibration_compute(judge_version=version, calibration_set=cset)
     html = approve(client, version, cset, figures).content.decode()
-    assert "Not approved: thresholds not met: n = 20 is below 30" in html
+    assert "Not approved: thresholds not met: n (compared trials): 20 is below 30" in html
     assert not JudgeApproval.objects.exists()
 
 
@@ -190,9 +216,9 @@ def test_an_approval_on_figures_that_changed_since_the_page_loaded_is_refused(
     assert not JudgeApproval.objects.exists()
 
 
-def test_revoking_trust_needs_a_reason(client, calibrated, alice):
+def test_revoking_trust_needs_a_reason(client, trustworthy, alice):
 
-    cset, version, _ = calibrated
+    cset, version, _ = trustworthy
     login(client, alice)
     approve(client, version, cset, calibration_compute(judge_version=version, calibration_set=cset))
     url = reverse("labeling:trust-revoke", kwargs={"version_id": version.uuid})
@@ -217,9 +243,9 @@ def test_a_reviewer_cannot_revoke(client, calibrated, bob):
     assert client.post(url, {"reason": "no"}).status_code == 403
 
 
-def test_a_new_version_is_not_trusted_and_offers_calibration(client, calibrated, alice):
+def test_a_new_version_is_not_trusted_and_offers_calibration(client, trustworthy, alice):
 
-    cset, version, _ = calibrated
+    cset, version, _ = trustworthy
     login(client, alice)
     approve(client, version, cset, calibration_compute(judge_version=version, calibration_set=cset))
     v2 = JudgeVersion.objects.create(

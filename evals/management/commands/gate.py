@@ -12,9 +12,15 @@ them); 1 a regression beyond the pipeline's own randomness (a case's drop, or th
 2 cannot decide (not comparable, no overlapping cases, errored trials or grades over the
 allowed fraction — by default any —, provisional judge grades; with ``--top-up``, suspects
 left open at the cost cap or the timeout); 3 bad arguments (an unknown run, an unreadable
-file, ``--alpha`` outside 1e-6 .. 0.5, ``--top-up`` on runs that cannot be replayed), never
-1. ``--top-up`` adds trials to the suspect cases of both runs in rounds and decides again
-(``evals.comparison.topup``); a worker must take the rounds.
+file, ``--alpha`` outside 1e-6 .. 0.5, a cost cap on runs whose cost is unknown,
+``--top-up`` with a policy flag), never 1. ``--top-up`` adds trials to the suspect cases of
+both runs in rounds and decides again (``evals.comparison.topup``); a worker must take the
+rounds. It decides under the default policy (no errored trial, trusted judges, comparable
+runs), so the policy flags cannot be combined with it. When no trial can be added (a run
+file, an imported run, a target that does not build here) the decision is taken on the
+trials there are, exit code as without ``--top-up``, and a note names why, the unresolved
+suspects and the trials a side that would settle each. Running it again on the same runs
+joins the active top-up, or reports the settled one (its decision is final).
 """
 
 from __future__ import annotations
@@ -28,10 +34,15 @@ from django.core.management.base import CommandError
 from core.commands import DomainCommand
 from core.errors import DomainError
 from evals.baselines import baseline_current
-from evals.comparison.gate import gate_evaluate, gate_options_check
+from evals.comparison.gate import comparison_plan, gate_evaluate, gate_options_check
 from evals.comparison.render import gate_json, gate_markdown, gate_text
 from evals.comparison.run_data import RunData, run_data_from_file
-from evals.comparison.topup import top_up_result, top_up_start, top_up_wait
+from evals.comparison.topup import (
+    top_up_refused,
+    top_up_result,
+    top_up_start,
+    top_up_wait,
+)
 from evals.management.commands.run_report import run_lookup
 from evals.models import Run
 
@@ -155,13 +166,23 @@ class Command(DomainCommand):
         return decision.exit_code
 
     def _top_up(self, head, base, options):
-        """Start (or join) the top-up of these two runs, wait for it, and decide."""
-        if isinstance(head, RunData) or isinstance(base, RunData):
+        """Start (or join) the top-up of these two runs, wait for it, and decide; on runs
+        that cannot be replayed, decide on the trials there are and say so."""
+        flags = [
+            flag
+            for flag, on in (
+                ("--allow-untrusted", options["allow_untrusted"]),
+                ("--allow-incomparable", options["allow_incomparable"]),
+                ("--max-errored-fraction", options["max_errored_fraction"] != 0.0),
+            )
+            if on
+        ]
+        if flags:
             raise DomainError(
-                detail="--top-up needs runs in this database, not files: a file cannot be replayed",
+                detail=f"--top-up decides under the default policy: drop {', '.join(flags)}",
                 field="top_up",
             )
-        if base is None:
+        if base is None and not isinstance(head, RunData):
             current = baseline_current(suite=head.suite)
             if current is None:
                 raise DomainError(
@@ -169,6 +190,10 @@ class Command(DomainCommand):
                     field="base",
                 )
             base = current.run
+        _, refusal = comparison_plan(base=base, head=head, alpha=options["alpha"])
+        if refusal is not None:
+            comparison, decision = gate_evaluate(head=head, base=base, alpha=options["alpha"])
+            return comparison, top_up_refused(decision, refusal)
         max_cost = None
         if options["max_cost"] is not None:
             try:

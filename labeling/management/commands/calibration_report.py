@@ -42,12 +42,24 @@ def render_text(cal: Calibration, trust: str) -> str:
     lines = [
         f"{cal.judge_version_label}: {trust}",
         f"  n: {cal.n} (judge errors {cal.n_judge_errors}, missing {cal.n_judge_missing}, "
-        f"unresolved human disagreements {cal.n_unresolved})",
+        f"not judged {cal.n_not_judged}, unresolved human disagreements {cal.n_unresolved})",
         f"  agreement: {_num(cal.agreement)} ({cal.agreement_numerator}/{cal.n})",
         f"  kappa: {_num(k.kappa, k.reason)}{_ci(k.ci_low, k.ci_high)}",
         _rate_text("false-accept rate", cal.far),
         _rate_text("false-reject rate", cal.frr),
     ]
+    if cal.far_weighted is not None and cal.far_weighted.rate is not None:
+        w = cal.far_weighted
+        lines.append(
+            f"  false-accept rate (population estimate, weighted): {w.rate:.4f}"
+            f"{_ci(w.ci_low, w.ci_high)} (Kish effective n {w.n_eff:.1f})"
+        )
+    lines.append(f"  trust rule: {'met' if cal.trust_ok else 'not met'}")
+    for c in cal.trust_checks:
+        value = "undefined" if c.value is None else f"{c.value:.4f}"
+        if c.key in ("n", "human_fails") and c.value is not None:
+            value = f"{int(c.value)}"
+        lines.append(f"    {'ok ' if c.ok else 'NO '} {c.label}: {value} {c.op} {c.threshold:g}")
     lines += [f"  warning: {w}" for w in cal.warnings]
     return "\n".join(lines)
 
