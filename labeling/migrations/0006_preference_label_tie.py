@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('labeling', '0004_calibrationset_instructions'),
+        ('labeling', '0005_merge_instructions_and_sampling'),
     ]
 
     operations = [
