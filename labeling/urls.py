@@ -26,6 +26,11 @@ urlpatterns = [
     path("judge-versions/<uuid:version_id>/calibration/", views.calibration, name="calibration"),
     path("judge-versions/<uuid:version_id>/trust/", views.trust_approve, name="trust-approve"),
     path("judge-versions/<uuid:version_id>/trust/revoke/", views.trust_revoke, name="trust-revoke"),
+    path(
+        "judge-runs/<uuid:judge_run_id>/preferences/",
+        views.preference_queue,
+        name="preferences",
+    ),
     path("adjudication/", views.adjudication_list, name="adjudication"),
     path("adjudication/decide/", views.adjudication_save, name="adjudication-save"),
 ]
