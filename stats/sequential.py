@@ -396,14 +396,32 @@ class SettleEstimate:
 @lru_cache(maxsize=1024)
 def _fisher_reject(n: int, level: float) -> np.ndarray:
     """Boolean (n + 1, n + 1): the one-sided Fisher test, n trials a side, rejects at
-    ``level`` for base b passes and head h passes (``P(K <= h | b + h) <= level``).
-    Read-only, cached per (n, level): it depends on no rate, and computing it is nearly
-    all the cost of ``_fisher_power`` (~0.1 s at n = 400)."""
+    ``level`` for base b passes and head h passes (``P(K <= h | b + h) <= level``, K the
+    head's share of the t = b + h passes, hypergeometric). Read-only, cached per (n, level):
+    it depends on no rate.
 
+    For a given total t the p-value grows with h, so the rejected h are those up to a
+    threshold h*(t); a bisection per t (vectorised over t) finds it with about log2(n)
+    evaluations of the hypergeometric CDF per total instead of one per (b, h) cell — the
+    same matrix, ~20 times faster (the full matrix took ~0.1 s at n = 400 on an idle core)."""
+
+    threshold = level * (1 + 1e-12)
+    totals = np.arange(2 * n + 1)
+    # Invariant per total: cdf(below) <= threshold (or below = lowest h - 1), cdf(above) >
+    # threshold (or above = highest h + 1).
+    below = np.maximum(0, totals - n) - 1
+    above = np.minimum(totals, n) + 1
+    while True:
+        open_ = np.flatnonzero(above - below > 1)
+        if open_.size == 0:
+            break
+        mid = (below[open_] + above[open_]) // 2
+        ok = hypergeom.cdf(mid, 2 * n, totals[open_], n) <= threshold
+        below[open_] = np.where(ok, mid, below[open_])
+        above[open_] = np.where(ok, above[open_], mid)
     b = np.arange(n + 1)[:, None]
     h = np.arange(n + 1)[None, :]
-    p = hypergeom.cdf(h, 2 * n, b + h, n)
-    reject = p <= level * (1 + 1e-12)
+    reject = h <= below[b + h]
     reject.setflags(write=False)
     return reject
 
