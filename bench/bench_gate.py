@@ -18,6 +18,7 @@ Usage (no database is touched):
     .venv/bin/python bench/bench_gate.py --table aa --sims 400 --cells 'regression/12x5/*'
     .venv/bin/python bench/bench_gate.py --table power --out bench/gate_power.jsonl
     .venv/bin/python bench/bench_gate.py --list               # cell ids, nothing run
+    .venv/bin/python bench/bench_gate.py --report bench/gate_power.jsonl   # Markdown tables
 
 Cell ids: A/A ``aa/<kind>/<cases>x<trials>/<profile>/<mode>``; power
 ``power/<scenario>/<kind>/<cases>x<trials>/<profile>/<mode>`` (profile = the other cases'
@@ -318,6 +319,58 @@ def _line(row: dict) -> str:
     return text
 
 
+def _pct(rate: float, se: float, n: int) -> str:
+    """Rate % ± Monte Carlo SE; at 0 or n events (SE 0) the exact one-sided 95% bound
+    instead (Clopper–Pearson: 1 − 0.05^(1/n)), never a zero-width figure."""
+    if rate in (0.0, 1.0):
+        bound = 1 - 0.05 ** (1 / n)
+        return f"0 (≤ {100 * bound:.2f})" if rate == 0 else f"100 (≥ {100 * (1 - bound):.2f})"
+    return f"{100 * rate:.2f} ± {100 * se:.2f}"
+
+
+def report(rows: list[dict]) -> str:
+    """Markdown tables of finished cells (``--out`` lines): A/A per kind and mode (cell:
+    exit-1 rate % ± SE, exit-2 rate, mean trials per case both sides), then power."""
+    out = []
+    aa = [r for r in rows if r["table"] == "aa"]
+    for kind in KINDS:
+        for mode in MODES:
+            mine = [r for r in aa if r["kind"] == kind and r["mode"] == mode]
+            if not mine:
+                continue
+            out.append(f"\n**A/A, {kind}, {'no top-up' if mode == 'none' else 'top-up'}**\n")
+            out.append(
+                "| cases × trials | profile | sims | exit 1 % ± SE | exit 2 % | trials/case |"
+            )
+            out.append("|---|---|---|---|---|---|")
+            order = {p: i for i, p in enumerate(PROFILES)}
+            for r in sorted(mine, key=lambda r: (r["cases"], r["trials"], order[r["profile"]])):
+                flag = " **above 5% + 2 SE**" if r.get("flag") else ""
+                out.append(
+                    f"| {r['cases']} × {r['trials']} | {r['profile']} | {r['sims']} | "
+                    f"{_pct(r['exit1'], r['exit1_se'], r['sims'])}{flag} | "
+                    f"{_pct(r['exit2'], r['exit2_se'], r['sims'])} | "
+                    f"{r['trials_per_case']:.1f} |"
+                )
+    power = [r for r in rows if r["table"] == "power"]
+    if power:
+        out.append("\n**Power (share of comparisons that exit 1)**\n")
+        out.append(
+            "| scenario | kind | cases × trials | other cases | mode | sims "
+            "| exit 1 % ± SE (95% bound) | trials/case |"
+        )
+        out.append("|---|---|---|---|---|---|---|---|")
+        for r in power:
+            mode = "no top-up" if r["mode"] == "none" else "top-up / adaptive"
+            others = "9 at 38/45 → 40/45" if r["scenario"] == "seed example" else r["profile"]
+            out.append(
+                f"| {r['scenario']} | {r['kind']} | {r['cases']} × {r['trials']} | "
+                f"{others} | {mode} | {r['sims']} | {_pct(r['exit1'], r['exit1_se'], r['sims'])} | "
+                f"{r['trials_per_case']:.1f} |"
+            )
+    return "\n".join(out)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--table", choices=("aa", "power", "both"), default="both")
@@ -327,7 +380,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, help="append one JSON line per finished cell")
     parser.add_argument("--resume", action="store_true", help="skip cells already in --out")
     parser.add_argument("--list", action="store_true", help="print the cell ids and stop")
+    parser.add_argument("--report", type=Path, help="print Markdown tables of a --out file")
     args = parser.parse_args(argv)
+    if args.report:
+        lines = args.report.read_text(encoding="utf-8").splitlines()
+        print(report([json.loads(line) for line in lines if line]))
+        return 0
     cells = [c for c in all_cells() if args.table in ("both", c.table)]
     if args.cells:
         cells = [c for c in cells if any(fnmatch.fnmatchcase(c.id, p) for p in args.cells)]
