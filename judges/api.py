@@ -36,7 +36,14 @@ from core.http import uuid_or_404
 from evals.models import Run
 from judges import runs
 from judges.models import Judge, JudgeApproval, JudgeRun, JudgeVersion
+from judges.selectors import pairwise_tally_get
 
+PAIRWISE_TALLY = {
+    "head_wins": "Pairs where both orders preferred the head run's response (count).",
+    "base_wins": "Pairs where both orders preferred the base run's response (count).",
+    "ties": "Pairs whose two orders disagree: position-inconsistent, never a vote (count).",
+    "errors": "Pairs with an order that errored: no verdict (count).",
+}
 TRUSTED_VALUES = {"true": True, "false": False}
 # Kinds that cannot grade a single trial (``judge_grade_trials`` refuses them in the worker).
 NOT_POINTWISE = (Judge.Kind.PAIRWISE, Judge.Kind.RECORDED)
@@ -242,12 +249,29 @@ RUN_HELP = {
     "error_message": "How many grades errored and why, most frequent reasons first (empty: none).",
     "created_at": "When it was (last) started (ISO 8601 with offset).",
     "finished_at": "When it ended (ISO 8601 with offset; null: not yet).",
+    "unpaired": "Pairwise judge runs: ok trials of either run with no ok counterpart (same "
+    "case and attempt) in the other, not judged (count; 0 for a pointwise judge run).",
 }
 
 
 class JudgeRunSerializer(serializers.ModelSerializer):
     run = serializers.UUIDField(
-        source="run.uuid", read_only=True, help_text="UUID of the graded run."
+        source="run.uuid",
+        read_only=True,
+        help_text="UUID of the graded run (pairwise: the head run, response B).",
+    )
+    base_run = serializers.UUIDField(
+        source="base_run.uuid",
+        read_only=True,
+        allow_null=True,
+        default=None,
+        help_text="Pairwise judge runs: UUID of the base run (response A); null for a "
+        "pointwise judge run. Then the trials_* counts count pairs: graded = judged in both "
+        "presentation orders, errored = an order without a verdict.",
+    )
+    pairwise = serializers.SerializerMethodField(
+        help_text="Pairwise judge runs: {head_wins, base_wins, ties, errors} over the pairs "
+        "judged in both orders so far (a tie: the two orders disagree); null otherwise."
     )
     judge_version = serializers.UUIDField(
         source="judge_version.uuid", read_only=True, help_text="UUID of the judge version."
@@ -268,12 +292,15 @@ class JudgeRunSerializer(serializers.ModelSerializer):
         fields = [
             "uuid",
             "run",
+            "base_run",
             "judge_version",
             "grader",
             "status",
             "trials_total",
             "trials_graded",
             "trials_errored",
+            "unpaired",
+            "pairwise",
             "error_message",
             "progress",
             "started_by",
@@ -290,6 +317,21 @@ class JudgeRunSerializer(serializers.ModelSerializer):
 
     def get_started_by(self, judge_run) -> str | None:
         return judge_run.started_by.get_username() if judge_run.started_by_id else None
+
+    @extend_schema_field(
+        {
+            "type": "object",
+            "nullable": True,
+            "properties": {
+                k: {"type": "integer", "description": text} for k, text in PAIRWISE_TALLY.items()
+            },
+        }
+    )
+    def get_pairwise(self, judge_run) -> dict | None:
+        if not judge_run.is_pairwise:
+            return None
+        tally = pairwise_tally_get(judge_run=judge_run)
+        return {k: getattr(tally, k) for k in PAIRWISE_TALLY}
 
     def get_cancelled_by(self, judge_run) -> str | None:
         return judge_run.cancelled_by.get_username() if judge_run.cancelled_by_id else None
@@ -318,8 +360,8 @@ class JudgeRunViewSet(viewsets.ReadOnlyModelViewSet):
 
     def get_queryset(self):
         qs = JudgeRun.objects.select_related(
-            "run", "judge_version", "started_by", "cancelled_by"
-        ).defer("trial_ids")
+            "run", "base_run", "judge_version", "started_by", "cancelled_by"
+        )
         for param, lookup in (("run", "run__uuid"), ("judge_version", "judge_version__uuid")):
             value = query_uuid(self.request, param)
             if value is not None:
@@ -328,10 +370,39 @@ class JudgeRunViewSet(viewsets.ReadOnlyModelViewSet):
 
 
 class JudgeRunStartInput(NoUnknownFields, serializers.Serializer):
-    run = StrictUUIDField(help_text="UUID of a finished run to grade.")
-    judge_version = StrictUUIDField(
-        help_text="UUID of the judge version that grades it (not pairwise, not recorded elsewhere)."
+    run = StrictUUIDField(
+        required=False, help_text="UUID of a finished run to grade (pointwise judge versions)."
     )
+    base_run = StrictUUIDField(
+        required=False,
+        help_text="Pairwise judge versions, with head_run: UUID of the finished base run "
+        "(response A).",
+    )
+    head_run = StrictUUIDField(
+        required=False,
+        help_text="Pairwise judge versions, with base_run: UUID of the finished head run of "
+        "the same suite (response B), compared case by case and attempt by attempt.",
+    )
+    judge_version = StrictUUIDField(
+        help_text="UUID of the judge version: pointwise with run; pairwise with base_run and "
+        "head_run (not recorded elsewhere)."
+    )
+
+    def validate(self, attrs):
+        pairwise = "base_run" in attrs or "head_run" in attrs
+        if pairwise and ("base_run" not in attrs or "head_run" not in attrs):
+            missing = "head_run" if "base_run" in attrs else "base_run"
+            raise serializers.ValidationError({missing: ["required with the other run"]})
+        if pairwise and "run" in attrs:
+            raise serializers.ValidationError(
+                {"run": ["give run (pointwise) or base_run and head_run (pairwise), not both"]}
+            )
+        if not pairwise and "run" not in attrs:
+            raise serializers.ValidationError({"run": ["This field is required."]})
+        if pairwise and (attrs.get("sample") is not None or attrs.get("seed") is not None):
+            raise serializers.ValidationError({"sample": ["not with a pairwise judge run"]})
+        return attrs
+
     sample = StrictIntegerField(
         required=False,
         allow_null=True,
@@ -350,8 +421,10 @@ class JudgeRunStartInput(NoUnknownFields, serializers.Serializer):
 
 class JudgeRunStartApi(APIView):
     """POST (JSON): grade a run's ok trials with a judge version in Celery tasks
-    (``judges.runs.judge_run_start``); engineers and leads. 202 with the judge run (poll
-    ``Location``); 400 naming the field; 404 for an unknown run or judge version."""
+    (``judges.runs.judge_run_start``), or, with ``base_run`` and ``head_run``, compare two
+    runs with a pairwise judge version (``judges.runs.pairwise_judge_run_start``);
+    engineers and leads. 202 with the judge run (poll ``Location``); 400 naming the field;
+    404 for an unknown run or judge version."""
 
     permission_classes = [IsRunner]
     parser_classes = [StrictJSONParser]
@@ -368,18 +441,38 @@ class JudgeRunStartApi(APIView):
         data = JudgeRunStartInput(data=request.data)
         data.is_valid(raise_exception=True)
         v = data.validated_data
-        run = get_object_or_404(Run, uuid=v["run"])
         version = get_object_or_404(
             JudgeVersion.objects.select_related("judge"), uuid=v["judge_version"]
         )
+        if "head_run" in v:
+            judge_run = runs.pairwise_judge_run_start(
+                base=get_object_or_404(Run, uuid=v["base_run"]),
+                head=get_object_or_404(Run, uuid=v["head_run"]),
+                judge_version=version,
+                by=request.user,
+            )
+            location = reverse("api:judge-run-detail", kwargs={"uuid": judge_run.uuid})
+            return Response(
+                JudgeRunSerializer(judge_run).data, status=202, headers={"Location": location}
+            )
+        run = get_object_or_404(Run, uuid=v["run"])
         # The UI's form offers finished runs only (judges.forms.JudgeRunForm).
         if run.status in (Run.Status.QUEUED, Run.Status.RUNNING):
             raise serializers.ValidationError(
                 {"run": [f"run {run.name!r} is {run.status}; grade it once it has finished"]}
             )
         if version.judge.kind in NOT_POINTWISE:
+            hint = (
+                ": give base_run and head_run to compare two runs"
+                if version.judge.kind == Judge.Kind.PAIRWISE
+                else ""
+            )
             raise serializers.ValidationError(
-                {"judge_version": [f"a {version.judge.kind} judge does not grade single trials"]}
+                {
+                    "judge_version": [
+                        f"a {version.judge.kind} judge does not grade single trials{hint}"
+                    ]
+                }
             )
         judge_run = runs.judge_run_start(
             run=run, judge_version=version, sample=v["sample"], by=request.user, seed=v["seed"]

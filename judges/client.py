@@ -20,7 +20,8 @@ choices or empty content -> ``empty``; a 200 body that is not JSON -> ``http_err
 
 Client settings (judge version ``params``, all optional): ``max_attempts`` (default 4: one
 call plus three retries), ``timeout_s`` (60), ``backoff_base_s`` (1), ``backoff_max_s`` (60),
-``concurrency`` (8), ``structured_output`` (true), ``reply_format`` ("json" | "line").
+``concurrency`` (8), ``structured_output`` (true), ``reply_format`` ("json" | "line"),
+``verdict_slots`` (pairwise only: ``judges.kinds.verdict_slots_check``).
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ CLIENT_PARAMS = frozenset(
         "reply_format",
         "criteria",
         "api_key_env",
+        "verdict_slots",
     }
 )
 

@@ -9,7 +9,7 @@ import json
 from django import forms
 
 from evals.models import Run
-from judges.models import Judge
+from judges.models import Judge, JudgeVersion
 
 CALLABLE_KINDS = [(k, label) for k, label in Judge.Kind.choices if k != Judge.Kind.RECORDED]
 
@@ -108,4 +108,23 @@ class JudgeRunForm(forms.Form):
     )
     sample = forms.IntegerField(
         required=False, min_value=1, help_text="Empty: every ok trial of the run."
+    )
+
+
+class PairwiseJudgeRunForm(forms.Form):
+    """Compare a head run with a base run with a pairwise judge version (the comparison
+    page's form); the service checks that the runs are finished and of one suite."""
+
+    base_run = forms.ModelChoiceField(
+        queryset=Run.objects.all(), to_field_name="uuid", widget=forms.HiddenInput
+    )
+    head_run = forms.ModelChoiceField(
+        queryset=Run.objects.all(), to_field_name="uuid", widget=forms.HiddenInput
+    )
+    judge_version = forms.ModelChoiceField(
+        queryset=JudgeVersion.objects.filter(judge__kind=Judge.Kind.PAIRWISE).select_related(
+            "judge"
+        ),
+        to_field_name="uuid",
+        label="Pairwise judge version",
     )

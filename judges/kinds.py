@@ -4,7 +4,10 @@ parsed reply becomes a verdict.
 - rubric: sees input, reference (optional), output; schema reasoning + verdict PASS/FAIL, or
   reasoning + score 0..1 when the version has a threshold (passed = score >= threshold).
 - pairwise: sees input, response A, response B; schema reasoning + verdict A/B (the swap is
-  in ``services.pair_judge``).
+  in ``judges.pairwise.pairs_judge``). ``params["verdict_slots"]`` (optional) maps other
+  verdict words to the slots, e.g. ``{"PASS": "A", "FAIL": "B"}`` for a judge asked "is A
+  the better response?" (the shared mock judge answers pass/fail); the default schema's
+  verdict enum is then its words (``verdict_slots_check``).
 - faithfulness: sees documents and output, NEVER the input; reasoning + verdict PASS/FAIL.
 - faithfulness_claims: sees documents and output, NEVER the input; reasoning + claims
   [{claim, supported, doc_id in offered ids or null}]; score = supported / claims, passed
@@ -145,6 +148,43 @@ def default_schema(
         doc = _object({"doc_id": {"enum": ids}, "relevant": {"type": "boolean"}})
         return _object({"reasoning": _REASONING, "documents": {"type": "array", "items": doc}})
     raise ValueError(f"kind: no schema for {kind!r}")
+
+
+def verdict_slots_check(kind: str, params: dict) -> dict[str, str] | None:
+    """A pairwise version's ``params["verdict_slots"]`` (verdict word -> slot "A" or "B"),
+    or None when not set. Raises ``DomainError(field="params.verdict_slots")`` when set on
+    another kind, not an object of non-empty words to "A"/"B", or not naming both slots
+    (a judge that can only ever prefer one slot is no judge)."""
+    slots = params.get("verdict_slots")
+    if slots is None:
+        return None
+    field_name = "params.verdict_slots"
+    if kind != PAIRWISE:
+        raise DomainError("only a pairwise judge maps verdict words to slots", field=field_name)
+    if not isinstance(slots, dict) or not all(
+        isinstance(k, str) and k.strip() and v in ("A", "B") for k, v in slots.items()
+    ):
+        raise DomainError(
+            'expected an object of verdict words to "A" or "B", e.g. {"PASS": "A", "FAIL": "B"}',
+            field=field_name,
+        )
+    if set(slots.values()) != {"A", "B"}:
+        raise DomainError("must map a word to each of the slots A and B", field=field_name)
+    return dict(slots)
+
+
+def pairwise_slot(params: dict, word: str | None) -> str | None:
+    """The slot ("A"/"B") a pairwise reply's verdict word names: through
+    ``params["verdict_slots"]`` when set (word matched ignoring case), else the word itself
+    when it is "A" or "B"; None otherwise."""
+    if not word:
+        return None
+    slots = params.get("verdict_slots")
+    if isinstance(slots, dict):
+        folded = {str(k).casefold(): v for k, v in slots.items()}
+        slot = folded.get(word.casefold())
+        return slot if slot in ("A", "B") else None
+    return word if word in ("A", "B") else None
 
 
 def template_check(kind: str, template: str) -> list[str]:

@@ -203,6 +203,15 @@ class JudgeRun(models.Model):
 
     One row per (run, judge version): starting again reuses it (grades are idempotent per
     (trial, grader)). Counts are recounted from the grade rows, never incremented blindly.
+
+    A pairwise judge run (``base_run`` set; ``judges.runs.pairwise_judge_run_start``)
+    compares ``run`` (the head) with ``base_run`` pair by pair: one row per (head, base,
+    judge version);
+    ``trial_ids`` then holds ``TrialPair`` ids (base trial = A, head trial = B), the
+    ``trials_*`` counts count pairs (graded: both presentation orders stored; errored: an
+    order without a verdict), recounted from the ``PairwiseVerdict`` rows; ``unpaired``
+    counts ok trials of either run with no counterpart (same case and attempt, ok) in the
+    other.
     ``failed``: every grade errored (no verdict at all); ``error_message`` says why (also set,
     on a ``succeeded`` one, when some grades errored). ``cancelled_by``: who cancelled it.
     """
@@ -221,8 +230,16 @@ class JudgeRun(models.Model):
     judge_version = models.ForeignKey(
         JudgeVersion, on_delete=models.PROTECT, related_name="judge_runs"
     )
+    base_run = models.ForeignKey(
+        "evals.Run",
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="pairwise_judge_runs_as_base",
+    )
     grader = models.CharField(max_length=200)
     status = models.CharField(max_length=10, choices=Status.choices, default=Status.QUEUED)
+    unpaired = models.PositiveIntegerField(default=0)
     trial_ids = models.JSONField(default=list, blank=True)
     trials_total = models.PositiveIntegerField(default=0)
     trials_graded = models.PositiveIntegerField(default=0)
@@ -245,12 +262,26 @@ class JudgeRun(models.Model):
         ordering = ["-created_at", "-id"]
         constraints = [
             models.UniqueConstraint(
-                fields=["run", "judge_version"], name="judge_run_unique_run_version"
+                fields=["run", "judge_version"],
+                condition=Q(base_run__isnull=True),
+                name="judge_run_unique_run_version",
+            ),
+            models.UniqueConstraint(
+                fields=["run", "base_run", "judge_version"],
+                condition=Q(base_run__isnull=False),
+                name="judge_run_unique_pairwise",
             ),
         ]
 
     def __str__(self) -> str:
+        if self.base_run_id:
+            return f"{self.judge_version} on run {self.run_id} against {self.base_run_id}"
         return f"{self.judge_version} on run {self.run_id}"
+
+    @property
+    def is_pairwise(self) -> bool:
+        """True for a pairwise judge run (head ``run`` against ``base_run``)."""
+        return self.base_run_id is not None
 
     @property
     def is_terminal(self) -> bool:

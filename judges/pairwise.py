@@ -23,7 +23,8 @@ class PairOutcome:
     swapped: str | None
 
 
-def _pair_outcome(rows: dict[str, PairwiseVerdict]) -> PairOutcome:
+def pair_outcome(rows: dict[str, PairwiseVerdict]) -> PairOutcome:
+    """A pair's outcome from its stored presentations by position (``PairOutcome``)."""
     orig, swap = rows.get("original"), rows.get("swapped")
     a = orig.preferred if orig and orig.status == PairwiseVerdict.Status.OK else None
     b = swap.preferred if swap and swap.status == PairwiseVerdict.Status.OK else None
@@ -35,56 +36,72 @@ def _pair_outcome(rows: dict[str, PairwiseVerdict]) -> PairOutcome:
 def pair_judge(
     *, pair: TrialPair, judge_version: JudgeVersion, sleep: Sleep | None = None
 ) -> PairOutcome:
-    """Judge a pair in both orders: A/B ("original"), then B/A ("swapped"), each answer mapped
-    back to the original naming and stored as a ``PairwiseVerdict``; the pair counts for a
-    side only when both orders agree, else it is a tie.
+    """Judge one pair in both orders (``pairs_judge`` of a single pair)."""
+    return pairs_judge(pairs=[pair], judge_version=judge_version, sleep=sleep)[pair.id]
+
+
+def pairs_judge(
+    *, pairs: list[TrialPair], judge_version: JudgeVersion, sleep: Sleep | None = None
+) -> dict[int, PairOutcome]:
+    """Judge pairs in both orders: A/B ("original"), then B/A ("swapped"), every call of
+    every pair sent at once (``calls_run``: at most the version's ``concurrency`` in
+    flight). Each answer is mapped to a slot (``kinds.pairwise_slot``: "A"/"B", or a word of
+    ``params["verdict_slots"]``), then back to the original naming, and stored as a
+    ``PairwiseVerdict``; a reply naming no slot is an errored verdict. A pair counts for a
+    side only when both orders agree, else it is a tie. Returns each pair's outcome by pair
+    id.
 
     Idempotent: presentations already stored are not called again (unique (pair, judge
-    version, position)).
+    version, position)). Raises ``DomainError`` for a judge version that is not pairwise.
     """
     if judge_version.judge.kind != Judge.Kind.PAIRWISE:
         raise DomainError("not a pairwise judge", field="judge_version")
-    existing = {v.position: v for v in pair.verdicts.filter(judge_version=judge_version)}
-    case = pair.case
-    a_text, b_text = pair.trial_a.output or "", pair.trial_b.output or ""
-    orders = {"original": (a_text, b_text), "swapped": (b_text, a_text)}
-    todo = [p for p in ("original", "swapped") if p not in existing]
+    existing: dict[int, set[str]] = {p.id: set() for p in pairs}
+    for pair_id, position in PairwiseVerdict.objects.filter(
+        pair__in=pairs, judge_version=judge_version
+    ).values_list("pair_id", "position"):
+        existing[pair_id].add(position)
     refusal = template_refusal(judge_version)
+    todo: list[tuple[TrialPair, str]] = [
+        (pair, position)
+        for pair in pairs
+        for position in PairwiseVerdict.Position.values
+        if position not in existing[pair.id]
+    ]
+    rows: list[PairwiseVerdict] = []
     if refusal:
         # A refused template is never sent: each presentation is an errored verdict saying why.
-        PairwiseVerdict.objects.bulk_create(
-            [
-                PairwiseVerdict(
-                    pair=pair,
-                    judge_version=judge_version,
-                    position=position,
-                    status=PairwiseVerdict.Status.ERROR,
-                    reason=refusal,
-                )
-                for position in todo
-            ],
-            ignore_conflicts=True,
-        )
-        todo = []
-    calls = [
-        JudgeCall(
-            built=_build(
-                judge_version,
-                kinds.Material(
-                    input=case.input_text, response_a=orders[p][0], response_b=orders[p][1]
-                ),
+        rows = [
+            PairwiseVerdict(
+                pair=pair,
+                judge_version=judge_version,
+                position=position,
+                status=PairwiseVerdict.Status.ERROR,
+                reason=refusal,
             )
-        )
-        for p in todo
-    ]
-    rows = []
+            for pair, position in todo
+        ]
+        todo = []
+    texts = {p.id: (p.trial_a.output or "", p.trial_b.output or "") for p in pairs}
+    calls = []
+    for pair, position in todo:
+        a_text, b_text = texts[pair.id]
+        first, second = (a_text, b_text) if position == "original" else (b_text, a_text)
+        material = kinds.Material(input=pair.case.input_text, response_a=first, response_b=second)
+        calls.append(JudgeCall(built=_build(judge_version, material)))
     replies = calls_run(version=judge_version, calls=calls, sleep=sleep)
-    for position, call in zip(todo, replies, strict=True):
-        v = verdict_read(version=judge_version, call=call, untrusted=[a_text, b_text])
+    for (pair, position), call in zip(todo, replies, strict=True):
+        v = verdict_read(version=judge_version, call=call, untrusted=list(texts[pair.id]))
+        slot = kinds.pairwise_slot(judge_version.params, v.preferred) if v.status == "ok" else None
         preferred = ""
-        if v.status == "ok" and v.preferred:
-            slot = v.preferred
+        if slot:
             preferred = slot if position == "original" else {"A": "B", "B": "A"}[slot]
+        if slot:
+            reason = f"{position} order: the judge chose slot {slot}"
+        elif v.status == "ok":
+            reason = f"invalid_verdict: {v.preferred!r} names no slot"
+        else:
+            reason = v.reason
         rows.append(
             PairwiseVerdict(
                 pair=pair,
@@ -92,16 +109,14 @@ def pair_judge(
                 position=position,
                 status=PairwiseVerdict.Status.OK if preferred else PairwiseVerdict.Status.ERROR,
                 preferred=preferred,
-                reason=(
-                    f"{position} order: the judge chose slot {v.preferred}"
-                    if preferred
-                    else v.reason
-                ),
+                reason=reason,
             )
         )
     PairwiseVerdict.objects.bulk_create(rows, ignore_conflicts=True)
-    stored = {v.position: v for v in pair.verdicts.filter(judge_version=judge_version)}
-    return _pair_outcome(stored)
+    stored: dict[int, dict[str, PairwiseVerdict]] = {p.id: {} for p in pairs}
+    for v in PairwiseVerdict.objects.filter(pair__in=pairs, judge_version=judge_version):
+        stored[v.pair_id][v.position] = v
+    return {pair_id: pair_outcome(rows_) for pair_id, rows_ in stored.items()}
 
 
 @dataclass(frozen=True)
@@ -114,25 +129,69 @@ class PairwiseTally:
     errors: int = 0
 
 
+def run_pairs_build(*, base: Run, head: Run) -> tuple[list[int], int]:
+    """Pair ``head`` with ``base`` per case and attempt: attempt i of a case in the head run
+    against attempt i of the same case in the base run, both ok (the base trial is A, the
+    head trial is B; ``TrialPair`` rows created when new). Attempt counts may differ: a trial
+    whose counterpart is missing or not ok is left unpaired (never paired with another
+    attempt), and counted.
+
+    Returns ``(pair ids ordered by case and attempt, unpaired ok trials of either run)``.
+    Raises ``DomainError`` when the runs are the same run or of different suites.
+    """
+    if base.id == head.id:
+        raise DomainError("compare two different runs", field="head_run")
+    if base.suite_id != head.suite_id:
+        raise DomainError(
+            f"run {head.name!r} is not of the suite of run {base.name!r}: "
+            "a pairwise judge compares runs of one suite",
+            field="head_run",
+        )
+    ok = Trial.Status.OK
+    base_trials = {(t.case_id, t.attempt): t for t in base.trials.filter(status=ok)}
+    head_trials = {(t.case_id, t.attempt): t for t in head.trials.filter(status=ok)}
+    keys = sorted(base_trials.keys() & head_trials.keys())
+    unpaired = len(base_trials.keys() ^ head_trials.keys())
+    wanted = [(base_trials[k].id, head_trials[k].id) for k in keys]
+
+    def stored() -> dict[tuple[int, int], int]:
+        rows = TrialPair.objects.filter(
+            trial_a_id__in=[a for a, _ in wanted], trial_b__run=head
+        ).values_list("trial_a_id", "trial_b_id", "id")
+        return {(a, b): pair_id for a, b, pair_id in rows}
+
+    existing = stored()
+    TrialPair.objects.bulk_create(
+        [
+            TrialPair(case_id=k[0], trial_a_id=a, trial_b_id=b)
+            for k, (a, b) in zip(keys, wanted, strict=True)
+            if (a, b) not in existing
+        ],
+        ignore_conflicts=True,
+    )
+    ids = stored()
+    return [ids[w] for w in wanted], unpaired
+
+
 def runs_pair_judge(
     *, base: Run, head: Run, judge_version: JudgeVersion, sleep: Sleep | None = None
 ) -> PairwiseTally:
-    """Compare head against base case by case (attempt 1 of each, ok trials only): the base
-    trial is A, the head trial is B, judged in both orders (``pair_judge``)."""
-    base_trials = {t.case_id: t for t in base.trials.filter(attempt=1, status=Trial.Status.OK)}
+    """Compare head against base in this process (``run_pairs_build``, then
+    ``pairs_judge``): the tally of head wins, base wins, ties and errors. The judge run
+    (``judges.runs.pairwise_judge_run_start``) does the same in Celery tasks."""
+    pair_ids, _ = run_pairs_build(base=base, head=head)
+    pairs = list(
+        TrialPair.objects.filter(id__in=pair_ids).select_related("case", "trial_a", "trial_b")
+    )
+    outcomes = pairs_judge(pairs=pairs, judge_version=judge_version, sleep=sleep)
+    return pairwise_tally(outcomes.values())
+
+
+def pairwise_tally(outcomes) -> PairwiseTally:
+    """Count ``PairOutcome`` winners: B is the head, A the base."""
     counts = {"A": 0, "B": 0, "tie": 0, None: 0}
-    for head_trial in (
-        head.trials.filter(attempt=1, status=Trial.Status.OK)
-        .select_related("case")
-        .order_by("case_id")
-    ):
-        base_trial = base_trials.get(head_trial.case_id)
-        if base_trial is None:
-            continue
-        pair, _ = TrialPair.objects.get_or_create(
-            trial_a=base_trial, trial_b=head_trial, defaults={"case": head_trial.case}
-        )
-        counts[pair_judge(pair=pair, judge_version=judge_version, sleep=sleep).winner] += 1
+    for outcome in outcomes:
+        counts[outcome.winner] += 1
     return PairwiseTally(
         head_wins=counts["B"], base_wins=counts["A"], ties=counts["tie"], errors=counts[None]
     )

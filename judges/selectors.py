@@ -21,7 +21,8 @@ from django.db.models import Prefetch
 from core.errors import DomainError
 from core.ids import uuid_parse
 from evals.models import Grade
-from judges.models import Judge, JudgeApproval, JudgeVersion, PairwiseVerdict
+from judges.models import Judge, JudgeApproval, JudgeRun, JudgeVersion, PairwiseVerdict
+from judges.pairwise import PairwiseTally, pair_outcome, pairwise_tally
 
 
 @dataclass(frozen=True)
@@ -237,3 +238,44 @@ def judge_version_resolve(*, ref: str, field: str = "judge") -> JudgeVersion:
             code="conflict",
         )
     return next(iter(found.values()))
+
+
+def pairwise_tally_get(*, judge_run: JudgeRun) -> PairwiseTally:
+    """A pairwise judge run's tally so far over its pairs (``judge_run.trial_ids``): head
+    wins (B preferred in both orders), base wins (A in both), ties (the two orders disagree:
+    position-inconsistent), errors (an order errored); pairs not yet judged in both orders
+    are not counted. One query."""
+    rows: dict[int, dict[str, PairwiseVerdict]] = defaultdict(dict)
+    for v in PairwiseVerdict.objects.filter(
+        pair_id__in=judge_run.trial_ids, judge_version_id=judge_run.judge_version_id
+    ).only("pair_id", "position", "status", "preferred"):
+        rows[v.pair_id][v.position] = v
+    return pairwise_tally(
+        pair_outcome(seen) for seen in rows.values() if len(seen) == len(PairwiseVerdict.Position)
+    )
+
+
+@dataclass(frozen=True)
+class PairwiseJudging:
+    """The comparison page's pairwise section: the pairwise judge versions one may start
+    with, and the pairwise judge runs already made on (head, base), newest first, each with
+    its tally."""
+
+    versions: list[JudgeVersion]
+    judge_runs: list[tuple[JudgeRun, PairwiseTally]]
+
+
+def pairwise_judging_get(*, base, head) -> PairwiseJudging:
+    """``PairwiseJudging`` for head ``head`` against base ``base`` (``evals.Run``)."""
+    versions = list(
+        JudgeVersion.objects.filter(judge__kind=Judge.Kind.PAIRWISE)
+        .select_related("judge")
+        .with_trust()
+    )
+    judge_runs = JudgeRun.objects.filter(run=head, base_run=base).select_related(
+        "judge_version__judge"
+    )
+    return PairwiseJudging(
+        versions=versions,
+        judge_runs=[(jr, pairwise_tally_get(judge_run=jr)) for jr in judge_runs],
+    )

@@ -19,6 +19,15 @@ def judge_run_execute(run_id: int, judge_version_id: int, trial_ids: list[int]) 
 
 
 @shared_task(acks_late=True, reject_on_worker_lost=True)
+def pairwise_judge_run_execute(judge_run_id: int, pair_ids: list[int]) -> None:
+    """Judge one chunk of a pairwise judge run (both orders of each pair); idempotent per
+    (pair, judge version, position), safe under redelivery."""
+    from judges.runs import pairwise_judge_run_execute as execute  # noqa: PLC0415 - module doc
+
+    execute(judge_run_id=judge_run_id, pair_ids=pair_ids)
+
+
+@shared_task(acks_late=True, reject_on_worker_lost=True)
 def run_chunk_judge(run_id: int, trial_ids: list[int]) -> None:
     """The judge rung of one chunk of a run, then finalize the run; idempotent per (trial,
     grader), safe under redelivery."""

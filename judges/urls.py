@@ -22,6 +22,7 @@ urlpatterns = [
         views.probe_run_start,
         name="probe-run-start",
     ),
+    path("judge-runs/pairwise/", views.pairwise_judge_run_start, name="pairwise-judge-run-start"),
     path("judge-runs/<uuid:judge_run_id>/", views.judge_run_detail, name="judge-run-detail"),
     path(
         "judge-runs/<uuid:judge_run_id>/progress/",

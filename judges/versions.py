@@ -50,6 +50,7 @@ def judge_version_create(
         raise DomainError("expected 'json' or 'line'", field="params.reply_format")
     if not isinstance(output_schema, dict):
         raise DomainError("expected an object", field="output_schema")
+    slots = kinds.verdict_slots_check(kind, params)
     template = prompt_template or kinds.DEFAULT_TEMPLATES[kind]
     try:
         kinds.template_check(kind, template)
@@ -57,6 +58,8 @@ def judge_version_create(
         raise DomainError(exc.message, field=exc.field) from exc
     if not output_schema and kind not in (kinds.FAITHFULNESS_CLAIMS, kinds.CONTEXT_RELEVANCE):
         output_schema = kinds.default_schema(kind, threshold=threshold)
+        if slots:
+            output_schema["properties"]["verdict"] = {"enum": list(slots)}
     base_url = base_url.rstrip("/")
     digest = judge_version_hash(
         model=model,

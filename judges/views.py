@@ -23,7 +23,7 @@ from core.http import HtmxHttpRequest, form_error, role_required
 from core.ids import uuid_parse
 from core.roles import ENGINEER, LEAD
 from judges import probes, runs, selectors, versions
-from judges.forms import JudgeRunForm, JudgeVersionForm
+from judges.forms import JudgeRunForm, JudgeVersionForm, PairwiseJudgeRunForm
 from judges.models import JudgeRun, JudgeVersion, ProbeRun
 
 VERSION_ROLES = (ENGINEER, LEAD)
@@ -106,7 +106,9 @@ def judge_version_detail(request: HtmxHttpRequest, version_id) -> HttpResponse:
     form. Over htmx with target ``probe-report`` or ``judge-runs`` only that part, which
     polls itself every 2 s while a probe run or a judge run is in flight."""
     version = _version_or_404(version_id)
-    judge_runs = list(JudgeRun.objects.filter(judge_version=version).select_related("run__suite"))
+    judge_runs = list(
+        JudgeRun.objects.filter(judge_version=version).select_related("run__suite", "base_run")
+    )
     context = {
         "version": version,
         "probe": ProbeRun.objects.filter(judge_version=version).first(),
@@ -175,18 +177,54 @@ def probe_run_start(request: HtmxHttpRequest, version_id) -> HttpResponse:
     return redirect("judges:version-detail", version_id=version.uuid)
 
 
+@require_POST
+@role_required(*VERSION_ROLES)
+def pairwise_judge_run_start(request: HtmxHttpRequest) -> HttpResponse:
+    """Compare a head run with a base run with a pairwise judge version (the comparison
+    page's form; ``judges.runs.pairwise_judge_run_start``); on to the judge run's page, or
+    back to the comparison with the error."""
+    form = PairwiseJudgeRunForm(request.POST)
+    if not form.is_valid():
+        for field, errors in form.errors.items():
+            messages.error(request, f"{field}: {' '.join(errors)}")
+        base, head = form.cleaned_data.get("base_run"), form.cleaned_data.get("head_run")
+        if base is None or head is None:
+            return redirect("evals:run-list")
+        return redirect("evals:comparison", head_id=head.uuid, base_id=base.uuid)
+    base, head = form.cleaned_data["base_run"], form.cleaned_data["head_run"]
+    version = form.cleaned_data["judge_version"]
+    try:
+        judge_run = runs.pairwise_judge_run_start(
+            base=base, head=head, judge_version=version, by=request.user
+        )
+    except DomainError as exc:
+        messages.error(request, str(exc))
+        return redirect("evals:comparison", head_id=head.uuid, base_id=base.uuid)
+    messages.success(
+        request,
+        f"{version} is comparing {judge_run.trials_total} pairs of {head.name} against "
+        f"{base.name}, in both presentation orders.",
+    )
+    return redirect("judges:judge-run-detail", judge_run_id=judge_run.uuid)
+
+
 def _judge_run_or_404(judge_run_id) -> JudgeRun:
     return get_object_or_404(
         JudgeRun.objects.select_related(
-            "judge_version__judge", "run__suite", "started_by", "cancelled_by"
-        ).defer("trial_ids"),
+            "judge_version__judge", "run__suite", "base_run", "started_by", "cancelled_by"
+        ),
         uuid=judge_run_id,
     )
 
 
+def _judge_run_context(judge_run: JudgeRun) -> dict:
+    tally = selectors.pairwise_tally_get(judge_run=judge_run) if judge_run.is_pairwise else None
+    return {"judge_run": judge_run, "tally": tally}
+
+
 def _judge_run_progress_response(request: HtmxHttpRequest, judge_run: JudgeRun) -> HttpResponse:
     html = render_to_string(
-        "judges/fragments/judge_run_progress.html", {"judge_run": judge_run}, request=request
+        "judges/fragments/judge_run_progress.html", _judge_run_context(judge_run), request=request
     )
     return HttpResponseStopPolling(html) if judge_run.is_terminal else HttpResponse(html)
 
@@ -197,7 +235,7 @@ def judge_run_detail(request: HtmxHttpRequest, judge_run_id) -> HttpResponse:
     """A judge run: what it grades, its live progress bar (trials graded of trials to
     grade, polled every 2 s while it runs) and, while it runs, the cancel button."""
     judge_run = _judge_run_or_404(judge_run_id)
-    return render(request, "judges/judge_run_detail.html", {"judge_run": judge_run})
+    return render(request, "judges/judge_run_detail.html", _judge_run_context(judge_run))
 
 
 @require_GET

@@ -273,6 +273,8 @@ class PairwiseCalibration:
     (consistent + inconsistent) with a Wilson interval; ``first_slot_preference`` = share of
     answered presentations choosing the slot shown first (A when original, B when swapped).
     ``by_position``: each order alone, as in the data folders' READMEs.
+    ``agreement_rate``: ``agreement`` as a rate (agreeing / ``n``) with its Wilson interval.
+    ``n_human_ties``: order-consistent pairs the humans labeled a tie (no reference).
     """
 
     judge_version_id: int
@@ -289,6 +291,8 @@ class PairwiseCalibration:
     position_consistency: RateResult
     first_slot_preference: RateResult
     by_position: list[PositionFigures]
+    agreement_rate: RateResult | None = None
+    n_human_ties: int = 0
 
     def as_json(self) -> dict:
         """Strict-JSON dict (None for undefined)."""

@@ -178,11 +178,14 @@ class Adjudication(models.Model):
 
 
 class PreferenceLabel(models.Model):
-    """A human preference between the two trials of a pair (A or B)."""
+    """A human preference between the two trials of a pair: A, B, or ``tie`` (no preference:
+    left out of a pairwise judge's agreement and kappa, counted apart). A reviewer has one
+    preference per pair (``labeling.preferences.preference_label_save`` replaces it)."""
 
     class Preferred(models.TextChoices):
         A = "A", "A"
         B = "B", "B"
+        TIE = "tie", "tie"
 
     pair = models.ForeignKey("evals.TrialPair", on_delete=models.CASCADE, related_name="labels")
     reviewer = models.ForeignKey(
@@ -193,7 +196,7 @@ class PreferenceLabel(models.Model):
         related_name="preference_labels",
     )
     reviewer_name = models.CharField(max_length=200, blank=True)
-    preferred = models.CharField(max_length=1, choices=Preferred.choices)
+    preferred = models.CharField(max_length=3, choices=Preferred.choices)
     critique = models.TextField(blank=True)
     source = models.CharField(max_length=10, choices=Label.Source.choices, default="reviewer")
     details = models.JSONField(default=dict, blank=True)

@@ -28,7 +28,8 @@ def pairwise_calibration_compute(*, judge_version: JudgeVersion, suite=None) -> 
        both answered and different -> inconsistent (a tie, never a vote: fault B2); an
        errored or missing presentation -> a judge error.
     2. The human reference: the pair's preference labels when they all agree; otherwise
-       the pair is unresolved and left out.
+       the pair is unresolved and left out. A pair the humans all labeled ``tie`` has no
+       preference to agree with: left out too, counted in ``n_human_ties``.
     3. ``agreement``/``kappa`` over consistent verdicts with a reference;
        ``position_consistency`` over pairs with both orders answered (human label or not);
        ``first_slot_preference`` over answered presentations.
@@ -53,14 +54,15 @@ def pairwise_calibration_compute(*, judge_version: JudgeVersion, suite=None) -> 
 
     judge: list[str] = []
     human: list[str] = []
-    consistent = inconsistent = errors = unresolved = 0
+    consistent = inconsistent = errors = unresolved = human_ties = 0
     per_position: dict[str, tuple[list[str], list[str]]] = {
         p: ([], []) for p in PairwiseVerdict.Position.values
     }
     position_errors: dict[str, int] = defaultdict(int)
     for pair_id, seen in by_pair.items():
         ref = prefs.get(pair_id, set())
-        if len(ref) == 1:
+        human_tie = ref == {PreferenceLabel.Preferred.TIE}
+        if len(ref) == 1 and not human_tie:
             h = next(iter(ref))
             for position in PairwiseVerdict.Position.values:
                 if seen.get(position) is None:
@@ -79,6 +81,8 @@ def pairwise_calibration_compute(*, judge_version: JudgeVersion, suite=None) -> 
         consistent += 1
         if len(ref) > 1:
             unresolved += 1
+        elif human_tie:
+            human_ties += 1
         elif ref:
             judge.append(orig)
             human.append(next(iter(ref)))
@@ -112,4 +116,20 @@ def pairwise_calibration_compute(*, judge_version: JudgeVersion, suite=None) -> 
         ),
         first_slot_preference=_rate(first_slot, answered, "undefined (no answered presentation)"),
         by_position=by_position,
+        agreement_rate=_rate(agree, len(judge), "undefined (no order-consistent labeled pair)"),
+        n_human_ties=human_ties,
+    )
+
+
+def pairwise_calibration_judge_versions(*, suite=None) -> list[JudgeVersion]:
+    """Judge versions with pairwise verdicts on a pair that has a human preference label,
+    of ``suite`` when given; ordered by judge name and number. One query."""
+    labeled = PreferenceLabel.objects.values("pair_id")
+    verdicts = PairwiseVerdict.objects.filter(pair_id__in=labeled)
+    if suite is not None:
+        verdicts = verdicts.filter(pair__case__suite=suite)
+    return list(
+        JudgeVersion.objects.filter(id__in=verdicts.values("judge_version_id")).select_related(
+            "judge"
+        )
     )

@@ -31,7 +31,7 @@ from labeling.figures import (
     TrustCheck,
 )
 from labeling.models import Adjudication, CalibrationSet, Label
-from labeling.pairwise import pairwise_calibration_compute
+from labeling.pairwise import pairwise_calibration_compute, pairwise_calibration_judge_versions
 from stats.agreement import KappaResult, cohens_kappa, false_accept_rate, false_reject_rate
 from stats.calibration_plan import WeightedRate, far_fails_needed, weighted_far
 
@@ -41,6 +41,7 @@ __all__ = [
     "human_agreement",
     "label_current_get",
     "pairwise_calibration_compute",
+    "pairwise_calibration_judge_versions",
     "reference_labels",
     "trust_checks",
     "trust_thresholds",

@@ -28,6 +28,11 @@ urlpatterns = [
     path("judge-versions/<uuid:version_id>/trust/revoke/", views.trust_revoke, name="trust-revoke"),
     path("judge-versions/<uuid:version_id>/improve/", views.judge_improve, name="improve"),
     path("judges/<uuid:judge_id>/versions/", views.judge_versions_compare, name="versions-compare"),
+    path(
+        "judge-runs/<uuid:judge_run_id>/preferences/",
+        views.preference_queue,
+        name="preferences",
+    ),
     path("adjudication/", views.adjudication_list, name="adjudication"),
     path("adjudication/decide/", views.adjudication_save, name="adjudication-save"),
 ]

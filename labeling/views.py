@@ -33,8 +33,8 @@ from core.ids import uuid_parse
 from core.roles import ENGINEER, LEAD, REVIEWER, user_has_role
 from evals.models import Suite, Trial
 from judges import trust
-from judges.models import Judge, JudgeVersion
-from labeling import adjudication, improve, services
+from judges.models import Judge, JudgeRun, JudgeVersion
+from labeling import adjudication, improve, preferences, services
 from labeling import selectors as calibration_selectors
 from labeling import services as labeling_services
 from labeling.adjudication import human_disagreements
@@ -655,3 +655,27 @@ def judge_versions_compare(request: HtmxHttpRequest, judge_id) -> HttpResponse:
     judge = get_object_or_404(Judge, uuid=judge_id)
     comparison = improve.versions_compare(judge=judge)
     return render(request, "labeling/judge_versions_compare.html", {"cmp": comparison})
+
+
+@require_http_methods(["GET", "POST"])
+@role_required(REVIEWER, LEAD)
+def preference_queue(request: HtmxHttpRequest, judge_run_id) -> HttpResponse:
+    """Label preferences on a pairwise judge run's pairs, one at a time, keyboard-first
+    (``a`` / ``b`` / ``t``, ``c`` critique, ``Enter`` save and next), blind to the judge
+    and to which run each response came from (``labeling.preferences``). POST saves, then
+    on to the next pair."""
+    judge_run = get_object_or_404(JudgeRun, uuid=judge_run_id, base_run__isnull=False)
+    if request.method == "POST":
+        try:
+            preferences.preference_label_save(
+                judge_run=judge_run,
+                pair_id=int(request.POST.get("pair") or 0),
+                reviewer=request.user,
+                preferred=request.POST.get("verdict", ""),
+                critique=request.POST.get("critique", ""),
+            )
+        except (DomainError, ValueError) as exc:
+            messages.error(request, f"Not saved: {exc}")
+        return redirect("labeling:preferences", judge_run_id=judge_run.uuid)
+    state = preferences.preference_queue_get(judge_run=judge_run, reviewer=request.user)
+    return render(request, "labeling/preferences.html", {"judge_run": judge_run, "state": state})

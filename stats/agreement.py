@@ -71,7 +71,10 @@ def cohens_kappa(
         var(κ) = [Σ_i p_ii (1 − (p_i. + p_.i)(1 − κ))² + (1 − κ)² Σ_{i≠j} p_ij (p_.i + p_j.)²
                   − (κ − p_e (1 − κ))²] / (n (1 − p_e)²)
 
-    and a normal interval clipped to [−1, 1]. p_o and p_e are computed exactly (fractions),
+    and a normal interval clipped to [−1, 1]. At perfect agreement (p_o = 1) that SE is 0,
+    so the lower bound is the one the Wilson interval of p_o implies at the observed p_e,
+    (p_o,low − p_e)/(1 − p_e): 30 of 30 agreements at p_e = 0.5 give [0.77, 1], never a
+    zero-width interval. p_o and p_e are computed exactly (fractions),
     so 29 of 30 agreements with p_e = 29/30 give κ = 0.0 exactly.
     Undefined (None, with reason) when n = 0 or p_e = 1 (every label in one class).
     Raises ValueError for unequal lengths or a None verdict.
@@ -110,15 +113,14 @@ def cohens_kappa(
     var = (diag + (1 - k) ** 2 * off - (k - pe * (1 - k)) ** 2) / (n * (1 - pe) ** 2)
     se = math.sqrt(max(var, 0.0))
     z = float(norm.ppf(0.5 + confidence / 2))
-    return KappaResult(
-        k,
-        se,
-        max(-1.0, k - z * se),
-        min(1.0, k + z * se),
-        float(p_o),
-        pe,
-        n,
-    )
+    low, high = k - z * se, k + z * se
+    if p_o == 1:
+        # The large-sample SE is 0 at perfect agreement, which would claim a certainty that
+        # n labels do not give: take the interval the Wilson interval of p_o implies at the
+        # observed p_e instead.
+        po_low, _ = wilson_interval(n, n, confidence)
+        low = (po_low - pe) / (1 - pe)
+    return KappaResult(k, se, max(-1.0, low), min(1.0, high), float(p_o), pe, n)
 
 
 def _conditional_rate(

@@ -394,18 +394,51 @@ class SettleEstimate:
     reason: str = ""
 
 
+@lru_cache(maxsize=1024)
+def _fisher_reject(n: int, level: float) -> np.ndarray:
+    """Boolean (n + 1, n + 1): the one-sided Fisher test, n trials a side, rejects at
+    ``level`` for base b passes and head h passes (``P(K <= h | b + h) <= level``, K the
+    head's share of the t = b + h passes, hypergeometric). Read-only, cached per (n, level):
+    it depends on no rate.
+
+    For a given total t the p-value grows with h, so the rejected h are those up to a
+    threshold h*(t); a bisection per t (vectorised over t) finds it with about log2(n)
+    evaluations of the hypergeometric CDF per total instead of one per (b, h) cell — the
+    same matrix, ~20 times faster (the full matrix took ~0.1 s at n = 400 on an idle core)."""
+
+    threshold = level * (1 + 1e-12)
+    totals = np.arange(2 * n + 1)
+    # Invariant per total: cdf(below) <= threshold (or below = lowest h - 1), cdf(above) >
+    # threshold (or above = highest h + 1).
+    below = np.maximum(0, totals - n) - 1
+    above = np.minimum(totals, n) + 1
+    while True:
+        open_ = np.flatnonzero(above - below > 1)
+        if open_.size == 0:
+            break
+        mid = (below[open_] + above[open_]) // 2
+        ok = hypergeom.cdf(mid, 2 * n, totals[open_], n) <= threshold
+        below[open_] = np.where(ok, mid, below[open_])
+        above[open_] = np.where(ok, above[open_], mid)
+    b = np.arange(n + 1)[:, None]
+    h = np.arange(n + 1)[None, :]
+    reject = h <= below[b + h]
+    reject.setflags(write=False)
+    return reject
+
+
 def _fisher_power(n: int, p_base: float, p_head: float, level: float) -> float:
     """Exact power of the one-sided Fisher test, n trials a side, at ``level``:
     Σ_{b,h} Bin(b; n, p_base) Bin(h; n, p_head) 1[P(K <= h | b + h) <= level]."""
 
     b = np.arange(n + 1)[:, None]
     h = np.arange(n + 1)[None, :]
-    p = hypergeom.cdf(h, 2 * n, b + h, n)
-    reject = p <= level * (1 + 1e-12)
+    reject = _fisher_reject(n, level)
     weights = binom.pmf(b, n, p_base) * binom.pmf(h, n, p_head)
     return float(np.sum(weights * reject))
 
 
+@lru_cache(maxsize=4096)
 def trials_to_settle(
     *,
     base_passed: int,
@@ -428,7 +461,8 @@ def trials_to_settle(
     last round's alpha when it would be the only suspect (divide by the number of competing
     suspects for a Bonferroni view). The observed rates are noisy (5/5 says "1.0"), so read
     the answer as an order of magnitude. Raises ValueError for impossible counts or a level
-    or power outside (0, 1).
+    or power outside (0, 1). Pure, so cached per arguments (a simulated gate meets the same
+    counts again and again).
     """
 
     _validate(base_passed, base_graded, head_passed, head_graded)

@@ -71,6 +71,9 @@
     switch (event.key) {
       case "p": choose("pass"); break;
       case "f": choose("fail"); break;
+      case "a": choose("A"); break;  // the preference queue (templates/labeling/preferences.html)
+      case "b": choose("B"); break;
+      case "t": choose("tie"); break;
       case "c": {
         var critique = document.getElementById("id_critique");
         if (critique) critique.focus();

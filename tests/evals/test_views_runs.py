@@ -518,6 +518,21 @@ def test_the_run_list_marks_simulated_runs_and_escapes_run_names(client, carol, 
     assert "openai · gpt-x" in body
 
 
+def test_the_suite_and_run_case_pages_label_simulated_runs(client, carol, db):
+    """Issue 11 point 6: "simulated" on the suite and run-case pages too, never on a real run."""
+    suite = make_suite()
+    sim = make_run(suite, name="sim")
+    real = make_run(suite, name="real", target_kind="openai", model="gpt-x")
+    case = suite.cases.get(key="c1")
+    client.force_login(carol)
+    body = client.get(reverse("evals:suite-detail", kwargs={"suite_id": suite.uuid})).content
+    assert body.decode().count('class="badge simulated"') == 1
+    for run, badges in ((sim, 1), (real, 0)):
+        url = reverse("evals:run-case", kwargs={"run_id": run.uuid, "case_id": case.uuid})
+        page = client.get(url).content.decode()
+        assert page.count('class="badge simulated"') == badges
+
+
 def test_the_run_list_filters_by_suite_and_status(client, carol, db):
     a, b = make_suite(name="alpha"), make_suite(name="beta")
     make_run(a, name="a-done")

@@ -81,3 +81,13 @@ def test_kappa_is_within_minus_one_and_one_or_undefined(pairs):
     else:
         assert -1.0 <= result.kappa <= 1.0
         assert result.ci_low <= result.kappa <= result.ci_high
+
+
+def test_perfect_agreement_has_an_interval_of_positive_width():
+    """30 of 30 agreements, half fails: the large-sample SE is 0; the interval is the one
+    the agreement's Wilson interval (0.8865, 1) implies at p_e = 0.5: (0.773, 1)."""
+    labels = [True] * 15 + [False] * 15
+    result = cohens_kappa(labels, labels)
+    assert result.kappa == 1.0 and result.se == 0.0
+    assert result.ci_low == pytest.approx(2 * 0.886491 - 1, abs=1e-5)
+    assert result.ci_high == 1.0

@@ -1,4 +1,5 @@
 """``manage.py judge_run RUN JUDGE_VERSION [--sample N] [--seed S] [--wait [--timeout S]]
+[--json]``, ``manage.py judge_run --pairwise BASE HEAD JUDGE_VERSION [--wait [--timeout S]]
 [--json]`` and ``manage.py judge_run --cancel JUDGE_RUN [--json]``.
 
 RUN is a run UUID or "suite name/run name"; JUDGE_VERSION a judge version UUID, ``JUDGE:vN``
@@ -6,8 +7,11 @@ or a judge's name as given in the config file (its newest version;
 ``judges.selectors.judge_version_resolve``). Grades the run's ok trials (or a random
 sample) in Celery tasks; ``--wait`` polls the database until the judge run is finished,
 for at most ``--timeout`` seconds when given (the judge run keeps going after a timeout).
-``--cancel JUDGE_RUN`` (a judge run UUID) cancels a queued or running judge run: workers
-make no further judge call.
+``--pairwise BASE`` compares run HEAD (the positional RUN) with run BASE of the same suite
+with a pairwise judge version: attempt i of each case against attempt i, in both
+presentation orders (a tie when they disagree; ``judges.runs.pairwise_judge_run_start``);
+its counts count pairs. ``--cancel JUDGE_RUN`` (a judge run UUID) cancels a queued or
+running judge run: workers make no further judge call.
 
 Exit codes (``EXIT_HELP``): 0 started (without ``--wait``), finished with every grade a
 verdict, or cancelled by ``--cancel``; 1 failed: every grade errored; 2 a usage error
@@ -29,8 +33,8 @@ from core.errors import DomainError
 from core.ids import uuid_parse
 from evals.management.commands.run_report import run_lookup
 from judges.models import JudgeRun, JudgeVersion
-from judges.runs import judge_run_cancel, judge_run_start
-from judges.selectors import judge_version_resolve
+from judges.runs import judge_run_cancel, judge_run_start, pairwise_judge_run_start
+from judges.selectors import judge_version_resolve, pairwise_tally_get
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -39,6 +43,7 @@ EXIT_SOME_ERRORED = 4
 EXIT_TIMEOUT = 5
 EXIT_CANCELLED = 6
 EXIT_HELP = (
+    "With --pairwise BASE, RUN is the head run and counts are pairs. "
     "Exit codes: 0 started (no --wait), finished with every grade a verdict, or cancelled "
     "by --cancel; 1 failed: every grade errored; 2 usage error; 3 refused (unknown or "
     "ambiguous run, judge version or judge run; a judge that cannot grade single trials; "
@@ -63,17 +68,29 @@ def exit_code(judge_run: JudgeRun, *, waited: bool) -> int:
 
 class Command(DomainCommand):
     help = (
-        "Grade a run with a judge version (all trials, or a sample), or cancel a judge run. "
-        + EXIT_HELP
+        "Grade a run with a judge version (all trials, or a sample), compare two runs with "
+        "a pairwise judge version (--pairwise BASE HEAD JUDGE_VERSION: attempt i against "
+        "attempt i, both presentation orders, a tie when they disagree), or cancel a judge "
+        "run. " + EXIT_HELP
     )
     domain_error_exit = EXIT_REFUSED
 
     def add_arguments(self, parser) -> None:
-        parser.add_argument("run", nargs="?", help='run UUID or "suite name/run name"')
+        parser.add_argument(
+            "run",
+            nargs="?",
+            help='run UUID or "suite name/run name" (with --pairwise: the head run)',
+        )
         parser.add_argument(
             "judge_version",
             nargs="?",
             help="judge version: UUID, JUDGE:vN, or a judge name (its newest version)",
+        )
+        parser.add_argument(
+            "--pairwise",
+            metavar="BASE",
+            help="compare RUN (the head) with this base run (UUID or suite/run name) using a "
+            "pairwise judge version, both presentation orders per case and attempt",
         )
         parser.add_argument("--sample", type=int, default=None)
         parser.add_argument("--seed", type=int, default=None)
@@ -107,9 +124,18 @@ class Command(DomainCommand):
         except CommandError as exc:
             raise DomainError(str(exc), field="run", code="not_found") from exc
         version = judge_version_resolve(ref=options["judge_version"], field="judge")
-        judge_run = judge_run_start(
-            run=run, judge_version=version, sample=options["sample"], seed=options["seed"]
-        )
+        if options["pairwise"]:
+            if options["sample"] is not None or options["seed"] is not None:
+                raise DomainError("not with --pairwise: every pair is judged", field="sample")
+            try:
+                base = run_lookup(options["pairwise"])
+            except CommandError as exc:
+                raise DomainError(str(exc), field="pairwise", code="not_found") from exc
+            judge_run = pairwise_judge_run_start(base=base, head=run, judge_version=version)
+        else:
+            judge_run = judge_run_start(
+                run=run, judge_version=version, sample=options["sample"], seed=options["seed"]
+            )
         if options["wait"]:
             self._wait(judge_run, options["timeout"])
         judge_run.refresh_from_db()
@@ -130,7 +156,7 @@ class Command(DomainCommand):
             time.sleep(POLL_S if deadline is None else max(0.0, min(POLL_S, deadline - now)))
 
     def _cancel(self, options) -> None:
-        if options["run"] or options["judge_version"] or options["wait"]:
+        if options["run"] or options["judge_version"] or options["wait"] or options["pairwise"]:
             raise DomainError("give --cancel JUDGE_RUN alone", field="cancel")
         value = uuid_parse(options["cancel"])
         judge_run = (
@@ -160,8 +186,32 @@ class Command(DomainCommand):
             "error_message": judge_run.error_message,
             "provisional": not version.is_trusted,
         }
+        if judge_run.is_pairwise:
+            tally = pairwise_tally_get(judge_run=judge_run)
+            out |= {
+                "base_run": str(judge_run.base_run.uuid),
+                "head_run": str(judge_run.run.uuid),
+                "pairs_total": judge_run.trials_total,
+                "pairs_judged": judge_run.trials_graded,
+                "pairs_errored": judge_run.trials_errored,
+                "unpaired": judge_run.unpaired,
+                "head_wins": tally.head_wins,
+                "base_wins": tally.base_wins,
+                "ties": tally.ties,
+            }
         if options["json"]:
             self.stdout.write(json.dumps(out, allow_nan=False))
+            return
+        if judge_run.is_pairwise:
+            self.stdout.write(
+                f"{version}: {judge_run.run} against {judge_run.base_run}: {out['status']}, "
+                f"{out['pairs_judged']}/{out['pairs_total']} pairs judged in both orders "
+                f"({out['unpaired']} trials unpaired), {out['pairs_errored']} with a judge "
+                f"error; head wins {out['head_wins']}, base wins {out['base_wins']}, ties "
+                f"(the orders disagree) {out['ties']}"
+                + (" (provisional: version not trusted)" if out["provisional"] else "")
+                + f" [judge run {out['judge_run']}]"
+            )
             return
         self.stdout.write(
             f"{version} on {run_label}: {out['status']}, "

@@ -1,5 +1,9 @@
 """``manage.py calibration_report [--suite NAME] [--json]``: every judge version with grades
-on labeled trials, its calibration figures and trust state, as text or strict JSON."""
+on labeled trials, its calibration figures and trust state, as text or strict JSON; then
+every pairwise judge version with verdicts on pairs with a human preference
+(``labeling.pairwise.pairwise_calibration_compute``): position consistency, first-slot
+preference, and agreement and kappa over order-consistent verdicts, overall and per
+presentation order (JSON key ``pairwise_judge_versions``)."""
 
 from __future__ import annotations
 
@@ -9,8 +13,14 @@ from django.core.management.base import BaseCommand, CommandError
 
 from evals.models import Suite
 from judges.trust import active_approval_get
-from labeling.figures import Calibration
-from labeling.selectors import calibration_compute, calibration_judge_versions
+from labeling.figures import Calibration, PairwiseCalibration
+from labeling.selectors import (
+    calibration_compute,
+    calibration_judge_versions,
+    pairwise_calibration_compute,
+    pairwise_calibration_judge_versions,
+)
+from stats.intervals import wilson_interval
 
 
 def _num(value: float | None, reason: str = "") -> str:
@@ -54,10 +64,54 @@ def render_text(cal: Calibration, trust: str) -> str:
     return "\n".join(lines)
 
 
+def render_pairwise_text(cal: PairwiseCalibration, trust: str) -> str:
+    """One pairwise judge version's figures as plain text lines."""
+    k = cal.kappa
+    lines = [
+        f"{cal.judge_version_label} (pairwise): {trust}",
+        f"  pairs: {cal.n_pairs} (order-consistent with a human preference {cal.n}, "
+        f"position-inconsistent ties {cal.n_inconsistent}, judge errors {cal.n_judge_errors}, "
+        f"unresolved human disagreements {cal.n_unresolved})",
+        _rate_text("position consistency", cal.position_consistency),
+        _rate_text("first-slot preference", cal.first_slot_preference),
+        _rate_text("agreement (order-consistent)", cal.agreement_rate)
+        if cal.agreement_rate is not None
+        else f"  agreement (order-consistent): {_num(cal.agreement)}",
+        f"  kappa (order-consistent): {_num(k.kappa, k.reason)}{_ci(k.ci_low, k.ci_high)}",
+    ]
+    for p in cal.by_position:
+        hits = round(p.agreement * p.n) if p.agreement is not None else 0
+        low, high = wilson_interval(hits, p.n) if p.n else (None, None)
+        lines.append(
+            f"  {p.position} order alone: n {p.n} (errors {p.n_errors}), agreement "
+            f"{_num(p.agreement)}{_ci(low, high)}, kappa {_num(p.kappa.kappa, p.kappa.reason)}"
+            f"{_ci(p.kappa.ci_low, p.kappa.ci_high)}"
+        )
+    return "\n".join(lines)
+
+
+def _trust(version) -> dict:
+    approval = active_approval_get(judge_version=version)
+    return {
+        "trusted": approval is not None,
+        "trusted_at": approval.approved_at.isoformat() if approval else None,
+        "approved_by": approval.approved_by.get_username() if approval else None,
+    }
+
+
+def _state(trust: dict) -> str:
+    if trust["trusted"]:
+        return f"trusted (by {trust['approved_by']}, {trust['trusted_at']})"
+    return "untrusted"
+
+
 class Command(BaseCommand):
     help = (
         "Calibration figures (n, agreement, kappa, false-accept and false-reject rates) "
-        "and trust state of every judge version with grades on labeled trials."
+        "and trust state of every judge version with grades on labeled trials; then every "
+        "pairwise judge version with verdicts on preference-labeled pairs (position "
+        "consistency, first-slot preference, agreement and kappa over order-consistent "
+        "verdicts)."
     )
 
     def add_arguments(self, parser):
@@ -73,26 +127,24 @@ class Command(BaseCommand):
         rows = []
         for version in calibration_judge_versions(suite=suite):
             cal = calibration_compute(judge_version=version, suite=suite)
-            approval = active_approval_get(judge_version=version)
-            trust = {
-                "trusted": approval is not None,
-                "trusted_at": approval.approved_at.isoformat() if approval else None,
-                "approved_by": approval.approved_by.get_username() if approval else None,
-            }
-            rows.append((cal, trust))
+            rows.append((cal, _trust(version)))
+        pairwise = [
+            (pairwise_calibration_compute(judge_version=version, suite=suite), _trust(version))
+            for version in pairwise_calibration_judge_versions(suite=suite)
+        ]
         if options["json"]:
             payload = {
                 "suite": suite.name if suite else None,
                 "judge_versions": [{**cal.as_json(), "trust": trust} for cal, trust in rows],
+                "pairwise_judge_versions": [
+                    {**cal.as_json(), "trust": trust} for cal, trust in pairwise
+                ],
             }
             self.stdout.write(json.dumps(payload, allow_nan=False, indent=2))
             return
-        if not rows:
+        if not rows and not pairwise:
             self.stdout.write("no judge version has grades on labeled trials")
         for cal, trust in rows:
-            state = (
-                f"trusted (by {trust['approved_by']}, {trust['trusted_at']})"
-                if trust["trusted"]
-                else "untrusted"
-            )
-            self.stdout.write(render_text(cal, state))
+            self.stdout.write(render_text(cal, _state(trust)))
+        for cal, trust in pairwise:
+            self.stdout.write(render_pairwise_text(cal, _state(trust)))

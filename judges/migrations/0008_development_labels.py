@@ -9,7 +9,7 @@ class Migration(migrations.Migration):
 
     dependencies = [
         ('evals', '0010_suite_trust_thresholds'),
-        ('judges', '0006_judge_run_failed_status_error_and_canceller'),
+        ('judges', '0007_judge_run_pairwise'),
         ('labeling', '0005_merge_instructions_and_sampling'),
     ]
 
