@@ -657,6 +657,9 @@ def judge_versions_compare(request: HtmxHttpRequest, judge_id) -> HttpResponse:
     return render(request, "labeling/judge_versions_compare.html", {"cmp": comparison})
 
 
+# --- preferences on pairwise judge runs -------------------------------------------------------
+
+
 @require_http_methods(["GET", "POST"])
 @role_required(REVIEWER, LEAD)
 def preference_queue(request: HtmxHttpRequest, judge_run_id) -> HttpResponse:
