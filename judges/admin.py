@@ -2,7 +2,15 @@
 
 from django.contrib import admin
 
-from judges.models import Judge, JudgeApproval, JudgeRun, JudgeVersion, PairwiseVerdict, ProbeRun
+from judges.models import (
+    DevelopmentLabel,
+    Judge,
+    JudgeApproval,
+    JudgeRun,
+    JudgeVersion,
+    PairwiseVerdict,
+    ProbeRun,
+)
 
 
 class JudgeVersionInline(admin.TabularInline):
@@ -116,3 +124,21 @@ class JudgeApprovalAdmin(admin.ModelAdmin):
     list_select_related = ("judge_version__judge", "approved_by", "revoked_by")
     raw_id_fields = ("judge_version", "calibration_set", "approved_by", "revoked_by")
     readonly_fields = ("figures",)
+
+
+@admin.register(DevelopmentLabel)
+class DevelopmentLabelAdmin(admin.ModelAdmin):
+    """Read-only: development data is written once, with the version it built
+    (``labeling.improve.judge_version_improve``); editing it would change which labels a
+    version's trust decision may use."""
+
+    list_display = ("__str__", "judge_version", "trial", "label", "created_at")
+    list_select_related = ("judge_version__judge",)
+    raw_id_fields = ("judge_version", "trial", "label")
+    readonly_fields = ("judge_version", "trial", "label", "created_at")
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
