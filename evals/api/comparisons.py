@@ -59,7 +59,13 @@ from evals.comparison.gate import (
     run_document_read,
 )
 from evals.comparison.render import gate_json
-from evals.comparison.topup import top_up_refused, top_up_result, top_up_start
+from evals.comparison.topup import (
+    comparison_decision,
+    top_up_refused,
+    top_up_result,
+    top_up_settled_get,
+    top_up_start,
+)
 from evals.models import Run, TopUp
 
 DEFAULT_ALPHA = 0.05  # manage.py gate's default --alpha
@@ -264,14 +270,17 @@ class GateApi(APIView):
             _refuse_blind(request.user, head, base)
             if v["top_up"]:
                 return self._top_up(request, head, base, v)
-            comparison, decision = gate_evaluate(
-                head=head,
-                base=base,
-                alpha=v["alpha"],
-                max_errored_fraction=v["max_errored_fraction"],
-                allow_untrusted=v["allow_untrusted"],
-                allow_incomparable=v["allow_incomparable"],
-            )
+            policy = {
+                "alpha": v["alpha"],
+                "max_errored_fraction": v["max_errored_fraction"],
+                "allow_untrusted": v["allow_untrusted"],
+                "allow_incomparable": v["allow_incomparable"],
+            }
+            if isinstance(head, Run) and isinstance(base, Run):
+                # A settled top-up of this pair decides, as on the page and in the command.
+                comparison, decision = comparison_decision(head=head, base=base, **policy)
+            else:
+                comparison, decision = gate_evaluate(head=head, base=base, **policy)
         except DomainError as exc:
             raise serializers.ValidationError({exc.field or "detail": [str(exc)]}) from exc
         return HttpResponse(gate_json(comparison, decision), content_type="application/json")
@@ -430,9 +439,13 @@ class ComparisonApi(APIView):
         alpha = _alpha(request)
         base, head = run_or_404(base_id), run_or_404(head_id)
         _refuse_blind(request.user, head, base)
-        comparison = comparison_cached_get(base=base, head=head, alpha=alpha)
-        plan = comparison_plan(base=base, head=head, alpha=alpha)[0]
-        decision = gate_decide(comparison, alpha=alpha, plan=plan)
+        settled = top_up_settled_get(base=base, head=head, alpha=alpha)
+        if settled is not None:  # as on the page: the settled top-up decides
+            comparison, decision = top_up_result(top_up=settled)
+        else:
+            comparison = comparison_cached_get(base=base, head=head, alpha=alpha)
+            plan = comparison_plan(base=base, head=head, alpha=alpha)[0]
+            decision = gate_decide(comparison, alpha=alpha, plan=plan)
         return Response(json.loads(gate_json(comparison, decision)))
 
 

@@ -412,6 +412,50 @@ def top_up_result(*, top_up: TopUp):
     return comparison, decision
 
 
+def top_up_settled_get(*, base: Run, head: Run, alpha: float) -> TopUp | None:
+    """The newest top-up of ``head`` against ``base`` at ``alpha`` that settled or stopped
+    at its cost cap: from then on its decision is the pair's (``comparison_decision``)."""
+    return (
+        TopUp.objects.filter(
+            base=base,
+            head=head,
+            alpha=alpha,
+            status__in=(TopUp.Status.SETTLED, TopUp.Status.CAPPED),
+        )
+        .order_by("-id")
+        .first()
+    )
+
+
+def comparison_decision(
+    *,
+    base: Run,
+    head: Run,
+    alpha: float,
+    max_errored_fraction: float = 0.0,
+    allow_untrusted: bool = False,
+    allow_incomparable: bool = False,
+):
+    """``(comparison, decision)`` of ``head`` against ``base`` as every surface shows it
+    (the comparison page, ``manage.py gate``, ``POST /api/gate``, ``GET /api/comparisons/``):
+    once a top-up of the pair at ``alpha`` has settled or stopped at its cost cap, the
+    top-up's (``top_up_result``: the runs' own trials and its rounds) — but only under the
+    default policy, the one a top-up decides under; otherwise ``gate_evaluate`` on the
+    runs' own trials. Raises what ``gate_evaluate`` raises."""
+    default_policy = not (max_errored_fraction or allow_untrusted or allow_incomparable)
+    top_up = top_up_settled_get(base=base, head=head, alpha=alpha) if default_policy else None
+    if top_up is not None:
+        return top_up_result(top_up=top_up)
+    return gate_evaluate(
+        head=head,
+        base=base,
+        alpha=alpha,
+        max_errored_fraction=max_errored_fraction,
+        allow_untrusted=allow_untrusted,
+        allow_incomparable=allow_incomparable,
+    )
+
+
 def top_up_wait(*, top_up: TopUp, timeout_s: float, poll_s: float = 0.5) -> TopUp:
     """Wait for ``top_up`` to end (a worker takes its rounds); returns it as it is at the
     end or when ``timeout_s`` seconds have passed (then not terminal)."""

@@ -20,6 +20,7 @@ from django.db.models import F, Max
 
 from core.chunks import chunked
 from core.errors import DomainError
+from core.text import UNSTORABLE, contains_unstorable
 from evals.grading.grader_set import GraderSpec
 from evals.grading.graders import parse_grader_specs
 from evals.models import Case, Run, Suite, Trial
@@ -33,6 +34,7 @@ logger = logging.getLogger(__name__)
 
 # The most trials per case a run may ask for (the start form and run_suite share it).
 MAX_TRIALS_PER_CASE = 50
+SOURCE_VERSION_MAX = 200  # Run.source_version: a commit, a tag, a version name
 
 
 def trial_chunk_size() -> int:
@@ -65,6 +67,8 @@ def run_start(
     hit; ``against`` must be a succeeded run of the same suite that can be replayed.
 
     Raises ``DomainError`` naming the field — a bad target, grader set, name or trial count,
+    text the database cannot store (NUL, a lone surrogate) anywhere in them, a
+    ``source_version`` over 200 characters,
     no active cases, an ``against`` run that cannot serve — before anything is written.
     """
     if not isinstance(name, str) or not name.strip():
@@ -78,6 +82,18 @@ def run_start(
         )
     if not isinstance(graders, list):
         raise DomainError("expected a list of grader specs", field="graders")
+    if not isinstance(source_version, str) or len(source_version) > SOURCE_VERSION_MAX:
+        raise DomainError(
+            f"must be a string of at most {SOURCE_VERSION_MAX} characters", field="source_version"
+        )
+    for field, value in (
+        ("name", name),
+        ("source_version", source_version),
+        ("target", target),
+        ("graders", graders),
+    ):
+        if contains_unstorable(value):
+            raise DomainError(UNSTORABLE, field=field)
     built = target_validate(target)
     specs = parse_grader_specs(graders)  # raises DomainError naming the index and field
     if not graders:

@@ -27,7 +27,7 @@ from evals.comparison.case import case_uuids_by_hash, comparison_case_get
 from evals.comparison.compute import CHANGE_CLASSES
 from evals.comparison.gate import comparison_plan, gate_decide
 from evals.comparison.table import SORTS, TableQuery, case_rows_select
-from evals.comparison.topup import top_up_result, top_up_start
+from evals.comparison.topup import top_up_result, top_up_settled_get, top_up_start
 from evals.models import Case, Run, TopUp
 from evals.suites import power_sentence
 from judges.selectors import pairwise_judging_get
@@ -60,14 +60,11 @@ def comparison(request: HtmxHttpRequest, head_id, base_id) -> HttpResponse:
     # The gate command's defaults, so the page shows what CI would do on these two runs.
     plan, replay_refusal = comparison_plan(base=base, head=head, alpha=GATE_ALPHA)
     top_up = TopUp.objects.filter(base=base, head=head).first()
-    if (
-        top_up is not None
-        and top_up.alpha == GATE_ALPHA
-        and top_up.status in (TopUp.Status.SETTLED, TopUp.Status.CAPPED)
-    ):
+    settled = top_up_settled_get(base=base, head=head, alpha=GATE_ALPHA)
+    if settled is not None:
         # Settled with more trials: the decision and every figure read those trials too,
-        # as ``gate --top-up`` reports them.
-        comp, decision = top_up_result(top_up=top_up)
+        # as ``gate`` and the API report them (``comparison_decision``).
+        comp, decision = top_up_result(top_up=settled)
     else:
         comp = comparison_cached_get(base=base, head=head, alpha=GATE_ALPHA)
         decision = gate_decide(comp, alpha=GATE_ALPHA, plan=plan)

@@ -50,6 +50,7 @@ from typing import Any
 
 from core.errors import DomainError
 from core.strict_json import NON_FINITE, contains_non_finite
+from core.text import UNSTORABLE, contains_unstorable
 from evals.cases import CaseSpec
 from evals.models import Grade
 from interop.importers.context import ImportContext
@@ -94,10 +95,6 @@ INT_MAX = 2**31 - 1  # attempt and token counts: the database's integer columns
 NAME_MAX = 200  # grader names
 COST_LIMIT = Decimal(10**6)  # cost_usd is numeric(14, 8): below 1,000,000 USD ...
 COST_STEP = Decimal("0.00000001")  # ... and stored to 1e-8 USD (rounded half up)
-UNSTORABLE = (
-    "holds U+0000 (NUL) or an unpaired surrogate (U+D800..U+DFFF), which the database cannot store"
-)
-_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
 OVERFLOW = "a number out of range (it overflows to infinity)"
 
 
@@ -110,19 +107,6 @@ def contains_overflow(value: Any) -> bool:
         return any(contains_overflow(v) for v in value.values())
     if isinstance(value, list):
         return any(contains_overflow(v) for v in value)
-    return False
-
-
-def contains_unstorable(value: Any) -> bool:
-    """True when a parsed value holds U+0000 or a lone surrogate in any string (dict keys
-    included): JSON can escape them (``\\u0000``, ``\\ud800``), UTF-8 text columns cannot
-    hold them."""
-    if isinstance(value, str):
-        return _UNSTORABLE.search(value) is not None
-    if isinstance(value, dict):
-        return any(contains_unstorable(k) or contains_unstorable(v) for k, v in value.items())
-    if isinstance(value, list):
-        return any(contains_unstorable(v) for v in value)
     return False
 
 

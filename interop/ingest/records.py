@@ -38,15 +38,14 @@ from typing import Any
 
 from core.errors import DomainError
 from core.strict_json import contains_non_finite
+from core.text import UNSTORABLE, contains_unstorable
 from evals.models import Suite
 from interop.importers.reader import record_error
 from interop.importers.tabular import (
     FIELDS,
     OVERFLOW,
-    UNSTORABLE,
     Row,
     contains_overflow,
-    contains_unstorable,
 )
 from interop.importers.tabular import row_parse as _row_parse
 from interop.importers.trials_writer import LabelSpec, TrialSpec

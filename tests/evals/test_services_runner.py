@@ -6,6 +6,7 @@ markers in each case's input; everything else is the real code on the test datab
 
 from __future__ import annotations
 
+import json
 from datetime import timedelta
 from decimal import Decimal
 
@@ -528,3 +529,52 @@ def test_a_run_whose_grader_errors_ends_failed_not_succeeded(django_capture_on_c
     assert run.status == Run.Status.FAILED
     assert run.trials_errored == 0
     assert run.error_message == "4 grade errors"
+
+
+@pytest.mark.parametrize(
+    ("change", "field"),
+    [
+        ({"target": {"prompt_template": "Answer \ud800 $input"}}, "target"),
+        ({"target": {"settings": {"stop": ["\x00"]}}}, "target"),
+        ({"graders": [{"key": "g", "kind": "contains", "config": {"value": "\udfff"}}]}, "graders"),
+        ({"source_version": "v\x00"}, "source_version"),
+        ({"source_version": "x" * 201}, "source_version"),
+        ({"name": "r\ud800"}, "name"),
+    ],
+)
+def test_it_refuses_text_the_database_cannot_store_anywhere_in_a_run(llm, change, field):
+    """Hostile text is refused the same way on every path that starts a run (form, API,
+    command all call run_start): NUL or a lone surrogate anywhere, naming the field."""
+    target = openai_target(llm)
+    if "target" in change:
+        target = {**target, **change["target"]}
+        if "settings" in change["target"]:
+            target["settings"] = {
+                **openai_target(llm).get("settings", {}),
+                **change["target"]["settings"],
+            }
+    with pytest.raises(DomainError) as info:
+        run_start(
+            suite=ten_case_suite(),
+            name=change.get("name", "r"),
+            target=target,
+            graders=change.get("graders", GRADERS),
+            trials_per_case=1,
+            source_version=change.get("source_version", ""),
+        )
+    assert info.value.field == field
+    assert Run.objects.count() == 0 and Trial.objects.count() == 0
+
+
+def test_the_api_answers_400_for_a_lone_surrogate_in_the_target(llm, client, carol):
+    suite = ten_case_suite()
+    client.force_login(carol)
+    graders = json.dumps(GRADERS)
+    target = '{"kind": "callable", "path": "sys:exit", "settings": {"a": "\\ud800"}}'
+    body = (
+        f'{{"suite": "{suite.uuid}", "name": "x", "trials_per_case": 1, '
+        f'"graders": {graders}, "target": {target}}}'
+    )
+    response = client.post("/api/runs/start", body, content_type="application/json")
+    assert response.status_code == 400, response.content[:300]
+    assert Run.objects.count() == 0

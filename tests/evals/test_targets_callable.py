@@ -124,3 +124,15 @@ def test_it_refuses_a_bad_config_naming_the_field(config, words):
     with pytest.raises(DomainError, match="target\\.") as info:
         target_from_config({"kind": "callable", **config})
     assert words in str(info.value)
+
+
+def leave(case: CaseInput) -> str:
+    raise SystemExit(3)
+
+
+def test_a_pipeline_that_calls_sys_exit_gives_an_errored_trial_not_a_dead_worker():
+    """A user pipeline calling sys.exit() must not take the Celery worker down with it."""
+    [result] = _run(
+        {"kind": "callable", "path": f"{__name__}:leave"}, [CaseInput(key="a", input="x")]
+    )
+    assert result.error == "SystemExit: 3" and result.error_kind == "exception"

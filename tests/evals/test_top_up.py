@@ -177,6 +177,45 @@ def test_gate_top_up_again_reports_the_settled_decision_without_new_trials(drop,
     assert TopUp.objects.count() == 1
 
 
+def test_once_settled_every_surface_shows_the_settled_decision(drop, capsys, client, carol):
+    """The page, plain ``gate`` (no --top-up), POST /api/gate and GET /api/comparisons/ all
+    read a settled top-up's trials (``comparison_decision``): one story everywhere."""
+    base, head = drop
+    gate_json(base, head, "--top-up", capsys=capsys)
+
+    code, out = gate_json(base, head, capsys=capsys)
+    assert code == 1 and out["decision"]["sentence"].startswith(
+        "Blocked: case c00 dropped from 20/20"
+    )
+    client.force_login(carol)
+    api = client.post(
+        "/api/gate",
+        {"base": str(base.uuid), "head": str(head.uuid)},
+        content_type="application/json",
+    ).json()
+    assert api["decision"]["verdict"] == "block"
+    listed = client.get(f"/api/comparisons/?base={base.uuid}&head={head.uuid}").json()
+    assert listed["decision"]["sentence"] == api["decision"]["sentence"]
+    page = client.get(f"/runs/{head.uuid}/compare/{base.uuid}/").content.decode()
+    assert "dropped from 20/20 to 9/20" in page
+    # A non-default policy is not what the top-up decided under: the runs' own trials.
+    code, out = gate_json(base, head, "--allow-untrusted", capsys=capsys)
+    assert out["decision"]["verdict"] == "undecided"
+
+
+def test_an_unwritable_markdown_path_or_a_bad_timeout_is_a_bad_argument(drop, capsys):
+    base, head = drop
+    ids = ("--base", str(base.uuid), "--head", str(head.uuid))
+    with pytest.raises(CommandError, match="--markdown: cannot write") as info:
+        call_command("gate", *ids, "--markdown", "/nonexistent/dir/x.md")
+    assert info.value.returncode == 3  # never 1, which would read as a regression
+    for timeout in ("-5", "0", "nan"):
+        with pytest.raises(CommandError) as info:
+            call_command("gate", *ids, "--top-up", "--timeout", timeout)
+        assert info.value.returncode == 3
+    assert not TopUp.objects.exists()
+
+
 def test_max_trials_per_case_keeps_only_the_whole_rounds_under_it(drop, capsys):
     base, head = drop
     code, out = gate_json(base, head, "--top-up", "--max-trials-per-case", "10", capsys=capsys)

@@ -133,8 +133,8 @@ class Command(BaseCommand):
                 return
             baseline = baseline_set(suite=suite, run=base, by=user, note="demo baseline")
         chapters = [
-            ("the prompt edit (demo-2)", True),
-            ("a re-run of the baseline configuration (demo-1, new draws)", False),
+            ("the prompt edit (prompt revision demo-2)", True),
+            ("a re-run of the baseline configuration (prompt revision demo-1, new draws)", False),
         ]
         for title, changed in chapters:
             head = self._run(suite, index, user, opts, changed=changed)

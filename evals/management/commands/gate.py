@@ -38,6 +38,7 @@ from evals.comparison.gate import comparison_plan, gate_evaluate, gate_options_c
 from evals.comparison.render import gate_json, gate_markdown, gate_text
 from evals.comparison.run_data import RunData, run_data_from_file
 from evals.comparison.topup import (
+    comparison_decision,
     top_up_refused,
     top_up_result,
     top_up_start,
@@ -142,23 +143,39 @@ class Command(DomainCommand):
         gate_options_check(
             alpha=options["alpha"], max_errored_fraction=options["max_errored_fraction"]
         )
+        if options["timeout"] is not None and not options["timeout"] > 0:
+            raise DomainError(
+                detail="--timeout must be a positive number of seconds", field="timeout"
+            )
         head = _load(options["head"])
         base = _load(options["base"]) if options["base"] else None
         if options["top_up"]:
             comparison, decision = self._top_up(head, base, options)
         else:
-            comparison, decision = gate_evaluate(
-                head=head,
-                base=base,
-                alpha=options["alpha"],
-                max_errored_fraction=options["max_errored_fraction"],
-                allow_untrusted=options["allow_untrusted"],
-                allow_incomparable=options["allow_incomparable"],
-            )
+            policy = {
+                "alpha": options["alpha"],
+                "max_errored_fraction": options["max_errored_fraction"],
+                "allow_untrusted": options["allow_untrusted"],
+                "allow_incomparable": options["allow_incomparable"],
+            }
+            if base is None and isinstance(head, Run):
+                current = baseline_current(suite=head.suite)
+                base = current.run if current is not None else None
+            if isinstance(head, Run) and isinstance(base, Run):
+                # A settled top-up of this pair decides, as on the page.
+                comparison, decision = comparison_decision(head=head, base=base, **policy)
+            else:
+                comparison, decision = gate_evaluate(head=head, base=base, **policy)
         if options["markdown"]:
-            Path(options["markdown"]).write_text(
-                gate_markdown(comparison, decision), encoding="utf-8"
-            )
+            try:
+                Path(options["markdown"]).write_text(
+                    gate_markdown(comparison, decision), encoding="utf-8"
+                )
+            except OSError as exc:  # never exit 1 (= regression) for a path
+                raise DomainError(
+                    detail=f"--markdown: cannot write {options['markdown']!r}: {exc.strerror}",
+                    field="markdown",
+                ) from exc
         self.stdout.write(
             gate_json(comparison, decision) if options["json"] else gate_text(comparison, decision)
         )

@@ -111,7 +111,9 @@ class CallableTarget:
                     if inspect.isawaitable(value):
                         value = await value
                 result = self._result(value)
-            except Exception as exc:  # the pipeline's failure is data: an errored trial
+            # The pipeline's failure is data: an errored trial. SystemExit too: a pipeline
+            # that calls sys.exit() must not take the worker down with it.
+            except (Exception, SystemExit) as exc:
                 result = TargetResult(
                     output="",
                     error=f"{type(exc).__name__}: {exc}",
