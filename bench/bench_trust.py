@@ -1,0 +1,82 @@
+"""The trust decision as leads meet it: how often a judge gets "trust_ok" by chance.
+
+Every simulated calibration goes through ``labeling.selectors.trust_checks`` with the
+default thresholds of ``labeling.selectors.trust_thresholds`` (what the calibration page,
+``calibration_report``, the API and ``trust_grant`` use): labels are drawn for a judge of
+known false-accept rate (FAR) and false-reject rate (FRR) on items of which a share are
+human fails, then kappa (``stats.agreement.cohens_kappa``) and the FAR with its Wilson
+interval (``false_accept_rate``) are computed as ``calibration_compute`` computes them.
+
+Null rows (a judge that must not be trusted: FAR above the 10% threshold, up to the judge
+that passes every wrong answer): the share trusted is the false-trust rate. Power rows
+(a good judge): the share trusted. Monte Carlo SE beside each.
+
+    DEBUG=false SECRET_KEY=bench-only .venv/bin/python bench/bench_trust.py [--sims 2000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+import django
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+django.setup()
+
+from labeling.selectors import trust_checks, trust_thresholds  # noqa: E402
+from stats.agreement import cohens_kappa, false_accept_rate  # noqa: E402
+
+# (label, true FAR, true FRR): nulls first, then good judges.
+JUDGES = [
+    ("passes every wrong answer", 1.0, 0.0),
+    ("FAR 0.20", 0.20, 0.05),
+    ("FAR 0.12 (just above 10%)", 0.12, 0.05),
+    ("FAR 0.10 (at the threshold)", 0.10, 0.05),
+    ("good: FAR 0.02, FRR 0.05", 0.02, 0.05),
+    ("good: FAR 0.0, FRR 0.05", 0.0, 0.05),
+]
+
+
+def trusted(rng, *, n: int, fail_share: float, far: float, frr: float, th) -> bool:
+    human = rng.random(n) >= fail_share  # True = pass
+    u = rng.random(n)
+    judge = np.where(human, u >= frr, u < far)
+    judge, human = [bool(x) for x in judge], [bool(x) for x in human]
+    kappa = cohens_kappa(judge, human)
+    rate = false_accept_rate(judge, human)
+    checks = trust_checks(
+        n=n,
+        human_fails=human.count(False),
+        kappa=kappa,
+        far=rate,
+        far_weighted=None,
+        th=th,
+    )
+    return all(c.ok for c in checks)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--sims", type=int, default=2000)
+    args = parser.parse_args()
+    th = trust_thresholds()
+    print(f"thresholds: {th}")
+    print("| judge | labels (40% human fails) | trusted % ± SE |")
+    print("|---|---|---|")
+    for label, far, frr in JUDGES:
+        for n in (60, 100, 200):
+            rng = np.random.default_rng(20261201)
+            hits = sum(
+                trusted(rng, n=n, fail_share=0.4, far=far, frr=frr, th=th) for _ in range(args.sims)
+            )
+            p = hits / args.sims
+            se = (p * (1 - p) / args.sims) ** 0.5
+            print(f"| {label} | {n} | {100 * p:.2f} ± {100 * se:.2f} |", flush=True)
+
+
+if __name__ == "__main__":
+    main()
