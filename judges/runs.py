@@ -194,12 +194,26 @@ def pairwise_judge_run_execute(
         .select_related("case", "trial_a", "trial_b")
         .order_by("id")
     )
+    _waves_run(
+        judge_run,
+        pairs,
+        size=max(1, wave_size(judge_run.judge_version) // 2),
+        judge=lambda wave: pairs_judge(
+            pairs=wave, judge_version=judge_run.judge_version, sleep=sleep
+        ),
+    )
+
+
+def _waves_run(judge_run: JudgeRun, items: list, *, size: int, judge) -> None:
+    """Judge ``items`` in waves of ``size`` (``judge(wave)``), re-reading the judge run's
+    status before each wave (no further paid call once it is cancelled or finished) and
+    recounting progress at most every ``PROGRESS_EVERY_S`` and at the end."""
     counted = time.monotonic()
-    for wave in chunked(pairs, max(1, wave_size(judge_run.judge_version) // 2)):
+    for wave in chunked(items, size):
         if not judge_run_live(judge_run_id=judge_run.id):
             logger.info("judge run %s is no longer live: no further calls", judge_run.id)
             break
-        pairs_judge(pairs=wave, judge_version=judge_run.judge_version, sleep=sleep)
+        judge(wave)
         if time.monotonic() - counted >= PROGRESS_EVERY_S:
             judge_run_progress(judge_run_id=judge_run.id)
             counted = time.monotonic()
@@ -244,18 +258,14 @@ def judge_run_execute(
     trials = list(
         Trial.objects.filter(id__in=trial_ids, run_id=run_id).select_related("case").order_by("id")
     )
-    counted = time.monotonic()
-    for wave in chunked(trials, wave_size(judge_run.judge_version)):
-        if not judge_run_live(judge_run_id=judge_run.id):
-            logger.info("judge run %s is no longer live: no further calls", judge_run.id)
-            break
-        judge_grade_trials(
+    _waves_run(
+        judge_run,
+        trials,
+        size=wave_size(judge_run.judge_version),
+        judge=lambda wave: judge_grade_trials(
             trials=wave, judge_version=judge_run.judge_version, grader=judge_run.grader, sleep=sleep
-        )
-        if time.monotonic() - counted >= PROGRESS_EVERY_S:
-            judge_run_progress(judge_run_id=judge_run.id)
-            counted = time.monotonic()
-    judge_run_progress(judge_run_id=judge_run.id)
+        ),
+    )
 
 
 def _errors_text(reasons: Counter, errored: int, graded: int, *, pairs: bool = False) -> str:
