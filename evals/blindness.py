@@ -112,8 +112,7 @@ def run_is_blind(user, run) -> bool:
     """True when ``run`` holds a trial that is blind for ``user`` (``blind_trial_ids``): its
     report's per-case rows, slices and reasons (``REPORT_PER_TRIAL_PARTS``) would show those
     trials' judge verdicts or gold labels, so they are not shown to that user."""
-    blind = blind_trial_ids(user)
-    return bool(blind) and Trial.objects.filter(run=run, id__in=blind).exists()
+    return comparison_is_blind(user, run)
 
 
 BLIND_COMPARISON = (
