@@ -1,7 +1,7 @@
 """The trust decision as leads meet it: how often a judge gets "trust_ok" by chance.
 
-Every simulated calibration goes through ``labeling.selectors.trust_checks`` with the
-default thresholds of ``labeling.selectors.trust_thresholds`` (what the calibration page,
+Every simulated calibration goes through ``labeling.trust_rule.trust_checks`` with the
+default thresholds of ``labeling.trust_rule.trust_thresholds`` (what the calibration page,
 ``calibration_report``, the API and ``trust_grant`` use): labels are drawn for a judge of
 known false-accept rate (FAR) and false-reject rate (FRR) on items of which a share are
 human fails, then kappa (``stats.agreement.cohens_kappa``) and the FAR with its Wilson
@@ -10,6 +10,15 @@ interval (``false_accept_rate``) are computed as ``calibration_compute`` compute
 Null rows (a judge that must not be trusted: FAR above the 10% threshold, up to the judge
 that passes every wrong answer): the share trusted is the false-trust rate. Power rows
 (a good judge): the share trusted. Monte Carlo SE beside each.
+
+Pairwise judges go through ``labeling.pairwise.pairwise_calibration_figures`` (the pure
+part of ``pairwise_calibration_compute``, which the page, ``calibration_report`` and
+``judge_trust_approve`` call): per pair a human preference (A or B, half each), and a judge
+that answers both presentation orders consistently with probability ``consistency`` (then
+agreeing with the human with probability ``agree``) and otherwise picks the slot shown first
+(an order flip: a tie). Nulls: kappa at its threshold (agree 0.8 on balanced preferences is
+kappa 0.6), position consistency at its threshold (0.80), a judge that always prefers A, one
+that always picks the first slot.
 
     DEBUG=false SECRET_KEY=bench-only .venv/bin/python bench/bench_trust.py [--sims 2000]
 """
@@ -27,7 +36,8 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 django.setup()
 
-from labeling.selectors import trust_checks, trust_thresholds  # noqa: E402
+from labeling.pairwise import pairwise_calibration_figures  # noqa: E402
+from labeling.trust_rule import trust_checks, trust_thresholds  # noqa: E402
 from stats.agreement import cohens_kappa, false_accept_rate  # noqa: E402
 
 # (label, true FAR, true FRR): nulls first, then good judges.
@@ -59,6 +69,37 @@ def trusted(rng, *, n: int, fail_share: float, far: float, frr: float, th) -> bo
     return all(c.ok for c in checks)
 
 
+# (label, consistency, agree, always_a): nulls first, then good judges.
+PAIRWISE_JUDGES = [
+    ("always picks the first slot", 0.0, 1.0, False),
+    ("always prefers A", 1.0, 0.0, True),
+    ("kappa at 0.6 (agree 0.80), consistency 0.95", 0.95, 0.80, False),
+    ("consistency at 0.80, agree 0.95", 0.80, 0.95, False),
+    ("good: consistency 0.95, agree 0.95", 0.95, 0.95, False),
+    ("good: consistency 0.90, agree 0.92", 0.90, 0.92, False),
+]
+
+
+def pairwise_trusted(rng, *, n: int, consistency: float, agree: float, always_a: bool, th) -> bool:
+    """One simulated pairwise calibration of ``n`` labeled pairs through
+    ``pairwise_calibration_figures``; True when the trust rule holds."""
+    human = np.where(rng.random(n) < 0.5, "A", "B")
+    consistent = rng.random(n) < consistency
+    right = rng.random(n) < agree
+    by_pair, prefs = {}, {}
+    for i in range(n):
+        h = str(human[i])
+        if always_a:
+            verdict = {"original": "A", "swapped": "A"}
+        elif consistent[i]:
+            v = h if right[i] else ("B" if h == "A" else "A")
+            verdict = {"original": v, "swapped": v}
+        else:  # the slot shown first, whatever it holds
+            verdict = {"original": "A", "swapped": "B"}
+        by_pair[i], prefs[i] = verdict, {h}
+    return pairwise_calibration_figures(by_pair=by_pair, prefs=prefs, th=th).trust_ok
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--sims", type=int, default=2000)
@@ -72,6 +113,21 @@ def main() -> None:
             rng = np.random.default_rng(20261201)
             hits = sum(
                 trusted(rng, n=n, fail_share=0.4, far=far, frr=frr, th=th) for _ in range(args.sims)
+            )
+            p = hits / args.sims
+            se = (p * (1 - p) / args.sims) ** 0.5
+            print(f"| {label} | {n} | {100 * p:.2f} ± {100 * se:.2f} |", flush=True)
+    print()
+    print("| pairwise judge | labeled pairs | trusted % ± SE |")
+    print("|---|---|---|")
+    for label, consistency, agree, always_a in PAIRWISE_JUDGES:
+        for n in (60, 100, 200):
+            rng = np.random.default_rng(20261202)
+            hits = sum(
+                pairwise_trusted(
+                    rng, n=n, consistency=consistency, agree=agree, always_a=always_a, th=th
+                )
+                for _ in range(args.sims)
             )
             p = hits / args.sims
             se = (p * (1 - p) / args.sims) ** 0.5

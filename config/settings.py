@@ -256,7 +256,7 @@ ASSAY = {
     "OUTPUT_PREVIEW_CHARS": 2000,
     # A lead may mark a judge version trusted only when its calibration has n >= MIN_N,
     # Cohen's kappa >= MIN_KAPPA and a false-accept rate <= MAX_FAR (point estimate).
-    "TRUST": {"MIN_N": 30, "MIN_KAPPA": 0.6, "MAX_FAR": 0.10},
+    "TRUST": {"MIN_N": 30, "MIN_KAPPA": 0.6, "MAX_FAR": 0.10, "MIN_POSITION_CONSISTENCY": 0.80},
     # POST /api/ingest (docs/ingest.md): the largest request body, and the largest trial
     # record (one NDJSON line, or one JSON record re-encoded compactly), in bytes: 413 above.
     "INGEST_MAX_BYTES": int(os.environ.get("ASSAY_INGEST_MAX_BYTES", str(256 * 1024 * 1024))),

@@ -69,6 +69,10 @@ class ThresholdsSerializer(serializers.Serializer):
         help_text="Trust needs at least this many human fails: the fewest for which the "
         "false-accept bound can be under max_far (35 at 10%).",
     )
+    min_position_consistency = serializers.FloatField(
+        help_text="Pairwise judges: trust needs the lower 95% bound of position consistency "
+        "(fraction) >= min_position_consistency."
+    )
     confidence = serializers.FloatField(help_text="Confidence of the bounds (0.95).")
 
 

@@ -29,13 +29,16 @@ class Thresholds:
     ``Suite.trust_thresholds``): n >= min_n; the lower 95% bound of kappa >= min_kappa; the
     upper 95% bound of the false-accept rate <= max_far; and at least ``min_human_fails``
     human fails, the fewest for which that bound can be under max_far at all
-    (``stats.calibration_plan.far_fails_needed``: 35 at 10%)."""
+    (``stats.calibration_plan.far_fails_needed``: 35 at 10%). Pairwise judges: the lower
+    95% bound of position consistency >= ``min_position_consistency``
+    (``labeling.trust_rule``)."""
 
     min_n: int
     min_kappa: float
     max_far: float
     min_human_fails: int | None = None
     confidence: float = 0.95
+    min_position_consistency: float = 0.80
 
 
 @dataclass(frozen=True)
@@ -275,6 +278,8 @@ class PairwiseCalibration:
     ``by_position``: each order alone, as in the data folders' READMEs.
     ``agreement_rate``: ``agreement`` as a rate (agreeing / ``n``) with its Wilson interval.
     ``n_human_ties``: order-consistent pairs the humans labeled a tie (no reference).
+    ``trust_checks``/``trust_ok``/``trust_reasons``: the pairwise trust rule on
+    ``thresholds`` (``labeling.trust_rule.pairwise_trust_checks``).
     """
 
     judge_version_id: int
@@ -293,8 +298,14 @@ class PairwiseCalibration:
     by_position: list[PositionFigures]
     agreement_rate: RateResult | None = None
     n_human_ties: int = 0
+    thresholds: Thresholds | None = None
+    trust_ok: bool = False
+    trust_reasons: list[str] = field(default_factory=list)
+    trust_checks: list[TrustCheck] = field(default_factory=list)
 
     def as_json(self) -> dict:
-        """Strict-JSON dict (None for undefined)."""
+        """Strict-JSON dict (None for undefined); ``kind`` is ``"pairwise"`` so an approval
+        records which rule its figures were judged by."""
         out = asdict(self)
+        out["kind"] = "pairwise"
         return out

@@ -81,6 +81,19 @@ class TrustApproveForm(forms.Form):
     n_judge_errors = forms.IntegerField(min_value=0, widget=forms.HiddenInput)
 
 
+class PairwiseTrustApproveForm(forms.Form):
+    """Mark a pairwise judge trusted: the scope (a suite's uuid, or empty for every pair with
+    a human preference) and the counts the lead saw, so the service can refuse figures that
+    changed since."""
+
+    suite = forms.UUIDField(required=False, widget=forms.HiddenInput)
+    n = forms.IntegerField(min_value=0, widget=forms.HiddenInput)
+    agreement_numerator = forms.IntegerField(min_value=0, widget=forms.HiddenInput)
+    n_inconsistent = forms.IntegerField(min_value=0, widget=forms.HiddenInput)
+    n_judge_errors = forms.IntegerField(min_value=0, widget=forms.HiddenInput)
+    n_unresolved = forms.IntegerField(min_value=0, widget=forms.HiddenInput)
+
+
 class AdjudicationForm(forms.Form):
     """A lead's decision on a trial where reviewers disagree: the trial, pass/fail and the
     reason (required; shown beside the reference label)."""

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from judges.models import JudgeVersion, PairwiseVerdict
-from labeling.figures import PairwiseCalibration, PositionFigures
+from judges.models import Judge, JudgeVersion, PairwiseVerdict
+from labeling.figures import PairwiseCalibration, PositionFigures, Thresholds
 from labeling.models import PreferenceLabel
+from labeling.trust_rule import pairwise_trust_checks, trust_reasons, trust_thresholds
 from stats.agreement import RateResult, cohens_kappa
 from stats.intervals import wilson_interval
 
@@ -18,6 +19,15 @@ def _rate(numerator: int, denominator: int, empty_reason: str) -> RateResult:
         return RateResult(None, 0, 0, None, None, empty_reason)
     low, high = wilson_interval(numerator, denominator)
     return RateResult(numerator / denominator, numerator, denominator, low, high)
+
+
+def is_pairwise(judge_version: JudgeVersion) -> bool:
+    """Whether ``judge_version`` is calibrated as a pairwise judge: its judge is of kind
+    pairwise, or it has pairwise verdicts (imported pairwise judges are of kind "recorded":
+    their verdicts say what they are). At most one query."""
+    return (
+        judge_version.judge.kind == Judge.Kind.PAIRWISE or judge_version.pairwise_verdicts.exists()
+    )
 
 
 def pairwise_calibration_compute(*, judge_version: JudgeVersion, suite=None) -> PairwiseCalibration:
@@ -33,24 +43,55 @@ def pairwise_calibration_compute(*, judge_version: JudgeVersion, suite=None) -> 
     3. ``agreement``/``kappa`` over consistent verdicts with a reference;
        ``position_consistency`` over pairs with both orders answered (human label or not);
        ``first_slot_preference`` over answered presentations.
+    4. The pairwise trust rule (``labeling.trust_rule.pairwise_trust_checks``) on the suite's
+       thresholds (settings when ``suite`` is None).
     Queries: 2.
     """
     verdicts = PairwiseVerdict.objects.filter(judge_version=judge_version)
     if suite is not None:
         verdicts = verdicts.filter(pair__case__suite=suite)
     by_pair: dict[int, dict[str, str | None]] = defaultdict(dict)
-    first_slot = answered = 0
     for v in verdicts.only("pair_id", "position", "status", "preferred"):
         ok = v.status == PairwiseVerdict.Status.OK and v.preferred in ("A", "B")
         by_pair[v.pair_id][v.position] = v.preferred if ok else None
-        if ok:
-            answered += 1
-            first_slot += v.preferred == FIRST_SLOT[v.position]
     prefs: dict[int, set[str]] = defaultdict(set)
     for pair_id, preferred in PreferenceLabel.objects.filter(pair_id__in=list(by_pair)).values_list(
         "pair_id", "preferred"
     ):
         prefs[pair_id].add(preferred)
+    return pairwise_calibration_figures(
+        by_pair=by_pair,
+        prefs=prefs,
+        th=trust_thresholds(suite=suite),
+        judge_version_id=judge_version.id,
+        judge_version_label=str(judge_version),
+        suite_name=suite.name if suite is not None else None,
+    )
+
+
+def pairwise_calibration_figures(
+    *,
+    by_pair: dict,
+    prefs: dict,
+    th: Thresholds,
+    judge_version_id: int = 0,
+    judge_version_label: str = "",
+    suite_name: str | None = None,
+) -> PairwiseCalibration:
+    """The pairwise figures and trust decision from plain data (no queries; what
+    ``pairwise_calibration_compute`` returns after its two queries, and what
+    ``bench/bench_trust.py`` simulates through).
+
+    ``by_pair``: pair id -> {"original": "A"|"B"|None, "swapped": "A"|"B"|None} (the
+    preferred output in the original naming; None or absent = errored or missing);
+    ``prefs``: pair id -> the set of human preferences given ({"A"}, {"A", "B"}, {"tie"}...).
+    Steps 1-4 of ``pairwise_calibration_compute``."""
+    first_slot = answered = 0
+    for seen in by_pair.values():
+        for position, preferred in seen.items():
+            if preferred is not None:
+                answered += 1
+                first_slot += preferred == FIRST_SLOT[position]
 
     judge: list[str] = []
     human: list[str] = []
@@ -87,6 +128,13 @@ def pairwise_calibration_compute(*, judge_version: JudgeVersion, suite=None) -> 
             judge.append(orig)
             human.append(next(iter(ref)))
     agree = sum(1 for j, h in zip(judge, human, strict=True) if j == h)
+    kappa = cohens_kappa(judge, human)
+    position_consistency = _rate(
+        consistent, consistent + inconsistent, "undefined (no pair answered in both orders)"
+    )
+    checks = pairwise_trust_checks(
+        n=len(judge), kappa=kappa, position_consistency=position_consistency, th=th
+    )
     by_position = []
     for position, (j, h) in per_position.items():
         hits = sum(1 for x, y in zip(j, h, strict=True) if x == y)
@@ -100,9 +148,9 @@ def pairwise_calibration_compute(*, judge_version: JudgeVersion, suite=None) -> 
             )
         )
     return PairwiseCalibration(
-        judge_version_id=judge_version.id,
-        judge_version_label=str(judge_version),
-        suite_name=suite.name if suite is not None else None,
+        judge_version_id=judge_version_id,
+        judge_version_label=judge_version_label,
+        suite_name=suite_name,
         n_pairs=len(by_pair),
         n=len(judge),
         n_inconsistent=inconsistent,
@@ -110,14 +158,16 @@ def pairwise_calibration_compute(*, judge_version: JudgeVersion, suite=None) -> 
         n_unresolved=unresolved,
         agreement=agree / len(judge) if judge else None,
         agreement_numerator=agree,
-        kappa=cohens_kappa(judge, human),
-        position_consistency=_rate(
-            consistent, consistent + inconsistent, "undefined (no pair answered in both orders)"
-        ),
+        kappa=kappa,
+        position_consistency=position_consistency,
         first_slot_preference=_rate(first_slot, answered, "undefined (no answered presentation)"),
         by_position=by_position,
         agreement_rate=_rate(agree, len(judge), "undefined (no order-consistent labeled pair)"),
         n_human_ties=human_ties,
+        thresholds=th,
+        trust_ok=all(c.ok for c in checks),
+        trust_reasons=trust_reasons(checks, kappa=kappa),
+        trust_checks=checks,
     )
 
 

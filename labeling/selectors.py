@@ -15,7 +15,6 @@ from django.conf import settings
 from django.db.models import Q
 from django.db.models.functions import Length, Substr
 
-from core.errors import DomainError
 from evals.blindness import labels_visible_to
 from evals.models import Grade, Trial
 from judges.models import JudgeVersion, development_trial_ids
@@ -28,12 +27,12 @@ from labeling.figures import (
     ReferenceLabels,
     ReviewerPairAgreement,
     Thresholds,
-    TrustCheck,
 )
 from labeling.models import Adjudication, CalibrationSet, Label
 from labeling.pairwise import pairwise_calibration_compute, pairwise_calibration_judge_versions
-from stats.agreement import KappaResult, cohens_kappa, false_accept_rate, false_reject_rate
-from stats.calibration_plan import WeightedRate, far_fails_needed, weighted_far
+from labeling.trust_rule import trust_checks, trust_reasons, trust_thresholds
+from stats.agreement import cohens_kappa, false_accept_rate, false_reject_rate
+from stats.calibration_plan import WeightedRate, weighted_far
 
 __all__ = [
     "calibration_compute",
@@ -48,36 +47,6 @@ __all__ = [
 ]
 
 MIN_CLASS = 5
-
-
-def trust_thresholds(*, suite=None) -> Thresholds:
-    """The trust thresholds: settings ``ASSAY["TRUST"]`` (defaults MIN_N 30, MIN_KAPPA 0.6,
-    MAX_FAR 0.10), overridden by ``suite.trust_thresholds`` (any subset of those keys).
-    ``min_human_fails`` follows from MAX_FAR (``far_fails_needed``: 35 at 10%). Raises
-    DomainError (field ``trust_thresholds``) for a suite value that is not a number in range.
-    """
-    conf = {"MIN_N": 30, "MIN_KAPPA": 0.6, "MAX_FAR": 0.10}
-    conf.update(getattr(settings, "ASSAY", {}).get("TRUST", {}))
-    override = getattr(suite, "trust_thresholds", None) or {}
-    for key, value in override.items() if isinstance(override, dict) else ():
-        if key not in conf:
-            raise DomainError(
-                f"unknown key {key!r} (MIN_N, MIN_KAPPA, MAX_FAR)", field="trust_thresholds"
-            )
-        if isinstance(value, bool) or not isinstance(value, int | float):
-            raise DomainError(f"{key} must be a number, got {value!r}", field="trust_thresholds")
-        conf[key] = value
-    max_far = float(conf["MAX_FAR"])
-    if not 0 < max_far <= 1 or not -1 <= float(conf["MIN_KAPPA"]) <= 1:
-        raise DomainError(
-            "MAX_FAR must be in (0, 1] and MIN_KAPPA in [-1, 1]", field="trust_thresholds"
-        )
-    return Thresholds(
-        min_n=int(conf["MIN_N"]),
-        min_kappa=float(conf["MIN_KAPPA"]),
-        max_far=max_far,
-        min_human_fails=far_fails_needed(max_far),
-    )
 
 
 def label_current_get(*, trial: Trial, reviewer) -> Label | None:
@@ -156,82 +125,6 @@ def _scope_trial_ids(
         graded = graded.filter(trial__run__suite=suite)
     labeled = graded.filter(Q(trial__labels__isnull=False) | Q(trial__adjudications__isnull=False))
     return sorted(set(labeled.values_list("trial_id", flat=True)))
-
-
-def _pct(x: float) -> str:
-    return f"{100 * x:.1f}%"
-
-
-def trust_checks(
-    *, n: int, human_fails: int, kappa: KappaResult, far, far_weighted, th: Thresholds
-) -> list[TrustCheck]:
-    """The default trust rule, one ``TrustCheck`` per condition (on intervals, not points):
-    n >= min_n; human fails >= min_human_fails (fewer can never show the FAR bound under
-    max_far); the upper end of the FAR's Wilson 95% interval <= max_far (and of the weighted
-    FAR's, when the set's weights are known); the lower end of kappa's 95% interval
-    (Fleiss–Cohen–Everitt SE, ``stats.agreement.cohens_kappa``) >= min_kappa. An undefined
-    figure never holds."""
-    checks = [
-        TrustCheck("n", "n (compared trials)", float(n), ">=", float(th.min_n), n >= th.min_n),
-        TrustCheck(
-            "human_fails",
-            "human fails (the FAR's denominator)",
-            float(human_fails),
-            ">=",
-            float(th.min_human_fails or 0),
-            th.min_human_fails is not None and human_fails >= th.min_human_fails,
-        ),
-        TrustCheck(
-            "far_upper",
-            "upper 95% bound of the false-accept rate (sample, Wilson)",
-            far.ci_high if far.rate is not None else None,
-            "<=",
-            th.max_far,
-            far.rate is not None and far.ci_high <= th.max_far,
-        ),
-    ]
-    if far_weighted is not None:
-        checks.append(
-            TrustCheck(
-                "far_weighted_upper",
-                "upper 95% bound of the false-accept rate (population estimate, weighted)",
-                far_weighted.ci_high,
-                "<=",
-                th.max_far,
-                far_weighted.ci_high is not None and far_weighted.ci_high <= th.max_far,
-            )
-        )
-    checks.append(
-        TrustCheck(
-            "kappa_lower",
-            "lower 95% bound of Cohen's kappa",
-            kappa.ci_low,
-            ">=",
-            th.min_kappa,
-            kappa.ci_low is not None and kappa.ci_low >= th.min_kappa,
-        )
-    )
-    return checks
-
-
-def _trust_reasons(checks: list[TrustCheck], kappa: KappaResult, far) -> list[str]:
-    reasons = []
-    for c in checks:
-        if c.ok:
-            continue
-        if c.key == "kappa_lower" and kappa.kappa is None:
-            reasons.append(f"kappa is {kappa.reason or 'undefined'}")
-        elif c.key == "far_upper" and far.rate is None:
-            reasons.append(f"false-accept rate is {far.reason or 'undefined'}")
-        elif c.value is None:
-            reasons.append(f"{c.label} is undefined")
-        elif c.key in ("n", "human_fails"):
-            reasons.append(f"{c.label}: {int(c.value)} is below {int(c.threshold)}")
-        elif c.op == "<=":
-            reasons.append(f"{c.label}: {_pct(c.value)} is above {_pct(c.threshold)}")
-        else:
-            reasons.append(f"{c.label}: {c.value:.3f} is below {c.threshold:g}")
-    return reasons
 
 
 def _warnings(n: int, human: list[bool], th: Thresholds) -> list[str]:
@@ -332,7 +225,7 @@ def calibration_compute(
         far_weighted=far_w,
         th=th,
     )
-    reasons = _trust_reasons(checks, kappa, far)
+    reasons = trust_reasons(checks, kappa=kappa, far=far)
     trials = Trial.objects.in_bulk([tid for tid, _, _ in differ])
     keys = dict(
         Trial.objects.filter(id__in=[tid for tid, _, _ in differ]).values_list("id", "case__key")

@@ -46,10 +46,12 @@ from labeling.forms import (
     CalibrationSetBuildForm,
     JudgeImproveForm,
     LabelForm,
+    PairwiseTrustApproveForm,
     TrustApproveForm,
     TrustRevokeForm,
 )
 from labeling.models import CalibrationSet, Label
+from labeling.pairwise import is_pairwise
 from labeling.queue import QueueState, queue_last_labeled_get, queue_state_get
 from labeling.sampling import set_plan_get
 
@@ -502,10 +504,21 @@ def calibration(request: HtmxHttpRequest, version_id) -> HttpResponse:
         and context["n_development_total"]
         and approval.figures.get("n_development_total") != context["n_development_total"]
     )
-    # Imported pairwise judges are of kind "recorded": their verdicts say what they are.
-    if version.judge.kind == Judge.Kind.PAIRWISE or version.pairwise_verdicts.exists():
-        context["pairwise"] = calibration_selectors.pairwise_calibration_compute(
-            judge_version=version, suite=suite or (cset.suite if cset else None)
+    if is_pairwise(version):
+        scope_suite = suite or (cset.suite if cset else None)
+        pairwise = calibration_selectors.pairwise_calibration_compute(
+            judge_version=version, suite=scope_suite
+        )
+        context["pairwise"], context["scope_suite"] = pairwise, scope_suite
+        context["approve_form"] = PairwiseTrustApproveForm(
+            initial={
+                "suite": scope_suite.uuid if scope_suite else None,
+                "n": pairwise.n,
+                "agreement_numerator": pairwise.agreement_numerator,
+                "n_inconsistent": pairwise.n_inconsistent,
+                "n_judge_errors": pairwise.n_judge_errors,
+                "n_unresolved": pairwise.n_unresolved,
+            }
         )
         return render(request, "labeling/calibration.html", context)
     figures = calibration_selectors.calibration_compute(
@@ -541,6 +554,8 @@ def trust_approve(request: HtmxHttpRequest, version_id) -> HttpResponse:
     """Mark the version trusted (``judge_trust_approve``) on the scope and figures the lead
     saw; the service recomputes them and refuses when the thresholds fail or they changed."""
     version = _version_or_404(version_id)
+    if is_pairwise(version):
+        return _pairwise_trust_approve(request, version)
     form = TrustApproveForm(request.POST)
     if not form.is_valid():
         messages.error(request, "Not approved: the form was incomplete; reload the page.")
@@ -567,6 +582,29 @@ def trust_approve(request: HtmxHttpRequest, version_id) -> HttpResponse:
     else:
         messages.success(request, f"{version} is trusted.")
     return redirect(_calibration_url(version, cset))
+
+
+def _pairwise_trust_approve(request: HtmxHttpRequest, version: JudgeVersion) -> HttpResponse:
+    form = PairwiseTrustApproveForm(request.POST)
+    url = reverse("labeling:calibration", kwargs={"version_id": version.uuid})
+    if not form.is_valid():
+        messages.error(request, "Not approved: the form was incomplete; reload the page.")
+        return redirect(url)
+    data = form.cleaned_data
+    suite = get_object_or_404(Suite, uuid=data["suite"]) if data["suite"] else None
+    if suite is not None:
+        url = f"{url}?suite={suite.uuid}"
+    current = calibration_selectors.pairwise_calibration_compute(judge_version=version, suite=suite)
+    shown = dataclasses.replace(current, **{k: v for k, v in data.items() if k != "suite"})
+    try:
+        labeling_services.judge_trust_approve(
+            judge_version=version, by=request.user, suite=suite, figures=shown
+        )
+    except DomainError as exc:
+        messages.error(request, f"Not approved: {exc}.")
+    else:
+        messages.success(request, f"{version} is trusted.")
+    return redirect(url)
 
 
 @require_POST

@@ -103,6 +103,7 @@ def test_the_detail_holds_the_calibration_figures_for_engineers(calibrated, caro
         "max_far": 0.1,
         "min_human_fails": 35,
         "confidence": 0.95,
+        "min_position_consistency": 0.8,
     }
     checks = {c["key"]: (c["value"], c["op"], c["threshold"], c["ok"]) for c in cal["trust_checks"]}
     assert checks["far_upper"] == (pytest.approx(high, abs=1e-5), "<=", 0.1, False)

@@ -54,14 +54,19 @@ def render_text(cal: Calibration, trust: str) -> str:
             f"  false-accept rate (population estimate, weighted): {w.rate:.4f}"
             f"{_ci(w.ci_low, w.ci_high)} (Kish effective n {w.n_eff:.1f})"
         )
-    lines.append(f"  trust rule: {'met' if cal.trust_ok else 'not met'}")
-    for c in cal.trust_checks:
+    lines += _rule_lines(cal.trust_ok, cal.trust_checks)
+    lines += [f"  warning: {w}" for w in cal.warnings]
+    return "\n".join(lines)
+
+
+def _rule_lines(ok: bool, checks) -> list[str]:
+    lines = [f"  trust rule: {'met' if ok else 'not met'}"]
+    for c in checks:
         value = "undefined" if c.value is None else f"{c.value:.4f}"
         if c.key in ("n", "human_fails") and c.value is not None:
             value = f"{int(c.value)}"
         lines.append(f"    {'ok ' if c.ok else 'NO '} {c.label}: {value} {c.op} {c.threshold:g}")
-    lines += [f"  warning: {w}" for w in cal.warnings]
-    return "\n".join(lines)
+    return lines
 
 
 def render_pairwise_text(cal: PairwiseCalibration, trust: str) -> str:
@@ -87,6 +92,7 @@ def render_pairwise_text(cal: PairwiseCalibration, trust: str) -> str:
             f"{_num(p.agreement)}{_ci(low, high)}, kappa {_num(p.kappa.kappa, p.kappa.reason)}"
             f"{_ci(p.kappa.ci_low, p.kappa.ci_high)}"
         )
+    lines += _rule_lines(cal.trust_ok, cal.trust_checks)
     return "\n".join(lines)
 
 
