@@ -56,6 +56,11 @@ urlpatterns = [
         judges_api.JudgeRunCancelApi.as_view(),
         name="judge-run-cancel",
     ),
+    path(
+        "judge-runs/<str:judge_run_id>/preferences-export",
+        exports_api.PreferencesExportApi.as_view(),
+        name="judge-run-preferences-export",
+    ),
     path("labels", labeling_api.LabelSubmitApi.as_view(), name="label-submit"),
     path(
         "calibration-sets/<uuid:set_id>/export",

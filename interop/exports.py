@@ -44,7 +44,8 @@ from core.errors import DomainError
 from evals.blindness import grades_visible_to, labels_visible_to
 from evals.comparison.compute import comparison_get
 from evals.models import Grade, Run, Trial
-from labeling.models import Label
+from judges.models import JudgeRun
+from labeling.models import Label, PreferenceLabel
 
 FORMATS = ("csv", "parquet")
 CONTENT_TYPES = {"csv": "text/csv; charset=utf-8", "parquet": "application/vnd.apache.parquet"}
@@ -187,6 +188,45 @@ def labels_table(*, run: Run, zone: tzinfo = UTC, viewer=None) -> ExportTable:
             lb.trial.attempt,
             lb.reviewer.username if lb.reviewer else lb.reviewer_name,
             lb.verdict,
+            lb.critique,
+            lb.source,
+            lb.created_at.astimezone(zone),
+        ]
+        for lb in labels
+    ]
+    return ExportTable(columns=columns, rows=rows)
+
+
+def preferences_table(*, judge_run: JudgeRun, zone: tzinfo = UTC, viewer=None) -> ExportTable:
+    """One row per human preference label on a pairwise judge run's pairs: pair (UUID),
+    case_id, reviewer (username, or the imported reviewer name), preferred (A, B or tie, A
+    being the base run's response), critique, source, created_at (in ``zone``). With
+    ``viewer`` (a download), the labels they may read (``evals.blindness.labels_visible_to``:
+    a reviewer gets only their own); None exports every one. Raises DomainError (field
+    ``judge_run``) for a judge run that is not pairwise. One query."""
+    if not judge_run.is_pairwise:
+        raise DomainError("only a pairwise judge run has preference labels", field="judge_run")
+    labels = PreferenceLabel.objects.filter(pair_id__in=list(judge_run.trial_ids))
+    if viewer is not None:
+        labels = labels_visible_to(labels, viewer)
+    labels = labels.select_related("pair__case", "reviewer").order_by(
+        "pair__case__key", "pair_id", "created_at", "id"
+    )
+    columns = [
+        ("pair", pa.string()),
+        ("case_id", pa.string()),
+        ("reviewer", pa.string()),
+        ("preferred", pa.string()),
+        ("critique", pa.string()),
+        ("source", pa.string()),
+        ("created_at", pa.timestamp("us", tz=str(zone))),
+    ]
+    rows = [
+        [
+            str(lb.pair.uuid),
+            lb.pair.case.key,
+            lb.reviewer.username if lb.reviewer else lb.reviewer_name,
+            lb.preferred,
             lb.critique,
             lb.source,
             lb.created_at.astimezone(zone),

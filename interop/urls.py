@@ -14,6 +14,11 @@ urlpatterns = [
         name="comparison-export",
     ),
     path(
+        "judge-runs/<uuid:judge_run_id>/preferences/export/",
+        views.preferences_export,
+        name="preferences-export",
+    ),
+    path(
         "calibration-sets/<uuid:set_id>/export/",
         views.calibration_export,
         name="set-export",

@@ -24,7 +24,7 @@ from interop import exports
 from interop.calibration_export import calibration_table
 from interop.importers import results_import
 from interop.importers.forms import ImportUploadForm
-from judges.models import JudgeVersion
+from judges.models import JudgeRun, JudgeVersion
 from labeling.models import CalibrationSet
 
 
@@ -65,6 +65,19 @@ def labels_export(request: HttpRequest, run_id) -> HttpResponse:
         request,
         lambda zone: exports.labels_table(run=run, zone=zone, viewer=request.user),
         f"labels-{run.uuid}",
+    )
+
+
+@require_GET
+@role_required(*VIEWER_ROLES)
+def preferences_export(request: HttpRequest, judge_run_id) -> HttpResponse:
+    """The preference labels on a pairwise judge run's pairs (``exports.preferences_table``;
+    a reviewer gets only their own)."""
+    judge_run = get_object_or_404(JudgeRun, uuid=judge_run_id)
+    return table_download_response(
+        request,
+        lambda zone: exports.preferences_table(judge_run=judge_run, zone=zone, viewer=request.user),
+        f"preferences-{judge_run.uuid}",
     )
 
 

@@ -18,11 +18,13 @@ from core.api.downloads import DownloadNegotiation, attachment, download_format
 from core.api.fields import query_uuid_required
 from core.api.permissions import IsRunner, IsViewer
 from core.errors import DomainError
+from core.http import uuid_or_404
 from evals.api.comparisons import P_BASE, P_HEAD, run_or_404
 from interop import exports
 from interop.calibration_export import calibration_table
 from interop.exports import table_download
 from interop.run_file import run_export_json
+from judges.models import JudgeRun
 from labeling.api import version_param
 from labeling.models import CalibrationSet
 
@@ -121,6 +123,35 @@ class LabelsExportApi(DownloadApi):
             request,
             lambda zone: exports.labels_table(run=run, zone=zone, viewer=request.user),
             f"labels-{run.uuid}",
+        )
+
+
+class PreferencesExportApi(DownloadApi):
+    """GET: the human preference labels on a pairwise judge run's pairs as CSV or Parquet
+    (``exports.preferences_table``; a reviewer gets only their own); 400 for a judge run
+    that is not pairwise."""
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter(
+                "judge_run_id",
+                OpenApiTypes.UUID,
+                OpenApiParameter.PATH,
+                description="UUID of the pairwise judge run.",
+            ),
+            _format_param(exports.FORMATS),
+            P_TZ,
+        ],
+        responses=_file_responses(exports.FORMATS),
+    )
+    def get(self, request, judge_run_id):
+        judge_run = get_object_or_404(JudgeRun, uuid=uuid_or_404(judge_run_id, "judge run"))
+        return table_download(
+            request,
+            lambda zone: exports.preferences_table(
+                judge_run=judge_run, zone=zone, viewer=request.user
+            ),
+            f"preferences-{judge_run.uuid}",
         )
 
 

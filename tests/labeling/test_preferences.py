@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import pytest
 from django.urls import reverse
+from rest_framework.test import APIClient
 
 from evals.models import Case, Run, Suite, Trial
 from judges import runs
 from labeling.models import PreferenceLabel
 from labeling.pairwise import pairwise_calibration_compute
-from tests.conftest import PASSWORD
+from tests.conftest import PASSWORD, _user
 from tests.fakellm import FakeLLM
 from tests.judge_builders import fenced, make_version, verdict_json
 
@@ -90,3 +91,32 @@ def test_a_preference_is_replaced_refused_outside_the_run_and_engineers_cannot_l
     assert PreferenceLabel.objects.count() == 1
     assert client.login(username=carol.username, password=PASSWORD)
     assert client.get(url).status_code == 403
+
+
+def test_preference_labels_export_shows_a_reviewer_only_their_own(client, alice, bob, judge_run):
+    """The labels export of a pairwise judge run (dashboard and API): a lead reads every
+    reviewer's preference and critique; a reviewer only their own (blind reviewing)."""
+    dave = _user("dave", "reviewer")
+    url = reverse("labeling:preferences", args=[judge_run.uuid])
+    for user, verdict, critique in ((bob, "B", "BOB-NOTE"), (dave, "A", "DAVE-NOTE")):
+        assert client.login(username=user.username, password=PASSWORD)
+        client.post(url, {"pair": judge_run.trial_ids[0], "verdict": verdict, "critique": critique})
+    export = reverse("interop:preferences-export", args=[judge_run.uuid])
+    body = client.get(f"{export}?format=csv").content.decode()  # dave is logged in
+    assert "DAVE-NOTE" in body and "BOB-NOTE" not in body
+    header, *rows = [line for line in body.splitlines() if line]
+    assert header == "pair,case_id,reviewer,preferred,critique,source,created_at"
+    assert len(rows) == 1 and ",dave,A,DAVE-NOTE,reviewer," in rows[0]
+    assert client.login(username=alice.username, password=PASSWORD)
+    body = client.get(f"{export}?format=csv").content.decode()
+    assert "DAVE-NOTE" in body and "BOB-NOTE" in body
+    detail = client.get(reverse("judges:judge-run-detail", args=[judge_run.uuid])).content
+    assert b'id="preferences-export-csv"' in detail
+
+    api = APIClient()
+    api.force_authenticate(bob)
+    response = api.get(f"/api/judge-runs/{judge_run.uuid}/preferences-export?format=csv")
+    assert response.status_code == 200
+    text = b"".join(response.streaming_content if response.streaming else [response.content])
+    assert b"BOB-NOTE" in text and b"DAVE-NOTE" not in text
+    assert api.get("/api/judge-runs/not-a-uuid/preferences-export?format=csv").status_code == 404
