@@ -13,6 +13,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from core.errors import DomainError
+from core.text import UNSTORABLE, contains_unstorable
 from evals.models import Case, Graduation, Suite, content_hash
 from evals.suites import graduation_candidates
 
@@ -151,3 +152,105 @@ def case_graduate(*, case: Case, into_suite: Suite, by=None):
             defaults={"by": by, "evidence": {"runs": candidate.evidence}},
         )
     return graduation
+
+
+SUITE_FIELDS = {"description", "kind", "cases", "cases_file", "retire_missing"}
+CASE_FIELDS = {"key", "input", "expected", "context", "tags"}
+
+
+def case_spec_parse(raw: object, where: str) -> CaseSpec:
+    """One case declared in a config file or a cases file: ``{key, input, expected?,
+    context?, tags?}``, strictly typed (no coercion). Raises DomainError naming
+    ``<where>.<field>``."""
+    if not isinstance(raw, dict):
+        raise DomainError("expected a table {key, input, ...}", field=where)
+    unknown = sorted(set(raw) - CASE_FIELDS)
+    if unknown:
+        raise DomainError(
+            f"unknown field (known: {sorted(CASE_FIELDS)})", field=f"{where}.{unknown[0]}"
+        )
+    key = raw.get("key")
+    if not isinstance(key, str) or not key.strip():
+        raise DomainError("required, a non-empty string", field=f"{where}.key")
+    if len(key) > 200:
+        raise DomainError(f"longer than 200 characters ({len(key)})", field=f"{where}.key")
+    if not isinstance(raw.get("input"), str | dict):
+        raise DomainError("required, a string or a table", field=f"{where}.input")
+    context = raw.get("context", [])
+    if not isinstance(context, list) or not all(
+        isinstance(d, dict)
+        and set(d) == {"id", "text"}
+        and all(isinstance(v, str) for v in d.values())
+        for d in context
+    ):
+        raise DomainError('expected a list of {id = "...", text = "..."}', field=f"{where}.context")
+    tags = raw.get("tags", [])
+    if not isinstance(tags, list) or not all(isinstance(t, str) and t for t in tags):
+        raise DomainError("expected a list of non-empty strings", field=f"{where}.tags")
+    for name in ("key", "input", "expected", "context", "tags"):
+        if contains_unstorable(raw.get(name)):
+            raise DomainError(UNSTORABLE, field=f"{where}.{name}")
+    return CaseSpec(
+        key=key, input=raw["input"], expected=raw.get("expected"), context=context, tags=tags
+    )
+
+
+@transaction.atomic
+def suite_config_apply(*, name: str, config: dict, cases: list[CaseSpec]) -> dict:
+    """Create or update the suite ``name`` from a config file's ``[suites.NAME]`` table
+    (``description``, ``kind``: regression | capability) and make ``cases`` its active cases
+    (``cases_upsert``: same content reused, changed content replaces the old case). Active
+    cases the file does not list are kept and counted (``not_in_file``), unless
+    ``retire_missing = true`` retires them (counted in ``retired``): nothing is retired
+    silently. Returns ``{"name", "uuid", "action" (created | unchanged | updated),
+    "cases": {"created", "unchanged", "replaced", "retired", "not_in_file"}}``. Raises
+    DomainError naming ``suites.<name>.<field>``."""
+    where = f"suites.{name}"
+    unknown = sorted(set(config) - SUITE_FIELDS)
+    if unknown:
+        raise DomainError(
+            f"unknown field (known: {sorted(SUITE_FIELDS)})", field=f"{where}.{unknown[0]}"
+        )
+    description = config.get("description", "")
+    if not isinstance(description, str):
+        raise DomainError("expected a string", field=f"{where}.description")
+    kind = config.get("kind", Suite.Kind.REGRESSION)
+    if kind not in Suite.Kind.values:
+        raise DomainError(f"expected one of {Suite.Kind.values}", field=f"{where}.kind")
+    retire_missing = config.get("retire_missing", False)
+    if not isinstance(retire_missing, bool):
+        raise DomainError("expected true or false", field=f"{where}.retire_missing")
+    if not name.strip() or len(name) > 200 or contains_unstorable(name):
+        raise DomainError("a suite name is 1 to 200 storable characters", field=where)
+    seen: set[str] = set()
+    for spec in cases:
+        if spec.key in seen:
+            raise DomainError(f"duplicate case key {spec.key!r}", field=f"{where}.cases")
+        seen.add(spec.key)
+    suite, created = Suite.objects.get_or_create(
+        name=name, defaults={"description": description, "kind": kind}
+    )
+    action = "created" if created else "unchanged"
+    if not created and (suite.description, suite.kind) != (description, kind):
+        suite.description, suite.kind = description, kind
+        suite.save(update_fields=["description", "kind"])
+        action = "updated"
+    before = {c.key: c.id for c in Case.objects.active().filter(suite=suite)}
+    after = cases_upsert(suite=suite, specs=cases)
+    counts = {"created": 0, "unchanged": 0, "replaced": 0, "retired": 0, "not_in_file": 0}
+    for key, case in after.items():
+        if key not in before:
+            counts["created"] += 1
+        elif before[key] == case.id:
+            counts["unchanged"] += 1
+        else:
+            counts["replaced"] += 1
+    missing = [case_id for key, case_id in before.items() if key not in after]
+    if missing and retire_missing:
+        Case.objects.filter(id__in=missing).update(retired_at=timezone.now())
+        counts["retired"] = len(missing)
+    else:
+        counts["not_in_file"] = len(missing)
+    if action == "unchanged" and (counts["created"] or counts["replaced"] or counts["retired"]):
+        action = "updated"
+    return {"name": suite.name, "uuid": str(suite.uuid), "action": action, "cases": counts}

@@ -11,7 +11,7 @@ from django.urls import reverse_lazy
 from core.errors import DomainError
 from evals.grading.graders import parse_grader_specs
 from evals.models import GraderSetPreset, Run, Suite, TargetPreset
-from evals.runner.start import MAX_TRIALS_PER_CASE
+from evals.runner.start import DEFAULT_TRIALS_PER_CASE, MAX_TRIALS_PER_CASE
 from evals.runner.targets.openai import prompt_template_check
 
 TARGET_KINDS = [
@@ -108,7 +108,9 @@ class RunStartForm(forms.Form):
         required=False,
         help_text="Declared in a TOML file with manage.py apply_config.",
     )
-    trials_per_case = forms.IntegerField(min_value=1, max_value=MAX_TRIALS_PER_CASE, initial=5)
+    trials_per_case = forms.IntegerField(
+        min_value=1, max_value=MAX_TRIALS_PER_CASE, initial=DEFAULT_TRIALS_PER_CASE
+    )
     grader_set = forms.ModelChoiceField(
         queryset=GraderSetPreset.objects.order_by("name"),
         to_field_name="name",

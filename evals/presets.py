@@ -15,18 +15,24 @@ from __future__ import annotations
 from typing import Literal
 
 from core.errors import DomainError
-from evals.grading.graders import parse_grader_specs
+from evals.grading.graders import grader_set_resolved, parse_grader_specs
 from evals.models import GraderSetPreset, TargetPreset, preset_hash
 from evals.runner.targets.base import target_validate
 
 Action = Literal["created", "updated", "unchanged"]
 
 
-def _renamed(message: str, *, old: str, new: str) -> str:
-    """``target.model: ...`` -> ``targets.prod.model: ...`` (prefix the table otherwise)."""
-    if message.startswith(old):
-        return new + message[len(old) :]
-    return f"{new}: {message}"
+def _renamed_error(exc: DomainError, *, old: str, new: str) -> DomainError:
+    """``target.model: ...`` -> ``targets.prod.model: ...``: the error's field moved under the
+    preset's table (``new`` itself when the error named no field under ``old``)."""
+    field = exc.field or ""
+    if field.startswith(old):
+        field = new + field[len(old) :]
+    elif field:
+        field = f"{new}.{field}"
+    else:
+        field = new
+    return DomainError(exc.message, field=field, code=exc.code)
 
 
 def target_preset_apply(*, name: str, config: dict) -> tuple[TargetPreset, Action]:
@@ -37,7 +43,7 @@ def target_preset_apply(*, name: str, config: dict) -> tuple[TargetPreset, Actio
     try:
         target_validate(config)
     except DomainError as exc:
-        raise DomainError(_renamed(str(exc), old="target", new=where)) from exc
+        raise _renamed_error(exc, old="target", new=where) from exc
     return _apply(TargetPreset, name=name, field="config", value=config)
 
 
@@ -47,10 +53,11 @@ def grader_set_preset_apply(*, name: str, graders: list) -> tuple[GraderSetPrese
     ``grader_sets.<name>.graders[<i>].<field>``."""
     where = f"grader_sets.{name}.graders"
     try:
-        parse_grader_specs(graders)
+        specs = parse_grader_specs(graders)
     except DomainError as exc:
-        raise DomainError(_renamed(str(exc), old="graders", new=where)) from exc
-    return _apply(GraderSetPreset, name=name, field="graders", value=graders)
+        raise _renamed_error(exc, old="graders", new=where) from exc
+    stored = grader_set_resolved(graders, specs)  # a judge named by name: stored by UUID
+    return _apply(GraderSetPreset, name=name, field="graders", value=stored)
 
 
 def _apply(model, *, name: str, field: str, value) -> tuple:

@@ -65,6 +65,47 @@ class RunListStats:
 EMPTY_RUN_STATS = RunListStats(0, 0, 0, 0, None, 0, 0, 0)
 
 
+def run_resolve(*, ref: str, field: str = "run") -> Run:
+    """The run named by ``ref``, in any of three forms: its UUID; ``suite/run`` (suite name,
+    a slash, run name; a name holding slashes is tried at every slash); or a run name that is
+    unique in the database. Returns the run with its suite selected. Raises
+    ``DomainError(field=field)``: ``not_found`` when nothing matches, ``conflict`` when
+    several runs do (give the UUID or ``suite/run`` then)."""
+    text = (ref or "").strip()
+    hint = "give a run UUID, 'suite/run' or a unique run name"
+    if not text:
+        raise DomainError(f"expected a run: {hint}", field=field)
+    runs = Run.objects.select_related("suite")
+    value = uuid_parse(text)
+    if value is not None:
+        run = runs.filter(uuid=value).first()
+        if run is None:
+            raise DomainError(f"no run with id {value}", field=field, code="not_found")
+        return run
+    matches: dict[int, Run] = {}
+    for i, char in enumerate(text):
+        if char == "/":
+            for run in runs.filter(suite__name=text[:i], name=text[i + 1 :]):
+                matches[run.id] = run
+    if not matches:
+        matches = {run.id: run for run in runs.filter(name=text)[:2]}
+        if len(matches) > 1:
+            raise DomainError(
+                f"{text!r} names runs of several suites; give 'suite/run' or the run UUID",
+                field=field,
+                code="conflict",
+            )
+    if not matches:
+        raise DomainError(f"no run {text!r}: {hint}", field=field, code="not_found")
+    if len(matches) > 1:
+        raise DomainError(
+            f"{text!r} is ambiguous ({len(matches)} runs); give the run UUID",
+            field=field,
+            code="conflict",
+        )
+    return next(iter(matches.values()))
+
+
 def run_list(
     *,
     suite_uuid: str | None = None,

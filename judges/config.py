@@ -1,7 +1,14 @@
 """Config as code: judge versions, targets and grader sets declared in one document (a TOML
 file kept in the repository, read by ``manage.py apply_config``), applied all or nothing.
 
-Format (``tomllib``)::
+Format (``tomllib``; the whole reference with a tested example: docs/config.md)::
+
+    [suites.support]                # a suite and its cases (all or nothing)
+    description = "Support answers"
+    kind = "regression"             # regression | capability
+    cases = [{ key = "refund", input = "How do I get a refund?", expected = "30 days" }]
+    # or: cases_file = "cases/support.jsonl" (one {key, input, ...} per line, relative to
+    # the config file); retire_missing = true retires active cases the file leaves out
 
     [[judges]]
     name = "helpfulness"
@@ -21,27 +28,38 @@ Format (``tomllib``)::
     prompt_template = "Answer: $input"
 
     [grader_sets.smoke]             # a named grader set preset
-    graders = [{ key = "exact", kind = "exact" }]
+    graders = [
+      { key = "exact", kind = "exact" },
+      { key = "helpful", kind = "judge", config = { judge_version = "helpfulness" } },
+    ]
 
 Prompt templates, of judges and targets, use ``$name`` placeholders (``$output``,
 ``$input``, ...; ``$$`` is a literal ``$``); ``{input}`` is refused, naming the entry's
 ``prompt_template``. Applying the same file twice changes nothing ("unchanged"); a changed
 judge makes a new version and says so ("new version N"); a changed target or grader set
 updates its preset and says so ("updated"; runs keep their own snapshot). Errors name
-``judges[<index>].<field>``, ``targets.<name>.<field>`` or
-``grader_sets.<name>.graders[<i>].<field>``; nothing is applied when any entry is invalid.
+``suites.<name>.cases[<i>].<field>``, ``judges[<index>].<field>``, ``targets.<name>.<field>``
+or ``grader_sets.<name>.graders[<i>].<field>``; nothing is applied when any entry is invalid.
+A judge grader names its judge version by UUID, ``JUDGE:vN`` or the judge's name (its newest
+version, e.g. the one this same file just declared): the grader set stores the version's
+UUID, so a changed judge updates the preset ("updated") and a fresh database needs no ids.
 ``run_suite --target-preset NAME --grader-set NAME`` uses the presets.
 """
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 from django.db import transaction
 
 from core.errors import DomainError
+from core.strict_json import contains_non_finite, json_loads_line
+from evals.cases import CaseSpec, case_spec_parse, suite_config_apply
 from evals.presets import grader_set_preset_apply, target_preset_apply
 from judges.versions import judge_version_create
 
-TABLES = ("judges", "targets", "grader_sets")
+TABLES = ("suites", "judges", "targets", "grader_sets")
 JUDGE_FIELDS = {
     "name",
     "kind",
@@ -92,21 +110,62 @@ def _named_tables(config: dict, table: str) -> dict[str, dict]:
     return raw
 
 
-@transaction.atomic
-def config_apply(*, document: dict) -> dict[str, list[dict]]:
-    """Apply a config document (the parsed TOML: tables ``judges``, ``targets``,
-    ``grader_sets``) all or nothing.
+def _suite_cases(name: str, config: dict, base_dir: Path | None) -> list[CaseSpec]:
+    where = f"suites.{name}"
+    if "cases" in config and "cases_file" in config:
+        raise DomainError("give cases or cases_file, not both", field=f"{where}.cases_file")
+    if "cases_file" not in config:
+        raw = config.get("cases", [])
+        if not isinstance(raw, list):
+            raise DomainError("expected an array of tables", field=f"{where}.cases")
+        return [case_spec_parse(item, f"{where}.cases[{i}]") for i, item in enumerate(raw)]
+    relative = config["cases_file"]
+    if not isinstance(relative, str) or not relative:
+        raise DomainError("expected a path", field=f"{where}.cases_file")
+    path = (base_dir or Path.cwd()) / relative
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise DomainError(f"cannot read {path}: {exc}", field=f"{where}.cases_file") from exc
+    specs = []
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        where_line = f"{where}.cases_file:{number}"
+        try:
+            item = json_loads_line(line)
+        except (ValueError, json.JSONDecodeError) as exc:
+            raise DomainError(f"not JSON: {exc}", field=where_line) from exc
+        if contains_non_finite(item):
+            raise DomainError("NaN/Infinity is not valid JSON", field=where_line)
+        specs.append(case_spec_parse(item, where_line))
+    return specs
 
-    Returns ``{"judges": [{"judge", "version", "name" (``JUDGE:vN``, as
+
+@transaction.atomic
+def config_apply(*, document: dict, base_dir: Path | None = None) -> dict[str, list[dict]]:
+    """Apply a config document (the parsed TOML: tables ``suites``, ``judges``,
+    ``targets``, ``grader_sets``, applied in that order) all or nothing. ``base_dir``: where
+    ``cases_file`` paths are read from (the config file's folder; default the current one).
+
+    Returns ``{"suites": [{"name", "uuid", "action", "cases": {"created", "unchanged",
+    "replaced", "retired", "not_in_file"}}] (``evals.cases.suite_config_apply``),
+    "judges": [{"judge", "version", "name" (``JUDGE:vN``, as
     ``judges.selectors.judge_version_resolve`` reads it), "uuid", "action" ("created" |
-    "unchanged"), "trusted"}], "targets": [{"name", "action" ("created" | "unchanged" | "updated"),
-    "content_hash"}], "grader_sets": [...]}``. Idempotent: the same document twice changes
-    nothing. Raises ``DomainError`` naming ``judges[<i>].<field>``, ``targets.<name>.<field>``
+    "unchanged"), "trusted"}], "targets": [{"name", "action" ("created" | "unchanged" |
+    "updated"), "content_hash"}], "grader_sets": [...]}``. Idempotent: the same document
+    twice changes nothing. Raises ``DomainError`` naming ``suites.<name>.<field>``,
+    ``judges[<i>].<field>``, ``targets.<name>.<field>``
     or ``grader_sets.<name>.<field>``; nothing is written then.
     """
     extra = sorted(set(document) - set(TABLES))
     if extra:
-        raise DomainError("unknown table (judges, targets, grader_sets)", field=extra[0])
+        raise DomainError(f"unknown table ({', '.join(TABLES)})", field=extra[0])
+    suites = []
+    for name, value in _named_tables(document, "suites").items():
+        cases = _suite_cases(name, value, base_dir)
+        settings = {k: v for k, v in value.items() if k not in ("cases", "cases_file")}
+        suites.append(suite_config_apply(name=name, config=settings, cases=cases))
     targets = _named_tables(document, "targets")
     grader_sets = _named_tables(document, "grader_sets")
     entries = document.get("judges", [])
@@ -130,7 +189,12 @@ def config_apply(*, document: dict) -> dict[str, list[dict]]:
                 "trusted": version.is_trusted,
             }
         )
-    out: dict[str, list[dict]] = {"judges": judges, "targets": [], "grader_sets": []}
+    out: dict[str, list[dict]] = {
+        "suites": suites,
+        "judges": judges,
+        "targets": [],
+        "grader_sets": [],
+    }
     for name, value in targets.items():
         preset, action = target_preset_apply(name=name, config=value)
         out["targets"].append({"name": name, "action": action, "content_hash": preset.content_hash})

@@ -27,6 +27,7 @@ from evals.models import Baseline, Case, Grade, Run, Suite, Trial
 from evals.report.selectors import run_report
 from evals.runner import start as services
 from evals.runner.retry import run_retry
+from evals.runner.start import DEFAULT_TRIALS_PER_CASE, MAX_TRIALS_PER_CASE
 from evals.tags import cases_tagged, trials_tagged
 
 H = {  # help text of every exposed field, with units
@@ -444,7 +445,12 @@ class RunStartInput(serializers.Serializer):
     )
     graders = serializers.JSONField(help_text="Grader set: list of {key, kind, config}.")
     trials_per_case = StrictIntegerField(
-        min_value=1, max_value=50, help_text="N, attempts per case (1..50)."
+        min_value=1,
+        max_value=MAX_TRIALS_PER_CASE,
+        required=False,
+        default=DEFAULT_TRIALS_PER_CASE,
+        help_text=f"N, attempts per case (1..{MAX_TRIALS_PER_CASE}; default "
+        f"{DEFAULT_TRIALS_PER_CASE}, as on the form and the command line).",
     )
     source_version = StrictCharField(
         required=False, default="", allow_blank=True, help_text="Version label of the system."

@@ -23,7 +23,8 @@ Kinds (``config`` options in brackets, defaults after ``=``):
 - ``numeric`` [value, pattern, abs_tol=0.0, rel_tol=1e-9]: see ``parse_number``/``_numeric``.
 - ``python`` [function="package.module:function"]: a business-rule oracle
   ``function(case, output) -> GradeResult | bool | dict``.
-- ``judge`` [judge_version="<uuid>", skip_if_failed=False]: the top rung, an LLM judge
+- ``judge`` [judge_version="<uuid>" | "JUDGE:vN" | "JUDGE" (its newest version; resolved to
+  the UUID when the grader set is parsed), skip_if_failed=False]: the top rung, an LLM judge
   version (``judges``). It is not run here: the runner enqueues it after the deterministic
   grades of a chunk are written (``judges.grading.run_chunk_judge``); with
   ``skip_if_failed`` a trial failed by a gating deterministic grader is not sent to the judge.
@@ -43,9 +44,9 @@ from typing import Any
 import jsonschema
 
 from core.errors import DomainError
-from core.ids import uuid_parse
 from evals.grading.grader_set import JUDGE_KIND, GraderSpec
 from judges.models import Judge, JudgeVersion
+from judges.selectors import judge_version_resolve
 
 
 @dataclass(frozen=True)
@@ -410,7 +411,7 @@ _OPTIONS: dict[str, dict[str, tuple[type | tuple, str]]] = {
     },
     "python": {"function": (str, "'package.module:function'")},
     JUDGE_KIND: {
-        "judge_version": (str, "a judge version uuid"),
+        "judge_version": (str, "a judge version: UUID, JUDGE:vN or a judge name"),
         "skip_if_failed": (bool, "a boolean"),
     },
 }
@@ -480,8 +481,6 @@ def _check_values(kind: str, config: dict, where: str) -> None:
             raise DomainError(
                 f"invalid JSON Schema: {exc.message}", field=f"{where}.schema"
             ) from exc
-    if kind == JUDGE_KIND:
-        _check_judge_version(config["judge_version"], f"{where}.judge_version")
     if kind == "python":
         try:
             _load_callable(config["function"])
@@ -492,20 +491,17 @@ def _check_values(kind: str, config: dict, where: str) -> None:
             ) from exc
 
 
-def _check_judge_version(value: str, where: str) -> None:
-    """The judge version exists and grades single trials (not pairwise, not recorded)."""
-
-    version_uuid = uuid_parse(value)
-    if version_uuid is None:
-        raise DomainError(f"not a uuid: {value!r}", field=f"{where}")
-    version = JudgeVersion.objects.filter(uuid=version_uuid).select_related("judge").first()
-    if version is None:
-        raise DomainError(f"unknown judge version {value!r}", field=f"{where}")
+def _check_judge_version(value: str, where: str) -> JudgeVersion:
+    """The judge version named by ``value`` (its UUID, ``JUDGE:vN`` or a judge name, as
+    ``judges.selectors.judge_version_resolve`` reads them), which must grade single trials
+    (not pairwise, not recorded). Raises DomainError naming ``where``."""
+    version = judge_version_resolve(ref=value, field=where)
     if version.judge.kind in (Judge.Kind.PAIRWISE, Judge.Kind.RECORDED):
         raise DomainError(
             f"{version} is a {version.judge.kind} judge; it does not grade single trials",
             field=f"{where}",
         )
+    return version
 
 
 def parse_grader_specs(raw: list[dict]) -> list[GraderSpec]:
@@ -551,8 +547,24 @@ def parse_grader_specs(raw: list[dict]) -> list[GraderSpec]:
         version = item.get("version", "1")
         _want(f"{where}.version", version, str, "a string")
         _check_config(kind, config, f"{where}.config")
+        if kind == JUDGE_KIND:  # a name is resolved now: the run snapshots the version's UUID
+            judge = _check_judge_version(config["judge_version"], f"{where}.config.judge_version")
+            config = {**config, "judge_version": str(judge.uuid)}
         specs.append(GraderSpec(key=key, kind=kind, config=config, gating=gating, version=version))
     return specs
+
+
+def grader_set_resolved(raw: list[dict], specs: list[GraderSpec]) -> list[dict]:
+    """The grader set ``raw`` as given (its own field order and defaults), with each judge
+    grader's ``judge_version`` replaced by the UUID ``parse_grader_specs`` resolved it to
+    (``specs``, parsed from ``raw``): what runs and presets store, so a judge named in a
+    config file is pinned to one version."""
+    return [
+        {**item, "config": {**item["config"], "judge_version": spec.config["judge_version"]}}
+        if spec.is_judge
+        else item
+        for item, spec in zip(raw, specs, strict=True)
+    ]
 
 
 def run_grader(spec: GraderSpec, *, case: Any, output: str) -> GradeResult:

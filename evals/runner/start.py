@@ -22,7 +22,7 @@ from core.chunks import chunked
 from core.errors import DomainError
 from core.text import UNSTORABLE, contains_unstorable
 from evals.grading.grader_set import GraderSpec
-from evals.grading.graders import parse_grader_specs
+from evals.grading.graders import grader_set_resolved, parse_grader_specs
 from evals.models import Case, Run, Suite, Trial
 from evals.runner.replay import run_replay_refusal
 from evals.runner.targets.base import target_validate
@@ -34,6 +34,8 @@ logger = logging.getLogger(__name__)
 
 # The most trials per case a run may ask for (the start form and run_suite share it).
 MAX_TRIALS_PER_CASE = 50
+# Trials per case when none is given: the same on the form, the command line and the API.
+DEFAULT_TRIALS_PER_CASE = 5
 SOURCE_VERSION_MAX = 200  # Run.source_version: a commit, a tag, a version name
 
 
@@ -101,7 +103,7 @@ def run_start(
         # nothing (DESIGN.md, principle 2).
         raise DomainError("a run needs at least one grader", field="graders")
     _judge_templates_check(specs)
-    graders = _judge_gating_snapshot(graders, specs)
+    graders = _judge_gating_snapshot(grader_set_resolved(graders, specs), specs)
     case_ids = list(Case.objects.active().filter(suite=suite).values_list("id", flat=True))
     if not case_ids:
         raise DomainError(f"{suite.name!r} has no active cases", field="suite")

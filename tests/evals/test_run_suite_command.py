@@ -78,7 +78,7 @@ def test_it_exits_1_when_a_trial_errored(suite, tmp_path):
         "smoke", "--target", target, "--name", "n2", "--wait", "--graders", graders
     )
     assert code == 1
-    assert "failed" in out and "4 of 4 trials errored" in out
+    assert "failed" in out and "20 of 20 trials errored" in out  # 4 cases x the default 5
     assert Run.objects.get(name="n2").status == Run.Status.FAILED
 
 

@@ -102,9 +102,9 @@ def test_it_accepts_a_judge_version_in_a_grader_set(llm):
     [
         (
             {"judge_version": "0b7e1b1c-2a51-4b8e-9d7a-6f0a4e2f9c11"},
-            "graders[0].config.judge_version: unknown judge version",
+            "graders[0].config.judge_version: no judge version with id",
         ),
-        ({"judge_version": "v1"}, "graders[0].config.judge_version: not a uuid"),
+        ({"judge_version": "v1"}, "graders[0].config.judge_version: no judge version 'v1'"),
         ({}, "graders[0].config.judge_version: required"),
         (
             {"judge_version": "0b7e1b1c-2a51-4b8e-9d7a-6f0a4e2f9c11", "skip_if_failed": "yes"},

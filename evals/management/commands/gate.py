@@ -5,7 +5,8 @@
                    [--allow-incomparable]
                    [--top-up [--max-trials-per-case M] [--max-cost USD] [--timeout S]]
 
-RUN_OR_FILE: a run UUID, "suite name/run name", or the path of an ``export_run`` file.
+RUN_OR_FILE: a run UUID, "suite name/run name", a unique run name, or the path of an
+``export_run`` file.
 Without ``--base`` the head suite's current baseline is used. Exit codes (``gate_decide``):
 0 no measurable regression (suspects, if any, are named with the trials that would settle
 them); 1 a regression beyond the pipeline's own randomness (a case's drop, or the suite's);
@@ -75,9 +76,13 @@ class Command(DomainCommand):
         return parser
 
     def add_arguments(self, parser):
-        parser.add_argument("--head", required=True, help="run UUID, 'suite/run' or a file")
         parser.add_argument(
-            "--base", help="run UUID, 'suite/run' or a file (default: the suite's current baseline)"
+            "--head", required=True, help="run UUID, 'suite/run', a unique run name or a file"
+        )
+        parser.add_argument(
+            "--base",
+            help="run UUID, 'suite/run', a unique run name or a file "
+            "(default: the suite's current baseline)",
         )
         parser.add_argument(
             "--alpha",

@@ -1,7 +1,8 @@
 """``manage.py run_report RUN [--json]``: the run report in the terminal or as strict JSON.
 
-RUN is a run UUID or ``"suite name/run name"`` (the split is tried at every ``/``, so names
-may contain slashes as long as exactly one suite/run pair matches).
+RUN is a run UUID, ``"suite name/run name"`` (the split is tried at every ``/``, so names
+may contain slashes as long as exactly one suite/run pair matches), or a run name that is
+unique in the database (``evals.selectors.run_resolve``).
 """
 
 from __future__ import annotations
@@ -10,33 +11,22 @@ import json
 
 from django.core.management.base import BaseCommand, CommandError
 
-from core.ids import uuid_parse
+from core.errors import DomainError
 from core.templatetags.dashboard import percent_interval
 from evals.models import Run
 from evals.report.build import RunReport
 from evals.report.figures import Figures
 from evals.report.selectors import run_report
+from evals.selectors import run_resolve
 
 
 def run_lookup(ref: str) -> Run:
-    """The run named by ``ref`` (UUID or "suite/run"); CommandError when none or several match."""
-    ref_uuid = uuid_parse(ref)
-    if ref_uuid is not None:
-        try:
-            return Run.objects.select_related("suite").get(uuid=ref_uuid)
-        except Run.DoesNotExist as exc:
-            raise CommandError(f"no run with id {ref}") from exc
-    matches = []
-    for i, char in enumerate(ref):
-        if char == "/":
-            suite, name = ref[:i], ref[i + 1 :]
-            found = Run.objects.select_related("suite").filter(suite__name=suite, name=name)
-            matches += list(found)
-    if not matches:
-        raise CommandError(f"no run {ref!r}: give a run id or 'suite name/run name'")
-    if len(matches) > 1:
-        raise CommandError(f"{ref!r} is ambiguous ({len(matches)} runs); give the run id")
-    return matches[0]
+    """The run named by ``ref`` (``evals.selectors.run_resolve``: UUID, "suite/run" or a
+    unique run name); CommandError when none or several match."""
+    try:
+        return run_resolve(ref=ref)
+    except DomainError as exc:
+        raise CommandError(exc.message) from exc
 
 
 def _pct(value: float | None) -> str:
@@ -112,7 +102,7 @@ class Command(BaseCommand):
     help = "Print a run's report (pass rate with CI, pass@k, errors, cost); --json for strict JSON."
 
     def add_arguments(self, parser):
-        parser.add_argument("run", help="run UUID or 'suite name/run name'")
+        parser.add_argument("run", help="run UUID, 'suite name/run name' or a unique run name")
         parser.add_argument("--json", action="store_true", help="strict JSON (no NaN/Infinity)")
 
     def handle(self, *args, **options):

@@ -22,7 +22,7 @@ from core.commands import DomainCommand
 from core.ids import uuid_parse
 from evals.management.commands.run_report import run_lookup
 from evals.models import GraderSetPreset, Run, Suite, TargetPreset, TopUp
-from evals.runner.start import run_start
+from evals.runner.start import DEFAULT_TRIALS_PER_CASE, run_start
 
 EXIT_SUCCEEDED, EXIT_FAILED, EXIT_OTHER = 0, 1, 2
 
@@ -68,7 +68,12 @@ class Command(DomainCommand):
         parser.add_argument(
             "--seed", type=int, default=None, help="seed of --simulated (default 1234)"
         )
-        parser.add_argument("--trials", type=int, default=1, help="trials per case (default 1)")
+        parser.add_argument(
+            "--trials",
+            type=int,
+            default=DEFAULT_TRIALS_PER_CASE,
+            help=f"trials per case (default {DEFAULT_TRIALS_PER_CASE}, as on the form and the API)",
+        )
         parser.add_argument("--name", default=None, help="run name (default: run-<UTC time>)")
         graders = parser.add_mutually_exclusive_group()
         graders.add_argument("--graders", metavar="FILE.json", help="grader set: a JSON list")
@@ -80,7 +85,8 @@ class Command(DomainCommand):
             metavar="BASE_RUN",
             default=None,
             help="an adaptive run: after N trials per case, more trials only where the "
-            "comparison with this run (UUID or 'suite/run') is uncertain, up to 4N",
+            "comparison with this run (UUID, 'suite/run' or a unique run name) is uncertain, "
+            "up to 4N",
         )
         parser.add_argument("--wait", action="store_true", help="wait until the run ends")
         parser.add_argument(

@@ -1,6 +1,6 @@
 """``manage.py export_run RUN --out FILE [--no-outputs]``: a run as a JSON baseline file.
 
-RUN is a run UUID or "suite name/run name". The file (format ``assay-run``, see
+RUN is a run UUID, "suite name/run name" or a unique run name. The file (format ``assay-run``, see
 ``interop.run_file``) is strict JSON and is read back by ``import_run`` and by ``gate``.
 """
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import tomllib
+from pathlib import Path
 
 from django.core.management.base import CommandError
 
@@ -15,7 +16,10 @@ from judges.config import config_apply
 
 
 class Command(DomainCommand):
-    help = "Apply judge versions, targets and grader sets declared in a TOML file (idempotent)."
+    help = (
+        "Apply suites (with their cases), judge versions, targets and grader sets declared in "
+        "a TOML file (idempotent; docs/config.md)."
+    )
 
     def add_arguments(self, parser) -> None:
         parser.add_argument("file")
@@ -27,10 +31,14 @@ class Command(DomainCommand):
                 document = tomllib.load(handle)
         except (OSError, tomllib.TOMLDecodeError) as exc:
             raise CommandError(f"{options['file']}: {exc}") from exc
-        applied = config_apply(document=document)
+        applied = config_apply(document=document, base_dir=Path(options["file"]).resolve().parent)
         if options["json"]:
             self.stdout.write(json.dumps(applied, allow_nan=False))
             return
+        for r in applied["suites"]:
+            c = r["cases"]
+            counts = ", ".join(f"{n} {what.replace('_', ' ')}" for what, n in c.items() if n)
+            self.stdout.write(f"suite {r['name']}: {r['action']} ({counts or 'no cases'})")
         for r in applied["judges"]:
             what = (
                 f"new version {r['version']} (untrusted)"

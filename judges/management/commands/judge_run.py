@@ -2,8 +2,8 @@
 [--json]``, ``manage.py judge_run --pairwise BASE HEAD JUDGE_VERSION [--wait [--timeout S]]
 [--json]`` and ``manage.py judge_run --cancel JUDGE_RUN [--json]``.
 
-RUN is a run UUID or "suite name/run name"; JUDGE_VERSION a judge version UUID, ``JUDGE:vN``
-or a judge's name as given in the config file (its newest version;
+RUN is a run UUID, "suite name/run name" or a unique run name; JUDGE_VERSION a judge version
+UUID, ``JUDGE:vN`` or a judge's name as given in the config file (its newest version;
 ``judges.selectors.judge_version_resolve``). Grades the run's ok trials (or a random
 sample) in Celery tasks; ``--wait`` polls the database until the judge run is finished,
 for at most ``--timeout`` seconds when given (the judge run keeps going after a timeout).
@@ -79,7 +79,8 @@ class Command(DomainCommand):
         parser.add_argument(
             "run",
             nargs="?",
-            help='run UUID or "suite name/run name" (with --pairwise: the head run)',
+            help='run UUID, "suite name/run name" or a unique run name '
+            "(with --pairwise: the head run)",
         )
         parser.add_argument(
             "judge_version",
