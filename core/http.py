@@ -37,7 +37,7 @@ def role_required(*roles: str) -> Callable:
         @wraps(view)
         def wrapped(request: HttpRequest, *args, **kwargs) -> HttpResponse:
             if not user_has_role(request.user, *roles):
-                raise PermissionDenied(f"requires one of the roles: {', '.join(roles)}")
+                raise PermissionDenied(f"this page needs the role {' or '.join(roles)}")
             return view(request, *args, **kwargs)
 
         return wrapped

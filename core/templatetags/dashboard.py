@@ -4,20 +4,22 @@ so Django's autoescaping still applies to whatever it is given."""
 from __future__ import annotations
 
 import json
+import math
 from decimal import Decimal
 from typing import Any
 
 from django import template
 
-from core.roles import ENGINEER, LEAD, user_has_role
+from core.roles import ENGINEER, LEAD, ROLES, user_has_role
 
 register = template.Library()
 
 
 @register.filter
 def percent(rate: float | None) -> str:
-    """A rate in [0, 1] as a percentage with one decimal ("66.7%"); None -> "undefined"."""
-    if rate is None:
+    """A rate in [0, 1] as a percentage with one decimal ("66.7%"); None, or anything that is
+    not a finite number (a figure an old record lacks) -> "undefined" (never a 500)."""
+    if isinstance(rate, bool) or not isinstance(rate, int | float) or not math.isfinite(rate):
         return "undefined"
     return f"{rate * 100:.1f}%"
 
@@ -72,6 +74,12 @@ def pretty_json(value: Any) -> str:
 def can_start_runs(user: Any) -> bool:
     """Engineers and leads may start and cancel runs."""
     return user_has_role(user, ENGINEER, LEAD)
+
+
+@register.filter
+def role_names(user: Any) -> list[str]:
+    """The user's roles (reviewer, engineer, lead) in that order; superusers have all."""
+    return [r for r in ROLES if user_has_role(user, r)]
 
 
 @register.filter

@@ -4,6 +4,7 @@ Django's autoescaping still applies to whatever it is given."""
 from __future__ import annotations
 
 import json
+import math
 from typing import Any
 
 from django import template
@@ -23,8 +24,9 @@ def display_text(value: Any) -> str:
 
 @register.filter
 def ratio(value: float | None, digits: int = 3) -> str:
-    """A statistic in fixed notation ("0.612"); None -> "undefined" (never NaN)."""
-    if value is None:
+    """A statistic in fixed notation ("0.612"); None, or anything that is not a finite number
+    (a figure an old approval did not record) -> "undefined" (never NaN, never a 500)."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
         return "undefined"
     return f"{value:.{int(digits)}f}"
 
