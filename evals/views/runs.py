@@ -108,9 +108,12 @@ def run_new(request: HtmxHttpRequest) -> HttpResponse:
 @require_GET
 @role_required(*VIEWER_ROLES)
 def run_progress(request: HtmxHttpRequest, run_id) -> HttpResponse:
-    """The progress fragment, polled every 2 s; 286 (stop polling) once the run is terminal."""
+    """The progress fragment, polled every 2 s; 286 (stop polling) once the run is terminal,
+    with a one-shot fetch of the run page that swaps its final report (``#run-report``) in,
+    so a page watching a run shows the finished report without a reload."""
     run = get_object_or_404(Run, uuid=run_id)
-    html = render_to_string("evals/fragments/run_progress.html", {"run": run}, request=request)
+    context = {"run": run, "finished_now": run.is_terminal}
+    html = render_to_string("evals/fragments/run_progress.html", context, request=request)
     if run.is_terminal:
         return HttpResponseStopPolling(html)
     return HttpResponse(html)
