@@ -2,20 +2,29 @@
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
+# Two stamps: `make demo` installs only what the product needs; `make test` adds the test tools.
+PRODUCT_STAMP := $(VENV)/.product-stamp
 STAMP := $(VENV)/.installed-stamp
 export DEBUG ?= true
 
 .PHONY: install demo test lint bench
 
-$(STAMP): pyproject.toml
-	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e ".[test]"
-	touch $(STAMP)
+$(PRODUCT_STAMP): pyproject.toml
+	@test -x $(BIN)/python || { echo "== make: creating the virtual environment $(VENV)"; $(PYTHON) -m venv $(VENV); }
+	@echo "== make: installing Assay and what it needs (first run only; about a minute)"
+	@$(BIN)/python -m pip install --quiet --upgrade pip
+	@$(BIN)/python -m pip install --quiet -e .
+	@touch $(PRODUCT_STAMP)
+
+$(STAMP): $(PRODUCT_STAMP) pyproject.toml
+	@echo "== make: installing the test tools (pytest, Playwright, schemathesis, statsmodels, ...)"
+	@$(BIN)/python -m pip install --quiet -e ".[test]"
+	@touch $(STAMP)
 
 install: $(STAMP)
 
-demo: install
+demo: $(PRODUCT_STAMP)
+	@echo "== make: starting the demo (python manage.py demo)"
 	$(BIN)/python manage.py demo
 
 test: install
