@@ -7,10 +7,11 @@ export DEBUG ?= true
 
 .PHONY: install demo test lint bench
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml clients/python/pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e ".[test]"
+	# The client package (clients/python) too: tests/clients drive its assay-gate and pytest plugin.
+	$(BIN)/python -m pip install --quiet -e ".[test]" -e clients/python
 	touch $(STAMP)
 
 install: $(STAMP)
