@@ -7,10 +7,10 @@ export DEBUG ?= true
 
 .PHONY: install demo test lint bench
 
+# The client package (clients/python) too: tests/clients drive assay-gate and its pytest plugin.
 $(STAMP): pyproject.toml clients/python/pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	# The client package (clients/python) too: tests/clients drive its assay-gate and pytest plugin.
 	$(BIN)/python -m pip install --quiet -e ".[test]" -e clients/python
 	touch $(STAMP)
 
