@@ -220,3 +220,36 @@ def test_without_a_token_the_session_stops_before_running_anything(server_url, t
     assert session.returncode == 4  # pytest's usage error
     assert "needs an API token in ASSAY_TOKEN" in session.stderr
     assert not Run.objects.exists()
+
+
+def test_under_xdist_the_controller_sends_one_run_with_every_trial(server_url, token, tmp_path):
+    _write(tmp_path, EVALS.replace("CALLS[question] == 2", "False"))
+    session = run_pytest(
+        tmp_path,
+        "-n2",
+        "--assay-suite=checkout",
+        "--assay-run=parallel",
+        "--assay-repeat=2",
+        env=client_env(server_url, token),
+    )
+    assert "6 trials of 3 cases" in session.stdout, session.stdout + session.stderr
+    trials = _trials(Run.objects.get(name="parallel"))
+    assert sorted((t.case.key[-3:-1], t.attempt) for t in trials) == [
+        (q, a) for q in ("q1", "q2", "q3") for a in (1, 2)
+    ]
+    assert all(t.output.startswith("answer to q") for t in trials)
+
+
+def test_a_session_stopped_early_sends_nothing_and_repeat_options_do_not_mix(
+    server_url, token, tmp_path
+):
+    _write(tmp_path, EVALS)
+    env = client_env(server_url, token)
+    stopped = run_pytest(
+        tmp_path, "-x", "--assay-suite=checkout", "--assay-repeat=3", "--assay-run=x", env=env
+    )
+    assert stopped.returncode == 1
+    assert "assay: nothing sent: the session stopped early" in stopped.stdout
+    both = run_pytest(tmp_path, "--assay-suite=checkout", "--assay-repeat=3", "--count=3", env=env)
+    assert both.returncode == 4 and "not both" in both.stderr
+    assert not Run.objects.exists()

@@ -16,7 +16,8 @@ At the end of the session the run is posted to ``POST /api/ingest`` as NDJSON wi
 key (``--assay-run-key``, default ``pytest:<suite>/<run>``): a retried post of the same
 results writes once; other results under a used key are refused (409). When the run
 cannot be sent the session exits 3 (pytest's internal-error code) and says why; an
-interrupted session sends nothing. Under pytest-xdist the controller sends the run.
+interrupted session, or one stopped early by ``-x``/``--maxfail``, sends nothing. Under
+pytest-xdist the controller sends the run.
 """
 
 from __future__ import annotations
@@ -206,6 +207,11 @@ class Recorder:
             return  # a pytest-xdist worker: the controller sends the run
         if exitstatus == pytest.ExitCode.INTERRUPTED:
             self.message = "assay: nothing sent: the session was interrupted"
+            return
+        if session.shouldstop or session.shouldfail:
+            # -x, --maxfail: the cases after the stop were never run; a run missing them
+            # would compare as if they had been removed.
+            self.message = "assay: nothing sent: the session stopped early (-x or --maxfail)"
             return
         records = [r for r in (result.record() for result in self.results.values()) if r]
         if not records:

@@ -1,0 +1,59 @@
+"""assay_client.trials: case keys without the repeat id, and trial records (no server)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from assay_client.trials import ERRORED, FAILED, PASSED, SKIPPED, TrialResult, case_key
+
+
+@pytest.mark.parametrize(
+    ("nodeid", "attempt", "key"),
+    [
+        ("t.py::test_f[2-5]", 2, "t.py::test_f"),
+        ("t.py::test_f[a-2-5]", 2, "t.py::test_f[a]"),
+        ("t.py::test_f[1-2-12-12]", 12, "t.py::test_f[1-2]"),
+        ("t.py::C::test_f[x-y-1-1]", 1, "t.py::C::test_f[x-y]"),
+        ("t.py::test_f[a]", None, "t.py::test_f[a]"),
+        # Not this attempt's id: the node id is kept whole, never cut at a guess.
+        ("t.py::test_f[a-3-5]", 2, "t.py::test_f[a-3-5]"),
+    ],
+)
+def test_the_case_key_is_the_node_id_without_the_repeat_id(nodeid, attempt, key):
+    assert case_key(nodeid, attempt) == key
+
+
+def test_the_worst_phase_wins_and_a_skip_is_no_trial():
+    skipped = TrialResult(case="c", attempt=1)
+    skipped.phase_add(SKIPPED, "")
+    assert skipped.record() is None
+    torn = TrialResult(case="c", attempt=2)
+    torn.phase_add(PASSED, "passed")
+    torn.phase_add(ERRORED, "error in teardown: OSError: x")
+    record = torn.record()
+    assert record["judge_status"] == "error in teardown: OSError: x"
+    assert "passed" not in record and "reason" not in record
+    failed = TrialResult(case="c", attempt=3)
+    failed.phase_add(FAILED, "AssertionError: no")
+    failed.phase_add(PASSED, "passed")  # a later, better phase does not undo a failure
+    assert failed.record()["passed"] is False
+
+
+def test_properties_fill_trial_fields_and_the_rest_goes_to_extra_as_strict_json():
+    result = TrialResult(case="t.py::test_f[a]", attempt=1, tags=["billing", "billing"])
+    result.phase_add(PASSED, "passed")
+    result.properties = [
+        ("output", "an answer"),
+        ("score", float("nan")),
+        ("cost_usd", "0.0000051"),
+        ("ratio", float("inf")),
+        ("ids", ("d1", 2)),
+        ("obj", object),
+    ]
+    record = result.record()
+    assert record["output"] == "an answer" and record["cost_usd"] == "0.0000051"
+    assert record["score"] == "NaN"  # not scored, never 0
+    assert record["input"] == "t.py::test_f[a]" and record["tags"] == ["billing"]
+    assert record["extra"] == {"ratio": "inf", "ids": ["d1", 2], "obj": "<class 'object'>"}
+    json.dumps(record, allow_nan=False)  # strict JSON: the API refuses NaN and Infinity
