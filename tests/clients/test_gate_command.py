@@ -11,8 +11,9 @@ import pytest
 from assay_client import AssayClient
 
 from evals.baselines import baseline_set
-from evals.models import Run
+from evals.models import Run, TopUp
 from tests.clients.processes import assay_gate, client_env, run_pytest
+from tests.evals.test_top_up import executed, make_suite, sim
 
 pytestmark = pytest.mark.django_db(transaction=True, serialized_rollback=True)
 
@@ -128,3 +129,17 @@ def test_an_unreachable_server_cannot_decide(token):
     unreachable = assay_gate("--head", str(uuid.uuid4()), env=env)
     assert unreachable.returncode == 2
     assert "cannot decide: the server did not answer" in unreachable.stderr
+
+
+def test_top_up_waits_for_the_settled_decision(server_url, token):
+    # Runs executed by the server (simulated target, eager tasks): c00 truly dropped
+    # (1.0 -> 0.3), a suspect at the first look that more trials settle as a regression.
+    suite = make_suite()
+    base, head = executed(suite, "base", sim(1)), executed(suite, "head", sim(1003, c00=0.3))
+    env = client_env(server_url, token)
+    settled = assay_gate(
+        "--head", str(head.uuid), "--base", str(base.uuid), "--top-up", "--timeout", "20", env=env
+    )
+    assert settled.returncode == 1, settled.stdout + settled.stderr
+    top_up = TopUp.objects.get()
+    assert top_up.status == "settled" and top_up.rounds_done == 2

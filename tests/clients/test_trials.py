@@ -5,7 +5,16 @@ from __future__ import annotations
 import json
 
 import pytest
-from assay_client.trials import ERRORED, FAILED, PASSED, SKIPPED, TrialResult, case_key
+from assay_client.trials import (
+    ERRORED,
+    FAILED,
+    KEY_MAX,
+    PASSED,
+    SKIPPED,
+    TrialResult,
+    case_id,
+    case_key,
+)
 
 
 @pytest.mark.parametrize(
@@ -57,3 +66,13 @@ def test_properties_fill_trial_fields_and_the_rest_goes_to_extra_as_strict_json(
     assert record["input"] == "t.py::test_f[a]" and record["tags"] == ["billing"]
     assert record["extra"] == {"ratio": "inf", "ids": ["d1", 2], "obj": "<class 'object'>"}
     json.dumps(record, allow_nan=False)  # strict JSON: the API refuses NaN and Infinity
+
+
+def test_a_long_node_id_gets_a_short_stable_case_id_and_stays_the_input():
+    long_a, long_b = "t.py::test_f[" + "a" * 300 + "]", "t.py::test_f[" + "a" * 299 + "b]"
+    assert len(case_id(long_a)) == KEY_MAX and case_id(long_a) == case_id(long_a)
+    assert case_id(long_a) != case_id(long_b) and case_id("t.py::test_f") == "t.py::test_f"
+    result = TrialResult(case=long_a, attempt=1)
+    result.phase_add(PASSED, "passed")
+    assert result.record()["case_id"] == case_id(long_a)
+    assert result.record()["input"] == long_a
