@@ -143,3 +143,16 @@ def test_top_up_waits_for_the_settled_decision(server_url, token):
     assert settled.returncode == 1, settled.stdout + settled.stderr
     top_up = TopUp.objects.get()
     assert top_up.status == "settled" and top_up.rounds_done == 2
+
+
+def test_a_run_with_errored_tests_cannot_decide(recorded):
+    # What the plugin sends for a test that raised (pytest_plugin: an errored grade).
+    trials = _trials(set())
+    for trial in trials[:5]:
+        del trial["passed"]
+        trial["judge_status"] = "TimeoutError: pipeline timed out"
+    with AssayClient(recorded["ASSAY_URL"], token=recorded["ASSAY_TOKEN"]) as client:
+        client.ingest({"suite": "policy", "run": "broken"}, trials)
+    broken = assay_gate("--head", "policy/broken", "--base", "policy/base", env=recorded)
+    assert broken.returncode == 2, broken.stdout + broken.stderr
+    assert broken.stdout.startswith("Cannot decide: head has 5 errored trial(s) of 40")

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import ast
 import json
+import os
+import subprocess
+import sys
 
 import pytest
 from assay_client.trials import (
@@ -76,3 +80,19 @@ def test_a_long_node_id_gets_a_short_stable_case_id_and_stays_the_input():
     result.phase_add(PASSED, "passed")
     assert result.record()["case_id"] == case_id(long_a)
     assert result.record()["input"] == long_a
+
+
+def test_the_package_imports_no_django_and_nothing_of_the_project(tmp_path):
+    project = {"django", "apitokens", "config", "core", "demo", "evals", "interop", "judges"}
+    project |= {"labeling", "stats", "rest_framework", "celery"}
+    code = (
+        "import sys, assay_client, assay_client.gate, assay_client.trials; "
+        "print(sorted({m.split('.')[0] for m in sys.modules}))"
+    )
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "DJANGO_SETTINGS_MODULE")}
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    loaded = set(ast.literal_eval(done.stdout))
+    assert "httpx" in loaded and not loaded & project

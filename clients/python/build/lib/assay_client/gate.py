@@ -130,11 +130,16 @@ def summary(answer: dict) -> str:
     lines = [decision["sentence"]]
     headline = (answer.get("comparison") or {}).get("headline") or {}
     if headline.get("base_rate") is not None and headline.get("head_rate") is not None:
+        p_text = str(headline.get("p_text"))
         lines.append(
             f"pass rate {headline['base_rate']:.1%} -> {headline['head_rate']:.1%} over "
-            f"{headline.get('n_cases')} cases (one-sided p = {headline.get('p_text')})"
+            f"{headline.get('n_cases')} cases (one-sided p "
+            f"{p_text if p_text.startswith(('<', '>')) else '= ' + p_text})"
         )
-    lines += [f"- {reason}" for reason in decision.get("reasons") or [] if reason]
+    said = decision["sentence"].casefold()
+    lines += [
+        f"- {reason}" for reason in decision.get("reasons") or [] if reason.casefold() != said
+    ]
     lines += [f"note: {note}" for note in decision.get("notes") or [] if note]
     lines.append(f"exit {decision['exit_code']} ({decision.get('title', '')})")
     return "\n".join(lines)

@@ -7,17 +7,20 @@ The rules (docs/ci.md, "pytest plugin"):
   trial: its grade has no verdict (never a pass, never a skip, never a fail);
 - a skipped test is no trial at all (it was not attempted);
 - the case key is the test's node id without the repeat suffix, so the repeats of a test
-  are the attempts of one case.
+  are the attempts of one case (past 200 characters: shortened with a hash, ``case_id``;
+  the whole node id is the case's default input).
 """
 
 from __future__ import annotations
 
+import hashlib
 import math
 import re
 from dataclasses import dataclass, field
 from typing import Any
 
 GRADER = "pytest"
+KEY_MAX = 200  # characters of a case key (the API refuses longer ones)
 REASON_MAX = 2000  # characters of an exception's text kept as the grade's reason
 # user_properties (record_property) that are trial fields; every other one goes to extra.
 TRIAL_FIELDS = frozenset(
@@ -52,6 +55,15 @@ def case_key(nodeid: str, attempt: int | None) -> str:
     return nodeid[: match.start()] + ("" if match.group(1) == "[" else "]")
 
 
+def case_id(key: str) -> str:
+    """``key`` as the API's ``case_id`` (at most ``KEY_MAX`` characters): a longer node id
+    keeps its start and ends in ``~`` and 16 hex digits of its SHA-256, so the same test
+    gets the same short key in every run, and two tests never share one."""
+    if len(key) <= KEY_MAX:
+        return key
+    return f"{key[: KEY_MAX - 17]}~{hashlib.sha256(key.encode()).hexdigest()[:16]}"
+
+
 def _reason(text: str) -> str:
     return text if len(text) <= REASON_MAX else text[: REASON_MAX - 1] + "…"
 
@@ -81,7 +93,11 @@ class TrialResult:
         ``extra``."""
         if self.outcome == SKIPPED:
             return None
-        record: dict[str, Any] = {"case_id": self.case, "attempt": self.attempt, "grader": GRADER}
+        record: dict[str, Any] = {
+            "case_id": case_id(self.case),
+            "attempt": self.attempt,
+            "grader": GRADER,
+        }
         extra: dict[str, Any] = {}
         for name, value in self.properties:
             if name in TRIAL_FIELDS:
