@@ -16,9 +16,10 @@ $(PRODUCT_STAMP): pyproject.toml
 	@$(BIN)/python -m pip install --quiet -e .
 	@touch $(PRODUCT_STAMP)
 
-$(STAMP): $(PRODUCT_STAMP) pyproject.toml
-	@echo "== make: installing the test tools (pytest, Playwright, schemathesis, statsmodels, ...)"
-	@$(BIN)/python -m pip install --quiet -e ".[test]"
+# The client package (clients/python) too: tests/clients drive assay-gate and its pytest plugin.
+$(STAMP): $(PRODUCT_STAMP) pyproject.toml clients/python/pyproject.toml
+	@echo "== make: installing the test tools (pytest, Playwright, schemathesis, ...) and clients/python"
+	@$(BIN)/python -m pip install --quiet -e ".[test]" -e clients/python
 	@touch $(STAMP)
 
 install: $(STAMP)
