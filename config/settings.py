@@ -2,8 +2,9 @@
 
 Environment variables:
     DATABASE_URL   database (default: SQLite file ``db.sqlite3`` in the project folder)
-    REDIS_URL      Celery broker; when unset, Celery's server-less ``filesystem://``
-                   transport under ``var/celery/`` (the embedded default)
+    REDIS_URL      Celery broker; when unset, the server-less ``filesystem://`` transport
+                   under ``var/celery/`` (the embedded default; hardened copy in
+                   core/filesystem_broker.py)
     SECRET_KEY     required when DEBUG is false
     DEBUG          "true"/"false" (default false)
     ALLOWED_HOSTS  comma-separated host names (default: localhost names when DEBUG)
@@ -98,6 +99,7 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
+                "core.context_processors.worker_status",
             ],
         },
     },
@@ -183,6 +185,13 @@ else:
     for _folder in (_broker_dir, _control_dir):
         _folder.mkdir(parents=True, exist_ok=True)
     CELERY_BROKER_URL = "filesystem://"
+    # kombu's own filesystem transport has a read-before-write race (kombu #1551) that
+    # stops the worker; core.filesystem_broker writes whole files and renames them.
+    CELERY_BROKER_TRANSPORT = "core.filesystem_broker:Transport"
+    # No remote control (no pidbox fanout exchange files, nothing to inspect on a single
+    # embedded worker) and no events: only the task queue's table lives in control/.
+    CELERY_WORKER_ENABLE_REMOTE_CONTROL = False
+    CELERY_WORKER_SEND_TASK_EVENTS = False
     CELERY_BROKER_TRANSPORT_OPTIONS = {
         "data_folder_in": str(_broker_dir),
         "data_folder_out": str(_broker_dir),
@@ -252,6 +261,9 @@ ASSAY = {
     "SWEEP_SECONDS": int(os.environ.get("ASSAY_SWEEP_SECONDS", "60")),
     # Trials per Celery task, run concurrently inside it (measured: bench/RESULTS-runner.md).
     "TRIAL_CHUNK_SIZE": int(os.environ.get("ASSAY_TRIAL_CHUNK_SIZE", "1000")),
+    # The dashboard warns when no Celery worker has written a heartbeat for this long
+    # (core.heartbeat; a worker writes one every 15 s).
+    "WORKER_SILENT_SECONDS": int(os.environ.get("ASSAY_WORKER_SILENT_SECONDS", "60")),
     # Outputs longer than this are shown truncated, with "show all".
     "OUTPUT_PREVIEW_CHARS": 2000,
     # A lead may mark a judge version trusted only when its calibration has n >= MIN_N,
