@@ -154,6 +154,10 @@ LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "evals:run-list"
 LOGOUT_REDIRECT_URL = "login"
 
+# Files kept between a request and a task (an import's upload, interop.import_jobs). With
+# workers on other hosts, point the default storage at storage they share.
+MEDIA_ROOT = VAR_DIR / "media"
+
 # Uploads: imports stream from a temporary file, never from memory.
 FILE_UPLOAD_MAX_MEMORY_SIZE = 2 * 1024 * 1024
 DATA_UPLOAD_MAX_MEMORY_SIZE = 10 * 1024 * 1024
@@ -199,6 +203,19 @@ else:
         "processed_folder": str(VAR_DIR / "celery" / "processed"),
         "store_processed": False,
     }
+# "progress": live progress of work whose rows are not yet committed (an import's bytes
+# read, interop.import_jobs); shared by the web process and the workers.
+CACHES = {
+    "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"},
+    "progress": (
+        {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}
+        if REDIS_URL
+        else {
+            "BACKEND": "django.core.cache.backends.filebased.FileBasedCache",
+            "LOCATION": str(VAR_DIR / "cache" / "progress"),
+        }
+    ),
+}
 CELERY_TASK_IGNORE_RESULT = True  # progress lives in the database, not a result backend
 CELERY_TASK_ACKS_LATE = False  # set per task, only on idempotent ones
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
@@ -275,6 +292,9 @@ ASSAY = {
     "INGEST_MAX_RECORD_BYTES": int(
         os.environ.get("ASSAY_INGEST_MAX_RECORD_BYTES", str(4 * 1024 * 1024))
     ),
+    # The import page imports an upload up to this size in the request; a larger one in the
+    # background (a Celery task, with a progress bar: interop.import_jobs).
+    "IMPORT_INLINE_BYTES": int(os.environ.get("ASSAY_IMPORT_INLINE_BYTES", str(1024 * 1024))),
     # POST /api/imports (docs/interop.md): the largest uploaded results file, in bytes.
     "IMPORT_MAX_BYTES": int(os.environ.get("ASSAY_IMPORT_MAX_BYTES", str(64 * 1024 * 1024))),
 }
