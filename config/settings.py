@@ -115,10 +115,14 @@ DATABASES = {
     )
 }
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
-    # WAL and a busy timeout let the web process and the Celery worker share the file.
+    # WAL and a busy timeout let the web process and the Celery worker share the file: reads
+    # never wait, and a write waits its turn (BEGIN IMMEDIATE, so no upgrade deadlock) for up
+    # to the timeout. It outlasts the write lock of a large import (one transaction, all or
+    # nothing: about 70-90 s for 200,000 CSV rows on 2 busy cores), so a login during it
+    # is slow rather than "database is locked".
     DATABASES["default"].setdefault("OPTIONS", {}).update(
         {
-            "timeout": 30,
+            "timeout": int(os.environ.get("ASSAY_SQLITE_TIMEOUT_SECONDS", "180")),
             "transaction_mode": "IMMEDIATE",
             "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
         }
