@@ -7,7 +7,8 @@ and a copy of the shared mock LLM (../shared/tools/mockllm) as the target. Then,
 minute for --minutes, it starts a run through the API (POST /api/runs/start, a bearer
 token) and writes one JSON line to --results:
 
-    {"minute", "at", "worker_pids", "worker_alive", "heartbeat_age_s", "web_ok", "web_ms",
+    {"minute", "at", "worker_pids", "worker_alive", "heartbeat_age_s", "web_ok",
+     "web_ms" (the slowest API answer of the minute),
      "started": run name or null, "start_error", "runs": {status: count}, "late": [...],
      "mock_requests", "broker_set_aside", "worker_restarts"}
 
@@ -45,6 +46,7 @@ PROJECT = Path(__file__).resolve().parent.parent
 MOCKLLM = PROJECT.parent / "shared" / "tools" / "mockllm" / "server.py"
 CASES = 10
 TERMINAL = {"succeeded", "failed", "cancelled"}
+POLL_SECONDS = 5.0  # how often unfinished runs are read within a minute
 
 SETUP = """
 import json
@@ -254,30 +256,34 @@ def main() -> int:  # noqa: PLR0915 - one linear script: start, loop, summarise,
                     start_error = f"{response.status_code} {response.text[:200]}"
             except httpx.HTTPError as error:
                 start_error = repr(error)
-            # Sleep to the end of the minute, then look.
-            time.sleep(max(0.0, t0 + 60 * (minute + 1) - time.monotonic()))
-            web_ok, web_ms = False, None
-            for run in runs.values():
-                if run["status"] in TERMINAL:
-                    continue
-                began = time.monotonic()
-                try:
-                    detail = client.get(f"/api/runs/{run['uuid']}/")
-                    web_ms = round((time.monotonic() - began) * 1000)
-                    web_ok = detail.status_code == 200
-                    if web_ok:
-                        run["status"] = detail.json()["status"]
-                        if run["status"] in TERMINAL:
-                            run["finished_after_s"] = round(time.monotonic() - run["at"], 1)
-                except httpx.HTTPError:
-                    web_ok = False
-            if web_ms is None:  # nothing to poll: still check the web server answers
-                began = time.monotonic()
-                try:
-                    web_ok = client.get("/api/runs/").status_code == 200
-                    web_ms = round((time.monotonic() - began) * 1000)
-                except httpx.HTTPError:
-                    web_ok = False
+            # Poll unfinished runs every POLL_SECONDS to the end of the minute, then look.
+            web_ok, web_ms = True, []
+            while True:
+                for run in runs.values():
+                    if run["status"] in TERMINAL:
+                        continue
+                    began = time.monotonic()
+                    try:
+                        detail = client.get(f"/api/runs/{run['uuid']}/")
+                        web_ms.append(round((time.monotonic() - began) * 1000))
+                        web_ok = web_ok and detail.status_code == 200
+                        if detail.status_code == 200:
+                            run["status"] = detail.json()["status"]
+                            if run["status"] in TERMINAL:
+                                run["finished_after_s"] = round(time.monotonic() - run["at"], 1)
+                    except httpx.HTTPError:
+                        web_ok = False
+                left = t0 + 60 * (minute + 1) - time.monotonic()
+                if left <= 0:
+                    break
+                time.sleep(min(POLL_SECONDS, left))
+            began = time.monotonic()
+            try:  # the web server answers a list too
+                web_ok = web_ok and client.get("/api/runs/").status_code == 200
+                web_ms.append(round((time.monotonic() - began) * 1000))
+            except httpx.HTTPError:
+                web_ok = False
+            web_ms = max(web_ms) if web_ms else None
             pids = worker_pids(var_dir)
             if last_pids and not set(last_pids) & set(pids):
                 deaths += 1
@@ -332,6 +338,9 @@ def main() -> int:  # noqa: PLR0915 - one linear script: start, loop, summarise,
                     "worker_deaths_seen": deaths,
                     "longest_heartbeat_age_s": longest_silence,
                     "finish_seconds_median": durations[len(durations) // 2] if durations else None,
+                    "finish_seconds_p95": durations[int(len(durations) * 0.95)]
+                    if durations
+                    else None,
                     "finish_seconds_max": durations[-1] if durations else None,
                     "unrecoverable_in_demo_log": (var_dir / "demo.log")
                     .read_text(errors="replace")
