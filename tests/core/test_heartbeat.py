@@ -81,7 +81,7 @@ def test_the_login_page_never_shows_the_banner(client, not_eager):
 
 
 @pytest.mark.worker
-@pytest.mark.django_db(transaction=True)
+@pytest.mark.django_db(transaction=True, serialized_rollback=True)
 def test_a_real_worker_writes_its_heartbeat_and_a_killed_one_stops(tmp_path, not_eager):
     env = os.environ.copy()
     env.update(

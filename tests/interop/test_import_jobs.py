@@ -186,7 +186,7 @@ def test_the_watcher_writes_the_files_position(tmp_path):
     assert 30 <= import_job_progress(job=job).percent < 40
 
 
-@pytest.mark.django_db(transaction=True)
+@pytest.mark.django_db(transaction=True, serialized_rollback=True)
 def test_an_import_waits_for_a_concurrent_writer_instead_of_failing(carol, background, client):
     """Another connection holds the write lock for 1.5 s while the import starts: on
     SQLite (WAL, busy timeout) the import waits its turn and succeeds."""
