@@ -10,7 +10,8 @@ token) and writes one JSON line to --results:
     {"minute", "at", "worker_pids", "worker_alive", "heartbeat_age_s", "web_ok",
      "web_ms" (the slowest API answer of the minute),
      "started": run name or null, "start_error", "runs": {status: count}, "late": [...],
-     "mock_requests", "broker_set_aside", "worker_restarts"}
+     "mock_requests", "broker_set_aside", "worker_restarts", "demo_alive",
+     "banner": whether the dashboard shows its "no worker" banner}
 
 ``worker_alive`` is whether a Celery worker process of this stack exists (by /proc, the
 worker's environment holding this soak's ASSAY_VAR_DIR); ``late`` names runs started more
@@ -29,6 +30,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import signal
 import socket
 import sqlite3
@@ -110,6 +112,28 @@ def worker_pids(var_dir: Path) -> list[int]:
     return sorted(pids)
 
 
+def _session(base: str) -> httpx.Client:
+    """A signed-in dashboard session of the soak user (the login form, with its CSRF)."""
+    browser = httpx.Client(base_url=base, follow_redirects=True, timeout=30)
+    page = browser.get("/accounts/login/")
+    token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page.text).group(1)
+    browser.post(
+        "/accounts/login/",
+        data={"username": "soak", "password": "soak-password", "csrfmiddlewaretoken": token},
+        headers={"Referer": str(page.url)},
+    )
+    return browser
+
+
+def _banner_shown(browser: httpx.Client) -> bool | None:
+    """Whether the run list shows the "no worker" banner; None when it did not answer."""
+    try:
+        page = browser.get("/runs/")
+    except httpx.HTTPError:
+        return None
+    return 'id="worker-missing"' in page.text if page.status_code == 200 else None
+
+
 def heartbeat_age(db_path: Path) -> float | None:
     """Seconds since the newest worker heartbeat (core.heartbeat), read-only; None if none."""
     try:
@@ -134,6 +158,12 @@ def main() -> int:  # noqa: PLR0915 - one linear script: start, loop, summarise,
     parser.add_argument("--trials", type=int, default=2, help="trials per case of each run")
     parser.add_argument("--latency-ms", type=int, default=100, help="the mock's latency")
     parser.add_argument("--late-after", type=float, default=120.0)
+    parser.add_argument(
+        "--kill-worker-at",
+        type=int,
+        default=None,
+        help="SIGKILL the worker at this minute (checks the watchdog and the banner)",
+    )
     args = parser.parse_args()
 
     var_dir = (args.var_dir or Path(tempfile.mkdtemp(prefix="assay-soak-"))).resolve()
@@ -219,6 +249,7 @@ def main() -> int:  # noqa: PLR0915 - one linear script: start, loop, summarise,
         client = httpx.Client(
             base_url=base, headers={"Authorization": f"Bearer {ids['token']}"}, timeout=30
         )
+        browser = _session(base)
         target = {
             "kind": "openai",
             "base_url": f"http://127.0.0.1:{mock_port}/v1",
@@ -235,6 +266,9 @@ def main() -> int:  # noqa: PLR0915 - one linear script: start, loop, summarise,
         for minute in range(args.minutes):
             name = f"soak-{minute:04d}"
             start_error = None
+            if minute == args.kill_worker_at:
+                for pid in worker_pids(var_dir):
+                    os.kill(pid, signal.SIGKILL)
             try:
                 response = client.post(
                     "/api/runs/start",
@@ -323,6 +357,7 @@ def main() -> int:  # noqa: PLR0915 - one linear script: start, loop, summarise,
                     "broker_set_aside": len(os.listdir(corrupt)) if corrupt.exists() else 0,
                     "worker_restarts": demo_log.count("the Celery worker exited"),
                     "demo_alive": demo.poll() is None,
+                    "banner": _banner_shown(browser),
                 }
             )
         finished = [r for r in runs.values() if r["status"] in TERMINAL]

@@ -108,6 +108,15 @@ def import_job_execute(*, job_id: int) -> None:
                 watcher.join()
     except DomainError as error:
         _job_end(job, status=ImportJob.Status.FAILED, error=error)
+    except FileNotFoundError as error:
+        # The upload is in the web server's storage, not one this worker reads.
+        missing = DomainError(
+            "the uploaded file is not where the worker looks for it: web server and workers "
+            "need a shared default storage (MEDIA_ROOT)",
+            field="file",
+        )
+        _job_end(job, status=ImportJob.Status.FAILED, error=missing)
+        logger.error("import job %s: %s", job.uuid, error)
     except OperationalError as error:
         if "locked" not in str(error).lower():
             raise

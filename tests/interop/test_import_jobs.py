@@ -167,6 +167,18 @@ def test_a_locked_database_requeues_the_job_for_a_retry(client, carol, backgroun
     assert job.status == "queued" and job.file.name  # the upload is kept for the retry
 
 
+@pytest.mark.django_db
+def test_an_upload_the_worker_cannot_find_fails_the_job_saying_why(client, carol, background):
+    assert client.login(username="carol", password=PASSWORD)
+    _post(client, GOOD_CSV)
+    job = ImportJob.objects.get()
+    job.file.storage.delete(job.file.name)
+    import_job_execute(job_id=job.id)
+    job.refresh_from_db()
+    assert job.status == "failed" and job.error_field == "file"
+    assert "shared default storage" in job.error and Run.objects.count() == 0
+
+
 def test_the_watcher_writes_the_files_position(tmp_path):
     """The position is the operating system's: what was read plus at most one buffer."""
     path = tmp_path / "f.csv"
