@@ -2,8 +2,9 @@
 
 Environment variables:
     DATABASE_URL   database (default: SQLite file ``db.sqlite3`` in the project folder)
-    REDIS_URL      Celery broker; when unset, Celery's server-less ``filesystem://``
-                   transport under ``var/celery/`` (the embedded default)
+    REDIS_URL      Celery broker; when unset, the server-less ``filesystem://`` transport
+                   under ``var/celery/`` (the embedded default; hardened copy in
+                   core/filesystem_broker.py)
     SECRET_KEY     required when DEBUG is false
     DEBUG          "true"/"false" (default false)
     ALLOWED_HOSTS  comma-separated host names (default: localhost names when DEBUG)
@@ -98,6 +99,7 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
+                "core.context_processors.worker_status",
             ],
         },
     },
@@ -113,10 +115,14 @@ DATABASES = {
     )
 }
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
-    # WAL and a busy timeout let the web process and the Celery worker share the file.
+    # WAL and a busy timeout let the web process and the Celery worker share the file: reads
+    # never wait, and a write waits its turn (BEGIN IMMEDIATE, so no upgrade deadlock) for up
+    # to the timeout. It outlasts the write lock of a large import (one transaction, all or
+    # nothing: about 70-90 s for 200,000 CSV rows on 2 busy cores), so a login during it
+    # is slow rather than "database is locked".
     DATABASES["default"].setdefault("OPTIONS", {}).update(
         {
-            "timeout": 30,
+            "timeout": int(os.environ.get("ASSAY_SQLITE_TIMEOUT_SECONDS", "180")),
             "transaction_mode": "IMMEDIATE",
             "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
         }
@@ -152,6 +158,10 @@ LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "evals:run-list"
 LOGOUT_REDIRECT_URL = "login"
 
+# Files kept between a request and a task (an import's upload, interop.import_jobs). With
+# workers on other hosts, point the default storage at storage they share.
+MEDIA_ROOT = VAR_DIR / "media"
+
 # Uploads: imports stream from a temporary file, never from memory.
 FILE_UPLOAD_MAX_MEMORY_SIZE = 2 * 1024 * 1024
 DATA_UPLOAD_MAX_MEMORY_SIZE = 10 * 1024 * 1024
@@ -183,6 +193,13 @@ else:
     for _folder in (_broker_dir, _control_dir):
         _folder.mkdir(parents=True, exist_ok=True)
     CELERY_BROKER_URL = "filesystem://"
+    # kombu's own filesystem transport has a read-before-write race (kombu #1551) that
+    # stops the worker; core.filesystem_broker writes whole files and renames them.
+    CELERY_BROKER_TRANSPORT = "core.filesystem_broker:Transport"
+    # No remote control (no pidbox fanout exchange files, nothing to inspect on a single
+    # embedded worker) and no events: only the task queue's table lives in control/.
+    CELERY_WORKER_ENABLE_REMOTE_CONTROL = False
+    CELERY_WORKER_SEND_TASK_EVENTS = False
     CELERY_BROKER_TRANSPORT_OPTIONS = {
         "data_folder_in": str(_broker_dir),
         "data_folder_out": str(_broker_dir),
@@ -190,6 +207,19 @@ else:
         "processed_folder": str(VAR_DIR / "celery" / "processed"),
         "store_processed": False,
     }
+# "progress": live progress of work whose rows are not yet committed (an import's bytes
+# read, interop.import_jobs); shared by the web process and the workers.
+CACHES = {
+    "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"},
+    "progress": (
+        {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}
+        if REDIS_URL
+        else {
+            "BACKEND": "django.core.cache.backends.filebased.FileBasedCache",
+            "LOCATION": str(VAR_DIR / "cache" / "progress"),
+        }
+    ),
+}
 CELERY_TASK_IGNORE_RESULT = True  # progress lives in the database, not a result backend
 CELERY_TASK_ACKS_LATE = False  # set per task, only on idempotent ones
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
@@ -252,6 +282,9 @@ ASSAY = {
     "SWEEP_SECONDS": int(os.environ.get("ASSAY_SWEEP_SECONDS", "60")),
     # Trials per Celery task, run concurrently inside it (measured: bench/RESULTS-runner.md).
     "TRIAL_CHUNK_SIZE": int(os.environ.get("ASSAY_TRIAL_CHUNK_SIZE", "1000")),
+    # The dashboard warns when no Celery worker has written a heartbeat for this long
+    # (core.heartbeat; a worker writes one every 15 s).
+    "WORKER_SILENT_SECONDS": int(os.environ.get("ASSAY_WORKER_SILENT_SECONDS", "60")),
     # Outputs longer than this are shown truncated, with "show all".
     "OUTPUT_PREVIEW_CHARS": 2000,
     # A lead may mark a judge version trusted only when its calibration has n >= MIN_N,
@@ -263,6 +296,9 @@ ASSAY = {
     "INGEST_MAX_RECORD_BYTES": int(
         os.environ.get("ASSAY_INGEST_MAX_RECORD_BYTES", str(4 * 1024 * 1024))
     ),
+    # The import page imports an upload up to this size in the request; a larger one in the
+    # background (a Celery task, with a progress bar: interop.import_jobs).
+    "IMPORT_INLINE_BYTES": int(os.environ.get("ASSAY_IMPORT_INLINE_BYTES", str(1024 * 1024))),
     # POST /api/imports (docs/interop.md): the largest uploaded results file, in bytes.
     "IMPORT_MAX_BYTES": int(os.environ.get("ASSAY_IMPORT_MAX_BYTES", str(64 * 1024 * 1024))),
 }

@@ -21,3 +21,16 @@ class CoreConfig(AppConfig):
             dispatch_uid="core.roles.forget_roles",
             weak=False,
         )
+
+        from celery.signals import worker_ready, worker_shutdown  # noqa: PLC0415
+
+        from core import heartbeat  # noqa: PLC0415
+
+        def worker_started(sender=None, **kwargs) -> None:
+            heartbeat.heartbeat_thread_start(hostname=getattr(sender, "hostname", "celery"))
+
+        def worker_stopping(**kwargs) -> None:
+            heartbeat.heartbeat_thread_stop()
+
+        worker_ready.connect(worker_started, dispatch_uid="core.heartbeat.start", weak=False)
+        worker_shutdown.connect(worker_stopping, dispatch_uid="core.heartbeat.stop", weak=False)

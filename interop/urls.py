@@ -6,6 +6,7 @@ app_name = "interop"
 
 urlpatterns = [
     path("imports/new/", views.import_upload, name="import-upload"),
+    path("imports/<uuid:job_id>/", views.import_job, name="import-job"),
     path("runs/<uuid:run_id>/export/", views.run_export, name="run-export"),
     path("runs/<uuid:run_id>/labels/export/", views.labels_export, name="labels-export"),
     path(

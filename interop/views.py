@@ -8,20 +8,24 @@ labels, and no judge verdict or gold grade of a trial they still have to label.
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied
-from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBadRequest
 from django.shortcuts import get_object_or_404, redirect, render
+from django.template.loader import render_to_string
 from django.views.decorators.http import require_GET, require_http_methods
+from django_htmx.http import HttpResponseStopPolling
 
 from core.errors import DomainError
-from core.http import RUNNER_ROLES, VIEWER_ROLES, role_required
+from core.http import RUNNER_ROLES, VIEWER_ROLES, HtmxHttpRequest, role_required
 from core.ids import uuid_parse
 from core.roles import ENGINEER, LEAD
 from evals.blindness import BLIND_COMPARISON, comparison_is_blind
 from evals.models import Run
 from interop import exports
 from interop.calibration_export import calibration_table
+from interop.import_jobs import import_job_create, import_job_get, import_job_progress
 from interop.importers import results_import
 from interop.importers.forms import ImportUploadForm
 from judges.models import JudgeRun, JudgeVersion
@@ -108,6 +112,11 @@ def import_upload(request: HttpRequest) -> HttpResponse:
         if form.is_valid():
             data = form.cleaned_data
             upload = data["file"]
+            if upload.size > settings.ASSAY["IMPORT_INLINE_BYTES"]:
+                job = import_job_create(
+                    upload=upload, options=_import_options(data), user=request.user
+                )
+                return redirect("interop:import-job", job_id=job.uuid)
             try:
                 summary = results_import(
                     stream=upload.file,
@@ -138,6 +147,37 @@ def import_upload(request: HttpRequest) -> HttpResponse:
         {"form": form, "error": error},
         status=400 if error else 200,
     )
+
+
+def _import_options(data: dict) -> dict:
+    """The import form's choices, as an import job stores them (JSON)."""
+    return {
+        "suite": data["suite"],
+        "run": data["run"],
+        "format": data["format"] or None,
+        "mapping": data["mapping"],
+        "suite_kind": data["suite_kind"],
+        "threshold": data["threshold"],
+    }
+
+
+@require_GET
+@role_required(*RUNNER_ROLES)
+def import_job(request: HtmxHttpRequest, job_id) -> HttpResponse:
+    """A background import's page (``interop.import_jobs``): its progress bar, polled every
+    second by htmx (the ``job-progress`` partial; 286 stops the polling once it ended), then
+    the link to the new run or the error naming the row and field."""
+    try:
+        job = import_job_get(job_uuid=job_id, user=request.user)
+    except DomainError as exc:
+        raise Http404(str(exc)) from exc
+    context = {"job": job, "progress": import_job_progress(job=job)}
+    if request.htmx:
+        html = render_to_string(
+            "interop/import_job_detail.html#job-progress", context, request=request
+        )
+        return HttpResponseStopPolling(html) if job.is_terminal else HttpResponse(html)
+    return render(request, "interop/import_job_detail.html", context)
 
 
 @require_GET

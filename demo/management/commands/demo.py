@@ -14,6 +14,8 @@ import os
 import signal
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
 from django.conf import settings
@@ -32,6 +34,7 @@ from labeling.models import CalibrationSet
 from labeling.services import calibration_set_build
 
 REAL_DATA = ("llmbar_pointwise", "halueval_general")
+WATCH_SECONDS = 5.0  # how often the demo checks that its worker process is still there
 
 
 class Command(BaseCommand):
@@ -54,7 +57,11 @@ class Command(BaseCommand):
         self.stdout.write(f"demo suites: {', '.join(s.name for s in suites)}")
         self._import_real_data()
 
-        worker = self._start_worker()
+        self._worker = self._start_worker()
+        self._stopping = threading.Event()
+        watchdog = threading.Thread(target=self._watch_worker, name="demo-worker-watchdog")
+        watchdog.daemon = True
+        watchdog.start()
         # The worker runs in its own session (Ctrl-C in the terminal must not reach it
         # before the server stops): on SIGTERM/SIGHUP exit through `finally`, which stops it.
         for signum in (signal.SIGTERM, signal.SIGHUP):
@@ -72,7 +79,26 @@ class Command(BaseCommand):
             if not opts["no_serve"]:
                 call_command("runserver", opts["addrport"], use_reloader=False)
         finally:
-            self._stop_worker(worker)
+            self._stopping.set()
+            self._stop_worker(self._worker)
+
+    def _watch_worker(self) -> None:
+        """Every WATCH_SECONDS: when the worker process has exited, say so and start a new
+        one (the dashboard shows its "no worker" banner meanwhile, core.heartbeat). A worker
+        that dies again within a minute of its start waits a minute before the next try."""
+        while not self._stopping.wait(WATCH_SECONDS):
+            code = self._worker.poll()
+            if code is None:
+                continue
+            self.stderr.write(
+                self.style.WARNING(
+                    f"WARNING: the Celery worker exited (code {code}); starting a new one"
+                )
+            )
+            if time.monotonic() - self._worker_started < 60 and self._stopping.wait(60):
+                return
+            if not self._stopping.is_set():
+                self._worker = self._start_worker()
 
     def _import_real_data(self) -> None:
 
@@ -110,6 +136,7 @@ class Command(BaseCommand):
             str(settings.VAR_DIR / "celery" / "beat-schedule"),
         ]
         self.stdout.write(f"starting a Celery worker on {settings.CELERY_BROKER_URL}")
+        self._worker_started = time.monotonic()
         return subprocess.Popen(command, cwd=settings.BASE_DIR, start_new_session=True)
 
     @staticmethod
