@@ -221,7 +221,7 @@ def _label_form(state: QueueState) -> LabelForm | None:
             "trial": current.item.trial.uuid,
             "verdict": label.verdict if label else None,
             "critique": label.critique if label else "",
-            "expected_version": label.version if label else 0,
+            "expected_version": current.version,
         }
     )
 
@@ -312,7 +312,7 @@ def label_save(request: HtmxHttpRequest, set_id) -> HttpResponse:
                 "trial": trial.uuid,
                 "verdict": data["verdict"],
                 "critique": data["critique"],
-                "expected_version": current.version if current else 0,
+                "expected_version": state.current.version if state.current else 0,
             }
         )
         stale = isinstance(exc, DomainError)
