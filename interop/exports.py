@@ -30,6 +30,7 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, tzinfo
+from decimal import Decimal
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
@@ -40,6 +41,7 @@ from django.http import HttpResponse
 from rest_framework import serializers
 
 from core.api.downloads import attachment, download_format
+from core.decimals import decimal_plain
 from core.errors import DomainError
 from evals.blindness import grades_visible_to, labels_visible_to
 from evals.comparison.compute import comparison_get
@@ -254,6 +256,8 @@ def _cell(value: Any) -> str:
         return repr(value)  # finite by construction: the models never store NaN
     if isinstance(value, list):
         return tags_cell(value)
+    if isinstance(value, Decimal):
+        return decimal_plain(value)  # a zero cost is 0.00000000, never 0E-8
     return str(value)
 
 

@@ -30,6 +30,7 @@ from django.db import transaction
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
+from core.decimals import decimal_plain
 from core.errors import DomainError
 from evals.blindness import grades_visible_to
 from evals.cases import CaseSpec, cases_upsert
@@ -121,7 +122,7 @@ def run_export(*, run: Run, outputs: bool = True, viewer=None) -> dict[str, Any]
                 "latency_ms": t.latency_ms,
                 "input_tokens": t.input_tokens,
                 "output_tokens": t.output_tokens,
-                "cost_usd": str(t.cost_usd) if t.cost_usd is not None else None,
+                "cost_usd": decimal_plain(t.cost_usd) if t.cost_usd is not None else None,
                 "created_at": _iso(t.created_at),
                 "grades": grades.get(t.id, []),
             }
