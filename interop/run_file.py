@@ -239,7 +239,7 @@ def _judge_versions(data: dict) -> dict[str, JudgeVersion]:
     return out
 
 
-def _cases(suite: Suite, cases: list) -> list[Case]:
+def _cases(suite: Suite, cases: list, retired: list[Case] | None = None) -> list[Case]:
     """Each file case as a case of ``suite``: an existing case (active or retired) with the
     same key and content is reused; otherwise ``cases_upsert`` creates it (replacing an
     active case with that key, as every import does)."""
@@ -264,7 +264,7 @@ def _cases(suite: Suite, cases: list) -> list[Case]:
         if old is None or (old.retired_at is not None and c.retired_at is None):
             existing[(c.key, c.content_hash)] = c  # the active one wins, else the oldest
     missing = [s for s in specs if (s.key, s.content_hash) not in existing]
-    created = cases_upsert(suite=suite, specs=missing) if missing else {}
+    created = cases_upsert(suite=suite, specs=missing, retired=retired) if missing else {}
     return [existing.get((s.key, s.content_hash)) or created[s.key] for s in specs]
 
 
@@ -282,14 +282,22 @@ def _decimal(value: Any, where: str) -> Decimal | None:
 
 @transaction.atomic
 def run_import(
-    *, data: dict, suite_name: str | None = None, name: str | None = None, by=None
+    *,
+    data: dict,
+    suite_name: str | None = None,
+    name: str | None = None,
+    by=None,
+    retired: list[str] | None = None,
 ) -> Run:
     """Write a run file's run (format ``assay-run``) into the database; returns the new
     ``Run`` (source "imported", status as in the file).
 
     The suite is ``suite_name`` or the file's (created with the file's kind when absent);
     the run keeps the file's name unless ``name`` is given. All or nothing (one
-    transaction). Raises ``DomainError`` naming the field: wrong format or version, a
+    transaction). A file case whose key is active in the suite with other content retires
+    that case (``evals.cases.cases_upsert``); ``retired``, when given, receives the keys of
+    the cases retired, so the caller says which. Raises ``DomainError`` naming the field:
+    wrong format or version, a
     missing field, a content hash that does not match its case, a run name already taken,
     a non-terminal status, a bad time or cost.
     Long by design: one transaction whose steps (suite, cases, judge versions, run,
@@ -316,7 +324,10 @@ def run_import(
         )
     versions = _judge_versions(data)
     file_cases = _need(data, "cases", "file")
-    cases = _cases(suite, file_cases)
+    retired_cases: list[Case] = []
+    cases = _cases(suite, file_cases, retired_cases)
+    if retired is not None:
+        retired.extend(c.key for c in retired_cases)
     user = by if by is not None and getattr(by, "is_authenticated", False) else None
     run = Run.objects.create(
         suite=suite,

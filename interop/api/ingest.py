@@ -21,6 +21,7 @@ from rest_framework.views import APIView
 
 from core.api.permissions import IsRunner
 from evals.models import Run
+from interop.importers.context import retired_cases_shown
 from interop.ingest.sources import source_open
 from interop.ingest.submit import ingest_submit
 
@@ -207,6 +208,13 @@ class IngestOutput(serializers.Serializer):
     suite_name = serializers.CharField(help_text="Suite name.")
     status = serializers.CharField(help_text="The run's status (succeeded).")
     counts = IngestCountsOutput(help_text="What was written.")
+    retired_cases = serializers.ListField(
+        child=serializers.CharField(),
+        help_text="Keys of the suite's cases this import retired (the file gave the key new "
+        "content, so a new case replaced the old one); sorted, at most 100 (see "
+        "retired_count). Empty: nothing was retired.",
+    )
+    retired_count = serializers.IntegerField(help_text="Cases retired by this import (count).")
     url = serializers.URLField(help_text="API URL of the run (its report included).")
     page = serializers.URLField(help_text="Web page of the run.")
 
@@ -311,6 +319,8 @@ class IngestApi(APIView):
                     "grades": summary.grades,
                     "labels": summary.labels,
                 },
+                "retired_cases": retired_cases_shown(summary.retired_cases),
+                "retired_count": len(summary.retired_cases),
                 "url": request.build_absolute_uri(
                     reverse("api:run-detail", kwargs={"uuid": run.uuid})
                 ),

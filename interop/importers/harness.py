@@ -20,7 +20,7 @@ from typing import Any, BinaryIO
 from core.chunks import chunked
 from core.errors import DomainError
 from core.strict_json import NON_FINITE, json_loads_line
-from evals.cases import CaseSpec, cases_upsert
+from evals.cases import CaseSpec
 from evals.models import Grade, Trial
 from interop.importers.context import BATCH_SIZE, ImportContext, run_finish
 from interop.importers.reader import BOM
@@ -215,7 +215,7 @@ def trials_store(
             )
         attempts[ident] = t.where
     run = ctx.run_create(name=ctx.run_name, fmt=fmt, model=model, extra=extra)
-    cases = cases_upsert(suite=ctx.suite, specs=[s for s, _ in specs.values()])
+    cases = ctx.cases_upsert([s for s, _ in specs.values()])
     ctx.cases_seen(cases.values())
     errored = 0
     for batch in chunked(trials, BATCH_SIZE):

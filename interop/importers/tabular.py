@@ -1,11 +1,13 @@
 """CSV and JSONL results with a column mapping (``field=column``): one row is one trial.
 
 Fields (left of ``=``) and their rules; "empty" means a missing JSONL key, JSON null, or an
-empty CSV cell, and an empty optional field is null:
+empty CSV cell. **An empty CSV cell is null, never the empty string**, and an empty
+optional field is null:
 - ``case_id`` (required): the case key, <= 200 chars.
 - ``input``: the case input (JSONL: string or object). A row whose input is empty (or
   unmapped) refers to a case already active in the suite (an error if there is none).
-- ``expected``: any JSON value (CSV: the string).
+- ``expected``: any JSON value (CSV: the string; an empty cell is null: the case has no
+  reference, so a reference grader gives an errored grade, not a fail).
 - ``tags``: CSV comma-separated (spaces trimmed), or a JSON array of strings when the cell
   starts with ``[`` (what an export writes for tags holding commas); JSONL an array of strings.
 - ``output``: the trial output, stored whole ("" when empty). ``attempt``: integer >= 1,
@@ -32,7 +34,10 @@ empty CSV cell, and an empty optional field is null:
   ``cost_usd``: decimal USD >= 0 and below 1,000,000 (empty = unknown = null, never 0),
   stored to 1e-8 USD (8 decimal places, rounded half up).
 
-Unmapped columns are kept in ``Trial.raw_response["extra"]`` (column -> value as read).
+Unmapped columns are kept in ``Trial.raw_response["extra"]`` (column -> value as read; an
+empty CSV cell is null).
+A CSV with the header of Assay's own run export and no mapping is read by the export's
+rules instead, types intact (``interop.importers.run_export``).
 Without any mapping, a column named exactly like a field maps to it.
 A row with no verdict at all (no passed, score, scores or judge_status) gets no grade.
 """
@@ -277,7 +282,8 @@ def _score(row: Row, name: str, value: Any) -> tuple[bool, float | None]:
     return True, float(value)
 
 
-def _tags(row: Row) -> list[str]:
+def tags_parse(row: Row) -> list[str]:
+    """The ``tags`` field of ``row`` (rules in the module doc); [] when empty."""
     value = row.values.get("tags")
     if _empty(value):
         return []
@@ -364,7 +370,11 @@ def row_parse(row: Row, *, threshold: float | None) -> TrialSpec:
         if not isinstance(value, str | dict):
             raise _err(row, "input", f"expected a string or object, got {_show(value)}")
         case = CaseSpec(
-            key=key, input=value, expected=row.values.get("expected"), context=[], tags=_tags(row)
+            key=key,
+            input=value,
+            expected=row.values.get("expected"),
+            context=[],
+            tags=tags_parse(row),
         )
     attempt = _int(row, "attempt", minimum=1) or 1
     judge_status = _string(row, "judge_status")
@@ -456,7 +466,11 @@ def _csv_rows(rows_iter, header: list[str], mapping: dict[str, str]) -> Iterator
             f"(columns: {', '.join(header)})"
         )
     for r in rows_iter:
-        fields, extra = _mapped(r.values, mapping)
+        # An empty CSV cell is null, never "": an empty expected is no reference (a
+        # reference grader errors on it instead of failing every output), an empty
+        # unmapped column is kept as null.
+        values = {column: (None if value == "" else value) for column, value in r.values.items()}
+        fields, extra = _mapped(values, mapping)
         yield Row(where=r.where, values=fields, extra=extra, is_csv=True)
 
 
