@@ -30,6 +30,7 @@ from django.db import transaction
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
+from core import bounds
 from core.decimals import decimal_plain
 from core.errors import DomainError
 from evals.blindness import grades_visible_to
@@ -277,7 +278,35 @@ def _decimal(value: Any, where: str) -> Decimal | None:
         raise DomainError(f"{value!r} is not a decimal", field=f"{where}") from exc
     if not out.is_finite():
         raise DomainError(f"{value!r} is not finite", field=f"{where}")
+    problem = bounds.cost_problem(out)
+    if problem:
+        raise DomainError(problem, field=where)
     return out
+
+
+def _count(t: dict, key: str, where: str, *, minimum: int = 0) -> int | None:
+    """A trial's whole number ``key`` (tokens, attempt) within ``core.bounds``, or None."""
+    value = t.get(key)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise DomainError(f"expected a whole number, got {value!r}", field=f"{where}.{key}")
+    problem = bounds.count_problem(value, minimum=minimum)
+    if problem:
+        raise DomainError(problem, field=f"{where}.{key}")
+    return value
+
+
+def _latency(t: dict, where: str) -> float | None:
+    value = t.get("latency_ms")
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise DomainError(f"expected a number of ms, got {value!r}", field=f"{where}.latency_ms")
+    problem = bounds.latency_problem(value)
+    if problem:
+        raise DomainError(problem, field=f"{where}.latency_ms")
+    return float(value)
 
 
 @transaction.atomic
@@ -357,13 +386,15 @@ def run_import(
                 Trial(
                     run=run,
                     case=case,
-                    attempt=int(_need(t, "attempt", where)),
+                    attempt=_count(
+                        {"attempt": _need(t, "attempt", where)}, "attempt", where, minimum=1
+                    ),
                     status=_need(t, "status", where),
                     output=t.get("output") or "",
                     error_message=t.get("error_message") or "",
-                    latency_ms=t.get("latency_ms"),
-                    input_tokens=t.get("input_tokens"),
-                    output_tokens=t.get("output_tokens"),
+                    latency_ms=_latency(t, where),
+                    input_tokens=_count(t, "input_tokens", where),
+                    output_tokens=_count(t, "output_tokens", where),
                     cost_usd=_decimal(t.get("cost_usd"), f"{where}.cost_usd"),
                     created_at=_when(t.get("created_at"), f"{where}.created_at") or timezone.now(),
                     # A comparison's top-up trials stay out of later comparisons' looks.

@@ -20,6 +20,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from core.api.permissions import IsRunner
+from core.bounds import INT_MAX, LATENCY_MS_MAX
 from evals.models import Run
 from interop.importers.context import retired_cases_shown
 from interop.ingest.sources import source_open
@@ -124,16 +125,25 @@ class IngestTrialInput(serializers.Serializer):
     )
     model = serializers.CharField(required=False, allow_null=True, help_text="Model name.")
     input_tokens = serializers.IntegerField(
-        required=False, allow_null=True, min_value=0, help_text="Prompt tokens (count)."
+        required=False,
+        allow_null=True,
+        min_value=0,
+        max_value=INT_MAX,
+        help_text="Prompt tokens (count, at most 2,147,483,647).",
     )
     output_tokens = serializers.IntegerField(
-        required=False, allow_null=True, min_value=0, help_text="Completion tokens (count)."
+        required=False,
+        allow_null=True,
+        min_value=0,
+        max_value=INT_MAX,
+        help_text="Completion tokens (count, at most 2,147,483,647).",
     )
     latency_ms = serializers.FloatField(
         required=False,
         allow_null=True,
         min_value=0,
-        help_text="Latency of the call (milliseconds).",
+        max_value=LATENCY_MS_MAX,
+        help_text="Latency of the call (milliseconds, from 0 to 86,400,000: one day).",
     )
     cost_usd = serializers.DecimalField(
         max_digits=14,

@@ -30,7 +30,8 @@ optional field is null:
   judge_status value (kept in ``details.judge_status`` either way).
 - ``reason``: the grade's reason. ``grader``: the name of the grade's grader (default
   ``imported``), at most 200 characters (so are ``scores`` keys).
-- ``input_tokens``, ``output_tokens``: integers >= 0; ``latency_ms``: milliseconds >= 0;
+- ``input_tokens``, ``output_tokens``: integers >= 0; ``latency_ms``: milliseconds from 0 to
+  86,400,000 (one day; ``core.bounds``, so ``1e308`` is refused naming the row and field);
   ``cost_usd``: decimal USD >= 0 and below 1,000,000 (empty = unknown = null, never 0),
   stored to 1e-8 USD (8 decimal places, rounded half up).
 
@@ -53,6 +54,7 @@ from datetime import UTC, datetime
 from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
 from typing import Any
 
+from core import bounds
 from core.errors import DomainError
 from core.strict_json import NON_FINITE, contains_non_finite
 from core.text import UNSTORABLE, contains_unstorable
@@ -96,9 +98,9 @@ _NON_FINITE_STRINGS = {
     "-infinity",
 }
 _INT = re.compile(r"[0-9]+")
-INT_MAX = 2**31 - 1  # attempt and token counts: the database's integer columns
+INT_MAX = bounds.INT_MAX  # attempt and token counts: the database's integer columns
 NAME_MAX = 200  # grader names
-COST_LIMIT = Decimal(10**6)  # cost_usd is numeric(14, 8): below 1,000,000 USD ...
+COST_LIMIT = bounds.COST_USD_LIMIT  # cost_usd is numeric(14, 8): below 1,000,000 USD ...
 COST_STEP = Decimal("0.00000001")  # ... and stored to 1e-8 USD (rounded half up)
 OVERFLOW = "a number out of range (it overflows to infinity)"
 
@@ -204,6 +206,9 @@ def _number(row: Row, name: str) -> float | None:
         raise _err(row, name, f"expected a number, got {_show(value)}")
     if not math.isfinite(value) or value < 0:
         raise _err(row, name, f"expected a finite number >= 0, got {_show(value)}")
+    problem = bounds.latency_problem(value)  # the one number field: latency_ms
+    if problem:
+        raise _err(row, name, problem)
     return float(value)
 
 
