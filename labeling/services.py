@@ -291,12 +291,20 @@ def label_submit(
     with transaction.atomic():
         current = Label.objects.filter(trial=trial, reviewer=reviewer).first()
         last = _last_revision(trial, reviewer)
-        latest = last.version if last else 0
+        # The label row's version too: a label written without revisions (by hand, by an
+        # older import) still counts, so versions never go back.
+        latest = max(last.version if last else 0, current.version if current else 0)
         if (
             current is not None
-            and last is not None
             and (current.verdict, current.critique) == (verdict, critique)
-            and _is_resubmission(last, expected_version)
+            and (
+                expected_version in (None, latest)
+                or (
+                    last is not None
+                    and last.version == latest
+                    and _is_resubmission(last, expected_version)
+                )
+            )
         ):
             current.outcome = "unchanged"  # identical resubmission
             return current

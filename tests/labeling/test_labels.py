@@ -262,3 +262,17 @@ def test_it_measures_agreement_between_humans_as_the_ceiling(alice, bob):
     )
     assert (gold_bob.n, gold_bob.agreement) == (4, 0.75)
     assert gold_bob.kappa.kappa == pytest.approx(0.5)
+
+
+def test_a_label_without_revisions_still_counts_its_version(bob, trial):
+    """A reviewer label written without revisions (by hand or by an older import) keeps its
+    version: the next save is version 2, a form at version 1 saves, one at 0 is stale."""
+    label = Label.objects.create(trial=trial, reviewer=bob, reviewer_name="bob", verdict="pass")
+    with pytest.raises(DomainError):
+        label_submit(trial=trial, reviewer=bob, verdict="fail", expected_version=0)
+    revised = label_submit(trial=trial, reviewer=bob, verdict="fail", expected_version=1)
+    assert (revised.pk, revised.version, revised.outcome) == (label.pk, 2, "revised")
+    # its only recorded save is taken back: cleared at version 3 (the unrecorded first
+    # state cannot be restored), and the count still never goes back
+    assert label_undo(trial=trial, reviewer=bob) is None
+    assert label_version_get(trial_id=trial.id, reviewer=bob) == 3
