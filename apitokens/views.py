@@ -5,6 +5,7 @@ from __future__ import annotations
 from django.contrib import messages
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_http_methods, require_POST
 
 from apitokens.forms import TokenCreateForm
@@ -36,12 +37,15 @@ def _page(
     )
 
 
+@never_cache
 @require_http_methods(["GET", "POST"])
 @role_required(LEAD)
 def token_list(request: HttpRequest) -> HttpResponse:
     """GET: every token (user, name, created, last used, revoked) and the create form.
     POST: create a token (``apitokens.services.token_create``) and show it once, in this
-    response only (201); it is never shown again, only its hash is stored."""
+    response only (201); it is never shown again, only its hash is stored. Every answer is
+    ``Cache-Control: no-store`` (``never_cache``): the browser keeps no copy, so going Back
+    to the page never shows the token again."""
     if request.method == "POST":
         form = TokenCreateForm(request.POST)
         if form.is_valid():

@@ -62,6 +62,7 @@ urlpatterns = [
         name="judge-run-preferences-export",
     ),
     path("labels", labeling_api.LabelSubmitApi.as_view(), name="label-submit"),
+    path("labels/undo", labeling_api.LabelUndoApi.as_view(), name="label-undo"),
     path(
         "calibration-sets/<uuid:set_id>/export",
         exports_api.CalibrationExportApi.as_view(),

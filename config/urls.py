@@ -11,6 +11,8 @@ def healthz(request):
     return HttpResponse("ok", content_type="text/plain")
 
 
+handler400 = "core.http.bad_request"
+
 urlpatterns = [
     path("", RedirectView.as_view(pattern_name="evals:run-list", permanent=False)),
     path("accounts/login/", auth_views.LoginView.as_view(), name="login"),

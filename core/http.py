@@ -14,8 +14,9 @@ from collections.abc import Callable
 from functools import wraps
 
 from django import forms
-from django.core.exceptions import PermissionDenied
-from django.http import Http404, HttpRequest, HttpResponse
+from django.core.exceptions import BadRequest, PermissionDenied
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBadRequest
+from django.template.loader import render_to_string
 from django_htmx.middleware import HtmxDetails
 
 from core.errors import DomainError
@@ -51,6 +52,49 @@ def uuid_or_404(raw: object, noun: str = "object") -> uuid.UUID:
     if value is None:
         raise Http404(f"No such {noun}.")
     return value
+
+
+def query_uuid(request: HttpRequest, name: str) -> uuid.UUID | None:
+    """``?<name>=`` as a UUID; None when absent or empty; a malformed value (``?set=zzz``)
+    is a 400 naming the parameter (``BadRequest``, answered by ``bad_request``), never a
+    500 and never silently ignored."""
+    raw = request.GET.get(name)
+    if not raw:
+        return None
+    value = uuid_parse(raw)
+    if value is None:
+        raise BadRequest(f"{name}: expected a UUID, got {raw[:100]!r}")
+    return value
+
+
+def query_choice(request: HttpRequest, name: str, choices, default: str = "") -> str:
+    """``?<name>=`` as one of ``choices``; ``default`` when absent or empty; anything else a
+    400 naming the parameter and listing the choices."""
+    raw = request.GET.get(name)
+    if not raw:
+        return default
+    if raw not in choices:
+        raise BadRequest(f"{name}: expected one of {', '.join(choices)}, got {raw[:100]!r}")
+    return raw
+
+
+def query_page(request: HttpRequest) -> int:
+    """``?page=`` as a whole number >= 1 (default 1; a page past the end shows the last);
+    anything else a 400 naming ``page``."""
+    raw = request.GET.get("page")
+    if not raw:
+        return 1
+    if not (raw.isascii() and raw.isdigit()) or int(raw) < 1 or len(raw) > 9:
+        raise BadRequest(f"page: expected a page number (1, 2, ...), got {raw[:100]!r}")
+    return int(raw)
+
+
+def bad_request(request: HttpRequest, exception: Exception) -> HttpResponse:
+    """The 400 page (``handler400``): what was wrong with the request, as text in the page
+    (``BadRequest`` messages name the query parameter)."""
+    message = str(exception) if isinstance(exception, BadRequest) else ""
+    html = render_to_string("400.html", {"message": message}, request=request)
+    return HttpResponseBadRequest(html)
 
 
 def form_error(form: forms.Form, error: DomainError) -> None:

@@ -13,10 +13,13 @@ from typing import Any
 
 import numpy as np
 
+from core.decimals import decimal_plain
+
 
 def json_safe(value: Any) -> Any:
     """``value`` with dict keys as strings, tuples as lists, non-finite floats and Decimals
-    as None, finite Decimals as strings (exact USD amounts), numpy scalars as Python ones."""
+    as None, finite Decimals as plain strings (exact USD amounts, never ``0E-8``), numpy
+    scalars as Python ones."""
     if isinstance(value, dict):
         return {str(k): json_safe(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
@@ -26,7 +29,7 @@ def json_safe(value: Any) -> Any:
     if isinstance(value, float):
         return value if math.isfinite(value) else None
     if isinstance(value, Decimal):
-        return str(value) if value.is_finite() else None
+        return decimal_plain(value) if value.is_finite() else None
     return value
 
 

@@ -35,7 +35,9 @@ class CaseSpec:
         return content_hash(input=self.input, expected=self.expected, context=self.context)
 
 
-def cases_upsert(*, suite: Suite, specs: list[CaseSpec]) -> dict[str, Case]:
+def cases_upsert(
+    *, suite: Suite, specs: list[CaseSpec], retired: list[Case] | None = None
+) -> dict[str, Case]:
     """Make each spec an active case of ``suite``; returns key -> Case.
 
     Per key: no active case -> create; an active case with the same content hash -> reuse it
@@ -43,6 +45,8 @@ def cases_upsert(*, suite: Suite, specs: list[CaseSpec]) -> dict[str, Case]:
     the old case (``retired_at`` = now, ``replaced_by`` = the new case) and create a new one.
     Keys must be unique within ``specs`` (``ValueError`` otherwise). Three to five queries
     per call whatever the number of specs; runs inside the caller's transaction.
+    ``retired``, when given, receives every case this call retired (so that an import can
+    say which: no case is retired silently).
     """
     keys = [s.key for s in specs]
     if len(set(keys)) != len(keys):
@@ -81,6 +85,8 @@ def cases_upsert(*, suite: Suite, specs: list[CaseSpec]) -> dict[str, Case]:
                 old.retired_at = now
                 old.replaced_by = new
             Case.objects.bulk_update([old for old, _ in to_retire], ["replaced_by"])
+    if retired is not None:
+        retired.extend(old for old, _ in to_retire)
     return result
 
 

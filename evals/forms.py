@@ -8,6 +8,7 @@ from typing import Any
 from django import forms
 from django.urls import reverse_lazy
 
+from core.bounds import INT_MAX, INT_MIN
 from core.errors import DomainError
 from evals.grading.graders import parse_grader_specs
 from evals.models import GraderSetPreset, Run, Suite, TargetPreset
@@ -67,7 +68,13 @@ class RunStartForm(forms.Form):
     target_kind = forms.ChoiceField(
         choices=TARGET_KINDS, widget=forms.RadioSelect, initial="simulated", label="Target"
     )
-    seed = forms.IntegerField(required=False, initial=1, help_text="Simulated target only.")
+    seed = forms.IntegerField(
+        required=False,
+        initial=1,
+        min_value=INT_MIN,
+        max_value=INT_MAX,
+        help_text="Simulated target only.",
+    )
     pass_probability = forms.FloatField(
         required=False,
         min_value=0,

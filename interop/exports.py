@@ -30,6 +30,7 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, tzinfo
+from decimal import Decimal
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
@@ -40,6 +41,7 @@ from django.http import HttpResponse
 from rest_framework import serializers
 
 from core.api.downloads import attachment, download_format
+from core.decimals import decimal_plain
 from core.errors import DomainError
 from evals.blindness import grades_visible_to, labels_visible_to
 from evals.comparison.compute import comparison_get
@@ -85,13 +87,13 @@ def _grader_keys(run: Run, trials: list[Trial]) -> list[str]:
 
 def run_table(*, run: Run, zone: tzinfo = UTC, viewer=None) -> ExportTable:
     """One row per trial of ``run`` (ordered by case key, attempt): suite, run, case_id,
-    content_hash, input, expected, tags, attempt, status, output, error, latency_ms (ms),
-    input_tokens, output_tokens (tokens), cost_usd (USD, null when unknown), created_at
-    (in ``zone``), then ``<grader>.passed|status|score|reason`` per grader (the run's grader
-    set first, then any other grader found). With ``viewer`` (a download), the grades they
-    may see (``evals.blindness``): a judge verdict or gold grade of a trial a reviewer still
-    has to label is an empty cell; None (the command line) exports every grade.
-    Two queries, three with a viewer."""
+    content_hash, input, expected, context (the JSON array), tags, attempt, status, output,
+    error, latency_ms (ms), input_tokens, output_tokens (tokens), cost_usd (USD, null when
+    unknown), created_at (in ``zone``), then ``<grader>.passed|status|score|reason`` per
+    grader (the run's grader set first, then any other grader found). With ``viewer`` (a
+    download), the grades they may see (``evals.blindness``): a judge verdict or gold grade
+    of a trial a reviewer still has to label is an empty cell; None (the command line)
+    exports every grade. Two queries, three with a viewer."""
     grade_qs = Grade.objects.order_by("id")
     if viewer is not None:
         grade_qs = grades_visible_to(grade_qs, viewer)
@@ -110,6 +112,7 @@ def run_table(*, run: Run, zone: tzinfo = UTC, viewer=None) -> ExportTable:
         ("content_hash", pa.string()),
         ("input", pa.string()),
         ("expected", pa.string()),
+        ("context", pa.string()),
         ("tags", pa.list_(pa.string())),
         ("attempt", pa.int64()),
         ("status", pa.string()),
@@ -138,6 +141,7 @@ def run_table(*, run: Run, zone: tzinfo = UTC, viewer=None) -> ExportTable:
             t.case.content_hash,
             _json_text(t.case.input),
             _json_text(t.case.expected),
+            _json_text(t.case.context or []),
             list(t.case.tags),
             t.attempt,
             t.status,
@@ -294,6 +298,8 @@ def _cell(value: Any) -> str:
         return repr(value)  # finite by construction: the models never store NaN
     if isinstance(value, list):
         return tags_cell(value)
+    if isinstance(value, Decimal):
+        return decimal_plain(value)  # a zero cost is 0.00000000, never 0E-8
     return str(value)
 
 
@@ -308,13 +314,45 @@ def tags_cell(tags: list[str]) -> str:
     return json.dumps(tags, ensure_ascii=False, separators=(",", ":"))
 
 
+# OWASP "CSV injection": a spreadsheet runs a cell starting with one of these as a formula
+# (tab and carriage return too). The quote itself is escaped as well, so that reading an
+# export back (``formula_restore``) is exact.
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r", "'")
+
+
+def formula_neutralise(text: str) -> str:
+    """A CSV text cell that no spreadsheet runs: a cell starting with ``= + - @``, a tab, a
+    carriage return or ``'`` gets a leading ``'`` (``=HYPERLINK(...)`` -> ``'=HYPERLINK(...)``,
+    shown as text); any other cell is unchanged. ``formula_restore`` undoes it."""
+    return "'" + text if text.startswith(FORMULA_STARTS) else text
+
+
+def formula_restore(text: str) -> str:
+    """The exported text back from a neutralised cell: one leading ``'`` removed when the
+    rest starts like a formula (or with ``'``), as ``formula_neutralise`` wrote it."""
+    if text.startswith("'") and text[1:].startswith(FORMULA_STARTS):
+        return text[1:]
+    return text
+
+
+def _is_text(typ: pa.DataType) -> bool:
+    return pa.types.is_string(typ) or (pa.types.is_list(typ) and pa.types.is_string(typ.value_type))
+
+
 def table_csv(table: ExportTable) -> bytes:
-    """``table`` as RFC 4180 CSV bytes (module docstring: cells, nulls, times)."""
+    """``table`` as RFC 4180 CSV bytes (module docstring: cells, nulls, times); every text
+    cell (and the header) through ``formula_neutralise``, numbers never."""
     out = io.StringIO(newline="")
     writer = csv.writer(out, lineterminator="\r\n", quoting=csv.QUOTE_MINIMAL)
-    writer.writerow([name for name, _ in table.columns])
+    writer.writerow([formula_neutralise(name) for name, _ in table.columns])
+    text = [_is_text(typ) for _, typ in table.columns]
     for row in table.rows:
-        writer.writerow([_cell(v) for v in row])
+        writer.writerow(
+            [
+                formula_neutralise(_cell(v)) if is_text else _cell(v)
+                for v, is_text in zip(row, text, strict=True)
+            ]
+        )
     return out.getvalue().encode("utf-8")
 
 

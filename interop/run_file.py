@@ -30,6 +30,8 @@ from django.db import transaction
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
+from core import bounds
+from core.decimals import decimal_plain
 from core.errors import DomainError
 from evals.blindness import grades_visible_to
 from evals.cases import CaseSpec, cases_upsert
@@ -121,7 +123,7 @@ def run_export(*, run: Run, outputs: bool = True, viewer=None) -> dict[str, Any]
                 "latency_ms": t.latency_ms,
                 "input_tokens": t.input_tokens,
                 "output_tokens": t.output_tokens,
-                "cost_usd": str(t.cost_usd) if t.cost_usd is not None else None,
+                "cost_usd": decimal_plain(t.cost_usd) if t.cost_usd is not None else None,
                 "created_at": _iso(t.created_at),
                 "grades": grades.get(t.id, []),
             }
@@ -238,7 +240,7 @@ def _judge_versions(data: dict) -> dict[str, JudgeVersion]:
     return out
 
 
-def _cases(suite: Suite, cases: list) -> list[Case]:
+def _cases(suite: Suite, cases: list, retired: list[Case] | None = None) -> list[Case]:
     """Each file case as a case of ``suite``: an existing case (active or retired) with the
     same key and content is reused; otherwise ``cases_upsert`` creates it (replacing an
     active case with that key, as every import does)."""
@@ -263,7 +265,7 @@ def _cases(suite: Suite, cases: list) -> list[Case]:
         if old is None or (old.retired_at is not None and c.retired_at is None):
             existing[(c.key, c.content_hash)] = c  # the active one wins, else the oldest
     missing = [s for s in specs if (s.key, s.content_hash) not in existing]
-    created = cases_upsert(suite=suite, specs=missing) if missing else {}
+    created = cases_upsert(suite=suite, specs=missing, retired=retired) if missing else {}
     return [existing.get((s.key, s.content_hash)) or created[s.key] for s in specs]
 
 
@@ -276,19 +278,55 @@ def _decimal(value: Any, where: str) -> Decimal | None:
         raise DomainError(f"{value!r} is not a decimal", field=f"{where}") from exc
     if not out.is_finite():
         raise DomainError(f"{value!r} is not finite", field=f"{where}")
+    problem = bounds.cost_problem(out)
+    if problem:
+        raise DomainError(problem, field=where)
     return out
+
+
+def _count(t: dict, key: str, where: str, *, minimum: int = 0) -> int | None:
+    """A trial's whole number ``key`` (tokens, attempt) within ``core.bounds``, or None."""
+    value = t.get(key)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise DomainError(f"expected a whole number, got {value!r}", field=f"{where}.{key}")
+    problem = bounds.count_problem(value, minimum=minimum)
+    if problem:
+        raise DomainError(problem, field=f"{where}.{key}")
+    return value
+
+
+def _latency(t: dict, where: str) -> float | None:
+    value = t.get("latency_ms")
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise DomainError(f"expected a number of ms, got {value!r}", field=f"{where}.latency_ms")
+    problem = bounds.latency_problem(value)
+    if problem:
+        raise DomainError(problem, field=f"{where}.latency_ms")
+    return float(value)
 
 
 @transaction.atomic
 def run_import(
-    *, data: dict, suite_name: str | None = None, name: str | None = None, by=None
+    *,
+    data: dict,
+    suite_name: str | None = None,
+    name: str | None = None,
+    by=None,
+    retired: list[str] | None = None,
 ) -> Run:
     """Write a run file's run (format ``assay-run``) into the database; returns the new
     ``Run`` (source "imported", status as in the file).
 
     The suite is ``suite_name`` or the file's (created with the file's kind when absent);
     the run keeps the file's name unless ``name`` is given. All or nothing (one
-    transaction). Raises ``DomainError`` naming the field: wrong format or version, a
+    transaction). A file case whose key is active in the suite with other content retires
+    that case (``evals.cases.cases_upsert``); ``retired``, when given, receives the keys of
+    the cases retired, so the caller says which. Raises ``DomainError`` naming the field:
+    wrong format or version, a
     missing field, a content hash that does not match its case, a run name already taken,
     a non-terminal status, a bad time or cost.
     Long by design: one transaction whose steps (suite, cases, judge versions, run,
@@ -315,7 +353,10 @@ def run_import(
         )
     versions = _judge_versions(data)
     file_cases = _need(data, "cases", "file")
-    cases = _cases(suite, file_cases)
+    retired_cases: list[Case] = []
+    cases = _cases(suite, file_cases, retired_cases)
+    if retired is not None:
+        retired.extend(c.key for c in retired_cases)
     user = by if by is not None and getattr(by, "is_authenticated", False) else None
     run = Run.objects.create(
         suite=suite,
@@ -345,13 +386,15 @@ def run_import(
                 Trial(
                     run=run,
                     case=case,
-                    attempt=int(_need(t, "attempt", where)),
+                    attempt=_count(
+                        {"attempt": _need(t, "attempt", where)}, "attempt", where, minimum=1
+                    ),
                     status=_need(t, "status", where),
                     output=t.get("output") or "",
                     error_message=t.get("error_message") or "",
-                    latency_ms=t.get("latency_ms"),
-                    input_tokens=t.get("input_tokens"),
-                    output_tokens=t.get("output_tokens"),
+                    latency_ms=_latency(t, where),
+                    input_tokens=_count(t, "input_tokens", where),
+                    output_tokens=_count(t, "output_tokens", where),
                     cost_usd=_decimal(t.get("cost_usd"), f"{where}.cost_usd"),
                     created_at=_when(t.get("created_at"), f"{where}.created_at") or timezone.now(),
                     # A comparison's top-up trials stay out of later comparisons' looks.

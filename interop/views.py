@@ -136,7 +136,8 @@ def import_upload(request: HttpRequest) -> HttpResponse:
                 messages.success(
                     request,
                     f"Imported {summary.trials} trials of {summary.cases} cases "
-                    f"into {summary.suite.name} / {', '.join(r.name for r in summary.runs)}.",
+                    f"into {summary.suite.name} / {', '.join(r.name for r in summary.runs)}."
+                    + (f" {summary.retired_sentence()}" if summary.retired_cases else ""),
                 )
                 return redirect("evals:run-detail", run_id=run.uuid)
     else:

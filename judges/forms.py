@@ -8,6 +8,7 @@ import json
 
 from django import forms
 
+from core.bounds import INT_MAX
 from evals.models import Run
 from judges.models import Judge, JudgeVersion
 
@@ -107,7 +108,10 @@ class JudgeRunForm(forms.Form):
         to_field_name="uuid",
     )
     sample = forms.IntegerField(
-        required=False, min_value=1, help_text="Empty: every ok trial of the run."
+        required=False,
+        min_value=1,
+        max_value=INT_MAX,
+        help_text="Empty: every ok trial of the run.",
     )
 
 

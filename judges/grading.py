@@ -25,6 +25,7 @@ from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any
 
+from core.decimals import decimal_plain
 from core.errors import DomainError
 from evals.models import Case, Grade, Run, Trial
 from evals.runner.finalize import run_finalize
@@ -106,7 +107,7 @@ def _cost(
     breakdown = cost_breakdown(prices[model], reply.input_tokens, reply.output_tokens)
     if breakdown is None:
         return None, None
-    return str(breakdown.total_usd), breakdown.source
+    return decimal_plain(breakdown.total_usd), breakdown.source
 
 
 def verdict_read(

@@ -19,8 +19,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from django_htmx.http import HttpResponseStopPolling
 
 from core.errors import DomainError
-from core.http import HtmxHttpRequest, form_error, role_required
-from core.ids import uuid_parse
+from core.http import HtmxHttpRequest, form_error, query_uuid, role_required
 from core.roles import ENGINEER, LEAD
 from judges import probes, runs, selectors, versions
 from judges.forms import JudgeRunForm, JudgeVersionForm, PairwiseJudgeRunForm
@@ -55,12 +54,9 @@ def judge_version_new(request: HtmxHttpRequest) -> HttpResponse:
     """Create a judge version; ``?from=<uuid>`` starts from an existing version ("edit"),
     and saving changed content makes a new version (content hash), never a changed one."""
     source = None
-    if request.GET.get("from"):
-        source = (
-            JudgeVersion.objects.select_related("judge").filter(uuid=request.GET["from"]).first()
-            if uuid_parse(request.GET["from"])
-            else None
-        )
+    from_id = query_uuid(request, "from")  # ?from=zzz is a 400, not a blank form
+    if from_id is not None:
+        source = JudgeVersion.objects.select_related("judge").filter(uuid=from_id).first()
     if request.method == "POST":
         form = JudgeVersionForm(request.POST)
         if form.is_valid():

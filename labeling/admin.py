@@ -34,9 +34,9 @@ class PreferenceLabelAdmin(admin.ModelAdmin):
 
 @admin.register(LabelRevision)
 class LabelRevisionAdmin(admin.ModelAdmin):
-    list_display = ("id", "label", "version", "verdict", "created_at")
+    list_display = ("id", "trial", "reviewer", "version", "verdict", "undoes", "created_at")
     list_filter = ("verdict",)
-    raw_id_fields = ("label",)
+    raw_id_fields = ("label", "trial", "reviewer")
 
 
 class CalibrationItemInline(admin.TabularInline):

@@ -44,7 +44,7 @@ from evals.models import Trial
 from judges.models import JudgeVersion
 from labeling import services
 from labeling.models import CalibrationSet, Label
-from labeling.selectors import calibration_compute, labels_visible
+from labeling.selectors import calibration_compute, label_version_get, labels_visible
 
 WITHHELD = (
     "withheld: reviewers label blind, so the judge's figures are shown to engineers and leads only"
@@ -459,8 +459,10 @@ class LabelSubmitInput(NoUnknownFields, serializers.Serializer):
         allow_null=True,
         default=None,
         min_value=0,
-        help_text="The version of your label you revise (0: you had none); another current "
-        "version is a 409 and nothing is saved. Omitted or null: no check.",
+        help_text="The version of your label you revise (0: you never labeled the trial; "
+        "after an undo cleared it, the version of that clearing: versions only grow). Any "
+        "other version than the current one is a 409 and nothing is saved. Omitted or null: "
+        "no check.",
     )
 
 
@@ -469,7 +471,10 @@ class StaleLabelSerializer(serializers.Serializer):
         child=serializers.CharField(), help_text="Why nothing was saved."
     )
     current_version = serializers.IntegerField(
-        allow_null=True, help_text="The current version of your label (null: none)."
+        allow_null=True,
+        help_text="The current version of your label's history (0: you never labeled the "
+        "trial; a label an undo cleared keeps the version of its clearing; null: unknown, "
+        "another save raced this one). Versions only grow, undo included.",
     )
 
 
@@ -507,3 +512,64 @@ class LabelSubmitApi(APIView):
         status = 201 if label.outcome == "created" else 200
         label = labels_visible(user=request.user, detail=True).get(pk=label.pk)
         return Response(LabelDetailSerializer(label).data, status=status)
+
+
+class LabelUndoInput(NoUnknownFields, serializers.Serializer):
+    trial = StrictUUIDField(help_text="UUID of the trial whose label you undo.")
+    expected_version = StrictIntegerField(
+        required=False,
+        allow_null=True,
+        default=None,
+        min_value=0,
+        help_text="The version of your label you undo; another current version is a 409 "
+        "and nothing is undone. Omitted or null: no check.",
+    )
+
+
+class LabelUndoOutput(serializers.Serializer):
+    trial = serializers.UUIDField(help_text="UUID of the trial.")
+    version = serializers.IntegerField(
+        help_text="The version of your label's history after the undo (the undo is a "
+        "revision of its own: versions only grow); send it back as expected_version."
+    )
+    label = LabelDetailSerializer(
+        allow_null=True,
+        help_text="Your label after the undo (its previous save), or null when the undo "
+        "cleared it or there was nothing to undo.",
+    )
+
+
+class LabelUndoApi(APIView):
+    """POST (JSON): undo your last change of your label on a trial
+    (``labeling.services.label_undo``); reviewers and leads. The undo is written as a new
+    revision (versions only grow). 200 with the label after it (null: cleared or nothing to
+    undo); 409 when ``expected_version`` is stale; 400 naming the field; 404 unknown trial."""
+
+    permission_classes = [IsLabeler]
+    parser_classes = [StrictJSONParser]
+
+    @extend_schema(
+        request=LabelUndoInput,
+        responses={
+            200: LabelUndoOutput,
+            409: StaleLabelSerializer,
+            400: OpenApiResponse(description="A field is bad; the body names it."),
+            404: OpenApiResponse(description="No such trial."),
+        },
+    )
+    def post(self, request):
+        data = LabelUndoInput(data=request.data)
+        data.is_valid(raise_exception=True)
+        v = data.validated_data
+        trial = get_object_or_404(Trial.objects.only("id", "uuid"), uuid=v["trial"])
+        label = services.label_undo(
+            trial=trial, reviewer=request.user, expected_version=v["expected_version"]
+        )
+        if label is not None:
+            label = labels_visible(user=request.user, detail=True).get(pk=label.pk)
+        body = {
+            "trial": trial.uuid,
+            "version": label_version_get(trial_id=trial.id, reviewer=request.user),
+            "label": label,
+        }
+        return Response(LabelUndoOutput(body).data)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from django import forms
 
+from core.bounds import INT_MAX, INT_MIN
 from evals.models import Run
 from judges.models import JudgeVersion
 from labeling.models import Label
@@ -29,7 +30,12 @@ class CalibrationSetBuildForm(forms.Form):
         "likely human fails first, sampling weights recorded",
     )
     size = forms.IntegerField(min_value=1, max_value=1000, initial=30)
-    seed = forms.IntegerField(initial=0, help_text="the same seed picks the same trials")
+    seed = forms.IntegerField(
+        initial=0,
+        min_value=INT_MIN,
+        max_value=INT_MAX,
+        help_text="the same seed picks the same trials",
+    )
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)

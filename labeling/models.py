@@ -2,10 +2,11 @@
 
 A label without a user records who labeled it in ``reviewer_name`` (imported gold labels:
 "dataset gold", the source's method kept in ``details``). A reviewer has one current label
-per trial (``version`` counts its revisions, for optimistic concurrency); every revision is
-kept as a ``LabelRevision``. Calibration sets and adjudications live here too (a judge's
-trust approval lives in ``judges.models``); the domain rules are in ``labeling.services``
-and ``labeling.selectors``.
+per trial (``version`` counts the changes to it, for optimistic concurrency, and only grows,
+even across undo); every change, an undo's clearing included, is kept as a
+``LabelRevision``. Calibration sets and adjudications live here too (a judge's trust
+approval lives in ``judges.models``); the domain rules are in ``labeling.services`` and
+``labeling.selectors``.
 """
 
 from __future__ import annotations
@@ -42,7 +43,8 @@ class Label(models.Model):
     critique = models.TextField(blank=True)
     source = models.CharField(max_length=10, choices=Source.choices, default=Source.REVIEWER)
     details = models.JSONField(default=dict, blank=True)
-    # 1 for a first label, +1 per revision: a form carries it back as ``expected_version``.
+    # 1 for a first label, +1 per change (undo included; never reused): a form carries it
+    # back as ``expected_version``.
     version = models.PositiveIntegerField(default=1)
     created_at = models.DateTimeField(default=timezone.now)
     updated_at = models.DateTimeField(default=timezone.now)
@@ -62,23 +64,49 @@ class Label(models.Model):
 
 
 class LabelRevision(models.Model):
-    """One saved state of a label (the first one included); never edited or deleted
-    except by ``label_undo`` removing the newest one."""
+    """One change to a reviewer's label on a trial, the first one included; never edited or
+    deleted. Revisions are keyed by (trial, reviewer), not by the label row, so the history
+    and its version numbers outlive a label that an undo cleared: versions only grow (a
+    label created again after a clearing continues the count), and a form loaded before any
+    later change is always stale.
 
-    label = models.ForeignKey(Label, on_delete=models.CASCADE, related_name="revisions")
+    ``verdict`` is "" for a revision that cleared the label (the undo of a first label);
+    ``undoes`` names the version an undo took back (null for a save). ``label`` points at
+    the label row the revision was written on (null once that row was cleared).
+    """
+
+    label = models.ForeignKey(
+        Label, null=True, blank=True, on_delete=models.SET_NULL, related_name="revisions"
+    )
+    trial = models.ForeignKey(
+        "evals.Trial", on_delete=models.CASCADE, related_name="label_revisions"
+    )
+    reviewer = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="label_revisions"
+    )
     version = models.PositiveIntegerField()
-    verdict = models.CharField(max_length=4, choices=Label.Verdict.choices)
+    verdict = models.CharField(max_length=4, choices=Label.Verdict.choices, blank=True)
     critique = models.TextField(blank=True)
+    undoes = models.PositiveIntegerField(
+        null=True, blank=True, help_text="the version this undo took back (null: a save)"
+    )
     created_at = models.DateTimeField(default=timezone.now)
 
     class Meta:
-        ordering = ["label_id", "version"]
+        ordering = ["trial_id", "reviewer_id", "version"]
         constraints = [
-            models.UniqueConstraint(fields=["label", "version"], name="label_revision_unique"),
+            models.UniqueConstraint(
+                fields=["trial", "reviewer", "version"], name="label_revision_unique_version"
+            ),
         ]
 
     def __str__(self) -> str:
-        return f"{self.verdict} (v{self.version}) on label {self.label_id}"
+        state = self.verdict or "cleared"
+        return f"{state} (v{self.version}) on trial {self.trial_id} by {self.reviewer_id}"
+
+    @property
+    def is_cleared(self) -> bool:
+        return self.verdict == ""
 
 
 class CalibrationSet(models.Model):

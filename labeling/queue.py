@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from labeling.models import CalibrationItem, CalibrationSet, Label
+from labeling.selectors import label_version_get
 
 
 @dataclass(frozen=True)
@@ -18,6 +19,8 @@ class QueueItem:
     ``index`` is 0-based in queue order (``CalibrationItem.position``), shown as index + 1;
     ``total`` items in the set; ``labeled`` of them carry a current label by this reviewer;
     ``label`` is this reviewer's current label on the item's trial (None when unlabeled);
+    ``version`` the version of this reviewer's label history on it (0: never labeled; a
+    label cleared by an undo keeps its clearing's version), what the form sends back;
     ``prev_uuid``/``next_uuid`` the neighbouring items' trial uuids (None at the ends).
     """
 
@@ -26,6 +29,7 @@ class QueueItem:
     total: int
     labeled: int
     label: Label | None
+    version: int
     prev_uuid: str | None
     next_uuid: str | None
 
@@ -67,7 +71,8 @@ def queue_state_get(
        and wrapping round, that this reviewer has not labeled.
     3. Otherwise (resume): the first item in queue order this reviewer has not labeled.
     When every item is labeled, cases 2 and 3 give ``current = None`` (the queue is done).
-    Queries: 3, whatever the size of the set (positions, this reviewer's labels, the item).
+    Queries: 3, whatever the size of the set (positions, this reviewer's labels, the item),
+    and a fourth when the item shown has no current label (its version, for the form).
     """
     items = _ordered_items(calibration_set)
     labels = {
@@ -96,12 +101,16 @@ def queue_state_get(
     item = CalibrationItem.objects.select_related("trial__case", "trial__run").get(
         id=items[index][0]
     )
+    label = labels.get(item.trial_id)
     current = QueueItem(
         item=item,
         index=index,
         total=total,
         labeled=labeled,
-        label=labels.get(item.trial_id),
+        label=label,
+        version=label.version
+        if label
+        else label_version_get(trial_id=item.trial_id, reviewer=reviewer),
         prev_uuid=uuids[index - 1] if index > 0 else None,
         next_uuid=uuids[index + 1] if index + 1 < total else None,
     )

@@ -28,7 +28,7 @@ from labeling.figures import (
     ReviewerPairAgreement,
     Thresholds,
 )
-from labeling.models import Adjudication, CalibrationSet, Label
+from labeling.models import Adjudication, CalibrationSet, Label, LabelRevision
 from labeling.pairwise import pairwise_calibration_compute, pairwise_calibration_judge_versions
 from labeling.trust_rule import trust_checks, trust_reasons, trust_thresholds
 from stats.agreement import cohens_kappa, false_accept_rate, false_reject_rate
@@ -52,6 +52,19 @@ MIN_CLASS = 5
 def label_current_get(*, trial: Trial, reviewer) -> Label | None:
     """The reviewer's current label on the trial, or None (a reviewer sees only their own)."""
     return Label.objects.filter(trial=trial, reviewer=reviewer).first()
+
+
+def label_version_get(*, trial_id: int, reviewer) -> int:
+    """The version of ``reviewer``'s label history on the trial: its newest revision (a
+    clearing included), 0 when they never labeled it. What a form sends back as
+    ``expected_version``."""
+    newest = (
+        LabelRevision.objects.filter(trial_id=trial_id, reviewer=reviewer)
+        .order_by("-version")
+        .values_list("version", flat=True)
+        .first()
+    )
+    return newest or 0
 
 
 def _rater(label: Label) -> str:

@@ -235,20 +235,50 @@ def _freeze_sets_of(trial: Trial, now) -> None:
     CalibrationSet.objects.filter(items__trial=trial, frozen_at__isnull=True).update(frozen_at=now)
 
 
+def _last_revision(trial: Trial, reviewer) -> LabelRevision | None:
+    return LabelRevision.objects.filter(trial=trial, reviewer=reviewer).order_by("-version").first()
+
+
+def _stale(expected_version: int, latest: int, *, undone: bool = False) -> DomainError:
+    now = f"revision {latest}" if latest else "no label"
+    return DomainError(
+        detail=f"this label changed since you opened it (now {now}, your form had "
+        f"{expected_version or 'none'}); reload it — nothing was "
+        + ("undone" if undone else "saved"),
+        field="expected_version",
+        code="conflict",
+        current_version=latest,
+    )
+
+
+def _is_resubmission(last: LabelRevision, expected_version: int | None) -> bool:
+    """An identical save is a no-op when the form saw the current version, or is the retry
+    of the save that made it (sent from the version just before, and not an undo)."""
+    return expected_version in (None, last.version) or (
+        expected_version == last.version - 1 and last.undoes is None
+    )
+
+
 def label_submit(
     *, trial: Trial, reviewer, verdict: str, critique: str = "", expected_version: int | None = None
 ) -> Label:
     """Save ``reviewer``'s label on ``trial`` (reviewers and leads); returns the current label.
 
-    - First label: creates Label (version 1) and LabelRevision 1; freezes every
-      calibration set holding the trial.
-    - Revision: only the reviewer's own label; ``expected_version`` (the version the form
-      was loaded with, 0 when it showed no label; None skips the check) must equal the
-      current one, else a DomainError (code "conflict", with ``current_version``) and nothing
-      is written. Each change adds a LabelRevision.
-    - Identical resubmission (same verdict and critique) changes nothing (idempotent).
-    Concurrency: the label row is updated with a compare-and-set on ``version``; two
-    reviewers never touch each other's rows, so both keep their labels.
+    Versions count every change of the reviewer's label on the trial (saves and undos) and
+    only grow: a label saved again after an undo cleared it continues the count.
+    - ``expected_version`` is the version the form was loaded with (0: never labeled; a
+      cleared label keeps the version of its clearing; None skips the check). Any other
+      version than the current one is a DomainError (code "conflict", with
+      ``current_version``) and nothing is written, so a form loaded before any later change
+      (a save, an undo, a save again: A-B-A) can never overwrite it.
+    - First label (or first after a clearing): creates the Label at the next version and its
+      LabelRevision; freezes every calibration set holding the trial.
+    - Revision: only the reviewer's own label; each change adds a LabelRevision.
+    - Identical resubmission (same verdict and critique, from the current version or as the
+      retry of the save that made it) changes nothing (idempotent).
+    Concurrency: the label row is updated with a compare-and-set on ``version`` and
+    revisions are unique per (trial, reviewer, version); two reviewers never touch each
+    other's rows, so both keep their labels.
     Returns the label, carrying ``outcome``: "created", "revised" or "unchanged" (the API's
     201 or 200). Raises PermissionDenied; DomainError for a bad verdict, a critique too long (field
     named) or a stale form (code "conflict").
@@ -261,15 +291,28 @@ def label_submit(
     now = timezone.now()
     with transaction.atomic():
         current = Label.objects.filter(trial=trial, reviewer=reviewer).first()
-        if current is None:
-            if expected_version not in (None, 0):
-                raise DomainError(
-                    detail="your label on this item was undone elsewhere; "
-                    "reload the item (nothing was saved)",
-                    field="expected_version",
-                    code="conflict",
-                    current_version=None,
+        last = _last_revision(trial, reviewer)
+        # The label row's version too: a label written without revisions (by hand, by an
+        # older import) still counts, so versions never go back.
+        latest = max(last.version if last else 0, current.version if current else 0)
+        if (
+            current is not None
+            and (current.verdict, current.critique) == (verdict, critique)
+            and (
+                expected_version in (None, latest)
+                or (
+                    last is not None
+                    and last.version == latest
+                    and _is_resubmission(last, expected_version)
                 )
+            )
+        ):
+            current.outcome = "unchanged"  # identical resubmission
+            return current
+        if expected_version is not None and expected_version != latest:
+            raise _stale(expected_version, latest)
+        new_version = latest + 1
+        if current is None:
             try:
                 with transaction.atomic():
                     label = Label.objects.create(
@@ -279,9 +322,18 @@ def label_submit(
                         verdict=verdict,
                         critique=critique,
                         source=Label.Source.REVIEWER,
-                        version=1,
+                        version=new_version,
                         created_at=now,
                         updated_at=now,
+                    )
+                    LabelRevision.objects.create(
+                        label=label,
+                        trial=trial,
+                        reviewer=reviewer,
+                        version=new_version,
+                        verdict=verdict,
+                        critique=critique,
+                        created_at=now,
                     )
             except IntegrityError:
                 raise DomainError(
@@ -289,27 +341,11 @@ def label_submit(
                     "(nothing was saved)",
                     field="expected_version",
                     code="conflict",
-                    current_version=1,
+                    current_version=None,
                 ) from None
-            LabelRevision.objects.create(
-                label=label, version=1, verdict=verdict, critique=critique, created_at=now
-            )
             _freeze_sets_of(trial, now)
             label.outcome = "created"
             return label
-        if current.verdict == verdict and current.critique == critique:
-            current.outcome = "unchanged"  # identical resubmission
-            return current
-        if expected_version is not None and expected_version != current.version:
-            raise DomainError(
-                detail=f"this label changed since you opened it (now revision "
-                f"{current.version}, your form had {expected_version or 'none'}); reload it — "
-                "nothing was saved",
-                field="expected_version",
-                code="conflict",
-                current_version=current.version,
-            )
-        new_version = current.version + 1
         updated = Label.objects.filter(pk=current.pk, version=current.version).update(
             verdict=verdict, critique=critique, version=new_version, updated_at=now
         )
@@ -321,7 +357,13 @@ def label_submit(
                 current_version=None,
             )
         LabelRevision.objects.create(
-            label=current, version=new_version, verdict=verdict, critique=critique, created_at=now
+            label=current,
+            trial=trial,
+            reviewer=reviewer,
+            version=new_version,
+            verdict=verdict,
+            critique=critique,
+            created_at=now,
         )
         current.verdict, current.critique = verdict, critique
         current.version, current.updated_at = new_version, now
@@ -329,14 +371,28 @@ def label_submit(
         return current
 
 
+def _undo_stack(revisions: list[LabelRevision]) -> list[LabelRevision]:
+    """The saves still in effect, oldest first: each save pushes, each undo pops."""
+    stack: list[LabelRevision] = []
+    for rev in revisions:
+        if rev.undoes is None:
+            stack.append(rev)
+        elif stack:
+            stack.pop()
+    return stack
+
+
 @transaction.atomic
 def label_undo(*, trial: Trial, reviewer, expected_version: int | None = None) -> Label | None:
     """Undo the reviewer's last change on ``trial`` (the queue's ``u`` key).
 
-    Policy: with several revisions the newest revision is deleted and the label goes back
-    to the previous one (version - 1); a first label is deleted with its revision (the item
-    is unlabeled again; sets stay frozen). Returns the label after the undo, or None when
-    it was deleted or there was nothing to undo. ``expected_version`` as in
+    Policy: the newest save still in effect is taken back and the label returns to the
+    save before it; when there is none (a first label), the label is cleared (the item is
+    unlabeled again; sets stay frozen). Either way the undo is written as a new revision at
+    the next version (``undoes`` naming the version taken back; a clearing has verdict ""):
+    nothing is deleted from the history and versions never go back, so a form loaded before
+    the undo is stale. Undoing again walks further back. Returns the label after the undo,
+    or None when it was cleared or there was nothing to undo. ``expected_version`` as in
     ``label_submit`` (DomainError (code "conflict") when it differs). Raises PermissionDenied.
     """
     role_require(reviewer, REVIEWER, LEAD, action="labeling")
@@ -344,21 +400,27 @@ def label_undo(*, trial: Trial, reviewer, expected_version: int | None = None) -
     if label is None:
         return None
     if expected_version is not None and expected_version != label.version:
-        raise DomainError(
-            detail=f"this label changed since you opened it (now revision "
-            f"{label.version}); reload it — nothing was undone",
-            field="expected_version",
-            code="conflict",
-            current_version=label.version,
-        )
-    revisions = list(label.revisions.order_by("-version")[:2])
-    if len(revisions) < 2:
+        raise _stale(expected_version, label.version, undone=True)
+    stack = _undo_stack(list(LabelRevision.objects.filter(trial=trial, reviewer=reviewer)))
+    undone = stack.pop() if stack else None
+    now = timezone.now()
+    new_version = label.version + 1
+    restored = stack[-1] if stack else None
+    LabelRevision.objects.create(
+        label=label if restored else None,
+        trial=trial,
+        reviewer=reviewer,
+        version=new_version,
+        verdict=restored.verdict if restored else "",
+        critique=restored.critique if restored else "",
+        undoes=undone.version if undone else label.version,
+        created_at=now,
+    )
+    if restored is None:
         label.delete()
         return None
-    newest, previous = revisions
-    newest.delete()
-    label.verdict, label.critique = previous.verdict, previous.critique
-    label.version, label.updated_at = previous.version, timezone.now()
+    label.verdict, label.critique = restored.verdict, restored.critique
+    label.version, label.updated_at = new_version, now
     label.save(update_fields=["verdict", "critique", "version", "updated_at"])
     return label
 

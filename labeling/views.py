@@ -21,6 +21,7 @@ from __future__ import annotations
 import dataclasses
 
 from django.contrib import messages
+from django.core.exceptions import BadRequest
 from django.db.models import Count
 from django.http import Http404, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
@@ -28,7 +29,13 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from core.errors import DomainError
-from core.http import VIEWER_ROLES, HtmxHttpRequest, form_error, role_required, uuid_or_404
+from core.http import (
+    VIEWER_ROLES,
+    HtmxHttpRequest,
+    form_error,
+    query_uuid,
+    role_required,
+)
 from core.ids import uuid_parse
 from core.roles import ENGINEER, LEAD, REVIEWER, user_has_role
 from evals.models import Suite, Trial
@@ -99,8 +106,9 @@ def calibration_set_new(request: HtmxHttpRequest) -> HttpResponse:
         return render(request, "labeling/calibration_set_new.html", {"form": form}, status=400)
     initial = {"size": 30, "seed": 0}
     for key in ("run", "judge_version"):
-        if request.GET.get(key):
-            initial[key] = request.GET[key]
+        value = query_uuid(request, key)  # a malformed ?run= is a 400
+        if value is not None:
+            initial[key] = str(value)
     form = CalibrationSetBuildForm(initial=initial)
     return render(request, "labeling/calibration_set_new.html", {"form": form})
 
@@ -223,7 +231,7 @@ def _label_form(state: QueueState) -> LabelForm | None:
             "trial": current.item.trial.uuid,
             "verdict": label.verdict if label else None,
             "critique": label.critique if label else "",
-            "expected_version": label.version if label else 0,
+            "expected_version": current.version,
         }
     )
 
@@ -250,6 +258,11 @@ def _queue_render(
     return render(request, template, context, status=status)
 
 
+def _trial_param(request: HtmxHttpRequest) -> str | None:
+    value = query_uuid(request, "trial")  # ?trial=zzz is a 400, not a silent resume
+    return None if value is None else str(value)
+
+
 @require_GET
 @role_required(*LABELER_ROLES)
 def queue(request: HtmxHttpRequest, set_id) -> HttpResponse:
@@ -257,7 +270,7 @@ def queue(request: HtmxHttpRequest, set_id) -> HttpResponse:
     it the queue resumes at this reviewer's first unlabeled item."""
     cset = _set_or_404(set_id)
     state = queue_state_get(
-        calibration_set=cset, reviewer=request.user, trial_uuid=request.GET.get("trial") or None
+        calibration_set=cset, reviewer=request.user, trial_uuid=_trial_param(request)
     )
     return _queue_render(request, state)
 
@@ -314,7 +327,7 @@ def label_save(request: HtmxHttpRequest, set_id) -> HttpResponse:
                 "trial": trial.uuid,
                 "verdict": data["verdict"],
                 "critique": data["critique"],
-                "expected_version": current.version if current else 0,
+                "expected_version": state.current.version if state.current else 0,
             }
         )
         stale = isinstance(exc, DomainError)
@@ -362,14 +375,18 @@ def label_undo(request: HtmxHttpRequest, set_id) -> HttpResponse:
 
 
 def _adjudication_scope(request: HtmxHttpRequest, data) -> tuple[CalibrationSet | None, object]:
-    """``set=<uuid>`` or ``suite=<uuid>`` (neither: every trial); 404 for an unknown one
-    and for a value that is no UUID (``?set=zzz``)."""
+    """``set=<uuid>`` or ``suite=<uuid>`` (neither: every trial); 404 for an unknown one,
+    400 for a value that is no UUID (``?set=zzz``)."""
 
     set_id, suite_id = data.get("set"), data.get("suite")
     if set_id:
-        return _set_or_404(uuid_or_404(set_id, "calibration set")), None
+        if uuid_parse(set_id) is None:
+            raise BadRequest(f"set: expected a UUID, got {set_id[:100]!r}")
+        return _set_or_404(set_id), None
     if suite_id:
-        return None, get_object_or_404(Suite, uuid=uuid_or_404(suite_id, "suite"))
+        if uuid_parse(suite_id) is None:
+            raise BadRequest(f"suite: expected a UUID, got {suite_id[:100]!r}")
+        return None, get_object_or_404(Suite, uuid=suite_id)
     return None, None
 
 
@@ -459,7 +476,8 @@ def _version_or_404(version_id) -> JudgeVersion:
 
 
 def _scope(request: HtmxHttpRequest) -> tuple[CalibrationSet | None, Suite | None]:
-    set_id, suite_id = request.GET.get("set"), request.GET.get("suite")
+    """``?set=<uuid>`` or ``?suite=<uuid>``: 404 when unknown, 400 when not a UUID."""
+    set_id, suite_id = query_uuid(request, "set"), query_uuid(request, "suite")
     cset = suite = None
     if set_id:
         cset = get_object_or_404(CalibrationSet.objects.select_related("suite", "run"), uuid=set_id)

@@ -9,6 +9,7 @@ import uuid
 
 from rest_framework import serializers
 
+from core import bounds
 from core.ids import uuid_parse
 
 
@@ -33,9 +34,16 @@ class StrictCharField(serializers.CharField):
 
 
 class StrictIntegerField(serializers.IntegerField):
-    """A JSON integer ("1", 1.0 and true are refused)."""
+    """A JSON integer ("1", 1.0 and true are refused), within the database's integer range
+    (``core.bounds``: -2,147,483,648 to 2,147,483,647) unless the field sets its own bounds,
+    so no body can ask for a number no column or count can hold."""
 
     default_error_messages = {"invalid": "Expected an integer."}
+
+    def __init__(self, **kwargs):
+        kwargs.setdefault("max_value", bounds.INT_MAX)
+        kwargs.setdefault("min_value", bounds.INT_MIN)
+        super().__init__(**kwargs)
 
     def to_internal_value(self, data):
         if isinstance(data, bool) or not isinstance(data, int):

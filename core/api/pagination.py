@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from rest_framework import serializers
+from rest_framework.exceptions import NotFound
 from rest_framework.pagination import CursorPagination
 
 
@@ -12,7 +13,8 @@ class IdCursorPagination(CursorPagination):
     rows share one ``created_at`` (an ingest stamps thousands with one time; DRF's cursor over
     a non-unique first field falls back to offsets and loops past 1,000 ties).
     ``?page_size=`` default 50, maximum 100 (a larger request is capped, fault L1); a
-    page size that is not a positive integer is a 400 naming ``page_size``."""
+    page size that is not a positive integer is a 400 naming ``page_size``, a malformed
+    cursor a 400 naming ``cursor``."""
 
     page_size = 50
     max_page_size = 100
@@ -32,6 +34,17 @@ class IdCursorPagination(CursorPagination):
                 {self.page_size_query_param: [f"expected a positive integer, got {raw[:100]!r}"]}
             )
         return min(int(raw), self.max_page_size)
+
+    def decode_cursor(self, request):
+        """The ``?cursor=`` position; a cursor that is not one of this API's (edited, cut)
+        is a 400 naming ``cursor`` (DRF answers 404, as if the list did not exist)."""
+        try:
+            return super().decode_cursor(request)
+        except NotFound:
+            raw = request.query_params.get(self.cursor_query_param, "")
+            raise serializers.ValidationError(
+                {self.cursor_query_param: [f"not a cursor from this list, got {raw[:100]!r}"]}
+            ) from None
 
     def get_paginated_response_schema(self, schema: dict) -> dict:
         """DRF's page envelope (next, previous, results), each field described."""

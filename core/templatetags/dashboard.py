@@ -10,6 +10,7 @@ from typing import Any
 
 from django import template
 
+from core.decimals import usd_plain
 from core.roles import ENGINEER, LEAD, ROLES, user_has_role
 
 register = template.Library()
@@ -46,6 +47,13 @@ def usd(amount: Decimal | float | None) -> str:
         return "unknown"
     amount = Decimal(amount)
     return f"${amount:,.4f}" if abs(amount) < 1 else f"${amount:,.2f}"
+
+
+@register.filter
+def usd_exact(amount: Decimal | str | float | None) -> str:
+    """US dollars exactly, plainly ("$0.00001234", "$0.00"; never "$0E-8"): for judge call
+    costs, too small for ``usd``'s four decimals; None -> "unknown"."""
+    return "unknown" if amount is None else usd_plain(amount)
 
 
 @register.filter

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
+from core import bounds
 from core.errors import DomainError
 from evals.baselines import baseline_current
 from evals.comparison.compute import (
@@ -234,16 +235,16 @@ def _trial_check(t: Any, where: str, refs: dict, field: str) -> None:
     for key in ("input_tokens", "output_tokens"):
         v = t.get(key)
         _check(
-            v is None or (_is_int(v) and v >= 0),
+            v is None or (_is_int(v) and 0 <= v <= bounds.INT_MAX),
             f"{where}.{key}",
-            "expected null or a whole number >= 0",
+            f"expected null or a whole number from 0 to {bounds.INT_MAX:,}",
             field,
         )
     v = t.get("latency_ms")
     _check(
-        v is None or (_is_number(v) and v >= 0),
+        v is None or (_is_number(v) and bounds.latency_problem(v) is None),
         f"{where}.latency_ms",
-        "expected null or a finite number of ms >= 0",
+        f"expected null or milliseconds from 0 to {bounds.LATENCY_MS_MAX:,} (one day)",
         field,
     )
     v = t.get("cost_usd")

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict
+from decimal import Decimal
 from typing import Any
 
+from core.decimals import decimal_plain
 from core.strict_json import json_safe
 from evals.comparison.compute import CHANGE_CLASSES, Comparison, pvalue_format, pvalue_phrase
 from evals.comparison.gate import GateDecision
@@ -39,7 +41,7 @@ def _code(text: str) -> str:
 
 
 def _usd(x) -> str:
-    return "unknown" if x is None else f"${x}"
+    return "unknown" if x is None else f"${decimal_plain(Decimal(str(x)))}"
 
 
 def _case_line(v) -> str:

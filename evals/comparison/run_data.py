@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from core.decimals import decimal_plain
 from core.errors import DomainError
 from evals.grading.grader_set import GraderSet
 from evals.grading.verdict import ERRORED, FAIL, MISSING, PASS, PENDING, PIPELINE, overall_codes
@@ -370,7 +371,7 @@ def run_data_to_dict(data: RunData) -> dict[str, Any]:
     ``"assay-run-data"``; ``run_data_from_dict`` reads it back equal."""
     out = asdict(data)
     for case in out["cases"]:
-        case["cost_known_usd"] = str(case["cost_known_usd"])
+        case["cost_known_usd"] = decimal_plain(case["cost_known_usd"])
     return {"format": RUN_DATA_FORMAT, "version": 1, **out}
 
 

@@ -1,17 +1,15 @@
 """Filtering and sorting the comparison's per-case rows from a page's GET params.
 
-Pure Python over the rows ``evals.comparison.compute.comparison_get`` returns. Bad params never make
-an error page: an unknown class or sort falls back to no filter / the default sort, and an
-unknown tag matches no row; the page always shows which filter applies.
+Pure Python over the rows ``evals.comparison.compute.comparison_get`` returns. The page
+reads its params (``evals.views.comparison``): an unknown class or sort is a 400 naming the
+parameter (``core.http.query_choice``); an unknown tag matches no row.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass
 from urllib.parse import urlencode
-
-from evals.comparison.compute import CHANGE_CLASSES
 
 SORTS = {
     "effect": "largest drop first",
@@ -29,18 +27,6 @@ class TableQuery:
     change: str = ""
     tag: str = ""
     sort: str = DEFAULT_SORT
-
-    @classmethod
-    def from_params(cls, params: Mapping[str, str]) -> TableQuery:
-        """Read ``change``, ``tag`` and ``sort`` from GET params; an unknown ``change`` or
-        ``sort`` falls back to no filter / the default sort (the page shows what applies)."""
-        change = params.get("change", "")
-        sort = params.get("sort", DEFAULT_SORT)
-        return cls(
-            change=change if change in CHANGE_CLASSES else "",
-            tag=params.get("tag", "")[:200],
-            sort=sort if sort in SORTS else DEFAULT_SORT,
-        )
 
     def url(self, **changes: str) -> str:
         """A query string ("?change=broken&sort=effect") for this query with ``changes``."""

@@ -11,6 +11,7 @@ keeps a real ``href``. Permissions: reviewers, engineers and leads (``VIEWER_ROL
 from __future__ import annotations
 
 from django.contrib import messages
+from django.core.exceptions import BadRequest
 from django.core.paginator import Paginator
 from django.http import Http404, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
@@ -18,15 +19,22 @@ from django.views.decorators.http import require_GET, require_POST
 from django_htmx.http import HttpResponseStopPolling
 
 from core.errors import DomainError
-from core.http import RUNNER_ROLES, VIEWER_ROLES, HtmxHttpRequest, role_required
-from core.ids import uuid_parse
+from core.http import (
+    RUNNER_ROLES,
+    VIEWER_ROLES,
+    HtmxHttpRequest,
+    query_choice,
+    query_page,
+    query_uuid,
+    role_required,
+)
 from core.roles import ENGINEER, LEAD, user_has_role
 from evals.blindness import BLIND_COMPARISON, comparison_is_blind
 from evals.comparison.cache import comparison_cached_get
 from evals.comparison.case import case_uuids_by_hash, comparison_case_get
 from evals.comparison.compute import CHANGE_CLASSES
 from evals.comparison.gate import comparison_plan, gate_decide
-from evals.comparison.table import SORTS, TableQuery, case_rows_select
+from evals.comparison.table import DEFAULT_SORT, SORTS, TableQuery, case_rows_select
 from evals.comparison.topup import top_up_result, top_up_settled_get, top_up_start
 from evals.models import Case, Run, TopUp
 from evals.suites import power_sentence
@@ -68,9 +76,13 @@ def comparison(request: HtmxHttpRequest, head_id, base_id) -> HttpResponse:
     else:
         comp = comparison_cached_get(base=base, head=head, alpha=GATE_ALPHA)
         decision = gate_decide(comp, alpha=GATE_ALPHA, plan=plan)
-    query = TableQuery.from_params(request.GET)
+    query = TableQuery(
+        change=query_choice(request, "change", CHANGE_CLASSES),
+        tag=request.GET.get("tag", "")[:200],
+        sort=query_choice(request, "sort", SORTS, DEFAULT_SORT),
+    )
     rows = case_rows_select(comp.cases, query=query)
-    page = Paginator(rows, CASE_TABLE_PAGE_SIZE).get_page(request.GET.get("page", 1))
+    page = Paginator(rows, CASE_TABLE_PAGE_SIZE).get_page(query_page(request))
     context = {
         "base": base,
         "head": head,
@@ -106,9 +118,9 @@ def comparison(request: HtmxHttpRequest, head_id, base_id) -> HttpResponse:
 @role_required(*VIEWER_ROLES)
 def comparison_pick(request: HtmxHttpRequest, run_id) -> HttpResponse:
     """Redirect ``?base=<uuid>`` to the comparison of this run (head) against that run."""
-    base_id = uuid_parse(request.GET.get("base"))
+    base_id = query_uuid(request, "base")  # ?base=zzz is a 400
     if base_id is None:
-        raise Http404("base: choose a run of the same suite")
+        raise BadRequest("base: choose a run of the same suite")
     base, head = _runs(run_id, base_id)
     return redirect("evals:comparison", head_id=head.uuid, base_id=base.uuid)
 

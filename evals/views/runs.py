@@ -19,8 +19,15 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from django_htmx.http import HttpResponseStopPolling
 
 from core.errors import DomainError
-from core.http import RUNNER_ROLES, VIEWER_ROLES, HtmxHttpRequest, form_error, role_required
-from core.ids import uuid_parse
+from core.http import (
+    RUNNER_ROLES,
+    VIEWER_ROLES,
+    HtmxHttpRequest,
+    form_error,
+    query_page,
+    query_uuid,
+    role_required,
+)
 from core.roles import user_has_role
 from evals import selectors
 from evals.baselines import run_baseline_context
@@ -37,16 +44,24 @@ from evals.suites import suite_default_graders
 @require_GET
 @role_required(*VIEWER_ROLES)
 def run_list(request: HtmxHttpRequest) -> HttpResponse:
-    """Runs, newest first, filtered by ``?suite=<uuid>&status=<status>``, 50 a page."""
+    """Runs, newest first, filtered by ``?suite=<uuid>&status=<status>``, 50 a page
+    (``?page=``). A malformed filter (``?suite=zzz``, an unknown status) is a 400 showing
+    the form's error; a malformed page number a 400 naming ``page``."""
     filters = RunFilterForm(request.GET or None)
-    cleaned = filters.cleaned_data if filters.is_valid() else {}
+    valid = filters.is_valid() if request.GET else True
+    cleaned = filters.cleaned_data if request.GET and valid else {}
     suite = cleaned.get("suite")
     page = selectors.run_list(
         suite_uuid=str(suite.uuid) if suite else None,
         status=cleaned.get("status") or None,
-        page=request.GET.get("page", 1),
+        page=query_page(request),
     )
-    return render(request, "evals/run_list.html", {"page": page, "filters": filters})
+    return render(
+        request,
+        "evals/run_list.html",
+        {"page": page, "filters": filters},
+        status=200 if valid else 400,
+    )
 
 
 @require_GET
@@ -96,7 +111,8 @@ def run_new(request: HtmxHttpRequest) -> HttpResponse:
             else:
                 return redirect(run.get_absolute_url())
         return render(request, "evals/run_new.html", {"form": form})
-    suite = Suite.objects.filter(uuid=uuid_parse(request.GET.get("suite"))).first()
+    suite_id = query_uuid(request, "suite")  # ?suite=zzz is a 400, not the first suite
+    suite = Suite.objects.filter(uuid=suite_id).first() if suite_id else None
     suite = suite or Suite.objects.order_by("name").first()
     graders = suite_default_graders(suite=suite) if suite else []
     form = RunStartForm(initial={"suite": suite, "graders": json.dumps(graders, indent=2)})

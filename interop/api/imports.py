@@ -87,6 +87,13 @@ class ImportOutput(serializers.Serializer):
     preference_labels = serializers.IntegerField(help_text="Preference labels created (count).")
     pairwise_verdicts = serializers.IntegerField(help_text="Pairwise verdicts created (count).")
     judge_versions = serializers.IntegerField(help_text="Recorded judge versions used (count).")
+    retired_cases = serializers.ListField(
+        child=serializers.CharField(),
+        help_text="Keys of the suite's cases this import retired (the file gave the key new "
+        "content, so a new case replaced the old one); sorted, at most 100 (see "
+        "retired_count). Empty: nothing was retired.",
+    )
+    retired_count = serializers.IntegerField(help_text="Cases retired by this import (count).")
 
 
 class ImportErrorOutput(serializers.Serializer):

@@ -20,7 +20,9 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from core.api.permissions import IsRunner
+from core.bounds import INT_MAX, LATENCY_MS_MAX
 from evals.models import Run
+from interop.importers.context import retired_cases_shown
 from interop.ingest.sources import source_open
 from interop.ingest.submit import ingest_submit
 
@@ -123,16 +125,25 @@ class IngestTrialInput(serializers.Serializer):
     )
     model = serializers.CharField(required=False, allow_null=True, help_text="Model name.")
     input_tokens = serializers.IntegerField(
-        required=False, allow_null=True, min_value=0, help_text="Prompt tokens (count)."
+        required=False,
+        allow_null=True,
+        min_value=0,
+        max_value=INT_MAX,
+        help_text="Prompt tokens (count, at most 2,147,483,647).",
     )
     output_tokens = serializers.IntegerField(
-        required=False, allow_null=True, min_value=0, help_text="Completion tokens (count)."
+        required=False,
+        allow_null=True,
+        min_value=0,
+        max_value=INT_MAX,
+        help_text="Completion tokens (count, at most 2,147,483,647).",
     )
     latency_ms = serializers.FloatField(
         required=False,
         allow_null=True,
         min_value=0,
-        help_text="Latency of the call (milliseconds).",
+        max_value=LATENCY_MS_MAX,
+        help_text="Latency of the call (milliseconds, from 0 to 86,400,000: one day).",
     )
     cost_usd = serializers.DecimalField(
         max_digits=14,
@@ -207,6 +218,13 @@ class IngestOutput(serializers.Serializer):
     suite_name = serializers.CharField(help_text="Suite name.")
     status = serializers.CharField(help_text="The run's status (succeeded).")
     counts = IngestCountsOutput(help_text="What was written.")
+    retired_cases = serializers.ListField(
+        child=serializers.CharField(),
+        help_text="Keys of the suite's cases this import retired (the file gave the key new "
+        "content, so a new case replaced the old one); sorted, at most 100 (see "
+        "retired_count). Empty: nothing was retired.",
+    )
+    retired_count = serializers.IntegerField(help_text="Cases retired by this import (count).")
     url = serializers.URLField(help_text="API URL of the run (its report included).")
     page = serializers.URLField(help_text="Web page of the run.")
 
@@ -311,6 +329,8 @@ class IngestApi(APIView):
                     "grades": summary.grades,
                     "labels": summary.labels,
                 },
+                "retired_cases": retired_cases_shown(summary.retired_cases),
+                "retired_count": len(summary.retired_cases),
                 "url": request.build_absolute_uri(
                     reverse("api:run-detail", kwargs={"uuid": run.uuid})
                 ),

@@ -33,6 +33,7 @@ from interop.importers.inspect_log import ZIP_MAGIC, inspect_import, is_inspect,
 from interop.importers.labeled import labeled_import
 from interop.importers.promptfoo import is_promptfoo, promptfoo_import
 from interop.importers.reader import csv_rows, jsonl_records, text_lines
+from interop.importers.run_export import run_export_check, run_export_graders, run_export_import
 from interop.importers.tabular import mapping_parse, tabular_import
 
 FORMATS = ("labeled", "csv", "jsonl", "promptfoo", "inspect")
@@ -151,9 +152,25 @@ def results_import(
     elif fmt == "labeled":
         labeled_import(ctx=ctx, records=jsonl_records(stream))
     elif fmt == "csv":
-        tabular_import(
-            ctx=ctx, fmt="csv", source=csv_rows(stream), mapping=mapping or {}, threshold=threshold
-        )
+        header, rows = csv_rows(stream)
+        graders = None if mapping else run_export_graders(header)
+        if not mapping:
+            run_export_check(header)
+        if graders is not None:
+            if threshold is not None:
+                raise DomainError(
+                    "threshold: an Assay run export carries its own verdicts; leave the "
+                    "threshold empty"
+                )
+            run_export_import(ctx=ctx, header=header, rows=rows, graders=graders)
+        else:
+            tabular_import(
+                ctx=ctx,
+                fmt="csv",
+                source=(header, rows),
+                mapping=mapping or {},
+                threshold=threshold,
+            )
     else:
         tabular_import(
             ctx=ctx,

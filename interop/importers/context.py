@@ -13,10 +13,30 @@ from django.db import connections, models, router
 from django.utils import timezone
 
 from core.errors import DomainError
+from evals.cases import cases_upsert
 from evals.models import Run, Suite
 from judges.models import Judge, JudgeVersion, judge_version_hash
 
 BATCH_SIZE = 1000
+RETIRED_SHOWN = 100  # retired case keys listed in an import's answer; the rest are counted
+
+
+def retired_cases_shown(keys: list[str]) -> list[str]:
+    """The first ``RETIRED_SHOWN`` retired case keys, sorted (the count is given apart)."""
+    return sorted(keys)[:RETIRED_SHOWN]
+
+
+def retired_sentence(keys: list[str]) -> str:
+    """What an import says about the cases it retired ("" when none)."""
+    if not keys:
+        return ""
+    shown = retired_cases_shown(keys)
+    more = f" and {len(keys) - len(shown)} more" if len(keys) > len(shown) else ""
+    noun = "case" if len(keys) == 1 else "cases"
+    return (
+        f"Retired {len(keys)} {noun} of the suite, replaced by the file's new content for "
+        f"the same key: {', '.join(shown)}{more}."
+    )
 
 
 @dataclass
@@ -34,6 +54,9 @@ class ImportSummary:
     pairwise_verdicts: int = 0
     judge_versions: int = 0
     format: str = ""
+    # Keys of the suite's cases this import retired: a row gave a key new content, so the
+    # old case was replaced (``evals.cases.cases_upsert``). Every surface says which.
+    retired_cases: list[str] = field(default_factory=list)
 
     def as_json(self) -> dict[str, Any]:
         """Strict-JSON-safe dict: ``{"suite", "runs": [names], "cases", ...}``."""
@@ -49,7 +72,14 @@ class ImportSummary:
             "preference_labels": self.preference_labels,
             "pairwise_verdicts": self.pairwise_verdicts,
             "judge_versions": self.judge_versions,
+            "retired_cases": retired_cases_shown(self.retired_cases),
+            "retired_count": len(self.retired_cases),
         }
+
+    def retired_sentence(self) -> str:
+        """ "" when no case was retired, else "Retired 2 cases (their content changed): c1,
+        c2." (at most ``RETIRED_SHOWN`` keys, then "and n more")."""
+        return retired_sentence(self.retired_cases)
 
 
 @dataclass
@@ -98,6 +128,14 @@ class ImportContext:
     def _user_or_none(self):
         user = self.user
         return user if user is not None and getattr(user, "is_authenticated", False) else None
+
+    def cases_upsert(self, specs: list) -> dict:
+        """``evals.cases.cases_upsert`` into this import's suite, recording in the summary
+        the keys of the cases it retired."""
+        retired: list = []
+        out = cases_upsert(suite=self.suite, specs=specs, retired=retired)
+        self.summary.retired_cases.extend(c.key for c in retired)
+        return out
 
     def cases_seen(self, cases) -> None:
         """Count distinct cases touched (created or reused) by this import."""

@@ -17,10 +17,11 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any, BinaryIO
 
+from core.bounds import cost_problem, count_problem, latency_problem
 from core.chunks import chunked
 from core.errors import DomainError
 from core.strict_json import NON_FINITE, json_loads_line
-from evals.cases import CaseSpec, cases_upsert
+from evals.cases import CaseSpec
 from evals.models import Grade, Trial
 from interop.importers.context import BATCH_SIZE, ImportContext, run_finish
 from interop.importers.reader import BOM
@@ -107,7 +108,31 @@ def opt_count(value: Any, path: str) -> int | None:
         return None
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise fail(path, f"expected an integer >= 0 or null, got {show(value)}")
+    problem = count_problem(value)
+    if problem:
+        raise fail(path, problem)
     return value
+
+
+def opt_latency_ms(value: Any, path: str, *, per_unit_ms: float = 1.0) -> float | None:
+    """An optional latency given in units of ``per_unit_ms`` milliseconds (1: ms, 1000:
+    seconds), returned in ms; null -> None; outside ``core.bounds`` (0 to one day) refused."""
+    number = opt_number(value, path)
+    if number is None:
+        return None
+    ms = number * per_unit_ms
+    problem = latency_problem(ms)
+    if problem:
+        raise fail(path, problem if per_unit_ms == 1 else f"{problem} ms (from {number:g})")
+    return ms
+
+
+def cost_check(amount: Decimal, path: str) -> Decimal:
+    """``amount`` (USD, finite, >= 0) when below ``core.bounds.COST_USD_LIMIT``, else refused."""
+    problem = cost_problem(amount)
+    if problem:
+        raise fail(path, problem)
+    return amount
 
 
 def opt_number(value: Any, path: str) -> float | None:
@@ -215,7 +240,7 @@ def trials_store(
             )
         attempts[ident] = t.where
     run = ctx.run_create(name=ctx.run_name, fmt=fmt, model=model, extra=extra)
-    cases = cases_upsert(suite=ctx.suite, specs=[s for s, _ in specs.values()])
+    cases = ctx.cases_upsert([s for s, _ in specs.values()])
     ctx.cases_seen(cases.values())
     errored = 0
     for batch in chunked(trials, BATCH_SIZE):

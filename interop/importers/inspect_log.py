@@ -35,6 +35,7 @@ import math
 from decimal import Decimal
 from typing import Any
 
+from core.bounds import count_problem
 from core.errors import DomainError
 from core.strict_json import NON_FINITE
 from evals.cases import CaseSpec
@@ -47,11 +48,12 @@ from interop.importers.harness import (
     as_str,
     case_key_check,
     check_finite,
+    cost_check,
     fail,
     json_clean,
     need,
     opt_count,
-    opt_number,
+    opt_latency_ms,
     show,
     trials_store,
 )
@@ -192,7 +194,7 @@ def _usage(sample: dict, path: str, model: str) -> tuple[int | None, int | None,
             raise fail(
                 f"{upath}.total_cost", f"expected a number of USD >= 0 or null, got {show(cost)}"
             )
-        cost = Decimal(str(cost))
+        cost = cost_check(Decimal(str(cost)), f"{upath}.total_cost")
     return (
         opt_count(mine.get("input_tokens"), f"{upath}.input_tokens"),
         opt_count(mine.get("output_tokens"), f"{upath}.output_tokens"),
@@ -218,7 +220,9 @@ def _sample(sample: Any, path: str, model: str, headline: str | None) -> TrialIn
     epoch = need(sample, "epoch", path)
     if isinstance(epoch, bool) or not isinstance(epoch, int) or epoch < 1:
         raise fail(f"{path}.epoch", f"expected an integer >= 1, got {show(epoch)}")
-    total_time = opt_number(sample.get("total_time"), f"{path}.total_time")
+    if count_problem(epoch, minimum=1):
+        raise fail(f"{path}.epoch", count_problem(epoch, minimum=1))
+    latency_ms = opt_latency_ms(sample.get("total_time"), f"{path}.total_time", per_unit_ms=1000)
     input_tokens, output_tokens, cost = _usage(sample, path, model)
     raw = {
         "format": "inspect",
@@ -232,7 +236,7 @@ def _sample(sample: Any, path: str, model: str, headline: str | None) -> TrialIn
         case=case,
         attempt=epoch,
         output="",
-        latency_ms=None if total_time is None else total_time * 1000,
+        latency_ms=latency_ms,
         input_tokens=input_tokens,
         output_tokens=output_tokens,
         cost_usd=cost,

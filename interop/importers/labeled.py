@@ -35,7 +35,7 @@ from typing import Any
 from core.errors import DomainError
 from core.strict_json import NON_FINITE, contains_non_finite
 from evals.blindness import GOLD_GRADER
-from evals.cases import CaseSpec, cases_upsert
+from evals.cases import CaseSpec
 from evals.models import Grade, Trial, TrialPair
 from interop.importers.context import BATCH_SIZE, ImportContext, run_finish
 from interop.importers.reader import record_error
@@ -365,7 +365,7 @@ def labeled_import(*, ctx: ImportContext, records: Iterator[tuple[int, dict]]) -
             else:
                 runs["A"] = ctx.run_create(name=f"{ctx.run_name} / A", fmt="labeled")
                 runs["B"] = ctx.run_create(name=f"{ctx.run_name} / B", fmt="labeled")
-        cases = cases_upsert(suite=ctx.suite, specs=[r.case_spec for r in batch])
+        cases = ctx.cases_upsert([r.case_spec for r in batch])
         ctx.cases_seen(cases.values())
         if kind == POINTWISE:
             _pointwise_batch(ctx, runs["R"], batch, cases, graders)

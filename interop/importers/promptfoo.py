@@ -52,11 +52,12 @@ from interop.importers.harness import (
     as_str,
     case_key_check,
     check_finite,
+    cost_check,
     fail,
     json_clean,
     need,
     opt_count,
-    opt_number,
+    opt_latency_ms,
     show,
     trials_store,
 )
@@ -93,6 +94,7 @@ def _cost(value: Any, path: str) -> Decimal | None:
     amount = Decimal(str(value))
     if not amount.is_finite() or amount < 0:
         raise fail(path, f"expected a number of USD >= 0, got {show(value)}")
+    cost_check(amount, path)
     return amount if amount > 0 else None  # promptfoo's 0 means "no price known"
 
 
@@ -185,7 +187,7 @@ def _row(row: Any, path: str) -> tuple[int, TrialIn, str]:
         else (as_str(response.get("error"), f"{path}.response.error", nullable=True) or "")
     )
     provider_failed = response is None or bool(response_error)
-    latency = opt_number(
+    latency = opt_latency_ms(
         row.get("latencyMs", (response or {}).get("latencyMs")), f"{path}.latencyMs"
     )
     cost = _cost(row.get("cost"), f"{path}.cost")

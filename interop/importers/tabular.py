@@ -1,11 +1,13 @@
 """CSV and JSONL results with a column mapping (``field=column``): one row is one trial.
 
 Fields (left of ``=``) and their rules; "empty" means a missing JSONL key, JSON null, or an
-empty CSV cell, and an empty optional field is null:
+empty CSV cell. **An empty CSV cell is null, never the empty string**, and an empty
+optional field is null:
 - ``case_id`` (required): the case key, <= 200 chars.
 - ``input``: the case input (JSONL: string or object). A row whose input is empty (or
   unmapped) refers to a case already active in the suite (an error if there is none).
-- ``expected``: any JSON value (CSV: the string).
+- ``expected``: any JSON value (CSV: the string; an empty cell is null: the case has no
+  reference, so a reference grader gives an errored grade, not a fail).
 - ``tags``: CSV comma-separated (spaces trimmed), or a JSON array of strings when the cell
   starts with ``[`` (what an export writes for tags holding commas); JSONL an array of strings.
 - ``output``: the trial output, stored whole ("" when empty). ``attempt``: integer >= 1,
@@ -28,11 +30,15 @@ empty CSV cell, and an empty optional field is null:
   judge_status value (kept in ``details.judge_status`` either way).
 - ``reason``: the grade's reason. ``grader``: the name of the grade's grader (default
   ``imported``), at most 200 characters (so are ``scores`` keys).
-- ``input_tokens``, ``output_tokens``: integers >= 0; ``latency_ms``: milliseconds >= 0;
+- ``input_tokens``, ``output_tokens``: integers >= 0; ``latency_ms``: milliseconds from 0 to
+  86,400,000 (one day; ``core.bounds``, so ``1e308`` is refused naming the row and field);
   ``cost_usd``: decimal USD >= 0 and below 1,000,000 (empty = unknown = null, never 0),
   stored to 1e-8 USD (8 decimal places, rounded half up).
 
-Unmapped columns are kept in ``Trial.raw_response["extra"]`` (column -> value as read).
+Unmapped columns are kept in ``Trial.raw_response["extra"]`` (column -> value as read; an
+empty CSV cell is null).
+A CSV with the header of Assay's own run export and no mapping is read by the export's
+rules instead, types intact (``interop.importers.run_export``).
 Without any mapping, a column named exactly like a field maps to it.
 A row with no verdict at all (no passed, score, scores or judge_status) gets no grade.
 """
@@ -48,6 +54,7 @@ from datetime import UTC, datetime
 from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
 from typing import Any
 
+from core import bounds
 from core.errors import DomainError
 from core.strict_json import NON_FINITE, contains_non_finite
 from core.text import UNSTORABLE, contains_unstorable
@@ -91,9 +98,9 @@ _NON_FINITE_STRINGS = {
     "-infinity",
 }
 _INT = re.compile(r"[0-9]+")
-INT_MAX = 2**31 - 1  # attempt and token counts: the database's integer columns
+INT_MAX = bounds.INT_MAX  # attempt and token counts: the database's integer columns
 NAME_MAX = 200  # grader names
-COST_LIMIT = Decimal(10**6)  # cost_usd is numeric(14, 8): below 1,000,000 USD ...
+COST_LIMIT = bounds.COST_USD_LIMIT  # cost_usd is numeric(14, 8): below 1,000,000 USD ...
 COST_STEP = Decimal("0.00000001")  # ... and stored to 1e-8 USD (rounded half up)
 OVERFLOW = "a number out of range (it overflows to infinity)"
 
@@ -199,6 +206,9 @@ def _number(row: Row, name: str) -> float | None:
         raise _err(row, name, f"expected a number, got {_show(value)}")
     if not math.isfinite(value) or value < 0:
         raise _err(row, name, f"expected a finite number >= 0, got {_show(value)}")
+    problem = bounds.latency_problem(value)  # the one number field: latency_ms
+    if problem:
+        raise _err(row, name, problem)
     return float(value)
 
 
@@ -277,7 +287,8 @@ def _score(row: Row, name: str, value: Any) -> tuple[bool, float | None]:
     return True, float(value)
 
 
-def _tags(row: Row) -> list[str]:
+def tags_parse(row: Row) -> list[str]:
+    """The ``tags`` field of ``row`` (rules in the module doc); [] when empty."""
     value = row.values.get("tags")
     if _empty(value):
         return []
@@ -364,7 +375,11 @@ def row_parse(row: Row, *, threshold: float | None) -> TrialSpec:
         if not isinstance(value, str | dict):
             raise _err(row, "input", f"expected a string or object, got {_show(value)}")
         case = CaseSpec(
-            key=key, input=value, expected=row.values.get("expected"), context=[], tags=_tags(row)
+            key=key,
+            input=value,
+            expected=row.values.get("expected"),
+            context=[],
+            tags=tags_parse(row),
         )
     attempt = _int(row, "attempt", minimum=1) or 1
     judge_status = _string(row, "judge_status")
@@ -456,7 +471,11 @@ def _csv_rows(rows_iter, header: list[str], mapping: dict[str, str]) -> Iterator
             f"(columns: {', '.join(header)})"
         )
     for r in rows_iter:
-        fields, extra = _mapped(r.values, mapping)
+        # An empty CSV cell is null, never "": an empty expected is no reference (a
+        # reference grader errors on it instead of failing every output), an empty
+        # unmapped column is kept as null.
+        values = {column: (None if value == "" else value) for column, value in r.values.items()}
+        fields, extra = _mapped(values, mapping)
         yield Row(where=r.where, values=fields, extra=extra, is_csv=True)
 
 

@@ -10,7 +10,7 @@ from decimal import Decimal
 
 from django.utils import timezone
 
-from evals.cases import CaseSpec, cases_upsert
+from evals.cases import CaseSpec
 from evals.models import Case, Grade, Run, Trial
 from interop.importers.context import BATCH_SIZE, ImportContext, rows_insert, run_finish
 from interop.importers.reader import record_error
@@ -119,7 +119,7 @@ def _write_batch(
         if spec.case is not None:
             new_specs.setdefault(spec.case_key, spec.case)
     if new_specs:
-        cases.update(cases_upsert(suite=ctx.suite, specs=list(new_specs.values())))
+        cases.update(ctx.cases_upsert(list(new_specs.values())))
     lookup = {s.case_key for s in batch if s.case is None} - cases.keys()
     if lookup:
         found = {c.key: c for c in Case.objects.active().filter(suite=ctx.suite, key__in=lookup)}
@@ -135,7 +135,7 @@ def _write_batch(
         cases.update(found)
     ctx.cases_seen(cases.values())
     now = timezone.now()
-    ok, run_id = Trial.Status.OK, run.id
+    run_id = run.id
     case_ids = {key: case.id for key, case in cases.items()}
     rows_insert(
         Trial,
@@ -145,7 +145,8 @@ def _write_batch(
                 "run_id": run_id,
                 "case_id": case_ids[spec.case_key],
                 "attempt": spec.attempt,
-                "status": ok,
+                "status": spec.status,
+                "error_message": spec.error,
                 "output": spec.output,
                 "raw_response": {
                     "format": "tabular",
@@ -244,3 +245,6 @@ class TrialSpec:
     raw: dict
     index: int | None = None
     labels: list[LabelSpec] = field(default_factory=list)
+    # ``ok``, or ``error`` with its message (a run export read back: its errored trials).
+    status: str = Trial.Status.OK
+    error: str = ""

@@ -73,3 +73,12 @@ def test_only_leads_manage_tokens(client, request, who, alice):
 def test_the_nav_offers_the_page_to_a_lead(client, alice):
     client.force_login(alice)
     assert f'href="{URL}">API tokens</a>' in client.get("/runs/").content.decode()
+
+
+def test_the_page_that_shows_a_token_once_is_never_stored_by_the_browser(client, alice):
+    client.force_login(alice)
+    created = client.post(URL, {"user": "alice", "name": "CI"})
+    assert created.status_code == 201
+    for response in (created, client.get(URL), client.post(URL, {"user": "", "name": ""})):
+        assert "no-store" in response["Cache-Control"]
+        assert "private" in response["Cache-Control"]

@@ -38,34 +38,55 @@ INJECTED = "img[onerror], b[onclick], svg, script:not([src])"
 TIMEOUT_MS = 15_000
 
 
-@pytest.fixture
-def browser_page():
-    """A fresh Chromium page; records dialogs, console errors and page errors."""
+def _chromium_required() -> None:
     if not CHROMIUM.exists():
         if os.environ.get("CI") == "true":
             pytest.fail(f"{CHROMIUM} is missing under CI: install Debian's chromium")
         pytest.skip(f"{CHROMIUM} is missing: install Debian's chromium to run browser tests")
 
+
+def _watched(page):
+    """``page`` recording its dialogs (dismissed), console errors and page errors."""
+    page.set_default_timeout(TIMEOUT_MS)
+    page.dialogs, page.console_errors = [], []
+
+    def on_dialog(dialog):
+        page.dialogs.append(dialog.message)
+        dialog.dismiss()
+
+    page.on("dialog", on_dialog)
+    page.on("console", lambda m: m.type == "error" and page.console_errors.append(m.text))
+    page.on("pageerror", lambda exc: page.console_errors.append(str(exc)))
+    return page
+
+
+@pytest.fixture
+def browser_page():
+    """A fresh Chromium page; records dialogs, console errors and page errors."""
+    _chromium_required()
     with sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-        page = browser.new_page()
-        page.set_default_timeout(TIMEOUT_MS)
-        page.dialogs, page.console_errors = [], []
-
-        def on_dialog(dialog):
-            page.dialogs.append(dialog.message)
-            dialog.dismiss()
-
-        page.on("dialog", on_dialog)
-        page.on("console", lambda m: m.type == "error" and page.console_errors.append(m.text))
-        page.on("pageerror", lambda exc: page.console_errors.append(str(exc)))
         try:
-            yield page
+            yield _watched(browser.new_page())
         finally:
             browser.close()
             # Playwright's sync API runs in greenlets, each with its own context, so a
             # connection opened here is not the one pytest-django closes: close it now.
 
+            connections.close_all()
+
+
+@pytest.fixture
+def browser_pages():
+    """A factory of pages, each in its own browser context (its own cookies: two tabs of
+    one user, or two users), all in one Chromium; each page watched like ``browser_page``."""
+    _chromium_required()
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        try:
+            yield lambda: _watched(browser.new_context().new_page())
+        finally:
+            browser.close()
             connections.close_all()
 
 

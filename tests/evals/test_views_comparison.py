@@ -110,7 +110,11 @@ def test_it_filters_by_change_class_and_tag_and_sorts_by_effect(client, bob, two
     # effect = head − base: c1 −2/3, c3 −1/3, c4 0, c2 +1
     assert keys(client.get(url(base, head, sort="effect"))) == ["c1", "c3", "c4", "c2"]
     assert keys(client.get(url(base, head, sort="-effect"))) == ["c2", "c4", "c3", "c1"]
-    assert keys(client.get(url(base, head, sort="bogus"))) == ["c1", "c3", "c4", "c2"]
+    # a malformed parameter is a 400 naming it, never a silent fallback
+    for params in ({"sort": "bogus"}, {"change": "exploded"}, {"page": "two"}):
+        response = client.get(url(base, head, **params))
+        assert response.status_code == 400
+        assert f"{next(iter(params))}: expected" in response.content.decode()
 
 
 def test_htmx_gets_only_the_case_table_and_every_filter_link_has_a_real_href(client, bob, two_runs):

@@ -325,9 +325,13 @@ def test_a_nested_import_file_is_a_400_naming_the_line(carol, client, fmt, name,
 
 
 @pytest.mark.parametrize("query", ["set=zzz", "suite=zzz", "set=1", "suite=%00"])
-def test_a_malformed_id_on_the_adjudication_page_is_a_404(client, alice, query):
+def test_a_malformed_id_on_the_adjudication_page_is_a_400(client, alice, query):
+    # issue 13: a malformed query parameter is a 400 naming it (a well-formed unknown
+    # UUID stays a 404: tests/flows/test_query_params.py)
     assert client.login(username=alice.username, password=PASSWORD)
-    assert client.get(f"/adjudication/?{query}").status_code == 404
+    response = client.get(f"/adjudication/?{query}")
+    assert response.status_code == 400
+    assert f"{query.split('=')[0]}: expected a UUID" in response.content.decode()
 
 
 # ---- 5. oversized bodies -------------------------------------------------------------

@@ -335,3 +335,57 @@ def test_judge_reasons_never_reach_a_reviewer_through_labels_or_sets(calibrated,
         f"/api/calibration-sets/{calibrated[0].uuid}/",
     ):
         assert JUDGE_REASON[:15] not in client.get(path).content.decode()
+
+
+# --- labels: undo and the A-B-A sequence --------------------------------------------------------
+
+
+def _undo(user, body):
+    return client_for(user).post("/api/labels/undo", body, format="json")
+
+
+def test_the_aba_sequence_through_the_api_is_a_409_for_the_stale_tab(small, bob):
+    """Save v1, undo (v2, cleared), save again from another tab (v3), then the stale tab
+    saves with expected_version=1: 409, and the newer label stands."""
+    trial = str(small[2][0].uuid)
+    first = _submit(bob, {"trial": trial, "verdict": "pass", "expected_version": 0})
+    assert first.status_code == 201 and first.json()["version"] == 1
+    undone = _undo(bob, {"trial": trial, "expected_version": 1})
+    assert undone.status_code == 200
+    assert undone.json() == {"trial": trial, "version": 2, "label": None}
+    again = _submit(bob, {"trial": trial, "verdict": "fail", "expected_version": 2})
+    assert again.status_code == 201 and again.json()["version"] == 3
+    stale = _submit(bob, {"trial": trial, "verdict": "pass", "expected_version": 1})
+    assert stale.status_code == 409
+    assert (stale.json()["field"], stale.json()["current_version"]) == ("expected_version", 3)
+    label = Label.objects.get()
+    assert (label.verdict, label.version) == ("fail", 3)
+    assert list(
+        LabelRevision.objects.order_by("version").values_list("version", "verdict", "undoes")
+    ) == [(1, "pass", None), (2, "", 1), (3, "fail", None)]
+
+
+def test_an_undo_through_the_api_goes_back_one_save_and_refuses_a_stale_version(small, bob):
+    trial = str(small[2][0].uuid)
+    _submit(bob, {"trial": trial, "verdict": "pass", "critique": "one"})
+    _submit(bob, {"trial": trial, "verdict": "fail", "critique": "two", "expected_version": 1})
+    stale = _undo(bob, {"trial": trial, "expected_version": 1})
+    assert stale.status_code == 409 and stale.json()["current_version"] == 2
+    undone = _undo(bob, {"trial": trial, "expected_version": 2})
+    body = undone.json()
+    assert undone.status_code == 200 and body["version"] == 3
+    assert (body["label"]["verdict"], body["label"]["critique"], body["label"]["version"]) == (
+        "pass",
+        "one",
+        3,
+    )
+
+
+def test_an_undo_by_an_engineer_is_refused_and_a_bad_trial_named(small, bob, carol):
+    trial = str(small[2][0].uuid)
+    _submit(bob, {"trial": trial, "verdict": "pass"})
+    assert _undo(carol, {"trial": trial}).status_code == 403
+    assert _undo(bob, {"trial": UNKNOWN}).status_code == 404
+    bad = _undo(bob, {"trial": "zzz"})
+    assert bad.status_code == 400 and list(bad.json()) == ["trial"]
+    assert Label.objects.get().version == 1

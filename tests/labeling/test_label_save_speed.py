@@ -49,10 +49,11 @@ def test_a_save_costs_the_same_queries_for_a_small_and_a_large_set(client, bob):
     assert client.login(username="bob", password=PASSWORD)
     small, _ = _save_queries(client, 5, "s5")
     large, _ = _save_queries(client, 60, "s60")
-    # 16: session, user, roles, set, trial id, the label write (with its savepoints), the
-    # revision, freezing the set; then the queue position (ids only), the reviewer's labels
-    # and the one item rendered. No query loads the other items' outputs.
-    assert len(small) == len(large) <= 16
+    # 18: session, user, roles, set, trial id, the label's newest revision (its version),
+    # the label write (with its savepoints), the revision, freezing the set; then the queue
+    # position (ids only), the reviewer's labels, the one item rendered and its version
+    # (unlabeled). No query loads the other items' outputs.
+    assert len(small) == len(large) <= 18
     assert sum(1 for q in large if '"evals_trial"."output"' in q) == 1
 
 

@@ -8,7 +8,12 @@ from django.core.exceptions import PermissionDenied
 from core.errors import DomainError
 from labeling.adjudication import adjudication_record
 from labeling.models import Label, LabelRevision
-from labeling.selectors import human_agreement, label_current_get, reference_labels
+from labeling.selectors import (
+    human_agreement,
+    label_current_get,
+    label_version_get,
+    reference_labels,
+)
 from labeling.services import label_submit, label_undo
 from tests.calibration_builders import labeled_run
 
@@ -105,19 +110,101 @@ def test_it_never_revises_another_reviewers_label(alice, bob, trial):
     assert label_current_get(trial=trial, reviewer=bob).version == 1
 
 
-def test_it_undoes_a_revision_back_to_the_previous_one(bob, trial):
+def _history(trial, reviewer) -> list[tuple]:
+    return list(
+        LabelRevision.objects.filter(trial=trial, reviewer=reviewer).values_list(
+            "version", "verdict", "critique", "undoes"
+        )
+    )
+
+
+def test_it_undoes_a_revision_back_to_the_previous_one_at_a_new_version(bob, trial):
     label_submit(trial=trial, reviewer=bob, verdict="pass", critique="first")
     label_submit(trial=trial, reviewer=bob, verdict="fail", critique="second")
     label = label_undo(trial=trial, reviewer=bob)
-    assert (label.verdict, label.critique, label.version) == ("pass", "first", 1)
-    assert list(label.revisions.values_list("version", flat=True)) == [1]
+    assert (label.verdict, label.critique, label.version) == ("pass", "first", 3)
+    assert _history(trial, bob) == [
+        (1, "pass", "first", None),
+        (2, "fail", "second", None),
+        (3, "pass", "first", 2),  # the undo is a revision: it took back version 2
+    ]
 
 
-def test_it_undoes_a_first_label_by_deleting_it(bob, trial):
+def test_it_undoes_a_first_label_by_recording_its_clearing(bob, trial):
     label_submit(trial=trial, reviewer=bob, verdict="pass")
     assert label_undo(trial=trial, reviewer=bob) is None
     assert label_current_get(trial=trial, reviewer=bob) is None
+    assert label_version_get(trial_id=trial.id, reviewer=bob) == 2
+    assert _history(trial, bob) == [(1, "pass", "", None), (2, "", "", 1)]
     assert label_undo(trial=trial, reviewer=bob) is None  # nothing left to undo
+    assert len(_history(trial, bob)) == 2
+
+
+def test_undoing_twice_walks_back_two_saves(bob, trial):
+    label_submit(trial=trial, reviewer=bob, verdict="pass", critique="one")
+    label_submit(trial=trial, reviewer=bob, verdict="fail", critique="two")
+    label_submit(trial=trial, reviewer=bob, verdict="pass", critique="three")
+    assert label_undo(trial=trial, reviewer=bob).critique == "two"
+    label = label_undo(trial=trial, reviewer=bob)
+    assert (label.critique, label.version) == ("one", 5)
+    assert label_undo(trial=trial, reviewer=bob) is None
+    assert label_version_get(trial_id=trial.id, reviewer=bob) == 6
+
+
+def test_a_label_saved_after_its_clearing_continues_the_version_count(bob, trial):
+    label_submit(trial=trial, reviewer=bob, verdict="pass", expected_version=0)
+    label_undo(trial=trial, reviewer=bob, expected_version=1)
+    label = label_submit(trial=trial, reviewer=bob, verdict="fail", expected_version=2)
+    assert (label.version, label.outcome) == (3, "created")
+    # undoing it clears it again, at version 4
+    assert label_undo(trial=trial, reviewer=bob) is None
+    assert label_version_get(trial_id=trial.id, reviewer=bob) == 4
+
+
+def test_the_aba_sequence_refuses_the_stale_tab(bob, trial):
+    """Tab 1 saves v1; it is undone (v2, cleared); tab 2 saves again (v3); tab 1, still
+    holding version 1, saves: a conflict, and tab 2's label stands."""
+    label_submit(trial=trial, reviewer=bob, verdict="pass", critique="tab 1", expected_version=0)
+    label_undo(trial=trial, reviewer=bob, expected_version=1)
+    label_submit(trial=trial, reviewer=bob, verdict="fail", critique="tab 2", expected_version=2)
+    for verdict, critique in (("pass", "tab 1 again"), ("fail", "tab 2")):
+        with pytest.raises(DomainError) as caught:
+            label_submit(
+                trial=trial, reviewer=bob, verdict=verdict, critique=critique, expected_version=1
+            )
+        assert (caught.value.code, caught.value.extra["current_version"]) == ("conflict", 3)
+    label = label_current_get(trial=trial, reviewer=bob)
+    assert (label.verdict, label.critique, label.version) == ("fail", "tab 2", 3)
+
+
+def test_a_form_that_saw_no_label_is_stale_after_a_save_and_its_undo(bob, trial):
+    label_submit(trial=trial, reviewer=bob, verdict="pass", expected_version=0)
+    label_undo(trial=trial, reviewer=bob)
+    with pytest.raises(DomainError, match="now revision 2"):
+        label_submit(trial=trial, reviewer=bob, verdict="fail", expected_version=0)
+    assert label_current_get(trial=trial, reviewer=bob) is None
+
+
+def test_a_stale_undo_is_refused_and_undoes_nothing(bob, trial):
+    label_submit(trial=trial, reviewer=bob, verdict="pass")
+    label_submit(trial=trial, reviewer=bob, verdict="fail", expected_version=1)
+    with pytest.raises(DomainError, match="nothing was undone"):
+        label_undo(trial=trial, reviewer=bob, expected_version=1)
+    assert label_current_get(trial=trial, reviewer=bob).version == 2
+
+
+def test_a_retried_save_is_still_a_no_op_but_not_across_an_undo(bob, trial):
+    label_submit(trial=trial, reviewer=bob, verdict="pass", critique="ok", expected_version=0)
+    label_undo(trial=trial, reviewer=bob)
+    label_submit(trial=trial, reviewer=bob, verdict="pass", critique="ok", expected_version=2)
+    # the retry of that save (sent from version 2) changes nothing
+    again = label_submit(
+        trial=trial, reviewer=bob, verdict="pass", critique="ok", expected_version=2
+    )
+    assert (again.outcome, again.version) == ("unchanged", 3)
+    # the first tab's form (version 0) is stale even with the same content
+    with pytest.raises(DomainError):
+        label_submit(trial=trial, reviewer=bob, verdict="pass", critique="ok", expected_version=0)
 
 
 def test_it_refuses_undo_by_an_engineer(bob, carol, trial):
@@ -175,3 +262,17 @@ def test_it_measures_agreement_between_humans_as_the_ceiling(alice, bob):
     )
     assert (gold_bob.n, gold_bob.agreement) == (4, 0.75)
     assert gold_bob.kappa.kappa == pytest.approx(0.5)
+
+
+def test_a_label_without_revisions_still_counts_its_version(bob, trial):
+    """A reviewer label written without revisions (by hand or by an older import) keeps its
+    version: the next save is version 2, a form at version 1 saves, one at 0 is stale."""
+    label = Label.objects.create(trial=trial, reviewer=bob, reviewer_name="bob", verdict="pass")
+    with pytest.raises(DomainError):
+        label_submit(trial=trial, reviewer=bob, verdict="fail", expected_version=0)
+    revised = label_submit(trial=trial, reviewer=bob, verdict="fail", expected_version=1)
+    assert (revised.pk, revised.version, revised.outcome) == (label.pk, 2, "revised")
+    # its only recorded save is taken back: cleared at version 3 (the unrecorded first
+    # state cannot be restored), and the count still never goes back
+    assert label_undo(trial=trial, reviewer=bob) is None
+    assert label_version_get(trial_id=trial.id, reviewer=bob) == 3

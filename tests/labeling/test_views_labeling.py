@@ -367,3 +367,34 @@ def test_every_role_sees_the_set_list_and_detail(
         client.get(reverse("labeling:set-detail", kwargs={"set_id": cset.uuid})).status_code
         == status
     )
+
+
+def test_the_aba_sequence_in_the_queue_refuses_the_stale_tab(client, queue_set, bob):
+    """Two tabs on one item. Tab 1 saves (v1); undo (u) clears it (v2); tab 2, loaded after
+    the undo, saves (v3); tab 1's form (still at version 1) saves: a conflict message."""
+    cset, trials = queue_set
+    login(client, bob)
+    undo_url = reverse("labeling:label-undo", kwargs={"set_id": cset.uuid})
+    item_url = queue_url(cset) + f"?trial={trials[0].uuid}"
+    assert 'name="expected_version" value="0"' in client.get(item_url).content.decode()
+    saved = save(client, cset, trials[0], verdict="pass", expected_version=0, **HTMX)
+    assert "Saved pass." in saved.content.decode()
+    undone = client.post(undo_url, **HTMX).content.decode()
+    assert "Undid your last label (case c01)" in undone
+    # the item is unlabeled again, its form at the clearing's version
+    assert 'name="expected_version" value="2"' in undone
+    assert 'name="expected_version" value="2"' in client.get(item_url).content.decode()
+    tab2 = save(client, cset, trials[0], verdict="fail", critique="tab 2", expected_version=2)
+    assert tab2.status_code == 302
+    stale = save(
+        client, cset, trials[0], verdict="pass", critique="tab 1", expected_version=1, **HTMX
+    )
+    html = stale.content.decode()
+    assert "Not saved: this label changed since you opened it (now revision 3" in html
+    assert 'name="expected_version" value="3"' in html
+    assert save(client, cset, trials[0], verdict="pass", expected_version=1).status_code == 409
+    label = Label.objects.get(trial=trials[0], reviewer=bob)
+    assert (label.verdict, label.critique, label.version) == ("fail", "tab 2", 3)
+    assert list(
+        LabelRevision.objects.filter(trial=trials[0]).values_list("version", "verdict")
+    ) == [(1, "pass"), (2, ""), (3, "fail")]

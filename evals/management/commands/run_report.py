@@ -11,6 +11,7 @@ import json
 
 from django.core.management.base import BaseCommand, CommandError
 
+from core.decimals import decimal_plain
 from core.errors import DomainError
 from core.templatetags.dashboard import percent_interval
 from evals.models import Run
@@ -78,9 +79,10 @@ def render_text(report: RunReport) -> str:
         lines.append(f"{g.grader}: {g.text}")
     c = report.cost
     if c.total_usd is not None:
-        cost = f"${c.total_usd}"
+        cost = f"${decimal_plain(c.total_usd)}"
     elif c.unknown and c.unknown < c.finished:
-        cost = f">= ${c.known_usd} (cost unknown for {c.unknown} of {c.finished} trials)"
+        known = decimal_plain(c.known_usd)
+        cost = f">= ${known} (cost unknown for {c.unknown} of {c.finished} trials)"
     else:
         cost = "unknown"
     lines.append(

@@ -84,4 +84,5 @@ class Command(DomainCommand):
             f"{data['preference_labels']} preference labels, "
             f"{data['pairwise_verdicts']} pairwise verdicts, "
             f"{data['judge_versions']} judge versions."
+            + (f" {summary.retired_sentence()}" if summary.retired_cases else "")
         )

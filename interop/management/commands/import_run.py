@@ -10,6 +10,7 @@ from django.core.management.base import CommandError
 from django.db import IntegrityError
 
 from core.commands import DomainCommand
+from interop.importers.context import retired_sentence
 from interop.run_file import run_import
 
 
@@ -33,11 +34,15 @@ class Command(DomainCommand):
         except RecursionError as exc:
             raise CommandError(f"{path}: cannot read (JSON nested too deeply)") from exc
         try:
-            run = run_import(data=data, suite_name=options["suite"], name=options["name"])
+            retired: list[str] = []
+            run = run_import(
+                data=data, suite_name=options["suite"], name=options["name"], retired=retired
+            )
         except IntegrityError as exc:
             raise CommandError(f"{path}: inconsistent data ({exc}); nothing was imported") from exc
         self.stdout.write(
             f"imported {run.suite.name}/{run.name} ({run.uuid}): {run.trials_total} trials"
+            + (f". {retired_sentence(retired)}" if retired else "")
         )
 
 

@@ -1,0 +1,276 @@
+"""Reading Assay's own CSV run export back: the importer knows the export's header, so a
+run exported to CSV and imported into its suite comes back with its types intact.
+
+A CSV is read this way when no column mapping is given and its header is the run export's
+(``RUN_EXPORT_COLUMNS``, then four columns per grader: ``<grader>.passed``,
+``<grader>.status``, ``<grader>.score``, ``<grader>.reason``). Rules:
+
+1. Text cells are first restored from the export's formula neutralisation
+   (``interop.exports.formula_restore``: ``'=x`` -> ``=x``).
+2. ``input``, ``expected`` and ``context`` keep their JSON types. The export writes a string
+   as its text and anything else as compact JSON (null expected: the empty cell), so
+   ``4`` may be the number or the string "4"; the row's ``content_hash`` decides: the reading
+   whose hash matches it is taken (a string input, an object input; expected null, "",
+   the text, or the JSON value). ``context`` is the JSON array (empty cell: ``[]``).
+   A row whose cells match no reading of its ``content_hash`` (the file was edited) is
+   refused naming ``content_hash``; with the ``content_hash`` cell emptied the cells are
+   read as typed JSON instead (a cell holding valid JSON other than a string is that value,
+   any other cell is the text; an empty ``expected`` is null).
+3. The trial keeps its ``status`` (``ok`` or ``error``) and ``error``; numbers, times and
+   cost follow the CSV import's rules (``tabular.row_parse``).
+4. Each grader's four cells become that grader's grade: ``passed`` ``true``/``false``/empty
+   (null), ``status`` ``ok``/``error``/``not_judged``, ``score`` a number in [0, 1] or empty,
+   ``reason`` text; four empty cells: no grade (the trial had none, or it was hidden from the
+   exporting viewer).
+5. The ``suite`` and ``run`` columns are not read: the import names its own suite and run.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from typing import Any
+
+from core.errors import DomainError
+from core.strict_json import json_loads_line
+from core.text import UNSTORABLE, contains_unstorable
+from evals.cases import CaseSpec
+from evals.models import Grade, Trial, content_hash
+from interop.exports import formula_restore
+from interop.importers.context import ImportContext
+from interop.importers.reader import CsvRow, record_error
+from interop.importers.tabular import Row, contains_overflow, row_parse, tags_parse
+from interop.importers.trials_writer import GradeSpec, TrialSpec, TrialsWriter
+
+RUN_EXPORT_COLUMNS = (
+    "suite",
+    "run",
+    "case_id",
+    "content_hash",
+    "input",
+    "expected",
+    "context",
+    "tags",
+    "attempt",
+    "status",
+    "output",
+    "error",
+    "latency_ms",
+    "input_tokens",
+    "output_tokens",
+    "cost_usd",
+    "created_at",
+)
+GRADE_CELLS = ("passed", "status", "score", "reason")
+TEXT_COLUMNS = {
+    "case_id",
+    "content_hash",
+    "input",
+    "expected",
+    "context",
+    "tags",
+    "status",
+    "output",
+    "error",
+}
+# The fields ``tabular.row_parse`` reads from an export row (the rest is read here).
+_PLAIN_FIELDS = (
+    "case_id",
+    "tags",
+    "attempt",
+    "output",
+    "latency_ms",
+    "input_tokens",
+    "output_tokens",
+    "cost_usd",
+    "created_at",
+)
+TRIAL_STATUSES = (Trial.Status.OK, Trial.Status.ERROR)
+_NO_JSON = object()
+
+
+def run_export_graders(header: list[str]) -> list[str] | None:
+    """The grader keys of a run export's header, in order, or None when ``header`` is not
+    the header of ``interop.exports.run_table`` written as CSV."""
+    fixed = len(RUN_EXPORT_COLUMNS)
+    if tuple(header[:fixed]) != RUN_EXPORT_COLUMNS or (len(header) - fixed) % 4:
+        return None
+    keys = []
+    for i in range(fixed, len(header), 4):
+        group = [formula_restore(h) for h in header[i : i + 4]]
+        key = group[0].removesuffix(".passed")
+        if group != [f"{key}.{cell}" for cell in GRADE_CELLS] or not key:
+            return None
+        keys.append(key)
+    return keys
+
+
+def _json(text: str) -> Any:
+    """``text`` parsed as strict JSON, or ``_NO_JSON`` when it is not JSON (or holds a bare
+    NaN/Infinity)."""
+    try:
+        value = json_loads_line(text)
+    except ValueError:
+        return _NO_JSON
+    return value if _finite(value) else _NO_JSON
+
+
+def _finite(value: Any) -> bool:
+    if isinstance(value, float):
+        return math.isfinite(value)
+    if isinstance(value, dict):
+        return all(_finite(v) for v in value.values())
+    if isinstance(value, list):
+        return all(_finite(v) for v in value)
+    return value is None or isinstance(value, str | int | bool)
+
+
+def _typed(text: str) -> Any:
+    """The typed-JSON reading of a cell: valid JSON other than a string is that value; any
+    other cell is its text."""
+    value = _json(text)
+    return text if value is _NO_JSON or isinstance(value, str) else value
+
+
+def _case(row: CsvRow, cells: dict[str, str], tags: list[str]) -> CaseSpec:
+    where = row.where
+    context_cell = cells["context"]
+    context = _json(context_cell) if context_cell else []
+    if not isinstance(context, list) or not all(isinstance(d, dict) for d in context):
+        raise record_error(where, "context", "expected a JSON array of objects")
+    input_cell, expected_cell = cells["input"], cells["expected"]
+    inputs: list[Any] = [input_cell]
+    parsed = _json(input_cell)
+    if isinstance(parsed, dict):
+        inputs.append(parsed)
+    expecteds: list[Any] = [None, ""] if expected_cell == "" else [expected_cell]
+    parsed = _json(expected_cell) if expected_cell else _NO_JSON
+    if parsed is not _NO_JSON and parsed not in expecteds:
+        expecteds.append(parsed)
+    want = cells["content_hash"]
+    if not want:
+        chosen = (
+            _typed(input_cell) if isinstance(_typed(input_cell), dict) else input_cell,
+            None if expected_cell == "" else _typed(expected_cell),
+        )
+    else:
+        chosen = next(
+            (
+                (i, e)
+                for i in inputs
+                for e in expecteds
+                if content_hash(input=i, expected=e, context=context) == want
+            ),
+            None,
+        )
+        if chosen is None:
+            raise record_error(
+                where,
+                "content_hash",
+                "the input, expected and context cells do not give this content hash (was "
+                "the file edited?); empty the content_hash cell to read them as typed JSON",
+            )
+    for name, value in (("input", chosen[0]), ("expected", chosen[1]), ("context", context)):
+        if contains_unstorable(value):
+            raise record_error(where, name, UNSTORABLE)
+        if contains_overflow(value):
+            raise record_error(where, name, "a number out of range")
+    return CaseSpec(
+        key=cells["case_id"], input=chosen[0], expected=chosen[1], context=context, tags=tags
+    )
+
+
+def _grade(row: CsvRow, key: str, cells: dict[str, str]) -> GradeSpec | None:
+    passed, status, score, reason = (
+        cells[f"{key}.passed"],
+        formula_restore(cells[f"{key}.status"]),
+        cells[f"{key}.score"],
+        formula_restore(cells[f"{key}.reason"]),
+    )
+    if not (passed or status or score or reason):
+        return None
+    if passed not in ("", "true", "false"):
+        raise record_error(
+            row.where, f"{key}.passed", f"expected true, false or empty, got {passed!r}"
+        )
+    if status not in Grade.Status.values:
+        raise record_error(
+            row.where,
+            f"{key}.status",
+            f"expected one of {', '.join(Grade.Status.values)}, got {status!r}",
+        )
+    value = None
+    if score:
+        try:
+            value = float(score)
+        except ValueError:
+            value = math.nan
+        if not (math.isfinite(value) and 0 <= value <= 1):
+            raise record_error(
+                row.where, f"{key}.score", f"expected a number in [0, 1] or empty, got {score!r}"
+            )
+    if contains_unstorable(reason):
+        raise record_error(row.where, f"{key}.reason", UNSTORABLE)
+    return GradeSpec(
+        grader=key,
+        passed=None if passed == "" else passed == "true",
+        score=value,
+        status=status,
+        reason=reason,
+        details={"source": row.where},
+    )
+
+
+def run_export_row(row: CsvRow, graders: list[str]) -> TrialSpec:
+    """One row of a run export as a ``TrialSpec`` (rules in the module doc). Raises
+    ``DomainError`` naming the row and field."""
+    cells = {
+        name: formula_restore(value) if name in TEXT_COLUMNS else value
+        for name, value in row.values.items()
+    }
+    plain = Row(
+        where=row.where,
+        values={name: (cells[name] or None) for name in _PLAIN_FIELDS},
+        extra={},
+        is_csv=True,
+    )
+    spec = row_parse(plain, threshold=None)
+    status = cells["status"]
+    if status not in TRIAL_STATUSES:
+        raise record_error(
+            row.where, "status", f"expected one of {', '.join(TRIAL_STATUSES)}, got {status!r}"
+        )
+    if contains_unstorable(cells["error"]):
+        raise record_error(row.where, "error", UNSTORABLE)
+    spec.case = _case(row, cells, tags_parse(plain))
+    spec.status, spec.error = status, cells["error"]
+    spec.grades = [g for key in graders if (g := _grade(row, key, cells)) is not None]
+    return spec
+
+
+def run_export_import(
+    *, ctx: ImportContext, header: list[str], rows: Iterator[CsvRow], graders: list[str]
+) -> None:
+    """Store a run export's rows (``reader.csv_rows``) as the trials of one new run
+    ``ctx.run_name``, with their cases, statuses and grades (rules in the module doc).
+    Raises ``DomainError`` naming the row and field; all or nothing (the caller's
+    transaction)."""
+    run = ctx.run_create(name=ctx.run_name, fmt="csv", extra={"run_export": True})
+    writer = TrialsWriter(ctx=ctx, run=run)
+    for row in rows:
+        writer.add(run_export_row(row, graders))
+    if writer.added == 0:
+        raise DomainError("the file holds no rows")
+    writer.finish()
+
+
+def run_export_check(header: list[str]) -> None:
+    """Refuse a header that starts like a run export but is not one (a grader column group
+    broken by an edit), rather than import its grades as unmapped text columns."""
+    if tuple(header[: len(RUN_EXPORT_COLUMNS)]) == RUN_EXPORT_COLUMNS and (
+        run_export_graders(header) is None
+    ):
+        raise DomainError(
+            "line 1: CSV header: starts like an Assay run export, but the grader columns "
+            "are not in groups of <grader>.passed, .status, .score, .reason"
+        )

@@ -1,0 +1,96 @@
+"""Malformed query parameters are a 400 naming the parameter, on pages and API (issue 13):
+never a 500 (``?set=zzz`` on the calibration page was one), never silently ignored."""
+
+from __future__ import annotations
+
+import pytest
+from django.urls import reverse
+
+from tests.core.test_api_core import client_for
+from tests.labeling_builders import calibration_set, judged_run
+
+pytestmark = pytest.mark.django_db
+BAD = "zzz"
+
+
+@pytest.fixture
+def world(db):
+    run, version, trials = judged_run(4, judge_fails=1)
+    cset = calibration_set(run, version, trials)
+    return run, version, trials, cset
+
+
+def _pages(run, version, trials, cset) -> list[tuple[str, str, str]]:
+    """(url, parameter, who) for every page that reads a query parameter."""
+    calibration = reverse("labeling:calibration", kwargs={"version_id": version.uuid})
+    queue = reverse("labeling:queue", kwargs={"set_id": cset.uuid})
+    return [
+        (f"{calibration}?set={BAD}", "set", "alice"),
+        (f"{calibration}?suite={BAD}", "suite", "alice"),
+        (f"{reverse('labeling:adjudication')}?set={BAD}", "set", "alice"),
+        (f"{reverse('labeling:adjudication')}?suite={BAD}", "suite", "alice"),
+        (f"{reverse('labeling:set-new')}?run={BAD}", "run", "carol"),
+        (f"{reverse('labeling:set-new')}?judge_version={BAD}", "judge_version", "carol"),
+        (f"{queue}?trial={BAD}", "trial", "bob"),
+        (f"{reverse('evals:run-new')}?suite={BAD}", "suite", "carol"),
+        (f"{reverse('evals:run-list')}?page={BAD}", "page", "carol"),
+        (
+            f"{reverse('evals:comparison-pick', kwargs={'run_id': run.uuid})}?base={BAD}",
+            "base",
+            "carol",
+        ),
+        (f"{reverse('judges:version-new')}?from={BAD}", "from", "carol"),
+    ]
+
+
+def test_every_page_answers_a_malformed_parameter_with_a_400_naming_it(
+    client, world, alice, bob, carol
+):
+    users = {"alice": alice, "bob": bob, "carol": carol}
+    for url, param, who in _pages(*world):
+        client.force_login(users[who])
+        response = client.get(url)
+        assert response.status_code == 400, (url, response.status_code)
+        body = response.content.decode()
+        assert f"{param}: expected" in body, (url, body[:300])
+        assert "Bad request" in body
+
+
+def test_a_malformed_run_list_filter_is_a_400_with_the_form_error(client, carol):
+    client.force_login(carol)
+    for query in (f"suite={BAD}", "status=exploded"):
+        response = client.get(f"{reverse('evals:run-list')}?{query}")
+        assert response.status_code == 400, query
+    assert client.get(reverse("evals:run-list")).status_code == 200
+    assert client.get(f"{reverse('evals:run-list')}?page=99").status_code == 200  # last page
+
+
+def test_a_well_formed_unknown_uuid_is_still_a_404(client, world, alice):
+    _, version, _, _ = world
+    client.force_login(alice)
+    url = reverse("labeling:calibration", kwargs={"version_id": version.uuid})
+    assert client.get(f"{url}?set=00000000-0000-0000-0000-000000000000").status_code == 404
+
+
+def test_the_api_answers_malformed_parameters_with_a_400_naming_them(world, carol):
+    run, version, _, cset = world
+    api = client_for(carol)
+    cases = [
+        (f"/api/runs/?suite={BAD}", "suite"),
+        ("/api/runs/?status=exploded", "status"),
+        (f"/api/trials/?run={BAD}", "run"),
+        ("/api/runs/?page_size=many", "page_size"),
+        ("/api/runs/?cursor=not-a-cursor", "cursor"),
+        ("/api/judge-versions/?trusted=yes", "trusted"),
+        (f"/api/calibration-sets/?judge_version={BAD}", "judge_version"),
+        (f"/api/labels/?trial={BAD}", "trial"),
+        (f"/api/comparisons/?base={BAD}&head={run.uuid}", "base"),
+        (f"/api/comparisons/?base={run.uuid}&head={run.uuid}&alpha=lots", "alpha"),
+        (f"/api/runs/{run.uuid}/export?format=xlsx", "format"),
+        (f"/api/runs/{run.uuid}/export?format=csv&tz=Mars/Olympus", "tz"),
+        (f"/api/calibration-sets/{cset.uuid}/export?judge_version={BAD}", "judge_version"),
+    ]
+    for url, param in cases:
+        response = api.get(url)
+        assert response.status_code == 400, (url, response.status_code, response.content[:200])
+        assert param in response.json(), (url, response.json())
