@@ -8,9 +8,11 @@ The calls are counted where the bill is: the requests a real local endpoint rece
 
 from __future__ import annotations
 
+import importlib
 from datetime import timedelta
 
 import pytest
+from django.apps import apps
 from django.utils import timezone
 
 from evals.models import Grade, Run, TrialPair
@@ -302,3 +304,65 @@ def test_claims_of_concurrent_holders_never_overlap():
         )
     union = set().union(*held)
     assert sum(len(h) for h in held) == len(union) == JudgeClaim.objects.count()
+
+
+# --- grades written before the ledger --------------------------------------------------------
+
+LEDGER_MIGRATION = importlib.import_module("judges.migrations.0009_judge_claims_and_call_ledger")
+
+
+def test_judge_grades_written_before_the_ledger_keep_their_spend():
+    """The migration gives each older judge grade that made a call one ledger row with the
+    tokens and cost it recorded; skipped rungs and refused templates made none."""
+    with FakeLLM() as llm:
+        version = make_version(llm)
+    trials = make_trials(["a", "b", "c", "d"])
+    call = {"nonce": "f" * 32, "input_tokens": 120, "output_tokens": 8, "attempts": 2}
+    Grade.objects.create(
+        trial=trials[0],
+        grader="j",
+        judge_version=version,
+        passed=True,
+        details={**call, "cost_usd": "0.0012", "price_source": "built-in"},
+    )
+    Grade.objects.create(
+        trial=trials[1],
+        grader="j",
+        judge_version=version,
+        status="error",
+        passed=None,
+        reason="rate_limited",
+        details={"nonce": "e" * 32, "provider_message": "429", "cost_usd": None, "attempts": 4},
+    )
+    Grade.objects.create(
+        trial=trials[2],
+        grader="j",
+        judge_version=version,
+        status="not_judged",
+        passed=None,
+        details={"decided_by": "exact", "skipped": True},
+    )
+    Grade.objects.create(
+        trial=trials[3],
+        grader="j",
+        judge_version=version,
+        status="error",
+        passed=None,
+        reason="bad_template: ...",
+        details={"error": "bad_template"},
+    )
+    LEDGER_MIGRATION.ledger_from_grades(apps, None)
+    LEDGER_MIGRATION.ledger_from_grades(apps, None)  # run twice: one row per call
+    rows = {r.nonce: r for r in JudgeCallRecord.objects.all()}
+    assert set(rows) == {"f" * 32, "e" * 32}
+    ok, failed = rows["f" * 32], rows["e" * 32]
+    assert (ok.status, ok.outcome, ok.input_tokens, ok.attempts, str(ok.cost_usd)) == (
+        "answered",
+        "stored",
+        120,
+        2,
+        "0.00120000",
+    )
+    assert (failed.status, failed.cost_usd, failed.input_tokens) == ("failed", None, None)
+    spend = run_judge_spend(run_id=trials[0].run_id)
+    assert (spend.calls, spend.requests, spend.cost_unknown) == (2, 6, 1)
