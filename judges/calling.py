@@ -4,15 +4,15 @@
 asyncio loop in a helper thread, and talks to the caller's thread through a queue:
 
 1. Before each call is sent, the loop asks the caller's thread for a permit. The caller
-   first records the answers that have arrived (2.), then answers every request that has
-   arrived with one ``permit(indexes)``: there the job
+   answers every request that has arrived with one ``permit(indexes)``: there the job
    checks that it is still live (a cancel stops it between calls, not between waves) and
    records the calls in the ledger before they go out. A refusal stops that call and every
    later one; calls already in flight finish and are recorded.
-2. Each answer is handed to ``record`` in the caller's thread as it arrives (with whatever
-   else arrived meanwhile), so grades are written one by one, not when the slowest call
-   of the batch returns.
-3. While calls are in flight, ``renew`` runs every ``renew_every_s`` (the claims' lease).
+2. Answers are handed to ``record`` in the caller's thread as they arrive, gathered for at
+   most ``WRITE_WINDOW_S`` (a write costs a few statements and a commit whatever its size),
+   so grades are written as calls end, not when the slowest call of the batch returns.
+3. While calls are in flight or answers wait to be recorded, ``renew`` runs every
+   ``renew_every_s`` (the claims' lease).
 
 The database is only touched in the caller's thread (one connection, the caller's
 transaction and test database), never on the loop.
@@ -34,6 +34,10 @@ from judges.models import JudgeVersion
 START, DONE, FAILED, END = "start", "done", "failed", "end"
 
 DEFAULT_CONCURRENCY = 8
+
+# How long answers may gather before they are written, in seconds: each write costs a few
+# statements and a commit whatever its size (bench/README.md, judge calls).
+WRITE_WINDOW_S = 0.05
 
 
 def version_concurrency(version: JudgeVersion) -> int:
@@ -116,18 +120,19 @@ def calls_send(
     finished = False
     failure: BaseException | None = None
     batch: list = []
+    answers: list[tuple[int, Any]] = []  # arrived, not yet recorded
+    recorded = 0
+    flush_at = 0.0
     try:
         while not finished:
             batch = []
-            timeout = max(0.0, next_renewal - time.monotonic()) if renew else None
+            deadlines = ([next_renewal] if renew else []) + ([flush_at] if answers else [])
+            timeout = max(0.0, min(deadlines) - time.monotonic()) if deadlines else None
             with contextlib.suppress(queue.Empty):
                 batch.append(events.get(timeout=timeout))
                 while True:  # whatever else has arrived, without waiting
                     batch.append(events.get_nowait())
             finished = any(kind == END for kind, _, _ in batch)
-            answers = [(i, call) for kind, i, call in batch if kind == DONE]
-            if answers:
-                record(answers)
             starts = [(i, handle) for kind, i, handle in batch if kind == START]
             if starts:
                 ok = not stopped and (permit is None or permit([i for i, _ in starts]))
@@ -138,7 +143,15 @@ def calls_send(
                     refuse.set()
                 for _, (loop, future) in starts:
                     loop.call_soon_threadsafe(_grant, future, ok)
-            if renew and time.monotonic() >= next_renewal:
+            arrived = [(i, call) for kind, i, call in batch if kind == DONE]
+            if arrived and not answers:
+                flush_at = time.monotonic() + WRITE_WINDOW_S
+            answers.extend(arrived)
+            if answers and (finished or time.monotonic() >= flush_at):
+                record(answers)
+                recorded += len(answers)
+                answers = []
+            if renew and len(sent) > recorded and time.monotonic() >= next_renewal:
                 renew()
                 next_renewal = time.monotonic() + renew_every_s
             failure = next((p for kind, _, p in batch if kind == FAILED), failure)

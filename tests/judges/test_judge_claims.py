@@ -237,18 +237,20 @@ def test_a_pairwise_presentation_held_elsewhere_is_not_called_and_each_call_is_r
 
 
 def test_a_cancelled_run_stops_its_judge_rung_between_calls(monkeypatch):
-    """Concurrency 2, 8 trials: the run is cancelled while the first answer is written; the
-    two calls in flight finish and are recorded, no other call is made."""
-    real = grading._grades_store
+    """One call at a time, 8 trials: the run is cancelled after the second call was sent;
+    that call finishes and is recorded, no other call is made."""
+    real = grading.run_live
+    checks = []
 
-    def store_then_cancel(**kwargs):
-        written = real(**kwargs)
-        run_cancel(run=Run.objects.get())
-        return written
+    def cancelled_after_two_calls(**kwargs):
+        checks.append(1)
+        if len(checks) == 4:  # the chunk's first check, then one before each call
+            run_cancel(run=Run.objects.get())
+        return real(**kwargs)
 
-    monkeypatch.setattr(grading, "_grades_store", store_then_cancel)
+    monkeypatch.setattr(grading, "run_live", cancelled_after_two_calls)
     with FakeLLM(responder=_pass) as llm:
-        version = make_version(llm, concurrency=2)
+        version = make_version(llm, concurrency=1)
         trials = make_trials([f"o{i}" for i in range(8)])
         run = _judged_run(trials, version)
         run_chunk_judge(run_id=run.id, trial_ids=[t.id for t in trials])

@@ -19,7 +19,7 @@ from django.urls import reverse
 
 from core.errors import DomainError
 from evals.models import Case, Grade, Run, Suite, Trial
-from judges import grading, runs, tasks
+from judges import runs, tasks
 from judges.management.commands import judge_run as judge_run_command
 from judges.models import JudgeCallRecord, JudgeClaim, JudgeRun
 from judges.selectors import judge_version_resolve
@@ -256,23 +256,23 @@ def test_judge_run_refuses_a_pairwise_judge_with_exit_3():
 def test_a_cancel_between_calls_stops_every_further_call(
     monkeypatch, django_capture_on_commit_callbacks
 ):
-    """concurrency 2, 6 trials: the cancel lands while the first answer is written; the two
-    calls already in flight finish and are recorded, the endpoint receives nothing more,
-    and the judge run stays cancelled with 2 of 6 graded."""
-    real = grading._grades_store
-    stores = []
+    """One call at a time, 6 trials: the cancel lands after the second call was sent (as a
+    user's cancel would, between two of the worker's checks); the call in flight finishes
+    and is recorded, the endpoint receives nothing more, and the judge run stays cancelled
+    with 2 of 6 graded."""
+    real = runs.judge_run_live
+    checks = []
 
-    def store_then_cancel(**kwargs):
-        stores.append(len(kwargs["answered"]))
-        written = real(**kwargs)
-        if len(stores) == 1:
+    def cancelled_after_two_calls(**kwargs):
+        checks.append(1)
+        if len(checks) == 4:  # the chunk's first check, then one before each call
             assert runs.judge_run_cancel(judge_run=JudgeRun.objects.get()) is True
-        return written
+        return real(**kwargs)
 
-    monkeypatch.setattr(grading, "_grades_store", store_then_cancel)
+    monkeypatch.setattr(runs, "judge_run_live", cancelled_after_two_calls)
     with FakeLLM(responder=_scripted) as llm:
         trials = make_trials(["a", "b", "c", "d", "e", "f"])
-        version = make_version(llm, concurrency=2)
+        version = make_version(llm, concurrency=1)
         with django_capture_on_commit_callbacks(execute=True):
             runs.judge_run_start(run=trials[0].run, judge_version=version)
         requests = llm.requests
@@ -289,7 +289,7 @@ def test_a_cancel_between_calls_stops_every_further_call(
     runs.judge_run_execute(
         run_id=trials[0].run_id, judge_version_id=version.id, trial_ids=judge_run.trial_ids
     )
-    assert (sum(stores), Grade.objects.count(), JudgeCallRecord.objects.count()) == (2, 2, 2)
+    assert (Grade.objects.count(), JudgeCallRecord.objects.count()) == (2, 2)
 
 
 def test_progress_is_recounted_between_calls_at_most_every_progress_interval(
