@@ -6,11 +6,13 @@ asyncio loop in a helper thread, and talks to the caller's thread through a queu
 1. Before each call is sent, the loop asks the caller's thread for a permit. The caller
    answers every request that has arrived with one ``permit(indexes)``: there the job
    checks that it is still live (a cancel stops it between calls, not between waves) and
-   records the calls in the ledger before they go out. A refusal stops that call and every
-   later one; calls already in flight finish and are recorded.
+   notes the calls for the ledger. A refusal stops that call and every later one; calls
+   already in flight finish and are recorded.
 2. Answers are handed to ``record`` in the caller's thread as they arrive, gathered for at
    most ``WRITE_WINDOW_S`` (a write costs a few statements and a commit whatever its size),
    so grades are written as calls end, not when the slowest call of the batch returns.
+   ``record`` is also called (with no answer) ``WRITE_WINDOW_S`` after a permit, so the
+   calls noted in 1. reach the ledger within that window of being sent, answered or not.
 3. While calls are in flight or answers wait to be recorded, ``renew`` runs every
    ``renew_every_s`` (the claims' lease).
 
@@ -68,10 +70,11 @@ def calls_send(
     indexes of the calls that were sent (module docstring: permits, records, renewals).
 
     ``record([(index, JudgeCall with reply), ...])`` is called in the caller's thread for
-    every answer; ``permit([index, ...])`` before the calls at those indexes are sent (None:
-    always); ``renew()`` every ``renew_every_s`` seconds while calls are in flight. An
-    exception raised by a callback stops every call not yet sent, waits for those in flight
-    (their answers are not recorded) and is re-raised.
+    every answer, and with an empty list once a permit's window has passed;
+    ``permit([index, ...])`` before the calls at those indexes are sent (None: always);
+    ``renew()`` every ``renew_every_s`` seconds while calls are in flight. An exception
+    raised by a callback stops every call not yet sent, waits for those in flight (their
+    answers are not recorded) and is re-raised.
     """
     if not calls:
         return set()
@@ -121,12 +124,13 @@ def calls_send(
     failure: BaseException | None = None
     batch: list = []
     answers: list[tuple[int, Any]] = []  # arrived, not yet recorded
+    dirty = False  # permits granted since the last record
     recorded = 0
     flush_at = 0.0
     try:
         while not finished:
             batch = []
-            deadlines = ([next_renewal] if renew else []) + ([flush_at] if answers else [])
+            deadlines = ([next_renewal] if renew else []) + ([flush_at] if answers or dirty else [])
             timeout = max(0.0, min(deadlines) - time.monotonic()) if deadlines else None
             with contextlib.suppress(queue.Empty):
                 batch.append(events.get(timeout=timeout))
@@ -138,19 +142,22 @@ def calls_send(
                 ok = not stopped and (permit is None or permit([i for i, _ in starts]))
                 if ok:
                     sent.update(i for i, _ in starts)
+                    if not dirty and not answers:
+                        flush_at = time.monotonic() + WRITE_WINDOW_S
+                    dirty = True
                 else:
                     stopped = True
                     refuse.set()
                 for _, (loop, future) in starts:
                     loop.call_soon_threadsafe(_grant, future, ok)
             arrived = [(i, call) for kind, i, call in batch if kind == DONE]
-            if arrived and not answers:
+            if arrived and not answers and not dirty:
                 flush_at = time.monotonic() + WRITE_WINDOW_S
             answers.extend(arrived)
-            if answers and (finished or time.monotonic() >= flush_at):
+            if (answers or dirty) and (finished or time.monotonic() >= flush_at):
                 record(answers)
                 recorded += len(answers)
-                answers = []
+                answers, dirty = [], False
             if renew and len(sent) > recorded and time.monotonic() >= next_renewal:
                 renew()
                 next_renewal = time.monotonic() + renew_every_s

@@ -293,7 +293,7 @@ def judge_grade_trials(
     (``judges.claims``: a key held by another live execution, or already graded, is not
     called), the claims are renewed while calls are in flight, and rows go through the
     unique (trial, grader) key. Every call sent is in the ledger (``judges.ledger``): opened
-    before it is sent, closed with tokens and cost, ``lost`` when another call's grade was
+    as it is sent, closed with tokens and cost, ``lost`` when another call's grade was
     stored first. ``checkpoint()`` (optional) is asked between calls: False stops every
     call not yet sent (those in flight finish and are recorded), and ``judge_run_id`` names
     the judge run the calls belong to.
@@ -343,26 +343,31 @@ def judge_grade_trials(
         calls = [JudgeCall(built=_build(judge_version, m)) for m in materials]
         prices: dict[str, Price | None] = {}
 
+        unopened: list[CallOpened] = []
+
         def permit(indexes: list[int]) -> bool:
             if checkpoint is not None and not checkpoint():
                 return False
-            judge_calls_open(
-                judge_version=judge_version,
-                judge_run_id=judge_run_id,
-                calls=[
-                    CallOpened(
-                        nonce=calls[i].built.prompt.nonce,
-                        run_id=pending[i].run_id,
-                        trial_id=pending[i].id,
-                        grader=grader,
-                    )
-                    for i in indexes
-                ],
+            unopened.extend(
+                CallOpened(
+                    nonce=calls[i].built.prompt.nonce,
+                    run_id=pending[i].run_id,
+                    trial_id=pending[i].id,
+                    grader=grader,
+                )
+                for i in indexes
             )
             return True
 
         def record(answers: list[tuple[int, JudgeCall]]) -> None:
             nonlocal written
+            if unopened:
+                judge_calls_open(
+                    judge_version=judge_version, judge_run_id=judge_run_id, calls=unopened
+                )
+                unopened.clear()
+            if not answers:
+                return
             verdicts = {
                 i: verdict_read(
                     version=judge_version,

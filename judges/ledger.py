@@ -1,7 +1,8 @@
 """The judge call ledger: one ``JudgeCallRecord`` per call Assay sends to a judge endpoint,
 so judge spend is read from what was paid, not from the grades that were kept.
 
-A call is opened (``judge_calls_open``, status ``sent``) before it is sent and closed
+A call is opened (``judge_calls_open``, status ``sent``) as it is sent (the calls permitted
+within one write window, ``judges.calling.WRITE_WINDOW_S``, go in one insert) and closed
 (``judge_calls_close``) with its tokens, cost and outcome when its answer is written. A
 worker killed in between leaves it ``sent``: counted, with unknown tokens and cost. A call
 whose grade lost a race to another call's (the same (trial, grader) written first) is
@@ -50,7 +51,7 @@ class CallAnswered:
 def judge_calls_open(
     *, judge_version: JudgeVersion, calls: list[CallOpened], judge_run_id: int | None = None
 ) -> None:
-    """Record ``calls`` as sent (one insert), before they are sent."""
+    """Record ``calls`` as sent (one insert)."""
     now = timezone.now()
     JudgeCallRecord.objects.bulk_create(
         [

@@ -494,8 +494,9 @@ class JudgeClaim(models.Model):
 class JudgeCallRecord(models.Model):
     """One call Assay sent to a judge endpoint: the provider's bill, line by line.
 
-    Written before the call is sent (``status`` sent: tokens and cost unknown until the
-    answer is recorded, so a worker killed mid-call still leaves its call counted) and
+    Written as the call is sent (``status`` sent, within ``judges.calling.WRITE_WINDOW_S``:
+    tokens and cost unknown until the answer is recorded, so a worker killed mid-call still
+    leaves its call counted) and
     completed when the answer arrives (``answered``, or ``failed`` when the provider or the
     transport failed after every attempt). ``attempts`` counts the HTTP requests the call
     made (retries included). ``cost_usd`` is USD at the answering model's price, null when

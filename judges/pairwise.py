@@ -154,25 +154,30 @@ def _presentations_judge(
             )
             calls.append(JudgeCall(built=_build(judge_version, material)))
 
+        unopened: list[CallOpened] = []
+
         def permit(indexes: list[int]) -> bool:
             if checkpoint is not None and not checkpoint():
                 return False
-            judge_calls_open(
-                judge_version=judge_version,
-                judge_run_id=judge_run_id,
-                calls=[
-                    CallOpened(
-                        nonce=calls[i].built.prompt.nonce,
-                        run_id=todo[i][0].trial_b.run_id,
-                        pair_id=todo[i][0].id,
-                        position=todo[i][1],
-                    )
-                    for i in indexes
-                ],
+            unopened.extend(
+                CallOpened(
+                    nonce=calls[i].built.prompt.nonce,
+                    run_id=todo[i][0].trial_b.run_id,
+                    pair_id=todo[i][0].id,
+                    position=todo[i][1],
+                )
+                for i in indexes
             )
             return True
 
         def record(answers: list[tuple[int, JudgeCall]]) -> None:
+            if unopened:
+                judge_calls_open(
+                    judge_version=judge_version, judge_run_id=judge_run_id, calls=unopened
+                )
+                unopened.clear()
+            if not answers:
+                return
             _verdicts_store(
                 judge_version=judge_version,
                 holder=holder,
