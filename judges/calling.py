@@ -75,6 +75,9 @@ def calls_send(
     ``renew()`` every ``renew_every_s`` seconds while calls are in flight. An exception
     raised by a callback stops every call not yet sent, waits for those in flight (their
     answers are not recorded) and is re-raised.
+
+    Long by design: the caller's loop (wait, permit, gather, record, renew) and its failure
+    path share the queue and the outstanding permits; split, they would pass them around.
     """
     if not calls:
         return set()

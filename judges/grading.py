@@ -303,6 +303,10 @@ def judge_grade_trials(
     "not judged" (``Grade.Status.NOT_JUDGED``, ``passed`` null) and says which rung decided
     (``details.decided_by``). A grade is gating only when ``gating`` and the version is
     trusted (else provisional).
+
+    Long by design: the steps (skip, claim, build, permit and open in the ledger, call,
+    read, store and close, release) share the chunk's claims holder, calls and materials;
+    the permit and record callbacks run in this thread (``judges.calling``).
     """
     if judge_version.judge.kind in (Judge.Kind.PAIRWISE, Judge.Kind.RECORDED):
         raise DomainError(
