@@ -1,6 +1,7 @@
 """Benchmark the run report's "judge calls" usage (one extra query in
-``evals.report.selectors.run_report``): server time of ``run_report`` on runs whose trials all carry
-a judge grade with a ~3 KB prompt in ``details``, against the same run without judge grades.
+``evals.report.selectors.run_report``, on the call ledger since issue 13): server time of
+``run_report`` on runs whose trials all carry a judge grade with a ~3 KB prompt in
+``details`` and one ledger row per call, against the same run without judge grades.
 
 Usage (SQLite, throwaway test database):
     .venv/bin/python bench/bench_report_judge_calls.py
@@ -20,6 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_report import TRIALS, build, connection, measure  # noqa: E402
 
 from evals.models import Grade, Trial  # noqa: E402
+from judges.models import JudgeCallRecord  # noqa: E402
 from judges.versions import judge_version_create
 
 
@@ -45,6 +47,27 @@ def add_judge_grades(run, version, rng: random.Random) -> int:
         for tid in Trial.objects.filter(run=run, status="ok").values_list("id", flat=True)
     ]
     Grade.objects.bulk_create(grades, batch_size=2000)
+    # The report reads judge spend from the call ledger: one row per call, as the judge rung
+    # writes it (the grade keeps the same figures in its details).
+    JudgeCallRecord.objects.bulk_create(
+        [
+            JudgeCallRecord(
+                nonce=f"{g.trial_id:032x}",
+                judge_version=version,
+                run=run,
+                trial_id=g.trial_id,
+                grader=g.grader,
+                status="answered",
+                outcome="stored",
+                attempts=1,
+                input_tokens=g.details["input_tokens"],
+                output_tokens=g.details["output_tokens"],
+                cost_usd=g.details["cost_usd"],
+            )
+            for g in grades
+        ],
+        batch_size=2000,
+    )
     return len(grades)
 
 

@@ -6,6 +6,8 @@ from judges.models import (
     DevelopmentLabel,
     Judge,
     JudgeApproval,
+    JudgeCallRecord,
+    JudgeClaim,
     JudgeRun,
     JudgeVersion,
     PairwiseVerdict,
@@ -141,4 +143,78 @@ class DevelopmentLabelAdmin(admin.ModelAdmin):
         return False
 
     def has_change_permission(self, request, obj=None) -> bool:
+        return False
+
+
+@admin.register(JudgeClaim)
+class JudgeClaimAdmin(admin.ModelAdmin):
+    """Claims on judge calls in flight (``judges.claims``): read-only, written by workers."""
+
+    list_display = ("__str__", "judge_version", "judge_run", "lease_expires_at", "claimed_at")
+    list_select_related = ("judge_version__judge",)
+    readonly_fields = (
+        "judge_version",
+        "trial",
+        "grader",
+        "pair",
+        "position",
+        "judge_run",
+        "holder",
+        "lease_expires_at",
+        "claimed_at",
+    )
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
+
+
+@admin.register(JudgeCallRecord)
+class JudgeCallRecordAdmin(admin.ModelAdmin):
+    """The judge call ledger (``judges.ledger``): read-only, one row per call paid."""
+
+    list_display = (
+        "nonce",
+        "judge_version",
+        "run",
+        "status",
+        "outcome",
+        "input_tokens",
+        "output_tokens",
+        "cost_usd",
+        "sent_at",
+    )
+    list_filter = ("status", "outcome")
+    list_select_related = ("judge_version__judge", "run")
+    search_fields = ("nonce", "grader")
+    readonly_fields = (
+        "nonce",
+        "judge_version",
+        "run",
+        "trial",
+        "grader",
+        "pair",
+        "position",
+        "judge_run",
+        "status",
+        "outcome",
+        "attempts",
+        "input_tokens",
+        "output_tokens",
+        "cost_usd",
+        "price_source",
+        "latency_ms",
+        "sent_at",
+        "answered_at",
+    )
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
+
+    def has_delete_permission(self, request, obj=None) -> bool:
         return False

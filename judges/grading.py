@@ -19,11 +19,13 @@ Invariants:
 
 from __future__ import annotations
 
-import asyncio
-import threading
-from collections.abc import Awaitable, Callable, Coroutine
+import logging
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
+
+from django.db import transaction
+from django.db.models.fields.json import KT
 
 from core.decimals import decimal_plain
 from core.errors import DomainError
@@ -31,10 +33,21 @@ from evals.models import Case, Grade, Run, Trial
 from evals.runner.finalize import run_finalize
 from evals.runner.pricing import Price, cost_breakdown, price_lookup
 from judges import kinds
-from judges.client import JudgeClient, JudgeReply
+from judges.calling import calls_send
+from judges.claims import (
+    claim_renew_every_s,
+    grade_claims_take,
+    holder_new,
+    judge_claims_release,
+    judge_claims_renew,
+)
+from judges.client import JudgeReply
+from judges.ledger import CallAnswered, CallOpened, judge_calls_close, judge_calls_open
 from judges.models import Judge, JudgeVersion
 from judges.parsing import ParseError, reply_parse
 from judges.prompts import imitates_markers
+
+logger = logging.getLogger(__name__)
 
 Sleep = Callable[[float], Awaitable[None]]
 
@@ -168,51 +181,22 @@ def verdict_read(
     )
 
 
-def _run_async(factory: Callable[[], Coroutine[Any, Any, Any]]) -> Any:
-    """Run a coroutine on a fresh event loop in its own thread (safe whether or not the
-    caller already runs a loop)."""
-    box: dict[str, Any] = {}
-
-    def target() -> None:
-        try:
-            box["value"] = asyncio.run(factory())
-        except BaseException as exc:  # re-raised in the caller's thread
-            box["error"] = exc
-
-    thread = threading.Thread(target=target, name="judge-calls")
-    thread.start()
-    thread.join()
-    if "error" in box:
-        raise box["error"]
-    return box["value"]
-
-
 def calls_run(
     *, version: JudgeVersion, calls: list[JudgeCall], sleep: Sleep | None = None
 ) -> list[JudgeCall]:
-    """Send ``calls`` concurrently (``params.concurrency``, default 8); same order back."""
-
-    async def run_all() -> list[JudgeCall]:
-        client = JudgeClient(
-            base_url=version.base_url, model=version.model, params=version.params, sleep=sleep
-        )
-        try:
-            replies = await asyncio.gather(
-                *(
-                    client.complete(messages=c.built.prompt.messages(), schema=c.built.schema)
-                    for c in calls
-                )
-            )
-        finally:
-            await client.aclose()
-        return [JudgeCall(built=c.built, reply=r) for c, r in zip(calls, replies, strict=True)]
-
-    if not calls:
-        return []
-    return _run_async(run_all)
+    """Send ``calls`` concurrently (``params.concurrency``, default 8); same order back.
+    No claim, no ledger: for callers that record their calls themselves (probes)."""
+    replies: dict[int, JudgeCall] = {}
+    calls_send(
+        version=version, calls=calls, record=lambda answers: replies.update(answers), sleep=sleep
+    )
+    return [replies[i] for i in range(len(calls))]
 
 
 # --- grading trials ---------------------------------------------------------------------------
+
+
+Checkpoint = Callable[[], bool]
 
 
 def _decided_below(trials: list[Trial]) -> dict[int, str]:
@@ -230,44 +214,19 @@ def _decided_below(trials: list[Trial]) -> dict[int, str]:
     return decided
 
 
-def judge_grade_trials(
+def _uncalled_grades(
     *,
     trials: list[Trial],
     judge_version: JudgeVersion,
-    grader: str | None = None,
-    skip_if_failed: bool = False,
-    gating: bool = True,
-    sleep: Sleep | None = None,
-) -> int:
-    """Grade ok ``trials`` with ``judge_version``; returns the number of grades written.
-
-    Idempotent; safe under redelivery: trials that already hold a grade of ``grader``
-    (default ``judge_version.grader_key``) are not called again, and rows go through the
-    unique (trial, grader) key. Errored trials get no judge grade (errored, not failed).
-    With ``skip_if_failed`` a trial already failed by a gating deterministic grader is not
-    sent to the judge; its grade is "not judged" (``Grade.Status.NOT_JUDGED``, ``passed``
-    null: neither a pass nor a fail) and says which rung decided (``details.decided_by``).
-    A grade is gating only when ``gating`` and the version is trusted (else provisional).
-    Long by design: the ladder's steps (skip, build, call, read, store, count) share the
-    per-trial state of one chunk.
-    """
-    if judge_version.judge.kind in (Judge.Kind.PAIRWISE, Judge.Kind.RECORDED):
-        raise DomainError(
-            f"a {judge_version.judge.kind} judge does not grade single trials",
-            field="judge_version",
-        )
-    grader = grader or judge_version.grader_key
-    trials = [t for t in trials if t.status == Trial.Status.OK]
-    done = set(
-        Grade.objects.filter(trial__in=trials, grader=grader).values_list("trial_id", flat=True)
-    )
-    todo = [t for t in trials if t.id not in done]
-    if not todo:
-        return 0
-    gating = gating and judge_version.is_trusted
+    grader: str,
+    skip_if_failed: bool,
+    gating: bool,
+) -> tuple[list[Grade], list[Trial]]:
+    """The grades of ``trials`` that need no call (a rung the ladder skipped: "not judged";
+    a refused template: errored) and the trials left to call."""
     rows: list[Grade] = []
-    decided = _decided_below(todo) if skip_if_failed else {}
-    for trial in todo:
+    decided = _decided_below(trials) if skip_if_failed else {}
+    for trial in trials:
         if trial.id in decided:
             key = decided[trial.id]
             rows.append(
@@ -284,7 +243,7 @@ def judge_grade_trials(
                     gating=gating,
                 )
             )
-    pending = [t for t in todo if t.id not in decided]
+    pending = [t for t in trials if t.id not in decided]
     refusal = template_refusal(judge_version)
     if refusal:
         rows.extend(
@@ -308,38 +267,207 @@ def judge_grade_trials(
             for trial in pending
         )
         pending = []
-    calls, untrusted = [], []
-    for trial in pending:
-        material = _material(trial)
-        calls.append(JudgeCall(built=_build(judge_version, material)))
-        untrusted.append(
-            [material.output]
-            + [
-                str(d.get("text", "")) if isinstance(d, dict) else str(d)
-                for d in material.documents
-            ]
+    return rows, pending
+
+
+def _untrusted(material: kinds.Material) -> list[str]:
+    return [material.output] + [
+        str(d.get("text", "")) if isinstance(d, dict) else str(d) for d in material.documents
+    ]
+
+
+def judge_grade_trials(
+    *,
+    trials: list[Trial],
+    judge_version: JudgeVersion,
+    grader: str | None = None,
+    skip_if_failed: bool = False,
+    gating: bool = True,
+    sleep: Sleep | None = None,
+    checkpoint: Checkpoint | None = None,
+    judge_run_id: int | None = None,
+) -> int:
+    """Grade ok ``trials`` with ``judge_version``; returns the number of grades written.
+
+    Idempotent; safe under redelivery and concurrent duplicates: each (trial, grader)
+    (default grader ``judge_version.grader_key``) is claimed before its call
+    (``judges.claims``: a key held by another live execution, or already graded, is not
+    called), the claims are renewed while calls are in flight, and rows go through the
+    unique (trial, grader) key. Every call sent is in the ledger (``judges.ledger``): opened
+    as it is sent, closed with tokens and cost, ``lost`` when another call's grade was
+    stored first. ``checkpoint()`` (optional) is asked between calls: False stops every
+    call not yet sent (those in flight finish and are recorded), and ``judge_run_id`` names
+    the judge run the calls belong to.
+
+    Errored trials get no judge grade (errored, not failed). With ``skip_if_failed`` a trial
+    already failed by a gating deterministic grader is not sent to the judge; its grade is
+    "not judged" (``Grade.Status.NOT_JUDGED``, ``passed`` null) and says which rung decided
+    (``details.decided_by``). A grade is gating only when ``gating`` and the version is
+    trusted (else provisional).
+
+    Long by design: the steps (skip, claim, build, permit and open in the ledger, call,
+    read, store and close, release) share the chunk's claims holder, calls and materials;
+    the permit and record callbacks run in this thread (``judges.calling``).
+    """
+    if judge_version.judge.kind in (Judge.Kind.PAIRWISE, Judge.Kind.RECORDED):
+        raise DomainError(
+            f"a {judge_version.judge.kind} judge does not grade single trials",
+            field="judge_version",
         )
-    prices: dict[str, Price | None] = {}
-    replies = calls_run(version=judge_version, calls=calls, sleep=sleep)
-    for trial, call, texts in zip(pending, replies, untrusted, strict=True):
-        v = verdict_read(version=judge_version, call=call, untrusted=texts, prices=prices)
-        details = {**v.details, "decided_by": "judge"}
-        rows.append(
-            Grade(
-                trial=trial,
-                grader=grader,
-                grader_version=str(judge_version.number),
+    grader = grader or judge_version.grader_key
+    trials = [t for t in trials if t.status == Trial.Status.OK]
+    done = set(
+        Grade.objects.filter(trial__in=trials, grader=grader).values_list("trial_id", flat=True)
+    )
+    todo = [t for t in trials if t.id not in done]
+    if not todo:
+        return 0
+    gating = gating and judge_version.is_trusted
+    rows, pending = _uncalled_grades(
+        trials=todo,
+        judge_version=judge_version,
+        grader=grader,
+        skip_if_failed=skip_if_failed,
+        gating=gating,
+    )
+    Grade.objects.bulk_create(rows, ignore_conflicts=True)
+    written = len(rows)
+    if not pending:
+        return written
+    holder = holder_new()
+    held = grade_claims_take(
+        trial_ids=[t.id for t in pending],
+        grader=grader,
+        judge_version_id=judge_version.id,
+        holder=holder,
+        judge_run_id=judge_run_id,
+    )
+    pending = [t for t in pending if t.id in held]
+    try:
+        materials = [_material(t) for t in pending]
+        calls = [JudgeCall(built=_build(judge_version, m)) for m in materials]
+        prices: dict[str, Price | None] = {}
+
+        unopened: list[CallOpened] = []
+
+        def permit(indexes: list[int]) -> bool:
+            if checkpoint is not None and not checkpoint():
+                return False
+            unopened.extend(
+                CallOpened(
+                    nonce=calls[i].built.prompt.nonce,
+                    run_id=pending[i].run_id,
+                    trial_id=pending[i].id,
+                    grader=grader,
+                )
+                for i in indexes
+            )
+            return True
+
+        def record(answers: list[tuple[int, JudgeCall]]) -> None:
+            nonlocal written
+            if unopened:
+                judge_calls_open(
+                    judge_version=judge_version, judge_run_id=judge_run_id, calls=unopened
+                )
+                unopened.clear()
+            if not answers:
+                return
+            verdicts = {
+                i: verdict_read(
+                    version=judge_version,
+                    call=call,
+                    untrusted=_untrusted(materials[i]),
+                    prices=prices,
+                )
+                for i, call in answers
+            }
+            written += _grades_store(
                 judge_version=judge_version,
-                status=v.status,
-                passed=v.passed,
-                score=v.score,
-                reason=v.reason,
-                details=details,
+                grader=grader,
                 gating=gating,
+                holder=holder,
+                answered=[(pending[i], call, verdicts[i]) for i, call in answers],
+            )
+
+        calls_send(
+            version=judge_version,
+            calls=calls,
+            record=record,
+            permit=permit,
+            renew=lambda: judge_claims_renew(holder=holder),
+            renew_every_s=claim_renew_every_s(),
+            sleep=sleep,
+        )
+    finally:
+        judge_claims_release(holder=holder)
+    return written
+
+
+def _grades_store(
+    *,
+    judge_version: JudgeVersion,
+    grader: str,
+    gating: bool,
+    holder,
+    answered: list[tuple[Trial, JudgeCall, Verdict]],
+) -> int:
+    """Write the grades of answered calls, close their ledger rows and release their claims,
+    in one transaction; returns the grades stored. A grade whose (trial, grader) was
+    written first by another call is not stored: its call is closed ``lost``."""
+    rows = [
+        Grade(
+            trial=trial,
+            grader=grader,
+            grader_version=str(judge_version.number),
+            judge_version=judge_version,
+            status=v.status,
+            passed=v.passed,
+            score=v.score,
+            reason=v.reason,
+            details={**v.details, "decided_by": "judge"},
+            gating=gating,
+        )
+        for trial, _, v in answered
+    ]
+    trial_ids = [trial.id for trial, _, _ in answered]
+    with transaction.atomic():
+        Grade.objects.bulk_create(rows, ignore_conflicts=True)
+        kept = dict(
+            Grade.objects.filter(trial_id__in=trial_ids, grader=grader).values_list(
+                "trial_id", KT("details__nonce")
             )
         )
-    Grade.objects.bulk_create(rows, ignore_conflicts=True)
-    return len(rows)
+        stored = {
+            trial.id for trial, call, _ in answered if kept.get(trial.id) == call.built.prompt.nonce
+        }
+        judge_calls_close(
+            answers=[
+                CallAnswered(
+                    nonce=call.built.prompt.nonce,
+                    reply=call.reply,
+                    cost_usd=v.details.get("cost_usd"),
+                    price_source=v.details.get("price_source"),
+                    stored=trial.id in stored,
+                )
+                for trial, call, v in answered
+            ]
+        )
+        judge_claims_release(holder=holder, trial_ids=trial_ids, grader=grader)
+    for trial_id in sorted(set(trial_ids) - stored):
+        logger.warning(
+            "judge call on trial %s (%s) lost a race: another call's grade was stored first; "
+            "the call is in the ledger",
+            trial_id,
+            grader,
+        )
+    return len(stored)
+
+
+def run_live(*, run_id: int) -> bool:
+    """True while run ``run_id`` exists and is not cancelled: the judge rung's check
+    between calls."""
+    return Run.objects.filter(id=run_id).exclude(status=Run.Status.CANCELLED).exists()
 
 
 def run_chunk_judge(*, run_id: int, trial_ids: list[int], sleep: Sleep | None = None) -> int:
@@ -348,15 +476,17 @@ def run_chunk_judge(*, run_id: int, trial_ids: list[int], sleep: Sleep | None = 
     grades, then finalize the run (it closes once every judge grade is in). Returns the
     number of grades written.
 
-    Idempotent; safe under redelivery: grades go through the unique (trial, grader) key and
-    trials already judged are not called again. A cancelled run's chunk is not judged.
-    Raises ``DomainError`` if the stored grader set no longer parses (a deleted
-    judge version cannot happen: grades protect it, and run_start checked it).
+    Idempotent; safe under redelivery and duplicates: each (trial, grader) is claimed before
+    its call, grades go through the unique (trial, grader) key and trials already judged are
+    not called again. A cancelled run's chunk is not judged, and a cancel stops the rung
+    between calls (``run_live``). Raises ``DomainError`` if the stored grader set no longer
+    parses (a deleted judge version cannot happen: grades protect it, and run_start checked
+    it).
     """
 
-    run = Run.objects.filter(id=run_id).first()
-    if run is None or run.status == Run.Status.CANCELLED:
+    if not run_live(run_id=run_id):
         return 0
+    run = Run.objects.get(id=run_id)
     specs = list(run.grader_set.judges)
     trials = list(
         Trial.objects.filter(
@@ -375,12 +505,7 @@ def run_chunk_judge(*, run_id: int, trial_ids: list[int], sleep: Sleep | None = 
             skip_if_failed=bool(spec.config.get("skip_if_failed", False)),
             gating=spec.gating,
             sleep=sleep,
+            checkpoint=lambda: run_live(run_id=run_id),
         )
     run_finalize(run_id=run_id)
     return written
-
-
-# --- judge runs -------------------------------------------------------------------------------
-
-
-# --- pairwise --------------------------------------------------------------------------------

@@ -6,10 +6,29 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from django.db import transaction
+
 from core.errors import DomainError
 from evals.models import Run, Trial, TrialPair
 from judges import kinds
-from judges.grading import JudgeCall, Sleep, _build, calls_run, template_refusal, verdict_read
+from judges.calling import calls_send
+from judges.claims import (
+    claim_renew_every_s,
+    holder_new,
+    judge_claims_release,
+    judge_claims_renew,
+    presentation_claims_take,
+)
+from judges.grading import (
+    Checkpoint,
+    JudgeCall,
+    Sleep,
+    Verdict,
+    _build,
+    template_refusal,
+    verdict_read,
+)
+from judges.ledger import CallAnswered, CallOpened, judge_calls_close, judge_calls_open
 from judges.models import Judge, JudgeVersion, PairwiseVerdict
 
 
@@ -41,18 +60,27 @@ def pair_judge(
 
 
 def pairs_judge(
-    *, pairs: list[TrialPair], judge_version: JudgeVersion, sleep: Sleep | None = None
+    *,
+    pairs: list[TrialPair],
+    judge_version: JudgeVersion,
+    sleep: Sleep | None = None,
+    checkpoint: Checkpoint | None = None,
+    judge_run_id: int | None = None,
 ) -> dict[int, PairOutcome]:
-    """Judge pairs in both orders: A/B ("original"), then B/A ("swapped"), every call of
-    every pair sent at once (``calls_run``: at most the version's ``concurrency`` in
-    flight). Each answer is mapped to a slot (``kinds.pairwise_slot``: "A"/"B", or a word of
+    """Judge pairs in both orders: A/B ("original"), then B/A ("swapped"), the version's
+    ``concurrency`` calls in flight at once (``judges.calling.calls_send``). Each answer is
+    mapped to a slot (``kinds.pairwise_slot``: "A"/"B", or a word of
     ``params["verdict_slots"]``), then back to the original naming, and stored as a
     ``PairwiseVerdict``; a reply naming no slot is an errored verdict. A pair counts for a
     side only when both orders agree, else it is a tie. Returns each pair's outcome by pair
-    id.
+    id (from the stored verdicts).
 
-    Idempotent: presentations already stored are not called again (unique (pair, judge
-    version, position)). Raises ``DomainError`` for a judge version that is not pairwise.
+    Idempotent; safe under redelivery and duplicates: each presentation (pair, judge
+    version, position) is claimed before its call (``judges.claims``), presentations
+    already stored are not called again, and every call sent is in the ledger
+    (``judges.ledger``; ``lost`` when another call's verdict was stored first).
+    ``checkpoint()`` (optional) is asked between calls: False stops every call not yet
+    sent. Raises ``DomainError`` for a judge version that is not pairwise.
     """
     if judge_version.judge.kind != Judge.Kind.PAIRWISE:
         raise DomainError("not a pairwise judge", field="judge_version")
@@ -68,30 +96,128 @@ def pairs_judge(
         for position in PairwiseVerdict.Position.values
         if position not in existing[pair.id]
     ]
-    rows: list[PairwiseVerdict] = []
     if refusal:
         # A refused template is never sent: each presentation is an errored verdict saying why.
-        rows = [
-            PairwiseVerdict(
-                pair=pair,
-                judge_version=judge_version,
-                position=position,
-                status=PairwiseVerdict.Status.ERROR,
-                reason=refusal,
-            )
-            for pair, position in todo
-        ]
+        PairwiseVerdict.objects.bulk_create(
+            [
+                PairwiseVerdict(
+                    pair=pair,
+                    judge_version=judge_version,
+                    position=position,
+                    status=PairwiseVerdict.Status.ERROR,
+                    reason=refusal,
+                )
+                for pair, position in todo
+            ],
+            ignore_conflicts=True,
+        )
         todo = []
-    texts = {p.id: (p.trial_a.output or "", p.trial_b.output or "") for p in pairs}
-    calls = []
-    for pair, position in todo:
-        a_text, b_text = texts[pair.id]
-        first, second = (a_text, b_text) if position == "original" else (b_text, a_text)
-        material = kinds.Material(input=pair.case.input_text, response_a=first, response_b=second)
-        calls.append(JudgeCall(built=_build(judge_version, material)))
-    replies = calls_run(version=judge_version, calls=calls, sleep=sleep)
-    for (pair, position), call in zip(todo, replies, strict=True):
-        v = verdict_read(version=judge_version, call=call, untrusted=list(texts[pair.id]))
+    if todo:
+        _presentations_judge(
+            todo=todo,
+            judge_version=judge_version,
+            sleep=sleep,
+            checkpoint=checkpoint,
+            judge_run_id=judge_run_id,
+        )
+    stored: dict[int, dict[str, PairwiseVerdict]] = {p.id: {} for p in pairs}
+    for v in PairwiseVerdict.objects.filter(pair__in=pairs, judge_version=judge_version):
+        stored[v.pair_id][v.position] = v
+    return {pair_id: pair_outcome(rows_) for pair_id, rows_ in stored.items()}
+
+
+def _presentations_judge(
+    *,
+    todo: list[tuple[TrialPair, str]],
+    judge_version: JudgeVersion,
+    sleep: Sleep | None,
+    checkpoint: Checkpoint | None,
+    judge_run_id: int | None,
+) -> None:
+    """Claim, call and store the presentations ``todo`` (``pairs_judge``)."""
+    holder = holder_new()
+    held = presentation_claims_take(
+        presentations=[(pair.id, position) for pair, position in todo],
+        judge_version_id=judge_version.id,
+        holder=holder,
+        judge_run_id=judge_run_id,
+    )
+    todo = [(pair, position) for pair, position in todo if (pair.id, position) in held]
+    try:
+        texts = {p.id: (p.trial_a.output or "", p.trial_b.output or "") for p, _ in todo}
+        calls = []
+        for pair, position in todo:
+            a_text, b_text = texts[pair.id]
+            first, second = (a_text, b_text) if position == "original" else (b_text, a_text)
+            material = kinds.Material(
+                input=pair.case.input_text, response_a=first, response_b=second
+            )
+            calls.append(JudgeCall(built=_build(judge_version, material)))
+
+        unopened: list[CallOpened] = []
+
+        def permit(indexes: list[int]) -> bool:
+            if checkpoint is not None and not checkpoint():
+                return False
+            unopened.extend(
+                CallOpened(
+                    nonce=calls[i].built.prompt.nonce,
+                    run_id=todo[i][0].trial_b.run_id,
+                    pair_id=todo[i][0].id,
+                    position=todo[i][1],
+                )
+                for i in indexes
+            )
+            return True
+
+        def record(answers: list[tuple[int, JudgeCall]]) -> None:
+            if unopened:
+                judge_calls_open(
+                    judge_version=judge_version, judge_run_id=judge_run_id, calls=unopened
+                )
+                unopened.clear()
+            if not answers:
+                return
+            _verdicts_store(
+                judge_version=judge_version,
+                holder=holder,
+                answered=[
+                    (
+                        todo[i][0],
+                        todo[i][1],
+                        call,
+                        verdict_read(
+                            version=judge_version, call=call, untrusted=list(texts[todo[i][0].id])
+                        ),
+                    )
+                    for i, call in answers
+                ],
+            )
+
+        calls_send(
+            version=judge_version,
+            calls=calls,
+            record=record,
+            permit=permit,
+            renew=lambda: judge_claims_renew(holder=holder),
+            renew_every_s=claim_renew_every_s(),
+            sleep=sleep,
+        )
+    finally:
+        judge_claims_release(holder=holder)
+
+
+def _verdicts_store(
+    *,
+    judge_version: JudgeVersion,
+    holder,
+    answered: list[tuple[TrialPair, str, JudgeCall, Verdict]],
+) -> None:
+    """Write the verdicts of answered presentations, close their ledger rows (``lost`` when
+    another call's verdict was stored first) and release their claims, in one transaction.
+    The stored verdict names its call by ``nonce``."""
+    rows = []
+    for pair, position, call, v in answered:
         slot = kinds.pairwise_slot(judge_version.params, v.preferred) if v.status == "ok" else None
         preferred = ""
         if slot:
@@ -110,13 +236,31 @@ def pairs_judge(
                 status=PairwiseVerdict.Status.OK if preferred else PairwiseVerdict.Status.ERROR,
                 preferred=preferred,
                 reason=reason,
+                nonce=call.built.prompt.nonce,
             )
         )
-    PairwiseVerdict.objects.bulk_create(rows, ignore_conflicts=True)
-    stored: dict[int, dict[str, PairwiseVerdict]] = {p.id: {} for p in pairs}
-    for v in PairwiseVerdict.objects.filter(pair__in=pairs, judge_version=judge_version):
-        stored[v.pair_id][v.position] = v
-    return {pair_id: pair_outcome(rows_) for pair_id, rows_ in stored.items()}
+    keys = [(pair.id, position) for pair, position, _, _ in answered]
+    with transaction.atomic():
+        PairwiseVerdict.objects.bulk_create(rows, ignore_conflicts=True)
+        kept = {
+            (pair_id, position): nonce
+            for pair_id, position, nonce in PairwiseVerdict.objects.filter(
+                pair_id__in=[p for p, _ in keys], judge_version=judge_version
+            ).values_list("pair_id", "position", "nonce")
+        }
+        judge_calls_close(
+            answers=[
+                CallAnswered(
+                    nonce=call.built.prompt.nonce,
+                    reply=call.reply,
+                    cost_usd=v.details.get("cost_usd"),
+                    price_source=v.details.get("price_source"),
+                    stored=kept.get((pair.id, position)) == call.built.prompt.nonce,
+                )
+                for pair, position, call, v in answered
+            ]
+        )
+        judge_claims_release(holder=holder, presentations=keys)
 
 
 @dataclass(frozen=True)

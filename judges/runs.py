@@ -2,29 +2,25 @@
 chunk tasks enqueued after commit, with progress recounted from the grade rows and a
 cancel that stops further paid calls.
 
-A chunk is graded in waves of ``concurrency`` trials (the version's client setting, default
-8: as many calls as the client sends at once). Before each wave the worker re-reads the
-judge run's status; once a cancel has set it (a compare-and-set from queued or running to
-cancelled) no further call is made: after a cancel, only the calls of the wave already in
-flight complete (at most ``concurrency``; exactly none more when ``concurrency`` is 1).
-Progress counts trials (graded / to grade), recounted from the grade rows after a wave when
-``PROGRESS_EVERY_S`` (1 s) has passed since the chunk's last recount, and always at the
-chunk's end: the bar moves by waves of trials, and a fast endpoint does not pay a recount
-(a query over the judge run's trial ids) per wave.
-
-Cost of the waves (measured against the shared mock, 200 ms a call, 96 trials, concurrency
-8, on the 2-core machine at load 8 to 13; 2.4 s would be concurrency/latency): 6.0 to 6.4 s,
-against 3.8 to 4.7 s when a whole chunk of 50 went out at once. Each wave builds its client
-(``judges.grading.calls_run``) and waits for its slowest call; against real judge latencies
-(seconds a call) the client's share shrinks, the wait for the slowest call does not.
+A chunk's calls go out ``concurrency`` at a time (the version's client setting, default
+8; ``judges.calling.calls_send``), and before each call is sent the worker checks in with
+the job (``_job_checkpoint``): it re-reads the judge run's status, and once a cancel has
+set it (a compare-and-set from queued or running to cancelled) no further call is made.
+A cancel takes effect between calls, within one call's latency: the calls already in
+flight (at most ``concurrency``) finish and are recorded, with their grades and their
+rows in the call ledger (``judges.ledger``); nothing new starts. Each call is claimed
+first (``judges.claims``), so a redelivered or duplicated chunk calls nothing twice.
+Progress counts trials (graded / to grade), recounted from the grade rows at a check-in
+when ``PROGRESS_EVERY_S`` (1 s) has passed since the chunk's last recount, and always at
+the chunk's end: a fast endpoint does not pay a recount (a query over the judge run's
+trial ids) per call.
 
 A pairwise judge run (``pairwise_judge_run_start``) is the same job on pairs: a head run
 against a base run of the same suite, attempt i of each case against attempt i
 (``judges.pairwise.run_pairs_build``), each pair judged in both presentation orders
-(``judges.pairwise.pairs_judge``). It is chunked, waved (``concurrency // 2`` pairs a
-wave, at least 1: two calls a pair), cancelled and counted like a pointwise one, its
-counts counting pairs from the ``PairwiseVerdict`` rows: graded = both orders stored,
-errored = an order without a verdict.
+(``judges.pairwise.pairs_judge``). It is chunked, claimed, cancelled between calls and
+counted like a pointwise one, its counts counting pairs from the ``PairwiseVerdict`` rows:
+graded = both orders stored, errored = an order without a verdict.
 
 How a judge run ends (``judge_run_progress``): once every trial has a grade it is
 ``failed`` when every grade errored (no verdict at all: nothing was judged), else
@@ -38,6 +34,7 @@ import logging
 import random
 import time
 from collections import Counter
+from collections.abc import Callable
 
 from django.db import transaction
 from django.utils import timezone
@@ -172,12 +169,12 @@ def pairwise_judge_run_start(
 def pairwise_judge_run_execute(
     *, judge_run_id: int, pair_ids: list[int], sleep: Sleep | None = None
 ) -> None:
-    """Judge one chunk of a pairwise judge run in waves of ``concurrency // 2`` pairs (at
-    least 1), re-reading the judge run's status before each wave (no further call once it
-    is cancelled); progress recounted as in ``judge_run_execute``.
+    """Judge one chunk of a pairwise judge run, checking in with the job between calls (no
+    further call once it is cancelled); progress recounted as in ``judge_run_execute``.
 
-    Idempotent; safe under redelivery (verdicts keyed by (pair, judge version, position)).
-    A cancelled or finished judge run does nothing.
+    Idempotent; safe under redelivery and duplicates (each presentation claimed before its
+    call; verdicts keyed by (pair, judge version, position)). A cancelled or finished judge
+    run does nothing.
     """
     judge_run = (
         JudgeRun.objects.filter(id=judge_run_id, base_run__isnull=False)
@@ -194,56 +191,52 @@ def pairwise_judge_run_execute(
         .select_related("case", "trial_a", "trial_b")
         .order_by("id")
     )
-    _waves_run(
-        judge_run,
-        pairs,
-        size=max(1, wave_size(judge_run.judge_version) // 2),
-        judge=lambda wave: pairs_judge(
-            pairs=wave, judge_version=judge_run.judge_version, sleep=sleep
-        ),
-    )
-
-
-def _waves_run(judge_run: JudgeRun, items: list, *, size: int, judge) -> None:
-    """Judge ``items`` in waves of ``size`` (``judge(wave)``), re-reading the judge run's
-    status before each wave (no further paid call once it is cancelled or finished) and
-    recounting progress at most every ``PROGRESS_EVERY_S`` and at the end."""
-    counted = time.monotonic()
-    for wave in chunked(items, size):
-        if not judge_run_live(judge_run_id=judge_run.id):
-            logger.info("judge run %s is no longer live: no further calls", judge_run.id)
-            break
-        judge(wave)
-        if time.monotonic() - counted >= PROGRESS_EVERY_S:
-            judge_run_progress(judge_run_id=judge_run.id)
-            counted = time.monotonic()
+    checkpoint = _job_checkpoint(judge_run.id)
+    if pairs and checkpoint():
+        pairs_judge(
+            pairs=pairs,
+            judge_version=judge_run.judge_version,
+            sleep=sleep,
+            checkpoint=checkpoint,
+            judge_run_id=judge_run.id,
+        )
     judge_run_progress(judge_run_id=judge_run.id)
 
 
-def wave_size(judge_version: JudgeVersion) -> int:
-    """Trials graded per wave: the version's ``concurrency`` client setting (default 8,
-    at least 1), so a wave is what the client sends at once."""
-    try:
-        return max(1, int(judge_version.params.get("concurrency", 8)))
-    except (TypeError, ValueError):
-        return 8
+def _job_checkpoint(judge_run_id: int) -> Callable[[], bool]:
+    """The check a judge job's worker makes before each paid call: recount progress when
+    ``PROGRESS_EVERY_S`` has passed since the last recount, then go on only while the judge
+    run is live (``judge_run_live``)."""
+    counted = time.monotonic()
+
+    def checkpoint() -> bool:
+        nonlocal counted
+        if time.monotonic() - counted >= PROGRESS_EVERY_S:
+            judge_run_progress(judge_run_id=judge_run_id)
+            counted = time.monotonic()
+        if judge_run_live(judge_run_id=judge_run_id):
+            return True
+        logger.info("judge run %s is no longer live: no further calls", judge_run_id)
+        return False
+
+    return checkpoint
 
 
 def judge_run_live(*, judge_run_id: int) -> bool:
     """True while the judge run is queued or running (neither cancelled nor finished): the
-    check a worker makes before each wave of paid calls."""
+    check a worker makes before each paid call."""
     return JudgeRun.objects.filter(id=judge_run_id, status__in=LIVE).exists()
 
 
 def judge_run_execute(
     *, run_id: int, judge_version_id: int, trial_ids: list[int], sleep: Sleep | None = None
 ) -> None:
-    """Grade one chunk of a judge run in waves (module docstring), recounting progress at
-    most every ``PROGRESS_EVERY_S`` and at the end; stops before the next wave once the judge
-    run is cancelled.
+    """Grade one chunk of a judge run (module docstring), recounting progress at most every
+    ``PROGRESS_EVERY_S`` and at the end; no further call once the judge run is cancelled.
 
-    Idempotent; safe under redelivery (grades keyed by (trial, grader); trials already
-    graded are not called again). A cancelled or finished judge run does nothing.
+    Idempotent; safe under redelivery and duplicates (each (trial, grader) claimed before
+    its call; grades keyed by (trial, grader); trials already graded are not called again).
+    A cancelled or finished judge run does nothing.
     """
     judge_run = (
         JudgeRun.objects.filter(run_id=run_id, judge_version_id=judge_version_id)
@@ -258,14 +251,17 @@ def judge_run_execute(
     trials = list(
         Trial.objects.filter(id__in=trial_ids, run_id=run_id).select_related("case").order_by("id")
     )
-    _waves_run(
-        judge_run,
-        trials,
-        size=wave_size(judge_run.judge_version),
-        judge=lambda wave: judge_grade_trials(
-            trials=wave, judge_version=judge_run.judge_version, grader=judge_run.grader, sleep=sleep
-        ),
-    )
+    checkpoint = _job_checkpoint(judge_run.id)
+    if trials and checkpoint():
+        judge_grade_trials(
+            trials=trials,
+            judge_version=judge_run.judge_version,
+            grader=judge_run.grader,
+            sleep=sleep,
+            checkpoint=checkpoint,
+            judge_run_id=judge_run.id,
+        )
+    judge_run_progress(judge_run_id=judge_run.id)
 
 
 def _errors_text(reasons: Counter, errored: int, graded: int, *, pairs: bool = False) -> str:

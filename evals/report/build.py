@@ -44,6 +44,7 @@ from evals.report.figures import (
     figures_for,
 )
 from evals.report.rows import RunRows
+from judges.ledger import Spend
 from judges.trust import corrected_pass_rate_from_approval
 
 OVERALL = "overall"
@@ -161,54 +162,6 @@ class Cost:
 
 
 @dataclass(frozen=True)
-class JudgeCalls:
-    """Judge calls behind a run's grades, kept apart from the target's tokens and cost.
-
-    ``calls``: judge grades that made a call (ladder-skipped ones made none; errored ones
-    count). ``input``/``output``: token sums over the known values, ``*_unknown`` the calls
-    without a count. ``known_usd``: sum of known costs (USD; None when none is known),
-    ``cost_unknown``: calls whose price is unknown. Source: each grade's ``details``
-    (``input_tokens``, ``output_tokens``, ``cost_usd``), written by ``judges.grading``.
-    """
-
-    calls: int
-    input: int
-    input_unknown: int
-    output: int
-    output_unknown: int
-    known_usd: Decimal | None
-    cost_unknown: int
-
-
-def judge_calls_from_rows(rows: list[tuple[Any, Any, Any, Any]]) -> JudgeCalls | None:
-    """``rows``: one ``(input_tokens, output_tokens, cost_usd, skipped)`` per judge grade of
-    the run, values as text or numbers or None (JSON keys read by the database). None when
-    the run has no judge grade."""
-    rows = [r for r in rows if str(r[3]).lower() not in ("true", "1")]
-    if not rows:
-        return None
-    inputs = [int(v) for v in (_json_scalar(r[0]) for r in rows) if v is not None]
-    outputs = [int(v) for v in (_json_scalar(r[1]) for r in rows) if v is not None]
-    costs = [Decimal(v) for v in (_json_scalar(r[2]) for r in rows) if v is not None]
-    return JudgeCalls(
-        calls=len(rows),
-        input=sum(inputs),
-        input_unknown=len(rows) - len(inputs),
-        output=sum(outputs),
-        output_unknown=len(rows) - len(outputs),
-        known_usd=sum(costs, Decimal(0)) if costs else None,
-        cost_unknown=len(rows) - len(costs),
-    )
-
-
-def _json_scalar(value: Any) -> str | None:
-    """A JSON key read as text by the database; JSON null (SQLite gives ``"null"``) is None."""
-    if value is None or str(value) == "null":
-        return None
-    return str(value)
-
-
-@dataclass(frozen=True)
 class RunReport:
     """Everything the run page, ``manage.py run_report`` and the API show about one run."""
 
@@ -230,7 +183,7 @@ class RunReport:
     tokens: Tokens
     latency: Latency
     cost: Cost
-    judge_calls: JudgeCalls | None = None
+    judge_calls: Spend | None = None  # judges.ledger: every judge call paid for the run
 
     @property
     def errored_banner(self) -> str | None:

@@ -6,12 +6,12 @@ from __future__ import annotations
 import dataclasses
 
 from django.db import models
-from django.db.models.fields.json import KT
 from django.db.models.functions import Substr
 
 from evals.models import Grade, Run, Trial
-from evals.report.build import ReasonRows, RunReport, judge_calls_from_rows, report_from_rows
+from evals.report.build import ReasonRows, RunReport, report_from_rows
 from evals.report.rows import run_rows_get
+from judges.ledger import run_judge_spend
 
 REASON_MAX_CHARS = 500
 
@@ -46,17 +46,9 @@ def run_report(*, run: Run) -> RunReport:
             .annotate(n=models.Count("id"))
         ),
     )
-    # Judge calls apart from the target's (one query; JSON keys only, never the prompt).
-    judge_calls = judge_calls_from_rows(
-        list(
-            grades.filter(judge_version__isnull=False).values_list(
-                KT("details__input_tokens"),
-                KT("details__output_tokens"),
-                KT("details__cost_usd"),
-                KT("details__skipped"),
-            )
-        )
-    )
+    # Judge calls apart from the target's, from the call ledger: every call paid, including
+    # one whose grade lost a race (one query).
+    judge_calls = run_judge_spend(run_id=run.id)
     report = report_from_rows(run=run, rows=run_rows_get(run=run), reasons=reasons)
     retried = Trial.objects.filter(run=run, replaced_by__isnull=False).count()
     return dataclasses.replace(

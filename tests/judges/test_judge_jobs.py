@@ -21,7 +21,7 @@ from core.errors import DomainError
 from evals.models import Case, Grade, Run, Suite, Trial
 from judges import runs, tasks
 from judges.management.commands import judge_run as judge_run_command
-from judges.models import JudgeRun
+from judges.models import JudgeCallRecord, JudgeClaim, JudgeRun
 from judges.selectors import judge_version_resolve
 from judges.versions import judge_version_create
 from tests.conftest import PASSWORD
@@ -253,42 +253,46 @@ def test_judge_run_refuses_a_pairwise_judge_with_exit_3():
 # --- cancelling stops further calls ----------------------------------------------------------
 
 
-def test_a_cancel_between_waves_stops_every_further_call(
+def test_a_cancel_between_calls_stops_every_further_call(
     monkeypatch, django_capture_on_commit_callbacks
 ):
-    """concurrency 2, 6 trials: the cancel lands after the first wave; the endpoint then
-    receives nothing more, and the judge run stays cancelled with 2 of 6 graded."""
-    real = runs.judge_grade_trials
-    waves = []
+    """One call at a time, 6 trials: the cancel lands after the second call was sent (as a
+    user's cancel would, between two of the worker's checks); the call in flight finishes
+    and is recorded, the endpoint receives nothing more, and the judge run stays cancelled
+    with 2 of 6 graded."""
+    real = runs.judge_run_live
+    checks = []
 
-    def grade_then_cancel(**kwargs):
-        waves.append([t.id for t in kwargs["trials"]])
-        written = real(**kwargs)
-        assert runs.judge_run_cancel(judge_run=JudgeRun.objects.get()) is True
-        return written
+    def cancelled_after_two_calls(**kwargs):
+        checks.append(1)
+        if len(checks) == 4:  # the chunk's first check, then one before each call
+            assert runs.judge_run_cancel(judge_run=JudgeRun.objects.get()) is True
+        return real(**kwargs)
 
-    monkeypatch.setattr(runs, "judge_grade_trials", grade_then_cancel)
+    monkeypatch.setattr(runs, "judge_run_live", cancelled_after_two_calls)
     with FakeLLM(responder=_scripted) as llm:
         trials = make_trials(["a", "b", "c", "d", "e", "f"])
-        version = make_version(llm, concurrency=2)
+        version = make_version(llm, concurrency=1)
         with django_capture_on_commit_callbacks(execute=True):
             runs.judge_run_start(run=trials[0].run, judge_version=version)
         requests = llm.requests
     judge_run = JudgeRun.objects.get()
-    assert (len(waves), requests, Grade.objects.count()) == (1, 2, 2)
+    assert (requests, Grade.objects.count(), JudgeCallRecord.objects.count()) == (2, 2, 2)
+    assert set(JudgeCallRecord.objects.values_list("status", "outcome")) == {("answered", "stored")}
     assert (judge_run.status, judge_run.trials_graded, judge_run.trials_total) == (
         "cancelled",
         2,
         6,
     )
+    assert not JudgeClaim.objects.exists()  # the calls a cancel stopped released their claims
     # A redelivered chunk of a cancelled judge run calls nothing either.
     runs.judge_run_execute(
         run_id=trials[0].run_id, judge_version_id=version.id, trial_ids=judge_run.trial_ids
     )
-    assert (len(waves), Grade.objects.count()) == (1, 2)
+    assert (Grade.objects.count(), JudgeCallRecord.objects.count()) == (2, 2)
 
 
-def test_progress_is_recounted_per_wave_of_trials_not_per_chunk(
+def test_progress_is_recounted_between_calls_at_most_every_progress_interval(
     monkeypatch, django_capture_on_commit_callbacks
 ):
     seen = []
@@ -306,7 +310,9 @@ def test_progress_is_recounted_per_wave_of_trials_not_per_chunk(
         version = make_version(llm, concurrency=2)
         with django_capture_on_commit_callbacks(execute=True):
             runs.judge_run_start(run=trials[0].run, judge_version=version)
-        assert seen == [2, 4, 5, 5]  # after each wave, then once more at the chunk's end
+        # Recounted at check-ins between calls (the bar moves while the chunk runs), then
+        # once more at the chunk's end.
+        assert len(seen) >= 3 and seen == sorted(seen) and seen[0] < 5 and seen[-1] == 5, seen
         assert JudgeRun.objects.get().status == "succeeded"
         # At most one recount a second (and one at the end): a fast endpoint pays none between.
         seen.clear()

@@ -1,0 +1,185 @@
+"""Sending a batch of judge calls with the database kept in the caller's thread.
+
+``calls_send`` sends calls concurrently (the version's ``concurrency``, default 8) on an
+asyncio loop in a helper thread, and talks to the caller's thread through a queue:
+
+1. Before each call is sent, the loop asks the caller's thread for a permit. The caller
+   answers every request that has arrived with one ``permit(indexes)``: there the job
+   checks that it is still live (a cancel stops it between calls, not between waves) and
+   notes the calls for the ledger. A refusal stops that call and every later one; calls
+   already in flight finish and are recorded.
+2. Answers are handed to ``record`` in the caller's thread as they arrive, gathered for at
+   most ``WRITE_WINDOW_S`` (a write costs a few statements and a commit whatever its size),
+   so grades are written as calls end, not when the slowest call of the batch returns.
+   ``record`` is also called (with no answer) ``WRITE_WINDOW_S`` after a permit, so the
+   calls noted in 1. reach the ledger within that window of being sent, answered or not.
+3. While calls are in flight or answers wait to be recorded, ``renew`` runs every
+   ``renew_every_s`` (the claims' lease).
+
+The database is only touched in the caller's thread (one connection, the caller's
+transaction and test database), never on the loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import queue
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from judges.client import JudgeClient
+from judges.models import JudgeVersion
+
+START, DONE, FAILED, END = "start", "done", "failed", "end"
+
+DEFAULT_CONCURRENCY = 8
+
+# How long answers may gather before they are written, in seconds: each write costs a few
+# statements and a commit whatever its size (bench/README.md, judge calls).
+WRITE_WINDOW_S = 0.05
+
+
+def version_concurrency(version: JudgeVersion) -> int:
+    """Calls in flight at once for ``version``: its ``concurrency`` client setting
+    (default 8, at least 1)."""
+    try:
+        return max(1, int(version.params.get("concurrency", DEFAULT_CONCURRENCY)))
+    except (TypeError, ValueError):
+        return DEFAULT_CONCURRENCY
+
+
+def _grant(future: asyncio.Future, ok: bool) -> None:
+    if not future.done():
+        future.set_result(ok)
+
+
+def calls_send(
+    *,
+    version: JudgeVersion,
+    calls: list,
+    record: Callable[[list[tuple[int, Any]]], None],
+    permit: Callable[[list[int]], bool] | None = None,
+    renew: Callable[[], None] | None = None,
+    renew_every_s: float = 60.0,
+    sleep=None,
+) -> set[int]:
+    """Send ``calls`` (``judges.grading.JudgeCall``) to ``version``'s endpoint; returns the
+    indexes of the calls that were sent (module docstring: permits, records, renewals).
+
+    ``record([(index, JudgeCall with reply), ...])`` is called in the caller's thread for
+    every answer, and with an empty list once a permit's window has passed;
+    ``permit([index, ...])`` before the calls at those indexes are sent (None: always);
+    ``renew()`` every ``renew_every_s`` seconds while calls are in flight. An exception
+    raised by a callback stops every call not yet sent, waits for those in flight (their
+    answers are not recorded) and is re-raised.
+
+    Long by design: the caller's loop (wait, permit, gather, record, renew) and its failure
+    path share the queue and the outstanding permits; split, they would pass them around.
+    """
+    if not calls:
+        return set()
+    events: queue.Queue = queue.Queue()
+    refuse = threading.Event()
+    concurrency = version_concurrency(version)
+
+    async def send_all() -> None:
+        loop = asyncio.get_running_loop()
+        gate = asyncio.Semaphore(concurrency)
+        client = JudgeClient(
+            base_url=version.base_url, model=version.model, params=version.params, sleep=sleep
+        )
+
+        async def one(index: int, call) -> None:
+            async with gate:
+                if refuse.is_set():
+                    return
+                future = loop.create_future()
+                events.put((START, index, (loop, future)))
+                if not await future:
+                    return
+                reply = await client.complete(
+                    messages=call.built.prompt.messages(), schema=call.built.schema
+                )
+                events.put((DONE, index, type(call)(built=call.built, reply=reply)))
+
+        try:
+            await asyncio.gather(*(one(i, c) for i, c in enumerate(calls)))
+        finally:
+            await client.aclose()
+
+    def loop_thread() -> None:
+        try:
+            asyncio.run(send_all())
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread
+            events.put((FAILED, -1, exc))
+        finally:
+            events.put((END, -1, None))
+
+    thread = threading.Thread(target=loop_thread, name="judge-calls", daemon=True)
+    thread.start()
+    sent: set[int] = set()
+    stopped = False
+    next_renewal = time.monotonic() + renew_every_s
+    finished = False
+    failure: BaseException | None = None
+    batch: list = []
+    answers: list[tuple[int, Any]] = []  # arrived, not yet recorded
+    dirty = False  # permits granted since the last record
+    recorded = 0
+    flush_at = 0.0
+    try:
+        while not finished:
+            batch = []
+            deadlines = ([next_renewal] if renew else []) + ([flush_at] if answers or dirty else [])
+            timeout = max(0.0, min(deadlines) - time.monotonic()) if deadlines else None
+            with contextlib.suppress(queue.Empty):
+                batch.append(events.get(timeout=timeout))
+                while True:  # whatever else has arrived, without waiting
+                    batch.append(events.get_nowait())
+            finished = any(kind == END for kind, _, _ in batch)
+            starts = [(i, handle) for kind, i, handle in batch if kind == START]
+            if starts:
+                ok = not stopped and (permit is None or permit([i for i, _ in starts]))
+                if ok:
+                    sent.update(i for i, _ in starts)
+                    if not dirty and not answers:
+                        flush_at = time.monotonic() + WRITE_WINDOW_S
+                    dirty = True
+                else:
+                    stopped = True
+                    refuse.set()
+                for _, (loop, future) in starts:
+                    loop.call_soon_threadsafe(_grant, future, ok)
+            arrived = [(i, call) for kind, i, call in batch if kind == DONE]
+            if arrived and not answers and not dirty:
+                flush_at = time.monotonic() + WRITE_WINDOW_S
+            answers.extend(arrived)
+            if (answers or dirty) and (finished or time.monotonic() >= flush_at):
+                record(answers)
+                recorded += len(answers)
+                answers, dirty = [], False
+            if renew and len(sent) > recorded and time.monotonic() >= next_renewal:
+                renew()
+                next_renewal = time.monotonic() + renew_every_s
+            failure = next((p for kind, _, p in batch if kind == FAILED), failure)
+    except BaseException:
+        refuse.set()
+        for kind, _, payload in batch:  # starts of the failing batch may not be answered yet
+            if kind == START:
+                loop, future = payload
+                loop.call_soon_threadsafe(_grant, future, False)
+        while not finished:  # refuse every pending start, wait for the calls in flight
+            kind, _, payload = events.get()
+            if kind == START:
+                loop, future = payload
+                loop.call_soon_threadsafe(_grant, future, False)
+            finished = kind == END
+        raise
+    finally:
+        thread.join()
+    if failure is not None:
+        raise failure
+    return sent

@@ -1,0 +1,281 @@
+"""Claims on judge calls: before a worker pays for a judge call it claims the row the call
+will write, the way the runner claims trials (``evals.runner.execute``), so a redelivered
+or duplicated judge task never calls the judge twice for one grade.
+
+The key of a claim is the key of the row it will write: a grade's (trial, grader), or a
+pairwise verdict's (pair, judge version, position). One execution of a chunk holds its
+claims under a random ``holder`` token:
+
+1. ``grade_claims_take`` / ``presentation_claims_take`` insert the missing claims and take
+   over the expired ones (a dead worker's), both compare-and-sets, then drop the keys
+   whose row already exists (written by the previous holder just before). A key another
+   live execution holds is skipped: that execution writes it.
+2. While its calls are in flight the holder renews its lease (``judge_claims_renew``,
+   every third of a lease), so a healthy long chunk is never taken over.
+3. The claim is deleted in the transaction that writes its row (``judge_claims_release``
+   with the keys), and whatever is left (calls a cancel stopped, a failure) is released
+   when the execution ends.
+
+A worker killed mid-call leaves claims whose lease runs out: a redelivery of its task
+takes them over, or ``judge_claims_sweep`` (for the sweeper) enqueues their chunks again.
+The lease is ``ASSAY["TRIAL_LEASE_SECONDS"]``, the trials' own.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from functools import partial
+
+from django.conf import settings
+from django.db import connection, transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from evals.models import Grade, Run
+from judges import tasks
+from judges.models import JudgeClaim, JudgeRun, PairwiseVerdict
+
+Presentation = tuple[int, str]  # (pair id, position)
+
+
+def claim_lease() -> timedelta:
+    """How long a claim holds without renewal: ``ASSAY["TRIAL_LEASE_SECONDS"]``."""
+    return timedelta(seconds=settings.ASSAY["TRIAL_LEASE_SECONDS"])
+
+
+def claim_renew_every_s() -> float:
+    """Seconds between two renewals of the claims in flight: a third of the lease."""
+    return claim_lease().total_seconds() / 3
+
+
+def holder_new() -> uuid.UUID:
+    """A token for one execution of a chunk: the holder of the claims it takes."""
+    return uuid.uuid4()
+
+
+def _expired_taken_over(scope: Q, *, holder: uuid.UUID, lease: datetime, now: datetime) -> None:
+    """Take over the expired claims in ``scope`` (rows another worker is taking over at
+    this moment are skipped on PostgreSQL; SQLite serialises writers)."""
+    expired = JudgeClaim.objects.filter(scope, lease_expires_at__lt=now).exclude(holder=holder)
+    if connection.features.has_select_for_update_skip_locked:
+        expired = expired.select_for_update(skip_locked=True)
+    ids = list(expired.order_by("id").values_list("id", flat=True))
+    if ids:
+        JudgeClaim.objects.filter(id__in=ids, lease_expires_at__lt=now).update(
+            holder=holder, lease_expires_at=lease, claimed_at=now
+        )
+
+
+def grade_claims_take(
+    *,
+    trial_ids: list[int],
+    grader: str,
+    judge_version_id: int,
+    holder: uuid.UUID,
+    judge_run_id: int | None = None,
+) -> set[int]:
+    """Claim the grades (trial, ``grader``) of ``trial_ids`` for ``holder``; returns the
+    trial ids now held, none of which has a grade of ``grader``.
+
+    A compare-and-set: new claims are inserted (a key already claimed is left alone),
+    expired ones taken over, so two executions never hold one key. Keys whose grade exists
+    are released at once. Idempotent for one holder.
+    """
+    if not trial_ids:
+        return set()
+    now = timezone.now()
+    lease = now + claim_lease()
+    ids = sorted(set(trial_ids))
+    scope = Q(trial_id__in=ids, grader=grader)
+    with transaction.atomic():
+        JudgeClaim.objects.bulk_create(
+            [
+                JudgeClaim(
+                    judge_version_id=judge_version_id,
+                    trial_id=trial_id,
+                    grader=grader,
+                    judge_run_id=judge_run_id,
+                    holder=holder,
+                    lease_expires_at=lease,
+                    claimed_at=now,
+                )
+                for trial_id in ids
+            ],
+            ignore_conflicts=True,
+        )
+        _expired_taken_over(scope, holder=holder, lease=lease, now=now)
+        held = set(
+            JudgeClaim.objects.filter(scope, holder=holder).values_list("trial_id", flat=True)
+        )
+        done = set(
+            Grade.objects.filter(trial_id__in=held, grader=grader).values_list(
+                "trial_id", flat=True
+            )
+        )
+        if done:
+            JudgeClaim.objects.filter(trial_id__in=done, grader=grader, holder=holder).delete()
+    return held - done
+
+
+def presentation_claims_take(
+    *,
+    presentations: list[Presentation],
+    judge_version_id: int,
+    holder: uuid.UUID,
+    judge_run_id: int | None = None,
+) -> set[Presentation]:
+    """Claim pairwise presentations ((pair id, position)) of ``judge_version_id`` for
+    ``holder``; returns those now held, none of which has a stored verdict. Same
+    compare-and-set as ``grade_claims_take``."""
+    if not presentations:
+        return set()
+    now = timezone.now()
+    lease = now + claim_lease()
+    wanted = sorted(set(presentations))
+    pair_ids = sorted({p for p, _ in wanted})
+    scope = Q(pair_id__in=pair_ids, judge_version_id=judge_version_id)
+    with transaction.atomic():
+        JudgeClaim.objects.bulk_create(
+            [
+                JudgeClaim(
+                    judge_version_id=judge_version_id,
+                    pair_id=pair_id,
+                    position=position,
+                    judge_run_id=judge_run_id,
+                    holder=holder,
+                    lease_expires_at=lease,
+                    claimed_at=now,
+                )
+                for pair_id, position in wanted
+            ],
+            ignore_conflicts=True,
+        )
+        _expired_taken_over(scope, holder=holder, lease=lease, now=now)
+        held = set(
+            JudgeClaim.objects.filter(scope, holder=holder).values_list("pair_id", "position")
+        ) & set(wanted)
+        done = (
+            set(
+                PairwiseVerdict.objects.filter(
+                    pair_id__in=pair_ids, judge_version_id=judge_version_id
+                ).values_list("pair_id", "position")
+            )
+            & held
+        )
+        for pair_id, position in done:
+            JudgeClaim.objects.filter(
+                pair_id=pair_id,
+                position=position,
+                judge_version_id=judge_version_id,
+                holder=holder,
+            ).delete()
+    return held - done
+
+
+def judge_claims_renew(*, holder: uuid.UUID) -> int:
+    """Push the lease of every claim ``holder`` still holds one lease ahead; returns how
+    many it holds (a claim taken over meanwhile is not renewed: it is no longer held)."""
+    return JudgeClaim.objects.filter(holder=holder).update(
+        lease_expires_at=timezone.now() + claim_lease()
+    )
+
+
+def judge_claims_release(
+    *,
+    holder: uuid.UUID,
+    trial_ids: list[int] | None = None,
+    grader: str = "",
+    presentations: list[Presentation] | None = None,
+) -> int:
+    """Delete ``holder``'s claims: those of ``trial_ids`` (with ``grader``) or of
+    ``presentations`` when given, else all of them. Returns how many were deleted; claims
+    another holder took over are not touched."""
+    claims = JudgeClaim.objects.filter(holder=holder)
+    if trial_ids is not None:
+        claims = claims.filter(trial_id__in=trial_ids, grader=grader)
+    elif presentations is not None:
+        keys = Q(pk__in=[])
+        for pair_id, position in presentations:
+            keys |= Q(pair_id=pair_id, position=position)
+        claims = claims.filter(keys)
+    deleted, _ = claims.delete()
+    return deleted
+
+
+@dataclass(frozen=True)
+class ClaimSweep:
+    """What ``judge_claims_sweep`` did: ``claims`` expired claims found, ``tasks`` judge
+    tasks enqueued to take them over, ``dropped`` claims deleted because their run or judge
+    run is no longer live (cancelled or finished: nothing to take over)."""
+
+    claims: int = 0
+    tasks: int = 0
+    dropped: int = 0
+
+
+def judge_claims_sweep(*, now: datetime | None = None) -> ClaimSweep:
+    """Enqueue again (after commit) the judge tasks of claims whose lease expired: a run's
+    judge rung (``tasks.run_chunk_judge``), a judge run's chunk (``tasks.judge_run_execute``)
+    or a pairwise judge run's (``tasks.pairwise_judge_run_execute``), one task per run or
+    judge run with the expired keys. The task takes the claims over (compare-and-set) and
+    makes the calls; re-enqueueing is safe, a live claim is never taken. Expired claims of a
+    cancelled or finished run or judge run are deleted instead. For the sweeper
+    (``evals.runner.sweeper.runs_sweep``), once per sweep; a few queries.
+    """
+    now = now or timezone.now()
+    expired = list(
+        JudgeClaim.objects.filter(lease_expires_at__lt=now)
+        .order_by("id")
+        .values_list("id", "judge_run_id", "trial_id", "trial__run_id", "pair_id")
+    )
+    if not expired:
+        return ClaimSweep()
+    open_runs = set(
+        Run.objects.filter(
+            id__in={r for _, jr, _, r, _ in expired if jr is None and r is not None},
+            status__in=[Run.Status.QUEUED, Run.Status.RUNNING],
+        ).values_list("id", flat=True)
+    )
+    judge_runs = {
+        jr.id: jr
+        for jr in JudgeRun.objects.filter(
+            id__in={jr for _, jr, _, _, _ in expired if jr is not None},
+            status__in=[JudgeRun.Status.QUEUED, JudgeRun.Status.RUNNING],
+        )
+    }
+    rung: dict[int, list[int]] = {}
+    pointwise: dict[int, list[int]] = {}
+    pairwise: dict[int, list[int]] = {}
+    dropped: list[int] = []
+    for claim_id, judge_run_id, trial_id, run_id, pair_id in expired:
+        if judge_run_id is None and run_id in open_runs:
+            rung.setdefault(run_id, []).append(trial_id)
+        elif judge_run_id in judge_runs and pair_id is not None:
+            pairwise.setdefault(judge_run_id, []).append(pair_id)
+        elif judge_run_id in judge_runs and trial_id is not None:
+            pointwise.setdefault(judge_run_id, []).append(trial_id)
+        else:
+            dropped.append(claim_id)
+    with transaction.atomic():
+        JudgeClaim.objects.filter(id__in=dropped, lease_expires_at__lt=now).delete()
+        for run_id, trial_ids in rung.items():
+            transaction.on_commit(partial(tasks.run_chunk_judge.delay, run_id, sorted(trial_ids)))
+        for judge_run_id, trial_ids in pointwise.items():
+            jr = judge_runs[judge_run_id]
+            transaction.on_commit(
+                partial(
+                    tasks.judge_run_execute.delay,
+                    jr.run_id,
+                    jr.judge_version_id,
+                    sorted(set(trial_ids)),
+                )
+            )
+        for judge_run_id, pair_ids in pairwise.items():
+            transaction.on_commit(
+                partial(tasks.pairwise_judge_run_execute.delay, judge_run_id, sorted(set(pair_ids)))
+            )
+    return ClaimSweep(
+        claims=len(expired), tasks=len(rung) + len(pointwise) + len(pairwise), dropped=len(dropped)
+    )
