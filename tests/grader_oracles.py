@@ -28,3 +28,8 @@ def nan_score(case, output: str) -> dict:
 
 
 NOT_CALLABLE = 3
+
+
+def item_oracle_none(item: dict):
+    """A broken contract oracle: returns nothing."""
+    return None
