@@ -191,16 +191,29 @@ class TrialSerializer(serializers.ModelSerializer):
     output_length = serializers.IntegerField(
         read_only=True, help_text="Length of the whole output (characters)."
     )
+    decision = serializers.SerializerMethodField(
+        help_text="The contract decision of the trial: rejected, review (every deterministic "
+        "check passed; not accepted), accepted, errored, not_graded or infrastructure_error; "
+        "null when its run has no contract grader or the attempt was retried."
+    )
 
     class Meta:
         model = Trial
-        fields = [*TRIAL_FIELDS, "output_preview", "output_length"]
+        fields = [*TRIAL_FIELDS, "output_preview", "output_length", "decision"]
         extra_kwargs = TRIAL_HELP
+
+    def get_decision(self, trial: Trial) -> str | None:
+        # One read of the run's decisions per run per response (the serializer context).
+        cache = self.context.setdefault("run_decisions", {})
+        if trial.run_id not in cache:
+            cache[trial.run_id] = run_decisions(run=trial.run)
+        found = cache[trial.run_id].trials.get(trial.id)
+        return found.decision if found else None
 
 
 class TrialDetailSerializer(TrialSerializer):
     class Meta(TrialSerializer.Meta):
-        fields = [*TRIAL_FIELDS, "output", "output_length"]
+        fields = [*TRIAL_FIELDS, "output", "output_length", "decision"]
         extra_kwargs = {**TRIAL_HELP, "output": {"help_text": "The whole output (text)."}}
 
 

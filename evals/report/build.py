@@ -231,6 +231,9 @@ class RunReport:
     latency: Latency
     cost: Cost
     judge_calls: JudgeCalls | None = None
+    # A run with a contract grader: ``RunDecisions.as_json()`` (evals.grading.contract);
+    # None otherwise.
+    decisions: dict[str, Any] | None = None
 
     @property
     def errored_banner(self) -> str | None:

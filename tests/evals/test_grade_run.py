@@ -3,6 +3,8 @@ give each development fixture its exact decision; refusals name the field."""
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 
 import pytest
@@ -144,3 +146,63 @@ def test_the_api_grades_a_run_for_an_engineer_and_refuses_a_reviewer(carol, bob)
     response = client.post(url, {"graders": bad}, format="json")
     assert response.status_code == 400
     assert response.json()["field"] == "graders[0].config.items"
+
+
+@pytest.mark.django_db
+def test_the_report_the_csv_export_and_the_trials_api_carry_the_decisions(tmp_path, carol):
+    run = recorded_run()
+    call_command("grade_run", str(run.uuid), "--graders", graders_file(tmp_path))
+    out = io.StringIO()
+    call_command("run_report", str(run.uuid), "--json", stdout=out)
+    decisions = json.loads(out.getvalue())["decisions"]
+    assert decisions["counts"] == {
+        "rejected": 8,
+        "review": 4,
+        "accepted": 0,
+        "errored": 0,
+        "not_graded": 0,
+        "infrastructure_error": 1,
+    }
+    assert decisions["valid"] == 10
+    assert decisions["attempted"] == 12
+    assert decisions["wrong_outcome_rejects"] == 2
+    assert {"reason": "reject: wrong_approval at T-750; at category not covered", "trials": 1} in (
+        decisions["reasons"]
+    )
+    text = io.StringIO()
+    call_command("run_report", str(run.uuid), stdout=text)
+    assert (
+        "decisions: 8 rejected, 4 in review, 0 accepted, 0 errored, 0 not graded; "
+        "1 infrastructure errors apart" in text.getvalue()
+    )
+
+    client = APIClient()
+    client.force_login(carol)
+    response = client.get(f"/runs/{run.uuid}/export/?format=csv")
+    rows = list(csv.DictReader(io.StringIO(response.content.decode())))
+    assert {r["case_id"]: r["decision"] for r in rows} == {
+        **DECISION,
+        "down": "infrastructure_error",
+    }
+    client.force_authenticate(carol)
+    response = client.get(f"/api/trials/?run={run.uuid}")
+    items = response.json()["results"]
+    by_key = {Trial.objects.get(uuid=t["uuid"]).case.key: t["decision"] for t in items}
+    assert by_key == {**DECISION, "down": "infrastructure_error"}
+    page = client.get(f"/runs/{run.uuid}/")
+    assert page.status_code == 200
+    html = page.content.decode()
+    assert "8 rejected" in html and "4 in review" in html and "0 accepted" in html
+    assert "never an acceptance" in html
+
+
+@pytest.mark.django_db
+def test_a_run_without_a_contract_has_no_decision_anywhere(carol):
+    run = recorded_run()
+    client = APIClient()
+    client.force_authenticate(carol)
+    items = client.get(f"/api/trials/?run={run.uuid}").json()["results"]
+    assert {t["decision"] for t in items} == {None}
+    out = io.StringIO()
+    call_command("run_report", str(run.uuid), "--json", stdout=out)
+    assert json.loads(out.getvalue())["decisions"] is None

@@ -60,7 +60,10 @@ class RunDecisions:
     of the failing item, ``NO_SCENARIO`` for failures of the whole output);
     ``missing_coverage``: category -> trials missing it; ``valid``: trials whose output
     parsed (schema included), of ``attempted`` (ok trials with contract grades not errored);
-    ``infrastructure_errors``: trials that errored before any output.
+    ``infrastructure_errors``: trials that errored before any output; ``usage``: decision
+    -> ``{"trials", "latency_ms_mean" (ms, None when none known), "input_tokens",
+    "output_tokens" (known sums), "tokens_unknown" (trials without token counts)}``;
+    ``retried``: errored attempts replaced by a retry (history, not counted above).
     """
 
     graded: bool
@@ -74,6 +77,8 @@ class RunDecisions:
     valid: int = 0
     attempted: int = 0
     infrastructure_errors: int = 0
+    usage: dict[str, dict[str, Any]] = field(default_factory=dict)
+    retried: int = 0
 
     @property
     def valid_share(self) -> float | None:
@@ -106,6 +111,8 @@ class RunDecisions:
             "valid_share": self.valid_share,
             "infrastructure_errors": self.infrastructure_errors,
             "wrong_outcome_rejects": self.wrong_outcome_rejects,
+            "usage": {d: dict(u) for d, u in self.usage.items()},
+            "retried": self.retried,
         }
 
 
@@ -121,7 +128,7 @@ def _decide(grades: list[tuple], n_keys: int) -> str:
 
 
 def run_decisions(*, run: Run) -> RunDecisions:
-    """Read ``run``'s contract decisions (rules in the module doc); two queries, none when
+    """Read ``run``'s contract decisions (rules in the module doc); three queries, none when
     the run has no contract grader."""
     keys = tuple(s.key for s in run.grader_set.specs if s.kind == CONTRACT_KIND)
     if not keys:
@@ -129,7 +136,9 @@ def run_decisions(*, run: Run) -> RunDecisions:
     trials = list(
         Trial.objects.filter(run=run, replaced_by__isnull=True, status__in=Trial.FINISHED)
         .order_by("case_id", "attempt")
-        .values_list("id", "case_id", "attempt", "status")
+        .values_list(
+            "id", "case_id", "attempt", "status", "latency_ms", "input_tokens", "output_tokens"
+        )
     )
     by_trial: dict[int, list[tuple]] = {}
     for trial_id, status, reason, details in (
@@ -145,11 +154,13 @@ def run_decisions(*, run: Run) -> RunDecisions:
     by_rule_scenario: Counter[tuple[str, str]] = Counter()
     missing: Counter[str] = Counter()
     valid = attempted = 0
-    for trial_id, case_id, attempt, status in trials:
+    usage: dict[str, dict[str, Any]] = {}
+    for trial_id, case_id, attempt, status, latency, tokens_in, tokens_out in trials:
         if status != Trial.Status.OK:
             decision = INFRASTRUCTURE
             out[trial_id] = TrialDecision(trial_id, case_id, attempt, decision)
             counts[decision] += 1
+            _usage_add(usage, decision, latency, tokens_in, tokens_out)
             continue
         grades = by_trial.get(trial_id, [])
         decision = _decide(grades, len(keys))
@@ -185,6 +196,7 @@ def run_decisions(*, run: Run) -> RunDecisions:
             for category in gaps:
                 by_rule_scenario[("missing_coverage", category)] += 1
         counts[decision] += 1
+        _usage_add(usage, decision, latency, tokens_in, tokens_out)
         out[trial_id] = TrialDecision(
             trial_id, case_id, attempt, decision, reason, tuple(rules), tuple(gaps), parsed
         )
@@ -203,4 +215,25 @@ def run_decisions(*, run: Run) -> RunDecisions:
         valid=valid,
         attempted=attempted,
         infrastructure_errors=counts.get(INFRASTRUCTURE, 0),
+        usage={d: _usage_final(usage[d]) for d in DECISIONS if d in usage},
+        retried=Trial.objects.filter(run=run, replaced_by__isnull=False).count(),
     )
+
+
+def _usage_add(usage: dict, decision: str, latency, tokens_in, tokens_out) -> None:
+    u = usage.setdefault(
+        decision,
+        {"trials": 0, "latency": [], "input_tokens": 0, "output_tokens": 0, "tokens_unknown": 0},
+    )
+    u["trials"] += 1
+    if latency is not None:
+        u["latency"].append(latency)
+    if tokens_in is None or tokens_out is None:
+        u["tokens_unknown"] += 1
+    u["input_tokens"] += tokens_in or 0
+    u["output_tokens"] += tokens_out or 0
+
+
+def _usage_final(u: dict) -> dict[str, Any]:
+    latency = u.pop("latency")
+    return {**u, "latency_ms_mean": sum(latency) / len(latency) if latency else None}
