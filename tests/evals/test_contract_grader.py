@@ -125,6 +125,7 @@ def test_failures_carry_the_item_categories_and_the_exact_values():
         "item": "T-750",
         "message": "wrong_approval at T-750: approvalRequired is true, the oracle expects false",
         "categories": ["at"],
+        "kind": "outcome",
     }
 
 

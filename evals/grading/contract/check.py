@@ -61,13 +61,16 @@ _StrictValidator = jsonschema.validators.extend(
 @dataclass(frozen=True)
 class Failure:
     """One failure: ``rule`` (``wrong_approval``), ``item`` (the item's id, the category for
-    ``missing_coverage``, the JSON path for ``schema``, or None), ``message`` (exact), and
-    the coverage ``categories`` the item falls in (its scenarios)."""
+    ``missing_coverage``, the JSON path for ``schema``, or None), ``message`` (exact), the
+    coverage ``categories`` the item falls in (its scenarios), and its ``kind``: ``parse``,
+    ``version``, ``identity`` (duplicate id), ``provenance``, ``outcome`` (the oracle
+    disagrees: a policy error) or ``coverage``."""
 
     rule: str
     item: str | None
     message: str
     categories: tuple[str, ...] = ()
+    kind: str = "parse"
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -75,6 +78,7 @@ class Failure:
             "item": self.item,
             "message": self.message,
             "categories": list(self.categories),
+            "kind": self.kind,
         }
 
 
@@ -287,6 +291,7 @@ def contract_check(contract: Contract, output: str) -> ContractOutcome:
                     None,
                     f"stale_version: output for {shown}, current "
                     f"{json.dumps(contract.current_version)}",
+                    kind="version",
                 )
             )
     table = {
@@ -304,7 +309,9 @@ def contract_check(contract: Contract, output: str) -> ContractOutcome:
         categories = _categories(contract, item, item_id)
         if item_id in seen:
             failures.append(
-                Failure("duplicate_id", item_id, f"duplicate_id at {item_id}", categories)
+                Failure(
+                    "duplicate_id", item_id, f"duplicate_id at {item_id}", categories, "identity"
+                )
             )
         seen.add(item_id)
         if contract.provenance_field is not None:
@@ -318,6 +325,7 @@ def contract_check(contract: Contract, output: str) -> ContractOutcome:
                         item_id,
                         f"unknown_source at {item_id}: {', '.join(map(str, unknown))}",
                         categories,
+                        "provenance",
                     )
                 )
         confirmed = True
@@ -334,6 +342,7 @@ def contract_check(contract: Contract, output: str) -> ContractOutcome:
                     f"{contract.rule_for(name)} at {item_id}: {name} is {shown}, "
                     f"the oracle expects {_canonical(want)}",
                     categories,
+                    "outcome",
                 )
             )
         for name in categories:
@@ -344,7 +353,9 @@ def contract_check(contract: Contract, output: str) -> ContractOutcome:
     for name in contract.required_coverage:
         if not table[name]["covered"]:
             failures.append(
-                Failure("missing_coverage", name, f"{name} category not covered", (name,))
+                Failure(
+                    "missing_coverage", name, f"{name} category not covered", (name,), "coverage"
+                )
             )
     if failures:
         return ContractOutcome(

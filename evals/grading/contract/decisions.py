@@ -28,7 +28,7 @@ CONTRACT_KIND = "contract"
 REJECTED, REVIEW, ACCEPTED = "rejected", "review", "accepted"
 ERRORED, NOT_GRADED, INFRASTRUCTURE = "errored", "not_graded", "infrastructure_error"
 DECISIONS = (REJECTED, REVIEW, ACCEPTED, ERRORED, NOT_GRADED, INFRASTRUCTURE)
-WRONG_OUTCOME_PREFIX = "wrong_"
+OUTCOME_KIND = "outcome"  # a failure kind (evals.grading.contract.check.Failure)
 NO_SCENARIO = "(whole output)"
 
 
@@ -36,7 +36,8 @@ NO_SCENARIO = "(whole output)"
 class TrialDecision:
     """One trial's decision: ``decision`` (one of ``DECISIONS``), its ``reason`` (the
     rejecting grade's, or ""), the failure ``rules`` and the ``missing_coverage``
-    categories of its contract grades, and whether its output ``parsed``."""
+    categories of its contract grades, whether its output ``parsed``, and ``wrong_outcome``
+    (some failure is an oracle mismatch: a policy error)."""
 
     trial_id: int
     case_id: int
@@ -46,6 +47,7 @@ class TrialDecision:
     rules: tuple[str, ...] = ()
     missing_coverage: tuple[str, ...] = ()
     parsed: bool | None = None
+    wrong_outcome: bool = False
 
 
 @dataclass(frozen=True)
@@ -87,13 +89,9 @@ class RunDecisions:
 
     @property
     def wrong_outcome_rejects(self) -> int:
-        """Rejected trials with at least one oracle mismatch (a ``wrong_*`` rule): a
+        """Rejected trials with at least one oracle mismatch (an ``outcome`` failure): a
         policy error, not a malformed output."""
-        return sum(
-            1
-            for t in self.trials.values()
-            if t.decision == REJECTED and any(r.startswith(WRONG_OUTCOME_PREFIX) for r in t.rules)
-        )
+        return sum(1 for t in self.trials.values() if t.decision == REJECTED and t.wrong_outcome)
 
     def as_json(self) -> dict[str, Any]:
         """The strict-JSON form (``run_report --json``'s ``decisions``)."""
@@ -168,6 +166,7 @@ def run_decisions(*, run: Run) -> RunDecisions:
         gaps: list[str] = []
         parsed_flags = []
         reason = ""
+        wrong_outcome = False
         for g_status, g_reason, details in grades:
             if g_status != Grade.Status.OK:
                 continue
@@ -176,6 +175,7 @@ def run_decisions(*, run: Run) -> RunDecisions:
                 reason = g_reason
             for failure in details.get("failures") or []:
                 rule = str(failure.get("rule"))
+                wrong_outcome = wrong_outcome or failure.get("kind") == OUTCOME_KIND
                 if rule not in rules:
                     rules.append(rule)
                 for scenario in failure.get("categories") or [NO_SCENARIO]:
@@ -198,7 +198,15 @@ def run_decisions(*, run: Run) -> RunDecisions:
         counts[decision] += 1
         _usage_add(usage, decision, latency, tokens_in, tokens_out)
         out[trial_id] = TrialDecision(
-            trial_id, case_id, attempt, decision, reason, tuple(rules), tuple(gaps), parsed
+            trial_id,
+            case_id,
+            attempt,
+            decision,
+            reason,
+            tuple(rules),
+            tuple(gaps),
+            parsed,
+            wrong_outcome,
         )
     return RunDecisions(
         graded=True,
