@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import copy
 import json
+import subprocess
+import sys
 
 import pytest
 
@@ -276,3 +278,26 @@ def test_config_errors_name_the_option(change, field):
     with pytest.raises(DomainError) as caught:
         parse_grader_specs([{"key": "contract", "kind": "contract", "config": config}])
     assert caught.value.field == field
+
+
+def test_loading_the_contract_grader_leaves_the_recursion_limit_alone():
+    code = (
+        "import sys; before = sys.getrecursionlimit(); "
+        "import evals.grading.contract.config; print(before, sys.getrecursionlimit())"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout.split()
+    assert out[0] == out[1]
+
+
+def test_a_long_predicate_is_a_config_error_and_a_deep_one_never_crashes_grading():
+    config = copy.deepcopy(CONTRACT)
+    config["coverage"]["below"] = "true || " * 300 + "true"
+    with pytest.raises(DomainError) as caught:
+        parse_grader_specs([{"key": "contract", "kind": "contract", "config": config}])
+    assert caught.value.field == "graders[0].config.coverage.below"
+    assert caught.value.message == "at most 2000 characters, got 2404"
+    config["coverage"]["below"] = "(" * 990 + "amountCents < 75000" + ")" * 990
+    grade = contract_grade(FIXTURES["correct"], config)
+    assert grade.status in ("ok", "error")  # a verdict or an errored grade, never a crash

@@ -27,6 +27,7 @@ import functools
 import importlib
 import json
 import re
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -50,7 +51,23 @@ OPTIONS = (
 )
 REQUIRED = ("schema", "items", "id_field", "oracle")
 _NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_CEL = celpy.Environment()
+CEL_MAX_CHARS = 2000
+
+
+def _cel_environment() -> celpy.Environment:
+    """A CEL environment, without its side effect: ``celpy.Environment()`` raises the
+    process's recursion limit to 2500, which would change how deep every other parser of
+    the process may recurse (the run-file reader reports nesting through RecursionError).
+    The limit is put back; expressions are short (``CEL_MAX_CHARS``) and a RecursionError
+    while compiling one is a config error."""
+    limit = sys.getrecursionlimit()
+    try:
+        return celpy.Environment()
+    finally:
+        sys.setrecursionlimit(limit)
+
+
+_CEL = _cel_environment()
 
 
 @dataclass(frozen=True)
@@ -133,8 +150,14 @@ def _predicates(value: Any, where: str, *, key_label: str) -> tuple[Predicate, .
         if not _NAME_RE.match(name):
             raise DomainError(f"{key_label} must be an identifier, got {name!r}", field=where)
         _string(source, f"{where}.{name}", "a CEL expression (a string)")
+        if len(source) > CEL_MAX_CHARS:
+            raise DomainError(
+                f"at most {CEL_MAX_CHARS} characters, got {len(source)}", field=f"{where}.{name}"
+            )
         try:
             program = _CEL.program(_CEL.compile(source))
+        except RecursionError as exc:
+            raise DomainError("expression nested too deeply", field=f"{where}.{name}") from exc
         except CELParseError as exc:
             raise DomainError(
                 f"invalid CEL: {str(exc).splitlines()[0]}", field=f"{where}.{name}"
