@@ -13,11 +13,18 @@ A trial's decision, over the run's ``contract`` graders (docs/contracts.md):
 - ``review``: every contract grade decided ``review``: every deterministic check passed,
   the review dimensions are still open. Never counted as accepted;
 - ``accepted``: only a completed review turns ``review`` into ``accepted`` — a contract
-  grade alone never does.
+  grade alone never does. A review is a reviewer's label whose ``details.contract_review``
+  holds the ``output_hash`` of the output reviewed and a verdict per review dimension
+  (``labeling.review``). The trial is accepted when at least one review of its *current*
+  output (same hash) exists and every such review passed every dimension; a review of an
+  earlier output counts for nothing, and a disagreement (one review fails a dimension)
+  keeps it in review.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
@@ -114,6 +121,43 @@ class RunDecisions:
         }
 
 
+def output_hash(text: str) -> str:
+    """The content hash a review is tied to: SHA-256 hex of the output's UTF-8 bytes."""
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def review_passed(review: dict, *, current_hash: str) -> bool | None:
+    """One review (a label's ``details.contract_review``) of the output whose hash is
+    ``current_hash``: True when it passed every dimension, False when it failed one, None
+    when it reviewed another output (or is malformed)."""
+    if not isinstance(review, dict) or review.get("output_hash") != current_hash:
+        return None
+    dimensions = review.get("dimensions")
+    if not isinstance(dimensions, dict) or not dimensions:
+        return None
+    return all(isinstance(d, dict) and d.get("verdict") == "pass" for d in dimensions.values())
+
+
+def _accepted_ids(review_ids: list[int]) -> set[int]:
+    """Of the ``review`` trials, those a completed review accepts (module doc). Labels are
+    read through the trial's ``labels`` relation (evals never imports labeling)."""
+    if not review_ids:
+        return set()
+    verdicts: dict[int, list[bool]] = {}
+    outputs: dict[int, str] = {}
+    for trial_id, output, details in Trial.objects.filter(
+        id__in=review_ids, labels__details__has_key="contract_review"
+    ).values_list("id", "output", "labels__details"):
+        if trial_id not in outputs:
+            outputs[trial_id] = output_hash(output)
+        passed = review_passed(
+            (details or {}).get("contract_review"), current_hash=outputs[trial_id]
+        )
+        if passed is not None:
+            verdicts.setdefault(trial_id, []).append(passed)
+    return {t for t, v in verdicts.items() if v and all(v)}
+
+
 def _decide(grades: list[tuple], n_keys: int) -> str:
     statuses = [(status, details.get("decision")) for status, _, details in grades]
     if any(status == Grade.Status.OK and d == "reject" for status, d in statuses):
@@ -126,7 +170,7 @@ def _decide(grades: list[tuple], n_keys: int) -> str:
 
 
 def run_decisions(*, run: Run) -> RunDecisions:
-    """Read ``run``'s contract decisions (rules in the module doc); three queries, none when
+    """Read ``run``'s contract decisions (rules in the module doc); four queries, none when
     the run has no contract grader."""
     keys = tuple(s.key for s in run.grader_set.specs if s.kind == CONTRACT_KIND)
     if not keys:
@@ -152,13 +196,12 @@ def run_decisions(*, run: Run) -> RunDecisions:
     by_rule_scenario: Counter[tuple[str, str]] = Counter()
     missing: Counter[str] = Counter()
     valid = attempted = 0
-    usage: dict[str, dict[str, Any]] = {}
+    spent: dict[int, tuple] = {}
     for trial_id, case_id, attempt, status, latency, tokens_in, tokens_out in trials:
         if status != Trial.Status.OK:
             decision = INFRASTRUCTURE
             out[trial_id] = TrialDecision(trial_id, case_id, attempt, decision)
-            counts[decision] += 1
-            _usage_add(usage, decision, latency, tokens_in, tokens_out)
+            spent[trial_id] = (latency, tokens_in, tokens_out)
             continue
         grades = by_trial.get(trial_id, [])
         decision = _decide(grades, len(keys))
@@ -186,7 +229,7 @@ def run_decisions(*, run: Run) -> RunDecisions:
                 if category not in gaps:
                     gaps.append(str(category))
         parsed = all(parsed_flags) if parsed_flags else None
-        if decision in (REJECTED, REVIEW):
+        if decision in (REJECTED, REVIEW):  # accepted ones come from review
             attempted += 1
             valid += bool(parsed)
         if decision == REJECTED:
@@ -195,8 +238,7 @@ def run_decisions(*, run: Run) -> RunDecisions:
             missing.update(gaps)
             for category in gaps:
                 by_rule_scenario[("missing_coverage", category)] += 1
-        counts[decision] += 1
-        _usage_add(usage, decision, latency, tokens_in, tokens_out)
+        spent[trial_id] = (latency, tokens_in, tokens_out)
         out[trial_id] = TrialDecision(
             trial_id,
             case_id,
@@ -208,6 +250,12 @@ def run_decisions(*, run: Run) -> RunDecisions:
             parsed,
             wrong_outcome,
         )
+    for trial_id in _accepted_ids([t for t, d in out.items() if d.decision == REVIEW]):
+        out[trial_id] = dataclasses.replace(out[trial_id], decision=ACCEPTED)
+    usage: dict[str, dict[str, Any]] = {}
+    for trial_id, d in out.items():
+        counts[d.decision] += 1
+        _usage_add(usage, d.decision, *spent[trial_id])
     return RunDecisions(
         graded=True,
         keys=keys,
