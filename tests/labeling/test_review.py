@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import pytest
 from django.core.exceptions import PermissionDenied
+from django.test import Client
 
 from core.errors import DomainError
 from demo.expense_contract import CONTRACT_GRADERS, REVIEW_DIMENSIONS
 from evals.grading.contract.decisions import output_hash, run_decisions
 from evals.grading.recorded import run_grade
 from evals.models import Run, Trial
+from labeling.models import CalibrationSet
 from labeling.review import review_dimensions, review_set_create, review_submit
 from tests.evals.test_grade_run import recorded_run
 
@@ -124,3 +126,32 @@ def test_refusals_name_the_field(graded, carol, bob, mallory):
     with pytest.raises(PermissionDenied):
         review_set_create(run=graded, by=bob)
     assert decision_of(graded, "correct") == "review"
+
+
+def test_the_review_pages_round_trip_without_htmx(graded, carol, bob):
+    client = Client()
+    client.force_login(carol)
+    response = client.post(f"/runs/{graded.uuid}/review/")
+    assert response.status_code == 302
+    cset = CalibrationSet.objects.get(run=graded)
+    assert response["Location"] == f"/calibration-sets/{cset.uuid}/"
+    assert client.get(response["Location"]).status_code == 200
+    client.force_login(bob)
+    page = client.get(f"/calibration-sets/{cset.uuid}/label/").content.decode()
+    assert 'id="review-form"' in page
+    trial = cset.items.order_by("position").first().trial
+    assert output_hash(trial.output) in page
+    body = {"trial": str(trial.uuid), "output_hash": output_hash(trial.output)}
+    refused = client.post(f"/calibration-sets/{cset.uuid}/review/save/", body)
+    assert refused.status_code == 400
+    assert "Not saved: dimensions.description_assertion_consistency: answer pass or fail" in (
+        refused.content.decode()
+    )
+    body.update({f"verdict-{d}": "pass" for d in REVIEW_DIMENSIONS})
+    saved = client.post(f"/calibration-sets/{cset.uuid}/review/save/", body)
+    assert saved.status_code == 302
+    assert decision_of(graded, trial.case.key) == "accepted"
+    stale = client.post(
+        f"/calibration-sets/{cset.uuid}/review/save/", {**body, "output_hash": "0" * 64}
+    )
+    assert stale.status_code == 409
