@@ -181,9 +181,17 @@ def _from_cel(value: Any) -> Any:
     return value
 
 
-def _evaluate(predicate: Predicate, item: dict, item_id: str) -> Any:
+def _activation(item: dict, item_id: str) -> Any:
+    """The item as CEL values, once per item (every predicate reads the same one)."""
     try:
-        return predicate.program.evaluate(celpy.json_to_cel(item))
+        return celpy.json_to_cel(item)
+    except Exception as exc:  # noqa: BLE001 - a value CEL cannot hold is the contract's
+        raise ContractBroken(f"item {item_id} cannot be read by CEL: {exc}") from exc
+
+
+def _evaluate(predicate: Predicate, activation: Any, item_id: str) -> Any:
+    try:
+        return predicate.program.evaluate(activation)
     except Exception as exc:  # noqa: BLE001 - CEL raises several kinds; all are the grader's
         message = str(exc.args[0]) if exc.args else type(exc).__name__
         raise ContractBroken(
@@ -192,7 +200,7 @@ def _evaluate(predicate: Predicate, item: dict, item_id: str) -> Any:
         ) from exc
 
 
-def _expected(contract: Contract, item: dict, item_id: str) -> dict[str, Any]:
+def _expected(contract: Contract, item: dict, item_id: str, activation: Any) -> dict[str, Any]:
     """The oracle's expected fields for ``item`` (plain JSON values)."""
     if contract.oracle_function:
         try:
@@ -208,13 +216,13 @@ def _expected(contract: Contract, item: dict, item_id: str) -> dict[str, Any]:
                 f"{item_id}; expected an object of field: expected value"
             )
         return result
-    return {p.name: _from_cel(_evaluate(p, item, item_id)) for p in contract.expressions}
+    return {p.name: _from_cel(_evaluate(p, activation, item_id)) for p in contract.expressions}
 
 
-def _categories(contract: Contract, item: dict, item_id: str) -> tuple[str, ...]:
+def _categories(contract: Contract, activation: Any, item_id: str) -> tuple[str, ...]:
     names = []
     for predicate in contract.coverage:
-        value = _evaluate(predicate, item, item_id)
+        value = _evaluate(predicate, activation, item_id)
         if not isinstance(value, celtypes.BoolType | bool):
             raise ContractBroken(
                 f"coverage {predicate.name} ({predicate.source!r}) gave "
@@ -306,7 +314,8 @@ def contract_check(contract: Contract, output: str) -> ContractOutcome:
     seen: set[str] = set()
     for item in items:
         item_id = str(item[contract.id_field])
-        categories = _categories(contract, item, item_id)
+        activation = _activation(item, item_id)
+        categories = _categories(contract, activation, item_id)
         if item_id in seen:
             failures.append(
                 Failure(
@@ -329,7 +338,7 @@ def contract_check(contract: Contract, output: str) -> ContractOutcome:
                     )
                 )
         confirmed = True
-        for name, want in _expected(contract, item, item_id).items():
+        for name, want in _expected(contract, item, item_id, activation).items():
             got = item.get(name)
             if name in item and _canonical(got) == _canonical(want):
                 continue
