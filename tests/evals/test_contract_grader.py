@@ -301,3 +301,11 @@ def test_a_long_predicate_is_a_config_error_and_a_deep_one_never_crashes_grading
     config["coverage"]["below"] = "(" * 990 + "amountCents < 75000" + ")" * 990
     grade = contract_grade(FIXTURES["correct"], config)
     assert grade.status in ("ok", "error")  # a verdict or an errored grade, never a crash
+
+
+def test_an_oracle_that_exits_is_an_errored_grade_not_an_exit():
+    config = copy.deepcopy(CONTRACT)
+    config["oracle"]["function"] = "sys:exit"
+    grade = contract_grade(FIXTURES["correct"], config)
+    assert grade.status == "error"
+    assert "SystemExit" in grade.reason

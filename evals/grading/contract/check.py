@@ -205,7 +205,9 @@ def _expected(contract: Contract, item: dict, item_id: str, activation: Any) -> 
     if contract.oracle_function:
         try:
             result = load_callable(contract.oracle_function)(dict(item))
-        except Exception as exc:  # noqa: BLE001 - the oracle is user code
+        # The oracle is user code; a SystemExit from it (``sys:exit`` as an oracle) must not
+        # end the worker or the request either.
+        except (Exception, SystemExit) as exc:  # noqa: BLE001
             raise ContractBroken(
                 f"oracle {contract.oracle_function} raised on item {item_id}: "
                 f"{type(exc).__name__}: {exc}"
