@@ -14,6 +14,7 @@ from rest_framework.test import APIClient
 
 from demo.expense_contract import CONTRACT_GRADERS, FIXTURES
 from evals.grading.contract.decisions import run_decisions
+from evals.grading.recorded import run_grade
 from evals.models import Case, Grade, Run, Suite, Trial
 
 # fixture -> decision of its trial
@@ -206,3 +207,20 @@ def test_a_run_without_a_contract_has_no_decision_anywhere(carol):
     out = io.StringIO()
     call_command("run_report", str(run.uuid), "--json", stdout=out)
     assert json.loads(out.getvalue())["decisions"] is None
+
+
+@pytest.mark.django_db
+def test_the_trial_page_shows_the_failures_and_the_coverage_table(carol):
+    run = recorded_run(with_error=False)
+    run_grade(run=run, graders=CONTRACT_GRADERS)
+    client = APIClient()
+    client.force_login(carol)
+    trial = Trial.objects.get(run=run, case__key="boundary_error")
+    html = client.get(f"/trials/{trial.uuid}/").content.decode()
+    assert 'id="contract-contract"' in html
+    assert "wrong_approval at T-750: approvalRequired is true, the oracle expects false" in html
+    assert "not covered" in html
+    review = Trial.objects.get(run=run, case__key="correct")
+    html = client.get(f"/trials/{review.uuid}/").content.decode()
+    assert "qualified for review, not accepted" in html
+    assert "Open review dimensions: description_assertion_consistency" in html
