@@ -309,3 +309,15 @@ def test_an_oracle_that_exits_is_an_errored_grade_not_an_exit():
     grade = contract_grade(FIXTURES["correct"], config)
     assert grade.status == "error"
     assert "SystemExit" in grade.reason
+
+
+def test_an_id_used_four_times_is_one_duplicate_failure():
+    cases = [copy.deepcopy(CORRECT_CASES[0]) for _ in range(4)]
+    grade = contract_grade(json.dumps({"sourceVersion": "expense-v2", "cases": cases}))
+    assert [(f["rule"], f["item"]) for f in grade.details["failures"]] == [
+        ("duplicate_id", "T-600"),
+        ("missing_coverage", "above"),
+        ("missing_coverage", "at"),
+        ("missing_coverage", "missing_receipt"),
+    ]
+    assert grade.details["coverage"]["below"]["items"] == ["T-600"] * 4

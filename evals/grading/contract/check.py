@@ -5,7 +5,8 @@
    schema, in document order), ``items`` (the items path does not lead to a list of
    objects each with a string or integer id).
 2. A payload that parses gets every other check, and all failures are reported together:
-   ``stale_version`` (both versions named); per item in document order ``duplicate_id``,
+   ``stale_version`` (both versions named); per item in document order ``duplicate_id``
+   (once per id, at its second use),
    ``unknown_source`` (ids outside the allowlist named), one ``wrong_<field>`` (or the
    configured rule) per expected field the oracle disagrees with, compared exactly (the
    canonical JSON of both values: ``true`` is not ``1``, ``75000`` is not ``75000.0``);
@@ -314,11 +315,13 @@ def contract_check(contract: Contract, output: str) -> ContractOutcome:
         for p in contract.coverage
     }
     seen: set[str] = set()
+    duplicated: set[str] = set()
     for item in items:
         item_id = str(item[contract.id_field])
         activation = _activation(item, item_id)
         categories = _categories(contract, activation, item_id)
-        if item_id in seen:
+        if item_id in seen and item_id not in duplicated:  # once per id, at its 2nd use
+            duplicated.add(item_id)
             failures.append(
                 Failure(
                     "duplicate_id", item_id, f"duplicate_id at {item_id}", categories, "identity"
