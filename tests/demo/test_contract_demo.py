@@ -3,15 +3,17 @@ graded by the expense-policy contract; every trial's decision is its fixture's."
 
 from __future__ import annotations
 
+import io
 import json
 
 import pytest
 
 from demo.expense_contract import FIXTURES
 from demo.load import contract_suite_load
+from demo.management.commands.demo import Command
 from demo.story import contract_demo_run
 from evals.grading.contract.decisions import run_decisions
-from evals.models import Trial
+from evals.models import Run, Trial
 from tests.evals.test_grade_run import DECISION
 
 
@@ -35,3 +37,17 @@ def test_the_contract_run_decides_each_trial_as_its_fixture(alice):
     assert decisions.counts["rejected"] >= 1
     assert decisions.counts["review"] >= 1
     assert decisions.counts["accepted"] == 0
+
+
+@pytest.mark.django_db(transaction=True, serialized_rollback=True)
+def test_the_demo_command_runs_the_contract_suite_once_and_prints_its_decisions(alice):
+    command = Command(stdout=io.StringIO())
+    command._demo_contract_run(alice, {"trials": 2, "timeout": 60})
+    command._demo_contract_run(alice, {"trials": 2, "timeout": 60})  # reuses the run
+    out = command.stdout.getvalue()
+    assert Run.objects.filter(suite__name="expense-policy-test-writer").count() == 1
+    run = Run.objects.get(suite__name="expense-policy-test-writer")
+    c = run_decisions(run=run).counts
+    line = f"contract decisions: {c['rejected']} rejected, {c['review']} in review, 0 accepted"
+    assert out.count(line) == 2
+    assert c["rejected"] + c["review"] == 4
