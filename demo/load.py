@@ -7,6 +7,7 @@ from django.db import transaction
 
 from core.roles import ROLES
 from demo.data import SUITES
+from demo.expense_contract import SUITE as CONTRACT_SUITE
 from evals.cases import case_upsert
 from evals.models import Suite
 
@@ -14,23 +15,29 @@ from evals.models import Suite
 @transaction.atomic
 def demo_suites_load() -> list[Suite]:
     """Creates or updates the demo suites; unchanged cases are reused (content hash)."""
+    return [_suite_load(spec) for spec in SUITES]
 
-    suites = []
-    for spec in SUITES:
-        suite, _ = Suite.objects.get_or_create(
-            name=spec["name"], defaults={"kind": spec["kind"], "description": spec["description"]}
+
+@transaction.atomic
+def contract_suite_load() -> Suite:
+    """Creates or updates the contract suite (``demo.expense_contract``)."""
+    return _suite_load(CONTRACT_SUITE)
+
+
+def _suite_load(spec: dict) -> Suite:
+    suite, _ = Suite.objects.get_or_create(
+        name=spec["name"], defaults={"kind": spec["kind"], "description": spec["description"]}
+    )
+    for case in spec["cases"]:
+        case_upsert(
+            suite=suite,
+            key=case["key"],
+            input=case["input"],
+            expected=case["expected"],
+            context=case.get("context", []),
+            tags=case["tags"],
         )
-        for case in spec["cases"]:
-            case_upsert(
-                suite=suite,
-                key=case["key"],
-                input=case["input"],
-                expected=case["expected"],
-                context=case.get("context", []),
-                tags=case["tags"],
-            )
-        suites.append(suite)
-    return suites
+    return suite
 
 
 def demo_user_ensure(*, username: str, password: str) -> User:

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from core.errors import DomainError
 from demo.data import DEMO_GRADERS, POLICY_ID, PROMPT
+from demo.expense_contract import CONTRACT_GRADERS, contract_target
 from evals.comparison.gate import gate_evaluate
 from evals.models import Run
 from evals.runner.start import run_start
@@ -97,6 +98,12 @@ def demo_run(*, suite, seed: int, user, trials: int, changed: bool, timeout: flo
         source_version="demo",
         started_by=user,
     )
+    return run_wait(run, timeout=timeout)
+
+
+def run_wait(run: Run, *, timeout: float) -> Run:
+    """Wait until ``run`` is finished (``timeout`` seconds; a worker, or eager Celery,
+    executes it). Raises ``DomainError`` (field ``timeout``) when it is not."""
     deadline = time.monotonic() + timeout
     while True:
         run.refresh_from_db()
@@ -104,10 +111,25 @@ def demo_run(*, suite, seed: int, user, trials: int, changed: bool, timeout: flo
             return run
         if time.monotonic() > deadline:
             raise DomainError(
-                f"run {name} did not finish within {timeout} s: is the worker running?",
+                f"run {run.name} did not finish within {timeout} s: is the worker running?",
                 field="timeout",
             )
         time.sleep(0.5)
+
+
+def contract_demo_run(*, suite, seed: int, user, trials: int, timeout: float) -> Run:
+    """A run of the contract suite (``demo.expense_contract``) against the simulated test
+    writer, graded by the expense-policy contract; waits until it is finished."""
+    run = run_start(
+        suite=suite,
+        name=f"contract-{Run.objects.filter(suite=suite).count() + 1}",
+        target=contract_target(seed),
+        graders=CONTRACT_GRADERS,
+        trials_per_case=trials,
+        source_version="demo",
+        started_by=user,
+    )
+    return run_wait(run, timeout=timeout)
 
 
 @dataclass(frozen=True)

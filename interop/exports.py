@@ -45,6 +45,7 @@ from core.decimals import decimal_plain
 from core.errors import DomainError
 from evals.blindness import grades_visible_to, labels_visible_to
 from evals.comparison.compute import comparison_get
+from evals.grading.contract.decisions import run_decisions
 from evals.models import Grade, Run, Trial
 from judges.models import JudgeRun
 from labeling.models import Label, PreferenceLabel
@@ -89,11 +90,14 @@ def run_table(*, run: Run, zone: tzinfo = UTC, viewer=None) -> ExportTable:
     """One row per trial of ``run`` (ordered by case key, attempt): suite, run, case_id,
     content_hash, input, expected, context (the JSON array), tags, attempt, status, output,
     error, latency_ms (ms), input_tokens, output_tokens (tokens), cost_usd (USD, null when
-    unknown), created_at (in ``zone``), then ``<grader>.passed|status|score|reason`` per
-    grader (the run's grader set first, then any other grader found). With ``viewer`` (a
-    download), the grades they may see (``evals.blindness``): a judge verdict or gold grade
-    of a trial a reviewer still has to label is an empty cell; None (the command line)
-    exports every grade. Two queries, three with a viewer."""
+    unknown), created_at (in ``zone``), for a run with a contract grader ``decision``
+    (``rejected``, ``review``, ``accepted``, ``errored``, ``not_graded``,
+    ``infrastructure_error``: ``evals.grading.contract.decisions``; null for a retried
+    attempt), then ``<grader>.passed|status|score|reason`` per grader (the run's grader set
+    first, then any other grader found). With ``viewer`` (a download), the grades they may
+    see (``evals.blindness``): a judge verdict or gold grade of a trial a reviewer still has
+    to label is an empty cell; None (the command line) exports every grade. Two queries,
+    three with a viewer, three more with a contract grader."""
     grade_qs = Grade.objects.order_by("id")
     if viewer is not None:
         grade_qs = grades_visible_to(grade_qs, viewer)
@@ -124,6 +128,9 @@ def run_table(*, run: Run, zone: tzinfo = UTC, viewer=None) -> ExportTable:
         ("cost_usd", USD),
         ("created_at", pa.timestamp("us", tz=str(zone))),
     ]
+    decisions = run_decisions(run=run)
+    if decisions.graded:
+        columns.append(("decision", pa.string()))
     for key in keys:
         columns += [
             (f"{key}.passed", pa.bool_()),
@@ -153,6 +160,9 @@ def run_table(*, run: Run, zone: tzinfo = UTC, viewer=None) -> ExportTable:
             t.cost_usd,
             t.created_at.astimezone(zone),
         ]
+        if decisions.graded:
+            decision = decisions.trials.get(t.id)
+            row.append(decision.decision if decision else None)
         for key in keys:
             g = by_grader.get(key)
             row += (

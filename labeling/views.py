@@ -38,7 +38,8 @@ from core.http import (
 )
 from core.ids import uuid_parse
 from core.roles import ENGINEER, LEAD, REVIEWER, user_has_role
-from evals.models import Suite, Trial
+from evals.grading.contract.decisions import output_hash
+from evals.models import Run, Suite, Trial
 from judges import trust
 from judges.models import Judge, JudgeRun, JudgeVersion
 from labeling import adjudication, improve, preferences, services
@@ -60,6 +61,7 @@ from labeling.forms import (
 from labeling.models import CalibrationSet, Label
 from labeling.pairwise import is_pairwise
 from labeling.queue import QueueState, queue_last_labeled_get, queue_state_get
+from labeling.review import review_dimensions, review_set_create, review_submit
 from labeling.sampling import set_plan_get
 
 LABELER_ROLES = (REVIEWER, LEAD)
@@ -251,6 +253,10 @@ def _queue_render(
         "form": form or _label_form(state),
         "error": error,
         "saved": saved,
+        # A review queue (labeling.review): one pass/fail and critique per dimension,
+        # tied to the hash of the output shown.
+        "dimensions": review_dimensions(state.calibration_set),
+        "output_hash": output_hash(state.current.item.trial.output) if state.current else "",
     }
     template = "labeling/queue.html"
     if request.htmx and not request.htmx.history_restore_request:
@@ -348,6 +354,68 @@ def label_save(request: HtmxHttpRequest, set_id) -> HttpResponse:
         return redirect(reverse("labeling:queue", kwargs={"set_id": cset.uuid}))
     state = queue_state_get(calibration_set=cset, reviewer=request.user, after_uuid=trial_uuid)
     return _queue_render(request, state, saved=f"Saved {data['verdict']}.")
+
+
+@require_POST
+@role_required(*LABELER_ROLES)
+def review_save(request: HtmxHttpRequest, set_id) -> HttpResponse:
+    """Save a review (``labeling.review.review_submit``): every dimension pass or fail with
+    a critique, tied to the output hash the form was shown with; then the next item. A
+    refused review re-renders the same item with the message (nothing saved)."""
+    cset = _set_or_404(set_id)
+    trial_uuid = uuid_parse(request.POST.get("trial"))
+    trial = (
+        Trial.objects.filter(uuid=trial_uuid, calibration_items__calibration_set=cset).first()
+        if trial_uuid
+        else None
+    )
+    if trial is None:
+        raise Http404("No such trial in this review queue.")
+    dimensions = {
+        name: {
+            "verdict": request.POST.get(f"verdict-{name}", ""),
+            "critique": request.POST.get(f"critique-{name}", ""),
+        }
+        for name in review_dimensions(cset)
+    }
+    try:
+        review_submit(
+            calibration_set=cset,
+            trial=trial,
+            reviewer=request.user,
+            dimensions=dimensions,
+            reviewed_hash=request.POST.get("output_hash", ""),
+        )
+    except DomainError as exc:
+        state = queue_state_get(
+            calibration_set=cset, reviewer=request.user, trial_uuid=str(trial.uuid)
+        )
+        return _queue_render(
+            request,
+            state,
+            error=f"Not saved: {exc}.",
+            status=200 if request.htmx else (409 if exc.code == "conflict" else 400),
+        )
+    if not request.htmx:
+        return redirect(reverse("labeling:queue", kwargs={"set_id": cset.uuid}))
+    state = queue_state_get(calibration_set=cset, reviewer=request.user, after_uuid=str(trial.uuid))
+    return _queue_render(request, state, saved="Review saved.")
+
+
+@require_POST
+@role_required(ENGINEER, LEAD)
+def review_start(request: HtmxHttpRequest, run_id) -> HttpResponse:
+    """Send a run's trials in review to a new review queue (``review_set_create``), then
+    show the queue's page (reviewers and leads label from there); a run with none goes back
+    to its page with the message."""
+    run = get_object_or_404(Run, uuid=run_id)
+    try:
+        cset = review_set_create(run=run, by=request.user)
+    except DomainError as exc:
+        messages.error(request, str(exc))
+        return redirect(run.get_absolute_url())
+    messages.success(request, f"Review queue {cset.name!r}: {cset.size} trials to review.")
+    return redirect(reverse("labeling:set-detail", kwargs={"set_id": cset.uuid}))
 
 
 @require_POST

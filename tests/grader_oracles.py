@@ -1,5 +1,6 @@
 """Business-rule oracles used by tests/evals/test_graders.py as ``python`` graders."""
 
+from demo.expense_contract import FIXTURES
 from evals.grading.graders import GradeResult
 
 
@@ -28,3 +29,14 @@ def nan_score(case, output: str) -> dict:
 
 
 NOT_CALLABLE = 3
+
+
+def item_oracle_none(item: dict):
+    """A broken contract oracle: returns nothing."""
+    return None
+
+
+def contract_fixture(case, **settings) -> str:
+    """A callable target answering the contract development fixture named by the case's
+    input (``demo.expense_contract.FIXTURES``)."""
+    return FIXTURES[case.input]

@@ -23,6 +23,8 @@ from core.api.permissions import IsRunner, IsViewer
 from core.http import uuid_or_404
 from evals.baselines import baseline_set
 from evals.blindness import REPORT_PER_TRIAL_PARTS, grades_visible_to, run_is_blind
+from evals.grading.contract.decisions import run_decisions
+from evals.grading.recorded import run_grade
 from evals.models import Baseline, Case, Grade, Run, Suite, Trial
 from evals.report.selectors import run_report
 from evals.runner import start as services
@@ -190,16 +192,29 @@ class TrialSerializer(serializers.ModelSerializer):
     output_length = serializers.IntegerField(
         read_only=True, help_text="Length of the whole output (characters)."
     )
+    decision = serializers.SerializerMethodField(
+        help_text="The contract decision of the trial: rejected, review (every deterministic "
+        "check passed; not accepted), accepted, errored, not_graded or infrastructure_error; "
+        "null when its run has no contract grader or the attempt was retried."
+    )
 
     class Meta:
         model = Trial
-        fields = [*TRIAL_FIELDS, "output_preview", "output_length"]
+        fields = [*TRIAL_FIELDS, "output_preview", "output_length", "decision"]
         extra_kwargs = TRIAL_HELP
+
+    def get_decision(self, trial: Trial) -> str | None:
+        # One read of the run's decisions per run per response (the serializer context).
+        cache = self.context.setdefault("run_decisions", {})
+        if trial.run_id not in cache:
+            cache[trial.run_id] = run_decisions(run=trial.run)
+        found = cache[trial.run_id].trials.get(trial.id)
+        return found.decision if found else None
 
 
 class TrialDetailSerializer(TrialSerializer):
     class Meta(TrialSerializer.Meta):
-        fields = [*TRIAL_FIELDS, "output", "output_length"]
+        fields = [*TRIAL_FIELDS, "output", "output_length", "decision"]
         extra_kwargs = {**TRIAL_HELP, "output": {"help_text": "The whole output (text)."}}
 
 
@@ -524,6 +539,62 @@ class RunRetryApi(APIView):
         run_retry(run=run, by=request.user)
         run.refresh_from_db()
         return Response(RunSerializer(run).data, status=202)
+
+
+class RunGradeInput(serializers.Serializer):
+    graders = serializers.JSONField(
+        help_text="Grader set of new deterministic graders: list of {key, kind, config, "
+        "gating?, version?}; keys must be new to the run; no judge."
+    )
+
+
+class RunGradeOutput(serializers.Serializer):
+    run = serializers.UUIDField(help_text=H["run"])
+    graders = serializers.ListField(
+        child=serializers.CharField(), help_text="Keys of the graders added to the run."
+    )
+    trials = serializers.IntegerField(help_text="Ok trials graded (current attempts).")
+    grades = serializers.IntegerField(help_text="Grades written.")
+    decisions = serializers.DictField(
+        allow_null=True,
+        help_text="Contract decisions per run (counts by decision: rejected, review, "
+        "accepted, errored, not_graded, infrastructure_error); null without a contract grader.",
+    )
+
+
+class RunGradeApi(APIView):
+    """POST: grade a finished run's ok trials with new deterministic graders
+    (``evals.grading.recorded.run_grade``), e.g. a contract on imported outputs; 200 with
+    what was graded and the contract decisions. 400 naming the field on a bad grader, 409
+    when the run is not finished or a key is taken."""
+
+    permission_classes = [IsRunner]
+
+    @extend_schema(
+        request=RunGradeInput,
+        responses={200: RunGradeOutput},
+        parameters=[
+            OpenApiParameter(
+                "run_id", OpenApiTypes.UUID, OpenApiParameter.PATH, description="UUID of the run."
+            )
+        ],
+    )
+    def post(self, request, run_id):
+        run = get_object_or_404(
+            Run.objects.select_related("suite"), uuid=uuid_or_404(run_id, "run")
+        )
+        data = RunGradeInput(data=request.data)
+        data.is_valid(raise_exception=True)
+        summary = run_grade(run=run, graders=data.validated_data["graders"], by=request.user)
+        decisions = run_decisions(run=run)
+        out = {
+            "run": run.uuid,
+            "graders": list(summary.keys),
+            "trials": summary.trials,
+            "grades": summary.grades,
+            "decisions": decisions.counts if decisions.graded else None,
+        }
+        return Response(RunGradeOutput(out).data, status=200)
 
 
 class BaselineSetApi(APIView):

@@ -23,6 +23,11 @@ Kinds (``config`` options in brackets, defaults after ``=``):
 - ``numeric`` [value, pattern, abs_tol=0.0, rel_tol=1e-9]: see ``parse_number``/``_numeric``.
 - ``python`` [function="package.module:function"]: a business-rule oracle
   ``function(case, output) -> GradeResult | bool | dict``.
+- ``contract`` [schema, items, id_field, oracle, coverage, required_coverage, provenance,
+  source_version, review]: a structured output's contract (``evals.grading.contract``,
+  docs/contracts.md). ``passed`` means "every deterministic check passed: qualified for
+  review" (``details.decision = "review"``), never accepted; a fail is a ``reject`` with its
+  failures, coverage table and reason ("reject: wrong_approval at T-750; ...").
 - ``judge`` [judge_version="<uuid>" | "JUDGE:vN" | "JUDGE" (its newest version; resolved to
   the UUID when the grader set is parsed), skip_if_failed=False]: the top rung, an LLM judge
   version (``judges``). It is not run here: the runner enqueues it after the deterministic
@@ -44,6 +49,9 @@ from typing import Any
 import jsonschema
 
 from core.errors import DomainError
+from evals.grading.contract.check import ContractBroken, contract_check
+from evals.grading.contract.config import OPTIONS as CONTRACT_OPTIONS
+from evals.grading.contract.config import contract_from_config, contract_parse
 from evals.grading.grader_set import JUDGE_KIND, GraderSpec
 from judges.models import Judge, JudgeVersion
 from judges.selectors import judge_version_resolve
@@ -345,6 +353,17 @@ def _python(config: dict, case: Any, output: str) -> GradeResult:
     )
 
 
+def _contract(config: dict, case: Any, output: str) -> GradeResult:
+    """A contract's decision: ``review`` passes (qualified for review, not accepted),
+    ``reject`` fails; a broken oracle or predicate is an errored grade."""
+    try:
+        outcome = contract_check(contract_from_config(config), output)
+    except ContractBroken as exc:
+        return GradeResult.error(f"contract broken: {exc}", decision="error")
+    passed = outcome.decision == "review"
+    return _verdict(passed, outcome.reason, **outcome.details())
+
+
 # kind -> function(config: dict, case: CaseInput-like, output: str) -> GradeResult
 GRADERS: dict[str, Callable[..., GradeResult]] = {
     "exact": _exact,
@@ -355,6 +374,7 @@ GRADERS: dict[str, Callable[..., GradeResult]] = {
     "json_schema": _json_schema,
     "numeric": _numeric,
     "python": _python,
+    "contract": _contract,
 }
 
 
@@ -410,6 +430,7 @@ _OPTIONS: dict[str, dict[str, tuple[type | tuple, str]]] = {
         "rel_tol": ((int, float), "a number"),
     },
     "python": {"function": (str, "'package.module:function'")},
+    "contract": dict.fromkeys(CONTRACT_OPTIONS, (object, "see docs/contracts.md")),
     JUDGE_KIND: {
         "judge_version": (str, "a judge version: UUID, JUDGE:vN or a judge name"),
         "skip_if_failed": (bool, "a boolean"),
@@ -481,6 +502,8 @@ def _check_values(kind: str, config: dict, where: str) -> None:
             raise DomainError(
                 f"invalid JSON Schema: {exc.message}", field=f"{where}.schema"
             ) from exc
+    if kind == "contract":
+        contract_parse(config, where)
     if kind == "python":
         try:
             _load_callable(config["function"])

@@ -184,6 +184,9 @@ class RunReport:
     latency: Latency
     cost: Cost
     judge_calls: Spend | None = None  # judges.ledger: every judge call paid for the run
+    # A run with a contract grader: ``RunDecisions.as_json()`` (evals.grading.contract);
+    # None otherwise.
+    decisions: dict[str, Any] | None = None
 
     @property
     def errored_banner(self) -> str | None:

@@ -8,6 +8,7 @@ import dataclasses
 from django.db import models
 from django.db.models.functions import Substr
 
+from evals.grading.contract.decisions import run_decisions
 from evals.models import Grade, Run, Trial
 from evals.report.build import ReasonRows, RunReport, report_from_rows
 from evals.report.rows import run_rows_get
@@ -24,7 +25,8 @@ def run_report(*, run: Run) -> RunReport:
 
     Nine queries whatever the run's size: the run loader's four (plus one when judges
     graded), three grouped reason counts, one of judge calls and one of retried trials; plus one for
-    ``run.suite`` unless it is joined. Rules in ``evals.report.build``.
+    ``run.suite`` unless it is joined; plus three for a run with a contract grader (its
+    decisions, ``evals.grading.contract.decisions``). Rules in ``evals.report.build``.
     """
     grades = Grade.objects.filter(trial__run=run, trial__status=Trial.Status.OK).order_by()
     short_reason = Substr("reason", 1, REASON_MAX_CHARS)
@@ -51,8 +53,10 @@ def run_report(*, run: Run) -> RunReport:
     judge_calls = run_judge_spend(run_id=run.id)
     report = report_from_rows(run=run, rows=run_rows_get(run=run), reasons=reasons)
     retried = Trial.objects.filter(run=run, replaced_by__isnull=False).count()
+    decisions = run_decisions(run=run)
     return dataclasses.replace(
         report,
         judge_calls=judge_calls,
+        decisions=decisions.as_json() if decisions.graded else None,
         trials=dataclasses.replace(report.trials, retried=retried),
     )

@@ -33,6 +33,7 @@ from evals.blindness import BLIND_COMPARISON, comparison_is_blind
 from evals.comparison.cache import comparison_cached_get
 from evals.comparison.case import case_uuids_by_hash, comparison_case_get
 from evals.comparison.compute import CHANGE_CLASSES
+from evals.comparison.decisions import decision_movement_get
 from evals.comparison.gate import comparison_plan, gate_decide
 from evals.comparison.table import DEFAULT_SORT, SORTS, TableQuery, case_rows_select
 from evals.comparison.topup import top_up_result, top_up_settled_get, top_up_start
@@ -101,6 +102,7 @@ def comparison(request: HtmxHttpRequest, head_id, base_id) -> HttpResponse:
             rows=[*page.object_list, *comp.added, *comp.removed, *comp.changed],
         ),
         "power": power_sentence(comp.detectable) if comp.detectable else None,
+        "movement": decision_movement_get(base=base, head=head),
         "class_links": [
             (name, query.url(change=name), name == query.change) for name in ("", *CHANGE_CLASSES)
         ],

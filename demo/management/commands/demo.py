@@ -4,8 +4,10 @@ Migrates, loads the demo suites and (when ../shared/data is present) real labele
 starts a real Celery worker on the configured broker (the server-less filesystem broker
 by default), runs the demo suites through it against the simulated target — a baseline,
 an edited prompt that breaks the EUR 500.00 boundary (the gate blocks for that case), and a
-re-run of the baseline configuration (the gate passes): ``demo.story`` — prints the links
-and the login, then serves the dashboard on 127.0.0.1:8000 with the worker alongside.
+re-run of the baseline configuration (the gate passes): ``demo.story`` — and the contract
+suite (an LLM writing test cases for the expense policy, ``demo.expense_contract``),
+prints the links and the login, then serves the dashboard on 127.0.0.1:8000 with the
+worker alongside.
 """
 
 from __future__ import annotations
@@ -24,9 +26,10 @@ from django.core.management.base import BaseCommand, CommandError
 from django.urls import reverse
 
 from core.errors import DomainError
-from demo.load import demo_suites_load, demo_user_ensure
-from demo.story import demo_chapter, demo_run
+from demo.load import contract_suite_load, demo_suites_load, demo_user_ensure
+from demo.story import contract_demo_run, demo_chapter, demo_run
 from evals.baselines import baseline_current, baseline_set
+from evals.grading.contract.decisions import run_decisions
 from evals.models import Run, Suite
 from interop.importers import results_import
 from judges.models import JudgeVersion
@@ -69,6 +72,7 @@ class Command(BaseCommand):
         try:
             for index, suite in enumerate(suites):
                 self._demo_suite_runs(suite, index, user, opts)
+            self._demo_contract_run(user, opts)
             self._demo_calibration_set(user)
             self.stdout.write(
                 self.style.SUCCESS(
@@ -195,6 +199,29 @@ class Command(BaseCommand):
             f"run {run.suite.name} / {run.name}: {run.status} "
             f"({run.trials_finished} of {run.trials_total} trials, "
             f"{run.trials_errored} errored) -> /runs/{run.uuid}/"
+        )
+
+    def _demo_contract_run(self, user, opts) -> None:
+        """The contract suite (``demo.expense_contract``): one run of the simulated test
+        writer, graded by the expense-policy contract, the first time; its decisions."""
+        suite = contract_suite_load()
+        run = Run.objects.filter(suite=suite).first()
+        if run is None:
+            try:
+                run = contract_demo_run(
+                    suite=suite,
+                    seed=3000,
+                    user=user,
+                    trials=opts["trials"] * 2,
+                    timeout=opts["timeout"],
+                )
+            except DomainError as error:
+                raise CommandError(str(error)) from error
+        self._say_run(run)
+        c = run_decisions(run=run).counts
+        self.stdout.write(
+            f"  contract decisions: {c['rejected']} rejected, {c['review']} in review, "
+            f"{c['accepted']} accepted"
         )
 
     def _demo_calibration_set(self, user) -> None:

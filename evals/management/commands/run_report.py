@@ -75,6 +75,7 @@ def render_text(report: RunReport) -> str:
     )
     for s in report.slices:
         lines.append(f"tag {s.tag} ({_cases(s.n_cases)}): {_rate(s.overall)}")
+    lines += _decision_lines(report.decisions)
     for g in report.failure_reasons:
         lines.append(f"{g.grader}: {g.text}")
     c = report.cost
@@ -90,6 +91,27 @@ def render_text(report: RunReport) -> str:
         f"{_ms(report.latency.p50_ms)}, p95 {_ms(report.latency.p95_ms)}; cost {cost}"
     )
     return "\n".join(lines)
+
+
+def _decision_lines(d: dict | None) -> list[str]:
+    """The contract decisions (``RunReport.decisions``) as terminal lines; none without."""
+    if d is None:
+        return []
+    c = d["counts"]
+    share = "undefined" if d["valid_share"] is None else f"{d['valid_share'] * 100:.1f}%"
+    lines = [
+        f"decisions: {c['rejected']} rejected, {c['review']} in review, {c['accepted']} "
+        f"accepted, {c['errored']} errored, {c['not_graded']} not graded; "
+        f"{d['infrastructure_errors']} infrastructure errors apart",
+        f"valid responses: {d['valid']}/{d['attempted']} attempted ({share})",
+    ]
+    lines += [f"  {r['trials']} x {r['reason']}" for r in d["reasons"]]
+    if d["missing_coverage"]:
+        lines.append(
+            "missing coverage: "
+            + ", ".join(f"{k} in {n} trials" for k, n in d["missing_coverage"].items())
+        )
+    return lines
 
 
 def _cases(n: int) -> str:

@@ -1,0 +1,380 @@
+"""Checking one output against a contract: ``contract_check(contract, output)``.
+
+1. Parse. Stops at the first failure: ``invalid_json`` (not strict JSON: a key twice in one
+   object, NaN/Infinity, trailing text), ``schema`` (the first violation of the strict
+   schema, in document order), ``items`` (the items path does not lead to a list of
+   objects each with a string or integer id).
+2. A payload that parses gets every other check, and all failures are reported together:
+   ``stale_version`` (both versions named); per item in document order ``duplicate_id``
+   (once per id, at its second use),
+   ``unknown_source`` (ids outside the allowlist named), one ``wrong_<field>`` (or the
+   configured rule) per expected field the oracle disagrees with, compared exactly (the
+   canonical JSON of both values: ``true`` is not ``1``, ``75000`` is not ``75000.0``);
+   then ``missing_coverage`` per required category no confirmed item covers.
+3. Coverage: an item is in a category when the category's predicate is true on it; it
+   covers the category only when the oracle confirmed every expected field of it.
+4. Decision: ``reject`` when there is any failure, else ``review`` with the open review
+   dimensions. A contract never accepts: acceptance is a reviewer's (docs/contracts.md).
+
+An oracle or predicate that raises, or a predicate that is not boolean, is the grader's
+fault, not the output's: ``ContractBroken`` (the grade is errored, never a reject or a pass).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+import celpy
+import jsonschema
+from celpy import celtypes
+
+from core.strict_json import contains_non_finite, json_loads_line
+from evals.grading.contract.config import Contract, Predicate, load_callable
+
+REJECT, REVIEW = "reject", "review"
+PARSE_RULES = ("invalid_json", "schema", "items")
+_MAX_LISTED = 5
+
+
+class ContractBroken(Exception):
+    """The contract's own oracle or predicate failed on an item (an errored grade)."""
+
+
+def _is_integer(_checker: Any, instance: Any) -> bool:
+    return isinstance(instance, int) and not isinstance(instance, bool)
+
+
+def _is_number(_checker: Any, instance: Any) -> bool:
+    return isinstance(instance, int | float) and not isinstance(instance, bool)
+
+
+# Strict types: jsonschema's default "integer" accepts 75000.0; integer cents do not.
+_StrictValidator = jsonschema.validators.extend(
+    jsonschema.Draft202012Validator,
+    type_checker=jsonschema.Draft202012Validator.TYPE_CHECKER.redefine(
+        "integer", _is_integer
+    ).redefine("number", _is_number),
+)
+
+
+@dataclass(frozen=True)
+class Failure:
+    """One failure: ``rule`` (``wrong_approval``), ``item`` (the item's id, the category for
+    ``missing_coverage``, the JSON path for ``schema``, or None), ``message`` (exact), the
+    coverage ``categories`` the item falls in (its scenarios), and its ``kind``: ``parse``,
+    ``version``, ``identity`` (duplicate id), ``provenance``, ``outcome`` (the oracle
+    disagrees: a policy error) or ``coverage``."""
+
+    rule: str
+    item: str | None
+    message: str
+    categories: tuple[str, ...] = ()
+    kind: str = "parse"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "rule": self.rule,
+            "item": self.item,
+            "message": self.message,
+            "categories": list(self.categories),
+            "kind": self.kind,
+        }
+
+
+@dataclass
+class ContractOutcome:
+    """The result of ``contract_check``: ``decision`` (``reject``/``review``), ``failures``,
+    ``coverage`` (category -> ``{"items", "confirmed", "covered", "required"}``, empty when
+    parsing failed), ``review`` (open dimensions; empty on reject), ``parsed``, ``n_items``."""
+
+    decision: str
+    failures: list[Failure] = field(default_factory=list)
+    coverage: dict[str, dict[str, Any]] = field(default_factory=dict)
+    review: tuple[str, ...] = ()
+    parsed: bool = True
+    n_items: int | None = None
+
+    @property
+    def reason(self) -> str:
+        """Short and exact: ``"reject: wrong_approval at T-750; at category not covered"``
+        or ``"review: every deterministic check passed; open: a, b"``."""
+        if self.decision == REVIEW:
+            open_dims = ", ".join(self.review) if self.review else "none declared"
+            return f"review: every deterministic check passed; open: {open_dims}"
+        return "reject: " + "; ".join(_failure_texts(self.failures))
+
+    @property
+    def missing_coverage(self) -> list[str]:
+        """The required categories not covered."""
+        return [f.item for f in self.failures if f.rule == "missing_coverage" and f.item]
+
+    def details(self) -> dict[str, Any]:
+        """JSON-safe details stored on the grade."""
+        return {
+            "decision": self.decision,
+            "parsed": self.parsed,
+            "items": self.n_items,
+            "failures": [f.as_dict() for f in self.failures],
+            "coverage": self.coverage,
+            "missing_coverage": self.missing_coverage,
+            "review": list(self.review),
+        }
+
+
+def _listed(items: list[str]) -> str:
+    if len(items) <= _MAX_LISTED:
+        return ", ".join(items)
+    return ", ".join(items[:_MAX_LISTED]) + f" and {len(items) - _MAX_LISTED} more"
+
+
+def _failure_texts(failures: list[Failure]) -> list[str]:
+    """One text per rule in first-seen order, items grouped (``wrong_approval at T-1,
+    T-2``); parse failures, ``stale_version`` and missing coverage keep their message."""
+    grouped: dict[str, list[str]] = {}
+    order: list[str] = []
+    for failure in failures:
+        if failure.rule in PARSE_RULES or failure.rule == "stale_version" or not failure.item:
+            order.append(failure.message)
+        elif failure.rule == "missing_coverage":
+            key = "\0missing"
+            if key not in grouped:
+                order.append(key)
+            grouped.setdefault(key, []).append(failure.item)
+        else:
+            if failure.rule not in grouped:
+                order.append(failure.rule)
+            items = grouped.setdefault(failure.rule, [])
+            if failure.item not in items:
+                items.append(failure.item)
+    out = []
+    for key in order:
+        if key == "\0missing":
+            names = grouped[key]
+            noun = "category" if len(names) == 1 else "categories"
+            out.append(f"{_listed(names)} {noun} not covered")
+        elif key in grouped:
+            out.append(f"{key} at {_listed(grouped[key])}")
+        else:
+            out.append(key)
+    return out
+
+
+def _canonical(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+
+
+def _from_cel(value: Any) -> Any:
+    """A CEL value as plain JSON-able Python (BoolType is an int subclass: made a bool)."""
+    if isinstance(value, celtypes.BoolType):
+        return bool(value)
+    if isinstance(value, int):
+        return int(value)
+    if isinstance(value, float):
+        return float(value)
+    if isinstance(value, str):
+        return str(value)
+    if isinstance(value, dict):
+        return {str(k): _from_cel(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_from_cel(v) for v in value]
+    return value
+
+
+def _activation(item: dict, item_id: str) -> Any:
+    """The item as CEL values, once per item (every predicate reads the same one)."""
+    try:
+        return celpy.json_to_cel(item)
+    except Exception as exc:  # noqa: BLE001 - a value CEL cannot hold is the contract's
+        raise ContractBroken(f"item {item_id} cannot be read by CEL: {exc}") from exc
+
+
+def _evaluate(predicate: Predicate, activation: Any, item_id: str) -> Any:
+    try:
+        return predicate.program.evaluate(activation)
+    except Exception as exc:  # noqa: BLE001 - CEL raises several kinds; all are the grader's
+        message = str(exc.args[0]) if exc.args else type(exc).__name__
+        raise ContractBroken(
+            f"{predicate.name} ({predicate.source!r}) failed on item {item_id}: "
+            f"{message.splitlines()[0][:200]}"
+        ) from exc
+
+
+def _expected(contract: Contract, item: dict, item_id: str, activation: Any) -> dict[str, Any]:
+    """The oracle's expected fields for ``item`` (plain JSON values)."""
+    if contract.oracle_function:
+        try:
+            result = load_callable(contract.oracle_function)(dict(item))
+        # The oracle is user code; a SystemExit from it (``sys:exit`` as an oracle) must not
+        # end the worker or the request either.
+        except (Exception, SystemExit) as exc:  # noqa: BLE001
+            raise ContractBroken(
+                f"oracle {contract.oracle_function} raised on item {item_id}: "
+                f"{type(exc).__name__}: {exc}"
+            ) from exc
+        if not isinstance(result, dict) or not all(isinstance(k, str) for k in result):
+            raise ContractBroken(
+                f"oracle {contract.oracle_function} returned {type(result).__name__} on item "
+                f"{item_id}; expected an object of field: expected value"
+            )
+        return result
+    return {p.name: _from_cel(_evaluate(p, activation, item_id)) for p in contract.expressions}
+
+
+def _categories(contract: Contract, activation: Any, item_id: str) -> tuple[str, ...]:
+    names = []
+    for predicate in contract.coverage:
+        value = _evaluate(predicate, activation, item_id)
+        if not isinstance(value, celtypes.BoolType | bool):
+            raise ContractBroken(
+                f"coverage {predicate.name} ({predicate.source!r}) gave "
+                f"{type(value).__name__}, not a boolean, on item {item_id}"
+            )
+        if value:
+            names.append(predicate.name)
+    return tuple(names)
+
+
+def _at(document: Any, path: tuple[str, ...]) -> tuple[bool, Any]:
+    node = document
+    for part in path:
+        if not isinstance(node, dict) or part not in node:
+            return False, None
+        node = node[part]
+    return True, node
+
+
+def _json_path(path: Any) -> str:
+    out = "$"
+    for part in path:
+        out += f"[{part}]" if isinstance(part, int) else f".{part}"
+    return out
+
+
+def _parse(contract: Contract, output: str) -> tuple[list[dict] | None, Any, Failure | None]:
+    """Step 1: (items, document, None) or (None, None, the first failure)."""
+    try:
+        document = json_loads_line(output)
+        if contains_non_finite(document):
+            raise ValueError("NaN or Infinity is not JSON")
+    except ValueError as exc:
+        return None, None, Failure("invalid_json", None, f"invalid_json: {exc}")
+    errors = list(_StrictValidator(contract.schema).iter_errors(document))
+    if errors:
+        first = min(errors, key=lambda e: ([str(p) for p in e.absolute_path], e.validator))
+        where = _json_path(first.absolute_path)
+        return None, None, Failure("schema", where, f"schema at {where}: {first.message}")
+    found, items = _at(document, contract.items_path)
+    where = "$." + ".".join(contract.items_path) if contract.items_path else "$"
+    if not found or not isinstance(items, list):
+        return None, None, Failure("items", where, f"items: no list at {where}")
+    for index, item in enumerate(items):
+        item_id = item.get(contract.id_field) if isinstance(item, dict) else None
+        if not isinstance(item_id, str | int) or isinstance(item_id, bool):
+            return (
+                None,
+                None,
+                Failure(
+                    "items",
+                    f"{where}[{index}]",
+                    f"items: {where}[{index}] is not an object with a string or integer "
+                    f"{contract.id_field!r}",
+                ),
+            )
+    return items, document, None
+
+
+def contract_check(contract: Contract, output: str) -> ContractOutcome:
+    """Check ``output`` (the trial's text) against ``contract`` (steps in the module doc).
+    Raises ``ContractBroken`` when the contract's oracle or a predicate fails."""
+    items, document, parse_failure = _parse(contract, output)
+    if parse_failure is not None:
+        return ContractOutcome(decision=REJECT, failures=[parse_failure], parsed=False)
+    failures: list[Failure] = []
+    if contract.current_version is not None:
+        found, version = _at(document, contract.version_path)
+        if version != contract.current_version:
+            shown = json.dumps(version) if found else "missing"
+            failures.append(
+                Failure(
+                    "stale_version",
+                    None,
+                    f"stale_version: output for {shown}, current "
+                    f"{json.dumps(contract.current_version)}",
+                    kind="version",
+                )
+            )
+    table = {
+        p.name: {
+            "items": [],
+            "confirmed": [],
+            "covered": False,
+            "required": p.name in contract.required_coverage,
+        }
+        for p in contract.coverage
+    }
+    seen: set[str] = set()
+    duplicated: set[str] = set()
+    for item in items:
+        item_id = str(item[contract.id_field])
+        activation = _activation(item, item_id)
+        categories = _categories(contract, activation, item_id)
+        if item_id in seen and item_id not in duplicated:  # once per id, at its 2nd use
+            duplicated.add(item_id)
+            failures.append(
+                Failure(
+                    "duplicate_id", item_id, f"duplicate_id at {item_id}", categories, "identity"
+                )
+            )
+        seen.add(item_id)
+        if contract.provenance_field is not None:
+            sources = item.get(contract.provenance_field)
+            sources = sources if isinstance(sources, list) else [sources]
+            unknown = [s for s in sources if s not in contract.allowed_sources]
+            if unknown:
+                failures.append(
+                    Failure(
+                        "unknown_source",
+                        item_id,
+                        f"unknown_source at {item_id}: {', '.join(map(str, unknown))}",
+                        categories,
+                        "provenance",
+                    )
+                )
+        confirmed = True
+        for name, want in _expected(contract, item, item_id, activation).items():
+            got = item.get(name)
+            if name in item and _canonical(got) == _canonical(want):
+                continue
+            confirmed = False
+            shown = _canonical(got) if name in item else "missing"
+            failures.append(
+                Failure(
+                    contract.rule_for(name),
+                    item_id,
+                    f"{contract.rule_for(name)} at {item_id}: {name} is {shown}, "
+                    f"the oracle expects {_canonical(want)}",
+                    categories,
+                    "outcome",
+                )
+            )
+        for name in categories:
+            table[name]["items"].append(item_id)
+            if confirmed:
+                table[name]["confirmed"].append(item_id)
+                table[name]["covered"] = True
+    for name in contract.required_coverage:
+        if not table[name]["covered"]:
+            failures.append(
+                Failure(
+                    "missing_coverage", name, f"{name} category not covered", (name,), "coverage"
+                )
+            )
+    if failures:
+        return ContractOutcome(
+            decision=REJECT, failures=failures, coverage=table, n_items=len(items)
+        )
+    return ContractOutcome(
+        decision=REVIEW, coverage=table, review=contract.review, n_items=len(items)
+    )

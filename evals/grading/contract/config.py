@@ -1,0 +1,291 @@
+"""A contract grader's config, parsed once into a typed ``Contract`` (``contract_parse``).
+
+Config (``docs/contracts.md`` has the reference example):
+
+- ``schema`` (required): the JSON Schema (Draft 2020-12) of the whole output. Validated with
+  strict types: ``integer`` is a JSON integer only (``75000.0`` is not one), ``boolean`` is
+  ``true``/``false`` only (``"false"`` is a string); nothing is coerced.
+- ``items`` (required): where the items are: a dotted path of object fields from the root
+  (``"cases"``), or ``""`` when the output is the list itself.
+- ``id_field`` (required): the field of an item holding its id (duplicate ids reject).
+- ``oracle`` (required): ``{"function": "package.module:function"}`` (called as
+  ``function(item) -> {field: expected value}``) or ``{"expressions": {field: CEL}}``; and
+  ``rules``, ``{field: rule name}`` naming the failure of a mismatch on a field (default
+  ``wrong_<field>``).
+- ``coverage``: ``{category: CEL predicate over the item's fields}``; ``required_coverage``:
+  the categories that must be covered (default: every category).
+- ``provenance``: ``{"field": item field of source ids, "allowed": [source ids]}``.
+- ``source_version``: ``{"field": dotted path in the output, "current": "expense-v2"}``.
+- ``review``: the review dimensions left open after a deterministic pass.
+
+Every error is a ``DomainError`` naming ``<where>.<option>``.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import json
+import re
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import celpy
+import jsonschema
+from celpy.celparser import CELParseError
+
+from core.errors import DomainError
+
+OPTIONS = (
+    "schema",
+    "items",
+    "id_field",
+    "oracle",
+    "coverage",
+    "required_coverage",
+    "provenance",
+    "source_version",
+    "review",
+)
+REQUIRED = ("schema", "items", "id_field", "oracle")
+_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+CEL_MAX_CHARS = 2000
+
+
+def _cel_environment() -> celpy.Environment:
+    """A CEL environment, without its side effect: ``celpy.Environment()`` raises the
+    process's recursion limit to 2500, which would change how deep every other parser of
+    the process may recurse (the run-file reader reports nesting through RecursionError).
+    The limit is put back; expressions are short (``CEL_MAX_CHARS``) and a RecursionError
+    while compiling one is a config error."""
+    limit = sys.getrecursionlimit()
+    try:
+        return celpy.Environment()
+    finally:
+        sys.setrecursionlimit(limit)
+
+
+_CEL = _cel_environment()
+
+
+@dataclass(frozen=True)
+class Predicate:
+    """A named CEL expression, compiled once: ``name``, ``source``, ``program``."""
+
+    name: str
+    source: str
+    program: Any
+
+
+@dataclass(frozen=True)
+class Contract:
+    """A parsed contract (see the module doc). ``expressions`` is empty when the oracle is a
+    ``function``; ``rules`` maps an expected field to its failure rule name."""
+
+    schema: dict
+    items_path: tuple[str, ...]
+    id_field: str
+    oracle_function: str | None
+    expressions: tuple[Predicate, ...]
+    rules: dict[str, str]
+    coverage: tuple[Predicate, ...]
+    required_coverage: tuple[str, ...]
+    provenance_field: str | None
+    allowed_sources: frozenset[str]
+    version_path: tuple[str, ...]
+    current_version: str | None
+    review: tuple[str, ...]
+
+    def rule_for(self, field: str) -> str:
+        """The failure rule of a mismatch on ``field`` (``wrong_<field>`` by default)."""
+        return self.rules.get(field, f"wrong_{field}")
+
+
+def load_callable(path: str) -> Callable[..., Any]:
+    """Import ``package.module:function`` (dotted attributes allowed after the colon).
+    Raises ValueError or ImportError/AttributeError."""
+    module_name, _, attr = path.partition(":")
+    if not module_name or not attr:
+        raise ValueError(f"expected 'package.module:function', got {path!r}")
+    target: Any = importlib.import_module(module_name)
+    for part in attr.split("."):
+        target = getattr(target, part)
+    if not callable(target):
+        raise ValueError(f"{path!r} is not callable")
+    return target
+
+
+def _string(value: Any, where: str, label: str = "a non-empty string") -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise DomainError(f"expected {label}, got {value!r}", field=where)
+    return value
+
+
+def _names(value: Any, where: str) -> tuple[str, ...]:
+    if not isinstance(value, list):
+        raise DomainError(f"expected a list of names, got {value!r}", field=where)
+    for i, name in enumerate(value):
+        _string(name, f"{where}[{i}]")
+    if len(set(value)) != len(value):
+        raise DomainError("names must be unique", field=where)
+    return tuple(value)
+
+
+def _path(value: Any, where: str) -> tuple[str, ...]:
+    if not isinstance(value, str):
+        raise DomainError(f"expected a dotted path (a string), got {value!r}", field=where)
+    parts = tuple(value.split(".")) if value else ()
+    if any(not p for p in parts):
+        raise DomainError(f"empty segment in path {value!r}", field=where)
+    return parts
+
+
+def _predicates(value: Any, where: str, *, key_label: str) -> tuple[Predicate, ...]:
+    if not isinstance(value, dict) or not value:
+        raise DomainError(f"expected an object of {key_label}: CEL expression", field=where)
+    out = []
+    for name, source in value.items():
+        if not _NAME_RE.match(name):
+            raise DomainError(f"{key_label} must be an identifier, got {name!r}", field=where)
+        _string(source, f"{where}.{name}", "a CEL expression (a string)")
+        if len(source) > CEL_MAX_CHARS:
+            raise DomainError(
+                f"at most {CEL_MAX_CHARS} characters, got {len(source)}", field=f"{where}.{name}"
+            )
+        try:
+            program = _CEL.program(_CEL.compile(source))
+        except RecursionError as exc:
+            raise DomainError("expression nested too deeply", field=f"{where}.{name}") from exc
+        except CELParseError as exc:
+            raise DomainError(
+                f"invalid CEL: {str(exc).splitlines()[0]}", field=f"{where}.{name}"
+            ) from exc
+        out.append(Predicate(name=name, source=source, program=program))
+    return tuple(out)
+
+
+def _oracle(value: Any, where: str) -> tuple[str | None, tuple[Predicate, ...], dict[str, str]]:
+    if not isinstance(value, dict):
+        raise DomainError("expected {function} or {expressions}", field=where)
+    unknown = set(value) - {"function", "expressions", "rules"}
+    if unknown:
+        raise DomainError(
+            "unknown option (known: function, expressions, rules)",
+            field=f"{where}.{sorted(unknown)[0]}",
+        )
+    if ("function" in value) == ("expressions" in value):
+        raise DomainError("give exactly one of function or expressions", field=where)
+    function = None
+    expressions: tuple[Predicate, ...] = ()
+    if "function" in value:
+        function = _string(value["function"], f"{where}.function", "'package.module:function'")
+        try:
+            load_callable(function)
+        except Exception as exc:  # noqa: BLE001 - any import failure is a config error
+            raise DomainError(
+                f"cannot import {function!r}: {type(exc).__name__}: {exc}",
+                field=f"{where}.function",
+            ) from exc
+    else:
+        expressions = _predicates(value["expressions"], f"{where}.expressions", key_label="field")
+    rules = value.get("rules", {})
+    if not isinstance(rules, dict):
+        raise DomainError("expected an object of field: rule name", field=f"{where}.rules")
+    for field, rule in rules.items():
+        if not isinstance(rule, str) or not _NAME_RE.match(rule):
+            raise DomainError(
+                f"expected a rule name (an identifier), got {rule!r}",
+                field=f"{where}.rules.{field}",
+            )
+    return function, expressions, dict(rules)
+
+
+def _provenance(value: Any, where: str) -> tuple[str, frozenset[str]]:
+    if not isinstance(value, dict) or set(value) != {"field", "allowed"}:
+        raise DomainError("expected {field, allowed}", field=where)
+    field = _string(value["field"], f"{where}.field")
+    allowed = _names(value["allowed"], f"{where}.allowed")
+    if not allowed:
+        raise DomainError("the allowlist must not be empty", field=f"{where}.allowed")
+    return field, frozenset(allowed)
+
+
+def _source_version(value: Any, where: str) -> tuple[tuple[str, ...], str]:
+    if not isinstance(value, dict) or set(value) != {"field", "current"}:
+        raise DomainError("expected {field, current}", field=where)
+    path = _path(_string(value["field"], f"{where}.field"), f"{where}.field")
+    return path, _string(value["current"], f"{where}.current")
+
+
+def contract_parse(config: dict, where: str = "config") -> Contract:
+    """Parse and check a contract grader's ``config`` (see the module doc): the schema is
+    checked against Draft 2020-12, every CEL expression compiled, the oracle imported.
+    Raises ``DomainError`` naming ``<where>.<option>``."""
+    for name in config:
+        if name not in OPTIONS:
+            raise DomainError(
+                f"unknown option for contract (known: {sorted(OPTIONS)})", field=f"{where}.{name}"
+            )
+    for name in REQUIRED:
+        if name not in config:
+            raise DomainError("required for contract", field=f"{where}.{name}")
+    schema = config["schema"]
+    if not isinstance(schema, dict):
+        raise DomainError("expected a JSON Schema object", field=f"{where}.schema")
+    try:
+        jsonschema.Draft202012Validator.check_schema(schema)
+    except jsonschema.SchemaError as exc:
+        raise DomainError(f"invalid JSON Schema: {exc.message}", field=f"{where}.schema") from exc
+    items_path = _path(config["items"], f"{where}.items")
+    id_field = _string(config["id_field"], f"{where}.id_field")
+    function, expressions, rules = _oracle(config["oracle"], f"{where}.oracle")
+    coverage: tuple[Predicate, ...] = ()
+    if "coverage" in config:
+        coverage = _predicates(config["coverage"], f"{where}.coverage", key_label="category")
+    names = [p.name for p in coverage]
+    required = names
+    if "required_coverage" in config:
+        required = list(_names(config["required_coverage"], f"{where}.required_coverage"))
+        for i, name in enumerate(required):
+            if name not in names:
+                raise DomainError(
+                    f"unknown category {name!r} (declared: {names})",
+                    field=f"{where}.required_coverage[{i}]",
+                )
+    provenance_field, allowed = None, frozenset()
+    if "provenance" in config:
+        provenance_field, allowed = _provenance(config["provenance"], f"{where}.provenance")
+    version_path, current = (), None
+    if "source_version" in config:
+        version_path, current = _source_version(config["source_version"], f"{where}.source_version")
+    review = _names(config.get("review", []), f"{where}.review")
+    return Contract(
+        schema=schema,
+        items_path=items_path,
+        id_field=id_field,
+        oracle_function=function,
+        expressions=expressions,
+        rules=rules,
+        coverage=coverage,
+        required_coverage=tuple(required),
+        provenance_field=provenance_field,
+        allowed_sources=allowed,
+        version_path=version_path,
+        current_version=current,
+        review=review,
+    )
+
+
+@functools.lru_cache(maxsize=64)
+def _contract_cached(config_json: str) -> Contract:
+    return contract_parse(json.loads(config_json))
+
+
+def contract_from_config(config: dict) -> Contract:
+    """``contract_parse`` of a stored (already checked) config, cached on its canonical JSON
+    so a run's trials compile the CEL expressions once. Keys are sorted: categories and
+    expressions read in name order whatever the database did to the stored object's key
+    order (PostgreSQL's jsonb reorders them). Raises ``DomainError``."""
+    return _contract_cached(json.dumps(config, sort_keys=True))
