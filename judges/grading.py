@@ -26,9 +26,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from core.errors import DomainError
+from core.text import REPLACED_KEY
 from evals.models import Case, Grade, Run, Trial
 from evals.runner.finalize import run_finalize
 from evals.runner.pricing import Price, cost_breakdown, price_lookup
+from evals.runner.targets.base import replaced_characters
 from judges import kinds
 from judges.client import JudgeClient, JudgeReply
 from judges.models import Judge, JudgeVersion
@@ -117,7 +119,9 @@ def verdict_read(
     prices: dict[str, Price | None] | None = None,
 ) -> Verdict:
     """Turn a finished call into grade fields: tokens, latency (ms), cost (USD, null when
-    unknown), the prompt sent and the raw reply always in ``details``."""
+    unknown), the prompt sent and the raw reply always in ``details``; when the reply held
+    text the database cannot store, ``details[REPLACED_KEY]`` counts the characters replaced
+    with U+FFFD (``core.text``), and the trial page shows it."""
     reply = call.reply
     assert reply is not None
     cost, source = _cost(reply, version, {} if prices is None else prices)
@@ -136,6 +140,9 @@ def verdict_read(
         "price_source": source,
         "imitates_markers": any(imitates_markers(t) for t in untrusted),
     }
+    replaced = replaced_characters(reply.raw)
+    if replaced:
+        details[REPLACED_KEY] = replaced
     if call.built.id_map:
         details["documents"] = [{"doc_id": k, "source_id": v} for k, v in call.built.id_map.items()]
     if not reply.ok:
@@ -152,6 +159,8 @@ def verdict_read(
     if isinstance(parsed, ParseError):
         details.update(error=parsed.reason, parse_message=parsed.message)
         return Verdict("error", None, None, parsed.reason, details)
+    if parsed.replaced:
+        details[REPLACED_KEY] = replaced + parsed.replaced
     outcome = kinds.outcome_read(
         kind=version.judge.kind,
         data=parsed.data,

@@ -40,7 +40,7 @@ from django.conf import settings
 
 from core.errors import DomainError
 from core.placeholders import placeholder_list, placeholders_check
-from evals.runner.targets.base import CaseInput, TargetResult
+from evals.runner.targets.base import CaseInput, TargetResult, result_storable
 
 MAX_CONNECTIONS_PER_CLIENT = 16
 # The placeholders of a target's prompt template (``$name``, see ``core.placeholders``).
@@ -346,7 +346,11 @@ class OpenAITarget:
 
     async def call_body(self, body: dict[str, Any]) -> TargetResult:
         """Send a prebuilt chat-completions ``body`` with the same retries and error kinds as
-        ``call`` (the judge client sends its own bodies through this)."""
+        ``call`` (the judge client sends its own bodies through this). The result is
+        storable text (``result_storable``): the reply boundary of targets and judges."""
+        return result_storable(await self._call_body(body))
+
+    async def _call_body(self, body: dict[str, Any]) -> TargetResult:
         started = time.perf_counter()
         last: _Attempt | None = None
         for attempt in range(1, self.config.max_attempts + 1):

@@ -1,0 +1,177 @@
+"""Hostile text on every path (issue 13, item 8): U+0000 (NUL) and lone surrogates.
+
+One boundary rule (``core.text``): model and judge replies have them replaced with U+FFFD
+and the trial or grade says so; files, API bodies and form posts are refused naming the
+record and the field. Each path is tried with both kinds, as a JSON escape (``"\\\\u0000"``,
+``"\\\\ud800"``) and, where a file or an HTTP body is involved, as raw bytes. The same
+answers on SQLite and PostgreSQL (PostgreSQL refuses NUL in text, SQLite stores it).
+"""
+
+from __future__ import annotations
+
+import pytest
+from django.urls import reverse
+
+from core.text import REPLACED_KEY, contains_unstorable
+from evals.models import Case, Grade, Run, Suite, Trial
+from evals.runner.start import run_start
+from tests.conftest import PASSWORD
+from tests.fakellm import FakeLLM
+
+pytestmark = pytest.mark.django_db
+
+NUL, SURROGATE = "\x00", "\ud800"
+KINDS = [pytest.param(NUL, id="nul"), pytest.param(SURROGATE, id="surrogate")]
+# The same two as a JSON document spells them (an escape inside a string).
+ESCAPES = [pytest.param("\\u0000", id="nul"), pytest.param("\\ud800", id="surrogate")]
+GRADERS = [{"key": "says-yes", "kind": "regex", "config": {"pattern": "^yes"}}]
+
+
+def stored_text_is_clean(run: Run) -> None:
+    """Nothing the database cannot hold was written for ``run``'s trials and grades."""
+    for trial in Trial.objects.filter(run=run):
+        assert not contains_unstorable([trial.output, trial.raw_response, trial.error_message])
+    for grade in Grade.objects.filter(trial__run=run):
+        assert not contains_unstorable([grade.reason, grade.details])
+
+
+@pytest.fixture
+def llm():
+    server = FakeLLM(retry_after="0", hang_s=5.0)
+    server.start()
+    yield server
+    server.stop()
+
+
+def openai_target(llm: FakeLLM) -> dict:
+    return {
+        "kind": "openai",
+        "base_url": llm.base_url,
+        "model": "fake-model",
+        "prompt_template": "$input",
+        "max_attempts": 1,
+        "timeout_s": 5,
+    }
+
+
+def one_case_run(django_capture_on_commit_callbacks, target: dict, graders=GRADERS) -> Run:
+    suite = Suite.objects.create(name="hostile")
+    Case.objects.create(suite=suite, key="c1", input="question", expected="yes")
+    with django_capture_on_commit_callbacks(execute=True):
+        run = run_start(suite=suite, name="r", target=target, graders=graders, trials_per_case=2)
+    run.refresh_from_db()
+    return run
+
+
+def completion(content_json: str) -> bytes:
+    """A chat-completions 200 body whose content is the JSON string literal given."""
+    return (
+        '{"id": "x", "model": "fake-model", "choices": [{"index": 0, "message": '
+        '{"role": "assistant", "content": ' + content_json + '}, "finish_reason": "stop"}], '
+        '"usage": {"prompt_tokens": 3, "completion_tokens": 2}}'
+    ).encode()
+
+
+# -- 1. model replies: replaced with U+FFFD, the trial says so, the run finishes ----------
+
+
+@pytest.mark.parametrize("escape", ESCAPES)
+def test_a_model_reply_escaping_one_is_stored_with_a_replacement_and_the_run_finishes(
+    llm, client, carol, escape, django_capture_on_commit_callbacks
+):
+    llm.responder = lambda body: completion(f'"yes {escape} here"')
+    run = one_case_run(django_capture_on_commit_callbacks, openai_target(llm))
+
+    assert run.status == Run.Status.SUCCEEDED
+    assert (run.trials_finished, run.trials_errored) == (2, 0)
+    assert llm.requests == 2  # nothing is left running to be called again
+    trial = Trial.objects.filter(run=run).first()
+    assert trial.status == Trial.Status.OK
+    assert trial.output == "yes \ufffd here"
+    assert trial.raw_response[REPLACED_KEY] == {
+        "characters": 2,
+        "fields": ["output", "raw_response"],
+    }
+    assert Grade.objects.filter(trial__run=run, passed=True).count() == 2
+    stored_text_is_clean(run)
+    assert client.login(username=carol.username, password=PASSWORD)
+    page = client.get(reverse("evals:trial-detail", args=[trial.uuid]))
+    assert page.status_code == 200
+    assert "The reply held 2 characters the database cannot store" in page.content.decode()
+
+
+def test_a_model_reply_with_a_raw_nul_byte_is_an_errored_trial_stored_clean(
+    llm, django_capture_on_commit_callbacks
+):
+    # A raw NUL inside a JSON string is not JSON: the 200 is malformed, its body kept clean.
+    llm.responder = lambda body: completion('"yes \x00 here"')
+    run = one_case_run(django_capture_on_commit_callbacks, openai_target(llm))
+
+    assert run.status == Run.Status.FAILED
+    assert (run.trials_finished, run.trials_errored) == (2, 2)
+    assert llm.requests == 2
+    trial = Trial.objects.filter(run=run).first()
+    assert trial.error_message.startswith("malformed_response: ")
+    assert "yes \ufffd here" in trial.raw_response["body"]
+    assert trial.raw_response[REPLACED_KEY]["fields"] == ["raw_response"]
+    stored_text_is_clean(run)
+
+
+def test_raw_invalid_utf8_in_a_model_reply_reads_as_replacement_characters(
+    llm, django_capture_on_commit_callbacks
+):
+    # The UTF-8 form a lone surrogate would have (ED A0 80) is not UTF-8: decoded as U+FFFD.
+    raw = completion('"yes @@"').replace(b"@@", b"\xed\xa0\x80")
+    llm.responder = lambda body: raw
+    run = one_case_run(django_capture_on_commit_callbacks, openai_target(llm))
+
+    assert run.status == Run.Status.SUCCEEDED
+    trial = Trial.objects.filter(run=run).first()
+    assert trial.output.startswith("yes \ufffd")
+    assert REPLACED_KEY not in trial.raw_response  # nothing unstorable ever reached Python
+    stored_text_is_clean(run)
+
+
+HOSTILE = {"nul": NUL, "surrogate": SURROGATE, "none": ""}
+
+
+def hostile_pipeline(case, *, kind: str, shape: str = "str"):
+    """A pipeline whose output holds the ``kind`` of character named (run settings cannot
+    hold one: run_start refuses it): a string, or the dict form."""
+    text = HOSTILE[kind]
+    if shape == "dict":
+        return {"output": f"yes {text}", "model": f"m{text}", "note": text}
+    return f"yes {text}"
+
+
+@pytest.mark.parametrize("kind", ["nul", "surrogate"])
+@pytest.mark.parametrize("shape", ["str", "dict"])
+def test_a_pipeline_returning_one_gives_a_replaced_ok_trial(
+    kind, shape, django_capture_on_commit_callbacks
+):
+    target = {
+        "kind": "callable",
+        "path": "tests.flows.test_hostile_text:hostile_pipeline",
+        "settings": {"shape": shape, "kind": kind},
+    }
+    run = one_case_run(django_capture_on_commit_callbacks, target)
+    assert run.status == Run.Status.SUCCEEDED
+    assert (run.trials_finished, run.trials_errored) == (2, 0)
+    trial = Trial.objects.filter(run=run).first()
+    assert trial.output == "yes \ufffd"
+    # the dict form: output, model, and the three in the kept reply (output, model, note)
+    fields = ["output"] if shape == "str" else ["output", "raw_response", "model"]
+    characters = 1 if shape == "str" else 5
+    assert trial.raw_response[REPLACED_KEY] == {"characters": characters, "fields": fields}
+    stored_text_is_clean(run)
+
+
+def test_a_clean_pipeline_output_carries_no_replacement_record(django_capture_on_commit_callbacks):
+    target = {
+        "kind": "callable",
+        "path": "tests.flows.test_hostile_text:hostile_pipeline",
+        "settings": {"shape": "dict", "kind": "none"},
+    }
+    run = one_case_run(django_capture_on_commit_callbacks, target)
+    trial = Trial.objects.filter(run=run).first()
+    assert trial.output == "yes " and REPLACED_KEY not in trial.raw_response
