@@ -9,14 +9,22 @@ answers on SQLite and PostgreSQL (PostgreSQL refuses NUL in text, SQLite stores 
 
 from __future__ import annotations
 
+from io import StringIO
+from types import SimpleNamespace
+
 import pytest
+from django.core.management import call_command
 from django.urls import reverse
 
 from core.text import REPLACED_KEY, contains_unstorable
 from evals.models import Case, Grade, Run, Suite, Trial
 from evals.runner.start import run_start
+from judges import runs
+from judges.management.commands import judge_run as judge_run_command
+from judges.models import JudgeRun
 from tests.conftest import PASSWORD
 from tests.fakellm import FakeLLM
+from tests.judge_builders import make_trials, make_version
 
 pytestmark = pytest.mark.django_db
 
@@ -88,16 +96,16 @@ def test_a_model_reply_escaping_one_is_stored_with_a_replacement_and_the_run_fin
     trial = Trial.objects.filter(run=run).first()
     assert trial.status == Trial.Status.OK
     assert trial.output == "yes \ufffd here"
-    assert trial.raw_response[REPLACED_KEY] == {
-        "characters": 2,
-        "fields": ["output", "raw_response"],
-    }
+    assert trial.raw_response[REPLACED_KEY] == {"output": 1, "raw_response": 1}
     assert Grade.objects.filter(trial__run=run, passed=True).count() == 2
     stored_text_is_clean(run)
     assert client.login(username=carol.username, password=PASSWORD)
     page = client.get(reverse("evals:trial-detail", args=[trial.uuid]))
     assert page.status_code == 200
-    assert "The reply held 2 characters the database cannot store" in page.content.decode()
+    assert (
+        "The reply held characters the database cannot store (U+0000 or an unpaired "
+        "surrogate), replaced with U+FFFD (&#xFFFD;): 1 in output, 1 in raw_response."
+    ) in page.content.decode()
 
 
 def test_a_model_reply_with_a_raw_nul_byte_is_an_errored_trial_stored_clean(
@@ -113,7 +121,7 @@ def test_a_model_reply_with_a_raw_nul_byte_is_an_errored_trial_stored_clean(
     trial = Trial.objects.filter(run=run).first()
     assert trial.error_message.startswith("malformed_response: ")
     assert "yes \ufffd here" in trial.raw_response["body"]
-    assert trial.raw_response[REPLACED_KEY]["fields"] == ["raw_response"]
+    assert trial.raw_response[REPLACED_KEY] == {"raw_response": 1}
     stored_text_is_clean(run)
 
 
@@ -160,9 +168,8 @@ def test_a_pipeline_returning_one_gives_a_replaced_ok_trial(
     trial = Trial.objects.filter(run=run).first()
     assert trial.output == "yes \ufffd"
     # the dict form: output, model, and the three in the kept reply (output, model, note)
-    fields = ["output"] if shape == "str" else ["output", "raw_response", "model"]
-    characters = 1 if shape == "str" else 5
-    assert trial.raw_response[REPLACED_KEY] == {"characters": characters, "fields": fields}
+    record = {"output": 1} if shape == "str" else {"output": 1, "raw_response": 3, "model": 1}
+    assert trial.raw_response[REPLACED_KEY] == record
     stored_text_is_clean(run)
 
 
@@ -175,3 +182,109 @@ def test_a_clean_pipeline_output_carries_no_replacement_record(django_capture_on
     run = one_case_run(django_capture_on_commit_callbacks, target)
     trial = Trial.objects.filter(run=run).first()
     assert trial.output == "yes " and REPLACED_KEY not in trial.raw_response
+
+
+# -- 2. judge replies: replaced with U+FFFD, the grade says so, the judge run finishes ----
+
+
+def judge_reply(reasoning_json: str, verdict: str = "PASS") -> str:
+    """A judge reply (the content) whose reasoning is the JSON string literal given."""
+    return '{"reasoning": ' + reasoning_json + ', "verdict": "' + verdict + '"}'
+
+
+JUDGE_REPLIES = [
+    # the reply's own JSON escapes one: the parsed reasoning holds it
+    pytest.param(judge_reply('"ok \\u0000"'), {"reply_fields": 1}, id="escaped-nul"),
+    pytest.param(judge_reply('"ok \\ud800"'), {"reply_fields": 1}, id="escaped-surrogate"),
+    # the reply text itself holds one (the provider's body escapes it)
+    pytest.param(judge_reply('"ok \x00"'), {"output": 1, "raw_response": 1}, id="nul"),
+    pytest.param(judge_reply('"ok \ud800"'), {"output": 1, "raw_response": 1}, id="surrogate"),
+]
+
+
+@pytest.mark.parametrize(("reply", "record"), JUDGE_REPLIES)
+def test_a_judge_run_whose_replies_hold_one_grades_every_trial(
+    reply, record, client, carol, django_capture_on_commit_callbacks
+):
+
+    with FakeLLM(responder=lambda body: reply) as llm:
+        trials = make_trials(["Paris", "Lyon"])
+        version = make_version(llm, max_attempts=1)
+        with django_capture_on_commit_callbacks(execute=True):
+            runs.judge_run_start(run=trials[0].run, judge_version=version)
+    judge_run = JudgeRun.objects.get()
+    assert (judge_run.status, judge_run.trials_graded, judge_run.trials_errored) == (
+        "succeeded",
+        2,
+        0,
+    )
+    grades = list(Grade.objects.filter(trial__run=trials[0].run))
+    assert [g.passed for g in grades] == [True, True]
+    assert {g.details["reasoning"] for g in grades} == {"ok \ufffd"}
+    assert all(g.details[REPLACED_KEY] == record for g in grades)
+    stored_text_is_clean(trials[0].run)
+    assert client.login(username=carol.username, password=PASSWORD)
+    page = client.get(reverse("evals:trial-detail", args=[trials[0].uuid])).content.decode()
+    assert "reply text replaced with U+FFFD" in page
+
+
+def test_a_judge_reply_with_a_raw_nul_byte_is_an_errored_grade_and_the_job_ends(
+    django_capture_on_commit_callbacks,
+):
+
+    body = completion('"{\\"reasoning\\": \\"ok \x00\\", \\"verdict\\": \\"PASS\\"}"')
+    with FakeLLM(responder=lambda b: body) as llm:
+        trials = make_trials(["Paris"])
+        version = make_version(llm, max_attempts=1)
+        with django_capture_on_commit_callbacks(execute=True):
+            runs.judge_run_start(run=trials[0].run, judge_version=version)
+    assert JudgeRun.objects.get().status == "failed"  # its only grade errored
+    grade = Grade.objects.get()
+    # a 200 body that is not JSON (a raw control character) is an http_error, kept clean
+    assert (grade.status, grade.passed, grade.reason) == ("error", None, "http_error")
+    assert grade.details[REPLACED_KEY] == {"raw_response": 1}
+    stored_text_is_clean(trials[0].run)
+
+
+@pytest.mark.django_db(transaction=True, serialized_rollback=True)
+@pytest.mark.parametrize("escape", ESCAPES)
+def test_judge_run_wait_ends_for_a_judge_answering_one(escape, monkeypatch):
+
+    clock = SimpleNamespace(now=0.0)
+    monkeypatch.setattr(
+        judge_run_command,
+        "time",
+        SimpleNamespace(
+            monotonic=lambda: clock.now, sleep=lambda s: setattr(clock, "now", clock.now + s)
+        ),
+    )
+    with FakeLLM(responder=lambda body: judge_reply(f'"odd {escape}"', "FAIL")) as llm:
+        trials = make_trials(["Paris", "Lyon"])
+        make_version(llm, max_attempts=1)
+        out = StringIO()
+        call_command("judge_run", str(trials[0].run.uuid), "j:v1", "--wait", stdout=out)
+    judge_run = JudgeRun.objects.get()
+    assert (judge_run.status, judge_run.trials_graded) == ("succeeded", 2)
+    assert clock.now < 60  # it did not wait out a timeout
+    assert sorted(Grade.objects.values_list("passed", flat=True)) == [False, False]
+
+
+@pytest.mark.parametrize("escape", ESCAPES)
+def test_the_judge_rung_of_a_run_finishes_when_the_judge_answers_one(
+    escape, llm, django_capture_on_commit_callbacks
+):
+
+    version = make_version(llm, max_attempts=1)
+    llm.responder = lambda body: (
+        judge_reply(f'"odd {escape}"') if body["model"] == "judge-model" else "yes"
+    )
+    graders = [
+        {"key": "judge", "kind": "judge", "config": {"judge_version": str(version.uuid)}},
+    ]
+    run = one_case_run(django_capture_on_commit_callbacks, openai_target(llm), graders=graders)
+    assert run.status == Run.Status.SUCCEEDED
+    assert Grade.objects.filter(trial__run=run, grader="judge", passed=True).count() == 2
+    assert all(
+        g.details[REPLACED_KEY] == {"reply_fields": 1} for g in Grade.objects.filter(trial__run=run)
+    )
+    stored_text_is_clean(run)

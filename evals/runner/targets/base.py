@@ -70,17 +70,17 @@ class TargetResult:
 def result_storable(result: TargetResult) -> TargetResult:
     """``result`` with every U+0000 and lone surrogate of its text (``output``,
     ``raw_response``, ``error``, ``model``) replaced by U+FFFD; when any was, ``raw_response``
-    is a dict holding ``{REPLACED_KEY: {"characters": n, "fields": [...]}}`` (a reply that
-    was not a dict is kept under ``"reply"``). A clean result comes back unchanged."""
+    is a dict holding ``{REPLACED_KEY: {field: characters replaced}}`` for the fields that
+    had some (a reply that was not a dict is kept under ``"reply"``). A clean result comes
+    back unchanged."""
     output, n_output = unstorable_replace(result.output)
     raw, n_raw = unstorable_replace(result.raw_response)
     error, n_error = unstorable_replace(result.error)
     model, n_model = unstorable_replace(result.model)
     counts = {"output": n_output, "raw_response": n_raw, "error": n_error, "model": n_model}
-    total = sum(counts.values())
-    if not total:
+    record = {name: n for name, n in counts.items() if n}
+    if not record:
         return result
-    record = {"characters": total, "fields": [name for name, n in counts.items() if n]}
     if isinstance(raw, dict):
         raw = {**raw, REPLACED_KEY: record}
     else:
@@ -88,12 +88,12 @@ def result_storable(result: TargetResult) -> TargetResult:
     return replace(result, output=output, raw_response=raw, error=error, model=model)
 
 
-def replaced_characters(raw_response: Any) -> int:
-    """How many characters of a reply ``result_storable`` replaced (0 when none)."""
+def replaced_record(raw_response: Any) -> dict[str, int]:
+    """``{field: characters replaced}`` as ``result_storable`` recorded it in a reply's
+    ``raw_response``; empty when nothing was replaced."""
     if isinstance(raw_response, dict) and isinstance(raw_response.get(REPLACED_KEY), dict):
-        count = raw_response[REPLACED_KEY].get("characters")
-        return count if isinstance(count, int) else 0
-    return 0
+        return dict(raw_response[REPLACED_KEY])
+    return {}
 
 
 class Target(Protocol):
