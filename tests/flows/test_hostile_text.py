@@ -9,21 +9,27 @@ answers on SQLite and PostgreSQL (PostgreSQL refuses NUL in text, SQLite stores 
 
 from __future__ import annotations
 
+import json
 from io import StringIO
 from types import SimpleNamespace
 
 import pytest
+from django.core.files.uploadedfile import SimpleUploadedFile
 from django.core.management import call_command
+from django.core.management.base import CommandError
 from django.urls import reverse
 
+from core.errors import DomainError
 from core.text import REPLACED_KEY, contains_unstorable
 from evals.models import Case, Grade, Run, Suite, Trial
 from evals.runner.start import run_start
 from judges import runs
 from judges.management.commands import judge_run as judge_run_command
 from judges.models import JudgeRun
-from tests.conftest import PASSWORD
+from tests.conftest import PASSWORD, PROJECT_DIR
+from tests.core.test_api_core import client_for
 from tests.fakellm import FakeLLM
+from tests.import_helpers import import_bytes, jsonl, record
 from tests.judge_builders import make_trials, make_version
 
 pytestmark = pytest.mark.django_db
@@ -288,3 +294,152 @@ def test_the_judge_rung_of_a_run_finishes_when_the_judge_answers_one(
         g.details[REPLACED_KEY] == {"reply_fields": 1} for g in Grade.objects.filter(trial__run=run)
     )
     stored_text_is_clean(run)
+
+
+# -- 3. imported files: refused naming the record and the field; nothing written ---------
+
+PROMPTFOO = PROJECT_DIR / "tests" / "fixtures" / "interop" / "promptfoo" / "results.json"
+INSPECT = PROJECT_DIR / "tests" / "fixtures" / "interop" / "inspect" / "log.json"
+MARK = "HOSTILE-MARK"  # stands for the hostile text in a document, then replaced in its bytes
+# How a document spells each kind: a JSON escape (valid JSON), or raw bytes (refused earlier:
+# a raw NUL is not allowed in a JSON string, ED A0 80 is not UTF-8).
+SPELLINGS = {
+    "escaped-nul": b"\\u0000",
+    "escaped-surrogate": b"\\ud800",
+    "raw-nul": b"\x00",
+    "raw-surrogate": b"\xed\xa0\x80",
+}
+UNSTORABLE_TEXT = "holds U+0000 (NUL) or an unpaired surrogate"
+
+
+def spelled(document: bytes, spelling: str) -> bytes:
+    assert MARK.encode() in document
+    return document.replace(MARK.encode(), SPELLINGS[spelling])
+
+
+def nothing_imported() -> None:
+    assert (Run.objects.count(), Trial.objects.count(), Case.objects.count()) == (0, 0, 0)
+
+
+def labeled_file() -> bytes:
+    rec = record(responses=[{"response_id": "R", "model": None, "text": f"r {MARK}"}])
+    return jsonl([record(id="ok-1"), rec])
+
+
+def promptfoo_file() -> bytes:
+    doc = json.loads(PROMPTFOO.read_text())
+    doc["results"]["results"][1]["response"]["output"] = f"answer {MARK}"
+    return json.dumps(doc).encode()
+
+
+def inspect_file() -> bytes:
+    doc = json.loads(INSPECT.read_text())
+    doc["samples"][1]["output"]["completion"] = f"answer {MARK}"
+    return json.dumps(doc).encode()
+
+
+def jsonl_file() -> bytes:
+    rows = [{"case_id": "c1", "input": "q", "output": "a"}, {"case_id": "c2", "output": MARK}]
+    return "".join(json.dumps(r) + "\n" for r in rows).encode()
+
+
+def csv_file() -> bytes:
+    return f"case_id,input,output\nc1,q,a\nc2,q2,b {MARK}\n".encode()
+
+
+# (format, file builder, the refusal for the escaped spelling: (field, record, detail start))
+FILES = {
+    "labeled": (
+        labeled_file,
+        ("responses[0].text", 2, "line 2: field responses[0].text: "),
+    ),
+    "promptfoo": (
+        promptfoo_file,
+        ("results.results[1].response.output", None, "results.results[1].response.output: "),
+    ),
+    "inspect": (
+        inspect_file,
+        ("samples[1].output.completion", None, "samples[1].output.completion: "),
+    ),
+    # tabular files name the row in the sentence (``record`` is the ingest API's index)
+    "jsonl": (jsonl_file, ("output", None, "line 2: field output: ")),
+    "csv": (csv_file, ("output", None, "row 2 (line 3): field output: ")),
+}
+
+
+@pytest.mark.parametrize("spelling", list(SPELLINGS))
+@pytest.mark.parametrize("fmt", list(FILES))
+def test_an_import_holding_one_is_refused_naming_record_and_field(fmt, spelling):
+    build, (field, record_no, detail) = FILES[fmt]
+    data = spelled(build(), spelling)
+    if fmt == "csv" and spelling.startswith("escaped"):
+        # CSV has no escapes: the six characters are text, stored as they are
+        summary = import_bytes(data, filename="f.csv", fmt="csv")
+        assert summary.trials == 2
+        assert Trial.objects.get(case__key="c2").output == "b " + SPELLINGS[spelling].decode()
+        return
+    with pytest.raises(DomainError) as refused:
+        import_bytes(data, filename=f"f.{fmt}", fmt=fmt)
+    error = refused.value
+    if spelling == "raw-surrogate":
+        assert "invalid UTF-8" in str(error)
+    elif spelling == "raw-nul" and fmt != "csv":
+        assert "invalid JSON" in str(error)
+    else:
+        assert (error.field, error.record) == (field, record_no)
+        assert str(error).startswith(detail + UNSTORABLE_TEXT), str(error)
+    nothing_imported()
+
+
+@pytest.mark.parametrize("spelling", ["escaped-nul", "escaped-surrogate", "raw-nul"])
+@pytest.mark.parametrize("fmt", ["labeled", "promptfoo", "inspect"])
+def test_the_import_api_answers_400_naming_the_field(carol, fmt, spelling):
+    build, (field, record_no, _) = FILES[fmt]
+    response = client_for(carol).post(
+        "/api/imports",
+        {
+            "file": SimpleUploadedFile(f"f.{fmt}", spelled(build(), spelling)),
+            "format": fmt,
+            "suite": "S",
+            "run": "R",
+        },
+        format="multipart",
+    )
+    assert response.status_code == 400, response.content
+    if spelling.startswith("escaped"):
+        assert (response.json()["field"], response.json()["record"]) == (field, record_no)
+        assert UNSTORABLE_TEXT in response.json()["detail"]
+    nothing_imported()
+
+
+@pytest.mark.parametrize("spelling", ["escaped-nul", "escaped-surrogate"])
+@pytest.mark.parametrize("fmt", ["labeled", "promptfoo", "inspect"])
+def test_the_upload_page_shows_the_refusal(client, carol, fmt, spelling):
+    build, (field, _, _) = FILES[fmt]
+    assert client.login(username=carol.username, password=PASSWORD)
+    response = client.post(
+        "/imports/new/",
+        {
+            "file": SimpleUploadedFile(f"f.{fmt}", spelled(build(), spelling)),
+            "suite": "S",
+            "run": "R",
+            "format": fmt,
+            "suite_kind": "regression",
+            "mapping": "",
+            "threshold": "",
+        },
+    )
+    assert response.status_code == 400
+    assert "Nothing was imported." in response.content.decode()
+    assert field in response.content.decode() and UNSTORABLE_TEXT in response.content.decode()
+    nothing_imported()
+
+
+@pytest.mark.parametrize("spelling", ["escaped-nul", "escaped-surrogate", "raw-nul"])
+def test_import_results_exits_with_its_error_code_not_a_traceback(tmp_path, spelling):
+    path = tmp_path / "records.jsonl"
+    path.write_bytes(spelled(labeled_file(), spelling))
+    with pytest.raises(CommandError) as refused:
+        call_command("import_results", str(path), "--suite", "S", "--run", "R")
+    assert refused.value.returncode == 1
+    nothing_imported()
