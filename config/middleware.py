@@ -1,4 +1,5 @@
-"""Project-wide middleware: login everywhere, and a strict Content-Security-Policy."""
+"""Project-wide middleware: login everywhere, a strict Content-Security-Policy, and form
+posts refused when they hold text the database cannot store."""
 
 from __future__ import annotations
 
@@ -10,6 +11,9 @@ from django.conf import settings
 from django.contrib.auth.views import redirect_to_login
 from django.http import HttpRequest, HttpResponse
 from django.utils import timezone
+
+from core.errors import DomainError
+from core.text import unstorable_refuse, unstorable_replace
 
 # No inline script, no inline event handlers, nothing from other origins.
 CSP = (
@@ -30,6 +34,36 @@ class ContentSecurityPolicyMiddleware:
         response = self.get_response(request)
         response.headers.setdefault("Content-Security-Policy", CSP)
         return response
+
+
+class UnstorableFormMiddleware:
+    """Refuses an HTML form post (urlencoded or multipart fields; uploaded files are the
+    importers' to check) holding U+0000 or a lone surrogate in a field name or value: a 400
+    naming the field, before any view reads it (``core.text``, the refuse policy), so no form,
+    raw ``request.POST`` read or service can store it or fail on it. Views exempt from CSRF
+    (the API: its parsers and serializers refuse it themselves) are left alone, so the body
+    is read here only where the CSRF check has read it already."""
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        return self.get_response(request)
+
+    def process_view(self, request: HttpRequest, view_func, view_args, view_kwargs):
+        if request.method != "POST" or getattr(view_func, "csrf_exempt", False):
+            return None
+        try:
+            for name, values in request.POST.lists():
+                unstorable_refuse([name, *values], field=name)
+        except DomainError as exc:
+            field, _ = unstorable_replace(exc.field.split("[")[0])  # a bad name shows as U+FFFD
+            return HttpResponse(
+                f"field {field}: {exc.message}; nothing was saved.",
+                status=400,
+                content_type="text/plain; charset=utf-8",
+            )
+        return None
 
 
 class LoginRequiredMiddleware:

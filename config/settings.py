@@ -80,6 +80,7 @@ MIDDLEWARE = [
     "config.middleware.ContentSecurityPolicyMiddleware",
     "config.middleware.ViewerTimeZoneMiddleware",
     "config.middleware.LoginRequiredMiddleware",
+    "config.middleware.UnstorableFormMiddleware",
 ]
 
 if not DEBUG:

@@ -9,6 +9,7 @@ from django import forms
 from django.urls import reverse_lazy
 
 from core.errors import DomainError
+from core.text import unstorable_refuse
 from evals.grading.graders import parse_grader_specs
 from evals.models import GraderSetPreset, Run, Suite, TargetPreset
 from evals.runner.start import MAX_TRIALS_PER_CASE
@@ -34,6 +35,10 @@ def _json_field_value(raw: str, *, field: str, expected: type) -> Any:
     if not isinstance(value, expected):
         kind = "a list" if expected is list else "an object"
         raise forms.ValidationError(f"{field}: expected {kind}, got {type(value).__name__}")
+    try:
+        unstorable_refuse(value, field=field)  # a \u0000 or \ud800 escape in the JSON
+    except DomainError as exc:
+        raise forms.ValidationError(str(exc)) from exc
     return value
 
 

@@ -414,7 +414,7 @@ def run_data_from_file(path: str | Path) -> RunData:
     path = Path(path)
     try:
         data = json.loads(path.read_text(encoding="utf-8-sig"), parse_constant=_no_constant)
-    except (OSError, json.JSONDecodeError) as exc:
+    except (OSError, ValueError) as exc:  # JSON syntax, invalid UTF-8, non-finite numbers
         raise DomainError(detail=f"{path}: cannot read a run file ({exc})") from exc
     except RecursionError as exc:
         raise DomainError(

@@ -20,12 +20,15 @@ from django.core.management.base import CommandError
 from django.urls import reverse
 
 from core.errors import DomainError
-from core.text import REPLACED_KEY, contains_unstorable
+from core.text import REPLACED_KEY, UNSTORABLE, contains_unstorable
+from evals.comparison.gate import run_document_read
 from evals.models import Case, Grade, Run, Suite, Trial
 from evals.runner.start import run_start
+from interop.run_file import run_export
 from judges import runs
 from judges.management.commands import judge_run as judge_run_command
 from judges.models import JudgeRun
+from tests.comparison_builders import db_run, judge_version
 from tests.conftest import PASSWORD, PROJECT_DIR
 from tests.core.test_api_core import client_for
 from tests.fakellm import FakeLLM
@@ -443,3 +446,157 @@ def test_import_results_exits_with_its_error_code_not_a_traceback(tmp_path, spel
         call_command("import_results", str(path), "--suite", "S", "--run", "R")
     assert refused.value.returncode == 1
     nothing_imported()
+
+
+# -- 4. run files: import_run, gate --head FILE, POST /api/gate ---------------------------
+
+STEADY = {f"c{i}": "PPPF" for i in range(4)}
+
+
+@pytest.fixture
+def base_and_file(tmp_path):
+    """A base run in the database and a run file (of a second run) whose name is MARK."""
+    version = judge_version(1)
+    base = db_run(STEADY, name="B", version=version)
+    head = db_run(STEADY, name="H", version=version)
+    document = run_export(run=head)
+    document["run"]["name"] = f"H {MARK}"
+    head.delete()
+    return base, json.dumps(document).encode()
+
+
+RUN_FILE_REFUSALS = {
+    "escaped-nul": UNSTORABLE_TEXT,
+    "escaped-surrogate": UNSTORABLE_TEXT,
+    "raw-nul": "Invalid control character",
+    "raw-surrogate": "invalid continuation byte",
+}
+
+
+@pytest.mark.parametrize("spelling", list(SPELLINGS))
+def test_import_run_refuses_a_file_holding_one_with_an_error_not_a_traceback(
+    base_and_file, tmp_path, spelling
+):
+    _, document = base_and_file
+    path = tmp_path / "run.json"
+    path.write_bytes(spelled(document, spelling))
+    runs_before = Run.objects.count()
+    with pytest.raises(CommandError) as refused:
+        call_command("import_run", str(path), "--name", "imported")
+    assert refused.value.returncode == 1
+    assert RUN_FILE_REFUSALS[spelling] in str(refused.value)
+    if spelling.startswith("escaped"):
+        assert f"{path}: run.name: {UNSTORABLE_TEXT}" in str(refused.value)
+    assert Run.objects.count() == runs_before
+
+
+@pytest.mark.parametrize("spelling", list(SPELLINGS))
+def test_gate_exits_3_for_a_head_file_holding_one_never_1(base_and_file, tmp_path, spelling):
+    _, document = base_and_file
+    path = tmp_path / "head.json"
+    path.write_bytes(spelled(document, spelling))
+    with pytest.raises(CommandError) as refused:
+        call_command("gate", "--head", str(path), "--base", "S/B")
+    assert refused.value.returncode == 3  # bad input; 1 would read as "regression"
+    assert RUN_FILE_REFUSALS[spelling] in str(refused.value)
+    if spelling.startswith("escaped"):
+        assert f"{path}: field run.name: {UNSTORABLE_TEXT}" in str(refused.value)
+
+
+@pytest.mark.parametrize("spelling", ["escaped-nul", "escaped-surrogate"])
+def test_the_gate_api_answers_400_naming_the_place_in_an_embedded_file(
+    base_and_file, carol, spelling
+):
+    base, document = base_and_file
+    body = (
+        b'{"head_file": '
+        + spelled(document, spelling)
+        + b', "base": "'
+        + str(base.uuid).encode()
+        + b'"}'
+    )
+    response = client_for(carol).post("/api/gate", body, content_type="application/json")
+    assert response.status_code == 400, response.content
+    assert response.json()["field"] == "head_file.run.name"
+    assert response.json()["detail"] == f"head_file.run.name: {UNSTORABLE}"
+
+
+def test_the_gate_api_answers_400_for_a_raw_nul_in_an_embedded_file(base_and_file, carol):
+    base, document = base_and_file
+    body = (
+        b'{"head_file": '
+        + spelled(document, "raw-nul")
+        + b', "base": "'
+        + str(base.uuid).encode()
+        + b'"}'
+    )
+    response = client_for(carol).post("/api/gate", body, content_type="application/json")
+    assert response.status_code == 400
+    assert "Invalid control character" in response.json()["detail"]
+
+
+def test_reading_an_embedded_file_refuses_one_whoever_calls_it(base_and_file):
+    _, document = base_and_file
+    data = json.loads(spelled(document, "escaped-surrogate"))
+    with pytest.raises(DomainError) as refused:
+        run_document_read(data, field="base_file")
+    assert refused.value.field == "base_file.run.name"
+
+
+# -- 5. API bodies and form posts ------------------------------------------------------------
+
+
+@pytest.mark.parametrize("escape", ESCAPES)
+def test_any_json_api_body_holding_one_is_a_400_naming_the_field(bob, escape):
+    trial = make_trials(["Paris"])[0]
+    body = f'{{"trial": "{trial.uuid}", "verdict": "fail", "critique": "bad {escape}"}}'
+    response = client_for(bob).post("/api/labels", body, content_type="application/json")
+    assert response.status_code == 400, response.content
+    assert response.json() == {
+        "detail": f"critique: {UNSTORABLE}",
+        "field": "critique",
+        "record": None,
+    }
+    assert not trial.labels.exists()
+
+
+def test_a_form_post_holding_a_nul_is_a_400_naming_the_field(client, carol):
+    run = db_run(STEADY, name="B")
+    assert client.login(username=carol.username, password=PASSWORD)
+    response = client.post(reverse("evals:baseline-set", args=[run.uuid]), {"note": "why\x00not"})
+    assert response.status_code == 400
+    assert response.content.decode() == f"field note: {UNSTORABLE}; nothing was saved."
+    assert not run.suite.baselines.exists()
+
+
+def test_a_form_post_cannot_carry_a_lone_surrogate_it_arrives_as_replacements(client, carol):
+    run = db_run(STEADY, name="B")
+    assert client.login(username=carol.username, password=PASSWORD)
+    # the UTF-8 form of U+D800 is not UTF-8: the form's text reads it as U+FFFD
+    response = client.post(
+        reverse("evals:baseline-set", args=[run.uuid]),
+        "note=why%ED%A0%80",
+        content_type="application/x-www-form-urlencoded",
+    )
+    assert response.status_code == 302
+    note = run.suite.baselines.get().note
+    assert "\ufffd" in note and not contains_unstorable(note)
+
+
+@pytest.mark.parametrize("escape", ESCAPES)
+def test_a_json_textarea_escaping_one_is_a_form_error(client, carol, escape):
+    assert client.login(username=carol.username, password=PASSWORD)
+    response = client.post(
+        reverse("judges:version-new"),
+        {
+            "name": "j",
+            "kind": "rubric",
+            "base_url": "http://127.0.0.1:9/v1",
+            "model": "m",
+            "prompt_template": "",
+            "params_json": '{"temperature": 0, "note": "x' + escape + '"}',
+            "output_schema_json": "",
+        },
+    )
+    assert response.status_code == 200
+    assert f"params.note: {UNSTORABLE}" in response.content.decode()
