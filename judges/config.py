@@ -38,6 +38,7 @@ from __future__ import annotations
 from django.db import transaction
 
 from core.errors import DomainError
+from core.text import unstorable_refuse
 from evals.presets import grader_set_preset_apply, target_preset_apply
 from judges.versions import judge_version_create
 
@@ -102,8 +103,10 @@ def config_apply(*, document: dict) -> dict[str, list[dict]]:
     "unchanged"), "trusted"}], "targets": [{"name", "action" ("created" | "unchanged" | "updated"),
     "content_hash"}], "grader_sets": [...]}``. Idempotent: the same document twice changes
     nothing. Raises ``DomainError`` naming ``judges[<i>].<field>``, ``targets.<name>.<field>``
-    or ``grader_sets.<name>.<field>``; nothing is written then.
+    or ``grader_sets.<name>.<field>`` (also for a ``\\u0000`` escape: ``core.text``);
+    nothing is written then.
     """
+    unstorable_refuse(document)
     extra = sorted(set(document) - set(TABLES))
     if extra:
         raise DomainError("unknown table (judges, targets, grader_sets)", field=extra[0])

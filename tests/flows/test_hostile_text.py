@@ -27,7 +27,7 @@ from evals.runner.start import run_start
 from interop.run_file import run_export
 from judges import runs
 from judges.management.commands import judge_run as judge_run_command
-from judges.models import JudgeRun
+from judges.models import JudgeRun, JudgeVersion
 from tests.comparison_builders import db_run, judge_version
 from tests.conftest import PASSWORD, PROJECT_DIR
 from tests.core.test_api_core import client_for
@@ -600,3 +600,34 @@ def test_a_json_textarea_escaping_one_is_a_form_error(client, carol, escape):
     )
     assert response.status_code == 200
     assert f"params.note: {UNSTORABLE}" in response.content.decode()
+
+
+# -- 6. config files: apply_config -------------------------------------------------------------
+
+TOML = b"""
+[[judges]]
+name = "helpfulness"
+kind = "rubric"
+model = "m"
+base_url = "http://127.0.0.1:9/v1"
+[judges.params]
+note = "x HOSTILE-MARK"
+"""
+TOML_SPELLINGS = {  # TOML has no surrogate escape: "\\ud800" is a TOML syntax error
+    "escaped-nul": (b"\\u0000", "judges[0].params.note: " + UNSTORABLE_TEXT),
+    "escaped-surrogate": (b"\\ud800", "not a Unicode scalar value"),
+    "raw-nul": (b"\x00", "Illegal character"),
+    "raw-surrogate": (b"\xed\xa0\x80", "invalid continuation byte"),
+}
+
+
+@pytest.mark.parametrize("spelling", list(TOML_SPELLINGS))
+def test_apply_config_refuses_a_file_holding_one_and_applies_nothing(tmp_path, spelling):
+    spelled_bytes, message = TOML_SPELLINGS[spelling]
+    path = tmp_path / "assay.toml"
+    path.write_bytes(TOML.replace(MARK.encode(), spelled_bytes))
+    with pytest.raises(CommandError) as refused:
+        call_command("apply_config", str(path))
+    assert refused.value.returncode == 1
+    assert message in str(refused.value)
+    assert not JudgeVersion.objects.exists()
