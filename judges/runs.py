@@ -204,20 +204,55 @@ def pairwise_judge_run_execute(
     )
 
 
-def _waves_run(judge_run: JudgeRun, items: list, *, size: int, judge) -> None:
+def _waves_run(judge_run: JudgeRun, items: list, *, size: int, judge, refusal=None) -> None:
     """Judge ``items`` in waves of ``size`` (``judge(wave)``), re-reading the judge run's
     status before each wave (no further paid call once it is cancelled or finished) and
-    recounting progress at most every ``PROGRESS_EVERY_S`` and at the end."""
+    recounting progress at most every ``PROGRESS_EVERY_S`` and at the end. With
+    ``refusal(wave)`` (the provider's refusal when every call of the wave was refused for a
+    parameter, else None): when the chunk's first wave is refused whole, the job stops there
+    (``_judge_run_refused``) instead of paying for calls the provider will refuse."""
     counted = time.monotonic()
-    for wave in chunked(items, size):
+    for i, wave in enumerate(chunked(items, size)):
         if not judge_run_live(judge_run_id=judge_run.id):
             logger.info("judge run %s is no longer live: no further calls", judge_run.id)
             break
         judge(wave)
+        if i == 0 and refusal is not None and (refused := refusal(wave)):
+            _judge_run_refused(judge_run, refused)
+            return
         if time.monotonic() - counted >= PROGRESS_EVERY_S:
             judge_run_progress(judge_run_id=judge_run.id)
             counted = time.monotonic()
     judge_run_progress(judge_run_id=judge_run.id)
+
+
+def _wave_refusal(judge_run: JudgeRun, wave: list[Trial]) -> str | None:
+    """The provider's words when every grade of ``wave`` is an errored ``rejected_parameter``
+    (the judge client stopped calling after the first: ``OpenAITarget``), else None."""
+    rows = list(
+        Grade.objects.filter(trial__in=wave, grader=judge_run.grader).values_list(
+            "status", "reason", "details"
+        )
+    )
+    if not rows or any(
+        status != Grade.Status.ERROR or reason != "rejected_parameter" for status, reason, _ in rows
+    ):
+        return None
+    return str(rows[0][2].get("provider_message") or "rejected_parameter")
+
+
+def _judge_run_refused(judge_run: JudgeRun, refusal: str) -> None:
+    """Stop a judge run whose calls the provider refuses for a parameter: recount, then
+    ``failed`` with one error naming the model and the parameter; its other trials are not
+    called (no grade: they were not judged). A compare-and-set from queued or running."""
+    judge_run = judge_run_progress(judge_run_id=judge_run.id)
+    left = judge_run.trials_total - judge_run.trials_graded
+    JudgeRun.objects.filter(id=judge_run.id, status__in=LIVE).update(
+        status=JudgeRun.Status.FAILED,
+        finished_at=timezone.now(),
+        error_message=f"stopped: the provider refuses a parameter ({refusal[:300]}); "
+        f"{left} trial{'s' if left != 1 else ''} not sent",
+    )
 
 
 def wave_size(judge_version: JudgeVersion) -> int:
@@ -265,6 +300,7 @@ def judge_run_execute(
         judge=lambda wave: judge_grade_trials(
             trials=wave, judge_version=judge_run.judge_version, grader=judge_run.grader, sleep=sleep
         ),
+        refusal=lambda wave: _wave_refusal(judge_run, wave),
     )
 
 

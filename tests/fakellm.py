@@ -31,7 +31,8 @@ Markers anywhere in the request's messages (the first ``[fault=...]`` decides):
 
 A ``responder`` (``FakeLLM(responder=fn)``) scripts replies: ``fn(body) -> str | None``
 is called for every request without an active fault; a string is the reply content, bytes
-are the whole 200 body as sent (hostile bytes: a raw NUL, invalid UTF-8), None
+are the whole 200 body as sent (hostile bytes: a raw NUL, invalid UTF-8), a ``(status,
+bytes)`` pair that status with that body (a 422, a 200 KB error page), None
 falls back to the markers above (a scripted judge, e.g. one that always answers ``A``).
 
 Counters (read from the test thread): ``calls[marker]`` (``"ok"`` for no fault marker,
@@ -186,6 +187,9 @@ class FakeLLM:
             scripted = self.responder(body)
             if isinstance(scripted, bytes):
                 return web.Response(body=scripted, content_type="application/json")
+            if isinstance(scripted, tuple):
+                status, raw = scripted
+                return web.Response(status=status, body=raw, content_type="application/json")
             if scripted is not None:
                 content = scripted
         return web.json_response(
