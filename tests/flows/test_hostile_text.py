@@ -34,6 +34,7 @@ from tests.core.test_api_core import client_for
 from tests.fakellm import FakeLLM
 from tests.import_helpers import import_bytes, jsonl, record
 from tests.judge_builders import make_trials, make_version
+from tests.labeling_builders import calibration_set, judged_run
 
 pytestmark = pytest.mark.django_db
 
@@ -631,3 +632,21 @@ def test_apply_config_refuses_a_file_holding_one_and_applies_nothing(tmp_path, s
     assert refused.value.returncode == 1
     assert message in str(refused.value)
     assert not JudgeVersion.objects.exists()
+
+
+def test_a_label_critique_posted_with_a_nul_is_a_400_and_saves_nothing(client, bob):
+    run, version, trials = judged_run(2)
+    cset = calibration_set(run, version, trials)
+    assert client.login(username=bob.username, password=PASSWORD)
+    response = client.post(
+        reverse("labeling:label-save", args=[cset.uuid]),
+        {
+            "trial": str(trials[0].uuid),
+            "verdict": "fail",
+            "critique": "wrong\x00",
+            "expected_version": "0",
+        },
+    )
+    assert response.status_code == 400
+    assert response.content.decode() == f"field critique: {UNSTORABLE}; nothing was saved."
+    assert not trials[0].labels.exists()
