@@ -9,7 +9,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from django.conf import settings
 from django.contrib.auth.views import redirect_to_login
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.utils import timezone
 
 from core.errors import DomainError
@@ -37,12 +37,15 @@ class ContentSecurityPolicyMiddleware:
 
 
 class UnstorableFormMiddleware:
-    """Refuses an HTML form post (urlencoded or multipart fields; uploaded files are the
-    importers' to check) holding U+0000 or a lone surrogate in a field name or value: a 400
-    naming the field, before any view reads it (``core.text``, the refuse policy), so no form,
-    raw ``request.POST`` read or service can store it or fail on it. Views exempt from CSRF
-    (the API: its parsers and serializers refuse it themselves) are left alone, so the body
-    is read here only where the CSRF check has read it already."""
+    """Refuses a query string, or an HTML form post (urlencoded or multipart fields; uploaded
+    files are the importers' to check), holding U+0000 or a lone surrogate in a parameter's
+    name or value: a 400 naming the parameter before any view reads it (``core.text``, the
+    refuse policy), so no filter, form, raw ``request.POST`` read or service can store it or
+    fail on it (PostgreSQL refuses NUL even in a query; SQLite would answer). The API gets
+    the JSON error shape (``{"detail", "field", "record"}``), pages a line of text. Form
+    posts to views exempt from CSRF (the API: its parsers and serializers refuse it
+    themselves) are left alone, so a body is read here only where the CSRF check has read it
+    already."""
 
     def __init__(self, get_response):
         self.get_response = get_response
@@ -51,18 +54,25 @@ class UnstorableFormMiddleware:
         return self.get_response(request)
 
     def process_view(self, request: HttpRequest, view_func, view_args, view_kwargs):
-        if request.method != "POST" or getattr(view_func, "csrf_exempt", False):
-            return None
-        try:
-            for name, values in request.POST.lists():
-                unstorable_refuse([name, *values], field=name)
-        except DomainError as exc:
-            field, _ = unstorable_replace(exc.field.split("[")[0])  # a bad name shows as U+FFFD
-            return HttpResponse(
-                f"field {field}: {exc.message}; nothing was saved.",
-                status=400,
-                content_type="text/plain; charset=utf-8",
-            )
+        sources = [("query parameter", "", request.GET)]
+        if request.method == "POST" and not getattr(view_func, "csrf_exempt", False):
+            sources.append(("field", "; nothing was saved", request.POST))
+        for noun, outcome, params in sources:
+            try:
+                for name, values in params.lists():
+                    unstorable_refuse([name, *values], field=name)
+            except DomainError as exc:
+                field, _ = unstorable_replace(exc.field.split("[")[0])  # a bad name: U+FFFD
+                if request.path_info.startswith("/api/"):
+                    detail = f"{field}: {exc.message}"
+                    return JsonResponse(
+                        {"detail": detail, "field": field, "record": None}, status=400
+                    )
+                return HttpResponse(
+                    f"{noun} {field}: {exc.message}{outcome}.",
+                    status=400,
+                    content_type="text/plain; charset=utf-8",
+                )
         return None
 
 

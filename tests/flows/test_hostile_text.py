@@ -650,3 +650,20 @@ def test_a_label_critique_posted_with_a_nul_is_a_400_and_saves_nothing(client, b
     assert response.status_code == 400
     assert response.content.decode() == f"field critique: {UNSTORABLE}; nothing was saved."
     assert not trials[0].labels.exists()
+
+
+@pytest.mark.parametrize(
+    ("url", "name"),
+    [("/api/runs/?tag=a%00b", "tag"), ("/api/judge-versions/?judge=j%00", "judge")],
+)
+def test_a_query_parameter_holding_a_nul_is_a_400_on_every_database(carol, url, name):
+    response = client_for(carol).get(url)
+    assert response.status_code == 400
+    assert response.json() == {"detail": f"{name}: {UNSTORABLE}", "field": name, "record": None}
+
+
+def test_a_page_query_parameter_holding_a_nul_is_a_400(client, carol):
+    assert client.login(username=carol.username, password=PASSWORD)
+    response = client.get("/runs/?page=1%00")
+    assert response.status_code == 400
+    assert response.content.decode() == f"query parameter page: {UNSTORABLE}."
