@@ -9,11 +9,11 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from django.conf import settings
 from django.contrib.auth.views import redirect_to_login
-from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.http import HttpRequest, HttpResponse
 from django.utils import timezone
 
 from core.errors import DomainError
-from core.text import unstorable_refuse, unstorable_replace
+from core.text import unstorable_refuse_params
 
 # No inline script, no inline event handlers, nothing from other origins.
 CSP = (
@@ -41,11 +41,11 @@ class UnstorableFormMiddleware:
     files are the importers' to check), holding U+0000 or a lone surrogate in a parameter's
     name or value: a 400 naming the parameter before any view reads it (``core.text``, the
     refuse policy), so no filter, form, raw ``request.POST`` read or service can store it or
-    fail on it (PostgreSQL refuses NUL even in a query; SQLite would answer). The API gets
-    the JSON error shape (``{"detail", "field", "record"}``), pages a line of text. Form
-    posts to views exempt from CSRF (the API: its parsers and serializers refuse it
-    themselves) are left alone, so a body is read here only where the CSRF check has read it
-    already."""
+    fail on it (PostgreSQL refuses NUL even in a query; SQLite would answer): a line of
+    text. The API is left to its own layer, which checks after authentication and
+    permissions (``core.api.checks``, its parsers and serializers); form posts to other
+    views exempt from CSRF too, so a body is read here only where the CSRF check has read
+    it already."""
 
     def __init__(self, get_response):
         self.get_response = get_response
@@ -54,22 +54,17 @@ class UnstorableFormMiddleware:
         return self.get_response(request)
 
     def process_view(self, request: HttpRequest, view_func, view_args, view_kwargs):
+        if request.path_info.startswith("/api/"):
+            return None  # after authentication and permissions: core.api.checks
         sources = [("query parameter", "", request.GET)]
         if request.method == "POST" and not getattr(view_func, "csrf_exempt", False):
             sources.append(("field", "; nothing was saved", request.POST))
         for noun, outcome, params in sources:
             try:
-                for name, values in params.lists():
-                    unstorable_refuse([name, *values], field=name)
+                unstorable_refuse_params(params)
             except DomainError as exc:
-                field, _ = unstorable_replace(exc.field.split("[")[0])  # a bad name: U+FFFD
-                if request.path_info.startswith("/api/"):
-                    detail = f"{field}: {exc.message}"
-                    return JsonResponse(
-                        {"detail": detail, "field": field, "record": None}, status=400
-                    )
                 return HttpResponse(
-                    f"{noun} {field}: {exc.message}{outcome}.",
+                    f"{noun} {exc.field}: {exc.message}{outcome}.",
                     status=400,
                     content_type="text/plain; charset=utf-8",
                 )

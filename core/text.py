@@ -78,6 +78,16 @@ def unstorable_refuse(
     raise DomainError(UNSTORABLE, field=found, record=record)
 
 
+def unstorable_refuse_params(params: Any) -> None:
+    """The refuse policy for query strings and form posts (a ``QueryDict``, or anything with
+    ``lists()`` of ``(name, [values])``): ``DomainError`` naming the first parameter whose name
+    or a value holds an unstorable character (a bad name is shown with U+FFFD in its place)."""
+    for name, values in params.lists():
+        field, _ = unstorable_replace(name)
+        if contains_unstorable(name) or any(contains_unstorable(v) for v in values):
+            raise DomainError(UNSTORABLE, field=field)
+
+
 def unstorable_replace(value: Any) -> tuple[Any, int]:
     """The replace policy: ``(clean, count)``, ``clean`` a copy of ``value`` (str, dict,
     list, tuple as list; other values as they are) with every U+0000 and lone surrogate

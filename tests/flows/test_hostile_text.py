@@ -667,3 +667,9 @@ def test_a_page_query_parameter_holding_a_nul_is_a_400(client, carol):
     response = client.get("/runs/?page=1%00")
     assert response.status_code == 400
     assert response.content.decode() == f"query parameter page: {UNSTORABLE}."
+
+
+def test_an_outsider_and_an_anonymous_caller_still_get_403_and_401_first(mallory):
+    url = "/api/judge-versions/?judge=j%00"
+    assert client_for(mallory).get(url).status_code == 403
+    assert client_for(None).get(url).status_code == 401
