@@ -54,6 +54,10 @@ pytestmark = pytest.mark.django_db
         ),
         (400, {}, "Unsupported parameter for this model.", ""),  # refused, not named
         (400, {"error": {"message": "prompt too long"}}, "prompt too long", None),
+        # about one case's content, not a refused setting
+        (400, {"error": {"param": "messages[0].content"}}, "x", None),
+        (400, {}, "Invalid value for 'messages[1].role': 'bot'", None),
+        (400, {}, "Invalid value for 'temperature': 5 is above 2", None),
         (
             422,
             {"detail": [{"loc": ["body", "messages"], "msg": "Field required"}]},

@@ -68,7 +68,7 @@ _QUOTED = r"['\"`]([A-Za-z_][\w.\-\[\]]*)['\"`]"
 _REJECTED_PARAMETER_MESSAGES = (
     # "Unsupported parameter: 'temperature' is not supported with this model."
     re.compile(
-        r"\b(?:unsupported|unrecognized|unknown|invalid|unexpected|extra)\s+(?:request\s+)?"
+        r"\b(?:unsupported|unrecognized|unknown|unexpected|extra)\s+(?:request\s+)?"
         r"(?:parameter|argument|field|keyword|value)s?\b[^'\"`\n]{0,40}" + _QUOTED,
         re.IGNORECASE,
     ),
@@ -302,7 +302,14 @@ def rejected_parameter_name(status: int, body: Any, message: str) -> str | None:
     ``["body", name]`` and whose ``msg`` or ``type`` says the input is extra or not permitted;
     the name quoted in the message ("Unsupported parameter: 'temperature' ...", "'logprobs'
     is not supported", "Unrecognized request argument supplied: functions"). ``""`` when
-    the message says a parameter is refused without naming it."""
+    the message says a parameter is refused without naming it. A name under ``messages`` is
+    about one case's content, not a setting the model refuses: None ("invalid" values are
+    left out for the same reason)."""
+    name = _rejected_parameter_name(status, body, message)
+    return None if name is not None and name.startswith("messages") else name
+
+
+def _rejected_parameter_name(status: int, body: Any, message: str) -> str | None:
     if status not in REJECTED_PARAMETER_STATUSES:
         return None
     err = body.get("error") if isinstance(body, dict) else None
