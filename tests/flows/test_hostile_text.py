@@ -10,6 +10,7 @@ answers on SQLite and PostgreSQL (PostgreSQL refuses NUL in text, SQLite stores 
 from __future__ import annotations
 
 import json
+from datetime import timedelta
 from io import StringIO
 from types import SimpleNamespace
 
@@ -18,12 +19,14 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.urls import reverse
+from django.utils import timezone
 
 from core.errors import DomainError
 from core.text import REPLACED_KEY, UNSTORABLE, contains_unstorable
 from evals.comparison.gate import run_document_read
 from evals.models import Case, Grade, Run, Suite, Trial
 from evals.runner.start import run_start
+from evals.runner.sweeper import runs_sweep
 from interop.run_file import run_export
 from judges import runs
 from judges.management.commands import judge_run as judge_run_command
@@ -103,6 +106,9 @@ def test_a_model_reply_escaping_one_is_stored_with_a_replacement_and_the_run_fin
     assert run.status == Run.Status.SUCCEEDED
     assert (run.trials_finished, run.trials_errored) == (2, 0)
     assert llm.requests == 2  # nothing is left running to be called again
+    with django_capture_on_commit_callbacks(execute=True):
+        swept = runs_sweep(now=timezone.now() + timedelta(days=1))  # every lease long over
+    assert (swept.trials, swept.chunks, llm.requests) == (0, 0, 2)
     trial = Trial.objects.filter(run=run).first()
     assert trial.status == Trial.Status.OK
     assert trial.output == "yes \ufffd here"
