@@ -29,7 +29,10 @@ errored = an order without a verdict.
 How a judge run ends (``judge_run_progress``): once every trial has a grade it is
 ``failed`` when every grade errored (no verdict at all: nothing was judged), else
 ``succeeded``; ``error_message`` says how many grades errored and why (most frequent
-reasons first). A cancelled run stays cancelled.
+reasons first). A cancelled run stays cancelled. A chunk whose first wave the provider
+refuses whole for a parameter (``rejected_parameter``) stops the judge run there:
+``failed``, "stopped: the provider refuses a parameter (rejected_parameter: model 'm' refuses
+parameter 'temperature': ...); N trials not sent", its other trials never called.
 """
 
 from __future__ import annotations
