@@ -668,11 +668,14 @@ def test_a_query_parameter_holding_a_nul_is_a_400_on_every_database(carol, url, 
     assert response.json() == {"detail": f"{name}: {UNSTORABLE}", "field": name, "record": None}
 
 
-def test_a_page_query_parameter_holding_a_nul_is_a_400(client, carol):
-    assert client.login(username=carol.username, password=PASSWORD)
-    response = client.get("/runs/?page=1%00")
+@pytest.mark.parametrize(
+    ("url", "name"), [("/runs/?page=1%00", "page"), ("/adjudication/?suite=%00", "suite")]
+)
+def test_a_page_query_parameter_holding_a_nul_is_a_400(client, alice, url, name):
+    assert client.login(username=alice.username, password=PASSWORD)
+    response = client.get(url)
     assert response.status_code == 400
-    assert response.content.decode() == f"query parameter page: {UNSTORABLE}."
+    assert response.content.decode() == f"query parameter {name}: {UNSTORABLE}."
 
 
 def test_an_outsider_and_an_anonymous_caller_still_get_403_and_401_first(mallory):
