@@ -1,4 +1,5 @@
-"""Project-wide middleware: login everywhere, and a strict Content-Security-Policy."""
+"""Project-wide middleware: login everywhere, a strict Content-Security-Policy, and form
+posts refused when they hold text the database cannot store."""
 
 from __future__ import annotations
 
@@ -10,6 +11,9 @@ from django.conf import settings
 from django.contrib.auth.views import redirect_to_login
 from django.http import HttpRequest, HttpResponse
 from django.utils import timezone
+
+from core.errors import DomainError
+from core.text import unstorable_refuse_params
 
 # No inline script, no inline event handlers, nothing from other origins.
 CSP = (
@@ -30,6 +34,41 @@ class ContentSecurityPolicyMiddleware:
         response = self.get_response(request)
         response.headers.setdefault("Content-Security-Policy", CSP)
         return response
+
+
+class UnstorableFormMiddleware:
+    """Refuses a query string, or an HTML form post (urlencoded or multipart fields; uploaded
+    files are the importers' to check), holding U+0000 or a lone surrogate in a parameter's
+    name or value: a 400 naming the parameter before any view reads it (``core.text``, the
+    refuse policy), so no filter, form, raw ``request.POST`` read or service can store it or
+    fail on it (PostgreSQL refuses NUL even in a query; SQLite would answer): a line of
+    text. The API is left to its own layer, which checks after authentication and
+    permissions (``core.api.checks``, its parsers and serializers); form posts to other
+    views exempt from CSRF too, so a body is read here only where the CSRF check has read
+    it already."""
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        return self.get_response(request)
+
+    def process_view(self, request: HttpRequest, view_func, view_args, view_kwargs):
+        if request.path_info.startswith("/api/"):
+            return None  # after authentication and permissions: core.api.checks
+        sources = [("query parameter", "", request.GET)]
+        if request.method == "POST" and not getattr(view_func, "csrf_exempt", False):
+            sources.append(("field", "; nothing was saved", request.POST))
+        for noun, outcome, params in sources:
+            try:
+                unstorable_refuse_params(params)
+            except DomainError as exc:
+                return HttpResponse(
+                    f"{noun} {exc.field}: {exc.message}{outcome}.",
+                    status=400,
+                    content_type="text/plain; charset=utf-8",
+                )
+        return None
 
 
 class LoginRequiredMiddleware:

@@ -81,6 +81,7 @@ MIDDLEWARE = [
     "config.middleware.ContentSecurityPolicyMiddleware",
     "config.middleware.ViewerTimeZoneMiddleware",
     "config.middleware.LoginRequiredMiddleware",
+    "config.middleware.UnstorableFormMiddleware",
 ]
 
 if not DEBUG:
@@ -242,6 +243,8 @@ REST_FRAMEWORK = {
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    # Not a throttle: the hook DRF runs after authentication and permissions (its docstring).
+    "DEFAULT_THROTTLE_CLASSES": ["core.api.checks.UnstorableQueryCheck"],
     "DEFAULT_RENDERER_CLASSES": ["core.api.renderers.StrictJSONRenderer"],
     "DEFAULT_PAGINATION_CLASS": "core.api.pagination.IdCursorPagination",
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",

@@ -53,7 +53,10 @@ def _non_finite(token: str) -> _NonFinite:
 NON_FINITE = _NonFinite  # the type, for isinstance checks by field validators
 
 
-def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+def no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """``object_pairs_hook`` for ``json.loads``: a key twice in one object is a ``ValueError``
+    (the standard library keeps the last one silently: ``{"verdict":"FAIL","verdict":"PASS"}``
+    would read as PASS)."""
     obj: dict[str, Any] = {}
     for key, value in pairs:
         if key in obj:
@@ -118,7 +121,7 @@ def json_loads_line(text: str) -> Any:
     in one object is an error, and so is nesting deeper than ``JSON_MAX_DEPTH`` (all
     ``ValueError``/``json.JSONDecodeError``; never ``RecursionError``)."""
     try:
-        value = json.loads(text, parse_constant=_non_finite, object_pairs_hook=_no_duplicate_keys)
+        value = json.loads(text, parse_constant=_non_finite, object_pairs_hook=no_duplicate_keys)
     except RecursionError:
         raise json_nesting_error(text) from None
     if json_depth_exceeds(text, value):

@@ -10,6 +10,7 @@ from django.urls import reverse_lazy
 
 from core.bounds import INT_MAX, INT_MIN
 from core.errors import DomainError
+from core.text import unstorable_refuse
 from evals.grading.graders import parse_grader_specs
 from evals.models import GraderSetPreset, Run, Suite, TargetPreset
 from evals.runner.start import DEFAULT_TRIALS_PER_CASE, MAX_TRIALS_PER_CASE
@@ -35,6 +36,10 @@ def _json_field_value(raw: str, *, field: str, expected: type) -> Any:
     if not isinstance(value, expected):
         kind = "a list" if expected is list else "an object"
         raise forms.ValidationError(f"{field}: expected {kind}, got {type(value).__name__}")
+    try:
+        unstorable_refuse(value, field=field)  # a \u0000 or \ud800 escape in the JSON
+    except DomainError as exc:
+        raise forms.ValidationError(str(exc)) from exc
     return value
 
 

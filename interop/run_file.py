@@ -33,6 +33,7 @@ from django.utils.dateparse import parse_datetime
 from core import bounds
 from core.decimals import decimal_plain
 from core.errors import DomainError
+from core.text import unstorable_refuse
 from evals.blindness import grades_visible_to
 from evals.cases import CaseSpec, cases_upsert
 from evals.comparison.run_data import RUN_FILE_FORMAT
@@ -328,7 +329,8 @@ def run_import(
     the cases retired, so the caller says which. Raises ``DomainError`` naming the field:
     wrong format or version, a
     missing field, a content hash that does not match its case, a run name already taken,
-    a non-terminal status, a bad time or cost.
+    a non-terminal status, a bad time or cost, text the database cannot store (U+0000, a
+    lone surrogate: ``core.text``) anywhere in the file.
     Long by design: one transaction whose steps (suite, cases, judge versions, run,
     trials, grades) share their lookups.
     """
@@ -336,6 +338,7 @@ def run_import(
         raise DomainError(f"expected {RUN_FILE_FORMAT!r}", field="format")
     if data.get("version") != 1:
         raise DomainError(f"{data.get('version')!r} is not supported (1)", field="version")
+    unstorable_refuse(data)
     meta = _need(data, "run", "file")
     suite_meta = _need(meta, "suite", "run")
     status = _need(meta, "status", "run")

@@ -13,8 +13,9 @@ reused through its ``call_body``. This module adds what a judge needs:
 Error mapping (``OpenAITarget`` kind -> reason): ``rate_limited`` (429 after the last of
 ``max_attempts`` attempts) -> ``rate_limited``; ``timeout`` -> ``timeout``;
 ``server_error <status>`` -> ``server_error``; ``connection_error`` and any other 4xx ->
-``http_error``; a 400 naming a parameter (``error.param`` set, or "unsupported parameter" /
-"unsupported value" in its message) -> ``rejected_parameter``; a 200 carrying
+``http_error``; a 400 or 422 naming a parameter (``rejected_parameter``: ``error.param``, a
+pydantic ``detail`` of an extra input, or the message: ``OpenAITarget``) ->
+``rejected_parameter`` (and the rest of the batch is not sent); a 200 carrying
 ``message.refusal`` or ``finish_reason = content_filter`` -> ``refusal``; a 200 with no
 choices or empty content -> ``empty``; a 200 body that is not JSON -> ``http_error``.
 
@@ -89,23 +90,14 @@ def request_settings(params: dict) -> dict[str, Any]:
 
 
 def _classify(kind: str | None, raw: Any, error: str) -> str:
-    body = raw.get("body") if isinstance(raw, dict) else None
     if kind == "rate_limited":
         return "rate_limited"
     if kind == "timeout":
         return "timeout"
     if kind and kind.startswith("server_error"):
         return "server_error"
-    if kind and kind.startswith("client_error 400"):
-        err = body.get("error") if isinstance(body, dict) else None
-        text = error.lower()
-        if (
-            (isinstance(err, dict) and err.get("param"))
-            or "unsupported parameter" in text
-            or "unsupported value" in text
-        ):
-            return "rejected_parameter"
-        return "http_error"
+    if kind == "rejected_parameter":  # read by OpenAITarget (rejected_parameter_name)
+        return "rejected_parameter"
     if kind == "malformed_response" and isinstance(raw, dict):
         choices = raw.get("choices")
         if isinstance(choices, list) and choices and isinstance(choices[0], dict):

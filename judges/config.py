@@ -55,6 +55,7 @@ from django.db import transaction
 
 from core.errors import DomainError
 from core.strict_json import contains_non_finite, json_loads_line
+from core.text import unstorable_refuse
 from evals.cases import CaseSpec, case_spec_parse, suite_config_apply
 from evals.presets import grader_set_preset_apply, target_preset_apply
 from judges.versions import judge_version_create
@@ -156,8 +157,10 @@ def config_apply(*, document: dict, base_dir: Path | None = None) -> dict[str, l
     "updated"), "content_hash"}], "grader_sets": [...]}``. Idempotent: the same document
     twice changes nothing. Raises ``DomainError`` naming ``suites.<name>.<field>``,
     ``judges[<i>].<field>``, ``targets.<name>.<field>``
-    or ``grader_sets.<name>.<field>``; nothing is written then.
+    or ``grader_sets.<name>.<field>`` (also for a ``\\u0000`` escape: ``core.text``);
+    nothing is written then.
     """
+    unstorable_refuse(document)
     extra = sorted(set(document) - set(TABLES))
     if extra:
         raise DomainError(f"unknown table ({', '.join(TABLES)})", field=extra[0])

@@ -9,6 +9,8 @@ import json
 from django import forms
 
 from core.bounds import INT_MAX
+from core.errors import DomainError
+from core.text import unstorable_refuse
 from evals.models import Run
 from judges.models import Judge, JudgeVersion
 
@@ -27,6 +29,10 @@ def _json_object(raw: str, field: str) -> dict:
         ) from exc
     if not isinstance(value, dict):
         raise forms.ValidationError(f"{field}: expected a JSON object")
+    try:
+        unstorable_refuse(value, field=field)  # a \u0000 or \ud800 escape in the JSON
+    except DomainError as exc:
+        raise forms.ValidationError(str(exc)) from exc
     return value
 
 

@@ -29,9 +29,11 @@ from django.db.models.fields.json import KT
 
 from core.decimals import decimal_plain
 from core.errors import DomainError
+from core.text import REPLACED_KEY
 from evals.models import Case, Grade, Run, Trial
 from evals.runner.finalize import run_finalize
 from evals.runner.pricing import Price, cost_breakdown, price_lookup
+from evals.runner.targets.base import replaced_record
 from judges import kinds
 from judges.calling import calls_send
 from judges.claims import (
@@ -131,7 +133,10 @@ def verdict_read(
     prices: dict[str, Price | None] | None = None,
 ) -> Verdict:
     """Turn a finished call into grade fields: tokens, latency (ms), cost (USD, null when
-    unknown), the prompt sent and the raw reply always in ``details``."""
+    unknown), the prompt sent and the raw reply always in ``details``; when the reply held
+    text the database cannot store, ``details[REPLACED_KEY]`` counts the characters replaced
+    with U+FFFD per place (``output``, ``raw_response`` of the reply; ``reply_fields`` of
+    its parsed JSON: ``core.text``), and the trial page shows it."""
     reply = call.reply
     assert reply is not None
     cost, source = _cost(reply, version, {} if prices is None else prices)
@@ -150,6 +155,9 @@ def verdict_read(
         "price_source": source,
         "imitates_markers": any(imitates_markers(t) for t in untrusted),
     }
+    replaced = replaced_record(reply.raw)
+    if replaced:
+        details[REPLACED_KEY] = replaced
     if call.built.id_map:
         details["documents"] = [{"doc_id": k, "source_id": v} for k, v in call.built.id_map.items()]
     if not reply.ok:
@@ -166,6 +174,8 @@ def verdict_read(
     if isinstance(parsed, ParseError):
         details.update(error=parsed.reason, parse_message=parsed.message)
         return Verdict("error", None, None, parsed.reason, details)
+    if parsed.replaced:
+        details[REPLACED_KEY] = {**replaced, "reply_fields": parsed.replaced}
     outcome = kinds.outcome_read(
         kind=version.judge.kind,
         data=parsed.data,

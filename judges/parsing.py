@@ -3,7 +3,8 @@
 Two reply forms, chosen by the judge version's ``params["reply_format"]``:
 
 - ``"json"`` (default): the whole reply, stripped of surrounding whitespace, must be one
-  JSON object (strict ``json.loads``; no code fences, no prose, no NaN/Infinity) valid under
+  JSON object (strict ``json.loads``; no code fences, no prose, no NaN/Infinity, no key twice
+  in one object: ``{"verdict":"FAIL","verdict":"PASS"}`` is ``unparseable``) valid under
   the version's output schema (JSON Schema Draft 2020-12). A ``verdict`` field is read
   case-insensitively as a whole word: a string equal to one of its ``enum`` words but for
   case (``"pass"``, ``"Fail"``, ``"a"``) is that word; anything else (``"passable"``,
@@ -22,7 +23,9 @@ Two reply forms, chosen by the judge version's ``params["reply_format"]``:
   ``unparseable`` with no fallback to an earlier line. So ``"VERDICT:\\u200bPASS"`` is PASS
   (pinned by a test), ``"VERDICT: PASS."`` is PASS, ``"GRADE: CI"`` is unparseable.
 
-Every failure keeps the raw reply verbatim; callers store it with the errored grade.
+Every failure keeps the raw reply verbatim; callers store it with the errored grade. Text the
+database cannot store that a JSON reply spells as an escape (``"\\u0000"``, ``"\\ud800"``)
+is replaced with U+FFFD in the parsed data (``Parsed.replaced`` counts it; ``core.text``).
 """
 
 from __future__ import annotations
@@ -34,6 +37,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import jsonschema
+
+from core.strict_json import no_duplicate_keys
+from core.text import unstorable_replace
 
 ZERO_WIDTH = dict.fromkeys(map(ord, "\u200b\u200c\u200d\u2060\ufeff"))
 _VERDICT_LINE = re.compile(r"^\s*verdict\b", re.IGNORECASE)
@@ -72,6 +78,7 @@ class Parsed:
     ``{"verdict": "PASS"|"FAIL"}``)."""
 
     data: dict[str, Any] = field(default_factory=dict)
+    replaced: int = 0  # characters of ``data`` replaced with U+FFFD (``core.text``)
 
 
 def normalise(text: str) -> str:
@@ -146,11 +153,14 @@ def parse_json_reply(raw: str, *, schema: dict) -> Parsed | ParseError:
     if not text:
         return ParseError("empty", "the reply is empty", raw)
     try:
-        data = json.loads(text, parse_constant=_reject_constant)
-    except ValueError as exc:
+        data = json.loads(
+            text, parse_constant=_reject_constant, object_pairs_hook=no_duplicate_keys
+        )
+    except (ValueError, RecursionError) as exc:
         return ParseError("unparseable", f"not JSON: {exc}", raw)
     if not isinstance(data, dict):
         return ParseError("unparseable", f"expected a JSON object, got {type(data).__name__}", raw)
+    data, replaced = unstorable_replace(data)
     data = _verdict_words(data, schema)
     errors = sorted(
         jsonschema.Draft202012Validator(schema).iter_errors(data),
@@ -161,8 +171,9 @@ def parse_json_reply(raw: str, *, schema: dict) -> Parsed | ParseError:
         where = "$" + "".join(
             f"[{p}]" if isinstance(p, int) else f".{p}" for p in first.absolute_path
         )
-        return ParseError(_enum_reason(first), f"{where}: {first.message[:300]}", raw)
-    return Parsed(data)
+        message, _ = unstorable_replace(f"{where}: {first.message[:300]}")
+        return ParseError(_enum_reason(first), message, raw)
+    return Parsed(data, replaced=replaced)
 
 
 def reply_parse(

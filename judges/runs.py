@@ -25,7 +25,10 @@ graded = both orders stored, errored = an order without a verdict.
 How a judge run ends (``judge_run_progress``): once every trial has a grade it is
 ``failed`` when every grade errored (no verdict at all: nothing was judged), else
 ``succeeded``; ``error_message`` says how many grades errored and why (most frequent
-reasons first). A cancelled run stays cancelled.
+reasons first). A cancelled run stays cancelled. A chunk whose first wave the provider
+refuses whole for a parameter (``rejected_parameter``) stops the judge run there:
+``failed``, "stopped: the provider refuses a parameter (rejected_parameter: model 'm' refuses
+parameter 'temperature': ...); N trials not sent", its other trials never called.
 """
 
 from __future__ import annotations
@@ -222,6 +225,35 @@ def _job_checkpoint(judge_run_id: int) -> Callable[[], bool]:
     return checkpoint
 
 
+def _chunk_refusal(judge_run: JudgeRun, trials: list[Trial]) -> str | None:
+    """The provider's words when every grade of ``trials`` (a chunk just judged) is an errored
+    ``rejected_parameter``, else None."""
+    rows = list(
+        Grade.objects.filter(trial__in=trials, grader=judge_run.grader).values_list(
+            "status", "reason", "details"
+        )
+    )
+    if not rows or any(
+        status != Grade.Status.ERROR or reason != "rejected_parameter" for status, reason, _ in rows
+    ):
+        return None
+    return str(rows[0][2].get("provider_message") or "rejected_parameter")
+
+
+def _judge_run_refused(judge_run: JudgeRun, refusal: str) -> None:
+    """Stop a judge run whose calls the provider refuses for a parameter: recount, then
+    ``failed`` with one error naming the model and the parameter; its other trials are not
+    called (no grade: they were not judged). A compare-and-set from queued or running."""
+    judge_run = judge_run_progress(judge_run_id=judge_run.id)
+    left = judge_run.trials_total - judge_run.trials_graded
+    JudgeRun.objects.filter(id=judge_run.id, status__in=LIVE).update(
+        status=JudgeRun.Status.FAILED,
+        finished_at=timezone.now(),
+        error_message=f"stopped: the provider refuses a parameter ({refusal[:300]}); "
+        f"{left} trial{'s' if left != 1 else ''} not sent",
+    )
+
+
 def judge_run_live(*, judge_run_id: int) -> bool:
     """True while the judge run is queued or running (neither cancelled nor finished): the
     check a worker makes before each paid call."""
@@ -261,6 +293,12 @@ def judge_run_execute(
             checkpoint=checkpoint,
             judge_run_id=judge_run.id,
         )
+        # A chunk whose every call the provider refused for a parameter stops the job here
+        # instead of paying for calls the provider will refuse.
+        refused = _chunk_refusal(judge_run, trials)
+        if refused:
+            _judge_run_refused(judge_run, refused)
+            return
     judge_run_progress(judge_run_id=judge_run.id)
 
 

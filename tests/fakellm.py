@@ -30,7 +30,9 @@ Markers anywhere in the request's messages (the first ``[fault=...]`` decides):
 | ``[latency=MS]`` | wait MS milliseconds before answering (any reply) |
 
 A ``responder`` (``FakeLLM(responder=fn)``) scripts replies: ``fn(body) -> str | None``
-is called for every request without an active fault; a string is the reply content, None
+is called for every request without an active fault; a string is the reply content, bytes
+are the whole 200 body as sent (hostile bytes: a raw NUL, invalid UTF-8), a ``(status,
+bytes)`` pair that status with that body (a 422, a 200 KB error page), None
 falls back to the markers above (a scripted judge, e.g. one that always answers ``A``).
 
 Counters (read from the test thread): ``calls[marker]`` (``"ok"`` for no fault marker,
@@ -183,6 +185,11 @@ class FakeLLM:
         content = answer.group(1) if answer else "fake answer"
         if self.responder is not None:
             scripted = self.responder(body)
+            if isinstance(scripted, bytes):
+                return web.Response(body=scripted, content_type="application/json")
+            if isinstance(scripted, tuple):
+                status, raw = scripted
+                return web.Response(status=status, body=raw, content_type="application/json")
             if scripted is not None:
                 content = scripted
         return web.json_response(

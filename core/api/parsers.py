@@ -3,7 +3,10 @@
 DRF's JSON parser, but a body nested more than ``JSON_MAX_DEPTH`` (64) arrays/objects deep,
 one that overflows the parser's recursion (``RecursionError``), bytes that are not in the
 declared encoding or any other ``ValueError`` is a 400 ``ParseError`` (``{"detail": "JSON
-parse error - ..."}``). Bare ``NaN``/``Infinity`` are refused as DRF's strict mode does.
+parse error - ..."}``). Bare ``NaN``/``Infinity`` are refused as DRF's strict mode does. A
+string holding U+0000 or a lone surrogate (``\\u0000``, ``\\ud800``) anywhere in the body is
+a 400 naming its path as the field (``core.text``: ``{"detail": "head_file.cases[0].key:
+holds U+0000 ...", "field": "head_file.cases[0].key"}``), for every API view that takes JSON.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from rest_framework.parsers import JSONParser
 from rest_framework.settings import api_settings
 
 from core.strict_json import JSON_MAX_DEPTH, json_depth_exceeds
+from core.text import unstorable_refuse
 
 NESTED = (
     f"JSON parse error - nested too deeply (more than {JSON_MAX_DEPTH} arrays/objects "
@@ -33,7 +37,8 @@ class StrictJSONParser(JSONParser):
 
     def parse(self, stream, media_type=None, parser_context=None):
         """Bytes -> the parsed value (dict, list, str, int, float, bool or None); raises
-        ``ParseError`` for invalid JSON, nesting over ``JSON_MAX_DEPTH`` or a bad encoding.
+        ``ParseError`` for invalid JSON, nesting over ``JSON_MAX_DEPTH`` or a bad encoding,
+        ``DomainError`` for text the database cannot store.
         An empty body never reaches a parser (DRF gives ``{}``)."""
         encoding = (parser_context or {}).get("encoding", settings.DEFAULT_CHARSET)
         try:
@@ -46,4 +51,6 @@ class StrictJSONParser(JSONParser):
             raise ParseError(f"JSON parse error - {exc}") from None
         if json_depth_exceeds(text, value):
             raise ParseError(NESTED)
+        if "\\u" in text:  # NUL and lone surrogates reach JSON text only as escapes
+            unstorable_refuse(value)  # a DomainError: core.api.errors answers 400
         return value

@@ -15,6 +15,7 @@ from typing import Any
 
 from core import bounds
 from core.errors import DomainError
+from core.text import unstorable_refuse
 from evals.baselines import baseline_current
 from evals.comparison.compute import (
     Comparison,
@@ -363,8 +364,10 @@ def run_document_check(data: Any, *, field: str) -> None:
 def run_document_read(data: Any, *, field: str) -> RunData:
     """``RunData`` of an embedded ``export_run`` document (``run_document_check``, then
     ``run_data_from_export`` with ``source`` = ``field``); no queries. Raises
-    ``DomainError`` naming ``field`` and the place."""
+    ``DomainError`` naming ``field`` and the place (also for text the database cannot
+    store: U+0000 or a lone surrogate, ``core.text``)."""
 
+    unstorable_refuse(data, field=field)
     run_document_check(data, field=field)
     return run_data_from_export(data, source=field)
 

@@ -22,6 +22,7 @@ import numpy as np
 
 from core.decimals import decimal_plain
 from core.errors import DomainError
+from core.text import unstorable_refuse
 from evals.grading.grader_set import GraderSet
 from evals.grading.verdict import ERRORED, FAIL, MISSING, PASS, PENDING, PIPELINE, overall_codes
 from evals.models import grade_skipped_placeholder
@@ -409,16 +410,18 @@ def run_data_from_dict(data: dict[str, Any]) -> RunData:
 def run_data_from_file(path: str | Path) -> RunData:
     """``RunData`` from a JSON file written by ``manage.py export_run`` (format
     ``"assay-run"``) or by ``run_data_to_dict`` (``"assay-run-data"``). Raises ``DomainError``
-    (naming the file and the problem) for unreadable JSON or an unknown format."""
+    (naming the file and the problem) for unreadable JSON, an unknown format, or text the
+    database cannot store (U+0000, a lone surrogate; naming the field: ``core.text``)."""
     path = Path(path)
     try:
         data = json.loads(path.read_text(encoding="utf-8-sig"), parse_constant=_no_constant)
-    except (OSError, json.JSONDecodeError) as exc:
+    except (OSError, ValueError) as exc:  # JSON syntax, invalid UTF-8, non-finite numbers
         raise DomainError(detail=f"{path}: cannot read a run file ({exc})") from exc
     except RecursionError as exc:
         raise DomainError(
             detail=f"{path}: cannot read a run file (JSON nested too deeply)"
         ) from exc
+    unstorable_refuse(data, where=str(path))  # a key or name no page or terminal can show
     fmt = data.get("format") if isinstance(data, dict) else None
     if fmt == RUN_FILE_FORMAT:
         try:

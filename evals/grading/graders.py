@@ -17,10 +17,13 @@ Kinds (``config`` options in brackets, defaults after ``=``):
   match="all"|"any" (contains only)]: substring checks; with ``word`` a value must stand as a
   whole word (no letter, digit or underscore either side), so "refund" is not found in
   "I cannot process refunds". Score = fraction of values satisfying the check.
-- ``regex`` [pattern, flags=[], must_match=True]: ``re.search``; flags are names
-  (``IGNORECASE``, ``MULTILINE``, ``DOTALL``, ``VERBOSE``, ``ASCII``) or letters (i m s x a).
+- ``regex`` [pattern, flags=[], must_match=True]: a search with the ``regex`` package
+  (``re`` syntax) under a time limit of ``REGEX_TIME_LIMIT_S`` seconds: a catastrophic pattern
+  (``(a|aa)+)+c`` on a long output) gives an errored grade, never a hung worker; flags are
+  names (``IGNORECASE``, ``MULTILINE``, ``DOTALL``, ``VERBOSE``, ``ASCII``) or letters (i m s x a).
 - ``json_schema`` [schema]: output must be JSON valid under ``schema`` (Draft 2020-12).
-- ``numeric`` [value, pattern, abs_tol=0.0, rel_tol=1e-9]: see ``parse_number``/``_numeric``.
+- ``numeric`` [value, pattern, abs_tol=0.0, rel_tol=1e-9]: see ``parse_number``/``_numeric``
+  (its ``pattern`` runs under the same time limit).
 - ``python`` [function="package.module:function"]: a business-rule oracle
   ``function(case, output) -> GradeResult | bool | dict``.
 - ``contract`` [schema, items, id_field, oracle, coverage, required_coverage, provenance,
@@ -47,6 +50,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import jsonschema
+import regex
 
 from core.errors import DomainError
 from evals.grading.contract.check import ContractBroken, contract_check
@@ -207,30 +211,49 @@ def _not_contains(config: dict, case: Any, output: str) -> GradeResult:
 
 
 _FLAG_NAMES = {
-    "i": re.IGNORECASE,
-    "ignorecase": re.IGNORECASE,
-    "m": re.MULTILINE,
-    "multiline": re.MULTILINE,
-    "s": re.DOTALL,
-    "dotall": re.DOTALL,
-    "x": re.VERBOSE,
-    "verbose": re.VERBOSE,
-    "a": re.ASCII,
-    "ascii": re.ASCII,
+    "i": regex.IGNORECASE,
+    "ignorecase": regex.IGNORECASE,
+    "m": regex.MULTILINE,
+    "multiline": regex.MULTILINE,
+    "s": regex.DOTALL,
+    "dotall": regex.DOTALL,
+    "x": regex.VERBOSE,
+    "verbose": regex.VERBOSE,
+    "a": regex.ASCII,
+    "ascii": regex.ASCII,
 }
+# Seconds a grader's pattern may search one output (the ``regex`` package's ``timeout``).
+REGEX_TIME_LIMIT_S = 1.0
 
 
-def _compile(pattern: str, flags: list[str]) -> re.Pattern:
-    value = 0
+def _compile(pattern: str, flags: list[str]) -> regex.Pattern:
+    """A grader's pattern, compiled by the ``regex`` package in its ``re``-compatible mode
+    (VERSION0); raises ``regex.error`` for a bad one."""
+    value = regex.VERSION0
     for name in flags:
         value |= _FLAG_NAMES[name.lower()]
-    return re.compile(pattern, value)
+    return regex.compile(pattern, value)
+
+
+def _search(pattern: str, output: str, flags: list[str] | None = None) -> Any:
+    """The first match of a grader's ``pattern`` in ``output`` (or None); raises
+    ``TimeoutError`` after ``REGEX_TIME_LIMIT_S`` seconds."""
+    return _compile(pattern, flags or []).search(output, timeout=REGEX_TIME_LIMIT_S)
+
+
+def _too_slow(pattern: str) -> GradeResult:
+    return GradeResult.error(
+        f"pattern {pattern[:200]!r} took longer than {REGEX_TIME_LIMIT_S:g} s on this output "
+        "(catastrophic backtracking?); no verdict"
+    )
 
 
 def _regex(config: dict, case: Any, output: str) -> GradeResult:
-    compiled = _compile(config["pattern"], config.get("flags", []))
     must_match = config.get("must_match", True)
-    match = compiled.search(output)
+    try:
+        match = _search(config["pattern"], output, config.get("flags", []))
+    except TimeoutError:
+        return _too_slow(config["pattern"])
     if must_match:
         if match:
             return _verdict(True, f"pattern matched at {match.start()}")
@@ -305,7 +328,10 @@ def _numeric(config: dict, case: Any, output: str) -> GradeResult:
         return GradeResult.error(f"reference is not a number: {ref!r}")
     text = output
     if "pattern" in config:
-        match = re.search(config["pattern"], output)
+        try:
+            match = _search(config["pattern"], output)
+        except TimeoutError:
+            return _too_slow(config["pattern"])
         if not match or match.group(1) is None:
             return _verdict(False, f"no number: pattern {config['pattern']!r} not found")
         text = match.group(1)
@@ -488,7 +514,7 @@ def _check_values(kind: str, config: dict, where: str) -> None:
                 raise DomainError(f"unknown flag {name!r}", field=f"{where}.flags[{i}]")
         try:
             compiled = _compile(config["pattern"], flags)
-        except re.error as exc:
+        except (regex.error, ValueError) as exc:
             raise DomainError(f"invalid regex: {exc}", field=f"{where}.pattern") from exc
         if kind == "numeric" and compiled.groups != 1:
             raise DomainError(

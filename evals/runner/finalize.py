@@ -43,11 +43,34 @@ def _trial_counts(run_id: int) -> TrialCounts:
     return TrialCounts(**row)
 
 
+# How a target's error for a refused request parameter begins (evals.runner.targets.openai).
+REJECTED_PARAMETER = "rejected_parameter: "
+
+
+def _one_refusal(run_id: int, errored: int) -> str:
+    """The rejected-parameter error every errored trial of the run shares ("rejected_parameter:
+    model 'm' refuses parameter 'temperature': <the provider's words>", at most 300
+    characters), or "" when the errors differ: a run whose calls were all refused says why
+    once (the target stopped calling after the first refusal)."""
+    refused = Trial.objects.filter(
+        run_id=run_id,
+        replaced_by__isnull=True,
+        status=Trial.Status.ERROR,
+        error_message__startswith=REJECTED_PARAMETER,
+    ).order_by()
+    messages = list(refused.values_list("error_message", flat=True).distinct()[:2])
+    if len(messages) != 1 or refused.count() != errored:
+        return ""
+    return messages[0][:300]
+
+
 def run_finalize(*, run_id: int) -> Run:
     """Recount a run's trials and, once none is queued or running, close it.
 
     ``failed`` when any trial errored or any grade errored (``error_message`` "3 of 60
-    trials errored; 2 grade errors"): a grader or judge that broke is a failure of the run,
+    trials errored; 2 grade errors"; "60 of 60 trials errored: rejected_parameter: model 'm'
+    refuses parameter 'temperature': ..." when every error is that one refusal): a grader or
+    judge that broke is a failure of the run,
     never a success. Else ``succeeded``; a cancelled run stays cancelled. A run whose
     grader set has judges stays ``running`` until every ok trial has a grade of every judge
     grader (the judge task finalizes it): a finished run never shows judge grades still to
@@ -67,7 +90,11 @@ def run_finalize(*, run_id: int) -> Run:
     ).count()
     problems = []
     if counts.errored:
-        problems.append(f"{counts.errored} of {counts.total} trials errored")
+        refusal = _one_refusal(run_id, counts.errored)
+        problems.append(
+            f"{counts.errored} of {counts.total} trials errored"
+            + (f": {refusal}" if refusal else "")
+        )
     if grade_errors:
         problems.append(f"{grade_errors} grade error{'s' if grade_errors != 1 else ''}")
     message = "; ".join(problems)

@@ -5,7 +5,9 @@ Reading (``json_document``): the whole file is one JSON value (not JSON lines). 
 UTF-8 byte-order mark is stripped; bytes must be strict UTF-8; a key twice in one object is
 an error; bare ``NaN``/``Infinity`` tokens (not valid JSON) become ``reader.NON_FINITE``
 markers that only score fields accept (as "not scored"); everywhere else they are refused
-with the field's path. Errors name the JSON path of the record and field, e.g.
+with the field's path. A string holding text the database cannot store (a ``\\u0000`` or
+lone-surrogate escape) anywhere in the document is refused the same way (``core.text``).
+Errors name the JSON path of the record and field, e.g.
 ``results.results[4].latencyMs: expected a number >= 0, got -3``.
 """
 
@@ -21,6 +23,7 @@ from core.bounds import cost_problem, count_problem, latency_problem
 from core.chunks import chunked
 from core.errors import DomainError
 from core.strict_json import NON_FINITE, json_loads_line
+from core.text import unstorable_refuse
 from evals.cases import CaseSpec
 from evals.models import Grade, Trial
 from interop.importers.context import BATCH_SIZE, ImportContext, run_finish
@@ -29,11 +32,11 @@ from interop.importers.reader import BOM
 KEY_MAX = 200
 
 
-def json_document(stream: BinaryIO) -> Any:
+def json_document(stream: BinaryIO, *, refuse_unstorable: bool = True) -> Any:
     """Parse ``stream`` (binary, read whole) as one JSON document (rules in the module doc).
 
-    Raises ``DomainError``: ``"byte offset 57: invalid UTF-8 ..."`` or ``"line 3 column
-    9: invalid JSON: ..."``.
+    Raises ``DomainError``: ``"byte offset 57: invalid UTF-8 ..."``, ``"line 3 column
+    9: invalid JSON: ..."`` or ``"samples[2].output.completion: holds U+0000 ..."``.
     """
     stream.seek(0)
     data = stream.read()
@@ -46,13 +49,16 @@ def json_document(stream: BinaryIO) -> Any:
             f"byte offset {exc.start}: invalid UTF-8 ({exc.reason}); save the file as UTF-8"
         ) from None
     try:
-        return json_loads_line(text)
+        document = json_loads_line(text)
     except json.JSONDecodeError as exc:
         raise DomainError(
             f"line {exc.lineno} column {exc.colno}: invalid JSON: {exc.msg}"
         ) from None
     except ValueError as exc:
         raise DomainError(f"invalid JSON: {exc}") from None
+    if refuse_unstorable and "\\u" in text:  # NUL and lone surrogates come only as escapes
+        unstorable_refuse(document)
+    return document
 
 
 def fail(path: str, msg: str) -> DomainError:

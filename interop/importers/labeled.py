@@ -34,6 +34,7 @@ from typing import Any
 
 from core.errors import DomainError
 from core.strict_json import NON_FINITE, contains_non_finite
+from core.text import unstorable_refuse
 from evals.blindness import GOLD_GRADER
 from evals.cases import CaseSpec
 from evals.models import Grade, Trial, TrialPair
@@ -294,10 +295,13 @@ def record_validate(obj: dict, line: int) -> LabeledRecord:
 
 
 def _records_checked(records: Iterator[tuple[int, dict]]) -> Iterator[LabeledRecord]:
-    """Validate records and enforce one kind per file and unique ids (naming both lines)."""
+    """Validate records and enforce one kind per file and unique ids (naming both lines);
+    a record holding text the database cannot store (U+0000, a lone surrogate) anywhere is
+    refused naming its line and field (``core.text``)."""
     kind: tuple[str, int] | None = None
     ids: dict[str, int] = {}
     for line, obj in records:
+        unstorable_refuse(obj, where=f"line {line}", record=line)
         rec = record_validate(obj, line)
         if kind is None:
             kind = (rec.task_type, line)

@@ -193,8 +193,11 @@ def test_it_does_not_retry_a_rejected_parameter_and_keeps_the_message_verbatim(f
 
     result = _one(config, "hi [fault=400-temperature]", clock)
 
-    assert result.error == f"client_error 400: {TEMPERATURE_MESSAGE}"
-    assert result.error_kind == "client_error 400"
+    assert result.error == (
+        f"rejected_parameter: model 'example-model-1.5' refuses parameter 'temperature': "
+        f"{TEMPERATURE_MESSAGE}"
+    )
+    assert result.error_kind == "rejected_parameter"
     assert result.attempts == 1
     assert fake_llm.calls["400-temperature"] == 1
     assert clock.waits == []

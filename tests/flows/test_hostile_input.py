@@ -324,7 +324,8 @@ def test_a_nested_import_file_is_a_400_naming_the_line(carol, client, fmt, name,
 # ---- 4. malformed ids on the adjudication page ---------------------------------------
 
 
-@pytest.mark.parametrize("query", ["set=zzz", "suite=zzz", "set=1", "suite=%00"])
+# (a NUL in any query parameter is a 400 before any page reads it: tests/flows/test_hostile_text.py)
+@pytest.mark.parametrize("query", ["set=zzz", "suite=zzz", "set=1"])
 def test_a_malformed_id_on_the_adjudication_page_is_a_400(client, alice, query):
     # issue 13: a malformed query parameter is a 400 naming it (a well-formed unknown
     # UUID stays a 404: tests/flows/test_query_params.py)

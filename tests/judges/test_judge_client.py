@@ -59,6 +59,8 @@ def _grade(llm, output, **params):
         ("[fault=malformed]", "http_error"),
         ("[answer=I think this is mostly fine.]", "unparseable"),
         ('[answer={"reasoning": "r", "verdict": "CI"}]', "invalid_verdict"),
+        # a key twice: the last one does not win (json.loads would read PASS)
+        ('[answer={"reasoning": "r", "verdict": "FAIL", "verdict": "PASS"}]', "unparseable"),
     ],
 )
 def test_it_gives_an_errored_grade_with_the_reason_for_each_failure(

@@ -127,3 +127,24 @@ def test_it_calls_a_reply_that_contains_the_nonce_a_nonce_leak_whatever_else_it_
     )
     assert isinstance(result, ParseError)
     assert result.reason == "nonce_leak"
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        '{"verdict":"FAIL","verdict":"PASS"}',
+        '{"reasoning":"r","verdict":"PASS","verdict":"PASS"}',
+        '{"reasoning":"a","reasoning":"b","verdict":"FAIL"}',
+    ],
+)
+def test_a_key_twice_in_a_json_reply_is_unparseable_never_the_last_one(raw):
+    result = parse_json_reply(raw, schema=SCHEMA)
+    assert isinstance(result, ParseError)
+    assert result.reason == "unparseable"
+    assert "appears twice in one object" in result.message
+    assert result.raw == raw
+
+
+def test_a_json_reply_escaping_unstorable_text_is_read_with_replacements():
+    result = parse_json_reply('{"reasoning": "a\\u0000b\\ud800", "verdict": "PASS"}', schema=SCHEMA)
+    assert result == Parsed({"reasoning": "a\ufffdb\ufffd", "verdict": "PASS"}, replaced=2)

@@ -7,16 +7,22 @@ is built from a bad configuration, before any call.
 
 Targets are async so that one Celery task can run a chunk of trials concurrently; a
 synchronous pipeline (a Python callable) runs in a worker thread.
+
+A target's result is storable text (``result_storable``, the replace policy of
+``core.text``): a reply holding U+0000 or a lone surrogate has them replaced with U+FFFD,
+and its ``raw_response`` records how many (``REPLACED_KEY``), so the trial is written and
+says so, instead of failing at insert and leaving its chunk to be called again.
 """
 
 from __future__ import annotations
 
 import asyncio
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from core.errors import DomainError
+from core.text import REPLACED_KEY, unstorable_replace
 
 
 @dataclass(frozen=True)
@@ -59,6 +65,35 @@ class TargetResult:
     @property
     def ok(self) -> bool:
         return self.error is None
+
+
+def result_storable(result: TargetResult) -> TargetResult:
+    """``result`` with every U+0000 and lone surrogate of its text (``output``,
+    ``raw_response``, ``error``, ``model``) replaced by U+FFFD; when any was, ``raw_response``
+    is a dict holding ``{REPLACED_KEY: {field: characters replaced}}`` for the fields that
+    had some (a reply that was not a dict is kept under ``"reply"``). A clean result comes
+    back unchanged."""
+    output, n_output = unstorable_replace(result.output)
+    raw, n_raw = unstorable_replace(result.raw_response)
+    error, n_error = unstorable_replace(result.error)
+    model, n_model = unstorable_replace(result.model)
+    counts = {"output": n_output, "raw_response": n_raw, "error": n_error, "model": n_model}
+    record = {name: n for name, n in counts.items() if n}
+    if not record:
+        return result
+    if isinstance(raw, dict):
+        raw = {**raw, REPLACED_KEY: record}
+    else:
+        raw = {REPLACED_KEY: record} if raw is None else {"reply": raw, REPLACED_KEY: record}
+    return replace(result, output=output, raw_response=raw, error=error, model=model)
+
+
+def replaced_record(raw_response: Any) -> dict[str, int]:
+    """``{field: characters replaced}`` as ``result_storable`` recorded it in a reply's
+    ``raw_response``; empty when nothing was replaced."""
+    if isinstance(raw_response, dict) and isinstance(raw_response.get(REPLACED_KEY), dict):
+        return dict(raw_response[REPLACED_KEY])
+    return {}
 
 
 class Target(Protocol):

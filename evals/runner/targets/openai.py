@@ -9,9 +9,20 @@ See bench/bench_target_client.py and bench/RESULTS-targets.md.
 
 Failures never raise (see ``base.py``): every call ends as a ``TargetResult``, errored
 with a kind first (``rate_limited``, ``server_error 503``, ``timeout``,
-``connection_error``, ``client_error 400``, ``malformed_response``) then the provider's
-own message. 429, 5xx, timeouts and connection errors are retried with exponential
-backoff and jitter, waiting at least ``Retry-After``; other 4xx are not retried.
+``connection_error``, ``rejected_parameter``, ``client_error 400``, ``malformed_response``)
+then the provider's own message. 429, 5xx, timeouts and connection errors are retried with
+exponential backoff and jitter, waiting at least ``Retry-After``; other 4xx are not retried.
+
+A rejected parameter (``rejected_parameter``: a 400 or 422 answer naming the parameter in
+``error.param``, in a FastAPI/pydantic ``detail[].loc`` of an extra input, or in its message:
+``rejected_parameter_name``) reads "model 'm' refuses parameter 'temperature': <the
+provider's words>". Once a target instance (one chunk of a run, one batch of judge calls) has
+had a call refused that way and no call answered, it stops calling: every later call ends at
+once with the same error (``attempts`` 0, ``raw_response["not_sent"]``), so a job whose calls
+are all refused pays for one round of calls, not all of them, and says why once.
+
+Stored error bodies are an excerpt: a body over ``MAX_ERROR_BODY_BYTES`` (2 KB) is kept as its
+first 2 KB of text with ``truncated`` and its size (``error_body_excerpt``).
 
 A target instance belongs to one event loop: build it, use it and ``aclose()`` it inside
 the same ``asyncio.run``.
@@ -40,7 +51,7 @@ from django.conf import settings
 
 from core.errors import DomainError
 from core.placeholders import placeholder_list, placeholders_check
-from evals.runner.targets.base import CaseInput, TargetResult
+from evals.runner.targets.base import CaseInput, TargetResult, result_storable
 
 MAX_CONNECTIONS_PER_CLIENT = 16
 # The placeholders of a target's prompt template (``$name``, see ``core.placeholders``).
@@ -50,7 +61,31 @@ TEMPLATE_FIELDS = ("input", "expected", "key", "context", "tags", "attempt")
 # of an attempt) do not count.
 CASE_FIELDS = ("input", "expected", "context", "key")
 RESERVED_SETTINGS = frozenset({"model", "messages", "stream", "n"})
-MAX_ERROR_BODY_CHARS = 4000
+MAX_ERROR_BODY_BYTES = 2048  # an upstream error body is stored and shown as this excerpt
+# The HTTP statuses whose answer may say a request parameter is refused.
+REJECTED_PARAMETER_STATUSES = (400, 422)
+_QUOTED = r"['\"`]([A-Za-z_][\w.\-\[\]]*)['\"`]"
+_REJECTED_PARAMETER_MESSAGES = (
+    # "Unsupported parameter: 'temperature' is not supported with this model."
+    re.compile(
+        r"\b(?:unsupported|unrecognized|unknown|unexpected|extra)\s+(?:request\s+)?"
+        r"(?:parameter|argument|field|keyword|value)s?\b[^'\"`\n]{0,40}" + _QUOTED,
+        re.IGNORECASE,
+    ),
+    # "'logprobs' is not supported with this model"
+    re.compile(
+        _QUOTED + r"\s+(?:is|are)\s+(?:not\s+supported|unsupported|not\s+permitted|"
+        r"not\s+allowed|not\s+recognized)",
+        re.IGNORECASE,
+    ),
+    # "Unrecognized request argument supplied: functions"
+    re.compile(r"unrecognized request arguments? supplied:\s*([A-Za-z_][\w.\-]*)", re.IGNORECASE),
+)
+_REJECTED_WORDS = re.compile(
+    r"unsupported (?:parameter|value)|unrecognized request argument|"
+    r"extra inputs are not permitted|not supported with this model",
+    re.IGNORECASE,
+)
 
 Sleep = Callable[[float], Awaitable[None]]
 
@@ -221,17 +256,78 @@ def retry_after_seconds(value: str | None, *, now: datetime | None = None) -> fl
 
 
 def provider_message(body: Any, text: str) -> str:
-    """The provider's own error words: ``error.message`` (OpenAI shape), ``error`` as a
-    string, ``message``, or the raw body text (truncated to 4,000 characters)."""
+    """The provider's own error words, at most ``MAX_ERROR_BODY_BYTES`` of UTF-8:
+    ``error.message`` (OpenAI shape), ``error`` as a string, ``message``, ``detail[0].msg``
+    (FastAPI/pydantic), or the raw body text."""
+    words = None
     if isinstance(body, dict):
         err = body.get("error")
+        detail = body.get("detail")
         if isinstance(err, dict) and isinstance(err.get("message"), str):
-            return err["message"]
-        if isinstance(err, str):
-            return err
-        if isinstance(body.get("message"), str):
-            return body["message"]
-    return text[:MAX_ERROR_BODY_CHARS] or "(empty body)"
+            words = err["message"]
+        elif isinstance(err, str):
+            words = err
+        elif isinstance(body.get("message"), str):
+            words = body["message"]
+        elif isinstance(detail, str):
+            words = detail
+        elif isinstance(detail, list) and detail and isinstance(detail[0], dict):
+            words = str(detail[0].get("msg") or "") or None
+    return _utf8_prefix(words if words is not None else text) or "(empty body)"
+
+
+def _utf8_prefix(text: str, limit: int = MAX_ERROR_BODY_BYTES) -> str:
+    """``text`` cut to at most ``limit`` bytes of UTF-8 (never inside a character)."""
+    if len(text) * 4 <= limit:
+        return text
+    return text.encode("utf-8", "surrogatepass")[:limit].decode("utf-8", "ignore")
+
+
+def error_body_excerpt(body: Any, text: str) -> Any:
+    """What is stored of an upstream error body (``raw_response["body"]``): the parsed body
+    when its text is at most ``MAX_ERROR_BODY_BYTES`` (2 KB) of UTF-8, else
+    ``{"excerpt": <its first 2 KB>, "truncated": true, "bytes": <its size>}``: a 200 KB
+    error page is neither stored nor shown whole."""
+    size = len(text.encode("utf-8", "surrogatepass"))
+    if size <= MAX_ERROR_BODY_BYTES:
+        return body if body is not None else text
+    return {"excerpt": _utf8_prefix(text), "truncated": True, "bytes": size}
+
+
+def rejected_parameter_name(status: int, body: Any, message: str) -> str | None:
+    """The request parameter a provider's answer refuses, or None when it is another error.
+
+    Only a 400 or 422 can (``REJECTED_PARAMETER_STATUSES``). Read from, in order:
+    ``error.param`` (OpenAI); a FastAPI/pydantic 422 ``detail`` item whose ``loc`` is
+    ``["body", name]`` and whose ``msg`` or ``type`` says the input is extra or not permitted;
+    the name quoted in the message ("Unsupported parameter: 'temperature' ...", "'logprobs'
+    is not supported", "Unrecognized request argument supplied: functions"). ``""`` when
+    the message says a parameter is refused without naming it. A name under ``messages`` is
+    about one case's content, not a setting the model refuses: None ("invalid" values are
+    left out for the same reason)."""
+    name = _rejected_parameter_name(status, body, message)
+    return None if name is not None and name.startswith("messages") else name
+
+
+def _rejected_parameter_name(status: int, body: Any, message: str) -> str | None:
+    if status not in REJECTED_PARAMETER_STATUSES:
+        return None
+    err = body.get("error") if isinstance(body, dict) else None
+    if isinstance(err, dict) and isinstance(err.get("param"), str) and err["param"]:
+        return err["param"]
+    detail = body.get("detail") if isinstance(body, dict) else None
+    for item in detail if isinstance(detail, list) else []:
+        if not isinstance(item, dict):
+            continue
+        loc, why = item.get("loc"), f"{item.get('msg', '')} {item.get('type', '')}".lower()
+        extra = "extra" in why or "not permitted" in why or "forbidden" in why
+        if extra and isinstance(loc, list) and len(loc) >= 2 and loc[0] == "body":
+            return str(loc[1])
+    for pattern in _REJECTED_PARAMETER_MESSAGES:
+        match = pattern.search(message)
+        if match:
+            return match.group(1)
+    return "" if _REJECTED_WORDS.search(message) else None
 
 
 @dataclass
@@ -285,6 +381,10 @@ class OpenAITarget:
         self._sleep: Sleep = sleep or asyncio.sleep
         self._rng = rng or random.Random()
         self._semaphore = asyncio.Semaphore(config.concurrency)
+        # The first rejected-parameter error while no call has been answered: later calls
+        # of this instance end with it, unsent (module docstring).
+        self._refused: TargetResult | None = None
+        self._answered = False
         headers = {"Content-Type": "application/json"}
         api_key = os.environ.get(config.api_key_env)
         if api_key:
@@ -346,7 +446,23 @@ class OpenAITarget:
 
     async def call_body(self, body: dict[str, Any]) -> TargetResult:
         """Send a prebuilt chat-completions ``body`` with the same retries and error kinds as
-        ``call`` (the judge client sends its own bodies through this)."""
+        ``call`` (the judge client sends its own bodies through this). The result is
+        storable text (``result_storable``): the reply boundary of targets and judges."""
+        if self._refused is not None and not self._answered:
+            return replace(
+                self._refused,
+                raw_response={**self._refused.raw_response, "not_sent": True},
+                attempts=0,
+                latency_ms=0.0,
+            )
+        result = result_storable(await self._call_body(body))
+        if result.ok or result.error_kind != "rejected_parameter":
+            self._answered = self._answered or result.ok
+        elif self._refused is None:
+            self._refused = result
+        return result
+
+    async def _call_body(self, body: dict[str, Any]) -> TargetResult:
         started = time.perf_counter()
         last: _Attempt | None = None
         for attempt in range(1, self.config.max_attempts + 1):
@@ -408,10 +524,7 @@ class OpenAITarget:
         status = response.status_code
         if status != 200:
             message = provider_message(body, text)
-            raw = {
-                "status": status,
-                "body": body if body is not None else text[:MAX_ERROR_BODY_CHARS],
-            }
+            raw = {"status": status, "body": error_body_excerpt(body, text)}
             if status == 429:
                 return _Attempt(
                     retry_kind="rate_limited",
@@ -426,6 +539,13 @@ class OpenAITarget:
                     retry_after_s=retry_after_seconds(response.headers.get("Retry-After")),
                     raw=raw,
                 )
+            param = rejected_parameter_name(status, body, message)
+            if param is not None:
+                model = self.config.model
+                what = f"parameter {param!r}" if param else "a parameter"
+                raw["rejected_parameter"] = param
+                message = f"model {model!r} refuses {what}: {message}"
+                return _Attempt(result=_errored("rejected_parameter", message, raw, model))
             kind = f"client_error {status}"
             return _Attempt(result=_errored(kind, message, raw, self.config.model))
         return _Attempt(result=self._completion(body, text))
@@ -433,17 +553,19 @@ class OpenAITarget:
     def _completion(self, body: Any, text: str) -> TargetResult:
         model = self.config.model
         if not isinstance(body, dict):
-            raw = {"status": 200, "body": text[:MAX_ERROR_BODY_CHARS]}
+            raw = {"status": 200, "body": error_body_excerpt(None, text)}
             return _errored("malformed_response", "the 200 body is not a JSON object", raw, model)
         choices = body.get("choices")
         if not isinstance(choices, list) or not choices:
-            return _errored("malformed_response", "the reply has no choices", body, model)
+            raw = _malformed_raw(body, text)
+            return _errored("malformed_response", "the reply has no choices", raw, model)
         message = choices[0].get("message") if isinstance(choices[0], dict) else None
         content = message.get("content") if isinstance(message, dict) else None
         if not isinstance(content, str) or not content:
             refusal = message.get("refusal") if isinstance(message, dict) else None
             why = f"refusal: {refusal}" if isinstance(refusal, str) and refusal else "empty content"
-            return _errored("malformed_response", f"the reply has {why}", body, model)
+            raw = _malformed_raw(body, text)
+            return _errored("malformed_response", _utf8_prefix(f"the reply has {why}"), raw, model)
         usage = body.get("usage") if isinstance(body.get("usage"), dict) else {}
         answered_by = body.get("model") if isinstance(body.get("model"), str) else model
         return TargetResult(
@@ -463,6 +585,14 @@ def _count(value: Any) -> int | None:
     if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
         return value
     return None
+
+
+def _malformed_raw(body: dict, text: str) -> Any:
+    """A malformed 200's stored body: the body itself when it is at most
+    ``MAX_ERROR_BODY_BYTES`` (the judge client reads its choices for a refusal), else
+    ``{"status": 200, "body": <excerpt>}`` (``error_body_excerpt``)."""
+    excerpt = error_body_excerpt(body, text)
+    return body if excerpt is body else {"status": 200, "body": excerpt}
 
 
 def _errored(kind: str, message: str, raw: Any, model: str) -> TargetResult:

@@ -5,7 +5,8 @@ The function is called as ``fn(case: CaseInput, **settings)`` and returns either
 text (``str``) or ``{"output": str, "input_tokens"?: int, "output_tokens"?: int,
 "model"?: str}``. Sync functions run in a worker thread (``asyncio.to_thread``); coroutine
 functions are awaited. Any exception, or a return value of another shape, becomes an
-errored result ``"ExceptionType: message"``; it never escapes ``call``.
+errored result ``"ExceptionType: message"``; it never escapes ``call``. Text the database
+cannot store (U+0000, lone surrogates) is replaced with U+FFFD (``result_storable``).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from core.errors import DomainError
-from evals.runner.targets.base import CaseInput, TargetResult
+from evals.runner.targets.base import CaseInput, TargetResult, result_storable
 
 KNOWN_FIELDS = frozenset({"kind", "path", "settings", "concurrency", "model", "prompt_revision"})
 
@@ -121,7 +122,7 @@ class CallableTarget:
                     model=self.model,
                 )
         latency_ms = (time.perf_counter() - started) * 1000
-        return replace(result, latency_ms=latency_ms)
+        return replace(result_storable(result), latency_ms=latency_ms)
 
     def _result(self, value: Any) -> TargetResult:
         if isinstance(value, str):

@@ -29,7 +29,7 @@ class Command(DomainCommand):
         try:
             with open(options["file"], "rb") as handle:
                 document = tomllib.load(handle)
-        except (OSError, tomllib.TOMLDecodeError) as exc:
+        except (OSError, ValueError) as exc:  # TOML syntax (a raw NUL), invalid UTF-8
             raise CommandError(f"{options['file']}: {exc}") from exc
         applied = config_apply(document=document, base_dir=Path(options["file"]).resolve().parent)
         if options["json"]:
