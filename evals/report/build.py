@@ -38,6 +38,7 @@ from evals.grading.verdict import (
     case_tally,
     overall_codes,
 )
+from evals.report.cost_quality import CostQuality, cost_quality
 from evals.report.figures import (
     Figures,
     case_wilson,
@@ -231,6 +232,7 @@ class RunReport:
     latency: Latency
     cost: Cost
     judge_calls: JudgeCalls | None = None
+    cost_quality: CostQuality | None = None
 
     @property
     def errored_banner(self) -> str | None:
@@ -368,6 +370,16 @@ def report_from_rows(*, run: Any, rows: RunRows, reasons: ReasonRows) -> RunRepo
     n_pipeline = int((trial_codes == PIPELINE).sum())
     finished_latency = latency[order][(trial_codes == PASS) | (trial_codes == PIPELINE)]
     totals = rows.totals
+    rate = overall_figures.pass_rate
+    quality = cost_quality(
+        finished=totals["finished"],
+        cost_known_usd=totals["cost"],
+        cost_unknown=totals["cost_unknown"],
+        passed=overall_figures.trials_passed,
+        pass_rate=rate.mean,
+        pass_rate_low=rate.ci_low,
+        pass_rate_high=rate.ci_high,
+    )
     return RunReport(
         run_uuid=str(run.uuid),
         run_name=run.name,
@@ -405,7 +417,8 @@ def report_from_rows(*, run: Any, rows: RunRows, reasons: ReasonRows) -> RunRepo
             output_unknown=totals["output_unknown"],
         ),
         latency=_latency(finished_latency),
-        cost=_cost(totals, overall_figures.trials_passed),
+        cost=_cost(quality),
+        cost_quality=quality,
     )
 
 
@@ -501,17 +514,12 @@ def _latency(values: np.ndarray) -> Latency:
     return Latency(float(p50), float(p95), int(known.size), unknown)
 
 
-def _cost(totals: dict[str, Any], passes: int) -> Cost:
-    finished, unknown = totals["finished"], totals["cost_unknown"]
-    # Quantized to the column's 8 decimal places: SQLite sums decimals as floats (15
-    # significant digits), PostgreSQL exactly; both then read the same.
-    known_sum = Decimal(totals["cost"] or 0).quantize(Decimal("1e-8"))
-    total = known_sum if finished and not unknown else None
-    per_pass = (total / passes).quantize(Decimal("1e-8")) if total is not None and passes else None
+def _cost(quality: CostQuality) -> Cost:
+    """The report's cost block from ``quality`` (``evals.report.cost_quality``)."""
     return Cost(
-        known_usd=known_sum,
-        unknown=unknown,
-        finished=finished,
-        total_usd=total,
-        per_passing_trial_usd=per_pass,
+        known_usd=quality.cost_known_usd,
+        unknown=quality.cost_unknown,
+        finished=quality.finished,
+        total_usd=quality.cost_usd,
+        per_passing_trial_usd=quality.cost_per_passing_trial_usd,
     )

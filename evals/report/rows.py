@@ -9,6 +9,7 @@ the cursor (``core.db.raw_rows``), so no per-row converter runs.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
@@ -123,13 +124,31 @@ def run_rows_get(*, run: Run, top_up: object = ALL_TRIALS) -> RunRows:
     when judges graded it (their versions with their active approvals). ``trials`` carry
     their look: 0 for the run's own trials, the round of a top-up's.
     """
+    return _rows_by_run(run_trials(run=run, top_up=top_up), [run.id])[run.id]
+
+
+def runs_rows_get(*, runs: Sequence[Run], case_ids: Iterable[int] | None = None) -> dict:
+    """Several runs read at once, run id -> ``RunRows``, each as ``run_rows_get(run=)`` reads
+    it (every trial a reader counts, top-ups included), restricted to the cases with
+    ``case_ids`` when given (a case's history). The same four queries (plus one when judges
+    graded) whatever the number of runs, cases and trials: the grid of runs and a case's
+    history read runs through here."""
+    run_ids = [r.id for r in runs]
+    trials = Trial.objects.filter(run_id__in=run_ids, replaced_by__isnull=True).order_by()
+    if case_ids is not None:
+        trials = trials.filter(case_id__in=list(case_ids))
+    return _rows_by_run(trials, run_ids)
+
+
+def _rows_by_run(trials_qs: models.QuerySet, run_ids: list[int]) -> dict[int, RunRows]:
+    """``RunRows`` per run id of ``run_ids`` from the trials in ``trials_qs`` (the queries of
+    ``run_rows_get``; rows split by run in Python)."""
     ok, err = Trial.Status.OK, Trial.Status.ERROR
-    trials_qs = run_trials(run=run, top_up=top_up)
     # Ordered by attempt so per-case verdict lists read the same from the database and from
     # an exported file (PostgreSQL returns rows in no fixed order otherwise).
-    trials = raw_rows(
-        trials_qs.order_by("case_id", "attempt").values_list(
-            "id", "case_id", "status", "latency_ms", Coalesce("top_up_round", 0)
+    trial_rows = raw_rows(
+        trials_qs.order_by("run_id", "case_id", "attempt").values_list(
+            "run_id", "id", "case_id", "status", "latency_ms", Coalesce("top_up_round", 0)
         )
     )
     grades = raw_rows(
@@ -143,34 +162,50 @@ def run_rows_get(*, run: Run, top_up: object = ALL_TRIALS) -> RunRows:
         .values_list("id", "uuid", "key", "tags", "content_hash")
     )
     finished = models.Q(status__in=[ok, err])
-    usage = {
-        row.pop("case_id"): row
-        for row in trials_qs.values("case_id").annotate(
-            finished=models.Count("id", filter=finished),
-            cost=models.Sum("cost_usd", filter=finished),
-            cost_unknown=models.Count("id", filter=finished & models.Q(cost_usd__isnull=True)),
-            input_sum=models.Sum("input_tokens", filter=finished),
-            output_sum=models.Sum("output_tokens", filter=finished),
-            input_unknown=models.Count("id", filter=finished & models.Q(input_tokens__isnull=True)),
-            output_unknown=models.Count(
-                "id", filter=finished & models.Q(output_tokens__isnull=True)
-            ),
-            tokens_unknown=models.Count(
-                "id",
-                filter=finished
-                & (models.Q(input_tokens__isnull=True) | models.Q(output_tokens__isnull=True)),
-            ),
-            latency_sum=models.Sum("latency_ms", filter=finished),
-            latency_n=models.Count("latency_ms", filter=finished),
-        )
-    }
-    return RunRows(
-        trials=trials,
-        grades=grades,
-        cases=cases,
-        usage=usage,
-        judges=_judges({g[5] for g in grades if g[5] is not None}),
+    usage_rows = trials_qs.values("run_id", "case_id").annotate(
+        finished=models.Count("id", filter=finished),
+        cost=models.Sum("cost_usd", filter=finished),
+        cost_unknown=models.Count("id", filter=finished & models.Q(cost_usd__isnull=True)),
+        input_sum=models.Sum("input_tokens", filter=finished),
+        output_sum=models.Sum("output_tokens", filter=finished),
+        input_unknown=models.Count("id", filter=finished & models.Q(input_tokens__isnull=True)),
+        output_unknown=models.Count("id", filter=finished & models.Q(output_tokens__isnull=True)),
+        tokens_unknown=models.Count(
+            "id",
+            filter=finished
+            & (models.Q(input_tokens__isnull=True) | models.Q(output_tokens__isnull=True)),
+        ),
+        latency_sum=models.Sum("latency_ms", filter=finished),
+        latency_n=models.Count("latency_ms", filter=finished),
     )
+    judges = _judges({g[5] for g in grades if g[5] is not None})
+
+    trials_of: dict[int, list[tuple]] = {r: [] for r in run_ids}
+    for row in trial_rows:
+        trials_of[row[0]].append(row[1:])
+    grades_of: dict[int, list[tuple]] = {r: [] for r in run_ids}
+    if len(run_ids) == 1:
+        grades_of[run_ids[0]] = grades
+    else:
+        run_of_trial = {row[1]: row[0] for row in trial_rows}
+        for g in grades:
+            grades_of[run_of_trial[g[0]]].append(g)
+    usage_of: dict[int, dict] = {r: {} for r in run_ids}
+    for row in usage_rows:
+        usage_of[row.pop("run_id")][row.pop("case_id")] = row
+    out = {}
+    for run_id in run_ids:
+        mine = trials_of[run_id]
+        case_set = {t[1] for t in mine}
+        versions = {g[5] for g in grades_of[run_id] if g[5] is not None}
+        out[run_id] = RunRows(
+            trials=mine,
+            grades=grades_of[run_id],
+            cases=[c for c in cases if c[0] in case_set],
+            usage=usage_of[run_id],
+            judges={v: j for v, j in judges.items() if v in versions},
+        )
+    return out
 
 
 def _judges(version_ids: set[int]) -> dict[int, JudgeInfo]:
