@@ -523,3 +523,51 @@ def _cost(quality: CostQuality) -> Cost:
         total_usd=quality.cost_usd,
         per_passing_trial_usd=quality.cost_per_passing_trial_usd,
     )
+
+
+@dataclass(frozen=True)
+class OverallCodes:
+    """Each trial's overall verdict code for a run read by the run loader: ``trial_ids``
+    (sorted), ``case_idx`` (index into ``RunRows.cases``), ``codes`` (``evals.grading.verdict``
+    codes, the report's overall rule) and the per-case ``tally``."""
+
+    trial_ids: np.ndarray
+    case_idx: np.ndarray
+    codes: np.ndarray
+    tally: CaseTally
+
+
+def overall_codes_from_rows(*, run: Any, rows: RunRows) -> OverallCodes:
+    """Steps 1–4 of ``report_from_rows`` for the overall verdict alone (no figures, slices or
+    reasons), for readers of many runs at once (the grid of runs, a case's history); tests
+    check that it agrees with the run report's per-case rows. No queries."""
+    n_cases, n_trials = len(rows.cases), len(rows.trials)
+    columns = list(zip(*rows.trials, strict=True)) if rows.trials else [(), (), ()]
+    trial_ids = np.array(columns[0], dtype=np.int64)
+    order = np.argsort(trial_ids, kind="stable")
+    trial_ids = trial_ids[order]
+    case_by_id = {c[0]: i for i, c in enumerate(rows.cases)}
+    case_idx = np.array([case_by_id[c] for c in columns[1]], dtype=np.int64)[order]
+    status = np.array(columns[2], dtype=object)[order] if n_trials else np.array([], dtype=object)
+    trial_codes = np.full(n_trials, PENDING)
+    trial_codes[status == "ok"] = PASS
+    trial_codes[status == "error"] = PIPELINE
+    gating = dict(run.grader_set.gating_pairs)
+    g_cols = list(zip(*rows.grades, strict=True)) if rows.grades else [()] * 6
+    g_keys = np.array(g_cols[1], dtype=object)
+    pos = np.searchsorted(trial_ids, np.array(g_cols[0], dtype=np.int64))
+    g_code = np.array(g_cols[2], dtype=np.int64)
+    g_gating = np.array(g_cols[4], dtype=bool)
+    g_ok_trial = trial_codes[pos] == PASS if pos.size else np.array([], dtype=bool)
+    gating_codes = []
+    for key in list(gating) + sorted(set(g_cols[1]) - set(gating)):
+        mine = (g_keys == key) & g_ok_trial
+        if key not in gating and not g_gating[mine].any():
+            continue  # a grader outside the grader set gates only when its grades say so
+        if key in gating and not gating[key]:
+            continue
+        code = np.where(trial_codes == PASS, MISSING, trial_codes)
+        code[pos[mine]] = np.where(g_code[mine] == -1, ERRORED, g_code[mine])
+        gating_codes.append(code)
+    overall = overall_codes(gating_codes, trial_codes)
+    return OverallCodes(trial_ids, case_idx, overall, case_tally(overall, case_idx, n_cases))
