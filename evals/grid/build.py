@@ -15,9 +15,10 @@ Rules (one place for each):
 - Blind reviewing (``evals.blindness``): a cell holding a trial that is blind for the viewer
   is hidden (no counts, no rate; it takes no part in variance, flakiness or change), and so is
   the run-level pass rate and cost against quality of a column whose run holds one.
-- Reads: the run loader for many runs (``evals.report.rows.runs_rows_get``: four queries
-  whatever the size, one more when judges graded) plus the runs, the baseline and the
-  viewer's blind trials: a query count independent of runs, cases and trials.
+- Reads: the run loader for many runs (``evals.report.rows.runs_rows_get`` without per-case
+  usage: three queries whatever the size, one more when judges graded), the runs' usage
+  totals (``runs_usage_totals``), the runs, the baseline and the viewer's blind trials: a
+  query count independent of runs, cases and trials.
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ from evals.models import Run, Suite
 from evals.report.build import overall_codes_from_rows
 from evals.report.cost_quality import CostQuality, cost_quality
 from evals.report.figures import case_wilson
-from evals.report.rows import RunRows, runs_rows_get
+from evals.report.rows import RunRows, runs_rows_get, runs_usage_totals
 from stats.intervals import clustered_rate_interval
 
 MAX_RUNS = 20
@@ -216,7 +217,8 @@ def grid_get(*, suite: Suite, query: GridQuery, viewer) -> Grid:
     runs = grid_runs_pick(suite=suite, query=query)
     baseline = baseline_current(suite=suite)
     blind = blind_trial_ids(viewer)
-    rows_by_run = runs_rows_get(runs=runs) if runs else {}
+    rows_by_run = runs_rows_get(runs=runs, usage=False) if runs else {}
+    totals = runs_usage_totals(runs=runs) if runs else {}
     cases: dict[int, tuple] = {}
     per_run: list[dict[int, GridCell]] = []
     columns = []
@@ -237,7 +239,7 @@ def grid_get(*, suite: Suite, query: GridQuery, viewer) -> Grid:
                 is_simulated=run.is_simulated,
                 is_baseline=baseline is not None and baseline.run_id == run.id,
                 hidden=hidden_run,
-                quality=None if hidden_run else _quality(rows, cells),
+                quality=None if hidden_run else _quality(totals[run.id], cells),
             )
         )
     all_rows = [
@@ -287,10 +289,9 @@ def _run_cells(run: Run, rows: RunRows, blind: frozenset[int]) -> tuple[dict, bo
     return cells, bool(blind_cases)
 
 
-def _quality(rows: RunRows, cells: dict[int, GridCell]) -> CostQuality:
+def _quality(totals: dict, cells: dict[int, GridCell]) -> CostQuality:
     graded = [c for c in cells.values() if c.graded]
     rate = clustered_rate_interval([c.passed for c in graded], [c.graded for c in graded])
-    totals = rows.totals
     return cost_quality(
         finished=totals["finished"],
         cost_known_usd=totals["cost"],
@@ -316,10 +317,18 @@ def _row(case: tuple, cells: tuple[GridCell | None, ...]) -> GridRow:
         tags=tuple(str(t) for t in (case[3] or [])),
         cells=cells,
         mean_rate=sum(rates) / len(rates) if rates else None,
-        variance=float(np.var(rates)) if len(rates) >= 2 else None,
+        variance=_variance(rates),
         flaky_any=any(c is not None and c.flaky for c in cells),
         change=change,
     )
+
+
+def _variance(rates: list[float]) -> float | None:
+    """Population variance (mean squared deviation) of two or more rates; None otherwise."""
+    if len(rates) < 2:
+        return None
+    mean = sum(rates) / len(rates)
+    return sum((r - mean) ** 2 for r in rates) / len(rates)
 
 
 def _sorted(rows: list[GridRow], sort: str) -> list[GridRow]:

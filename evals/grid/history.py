@@ -84,7 +84,7 @@ def case_history_get(*, case: Case, viewer) -> CaseHistory:
     )
     baseline = baseline_current(suite=case.suite)
     blind = blind_trial_ids(viewer)
-    rows_by_run = runs_rows_get(runs=runs, case_ids=[case.id]) if runs else {}
+    rows_by_run = runs_rows_get(runs=runs, case_ids=[case.id], usage=False) if runs else {}
     trial_meta = {
         t[0]: t[1:]
         for t in Trial.objects.filter(case=case, run__in=runs, replaced_by__isnull=True)

@@ -537,34 +537,37 @@ class OverallCodes:
     tally: CaseTally
 
 
+STATUS_CODES = {"ok": PASS, "error": PIPELINE}
+
+
 def overall_codes_from_rows(*, run: Any, rows: RunRows) -> OverallCodes:
     """Steps 1–4 of ``report_from_rows`` for the overall verdict alone (no figures, slices or
     reasons), for readers of many runs at once (the grid of runs, a case's history); tests
-    check that it agrees with the run report's per-case rows. No queries."""
-    n_cases, n_trials = len(rows.cases), len(rows.trials)
-    columns = list(zip(*rows.trials, strict=True)) if rows.trials else [(), (), ()]
-    trial_ids = np.array(columns[0], dtype=np.int64)
+    check that it agrees with the run report's per-case rows. No queries; the rows are read
+    with ``np.fromiter`` (no object arrays), as this runs once per run of a grid."""
+    n_cases, n_trials, n_grades = len(rows.cases), len(rows.trials), len(rows.grades)
+    case_by_id = {c[0]: i for i, c in enumerate(rows.cases)}
+    trial_ids = np.fromiter((t[0] for t in rows.trials), np.int64, n_trials)
     order = np.argsort(trial_ids, kind="stable")
     trial_ids = trial_ids[order]
-    case_by_id = {c[0]: i for i, c in enumerate(rows.cases)}
-    case_idx = np.array([case_by_id[c] for c in columns[1]], dtype=np.int64)[order]
-    status = np.array(columns[2], dtype=object)[order] if n_trials else np.array([], dtype=object)
-    trial_codes = np.full(n_trials, PENDING)
-    trial_codes[status == "ok"] = PASS
-    trial_codes[status == "error"] = PIPELINE
+    case_idx = np.fromiter((case_by_id[t[1]] for t in rows.trials), np.int64, n_trials)[order]
+    trial_codes = np.fromiter(
+        (STATUS_CODES.get(t[2], PENDING) for t in rows.trials), np.int64, n_trials
+    )[order]
     gating = dict(run.grader_set.gating_pairs)
-    g_cols = list(zip(*rows.grades, strict=True)) if rows.grades else [()] * 6
-    g_keys = np.array(g_cols[1], dtype=object)
-    pos = np.searchsorted(trial_ids, np.array(g_cols[0], dtype=np.int64))
-    g_code = np.array(g_cols[2], dtype=np.int64)
-    g_gating = np.array(g_cols[4], dtype=bool)
-    g_ok_trial = trial_codes[pos] == PASS if pos.size else np.array([], dtype=bool)
+    key_pos = {k: i for i, k in enumerate(gating)}
+    g_key = np.fromiter(
+        (key_pos.setdefault(g[1], len(key_pos)) for g in rows.grades), np.int64, n_grades
+    )
+    pos = np.searchsorted(trial_ids, np.fromiter((g[0] for g in rows.grades), np.int64, n_grades))
+    g_code = np.fromiter((g[2] for g in rows.grades), np.int64, n_grades)
+    g_gating = np.fromiter((bool(g[4]) for g in rows.grades), bool, n_grades)
+    g_ok_trial = trial_codes[pos] == PASS if n_grades else np.array([], dtype=bool)
     gating_codes = []
-    for key in list(gating) + sorted(set(g_cols[1]) - set(gating)):
-        mine = (g_keys == key) & g_ok_trial
-        if key not in gating and not g_gating[mine].any():
-            continue  # a grader outside the grader set gates only when its grades say so
-        if key in gating and not gating[key]:
+    for key, i in key_pos.items():
+        mine = (g_key == i) & g_ok_trial
+        # A grader outside the grader set gates when its grades say so (as the report).
+        if not (gating[key] if key in gating else bool(g_gating[mine].any())):
             continue
         code = np.where(trial_codes == PASS, MISSING, trial_codes)
         code[pos[mine]] = np.where(g_code[mine] == -1, ERRORED, g_code[mine])

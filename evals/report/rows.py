@@ -127,20 +127,66 @@ def run_rows_get(*, run: Run, top_up: object = ALL_TRIALS) -> RunRows:
     return _rows_by_run(run_trials(run=run, top_up=top_up), [run.id])[run.id]
 
 
-def runs_rows_get(*, runs: Sequence[Run], case_ids: Iterable[int] | None = None) -> dict:
-    """Several runs read at once, run id -> ``RunRows``, each as ``run_rows_get(run=)`` reads
-    it (every trial a reader counts, top-ups included), restricted to the cases with
-    ``case_ids`` when given (a case's history). The same four queries (plus one when judges
-    graded) whatever the number of runs, cases and trials: the grid of runs and a case's
-    history read runs through here."""
-    run_ids = [r.id for r in runs]
-    trials = Trial.objects.filter(run_id__in=run_ids, replaced_by__isnull=True).order_by()
+def _readable_trials(runs: Sequence[Run], case_ids: Iterable[int] | None) -> models.QuerySet:
+    """The trials of ``runs`` a reader counts (``run_trials`` with every top-up), of the
+    cases ``case_ids`` when given."""
+    trials = Trial.objects.filter(run_id__in=[r.id for r in runs], replaced_by__isnull=True)
     if case_ids is not None:
         trials = trials.filter(case_id__in=list(case_ids))
-    return _rows_by_run(trials, run_ids)
+    return trials.order_by()
 
 
-def _rows_by_run(trials_qs: models.QuerySet, run_ids: list[int]) -> dict[int, RunRows]:
+def runs_rows_get(
+    *, runs: Sequence[Run], case_ids: Iterable[int] | None = None, usage: bool = True
+) -> dict:
+    """Several runs read at once, run id -> ``RunRows``, each as ``run_rows_get(run=)`` reads
+    it (every trial a reader counts, top-ups included), restricted to the cases with
+    ``case_ids`` when given (a case's history). ``usage=False`` leaves the per-case usage
+    out (``RunRows.usage`` empty; ``runs_usage_totals`` sums it per run in one small query).
+    The same four queries (three without usage; plus one when judges graded) whatever the
+    number of runs, cases and trials: the grid of runs and a case's history read runs
+    through here."""
+    return _rows_by_run(_readable_trials(runs, case_ids), [r.id for r in runs], usage=usage)
+
+
+def runs_usage_totals(*, runs: Sequence[Run]) -> dict[int, dict[str, Any]]:
+    """Run id -> the usage totals of ``RunRows.totals`` for each of ``runs`` (the trials
+    ``runs_rows_get`` reads), summed in the database: one query, one row per run."""
+    ok, err = Trial.Status.OK, Trial.Status.ERROR
+    finished = models.Q(status__in=[ok, err])
+    rows = (
+        _readable_trials(runs, None)
+        .values("run_id")
+        .annotate(
+            finished=models.Count("id", filter=finished),
+            cost=models.Sum("cost_usd", filter=finished),
+            cost_unknown=models.Count("id", filter=finished & models.Q(cost_usd__isnull=True)),
+            input_sum=models.Sum("input_tokens", filter=finished),
+            output_sum=models.Sum("output_tokens", filter=finished),
+            input_unknown=models.Count("id", filter=finished & models.Q(input_tokens__isnull=True)),
+            output_unknown=models.Count(
+                "id", filter=finished & models.Q(output_tokens__isnull=True)
+            ),
+        )
+    )
+    empty = {
+        "finished": 0,
+        "cost": None,
+        "cost_unknown": 0,
+        "input_sum": 0,
+        "output_sum": 0,
+        "input_unknown": 0,
+        "output_unknown": 0,
+    }
+    out = {r.id: dict(empty) for r in runs}
+    for row in rows:
+        out[row.pop("run_id")] = {**row, "cost": row["cost"]}
+    return out
+
+
+def _rows_by_run(
+    trials_qs: models.QuerySet, run_ids: list[int], *, usage: bool = True
+) -> dict[int, RunRows]:
     """``RunRows`` per run id of ``run_ids`` from the trials in ``trials_qs`` (the queries of
     ``run_rows_get``; rows split by run in Python)."""
     ok, err = Trial.Status.OK, Trial.Status.ERROR
@@ -162,21 +208,27 @@ def _rows_by_run(trials_qs: models.QuerySet, run_ids: list[int]) -> dict[int, Ru
         .values_list("id", "uuid", "key", "tags", "content_hash")
     )
     finished = models.Q(status__in=[ok, err])
-    usage_rows = trials_qs.values("run_id", "case_id").annotate(
-        finished=models.Count("id", filter=finished),
-        cost=models.Sum("cost_usd", filter=finished),
-        cost_unknown=models.Count("id", filter=finished & models.Q(cost_usd__isnull=True)),
-        input_sum=models.Sum("input_tokens", filter=finished),
-        output_sum=models.Sum("output_tokens", filter=finished),
-        input_unknown=models.Count("id", filter=finished & models.Q(input_tokens__isnull=True)),
-        output_unknown=models.Count("id", filter=finished & models.Q(output_tokens__isnull=True)),
-        tokens_unknown=models.Count(
-            "id",
-            filter=finished
-            & (models.Q(input_tokens__isnull=True) | models.Q(output_tokens__isnull=True)),
-        ),
-        latency_sum=models.Sum("latency_ms", filter=finished),
-        latency_n=models.Count("latency_ms", filter=finished),
+    usage_rows = (
+        (trials_qs if usage else trials_qs.none())
+        .values("run_id", "case_id")
+        .annotate(
+            finished=models.Count("id", filter=finished),
+            cost=models.Sum("cost_usd", filter=finished),
+            cost_unknown=models.Count("id", filter=finished & models.Q(cost_usd__isnull=True)),
+            input_sum=models.Sum("input_tokens", filter=finished),
+            output_sum=models.Sum("output_tokens", filter=finished),
+            input_unknown=models.Count("id", filter=finished & models.Q(input_tokens__isnull=True)),
+            output_unknown=models.Count(
+                "id", filter=finished & models.Q(output_tokens__isnull=True)
+            ),
+            tokens_unknown=models.Count(
+                "id",
+                filter=finished
+                & (models.Q(input_tokens__isnull=True) | models.Q(output_tokens__isnull=True)),
+            ),
+            latency_sum=models.Sum("latency_ms", filter=finished),
+            latency_n=models.Count("latency_ms", filter=finished),
+        )
     )
     judges = _judges({g[5] for g in grades if g[5] is not None})
 

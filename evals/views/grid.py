@@ -15,7 +15,6 @@ from evals.grid.build import MAX_RUNS, SORTS, GridQuery, grid_get, grid_run_choi
 from evals.grid.chart import cost_quality_chart_get, cost_quality_svg
 from evals.grid.history import case_history_get
 from evals.models import Case, Suite
-from evals.templatetags.grid import column_case_url
 
 
 @require_GET
@@ -37,7 +36,6 @@ def suite_grid(request: HttpRequest, suite_id) -> HttpResponse:
         "query": query,
         "error": error,
         "choices": grid_run_choices(suite=suite),
-        "case_urls": [column_case_url(c.uuid) for c in grid.columns] if grid else [],
         "sorts": SORTS,
         "change_classes": CHANGE_CLASSES,
         "max_runs": MAX_RUNS,

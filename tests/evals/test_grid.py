@@ -207,8 +207,7 @@ def test_the_page_filters_and_links_to_histories_and_trials(client, bob, mallory
     assert 'data-flaky="1"' in page and "3 of 4 cases shown" in page
     assert reverse("evals:case-history", args=[suite.uuid, Case.objects.get(key="b").uuid]) in page
     b = Case.objects.get(key="b")
-    assert reverse("evals:run-case", args=[runs[0].uuid, b.uuid]) in page
-    assert "ci-mark" in page and 'title="1/3 passed: 33.3% [' in page
+    assert "ci-mark" in page and 'title="1/3 passed, 95% CI [' in page
     bad = client.get(url + "?last=99")
     assert bad.status_code == 400 and "last" in bad.content.decode()
     history = client.get(reverse("evals:case-history", args=[suite.uuid, b.uuid])).content.decode()
@@ -276,3 +275,12 @@ def test_the_interval_mark_is_never_of_zero_width():
     assert mark_classes(0.0, 0.0) == "l0 w1"
     assert mark_classes(0.21, 0.94) == "l4 w15"
     json.dumps(mark_classes(0.5, 0.5))
+
+
+def test_case_keys_and_tags_are_escaped_in_the_grid(client, carol):
+    run = db_run({"<img src=x onerror=alert(1)>": "PF"}, name="r")
+    Case.objects.filter(suite=run.suite).update(tags=['<b onclick="x">t</b>'])
+    client.force_login(carol)
+    page = client.get(reverse("evals:suite-grid", args=[run.suite.uuid])).content.decode()
+    assert "<img src=x" not in page and "&lt;img src=x onerror=alert(1)&gt;" in page
+    assert "<b onclick" not in page and "&lt;b onclick=&quot;x&quot;&gt;" in page
