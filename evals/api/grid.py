@@ -191,7 +191,7 @@ def _row(row) -> dict:
         "case_uuid": row.case_uuid,
         "key": row.key,
         "tags": list(row.tags),
-        "cells": [None if c is None else {**c.__dict__, "flaky": c.flaky} for c in row.cells],
+        "cells": [None if c is None else {**c._asdict(), "flaky": c.flaky} for c in row.cells],
         "mean_rate": row.mean_rate,
         "variance": row.variance,
         "flaky_any": row.flaky_any,

@@ -26,6 +26,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
+from typing import NamedTuple
 from urllib.parse import urlencode
 
 import numpy as np
@@ -114,12 +115,12 @@ class GridQuery:
         return "?" + urlencode({k: v for k, v in values.items() if v not in ("", None, False)})
 
 
-@dataclass(frozen=True)
-class GridCell:
+class GridCell(NamedTuple):
     """One case in one run: ``passed`` of ``graded`` trials (overall verdicts), ``errored``
     (pipeline errors and errored gating grades, left out), ``trials`` in the run, the rate
     with its Wilson 95% interval (``low`` < ``high``; rate None when nothing was graded), and
-    ``hidden`` (blind for the viewer: every figure withheld, zeros and None)."""
+    ``hidden`` (blind for the viewer: every figure withheld, zeros and None). A named tuple:
+    a grid makes tens of thousands of them."""
 
     passed: int
     graded: int

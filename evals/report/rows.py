@@ -9,9 +9,11 @@ the cursor (``core.db.raw_rows``), so no per-row converter runs.
 
 from __future__ import annotations
 
+from bisect import bisect_left, bisect_right
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
+from operator import itemgetter
 from typing import Any
 
 from django.db import models
@@ -232,16 +234,22 @@ def _rows_by_run(
     )
     judges = _judges({g[5] for g in grades if g[5] is not None})
 
+    # Rows come ordered by run: cut at each change of run, drop the run column in C (map
+    # with itemgetter), and file each grade under its trial's run.
     trials_of: dict[int, list[tuple]] = {r: [] for r in run_ids}
-    for row in trial_rows:
-        trials_of[row[0]].append(row[1:])
+    strip = itemgetter(1, 2, 3, 4, 5)
+    run_column = list(map(itemgetter(0), trial_rows))  # ascending: the query orders by run
+    for run_id in run_ids:
+        lo, hi = bisect_left(run_column, run_id), bisect_right(run_column, run_id)
+        trials_of[run_id] = list(map(strip, trial_rows[lo:hi]))
     grades_of: dict[int, list[tuple]] = {r: [] for r in run_ids}
     if len(run_ids) == 1:
         grades_of[run_ids[0]] = grades
     else:
-        run_of_trial = {row[1]: row[0] for row in trial_rows}
-        for g in grades:
-            grades_of[run_of_trial[g[0]]].append(g)
+        run_of_trial = dict(map(itemgetter(1, 0), trial_rows))
+        grade_runs = map(run_of_trial.__getitem__, map(itemgetter(0), grades))
+        for g, run_id in zip(grades, grade_runs, strict=True):
+            grades_of[run_id].append(g)
     usage_of: dict[int, dict] = {r: {} for r in run_ids}
     for row in usage_rows:
         usage_of[row.pop("run_id")][row.pop("case_id")] = row
