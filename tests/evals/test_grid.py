@@ -15,8 +15,9 @@ from django.urls import reverse
 from core.errors import DomainError
 from evals.baselines import baseline_set
 from evals.grid.build import GridQuery, grid_get
+from evals.grid.chart import cost_quality_chart_get
 from evals.grid.history import case_history_get
-from evals.models import Case, Suite
+from evals.models import Case, Run, Suite
 from evals.report.selectors import run_report
 from evals.templatetags.grid import mark_classes
 from labeling.models import Label
@@ -284,3 +285,15 @@ def test_case_keys_and_tags_are_escaped_in_the_grid(client, carol):
     page = client.get(reverse("evals:suite-grid", args=[run.suite.uuid])).content.decode()
     assert "<img src=x" not in page and "&lt;img src=x onerror=alert(1)&gt;" in page
     assert "<b onclick" not in page and "&lt;b onclick=&quot;x&quot;&gt;" in page
+
+
+def test_the_cost_quality_chart_leaves_out_a_run_blind_for_the_reviewer(client, bob, carol):
+    run, version, trials = judged_run(3, judge_fails=1)
+    Run.objects.filter(id=run.id).update(name="blind-run")
+    calibration_set(run, version, trials[:1])
+
+    for_bob = cost_quality_chart_get(suite=run.suite, viewer=bob)
+    assert for_bob.points == [] and for_bob.left_out == [("blind-run", "hidden while you label")]
+    for_carol = cost_quality_chart_get(suite=run.suite, viewer=carol)
+    assert for_carol.left_out[0][0] == "blind-run"
+    assert for_carol.left_out[0][1] != "hidden while you label"
