@@ -211,9 +211,10 @@ def grid_runs_pick(*, suite: Suite, query: GridQuery) -> list[Run]:
 def grid_get(*, suite: Suite, query: GridQuery, viewer) -> Grid:
     """The grid of ``suite`` for ``query`` as ``viewer`` may see it (module rules).
 
-    Queries: runs, baseline, the viewer's blind trials (none for engineers and leads), and
-    ``runs_rows_get``'s four (five when judges graded): independent of runs, cases and
-    trials. Raises ``DomainError`` as ``grid_runs_pick``.
+    Queries: runs, baseline, the viewer's blind trials (none for engineers and leads),
+    ``runs_rows_get``'s three without usage (four when judges graded) and one per-run usage
+    sum (``runs_usage_totals``): independent of runs, cases and trials. Raises
+    ``DomainError`` as ``grid_runs_pick``.
     """
     runs = grid_runs_pick(suite=suite, query=query)
     baseline = baseline_current(suite=suite)
