@@ -6,6 +6,7 @@ from rest_framework.routers import SimpleRouter
 
 from config import api_docs
 from evals.api import comparisons as comparisons_api
+from evals.api import grid as grid_api
 from evals.api import runs as evals_api
 from interop.api import exports as exports_api
 from interop.api import imports as api_imports
@@ -34,6 +35,17 @@ urlpatterns = [
     path("ingest", api_ingest.IngestApi.as_view(), name="ingest"),
     path("imports", api_imports.ImportApi.as_view(), name="imports"),
     path("gate", comparisons_api.GateApi.as_view(), name="gate"),
+    path("suites/<str:suite_id>/grid", grid_api.SuiteGridApi.as_view(), name="suite-grid"),
+    path(
+        "suites/<str:suite_id>/grid/export",
+        exports_api.GridExportApi.as_view(),
+        name="suite-grid-export",
+    ),
+    path(
+        "suites/<str:suite_id>/cases/<str:case_id>/history",
+        grid_api.CaseHistoryApi.as_view(),
+        name="case-history",
+    ),
     path(
         "top-ups/<str:top_up_id>/",
         comparisons_api.TopUpDetailApi.as_view(),

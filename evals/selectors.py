@@ -19,6 +19,7 @@ from core.ids import uuid_parse
 from evals.blindness import blind_trial_ids, grades_prefetch, labels_prefetch
 from evals.grading.verdict import trial_verdict_annotations
 from evals.models import Case, Run, Trial
+from evals.report.cost_quality import CostQuality, cost_quality
 from stats.intervals import clustered_rate_interval
 
 RUN_LIST_PAGE_SIZE = 50
@@ -50,6 +51,19 @@ class RunListStats:
     pass_rate: float | None = None
     pass_rate_low: float | None = None
     pass_rate_high: float | None = None
+
+    @property
+    def quality(self) -> CostQuality:
+        """Cost per passing trial and pass rate per dollar (``evals.report.cost_quality``)."""
+        return cost_quality(
+            finished=self.finished,
+            cost_known_usd=self.cost_known_usd,
+            cost_unknown=self.cost_unknown,
+            passed=self.passed,
+            pass_rate=self.pass_rate,
+            pass_rate_low=self.pass_rate_low,
+            pass_rate_high=self.pass_rate_high,
+        )
 
     @property
     def cost_state(self) -> str:

@@ -1,6 +1,7 @@
 from django.urls import path
 
 from evals.views import comparison as views_comparison
+from evals.views import grid as views_grid
 from evals.views import runs as views
 from evals.views import suites as views_suite
 
@@ -20,6 +21,17 @@ urlpatterns = [
         "suites/<uuid:suite_id>/cases/<uuid:case_id>/graduate/",
         views_suite.case_graduate,
         name="case-graduate",
+    ),
+    path("suites/<uuid:suite_id>/grid/", views_grid.suite_grid, name="suite-grid"),
+    path(
+        "suites/<uuid:suite_id>/cost-quality.svg",
+        views_grid.suite_cost_quality_chart,
+        name="suite-cost-quality-chart",
+    ),
+    path(
+        "suites/<uuid:suite_id>/cases/<uuid:case_id>/history/",
+        views_grid.case_history,
+        name="case-history",
     ),
     path("runs/<uuid:run_id>/baseline/", views_suite.baseline_set, name="baseline-set"),
     path("runs/<uuid:run_id>/compare/", views_comparison.comparison_pick, name="comparison-pick"),

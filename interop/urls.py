@@ -19,6 +19,7 @@ urlpatterns = [
         views.preferences_export,
         name="preferences-export",
     ),
+    path("suites/<uuid:suite_id>/grid/export/", views.grid_export, name="grid-export"),
     path(
         "calibration-sets/<uuid:set_id>/export/",
         views.calibration_export,

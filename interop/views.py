@@ -22,9 +22,11 @@ from core.http import RUNNER_ROLES, VIEWER_ROLES, HtmxHttpRequest, role_required
 from core.ids import uuid_parse
 from core.roles import ENGINEER, LEAD
 from evals.blindness import BLIND_COMPARISON, comparison_is_blind
-from evals.models import Run
+from evals.grid.build import GridQuery
+from evals.models import Run, Suite
 from interop import exports
 from interop.calibration_export import calibration_table
+from interop.grid_export import grid_table
 from interop.import_jobs import import_job_create, import_job_get, import_job_progress
 from interop.importers import results_import
 from interop.importers.forms import ImportUploadForm
@@ -201,4 +203,22 @@ def calibration_export(request: HttpRequest, set_id) -> HttpResponse:
         request,
         lambda zone: calibration_table(calibration_set=cset, judge_version=version, zone=zone),
         f"calibration-{cset.uuid}",
+    )
+
+
+@require_GET
+@role_required(*VIEWER_ROLES)
+def grid_export(request: HttpRequest, suite_id) -> HttpResponse:
+    """The grid of runs of a suite, one row per cell (``interop.grid_export.grid_table``), for
+    the grid page's query (``runs``/``last``, ``tag``, ``change``, ``flaky``, ``sort``); what
+    the user may not see while labeling is null."""
+    suite = get_object_or_404(Suite, uuid=suite_id)
+    try:
+        query = GridQuery.from_params(request.GET, runs=request.GET.getlist("runs"))
+    except DomainError as exc:
+        return HttpResponseBadRequest(str(exc), content_type="text/plain; charset=utf-8")
+    return table_download_response(
+        request,
+        lambda zone: grid_table(suite=suite, query=query, viewer=request.user, zone=zone),
+        f"grid-{suite.uuid}",
     )

@@ -11,6 +11,7 @@ from typing import Any
 from django import template
 
 from core.decimals import usd_plain
+from core.money import per_usd_text, usd_signed_text, usd_text
 from core.roles import ENGINEER, LEAD, ROLES, user_has_role
 
 register = template.Library()
@@ -42,11 +43,36 @@ def percent_interval(low: float | None, high: float | None) -> str:
 
 @register.filter
 def usd(amount: Decimal | float | None) -> str:
-    """US dollars: "$0.0112" (4 decimals below $1, else 2); None -> "unknown" (never $0)."""
-    if amount is None:
+    """US dollars by ``core.money.usd_text``: "$0.0112", "$0.0000051" (a known non-zero cost
+    never reads "$0.0000"), "$12.34"; None, a missing value ("") or anything that is not an
+    amount -> "unknown" (never $0)."""
+    try:
+        return usd_text(None if amount == "" else amount)
+    except ValueError:
         return "unknown"
-    amount = Decimal(amount)
-    return f"${amount:,.4f}" if abs(amount) < 1 else f"${amount:,.2f}"
+
+
+@register.filter
+def usd_signed(amount: Decimal | float | None) -> str:
+    """A signed difference of dollars ("+$0.0000051", "−$0.0040"); None -> "unknown"."""
+    try:
+        return usd_signed_text(None if amount == "" else amount)
+    except ValueError:
+        return "unknown"
+
+
+@register.filter
+def per_usd(value: float | None) -> str:
+    """A pass rate per dollar, three significant digits ("412 per $"); None -> "undefined"."""
+    return per_usd_text(value)
+
+
+@register.simple_tag
+def per_usd_interval(low: float | None, high: float | None) -> str:
+    """The 95% interval of a pass rate per dollar ("[380, 440] per $"); "" when unknown."""
+    if low is None or high is None:
+        return ""
+    return f"[{per_usd_text(low).removesuffix(' per $')}, {per_usd_text(high)}]"
 
 
 @register.filter

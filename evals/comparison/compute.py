@@ -31,6 +31,7 @@ from django.core.cache import cache
 from core.strict_json import json_safe
 from core.templatetags.dashboard import key_ks
 from evals.comparison.run_data import CaseData, GraderInfo, RunData, run_data_get, verdict_lists
+from evals.report.cost_quality import CostQuality, cost_quality
 from evals.report.figures import pass_k_table
 from stats.compare import (
     Interval,
@@ -38,6 +39,7 @@ from stats.compare import (
     stratified_permutation_test,
     within_case_interval,
 )
+from stats.intervals import clustered_rate_interval
 from stats.power import DetectableDrop, min_detectable_drop
 
 FIXED, BROKEN, BETTER, WORSE, FLAKY, UNCHANGED, NO_VERDICT = (
@@ -191,7 +193,8 @@ class Usage:
     """Usage over the shared cases' finished trials of one side: ``cost_usd`` total (None
     when any cost is unknown; ``cost_known_usd`` then is a lower bound), per-trial means
     (USD, tokens in+out, ms; None when unknown), ``cost_unknown``/``tokens_unknown`` trial
-    counts, ``finished`` trials."""
+    counts, ``finished`` trials; ``quality``: cost per passing trial and pass rate per dollar
+    over the same cases (``evals.report.cost_quality``)."""
 
     finished: int
     cost_usd: Decimal | None
@@ -202,6 +205,7 @@ class Usage:
     tokens_unknown: int
     tokens_per_trial: float | None
     latency_mean_ms: float | None
+    quality: CostQuality | None = None
 
 
 @dataclass(frozen=True)
@@ -438,6 +442,17 @@ def _usage(cases: list[CaseData]) -> Usage:
     tok_unknown = sum(c.tokens_unknown for c in cases)
     tokens = sum(c.input_tokens + c.output_tokens for c in cases) if not tok_unknown else None
     lat_n = sum(c.latency_n for c in cases)
+    graded = [c for c in cases if c.graded]
+    rate = clustered_rate_interval([c.passed for c in graded], [c.graded for c in graded])
+    quality = cost_quality(
+        finished=finished,
+        cost_known_usd=known,
+        cost_unknown=unknown,
+        passed=sum(c.passed for c in cases),
+        pass_rate=rate.mean,
+        pass_rate_low=rate.ci_low,
+        pass_rate_high=rate.ci_high,
+    )
     return Usage(
         finished=finished,
         cost_usd=cost,
@@ -450,6 +465,7 @@ def _usage(cases: list[CaseData]) -> Usage:
         tokens_unknown=tok_unknown,
         tokens_per_trial=tokens / finished if tokens is not None and finished else None,
         latency_mean_ms=sum(c.latency_sum_ms for c in cases) / lat_n if lat_n else None,
+        quality=quality,
     )
 
 

@@ -9,10 +9,9 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict
-from decimal import Decimal
 from typing import Any
 
-from core.decimals import decimal_plain
+from core.money import per_usd_text, usd_text
 from core.strict_json import json_safe
 from evals.comparison.compute import CHANGE_CLASSES, Comparison, pvalue_format, pvalue_phrase
 from evals.comparison.gate import GateDecision
@@ -41,7 +40,7 @@ def _code(text: str) -> str:
 
 
 def _usd(x) -> str:
-    return "unknown" if x is None else f"${decimal_plain(Decimal(str(x)))}"
+    return usd_text(x)
 
 
 def _case_line(v) -> str:
@@ -181,6 +180,13 @@ def gate_markdown(comparison: Comparison, decision: GateDecision) -> str:
         f"{_num(u.base.tokens_per_trial)} → {_num(u.head.tokens_per_trial)}; latency "
         f"{_num(u.base.latency_mean_ms)} ms → {_num(u.head.latency_mean_ms)} ms"
     )
+    if u.base.quality is not None and u.head.quality is not None:
+        out.append(
+            f"- per passing trial: cost {_usd(u.base.quality.cost_per_passing_trial_usd)} → "
+            f"{_usd(u.head.quality.cost_per_passing_trial_usd)}; pass rate per dollar "
+            f"{per_usd_text(u.base.quality.pass_rate_per_usd)} → "
+            f"{per_usd_text(u.head.quality.pass_rate_per_usd)}"
+        )
     if c.pass_hat_k:
         out.append("- " + _pass_k_line(c))
     moved = sorted(

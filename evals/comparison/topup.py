@@ -28,8 +28,8 @@ from django.db import transaction
 from django.db.models import Avg, Count, F, Q, Sum
 from django.utils import timezone
 
-from core.decimals import decimal_plain
 from core.errors import DomainError
+from core.money import usd_text
 from core.roles import ENGINEER, LEAD, role_require
 from evals.comparison.gate import GateDecision, gate_evaluate, gate_plan, plan_json
 from evals.comparison.render import gate_json
@@ -242,7 +242,7 @@ def top_up_advance(*, top_up_id: int) -> TopUp:
                 "sentence": (
                     f"Cannot decide: {len(next_round)} suspect case(s) are unresolved and the "
                     f"next round (about {_usd(estimate)}) would pass the cost cap of "
-                    f"${decimal_plain(top_up.max_cost_usd)}; " + decision.sentence
+                    f"{usd_text(top_up.max_cost_usd)}; " + decision.sentence
                 ),
             }
             if top_up.adaptive:
@@ -383,9 +383,7 @@ def top_up_cancel(*, top_up: TopUp, by=None) -> bool:
 
 
 def _usd(value: Decimal | None) -> str:
-    if value is None:
-        return "an unknown cost"
-    return f"${decimal_plain(value.quantize(Decimal('0.0001')))}"
+    return "an unknown cost" if value is None else usd_text(value)
 
 
 def top_up_result(*, top_up: TopUp):

@@ -38,6 +38,7 @@ from evals.grading.verdict import (
     case_tally,
     overall_codes,
 )
+from evals.report.cost_quality import CostQuality, cost_quality
 from evals.report.figures import (
     Figures,
     case_wilson,
@@ -184,6 +185,7 @@ class RunReport:
     latency: Latency
     cost: Cost
     judge_calls: Spend | None = None  # judges.ledger: every judge call paid for the run
+    cost_quality: CostQuality | None = None
     # A run with a contract grader: ``RunDecisions.as_json()`` (evals.grading.contract);
     # None otherwise.
     decisions: dict[str, Any] | None = None
@@ -324,6 +326,16 @@ def report_from_rows(*, run: Any, rows: RunRows, reasons: ReasonRows) -> RunRepo
     n_pipeline = int((trial_codes == PIPELINE).sum())
     finished_latency = latency[order][(trial_codes == PASS) | (trial_codes == PIPELINE)]
     totals = rows.totals
+    rate = overall_figures.pass_rate
+    quality = cost_quality(
+        finished=totals["finished"],
+        cost_known_usd=totals["cost"],
+        cost_unknown=totals["cost_unknown"],
+        passed=overall_figures.trials_passed,
+        pass_rate=rate.mean,
+        pass_rate_low=rate.ci_low,
+        pass_rate_high=rate.ci_high,
+    )
     return RunReport(
         run_uuid=str(run.uuid),
         run_name=run.name,
@@ -361,7 +373,8 @@ def report_from_rows(*, run: Any, rows: RunRows, reasons: ReasonRows) -> RunRepo
             output_unknown=totals["output_unknown"],
         ),
         latency=_latency(finished_latency),
-        cost=_cost(totals, overall_figures.trials_passed),
+        cost=_cost(quality),
+        cost_quality=quality,
     )
 
 
@@ -457,17 +470,63 @@ def _latency(values: np.ndarray) -> Latency:
     return Latency(float(p50), float(p95), int(known.size), unknown)
 
 
-def _cost(totals: dict[str, Any], passes: int) -> Cost:
-    finished, unknown = totals["finished"], totals["cost_unknown"]
-    # Quantized to the column's 8 decimal places: SQLite sums decimals as floats (15
-    # significant digits), PostgreSQL exactly; both then read the same.
-    known_sum = Decimal(totals["cost"] or 0).quantize(Decimal("1e-8"))
-    total = known_sum if finished and not unknown else None
-    per_pass = (total / passes).quantize(Decimal("1e-8")) if total is not None and passes else None
+def _cost(quality: CostQuality) -> Cost:
+    """The report's cost block from ``quality`` (``evals.report.cost_quality``)."""
     return Cost(
-        known_usd=known_sum,
-        unknown=unknown,
-        finished=finished,
-        total_usd=total,
-        per_passing_trial_usd=per_pass,
+        known_usd=quality.cost_known_usd,
+        unknown=quality.cost_unknown,
+        finished=quality.finished,
+        total_usd=quality.cost_usd,
+        per_passing_trial_usd=quality.cost_per_passing_trial_usd,
     )
+
+
+@dataclass(frozen=True)
+class OverallCodes:
+    """Each trial's overall verdict code for a run read by the run loader: ``trial_ids``
+    (sorted), ``case_idx`` (index into ``RunRows.cases``), ``codes`` (``evals.grading.verdict``
+    codes, the report's overall rule) and the per-case ``tally``."""
+
+    trial_ids: np.ndarray
+    case_idx: np.ndarray
+    codes: np.ndarray
+    tally: CaseTally
+
+
+STATUS_CODES = {"ok": PASS, "error": PIPELINE}
+
+
+def overall_codes_from_rows(*, run: Any, rows: RunRows) -> OverallCodes:
+    """Steps 1–4 of ``report_from_rows`` for the overall verdict alone (no figures, slices or
+    reasons), for readers of many runs at once (the grid of runs, a case's history); tests
+    check that it agrees with the run report's per-case rows. No queries; the rows are read
+    with ``np.fromiter`` (no object arrays), as this runs once per run of a grid."""
+    n_cases, n_trials, n_grades = len(rows.cases), len(rows.trials), len(rows.grades)
+    case_by_id = {c[0]: i for i, c in enumerate(rows.cases)}
+    trial_ids = np.fromiter((t[0] for t in rows.trials), np.int64, n_trials)
+    order = np.argsort(trial_ids, kind="stable")
+    trial_ids = trial_ids[order]
+    case_idx = np.fromiter((case_by_id[t[1]] for t in rows.trials), np.int64, n_trials)[order]
+    trial_codes = np.fromiter(
+        (STATUS_CODES.get(t[2], PENDING) for t in rows.trials), np.int64, n_trials
+    )[order]
+    gating = dict(run.grader_set.gating_pairs)
+    key_pos = {k: i for i, k in enumerate(gating)}
+    g_key = np.fromiter(
+        (key_pos.setdefault(g[1], len(key_pos)) for g in rows.grades), np.int64, n_grades
+    )
+    pos = np.searchsorted(trial_ids, np.fromiter((g[0] for g in rows.grades), np.int64, n_grades))
+    g_code = np.fromiter((g[2] for g in rows.grades), np.int64, n_grades)
+    g_gating = np.fromiter((bool(g[4]) for g in rows.grades), bool, n_grades)
+    g_ok_trial = trial_codes[pos] == PASS if n_grades else np.array([], dtype=bool)
+    gating_codes = []
+    for key, i in key_pos.items():
+        mine = (g_key == i) & g_ok_trial
+        # A grader outside the grader set gates when its grades say so (as the report).
+        if not (gating[key] if key in gating else bool(g_gating[mine].any())):
+            continue
+        code = np.where(trial_codes == PASS, MISSING, trial_codes)
+        code[pos[mine]] = np.where(g_code[mine] == -1, ERRORED, g_code[mine])
+        gating_codes.append(code)
+    overall = overall_codes(gating_codes, trial_codes)
+    return OverallCodes(trial_ids, case_idx, overall, case_tally(overall, case_idx, n_cases))

@@ -9,8 +9,11 @@ the cursor (``core.db.raw_rows``), so no per-row converter runs.
 
 from __future__ import annotations
 
+from bisect import bisect_left, bisect_right
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
+from operator import itemgetter
 from typing import Any
 
 from django.db import models
@@ -123,13 +126,77 @@ def run_rows_get(*, run: Run, top_up: object = ALL_TRIALS) -> RunRows:
     when judges graded it (their versions with their active approvals). ``trials`` carry
     their look: 0 for the run's own trials, the round of a top-up's.
     """
+    return _rows_by_run(run_trials(run=run, top_up=top_up), [run.id])[run.id]
+
+
+def _readable_trials(runs: Sequence[Run], case_ids: Iterable[int] | None) -> models.QuerySet:
+    """The trials of ``runs`` a reader counts (``run_trials`` with every top-up), of the
+    cases ``case_ids`` when given."""
+    trials = Trial.objects.filter(run_id__in=[r.id for r in runs], replaced_by__isnull=True)
+    if case_ids is not None:
+        trials = trials.filter(case_id__in=list(case_ids))
+    return trials.order_by()
+
+
+def runs_rows_get(
+    *, runs: Sequence[Run], case_ids: Iterable[int] | None = None, usage: bool = True
+) -> dict:
+    """Several runs read at once, run id -> ``RunRows``, each as ``run_rows_get(run=)`` reads
+    it (every trial a reader counts, top-ups included), restricted to the cases with
+    ``case_ids`` when given (a case's history). ``usage=False`` leaves the per-case usage
+    out (``RunRows.usage`` empty; ``runs_usage_totals`` sums it per run in one small query).
+    The same four queries (three without usage; plus one when judges graded) whatever the
+    number of runs, cases and trials: the grid of runs and a case's history read runs
+    through here."""
+    return _rows_by_run(_readable_trials(runs, case_ids), [r.id for r in runs], usage=usage)
+
+
+def runs_usage_totals(*, runs: Sequence[Run]) -> dict[int, dict[str, Any]]:
+    """Run id -> the usage totals of ``RunRows.totals`` for each of ``runs`` (the trials
+    ``runs_rows_get`` reads), summed in the database: one query, one row per run."""
     ok, err = Trial.Status.OK, Trial.Status.ERROR
-    trials_qs = run_trials(run=run, top_up=top_up)
+    finished = models.Q(status__in=[ok, err])
+    rows = (
+        _readable_trials(runs, None)
+        .values("run_id")
+        .annotate(
+            finished=models.Count("id", filter=finished),
+            cost=models.Sum("cost_usd", filter=finished),
+            cost_unknown=models.Count("id", filter=finished & models.Q(cost_usd__isnull=True)),
+            input_sum=models.Sum("input_tokens", filter=finished),
+            output_sum=models.Sum("output_tokens", filter=finished),
+            input_unknown=models.Count("id", filter=finished & models.Q(input_tokens__isnull=True)),
+            output_unknown=models.Count(
+                "id", filter=finished & models.Q(output_tokens__isnull=True)
+            ),
+        )
+    )
+    empty = {
+        "finished": 0,
+        "cost": None,
+        "cost_unknown": 0,
+        "input_sum": 0,
+        "output_sum": 0,
+        "input_unknown": 0,
+        "output_unknown": 0,
+    }
+    out = {r.id: dict(empty) for r in runs}
+    for row in rows:
+        out[row.pop("run_id")] = {**row, "cost": row["cost"]}
+    return out
+
+
+def _rows_by_run(
+    trials_qs: models.QuerySet, run_ids: list[int], *, usage: bool = True
+) -> dict[int, RunRows]:
+    """``RunRows`` per run id of ``run_ids`` from the trials in ``trials_qs`` (the queries of
+    ``run_rows_get``; rows split by run in Python)."""
+    ok, err = Trial.Status.OK, Trial.Status.ERROR
     # Ordered by attempt so per-case verdict lists read the same from the database and from
     # an exported file (PostgreSQL returns rows in no fixed order otherwise).
-    trials = raw_rows(
-        trials_qs.order_by("case_id", "attempt").values_list(
-            "id", "case_id", "status", "latency_ms", Coalesce("top_up_round", 0)
+    trial_rows = raw_rows(
+        trials_qs.order_by("run_id", "case_id", "attempt").values_list(
+            "run_id", "id", "case_id", "status", "latency_ms", Coalesce("top_up_round", 0)
         )
     )
     grades = raw_rows(
@@ -143,9 +210,10 @@ def run_rows_get(*, run: Run, top_up: object = ALL_TRIALS) -> RunRows:
         .values_list("id", "uuid", "key", "tags", "content_hash")
     )
     finished = models.Q(status__in=[ok, err])
-    usage = {
-        row.pop("case_id"): row
-        for row in trials_qs.values("case_id").annotate(
+    usage_rows = (
+        (trials_qs if usage else trials_qs.none())
+        .values("run_id", "case_id")
+        .annotate(
             finished=models.Count("id", filter=finished),
             cost=models.Sum("cost_usd", filter=finished),
             cost_unknown=models.Count("id", filter=finished & models.Q(cost_usd__isnull=True)),
@@ -163,14 +231,41 @@ def run_rows_get(*, run: Run, top_up: object = ALL_TRIALS) -> RunRows:
             latency_sum=models.Sum("latency_ms", filter=finished),
             latency_n=models.Count("latency_ms", filter=finished),
         )
-    }
-    return RunRows(
-        trials=trials,
-        grades=grades,
-        cases=cases,
-        usage=usage,
-        judges=_judges({g[5] for g in grades if g[5] is not None}),
     )
+    judges = _judges({g[5] for g in grades if g[5] is not None})
+
+    # Rows come ordered by run: cut at each change of run, drop the run column in C (map
+    # with itemgetter), and file each grade under its trial's run.
+    trials_of: dict[int, list[tuple]] = {r: [] for r in run_ids}
+    strip = itemgetter(1, 2, 3, 4, 5)
+    run_column = list(map(itemgetter(0), trial_rows))  # ascending: the query orders by run
+    for run_id in run_ids:
+        lo, hi = bisect_left(run_column, run_id), bisect_right(run_column, run_id)
+        trials_of[run_id] = list(map(strip, trial_rows[lo:hi]))
+    grades_of: dict[int, list[tuple]] = {r: [] for r in run_ids}
+    if len(run_ids) == 1:
+        grades_of[run_ids[0]] = grades
+    else:
+        run_of_trial = dict(map(itemgetter(1, 0), trial_rows))
+        grade_runs = map(run_of_trial.__getitem__, map(itemgetter(0), grades))
+        for g, run_id in zip(grades, grade_runs, strict=True):
+            grades_of[run_id].append(g)
+    usage_of: dict[int, dict] = {r: {} for r in run_ids}
+    for row in usage_rows:
+        usage_of[row.pop("run_id")][row.pop("case_id")] = row
+    out = {}
+    for run_id in run_ids:
+        mine = trials_of[run_id]
+        case_set = {t[1] for t in mine}
+        versions = {g[5] for g in grades_of[run_id] if g[5] is not None}
+        out[run_id] = RunRows(
+            trials=mine,
+            grades=grades_of[run_id],
+            cases=[c for c in cases if c[0] in case_set],
+            usage=usage_of[run_id],
+            judges={v: j for v, j in judges.items() if v in versions},
+        )
+    return out
 
 
 def _judges(version_ids: set[int]) -> dict[int, JudgeInfo]:

@@ -20,9 +20,13 @@ from core.api.permissions import IsRunner, IsViewer
 from core.errors import DomainError
 from core.http import uuid_or_404
 from evals.api.comparisons import P_BASE, P_HEAD, run_or_404
+from evals.api.grid import GRID_PARAMS
+from evals.grid.build import GridQuery
+from evals.models import Suite
 from interop import exports
 from interop.calibration_export import calibration_table
 from interop.exports import table_download
+from interop.grid_export import grid_table
 from interop.run_file import run_export_json
 from judges.models import JudgeRun
 from labeling.api import version_param
@@ -226,4 +230,24 @@ class CalibrationExportApi(APIView):
             request,
             lambda zone: calibration_table(calibration_set=cset, judge_version=version, zone=zone),
             f"calibration-{cset.uuid}",
+        )
+
+
+class GridExportApi(DownloadApi):
+    """GET: the grid of runs of a suite as CSV or Parquet, one row per cell
+    (``interop.grid_export.grid_table``), for the grid's query parameters."""
+
+    @extend_schema(
+        parameters=[*GRID_PARAMS[:7], _format_param(exports.FORMATS), P_TZ],
+        responses=_file_responses(exports.FORMATS),
+    )
+    def get(self, request, suite_id):
+        suite = get_object_or_404(Suite, uuid=uuid_or_404(suite_id, "suite"))
+        query = GridQuery.from_params(
+            request.query_params, runs=request.query_params.getlist("runs")
+        )
+        return table_download(
+            request,
+            lambda zone: grid_table(suite=suite, query=query, viewer=request.user, zone=zone),
+            f"grid-{suite.uuid}",
         )

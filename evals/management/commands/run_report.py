@@ -11,8 +11,8 @@ import json
 
 from django.core.management.base import BaseCommand, CommandError
 
-from core.decimals import decimal_plain
 from core.errors import DomainError
+from core.money import per_usd_text, usd_text
 from core.templatetags.dashboard import percent_interval
 from evals.models import Run
 from evals.report.build import RunReport
@@ -80,16 +80,17 @@ def render_text(report: RunReport) -> str:
         lines.append(f"{g.grader}: {g.text}")
     c = report.cost
     if c.total_usd is not None:
-        cost = f"${decimal_plain(c.total_usd)}"
+        cost = usd_text(c.total_usd)
     elif c.unknown and c.unknown < c.finished:
-        known = decimal_plain(c.known_usd)
-        cost = f">= ${known} (cost unknown for {c.unknown} of {c.finished} trials)"
+        cost = f">= {usd_text(c.known_usd)} (cost unknown for {c.unknown} of {c.finished} trials)"
     else:
         cost = "unknown"
     lines.append(
         f"tokens: {report.tokens.input} in, {report.tokens.output} out; latency p50 "
         f"{_ms(report.latency.p50_ms)}, p95 {_ms(report.latency.p95_ms)}; cost {cost}"
     )
+    if report.cost_quality is not None:
+        lines.append(quality_line(report.cost_quality))
     return "\n".join(lines)
 
 
@@ -112,6 +113,18 @@ def _decision_lines(d: dict | None) -> list[str]:
             + ", ".join(f"{k} in {n} trials" for k, n in d["missing_coverage"].items())
         )
     return lines
+
+
+def quality_line(q) -> str:
+    """Cost against quality in one line: cost per passing trial and pass rate per dollar with
+    its 95% interval, or why they are undefined (``evals.report.cost_quality``)."""
+    why = f" ({q.note})" if q.note else ""
+    per_pass = usd_text(q.cost_per_passing_trial_usd)
+    per_usd = per_usd_text(q.pass_rate_per_usd)
+    if q.pass_rate_per_usd_low is not None:
+        low, high = per_usd_text(q.pass_rate_per_usd_low), per_usd_text(q.pass_rate_per_usd_high)
+        per_usd += f" [{low.removesuffix(' per $')}, {high}]"
+    return f"cost per passing trial {per_pass}; pass rate per dollar {per_usd}{why}"
 
 
 def _cases(n: int) -> str:

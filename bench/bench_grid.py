@@ -1,0 +1,175 @@
+"""Benchmark the grid of runs page (``evals:suite-grid``): server time and query count.
+
+Usage (SQLite, in a throwaway test database):
+    .venv/bin/python bench/bench_grid.py [--trials N]
+PostgreSQL:
+    DATABASE_URL=postgres://postgres@127.0.0.1:5432/assay_bench_grid \
+        .venv/bin/python bench/bench_grid.py
+
+Builds one suite of 2,000 cases (10 tags) and 10 runs of N trials per case (default 3; one
+gating grader; ~2% pipeline errors, ~1% errored grades, ~3% unknown costs; per-case pass
+probabilities drawn from {1, 1, .9, .7, .4} and nudged per run), then fetches the grid
+through Django's test client as a signed-in lead: median and min of 5 requests after one
+warm-up (request to response, template rendered), and the query count
+(CaptureQueriesContext), for 2 and 10 runs (query count must not grow), the whole grid
+sorted by variance, and filtered to flaky cases. Also the case history page and the CSV
+export of the 10-run grid. Target: < 500 ms for 10 runs × 2,000 cases.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import statistics
+import sys
+import time
+from decimal import Decimal
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings_test")
+
+import django  # noqa: E402
+
+django.setup()
+
+from django.contrib.auth.models import Group, User  # noqa: E402
+from django.db import connection  # noqa: E402
+from django.test import Client  # noqa: E402
+from django.test.utils import CaptureQueriesContext, setup_test_environment  # noqa: E402
+from django.urls import reverse  # noqa: E402
+
+from evals.models import Case, Grade, Run, Suite, Trial, content_hash  # noqa: E402
+
+N_CASES, N_RUNS = 2000, 10
+GRADERS = [{"key": "policy", "kind": "python"}]
+
+
+def build_run(suite, cases, name, probs, trials_per_case, rng) -> Run:
+    run = Run.objects.create(
+        suite=suite,
+        name=name,
+        target_kind="simulated",
+        graders=GRADERS,
+        trials_per_case=trials_per_case,
+        status="succeeded",
+    )
+    trials = []
+    for case, p in zip(cases, probs, strict=True):
+        for attempt in range(1, trials_per_case + 1):
+            error = rng.random() < 0.02
+            trial = Trial(
+                run=run,
+                case=case,
+                attempt=attempt,
+                status="error" if error else "ok",
+                output=f"answer for {case.key} " * 20,
+                input_tokens=500,
+                output_tokens=rng.randint(50, 300),
+                latency_ms=rng.uniform(200, 3000),
+                cost_usd=None if rng.random() < 0.03 else Decimal("0.00000510"),
+            )
+            trial.p = p
+            trials.append(trial)
+    Trial.objects.bulk_create(trials, batch_size=2000)
+    grades = []
+    for trial in trials:
+        if trial.status == "error":
+            continue
+        if rng.random() < 0.01:
+            grades.append(
+                Grade(trial=trial, grader="policy", status="error", passed=None, reason="timeout")
+            )
+        else:
+            ok = rng.random() < trial.p
+            grades.append(Grade(trial=trial, grader="policy", status="ok", passed=ok, reason="r"))
+    Grade.objects.bulk_create(grades, batch_size=2000)
+    return run
+
+
+def measure(client: Client, url: str, repeats: int = 5) -> tuple[float, float, float, int, int]:
+    """(median wall ms, min wall ms, median CPU ms, query count, response bytes) of GET
+    ``url``. CPU time is this process's (the server side and the test client; with SQLite the
+    database work too): on a machine shared with other jobs it is the figure that does not
+    depend on their load."""
+    response = client.get(url)
+    assert response.status_code == 200, (response.status_code, response.content[:300])
+    wall, cpu = [], []
+    for _ in range(repeats):
+        start, start_cpu = time.perf_counter(), time.process_time()
+        response = client.get(url)
+        wall.append((time.perf_counter() - start) * 1000)
+        cpu.append((time.process_time() - start_cpu) * 1000)
+    with CaptureQueriesContext(connection) as ctx:
+        response = client.get(url)
+    return (
+        statistics.median(wall),
+        min(wall),
+        statistics.median(cpu),
+        len(ctx.captured_queries),
+        len(response.content),
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--trials", type=int, default=3, help="trials per case (default 3)")
+    args = parser.parse_args()
+    setup_test_environment()
+    old_name = connection.settings_dict["NAME"]
+    connection.creation.create_test_db(verbosity=0, autoclobber=True)
+    try:
+        rng = random.Random(20261202)
+        lead = User.objects.create_user("lead", password="x")
+        lead.groups.add(Group.objects.get(name="lead"))
+        client = Client()
+        client.force_login(lead)
+        suite = Suite.objects.create(name="bench-grid", kind=Suite.Kind.REGRESSION)
+        cases = Case.objects.bulk_create(
+            [
+                Case(
+                    suite=suite,
+                    key=f"c{i:05d}",
+                    input=f"q{i}",
+                    tags=[f"t{i % 10}"],
+                    content_hash=content_hash(input=f"q{i}", expected=None, context=[]),
+                )
+                for i in range(N_CASES)
+            ],
+            batch_size=1000,
+        )
+        base_p = [rng.choice([1.0, 1.0, 0.9, 0.7, 0.4]) for _ in cases]
+        start = time.perf_counter()
+        for r in range(N_RUNS):
+            probs = [min(1.0, max(0.0, p + rng.choice([0, 0, 0.1, -0.1, -0.3]))) for p in base_p]
+            build_run(suite, cases, f"run-{r:02d}", probs, args.trials, rng)
+        print(
+            f"load average {os.getloadavg()[0]:.1f}; database: {connection.vendor}; built "
+            f"{N_RUNS} runs x {N_CASES} cases x {args.trials} trials in "
+            f"{time.perf_counter() - start:.0f} s"
+        )
+        if connection.vendor == "postgresql":
+            with connection.cursor() as cursor:
+                cursor.execute("ANALYZE evals_trial, evals_grade, evals_case, evals_run")
+        grid = reverse("evals:suite-grid", args=[suite.uuid])
+        history = reverse("evals:case-history", args=[suite.uuid, cases[7].uuid])
+        export = reverse("interop:grid-export", args=[suite.uuid])
+        for label, url in (
+            ("grid, last 2 runs", grid + "?last=2"),
+            ("grid, 10 runs, sorted by variance", grid + "?last=10"),
+            ("grid, 10 runs, flaky only", grid + "?last=10&flaky=1"),
+            ("case history (10 runs)", history),
+            ("grid CSV export, 10 runs", export + "?last=10&format=csv"),
+        ):
+            median, best, cpu, queries, size = measure(client, url)
+            print(
+                f"{label}: median {median:.0f} ms wall (min {best:.0f} ms), CPU {cpu:.0f} ms, "
+                f"{queries} queries, {size / 1024:.0f} KiB"
+            )
+    finally:
+        connection.creation.destroy_test_db(old_name, verbosity=0)
+
+
+if __name__ == "__main__":
+    main()

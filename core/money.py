@@ -1,0 +1,83 @@
+"""Money for people: US dollars as text, the one formatting every page, command and report
+uses (``usd_text``; the ``usd`` and ``usd_signed`` template filters call it).
+
+A known cost is never printed as zero when it is not zero: below one cent of a cent the
+amount keeps two significant digits (``$0.0000051``, never ``$0.0000``); an unknown cost
+(None) reads "unknown", never ``$0``.
+"""
+
+from __future__ import annotations
+
+import math
+from decimal import ROUND_HALF_EVEN, Decimal, InvalidOperation
+
+# Below $1: at least this many decimals ("$0.0112"), more when needed to show
+# ``SIGNIFICANT_DIGITS`` significant digits of a small amount ("$0.0000051").
+MIN_DECIMALS = 4
+SIGNIFICANT_DIGITS = 2
+# Enough for any amount the database holds (8 decimals) and for per-trial means of it.
+MAX_DECIMALS = 16
+
+
+def _decimal(amount: Decimal | float | int | str) -> Decimal:
+    try:
+        value = amount if isinstance(amount, Decimal) else Decimal(str(amount))
+    except InvalidOperation as exc:
+        raise ValueError(f"not an amount of USD: {amount!r}") from exc
+    if not value.is_finite():
+        raise ValueError(f"not a finite amount of USD: {amount!r}")
+    return value
+
+
+def usd_decimals(amount: Decimal) -> int:
+    """Decimals to print ``amount`` with: 2 from $1 up; below, ``MIN_DECIMALS`` or as many
+    as show ``SIGNIFICANT_DIGITS`` significant digits (at most ``MAX_DECIMALS``)."""
+    size = abs(amount)
+    if size >= 1:
+        return 2
+    if size == 0:
+        return MIN_DECIMALS
+    # adjusted() is the exponent of the leading digit: 0.0000051 -> -6.
+    needed = -size.adjusted() + SIGNIFICANT_DIGITS - 1
+    return min(max(MIN_DECIMALS, needed), MAX_DECIMALS)
+
+
+def usd_text(amount: Decimal | float | int | str | None) -> str:
+    """US dollars as text: "$12.34" from $1 up (thousands separated), "$0.0112" below,
+    "$0.0000051" for small amounts (two significant digits, never "$0.0000" for a non-zero
+    amount), "$0.0000" for zero, "-$0.50" when negative; None -> "unknown" (unknown is not
+    zero). Raises ValueError for a value that is not a finite amount."""
+    if amount is None:
+        return "unknown"
+    value = _decimal(amount)
+    decimals = usd_decimals(value)
+    rounded = value.quantize(Decimal(1).scaleb(-decimals), rounding=ROUND_HALF_EVEN)
+    sign = "-" if rounded < 0 else ""
+    return f"{sign}${abs(rounded):,.{decimals}f}"
+
+
+def usd_signed_text(amount: Decimal | float | int | str | None) -> str:
+    """A difference of dollars, signed: "+$0.0000051", "−$0.0040", "$0.0000" for no change;
+    None -> "unknown"."""
+    if amount is None:
+        return "unknown"
+    value = _decimal(amount)
+    if value == 0:
+        return usd_text(value)
+    return f"{'+' if value > 0 else '−'}{usd_text(abs(value))}"
+
+
+def per_usd_text(value: float | None) -> str:
+    """A rate per US dollar with three significant digits ("412 per $", "157,000 per $",
+    "0.0412 per $"); None -> "undefined"."""
+    if value is None:
+        return "undefined"
+    return f"{_significant(value, 3)} per $"
+
+
+def _significant(value: float, digits: int) -> str:
+    if value == 0 or not math.isfinite(value):
+        return f"{value:g}"
+    decimals = digits - 1 - math.floor(math.log10(abs(value)))
+    rounded = round(value, decimals)
+    return f"{rounded:,.0f}" if decimals <= 0 else f"{rounded:,.{decimals}f}"

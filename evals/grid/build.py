@@ -1,0 +1,354 @@
+"""The grid of runs of one suite: one row per case, one column per run, each cell the case's
+pass rate in that run with its Wilson 95% interval (``grid_get``).
+
+Rules (one place for each):
+- Runs: up to ``MAX_RUNS`` of the suite, picked by UUID, or its last N (``DEFAULT_LAST``);
+  columns run oldest to newest, left to right.
+- Rows: every case with a trial in a picked run (a changed case is a new case with its own
+  row, never compared with its old self). A cell is the case's overall verdicts in that run
+  by the run report's rule (``evals.report.build.overall_codes_from_rows``): passed of graded,
+  errored trials left out and counted; no cell where the case was not in the run.
+- A cell is *flaky* when 0 < passed < graded. ``variance``: the population variance of the
+  case's rates over the columns where it was graded (None with fewer than two).
+  ``change``: ``evals.comparison.compute.change_class`` from the case's first to its last
+  graded column.
+- Blind reviewing (``evals.blindness``): a cell holding a trial that is blind for the viewer
+  is hidden (no counts, no rate; it takes no part in variance, flakiness or change), and so is
+  the run-level pass rate and cost against quality of a column whose run holds one.
+- Reads: the run loader for many runs (``evals.report.rows.runs_rows_get`` without per-case
+  usage: three queries whatever the size, one more when judges graded), the runs' usage
+  totals (``runs_usage_totals``), the runs, the baseline and the viewer's blind trials: a
+  query count independent of runs, cases and trials.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import NamedTuple
+from urllib.parse import urlencode
+
+import numpy as np
+
+from core.errors import DomainError
+from core.ids import uuid_parse
+from evals.baselines import baseline_current
+from evals.blindness import blind_trial_ids
+from evals.comparison.compute import CHANGE_CLASSES, NO_VERDICT, change_class
+from evals.models import Run, Suite
+from evals.report.build import overall_codes_from_rows
+from evals.report.cost_quality import CostQuality, cost_quality
+from evals.report.figures import case_wilson
+from evals.report.rows import RunRows, runs_rows_get, runs_usage_totals
+from stats.intervals import clustered_rate_interval
+
+MAX_RUNS = 20
+DEFAULT_LAST = 10
+SORTS = {
+    "variance": "largest variance across runs first",
+    "rate": "lowest mean rate first",
+    "key": "case key",
+}
+DEFAULT_SORT = "variance"
+BLIND_CELL = (
+    "hidden while you label: these cells hold trials of a calibration set you have not "
+    "finished labeling, and their pass rates would show judge verdicts or gold labels"
+)
+
+
+@dataclass(frozen=True)
+class GridQuery:
+    """What grid to show: ``runs`` (run UUIDs as text, at most ``MAX_RUNS``; empty: the last
+    ``last`` runs), filters ``tag`` (a whole tag, "" any), ``change`` (a change class, ""
+    any), ``flaky`` (only cases flaky in some run) and ``sort`` (a key of ``SORTS``)."""
+
+    runs: tuple[str, ...] = ()
+    last: int = DEFAULT_LAST
+    tag: str = ""
+    change: str = ""
+    flaky: bool = False
+    sort: str = DEFAULT_SORT
+
+    @classmethod
+    def from_params(cls, params: Mapping[str, str], runs: list[str] | None = None) -> GridQuery:
+        """Read ``runs`` (repeated or comma-separated UUIDs), ``last``, ``tag``, ``change``,
+        ``flaky`` and ``sort``; an unknown change class or sort falls back to none / the
+        default (the page shows what applies). Raises ``DomainError`` (field ``runs`` or
+        ``last``) for more than ``MAX_RUNS`` runs, a run id that is not a UUID, or a ``last``
+        that is not an integer in 1..``MAX_RUNS``."""
+        picked: list[str] = []
+        for value in runs if runs is not None else [params.get("runs", "")]:
+            picked += [v.strip() for v in str(value).split(",") if v.strip()]
+        if len(picked) > MAX_RUNS:
+            raise DomainError(f"at most {MAX_RUNS} runs, got {len(picked)}", field="runs")
+        for value in picked:
+            if uuid_parse(value) is None:
+                raise DomainError(f"{value[:60]!r} is not a run id", field="runs")
+        raw_last = str(params.get("last") or DEFAULT_LAST)
+        if not raw_last.isascii() or not raw_last.isdigit() or not 1 <= int(raw_last) <= MAX_RUNS:
+            raise DomainError(
+                f"last: expected an integer from 1 to {MAX_RUNS}, got {raw_last[:20]!r}",
+                field="last",
+            )
+        change, sort = params.get("change", ""), params.get("sort", DEFAULT_SORT)
+        return cls(
+            runs=tuple(dict.fromkeys(str(uuid_parse(v)) for v in picked)),
+            last=int(raw_last),
+            tag=str(params.get("tag", ""))[:200],
+            change=change if change in CHANGE_CLASSES else "",
+            flaky=str(params.get("flaky", "")).lower() in ("1", "true", "on", "yes"),
+            sort=sort if sort in SORTS else DEFAULT_SORT,
+        )
+
+    def url(self, **changes: object) -> str:
+        """This query as a query string with ``changes`` ("?last=10&flaky=1")."""
+        values = {
+            "runs": ",".join(self.runs),
+            "last": "" if self.runs else self.last,
+            "tag": self.tag,
+            "change": self.change,
+            "flaky": "1" if self.flaky else "",
+            "sort": self.sort,
+            **changes,
+        }
+        return "?" + urlencode({k: v for k, v in values.items() if v not in ("", None, False)})
+
+
+class GridCell(NamedTuple):
+    """One case in one run: ``passed`` of ``graded`` trials (overall verdicts), ``errored``
+    (pipeline errors and errored gating grades, left out), ``trials`` in the run, the rate
+    with its Wilson 95% interval (``low`` < ``high``; rate None when nothing was graded), and
+    ``hidden`` (blind for the viewer: every figure withheld, zeros and None). A named tuple:
+    a grid makes tens of thousands of them."""
+
+    passed: int
+    graded: int
+    errored: int
+    trials: int
+    rate: float | None
+    low: float | None
+    high: float | None
+    hidden: bool = False
+
+    @property
+    def flaky(self) -> bool:
+        return not self.hidden and 0 < self.passed < self.graded
+
+
+HIDDEN_CELL = GridCell(0, 0, 0, 0, None, None, None, hidden=True)
+
+
+@dataclass(frozen=True)
+class GridColumn:
+    """One run: identity, ``is_baseline`` (the suite's current baseline), ``hidden`` (the run
+    holds a trial blind for the viewer: its pass rate and cost against quality are withheld,
+    ``quality`` None) and ``quality`` (pass rate with interval, cost per trial, cost per
+    passing trial, pass rate per dollar)."""
+
+    uuid: str
+    name: str
+    created_at: datetime
+    status: str
+    is_simulated: bool
+    is_baseline: bool
+    hidden: bool
+    quality: CostQuality | None
+
+
+@dataclass(frozen=True)
+class GridRow:
+    """One case: identity, ``retired``, one cell per column (None: not in that run),
+    ``mean_rate`` and ``variance`` of its rates over graded visible cells, ``flaky_any``
+    and ``change`` (module rules)."""
+
+    case_uuid: str
+    key: str
+    tags: tuple[str, ...]
+    cells: tuple[GridCell | None, ...]
+    mean_rate: float | None
+    variance: float | None
+    flaky_any: bool
+    change: str
+
+
+@dataclass(frozen=True)
+class Grid:
+    """The grid: ``columns`` oldest first, ``rows`` after filters and sort, ``n_cases`` before
+    filters, ``tags`` of every case, ``hidden_cells`` withheld from the viewer (with
+    ``blind_note`` saying why), and the ``query`` that made it."""
+
+    suite_uuid: str
+    suite_name: str
+    columns: list[GridColumn]
+    rows: list[GridRow]
+    n_cases: int
+    tags: list[str]
+    hidden_cells: int
+    query: GridQuery
+    blind_note: str = ""
+
+
+def grid_runs_pick(*, suite: Suite, query: GridQuery) -> list[Run]:
+    """The runs of ``suite`` the grid shows, oldest first: ``query.runs`` when given (each
+    must be a run of the suite: ``DomainError`` on field ``runs`` naming the first that is
+    not), else the ``query.last`` newest. One query."""
+    runs = Run.objects.filter(suite=suite)
+    if query.runs:
+        found = list(runs.filter(uuid__in=query.runs))
+        missing = set(query.runs) - {str(r.uuid) for r in found}
+        if missing:
+            raise DomainError(
+                f"not a run of suite {suite.name!r}: {sorted(missing)[0]}",
+                field="runs",
+                code="not_found",
+            )
+    else:
+        found = list(runs.order_by("-created_at", "-id")[: query.last])
+    return sorted(found, key=lambda r: (r.created_at, r.id))
+
+
+def grid_get(*, suite: Suite, query: GridQuery, viewer) -> Grid:
+    """The grid of ``suite`` for ``query`` as ``viewer`` may see it (module rules).
+
+    Queries: runs, baseline, the viewer's blind trials (none for engineers and leads),
+    ``runs_rows_get``'s three without usage (four when judges graded) and one per-run usage
+    sum (``runs_usage_totals``): independent of runs, cases and trials. Raises
+    ``DomainError`` as ``grid_runs_pick``.
+    """
+    runs = grid_runs_pick(suite=suite, query=query)
+    baseline = baseline_current(suite=suite)
+    blind = blind_trial_ids(viewer)
+    rows_by_run = runs_rows_get(runs=runs, usage=False) if runs else {}
+    totals = runs_usage_totals(runs=runs) if runs else {}
+    cases: dict[int, tuple] = {}
+    per_run: list[dict[int, GridCell]] = []
+    columns = []
+    hidden_cells = 0
+    for run in runs:
+        rows = rows_by_run[run.id]
+        cells, hidden_run = _run_cells(run, rows, blind)
+        hidden_cells += sum(c.hidden for c in cells.values())
+        for case in rows.cases:
+            cases.setdefault(case[0], case)
+        per_run.append(cells)
+        columns.append(
+            GridColumn(
+                uuid=str(run.uuid),
+                name=run.name,
+                created_at=run.created_at,
+                status=run.status,
+                is_simulated=run.is_simulated,
+                is_baseline=baseline is not None and baseline.run_id == run.id,
+                hidden=hidden_run,
+                quality=None if hidden_run else _quality(totals[run.id], cells),
+            )
+        )
+    all_rows = [
+        _row(case, tuple(cells.get(case_id) for cells in per_run))
+        for case_id, case in sorted(cases.items(), key=lambda kv: (kv[1][2], kv[0]))
+    ]
+    tags = sorted({t for r in all_rows for t in r.tags})
+    shown = [
+        r
+        for r in all_rows
+        if (not query.tag or query.tag in r.tags)
+        and (not query.change or r.change == query.change)
+        and (not query.flaky or r.flaky_any)
+    ]
+    return Grid(
+        suite_uuid=str(suite.uuid),
+        suite_name=suite.name,
+        columns=columns,
+        rows=_sorted(shown, query.sort),
+        n_cases=len(all_rows),
+        tags=tags,
+        hidden_cells=hidden_cells,
+        query=query,
+        blind_note=BLIND_CELL if hidden_cells else "",
+    )
+
+
+def _run_cells(run: Run, rows: RunRows, blind: frozenset[int]) -> tuple[dict, bool]:
+    """case id -> ``GridCell`` for one run, and whether the run holds a blind trial."""
+    oc = overall_codes_from_rows(run=run, rows=rows)
+    t = oc.tally
+    blind_cases: set[int] = set()
+    if blind:
+        is_blind = np.isin(oc.trial_ids, np.fromiter(blind, dtype=np.int64, count=len(blind)))
+        blind_cases = set(oc.case_idx[is_blind].tolist())
+    trials = np.bincount(oc.case_idx, minlength=len(rows.cases)).tolist()
+    passed, graded = t.passed.tolist(), t.graded.tolist()
+    errored = (t.pipeline_errors + t.grade_errors).tolist()
+    cells = {}
+    for i, case in enumerate(rows.cases):
+        if i in blind_cases:
+            cells[case[0]] = HIDDEN_CELL
+            continue
+        p, g = passed[i], graded[i]
+        low, high = case_wilson(p, g) if g else (None, None)
+        cells[case[0]] = GridCell(p, g, errored[i], trials[i], p / g if g else None, low, high)
+    return cells, bool(blind_cases)
+
+
+def _quality(totals: dict, cells: dict[int, GridCell]) -> CostQuality:
+    graded = [c for c in cells.values() if c.graded]
+    rate = clustered_rate_interval([c.passed for c in graded], [c.graded for c in graded])
+    return cost_quality(
+        finished=totals["finished"],
+        cost_known_usd=totals["cost"],
+        cost_unknown=totals["cost_unknown"],
+        passed=sum(c.passed for c in cells.values()),
+        pass_rate=rate.mean,
+        pass_rate_low=rate.ci_low,
+        pass_rate_high=rate.ci_high,
+    )
+
+
+def _row(case: tuple, cells: tuple[GridCell | None, ...]) -> GridRow:
+    graded = [c for c in cells if c is not None and c.graded]
+    rates = [c.passed / c.graded for c in graded]
+    change = (
+        change_class(graded[0].passed, graded[0].graded, graded[-1].passed, graded[-1].graded)
+        if len(graded) >= 2
+        else NO_VERDICT
+    )
+    return GridRow(
+        case_uuid=str(case[1]),
+        key=case[2],
+        tags=tuple(str(t) for t in (case[3] or [])),
+        cells=cells,
+        mean_rate=sum(rates) / len(rates) if rates else None,
+        variance=_variance(rates),
+        flaky_any=any(c is not None and c.flaky for c in cells),
+        change=change,
+    )
+
+
+def _variance(rates: list[float]) -> float | None:
+    """Population variance (mean squared deviation) of two or more rates; None otherwise."""
+    if len(rates) < 2:
+        return None
+    mean = sum(rates) / len(rates)
+    return sum((r - mean) ** 2 for r in rates) / len(rates)
+
+
+def _sorted(rows: list[GridRow], sort: str) -> list[GridRow]:
+    if sort == "key":
+        return sorted(rows, key=lambda r: r.key)
+    if sort == "rate":
+        return sorted(rows, key=lambda r: (r.mean_rate is None, r.mean_rate or 0.0, r.key))
+    return sorted(rows, key=lambda r: (r.variance is None, -(r.variance or 0.0), r.key))
+
+
+CHOICE_RUNS = 100
+
+
+def grid_run_choices(*, suite: Suite) -> list[Run]:
+    """The suite's newest ``CHOICE_RUNS`` runs, newest first, to pick the grid's runs from.
+    One query."""
+    return list(
+        Run.objects.filter(suite=suite)
+        .order_by("-created_at", "-id")
+        .only("uuid", "name", "created_at", "status")[:CHOICE_RUNS]
+    )

@@ -1,0 +1,144 @@
+"""The suite's cost–quality chart: each run a point at (cost per trial, pass rate) with the
+pass rate's 95% interval as a vertical bar, the baseline marked (``cost_quality_chart_get``),
+drawn as a server-rendered SVG (``cost_quality_svg``; no script).
+
+A run whose cost per trial is unknown (a trial without a price) or that graded nothing has
+no point: it is listed under the chart with the reason (unknown is not zero). A run holding
+a trial that is blind for the viewer (``evals.blindness``) is left out the same way.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from decimal import Decimal
+
+from django.template.loader import render_to_string
+
+from core.money import usd_text
+from evals.baselines import baseline_current
+from evals.blindness import blind_trial_ids
+from evals.models import Run, Suite, Trial
+from evals.selectors import run_list_stats
+
+CHART_RUNS = 50
+WIDTH, HEIGHT = 640, 360
+LEFT, RIGHT, TOP, BOTTOM = 64, 24, 16, 48
+X_TICKS = 4
+
+
+@dataclass(frozen=True)
+class ChartPoint:
+    """One run: name, cost per trial (USD), pass rate with its 95% interval, baseline flag,
+    and its position in the SVG (``x``, ``y``, ``y_low``, ``y_high``, pixels)."""
+
+    run_uuid: str
+    run_name: str
+    cost_per_trial_usd: Decimal
+    rate: float
+    low: float
+    high: float
+    is_baseline: bool
+    x: float
+    y: float
+    y_low: float
+    y_high: float
+
+    @property
+    def title(self) -> str:
+        return (
+            f"{self.run_name}: pass rate {self.rate * 100:.1f}% "
+            f"[{self.low * 100:.1f}%, {self.high * 100:.1f}%] at "
+            f"{usd_text(self.cost_per_trial_usd)} per trial"
+        )
+
+
+@dataclass(frozen=True)
+class CostQualityChart:
+    """``points`` (runs with a known cost per trial and a pass rate), ``left_out`` runs as
+    ``(run name, reason)``, axis ticks ``x_ticks``/``y_ticks`` as ``(pixel, label)``, and the
+    plot area's corners."""
+
+    suite_name: str
+    points: list[ChartPoint]
+    left_out: list[tuple[str, str]]
+    x_ticks: list[tuple[float, str]]
+    y_ticks: list[tuple[float, str]]
+    width: int = WIDTH
+    height: int = HEIGHT
+    left: int = LEFT
+    right: int = WIDTH - RIGHT
+    top: int = TOP
+    bottom: int = HEIGHT - BOTTOM
+
+
+def _y(rate: float) -> float:
+    return round(TOP + (1 - rate) * (HEIGHT - TOP - BOTTOM), 1)
+
+
+def cost_quality_chart_get(*, suite: Suite, viewer, limit: int = CHART_RUNS) -> CostQualityChart:
+    """The chart of ``suite``'s newest ``limit`` runs for ``viewer`` (module rules). Queries:
+    runs, baseline, the viewer's blind trials (and which runs hold one), and the run list's
+    aggregates (one per distinct gating grader set)."""
+    runs = list(Run.objects.filter(suite=suite).order_by("-created_at", "-id")[:limit])
+    baseline = baseline_current(suite=suite)
+    blind = blind_trial_ids(viewer)
+    blind_runs = (
+        set(Trial.objects.filter(run__in=runs, id__in=blind).values_list("run_id", flat=True))
+        if blind
+        else set()
+    )
+    stats = run_list_stats(runs=runs) if runs else {}
+    usable, left_out = [], []
+    for run in reversed(runs):
+        if run.id in blind_runs:
+            left_out.append((run.name, "hidden while you label"))
+            continue
+        s = stats.get(run.id)
+        q = s.quality if s is not None else None
+        if q is None or q.pass_rate is None:
+            left_out.append((run.name, "nothing graded"))
+        elif q.cost_per_trial_usd is None:
+            left_out.append((run.name, q.note or "cost unknown"))
+        else:
+            usable.append((run, q))
+    top = max((q.cost_per_trial_usd for _, q in usable), default=Decimal(0))
+    span = float(top) * 1.1 if top else 1.0
+    plot_w = WIDTH - LEFT - RIGHT
+
+    def x_of(cost: Decimal) -> float:
+        return round(LEFT + float(cost) / span * plot_w, 1)
+
+    points = [
+        ChartPoint(
+            run_uuid=str(run.uuid),
+            run_name=run.name,
+            cost_per_trial_usd=q.cost_per_trial_usd,
+            rate=q.pass_rate,
+            low=q.pass_rate_low,
+            high=q.pass_rate_high,
+            is_baseline=baseline is not None and baseline.run_id == run.id,
+            x=x_of(q.cost_per_trial_usd),
+            y=_y(q.pass_rate),
+            y_low=_y(q.pass_rate_low),
+            y_high=_y(q.pass_rate_high),
+        )
+        for run, q in usable
+    ]
+    x_ticks = (
+        [
+            (round(LEFT + i / X_TICKS * plot_w, 1), usd_text(Decimal(repr(span * i / X_TICKS))))
+            for i in range(X_TICKS + 1)
+        ]
+        if usable
+        else []
+    )
+    y_ticks = [(_y(r), f"{round(r * 100)}%") for r in (0, 0.25, 0.5, 0.75, 1)]
+    return CostQualityChart(
+        suite_name=suite.name, points=points, left_out=left_out, x_ticks=x_ticks, y_ticks=y_ticks
+    )
+
+
+def cost_quality_svg(chart: CostQualityChart) -> str:
+    """``chart`` as an SVG document (``templates/evals/cost_quality_chart.svg``, autoescaped:
+    run names cannot inject markup)."""
+    return render_to_string("evals/cost_quality_chart.svg", {"chart": chart})

@@ -1,0 +1,87 @@
+"""Export of the grid of runs (``evals.grid.build.grid_get``) as a table, written as CSV or
+Parquet by ``interop.exports`` (``table_write``): one row per cell (case × run where the case
+ran), in the grid's row order (filters and sort applied) and column order (oldest run first).
+
+Columns: the case (``case_id`` = its key, ``case_uuid``, ``tags``), the run (``run_uuid``,
+``run_name``, ``run_created_at`` in the export's zone, ``is_baseline``), the cell
+(``passed``, ``graded``, ``errored``, ``trials``, ``rate``, ``ci_low``, ``ci_high`` — the
+Wilson 95% interval — and ``flaky``), the row's ``variance`` and ``change``, and ``hidden``:
+a cell blind for the exporting user (``evals.blindness``) has every count and rate null.
+Queries: those of ``grid_get``, independent of the grid's size.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, tzinfo
+
+import pyarrow as pa
+
+from evals.grid.build import GridQuery, grid_get
+from evals.models import Suite
+from interop.exports import ExportTable
+
+GRID_COLUMNS = [
+    ("case_id", pa.string()),
+    ("case_uuid", pa.string()),
+    ("tags", pa.list_(pa.string())),
+    ("run_uuid", pa.string()),
+    ("run_name", pa.string()),
+    ("run_created_at", None),  # timestamp in the export's zone, set per table
+    ("is_baseline", pa.bool_()),
+    ("passed", pa.int64()),
+    ("graded", pa.int64()),
+    ("errored", pa.int64()),
+    ("trials", pa.int64()),
+    ("rate", pa.float64()),
+    ("ci_low", pa.float64()),
+    ("ci_high", pa.float64()),
+    ("flaky", pa.bool_()),
+    ("hidden", pa.bool_()),
+    ("variance", pa.float64()),
+    ("change", pa.string()),
+]
+
+
+def grid_table(*, suite: Suite, query: GridQuery, viewer, zone: tzinfo = UTC) -> ExportTable:
+    """The grid of ``suite`` for ``query`` as ``viewer`` sees it, one row per cell (module
+    docstring). Raises ``DomainError`` as ``grid_get``."""
+    grid = grid_get(suite=suite, query=query, viewer=viewer)
+    columns = [
+        (name, typ if typ is not None else pa.timestamp("us", tz=str(zone)))
+        for name, typ in GRID_COLUMNS
+    ]
+    rows = []
+    for row in grid.rows:
+        for col, cell in zip(grid.columns, row.cells, strict=True):
+            if cell is None:
+                continue
+            counts = (
+                [None] * 8
+                if cell.hidden
+                else [
+                    cell.passed,
+                    cell.graded,
+                    cell.errored,
+                    cell.trials,
+                    cell.rate,
+                    cell.low,
+                    cell.high,
+                    cell.flaky,
+                ]
+            )
+            rows.append(
+                [
+                    row.key,
+                    row.case_uuid,
+                    list(row.tags),
+                    col.uuid,
+                    col.name,
+                    col.created_at.astimezone(zone),
+                    col.is_baseline,
+                    *counts,
+                    cell.hidden,
+                    row.variance,
+                    row.change,
+                ]
+            )
+    return ExportTable(columns=columns, rows=rows)
