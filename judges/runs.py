@@ -242,15 +242,16 @@ def _chunk_refusal(judge_run: JudgeRun, trials: list[Trial]) -> str | None:
 
 def _judge_run_refused(judge_run: JudgeRun, refusal: str) -> None:
     """Stop a judge run whose calls the provider refuses for a parameter: recount, then
-    ``failed`` with one error naming the model and the parameter; its other trials are not
-    called (no grade: they were not judged). A compare-and-set from queued or running."""
-    judge_run = judge_run_progress(judge_run_id=judge_run.id)
-    left = judge_run.trials_total - judge_run.trials_graded
-    JudgeRun.objects.filter(id=judge_run.id, status__in=LIVE).update(
+    ``failed`` with one error naming the model and the parameter. The judge client stops
+    calling after the first refusal (``OpenAITarget``): the chunk's later trials get an errored
+    grade without a call (``not_sent``), and no further chunk calls. A compare-and-set from
+    queued, running or the ``failed`` the recount just wrote (never over a cancel)."""
+    judge_run_progress(judge_run_id=judge_run.id)
+    JudgeRun.objects.filter(id=judge_run.id, status__in=[*LIVE, JudgeRun.Status.FAILED]).update(
         status=JudgeRun.Status.FAILED,
         finished_at=timezone.now(),
         error_message=f"stopped: the provider refuses a parameter ({refusal[:300]}); "
-        f"{left} trial{'s' if left != 1 else ''} not sent",
+        "no further calls were made",
     )
 
 

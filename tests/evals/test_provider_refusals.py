@@ -164,12 +164,12 @@ def test_a_judge_run_whose_calls_are_all_refused_stops_early_naming_model_and_pa
         version = make_version(llm, max_attempts=1, concurrency=1, temperature=0)
         with django_capture_on_commit_callbacks(execute=True):
             runs.judge_run_start(run=trials[0].run, judge_version=version)
-        assert llm.requests == 1
+        assert llm.requests == 1  # one paid call; the other five are errored without a call
     judge_run = JudgeRun.objects.get()
-    assert (judge_run.status, judge_run.trials_graded, judge_run.trials_errored) == ("failed", 1, 1)
+    assert (judge_run.status, judge_run.trials_graded, judge_run.trials_errored) == ("failed", 6, 6)
     assert judge_run.error_message == (
         "stopped: the provider refuses a parameter (rejected_parameter: model 'judge-model' "
-        f"refuses parameter 'temperature': {TEMPERATURE_MESSAGE}); 5 trials not sent"
+        f"refuses parameter 'temperature': {TEMPERATURE_MESSAGE}); no further calls were made"
     )
 
 

@@ -126,7 +126,7 @@ def test_no_csv_json_file_or_command_output_shows_a_cost_with_an_exponent(
     out = io.StringIO()
     call_command("run_report", str(run.uuid), stdout=out)
     _no_exponent(out.getvalue(), "run_report")
-    assert "cost $0.00000000" in out.getvalue()
+    assert "cost $0.0000" in out.getvalue()
     out = io.StringIO()
     call_command("run_report", str(run.uuid), "--json", stdout=out)
     _no_exponent(out.getvalue(), "run_report --json")
