@@ -35,10 +35,7 @@ def test_the_report_swaps_in_when_the_run_ends_while_the_page_watches(
     )
 
     page.wait_for_selector("#run-progress[data-status=succeeded]", timeout=20_000)
-    page.wait_for_function(
-        "document.querySelector('#run-report').innerText.includes('UNIQUE-FAILURE-REASON')",
-        timeout=20_000,
-    )
+    page.locator("#run-report").get_by_text("UNIQUE-FAILURE-REASON").first.wait_for(timeout=20_000)
     assert page.evaluate("window.__same_document") is True
     assert page.locator("#run-report").count() == 1  # swapped, not nested
     assert not page.console_errors

@@ -22,7 +22,8 @@ from tests.conftest import PROJECT_DIR
 from tests.fakellm import FakeLLM
 from tests.judge_builders import verdict_json
 
-pytestmark = pytest.mark.django_db(transaction=True)
+# A transactional test restores the roles' groups (a data migration) afterwards.
+pytestmark = pytest.mark.django_db(transaction=True, serialized_rollback=True)
 
 EXAMPLE = PROJECT_DIR / "examples"
 

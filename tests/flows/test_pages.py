@@ -11,6 +11,11 @@ from tests.conftest import PROJECT_DIR
 # No markup bypass anywhere ------------------------------------------------------------------
 
 UNSAFE = re.compile(r"\|\s*safe\b|mark_safe|autoescape\s+off|\|\s*safeseq\b")
+# The one reviewed exception, with the test that holds it to escaping every user text:
+# the grid of runs writes up to 20,000 cells in one pass (a template per cell was most of the
+# page's time); case keys and tags go through html.escape, every other value is a number or a
+# fixed string (tests/evals/test_grid.py::test_case_keys_and_tags_are_escaped_in_the_grid).
+REVIEWED = {"evals/templatetags/grid.py"}
 
 
 def test_no_template_or_module_turns_off_escaping():
@@ -39,7 +44,7 @@ def test_no_template_or_module_turns_off_escaping():
         for p in files
         if UNSAFE.search(p.read_text(encoding="utf-8"))
     ]
-    assert offenders == []
+    assert sorted(set(offenders) - REVIEWED) == []
 
 
 @pytest.mark.django_db
