@@ -52,7 +52,8 @@ def test_it_takes_back_trials_whose_lease_expired_and_leaves_live_ones(
     )
     Run.objects.filter(id=run.id).update(status=Run.Status.RUNNING)
 
-    result = runs_sweep()
+    with django_capture_on_commit_callbacks(execute=True):  # the chunk message goes out
+        result = runs_sweep()
 
     assert result == SweepResult(runs=1, trials=2, chunks=1)
     statuses = dict(Trial.objects.filter(run=run).values_list("id", "status"))
@@ -97,7 +98,8 @@ def test_it_enqueues_a_stalled_judge_rung_once_a_lease_has_passed(
     assert runs_sweep() == SweepResult()  # quiet for less than a lease: not stalled yet
     monkeypatch.undo()
     later = timezone.now() + timedelta(hours=1)
-    result = runs_sweep(now=later)
+    with django_capture_on_commit_callbacks(execute=True):
+        result = runs_sweep(now=later)
 
     assert result == SweepResult(judge_runs=1, judge_chunks=1)
     run.refresh_from_db()
@@ -110,12 +112,13 @@ def test_the_task_and_the_command_run_one_sweep(llm, django_capture_on_commit_ca
     Trial.objects.filter(run=run).update(
         status=Trial.Status.RUNNING, lease_expires_at=timezone.now() - timedelta(seconds=5)
     )
-    assert runs_sweep_task.delay().get()["trials"] == 1
+    with django_capture_on_commit_callbacks(execute=True):
+        assert runs_sweep_task.delay().get()["trials"] == 1
     run.refresh_from_db()
     assert run.status == Run.Status.SUCCEEDED
     out = io.StringIO()
     call_command("runs_sweep", stdout=out)
     assert (
         out.getvalue().strip() == "0 trials taken back in 0 chunks (0 runs); 0 judge chunks "
-        "enqueued again (0 runs)"
+        "enqueued again (0 runs); 0 task messages sent again"
     )

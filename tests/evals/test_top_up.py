@@ -287,21 +287,20 @@ def test_max_cost_on_trials_of_unknown_cost_is_a_bad_argument(drop):
 
 
 def no_worker_queue(sent: list[int]):
-    """A stand-in for the ``top_up_advance`` task whose messages are kept in ``sent``."""
+    """A stand-in for a module's ``outbox_enqueue``: the ``top_up_advance`` messages it would
+    write are kept in ``sent`` (their top-up ids), not sent."""
 
-    class Queue:
-        @staticmethod
-        def delay(top_up_id: int) -> None:
-            sent.append(top_up_id)
+    def enqueue(task, top_up_id: int, **kwargs) -> None:
+        sent.append(top_up_id)
 
-    return Queue
+    return enqueue
 
 
 @pytest.fixture
 def no_worker(monkeypatch):
     """No worker takes the top-up's start message: it is kept, not run."""
     sent: list[int] = []
-    monkeypatch.setattr(topup_module, "top_up_advance_task", no_worker_queue(sent))
+    monkeypatch.setattr(topup_module, "outbox_enqueue", no_worker_queue(sent))
     return sent
 
 
@@ -396,7 +395,7 @@ def test_two_workers_deciding_the_same_look_add_its_round_once(drop, no_worker, 
     compare-and-set on the round lets this one add nothing."""
     base, head = drop
     top_up = top_up_start(base=base, head=head)
-    monkeypatch.setattr(finalize_module, "top_up_advance", no_worker_queue(no_worker))
+    monkeypatch.setattr(finalize_module, "outbox_enqueue", no_worker_queue(no_worker))
     decide = topup_module.top_up_decide
     calls = []
 
