@@ -117,6 +117,11 @@ def outbox_resend(*, now: datetime | None = None) -> int:
     return sent
 
 
+def outbox_written_since(*, subject: str, since: datetime) -> bool:
+    """Whether a message about ``subject`` was written at or after ``since``."""
+    return OutboxMessage.objects.filter(subject=subject, created_at__gte=since).exists()
+
+
 def outbox_unsent(*, subject: str) -> int:
     """How many messages about ``subject`` still wait for the broker."""
     return OutboxMessage.objects.unsent().filter(subject=subject).count()

@@ -11,6 +11,7 @@ from django.db import transaction
 from django.db.models import Count, F, Q
 from django.utils import timezone
 
+from core.errors import DomainError
 from core.outbox import outbox_enqueue
 from core.roles import ENGINEER, LEAD, role_require
 from evals.models import Grade, Run, TopUp, Trial
@@ -133,13 +134,15 @@ def trials_cancel(*, run_id: int, trial_ids: list[int], uncount: bool) -> int:
     return changed
 
 
-def run_cancel(*, run: Run, by=None) -> bool:
+def run_cancel(*, run: Run, by=None, refuse_finished: bool = False) -> bool:
     """Cancel a queued or running run (compare-and-set); its queued trials become cancelled.
     Chunks at work see it with their next batch of results: they start no new call, their
     claimed trials not yet called become cancelled, calls in flight finish and are recorded
     (``evals.runner.execute``); the run stays cancelled. Engineers and leads (``by`` None: a
-    command). Returns False when the run was already terminal (nothing changes). Raises
-    PermissionDenied."""
+    command). Returns False when the run was already terminal (nothing changes); with
+    ``refuse_finished`` a run that had already succeeded or failed raises
+    ``DomainError(field="run", code="conflict")`` instead (cancelling a cancelled one stays a
+    quiet False). Raises PermissionDenied."""
     if by is not None:
         role_require(by, ENGINEER, LEAD, action="cancelling a run")
     with transaction.atomic():
@@ -154,4 +157,10 @@ def run_cancel(*, run: Run, by=None) -> bool:
         logger.info("run %s cancelled by %s", run.id, getattr(by, "username", None))
     run_finalize(run_id=run.id)
     run.refresh_from_db()
+    if refuse_finished and not changed and run.status != Run.Status.CANCELLED:
+        raise DomainError(
+            f"run {run.name!r} has already {run.status}; nothing to cancel",
+            field="run",
+            code="conflict",
+        )
     return bool(changed)

@@ -7,9 +7,11 @@ runs_sweep`` from cron). In one pass it:
    run started while the broker was down starts by itself once it is back;
 2. finds trials whose lease ran out on unfinished runs (a worker died: chunk tasks are
    ``acks_late``, but the broker redelivers only after its own timeout, an hour on Redis)
-   and enqueues their chunks again. A live chunk renews its leases, so only a dead one's
-   run out. Re-enqueueing is safe: a chunk claims only trials that are queued or whose
-   lease expired (compare-and-set), so a trial is never called twice at once;
+   and enqueues their chunks again, with the queued trials of the same run (the dead chunk
+   had not claimed them yet), and the queued trials of runs where nothing happened for a
+   lease (a chunk message lost). A live chunk renews its leases, so only a dead one's run
+   out. Re-enqueueing is safe: a chunk claims only trials that are queued or whose lease
+   expired (compare-and-set), so a trial is never called twice at once;
 3. enqueues again the judge rung of ok trials that miss a judge grade a lease after they
    were written, when no judge grade of their run was written for a lease either — in the
    same pass as 2, so a worker killed mid-chunk costs one lease and one sweep interval for
@@ -28,11 +30,11 @@ from django.db.models import Count, Q
 from django.utils import timezone
 
 from core.chunks import chunked
-from core.outbox import outbox_resend
+from core.outbox import outbox_resend, outbox_written_since
 from evals.models import Grade, Run, Trial
 from evals.runner.execute import _judge_chunk_enqueue
 from evals.runner.finalize import run_finalize, trials_cancel
-from evals.runner.start import _chunk_enqueue, trial_chunk_size
+from evals.runner.start import _chunk_enqueue, run_subject, trial_chunk_size
 
 
 @dataclass(frozen=True)
@@ -66,14 +68,17 @@ def runs_sweep(*, now: datetime | None = None) -> SweepResult:
         .values_list("run_id", "id")
     ):
         stale.setdefault(run_id, []).append(trial_id)
+    lease = timedelta(seconds=settings.ASSAY["TRIAL_LEASE_SECONDS"])
+    taken = {run_id: list(ids) for run_id, ids in stale.items()}
+    for run_id, ids in _queued_orphans(set(stale), now - lease).items():
+        taken[run_id] = sorted({*taken.get(run_id, []), *ids})
     chunks = 0
-    for run_id, ids in stale.items():
+    for run_id, ids in taken.items():
         for chunk in chunked(ids, trial_chunk_size()):
             _chunk_enqueue(run_id, chunk)
             chunks += 1
 
     judge_runs = judge_chunks = 0
-    lease = timedelta(seconds=settings.ASSAY["TRIAL_LEASE_SECONDS"])
     for run in Run.objects.filter(status__in=open_runs).only("id", "graders", "status"):
         keys = run.grader_set.judge_keys
         if not keys:
@@ -92,13 +97,44 @@ def runs_sweep(*, now: datetime | None = None) -> SweepResult:
 
     _cancelled_runs_close(now)
     return SweepResult(
-        runs=len(stale),
-        trials=sum(len(v) for v in stale.values()),
+        runs=len(taken),
+        trials=sum(len(v) for v in taken.values()),
         chunks=chunks,
         judge_runs=judge_runs,
         judge_chunks=judge_chunks,
         messages=messages,
     )
+
+
+def _queued_orphans(dead: set[int], idle_since: datetime) -> dict[int, list[int]]:
+    """Queued trials no chunk message may still carry, by run: those of runs in ``dead`` (a
+    worker died mid-chunk: chunks claim a few trials at a time, so the rest of its chunk is
+    still queued), and those of open runs where nothing happened since ``idle_since`` — no
+    trial started or finished, no task message written (a chunk message lost with its
+    broker, or a worker killed before it claimed). A chunk claims by compare-and-set, so a
+    trial that another message also carries is still called once."""
+    open_runs = [Run.Status.QUEUED, Run.Status.RUNNING]
+    waiting = set(
+        Trial.objects.filter(status=Trial.Status.QUEUED, run__status__in=open_runs)
+        .values_list("run_id", flat=True)
+        .distinct()
+    )
+    orphaned = waiting & dead
+    for run_id in waiting - dead:
+        busy = Trial.objects.filter(run_id=run_id).filter(
+            Q(started_at__gte=idle_since) | Q(finished_at__gte=idle_since)
+        )
+        if busy.exists() or outbox_written_since(subject=run_subject(run_id), since=idle_since):
+            continue
+        orphaned.add(run_id)
+    found: dict[int, list[int]] = {}
+    for run_id, trial_id in (
+        Trial.objects.filter(run_id__in=orphaned, status=Trial.Status.QUEUED)
+        .order_by("run_id", "id")
+        .values_list("run_id", "id")
+    ):
+        found.setdefault(run_id, []).append(trial_id)
+    return found
 
 
 def _judge_rung_missed(

@@ -12,6 +12,7 @@ import pytest
 from django.core.management import call_command
 from django.utils import timezone
 
+from core.models import OutboxMessage
 from evals.models import Grade, Run, Trial
 from evals.runner.start import run_start
 from evals.runner.sweeper import SweepResult, runs_sweep
@@ -35,7 +36,7 @@ def _queued_run(capture, llm, graders, answers) -> Run:
         )
 
 
-def test_it_takes_back_trials_whose_lease_expired_and_leaves_live_ones(
+def test_it_takes_back_trials_whose_lease_expired_with_their_queued_run_mates_and_leaves_live_ones(
     llm, django_capture_on_commit_callbacks
 ):
     run = _queued_run(
@@ -43,7 +44,8 @@ def test_it_takes_back_trials_whose_lease_expired_and_leaves_live_ones(
     )
     trials = list(run.trials.order_by("id"))
     now = timezone.now()
-    # A worker died holding trials 0-1; a live one holds trial 2; trial 3 is still queued.
+    # A worker died holding trials 0-1 (its chunk had not claimed trial 3 yet); a live one
+    # holds trial 2.
     Trial.objects.filter(id__in=[t.id for t in trials[:2]]).update(
         status=Trial.Status.RUNNING, lease_expires_at=now - timedelta(seconds=1)
     )
@@ -55,13 +57,43 @@ def test_it_takes_back_trials_whose_lease_expired_and_leaves_live_ones(
     with django_capture_on_commit_callbacks(execute=True):  # the chunk message goes out
         result = runs_sweep()
 
-    assert result == SweepResult(runs=1, trials=2, chunks=1)
+    assert result == SweepResult(runs=1, trials=3, chunks=1)
     statuses = dict(Trial.objects.filter(run=run).values_list("id", "status"))
-    assert [statuses[t.id] for t in trials] == ["ok", "ok", "running", "queued"]
-    assert Grade.objects.filter(trial__run=run).count() == 2
-    assert llm.requests == 2
+    assert [statuses[t.id] for t in trials] == ["ok", "ok", "running", "ok"]
+    assert Grade.objects.filter(trial__run=run).count() == 3
+    assert llm.requests == 3
     assert runs_sweep() == SweepResult()  # nothing stale any more: a no-op
-    assert llm.requests == 2
+    assert llm.requests == 3
+
+
+def test_it_takes_back_the_queued_trials_of_a_run_idle_for_a_lease(
+    llm, django_capture_on_commit_callbacks
+):
+    """The chunk message was sent, then lost with the broker (or its worker died before it
+    claimed anything): nothing happens on the run for a lease, so the sweeper sends its
+    queued trials again."""
+    run = _queued_run(django_capture_on_commit_callbacks, llm, [SAYS_YES], {"c1": "yes"})
+    OutboxMessage.objects.update(sent_at=timezone.now())  # sent, then lost
+
+    assert runs_sweep() == SweepResult()  # written a moment ago: a worker may be on its way
+    with django_capture_on_commit_callbacks(execute=True):
+        result = runs_sweep(now=timezone.now() + timedelta(hours=1))
+
+    assert result == SweepResult(runs=1, trials=1, chunks=1)
+    run.refresh_from_db()
+    assert run.status == Run.Status.SUCCEEDED and llm.requests == 1
+
+
+def test_it_sends_again_a_chunk_message_the_broker_refused(
+    llm, django_capture_on_commit_callbacks
+):
+    run = _queued_run(django_capture_on_commit_callbacks, llm, [SAYS_YES], {"c1": "yes"})
+    later = timezone.now() + timedelta(minutes=1)
+    with django_capture_on_commit_callbacks(execute=True):
+        result = runs_sweep(now=later)
+    assert result == SweepResult(messages=1)  # the message itself; no orphan yet
+    run.refresh_from_db()
+    assert run.status == Run.Status.SUCCEEDED and llm.requests == 1
 
 
 def test_it_ignores_finished_and_cancelled_runs(llm, django_capture_on_commit_callbacks):
