@@ -84,9 +84,7 @@ def test_it_takes_back_the_queued_trials_of_a_run_idle_for_a_lease(
     assert run.status == Run.Status.SUCCEEDED and llm.requests == 1
 
 
-def test_it_sends_again_a_chunk_message_the_broker_refused(
-    llm, django_capture_on_commit_callbacks
-):
+def test_it_sends_again_a_chunk_message_the_broker_refused(llm, django_capture_on_commit_callbacks):
     run = _queued_run(django_capture_on_commit_callbacks, llm, [SAYS_YES], {"c1": "yes"})
     later = timezone.now() + timedelta(minutes=1)
     with django_capture_on_commit_callbacks(execute=True):
