@@ -4,7 +4,12 @@ tests/evals/test_worker_faults.py.)"""
 
 from __future__ import annotations
 
+import io
+import json
+
 import pytest
+from django.core.management import call_command
+from django.core.management.base import CommandError
 
 from evals.models import Run, Trial
 from evals.runner.start import run_start
@@ -54,3 +59,13 @@ def test_a_finished_run_is_a_conflict_and_an_unknown_one_not_found(queued, carol
     queued.refresh_from_db()
     assert queued.status == Run.Status.SUCCEEDED
     assert client_for(carol).post("/api/runs/not-a-uuid/cancel").status_code == 404
+
+
+def test_the_command_cancels_and_refuses_a_finished_run_with_exit_3(queued):
+    out = io.StringIO()
+    call_command("run_cancel", str(queued.uuid), "--json", stdout=out)
+    assert json.loads(out.getvalue()) == {"run": str(queued.uuid), "status": "cancelled"}
+    Run.objects.filter(id=queued.id).update(status=Run.Status.FAILED)
+    with pytest.raises(CommandError, match="has already failed") as exc:
+        call_command("run_cancel", str(queued.uuid))
+    assert exc.value.returncode == 3
