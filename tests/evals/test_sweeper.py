@@ -152,3 +152,40 @@ def test_the_task_and_the_command_run_one_sweep(llm, django_capture_on_commit_ca
         out.getvalue().strip() == "0 trials taken back in 0 chunks (0 runs); 0 judge chunks "
         "enqueued again (0 runs); 0 task messages sent again"
     )
+
+
+def test_a_dead_chunk_gets_its_target_and_judge_rungs_back_in_one_sweep(
+    llm, judge, django_capture_on_commit_callbacks, monkeypatch
+):
+    """A worker wrote two trials, held a third, and died: its chunk never reached the end
+    where it enqueues the judge rung. One sweep takes back the third trial and sends the
+    first two to the judge, without waiting another lease."""
+    version = make_version(llm)
+    monkeypatch.setattr("evals.runner.execute._judge_chunk_enqueue", lambda run_id, ids: None)
+    with django_capture_on_commit_callbacks(execute=True):
+        run = run_start(
+            suite=suite({"c1": "yes", "c2": "yes", "c3": "yes"}),
+            name="r",
+            target=target(llm),
+            graders=[SAYS_YES, judge_spec(version)],
+            trials_per_case=1,
+        )
+    monkeypatch.undo()
+    written, held = list(run.trials.order_by("id"))[:2], run.trials.order_by("id").last()
+    now = timezone.now()
+    Trial.objects.filter(id__in=[t.id for t in written]).update(
+        finished_at=now - timedelta(seconds=30)
+    )
+    Trial.objects.filter(id=held.id).update(
+        status=Trial.Status.RUNNING, lease_expires_at=now - timedelta(seconds=1)
+    )
+    assert judge.calls == 0
+
+    with django_capture_on_commit_callbacks(execute=True):
+        result = runs_sweep()
+
+    assert result == SweepResult(runs=1, trials=1, chunks=1, judge_runs=1, judge_chunks=1)
+    run.refresh_from_db()
+    assert run.status == Run.Status.SUCCEEDED
+    assert Grade.objects.filter(trial__run=run, grader="judge").count() == 3
+    assert judge.calls == 3  # each trial judged once
