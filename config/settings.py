@@ -264,8 +264,9 @@ ASSAY = {
     # An outbox message (core.outbox) still unsent this long after its commit is sent again
     # by the sweeper.
     "OUTBOX_GRACE_SECONDS": int(os.environ.get("ASSAY_OUTBOX_GRACE_SECONDS", "10")),
-    # Trials per Celery task, run concurrently inside it (measured: bench/RESULTS-runner.md).
-    "TRIAL_CHUNK_SIZE": int(os.environ.get("ASSAY_TRIAL_CHUNK_SIZE", "1000")),
+    # Trials per Celery task, run concurrently inside it: small enough that a run of 1,000
+    # trials is 10 tasks, so 2 and 4 workers make it faster (bench/README.md, workers).
+    "TRIAL_CHUNK_SIZE": int(os.environ.get("ASSAY_TRIAL_CHUNK_SIZE", "100")),
     # Outputs longer than this are shown truncated, with "show all".
     "OUTPUT_PREVIEW_CHARS": 2000,
     # A lead may mark a judge version trusted only when its calibration has n >= MIN_N,

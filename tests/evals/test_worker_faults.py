@@ -14,13 +14,22 @@ import time
 import pytest
 from django.core.management import call_command
 
+from config.celery import app
 from core.outbox import outbox_unsent
 from evals.models import Grade, Run, Trial
 from evals.runner.start import run_start, run_subject
 from evals.runner.sweeper import runs_sweep
 from tests.broker import broker_unreachable
 from tests.core.test_api_core import client_for
-from tests.evals.test_worker import _run_wait, _suite, _worker_log, worker_factory, worker_queue
+from tests.evals.test_worker import (
+    _run_wait,
+    _suite,
+    _worker_log,
+    _worker_start,
+    _worker_stop,
+    worker_factory,
+    worker_queue,
+)
 from tests.mockllm import mockllm
 
 pytestmark = [
@@ -188,13 +197,27 @@ def test_a_chunk_longer_than_its_lease_is_not_taken_over(
 
 
 def test_a_worker_killed_mid_chunk_is_recovered_by_the_sweeper(
-    worker_factory, mockllm, tmp_path, settings
+    worker_factory, worker_queue, mockllm, tmp_path, settings
 ):
     settings.ASSAY = {**settings.ASSAY, "TRIAL_CHUNK_SIZE": 200}
     mock = mockllm("--latency-ms", "200")
     lease = {"ASSAY_TRIAL_LEASE_SECONDS": "2"}
     concurrency = 2
     victim = worker_factory(env=lease)
+    # The survivor starts now, on a queue of its own, so it cannot take the chunk first;
+    # the sweeps below send to its queue.
+    rescue_queue = f"{worker_queue}-rescue"
+    survivor, survivor_log = _worker_start(
+        rescue_queue, tmp_path / "worker-rescue.log", pool="solo", concurrency=1, env=lease
+    )
+    try:
+        _killed_and_recovered(victim, rescue_queue, mock, tmp_path, concurrency)
+    finally:
+        _worker_stop(survivor)
+        survivor_log.close()
+
+
+def _killed_and_recovered(victim, rescue_queue: str, mock, tmp_path, concurrency: int) -> None:
     run = run_start(
         suite=_suite(24),
         name="killed",
@@ -211,7 +234,7 @@ def test_a_worker_killed_mid_chunk_is_recovered_by_the_sweeper(
     lost = _calls(mock) - Trial.objects.filter(run=run, status__in=Trial.FINISHED).count()
     assert 0 <= lost <= concurrency  # calls in flight when it died: paid, never recorded
 
-    worker_factory(env=lease)
+    app.conf.task_default_queue = rescue_queue  # restored by the worker_queue fixture
     deadline = time.monotonic() + 25
     while not run.is_terminal:
         assert time.monotonic() < deadline, _worker_log(tmp_path)
