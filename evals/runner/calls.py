@@ -51,6 +51,8 @@ class CallPool:
         self._inbox: asyncio.Queue | None = None
         self._error: BaseException | None = None
         self._closed = False
+        self._submitted = 0  # counted by the consuming thread
+        self._settled = 0  # calls returned (loop thread) or withdrawn (consuming thread)
         self.concurrency = 1
         self._thread = threading.Thread(target=self._run, name="assay-target-calls", daemon=True)
 
@@ -87,6 +89,7 @@ class CallPool:
                 result = await target.call(case_input)
             except Exception as exc:  # noqa: BLE001 - the contract says never raise
                 result = TargetResult(output="", error=f"target raised {type(exc).__name__}: {exc}")
+            self._settled += 1  # only this loop's thread and ``withdraw`` (on it) write it
             self._results.put((trial_id, result))
 
     async def _drain(self) -> list[int]:
@@ -96,6 +99,7 @@ class CallPool:
             item = self._inbox.get_nowait()
             if item is not None:
                 withdrawn.append(item[0])
+        self._settled += len(withdrawn)
         return withdrawn
 
     # -- the consuming thread -----------------------------------------------------------
@@ -114,8 +118,15 @@ class CallPool:
     def submit(self, items: list[tuple[int, CaseInput]]) -> None:
         """Queue calls for ``(trial_id, case_input)`` pairs; they start as slots free up."""
         assert self._loop is not None and self._inbox is not None
+        self._submitted += len(items)
         for item in items:
             self._loop.call_soon_threadsafe(self._inbox.put_nowait, item)
+
+    @property
+    def outstanding(self) -> int:
+        """Calls submitted and not yet returned or withdrawn: in flight, or waiting for a
+        slot. Results returned but not yet read do not count."""
+        return self._submitted - self._settled
 
     def withdraw(self) -> list[int]:
         """Take back every submitted trial whose call has not started; returns their ids.

@@ -230,8 +230,9 @@ def _database_reconnect(budget_s: float = DB_RECONNECT_S) -> bool:
 
 
 class _ChunkCalls:
-    """The calls of one chunk: claims trials a few at a time (twice the pool's concurrency at
-    most in hand), feeds them to the call pool, writes and grades results as they arrive,
+    """The calls of one chunk: claims trials a few at a time (at most twice the pool's
+    concurrency in flight or waiting for a slot), feeds them to the call pool, writes and
+    grades results as they arrive,
     renews the leases it holds, and stops starting calls the moment its run (or a top-up
     it serves) is cancelled or a database write fails."""
 
@@ -251,8 +252,9 @@ class _ChunkCalls:
         renew_every = settings.ASSAY["TRIAL_LEASE_SECONDS"] / 3
         renewed = time.monotonic()
         while True:
-            if not self.run_cancelled and self.pending and len(self.held) <= self.pool.concurrency:
-                self._claim(2 * self.pool.concurrency - len(self.held))
+            outstanding = self.pool.outstanding
+            if not self.run_cancelled and self.pending and outstanding <= self.pool.concurrency:
+                self._claim(2 * self.pool.concurrency - outstanding)
                 continue
             if not self.held:
                 return
