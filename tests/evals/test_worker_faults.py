@@ -13,6 +13,7 @@ import time
 
 import pytest
 from django.core.management import call_command
+from django.urls import reverse
 
 from config.celery import app
 from core.outbox import outbox_unsent
@@ -21,6 +22,7 @@ from evals.runner.start import run_start, run_subject
 from evals.runner.sweeper import runs_sweep
 from tests.broker import broker_unreachable
 from tests.core.test_api_core import client_for
+from tests.evals.test_views_runs import make_suite, start_form
 from tests.evals.test_worker import (
     _run_wait,
     _suite,
@@ -129,6 +131,19 @@ def test_run_suite_warns_without_a_traceback_when_the_broker_is_down(worker_queu
     assert "Traceback" not in err.getvalue()
     run = Run.objects.get(name="cli")
     assert run.status == Run.Status.QUEUED and outbox_unsent(subject=run_subject(run.id)) == 1
+
+
+def test_the_start_page_says_the_run_waits_for_the_broker(worker_queue, client, carol):
+    client.force_login(carol)
+    with broker_unreachable():
+        response = client.post(
+            reverse("evals:run-new"), start_form(make_suite(n_cases=2)), follow=True
+        )
+    assert response.status_code == 200
+    assert "Run saved, not started yet: the task broker is unreachable" in (
+        response.content.decode()
+    )
+    assert Run.objects.get(name="first").status == Run.Status.QUEUED
 
 
 def test_a_cancel_mid_chunk_stops_the_calls_within_one_call(
