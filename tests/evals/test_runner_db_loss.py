@@ -18,7 +18,7 @@ from evals.runner.start import run_start
 from tests.evals.test_worker import _suite
 from tests.mockllm import mockllm
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = pytest.mark.django_db(transaction=True, serialized_rollback=True)
 
 __all__ = ["mockllm"]
 
