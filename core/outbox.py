@@ -60,16 +60,15 @@ def outbox_publish(message_id: int) -> bool:
     message = OutboxMessage.objects.filter(id=message_id, sent_at__isnull=True).first()
     if message is None:
         return False
-    task = current_app.tasks[message.task]
     if current_app.conf.task_always_eager:
         _mark_sent(message.id)
-        task.delay(*message.args)
+        current_app.tasks[message.task].delay(*message.args)
         return True
     if time.monotonic() < _broker_down_until:
         _mark_failed(message.id, "not tried: the broker was unreachable a moment ago")
         return False
     try:
-        task.delay(*message.args)
+        current_app.tasks[message.task].delay(*message.args)
     except Exception as exc:  # noqa: BLE001 - any publish failure leaves the row for the sweeper
         _broker_down_until = time.monotonic() + BROKER_DOWN_SECONDS
         logger.warning("task %s not published (%s); the sweeper will send it", message, exc)
