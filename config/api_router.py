@@ -31,6 +31,7 @@ urlpatterns = [
     path("runs/start", evals_api.RunStartApi.as_view(), name="run-start"),
     path("runs/<str:run_id>/retry", evals_api.RunRetryApi.as_view(), name="run-retry"),
     path("runs/<str:run_id>/grade", evals_api.RunGradeApi.as_view(), name="run-grade"),
+    path("runs/<str:run_id>/cancel", evals_api.RunCancelApi.as_view(), name="run-cancel"),
     path("baselines/set", evals_api.BaselineSetApi.as_view(), name="baseline-set"),
     path("ingest", api_ingest.IngestApi.as_view(), name="ingest"),
     path("imports", api_imports.ImportApi.as_view(), name="imports"),

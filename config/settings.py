@@ -229,11 +229,19 @@ CELERY_TASK_SOFT_TIME_LIMIT = 25 * 60
 CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", False)
 CELERY_TASK_EAGER_PROPAGATES = True
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# Every task goes through the transactional outbox (core.outbox): a publish that fails is
+# sent again by the sweeper, so publishing retries briefly instead of blocking a request.
+CELERY_TASK_PUBLISH_RETRY_POLICY = {
+    "max_retries": 1,
+    "interval_start": 0,
+    "interval_step": 0.2,
+    "interval_max": 0.2,
+}
 # The sweeper (evals.runner.sweeper) under Celery beat; `manage.py runs_sweep` does one pass too.
 CELERY_BEAT_SCHEDULE = {
     "runs-sweep": {
         "task": "evals.tasks.runs_sweep",
-        "schedule": float(os.environ.get("ASSAY_SWEEP_SECONDS", "60")),
+        "schedule": float(os.environ.get("ASSAY_SWEEP_SECONDS", "30")),
     },
 }
 
@@ -279,12 +287,19 @@ SPECTACULAR_SETTINGS.setdefault("ENUM_NAME_OVERRIDES", {}).update(
 
 # Assay's own knobs.
 ASSAY = {
-    # A trial whose worker died is taken over after this many seconds.
-    "TRIAL_LEASE_SECONDS": int(os.environ.get("ASSAY_TRIAL_LEASE_SECONDS", "600")),
-    # How often Celery beat runs the sweeper (evals.runner.sweeper: expired leases, stalled judges).
-    "SWEEP_SECONDS": int(os.environ.get("ASSAY_SWEEP_SECONDS", "60")),
-    # Trials per Celery task, run concurrently inside it (measured: bench/RESULTS-runner.md).
-    "TRIAL_CHUNK_SIZE": int(os.environ.get("ASSAY_TRIAL_CHUNK_SIZE", "1000")),
+    # A trial whose worker died is taken over after this many seconds. A live worker renews
+    # the lease of the trials it holds every third of it (evals.runner.execute), so a long
+    # chunk is never taken over; recovery after kill -9 is within lease + sweep interval.
+    "TRIAL_LEASE_SECONDS": int(os.environ.get("ASSAY_TRIAL_LEASE_SECONDS", "60")),
+    # How often Celery beat runs the sweeper (evals.runner.sweeper: expired leases, stalled
+    # judges, unsent outbox messages).
+    "SWEEP_SECONDS": int(os.environ.get("ASSAY_SWEEP_SECONDS", "30")),
+    # An outbox message (core.outbox) still unsent this long after its commit is sent again
+    # by the sweeper.
+    "OUTBOX_GRACE_SECONDS": int(os.environ.get("ASSAY_OUTBOX_GRACE_SECONDS", "10")),
+    # Trials per Celery task, run concurrently inside it: small enough that a run of 1,000
+    # trials is 10 tasks, so 2 and 4 workers make it faster (bench/README.md, workers).
+    "TRIAL_CHUNK_SIZE": int(os.environ.get("ASSAY_TRIAL_CHUNK_SIZE", "100")),
     # The dashboard warns when no Celery worker has written a heartbeat for this long
     # (core.heartbeat; a worker writes one every 15 s).
     "WORKER_SILENT_SECONDS": int(os.environ.get("ASSAY_WORKER_SILENT_SECONDS", "60")),
@@ -306,7 +321,7 @@ ASSAY = {
     "IMPORT_MAX_BYTES": int(os.environ.get("ASSAY_IMPORT_MAX_BYTES", str(64 * 1024 * 1024))),
 }
 
-for _knob in ("TRIAL_LEASE_SECONDS", "SWEEP_SECONDS", "TRIAL_CHUNK_SIZE"):
+for _knob in ("TRIAL_LEASE_SECONDS", "SWEEP_SECONDS", "TRIAL_CHUNK_SIZE", "OUTBOX_GRACE_SECONDS"):
     if ASSAY[_knob] < 1:
         raise ImproperlyConfigured(f"ASSAY_{_knob} must be a positive integer, got {ASSAY[_knob]}")
 

@@ -21,10 +21,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.core.cache import caches
-from django.db import OperationalError, transaction
+from django.db import OperationalError
 from django.utils import timezone
 
 from core.errors import DomainError
+from core.outbox import outbox_enqueue
 from core.roles import LEAD, user_has_role
 from interop.importers import results_import
 from interop.models import ImportJob
@@ -69,7 +70,7 @@ def import_job_create(*, upload: Any, options: dict, user: Any) -> ImportJob:
     )
     job.file.save(os.path.basename(job.filename) or "upload", upload, save=False)
     job.save()
-    transaction.on_commit(lambda: import_job_run.delay(job.id))
+    outbox_enqueue(import_job_run, job.id, subject=f"interop.import_job:{job.id}")
     return job
 
 

@@ -26,13 +26,13 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from functools import partial
 
 from django.conf import settings
 from django.db import connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from core.outbox import outbox_enqueue
 from evals.models import Grade, Run
 from judges import tasks
 from judges.models import JudgeClaim, JudgeRun, PairwiseVerdict
@@ -261,20 +261,24 @@ def judge_claims_sweep(*, now: datetime | None = None) -> ClaimSweep:
     with transaction.atomic():
         JudgeClaim.objects.filter(id__in=dropped, lease_expires_at__lt=now).delete()
         for run_id, trial_ids in rung.items():
-            transaction.on_commit(partial(tasks.run_chunk_judge.delay, run_id, sorted(trial_ids)))
+            outbox_enqueue(
+                tasks.run_chunk_judge, run_id, sorted(trial_ids), subject=f"evals.run:{run_id}"
+            )
         for judge_run_id, trial_ids in pointwise.items():
             jr = judge_runs[judge_run_id]
-            transaction.on_commit(
-                partial(
-                    tasks.judge_run_execute.delay,
-                    jr.run_id,
-                    jr.judge_version_id,
-                    sorted(set(trial_ids)),
-                )
+            outbox_enqueue(
+                tasks.judge_run_execute,
+                jr.run_id,
+                jr.judge_version_id,
+                sorted(set(trial_ids)),
+                subject=f"judges.judge_run:{judge_run_id}",
             )
         for judge_run_id, pair_ids in pairwise.items():
-            transaction.on_commit(
-                partial(tasks.pairwise_judge_run_execute.delay, judge_run_id, sorted(set(pair_ids)))
+            outbox_enqueue(
+                tasks.pairwise_judge_run_execute,
+                judge_run_id,
+                sorted(set(pair_ids)),
+                subject=f"judges.judge_run:{judge_run_id}",
             )
     return ClaimSweep(
         claims=len(expired), tasks=len(rung) + len(pointwise) + len(pairwise), dropped=len(dropped)

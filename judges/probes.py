@@ -18,6 +18,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from core.errors import DomainError
+from core.outbox import outbox_enqueue
 from judges import kinds
 from judges.grading import JudgeCall, Sleep, calls_run, template_refusal, verdict_read
 from judges.models import JudgeVersion, ProbeRun
@@ -259,7 +260,7 @@ def probe_run_start(*, judge_version: JudgeVersion, by=None) -> ProbeRun:
         raise DomainError(f"{refusal}", field=f"{judge_version}")
     with transaction.atomic():
         probe = ProbeRun.objects.create(judge_version=judge_version, started_by=by)
-        transaction.on_commit(lambda: task.delay(probe.id))
+        outbox_enqueue(task, probe.id, subject=f"judges.probe_run:{probe.id}")
     return probe
 
 

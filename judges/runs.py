@@ -44,6 +44,7 @@ from django.utils import timezone
 
 from core.chunks import chunked
 from core.errors import DomainError
+from core.outbox import outbox_enqueue
 from evals.models import Grade, Run, Trial, TrialPair
 from judges import tasks
 from judges.grading import Sleep, judge_grade_trials
@@ -107,8 +108,12 @@ def judge_run_start(
         judge_run.save()
         chunks = chunked(ids, JUDGE_RUN_CHUNK)
         for chunk in chunks or [[]]:
-            transaction.on_commit(
-                lambda c=chunk: tasks.judge_run_execute.delay(run.id, judge_version.id, c)
+            outbox_enqueue(
+                tasks.judge_run_execute,
+                run.id,
+                judge_version.id,
+                chunk,
+                subject=f"judges.judge_run:{judge_run.id}",
             )
     return judge_run
 
@@ -163,8 +168,11 @@ def pairwise_judge_run_start(
         judge_run.finished_at = None
         judge_run.save()
         for chunk in chunked(pair_ids, JUDGE_RUN_CHUNK):
-            transaction.on_commit(
-                lambda c=chunk: tasks.pairwise_judge_run_execute.delay(judge_run.id, c)
+            outbox_enqueue(
+                tasks.pairwise_judge_run_execute,
+                judge_run.id,
+                chunk,
+                subject=f"judges.judge_run:{judge_run.id}",
             )
     return judge_run
 

@@ -13,7 +13,12 @@ from django.db.models import QuerySet, TextChoices
 from django.db.models.functions import Length, Substr
 from django.shortcuts import get_object_or_404
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view
+from drf_spectacular.utils import (
+    OpenApiParameter,
+    OpenApiResponse,
+    extend_schema,
+    extend_schema_view,
+)
 from rest_framework import serializers, viewsets
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -28,6 +33,7 @@ from evals.grading.recorded import run_grade
 from evals.models import Baseline, Case, Grade, Run, Suite, Trial
 from evals.report.selectors import run_report
 from evals.runner import start as services
+from evals.runner.finalize import run_cancel
 from evals.runner.retry import run_retry
 from evals.runner.start import DEFAULT_TRIALS_PER_CASE, MAX_TRIALS_PER_CASE
 from evals.tags import cases_tagged, trials_tagged
@@ -131,6 +137,28 @@ class RunSerializer(serializers.ModelSerializer):
         model = Run
         fields = RUN_FIELDS
         extra_kwargs = RUN_HELP
+
+
+class RunStartedSerializer(RunSerializer):
+    warning = serializers.SerializerMethodField(
+        help_text="Present when some of the run's task messages wait for an unreachable "
+        "broker: the run is saved and starts by itself once the broker is back."
+    )
+
+    class Meta(RunSerializer.Meta):
+        fields = [*RUN_FIELDS, "warning"]
+
+    def get_warning(self, run) -> str:
+        return services.run_publish_warning(run=run)
+
+
+def _started(run: Run, status: int) -> Response:
+    """The answer to a start or a retry: the run, with ``warning`` only when its task
+    messages wait for the broker."""
+    data = RunStartedSerializer(run).data
+    if not data["warning"]:
+        del data["warning"]
+    return Response(data, status=status)
 
 
 class RunDetailSerializer(RunSerializer):
@@ -483,7 +511,7 @@ class RunStartApi(APIView):
 
     permission_classes = [IsRunner]
 
-    @extend_schema(request=RunStartInput, responses={201: RunSerializer})
+    @extend_schema(request=RunStartInput, responses={201: RunStartedSerializer})
     def post(self, request):
         data = RunStartInput(data=request.data)
         data.is_valid(raise_exception=True)
@@ -500,7 +528,7 @@ class RunStartApi(APIView):
             started_by=request.user,
             against=get_object_or_404(Run, uuid=v["against"]) if v["against"] else None,
         )
-        return Response(RunSerializer(run).data, status=201)
+        return _started(run, 201)
 
 
 class BaselineSetInput(serializers.Serializer):
@@ -516,13 +544,14 @@ class BaselineSetInput(serializers.Serializer):
 
 class RunRetryApi(APIView):
     """POST: retry the run's errored trials (``evals.runner.retry.run_retry``); 202 with the
-    run (poll it); the errored attempts stay as history. 400 when none is left to retry."""
+    run (poll it), and a ``warning`` when the broker is unreachable; the errored attempts stay
+    as history. 400 when none is left to retry."""
 
     permission_classes = [IsRunner]
 
     @extend_schema(
         request=None,
-        responses={202: RunSerializer},
+        responses={202: RunStartedSerializer},
         parameters=[
             OpenApiParameter(
                 "run_id", OpenApiTypes.UUID, OpenApiParameter.PATH, description="UUID of the run."
@@ -535,7 +564,36 @@ class RunRetryApi(APIView):
         )
         run_retry(run=run, by=request.user)
         run.refresh_from_db()
-        return Response(RunSerializer(run).data, status=202)
+        return _started(run, 202)
+
+
+class RunCancelApi(APIView):
+    """POST: cancel a queued or running run (``evals.runner.finalize.run_cancel``): workers
+    start no further call; calls in flight finish and are recorded. Engineers and leads. 200
+    with the run (cancelling a cancelled one again is a 200 that changes nothing); 409 when
+    it has already succeeded or failed; 404 for an unknown run."""
+
+    permission_classes = [IsRunner]
+
+    @extend_schema(
+        request=None,
+        responses={
+            200: RunSerializer,
+            404: OpenApiResponse(description="No such run."),
+            409: OpenApiResponse(description="It has already succeeded or failed."),
+        },
+        parameters=[
+            OpenApiParameter(
+                "run_id", OpenApiTypes.UUID, OpenApiParameter.PATH, description="UUID of the run."
+            )
+        ],
+    )
+    def post(self, request, run_id):
+        run = get_object_or_404(
+            Run.objects.select_related("suite"), uuid=uuid_or_404(run_id, "run")
+        )
+        run_cancel(run=run, by=request.user, refuse_finished=True)
+        return Response(RunSerializer(run).data, status=200)
 
 
 class RunGradeInput(serializers.Serializer):

@@ -22,7 +22,6 @@ import time
 from copy import copy
 from dataclasses import replace
 from decimal import Decimal
-from functools import partial
 
 from django.db import transaction
 from django.db.models import Avg, Count, F, Q, Sum
@@ -30,11 +29,13 @@ from django.utils import timezone
 
 from core.errors import DomainError
 from core.money import usd_text
+from core.outbox import outbox_enqueue
 from core.roles import ENGINEER, LEAD, role_require
 from evals.comparison.gate import GateDecision, gate_evaluate, gate_plan, plan_json
 from evals.comparison.render import gate_json
 from evals.comparison.run_data import run_data_get
 from evals.models import Case, Run, TopUp, Trial
+from evals.runner.finalize import run_finalize, trials_cancel
 from evals.runner.replay import run_replay_refusal
 from evals.runner.start import trials_add
 from evals.tasks import top_up_advance as top_up_advance_task
@@ -111,7 +112,7 @@ def top_up_start(
             adaptive=adaptive,
             started_by=by if getattr(by, "is_authenticated", False) else None,
         )
-        transaction.on_commit(partial(top_up_advance_task.delay, top_up.id))
+        outbox_enqueue(top_up_advance_task, top_up.id, subject=f"evals.top_up:{top_up.id}")
     return top_up
 
 
@@ -371,15 +372,28 @@ def _case_ids(run_id: int, hashes: list[str]) -> dict[str, int]:
 
 
 def top_up_cancel(*, top_up: TopUp, by=None) -> bool:
-    """Stop a top-up before its next round (compare-and-set); trials already added finish
-    and count. Returns False when it had already ended."""
+    """Stop a top-up (compare-and-set): no further round, and its trials still queued are
+    cancelled (taken out of their run's count); chunks calling its trials start no new call
+    (``evals.runner.execute``), calls in flight finish and count. Returns False when it had
+    already ended."""
     if by is not None:
         role_require(by, ENGINEER, LEAD, action="cancelling a top-up")
-    return bool(
-        TopUp.objects.filter(id=top_up.id, status__in=ACTIVE).update(
+    with transaction.atomic():
+        changed = TopUp.objects.filter(id=top_up.id, status__in=ACTIVE).update(
             status=TopUp.Status.CANCELLED, finished_at=timezone.now()
         )
-    )
+        if changed:
+            queued: dict[int, list[int]] = {}
+            for trial_id, run_id in Trial.objects.filter(
+                top_up_id=top_up.id, status=Trial.Status.QUEUED
+            ).values_list("id", "run_id"):
+                queued.setdefault(run_id, []).append(trial_id)
+            for run_id, trial_ids in queued.items():
+                trials_cancel(run_id=run_id, trial_ids=trial_ids, uncount=True)
+    if changed:
+        for run_id in (top_up.base_id, top_up.head_id):
+            run_finalize(run_id=run_id)
+    return bool(changed)
 
 
 def _usd(value: Decimal | None) -> str:

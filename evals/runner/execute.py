@@ -9,55 +9,43 @@ is an errored trial, never a pass; an errored trial gets no grades."""
 
 from __future__ import annotations
 
-import asyncio
-import queue
-import threading
+import contextlib
+import logging
 import time
-from collections.abc import Iterator
 from datetime import timedelta
-from functools import partial
 from typing import Any
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import DatabaseError, InterfaceError, OperationalError, connection, transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
+from core.outbox import outbox_enqueue
 from evals.grading.ladder import (
     _case_input,
     _chunk_grades_complete,
     grades_record,
 )
-from evals.models import Run, Trial
-from evals.runner.finalize import (
-    run_finalize,
-)
+from evals.models import Run, TopUp, Trial
+from evals.runner.calls import CallPool
+from evals.runner.finalize import run_finalize, trials_cancel
 from evals.runner.pricing import cost_breakdown, price_lookup
-from evals.runner.targets import CaseInput, TargetResult, target_from_config
+from evals.runner.start import _chunk_enqueue, run_subject
+from evals.runner.targets import TargetResult
 from judges.tasks import run_chunk_judge
 
-# Calls in flight per chunk when the target does not say (``concurrency`` in its config).
-DEFAULT_TARGET_CONCURRENCY = 16
+logger = logging.getLogger(__name__)
 
+# While no result arrives, the chunk still looks at its run (cancelled?) this often, seconds.
+STOP_CHECK_S = 0.5
 
-# How long a batch of results may gather before it is written, in seconds.
-WRITE_BATCH_WINDOW_S = 0.05
+# After a lost database connection, how long the chunk tries to reconnect before it gives up
+# (its trials are then taken back by the sweeper once their lease runs out), seconds.
+DB_RECONNECT_S = 30.0
 
 
 def _trial_lease() -> timedelta:
     return timedelta(seconds=settings.ASSAY["TRIAL_LEASE_SECONDS"])
-
-
-def _target_concurrency(target: Any, config: dict) -> int:
-    """Calls in flight for one chunk: the target's own ``concurrency`` attribute, else
-    ``config["concurrency"]``, else ``DEFAULT_TARGET_CONCURRENCY``."""
-    value = getattr(target, "concurrency", None) or config.get("concurrency")
-    if value is None and isinstance(config.get("settings"), dict):
-        value = config["settings"].get("concurrency")
-    try:
-        return max(1, int(value)) if value is not None else DEFAULT_TARGET_CONCURRENCY
-    except (TypeError, ValueError):
-        return DEFAULT_TARGET_CONCURRENCY
 
 
 def _trials_claim(*, run_id: int, trial_ids: list[int]) -> list[int]:
@@ -88,77 +76,6 @@ def _trials_claim(*, run_id: int, trial_ids: list[int]) -> list[int]:
             )
     order = {trial_id: i for i, trial_id in enumerate(trial_ids)}
     return sorted(claimed, key=order.__getitem__)
-
-
-def _calls_stream(
-    *, config: dict, items: list[tuple[int, CaseInput]]
-) -> Iterator[list[tuple[int, TargetResult]]]:
-    """Call the target for every ``(trial_id, case_input)`` concurrently and yield the
-    ``(trial_id, result)`` pairs as they complete, in batches: each batch is every result
-    that arrived while the caller was writing the previous one (at least one).
-
-    The calls run on an asyncio loop in a helper thread, bounded by the target's concurrency;
-    the caller's thread consumes the queue and writes to the database meanwhile, so results
-    are stored one by one, not when the slowest call of the chunk returns. A target that
-    raises (it must not) gives an errored result, never a lost trial.
-
-    A batch closes ``WRITE_BATCH_WINDOW_S`` after its first result: each write costs a few
-    statements whatever its size, so gathering results for a moment saves CPU the calls
-    need (bench/README.md, runner).
-    """
-    results: queue.Queue = queue.Queue()
-    done = object()
-
-    async def call_all() -> None:
-        target = target_from_config(config)
-        try:
-            gate = asyncio.Semaphore(_target_concurrency(target, config))
-
-            async def call_one(trial_id: int, case_input: CaseInput) -> None:
-                async with gate:
-                    try:
-                        result = await target.call(case_input)
-                    except Exception as exc:  # noqa: BLE001 - the contract says never raise
-                        result = TargetResult(
-                            output="", error=f"target raised {type(exc).__name__}: {exc}"
-                        )
-                results.put((trial_id, result))
-
-            await asyncio.gather(*(call_one(t, c) for t, c in items))
-        finally:
-            await target.aclose()
-
-    def loop_thread() -> None:
-        try:
-            asyncio.run(call_all())
-        except BaseException as exc:  # noqa: BLE001 - handed to the consuming thread
-            results.put(exc)
-        finally:
-            results.put(done)
-
-    thread = threading.Thread(target=loop_thread, name="assay-target-calls", daemon=True)
-    thread.start()
-    finished = False
-    try:
-        while not finished:
-            batch: list[tuple[int, TargetResult]] = []
-            item = results.get()
-            window_ends = time.monotonic() + WRITE_BATCH_WINDOW_S
-            while True:
-                if item is done:
-                    finished = True
-                    break
-                if isinstance(item, BaseException):
-                    raise item
-                batch.append(item)
-                try:
-                    item = results.get(timeout=max(0.0, window_ends - time.monotonic()))
-                except queue.Empty:
-                    break
-            if batch:
-                yield batch
-    finally:
-        thread.join()
 
 
 def trial_results_record(
@@ -259,11 +176,181 @@ def _trial_rows_write(rows: list[Trial]) -> None:
         cursor.executemany(sql, params)
 
 
+def _leases_renew(trial_ids: list[int]) -> None:
+    """Push the lease of trials this chunk holds (still running) one lease into the future."""
+    Trial.objects.filter(id__in=trial_ids, status=Trial.Status.RUNNING).update(
+        lease_expires_at=timezone.now() + _trial_lease()
+    )
+
+
+def _trials_release(trial_ids: list[int]) -> list[int]:
+    """Give back trials this chunk claimed but did not call: running -> queued; returns the
+    ids released (compare-and-set on ``running``)."""
+    rows = Trial.objects.filter(id__in=trial_ids, status=Trial.Status.RUNNING)
+    released = list(rows.values_list("id", flat=True))
+    Trial.objects.filter(id__in=released, status=Trial.Status.RUNNING).update(
+        status=Trial.Status.QUEUED, lease_expires_at=None, started_at=None
+    )
+    return released
+
+
+def _stopped(run_id: int, top_up_ids: set[int]) -> tuple[bool, set[int]]:
+    """(is the run cancelled or gone, ids of the cancelled top-ups among ``top_up_ids``): one
+    query, two when the chunk holds top-up trials."""
+    status = Run.objects.filter(id=run_id).values_list("status", flat=True).first()
+    cancelled_top_ups = (
+        set(
+            TopUp.objects.filter(id__in=top_up_ids, status=TopUp.Status.CANCELLED).values_list(
+                "id", flat=True
+            )
+        )
+        if top_up_ids
+        else set()
+    )
+    return status in (None, Run.Status.CANCELLED), cancelled_top_ups
+
+
+def _database_reconnect(budget_s: float = DB_RECONNECT_S) -> bool:
+    """Drop the broken connection and open a new one, retrying with backoff for ``budget_s``
+    seconds; returns whether the database answers again."""
+    deadline = time.monotonic() + budget_s
+    delay = 0.1
+    while True:
+        with contextlib.suppress(DatabaseError):
+            connection.close()
+        try:
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT 1")
+            return True
+        except DatabaseError:
+            if time.monotonic() + delay > deadline:
+                return False
+            time.sleep(delay)
+            delay = min(delay * 2, 2.0)
+
+
+class _ChunkCalls:
+    """The calls of one chunk: claims trials a few at a time (at most twice the pool's
+    concurrency in flight or waiting for a slot), feeds them to the call pool, writes and
+    grades results as they arrive,
+    renews the leases it holds, and stops starting calls the moment its run (or a top-up
+    it serves) is cancelled or a database write fails."""
+
+    def __init__(self, *, run: Run, trial_ids: list[int], pool: CallPool) -> None:
+        self.run_id = run.id
+        self.model = run.model or None
+        self.specs = list(run.grader_set.specs)
+        self.pool = pool
+        self.pending = list(trial_ids)  # not yet offered to the claim
+        self.held: dict[int, Trial] = {}  # claimed by this chunk, result not yet written
+        self.prices: dict[str, Any] = {}
+        self.unwritten: list[tuple[int, TargetResult]] = []
+        self.run_cancelled = False
+
+    def execute(self) -> None:
+        """Run the chunk to its end (every claimed trial written or released)."""
+        renew_every = settings.ASSAY["TRIAL_LEASE_SECONDS"] / 3
+        renewed = time.monotonic()
+        while True:
+            outstanding = self.pool.outstanding
+            if not self.run_cancelled and self.pending and outstanding <= self.pool.concurrency:
+                self._claim(2 * self.pool.concurrency - outstanding)
+                continue
+            if not self.held:
+                return
+            self.unwritten = self.pool.results(timeout=STOP_CHECK_S)
+            if self.unwritten:
+                self._write(self.unwritten)
+                self.unwritten = []
+            self._stop_check()
+            if time.monotonic() - renewed >= renew_every:
+                _leases_renew(list(self.held))
+                renewed = time.monotonic()
+
+    def _claim(self, room: int) -> None:
+        offered, self.pending = self.pending[:room], self.pending[room:]
+        claimed = _trials_claim(run_id=self.run_id, trial_ids=offered)
+        if not claimed:
+            return
+        rows = Trial.objects.filter(id__in=claimed).select_related("case").in_bulk()
+        self.held.update((tid, rows[tid]) for tid in claimed)
+        self.pool.submit([(tid, _case_input(rows[tid])) for tid in claimed])
+
+    def _write(self, results: list[tuple[int, TargetResult]]) -> None:
+        # Results are written as they arrive; a batch is whatever arrived meanwhile.
+        written = set(
+            trial_results_record(
+                run_id=self.run_id, model=self.model, results=results, prices=self.prices
+            )
+        )
+        graded = []
+        for trial_id, result in results:
+            trial = self.held.pop(trial_id, None)
+            if trial is not None and trial_id in written and result.ok:
+                trial.status, trial.output = Trial.Status.OK, result.output or ""
+                graded.append(trial)
+        if graded and self.specs:
+            grades_record(trials=graded, specs=self.specs)
+
+    def _stop_check(self) -> None:
+        top_up_ids = {t.top_up_id for t in self.held.values() if t.top_up_id is not None}
+        run_cancelled, cancelled_top_ups = _stopped(self.run_id, top_up_ids)
+        if not run_cancelled and not cancelled_top_ups:
+            return
+        withdrawn = self.pool.withdraw()
+        stop = [
+            tid
+            for tid in withdrawn
+            if run_cancelled or self.held[tid].top_up_id in cancelled_top_ups
+        ]
+        keep = [tid for tid in withdrawn if tid not in set(stop)]
+        trials_cancel(run_id=self.run_id, trial_ids=stop, uncount=not run_cancelled)
+        for tid in stop:
+            del self.held[tid]
+        if keep:
+            self.pool.submit([(tid, _case_input(self.held[tid])) for tid in keep])
+        if run_cancelled:
+            self.run_cancelled = True
+            self.pending = []
+
+    def recover(self, error: DatabaseError) -> None:
+        """After a failed database statement: stop starting calls, let those in flight end,
+        reconnect, write what was paid for, give back the trials not called and enqueue
+        them again (through the outbox). Raises ``error`` when the database does not come
+        back within ``DB_RECONNECT_S``: the trials keep their lease, the sweeper takes them
+        back."""
+        withdrawn = self.pool.withdraw()
+        late = self.pool.close()
+        logger.warning(
+            "run %s: database write failed (%s); %d call(s) not started, %d in flight",
+            self.run_id,
+            error,
+            len(withdrawn),
+            len(late),
+        )
+        if not _database_reconnect():
+            raise error
+        paid = [*self.unwritten, *late]
+        if paid:
+            self._write(paid)
+        released = _trials_release(list(self.held))
+        again = sorted({*released, *self.pending})
+        if again:
+            _chunk_enqueue(self.run_id, again)
+
+
 def trial_chunk_execute(*, run_id: int, trial_ids: list[int]) -> None:
-    """Execute one chunk of a run's trials: claim, call the target concurrently, write each
-    result as it arrives, grade the ok ones with the deterministic graders, enqueue the judge
-    rung (``judges.tasks.run_chunk_judge``, after commit) when the grader set has judges,
-    then finalize the run.
+    """Execute one chunk of a run's trials: claim a few at a time, call the target
+    concurrently, write each result as it arrives, grade the ok ones with the deterministic
+    graders, enqueue the judge rung (``judges.tasks.run_chunk_judge``, through the outbox)
+    when the grader set has judges, then finalize the run.
+
+    Stops paying promptly: the run's status is read with every batch of results (and every
+    ``STOP_CHECK_S``), so once it is cancelled no new call starts (claimed trials not yet
+    called become cancelled; calls in flight finish and are recorded); the same for trials
+    of a cancelled top-up. Leases of held trials are renewed every third of a lease, so a
+    healthy chunk is never taken over. When a database statement fails, the chunk stops
+    starting calls and recovers (``_ChunkCalls.recover``).
 
     Idempotent; safe under redelivery: only trials claimed here by compare-and-set (queued,
     or running with an expired lease) are called; every write is a compare-and-set; grades go
@@ -272,34 +359,20 @@ def trial_chunk_execute(*, run_id: int, trial_ids: list[int]) -> None:
     run = Run.objects.filter(id=run_id).first()
     if run is None or run.status == Run.Status.CANCELLED:
         return
-    specs = list(run.grader_set.specs)
-    claimed = _trials_claim(run_id=run_id, trial_ids=trial_ids)
-    if claimed:
-        trials = {t.id: t for t in Trial.objects.filter(id__in=claimed).select_related("case")}
-        items = [(tid, _case_input(trials[tid])) for tid in claimed]
-        model = run.model or None
-        prices: dict[str, Any] = {}
-        for batch in _calls_stream(config=run.target, items=items):
-            # Results are written as they arrive; a batch is whatever arrived meanwhile.
-            written = set(
-                trial_results_record(run_id=run_id, model=model, results=batch, prices=prices)
-            )
-            graded = []
-            for trial_id, result in batch:
-                if trial_id in written and result.ok:
-                    trial = trials[trial_id]
-                    trial.status, trial.output = Trial.Status.OK, result.output or ""
-                    graded.append(trial)
-            if graded and specs:
-                grades_record(trials=graded, specs=specs)
-    _chunk_grades_complete(run_id=run_id, trial_ids=trial_ids, specs=specs)
-    if any(spec.is_judge for spec in specs):
+    with CallPool(run.target) as pool:
+        chunk = _ChunkCalls(run=run, trial_ids=trial_ids, pool=pool)
+        try:
+            chunk.execute()
+        except (OperationalError, InterfaceError) as exc:
+            chunk.recover(exc)
+    _chunk_grades_complete(run_id=run_id, trial_ids=trial_ids, specs=chunk.specs)
+    if any(spec.is_judge for spec in chunk.specs) and not chunk.run_cancelled:
         # Always enqueued, even on a redelivery that claimed nothing: the judge service skips
         # trials already judged, so a lost judge task is made up here.
-        transaction.on_commit(partial(_judge_chunk_enqueue, run_id, trial_ids))
+        _judge_chunk_enqueue(run_id, trial_ids)
     run_finalize(run_id=run_id)
 
 
 def _judge_chunk_enqueue(run_id: int, trial_ids: list[int]) -> None:
-
-    run_chunk_judge.delay(run_id, trial_ids)
+    """One ``run_chunk_judge`` message through the outbox (``core.outbox``)."""
+    outbox_enqueue(run_chunk_judge, run_id, trial_ids, subject=run_subject(run_id))

@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from functools import partial
 
 from django.db import transaction
-from django.db.models import Count, Q
+from django.db.models import Count, F, Q
 from django.utils import timezone
 
+from core.errors import DomainError
+from core.outbox import outbox_enqueue
+from core.roles import ENGINEER, LEAD, role_require
 from evals.models import Grade, Run, TopUp, Trial
 from evals.tasks import adaptive_top_up_start, top_up_advance
 
@@ -104,7 +106,7 @@ def run_finalize(*, run_id: int) -> Run:
             Q(base_id=run_id) | Q(head_id=run_id),
             status__in=[TopUp.Status.QUEUED, TopUp.Status.RUNNING],
         ).values_list("id", flat=True):
-            transaction.on_commit(partial(top_up_advance.delay, top_up_id))
+            outbox_enqueue(top_up_advance, top_up_id, subject=f"evals.top_up:{top_up_id}")
         # Nothing is in flight: every trial write has committed, so the recount is exact.
         Run.objects.filter(id=run_id).update(
             trials_finished=counts.ok + counts.errored, trials_errored=counts.errored
@@ -124,7 +126,7 @@ def run_finalize(*, run_id: int) -> Run:
         and not TopUp.objects.filter(head_id=run_id, base_id=run.against_id).exists()
     ):
         # An adaptive run's first round is done: settle its uncertain cases.
-        transaction.on_commit(partial(adaptive_top_up_start.delay, run_id))
+        outbox_enqueue(adaptive_top_up_start, run_id, subject=f"evals.run:{run_id}")
     return run
 
 
@@ -142,10 +144,34 @@ def _judge_grading_pending(run_id: int) -> bool:
     return judged < ok.count() * len(keys)
 
 
-def run_cancel(*, run: Run, by=None) -> bool:
-    """Cancel a queued or running run (compare-and-set); its queued trials become cancelled,
-    running ones finish but the run stays cancelled. Returns False when the run was already
-    terminal (nothing changes)."""
+def trials_cancel(*, run_id: int, trial_ids: list[int], uncount: bool) -> int:
+    """Cancel trials of ``run_id`` that are queued, or claimed but not called (running):
+    compare-and-set to ``cancelled``; returns how many changed. ``uncount``: take them out
+    of the run's ``trials_total`` too (a cancelled top-up's trials on a run that goes on)."""
+    if not trial_ids:
+        return 0
+    with transaction.atomic():
+        changed = Trial.objects.filter(
+            id__in=trial_ids,
+            run_id=run_id,
+            status__in=[Trial.Status.QUEUED, Trial.Status.RUNNING],
+        ).update(status=Trial.Status.CANCELLED, finished_at=timezone.now(), lease_expires_at=None)
+        if changed and uncount:
+            Run.objects.filter(id=run_id).update(trials_total=F("trials_total") - changed)
+    return changed
+
+
+def run_cancel(*, run: Run, by=None, refuse_finished: bool = False) -> bool:
+    """Cancel a queued or running run (compare-and-set); its queued trials become cancelled.
+    Chunks at work see it with their next batch of results: they start no new call, their
+    claimed trials not yet called become cancelled, calls in flight finish and are recorded
+    (``evals.runner.execute``); the run stays cancelled. Engineers and leads (``by`` None: a
+    command). Returns False when the run was already terminal (nothing changes); with
+    ``refuse_finished`` a run that had already succeeded or failed raises
+    ``DomainError(field="run", code="conflict")`` instead (cancelling a cancelled one stays a
+    quiet False). Raises PermissionDenied."""
+    if by is not None:
+        role_require(by, ENGINEER, LEAD, action="cancelling a run")
     with transaction.atomic():
         changed = Run.objects.filter(
             id=run.id, status__in=[Run.Status.QUEUED, Run.Status.RUNNING]
@@ -158,4 +184,10 @@ def run_cancel(*, run: Run, by=None) -> bool:
         logger.info("run %s cancelled by %s", run.id, getattr(by, "username", None))
     run_finalize(run_id=run.id)
     run.refresh_from_db()
+    if refuse_finished and not changed and run.status != Run.Status.CANCELLED:
+        raise DomainError(
+            f"run {run.name!r} has already {run.status}; nothing to cancel",
+            field="run",
+            code="conflict",
+        )
     return bool(changed)

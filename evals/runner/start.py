@@ -12,7 +12,6 @@ Invariants (DESIGN.md, "Trials are independent tasks with idempotent writes"):
 from __future__ import annotations
 
 import logging
-from functools import partial
 
 from django.conf import settings
 from django.db import transaction
@@ -20,6 +19,7 @@ from django.db.models import F, Max
 
 from core.chunks import chunked
 from core.errors import DomainError
+from core.outbox import outbox_enqueue, outbox_unsent
 from core.text import UNSTORABLE, contains_unstorable
 from evals.grading.grader_set import GraderSpec
 from evals.grading.graders import grader_set_resolved, parse_grader_specs
@@ -60,8 +60,9 @@ def run_start(
 
     Trials: one per active case and attempt 1..``trials_per_case``, created with one
     ``bulk_create``; chunks of ``settings.ASSAY["TRIAL_CHUNK_SIZE"]`` trial ids each become one
-    ``run_chunk_execute`` task, enqueued with ``transaction.on_commit`` so a worker never sees
-    a run that is not yet committed.
+    ``run_chunk_execute`` message in the transactional outbox (``core.outbox``), committed with
+    the trials and sent after commit, so a worker never sees a run that is not yet committed
+    and a broker outage only delays the run (``run_publish_warning`` says so).
 
     ``against``: an adaptive run — once its N trials per case are done, more trials go only
     to the cases whose comparison with this baseline run is still uncertain
@@ -145,7 +146,7 @@ def run_start(
             .values_list("id", flat=True)
         )
         for chunk in chunked(trial_ids, trial_chunk_size()):
-            transaction.on_commit(partial(_chunk_enqueue, run.id, chunk))
+            _chunk_enqueue(run.id, chunk)
     return run
 
 
@@ -189,9 +190,28 @@ def _judge_gating_snapshot(graders: list[dict], specs: list[GraderSpec]) -> list
     ]
 
 
-def _chunk_enqueue(run_id: int, trial_ids: list[int]) -> None:
+def run_subject(run_id: int) -> str:
+    """The outbox subject of a run's messages (its chunks and its judge rung)."""
+    return f"evals.run:{run_id}"
 
-    run_chunk_execute.delay(run_id, trial_ids)
+
+def _chunk_enqueue(run_id: int, trial_ids: list[int]) -> None:
+    """One ``run_chunk_execute`` message, written in the caller's transaction and sent after
+    commit (``core.outbox``): a broker outage delays the chunk, never loses it."""
+    outbox_enqueue(run_chunk_execute, run_id, trial_ids, subject=run_subject(run_id))
+
+
+PUBLISH_DELAYED = (
+    "the task broker is unreachable: the run is saved and will start by itself once the "
+    "broker is back ({count} task message(s) waiting)"
+)
+
+
+def run_publish_warning(*, run: Run) -> str:
+    """A warning for the surfaces when some of ``run``'s task messages are still unsent
+    (the broker refused them; the sweeper sends them once it is back); "" when none is."""
+    count = outbox_unsent(subject=run_subject(run.id))
+    return PUBLISH_DELAYED.format(count=count) if count else ""
 
 
 def trials_add(
@@ -249,5 +269,5 @@ def trials_add(
         trial_ids = [tid for tid, cid, att in ids if (cid, att) in fresh]
         Run.objects.filter(id=run.id).update(trials_total=F("trials_total") + len(trial_ids))
         for chunk in chunked(trial_ids, trial_chunk_size()):
-            transaction.on_commit(partial(_chunk_enqueue, run.id, chunk))
+            _chunk_enqueue(run.id, chunk)
     return trial_ids

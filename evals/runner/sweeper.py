@@ -1,16 +1,26 @@
-"""The sweeper: takes back work a dead worker left behind, without waiting for the broker.
+"""The sweeper: takes back work a dead worker or a lost broker left behind.
 
-A chunk task is ``acks_late``, so the broker redelivers it when its worker dies, but only
-after the broker's own timeout (Redis: the visibility timeout, one hour). Meanwhile its
-trials sit ``running`` with a lease that has run out. ``runs_sweep`` (a Celery beat task
-every ``ASSAY["SWEEP_SECONDS"]``, or ``manage.py runs_sweep`` from cron) finds them and
-enqueues their chunks again. Re-enqueueing is safe: a chunk claims only trials that are
-queued or whose lease expired (compare-and-set), so a trial is never called twice at once,
-and grades go through the unique (trial, grader) key (fault F1).
+``runs_sweep`` runs as a Celery beat task every ``ASSAY["SWEEP_SECONDS"]`` (or ``manage.py
+runs_sweep`` from cron). In one pass it:
 
-It also finds runs stuck on their judge rung: every trial finished, some ok trial still
-lacks a judge grade, and nothing was written for a whole lease. Their judge chunks are
-enqueued again; the judge service skips trials already judged.
+1. sends again the outbox messages still unsent after a grace period (``core.outbox``): a
+   run started while the broker was down starts by itself once it is back;
+2. finds trials whose lease ran out on unfinished runs (a worker died: chunk tasks are
+   ``acks_late``, but the broker redelivers only after its own timeout, an hour on Redis)
+   and enqueues their chunks again, with the queued trials of the same run (the dead chunk
+   had not claimed them yet), and the queued trials of runs where nothing happened for a
+   lease (a chunk message lost). A live chunk renews its leases, so only a dead one's run
+   out. Re-enqueueing is safe: a chunk claims only trials that are queued or whose lease
+   expired (compare-and-set), so a trial is never called twice at once;
+3. enqueues again the judge rung of ok trials that miss a judge grade a lease after they
+   were written, when no judge grade of their run was written for a lease either — in the
+   same pass as 2, so a worker killed mid-chunk costs one lease and one sweep interval for
+   the target and the judge rung together; the judge service skips trials already judged;
+4. closes what a dead worker left on a cancelled run: its trials still running with an
+   expired lease become cancelled, and the run is finalized;
+5. sends again the judge calls a dead worker had claimed but not answered
+   (``judges.claims.judge_claims_sweep``: the judge rung, judge runs and pairwise runs; a
+   claim of a cancelled or finished one is dropped).
 """
 
 from __future__ import annotations
@@ -19,35 +29,43 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.conf import settings
-from django.db.models import Max
+from django.db.models import Count, Q
 from django.utils import timezone
 
 from core.chunks import chunked
+from core.outbox import outbox_resend, outbox_written_since
 from evals.models import Grade, Run, Trial
 from evals.runner.execute import _judge_chunk_enqueue
-from evals.runner.finalize import _judge_grading_pending
-from evals.runner.start import _chunk_enqueue, trial_chunk_size
+from evals.runner.finalize import run_finalize, trials_cancel
+from evals.runner.start import _chunk_enqueue, run_subject, trial_chunk_size
+from judges.claims import judge_claims_sweep
 
 
 @dataclass(frozen=True)
 class SweepResult:
-    """What one sweep enqueued: ``trials`` with an expired lease in ``chunks`` chunk tasks
-    over ``runs`` runs, and ``judge_chunks`` judge chunk tasks over ``judge_runs`` runs."""
+    """What one sweep did: ``trials`` with an expired lease enqueued again in ``chunks``
+    chunk tasks over ``runs`` runs; ``judge_chunks`` judge chunk tasks over ``judge_runs``
+    runs; ``messages`` outbox messages sent again; ``judge_claims`` expired judge-call
+    claims (``judges.claims.judge_claims_sweep``) and the ``judge_claim_tasks`` sent for them.
+    """
 
     runs: int = 0
     trials: int = 0
     chunks: int = 0
     judge_runs: int = 0
     judge_chunks: int = 0
+    messages: int = 0
+    judge_claims: int = 0
+    judge_claim_tasks: int = 0
 
 
 def runs_sweep(*, now: datetime | None = None) -> SweepResult:
-    """Enqueue again the chunks of trials whose lease expired on unfinished runs, and the
-    judge chunks of runs whose judge rung stalled for longer than a lease
-    (``ASSAY["TRIAL_LEASE_SECONDS"]``). Returns the counts; enqueues nothing when nothing is
-    stale. Two queries, plus a few per running run whose grader set has a judge."""
+    """One pass of the sweeper (module doc, steps 1-4); returns the counts, enqueues nothing
+    when nothing is stale. A few queries, plus a few per open run whose grader set has a
+    judge."""
 
     now = now or timezone.now()
+    messages = outbox_resend(now=now)
     open_runs = [Run.Status.QUEUED, Run.Status.RUNNING]
     stale: dict[int, list[int]] = {}
     for run_id, trial_id in (
@@ -58,50 +76,107 @@ def runs_sweep(*, now: datetime | None = None) -> SweepResult:
         .values_list("run_id", "id")
     ):
         stale.setdefault(run_id, []).append(trial_id)
+    lease = timedelta(seconds=settings.ASSAY["TRIAL_LEASE_SECONDS"])
+    taken = {run_id: list(ids) for run_id, ids in stale.items()}
+    for run_id, ids in _queued_orphans(set(stale), now - lease).items():
+        taken[run_id] = sorted({*taken.get(run_id, []), *ids})
     chunks = 0
-    for run_id, ids in stale.items():
+    for run_id, ids in taken.items():
         for chunk in chunked(ids, trial_chunk_size()):
             _chunk_enqueue(run_id, chunk)
             chunks += 1
 
-    quiet_since = now - timedelta(seconds=settings.ASSAY["TRIAL_LEASE_SECONDS"])
     judge_runs = judge_chunks = 0
-    candidates = [
-        run_id
-        for run_id, graders in Run.objects.filter(status=Run.Status.RUNNING)
-        .exclude(id__in=stale)
-        .values_list("id", "graders")
-        if any(isinstance(g, dict) and g.get("kind") == "judge" for g in graders or [])
-    ]
-    for run_id in candidates:
-        trials = Trial.objects.filter(run_id=run_id)
-        if trials.filter(status__in=[Trial.Status.QUEUED, Trial.Status.RUNNING]).exists():
+    for run in Run.objects.filter(status__in=open_runs).only("id", "graders", "status"):
+        keys = run.grader_set.judge_keys
+        if not keys:
             continue
-        last = max(
-            filter(
-                None,
-                [
-                    trials.aggregate(m=Max("finished_at"))["m"],
-                    Grade.objects.filter(trial__run_id=run_id).aggregate(m=Max("created_at"))["m"],
-                ],
-            ),
-            default=None,
-        )
-        if last is not None and last > quiet_since:
-            continue
-        if not _judge_grading_pending(run_id):
-            continue
-        ids = list(
-            trials.filter(status=Trial.Status.OK).order_by("id").values_list("id", flat=True)
-        )
+        if run.id in stale:
+            # A worker died on this run: the ok trials it wrote before dying never got the
+            # judge rung its chunk would have enqueued at its end. A live chunk renews its
+            # leases every third of one, so trials written before that are not its own.
+            ids = _judge_rung_missed(run.id, keys, now - lease / 3, busy_since=None)
+        else:
+            ids = _judge_rung_missed(run.id, keys, now - lease, busy_since=now - lease)
         for chunk in chunked(ids, trial_chunk_size()):
-            _judge_chunk_enqueue(run_id, chunk)
+            _judge_chunk_enqueue(run.id, chunk)
             judge_chunks += 1
-        judge_runs += 1
+        judge_runs += bool(ids)
+
+    _cancelled_runs_close(now)
+    claims = judge_claims_sweep(now=now)  # a dead worker's judge calls, claimed, not answered
     return SweepResult(
-        runs=len(stale),
-        trials=sum(len(v) for v in stale.values()),
+        runs=len(taken),
+        trials=sum(len(v) for v in taken.values()),
         chunks=chunks,
         judge_runs=judge_runs,
         judge_chunks=judge_chunks,
+        messages=messages,
+        judge_claims=claims.claims,
+        judge_claim_tasks=claims.tasks,
     )
+
+
+def _queued_orphans(dead: set[int], idle_since: datetime) -> dict[int, list[int]]:
+    """Queued trials no chunk message may still carry, by run: those of runs in ``dead`` (a
+    worker died mid-chunk: chunks claim a few trials at a time, so the rest of its chunk is
+    still queued), and those of open runs where nothing happened since ``idle_since`` — no
+    trial started or finished, no task message written (a chunk message lost with its
+    broker, or a worker killed before it claimed). A chunk claims by compare-and-set, so a
+    trial that another message also carries is still called once."""
+    open_runs = [Run.Status.QUEUED, Run.Status.RUNNING]
+    waiting = set(
+        Trial.objects.filter(status=Trial.Status.QUEUED, run__status__in=open_runs)
+        .values_list("run_id", flat=True)
+        .distinct()
+    )
+    orphaned = waiting & dead
+    for run_id in waiting - dead:
+        busy = Trial.objects.filter(run_id=run_id).filter(
+            Q(started_at__gte=idle_since) | Q(finished_at__gte=idle_since)
+        )
+        if busy.exists() or outbox_written_since(subject=run_subject(run_id), since=idle_since):
+            continue
+        orphaned.add(run_id)
+    found: dict[int, list[int]] = {}
+    for run_id, trial_id in (
+        Trial.objects.filter(run_id__in=orphaned, status=Trial.Status.QUEUED)
+        .order_by("run_id", "id")
+        .values_list("run_id", "id")
+    ):
+        found.setdefault(run_id, []).append(trial_id)
+    return found
+
+
+def _judge_rung_missed(
+    run_id: int, keys: tuple[str, ...], written_before: datetime, *, busy_since: datetime | None
+) -> list[int]:
+    """Ids of the run's ok trials written before ``written_before`` that lack a grade of some
+    judge grader in ``keys``; none when a judge grade of the run was written after
+    ``busy_since`` (its judge rung is at work)."""
+    if (
+        busy_since is not None
+        and Grade.objects.filter(
+            trial__run_id=run_id, grader__in=keys, created_at__gte=busy_since
+        ).exists()
+    ):
+        return []
+    return list(
+        Trial.objects.filter(run_id=run_id, status=Trial.Status.OK, finished_at__lt=written_before)
+        .annotate(judged=Count("grades", filter=Q(grades__grader__in=keys)))
+        .filter(judged__lt=len(keys))
+        .order_by("id")
+        .values_list("id", flat=True)
+    )
+
+
+def _cancelled_runs_close(now: datetime) -> None:
+    """Trials a dead worker held on a cancelled run become cancelled; the run is finalized."""
+    left: dict[int, list[int]] = {}
+    for run_id, trial_id in Trial.objects.filter(
+        status=Trial.Status.RUNNING, lease_expires_at__lt=now, run__status=Run.Status.CANCELLED
+    ).values_list("run_id", "id"):
+        left.setdefault(run_id, []).append(trial_id)
+    for run_id, ids in left.items():
+        trials_cancel(run_id=run_id, trial_ids=ids, uncount=False)
+        run_finalize(run_id=run_id)

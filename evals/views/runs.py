@@ -37,7 +37,7 @@ from evals.models import Case, Run, Suite, TopUp, Trial
 from evals.report.selectors import run_report
 from evals.runner.finalize import run_cancel as run_cancel_service
 from evals.runner.retry import run_retry as run_retry_service
-from evals.runner.start import run_start
+from evals.runner.start import run_publish_warning, run_start
 from evals.suites import suite_default_graders
 
 
@@ -109,6 +109,9 @@ def run_new(request: HtmxHttpRequest) -> HttpResponse:
             except DomainError as exc:
                 form_error(form, exc)
             else:
+                warning = run_publish_warning(run=run)
+                if warning:
+                    messages.warning(request, f"Run saved, not started yet: {warning}.")
                 return redirect(run.get_absolute_url())
         return render(request, "evals/run_new.html", {"form": form})
     suite_id = query_uuid(request, "suite")  # ?suite=zzz is a 400, not the first suite
@@ -163,6 +166,9 @@ def run_retry(request: HtmxHttpRequest, run_id) -> HttpResponse:
         messages.error(request, f"Nothing retried: {exc}")
     else:
         messages.success(request, f"Retrying {len(new)} errored trial(s).")
+        warning = run_publish_warning(run=run)
+        if warning:
+            messages.warning(request, f"Not started yet: {warning}.")
     return redirect(run.get_absolute_url())
 
 

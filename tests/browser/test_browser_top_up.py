@@ -34,7 +34,7 @@ def test_an_engineer_settles_a_suspect_case_from_the_comparison_page(
     changed = make_suite(name="changed")
     base, head = executed(changed, "base", sim(1)), executed(changed, "head", sim(1003, c00=0.3))
     held: list[int] = []
-    monkeypatch.setattr(topup_module, "top_up_advance_task", no_worker_queue(held))
+    monkeypatch.setattr(topup_module, "outbox_enqueue", no_worker_queue(held))
     log_in(page, live_server, "carol")
 
     # The same pipeline twice: no regression, nothing to settle.

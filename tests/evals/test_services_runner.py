@@ -17,8 +17,8 @@ from core.errors import DomainError
 from evals.grading.graders import parse_grader_specs
 from evals.grading.ladder import _case_input, trial_grade
 from evals.models import Case, Grade, ModelPrice, Run, Suite, Trial
+from evals.runner.calls import CallPool
 from evals.runner.execute import (
-    _calls_stream,
     _trials_claim,
     trial_chunk_execute,
     trial_results_record,
@@ -474,9 +474,11 @@ def test_running_trials_finish_after_cancel_but_the_run_stays_cancelled(
     assert run.status == Run.Status.CANCELLED and run.finished_at is None
 
     trials = Trial.objects.filter(id__in=trial_ids[:3]).select_related("case")
-    for batch in _calls_stream(config=run.target, items=[(t.id, _case_input(t)) for t in trials]):
-        for trial_id, result in batch:
-            trial_results_record(run_id=run.id, model=run.model, results=[(trial_id, result)])
+    with CallPool(run.target) as pool:
+        pool.submit([(t.id, _case_input(t)) for t in trials])
+        results = pool.close()
+    for trial_id, result in results:
+        trial_results_record(run_id=run.id, model=run.model, results=[(trial_id, result)])
     run = run_finalize(run_id=run.id)
 
     assert run.status == Run.Status.CANCELLED and run.finished_at is not None

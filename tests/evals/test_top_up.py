@@ -24,7 +24,7 @@ from django_htmx.http import HttpResponseStopPolling
 import evals.comparison.topup as topup_module
 import evals.runner.finalize as finalize_module
 import evals.runner.start as start_module
-from evals.comparison.topup import top_up_advance, top_up_start
+from evals.comparison.topup import top_up_advance, top_up_cancel, top_up_start
 from evals.models import Case, ModelPrice, Run, Suite, TopUp, Trial
 from evals.report.selectors import run_report
 from evals.runner.finalize import run_cancel
@@ -287,21 +287,20 @@ def test_max_cost_on_trials_of_unknown_cost_is_a_bad_argument(drop):
 
 
 def no_worker_queue(sent: list[int]):
-    """A stand-in for the ``top_up_advance`` task whose messages are kept in ``sent``."""
+    """A stand-in for a module's ``outbox_enqueue``: the ``top_up_advance`` messages it would
+    write are kept in ``sent`` (their top-up ids), not sent."""
 
-    class Queue:
-        @staticmethod
-        def delay(top_up_id: int) -> None:
-            sent.append(top_up_id)
+    def enqueue(task, top_up_id: int, **kwargs) -> None:
+        sent.append(top_up_id)
 
-    return Queue
+    return enqueue
 
 
 @pytest.fixture
 def no_worker(monkeypatch):
     """No worker takes the top-up's start message: it is kept, not run."""
     sent: list[int] = []
-    monkeypatch.setattr(topup_module, "top_up_advance_task", no_worker_queue(sent))
+    monkeypatch.setattr(topup_module, "outbox_enqueue", no_worker_queue(sent))
     return sent
 
 
@@ -396,7 +395,7 @@ def test_two_workers_deciding_the_same_look_add_its_round_once(drop, no_worker, 
     compare-and-set on the round lets this one add nothing."""
     base, head = drop
     top_up = top_up_start(base=base, head=head)
-    monkeypatch.setattr(finalize_module, "top_up_advance", no_worker_queue(no_worker))
+    monkeypatch.setattr(finalize_module, "outbox_enqueue", no_worker_queue(no_worker))
     decide = topup_module.top_up_decide
     calls = []
 
@@ -778,3 +777,31 @@ def test_the_retry_button_retries(failed_run, client, carol):
     html = client.get(page).content.decode()
     assert 'id="retry-errored"' not in html
     assert "5 errored trials retried: kept as history, left out of every figure." in html
+
+
+def test_cancelling_a_top_up_cancels_its_queued_trials_and_its_chunks_call_nothing(
+    drop, no_worker, monkeypatch
+):
+    base, head = drop
+    top_up = top_up_start(base=base, head=head)
+    held: list[tuple[int, list[int]]] = []
+    monkeypatch.setattr(
+        start_module, "_chunk_enqueue", lambda run_id, ids: held.append((run_id, ids))
+    )
+    top_up_advance(top_up_id=top_up.id)  # round 1: its trials wait for a worker
+    totals = dict(Run.objects.filter(id__in=[base.id, head.id]).values_list("id", "trials_total"))
+    added = Trial.objects.filter(top_up=top_up).count()
+    assert added == 10 and len(held) == 2
+
+    assert top_up_cancel(top_up=top_up) is True
+
+    assert Trial.objects.filter(top_up=top_up, status=Trial.Status.CANCELLED).count() == added
+    for run in (base, head):
+        run.refresh_from_db()
+        assert run.trials_total == totals[run.id] - added // 2  # out of the run's count
+        assert run.status == Run.Status.SUCCEEDED and run.trials_finished == run.trials_total
+    monkeypatch.undo()
+    for run_id, ids in held:  # the worker comes back: the chunks find nothing to call
+        run_chunk_execute.delay(run_id, ids)
+    assert not Trial.objects.filter(top_up=top_up, status__in=Trial.FINISHED).exists()
+    assert top_up_cancel(top_up=top_up) is False

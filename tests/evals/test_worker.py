@@ -60,13 +60,17 @@ def worker_queue():
     app.conf.task_always_eager, app.conf.task_default_queue = saved
 
 
-def _worker_start(queue_name: str, log_path: Path, *, pool: str, concurrency: int):
+def _worker_start(
+    queue_name: str, log_path: Path, *, pool: str, concurrency: int, env: dict | None = None
+):
+    base_env = env
     env = os.environ.copy()
     env.update(
         DJANGO_SETTINGS_MODULE="config.settings",
         DATABASE_URL=_database_url(),
         CELERY_TASK_ALWAYS_EAGER="false",
         DEBUG="true",
+        **(base_env or {}),
     )
     command = [
         sys.executable,
@@ -118,9 +122,14 @@ def worker_factory(worker_queue, tmp_path):
     """Start workers on the test's queue; every one is stopped (killed if need be) at the end."""
     started = []
 
-    def start(*, pool: str = "solo", concurrency: int = 1) -> subprocess.Popen:
+    def start(
+        *, pool: str = "solo", concurrency: int = 1, env: dict | None = None
+    ) -> subprocess.Popen:
+        """``env``: extra environment of the worker (``ASSAY_TRIAL_LEASE_SECONDS``...)."""
         log_path = tmp_path / f"worker-{len(started)}.log"
-        process, log = _worker_start(worker_queue, log_path, pool=pool, concurrency=concurrency)
+        process, log = _worker_start(
+            worker_queue, log_path, pool=pool, concurrency=concurrency, env=env
+        )
         started.append((process, log, log_path))
         return process
 

@@ -10,6 +10,7 @@ import time
 from core.commands import DomainCommand
 from evals.management.commands.run_report import run_lookup
 from evals.runner.retry import run_retry
+from evals.runner.start import run_publish_warning
 
 
 class Command(DomainCommand):
@@ -24,6 +25,9 @@ class Command(DomainCommand):
     def handle(self, *args, **options) -> None:
         run = run_lookup(options["run"])
         new = run_retry(run=run)
+        warning = run_publish_warning(run=run)
+        if warning:
+            self.stderr.write(f"warning: {warning}")
         if options["wait"]:
             deadline = time.monotonic() + options["timeout"]
             run.refresh_from_db()

@@ -22,7 +22,7 @@ from core.commands import DomainCommand
 from core.ids import uuid_parse
 from evals.management.commands.run_report import run_lookup
 from evals.models import GraderSetPreset, Run, Suite, TargetPreset, TopUp
-from evals.runner.start import DEFAULT_TRIALS_PER_CASE, run_start
+from evals.runner.start import DEFAULT_TRIALS_PER_CASE, run_publish_warning, run_start
 
 EXIT_SUCCEEDED, EXIT_FAILED, EXIT_OTHER = 0, 1, 2
 
@@ -134,6 +134,9 @@ class Command(DomainCommand):
             trials_per_case=opts["trials"],
             against=against,
         )
+        warning = run_publish_warning(run=run)
+        if warning:
+            self.stderr.write(f"warning: {warning}")
 
         if not opts["wait"]:
             self._report(run, opts, waited=False)

@@ -9,11 +9,15 @@ from evals.runner.sweeper import runs_sweep
 
 
 class Command(BaseCommand):
-    help = "Take back trials whose lease expired and judge rungs that stalled (one pass)."
+    help = (
+        "Send unsent task messages again, take back trials whose lease expired and judge "
+        "rungs that stalled (one pass)."
+    )
 
     def handle(self, *args, **options):
         r = runs_sweep()
         self.stdout.write(
             f"{r.trials} trials taken back in {r.chunks} chunks ({r.runs} runs); "
-            f"{r.judge_chunks} judge chunks enqueued again ({r.judge_runs} runs)"
+            f"{r.judge_chunks} judge chunks enqueued again ({r.judge_runs} runs); "
+            f"{r.messages} task messages sent again"
         )

@@ -1,0 +1,183 @@
+"""A small production-like cluster for the worker benchmarks: the shared mock LLM, a fresh
+PostgreSQL database, Redis as the broker, and Celery worker (and beat) processes started and
+killed by id. Used by bench_workers.py and bench_recovery.py; not a test fixture.
+
+Each benchmark process is the "web" side: it starts runs with ``run_start`` (Celery not
+eager; messages through the outbox to Redis) and polls the database, as a page would.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+DEFAULT_MOCK = ROOT.parent / "shared" / "tools" / "mockllm" / "server.py"
+CASES, TRIALS = 200, 5
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def http(url: str, method: str = "GET") -> dict:
+    request = urllib.request.Request(url, method=method, data=b"" if method == "POST" else None)
+    with urllib.request.urlopen(request, timeout=10) as response:
+        return json.loads(response.read())
+
+
+class Mock:
+    """The shared mock at ``latency_ms``; ``base_url`` ends in /v1."""
+
+    def __init__(self, mock_path: str, latency_ms: int = 200) -> None:
+        self.port = free_port()
+        self.process = subprocess.Popen(
+            [sys.executable, mock_path, "--port", str(self.port), "--latency-ms",
+             str(latency_ms), "--jitter-ms", "0", "--seed", "1234"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+        )  # fmt: skip
+        self.admin = f"http://127.0.0.1:{self.port}"
+        self.base_url = f"{self.admin}/v1"
+        for _ in range(200):
+            try:
+                http(f"{self.admin}/health")
+                return
+            except OSError:
+                time.sleep(0.05)
+        raise RuntimeError("mock did not start")
+
+    def stats(self) -> dict:
+        return http(f"{self.admin}/admin/stats")
+
+    def reset(self) -> None:
+        http(f"{self.admin}/admin/reset", "POST")
+
+    def stop(self) -> None:
+        os.killpg(self.process.pid, signal.SIGTERM)
+        self.process.wait(timeout=10)
+
+
+def environment(database: str, redis_url: str, extra: dict | None = None) -> dict:
+    """The environment of this process and of the workers it starts."""
+    var = tempfile.mkdtemp(prefix="assay-bench-cluster-")
+    env = {
+        "DEBUG": "false",
+        "SECRET_KEY": "bench-only-" + "x" * 40,
+        "ASSAY_VAR_DIR": var,
+        "CELERY_TASK_ALWAYS_EAGER": "false",
+        "LOG_LEVEL": "WARNING",
+        "DJANGO_SETTINGS_MODULE": "config.settings",
+        "DATABASE_URL": f"postgres://postgres@127.0.0.1:5432/{database}",
+        "REDIS_URL": redis_url,
+        "PYTHONPATH": str(ROOT),
+        **(extra or {}),
+    }
+    os.environ.update(env)
+    return env
+
+
+def database_fresh(database: str) -> None:
+    """Drop and create ``database``, then migrate it (Django set up in this process)."""
+    subprocess.run(
+        ["dropdb", "-h", "127.0.0.1", "-U", "postgres", "--if-exists", database], check=True
+    )
+    subprocess.run(["createdb", "-h", "127.0.0.1", "-U", "postgres", database], check=True)
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+
+    call_command("migrate", verbosity=0)
+
+
+def suite_make(name: str = "bench"):
+    """200 cases carrying the mock's marker (653 of 1,000 pass at 5 trials, seed 1234)."""
+    from evals.models import Case, Suite
+
+    suite = Suite.objects.create(name=name)
+    Case.objects.bulk_create(
+        Case(
+            suite=suite,
+            key=f"c{i + 1:05d}",
+            input=f"Answer the question. [case=c{i + 1:05d} p={0.40 + 0.50 * i / (CASES - 1)!r} "
+            f"expect=ANSWER-c{i + 1:05d}]",
+            expected=f"ANSWER-c{i + 1:05d}",
+            content_hash=f"{i:064d}",
+        )
+        for i in range(CASES)
+    )
+    return suite
+
+
+class Workers:
+    """Celery processes of this benchmark, each started alone (``--pool solo``) and stopped
+    or killed by its own process id."""
+
+    def __init__(self, env: dict, queue: str, log_dir: Path) -> None:
+        self.env = {**os.environ, **env}
+        self.queue = queue
+        self.log_dir = log_dir
+        self.processes: list[subprocess.Popen] = []
+
+    def _spawn(self, args: list[str], name: str) -> subprocess.Popen:
+        log = (self.log_dir / f"{name}.log").open("wb")
+        process = subprocess.Popen(
+            [sys.executable, "-m", "celery", "-A", "config", *args],
+            cwd=ROOT, env=self.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+        )  # fmt: skip
+        self.processes.append(process)
+        return process
+
+    def worker(self, n: int) -> subprocess.Popen:
+        name = f"w{n}-{self.queue}"
+        process = self._spawn(
+            ["worker", "--pool", "solo", "--queues", self.queue, "--loglevel", "INFO",
+             "--without-heartbeat", "--without-gossip", "--without-mingle",
+             "--hostname", f"{name}@%h"],
+            name,
+        )  # fmt: skip
+        log = self.log_dir / f"{name}.log"
+        deadline = time.monotonic() + 60
+        while b" ready." not in log.read_bytes():
+            if time.monotonic() > deadline or process.poll() is not None:
+                raise RuntimeError(f"worker {name} did not start:\n{log.read_text()[-2000:]}")
+            time.sleep(0.1)
+        return process
+
+    def beat(self) -> subprocess.Popen:
+        schedule = self.log_dir / "beat-schedule"
+        return self._spawn(
+            ["beat", "--schedule", str(schedule), "--loglevel", "INFO"], f"beat-{self.queue}"
+        )
+
+    def kill(self, process: subprocess.Popen) -> None:
+        """SIGKILL the process group of one worker: no warm shutdown, nothing acknowledged."""
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait(timeout=10)
+
+    def stop_all(self) -> None:
+        for process in self.processes:
+            if process.poll() is None:
+                os.killpg(process.pid, signal.SIGTERM)
+        for process in self.processes:
+            try:
+                process.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait(timeout=10)
+        self.processes.clear()
+
+
+def load_average() -> str:
+    return " ".join(f"{x:.1f}" for x in os.getloadavg())

@@ -1,0 +1,126 @@
+"""The transactional outbox: every Celery task the project sends goes through it.
+
+A broker outage must delay work, never lose it (issue 13, "no zombie runs"). So a service
+does not call ``task.delay`` itself: ``outbox_enqueue`` writes an ``OutboxMessage`` row in the
+caller's transaction, with the rows the task is about, and registers ``outbox_publish`` to
+run after commit. The publisher hands the message to the broker and marks it sent; when the
+broker is unreachable the row simply stays unsent, and the sweeper (``outbox_resend``, run
+with ``evals.runner.sweeper.runs_sweep``) sends it again once it is older than
+``ASSAY["OUTBOX_GRACE_SECONDS"]``. A message may so reach the broker twice (a publish that
+timed out after the broker took it): every task it carries is idempotent.
+
+Publishing blocks for at most Celery's short publish retry policy
+(``CELERY_TASK_PUBLISH_RETRY_POLICY``), and after a failure the process does not try the
+broker again for ``BROKER_DOWN_SECONDS`` (the rows wait for the sweeper), so a run of many
+chunks started during an outage answers at once.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from datetime import datetime, timedelta
+from functools import partial
+
+from celery import current_app
+from django.conf import settings
+from django.db import transaction
+from django.db.models import F
+from django.utils import timezone
+
+from core.models import OutboxMessage
+
+logger = logging.getLogger(__name__)
+
+# After a failed publish, this process leaves new messages to the sweeper for this long.
+BROKER_DOWN_SECONDS = 5.0
+_broker_down_until = 0.0
+
+# Sent messages are kept this long (for "what was sent when"), then deleted by the sweep.
+SENT_KEPT = timedelta(days=1)
+
+
+def outbox_enqueue(task, *args, subject: str = "") -> OutboxMessage:
+    """Write the message ``task(*args)`` (``args`` JSON-serialisable) in the caller's
+    transaction and publish it after commit; returns the row. ``subject`` names what it is
+    about (``outbox_unsent`` counts by it)."""
+    message = OutboxMessage.objects.create(task=task.name, args=list(args), subject=subject)
+    transaction.on_commit(partial(outbox_publish, message.id))
+    return message
+
+
+def outbox_publish(message_id: int) -> bool:
+    """Hand one unsent message to the broker and mark it sent; returns whether it was sent
+    (False: already sent, or the broker refused it — the row stays for the sweeper).
+
+    Under ``CELERY_TASK_ALWAYS_EAGER`` the task runs here: the message is marked sent first,
+    so an error the task raises propagates as with ``delay`` and is not taken for an
+    outage."""
+    global _broker_down_until  # noqa: PLW0603 - one flag per process, see module doc
+    message = OutboxMessage.objects.filter(id=message_id, sent_at__isnull=True).first()
+    if message is None:
+        return False
+    if current_app.conf.task_always_eager:
+        _mark_sent(message.id)
+        current_app.tasks[message.task].delay(*message.args)
+        return True
+    if time.monotonic() < _broker_down_until:
+        _mark_failed(message.id, "not tried: the broker was unreachable a moment ago")
+        return False
+    try:
+        current_app.tasks[message.task].delay(*message.args)
+    except Exception as exc:  # noqa: BLE001 - any publish failure leaves the row for the sweeper
+        _broker_down_until = time.monotonic() + BROKER_DOWN_SECONDS
+        logger.warning("task %s not published (%s); the sweeper will send it", message, exc)
+        _mark_failed(message.id, f"{type(exc).__name__}: {exc}")
+        return False
+    _broker_down_until = 0.0
+    _mark_sent(message.id)
+    return True
+
+
+def _mark_sent(message_id: int) -> None:
+    OutboxMessage.objects.filter(id=message_id, sent_at__isnull=True).update(
+        sent_at=timezone.now(), attempts=F("attempts") + 1
+    )
+
+
+def _mark_failed(message_id: int, error: str) -> None:
+    OutboxMessage.objects.filter(id=message_id, sent_at__isnull=True).update(
+        attempts=F("attempts") + 1, last_error=error[:1000]
+    )
+
+
+def outbox_resend(*, now: datetime | None = None) -> int:
+    """Publish again every message still unsent ``ASSAY["OUTBOX_GRACE_SECONDS"]`` after it
+    was written, oldest first, stopping at the first refusal (the broker is still down);
+    delete sent messages older than a day. Returns how many were sent. Two sweeps at once
+    may both send a message: the tasks are idempotent."""
+    global _broker_down_until  # noqa: PLW0603 - the sweep always tries the broker
+    now = now or timezone.now()
+    grace = timedelta(seconds=settings.ASSAY["OUTBOX_GRACE_SECONDS"])
+    OutboxMessage.objects.filter(sent_at__lt=now - SENT_KEPT).delete()
+    due = list(
+        OutboxMessage.objects.unsent()
+        .filter(created_at__lte=now - grace)
+        .order_by("id")
+        .values_list("id", flat=True)
+    )
+    _broker_down_until = 0.0
+    sent = 0
+    for message_id in due:
+        if outbox_publish(message_id):
+            sent += 1
+        elif time.monotonic() < _broker_down_until:
+            break  # the broker is still down: the next sweep tries again
+    return sent
+
+
+def outbox_written_since(*, subject: str, since: datetime) -> bool:
+    """Whether a message about ``subject`` was written at or after ``since``."""
+    return OutboxMessage.objects.filter(subject=subject, created_at__gte=since).exists()
+
+
+def outbox_unsent(*, subject: str) -> int:
+    """How many messages about ``subject`` still wait for the broker."""
+    return OutboxMessage.objects.unsent().filter(subject=subject).count()

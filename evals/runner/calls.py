@@ -1,0 +1,172 @@
+"""The call pool: target calls on an asyncio loop in a helper thread, fed and drained by the
+chunk's own thread (the one that holds the database connection).
+
+The chunk hands the pool trials it has claimed (``submit``) and reads results as they arrive
+(``results``); ``withdraw`` takes back every trial not yet started, so a cancel, or a lost
+database, stops the spending at once while the calls in flight finish. At most
+``concurrency`` calls are in flight; a target that raises (it must not) gives an errored
+result, never a lost trial.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import queue
+import threading
+import time
+from typing import Any
+
+from evals.runner.targets import CaseInput, TargetResult, target_from_config
+
+# Calls in flight per chunk when the target does not say (``concurrency`` in its config).
+DEFAULT_TARGET_CONCURRENCY = 16
+
+# How long a batch of results may gather before it is handed over, in seconds: each write
+# costs a few statements whatever its size (bench/README.md, runner).
+WRITE_BATCH_WINDOW_S = 0.05
+
+
+def target_concurrency(target: Any, config: dict) -> int:
+    """Calls in flight for one chunk: the target's own ``concurrency`` attribute, else
+    ``config["concurrency"]`` (or ``config["settings"]["concurrency"]``), else
+    ``DEFAULT_TARGET_CONCURRENCY``."""
+    value = getattr(target, "concurrency", None) or config.get("concurrency")
+    if value is None and isinstance(config.get("settings"), dict):
+        value = config["settings"].get("concurrency")
+    try:
+        return max(1, int(value)) if value is not None else DEFAULT_TARGET_CONCURRENCY
+    except (TypeError, ValueError):
+        return DEFAULT_TARGET_CONCURRENCY
+
+
+class CallPool:
+    """Target calls for one chunk. Use as a context manager; ``concurrency`` is known once
+    entered. Thread-safe for one consuming thread."""
+
+    def __init__(self, config: dict) -> None:
+        self._config = config
+        self._results: queue.Queue = queue.Queue()
+        self._ready = threading.Event()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._inbox: asyncio.Queue | None = None
+        self._error: BaseException | None = None
+        self._closed = False
+        self._submitted = 0  # counted by the consuming thread
+        self._settled = 0  # calls returned (loop thread) or withdrawn (consuming thread)
+        self.concurrency = 1
+        self._thread = threading.Thread(target=self._run, name="assay-target-calls", daemon=True)
+
+    # -- the loop thread ---------------------------------------------------------------
+
+    def _run(self) -> None:
+        try:
+            asyncio.run(self._main())
+        except BaseException as exc:  # noqa: BLE001 - handed to the consuming thread
+            self._error = exc
+            self._results.put(exc)
+        finally:
+            self._ready.set()
+
+    async def _main(self) -> None:
+        target = target_from_config(self._config)
+        try:
+            self.concurrency = target_concurrency(target, self._config)
+            self._loop = asyncio.get_running_loop()
+            self._inbox = asyncio.Queue()
+            self._ready.set()
+            await asyncio.gather(*(self._worker(target) for _ in range(self.concurrency)))
+        finally:
+            await target.aclose()
+
+    async def _worker(self, target: Any) -> None:
+        assert self._inbox is not None
+        while True:
+            item = await self._inbox.get()
+            if item is None:
+                return
+            trial_id, case_input = item
+            try:
+                result = await target.call(case_input)
+            except Exception as exc:  # noqa: BLE001 - the contract says never raise
+                result = TargetResult(output="", error=f"target raised {type(exc).__name__}: {exc}")
+            self._settled += 1  # only this loop's thread and ``withdraw`` (on it) write it
+            self._results.put((trial_id, result))
+
+    async def _drain(self) -> list[int]:
+        assert self._inbox is not None
+        withdrawn = []
+        while not self._inbox.empty():
+            item = self._inbox.get_nowait()
+            if item is not None:
+                withdrawn.append(item[0])
+        self._settled += len(withdrawn)
+        return withdrawn
+
+    # -- the consuming thread -----------------------------------------------------------
+
+    def __enter__(self) -> CallPool:
+        self._thread.start()
+        self._ready.wait()
+        if self._error is not None:
+            self._thread.join()
+            raise self._error
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.close()
+
+    def submit(self, items: list[tuple[int, CaseInput]]) -> None:
+        """Queue calls for ``(trial_id, case_input)`` pairs; they start as slots free up."""
+        assert self._loop is not None and self._inbox is not None
+        self._submitted += len(items)
+        for item in items:
+            self._loop.call_soon_threadsafe(self._inbox.put_nowait, item)
+
+    @property
+    def outstanding(self) -> int:
+        """Calls submitted and not yet returned or withdrawn: in flight, or waiting for a
+        slot. Results returned but not yet read do not count."""
+        return self._submitted - self._settled
+
+    def withdraw(self) -> list[int]:
+        """Take back every submitted trial whose call has not started; returns their ids.
+        Calls in flight go on and their results still arrive."""
+        if self._loop is None or self._closed or not self._thread.is_alive():
+            return []
+        return asyncio.run_coroutine_threadsafe(self._drain(), self._loop).result()
+
+    def results(self, timeout: float) -> list[tuple[int, TargetResult]]:
+        """The results that arrive within ``timeout`` seconds of waiting (empty when none
+        did), gathered for ``WRITE_BATCH_WINDOW_S`` after the first one. Raises what the
+        loop thread raised."""
+        try:
+            item = self._results.get(timeout=max(0.0, timeout))
+        except queue.Empty:
+            return []
+        batch: list[tuple[int, TargetResult]] = []
+        window_ends = time.monotonic() + WRITE_BATCH_WINDOW_S
+        while True:
+            if isinstance(item, BaseException):
+                raise item
+            batch.append(item)
+            try:
+                item = self._results.get(timeout=max(0.0, window_ends - time.monotonic()))
+            except queue.Empty:
+                return batch
+
+    def close(self) -> list[tuple[int, TargetResult]]:
+        """Let the calls in flight and already submitted finish, stop the loop, and return
+        the results not yet read."""
+        if not self._closed and self._loop is not None and self._thread.is_alive():
+            for _ in range(self.concurrency):
+                self._loop.call_soon_threadsafe(self._inbox.put_nowait, None)
+        self._closed = True
+        self._thread.join()
+        rest = []
+        while True:
+            try:
+                item = self._results.get_nowait()
+            except queue.Empty:
+                return rest
+            if not isinstance(item, BaseException):
+                rest.append(item)
