@@ -25,13 +25,15 @@ def _pools_drop() -> None:
 @contextmanager
 def broker_unreachable() -> Iterator[None]:
     """Every task publish from this process fails while inside."""
-    saved = app.conf.broker_url
+    # The embedded default names its transport class (core.filesystem_broker), which would
+    # win over the URL's scheme: the dead URL's own transport is used while inside.
+    saved = (app.conf.broker_url, app.conf.broker_transport)
     _pools_drop()
-    app.conf.broker_url = DEAD_BROKER
+    app.conf.broker_url, app.conf.broker_transport = DEAD_BROKER, None
     outbox._broker_down_until = 0.0
     try:
         yield
     finally:
         _pools_drop()
-        app.conf.broker_url = saved
+        app.conf.broker_url, app.conf.broker_transport = saved
         outbox._broker_down_until = 0.0
