@@ -258,6 +258,9 @@ class Trial(models.Model):
     status = models.CharField(max_length=20, choices=Status.choices, default=Status.QUEUED)
     output = models.TextField(blank=True)
     raw_response = models.JSONField(null=True, blank=True)
+    # The exact request sent for this trial (an OpenAI-compatible target: the JSON body,
+    # model, messages as rendered, generation settings); null when the target sent none.
+    request = models.JSONField(null=True, blank=True)
     error_message = models.TextField(blank=True)
     latency_ms = models.FloatField(null=True, blank=True)
     input_tokens = models.PositiveIntegerField(null=True, blank=True)

@@ -242,8 +242,16 @@ class TrialSerializer(serializers.ModelSerializer):
 
 class TrialDetailSerializer(TrialSerializer):
     class Meta(TrialSerializer.Meta):
-        fields = [*TRIAL_FIELDS, "output", "output_length", "decision"]
-        extra_kwargs = {**TRIAL_HELP, "output": {"help_text": "The whole output (text)."}}
+        fields = [*TRIAL_FIELDS, "output", "output_length", "decision", "request"]
+        extra_kwargs = {
+            **TRIAL_HELP,
+            "output": {"help_text": "The whole output (text)."},
+            "request": {
+                "help_text": "The exact request the target sent (an OpenAI-compatible target: "
+                "the JSON body with model, messages as rendered and generation settings); "
+                "null when the target sent none of its own."
+            },
+        }
 
 
 class GradeSerializer(serializers.ModelSerializer):

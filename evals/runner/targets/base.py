@@ -49,7 +49,9 @@ class TargetResult:
     answered (for pricing), None when unknown; ``attempts``: HTTP attempts made;
     ``error_kind``: the error's kind alone (``rate_limited``, ``server_error 503``,
     ``timeout``, ``client_error 400``, ``malformed_response``, ...), None on success or
-    when the target does not classify its errors.
+    when the target does not classify its errors; ``request``: the exact request the target
+    sent (an OpenAI-compatible target: the JSON body, ``{"model", "messages", **settings}``),
+    None when it sends none of its own (callable, simulated).
     """
 
     output: str
@@ -61,6 +63,7 @@ class TargetResult:
     model: str | None = None
     attempts: int = 1
     error_kind: str | None = None
+    request: dict[str, Any] | None = None
 
     @property
     def ok(self) -> bool:

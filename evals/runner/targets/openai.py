@@ -442,7 +442,8 @@ class OpenAITarget:
     async def call(self, case: CaseInput) -> TargetResult:
         """One trial: up to ``max_attempts`` HTTP attempts; never raises for provider
         failures. ``latency_ms`` is wall-clock over all attempts and waits."""
-        return await self.call_body(self.request_body(case))
+        body = self.request_body(case)
+        return replace(await self.call_body(body), request=body)
 
     async def call_body(self, body: dict[str, Any]) -> TargetResult:
         """Send a prebuilt chat-completions ``body`` with the same retries and error kinds as
