@@ -193,7 +193,9 @@ else:
     # kombu's filesystem transport does not create its folders; the first enqueue would fail.
     for _folder in (_broker_dir, _control_dir):
         _folder.mkdir(parents=True, exist_ok=True)
-    CELERY_BROKER_URL = "filesystem://"
+    # A host in the URL (the transport ignores it) keeps kombu from logging "No hostname was
+    # supplied" on every command that queues a task.
+    CELERY_BROKER_URL = "filesystem://localhost//"
     # kombu's own filesystem transport has a read-before-write race (kombu #1551) that
     # stops the worker; core.filesystem_broker writes whole files and renames them.
     CELERY_BROKER_TRANSPORT = "core.filesystem_broker:Transport"
