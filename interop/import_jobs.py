@@ -18,10 +18,12 @@ import logging
 import os
 import threading
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 
+from django.conf import settings
 from django.core.cache import caches
-from django.db import OperationalError
+from django.db import OperationalError, transaction
 from django.utils import timezone
 
 from core.errors import DomainError
@@ -72,6 +74,35 @@ def import_job_create(*, upload: Any, options: dict, user: Any) -> ImportJob:
     job.save()
     outbox_enqueue(import_job_run, job.id, subject=f"interop.import_job:{job.id}")
     return job
+
+
+def import_jobs_sweep(*, now=None) -> int:
+    """Queue again the import jobs a dead worker left ``running``: a job running for longer
+    than Celery's hard task time limit plus a minute cannot have a live worker (the limit
+    kills the task), and an import is one transaction, so nothing of it was written. Each is
+    set back to ``queued`` and its task sent again through the outbox (the upload is kept
+    until a job ends). Returns how many. Runs under Celery beat (``interop.tasks``)."""
+    now = now or timezone.now()
+    limit = getattr(settings, "CELERY_TASK_TIME_LIMIT", 30 * 60) or 30 * 60
+    stale_before = now - timedelta(seconds=limit + 60)
+    ids = list(
+        ImportJob.objects.filter(
+            status=ImportJob.Status.RUNNING, started_at__lt=stale_before
+        ).values_list("id", flat=True)
+    )
+    from interop.tasks import import_job_run  # noqa: PLC0415 - tasks import this module
+
+    requeued = 0
+    for job_id in ids:
+        with transaction.atomic():
+            if ImportJob.objects.filter(
+                id=job_id, status=ImportJob.Status.RUNNING, started_at__lt=stale_before
+            ).update(status=ImportJob.Status.QUEUED, started_at=None):
+                outbox_enqueue(import_job_run, job_id, subject=f"interop.import_job:{job_id}")
+                requeued += 1
+    if requeued:
+        logger.warning("import jobs: %d left running by a dead worker queued again", requeued)
+    return requeued
 
 
 def import_job_execute(*, job_id: int) -> None:

@@ -7,12 +7,14 @@ from __future__ import annotations
 import io
 import threading
 import time
+from datetime import timedelta
 
 import pytest
 from django.core.cache import caches
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.db import OperationalError, connection, transaction
 from django.urls import reverse
+from django.utils import timezone
 
 from evals.models import Run, Suite
 from interop import import_jobs
@@ -22,6 +24,7 @@ from interop.import_jobs import (
     _progress_watch,
     import_job_execute,
     import_job_progress,
+    import_jobs_sweep,
 )
 from interop.models import ImportJob
 from tests.conftest import PASSWORD, _user
@@ -234,3 +237,24 @@ def test_an_import_waits_for_a_concurrent_writer_instead_of_failing(carol, backg
     assert Suite.objects.filter(name__in=["S", "held by another writer"]).count() == 2
     if connection.vendor == "sqlite":
         assert waited >= 1.0  # it did wait for the lock (PostgreSQL has row locks only)
+
+
+@pytest.mark.django_db
+def test_a_job_a_dead_worker_left_running_is_queued_again_and_imports_once(
+    carol, background, client, django_capture_on_commit_callbacks
+):
+    """A worker killed mid-import leaves the job ``running`` with nothing written (one
+    transaction). Past Celery's hard time limit the sweep queues it again; the import then
+    runs once. A job still within the limit is left alone."""
+    assert client.login(username="carol", password=PASSWORD)
+    _post(client, GOOD_CSV)
+    job = ImportJob.objects.get()
+    started = timezone.now() - timedelta(seconds=30 * 60 + 30)
+    ImportJob.objects.filter(id=job.id).update(status="running", started_at=started)
+    assert import_jobs_sweep() == 0  # within the limit + a minute: maybe alive
+    ImportJob.objects.filter(id=job.id).update(started_at=started - timedelta(seconds=60))
+    with django_capture_on_commit_callbacks(execute=True):
+        assert import_jobs_sweep() == 1
+    job.refresh_from_db()
+    assert job.status == "succeeded" and Run.objects.count() == 1
+    assert import_jobs_sweep() == 0
