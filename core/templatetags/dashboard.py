@@ -10,7 +10,6 @@ from typing import Any
 
 from django import template
 
-from core.decimals import usd_plain
 from core.money import per_usd_text, usd_signed_text, usd_text
 from core.roles import ENGINEER, LEAD, ROLES, user_has_role
 
@@ -73,13 +72,6 @@ def per_usd_interval(low: float | None, high: float | None) -> str:
     if low is None or high is None:
         return ""
     return f"[{per_usd_text(low).removesuffix(' per $')}, {per_usd_text(high)}]"
-
-
-@register.filter
-def usd_exact(amount: Decimal | str | float | None) -> str:
-    """US dollars exactly, plainly ("$0.00001234", "$0.00"; never "$0E-8"): for judge call
-    costs, too small for ``usd``'s four decimals; None -> "unknown"."""
-    return "unknown" if amount is None else usd_plain(amount)
 
 
 @register.filter
