@@ -24,9 +24,11 @@ $(STAMP): $(PRODUCT_STAMP) pyproject.toml clients/python/pyproject.toml
 
 install: $(STAMP)
 
+# make demo DEMO_ARGS="--addrport 127.0.0.1:8123" serves elsewhere (python manage.py demo --help).
+DEMO_ARGS ?=
 demo: $(PRODUCT_STAMP)
-	@echo "== make: starting the demo (python manage.py demo)"
-	$(BIN)/python manage.py demo
+	@echo "== make: starting the demo (python manage.py demo $(DEMO_ARGS))"
+	$(BIN)/python manage.py demo $(DEMO_ARGS)
 
 # Two test processes (pytest-xdist): the suite is process-safe (a database, a var folder and
 # queues of its own per process) and takes about half the time on a 2-core machine.

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 from urllib.parse import unquote
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+from zoneinfo import ZoneInfo
 
 from django.conf import settings
 from django.contrib.auth.views import redirect_to_login
@@ -14,6 +14,7 @@ from django.utils import timezone
 
 from core.errors import DomainError
 from core.text import unstorable_refuse_params
+from core.zones import zone_parse
 
 # No inline script, no inline event handlers, nothing from other origins.
 CSP = (
@@ -129,13 +130,7 @@ class ViewerTimeZoneMiddleware:
 
 def viewer_time_zone(request: HttpRequest) -> ZoneInfo | None:
     """The zone named by the request's ``assay_tz`` cookie, or None when absent or unknown."""
-    name = unquote(request.COOKIES.get(TIME_ZONE_COOKIE, ""))
-    if not name or len(name) > 64:
-        return None
-    try:
-        return ZoneInfo(name)
-    except (ZoneInfoNotFoundError, ValueError):
-        return None
+    return zone_parse(unquote(request.COOKIES.get(TIME_ZONE_COOKIE, "")))
 
 
 class ServerTimingMiddleware:

@@ -138,3 +138,14 @@ def contains_non_finite(value: Any) -> bool:
     if isinstance(value, list):
         return any(contains_non_finite(v) for v in value)
     return False
+
+
+def json_loads_strict(text: str) -> Any:
+    """One JSON document typed by a person (a form's JSON field), strictly: a syntax error, a
+    key twice in one object, nesting deeper than ``JSON_MAX_DEPTH`` and a bare NaN/Infinity
+    are each a ``ValueError`` whose message says which (a ``json.JSONDecodeError``, with line
+    and column, for syntax and nesting). Never ``RecursionError``."""
+    value = json_loads_line(text)
+    if contains_non_finite(value):
+        raise ValueError("NaN and Infinity are not valid JSON: give a number")
+    return value

@@ -10,6 +10,7 @@ from django.urls import reverse_lazy
 
 from core.bounds import INT_MAX, INT_MIN
 from core.errors import DomainError
+from core.strict_json import json_loads_strict
 from core.text import unstorable_refuse
 from evals.grading.graders import parse_grader_specs
 from evals.models import GraderSetPreset, Run, Suite, TargetPreset
@@ -28,11 +29,13 @@ def _json_field_value(raw: str, *, field: str, expected: type) -> Any:
     """Parse ``raw`` as JSON of type ``expected``; raises ``ValidationError`` naming ``field``
     and, for syntax errors, the line and column."""
     try:
-        value = json.loads(raw or ("[]" if expected is list else "{}"))
+        value = json_loads_strict(raw or ("[]" if expected is list else "{}"))
     except json.JSONDecodeError as exc:
         raise forms.ValidationError(
             f"{field}: not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})"
         ) from exc
+    except ValueError as exc:  # a key twice, NaN/Infinity
+        raise forms.ValidationError(f"{field}: {exc}") from exc
     if not isinstance(value, expected):
         kind = "a list" if expected is list else "an object"
         raise forms.ValidationError(f"{field}: expected {kind}, got {type(value).__name__}")

@@ -32,7 +32,6 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, tzinfo
 from decimal import Decimal
 from typing import Any
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -43,6 +42,7 @@ from rest_framework import serializers
 from core.api.downloads import attachment, download_format
 from core.decimals import decimal_plain
 from core.errors import DomainError
+from core.zones import zone_parse
 from evals.blindness import grades_visible_to, labels_visible_to
 from evals.comparison.compute import comparison_get
 from evals.grading.contract.decisions import run_decisions
@@ -68,10 +68,10 @@ def zone_get(*, name: str | None) -> tzinfo:
     """The IANA zone ``name`` (``"Asia/Shanghai"``); UTC when empty. Raises ``DomainError``."""
     if not name or name.upper() == "UTC":
         return UTC
-    try:
-        return ZoneInfo(name)
-    except (ZoneInfoNotFoundError, ValueError) as exc:
-        raise DomainError(f"unknown time zone {name!r}", field="tz") from exc
+    zone = zone_parse(name)
+    if zone is None:
+        raise DomainError(f"unknown time zone {name[:80]!r}", field="tz")
+    return zone
 
 
 def _json_text(value: Any) -> str | None:

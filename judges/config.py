@@ -49,6 +49,7 @@ UUID, so a changed judge updates the preset ("updated") and a fresh database nee
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 from django.db import transaction
@@ -143,6 +144,19 @@ def _suite_cases(name: str, config: dict, base_dir: Path | None) -> list[CaseSpe
     return specs
 
 
+def _non_finite_refuse(value: object, where: str) -> None:
+    """TOML has ``nan`` and ``inf``; JSON (what every table becomes) does not: refuse them,
+    naming where."""
+    if isinstance(value, float) and not math.isfinite(value):
+        raise DomainError("NaN and Infinity are not allowed: give a number", field=where)
+    if isinstance(value, dict):
+        for key, item in value.items():
+            _non_finite_refuse(item, f"{where}.{key}" if where else str(key))
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            _non_finite_refuse(item, f"{where}[{index}]")
+
+
 @transaction.atomic
 def config_apply(*, document: dict, base_dir: Path | None = None) -> dict[str, list[dict]]:
     """Apply a config document (the parsed TOML: tables ``suites``, ``judges``,
@@ -161,6 +175,7 @@ def config_apply(*, document: dict, base_dir: Path | None = None) -> dict[str, l
     nothing is written then.
     """
     unstorable_refuse(document)
+    _non_finite_refuse(document, "")
     extra = sorted(set(document) - set(TABLES))
     if extra:
         raise DomainError(f"unknown table ({', '.join(TABLES)})", field=extra[0])

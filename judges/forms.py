@@ -10,6 +10,7 @@ from django import forms
 
 from core.bounds import INT_MAX
 from core.errors import DomainError
+from core.strict_json import json_loads_strict
 from core.text import unstorable_refuse
 from evals.models import Run
 from judges.models import Judge, JudgeVersion
@@ -22,11 +23,13 @@ def _json_object(raw: str, field: str) -> dict:
     if not raw:
         return {}
     try:
-        value = json.loads(raw)
+        value = json_loads_strict(raw)
     except json.JSONDecodeError as exc:
         raise forms.ValidationError(
             f"{field}: invalid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}"
         ) from exc
+    except ValueError as exc:  # a key twice, NaN/Infinity
+        raise forms.ValidationError(f"{field}: {exc}") from exc
     if not isinstance(value, dict):
         raise forms.ValidationError(f"{field}: expected a JSON object")
     try:

@@ -294,9 +294,9 @@ def label_save(request: HtmxHttpRequest, set_id) -> HttpResponse:
     """
     cset = _set_or_404(set_id)
     form = LabelForm(request.POST)
-    trial_uuid = request.POST.get("trial") or None
+    trial_uuid = uuid_parse(request.POST.get("trial"))  # malformed: no such trial (404)
     if form.is_valid():
-        trial_uuid = str(form.cleaned_data["trial"])
+        trial_uuid = form.cleaned_data["trial"]
     # Only the trial's identity is needed to save; its output is never loaded here.
     trial = (
         Trial.objects.filter(uuid=trial_uuid, calibration_items__calibration_set=cset)

@@ -3,7 +3,8 @@
 DRF's JSON parser, but a body nested more than ``JSON_MAX_DEPTH`` (64) arrays/objects deep,
 one that overflows the parser's recursion (``RecursionError``), bytes that are not in the
 declared encoding or any other ``ValueError`` is a 400 ``ParseError`` (``{"detail": "JSON
-parse error - ..."}``). Bare ``NaN``/``Infinity`` are refused as DRF's strict mode does. A
+parse error - ..."}``), and so is a key given twice in one object (never "the last one wins").
+Bare ``NaN``/``Infinity`` are refused as DRF's strict mode does. A
 string holding U+0000 or a lone surrogate (``\\u0000``, ``\\ud800``) anywhere in the body is
 a 400 naming its path as the field (``core.text``: ``{"detail": "head_file.cases[0].key:
 holds U+0000 ...", "field": "head_file.cases[0].key"}``), for every API view that takes JSON.
@@ -19,7 +20,7 @@ from rest_framework.exceptions import ParseError
 from rest_framework.parsers import JSONParser
 from rest_framework.settings import api_settings
 
-from core.strict_json import JSON_MAX_DEPTH, json_depth_exceeds
+from core.strict_json import JSON_MAX_DEPTH, json_depth_exceeds, no_duplicate_keys
 from core.text import unstorable_refuse
 
 NESTED = (
@@ -44,7 +45,8 @@ class StrictJSONParser(JSONParser):
         try:
             text = codecs.getreader(encoding)(stream).read()
             constant = _strict_constant if api_settings.STRICT_JSON else None
-            value = json.loads(text, parse_constant=constant)
+            # A key twice in one object is refused, never "the last one wins".
+            value = json.loads(text, parse_constant=constant, object_pairs_hook=no_duplicate_keys)
         except RecursionError:
             raise ParseError(NESTED) from None
         except ValueError as exc:

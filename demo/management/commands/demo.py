@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -40,11 +41,30 @@ REAL_DATA = ("llmbar_pointwise", "halueval_general")
 WATCH_SECONDS = 5.0  # how often the demo checks that its worker process is still there
 
 
+def _address_free_or_fail(addrport: str) -> None:
+    """CommandError when the dashboard's address is taken (another demo, another server),
+    said before the demo starts its worker and runs, so a busy port leaves nothing behind."""
+    host, _, port = addrport.rpartition(":")
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as runserver does
+            probe.bind((host or "127.0.0.1", int(port)))
+    except (OSError, ValueError) as exc:
+        raise CommandError(
+            f"--addrport {addrport}: cannot listen there ({exc}); stop what uses it or "
+            "choose another, e.g. python manage.py demo --addrport 127.0.0.1:8123"
+        ) from exc
+
+
 class Command(BaseCommand):
     help = "Set up and serve the demo: migrate, load data, run the demo suites, serve."
 
     def add_arguments(self, parser):
-        parser.add_argument("--addrport", default="127.0.0.1:8000")
+        parser.add_argument(
+            "--addrport",
+            default="127.0.0.1:8000",
+            help="where the dashboard listens (default 127.0.0.1:8000; e.g. 127.0.0.1:8123)",
+        )
         parser.add_argument("--no-serve", action="store_true", help="stop after the demo runs")
         parser.add_argument("--username", default="demo")
         parser.add_argument(
@@ -54,6 +74,8 @@ class Command(BaseCommand):
         parser.add_argument("--timeout", type=float, default=300.0, help="seconds per run")
 
     def handle(self, *args, **opts):
+        if not opts["no_serve"]:
+            _address_free_or_fail(opts["addrport"])  # before any run: nothing left behind
         call_command("migrate", interactive=False, verbosity=0)
         user = demo_user_ensure(username=opts["username"], password=opts["password"])
         suites = demo_suites_load()
