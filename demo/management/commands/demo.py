@@ -12,6 +12,7 @@ worker alongside.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
@@ -54,6 +55,13 @@ def _address_free_or_fail(addrport: str) -> None:
             f"--addrport {addrport}: cannot listen there ({exc}); stop what uses it or "
             "choose another, e.g. python manage.py demo --addrport 127.0.0.1:8123"
         ) from exc
+
+
+def _group_kill(pgid: int) -> None:
+    """SIGKILL what is left of a worker's process group (its embedded beat); nothing when the
+    group is already gone."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, signal.SIGKILL)
 
 
 class Command(BaseCommand):
@@ -121,6 +129,9 @@ class Command(BaseCommand):
                     f"WARNING: the Celery worker exited (code {code}); starting a new one"
                 )
             )
+            # Its embedded beat is a child in the same process group: without this it would
+            # live on as an orphan beside the new worker's own beat.
+            _group_kill(self._worker.pid)
             if time.monotonic() - self._worker_started < 60 and self._stopping.wait(60):
                 return
             if not self._stopping.is_set():
