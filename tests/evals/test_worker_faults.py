@@ -226,13 +226,23 @@ def test_a_worker_killed_mid_chunk_is_recovered_by_the_sweeper(
         rescue_queue, tmp_path / "worker-rescue.log", pool="solo", concurrency=1, env=lease
     )
     try:
-        _killed_and_recovered(victim, rescue_queue, mock, tmp_path, concurrency)
+        run, lost = _killed_and_recovered(victim, rescue_queue, mock, tmp_path, concurrency)
     finally:
         _worker_stop(survivor)
         survivor_log.close()
+    # Calls in flight when it died were paid and never recorded; nothing else is lost or
+    # doubled: exactly its trials, and the mock's count is the trials plus those.
+    assert 0 <= lost <= concurrency
+    assert run.status == Run.Status.SUCCEEDED, _worker_log(tmp_path)
+    _assert_exact(run, trials=24, calls=_calls(mock) - lost)
+    assert _calls(mock) == 24 + lost
 
 
-def _killed_and_recovered(victim, rescue_queue: str, mock, tmp_path, concurrency: int) -> None:
+def _killed_and_recovered(
+    victim, rescue_queue: str, mock, tmp_path, concurrency: int
+) -> tuple[Run, int]:
+    """Start a 24-trial run, kill -9 its worker after 4 trials, sweep until the run ends;
+    returns the run (refreshed) and the calls lost in flight at the kill."""
     run = run_start(
         suite=_suite(24),
         name="killed",
@@ -247,7 +257,6 @@ def _killed_and_recovered(victim, rescue_queue: str, mock, tmp_path, concurrency
     os.killpg(victim.pid, signal.SIGKILL)
     victim.wait(timeout=10)
     lost = _calls(mock) - Trial.objects.filter(run=run, status__in=Trial.FINISHED).count()
-    assert 0 <= lost <= concurrency  # calls in flight when it died: paid, never recorded
 
     app.conf.task_default_queue = rescue_queue  # restored by the worker_queue fixture
     deadline = time.monotonic() + 25
@@ -256,7 +265,4 @@ def _killed_and_recovered(victim, rescue_queue: str, mock, tmp_path, concurrency
         runs_sweep()
         time.sleep(0.5)
         run.refresh_from_db()
-
-    assert run.status == Run.Status.SUCCEEDED, _worker_log(tmp_path)
-    _assert_exact(run, trials=24, calls=_calls(mock) - lost)
-    assert _calls(mock) == 24 + lost
+    return run, lost
