@@ -22,17 +22,24 @@ from evals.suites import graduation_candidates
 class CaseSpec:
     """A case's wanted content: ``key`` (unique among the suite's active cases, <= 200
     chars), ``input`` (str or JSON object), ``expected`` (JSON or None), ``context``
-    (list of ``{"id", "text"}``), ``tags`` (list of str)."""
+    (list of ``{"id", "text"}``), ``tags`` (list of str), ``goal_state`` (an agent case's
+    wanted final state, JSON or None)."""
 
     key: str
     input: Any
     expected: Any = None
     context: list[dict] = field(default_factory=list)
     tags: list[str] = field(default_factory=list)
+    goal_state: Any = None
 
     @property
     def content_hash(self) -> str:
-        return content_hash(input=self.input, expected=self.expected, context=self.context)
+        return content_hash(
+            input=self.input,
+            expected=self.expected,
+            context=self.context,
+            goal_state=self.goal_state,
+        )
 
 
 def cases_upsert(
@@ -69,6 +76,7 @@ def cases_upsert(
             expected=spec.expected,
             context=spec.context,
             tags=spec.tags,
+            goal_state=spec.goal_state,
             content_hash=digest,
         )
         to_create.append(new)

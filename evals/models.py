@@ -26,10 +26,16 @@ from django.utils.functional import cached_property
 from evals.grading.grader_set import GraderSet
 
 
-def content_hash(*, input: Any, expected: Any, context: Any) -> str:
-    """SHA-256 (hex, 64 chars) of a case's content in canonical JSON (sorted keys, no spaces)."""
+def content_hash(*, input: Any, expected: Any, context: Any, goal_state: Any = None) -> str:
+    """SHA-256 (hex, 64 chars) of a case's content in canonical JSON (sorted keys, no spaces).
+
+    ``goal_state`` (an agent case's wanted final state) counts only when it is not None, so
+    the hash of every case without one is what it was before goal states existed."""
+    content = {"input": input, "expected": expected, "context": context}
+    if goal_state is not None:
+        content["goal_state"] = goal_state
     payload = json.dumps(
-        {"input": input, "expected": expected, "context": context},
+        content,
         sort_keys=True,
         separators=(",", ":"),
         ensure_ascii=False,
@@ -74,7 +80,9 @@ class Case(models.Model):
     """One input of a suite, with its optional expected answer, context documents and tags.
 
     ``input`` is a string or a JSON object; ``expected`` any JSON value or null;
-    ``context`` a list of ``{"id": str, "text": str}``; ``tags`` a list of strings.
+    ``context`` a list of ``{"id": str, "text": str}``; ``tags`` a list of strings;
+    ``goal_state`` an agent case's wanted final state (any JSON, null for none; part of the
+    content hash when set).
     """
 
     uuid = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
@@ -84,6 +92,7 @@ class Case(models.Model):
     expected = models.JSONField(null=True, blank=True)
     context = models.JSONField(default=list, blank=True)
     tags = models.JSONField(default=list, blank=True)
+    goal_state = models.JSONField(null=True, blank=True)
     content_hash = models.CharField(max_length=64, db_index=True, editable=False)
     created_at = models.DateTimeField(auto_now_add=True)
     retired_at = models.DateTimeField(null=True, blank=True)
@@ -108,7 +117,10 @@ class Case(models.Model):
 
     def save(self, *args, **kwargs):
         self.content_hash = content_hash(
-            input=self.input, expected=self.expected, context=self.context
+            input=self.input,
+            expected=self.expected,
+            context=self.context,
+            goal_state=self.goal_state,
         )
         super().save(*args, **kwargs)
 
@@ -261,6 +273,10 @@ class Trial(models.Model):
     # The exact request sent for this trial (an OpenAI-compatible target: the JSON body,
     # model, messages as rendered, generation settings); null when the target sent none.
     request = models.JSONField(null=True, blank=True)
+    # An agent trial's ordered steps (evals.trajectory.steps) and the world's state at its
+    # end; null for a trial that has none. The report never loads them.
+    trajectory = models.JSONField(null=True, blank=True)
+    final_state = models.JSONField(null=True, blank=True)
     error_message = models.TextField(blank=True)
     latency_ms = models.FloatField(null=True, blank=True)
     input_tokens = models.PositiveIntegerField(null=True, blank=True)

@@ -21,6 +21,7 @@ def _case_input(trial: Trial) -> CaseInput:
         context=list(case.context or []),
         tags=list(case.tags or []),
         attempt=trial.attempt,
+        goal_state=case.goal_state,
     )
 
 

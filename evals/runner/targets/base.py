@@ -23,12 +23,13 @@ from typing import Any, Protocol
 
 from core.errors import DomainError
 from core.text import REPLACED_KEY, unstorable_replace
+from evals.trajectory.steps import TrajectoryError, final_state_clean, trajectory_clean
 
 
 @dataclass(frozen=True)
 class CaseInput:
     """What a target sees of a case: key, input (str or JSON object), expected, context, tags,
-    and the attempt number (1..N)."""
+    the attempt number (1..N), and an agent case's goal state (JSON or None)."""
 
     key: str
     input: Any
@@ -36,6 +37,7 @@ class CaseInput:
     context: list[dict] = field(default_factory=list)
     tags: list[str] = field(default_factory=list)
     attempt: int = 1
+    goal_state: Any = None
 
 
 @dataclass(frozen=True)
@@ -51,7 +53,10 @@ class TargetResult:
     ``timeout``, ``client_error 400``, ``malformed_response``, ...), None on success or
     when the target does not classify its errors; ``request``: the exact request the target
     sent (an OpenAI-compatible target: the JSON body, ``{"model", "messages", **settings}``),
-    None when it sends none of its own (callable, simulated).
+    None when it sends none of its own (callable, simulated); ``trajectory``: an agent's
+    ordered steps (the shape of ``evals.trajectory.steps``), None for a single call;
+    ``final_state``: the world's state when the agent stopped (any JSON), None when none.
+    An errored agent trial keeps the steps it made before the error.
     """
 
     output: str
@@ -64,6 +69,8 @@ class TargetResult:
     attempts: int = 1
     error_kind: str | None = None
     request: dict[str, Any] | None = None
+    trajectory: list[dict] | None = None
+    final_state: Any = None
 
     @property
     def ok(self) -> bool:
@@ -72,23 +79,57 @@ class TargetResult:
 
 def result_storable(result: TargetResult) -> TargetResult:
     """``result`` with every U+0000 and lone surrogate of its text (``output``,
-    ``raw_response``, ``error``, ``model``) replaced by U+FFFD; when any was, ``raw_response``
-    is a dict holding ``{REPLACED_KEY: {field: characters replaced}}`` for the fields that
-    had some (a reply that was not a dict is kept under ``"reply"``). A clean result comes
-    back unchanged."""
+    ``raw_response``, ``error``, ``model``, ``trajectory``, ``final_state``) replaced by
+    U+FFFD; when any was, ``raw_response`` is a dict holding ``{REPLACED_KEY: {field:
+    characters replaced}}`` for the fields that had some (a reply that was not a dict is kept
+    under ``"reply"``). A clean result comes back unchanged. A trajectory or final state that
+    cannot be stored at all (not a list of steps, not JSON) makes the result errored, with
+    the field named and the steps dropped: a pipeline's malformed trajectory is its error,
+    never a pass."""
+    try:
+        trajectory, n_trajectory = trajectory_clean(result.trajectory)
+        final_state, n_final = final_state_clean(result.final_state)
+    except TrajectoryError as exc:
+        return result_storable(
+            replace(
+                result,
+                output="",
+                trajectory=None,
+                final_state=None,
+                error=f"{exc.field}: {exc}",
+                error_kind="malformed_trajectory",
+            )
+        )
     output, n_output = unstorable_replace(result.output)
     raw, n_raw = unstorable_replace(result.raw_response)
     error, n_error = unstorable_replace(result.error)
     model, n_model = unstorable_replace(result.model)
-    counts = {"output": n_output, "raw_response": n_raw, "error": n_error, "model": n_model}
+    counts = {
+        "output": n_output,
+        "raw_response": n_raw,
+        "error": n_error,
+        "model": n_model,
+        "trajectory": n_trajectory,
+        "final_state": n_final,
+    }
     record = {name: n for name, n in counts.items() if n}
     if not record:
-        return result
+        if trajectory is result.trajectory:
+            return result
+        return replace(result, trajectory=trajectory, final_state=final_state)
     if isinstance(raw, dict):
         raw = {**raw, REPLACED_KEY: record}
     else:
         raw = {REPLACED_KEY: record} if raw is None else {"reply": raw, REPLACED_KEY: record}
-    return replace(result, output=output, raw_response=raw, error=error, model=model)
+    return replace(
+        result,
+        output=output,
+        raw_response=raw,
+        error=error,
+        model=model,
+        trajectory=trajectory,
+        final_state=final_state,
+    )
 
 
 def replaced_record(raw_response: Any) -> dict[str, int]:
