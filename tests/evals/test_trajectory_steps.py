@@ -3,12 +3,15 @@ pipeline returns is cleaned, totals keep unknown as unknown, and the runner stor
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 from core.errors import DomainError
 from core.text import REPLACED_KEY
-from evals.models import content_hash
-from evals.runner.targets.base import TargetResult, result_storable
+from evals.models import Case, Run, Suite, Trial, content_hash
+from evals.runner.start import run_start
+from evals.runner.targets.base import CaseInput, TargetResult, result_storable, target_from_config
 from evals.trajectory.steps import (
     TrajectoryError,
     final_state_parse,
@@ -118,3 +121,68 @@ def test_goal_state_enters_the_content_hash_only_when_set():
     base = content_hash(input="q", expected=None, context=[])
     assert content_hash(input="q", expected=None, context=[], goal_state=None) == base
     assert content_hash(input="q", expected=None, context=[], goal_state={"a": 1}) != base
+
+
+def _agent(case, **settings):
+    return {
+        "output": "refunded",
+        "trajectory": [
+            {"kind": "tool_call", "name": "lookup_order", "arguments": {"id": case.key}},
+            {"kind": "tool_result", "content": "<b>total 30</b>"},
+        ],
+        "final_state": {"refunded": True},
+    }
+
+
+def _bad_agent(case, **settings):
+    return {"output": "x", "trajectory": [{"kind": "tool_call", "arguments": {}}]}
+
+
+@pytest.mark.django_db
+def test_a_callable_agent_run_stores_trajectory_and_final_state(
+    django_capture_on_commit_callbacks,
+):
+    suite = Suite.objects.create(name="agents")
+    Case.objects.create(suite=suite, key="A1", input="refund A1", goal_state={"refunded": True})
+    with django_capture_on_commit_callbacks(execute=True):
+        run = run_start(
+            suite=suite,
+            name="r",
+            target={"kind": "callable", "path": "tests.evals.test_trajectory_steps:_agent"},
+            graders=[{"key": "says", "kind": "contains", "config": {"value": "refunded"}}],
+            trials_per_case=2,
+        )
+    run.refresh_from_db()
+    assert run.status == Run.Status.SUCCEEDED
+    trials = list(Trial.objects.filter(run=run))
+    assert len(trials) == 2
+    for trial in trials:
+        assert trial.final_state == {"refunded": True}
+        assert [s["kind"] for s in trial.trajectory] == ["tool_call", "tool_result"]
+        assert trial.trajectory[1]["content"] == "<b>total 30</b>"
+
+
+def _run_callable(path):
+    async def go():
+        target = target_from_config({"kind": "callable", "path": path})
+        try:
+            return await target.call(CaseInput(key="A1", input="refund A1"))
+        finally:
+            await target.aclose()
+
+    return asyncio.run(go())
+
+
+def test_a_callable_agent_returns_its_trajectory_and_final_state():
+    result = _run_callable("tests.evals.test_trajectory_steps:_agent")
+    assert result.ok
+    assert result.trajectory[0]["arguments"] == {"id": "A1"}
+    assert result.trajectory[1]["status"] == "ok"
+    assert result.final_state == {"refunded": True}
+    assert "trajectory" not in result.raw_response
+
+
+def test_a_callable_agent_with_a_malformed_trajectory_is_an_errored_trial():
+    result = _run_callable("tests.evals.test_trajectory_steps:_bad_agent")
+    assert not result.ok
+    assert "trajectory[0].name" in result.error

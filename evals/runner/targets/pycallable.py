@@ -3,7 +3,9 @@
 
 The function is called as ``fn(case: CaseInput, **settings)`` and returns either the output
 text (``str``) or ``{"output": str, "input_tokens"?: int, "output_tokens"?: int,
-"model"?: str}``. Sync functions run in a worker thread (``asyncio.to_thread``); coroutine
+"model"?: str, "trajectory"?: [step, ...], "final_state"?: JSON}`` (an agent: its steps in the
+shape of ``evals.trajectory.steps`` and the world's state when it stopped). Sync
+functions run in a worker thread (``asyncio.to_thread``); coroutine
 functions are awaited. Any exception, or a return value of another shape, becomes an
 errored result ``"ExceptionType: message"``; it never escapes ``call``. Text the database
 cannot store (U+0000, lone surrogates) is replaced with U+FFFD (``result_storable``).
@@ -136,12 +138,15 @@ class CallableTarget:
             model = value.get("model", self.model)
             if model is not None and not isinstance(model, str):
                 raise TypeError(f"the returned dict's 'model' must be a string, got {model!r:.80}")
+            rest = {k: v for k, v in value.items() if k not in ("trajectory", "final_state")}
             return TargetResult(
                 output=output,
                 input_tokens=_tokens(value, "input_tokens"),
                 output_tokens=_tokens(value, "output_tokens"),
                 model=model,
-                raw_response=_json_safe(value),
+                raw_response=_json_safe(rest),
+                trajectory=value.get("trajectory"),
+                final_state=value.get("final_state"),
             )
         raise TypeError(f"expected a str or a dict with 'output', got {type(value).__name__}")
 
