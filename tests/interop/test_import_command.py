@@ -77,6 +77,22 @@ def test_it_raises_command_error_naming_the_line_and_writes_nothing(tmp_path):
     assert Suite.objects.count() == Case.objects.count() == Trial.objects.count() == 0
 
 
+def test_with_json_an_error_is_json_on_stdout_too(tmp_path):
+    recs = [record(id=f"c{i}") for i in range(5)]
+    recs[2]["human_label"]["value"] = "Pass"
+    path = tmp_path / "bad.jsonl"
+    path.write_bytes(jsonl(recs))
+    out = StringIO()
+    with pytest.raises(CommandError):
+        call_command(
+            "import_results", str(path), "--suite", "S", "--run", "R", "--json", stdout=out
+        )
+    error = json.loads(out.getvalue())["error"]
+    assert error["detail"].startswith("line 3: field human_label.value")
+    assert error["code"] == "invalid"
+    assert Trial.objects.count() == 0
+
+
 def test_it_rejects_an_unknown_mapping_field(tmp_path):
     path = tmp_path / "r.csv"
     path.write_bytes(b"a\n1\n")
