@@ -348,3 +348,31 @@ def test_a_tool_loop_run_against_the_shared_mock_stores_a_one_step_trajectory(
             "issue_refund",
         ]
         json.dumps(trial.trajectory)
+
+
+AGENT_CONFIG = """
+[targets.agent]
+kind = "openai"
+base_url = "http://127.0.0.1:9/v1"
+model = "example-model-1.5"
+prompt_template = "$input"
+tools = ["tests.evals.agent_tools:lookup_order", "{second}"]
+environment = "tests.evals.agent_tools:environment"
+max_steps = 8
+max_cost_usd = 0.02
+tool_timeout_s = 5
+"""
+
+
+@pytest.mark.django_db
+def test_tools_are_declared_in_a_target_preset_and_a_bad_one_is_refused_naming_it(tmp_path):
+    from evals.models import TargetPreset  # noqa: PLC0415 - only here
+    from tests.evals.test_config_presets import apply  # noqa: PLC0415 - only here
+
+    apply(tmp_path, AGENT_CONFIG.format(second="tests.evals.agent_tools:issue_refund"))
+    config = TargetPreset.objects.get(name="agent").config
+    assert config["tools"][1] == "tests.evals.agent_tools:issue_refund"
+    assert (config["max_steps"], config["max_cost_usd"]) == (8, 0.02)
+    with pytest.raises(Exception) as caught:
+        apply(tmp_path, AGENT_CONFIG.format(second="tests.evals.agent_tools:nothing"))
+    assert "targets.agent.tools[1]" in str(caught.value)
