@@ -196,7 +196,7 @@ def test_the_cost_cap_ends_the_trial_after_the_call_that_crossed_it():
     assert one.error_kind == "step_cap"
     assert not capped.ok
     assert capped.error_kind == "cost_cap"
-    assert "max_cost_usd 0.0000075" in capped.error
+    assert "max_cost_usd $0.0000075)" in capped.error
     costs = [s["cost_usd"] for s in capped.trajectory if s.get("cost_usd") is not None]
     assert len(costs) == sent
     assert sum(costs[:-1]) <= 0.0000075 < sum(costs)
@@ -303,6 +303,8 @@ def test_a_bad_tool_loop_config_is_refused_naming_the_field(extra, field):
 def test_a_tool_loop_run_against_the_shared_mock_stores_a_one_step_trajectory(
     mockllm,  # noqa: F811 - the fixture
     django_capture_on_commit_callbacks,
+    client,
+    alice,
 ):
     """The shared mock cannot call tools: each trial is one model call, answered at once,
     priced through the run's own price lookup (the default pricer, on the database)."""
@@ -348,6 +350,9 @@ def test_a_tool_loop_run_against_the_shared_mock_stores_a_one_step_trajectory(
             "issue_refund",
         ]
         json.dumps(trial.trajectory)
+    client.force_login(alice)
+    html = client.get(f"/trials/{trial.uuid}/").content.decode()
+    assert 'id="trajectory"' in html and 'id="final-state"' in html
 
 
 AGENT_CONFIG = """

@@ -54,6 +54,7 @@ from typing import Any
 from django.db import DatabaseError, connection
 
 from core.errors import DomainError
+from core.money import usd_text
 from evals.runner.targets.base import CaseInput, TargetResult
 from evals.runner.targets.pycallable import callable_resolve
 from evals.runner.targets.tools import (
@@ -270,13 +271,13 @@ class ToolLoop:
                 reason = (
                     f"cost cap: the cost of model call {trial.model_calls} is unknown "
                     f"(model {trial.model!r} has no price, or the reply gave no token counts), "
-                    f"so max_cost_usd {cap} cannot be held"
+                    f"so max_cost_usd {usd_text(cap)} cannot be held"
                 )
                 return self._unrun(trial, calls, reason, "cost_cap")
             if cap is not None and trial.spent > cap:
                 reason = (
-                    f"cost cap: ${trial.spent} spent after {trial.model_calls} model calls "
-                    f"(max_cost_usd {cap})"
+                    f"cost cap: {usd_text(trial.spent)} spent after {trial.model_calls} model "
+                    f"calls (max_cost_usd {usd_text(cap)})"
                 )
                 return self._unrun(trial, calls, reason, "cost_cap")
             if not calls:
