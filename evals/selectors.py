@@ -20,6 +20,7 @@ from evals.blindness import blind_trial_ids, grades_prefetch, labels_prefetch
 from evals.grading.verdict import trial_verdict_annotations
 from evals.models import Case, Run, Trial
 from evals.report.cost_quality import CostQuality, cost_quality
+from evals.trajectory.timeline import trajectory_timeline
 from stats.intervals import clustered_rate_interval
 
 RUN_LIST_PAGE_SIZE = 50
@@ -272,7 +273,9 @@ def run_case_get(*, run_uuid, case_uuid, viewer) -> tuple[Run, Case, list[Trial]
 def trial_get(*, trial_uuid, viewer) -> Trial:
     """One trial with its full output and raw response, run/suite/case joined, grades and
     labels prefetched as ``viewer`` may see them (``evals.blindness``; ``blind`` is True
-    when its judge verdicts and gold labels are hidden). Raises ``Trial.DoesNotExist``."""
+    when its judge verdicts and gold labels are hidden), and ``timeline``: its trajectory's
+    rows (``evals.trajectory.timeline``; None when it has none). Raises
+    ``Trial.DoesNotExist``."""
     blind = blind_trial_ids(viewer)
     trial = (
         Trial.objects.select_related("run__suite", "case")
@@ -280,6 +283,7 @@ def trial_get(*, trial_uuid, viewer) -> Trial:
         .get(uuid=trial_uuid)
     )
     trial.blind = trial.id in blind
+    trial.timeline = trajectory_timeline(trial.trajectory)
     return trial
 
 

@@ -54,6 +54,8 @@ FORMATS = ("csv", "parquet")
 CONTENT_TYPES = {"csv": "text/csv; charset=utf-8", "parquet": "application/vnd.apache.parquet"}
 USD = pa.decimal128(14, 8)
 GRADE_FIELDS = ("passed", "status", "score", "reason")
+# An agent run's columns (after created_at), as JSON text; read back by the run-export import.
+AGENT_COLUMNS = ("goal_state", "final_state", "trajectory")
 
 
 @dataclass(frozen=True)
@@ -80,6 +82,13 @@ def _json_text(value: Any) -> str | None:
     return json.dumps(value, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
 
 
+def _json_value_text(value: Any) -> str | None:
+    """Any JSON value (a string too) as compact JSON text; None stays null."""
+    if value is None:
+        return None
+    return json.dumps(value, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+
+
 def _grader_keys(run: Run, trials: list[Trial]) -> list[str]:
     keys = list(run.grader_set.keys)
     extra = sorted({g.grader for t in trials for g in t.grades.all()} - set(keys))
@@ -93,8 +102,11 @@ def run_table(*, run: Run, zone: tzinfo = UTC, viewer=None) -> ExportTable:
     unknown), created_at (in ``zone``), for a run with a contract grader ``decision``
     (``rejected``, ``review``, ``accepted``, ``errored``, ``not_graded``,
     ``infrastructure_error``: ``evals.grading.contract.decisions``; null for a retried
-    attempt), then ``<grader>.passed|status|score|reason`` per grader (the run's grader set
-    first, then any other grader found). With ``viewer`` (a download), the grades they may
+    attempt; before it, for a run with any agent trial or goal state, ``goal_state``,
+    ``final_state`` and ``trajectory``: ``AGENT_COLUMNS``, compact JSON text, null when
+    none; docs/agents.md), then
+    ``<grader>.passed|status|score|reason`` per grader (the run's grader set first, then any
+    other grader found). With ``viewer`` (a download), the grades they may
     see (``evals.blindness``): a judge verdict or gold grade of a trial a reviewer still has
     to label is an empty cell; None (the command line) exports every grade. Two queries,
     three with a viewer, three more with a contract grader."""
@@ -128,6 +140,12 @@ def run_table(*, run: Run, zone: tzinfo = UTC, viewer=None) -> ExportTable:
         ("cost_usd", USD),
         ("created_at", pa.timestamp("us", tz=str(zone))),
     ]
+    agent = any(
+        t.trajectory is not None or t.final_state is not None or t.case.goal_state is not None
+        for t in trials
+    )
+    if agent:
+        columns += [(name, pa.string()) for name in AGENT_COLUMNS]
     decisions = run_decisions(run=run)
     if decisions.graded:
         columns.append(("decision", pa.string()))
@@ -160,6 +178,12 @@ def run_table(*, run: Run, zone: tzinfo = UTC, viewer=None) -> ExportTable:
             t.cost_usd,
             t.created_at.astimezone(zone),
         ]
+        if agent:
+            row += [
+                _json_value_text(t.case.goal_state),
+                _json_value_text(t.final_state),
+                _json_value_text(t.trajectory),
+            ]
         if decisions.graded:
             decision = decisions.trials.get(t.id)
             row.append(decision.decision if decision else None)

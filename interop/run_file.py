@@ -10,14 +10,23 @@ Format ``"assay-run"``, version 1, strict JSON (no NaN/Infinity; costs as decima
                                    "prompt_template", "params", "output_schema",
                                    "threshold", "content_hash", "trusted"}},
      "cases": [{"key", "content_hash", "input", "expected", "context", "tags",
+                "goal_state"?,
                 "trials": [{"attempt", "status", "output", "error_message", "latency_ms",
                             "input_tokens", "output_tokens", "cost_usd", "created_at",
+                            "trajectory"?, "final_state"?,
                             "grades": [{"grader", "grader_version", "status", "passed",
                                         "score", "reason", "details", "gating",
                                         "judge_version"}]}]}]}
 
 Lossless for everything the run report and a comparison read; ``--no-outputs`` leaves
-output text out (a smaller baseline; the diff view then has nothing to show).
+output text out (a smaller baseline; the diff view then has nothing to show), and with it
+agent trials' ``trajectory`` and ``final_state`` (what the agent did, as bulky as outputs).
+An agent case's ``goal_state`` is part of its content and always written when set; the
+``content_hash`` check on import includes it. The optional keys are written only when set,
+so the file of a run without agents is what it was before agents existed. Trajectories and
+states read back go through ``evals.trajectory.steps`` (``trajectory_parse``,
+``final_state_parse``): a bad step is refused naming it
+(``cases[0].trials[1].trajectory[3].arguments``).
 """
 
 from __future__ import annotations
@@ -38,6 +47,7 @@ from evals.blindness import grades_visible_to
 from evals.cases import CaseSpec, cases_upsert
 from evals.comparison.run_data import RUN_FILE_FORMAT
 from evals.models import Case, Grade, Run, Suite, Trial, content_hash, grade_skipped_placeholder
+from evals.trajectory.steps import final_state_parse, trajectory_parse
 from interop.importers.reader import TIME_RANGE, time_check
 from judges.models import Judge, JudgeVersion, judge_version_hash
 
@@ -72,7 +82,7 @@ def run_export(*, run: Run, outputs: bool = True, viewer=None) -> dict[str, Any]
         "replaced_by",
     ]
     trials = Trial.objects.filter(run=run).order_by("case_id", "attempt")
-    trials = trials.only(*fields, *(["output"] if outputs else []))
+    trials = trials.only(*fields, *(["output", "trajectory", "final_state"] if outputs else []))
     grades: dict[int, list[dict]] = {}
     judge_versions: dict[str, dict] = {}
     run_grades = Grade.objects.filter(trial__run=run)
@@ -126,6 +136,8 @@ def run_export(*, run: Run, outputs: bool = True, viewer=None) -> dict[str, Any]
                 "output_tokens": t.output_tokens,
                 "cost_usd": decimal_plain(t.cost_usd) if t.cost_usd is not None else None,
                 "created_at": _iso(t.created_at),
+                **({"trajectory": t.trajectory} if outputs and t.trajectory is not None else {}),
+                **({"final_state": t.final_state} if outputs and t.final_state is not None else {}),
                 "grades": grades.get(t.id, []),
             }
         )
@@ -137,6 +149,7 @@ def run_export(*, run: Run, outputs: bool = True, viewer=None) -> dict[str, Any]
             "expected": c.expected,
             "context": c.context,
             "tags": c.tags,
+            **({"goal_state": c.goal_state} if c.goal_state is not None else {}),
             "trials": by_case[c.id],
         }
         for c in Case.objects.filter(id__in=list(by_case)).order_by("key", "id")
@@ -254,9 +267,13 @@ def _cases(suite: Suite, cases: list, retired: list[Case] | None = None) -> list
             expected=c.get("expected"),
             context=c.get("context") or [],
             tags=[str(t) for t in c.get("tags") or []],
+            goal_state=final_state_parse(c.get("goal_state"), field=f"{where}.goal_state"),
         )
         if c.get("content_hash") and c["content_hash"] != content_hash(
-            input=spec.input, expected=spec.expected, context=spec.context
+            input=spec.input,
+            expected=spec.expected,
+            context=spec.context,
+            goal_state=spec.goal_state,
         ):
             raise DomainError("does not match the case's content", field=f"{where}.content_hash")
         specs.append(spec)
@@ -399,6 +416,10 @@ def run_import(
                     input_tokens=_count(t, "input_tokens", where),
                     output_tokens=_count(t, "output_tokens", where),
                     cost_usd=_decimal(t.get("cost_usd"), f"{where}.cost_usd"),
+                    trajectory=trajectory_parse(t.get("trajectory"), field=f"{where}.trajectory"),
+                    final_state=final_state_parse(
+                        t.get("final_state"), field=f"{where}.final_state"
+                    ),
                     created_at=_when(t.get("created_at"), f"{where}.created_at") or timezone.now(),
                     # A comparison's top-up trials stay out of later comparisons' looks.
                     top_up_round=round_,

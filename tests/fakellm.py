@@ -32,8 +32,11 @@ Markers anywhere in the request's messages (the first ``[fault=...]`` decides):
 A ``responder`` (``FakeLLM(responder=fn)``) scripts replies: ``fn(body) -> str | None``
 is called for every request without an active fault; a string is the reply content, bytes
 are the whole 200 body as sent (hostile bytes: a raw NUL, invalid UTF-8), a ``(status,
-bytes)`` pair that status with that body (a 422, a 200 KB error page), None
-falls back to the markers above (a scripted judge, e.g. one that always answers ``A``).
+bytes)`` pair that status with that body (a 422, a 200 KB error page), a dict the assistant
+``message`` itself (an agent's turn: ``{"content": None, "tool_calls": [...]}``, see
+``tool_calls_message``), None falls back to the markers above (a scripted judge, e.g. one
+that always answers ``A``). The prompt text the markers are read from is every message's
+string content (a tool call's turn has none).
 
 Counters (read from the test thread): ``calls[marker]`` (``"ok"`` for no fault marker,
 else the marker's fault text as written, e.g. ``"429x1"``), ``requests`` (total),
@@ -45,6 +48,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import re
 import threading
 from collections import Counter
@@ -162,7 +166,9 @@ class FakeLLM:
     async def _answer(self, request: web.Request) -> web.StreamResponse:
         body = await request.json()
         text = "\n".join(
-            m.get("content", "") for m in body.get("messages", []) if isinstance(m, dict)
+            m.get("content") if isinstance(m.get("content"), str) else ""
+            for m in body.get("messages", [])
+            if isinstance(m, dict)
         )
         fault_match = FAULT_RE.search(text)
         marker = fault_match.group(0)[len("[fault=") : -1] if fault_match else "ok"
@@ -183,6 +189,7 @@ class FakeLLM:
             return await self._fault(fault)
         answer = ANSWER_RE.search(text)
         content = answer.group(1) if answer else "fake answer"
+        message = None
         if self.responder is not None:
             scripted = self.responder(body)
             if isinstance(scripted, bytes):
@@ -190,8 +197,13 @@ class FakeLLM:
             if isinstance(scripted, tuple):
                 status, raw = scripted
                 return web.Response(status=status, body=raw, content_type="application/json")
-            if scripted is not None:
+            if isinstance(scripted, dict):
+                message = {"role": "assistant", **scripted}
+                content = scripted.get("content") or ""
+            elif scripted is not None:
                 content = scripted
+        if message is None:
+            message = {"role": "assistant", "content": content}
         return web.json_response(
             {
                 "id": f"chatcmpl-fake-{self.requests}",
@@ -200,8 +212,8 @@ class FakeLLM:
                 "choices": [
                     {
                         "index": 0,
-                        "message": {"role": "assistant", "content": content},
-                        "finish_reason": "stop",
+                        "message": message,
+                        "finish_reason": "tool_calls" if message.get("tool_calls") else "stop",
                     }
                 ],
                 "usage": {
@@ -299,7 +311,27 @@ def fake_llm():
 
 def body_text(body: dict) -> str:
     """All message contents of a recorded request body, joined by newlines."""
-    return "\n".join(m.get("content", "") for m in body.get("messages", []))
+    return "\n".join(m.get("content") or "" for m in body.get("messages", []))
 
 
-__all__ = ["FakeLLM", "TEMPERATURE_MESSAGE", "body_text", "fake_llm"]
+__all__ = ["FakeLLM", "TEMPERATURE_MESSAGE", "body_text", "fake_llm", "tool_calls_message"]
+
+
+def tool_calls_message(*calls: tuple[str, dict | str], content: str | None = None) -> dict:
+    """An assistant turn calling tools, for a ``responder``: ``calls`` are ``(name,
+    arguments)``, arguments a dict (sent as a JSON string, as OpenAI does) or a raw string
+    (malformed arguments); ids are ``call_<n>`` in order."""
+    return {
+        "content": content,
+        "tool_calls": [
+            {
+                "id": f"call_{i}",
+                "type": "function",
+                "function": {
+                    "name": name,
+                    "arguments": arguments if isinstance(arguments, str) else json.dumps(arguments),
+                },
+            }
+            for i, (name, arguments) in enumerate(calls)
+        ],
+    }

@@ -241,11 +241,34 @@ class TrialSerializer(serializers.ModelSerializer):
 
 
 class TrialDetailSerializer(TrialSerializer):
+    goal_state = serializers.JSONField(
+        source="case.goal_state",
+        read_only=True,
+        help_text="The case's goal state (an agent case's wanted final state; null for none).",
+    )
+
     class Meta(TrialSerializer.Meta):
-        fields = [*TRIAL_FIELDS, "output", "output_length", "decision", "request"]
+        fields = [
+            *TRIAL_FIELDS,
+            "output",
+            "output_length",
+            "decision",
+            "request",
+            "trajectory",
+            "final_state",
+            "goal_state",
+        ]
         extra_kwargs = {
             **TRIAL_HELP,
             "output": {"help_text": "The whole output (text)."},
+            "trajectory": {
+                "help_text": "An agent trial's ordered steps (message, tool_call, tool_result; "
+                "tokens, latency_ms and cost_usd per step where known; docs/agents.md); "
+                "null for a trial that has none."
+            },
+            "final_state": {
+                "help_text": "The world's state when the agent stopped (any JSON); null when none."
+            },
             "request": {
                 "help_text": "The exact request the target sent (an OpenAI-compatible target: "
                 "the JSON body with model, messages as rendered and generation settings); "
@@ -427,12 +450,14 @@ class TrialViewSet(ViewerViewSet):
     tag), ``?status=``. Lists hold an output preview (first 2,000 characters, cut in the
     database) and the full length; the detail holds the output. No grade or label is
     included (they are ``/api/grades/`` and ``/api/labels/``, filtered by
-    ``evals.blindness``), so a reviewer reads no verdict here."""
+    ``evals.blindness``), so a reviewer reads no verdict here. The detail also holds an agent
+    trial's ``trajectory``, ``final_state`` and its case's ``goal_state`` (lists do not load
+    them)."""
 
     def get_queryset(self):
         qs = Trial.objects.select_related("run", "case")
         if self.action == "list":
-            qs = qs.defer("output", "raw_response").annotate(
+            qs = qs.defer("output", "raw_response", "trajectory", "final_state").annotate(
                 output_preview=Substr("output", 1, settings.ASSAY["OUTPUT_PREVIEW_CHARS"]),
                 output_length=Length("output"),
             )

@@ -205,6 +205,9 @@ class TrialIn:
     cost_usd: Decimal | None = None
     grades: list[GradeIn] = field(default_factory=list)
     raw: dict = field(default_factory=dict)
+    # An agent's steps (``evals.trajectory.steps``, parsed) and final state; None when none.
+    trajectory: list[dict] | None = None
+    final_state: Any = None
 
 
 def case_key_check(key: str, path: str) -> str:
@@ -263,6 +266,8 @@ def trials_store(
                 input_tokens=t.input_tokens,
                 output_tokens=t.output_tokens,
                 cost_usd=t.cost_usd,
+                trajectory=t.trajectory,
+                final_state=t.final_state,
                 finished_at=run.started_at,
             )
             for t in batch

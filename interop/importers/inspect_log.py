@@ -23,6 +23,10 @@ Each ``samples[i]`` is one trial:
   (``<name>/<key>``). A value Inspect could not compute (null, NaN/Infinity, a list, an
   unreadable string: Inspect itself would warn and count 0) is an **errored grade**
   (``passed`` null), never a fail.
+- an agent sample (tool calls in ``messages``) also gives the trial its ``trajectory``, its
+  ``final_state`` (the sample's ``store``) and the case its ``goal_state``
+  (``metadata["goal_state"]``): ``interop.importers.inspect_trajectory``. An errored sample
+  keeps the steps it made. Epochs are attempts, so pass^k reads across them.
 - gating: the grades of the headline scorer (``results.scores[0].name``, else the first
   score name of the first scored sample); other scorers' grades do not gate. With C/I
   values and one scorer, the run's pass rate equals Inspect's printed accuracy (both are
@@ -32,6 +36,7 @@ Each ``samples[i]`` is one trial:
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from decimal import Decimal
 from typing import Any
 
@@ -56,6 +61,11 @@ from interop.importers.harness import (
     opt_latency_ms,
     show,
     trials_store,
+)
+from interop.importers.inspect_trajectory import (
+    sample_final_state,
+    sample_goal_state,
+    sample_trajectory,
 )
 
 ZIP_MAGIC = b"PK\x03\x04"
@@ -217,6 +227,9 @@ def _headline(document: dict, samples: list) -> str | None:
 def _sample(sample: Any, path: str, model: str, headline: str | None) -> TrialIn:
     sample = as_dict(sample, path)
     case = _case(sample, path)
+    goal_state = sample_goal_state(sample, path)
+    if goal_state is not None:
+        case = replace(case, goal_state=goal_state)
     epoch = need(sample, "epoch", path)
     if isinstance(epoch, bool) or not isinstance(epoch, int) or epoch < 1:
         raise fail(f"{path}.epoch", f"expected an integer >= 1, got {show(epoch)}")
@@ -241,6 +254,8 @@ def _sample(sample: Any, path: str, model: str, headline: str | None) -> TrialIn
         output_tokens=output_tokens,
         cost_usd=cost,
         raw=raw,
+        trajectory=sample_trajectory(sample, path),
+        final_state=sample_final_state(sample, path),
     )
     error = sample.get("error")
     if error is not None:

@@ -2,7 +2,8 @@
 run exported to CSV and imported into its suite comes back with its types intact.
 
 A CSV is read this way when no column mapping is given and its header is the run export's
-(``RUN_EXPORT_COLUMNS``, then four columns per grader: ``<grader>.passed``,
+(``RUN_EXPORT_COLUMNS``, an agent run's ``goal_state``, ``final_state``, ``trajectory``
+(``interop.exports.AGENT_COLUMNS``), then four columns per grader: ``<grader>.passed``,
 ``<grader>.status``, ``<grader>.score``, ``<grader>.reason``). Rules:
 
 1. Text cells are first restored from the export's formula neutralisation
@@ -23,6 +24,9 @@ A CSV is read this way when no column mapping is given and its header is the run
    ``reason`` text; four empty cells: no grade (the trial had none, or it was hidden from the
    exporting viewer).
 5. The ``suite`` and ``run`` columns are not read: the import names its own suite and run.
+6. The agent columns are JSON text (an empty cell is null), read through
+   ``evals.trajectory.steps`` (``trajectory_parse``, ``final_state_parse``); the case's
+   ``goal_state`` is part of its content (and of the ``content_hash`` matched in rule 2).
 """
 
 from __future__ import annotations
@@ -36,7 +40,8 @@ from core.strict_json import json_loads_line
 from core.text import UNSTORABLE, contains_unstorable
 from evals.cases import CaseSpec
 from evals.models import Grade, Trial, content_hash
-from interop.exports import formula_restore
+from evals.trajectory.steps import final_state_parse, trajectory_parse
+from interop.exports import AGENT_COLUMNS, formula_restore
 from interop.importers.context import ImportContext
 from interop.importers.reader import CsvRow, record_error
 from interop.importers.tabular import Row, contains_overflow, row_parse, tags_parse
@@ -63,6 +68,7 @@ RUN_EXPORT_COLUMNS = (
 )
 GRADE_CELLS = ("passed", "status", "score", "reason")
 TEXT_COLUMNS = {
+    *AGENT_COLUMNS,
     "case_id",
     "content_hash",
     "input",
@@ -93,7 +99,9 @@ def run_export_graders(header: list[str]) -> list[str] | None:
     """The grader keys of a run export's header, in order, or None when ``header`` is not
     the header of ``interop.exports.run_table`` written as CSV."""
     fixed = len(RUN_EXPORT_COLUMNS)
-    if tuple(header[:fixed]) != RUN_EXPORT_COLUMNS or (len(header) - fixed) % 4:
+    if tuple(header[fixed : fixed + len(AGENT_COLUMNS)]) == AGENT_COLUMNS:
+        fixed += len(AGENT_COLUMNS)
+    if tuple(header[: len(RUN_EXPORT_COLUMNS)]) != RUN_EXPORT_COLUMNS or (len(header) - fixed) % 4:
         return None
     keys = []
     for i in range(fixed, len(header), 4):
@@ -132,8 +140,23 @@ def _typed(text: str) -> Any:
     return text if value is _NO_JSON or isinstance(value, str) else value
 
 
+def _agent_cell(row: CsvRow, cells: dict[str, str], name: str, parse: Any) -> Any:
+    """An agent column's JSON text through its parser (None when absent or empty)."""
+    text = cells.get(name) or ""
+    if not text:
+        return None
+    value = _json(text)
+    if value is _NO_JSON:
+        raise record_error(row.where, name, "expected JSON text")
+    try:
+        return parse(value, field=name)
+    except DomainError as exc:
+        raise record_error(row.where, exc.field or name, exc.message) from exc
+
+
 def _case(row: CsvRow, cells: dict[str, str], tags: list[str]) -> CaseSpec:
     where = row.where
+    goal_state = _agent_cell(row, cells, "goal_state", final_state_parse)
     context_cell = cells["context"]
     context = _json(context_cell) if context_cell else []
     if not isinstance(context, list) or not all(isinstance(d, dict) for d in context):
@@ -159,7 +182,7 @@ def _case(row: CsvRow, cells: dict[str, str], tags: list[str]) -> CaseSpec:
                 (i, e)
                 for i in inputs
                 for e in expecteds
-                if content_hash(input=i, expected=e, context=context) == want
+                if content_hash(input=i, expected=e, context=context, goal_state=goal_state) == want
             ),
             None,
         )
@@ -176,7 +199,12 @@ def _case(row: CsvRow, cells: dict[str, str], tags: list[str]) -> CaseSpec:
         if contains_overflow(value):
             raise record_error(where, name, "a number out of range")
     return CaseSpec(
-        key=cells["case_id"], input=chosen[0], expected=chosen[1], context=context, tags=tags
+        key=cells["case_id"],
+        input=chosen[0],
+        expected=chosen[1],
+        context=context,
+        tags=tags,
+        goal_state=goal_state,
     )
 
 
@@ -244,6 +272,8 @@ def run_export_row(row: CsvRow, graders: list[str]) -> TrialSpec:
         raise record_error(row.where, "error", UNSTORABLE)
     spec.case = _case(row, cells, tags_parse(plain))
     spec.status, spec.error = status, cells["error"]
+    spec.trajectory = _agent_cell(row, cells, "trajectory", trajectory_parse)
+    spec.final_state = _agent_cell(row, cells, "final_state", final_state_parse)
     spec.grades = [g for key in graders if (g := _grade(row, key, cells)) is not None]
     return spec
 

@@ -7,6 +7,7 @@ import uuid
 from dataclasses import dataclass, field
 from datetime import datetime
 from decimal import Decimal
+from typing import Any
 
 from django.utils import timezone
 
@@ -36,6 +37,7 @@ class TrialsWriter:
         self._chars = 0
         self.added = 0  # specs accepted by ``add``
         self.trials = 0  # trials written
+        self.errored = 0  # of them, errored (status "error")
         self._max_attempt = 1
         self._seen_attempts: dict[tuple[str, int], str] = {}
         self._seen_cases: dict[str, tuple[CaseSpec, str]] = {}
@@ -76,6 +78,7 @@ class TrialsWriter:
         run_finish(
             self.run,
             trials=self.trials,
+            errored=self.errored,
             graders=list(self._graders.values()),
             trials_per_case=self._max_attempt,
         )
@@ -86,6 +89,7 @@ class TrialsWriter:
                 self.ctx, self.run, self._batch, self._graders, self._last_id
             )
             self.trials += len(self._batch)
+            self.errored += sum(1 for spec in self._batch if spec.status == Trial.Status.ERROR)
             self._batch, self._chars = [], 0
 
 
@@ -98,9 +102,14 @@ def _same_content(a: CaseSpec, b: CaseSpec) -> bool:
         and type(b.input) is str
         and type(a.expected) in plain
         and type(b.expected) in plain
+        and _same_goal(a, b)
     ):
         return a.input == b.input and a.expected == b.expected
     return a.content_hash == b.content_hash
+
+
+def _same_goal(a: CaseSpec, b: CaseSpec) -> bool:
+    return a.goal_state is None and b.goal_state is None
 
 
 def _write_batch(
@@ -158,6 +167,8 @@ def _write_batch(
                 "input_tokens": spec.input_tokens,
                 "output_tokens": spec.output_tokens,
                 "cost_usd": spec.cost_usd,
+                "trajectory": spec.trajectory,
+                "final_state": spec.final_state,
                 "created_at": spec.created_at or now,
                 "finished_at": spec.created_at or run.started_at,
             }
@@ -248,3 +259,6 @@ class TrialSpec:
     # ``ok``, or ``error`` with its message (a run export read back: its errored trials).
     status: str = Trial.Status.OK
     error: str = ""
+    # An agent's ordered steps (``evals.trajectory.steps``, parsed) and final state.
+    trajectory: list[dict] | None = None
+    final_state: Any = None

@@ -12,7 +12,14 @@ A trial record uses the field vocabulary and the rules of the CSV/JSONL import
 ``model``, ``input_tokens``, ``output_tokens``, ``latency_ms``, ``cost_usd``,
 ``created_at``; parsed by its ``row_parse``) plus ``labels`` (``[{"reviewer", "verdict":
 "pass"|"fail", "critique"?}]``, stored as imported ``labeling.Label`` rows) and ``extra``
-(an object kept in ``Trial.raw_response["extra"]``). Any other key is refused.
+(an object kept in ``Trial.raw_response["extra"]``). An agent's trial adds ``trajectory``
+(its ordered steps, ``evals.trajectory.steps``) and ``final_state`` (any JSON), and its case
+``goal_state`` (any JSON; part of the case's content, so it needs ``input``); each goes
+through ``trajectory_parse`` / ``final_state_parse`` and a bad one is refused naming the
+record and the step (``trajectory[3].arguments``). ``status`` is ``"ok"`` (default) or
+``"error"`` with ``error_message`` (a trial that failed where it ran): an errored trial
+carries no verdict (``passed``, ``score``, ``scores``, ``judge_status`` are refused on it),
+so it is never graded, never a pass. Any other key is refused.
 
 Rules:
 1. All or nothing: everything is written in one transaction; the first bad record raises
@@ -33,13 +40,14 @@ Rules:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from core.errors import DomainError
 from core.strict_json import contains_non_finite
 from core.text import UNSTORABLE, contains_unstorable
-from evals.models import Suite
+from evals.models import Suite, Trial
+from evals.trajectory.steps import final_state_parse, trajectory_parse
 from interop.importers.reader import record_error
 from interop.importers.tabular import (
     FIELDS,
@@ -51,7 +59,11 @@ from interop.importers.tabular import row_parse as _row_parse
 from interop.importers.trials_writer import LabelSpec, TrialSpec
 
 HEADER_FIELDS = ("suite", "suite_kind", "run", "model", "source_version", "threshold", "run_key")
-RECORD_FIELDS = (*FIELDS, "labels", "extra")
+AGENT_FIELDS = ("trajectory", "final_state", "goal_state")
+STATUS_FIELDS = ("status", "error_message")
+RECORD_FIELDS = (*FIELDS, "labels", "extra", *AGENT_FIELDS, *STATUS_FIELDS)
+VERDICT_FIELDS = ("passed", "score", "scores", "judge_status")
+ERROR_MESSAGE_MAX = 100_000
 LABEL_FIELDS = ("reviewer", "verdict", "critique")
 NAME_MAX = 200
 KEY_MAX = 255
@@ -238,7 +250,7 @@ def record_parse(
     for key, value in obj.items():
         if key in FIELDS:
             values[key] = value
-        elif key not in ("labels", "extra"):
+        elif key not in ("labels", "extra", *AGENT_FIELDS, *STATUS_FIELDS):
             raise record_error(
                 where, key, f"unknown field (fields: {', '.join(RECORD_FIELDS)})", record=record
             )
@@ -266,4 +278,69 @@ def record_parse(
         if needs_scan and contains_unstorable(obj["labels"]):
             raise record_error(where, "labels", UNSTORABLE, record=record)
         spec.labels = _labels(obj["labels"], where=where, record=record)
+    _status(obj, spec, where=where, record=record)
+    _agent(obj, spec, where=where, record=record)
     return spec
+
+
+def _status(obj: dict, spec: TrialSpec, *, where: str, record: int) -> None:
+    """``status`` / ``error_message`` onto ``spec``: an errored trial has no verdict."""
+    status = obj.get("status")
+    message = obj.get("error_message")
+    if status is None or status == Trial.Status.OK:
+        if message not in (None, ""):
+            raise record_error(where, "error_message", 'only with status "error"', record=record)
+        return
+    if status != Trial.Status.ERROR:
+        raise record_error(
+            where, "status", f'expected "ok" or "error", got {status!r:.80}', record=record
+        )
+    if not isinstance(message, str) or not message.strip():
+        raise record_error(
+            where,
+            "error_message",
+            'required with status "error": what went wrong',
+            record=record,
+        )
+    if contains_unstorable(message):
+        raise record_error(where, "error_message", UNSTORABLE, record=record)
+    if len(message) > ERROR_MESSAGE_MAX:
+        raise record_error(
+            where,
+            "error_message",
+            f"longer than {ERROR_MESSAGE_MAX} characters",
+            record=record,
+        )
+    verdict = next((name for name in VERDICT_FIELDS if obj.get(name) is not None), None)
+    if verdict is not None:
+        raise record_error(
+            where,
+            verdict,
+            'an errored trial (status "error") carries no verdict: it is never graded',
+            record=record,
+        )
+    spec.status, spec.error, spec.grades = Trial.Status.ERROR, message, []
+
+
+def _agent(obj: dict, spec: TrialSpec, *, where: str, record: int) -> None:
+    """``trajectory``, ``final_state`` and the case's ``goal_state`` onto ``spec``, each
+    through the step module's refusing parsers (the error names the record and the step)."""
+
+    def parsed(name: str, parse: Any) -> Any:
+        try:
+            return parse(obj.get(name), field=name, record=record)
+        except DomainError as exc:
+            raise record_error(where, exc.field or name, exc.message, record=record) from exc
+
+    spec.trajectory = parsed("trajectory", trajectory_parse)
+    spec.final_state = parsed("final_state", final_state_parse)
+    goal_state = parsed("goal_state", final_state_parse)
+    if goal_state is not None:
+        if spec.case is None:
+            raise record_error(
+                where,
+                "goal_state",
+                "a goal state is part of the case's content: give the case's input with it",
+                record=record,
+            )
+        spec.case = replace(spec.case, goal_state=goal_state)

@@ -24,6 +24,10 @@ are all refused pays for one round of calls, not all of them, and says why once.
 Stored error bodies are an excerpt: a body over ``MAX_ERROR_BODY_BYTES`` (2 KB) is kept as its
 first 2 KB of text with ``truncated`` and its size (``error_body_excerpt``).
 
+A target config with ``tools`` runs a tool loop per trial (OpenAI function calling, caps on
+steps, cost and tool time): ``evals.runner.targets.tool_loop``. Only then is a reply whose
+content is empty but that carries ``tool_calls`` an answer, not ``malformed_response``.
+
 A target instance belongs to one event loop: build it, use it and ``aclose()`` it inside
 the same ``asyncio.run``.
 """
@@ -40,6 +44,7 @@ import ssl
 import string
 import time
 from collections.abc import Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
@@ -52,6 +57,7 @@ from django.conf import settings
 from core.errors import DomainError
 from core.placeholders import placeholder_list, placeholders_check
 from evals.runner.targets.base import CaseInput, TargetResult, result_storable
+from evals.runner.targets.tool_loop import TOOL_LOOP_FIELDS, Pricer, ToolLoop, ToolLoopConfig
 
 MAX_CONNECTIONS_PER_CLIENT = 16
 # The placeholders of a target's prompt template (``$name``, see ``core.placeholders``).
@@ -60,7 +66,8 @@ TEMPLATE_FIELDS = ("input", "expected", "key", "context", "tags", "attempt")
 # sent the same prompt. $tags (shared by many cases) and $attempt (the same for every case
 # of an attempt) do not count.
 CASE_FIELDS = ("input", "expected", "context", "key")
-RESERVED_SETTINGS = frozenset({"model", "messages", "stream", "n"})
+# Set by Assay (tools: declared as ``target.tools``, see ``tool_loop``), never a setting.
+RESERVED_SETTINGS = frozenset({"model", "messages", "stream", "n", "tools", "functions"})
 MAX_ERROR_BODY_BYTES = 2048  # an upstream error body is stored and shown as this excerpt
 # The HTTP statuses whose answer may say a request parameter is refused.
 REJECTED_PARAMETER_STATUSES = (400, 422)
@@ -128,11 +135,13 @@ class OpenAIConfig:
     backoff_base_s: float = 1.0
     backoff_max_s: float = 60.0
     retry_after_max_s: float = 300.0
+    tool_loop: ToolLoopConfig | None = None
 
     @classmethod
     def parse(cls, config: dict) -> OpenAIConfig:
         """Validate a target config dict; raises ``DomainError`` naming the field."""
-        known = set(cls.__dataclass_fields__) | {"kind", "prompt_revision"}
+        known = (set(cls.__dataclass_fields__) - {"tool_loop"}) | {"kind", "prompt_revision"}
+        known |= TOOL_LOOP_FIELDS
         unknown = sorted(set(config) - known)
         if unknown:
             raise DomainError("unknown field", field=f"target.{unknown[0]}")
@@ -168,6 +177,7 @@ class OpenAIConfig:
             backoff_base_s=_number(config, "backoff_base_s", 1.0, float, minimum=0.0),
             backoff_max_s=_number(config, "backoff_max_s", 60.0, float, minimum=0.0),
             retry_after_max_s=_number(config, "retry_after_max_s", 300.0, float, minimum=0.0),
+            tool_loop=ToolLoopConfig.parse(config),
         )
         return parsed_config
 
@@ -364,7 +374,8 @@ class OpenAITarget:
     """Chat completions over HTTP; see the module docstring for sharding and retries.
 
     ``sleep`` (default ``asyncio.sleep``) and ``rng`` are injectable so tests run the
-    retry schedule on a fake clock.
+    retry schedule on a fake clock; ``pricer`` (an async ``model -> Price | None``, default
+    the price table) prices a tool loop's model calls.
     """
 
     kind = "openai"
@@ -375,6 +386,7 @@ class OpenAITarget:
         *,
         sleep: Sleep | None = None,
         rng: random.Random | None = None,
+        pricer: Pricer | None = None,
     ) -> None:
         self.config = config
         self.model: str | None = config.model
@@ -406,13 +418,31 @@ class OpenAITarget:
             )
             for _ in range(n_clients)
         ]
+        self._tool_loop: ToolLoop | None = None
+        self._executor: ThreadPoolExecutor | None = None
+        if config.tool_loop is not None:
+            self._executor = ThreadPoolExecutor(
+                max_workers=config.concurrency, thread_name_prefix="assay-tools"
+            )
+            self._tool_loop = ToolLoop(
+                config.tool_loop,
+                send=self.call_body,
+                model=config.model,
+                executor=self._executor,
+                pricer=pricer,
+            )
 
     @classmethod
     def from_config(
-        cls, config: dict, *, sleep: Sleep | None = None, rng: random.Random | None = None
+        cls,
+        config: dict,
+        *,
+        sleep: Sleep | None = None,
+        rng: random.Random | None = None,
+        pricer: Pricer | None = None,
     ) -> OpenAITarget:
         """Build from a run's target snapshot; raises ``DomainError`` naming the field."""
-        return cls(OpenAIConfig.parse(config), sleep=sleep, rng=rng)
+        return cls(OpenAIConfig.parse(config), sleep=sleep, rng=rng, pricer=pricer)
 
     @property
     def clients(self) -> list[httpx.AsyncClient]:
@@ -441,8 +471,11 @@ class OpenAITarget:
 
     async def call(self, case: CaseInput) -> TargetResult:
         """One trial: up to ``max_attempts`` HTTP attempts; never raises for provider
-        failures. ``latency_ms`` is wall-clock over all attempts and waits."""
+        failures. ``latency_ms`` is wall-clock over all attempts and waits. With tools, the
+        tool loop's trial (``tool_loop``): many calls, a trajectory and a final state."""
         body = self.request_body(case)
+        if self._tool_loop is not None:
+            return result_storable(await self._tool_loop.run(case, body))
         return replace(await self.call_body(body), request=body)
 
     async def call_body(self, body: dict[str, Any]) -> TargetResult:
@@ -514,9 +547,9 @@ class OpenAITarget:
             )
         finally:
             shard.in_flight -= 1
-        return self._read(response)
+        return self._read(response, tools="tools" in body)
 
-    def _read(self, response: httpx.Response) -> _Attempt:
+    def _read(self, response: httpx.Response, *, tools: bool = False) -> _Attempt:
         text = response.text
         try:
             body: Any = json.loads(text) if text else None
@@ -549,9 +582,9 @@ class OpenAITarget:
                 return _Attempt(result=_errored("rejected_parameter", message, raw, model))
             kind = f"client_error {status}"
             return _Attempt(result=_errored(kind, message, raw, self.config.model))
-        return _Attempt(result=self._completion(body, text))
+        return _Attempt(result=self._completion(body, text, tools=tools))
 
-    def _completion(self, body: Any, text: str) -> TargetResult:
+    def _completion(self, body: Any, text: str, *, tools: bool = False) -> TargetResult:
         model = self.config.model
         if not isinstance(body, dict):
             raw = {"status": 200, "body": error_body_excerpt(None, text)}
@@ -562,7 +595,10 @@ class OpenAITarget:
             return _errored("malformed_response", "the reply has no choices", raw, model)
         message = choices[0].get("message") if isinstance(choices[0], dict) else None
         content = message.get("content") if isinstance(message, dict) else None
-        if not isinstance(content, str) or not content:
+        calls = message.get("tool_calls") if isinstance(message, dict) else None
+        if tools and isinstance(calls, list) and calls:
+            content = content if isinstance(content, str) else ""  # the calls are the answer
+        elif not isinstance(content, str) or not content:
             refusal = message.get("refusal") if isinstance(message, dict) else None
             why = f"refusal: {refusal}" if isinstance(refusal, str) and refusal else "empty content"
             raw = _malformed_raw(body, text)
@@ -578,8 +614,11 @@ class OpenAITarget:
         )
 
     async def aclose(self) -> None:
-        """Close every client's connections."""
+        """Close every client's connections (and let go of the tool threads: a sync tool
+        still running past its timeout is left to end on its own)."""
         await asyncio.gather(*(shard.client.aclose() for shard in self.shards))
+        if self._executor is not None:
+            self._executor.shutdown(wait=False, cancel_futures=True)
 
 
 def _count(value: Any) -> int | None:

@@ -63,22 +63,24 @@ class CallableConfig:
         return cls(path=path, settings=dict(settings), concurrency=concurrency, model=model)
 
 
-def callable_resolve(path: str) -> Callable[..., Any]:
+def callable_resolve(path: str, *, field: str = "target.path") -> Callable[..., Any]:
     """Import ``package.module:function`` (attribute chains allowed after the colon);
-    raises ``DomainError`` naming ``target.path`` when it cannot be imported or
-    is not callable."""
+    raises ``DomainError`` naming ``field`` (default ``target.path``) when it is not of that
+    form, cannot be imported or is not callable."""
+    if not isinstance(path, str) or path.count(":") != 1 or not all(path.split(":")):
+        raise DomainError(f"expected 'package.module:function', got {path!r:.200}", field=field)
     module_name, _, attr_path = path.partition(":")
     try:
         obj: Any = importlib.import_module(module_name)
     except ImportError as exc:
-        raise DomainError(f"cannot import {module_name!r}: {exc}", field="target.path") from exc
+        raise DomainError(f"cannot import {module_name!r}: {exc}", field=field) from exc
     for attr in attr_path.split("."):
         try:
             obj = getattr(obj, attr)
         except AttributeError as exc:
-            raise DomainError(f"{module_name!r} has no {attr_path!r}", field="target.path") from exc
+            raise DomainError(f"{module_name!r} has no {attr_path!r}", field=field) from exc
     if not callable(obj):
-        raise DomainError(f"{path!r} is not callable", field="target.path")
+        raise DomainError(f"{path!r} is not callable", field=field)
     return obj
 
 

@@ -1,0 +1,441 @@
+"""The tool loop of an OpenAI-compatible target: the model calls tools until it answers.
+
+A target config with ``tools`` runs one loop per trial (``target.tools`` and the tool
+contract: ``evals.runner.targets.tools``)::
+
+    {"kind": "openai", "base_url": ..., "model": ..., "prompt_template": "$input",
+     "tools": ["shop.tools:lookup_order", "shop.tools:issue_refund"],
+     "environment": "shop.tools:environment",   # optional: fn(case) -> the starting state
+     "max_steps": 20,          # model calls per trial (default 20)
+     "max_cost_usd": 0.05,     # optional: spend per trial, USD
+     "tool_timeout_s": 30}     # per tool call, seconds (default 30)
+
+One turn: send the conversation with the tools (OpenAI function calling: ``tools`` in the
+request, ``tool_calls`` in the reply); record the reply as steps (``evals.trajectory.steps``:
+an assistant ``message`` when it has text, one ``tool_call`` per call); run each call in
+order on the trial's state and record its ``tool_result`` (``ok``, or ``error`` with the
+exception as content), and send the results back as ``role: tool`` messages. A reply with no
+tool calls is the answer: the trial's output, with the state as its ``final_state``.
+
+Every step says what it cost where known: the model call's tokens, latency (ms, over its
+retries) and cost (USD at the model's price, ``evals.runner.pricing``; null when the model
+has no price or a count is unknown) sit on the first step the call produced; a tool result
+carries the tool's latency. Each model call is one ``call_body`` (retried as any target
+call, counted once).
+
+Caps end a trial as errored, with the reason, keeping every step made and the state reached:
+- ``max_steps``: after the ``max_steps``-th model call the model still asks for tools
+  (``error_kind`` ``step_cap``). Steps count model calls (turns), not trajectory entries;
+- ``max_cost_usd``: the trial's model calls cost more than the cap (``cost_cap``), checked
+  after every call (the call that crossed it is recorded); with a cap set, a call whose cost
+  is unknown ends the trial too, since an unknown spend cannot be held to a cap;
+- a model call that fails after its retries ends the trial with that call's error.
+The tool calls of a reply the loop does not run (a cap was hit) are recorded, each followed
+by an ``error`` result saying why it did not run. A tool that raises or times out is not a
+cap: it is a failed step the model sees, and the loop goes on.
+
+Model output and tool results are untrusted: they are data in the trajectory (stored with
+``result_storable``, shown escaped), never executed or rendered as markup. The ``request``
+stored on the trial is the first request (the prompt, tools and settings); the rest of the
+conversation is the trajectory.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Awaitable, Callable
+from concurrent.futures import Executor
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any
+
+from django.db import DatabaseError, connection
+
+from core.errors import DomainError
+from core.money import usd_text
+from evals.runner.targets.base import CaseInput, TargetResult
+from evals.runner.targets.pycallable import callable_resolve
+from evals.runner.targets.tools import (
+    Tool,
+    environment_build,
+    tool_content_text,
+    tool_run,
+    tools_declare,
+)
+
+# The fields of a target config that belong to the tool loop.
+TOOL_LOOP_FIELDS = frozenset(
+    {"tools", "environment", "max_steps", "max_cost_usd", "tool_timeout_s"}
+)
+DEFAULT_MAX_STEPS = 20
+MAX_MAX_STEPS = 500
+DEFAULT_TOOL_TIMEOUT_S = 30.0
+MAX_NAME_CHARS = 200  # a model's tool name longer than this is cut in the trajectory
+
+Pricer = Callable[[str | None], Awaitable[Any]]
+Send = Callable[[dict[str, Any]], Awaitable[TargetResult]]
+
+
+@dataclass(frozen=True)
+class ToolLoopConfig:
+    """The tool loop's part of a target config (module docstring): the declared ``tools``,
+    the ``environment`` builder (or None), ``max_steps`` (model calls), ``max_cost_usd``
+    (Decimal USD, or None for no cap) and ``tool_timeout_s`` (seconds)."""
+
+    tools: tuple[Tool, ...]
+    environment: Callable[..., Any] | None
+    max_steps: int = DEFAULT_MAX_STEPS
+    max_cost_usd: Decimal | None = None
+    tool_timeout_s: float = DEFAULT_TOOL_TIMEOUT_S
+
+    @classmethod
+    def parse(cls, config: dict) -> ToolLoopConfig | None:
+        """The loop's config from a target config, None when it declares no ``tools`` (a
+        plain single call). Raises ``DomainError`` naming the field (``target.tools[2]``,
+        ``target.max_steps``, ...) when a loop field is set without tools, or is invalid."""
+        if config.get("tools") is None:
+            stray = sorted(TOOL_LOOP_FIELDS & {k for k, v in config.items() if v is not None})
+            if stray:
+                raise DomainError("only with target.tools", field=f"target.{stray[0]}")
+            return None
+        tools = tools_declare(config["tools"])
+        environment = config.get("environment")
+        builder = None
+        if environment is not None:
+            builder = callable_resolve(environment, field="target.environment")
+        max_steps = config.get("max_steps", DEFAULT_MAX_STEPS)
+        if (
+            isinstance(max_steps, bool)
+            or not isinstance(max_steps, int)
+            or not 1 <= max_steps <= MAX_MAX_STEPS
+        ):
+            raise DomainError(
+                f"expected an integer from 1 to {MAX_MAX_STEPS}, got {max_steps!r:.40}",
+                field="target.max_steps",
+            )
+        return cls(
+            tools=tuple(tools),
+            environment=builder,
+            max_steps=max_steps,
+            max_cost_usd=_positive(config, "max_cost_usd", None),
+            tool_timeout_s=float(_positive(config, "tool_timeout_s", DEFAULT_TOOL_TIMEOUT_S)),
+        )
+
+    @property
+    def schemas(self) -> list[dict[str, Any]]:
+        """The ``tools`` entry of every request."""
+        return [tool.schema for tool in self.tools]
+
+
+def _positive(config: dict, name: str, default: Any) -> Any:
+    value = config.get(name, default)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
+        raise DomainError(f"expected a number > 0, got {value!r:.40}", field=f"target.{name}")
+    if value != value or value in (float("inf"),):
+        raise DomainError("expected a finite number", field=f"target.{name}")
+    return Decimal(str(value))
+
+
+def _price_lookup_closing(model: str | None) -> Any:
+    """``price_lookup`` on this worker thread's own connection, closed after (the loop
+    runs on the call pool's thread, which must not hold a connection). A database error
+    leaves the price unknown."""
+    from evals.runner.pricing import price_lookup  # noqa: PLC0415 - needs the app registry
+
+    try:
+        return price_lookup(model)
+    except DatabaseError:
+        return None
+    finally:
+        connection.close()
+
+
+async def database_price(model: str | None) -> Any:
+    """The model's ``Price`` (``evals.runner.pricing.price_lookup``) or None, looked up on
+    a worker thread: the default pricer of the tool loop."""
+    return await asyncio.to_thread(_price_lookup_closing, model)
+
+
+class _Prices:
+    """Prices by model name for one target instance: each name looked up once."""
+
+    def __init__(self, pricer: Pricer) -> None:
+        self._pricer = pricer
+        self._known: dict[str | None, Any] = {}
+
+    async def cost(self, model: str | None, result: TargetResult) -> Decimal | None:
+        from evals.runner.pricing import cost_breakdown  # noqa: PLC0415 - needs the app registry
+
+        if model not in self._known:
+            self._known[model] = await self._pricer(model)
+        breakdown = cost_breakdown(self._known[model], result.input_tokens, result.output_tokens)
+        return None if breakdown is None else breakdown.total_usd
+
+
+@dataclass
+class _Trial:
+    """What one trial's loop has made so far."""
+
+    steps: list[dict]
+    state: dict[str, Any]
+    messages: list[dict]
+    spent: Decimal = Decimal(0)
+    cost_known: bool = True
+    input_tokens: int | None = 0
+    output_tokens: int | None = 0
+    attempts: int = 0
+    model_calls: int = 0
+    model: str | None = None
+    last_raw: Any = None
+
+
+class ToolLoop:
+    """Runs the loop for one target instance (module docstring). ``send`` is the target's
+    ``call_body`` (retries, error kinds, storable text); ``pricer`` looks a model's price up
+    (default ``database_price``); ``executor`` runs sync tools and the environment builder
+    (one thread per call in flight, so a tool's timeout never counts a wait for a thread)."""
+
+    def __init__(
+        self,
+        config: ToolLoopConfig,
+        *,
+        send: Send,
+        model: str,
+        executor: Executor,
+        pricer: Pricer | None = None,
+    ) -> None:
+        self.config = config
+        self._send = send
+        self._model = model
+        self._executor = executor
+        self._prices = _Prices(pricer or database_price)
+        self._by_name = {tool.name: tool for tool in config.tools}
+
+    async def run(self, case: CaseInput, first_body: dict[str, Any]) -> TargetResult:
+        """One trial: the loop from ``first_body`` (``model``, ``messages``, settings; the
+        ``tools`` are added here) to the model's answer or a cap. Never raises for the
+        model's, the tools' or the environment's failures: they are errored results or
+        failed steps."""
+        started = time.perf_counter()
+        body = {**first_body, "tools": self.config.schemas}
+        try:
+            state = await asyncio.get_running_loop().run_in_executor(
+                self._executor, environment_build, self.config.environment, case
+            )
+        except (Exception, SystemExit) as exc:
+            return TargetResult(
+                output="",
+                error=f"environment: {type(exc).__name__}: {exc}",
+                error_kind="environment",
+                model=self._model,
+                request=body,
+                trajectory=[],
+                latency_ms=(time.perf_counter() - started) * 1000,
+            )
+        trial = _Trial(steps=[], state=state, messages=list(body["messages"]), model=self._model)
+        output, error, error_kind = await self._turns(trial, body)
+        return TargetResult(
+            output=output,
+            raw_response={"model_calls": trial.model_calls, "last_reply": trial.last_raw},
+            input_tokens=trial.input_tokens,
+            output_tokens=trial.output_tokens,
+            latency_ms=(time.perf_counter() - started) * 1000,
+            model=trial.model,
+            error=error,
+            attempts=trial.attempts,
+            error_kind=error_kind,
+            request=body,
+            trajectory=trial.steps,
+            final_state=trial.state,
+        )
+
+    async def _turns(self, trial: _Trial, body: dict) -> tuple[str, str | None, str | None]:
+        """The turns of one trial: (output, error, error kind)."""
+        cap = self.config.max_cost_usd
+        while True:
+            result = await self._send({**body, "messages": trial.messages})
+            trial.model_calls += 1
+            trial.attempts += result.attempts
+            trial.last_raw = result.raw_response
+            if not result.ok:
+                return "", result.error, result.error_kind
+            trial.model = result.model or trial.model
+            content, calls = _reply(result)
+            cost = await self._prices.cost(result.model or self._model, result)
+            self._record_call(trial, result, content, calls, cost)
+            if cap is not None and cost is None:
+                reason = (
+                    f"cost cap: the cost of model call {trial.model_calls} is unknown "
+                    f"(model {trial.model!r} has no price, or the reply gave no token counts), "
+                    f"so max_cost_usd {usd_text(cap)} cannot be held"
+                )
+                return self._unrun(trial, calls, reason, "cost_cap")
+            if cap is not None and trial.spent > cap:
+                reason = (
+                    f"cost cap: {usd_text(trial.spent)} spent after {trial.model_calls} model "
+                    f"calls (max_cost_usd {usd_text(cap)})"
+                )
+                return self._unrun(trial, calls, reason, "cost_cap")
+            if not calls:
+                return content or "", None, None
+            if trial.model_calls >= self.config.max_steps:
+                reason = (
+                    f"step cap: the model still called tools after {trial.model_calls} model "
+                    f"calls (max_steps {self.config.max_steps})"
+                )
+                return self._unrun(trial, calls, reason, "step_cap")
+            trial.messages.append(_assistant_message(content, calls))
+            for call in calls:
+                await self._tool_call(trial, call)
+
+    def _record_call(
+        self,
+        trial: _Trial,
+        result: TargetResult,
+        content: str | None,
+        calls: list[dict],
+        cost: Decimal | None,
+    ) -> None:
+        """Steps for one reply; the call's metrics on its first step; totals on the trial."""
+        first = len(trial.steps)
+        if content:
+            trial.steps.append({"kind": "message", "role": "assistant", "content": content})
+        for call in calls:
+            step = {"kind": "tool_call", "name": call["name"], "arguments": call["arguments"]}
+            step["id"] = call["id"]
+            trial.steps.append(step)
+        trial.steps[first].update(
+            input_tokens=result.input_tokens,
+            output_tokens=result.output_tokens,
+            latency_ms=result.latency_ms,
+            cost_usd=None if cost is None else float(cost),
+        )
+        if cost is None:
+            trial.cost_known = False
+        else:
+            trial.spent += cost
+        trial.input_tokens = _plus(trial.input_tokens, result.input_tokens)
+        trial.output_tokens = _plus(trial.output_tokens, result.output_tokens)
+
+    async def _tool_call(self, trial: _Trial, call: dict) -> None:
+        """Run one call on the trial's state; record its result step and its message."""
+        tool = self._by_name.get(call["name"])
+        if call["problem"] is not None:
+            ok, content, latency_ms = False, call["problem"], None
+        elif tool is None:
+            known = ", ".join(sorted(self._by_name))
+            ok, content, latency_ms = False, f"no tool named {call['name']!r} ({known})", None
+        else:
+            outcome = await tool_run(
+                tool,
+                trial.state,
+                call["arguments"],
+                timeout_s=self.config.tool_timeout_s,
+                executor=self._executor,
+            )
+            trial.state = outcome.state
+            ok, content, latency_ms = outcome.ok, outcome.content, outcome.latency_ms
+        step = {
+            "kind": "tool_result",
+            "name": call["name"],
+            "id": call["id"],
+            "content": content,
+            "status": "ok" if ok else "error",
+        }
+        if latency_ms is not None:
+            step["latency_ms"] = latency_ms
+        trial.steps.append(step)
+        trial.messages.append(
+            {"role": "tool", "tool_call_id": call["id"], "content": tool_content_text(content)}
+        )
+
+    def _unrun(
+        self, trial: _Trial, calls: list[dict], reason: str, kind: str
+    ) -> tuple[str, str, str]:
+        """End the trial at a cap: each tool call of the last reply gets an error result
+        saying it was not run."""
+        for call in calls:
+            trial.steps.append(
+                {
+                    "kind": "tool_result",
+                    "name": call["name"],
+                    "id": call["id"],
+                    "content": f"not run: {reason}",
+                    "status": "error",
+                }
+            )
+        return "", f"{kind}: {reason}", kind
+
+
+def _plus(total: int | None, count: int | None) -> int | None:
+    """A running token total: unknown once any call's count is unknown."""
+    return None if total is None or count is None else total + count
+
+
+def _reply(result: TargetResult) -> tuple[str | None, list[dict]]:
+    """The reply's text and its tool calls, each ``{"id", "name", "arguments", "problem",
+    "raw_arguments"}`` (``problem``: why it cannot be run, e.g. arguments that are not a
+    JSON object; None when it can)."""
+    raw = result.raw_response if isinstance(result.raw_response, dict) else {}
+    choices = raw.get("choices") if isinstance(raw.get("choices"), list) else []
+    message = choices[0].get("message") if choices and isinstance(choices[0], dict) else None
+    message = message if isinstance(message, dict) else {}
+    content = message.get("content") if isinstance(message.get("content"), str) else None
+    tool_calls = message.get("tool_calls") if isinstance(message.get("tool_calls"), list) else []
+    return content, [_tool_call(i, item) for i, item in enumerate(tool_calls)]
+
+
+def _tool_call(index: int, item: Any) -> dict:
+    item = item if isinstance(item, dict) else {}
+    function = item.get("function") if isinstance(item.get("function"), dict) else {}
+    name = function.get("name")
+    name = name[:MAX_NAME_CHARS] if isinstance(name, str) and name else "(no name)"
+    call_id = item.get("id")
+    call_id = call_id[:MAX_NAME_CHARS] if isinstance(call_id, str) and call_id else f"call_{index}"
+    text = function.get("arguments")
+    problem = None
+    if isinstance(text, dict):  # some servers send the object itself
+        arguments = text
+        text = json.dumps(text, ensure_ascii=False)
+    elif not isinstance(text, str) or not text.strip():
+        arguments, text = {}, "{}"
+    else:
+        try:
+            arguments = json.loads(text, parse_constant=_not_json)
+        except ValueError as exc:
+            arguments, problem = None, f"arguments are not JSON: {exc}"
+        if arguments is not None and not isinstance(arguments, dict):
+            arguments, problem = None, "arguments are not a JSON object"
+    if arguments is None:
+        arguments = {"$unparsed": text}
+    return {
+        "id": call_id,
+        "name": name,
+        "arguments": arguments,
+        "problem": problem,
+        "raw_arguments": text,
+    }
+
+
+def _not_json(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _assistant_message(content: str | None, calls: list[dict]) -> dict[str, Any]:
+    """The assistant turn sent back: its text and its tool calls in the request format."""
+    return {
+        "role": "assistant",
+        "content": content,
+        "tool_calls": [
+            {
+                "id": call["id"],
+                "type": "function",
+                "function": {"name": call["name"], "arguments": call["raw_arguments"]},
+            }
+            for call in calls
+        ],
+    }

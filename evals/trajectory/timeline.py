@@ -1,0 +1,129 @@
+"""A trajectory as the trial page shows it: one row per step, large content folded.
+
+Pure (no database): ``trajectory_timeline(steps)`` turns stored steps
+(``evals.trajectory.steps``) into rows a template prints. Every text in a row is plain
+text the template escapes (model output and tool results are untrusted: nothing here is
+markup, and nothing is marked safe). A step's content is shown as is when it is a string,
+else as indented JSON; content over ``FOLD_CHARS`` characters or ``FOLD_LINES`` lines is
+folded (the row says its size in bytes of UTF-8 and shows a preview, the page puts the whole
+text in a ``<details>``), and content over ``SHOW_CHARS`` is cut there on the page, saying
+how much more there is (the API's trial detail holds all of it).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from evals.trajectory.steps import TrajectoryTotals, trajectory_totals
+
+FOLD_CHARS = 2_000  # content longer than this is folded
+FOLD_LINES = 30  # ... or with more lines than this
+PREVIEW_CHARS = 240  # what a folded step shows before it is opened
+SHOW_CHARS = 100_000  # what the page shows of one step at most (a 200 KB result: half)
+
+
+@dataclass(frozen=True)
+class TimelineStep:
+    """One row: ``number`` (1-based), ``kind`` (message, tool_call, tool_result), ``label``
+    (the role, or the tool's name), ``call_id``, ``status`` ("ok"/"error", tool results
+    only, else ""), ``text`` (what is shown, at most ``SHOW_CHARS``), ``size_bytes`` (UTF-8
+    bytes of the whole content), ``folded``, ``preview`` (a folded row's first characters),
+    ``cut_chars`` (characters not shown, 0 when whole), and the step's metrics:
+    ``input_tokens``, ``output_tokens``, ``latency_ms``, ``cost_usd`` (None when unknown)."""
+
+    number: int
+    kind: str
+    label: str
+    call_id: str
+    status: str
+    text: str
+    size_bytes: int
+    folded: bool
+    preview: str
+    cut_chars: int
+    input_tokens: int | None
+    output_tokens: int | None
+    latency_ms: float | None
+    cost_usd: float | None
+
+    @property
+    def size(self) -> str:
+        """The content's size for people (``size_text``)."""
+        return size_text(self.size_bytes)
+
+    @property
+    def has_metrics(self) -> bool:
+        """True when the step states any of its figures."""
+        return any(
+            v is not None
+            for v in (self.input_tokens, self.output_tokens, self.latency_ms, self.cost_usd)
+        )
+
+
+@dataclass(frozen=True)
+class Timeline:
+    """A trial's rows and its totals (``trajectory_totals``); ``latency_ms`` is the sum of
+    the steps that state one (None when none does)."""
+
+    steps: list[TimelineStep]
+    totals: TrajectoryTotals
+    latency_ms: float | None
+
+
+def _as_text(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True, default=str)
+
+
+def _row(number: int, step: dict) -> TimelineStep:
+    kind = step.get("kind", "")
+    if kind == "tool_call":
+        label, content = step.get("name", ""), step.get("arguments", {})
+    elif kind == "tool_result":
+        label, content = step.get("name") or "result", step.get("content", "")
+    else:
+        label, content = step.get("role", "assistant"), step.get("content", "")
+    text = _as_text(content)
+    folded = len(text) > FOLD_CHARS or text.count("\n") >= FOLD_LINES
+    shown = text[:SHOW_CHARS]
+    return TimelineStep(
+        number=number,
+        kind=kind,
+        label=str(label),
+        call_id=str(step.get("id") or ""),
+        status=step.get("status", "") if kind == "tool_result" else "",
+        text=shown,
+        size_bytes=len(text.encode("utf-8", "surrogatepass")),
+        folded=folded,
+        preview=text[:PREVIEW_CHARS] if folded else "",
+        cut_chars=len(text) - len(shown),
+        input_tokens=step.get("input_tokens"),
+        output_tokens=step.get("output_tokens"),
+        latency_ms=step.get("latency_ms"),
+        cost_usd=step.get("cost_usd"),
+    )
+
+
+def trajectory_timeline(steps: list[dict] | None) -> Timeline | None:
+    """The rows of a stored trajectory (see the module docstring); None for a trial that
+    has none."""
+    if steps is None:
+        return None
+    latencies = [s["latency_ms"] for s in steps if s.get("latency_ms") is not None]
+    return Timeline(
+        steps=[_row(i, step) for i, step in enumerate(steps, start=1)],
+        totals=trajectory_totals(steps),
+        latency_ms=sum(latencies) if latencies else None,
+    )
+
+
+def size_text(size_bytes: int) -> str:
+    """Bytes for people: "812 B", "4.2 KB", "1.3 MB" (1 KB = 1,000 B)."""
+    if size_bytes < 1_000:
+        return f"{size_bytes} B"
+    if size_bytes < 1_000_000:
+        return f"{size_bytes / 1_000:.1f} KB"
+    return f"{size_bytes / 1_000_000:.1f} MB"
