@@ -366,3 +366,45 @@ def disagreement_trial_ids(report: AgentReport, *, kind: str = "", label: str = 
         ]
     kinds = [kind] if kind else list(DISAGREEMENT_KINDS)
     return [tid for k in kinds for tid in report.disagreement_ids.get(k, [])]
+
+
+def _pct(value: float | None) -> str:
+    return "undefined" if value is None else f"{value * 100:.1f}%"
+
+
+def agent_lines(agents: dict | None) -> list[str]:
+    """The agent block (``AgentReport.as_json()``) as terminal lines; none without."""
+    if agents is None:
+        return []
+    lines = []
+    for name, key in (("outcome", "outcome"), ("trajectory", "path")):
+        f = agents[key]
+        rate = f["pass_rate"]
+        gates = "gating" if f["gating"] else "non-gating"
+        hat = ", ".join(
+            f"pass^{p['k']} {_pct(p['pass_hat_k'])}"
+            for p in f["pass_k"]
+            if p["pass_hat_k"] is not None
+        )
+        lines.append(
+            f"{name} ({', '.join(agents[key + '_keys'])}; {gates}): {_pct(rate['mean'])} "
+            f"[{_pct(rate['ci_low'])}, {_pct(rate['ci_high'])}]; {hat}"
+        )
+    cells = (
+        ("outcome pass, trajectory pass", "both_pass"),
+        ("outcome pass, trajectory fail", "outcome_only"),
+        ("outcome fail, trajectory pass", "path_only"),
+        ("outcome fail, trajectory fail", "both_fail"),
+    )
+    lines.append(
+        f"outcome x trajectory ({agents['in_table']} trials; {agents['left_out']} left out, "
+        "a side errored or missing):"
+    )
+    for label, key in cells:
+        c = agents[key]
+        lines.append(
+            f"  {label}: {c['trials']} ({_pct(c['share'])} [{_pct(c['low'])}, {_pct(c['high'])}])"
+        )
+    for g in agents["groups"]:
+        lines.append(f"  {g['count']} x {g['label']}")
+    return lines

@@ -50,7 +50,9 @@ def test_the_agent_run_report_shows_disagreements_of_both_kinds(alice):
     assert agents["path_gating"] is False
     hat = [p["pass_hat_k"] for p in agents["outcome"]["pass_k"]]
     assert hat[0] > hat[4] > hat[9]  # pass^k falls with k
-    total = sum(agents[c]["trials"] for c in ("both_pass", "outcome_only", "path_only", "both_fail"))
+    total = sum(
+        agents[c]["trials"] for c in ("both_pass", "outcome_only", "path_only", "both_fail")
+    )
     assert total == agents["in_table"] == 80
     for cell in ("both_pass", "outcome_only", "path_only", "both_fail"):
         assert agents[cell]["low"] < agents[cell]["high"]
