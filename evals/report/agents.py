@@ -203,14 +203,28 @@ def _rate(k: int, n: int) -> tuple[float | None, tuple[float, float]]:
     return k / n, case_wilson(k, n)
 
 
-def agent_report(*, run: Run, rows: RunRows, k_max: int) -> AgentReport | None:
-    """The agent block from the run loader's rows (no query), reasons not yet grouped;
-    None unless the run has both a ``state`` and a ``trajectory`` grader. ``k_max``: the
-    largest k of pass@k and pass^k (the report's)."""
+@dataclass(frozen=True)
+class AgentCodes:
+    """Per trial of a run (sorted ``trial_ids``): ``case_idx`` (into ``RunRows.cases``),
+    ``trial_codes`` (PASS for an ok trial, else PIPELINE/PENDING), and the verdict codes of
+    each side: ``outcome`` (the ``state`` graders) and ``path`` (the ``trajectory`` ones)."""
+
+    outcome_keys: list[str]
+    path_keys: list[str]
+    trial_ids: np.ndarray
+    case_idx: np.ndarray
+    trial_codes: np.ndarray
+    outcome: np.ndarray
+    path: np.ndarray
+
+
+def agent_codes(*, run: Run, rows: RunRows) -> AgentCodes | None:
+    """Each trial's outcome and path codes from the run loader's rows (no query); None
+    unless the run has both a ``state`` and a ``trajectory`` grader."""
     outcome_keys, path_keys = agent_keys(run)
     if not outcome_keys or not path_keys:
         return None
-    n_cases, n_trials = len(rows.cases), len(rows.trials)
+    n_trials = len(rows.trials)
     case_by_id = {c[0]: i for i, c in enumerate(rows.cases)}
     trial_ids = np.fromiter((t[0] for t in rows.trials), np.int64, n_trials)
     order = np.argsort(trial_ids, kind="stable")
@@ -221,9 +235,28 @@ def agent_report(*, run: Run, rows: RunRows, k_max: int) -> AgentReport | None:
     )[order]
     wanted = set(outcome_keys) | set(path_keys)
     grades = [g for g in rows.grades if g[1] in wanted]
-    outcome = _side_codes(outcome_keys, grades, trial_ids, trial_codes)
-    path = _side_codes(path_keys, grades, trial_ids, trial_codes)
+    return AgentCodes(
+        outcome_keys,
+        path_keys,
+        trial_ids,
+        case_idx,
+        trial_codes,
+        _side_codes(outcome_keys, grades, trial_ids, trial_codes),
+        _side_codes(path_keys, grades, trial_ids, trial_codes),
+    )
 
+
+def agent_report(*, run: Run, rows: RunRows, k_max: int) -> AgentReport | None:
+    """The agent block from the run loader's rows (no query), reasons not yet grouped;
+    None unless the run has both a ``state`` and a ``trajectory`` grader. ``k_max``: the
+    largest k of pass@k and pass^k (the report's)."""
+    codes = agent_codes(run=run, rows=rows)
+    if codes is None:
+        return None
+    outcome_keys, path_keys = codes.outcome_keys, codes.path_keys
+    trial_ids, case_idx, trial_codes = codes.trial_ids, codes.case_idx, codes.trial_codes
+    outcome, path = codes.outcome, codes.path
+    n_cases = len(rows.cases)
     mask = np.ones(n_cases, dtype=bool)
     outcome_figures = figures_for(
         "outcome", True, case_tally(outcome, case_idx, n_cases), mask, k_max

@@ -14,6 +14,7 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from core.errors import DomainError
+from evals.comparison.agents import agent_moves_get
 from evals.models import Grade, Trial
 from evals.report.agents import (
     RIGHT_OUTCOME_WRONG_PATH,
@@ -180,3 +181,23 @@ def test_disagreements_go_to_a_review_queue_all_or_one_group(client, alice, bob)
     with pytest.raises(DomainError) as info:
         disagreement_queue_create(run=agreeing, by=alice)
     assert info.value.field == "run"
+
+
+def test_the_comparison_shows_how_outcome_and_trajectory_moved_per_case(client, carol):
+    base = agent_run({"c1": [(True, True), (True, True), (False, True), (True, False)]})
+    head = agent_run({"c1": [(True, False), (True, False), (True, False), (True, True)]}, name="R2")
+    moves = agent_moves_get(base=base, head=head)
+    assert moves.n_cases == 1
+    (case,) = moves.cases
+    assert (case.outcome.base_passed, case.outcome.base_graded) == (3, 4)
+    assert (case.outcome.head_passed, case.outcome.head_graded) == (4, 4)
+    assert case.outcome.delta == pytest.approx(0.25)
+    assert case.trajectory.delta == pytest.approx(0.25 - 0.75)
+    assert case.trajectory.head_interval[0] < 0.25 < case.trajectory.head_interval[1]
+    assert moves.outcome_head.ci_low < moves.outcome_head.ci_high
+    client.force_login(carol)
+    url = reverse("evals:comparison", kwargs={"head_id": head.uuid, "base_id": base.uuid})
+    html = client.get(url).content.decode()
+    assert 'id="agent-case-moves"' in html and "−50.0 pts" in html
+    plain = make_run(cases=[("c1", [])], graders=[{"key": "a", "kind": "exact"}], name="plain")
+    assert agent_moves_get(base=plain, head=head) is None
