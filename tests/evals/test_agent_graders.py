@@ -248,3 +248,13 @@ def test_ladder_reads_trajectories_only_for_agent_graders():
     assert grades["outcome"].passed is True
     assert grades["path"].passed is False and grades["path"].gating is False
     assert "forbidden tool `issue_refund` called before `lookup_order`" in grades["path"].reason
+
+
+def test_untrusted_names_and_keys_are_cut_in_reasons():
+    huge = "x" * 100_000
+    steps = [{"kind": "tool_call", "name": huge, "arguments": {}}]
+    result = grade("trajectory", {"order": ["lookup_order"]}, trajectory=steps)
+    assert result.passed is False and len(result.reason) < 1000
+    state = grade("state", {}, goal={"a": 1}, final_state={"a": 1, huge: "<script>" * 1000})
+    assert state.passed is False and len(state.reason) < 1000
+    assert state.details["differences"][0]["path"].endswith("…")

@@ -38,9 +38,12 @@ _PLAIN_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*$")
 _PATH_PART = re.compile(r'\.?([A-Za-z_][A-Za-z0-9_-]*)|\[(\d+)\]|\["((?:[^"\\]|\\.)*)"\]')
 
 
+PATH_CHARS = 120  # a path as a reason quotes it (keys of a final state are untrusted)
+
+
 def path_text(parts: tuple) -> str:
     """A path as people read it: ``order.items[0].sku``; a key that is not a plain name is
-    quoted (``["a key"]``); the root is ``$``."""
+    quoted (``["a key"]``); the root is ``$``; longer than ``PATH_CHARS``, cut with "…"."""
     out = ""
     for part in parts:
         if isinstance(part, int):
@@ -49,7 +52,8 @@ def path_text(parts: tuple) -> str:
             out += f".{part}" if out else part
         else:
             out += f"[{json.dumps(part, ensure_ascii=False)}]"
-    return out or "$"
+    out = out or "$"
+    return out if len(out) <= PATH_CHARS else out[: PATH_CHARS - 1] + "…"
 
 
 def _path_parse(text: str, where: str) -> tuple:

@@ -229,6 +229,13 @@ class _CannotJudge(Exception):
     """A check that is broken (not the agent's fault): the grade is errored."""
 
 
+NAME_CHARS = 80  # a tool name from a trajectory (untrusted), as a reason quotes it
+
+
+def _name(name: str) -> str:
+    return name if len(name) <= NAME_CHARS else name[: NAME_CHARS - 1] + "…"
+
+
 def _args_text(args: dict) -> str:
     text = json.dumps(args, ensure_ascii=False, sort_keys=True)
     return text if len(text) <= 120 else text[:119] + "…"
@@ -249,9 +256,9 @@ def _check_call(check: dict, call: _Call) -> dict | None:
         cel = {k: celpy.json_to_cel(_numbers_as_doubles(v)) for k, v in activation.items()}
     except Exception as exc:  # noqa: BLE001 - a value CEL cannot hold
         raise _CannotJudge(
-            f"call {call.index} of `{call.name}` cannot be read by CEL: {exc}"
+            f"call {call.index} of `{_name(call.name)}` cannot be read by CEL: {str(exc)[:200]}"
         ) from exc
-    where = f"call {call.index} of `{call.name}` (step {call.step + 1})"
+    where = f"call {call.index} of `{_name(call.name)}` (step {call.step + 1})"
     try:
         value = _program(check["check"]).evaluate(cel)
     except Exception as exc:  # noqa: BLE001 - celpy raises several kinds
@@ -262,19 +269,21 @@ def _check_call(check: dict, call: _Call) -> dict | None:
                 "rule": "arguments",
                 "text": f"argument check `{name}` could not be checked on {where}: "
                 f"`{missing.group(1)}` was not there (no such result or argument before it)",
-                "group": f"argument check `{name}` unverifiable on `{call.name}`",
+                "group": f"argument check `{name}` unverifiable on `{_name(call.name)}`",
             }
         raise _CannotJudge(
             f"argument check `{name}` broke on {where}: {message.splitlines()[0][:200]}"
         ) from exc
     if not isinstance(value, celtypes.BoolType | bool):
-        raise _CannotJudge(f"argument check `{name}` gave {value!r}, not a boolean, on {where}")
+        raise _CannotJudge(
+            f"argument check `{name}` gave {repr(value)[:80]}, not a boolean, on {where}"
+        )
     if bool(value):
         return None
     return {
         "rule": "arguments",
         "text": f"argument check `{name}` false on {where}, arguments {_args_text(call.arguments)}",
-        "group": f"argument check `{name}` false on `{call.name}`",
+        "group": f"argument check `{name}` false on `{_name(call.name)}`",
     }
 
 
@@ -322,7 +331,7 @@ def _tool_violations(config: dict, calls: list[_Call]) -> list[dict]:
         if at < len(order):
             arrow = " → ".join(f"`{t}`" for t in order)
             done = " → ".join(f"`{t}`" for t in order[:at])
-            got = ", ".join(f"`{n}`" for n in names[:12]) or "no tool call"
+            got = ", ".join(f"`{_name(n)}`" for n in names[:12]) or "no tool call"
             missing = f"`{order[at]}` never called" + (f" after {done}" if at else "")
             out.append(
                 {
