@@ -12,6 +12,7 @@ from django.core.management import call_command
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
+from rest_framework.test import APIClient
 
 from core.errors import DomainError
 from evals.comparison.agents import agent_moves_get
@@ -201,3 +202,17 @@ def test_the_comparison_shows_how_outcome_and_trajectory_moved_per_case(client, 
     assert 'id="agent-case-moves"' in html and "−50.0 pts" in html
     plain = make_run(cases=[("c1", [])], graders=[{"key": "a", "kind": "exact"}], name="plain")
     assert agent_moves_get(base=plain, head=head) is None
+
+
+def test_a_reviewer_in_the_disagreement_queue_is_blind_to_the_disagreements(client, alice, bob):
+    run = agent_run(PLAN)
+    disagreement_queue_create(run=run, by=alice)
+    client.force_login(bob)
+    html = client.get(reverse("evals:run-detail", kwargs={"run_id": run.uuid})).content.decode()
+    assert 'id="agent-2x2"' in html  # the totals stay
+    assert 'id="agent-cases"' not in html and "forbidden tool" not in html
+    api = APIClient()
+    api.force_authenticate(bob)
+    assert api.get(f"/api/runs/{run.uuid}/").json()["report"]["agents"] is None
+    api.force_authenticate(alice)
+    assert api.get(f"/api/runs/{run.uuid}/").json()["report"]["agents"]["disagreements"] == 4
