@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import asdict
 from decimal import Decimal
 
 from django.http import HttpResponse
@@ -47,10 +46,8 @@ from core.api.permissions import IsViewer
 from core.errors import DomainError
 from core.http import uuid_or_404
 from core.ids import uuid_parse
-from core.strict_json import json_safe
 from evals.baselines import baseline_current
 from evals.blindness import BLIND_COMPARISON, comparison_is_blind
-from evals.comparison.agents import agent_moves_get
 from evals.comparison.cache import comparison_cached_get
 from evals.comparison.gate import (
     ALPHA_MAX,
@@ -196,14 +193,6 @@ class GateOutput(serializers.Serializer):
         "clustered intervals), "
         "error counts, usage (USD as decimal strings, tokens, ms), pass^k deltas, "
         "detectable drop (fraction)."
-    )
-    agents = serializers.JSONField(
-        required=False,
-        allow_null=True,
-        help_text="Agent runs (state and trajectory graders on both): per shared case, the "
-        "outcome and trajectory rates of base and head (passed/graded, Wilson 95% intervals, "
-        "the change) and each side's mean rates with clustered intervals "
-        "(evals.comparison.agents); null otherwise.",
     )
 
 
@@ -457,10 +446,7 @@ class ComparisonApi(APIView):
             comparison = comparison_cached_get(base=base, head=head, alpha=alpha)
             plan = comparison_plan(base=base, head=head, alpha=alpha)[0]
             decision = gate_decide(comparison, alpha=alpha, plan=plan)
-        data = json.loads(gate_json(comparison, decision))
-        moves = agent_moves_get(base=base, head=head)
-        data["agents"] = None if moves is None else json_safe(asdict(moves))
-        return Response(data)
+        return Response(json.loads(gate_json(comparison, decision)))
 
 
 # ---- downloads ------------------------------------------------------------------------

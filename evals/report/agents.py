@@ -28,7 +28,7 @@ Trajectories are never read here.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
@@ -378,7 +378,7 @@ def agent_reasons_add(*, run: Run, report: AgentReport) -> AgentReport:
             groups.append(
                 DisagreementGroup(kind, label, len(trials), listed, [tid for tid, _ in trials])
             )
-    return replace(report, groups=groups)
+    return AgentReport(**{**report.__dict__, "groups": groups})
 
 
 def run_disagreements(*, run: Run) -> AgentReport | None:

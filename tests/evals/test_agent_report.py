@@ -216,17 +216,3 @@ def test_a_reviewer_in_the_disagreement_queue_is_blind_to_the_disagreements(clie
     assert api.get(f"/api/runs/{run.uuid}/").json()["report"]["agents"] is None
     api.force_authenticate(alice)
     assert api.get(f"/api/runs/{run.uuid}/").json()["report"]["agents"]["disagreements"] == 4
-
-
-def test_the_comparison_api_carries_the_agent_moves(carol):
-    base = agent_run({"c1": [(True, True), (False, True)]})
-    head = agent_run({"c1": [(True, False), (True, False)]}, name="R2")
-    api = APIClient()
-    api.force_authenticate(carol)
-    data = api.get(f"/api/comparisons/?base={base.uuid}&head={head.uuid}").json()
-    (case,) = data["agents"]["cases"]
-    assert case["outcome"]["delta"] == 0.5 and case["trajectory"]["delta"] == -1.0
-    plain_base = make_run(cases=[("p", [])], graders=[{"key": "a", "kind": "exact"}], name="pb")
-    plain_head = make_run(cases=[("p", [])], graders=[{"key": "a", "kind": "exact"}], name="ph")
-    data = api.get(f"/api/comparisons/?base={plain_base.uuid}&head={plain_head.uuid}").json()
-    assert data["agents"] is None
