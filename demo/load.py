@@ -8,7 +8,8 @@ from django.db import transaction
 from core.roles import ROLES
 from demo.data import SUITES
 from demo.expense_contract import SUITE as CONTRACT_SUITE
-from evals.cases import case_upsert
+from demo.refund_agent import POLICY, agent_cases
+from evals.cases import CaseSpec, case_upsert, cases_upsert
 from evals.models import Suite
 
 
@@ -22,6 +23,36 @@ def demo_suites_load() -> list[Suite]:
 def contract_suite_load() -> Suite:
     """Creates or updates the contract suite (``demo.expense_contract``)."""
     return _suite_load(CONTRACT_SUITE)
+
+
+AGENT_SUITE_NAME = "refund-agent"
+
+
+@transaction.atomic
+def agent_suite_load() -> Suite:
+    """Creates or updates the refund agent's suite (``demo.refund_agent``): one case per
+    order scenario, each with its goal state."""
+    suite, _ = Suite.objects.get_or_create(
+        name=AGENT_SUITE_NAME,
+        defaults={
+            "kind": Suite.Kind.CAPABILITY,
+            "description": f"A simulated customer-service refund agent. Policy: {POLICY}",
+        },
+    )
+    cases_upsert(
+        suite=suite,
+        specs=[
+            CaseSpec(
+                key=c["key"],
+                input=c["input"],
+                expected=c["expected"],
+                tags=c["tags"],
+                goal_state=c["goal_state"],
+            )
+            for c in agent_cases()
+        ],
+    )
+    return suite
 
 
 def _suite_load(spec: dict) -> Suite:

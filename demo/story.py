@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from core.errors import DomainError
 from demo.data import DEMO_GRADERS, POLICY_ID, PROMPT
 from demo.expense_contract import CONTRACT_GRADERS, contract_target
+from demo.refund_agent import AGENT_GRADERS
 from evals.comparison.gate import gate_evaluate
 from evals.models import Run
 from evals.runner.start import run_start
@@ -125,6 +126,31 @@ def contract_demo_run(*, suite, seed: int, user, trials: int, timeout: float) ->
         name=f"contract-{Run.objects.filter(suite=suite).count() + 1}",
         target=contract_target(seed),
         graders=CONTRACT_GRADERS,
+        trials_per_case=trials,
+        source_version="demo",
+        started_by=user,
+    )
+    return run_wait(run, timeout=timeout)
+
+
+def agent_target(seed: int) -> dict:
+    """The refund agent as a ``callable`` target (``demo.refund_agent.refund_agent``)."""
+    return {
+        "kind": "callable",
+        "path": "demo.refund_agent:refund_agent",
+        "settings": {"seed": seed},
+        "model": "simulated-agent",
+    }
+
+
+def agent_demo_run(*, suite, seed: int, user, trials: int, timeout: float) -> Run:
+    """A run of the refund agent's suite, graded by ``state`` (outcome) and ``trajectory``
+    (path); waits until it is finished."""
+    run = run_start(
+        suite=suite,
+        name=f"agent-{Run.objects.filter(suite=suite).count() + 1}",
+        target=agent_target(seed),
+        graders=AGENT_GRADERS,
         trials_per_case=trials,
         source_version="demo",
         started_by=user,

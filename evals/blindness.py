@@ -105,7 +105,13 @@ def labels_prefetch(user) -> models.Prefetch:
 
 # The parts of a run report (``evals.report``) that show single trials' verdicts or a
 # grader's reasons: a run with a blind trial leaves them out for that user.
-REPORT_PER_TRIAL_PARTS = ("cases", "slices", "failure_reasons", "grade_error_reasons")
+REPORT_PER_TRIAL_PARTS = (
+    "cases",
+    "slices",
+    "failure_reasons",
+    "grade_error_reasons",
+    "agents",  # per-case 2 x 2 and the disagreeing trials with their reasons
+)
 
 
 def run_is_blind(user, run) -> bool:

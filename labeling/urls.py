@@ -25,6 +25,11 @@ urlpatterns = [
     path("calibration-sets/<uuid:set_id>/label/undo/", views.label_undo, name="label-undo"),
     path("calibration-sets/<uuid:set_id>/review/save/", views.review_save, name="review-save"),
     path("runs/<uuid:run_id>/review/", views.review_start, name="review-start"),
+    path(
+        "runs/<uuid:run_id>/disagreements/review/",
+        views.disagreements_review,
+        name="disagreements-review",
+    ),
     path("judge-versions/<uuid:version_id>/calibration/", views.calibration, name="calibration"),
     path("judge-versions/<uuid:version_id>/trust/", views.trust_approve, name="trust-approve"),
     path("judge-versions/<uuid:version_id>/trust/revoke/", views.trust_revoke, name="trust-revoke"),

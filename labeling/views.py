@@ -46,6 +46,7 @@ from labeling import adjudication, improve, preferences, services
 from labeling import selectors as calibration_selectors
 from labeling import services as labeling_services
 from labeling.adjudication import human_disagreements
+from labeling.disagreements import disagreement_queue_create
 from labeling.figures import Confusion
 from labeling.forms import (
     AdjudicationForm,
@@ -411,6 +412,27 @@ def review_start(request: HtmxHttpRequest, run_id) -> HttpResponse:
     run = get_object_or_404(Run, uuid=run_id)
     try:
         cset = review_set_create(run=run, by=request.user)
+    except DomainError as exc:
+        messages.error(request, str(exc))
+        return redirect(run.get_absolute_url())
+    messages.success(request, f"Review queue {cset.name!r}: {cset.size} trials to review.")
+    return redirect(reverse("labeling:set-detail", kwargs={"set_id": cset.uuid}))
+
+
+@require_POST
+@role_required(ENGINEER, LEAD)
+def disagreements_review(request: HtmxHttpRequest, run_id) -> HttpResponse:
+    """Send a run's disagreeing agent trials (all, one ``kind`` or one group: POST ``kind``,
+    ``label``) to a new review queue (``disagreement_queue_create``), then show the queue's
+    page; nothing to send goes back to the run page with the message."""
+    run = get_object_or_404(Run, uuid=run_id)
+    try:
+        cset = disagreement_queue_create(
+            run=run,
+            by=request.user,
+            kind=request.POST.get("kind", ""),
+            label=request.POST.get("label", ""),
+        )
     except DomainError as exc:
         messages.error(request, str(exc))
         return redirect(run.get_absolute_url())

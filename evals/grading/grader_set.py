@@ -29,8 +29,26 @@ class GraderSpec:
         """True for the judge rung (graded by the judges app, not ``run_grader``)."""
         return self.kind == JUDGE_KIND
 
+    @property
+    def reads_agent(self) -> bool:
+        """True for the agent kinds, which read the trial's trajectory and final state
+        (the ladder loads those columns only for them)."""
+        return self.kind in AGENT_KINDS
+
 
 JUDGE_KIND = "judge"
+# Agent graders (evals.grading.agent, docs/agents.md): ``state`` grades the outcome,
+# ``trajectory`` the path.
+STATE_KIND = "state"
+TRAJECTORY_KIND = "trajectory"
+AGENT_KINDS = (STATE_KIND, TRAJECTORY_KIND)
+
+
+def default_gating(kind: str) -> bool:
+    """Whether a grader of ``kind`` gates the overall verdict when its set does not say:
+    every kind but ``trajectory`` (the verdict of an agent trial is its outcome; the path is
+    reported beside it and gates only with ``"gating": true``)."""
+    return kind != TRAJECTORY_KIND
 
 
 @dataclass(frozen=True)
@@ -44,19 +62,21 @@ class GraderSet:
     def from_stored(cls, raw: object) -> GraderSet:
         """The set stored on a run or in a run file (a list of ``{"key", "kind", "config",
         "gating", "version"}``). Lenient: an entry without a string key is skipped, a
-        missing kind reads "imported", gating defaults to True (only JSON ``false`` turns it
-        off), config to ``{}``, version to "1"."""
+        missing kind reads "imported", gating defaults to ``default_gating(kind)`` (True but for
+        ``trajectory``; a JSON boolean wins), config to ``{}``, version to "1"."""
         specs = []
         for item in raw if isinstance(raw, list) else []:
             if not isinstance(item, dict) or not isinstance(item.get("key"), str):
                 continue
             config = item.get("config")
+            kind = str(item.get("kind") or "imported")
+            gating = item.get("gating")
             specs.append(
                 GraderSpec(
                     key=item["key"],
-                    kind=str(item.get("kind") or "imported"),
+                    kind=kind,
                     config=config if isinstance(config, dict) else {},
-                    gating=item.get("gating", True) is not False,
+                    gating=gating if isinstance(gating, bool) else default_gating(kind),
                     version=str(item.get("version") or "1"),
                 )
             )

@@ -31,6 +31,15 @@ Kinds (``config`` options in brackets, defaults after ``=``):
   docs/contracts.md). ``passed`` means "every deterministic check passed: qualified for
   review" (``details.decision = "review"``), never accepted; a fail is a ``reject`` with its
   failures, coverage table and reason ("reject: wrong_approval at T-750; ...").
+- ``state`` [mode="exact"|"subset", goal, ignore]: an agent's outcome, its final state
+  against the case's goal state as a JSON diff (``evals.grading.agent.state``, docs/agents.md);
+  no final state or no goal is an errored grade (cannot judge), never a pass or a fail.
+- ``trajectory`` [required, forbidden, order, before, arguments, max_steps, max_tokens,
+  max_cost_usd]: an agent's path (``evals.grading.agent.trajectory``); every violated
+  constraint is in the reason. Non-gating unless the set says ``"gating": true``
+  (``default_gating``): the verdict of an agent trial is its outcome.
+  Both agent kinds read the trial's trajectory and final state (``AgentData``), passed to
+  ``run_grader`` as ``agent=``; nothing else reads those columns.
 - ``judge`` [judge_version="<uuid>" | "JUDGE:vN" | "JUDGE" (its newest version; resolved to
   the UUID when the grader set is parsed), skip_if_failed=False]: the top rung, an LLM judge
   version (``judges``). It is not run here: the runner enqueues it after the deterministic
@@ -53,10 +62,19 @@ import jsonschema
 import regex
 
 from core.errors import DomainError
+from evals.grading.agent.data import AgentData, AgentOutcome
+from evals.grading.agent.state import state_grade, state_parse
+from evals.grading.agent.trajectory import trajectory_grade, trajectory_parse
 from evals.grading.contract.check import ContractBroken, contract_check
 from evals.grading.contract.config import OPTIONS as CONTRACT_OPTIONS
 from evals.grading.contract.config import contract_from_config, contract_parse
-from evals.grading.grader_set import JUDGE_KIND, GraderSpec
+from evals.grading.grader_set import (
+    JUDGE_KIND,
+    STATE_KIND,
+    TRAJECTORY_KIND,
+    GraderSpec,
+    default_gating,
+)
 from judges.models import Judge, JudgeVersion
 from judges.selectors import judge_version_resolve
 
@@ -390,8 +408,28 @@ def _contract(config: dict, case: Any, output: str) -> GradeResult:
     return _verdict(passed, outcome.reason, **outcome.details())
 
 
-# kind -> function(config: dict, case: CaseInput-like, output: str) -> GradeResult
+def _agent_result(outcome: AgentOutcome) -> GradeResult:
+    if outcome.passed is None:
+        return GradeResult.error(outcome.reason, **outcome.details)
+    return _verdict(outcome.passed, outcome.reason, **outcome.details)
+
+
+def _state(config: dict, case: Any, output: str, agent: AgentData) -> GradeResult:
+    return _agent_result(state_grade(config, getattr(case, "goal_state", None), agent))
+
+
+def _trajectory(config: dict, case: Any, output: str, agent: AgentData) -> GradeResult:
+    return _agent_result(trajectory_grade(config, agent))
+
+
+# kind -> function(config: dict, case: CaseInput-like, output: str) -> GradeResult; the
+# agent kinds (``AGENT_GRADERS``) take the trial's ``AgentData`` as a fourth argument.
+AGENT_GRADERS: dict[str, Callable[..., GradeResult]] = {
+    STATE_KIND: _state,
+    TRAJECTORY_KIND: _trajectory,
+}
 GRADERS: dict[str, Callable[..., GradeResult]] = {
+    **AGENT_GRADERS,
     "exact": _exact,
     "normalized": _normalized,
     "contains": _contains,
@@ -457,6 +495,22 @@ _OPTIONS: dict[str, dict[str, tuple[type | tuple, str]]] = {
     },
     "python": {"function": (str, "'package.module:function'")},
     "contract": dict.fromkeys(CONTRACT_OPTIONS, (object, "see docs/contracts.md")),
+    # The agent kinds check their own options (evals.grading.agent): types here, the rest there.
+    STATE_KIND: {
+        "mode": (str, "'exact' or 'subset'"),
+        "goal": (object, "any JSON value"),
+        "ignore": (list, "a list of paths"),
+    },
+    TRAJECTORY_KIND: {
+        "required": (list, "a list of tool names"),
+        "forbidden": (list, "a list of tool names"),
+        "order": (list, "a list of tool names"),
+        "before": (list, "a list of [first, then] pairs"),
+        "arguments": (list, 'a list of {"tool", "check", "name"?}'),
+        "max_steps": (int, "a whole number"),
+        "max_tokens": (int, "a whole number"),
+        "max_cost_usd": ((int, float), "a number"),
+    },
     JUDGE_KIND: {
         "judge_version": (str, "a judge version: UUID, JUDGE:vN or a judge name"),
         "skip_if_failed": (bool, "a boolean"),
@@ -530,6 +584,10 @@ def _check_values(kind: str, config: dict, where: str) -> None:
             ) from exc
     if kind == "contract":
         contract_parse(config, where)
+    if kind == STATE_KIND:
+        state_parse(config, where)
+    if kind == TRAJECTORY_KIND:
+        trajectory_parse(config, where)
     if kind == "python":
         try:
             _load_callable(config["function"])
@@ -554,7 +612,8 @@ def _check_judge_version(value: str, where: str) -> JudgeVersion:
 
 
 def parse_grader_specs(raw: list[dict]) -> list[GraderSpec]:
-    """Parse a grader set from JSON (``[{"key", "kind", "config"?, "gating"?, "version"?}]``).
+    """Parse a grader set from JSON (``[{"key", "kind", "config"?, "gating"?, "version"?}]``);
+    ``gating`` defaults to ``default_gating(kind)`` (True but for ``trajectory``).
 
     Strict: no coercion (``"false"`` is not a boolean), unknown fields and options are
     refused, keys are unique, and each kind's config is fully checked (regex compiled, JSON
@@ -591,7 +650,7 @@ def parse_grader_specs(raw: list[dict]) -> list[GraderSpec]:
             )
         config = item.get("config", {})
         _want(f"{where}.config", config, dict, "an object")
-        gating = item.get("gating", True)
+        gating = item.get("gating", default_gating(kind))
         _want(f"{where}.gating", gating, bool, "a boolean")
         version = item.get("version", "1")
         _want(f"{where}.version", version, str, "a string")
@@ -608,23 +667,38 @@ def grader_set_resolved(raw: list[dict], specs: list[GraderSpec]) -> list[dict]:
     grader's ``judge_version`` replaced by the UUID ``parse_grader_specs`` resolved it to
     (``specs``, parsed from ``raw``): what runs and presets store, so a judge named in a
     config file is pinned to one version."""
-    return [
-        {**item, "config": {**item["config"], "judge_version": spec.config["judge_version"]}}
-        if spec.is_judge
-        else item
-        for item, spec in zip(raw, specs, strict=True)
-    ]
+    out = []
+    for item, spec in zip(raw, specs, strict=True):
+        if spec.is_judge:
+            item = {
+                **item,
+                "config": {**item["config"], "judge_version": spec.config["judge_version"]},
+            }
+        if "gating" not in item and not spec.gating:
+            item = {**item, "gating": False}  # a non-gating default, written down
+        out.append(item)
+    return out
 
 
-def run_grader(spec: GraderSpec, *, case: Any, output: str) -> GradeResult:
+def run_grader(
+    spec: GraderSpec, *, case: Any, output: str, agent: AgentData | None = None
+) -> GradeResult:
     """Grade one output. Never raises: an exception inside the grader, a result that is not
     a ``GradeResult``, an empty reason or a score outside [0, 1] (NaN included) gives an
     errored result whose reason names the exception type and message. A judge spec is not
-    graded here (an errored result says so)."""
+    graded here (an errored result says so). The agent kinds (``spec.reads_agent``) read
+    ``agent``, the trial's trajectory and final state; without it their grade is errored."""
     if spec.is_judge:
         return GradeResult.error("judge graders are graded by the judge task, not run_grader")
     try:
-        result = GRADERS[spec.kind](spec.config, case, output)
+        if spec.reads_agent:
+            if agent is None:
+                return GradeResult.error(
+                    f"{spec.kind} grader given no trajectory or final state to read"
+                )
+            result = AGENT_GRADERS[spec.kind](spec.config, case, output, agent)
+        else:
+            result = GRADERS[spec.kind](spec.config, case, output)
     except Exception as exc:  # noqa: BLE001 - the contract: a grader never raises
         return GradeResult.error(f"{type(exc).__name__}: {exc}", exception=type(exc).__name__)
     if not isinstance(result, GradeResult):

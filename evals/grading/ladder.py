@@ -1,11 +1,16 @@
 """The deterministic rungs of the grader ladder: grade ok trials as they are written, one
 grade per (trial, grader) through the unique key, so a redelivery never duplicates one;
-the judge rung is graded by ``judges.grading``."""
+the judge rung is graded by ``judges.grading``.
+
+Trajectories and final states are read here only when the grader set has an agent grader
+(``GraderSpec.reads_agent``: ``state``, ``trajectory``), in one query per batch of trials
+(``_agent_data``); no other grader, and no report, loads those columns."""
 
 from __future__ import annotations
 
 from django.db.models import Count, Q
 
+from evals.grading.agent.data import AgentData
 from evals.grading.grader_set import GraderSpec
 from evals.grading.graders import run_grader
 from evals.models import Grade, Trial
@@ -25,11 +30,24 @@ def _case_input(trial: Trial) -> CaseInput:
     )
 
 
-def _grade_rows(trial: Trial, specs: list[GraderSpec]) -> list[Grade]:
+def _agent_data(trials: list[Trial], specs: list[GraderSpec]) -> dict[int, AgentData]:
+    """Trial id -> its trajectory and final state, read from the database in one query (the
+    stored, cleaned values), when some spec reads them; else ``{}`` and no query."""
+    if not trials or not any(spec.reads_agent for spec in specs):
+        return {}
+    rows = Trial.objects.filter(id__in=[t.id for t in trials]).values_list(
+        "id", "trajectory", "final_state"
+    )
+    return {tid: AgentData(trajectory=steps, final_state=state) for tid, steps, state in rows}
+
+
+def _grade_rows(
+    trial: Trial, specs: list[GraderSpec], agent: AgentData | None = None
+) -> list[Grade]:
     case_input = _case_input(trial)
     rows = []
     for spec in specs:
-        result = run_grader(spec, case=case_input, output=trial.output)
+        result = run_grader(spec, case=case_input, output=trial.output, agent=agent)
         errored = result.status != "ok" or result.passed is None
         rows.append(
             Grade(
@@ -55,7 +73,9 @@ def grades_record(*, trials: list[Trial], specs: list[GraderSpec]) -> int:
     ``ignore_conflicts``, so a grade that exists already is kept and not duplicated.
     """
     specs = [spec for spec in specs if not spec.is_judge]  # the judge task grades those
-    rows = [row for t in trials if t.status == Trial.Status.OK for row in _grade_rows(t, specs)]
+    ok = [t for t in trials if t.status == Trial.Status.OK]
+    agent = _agent_data(ok, specs)
+    rows = [row for t in ok for row in _grade_rows(t, specs, agent.get(t.id))]
     if rows:
         Grade.objects.bulk_create(rows, ignore_conflicts=True)
     return len(rows)
@@ -77,7 +97,7 @@ def trial_grade(*, trial: Trial, specs: list[GraderSpec]) -> int:
     todo = [spec for spec in specs if spec.key not in done]
     if not todo:
         return 0
-    rows = _grade_rows(trial, todo)
+    rows = _grade_rows(trial, todo, _agent_data([trial], todo).get(trial.id))
     Grade.objects.bulk_create(rows, ignore_conflicts=True)
     return len(rows)
 
@@ -93,6 +113,7 @@ def _chunk_grades_complete(*, run_id: int, trial_ids: list[int], specs: list[Gra
         .annotate(n_grades=Count("grades", filter=Q(grades__judge_version__isnull=True)))
         .filter(n_grades__lt=len(specs))
         .select_related("case")
+        .defer("trajectory", "final_state")
     )
     for trial in missing:
         trial_grade(trial=trial, specs=specs)

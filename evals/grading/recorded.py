@@ -90,7 +90,11 @@ def run_grade(*, run: Run, graders: list[dict], by=None) -> RunGradeSummary:
     )
     written = 0
     for chunk in chunked(ids, GRADE_CHUNK):
-        trials = list(Trial.objects.filter(id__in=chunk).select_related("case"))
+        trials = list(
+            Trial.objects.filter(id__in=chunk)
+            .select_related("case")
+            .defer("trajectory", "final_state")  # read by the ladder for agent graders only
+        )
         written += grades_record(trials=trials, specs=specs)
     run.refresh_from_db(fields=["graders"])
     run.__dict__.pop("grader_set", None)

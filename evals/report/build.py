@@ -189,6 +189,9 @@ class RunReport:
     # A run with a contract grader: ``RunDecisions.as_json()`` (evals.grading.contract);
     # None otherwise.
     decisions: dict[str, Any] | None = None
+    # A run with ``state`` and ``trajectory`` graders: ``AgentReport.as_json()``
+    # (evals.report.agents: outcome, path, the 2 x 2, disagreements); None otherwise.
+    agents: dict[str, Any] | None = None
 
     @property
     def errored_banner(self) -> str | None:

@@ -10,6 +10,7 @@ from django.db.models.functions import Substr
 
 from evals.grading.contract.decisions import run_decisions
 from evals.models import Grade, Run, Trial
+from evals.report.agents import agent_reasons_add, agent_report
 from evals.report.build import ReasonRows, RunReport, report_from_rows
 from evals.report.rows import run_rows_get
 from judges.ledger import run_judge_spend
@@ -26,7 +27,9 @@ def run_report(*, run: Run) -> RunReport:
     Nine queries whatever the run's size: the run loader's four (plus one when judges
     graded), three grouped reason counts, one of judge calls and one of retried trials; plus one for
     ``run.suite`` unless it is joined; plus three for a run with a contract grader (its
-    decisions, ``evals.grading.contract.decisions``). Rules in ``evals.report.build``.
+    decisions, ``evals.grading.contract.decisions``); plus one for a run with ``state`` and
+    ``trajectory`` graders (its disagreements, ``evals.report.agents``). Rules in
+    ``evals.report.build``.
     """
     grades = Grade.objects.filter(trial__run=run, trial__status=Trial.Status.OK).order_by()
     short_reason = Substr("reason", 1, REASON_MAX_CHARS)
@@ -51,12 +54,15 @@ def run_report(*, run: Run) -> RunReport:
     # Judge calls apart from the target's, from the call ledger: every call paid, including
     # one whose grade lost a race (one query).
     judge_calls = run_judge_spend(run_id=run.id)
-    report = report_from_rows(run=run, rows=run_rows_get(run=run), reasons=reasons)
+    rows = run_rows_get(run=run)
+    report = report_from_rows(run=run, rows=rows, reasons=reasons)
+    agents = agent_report(run=run, rows=rows, k_max=len(report.overall.pass_k))
     retried = Trial.objects.filter(run=run, replaced_by__isnull=False).count()
     decisions = run_decisions(run=run)
     return dataclasses.replace(
         report,
         judge_calls=judge_calls,
         decisions=decisions.as_json() if decisions.graded else None,
+        agents=None if agents is None else agent_reasons_add(run=run, report=agents).as_json(),
         trials=dataclasses.replace(report.trials, retried=retried),
     )

@@ -30,6 +30,7 @@ from core.http import (
 )
 from core.roles import ENGINEER, LEAD, user_has_role
 from evals.blindness import BLIND_COMPARISON, comparison_is_blind
+from evals.comparison.agents import agent_moves_get
 from evals.comparison.cache import comparison_cached_get
 from evals.comparison.case import case_uuids_by_hash, comparison_case_get
 from evals.comparison.compute import CHANGE_CLASSES
@@ -103,6 +104,8 @@ def comparison(request: HtmxHttpRequest, head_id, base_id) -> HttpResponse:
         ),
         "power": power_sentence(comp.detectable) if comp.detectable else None,
         "movement": decision_movement_get(base=base, head=head),
+        # Agent runs (state and trajectory graders): outcome and trajectory rates per case.
+        "agent_moves": agent_moves_get(base=base, head=head),
         "class_links": [
             (name, query.url(change=name), name == query.change) for name in ("", *CHANGE_CLASSES)
         ],

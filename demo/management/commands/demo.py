@@ -28,11 +28,12 @@ from django.core.management.base import BaseCommand, CommandError
 from django.urls import reverse
 
 from core.errors import DomainError
-from demo.load import contract_suite_load, demo_suites_load, demo_user_ensure
-from demo.story import contract_demo_run, demo_chapter, demo_run
+from demo.load import agent_suite_load, contract_suite_load, demo_suites_load, demo_user_ensure
+from demo.story import agent_demo_run, contract_demo_run, demo_chapter, demo_run
 from evals.baselines import baseline_current, baseline_set
 from evals.grading.contract.decisions import run_decisions
 from evals.models import Run, Suite
+from evals.report.agents import run_disagreements
 from interop.importers import results_import
 from judges.models import JudgeVersion
 from labeling.models import CalibrationSet
@@ -103,6 +104,7 @@ class Command(BaseCommand):
             for index, suite in enumerate(suites):
                 self._demo_suite_runs(suite, index, user, opts)
             self._demo_contract_run(user, opts)
+            self._demo_agent_run(user, opts)
             self._demo_calibration_set(user)
             self.stdout.write(
                 self.style.SUCCESS(
@@ -256,6 +258,28 @@ class Command(BaseCommand):
             f"  contract decisions: {c['rejected']} rejected, {c['review']} in review, "
             f"{c['accepted']} accepted"
         )
+
+    def _demo_agent_run(self, user, opts) -> None:
+        """The refund agent's suite (``demo.refund_agent``): one run the first time, graded
+        by outcome (``state``) and path (``trajectory``); its 2 x 2 and disagreements."""
+        suite = agent_suite_load()
+        run = Run.objects.filter(suite=suite).first()
+        if run is None:
+            try:
+                run = agent_demo_run(
+                    suite=suite, seed=4000, user=user, trials=opts["trials"] * 2,
+                    timeout=opts["timeout"],
+                )  # fmt: skip
+            except DomainError as error:
+                raise CommandError(str(error)) from error
+        self._say_run(run)
+        agents = run_disagreements(run=run)
+        if agents is not None:
+            self.stdout.write(
+                f"  agent: {agents.outcome_only.trials} right outcome by a wrong path, "
+                f"{agents.path_only.trials} wrong outcome on the expected path, of "
+                f"{agents.in_table} trials"
+            )
 
     def _demo_calibration_set(self, user) -> None:
         """A 30-trial calibration set on the imported LLMBar run with its first recorded

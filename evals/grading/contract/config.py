@@ -54,7 +54,7 @@ _NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 CEL_MAX_CHARS = 2000
 
 
-def _cel_environment() -> celpy.Environment:
+def cel_environment() -> celpy.Environment:
     """A CEL environment, without its side effect: ``celpy.Environment()`` raises the
     process's recursion limit to 2500, which would change how deep every other parser of
     the process may recurse (the run-file reader reports nesting through RecursionError).
@@ -67,7 +67,7 @@ def _cel_environment() -> celpy.Environment:
         sys.setrecursionlimit(limit)
 
 
-_CEL = _cel_environment()
+_CEL = cel_environment()
 
 
 @dataclass(frozen=True)

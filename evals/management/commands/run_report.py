@@ -15,6 +15,7 @@ from core.errors import DomainError
 from core.money import per_usd_text, usd_text
 from core.templatetags.dashboard import percent_interval
 from evals.models import Run
+from evals.report.agents import agent_lines
 from evals.report.build import RunReport
 from evals.report.figures import Figures
 from evals.report.selectors import run_report
@@ -76,6 +77,7 @@ def render_text(report: RunReport) -> str:
     for s in report.slices:
         lines.append(f"tag {s.tag} ({_cases(s.n_cases)}): {_rate(s.overall)}")
     lines += _decision_lines(report.decisions)
+    lines += agent_lines(report.agents)
     for g in report.failure_reasons:
         lines.append(f"{g.grader}: {g.text}")
     c = report.cost

@@ -1,0 +1,443 @@
+"""The run report's agent block (docs/agents.md, "Grading agents"): outcome against path.
+
+Which grader is which comes from its kind: ``state`` graders are the **outcome**,
+``trajectory`` graders the **path**. A run without both kinds has no agent block (None).
+
+Rules:
+- A trial's outcome is the three-valued AND of its ``state`` grades, its path that of its
+  ``trajectory`` grades: ``evals.grading.verdict.overall_codes``, the verdict rule itself,
+  applied to each side's graders. A trial whose side is errored or missing is out of the
+  2 × 2 and counted (``left_out``): an errored grade is never a pass or a fail.
+- The 2 × 2 (outcome pass/fail × path pass/fail) is given overall and per case. Each
+  overall cell's share is the mean over cases of per-case shares, with its 95% interval
+  clustered by case (``stats.intervals.clustered_rate_interval``); per case, counts with
+  Wilson 95% intervals of the outcome rate, the path rate and the disagreement rate.
+- Outcome and path figures (pass rate with its interval, pass@k and pass^k) come from
+  ``evals.report.figures.figures_for``, as every rung's.
+- Disagreements: "right outcome, wrong path" (outcome pass, path fail) and "wrong outcome,
+  expected path" (outcome fail, path pass), grouped by the failing side's ``details.group``
+  (the reason without trial-specific values): "right outcome via forbidden tool
+  `issue_refund` before `lookup_order`", "outcome fail on the expected path: different
+  `order.status`".
+
+``agent_report`` computes everything but the reasons from ``RunRows`` (no query);
+``agent_reasons_add`` fills in the groups with one query (the failing agent grades of the
+run); ``run_disagreements`` does both for one run (the review queue's entry point).
+Trajectories are never read here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+from django.db.models.fields.json import KeyTextTransform
+from django.db.models.functions import Substr
+
+from evals.grading.grader_set import STATE_KIND, TRAJECTORY_KIND
+from evals.grading.verdict import (
+    ERRORED,
+    FAIL,
+    MISSING,
+    PASS,
+    PENDING,
+    PIPELINE,
+    case_tally,
+    overall_codes,
+)
+from evals.models import Grade, Run, Trial
+from evals.report.figures import Figures, case_wilson, figures_for
+from evals.report.rows import RunRows, run_rows_get
+from stats.intervals import clustered_rate_interval
+
+RIGHT_OUTCOME_WRONG_PATH = "right_outcome_wrong_path"
+WRONG_OUTCOME_EXPECTED_PATH = "wrong_outcome_expected_path"
+DISAGREEMENT_KINDS = (RIGHT_OUTCOME_WRONG_PATH, WRONG_OUTCOME_EXPECTED_PATH)
+TRIALS_LISTED_PER_GROUP = 20
+GROUPS_LISTED = 20
+REASON_CHARS = 500
+_STATUS = {"ok": PASS, "error": PIPELINE}
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One cell of the overall 2 × 2: ``trials`` in it, and its ``share`` of the trials in
+    the table as the mean of per-case shares with the clustered 95% interval (``low``,
+    ``high``; None when the table is empty)."""
+
+    trials: int
+    share: float | None
+    low: float | None
+    high: float | None
+
+
+@dataclass(frozen=True)
+class CaseAgreement:
+    """One case's 2 × 2: counts ``both_pass``, ``outcome_only`` (right outcome, wrong path),
+    ``path_only`` (wrong outcome, expected path), ``both_fail``; ``left_out`` ok trials with
+    a side errored or missing; ``outcome_rate``/``path_rate``/``disagreement_rate`` with
+    their Wilson 95% intervals (``[low, high]``), None when the case has no trial in the
+    table."""
+
+    case_uuid: str
+    key: str
+    both_pass: int
+    outcome_only: int
+    path_only: int
+    both_fail: int
+    left_out: int
+    outcome_rate: float | None
+    outcome_interval: tuple[float, float]
+    path_rate: float | None
+    path_interval: tuple[float, float]
+    disagreement_rate: float | None
+    disagreement_interval: tuple[float, float]
+
+    @property
+    def disagreements(self) -> int:
+        return self.outcome_only + self.path_only
+
+
+@dataclass(frozen=True)
+class DisagreementTrial:
+    """A trial listed under a disagreement group."""
+
+    trial_uuid: str
+    case_key: str
+    attempt: int
+    reason: str
+
+
+@dataclass(frozen=True)
+class DisagreementGroup:
+    """``count`` trials of ``kind`` sharing ``label``; the first ``TRIALS_LISTED_PER_GROUP``
+    of them in ``trials``; ``trial_ids``: all of them (not in the JSON)."""
+
+    kind: str
+    label: str
+    count: int
+    trials: list[DisagreementTrial] = field(default_factory=list)
+    trial_ids: list[int] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class AgentReport:
+    """The agent block of a run report (module docstring): ``outcome_keys`` and
+    ``path_keys`` (grader keys by kind), ``outcome`` and ``path`` figures, the overall 2 × 2
+    cells (``both_pass``, ``outcome_only``, ``path_only``, ``both_fail``), ``in_table`` and
+    ``left_out`` trial counts, ``cases`` (worst disagreement first), and ``groups`` of
+    disagreements (filled by ``agent_reasons_add``); ``disagreement_ids`` are the trial ids
+    of every disagreement, by kind (not in the JSON)."""
+
+    outcome_keys: list[str]
+    path_keys: list[str]
+    path_gating: bool
+    outcome: Figures
+    path: Figures
+    both_pass: Cell
+    outcome_only: Cell
+    path_only: Cell
+    both_fail: Cell
+    in_table: int
+    left_out: int
+    cases: list[CaseAgreement]
+    groups: list[DisagreementGroup] = field(default_factory=list)
+    disagreement_ids: dict[str, list[int]] = field(default_factory=dict)
+
+    @property
+    def disagreements(self) -> int:
+        return self.outcome_only.trials + self.path_only.trials
+
+    def as_json(self) -> dict[str, Any]:
+        """JSON-safe data for ``run_report --json`` and the API (no trial ids)."""
+        data = asdict(self)
+        data.pop("disagreement_ids")
+        for group in data["groups"]:
+            group.pop("trial_ids")
+        data["disagreements"] = self.disagreements
+        for row, case in zip(data["cases"], self.cases, strict=True):
+            row["disagreements"] = case.disagreements
+        return data
+
+
+def agent_keys(run: Run) -> tuple[list[str], list[str]]:
+    """(outcome keys, path keys): the run's ``state`` and ``trajectory`` graders."""
+    specs = run.grader_set.specs
+    return (
+        [s.key for s in specs if s.kind == STATE_KIND],
+        [s.key for s in specs if s.kind == TRAJECTORY_KIND],
+    )
+
+
+def _side_codes(
+    keys: list[str], grades: list[tuple], trial_ids: np.ndarray, trial_codes: np.ndarray
+) -> np.ndarray:
+    """Per trial, the verdict rule over ``keys``' grades (``overall_codes``)."""
+    per_key = []
+    for key in keys:
+        code = np.where(trial_codes == PASS, MISSING, trial_codes)
+        mine = [g for g in grades if g[1] == key]
+        if mine:
+            pos = np.searchsorted(trial_ids, np.fromiter((g[0] for g in mine), np.int64, len(mine)))
+            values = np.fromiter((g[2] for g in mine), np.int64, len(mine))
+            ok = trial_codes[pos] == PASS
+            code[pos[ok]] = np.where(values[ok] == -1, ERRORED, values[ok])
+        per_key.append(code)
+    return overall_codes(per_key, trial_codes)
+
+
+def _cell(in_cell: np.ndarray, in_table: np.ndarray, case_idx: np.ndarray, n_cases: int) -> Cell:
+    hits = np.bincount(case_idx[in_cell], minlength=n_cases)
+    n = np.bincount(case_idx[in_table], minlength=n_cases)
+    has = n > 0
+    if not has.any():
+        return Cell(int(in_cell.sum()), None, None, None)
+    rate = clustered_rate_interval(hits[has], n[has])
+    return Cell(int(in_cell.sum()), rate.mean, rate.ci_low, rate.ci_high)
+
+
+def _rate(k: int, n: int) -> tuple[float | None, tuple[float, float]]:
+    if not n:
+        return None, (0.0, 1.0)
+    return k / n, case_wilson(k, n)
+
+
+@dataclass(frozen=True)
+class AgentCodes:
+    """Per trial of a run (sorted ``trial_ids``): ``case_idx`` (into ``RunRows.cases``),
+    ``trial_codes`` (PASS for an ok trial, else PIPELINE/PENDING), and the verdict codes of
+    each side: ``outcome`` (the ``state`` graders) and ``path`` (the ``trajectory`` ones)."""
+
+    outcome_keys: list[str]
+    path_keys: list[str]
+    trial_ids: np.ndarray
+    case_idx: np.ndarray
+    trial_codes: np.ndarray
+    outcome: np.ndarray
+    path: np.ndarray
+
+
+def agent_codes(*, run: Run, rows: RunRows) -> AgentCodes | None:
+    """Each trial's outcome and path codes from the run loader's rows (no query); None
+    unless the run has both a ``state`` and a ``trajectory`` grader."""
+    outcome_keys, path_keys = agent_keys(run)
+    if not outcome_keys or not path_keys:
+        return None
+    n_trials = len(rows.trials)
+    case_by_id = {c[0]: i for i, c in enumerate(rows.cases)}
+    trial_ids = np.fromiter((t[0] for t in rows.trials), np.int64, n_trials)
+    order = np.argsort(trial_ids, kind="stable")
+    trial_ids = trial_ids[order]
+    case_idx = np.fromiter((case_by_id[t[1]] for t in rows.trials), np.int64, n_trials)[order]
+    trial_codes = np.fromiter(
+        (_STATUS.get(t[2], PENDING) for t in rows.trials), np.int64, n_trials
+    )[order]
+    wanted = set(outcome_keys) | set(path_keys)
+    grades = [g for g in rows.grades if g[1] in wanted]
+    return AgentCodes(
+        outcome_keys,
+        path_keys,
+        trial_ids,
+        case_idx,
+        trial_codes,
+        _side_codes(outcome_keys, grades, trial_ids, trial_codes),
+        _side_codes(path_keys, grades, trial_ids, trial_codes),
+    )
+
+
+def agent_report(*, run: Run, rows: RunRows, k_max: int) -> AgentReport | None:
+    """The agent block from the run loader's rows (no query), reasons not yet grouped;
+    None unless the run has both a ``state`` and a ``trajectory`` grader. ``k_max``: the
+    largest k of pass@k and pass^k (the report's)."""
+    codes = agent_codes(run=run, rows=rows)
+    if codes is None:
+        return None
+    outcome_keys, path_keys = codes.outcome_keys, codes.path_keys
+    trial_ids, case_idx, trial_codes = codes.trial_ids, codes.case_idx, codes.trial_codes
+    outcome, path = codes.outcome, codes.path
+    n_cases = len(rows.cases)
+    mask = np.ones(n_cases, dtype=bool)
+    outcome_figures = figures_for(
+        "outcome", True, case_tally(outcome, case_idx, n_cases), mask, k_max
+    )
+    path_gating = any(s.gating for s in run.grader_set.specs if s.key in path_keys)
+    path_figures = figures_for(
+        "trajectory", path_gating, case_tally(path, case_idx, n_cases), mask, k_max
+    )
+
+    graded = lambda codes: (codes == PASS) | (codes == FAIL)  # noqa: E731
+    in_table = graded(outcome) & graded(path)
+    ok = trial_codes == PASS
+    cells = {
+        "both_pass": in_table & (outcome == PASS) & (path == PASS),
+        "outcome_only": in_table & (outcome == PASS) & (path == FAIL),
+        "path_only": in_table & (outcome == FAIL) & (path == PASS),
+        "both_fail": in_table & (outcome == FAIL) & (path == FAIL),
+    }
+    counts = {
+        name: np.bincount(case_idx[m], minlength=n_cases).tolist() for name, m in cells.items()
+    }
+    out_count = np.bincount(case_idx[ok & ~in_table], minlength=n_cases).tolist()
+    cases = []
+    for i, (_, c_uuid, c_key, _tags, _hash) in enumerate(rows.cases):
+        bp, oo, po, bf = (counts[n][i] for n in cells)
+        n = bp + oo + po + bf
+        o_rate, o_ci = _rate(bp + oo, n)
+        p_rate, p_ci = _rate(bp + po, n)
+        d_rate, d_ci = _rate(oo + po, n)
+        cases.append(
+            CaseAgreement(
+                str(c_uuid), c_key, bp, oo, po, bf, out_count[i],
+                o_rate, o_ci, p_rate, p_ci, d_rate, d_ci,
+            )
+        )  # fmt: skip
+    cases.sort(key=lambda c: (-(c.disagreement_rate or 0.0), -c.disagreements, c.key))
+    return AgentReport(
+        outcome_keys=outcome_keys,
+        path_keys=path_keys,
+        path_gating=path_gating,
+        outcome=outcome_figures,
+        path=path_figures,
+        in_table=int(in_table.sum()),
+        left_out=int((ok & ~in_table).sum()),
+        cases=cases,
+        disagreement_ids={
+            RIGHT_OUTCOME_WRONG_PATH: trial_ids[cells["outcome_only"]].tolist(),
+            WRONG_OUTCOME_EXPECTED_PATH: trial_ids[cells["path_only"]].tolist(),
+        },
+        **{name: _cell(m, in_table, case_idx, n_cases) for name, m in cells.items()},
+    )
+
+
+def _label(kind: str, groups: list[str]) -> str:
+    text = "; ".join(groups) if groups else "(no reason given)"
+    if kind == RIGHT_OUTCOME_WRONG_PATH:
+        return f"right outcome via {text}"
+    return f"outcome fail on the expected path: {text}"
+
+
+def agent_reasons_add(*, run: Run, report: AgentReport) -> AgentReport:
+    """``report`` with its disagreement ``groups``: one query (the failing ``state`` and
+    ``trajectory`` grades of ``run``'s ok trials, their group text, a reason's first
+    ``REASON_CHARS`` characters, the trial's uuid, attempt and case key). Groups are by kind,
+    then count, largest first (at most ``GROUPS_LISTED`` per kind)."""
+    kind_of = {tid: kind for kind, ids in report.disagreement_ids.items() for tid in ids}
+    if not kind_of:
+        return report
+    side = {RIGHT_OUTCOME_WRONG_PATH: set(report.path_keys)}
+    side[WRONG_OUTCOME_EXPECTED_PATH] = set(report.outcome_keys)
+    rows = (
+        Grade.objects.filter(
+            trial__run_id=run.id,
+            trial__status=Trial.Status.OK,
+            grader__in=[*report.outcome_keys, *report.path_keys],
+            status=Grade.Status.OK,
+            passed=False,
+        )
+        .order_by("trial__case__key", "trial__attempt", "grader")
+        .values_list(
+            "trial_id",
+            "grader",
+            KeyTextTransform("group", "details"),
+            Substr("reason", 1, REASON_CHARS),
+            "trial__uuid",
+            "trial__attempt",
+            "trial__case__key",
+        )
+    )
+    per_trial: dict[int, dict[str, Any]] = {}
+    for tid, grader, group, reason, t_uuid, attempt, case_key in rows:
+        kind = kind_of.get(tid)
+        if kind is None or grader not in side[kind]:
+            continue
+        entry = per_trial.setdefault(
+            tid, {"groups": [], "reasons": [], "trial": (str(t_uuid), case_key, attempt)}
+        )
+        entry["groups"].append(group or reason)
+        entry["reasons"].append(reason)
+    buckets: dict[tuple[str, str], list[tuple[int, DisagreementTrial]]] = {}
+    for tid, kind in kind_of.items():
+        entry = per_trial.get(tid, {"groups": [], "reasons": [], "trial": None})
+        if entry["trial"] is None:
+            continue  # a failing grade replaced since the figures were read
+        t_uuid, case_key, attempt = entry["trial"]
+        label = _label(kind, entry["groups"])
+        buckets.setdefault((kind, label), []).append(
+            (tid, DisagreementTrial(t_uuid, case_key, attempt, "; ".join(entry["reasons"])))
+        )
+    groups: list[DisagreementGroup] = []
+    for kind in DISAGREEMENT_KINDS:
+        mine = sorted(
+            ((label, trials) for (k, label), trials in buckets.items() if k == kind),
+            key=lambda item: (-len(item[1]), item[0]),
+        )
+        for label, trials in mine[:GROUPS_LISTED]:
+            trials.sort(key=lambda t: (t[1].case_key, t[1].attempt))
+            listed = [t for _, t in trials[:TRIALS_LISTED_PER_GROUP]]
+            groups.append(
+                DisagreementGroup(kind, label, len(trials), listed, [tid for tid, _ in trials])
+            )
+    return AgentReport(**{**report.__dict__, "groups": groups})
+
+
+def run_disagreements(*, run: Run) -> AgentReport | None:
+    """The agent block of ``run`` with its groups (the run loader's queries plus one); None
+    for a run without both agent kinds. The review queue sends trials from here."""
+    rows = run_rows_get(run=run)
+    k_max = max(int(run.trials_per_case or 1), 1)
+    report = agent_report(run=run, rows=rows, k_max=k_max)
+    return None if report is None else agent_reasons_add(run=run, report=report)
+
+
+def disagreement_trial_ids(report: AgentReport, *, kind: str = "", label: str = "") -> list[int]:
+    """Trial ids of ``report``'s disagreements: all of them, those of one ``kind``, or those
+    of one group (``kind`` and ``label``, as ``agent_reasons_add`` grouped them)."""
+    if label:
+        return [
+            tid for g in report.groups if g.kind == kind and g.label == label for tid in g.trial_ids
+        ]
+    kinds = [kind] if kind else list(DISAGREEMENT_KINDS)
+    return [tid for k in kinds for tid in report.disagreement_ids.get(k, [])]
+
+
+def _pct(value: float | None) -> str:
+    return "undefined" if value is None else f"{value * 100:.1f}%"
+
+
+def agent_lines(agents: dict | None) -> list[str]:
+    """The agent block (``AgentReport.as_json()``) as terminal lines; none without."""
+    if agents is None:
+        return []
+    lines = []
+    for name, key in (("outcome", "outcome"), ("trajectory", "path")):
+        f = agents[key]
+        rate = f["pass_rate"]
+        gates = "gating" if f["gating"] else "non-gating"
+        hat = ", ".join(
+            f"pass^{p['k']} {_pct(p['pass_hat_k'])}"
+            for p in f["pass_k"]
+            if p["pass_hat_k"] is not None
+        )
+        lines.append(
+            f"{name} ({', '.join(agents[key + '_keys'])}; {gates}): {_pct(rate['mean'])} "
+            f"[{_pct(rate['ci_low'])}, {_pct(rate['ci_high'])}]; {hat}"
+        )
+    cells = (
+        ("outcome pass, trajectory pass", "both_pass"),
+        ("outcome pass, trajectory fail", "outcome_only"),
+        ("outcome fail, trajectory pass", "path_only"),
+        ("outcome fail, trajectory fail", "both_fail"),
+    )
+    lines.append(
+        f"outcome x trajectory ({agents['in_table']} trials; {agents['left_out']} left out, "
+        "a side errored or missing):"
+    )
+    for label, key in cells:
+        c = agents[key]
+        lines.append(
+            f"  {label}: {c['trials']} ({_pct(c['share'])} [{_pct(c['low'])}, {_pct(c['high'])}])"
+        )
+    for g in agents["groups"]:
+        lines.append(f"  {g['count']} x {g['label']}")
+    return lines
