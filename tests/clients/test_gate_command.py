@@ -146,11 +146,12 @@ def test_top_up_waits_for_the_settled_decision(server_url, token):
 
 
 def test_a_run_with_errored_tests_cannot_decide(recorded):
-    # What the plugin sends for a test that raised (pytest_plugin: an errored grade).
+    # What the plugin sends for a test that raised (assay_client.trials: an errored trial).
     trials = _trials(set())
     for trial in trials[:5]:
         del trial["passed"]
-        trial["judge_status"] = "TimeoutError: pipeline timed out"
+        trial["status"] = "error"
+        trial["error_message"] = "TimeoutError: pipeline timed out"
     with AssayClient(recorded["ASSAY_URL"], token=recorded["ASSAY_TOKEN"]) as client:
         client.ingest({"suite": "policy", "run": "broken"}, trials)
     broken = assay_gate("--head", "policy/broken", "--base", "policy/base", env=recorded)

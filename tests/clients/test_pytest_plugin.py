@@ -172,26 +172,31 @@ def test_errors_are_errored_trials_and_skips_are_not_sent(server_url, token, tmp
         tmp_path, "--assay-suite=outcomes", "--assay-run=r", env=client_env(server_url, token)
     )
     assert "8 trials of 8 cases" in session.stdout, session.stdout + session.stderr
-    grades = {
-        t.case.key.removeprefix("test_evals.py::"): t.grades.get(grader="pytest")
-        for t in _trials(Run.objects.get(name="r"))
+    trials = {
+        t.case.key.removeprefix("test_evals.py::"): t for t in _trials(Run.objects.get(name="r"))
     }
-    assert {name: (g.status, g.passed) for name, g in grades.items()} == {
-        "test_passes": (Grade.Status.OK, True),
-        "test_asserts": (Grade.Status.OK, False),
-        "test_calls_fail": (Grade.Status.OK, False),
-        "test_known_failure": (Grade.Status.OK, False),
-        # Never a pass, never a skip, never a plain fail: no verdict.
-        "test_raises": (Grade.Status.ERROR, None),
-        "test_setup_error": (Grade.Status.ERROR, None),
-        "test_setup_assertion": (Grade.Status.ERROR, None),
-        "test_teardown_error": (Grade.Status.ERROR, None),
+    outcomes = {}
+    for name, trial in trials.items():
+        grade = trial.grades.filter(grader="pytest").first()
+        outcomes[name] = (trial.status, None if grade is None else (grade.status, grade.passed))
+    assert outcomes == {
+        "test_passes": (Trial.Status.OK, (Grade.Status.OK, True)),
+        "test_asserts": (Trial.Status.OK, (Grade.Status.OK, False)),
+        "test_calls_fail": (Trial.Status.OK, (Grade.Status.OK, False)),
+        "test_known_failure": (Trial.Status.OK, (Grade.Status.OK, False)),
+        # Never a pass, never a skip, never a plain fail: an errored trial, with no grade.
+        "test_raises": (Trial.Status.ERROR, None),
+        "test_setup_error": (Trial.Status.ERROR, None),
+        "test_setup_assertion": (Trial.Status.ERROR, None),
+        "test_teardown_error": (Trial.Status.ERROR, None),
     }
-    assert grades["test_raises"].reason == "ValueError: unparseable answer"
-    assert grades["test_setup_error"].reason.startswith(
+    assert trials["test_raises"].error_message == "ValueError: unparseable answer"
+    assert trials["test_setup_error"].error_message.startswith(
         "error in setup: RuntimeError: the pipeline's client did not start"
     )
-    assert grades["test_teardown_error"].reason.startswith("error in teardown: OSError")
+    assert trials["test_teardown_error"].error_message.startswith("error in teardown: OSError")
+    assert Run.objects.get(name="r").trials_errored == 4
+    grades = {name: t.grades.filter(grader="pytest").first() for name, t in trials.items()}
     assert "refused the policy" in grades["test_calls_fail"].reason
 
 

@@ -45,7 +45,9 @@ def test_the_worst_phase_wins_and_a_skip_is_no_trial():
     torn.phase_add(PASSED, "passed")
     torn.phase_add(ERRORED, "error in teardown: OSError: x")
     record = torn.record()
-    assert record["judge_status"] == "error in teardown: OSError: x"
+    assert record["status"] == "error"
+    assert record["error_message"] == "error in teardown: OSError: x"
+    assert "judge_status" not in record
     assert "passed" not in record and "reason" not in record
     failed = TrialResult(case="c", attempt=3)
     failed.phase_add(FAILED, "AssertionError: no")

@@ -4,7 +4,9 @@ The rules (docs/ci.md, "pytest plugin"):
 - a test that passes is a passed trial; one whose assertion fails (``AssertionError``, or
   ``pytest.fail``) a failed trial;
 - an error in setup or teardown, or the test raising anything else, is an **errored**
-  trial: its grade has no verdict (never a pass, never a skip, never a fail);
+  trial (ingest ``status: "error"`` with the exception as ``error_message``): it has no
+  grade at all (never a pass, never a skip, never a fail) and counts among the run's errored
+  trials;
 - a skipped test is no trial at all (it was not attempted);
 - the case key is the test's node id without the repeat suffix, so the repeats of a test
   are the attempts of one case (past 200 characters: shortened with a hash, ``case_id``;
@@ -108,8 +110,9 @@ class TrialResult:
         if self.tags and "tags" not in record:
             record["tags"] = sorted(set(self.tags))
         if self.outcome == ERRORED:
-            # No verdict: judge_status makes the grade errored, its value the reason.
-            record["judge_status"] = _reason(self.reason or "errored")
+            # The pipeline failed where it ran: an errored trial, carrying no verdict.
+            record["status"] = "error"
+            record["error_message"] = _reason(self.reason or "errored")
             record.pop("score", None)
         else:
             record["passed"] = self.outcome == PASSED
