@@ -26,6 +26,8 @@ import warnings
 from collections.abc import Iterable
 from pathlib import Path
 
+from celery.exceptions import SecurityWarning
+
 ROOT_WARNING = r"You're running the worker with superuser privileges"
 FILESYSTEM_TRANSPORT = "core.filesystem_broker:Transport"
 FOLDER_OPTIONS = ("data_folder_in", "data_folder_out", "control_folder")
@@ -87,4 +89,4 @@ def worker_root_warning_settle(sender=None, conf=None, **kwargs) -> None:
         uid=os.geteuid(),
     )
     if reason is None:
-        warnings.filterwarnings("ignore", message=ROOT_WARNING)
+        warnings.filterwarnings("ignore", message=ROOT_WARNING, category=SecurityWarning)
