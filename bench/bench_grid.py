@@ -35,6 +35,7 @@ import django  # noqa: E402
 django.setup()
 
 from django.contrib.auth.models import Group, User  # noqa: E402
+from django.core.cache import cache  # noqa: E402
 from django.db import connection  # noqa: E402
 from django.test import Client  # noqa: E402
 from django.test.utils import CaptureQueriesContext, setup_test_environment  # noqa: E402
@@ -88,19 +89,26 @@ def build_run(suite, cases, name, probs, trials_per_case, rng) -> Run:
     return run
 
 
-def measure(client: Client, url: str, repeats: int = 5) -> tuple[float, float, float, int, int]:
+def measure(
+    client: Client, url: str, *, first_view: bool, repeats: int = 5
+) -> tuple[float, float, float, int, int]:
     """(median wall ms, min wall ms, median CPU ms, query count, response bytes) of GET
-    ``url``. CPU time is this process's (the server side and the test client; with SQLite the
-    database work too): on a machine shared with other jobs it is the figure that does not
-    depend on their load."""
+    ``url``; ``first_view``: the cache is cleared before each request (no grid column
+    cached), else each request is a repeat view. CPU time is this process's (the server side
+    and the test client; with SQLite the database work too): on a machine shared with other
+    jobs it is the figure that does not depend on their load."""
     response = client.get(url)
     assert response.status_code == 200, (response.status_code, response.content[:300])
     wall, cpu = [], []
     for _ in range(repeats):
+        if first_view:
+            cache.clear()
         start, start_cpu = time.perf_counter(), time.process_time()
         response = client.get(url)
         wall.append((time.perf_counter() - start) * 1000)
         cpu.append((time.process_time() - start_cpu) * 1000)
+    if first_view:
+        cache.clear()
     with CaptureQueriesContext(connection) as ctx:
         response = client.get(url)
     return (
@@ -112,9 +120,34 @@ def measure(client: Client, url: str, repeats: int = 5) -> tuple[float, float, f
     )
 
 
+def profile(client: Client, url: str) -> None:
+    """Print the top functions (own time and cumulative) of one GET of ``url``, cache
+    cleared first, and of a repeat view."""
+    import cProfile
+    import pstats
+
+    client.get(url)
+    for label in ("first view", "repeat view"):
+        if label == "first view":
+            cache.clear()
+        profiler = cProfile.Profile()
+        profiler.enable()
+        client.get(url)
+        profiler.disable()
+        print(f"--- profile, {label}: {url}")
+        stats = pstats.Stats(profiler).strip_dirs()
+        stats.sort_stats("tottime").print_stats(25)
+        stats.sort_stats("cumulative").print_stats(40)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--trials", type=int, default=3, help="trials per case (default 3)")
+    parser.add_argument(
+        "--profile",
+        action="store_true",
+        help="also profile one first view and one repeat view of the 10-run grid (cProfile)",
+    )
     args = parser.parse_args()
     setup_test_environment()
     old_name = connection.settings_dict["NAME"]
@@ -155,17 +188,23 @@ def main() -> None:
         grid = reverse("evals:suite-grid", args=[suite.uuid])
         history = reverse("evals:case-history", args=[suite.uuid, cases[7].uuid])
         export = reverse("interop:grid-export", args=[suite.uuid])
-        for label, url in (
-            ("grid, last 2 runs", grid + "?last=2"),
-            ("grid, 10 runs, sorted by variance", grid + "?last=10"),
-            ("grid, 10 runs, flaky only", grid + "?last=10&flaky=1"),
-            ("case history (10 runs)", history),
-            ("grid CSV export, 10 runs", export + "?last=10&format=csv"),
+        if args.profile:
+            profile(client, grid + "?last=10")
+        for label, url, first_view in (
+            ("grid, last 2 runs, first view", grid + "?last=2", True),
+            ("grid, last 2 runs, repeat view", grid + "?last=2", False),
+            ("grid, 10 runs, sorted by variance, first view", grid + "?last=10", True),
+            ("grid, 10 runs, sorted by variance, repeat view", grid + "?last=10", False),
+            ("grid, 10 runs, flaky only, first view", grid + "?last=10&flaky=1", True),
+            ("grid, 10 runs, flaky only, repeat view", grid + "?last=10&flaky=1", False),
+            ("case history (10 runs)", history, False),
+            ("grid CSV export, 10 runs, first view", export + "?last=10&format=csv", True),
+            ("grid CSV export, 10 runs, repeat view", export + "?last=10&format=csv", False),
         ):
-            median, best, cpu, queries, size = measure(client, url)
+            median, best, cpu, queries, size = measure(client, url, first_view=first_view)
             print(
                 f"{label}: median {median:.0f} ms wall (min {best:.0f} ms), CPU {cpu:.0f} ms, "
-                f"{queries} queries, {size / 1024:.0f} KiB"
+                f"{queries} queries, {size / 1024:.0f} KiB, load {os.getloadavg()[0]:.1f}"
             )
     finally:
         connection.creation.destroy_test_db(old_name, verbosity=0)

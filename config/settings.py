@@ -191,8 +191,10 @@ else:
     _broker_dir = VAR_DIR / "celery" / "broker"
     _control_dir = VAR_DIR / "celery" / "control"
     # kombu's filesystem transport does not create its folders; the first enqueue would fail.
-    for _folder in (_broker_dir, _control_dir):
-        _folder.mkdir(parents=True, exist_ok=True)
+    # Private to this user (0700): whoever may write a message there makes the worker run it
+    # (core.worker_privileges keeps Celery's superuser warning when they are not private).
+    for _folder in (_broker_dir.parent, _broker_dir, _control_dir):
+        _folder.mkdir(mode=0o700, parents=True, exist_ok=True)
     # A host in the URL (the transport ignores it) keeps kombu from logging "No hostname was
     # supplied" on every command that queues a task.
     CELERY_BROKER_URL = "filesystem://localhost//"

@@ -22,9 +22,14 @@ class CoreConfig(AppConfig):
             weak=False,
         )
 
-        from celery.signals import worker_ready, worker_shutdown  # noqa: PLC0415
+        from celery.signals import celeryd_init, worker_ready, worker_shutdown  # noqa: PLC0415
 
         from core import heartbeat  # noqa: PLC0415
+        from core.worker_privileges import worker_root_warning_settle  # noqa: PLC0415
+
+        celeryd_init.connect(
+            worker_root_warning_settle, dispatch_uid="core.worker_privileges", weak=False
+        )
 
         def worker_started(sender=None, **kwargs) -> None:
             heartbeat.heartbeat_thread_start(hostname=getattr(sender, "hostname", "celery"))

@@ -16,12 +16,20 @@ from collections import defaultdict
 from dataclasses import dataclass
 from decimal import Decimal
 
-from django.db.models import Prefetch
+from django.db.models import Count, Prefetch, Q
 
 from core.errors import DomainError
 from core.ids import uuid_parse
 from evals.models import Grade
-from judges.models import Judge, JudgeApproval, JudgeRun, JudgeVersion, PairwiseVerdict
+from judges.ledger import Spend, spend_get
+from judges.models import (
+    Judge,
+    JudgeApproval,
+    JudgeCallRecord,
+    JudgeRun,
+    JudgeVersion,
+    PairwiseVerdict,
+)
 from judges.pairwise import PairwiseTally, pair_outcome, pairwise_tally
 
 
@@ -278,4 +286,52 @@ def pairwise_judging_get(*, base, head) -> PairwiseJudging:
     return PairwiseJudging(
         versions=versions,
         judge_runs=[(jr, pairwise_tally_get(judge_run=jr)) for jr in judge_runs],
+    )
+
+
+@dataclass(frozen=True)
+class JudgeRunVerdicts:
+    """A (single-run) judge run's verdicts over its trials (``judge_run.trial_ids``), its
+    version's grades under its grader key: ``passed``, ``failed``, ``errored`` (the call or
+    the reply failed: no verdict) and ``not_judged`` (a rung the ladder skipped), and
+    ``spend``, the ledger's record of its judge calls (``judges.ledger.Spend``; None when no
+    call was recorded)."""
+
+    passed: int
+    failed: int
+    errored: int
+    not_judged: int
+    spend: Spend | None
+
+    @property
+    def graded(self) -> int:
+        """Verdicts given (passed + failed): the denominator of the judge's pass rate."""
+        return self.passed + self.failed
+
+    @property
+    def pass_rate(self) -> float | None:
+        """passed / graded; None when nothing was graded (errored and not judged left out)."""
+        return self.passed / self.graded if self.graded else None
+
+
+def judge_run_verdicts_get(*, judge_run: JudgeRun) -> JudgeRunVerdicts:
+    """``JudgeRunVerdicts`` of ``judge_run`` as they stand (a running judge run's are
+    partial). Two queries: the grades' counts and the ledger's calls of this judge run."""
+    ok, err, skipped = Grade.Status.OK, Grade.Status.ERROR, Grade.Status.NOT_JUDGED
+    counts = Grade.objects.filter(
+        trial_id__in=judge_run.trial_ids,
+        grader=judge_run.grader,
+        judge_version_id=judge_run.judge_version_id,
+    ).aggregate(
+        n_passed=Count("id", filter=Q(status=ok, passed=True)),
+        n_failed=Count("id", filter=Q(status=ok, passed=False)),
+        n_errored=Count("id", filter=Q(status=err)),
+        n_not_judged=Count("id", filter=Q(status=skipped)),
+    )
+    return JudgeRunVerdicts(
+        passed=counts["n_passed"],
+        failed=counts["n_failed"],
+        errored=counts["n_errored"],
+        not_judged=counts["n_not_judged"],
+        spend=spend_get(records=JudgeCallRecord.objects.filter(judge_run=judge_run)),
     )

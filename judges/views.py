@@ -219,9 +219,8 @@ def _judge_run_context(judge_run: JudgeRun) -> dict:
 
 
 def _judge_run_progress_response(request: HtmxHttpRequest, judge_run: JudgeRun) -> HttpResponse:
-    html = render_to_string(
-        "judges/fragments/judge_run_progress.html", _judge_run_context(judge_run), request=request
-    )
+    context = {**_judge_run_context(judge_run), "finished_now": judge_run.is_terminal}
+    html = render_to_string("judges/fragments/judge_run_progress.html", context, request=request)
     return HttpResponseStopPolling(html) if judge_run.is_terminal else HttpResponse(html)
 
 
@@ -229,15 +228,23 @@ def _judge_run_progress_response(request: HtmxHttpRequest, judge_run: JudgeRun) 
 @role_required(*VERSION_ROLES)
 def judge_run_detail(request: HtmxHttpRequest, judge_run_id) -> HttpResponse:
     """A judge run: what it grades, its live progress bar (trials graded of trials to
-    grade, polled every 2 s while it runs) and, while it runs, the cancel button."""
+    grade, polled every 2 s while it runs), while it runs the cancel button, and its report
+    (``#judge-run-report``: verdicts and spend), which the progress fragment swaps in once the
+    judge run ends."""
     judge_run = _judge_run_or_404(judge_run_id)
-    return render(request, "judges/judge_run_detail.html", _judge_run_context(judge_run))
+    context = {
+        **_judge_run_context(judge_run),
+        "verdicts": selectors.judge_run_verdicts_get(judge_run=judge_run),
+    }
+    return render(request, "judges/judge_run_detail.html", context)
 
 
 @require_GET
 @role_required(*VERSION_ROLES)
 def judge_run_progress(request: HtmxHttpRequest, judge_run_id) -> HttpResponse:
-    """The progress fragment, polled every 2 s; 286 (stop polling) once it has ended."""
+    """The progress fragment, polled every 2 s; 286 (stop polling) once it has ended, with a
+    one-shot fetch of the judge run's page that swaps its final report in
+    (``#judge-run-report``, ``templates/fragments/swap_final.html``)."""
     return _judge_run_progress_response(request, _judge_run_or_404(judge_run_id))
 
 

@@ -16,9 +16,13 @@ Rules (one place for each):
   is hidden (no counts, no rate; it takes no part in variance, flakiness or change), and so is
   the run-level pass rate and cost against quality of a column whose run holds one.
 - Reads: the run loader for many runs (``evals.report.rows.runs_rows_get`` without per-case
-  usage: three queries whatever the size, one more when judges graded), the runs' usage
-  totals (``runs_usage_totals``), the runs, the baseline and the viewer's blind trials: a
-  query count independent of runs, cases and trials.
+  usage: three queries whatever the size, one more when judges graded) for the columns not
+  in the cache with their usage totals (``runs_usage_totals``), the columns' cache keys
+  (``evals.grid.cache``: two queries), the cases, the runs, the baseline and the viewer's
+  blind trials: a query count independent of runs, cases and trials.
+- Cache: a finished run's column (its cells before blindness and its cost against quality)
+  is cached under a key that moves with every change to its trials, grades, status or
+  grader set (``evals.grid.cache``); blindness and cases are applied fresh on every view.
 """
 
 from __future__ import annotations
@@ -30,13 +34,15 @@ from typing import NamedTuple
 from urllib.parse import urlencode
 
 import numpy as np
+from django.core.cache import cache
 
 from core.errors import DomainError
 from core.ids import uuid_parse
 from evals.baselines import baseline_current
 from evals.blindness import blind_trial_ids
 from evals.comparison.compute import CHANGE_CLASSES, NO_VERDICT, change_class
-from evals.models import Run, Suite
+from evals.grid.cache import GRID_CACHE_SECONDS, grid_column_keys
+from evals.models import Case, Run, Suite
 from evals.report.build import overall_codes_from_rows
 from evals.report.cost_quality import CostQuality, cost_quality
 from evals.report.figures import case_wilson
@@ -211,26 +217,25 @@ def grid_runs_pick(*, suite: Suite, query: GridQuery) -> list[Run]:
 def grid_get(*, suite: Suite, query: GridQuery, viewer) -> Grid:
     """The grid of ``suite`` for ``query`` as ``viewer`` may see it (module rules).
 
-    Queries: runs, baseline, the viewer's blind trials (none for engineers and leads),
-    ``runs_rows_get``'s three without usage (four when judges graded) and one per-run usage
-    sum (``runs_usage_totals``): independent of runs, cases and trials. Raises
-    ``DomainError`` as ``grid_runs_pick``.
+    Queries: runs, baseline, the viewer's blind trials (none for engineers and leads), the
+    columns' cache keys (``evals.grid.cache``: two) and the cases; when a column is not
+    cached (a run not finished, or changed since), ``runs_rows_get``'s three without usage
+    and the usage totals (``runs_usage_totals``), for all such runs together (one more when
+    judges graded): independent of runs, cases and trials. Raises ``DomainError`` as
+    ``grid_runs_pick``.
     """
     runs = grid_runs_pick(suite=suite, query=query)
     baseline = baseline_current(suite=suite)
     blind = blind_trial_ids(viewer)
-    rows_by_run = runs_rows_get(runs=runs, usage=False) if runs else {}
-    totals = runs_usage_totals(runs=runs) if runs else {}
-    cases: dict[int, tuple] = {}
+    built = _columns_get(runs=runs)
+    blind_ids = np.fromiter(blind, dtype=np.int64, count=len(blind)) if blind else None
     per_run: list[dict[int, GridCell]] = []
     columns = []
     hidden_cells = 0
     for run in runs:
-        rows = rows_by_run[run.id]
-        cells, hidden_run = _run_cells(run, rows, blind)
-        hidden_cells += sum(c.hidden for c in cells.values())
-        for case in rows.cases:
-            cases.setdefault(case[0], case)
+        column = built[run.id]
+        cells, hidden = _visible_cells(column, blind_ids)
+        hidden_cells += hidden
         per_run.append(cells)
         columns.append(
             GridColumn(
@@ -240,13 +245,14 @@ def grid_get(*, suite: Suite, query: GridQuery, viewer) -> Grid:
                 status=run.status,
                 is_simulated=run.is_simulated,
                 is_baseline=baseline is not None and baseline.run_id == run.id,
-                hidden=hidden_run,
-                quality=None if hidden_run else _quality(totals[run.id], cells),
+                hidden=bool(hidden),
+                quality=None if hidden else column.quality,
             )
         )
+    cases = _cases_get(suite=suite, ids={i for c in built.values() for i in c.case_ids})
     all_rows = [
-        _row(case, tuple(cells.get(case_id) for cells in per_run))
-        for case_id, case in sorted(cases.items(), key=lambda kv: (kv[1][2], kv[0]))
+        _row(case, tuple(cells.get(case[0]) for cells in per_run))
+        for case in sorted(cases, key=lambda c: (c[2], c[0]))
     ]
     tags = sorted({t for r in all_rows for t in r.tags})
     shown = [
@@ -269,36 +275,98 @@ def grid_get(*, suite: Suite, query: GridQuery, viewer) -> Grid:
     )
 
 
-def _run_cells(run: Run, rows: RunRows, blind: frozenset[int]) -> tuple[dict, bool]:
-    """case id -> ``GridCell`` for one run, and whether the run holds a blind trial."""
+@dataclass(frozen=True)
+class _Column:
+    """One run's column as computed and cached, before blindness: ``case_ids`` (the run's
+    cases), ``cells`` (one ``GridCell`` per case, same order), ``trial_ids`` (its readable
+    trials, ascending) with ``trial_case`` (each one's index into ``case_ids``), and its
+    cost against ``quality`` over every cell."""
+
+    case_ids: tuple[int, ...]
+    cells: tuple[GridCell, ...]
+    trial_ids: np.ndarray
+    trial_case: np.ndarray
+    quality: CostQuality
+
+
+def _columns_get(*, runs: list[Run]) -> dict[int, _Column]:
+    """Run id -> ``_Column`` for ``runs``: finished runs' columns from the cache under the
+    keys of ``grid_column_keys``, the others read (``runs_rows_get``, all at once) and
+    computed, then cached when their run is finished."""
+    if not runs:
+        return {}
+    keys = grid_column_keys(runs=runs)
+    hits = cache.get_many([k for k in keys.values() if k is not None])
+    out = {r.id: hits[keys[r.id]] for r in runs if keys[r.id] in hits}
+    missing = [r for r in runs if r.id not in out]
+    if missing:
+        rows_by_run = runs_rows_get(runs=missing, usage=False)
+        totals = runs_usage_totals(runs=missing)
+        fresh = {}
+        for run in missing:
+            out[run.id] = _column(run, rows_by_run[run.id], totals[run.id])
+            if keys[run.id] is not None:
+                fresh[keys[run.id]] = out[run.id]
+        cache.set_many(fresh, GRID_CACHE_SECONDS)
+    return out
+
+
+def _column(run: Run, rows: RunRows, totals: dict) -> _Column:
+    """One run's ``_Column`` from its rows and usage totals."""
     oc = overall_codes_from_rows(run=run, rows=rows)
     t = oc.tally
-    blind_cases: set[int] = set()
-    if blind:
-        is_blind = np.isin(oc.trial_ids, np.fromiter(blind, dtype=np.int64, count=len(blind)))
-        blind_cases = set(oc.case_idx[is_blind].tolist())
     trials = np.bincount(oc.case_idx, minlength=len(rows.cases)).tolist()
     passed, graded = t.passed.tolist(), t.graded.tolist()
     errored = (t.pipeline_errors + t.grade_errors).tolist()
-    cells = {}
-    for i, case in enumerate(rows.cases):
-        if i in blind_cases:
-            cells[case[0]] = HIDDEN_CELL
-            continue
+    cells = []
+    for i in range(len(rows.cases)):
         p, g = passed[i], graded[i]
         low, high = case_wilson(p, g) if g else (None, None)
-        cells[case[0]] = GridCell(p, g, errored[i], trials[i], p / g if g else None, low, high)
-    return cells, bool(blind_cases)
+        cells.append(GridCell(p, g, errored[i], trials[i], p / g if g else None, low, high))
+    return _Column(
+        case_ids=tuple(c[0] for c in rows.cases),
+        cells=tuple(cells),
+        trial_ids=oc.trial_ids,
+        trial_case=oc.case_idx,
+        quality=_quality(totals, cells),
+    )
 
 
-def _quality(totals: dict, cells: dict[int, GridCell]) -> CostQuality:
-    graded = [c for c in cells.values() if c.graded]
+def _visible_cells(column: _Column, blind_ids: np.ndarray | None) -> tuple[dict, int]:
+    """case id -> ``GridCell`` of ``column`` as the viewer may see it (a case holding a
+    trial of ``blind_ids`` is ``HIDDEN_CELL``), and the number of hidden cells."""
+    cells = dict(zip(column.case_ids, column.cells, strict=True))
+    if blind_ids is None:
+        return cells, 0
+    hidden = set(column.trial_case[np.isin(column.trial_ids, blind_ids)].tolist())
+    for i in hidden:
+        cells[column.case_ids[i]] = HIDDEN_CELL
+    return cells, len(hidden)
+
+
+def _cases_get(*, suite: Suite, ids: set[int]) -> list[tuple]:
+    """``(id, uuid, key, tags)`` of the cases with ``ids``, read fresh (a case's tags are
+    not part of a column's cache key): the suite's cases in one query, and those of ``ids``
+    outside the suite, if any, in one more."""
+    found = [
+        c
+        for c in Case.objects.filter(suite=suite).values_list("id", "uuid", "key", "tags")
+        if c[0] in ids
+    ]
+    others = ids - {c[0] for c in found}
+    if others:
+        found += Case.objects.filter(id__in=others).values_list("id", "uuid", "key", "tags")
+    return found
+
+
+def _quality(totals: dict, cells: list[GridCell]) -> CostQuality:
+    graded = [c for c in cells if c.graded]
     rate = clustered_rate_interval([c.passed for c in graded], [c.graded for c in graded])
     return cost_quality(
         finished=totals["finished"],
         cost_known_usd=totals["cost"],
         cost_unknown=totals["cost_unknown"],
-        passed=sum(c.passed for c in cells.values()),
+        passed=sum(c.passed for c in cells),
         pass_rate=rate.mean,
         pass_rate_low=rate.ci_low,
         pass_rate_high=rate.ci_high,

@@ -7,6 +7,7 @@ other value is a number or a fixed string of this module."""
 from __future__ import annotations
 
 import math
+from functools import lru_cache
 from html import escape
 
 from django import template
@@ -31,10 +32,15 @@ def mark_classes(low: float, high: float) -> str:
     return f"l{start} w{end - start}"
 
 
+@lru_cache(maxsize=4096)
 def cell_html(cell) -> str:
     """One ``<td>``: "—" where the case was not in the run, "hidden" where it is blind for
     the viewer, "n/a" where nothing was graded, else the rate with its interval mark (title:
-    counts, the 95% interval and the errored trials left out)."""
+    counts, the 95% interval and the errored trials left out).
+
+    Memoized: a cell (a ``GridCell``, an immutable named tuple of numbers) has few distinct
+    values in a grid (a few trials per case give a few dozen), and this was a third of the
+    page's time at 20,000 cells."""
     if cell is None:
         return ABSENT
     if cell.hidden:

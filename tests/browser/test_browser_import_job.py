@@ -61,6 +61,7 @@ def test_the_progress_bar_follows_the_import_to_the_new_run(
     section = page.locator("#import-job")
     assert "Waiting for a worker" in section.inner_text()
 
+    page.evaluate("window.__same_document = true")  # gone if the page reloads
     ImportJob.objects.filter(id=job.id).update(status="running")
     caches["progress"].set(_progress_key(job), job.size_bytes // 2)
     page.wait_for_selector("#import-job[data-status=running]")
@@ -72,6 +73,7 @@ def test_the_progress_bar_follows_the_import_to_the_new_run(
     import_job_execute(job_id=job.id)
     page.wait_for_selector("#import-job[data-status=succeeded]")
     assert "Imported 3 trials of 3 cases." in page.locator("#import-job").inner_text()
+    assert page.evaluate("window.__same_document") is True  # its final state, no reload
     page.click("text=Open the run R")
     run = Run.objects.get()
     page.wait_for_url(f"**/runs/{run.uuid}/")

@@ -1,12 +1,15 @@
-"""Live pages (issue 16, point 5): a run page opened while the run is going shows the final
-report when the run ends, without a reload. Same Chromium rule as the other browser tests."""
+"""Live pages (issue 16, point 5): a run page, and a judge run page, opened while the work is
+going show the final report when it ends, without a reload (the import page: see
+test_browser_import_job.py). Same Chromium rule as the other browser tests."""
 
 from __future__ import annotations
 
 import pytest
+from django.urls import reverse
 
-from evals.models import Run
+from evals.models import Grade, Run
 from tests.browser.conftest import log_in
+from tests.judge_builders import make_trials
 from tests.report_builders import add_trial, make_run
 
 pytestmark = [
@@ -38,4 +41,61 @@ def test_the_report_swaps_in_when_the_run_ends_while_the_page_watches(
     page.locator("#run-report").get_by_text("UNIQUE-FAILURE-REASON").first.wait_for(timeout=20_000)
     assert page.evaluate("window.__same_document") is True
     assert page.locator("#run-report").count() == 1  # swapped, not nested
+    assert not page.console_errors
+
+
+def test_a_judge_runs_result_swaps_in_when_it_ends_while_the_page_watches(
+    browser_page, live_server, carol
+):
+    """A judge run in flight (its worker elsewhere: rows written here): its page shows the
+    counts so far; when it ends, the progress poll swaps the final result in, no reload."""
+    from judges.models import JudgeRun  # noqa: PLC0415
+    from judges.versions import judge_version_create  # noqa: PLC0415
+
+    page = browser_page
+    trials = make_trials(["a", "b", "c", "d"], run="judged-live")
+    version, _ = judge_version_create(
+        judge_name="live",
+        kind="rubric",
+        model="judge-model",
+        base_url="http://127.0.0.1:9/v1",
+        prompt_template="",
+        params={},
+        output_schema={},
+    )
+    judge_run = JudgeRun.objects.create(
+        run=trials[0].run,
+        judge_version=version,
+        grader=version.grader_key,
+        status="running",
+        trial_ids=[t.id for t in trials],
+        trials_total=4,
+        trials_graded=0,
+    )
+    log_in(page, live_server, carol.username)
+    page.goto(f"{live_server.url}{reverse('judges:judge-run-detail', args=[judge_run.uuid])}")
+    page.wait_for_selector("#judge-run-report[data-status=running]")
+    assert page.locator('#judge-run-report [data-count="passed"]').inner_text() == "0"
+    page.evaluate("window.__same_document = true")  # gone if the page reloads
+
+    for trial, passed in zip(trials, (True, True, True, False), strict=True):
+        Grade.objects.create(
+            trial=trial,
+            grader=version.grader_key,
+            judge_version=version,
+            passed=passed,
+            score=1.0 if passed else 0.0,
+            reason="r",
+            gating=False,
+        )
+    JudgeRun.objects.filter(id=judge_run.id).update(status="succeeded", trials_graded=4)
+
+    page.wait_for_selector("#judge-run-report[data-status=succeeded]", timeout=20_000)
+    report = page.locator("#judge-run-report")
+    assert report.locator('[data-count="passed"]').inner_text() == "3"
+    assert report.locator('[data-count="failed"]').inner_text() == "1"
+    assert "Result" in report.inner_text() and "75.0% of 4 verdicts" in report.inner_text()
+    assert page.evaluate("window.__same_document") is True
+    assert page.locator("#judge-run-report").count() == 1  # swapped, not nested
+    assert page.locator("#judge-run-progress[data-status=succeeded]").count() == 1
     assert not page.console_errors

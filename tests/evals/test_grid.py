@@ -8,6 +8,7 @@ import json
 
 import pyarrow.parquet as pq
 import pytest
+from django.core.cache import cache
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
@@ -15,15 +16,16 @@ from django.urls import reverse
 from core.errors import DomainError
 from evals.baselines import baseline_set
 from evals.grid.build import GridQuery, grid_get
+from evals.grid.cache import grid_column_keys
 from evals.grid.chart import cost_quality_chart_get
 from evals.grid.history import case_history_get
-from evals.models import Case, Run, Suite
+from evals.models import Case, Grade, Run, Suite, Trial
 from evals.report.selectors import run_report
 from evals.templatetags.grid import mark_classes
 from labeling.models import Label
 from tests.comparison_builders import db_run, judge_version
 from tests.labeling_builders import calibration_set, judged_run
-from tests.report_builders import mixed_run
+from tests.report_builders import add_trial, mixed_run
 
 pytestmark = pytest.mark.django_db
 
@@ -145,6 +147,92 @@ def test_the_query_count_does_not_grow_with_runs_cases_or_trials(carol):
     assert _queries(lambda: case_history_get(case=case, viewer=carol)) == _queries(
         lambda: case_history_get(case=one, viewer=carol)
     )
+
+
+def _cells(grid) -> dict:
+    return {
+        r.key: [(c.passed, c.graded, c.errored, c.trials) if c else None for c in r.cells]
+        for r in grid.rows
+    }
+
+
+def test_a_cold_view_makes_as_many_queries_at_any_size(carol):
+    small = db_run({"a": "P", "b": "F"}, name="s1", suite="small")
+    for i in range(4):
+        db_run({f"k{j}": "PFPF"[: 2 + i % 3] for j in range(12)}, name=f"b{i}", suite="big")
+    big = Suite.objects.get(name="big")
+
+    def cold(suite):
+        def view():
+            cache.clear()
+            return grid_get(suite=suite, query=GridQuery(), viewer=carol)
+
+        return view
+
+    assert _queries(cold(big)) == _queries(cold(small.suite))
+
+
+def test_a_finished_runs_column_is_cached_until_its_trials_or_grades_change(carol):
+    suite, runs = three_runs()
+    cache.clear()
+    cold_count = _count(lambda: grid_get(suite=suite, query=GridQuery(), viewer=carol))
+    warm_count = _count(lambda: grid_get(suite=suite, query=GridQuery(), viewer=carol))
+    assert warm_count < cold_count  # the trials and grades were not read again
+    before = _cells(grid_get(suite=suite, query=GridQuery(), viewer=carol))
+    cache.clear()
+    assert _cells(grid_get(suite=suite, query=GridQuery(), viewer=carol)) == before
+    assert before["a"][2] == (3, 3, 0, 3)
+
+    # A gating grader added after the run finished (a judge run, an import of labels) fails
+    # one trial of case a in r3 and has not graded the other two (missing: not graded): the
+    # cached column is not served.
+    trial = Trial.objects.get(run=runs[2], case__key="a", attempt=1)
+    Grade.objects.create(trial=trial, grader="late", status="ok", passed=False, gating=True)
+    after = _cells(grid_get(suite=suite, query=GridQuery(), viewer=carol))
+    assert after["a"][2] == (0, 1, 0, 3)
+    # A grader outside the set that gates leaves r3's other trials ungraded; r1 and r2 are
+    # served from the cache, unchanged.
+    assert after["b"][2] == (0, 0, 0, 3)
+    assert {k: v[:2] for k, v in after.items()} == {k: v[:2] for k, v in before.items()}
+    # A trial added to a finished run (a top-up round) shows at once too.
+    add_trial(runs[2], "a", 4, grades={"judge": True})
+    assert _cells(grid_get(suite=suite, query=GridQuery(), viewer=carol))["a"][2] == (0, 1, 0, 4)
+    # A case's tags are read fresh, never from the cache.
+    Case.objects.filter(suite=suite, key="c").update(tags=["new-tag"])
+    grid = grid_get(suite=suite, query=GridQuery(tag="new-tag"), viewer=carol)
+    assert [r.key for r in grid.rows] == ["c"]
+
+
+def test_a_run_that_is_not_finished_is_never_cached(carol):
+    suite, runs = three_runs()
+    Run.objects.filter(id=runs[2].id).update(status=Run.Status.RUNNING)
+    running = Run.objects.get(id=runs[2].id)
+    keys = grid_column_keys(runs=[runs[0], running])
+    assert keys[running.id] is None and keys[runs[0].id] is not None
+    grid_get(suite=suite, query=GridQuery(), viewer=carol)
+    # A change no key would see (a grade updated in place) shows while the run runs.
+    Grade.objects.filter(trial__run=running, trial__case__key="a").update(passed=False)
+    assert _cells(grid_get(suite=suite, query=GridQuery(), viewer=carol))["a"][2] == (0, 3, 0, 3)
+
+
+def test_blindness_applies_to_a_column_an_engineer_cached(client, bob, carol):
+    run, version, trials = judged_run(4, judge_fails=2)
+    calibration_set(run, version, trials[:2])
+    seen = grid_get(suite=run.suite, query=GridQuery(), viewer=carol)  # fills the cache
+    assert seen.hidden_cells == 0
+    grid = grid_get(suite=run.suite, query=GridQuery(), viewer=bob)
+    cells = {r.key: r.cells[0] for r in grid.rows}
+    assert cells["c01"].hidden and cells["c02"].hidden and not cells["c03"].hidden
+    assert grid.columns[0].hidden and grid.columns[0].quality is None
+    # and the engineer's next (cached) view still shows every verdict
+    again = grid_get(suite=run.suite, query=GridQuery(), viewer=carol)
+    assert again.hidden_cells == 0 and again.columns[0].quality is not None
+
+
+def _count(fn) -> int:
+    with CaptureQueriesContext(connection) as ctx:
+        fn()
+    return len(ctx.captured_queries)
 
 
 def test_a_case_history_lists_every_run_newest_first_with_its_trials(carol):

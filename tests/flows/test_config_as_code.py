@@ -51,6 +51,9 @@ def _gate(*args, capsys) -> int:
 
 
 def test_the_repository_config_sets_up_a_fresh_database_that_runs_and_gates(tmp_path, capsys):
+    # Fresh: nothing but what migrations create (a CI job's database after `migrate`).
+    assert not Suite.objects.exists() and not JudgeVersion.objects.exists()
+    assert not GraderSetPreset.objects.exists() and not Run.objects.exists()
     with FakeLLM(responder=lambda body: verdict_json("pass")) as llm:
         path = _copy_example(tmp_path, llm.base_url)
         first = _apply(path)

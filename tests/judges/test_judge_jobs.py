@@ -471,13 +471,50 @@ def test_the_judge_run_page_shows_a_live_progress_bar_and_a_cancel_button(client
     assert reverse("judges:judge-run-detail", args=[queued.uuid]) in version_page.content.decode()
 
 
+def test_the_judge_run_report_counts_verdicts_and_swaps_in_once_it_ends(client, carol, queued):
+    """The page's ``#judge-run-report`` counts the version's verdicts on the judge run's
+    trials; the progress fragment asks for it (one-shot swap) only on the poll that sees the
+    end, never while it runs."""
+    _login(client, carol)
+    trials = list(Trial.objects.filter(id__in=queued.trial_ids).order_by("id"))
+    version = queued.judge_version
+    for trial, (status, passed) in zip(
+        trials, [("ok", True), ("ok", False), ("error", None)], strict=True
+    ):
+        Grade.objects.create(
+            trial=trial,
+            grader=queued.grader,
+            judge_version=version,
+            status=status,
+            passed=passed,
+            score=None if passed is None else float(passed),
+            reason="r",
+            gating=False,
+        )
+    detail = reverse("judges:judge-run-detail", args=[queued.uuid])
+    page = client.get(detail).content.decode()
+    assert 'id="judge-run-report"' in page and 'data-count="passed">1<' in page
+    assert 'data-count="failed">1<' in page and 'data-count="errored">1<' in page
+    assert "50.0%" in page  # 1 of 2 verdicts; the errored grade left out
+    progress_url = reverse("judges:judge-run-progress", args=[queued.uuid])
+    running = client.get(progress_url, HTTP_HX_REQUEST="true").content.decode()
+    assert 'hx-select="#judge-run-report"' not in running
+    JudgeRun.objects.filter(id=queued.id).update(status="succeeded", trials_graded=3)
+    ended = client.get(progress_url, HTTP_HX_REQUEST="true")
+    assert ended.status_code == 286
+    body = ended.content.decode()
+    assert f'hx-get="{detail}" hx-trigger="load" hx-select="#judge-run-report"' in body
+    assert 'hx-target="#judge-run-report" hx-swap="outerHTML"' in body
+
+
 def test_the_cancel_button_cancels_and_the_bar_stops_polling(client, carol, queued):
     _login(client, carol)
     url = reverse("judges:judge-run-cancel", args=[queued.uuid])
     response = client.post(url, HTTP_HX_REQUEST="true")
     body = response.content.decode()
     assert response.status_code == 286  # htmx: stop polling
-    assert "hx-trigger" not in body and "Cancel judge run" not in body
+    assert 'hx-trigger="every' not in body and "Cancel judge run" not in body  # no polling
+    assert 'hx-select="#judge-run-report"' in body  # the final report swaps in once
     assert "Cancelled by carol" in body and 'data-status="cancelled"' in body
     queued.refresh_from_db()
     assert (queued.status, queued.cancelled_by) == ("cancelled", carol)

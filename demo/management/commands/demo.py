@@ -13,6 +13,7 @@ worker alongside.
 from __future__ import annotations
 
 import contextlib
+import ipaddress
 import os
 import signal
 import socket
@@ -56,6 +57,18 @@ def _address_free_or_fail(addrport: str) -> None:
             f"--addrport {addrport}: cannot listen there ({exc}); stop what uses it or "
             "choose another, e.g. python manage.py demo --addrport 127.0.0.1:8123"
         ) from exc
+
+
+def _loopback(addrport: str) -> bool:
+    """True when ``addrport`` ("127.0.0.1:8000", "[::1]:8000", "localhost:8000") listens on
+    the loopback interface only."""
+    host = addrport.rpartition(":")[0].strip("[]") or "127.0.0.1"
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 def _group_kill(pgid: int) -> None:
@@ -113,6 +126,11 @@ class Command(BaseCommand):
                 )
             )
             if not opts["no_serve"]:
+                if _loopback(opts["addrport"]):
+                    # Django's "This is a development server" warning is about serving
+                    # others; a demo on this machine's loopback serves no one else. On any
+                    # other address it stays.
+                    os.environ["DJANGO_RUNSERVER_HIDE_WARNING"] = "true"
                 call_command("runserver", opts["addrport"], use_reloader=False)
         finally:
             self._stopping.set()
