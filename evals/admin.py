@@ -6,6 +6,7 @@ display (``list_select_related``). Full outputs are not loaded in change lists.
 
 from django import forms
 from django.contrib import admin
+from django.core.validators import ProhibitNullCharactersValidator
 
 from core.errors import DomainError
 from evals.case_changes import case_edit
@@ -56,6 +57,14 @@ class CaseAdminForm(forms.ModelForm):
     class Meta:
         model = Case
         fields = ["suite", "key", "input", "expected", "context", "tags", "goal_state"]
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        # Django's own NUL check would answer in other words; the rule below says it once.
+        for field in self.fields.values():
+            field.validators = [
+                v for v in field.validators if not isinstance(v, ProhibitNullCharactersValidator)
+            ]
 
     def clean(self):
         data = super().clean()

@@ -30,7 +30,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from django.db import transaction
-from django.db.models import Prefetch, QuerySet, prefetch_related_objects
+from django.db.models import Prefetch, Q, QuerySet, prefetch_related_objects
 from django.utils import timezone
 
 from core.errors import DomainError
@@ -111,8 +111,12 @@ def _current_or_conflict(case: Case) -> Case:
     current = Case.objects.select_for_update().filter(id=case.id, retired_at__isnull=True).first()
     if current is not None:
         return current
-    last = CaseChange.objects.filter(case=case).select_related("by").order_by("-at", "-id").first()
-    last = last or CaseChange.objects.filter(previous=case).select_related("by").first()
+    last = (
+        CaseChange.objects.filter(Q(previous=case) | Q(case=case, action=CaseChange.Action.RETIRED))
+        .select_related("by")
+        .order_by("-at", "-id")
+        .first()
+    )
     who = f" by {last.by.get_username()}" if last is not None and last.by is not None else ""
     raise DomainError(
         f"case {case.key!r} was retired or replaced meanwhile{who}: edit its current version",
