@@ -72,7 +72,6 @@ def case_new(request: HttpRequest) -> HttpResponse:
             request,
             "evals/case_new.html",
             {"form": form, "conflict": conflict, "prefill": None, "trial": trial},
-            status=409 if conflict else 400,
         )
     trial_id, case_id, suite_id = (query_uuid(request, n) for n in ("trial", "case", "suite"))
     trial = case = None
@@ -117,12 +116,7 @@ def case_edit_view(request: HttpRequest, suite_id, case_id) -> HttpResponse:
                     request, SAID[done.action].format(key=done.case.key, suite=suite.name)
                 )
                 return redirect("evals:suite-detail", suite_id=suite.uuid)
-        return render(
-            request,
-            "evals/case_edit.html",
-            {"form": form, "case": case, "suite": suite},
-            status=400,
-        )
+        return render(request, "evals/case_edit.html", {"form": form, "case": case, "suite": suite})
     form = CaseForm(initial=CaseForm.initial_from(case))
     return render(request, "evals/case_edit.html", {"form": form, "case": case, "suite": suite})
 
