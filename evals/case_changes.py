@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.db.models import Prefetch, Q, QuerySet, prefetch_related_objects
 from django.utils import timezone
 
@@ -99,10 +99,24 @@ def case_add(
             return CaseWrite(case=current, action="unchanged")
         if current is not None and not replace:
             raise _conflict_active(suite, spec.key)
-        case = cases_upsert(suite=suite, specs=[spec], by=by, via=via, source_trial=source_trial)[
-            spec.key
-        ]
+        case = _upsert_or_conflict(
+            suite=suite, spec=spec, by=by, via=via, source_trial=source_trial
+        )
     return CaseWrite(case=case, action="replaced" if current is not None else "created")
+
+
+def _upsert_or_conflict(*, suite: Suite, spec: CaseSpec, **kwargs) -> Case:
+    """``cases_upsert`` of one spec; a writer that took the key between our check and our
+    insert (the unique active key refuses the second) is a ``conflict`` on ``key``."""
+    try:
+        with transaction.atomic():
+            return cases_upsert(suite=suite, specs=[spec], **kwargs)[spec.key]
+    except IntegrityError:
+        raise DomainError(
+            f"case {spec.key!r} of {suite.name!r} was just written by someone else: try again",
+            field="key",
+            code="conflict",
+        ) from None
 
 
 def _current_or_conflict(case: Case) -> Case:
@@ -163,7 +177,7 @@ def case_edit(*, case: Case, spec: CaseSpec, by, via: str = "editor") -> CaseWri
                     code="conflict",
                 )
             renamed = {spec.key: current}
-        new = cases_upsert(suite=suite, specs=[spec], by=by, via=via, renamed=renamed)[spec.key]
+        new = _upsert_or_conflict(suite=suite, spec=spec, by=by, via=via, renamed=renamed)
     return CaseWrite(case=new, action="replaced")
 
 
