@@ -324,12 +324,14 @@ def case_spec_parse(raw: object, where: str) -> CaseSpec:
 def suite_config_apply(*, name: str, config: dict, cases: list[CaseSpec]) -> dict:
     """Create or update the suite ``name`` from a config file's ``[suites.NAME]`` table
     (``description``, ``kind``: regression | capability) and make ``cases`` its active cases
-    (``cases_upsert``: same content reused, changed content replaces the old case). Active
-    cases the file does not list are kept and counted (``not_in_file``), unless
+    (``cases_upsert``: same content reused, changed content replaces the old case; new tags
+    on the same content are saved on the case and counted ``retagged``, as the case editor
+    does). Active cases the file does not list are kept and counted (``not_in_file``), unless
     ``retire_missing = true`` retires them (counted in ``retired``): nothing is retired
-    silently. Returns ``{"name", "uuid", "action" (created | unchanged | updated),
-    "cases": {"created", "unchanged", "replaced", "retired", "not_in_file"}}``. Raises
-    DomainError naming ``suites.<name>.<field>``."""
+    silently. Every change is a ``CaseChange`` (via "config"). Returns ``{"name", "uuid",
+    "action" (created | unchanged | updated), "cases": {"created", "unchanged", "retagged",
+    "replaced", "retired", "not_in_file"}}``. Raises DomainError naming
+    ``suites.<name>.<field>``."""
     where = f"suites.{name}"
     unknown = sorted(set(config) - SUITE_FIELDS)
     if unknown:
@@ -362,14 +364,40 @@ def suite_config_apply(*, name: str, config: dict, cases: list[CaseSpec]) -> dic
         action = "updated"
     before = {c.key: c.id for c in Case.objects.active().filter(suite=suite)}
     after = cases_upsert(suite=suite, specs=cases, via="config")
-    counts = {"created": 0, "unchanged": 0, "replaced": 0, "retired": 0, "not_in_file": 0}
+    counts = {
+        "created": 0,
+        "unchanged": 0,
+        "retagged": 0,
+        "replaced": 0,
+        "retired": 0,
+        "not_in_file": 0,
+    }
+    tags = {spec.key: list(spec.tags) for spec in cases}
+    retag: list[tuple[Case, list, list]] = []
     for key, case in after.items():
         if key not in before:
             counts["created"] += 1
-        elif before[key] == case.id:
-            counts["unchanged"] += 1
-        else:
+        elif before[key] != case.id:
             counts["replaced"] += 1
+        elif list(case.tags or []) != tags[key]:
+            # Tags are not content: the case stays, its tags follow the file (recorded).
+            retag.append((case, list(case.tags or []), tags[key]))
+            counts["retagged"] += 1
+        else:
+            counts["unchanged"] += 1
+    for case, _, new_tags in retag:
+        case.tags = new_tags
+        Case.objects.filter(id=case.id).update(tags=new_tags)
+    CaseChange.objects.bulk_create(
+        CaseChange(
+            suite=suite,
+            case=case,
+            action=CaseChange.Action.RETAGGED,
+            via="config",
+            details={"tags": [old_tags, new_tags]},
+        )
+        for case, old_tags, new_tags in retag
+    )
     missing = [case_id for key, case_id in before.items() if key not in after]
     if missing and retire_missing:
         now = timezone.now()
@@ -383,6 +411,8 @@ def suite_config_apply(*, name: str, config: dict, cases: list[CaseSpec]) -> dic
         counts["retired"] = len(missing)
     else:
         counts["not_in_file"] = len(missing)
-    if action == "unchanged" and (counts["created"] or counts["replaced"] or counts["retired"]):
+    if action == "unchanged" and any(
+        counts[k] for k in ("created", "retagged", "replaced", "retired")
+    ):
         action = "updated"
     return {"name": suite.name, "uuid": str(suite.uuid), "action": action, "cases": counts}

@@ -10,7 +10,13 @@ from django.core.exceptions import PermissionDenied
 from core.errors import DomainError
 from core.text import UNSTORABLE
 from evals.case_changes import case_add, case_edit, case_prefill, case_retire, suites_editable_by
-from evals.cases import FIELD_MAX_CHARS, CaseSpec, case_spec_parse, cases_upsert
+from evals.cases import (
+    FIELD_MAX_CHARS,
+    CaseSpec,
+    case_spec_parse,
+    cases_upsert,
+    suite_config_apply,
+)
 from evals.comparison.compute import comparison_get
 from evals.models import Case, CaseChange, Grade, Run, Suite, Trial, content_hash
 
@@ -274,3 +280,20 @@ def test_a_changed_case_does_not_compare_with_its_old_self(suite, carol):
     assert comparison.changed[0].content_hash == new.case.content_hash
     assert [c.key for c in comparison.cases] == ["retagged"]  # tags are not content
     assert not comparison.added and not comparison.removed
+
+
+def test_a_config_file_retags_in_place_and_records_it(db):
+    first = [CaseSpec(key="c1", input="q", expected="a", tags=["x"])]
+    suite_config_apply(name="cfg", config={}, cases=first)
+    case = Case.objects.get()
+    again = suite_config_apply(
+        name="cfg", config={}, cases=[CaseSpec(key="c1", input="q", expected="a", tags=["y"])]
+    )
+    assert again["action"] == "updated" and again["cases"]["retagged"] == 1
+    assert Case.objects.get().id == case.id and Case.objects.get().tags == ["y"]
+    change = CaseChange.objects.get(action="retagged")
+    assert (change.via, change.details) == ("config", {"tags": [["x"], ["y"]]})
+    unchanged = suite_config_apply(
+        name="cfg", config={}, cases=[CaseSpec(key="c1", input="q", expected="a", tags=["y"])]
+    )
+    assert unchanged["action"] == "unchanged" and unchanged["cases"]["unchanged"] == 1
