@@ -13,12 +13,14 @@ from evals.case_changes import case_add, case_edit, case_prefill, case_retire, s
 from evals.cases import (
     FIELD_MAX_CHARS,
     CaseSpec,
+    case_graduate,
     case_spec_parse,
     cases_upsert,
     suite_config_apply,
 )
 from evals.comparison.compute import comparison_get
 from evals.models import Case, CaseChange, Grade, Run, Suite, Trial, content_hash
+from tests.import_helpers import import_bytes, jsonl, record
 
 pytestmark = pytest.mark.django_db
 
@@ -297,3 +299,28 @@ def test_a_config_file_retags_in_place_and_records_it(db):
         name="cfg", config={}, cases=[CaseSpec(key="c1", input="q", expected="a", tags=["y"])]
     )
     assert unchanged["action"] == "unchanged" and unchanged["cases"]["unchanged"] == 1
+
+
+def test_an_import_records_its_cases_with_the_importer(carol):
+    import_bytes(jsonl([record()]), suite="imported", user=carol)
+    change = CaseChange.objects.get()
+    assert (change.action, change.via, change.by) == ("created", "import", carol)
+    assert change.suite.name == "imported"
+
+
+def test_a_graduation_records_the_copy_with_who_graduated_it(carol):
+    capability = Suite.objects.create(name="cap", kind=Suite.Kind.CAPABILITY)
+    regression = Suite.objects.create(name="reg", kind=Suite.Kind.REGRESSION)
+    case = Case.objects.create(suite=capability, key="c1", input="q", goal_state={"g": 1})
+    for name in ("r1", "r2", "r3"):
+        run_on(capability, name, {case: "PP"})
+    graduation = case_graduate(case=case, into_suite=regression, by=carol)
+    copy = graduation.regression_case
+    assert copy.content_hash == case.content_hash and copy.goal_state == {"g": 1}
+    change = CaseChange.objects.get(suite=regression)
+    assert (change.action, change.via, change.by, change.case) == (
+        "created",
+        "graduation",
+        carol,
+        copy,
+    )
