@@ -40,6 +40,7 @@ from evals.models import Case, CaseChange, Suite, Trial
 
 CASE_EDITOR_ROLES = (ENGINEER, LEAD)
 CHANGES_SHOWN = 100  # changes listed on the suite page, newest first
+WRITE_ACTIONS = ("created", "replaced", "retagged", "retired", "unchanged")  # CaseWrite.action
 
 
 @dataclass(frozen=True)

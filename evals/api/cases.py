@@ -24,7 +24,7 @@ from core.api.fields import NoUnknownFields, StrictBooleanField, StrictCharField
 from core.api.permissions import IsRunner
 from core.http import uuid_or_404
 from evals.api.runs import CaseSerializer
-from evals.case_changes import case_add, case_edit, case_retire
+from evals.case_changes import WRITE_ACTIONS, case_add, case_edit, case_retire
 from evals.cases import CaseSpec
 from evals.models import Case, Suite, Trial
 
@@ -85,7 +85,7 @@ class CaseEditInput(CaseInput):
 
 class CaseWriteOutput(serializers.Serializer):
     action = serializers.ChoiceField(
-        choices=["created", "replaced", "retagged", "retired", "unchanged"],
+        choices=list(WRITE_ACTIONS),
         help_text="What the write did: created, replaced (the old case is retired, "
         "``case`` is the new one), retagged (tags saved in place), retired, unchanged.",
     )
