@@ -5,6 +5,7 @@ from drf_spectacular.views import SpectacularAPIView
 from rest_framework.routers import SimpleRouter
 
 from config import api_docs
+from evals.api import cases as cases_api
 from evals.api import comparisons as comparisons_api
 from evals.api import grid as grid_api
 from evals.api import runs as evals_api
@@ -41,6 +42,17 @@ urlpatterns = [
         "suites/<str:suite_id>/grid/export",
         exports_api.GridExportApi.as_view(),
         name="suite-grid-export",
+    ),
+    path("suites/<str:suite_id>/cases", cases_api.SuiteCaseCreateApi.as_view(), name="case-create"),
+    path(
+        "suites/<str:suite_id>/cases/<str:case_id>",
+        cases_api.SuiteCaseApi.as_view(),
+        name="case-edit",
+    ),
+    path(
+        "suites/<str:suite_id>/cases/<str:case_id>/retire",
+        cases_api.SuiteCaseRetireApi.as_view(),
+        name="case-retire",
     ),
     path(
         "suites/<str:suite_id>/cases/<str:case_id>/history",

@@ -274,6 +274,8 @@ SPECTACULAR_SETTINGS = {"TITLE": "Assay API", "VERSION": "1", "SERVE_INCLUDE_SCH
 # Several models have a "status" choice set; name each enum after its model.
 SPECTACULAR_SETTINGS["ENUM_NAME_OVERRIDES"] = {
     "RunStatusEnum": "evals.models.Run.Status",
+    # What a case editor write did (evals.api.cases): named, not the generic "ActionEnum".
+    "CaseWriteActionEnum": "evals.case_changes.WRITE_ACTIONS",
     "TrialStatusEnum": "evals.models.Trial.Status",
     "GradeStatusEnum": "evals.models.Grade.Status",
     "SuiteKindEnum": "evals.models.Suite.Kind",  # Suite.kind and the imports' suite_kind

@@ -67,6 +67,7 @@ def _suite_load(spec: dict) -> Suite:
             expected=case["expected"],
             context=case.get("context", []),
             tags=case["tags"],
+            via="demo",
         )
     return suite
 

@@ -4,12 +4,17 @@ Big foreign keys use ``raw_id_fields`` (no 100k-row dropdowns) and lists join wh
 display (``list_select_related``). Full outputs are not loaded in change lists.
 """
 
+from django import forms
 from django.contrib import admin
+from django.core.validators import ProhibitNullCharactersValidator
 
-from evals.cases import case_upsert
+from core.errors import DomainError
+from evals.case_changes import case_edit
+from evals.cases import CaseSpec, case_spec_check
 from evals.models import (
     Baseline,
     Case,
+    CaseChange,
     Grade,
     GraderSetPreset,
     Graduation,
@@ -21,7 +26,6 @@ from evals.models import (
     TopUp,
     Trial,
     TrialPair,
-    content_hash,
 )
 
 
@@ -46,8 +50,44 @@ class SuiteAdmin(admin.ModelAdmin):
     inlines = [CaseInline]
 
 
+class CaseAdminForm(forms.ModelForm):
+    """The admin's case form checks content by the rule of every path
+    (``evals.cases.case_spec_check``: no NaN, no unstorable text, sizes), on its field."""
+
+    class Meta:
+        model = Case
+        fields = ["suite", "key", "input", "expected", "context", "tags", "goal_state"]
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        # Django's own NUL check would answer in other words; the rule below says it once.
+        for field in self.fields.values():
+            field.validators = [
+                v for v in field.validators if not isinstance(v, ProhibitNullCharactersValidator)
+            ]
+
+    def clean(self):
+        data = super().clean()
+        instance = self.instance
+        spec = CaseSpec(
+            key=data.get("key", instance.key),
+            input=data.get("input", instance.input),
+            expected=data.get("expected", instance.expected),
+            context=data.get("context", instance.context) or [],
+            tags=data.get("tags", instance.tags) or [],
+            goal_state=data.get("goal_state", instance.goal_state),
+        )
+        try:
+            case_spec_check(spec)
+        except DomainError as exc:
+            name = exc.field.split(".")[0].split("[")[0]
+            self.add_error(name if name in self.fields else None, str(exc))
+        return data
+
+
 @admin.register(Case)
 class CaseAdmin(admin.ModelAdmin):
+    form = CaseAdminForm
     list_display = ("key", "suite", "created_at", "retired_at")
     list_filter = ("suite", ("retired_at", admin.EmptyFieldListFilter))
     search_fields = ("key", "suite__name", "content_hash")
@@ -55,29 +95,51 @@ class CaseAdmin(admin.ModelAdmin):
     raw_id_fields = ("suite",)
     readonly_fields = ("uuid", "content_hash", "created_at", "retired_at", "replaced_by")
 
+    def has_add_permission(self, request) -> bool:
+        return False  # new cases: the dashboard's case editor, imports and config files
+
     def get_readonly_fields(self, request, obj=None):
         frozen = ("suite", "key") if obj is not None else ()
-        retired = ("input", "expected", "context", "tags") if obj and obj.retired_at else ()
+        retired = (
+            ("input", "expected", "context", "tags", "goal_state") if obj and obj.retired_at else ()
+        )
         return (*self.readonly_fields, *frozen, *retired)
 
     def save_model(self, request, obj, form, change):
-        """Cases are frozen: a change of content (input, expected, context) retires this
-        case and creates its replacement through ``case_upsert``; a change of tags only is
-        saved in place."""
-        stored = Case.objects.filter(pk=obj.pk).values_list("content_hash", flat=True).first()
-        edited = content_hash(input=obj.input, expected=obj.expected, context=obj.context)
-        if change and obj.retired_at is None and stored != edited:
-            new = case_upsert(
-                suite=obj.suite,
-                key=obj.key,
-                input=obj.input,
-                expected=obj.expected,
-                context=obj.context,
-                tags=obj.tags,
-            )
-            obj.pk, obj.id = new.pk, new.id
+        """Cases are frozen: an edit goes through ``evals.case_changes.case_edit`` (via
+        "admin", recorded with who and when): a change of content (input, expected,
+        context, goal_state) retires this case and creates its replacement; a change of
+        tags only is saved in place."""
+        stored = Case.objects.filter(pk=obj.pk).first()
+        if not change or stored is None or stored.retired_at is not None:
             return
-        super().save_model(request, obj, form, change)
+        spec = CaseSpec(
+            key=stored.key,
+            input=obj.input,
+            expected=obj.expected,
+            context=obj.context or [],
+            tags=obj.tags or [],
+            goal_state=obj.goal_state,
+        )
+        new = case_edit(case=stored, spec=spec, by=request.user, via="admin").case
+        obj.pk, obj.id = new.pk, new.id
+
+
+@admin.register(CaseChange)
+class CaseChangeAdmin(admin.ModelAdmin):
+    """Read-only: the history of the golden set, written by ``evals.cases.cases_upsert`` and
+    ``evals.case_changes``."""
+
+    list_display = ("at", "suite", "case", "action", "via", "by")
+    list_filter = ("action", "via", "suite")
+    list_select_related = ("suite", "case", "by")
+    search_fields = ("case__key",)
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
 
 
 @admin.register(ModelPrice)

@@ -6,6 +6,8 @@ and replacing a case; imports, the API and the suite editor all call them.
 
 from __future__ import annotations
 
+import json
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -14,7 +16,7 @@ from django.utils import timezone
 
 from core.errors import DomainError
 from core.text import UNSTORABLE, contains_unstorable
-from evals.models import Case, Graduation, Suite, content_hash
+from evals.models import Case, CaseChange, Graduation, Suite, content_hash
 from evals.suites import graduation_candidates
 
 
@@ -43,22 +45,34 @@ class CaseSpec:
 
 
 def cases_upsert(
-    *, suite: Suite, specs: list[CaseSpec], retired: list[Case] | None = None
+    *,
+    suite: Suite,
+    specs: list[CaseSpec],
+    retired: list[Case] | None = None,
+    by=None,
+    via: str = "",
+    source_trial=None,
+    renamed: dict[str, Case] | None = None,
 ) -> dict[str, Case]:
     """Make each spec an active case of ``suite``; returns key -> Case.
 
     Per key: no active case -> create; an active case with the same content hash -> reuse it
     unchanged (its tags too: a frozen case keeps its first tags); different content -> retire
     the old case (``retired_at`` = now, ``replaced_by`` = the new case) and create a new one.
-    Keys must be unique within ``specs`` (``ValueError`` otherwise). Three to five queries
-    per call whatever the number of specs; runs inside the caller's transaction.
-    ``retired``, when given, receives every case this call retired (so that an import can
-    say which: no case is retired silently).
+    ``renamed`` (new key -> an active case of ``suite`` under another key) retires that case
+    too, replaced by the spec's case (the case editor's rename; the new key must be free).
+    Keys must be unique within ``specs`` (``ValueError`` otherwise). Every case created is
+    recorded as a ``CaseChange`` (``created``, or ``replaced`` with ``previous``) with ``by``
+    (a user or None), ``via`` (the path: import, config, editor, api, ...) and
+    ``source_trial``. Four to six queries per call whatever the number of specs; runs
+    inside the caller's transaction. ``retired``, when given, receives every case this
+    call retired (so that an import can say which: no case is retired silently).
     """
     keys = [s.key for s in specs]
     if len(set(keys)) != len(keys):
         raise ValueError("cases_upsert: duplicate keys in one call")
     existing = {c.key: c for c in Case.objects.active().filter(suite=suite, key__in=keys)}
+    renamed = renamed or {}
     result: dict[str, Case] = {}
     to_create: list[Case] = []
     to_retire: list[tuple[Case, Case]] = []
@@ -81,6 +95,7 @@ def cases_upsert(
         )
         to_create.append(new)
         result[spec.key] = new
+        old = old if old is not None else renamed.get(spec.key)
         if old is not None:
             to_retire.append((old, new))
     with transaction.atomic():
@@ -93,9 +108,29 @@ def cases_upsert(
                 old.retired_at = now
                 old.replaced_by = new
             Case.objects.bulk_update([old for old, _ in to_retire], ["replaced_by"])
+        previous = {id(new): old for old, new in to_retire}
+        if to_create:
+            CaseChange.objects.bulk_create(
+                _change(new, previous.get(id(new)), by, via, source_trial, now) for new in to_create
+            )
     if retired is not None:
         retired.extend(old for old, _ in to_retire)
     return result
+
+
+def _change(new: Case, old: Case | None, by, via: str, source_trial, at) -> CaseChange:
+    details = {"key": [old.key, new.key]} if old is not None and old.key != new.key else {}
+    return CaseChange(
+        suite_id=new.suite_id,
+        case=new,
+        previous=old,
+        action=CaseChange.Action.REPLACED if old is not None else CaseChange.Action.CREATED,
+        via=via[:40],
+        by=by if by is not None and getattr(by, "is_authenticated", False) else None,
+        at=at,
+        source_trial=source_trial,
+        details=details,
+    )
 
 
 def case_upsert(
@@ -106,10 +141,20 @@ def case_upsert(
     expected: Any = None,
     context: list[dict] | None = None,
     tags: list[str] | None = None,
+    goal_state: Any = None,
+    by=None,
+    via: str = "",
 ) -> Case:
     """Reuse, create or replace one case (rules of ``cases_upsert``); returns the active case."""
-    spec = CaseSpec(key=key, input=input, expected=expected, context=context or [], tags=tags or [])
-    return cases_upsert(suite=suite, specs=[spec])[key]
+    spec = CaseSpec(
+        key=key,
+        input=input,
+        expected=expected,
+        context=context or [],
+        tags=tags or [],
+        goal_state=goal_state,
+    )
+    return cases_upsert(suite=suite, specs=[spec], by=by, via=via)[key]
 
 
 def case_graduate(*, case: Case, into_suite: Suite, by=None):
@@ -159,6 +204,9 @@ def case_graduate(*, case: Case, into_suite: Suite, by=None):
             expected=case.expected,
             context=list(case.context or []),
             tags=list(case.tags or []),
+            goal_state=case.goal_state,
+            by=by,
+            via="graduation",
         )
         graduation, _ = Graduation.objects.get_or_create(
             case=case,
@@ -169,13 +217,91 @@ def case_graduate(*, case: Case, into_suite: Suite, by=None):
 
 
 SUITE_FIELDS = {"description", "kind", "cases", "cases_file", "retire_missing"}
-CASE_FIELDS = {"key", "input", "expected", "context", "tags"}
+CASE_FIELDS = {"key", "input", "expected", "context", "tags", "goal_state"}
+KEY_MAX_CHARS = 200
+TAG_MAX_CHARS = 100
+TAGS_MAX = 50
+# A case field (input, expected, context, goal_state) as compact JSON, at most this many
+# characters: a golden case is a question and its answer, not a data dump.
+FIELD_MAX_CHARS = 200_000
+
+
+def _non_finite_path(value: Any, path: str) -> str | None:
+    """Where the first NaN or Infinity float sits in a parsed value (None when none)."""
+    stack: list[tuple[Any, str]] = [(value, path)]
+    while stack:
+        node, where = stack.pop()
+        if isinstance(node, float) and not math.isfinite(node):
+            return where
+        if isinstance(node, dict):
+            stack.extend((v, f"{where}.{k}") for k, v in node.items())
+        elif isinstance(node, list | tuple):
+            stack.extend((v, f"{where}[{i}]") for i, v in enumerate(node))
+    return None
+
+
+def case_spec_check(spec: CaseSpec, *, where: str = "") -> CaseSpec:
+    """Check a case's wanted content, the same rules on every path (the case editor, "Add
+    as a case", the API, config files): ``key`` a non-empty string of at most
+    ``KEY_MAX_CHARS`` characters, no surrounding spaces; ``input`` a string or a JSON
+    object; ``context`` a list of ``{"id": str, "text": str}``; ``tags`` at most
+    ``TAGS_MAX`` distinct non-empty strings of at most ``TAG_MAX_CHARS``; ``expected`` and
+    ``goal_state`` any JSON (None: none). No NaN or Infinity anywhere (JSON has none),
+    no U+0000 or lone surrogate (``core.text.UNSTORABLE``), and each of input, expected,
+    context and goal_state at most ``FIELD_MAX_CHARS`` characters as compact JSON (code
+    ``too_large``). Returns ``spec``; raises ``DomainError`` naming ``<where>.<field>``
+    (``<field>`` when ``where`` is empty)."""
+
+    def f(name: str) -> str:
+        return f"{where}.{name}" if where else name
+
+    key = spec.key
+    if not isinstance(key, str) or not key.strip():
+        raise DomainError("required, a non-empty string", field=f("key"))
+    if len(key) > KEY_MAX_CHARS:
+        raise DomainError(f"longer than {KEY_MAX_CHARS} characters ({len(key)})", field=f("key"))
+    if key != key.strip():
+        raise DomainError("no spaces before or after a key", field=f("key"))
+    if not isinstance(spec.input, str | dict):
+        raise DomainError("required, a string or a table", field=f("input"))
+    context = spec.context
+    if not isinstance(context, list) or not all(
+        isinstance(d, dict)
+        and set(d) == {"id", "text"}
+        and all(isinstance(v, str) for v in d.values())
+        for d in context
+    ):
+        raise DomainError('expected a list of {id = "...", text = "..."}', field=f("context"))
+    tags = spec.tags
+    if not isinstance(tags, list) or not all(isinstance(t, str) and t.strip() for t in tags):
+        raise DomainError("expected a list of non-empty strings", field=f("tags"))
+    if len(tags) > TAGS_MAX or len(set(tags)) != len(tags):
+        raise DomainError(f"at most {TAGS_MAX} tags, each once", field=f("tags"))
+    long_tag = next((t for t in tags if len(t) > TAG_MAX_CHARS), None)
+    if long_tag is not None:
+        raise DomainError(f"a tag is at most {TAG_MAX_CHARS} characters", field=f("tags"))
+    for name in ("key", "input", "expected", "context", "tags", "goal_state"):
+        value = getattr(spec, name)
+        if contains_unstorable(value):
+            raise DomainError(UNSTORABLE, field=f(name))
+        bad = _non_finite_path(value, f(name))
+        if bad is not None:
+            raise DomainError("NaN and Infinity are not valid JSON: give a number", field=bad)
+    for name in ("input", "expected", "context", "goal_state"):
+        size = len(json.dumps(getattr(spec, name), ensure_ascii=False, separators=(",", ":")))
+        if size > FIELD_MAX_CHARS:
+            raise DomainError(
+                f"{size:,} characters as JSON; at most {FIELD_MAX_CHARS:,}",
+                field=f(name),
+                code="too_large",
+            )
+    return spec
 
 
 def case_spec_parse(raw: object, where: str) -> CaseSpec:
     """One case declared in a config file or a cases file: ``{key, input, expected?,
-    context?, tags?}``, strictly typed (no coercion). Raises DomainError naming
-    ``<where>.<field>``."""
+    context?, tags?, goal_state?}``, strictly typed (no coercion), checked by
+    ``case_spec_check``. Raises DomainError naming ``<where>.<field>``."""
     if not isinstance(raw, dict):
         raise DomainError("expected a table {key, input, ...}", field=where)
     unknown = sorted(set(raw) - CASE_FIELDS)
@@ -183,42 +309,29 @@ def case_spec_parse(raw: object, where: str) -> CaseSpec:
         raise DomainError(
             f"unknown field (known: {sorted(CASE_FIELDS)})", field=f"{where}.{unknown[0]}"
         )
-    key = raw.get("key")
-    if not isinstance(key, str) or not key.strip():
-        raise DomainError("required, a non-empty string", field=f"{where}.key")
-    if len(key) > 200:
-        raise DomainError(f"longer than 200 characters ({len(key)})", field=f"{where}.key")
-    if not isinstance(raw.get("input"), str | dict):
-        raise DomainError("required, a string or a table", field=f"{where}.input")
-    context = raw.get("context", [])
-    if not isinstance(context, list) or not all(
-        isinstance(d, dict)
-        and set(d) == {"id", "text"}
-        and all(isinstance(v, str) for v in d.values())
-        for d in context
-    ):
-        raise DomainError('expected a list of {id = "...", text = "..."}', field=f"{where}.context")
-    tags = raw.get("tags", [])
-    if not isinstance(tags, list) or not all(isinstance(t, str) and t for t in tags):
-        raise DomainError("expected a list of non-empty strings", field=f"{where}.tags")
-    for name in ("key", "input", "expected", "context", "tags"):
-        if contains_unstorable(raw.get(name)):
-            raise DomainError(UNSTORABLE, field=f"{where}.{name}")
-    return CaseSpec(
-        key=key, input=raw["input"], expected=raw.get("expected"), context=context, tags=tags
+    spec = CaseSpec(
+        key=raw.get("key"),
+        input=raw.get("input"),
+        expected=raw.get("expected"),
+        context=raw.get("context", []),
+        tags=raw.get("tags", []),
+        goal_state=raw.get("goal_state"),
     )
+    return case_spec_check(spec, where=where)
 
 
 @transaction.atomic
 def suite_config_apply(*, name: str, config: dict, cases: list[CaseSpec]) -> dict:
     """Create or update the suite ``name`` from a config file's ``[suites.NAME]`` table
     (``description``, ``kind``: regression | capability) and make ``cases`` its active cases
-    (``cases_upsert``: same content reused, changed content replaces the old case). Active
-    cases the file does not list are kept and counted (``not_in_file``), unless
+    (``cases_upsert``: same content reused, changed content replaces the old case; new tags
+    on the same content are saved on the case and counted ``retagged``, as the case editor
+    does). Active cases the file does not list are kept and counted (``not_in_file``), unless
     ``retire_missing = true`` retires them (counted in ``retired``): nothing is retired
-    silently. Returns ``{"name", "uuid", "action" (created | unchanged | updated),
-    "cases": {"created", "unchanged", "replaced", "retired", "not_in_file"}}``. Raises
-    DomainError naming ``suites.<name>.<field>``."""
+    silently. Every change is a ``CaseChange`` (via "config"). Returns ``{"name", "uuid",
+    "action" (created | unchanged | updated), "cases": {"created", "unchanged", "retagged",
+    "replaced", "retired", "not_in_file"}}``. Raises DomainError naming
+    ``suites.<name>.<field>``."""
     where = f"suites.{name}"
     unknown = sorted(set(config) - SUITE_FIELDS)
     if unknown:
@@ -250,21 +363,56 @@ def suite_config_apply(*, name: str, config: dict, cases: list[CaseSpec]) -> dic
         suite.save(update_fields=["description", "kind"])
         action = "updated"
     before = {c.key: c.id for c in Case.objects.active().filter(suite=suite)}
-    after = cases_upsert(suite=suite, specs=cases)
-    counts = {"created": 0, "unchanged": 0, "replaced": 0, "retired": 0, "not_in_file": 0}
+    after = cases_upsert(suite=suite, specs=cases, via="config")
+    counts = {
+        "created": 0,
+        "unchanged": 0,
+        "retagged": 0,
+        "replaced": 0,
+        "retired": 0,
+        "not_in_file": 0,
+    }
+    tags = {spec.key: list(spec.tags) for spec in cases}
+    retag: list[tuple[Case, list, list]] = []
     for key, case in after.items():
         if key not in before:
             counts["created"] += 1
-        elif before[key] == case.id:
-            counts["unchanged"] += 1
-        else:
+        elif before[key] != case.id:
             counts["replaced"] += 1
+        elif list(case.tags or []) != tags[key]:
+            # Tags are not content: the case stays, its tags follow the file (recorded).
+            retag.append((case, list(case.tags or []), tags[key]))
+            counts["retagged"] += 1
+        else:
+            counts["unchanged"] += 1
+    for case, _, new_tags in retag:
+        case.tags = new_tags
+        Case.objects.filter(id=case.id).update(tags=new_tags)
+    CaseChange.objects.bulk_create(
+        CaseChange(
+            suite=suite,
+            case=case,
+            action=CaseChange.Action.RETAGGED,
+            via="config",
+            details={"tags": [old_tags, new_tags]},
+        )
+        for case, old_tags, new_tags in retag
+    )
     missing = [case_id for key, case_id in before.items() if key not in after]
     if missing and retire_missing:
-        Case.objects.filter(id__in=missing).update(retired_at=timezone.now())
+        now = timezone.now()
+        Case.objects.filter(id__in=missing).update(retired_at=now)
+        CaseChange.objects.bulk_create(
+            CaseChange(
+                suite=suite, case_id=case_id, action=CaseChange.Action.RETIRED, via="config", at=now
+            )
+            for case_id in missing
+        )
         counts["retired"] = len(missing)
     else:
         counts["not_in_file"] = len(missing)
-    if action == "unchanged" and (counts["created"] or counts["replaced"] or counts["retired"]):
+    if action == "unchanged" and any(
+        counts[k] for k in ("created", "retagged", "replaced", "retired")
+    ):
         action = "updated"
     return {"name": suite.name, "uuid": str(suite.uuid), "action": action, "cases": counts}

@@ -6,12 +6,14 @@ import json
 from typing import Any
 
 from django import forms
+from django.db.models import QuerySet
 from django.urls import reverse_lazy
 
 from core.bounds import INT_MAX, INT_MIN
 from core.errors import DomainError
 from core.strict_json import json_loads_strict
 from core.text import unstorable_refuse
+from evals.cases import CaseSpec
 from evals.grading.graders import parse_grader_specs
 from evals.models import GraderSetPreset, Run, Suite, TargetPreset
 from evals.runner.start import DEFAULT_TRIALS_PER_CASE, MAX_TRIALS_PER_CASE
@@ -225,3 +227,161 @@ class RunFilterForm(forms.Form):
         empty_label="All suites",
     )
     status = forms.ChoiceField(choices=[("", "Any status"), *Run.Status.choices], required=False)
+
+
+INPUT_FORMATS = [("text", "Text"), ("json", "JSON object")]
+EXPECTED_FORMATS = [("none", "None"), ("text", "Text"), ("json", "JSON value")]
+
+
+def _form_text(raw: str) -> str:
+    """A textarea's value as typed: browsers send line breaks as CRLF, which is not what the
+    user (or the trial the form was prefilled from) wrote."""
+    return raw.replace("\r\n", "\n")
+
+
+def _json_any(raw: str, *, field: str) -> Any:
+    """``raw`` parsed as one strict JSON value (``core.strict_json.json_loads_strict``: no
+    NaN, no key twice); ``ValidationError`` naming ``field`` (and line, column) otherwise.
+    ``"false"`` is the string false, ``false`` the boolean."""
+    try:
+        return json_loads_strict(raw)
+    except json.JSONDecodeError as exc:
+        raise forms.ValidationError(
+            f"{field}: not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})"
+        ) from exc
+    except ValueError as exc:  # a key twice, NaN/Infinity
+        raise forms.ValidationError(f"{field}: {exc}") from exc
+
+
+def _json_pretty(value: Any) -> str:
+    return json.dumps(value, indent=2, ensure_ascii=False)
+
+
+class CaseForm(forms.Form):
+    """A case's content as a person edits it: the case editor, "New case" and "Add as a
+    case". ``cleaned_data["spec"]`` is an ``evals.cases.CaseSpec`` (checked by the service,
+    ``evals.cases.case_spec_check``, the same rule as the API and config files).
+
+    ``input`` is text, or a JSON object when ``input_format`` is json; ``expected`` none,
+    text, or any JSON value (``expected_format``); ``context`` a JSON list of ``{"id",
+    "text"}``; ``tags`` separated by commas; ``goal_state`` JSON (empty: none). With
+    ``suites`` (a queryset: the suites the user may edit) the form has a ``suite`` choice,
+    ``replace`` (replace an active case holding this key with other content: an explicit
+    choice, never silent) and ``source_trial``; without, it edits a case of a known suite.
+    """
+
+    suite = forms.ModelChoiceField(queryset=Suite.objects.none(), to_field_name="uuid")
+    key = forms.CharField(max_length=200, help_text="Unique among the suite's active cases.")
+    input_format = forms.ChoiceField(choices=INPUT_FORMATS, initial="text", label="Input is")
+    input = forms.CharField(strip=False, widget=forms.Textarea(attrs={"rows": 6}))
+    expected_format = forms.ChoiceField(
+        choices=EXPECTED_FORMATS, initial="text", label="Expected answer is"
+    )
+    expected = forms.CharField(
+        strip=False,
+        required=False,
+        label="Expected answer",
+        widget=forms.Textarea(attrs={"rows": 6}),
+        help_text='As JSON, "false" is the text false and false the boolean.',
+    )
+    context = forms.CharField(
+        required=False,
+        initial="[]",
+        label="Context documents (JSON list)",
+        widget=forms.Textarea(attrs={"rows": 3, "class": "mono"}),
+        help_text='e.g. [{"id": "doc-1", "text": "..."}]',
+    )
+    tags = forms.CharField(required=False, help_text="Separated by commas.")
+    goal_state = forms.CharField(
+        required=False,
+        label="Goal state (JSON, agent cases)",
+        widget=forms.Textarea(attrs={"rows": 3, "class": "mono"}),
+        help_text="The world's wanted final state after an agent's run; empty for none.",
+    )
+    replace = forms.BooleanField(
+        required=False,
+        label="Replace the active case with this key",
+        help_text="Only when the key is taken by a case with other content: that case is "
+        "retired and this one replaces it.",
+    )
+    source_trial = forms.UUIDField(required=False, widget=forms.HiddenInput)
+
+    def __init__(self, *args, suites: QuerySet | None = None, **kwargs):
+        super().__init__(*args, **kwargs)
+        if suites is None:
+            for name in ("suite", "replace", "source_trial"):
+                del self.fields[name]
+        else:
+            self.fields["suite"].queryset = suites
+
+    @staticmethod
+    def initial_from(spec) -> dict[str, Any]:
+        """The form's initial values for a ``CaseSpec`` (or a ``Case``)."""
+        expected = spec.expected
+        return {
+            "key": spec.key,
+            "input_format": "text" if isinstance(spec.input, str) else "json",
+            "input": spec.input if isinstance(spec.input, str) else _json_pretty(spec.input),
+            "expected_format": "none"
+            if expected is None
+            else ("text" if isinstance(expected, str) else "json"),
+            "expected": ""
+            if expected is None
+            else (expected if isinstance(expected, str) else _json_pretty(expected)),
+            "context": _json_pretty(list(spec.context or [])),
+            "tags": ", ".join(spec.tags or []),
+            "goal_state": "" if spec.goal_state is None else _json_pretty(spec.goal_state),
+        }
+
+    def clean_input(self) -> str:
+        return _form_text(self.cleaned_data["input"])
+
+    def clean_expected(self) -> str:
+        return _form_text(self.cleaned_data["expected"])
+
+    def clean_context(self) -> list:
+        raw = self.cleaned_data["context"].strip()
+        value = _json_any(raw, field="context") if raw else []
+        if not isinstance(value, list):
+            raise forms.ValidationError("context: expected a JSON list")
+        return value
+
+    def clean_tags(self) -> list[str]:
+        return [t.strip() for t in self.cleaned_data["tags"].split(",") if t.strip()]
+
+    def clean_goal_state(self) -> Any:
+        raw = self.cleaned_data["goal_state"].strip()
+        return _json_any(raw, field="goal_state") if raw else None
+
+    def clean(self) -> dict:
+        data = super().clean()
+        if self.errors:
+            return data
+        value = data["input"]
+        if data["input_format"] == "json":
+            try:
+                value = _json_any(value, field="input")
+            except forms.ValidationError as exc:
+                self.add_error("input", exc)
+                return data
+            if not isinstance(value, dict):
+                self.add_error("input", "input: a JSON input is an object {...}")
+                return data
+        expected = data["expected"]
+        if data["expected_format"] == "none":
+            expected = None
+        elif data["expected_format"] == "json":
+            try:
+                expected = _json_any(expected, field="expected")
+            except forms.ValidationError as exc:
+                self.add_error("expected", exc)
+                return data
+        data["spec"] = CaseSpec(
+            key=data["key"],
+            input=value,
+            expected=expected,
+            context=data["context"],
+            tags=data["tags"],
+            goal_state=data["goal_state"],
+        )
+        return data

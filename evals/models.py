@@ -590,3 +590,47 @@ class IngestKey(models.Model):
 
     def __str__(self) -> str:
         return self.key
+
+
+class CaseChange(models.Model):
+    """One change to a suite's golden set, with who made it and when (written only by
+    ``evals.cases.cases_upsert`` and the case editor's services in ``evals.case_changes``).
+
+    ``action``: ``created`` (a new key), ``replaced`` (new content or a new key for an active
+    case: ``previous`` is the case it retired, ``case`` the new one), ``retagged`` (tags only,
+    saved in place: tags are not content, see ``evals.case_changes``), ``retired``.
+    ``via`` names the path (editor, api, import, config, admin, graduation, ...);
+    ``source_trial`` the trial a case was added from ("Add as a case"); ``details`` holds
+    ``{"tags": [old, new]}`` for a retag and ``{"key": [old, new]}`` for a rename.
+    Rows are only ever added, never edited.
+    """
+
+    class Action(models.TextChoices):
+        CREATED = "created", "created"
+        REPLACED = "replaced", "replaced"
+        RETAGGED = "retagged", "retagged"
+        RETIRED = "retired", "retired"
+
+    uuid = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
+    suite = models.ForeignKey(Suite, on_delete=models.CASCADE, related_name="case_changes")
+    case = models.ForeignKey(Case, on_delete=models.CASCADE, related_name="changes")
+    previous = models.ForeignKey(
+        Case, null=True, blank=True, on_delete=models.SET_NULL, related_name="changes_as_previous"
+    )
+    action = models.CharField(max_length=20, choices=Action.choices)
+    via = models.CharField(max_length=40, blank=True)
+    by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    at = models.DateTimeField(default=timezone.now, db_index=True)
+    source_trial = models.ForeignKey(
+        "Trial", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    details = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        ordering = ["-at", "-id"]
+        indexes = [models.Index(fields=["suite", "-at"], name="casechange_suite_at")]
+
+    def __str__(self) -> str:
+        return f"{self.action} {self.case_id}"

@@ -1,5 +1,6 @@
 from django.urls import path
 
+from evals.views import cases as views_cases
 from evals.views import comparison as views_comparison
 from evals.views import grid as views_grid
 from evals.views import runs as views
@@ -17,6 +18,17 @@ urlpatterns = [
     path("runs/<uuid:run_id>/cases/<uuid:case_id>/", views.run_case, name="run-case"),
     path("trials/<uuid:trial_id>/", views.trial_detail, name="trial-detail"),
     path("suites/<uuid:suite_id>/", views_suite.suite_detail, name="suite-detail"),
+    path("cases/new/", views_cases.case_new, name="case-new"),
+    path(
+        "suites/<uuid:suite_id>/cases/<uuid:case_id>/edit/",
+        views_cases.case_edit_view,
+        name="case-edit",
+    ),
+    path(
+        "suites/<uuid:suite_id>/cases/<uuid:case_id>/retire/",
+        views_cases.case_retire_view,
+        name="case-retire",
+    ),
     path(
         "suites/<uuid:suite_id>/cases/<uuid:case_id>/graduate/",
         views_suite.case_graduate,

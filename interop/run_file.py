@@ -254,7 +254,7 @@ def _judge_versions(data: dict) -> dict[str, JudgeVersion]:
     return out
 
 
-def _cases(suite: Suite, cases: list, retired: list[Case] | None = None) -> list[Case]:
+def _cases(suite: Suite, cases: list, retired: list[Case] | None = None, by=None) -> list[Case]:
     """Each file case as a case of ``suite``: an existing case (active or retired) with the
     same key and content is reused; otherwise ``cases_upsert`` creates it (replacing an
     active case with that key, as every import does)."""
@@ -283,7 +283,11 @@ def _cases(suite: Suite, cases: list, retired: list[Case] | None = None) -> list
         if old is None or (old.retired_at is not None and c.retired_at is None):
             existing[(c.key, c.content_hash)] = c  # the active one wins, else the oldest
     missing = [s for s in specs if (s.key, s.content_hash) not in existing]
-    created = cases_upsert(suite=suite, specs=missing, retired=retired) if missing else {}
+    created = (
+        cases_upsert(suite=suite, specs=missing, retired=retired, by=by, via="import")
+        if missing
+        else {}
+    )
     return [existing.get((s.key, s.content_hash)) or created[s.key] for s in specs]
 
 
@@ -374,7 +378,7 @@ def run_import(
     versions = _judge_versions(data)
     file_cases = _need(data, "cases", "file")
     retired_cases: list[Case] = []
-    cases = _cases(suite, file_cases, retired_cases)
+    cases = _cases(suite, file_cases, retired_cases, by)
     if retired is not None:
         retired.extend(c.key for c in retired_cases)
     user = by if by is not None and getattr(by, "is_authenticated", False) else None

@@ -78,12 +78,14 @@ class CaseSerializer(serializers.ModelSerializer):
             "expected",
             "context",
             "tags",
+            "goal_state",
             "content_hash",
             "created_at",
             "retired_at",
         ]
         extra_kwargs = _help(
             fields,
+            goal_state="An agent case's wanted final state (any JSON), null for none.",
             key="Case key, unique among the suite's active cases.",
             input="String or JSON object given to the target.",
             expected="Expected answer (any JSON) or null.",

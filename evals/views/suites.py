@@ -15,6 +15,7 @@ from core.errors import DomainError
 from core.http import RUNNER_ROLES, VIEWER_ROLES, role_required
 from core.ids import uuid_parse
 from evals.baselines import baseline_set as baseline_set_service
+from evals.case_changes import case_changes_attach, case_changes_list
 from evals.cases import case_graduate as case_graduate_service
 from evals.comparison.compute import detectable_drop_get
 from evals.models import Case, Run, Suite
@@ -24,10 +25,12 @@ from evals.suites import power_sentence, suite_page_get
 @require_GET
 @role_required(*VIEWER_ROLES)
 def suite_detail(request: HttpRequest, suite_id) -> HttpResponse:
-    """The suite page: cases, pass rate per run over time (chart with interval bars), the
-    current baseline and its history, the minimum detectable drop, graduation candidates."""
+    """The suite page: cases (each with its changes) and the latest changes to the golden set,
+    pass rate per run over time (chart with interval bars), the current baseline and its
+    history, the minimum detectable drop, graduation candidates."""
     suite = get_object_or_404(Suite, uuid=suite_id)
     page = suite_page_get(suite=suite)
+    case_changes_attach(cases=page.active_cases)
     return render(
         request,
         "evals/suite_detail.html",
@@ -36,6 +39,7 @@ def suite_detail(request: HttpRequest, suite_id) -> HttpResponse:
             "suite": suite,
             "chart_data": [p.chart_row() for p in page.runs],
             "power": _suite_power(page),
+            "changes": case_changes_list(suite=suite),
         },
     )
 

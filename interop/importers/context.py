@@ -133,7 +133,9 @@ class ImportContext:
         """``evals.cases.cases_upsert`` into this import's suite, recording in the summary
         the keys of the cases it retired."""
         retired: list = []
-        out = cases_upsert(suite=self.suite, specs=specs, retired=retired)
+        out = cases_upsert(
+            suite=self.suite, specs=specs, retired=retired, by=self._user_or_none(), via="import"
+        )
         self.summary.retired_cases.extend(c.key for c in retired)
         return out
 

@@ -8,7 +8,7 @@ from django.contrib import admin
 from django.contrib.auth.models import User
 from django.urls import reverse
 
-from evals.models import Case, Grade, Run, Suite, Trial
+from evals.models import Case, CaseChange, Grade, Run, Suite, Trial
 
 
 def test_every_model_of_the_three_apps_is_in_the_admin():
@@ -83,3 +83,38 @@ def test_editing_only_a_case_s_tags_in_the_admin_keeps_the_case(client):
     assert Case.objects.count() == 1
     case.refresh_from_db()
     assert case.tags == ["x", "y"] and case.retired_at is None
+
+
+@pytest.mark.django_db
+def test_editing_a_goal_state_in_the_admin_is_a_new_case_recorded_with_who(client):
+    suite = Suite.objects.create(name="s")
+    old = Case.objects.create(suite=suite, key="c1", input="q", expected="a", goal_state={"a": 1})
+    root = User.objects.create_superuser("root", password="pw-root-123")
+    client.force_login(root)
+    url = reverse("admin:evals_case_change", args=[old.pk])
+    data = {"input": '"q"', "expected": '"a"', "context": "[]", "tags": "[]"}
+    response = client.post(url, {**data, "goal_state": '{"a": 2}'})
+    assert response.status_code == 302, response.content[:2000]
+    old.refresh_from_db()
+    new = Case.objects.active().get(suite=suite, key="c1")
+    assert old.replaced_by == new and new.goal_state == {"a": 2}
+    change = CaseChange.objects.get(case=new)
+    assert (change.action, change.via, change.by, change.previous) == (
+        "replaced",
+        "admin",
+        root,
+        old,
+    )
+
+
+@pytest.mark.django_db
+def test_the_admin_refuses_nan_and_unstorable_text_by_the_rule_of_every_path(client):
+    suite = Suite.objects.create(name="s")
+    case = Case.objects.create(suite=suite, key="c1", input="q", expected="a")
+    client.force_login(User.objects.create_superuser("root", password="pw-root-123"))
+    url = reverse("admin:evals_case_change", args=[case.pk])
+    data = {"input": '"q"', "context": "[]", "tags": "[]", "goal_state": ""}
+    for expected, says in (('{"n": NaN}', "NaN"), ('"a\\u0000"', "U+0000")):
+        response = client.post(url, {**data, "expected": expected})
+        assert response.status_code == 200 and says in response.content.decode()
+    assert Case.objects.get().expected == "a" and Case.objects.count() == 1

@@ -65,6 +65,7 @@ def test_the_repository_config_sets_up_a_fresh_database_that_runs_and_gates(tmp_
                 "cases": {
                     "created": 5,
                     "unchanged": 0,
+                    "retagged": 0,
                     "replaced": 0,
                     "retired": 0,
                     "not_in_file": 0,

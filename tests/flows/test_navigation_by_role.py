@@ -52,6 +52,13 @@ def test_no_link_leads_a_role_to_a_page_it_may_not_open(client, alice, bob, caro
         bad = {url: code for url, code in seen.items() if code in (403, 500)}
         assert not bad, f"{user.username} is shown links to {bad}"
         assert len(seen) >= 8, seen  # the crawl really went somewhere
+        # The case editor ("Add as a case", "New case", edit): engineers and leads only.
+        editor = {u for u in seen if u.startswith("/cases/new/") or u.endswith("/edit/")}
+        if user == bob:
+            assert not editor, editor
+        else:
+            assert any("?trial=" in u for u in editor), sorted(seen)
+            assert any(u.endswith("/edit/") for u in editor), sorted(seen)
         client.logout()
 
 

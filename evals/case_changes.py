@@ -1,0 +1,284 @@
+"""Growing the golden set: adding a case (from scratch, or from a trial, a comparison case or an
+imported record), editing it and retiring it, each change recorded with who and when.
+
+Rules (one place for each):
+- Who: engineers and leads (``CASE_EDITOR_ROLES``). Roles are project-wide
+  (``core.roles``): an engineer may edit the cases of every suite, a reviewer of none
+  (``suites_editable_by``).
+- Cases are frozen by their content hash (input, expected, context, goal_state). Every write
+  of content goes through ``evals.cases.cases_upsert``, which decides between reuse, create
+  and replace, and records the ``CaseChange``:
+  - adding a case whose key is free creates it; the same content under that key already
+    active changes nothing; different content under an active key is a conflict (code
+    ``conflict``, field ``key``) unless the caller chose ``replace`` (retire + create):
+    never a silent replacement;
+  - editing content or the key retires the case and creates its replacement
+    (``replaced_by``); a new key must be free;
+  - editing only the tags saves them on the case in place (``retagged``): tags are not
+    content, so the case still pairs with its past runs in comparisons and keeps one row in
+    the grid, and the change is recorded with the old and new tags. The run report of an
+    older run then slices by the new tags (tags describe the case, not the run);
+  - retiring sets ``retired_at`` (a compare-and-set: retiring twice is a conflict).
+- A changed case is a new case with a new content hash, so a comparison of a run on the old
+  case with a run on the new one lists it under "changed content" and leaves it out of the
+  test (``evals.comparison.compute``): it never compares with its old self.
+- Hostile text is refused the same way on every path (``evals.cases.case_spec_check``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from django.db import IntegrityError, transaction
+from django.db.models import Prefetch, Q, QuerySet, prefetch_related_objects
+from django.utils import timezone
+
+from core.errors import DomainError
+from core.roles import ENGINEER, LEAD, role_require, user_has_role
+from evals.cases import CaseSpec, case_spec_check, cases_upsert
+from evals.models import Case, CaseChange, Suite, Trial
+
+CASE_EDITOR_ROLES = (ENGINEER, LEAD)
+CHANGES_SHOWN = 100  # changes listed on the suite page, newest first
+WRITE_ACTIONS = ("created", "replaced", "retagged", "retired", "unchanged")  # CaseWrite.action
+
+
+@dataclass(frozen=True)
+class CaseWrite:
+    """What a write did: ``case`` is the active case now (the retired one for a retire);
+    ``action`` one of created, replaced, retagged, retired, unchanged."""
+
+    case: Case
+    action: str
+
+
+def user_may_edit_cases(user) -> bool:
+    """True when ``user`` may add, edit and retire cases (engineers and leads)."""
+    return user_has_role(user, *CASE_EDITOR_ROLES)
+
+
+def suites_editable_by(user) -> QuerySet[Suite]:
+    """The suites whose cases ``user`` may change, by name: every suite for an engineer or a
+    lead (roles are project-wide), none for anyone else."""
+    if not user_may_edit_cases(user):
+        return Suite.objects.none()
+    return Suite.objects.order_by("name")
+
+
+def _conflict_active(suite: Suite, key: str) -> DomainError:
+    return DomainError(
+        f"{suite.name!r} already has an active case {key!r} with different content: "
+        "replace it (the old case is retired) or choose another key",
+        field="key",
+        code="conflict",
+    )
+
+
+def case_add(
+    *,
+    suite: Suite,
+    spec: CaseSpec,
+    by,
+    via: str = "editor",
+    source_trial: Trial | None = None,
+    replace: bool = False,
+) -> CaseWrite:
+    """Add ``spec`` as a case of ``suite`` ("New case", "Add as a case"); ``source_trial``
+    records where it came from. Returns ``CaseWrite`` with action ``created``, ``replaced``
+    (``replace`` was chosen and an active case with this key had other content: it is
+    retired) or ``unchanged`` (that content is already the active case under this key: no
+    write). Raises ``PermissionDenied`` for a user who is not an engineer or lead,
+    ``DomainError`` from ``case_spec_check``, and a ``conflict`` on ``key`` when the key
+    holds different content and ``replace`` is false."""
+    role_require(by, *CASE_EDITOR_ROLES, action="Adding a case")
+    case_spec_check(spec)
+    with transaction.atomic():
+        current = (
+            Case.objects.select_for_update().filter(suite=suite, key=spec.key).active().first()
+        )
+        if current is not None and current.content_hash == spec.content_hash:
+            return CaseWrite(case=current, action="unchanged")
+        if current is not None and not replace:
+            raise _conflict_active(suite, spec.key)
+        case = _upsert_or_conflict(
+            suite=suite, spec=spec, by=by, via=via, source_trial=source_trial
+        )
+    return CaseWrite(case=case, action="replaced" if current is not None else "created")
+
+
+def _upsert_or_conflict(*, suite: Suite, spec: CaseSpec, **kwargs) -> Case:
+    """``cases_upsert`` of one spec; a writer that took the key between our check and our
+    insert (the unique active key refuses the second) is a ``conflict`` on ``key``."""
+    try:
+        with transaction.atomic():
+            return cases_upsert(suite=suite, specs=[spec], **kwargs)[spec.key]
+    except IntegrityError:
+        raise DomainError(
+            f"case {spec.key!r} of {suite.name!r} was just written by someone else: try again",
+            field="key",
+            code="conflict",
+        ) from None
+
+
+def _current_or_conflict(case: Case) -> Case:
+    """``case`` locked for this transaction while still active; a conflict naming who
+    changed it otherwise (an edit made from a stale page never overwrites a newer one)."""
+    current = Case.objects.select_for_update().filter(id=case.id, retired_at__isnull=True).first()
+    if current is not None:
+        return current
+    last = (
+        CaseChange.objects.filter(Q(previous=case) | Q(case=case, action=CaseChange.Action.RETIRED))
+        .select_related("by")
+        .order_by("-at", "-id")
+        .first()
+    )
+    who = f" by {last.by.get_username()}" if last is not None and last.by is not None else ""
+    raise DomainError(
+        f"case {case.key!r} was retired or replaced meanwhile{who}: edit its current version",
+        field="case",
+        code="conflict",
+    )
+
+
+def case_edit(*, case: Case, spec: CaseSpec, by, via: str = "editor") -> CaseWrite:
+    """Edit the active ``case`` into ``spec`` (same suite). New content or a new key retires
+    it and creates its replacement (action ``replaced``; ``replaced_by`` set, recorded with
+    ``previous``); new tags only are saved in place (``retagged``, recorded with the old and
+    new tags); nothing new is ``unchanged`` (no write). Raises ``PermissionDenied`` for a
+    user who is not an engineer or lead, ``DomainError`` from ``case_spec_check``, a
+    ``conflict`` on ``case`` when it is no longer active, and a ``conflict`` on ``key`` when
+    a new key is held by another active case."""
+    role_require(by, *CASE_EDITOR_ROLES, action="Editing a case")
+    case_spec_check(spec)
+    with transaction.atomic():
+        current = _current_or_conflict(case)
+        suite = current.suite
+        if spec.key == current.key and spec.content_hash == current.content_hash:
+            if list(spec.tags) == list(current.tags or []):
+                return CaseWrite(case=current, action="unchanged")
+            old_tags = list(current.tags or [])
+            current.tags = list(spec.tags)
+            Case.objects.filter(id=current.id).update(tags=current.tags)
+            CaseChange.objects.create(
+                suite=suite,
+                case=current,
+                action=CaseChange.Action.RETAGGED,
+                via=via,
+                by=by,
+                details={"tags": [old_tags, current.tags]},
+            )
+            return CaseWrite(case=current, action="retagged")
+        renamed = {}
+        if spec.key != current.key:
+            if Case.objects.active().filter(suite=suite, key=spec.key).exists():
+                raise DomainError(
+                    f"{suite.name!r} already has an active case {spec.key!r}: choose another "
+                    "key (or retire that case first)",
+                    field="key",
+                    code="conflict",
+                )
+            renamed = {spec.key: current}
+        new = _upsert_or_conflict(suite=suite, spec=spec, by=by, via=via, renamed=renamed)
+    return CaseWrite(case=new, action="replaced")
+
+
+def case_retire(*, case: Case, by, via: str = "editor") -> CaseWrite:
+    """Retire the active ``case`` (a compare-and-set on ``retired_at``) and record it.
+    Runs that asked it keep their trials; new runs no longer ask it. Raises
+    ``PermissionDenied`` for a user who is not an engineer or lead and a ``conflict`` on
+    ``case`` when it is already retired."""
+    role_require(by, *CASE_EDITOR_ROLES, action="Retiring a case")
+    with transaction.atomic():
+        now = timezone.now()
+        done = Case.objects.filter(id=case.id, retired_at__isnull=True).update(retired_at=now)
+        if not done:
+            raise DomainError(
+                f"case {case.key!r} is already retired", field="case", code="conflict"
+            )
+        case.retired_at = now
+        CaseChange.objects.create(
+            suite_id=case.suite_id,
+            case=case,
+            action=CaseChange.Action.RETIRED,
+            via=via,
+            by=by,
+            at=now,
+        )
+    return CaseWrite(case=case, action="retired")
+
+
+# Reads -----------------------------------------------------------------------------------
+
+
+def case_changes_list(*, suite: Suite, limit: int = CHANGES_SHOWN) -> list[CaseChange]:
+    """The latest ``limit`` changes to ``suite``'s cases, newest first, with their case,
+    previous case, author and source trial (and its run) joined: one query."""
+    return list(
+        CaseChange.objects.filter(suite=suite)
+        .select_related("case", "previous", "by", "source_trial__run")
+        .order_by("-at", "-id")[:limit]
+    )
+
+
+def case_changes_attach(*, cases: list[Case]) -> list[Case]:
+    """``cases`` with ``changes`` prefetched (newest first, author and previous case joined):
+    one query more whatever their number. Returns ``cases``."""
+    prefetch_related_objects(
+        cases,
+        Prefetch(
+            "changes",
+            queryset=CaseChange.objects.select_related("by", "previous").order_by("-at", "-id"),
+        ),
+    )
+    return cases
+
+
+@dataclass(frozen=True)
+class CasePrefill:
+    """What "Add as a case" starts from: the suite proposed (``None``: let the user pick),
+    a proposed key and the case's content; ``source_trial`` the trial it came from."""
+
+    suite: Suite | None
+    spec: CaseSpec
+    source_trial: Trial | None = None
+    expected_from: str = ""  # "the trial's output", "the case's expected answer" or ""
+
+
+def case_prefill(*, trial: Trial | None = None, case: Case | None = None) -> CasePrefill:
+    """The prefilled form of "Add as a case". From a ``trial`` (executed or imported): its
+    case's input, context and tags, the trial's output as the expected answer (the case's
+    expected when the trial errored or has no output), the trial's final state as the goal
+    state (else the case's), and the key ``<case key>-<first 8 hex of the trial id>``.
+    From a ``case`` (a comparison case): a copy of it under ``<key>-copy``. Neither: empty."""
+    if trial is not None:
+        source = trial.case
+        output_usable = trial.status == Trial.Status.OK and trial.output != ""
+        return CasePrefill(
+            suite=trial.run.suite,
+            spec=CaseSpec(
+                key=f"{source.key}-{trial.uuid.hex[:8]}"[-200:],
+                input=source.input,
+                expected=trial.output if output_usable else source.expected,
+                context=list(source.context or []),
+                tags=list(source.tags or []),
+                goal_state=trial.final_state
+                if trial.final_state is not None
+                else source.goal_state,
+            ),
+            source_trial=trial,
+            expected_from="the trial's output" if output_usable else "the case's expected answer",
+        )
+    if case is not None:
+        return CasePrefill(
+            suite=case.suite,
+            spec=CaseSpec(
+                key=f"{case.key}-copy"[-200:],
+                input=case.input,
+                expected=case.expected,
+                context=list(case.context or []),
+                tags=list(case.tags or []),
+                goal_state=case.goal_state,
+            ),
+            expected_from="the case's expected answer",
+        )
+    return CasePrefill(suite=None, spec=CaseSpec(key="", input=""))

@@ -1,0 +1,136 @@
+"""HTML views of the case editor: "New case" / "Add as a case" (from a trial, executed or
+imported, or from a comparison's case), editing a case and retiring it. Thin: the form
+parses, one service of ``evals.case_changes`` writes, a ``DomainError`` shows on its field.
+
+Permissions (the cast in tests/conftest.py): engineers and leads only
+(``evals.case_changes.CASE_EDITOR_ROLES``); reviewers and outsiders get 403 and are shown
+no link here.
+"""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_http_methods, require_POST
+
+from core.errors import DomainError
+from core.http import form_error, query_uuid, role_required
+from evals.case_changes import (
+    CASE_EDITOR_ROLES,
+    case_add,
+    case_edit,
+    case_prefill,
+    case_retire,
+    suites_editable_by,
+)
+from evals.forms import CaseForm
+from evals.models import Case, Suite, Trial
+
+SAID = {
+    "created": "Case {key} added to {suite}.",
+    "replaced": "Case {key} saved: the old case is retired and replaced by this one.",
+    "retagged": "Tags of case {key} saved (tags are not content: the case is the same).",
+    "unchanged": "Nothing changed: case {key} already has this content.",
+}
+
+
+@require_http_methods(["GET", "POST"])
+@role_required(*CASE_EDITOR_ROLES)
+def case_new(request: HttpRequest) -> HttpResponse:
+    """A new case of a suite the user may edit. GET prefills it from ``?trial=<uuid>`` (a
+    trial, executed or imported: its output as the expected answer), ``?case=<uuid>`` (a
+    case, e.g. from a comparison) or ``?suite=<uuid>`` (an empty case of that suite); POST
+    saves it through ``evals.case_changes.case_add`` and goes to the suite page."""
+    suites = suites_editable_by(request.user)
+    if request.method == "POST":
+        form = CaseForm(request.POST, suites=suites)
+        trial, conflict = None, False
+        if form.is_valid():
+            data = form.cleaned_data
+            if data.get("source_trial"):
+                trial = Trial.objects.filter(uuid=data["source_trial"]).first()
+            try:
+                done = case_add(
+                    suite=data["suite"],
+                    spec=data["spec"],
+                    by=request.user,
+                    source_trial=trial,
+                    replace=data["replace"],
+                )
+            except DomainError as exc:
+                form_error(form, exc)
+                # The key holds other content: the page offers the explicit choice.
+                conflict = exc.code == "conflict" and exc.field == "key"
+            else:
+                suite = data["suite"]
+                messages.success(
+                    request, SAID[done.action].format(key=done.case.key, suite=suite.name)
+                )
+                return redirect("evals:suite-detail", suite_id=suite.uuid)
+        return render(
+            request,
+            "evals/case_new.html",
+            {"form": form, "conflict": conflict, "prefill": None, "trial": trial},
+        )
+    trial_id, case_id, suite_id = (query_uuid(request, n) for n in ("trial", "case", "suite"))
+    trial = case = None
+    if trial_id:
+        trial = Trial.objects.select_related("run__suite", "case").filter(uuid=trial_id).first()
+        if trial is None:
+            raise Http404("No such trial.")
+    elif case_id:
+        case = get_object_or_404(Case.objects.select_related("suite"), uuid=case_id)
+    prefill = case_prefill(trial=trial, case=case)
+    initial = CaseForm.initial_from(prefill.spec)
+    suite = prefill.suite or (Suite.objects.filter(uuid=suite_id).first() if suite_id else None)
+    if suite is not None and suites.filter(id=suite.id).exists():
+        initial["suite"] = suite
+    if trial is not None:
+        initial["source_trial"] = trial.uuid
+    form = CaseForm(initial=initial, suites=suites)
+    return render(
+        request,
+        "evals/case_new.html",
+        {"form": form, "prefill": prefill, "trial": trial, "source_case": case},
+    )
+
+
+@require_http_methods(["GET", "POST"])
+@role_required(*CASE_EDITOR_ROLES)
+def case_edit_view(request: HttpRequest, suite_id, case_id) -> HttpResponse:
+    """Edit an active case of a suite: GET shows it; POST saves through
+    ``evals.case_changes.case_edit`` (new content or key: retire + create; tags only: in
+    place) and goes back to the suite page. A retired case is shown, not editable."""
+    suite = get_object_or_404(Suite, uuid=suite_id)
+    case = get_object_or_404(Case.objects.select_related("suite"), uuid=case_id, suite=suite)
+    if request.method == "POST":
+        form = CaseForm(request.POST)
+        if form.is_valid():
+            try:
+                done = case_edit(case=case, spec=form.cleaned_data["spec"], by=request.user)
+            except DomainError as exc:
+                form_error(form, exc)
+            else:
+                messages.success(
+                    request, SAID[done.action].format(key=done.case.key, suite=suite.name)
+                )
+                return redirect("evals:suite-detail", suite_id=suite.uuid)
+        return render(request, "evals/case_edit.html", {"form": form, "case": case, "suite": suite})
+    form = CaseForm(initial=CaseForm.initial_from(case))
+    return render(request, "evals/case_edit.html", {"form": form, "case": case, "suite": suite})
+
+
+@require_POST
+@role_required(*CASE_EDITOR_ROLES)
+def case_retire_view(request: HttpRequest, suite_id, case_id) -> HttpResponse:
+    """Retire an active case (``evals.case_changes.case_retire``); back to the suite page."""
+    suite = get_object_or_404(Suite, uuid=suite_id)
+    case = get_object_or_404(Case, uuid=case_id, suite=suite)
+    try:
+        case_retire(case=case, by=request.user)
+    except DomainError as exc:
+        messages.error(request, str(exc))
+    else:
+        messages.success(request, f"Case {case.key} retired: new runs no longer ask it.")
+    return redirect("evals:suite-detail", suite_id=suite.uuid)
