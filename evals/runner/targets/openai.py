@@ -3,9 +3,11 @@
 Why several clients: one httpx 0.28 ``AsyncClient`` slows sharply above ~16 concurrent
 connections (measured on the shared mock: 18% of concurrency/latency at 64 in flight and
 15 CPU-s per 1,000 calls), because every request scans the whole connection pool. So the
-target shards: ``ceil(concurrency / 16)`` clients, each capped at ≤ 16 connections, picks
+target shards: ``ceil(concurrency / 8)`` clients, each capped at ≤ 8 connections, picks
 the least-loaded one per request, and bounds the total with one ``asyncio.Semaphore``.
-See bench/bench_target_client.py and bench/RESULTS-targets.md.
+See bench/bench_target_client.py and bench/RESULTS-targets.md. Each pool event scans its
+client's connections (httpcore checks every idle one's socket), so 8 per client rather than
+16 cut the call thread's CPU by about a quarter (bench/README.md, worker CPU, issue 17).
 
 Failures never raise (see ``base.py``): every call ends as a ``TargetResult``, errored
 with a kind first (``rate_limited``, ``server_error 503``, ``timeout``,
@@ -53,7 +55,7 @@ from core.errors import DomainError
 from core.placeholders import placeholder_list, placeholders_check
 from evals.runner.targets.base import CaseInput, TargetResult, result_storable
 
-MAX_CONNECTIONS_PER_CLIENT = 16
+MAX_CONNECTIONS_PER_CLIENT = 8
 # The placeholders of a target's prompt template (``$name``, see ``core.placeholders``).
 TEMPLATE_FIELDS = ("input", "expected", "key", "context", "tags", "attempt")
 # The ones that differ from case to case: a template needs one of them, or every case is
