@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from io import StringIO
+from pathlib import Path
 
 import pytest
 from django.core.management import CommandError, call_command
@@ -139,3 +143,28 @@ def test_it_names_the_bad_field_of_a_target_or_grader_file(suite, tmp_path):
     with pytest.raises(CommandError, match="not valid JSON"):
         call_command("run_suite", "smoke", "--target", str(not_json))
     assert Run.objects.count() == 0
+
+
+def test_its_import_path_loads_neither_pandas_nor_scipy(tmp_path):
+    # The command that waits stays small (issue 17): Django set up and the command loaded, as
+    # `manage.py run_suite ... --wait` does, in a fresh interpreter (this one has them).
+    code = (
+        "import sys, django; django.setup(); "
+        "import evals.management.commands.run_suite; "
+        "print(sorted({m.split('.')[0] for m in sys.modules} & {'pandas', 'scipy'}))"
+    )
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "config.settings",
+        "DEBUG": "true",
+        "ASSAY_VAR_DIR": str(tmp_path),
+        "PYTHONPATH": str(Path(__file__).resolve().parents[2]),
+    }
+    env.pop("REDIS_URL", None)
+
+    done = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=False
+    )
+
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "[]"

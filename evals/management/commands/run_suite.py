@@ -26,6 +26,10 @@ from evals.runner.start import DEFAULT_TRIALS_PER_CASE, run_publish_warning, run
 
 EXIT_SUCCEEDED, EXIT_FAILED, EXIT_OTHER = 0, 1, 2
 
+# How often ``--wait`` looks at the run, seconds: one primary-key read of its status, so
+# the command exits within this of the run's end (bench/bench_start.py).
+WAIT_POLL_S = 0.05
+
 SIMULATED_TARGET = {"kind": "simulated", "model": "simulated", "seed": 1234}
 
 
@@ -144,8 +148,9 @@ class Command(DomainCommand):
         deadline = time.monotonic() + opts["timeout"]
         run.refresh_from_db()
         while not _settled(run) and time.monotonic() < deadline:
-            time.sleep(0.5)
-            run.refresh_from_db()
+            time.sleep(WAIT_POLL_S)
+            if _status(run) in Run.TERMINAL:
+                run.refresh_from_db()
         self._report(run, opts, waited=True)
         if run.status == Run.Status.SUCCEEDED:
             code = EXIT_SUCCEEDED
@@ -179,6 +184,11 @@ class Command(DomainCommand):
         )
         if summary["error_message"]:
             self.stdout.write(summary["error_message"])
+
+
+def _status(run: Run) -> str | None:
+    """The run's stored status (one primary-key read of one column)."""
+    return Run.objects.filter(id=run.id).values_list("status", flat=True).first()
 
 
 def _settled(run: Run) -> bool:
