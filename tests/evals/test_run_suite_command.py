@@ -13,6 +13,7 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from config.celery import app
+from evals.management.commands import run_suite
 from evals.models import Case, Run, Suite, Trial
 
 pytestmark = pytest.mark.django_db(transaction=True, serialized_rollback=True)
@@ -168,3 +169,23 @@ def test_its_import_path_loads_neither_pandas_nor_scipy(tmp_path):
 
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip() == "[]"
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize(
+    ("suite_name", "expected_code"),
+    [("smoke", 0), ("no-such-suite", 1)],
+)
+def test_from_the_command_line_it_leaves_at_once_with_its_exit_code(
+    suite, tmp_path, monkeypatch, suite_name, expected_code
+):
+    # run_from_argv (manage.py's path) ends the process with os._exit once done; stub it.
+    left: list[int] = []
+    monkeypatch.setattr(run_suite, "_exit_now", left.append)
+    graders = write_json(tmp_path, "g.json", GRADERS)
+
+    run_suite.Command().run_from_argv(
+        ["manage.py", "run_suite", suite_name, "--simulated", "--graders", graders, "--json"]
+    )
+
+    assert left == [expected_code]
