@@ -391,6 +391,9 @@ class OpenAITarget:
         api_key = os.environ.get(config.api_key_env)
         if api_key:
             headers["Authorization"] = f"Bearer {api_key}"
+        # The endpoint as one absolute URL, parsed once: a relative one is parsed and merged
+        # with the client's base URL on every request (CPU per trial, issue 17).
+        self._url = httpx.URL(f"{config.base_url}/chat/completions")
         n_clients = math.ceil(config.concurrency / MAX_CONNECTIONS_PER_CLIENT)
         per_client = math.ceil(config.concurrency / n_clients)
         self.shards: list[_Shard] = [
@@ -500,7 +503,7 @@ class OpenAITarget:
         shard = self._shard()
         shard.in_flight += 1
         try:
-            response = await shard.client.post("chat/completions", json=body)
+            response = await shard.client.post(self._url, json=body)
         except httpx.TimeoutException as exc:
             return _Attempt(
                 retry_kind="timeout",
