@@ -189,3 +189,30 @@ def test_from_the_command_line_it_leaves_at_once_with_its_exit_code(
     )
 
     assert left == [expected_code]
+
+
+def test_a_workers_import_path_loads_neither_pandas_nor_scipy(tmp_path):
+    # What a Celery worker imports before its first task: Django, the tasks of every app
+    # (Celery's autodiscovery, with its Django fixup's start-up steps) and the runner.
+    code = (
+        "import sys, django; django.setup(); "
+        "from config.celery import app; app.loader.import_default_modules(); "
+        "import evals.runner.execute, judges.tasks; "
+        "print(sorted({m.split('.')[0] for m in sys.modules} & {'pandas', 'scipy'}))"
+    )
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "config.settings",
+        "DEBUG": "true",
+        "ASSAY_VAR_DIR": str(tmp_path),
+        "PYTHONPATH": str(Path(__file__).resolve().parents[2]),
+    }
+    env.pop("REDIS_URL", None)
+    env.pop("CELERY_SKIP_CHECKS", None)
+
+    done = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=False
+    )
+
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "[]"
