@@ -9,10 +9,13 @@ WORKER_WARM_MODULES = ("evals.runner.execute", "judges.tasks")
 
 
 def worker_warm_up(**kwargs) -> None:
-    """Import ``WORKER_WARM_MODULES`` (Celery's ``worker_ready`` in a solo worker,
-    ``worker_process_init`` in each prefork child)."""
+    """Import ``WORKER_WARM_MODULES`` and build the process's SSL context (the CA bundle's
+    load, tens of ms), on Celery's ``worker_ready`` in a solo worker and
+    ``worker_process_init`` in each prefork child."""
     for module in WORKER_WARM_MODULES:
         importlib.import_module(module)
+    openai = importlib.import_module("evals.runner.targets.openai")
+    openai._shared_ssl_context()
 
 
 class EvalsConfig(AppConfig):
