@@ -171,7 +171,6 @@ def test_its_import_path_loads_neither_pandas_nor_scipy(tmp_path):
     assert done.stdout.strip() == "[]"
 
 
-@pytest.mark.django_db(transaction=True)
 @pytest.mark.parametrize(
     ("suite_name", "expected_code"),
     [("smoke", 0), ("no-such-suite", 1)],
