@@ -68,9 +68,16 @@ class Mock:
         self.process.wait(timeout=10)
 
 
-def environment(database: str, redis_url: str, extra: dict | None = None) -> dict:
-    """The environment of this process and of the workers it starts."""
+def environment(database: str | None, redis_url: str, extra: dict | None = None) -> dict:
+    """The environment of this process and of the workers it starts. ``database`` None and
+    ``redis_url`` "" give the embedded default: SQLite and the filesystem broker, both under
+    a fresh ``ASSAY_VAR_DIR``."""
     var = tempfile.mkdtemp(prefix="assay-bench-cluster-")
+    database_url = (
+        f"postgres://postgres@127.0.0.1:5432/{database}"
+        if database
+        else f"sqlite:///{var}/db.sqlite3"
+    )
     env = {
         "DEBUG": "false",
         "SECRET_KEY": "bench-only-" + "x" * 40,
@@ -78,7 +85,7 @@ def environment(database: str, redis_url: str, extra: dict | None = None) -> dic
         "CELERY_TASK_ALWAYS_EAGER": "false",
         "LOG_LEVEL": "WARNING",
         "DJANGO_SETTINGS_MODULE": "config.settings",
-        "DATABASE_URL": f"postgres://postgres@127.0.0.1:5432/{database}",
+        "DATABASE_URL": database_url,
         "REDIS_URL": redis_url,
         "PYTHONPATH": str(ROOT),
         **(extra or {}),
@@ -87,12 +94,14 @@ def environment(database: str, redis_url: str, extra: dict | None = None) -> dic
     return env
 
 
-def database_fresh(database: str) -> None:
-    """Drop and create ``database``, then migrate it (Django set up in this process)."""
-    subprocess.run(
-        ["dropdb", "-h", "127.0.0.1", "-U", "postgres", "--if-exists", database], check=True
-    )
-    subprocess.run(["createdb", "-h", "127.0.0.1", "-U", "postgres", database], check=True)
+def database_fresh(database: str | None) -> None:
+    """Drop and create PostgreSQL ``database`` (None: the SQLite file of ``environment``),
+    then migrate it (Django set up in this process)."""
+    if database:
+        subprocess.run(
+            ["dropdb", "-h", "127.0.0.1", "-U", "postgres", "--if-exists", database], check=True
+        )
+        subprocess.run(["createdb", "-h", "127.0.0.1", "-U", "postgres", database], check=True)
     import django
 
     django.setup()
@@ -101,8 +110,9 @@ def database_fresh(database: str) -> None:
     call_command("migrate", verbosity=0)
 
 
-def suite_make(name: str = "bench"):
-    """200 cases carrying the mock's marker (653 of 1,000 pass at 5 trials, seed 1234)."""
+def suite_make(name: str = "bench", cases: int = CASES):
+    """``cases`` cases carrying the mock's marker, p spread evenly over [0.40, 0.90] (200
+    cases: 653 of 1,000 pass at 5 trials, seed 1234; 2,000: 6,539 of 10,000)."""
     from evals.models import Case, Suite
 
     suite = Suite.objects.create(name=name)
@@ -110,12 +120,12 @@ def suite_make(name: str = "bench"):
         Case(
             suite=suite,
             key=f"c{i + 1:05d}",
-            input=f"Answer the question. [case=c{i + 1:05d} p={0.40 + 0.50 * i / (CASES - 1)!r} "
+            input=f"Answer the question. [case=c{i + 1:05d} p={0.40 + 0.50 * i / (cases - 1)!r} "
             f"expect=ANSWER-c{i + 1:05d}]",
             expected=f"ANSWER-c{i + 1:05d}",
             content_hash=f"{i:064d}",
         )
-        for i in range(CASES)
+        for i in range(cases)
     )
     return suite
 

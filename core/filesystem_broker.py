@@ -17,7 +17,13 @@ This transport keeps kombu's folder layout and file names but:
   system (atomic: two consumers cannot both win, unlike kombu's ``shutil.move`` to the
   system temporary folder, which copies across file systems);
 - sets aside, with an error in the log, a message that still cannot be decoded (written by
-  another program, or a truncated disk), instead of stopping the worker.
+  another program, or a truncated disk), instead of stopping the worker;
+- wakes a waiting consumer the moment a message lands (Linux ``inotify`` on the incoming
+  folder, through ``ctypes``: no polling interval on the path from publish to pickup), where
+  kombu sleeps ``polling_interval`` (1 s) between empty scans. Without ``inotify`` (another
+  OS, a file system that does not report changes) it polls every ``polling_interval``
+  (0.1 s here; the ``polling_interval`` transport option overrides it), which also bounds
+  each wait when inotify is there (a safety net: a scan costs a directory listing).
 
 Select it with ``CELERY_BROKER_TRANSPORT = "core.filesystem_broker:Transport"`` and the URL
 ``filesystem://`` (config/settings.py does when REDIS_URL is unset).
@@ -25,15 +31,18 @@ Select it with ``CELERY_BROKER_TRANSPORT = "core.filesystem_broker:Transport"`` 
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import fcntl
 import logging
 import os
+import select
 import shutil
 import uuid
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from queue import Empty
-from time import monotonic_ns
+from time import monotonic, monotonic_ns, sleep
 
 from kombu.exceptions import ChannelError
 from kombu.transport import filesystem
@@ -175,8 +184,105 @@ class Channel(filesystem.Channel):
             os.remove(claimed)
 
 
+# inotify(7): a file was renamed into the folder (every message: ``file_write_atomic``) or a
+# file opened for writing was closed (kombu's own transport writes in place).
+IN_CLOSE_WRITE = 0x00000008
+IN_MOVED_TO = 0x00000080
+IN_NONBLOCK = os.O_NONBLOCK
+IN_CLOEXEC = os.O_CLOEXEC
+
+
+class FolderWatch:
+    """A file descriptor that becomes readable when a file lands in ``folder`` (Linux
+    ``inotify``, called through ``ctypes``). ``available`` is False where inotify is not
+    (another OS, no libc symbol, a watch refused): callers then poll.
+
+    Events are never lost between a scan and a wait: the watch exists before the first
+    scan, and an event that arrives meanwhile stays queued on the descriptor."""
+
+    def __init__(self, folder: str | Path) -> None:
+        self.fd: int | None = None
+        try:
+            libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
+            init, add_watch = libc.inotify_init1, libc.inotify_add_watch
+        except (OSError, AttributeError):
+            return
+        add_watch.argtypes = (ctypes.c_int, ctypes.c_char_p, ctypes.c_uint32)
+        fd = init(IN_NONBLOCK | IN_CLOEXEC)
+        if fd < 0:
+            return
+        if add_watch(fd, os.fsencode(folder), IN_MOVED_TO | IN_CLOSE_WRITE) < 0:
+            os.close(fd)
+            logger.warning("no inotify watch on %s: the broker polls it", folder)
+            return
+        self.fd = fd
+
+    @property
+    def available(self) -> bool:
+        return self.fd is not None
+
+    def wait(self, timeout: float) -> bool:
+        """Wait up to ``timeout`` seconds for a file to land; True when one did (the queued
+        events are consumed: one wakeup for a burst)."""
+        if self.fd is None:
+            return False
+        readable, _, _ = select.select([self.fd], [], [], max(0.0, timeout))
+        if not readable:
+            return False
+        with suppress(BlockingIOError):
+            while os.read(self.fd, 65536):
+                pass
+        return True
+
+    def close(self) -> None:
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
+
+
 class Transport(filesystem.Transport):
-    """kombu's filesystem transport with :class:`Channel` (atomic writes and claims)."""
+    """kombu's filesystem transport with :class:`Channel` (atomic writes and claims) and a
+    consumer that waits on a :class:`FolderWatch` instead of sleeping between scans."""
 
     Channel = Channel
     global_state = filesystem.Transport.global_state
+    polling_interval = 0.1
+
+    _watch: FolderWatch | None = None
+
+    def _folder_watch(self) -> FolderWatch:
+        if self._watch is None:
+            options = self.client.transport_options or {}
+            folder = options.get("data_folder_in", "data_in")
+            os.makedirs(folder, exist_ok=True)
+            self._watch = FolderWatch(folder)
+        return self._watch
+
+    def drain_events(self, connection, timeout=None):
+        """Deliver one message; between empty scans, wait for a file to land in the incoming
+        folder (at most ``polling_interval`` seconds, a safety net) instead of sleeping.
+        Raises ``socket.timeout`` after ``timeout`` seconds without a message."""
+        watch = self._folder_watch()
+        started = monotonic()
+        get = self.cycle.get
+        while True:
+            try:
+                get(self._deliver, timeout=timeout)
+                return
+            except Empty:
+                waited = monotonic() - started
+                if timeout is not None and waited >= timeout:
+                    raise TimeoutError() from None
+                pause = self.polling_interval or 0.0
+                if timeout is not None:
+                    pause = min(pause, timeout - waited)
+                if not watch.available:
+                    sleep(pause)  # no inotify: poll
+                else:
+                    watch.wait(pause)
+
+    def close_connection(self, connection):
+        if self._watch is not None:
+            self._watch.close()
+            self._watch = None
+        super().close_connection(connection)

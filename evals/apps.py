@@ -1,7 +1,32 @@
+import importlib
+
 from django.apps import AppConfig
+
+# What a worker's first chunk imports (the runner, its targets' HTTP client, the graders,
+# the judge task): imported when the worker is ready, so the first run's first call is not
+# held up by imports (bench/bench_start.py, issue 17).
+WORKER_WARM_MODULES = ("evals.runner.execute", "judges.tasks")
+
+
+def worker_warm_up(**kwargs) -> None:
+    """Import ``WORKER_WARM_MODULES`` and build the process's SSL context (the CA bundle's
+    load, tens of ms), on Celery's ``worker_ready`` in a solo worker and
+    ``worker_process_init`` in each prefork child."""
+    for module in WORKER_WARM_MODULES:
+        importlib.import_module(module)
+    openai = importlib.import_module("evals.runner.targets.openai")
+    openai._shared_ssl_context()
 
 
 class EvalsConfig(AppConfig):
     name = "evals"
     verbose_name = "Evals"
     default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        from celery.signals import worker_process_init, worker_ready  # noqa: PLC0415
+
+        worker_ready.connect(worker_warm_up, dispatch_uid="evals.worker_warm_up", weak=False)
+        worker_process_init.connect(
+            worker_warm_up, dispatch_uid="evals.worker_warm_up.child", weak=False
+        )

@@ -44,7 +44,6 @@ from core.decimals import decimal_plain
 from core.errors import DomainError
 from core.zones import zone_parse
 from evals.blindness import grades_visible_to, labels_visible_to
-from evals.comparison.compute import comparison_get
 from evals.grading.contract.decisions import run_decisions
 from evals.models import Grade, Run, Trial
 from judges.models import JudgeRun
@@ -279,6 +278,10 @@ def comparison_table(*, base: Run, head: Run, alpha: float = 0.05) -> ExportTabl
     (section ``shared``: base x/N, head y/N, rates in [0, 1], delta = head − base, change
     class, errored trials per side), then one per ``added``, ``removed`` and ``changed``
     case (counts empty). Queries: those of ``comparison_get``, independent of the rows."""
+
+    # Imported here: the comparison pulls scipy, and this module is on every worker's import
+    # path (interop.tasks -> import_jobs -> importers), which never needs it (issue 17).
+    from evals.comparison.compute import comparison_get  # noqa: PLC0415 - see above
 
     cmp = comparison_get(base=base, head=head, alpha=alpha)
     columns = [

@@ -16,8 +16,15 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 import numpy as np
-from scipy import special
-from scipy.stats import norm
+
+
+def _special():
+    """``scipy.special``, imported on first use: this module is imported by every process
+    (through ``evals.selectors``), and scipy costs about 0.7 s and tens of MB to import
+    (``scipy.stats`` 2 s more), which a worker or ``run_suite --wait`` never needs."""
+    from scipy import special  # noqa: PLC0415 - see the docstring
+
+    return special
 
 
 @lru_cache(maxsize=16)
@@ -26,7 +33,8 @@ def z_value(confidence: float) -> float:
     (1.959964 for 0.95). Raises ValueError unless 0 < confidence < 1."""
     if not 0.0 < confidence < 1.0:
         raise ValueError(f"confidence must be in (0, 1), got {confidence!r}")
-    return float(norm.ppf(1.0 - (1.0 - confidence) / 2.0))
+    # scipy.stats.norm.ppf is scipy.special.ndtri for the standard normal.
+    return float(_special().ndtri(1.0 - (1.0 - confidence) / 2.0))
 
 
 def wilson_interval(successes: int, n: int, confidence: float = 0.95) -> tuple[float, float]:
@@ -163,6 +171,7 @@ def _check_confidence(confidence: float) -> float:
 def _clopper_pearson(x: float, n: float, alpha: float) -> tuple[float, float]:
     x = min(max(x, 0.0), n)
     p = x / n
+    special = _special()
     low = 0.0 if x <= 0.0 else float(special.betaincinv(x, n - x + 1.0, alpha / 2.0))
     high = 1.0 if x >= n else float(special.betaincinv(x + 1.0, n - x, 1.0 - alpha / 2.0))
     # Keep the estimate inside despite rounding.
@@ -171,7 +180,7 @@ def _clopper_pearson(x: float, n: float, alpha: float) -> tuple[float, float]:
 
 def _t_quantile(df: float, confidence: float) -> float:
     """Two-sided Student t quantile ``t_{df, 1 − α/2}`` (scipy.special.stdtrit, no overhead)."""
-    return float(special.stdtrit(df, 1.0 - (1.0 - confidence) / 2.0))
+    return float(_special().stdtrit(df, 1.0 - (1.0 - confidence) / 2.0))
 
 
 def clustered_rate_interval(

@@ -49,6 +49,7 @@ Kinds (``config`` options in brackets, defaults after ``=``):
 
 from __future__ import annotations
 
+import functools
 import importlib
 import json
 import math
@@ -190,10 +191,41 @@ def _needles(config: dict, case: Any) -> list[str] | None:
     return None
 
 
+@functools.lru_cache(maxsize=4096)
+def _word_pattern(needle: str, flags: int) -> re.Pattern:
+    """``needle`` as a whole word, compiled once: ``re``'s own cache holds 512 patterns,
+    fewer than a suite's distinct expected answers, so each grade recompiled its pattern."""
+    return re.compile(rf"(?<!\w){re.escape(needle)}(?!\w)", flags)
+
+
+def _is_word_char(char: str) -> bool:
+    """``\\w`` of ``re`` for one ASCII character: a letter, a digit or ``_``."""
+    return char.isalnum() or char == "_"
+
+
+def _word_found_ascii(needle: str, output: str) -> bool:
+    """``(?<!\\w)needle(?!\\w)`` searched in ``output``, both ASCII: the same answer as
+    ``_word_pattern`` (on ASCII text ``\\w`` is ``[A-Za-z0-9_]`` and ``lower`` is exact),
+    without compiling a pattern per needle."""
+    start = output.find(needle)
+    while start != -1:
+        end = start + len(needle)
+        before_ok = start == 0 or not _is_word_char(output[start - 1])
+        after_ok = end == len(output) or not _is_word_char(output[end])
+        if before_ok and after_ok:
+            return True
+        start = output.find(needle, start + 1)
+    return False
+
+
 def _found(needle: str, output: str, *, case_sensitive: bool, word: bool) -> bool:
     flags = 0 if case_sensitive else re.IGNORECASE
     if word:
-        return re.search(rf"(?<!\w){re.escape(needle)}(?!\w)", output, flags) is not None
+        if needle.isascii() and output.isascii():
+            if case_sensitive:
+                return _word_found_ascii(needle, output)
+            return _word_found_ascii(needle.lower(), output.lower())
+        return _word_pattern(needle, flags).search(output) is not None
     if case_sensitive:
         return needle in output
     return needle.casefold() in output.casefold()

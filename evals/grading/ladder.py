@@ -8,7 +8,12 @@ Trajectories and final states are read here only when the grader set has an agen
 
 from __future__ import annotations
 
+from typing import Any
+
+from django.db import connection
 from django.db.models import Count, Q
+from django.db.models.constants import OnConflict
+from django.utils import timezone
 
 from evals.grading.agent.data import AgentData
 from evals.grading.grader_set import GraderSpec
@@ -16,69 +21,155 @@ from evals.grading.graders import run_grader
 from evals.models import Grade, Trial
 from evals.runner.targets import CaseInput
 
+# The columns ``_grades_insert`` writes, in order (``id`` is the database's; ``judge_version``
+# is null: the deterministic rungs have none).
+GRADE_FIELDS = (
+    "trial",
+    "grader",
+    "grader_version",
+    "status",
+    "passed",
+    "score",
+    "reason",
+    "details",
+    "gating",
+    "created_at",
+)
+
+
+def case_input_from(
+    *,
+    key: str,
+    input: Any,  # noqa: A002 - the case's field name
+    expected: Any,
+    context: list | None,
+    tags: list | None,
+    attempt: int,
+    goal_state: Any,
+) -> CaseInput:
+    """What a target and a grader see of a case at one attempt (``CaseInput``), from the
+    case's stored fields: the one place the runner's claim and ``_case_input`` build it."""
+    return CaseInput(
+        key=key,
+        input=input,
+        expected=expected,
+        context=list(context or []),
+        tags=list(tags or []),
+        attempt=attempt,
+        goal_state=goal_state,
+    )
+
 
 def _case_input(trial: Trial) -> CaseInput:
     case = trial.case
-    return CaseInput(
+    return case_input_from(
         key=case.key,
         input=case.input,
         expected=case.expected,
-        context=list(case.context or []),
-        tags=list(case.tags or []),
+        context=case.context,
+        tags=case.tags,
         attempt=trial.attempt,
         goal_state=case.goal_state,
     )
 
 
-def _agent_data(trials: list[Trial], specs: list[GraderSpec]) -> dict[int, AgentData]:
+def _agent_data(trial_ids: list[int], specs: list[GraderSpec]) -> dict[int, AgentData]:
     """Trial id -> its trajectory and final state, read from the database in one query (the
     stored, cleaned values), when some spec reads them; else ``{}`` and no query."""
-    if not trials or not any(spec.reads_agent for spec in specs):
+    if not trial_ids or not any(spec.reads_agent for spec in specs):
         return {}
-    rows = Trial.objects.filter(id__in=[t.id for t in trials]).values_list(
-        "id", "trajectory", "final_state"
-    )
+    rows = Trial.objects.filter(id__in=trial_ids).values_list("id", "trajectory", "final_state")
     return {tid: AgentData(trajectory=steps, final_state=state) for tid, steps, state in rows}
 
 
-def _grade_rows(
-    trial: Trial, specs: list[GraderSpec], agent: AgentData | None = None
-) -> list[Grade]:
-    case_input = _case_input(trial)
+def _grade_values(
+    trial_id: int,
+    case_input: CaseInput,
+    output: str,
+    specs: list[GraderSpec],
+    agent: AgentData | None = None,
+) -> list[tuple]:
+    """One ``GRADE_FIELDS`` tuple per spec (without ``created_at``): the deterministic
+    verdicts of one ok trial's output (and, for agent graders, its ``agent`` data)."""
     rows = []
     for spec in specs:
-        result = run_grader(spec, case=case_input, output=trial.output, agent=agent)
+        result = run_grader(spec, case=case_input, output=output, agent=agent)
         errored = result.status != "ok" or result.passed is None
+        score = None if errored or result.score is None else float(result.score)
         rows.append(
-            Grade(
-                trial=trial,
-                grader=spec.key,
-                grader_version=str(spec.version),
-                status=Grade.Status.ERROR if errored else Grade.Status.OK,
-                passed=None if errored else bool(result.passed),
-                score=None if errored else result.score,
-                reason=result.reason or ("errored" if errored else ""),
-                details=result.details or {},
-                gating=spec.gating,
+            (
+                trial_id,
+                spec.key,
+                str(spec.version),
+                Grade.Status.ERROR.value if errored else Grade.Status.OK.value,
+                None if errored else bool(result.passed),
+                score,
+                result.reason or ("errored" if errored else ""),
+                result.details or {},
+                spec.gating,
             )
         )
     return rows
 
 
-def grades_record(*, trials: list[Trial], specs: list[GraderSpec]) -> int:
-    """Grade ok trials that have just been written (so have no grades yet) with one insert;
-    returns the number of grade rows offered.
+def _grades_insert(values: list[tuple]) -> None:
+    """One prepared ``INSERT ... ON CONFLICT DO NOTHING`` (``INSERT OR IGNORE`` on SQLite)
+    run with ``executemany`` over ``_grade_values`` tuples: the runner's hot path, where
+    ``bulk_create`` spent more CPU building model instances and SQL than the database spent
+    writing. ``details`` and ``created_at`` go through their fields' ``get_db_prep_save``,
+    so they are adapted exactly as the ORM would; a (trial, grader) that exists already is
+    skipped by the unique key."""
+    if not values:
+        return
+    fields = [Grade._meta.get_field(name) for name in GRADE_FIELDS]
+    ops, quote = connection.ops, connection.ops.quote_name
+    columns = ", ".join(quote(field.column) for field in fields)
+    placeholders = ", ".join(["%s"] * len(fields))
+    suffix = ops.on_conflict_suffix_sql(fields, OnConflict.IGNORE, None, None)
+    sql = (
+        f"{ops.insert_statement(on_conflict=OnConflict.IGNORE)} {quote(Grade._meta.db_table)} "
+        f"({columns}) VALUES ({placeholders}) {suffix}"
+    ).rstrip()
+    details = Grade._meta.get_field("details")
+    created_at = Grade._meta.get_field("created_at").get_db_prep_save(timezone.now(), connection)
+    params = [
+        (*row[:7], details.get_db_prep_save(row[7], connection), row[8], created_at)
+        for row in values
+    ]
+    with connection.cursor() as cursor:
+        cursor.executemany(sql, params)
 
-    Idempotent: the insert goes through the unique (trial, grader) key with
-    ``ignore_conflicts``, so a grade that exists already is kept and not duplicated.
+
+def grades_insert(*, items: list[tuple[int, CaseInput, str]], specs: list[GraderSpec]) -> int:
+    """Grade ok trials just written, given as ``(trial_id, case_input, output)``, with the
+    deterministic graders of ``specs``, in one insert; returns the number of grade rows
+    offered. The runner calls this with the case inputs it already holds (no read).
+
+    Idempotent: the insert goes through the unique (trial, grader) key and skips a grade
+    that exists already (kept, not duplicated). ``run_grader`` never raises: a grader that
+    breaks gives an errored grade.
     """
     specs = [spec for spec in specs if not spec.is_judge]  # the judge task grades those
-    ok = [t for t in trials if t.status == Trial.Status.OK]
-    agent = _agent_data(ok, specs)
-    rows = [row for t in ok for row in _grade_rows(t, specs, agent.get(t.id))]
-    if rows:
-        Grade.objects.bulk_create(rows, ignore_conflicts=True)
-    return len(rows)
+    agent = _agent_data([trial_id for trial_id, _, _ in items], specs)
+    values = [
+        row
+        for trial_id, case_input, output in items
+        for row in _grade_values(trial_id, case_input, output, specs, agent.get(trial_id))
+    ]
+    _grades_insert(values)
+    return len(values)
+
+
+def grades_record(*, trials: list[Trial], specs: list[GraderSpec]) -> int:
+    """Grade ok trials that have just been written (so have no grades yet) with one insert;
+    returns the number of grade rows offered. ``trials`` need their case loaded
+    (``select_related("case")``); trials not ``ok`` are skipped.
+
+    Idempotent: the insert goes through the unique (trial, grader) key, so a grade that
+    exists already is kept and not duplicated (``grades_insert``).
+    """
+    items = [(t.id, _case_input(t), t.output) for t in trials if t.status == Trial.Status.OK]
+    return grades_insert(items=items, specs=specs)
 
 
 def trial_grade(*, trial: Trial, specs: list[GraderSpec]) -> int:
@@ -97,9 +188,10 @@ def trial_grade(*, trial: Trial, specs: list[GraderSpec]) -> int:
     todo = [spec for spec in specs if spec.key not in done]
     if not todo:
         return 0
-    rows = _grade_rows(trial, todo, _agent_data([trial], todo).get(trial.id))
-    Grade.objects.bulk_create(rows, ignore_conflicts=True)
-    return len(rows)
+    agent = _agent_data([trial.id], todo).get(trial.id)
+    values = _grade_values(trial.id, _case_input(trial), trial.output, todo, agent)
+    _grades_insert(values)
+    return len(values)
 
 
 def _chunk_grades_complete(*, run_id: int, trial_ids: list[int], specs: list[GraderSpec]) -> None:

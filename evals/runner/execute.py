@@ -10,28 +10,30 @@ is an errored trial, never a pass; an errored trial gets no grades."""
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import time
+from collections.abc import Callable
 from datetime import timedelta
-from typing import Any
+from typing import Any, NamedTuple
 
 from django.conf import settings
 from django.db import DatabaseError, InterfaceError, OperationalError, connection, transaction
-from django.db.models import F, Q
+from django.db.models import F, Field, Q
 from django.utils import timezone
 
 from core.outbox import outbox_enqueue
 from evals.grading.ladder import (
-    _case_input,
     _chunk_grades_complete,
-    grades_record,
+    case_input_from,
+    grades_insert,
 )
 from evals.models import Run, TopUp, Trial
 from evals.runner.calls import CallPool
 from evals.runner.finalize import run_finalize, trials_cancel
 from evals.runner.pricing import cost_breakdown, price_lookup
 from evals.runner.start import _chunk_enqueue, run_subject
-from evals.runner.targets import TargetResult
+from evals.runner.targets import CaseInput, TargetResult
 from judges.tasks import run_chunk_judge
 
 logger = logging.getLogger(__name__)
@@ -116,26 +118,28 @@ def trial_results_record(
                 )
                 cost = breakdown.total_usd if breakdown else None
             rows.append(
-                Trial(
-                    id=trial_id,
-                    status=Trial.Status.OK if result.ok else Trial.Status.ERROR,
-                    output=result.output or "",
-                    raw_response=result.raw_response,
-                    request=result.request,
-                    trajectory=result.trajectory,
-                    final_state=result.final_state,
-                    error_message=result.error or "",
-                    latency_ms=result.latency_ms,
-                    input_tokens=result.input_tokens,
-                    output_tokens=result.output_tokens,
-                    cost_usd=cost,
-                    finished_at=now,
-                    lease_expires_at=None,
+                (
+                    trial_id,
+                    (
+                        (Trial.Status.OK if result.ok else Trial.Status.ERROR).value,
+                        result.output or "",
+                        result.raw_response,
+                        result.request,
+                        result.trajectory,
+                        result.final_state,
+                        result.error or "",
+                        result.latency_ms,
+                        result.input_tokens,
+                        result.output_tokens,
+                        cost,
+                        now,
+                        None,
+                    ),
                 )
             )
         if rows:
             _trial_rows_write(rows)
-            errored = sum(1 for row in rows if row.status == Trial.Status.ERROR)
+            errored = sum(1 for row in rows if row[1][0] == Trial.Status.ERROR)
             Run.objects.filter(id=run_id).update(
                 trials_finished=F("trials_finished") + len(rows),
                 trials_errored=F("trials_errored") + errored,
@@ -160,12 +164,36 @@ RESULT_FIELDS = [
 ]
 
 
-def _trial_rows_write(rows: list[Trial]) -> None:
+# Fields whose Python value is the database value (``get_db_prep_save`` returns it as
+# given): their values skip the per-value field call on the hot path.
+_PLAIN_FIELDS = (
+    "CharField",
+    "TextField",
+    "FloatField",
+    "IntegerField",
+    "PositiveIntegerField",
+    "PositiveSmallIntegerField",
+)
+
+
+def _field_adapter(field: Field) -> Callable[[Any], Any] | None:
+    """None when ``field``'s values go to the database as they are (``_PLAIN_FIELDS``,
+    exact classes only: a subclass may adapt), else the field's ``get_db_prep_save`` bound
+    to the connection (JSON, Decimal, datetimes)."""
+    if type(field).__name__ in _PLAIN_FIELDS and type(field).__module__.startswith(
+        "django.db.models.fields"
+    ):
+        return None
+    return functools.partial(field.get_db_prep_save, connection=connection)
+
+
+def _trial_rows_write(rows: list[tuple[int, tuple]]) -> None:
     """One prepared ``UPDATE ... WHERE id = %s AND status = 'running'`` run with
-    ``executemany`` over the rows (the hot path of the runner: ``bulk_update`` spends more
-    CPU building its CASE expression than the database spends writing). Values go through
-    each field's ``get_db_prep_save``, so JSON, Decimal and datetimes are adapted exactly as
-    the ORM would."""
+    ``executemany`` over ``(trial_id, values in RESULT_FIELDS order)`` rows (the hot path of
+    the runner: ``bulk_update`` spends more CPU building its CASE expression than the
+    database spends writing, and a model instance per row more than the write). JSON,
+    Decimal and datetime values go through their field's ``get_db_prep_save``, so they are
+    adapted exactly as the ORM would; text and numbers are passed as they are."""
     fields = [Trial._meta.get_field(name) for name in RESULT_FIELDS]
     quote = connection.ops.quote_name
     assignments = ", ".join(f"{quote(field.column)} = %s" for field in fields)
@@ -173,10 +201,15 @@ def _trial_rows_write(rows: list[Trial]) -> None:
         f"UPDATE {quote(Trial._meta.db_table)} SET {assignments} "
         f"WHERE {quote('id')} = %s AND {quote('status')} = %s"
     )
+    adapters = [_field_adapter(field) for field in fields]
+    running = Trial.Status.RUNNING.value
     params = [
-        [field.get_db_prep_save(getattr(row, field.attname), connection) for field in fields]
-        + [row.id, Trial.Status.RUNNING.value]
-        for row in rows
+        [
+            value if adapt is None or value is None else adapt(value)
+            for adapt, value in zip(adapters, values, strict=True)
+        ]
+        + [trial_id, running]
+        for trial_id, values in rows
     ]
     with connection.cursor() as cursor:
         cursor.executemany(sql, params)
@@ -235,6 +268,49 @@ def _database_reconnect(budget_s: float = DB_RECONNECT_S) -> bool:
             delay = min(delay * 2, 2.0)
 
 
+class _Held(NamedTuple):
+    """A trial this chunk claimed and has not written yet: what its call and its grades
+    need, read once at the claim."""
+
+    case_input: CaseInput
+    top_up_id: int | None
+
+
+# What ``_ChunkCalls._claim`` reads of a claimed trial and its case (``_Held``).
+_HELD_COLUMNS = (
+    "id",
+    "attempt",
+    "top_up_id",
+    "case__key",
+    "case__input",
+    "case__expected",
+    "case__context",
+    "case__tags",
+    "case__goal_state",
+)
+
+
+def _trials_held(trial_ids: list[int]) -> dict[int, _Held]:
+    """``_Held`` of each of ``trial_ids`` (one query; only the columns a call and a grade
+    read, no model instances)."""
+    rows = Trial.objects.filter(id__in=trial_ids).values_list(*_HELD_COLUMNS)
+    return {
+        trial_id: _Held(
+            case_input_from(
+                key=key,
+                input=input_,
+                expected=expected,
+                context=context,
+                tags=tags,
+                attempt=attempt,
+                goal_state=goal_state,
+            ),
+            top_up_id,
+        )
+        for trial_id, attempt, top_up_id, key, input_, expected, context, tags, goal_state in rows
+    }
+
+
 class _ChunkCalls:
     """The calls of one chunk: claims trials a few at a time (at most twice the pool's
     concurrency in flight or waiting for a slot), feeds them to the call pool, writes and
@@ -248,7 +324,8 @@ class _ChunkCalls:
         self.specs = list(run.grader_set.specs)
         self.pool = pool
         self.pending = list(trial_ids)  # not yet offered to the claim
-        self.held: dict[int, Trial] = {}  # claimed by this chunk, result not yet written
+        self.held: dict[int, _Held] = {}  # claimed by this chunk, result not yet written
+        self.settled: set[int] = set()  # written here, and graded when ok
         self.prices: dict[str, Any] = {}
         self.unwritten: list[tuple[int, TargetResult]] = []
         self.run_cancelled = False
@@ -278,9 +355,9 @@ class _ChunkCalls:
         claimed = _trials_claim(run_id=self.run_id, trial_ids=offered)
         if not claimed:
             return
-        rows = Trial.objects.filter(id__in=claimed).select_related("case").in_bulk()
+        rows = _trials_held(claimed)
         self.held.update((tid, rows[tid]) for tid in claimed)
-        self.pool.submit([(tid, _case_input(rows[tid])) for tid in claimed])
+        self.pool.submit([(tid, rows[tid].case_input) for tid in claimed])
 
     def _write(self, results: list[tuple[int, TargetResult]]) -> None:
         # Results are written as they arrive; a batch is whatever arrived meanwhile.
@@ -291,12 +368,12 @@ class _ChunkCalls:
         )
         graded = []
         for trial_id, result in results:
-            trial = self.held.pop(trial_id, None)
-            if trial is not None and trial_id in written and result.ok:
-                trial.status, trial.output = Trial.Status.OK, result.output or ""
-                graded.append(trial)
+            held = self.held.pop(trial_id, None)
+            if held is not None and trial_id in written and result.ok:
+                graded.append((trial_id, held.case_input, result.output or ""))
         if graded and self.specs:
-            grades_record(trials=graded, specs=self.specs)
+            grades_insert(items=graded, specs=self.specs)
+        self.settled |= written
 
     def _stop_check(self) -> None:
         top_up_ids = {t.top_up_id for t in self.held.values() if t.top_up_id is not None}
@@ -314,7 +391,7 @@ class _ChunkCalls:
         for tid in stop:
             del self.held[tid]
         if keep:
-            self.pool.submit([(tid, _case_input(self.held[tid])) for tid in keep])
+            self.pool.submit([(tid, self.held[tid].case_input) for tid in keep])
         if run_cancelled:
             self.run_cancelled = True
             self.pending = []
@@ -371,7 +448,11 @@ def trial_chunk_execute(*, run_id: int, trial_ids: list[int]) -> None:
             chunk.execute()
         except (OperationalError, InterfaceError) as exc:
             chunk.recover(exc)
-    _chunk_grades_complete(run_id=run_id, trial_ids=trial_ids, specs=chunk.specs)
+    if not chunk.settled.issuperset(trial_ids):
+        # Some trial was written elsewhere (a redelivery, a worker that died between writing
+        # and grading): make up its missing grades. When this chunk wrote and graded every
+        # trial itself, nothing can be missing and the query is saved.
+        _chunk_grades_complete(run_id=run_id, trial_ids=trial_ids, specs=chunk.specs)
     if any(spec.is_judge for spec in chunk.specs) and not chunk.run_cancelled:
         # Always enqueued, even on a redelivery that claimed nothing: the judge service skips
         # trials already judged, so a lost judge task is made up here.

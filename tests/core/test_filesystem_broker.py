@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from pathlib import Path
 from queue import Empty
 
 import pytest
 from kombu import Connection, Exchange, Queue
 
-from core.filesystem_broker import CORRUPT, Channel, file_write_atomic
+from core.filesystem_broker import CORRUPT, Channel, FolderWatch, file_write_atomic
 
 TRANSPORT = "core.filesystem_broker:Transport"
 
@@ -150,3 +151,50 @@ def test_file_write_atomic_leaves_no_temporary_file(tmp_path):
     file_write_atomic(target, b'[["a", "", "a"]]')
     assert target.read_bytes() == b'[["a", "", "a"]]'
     assert os.listdir(tmp_path) == ["table.exchange"]
+
+
+@pytest.mark.skipif(not FolderWatch(".").available, reason="inotify is Linux's")
+def test_a_waiting_consumer_wakes_when_a_message_lands_not_at_its_polling_interval(tmp_path):
+    # A polling interval of 30 s: only the folder watch can deliver within the test's time.
+    queue = _queue("wakeup")
+    connection = _connection(tmp_path)
+    connection.transport_options["polling_interval"] = 30.0
+    with connection as conn:
+        simple = conn.SimpleQueue(queue)
+        with pytest.raises(simple.Empty):
+            simple.get(timeout=0.05)  # the consumer is set up and has scanned once
+        sent_at: list[float] = []
+
+        def publish_later() -> None:
+            time.sleep(0.3)
+            with _connection(tmp_path) as other:
+                sent_at.append(time.monotonic())
+                other.Producer().publish(
+                    {"n": 1}, exchange=queue.exchange, routing_key=queue.name, declare=[queue]
+                )
+
+        thread = threading.Thread(target=publish_later)
+        thread.start()
+        message = simple.get(timeout=10)
+        received_at = time.monotonic()
+        thread.join()
+        message.ack()
+        simple.close()
+    assert message.payload == {"n": 1}
+    assert received_at - sent_at[0] < 0.2
+
+
+def test_a_consumer_without_a_folder_watch_polls(tmp_path, monkeypatch):
+    monkeypatch.setattr(FolderWatch, "available", property(lambda self: False))
+    queue = _queue("polling")
+    with _connection(tmp_path) as conn:
+        simple = conn.SimpleQueue(queue)
+        conn.Producer().publish(
+            {"n": 2}, exchange=queue.exchange, routing_key=queue.name, declare=[queue]
+        )
+        message = simple.get(timeout=2)
+        message.ack()
+        with pytest.raises(simple.Empty):
+            simple.get(timeout=0.05)
+        simple.close()
+    assert message.payload == {"n": 2}

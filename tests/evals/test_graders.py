@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from core.errors import DomainError
+from evals.grading import graders
 from evals.grading.grader_set import GraderSpec
 from evals.grading.graders import normalize_text, parse_grader_specs, parse_number, run_grader
 from evals.runner.targets.base import CaseInput
@@ -278,3 +283,25 @@ def test_it_normalizes_text_by_the_documented_rule(text, expected):
 )
 def test_it_parses_numbers_by_the_documented_rule(text, expected):
     assert parse_number(text) == expected
+
+
+# The whole-word search on ASCII text skips the regex (CPU per trial, issue 17); it must give
+# the regex's answer on every input, including "_", digits, case and repeated needles.
+_WORDISH = st.text(alphabet="aAbB_1 -.", max_size=12)
+
+
+@settings(max_examples=400, deadline=None)
+@given(needle=_WORDISH, output=_WORDISH, case_sensitive=st.booleans())
+def test_its_ascii_whole_word_search_agrees_with_the_regex(needle, output, case_sensitive):
+    flags = 0 if case_sensitive else re.IGNORECASE
+    by_regex = re.search(rf"(?<!\w){re.escape(needle)}(?!\w)", output, flags) is not None
+
+    found = graders._found(needle, output, case_sensitive=case_sensitive, word=True)
+
+    assert found == by_regex
+
+
+def test_its_whole_word_search_still_uses_the_regex_for_other_text():
+    # Kelvin sign: re's IGNORECASE folds it onto "k"; lower() alone would not.
+    assert graders._found("ok", "it is O\u212a now", case_sensitive=False, word=True)
+    assert not graders._found("ok", "it is O\u212aay", case_sensitive=False, word=True)

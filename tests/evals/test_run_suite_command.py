@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from io import StringIO
+from pathlib import Path
 
 import pytest
 from django.core.management import CommandError, call_command
 
 from config.celery import app
+from evals.management.commands import run_suite
 from evals.models import Case, Run, Suite, Trial
 
 pytestmark = pytest.mark.django_db(transaction=True, serialized_rollback=True)
@@ -139,3 +144,74 @@ def test_it_names_the_bad_field_of_a_target_or_grader_file(suite, tmp_path):
     with pytest.raises(CommandError, match="not valid JSON"):
         call_command("run_suite", "smoke", "--target", str(not_json))
     assert Run.objects.count() == 0
+
+
+def test_its_import_path_loads_neither_pandas_nor_scipy(tmp_path):
+    # The command that waits stays small (issue 17): Django set up and the command loaded, as
+    # `manage.py run_suite ... --wait` does, in a fresh interpreter (this one has them).
+    code = (
+        "import sys, django; django.setup(); "
+        "import evals.management.commands.run_suite; "
+        "print(sorted({m.split('.')[0] for m in sys.modules} & {'pandas', 'scipy'}))"
+    )
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "config.settings",
+        "DEBUG": "true",
+        "ASSAY_VAR_DIR": str(tmp_path),
+        "PYTHONPATH": str(Path(__file__).resolve().parents[2]),
+    }
+    env.pop("REDIS_URL", None)
+
+    done = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=False
+    )
+
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize(
+    ("suite_name", "expected_code"),
+    [("smoke", 0), ("no-such-suite", 1)],
+)
+def test_from_the_command_line_it_leaves_at_once_with_its_exit_code(
+    suite, tmp_path, monkeypatch, suite_name, expected_code
+):
+    # run_from_argv (manage.py's path) ends the process with os._exit once done; stub it.
+    left: list[int] = []
+    monkeypatch.setattr(run_suite, "_exit_now", left.append)
+    graders = write_json(tmp_path, "g.json", GRADERS)
+
+    run_suite.Command().run_from_argv(
+        ["manage.py", "run_suite", suite_name, "--simulated", "--graders", graders, "--json"]
+    )
+
+    assert left == [expected_code]
+
+
+def test_a_workers_import_path_loads_neither_pandas_nor_scipy(tmp_path):
+    # What a Celery worker imports before its first task: Django, the tasks of every app
+    # (Celery's autodiscovery, with its Django fixup's start-up steps) and the runner.
+    code = (
+        "import sys, django; django.setup(); "
+        "from config.celery import app; app.loader.import_default_modules(); "
+        "import evals.runner.execute, judges.tasks; "
+        "print(sorted({m.split('.')[0] for m in sys.modules} & {'pandas', 'scipy'}))"
+    )
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "config.settings",
+        "DEBUG": "true",
+        "ASSAY_VAR_DIR": str(tmp_path),
+        "PYTHONPATH": str(Path(__file__).resolve().parents[2]),
+    }
+    env.pop("REDIS_URL", None)
+    env.pop("CELERY_SKIP_CHECKS", None)
+
+    done = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=False
+    )
+
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "[]"

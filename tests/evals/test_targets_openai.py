@@ -222,7 +222,7 @@ def test_it_errors_on_a_200_without_a_usable_answer(fake_llm, fault, words):
     assert fake_llm.calls[fault] == 1
 
 
-def test_it_shards_64_in_flight_over_clients_of_at_most_16_connections(fake_llm):
+def test_it_shards_64_in_flight_over_clients_of_at_most_8_connections(fake_llm):
     config = _config(fake_llm, concurrency=64)
     cases = [CaseInput(key=f"c{i}", input=f"case {i} [latency=300]") for i in range(128)]
 
@@ -240,8 +240,8 @@ def test_it_shards_64_in_flight_over_clients_of_at_most_16_connections(fake_llm)
 
     shapes, results = asyncio.run(go())
 
-    assert len(shapes) == 4
-    assert all(declared <= 16 and pool <= 16 for declared, pool in shapes)
+    assert len(shapes) == 8
+    assert all(declared <= 8 and pool <= 8 for declared, pool in shapes)
     assert sum(declared for declared, _ in shapes) == 64
     assert all(result.ok for result in results)
     assert fake_llm.max_in_flight > 16

@@ -75,7 +75,6 @@ _CHECK_FIELDS = {"tool", "check", "name"}
 _RESERVED = {"args", "results", "calls", "call_index"}
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _CEL_KEYWORDS = {"true", "false", "null", "in", "as", "break", "const", "continue", "else"}
-_CEL = cel_environment()
 
 
 def _names(value: Any, where: str, *, non_empty: bool = True) -> list[str]:
@@ -96,7 +95,8 @@ def _cap(value: Any, where: str, *, integer: bool) -> None:
 
 @lru_cache(maxsize=256)
 def _program(source: str) -> Any:
-    return _CEL.program(_CEL.compile(source))
+    cel = cel_environment()
+    return cel.program(cel.compile(source))
 
 
 def trajectory_parse(config: dict, where: str) -> None:

@@ -54,8 +54,11 @@ _NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 CEL_MAX_CHARS = 2000
 
 
+@functools.cache
 def cel_environment() -> celpy.Environment:
-    """A CEL environment, without its side effect: ``celpy.Environment()`` raises the
+    """The process's CEL environment, built on first use (building it parses CEL's grammar:
+    about a second on a loaded machine, which every process importing the graders paid at
+    start, issue 17), without its side effect: ``celpy.Environment()`` raises the
     process's recursion limit to 2500, which would change how deep every other parser of
     the process may recurse (the run-file reader reports nesting through RecursionError).
     The limit is put back; expressions are short (``CEL_MAX_CHARS``) and a RecursionError
@@ -65,9 +68,6 @@ def cel_environment() -> celpy.Environment:
         return celpy.Environment()
     finally:
         sys.setrecursionlimit(limit)
-
-
-_CEL = cel_environment()
 
 
 @dataclass(frozen=True)
@@ -155,7 +155,8 @@ def _predicates(value: Any, where: str, *, key_label: str) -> tuple[Predicate, .
                 f"at most {CEL_MAX_CHARS} characters, got {len(source)}", field=f"{where}.{name}"
             )
         try:
-            program = _CEL.program(_CEL.compile(source))
+            cel = cel_environment()
+            program = cel.program(cel.compile(source))
         except RecursionError as exc:
             raise DomainError("expression nested too deeply", field=f"{where}.{name}") from exc
         except CELParseError as exc:

@@ -3,9 +3,11 @@
 Why several clients: one httpx 0.28 ``AsyncClient`` slows sharply above ~16 concurrent
 connections (measured on the shared mock: 18% of concurrency/latency at 64 in flight and
 15 CPU-s per 1,000 calls), because every request scans the whole connection pool. So the
-target shards: ``ceil(concurrency / 16)`` clients, each capped at ≤ 16 connections, picks
+target shards: ``ceil(concurrency / 8)`` clients, each capped at ≤ 8 connections, picks
 the least-loaded one per request, and bounds the total with one ``asyncio.Semaphore``.
-See bench/bench_target_client.py and bench/RESULTS-targets.md.
+See bench/bench_target_client.py and bench/RESULTS-targets.md. Each pool event scans its
+client's connections (httpcore checks every idle one's socket), so 8 per client rather than
+16 cut the call thread's CPU by about a quarter (bench/README.md, worker CPU, issue 17).
 
 Failures never raise (see ``base.py``): every call ends as a ``TargetResult``, errored
 with a kind first (``rate_limited``, ``server_error 503``, ``timeout``,
@@ -59,7 +61,7 @@ from core.placeholders import placeholder_list, placeholders_check
 from evals.runner.targets.base import CaseInput, TargetResult, result_storable
 from evals.runner.targets.tool_loop import TOOL_LOOP_FIELDS, Pricer, ToolLoop, ToolLoopConfig
 
-MAX_CONNECTIONS_PER_CLIENT = 16
+MAX_CONNECTIONS_PER_CLIENT = 8
 # The placeholders of a target's prompt template (``$name``, see ``core.placeholders``).
 TEMPLATE_FIELDS = ("input", "expected", "key", "context", "tags", "attempt")
 # The ones that differ from case to case: a template needs one of them, or every case is
@@ -401,6 +403,9 @@ class OpenAITarget:
         api_key = os.environ.get(config.api_key_env)
         if api_key:
             headers["Authorization"] = f"Bearer {api_key}"
+        # The endpoint as one absolute URL, parsed once: a relative one is parsed and merged
+        # with the client's base URL on every request (CPU per trial, issue 17).
+        self._url = httpx.URL(f"{config.base_url}/chat/completions")
         n_clients = math.ceil(config.concurrency / MAX_CONNECTIONS_PER_CLIENT)
         per_client = math.ceil(config.concurrency / n_clients)
         self.shards: list[_Shard] = [
@@ -531,7 +536,7 @@ class OpenAITarget:
         shard = self._shard()
         shard.in_flight += 1
         try:
-            response = await shard.client.post("chat/completions", json=body)
+            response = await shard.client.post(self._url, json=body)
         except httpx.TimeoutException as exc:
             return _Attempt(
                 retry_kind="timeout",
