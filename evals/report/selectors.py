@@ -8,6 +8,7 @@ import dataclasses
 from django.db import models
 from django.db.models.functions import Substr
 
+from core.gc_pause import gc_paused_call
 from evals.grading.contract.decisions import run_decisions
 from evals.models import Grade, Run, Trial
 from evals.report.build import ReasonRows, RunReport, report_from_rows
@@ -17,6 +18,7 @@ from judges.ledger import run_judge_spend
 REASON_MAX_CHARS = 500
 
 
+@gc_paused_call
 def run_report(*, run: Run) -> RunReport:
     """The run report (``evals.report.build.RunReport``): trial and error counts, pass rate
     with its clustered 95% interval, pass@k/pass^k, per-case rows, tag slices, grouped
@@ -51,7 +53,7 @@ def run_report(*, run: Run) -> RunReport:
     # Judge calls apart from the target's, from the call ledger: every call paid, including
     # one whose grade lost a race (one query).
     judge_calls = run_judge_spend(run_id=run.id)
-    report = report_from_rows(run=run, rows=run_rows_get(run=run), reasons=reasons)
+    report = report_from_rows(run=run, rows=run_rows_get(run=run, usage="totals"), reasons=reasons)
     retried = Trial.objects.filter(run=run, replaced_by__isnull=False).count()
     decisions = run_decisions(run=run)
     return dataclasses.replace(
