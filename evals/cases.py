@@ -12,6 +12,7 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
+from core.db import instances_insert
 from core.errors import DomainError
 from core.text import UNSTORABLE, contains_unstorable
 from evals.models import Case, Graduation, Suite, content_hash
@@ -50,7 +51,7 @@ def cases_upsert(
     Per key: no active case -> create; an active case with the same content hash -> reuse it
     unchanged (its tags too: a frozen case keeps its first tags); different content -> retire
     the old case (``retired_at`` = now, ``replaced_by`` = the new case) and create a new one.
-    Keys must be unique within ``specs`` (``ValueError`` otherwise). Three to five queries
+    Keys must be unique within ``specs`` (``ValueError`` otherwise). Three to six queries
     per call whatever the number of specs; runs inside the caller's transaction.
     ``retired``, when given, receives every case this call retired (so that an import can
     say which: no case is retired silently).
@@ -87,7 +88,19 @@ def cases_upsert(
         if to_retire:
             # Retire first: the active key is unique, so the new case cannot coexist with it.
             Case.objects.filter(id__in=[old.id for old, _ in to_retire]).update(retired_at=now)
-        Case.objects.bulk_create(to_create)
+        # Plain rows (COPY on PostgreSQL), ids read back by the active key: an import
+        # creates thousands of cases at once (issue 17).
+        instances_insert(to_create)
+        if to_create:
+            ids = dict(
+                Case.objects.active()
+                .filter(suite=suite, key__in=[c.key for c in to_create])
+                .values_list("key", "id")
+            )
+            for case in to_create:
+                case.id = ids[case.key]
+                case._state.adding = False
+                case._state.db = Case.objects.db
         if to_retire:
             for old, new in to_retire:
                 old.retired_at = now
