@@ -11,7 +11,9 @@ PostgreSQL (the database is dropped and re-created):
 1. Migrates a fresh database; builds a run of 2,000 cases x 5 trials (``bench/_data.py``,
    outputs of ~300 characters, 2 graders) and a lead's API token.
 2. Query count per page (Django's test client in this process, CaptureQueriesContext): the
-   first and the 10th page of that run and of a run of 200 x 5, which must not differ.
+   first and the 10th page of that run and of a run of 200 x 5, which must not differ; and
+   the median CPU time of those 20 requests in this process (a figure the machine's load
+   moves less than the throughput).
 3. Starts the server; ``BENCH_CLIENTS`` (50) threads, one ``http.client`` connection each,
    page through the run with ``page_size=100`` following ``next`` (back to the first page
    after the last) for ``BENCH_SECONDS`` (20); every page is parsed and must hold 100 trials.
@@ -67,7 +69,7 @@ def setup_data() -> tuple[str, str, dict[int, tuple[int, int]]]:
     _, token = token_create(user=lead, name="bench")
     rng = random.Random(20261202)
     client = Client(HTTP_AUTHORIZATION=f"Bearer {token}", SERVER_NAME="127.0.0.1")
-    queries, run_uuid = {}, ""
+    queries, run_uuid, cpu = {}, "", []
     for n_cases in (200, 2000):
         suite, cases = suite_build(n_cases, name=f"paging-{n_cases}")
         run = run_build(
@@ -83,9 +85,12 @@ def setup_data() -> tuple[str, str, dict[int, tuple[int, int]]]:
         analyze()
         url = f"/api/trials/?run={run.uuid}&page_size={PAGE}"
         counts = []
+        client.get(url)  # warm-up
         for page in range(1, 11):
             with CaptureQueriesContext(connection) as ctx:
+                cpu0 = time.process_time()
                 response = client.get(url)
+                cpu.append((time.process_time() - cpu0) * 1000)
             assert response.status_code == 200, (response.status_code, response.headers)
             body = response.json()
             assert len(body["results"]) == PAGE
@@ -95,6 +100,10 @@ def setup_data() -> tuple[str, str, dict[int, tuple[int, int]]]:
         queries[n_cases] = tuple(counts)
         run_uuid = str(run.uuid)
     connections.close_all()
+    print(
+        f"in-process CPU per page (Django's test client, queries captured): median "
+        f"{statistics.median(cpu):.1f} ms of {len(cpu)} pages"
+    )
     return token, run_uuid, queries
 
 

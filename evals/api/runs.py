@@ -498,7 +498,7 @@ class TrialViewSet(ViewerViewSet):
         runs, the roles), plus the contract decisions of a run that has a contract
         grader."""
         page = self.paginate_queryset(self.get_queryset())
-        runs = Run.objects.in_bulk({row["run_id"] for row in page})
+        runs = Run.objects.only("id", "graders").in_bulk({row["run_id"] for row in page})
         context = {**self.get_serializer_context(), "runs": runs}
         data = TrialSerializer(page, many=True, context=context).data
         return self.get_paginated_response(data)
