@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import secrets
+from datetime import timedelta
 
 from django.core.exceptions import PermissionDenied
 from django.utils import timezone
@@ -43,9 +44,16 @@ def token_revoke(*, token: ApiToken, by=None) -> bool:
     )
 
 
+# ``last_used_at`` is written at most once a minute per token: a client paging the API
+# makes many requests a second, and a write per request (a write lock on SQLite, a commit
+# on PostgreSQL) was a fixed cost of every API call (issue 17).
+LAST_USED_RESOLUTION = timedelta(seconds=60)
+
+
 def token_user(*, token: str):
-    """The active user of a live ``token`` and records ``last_used_at``; None when the
-    token is unknown, revoked or its user inactive."""
+    """The active user of a live ``token`` and records ``last_used_at`` (to the minute: it
+    is written when unset or ``LAST_USED_RESOLUTION`` old); None when the token is unknown,
+    revoked or its user inactive."""
     row = (
         ApiToken.objects.select_related("user")
         .filter(key_hash=token_hash(token), revoked_at__isnull=True)
@@ -53,5 +61,7 @@ def token_user(*, token: str):
     )
     if row is None or not row.user.is_active:
         return None
-    ApiToken.objects.filter(id=row.id).update(last_used_at=timezone.now())
+    now = timezone.now()
+    if row.last_used_at is None or now - row.last_used_at >= LAST_USED_RESOLUTION:
+        ApiToken.objects.filter(id=row.id).update(last_used_at=now)
     return row.user

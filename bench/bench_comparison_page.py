@@ -24,7 +24,6 @@ import random
 import statistics
 import sys
 import time
-from decimal import Decimal
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -34,6 +33,7 @@ import django  # noqa: E402
 
 django.setup()
 
+from _data import analyze, run_build, suite_build  # noqa: E402
 from django.contrib.auth.models import Group, User  # noqa: E402
 from django.core.cache import cache  # noqa: E402
 from django.db import connection  # noqa: E402
@@ -41,92 +41,31 @@ from django.test import Client  # noqa: E402
 from django.test.utils import CaptureQueriesContext, setup_test_environment  # noqa: E402
 from django.urls import reverse  # noqa: E402
 
-from evals.models import Case, Grade, Run, Suite, Trial, content_hash  # noqa: E402
+from evals.models import Run, Suite  # noqa: E402
 
 TRIALS = 5
 GRADERS = [{"key": "policy", "kind": "python"}]
 
 
-def build_run(
-    suite: Suite, cases: list[Case], name: str, probs: list[float], rng: random.Random
-) -> Run:
-    run = Run.objects.create(
-        suite=suite,
-        name=name,
-        target_kind="simulated",
-        graders=GRADERS,
-        trials_per_case=TRIALS,
-        status="succeeded",
-    )
-    trials = []
-    for case, p in zip(cases, probs, strict=True):
-        for attempt in range(1, TRIALS + 1):
-            error = rng.random() < 0.02
-            trial = Trial(
-                run=run,
-                case=case,
-                attempt=attempt,
-                status="error" if error else "ok",
-                output=f"answer {rng.randint(0, 9)} for {case.key} " * 40,
-                input_tokens=500,
-                output_tokens=rng.randint(50, 300),
-                latency_ms=rng.uniform(200, 3000),
-                cost_usd=None if rng.random() < 0.03 else Decimal("0.00120000"),
-            )
-            trial.p = p
-            trials.append(trial)
-    Trial.objects.bulk_create(trials, batch_size=1000)
-    grades = []
-    for trial in trials:
-        if trial.status == "error":
-            continue
-        if rng.random() < 0.01:
-            grades.append(
-                Grade(
-                    trial=trial,
-                    grader="policy",
-                    status="error",
-                    passed=None,
-                    reason="TimeoutError: oracle",
-                )
-            )
-        else:
-            ok = rng.random() < trial.p
-            grades.append(
-                Grade(
-                    trial=trial,
-                    grader="policy",
-                    status="ok",
-                    passed=ok,
-                    score=1.0 if ok else 0.0,
-                    reason="ok" if ok else "missing keys: ['policy_id']",
-                )
-            )
-    Grade.objects.bulk_create(grades, batch_size=2000)
-    return run
-
-
 def build(n_cases: int, rng: random.Random) -> tuple[Run, Run]:
-    suite = Suite.objects.create(name=f"bench-{n_cases}", kind=Suite.Kind.REGRESSION)
-    cases = Case.objects.bulk_create(
-        [
-            Case(
-                suite=suite,
-                key=f"c{i:05d}",
-                input=f"q{i}",
-                tags=[f"t{i % 10}"],
-                content_hash=content_hash(input=f"q{i}", expected=None, context=[]),
-            )
-            for i in range(n_cases)
-        ],
-        batch_size=1000,
-    )
+    suite, cases = suite_build(n_cases, name=f"bench-{n_cases}", kind=Suite.Kind.REGRESSION)
     base_p = [rng.choice([1.0, 1.0, 0.9, 0.7, 0.4]) for _ in cases]
     head_p = [min(1.0, max(0.0, p + rng.choice([0.0, 0.0, -0.1, 0.1, -0.3]))) for p in base_p]
-    return (
-        build_run(suite, cases, "base", base_p, rng),
-        build_run(suite, cases, "head", head_p, rng),
-    )
+    runs = []
+    for name, probs in (("base", base_p), ("head", head_p)):
+        runs.append(
+            run_build(
+                suite,
+                cases,
+                name=name,
+                probs=probs,
+                graders=GRADERS,
+                trials=TRIALS,
+                rng=rng,
+                output=lambda case, rng: f"answer {rng.randint(0, 9)} for {case.key} " * 40,
+            )
+        )
+    return runs[0], runs[1]
 
 
 def measure(
@@ -165,9 +104,7 @@ def main() -> None:
         print(f"database: {connection.vendor}")
         for n_cases in (200, 2000):
             base, head = build(n_cases, rng)
-            if connection.vendor == "postgresql":
-                with connection.cursor() as cursor:
-                    cursor.execute("ANALYZE evals_trial, evals_grade, evals_case")
+            analyze()
             url = reverse("evals:comparison", args=[head.uuid, base.uuid])
             for label, suffix, cold in (
                 ("first view (cold cache)", "", True),

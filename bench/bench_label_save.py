@@ -1,5 +1,5 @@
 """Benchmark the labeling queue's save endpoint (``labeling:label-save``, htmx) under 20
-concurrent reviewers over loopback HTTP, against a real WSGI server (waitress).
+concurrent reviewers over loopback HTTP, against a real WSGI server.
 
 Usage (SQLite, a throwaway file under /tmp):
     .venv/bin/python bench/bench_label_save.py
@@ -9,8 +9,9 @@ PostgreSQL (the database is dropped and re-created):
 
 1. Migrates a fresh database; creates 20 reviewers and a calibration set of 30 trials
    (fabricated run, one recorded judge version's grades).
-2. Starts ``waitress`` (this file with ``--serve``; ``BENCH_THREADS`` threads, default 8,
-   DEBUG off). Server time is the app's own ``Server-Timing: app;dur=<ms>`` header
+2. Starts the server (``bench/_server.py``: gunicorn as in the README's Production section;
+   ``BENCH_SERVER=waitress`` for one waitress process of ``BENCH_THREADS`` threads).
+   Server time is the app's own ``Server-Timing: app;dur=<ms>`` header
    (``config.middleware.ServerTimingMiddleware``: middleware, view, queries, template).
 3. 20 reviewer threads (one httpx client each) log in and open the queue (not timed),
    then each saves 30 first labels and 30 revisions through the htmx endpoint, either
@@ -18,7 +19,7 @@ PostgreSQL (the database is dropped and re-created):
    1–3 s before each save, seeded per reviewer) or back to back (``BENCH_PACE=none``,
    saturation): 1,200 requests, fixed, then the script stops by itself.
 Prints p50 / p95 / max of server time and of the client round trip, in ms, and saves/s.
-Target: p95 server time < 50 ms.
+Target: p95 server time < 40 ms on PostgreSQL (issue 17; was 50 ms, issue 5).
 """
 
 from __future__ import annotations
@@ -26,76 +27,35 @@ from __future__ import annotations
 import os
 import re
 import statistics
-import subprocess
 import sys
-import tempfile
 import threading
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+from _server import (
+    bench_env,
+    database_fresh,
+    server_cpu_seconds,
+    server_label,
+    server_start,
+    server_stop,
+)
+
 REVIEWERS = int(os.environ.get("BENCH_REVIEWERS", "20"))
 ITEMS = 30  # per reviewer: 30 first labels + 30 revisions
 PORT = int(os.environ.get("BENCH_PORT", "8765"))
 PASSWORD = "bench-password-123"
 # "people": a uniform 1-3 s pause before each save; "none": back to back (saturation).
 PACE = os.environ.get("BENCH_PACE", "people")
-THREADS = int(os.environ.get("BENCH_THREADS", "8"))
-
-
-def _env() -> dict[str, str]:
-    env = dict(os.environ)
-    default_db = f"sqlite:///{tempfile.gettempdir()}/assay-bench-label.sqlite3"
-    env.setdefault("DATABASE_URL", default_db)
-    env.update(
-        {
-            "DJANGO_SETTINGS_MODULE": "config.settings_test",
-            "DEBUG": "false",
-            "ALLOWED_HOSTS": "127.0.0.1,localhost",
-            "SECURE_SSL_REDIRECT": "false",
-            "SECURE_HSTS_SECONDS": "0",
-        }
-    )
-    return env
-
-
-def serve() -> None:
-    """Child process: waitress serving the project, with the timing wrapper."""
-    import django
-
-    django.setup()
-    from django.conf import settings
-    from django.core.wsgi import get_wsgi_application
-
-    # Plain HTTP on loopback: production settings (DEBUG off) but cookies without Secure.
-    settings.SESSION_COOKIE_SECURE = settings.CSRF_COOKIE_SECURE = False
-    from waitress import serve as waitress_serve
-
-    waitress_serve(
-        get_wsgi_application(), host="127.0.0.1", port=PORT, threads=THREADS, _quiet=True
-    )
 
 
 def setup_data() -> tuple[str, list[str]]:
     """Fresh database with the cast and one calibration set; returns its uuid, trial uuids."""
-    url = os.environ["DATABASE_URL"]
-    if url.startswith("postgres"):
-        import psycopg
-
-        name = url.rsplit("/", 1)[1]
-        with psycopg.connect(url.rsplit("/", 1)[0] + "/postgres", autocommit=True) as conn:
-            conn.execute(f'DROP DATABASE IF EXISTS "{name}"')
-            conn.execute(f'CREATE DATABASE "{name}"')
-    else:
-        Path(url.removeprefix("sqlite:///")).unlink(missing_ok=True)
-    import django
-
-    django.setup()
+    database_fresh()
     from django.contrib.auth.models import Group, User
-    from django.core.management import call_command
 
-    call_command("migrate", verbosity=0)
     from tests.labeling_builders import calibration_set, judged_run
 
     group = Group.objects.get(name="reviewer")
@@ -168,18 +128,11 @@ def pct(values: list[float], q: float) -> float:
 
 
 def main() -> None:
-    os.environ.update(_env())
+    env = bench_env("assay-bench-label.sqlite3")
+    os.environ.update(env)
     set_id, trials = setup_data()
-    child = subprocess.Popen([sys.executable, __file__, "--serve"], env=_env(), cwd=ROOT)
+    child = server_start(PORT, env)
     try:
-        import httpx
-
-        for _ in range(100):
-            try:
-                httpx.get(f"http://127.0.0.1:{PORT}/healthz", timeout=1)
-                break
-            except httpx.HTTPError:
-                time.sleep(0.1)
         server: list[float] = []
         client_ms: list[float] = []
         errors: list[str] = []
@@ -193,16 +146,17 @@ def main() -> None:
         for t in threads:
             t.start()
         barrier.wait()
+        cpu0 = server_cpu_seconds(child)
         t0 = time.perf_counter()
         for t in threads:
             t.join()
         wall = time.perf_counter() - t0
+        server_cpu = server_cpu_seconds(child) - cpu0
     finally:
-        child.terminate()
-        child.wait(timeout=10)
+        server_stop(child)
     db = os.environ["DATABASE_URL"].split(":", 1)[0]
     print(
-        f"database: {db}; pace {PACE}; waitress {THREADS} threads; {len(server)} saves by "
+        f"database: {db}; pace {PACE}; {server_label()}; {len(server)} saves by "
         f"{REVIEWERS} reviewers in {wall:.1f} s "
         f"({len(server) / wall:.0f} saves/s); errors: {len(errors)} {errors[:3]}"
     )
@@ -210,6 +164,8 @@ def main() -> None:
         f"server time ms: p50 {pct(server, 50):.1f}, p95 {pct(server, 95):.1f}, "
         f"max {max(server):.1f}"
     )
+    print(f"server CPU per save: {server_cpu / max(len(server), 1) * 1000:.1f} ms")
+    print(f"load average: {os.getloadavg()}")
     print(
         f"round trip ms:  p50 {pct(client_ms, 50):.1f}, p95 {pct(client_ms, 95):.1f}, "
         f"max {max(client_ms):.1f}"
@@ -217,7 +173,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    if "--serve" in sys.argv:
-        serve()
-    else:
-        main()
+    main()

@@ -19,7 +19,6 @@ import random
 import statistics
 import sys
 import time
-from decimal import Decimal
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -29,10 +28,11 @@ import django  # noqa: E402
 
 django.setup()
 
+from _data import analyze, run_build, suite_build  # noqa: E402
 from django.db import connection  # noqa: E402
 from django.test.utils import CaptureQueriesContext  # noqa: E402
 
-from evals.models import Case, Grade, Run, Suite, Trial, content_hash  # noqa: E402
+from evals.models import Run  # noqa: E402
 from evals.report.selectors import run_report  # noqa: E402
 
 TRIALS = 5
@@ -40,77 +40,19 @@ GRADERS = [{"key": "schema", "kind": "json_schema"}, {"key": "policy", "kind": "
 
 
 def build(n_cases: int, rng: random.Random) -> Run:
-    suite = Suite.objects.create(name=f"bench-{n_cases}")
-    cases = Case.objects.bulk_create(
-        [
-            Case(
-                suite=suite,
-                key=f"c{i:05d}",
-                input=f"q{i}",
-                tags=[f"t{i % 10}"],
-                content_hash=content_hash(input=f"q{i}", expected=None, context=[]),
-            )
-            for i in range(n_cases)
-        ],
-        batch_size=1000,
-    )
-    run = Run.objects.create(
-        suite=suite,
+    suite, cases = suite_build(n_cases, name=f"bench-{n_cases}")
+    probs = [rng.random() for _ in cases]
+    return run_build(
+        suite,
+        cases,
         name="bench",
-        target_kind="simulated",
+        probs=probs,
         graders=GRADERS,
-        trials_per_case=TRIALS,
-        status="succeeded",
+        trials=TRIALS,
+        rng=rng,
+        output=lambda case, rng: "x" * 2000,
+        fail_score=0.5,
     )
-    trials = []
-    for case in cases:
-        p = rng.random()
-        for attempt in range(1, TRIALS + 1):
-            error = rng.random() < 0.02
-            trials.append(
-                Trial(
-                    run=run,
-                    case=case,
-                    attempt=attempt,
-                    status="error" if error else "ok",
-                    output="x" * 2000,
-                    input_tokens=500,
-                    output_tokens=rng.randint(50, 300),
-                    latency_ms=rng.uniform(200, 3000),
-                    cost_usd=None if rng.random() < 0.03 else Decimal("0.00120000"),
-                )
-            )
-            trials[-1].p = p
-    Trial.objects.bulk_create(trials, batch_size=1000)
-    grades = []
-    for trial in trials:
-        if trial.status == "error":
-            continue
-        for g in GRADERS:
-            if rng.random() < 0.01:
-                grades.append(
-                    Grade(
-                        trial=trial,
-                        grader=g["key"],
-                        status="error",
-                        passed=None,
-                        reason="TimeoutError: oracle",
-                    )
-                )
-            else:
-                ok = rng.random() < trial.p
-                grades.append(
-                    Grade(
-                        trial=trial,
-                        grader=g["key"],
-                        status="ok",
-                        passed=ok,
-                        score=1.0 if ok else 0.5,
-                        reason="ok" if ok else "missing keys: ['policy_id']",
-                    )
-                )
-    Grade.objects.bulk_create(grades, batch_size=2000)
-    return run
 
 
 def measure(run: Run, repeats: int = 9) -> tuple[float, float, float, int]:
@@ -136,11 +78,7 @@ def main() -> None:
         print(f"database: {connection.vendor}")
         for n_cases in (200, 2000):
             run = build(n_cases, rng)
-            if connection.vendor == "postgresql":
-                # Autovacuum analyses freshly bulk-loaded tables within a minute or so; do it
-                # now so the plan (and the figure) does not depend on that timing.
-                with connection.cursor() as cursor:
-                    cursor.execute("ANALYZE evals_trial, evals_grade, evals_case")
+            analyze()
             median, best, cpu, queries = measure(run)
             print(
                 f"{n_cases} cases x {TRIALS} trials x {len(GRADERS)} graders: median "

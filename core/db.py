@@ -1,8 +1,16 @@
-"""Database plumbing shared by selectors: rows straight from the cursor."""
+"""Database plumbing shared by selectors and bulk writers: rows straight from the cursor,
+rows written without model instances (COPY on PostgreSQL)."""
 
 from __future__ import annotations
 
-from django.db import connections, models
+import json
+import operator
+from collections.abc import Callable, Sequence
+from functools import partial
+from typing import Any
+
+from django.db import connections, models, router
+from django.utils import timezone
 
 
 def raw_rows(queryset: models.QuerySet) -> list[tuple]:
@@ -13,3 +21,94 @@ def raw_rows(queryset: models.QuerySet) -> list[tuple]:
     with connections[queryset.db].cursor() as cursor:
         cursor.execute(sql, params)
         return cursor.fetchall()
+
+
+# Fields whose Python values need the database's own form (UUID text, naive-UTC text on
+# SQLite, Jsonb, Decimal); every other value goes to the driver as it is.
+_CONVERTED = (models.UUIDField, models.DateTimeField, models.JSONField, models.DecimalField)
+
+
+def _json_dumper(f: models.JSONField) -> Callable[[Any], str | None]:
+    """JSON text of a field's value for COPY (None stays NULL), through one encoder built
+    once per call of ``rows_insert`` (``json.dumps`` with options builds one per value)."""
+    encode = (f.encoder or json.JSONEncoder)(allow_nan=False).encode
+
+    def dumps(value: Any) -> str | None:
+        if value is None:
+            return None
+        if type(value) is dict and not value:
+            return "{}"
+        return encode(value)
+
+    return dumps
+
+
+def rows_insert(model: type[models.Model], rows: list[dict[str, Any]]) -> None:
+    """Insert ``rows`` (field attname -> Python value; the primary key is left to the
+    database) into ``model``'s table, in the caller's transaction, without building model
+    instances: PostgreSQL through one ``COPY ... FROM STDIN`` (psycopg 3 ``cursor.copy``),
+    other databases through one prepared ``executemany``.
+
+    A field missing from a row takes its default (evaluated once per call: pass callable
+    defaults such as a UUID explicitly). Values are converted with the field's own
+    ``get_db_prep_save`` where the database needs it; constraints are the database's, and
+    a violation raises Django's ``IntegrityError``. No ``save`` signals are sent.
+    """
+    if not rows:
+        return
+    connection = connections[router.db_for_write(model)]
+    fields = [f for f in model._meta.concrete_fields if not f.primary_key]
+    defaults = {f.attname: f.get_default() for f in fields}  # "" / None when none declared
+    copy = connection.vendor == "postgresql"
+    converters: list[tuple[int, Callable[[Any], Any]]] = []
+    for i, f in enumerate(fields):
+        if copy and isinstance(f, models.JSONField):
+            converters.append((i, _json_dumper(f)))  # COPY text takes JSON text for jsonb
+        elif isinstance(f, _CONVERTED) and not copy:
+            converters.append((i, partial(f.get_db_prep_save, connection=connection)))
+        # else: psycopg adapts UUID, aware datetime and Decimal values natively
+    pick = operator.itemgetter(*[f.attname for f in fields])
+    values = []
+    for row in rows:
+        value = list(pick({**defaults, **row}))
+        for i, convert in converters:
+            value[i] = convert(value[i])
+        values.append(value)
+    quote = connection.ops.quote_name
+    table = quote(model._meta.db_table)
+    columns = ", ".join(quote(f.column) for f in fields)
+    with connection.cursor() as cursor, connection.wrap_database_errors:
+        if copy:
+            with cursor.cursor.copy(f"COPY {table} ({columns}) FROM STDIN") as out:
+                for row in values:
+                    out.write_row(row)
+        else:
+            marks = ", ".join(["%s"] * len(fields))
+            cursor.executemany(f"INSERT INTO {table} ({columns}) VALUES ({marks})", values)
+
+
+def instances_insert(objs: Sequence[models.Model]) -> None:
+    """Insert unsaved model instances of one model through ``rows_insert`` (COPY on
+    PostgreSQL): every concrete field but the primary key, as the instances hold them
+    (their defaults were evaluated when they were built), ``auto_now``/``auto_now_add``
+    fields still unset stamped with one ``timezone.now()``. Ids are not read back (the
+    caller reads them by a unique key); ``save()`` is not called, no signals are sent."""
+    if not objs:
+        return
+    model = type(objs[0])
+    fields = [f for f in model._meta.concrete_fields if not f.primary_key]
+    now = timezone.now()
+    stamped = [
+        f.attname
+        for f in fields
+        if getattr(f, "auto_now", False) or getattr(f, "auto_now_add", False)
+    ]
+    rows = []
+    for obj in objs:
+        row = {f.attname: getattr(obj, f.attname) for f in fields}
+        for name in stamped:
+            if row[name] is None:
+                row[name] = now
+                setattr(obj, name, now)
+        rows.append(row)
+    rows_insert(model, rows)

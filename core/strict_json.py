@@ -15,15 +15,21 @@ import numpy as np
 
 from core.decimals import decimal_plain
 
+# Values returned as they are, tested by exact type first: most of a response is these,
+# and an API page of 100 trials holds ~1,500 of them (issue 17).
+_PLAIN = frozenset({str, int, bool, type(None)})
+
 
 def json_safe(value: Any) -> Any:
     """``value`` with dict keys as strings, tuples as lists, non-finite floats and Decimals
     as None, finite Decimals as plain strings (exact USD amounts, never ``0E-8``), numpy
     scalars as Python ones."""
+    if type(value) in _PLAIN:
+        return value
     if isinstance(value, dict):
-        return {str(k): json_safe(v) for k, v in value.items()}
+        return {str(k): v if type(v) in _PLAIN else json_safe(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
-        return [json_safe(v) for v in value]
+        return [v if type(v) in _PLAIN else json_safe(v) for v in value]
     if isinstance(value, np.generic):
         return json_safe(value.item())
     if isinstance(value, float):

@@ -14,6 +14,7 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
+from core.db import instances_insert
 from core.errors import DomainError
 from core.text import UNSTORABLE, contains_unstorable
 from evals.models import Case, CaseChange, Graduation, Suite, content_hash
@@ -64,7 +65,7 @@ def cases_upsert(
     Keys must be unique within ``specs`` (``ValueError`` otherwise). Every case created is
     recorded as a ``CaseChange`` (``created``, or ``replaced`` with ``previous``) with ``by``
     (a user or None), ``via`` (the path: import, config, editor, api, ...) and
-    ``source_trial``. Four to six queries per call whatever the number of specs; runs
+    ``source_trial``. Four to seven queries per call whatever the number of specs; runs
     inside the caller's transaction. ``retired``, when given, receives every case this
     call retired (so that an import can say which: no case is retired silently).
     """
@@ -102,7 +103,19 @@ def cases_upsert(
         if to_retire:
             # Retire first: the active key is unique, so the new case cannot coexist with it.
             Case.objects.filter(id__in=[old.id for old, _ in to_retire]).update(retired_at=now)
-        Case.objects.bulk_create(to_create)
+        # Plain rows (COPY on PostgreSQL), ids read back by the active key: an import
+        # creates thousands of cases at once (issue 17).
+        instances_insert(to_create)
+        if to_create:
+            ids = dict(
+                Case.objects.active()
+                .filter(suite=suite, key__in=[c.key for c in to_create])
+                .values_list("key", "id")
+            )
+            for case in to_create:
+                case.id = ids[case.key]
+                case._state.adding = False
+                case._state.db = Case.objects.db
         if to_retire:
             for old, new in to_retire:
                 old.retired_at = now

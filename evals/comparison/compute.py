@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 from django.core.cache import cache
 
+from core.gc_pause import gc_paused_call
 from core.strict_json import json_safe
 from core.templatetags.dashboard import key_ks
 from evals.comparison.run_data import CaseData, GraderInfo, RunData, run_data_get, verdict_lists
@@ -619,6 +620,7 @@ def detectable_drop_get(
     return value
 
 
+@gc_paused_call
 def comparison_get(*, base: Any, head: Any, alpha: float = 0.05) -> Comparison:
     """Load two runs (``run_data_get``) and compare them (``comparison_compute``), with the
     base's detectable drop from ``detectable_drop_get``. About a dozen queries, none per

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from decimal import Decimal
 from operator import itemgetter
 from typing import Any
@@ -63,12 +63,17 @@ class RunRows:
     cases: list[tuple]
     usage: dict[Any, dict[str, Any]]
     judges: dict[Any, JudgeInfo]
+    usage_totals: dict[str, Any] | None = None
 
     @property
     def totals(self) -> dict[str, Any]:
         """The usage summed over cases (the run report's totals): ``finished``,
         ``input_sum``, ``output_sum``, ``input_unknown``, ``output_unknown``, ``cost`` (known
-        USD, Decimal, None when no cost is known), ``cost_unknown``."""
+        USD, Decimal, None when no cost is known), ``cost_unknown``. Read as one row
+        (``usage_totals``, from ``runs_usage_totals``) when the loader was asked for totals
+        only (``run_rows_get(usage="totals")``)."""
+        if self.usage_totals is not None:
+            return self.usage_totals
         rows = list(self.usage.values())
         costs = [r["cost"] for r in rows if r["cost"] is not None]
         return {
@@ -119,14 +124,23 @@ def run_trials(*, run: Run, top_up: object = ALL_TRIALS) -> models.QuerySet:
     return trials.order_by()
 
 
-def run_rows_get(*, run: Run, top_up: object = ALL_TRIALS) -> RunRows:
+def run_rows_get(*, run: Run, top_up: object = ALL_TRIALS, usage: str = "cases") -> RunRows:
     """Read ``run`` as ``RunRows``, the trials of ``run_trials(run=, top_up=)``.
 
-    Four queries whatever the run's size (trials, grades, cases, per-case usage), plus one
-    when judges graded it (their versions with their active approvals). ``trials`` carry
-    their look: 0 for the run's own trials, the round of a top-up's.
+    Four queries whatever the run's size (trials, grades, cases, usage), plus one when
+    judges graded it (their versions with their active approvals). ``trials`` carry their
+    look: 0 for the run's own trials, the round of a top-up's. ``usage="cases"`` reads the
+    usage per case (``RunRows.usage``, the comparison's); ``usage="totals"`` reads only its
+    sums over the run, one row (``RunRows.usage_totals``, all the run report needs), with
+    the trials of ``run_trials(run=)`` (every top-up; ``top_up`` must be left alone).
+    Raises ``ValueError`` for another ``usage``.
     """
-    return _rows_by_run(run_trials(run=run, top_up=top_up), [run.id])[run.id]
+    if usage == "cases":
+        return _rows_by_run(run_trials(run=run, top_up=top_up), [run.id])[run.id]
+    if usage != "totals" or top_up != ALL_TRIALS:
+        raise ValueError(f"usage={usage!r} with top_up={top_up!r}")
+    rows = _rows_by_run(run_trials(run=run), [run.id], usage=False)[run.id]
+    return replace(rows, usage_totals=runs_usage_totals(runs=[run])[run.id])
 
 
 def _readable_trials(runs: Sequence[Run], case_ids: Iterable[int] | None) -> models.QuerySet:

@@ -8,6 +8,7 @@ import dataclasses
 from django.db import models
 from django.db.models.functions import Substr
 
+from core.gc_pause import gc_paused_call
 from evals.grading.contract.decisions import run_decisions
 from evals.models import Grade, Run, Trial
 from evals.report.agents import agent_reasons_add, agent_report
@@ -18,6 +19,7 @@ from judges.ledger import run_judge_spend
 REASON_MAX_CHARS = 500
 
 
+@gc_paused_call
 def run_report(*, run: Run) -> RunReport:
     """The run report (``evals.report.build.RunReport``): trial and error counts, pass rate
     with its clustered 95% interval, pass@k/pass^k, per-case rows, tag slices, grouped
@@ -54,7 +56,7 @@ def run_report(*, run: Run) -> RunReport:
     # Judge calls apart from the target's, from the call ledger: every call paid, including
     # one whose grade lost a race (one query).
     judge_calls = run_judge_spend(run_id=run.id)
-    rows = run_rows_get(run=run)
+    rows = run_rows_get(run=run, usage="totals")
     report = report_from_rows(run=run, rows=rows, reasons=reasons)
     agents = agent_report(run=run, rows=rows, k_max=len(report.overall.pass_k))
     retried = Trial.objects.filter(run=run, replaced_by__isnull=False).count()

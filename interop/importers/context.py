@@ -2,14 +2,9 @@
 
 from __future__ import annotations
 
-import json
-import operator
-from collections.abc import Callable
 from dataclasses import dataclass, field
-from functools import partial
 from typing import Any
 
-from django.db import connections, models, router
 from django.utils import timezone
 
 from core.errors import DomainError
@@ -212,59 +207,3 @@ def run_finish(
             "graders",
         ]
     )
-
-
-# Fields whose Python values need the database's own form (UUID text, naive-UTC text on
-# SQLite, Jsonb, Decimal); every other value goes to the driver as it is.
-_CONVERTED = (models.UUIDField, models.DateTimeField, models.JSONField, models.DecimalField)
-
-
-def _json_dumper(f: models.JSONField) -> Callable[[Any], str | None]:
-    def dumps(value: Any) -> str | None:
-        return None if value is None else json.dumps(value, cls=f.encoder, allow_nan=False)
-
-    return dumps
-
-
-def rows_insert(model: type[models.Model], rows: list[dict[str, Any]]) -> None:
-    """Insert ``rows`` (field attname -> Python value; the primary key is left to the
-    database) into ``model``'s table, in the caller's transaction, without building model
-    instances: PostgreSQL through one ``COPY ... FROM STDIN`` (psycopg 3 ``cursor.copy``),
-    other databases through one prepared ``executemany``.
-
-    A field missing from a row takes its default (evaluated once per call: pass callable
-    defaults such as a UUID explicitly). Values are converted with the field's own
-    ``get_db_prep_save`` where the database needs it; constraints are the database's, and
-    a violation raises Django's ``IntegrityError``. No ``save`` signals are sent.
-    """
-    if not rows:
-        return
-    connection = connections[router.db_for_write(model)]
-    fields = [f for f in model._meta.concrete_fields if not f.primary_key]
-    defaults = {f.attname: f.get_default() for f in fields}  # "" / None when none declared
-    copy = connection.vendor == "postgresql"
-    converters: list[tuple[int, Callable[[Any], Any]]] = []
-    for i, f in enumerate(fields):
-        if copy and isinstance(f, models.JSONField):
-            converters.append((i, _json_dumper(f)))  # COPY text takes JSON text for jsonb
-        elif isinstance(f, _CONVERTED) and not copy:
-            converters.append((i, partial(f.get_db_prep_save, connection=connection)))
-        # else: psycopg adapts UUID, aware datetime and Decimal values natively
-    pick = operator.itemgetter(*[f.attname for f in fields])
-    values = []
-    for row in rows:
-        value = list(pick({**defaults, **row}))
-        for i, convert in converters:
-            value[i] = convert(value[i])
-        values.append(value)
-    quote = connection.ops.quote_name
-    table = quote(model._meta.db_table)
-    columns = ", ".join(quote(f.column) for f in fields)
-    with connection.cursor() as cursor, connection.wrap_database_errors:
-        if connection.vendor == "postgresql":
-            with cursor.cursor.copy(f"COPY {table} ({columns}) FROM STDIN") as copy:
-                for row in values:
-                    copy.write_row(row)
-        else:
-            marks = ", ".join(["%s"] * len(fields))
-            cursor.executemany(f"INSERT INTO {table} ({columns}) VALUES ({marks})", values)

@@ -11,9 +11,10 @@ from typing import Any
 
 from django.utils import timezone
 
+from core.db import rows_insert
 from evals.cases import CaseSpec
 from evals.models import Case, Grade, Run, Trial
-from interop.importers.context import BATCH_SIZE, ImportContext, rows_insert, run_finish
+from interop.importers.context import BATCH_SIZE, ImportContext, run_finish
 from interop.importers.reader import record_error
 from labeling.models import Label
 
