@@ -123,8 +123,12 @@ def cases_upsert(
             Case.objects.bulk_update([old for old, _ in to_retire], ["replaced_by"])
         previous = {id(new): old for old, new in to_retire}
         if to_create:
-            CaseChange.objects.bulk_create(
-                _change(new, previous.get(id(new)), by, via, source_trial, now) for new in to_create
+            # Plain rows too (a fixed number of queries whatever the number of cases).
+            instances_insert(
+                [
+                    _change(new, previous.get(id(new)), by, via, source_trial, now)
+                    for new in to_create
+                ]
             )
     if retired is not None:
         retired.extend(old for old, _ in to_retire)
