@@ -169,12 +169,13 @@ def case_graduate(*, case: Case, into_suite: Suite, by=None):
 
 
 SUITE_FIELDS = {"description", "kind", "cases", "cases_file", "retire_missing"}
-CASE_FIELDS = {"key", "input", "expected", "context", "tags"}
+CASE_FIELDS = {"key", "input", "expected", "context", "tags", "goal_state"}
 
 
 def case_spec_parse(raw: object, where: str) -> CaseSpec:
     """One case declared in a config file or a cases file: ``{key, input, expected?,
-    context?, tags?}``, strictly typed (no coercion). Raises DomainError naming
+    context?, tags?, goal_state?}`` (``goal_state``: an agent case's wanted final state, any
+    JSON; docs/agents.md), strictly typed (no coercion). Raises DomainError naming
     ``<where>.<field>``."""
     if not isinstance(raw, dict):
         raise DomainError("expected a table {key, input, ...}", field=where)
@@ -201,11 +202,16 @@ def case_spec_parse(raw: object, where: str) -> CaseSpec:
     tags = raw.get("tags", [])
     if not isinstance(tags, list) or not all(isinstance(t, str) and t for t in tags):
         raise DomainError("expected a list of non-empty strings", field=f"{where}.tags")
-    for name in ("key", "input", "expected", "context", "tags"):
+    for name in ("key", "input", "expected", "context", "tags", "goal_state"):
         if contains_unstorable(raw.get(name)):
             raise DomainError(UNSTORABLE, field=f"{where}.{name}")
     return CaseSpec(
-        key=key, input=raw["input"], expected=raw.get("expected"), context=context, tags=tags
+        key=key,
+        input=raw["input"],
+        expected=raw.get("expected"),
+        context=context,
+        tags=tags,
+        goal_state=raw.get("goal_state"),
     )
 
 
