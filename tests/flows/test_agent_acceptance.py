@@ -16,7 +16,9 @@ from io import StringIO
 import pytest
 from django.core.management import call_command
 
+from core.errors import DomainError
 from evals.models import Case, Run, Trial
+from judges.config import config_apply
 from tests.conftest import PROJECT_DIR
 from tests.fakellm import FakeLLM, tool_calls_message
 from tests.interop.test_api_ingest import client_for, post_json
@@ -316,3 +318,34 @@ def test_an_ingested_agent_run_is_graded_through_the_api(client, alice):
     page = client.get(f"/trials/{trial.uuid}/").content.decode()
     assert "&lt;script&gt;alert" in page
     _no_raw_markup(page)
+
+
+def test_docs_config_shows_the_agent_example_verbatim():
+    doc = (PROJECT_DIR / "docs" / "config.md").read_text(encoding="utf-8")
+    blocks = re.findall(r"```toml\n(.*?)```", doc, flags=re.S)
+    assert EXAMPLE.read_text(encoding="utf-8") in blocks
+
+
+def test_a_changed_goal_state_in_the_config_replaces_the_case_and_a_bad_one_is_refused(
+    tmp_path,
+):
+    path = _example(tmp_path)
+    _apply(path)
+    old = Case.objects.active().get(suite__name=SUITE, key="past-window")
+    text = path.read_text(encoding="utf-8").replace(
+        'goal_state = { order = { id = "A103", status = "delivered" }',
+        'goal_state = { order = { id = "A103", status = "refunded" }',
+    )
+    path.write_text(text, encoding="utf-8")
+    assert _apply(path)["suites"][0]["cases"]["replaced"] == 1  # a new goal is a new case
+    new = Case.objects.active().get(suite__name=SUITE, key="past-window")
+    assert new.id != old.id and new.goal_state["order"]["status"] == "refunded"
+    for bad, field in (
+        ({"x": "a\u0000b"}, "suites.s.cases[0].goal_state"),
+        ({"x": ["\ud800"]}, "suites.s.cases[0].goal_state"),
+    ):
+        document = {"suites": {"s": {"cases": [{"key": "k", "input": "i", "goal_state": bad}]}}}
+        with pytest.raises(DomainError) as caught:
+            config_apply(document=document)
+        assert caught.value.field.startswith(field), caught.value.field
+    assert not Case.objects.filter(suite__name="s").exists()
