@@ -191,9 +191,12 @@ def test_a_tool_loop_agent_against_a_scripted_server_caps_and_failed_steps(tmp_p
     run_page = client.get(f"/runs/{run.uuid}/").content.decode()
     assert "2 errored trials" in run_page
     capped = client.get(f"/trials/{looped.uuid}/").content.decode()
-    assert "step_cap" in capped and 'id="trajectory"' in capped
+    assert 'id="trajectory"' in capped
+    assert re.search(r'<p class="error pre">step_cap: step cap: the model still called', capped)
+    assert "(8 tool calls, 1 failed)" in capped  # the call the cap stopped: not run
     page = client.get(f"/trials/{failed.uuid}/").content.decode()
     assert "KeyError" in page and "&lt;script&gt;alert" in page
+    assert "(3 tool calls, 1 failed)" in page and "step-error" in page
     _no_raw_markup(page)
     lines = StringIO()
     call_command("run_report", str(run.uuid), stdout=lines)
