@@ -202,6 +202,15 @@ def test_a_tool_loop_agent_against_a_scripted_server_caps_and_failed_steps(tmp_p
     call_command("run_report", str(run.uuid), stdout=lines)
     assert "2 errored trials" in lines.getvalue()
 
+    # the comparison with the callable agent's run shows how outcome and path rates moved
+    base = _run_suite(
+        "--target-preset", "refund-bot", "--grader-set", "refund-agent", "--trials", "2"
+    )
+    compared = client.get(f"/runs/{run.uuid}/compare/{base.uuid}/").content.decode()
+    assert 'id="agent-moves"' in compared and 'id="agent-case-moves"' in compared
+    moves = compared[compared.index('id="agent-case-moves"') :]
+    assert "past-window" in moves and "large-order" in moves
+
 
 def test_a_tool_loop_agent_against_the_shared_mock(
     tmp_path,

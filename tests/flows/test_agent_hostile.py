@@ -16,9 +16,11 @@ from core.errors import DomainError
 from core.text import REPLACED_KEY, contains_unstorable
 from evals.models import Case, Grade, Run, Suite, Trial
 from evals.runner.start import run_start
+from interop.run_file import run_export, run_import
 from labeling.models import CalibrationSet
 from tests.fakellm import FakeLLM, tool_calls_message
 from tests.flows.agent_hostile_tools import BIG, IMG_KEY, SCRIPT_TOOL
+from tests.import_helpers import import_bytes
 from tests.interop.test_api_ingest import client_for, post_json
 from tests.interop.test_import_inspect import _bytes, _import
 from tests.interop.test_import_inspect_agent import AGENT_LOG
@@ -224,3 +226,38 @@ def test_an_inspect_log_with_unstorable_tool_text_is_refused_naming_the_message(
         _import(_bytes(doc), name="agent-log.json")
     assert caught.value.field.startswith(f"samples[0].messages[{index}]"), caught.value.field
     assert not Trial.objects.exists()
+
+
+@pytest.mark.parametrize(
+    ("record", "field"),
+    [
+        ({"trajectory": [{"kind": "tool_call", "name": "x\u0000", "arguments": {}}]}, "trajectory"),
+        ({"trajectory": [{"kind": "tool_result", "content": "\ud800"}]}, "trajectory"),
+        ({"final_state": {"k": "\u0000"}}, "final_state"),
+        ({"goal_state": {"\udfff": 1}}, "goal_state"),
+    ],
+)
+def test_a_results_file_with_unstorable_agent_text_is_refused_naming_the_field(record, field):
+    line = {"case_id": "c1", "input": "x", "output": "o", **record}
+    with pytest.raises(DomainError) as caught:
+        import_bytes(json.dumps(line).encode(), filename="records.jsonl")
+    assert field in (caught.value.field or ""), caught.value
+    assert not Trial.objects.exists()
+
+
+def test_a_run_file_with_unstorable_agent_text_is_refused_naming_the_path(alice):
+    record = {"case_id": "c1", "input": "x", "output": "o", "trajectory": [{"kind": "message",
+              "content": "hi"}], "final_state": {"k": 1}}  # fmt: skip
+    resp = post_json(client_for(alice), {"suite": "s", "run": "r", "trials": [record]})
+    assert resp.status_code == 201, resp.content
+    data = json.loads(json.dumps(run_export(run=Run.objects.get())))
+    data["cases"][0]["trials"][0]["final_state"] = {"k": "\u0000"}
+    with pytest.raises(DomainError) as caught:
+        run_import(data=data, suite_name="copy")
+    assert caught.value.field.startswith("cases[0].trials[0].final_state"), caught.value.field
+    data["cases"][0]["trials"][0]["final_state"] = {"k": 1}
+    data["cases"][0]["trials"][0]["trajectory"][0]["content"] = "\ud800"
+    with pytest.raises(DomainError) as caught:
+        run_import(data=data, suite_name="copy")
+    assert caught.value.field.startswith("cases[0].trials[0].trajectory[0]"), caught.value.field
+    assert not Suite.objects.filter(name="copy").exists()
