@@ -261,3 +261,26 @@ def test_a_run_file_with_unstorable_agent_text_is_refused_naming_the_path(alice)
         run_import(data=data, suite_name="copy")
     assert caught.value.field.startswith("cases[0].trials[0].trajectory[0]"), caught.value.field
     assert not Suite.objects.filter(name="copy").exists()
+
+
+def test_a_reviewer_of_a_disagreement_queue_sees_the_trajectory_and_states_escaped(
+    django_capture_on_commit_callbacks, client, alice, bob
+):
+    suite = _suite("hostile-review", "right", "wrong")
+    run = _start(suite, {"kind": "callable", "path": f"{H}:hostile_agent"},
+                 django_capture_on_commit_callbacks)  # fmt: skip
+    client.force_login(alice)
+    resp = client.post(f"/runs/{run.uuid}/disagreements/review/")
+    assert resp.status_code == 302
+    cset = CalibrationSet.objects.get(run=run)
+    assert cset.size == 2
+    client.force_login(bob)
+    html = client.get(f"/calibration-sets/{cset.uuid}/label/").content.decode()
+    assert 'id="trajectory"' in html and 'id="queue-goal-state"' in html
+    assert "&lt;script&gt;alert(&#x27;tool&#x27;)&lt;/script&gt;" in html  # the tool's name
+    assert "(2 tool calls, 0 failed)" in html
+    _escaped(html)
+    # blind: the trajectory holds no verdict, and the grades' reasons are not on the page
+    reasons = Grade.objects.filter(trial__run=run, passed=False).values_list("reason", flat=True)
+    for reason in reasons:
+        assert reason[:40] not in html
