@@ -282,7 +282,7 @@ INGEST_STEPS = [
 FORBIDDEN_PATH = [INGEST_STEPS[3], INGEST_STEPS[4], INGEST_STEPS[1], INGEST_STEPS[2]]
 
 
-def test_an_ingested_agent_run_is_graded_through_the_api(client, alice):
+def test_an_ingested_agent_run_is_graded_through_the_api(tmp_path, client, alice):
     goal = {"orders": {"A1": {"refunded": 30}}}
     done = {"orders": {"A1": {"refunded": 30, "total": 30}}}
     undone = {"orders": {"A1": {"refunded": 0, "total": 30}}}
@@ -326,6 +326,16 @@ def test_an_ingested_agent_run_is_graded_through_the_api(client, alice):
     )
     client.force_login(alice)
     _pages_show_it(client, run, report["agents"])
+    api = client_for(alice).get(f"/api/runs/{run.uuid}/").json()["report"]["agents"]
+    assert api["errored_trials"] == 1 and api["outcome_only"] == report["agents"]["outcome_only"]
+    # a run file carries it all: the copy reports the same agent block
+    path = tmp_path / "run.json"
+    call_command("export_run", str(run.uuid), "--out", str(path), stdout=StringIO())
+    call_command("import_run", str(path), "--suite", "copy", "--name", "r1", stdout=StringIO())
+    copy = _report(Run.objects.get(suite__name="copy", name="r1"))["agents"]
+    for key in (*CELLS, "errored_trials", "left_out", "in_table"):
+        assert copy[key] == report["agents"][key], key
+    assert [g["label"] for g in copy["groups"]] == [g["label"] for g in report["agents"]["groups"]]
     trial = Trial.objects.get(run=run, case__key="c1", attempt=1)
     page = client.get(f"/trials/{trial.uuid}/").content.decode()
     assert "&lt;script&gt;alert" in page
