@@ -185,6 +185,8 @@ def test_a_tool_loop_agent_against_a_scripted_server_caps_and_failed_steps(tmp_p
     assert agents["outcome"]["pipeline_errored"] == 2
     past = next(c for c in agents["cases"] if c["key"] == "past-window")
     assert past["errored"] == 2 and past["outcome_rate"] is None
+    (cap,) = report["pipeline_error_reasons"]  # the cap's reason, grouped, on the report
+    assert cap["count"] == 2 and "(max_steps 8)" in cap["reason"]
 
     client.force_login(alice)
     _pages_show_it(client, run, agents)
