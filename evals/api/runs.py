@@ -78,6 +78,7 @@ class CaseSerializer(serializers.ModelSerializer):
             "expected",
             "context",
             "tags",
+            "goal_state",
             "content_hash",
             "created_at",
             "retired_at",
@@ -85,6 +86,8 @@ class CaseSerializer(serializers.ModelSerializer):
         extra_kwargs = _help(
             fields,
             key="Case key, unique among the suite's active cases.",
+            goal_state="An agent case's wanted final state (any JSON; part of the content "
+            "hash) or null; docs/agents.md.",
             input="String or JSON object given to the target.",
             expected="Expected answer (any JSON) or null.",
             context="List of {id, text} context documents.",

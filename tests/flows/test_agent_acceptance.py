@@ -126,6 +126,12 @@ def test_a_callable_agent_from_config_as_code_is_graded_outcome_apart_from_path(
     assert report["overall"]["trials_passed"] == outcome["trials_passed"]
     client.force_login(alice)
     _pages_show_it(client, run, report["agents"])
+    # the case's goal state is on its page and in the API (part of its content hash)
+    case = Case.objects.active().get(suite__name=SUITE, key="large-order")
+    html = client.get(f"/runs/{run.uuid}/cases/{case.uuid}/").content.decode()
+    assert 'id="case-goal-state"' in html and "escalated" in html
+    served = client_for(alice).get(f"/api/cases/{case.uuid}/").json()
+    assert served["goal_state"] == case.goal_state
     # applying the same file again changes nothing
     again = _apply(_example(tmp_path))
     actions = [e["action"] for e in again["suites"] + again["targets"] + again["grader_sets"]]
