@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from evals.trajectory.timeline import Timeline, trajectory_timeline
 from labeling.models import CalibrationItem, CalibrationSet, Label
 from labeling.selectors import label_version_get
 
@@ -21,7 +22,8 @@ class QueueItem:
     ``label`` is this reviewer's current label on the item's trial (None when unlabeled);
     ``version`` the version of this reviewer's label history on it (0: never labeled; a
     label cleared by an undo keeps its clearing's version), what the form sends back;
-    ``prev_uuid``/``next_uuid`` the neighbouring items' trial uuids (None at the ends).
+    ``prev_uuid``/``next_uuid`` the neighbouring items' trial uuids (None at the ends);
+    ``timeline`` the trial's trajectory rows (an agent's trial), None without one.
     """
 
     item: CalibrationItem
@@ -32,6 +34,12 @@ class QueueItem:
     version: int
     prev_uuid: str | None
     next_uuid: str | None
+
+    @property
+    def timeline(self) -> Timeline | None:
+        """The trial's trajectory as the trial page shows it (``evals.trajectory.timeline``;
+        None for a trial without one): a reviewer of an agent's trial judges its path too."""
+        return trajectory_timeline(self.item.trial.trajectory)
 
 
 @dataclass(frozen=True)

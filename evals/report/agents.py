@@ -78,7 +78,7 @@ class CaseAgreement:
     ``path_only`` (wrong outcome, expected path), ``both_fail``; ``left_out`` ok trials with
     a side errored or missing; ``outcome_rate``/``path_rate``/``disagreement_rate`` with
     their Wilson 95% intervals (``[low, high]``), None when the case has no trial in the
-    table."""
+    table; ``errored``: trials that errored where they ran (no grades, out of the table)."""
 
     case_uuid: str
     key: str
@@ -93,6 +93,7 @@ class CaseAgreement:
     path_interval: tuple[float, float]
     disagreement_rate: float | None
     disagreement_interval: tuple[float, float]
+    errored: int = 0
 
     @property
     def disagreements(self) -> int:
@@ -126,7 +127,8 @@ class AgentReport:
     """The agent block of a run report (module docstring): ``outcome_keys`` and
     ``path_keys`` (grader keys by kind), ``outcome`` and ``path`` figures, the overall 2 × 2
     cells (``both_pass``, ``outcome_only``, ``path_only``, ``both_fail``), ``in_table`` and
-    ``left_out`` trial counts, ``cases`` (worst disagreement first), and ``groups`` of
+    ``left_out`` trial counts, ``errored_trials`` (trials that errored where they ran: out
+    of the table, never a pass or a fail), ``cases`` (worst disagreement first), and ``groups`` of
     disagreements (filled by ``agent_reasons_add``); ``disagreement_ids`` are the trial ids
     of every disagreement, by kind (not in the JSON)."""
 
@@ -142,6 +144,7 @@ class AgentReport:
     in_table: int
     left_out: int
     cases: list[CaseAgreement]
+    errored_trials: int = 0
     groups: list[DisagreementGroup] = field(default_factory=list)
     disagreement_ids: dict[str, list[int]] = field(default_factory=dict)
 
@@ -279,6 +282,8 @@ def agent_report(*, run: Run, rows: RunRows, k_max: int) -> AgentReport | None:
         name: np.bincount(case_idx[m], minlength=n_cases).tolist() for name, m in cells.items()
     }
     out_count = np.bincount(case_idx[ok & ~in_table], minlength=n_cases).tolist()
+    errored = trial_codes == PIPELINE
+    errored_count = np.bincount(case_idx[errored], minlength=n_cases).tolist()
     cases = []
     for i, (_, c_uuid, c_key, _tags, _hash) in enumerate(rows.cases):
         bp, oo, po, bf = (counts[n][i] for n in cells)
@@ -289,7 +294,7 @@ def agent_report(*, run: Run, rows: RunRows, k_max: int) -> AgentReport | None:
         cases.append(
             CaseAgreement(
                 str(c_uuid), c_key, bp, oo, po, bf, out_count[i],
-                o_rate, o_ci, p_rate, p_ci, d_rate, d_ci,
+                o_rate, o_ci, p_rate, p_ci, d_rate, d_ci, errored_count[i],
             )
         )  # fmt: skip
     cases.sort(key=lambda c: (-(c.disagreement_rate or 0.0), -c.disagreements, c.key))
@@ -301,6 +306,7 @@ def agent_report(*, run: Run, rows: RunRows, k_max: int) -> AgentReport | None:
         path=path_figures,
         in_table=int(in_table.sum()),
         left_out=int((ok & ~in_table).sum()),
+        errored_trials=int(errored.sum()),
         cases=cases,
         disagreement_ids={
             RIGHT_OUTCOME_WRONG_PATH: trial_ids[cells["outcome_only"]].tolist(),
@@ -429,9 +435,11 @@ def agent_lines(agents: dict | None) -> list[str]:
         ("outcome fail, trajectory pass", "path_only"),
         ("outcome fail, trajectory fail", "both_fail"),
     )
+    errored = agents.get("errored_trials", 0)
     lines.append(
         f"outcome x trajectory ({agents['in_table']} trials; {agents['left_out']} left out, "
-        "a side errored or missing):"
+        f"a side errored or missing; {errored} errored trial{'' if errored == 1 else 's'}, "
+        "neither pass nor fail):"
     )
     for label, key in cells:
         c = agents[key]

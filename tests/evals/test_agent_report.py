@@ -216,3 +216,21 @@ def test_a_reviewer_in_the_disagreement_queue_is_blind_to_the_disagreements(clie
     assert api.get(f"/api/runs/{run.uuid}/").json()["report"]["agents"] is None
     api.force_authenticate(alice)
     assert api.get(f"/api/runs/{run.uuid}/").json()["report"]["agents"]["disagreements"] == 4
+
+
+def test_an_errored_trial_is_neither_pass_nor_fail_and_is_counted_apart():
+    run = agent_run({"c1": [(True, True), (False, True)], "c2": [(True, False)]})
+    case = run.suite.cases.get(key="c1")
+    Trial.objects.create(
+        run=run, case=case, attempt=3, status="error", error_message="step_cap: <b>x</b>"
+    )
+    agents = run_report(run=run).to_dict()["agents"]
+    assert agents["in_table"] == 3 and agents["left_out"] == 0
+    assert agents["errored_trials"] == 1
+    c1 = next(c for c in agents["cases"] if c["key"] == "c1")
+    assert (c1["both_pass"], c1["path_only"], c1["errored"]) == (1, 1, 1)
+    assert c1["outcome_rate"] == 0.5  # 1 of 2 graded: the errored trial is not a fail
+    assert agents["outcome"]["pipeline_errored"] == 1
+    out = io.StringIO()
+    call_command("run_report", str(run.uuid), stdout=out)
+    assert "1 errored trial, neither pass nor fail" in out.getvalue()

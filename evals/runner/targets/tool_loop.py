@@ -37,7 +37,10 @@ cap: it is a failed step the model sees, and the loop goes on.
 Model output and tool results are untrusted: they are data in the trajectory (stored with
 ``result_storable``, shown escaped), never executed or rendered as markup. The ``request``
 stored on the trial is the first request (the prompt, tools and settings); the rest of the
-conversation is the trajectory.
+conversation is the trajectory. What goes back to the model (its own turns, the tool
+results) has U+0000 and lone surrogates replaced with U+FFFD first (``core.text``): a lone
+surrogate cannot be encoded in the request's UTF-8 body, and the model is shown what is stored.
+The steps keep the original, cleaned and counted with the trial (``TargetResult``).
 """
 
 from __future__ import annotations
@@ -55,6 +58,7 @@ from django.db import DatabaseError, connection
 
 from core.errors import DomainError
 from core.money import usd_text
+from core.text import unstorable_replace
 from evals.runner.targets.base import CaseInput, TargetResult
 from evals.runner.targets.pycallable import callable_resolve
 from evals.runner.targets.tools import (
@@ -288,7 +292,7 @@ class ToolLoop:
                     f"calls (max_steps {self.config.max_steps})"
                 )
                 return self._unrun(trial, calls, reason, "step_cap")
-            trial.messages.append(_assistant_message(content, calls))
+            trial.messages.append(_sendable(_assistant_message(content, calls)))
             for call in calls:
                 await self._tool_call(trial, call)
 
@@ -350,7 +354,9 @@ class ToolLoop:
             step["latency_ms"] = latency_ms
         trial.steps.append(step)
         trial.messages.append(
-            {"role": "tool", "tool_call_id": call["id"], "content": tool_content_text(content)}
+            _sendable(
+                {"role": "tool", "tool_call_id": call["id"], "content": tool_content_text(content)}
+            )
         )
 
     def _unrun(
@@ -369,6 +375,12 @@ class ToolLoop:
                 }
             )
         return "", f"{kind}: {reason}", kind
+
+
+def _sendable(message: dict[str, Any]) -> dict[str, Any]:
+    """``message`` with U+0000 and lone surrogates replaced by U+FFFD (``core.text``), so the
+    next request's UTF-8 body can be encoded (a tool's or a model's own text may hold one)."""
+    return unstorable_replace(message)[0]
 
 
 def _plus(total: int | None, count: int | None) -> int | None:

@@ -1,0 +1,61 @@
+"""The refund agent's world as tool-loop tools (docs/agents.md, "The tool loop"), so a real
+model can play the demo's refund agent through an ``openai`` target with ``tools``
+(``examples/agent.toml``).
+
+The state of a trial is the demo's final-state shape (``demo.refund_agent.goal_state``):
+``{"order": {"id", "status"}, "refunds": [{"order_id", "amount"}], "escalations":
+[{"order_id"}]}``, so the same ``state`` grader compares it with the case's goal state. The
+orders' totals and delivery ages are the demo's ``ORDERS``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from demo.refund_agent import ORDERS
+
+
+def environment(case) -> dict:
+    """The state a trial starts from: the case's order (``case.input["order_id"]``) as it
+    is, nothing refunded or escalated. Raises KeyError for an order the demo does not
+    have."""
+    order_id = case.input["order_id"]
+    return {
+        "order": {"id": order_id, "status": ORDERS[order_id]["status"]},
+        "refunds": [],
+        "escalations": [],
+    }
+
+
+def _order(state: dict, order_id: str) -> dict:
+    if order_id != state["order"]["id"]:
+        raise KeyError(f"no order {order_id!r} for this customer")
+    return state["order"]
+
+
+def lookup_order(state: dict, order_id: str) -> dict[str, Any]:
+    """Look an order up: its id, total (USD), status and days since delivery."""
+    order = _order(state, order_id)
+    known = ORDERS[order_id]
+    return {
+        "id": order_id,
+        "total": known["total"],
+        "status": order["status"],
+        "days": known["days"],
+    }
+
+
+def issue_refund(state: dict, order_id: str, amount: float) -> dict[str, Any]:
+    """Refund an amount (USD) on an order."""
+    order = _order(state, order_id)
+    state["refunds"].append({"order_id": order_id, "amount": amount})
+    order["status"] = "refunded"
+    return {"refunded": amount}
+
+
+def escalate(state: dict, order_id: str, reason: str) -> dict[str, Any]:
+    """Hand an order to a human colleague, with the reason."""
+    order = _order(state, order_id)
+    state["escalations"].append({"order_id": order_id})
+    order["status"] = "escalated"
+    return {"ticket": f"T-{len(state['escalations'])}"}
