@@ -87,8 +87,6 @@ class CaseSerializer(serializers.ModelSerializer):
             fields,
             goal_state="An agent case's wanted final state (any JSON), null for none.",
             key="Case key, unique among the suite's active cases.",
-            goal_state="An agent case's wanted final state (any JSON; part of the content "
-            "hash) or null; docs/agents.md.",
             input="String or JSON object given to the target.",
             expected="Expected answer (any JSON) or null.",
             context="List of {id, text} context documents.",
