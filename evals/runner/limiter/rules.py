@@ -54,6 +54,11 @@ DECREASE_SPACING_S = 1.0
 DEFAULT_PAUSE_S = 1.0
 # ``acquire_rule``'s answer when every slot is taken: wait for a release.
 FULL = -1.0
+# Tokens short by less than this count as there (a clock of epoch seconds steps by 0.24 µs,
+# too coarse to wait out the float residue of a refill).
+EPSILON = 1e-3
+# The shortest wait answered (a shorter one would read as "granted" in Redis's 6 decimals).
+MIN_WAIT_S = 1e-3
 # An idle endpoint's state is forgotten after this long (Redis key expiry).
 STATE_TTL_S = 3600
 
@@ -110,7 +115,7 @@ def _bucket(state: dict, tokens_key: str, ts_key: str, per_minute: float, need: 
     size = max(1.0, rate * BURST_S, need)
     tokens = state.get(tokens_key, size)
     tokens = min(size, tokens + max(0.0, now - state.get(ts_key, now)) * rate)
-    wait = 0.0 if tokens >= need else (need - tokens) / rate
+    wait = 0.0 if tokens >= need - EPSILON else max(MIN_WAIT_S, (need - tokens) / rate)
     return tokens, wait
 
 
@@ -126,7 +131,7 @@ def acquire_rule(state: dict, token: str, now: float, ask: Ask) -> float:
     if ask.tpm:
         state["tpm_d"] = float(ask.tpm)
     if state.get("until", 0.0) > now:
-        return state["until"] - now
+        return max(MIN_WAIT_S, state["until"] - now)
     f = factor(state, now)
     if len(slots) >= max(1, math.floor(ask.capacity * f)):
         return FULL

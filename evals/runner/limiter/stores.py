@@ -167,7 +167,7 @@ if tpm_ask > 0 and s['tpm_d'] ~= tpm_ask then
   redis.call('HSET', KEYS[1], 'tpm_d', num(tpm_ask)); s['tpm_d'] = tpm_ask
 end
 redis.call('EXPIRE', KEYS[1], ttl)
-if s['until'] ~= nil and s['until'] > now then return num(s['until'] - now) end
+if s['until'] ~= nil and s['until'] > now then return num(math.max(0.001, s['until'] - now)) end
 local f = factor(now, recover)
 if redis.call('ZCARD', KEYS[2]) >= math.max(1, math.floor(capacity * f)) then return '-1' end
 local function limit(d, l)
@@ -184,8 +184,8 @@ local function bucket(tk, tsk, per_minute, need)
   local ts = s[tsk]
   if ts == nil then ts = now end
   tokens = math.min(size, tokens + math.max(0.0, now - ts) * rate)
-  if tokens >= need then return tokens, 0 end
-  return tokens, (need - tokens) / rate
+  if tokens >= need - 1e-3 then return tokens, 0 end
+  return tokens, math.max(0.001, (need - tokens) / rate)
 end
 local rpm = limit(s['rpm_d'], s['rpm_l'])
 local tpm = limit(s['tpm_d'], s['tpm_l'])
