@@ -41,6 +41,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+# A new bucket starts this full: the provider's may not be, and arrivals bunch (a margin of
+# half a second of the rate against the provider's own bucket).
+START_FULL = 0.5
 # A call's slot is leased for this long and renewed while the call runs: a killed worker's
 # slots come back within it.
 LEASE_S = 30.0
@@ -113,7 +116,7 @@ def _bucket(state: dict, tokens_key: str, ts_key: str, per_minute: float, need: 
     """(tokens now, size, wait s) of a bucket refilled at ``SAFETY × per_minute / 60``/s."""
     rate = SAFETY * per_minute / 60.0
     size = max(1.0, rate * BURST_S, need)
-    tokens = state.get(tokens_key, size)
+    tokens = state.get(tokens_key, size * START_FULL)
     tokens = min(size, tokens + max(0.0, now - state.get(ts_key, now)) * rate)
     wait = 0.0 if tokens >= need - EPSILON else max(MIN_WAIT_S, (need - tokens) / rate)
     return tokens, wait

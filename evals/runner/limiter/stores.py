@@ -180,7 +180,7 @@ local function bucket(tk, tsk, per_minute, need)
   local rate = safety * per_minute / 60.0
   local size = math.max(1.0, rate * burst, need)
   local tokens = s[tk]
-  if tokens == nil then tokens = size end
+  if tokens == nil then tokens = size * 0.5 end
   local ts = s[tsk]
   if ts == nil then ts = now end
   tokens = math.min(size, tokens + math.max(0.0, now - ts) * rate)
