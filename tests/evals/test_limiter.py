@@ -84,8 +84,8 @@ def test_a_renewed_lease_does_not_expire(store):
 
 
 def test_the_request_bucket_keeps_the_rate_under_the_declared_rpm(store):
-    """600 rpm: a burst of half a second, then SAFETY x 10 requests a second; over 60 s of
-    the store's clock, as many grants as the burst plus 60 s of the rate."""
+    """600 rpm: the bucket starts empty, then SAFETY x 10 requests a second; over 60 s of
+    the store's clock, as many grants as 60 s of the rate."""
 
     async def go():
         key, start = _key(), time.time()
@@ -100,24 +100,45 @@ def test_the_request_bucket_keeps_the_rate_under_the_declared_rpm(store):
         return granted
 
     granted = run(_closing(store, go()))
-    expected = SAFETY * 10 * 60.5  # the rate for 60 s, plus the first half second's burst
+    expected = SAFETY * 10 * 60
     assert expected - 2 <= granted <= expected + 1
+
+
+def test_a_worker_with_an_earlier_clock_does_not_refill_the_bucket_twice(store):
+    """Workers' calls interleave: one asking with an earlier time than the last count must
+    not move the count back (the refill since then would be counted twice)."""
+
+    async def go():
+        key, t = _key(), time.time()
+        ask = Ask(capacity=1000, rpm=600)  # 9.8 a second, starting empty
+        await store.acquire(key, "first", t, ask)
+        granted = 0
+        for i, at in enumerate([t + 1.0] * 12 + [t + 0.5] * 12 + [t + 1.0] * 12):
+            granted += await store.acquire(key, f"t{i}", at, ask) == 0.0
+        return granted
+
+    assert run(_closing(store, go())) == 9  # one second of refill, once
 
 
 def test_the_token_bucket_waits_for_a_calls_tokens_and_is_corrected_by_usage(store):
     async def go():
         key, now = _key(), time.time()
-        ask = Ask(capacity=100, tpm=12000, tokens=60)  # 196 tokens a second, starts at 98
-        first = await store.acquire(key, "a", now, ask)
-        second = await store.acquire(key, "b", now, ask)  # 38 left: wait for 22 more
-        # "a" really used 10: 50 given back, "b" fits at once
-        await store.release(key, "a", now, Outcome(tokens_delta=-50))
-        third = await store.acquire(key, "b", now, ask)
-        return first, second, third
+        ask = Ask(capacity=100, tpm=6000, tokens=60)  # 98 tokens a second, starts empty
+        first = await store.acquire(key, "a", now, ask)  # wait for 60
+        now += first
+        granted = await store.acquire(key, "a", now, ask)
+        now += 1.0  # full again: 98
+        await store.acquire(key, "b", now, ask)
+        second = await store.acquire(key, "c", now, ask)  # 38 left: wait for 22 more
+        # "b" really used 10: 50 given back, "c" fits at once
+        await store.release(key, "b", now, Outcome(tokens_delta=-50))
+        third = await store.acquire(key, "c", now, ask)
+        return first, granted, second, third
 
-    first, second, third = run(_closing(store, go()))
-    assert first == 0.0
-    assert second == pytest.approx(22 / (SAFETY * 200), rel=1e-3)
+    first, granted, second, third = run(_closing(store, go()))
+    assert first == pytest.approx(60 / (SAFETY * 100), rel=1e-3)
+    assert granted == 0.0
+    assert second == pytest.approx(22 / (SAFETY * 100), rel=1e-3)
     assert third == 0.0
 
 
@@ -150,13 +171,13 @@ def test_a_429_announcing_a_new_limit_teaches_it_instead_of_halving(store):
         await store.acquire(key, "t", now, Ask(capacity=4))
         await store.release(key, "t", now, Outcome(limited=True, retry_after_s=0.01, rpm_limit=600))
         # the request bucket is empty (the provider's is): one request every 1 / 9.8 s
-        first = await store.acquire(key, "a", now + 0.01, Ask(capacity=4))
+        first = await store.acquire(key, "a", now + 0.02, Ask(capacity=4))
         granted = await store.acquire(key, "a", now + 1 / (SAFETY * 10), Ask(capacity=4))
         slots = [await store.acquire(key, f"s{i}", now + 20, Ask(capacity=4)) for i in range(4)]
         return first, granted, slots
 
     first, granted, slots = run(_closing(store, go()))
-    assert first == pytest.approx((1 - 0.01 * SAFETY * 10) / (SAFETY * 10), rel=1e-3)
+    assert first == pytest.approx((1 - 0.02 * SAFETY * 10) / (SAFETY * 10), rel=1e-3)
     assert granted == 0.0
     assert slots == [0.0, 0.0, 0.0, FULL]  # 4 slots: the factor was not halved
 
@@ -180,7 +201,7 @@ def test_the_lua_rules_answer_as_the_python_rules_do(tmp_path):
     rng = random.Random(11)
     key = _key()
     steps = []
-    now = time.time()
+    now = float(int(time.time()))  # whole seconds plus steps of milliseconds
     held: list[str] = []
     for i in range(400):
         now += rng.choice([0.0, 0.001, 0.05, 0.3, 2.5])

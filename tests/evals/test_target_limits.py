@@ -125,3 +125,33 @@ def test_a_judge_client_shares_the_endpoints_slots_with_a_target():
         results = asyncio.run(go())
     assert all(r.ok for r in results)
     assert llm.max_in_flight == 3  # 3 in all, not 3 each
+
+
+def test_a_call_waiting_for_a_slot_is_withdrawn_and_never_sent():
+    """Another worker holds the endpoint's only slot: the chunk's call waits for it, and a
+    cancel (``CallPool.withdraw``) takes it back unsent, as it does a call not started."""
+    from evals.runner.calls import CallPool
+    from evals.runner.limiter import Limiter, endpoint_key
+
+    with FakeLLM() as llm:
+        config = _config(llm.base_url, concurrency=1)
+        other = Limiter(
+            key=endpoint_key(llm.base_url, "limits-model", config["limit_key"]), capacity=1
+        )
+        loop = asyncio.new_event_loop()
+        held = loop.run_until_complete(other.acquire())
+        try:
+            with CallPool(config) as pool:
+                pool.submit([(101, CaseInput(key="a", input="a"))])
+                time.sleep(0.3)
+                assert pool.outstanding == 1
+                withdrawn = pool.withdraw()
+                assert pool.outstanding == 0
+                rest = pool.close()
+        finally:
+            loop.run_until_complete(other.release(held))
+            loop.run_until_complete(other.aclose())
+            loop.close()
+        assert withdrawn == [101]
+        assert rest == []
+        assert llm.requests == 0

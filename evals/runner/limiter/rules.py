@@ -26,14 +26,15 @@ caller declared for the same endpoint.
 
 Adapting to 429 (``release_rule``), additive increase, multiplicative decrease (Chiu & Jain,
 "Analysis of the increase and decrease algorithms for congestion avoidance", 1989; the rule of
-TCP congestion avoidance, RFC 5681): a 429 halves the factor (never below ``FACTOR_MIN``, at
-most once per ``DECREASE_SPACING_S``), and the factor grows back linearly, by 1 every
-``RECOVER_S`` seconds, to 1. A 429 that announces a limit not known before teaches the limit
-instead of halving (the buckets now keep to it). Every 429 empties the request bucket (the
-provider's is empty) and pauses the endpoint for ``retry-after-ms``, else ``Retry-After``,
-else ``DEFAULT_PAUSE_S`` (the order the official openai-python client reads them in,
-``_calculate_retry_timeout``). A reply announcing 0 remaining requests or tokens pauses the
-endpoint until the announced reset.
+TCP congestion avoidance, RFC 5681): a 429 multiplies the factor by ``DECREASE_UNPACED`` (0.5)
+when no rate limit is known, by ``DECREASE_PACED`` (0.9) when a known one paces the calls
+(never below ``FACTOR_MIN``, at most once per ``DECREASE_SPACING_S``), and the factor grows
+back linearly, by 1 every ``RECOVER_S`` seconds, to 1. A 429 that announces a limit not known
+before teaches the limit instead of slowing down (the buckets now keep to it). Every 429
+empties the request bucket (the provider's is empty) and pauses the endpoint for
+``retry-after-ms``, else ``Retry-After``, else ``DEFAULT_PAUSE_S`` (the order the official
+openai-python client reads them in, ``_calculate_retry_timeout``). A reply announcing 0
+remaining requests or tokens pauses the endpoint until the announced reset.
 """
 
 from __future__ import annotations
@@ -41,9 +42,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-# A new bucket starts this full: the provider's may not be, and arrivals bunch (a margin of
-# half a second of the rate against the provider's own bucket).
-START_FULL = 0.5
+# A new bucket starts empty: the provider's own bucket keeps its whole burst as the margin
+# for arrivals that bunch (a busy worker sends late what the bucket granted on time), at the
+# cost of one request's wait.
+START_FULL = 0.0
 # A call's slot is leased for this long and renewed while the call runs: a killed worker's
 # slots come back within it.
 LEASE_S = 30.0
@@ -52,6 +54,11 @@ SAFETY = 0.98
 # Bucket size, in seconds of refill: a burst no larger than one second of the rate.
 BURST_S = 1.0
 FACTOR_MIN = 0.05
+# The multiplicative decrease: halve when no rate limit is known (TCP's 0.5), 10% off when a
+# known rpm/tpm already paces the calls (the 429 says the pacing runs a little hot, e.g.
+# arrivals bunched by a busy worker, not that the limit is unknown).
+DECREASE_UNPACED = 0.5
+DECREASE_PACED = 0.9
 RECOVER_S = 30.0
 DECREASE_SPACING_S = 1.0
 DEFAULT_PAUSE_S = 1.0
@@ -113,11 +120,16 @@ def limit_in_force(declared: float | None, learned: float | None) -> float | Non
 
 
 def _bucket(state: dict, tokens_key: str, ts_key: str, per_minute: float, need: float, now: float):
-    """(tokens now, size, wait s) of a bucket refilled at ``SAFETY × per_minute / 60``/s."""
+    """(tokens now, wait s) of a bucket refilled at ``SAFETY × per_minute / 60``/s; stores
+    the count at ``now``."""
     rate = SAFETY * per_minute / 60.0
     size = max(1.0, rate * BURST_S, need)
     tokens = state.get(tokens_key, size * START_FULL)
-    tokens = min(size, tokens + max(0.0, now - state.get(ts_key, now)) * rate)
+    counted = state.get(ts_key, now)
+    tokens = min(size, tokens + max(0.0, now - counted) * rate)
+    # Counted up to now, granted or not. Never backwards: workers' clocks and calls
+    # interleave, and a refill counted from an earlier time would be counted twice.
+    state[tokens_key], state[ts_key] = tokens, max(counted, now)
     wait = 0.0 if tokens >= need - EPSILON else max(MIN_WAIT_S, (need - tokens) / rate)
     return tokens, wait
 
@@ -133,7 +145,7 @@ def acquire_rule(state: dict, token: str, now: float, ask: Ask) -> float:
         state["rpm_d"] = float(ask.rpm)
     if ask.tpm:
         state["tpm_d"] = float(ask.tpm)
-    if state.get("until", 0.0) > now:
+    if state.get("until", 0.0) - now > 1e-6:  # to the microsecond, as Redis stores times
         return max(MIN_WAIT_S, state["until"] - now)
     f = factor(state, now)
     if len(slots) >= max(1, math.floor(ask.capacity * f)):
@@ -150,9 +162,9 @@ def acquire_rule(state: dict, token: str, now: float, ask: Ask) -> float:
         if wait > 0:
             return wait
     if request_tokens is not None:
-        state["rt"], state["rts"] = request_tokens - 1.0, now
+        state["rt"] = request_tokens - 1.0
     if token_tokens is not None:
-        state["tt"], state["tts"] = token_tokens - ask.tokens, now
+        state["tt"] = token_tokens - ask.tokens
     slots[token] = now + ask.lease_s
     return 0.0
 
@@ -173,9 +185,13 @@ def release_rule(state: dict, token: str, now: float, outcome: Outcome | None) -
     pauses = []
     if outcome.limited:
         pauses.append(DEFAULT_PAUSE_S if outcome.retry_after_s is None else outcome.retry_after_s)
-        state["rt"], state["rts"] = 0.0, now
+        state["rt"], state["rts"] = 0.0, max(state.get("rts", now), now)
         if not new_limit and now - state.get("td", -math.inf) >= DECREASE_SPACING_S:
-            state["f"], state["td"] = max(FACTOR_MIN, factor(state, now) * 0.5), now
+            paced = limit_in_force(state.get("rpm_d"), state.get("rpm_l")) or limit_in_force(
+                state.get("tpm_d"), state.get("tpm_l")
+            )
+            beta = DECREASE_PACED if paced else DECREASE_UNPACED
+            state["f"], state["td"] = max(FACTOR_MIN, factor(state, now) * beta), now
     if outcome.remaining_requests == 0 and outcome.reset_requests_s:
         pauses.append(outcome.reset_requests_s)
     if outcome.remaining_tokens == 0 and outcome.reset_tokens_s:

@@ -19,7 +19,9 @@ from pathlib import Path
 
 from evals.runner.limiter.rules import (
     BURST_S,
+    DECREASE_PACED,
     DECREASE_SPACING_S,
+    DECREASE_UNPACED,
     DEFAULT_PAUSE_S,
     FACTOR_MIN,
     RECOVER_S,
@@ -167,7 +169,9 @@ if tpm_ask > 0 and s['tpm_d'] ~= tpm_ask then
   redis.call('HSET', KEYS[1], 'tpm_d', num(tpm_ask)); s['tpm_d'] = tpm_ask
 end
 redis.call('EXPIRE', KEYS[1], ttl)
-if s['until'] ~= nil and s['until'] > now then return num(math.max(0.001, s['until'] - now)) end
+if s['until'] ~= nil and s['until'] - now > 1e-6 then
+  return num(math.max(0.001, s['until'] - now))
+end
 local f = factor(now, recover)
 if redis.call('ZCARD', KEYS[2]) >= math.max(1, math.floor(capacity * f)) then return '-1' end
 local function limit(d, l)
@@ -180,10 +184,11 @@ local function bucket(tk, tsk, per_minute, need)
   local rate = safety * per_minute / 60.0
   local size = math.max(1.0, rate * burst, need)
   local tokens = s[tk]
-  if tokens == nil then tokens = size * 0.5 end
+  if tokens == nil then tokens = 0.0 end
   local ts = s[tsk]
   if ts == nil then ts = now end
   tokens = math.min(size, tokens + math.max(0.0, now - ts) * rate)
+  redis.call('HSET', KEYS[1], tk, num(tokens), tsk, num(math.max(ts, now)))
   if tokens >= need - 1e-3 then return tokens, 0 end
   return tokens, math.max(0.001, (need - tokens) / rate)
 end
@@ -200,8 +205,8 @@ if tpm ~= nil and need_t > 0 then
   ttok, wait = bucket('tt', 'tts', tpm * f, need_t)
   if wait > 0 then return num(wait) end
 end
-if rtok ~= nil then redis.call('HSET', KEYS[1], 'rt', num(rtok - 1.0), 'rts', num(now)) end
-if ttok ~= nil then redis.call('HSET', KEYS[1], 'tt', num(ttok - need_t), 'tts', num(now)) end
+if rtok ~= nil then redis.call('HSET', KEYS[1], 'rt', num(rtok - 1.0)) end
+if ttok ~= nil then redis.call('HSET', KEYS[1], 'tt', num(ttok - need_t)) end
 redis.call('ZADD', KEYS[2], num(now + lease), token)
 redis.call('EXPIRE', KEYS[2], ttl)
 return '0'
@@ -220,6 +225,7 @@ local rem_req, reset_req = tonumber(ARGV[7]), tonumber(ARGV[8])
 local rem_tok, reset_tok, delta = tonumber(ARGV[9]), tonumber(ARGV[10]), tonumber(ARGV[11])
 local fmin, recover = tonumber(ARGV[12]), tonumber(ARGV[13])
 local spacing, default_pause = tonumber(ARGV[14]), tonumber(ARGV[15])
+local unpaced, paced_beta = tonumber(ARGV[16]), tonumber(ARGV[17])
 local new_limit = false
 if rpm_l > 0 then
   if s['rpm_l'] ~= tonumber(num(rpm_l)) then new_limit = true end
@@ -233,10 +239,21 @@ if delta ~= 0 and s['tt'] ~= nil then redis.call('HSET', KEYS[1], 'tt', num(s['t
 local pause = -1
 if limited then
   if retry_after >= 0 then pause = retry_after else pause = default_pause end
-  redis.call('HSET', KEYS[1], 'rt', '0', 'rts', num(now))
+  local rts = now
+  if s['rts'] ~= nil and s['rts'] > now then rts = s['rts'] end
+  redis.call('HSET', KEYS[1], 'rt', '0', 'rts', num(rts))
   local td = s['td']
   if (not new_limit) and (td == nil or now - td >= spacing) then
-    local f = math.max(fmin, factor(now, recover) * 0.5)
+    local paced = false
+    for _, name in ipairs({'rpm_d', 'rpm_l', 'tpm_d', 'tpm_l'}) do
+      local v = s[name]
+      if name == 'rpm_l' and rpm_l > 0 then v = rpm_l end
+      if name == 'tpm_l' and tpm_l > 0 then v = tpm_l end
+      if v ~= nil and v > 0 then paced = true end
+    end
+    local beta = unpaced
+    if paced then beta = paced_beta end
+    local f = math.max(fmin, factor(now, recover) * beta)
     redis.call('HSET', KEYS[1], 'f', num(f), 'td', num(now))
   end
 end
@@ -338,6 +355,8 @@ class RedisStore:
                 repr(RECOVER_S),
                 repr(DECREASE_SPACING_S),
                 repr(DEFAULT_PAUSE_S),
+                repr(DECREASE_UNPACED),
+                repr(DECREASE_PACED),
             ]
         await self._run("release", self.keys(key), args)
 
