@@ -8,6 +8,8 @@ import asyncio
 import time
 import uuid
 
+from evals.runner.calls import CallPool
+from evals.runner.limiter import Limiter, endpoint_key
 from evals.runner.targets import CaseInput
 from evals.runner.targets.openai import OpenAITarget
 from judges.client import JudgeClient
@@ -130,9 +132,6 @@ def test_a_judge_client_shares_the_endpoints_slots_with_a_target():
 def test_a_call_waiting_for_a_slot_is_withdrawn_and_never_sent():
     """Another worker holds the endpoint's only slot: the chunk's call waits for it, and a
     cancel (``CallPool.withdraw``) takes it back unsent, as it does a call not started."""
-    from evals.runner.calls import CallPool
-    from evals.runner.limiter import Limiter, endpoint_key
-
     with FakeLLM() as llm:
         config = _config(llm.base_url, concurrency=1)
         other = Limiter(
