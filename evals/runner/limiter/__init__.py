@@ -89,9 +89,12 @@ class Limiter:
     """One endpoint's limiter for one caller (``capacity`` = its ``concurrency``; ``rpm`` and
     ``tpm`` its declared limits, None when not declared).
 
-    ``sleep``: how to wait (a target's injectable sleep); a sleep that returns before its
-    time (a test's fake clock) moves this limiter's clock on by the time it skipped, so a
-    fake clock never makes it spin. ``store``: default ``store_default()``.
+    ``sleep``: the caller's own waits (a target's injectable sleep, its retries' backoff),
+    through ``sleep()``; one that returns before its time (a test's fake clock) moves this
+    limiter's clock on by the time it skipped, and from then on the limiter's own waits (a
+    pause, a bucket) are virtual too: they move the clock instead of sleeping, so a fake
+    clock never makes it spin or wait. Its own waits are never handed to ``sleep``.
+    ``store``: default ``store_default()``.
     """
 
     def __init__(
@@ -130,6 +133,14 @@ class Limiter:
         skipped = seconds - (time.monotonic() - started)
         if skipped > 0.001:
             self._offset += skipped
+
+    async def _wait(self, seconds: float) -> None:
+        """The limiter's own wait: real, or virtual once a fake sleep was seen (class doc)."""
+        if self._offset > 0:
+            self._offset += seconds
+            await asyncio.sleep(0)
+        else:
+            await asyncio.sleep(seconds)
 
     def _store_now(self):
         return PROCESS_STORE if time.monotonic() < self._down_until else self.store
@@ -181,7 +192,7 @@ class Limiter:
                         await asyncio.wait_for(self._released.wait(), poll)
                     poll = min(poll * 1.5, 0.05)
                 else:
-                    await self.sleep(min(wait, MAX_WAIT_STEP_S))
+                    await self._wait(min(wait, MAX_WAIT_STEP_S))
 
     async def release(self, token: str, outcome: Outcome | None = None) -> None:
         """Give back the slot ``token`` and learn from ``outcome`` (``rules.release_rule``;
