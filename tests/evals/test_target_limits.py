@@ -8,11 +8,15 @@ import asyncio
 import time
 import uuid
 
+import pytest
+
+from core.errors import DomainError
 from evals.runner.calls import CallPool
 from evals.runner.limiter import Limiter, endpoint_key
 from evals.runner.targets import CaseInput
-from evals.runner.targets.openai import OpenAITarget
+from evals.runner.targets.openai import OpenAIConfig, OpenAITarget
 from judges.client import JudgeClient
+from judges.versions import judge_version_create
 from tests.fakellm import FakeLLM
 from tests.mockllm import mockllm  # noqa: F401 - the fixture
 
@@ -154,3 +158,35 @@ def test_a_call_waiting_for_a_slot_is_withdrawn_and_never_sent():
         assert withdrawn == [101]
         assert rest == []
         assert llm.requests == 0
+
+
+@pytest.mark.parametrize(
+    ("change", "field"),
+    [
+        ({"rpm": 0}, "target.rpm"),
+        ({"rpm": -5}, "target.rpm"),
+        ({"tpm": "many"}, "target.tpm"),
+        ({"tpm": True}, "target.tpm"),
+        ({"rpm": float("inf")}, "target.rpm"),
+        ({"limit_key": ""}, "target.limit_key"),
+        ({"limit_key": "k" * 201}, "target.limit_key"),
+    ],
+)
+def test_a_bad_limit_is_refused_naming_its_field(change, field):
+    with pytest.raises(DomainError) as caught:
+        OpenAIConfig.parse({**_config("http://127.0.0.1:1/v1"), **change})
+    assert caught.value.field == field
+
+
+def test_a_judge_versions_limits_are_checked_naming_the_param(db):
+    with pytest.raises(DomainError) as caught:
+        judge_version_create(
+            judge_name="limited",
+            kind="rubric",
+            model="m",
+            base_url="http://127.0.0.1:1/v1",
+            prompt_template="",
+            params={"rpm": -1},
+            output_schema={},
+        )
+    assert caught.value.field == "params.rpm"

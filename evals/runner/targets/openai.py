@@ -230,9 +230,13 @@ def limit_settings_parse(config: dict, *, prefix: str) -> dict[str, Any]:
     for name in ("rpm", "tpm"):
         value = config.get(name)
         if value is not None and (
-            isinstance(value, bool) or not isinstance(value, int | float) or not value > 0
+            isinstance(value, bool)
+            or not isinstance(value, int | float)
+            or not 0 < value < math.inf
         ):
-            raise DomainError(f"expected a number above 0, got {value!r}", field=f"{prefix}.{name}")
+            raise DomainError(
+                f"expected a finite number above 0, got {value!r}", field=f"{prefix}.{name}"
+            )
         parsed[name] = None if value is None else float(value)
     key = config.get("limit_key")
     if key is not None and (not isinstance(key, str) or not key.strip()):
