@@ -7,8 +7,9 @@ top-ups, a judge version calling the same model at the same URL) shares its stat
 
 - calls in flight: a caller is let in while fewer than its own ``concurrency`` calls to the
   endpoint are in flight, counted over every worker (so a run's ``concurrency`` is its total,
-  whatever the number of workers). A slot is a lease (``rules.LEASE_S``, renewed while the
-  call runs), so a killed worker's slots come back within 30 s;
+  whatever the number of workers). A slot is a lease (``rules.LEASE_S``, 10 s, or the trial
+  lease when shorter; renewed while the call runs), so a killed worker's slots come back
+  within 10 s;
 - ``rpm`` / ``tpm``: token buckets (``rules``), at the declared or the announced limit;
 - a 429: the endpoint pauses for the asked time and slows down, then recovers (``rules``).
 
@@ -106,12 +107,15 @@ class Limiter:
         tpm: float | None = None,
         store=None,
         sleep: Sleep | None = None,
-        lease_s: float = LEASE_S,
+        lease_s: float | None = None,
     ) -> None:
         self.key = key
         self.capacity = capacity
         self.rpm = rpm
         self.tpm = tpm
+        if lease_s is None:
+            trial_lease = getattr(settings, "ASSAY", {}).get("TRIAL_LEASE_SECONDS", LEASE_S)
+            lease_s = min(LEASE_S, float(trial_lease))
         self.lease_s = lease_s
         self.store = store if store is not None else store_default()
         self._sleep_inner = sleep or asyncio.sleep

@@ -46,9 +46,10 @@ from dataclasses import dataclass
 # for arrivals that bunch (a busy worker sends late what the bucket granted on time), at the
 # cost of one request's wait.
 START_FULL = 0.0
-# A call's slot is leased for this long and renewed while the call runs: a killed worker's
-# slots come back within it.
-LEASE_S = 30.0
+# A call's slot is leased for this long (or the trial lease, ASSAY_TRIAL_LEASE_SECONDS, when
+# shorter) and renewed every third of it while the call runs: a killed worker's slots come
+# back within it.
+LEASE_S = 10.0
 # Run the buckets at this share of the limit: a provider counts arrivals, not sends.
 SAFETY = 0.98
 # Bucket size, in seconds of refill: a burst no larger than one second of the rate.
