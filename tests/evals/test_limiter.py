@@ -173,7 +173,7 @@ def test_a_429_announcing_a_new_limit_teaches_it_instead_of_halving(store):
         # the request bucket is empty (the provider's is): one request every 1 / 9.8 s
         first = await store.acquire(key, "a", now + 0.02, Ask(capacity=4))
         granted = await store.acquire(key, "a", now + 1 / (SAFETY * 10), Ask(capacity=4))
-        slots = [await store.acquire(key, f"s{i}", now + 20, Ask(capacity=4)) for i in range(4)]
+        slots = [await store.acquire(key, f"s{i}", now + 5, Ask(capacity=4)) for i in range(4)]
         return first, granted, slots
 
     first, granted, slots = run(_closing(store, go()))
