@@ -38,13 +38,14 @@ def http(url: str, method: str = "GET") -> dict:
 
 
 class Mock:
-    """The shared mock at ``latency_ms``; ``base_url`` ends in /v1."""
+    """The shared mock at ``latency_ms`` (``extra``: more of its options, e.g. ``--rpm``);
+    ``base_url`` ends in /v1."""
 
-    def __init__(self, mock_path: str, latency_ms: int = 200) -> None:
+    def __init__(self, mock_path: str, latency_ms: int = 200, extra: tuple = ()) -> None:
         self.port = free_port()
         self.process = subprocess.Popen(
             [sys.executable, mock_path, "--port", str(self.port), "--latency-ms",
-             str(latency_ms), "--jitter-ms", "0", "--seed", "1234"],
+             str(latency_ms), "--jitter-ms", "0", "--seed", "1234", *extra],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
         )  # fmt: skip
         self.admin = f"http://127.0.0.1:{self.port}"

@@ -22,7 +22,9 @@ choices or empty content -> ``empty``; a 200 body that is not JSON -> ``http_err
 Client settings (judge version ``params``, all optional): ``max_attempts`` (default 4: one
 call plus three retries), ``timeout_s`` (60), ``backoff_base_s`` (1), ``backoff_max_s`` (60),
 ``concurrency`` (8), ``structured_output`` (true), ``reply_format`` ("json" | "line"),
-``verdict_slots`` (pairwise only: ``judges.kinds.verdict_slots_check``).
+``verdict_slots`` (pairwise only: ``judges.kinds.verdict_slots_check``), ``rpm``, ``tpm`` and
+``limit_key`` (the endpoint's shared limit, ``evals.runner.limiter``: a judge calling the same
+model at the same URL as a run's target shares its slots, buckets and 429 pauses).
 """
 
 from __future__ import annotations
@@ -50,6 +52,9 @@ CLIENT_PARAMS = frozenset(
         "criteria",
         "api_key_env",
         "verdict_slots",
+        "rpm",
+        "tpm",
+        "limit_key",
     }
 )
 
@@ -136,6 +141,9 @@ class JudgeClient:
                 "backoff_base_s": params.get("backoff_base_s", 1.0),
                 "backoff_max_s": params.get("backoff_max_s", 60.0),
                 "retry_after_max_s": params.get("retry_after_max_s", 300.0),
+                "rpm": params.get("rpm"),
+                "tpm": params.get("tpm"),
+                "limit_key": params.get("limit_key"),
             }
         )
         self.max_attempts = config.max_attempts

@@ -7,7 +7,7 @@ from __future__ import annotations
 from django.db import IntegrityError, transaction
 
 from core.errors import DomainError
-from evals.runner.targets.openai import api_key_env_problem
+from evals.runner.targets.openai import api_key_env_problem, limit_settings_parse
 from judges import kinds
 from judges.models import Judge, JudgeVersion, judge_version_hash
 
@@ -46,6 +46,7 @@ def judge_version_create(
         problem = api_key_env_problem(params["api_key_env"])
         if problem:
             raise DomainError(f"{problem}", field="params.api_key_env")
+    limit_settings_parse(params, prefix="params")
     if params.get("reply_format", "json") not in ("json", "line"):
         raise DomainError("expected 'json' or 'line'", field="params.reply_format")
     if not isinstance(output_schema, dict):

@@ -6,16 +6,23 @@ The chunk hands the pool trials it has claimed (``submit``) and reads results as
 database, stops the spending at once while the calls in flight finish. At most
 ``concurrency`` calls are in flight; a target that raises (it must not) gives an errored
 result, never a lost trial.
+
+A target whose calls wait for the endpoint's shared limiter (``evals.runner.limiter``; its
+``withdrawable`` is true) may hold a trial a long time before sending it; such a trial is
+still withdrawn until the target says it is sending (``limiter.call_sending``): the waiting
+call is cancelled, having taken nothing.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import queue
 import threading
 import time
 from typing import Any
 
+from evals.runner.limiter import SEND_HOOK
 from evals.runner.targets import CaseInput, TargetResult, target_from_config
 
 # Calls in flight per chunk when the target does not say (``concurrency`` in its config).
@@ -53,6 +60,8 @@ class CallPool:
         self._closed = False
         self._submitted = 0  # counted by the consuming thread
         self._settled = 0  # calls returned (loop thread) or withdrawn (consuming thread)
+        self._waiting: dict[int, asyncio.Task] = {}  # withdrawable calls not yet sending
+        self._cancelled: set[int] = set()  # ... and those withdrawn while waiting
         self.concurrency = 1
         self._thread = threading.Thread(target=self._run, name="assay-target-calls", daemon=True)
 
@@ -86,11 +95,35 @@ class CallPool:
                 return
             trial_id, case_input = item
             try:
-                result = await target.call(case_input)
+                if getattr(target, "withdrawable", False):
+                    result = await self._withdrawable_call(target, trial_id, case_input)
+                    if result is None:
+                        continue  # withdrawn while waiting: counted by ``_drain``
+                else:
+                    result = await target.call(case_input)
             except Exception as exc:  # noqa: BLE001 - the contract says never raise
                 result = TargetResult(output="", error=f"target raised {type(exc).__name__}: {exc}")
             self._settled += 1  # only this loop's thread and ``withdraw`` (on it) write it
             self._results.put((trial_id, result))
+
+    async def _withdrawable_call(
+        self, target: Any, trial_id: int, case_input: CaseInput
+    ) -> TargetResult | None:
+        """``target.call`` as a task ``_drain`` may cancel until it reports sending; None
+        when it was withdrawn that way."""
+        context = contextvars.copy_context()
+        context.run(SEND_HOOK.set, lambda: self._waiting.pop(trial_id, None))
+        task = asyncio.get_running_loop().create_task(target.call(case_input), context=context)
+        self._waiting[trial_id] = task
+        try:
+            return await task
+        except asyncio.CancelledError:
+            if trial_id in self._cancelled and task.cancelled():
+                self._cancelled.discard(trial_id)
+                return None
+            raise
+        finally:
+            self._waiting.pop(trial_id, None)
 
     async def _drain(self) -> list[int]:
         assert self._inbox is not None
@@ -99,6 +132,11 @@ class CallPool:
             item = self._inbox.get_nowait()
             if item is not None:
                 withdrawn.append(item[0])
+        for trial_id, task in list(self._waiting.items()):
+            if task.cancel():  # False: it has already ended, its result is on the way
+                del self._waiting[trial_id]
+                self._cancelled.add(trial_id)
+                withdrawn.append(trial_id)
         self._settled += len(withdrawn)
         return withdrawn
 

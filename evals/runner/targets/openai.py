@@ -30,6 +30,12 @@ A target config with ``tools`` runs a tool loop per trial (OpenAI function calli
 steps, cost and tool time): ``evals.runner.targets.tool_loop``. Only then is a reply whose
 content is empty but that carries ``tool_calls`` an answer, not ``malformed_response``.
 
+Every HTTP attempt holds a slot of the endpoint's shared limiter (``evals.runner.limiter``:
+calls in flight over every worker, optional ``rpm``/``tpm`` buckets, the pause and slow-down a
+429 asks for, the ``x-ratelimit-*`` headers); ``concurrency`` is the endpoint's total across
+workers, not this instance's. ``limit_key`` names the endpoint when ``base_url|model`` does not
+(two URLs of one account). A 429's wait is ``retry-after-ms`` when sent, else ``Retry-After``.
+
 A target instance belongs to one event loop: build it, use it and ``aclose()`` it inside
 the same ``asyncio.run``.
 """
@@ -58,6 +64,8 @@ from django.conf import settings
 
 from core.errors import DomainError
 from core.placeholders import placeholder_list, placeholders_check
+from evals.runner.limiter import Limiter, Outcome, call_sending, endpoint_key
+from evals.runner.limiter.headers import outcome_read, retry_after_ms_seconds
 from evals.runner.targets.base import CaseInput, TargetResult, result_storable
 from evals.runner.targets.tool_loop import TOOL_LOOP_FIELDS, Pricer, ToolLoop, ToolLoopConfig
 
@@ -138,6 +146,9 @@ class OpenAIConfig:
     backoff_max_s: float = 60.0
     retry_after_max_s: float = 300.0
     tool_loop: ToolLoopConfig | None = None
+    rpm: float | None = None
+    tpm: float | None = None
+    limit_key: str | None = None
 
     @classmethod
     def parse(cls, config: dict) -> OpenAIConfig:
@@ -180,6 +191,7 @@ class OpenAIConfig:
             backoff_max_s=_number(config, "backoff_max_s", 60.0, float, minimum=0.0),
             retry_after_max_s=_number(config, "retry_after_max_s", 300.0, float, minimum=0.0),
             tool_loop=ToolLoopConfig.parse(config),
+            **limit_settings_parse(config, prefix="target"),
         )
         return parsed_config
 
@@ -215,6 +227,39 @@ def _number(config: dict, name: str, default: Any, kind: type, *, minimum: float
     if value < minimum:
         raise DomainError(f"must be at least {minimum}, got {value!r}", field=f"target.{name}")
     return kind(value)
+
+
+MAX_LIMIT_KEY_CHARS = 200
+
+
+def limit_settings_parse(config: dict, *, prefix: str) -> dict[str, Any]:
+    """The shared limiter's settings of a target config or a judge version's params:
+    ``{"rpm": float | None, "tpm": float | None, "limit_key": str | None}``. ``rpm``/``tpm``
+    are requests/tokens per minute, more than 0 (absent or null: not declared); ``limit_key``
+    a non-empty name of at most ``MAX_LIMIT_KEY_CHARS``. Raises ``DomainError`` with field
+    ``<prefix>.<name>``."""
+    parsed: dict[str, Any] = {}
+    for name in ("rpm", "tpm"):
+        value = config.get(name)
+        if value is not None and (
+            isinstance(value, bool)
+            or not isinstance(value, int | float)
+            or not 0 < value < math.inf
+        ):
+            raise DomainError(
+                f"expected a finite number above 0, got {value!r}", field=f"{prefix}.{name}"
+            )
+        parsed[name] = None if value is None else float(value)
+    key = config.get("limit_key")
+    if key is not None and (not isinstance(key, str) or not key.strip()):
+        raise DomainError("expected a non-empty string", field=f"{prefix}.limit_key")
+    if key is not None and len(key) > MAX_LIMIT_KEY_CHARS:
+        raise DomainError(
+            f"at most {MAX_LIMIT_KEY_CHARS} characters, got {len(key)}",
+            field=f"{prefix}.limit_key",
+        )
+    parsed["limit_key"] = key
+    return parsed
 
 
 def prompt_render(template: str, case: CaseInput) -> str:
@@ -358,6 +403,7 @@ class _Attempt:
     retry_message: str = ""
     retry_after_s: float | None = None
     raw: Any = None
+    outcome: Outcome | None = None  # what the answer teaches the limiter
 
 
 _SSL_CONTEXT: ssl.SSLContext | None = None
@@ -381,6 +427,8 @@ class OpenAITarget:
     """
 
     kind = "openai"
+    # A call waiting for the shared limiter may be withdrawn (``evals.runner.calls``).
+    withdrawable = True
 
     def __init__(
         self,
@@ -392,9 +440,18 @@ class OpenAITarget:
     ) -> None:
         self.config = config
         self.model: str | None = config.model
-        self._sleep: Sleep = sleep or asyncio.sleep
         self._rng = rng or random.Random()
         self._semaphore = asyncio.Semaphore(config.concurrency)
+        # The endpoint's shared limit (evals.runner.limiter): every wait, the retries' too,
+        # goes through its clock.
+        self.limiter = Limiter(
+            key=endpoint_key(config.base_url, config.model, config.limit_key),
+            capacity=config.concurrency,
+            rpm=config.rpm,
+            tpm=config.tpm,
+            sleep=sleep or asyncio.sleep,
+        )
+        self._sleep: Sleep = self.limiter.sleep
         # The first rejected-parameter error while no call has been answered: later calls
         # of this instance end with it, unsent (module docstring).
         self._refused: TargetResult | None = None
@@ -506,7 +563,15 @@ class OpenAITarget:
         last: _Attempt | None = None
         for attempt in range(1, self.config.max_attempts + 1):
             async with self._semaphore:
-                last = await self._attempt(body)
+                estimate = tokens_estimate(body)
+                slot = await self.limiter.acquire(estimate)
+                if attempt == 1:
+                    call_sending()  # from here on the call cannot be withdrawn
+                last = None
+                try:
+                    last = await self._attempt(body, estimate)
+                finally:
+                    await self.limiter.release(slot, last.outcome if last else None)
             if last.result is not None:
                 return _with(last.result, started=started, attempts=attempt)
             if attempt == self.config.max_attempts:
@@ -532,7 +597,7 @@ class OpenAITarget:
     def _shard(self) -> _Shard:
         return min(self.shards, key=lambda shard: shard.in_flight)
 
-    async def _attempt(self, body: dict[str, Any]) -> _Attempt:
+    async def _attempt(self, body: dict[str, Any], estimate: float = 0.0) -> _Attempt:
         shard = self._shard()
         shard.in_flight += 1
         try:
@@ -552,7 +617,28 @@ class OpenAITarget:
             )
         finally:
             shard.in_flight -= 1
-        return self._read(response, tools="tools" in body)
+        attempt = self._read(response, tools="tools" in body)
+        attempt.outcome = self._outcome(response, attempt, estimate)
+        return attempt
+
+    @staticmethod
+    def _outcome(response: httpx.Response, attempt: _Attempt, estimate: float) -> Outcome:
+        """What the answer teaches the limiter: the rate-limit headers, and the real tokens
+        against the estimate (a 429 was not counted: its whole estimate is given back)."""
+        limited = response.status_code == 429
+        if limited:
+            delta = -estimate
+        elif attempt.result is not None and attempt.result.ok:
+            used = (attempt.result.input_tokens or 0) + (attempt.result.output_tokens or 0)
+            delta = used - estimate if used else 0.0
+        else:
+            delta = 0.0
+        return outcome_read(
+            response.headers,
+            limited=limited,
+            retry_after_s=attempt.retry_after_s,
+            tokens_delta=delta,
+        )
 
     def _read(self, response: httpx.Response, *, tools: bool = False) -> _Attempt:
         text = response.text
@@ -568,14 +654,14 @@ class OpenAITarget:
                 return _Attempt(
                     retry_kind="rate_limited",
                     retry_message=message,
-                    retry_after_s=retry_after_seconds(response.headers.get("Retry-After")),
+                    retry_after_s=_retry_after(response.headers),
                     raw=raw,
                 )
             if status >= 500:
                 return _Attempt(
                     retry_kind=f"server_error {status}",
                     retry_message=message,
-                    retry_after_s=retry_after_seconds(response.headers.get("Retry-After")),
+                    retry_after_s=_retry_after(response.headers),
                     raw=raw,
                 )
             param = rejected_parameter_name(status, body, message)
@@ -619,11 +705,36 @@ class OpenAITarget:
         )
 
     async def aclose(self) -> None:
-        """Close every client's connections (and let go of the tool threads: a sync tool
-        still running past its timeout is left to end on its own)."""
+        """Close every client's connections and the limiter's store client (and let go of
+        the tool threads: a sync tool still running past its timeout is left to end on its
+        own)."""
         await asyncio.gather(*(shard.client.aclose() for shard in self.shards))
+        await self.limiter.aclose()
         if self._executor is not None:
             self._executor.shutdown(wait=False, cancel_futures=True)
+
+
+def tokens_estimate(body: dict[str, Any]) -> float:
+    """Model tokens a request may use, for a ``tpm`` bucket, before its answer says: its
+    message text at 4 characters a token plus its ``max_tokens`` (or
+    ``max_completion_tokens``) when set, the estimate of OpenAI's cookbook
+    (``api_request_parallel_processor.py``, ``num_tokens_consumed_from_request``) without a
+    tokenizer. Corrected by the answer's ``usage`` (``Outcome.tokens_delta``)."""
+    chars = 0
+    for message in body.get("messages") or ():
+        content = message.get("content") if isinstance(message, dict) else None
+        if isinstance(content, str):
+            chars += len(content)
+    completion = body.get("max_completion_tokens") or body.get("max_tokens") or 0
+    if not isinstance(completion, int | float) or isinstance(completion, bool):
+        completion = 0
+    return chars / 4 + completion
+
+
+def _retry_after(headers: httpx.Headers) -> float | None:
+    """The wait an answer asks for: ``retry-after-ms`` when sent, else ``Retry-After``."""
+    from_ms = retry_after_ms_seconds(headers)
+    return from_ms if from_ms is not None else retry_after_seconds(headers.get("Retry-After"))
 
 
 def _count(value: Any) -> int | None:

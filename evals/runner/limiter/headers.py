@@ -1,0 +1,81 @@
+"""Reading a provider's rate-limit headers into an ``Outcome``.
+
+The headers, as OpenAI sends them (platform.openai.com/docs/guides/rate-limits, "Rate limits
+in headers"): ``x-ratelimit-limit-requests`` (requests per minute), ``-limit-tokens`` (tokens
+per minute), ``-remaining-requests``, ``-remaining-tokens``, ``-reset-requests`` and
+``-reset-tokens`` (a duration: ``1s``, ``6m0s``, ``20ms``). On a 429, ``retry-after-ms``
+(milliseconds) wins over ``Retry-After`` (seconds or an HTTP-date), as in the official
+openai-python client.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+
+from evals.runner.limiter.rules import Outcome
+
+_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s)")
+_UNIT_S = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001}
+
+
+def duration_seconds(value: str | None) -> float | None:
+    """Seconds in a Go-style duration (``6m0s``, ``1.5s``, ``20ms``, ``1h2m``) or a bare
+    number of seconds; None when absent or unreadable; never negative."""
+    if not value:
+        return None
+    value = value.strip()
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    parts = _DURATION_PART.findall(value)
+    if not parts or "".join(n + u for n, u in parts) != value:
+        return None
+    return sum(float(n) * _UNIT_S[u] for n, u in parts)
+
+
+def retry_after_ms_seconds(headers: Mapping[str, str]) -> float | None:
+    """``retry-after-ms`` in seconds, None when absent or unreadable."""
+    value = headers.get("retry-after-ms")
+    try:
+        return max(0.0, float(value) / 1000.0) if value else None
+    except ValueError:
+        return None
+
+
+def _number(headers: Mapping[str, str], name: str) -> float | None:
+    value = headers.get(name)
+    try:
+        number = float(value) if value else None
+    except ValueError:
+        return None
+    return number if number is not None and number >= 0 else None
+
+
+def outcome_read(
+    headers: Mapping[str, str],
+    *,
+    limited: bool,
+    retry_after_s: float | None,
+    tokens_delta: float = 0.0,
+) -> Outcome:
+    """The ``Outcome`` of one answered attempt: ``limited`` (a 429), ``retry_after_s`` (the
+    caller's reading of ``Retry-After``; ``retry-after-ms`` wins), the ``x-ratelimit-*``
+    headers (case-insensitive ``headers``, e.g. httpx's), ``tokens_delta`` (real tokens minus
+    the estimate)."""
+    pause = None
+    if limited:
+        pause = retry_after_ms_seconds(headers)
+        pause = retry_after_s if pause is None else pause
+    return Outcome(
+        limited=limited,
+        retry_after_s=pause,
+        rpm_limit=_number(headers, "x-ratelimit-limit-requests"),
+        tpm_limit=_number(headers, "x-ratelimit-limit-tokens"),
+        remaining_requests=_number(headers, "x-ratelimit-remaining-requests"),
+        reset_requests_s=duration_seconds(headers.get("x-ratelimit-reset-requests")),
+        remaining_tokens=_number(headers, "x-ratelimit-remaining-tokens"),
+        reset_tokens_s=duration_seconds(headers.get("x-ratelimit-reset-tokens")),
+        tokens_delta=tokens_delta,
+    )
