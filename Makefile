@@ -7,7 +7,7 @@ PRODUCT_STAMP := $(VENV)/.product-stamp
 STAMP := $(VENV)/.installed-stamp
 export DEBUG ?= true
 
-.PHONY: install demo test lint bench
+.PHONY: install demo test lint bench bench-peers
 
 $(PRODUCT_STAMP): pyproject.toml
 	@test -x $(BIN)/python || { echo "== make: creating the virtual environment $(VENV)"; $(PYTHON) -m venv $(VENV); }
@@ -43,3 +43,11 @@ lint: install
 
 bench: install
 	for script in bench/bench_*.py; do echo "== $$script"; DEBUG=false SECRET_KEY=bench-only $(BIN)/python $$script || exit 1; done
+
+# Issue 17's side-by-side with promptfoo and Inspect AI (bench/peers/README.md): installs the
+# pinned peers under bench/peers/ the first time, then runs everything (about 2 hours on 2 cores).
+# make bench-peers PEERS_ARGS="--cases 200 --repeats 1" for a short check.
+PEERS_ARGS ?=
+bench-peers: install
+	@test -x bench/peers/inspect/.venv/bin/inspect -a -x bench/peers/promptfoo/node_modules/.bin/promptfoo || bench/peers/setup.sh
+	DEBUG=false $(BIN)/python bench/peers/bench_peers.py $(PEERS_ARGS)
