@@ -16,6 +16,7 @@ import logging
 from django.conf import settings
 from django.db import transaction
 from django.db.models import F, Max
+from django.utils import timezone
 
 from core.chunks import chunked
 from core.errors import DomainError
@@ -42,6 +43,22 @@ SOURCE_VERSION_MAX = 200  # Run.source_version: a commit, a tag, a version name
 def trial_chunk_size() -> int:
     """Trials per execution task (``ASSAY["TRIAL_CHUNK_SIZE"]``; settings refuse < 1)."""
     return int(settings.ASSAY["TRIAL_CHUNK_SIZE"])
+
+
+def run_name_default(*, suite: Suite) -> str:
+    """A name for a run started without one: ``run-YYYYMMDD-HHMMSS`` (UTC), with ``-2``,
+    ``-3``, ... when a run of ``suite`` already has it (two runs started in the same second,
+    as a CI job's matrix does). One query."""
+    base = timezone.now().strftime("run-%Y%m%d-%H%M%S")
+    taken = set(
+        Run.objects.filter(suite=suite, name__startswith=base).values_list("name", flat=True)
+    )
+    if base not in taken:
+        return base
+    n = 2
+    while f"{base}-{n}" in taken:
+        n += 1
+    return f"{base}-{n}"
 
 
 def run_start(

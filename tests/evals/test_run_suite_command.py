@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from django.core.management import CommandError, call_command
+from django.utils import timezone
 
 from config.celery import app
 from evals.management.commands import run_suite
@@ -116,6 +117,24 @@ def test_without_wait_it_only_starts_the_run(suite, tmp_path):
     code, out = run_command("smoke", "--simulated", "--name", "n4", "--graders", graders)
     assert code == 0
     assert "n4" in out
+
+
+def test_runs_started_without_a_name_in_the_same_second_get_distinct_names(
+    suite, tmp_path, monkeypatch
+):
+    # A CI matrix starts several runs of one suite at once: the default name never clashes.
+    frozen = timezone.now().replace(microsecond=0)
+    monkeypatch.setattr(timezone, "now", lambda: frozen)
+    graders = write_json(tmp_path, "g.json", GRADERS)
+    for _ in range(3):
+        code, _out = run_command("smoke", "--simulated", "--graders", graders)
+        assert code == 0
+    stamp = frozen.strftime("run-%Y%m%d-%H%M%S")
+    assert sorted(Run.objects.values_list("name", flat=True)) == [
+        stamp,
+        f"{stamp}-2",
+        f"{stamp}-3",
+    ]
 
 
 @pytest.mark.parametrize(

@@ -20,13 +20,17 @@ from typing import Any
 
 from django.core.management.base import CommandError, CommandParser
 from django.db import connections
-from django.utils import timezone
 
 from core.commands import DomainCommand
 from core.ids import uuid_parse
 from evals.management.commands.run_report import run_lookup
 from evals.models import GraderSetPreset, Run, Suite, TargetPreset, TopUp
-from evals.runner.start import DEFAULT_TRIALS_PER_CASE, run_publish_warning, run_start
+from evals.runner.start import (
+    DEFAULT_TRIALS_PER_CASE,
+    run_name_default,
+    run_publish_warning,
+    run_start,
+)
 
 EXIT_SUCCEEDED, EXIT_FAILED, EXIT_OTHER = 0, 1, 2
 
@@ -150,7 +154,7 @@ class Command(DomainCommand):
             graders = _json_file(opts["graders"], option="--graders") if opts["graders"] else []
         if not isinstance(graders, list):
             raise CommandError("--graders: expected a JSON list of grader specs")
-        name = opts["name"] or timezone.now().strftime("run-%Y%m%d-%H%M%S")
+        name = opts["name"] or run_name_default(suite=suite)
         against = run_lookup(opts["against"]) if opts["against"] else None
         run = run_start(
             suite=suite,
