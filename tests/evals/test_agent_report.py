@@ -216,3 +216,23 @@ def test_a_reviewer_in_the_disagreement_queue_is_blind_to_the_disagreements(clie
     assert api.get(f"/api/runs/{run.uuid}/").json()["report"]["agents"] is None
     api.force_authenticate(alice)
     assert api.get(f"/api/runs/{run.uuid}/").json()["report"]["agents"]["disagreements"] == 4
+
+
+def test_a_double_clicked_send_makes_one_review_queue(client, alice):
+    """Sending the same disagreements twice (a double click, or a second engineer) gives the
+    reviewers one queue, and the second answer says it already exists."""
+    run = agent_run(PLAN)
+    client.force_login(alice)
+    url = reverse("labeling:disagreements-review", kwargs={"run_id": run.uuid})
+    first = client.post(url, {"kind": RIGHT_OUTCOME_WRONG_PATH})
+    second = client.post(url, {"kind": RIGHT_OUTCOME_WRONG_PATH}, follow=True)
+    assert first.status_code == 302
+    cset = CalibrationSet.objects.get()
+    assert first["Location"].endswith(f"/{cset.uuid}/")
+    assert second.redirect_chain[-1][0].endswith(f"/{cset.uuid}/")
+    assert "already in review queue" in second.content.decode()
+    again, created = disagreement_queue_create(run=run, by=alice, kind=RIGHT_OUTCOME_WRONG_PATH)
+    assert (again.pk, created) == (cset.pk, False)
+    # Another group (or all of them) is another queue.
+    client.post(url)
+    assert CalibrationSet.objects.count() == 2
