@@ -74,6 +74,18 @@ def _conflict_active(suite: Suite, key: str) -> DomainError:
     )
 
 
+def source_trial_resolve(trial_uuid) -> Trial | None:
+    """The trial a new case is made from, by UUID (None: none given). Raises ``DomainError``
+    on ``source_trial`` when no trial has it: the case's provenance is never dropped
+    silently (the form and the API answer the same)."""
+    if trial_uuid is None:
+        return None
+    trial = Trial.objects.filter(uuid=trial_uuid).first()
+    if trial is None:
+        raise DomainError(f"no trial {trial_uuid}", field="source_trial", code="not_found")
+    return trial
+
+
 def case_add(
     *,
     suite: Suite,

@@ -22,6 +22,7 @@ from evals.case_changes import (
     case_edit,
     case_prefill,
     case_retire,
+    source_trial_resolve,
     suites_editable_by,
 )
 from evals.forms import CaseForm
@@ -49,9 +50,8 @@ def case_new(request: HttpRequest) -> HttpResponse:
         trial, conflict = None, False
         if form.is_valid():
             data = form.cleaned_data
-            if data.get("source_trial"):
-                trial = Trial.objects.filter(uuid=data["source_trial"]).first()
             try:
+                trial = source_trial_resolve(data.get("source_trial"))
                 done = case_add(
                     suite=data["suite"],
                     spec=data["spec"],

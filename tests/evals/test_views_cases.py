@@ -287,3 +287,15 @@ def test_a_tampered_hidden_field_is_shown_not_swallowed(client, carol, trial):
     assert response.status_code == 200
     assert 'class="error hidden-field-error"' in response.content.decode()
     assert not Case.objects.filter(key="refund-30-days").exists()
+
+
+def test_a_source_trial_that_does_not_exist_is_refused_not_dropped(client, carol, trial):
+    """"Add as a case" from a trial deleted meanwhile (or a tampered id) used to save the case
+    without its provenance, silently; it is now refused naming the trial."""
+    login(client, carol)
+    response = post_case(
+        client, trial.run.suite, source_trial="00000000-0000-0000-0000-000000000000"
+    )
+    assert response.status_code == 200
+    assert "no trial 00000000-0000-0000-0000-000000000000" in response.content.decode()
+    assert not Case.objects.filter(key="refund-30-days").exists()
