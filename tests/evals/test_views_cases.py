@@ -290,7 +290,7 @@ def test_a_tampered_hidden_field_is_shown_not_swallowed(client, carol, trial):
 
 
 def test_a_source_trial_that_does_not_exist_is_refused_not_dropped(client, carol, trial):
-    """"Add as a case" from a trial deleted meanwhile (or a tampered id) used to save the case
+    """Adding a case from a trial deleted meanwhile (or a tampered id) used to save the case
     without its provenance, silently; it is now refused naming the trial."""
     login(client, carol)
     response = post_case(
