@@ -236,3 +236,17 @@ def test_a_double_clicked_send_makes_one_review_queue(client, alice):
     # Another group (or all of them) is another queue.
     client.post(url)
     assert CalibrationSet.objects.count() == 2
+
+
+def test_a_disagreement_queue_says_how_it_was_drawn(client, alice):
+    """Its page read "a plan for the false-accept rate of None: ... strata by its verdict"
+    (the sampling plan's sentence) and the list "tags only": it is every disagreeing trial."""
+    run = agent_run(PLAN)
+    cset, _ = disagreement_queue_create(run=run, by=alice, kind=RIGHT_OUTCOME_WRONG_PATH)
+    client.force_login(alice)
+    page = client.get(reverse("labeling:set-detail", kwargs={"set_id": cset.uuid})).content
+    html = page.decode()
+    assert "false-accept rate of None" not in html and "strata by its verdict" not in html
+    assert "whose outcome and path disagree (right outcome, wrong path)" in html
+    listed = client.get(reverse("labeling:set-list")).content.decode()
+    assert "outcome and path disagree" in listed and "tags only" not in listed
