@@ -40,6 +40,7 @@ from core.ids import uuid_parse
 from core.roles import ENGINEER, LEAD, REVIEWER, user_has_role
 from evals.grading.contract.decisions import output_hash
 from evals.models import Run, Suite, Trial
+from evals.trajectory.timeline import trajectory_timeline
 from judges import trust
 from judges.models import Judge, JudgeRun, JudgeVersion
 from labeling import adjudication, improve, preferences, services
@@ -258,6 +259,11 @@ def _queue_render(
         # tied to the hash of the output shown.
         "dimensions": review_dimensions(state.calibration_set),
         "output_hash": output_hash(state.current.item.trial.output) if state.current else "",
+        # An agent trial (a disagreement queue): the reviewer judges its path and end state,
+        # so the queue shows them as the trial page does (no verdict is in either).
+        "timeline": trajectory_timeline(state.current.item.trial.trajectory)
+        if state.current
+        else None,
     }
     template = "labeling/queue.html"
     if request.htmx and not request.htmx.history_restore_request:

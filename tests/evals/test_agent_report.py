@@ -250,3 +250,29 @@ def test_a_disagreement_queue_says_how_it_was_drawn(client, alice):
     assert "whose outcome and path disagree (right outcome, wrong path)" in html
     listed = client.get(reverse("labeling:set-list")).content.decode()
     assert "outcome and path disagree" in listed and "tags only" not in listed
+
+
+def test_the_disagreement_queue_shows_the_reviewer_the_path_and_the_states_blind(
+    client, alice, bob
+):
+    """A reviewer asked whether an agent's path or its spec is wrong saw only its input and
+    final message: the queue now shows the trajectory and the final state beside the goal
+    (escaped), and still no verdict."""
+    run = agent_run({"c1": [(True, False)]})
+    trial = Trial.objects.get(run=run)
+    Trial.objects.filter(id=trial.id).update(
+        trajectory=[
+            {"kind": "tool_call", "name": "issue_refund", "arguments": {"note": "<b>x</b>"}},
+            {"kind": "tool_result", "name": "issue_refund", "content": "ok", "status": "ok"},
+        ],
+        final_state={"refunds": ["<i>A1</i>"]},
+    )
+    trial.case.__class__.objects.filter(id=trial.case_id).update(goal_state={"refunds": []})
+    cset, _ = disagreement_queue_create(run=run, by=alice)
+    client.force_login(bob)
+    html = client.get(reverse("labeling:queue", kwargs={"set_id": cset.uuid})).content.decode()
+    assert 'id="trajectory"' in html and "issue_refund" in html
+    assert 'id="queue-final-state"' in html and 'id="queue-goal-state"' in html
+    assert "&lt;b&gt;x&lt;/b&gt;" in html and "<b>x</b>" not in html
+    assert "&lt;i&gt;A1&lt;/i&gt;" in html and "<i>A1</i>" not in html
+    assert BEFORE not in html and "forbidden tool" not in html  # blind: no grade reason
