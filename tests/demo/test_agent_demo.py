@@ -26,6 +26,13 @@ def test_the_agent_is_seeded_and_follows_the_policy_on_its_expected_path():
     assert goal_state("A104")["order"]["status"] == "escalated"  # above $500
     assert goal_state("A103")["refunds"] == []  # past the window
     assert set(CASES) and all(CASES[k][0] in ORDERS for k in CASES)
+    # The trial's tokens are its model steps' sums (the trial page read "? in / ? out"
+    # above a trajectory that stated every step's tokens).
+    result = refund_agent(case, seed=7)
+    steps = [s for s in result["trajectory"] if "input_tokens" in s]
+    assert len(steps) >= 2
+    assert result["input_tokens"] == sum(s["input_tokens"] for s in steps)
+    assert result["output_tokens"] == sum(s["output_tokens"] for s in steps)
 
 
 @pytest.mark.django_db(transaction=True, serialized_rollback=True)
@@ -35,6 +42,7 @@ def test_the_agent_run_report_shows_disagreements_of_both_kinds(alice):
     run = agent_demo_run(suite=suite, seed=4000, user=alice, trials=10, timeout=60)
     assert run.status == "succeeded"
     assert Trial.objects.filter(run=run, trajectory__isnull=True).count() == 0
+    assert Trial.objects.filter(run=run, input_tokens__isnull=True).count() == 0
     report = run_report(run=run).to_dict()
     agents = report["agents"]
     assert agents["outcome_keys"] == ["outcome"] and agents["path_keys"] == ["path"]
