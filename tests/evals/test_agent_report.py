@@ -276,3 +276,11 @@ def test_the_disagreement_queue_shows_the_reviewer_the_path_and_the_states_blind
     assert "&lt;b&gt;x&lt;/b&gt;" in html and "<b>x</b>" not in html
     assert "&lt;i&gt;A1&lt;/i&gt;" in html and "<i>A1</i>" not in html
     assert BEFORE not in html and "forbidden tool" not in html  # blind: no grade reason
+
+
+def test_a_group_of_one_says_send_this_one(client, carol):
+    run = agent_run({"c1": [(True, True), (True, False)], "c2": [(False, True), (False, True)]})
+    client.force_login(carol)
+    html = client.get(reverse("evals:run-detail", kwargs={"run_id": run.uuid})).content.decode()
+    assert "Send this one to a review queue" in html and "Send these 1 " not in html
+    assert "Send these 2 to a review queue" in html
