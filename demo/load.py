@@ -51,6 +51,7 @@ def agent_suite_load() -> Suite:
             )
             for c in agent_cases()
         ],
+        via="demo",
     )
     return suite
 

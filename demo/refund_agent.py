@@ -196,7 +196,8 @@ def _act(world: _World, action: str, total: float) -> str:
 
 def refund_agent(case: CaseInput, seed: int = 0) -> dict:
     """One trial of the simulated agent on ``case`` (its input ``{"order_id", "message"}``):
-    ``{"output", "trajectory", "final_state"}`` as a ``callable`` target returns them.
+    ``{"output", "trajectory", "final_state", "input_tokens", "output_tokens"}`` as a
+    ``callable`` target returns them (the tokens: sums over its model steps).
     Deterministic for (``seed``, case key, attempt)."""
     order_id, amount, p_skip, p_slip = CASES[case.key]
     rng = random.Random(f"{seed}:{case.key}:{case.attempt}")
@@ -230,4 +231,13 @@ def refund_agent(case: CaseInput, seed: int = 0) -> dict:
                 output = _act(world, "refund", order["total"])  # refunds instead of escalating
         else:
             output = _act(world, action, order["total"])
-    return {"output": output, "trajectory": world.steps, "final_state": world.final_state()}
+    # The trial's tokens are its model steps' (as the tool loop counts them): without them
+    # the trial page read "Tokens ? in / ? out" above a trajectory stating every step's.
+    model_steps = [step for step in world.steps if "input_tokens" in step]
+    return {
+        "output": output,
+        "trajectory": world.steps,
+        "final_state": world.final_state(),
+        "input_tokens": sum(step["input_tokens"] for step in model_steps),
+        "output_tokens": sum(step["output_tokens"] for step in model_steps),
+    }

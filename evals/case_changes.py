@@ -74,6 +74,18 @@ def _conflict_active(suite: Suite, key: str) -> DomainError:
     )
 
 
+def source_trial_resolve(trial_uuid) -> Trial | None:
+    """The trial a new case is made from, by UUID (None: none given). Raises ``DomainError``
+    on ``source_trial`` when no trial has it: the case's provenance is never dropped
+    silently (the form and the API answer the same)."""
+    if trial_uuid is None:
+        return None
+    trial = Trial.objects.filter(uuid=trial_uuid).first()
+    if trial is None:
+        raise DomainError(f"no trial {trial_uuid}", field="source_trial", code="not_found")
+    return trial
+
+
 def case_add(
     *,
     suite: Suite,
@@ -120,6 +132,26 @@ def _upsert_or_conflict(*, suite: Suite, spec: CaseSpec, **kwargs) -> Case:
         ) from None
 
 
+def _active_successor(case: Case) -> Case | None:
+    """The active case ``case`` was replaced by, following ``replaced_by`` (None when the
+    chain ends in a retired case)."""
+    seen: set[int] = set()
+    current = case
+    while current.replaced_by_id is not None and current.replaced_by_id not in seen:
+        seen.add(current.id)
+        current = Case.objects.get(id=current.replaced_by_id)
+    return current if current.retired_at is None and current.id != case.id else None
+
+
+def _same_as(case: Case, spec: CaseSpec) -> bool:
+    """True when ``case`` already holds ``spec``: its key, content and tags."""
+    return (
+        case.key == spec.key
+        and case.content_hash == spec.content_hash
+        and list(case.tags or []) == list(spec.tags)
+    )
+
+
 def _current_or_conflict(case: Case) -> Case:
     """``case`` locked for this transaction while still active; a conflict naming who
     changed it otherwise (an edit made from a stale page never overwrites a newer one)."""
@@ -140,22 +172,43 @@ def _current_or_conflict(case: Case) -> Case:
     )
 
 
-def case_edit(*, case: Case, spec: CaseSpec, by, via: str = "editor") -> CaseWrite:
+def case_edit(
+    *,
+    case: Case,
+    spec: CaseSpec,
+    by,
+    via: str = "editor",
+    seen_tags: list[str] | None = None,
+) -> CaseWrite:
     """Edit the active ``case`` into ``spec`` (same suite). New content or a new key retires
     it and creates its replacement (action ``replaced``; ``replaced_by`` set, recorded with
     ``previous``); new tags only are saved in place (``retagged``, recorded with the old and
-    new tags); nothing new is ``unchanged`` (no write). Raises ``PermissionDenied`` for a
-    user who is not an engineer or lead, ``DomainError`` from ``case_spec_check``, a
-    ``conflict`` on ``case`` when it is no longer active, and a ``conflict`` on ``key`` when
-    a new key is held by another active case."""
+    new tags); nothing new is ``unchanged`` (no write).
+
+    Stale edits: a case already replaced by exactly ``spec`` (key, content and tags: the
+    same form sent twice, a double click) is ``unchanged`` and answers the replacement.
+    ``seen_tags`` (the tags the editor showed; None: not checked) guards the in-place tag
+    write: when the case's tags changed since (another tab or person retagged it), the
+    edit is refused rather than overwriting them.
+
+    Raises ``PermissionDenied`` for a user who is not an engineer or lead, ``DomainError``
+    from ``case_spec_check``, a ``conflict`` on ``case`` when it is no longer active (and
+    not already ``spec``), a ``conflict`` on ``tags`` when ``seen_tags`` is stale, and a
+    ``conflict`` on ``key`` when a new key is held by another active case."""
     role_require(by, *CASE_EDITOR_ROLES, action="Editing a case")
     case_spec_check(spec)
     with transaction.atomic():
+        if not Case.objects.filter(id=case.id, retired_at__isnull=True).exists():
+            successor = _active_successor(Case.objects.get(id=case.id))
+            if successor is not None and _same_as(successor, spec):
+                return CaseWrite(case=successor, action="unchanged")
         current = _current_or_conflict(case)
         suite = current.suite
+        if _same_as(current, spec):
+            return CaseWrite(case=current, action="unchanged")
+        if seen_tags is not None and list(current.tags or []) != list(seen_tags):
+            raise _tags_changed(current)
         if spec.key == current.key and spec.content_hash == current.content_hash:
-            if list(spec.tags) == list(current.tags or []):
-                return CaseWrite(case=current, action="unchanged")
             old_tags = list(current.tags or [])
             current.tags = list(spec.tags)
             Case.objects.filter(id=current.id).update(tags=current.tags)
@@ -180,6 +233,24 @@ def case_edit(*, case: Case, spec: CaseSpec, by, via: str = "editor") -> CaseWri
             renamed = {spec.key: current}
         new = _upsert_or_conflict(suite=suite, spec=spec, by=by, via=via, renamed=renamed)
     return CaseWrite(case=new, action="replaced")
+
+
+def _tags_changed(case: Case) -> DomainError:
+    """The conflict of an edit made from a page that showed other tags than the case has."""
+    last = (
+        CaseChange.objects.filter(case=case, action=CaseChange.Action.RETAGGED)
+        .select_related("by")
+        .order_by("-at", "-id")
+        .first()
+    )
+    who = f" by {last.by.get_username()}" if last is not None and last.by is not None else ""
+    now = ", ".join(case.tags or []) or "none"
+    return DomainError(
+        f"the tags of case {case.key!r} were changed meanwhile{who} (now: {now}): reload the "
+        "page and edit them again",
+        field="tags",
+        code="conflict",
+    )
 
 
 def case_retire(*, case: Case, by, via: str = "editor") -> CaseWrite:

@@ -305,6 +305,9 @@ class CaseForm(forms.Form):
         "retired and this one replaces it.",
     )
     source_trial = forms.UUIDField(required=False, widget=forms.HiddenInput)
+    # The editor only: the tags as the page showed them (a JSON list), so a tag edit made
+    # from a stale page is refused instead of overwriting another tab's (case_edit).
+    tags_seen = forms.CharField(required=False, widget=forms.HiddenInput)
 
     def __init__(self, *args, suites: QuerySet | None = None, **kwargs):
         super().__init__(*args, **kwargs)
@@ -313,6 +316,7 @@ class CaseForm(forms.Form):
                 del self.fields[name]
         else:
             self.fields["suite"].queryset = suites
+            del self.fields["tags_seen"]
 
     @staticmethod
     def initial_from(spec) -> dict[str, Any]:
@@ -331,6 +335,7 @@ class CaseForm(forms.Form):
             "context": _json_pretty(list(spec.context or [])),
             "tags": ", ".join(spec.tags or []),
             "goal_state": "" if spec.goal_state is None else _json_pretty(spec.goal_state),
+            "tags_seen": json.dumps(list(spec.tags or [])),
         }
 
     def clean_input(self) -> str:
@@ -348,6 +353,16 @@ class CaseForm(forms.Form):
 
     def clean_tags(self) -> list[str]:
         return [t.strip() for t in self.cleaned_data["tags"].split(",") if t.strip()]
+
+    def clean_tags_seen(self) -> list[str] | None:
+        """The tags the editor showed, or None when the page sent none (nothing to check)."""
+        raw = self.cleaned_data["tags_seen"].strip()
+        if not raw:
+            return None
+        value = _json_any(raw, field="tags_seen")
+        if not isinstance(value, list) or not all(isinstance(t, str) for t in value):
+            raise forms.ValidationError("tags_seen: expected a JSON list of strings")
+        return value
 
     def clean_goal_state(self) -> Any:
         raw = self.cleaned_data["goal_state"].strip()

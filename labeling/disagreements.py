@@ -25,10 +25,16 @@ _NAMES = {
 }
 
 
-def disagreement_queue_create(*, run: Run, by, kind: str = "", label: str = "") -> CalibrationSet:
-    """A new review queue of ``run``'s disagreeing agent trials: all of them, those of one
+def disagreement_queue_create(
+    *, run: Run, by, kind: str = "", label: str = ""
+) -> tuple[CalibrationSet, bool]:
+    """A review queue of ``run``'s disagreeing agent trials: all of them, those of one
     ``kind`` (``right_outcome_wrong_path`` or ``wrong_outcome_expected_path``), or one group
     (``kind`` and the group's ``label`` as the report shows it), in trial order.
+    Returns ``(queue, created)``: a queue of this run for the same kind and group holding
+    exactly these trials is reused (``created`` False), so a double-clicked button or a
+    second engineer sending the same group gives the reviewers one queue, not two (the run
+    row is locked while looking, so two requests at once make one queue).
     Engineers and leads. Raises PermissionDenied, or ``DomainError``: ``kind`` (unknown,
     or a label without a kind), ``run`` (no ``state`` and ``trajectory`` graders, or no
     disagreement of that kind or group)."""
@@ -48,17 +54,27 @@ def disagreement_queue_create(*, run: Run, by, kind: str = "", label: str = "") 
         what = f"in group {label!r}" if label else _NAMES.get(kind, "of any kind")
         raise DomainError(f"run {run.name!r} has no disagreement {what}", field="run")
     name = label or _NAMES.get(kind, "outcome and path disagree")
+    design = {"kind": DISAGREEMENT_QUEUE_KIND, "disagreement": kind, "group": label}
+    wanted = sorted(trial_ids)
     with transaction.atomic():
+        Run.objects.select_for_update().filter(id=run.id).first()
+        sets = CalibrationSet.objects.filter(run=run, design__kind=DISAGREEMENT_QUEUE_KIND)
+        for existing in sets.order_by("id"):
+            if existing.design != design:
+                continue
+            held = sorted(existing.items.values_list("trial_id", flat=True))
+            if held == wanted:
+                return existing, False
         cset = CalibrationSet.objects.create(
             name=f"disagreements: {run.name}: {name}"[:200],
             suite=run.suite,
             run=run,
             size=len(trial_ids),
-            design={"kind": DISAGREEMENT_QUEUE_KIND, "disagreement": kind, "group": label},
+            design=design,
             created_by=by,
         )
         CalibrationItem.objects.bulk_create(
             CalibrationItem(calibration_set=cset, trial_id=tid, position=i)
-            for i, tid in enumerate(sorted(trial_ids))
+            for i, tid in enumerate(wanted)
         )
-    return cset
+    return cset, True

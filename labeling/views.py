@@ -427,7 +427,7 @@ def disagreements_review(request: HtmxHttpRequest, run_id) -> HttpResponse:
     page; nothing to send goes back to the run page with the message."""
     run = get_object_or_404(Run, uuid=run_id)
     try:
-        cset = disagreement_queue_create(
+        cset, created = disagreement_queue_create(
             run=run,
             by=request.user,
             kind=request.POST.get("kind", ""),
@@ -436,7 +436,14 @@ def disagreements_review(request: HtmxHttpRequest, run_id) -> HttpResponse:
     except DomainError as exc:
         messages.error(request, str(exc))
         return redirect(run.get_absolute_url())
-    messages.success(request, f"Review queue {cset.name!r}: {cset.size} trials to review.")
+    if created:
+        messages.success(request, f"Review queue {cset.name!r}: {cset.size} trials to review.")
+    else:
+        messages.info(
+            request,
+            f"These {cset.size} trials are already in review queue {cset.name!r}: "
+            "no second queue was made.",
+        )
     return redirect(reverse("labeling:set-detail", kwargs={"set_id": cset.uuid}))
 
 

@@ -24,9 +24,15 @@ from core.api.fields import NoUnknownFields, StrictBooleanField, StrictCharField
 from core.api.permissions import IsRunner
 from core.http import uuid_or_404
 from evals.api.runs import CaseSerializer
-from evals.case_changes import WRITE_ACTIONS, case_add, case_edit, case_retire
+from evals.case_changes import (
+    WRITE_ACTIONS,
+    case_add,
+    case_edit,
+    case_retire,
+    source_trial_resolve,
+)
 from evals.cases import CaseSpec
-from evals.models import Case, Suite, Trial
+from evals.models import Case, Suite
 
 FIELD_HELP = {
     "key": "Case key, unique among the suite's active cases (1..200 characters, no spaces "
@@ -127,9 +133,7 @@ class SuiteCaseCreateApi(APIView):
         data = CaseCreateInput(data=request.data)
         data.is_valid(raise_exception=True)
         v = data.validated_data
-        trial = None
-        if v["source_trial"] is not None:
-            trial = get_object_or_404(Trial, uuid=v["source_trial"])
+        trial = source_trial_resolve(v["source_trial"])
         spec = CaseSpec(**{k: v[k] for k in FIELD_HELP})
         done = case_add(
             suite=suite,

@@ -22,6 +22,7 @@ from evals.case_changes import (
     case_edit,
     case_prefill,
     case_retire,
+    source_trial_resolve,
     suites_editable_by,
 )
 from evals.forms import CaseForm
@@ -33,6 +34,7 @@ SAID = {
     "retagged": "Tags of case {key} saved (tags are not content: the case is the same).",
     "unchanged": "Nothing changed: case {key} already has this content.",
 }
+SAID_ALREADY = "Case {key} saved: the case you edited was already replaced by this content."
 
 
 @require_http_methods(["GET", "POST"])
@@ -48,9 +50,8 @@ def case_new(request: HttpRequest) -> HttpResponse:
         trial, conflict = None, False
         if form.is_valid():
             data = form.cleaned_data
-            if data.get("source_trial"):
-                trial = Trial.objects.filter(uuid=data["source_trial"]).first()
             try:
+                trial = source_trial_resolve(data.get("source_trial"))
                 done = case_add(
                     suite=data["suite"],
                     spec=data["spec"],
@@ -108,13 +109,19 @@ def case_edit_view(request: HttpRequest, suite_id, case_id) -> HttpResponse:
         form = CaseForm(request.POST)
         if form.is_valid():
             try:
-                done = case_edit(case=case, spec=form.cleaned_data["spec"], by=request.user)
+                done = case_edit(
+                    case=case,
+                    spec=form.cleaned_data["spec"],
+                    by=request.user,
+                    seen_tags=form.cleaned_data.get("tags_seen"),
+                )
             except DomainError as exc:
                 form_error(form, exc)
             else:
-                messages.success(
-                    request, SAID[done.action].format(key=done.case.key, suite=suite.name)
-                )
+                said = SAID[done.action]
+                if done.action == "unchanged" and done.case.id != case.id:
+                    said = SAID_ALREADY  # the same form sent twice: the first one saved it
+                messages.success(request, said.format(key=done.case.key, suite=suite.name))
                 return redirect("evals:suite-detail", suite_id=suite.uuid)
         return render(request, "evals/case_edit.html", {"form": form, "case": case, "suite": suite})
     form = CaseForm(initial=CaseForm.initial_from(case))

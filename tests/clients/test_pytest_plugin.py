@@ -227,6 +227,27 @@ def test_without_a_token_the_session_stops_before_running_anything(server_url, t
     assert not Run.objects.exists()
 
 
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["--assay-suite=", "--assay-run=r"], "--assay-suite: empty"),
+        (["--assay-suite=  ", "--assay-run=r"], "--assay-suite: empty"),
+        (["--assay-suite=checkout", "--assay-run= "], "--assay-run: empty"),
+    ],
+)
+def test_an_empty_suite_or_run_name_stops_the_session_before_any_test(
+    server_url, token, tmp_path, args, says
+):
+    """`--assay-suite "$SUITE"` with SUITE unset ran every test and silently recorded
+    nothing (an empty name turned the plugin off); a blank name ran every test, then
+    failed to record. Both are usage errors now, before anything runs."""
+    _write(tmp_path, EVALS)
+    session = run_pytest(tmp_path, *args, env=client_env(server_url, token))
+    assert session.returncode == 4, session.stdout + session.stderr  # pytest's usage error
+    assert says in session.stderr
+    assert "passed" not in session.stdout and not Run.objects.exists()
+
+
 def test_under_xdist_the_controller_sends_one_run_with_every_trial(server_url, token, tmp_path):
     _write(tmp_path, EVALS.replace("CALLS[question] == 2", "False"))
     session = run_pytest(

@@ -74,6 +74,31 @@ def test_properties_fill_trial_fields_and_the_rest_goes_to_extra_as_strict_json(
     json.dumps(record, allow_nan=False)  # strict JSON: the API refuses NaN and Infinity
 
 
+def test_unstorable_text_a_test_recorded_is_replaced_and_counted_not_a_lost_run():
+    """A pipeline's output holding U+0000 or a lone surrogate made the whole session
+    unrecordable (the API refuses it; a surrogate even crashed the encoder): the record now
+    holds U+FFFD in its place, counted in ``extra["unstorable_replaced"]``, and encodes.
+    (Compared as ASCII JSON: a failure report holding a lone surrogate would crash xdist.)"""
+    result = TrialResult(case="t.py::test_f", attempt=1)
+    result.phase_add(ERRORED, "ValueError: bad \x00 byte")
+    result.properties = [("output", "a\x00b\ud800"), ("note\udc00", {"k\x00": ["\ud83d"]})]
+    record = result.record()
+
+    def ascii_json(value) -> str:
+        return json.dumps(value, sort_keys=True)
+
+    assert ascii_json(record["output"]) == ascii_json("a\ufffdb\ufffd")
+    assert ascii_json(record["error_message"]) == ascii_json("ValueError: bad \ufffd byte")
+    assert ascii_json(record["extra"]) == ascii_json(
+        {"note\ufffd": {"k\ufffd": ["\ufffd"]}, "unstorable_replaced": 6}
+    )
+    json.dumps(record, ensure_ascii=False, allow_nan=False).encode("utf-8")
+    clean = TrialResult(case="t.py::test_g", attempt=1)
+    clean.phase_add(PASSED, "passed")
+    clean.properties = [("output", "fine \U0001f600")]
+    assert "extra" not in clean.record()
+
+
 def test_a_long_node_id_gets_a_short_stable_case_id_and_stays_the_input():
     long_a, long_b = "t.py::test_f[" + "a" * 300 + "]", "t.py::test_f[" + "a" * 299 + "b]"
     assert len(case_id(long_a)) == KEY_MAX and case_id(long_a) == case_id(long_a)

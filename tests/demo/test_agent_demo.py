@@ -12,7 +12,7 @@ from demo.load import agent_suite_load
 from demo.management.commands.demo import Command
 from demo.refund_agent import CASES, ORDERS, goal_state, refund_agent
 from demo.story import agent_demo_run
-from evals.models import Run, Trial
+from evals.models import CaseChange, Run, Trial
 from evals.report.agents import RIGHT_OUTCOME_WRONG_PATH, WRONG_OUTCOME_EXPECTED_PATH
 from evals.report.selectors import run_report
 from evals.runner.targets.base import CaseInput
@@ -26,15 +26,25 @@ def test_the_agent_is_seeded_and_follows_the_policy_on_its_expected_path():
     assert goal_state("A104")["order"]["status"] == "escalated"  # above $500
     assert goal_state("A103")["refunds"] == []  # past the window
     assert set(CASES) and all(CASES[k][0] in ORDERS for k in CASES)
+    # The trial's tokens are its model steps' sums (the trial page read "? in / ? out"
+    # above a trajectory that stated every step's tokens).
+    result = refund_agent(case, seed=7)
+    steps = [s for s in result["trajectory"] if "input_tokens" in s]
+    assert len(steps) >= 2
+    assert result["input_tokens"] == sum(s["input_tokens"] for s in steps)
+    assert result["output_tokens"] == sum(s["output_tokens"] for s in steps)
 
 
 @pytest.mark.django_db(transaction=True, serialized_rollback=True)
 def test_the_agent_run_report_shows_disagreements_of_both_kinds(alice):
     suite = agent_suite_load()
     assert agent_suite_load().id == suite.id  # idempotent
+    # The suite page's history names the path (it showed an empty one for these cases).
+    assert set(CaseChange.objects.filter(suite=suite).values_list("via", flat=True)) == {"demo"}
     run = agent_demo_run(suite=suite, seed=4000, user=alice, trials=10, timeout=60)
     assert run.status == "succeeded"
     assert Trial.objects.filter(run=run, trajectory__isnull=True).count() == 0
+    assert Trial.objects.filter(run=run, input_tokens__isnull=True).count() == 0
     report = run_report(run=run).to_dict()
     agents = report["agents"]
     assert agents["outcome_keys"] == ["outcome"] and agents["path_keys"] == ["path"]

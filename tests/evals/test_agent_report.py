@@ -234,3 +234,71 @@ def test_an_errored_trial_is_neither_pass_nor_fail_and_is_counted_apart():
     out = io.StringIO()
     call_command("run_report", str(run.uuid), stdout=out)
     assert "1 errored trial, neither pass nor fail" in out.getvalue()
+
+
+def test_a_double_clicked_send_makes_one_review_queue(client, alice):
+    """Sending the same disagreements twice (a double click, or a second engineer) gives the
+    reviewers one queue, and the second answer says it already exists."""
+    run = agent_run(PLAN)
+    client.force_login(alice)
+    url = reverse("labeling:disagreements-review", kwargs={"run_id": run.uuid})
+    first = client.post(url, {"kind": RIGHT_OUTCOME_WRONG_PATH})
+    second = client.post(url, {"kind": RIGHT_OUTCOME_WRONG_PATH}, follow=True)
+    assert first.status_code == 302
+    cset = CalibrationSet.objects.get()
+    assert first["Location"].endswith(f"/{cset.uuid}/")
+    assert second.redirect_chain[-1][0].endswith(f"/{cset.uuid}/")
+    assert "already in review queue" in second.content.decode()
+    again, created = disagreement_queue_create(run=run, by=alice, kind=RIGHT_OUTCOME_WRONG_PATH)
+    assert (again.pk, created) == (cset.pk, False)
+    # Another group (or all of them) is another queue.
+    client.post(url)
+    assert CalibrationSet.objects.count() == 2
+
+
+def test_a_disagreement_queue_says_how_it_was_drawn(client, alice):
+    """Its page read "a plan for the false-accept rate of None: ... strata by its verdict"
+    (the sampling plan's sentence) and the list "tags only": it is every disagreeing trial."""
+    run = agent_run(PLAN)
+    cset, _ = disagreement_queue_create(run=run, by=alice, kind=RIGHT_OUTCOME_WRONG_PATH)
+    client.force_login(alice)
+    page = client.get(reverse("labeling:set-detail", kwargs={"set_id": cset.uuid})).content
+    html = page.decode()
+    assert "false-accept rate of None" not in html and "strata by its verdict" not in html
+    assert "whose outcome and path disagree (right outcome, wrong path)" in html
+    listed = client.get(reverse("labeling:set-list")).content.decode()
+    assert "outcome and path disagree" in listed and "tags only" not in listed
+
+
+def test_the_disagreement_queue_shows_the_reviewer_the_path_and_the_states_blind(
+    client, alice, bob
+):
+    """A reviewer asked whether an agent's path or its spec is wrong saw only its input and
+    final message: the queue now shows the trajectory and the final state beside the goal
+    (escaped), and still no verdict."""
+    run = agent_run({"c1": [(True, False)]})
+    trial = Trial.objects.get(run=run)
+    Trial.objects.filter(id=trial.id).update(
+        trajectory=[
+            {"kind": "tool_call", "name": "issue_refund", "arguments": {"note": "<b>x</b>"}},
+            {"kind": "tool_result", "name": "issue_refund", "content": "ok", "status": "ok"},
+        ],
+        final_state={"refunds": ["<i>A1</i>"]},
+    )
+    trial.case.__class__.objects.filter(id=trial.case_id).update(goal_state={"refunds": []})
+    cset, _ = disagreement_queue_create(run=run, by=alice)
+    client.force_login(bob)
+    html = client.get(reverse("labeling:queue", kwargs={"set_id": cset.uuid})).content.decode()
+    assert 'id="trajectory"' in html and "issue_refund" in html
+    assert 'id="queue-final-state"' in html and 'id="queue-goal-state"' in html
+    assert "&lt;b&gt;x&lt;/b&gt;" in html and "<b>x</b>" not in html
+    assert "&lt;i&gt;A1&lt;/i&gt;" in html and "<i>A1</i>" not in html
+    assert BEFORE not in html and "forbidden tool" not in html  # blind: no grade reason
+
+
+def test_a_group_of_one_says_send_this_one(client, carol):
+    run = agent_run({"c1": [(True, True), (True, False)], "c2": [(False, True), (False, True)]})
+    client.force_login(carol)
+    html = client.get(reverse("evals:run-detail", kwargs={"run_id": run.uuid})).content.decode()
+    assert "Send this one to a review queue" in html and "Send these 1 " not in html
+    assert "Send these 2 to a review queue" in html

@@ -127,6 +127,6 @@ def test_unknown_suite_case_or_trial_is_a_404(suite, carol):
     assert api.post("/api/suites/not-a-uuid/cases", BODY, format="json").status_code == 404
     assert api.patch(url(suite, case), {"tags": []}, format="json").status_code == 404
     body = {**BODY, "source_trial": "00000000-0000-0000-0000-000000000000"}
-    assert (
-        api.post(url(suite), json.dumps(body), content_type="application/json").status_code == 404
-    )
+    missing = api.post(url(suite), json.dumps(body), content_type="application/json")
+    assert missing.status_code == 404 and missing.json()["field"] == "source_trial"
+    assert not Case.objects.filter(suite=suite).exists()

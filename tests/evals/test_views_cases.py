@@ -215,3 +215,87 @@ def test_a_comparison_case_offers_add_as_a_case(client, carol):
     assert html.count('class="add-trial-as-case"') == 4
     form = client.get(f"{reverse('evals:case-new')}?case={case.uuid}").content.decode()
     assert 'value="c1-copy"' in form
+
+
+EDIT_DATA = {
+    "key": "refund",
+    "input_format": "text",
+    "input": "Can I get a refund?",
+    "expected_format": "text",
+    "expected": "old",
+    "context": "[]",
+    "tags": "billing",
+    "goal_state": "",
+}
+
+
+def _form_initial(client, url) -> dict:
+    """The edit form's fields as the page serves them (what a browser tab would send)."""
+    form = client.get(url).context["form"]
+    return {name: form[name].value() for name in form.fields}
+
+
+def test_two_tabs_retagging_one_case_do_not_lose_a_write(client, alice, carol, trial):
+    """Two tabs open the editor; the first saves new tags; the second, showing the old
+    tags, is refused (naming who changed them), never silently overwriting them; the same
+    holds for a content edit made from the stale page."""
+    case = trial.case
+    edit = reverse("evals:case-edit", args=[case.suite.uuid, case.uuid])
+    login(client, alice)
+    tab1 = _form_initial(client, edit)
+    login(client, carol)
+    tab2 = _form_initial(client, edit)
+    assert tab1["tags_seen"] == '["billing"]'
+    login(client, alice)
+    assert client.post(edit, {**tab1, "tags": "billing, from-tab1"}).status_code == 302
+    login(client, carol)
+    stale = client.post(edit, {**tab2, "tags": "billing, from-tab2"})
+    assert stale.status_code == 200
+    assert "changed meanwhile by alice" in stale.content.decode()
+    case.refresh_from_db()
+    assert case.tags == ["billing", "from-tab1"]
+    stale = client.post(edit, {**tab2, "expected": "new answer"})
+    assert stale.status_code == 200 and "changed meanwhile by alice" in stale.content.decode()
+    case.refresh_from_db()
+    assert case.retired_at is None and case.tags == ["billing", "from-tab1"]
+    # A page loaded after the change saves.
+    fresh = _form_initial(client, edit)
+    assert client.post(edit, {**fresh, "tags": "billing, from-tab1, from-tab2"}).status_code == 302
+    case.refresh_from_db()
+    assert case.tags == ["billing", "from-tab1", "from-tab2"]
+
+
+def test_a_double_clicked_edit_saves_once_and_says_saved(client, alice, trial):
+    """The same edit form sent twice: the first replaces the case, the second finds the
+    replacement already holding that content and says it was saved (no conflict shown)."""
+    case = trial.case
+    edit = reverse("evals:case-edit", args=[case.suite.uuid, case.uuid])
+    login(client, alice)
+    data = {**_form_initial(client, edit), "expected": "Within 30 days."}
+    assert client.post(edit, data).status_code == 302
+    second = client.post(edit, data, follow=True)
+    html = second.content.decode()
+    assert second.redirect_chain and "meanwhile" not in html
+    assert "already replaced by this content" in html
+    assert Case.objects.filter(suite=case.suite, key="refund").count() == 2
+    assert list(CaseChange.objects.values_list("action", flat=True)) == ["replaced"]
+
+
+def test_a_tampered_hidden_field_is_shown_not_swallowed(client, carol, trial):
+    login(client, carol)
+    response = post_case(client, trial.run.suite, source_trial="not-a-uuid")
+    assert response.status_code == 200
+    assert 'class="error hidden-field-error"' in response.content.decode()
+    assert not Case.objects.filter(key="refund-30-days").exists()
+
+
+def test_a_source_trial_that_does_not_exist_is_refused_not_dropped(client, carol, trial):
+    """Adding a case from a trial deleted meanwhile (or a tampered id) used to save the case
+    without its provenance, silently; it is now refused naming the trial."""
+    login(client, carol)
+    response = post_case(
+        client, trial.run.suite, source_trial="00000000-0000-0000-0000-000000000000"
+    )
+    assert response.status_code == 200
+    assert "no trial 00000000-0000-0000-0000-000000000000" in response.content.decode()
+    assert not Case.objects.filter(key="refund-30-days").exists()

@@ -507,6 +507,36 @@ def test_the_judge_run_report_counts_verdicts_and_swaps_in_once_it_ends(client, 
     assert 'hx-target="#judge-run-report" hx-swap="outerHTML"' in body
 
 
+@pytest.mark.parametrize(
+    ("costs", "says"),
+    [
+        ([None, None], "2 judge calls, cost unknown."),
+        (["0.001", None], "2 judge calls, cost ≥ $0.0010 (unknown for 1 of 2 calls)."),
+        (["0.001", "0.002"], "2 judge calls, cost $0.0030."),
+    ],
+)
+def test_the_judge_run_spend_line_reads_right_when_costs_are_unknown(
+    client, carol, queued, costs, says
+):
+    """An unpriced judge model's calls have no cost: the line says "cost unknown" (it read
+    "unknown known, 2 of unknown cost"), a partly known cost is a lower bound."""
+    trials = list(Trial.objects.filter(id__in=queued.trial_ids).order_by("id"))
+    for i, (trial, cost) in enumerate(zip(trials, costs, strict=False)):
+        JudgeCallRecord.objects.create(
+            nonce=f"n{i}",
+            judge_version=queued.judge_version,
+            run=trial.run,
+            trial=trial,
+            judge_run=queued,
+            status="answered",
+            cost_usd=cost,
+        )
+    _login(client, carol)
+    page = client.get(reverse("judges:judge-run-detail", args=[queued.uuid])).content.decode()
+    line = page.split('class="muted judge-run-spend">', 1)[1].split("</p>", 1)[0]
+    assert line == says
+
+
 def test_the_cancel_button_cancels_and_the_bar_stops_polling(client, carol, queued):
     _login(client, carol)
     url = reverse("judges:judge-run-cancel", args=[queued.uuid])

@@ -79,7 +79,15 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError(f"--assay-repeat: must be at least 1, got {repeat}")
     if repeat > 1 and (getattr(config.option, "count", None) or 1) > 1:
         raise pytest.UsageError("give --assay-repeat or pytest-repeat's --count, not both")
-    if not config.getoption("assay_suite"):
+    suite = config.getoption("assay_suite")
+    if suite is not None and not suite.strip():
+        # `--assay-suite "$SUITE"` with SUITE unset: never a session that runs every test
+        # and records nothing (or fails to record at the end).
+        raise pytest.UsageError("--assay-suite: empty; give the suite's name")
+    run = config.getoption("assay_run")
+    if run is not None and not run.strip():
+        raise pytest.UsageError("--assay-run: empty; give a run name, or leave it out")
+    if suite is None:
         return
     if not (config.getoption("assay_url") or os.environ.get("ASSAY_URL")):
         raise pytest.UsageError("--assay-suite needs the server: --assay-url or ASSAY_URL")

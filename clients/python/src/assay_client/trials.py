@@ -8,6 +8,8 @@ The rules (docs/ci.md, "pytest plugin"):
   grade at all (never a pass, never a skip, never a fail) and counts among the run's errored
   trials;
 - a skipped test is no trial at all (it was not attempted);
+- text the database cannot store (U+0000, an unpaired surrogate) in what a test recorded is
+  replaced with U+FFFD and counted in ``extra["unstorable_replaced"]``, never a lost run;
 - the case key is the test's node id without the repeat suffix, so the repeats of a test
   are the attempts of one case (past 200 characters: shortened with a hash, ``case_id``;
   the whole node id is the case's default input).
@@ -38,6 +40,14 @@ TRIAL_FIELDS = frozenset(
         "cost_usd",
     }
 )
+
+# What a database cannot store: U+0000 and unpaired surrogates (the server's core.text rule).
+# A test's recorded values are what its pipeline returned, untrusted: replaced with U+FFFD
+# and counted in ``extra[REPLACED_KEY]``, as the runner does with a model's reply, so one
+# odd character neither loses the whole run (the API refuses it) nor crashes the encoder.
+_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
+REPLACEMENT = "\ufffd"
+REPLACED_KEY = "unstorable_replaced"
 
 PASSED, FAILED, ERRORED, SKIPPED = "passed", "failed", "errored", "skipped"
 # When phases disagree the worst wins: an error anywhere makes the trial errored.
@@ -123,7 +133,29 @@ class TrialResult:
             record["created_at"] = self.created_at
         if extra:
             record["extra"] = extra
+        record, replaced = _storable(record)
+        if replaced:
+            record.setdefault("extra", {})[REPLACED_KEY] = replaced
         return record
+
+
+def _storable(value: Any) -> tuple[Any, int]:
+    """``value`` with every U+0000 and unpaired surrogate in its strings (dict keys too)
+    replaced by U+FFFD, and how many were replaced."""
+    if isinstance(value, str):
+        return _UNSTORABLE.subn(REPLACEMENT, value)
+    if isinstance(value, list):
+        pairs = [_storable(v) for v in value]
+        return [v for v, _ in pairs], sum(n for _, n in pairs)
+    if isinstance(value, dict):
+        out, total = {}, 0
+        for key, item in value.items():
+            clean_key, n_key = _storable(key)
+            clean, n = _storable(item)
+            out[clean_key] = clean
+            total += n_key + n
+        return out, total
+    return value, 0
 
 
 def _score(value: Any) -> Any:
