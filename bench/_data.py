@@ -48,10 +48,11 @@ def run_build(
     rng: random.Random,
     output: Callable[[Case, random.Random], str],
     fail_score: float = 0.0,
+    cost_usd: Decimal = Decimal("0.00120000"),
 ) -> Run:
     """A succeeded run of ``trials`` trials per case of ``cases`` (pass probability
     ``probs[i]`` for case i), graded by every grader of ``graders``; ``output(case, rng)``
-    gives each trial's output text."""
+    gives each trial's output text; ``cost_usd`` each known trial cost (USD; 3% unknown)."""
     run = Run.objects.create(
         suite=suite,
         name=name,
@@ -73,7 +74,7 @@ def run_build(
                 input_tokens=500,
                 output_tokens=rng.randint(50, 300),
                 latency_ms=rng.uniform(200, 3000),
-                cost_usd=None if rng.random() < 0.03 else Decimal("0.00120000"),
+                cost_usd=None if rng.random() < 0.03 else cost_usd,
             )
             trial.p = p
             rows.append(trial)

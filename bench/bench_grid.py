@@ -34,6 +34,7 @@ import django  # noqa: E402
 
 django.setup()
 
+from _data import run_build  # noqa: E402
 from django.contrib.auth.models import Group, User  # noqa: E402
 from django.core.cache import cache  # noqa: E402
 from django.db import connection  # noqa: E402
@@ -41,52 +42,10 @@ from django.test import Client  # noqa: E402
 from django.test.utils import CaptureQueriesContext, setup_test_environment  # noqa: E402
 from django.urls import reverse  # noqa: E402
 
-from evals.models import Case, Grade, Run, Suite, Trial, content_hash  # noqa: E402
+from evals.models import Case, Suite, content_hash  # noqa: E402
 
 N_CASES, N_RUNS = 2000, 10
 GRADERS = [{"key": "policy", "kind": "python"}]
-
-
-def build_run(suite, cases, name, probs, trials_per_case, rng) -> Run:
-    run = Run.objects.create(
-        suite=suite,
-        name=name,
-        target_kind="simulated",
-        graders=GRADERS,
-        trials_per_case=trials_per_case,
-        status="succeeded",
-    )
-    trials = []
-    for case, p in zip(cases, probs, strict=True):
-        for attempt in range(1, trials_per_case + 1):
-            error = rng.random() < 0.02
-            trial = Trial(
-                run=run,
-                case=case,
-                attempt=attempt,
-                status="error" if error else "ok",
-                output=f"answer for {case.key} " * 20,
-                input_tokens=500,
-                output_tokens=rng.randint(50, 300),
-                latency_ms=rng.uniform(200, 3000),
-                cost_usd=None if rng.random() < 0.03 else Decimal("0.00000510"),
-            )
-            trial.p = p
-            trials.append(trial)
-    Trial.objects.bulk_create(trials, batch_size=2000)
-    grades = []
-    for trial in trials:
-        if trial.status == "error":
-            continue
-        if rng.random() < 0.01:
-            grades.append(
-                Grade(trial=trial, grader="policy", status="error", passed=None, reason="timeout")
-            )
-        else:
-            ok = rng.random() < trial.p
-            grades.append(Grade(trial=trial, grader="policy", status="ok", passed=ok, reason="r"))
-    Grade.objects.bulk_create(grades, batch_size=2000)
-    return run
 
 
 def measure(
@@ -176,7 +135,18 @@ def main() -> None:
         start = time.perf_counter()
         for r in range(N_RUNS):
             probs = [min(1.0, max(0.0, p + rng.choice([0, 0, 0.1, -0.1, -0.3]))) for p in base_p]
-            build_run(suite, cases, f"run-{r:02d}", probs, args.trials, rng)
+            run_build(
+                suite,
+                cases,
+                name=f"run-{r:02d}",
+                probs=probs,
+                graders=GRADERS,
+                trials=args.trials,
+                rng=rng,
+                output=lambda case, _rng: f"answer for {case.key} " * 20,
+                # a small known cost: the grid shows it with significant digits, never $0.0000
+                cost_usd=Decimal("0.00000510"),
+            )
         print(
             f"load average {os.getloadavg()[0]:.1f}; database: {connection.vendor}; built "
             f"{N_RUNS} runs x {N_CASES} cases x {args.trials} trials in "
