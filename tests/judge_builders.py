@@ -10,7 +10,7 @@ from django.contrib.auth.models import Group, User
 
 from evals.models import Case, Grade, Run, Suite, Trial
 from judges.grading import judge_grade_trials
-from judges.models import JudgeApproval
+from judges.models import JudgeApproval, JudgeRun
 from judges.versions import judge_version_create
 
 FENCE_RE = re.compile(r"<<<DATA-([0-9a-f]+)>>>\n(.*?)\n<<<END-\1>>>", re.DOTALL)
@@ -44,6 +44,29 @@ def make_trials(
         )
         trials.append(Trial.objects.create(run=r, case=case, attempt=1, status="ok", output=output))
     return trials
+
+
+def judge_run_in_flight(trials: list[Trial], *, judge_name: str, graded: int = 0) -> JudgeRun:
+    """A running judge run over ``trials`` (its worker elsewhere: the test writes its rows),
+    ``graded`` of them graded so far, with a rubric version at an endpoint nothing answers."""
+    version, _ = judge_version_create(
+        judge_name=judge_name,
+        kind="rubric",
+        model="judge-model",
+        base_url="http://127.0.0.1:9/v1",
+        prompt_template="",
+        params={},
+        output_schema={},
+    )
+    return JudgeRun.objects.create(
+        run=trials[0].run,
+        judge_version=version,
+        grader=version.grader_key,
+        status="running",
+        trial_ids=[t.id for t in trials],
+        trials_total=len(trials),
+        trials_graded=graded,
+    )
 
 
 def make_version(llm, *, kind="rubric", name="j", model="judge-model", **params):

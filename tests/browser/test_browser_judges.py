@@ -14,7 +14,7 @@ from evals.models import Grade
 from judges.models import JudgeVersion
 from tests.browser.conftest import INJECTED, log_in
 from tests.fakellm import FakeLLM
-from tests.judge_builders import make_trials, verdict_json
+from tests.judge_builders import judge_run_in_flight, make_trials, verdict_json
 
 pytestmark = [
     pytest.mark.browser,
@@ -74,28 +74,10 @@ def test_the_judge_run_bar_moves_while_it_runs_and_the_cancel_button_stops_it(
     """A judge run in flight (its worker elsewhere: rows written here): the page's bar polls
     and moves, and "Cancel judge run" cancels it in place (htmx) and stops the polling."""
     from judges.models import JudgeRun  # noqa: PLC0415
-    from judges.versions import judge_version_create  # noqa: PLC0415
 
     page = browser_page
     trials = make_trials(["a", "b", "c", "d"], run="inflight")
-    version, _ = judge_version_create(
-        judge_name="slow",
-        kind="rubric",
-        model="judge-model",
-        base_url="http://127.0.0.1:9/v1",
-        prompt_template="",
-        params={},
-        output_schema={},
-    )
-    judge_run = JudgeRun.objects.create(
-        run=trials[0].run,
-        judge_version=version,
-        grader=version.grader_key,
-        status="running",
-        trial_ids=[t.id for t in trials],
-        trials_total=4,
-        trials_graded=1,
-    )
+    judge_run = judge_run_in_flight(trials, judge_name="slow", graded=1)
     log_in(page, live_server, "carol")
     page.goto(f"{live_server.url}{reverse('judges:judge-run-detail', args=[judge_run.uuid])}")
     bar = page.locator("#judge-run-progress progress")

@@ -9,7 +9,7 @@ from django.urls import reverse
 
 from evals.models import Grade, Run
 from tests.browser.conftest import log_in
-from tests.judge_builders import make_trials
+from tests.judge_builders import judge_run_in_flight, make_trials
 from tests.report_builders import add_trial, make_run
 
 pytestmark = [
@@ -50,28 +50,10 @@ def test_a_judge_runs_result_swaps_in_when_it_ends_while_the_page_watches(
     """A judge run in flight (its worker elsewhere: rows written here): its page shows the
     counts so far; when it ends, the progress poll swaps the final result in, no reload."""
     from judges.models import JudgeRun  # noqa: PLC0415
-    from judges.versions import judge_version_create  # noqa: PLC0415
 
     page = browser_page
     trials = make_trials(["a", "b", "c", "d"], run="judged-live")
-    version, _ = judge_version_create(
-        judge_name="live",
-        kind="rubric",
-        model="judge-model",
-        base_url="http://127.0.0.1:9/v1",
-        prompt_template="",
-        params={},
-        output_schema={},
-    )
-    judge_run = JudgeRun.objects.create(
-        run=trials[0].run,
-        judge_version=version,
-        grader=version.grader_key,
-        status="running",
-        trial_ids=[t.id for t in trials],
-        trials_total=4,
-        trials_graded=0,
-    )
+    judge_run = judge_run_in_flight(trials, judge_name="live", graded=0)
     log_in(page, live_server, carol.username)
     page.goto(f"{live_server.url}{reverse('judges:judge-run-detail', args=[judge_run.uuid])}")
     page.wait_for_selector("#judge-run-report[data-status=running]")
@@ -81,8 +63,8 @@ def test_a_judge_runs_result_swaps_in_when_it_ends_while_the_page_watches(
     for trial, passed in zip(trials, (True, True, True, False), strict=True):
         Grade.objects.create(
             trial=trial,
-            grader=version.grader_key,
-            judge_version=version,
+            grader=judge_run.grader,
+            judge_version=judge_run.judge_version,
             passed=passed,
             score=1.0 if passed else 0.0,
             reason="r",
