@@ -360,19 +360,22 @@ class _ChunkCalls:
         self.pool.submit([(tid, rows[tid].case_input) for tid in claimed])
 
     def _write(self, results: list[tuple[int, TargetResult]]) -> None:
-        # Results are written as they arrive; a batch is whatever arrived meanwhile.
-        written = set(
-            trial_results_record(
-                run_id=self.run_id, model=self.model, results=results, prices=self.prices
+        # Results are written as they arrive; a batch is whatever arrived meanwhile. A trial
+        # and its deterministic grades commit together: a worker killed between the two would
+        # leave an ok trial no later chunk grades (the sweeper re-sends only running trials).
+        with transaction.atomic():
+            written = set(
+                trial_results_record(
+                    run_id=self.run_id, model=self.model, results=results, prices=self.prices
+                )
             )
-        )
-        graded = []
-        for trial_id, result in results:
-            held = self.held.pop(trial_id, None)
-            if held is not None and trial_id in written and result.ok:
-                graded.append((trial_id, held.case_input, result.output or ""))
-        if graded and self.specs:
-            grades_insert(items=graded, specs=self.specs)
+            graded = []
+            for trial_id, result in results:
+                held = self.held.pop(trial_id, None)
+                if held is not None and trial_id in written and result.ok:
+                    graded.append((trial_id, held.case_input, result.output or ""))
+            if graded and self.specs:
+                grades_insert(items=graded, specs=self.specs)
         self.settled |= written
 
     def _stop_check(self) -> None:
