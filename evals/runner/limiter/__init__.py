@@ -7,9 +7,11 @@ top-ups, a judge version calling the same model at the same URL) shares its stat
 
 - calls in flight: a caller is let in while fewer than its own ``concurrency`` calls to the
   endpoint are in flight, counted over every worker (so a run's ``concurrency`` is its total,
-  whatever the number of workers). A slot is a lease (``rules.LEASE_S``, 10 s, or the trial
-  lease when shorter; renewed while the call runs), so a killed worker's slots come back
-  within 10 s;
+  whatever the number of workers). A caller's slots are leased together
+  (``rules.LEASE_S``, 10 s, or the trial lease when shorter; renewed while it holds any), so
+  a killed worker's slots come back within 10 s. A finished call's slot goes to the
+  caller's next call without a store round trip while nothing says otherwise (``Limiter``),
+  and callers share the slots fairly (``rules.exchange_rule``);
 - ``rpm`` / ``tpm``: token buckets (``rules``), at the declared or the announced limit;
 - a 429: the endpoint pauses for the asked time and slows down, then recovers (``rules``).
 

@@ -1,7 +1,7 @@
 """The limiter's rules, as pure functions on one endpoint's state: who may send now, and
 what an answer teaches. The in-process and SQLite stores run these functions; the Redis store
-runs the same rules as Lua (``evals.runner.limiter.redis_store``), and the tests hold the two
-to the same scenarios.
+runs the same rules as Lua (``evals.runner.limiter.stores._LUA_EXCHANGE``), and the tests
+hold the two to the same scenarios.
 
 One endpoint's state is a dict of floats (absent = unset):
 
@@ -13,18 +13,25 @@ One endpoint's state is a dict of floats (absent = unset):
 | ``tt``, ``tts`` | the token bucket (model tokens), the same way |
 | ``f``, ``td`` | the adaptive factor set at the last decrease, and when |
 | ``until`` | no call is sent before this time (``Retry-After``, an exhausted ``remaining``) |
+| ``gw``, ``gn``, ``gp`` | calls granted: the current minute's start and count, the last one's |
 
-and ``slots``: ``{holder token: lease expiry}``, the calls in flight.
+plus ``holders``: ``{holder: [slots, lease expiry]}`` (a holder is one caller's limiter:
+its slots are its calls in flight and the ones it keeps for its next call), and
+``waiting``: ``{holder: [waiting since, expiry, its cap]}``.
 
-Acquire (``acquire_rule``), in this order: a pause (``until``) waits; the calls in flight
-(leases not expired) must be fewer than ``floor(capacity × factor)`` (at least 1); the
-request bucket must hold one request; the token bucket the call's estimated tokens. The
-buckets are classic token buckets (refill ``limit / 60`` per second, size ``BURST_S``
-seconds of refill) run at ``SAFETY`` × the limit × the factor, the limit being the smaller of
-the declared and the announced one. A caller that declares no limit uses the one another
-caller declared for the same endpoint.
+Every change is one exchange (``exchange_rule``), one store round trip: the holder says how
+many slots it keeps (the rest are given back) and how many it wants, and tells what its
+answers taught (``learn_rule``). Granting, in this order: a pause (``until``) waits; a
+holder that has waited past ``STARVE_S`` with fewer slots than its share goes first; the
+slots of every holder must stay within ``floor(capacity × factor)`` (at least 1), and while
+another holder waits, this holder's within its ``share``; the request bucket must hold one
+request per slot; the token bucket the call's estimated tokens per slot. The buckets are
+classic token buckets (refill ``limit / 60`` per second, size ``BURST_S`` seconds of refill)
+run at ``SAFETY`` × the limit × the factor, the limit being the smaller of the declared and
+the announced one. A caller that declares no limit uses the one another caller declared for
+the same endpoint.
 
-Adapting to 429 (``release_rule``), additive increase, multiplicative decrease (Chiu & Jain,
+Adapting to 429 (``learn_rule``), additive increase, multiplicative decrease (Chiu & Jain,
 "Analysis of the increase and decrease algorithms for congestion avoidance", 1989; the rule of
 TCP congestion avoidance, RFC 5681): a 429 multiplies the factor by ``DECREASE_UNPACED`` (0.5)
 when no rate limit is known, by ``DECREASE_PACED`` (0.9) when a known one paces the calls
@@ -63,7 +70,7 @@ DECREASE_PACED = 0.9
 RECOVER_S = 30.0
 DECREASE_SPACING_S = 1.0
 DEFAULT_PAUSE_S = 1.0
-# ``acquire_rule``'s answer when every slot is taken: wait for a release.
+# ``exchange_rule``'s wait when every slot is taken: wait for a release.
 FULL = -1.0
 # Tokens short by less than this count as there (a clock of epoch seconds steps by 0.24 µs,
 # too coarse to wait out the float residue of a refill).
