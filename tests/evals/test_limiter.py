@@ -434,35 +434,39 @@ def test_a_finished_calls_slot_goes_to_the_next_call_without_asking_the_store(st
 
 
 def test_a_limiter_holding_every_slot_shares_them_with_a_worker_that_comes_later(stores):
-    """Worker A's calls hold all 16 slots, handing each to the next; B starts asking: within
-    a second B holds its share, and A no longer holds them all."""
+    """Worker A's calls hold all 16 slots, handing each to the next; B starts asking: from
+    half a second on, B's calls are about half of those made (before: about none while A had
+    calls to send), and never more than 16 are in flight."""
 
     async def go():
         key, rng, calls, stop = _key(), random.Random(5), Calls(), asyncio.Event()
         a, b = (Limiter(key=key, capacity=16, store=stores()) for _ in range(2))
         tasks = [asyncio.ensure_future(calls.loop(a, 0, stop, 0.01, rng)) for _ in range(32)]
-        await asyncio.sleep(0.3)
+        for _ in range(300):  # A's first calls (the store's first answer: its connection)
+            if calls.done.get(0, 0) > 16:
+                break
+            await asyncio.sleep(0.01)
+        await asyncio.sleep(0.2)
         alone = []
         for _ in range(20):
             alone.append(calls.holding[0])
             await asyncio.sleep(0.005)
         tasks += [asyncio.ensure_future(calls.loop(b, 1, stop, 0.01, rng)) for _ in range(32)]
+        await asyncio.sleep(0.5)
+        before = dict(calls.done)
         await asyncio.sleep(1.0)
-        seen = []
-        for _ in range(20):
-            seen.append((calls.holding[0], calls.holding.get(1, 0)))
-            await asyncio.sleep(0.01)
+        after = dict(calls.done)
         stop.set()
         await asyncio.gather(*tasks)
         await a.aclose()
         await b.aclose()
-        return alone, seen, calls.peak
+        made = {n: after.get(n, 0) - before.get(n, 0) for n in (0, 1)}
+        return alone, made, calls.peak
 
-    alone, seen, peak = run(go())
+    alone, made, peak = run(go())
     assert sum(alone) / len(alone) >= 12  # 16 but for calls between a release and the next
     assert peak == 16
-    assert sum(held_b for _, held_b in seen) / len(seen) >= 6  # about its 8
-    assert max(held_a for held_a, _ in seen) <= 10
+    assert made[1] >= 0.3 * (made[0] + made[1]), made
 
 
 def test_a_judge_with_a_smaller_concurrency_gets_slots_beside_a_busy_target(stores):
