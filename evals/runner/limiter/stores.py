@@ -61,6 +61,7 @@ class MemoryStore:
         want: int = 0,
         outcome: Outcome | None = None,
     ) -> Grant:
+        """``rules.exchange_rule`` on endpoint ``key``'s state in this process."""
         with self._lock:
             state = self.states.setdefault(key, {})
             return exchange_rule(state, holder, now, ask, keep=keep, want=want, outcome=outcome)
@@ -139,6 +140,8 @@ class SqliteStore:
         want: int = 0,
         outcome: Outcome | None = None,
     ) -> Grant:
+        """``rules.exchange_rule`` on endpoint ``key``'s row, in one ``BEGIN IMMEDIATE``
+        transaction; raises ``StoreDown`` when the file cannot be changed."""
         return self._apply(
             key,
             now,
@@ -420,6 +423,8 @@ class RedisStore:
         want: int = 0,
         outcome: Outcome | None = None,
     ) -> Grant:
+        """``rules.exchange_rule`` as one Lua script (``_LUA_EXCHANGE``), one round trip;
+        raises ``StoreDown`` when Redis cannot be reached or answers an error."""
         import redis  # noqa: PLC0415 - only where Redis is configured
 
         o = outcome if outcome is not None else Outcome()
