@@ -129,8 +129,8 @@ def _binomial_from_uniforms(u: np.ndarray, trials: int, rates: np.ndarray) -> np
 def stratified_rejects(base: np.ndarray, head: np.ndarray, trials: int, z: float) -> np.ndarray:
     """Per simulated pair (rows), whether the normal approximation of the stratified
     permutation test rejects: ``|T| ≥ z sqrt(V)`` with ``V > 0``. ``base``/``head``: passes
-    per case, shape (n_sim, n_cases), ``trials`` per case on each side (module docstring,
-    step 3)."""
+    per case, integers in 0..``trials``, shape (n_sim, n_cases), ``trials`` per case on each
+    side (module docstring, step 3)."""
     n_cases = base.shape[1]
     n = float(trials)
     # The per-case null variance depends only on the pooled passes s = 0..2N: computed once
