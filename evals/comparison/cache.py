@@ -56,8 +56,9 @@ def _fingerprint(base: Run, head: Run) -> str:
 def comparison_cached_get(*, base: Run, head: Run, alpha: float = 0.05) -> Comparison:
     """``comparison_get(base=, head=, alpha=)``, cached for ``COMPARISON_CACHE_SECONDS``
     when both runs are finished (module docstring); three extra queries per call. The
-    collector is paused throughout: a cached comparison of 2,000 cases unpickles into
-    ~25,000 objects (``core.gc_pause``; loading it took twice as long with it running)."""
+    collector is paused throughout (``core.gc_pause``): a cached comparison of 2,000 cases
+    unpickles into ~28,000 tracked objects, and loading it took 42 ms of CPU with the
+    collector running against 18 ms paused (24 ms after ``gc.freeze()``, as under WSGI)."""
     if not (base.is_terminal and head.is_terminal):
         return comparison_get(base=base, head=head, alpha=alpha)
     key = (
