@@ -33,7 +33,7 @@ from core.outbox import outbox_enqueue
 from core.roles import ENGINEER, LEAD, role_require
 from evals.comparison.gate import GateDecision, gate_evaluate, gate_plan, plan_json
 from evals.comparison.render import gate_json
-from evals.comparison.run_data import run_data_get
+from evals.comparison.run_data import runs_data_get
 from evals.models import Case, Run, TopUp, Trial
 from evals.runner.finalize import run_finalize, trials_cancel
 from evals.runner.replay import run_replay_refusal
@@ -175,9 +175,10 @@ def top_up_decide(*, top_up: TopUp):
     base = Run.objects.select_related("suite").get(id=top_up.base_id)
     head = Run.objects.select_related("suite").get(id=top_up.head_id)
     plan = _plan(top_up, head)
+    data = runs_data_get(runs=[base, head], top_up=top_up.id)
     return gate_evaluate(
-        head=run_data_get(run=head, top_up=top_up.id),
-        base=run_data_get(run=base, top_up=top_up.id),
+        head=data[head.id],
+        base=data[base.id],
         alpha=top_up.alpha,
         plan=plan,
     )
