@@ -185,7 +185,12 @@ def top_up_decide(*, top_up: TopUp):
 
 
 def _finish(top_up: TopUp, status: str, decision: dict | None, error: str = "") -> None:
-    TopUp.objects.filter(id=top_up.id, status__in=ACTIVE).update(
+    """End the top-up with ``decision``, taken on look ``top_up.rounds_done``: only while
+    it is still active and still at that look (compare-and-set on ``rounds_done``). A
+    decision read by a worker that another worker has overtaken (it added the next round
+    meanwhile) is the decision on trials that are no longer all, and is dropped; the
+    overtaking round's finalize decides again."""
+    TopUp.objects.filter(id=top_up.id, status__in=ACTIVE, rounds_done=top_up.rounds_done).update(
         status=status, decision=decision, error=error, finished_at=timezone.now()
     )
 
