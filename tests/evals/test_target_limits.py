@@ -17,6 +17,7 @@ from evals.runner.limiter.rules import Ask
 from evals.runner.targets import CaseInput
 from evals.runner.targets.openai import OpenAIConfig, OpenAITarget
 from judges.client import JudgeClient
+from judges.models import JudgeVersion
 from judges.versions import judge_version_create
 from tests.fakellm import FakeLLM
 from tests.mockllm import mockllm  # noqa: F401 - the fixture
@@ -219,3 +220,30 @@ def test_a_judge_versions_limits_are_checked_naming_the_param(db):
             output_schema={},
         )
     assert caught.value.field == "params.rpm"
+
+
+@pytest.mark.parametrize(
+    ("params", "field"),
+    [
+        ({"concurrency": 10**11}, "params.concurrency"),
+        ({"concurrency": "8"}, "params.concurrency"),
+        ({"timeout_s": float("nan")}, "params.timeout_s"),
+        ({"max_attempts": 1_000_000}, "params.max_attempts"),
+        ({"backoff_max_s": -1}, "params.backoff_max_s"),
+    ],
+)
+def test_a_judge_versions_client_numbers_are_checked_when_it_is_declared(db, params, field):
+    """Not at its first call: there ``concurrency`` 10**11 built one HTTP client per 8 in the
+    worker, and a string made every grade an error naming ``target.concurrency``."""
+    with pytest.raises(DomainError) as caught:
+        judge_version_create(
+            judge_name="bounded",
+            kind="rubric",
+            model="m",
+            base_url="http://127.0.0.1:1/v1",
+            prompt_template="",
+            params=params,
+            output_schema={},
+        )
+    assert caught.value.field == field
+    assert not JudgeVersion.objects.exists()

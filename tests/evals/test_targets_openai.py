@@ -371,6 +371,16 @@ def test_any_case_placeholder_is_enough(template):
         ({"max_attempts": True}, "target.max_attempts"),
         ({"system_prompt": 3}, "target.system_prompt"),
         ({"tempreature": 0}, "target.tempreature"),
+        # Bounded above (and NaN/inf, which a TOML config can spell, refused): concurrency
+        # 10**11 used to build 1.25e10 HTTP clients while the web process checked the config.
+        ({"concurrency": 10**11}, "target.concurrency"),
+        ({"concurrency": 1025}, "target.concurrency"),
+        ({"max_attempts": 1_000_000}, "target.max_attempts"),
+        ({"timeout_s": float("nan")}, "target.timeout_s"),
+        ({"timeout_s": float("inf")}, "target.timeout_s"),
+        ({"timeout_s": 1e300}, "target.timeout_s"),
+        ({"backoff_max_s": 1e9}, "target.backoff_max_s"),
+        ({"retry_after_max_s": float("nan")}, "target.retry_after_max_s"),
     ],
 )
 def test_it_refuses_a_bad_config_naming_the_field(change, field):

@@ -66,7 +66,7 @@ from core.errors import DomainError
 from core.placeholders import placeholder_list, placeholders_check
 from evals.runner.limiter import Limiter, Outcome, call_sending, endpoint_key
 from evals.runner.limiter.headers import outcome_read, retry_after_ms_seconds
-from evals.runner.targets.base import CaseInput, TargetResult, result_storable
+from evals.runner.targets.base import MAX_CONCURRENCY, CaseInput, TargetResult, result_storable
 from evals.runner.targets.tool_loop import TOOL_LOOP_FIELDS, Pricer, ToolLoop, ToolLoopConfig
 
 MAX_CONNECTIONS_PER_CLIENT = 8
@@ -184,12 +184,18 @@ class OpenAIConfig:
             system_prompt=system_prompt,
             api_key_env=api_key_env,
             settings=dict(settings),
-            concurrency=_number(config, "concurrency", 16, int, minimum=1),
-            timeout_s=_number(config, "timeout_s", 60.0, float, minimum=0.001),
-            max_attempts=_number(config, "max_attempts", 4, int, minimum=1),
-            backoff_base_s=_number(config, "backoff_base_s", 1.0, float, minimum=0.0),
-            backoff_max_s=_number(config, "backoff_max_s", 60.0, float, minimum=0.0),
-            retry_after_max_s=_number(config, "retry_after_max_s", 300.0, float, minimum=0.0),
+            concurrency=_number(config, "concurrency", 16, int, minimum=1, maximum=MAX_CONCURRENCY),
+            timeout_s=_number(config, "timeout_s", 60.0, float, minimum=0.001, maximum=MAX_SECONDS),
+            max_attempts=_number(config, "max_attempts", 4, int, minimum=1, maximum=MAX_ATTEMPTS),
+            backoff_base_s=_number(
+                config, "backoff_base_s", 1.0, float, minimum=0.0, maximum=MAX_SECONDS
+            ),
+            backoff_max_s=_number(
+                config, "backoff_max_s", 60.0, float, minimum=0.0, maximum=MAX_SECONDS
+            ),
+            retry_after_max_s=_number(
+                config, "retry_after_max_s", 300.0, float, minimum=0.0, maximum=MAX_SECONDS
+            ),
             tool_loop=ToolLoopConfig.parse(config),
             **limit_settings_parse(config, prefix="target"),
         )
@@ -218,14 +224,30 @@ def _required_str(config: dict, name: str) -> str:
     return value
 
 
-def _number(config: dict, name: str, default: Any, kind: type, *, minimum: float) -> Any:
+# Upper bounds of a target's numbers. Every one is far above any real use, and each keeps
+# a typo or a hostile config from taking the server down: the target is built once to
+# validate a run's config in the web process (``target_validate``), and ``concurrency``
+# 10**11 built ceil(10**11 / 8) HTTP clients there, filling memory until the process died.
+MAX_ATTEMPTS = 20  # HTTP requests per call, retries included
+MAX_SECONDS = 3600.0  # timeout_s, backoff_base_s, backoff_max_s, retry_after_max_s
+
+
+def _number(
+    config: dict, name: str, default: Any, kind: type, *, minimum: float, maximum: float
+) -> Any:
+    """``config[name]`` (else ``default``) as ``kind``, from ``minimum`` to ``maximum``
+    inclusive; raises ``DomainError`` with field ``target.<name>`` for a boolean, a
+    non-number, a non-integer where ``kind`` is ``int``, NaN (a TOML config can spell it) or
+    a value out of bounds."""
     value = config.get(name, default)
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise DomainError(f"expected a number, got {value!r}", field=f"target.{name}")
+    if not minimum <= value <= maximum:  # NaN fails both comparisons
+        raise DomainError(
+            f"must be from {minimum:g} to {maximum:g}, got {value!r:.40}", field=f"target.{name}"
+        )
     if kind is int and value != int(value):
         raise DomainError(f"expected an integer, got {value!r}", field=f"target.{name}")
-    if value < minimum:
-        raise DomainError(f"must be at least {minimum}, got {value!r}", field=f"target.{name}")
     return kind(value)
 
 
