@@ -195,9 +195,13 @@ def test_it_decodes_the_answer_by_its_charset_else_utf8_replacing_bad_bytes():
     assert text_decode(b"", None) == ""
 
 
-def test_it_undoes_gzip_and_reads_headers_case_insensitively():
+def test_it_undoes_gzip_and_reads_headers_case_insensitively_however_long():
     async def script(writer, n, server):
-        headers = (("Content-Encoding", "gzip"), ("X-RateLimit-Remaining-Requests", "7"))
+        headers = (
+            ("Content-Encoding", "gzip"),
+            ("X-RateLimit-Remaining-Requests", "7"),
+            ("Set-Cookie", "c=" + "x" * 20_000),  # past aiohttp's default 8,190 bytes
+        )
         writer.write(_answer(body=gzip.compress(COMPLETION), headers=headers))
         return True
 

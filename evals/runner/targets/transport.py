@@ -12,7 +12,8 @@ What a call keeps of the httpx client it replaced:
 - timeouts of ``timeout_s`` each to get a connection (waiting for a free one or opening
   one) and between two reads of the answer, no total (``httpx.Timeout(timeout_s)``);
 - a 3xx is an answer, never followed; an idle connection is closed after 5 s (httpx's
-  keep-alive expiry); the CA bundle is certifi's, in one SSL context per process;
+  keep-alive expiry); an answer's header may be as long as httpx read (100 KB); the CA
+  bundle is certifi's, in one SSL context per process;
 - the body's bytes as httpx encodes ``json=``: compact, UTF-8, NaN refused (``ValueError``,
   raised before anything is sent);
 - the answer's text as httpx decodes it: the Content-Type's charset when Python knows it,
@@ -48,6 +49,9 @@ from yarl import URL
 
 # httpx's keep-alive expiry: an idle connection older than this is not reused.
 KEEPALIVE_S = 5.0
+# The longest answer head line or header httpx read (h11 holds up to 100 KB of an
+# incomplete head in httpcore); aiohttp's default is 8,190 bytes.
+MAX_HEADER_BYTES = 100 * 1024
 
 
 @dataclass(frozen=True)
@@ -129,6 +133,8 @@ class JsonPoster:
                 ),
                 headers=dict(self.headers),
                 timeout=self._timeout,
+                max_line_size=MAX_HEADER_BYTES,
+                max_field_size=MAX_HEADER_BYTES,
                 trust_env=False,  # the proxy was read once, in __init__
             )
         return self._session
