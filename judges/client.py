@@ -1,8 +1,9 @@
 """The judge client: OpenAI-compatible chat completions, loud failures.
 
-The HTTP part (sharded httpx clients, retries with "equal jitter" backoff that never waits
-less than ``Retry-After``, provider messages) is ``evals.runner.targets.openai.OpenAITarget``,
-reused through its ``call_body``. This module adds what a judge needs:
+The HTTP part (the aiohttp client of ``evals.runner.targets.transport``, retries with "equal
+jitter" backoff that never waits less than ``Retry-After``, provider messages) is
+``evals.runner.targets.openai.OpenAITarget``, reused through its ``call_body``. This module
+adds what a judge needs:
 
 - the request: system + user messages, the version's request settings (temperature,
   max_tokens, seed, top_p, ...) and, when ``structured_output`` is on (default), a
