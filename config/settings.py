@@ -328,6 +328,13 @@ ASSAY = {
     "IMPORT_INLINE_BYTES": int(os.environ.get("ASSAY_IMPORT_INLINE_BYTES", str(1024 * 1024))),
     # POST /api/imports (docs/interop.md): the largest uploaded results file, in bytes.
     "IMPORT_MAX_BYTES": int(os.environ.get("ASSAY_IMPORT_MAX_BYTES", str(64 * 1024 * 1024))),
+    # Packages whose functions a configuration may name (callable targets, tools, python
+    # graders, contract oracles): core.callables. Comma-separated module prefixes.
+    "CALLABLE_MODULES": tuple(
+        m.strip()
+        for m in os.environ.get("ASSAY_CALLABLE_MODULES", "demo,examples").split(",")
+        if m.strip()
+    ),
 }
 
 for _knob in ("TRIAL_LEASE_SECONDS", "SWEEP_SECONDS", "TRIAL_CHUNK_SIZE", "OUTBOX_GRACE_SECONDS"):

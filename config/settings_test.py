@@ -10,6 +10,8 @@ import tempfile
 os.environ.setdefault("DEBUG", "true")
 os.environ.setdefault("SECRET_KEY", "test-secret-key-not-for-production-" + "x" * 20)
 os.environ.setdefault("ASSAY_VAR_DIR", tempfile.mkdtemp(prefix="assay-test-var-"))
+# The test suite's own pipelines and oracles live in tests/ (core.callables).
+os.environ.setdefault("ASSAY_CALLABLE_MODULES", "demo,examples,tests")
 
 from config.settings import *  # noqa: E402,F403
 

@@ -40,3 +40,10 @@ def contract_fixture(case, **settings) -> str:
     """A callable target answering the contract development fixture named by the case's
     input (``demo.expense_contract.FIXTURES``)."""
     return FIXTURES[case.input]
+
+
+def exits(item: dict):
+    """A contract oracle that calls sys.exit: an errored grade, never a worker exit."""
+    import sys  # noqa: PLC0415 - the test's own behaviour
+
+    sys.exit(3)

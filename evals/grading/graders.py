@@ -50,7 +50,6 @@ Kinds (``config`` options in brackets, defaults after ``=``):
 from __future__ import annotations
 
 import functools
-import importlib
 import json
 import math
 import re
@@ -62,6 +61,7 @@ from typing import Any
 import jsonschema
 import regex
 
+from core.callables import callable_resolve
 from core.errors import DomainError
 from evals.grading.agent.data import AgentData, AgentOutcome
 from evals.grading.agent.state import state_grade, state_parse
@@ -397,22 +397,10 @@ def _numeric(config: dict, case: Any, output: str) -> GradeResult:
     return _verdict(False, f"{got:g} is not within {tol} of {ref_value:g} (|diff| = {diff:g})")
 
 
-def _load_callable(path: str) -> Callable[..., Any]:
-    module_name, _, attr = path.partition(":")
-    if not module_name or not attr:
-        raise ValueError(f"expected 'package.module:function', got {path!r}")
-    target: Any = importlib.import_module(module_name)
-    for part in attr.split("."):
-        target = getattr(target, part)
-    if not callable(target):
-        raise ValueError(f"{path!r} is not callable")
-    return target
-
-
 def _python(config: dict, case: Any, output: str) -> GradeResult:
     """Call the oracle; a ``bool`` is the verdict, a ``dict`` needs ``passed`` (bool) and may
     carry ``score`` and ``reason``; anything else is an errored grade."""
-    result = _load_callable(config["function"])(case, output)
+    result = callable_resolve(config["function"], field="function")(case, output)
     name = config["function"]
     if isinstance(result, GradeResult):
         return result
@@ -621,13 +609,7 @@ def _check_values(kind: str, config: dict, where: str) -> None:
     if kind == TRAJECTORY_KIND:
         trajectory_parse(config, where)
     if kind == "python":
-        try:
-            _load_callable(config["function"])
-        except Exception as exc:  # noqa: BLE001 - any import failure is a config error
-            raise DomainError(
-                f"cannot import {config['function']!r}: {type(exc).__name__}: {exc}",
-                field=f"{where}.function",
-            ) from exc
+        callable_resolve(config["function"], field=f"{where}.function")
 
 
 def _check_judge_version(value: str, where: str) -> JudgeVersion:

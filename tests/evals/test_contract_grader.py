@@ -305,7 +305,7 @@ def test_a_long_predicate_is_a_config_error_and_a_deep_one_never_crashes_grading
 
 def test_an_oracle_that_exits_is_an_errored_grade_not_an_exit():
     config = copy.deepcopy(CONTRACT)
-    config["oracle"]["function"] = "sys:exit"
+    config["oracle"]["function"] = "tests.grader_oracles:exits"
     grade = contract_grade(FIXTURES["correct"], config)
     assert grade.status == "error"
     assert "SystemExit" in grade.reason

@@ -208,19 +208,23 @@ BAD_SPECS = [
     ),
     (
         {"key": "g", "kind": "python", "config": {"function": "tests.no_such_module:f"}},
-        "graders[0].config.function: cannot import 'tests.no_such_module:f': ModuleNotFoundError",
+        "graders[0].config.function: cannot import 'tests.no_such_module'",
     ),
     (
         {"key": "g", "kind": "python", "config": {"function": "tests.grader_oracles:missing"}},
-        "graders[0].config.function: cannot import 'tests.grader_oracles:missing': AttributeError",
+        "graders[0].config.function: 'tests.grader_oracles' has no 'missing'",
     ),
     (
         {"key": "g", "kind": "python", "config": {"function": "tests.grader_oracles:NOT_CALLABLE"}},
-        "graders[0].config.function: cannot import",
+        "graders[0].config.function: 'tests.grader_oracles:NOT_CALLABLE' is not callable",
     ),
     (
         {"key": "g", "kind": "python", "config": {"function": "no_colon"}},
-        "graders[0].config.function: cannot import 'no_colon': ValueError",
+        "graders[0].config.function: expected 'package.module:function', got 'no_colon'",
+    ),
+    (
+        {"key": "g", "kind": "python", "config": {"function": "subprocess:run"}},
+        "graders[0].config.function: module 'subprocess' is not in ASSAY_CALLABLE_MODULES",
     ),
 ]
 

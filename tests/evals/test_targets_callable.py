@@ -111,7 +111,9 @@ def test_it_bounds_calls_in_flight_by_the_configured_concurrency():
 @pytest.mark.parametrize(
     ("config", "words"),
     [
-        ({"path": "no_such_module_xyz:f"}, "cannot import 'no_such_module_xyz'"),
+        ({"path": "tests.no_such_module_xyz:f"}, "cannot import 'tests.no_such_module_xyz'"),
+        ({"path": "no_such_module_xyz:f"}, "is not in ASSAY_CALLABLE_MODULES"),
+        ({"path": "os:system"}, "module 'os' is not in ASSAY_CALLABLE_MODULES"),
         ({"path": f"{PATH}:missing"}, "has no 'missing'"),
         ({"path": f"{PATH}:NOT_CALLABLE"}, "is not callable"),
         ({"path": "justamodule"}, "expected 'package.module:function'"),

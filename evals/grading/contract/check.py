@@ -30,8 +30,9 @@ import celpy
 import jsonschema
 from celpy import celtypes
 
+from core.callables import callable_resolve
 from core.strict_json import contains_non_finite, json_loads_line
-from evals.grading.contract.config import Contract, Predicate, load_callable
+from evals.grading.contract.config import Contract, Predicate
 
 REJECT, REVIEW = "reject", "review"
 PARSE_RULES = ("invalid_json", "schema", "items")
@@ -205,7 +206,7 @@ def _expected(contract: Contract, item: dict, item_id: str, activation: Any) -> 
     """The oracle's expected fields for ``item`` (plain JSON values)."""
     if contract.oracle_function:
         try:
-            result = load_callable(contract.oracle_function)(dict(item))
+            result = callable_resolve(contract.oracle_function, field="oracle.function")(dict(item))
         # The oracle is user code; a SystemExit from it (``sys:exit`` as an oracle) must not
         # end the worker or the request either.
         except (Exception, SystemExit) as exc:  # noqa: BLE001

@@ -24,11 +24,9 @@ Every error is a ``DomainError`` naming ``<where>.<option>``.
 from __future__ import annotations
 
 import functools
-import importlib
 import json
 import re
 import sys
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,6 +34,7 @@ import celpy
 import jsonschema
 from celpy.celparser import CELParseError
 
+from core.callables import callable_resolve
 from core.errors import DomainError
 
 OPTIONS = (
@@ -103,20 +102,6 @@ class Contract:
         return self.rules.get(field, f"wrong_{field}")
 
 
-def load_callable(path: str) -> Callable[..., Any]:
-    """Import ``package.module:function`` (dotted attributes allowed after the colon).
-    Raises ValueError or ImportError/AttributeError."""
-    module_name, _, attr = path.partition(":")
-    if not module_name or not attr:
-        raise ValueError(f"expected 'package.module:function', got {path!r}")
-    target: Any = importlib.import_module(module_name)
-    for part in attr.split("."):
-        target = getattr(target, part)
-    if not callable(target):
-        raise ValueError(f"{path!r} is not callable")
-    return target
-
-
 def _string(value: Any, where: str, label: str = "a non-empty string") -> str:
     if not isinstance(value, str) or not value.strip():
         raise DomainError(f"expected {label}, got {value!r}", field=where)
@@ -182,13 +167,7 @@ def _oracle(value: Any, where: str) -> tuple[str | None, tuple[Predicate, ...], 
     expressions: tuple[Predicate, ...] = ()
     if "function" in value:
         function = _string(value["function"], f"{where}.function", "'package.module:function'")
-        try:
-            load_callable(function)
-        except Exception as exc:  # noqa: BLE001 - any import failure is a config error
-            raise DomainError(
-                f"cannot import {function!r}: {type(exc).__name__}: {exc}",
-                field=f"{where}.function",
-            ) from exc
+        callable_resolve(function, field=f"{where}.function")
     else:
         expressions = _predicates(value["expressions"], f"{where}.expressions", key_label="field")
     rules = value.get("rules", {})

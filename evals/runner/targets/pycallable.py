@@ -14,14 +14,13 @@ cannot store (U+0000, lone surrogates) is replaced with U+FFFD (``result_storabl
 from __future__ import annotations
 
 import asyncio
-import importlib
 import inspect
 import json
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from core.callables import callable_resolve
 from core.errors import DomainError
 from evals.runner.targets.base import MAX_CONCURRENCY, CaseInput, TargetResult, result_storable
 
@@ -68,27 +67,6 @@ class CallableConfig:
         return cls(path=path, settings=dict(settings), concurrency=concurrency, model=model)
 
 
-def callable_resolve(path: str, *, field: str = "target.path") -> Callable[..., Any]:
-    """Import ``package.module:function`` (attribute chains allowed after the colon);
-    raises ``DomainError`` naming ``field`` (default ``target.path``) when it is not of that
-    form, cannot be imported or is not callable."""
-    if not isinstance(path, str) or path.count(":") != 1 or not all(path.split(":")):
-        raise DomainError(f"expected 'package.module:function', got {path!r:.200}", field=field)
-    module_name, _, attr_path = path.partition(":")
-    try:
-        obj: Any = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise DomainError(f"cannot import {module_name!r}: {exc}", field=field) from exc
-    for attr in attr_path.split("."):
-        try:
-            obj = getattr(obj, attr)
-        except AttributeError as exc:
-            raise DomainError(f"{module_name!r} has no {attr_path!r}", field=field) from exc
-    if not callable(obj):
-        raise DomainError(f"{path!r} is not callable", field=field)
-    return obj
-
-
 class CallableTarget:
     """An in-process pipeline; see the module docstring."""
 
@@ -97,7 +75,7 @@ class CallableTarget:
     def __init__(self, config: CallableConfig) -> None:
         self.config = config
         self.model: str | None = config.model
-        self.function = callable_resolve(config.path)
+        self.function = callable_resolve(config.path, field="target.path")
         # an async function, or an object whose __call__ is async
         self._is_async = inspect.iscoroutinefunction(self.function) or inspect.iscoroutinefunction(
             type(self.function).__call__

@@ -56,11 +56,11 @@ from typing import Any
 
 from django.db import DatabaseError, connection
 
+from core.callables import callable_resolve
 from core.errors import DomainError
 from core.money import usd_text
 from core.text import unstorable_replace
 from evals.runner.targets.base import CaseInput, TargetResult
-from evals.runner.targets.pycallable import callable_resolve
 from evals.runner.targets.tools import (
     Tool,
     environment_build,

@@ -45,8 +45,8 @@ from concurrent.futures import Executor
 from dataclasses import dataclass
 from typing import Any
 
+from core.callables import callable_resolve
 from core.errors import DomainError
-from evals.runner.targets.pycallable import callable_resolve
 
 MAX_TOOLS = 128
 _JSON_TYPES = {
