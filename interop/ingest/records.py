@@ -327,8 +327,11 @@ def _agent(obj: dict, spec: TrialSpec, *, where: str, record: int) -> None:
     through the step module's refusing parsers (the error names the record and the step)."""
 
     def parsed(name: str, parse: Any) -> Any:
+        value = obj.get(name)
+        if value is None:  # absent or null: nothing to parse (most records)
+            return None
         try:
-            return parse(obj.get(name), field=name, record=record)
+            return parse(value, field=name, record=record)
         except DomainError as exc:
             raise record_error(where, exc.field or name, exc.message, record=record) from exc
 

@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from typing import Any, BinaryIO
 
 from core.errors import DomainError
+from core.gc_pause import gc_paused_call
 from core.strict_json import json_loads_line
 from interop.importers.reader import BOM
 from interop.importers.reader import jsonl_records as _jsonl_records
@@ -221,12 +222,14 @@ class NdjsonSource(IngestSource):
             yield line, f"line {line}", obj, _suspect(raw)
 
 
+@gc_paused_call
 def source_open(
     *, fmt: str, stream: BinaryIO, max_bytes: int, max_record_bytes: int
 ) -> IngestSource:
     """Start reading a body of ``fmt`` (``json`` or ``ndjson``); reads the header.
 
     Raises ``DomainError`` (bad JSON, no header; code "too_large" over a limit).
+    The collector is paused while it reads (a JSON body is parsed whole here).
     """
     cls = JsonSource if fmt == "json" else NdjsonSource
     return cls(stream, max_bytes=max_bytes, max_record_bytes=max_record_bytes)
