@@ -62,6 +62,8 @@ HEADER_FIELDS = ("suite", "suite_kind", "run", "model", "source_version", "thres
 AGENT_FIELDS = ("trajectory", "final_state", "goal_state")
 STATUS_FIELDS = ("status", "error_message")
 RECORD_FIELDS = (*FIELDS, "labels", "extra", *AGENT_FIELDS, *STATUS_FIELDS)
+_FIELD_SET = frozenset(FIELDS)
+_RECORD_SET = frozenset(RECORD_FIELDS)
 VERDICT_FIELDS = ("passed", "score", "scores", "judge_status")
 ERROR_MESSAGE_MAX = 100_000
 LABEL_FIELDS = ("reviewer", "verdict", "critique")
@@ -246,14 +248,17 @@ def record_parse(
     Raises ``DomainError`` (``field``, ``record``, extra ``where``; ``record_error``) for an
     unknown key or any field ``row_parse`` refuses.
     """
-    values: dict[str, Any] = {}
-    for key, value in obj.items():
-        if key in FIELDS:
-            values[key] = value
-        elif key not in ("labels", "extra", *AGENT_FIELDS, *STATUS_FIELDS):
-            raise record_error(
-                where, key, f"unknown field (fields: {', '.join(RECORD_FIELDS)})", record=record
-            )
+    if obj.keys() <= _FIELD_SET:
+        values = obj  # only tabular fields (most records): row_parse reads, never writes
+    else:
+        values = {}
+        for key, value in obj.items():
+            if key in _FIELD_SET:
+                values[key] = value
+            elif key not in _RECORD_SET:
+                raise record_error(
+                    where, key, f"unknown field (fields: {', '.join(RECORD_FIELDS)})", record=record
+                )
     extra = obj.get("extra")
     if extra is None:
         extra = {}
