@@ -96,3 +96,42 @@ def test_rows_insert_writes_rows_that_read_back_as_given():
     assert got["k2"].uuid == uuid.UUID(int=3)
     assert got["k0"].created_at == when
     assert got["k0"].retired_at is None
+
+
+@pytest.mark.django_db
+def test_rows_insert_takes_rows_that_give_different_fields():
+    suite = Suite.objects.create(name="s")
+    base = {"suite_id": suite.id, "input": "q", "content_hash": "h" * 64}
+    when = datetime.datetime(2026, 3, 4, tzinfo=datetime.UTC)
+    rows_insert(
+        Case,
+        [
+            {**base, "uuid": uuid.UUID(int=1), "key": "a", "created_at": when},
+            # one more field than the first row: it is written, not dropped
+            {**base, "uuid": uuid.UUID(int=2), "key": "b", "created_at": when, "tags": ["x"]},
+            # one field fewer: the default (an empty list) fills it
+            {
+                "suite_id": suite.id,
+                "input": "q",
+                "content_hash": "h" * 64,
+                "key": "c",
+                "uuid": uuid.UUID(int=3),
+                "created_at": when,
+                "expected": "e",
+            },
+            # the same number of fields as the first row, but not the same ones
+            {
+                "suite_id": suite.id,
+                "input": "q",
+                "uuid": uuid.UUID(int=4),
+                "key": "d",
+                "created_at": when,
+                "expected": "z",
+            },
+        ],
+    )
+    got = {c.key: c for c in Case.objects.filter(suite=suite)}
+    assert got["a"].tags == [] and got["a"].expected is None
+    assert got["b"].tags == ["x"]
+    assert got["c"].tags == [] and got["c"].expected == "e"
+    assert got["d"].expected == "z" and got["d"].content_hash == ""
