@@ -248,7 +248,8 @@ def record_parse(
     Raises ``DomainError`` (``field``, ``record``, extra ``where``; ``record_error``) for an
     unknown key or any field ``row_parse`` refuses.
     """
-    if obj.keys() <= _FIELD_SET:
+    tabular = obj.keys() <= _FIELD_SET
+    if tabular:
         values = obj  # only tabular fields (most records): row_parse reads, never writes
     else:
         values = {}
@@ -277,6 +278,8 @@ def record_parse(
         threshold=threshold,
     )
     spec.raw = extra
+    if tabular:  # no labels, extra, status or agent fields: nothing more to read
+        return spec
     if "labels" in obj:
         if needs_scan and contains_non_finite(obj["labels"]):
             raise record_error(where, "labels", "NaN/Infinity is not valid JSON", record=record)
