@@ -13,6 +13,7 @@ import pytest
 from core.errors import DomainError
 from evals.runner.calls import CallPool
 from evals.runner.limiter import Limiter, endpoint_key
+from evals.runner.limiter.rules import Ask
 from evals.runner.targets import CaseInput
 from evals.runner.targets.openai import OpenAIConfig, OpenAITarget
 from judges.client import JudgeClient
@@ -99,6 +100,34 @@ def test_an_announced_rpm_is_learnt_from_the_first_429s(mockllm):  # noqa: F811
     # the limiter keeps to it: without learning, 16 calls in flight at 20 ms would draw
     # hundreds of 429s (800 calls/s against 20/s)
     assert 0 < stats["limited"]["rpm"] <= 40
+
+
+def test_a_429_for_calls_in_flight_is_not_learnt_as_a_requests_per_minute_limit(mockllm):  # noqa: F811
+    """The shared mock with ``--max-inflight 4`` only answers the fifth call in flight 429
+    with ``x-ratelimit-limit-requests: 4``. Learnt as 4 a minute, it would hold 40 calls for
+    ten minutes; the endpoint is slowed down instead (fewer in flight) and never paced."""
+    server = mockllm("--max-inflight", "4", "--latency-ms", "50", "--jitter-ms", "0")
+    config = _config(server.base_url, concurrency=8, max_attempts=8)
+
+    async def go():
+        target = OpenAITarget.from_config(config)
+        try:
+            cases = [CaseInput(key=f"c{i}", input=f"[case=c{i} p=1]") for i in range(40)]
+            results = await asyncio.wait_for(
+                asyncio.gather(*(target.call(case) for case in cases)), 20
+            )
+            store, key = target.limiter.store, target.limiter.key
+            seen = await store.exchange(key, "observer", time.time(), Ask(capacity=8), keep=0)
+            return results, seen
+        finally:
+            await target.aclose()
+
+    results, seen = asyncio.run(go())
+    stats = server.stats()
+    assert all(r.ok for r in results), [r.error for r in results if not r.ok][:3]
+    assert stats["limited"]["inflight"] > 0  # the 429s came, with their header
+    assert not seen.paced  # no rpm learnt from them
+    assert seen.cap < 8  # slowed down instead
 
 
 def test_a_judge_client_shares_the_endpoints_slots_with_a_target():
