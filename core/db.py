@@ -7,6 +7,9 @@ import json
 import operator
 from collections.abc import Callable, Sequence
 from functools import partial
+from json.encoder import c_make_encoder as _c_make_encoder
+from json.encoder import encode_basestring as _encode_unicode
+from json.encoder import encode_basestring_ascii as _encode_ascii
 from typing import Any
 
 from django.db import connections, models, router
@@ -30,14 +33,42 @@ _CONVERTED = (models.UUIDField, models.DateTimeField, models.JSONField, models.D
 
 def _json_dumper(f: models.JSONField) -> Callable[[Any], str | None]:
     """JSON text of a field's value for COPY (None stays NULL), through one encoder built
-    once per call of ``rows_insert`` (``json.dumps`` with options builds one per value)."""
-    encode = (f.encoder or json.JSONEncoder)(allow_nan=False).encode
+    once per call of ``rows_insert``: the C encoder that ``JSONEncoder.encode`` would build
+    for every value (with its options, ``allow_nan=False``: a NaN raises ``ValueError``),
+    built once; the same text. An encoder class that overrides ``encode``/``iterencode``
+    (or a Python without the C encoder) is called as it is."""
+    encoder = (f.encoder or json.JSONEncoder)(allow_nan=False)
+    encode = encoder.encode
+    cls = type(encoder)
+    if (
+        _c_make_encoder is not None
+        and cls.encode is json.JSONEncoder.encode
+        and cls.iterencode is json.JSONEncoder.iterencode
+        and encoder.indent is None
+    ):
+        one_shot = _c_make_encoder(
+            {} if encoder.check_circular else None,
+            encoder.default,
+            _encode_ascii if encoder.ensure_ascii else _encode_unicode,
+            None,
+            encoder.key_separator,
+            encoder.item_separator,
+            encoder.sort_keys,
+            encoder.skipkeys,
+            encoder.allow_nan,
+        )
+
+        def encode(value: Any) -> str:
+            if isinstance(value, str):
+                return _encode_ascii(value) if encoder.ensure_ascii else _encode_unicode(value)
+            return "".join(one_shot(value, 0))
 
     def dumps(value: Any) -> str | None:
         if value is None:
             return None
-        if type(value) is dict and not value:
-            return "{}"
+        kind = type(value)
+        if (kind is dict or kind is list) and not value:
+            return "{}" if kind is dict else "[]"
         return encode(value)
 
     return dumps

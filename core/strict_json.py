@@ -122,12 +122,22 @@ def json_nesting_error(text: str) -> json.JSONDecodeError:
     )
 
 
+# One decoder for every line: ``json.loads`` with options builds a decoder and its scanner
+# per call (~1.5 µs; 50,000 ingest records a request).
+_DECODER = json.JSONDecoder(parse_constant=_non_finite, object_pairs_hook=no_duplicate_keys)
+
+
 def json_loads_line(text: str) -> Any:
     """Parse one JSON document; bare NaN/Infinity become ``NON_FINITE`` markers, a key twice
     in one object is an error, and so is nesting deeper than ``JSON_MAX_DEPTH`` (all
     ``ValueError``/``json.JSONDecodeError``; never ``RecursionError``)."""
     try:
-        value = json.loads(text, parse_constant=_non_finite, object_pairs_hook=no_duplicate_keys)
+        if type(text) is str and not text.startswith("\ufeff"):
+            value = _DECODER.decode(text)  # what json.loads does for such text, minus its setup
+        else:  # bytes, or a BOM (json.loads says so): as json.loads does
+            value = json.loads(
+                text, parse_constant=_non_finite, object_pairs_hook=no_duplicate_keys
+            )
     except RecursionError:
         raise json_nesting_error(text) from None
     if json_depth_exceeds(text, value):

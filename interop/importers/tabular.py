@@ -171,6 +171,8 @@ def _empty(value: Any) -> bool:
 
 def _string(row: Row, name: str) -> str | None:
     value = row.values.get(name)
+    if type(value) is str:  # the common case first: the rules below give the same
+        return value or None
     if _empty(value):
         return None
     if not isinstance(value, str):
@@ -180,6 +182,8 @@ def _string(row: Row, name: str) -> str | None:
 
 def _int(row: Row, name: str, *, minimum: int) -> int | None:
     value = row.values.get(name)
+    if type(value) is int and not row.is_csv and minimum <= value <= INT_MAX:
+        return value  # the common case first (``type`` excludes bool): the rules below agree
     if _empty(value):
         return None
     if row.is_csv:
@@ -195,6 +199,8 @@ def _int(row: Row, name: str, *, minimum: int) -> int | None:
 
 def _number(row: Row, name: str) -> float | None:
     value = row.values.get(name)
+    if type(value) is float and not row.is_csv and 0 <= value <= bounds.LATENCY_MS_MAX:
+        return value  # the common case first (NaN fails the comparison): the rules below agree
     if _empty(value):
         return None
     if row.is_csv:
@@ -255,6 +261,8 @@ def _datetime(row: Row, name: str) -> datetime | None:
 
 def _passed(row: Row) -> bool | None:
     value = row.values.get("passed")
+    if type(value) is bool and not row.is_csv:
+        return value
     if _empty(value):
         return None
     if row.is_csv:

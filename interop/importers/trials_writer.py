@@ -11,7 +11,7 @@ from typing import Any
 
 from django.utils import timezone
 
-from core.db import rows_insert
+from core.db import raw_rows, rows_insert
 from evals.cases import CaseSpec
 from evals.models import Case, Grade, Run, Trial
 from interop.importers.context import BATCH_SIZE, ImportContext, run_finish
@@ -176,7 +176,9 @@ def _write_batch(
             for spec in batch
         ],
     )
-    written = Trial.objects.filter(run=run, id__gt=after_id).values_list("id", "case_id", "attempt")
+    written = raw_rows(  # ints only: straight from the cursor
+        Trial.objects.filter(run=run, id__gt=after_id).values_list("id", "case_id", "attempt")
+    )
     trial_ids = {(case_id, attempt): pk for pk, case_id, attempt in written}
     grades, labels = [], []
     for spec in batch:

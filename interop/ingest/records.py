@@ -62,6 +62,8 @@ HEADER_FIELDS = ("suite", "suite_kind", "run", "model", "source_version", "thres
 AGENT_FIELDS = ("trajectory", "final_state", "goal_state")
 STATUS_FIELDS = ("status", "error_message")
 RECORD_FIELDS = (*FIELDS, "labels", "extra", *AGENT_FIELDS, *STATUS_FIELDS)
+_FIELD_SET = frozenset(FIELDS)
+_RECORD_SET = frozenset(RECORD_FIELDS)
 VERDICT_FIELDS = ("passed", "score", "scores", "judge_status")
 ERROR_MESSAGE_MAX = 100_000
 LABEL_FIELDS = ("reviewer", "verdict", "critique")
@@ -246,14 +248,18 @@ def record_parse(
     Raises ``DomainError`` (``field``, ``record``, extra ``where``; ``record_error``) for an
     unknown key or any field ``row_parse`` refuses.
     """
-    values: dict[str, Any] = {}
-    for key, value in obj.items():
-        if key in FIELDS:
-            values[key] = value
-        elif key not in ("labels", "extra", *AGENT_FIELDS, *STATUS_FIELDS):
-            raise record_error(
-                where, key, f"unknown field (fields: {', '.join(RECORD_FIELDS)})", record=record
-            )
+    tabular = obj.keys() <= _FIELD_SET
+    if tabular:
+        values = obj  # only tabular fields (most records): row_parse reads, never writes
+    else:
+        values = {}
+        for key, value in obj.items():
+            if key in _FIELD_SET:
+                values[key] = value
+            elif key not in _RECORD_SET:
+                raise record_error(
+                    where, key, f"unknown field (fields: {', '.join(RECORD_FIELDS)})", record=record
+                )
     extra = obj.get("extra")
     if extra is None:
         extra = {}
@@ -272,6 +278,8 @@ def record_parse(
         threshold=threshold,
     )
     spec.raw = extra
+    if tabular:  # no labels, extra, status or agent fields: nothing more to read
+        return spec
     if "labels" in obj:
         if needs_scan and contains_non_finite(obj["labels"]):
             raise record_error(where, "labels", "NaN/Infinity is not valid JSON", record=record)
@@ -327,8 +335,11 @@ def _agent(obj: dict, spec: TrialSpec, *, where: str, record: int) -> None:
     through the step module's refusing parsers (the error names the record and the step)."""
 
     def parsed(name: str, parse: Any) -> Any:
+        value = obj.get(name)
+        if value is None:  # absent or null: nothing to parse (most records)
+            return None
         try:
-            return parse(obj.get(name), field=name, record=record)
+            return parse(value, field=name, record=record)
         except DomainError as exc:
             raise record_error(where, exc.field or name, exc.message, record=record) from exc
 

@@ -280,6 +280,24 @@ def test_values_the_database_cannot_hold_are_a_400_never_a_500(carol, changes, f
     assert row_counts() == NOTHING
 
 
+@pytest.mark.parametrize(
+    "changes,field",
+    [({"output": "lone \ud800 surrogate"}, "output"), ({"extra": {"k": "\udc00"}}, "extra")],
+)
+def test_a_lone_surrogate_in_a_json_body_whose_records_are_measured_is_a_400(
+    carol, settings, changes, field
+):
+    # A body larger than the record limit has each record measured (its compact UTF-8
+    # size), which a lone surrogate cannot be encoded in: still the field's 400, never a 500.
+    _limits(settings, INGEST_MAX_RECORD_BYTES=1000)
+    body = header(trials=[trial(i) for i in range(30)] + [{**trial(99), **changes}])
+    assert len(json.dumps(body)) > 1000
+    resp = post_json(client_for(carol), body)
+    assert resp.status_code == 400, resp.content
+    assert (resp.json()["record"], resp.json()["field"]) == (30, field)
+    assert row_counts() == NOTHING
+
+
 def test_a_cost_is_stored_to_a_hundred_millionth_of_a_dollar(carol):
     resp = post_json(
         client_for(carol),
