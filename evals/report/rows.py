@@ -96,15 +96,25 @@ class RunRows:
         }
 
 
-# A "not judged" grade (a judge rung the ladder skipped) reads as -2, the code of an absent
-# grade (``evals.grading.verdict.MISSING``): neither a pass nor a fail.
-GRADE_CODE = CaseWhen(
-    models.When(status=Grade.Status.ERROR, then=-1),
-    models.When(status=Grade.Status.NOT_JUDGED, then=-2),
-    models.When(passed=True, then=1),
-    default=0,
-    output_field=models.IntegerField(),
-)
+def grade_code(relation: str = "") -> CaseWhen:
+    """A grade's code as SQL (``evals.grading.verdict``): 1 pass, 0 fail, -1 errored, -2 not
+    judged. A "not judged" grade (a judge rung the ladder skipped) reads as -2, the code of
+    an absent grade (``MISSING``): neither a pass nor a fail. ``relation``: "" on a Grade
+    query; on a Trial query, the name of a ``FilteredRelation`` to one grade of each trial,
+    where a trial without that grade reads -2 too."""
+    at = f"{relation}__" if relation else ""
+    absent = [models.When(**{f"{at}id__isnull": True}, then=-2)] if relation else []
+    return CaseWhen(
+        *absent,
+        models.When(**{f"{at}status": Grade.Status.ERROR}, then=-1),
+        models.When(**{f"{at}status": Grade.Status.NOT_JUDGED}, then=-2),
+        models.When(**{f"{at}passed": True}, then=1),
+        default=0,
+        output_field=models.IntegerField(),
+    )
+
+
+GRADE_CODE = grade_code()
 GATING = CaseWhen(models.When(gating=True, then=1), default=0, output_field=models.IntegerField())
 
 
