@@ -111,7 +111,7 @@ def _loaded(runs: list[Run]) -> dict:
 
 
 @settings(
-    max_examples=30,
+    max_examples=20,
     deadline=None,
     derandomize=True,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
