@@ -502,9 +502,10 @@ STATUS_CODES = {"ok": PASS, "error": PIPELINE}
 
 def overall_codes_from_rows(*, run: Any, rows: RunRows) -> OverallCodes:
     """Steps 1–4 of ``report_from_rows`` for the overall verdict alone (no figures, slices or
-    reasons), for readers of many runs at once (the grid of runs, a case's history); tests
-    check that it agrees with the run report's per-case rows. No queries; the rows are read
-    with ``np.fromiter`` (no object arrays), as this runs once per run of a grid."""
+    reasons), for readers of many runs at once (a case's history); tests check that it
+    agrees with the run report's per-case rows, and that the grid's cells counted in the
+    database (``evals.grid.cells``) agree with it. No queries; the rows are read with
+    ``np.fromiter`` (no object arrays), as this runs once per run read."""
     n_cases, n_trials, n_grades = len(rows.cases), len(rows.trials), len(rows.grades)
     case_by_id = {c[0]: i for i, c in enumerate(rows.cases)}
     trial_ids = np.fromiter((t[0] for t in rows.trials), np.int64, n_trials)

@@ -176,8 +176,8 @@ def runs_rows_get(
     case's history). ``usage=False`` leaves the per-case usage out (``RunRows.usage``
     empty; ``runs_usage_totals`` sums it per run in one small query). The same four queries
     (three without usage; plus one when judges graded) whatever the number of runs, cases
-    and trials: the grid of runs, a case's history and a comparison read runs through
-    here."""
+    and trials: a case's history and a comparison read runs through here (the grid of runs
+    counts its cells in the database over the same trials, ``evals.grid.cells``)."""
     case_ids = None if case_ids is None else list(case_ids)
     trials = _readable_trials(runs, case_ids)
     if top_up is None:
