@@ -13,7 +13,9 @@ through Django's test client as a signed-in lead: median and min of 5 requests a
 warm-up (request to response, template rendered), and the query count
 (CaptureQueriesContext), for 2 and 10 runs (query count must not grow), the whole grid
 sorted by variance, and filtered to flaky cases. Also the case history page and the CSV
-export of the 10-run grid. Target: < 500 ms for 10 runs × 2,000 cases.
+export of the 10-run grid. Target: < 500 ms for 10 runs × 2,000 cases. ``--other-runs N``
+also builds N runs of the same shape in another suite first: the grid's figures must not
+move with them.
 """
 
 from __future__ import annotations
@@ -48,24 +50,43 @@ N_CASES, N_RUNS = 2000, 10
 GRADERS = [{"key": "policy", "kind": "python"}]
 
 
+def backend_cpu_ms() -> float | None:
+    """CPU time (user + system, ms; the kernel counts in ticks of 10 ms) of the PostgreSQL
+    backend serving this process's connection, read from /proc (the database runs on this
+    machine); None on SQLite, whose work is in this process's own CPU time."""
+    if connection.vendor != "postgresql":
+        return None
+    if not hasattr(backend_cpu_ms, "pid"):
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_backend_pid()")
+            backend_cpu_ms.pid = cursor.fetchone()[0]
+    fields = Path(f"/proc/{backend_cpu_ms.pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) * 1000 / os.sysconf("SC_CLK_TCK")
+
+
 def measure(
     client: Client, url: str, *, first_view: bool, repeats: int = 5
-) -> tuple[float, float, float, int, int]:
-    """(median wall ms, min wall ms, median CPU ms, query count, response bytes) of GET
-    ``url``; ``first_view``: the cache is cleared before each request (no grid column
-    cached), else each request is a repeat view. CPU time is this process's (the server side
-    and the test client; with SQLite the database work too): on a machine shared with other
-    jobs it is the figure that does not depend on their load."""
+) -> tuple[float, float, float, float | None, int, int]:
+    """(median wall ms, min wall ms, median CPU ms, median database CPU ms, query count,
+    response bytes) of GET ``url``; ``first_view``: the cache is cleared before each request
+    (no grid column cached), else each request is a repeat view. CPU time is this process's
+    (the server side and the test client; with SQLite the database work too): on a machine
+    shared with other jobs it is the figure that does not depend on their load. On
+    PostgreSQL the database's CPU for the request is its backend's (``backend_cpu_ms``);
+    None on SQLite."""
     response = client.get(url)
     assert response.status_code == 200, (response.status_code, response.content[:300])
-    wall, cpu = [], []
+    backend_cpu_ms()
+    wall, cpu, db_cpu = [], [], []
     for _ in range(repeats):
         if first_view:
             cache.clear()
-        start, start_cpu = time.perf_counter(), time.process_time()
+        start, start_cpu, start_db = time.perf_counter(), time.process_time(), backend_cpu_ms()
         response = client.get(url)
         wall.append((time.perf_counter() - start) * 1000)
         cpu.append((time.process_time() - start_cpu) * 1000)
+        if start_db is not None:
+            db_cpu.append(backend_cpu_ms() - start_db)
     if first_view:
         cache.clear()
     with CaptureQueriesContext(connection) as ctx:
@@ -74,6 +95,7 @@ def measure(
         statistics.median(wall),
         min(wall),
         statistics.median(cpu),
+        statistics.median(db_cpu) if db_cpu else None,
         len(ctx.captured_queries),
         len(response.content),
     )
@@ -102,6 +124,13 @@ def profile(client: Client, url: str) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--trials", type=int, default=3, help="trials per case (default 3)")
+    parser.add_argument(
+        "--other-runs",
+        type=int,
+        default=0,
+        help="also build this many runs of the same shape in another suite (default 0): "
+        "the grid's time must not grow with what other runs hold",
+    )
     parser.add_argument(
         "--profile",
         action="store_true",
@@ -147,9 +176,37 @@ def main() -> None:
                 # a small known cost: the grid shows it with significant digits, never $0.0000
                 cost_usd=Decimal("0.00000510"),
             )
+        if args.other_runs:
+            other = Suite.objects.create(name="bench-grid-other", kind=Suite.Kind.REGRESSION)
+            other_cases = Case.objects.bulk_create(
+                [
+                    Case(
+                        suite=other,
+                        key=c.key,
+                        input=c.input,
+                        tags=c.tags,
+                        content_hash=c.content_hash,
+                    )
+                    for c in cases
+                ],
+                batch_size=1000,
+            )
+            for r in range(args.other_runs):
+                run_build(
+                    other,
+                    other_cases,
+                    name=f"other-{r:02d}",
+                    probs=base_p,
+                    graders=GRADERS,
+                    trials=args.trials,
+                    rng=rng,
+                    output=lambda case, _rng: f"answer for {case.key} " * 20,
+                    cost_usd=Decimal("0.00000510"),
+                )
         print(
             f"load average {os.getloadavg()[0]:.1f}; database: {connection.vendor}; built "
-            f"{N_RUNS} runs x {N_CASES} cases x {args.trials} trials in "
+            f"{N_RUNS} runs (and {args.other_runs} of another suite) x {N_CASES} cases x "
+            f"{args.trials} trials in "
             f"{time.perf_counter() - start:.0f} s"
         )
         if connection.vendor == "postgresql":
@@ -171,10 +228,11 @@ def main() -> None:
             ("grid CSV export, 10 runs, first view", export + "?last=10&format=csv", True),
             ("grid CSV export, 10 runs, repeat view", export + "?last=10&format=csv", False),
         ):
-            median, best, cpu, queries, size = measure(client, url, first_view=first_view)
+            median, best, cpu, db_cpu, queries, size = measure(client, url, first_view=first_view)
+            db = "" if db_cpu is None else f", database CPU {db_cpu:.0f} ms"
             print(
-                f"{label}: median {median:.0f} ms wall (min {best:.0f} ms), CPU {cpu:.0f} ms, "
-                f"{queries} queries, {size / 1024:.0f} KiB, load {os.getloadavg()[0]:.1f}"
+                f"{label}: median {median:.0f} ms wall (min {best:.0f} ms), CPU {cpu:.0f} ms"
+                f"{db}, {queries} queries, {size / 1024:.0f} KiB, load {os.getloadavg()[0]:.1f}"
             )
     finally:
         connection.creation.destroy_test_db(old_name, verbosity=0)

@@ -309,7 +309,17 @@ class Trial(models.Model):
             ),
             models.CheckConstraint(condition=Q(attempt__gte=1), name="trial_attempt_from_1"),
         ]
-        indexes = [models.Index(fields=["run", "status"])]
+        indexes = [
+            models.Index(fields=["run", "status"]),
+            # The trials a reader counts (not retried) of some runs, with their case and
+            # status, from the index alone: the grid's cells, usage totals and cache keys
+            # (evals.grid) read them without touching the rows (outputs), and SQLite, with
+            # no statistics, would otherwise walk every unretried trial of every run
+            # through the replaced_by index.
+            models.Index(
+                fields=["run", "replaced_by", "case", "status"], name="trial_run_readable"
+            ),
+        ]
 
     def __str__(self) -> str:
         return f"trial {self.case_id}#{self.attempt}"

@@ -15,6 +15,7 @@ FAIL overall through the gating deterministic grade that made the ladder skip.""
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -54,6 +55,19 @@ def case_tally(codes: np.ndarray, case_idx: np.ndarray, n_cases: int) -> CaseTal
         pipeline_errors=count(codes == PIPELINE),
         pending=count(codes == PENDING),
     )
+
+
+def gating_keys(pairs: Iterable[tuple[str, bool]], seen: Mapping[str, bool]) -> list[str]:
+    """The graders whose grades decide a run's overall verdicts: those of the run's grader
+    set (``pairs``: ``(key, gating)`` in set order) that gate by the set, then each grader
+    outside the set that graded the run's readable ok trials (``seen``: key -> whether any
+    of those grades is stored as gating) when one of its grades gates (a gating grader
+    added after the run, such as an import of labels). Keys of ``seen`` in the set are
+    decided by the set alone."""
+    by_set = dict(pairs)
+    return [k for k, gates in by_set.items() if gates] + [
+        k for k, gates in seen.items() if k not in by_set and gates
+    ]
 
 
 def overall_codes(gating: list[np.ndarray], trial_codes: np.ndarray) -> np.ndarray:

@@ -6,8 +6,9 @@ Rules (one place for each):
   columns run oldest to newest, left to right.
 - Rows: every case with a trial in a picked run (a changed case is a new case with its own
   row, never compared with its old self). A cell is the case's overall verdicts in that run
-  by the run report's rule (``evals.report.build.overall_codes_from_rows``): passed of graded,
-  errored trials left out and counted; no cell where the case was not in the run.
+  by the run report's rule (``evals.grading.verdict``, counted by ``evals.grid.cells``):
+  passed of graded, errored trials left out and counted; no cell where the case was not in
+  the run.
 - A cell is *flaky* when 0 < passed < graded. ``variance``: the population variance of the
   case's rates over the columns where it was graded (None with fewer than two).
   ``change``: ``evals.comparison.compute.change_class`` from the case's first to its last
@@ -15,11 +16,14 @@ Rules (one place for each):
 - Blind reviewing (``evals.blindness``): a cell holding a trial that is blind for the viewer
   is hidden (no counts, no rate; it takes no part in variance, flakiness or change), and so is
   the run-level pass rate and cost against quality of a column whose run holds one.
-- Reads: the run loader for many runs (``evals.report.rows.runs_rows_get`` without per-case
-  usage: three queries whatever the size, one more when judges graded) for the columns not
-  in the cache with their usage totals (``runs_usage_totals``), the columns' cache keys
-  (``evals.grid.cache``: two queries), the cases, the runs, the baseline and the viewer's
-  blind trials: a query count independent of runs, cases and trials.
+- Reads: for the columns not in the cache, their cells counted in the database
+  (``evals.grid.cells.runs_case_counts``: one query whatever the size, by the run loader's
+  trials and the run report's rule; one more when a grader outside a run's grader set
+  graded it) and their usage totals (``runs_usage_totals``: one);
+  the columns' cache keys with the graders that graded each run (``evals.grid.cache``: two
+  queries), the cases, the runs, the baseline and the viewer's blind trials, and when there
+  are any, which cases of the runs hold them (one): a query count independent of runs,
+  cases and trials.
 - Cache: a finished run's column (its cells before blindness and its cost against quality)
   is cached under a key that moves with every change to its trials, grades, status or
   grader set (``evals.grid.cache``); blindness and cases are applied fresh on every view.
@@ -33,20 +37,20 @@ from datetime import datetime
 from typing import NamedTuple
 from urllib.parse import urlencode
 
-import numpy as np
 from django.core.cache import cache
 
 from core.errors import DomainError
+from core.gc_pause import gc_paused_call
 from core.ids import uuid_parse
 from evals.baselines import baseline_current
 from evals.blindness import blind_trial_ids
 from evals.comparison.compute import CHANGE_CLASSES, NO_VERDICT, change_class
-from evals.grid.cache import GRID_CACHE_SECONDS, grid_column_keys
-from evals.models import Case, Run, Suite
-from evals.report.build import overall_codes_from_rows
+from evals.grid.cache import GRID_CACHE_SECONDS, grid_column_state
+from evals.grid.cells import RunCaseCounts, runs_case_counts, runs_gating_keys
+from evals.models import Case, Run, Suite, Trial
 from evals.report.cost_quality import CostQuality, cost_quality
 from evals.report.figures import case_wilson
-from evals.report.rows import RunRows, runs_rows_get, runs_usage_totals
+from evals.report.rows import runs_usage_totals
 from stats.intervals import clustered_rate_interval
 
 MAX_RUNS = 20
@@ -233,28 +237,31 @@ def grid_runs_pick(*, suite: Suite, query: GridQuery) -> list[Run]:
     return sorted(found, key=lambda r: (r.created_at, r.id))
 
 
+@gc_paused_call
 def grid_get(*, suite: Suite, query: GridQuery, viewer) -> Grid:
     """The grid of ``suite`` for ``query`` as ``viewer`` may see it (module rules).
 
-    Queries: runs, baseline, the viewer's blind trials (none for engineers and leads), the
-    columns' cache keys (``evals.grid.cache``: two) and the cases; when a column is not
-    cached (a run not finished, or changed since), ``runs_rows_get``'s three without usage
-    and the usage totals (``runs_usage_totals``), for all such runs together (one more when
-    judges graded): independent of runs, cases and trials. Raises ``DomainError`` as
-    ``grid_runs_pick``.
+    Queries: runs, baseline, the viewer's blind trials (none for engineers and leads) and
+    when there are any the cases of the runs holding them, the columns' cache keys
+    (``evals.grid.cache``: two) and the cases; when a column is not cached (a run not
+    finished, or changed since), the cells counted in the database (``runs_case_counts``)
+    and the usage totals (``runs_usage_totals``), for all such runs together, and one more
+    when a grader outside a run's grader set graded it (``runs_gating_keys``): independent
+    of runs, cases and trials. Raises ``DomainError`` as ``grid_runs_pick``.
     """
     runs = grid_runs_pick(suite=suite, query=query)
     baseline = baseline_current(suite=suite)
-    blind = blind_trial_ids(viewer)
+    blind = _blind_cases(runs=runs, blind=blind_trial_ids(viewer))
     built = _columns_get(runs=runs)
-    blind_ids = np.fromiter(blind, dtype=np.int64, count=len(blind)) if blind else None
     per_run: list[dict[int, GridCell]] = []
     columns = []
     hidden_cells = 0
     for run in runs:
         column = built[run.id]
-        cells, hidden = _visible_cells(column, blind_ids)
-        hidden_cells += hidden
+        cells = dict(zip(column.case_ids, column.cells, strict=True))
+        hidden = blind.get(run.id, set()) & cells.keys()
+        cells.update(dict.fromkeys(hidden, HIDDEN_CELL))
+        hidden_cells += len(hidden)
         per_run.append(cells)
         columns.append(
             GridColumn(
@@ -297,70 +304,73 @@ def grid_get(*, suite: Suite, query: GridQuery, viewer) -> Grid:
 @dataclass(frozen=True)
 class _Column:
     """One run's column as computed and cached, before blindness: ``case_ids`` (the run's
-    cases), ``cells`` (one ``GridCell`` per case, same order), ``trial_ids`` (its readable
-    trials, ascending) with ``trial_case`` (each one's index into ``case_ids``), and its
-    cost against ``quality`` over every cell."""
+    cases), ``cells`` (one ``GridCell`` per case, same order), and its cost against
+    ``quality`` over every cell."""
 
     case_ids: tuple[int, ...]
     cells: tuple[GridCell, ...]
-    trial_ids: np.ndarray
-    trial_case: np.ndarray
     quality: CostQuality
 
 
 def _columns_get(*, runs: list[Run]) -> dict[int, _Column]:
     """Run id -> ``_Column`` for ``runs``: finished runs' columns from the cache under the
-    keys of ``grid_column_keys``, the others read (``runs_rows_get``, all at once) and
-    computed, then cached when their run is finished."""
+    keys of ``grid_column_state``, the others counted (``runs_case_counts``, all at once,
+    by the graders ``runs_gating_keys`` says gate) and computed, then cached when their run is
+    finished."""
     if not runs:
         return {}
-    keys = grid_column_keys(runs=runs)
+    keys, graded = grid_column_state(runs=runs)
     hits = cache.get_many([k for k in keys.values() if k is not None])
     out = {r.id: hits[keys[r.id]] for r in runs if keys[r.id] in hits}
     missing = [r for r in runs if r.id not in out]
     if missing:
-        rows_by_run = runs_rows_get(runs=missing, usage=False)
+        gating = runs_gating_keys(runs=missing, graded=graded)
+        counts = runs_case_counts(runs=missing, gating=gating)
         totals = runs_usage_totals(runs=missing)
         fresh = {}
         for run in missing:
-            out[run.id] = _column(run, rows_by_run[run.id], totals[run.id])
+            out[run.id] = _column(counts[run.id], totals[run.id])
             if keys[run.id] is not None:
                 fresh[keys[run.id]] = out[run.id]
         cache.set_many(fresh, GRID_CACHE_SECONDS)
     return out
 
 
-def _column(run: Run, rows: RunRows, totals: dict) -> _Column:
-    """One run's ``_Column`` from its rows and usage totals."""
-    oc = overall_codes_from_rows(run=run, rows=rows)
-    t = oc.tally
-    trials = np.bincount(oc.case_idx, minlength=len(rows.cases)).tolist()
+def _column(counts: RunCaseCounts, totals: dict) -> _Column:
+    """One run's ``_Column`` from its case counts and usage totals."""
+    t = counts.tally
     passed, graded = t.passed.tolist(), t.graded.tolist()
     errored = (t.pipeline_errors + t.grade_errors).tolist()
+    trials = counts.trials.tolist()
     cells = []
-    for i in range(len(rows.cases)):
+    for i in range(len(trials)):
         p, g = passed[i], graded[i]
         low, high = case_wilson(p, g) if g else (None, None)
         cells.append(GridCell(p, g, errored[i], trials[i], p / g if g else None, low, high))
     return _Column(
-        case_ids=tuple(c[0] for c in rows.cases),
+        case_ids=tuple(counts.case_ids.tolist()),
         cells=tuple(cells),
-        trial_ids=oc.trial_ids,
-        trial_case=oc.case_idx,
         quality=_quality(totals, cells),
     )
 
 
-def _visible_cells(column: _Column, blind_ids: np.ndarray | None) -> tuple[dict, int]:
-    """case id -> ``GridCell`` of ``column`` as the viewer may see it (a case holding a
-    trial of ``blind_ids`` is ``HIDDEN_CELL``), and the number of hidden cells."""
-    cells = dict(zip(column.case_ids, column.cells, strict=True))
-    if blind_ids is None:
-        return cells, 0
-    hidden = set(column.trial_case[np.isin(column.trial_ids, blind_ids)].tolist())
-    for i in hidden:
-        cells[column.case_ids[i]] = HIDDEN_CELL
-    return cells, len(hidden)
+def _blind_cases(*, runs: list[Run], blind: frozenset[int]) -> dict[int, set[int]]:
+    """Run id -> the cases of that run holding a trial of ``blind`` (the viewer's blind
+    trials) among the trials the grid reads (not retried): a cell the viewer may not see.
+    No query when ``blind`` is empty, else one."""
+    if not blind or not runs:
+        return {}
+    out: dict[int, set[int]] = {}
+    for run_id, case_id in (
+        Trial.objects.filter(
+            run_id__in=[r.id for r in runs], replaced_by__isnull=True, id__in=blind
+        )
+        .order_by()
+        .values_list("run_id", "case_id")
+        .distinct()
+    ):
+        out.setdefault(run_id, set()).add(case_id)
+    return out
 
 
 def _cases_get(*, suite: Suite, ids: set[int]) -> list[tuple]:

@@ -16,6 +16,9 @@ after it finished) moves the count and the largest id. A run that is not finishe
 key and is never cached. What depends on the viewer (blindness) is applied after the
 cache, never stored in it; cases (keys, tags) are read fresh on every view.
 
+The grades' query also says which graders graded each run (``grid_column_state``): the
+column's reader needs it when the key misses (``evals.grid.cells.runs_gating_keys``).
+
 Queries: two, whatever the number of runs, cases, trials and grades.
 """
 
@@ -30,13 +33,23 @@ from django.db import models
 from evals.models import Grade, Run, Trial
 
 GRID_CACHE_SECONDS = 6 * 3600
-KEY_VERSION = "v1"
+# v2: a column holds no trial ids (blindness is read per view, evals.grid.build).
+KEY_VERSION = "v2"
 OPEN = (Trial.Status.QUEUED, Trial.Status.RUNNING)
 
 
 def grid_column_keys(*, runs: Sequence[Run]) -> dict[int, str | None]:
     """Run id -> its column's cache key for each of ``runs`` (None for a run that is not
-    finished: never cached). Two queries: the trials' counts per run, the grades' per run."""
+    finished: never cached). Two queries (``grid_column_state``)."""
+    return grid_column_state(runs=runs)[0]
+
+
+def grid_column_state(*, runs: Sequence[Run]) -> tuple[dict[int, str | None], dict[int, set[str]]]:
+    """For each of ``runs``: run id -> its column's cache key (None for a run that is not
+    finished: never cached), and run id -> the graders with a grade on any of its trials
+    (read here because the same query counts the grades for the key; the column's reader
+    needs to know whether a grader outside the run's grader set graded it). Two queries:
+    the trials' counts per run, the grades' per run and grader."""
     ids = [r.id for r in runs]
     finished = models.Q(status__in=Trial.FINISHED)
     trials = {
@@ -52,19 +65,24 @@ def grid_column_keys(*, runs: Sequence[Run]) -> dict[int, str | None]:
             replaced=models.Count("replaced_by_id"),
         )
     }
-    grades = {
-        row["trial__run_id"]: row
-        for row in Grade.objects.filter(trial__run_id__in=ids)
+    grades: dict[int, dict] = {r.id: {"n": 0, "top": None} for r in runs}
+    graded: dict[int, set[str]] = {r.id: set() for r in runs}
+    for run_id, grader, n, top in (
+        Grade.objects.filter(trial__run_id__in=ids)
         .order_by()
-        .values("trial__run_id")
+        .values_list("trial__run_id", "grader")
         .annotate(n=models.Count("id"), top=models.Max("id"))
-    }
+    ):
+        mine = grades[run_id]
+        mine["n"] += n
+        mine["top"] = top if mine["top"] is None else max(mine["top"], top)
+        graded[run_id].add(grader)
     keys: dict[int, str | None] = {}
     for run in runs:
         if not run.is_terminal:
             keys[run.id] = None
             continue
-        t, g = trials.get(run.id, {}), grades.get(run.id, {})
+        t, g = trials.get(run.id, {}), grades[run.id]
         graders = hashlib.sha256(
             json.dumps(run.graders, sort_keys=True, default=str).encode()
         ).hexdigest()[:16]
@@ -72,6 +90,6 @@ def grid_column_keys(*, runs: Sequence[Run]) -> dict[int, str | None]:
             f"assay:grid-column:{KEY_VERSION}:{run.uuid}:{run.status}:{graders}:"
             f"{t.get('n', 0)}.{t.get('top')}.{t.get('done', 0)}.{t.get('open', 0)}."
             f"{t.get('replaced', 0)}:"
-            f"{g.get('n', 0)}.{g.get('top')}"
+            f"{g['n']}.{g['top']}"
         )
-    return keys
+    return keys, graded

@@ -36,6 +36,7 @@ from evals.grading.verdict import (
     PIPELINE,
     CaseTally,
     case_tally,
+    gating_keys,
     overall_codes,
 )
 from evals.report.cost_quality import CostQuality, cost_quality
@@ -501,9 +502,10 @@ STATUS_CODES = {"ok": PASS, "error": PIPELINE}
 
 def overall_codes_from_rows(*, run: Any, rows: RunRows) -> OverallCodes:
     """Steps 1–4 of ``report_from_rows`` for the overall verdict alone (no figures, slices or
-    reasons), for readers of many runs at once (the grid of runs, a case's history); tests
-    check that it agrees with the run report's per-case rows. No queries; the rows are read
-    with ``np.fromiter`` (no object arrays), as this runs once per run of a grid."""
+    reasons), for readers of many runs at once (a case's history); tests check that it
+    agrees with the run report's per-case rows, and that the grid's cells counted in the
+    database (``evals.grid.cells``) agree with it. No queries; the rows are read with
+    ``np.fromiter`` (no object arrays), as this runs once per run read."""
     n_cases, n_trials, n_grades = len(rows.cases), len(rows.trials), len(rows.grades)
     case_by_id = {c[0]: i for i, c in enumerate(rows.cases)}
     trial_ids = np.fromiter((t[0] for t in rows.trials), np.int64, n_trials)
@@ -513,8 +515,8 @@ def overall_codes_from_rows(*, run: Any, rows: RunRows) -> OverallCodes:
     trial_codes = np.fromiter(
         (STATUS_CODES.get(t[2], PENDING) for t in rows.trials), np.int64, n_trials
     )[order]
-    gating = dict(run.grader_set.gating_pairs)
-    key_pos = {k: i for i, k in enumerate(gating)}
+    pairs = run.grader_set.gating_pairs
+    key_pos = {k: i for i, (k, _) in enumerate(pairs)}
     g_key = np.fromiter(
         (key_pos.setdefault(g[1], len(key_pos)) for g in rows.grades), np.int64, n_grades
     )
@@ -522,12 +524,11 @@ def overall_codes_from_rows(*, run: Any, rows: RunRows) -> OverallCodes:
     g_code = np.fromiter((g[2] for g in rows.grades), np.int64, n_grades)
     g_gating = np.fromiter((bool(g[4]) for g in rows.grades), bool, n_grades)
     g_ok_trial = trial_codes[pos] == PASS if n_grades else np.array([], dtype=bool)
+    # A grader outside the grader set gates when its grades say so (as the report).
+    seen = {k: bool(g_gating[(g_key == i) & g_ok_trial].any()) for k, i in key_pos.items()}
     gating_codes = []
-    for key, i in key_pos.items():
-        mine = (g_key == i) & g_ok_trial
-        # A grader outside the grader set gates when its grades say so (as the report).
-        if not (gating[key] if key in gating else bool(g_gating[mine].any())):
-            continue
+    for key in gating_keys(pairs, seen):
+        mine = (g_key == key_pos[key]) & g_ok_trial
         code = np.where(trial_codes == PASS, MISSING, trial_codes)
         code[pos[mine]] = np.where(g_code[mine] == -1, ERRORED, g_code[mine])
         gating_codes.append(code)

@@ -96,15 +96,25 @@ class RunRows:
         }
 
 
-# A "not judged" grade (a judge rung the ladder skipped) reads as -2, the code of an absent
-# grade (``evals.grading.verdict.MISSING``): neither a pass nor a fail.
-GRADE_CODE = CaseWhen(
-    models.When(status=Grade.Status.ERROR, then=-1),
-    models.When(status=Grade.Status.NOT_JUDGED, then=-2),
-    models.When(passed=True, then=1),
-    default=0,
-    output_field=models.IntegerField(),
-)
+def grade_code(relation: str = "") -> CaseWhen:
+    """A grade's code as SQL (``evals.grading.verdict``): 1 pass, 0 fail, -1 errored, -2 not
+    judged. A "not judged" grade (a judge rung the ladder skipped) reads as -2, the code of
+    an absent grade (``MISSING``): neither a pass nor a fail. ``relation``: "" on a Grade
+    query; on a Trial query, the name of a ``FilteredRelation`` to one grade of each trial,
+    where a trial without that grade reads -2 too."""
+    at = f"{relation}__" if relation else ""
+    absent = [models.When(**{f"{at}id__isnull": True}, then=-2)] if relation else []
+    return CaseWhen(
+        *absent,
+        models.When(**{f"{at}status": Grade.Status.ERROR}, then=-1),
+        models.When(**{f"{at}status": Grade.Status.NOT_JUDGED}, then=-2),
+        models.When(**{f"{at}passed": True}, then=1),
+        default=0,
+        output_field=models.IntegerField(),
+    )
+
+
+GRADE_CODE = grade_code()
 GATING = CaseWhen(models.When(gating=True, then=1), default=0, output_field=models.IntegerField())
 
 
@@ -166,8 +176,8 @@ def runs_rows_get(
     case's history). ``usage=False`` leaves the per-case usage out (``RunRows.usage``
     empty; ``runs_usage_totals`` sums it per run in one small query). The same four queries
     (three without usage; plus one when judges graded) whatever the number of runs, cases
-    and trials: the grid of runs, a case's history and a comparison read runs through
-    here."""
+    and trials: a case's history and a comparison read runs through here (the grid of runs
+    counts its cells in the database over the same trials, ``evals.grid.cells``)."""
     case_ids = None if case_ids is None else list(case_ids)
     trials = _readable_trials(runs, case_ids)
     if top_up is None:
