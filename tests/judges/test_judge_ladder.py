@@ -255,6 +255,41 @@ def test_the_run_stays_running_until_its_judge_grades_are_in(
     assert (run.status, judge.calls) == (Run.Status.SUCCEEDED, 2)
 
 
+def test_a_chunk_that_took_other_chunks_trials_enqueues_their_judge_rung_too(
+    llm, judge, django_capture_on_commit_callbacks, monkeypatch, settings
+):
+    settings.ASSAY = {**settings.ASSAY, "TRIAL_CHUNK_SIZE": 2}
+    enqueued: list[tuple[int, list[int]]] = []
+    monkeypatch.setattr(
+        "evals.runner.execute._judge_chunk_enqueue",
+        lambda run_id, ids: enqueued.append((run_id, ids)),
+    )
+    version = make_version(llm)
+    # Three chunk messages; the first (eager) calls all five trials, the other two nothing.
+    run = start(
+        django_capture_on_commit_callbacks,
+        llm,
+        [SAYS_YES, judge_spec(version)],
+        {f"c{i}": "yes" for i in range(1, 6)},
+    )
+    ids = sorted(run.trials.values_list("id", flat=True))
+    assert (
+        [sorted(chunk) for _, chunk in enqueued]
+        == [
+            ids[0:2],  # the first message's own trials
+            ids[2:4],  # the trials it took from the others, in chunks of TRIAL_CHUNK_SIZE
+            ids[4:5],
+            ids[2:4],  # the other messages' own (judged once: the judge service skips)
+            ids[4:5],
+        ]
+    )
+    for message in enqueued:
+        run_chunk_judge_task.delay(*message)
+    run.refresh_from_db()
+    assert (run.status, judge.calls) == (Run.Status.SUCCEEDED, 5)
+    assert Grade.objects.filter(trial__run=run, grader="judge").count() == 5
+
+
 def test_the_judge_rung_enqueues_only_after_commit(llm, judge, django_capture_on_commit_callbacks):
     version = make_version(llm)
     with django_capture_on_commit_callbacks(execute=False) as callbacks:
