@@ -371,6 +371,9 @@ class _ChunkCalls:
         self.held: dict[int, _Held] = {}  # claimed by this chunk, result not yet written
         self.settled: set[int] = set()  # written here, and graded when ok
         self.extra: list[int] = []  # trials of other chunk messages claimed here
+        self.judged = any(spec.is_judge for spec in self.specs)
+        self.to_judge: list[int] = []  # ok trials written here, judge rung not yet enqueued
+        self.judge_sent: set[int] = set()  # ... and those whose judge rung is enqueued
         self.extend_until = time.monotonic() + extend_s
         self.prices: dict[str, Any] = {}
         self.unwritten: list[tuple[int, TargetResult]] = []
@@ -439,6 +442,23 @@ class _ChunkCalls:
             if graded and self.specs:
                 grades_insert(items=graded, specs=self.specs)
         self.settled |= written
+        if self.judged:
+            self.to_judge.extend(t for t, result in results if t in written and result.ok)
+            if len(self.to_judge) >= trial_chunk_size():
+                self.judge_flush()
+
+    def judge_flush(self) -> None:
+        """Enqueue the judge rung (``_judge_chunk_enqueue``, through the outbox) of the ok
+        trials written since the last flush, in messages of ``trial_chunk_size()``: a chunk
+        that goes on for ``CHUNK_EXTEND_S`` sends them as it goes, as its chunk messages
+        would have. Nothing after a cancel of the run."""
+        if self.run_cancelled:
+            self.to_judge = []
+            return
+        for ids in chunked(self.to_judge, trial_chunk_size()):
+            _judge_chunk_enqueue(self.run_id, ids)
+        self.judge_sent.update(self.to_judge)
+        self.to_judge = []
 
     def _stop_check(self) -> None:
         top_up_ids = {t.top_up_id for t in self.held.values() if t.top_up_id is not None}
@@ -503,9 +523,10 @@ def trial_chunk_execute(*, run_id: int, trial_ids: list[int]) -> None:
     starting calls and recovers (``_ChunkCalls.recover``).
 
     No gap between chunks: once its own trials are claimed, the chunk claims the run's
-    other queued trials for ``CHUNK_EXTEND_S`` (``_ChunkCalls``), writes, grades and
-    judge-enqueues them as its own; their messages then find nothing to claim, make up
-    missing grades and finalize, as a redelivery does.
+    other queued trials for ``CHUNK_EXTEND_S`` (``_ChunkCalls``), writes and grades them as
+    its own, and enqueues the judge rung of the ok ones every ``trial_chunk_size()`` trials
+    as it goes (``_ChunkCalls.judge_flush``); their messages then find nothing to claim,
+    make up missing grades and finalize, as a redelivery does.
 
     Idempotent; safe under redelivery: only trials claimed here by compare-and-set (queued,
     or running with an expired lease) are called; every write is a compare-and-set; grades go
@@ -516,7 +537,7 @@ def trial_chunk_execute(*, run_id: int, trial_ids: list[int]) -> None:
         return
     specs = list(run.grader_set.specs)
     settled: set[int] = set()
-    extra: list[int] = []
+    judge_sent: set[int] = set()
     run_cancelled = False
     if _chunk_work_left(run_id=run_id, trial_ids=trial_ids):
         # Else no target client, no call loop: the message of a chunk whose trials another
@@ -527,18 +548,22 @@ def trial_chunk_execute(*, run_id: int, trial_ids: list[int]) -> None:
                 chunk.execute()
             except (OperationalError, InterfaceError) as exc:
                 chunk.recover(exc)
-        settled, extra, run_cancelled = chunk.settled, chunk.extra, chunk.run_cancelled
+        chunk.judge_flush()
+        settled, judge_sent, run_cancelled = chunk.settled, chunk.judge_sent, chunk.run_cancelled
     if not settled.issuperset(trial_ids):
         # Some trial was written elsewhere (a redelivery, a worker that died between writing
         # and grading, another chunk): make up its missing grades. When this chunk wrote and
         # graded every trial itself, nothing can be missing and the query is saved.
         _chunk_grades_complete(run_id=run_id, trial_ids=trial_ids, specs=specs)
-    if any(spec.is_judge for spec in specs) and not run_cancelled:
-        # Always enqueued, even on a redelivery that claimed nothing: the judge service skips
-        # trials already judged, so a lost judge task is made up here.
+    if (
+        any(spec.is_judge for spec in specs)
+        and not run_cancelled
+        and not judge_sent.issuperset(trial_ids)
+    ):
+        # Enqueued unless this chunk sent the judge rung of every one of its trials itself,
+        # even on a redelivery that claimed nothing: the judge service skips trials already
+        # judged, so a lost judge task is made up here.
         _judge_chunk_enqueue(run_id, trial_ids)
-        for ids in chunked(extra, trial_chunk_size()):
-            _judge_chunk_enqueue(run_id, ids)
     run_finalize(run_id=run_id)
 
 
