@@ -356,7 +356,7 @@ class _ChunkCalls:
     it serves) is cancelled or a database write fails.
 
     Once its own trials are all claimed it goes on with the run's other queued trials
-    (``_trials_claim_next``, the ``extra`` ones) for ``CHUNK_EXTEND_S`` from its start, so
+    (``_trials_claim_next``) for ``CHUNK_EXTEND_S`` from its start, so
     the pool stays full across chunk boundaries: one chunk of a worker runs at the run's
     concurrency (held over every worker by the limiter) until its run has nothing queued."""
 
@@ -370,10 +370,10 @@ class _ChunkCalls:
         self.pending = list(trial_ids)  # not yet offered to the claim
         self.held: dict[int, _Held] = {}  # claimed by this chunk, result not yet written
         self.settled: set[int] = set()  # written here, and graded when ok
-        self.extra: list[int] = []  # trials of other chunk messages claimed here
         self.judged = any(spec.is_judge for spec in self.specs)
         self.to_judge: list[int] = []  # ok trials written here, judge rung not yet enqueued
-        self.judge_sent: set[int] = set()  # ... and those whose judge rung is enqueued
+        # ... and those whose judge rung is enqueued, or that need none (errored)
+        self.judge_sent: set[int] = set()
         self.extend_until = time.monotonic() + extend_s
         self.prices: dict[str, Any] = {}
         self.unwritten: list[tuple[int, TargetResult]] = []
@@ -420,7 +420,6 @@ class _ChunkCalls:
         if claimed:
             rows = _trials_held(claimed)
             self.held.update((tid, rows[tid]) for tid in claimed)
-            self.extra.extend(claimed)
             self.pool.submit([(tid, rows[tid].case_input) for tid in claimed])
         return len(claimed)
 
@@ -443,7 +442,13 @@ class _ChunkCalls:
                 grades_insert(items=graded, specs=self.specs)
         self.settled |= written
         if self.judged:
-            self.to_judge.extend(t for t, result in results if t in written and result.ok)
+            for trial_id, result in results:
+                if trial_id not in written:
+                    continue
+                if result.ok:
+                    self.to_judge.append(trial_id)
+                else:
+                    self.judge_sent.add(trial_id)  # an errored trial is never judged
             if len(self.to_judge) >= trial_chunk_size():
                 self.judge_flush()
 
