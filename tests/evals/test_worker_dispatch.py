@@ -177,7 +177,9 @@ def test_a_worker_killed_holding_other_chunks_trials_is_recovered_by_the_sweeper
         _worker_stop(survivor)
         survivor_log.close()
 
-    assert 0 <= lost <= concurrency
+    # Paid and never recorded: only calls of trials it held (in flight, or answered and not
+    # yet written when it died); nothing else is lost or doubled.
+    assert 0 <= lost <= len(held)
     assert run.status == Run.Status.SUCCEEDED, _worker_log(tmp_path)
     _assert_exact(run, trials=30, calls=_calls(mock) - lost)
     assert _calls(mock) == 30 + lost
