@@ -578,6 +578,7 @@ def row_from(system: System, n_cases, concurrency, rep, measured, passes, stats,
         "cases": n_cases,
         "calls": calls,
         "C": concurrency,
+        "latency_ms": LATENCY_MS,
         "rep": rep,
         "wall_s": round(measured.wall_s, 3),
         "cpu_command_s": round(measured.cpu_command_s, 3),
@@ -655,6 +656,10 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--mock", default=str(DEFAULT_MOCK))
     parser.add_argument("--mock-python", default=sys.executable)
     parser.add_argument(
+        "--latency-ms", type=int, default=LATENCY_MS,
+        help="the mock's latency L (default 200: the issue's workload); %% of C/L uses it",
+    )  # fmt: skip
+    parser.add_argument(
         "--mock-port", type=int, default=int(os.environ.get("BENCH_MOCK_PORT", "0")),
         help="the mock's port (default: a free one)",
     )  # fmt: skip
@@ -670,7 +675,9 @@ def parse_args() -> argparse.Namespace:
 
 
 def main() -> None:
+    global LATENCY_MS  # noqa: PLW0603 - one setting of the whole script, read by Mock and rows
     args = parse_args()
+    LATENCY_MS = args.latency_ms
     if args.table:
         rows = [
             json.loads(line)
