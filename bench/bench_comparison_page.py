@@ -10,11 +10,13 @@ Builds, per size (200 and 2,000 cases), a base and a head run of 5 trials per ca
 gating grader (bulk_create; ~2% pipeline errors, ~1% errored grades, ~3% unknown costs, 10
 tags; the head's per-case pass probabilities are the base's shifted by a small random
 change), then fetches the page through Django's test client as a signed-in lead: median
-and min of 7 requests (3 cold) after one warm-up (request to response, template rendered),
-and the query count (CaptureQueriesContext), with the cache cleared before each request
-(first view of a pair of runs) and with the comparison cached (``evals.comparison.cache``).
-Target: < 500 ms at 2,000 cases x 5 trials, with a query count that does not grow with
-the run.
+and min of 7 requests after one warm-up (request to response, template rendered), the
+median CPU of this process and the PostgreSQL backend's CPU per request (``_server_cpu``;
+on SQLite the database's work is this process's CPU), and the query count
+(CaptureQueriesContext), with the cache cleared before each request (first view of a pair
+of runs) and with the comparison cached (``evals.comparison.cache``).
+Target (issue 17): first view < 250 ms at 2,000 cases x 5 trials a side, with a query
+count that does not grow with the run.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ import django  # noqa: E402
 django.setup()
 
 from _data import analyze, run_build, suite_build  # noqa: E402
+from _server_cpu import db_cpu_ms  # noqa: E402
 from django.contrib.auth.models import Group, User  # noqa: E402
 from django.core.cache import cache  # noqa: E402
 from django.db import connection  # noqa: E402
@@ -68,27 +71,37 @@ def build(n_cases: int, rng: random.Random) -> tuple[Run, Run]:
     return runs[0], runs[1]
 
 
-def measure(
-    client: Client, url: str, *, cold: bool, repeats: int = 7
-) -> tuple[float, float, int, int]:
-    """(median ms, min ms, query count, response bytes) of GET ``url``; ``cold`` clears
-    Django's cache before each request (comparison and detectable-drop caches: the first
-    view of a pair of runs), else the comparison comes from the cache (every later view:
-    filtering, sorting, paging)."""
+def measure(client: Client, url: str, *, cold: bool, repeats: int = 7) -> dict:
+    """GET ``url``: median and min wall ms, median CPU ms of this process, the database
+    backend's CPU ms per request (PostgreSQL; None on SQLite, whose work is in this
+    process), the query count and the response bytes; ``cold`` clears Django's cache
+    before each request (comparison and detectable-drop caches: the first view of a pair
+    of runs), else the comparison comes from the cache (every later view: filtering,
+    sorting, paging)."""
     response = client.get(url)  # warm-up (imports, template loading)
     assert response.status_code == 200, response.status_code
-    wall = []
+    wall, cpu = [], []
+    db_start = db_cpu_ms()
     for _ in range(repeats):
         if cold:
             cache.clear()
-        start = time.perf_counter()
+        start, start_cpu = time.perf_counter(), time.process_time()
         response = client.get(url)
         wall.append((time.perf_counter() - start) * 1000)
+        cpu.append((time.process_time() - start_cpu) * 1000)
+    db_end = db_cpu_ms()
     if cold:
         cache.clear()
     with CaptureQueriesContext(connection) as ctx:
         response = client.get(url)
-    return statistics.median(wall), min(wall), len(ctx.captured_queries), len(response.content)
+    return {
+        "median": statistics.median(wall),
+        "min": min(wall),
+        "cpu": statistics.median(cpu),
+        "db_cpu": None if db_start is None else (db_end - db_start) / repeats,
+        "queries": len(ctx.captured_queries),
+        "size": len(response.content),
+    }
 
 
 def main() -> None:
@@ -111,12 +124,13 @@ def main() -> None:
                 ("page (comparison cached)", "", False),
                 ("filtered to broken (cached)", "?change=broken", False),
             ):
-                median, best, queries, size = measure(
-                    client, url + suffix, cold=cold, repeats=3 if cold else 7
-                )
+                m = measure(client, url + suffix, cold=cold, repeats=7)
+                db = "" if m["db_cpu"] is None else f", database CPU {m['db_cpu']:.0f} ms"
                 print(
-                    f"{n_cases} cases x {TRIALS} trials, {label}: median {median:.0f} ms "
-                    f"(min {best:.0f} ms), {queries} queries, {size / 1024:.0f} KiB"
+                    f"{n_cases} cases x {TRIALS} trials, {label}: median {m['median']:.0f} ms "
+                    f"(min {m['min']:.0f} ms), process CPU {m['cpu']:.0f} ms{db}, "
+                    f"{m['queries']} queries, {m['size'] / 1024:.0f} KiB, "
+                    f"load {os.getloadavg()[0]:.1f}"
                 )
     finally:
         connection.creation.destroy_test_db(old_name, verbosity=0)

@@ -5,15 +5,19 @@ No database: ``--calls`` chat completions (default 3,000) against the shared moc
 alternation, ``--repeat`` times:
 
 - ``runner``: the runner's call pool (``evals.runner.calls.CallPool``) with the OpenAI
-  target (httpx, sharded clients): prompt rendering, the request, retries' bookkeeping,
-  the JSON reply parsed and made storable. CPU of the pool's loop thread per call;
-- ``httpx``: bare httpx ``AsyncClient``s, sharded as the target shards them (8 connections
-  each), POST and ``json.loads`` of the reply, nothing else;
+  target: prompt rendering, the shared limiter (its SQLite file store here: no Redis), the
+  request through the target's client (``evals.runner.targets.transport.JsonPoster``,
+  aiohttp), retries' bookkeeping, the JSON reply parsed and made storable. CPU of the pool's
+  loop thread per call;
+- ``poster``: the target's client alone, one ``JsonPoster`` of ``c`` connections: POST and
+  the reply's text (body encoded, text decoded as the target does), ``json.loads``;
+- ``httpx``: bare httpx ``AsyncClient``s, sharded as the target sharded them before it moved
+  to aiohttp (8 connections each), POST and ``json.loads`` of the reply, nothing else;
 - ``aiohttp``: one bare aiohttp ``ClientSession`` (``TCPConnector(limit=c)``), the same.
 
 Reported: CPU ms per call (``time.thread_time`` of the thread that runs the loop), and the
-wall seconds. The difference between ``httpx`` and ``aiohttp`` is what a different HTTP/1.1
-client would save per trial.
+wall seconds. ``poster`` minus ``aiohttp`` is what the target's client adds to aiohttp;
+``runner`` minus ``poster`` is the rest of the call thread's work per trial.
 
 Usage: .venv/bin/python bench/bench_http_cpu.py [--calls 3000] [-c 64] [--repeat 3]
 """
@@ -106,6 +110,27 @@ async def _httpx(mock: Mock, calls: int, concurrency: int) -> None:
         await client.aclose()
 
 
+async def _poster(mock: Mock, calls: int, concurrency: int) -> None:
+    from evals.runner.targets.transport import JsonPoster
+
+    semaphore = asyncio.Semaphore(concurrency)
+    poster = JsonPoster(
+        f"{mock.base_url}/chat/completions",
+        headers={"Content-Type": "application/json"},
+        timeout_s=30.0,
+        max_connections=concurrency,
+    )
+
+    async def one(i: int) -> None:
+        async with semaphore:
+            json.loads((await poster.post(body(i))).text)
+
+    try:
+        await asyncio.gather(*(one(i) for i in range(calls)))
+    finally:
+        await poster.aclose()
+
+
 async def _aiohttp(mock: Mock, calls: int, concurrency: int) -> None:
     import aiohttp
 
@@ -121,7 +146,7 @@ async def _aiohttp(mock: Mock, calls: int, concurrency: int) -> None:
 
 
 def bare_cpu(kind: str, mock: Mock, calls: int, concurrency: int) -> tuple[float, float]:
-    run = _httpx if kind == "httpx" else _aiohttp
+    run = {"httpx": _httpx, "aiohttp": _aiohttp, "poster": _poster}[kind]
     c0, t0 = time.thread_time(), time.perf_counter()
     asyncio.run(run(mock, calls, concurrency))
     return 1000 * (time.thread_time() - c0) / calls, time.perf_counter() - t0
@@ -140,7 +165,12 @@ def main() -> None:
 
     django.setup()
     mock = Mock(args.mock, latency_ms=args.latency_ms)
-    rows: dict[str, list[tuple[float, float]]] = {"runner": [], "httpx": [], "aiohttp": []}
+    rows: dict[str, list[tuple[float, float]]] = {
+        "runner": [],
+        "poster": [],
+        "httpx": [],
+        "aiohttp": [],
+    }
     try:
         for _ in range(args.repeat):
             for kind in rows:

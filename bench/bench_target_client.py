@@ -1,9 +1,10 @@
-"""Benchmark: OpenAITarget (sharded httpx clients) against the shared mock LLM, no database.
+"""Benchmark: OpenAITarget (one aiohttp session of C connections) against the shared mock LLM,
+no database.
 
 Starts ../shared/tools/mockllm/server.py on a free port (--latency-ms 200 --jitter-ms 0,
-seed 1234) and runs 200 cases × 5 trials at concurrency 16 and 64, twice: the target as
-built (ceil(C/16) clients of ≤ 16 connections) and, for contrast, the same target with one
-unsharded AsyncClient of C connections. For each it reports:
+seed 1234) and runs 200 cases × 5 trials through the target as built at concurrency 16 and
+64 (until issue 17 the target sharded httpx clients; bare httpx and aiohttp are compared in
+bench_http_cpu.py). For each it reports:
 
 - % of concurrency/latency: achieved calls/s ÷ (C / 0.200 s), with the span (first request
   to last response) and max in flight taken from the mock's /admin/stats;
@@ -14,7 +15,7 @@ unsharded AsyncClient of C connections. For each it reports:
 Cases: keys c00001..c00200, p spread evenly over [0.40, 0.90] (p_i = 0.40 + 0.50·i/199),
 which the mock's README quotes as 653 of 1000 for seed 1234.
 
-Usage: .venv/bin/python bench/bench_target_client.py [--mock PATH] [--json]
+Usage: .venv/bin/python bench/bench_target_client.py [--mock PATH] [--json] [--port N]
 """
 
 from __future__ import annotations
@@ -27,7 +28,6 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from unittest import mock
 
 import httpx
 
@@ -77,7 +77,7 @@ def predicted_passes(mock_path: Path) -> int:
     return total
 
 
-async def measure(base_url: str, concurrency: int, sharded: bool) -> dict:
+async def measure(base_url: str, concurrency: int) -> dict:
     config = {
         "kind": "openai",
         "base_url": base_url + "/v1",
@@ -86,9 +86,7 @@ async def measure(base_url: str, concurrency: int, sharded: bool) -> dict:
         "concurrency": concurrency,
         "timeout_s": 30,
     }
-    limit = openai_target.MAX_CONNECTIONS_PER_CLIENT if sharded else 10**9
-    with mock.patch.object(openai_target, "MAX_CONNECTIONS_PER_CLIENT", limit):
-        target = openai_target.OpenAITarget.from_config(config)
+    target = openai_target.OpenAITarget.from_config(config)
     async with httpx.AsyncClient(base_url=base_url) as admin:
         await admin.post("/admin/reset")
         todo = cases()
@@ -100,9 +98,7 @@ async def measure(base_url: str, concurrency: int, sharded: bool) -> dict:
     calls = len(todo)
     span = stats["span_s"]
     return {
-        "client": f"{len(target.shards)} × ≤{target.shards[0].max_connections} conn"
-        if sharded
-        else f"1 × {concurrency} conn (unsharded)",
+        "client": f"OpenAITarget, 1 aiohttp session × ≤{target.http.max_connections} conn",
         "concurrency": concurrency,
         "calls": calls,
         "errors": sum(not r.ok for r in results),
@@ -119,8 +115,16 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--mock", type=Path, default=DEFAULT_MOCK)
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--port", type=int, default=None, help="the mock's port (default: free)")
     args = parser.parse_args()
-    port = free_port()
+    sys.path.insert(0, str(ROOT / "bench"))
+    from _cluster import environment
+
+    environment(None, "")  # settings (and the limiter's SQLite file) of the embedded default
+    import django
+
+    django.setup()
+    port = args.port or free_port()
     server = subprocess.Popen(
         [
             sys.executable,
@@ -146,12 +150,11 @@ def main() -> None:
                 time.sleep(0.1)
         predicted = predicted_passes(args.mock)
         rows = []
-        for sharded in (True, False):
-            for concurrency in (16, 64):
-                row = asyncio.run(measure(base_url, concurrency, sharded))
-                row["predicted_passes"] = predicted
-                rows.append(row)
-                print(json.dumps(row) if args.json else row, flush=True)
+        for concurrency in (16, 64):
+            row = asyncio.run(measure(base_url, concurrency))
+            row["predicted_passes"] = predicted
+            rows.append(row)
+            print(json.dumps(row) if args.json else row, flush=True)
     finally:
         server.terminate()
         server.wait(10)

@@ -9,10 +9,12 @@ from zoneinfo import ZoneInfo
 
 from django.conf import settings
 from django.contrib.auth.views import redirect_to_login
+from django.core.exceptions import BadRequest
 from django.http import HttpRequest, HttpResponse
 from django.utils import timezone
 
 from core.errors import DomainError
+from core.http import bad_request
 from core.text import unstorable_refuse_params
 from core.zones import zone_parse
 
@@ -102,6 +104,25 @@ class LoginRequiredMiddleware:
                 content_type="text/plain; charset=utf-8",
             )
         return redirect_to_login(request.get_full_path(), settings.LOGIN_URL)
+
+
+class BadRequestPageMiddleware:
+    """A ``BadRequest`` raised by a page (``core.http.query_uuid``, ``query_choice``,
+    ``query_page``: a malformed query parameter) is answered with the "Bad request" page
+    naming the parameter (``core.http.bad_request``, the ``handler400``) in every mode:
+    Django shows its technical debug page instead when DEBUG is on, and ``make demo`` runs
+    with DEBUG on."""
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        return self.get_response(request)
+
+    def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
+        if isinstance(exception, BadRequest):
+            return bad_request(request, exception)
+        return None
 
 
 TIME_ZONE_COOKIE = "assay_tz"

@@ -82,6 +82,7 @@ MIDDLEWARE = [
     "config.middleware.ViewerTimeZoneMiddleware",
     "config.middleware.LoginRequiredMiddleware",
     "config.middleware.UnstorableFormMiddleware",
+    "config.middleware.BadRequestPageMiddleware",
 ]
 
 if not DEBUG:

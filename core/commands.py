@@ -12,19 +12,35 @@ import json
 from django.core.management.base import BaseCommand, CommandError
 
 from core.errors import DomainError
+from core.terminal import TerminalOutput
 
 
 class DomainCommand(BaseCommand):
     """A command whose services' ``DomainError`` becomes ``CommandError(text,
-    returncode=domain_error_exit)``; ``domain_error_text`` may prefix it (the file read)."""
+    returncode=domain_error_exit)``; ``domain_error_text`` may prefix it (the file read).
+    Its stdout and stderr escape control and bidi-override characters
+    (``core.terminal``): names, tags and model output are untrusted text."""
 
     domain_error_exit = 1
+
+    def __init__(self, stdout=None, stderr=None, no_color=False, force_color=False):
+        super().__init__(stdout, stderr, no_color=no_color, force_color=force_color)
+        stderr_style = self.stderr._style_func  # BaseCommand's: ERROR on a terminal
+        self.stdout = TerminalOutput(self.stdout._out)
+        self.stderr = TerminalOutput(self.stderr._out)
+        self.stderr._style_func = stderr_style
 
     def domain_error_text(self, error: DomainError, options: dict) -> str:
         """The line printed for ``error`` ("field: message" by default)."""
         return str(error)
 
     def execute(self, *args, **options):
+        # BaseCommand.execute wraps a given stdout/stderr in a plain OutputWrapper: wrap
+        # them here instead.
+        if options.get("stdout"):
+            self.stdout = TerminalOutput(options.pop("stdout"))
+        if options.get("stderr"):
+            self.stderr = TerminalOutput(options.pop("stderr"))
         try:
             return super().execute(*args, **options)
         except DomainError as exc:

@@ -14,8 +14,8 @@ def worker_warm_up(**kwargs) -> None:
     ``worker_process_init`` in each prefork child."""
     for module in WORKER_WARM_MODULES:
         importlib.import_module(module)
-    openai = importlib.import_module("evals.runner.targets.openai")
-    openai._shared_ssl_context()
+    transport = importlib.import_module("evals.runner.targets.transport")
+    transport.ssl_context_shared()
 
 
 class EvalsConfig(AppConfig):

@@ -281,14 +281,19 @@ def case_retire(*, case: Case, by, via: str = "editor") -> CaseWrite:
 # Reads -----------------------------------------------------------------------------------
 
 
-def case_changes_list(*, suite: Suite, limit: int = CHANGES_SHOWN) -> list[CaseChange]:
-    """The latest ``limit`` changes to ``suite``'s cases, newest first, with their case,
-    previous case, author and source trial (and its run) joined: one query."""
-    return list(
+def case_changes_list(
+    *, suite: Suite, page: int = 1, limit: int = CHANGES_SHOWN
+) -> tuple[list[CaseChange], bool]:
+    """Page ``page`` (1-based; below 1 is 1) of ``limit`` changes to ``suite``'s cases, newest
+    first, with their case, previous case, author and source trial (and its run) joined,
+    and whether an older page exists: one query (one row more than a page is read)."""
+    first = (max(1, page) - 1) * limit
+    rows = list(
         CaseChange.objects.filter(suite=suite)
         .select_related("case", "previous", "by", "source_trial__run")
-        .order_by("-at", "-id")[:limit]
+        .order_by("-at", "-id")[first : first + limit + 1]
     )
+    return rows[:limit], len(rows) > limit
 
 
 def case_changes_attach(*, cases: list[Case]) -> list[Case]:

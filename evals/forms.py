@@ -253,6 +253,17 @@ def _json_any(raw: str, *, field: str) -> Any:
         raise forms.ValidationError(f"{field}: {exc}") from exc
 
 
+def _tags_text(tags: list[str]) -> str:
+    """``tags`` as the editor shows them: comma-separated, or as a JSON list when the
+    comma-separated text would not read back as the same tags (a tag holding a comma,
+    starting or ending with a space, empty, or starting with ``[``)."""
+    text = ", ".join(tags)
+    plain = all(t and "," not in t and t == t.strip() for t in tags)
+    if plain and not text.startswith("["):
+        return text
+    return json.dumps(tags, ensure_ascii=False)
+
+
 def _json_pretty(value: Any) -> str:
     return json.dumps(value, indent=2, ensure_ascii=False)
 
@@ -291,7 +302,11 @@ class CaseForm(forms.Form):
         widget=forms.Textarea(attrs={"rows": 3, "class": "mono"}),
         help_text='e.g. [{"id": "doc-1", "text": "..."}]',
     )
-    tags = forms.CharField(required=False, help_text="Separated by commas.")
+    tags = forms.CharField(
+        required=False,
+        help_text='Separated by commas, or a JSON list (["a, b", "c"]) for tags that hold a '
+        "comma or start or end with a space.",
+    )
     goal_state = forms.CharField(
         required=False,
         label="Goal state (JSON, agent cases)",
@@ -333,7 +348,7 @@ class CaseForm(forms.Form):
             if expected is None
             else (expected if isinstance(expected, str) else _json_pretty(expected)),
             "context": _json_pretty(list(spec.context or [])),
-            "tags": ", ".join(spec.tags or []),
+            "tags": _tags_text(list(spec.tags or [])),
             "goal_state": "" if spec.goal_state is None else _json_pretty(spec.goal_state),
             "tags_seen": json.dumps(list(spec.tags or [])),
         }
@@ -352,7 +367,15 @@ class CaseForm(forms.Form):
         return value
 
     def clean_tags(self) -> list[str]:
-        return [t.strip() for t in self.cleaned_data["tags"].split(",") if t.strip()]
+        """Comma-separated tags (each stripped, empty ones dropped), or a JSON list of
+        strings when the text starts with ``[`` (each kept exactly as written)."""
+        raw = self.cleaned_data["tags"].strip()
+        if raw.startswith("["):
+            value = _json_any(raw, field="tags")
+            if not isinstance(value, list) or not all(isinstance(t, str) for t in value):
+                raise forms.ValidationError("tags: expected a JSON list of strings")
+            return value
+        return [t.strip() for t in raw.split(",") if t.strip()]
 
     def clean_tags_seen(self) -> list[str] | None:
         """The tags the editor showed, or None when the page sent none (nothing to check)."""

@@ -76,6 +76,22 @@ class SuitePage:
     candidates: list[GraduationCandidate]
     regression_suites: list[Suite]
     window: int = GRADUATION_WINDOW
+    cases_page: int = 1  # the page of ``CASE_LIST_LIMIT`` active cases shown (1-based)
+
+    @property
+    def cases_pages(self) -> int:
+        """How many pages of ``CASE_LIST_LIMIT`` active cases there are (at least 1)."""
+        return max(1, -(-self.n_active // CASE_LIST_LIMIT))
+
+    @property
+    def cases_first(self) -> int:
+        """The 1-based position of the first active case shown (0 when there is none)."""
+        return (self.cases_page - 1) * CASE_LIST_LIMIT + 1 if self.active_cases else 0
+
+    @property
+    def cases_last(self) -> int:
+        """The 1-based position of the last active case shown (0 when there is none)."""
+        return (self.cases_page - 1) * CASE_LIST_LIMIT + len(self.active_cases)
 
     @property
     def baseline(self) -> Baseline | None:
@@ -83,16 +99,23 @@ class SuitePage:
         return self.baselines[0] if self.baselines else None
 
 
-def suite_page_get(*, suite: Suite, history_runs: int = HISTORY_RUNS) -> SuitePage:
-    """The suite page's data (``SuitePage``): active cases (first ``CASE_LIST_LIMIT`` by key)
-    with active/retired counts, the latest ``history_runs`` runs with pass rate and interval
+def suite_page_get(
+    *, suite: Suite, history_runs: int = HISTORY_RUNS, cases_page: int = 1
+) -> SuitePage:
+    """The suite page's data (``SuitePage``): active cases (page ``cases_page`` of
+    ``CASE_LIST_LIMIT`` by key; a page past the last shows the last) with active/retired
+    counts, the latest ``history_runs`` runs with pass rate and interval
     (oldest first), the baseline history (newest first, run and setter joined), graduation
     candidates (capability suites only) and the regression suites a case may graduate into.
     """
     cases = Case.objects.filter(suite=suite)
     n_active = cases.filter(retired_at__isnull=True).count()
     n_retired = cases.filter(retired_at__isnull=False).count()
-    active = list(cases.filter(retired_at__isnull=True).order_by("key")[:CASE_LIST_LIMIT])
+    cases_page = min(max(1, cases_page), max(1, -(-n_active // CASE_LIST_LIMIT)))
+    first = (cases_page - 1) * CASE_LIST_LIMIT
+    active = list(
+        cases.filter(retired_at__isnull=True).order_by("key")[first : first + CASE_LIST_LIMIT]
+    )
     runs = list(
         Run.objects.filter(suite=suite)
         .select_related("started_by")
@@ -119,6 +142,7 @@ def suite_page_get(*, suite: Suite, history_runs: int = HISTORY_RUNS) -> SuitePa
         baselines=baselines,
         candidates=candidates,
         regression_suites=regression_suites,
+        cases_page=cases_page,
     )
 
 

@@ -1,8 +1,9 @@
 """The judge client: OpenAI-compatible chat completions, loud failures.
 
-The HTTP part (sharded httpx clients, retries with "equal jitter" backoff that never waits
-less than ``Retry-After``, provider messages) is ``evals.runner.targets.openai.OpenAITarget``,
-reused through its ``call_body``. This module adds what a judge needs:
+The HTTP part (the aiohttp client of ``evals.runner.targets.transport``, retries with "equal
+jitter" backoff that never waits less than ``Retry-After``, provider messages) is
+``evals.runner.targets.openai.OpenAITarget``, reused through its ``call_body``. This module
+adds what a judge needs:
 
 - the request: system + user messages, the version's request settings (temperature,
   max_tokens, seed, top_p, ...) and, when ``structured_output`` is on (default), a
@@ -34,9 +35,42 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
+from core.errors import DomainError
 from evals.runner.targets.openai import OpenAIConfig, OpenAITarget
 
 Sleep = Callable[[float], Awaitable[None]]
+
+
+def client_config_parse(*, base_url: str, model: str, params: dict) -> OpenAIConfig:
+    """The HTTP settings of a judge version's ``params`` (``concurrency``, ``timeout_s``,
+    ``max_attempts``, backoffs, ``rpm``, ``tpm``, ``limit_key``, ``api_key_env``) as the
+    target config its calls go through, with the same bounds as a run's target
+    (``evals.runner.targets.openai.OpenAIConfig.parse``). Raises ``DomainError`` naming
+    the field as ``params.<name>`` (``base_url``, ``model`` for those two)."""
+    try:
+        return OpenAIConfig.parse(
+            {
+                "kind": "openai",
+                "base_url": base_url,
+                "model": model,
+                "prompt_template": "$input",
+                "api_key_env": params.get("api_key_env", "OPENAI_API_KEY"),
+                "concurrency": params.get("concurrency", 8),
+                "timeout_s": params.get("timeout_s", 60.0),
+                "max_attempts": params.get("max_attempts", DEFAULT_MAX_ATTEMPTS),
+                "backoff_base_s": params.get("backoff_base_s", 1.0),
+                "backoff_max_s": params.get("backoff_max_s", 60.0),
+                "retry_after_max_s": params.get("retry_after_max_s", 300.0),
+                "rpm": params.get("rpm"),
+                "tpm": params.get("tpm"),
+                "limit_key": params.get("limit_key"),
+            }
+        )
+    except DomainError as exc:
+        name = (exc.field or "").removeprefix("target.")
+        field = name if name in ("base_url", "model") else f"params.{name}"
+        raise DomainError(exc.message, field=field) from exc
+
 
 DEFAULT_MAX_ATTEMPTS = 4
 CLIENT_PARAMS = frozenset(
@@ -128,24 +162,7 @@ class JudgeClient:
         self.model = model
         self.params = params
         self.structured = params.get("structured_output", True) is not False
-        config = OpenAIConfig.parse(
-            {
-                "kind": "openai",
-                "base_url": base_url,
-                "model": model,
-                "prompt_template": "$input",
-                "api_key_env": params.get("api_key_env", "OPENAI_API_KEY"),
-                "concurrency": params.get("concurrency", 8),
-                "timeout_s": params.get("timeout_s", 60.0),
-                "max_attempts": params.get("max_attempts", DEFAULT_MAX_ATTEMPTS),
-                "backoff_base_s": params.get("backoff_base_s", 1.0),
-                "backoff_max_s": params.get("backoff_max_s", 60.0),
-                "retry_after_max_s": params.get("retry_after_max_s", 300.0),
-                "rpm": params.get("rpm"),
-                "tpm": params.get("tpm"),
-                "limit_key": params.get("limit_key"),
-            }
-        )
+        config = client_config_parse(base_url=base_url, model=model, params=params)
         self.max_attempts = config.max_attempts
         self._target = OpenAITarget(config, sleep=sleep or (lambda s: default_sleep(s)))
 

@@ -48,6 +48,7 @@ UUID, so a changed judge updates the preset ("updated") and a fresh database nee
 
 from __future__ import annotations
 
+import datetime
 import json
 import math
 from pathlib import Path
@@ -144,17 +145,22 @@ def _suite_cases(name: str, config: dict, base_dir: Path | None) -> list[CaseSpe
     return specs
 
 
-def _non_finite_refuse(value: object, where: str) -> None:
-    """TOML has ``nan`` and ``inf``; JSON (what every table becomes) does not: refuse them,
-    naming where."""
+def _non_json_refuse(value: object, where: str) -> None:
+    """TOML has ``nan`` and ``inf``, and dates and times (``1979-05-27T07:32:00Z``); JSON
+    (what every table becomes) has neither: refuse them, naming where (a date used to
+    stop ``apply_config`` with a traceback, ``datetime is not JSON serializable``)."""
     if isinstance(value, float) and not math.isfinite(value):
         raise DomainError("NaN and Infinity are not allowed: give a number", field=where)
+    if isinstance(value, datetime.date | datetime.time):  # datetime is a date
+        raise DomainError(
+            "a TOML date or time has no JSON form: quote it to give a string", field=where
+        )
     if isinstance(value, dict):
         for key, item in value.items():
-            _non_finite_refuse(item, f"{where}.{key}" if where else str(key))
+            _non_json_refuse(item, f"{where}.{key}" if where else str(key))
     elif isinstance(value, list):
         for index, item in enumerate(value):
-            _non_finite_refuse(item, f"{where}[{index}]")
+            _non_json_refuse(item, f"{where}[{index}]")
 
 
 @transaction.atomic
@@ -175,7 +181,7 @@ def config_apply(*, document: dict, base_dir: Path | None = None) -> dict[str, l
     nothing is written then.
     """
     unstorable_refuse(document)
-    _non_finite_refuse(document, "")
+    _non_json_refuse(document, "")
     extra = sorted(set(document) - set(TABLES))
     if extra:
         raise DomainError(f"unknown table ({', '.join(TABLES)})", field=extra[0])

@@ -191,18 +191,6 @@ def verdict_read(
     )
 
 
-def calls_run(
-    *, version: JudgeVersion, calls: list[JudgeCall], sleep: Sleep | None = None
-) -> list[JudgeCall]:
-    """Send ``calls`` concurrently (``params.concurrency``, default 8); same order back.
-    No claim, no ledger: for callers that record their calls themselves (probes)."""
-    replies: dict[int, JudgeCall] = {}
-    calls_send(
-        version=version, calls=calls, record=lambda answers: replies.update(answers), sleep=sleep
-    )
-    return [replies[i] for i in range(len(calls))]
-
-
 # --- grading trials ---------------------------------------------------------------------------
 
 

@@ -49,9 +49,13 @@ class CallAnswered:
 
 
 def judge_calls_open(
-    *, judge_version: JudgeVersion, calls: list[CallOpened], judge_run_id: int | None = None
+    *,
+    judge_version: JudgeVersion,
+    calls: list[CallOpened],
+    judge_run_id: int | None = None,
+    probe_run_id: int | None = None,
 ) -> None:
-    """Record ``calls`` as sent (one insert)."""
+    """Record ``calls`` as sent (one insert), for a judge run or a probe run if given."""
     now = timezone.now()
     JudgeCallRecord.objects.bulk_create(
         [
@@ -64,6 +68,7 @@ def judge_calls_open(
                 pair_id=c.pair_id,
                 position=c.position,
                 judge_run_id=judge_run_id,
+                probe_run_id=probe_run_id,
                 sent_at=now,
             )
             for c in calls

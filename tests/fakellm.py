@@ -40,7 +40,8 @@ string content (a tool call's turn has none).
 
 Counters (read from the test thread): ``calls[marker]`` (``"ok"`` for no fault marker,
 else the marker's fault text as written, e.g. ``"429x1"``), ``requests`` (total),
-``bodies`` (request JSON, in arrival order), ``in_flight``, ``max_in_flight``.
+``bodies`` (request JSON, in arrival order), ``headers`` (each request's headers, names
+lower-cased, in the same order), ``in_flight``, ``max_in_flight``.
 ``reset()`` clears counters.
 """
 
@@ -134,6 +135,7 @@ class FakeLLM:
             self.calls: Counter[str] = Counter()
             self.per_prompt: Counter[str] = Counter()
             self.bodies: list[dict] = []
+            self.headers: list[dict[str, str]] = []
             self.requests = 0
             self.in_flight = 0
             self.max_in_flight = 0
@@ -174,6 +176,7 @@ class FakeLLM:
         marker = fault_match.group(0)[len("[fault=") : -1] if fault_match else "ok"
         with self._lock:
             self.bodies.append(body)
+            self.headers.append({name.lower(): value for name, value in request.headers.items()})
             self.calls[marker] += 1
             self.per_prompt[text] += 1
             nth = self.per_prompt[text]

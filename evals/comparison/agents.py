@@ -21,7 +21,7 @@ import numpy as np
 
 from evals.grading.verdict import case_tally
 from evals.models import Run
-from evals.report.agents import agent_codes
+from evals.report.agents import agent_codes, agent_keys
 from evals.report.figures import case_wilson
 from evals.report.rows import runs_rows_get
 from stats.intervals import ClusteredMean, clustered_rate_interval
@@ -105,7 +105,10 @@ def _mean(passed: list[int], graded: list[int]) -> ClusteredMean:
 def agent_moves_get(*, base: Run, head: Run) -> AgentMoves | None:
     """The agent rates of ``head`` against ``base`` per shared case (module docstring); None
     unless both runs have ``state`` and ``trajectory`` graders. The run loader's queries for
-    both runs at once (``runs_rows_get``, without usage)."""
+    both runs at once (``runs_rows_get``, without usage); none when a run lacks either grader
+    (its grader set says so before any trial is read)."""
+    if not all(all(agent_keys(run)) for run in (base, head)):
+        return None
     rows = runs_rows_get(runs=[base, head], usage=False)
     b, h = _side(base, rows[base.id]), _side(head, rows[head.id])
     if b is None or h is None:

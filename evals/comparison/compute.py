@@ -31,7 +31,14 @@ from django.core.cache import cache
 from core.gc_pause import gc_paused_call
 from core.strict_json import json_safe
 from core.templatetags.dashboard import key_ks
-from evals.comparison.run_data import CaseData, GraderInfo, RunData, run_data_get, verdict_lists
+from evals.comparison.run_data import (
+    CaseData,
+    GraderInfo,
+    RunData,
+    run_data_get,
+    runs_data_get,
+    verdict_lists,
+)
 from evals.report.cost_quality import CostQuality, cost_quality
 from evals.report.figures import pass_k_table
 from stats.compare import (
@@ -622,11 +629,11 @@ def detectable_drop_get(
 
 @gc_paused_call
 def comparison_get(*, base: Any, head: Any, alpha: float = 0.05) -> Comparison:
-    """Load two runs (``run_data_get``) and compare them (``comparison_compute``), with the
-    base's detectable drop from ``detectable_drop_get``. About a dozen queries, none per
-    case or trial."""
-    base_data = run_data_get(run=base)
-    head_data = run_data_get(run=head)
+    """Load two runs (``runs_data_get``, both in the run loader's four queries) and compare
+    them (``comparison_compute``), with the base's detectable drop from
+    ``detectable_drop_get``. About a dozen queries, none per case or trial."""
+    data = runs_data_get(runs=[base, head])
+    base_data, head_data = data[base.id], data[head.id]
     return comparison_compute(
         base=base_data,
         head=head_data,

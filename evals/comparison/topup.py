@@ -33,7 +33,7 @@ from core.outbox import outbox_enqueue
 from core.roles import ENGINEER, LEAD, role_require
 from evals.comparison.gate import GateDecision, gate_evaluate, gate_plan, plan_json
 from evals.comparison.render import gate_json
-from evals.comparison.run_data import run_data_get
+from evals.comparison.run_data import runs_data_get
 from evals.models import Case, Run, TopUp, Trial
 from evals.runner.finalize import run_finalize, trials_cancel
 from evals.runner.replay import run_replay_refusal
@@ -175,16 +175,22 @@ def top_up_decide(*, top_up: TopUp):
     base = Run.objects.select_related("suite").get(id=top_up.base_id)
     head = Run.objects.select_related("suite").get(id=top_up.head_id)
     plan = _plan(top_up, head)
+    data = runs_data_get(runs=[base, head], top_up=top_up.id)
     return gate_evaluate(
-        head=run_data_get(run=head, top_up=top_up.id),
-        base=run_data_get(run=base, top_up=top_up.id),
+        head=data[head.id],
+        base=data[base.id],
         alpha=top_up.alpha,
         plan=plan,
     )
 
 
 def _finish(top_up: TopUp, status: str, decision: dict | None, error: str = "") -> None:
-    TopUp.objects.filter(id=top_up.id, status__in=ACTIVE).update(
+    """End the top-up with ``decision``, taken on look ``top_up.rounds_done``: only while
+    it is still active and still at that look (compare-and-set on ``rounds_done``). A
+    decision read by a worker that another worker has overtaken (it added the next round
+    meanwhile) is the decision on trials that are no longer all, and is dropped; the
+    overtaking round's finalize decides again."""
+    TopUp.objects.filter(id=top_up.id, status__in=ACTIVE, rounds_done=top_up.rounds_done).update(
         status=status, decision=decision, error=error, finished_at=timezone.now()
     )
 

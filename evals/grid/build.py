@@ -51,6 +51,8 @@ from stats.intervals import clustered_rate_interval
 
 MAX_RUNS = 20
 DEFAULT_LAST = 10
+# ``?flaky=``: the checkbox sends 1, the API documents true; an empty value is no filter.
+FLAKY_VALUES = {"1": True, "true": True, "on": True, "yes": True, "0": False, "false": False}
 SORTS = {
     "variance": "largest variance across runs first",
     "rate": "lowest mean rate first",
@@ -79,10 +81,11 @@ class GridQuery:
     @classmethod
     def from_params(cls, params: Mapping[str, str], runs: list[str] | None = None) -> GridQuery:
         """Read ``runs`` (repeated or comma-separated UUIDs), ``last``, ``tag``, ``change``,
-        ``flaky`` and ``sort``; an unknown change class or sort falls back to none / the
-        default (the page shows what applies). Raises ``DomainError`` (field ``runs`` or
-        ``last``) for more than ``MAX_RUNS`` runs, a run id that is not a UUID, or a ``last``
-        that is not an integer in 1..``MAX_RUNS``."""
+        ``flaky`` and ``sort``, strictly (docs/api.md: a malformed parameter is a 400 naming
+        it, never silently ignored). Raises ``DomainError`` naming the parameter for more
+        than ``MAX_RUNS`` runs, a run id that is not a UUID, a ``last`` that is not an
+        integer in 1..``MAX_RUNS``, a ``change`` that is not a change class, a ``sort`` not
+        in ``SORTS``, or a ``flaky`` other than ``FLAKY_VALUES`` (an empty one: no filter)."""
         picked: list[str] = []
         for value in runs if runs is not None else [params.get("runs", "")]:
             picked += [v.strip() for v in str(value).split(",") if v.strip()]
@@ -94,17 +97,33 @@ class GridQuery:
         raw_last = str(params.get("last") or DEFAULT_LAST)
         if not raw_last.isascii() or not raw_last.isdigit() or not 1 <= int(raw_last) <= MAX_RUNS:
             raise DomainError(
-                f"last: expected an integer from 1 to {MAX_RUNS}, got {raw_last[:20]!r}",
+                f"expected an integer from 1 to {MAX_RUNS}, got {raw_last[:20]!r}",
                 field="last",
             )
-        change, sort = params.get("change", ""), params.get("sort", DEFAULT_SORT)
+        change = str(params.get("change") or "")
+        if change and change not in CHANGE_CLASSES:
+            raise DomainError(
+                f"expected one of {', '.join(CHANGE_CLASSES)}, got {change[:40]!r}",
+                field="change",
+            )
+        sort = str(params.get("sort") or DEFAULT_SORT)
+        if sort not in SORTS:
+            raise DomainError(
+                f"expected one of {', '.join(SORTS)}, got {sort[:40]!r}", field="sort"
+            )
+        flaky = str(params.get("flaky") or "").lower()
+        if flaky and flaky not in FLAKY_VALUES:
+            raise DomainError(
+                f"expected one of {', '.join(sorted(FLAKY_VALUES))}, got {flaky[:40]!r}",
+                field="flaky",
+            )
         return cls(
             runs=tuple(dict.fromkeys(str(uuid_parse(v)) for v in picked)),
             last=int(raw_last),
             tag=str(params.get("tag", ""))[:200],
-            change=change if change in CHANGE_CLASSES else "",
-            flaky=str(params.get("flaky", "")).lower() in ("1", "true", "on", "yes"),
-            sort=sort if sort in SORTS else DEFAULT_SORT,
+            change=change,
+            flaky=FLAKY_VALUES.get(flaky, False),
+            sort=sort,
         )
 
     def url(self, **changes: object) -> str:

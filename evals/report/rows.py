@@ -153,16 +153,28 @@ def _readable_trials(runs: Sequence[Run], case_ids: Iterable[int] | None) -> mod
 
 
 def runs_rows_get(
-    *, runs: Sequence[Run], case_ids: Iterable[int] | None = None, usage: bool = True
+    *,
+    runs: Sequence[Run],
+    case_ids: Iterable[int] | None = None,
+    usage: bool = True,
+    top_up: object = ALL_TRIALS,
 ) -> dict:
-    """Several runs read at once, run id -> ``RunRows``, each as ``run_rows_get(run=)`` reads
-    it (every trial a reader counts, top-ups included), restricted to the cases with
-    ``case_ids`` when given (a case's history). ``usage=False`` leaves the per-case usage
-    out (``RunRows.usage`` empty; ``runs_usage_totals`` sums it per run in one small query).
-    The same four queries (three without usage; plus one when judges graded) whatever the
-    number of runs, cases and trials: the grid of runs and a case's history read runs
-    through here."""
-    return _rows_by_run(_readable_trials(runs, case_ids), [r.id for r in runs], usage=usage)
+    """Several runs read at once, run id -> ``RunRows``, each as ``run_rows_get(run=,
+    top_up=)`` reads it (by default every trial a reader counts, top-ups included; with
+    ``top_up=None`` the runs' own trials, with a ``TopUp`` id their own and that top-up's:
+    the two sides of a comparison), restricted to the cases with ``case_ids`` when given (a
+    case's history). ``usage=False`` leaves the per-case usage out (``RunRows.usage``
+    empty; ``runs_usage_totals`` sums it per run in one small query). The same four queries
+    (three without usage; plus one when judges graded) whatever the number of runs, cases
+    and trials: the grid of runs, a case's history and a comparison read runs through
+    here."""
+    case_ids = None if case_ids is None else list(case_ids)
+    trials = _readable_trials(runs, case_ids)
+    if top_up is None:
+        trials = trials.filter(top_up_round__isnull=True)
+    elif top_up != ALL_TRIALS:
+        trials = trials.filter(models.Q(top_up_round__isnull=True) | models.Q(top_up_id=top_up))
+    return _rows_by_run(trials, [r.id for r in runs], usage=usage, case_ids=case_ids)
 
 
 def runs_usage_totals(*, runs: Sequence[Run]) -> dict[int, dict[str, Any]]:
@@ -201,10 +213,15 @@ def runs_usage_totals(*, runs: Sequence[Run]) -> dict[int, dict[str, Any]]:
 
 
 def _rows_by_run(
-    trials_qs: models.QuerySet, run_ids: list[int], *, usage: bool = True
+    trials_qs: models.QuerySet,
+    run_ids: list[int],
+    *,
+    usage: bool = True,
+    case_ids: list[int] | None = None,
 ) -> dict[int, RunRows]:
     """``RunRows`` per run id of ``run_ids`` from the trials in ``trials_qs`` (the queries of
-    ``run_rows_get``; rows split by run in Python)."""
+    ``run_rows_get``; rows split by run in Python). ``trials_qs`` holds trials of those runs
+    only, and of the cases ``case_ids`` only when given."""
     ok, err = Trial.Status.OK, Trial.Status.ERROR
     # Ordered by attempt so per-case verdict lists read the same from the database and from
     # an exported file (PostgreSQL returns rows in no fixed order otherwise).
@@ -213,13 +230,27 @@ def _rows_by_run(
             "run_id", "id", "case_id", "status", "latency_ms", Coalesce("top_up_round", 0)
         )
     )
-    grades = raw_rows(
-        Grade.objects.filter(trial__in=trials_qs, trial__status=ok)
-        .order_by()
-        .values_list("trial_id", "grader", GRADE_CODE, "score", GATING, "judge_version_id")
-    )
+    # Grades and cases are read through every trial of the runs (of ``case_ids``), a
+    # subquery an index answers alone (run, case), then kept for the readable ok trials in
+    # Python: filtering the subquery on the trials' own columns (replaced, top-up, status)
+    # made SQLite read every wide trial row again (grades 42 -> 19 ms, cases 23 -> 2 ms at
+    # 10,000 trials), and joining the trial table for its status made PostgreSQL hash the
+    # whole table.
+    scope = Trial.objects.filter(run_id__in=run_ids).order_by()
+    if case_ids is not None:
+        scope = scope.filter(case_id__in=case_ids)
+    ok_trials = {row[1] for row in trial_rows if row[3] == ok}
+    grades = [
+        g
+        for g in raw_rows(
+            Grade.objects.filter(trial__in=scope)
+            .order_by()
+            .values_list("trial_id", "grader", GRADE_CODE, "score", GATING, "judge_version_id")
+        )
+        if g[0] in ok_trials
+    ]
     cases = list(
-        Case.objects.filter(id__in=trials_qs.values("case_id"))
+        Case.objects.filter(id__in=scope.values("case_id"))
         .order_by("key", "id")
         .values_list("id", "uuid", "key", "tags", "content_hash")
     )

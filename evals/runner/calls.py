@@ -24,6 +24,7 @@ from typing import Any
 
 from evals.runner.limiter import SEND_HOOK
 from evals.runner.targets import CaseInput, TargetResult, target_from_config
+from evals.runner.targets.base import MAX_CONCURRENCY
 
 # Calls in flight per chunk when the target does not say (``concurrency`` in its config).
 DEFAULT_TARGET_CONCURRENCY = 16
@@ -36,13 +37,16 @@ WRITE_BATCH_WINDOW_S = 0.05
 def target_concurrency(target: Any, config: dict) -> int:
     """Calls in flight for one chunk: the target's own ``concurrency`` attribute, else
     ``config["concurrency"]`` (or ``config["settings"]["concurrency"]``), else
-    ``DEFAULT_TARGET_CONCURRENCY``."""
+    ``DEFAULT_TARGET_CONCURRENCY``; at most ``MAX_CONCURRENCY`` (a setting no parser
+    checked, ``settings.concurrency``, may hold any number)."""
     value = getattr(target, "concurrency", None) or config.get("concurrency")
     if value is None and isinstance(config.get("settings"), dict):
         value = config["settings"].get("concurrency")
     try:
-        return max(1, int(value)) if value is not None else DEFAULT_TARGET_CONCURRENCY
-    except (TypeError, ValueError):
+        if value is None:
+            return DEFAULT_TARGET_CONCURRENCY
+        return min(MAX_CONCURRENCY, max(1, int(value)))
+    except (TypeError, ValueError, OverflowError):
         return DEFAULT_TARGET_CONCURRENCY
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 
 from django.conf import settings
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.db.models import F, Max
 from django.utils import timezone
 
@@ -131,11 +131,49 @@ def run_start(
         refusal = run_replay_refusal(run=against)
         if refusal:
             raise DomainError(refusal, field="against")
+    taken = DomainError(
+        f"a run named {name!r} already exists in suite {suite.name!r}", field="name"
+    )
     if Run.objects.filter(suite=suite, name=name).exists():
-        raise DomainError(
-            f"a run named {name!r} already exists in suite {suite.name!r}", field="name"
+        raise taken
+    try:
+        return _run_create(
+            suite=suite,
+            name=name,
+            target=target,
+            built=built,
+            graders=graders,
+            source_version=source_version,
+            trials_per_case=trials_per_case,
+            started_by=started_by,
+            against=against,
+            case_ids=case_ids,
         )
+    except IntegrityError as exc:
+        # Two requests with one name (a double submit) both passed the check above: the
+        # unique (suite, name) lets one in, and the other is the same 400, not a 500.
+        if Run.objects.filter(suite=suite, name=name).exists():
+            raise taken from exc
+        raise
 
+
+def _run_create(
+    *,
+    suite: Suite,
+    name: str,
+    target: dict,
+    built,
+    graders: list[dict],
+    source_version: str,
+    trials_per_case: int,
+    started_by,
+    against: Run | None,
+    case_ids: list[int],
+) -> Run:
+    """The run, its queued trials and its chunk messages, in one transaction (a savepoint
+    when the caller holds one, so a refused insert leaves the caller's transaction usable);
+    ``run_start`` has checked everything. Raises ``IntegrityError`` when another run took
+    the name since ``run_start`` looked."""
     with transaction.atomic():
         run = Run.objects.create(
             suite=suite,

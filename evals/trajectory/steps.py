@@ -206,8 +206,10 @@ class TrajectoryTotals:
     """What a trajectory adds up to: ``steps``, ``tool_calls``, ``tool_errors`` (tool
     results with status ``error``), ``tools`` (tool names in call order); ``input_tokens``,
     ``output_tokens`` (tokens) and ``cost_usd`` (USD): the sum over the steps that state
-    them, None when no step does (unknown is never zero); ``cost_unknown``: how many steps
-    state no cost."""
+    them, None when no step does (unknown is never zero); ``cost_unknown``: how many model
+    calls state no cost. A call's metrics sit on its first step (the tool loop and the
+    Inspect importer both do so), so a model call is a step stating tokens; the other
+    steps of a reply and tool results state none and are not calls of unknown cost."""
 
     steps: int
     tool_calls: int
@@ -235,7 +237,13 @@ def trajectory_totals(steps: list[dict] | None) -> TrajectoryTotals:
 
     input_tokens, _ = total("input_tokens")
     output_tokens, _ = total("output_tokens")
-    cost, cost_unknown = total("cost_usd")
+    cost, _ = total("cost_usd")
+    cost_unknown = sum(
+        1
+        for s in steps
+        if s.get("cost_usd") is None
+        and (s.get("input_tokens") is not None or s.get("output_tokens") is not None)
+    )
     return TrajectoryTotals(
         steps=len(steps),
         tool_calls=len(tools),

@@ -29,8 +29,10 @@ def suite_detail(request: HttpRequest, suite_id) -> HttpResponse:
     pass rate per run over time (chart with interval bars), the current baseline and its
     history, the minimum detectable drop, graduation candidates."""
     suite = get_object_or_404(Suite, uuid=suite_id)
-    page = suite_page_get(suite=suite)
+    page = suite_page_get(suite=suite, cases_page=_page_number(request, "cases_page"))
     case_changes_attach(cases=page.active_cases)
+    changes_page = _page_number(request, "changes_page")
+    changes, older = case_changes_list(suite=suite, page=changes_page)
     return render(
         request,
         "evals/suite_detail.html",
@@ -39,9 +41,18 @@ def suite_detail(request: HttpRequest, suite_id) -> HttpResponse:
             "suite": suite,
             "chart_data": [p.chart_row() for p in page.runs],
             "power": _suite_power(page),
-            "changes": case_changes_list(suite=suite),
+            "changes": changes,
+            "changes_page": changes_page,
+            "changes_older": older,
         },
     )
+
+
+def _page_number(request: HttpRequest, name: str) -> int:
+    """The 1-based page number in query parameter ``name``; 1 when absent or not a positive
+    integer of at most 6 digits (a link the page itself made is never refused)."""
+    raw = request.GET.get(name, "")
+    return int(raw) if raw.isascii() and raw.isdigit() and 0 < len(raw) <= 6 and int(raw) else 1
 
 
 def _suite_power(page) -> str | None:

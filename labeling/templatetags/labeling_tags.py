@@ -9,7 +9,7 @@ from typing import Any
 
 from django import template
 
-from core.roles import LEAD, user_has_role
+from core.roles import LEAD, REVIEWER, user_has_role
 
 register = template.Library()
 
@@ -29,6 +29,13 @@ def ratio(value: float | None, digits: int = 3) -> str:
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
         return "undefined"
     return f"{value:.{int(digits)}f}"
+
+
+@register.filter
+def can_label(user: Any) -> bool:
+    """Reviewers and leads label (``labeling.views.LABELER_ROLES``): only they are shown
+    the queue's links (an engineer followed "Label" to a 403)."""
+    return user_has_role(user, REVIEWER, LEAD)
 
 
 @register.filter

@@ -279,3 +279,30 @@ def test_a_session_stopped_early_sends_nothing_and_repeat_options_do_not_mix(
     both = run_pytest(tmp_path, "--assay-suite=checkout", "--assay-repeat=3", "--count=3", env=env)
     assert both.returncode == 4 and "not both" in both.stderr
     assert not Run.objects.exists()
+
+
+UNSTORABLE = """
+def test_records_what_a_database_cannot_store(record_property):
+    record_property("output", "a\\ud800b\\x00")
+    record_property("notes", {"k": ["\\udc00"]})
+    raise ValueError("bad \\ud83d reply")
+"""
+
+
+def test_under_xdist_unstorable_text_a_test_recorded_is_replaced_where_it_ran(
+    server_url, token, tmp_path
+):
+    """A lone surrogate in a ``record_property`` value crashed pytest-xdist's channel from
+    the worker to the controller, and the whole session's trials were lost. The plugin now
+    replaces it (and U+0000) with U+FFFD where the test ran, and counts it."""
+    (tmp_path / "test_unstorable.py").write_text(UNSTORABLE)
+    session = run_pytest(
+        tmp_path, "-n2", "--assay-suite=hostile", "--assay-run=x", env=client_env(server_url, token)
+    )
+    assert "1 trials of 1 cases" in session.stdout, session.stdout + session.stderr
+    (trial,) = _trials(Run.objects.get(name="x"))
+    assert trial.status == Trial.Status.ERROR
+    assert trial.output == "a\ufffdb\ufffd"
+    assert trial.error_message.endswith("bad \ufffd reply")
+    assert trial.raw_response["extra"]["notes"] == {"k": ["\ufffd"]}
+    assert trial.raw_response["extra"]["unstorable_replaced"] == 4

@@ -201,7 +201,10 @@ def test_the_comparison_shows_how_outcome_and_trajectory_moved_per_case(client, 
     html = client.get(url).content.decode()
     assert 'id="agent-case-moves"' in html and "−50.0 pts" in html
     plain = make_run(cases=[("c1", [])], graders=[{"key": "a", "kind": "exact"}], name="plain")
-    assert agent_moves_get(base=plain, head=head) is None
+    with CaptureQueriesContext(connection) as ctx:
+        assert agent_moves_get(base=plain, head=head) is None
+        assert agent_moves_get(base=head, head=plain) is None
+    assert ctx.captured_queries == []  # the grader sets say so before any trial is read
 
 
 def test_a_reviewer_in_the_disagreement_queue_is_blind_to_the_disagreements(client, alice, bob):

@@ -385,3 +385,33 @@ def test_the_cost_quality_chart_leaves_out_a_run_blind_for_the_reviewer(client, 
     for_carol = cost_quality_chart_get(suite=run.suite, viewer=carol)
     assert for_carol.left_out[0][0] == "blind-run"
     assert for_carol.left_out[0][1] != "hidden while you label"
+
+
+@pytest.mark.parametrize(
+    ("query", "field"),
+    [("change=bogus", "change"), ("sort=%3Cscript%3E", "sort"), ("flaky=maybe", "flaky")],
+)
+def test_a_malformed_grid_parameter_is_a_400_naming_it_on_page_api_and_export(
+    client, carol, query, field
+):
+    """docs/api.md: a malformed parameter is a 400 naming it, never silently ignored (the
+    grid fell back to no filter / the default sort). The message names it once: "last:
+    last: expected ..." read twice."""
+    suite, _ = three_runs()
+    client.force_login(carol)
+    api = client.get(f"/api/suites/{suite.uuid}/grid?{query}")
+    assert api.status_code == 400 and api.json()["field"] == field
+    assert api.json()["detail"].startswith(f"{field}: expected")
+    page = client.get(reverse("evals:suite-grid", args=[suite.uuid]) + f"?{query}")
+    assert page.status_code == 400 and f"{field}: expected" in page.content.decode()
+    export = client.get(f"/api/suites/{suite.uuid}/grid/export?format=csv&{query}")
+    assert export.status_code == 400
+    last = client.get(f"/api/suites/{suite.uuid}/grid?last=0").json()["detail"]
+    assert last.startswith("last: expected") and "last: last" not in last
+
+
+def test_the_grid_accepts_its_own_links_and_documented_values(client, carol):
+    suite, _ = three_runs()
+    client.force_login(carol)
+    for query in ("flaky=1", "flaky=true", "flaky=", "flaky=false", "change=", "change=flaky"):
+        assert client.get(f"/api/suites/{suite.uuid}/grid?{query}").status_code == 200, query

@@ -1,7 +1,7 @@
-"""The Redis limiter store under a chunk's full concurrency: one worker's call loop asks
-and gives back hundreds of slots at once (a target with ``concurrency`` 256), more than
-redis-py's default pool of 100 connections; every one is answered, none falls back to the
-per-process store (which would let workers together exceed the endpoint's limit)."""
+"""The Redis limiter store asked by many callers of one process at once (a worker running a
+chunk at ``concurrency`` 256 and its judges): more commands at once than redis-py's default
+pool of 100 connections; every one is answered, none falls back to the per-process store
+(which would let workers together exceed the endpoint's limit)."""
 
 from __future__ import annotations
 
@@ -20,22 +20,23 @@ REDIS_URL = os.environ.get("REDIS_URL", "")
 pytestmark = pytest.mark.skipif(not REDIS_URL, reason="REDIS_URL not set")
 
 
-def test_300_slots_asked_and_given_back_at_once_are_all_answered():
+def test_300_exchanges_at_once_are_all_answered():
     async def go():
         store = RedisStore(REDIS_URL)
-        key, now = f"test-{uuid.uuid4().hex}", time.time()
+        key, now, ask = f"test-{uuid.uuid4().hex}", time.time(), Ask(capacity=1000)
         try:
-            waits = await asyncio.gather(
-                *(store.acquire(key, f"t{i}", now, Ask(capacity=1000)) for i in range(300))
+            taken = await asyncio.gather(
+                *(store.exchange(key, f"h{i}", now, ask, keep=0, want=1) for i in range(300))
             )
-            await asyncio.gather(*(store.release(key, f"t{i}", now, None) for i in range(300)))
-            again = await asyncio.gather(
-                *(store.acquire(key, f"u{i}", now, Ask(capacity=300)) for i in range(301))
+            given_back = await asyncio.gather(
+                *(store.exchange(key, f"h{i}", now, ask, keep=0) for i in range(300))
             )
+            again = await store.exchange(key, "late", now, Ask(capacity=300), keep=0, want=300)
         finally:
             await store.aclose()
-        return waits, again
+        return taken, given_back, again
 
-    waits, again = asyncio.run(go())  # raised StoreDown (MaxConnectionsError) before
-    assert waits == [0.0] * 300
-    assert sorted(again).count(0.0) == 300  # every slot came back; the 301st waits
+    taken, given_back, again = asyncio.run(go())  # StoreDown (MaxConnectionsError) before
+    assert [grant.granted for grant in taken] == [1] * 300
+    assert [grant.held for grant in given_back] == [0] * 300
+    assert again.granted == 300  # every slot came back

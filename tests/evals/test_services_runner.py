@@ -670,3 +670,28 @@ def test_the_api_answers_400_for_a_lone_surrogate_in_the_target(llm, client, car
     response = client.post("/api/runs/start", body, content_type="application/json")
     assert response.status_code == 400, response.content[:300]
     assert Run.objects.count() == 0
+
+
+def test_two_starts_with_one_name_at_once_give_one_run_and_a_400_never_a_500(monkeypatch):
+    """A double submit: both requests pass the name check before either inserts (four
+    concurrent POST /api/runs/start on the demo gave a 201, two 400s and a 500, an
+    IntegrityError). The race is replayed here by letting the check miss the run another
+    request has just committed."""
+    from django.db.models.query import QuerySet  # noqa: PLC0415 - this test's patch only
+
+    suite = ten_case_suite()
+    target = {"kind": "simulated", "seed": 1}
+    run_start(suite=suite, name="twice", target=target, graders=GRADERS, trials_per_case=1)
+    real_exists, calls = QuerySet.exists, []
+
+    def exists_missing_the_first_time(self) -> bool:  # the check ran before the other insert
+        calls.append(1)
+        return False if len(calls) == 1 else real_exists(self)
+
+    monkeypatch.setattr(QuerySet, "exists", exists_missing_the_first_time)
+    with pytest.raises(DomainError) as info:
+        run_start(suite=suite, name="twice", target=target, graders=GRADERS, trials_per_case=1)
+    assert info.value.field == "name" and "already exists" in info.value.message
+    monkeypatch.undo()
+    assert Run.objects.filter(name="twice").count() == 1
+    assert Trial.objects.count() == 10

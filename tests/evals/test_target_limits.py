@@ -13,9 +13,11 @@ import pytest
 from core.errors import DomainError
 from evals.runner.calls import CallPool
 from evals.runner.limiter import Limiter, endpoint_key
+from evals.runner.limiter.rules import Ask
 from evals.runner.targets import CaseInput
 from evals.runner.targets.openai import OpenAIConfig, OpenAITarget
 from judges.client import JudgeClient
+from judges.models import JudgeVersion
 from judges.versions import judge_version_create
 from tests.fakellm import FakeLLM
 from tests.mockllm import mockllm  # noqa: F401 - the fixture
@@ -99,6 +101,34 @@ def test_an_announced_rpm_is_learnt_from_the_first_429s(mockllm):  # noqa: F811
     # the limiter keeps to it: without learning, 16 calls in flight at 20 ms would draw
     # hundreds of 429s (800 calls/s against 20/s)
     assert 0 < stats["limited"]["rpm"] <= 40
+
+
+def test_a_429_for_calls_in_flight_is_not_learnt_as_a_requests_per_minute_limit(mockllm):  # noqa: F811
+    """The shared mock with ``--max-inflight 4`` only answers the fifth call in flight 429
+    with ``x-ratelimit-limit-requests: 4``. Learnt as 4 a minute, it would hold 40 calls for
+    ten minutes; the endpoint is slowed down instead (fewer in flight) and never paced."""
+    server = mockllm("--max-inflight", "4", "--latency-ms", "50", "--jitter-ms", "0")
+    config = _config(server.base_url, concurrency=8, max_attempts=8)
+
+    async def go():
+        target = OpenAITarget.from_config(config)
+        try:
+            cases = [CaseInput(key=f"c{i}", input=f"[case=c{i} p=1]") for i in range(40)]
+            results = await asyncio.wait_for(
+                asyncio.gather(*(target.call(case) for case in cases)), 20
+            )
+            store, key = target.limiter.store, target.limiter.key
+            seen = await store.exchange(key, "observer", time.time(), Ask(capacity=8), keep=0)
+            return results, seen
+        finally:
+            await target.aclose()
+
+    results, seen = asyncio.run(go())
+    stats = server.stats()
+    assert all(r.ok for r in results), [r.error for r in results if not r.ok][:3]
+    assert stats["limited"]["inflight"] > 0  # the 429s came, with their header
+    assert not seen.paced  # no rpm learnt from them
+    assert seen.cap < 8  # slowed down instead
 
 
 def test_a_judge_client_shares_the_endpoints_slots_with_a_target():
@@ -190,3 +220,30 @@ def test_a_judge_versions_limits_are_checked_naming_the_param(db):
             output_schema={},
         )
     assert caught.value.field == "params.rpm"
+
+
+@pytest.mark.parametrize(
+    ("params", "field"),
+    [
+        ({"concurrency": 10**11}, "params.concurrency"),
+        ({"concurrency": "8"}, "params.concurrency"),
+        ({"timeout_s": float("nan")}, "params.timeout_s"),
+        ({"max_attempts": 1_000_000}, "params.max_attempts"),
+        ({"backoff_max_s": -1}, "params.backoff_max_s"),
+    ],
+)
+def test_a_judge_versions_client_numbers_are_checked_when_it_is_declared(db, params, field):
+    """Not at its first call: there ``concurrency`` 10**11 built one HTTP client per 8 in the
+    worker, and a string made every grade an error naming ``target.concurrency``."""
+    with pytest.raises(DomainError) as caught:
+        judge_version_create(
+            judge_name="bounded",
+            kind="rubric",
+            model="m",
+            base_url="http://127.0.0.1:1/v1",
+            prompt_template="",
+            params=params,
+            output_schema={},
+        )
+    assert caught.value.field == field
+    assert not JudgeVersion.objects.exists()

@@ -118,6 +118,7 @@ def test_it_bounds_calls_in_flight_by_the_configured_concurrency():
         ({"path": None}, "expected 'package.module:function'"),
         ({"path": f"{PATH}:shout", "settings": [1]}, "target.settings"),
         ({"path": f"{PATH}:shout", "concurrency": 0}, "target.concurrency"),
+        ({"path": f"{PATH}:shout", "concurrency": 10**11}, "from 1 to 1024"),
     ],
 )
 def test_it_refuses_a_bad_config_naming_the_field(config, words):
@@ -136,3 +137,20 @@ def test_a_pipeline_that_calls_sys_exit_gives_an_errored_trial_not_a_dead_worker
         {"kind": "callable", "path": f"{__name__}:leave"}, [CaseInput(key="a", input="x")]
     )
     assert result.error == "SystemExit: 3" and result.error_kind == "exception"
+
+
+@pytest.mark.parametrize(
+    ("config", "expected"),
+    [
+        ({"settings": {"concurrency": 10**11}}, 1024),  # a setting no parser bounds
+        ({"settings": {"concurrency": float("inf")}}, 16),
+        ({"settings": {"concurrency": 3}}, 3),
+        ({}, 16),
+    ],
+)
+def test_a_chunk_never_starts_more_calls_than_the_bound(config, expected):
+    """A chunk starts one coroutine per call in flight and claims two trials per call:
+    ``settings.concurrency`` (read when the target sets none) is held to the bound."""
+    from evals.runner.calls import target_concurrency  # noqa: PLC0415 - one test's import
+
+    assert target_concurrency(object(), {"kind": "callable", **config}) == expected

@@ -222,27 +222,22 @@ def test_it_errors_on_a_200_without_a_usable_answer(fake_llm, fault, words):
     assert fake_llm.calls[fault] == 1
 
 
-def test_it_shards_64_in_flight_over_clients_of_at_most_8_connections(fake_llm):
+def test_it_holds_64_calls_in_flight_over_one_pool_of_64_connections(fake_llm):
     config = _config(fake_llm, concurrency=64)
     cases = [CaseInput(key=f"c{i}", input=f"case {i} [latency=300]") for i in range(128)]
 
     async def go():
         target = OpenAITarget.from_config(config)
-        shapes = [
-            (shard.max_connections, shard.client._transport._pool._max_connections)
-            for shard in target.shards
-        ]
         try:
-            results = await asyncio.gather(*(target.call(case) for case in cases))
+            return target.http.max_connections, await asyncio.gather(
+                *(target.call(case) for case in cases)
+            )
         finally:
             await target.aclose()
-        return shapes, results
 
-    shapes, results = asyncio.run(go())
+    pool, results = asyncio.run(go())
 
-    assert len(shapes) == 8
-    assert all(declared <= 8 and pool <= 8 for declared, pool in shapes)
-    assert sum(declared for declared, _ in shapes) == 64
+    assert pool == 64
     assert all(result.ok for result in results)
     assert fake_llm.max_in_flight > 16
     assert fake_llm.max_in_flight <= 64
@@ -258,19 +253,22 @@ def test_it_never_exceeds_the_configured_concurrency(fake_llm):
     assert fake_llm.max_in_flight == 5
 
 
-def test_it_sends_no_authorization_header_when_the_key_variable_is_unset(monkeypatch):
+def test_it_sends_the_key_as_a_bearer_token_and_the_body_as_json(fake_llm, monkeypatch):
+    monkeypatch.setenv("ASSAY_TEST_API_KEY", "sk-test")
+
+    assert _one(_config(fake_llm, api_key_env="ASSAY_TEST_API_KEY"), "hi").ok
+
+    sent = fake_llm.headers[0]
+    assert sent["authorization"] == "Bearer sk-test"
+    assert sent["content-type"] == "application/json"
+
+
+def test_it_sends_no_authorization_header_when_the_key_variable_is_unset(fake_llm, monkeypatch):
     monkeypatch.delenv("ASSAY_NO_SUCH_API_KEY", raising=False)
-    target = OpenAITarget.from_config(
-        {
-            "kind": "openai",
-            "base_url": "http://127.0.0.1:9/v1",
-            "model": "m",
-            "prompt_template": "$input",
-            "api_key_env": "ASSAY_NO_SUCH_API_KEY",
-        }
-    )
-    assert "authorization" not in target.clients[0].headers
-    asyncio.run(target.aclose())
+
+    assert _one(_config(fake_llm, api_key_env="ASSAY_NO_SUCH_API_KEY"), "hi").ok
+
+    assert "authorization" not in fake_llm.headers[0]
 
 
 def test_it_inserts_case_text_as_data_never_as_template_source():
@@ -371,6 +369,16 @@ def test_any_case_placeholder_is_enough(template):
         ({"max_attempts": True}, "target.max_attempts"),
         ({"system_prompt": 3}, "target.system_prompt"),
         ({"tempreature": 0}, "target.tempreature"),
+        # Bounded above (and NaN/inf, which a TOML config can spell, refused): concurrency
+        # 10**11 used to build 1.25e10 HTTP clients while the web process checked the config.
+        ({"concurrency": 10**11}, "target.concurrency"),
+        ({"concurrency": 1025}, "target.concurrency"),
+        ({"max_attempts": 1_000_000}, "target.max_attempts"),
+        ({"timeout_s": float("nan")}, "target.timeout_s"),
+        ({"timeout_s": float("inf")}, "target.timeout_s"),
+        ({"timeout_s": 1e300}, "target.timeout_s"),
+        ({"backoff_max_s": 1e9}, "target.backoff_max_s"),
+        ({"retry_after_max_s": float("nan")}, "target.retry_after_max_s"),
     ],
 )
 def test_it_refuses_a_bad_config_naming_the_field(change, field):

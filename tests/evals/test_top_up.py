@@ -11,6 +11,7 @@ exact. Transactional tests: the on-commit enqueues run, so the eager tasks do to
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from decimal import Decimal
 
@@ -414,6 +415,41 @@ def test_two_workers_deciding_the_same_look_add_its_round_once(drop, no_worker, 
     assert head.status == Run.Status.SUCCEEDED  # round 1 ran: only the claim stood in the way
     assert (top_up.rounds_done, top_up.trials_added) == (1, 10)
     assert Trial.objects.filter(top_up=top_up).count() == 10
+
+
+def test_a_decision_taken_on_a_look_another_worker_has_moved_past_is_not_stored(
+    drop, no_worker, monkeypatch
+):
+    """Two workers read the top-up at look 0; the other one adds round 1 (and its trials
+    finish) while this one is still deciding look 0. This one's decision, taken on look 0's
+    trials, must not become the stored decision of a top-up now at look 1: the stored
+    decision once said "no measurable regression" while the gate on the same runs said
+    "block" (a flaky worker test under duplicate messages)."""
+    base, head = drop
+    top_up = top_up_start(base=base, head=head)
+    monkeypatch.setattr(finalize_module, "outbox_enqueue", no_worker_queue(no_worker))
+    decide = topup_module.top_up_decide
+    calls = []
+
+    def racing_decide(*, top_up):
+        comparison, decision = decide(top_up=top_up)
+        if not calls:
+            calls.append(1)
+            top_up_advance(top_up_id=top_up.id)  # the other worker adds round 1 meanwhile
+            # and this one's look-0 reading would settle (as a near-threshold draw can)
+            decision = dataclasses.replace(decision, verdict="pass", next_round={})
+        return comparison, decision
+
+    monkeypatch.setattr(topup_module, "top_up_decide", racing_decide)
+    top_up_advance(top_up_id=top_up.id)
+
+    top_up.refresh_from_db()
+    assert (top_up.rounds_done, top_up.trials_added) == (1, 10)
+    assert top_up.status == TopUp.Status.RUNNING and top_up.decision is None
+    monkeypatch.setattr(topup_module, "top_up_decide", decide)
+    top_up_advance(top_up_id=top_up.id)  # look 1 decided on look 1's trials
+    top_up.refresh_from_db()
+    assert top_up.rounds_done == 2 or top_up.status == TopUp.Status.SETTLED
 
 
 def test_the_task_redelivered_after_the_end_changes_nothing(drop, capsys):

@@ -27,7 +27,7 @@ def test_rows_fold_large_content_and_keep_unknown_figures_unknown():
     assert rows[2].preview == "x" * 240
     assert rows[4].cut_chars == 5 and len(rows[4].text) == SHOW_CHARS
     assert rows[0].has_metrics and not rows[1].has_metrics
-    assert timeline.totals.cost_usd == 0.5 and timeline.totals.cost_unknown == 4
+    assert timeline.totals.cost_usd == 0.5 and timeline.totals.cost_unknown == 0
     assert timeline.latency_ms == 2.0
     assert trajectory_timeline(None) is None
     assert (size_text(999), size_text(200_027), size_text(3_400_000)) == (
@@ -56,7 +56,7 @@ def test_the_trial_page_shows_the_trajectory_escaped_folded_with_figures_and_sta
     # per-step and total figures; unknown cost stays unknown
     assert "120 in / 18 out · 410 ms · $0.000029" in html
     assert "5120 in / 22 out" in html  # totals
-    assert "(+ 7 steps of unknown cost)" in html
+    assert "(+ 1 model call of unknown cost)" in html  # the last reply; tool steps are not calls
     assert "lookup_order</code> → <code>issue_refund</code> → <code>lookup_catalog" in html
     assert "1 failed" in html
     # final state beside the goal state, escaped

@@ -299,3 +299,26 @@ def test_a_source_trial_that_does_not_exist_is_refused_not_dropped(client, carol
     assert response.status_code == 200
     assert "no trial 00000000-0000-0000-0000-000000000000" in response.content.decode()
     assert not Case.objects.filter(key="refund-30-days").exists()
+
+
+def test_tags_holding_a_comma_or_spaces_survive_the_editor_unchanged(client, alice, trial):
+    """The editor showed tags comma-separated and split them back on commas, so saving an
+    untouched case whose imported tag was "refunds, EU" changed it into two tags. Such tags
+    now show as a JSON list, and a JSON list is read back exactly."""
+    login(client, alice)
+    case = trial.case
+    Case.objects.filter(pk=case.pk).update(tags=["refunds, EU", " lead", "billing"])
+    edit = reverse("evals:case-edit", args=[case.suite.uuid, case.uuid])
+    initial = client.get(edit).context["form"].initial
+    assert initial["tags"] == '["refunds, EU", " lead", "billing"]'
+    data = {k: v for k, v in initial.items() if v is not None}
+    unchanged = client.post(edit, data)
+    assert unchanged.status_code == 302
+    case.refresh_from_db()
+    assert case.tags == ["refunds, EU", " lead", "billing"] and case.retired_at is None
+    assert not CaseChange.objects.filter(case=case).exists()  # nothing changed, nothing written
+    refused = client.post(edit, {**data, "tags": '["ok", 3]'})
+    assert "tags: expected a JSON list of strings" in refused.content.decode()
+    assert client.post(edit, {**data, "tags": "a, b"}).status_code == 302
+    case.refresh_from_db()
+    assert case.tags == ["a", "b"]

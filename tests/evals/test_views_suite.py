@@ -9,10 +9,12 @@ import json
 import pytest
 from django.urls import reverse
 
+import evals.suites
 from core.errors import DomainError
 from evals.baselines import baseline_set
+from evals.case_changes import case_changes_list
 from evals.cases import case_graduate
-from evals.models import Baseline, Case, Grade, Graduation, Run, Suite, Trial
+from evals.models import Baseline, Case, CaseChange, Grade, Graduation, Run, Suite, Trial
 from tests.report_builders import add_trial
 
 GRADERS = [{"key": "ok", "kind": "exact"}]
@@ -249,3 +251,31 @@ def test_the_compare_picker_preselects_the_current_baseline(client, carol, cap_w
     page = client.get(runs[2].get_absolute_url()).content.decode()
     assert f'<option value="{runs[0].uuid}" selected>' in page
     assert f'<option value="{runs[1].uuid}">' in page
+
+
+def test_every_active_case_and_every_change_is_reachable_page_by_page(client, bob, db, monkeypatch):
+    """The suite page showed the first 500 active cases and the latest 100 changes, and
+    nothing said where the rest were: both lists now page, with links to each side."""
+    monkeypatch.setattr(evals.suites, "CASE_LIST_LIMIT", 2)
+    suite = capability_suite(keys=("c1", "c2", "c3", "c4", "c5"))
+    for case in Case.objects.filter(suite=suite):
+        CaseChange.objects.create(suite=suite, case=case, action=CaseChange.Action.CREATED)
+    client.force_login(bob)
+    url = reverse("evals:suite-detail", kwargs={"suite_id": suite.uuid})
+    seen = []
+    for number in (1, 2, 3):
+        page = client.get(url, {"cases_page": number}).context["page"]
+        seen += [c.key for c in page.active_cases]
+    assert seen == ["c1", "c2", "c3", "c4", "c5"]
+    body = client.get(url, {"cases_page": 2}).content.decode()
+    assert "Active cases 3–4 of 5 (page 2 of 3)" in body
+    assert "?cases_page=1#cases" in body and "?cases_page=3#cases" in body
+    for bad in ("0", "-1", "x", "9999999", "٣"):  # refused quietly: page 1
+        assert client.get(url, {"cases_page": bad}).context["page"].cases_page == 1
+    assert client.get(url, {"cases_page": "99"}).context["page"].cases_page == 3  # the last
+
+    first, older = case_changes_list(suite=suite, page=1, limit=3)
+    second, none_older = case_changes_list(suite=suite, page=2, limit=3)
+    assert older and not none_older and len(first) == 3 and len(second) == 2
+    assert {c.case.key for c in first + second} == {"c1", "c2", "c3", "c4", "c5"}
+    assert "No older change." in client.get(url, {"changes_page": 2}).content.decode()

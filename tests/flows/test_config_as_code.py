@@ -13,6 +13,7 @@ from io import StringIO
 
 import pytest
 from django.core.management import call_command
+from django.core.management.base import CommandError
 
 from core.errors import DomainError
 from evals.models import Case, GraderSetPreset, Run, Suite
@@ -138,6 +139,10 @@ def test_a_changed_cases_file_replaces_cases_and_never_retires_one_silently(tmp_
             lambda t: t.replace('kind = "regression"', 'kind = "regresion"'),
             r"suites\.support\.kind",
         ),
+        (  # a TOML time has no JSON form: it stopped apply_config with a traceback
+            lambda t: t.replace("temperature = 0", "temperature = 0\nwhen = 07:32:00"),
+            r"judges\[0\]\.params\.when",
+        ),
     ],
 )
 def test_a_bad_entry_names_its_field_and_nothing_is_written(tmp_path, mutate, field):
@@ -162,3 +167,13 @@ def test_docs_config_shows_the_example_file_verbatim():
     doc = (PROJECT_DIR / "docs" / "config.md").read_text(encoding="utf-8")
     blocks = re.findall(r"```toml\n(.*?)```", doc, flags=re.S)
     assert (EXAMPLE / "assay.toml").read_text(encoding="utf-8") in blocks
+
+
+def test_a_toml_date_in_a_case_is_refused_naming_it_not_a_traceback(tmp_path):
+    path = tmp_path / "assay.toml"
+    path.write_text(
+        '[suites.dated]\ncases = [ { key = "k1", input = "a", expected = 1979-05-27 } ]\n'
+    )
+    with pytest.raises(CommandError, match=r"suites\.dated\.cases\[0\]\.expected: a TOML date"):
+        call_command("apply_config", str(path))
+    assert not Suite.objects.exists()

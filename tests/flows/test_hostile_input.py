@@ -388,3 +388,39 @@ def test_import_run_and_run_files_refuse_json_nested_thousands_deep(tmp_path, db
         call_command("import_run", str(path))
     with pytest.raises(DomainError, match="nested too deeply"):
         run_data_from_file(path)
+
+
+# ---- an unbounded target number ------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("change", "field"),
+    [
+        ({"concurrency": 2000}, "target.concurrency"),
+        ({"max_attempts": 1_000_000}, "target.max_attempts"),
+        ({"timeout_s": 1e300}, "target.timeout_s"),
+    ],
+)
+def test_a_run_start_with_an_out_of_bounds_target_number_is_a_400(carol, change, field):
+    """Found by a new user: ``"concurrency": 100000000000`` held the web process building
+    one HTTP client per 8 calls in flight (3.7 GB and growing, SIGTERM ignored) before the
+    run was even saved. Every such number now has an upper bound, refused naming the field."""
+    suite = Suite.objects.create(name="S")
+    Case.objects.create(suite=suite, key="c1", input="q", expected="a")
+    body = {
+        "suite": str(suite.uuid),
+        "name": "r",
+        "trials_per_case": 1,
+        "graders": [{"key": "x", "kind": "contains", "config": {"value": "a"}}],
+        "target": {
+            "kind": "openai",
+            "base_url": "http://127.0.0.1:9/v1",
+            "model": "m",
+            "prompt_template": "$input",
+            **change,
+        },
+    }
+    response = client_for(carol).post("/api/runs/start", body, content_type="application/json")
+    assert response.status_code == 400, response.content[:300]
+    assert response.json()["field"] == field
+    assert Run.objects.count() == 0

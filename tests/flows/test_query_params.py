@@ -4,6 +4,7 @@ never a 500 (``?set=zzz`` on the calibration page was one), never silently ignor
 from __future__ import annotations
 
 import pytest
+from django.test import override_settings
 from django.urls import reverse
 
 from tests.core.test_api_core import client_for
@@ -54,6 +55,21 @@ def test_every_page_answers_a_malformed_parameter_with_a_400_naming_it(
         body = response.content.decode()
         assert f"{param}: expected" in body, (url, body[:300])
         assert "Bad request" in body
+
+
+@override_settings(DEBUG=True)
+def test_under_debug_the_400_page_still_names_the_parameter(client, world, alice, bob, carol):
+    """``make demo`` runs with DEBUG=true: there a ``BadRequest`` used to show Django's
+    technical debug page (settings, traceback) instead of the "Bad request" page naming the
+    parameter; the page is now the same in both modes (``config.middleware``)."""
+    users = {"alice": alice, "bob": bob, "carol": carol}
+    for url, param, who in _pages(*world):
+        client.force_login(users[who])
+        response = client.get(url)
+        assert response.status_code == 400, (url, response.status_code)
+        body = response.content.decode()
+        assert f"{param}: expected" in body, (url, body[:300])
+        assert "Bad request" in body and "DEBUG = True" not in body, (url, body[:300])
 
 
 def test_a_malformed_run_list_filter_is_a_400_with_the_form_error(client, carol):

@@ -8,7 +8,8 @@ import json
 import pytest
 
 from judges import client as judge_client
-from judges.models import JudgeVersion, ProbeRun
+from judges.ledger import spend_get
+from judges.models import JudgeCallRecord, JudgeVersion, ProbeRun
 from judges.probes import PROBES, probe_run, probe_run_start
 from judges.tasks import probe_run_execute
 from tests.fakellm import FakeLLM
@@ -178,3 +179,31 @@ def test_a_probe_run_of_a_version_it_cannot_probe_fails_saying_why(
     assert row.error.startswith(
         "judge_version: bad_template: prompt_template: uses {output}; write $output"
     )
+
+
+def test_every_probe_call_is_in_the_judge_call_ledger_with_its_cost(
+    django_capture_on_commit_callbacks,
+):
+    """Probe calls are paid judge calls; they were in no ledger, so the version's spend
+    left them out. Each is now a ``JudgeCallRecord`` of its probe run, once, even when the
+    task is delivered twice, with its tokens and cost (priced model) or null cost."""
+    with FakeLLM(responder=_gullible) as llm:
+        with django_capture_on_commit_callbacks(execute=False):
+            probe = probe_run_start(judge_version=make_version(llm, model="gpt-4o"))
+        probe_run_execute(probe.id)
+        probe_run_execute(probe.id)  # redelivered: no call, no second row
+        sent = llm.requests
+    rows = list(JudgeCallRecord.objects.filter(probe_run=probe))
+    assert len(rows) == sent == len(RUBRIC_PROBES)
+    assert {(r.status, r.outcome, r.run_id, r.trial_id) for r in rows} == {
+        ("answered", "stored", None, None)
+    }
+    assert all(r.input_tokens is not None and r.cost_usd is not None for r in rows)
+    spend = spend_get(records=JudgeCallRecord.objects.filter(probe_run=probe))
+    assert spend.calls == sent and spend.cost_unknown == 0 and spend.known_usd > 0
+    with FakeLLM(responder=_gullible) as llm:
+        unpriced = probe_run(judge_version=make_version(llm, name="j2"))
+    assert unpriced.judged == len(RUBRIC_PROBES)
+    direct = JudgeCallRecord.objects.filter(probe_run__isnull=True)
+    assert direct.count() == len(RUBRIC_PROBES)
+    assert not direct.filter(cost_usd__isnull=False).exists()  # no price: null, never 0

@@ -98,6 +98,8 @@ def test_a_sound_judge_is_fooled_by_none(client, carol, django_capture_on_commit
     n = len(RUBRIC_PROBES)
     assert f"Fooled by 0 of {n} probes</strong> (0 errored)" in page
     assert page.count('<span class="badge pass">not fooled</span>') == n
+    # the probe calls are paid judge calls: counted, and an unpriced model's cost unknown
+    assert f"{n} judge calls for these probes, cost unknown" in page
 
 
 def test_errored_probes_are_counted_apart_never_as_not_fooled(

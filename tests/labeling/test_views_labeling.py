@@ -369,6 +369,21 @@ def test_every_role_sees_the_set_list_and_detail(
     )
 
 
+@pytest.mark.parametrize(("who", "shown"), [("alice", True), ("bob", True), ("carol", False)])
+def test_the_queue_links_show_only_to_those_who_may_label(
+    client, queue_set, alice, bob, carol, who, shown
+):
+    """An engineer saw "Label" on the set list and "Label this set" on the set page, and
+    followed them to a 403 (found by crawling the demo as an engineer)."""
+    cset, _ = queue_set
+    login(client, {"alice": alice, "bob": bob, "carol": carol}[who])
+    for page in (
+        reverse("labeling:set-list"),
+        reverse("labeling:set-detail", kwargs={"set_id": cset.uuid}),
+    ):
+        assert (queue_url(cset) in client.get(page).content.decode()) is shown, page
+
+
 def test_the_aba_sequence_in_the_queue_refuses_the_stale_tab(client, queue_set, bob):
     """Two tabs on one item. Tab 1 saves (v1); undo (u) clears it (v2); tab 2, loaded after
     the undo, saves (v3); tab 1's form (still at version 1) saves: a conflict message."""

@@ -4,9 +4,15 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from scipy.stats import binom
 
 from stats.compare import stratified_permutation_test
-from stats.power import min_detectable_drop, power_at_drop
+from stats.power import (
+    _binomial_from_uniforms,
+    min_detectable_drop,
+    power_at_drop,
+    stratified_rejects,
+)
 
 RATES = [0.9, 0.8, 1.0, 0.7, 0.95, 0.6, 1.0, 0.85, 0.9, 0.75, 1.0, 0.8]
 
@@ -64,3 +70,26 @@ def test_it_refuses_bad_input():
         min_detectable_drop([1.2], 5)
     with pytest.raises(ValueError, match="trials_per_case"):
         min_detectable_drop([0.5], 0)
+
+
+@pytest.mark.parametrize("trials", [1, 2, 5, 12])
+def test_its_binomial_counts_and_null_variances_equal_the_whole_array_formulas(trials):
+    # The simulation counts passes one trial index at a time and looks the per-case null
+    # variance up by pooled passes; both must give exactly what the direct formulas give
+    # on the full (simulations x cases x trials) array (same counts, same floats, so the
+    # same detectable drop to the last bit).
+    rng = np.random.default_rng(trials)
+    rates = np.concatenate([[0.0, 1.0, 0.5], rng.random(37)])
+    u = rng.random((60, rates.size), dtype=np.float32)
+    cdf = binom.cdf(np.arange(trials)[None, :], trials, rates[:, None]).astype(np.float32)
+    direct = (u[:, :, None] > cdf[None, :, :]).sum(axis=2, dtype=np.int32)
+    base = _binomial_from_uniforms(u, trials, rates)
+    assert base.dtype == np.int32 and np.array_equal(base, direct)
+
+    head = _binomial_from_uniforms(rng.random(u.shape, dtype=np.float32), trials, rates * 0.8)
+    n, c = float(trials), rates.size
+    p = (base + head).astype(np.float64) / (2 * n)
+    var_t = (4.0 / (n * n)) * (n * p * (1 - p) * n / (2 * n - 1)).sum(axis=1) / (c * c)
+    t = (head - base).sum(axis=1) / (n * c)
+    expected = (var_t > 0) & (np.abs(t) - 1.0 / (n * c) >= 1.96 * np.sqrt(var_t) - 1e-12)
+    assert np.array_equal(stratified_rejects(base, head, trials, 1.96), expected)

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import json
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
+from core.commands import DomainCommand
 from core.errors import DomainError
 from core.money import per_usd_text, usd_text
 from core.templatetags.dashboard import percent_interval
@@ -137,7 +138,7 @@ def _ms(value: float | None) -> str:
     return "unknown" if value is None else f"{value:.1f} ms"
 
 
-class Command(BaseCommand):
+class Command(DomainCommand):
     help = "Print a run's report (pass rate with CI, pass@k, errors, cost); --json for strict JSON."
 
     def add_arguments(self, parser):

@@ -3,12 +3,11 @@ do not run Celery beat. Prints what it enqueued again."""
 
 from __future__ import annotations
 
-from django.core.management.base import BaseCommand
-
+from core.commands import DomainCommand
 from evals.runner.sweeper import runs_sweep
 
 
-class Command(BaseCommand):
+class Command(DomainCommand):
     help = (
         "Send unsent task messages again, take back trials whose lease expired and judge "
         "rungs that stalled (one pass)."

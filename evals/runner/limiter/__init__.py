@@ -7,9 +7,11 @@ top-ups, a judge version calling the same model at the same URL) shares its stat
 
 - calls in flight: a caller is let in while fewer than its own ``concurrency`` calls to the
   endpoint are in flight, counted over every worker (so a run's ``concurrency`` is its total,
-  whatever the number of workers). A slot is a lease (``rules.LEASE_S``, 10 s, or the trial
-  lease when shorter; renewed while the call runs), so a killed worker's slots come back
-  within 10 s;
+  whatever the number of workers). A caller's slots are leased together
+  (``rules.LEASE_S``, 10 s, or the trial lease when shorter; renewed while it holds any), so
+  a killed worker's slots come back within 10 s. A finished call's slot goes to the
+  caller's next call without a store round trip while nothing says otherwise (``Limiter``),
+  and callers share the slots fairly (``rules.exchange_rule``);
 - ``rpm`` / ``tpm``: token buckets (``rules``), at the declared or the announced limit;
 - a 429: the endpoint pauses for the asked time and slows down, then recovers (``rules``).
 
@@ -33,13 +35,15 @@ import asyncio
 import contextlib
 import contextvars
 import logging
+import math
 import time
 import uuid
+from collections import deque
 from collections.abc import Awaitable, Callable
 
 from django.conf import settings
 
-from evals.runner.limiter.rules import FULL, LEASE_S, Ask, Outcome
+from evals.runner.limiter.rules import LEASE_S, Ask, Grant, Outcome, outcome_merge
 from evals.runner.limiter.stores import PROCESS_STORE, RedisStore, SqliteStore, StoreDown
 
 logger = logging.getLogger(__name__)
@@ -47,10 +51,20 @@ logger = logging.getLogger(__name__)
 # How long the process's own state stands in for a shared store that failed, in seconds.
 FALLBACK_S = 5.0
 # How often a waiter asks again when every slot is taken (a release elsewhere is not
-# announced), in seconds; a release in this process wakes it at once.
+# announced), in seconds, growing to MAX_POLL_S (SYNC_S while this holder has calls in
+# flight: its own releases hand their slots on); a release in this holder wakes it at once.
 POLL_S = 0.005
+MAX_POLL_S = 0.05
 # The longest single wait before asking again (a pause may be shortened by another answer).
 MAX_WAIT_STEP_S = 1.0
+# How long after the store's last answer a finished call's slot may go to this holder's
+# next call without asking the store (when no bucket paces the endpoint, no other holder is
+# owed a slot and the endpoint is not paused), in seconds: the delay within which a pause
+# or a slow-down caused by another worker reaches this one.
+SYNC_S = 0.1
+# How long a slot no call of this holder wants is kept for the next one before it is given
+# back, in seconds.
+LINGER_S = 0.005
 
 Sleep = Callable[[float], Awaitable[None]]
 
@@ -86,16 +100,39 @@ def store_default():
     return SqliteStore(settings.VAR_DIR / "limiter.sqlite3")
 
 
+def _significant(outcome: Outcome, announced: tuple) -> bool:
+    """Whether the store must hear of ``outcome`` before another call is sent: a 429, an
+    exhausted ``remaining``, a limit announced that this holder has not told it."""
+    return (
+        outcome.limited
+        or outcome.remaining_requests == 0
+        or outcome.remaining_tokens == 0
+        or (outcome.rpm_limit is not None and outcome.rpm_limit != announced[0])
+        or (outcome.tpm_limit is not None and outcome.tpm_limit != announced[1])
+    )
+
+
 class Limiter:
     """One endpoint's limiter for one caller (``capacity`` = its ``concurrency``; ``rpm`` and
-    ``tpm`` its declared limits, None when not declared).
+    ``tpm`` its declared limits, None when not declared): one holder of the endpoint's slots.
+
+    Its calls take and give back slots through ``acquire`` and ``release``; the store hears
+    of it in exchanges (``rules.exchange_rule``, one round trip each) that give back the
+    slots no call wants, tell what the answers taught, renew its lease and take slots for
+    every call waiting at once. A finished call's slot goes straight to this holder's next
+    call, with no round trip, while the last answer is fresh (``SYNC_S``), no bucket paces
+    the endpoint (every call is then counted by the store, one round trip per attempt), the
+    endpoint is not paused, the calls in flight are within the cap, and no other holder is
+    owed a slot (while others wait a holder keeps no more than its ``share``, and a holder
+    that waited past ``rules.STARVE_S`` goes first). A slot no call wants is given back
+    after ``LINGER_S``.
 
     ``sleep``: the caller's own waits (a target's injectable sleep, its retries' backoff),
     through ``sleep()``; one that returns before its time (a test's fake clock) moves this
     limiter's clock on by the time it skipped, and from then on the limiter's own waits (a
     pause, a bucket) are virtual too: they move the clock instead of sleeping, so a fake
     clock never makes it spin or wait. Its own waits are never handed to ``sleep``.
-    ``store``: default ``store_default()``.
+    ``store``: default ``store_default()``. ``round_trips``: exchanges made so far.
     """
 
     def __init__(
@@ -118,12 +155,26 @@ class Limiter:
             lease_s = min(LEASE_S, float(trial_lease))
         self.lease_s = lease_s
         self.store = store if store is not None else store_default()
+        self.holder = uuid.uuid4().hex
+        self.round_trips = 0
         self._sleep_inner = sleep or asyncio.sleep
         self._offset = 0.0  # seconds a fake sleep skipped
-        self._front: asyncio.Lock | None = None  # one waiter asks the store at a time
-        self._released: asyncio.Event | None = None
-        self._held: dict[str, object] = {}  # slot token -> the store that granted it
         self._down_until = 0.0
+        self._calls: dict[int, object] = {}  # call id -> the store that granted its slot
+        self._next_call = 0
+        self._busy: dict[object, int] = {}  # store -> slots in this holder's calls
+        self._idle: dict[object, int] = {}  # store -> slots held that no call uses
+        self._waiters: deque[tuple[asyncio.Future, float]] = deque()  # (call, its tokens)
+        self._pending: Outcome | None = None  # learnt, not yet told to the store
+        self._urgent = False  # ... and the store must hear it before the next call
+        self._announced: tuple = (None, None)  # limits this holder told the store of
+        self._grant: Grant | None = None  # the store's last answer
+        self._grant_at = -math.inf  # ... when (monotonic)
+        self._grant_store = None  # ... from which store
+        self._exchanged_at: dict[object, float] = {}  # store -> last exchange (monotonic)
+        self._pump: asyncio.Task | None = None
+        self._wake: asyncio.Event | None = None
+        self._lock: asyncio.Lock | None = None  # one exchange at a time
         self._renewer: asyncio.Task | None = None
 
     def now(self) -> float:
@@ -162,79 +213,253 @@ class Limiter:
                 FALLBACK_S,
             )
 
-    async def acquire(self, tokens: float = 0.0) -> str:
-        """Wait for a slot (and the buckets' tokens: one request, ``tokens`` model tokens);
-        returns the slot's token, to hand to ``release``. Cancelling the wait takes
-        nothing."""
-        if self._front is None:
-            self._front = asyncio.Lock()
-            self._released = asyncio.Event()
-        ask = Ask(
-            capacity=self.capacity,
-            rpm=self.rpm,
-            tpm=self.tpm,
-            tokens=tokens,
-            lease_s=self.lease_s,
-        )
-        token = uuid.uuid4().hex
-        poll = POLL_S
-        async with self._front:
-            while True:
-                store = self._store_now()
-                try:
-                    wait = await store.acquire(self.key, token, self.now(), ask)
-                except StoreDown as exc:
-                    self._fell_back(exc)
-                    continue
-                if wait == 0:
-                    self._held[token] = store
-                    self._renew_start()
-                    return token
-                if wait == FULL:
-                    self._released.clear()
-                    with contextlib.suppress(TimeoutError):
-                        await asyncio.wait_for(self._released.wait(), poll)
-                    poll = min(poll * 1.5, 0.05)
-                else:
-                    await self._wait(min(wait, MAX_WAIT_STEP_S))
+    # -- calls ---------------------------------------------------------------------------
 
-    async def release(self, token: str, outcome: Outcome | None = None) -> None:
-        """Give back the slot ``token`` and learn from ``outcome`` (``rules.release_rule``;
-        None: nothing to learn). A store that fails here is skipped: the lease expires."""
-        store = self._held.pop(token, None)
+    async def acquire(self, tokens: float = 0.0) -> int:
+        """Wait for a slot (and the buckets' tokens: one request, ``tokens`` model tokens);
+        returns the call's id, to hand to ``release``. Cancelling the wait takes
+        nothing."""
+        if self._wake is None:
+            self._wake = asyncio.Event()
+            self._lock = asyncio.Lock()
+        store = self._store_now()
+        if not self._waiters and self._idle.get(store, 0) > 0 and self._local_ok(store):
+            self._idle[store] -= 1
+            return self._call_start(store)
+        call = asyncio.get_running_loop().create_future()
+        self._waiters.append((call, tokens))
+        # a pump waiting on a FULL answer has nothing new to ask: it is not woken
+        self._kick(wake=False)
+        try:
+            return await call
+        except asyncio.CancelledError:
+            if call.done() and not call.cancelled():  # granted as it was cancelled
+                self._call_end(call.result())
+            else:
+                with contextlib.suppress(ValueError):
+                    self._waiters.remove((call, tokens))
+            self._kick()
+            raise
+
+    async def release(self, token: int, outcome: Outcome | None = None) -> None:
+        """Give back the slot of call ``token`` and learn from ``outcome``
+        (``rules.learn_rule``; None: nothing to learn). The slot
+        goes to this holder's next call, or back to the store in the next exchange; only
+        what the store must hear at once (a 429, an exhausted ``remaining``, a new announced
+        limit) is told before it returns."""
+        store = self._calls.pop(token, None)
         if store is None:
             return
-        if self._released is not None:
-            self._released.set()
+        self._busy[store] -= 1
+        if outcome is not None:
+            self._learn(outcome)
+        if store is self._store_now() and self._local_ok(store):
+            while self._waiters:
+                call, _ = self._waiters.popleft()
+                if not call.done():
+                    call.set_result(self._call_start(store))
+                    return
+        self._idle[store] = self._idle.get(store, 0) + 1
+        if self._urgent and self._lock is not None:
+            await self._exchange(store, want=0)  # a 429 is told before anything else
+        self._kick()
+
+    def _call_start(self, store) -> int:
+        self._next_call += 1
+        self._calls[self._next_call] = store
+        self._busy[store] = self._busy.get(store, 0) + 1
+        return self._next_call
+
+    def _call_end(self, token: int) -> None:
+        store = self._calls.pop(token, None)
+        if store is not None:
+            self._busy[store] -= 1
+            self._idle[store] = self._idle.get(store, 0) + 1
+
+    def _learn(self, outcome: Outcome) -> None:
+        grant = self._grant
+        if _significant(outcome, self._announced):
+            self._urgent = True
+        elif not (outcome.tokens_delta and grant is not None and grant.paced):
+            return  # nothing the store needs
+        self._pending = outcome_merge(self._pending, outcome)
+
+    def _local_ok(self, store) -> bool:
+        """Whether a slot held may go to another call of this holder without asking the
+        store (class doc)."""
+        grant = self._grant
+        return (
+            grant is not None
+            and self._grant_store is store
+            and not self._urgent
+            and time.monotonic() - self._grant_at < SYNC_S
+            and not grant.paced
+            and not grant.yield_all
+            and grant.in_flight <= grant.cap
+            and (
+                not grant.others_waiting
+                or self._busy.get(store, 0) + self._idle.get(store, 0) <= grant.share
+            )
+            and self.now() >= grant.until
+        )
+
+    # -- the exchanges with the store ----------------------------------------------------
+
+    def _kick(self, *, wake: bool = True) -> None:
+        if self._wake is None:
+            return
+        if wake:
+            self._wake.set()
+        if self._pump is None or self._pump.done():
+            self._pump = asyncio.get_running_loop().create_task(self._pump_loop())
+
+    def _live_waiters(self) -> int:
+        while self._waiters and self._waiters[0][0].done():
+            self._waiters.popleft()
+        return sum(1 for call, _ in self._waiters if not call.done())
+
+    def _hand_out(self, store, slots: int, charged: float | None = None) -> int:
+        """Give up to ``slots`` slots held by ``store`` to waiting calls; returns how many.
+        ``charged``: the model tokens the store took for each (the most any waiting call
+        asked for); what a call did not ask for is given back in the next exchange."""
+        given, refund = 0, 0.0
+        while given < slots and self._waiters:
+            call, tokens = self._waiters.popleft()
+            if not call.done():
+                call.set_result(self._call_start(store))
+                given += 1
+                if charged is not None:
+                    refund += charged - tokens
+        if refund > 0:
+            self._pending = outcome_merge(self._pending, Outcome(tokens_delta=-refund))
+        return given
+
+    async def _pump_loop(self) -> None:
         try:
-            await store.release(self.key, token, self.now(), outcome)
-        except StoreDown as exc:
-            self._fell_back(exc)
+            await self._pump_run()
+        except BaseException as exc:
+            while self._waiters:  # a waiting call must not hang on a dead pump
+                call, _ = self._waiters.popleft()
+                if not call.done():
+                    if isinstance(exc, asyncio.CancelledError):
+                        call.cancel()
+                    else:
+                        call.set_exception(exc)
+            raise
+
+    async def _pump_run(self) -> None:
+        assert self._wake is not None
+        poll = POLL_S
+        while True:
+            self._wake.clear()
+            store = self._store_now()
+            for other in [s for s, n in self._idle.items() if n and s is not store]:
+                await self._exchange(other, want=0)  # slots of a store no longer used
+            want = self._live_waiters()
+            idle = self._idle.get(store, 0)
+            if want and idle and self._local_ok(store):
+                self._idle[store] -= self._hand_out(store, min(want, idle))
+                continue
+            if not want:
+                if not idle and not self._urgent:
+                    return
+                if idle and not self._urgent and self._local_ok(store):
+                    # the holder's next call may want it at once
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(self._wake.wait(), LINGER_S)
+                    if self._live_waiters() or not self._idle.get(store, 0):
+                        continue
+                await self._exchange(store, want=0)
+                continue
+            grant = await self._exchange(store, want=want)
+            if grant is None or grant.granted >= want:
+                poll = POLL_S
+                continue
+            if grant.wait > 0:  # a pause or a bucket
+                await self._wait(min(grant.wait, MAX_WAIT_STEP_S))
+                continue
+            with contextlib.suppress(TimeoutError):  # FULL: a release here or a poll
+                await asyncio.wait_for(self._wake.wait(), poll)
+            limit = SYNC_S if self._busy.get(store, 0) else MAX_POLL_S
+            poll = min(poll * 1.5, limit)
+
+    async def _exchange(self, store, *, want: int) -> Grant | None:
+        """One round trip to ``store``: give back this holder's idle slots there, tell what
+        it learnt, renew its lease, take up to ``want`` slots for its waiting calls (handed
+        to them here). None when the store is down (the process's own store stands in)."""
+        assert self._lock is not None
+        async with self._lock:
+            self._idle[store] = 0  # given back: the store now counts only the busy ones
+            outcome, urgent = self._pending, self._urgent
+            self._pending, self._urgent = None, False
+            # every call granted is charged the most any waiting one asks for (its own
+            # estimate is given back, ``_hand_out``)
+            tokens = max((t for call, t in self._waiters if not call.done()), default=0.0)
+            ask = Ask(
+                capacity=self.capacity,
+                rpm=self.rpm,
+                tpm=self.tpm,
+                tokens=tokens,
+                lease_s=self.lease_s,
+            )
+            self.round_trips += 1
+            try:
+                grant = await store.exchange(
+                    self.key,
+                    self.holder,
+                    self.now(),
+                    ask,
+                    keep=self._busy.get(store, 0),
+                    want=want,
+                    outcome=outcome,
+                )
+            except StoreDown as exc:
+                self._fell_back(exc)
+                self._pending = outcome_merge(outcome, self._pending)  # told to the next one
+                self._urgent = self._urgent or urgent
+                return None
+            if outcome is not None:
+                self._announced = (
+                    outcome.rpm_limit or self._announced[0],
+                    outcome.tpm_limit or self._announced[1],
+                )
+            self._grant, self._grant_at, self._grant_store = grant, time.monotonic(), store
+            self._exchanged_at[store] = time.monotonic()
+            charged = tokens if grant.paced and tokens > 0 else None
+            extra = grant.granted - self._hand_out(store, grant.granted, charged)
+            if extra:  # the calls it was for were cancelled meanwhile
+                self._idle[store] = self._idle.get(store, 0) + extra
+            self._renew_start()
+            return grant
 
     def _renew_start(self) -> None:
         if self._renewer is None or self._renewer.done():
             self._renewer = asyncio.get_running_loop().create_task(self._renew_loop())
 
+    def _holding(self) -> list:
+        stores = set(self._busy) | set(self._idle)
+        return [s for s in stores if self._busy.get(s, 0) + self._idle.get(s, 0) > 0]
+
     async def _renew_loop(self) -> None:
-        while self._held:
+        while self._holding():
             await asyncio.sleep(self.lease_s / 3)
-            by_store: dict[int, tuple[object, list[str]]] = {}
-            for token, store in list(self._held.items()):
-                by_store.setdefault(id(store), (store, []))[1].append(token)
-            for store, tokens in by_store.values():
-                try:
-                    await store.renew(self.key, tokens, self.now(), self.lease_s)
-                except StoreDown as exc:
-                    self._fell_back(exc)
+            for store in self._holding():
+                if time.monotonic() - self._exchanged_at.get(store, 0.0) >= self.lease_s / 4:
+                    await self._exchange(store, want=0)
 
     async def aclose(self) -> None:
-        """Give back every slot still held, stop renewing, close the store's client."""
-        for token in list(self._held):
-            await self.release(token)
-        if self._renewer is not None:
-            self._renewer.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._renewer
+        """Give back every slot still held, stop renewing and asking, close the store's
+        client."""
+        for task in (self._pump, self._renewer):
+            if task is not None and not task.done():
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+        for store in self._holding():
+            self._calls = {t: s for t, s in self._calls.items() if s is not store}
+            self._busy[store] = 0
+            if self._lock is not None:
+                await self._exchange(store, want=0)
         if self.store is not PROCESS_STORE:
             await self.store.aclose()
 

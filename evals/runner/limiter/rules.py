@@ -1,7 +1,7 @@
 """The limiter's rules, as pure functions on one endpoint's state: who may send now, and
 what an answer teaches. The in-process and SQLite stores run these functions; the Redis store
-runs the same rules as Lua (``evals.runner.limiter.redis_store``), and the tests hold the two
-to the same scenarios.
+runs the same rules as Lua (``evals.runner.limiter.stores._LUA_EXCHANGE``), and the tests
+hold the two to the same scenarios.
 
 One endpoint's state is a dict of floats (absent = unset):
 
@@ -13,18 +13,25 @@ One endpoint's state is a dict of floats (absent = unset):
 | ``tt``, ``tts`` | the token bucket (model tokens), the same way |
 | ``f``, ``td`` | the adaptive factor set at the last decrease, and when |
 | ``until`` | no call is sent before this time (``Retry-After``, an exhausted ``remaining``) |
+| ``gw``, ``gn``, ``gp`` | calls granted: the current minute's start and count, the last one's |
 
-and ``slots``: ``{holder token: lease expiry}``, the calls in flight.
+plus ``holders``: ``{holder: [slots, lease expiry]}`` (a holder is one caller's limiter:
+its slots are its calls in flight and the ones it keeps for its next call), and
+``waiting``: ``{holder: [waiting since, expiry, its cap]}``.
 
-Acquire (``acquire_rule``), in this order: a pause (``until``) waits; the calls in flight
-(leases not expired) must be fewer than ``floor(capacity × factor)`` (at least 1); the
-request bucket must hold one request; the token bucket the call's estimated tokens. The
-buckets are classic token buckets (refill ``limit / 60`` per second, size ``BURST_S``
-seconds of refill) run at ``SAFETY`` × the limit × the factor, the limit being the smaller of
-the declared and the announced one. A caller that declares no limit uses the one another
-caller declared for the same endpoint.
+Every change is one exchange (``exchange_rule``), one store round trip: the holder says how
+many slots it keeps (the rest are given back) and how many it wants, and tells what its
+answers taught (``learn_rule``). Granting, in this order: a pause (``until``) waits; a
+holder that has waited past ``STARVE_S`` with fewer slots than its share goes first; the
+slots of every holder must stay within ``floor(capacity × factor)`` (at least 1), and while
+another holder waits, this holder's within its ``share``; the request bucket must hold one
+request per slot; the token bucket the call's estimated tokens per slot. The buckets are
+classic token buckets (refill ``limit / 60`` per second, size ``BURST_S`` seconds of refill)
+run at ``SAFETY`` × the limit × the factor, the limit being the smaller of the declared and
+the announced one. A caller that declares no limit uses the one another caller declared for
+the same endpoint.
 
-Adapting to 429 (``release_rule``), additive increase, multiplicative decrease (Chiu & Jain,
+Adapting to 429 (``learn_rule``), additive increase, multiplicative decrease (Chiu & Jain,
 "Analysis of the increase and decrease algorithms for congestion avoidance", 1989; the rule of
 TCP congestion avoidance, RFC 5681): a 429 multiplies the factor by ``DECREASE_UNPACED`` (0.5)
 when no rate limit is known, by ``DECREASE_PACED`` (0.9) when a known one paces the calls
@@ -63,7 +70,7 @@ DECREASE_PACED = 0.9
 RECOVER_S = 30.0
 DECREASE_SPACING_S = 1.0
 DEFAULT_PAUSE_S = 1.0
-# ``acquire_rule``'s answer when every slot is taken: wait for a release.
+# ``exchange_rule``'s wait when every slot is taken: wait for a release.
 FULL = -1.0
 # Tokens short by less than this count as there (a clock of epoch seconds steps by 0.24 µs,
 # too coarse to wait out the float residue of a refill).
@@ -72,6 +79,13 @@ EPSILON = 1e-3
 MIN_WAIT_S = 1e-3
 # An idle endpoint's state is forgotten after this long (Redis key expiry).
 STATE_TTL_S = 3600
+# A holder left wanting a slot counts as waiting this long unless it asks again (its polls
+# are at most 0.1 s apart).
+WAIT_TTL_S = 0.5
+# A holder that has waited this long for a slot goes first, once: no other holder is granted
+# or hands a slot on until it has had one (a judge at concurrency 8 beside a target at 64
+# would otherwise wait for fewer than 8 in flight forever).
+STARVE_S = 0.5
 
 
 @dataclass(frozen=True)
@@ -121,8 +135,8 @@ def limit_in_force(declared: float | None, learned: float | None) -> float | Non
 
 
 def _bucket(state: dict, tokens_key: str, ts_key: str, per_minute: float, need: float, now: float):
-    """(tokens now, wait s) of a bucket refilled at ``SAFETY × per_minute / 60``/s; stores
-    the count at ``now``."""
+    """(tokens now, refill per second) of a bucket refilled at ``SAFETY × per_minute / 60``/s,
+    ``need`` the tokens of one call; stores the count at ``now``."""
     rate = SAFETY * per_minute / 60.0
     size = max(1.0, rate * BURST_S, need)
     tokens = state.get(tokens_key, size * START_FULL)
@@ -131,53 +145,45 @@ def _bucket(state: dict, tokens_key: str, ts_key: str, per_minute: float, need: 
     # Counted up to now, granted or not. Never backwards: workers' clocks and calls
     # interleave, and a refill counted from an earlier time would be counted twice.
     state[tokens_key], state[ts_key] = tokens, max(counted, now)
-    wait = 0.0 if tokens >= need - EPSILON else max(MIN_WAIT_S, (need - tokens) / rate)
-    return tokens, wait
+    return tokens, rate
 
 
-def acquire_rule(state: dict, token: str, now: float, ask: Ask) -> float:
-    """Try to take a slot for ``token`` at ``now`` (epoch s); mutates ``state``. Returns 0
-    when granted, ``FULL`` when every slot is taken, else the seconds to wait (a pause or a
-    bucket). Expired leases are dropped first."""
-    slots = state.setdefault("slots", {})
-    for holder in [h for h, expiry in slots.items() if expiry <= now]:
-        del slots[holder]
-    if ask.rpm:
-        state["rpm_d"] = float(ask.rpm)
-    if ask.tpm:
-        state["tpm_d"] = float(ask.tpm)
-    if state.get("until", 0.0) - now > 1e-6:  # to the microsecond, as Redis stores times
-        return max(MIN_WAIT_S, state["until"] - now)
-    f = factor(state, now)
-    if len(slots) >= max(1, math.floor(ask.capacity * f)):
-        return FULL
-    rpm = limit_in_force(state.get("rpm_d"), state.get("rpm_l"))
-    tpm = limit_in_force(state.get("tpm_d"), state.get("tpm_l"))
-    request_tokens = token_tokens = None
-    if rpm:
-        request_tokens, wait = _bucket(state, "rt", "rts", rpm * f, 1.0, now)
-        if wait > 0:
-            return wait
-    if tpm and ask.tokens > 0:
-        token_tokens, wait = _bucket(state, "tt", "tts", tpm * f, ask.tokens, now)
-        if wait > 0:
-            return wait
-    if request_tokens is not None:
-        state["rt"] = request_tokens - 1.0
-    if token_tokens is not None:
-        state["tt"] = token_tokens - ask.tokens
-    slots[token] = now + ask.lease_s
-    return 0.0
+def _calls_in(tokens: float, need: float) -> int:
+    """Whole calls of ``need`` tokens that ``tokens`` pays for (short by < EPSILON counts)."""
+    return math.floor((tokens + EPSILON) / need)
 
 
-def release_rule(state: dict, token: str, now: float, outcome: Outcome | None) -> None:
-    """Give back ``token``'s slot and learn from ``outcome`` (None: the call was not sent,
-    or ended without an answer to learn from); mutates ``state``."""
-    state.setdefault("slots", {}).pop(token, None)
-    if outcome is None:
-        return
+def _wait_for(tokens: float, need: float, rate: float) -> float:
+    return max(MIN_WAIT_S, (need - tokens) / rate)
+
+
+def recent_sends(state: dict, now: float) -> float:
+    """Calls granted over about the last minute (a sliding window from two fixed ones: the
+    current one's count plus the previous one's, weighted by its part still inside)."""
+    if "gw" not in state:
+        return 0.0
+    return state["gn"] + state["gp"] * max(0.0, 1.0 - (now - state["gw"]) / 60.0)
+
+
+def _window_roll(state: dict, now: float) -> None:
+    if "gw" not in state:
+        state["gw"], state["gn"], state["gp"] = now, 0.0, 0.0
+    elif now - state["gw"] >= 60.0:
+        state["gp"] = state["gn"] if now - state["gw"] < 120.0 else 0.0
+        state["gw"], state["gn"] = now, 0.0
+
+
+def learn_rule(state: dict, now: float, outcome: Outcome) -> None:
+    """Learn from one answered attempt (module docstring: announced limits, the token
+    estimate's correction, a 429's pause and slow-down, an exhausted ``remaining``); mutates
+    ``state``. An announced request limit is not learnt when more calls than it were sent in
+    the last minute (``recent_sends``): a provider that let them through does not limit
+    requests per minute to it (the shared mock announces its in-flight limit that way)."""
     new_limit = False
-    for field, value in (("rpm_l", outcome.rpm_limit), ("tpm_l", outcome.tpm_limit)):
+    rpm_limit = outcome.rpm_limit
+    if rpm_limit and rpm_limit > 0 and recent_sends(state, now) > rpm_limit:
+        rpm_limit = None
+    for field, value in (("rpm_l", rpm_limit), ("tpm_l", outcome.tpm_limit)):
         if value and value > 0:
             new_limit = new_limit or state.get(field) != float(value)
             state[field] = float(value)
@@ -201,9 +207,202 @@ def release_rule(state: dict, token: str, now: float, outcome: Outcome | None) -
         state["until"] = max(state.get("until", 0.0), now + max(pauses))
 
 
-def renew_rule(state: dict, tokens: list[str], now: float, lease_s: float) -> None:
-    """Extend the leases of ``tokens`` still held to ``now + lease_s``."""
-    slots = state.setdefault("slots", {})
-    for token in tokens:
-        if token in slots:
-            slots[token] = now + lease_s
+def outcome_merge(first: Outcome | None, then: Outcome | None) -> Outcome | None:
+    """Two outcomes not yet told to the store as one: limited if either was (the longer
+    pause), the later announced limits, an exhausted ``remaining`` with the longer reset,
+    the token corrections summed."""
+    if first is None or then is None:
+        return then if first is None else first
+
+    def later(a, b):
+        return b if b is not None else a
+
+    def exhausted(rem_a, reset_a, rem_b, reset_b):
+        if rem_a == 0 and rem_b == 0:
+            return 0.0, max(reset_a or 0.0, reset_b or 0.0) or None
+        if rem_b == 0:
+            return rem_b, reset_b
+        if rem_a == 0:
+            return rem_a, reset_a
+        return later(rem_a, rem_b), later(reset_a, reset_b)
+
+    pause = None
+    if first.limited or then.limited:
+        pauses = [
+            (DEFAULT_PAUSE_S if o.retry_after_s is None else o.retry_after_s)
+            for o in (first, then)
+            if o.limited
+        ]
+        pause = max(pauses)
+    rem_r, reset_r = exhausted(
+        first.remaining_requests, first.reset_requests_s,
+        then.remaining_requests, then.reset_requests_s,
+    )  # fmt: skip
+    rem_t, reset_t = exhausted(
+        first.remaining_tokens, first.reset_tokens_s,
+        then.remaining_tokens, then.reset_tokens_s,
+    )  # fmt: skip
+    return Outcome(
+        limited=first.limited or then.limited,
+        retry_after_s=pause,
+        rpm_limit=later(first.rpm_limit, then.rpm_limit),
+        tpm_limit=later(first.tpm_limit, then.tpm_limit),
+        remaining_requests=rem_r,
+        reset_requests_s=reset_r,
+        remaining_tokens=rem_t,
+        reset_tokens_s=reset_t,
+        tokens_delta=first.tokens_delta + then.tokens_delta,
+    )
+
+
+@dataclass(frozen=True)
+class Grant:
+    """The store's answer to an exchange, and what the holder may do until it asks again.
+
+    ``granted``: slots granted now (at most ``want``); ``wait``: 0 when all were granted
+    (or none wanted), ``FULL`` when the rest must wait for a release, else the seconds
+    until a pause or a bucket lets one more in; ``held``: the holder's slots now;
+    ``in_flight``: every holder's; ``cap``: ``floor(capacity × factor)``, at least 1;
+    ``share``: the slots this holder may keep while others wait; ``others_waiting``:
+    another holder waits for a slot; ``yield_all``: another has waited past
+    ``STARVE_S`` and goes first; ``paced``: a request or token bucket is in force, so every
+    call must be counted by the store; ``until``: the pause's end (epoch s, 0 if none)."""
+
+    granted: int
+    wait: float
+    held: int
+    in_flight: int
+    cap: int
+    share: int
+    others_waiting: bool
+    yield_all: bool
+    paced: bool
+    until: float
+
+
+def exchange_rule(
+    state: dict,
+    holder: str,
+    now: float,
+    ask: Ask,
+    *,
+    keep: int,
+    want: int = 0,
+    outcome: Outcome | None = None,
+) -> Grant:
+    """One holder's exchange with the endpoint's state at ``now`` (epoch s); mutates
+    ``state``. In order: holders and waiters whose lease ran out are dropped; ``outcome``
+    (the holder's answers since its last exchange, merged; None: nothing) is learnt;
+    the holder now holds ``keep`` slots (those still in use or kept idle: the others are
+    given back); then up to ``want`` more are granted: none during a pause, none while
+    another holder with fewer slots than its share has waited past ``STARVE_S`` (it goes
+    first, once, unless this one starves too and waited longer),
+    as many as fit under ``cap`` (and, while others wait, under the holder's ``share``, an
+    equal part of ``cap`` between the holders holding or waiting), and as the request and
+    token buckets pay for (``ask.tokens`` a call). A holder left wanting for lack of room
+    is registered as waiting for ``WAIT_TTL_S``; its slots are leased for ``ask.lease_s``.
+    """
+    holders = state.setdefault("holders", {})  # holder -> [slots, lease expiry]
+    waiting = state.setdefault("waiting", {})  # holder -> [waiting since, expiry, cap]
+    for gone in [h for h, (_, expiry) in holders.items() if expiry <= now]:
+        del holders[gone]
+    for gone in [h for h, (_, expiry, _) in waiting.items() if expiry <= now]:
+        del waiting[gone]
+    _window_roll(state, now)
+    if ask.rpm:
+        state["rpm_d"] = float(ask.rpm)
+    if ask.tpm:
+        state["tpm_d"] = float(ask.tpm)
+    if outcome is not None:
+        learn_rule(state, now, outcome)
+    count = max(0, int(keep))
+    others_held = sum(c for h, (c, _) in holders.items() if h != holder)
+    f = factor(state, now)
+    cap = max(1, math.floor(ask.capacity * f))
+    rpm = limit_in_force(state.get("rpm_d"), state.get("rpm_l"))
+    tpm = limit_in_force(state.get("tpm_d"), state.get("tpm_l"))
+    granted, wait, room_short = 0, 0.0, False
+    if want > 0:
+        since = waiting[holder][0] if holder in waiting else now
+        until = state.get("until", 0.0)
+        # another holder starving goes first, unless this one starves too and waited longer
+        me_too = since <= now - STARVE_S and count < _share(holders, waiting, holder, cap)
+        starving = any(s < since or not me_too for s in _starving(holders, waiting, holder, now))
+        if until - now > 1e-6:  # to the microsecond, as Redis stores times
+            wait = max(MIN_WAIT_S, until - now)
+        elif starving:
+            wait, room_short = FULL, True
+        else:
+            room = cap - count - others_held
+            if any(h != holder for h in waiting):
+                room = min(room, _share(holders, waiting, holder, cap) - count)
+            n = min(want, room)
+            if n < want:
+                room_short = True
+            if n <= 0:
+                wait = FULL
+            else:
+                k = n
+                request_tokens = token_tokens = None
+                if rpm:
+                    request_tokens, rate = _bucket(state, "rt", "rts", rpm * f, 1.0, now)
+                    k = min(k, _calls_in(request_tokens, 1.0))
+                    if k < n:
+                        wait = _wait_for(request_tokens - k, 1.0, rate)
+                if k > 0 and tpm and ask.tokens > 0:
+                    token_tokens, rate = _bucket(state, "tt", "tts", tpm * f, ask.tokens, now)
+                    paid = _calls_in(token_tokens, ask.tokens)
+                    if paid < k:
+                        k = paid
+                        wait = _wait_for(token_tokens - k * ask.tokens, ask.tokens, rate)
+                if k > 0:
+                    if request_tokens is not None:
+                        state["rt"] = request_tokens - k
+                    if token_tokens is not None:
+                        state["tt"] = token_tokens - k * ask.tokens
+                    granted = k
+                    state["gn"] += k
+                if granted == n and room_short:
+                    wait = FULL
+    count += granted
+    if want > granted and room_short:
+        # waiting since its last grant: a grant ends its turn at the front (STARVE_S)
+        since = waiting[holder][0] if holder in waiting and granted == 0 else now
+        waiting[holder] = [since, now + WAIT_TTL_S, cap]
+    else:
+        waiting.pop(holder, None)
+    if count > 0:
+        holders[holder] = [count, now + ask.lease_s]
+    else:
+        holders.pop(holder, None)
+    return Grant(
+        granted=granted,
+        wait=wait,
+        held=count,
+        in_flight=count + others_held,
+        cap=cap,
+        share=_share(holders, waiting, holder, cap),
+        others_waiting=any(h != holder for h in waiting),
+        yield_all=bool(_starving(holders, waiting, holder, now)),
+        paced=bool(rpm or tpm),
+        until=state.get("until", 0.0),
+    )
+
+
+def _starving(holders: dict, waiting: dict, holder: str, now: float) -> list[float]:
+    """Since when each other holder has waited, of those waiting past ``STARVE_S`` with
+    fewer slots than their share."""
+    return [
+        since
+        for h, (since, _, cap) in waiting.items()
+        if h != holder
+        and since <= now - STARVE_S
+        and holders.get(h, [0])[0] < _share(holders, waiting, h, cap)
+    ]
+
+
+def _share(holders: dict, waiting: dict, holder: str, cap: int) -> int:
+    """An equal part of ``cap`` (rounded up) between the holders holding or waiting, this
+    one included."""
+    active = {h for h, (c, _) in holders.items() if c > 0} | set(waiting) | {holder}
+    return max(1, math.ceil(cap / len(active)))

@@ -3,8 +3,9 @@ shared by every process of one machine (``SqliteStore``, the embedded default), 
 shared by every worker (``RedisStore``, production). Memory and SQLite run
 ``evals.runner.limiter.rules`` on the state; Redis runs the same rules as Lua scripts.
 
-Every store is used from a coroutine and answers ``acquire`` / ``release`` / ``renew`` for one
-endpoint key at a time; a store that cannot be reached raises ``StoreDown`` (never hangs past
+Every store is used from a coroutine and answers one operation, ``exchange``
+(``rules.exchange_rule``: give back, learn, renew, take), for one endpoint key at a time, in
+one round trip; a store that cannot be reached raises ``StoreDown`` (never hangs past
 its timeouts: Redis 2 s per command, after at most 2 s waiting for one of the process's
 ``REDIS_CONNECTIONS``; SQLite's busy timeout 5 s).
 """
@@ -27,12 +28,13 @@ from evals.runner.limiter.rules import (
     FACTOR_MIN,
     RECOVER_S,
     SAFETY,
+    STARVE_S,
     STATE_TTL_S,
+    WAIT_TTL_S,
     Ask,
+    Grant,
     Outcome,
-    acquire_rule,
-    release_rule,
-    renew_rule,
+    exchange_rule,
 )
 
 
@@ -49,17 +51,21 @@ class MemoryStore:
         self._lock = threading.Lock()
         self.states: dict[str, dict] = {}
 
-    async def acquire(self, key: str, token: str, now: float, ask: Ask) -> float:
+    async def exchange(
+        self,
+        key: str,
+        holder: str,
+        now: float,
+        ask: Ask,
+        *,
+        keep: int,
+        want: int = 0,
+        outcome: Outcome | None = None,
+    ) -> Grant:
+        """``rules.exchange_rule`` on endpoint ``key``'s state in this process."""
         with self._lock:
-            return acquire_rule(self.states.setdefault(key, {}), token, now, ask)
-
-    async def release(self, key: str, token: str, now: float, outcome: Outcome | None) -> None:
-        with self._lock:
-            release_rule(self.states.setdefault(key, {}), token, now, outcome)
-
-    async def renew(self, key: str, tokens: list[str], now: float, lease_s: float) -> None:
-        with self._lock:
-            renew_rule(self.states.setdefault(key, {}), tokens, now, lease_s)
+            state = self.states.setdefault(key, {})
+            return exchange_rule(state, holder, now, ask, keep=keep, want=want, outcome=outcome)
 
     async def aclose(self) -> None:
         return None
@@ -124,14 +130,26 @@ class SqliteStore:
                 raise StoreDown(f"limiter file {self.path}: {exc}") from exc
             return answer
 
-    async def acquire(self, key: str, token: str, now: float, ask: Ask) -> float:
-        return self._apply(key, now, lambda state: acquire_rule(state, token, now, ask))
-
-    async def release(self, key: str, token: str, now: float, outcome: Outcome | None) -> None:
-        self._apply(key, now, lambda state: release_rule(state, token, now, outcome))
-
-    async def renew(self, key: str, tokens: list[str], now: float, lease_s: float) -> None:
-        self._apply(key, now, lambda state: renew_rule(state, tokens, now, lease_s))
+    async def exchange(
+        self,
+        key: str,
+        holder: str,
+        now: float,
+        ask: Ask,
+        *,
+        keep: int,
+        want: int = 0,
+        outcome: Outcome | None = None,
+    ) -> Grant:
+        """``rules.exchange_rule`` on endpoint ``key``'s row, in one ``BEGIN IMMEDIATE``
+        transaction; raises ``StoreDown`` when the file cannot be changed."""
+        return self._apply(
+            key,
+            now,
+            lambda state: exchange_rule(
+                state, holder, now, ask, keep=keep, want=want, outcome=outcome
+            ),
+        )
 
     async def aclose(self) -> None:
         with self._lock:
@@ -140,46 +158,138 @@ class SqliteStore:
                 self._conn = None
 
 
-# The rules of ``rules.py`` in Lua (Redis 5+), one script per operation, atomic by Redis's
-# single-threaded script execution. ``now`` is the caller's clock (epoch seconds); the
-# workers' clocks are assumed synchronised (NTP: milliseconds).
-_LUA_STATE = """
+# ``rules.exchange_rule`` in Lua (Redis 5+), atomic by Redis's single-threaded script
+# execution. ``now`` is the caller's clock (epoch seconds); the workers' clocks are assumed
+# synchronised (NTP: milliseconds). KEYS: the state hash, the holders hash (``n:<holder>``
+# slots, ``e:<holder>`` lease expiry), the waiting hash (``s:`` since, ``e:`` expiry, ``c:``
+# cap). Times are stored to the microsecond.
+_LUA_EXCHANGE = """
 local s = {}
 local raw = redis.call('HGETALL', KEYS[1])
 for i = 1, #raw, 2 do s[raw[i]] = tonumber(raw[i + 1]) end
 local function num(x) return string.format('%.6f', x) end
-local function factor(now, recover)
+local function set(field, value)
+  s[field] = value; redis.call('HSET', KEYS[1], field, num(value))
+end
+local holder, now = ARGV[1], tonumber(ARGV[2])
+local capacity, rpm_ask, tpm_ask = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
+local need_t, lease = tonumber(ARGV[6]), tonumber(ARGV[7])
+local keep, want = tonumber(ARGV[8]), tonumber(ARGV[9])
+local learn, limited = ARGV[10] == '1', ARGV[11] == '1'
+local retry_after, rpm_l, tpm_l = tonumber(ARGV[12]), tonumber(ARGV[13]), tonumber(ARGV[14])
+local rem_req, reset_req = tonumber(ARGV[15]), tonumber(ARGV[16])
+local rem_tok, reset_tok, delta = tonumber(ARGV[17]), tonumber(ARGV[18]), tonumber(ARGV[19])
+local safety, burst = tonumber(ARGV[20]), tonumber(ARGV[21])
+local recover, ttl = tonumber(ARGV[22]), tonumber(ARGV[23])
+local fmin, spacing, default_pause = tonumber(ARGV[24]), tonumber(ARGV[25]), tonumber(ARGV[26])
+local unpaced, paced_beta = tonumber(ARGV[27]), tonumber(ARGV[28])
+local wait_ttl, starve = tonumber(ARGV[29]), tonumber(ARGV[30])
+
+local hn, he, ws, we, wc = {}, {}, {}, {}, {}
+raw = redis.call('HGETALL', KEYS[2])
+for i = 1, #raw, 2 do
+  local kind, h = string.sub(raw[i], 1, 1), string.sub(raw[i], 3)
+  if kind == 'n' then hn[h] = tonumber(raw[i + 1]) else he[h] = tonumber(raw[i + 1]) end
+end
+for h, e in pairs(he) do
+  if e <= now then hn[h] = nil; redis.call('HDEL', KEYS[2], 'n:' .. h, 'e:' .. h) end
+end
+raw = redis.call('HGETALL', KEYS[3])
+for i = 1, #raw, 2 do
+  local kind, h = string.sub(raw[i], 1, 1), string.sub(raw[i], 3)
+  local v = tonumber(raw[i + 1])
+  if kind == 's' then ws[h] = v elseif kind == 'e' then we[h] = v else wc[h] = v end
+end
+for h, e in pairs(we) do
+  if e <= now then
+    ws[h] = nil; wc[h] = nil
+    redis.call('HDEL', KEYS[3], 's:' .. h, 'e:' .. h, 'c:' .. h)
+  end
+end
+
+if s['gw'] == nil then set('gw', now); set('gn', 0); set('gp', 0)
+elseif now - s['gw'] >= 60 then
+  if now - s['gw'] < 120 then set('gp', s['gn']) else set('gp', 0) end
+  set('gw', now); set('gn', 0)
+end
+if rpm_ask > 0 and s['rpm_d'] ~= rpm_ask then set('rpm_d', rpm_ask) end
+if tpm_ask > 0 and s['tpm_d'] ~= tpm_ask then set('tpm_d', tpm_ask) end
+for i = 1, 3 do redis.call('EXPIRE', KEYS[i], ttl) end
+
+local function factor()
   if s['f'] == nil then return 1.0 end
   return math.min(1.0, s['f'] + math.max(0.0, now - s['td']) / recover)
 end
-"""
-
-_LUA_ACQUIRE = (
-    _LUA_STATE
-    + """
-local token, now = ARGV[1], tonumber(ARGV[2])
-local capacity, rpm_ask, tpm_ask = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
-local need_t, lease = tonumber(ARGV[6]), tonumber(ARGV[7])
-local safety, burst = tonumber(ARGV[8]), tonumber(ARGV[9])
-local recover, ttl = tonumber(ARGV[10]), tonumber(ARGV[11])
-redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', num(now))
-if rpm_ask > 0 and s['rpm_d'] ~= rpm_ask then
-  redis.call('HSET', KEYS[1], 'rpm_d', num(rpm_ask)); s['rpm_d'] = rpm_ask
-end
-if tpm_ask > 0 and s['tpm_d'] ~= tpm_ask then
-  redis.call('HSET', KEYS[1], 'tpm_d', num(tpm_ask)); s['tpm_d'] = tpm_ask
-end
-redis.call('EXPIRE', KEYS[1], ttl)
-if s['until'] ~= nil and s['until'] - now > 1e-6 then
-  return num(math.max(0.001, s['until'] - now))
-end
-local f = factor(now, recover)
-if redis.call('ZCARD', KEYS[2]) >= math.max(1, math.floor(capacity * f)) then return '-1' end
 local function limit(d, l)
   local best = nil
   if d ~= nil and d > 0 then best = d end
   if l ~= nil and l > 0 and (best == nil or l < best) then best = l end
   return best
+end
+
+if learn then
+  local new_limit = false
+  local recent = s['gn'] + s['gp'] * math.max(0.0, 1.0 - (now - s['gw']) / 60.0)
+  if rpm_l > 0 and recent > rpm_l then rpm_l = 0 end
+  if rpm_l > 0 then
+    if s['rpm_l'] ~= rpm_l then new_limit = true end
+    set('rpm_l', rpm_l)
+  end
+  if tpm_l > 0 then
+    if s['tpm_l'] ~= tpm_l then new_limit = true end
+    set('tpm_l', tpm_l)
+  end
+  if delta ~= 0 and s['tt'] ~= nil then set('tt', s['tt'] - delta) end
+  local pause = -1
+  if limited then
+    if retry_after >= 0 then pause = retry_after else pause = default_pause end
+    local rts = now
+    if s['rts'] ~= nil and s['rts'] > now then rts = s['rts'] end
+    set('rt', 0); set('rts', rts)
+    if (not new_limit) and (s['td'] == nil or now - s['td'] >= spacing) then
+      local beta = unpaced
+      if limit(s['rpm_d'], s['rpm_l']) ~= nil or limit(s['tpm_d'], s['tpm_l']) ~= nil then
+        beta = paced_beta
+      end
+      local f = math.max(fmin, factor() * beta)
+      set('f', f); set('td', now)
+    end
+  end
+  if rem_req == 0 and reset_req > 0 then pause = math.max(pause, reset_req) end
+  if rem_tok == 0 and reset_tok > 0 then pause = math.max(pause, reset_tok) end
+  if pause >= 0 then
+    local untl = now + pause
+    if s['until'] ~= nil and s['until'] > untl then untl = s['until'] end
+    set('until', untl)
+  end
+end
+
+local count = math.max(0, keep)
+local others_held = 0
+for h, n in pairs(hn) do if h ~= holder then others_held = others_held + n end end
+local f = factor()
+local cap = math.max(1, math.floor(capacity * f))
+local rpm = limit(s['rpm_d'], s['rpm_l'])
+local tpm = limit(s['tpm_d'], s['tpm_l'])
+local function share(h, c)
+  local active, n = {}, 0
+  for x, v in pairs(hn) do if v > 0 and not active[x] then active[x] = true; n = n + 1 end end
+  for x, _ in pairs(ws) do if not active[x] then active[x] = true; n = n + 1 end end
+  if not active[h] then n = n + 1 end
+  return math.max(1, math.ceil(c / n))
+end
+local function starving()
+  local out = {}
+  for h, since in pairs(ws) do
+    if h ~= holder and since <= now - starve and (hn[h] or 0) < share(h, wc[h]) then
+      table.insert(out, since)
+    end
+  end
+  return out
+end
+local function others_wait()
+  for h, _ in pairs(ws) do if h ~= holder then return true end end
+  return false
 end
 local function bucket(tk, tsk, per_minute, need)
   local rate = safety * per_minute / 60.0
@@ -189,89 +299,84 @@ local function bucket(tk, tsk, per_minute, need)
   local ts = s[tsk]
   if ts == nil then ts = now end
   tokens = math.min(size, tokens + math.max(0.0, now - ts) * rate)
-  redis.call('HSET', KEYS[1], tk, num(tokens), tsk, num(math.max(ts, now)))
-  if tokens >= need - 1e-3 then return tokens, 0 end
-  return tokens, math.max(0.001, (need - tokens) / rate)
+  set(tk, tokens); set(tsk, math.max(ts, now))
+  return tokens, rate
 end
-local rpm = limit(s['rpm_d'], s['rpm_l'])
-local tpm = limit(s['tpm_d'], s['tpm_l'])
-local rtok, ttok = nil, nil
-if rpm ~= nil then
-  local wait
-  rtok, wait = bucket('rt', 'rts', rpm * f, 1.0)
-  if wait > 0 then return num(wait) end
-end
-if tpm ~= nil and need_t > 0 then
-  local wait
-  ttok, wait = bucket('tt', 'tts', tpm * f, need_t)
-  if wait > 0 then return num(wait) end
-end
-if rtok ~= nil then redis.call('HSET', KEYS[1], 'rt', num(rtok - 1.0)) end
-if ttok ~= nil then redis.call('HSET', KEYS[1], 'tt', num(ttok - need_t)) end
-redis.call('ZADD', KEYS[2], num(now + lease), token)
-redis.call('EXPIRE', KEYS[2], ttl)
-return '0'
-"""
-)
 
-_LUA_RELEASE = (
-    _LUA_STATE
-    + """
-local token, now = ARGV[1], tonumber(ARGV[2])
-redis.call('ZREM', KEYS[2], token)
-if ARGV[3] == '' then return 0 end
-local limited = ARGV[3] == '1'
-local retry_after, rpm_l, tpm_l = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
-local rem_req, reset_req = tonumber(ARGV[7]), tonumber(ARGV[8])
-local rem_tok, reset_tok, delta = tonumber(ARGV[9]), tonumber(ARGV[10]), tonumber(ARGV[11])
-local fmin, recover = tonumber(ARGV[12]), tonumber(ARGV[13])
-local spacing, default_pause = tonumber(ARGV[14]), tonumber(ARGV[15])
-local unpaced, paced_beta = tonumber(ARGV[16]), tonumber(ARGV[17])
-local new_limit = false
-if rpm_l > 0 then
-  if s['rpm_l'] ~= tonumber(num(rpm_l)) then new_limit = true end
-  redis.call('HSET', KEYS[1], 'rpm_l', num(rpm_l))
-end
-if tpm_l > 0 then
-  if s['tpm_l'] ~= tonumber(num(tpm_l)) then new_limit = true end
-  redis.call('HSET', KEYS[1], 'tpm_l', num(tpm_l))
-end
-if delta ~= 0 and s['tt'] ~= nil then redis.call('HSET', KEYS[1], 'tt', num(s['tt'] - delta)) end
-local pause = -1
-if limited then
-  if retry_after >= 0 then pause = retry_after else pause = default_pause end
-  local rts = now
-  if s['rts'] ~= nil and s['rts'] > now then rts = s['rts'] end
-  redis.call('HSET', KEYS[1], 'rt', '0', 'rts', num(rts))
-  local td = s['td']
-  if (not new_limit) and (td == nil or now - td >= spacing) then
-    local paced = false
-    for _, name in ipairs({'rpm_d', 'rpm_l', 'tpm_d', 'tpm_l'}) do
-      local v = s[name]
-      if name == 'rpm_l' and rpm_l > 0 then v = rpm_l end
-      if name == 'tpm_l' and tpm_l > 0 then v = tpm_l end
-      if v ~= nil and v > 0 then paced = true end
+local granted, wait, room_short = 0, 0.0, false
+if want > 0 then
+  local since = ws[holder] or now
+  local untl = s['until'] or 0
+  local me_too = since <= now - starve and count < share(holder, cap)
+  local blocked = false
+  for _, other in ipairs(starving()) do
+    if other < since or not me_too then blocked = true end
+  end
+  if untl - now > 1e-6 then
+    wait = math.max(0.001, untl - now)
+  elseif blocked then
+    wait, room_short = -1, true
+  else
+    local room = cap - count - others_held
+    if others_wait() then room = math.min(room, share(holder, cap) - count) end
+    local n = math.min(want, room)
+    if n < want then room_short = true end
+    if n <= 0 then
+      wait = -1
+    else
+      local k = n
+      local rtok, ttok = nil, nil
+      if rpm ~= nil then
+        local rate
+        rtok, rate = bucket('rt', 'rts', rpm * f, 1.0)
+        k = math.min(k, math.floor(rtok + 1e-3))
+        if k < n then wait = math.max(0.001, (1.0 - (rtok - k)) / rate) end
+      end
+      if k > 0 and tpm ~= nil and need_t > 0 then
+        local rate
+        ttok, rate = bucket('tt', 'tts', tpm * f, need_t)
+        local paid = math.floor((ttok + 1e-3) / need_t)
+        if paid < k then
+          k = paid
+          wait = math.max(0.001, (need_t - (ttok - k * need_t)) / rate)
+        end
+      end
+      if k > 0 then
+        if rtok ~= nil then set('rt', rtok - k) end
+        if ttok ~= nil then set('tt', ttok - k * need_t) end
+        granted = k
+        set('gn', s['gn'] + k)
+      end
+      if granted == n and room_short then wait = -1 end
     end
-    local beta = unpaced
-    if paced then beta = paced_beta end
-    local f = math.max(fmin, factor(now, recover) * beta)
-    redis.call('HSET', KEYS[1], 'f', num(f), 'td', num(now))
   end
 end
-if rem_req == 0 and reset_req > 0 then pause = math.max(pause, reset_req) end
-if rem_tok == 0 and reset_tok > 0 then pause = math.max(pause, reset_tok) end
-if pause >= 0 then
-  local untl = now + pause
-  if s['until'] ~= nil and s['until'] > untl then untl = s['until'] end
-  redis.call('HSET', KEYS[1], 'until', num(untl))
+count = count + granted
+if want > granted and room_short then
+  local since = now
+  if ws[holder] ~= nil and granted == 0 then since = ws[holder] end
+  ws[holder] = since; wc[holder] = cap
+  redis.call('HSET', KEYS[3], 's:' .. holder, num(since), 'e:' .. holder, num(now + wait_ttl),
+    'c:' .. holder, cap)
+elseif ws[holder] ~= nil then
+  ws[holder] = nil; wc[holder] = nil
+  redis.call('HDEL', KEYS[3], 's:' .. holder, 'e:' .. holder, 'c:' .. holder)
 end
-return 0
-"""
-)
-
-_LUA_RENEW = """
-for i = 2, #ARGV do redis.call('ZADD', KEYS[1], 'XX', ARGV[1], ARGV[i]) end
-return 0
+if count > 0 then
+  hn[holder] = count
+  redis.call('HSET', KEYS[2], 'n:' .. holder, count, 'e:' .. holder, num(now + lease))
+elseif hn[holder] ~= nil then
+  hn[holder] = nil
+  redis.call('HDEL', KEYS[2], 'n:' .. holder, 'e:' .. holder)
+end
+local yield = 0
+if #starving() > 0 then yield = 1 end
+local others = 0
+if others_wait() then others = 1 end
+local paced = 0
+if rpm ~= nil or tpm ~= nil then paced = 1 end
+return {granted, num(wait), count, count + others_held, cap, share(holder, cap), others, yield,
+  paced, num(s['until'] or 0)}
 """
 
 
@@ -284,8 +389,9 @@ REDIS_CONNECTIONS = 32
 
 
 class RedisStore:
-    """State in Redis: a hash per endpoint (``assay:limiter:{<digest>}:state``) and a sorted
-    set of slot holders scored by lease expiry (``...:slots``). One client per store
+    """State in Redis: per endpoint a hash of its state (``assay:limiter:{<digest>}:state``),
+    one of its holders' slots and leases (``...:holders``) and one of its waiting holders
+    (``...:waiting``), changed by one Lua script (``_LUA_EXCHANGE``). One client per store
     instance (per event loop), built on first use."""
 
     name = "redis"
@@ -293,7 +399,7 @@ class RedisStore:
     def __init__(self, url: str) -> None:
         self.url = url
         self._client = None
-        self._scripts: dict = {}
+        self._script = None
 
     def _redis(self):
         if self._client is None:
@@ -311,72 +417,81 @@ class RedisStore:
                     socket_connect_timeout=1.0,
                 )
             )
-            self._scripts = {
-                "acquire": self._client.register_script(_LUA_ACQUIRE),
-                "release": self._client.register_script(_LUA_RELEASE),
-                "renew": self._client.register_script(_LUA_RENEW),
-            }
+            self._script = self._client.register_script(_LUA_EXCHANGE)
         return self._client
 
     @staticmethod
     def keys(key: str) -> list[str]:
-        """The Redis keys of endpoint ``key``: [state hash, slots sorted set]."""
+        """The Redis keys of endpoint ``key``: [state hash, holders hash, waiting hash]."""
         digest = hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()[:24]
-        return [f"assay:limiter:{{{digest}}}:state", f"assay:limiter:{{{digest}}}:slots"]
+        return [f"assay:limiter:{{{digest}}}:{part}" for part in ("state", "holders", "waiting")]
 
-    async def _run(self, name: str, keys: list[str], args: list) -> object:
+    async def exchange(
+        self,
+        key: str,
+        holder: str,
+        now: float,
+        ask: Ask,
+        *,
+        keep: int,
+        want: int = 0,
+        outcome: Outcome | None = None,
+    ) -> Grant:
+        """``rules.exchange_rule`` as one Lua script (``_LUA_EXCHANGE``), one round trip;
+        raises ``StoreDown`` when Redis cannot be reached or answers an error."""
         import redis  # noqa: PLC0415 - only where Redis is configured
 
-        try:
-            self._redis()
-            return await self._scripts[name](keys=keys, args=args)
-        except (redis.RedisError, OSError) as exc:
-            raise StoreDown(f"redis: {type(exc).__name__}: {exc}") from exc
-
-    async def acquire(self, key: str, token: str, now: float, ask: Ask) -> float:
+        o = outcome if outcome is not None else Outcome()
         args = [
-            token,
+            holder,
             repr(now),
             ask.capacity,
             repr(float(ask.rpm or 0)),
             repr(float(ask.tpm or 0)),
             repr(float(ask.tokens)),
             repr(float(ask.lease_s)),
+            int(keep),
+            int(want),
+            "0" if outcome is None else "1",
+            "1" if o.limited else "0",
+            _opt(o.retry_after_s),
+            repr(float(o.rpm_limit or 0)),
+            repr(float(o.tpm_limit or 0)),
+            _opt(o.remaining_requests),
+            _opt(o.reset_requests_s),
+            _opt(o.remaining_tokens),
+            _opt(o.reset_tokens_s),
+            repr(float(o.tokens_delta)),
             repr(SAFETY),
             repr(BURST_S),
             repr(RECOVER_S),
             STATE_TTL_S,
+            repr(FACTOR_MIN),
+            repr(DECREASE_SPACING_S),
+            repr(DEFAULT_PAUSE_S),
+            repr(DECREASE_UNPACED),
+            repr(DECREASE_PACED),
+            repr(WAIT_TTL_S),
+            repr(STARVE_S),
         ]
-        return float(await self._run("acquire", self.keys(key), args))
-
-    async def release(self, key: str, token: str, now: float, outcome: Outcome | None) -> None:
-        if outcome is None:
-            args = [token, repr(now), ""]
-        else:
-            args = [
-                token,
-                repr(now),
-                "1" if outcome.limited else "0",
-                _opt(outcome.retry_after_s),
-                repr(float(outcome.rpm_limit or 0)),
-                repr(float(outcome.tpm_limit or 0)),
-                _opt(outcome.remaining_requests),
-                _opt(outcome.reset_requests_s),
-                _opt(outcome.remaining_tokens),
-                _opt(outcome.reset_tokens_s),
-                repr(float(outcome.tokens_delta)),
-                repr(FACTOR_MIN),
-                repr(RECOVER_S),
-                repr(DECREASE_SPACING_S),
-                repr(DEFAULT_PAUSE_S),
-                repr(DECREASE_UNPACED),
-                repr(DECREASE_PACED),
-            ]
-        await self._run("release", self.keys(key), args)
-
-    async def renew(self, key: str, tokens: list[str], now: float, lease_s: float) -> None:
-        if tokens:
-            await self._run("renew", self.keys(key)[1:], [repr(now + lease_s), *tokens])
+        try:
+            self._redis()
+            answer = await self._script(keys=self.keys(key), args=args)
+        except (redis.RedisError, OSError) as exc:
+            raise StoreDown(f"redis: {type(exc).__name__}: {exc}") from exc
+        granted, wait, held, in_flight, cap, share, others, yield_all, paced, until = answer
+        return Grant(
+            granted=int(granted),
+            wait=float(wait),
+            held=int(held),
+            in_flight=int(in_flight),
+            cap=int(cap),
+            share=int(share),
+            others_waiting=others == 1,
+            yield_all=yield_all == 1,
+            paced=paced == 1,
+            until=float(until),
+        )
 
     async def aclose(self) -> None:
         if self._client is not None:

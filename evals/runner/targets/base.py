@@ -25,6 +25,13 @@ from core.errors import DomainError
 from core.text import REPLACED_KEY, unstorable_replace
 from evals.trajectory.steps import TrajectoryError, final_state_clean, trajectory_clean
 
+# The most calls in flight a target may ask for (``concurrency``, any kind). Far above real
+# use (the shared mock's stress runs use 64 to 128), and it keeps a typo or a hostile config
+# from taking a process down: a chunk starts one coroutine and claims two trials per call in
+# flight, and an OpenAI target one HTTP client per 8, built in the web process too when a
+# run's config is checked (``target_validate``).
+MAX_CONCURRENCY = 1024
+
 
 @dataclass(frozen=True)
 class CaseInput:

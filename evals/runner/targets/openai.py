@@ -1,13 +1,9 @@
-"""A target that calls an OpenAI-compatible chat-completions endpoint through httpx.
+"""A target that calls an OpenAI-compatible chat-completions endpoint.
 
-Why several clients: one httpx 0.28 ``AsyncClient`` slows sharply above ~16 concurrent
-connections (measured on the shared mock: 18% of concurrency/latency at 64 in flight and
-15 CPU-s per 1,000 calls), because every request scans the whole connection pool. So the
-target shards: ``ceil(concurrency / 8)`` clients, each capped at ≤ 8 connections, picks
-the least-loaded one per request, and bounds the total with one ``asyncio.Semaphore``.
-See bench/bench_target_client.py and bench/RESULTS-targets.md. Each pool event scans its
-client's connections (httpcore checks every idle one's socket), so 8 per client rather than
-16 cut the call thread's CPU by about a quarter (bench/README.md, worker CPU, issue 17).
+The HTTP/1.1 client is ``evals.runner.targets.transport.JsonPoster`` (aiohttp): one session
+per target instance holding at most ``concurrency`` connections, bounded by one
+``asyncio.Semaphore`` (why aiohttp, and what it keeps of the httpx client it replaced:
+that module's docstring).
 
 Failures never raise (see ``base.py``): every call ends as a ``TargetResult``, errored
 with a kind first (``rate_limited``, ``server_error 503``, ``timeout``,
@@ -48,28 +44,25 @@ import math
 import os
 import random
 import re
-import ssl
 import string
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 from typing import Any
 
-import certifi
-import httpx
 from django.conf import settings
 
 from core.errors import DomainError
 from core.placeholders import placeholder_list, placeholders_check
 from evals.runner.limiter import Limiter, Outcome, call_sending, endpoint_key
 from evals.runner.limiter.headers import outcome_read, retry_after_ms_seconds
-from evals.runner.targets.base import CaseInput, TargetResult, result_storable
+from evals.runner.targets.base import MAX_CONCURRENCY, CaseInput, TargetResult, result_storable
 from evals.runner.targets.tool_loop import TOOL_LOOP_FIELDS, Pricer, ToolLoop, ToolLoopConfig
+from evals.runner.targets.transport import HttpAnswer, HttpFailure, JsonPoster
 
-MAX_CONNECTIONS_PER_CLIENT = 8
 # The placeholders of a target's prompt template (``$name``, see ``core.placeholders``).
 TEMPLATE_FIELDS = ("input", "expected", "key", "context", "tags", "attempt")
 # The ones that differ from case to case: a template needs one of them, or every case is
@@ -184,12 +177,18 @@ class OpenAIConfig:
             system_prompt=system_prompt,
             api_key_env=api_key_env,
             settings=dict(settings),
-            concurrency=_number(config, "concurrency", 16, int, minimum=1),
-            timeout_s=_number(config, "timeout_s", 60.0, float, minimum=0.001),
-            max_attempts=_number(config, "max_attempts", 4, int, minimum=1),
-            backoff_base_s=_number(config, "backoff_base_s", 1.0, float, minimum=0.0),
-            backoff_max_s=_number(config, "backoff_max_s", 60.0, float, minimum=0.0),
-            retry_after_max_s=_number(config, "retry_after_max_s", 300.0, float, minimum=0.0),
+            concurrency=_number(config, "concurrency", 16, int, minimum=1, maximum=MAX_CONCURRENCY),
+            timeout_s=_number(config, "timeout_s", 60.0, float, minimum=0.001, maximum=MAX_SECONDS),
+            max_attempts=_number(config, "max_attempts", 4, int, minimum=1, maximum=MAX_ATTEMPTS),
+            backoff_base_s=_number(
+                config, "backoff_base_s", 1.0, float, minimum=0.0, maximum=MAX_SECONDS
+            ),
+            backoff_max_s=_number(
+                config, "backoff_max_s", 60.0, float, minimum=0.0, maximum=MAX_SECONDS
+            ),
+            retry_after_max_s=_number(
+                config, "retry_after_max_s", 300.0, float, minimum=0.0, maximum=MAX_SECONDS
+            ),
             tool_loop=ToolLoopConfig.parse(config),
             **limit_settings_parse(config, prefix="target"),
         )
@@ -218,14 +217,30 @@ def _required_str(config: dict, name: str) -> str:
     return value
 
 
-def _number(config: dict, name: str, default: Any, kind: type, *, minimum: float) -> Any:
+# Upper bounds of a target's numbers. Every one is far above any real use, and each keeps
+# a typo or a hostile config from taking the server down: the target is built once to
+# validate a run's config in the web process (``target_validate``), and ``concurrency``
+# 10**11 built ceil(10**11 / 8) HTTP clients there, filling memory until the process died.
+MAX_ATTEMPTS = 20  # HTTP requests per call, retries included
+MAX_SECONDS = 3600.0  # timeout_s, backoff_base_s, backoff_max_s, retry_after_max_s
+
+
+def _number(
+    config: dict, name: str, default: Any, kind: type, *, minimum: float, maximum: float
+) -> Any:
+    """``config[name]`` (else ``default``) as ``kind``, from ``minimum`` to ``maximum``
+    inclusive; raises ``DomainError`` with field ``target.<name>`` for a boolean, a
+    non-number, a non-integer where ``kind`` is ``int``, NaN (a TOML config can spell it) or
+    a value out of bounds."""
     value = config.get(name, default)
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise DomainError(f"expected a number, got {value!r}", field=f"target.{name}")
+    if not minimum <= value <= maximum:  # NaN fails both comparisons
+        raise DomainError(
+            f"must be from {minimum:g} to {maximum:g}, got {value!r:.40}", field=f"target.{name}"
+        )
     if kind is int and value != int(value):
         raise DomainError(f"expected an integer, got {value!r}", field=f"target.{name}")
-    if value < minimum:
-        raise DomainError(f"must be at least {minimum}, got {value!r}", field=f"target.{name}")
     return kind(value)
 
 
@@ -388,13 +403,6 @@ def _rejected_parameter_name(status: int, body: Any, message: str) -> str | None
 
 
 @dataclass
-class _Shard:
-    client: httpx.AsyncClient
-    max_connections: int
-    in_flight: int = 0
-
-
-@dataclass
 class _Attempt:
     """One HTTP attempt's outcome: a result (final) or a retryable failure."""
 
@@ -406,20 +414,8 @@ class _Attempt:
     outcome: Outcome | None = None  # what the answer teaches the limiter
 
 
-_SSL_CONTEXT: ssl.SSLContext | None = None
-
-
-def _shared_ssl_context() -> ssl.SSLContext:
-    """One verifying SSL context per process: building one loads the CA bundle (~40 ms of
-    CPU), and every AsyncClient of every chunk would otherwise build its own."""
-    global _SSL_CONTEXT
-    if _SSL_CONTEXT is None:
-        _SSL_CONTEXT = ssl.create_default_context(cafile=certifi.where())
-    return _SSL_CONTEXT
-
-
 class OpenAITarget:
-    """Chat completions over HTTP; see the module docstring for sharding and retries.
+    """Chat completions over HTTP; see the module docstring for the client and retries.
 
     ``sleep`` (default ``asyncio.sleep``) and ``rng`` are injectable so tests run the
     retry schedule on a fake clock; ``pricer`` (an async ``model -> Price | None``, default
@@ -460,26 +456,12 @@ class OpenAITarget:
         api_key = os.environ.get(config.api_key_env)
         if api_key:
             headers["Authorization"] = f"Bearer {api_key}"
-        # The endpoint as one absolute URL, parsed once: a relative one is parsed and merged
-        # with the client's base URL on every request (CPU per trial, issue 17).
-        self._url = httpx.URL(f"{config.base_url}/chat/completions")
-        n_clients = math.ceil(config.concurrency / MAX_CONNECTIONS_PER_CLIENT)
-        per_client = math.ceil(config.concurrency / n_clients)
-        self.shards: list[_Shard] = [
-            _Shard(
-                client=httpx.AsyncClient(
-                    base_url=config.base_url,
-                    verify=_shared_ssl_context(),
-                    headers=headers,
-                    timeout=httpx.Timeout(config.timeout_s),
-                    limits=httpx.Limits(
-                        max_connections=per_client, max_keepalive_connections=per_client
-                    ),
-                ),
-                max_connections=per_client,
-            )
-            for _ in range(n_clients)
-        ]
+        self.http = JsonPoster(
+            f"{config.base_url}/chat/completions",
+            headers=headers,
+            timeout_s=config.timeout_s,
+            max_connections=config.concurrency,
+        )
         self._tool_loop: ToolLoop | None = None
         self._executor: ThreadPoolExecutor | None = None
         if config.tool_loop is not None:
@@ -505,10 +487,6 @@ class OpenAITarget:
     ) -> OpenAITarget:
         """Build from a run's target snapshot; raises ``DomainError`` naming the field."""
         return cls(OpenAIConfig.parse(config), sleep=sleep, rng=rng, pricer=pricer)
-
-    @property
-    def clients(self) -> list[httpx.AsyncClient]:
-        return [shard.client for shard in self.shards]
 
     def request_body(self, case: CaseInput) -> dict[str, Any]:
         """The JSON body sent for ``case``: model, messages, then the settings as given."""
@@ -594,38 +572,30 @@ class OpenAITarget:
             latency_ms=(time.perf_counter() - started) * 1000,
         )
 
-    def _shard(self) -> _Shard:
-        return min(self.shards, key=lambda shard: shard.in_flight)
-
     async def _attempt(self, body: dict[str, Any], estimate: float = 0.0) -> _Attempt:
-        shard = self._shard()
-        shard.in_flight += 1
         try:
-            response = await shard.client.post(self._url, json=body)
-        except httpx.TimeoutException as exc:
-            return _Attempt(
-                retry_kind="timeout",
-                retry_message=f"no response within {self.config.timeout_s:g} s "
-                f"({type(exc).__name__})",
-                raw={"error": "timeout", "timeout_s": self.config.timeout_s},
-            )
-        except httpx.TransportError as exc:
+            response = await self.http.post(body)
+        except HttpFailure as exc:
+            if exc.timeout:
+                return _Attempt(
+                    retry_kind="timeout",
+                    retry_message=f"no response within {self.config.timeout_s:g} s ({exc.name})",
+                    raw={"error": "timeout", "timeout_s": self.config.timeout_s},
+                )
             return _Attempt(
                 retry_kind="connection_error",
-                retry_message=f"{type(exc).__name__}: {exc}",
-                raw={"error": "connection_error", "detail": str(exc)},
+                retry_message=f"{exc.name}: {exc.detail}",
+                raw={"error": "connection_error", "detail": exc.detail},
             )
-        finally:
-            shard.in_flight -= 1
         attempt = self._read(response, tools="tools" in body)
         attempt.outcome = self._outcome(response, attempt, estimate)
         return attempt
 
     @staticmethod
-    def _outcome(response: httpx.Response, attempt: _Attempt, estimate: float) -> Outcome:
+    def _outcome(response: HttpAnswer, attempt: _Attempt, estimate: float) -> Outcome:
         """What the answer teaches the limiter: the rate-limit headers, and the real tokens
         against the estimate (a 429 was not counted: its whole estimate is given back)."""
-        limited = response.status_code == 429
+        limited = response.status == 429
         if limited:
             delta = -estimate
         elif attempt.result is not None and attempt.result.ok:
@@ -640,13 +610,13 @@ class OpenAITarget:
             tokens_delta=delta,
         )
 
-    def _read(self, response: httpx.Response, *, tools: bool = False) -> _Attempt:
+    def _read(self, response: HttpAnswer, *, tools: bool = False) -> _Attempt:
         text = response.text
         try:
             body: Any = json.loads(text) if text else None
         except ValueError:
             body = None
-        status = response.status_code
+        status = response.status
         if status != 200:
             message = provider_message(body, text)
             raw = {"status": status, "body": error_body_excerpt(body, text)}
@@ -705,10 +675,10 @@ class OpenAITarget:
         )
 
     async def aclose(self) -> None:
-        """Close every client's connections and the limiter's store client (and let go of
+        """Close the HTTP client's connections and the limiter's store client (and let go of
         the tool threads: a sync tool still running past its timeout is left to end on its
         own)."""
-        await asyncio.gather(*(shard.client.aclose() for shard in self.shards))
+        await self.http.aclose()
         await self.limiter.aclose()
         if self._executor is not None:
             self._executor.shutdown(wait=False, cancel_futures=True)
@@ -731,7 +701,7 @@ def tokens_estimate(body: dict[str, Any]) -> float:
     return chars / 4 + completion
 
 
-def _retry_after(headers: httpx.Headers) -> float | None:
+def _retry_after(headers: Mapping[str, str]) -> float | None:
     """The wait an answer asks for: ``retry-after-ms`` when sent, else ``Retry-After``."""
     from_ms = retry_after_ms_seconds(headers)
     return from_ms if from_ms is not None else retry_after_seconds(headers.get("Retry-After"))

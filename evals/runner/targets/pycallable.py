@@ -23,7 +23,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from core.errors import DomainError
-from evals.runner.targets.base import CaseInput, TargetResult, result_storable
+from evals.runner.targets.base import MAX_CONCURRENCY, CaseInput, TargetResult, result_storable
 
 KNOWN_FIELDS = frozenset({"kind", "path", "settings", "concurrency", "model", "prompt_revision"})
 
@@ -53,9 +53,14 @@ class CallableConfig:
         if not isinstance(settings, dict) or not all(isinstance(k, str) for k in settings):
             raise DomainError("expected an object", field="target.settings")
         concurrency = config.get("concurrency", 8)
-        if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
+        if (
+            isinstance(concurrency, bool)
+            or not isinstance(concurrency, int)
+            or not 1 <= concurrency <= MAX_CONCURRENCY
+        ):
             raise DomainError(
-                f"expected an integer ≥ 1, got {concurrency!r}", field="target.concurrency"
+                f"expected an integer from 1 to {MAX_CONCURRENCY}, got {concurrency!r:.40}",
+                field="target.concurrency",
             )
         model = config.get("model")
         if model is not None and not isinstance(model, str):

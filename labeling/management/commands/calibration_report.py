@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import json
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
+from core.commands import DomainCommand
 from evals.models import Suite
 from judges.trust import active_approval_get
 from labeling.figures import Calibration, PairwiseCalibration
@@ -111,7 +112,7 @@ def _state(trust: dict) -> str:
     return "untrusted"
 
 
-class Command(BaseCommand):
+class Command(DomainCommand):
     help = (
         "Calibration figures (n, agreement, kappa, false-accept and false-reject rates) "
         "and trust state of every judge version with grades on labeled trials; then every "

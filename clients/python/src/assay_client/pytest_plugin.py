@@ -33,7 +33,7 @@ import pytest
 
 from assay_client.client import AssayClient
 from assay_client.errors import AssayError
-from assay_client.trials import ERRORED, FAILED, PASSED, SKIPPED, TrialResult, case_key
+from assay_client.trials import ERRORED, FAILED, PASSED, SKIPPED, TrialResult, case_key, storable
 
 ATTEMPT = "_assay_attempt"  # the parameter --assay-repeat adds
 REPEAT_STEP = "__pytest_repeat_step_number"  # pytest-repeat's (0-based)
@@ -150,11 +150,22 @@ def phase_outcome(call: pytest.CallInfo, report: pytest.TestReport) -> tuple[str
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     """Attach the phase's trial facts to its report as ``report.assay`` (a dict, so it
-    travels from a pytest-xdist worker to the controller)."""
+    travels from a pytest-xdist worker to the controller). Text the database cannot store
+    (U+0000, a lone surrogate) in ``record_property`` values and the reason is replaced
+    here, where the test ran, and counted (and in pytest's failure report, which then
+    becomes plain text): a lone surrogate crashed pytest-xdist's channel to the controller
+    and lost the session."""
     report = yield
     if item.config.getoption("assay_suite"):
         attempt = attempt_of(item)
         outcome, reason = phase_outcome(call, report)
+        properties, replaced = storable(list(report.user_properties))
+        reason, replaced_reason = storable(reason)
+        report.user_properties = properties
+        if report.longrepr is not None:
+            text, replaced_longrepr = storable(report.longreprtext)
+            if replaced_longrepr:  # pytest's own report: kept as text, without what crashed
+                report.longrepr = text
         report.assay = {
             "case": case_key(item.nodeid, attempt),
             "attempt": attempt or 1,
@@ -163,6 +174,8 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
             "tags": sorted({m.name for m in item.iter_markers()} - RUNNER_MARKS),
             "latency_ms": call.duration * 1000 if report.when == "call" else None,
             "created_at": datetime.fromtimestamp(call.start, UTC).isoformat(),
+            "properties_replaced": replaced,
+            "reason_replaced": replaced_reason,
         }
     return report
 
@@ -189,11 +202,12 @@ class Recorder:
             TrialResult(case=facts["case"], attempt=facts["attempt"], tags=facts["tags"]),
         )
         if facts["outcome"] is not None:
-            result.phase_add(facts["outcome"], facts["reason"])
+            result.phase_add(facts["outcome"], facts["reason"], facts["reason_replaced"])
         if facts["latency_ms"] is not None:
             result.latency_ms = facts["latency_ms"]
         result.created_at = result.created_at or facts["created_at"]
         result.properties = [tuple(p) for p in report.user_properties]
+        result.properties_replaced = facts["properties_replaced"]
 
     def header(self) -> dict[str, Any]:
         """The ingest header: suite, run, its kind, key and the optional labels."""

@@ -92,11 +92,18 @@ class TrialResult:
     latency_ms: float | None = None
     created_at: str | None = None
     properties: list[tuple[str, Any]] = field(default_factory=list)
+    # Characters already replaced where the test ran (a pytest-xdist worker cannot send a
+    # lone surrogate to the controller), in ``properties`` and in ``reason``: added to
+    # what ``record`` replaces.
+    properties_replaced: int = 0
+    reason_replaced: int = 0
 
-    def phase_add(self, outcome: str, reason: str) -> None:
-        """Fold in one phase's outcome; the worst outcome (and its reason) wins."""
+    def phase_add(self, outcome: str, reason: str, reason_replaced: int = 0) -> None:
+        """Fold in one phase's outcome; the worst outcome (and its reason, with how many of
+        its characters were replaced where it ran) wins."""
         if _RANK[outcome] > _RANK[self.outcome]:
             self.outcome, self.reason = outcome, reason
+            self.reason_replaced = reason_replaced
 
     def record(self) -> dict[str, Any] | None:
         """The ingest trial record (docs/ingest.md), or None for a skipped test. Properties
@@ -133,25 +140,26 @@ class TrialResult:
             record["created_at"] = self.created_at
         if extra:
             record["extra"] = extra
-        record, replaced = _storable(record)
+        record, replaced = storable(record)
+        replaced += self.properties_replaced + (self.reason_replaced if self.reason else 0)
         if replaced:
             record.setdefault("extra", {})[REPLACED_KEY] = replaced
         return record
 
 
-def _storable(value: Any) -> tuple[Any, int]:
-    """``value`` with every U+0000 and unpaired surrogate in its strings (dict keys too)
-    replaced by U+FFFD, and how many were replaced."""
+def storable(value: Any) -> tuple[Any, int]:
+    """``value`` with every U+0000 and unpaired surrogate in its strings (dict keys too,
+    inside lists, tuples and dicts) replaced by U+FFFD, and how many were replaced."""
     if isinstance(value, str):
         return _UNSTORABLE.subn(REPLACEMENT, value)
-    if isinstance(value, list):
-        pairs = [_storable(v) for v in value]
-        return [v for v, _ in pairs], sum(n for _, n in pairs)
+    if isinstance(value, list | tuple):
+        pairs = [storable(v) for v in value]
+        return type(value)(v for v, _ in pairs), sum(n for _, n in pairs)
     if isinstance(value, dict):
         out, total = {}, 0
         for key, item in value.items():
-            clean_key, n_key = _storable(key)
-            clean, n = _storable(item)
+            clean_key, n_key = storable(key)
+            clean, n = storable(item)
             out[clean_key] = clean
             total += n_key + n
         return out, total

@@ -1,0 +1,180 @@
+"""The HTTP/1.1 client of OpenAI-compatible calls: ``OpenAITarget`` (and through it the judge
+client and the tool loop) posts a JSON body and reads the answer through ``JsonPoster``.
+
+Why aiohttp, not httpx: on the shared mock at C = 64, bare httpx 0.28 clients spent about
+1.0 CPU-ms per call (its pool scans every connection on each event, anyio's socket
+attributes, h11), a bare aiohttp session 0.25 ms (bench/bench_http_cpu.py; bench/README.md,
+worker CPU, issue 17). One session holds all of a target instance's connections (at most
+its ``concurrency``): httpx needed shards of 8 connections to stay fast; aiohttp does not.
+
+What a call keeps of the httpx client it replaced:
+
+- timeouts of ``timeout_s`` each to get a connection (waiting for a free one or opening
+  one) and between two reads of the answer, no total (``httpx.Timeout(timeout_s)``);
+- a 3xx is an answer, never followed; an idle connection is closed after 5 s (httpx's
+  keep-alive expiry); an answer's header may be as long as httpx read (100 KB); the CA
+  bundle is certifi's, in one SSL context per process;
+- the body's bytes as httpx encodes ``json=``: compact, UTF-8, NaN refused (``ValueError``,
+  raised before anything is sent);
+- the answer's text as httpx decodes it: the Content-Type's charset when Python knows it,
+  else UTF-8, bytes that do not decode replaced by U+FFFD; gzip and deflate undone;
+- a proxy from the environment (``HTTP_PROXY``/``HTTPS_PROXY``, ``NO_PROXY``), read once when
+  the poster is built, as httpx reads it (aiohttp's ``trust_env`` would read it, and
+  ``~/.netrc``, on a thread for every request);
+- cookies an endpoint sets go back to it on the poster's later calls.
+
+A failure to get an answer raises ``HttpFailure``: ``timeout`` true when none came in time,
+false for a connection refused, reset or closed mid-answer, or an answer that is not HTTP.
+An answer of any status is returned, never raised.
+
+A poster belongs to one event loop: its session is opened by the first call, inside the
+loop, and closed by ``aclose`` in the same loop.
+"""
+
+from __future__ import annotations
+
+import codecs
+import contextlib
+import json
+import ssl
+from collections.abc import Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any
+
+import aiohttp
+import certifi
+from aiohttp.helpers import get_env_proxy_for_url
+from yarl import URL
+
+# httpx's keep-alive expiry: an idle connection older than this is not reused.
+KEEPALIVE_S = 5.0
+# The longest answer head line or header httpx read (h11 holds up to 100 KB of an
+# incomplete head in httpcore); aiohttp's default is 8,190 bytes.
+MAX_HEADER_BYTES = 100 * 1024
+
+
+@dataclass(frozen=True)
+class HttpAnswer:
+    """One HTTP answer: ``status``; ``headers`` (case-insensitive, as sent); ``text`` (the
+    body decoded as in the module docstring)."""
+
+    status: int
+    headers: Mapping[str, str]
+    text: str
+
+
+class HttpFailure(Exception):
+    """No answer: ``timeout`` (none within the time) or not (the connection failed);
+    ``name`` is the underlying exception's class name, ``detail`` its message."""
+
+    def __init__(self, *, timeout: bool, name: str, detail: str) -> None:
+        super().__init__(f"{name}: {detail}")
+        self.timeout = timeout
+        self.name = name
+        self.detail = detail
+
+
+_SSL_CONTEXT: ssl.SSLContext | None = None
+
+
+def ssl_context_shared() -> ssl.SSLContext:
+    """One verifying SSL context per process (certifi's CA bundle): building one loads the
+    bundle (~40 ms of CPU), and every target of every chunk would otherwise build its own."""
+    global _SSL_CONTEXT
+    if _SSL_CONTEXT is None:
+        _SSL_CONTEXT = ssl.create_default_context(cafile=certifi.where())
+    return _SSL_CONTEXT
+
+
+def body_encode(body: Any) -> bytes:
+    """``body`` as JSON bytes, exactly as httpx 0.28 encodes ``json=``: compact separators,
+    non-ASCII kept as UTF-8, NaN and infinities refused (``ValueError``)."""
+    return json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
+
+
+def text_decode(content: bytes, charset: str | None) -> str:
+    """An answer's bytes as text, as httpx's ``Response.text``: ``charset`` (the
+    Content-Type's parameter) when Python knows it, else UTF-8; undecodable bytes become
+    U+FFFD."""
+    encoding = "utf-8"
+    if charset:
+        with contextlib.suppress(LookupError):
+            encoding = codecs.lookup(charset).name
+    return content.decode(encoding, "replace")
+
+
+class JsonPoster:
+    """POSTs JSON bodies to one ``url`` over at most ``max_connections`` kept-alive
+    connections, sending ``headers`` with each; ``timeout_s`` in seconds (module
+    docstring)."""
+
+    def __init__(
+        self, url: str, *, headers: Mapping[str, str], timeout_s: float, max_connections: int
+    ) -> None:
+        # Parsed once: a URL given as text is parsed again on every request.
+        self.url = URL(url)
+        self.headers: Mapping[str, str] = MappingProxyType(dict(headers))
+        self.max_connections = max_connections
+        self._timeout = aiohttp.ClientTimeout(
+            total=None, connect=timeout_s, sock_connect=timeout_s, sock_read=timeout_s
+        )
+        self._proxy, self._proxy_auth = _environment_proxy(self.url)
+        self._session: aiohttp.ClientSession | None = None
+
+    def _session_open(self) -> aiohttp.ClientSession:
+        if self._session is None:
+            self._session = aiohttp.ClientSession(
+                connector=aiohttp.TCPConnector(
+                    limit=self.max_connections,
+                    limit_per_host=0,
+                    keepalive_timeout=KEEPALIVE_S,
+                    ssl=ssl_context_shared(),
+                ),
+                headers=dict(self.headers),
+                timeout=self._timeout,
+                max_line_size=MAX_HEADER_BYTES,
+                max_field_size=MAX_HEADER_BYTES,
+                trust_env=False,  # the proxy was read once, in __init__
+            )
+        return self._session
+
+    async def post(self, body: Any) -> HttpAnswer:
+        """POST ``body`` (JSON, ``body_encode``) and read the whole answer. Raises
+        ``HttpFailure`` when no answer came (timeout or connection failure), ``ValueError``
+        for a body JSON cannot hold (before sending)."""
+        data = body_encode(body)
+        session = self._session_open()
+        try:
+            async with session.post(
+                self.url,
+                data=data,
+                allow_redirects=False,
+                proxy=self._proxy,
+                proxy_auth=self._proxy_auth,
+            ) as response:
+                content = await response.read()
+                return HttpAnswer(
+                    status=response.status,
+                    headers=response.headers,
+                    text=text_decode(content, response.charset),
+                )
+        except TimeoutError as exc:  # aiohttp's timeouts are TimeoutErrors (and OSErrors)
+            raise HttpFailure(timeout=True, name=type(exc).__name__, detail=str(exc)) from exc
+        except (aiohttp.ClientError, OSError) as exc:
+            raise HttpFailure(timeout=False, name=type(exc).__name__, detail=str(exc)) from exc
+
+    async def aclose(self) -> None:
+        """Close the session and its connections (nothing when no call was made)."""
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+
+def _environment_proxy(url: URL) -> tuple[URL | None, aiohttp.BasicAuth | None]:
+    """The proxy the environment names for ``url`` and its credentials; (None, None) when
+    none does or ``NO_PROXY`` exempts the host."""
+    try:
+        return get_env_proxy_for_url(url)
+    except LookupError:
+        return None, None
