@@ -192,11 +192,11 @@ def load_average() -> str:
 class Mock:
     """The shared mock at 200 ms, no jitter, seed 1234, in its own process group."""
 
-    def __init__(self, path: Path, python: str) -> None:
+    def __init__(self, path: Path, python: str, port: int = 0) -> None:
         spec = importlib.util.spec_from_file_location("mockllm_server", path)
         self.module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(self.module)
-        self.port = free_port()
+        self.port = port or free_port()
         self.process = subprocess.Popen(
             [python, str(path), "--port", str(self.port), "--latency-ms", str(LATENCY_MS),
              "--jitter-ms", "0", "--seed", str(SEED)],
@@ -578,6 +578,7 @@ def row_from(system: System, n_cases, concurrency, rep, measured, passes, stats,
         "cases": n_cases,
         "calls": calls,
         "C": concurrency,
+        "latency_ms": LATENCY_MS,
         "rep": rep,
         "wall_s": round(measured.wall_s, 3),
         "cpu_command_s": round(measured.cpu_command_s, 3),
@@ -654,6 +655,14 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--mock", default=str(DEFAULT_MOCK))
     parser.add_argument("--mock-python", default=sys.executable)
+    parser.add_argument(
+        "--latency-ms", type=int, default=LATENCY_MS,
+        help="the mock's latency L (default 200: the issue's workload); %% of C/L uses it",
+    )  # fmt: skip
+    parser.add_argument(
+        "--mock-port", type=int, default=int(os.environ.get("BENCH_MOCK_PORT", "0")),
+        help="the mock's port (default: a free one)",
+    )  # fmt: skip
     parser.add_argument("--pg-db", default=os.environ.get("BENCH_PG_DB", "assay_bench_peers"))
     parser.add_argument(
         "--redis-url", default=os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/8")
@@ -666,7 +675,9 @@ def parse_args() -> argparse.Namespace:
 
 
 def main() -> None:
+    global LATENCY_MS  # noqa: PLW0603 - one setting of the whole script, read by Mock and rows
     args = parse_args()
+    LATENCY_MS = args.latency_ms
     if args.table:
         rows = [
             json.loads(line)
@@ -698,7 +709,7 @@ def main() -> None:
     work.mkdir(parents=True)
     out_path = Path(args.out) if args.out else OUT / f"results-{stamp}.jsonl"
     workload_files(work, sizes)
-    mock = Mock(Path(args.mock), args.mock_python)
+    mock = Mock(Path(args.mock), args.mock_python, args.mock_port)
     predicted = {n: mock.predicted(n) for n in sizes}
     print(
         f"# {platform.node()} {os.cpu_count()} cores, {stamp}, mock on :{mock.port}, "

@@ -22,6 +22,7 @@ from django.db import DatabaseError, InterfaceError, OperationalError, connectio
 from django.db.models import F, Field, Q
 from django.utils import timezone
 
+from core.chunks import chunked
 from core.outbox import outbox_enqueue
 from evals.grading.ladder import (
     _chunk_grades_complete,
@@ -32,7 +33,7 @@ from evals.models import Run, TopUp, Trial
 from evals.runner.calls import CallPool
 from evals.runner.finalize import run_finalize, trials_cancel
 from evals.runner.pricing import cost_breakdown, price_lookup
-from evals.runner.start import _chunk_enqueue, run_subject
+from evals.runner.start import _chunk_enqueue, run_subject, trial_chunk_size
 from evals.runner.targets import CaseInput, TargetResult
 from judges.tasks import run_chunk_judge
 
@@ -40,6 +41,13 @@ logger = logging.getLogger(__name__)
 
 # While no result arrives, the chunk still looks at its run (cancelled?) this often, seconds.
 STOP_CHECK_S = 0.5
+
+# How long a chunk, once it has claimed all its own trials, goes on claiming the queued
+# trials of its run (those other chunk messages carry), seconds: the worker keeps the run's
+# concurrency in flight instead of draining its pipeline at the end of every chunk. Bounded,
+# so a chunk ends (its judge rung is enqueued, other runs' messages get their turn) at least
+# this often, and well inside Celery's task time limits.
+CHUNK_EXTEND_S = 60.0
 
 # After a lost database connection, how long the chunk tries to reconnect before it gives up
 # (its trials are then taken back by the sweeper once their lease runs out), seconds.
@@ -78,6 +86,35 @@ def _trials_claim(*, run_id: int, trial_ids: list[int]) -> list[int]:
             )
     order = {trial_id: i for i, trial_id in enumerate(trial_ids)}
     return sorted(claimed, key=order.__getitem__)
+
+
+def _trials_claim_next(*, run_id: int, limit: int) -> list[int]:
+    """Claim up to ``limit`` queued trials of ``run_id`` that no chunk holds, lowest id first
+    (the order their chunk messages were enqueued in): queued -> running with a lease, by
+    compare-and-set, as ``_trials_claim``. Returns the ids claimed, ascending.
+
+    The messages that carry them find them running (or written) and claim nothing; a trial
+    is still called once. On PostgreSQL rows another worker is claiming are skipped
+    (``skip_locked``); SQLite serialises the transaction (``transaction_mode=IMMEDIATE``).
+    Two statements (the update also moves a queued run to running).
+    """
+    if limit <= 0:
+        return []
+    now = timezone.now()
+    queued = Q(status=Trial.Status.QUEUED)
+    with transaction.atomic():
+        candidates = Trial.objects.filter(queued, run_id=run_id).order_by("id")
+        if connection.features.has_select_for_update_skip_locked:
+            candidates = candidates.select_for_update(skip_locked=True)
+        claimed = list(candidates.values_list("id", flat=True)[:limit])
+        if claimed:
+            Trial.objects.filter(queued, id__in=claimed).update(
+                status=Trial.Status.RUNNING, lease_expires_at=now + _trial_lease(), started_at=now
+            )
+            Run.objects.filter(id=run_id, status=Run.Status.QUEUED).update(
+                status=Run.Status.RUNNING, started_at=now
+            )
+    return claimed
 
 
 def trial_results_record(
@@ -316,9 +353,16 @@ class _ChunkCalls:
     concurrency in flight or waiting for a slot), feeds them to the call pool, writes and
     grades results as they arrive,
     renews the leases it holds, and stops starting calls the moment its run (or a top-up
-    it serves) is cancelled or a database write fails."""
+    it serves) is cancelled or a database write fails.
 
-    def __init__(self, *, run: Run, trial_ids: list[int], pool: CallPool) -> None:
+    Once its own trials are all claimed it goes on with the run's other queued trials
+    (``_trials_claim_next``) for ``CHUNK_EXTEND_S`` from its start, so
+    the pool stays full across chunk boundaries: one chunk of a worker runs at the run's
+    concurrency (held over every worker by the limiter) until its run has nothing queued."""
+
+    def __init__(
+        self, *, run: Run, trial_ids: list[int], pool: CallPool, extend_s: float = 0.0
+    ) -> None:
         self.run_id = run.id
         self.model = run.model or None
         self.specs = list(run.grader_set.specs)
@@ -326,6 +370,11 @@ class _ChunkCalls:
         self.pending = list(trial_ids)  # not yet offered to the claim
         self.held: dict[int, _Held] = {}  # claimed by this chunk, result not yet written
         self.settled: set[int] = set()  # written here, and graded when ok
+        self.judged = any(spec.is_judge for spec in self.specs)
+        self.to_judge: list[int] = []  # ok trials written here, judge rung not yet enqueued
+        # ... and those whose judge rung is enqueued, or that need none (errored)
+        self.judge_sent: set[int] = set()
+        self.extend_until = time.monotonic() + extend_s
         self.prices: dict[str, Any] = {}
         self.unwritten: list[tuple[int, TargetResult]] = []
         self.run_cancelled = False
@@ -336,9 +385,14 @@ class _ChunkCalls:
         renewed = time.monotonic()
         while True:
             outstanding = self.pool.outstanding
-            if not self.run_cancelled and self.pending and outstanding <= self.pool.concurrency:
+            room = outstanding <= self.pool.concurrency and not self.run_cancelled
+            if room and self.pending:
                 self._claim(2 * self.pool.concurrency - outstanding)
                 continue
+            if room and time.monotonic() < self.extend_until:
+                if self._claim_next(2 * self.pool.concurrency - outstanding):
+                    continue
+                self.extend_until = 0.0  # nothing queued is left: no more queries for it
             if not self.held:
                 return
             self.unwritten = self.pool.results(timeout=STOP_CHECK_S)
@@ -359,6 +413,16 @@ class _ChunkCalls:
         self.held.update((tid, rows[tid]) for tid in claimed)
         self.pool.submit([(tid, rows[tid].case_input) for tid in claimed])
 
+    def _claim_next(self, room: int) -> int:
+        """Claim up to ``room`` of the run's queued trials beyond this chunk's own and start
+        their calls; returns how many."""
+        claimed = _trials_claim_next(run_id=self.run_id, limit=room)
+        if claimed:
+            rows = _trials_held(claimed)
+            self.held.update((tid, rows[tid]) for tid in claimed)
+            self.pool.submit([(tid, rows[tid].case_input) for tid in claimed])
+        return len(claimed)
+
     def _write(self, results: list[tuple[int, TargetResult]]) -> None:
         # Results are written as they arrive; a batch is whatever arrived meanwhile. A trial
         # and its deterministic grades commit together: a worker killed between the two would
@@ -377,6 +441,29 @@ class _ChunkCalls:
             if graded and self.specs:
                 grades_insert(items=graded, specs=self.specs)
         self.settled |= written
+        if self.judged:
+            for trial_id, result in results:
+                if trial_id not in written:
+                    continue
+                if result.ok:
+                    self.to_judge.append(trial_id)
+                else:
+                    self.judge_sent.add(trial_id)  # an errored trial is never judged
+            if len(self.to_judge) >= trial_chunk_size():
+                self.judge_flush()
+
+    def judge_flush(self) -> None:
+        """Enqueue the judge rung (``_judge_chunk_enqueue``, through the outbox) of the ok
+        trials written since the last flush, in messages of ``trial_chunk_size()``: a chunk
+        that goes on for ``CHUNK_EXTEND_S`` sends them as it goes, as its chunk messages
+        would have. Nothing after a cancel of the run."""
+        if self.run_cancelled:
+            self.to_judge = []
+            return
+        for ids in chunked(self.to_judge, trial_chunk_size()):
+            _judge_chunk_enqueue(self.run_id, ids)
+        self.judge_sent.update(self.to_judge)
+        self.to_judge = []
 
     def _stop_check(self) -> None:
         top_up_ids = {t.top_up_id for t in self.held.values() if t.top_up_id is not None}
@@ -398,6 +485,7 @@ class _ChunkCalls:
         if run_cancelled:
             self.run_cancelled = True
             self.pending = []
+            self.extend_until = 0.0
 
     def recover(self, error: DatabaseError) -> None:
         """After a failed database statement: stop starting calls, let those in flight end,
@@ -405,6 +493,7 @@ class _ChunkCalls:
         them again (through the outbox). Raises ``error`` when the database does not come
         back within ``DB_RECONNECT_S``: the trials keep their lease, the sweeper takes them
         back."""
+        self.extend_until = 0.0
         withdrawn = self.pool.withdraw()
         late = self.pool.close()
         logger.warning(
@@ -438,6 +527,12 @@ def trial_chunk_execute(*, run_id: int, trial_ids: list[int]) -> None:
     healthy chunk is never taken over. When a database statement fails, the chunk stops
     starting calls and recovers (``_ChunkCalls.recover``).
 
+    No gap between chunks: once its own trials are claimed, the chunk claims the run's
+    other queued trials for ``CHUNK_EXTEND_S`` (``_ChunkCalls``), writes and grades them as
+    its own, and enqueues the judge rung of the ok ones every ``trial_chunk_size()`` trials
+    as it goes (``_ChunkCalls.judge_flush``); their messages then find nothing to claim,
+    make up missing grades and finalize, as a redelivery does.
+
     Idempotent; safe under redelivery: only trials claimed here by compare-and-set (queued,
     or running with an expired lease) are called; every write is a compare-and-set; grades go
     through the unique (trial, grader) key. A cancelled run's chunk does nothing.
@@ -445,22 +540,50 @@ def trial_chunk_execute(*, run_id: int, trial_ids: list[int]) -> None:
     run = Run.objects.filter(id=run_id).first()
     if run is None or run.status == Run.Status.CANCELLED:
         return
-    with CallPool(run.target) as pool:
-        chunk = _ChunkCalls(run=run, trial_ids=trial_ids, pool=pool)
-        try:
-            chunk.execute()
-        except (OperationalError, InterfaceError) as exc:
-            chunk.recover(exc)
-    if not chunk.settled.issuperset(trial_ids):
+    specs = list(run.grader_set.specs)
+    settled: set[int] = set()
+    judge_sent: set[int] = set()
+    run_cancelled = False
+    if _chunk_work_left(run_id=run_id, trial_ids=trial_ids):
+        # Else no target client, no call loop: the message of a chunk whose trials another
+        # chunk took (CHUNK_EXTEND_S), or a redelivery, only makes up grades and finalizes.
+        with CallPool(run.target) as pool:
+            chunk = _ChunkCalls(run=run, trial_ids=trial_ids, pool=pool, extend_s=CHUNK_EXTEND_S)
+            try:
+                chunk.execute()
+            except (OperationalError, InterfaceError) as exc:
+                chunk.recover(exc)
+        chunk.judge_flush()
+        settled, judge_sent, run_cancelled = chunk.settled, chunk.judge_sent, chunk.run_cancelled
+    if not settled.issuperset(trial_ids):
         # Some trial was written elsewhere (a redelivery, a worker that died between writing
-        # and grading): make up its missing grades. When this chunk wrote and graded every
-        # trial itself, nothing can be missing and the query is saved.
-        _chunk_grades_complete(run_id=run_id, trial_ids=trial_ids, specs=chunk.specs)
-    if any(spec.is_judge for spec in chunk.specs) and not chunk.run_cancelled:
-        # Always enqueued, even on a redelivery that claimed nothing: the judge service skips
-        # trials already judged, so a lost judge task is made up here.
+        # and grading, another chunk): make up its missing grades. When this chunk wrote and
+        # graded every trial itself, nothing can be missing and the query is saved.
+        _chunk_grades_complete(run_id=run_id, trial_ids=trial_ids, specs=specs)
+    if (
+        any(spec.is_judge for spec in specs)
+        and not run_cancelled
+        and not judge_sent.issuperset(trial_ids)
+    ):
+        # Enqueued unless this chunk sent the judge rung of every one of its trials itself,
+        # even on a redelivery that claimed nothing: the judge service skips trials already
+        # judged, so a lost judge task is made up here.
         _judge_chunk_enqueue(run_id, trial_ids)
     run_finalize(run_id=run_id)
+
+
+def _chunk_work_left(*, run_id: int, trial_ids: list[int]) -> bool:
+    """Whether a chunk of ``trial_ids`` has anything to call: one of them is claimable
+    (queued, or running with an expired lease) or some trial of the run is queued (for
+    ``_trials_claim_next``). One query on the (run, status) index."""
+    return (
+        Trial.objects.filter(run_id=run_id)
+        .filter(
+            Q(status=Trial.Status.QUEUED)
+            | Q(id__in=trial_ids, status=Trial.Status.RUNNING, lease_expires_at__lt=timezone.now())
+        )
+        .exists()
+    )
 
 
 def _judge_chunk_enqueue(run_id: int, trial_ids: list[int]) -> None:

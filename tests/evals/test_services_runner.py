@@ -17,9 +17,11 @@ from core.errors import DomainError
 from evals.grading.graders import parse_grader_specs
 from evals.grading.ladder import _case_input, trial_grade
 from evals.models import Case, Grade, ModelPrice, Run, Suite, Trial
+from evals.runner import execute
 from evals.runner.calls import CallPool
 from evals.runner.execute import (
     _trials_claim,
+    _trials_claim_next,
     trial_chunk_execute,
     trial_results_record,
 )
@@ -360,6 +362,94 @@ def test_it_takes_over_trials_whose_lease_expired_but_not_live_ones(
     assert Trial.objects.filter(run=run, status=Trial.Status.OK).count() == 9
     assert run.status == Run.Status.RUNNING and run.trials_finished == 9
     assert llm.requests == 9
+
+
+# -- a chunk goes on with its run's queued trials (CHUNK_EXTEND_S) -------------------------
+
+
+def _started_unsent(
+    llm, capture, monkeypatch, settings, *, chunk: int, suite: str = "ten"
+) -> tuple[Run, list]:
+    """A ten-trial run (calls of 100 ms) started with chunks of ``chunk``; returns it and
+    its chunk messages' trial ids, not executed."""
+    settings.ASSAY = {**settings.ASSAY, "TRIAL_CHUNK_SIZE": chunk}
+    sent: list[list[int]] = []
+    monkeypatch.setattr(run_chunk_execute, "delay", lambda run_id, ids: sent.append(ids))
+    with capture(execute=True):
+        run = run_start(
+            suite=make_suite(
+                {f"c{i}": f"[answer=yes] question {i}" for i in range(1, 11)}, name=suite
+            ),
+            name="R1",
+            target=openai_target(llm, prompt_template="[latency=100] $input"),
+            graders=GRADERS,
+            trials_per_case=1,
+        )
+    return run, sent
+
+
+def test_trials_claim_next_takes_queued_trials_of_the_run_lowest_id_first(
+    llm, django_capture_on_commit_callbacks, monkeypatch, settings
+):
+    run, _ = _started_unsent(
+        llm, django_capture_on_commit_callbacks, monkeypatch, settings, chunk=4
+    )
+    ids = sorted(Trial.objects.filter(run=run).values_list("id", flat=True))
+    Trial.objects.filter(id=ids[1]).update(status=Trial.Status.RUNNING)  # held elsewhere
+    other, _ = _started_unsent(
+        llm, django_capture_on_commit_callbacks, monkeypatch, settings, chunk=4, suite="other"
+    )  # its trials are never taken for ``run``
+
+    assert _trials_claim_next(run_id=run.id, limit=0) == []
+    assert _trials_claim_next(run_id=run.id, limit=3) == [ids[0], ids[2], ids[3]]
+    assert _trials_claim_next(run_id=run.id, limit=100) == ids[4:]
+    assert _trials_claim_next(run_id=run.id, limit=100) == []
+    run.refresh_from_db()
+    assert run.status == Run.Status.RUNNING
+    assert not Trial.objects.filter(run=run, status=Trial.Status.QUEUED).exists()
+    assert Trial.objects.filter(run=run, lease_expires_at__isnull=True).count() == 1  # ids[1]
+    assert Trial.objects.filter(run=other, status=Trial.Status.QUEUED).count() == 10
+
+
+def test_one_chunk_runs_its_whole_run_and_the_other_messages_call_nothing(
+    llm, django_capture_on_commit_callbacks, monkeypatch, settings
+):
+    run, sent = _started_unsent(
+        llm, django_capture_on_commit_callbacks, monkeypatch, settings, chunk=4
+    )
+    assert [len(ids) for ids in sent] == [4, 4, 2]
+    pools: list[dict] = []
+    monkeypatch.setattr(
+        execute, "CallPool", lambda config: pools.append(config) or CallPool(config)
+    )
+
+    trial_chunk_execute(run_id=run.id, trial_ids=sent[0])
+    run.refresh_from_db()
+    assert run.status == Run.Status.SUCCEEDED and run.trials_finished == 10
+    assert llm.requests == 10 and llm.max_in_flight > 4  # more than its own chunk at once
+
+    for ids in sent[1:]:  # delivered afterwards: nothing to call, no target client built
+        trial_chunk_execute(run_id=run.id, trial_ids=ids)
+    run.refresh_from_db()
+    assert len(pools) == 1 and llm.requests == 10
+    assert (run.trials_total, run.trials_finished, run.trials_errored) == (10, 10, 0)
+    assert Grade.objects.filter(trial__run=run).count() == 10
+    assert run.status == Run.Status.SUCCEEDED
+
+
+def test_with_no_extension_a_chunk_calls_only_its_own_trials(
+    llm, django_capture_on_commit_callbacks, monkeypatch, settings
+):
+    run, sent = _started_unsent(
+        llm, django_capture_on_commit_callbacks, monkeypatch, settings, chunk=4
+    )
+    monkeypatch.setattr(execute, "CHUNK_EXTEND_S", 0.0)
+
+    trial_chunk_execute(run_id=run.id, trial_ids=sent[0])
+    assert llm.requests == 4
+    assert set(
+        Trial.objects.filter(run=run, status=Trial.Status.OK).values_list("id", flat=True)
+    ) == set(sent[0])
 
 
 def test_grading_a_trial_twice_keeps_one_grade_per_grader(llm, django_capture_on_commit_callbacks):

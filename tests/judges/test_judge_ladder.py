@@ -255,6 +255,36 @@ def test_the_run_stays_running_until_its_judge_grades_are_in(
     assert (run.status, judge.calls) == (Run.Status.SUCCEEDED, 2)
 
 
+def test_a_chunk_that_took_other_chunks_trials_enqueues_their_judge_rung_too(
+    llm, judge, django_capture_on_commit_callbacks, monkeypatch, settings
+):
+    settings.ASSAY = {**settings.ASSAY, "TRIAL_CHUNK_SIZE": 2}
+    enqueued: list[tuple[int, list[int]]] = []
+    monkeypatch.setattr(
+        "evals.runner.execute._judge_chunk_enqueue",
+        lambda run_id, ids: enqueued.append((run_id, ids)),
+    )
+    version = make_version(llm)
+    # Three chunk messages; the first (eager) calls all five trials, the other two nothing.
+    run = start(
+        django_capture_on_commit_callbacks,
+        llm,
+        [SAYS_YES, judge_spec(version)],
+        {f"c{i}": "yes" for i in range(1, 6)},
+    )
+    ids = sorted(run.trials.values_list("id", flat=True))
+    *first, second, third = [sorted(chunk) for _, chunk in enqueued]
+    # The first message sent the judge rung of every trial it wrote; each later
+    # one its own trials (the judge service skips those already judged).
+    assert sorted(i for chunk in first for i in chunk) == ids
+    assert (second, third) == (ids[2:4], ids[4:5])
+    for message in enqueued:
+        run_chunk_judge_task.delay(*message)
+    run.refresh_from_db()
+    assert (run.status, judge.calls) == (Run.Status.SUCCEEDED, 5)
+    assert Grade.objects.filter(trial__run=run, grader="judge").count() == 5
+
+
 def test_the_judge_rung_enqueues_only_after_commit(llm, judge, django_capture_on_commit_callbacks):
     version = make_version(llm)
     with django_capture_on_commit_callbacks(execute=False) as callbacks:

@@ -6,7 +6,8 @@ shared by every worker (``RedisStore``, production). Memory and SQLite run
 Every store is used from a coroutine and answers one operation, ``exchange``
 (``rules.exchange_rule``: give back, learn, renew, take), for one endpoint key at a time, in
 one round trip; a store that cannot be reached raises ``StoreDown`` (never hangs past
-its timeouts: Redis 2 s per command, SQLite's busy timeout 5 s).
+its timeouts: Redis 2 s per command, after at most 2 s waiting for one of the process's
+``REDIS_CONNECTIONS``; SQLite's busy timeout 5 s).
 """
 
 from __future__ import annotations
@@ -383,6 +384,10 @@ def _opt(value: float | None) -> str:
     return "-1" if value is None else repr(float(value))
 
 
+# Connections of one process's Redis store (each command is one short Lua script).
+REDIS_CONNECTIONS = 32
+
+
 class RedisStore:
     """State in Redis: per endpoint a hash of its state (``assay:limiter:{<digest>}:state``),
     one of its holders' slots and leases (``...:holders``) and one of its waiting holders
@@ -400,8 +405,17 @@ class RedisStore:
         if self._client is None:
             import redis.asyncio as aioredis  # noqa: PLC0415 - only where Redis is configured
 
-            self._client = aioredis.Redis.from_url(
-                self.url, socket_timeout=2.0, socket_connect_timeout=1.0
+            # A blocking pool: a call loop of a few hundred calls asks and releases slots at
+            # once, beyond redis-py's default of 100 connections, which raises (a StoreDown,
+            # then a per-process fallback); here a command waits for a free connection.
+            self._client = aioredis.Redis.from_pool(
+                aioredis.BlockingConnectionPool.from_url(
+                    self.url,
+                    max_connections=REDIS_CONNECTIONS,
+                    timeout=2.0,
+                    socket_timeout=2.0,
+                    socket_connect_timeout=1.0,
+                )
             )
             self._script = self._client.register_script(_LUA_EXCHANGE)
         return self._client
