@@ -8,6 +8,9 @@ page); ``?tag=`` matches a whole tag in the database (``evals.tags``)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 from django.conf import settings
 from django.db.models import QuerySet, TextChoices
 from django.db.models.functions import Length, Substr
@@ -25,6 +28,7 @@ from rest_framework.views import APIView
 
 from core.api.fields import StrictCharField, StrictIntegerField, StrictUUIDField, query_uuid
 from core.api.permissions import IsRunner, IsViewer
+from core.api.rows import field_converter
 from core.http import uuid_or_404
 from evals.baselines import baseline_set
 from evals.blindness import REPORT_PER_TRIAL_PARTS, grades_visible_to, run_is_blind
@@ -247,28 +251,32 @@ class TrialSerializer(serializers.ModelSerializer):
 
     def to_representation(self, instance: Trial | dict) -> dict:
         """A trial as JSON. A list row (a dict of ``TRIAL_LIST_COLUMNS``: no model instance,
-        no run or case row loaded) goes through the same fields' ``to_representation`` as
-        DRF's (None stays None), without DRF's per-attribute lookups: the list of 100
-        trials a page was ~half its server time (issue 17)."""
+        no run or case row loaded) goes through the same fields' representations as DRF's
+        (None stays None; ``core.api.rows``: the fields' ``to_representation`` as plain
+        callables), without DRF's per-attribute lookups: the list of 100 trials a page was
+        ~half its server time (issue 17)."""
         if not isinstance(instance, dict):
             return super().to_representation(instance)
         out = {}
-        for name, field, key in self._row_fields():
+        for name, convert, key in self._row_fields():
             if key is None:
-                out[name] = field.to_representation(instance)
+                out[name] = convert(instance)
                 continue
             value = instance[key]
-            out[name] = None if value is None else field.to_representation(value)
+            out[name] = None if value is None else convert(value)
         return out
 
-    def _row_fields(self) -> list[tuple[str, serializers.Field, str | None]]:
-        """(name, field, list-row key; None: a method field given the row), in field order."""
+    def _row_fields(self) -> list[tuple[str, Callable[[Any], Any], str | None]]:
+        """(name, converter, list-row key; None: a method field given the row), in field
+        order; built once per serializer (per request: a date-time holds the viewer's
+        zone)."""
         cached = getattr(self, "_row_fields_cache", None)
         if cached is None:
-            cached = [
-                (f.field_name, f, TRIAL_ROW_KEYS.get(f.field_name, f.field_name))
-                for f in self._readable_fields
-            ]
+            cached = []
+            for f in self._readable_fields:
+                key = TRIAL_ROW_KEYS.get(f.field_name, f.field_name)
+                convert = f.to_representation if key is None else field_converter(f)
+                cached.append((f.field_name, convert, key))
             self._row_fields_cache = cached
         return cached
 
