@@ -6,11 +6,12 @@ import hashlib
 import secrets
 from datetime import timedelta
 
+from django.contrib.auth import get_user_model
 from django.core.exceptions import PermissionDenied
 from django.utils import timezone
 
 from apitokens.models import ApiToken
-from core.roles import LEAD, user_has_role
+from core.roles import LEAD, roles_remember, user_has_role
 
 
 def token_hash(token: str) -> str:
@@ -51,17 +52,27 @@ LAST_USED_RESOLUTION = timedelta(seconds=60)
 
 
 def token_user(*, token: str):
-    """The active user of a live ``token`` and records ``last_used_at`` (to the minute: it
-    is written when unset or ``LAST_USED_RESOLUTION`` old); None when the token is unknown,
-    revoked or its user inactive."""
-    row = (
-        ApiToken.objects.select_related("user")
-        .filter(key_hash=token_hash(token), revoked_at__isnull=True)
-        .first()
+    """The active user of a live ``token``, its role names already read
+    (``core.roles.roles_remember``), and records ``last_used_at`` (to the minute: it is
+    written when unset or ``LAST_USED_RESOLUTION`` old); None when the token is unknown,
+    revoked or its user inactive. One query (the token, its user and the user's groups: a
+    row per group), where a token then a roles look-up were two (issue 17)."""
+    user_model = get_user_model()
+    columns = [f.attname for f in user_model._meta.concrete_fields]
+    queryset = ApiToken.objects.filter(key_hash=token_hash(token), revoked_at__isnull=True)
+    rows = list(
+        queryset.values_list(
+            "id", "last_used_at", *(f"user__{c}" for c in columns), "user__groups__name"
+        )
     )
-    if row is None or not row.user.is_active:
+    if not rows:
         return None
+    token_id, last_used_at, *values = rows[0][:-1]
+    user = user_model.from_db(queryset.db, columns, values)
+    if not user.is_active:
+        return None
+    roles_remember(user, [row[-1] for row in rows if row[-1] is not None])
     now = timezone.now()
-    if row.last_used_at is None or now - row.last_used_at >= LAST_USED_RESOLUTION:
-        ApiToken.objects.filter(id=row.id).update(last_used_at=now)
-    return row.user
+    if last_used_at is None or now - last_used_at >= LAST_USED_RESOLUTION:
+        ApiToken.objects.filter(id=token_id).update(last_used_at=now)
+    return user

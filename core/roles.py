@@ -22,6 +22,12 @@ def user_roles(user) -> frozenset[str]:
     return cached
 
 
+def roles_remember(user, names) -> None:
+    """Keep ``names`` (the names of ``user``'s groups, read with the user in one query, e.g.
+    by the API's token look-up) as ``user``'s role names: ``user_roles`` then reads nothing."""
+    setattr(user, _CACHE, frozenset(names))
+
+
 def forget_roles(user) -> None:
     """Drop the cached role names of ``user`` (after its groups changed)."""
     if hasattr(user, _CACHE):
