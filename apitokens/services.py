@@ -6,12 +6,11 @@ import hashlib
 import secrets
 from datetime import timedelta
 
-from django.contrib.auth import get_user_model
 from django.core.exceptions import PermissionDenied
 from django.utils import timezone
 
 from apitokens.models import ApiToken
-from core.roles import LEAD, roles_remember, user_has_role
+from core.roles import LEAD, user_has_role, user_with_roles_get
 
 
 def token_hash(token: str) -> str:
@@ -52,26 +51,21 @@ LAST_USED_RESOLUTION = timedelta(seconds=60)
 
 
 def token_user(*, token: str):
-    """The active user of a live ``token``, its role names already read
-    (``core.roles.roles_remember``), and records ``last_used_at`` (to the minute: it is
-    written when unset or ``LAST_USED_RESOLUTION`` old); None when the token is unknown,
-    revoked or its user inactive. One query (the token, its user and the user's groups: a
-    row per group), where a token then a roles look-up were two (issue 17)."""
-    user_model = get_user_model()
-    columns = [f.attname for f in user_model._meta.concrete_fields]
-    queryset = ApiToken.objects.filter(key_hash=token_hash(token), revoked_at__isnull=True)
-    rows = list(
-        queryset.values_list(
-            "id", "last_used_at", *(f"user__{c}" for c in columns), "user__groups__name"
-        )
+    """The active user of a live ``token``, its role names already read, and records
+    ``last_used_at`` (to the minute: it is written when unset or ``LAST_USED_RESOLUTION``
+    old); None when the token is unknown, revoked or its user inactive. The token, its user
+    and the user's roles are one query (``core.roles.user_with_roles_get``; issue 17: they
+    were two)."""
+    found = user_with_roles_get(
+        ApiToken.objects.filter(key_hash=token_hash(token), revoked_at__isnull=True),
+        path="user__",
+        extra=("id", "last_used_at"),
     )
-    if not rows:
+    if found is None:
         return None
-    token_id, last_used_at, *values = rows[0][:-1]
-    user = user_model.from_db(queryset.db, columns, values)
+    user, (token_id, last_used_at) = found
     if not user.is_active:
         return None
-    roles_remember(user, [row[-1] for row in rows if row[-1] is not None])
     now = timezone.now()
     if last_used_at is None or now - last_used_at >= LAST_USED_RESOLUTION:
         ApiToken.objects.filter(id=token_id).update(last_used_at=now)
