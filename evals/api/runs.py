@@ -8,8 +8,7 @@ page); ``?tag=`` matches a whole tag in the database (``evals.tags``)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
+import functools
 
 from django.conf import settings
 from django.db.models import QuerySet, TextChoices
@@ -237,48 +236,13 @@ class TrialSerializer(serializers.ModelSerializer):
         fields = [*TRIAL_FIELDS, "output_preview", "output_length", "decision"]
         extra_kwargs = TRIAL_HELP
 
-    def get_decision(self, trial: Trial | dict) -> str | None:
+    def get_decision(self, trial: Trial) -> str | None:
         # One read of the run's decisions per run per response (the serializer context).
-        # A list row (a dict, ``TRIAL_LIST_COLUMNS``) finds its run in ``context["runs"]``.
         cache = self.context.setdefault("run_decisions", {})
-        row = trial if isinstance(trial, dict) else None
-        run_id = row["run_id"] if row is not None else trial.run_id
-        if run_id not in cache:
-            run = self.context["runs"][run_id] if row is not None else trial.run
-            cache[run_id] = run_decisions(run=run)
-        found = cache[run_id].trials.get(row["id"] if row is not None else trial.id)
+        if trial.run_id not in cache:
+            cache[trial.run_id] = run_decisions(run=trial.run)
+        found = cache[trial.run_id].trials.get(trial.id)
         return found.decision if found else None
-
-    def to_representation(self, instance: Trial | dict) -> dict:
-        """A trial as JSON. A list row (a dict of ``TRIAL_LIST_COLUMNS``: no model instance,
-        no run or case row loaded) goes through the same fields' representations as DRF's
-        (None stays None; ``core.api.rows``: the fields' ``to_representation`` as plain
-        callables), without DRF's per-attribute lookups: the list of 100 trials a page was
-        ~half its server time (issue 17)."""
-        if not isinstance(instance, dict):
-            return super().to_representation(instance)
-        out = {}
-        for name, convert, key in self._row_fields():
-            if key is None:
-                out[name] = convert(instance)
-                continue
-            value = instance[key]
-            out[name] = None if value is None else convert(value)
-        return out
-
-    def _row_fields(self) -> list[tuple[str, Callable[[Any], Any], str | None]]:
-        """(name, converter, list-row key; None: a method field given the row), in field
-        order; built once per serializer (per request: a date-time holds the viewer's
-        zone)."""
-        cached = getattr(self, "_row_fields_cache", None)
-        if cached is None:
-            cached = []
-            for f in self._readable_fields:
-                key = TRIAL_ROW_KEYS.get(f.field_name, f.field_name)
-                convert = f.to_representation if key is None else field_converter(f)
-                cached.append((f.field_name, convert, key))
-            self._row_fields_cache = cached
-        return cached
 
 
 # Where a list row keeps each field of ``TrialSerializer`` (by default under its own name).
@@ -292,6 +256,42 @@ TRIAL_LIST_COLUMNS = (
     "output_preview",
     "output_length",
 )
+
+
+@functools.cache
+def _trial_list_fields() -> tuple[serializers.Field, ...]:
+    """``TrialSerializer``'s readable fields, built once per process (DRF builds a model
+    serializer's fields again for every serializer made). Only read, never bound again."""
+    return tuple(TrialSerializer()._readable_fields)
+
+
+def trial_rows_data(rows: list[dict], *, runs: dict[int, Run]) -> list[dict]:
+    """The JSON of a list page's trials: each row (a dict of ``TRIAL_LIST_COLUMNS``, no model
+    instance, no run or case row loaded) through ``TrialSerializer``'s own fields'
+    representations (``core.api.rows``: the same output as DRF's; None stays None), with
+    each row's contract decision from its run in ``runs`` (``run_decisions``, read once per
+    run). A page of 100 trials through DRF's per-attribute path was ~half its server time
+    (issue 17); a test checks every row against ``TrialSerializer`` on the model."""
+    plan = []  # (name, converter, row key; None: the decision), in field order
+    for f in _trial_list_fields():
+        key = TRIAL_ROW_KEYS.get(f.field_name, f.field_name)
+        plan.append((f.field_name, None if key is None else field_converter(f), key))
+    decisions: dict[int, dict] = {}
+    out = []
+    for row in rows:
+        item = {}
+        for name, convert, key in plan:
+            if key is None:
+                run_id = row["run_id"]
+                if run_id not in decisions:
+                    decisions[run_id] = run_decisions(run=runs[run_id]).trials
+                found = decisions[run_id].get(row["id"])
+                item[name] = found.decision if found else None
+                continue
+            value = row[key]
+            item[name] = None if value is None else convert(value)
+        out.append(item)
+    return out
 
 
 class TrialDetailSerializer(TrialSerializer):
@@ -534,9 +534,7 @@ class TrialViewSet(ViewerViewSet):
         grader."""
         page = self.paginate_queryset(self.get_queryset())
         runs = Run.objects.only("id", "graders").in_bulk({row["run_id"] for row in page})
-        context = {**self.get_serializer_context(), "runs": runs}
-        data = TrialSerializer(page, many=True, context=context).data
-        return self.get_paginated_response(data)
+        return self.get_paginated_response(trial_rows_data(page, runs=runs))
 
     def get_serializer_class(self):
         return TrialDetailSerializer if self.action == "retrieve" else TrialSerializer
