@@ -6,8 +6,8 @@ once before the fork (``--preload``) and persistent database
 connections (``DB_CONN_MAX_AGE=60``), DEBUG off. ``BENCH_SERVER=waitress`` serves the same
 app from one waitress process (``BENCH_THREADS`` threads, default 8) instead, as the
 earlier figures were made; ``BENCH_WORKERS`` sets the number of gunicorn workers and
-``BENCH_WORKER_CLASS=gthread`` makes them threaded (``BENCH_THREADS`` each). Cookies are sent without ``Secure`` (plain HTTP on loopback),
-through ``bench/_wsgi.py``.
+``BENCH_WORKER_CLASS=gthread`` makes them threaded (``BENCH_THREADS`` each). Cookies are
+sent without ``Secure`` (plain HTTP on loopback), through ``bench/_wsgi.py``.
 """
 
 from __future__ import annotations
