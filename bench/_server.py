@@ -1,8 +1,8 @@
 """A fresh database and a real WSGI server for the HTTP benchmarks (label save, API paging).
 
-The server runs the way the README's Production section does: gunicorn with
-``2 × cores + 1`` sync workers (gunicorn's own recommendation), the app loaded
-once before the fork (``--preload``) and persistent database
+The server runs the way the README's Production section does: gunicorn with as many sync
+workers as cores (fewer CPU-ms a page than gunicorn's ``2 × cores + 1`` here, issue 17), the
+app loaded once before the fork (``--preload``) and persistent database
 connections (``DB_CONN_MAX_AGE=60``), DEBUG off. ``BENCH_SERVER=waitress`` serves the same
 app from one waitress process (``BENCH_THREADS`` threads, default 8) instead, as the
 earlier figures were made; ``BENCH_WORKERS`` sets the number of gunicorn workers and
@@ -22,7 +22,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 SERVER = os.environ.get("BENCH_SERVER", "gunicorn")
-WORKERS = int(os.environ.get("BENCH_WORKERS", str(2 * (os.cpu_count() or 1) + 1)))
+WORKERS = int(os.environ.get("BENCH_WORKERS", str(os.cpu_count() or 1)))
 THREADS = int(os.environ.get("BENCH_THREADS", "8"))
 # gunicorn's worker class: "sync" (the README's), or "gthread" with BENCH_THREADS threads each.
 WORKER_CLASS = os.environ.get("BENCH_WORKER_CLASS", "sync")
