@@ -529,9 +529,9 @@ class TrialViewSet(ViewerViewSet):
         return qs.values(*TRIAL_LIST_COLUMNS) if self.action == "list" else qs
 
     def list(self, request, *args, **kwargs):
-        """A page of trials: three queries whatever the number of trials (the page, its
-        runs, the roles), plus the contract decisions of a run that has a contract
-        grader."""
+        """A page of trials: three queries whatever the number of trials (the user with
+        their roles, by token or session; the page; its runs), plus the contract decisions
+        of a run that has a contract grader."""
         page = self.paginate_queryset(self.get_queryset())
         runs = Run.objects.only("id", "graders").in_bulk({row["run_id"] for row in page})
         return self.get_paginated_response(trial_rows_data(page, runs=runs))
