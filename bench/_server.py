@@ -1,12 +1,13 @@
 """A fresh database and a real WSGI server for the HTTP benchmarks (label save, API paging).
 
-The server runs the way the README's Production section does: gunicorn with
-``2 × cores + 1`` sync workers (gunicorn's own recommendation), the app loaded
-once before the fork (``--preload``) and persistent database
+The server runs the way the README's Production section does: gunicorn with as many sync
+workers as cores (fewer CPU-ms a page than gunicorn's ``2 × cores + 1`` here, issue 17), the
+app loaded once before the fork (``--preload``) and persistent database
 connections (``DB_CONN_MAX_AGE=60``), DEBUG off. ``BENCH_SERVER=waitress`` serves the same
 app from one waitress process (``BENCH_THREADS`` threads, default 8) instead, as the
-earlier figures were made. Cookies are sent without ``Secure`` (plain HTTP on loopback),
-through ``bench/_wsgi.py``.
+earlier figures were made; ``BENCH_WORKERS`` sets the number of gunicorn workers and
+``BENCH_WORKER_CLASS=gthread`` makes them threaded (``BENCH_THREADS`` each). Cookies are
+sent without ``Secure`` (plain HTTP on loopback), through ``bench/_wsgi.py``.
 """
 
 from __future__ import annotations
@@ -21,8 +22,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 SERVER = os.environ.get("BENCH_SERVER", "gunicorn")
-WORKERS = int(os.environ.get("BENCH_WORKERS", str(2 * (os.cpu_count() or 1) + 1)))
+WORKERS = int(os.environ.get("BENCH_WORKERS", str(os.cpu_count() or 1)))
 THREADS = int(os.environ.get("BENCH_THREADS", "8"))
+# gunicorn's worker class: "sync" (the README's), or "gthread" with BENCH_THREADS threads each.
+WORKER_CLASS = os.environ.get("BENCH_WORKER_CLASS", "sync")
 
 
 def bench_env(sqlite_name: str) -> dict[str, str]:
@@ -78,6 +81,9 @@ def server_start(port: int, env: dict[str, str]) -> subprocess.Popen:
             f"127.0.0.1:{port}",
             "--workers",
             str(WORKERS),
+            "--worker-class",
+            WORKER_CLASS,
+            *(["--threads", str(THREADS)] if WORKER_CLASS == "gthread" else []),
             "--preload",
             "--backlog",
             "2048",
@@ -133,6 +139,8 @@ def server_cpu_seconds(child: subprocess.Popen) -> float:
 
 def server_label() -> str:
     """How the server ran, for the printed figures."""
+    if SERVER == "gunicorn" and WORKER_CLASS == "gthread":
+        return f"gunicorn, {WORKERS} gthread workers x {THREADS} threads"
     if SERVER == "gunicorn":
-        return f"gunicorn, {WORKERS} sync workers"
+        return f"gunicorn, {WORKERS} {WORKER_CLASS} workers"
     return f"waitress, 1 process, {THREADS} threads"

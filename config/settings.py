@@ -157,6 +157,10 @@ STORAGES = {
 }
 
 LOGIN_URL = "login"
+# Django's ModelBackend, reading the session's user and their roles in one query. Sessions
+# opened under another backend path are logged out once (Django's rule for a backend that
+# is no longer listed).
+AUTHENTICATION_BACKENDS = ["core.auth_backends.RolesModelBackend"]
 LOGIN_REDIRECT_URL = "evals:run-list"
 LOGOUT_REDIRECT_URL = "login"
 

@@ -1,6 +1,8 @@
 """The three roles, as Django groups created by a migration, and the checks services use."""
 
+from django.contrib.auth import get_user_model
 from django.core.exceptions import PermissionDenied
+from django.db.models import QuerySet
 
 REVIEWER = "reviewer"
 ENGINEER = "engineer"
@@ -20,6 +22,32 @@ def user_roles(user) -> frozenset[str]:
         cached = frozenset(user.groups.values_list("name", flat=True))
         setattr(user, _CACHE, cached)
     return cached
+
+
+def roles_remember(user, names) -> None:
+    """Keep ``names`` (the names of ``user``'s groups, read with the user in one query:
+    ``user_with_roles_get``) as ``user``'s role names: ``user_roles`` then reads nothing."""
+    setattr(user, _CACHE, frozenset(names))
+
+
+def user_with_roles_get(queryset: QuerySet, *, path: str = "", extra: tuple[str, ...] = ()):
+    """``(user, extra values)``: the user that ``queryset`` leads to, with its role names
+    kept (``roles_remember``), and the values of the queryset's ``extra`` columns, in one
+    query (a row per group); None when the queryset has no row. ``path`` is the lookup from
+    the queryset's model to the user ("" for a queryset of users, ``"user__"`` for API
+    tokens). Each request loads its user afresh, and a roles query after it was a second
+    round trip on every page and API call (issue 17)."""
+    user_model = get_user_model()
+    columns = [f.attname for f in user_model._meta.concrete_fields]
+    rows = list(
+        queryset.values_list(*extra, *(f"{path}{c}" for c in columns), f"{path}groups__name")
+    )
+    if not rows:
+        return None
+    first = rows[0]
+    user = user_model.from_db(queryset.db, columns, first[len(extra) : -1])
+    roles_remember(user, [row[-1] for row in rows if row[-1] is not None])
+    return user, first[: len(extra)]
 
 
 def forget_roles(user) -> None:

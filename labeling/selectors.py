@@ -28,7 +28,7 @@ from labeling.figures import (
     ReviewerPairAgreement,
     Thresholds,
 )
-from labeling.models import Adjudication, CalibrationSet, Label, LabelRevision
+from labeling.models import Adjudication, CalibrationItem, CalibrationSet, Label, LabelRevision
 from labeling.pairwise import pairwise_calibration_compute, pairwise_calibration_judge_versions
 from labeling.trust_rule import trust_checks, trust_reasons, trust_thresholds
 from stats.agreement import cohens_kappa, false_accept_rate, false_reject_rate
@@ -47,6 +47,29 @@ __all__ = [
 ]
 
 MIN_CLASS = 5
+
+
+# The trial's large columns: a save needs only its identity.
+_TRIAL_LARGE = ("output", "raw_response", "request", "trajectory", "final_state")
+
+
+def calibration_item_get(*, set_id, trial_uuid) -> CalibrationItem | None:
+    """The item of trial ``trial_uuid`` in calibration set ``set_id`` (UUIDs), with its set
+    (suite, run, judge version, as the set's pages load it) and its trial (without the
+    output and the other large columns), in one query; None when the set does not exist or
+    the trial is not in it. What a label save needs (issue 17: the set and the trial were
+    two queries)."""
+    return (
+        CalibrationItem.objects.select_related(
+            "calibration_set__suite",
+            "calibration_set__run",
+            "calibration_set__judge_version__judge",
+            "trial",
+        )
+        .defer(*(f"trial__{name}" for name in _TRIAL_LARGE))
+        .filter(calibration_set__uuid=set_id, trial__uuid=trial_uuid)
+        .first()
+    )
 
 
 def label_current_get(*, trial: Trial, reviewer) -> Label | None:

@@ -293,21 +293,19 @@ def label_save(request: HtmxHttpRequest, set_id) -> HttpResponse:
     which swaps only 2xx responses), its ``expected_version`` moved to the current label so
     saving again overwrites deliberately.
     """
-    cset = _set_or_404(set_id)
     form = LabelForm(request.POST)
     trial_uuid = uuid_parse(request.POST.get("trial"))  # malformed: no such trial (404)
     if form.is_valid():
         trial_uuid = form.cleaned_data["trial"]
-    # Only the trial's identity is needed to save; its output is never loaded here.
-    trial = (
-        Trial.objects.filter(uuid=trial_uuid, calibration_items__calibration_set=cset)
-        .only("id", "uuid")
-        .first()
+    # The set and the trial in one query; the trial's output is never loaded here.
+    item = (
+        calibration_selectors.calibration_item_get(set_id=set_id, trial_uuid=trial_uuid)
         if trial_uuid
         else None
     )
-    if trial is None:
+    if item is None:
         raise Http404("No such trial in this calibration set.")
+    cset, trial = item.calibration_set, item.trial
     if not form.is_valid():
         state = queue_state_get(calibration_set=cset, reviewer=request.user, trial_uuid=trial_uuid)
         return _queue_render(

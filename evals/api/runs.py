@@ -8,6 +8,8 @@ page); ``?tag=`` matches a whole tag in the database (``evals.tags``)."""
 
 from __future__ import annotations
 
+import functools
+
 from django.conf import settings
 from django.db.models import QuerySet, TextChoices
 from django.db.models.functions import Length, Substr
@@ -25,6 +27,7 @@ from rest_framework.views import APIView
 
 from core.api.fields import StrictCharField, StrictIntegerField, StrictUUIDField, query_uuid
 from core.api.permissions import IsRunner, IsViewer
+from core.api.rows import field_converter
 from core.http import uuid_or_404
 from evals.baselines import baseline_set
 from evals.blindness import REPORT_PER_TRIAL_PARTS, grades_visible_to, run_is_blind
@@ -233,44 +236,13 @@ class TrialSerializer(serializers.ModelSerializer):
         fields = [*TRIAL_FIELDS, "output_preview", "output_length", "decision"]
         extra_kwargs = TRIAL_HELP
 
-    def get_decision(self, trial: Trial | dict) -> str | None:
+    def get_decision(self, trial: Trial) -> str | None:
         # One read of the run's decisions per run per response (the serializer context).
-        # A list row (a dict, ``TRIAL_LIST_COLUMNS``) finds its run in ``context["runs"]``.
         cache = self.context.setdefault("run_decisions", {})
-        row = trial if isinstance(trial, dict) else None
-        run_id = row["run_id"] if row is not None else trial.run_id
-        if run_id not in cache:
-            run = self.context["runs"][run_id] if row is not None else trial.run
-            cache[run_id] = run_decisions(run=run)
-        found = cache[run_id].trials.get(row["id"] if row is not None else trial.id)
+        if trial.run_id not in cache:
+            cache[trial.run_id] = run_decisions(run=trial.run)
+        found = cache[trial.run_id].trials.get(trial.id)
         return found.decision if found else None
-
-    def to_representation(self, instance: Trial | dict) -> dict:
-        """A trial as JSON. A list row (a dict of ``TRIAL_LIST_COLUMNS``: no model instance,
-        no run or case row loaded) goes through the same fields' ``to_representation`` as
-        DRF's (None stays None), without DRF's per-attribute lookups: the list of 100
-        trials a page was ~half its server time (issue 17)."""
-        if not isinstance(instance, dict):
-            return super().to_representation(instance)
-        out = {}
-        for name, field, key in self._row_fields():
-            if key is None:
-                out[name] = field.to_representation(instance)
-                continue
-            value = instance[key]
-            out[name] = None if value is None else field.to_representation(value)
-        return out
-
-    def _row_fields(self) -> list[tuple[str, serializers.Field, str | None]]:
-        """(name, field, list-row key; None: a method field given the row), in field order."""
-        cached = getattr(self, "_row_fields_cache", None)
-        if cached is None:
-            cached = [
-                (f.field_name, f, TRIAL_ROW_KEYS.get(f.field_name, f.field_name))
-                for f in self._readable_fields
-            ]
-            self._row_fields_cache = cached
-        return cached
 
 
 # Where a list row keeps each field of ``TrialSerializer`` (by default under its own name).
@@ -284,6 +256,42 @@ TRIAL_LIST_COLUMNS = (
     "output_preview",
     "output_length",
 )
+
+
+@functools.cache
+def _trial_list_fields() -> tuple[serializers.Field, ...]:
+    """``TrialSerializer``'s readable fields, built once per process (DRF builds a model
+    serializer's fields again for every serializer made). Only read, never bound again."""
+    return tuple(TrialSerializer()._readable_fields)
+
+
+def trial_rows_data(rows: list[dict], *, runs: dict[int, Run]) -> list[dict]:
+    """The JSON of a list page's trials: each row (a dict of ``TRIAL_LIST_COLUMNS``, no model
+    instance, no run or case row loaded) through ``TrialSerializer``'s own fields'
+    representations (``core.api.rows``: the same output as DRF's; None stays None), with
+    each row's contract decision from its run in ``runs`` (``run_decisions``, read once per
+    run). A page of 100 trials through DRF's per-attribute path was ~half its server time
+    (issue 17); a test checks every row against ``TrialSerializer`` on the model."""
+    plan = []  # (name, converter, row key; None: the decision), in field order
+    for f in _trial_list_fields():
+        key = TRIAL_ROW_KEYS.get(f.field_name, f.field_name)
+        plan.append((f.field_name, None if key is None else field_converter(f), key))
+    decisions: dict[int, dict] = {}
+    out = []
+    for row in rows:
+        item = {}
+        for name, convert, key in plan:
+            if key is None:
+                run_id = row["run_id"]
+                if run_id not in decisions:
+                    decisions[run_id] = run_decisions(run=runs[run_id]).trials
+                found = decisions[run_id].get(row["id"])
+                item[name] = found.decision if found else None
+                continue
+            value = row[key]
+            item[name] = None if value is None else convert(value)
+        out.append(item)
+    return out
 
 
 class TrialDetailSerializer(TrialSerializer):
@@ -521,14 +529,12 @@ class TrialViewSet(ViewerViewSet):
         return qs.values(*TRIAL_LIST_COLUMNS) if self.action == "list" else qs
 
     def list(self, request, *args, **kwargs):
-        """A page of trials: three queries whatever the number of trials (the page, its
-        runs, the roles), plus the contract decisions of a run that has a contract
-        grader."""
+        """A page of trials: three queries whatever the number of trials (the user with
+        their roles, by token or session; the page; its runs), plus the contract decisions
+        of a run that has a contract grader."""
         page = self.paginate_queryset(self.get_queryset())
         runs = Run.objects.only("id", "graders").in_bulk({row["run_id"] for row in page})
-        context = {**self.get_serializer_context(), "runs": runs}
-        data = TrialSerializer(page, many=True, context=context).data
-        return self.get_paginated_response(data)
+        return self.get_paginated_response(trial_rows_data(page, runs=runs))
 
     def get_serializer_class(self):
         return TrialDetailSerializer if self.action == "retrieve" else TrialSerializer

@@ -2,10 +2,12 @@
 serializer makes of the same trial, and the queries of a page do not grow with the run."""
 
 from decimal import Decimal
+from zoneinfo import ZoneInfo
 
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
 from rest_framework.test import APIClient
 
 from evals.api.runs import TrialSerializer
@@ -52,6 +54,19 @@ def test_a_list_row_is_the_model_serializer_s_representation(bob):
         expected = TrialSerializer(trial).data
         assert row == {k: expected[k] for k in expected}, row
     assert {r["cost_usd"] for r in rows} == {"1.50000000", None}
+
+
+def test_a_list_row_reads_times_in_the_viewer_s_zone_as_the_model_serializer_does(bob):
+    run = _run(2, "Z")
+    client = _client(bob)
+    client.cookies["assay_tz"] = "Asia/Kolkata"
+    rows = client.get(f"/api/trials/?run={run.uuid}").json()["results"]
+    created = {str(t.uuid): t.created_at for t in Trial.objects.filter(run=run)}
+    with timezone.override(ZoneInfo("Asia/Kolkata")):
+        field = TrialSerializer().fields["created_at"]
+        expected = {uuid: field.to_representation(at) for uuid, at in created.items()}
+    assert {row["uuid"]: row["created_at"] for row in rows} == expected
+    assert all(row["created_at"].endswith("+05:30") for row in rows)
 
 
 def test_a_page_s_queries_do_not_grow_with_the_run(bob):

@@ -39,21 +39,23 @@ def _save_queries(client, n_items: int, suite: str) -> tuple[list[str], object]:
     return [q["sql"] for q in ctx.captured_queries], response
 
 
-def test_a_save_looks_up_the_reviewers_roles_once(client, bob):
+def test_a_save_looks_up_the_reviewers_roles_once_with_the_user(client, bob):
     assert client.login(username="bob", password=PASSWORD)
     sql, _ = _save_queries(client, 10, "s10")
-    assert sum(1 for q in sql if "auth_group" in q) == 1
+    roles = [q for q in sql if "auth_group" in q]
+    assert len(roles) == 1 and '"auth_user"."password"' in roles[0]
 
 
 def test_a_save_costs_the_same_queries_for_a_small_and_a_large_set(client, bob):
     assert client.login(username="bob", password=PASSWORD)
     small, _ = _save_queries(client, 5, "s5")
     large, _ = _save_queries(client, 60, "s60")
-    # 18: session, user, roles, set, trial id, the label's newest revision (its version),
-    # the label write (with its savepoints), the revision, freezing the set; then the queue
-    # position (ids only), the reviewer's labels, the one item rendered and its version
-    # (unlabeled). No query loads the other items' outputs.
-    assert len(small) == len(large) <= 18
+    # 16: session, user with roles, the set with the trial (no output), the label, its
+    # newest revision (its version), the label write (with its savepoints), the revision,
+    # freezing the set, in a transaction; then the queue position (ids only), the
+    # reviewer's labels, the one item rendered and its version (unlabeled). No query loads
+    # the other items' outputs.
+    assert len(small) == len(large) == 16, small
     assert sum(1 for q in large if '"evals_trial"."output"' in q) == 1
 
 
