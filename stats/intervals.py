@@ -261,14 +261,48 @@ def clustered_rate_interval(
     n = n.astype(float)
     if np.any(n < 1) or np.any(x < 0) or np.any(x > n):
         raise ValueError("need graded >= 1 and 0 <= passed <= graded for every case")
+    return korn_graubard_interval(x / n, n, confidence=confidence)
+
+
+def korn_graubard_interval(
+    estimates: np.ndarray, trials: np.ndarray, *, confidence: float = 0.95
+) -> ClusteredMean:
+    """The Korn–Graubard interval of ``clustered_rate_interval`` for the mean of per-case
+    estimates of a probability, each resting on its own number of independent Bernoulli trials.
+
+    ``estimates[i]`` in [0, 1]: case i's unbiased estimate of its probability (its pass rate
+    x_i/n_i for the pass rate; ``stats.passk`` passes the pass^k estimators with their
+    ``floor(n_i/k)`` blocks of k trials); ``trials[i] >= 1`` (real): the number of
+    independent Bernoulli trials of that probability the estimate is worth. The construction
+    (Kish size ``n_K = C² / Σ 1/trials_i``, clustered variance ``s²/C`` of the estimates,
+    design effect, Korn–Graubard df penalty, Clopper–Pearson on ``n*`` effective trials
+    centred on the mean estimate; one case: Clopper–Pearson of ``estimate · trials`` of
+    ``trials``) and its reasoning are in ``clustered_rate_interval``'s docstring; with
+    ``estimates = x/n`` and ``trials = n`` this *is* ``clustered_rate_interval``.
+    ``ci_low < ci_high`` always. No cases: everything None. Raises ValueError for
+    mismatched shapes, estimates outside [0, 1], ``trials < 1`` or non-finite values.
+    """
+    _check_confidence(confidence)
+    rates = np.asarray(estimates, dtype=float)
+    n = np.asarray(trials, dtype=float)
+    if rates.ndim != 1 or rates.shape != n.shape:
+        raise ValueError(
+            f"estimates and trials must be 1-D of one length, got {rates.shape}, {n.shape}"
+        )
+    n_cases = int(n.size)
+    if n_cases == 0:
+        return ClusteredMean(None, None, None, None, 0)
+    if not (np.all(np.isfinite(rates)) and np.all(np.isfinite(n))):
+        raise ValueError("estimates and trials must be finite")
+    if np.any(n < 1) or np.any(rates < 0) or np.any(rates > 1):
+        raise ValueError("need trials >= 1 and 0 <= estimate <= 1 for every case")
     alpha = 1.0 - confidence
     if n_cases == 1:
-        total, trials = float(x[0]), float(n[0])
-        mean = total / trials
-        low, high = _clopper_pearson(total, trials, alpha)
-        se = math.sqrt(mean * (1.0 - mean) / trials)
-        return ClusteredMean(mean, se, low, high, 1, "clopper-pearson-one-case", trials)
-    rates = x / n
+        trials_one = float(n[0])
+        mean = float(rates[0])
+        low, high = _clopper_pearson(mean * trials_one, trials_one, alpha)
+        se = math.sqrt(mean * (1.0 - mean) / trials_one)
+        return ClusteredMean(mean, se, low, high, 1, "clopper-pearson-one-case", trials_one)
     mean = float(rates.mean())
     n_kish = n_cases * n_cases / float((1.0 / n).sum())
     var = float(rates.var(ddof=1)) / n_cases
