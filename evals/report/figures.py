@@ -13,6 +13,7 @@ from evals.grading.verdict import CaseTally
 from judges.trust import CorrectedPassRate
 from stats import pass_at_k, pass_hat_k, wilson_interval
 from stats.intervals import ClusteredMean, clustered_rate_interval
+from stats.passk import pass_at_k_interval_from_estimates, pass_hat_k_interval_from_estimates
 
 
 @lru_cache(maxsize=4096)
@@ -29,18 +30,27 @@ def case_wilson(passed: int, graded: int) -> tuple[float, float]:
 @dataclass(frozen=True)
 class PassK:
     """pass@k and pass^k at one k: means over the ``n_cases`` cases with at least k graded
-    trials of the unbiased per-case estimators; ``cases_left_out`` had fewer (or none)."""
+    trials of the unbiased per-case estimators; ``cases_left_out`` had fewer (or none).
+    ``pass_at_k_low``/``_high`` and ``pass_hat_k_low``/``_high``: their 95% intervals
+    clustered by case (``stats.passk.pass_at_k_interval`` / ``pass_hat_k_interval``:
+    Korn–Graubard on disjoint blocks of k trials, never of zero width); all None when
+    ``n_cases`` is 0."""
 
     k: int
     pass_at_k: float | None
     pass_hat_k: float | None
     n_cases: int
     cases_left_out: int
+    pass_at_k_low: float | None = None
+    pass_at_k_high: float | None = None
+    pass_hat_k_low: float | None = None
+    pass_hat_k_high: float | None = None
 
 
 def pass_k_table(passed: np.ndarray, graded: np.ndarray, k_max: int) -> list[PassK]:
     """``PassK`` for k = 1..k_max over per-case (passed, graded) arrays (a lookup table per
-    k over the few distinct (n, c) pairs, so the cost does not grow with the case count)."""
+    k over the few distinct (n, c) pairs, so the estimators' cost does not grow with the case
+    count; the intervals are numpy over the cases, one per k and estimand)."""
     table = []
     top = int(graded.max(initial=0))
     for k in range(1, k_max + 1):
@@ -55,13 +65,19 @@ def pass_k_table(passed: np.ndarray, graded: np.ndarray, k_max: int) -> list[Pas
             for c in range(n + 1):
                 at[n, c], hat[n, c] = _pass_k_pair(n, c, k)
         n_c, c_c = graded[use], passed[use]
+        at_k = pass_at_k_interval_from_estimates(at[n_c, c_c], n_c, k)
+        hat_k = pass_hat_k_interval_from_estimates(hat[n_c, c_c], n_c, k)
         table.append(
             PassK(
                 k,
-                float(at[n_c, c_c].mean()),
-                float(hat[n_c, c_c].mean()),
+                at_k.mean,
+                hat_k.mean,
                 n_used,
                 int(graded.size) - n_used,
+                at_k.ci_low,
+                at_k.ci_high,
+                hat_k.ci_low,
+                hat_k.ci_high,
             )
         )
     return table
