@@ -12,7 +12,12 @@ import numpy as np
 from evals.grading.verdict import CaseTally
 from judges.trust import CorrectedPassRate
 from stats import pass_at_k, pass_hat_k, wilson_interval
-from stats.intervals import ClusteredMean, clustered_rate_interval
+from stats.intervals import (
+    ClusteredMean,
+    MeanInterval,
+    clustered_mean_interval,
+    clustered_rate_interval,
+)
 from stats.passk import pass_at_k_interval_from_estimates, pass_hat_k_interval_from_estimates
 
 
@@ -93,6 +98,9 @@ class Figures:
     case (``stats.intervals.clustered_rate_interval``: Korn–Graubard, never of zero width)
     over ``pass_rate.n_cases`` cases; ``cases_ungraded`` cases had no graded trial.
     ``score_mean``: mean over cases of per-case mean scores, None when nothing was scored;
+    ``score_interval``: its 95% t interval clustered by case, or the reason there is none
+    (``stats.intervals.clustered_mean_interval``: "no spread seen in N cases"), None when
+    nothing was scored;
     ``scored``/``not_scored``: grades with a score / with a null score (errored included).
     ``corrected``: for a grader whose verdicts all come from one judge version, the
     Rogan–Gladen correction of the mean per-case rate by that judge's measured tpr and tnr,
@@ -113,6 +121,7 @@ class Figures:
     cases_ungraded: int
     pass_k: list[PassK]
     score_mean: float | None = None
+    score_interval: MeanInterval | None = None
     scored: int = 0
     not_scored: int = 0
     corrected: CorrectedPassRate | None = None
@@ -134,12 +143,13 @@ def figures_for(
     per-case (sum of scores, scored count, not-scored count)."""
     passed, graded = tally.passed[mask], tally.graded[mask]
     has = graded > 0
-    score_mean, scored, not_scored = None, 0, 0
+    score_mean, score_interval, scored, not_scored = None, None, 0, 0
     if scores is not None:
         sums, counts, missing = (a[mask] for a in scores)
         scored, not_scored = int(counts.sum()), int(missing.sum())
         if scored:
-            score_mean = float((sums[counts > 0] / counts[counts > 0]).mean())
+            score_interval = clustered_mean_interval(sums[counts > 0] / counts[counts > 0])
+            score_mean = score_interval.mean
     return Figures(
         key=key,
         gating=gating,
@@ -153,6 +163,7 @@ def figures_for(
         cases_ungraded=int((~has).sum()),
         pass_k=pass_k_table(passed, graded, k_max),
         score_mean=score_mean,
+        score_interval=score_interval,
         scored=scored,
         not_scored=not_scored,
     )

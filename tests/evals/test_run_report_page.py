@@ -139,3 +139,16 @@ def test_every_shown_pass_k_has_its_interval(client, carol):
     # pass^3: 2 of 4 cases passed all 3 trials: one block each, Clopper–Pearson of 2 of 4.
     low, high = clopper_pearson_interval(2, 4)
     assert f'50.0% <span class="muted">{percent_interval(low, high)}</span>' in table
+
+
+def test_the_mean_score_shows_its_interval_or_says_no_spread_was_seen(client, carol):
+    run = make_run(
+        cases=[(f"c{i}", []) for i in range(3)],
+        graders=[{"key": "s", "kind": "numeric"}, {"key": "flat", "kind": "numeric"}],
+    )
+    for key, score in [("c0", 0.5), ("c1", 0.75), ("c2", 1.0)]:
+        add_trial(run, key, 1, grades={"s": (True, score, "ok"), "flat": (True, 0.5, "ok")})
+    html = _page(client, carol, run)
+    # 0.75 ± t(2) · 0.25 / sqrt(3) = 0.75 ± 0.621
+    assert '0.750 <span class="muted">[0.129, 1.371]</span>' in html
+    assert '0.500 <span class="muted">(no spread seen in 3 cases)</span>' in html
