@@ -7,7 +7,7 @@ import re
 import pytest
 from django.urls import reverse
 
-from core.templatetags.dashboard import key_ks, percent_interval
+from core.templatetags.dashboard import key_ks, number_interval, percent_interval
 from evals.report.figures import PassK
 from stats.intervals import clopper_pearson_interval
 from tests.report_builders import ERR, add_trial, make_run, mixed_run
@@ -152,3 +152,9 @@ def test_the_mean_score_shows_its_interval_or_says_no_spread_was_seen(client, ca
     # 0.75 ± t(2) · 0.25 / sqrt(3) = 0.75 ± 0.621
     assert '0.750 <span class="muted">[0.129, 1.371]</span>' in html
     assert '0.500 <span class="muted">(no spread seen in 3 cases)</span>' in html
+
+
+def test_a_score_interval_never_prints_two_equal_bounds():
+    assert number_interval(0.12901, 1.37099) == "[0.129, 1.371]"
+    assert number_interval(0.7499999, 0.7500001) == "[0.7499999, 0.7500001]"
+    assert number_interval(None, 1.0) == "undefined"
