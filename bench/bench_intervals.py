@@ -29,11 +29,20 @@ Three intervals, each simulated over the grid of issue 11 point 5: cases C in {3
    for base → head profiles 0.5 → 0.5, 0.9 → 0.9, U → U, U → U − 0.2 (clipped at 0), 1.0 → 0.0,
    0.98 → 0.02, 1.0 → 1.0.
 
+4. **pass^k and pass@k** (``stats.passk.pass_hat_k_interval`` / ``pass_at_k_interval``:
+   Korn–Graubard on disjoint blocks of k trials). C in {3, 5, 12, 30} × trials per case n in
+   {3, 5, 10} × k in {1, 2, 3, n} × the six profiles, cases fixed: the truth is
+   (1/C) Σ p_i^k and 1 − (1/C) Σ (1 − p_i)^k; plus "U sampled" (cases redrawn from U(0.2, 1)
+   each simulation; truth the population values E[p^k] = (1 − 0.2^(k+1)) / (0.8 (k + 1)) and
+   1 − E[(1 − p)^k] = 1 − 0.8^k / (k + 1)). ``--passk-sims`` simulations per cell (2,000 by
+   default: a few minutes on the 2-core machine).
+
 Every interval is 95%. Coverage is the share of simulations whose interval holds the truth,
 with its Monte Carlo SE sqrt(c(1 − c)/sims); width is the mean of high − low. A cell fails
 when coverage < 0.95 − 2 SE (or a width is 0); the script then exits 1.
 
-Usage: python bench/bench_intervals.py [--sims 2000] [--seed 20261201]
+Usage: python bench/bench_intervals.py [--sims 2000] [--passk-sims 2000] [--seed 20261201]
+    [--part all|rates|comparison|passk]
 """
 
 from __future__ import annotations
@@ -51,6 +60,12 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from stats.compare import within_case_interval_from_counts  # noqa: E402
 from stats.correction import corrected_rate_interval  # noqa: E402
 from stats.intervals import clustered_rate_interval  # noqa: E402
+from stats.passk import (  # noqa: E402
+    pass_at_k,
+    pass_at_k_interval_from_estimates,
+    pass_hat_k,
+    pass_hat_k_interval_from_estimates,
+)
 
 CASES = (3, 5, 12, 30)
 TRIALS = (1, 3, 5, 10)
@@ -153,12 +168,96 @@ def run_pair(n_cases, trials, base_profile, head_profile, sims, rng):
     return cell
 
 
+PASSK_TRIALS = (3, 5, 10)
+
+
+def passk_ks(trials: int) -> list[int]:
+    """k in {1, 2, 3, n}, each once."""
+    return sorted({1, 2, 3, trials})
+
+
+def run_passk_cell(n_cases, trials, k, profile, sims, rng, *, sampled=False):
+    """(pass^k cell, pass@k cell) over ``sims`` simulated runs of one cell."""
+    fixed = rates(profile, n_cases, rng)
+    graded = np.full(n_cases, trials)
+    hat_table = np.array([pass_hat_k(trials, c, k) for c in range(trials + 1)])
+    at_table = np.array([pass_at_k(trials, c, k) for c in range(trials + 1)])
+    hat_cell, at_cell = Cell(), Cell()
+    for _ in range(sims):
+        p = rates(profile, n_cases, rng) if sampled else fixed
+        if sampled:
+            hat_truth = (1 - 0.2 ** (k + 1)) / (0.8 * (k + 1))
+            at_truth = 1 - 0.8**k / (k + 1)
+        else:
+            hat_truth = float((p**k).mean())
+            at_truth = 1 - float(((1 - p) ** k).mean())
+        passed = rng.binomial(trials, p)
+        r = pass_hat_k_interval_from_estimates(hat_table[passed], graded, k)
+        hat_cell.add(r.ci_low, r.ci_high, hat_truth)
+        r = pass_at_k_interval_from_estimates(at_table[passed], graded, k)
+        at_cell.add(r.ci_low, r.ci_high, at_truth)
+    return hat_cell, at_cell
+
+
+def passk_tables(sims: int, seed: int) -> list[tuple]:
+    """Print the pass^k and pass@k coverage tables; return the failing cells."""
+    failures = []
+    rows = {"pass^k": [], "pass@k": []}
+    lowest = {"pass^k": (2.0, None), "pass@k": (2.0, None)}
+    for n_cases in CASES:
+        for trials in PASSK_TRIALS:
+            for k in passk_ks(trials):
+                cells = {"pass^k": [], "pass@k": []}
+                for i, profile in enumerate((*PROFILES, "U sampled")):
+                    rng = np.random.default_rng([seed, n_cases, trials, k, 300 + i])
+                    hat, at = run_passk_cell(
+                        n_cases,
+                        trials,
+                        k,
+                        "U" if profile == "U sampled" else profile,
+                        sims,
+                        rng,
+                        sampled=profile == "U sampled",
+                    )
+                    cells["pass^k"].append(hat)
+                    cells["pass@k"].append(at)
+                for name, row in cells.items():
+                    failures += [(name, n_cases, trials, k, c.text()) for c in row if not c.ok]
+                    for c, profile in zip(row, (*PROFILES, "U sampled"), strict=True):
+                        if c.coverage < lowest[name][0]:
+                            lowest[name] = (c.coverage, (n_cases, trials, k, profile, c.se))
+                    rows[name].append(
+                        f"| {n_cases} | {trials} | {k} | "
+                        + " | ".join(c.text() for c in row)
+                        + " |"
+                    )
+    for name, lines in rows.items():
+        print(
+            f"\n## {name} interval ({name.replace('^', '_hat_').replace('@', '_at_')}"
+            f"_interval), {sims} sims per cell"
+        )
+        print(
+            "coverage ± Monte Carlo SE (mean width); truth: the cases' own mean (U sampled: "
+            "the population's)"
+        )
+        print("| C | n | k | " + " | ".join(PROFILES) + " | U sampled |")
+        print("|---|---|---|" + "---|" * (len(PROFILES) + 1))
+        print("\n".join(lines))
+    for name, (coverage, where) in lowest.items():
+        print(f"lowest {name} coverage {coverage:.3f} (C, n, k, profile, SE) = {where}")
+    return failures
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--sims", type=int, default=2000)
+    parser.add_argument("--passk-sims", type=int, default=2000)
     parser.add_argument("--seed", type=int, default=20261201)
     parser.add_argument(
-        "--part", choices=("all", "rates", "comparison"), default="all", help="tables to run"
+        "--part",
+        choices=("all", "rates", "comparison", "passk"),
+        default="all",
+        help="tables to run",
     )
     args = parser.parse_args()
     start = time.perf_counter()
@@ -166,6 +265,12 @@ def main() -> int:
     header = "| C | k | " + " | ".join(PROFILES) + " | U sampled |"
     rule = "|---|---|" + "---|" * (len(PROFILES) + 1)
     raw_rows, corrected_rows = [], [[] for _ in CALIBRATIONS]
+    if args.part == "passk":
+        failures = passk_tables(args.passk_sims, args.seed)
+        print(f"\n{len(failures)} failing cells; {time.perf_counter() - start:.0f} s")
+        for failure in failures:
+            print("FAIL", *failure)
+        return 1 if failures else 0
     for n_cases in CASES if args.part != "comparison" else ():
         for trials in TRIALS:
             raw_cells, corr_cells = [], [[] for _ in CALIBRATIONS]
@@ -204,11 +309,13 @@ def main() -> int:
         print("|---|---|" + "---|" * len(PROFILES))
         print("\n".join(rows))
     names = [f"{b} → {h}" for b, h in PAIRS]
-    if args.part != "rates":
+    if args.part == "all":
+        failures += passk_tables(args.passk_sims, args.seed)
+    if args.part not in ("rates", "passk"):
         print(f"\n## Comparison on this suite (within_case_interval), {args.sims} sims per cell")
         print("| C | k | " + " | ".join(names) + " |")
         print("|---|---|" + "---|" * len(PAIRS))
-    for n_cases in CASES if args.part != "rates" else ():
+    for n_cases in CASES if args.part not in ("rates", "passk") else ():
         for trials in TRIALS:
             cells = []
             for i, (b, h) in enumerate(PAIRS):

@@ -261,14 +261,48 @@ def clustered_rate_interval(
     n = n.astype(float)
     if np.any(n < 1) or np.any(x < 0) or np.any(x > n):
         raise ValueError("need graded >= 1 and 0 <= passed <= graded for every case")
+    return korn_graubard_interval(x / n, n, confidence=confidence)
+
+
+def korn_graubard_interval(
+    estimates: np.ndarray, trials: np.ndarray, *, confidence: float = 0.95
+) -> ClusteredMean:
+    """The Korn–Graubard interval of ``clustered_rate_interval`` for the mean of per-case
+    estimates of a probability, each resting on its own number of independent Bernoulli trials.
+
+    ``estimates[i]`` in [0, 1]: case i's unbiased estimate of its probability (its pass rate
+    x_i/n_i for the pass rate; ``stats.passk`` passes the pass^k estimators with their
+    ``floor(n_i/k)`` blocks of k trials); ``trials[i] >= 1`` (real): the number of
+    independent Bernoulli trials of that probability the estimate is worth. The construction
+    (Kish size ``n_K = C² / Σ 1/trials_i``, clustered variance ``s²/C`` of the estimates,
+    design effect, Korn–Graubard df penalty, Clopper–Pearson on ``n*`` effective trials
+    centred on the mean estimate; one case: Clopper–Pearson of ``estimate · trials`` of
+    ``trials``) and its reasoning are in ``clustered_rate_interval``'s docstring; with
+    ``estimates = x/n`` and ``trials = n`` this *is* ``clustered_rate_interval``.
+    ``ci_low < ci_high`` always. No cases: everything None. Raises ValueError for
+    mismatched shapes, estimates outside [0, 1], ``trials < 1`` or non-finite values.
+    """
+    _check_confidence(confidence)
+    rates = np.asarray(estimates, dtype=float)
+    n = np.asarray(trials, dtype=float)
+    if rates.ndim != 1 or rates.shape != n.shape:
+        raise ValueError(
+            f"estimates and trials must be 1-D of one length, got {rates.shape}, {n.shape}"
+        )
+    n_cases = int(n.size)
+    if n_cases == 0:
+        return ClusteredMean(None, None, None, None, 0)
+    if not (np.all(np.isfinite(rates)) and np.all(np.isfinite(n))):
+        raise ValueError("estimates and trials must be finite")
+    if np.any(n < 1) or np.any(rates < 0) or np.any(rates > 1):
+        raise ValueError("need trials >= 1 and 0 <= estimate <= 1 for every case")
     alpha = 1.0 - confidence
     if n_cases == 1:
-        total, trials = float(x[0]), float(n[0])
-        mean = total / trials
-        low, high = _clopper_pearson(total, trials, alpha)
-        se = math.sqrt(mean * (1.0 - mean) / trials)
-        return ClusteredMean(mean, se, low, high, 1, "clopper-pearson-one-case", trials)
-    rates = x / n
+        trials_one = float(n[0])
+        mean = float(rates[0])
+        low, high = _clopper_pearson(mean * trials_one, trials_one, alpha)
+        se = math.sqrt(mean * (1.0 - mean) / trials_one)
+        return ClusteredMean(mean, se, low, high, 1, "clopper-pearson-one-case", trials_one)
     mean = float(rates.mean())
     n_kish = n_cases * n_cases / float((1.0 / n).sum())
     var = float(rates.var(ddof=1)) / n_cases
@@ -290,3 +324,60 @@ def _is_integral(values: np.ndarray) -> bool:
         return False
     with np.errstate(invalid="ignore"):
         return bool(np.all(np.isfinite(values)) and np.all(values == np.round(values)))
+
+
+@dataclass(frozen=True)
+class MeanInterval:
+    """Mean of per-case mean values (scores on any scale) with a t interval clustered by case.
+
+    ``mean`` None when ``n_cases = 0``; ``se`` >= 0 and ``ci_low < ci_high`` when there is an
+    interval; otherwise ``ci_low``/``ci_high`` (and ``se`` for one case) are None and ``note``
+    says why in words a page can show ("no spread seen in 4 cases").
+    """
+
+    mean: float | None
+    se: float | None
+    ci_low: float | None
+    ci_high: float | None
+    n_cases: int
+    note: str = ""
+
+
+def clustered_mean_interval(
+    case_means: Sequence[float] | np.ndarray, *, confidence: float = 0.95
+) -> MeanInterval:
+    """Mean of per-case means with a Student-t interval clustered by case (scores on any scale).
+
+    ``case_means[i]``: case i's mean score over its scored trials (finite floats; drop cases
+    with no score first). Estimand: the mean per-case score of the population of cases.
+    ``m = (1/C) Σ m_i``, ``SE = s / √C`` (s the ddof = 1 sample SD of the m_i: the clustered
+    SE of Miller 2024, "Adding Error Bars to Evals", arXiv:2411.00640, which also carries the
+    within-case trial noise), interval ``m ± t_{C−1, 1−α/2} · SE`` (Student t with C − 1 df:
+    the variance comes from C cases).
+
+    **No interval rather than a false one.** Scores have no known range here, so nothing
+    bounds the spread a suite has not shown: when every case has the same mean (``s = 0``)
+    the t interval would have zero width, and with one case it is undefined. Then ``ci_low``
+    and ``ci_high`` are None and ``note`` is ``"no spread seen in C cases"`` (``se`` 0) or
+    ``"one case: spread between cases unknown"`` (``se`` None), so a page says so instead of
+    printing a zero-width interval. (Pass/fail outcomes, where the range [0, 1] is known, have
+    ``clustered_rate_interval``, which never collapses.) No cases: everything None.
+    Raises ValueError for non-finite values or confidence outside (0, 1).
+    """
+    _check_confidence(confidence)
+    values = np.asarray(case_means, dtype=float)
+    if values.ndim != 1:
+        raise ValueError(f"case_means must be 1-D, got shape {values.shape}")
+    n_cases = int(values.size)
+    if n_cases == 0:
+        return MeanInterval(None, None, None, None, 0)
+    if not np.all(np.isfinite(values)):
+        raise ValueError("case means must be finite")
+    mean = float(values.mean())
+    if n_cases == 1:
+        return MeanInterval(mean, None, None, None, 1, "one case: spread between cases unknown")
+    se = float(math.sqrt(float(values.var(ddof=1)) / n_cases))
+    half = _t_quantile(n_cases - 1.0, confidence) * se
+    if float(np.ptp(values)) == 0.0 or not mean + half > mean - half:
+        return MeanInterval(mean, 0.0, None, None, n_cases, f"no spread seen in {n_cases} cases")
+    return MeanInterval(mean, se, mean - half, mean + half, n_cases)

@@ -40,6 +40,20 @@ def percent_interval(low: float | None, high: float | None) -> str:
     return f"[{a}%, {b}%]"
 
 
+@register.simple_tag
+def number_interval(low: float | None, high: float | None) -> str:
+    """An interval of plain numbers (mean scores) as "[0.129, 1.371]": three decimals, more (up
+    to eight) when three would print two equal bounds of an interval that is not of zero
+    width; "undefined" when a bound is None."""
+    if low is None or high is None:
+        return "undefined"
+    for decimals in range(3, 9):
+        a, b = f"{low:.{decimals}f}", f"{high:.{decimals}f}"
+        if a != b or not high > low:
+            break
+    return f"[{a}, {b}]"
+
+
 @register.filter
 def usd(amount: Decimal | float | None) -> str:
     """US dollars by ``core.money.usd_text``: "$0.0112", "$0.0000051" (a known non-zero cost

@@ -169,7 +169,9 @@ def _started(run: Run, status: int) -> Response:
 class RunDetailSerializer(RunSerializer):
     report = serializers.SerializerMethodField(
         help_text="The run report (evals.report.selectors.run_report): counts, pass rate with its "
-        "95% interval (fractions 0..1), pass@k, tokens, latency (ms), cost (USD)."
+        "95% interval (fractions 0..1), pass@k and pass^k with their 95% intervals "
+        "(pass_k[].pass_at_k_low/_high, pass_hat_k_low/_high), mean score with its interval "
+        "(score_interval), tokens, latency (ms), cost (USD)."
     )
 
     class Meta(RunSerializer.Meta):

@@ -231,12 +231,18 @@ class UsageDelta:
 class PassHatKDelta:
     """pass^k (Yao et al. 2024) — or pass@k (Chen et al. 2021) in ``Comparison.pass_at_k`` —
     at one k over shared cases: base, head and head − base; None where a side has no case
-    with k graded trials."""
+    with k graded trials. ``base_low``/``base_high`` and ``head_low``/``head_high``: each
+    side's 95% interval clustered by case (``evals.report.figures.PassK``); the difference has
+    none yet."""
 
     k: int
     base: float | None
     head: float | None
     delta: float | None
+    base_low: float | None = None
+    base_high: float | None = None
+    head_low: float | None = None
+    head_high: float | None = None
 
 
 @dataclass(frozen=True)
@@ -492,9 +498,29 @@ def _pass_k(pairs, k_max: int) -> tuple[list[PassHatKDelta], list[PassHatKDelta]
         graded = np.array([p[side].graded for p in pairs], dtype=np.int64)
         sides.append(pass_k_table(passed, graded, k_max))
     for b, h in zip(*sides, strict=True):
-        at.append(PassHatKDelta(b.k, b.pass_at_k, h.pass_at_k, _minus(h.pass_at_k, b.pass_at_k)))
+        at.append(
+            PassHatKDelta(
+                b.k,
+                b.pass_at_k,
+                h.pass_at_k,
+                _minus(h.pass_at_k, b.pass_at_k),
+                b.pass_at_k_low,
+                b.pass_at_k_high,
+                h.pass_at_k_low,
+                h.pass_at_k_high,
+            )
+        )
         out.append(
-            PassHatKDelta(b.k, b.pass_hat_k, h.pass_hat_k, _minus(h.pass_hat_k, b.pass_hat_k))
+            PassHatKDelta(
+                b.k,
+                b.pass_hat_k,
+                h.pass_hat_k,
+                _minus(h.pass_hat_k, b.pass_hat_k),
+                b.pass_hat_k_low,
+                b.pass_hat_k_high,
+                h.pass_hat_k_low,
+                h.pass_hat_k_high,
+            )
         )
     return at, out
 

@@ -13,6 +13,7 @@ from typing import Any
 
 from core.money import per_usd_text, usd_text
 from core.strict_json import json_safe
+from core.templatetags.dashboard import percent_interval
 from evals.comparison.compute import CHANGE_CLASSES, Comparison, pvalue_format, pvalue_phrase
 from evals.comparison.gate import GateDecision
 
@@ -22,6 +23,11 @@ MARKDOWN_CASE_ROWS = 50
 
 def _pct(x: float | None) -> str:
     return "—" if x is None else f"{x * 100:.1f}%"
+
+
+def _pct_ci(x: float | None, low: float | None, high: float | None) -> str:
+    """A rate with its 95% interval ("50.0% [6.8%, 93.2%]"), "—" when undefined."""
+    return "—" if x is None else f"{_pct(x)} {percent_interval(low, high)}"
 
 
 def _pp(x: float | None) -> str:
@@ -55,12 +61,15 @@ def _case_line(v) -> str:
 
 
 def _pass_k_line(c: Comparison) -> str:
-    """pass@k next to pass^k at each k, base -> head (None where no case has k trials)."""
+    """pass@k next to pass^k at each k with each side's 95% interval, base -> head ("—"
+    where no case has k trials)."""
     parts = []
     for at, hat in zip(c.pass_at_k, c.pass_hat_k, strict=False):
         parts.append(
-            f"k={at.k}: pass@k {_pct(at.base)} -> {_pct(at.head)}, "
-            f"pass^k {_pct(hat.base)} -> {_pct(hat.head)}"
+            f"k={at.k}: pass@k {_pct_ci(at.base, at.base_low, at.base_high)} -> "
+            f"{_pct_ci(at.head, at.head_low, at.head_high)}, "
+            f"pass^k {_pct_ci(hat.base, hat.base_low, hat.base_high)} -> "
+            f"{_pct_ci(hat.head, hat.head_low, hat.head_high)}"
         )
     return "; ".join(parts)
 

@@ -421,7 +421,8 @@ def agent_lines(agents: dict | None) -> list[str]:
         rate = f["pass_rate"]
         gates = "gating" if f["gating"] else "non-gating"
         hat = ", ".join(
-            f"pass^{p['k']} {_pct(p['pass_hat_k'])}"
+            f"pass^{p['k']} {_pct(p['pass_hat_k'])} "
+            f"[{_pct(p['pass_hat_k_low'])}, {_pct(p['pass_hat_k_high'])}]"
             for p in f["pass_k"]
             if p["pass_hat_k"] is not None
         )

@@ -12,7 +12,13 @@ import numpy as np
 from evals.grading.verdict import CaseTally
 from judges.trust import CorrectedPassRate
 from stats import pass_at_k, pass_hat_k, wilson_interval
-from stats.intervals import ClusteredMean, clustered_rate_interval
+from stats.intervals import (
+    ClusteredMean,
+    MeanInterval,
+    clustered_mean_interval,
+    clustered_rate_interval,
+)
+from stats.passk import pass_at_k_interval_from_estimates, pass_hat_k_interval_from_estimates
 
 
 @lru_cache(maxsize=4096)
@@ -29,18 +35,27 @@ def case_wilson(passed: int, graded: int) -> tuple[float, float]:
 @dataclass(frozen=True)
 class PassK:
     """pass@k and pass^k at one k: means over the ``n_cases`` cases with at least k graded
-    trials of the unbiased per-case estimators; ``cases_left_out`` had fewer (or none)."""
+    trials of the unbiased per-case estimators; ``cases_left_out`` had fewer (or none).
+    ``pass_at_k_low``/``_high`` and ``pass_hat_k_low``/``_high``: their 95% intervals
+    clustered by case (``stats.passk.pass_at_k_interval`` / ``pass_hat_k_interval``:
+    Korn–Graubard on disjoint blocks of k trials, never of zero width); all None when
+    ``n_cases`` is 0."""
 
     k: int
     pass_at_k: float | None
     pass_hat_k: float | None
     n_cases: int
     cases_left_out: int
+    pass_at_k_low: float | None = None
+    pass_at_k_high: float | None = None
+    pass_hat_k_low: float | None = None
+    pass_hat_k_high: float | None = None
 
 
 def pass_k_table(passed: np.ndarray, graded: np.ndarray, k_max: int) -> list[PassK]:
     """``PassK`` for k = 1..k_max over per-case (passed, graded) arrays (a lookup table per
-    k over the few distinct (n, c) pairs, so the cost does not grow with the case count)."""
+    k over the few distinct (n, c) pairs, so the estimators' cost does not grow with the case
+    count; the intervals are numpy over the cases, one per k and estimand)."""
     table = []
     top = int(graded.max(initial=0))
     for k in range(1, k_max + 1):
@@ -55,13 +70,19 @@ def pass_k_table(passed: np.ndarray, graded: np.ndarray, k_max: int) -> list[Pas
             for c in range(n + 1):
                 at[n, c], hat[n, c] = _pass_k_pair(n, c, k)
         n_c, c_c = graded[use], passed[use]
+        at_k = pass_at_k_interval_from_estimates(at[n_c, c_c], n_c, k)
+        hat_k = pass_hat_k_interval_from_estimates(hat[n_c, c_c], n_c, k)
         table.append(
             PassK(
                 k,
-                float(at[n_c, c_c].mean()),
-                float(hat[n_c, c_c].mean()),
+                at_k.mean,
+                hat_k.mean,
                 n_used,
                 int(graded.size) - n_used,
+                at_k.ci_low,
+                at_k.ci_high,
+                hat_k.ci_low,
+                hat_k.ci_high,
             )
         )
     return table
@@ -77,6 +98,9 @@ class Figures:
     case (``stats.intervals.clustered_rate_interval``: Korn–Graubard, never of zero width)
     over ``pass_rate.n_cases`` cases; ``cases_ungraded`` cases had no graded trial.
     ``score_mean``: mean over cases of per-case mean scores, None when nothing was scored;
+    ``score_interval``: its 95% t interval clustered by case, or the reason there is none
+    (``stats.intervals.clustered_mean_interval``: "no spread seen in N cases"), None when
+    nothing was scored;
     ``scored``/``not_scored``: grades with a score / with a null score (errored included).
     ``corrected``: for a grader whose verdicts all come from one judge version, the
     Rogan–Gladen correction of the mean per-case rate by that judge's measured tpr and tnr,
@@ -97,6 +121,7 @@ class Figures:
     cases_ungraded: int
     pass_k: list[PassK]
     score_mean: float | None = None
+    score_interval: MeanInterval | None = None
     scored: int = 0
     not_scored: int = 0
     corrected: CorrectedPassRate | None = None
@@ -118,12 +143,13 @@ def figures_for(
     per-case (sum of scores, scored count, not-scored count)."""
     passed, graded = tally.passed[mask], tally.graded[mask]
     has = graded > 0
-    score_mean, scored, not_scored = None, 0, 0
+    score_mean, score_interval, scored, not_scored = None, None, 0, 0
     if scores is not None:
         sums, counts, missing = (a[mask] for a in scores)
         scored, not_scored = int(counts.sum()), int(missing.sum())
         if scored:
-            score_mean = float((sums[counts > 0] / counts[counts > 0]).mean())
+            score_interval = clustered_mean_interval(sums[counts > 0] / counts[counts > 0])
+            score_mean = score_interval.mean
     return Figures(
         key=key,
         gating=gating,
@@ -137,6 +163,7 @@ def figures_for(
         cases_ungraded=int((~has).sum()),
         pass_k=pass_k_table(passed, graded, k_max),
         score_mean=score_mean,
+        score_interval=score_interval,
         scored=scored,
         not_scored=not_scored,
     )

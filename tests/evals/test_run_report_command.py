@@ -8,6 +8,7 @@ from io import StringIO
 import pytest
 from django.core.management import CommandError, call_command
 
+from stats.intervals import clopper_pearson_interval
 from tests.report_builders import ERR, add_trial, make_run, mixed_run
 
 pytestmark = pytest.mark.django_db
@@ -67,6 +68,12 @@ def test_it_reports_null_total_cost_in_json():
         "pass_hat_k": 0.0,
         "n_cases": 2,
         "cases_left_out": 1,
+        # Two cases with 2 trials: one block of 2 each; Clopper–Pearson of 0 of 2 blocks
+        # (pass^2: none passed both) and of 2 of 2 (pass@2: in both, a trial passed).
+        "pass_at_k_low": pytest.approx(clopper_pearson_interval(2, 2)[0]),
+        "pass_at_k_high": 1.0,
+        "pass_hat_k_low": 0.0,
+        "pass_hat_k_high": pytest.approx(clopper_pearson_interval(0, 2)[1]),
     }
 
 

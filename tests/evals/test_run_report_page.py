@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from django.urls import reverse
 
-from core.templatetags.dashboard import key_ks, percent_interval
+from core.templatetags.dashboard import key_ks, number_interval, percent_interval
 from evals.report.figures import PassK
+from stats.intervals import clopper_pearson_interval
 from tests.report_builders import ERR, add_trial, make_run, mixed_run
 
 pytestmark = pytest.mark.django_db
@@ -106,3 +109,52 @@ def test_a_long_pass_k_table_shows_the_key_ks_only():
 )
 def test_an_interval_never_prints_two_equal_bounds(low, high, text):
     assert percent_interval(low, high) == text
+
+
+def test_every_shown_pass_k_has_its_interval(client, carol):
+    """The pass@k / pass^k table: each cell a rate and its 95% interval, including the cells
+    where every case passed all k (never a zero-width interval)."""
+    run = make_run(
+        cases=[(f"c{i}", []) for i in range(4)], graders=[{"key": "a", "kind": "exact"}], n=3
+    )
+    outcomes = {"c0": (1, 1, 1), "c1": (1, 0, 1), "c2": (0, 0, 1), "c3": (1, 1, 1)}
+    for key, verdicts in outcomes.items():
+        for attempt, verdict in enumerate(verdicts, start=1):
+            add_trial(run, key, attempt, grades={"a": bool(verdict)})
+    html = _page(client, carol, run)
+    table = html[html.index("<h2>pass@k and pass^k</h2>") :]
+    table = table[: table.index("</table>")]
+    rows = re.findall(r"<tr><td class=\"num\">(\d+)</td>(.*?)</tr>", table, re.S)
+    assert [int(k) for k, _ in rows] == [1, 2, 3]
+    for _, row in rows:
+        cells = re.findall(r'<td class="num">(.*?)</td>', row, re.S)
+        for cell in cells[:2]:  # pass@k, pass^k
+            match = re.fullmatch(
+                r'(\d+\.\d)% <span class="muted">\[(\d+\.\d+)%, (\d+\.\d+)%\]</span>',
+                cell.strip(),
+            )
+            assert match, cell
+            point, low, high = (float(g) for g in match.groups())
+            assert low <= point <= high and low < high
+    # pass^3: 2 of 4 cases passed all 3 trials: one block each, Clopper–Pearson of 2 of 4.
+    low, high = clopper_pearson_interval(2, 4)
+    assert f'50.0% <span class="muted">{percent_interval(low, high)}</span>' in table
+
+
+def test_the_mean_score_shows_its_interval_or_says_no_spread_was_seen(client, carol):
+    run = make_run(
+        cases=[(f"c{i}", []) for i in range(3)],
+        graders=[{"key": "s", "kind": "numeric"}, {"key": "flat", "kind": "numeric"}],
+    )
+    for key, score in [("c0", 0.5), ("c1", 0.75), ("c2", 1.0)]:
+        add_trial(run, key, 1, grades={"s": (True, score, "ok"), "flat": (True, 0.5, "ok")})
+    html = _page(client, carol, run)
+    # 0.75 ± t(2) · 0.25 / sqrt(3) = 0.75 ± 0.621
+    assert '0.750 <span class="muted">[0.129, 1.371]</span>' in html
+    assert '0.500 <span class="muted">(no spread seen in 3 cases)</span>' in html
+
+
+def test_a_score_interval_never_prints_two_equal_bounds():
+    assert number_interval(0.12901, 1.37099) == "[0.129, 1.371]"
+    assert number_interval(0.7499999, 0.7500001) == "[0.7499999, 0.7500001]"
+    assert number_interval(None, 1.0) == "undefined"

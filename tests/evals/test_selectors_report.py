@@ -9,6 +9,7 @@ from decimal import Decimal
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
+from scipy import stats as sps
 from scipy.stats import beta
 
 from evals.report.selectors import run_report
@@ -43,6 +44,11 @@ def test_it_treats_a_null_score_as_not_scored_fault_c1():
     figures = run_report(run=run).graders[0]
     assert figures.score_mean == pytest.approx(0.8125)
     assert (figures.scored, figures.not_scored) == (4, 1)
+    interval = figures.score_interval  # t with 3 df over the 4 scored cases' means
+    assert interval.n_cases == 4 and interval.mean == figures.score_mean
+    assert (interval.ci_low, interval.ci_high) == pytest.approx(
+        sps.t.interval(0.95, 3, 0.8125, sps.sem([0.9, 0.6, 0.75, 1.0]))
+    )
     assert (figures.trials_passed, figures.trials_graded) == (3, 4)
     assert figures.pass_rate.mean == 0.75
     assert figures.trials_failed == 1

@@ -14,10 +14,12 @@ from django.core.management import call_command
 from django.urls import reverse
 from django.utils.html import escape
 
+from core.templatetags.dashboard import percent_interval
 from evals.comparison.compute import comparison_get
 from evals.comparison.gate import gate_decide
 from evals.comparison.textdiff import word_diff
 from evals.models import Case, Grade, Trial
+from stats.intervals import clopper_pearson_interval
 from tests.comparison_builders import db_run, judge_version
 
 HOSTILE_OUTPUT = "<img src=x onerror=alert(1)>"
@@ -256,3 +258,24 @@ def test_a_regraded_trial_is_seen_at_once_despite_the_comparison_cache(client, b
         passed=False
     )
     assert client.get(url(base, head)).context["comparison"].class_counts["broken"] == 2
+
+
+def test_the_pass_k_table_shows_each_sides_interval(client, bob, two_runs):
+    """pass@k and pass^k on both sides, each with its 95% interval clustered by case."""
+    base, head = two_runs
+    client.force_login(bob)
+    html = client.get(url(base, head)).content.decode()
+    table = html[html.index('<table class="table passk">') :]
+    table = table[: table.index("</table>")]
+    rows = re.findall(r"<tr><td>(\d+)</td>(.*?)</tr>", table, re.S)
+    assert [int(k) for k, _ in rows] == [1, 2, 3]
+    interval = r'\d+\.\d% <span class="muted">\[\d+\.\d+%, \d+\.\d+%\]</span>'
+    for _, row in rows:
+        cells = re.findall(r'<td class="num">(.*?)</td>', row, re.S)
+        assert len(cells) == 5
+        for cell in cells[:4]:
+            assert re.fullmatch(interval, cell.strip()), cell
+    # pass^3: 2 of 4 cases passed all three trials on each side (one block of 3 per case).
+    low, high = clopper_pearson_interval(2, 4)
+    shown = f'50.0% <span class="muted">{percent_interval(low, high)}</span>'
+    assert rows[2][1].count(shown) == 2

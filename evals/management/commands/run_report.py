@@ -70,9 +70,11 @@ def render_text(report: RunReport) -> str:
         elif c is not None:
             lines.append(f"  corrected for judge error: undefined ({c.reason})")
     lines.append(
-        "pass@k / pass^k: "
+        "pass@k / pass^k (95% CI): "
         + ", ".join(
-            f"k={p.k}: {_pct(p.pass_at_k)} / {_pct(p.pass_hat_k)}" for p in report.overall.pass_k
+            f"k={p.k}: {_pct(p.pass_at_k)} {percent_interval(p.pass_at_k_low, p.pass_at_k_high)}"
+            f" / {_pct(p.pass_hat_k)} {percent_interval(p.pass_hat_k_low, p.pass_hat_k_high)}"
+            for p in report.overall.pass_k
         )
     )
     for s in report.slices:
