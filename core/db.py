@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import operator
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from functools import partial
 from json.encoder import c_make_encoder as _c_make_encoder
 from json.encoder import encode_basestring as _encode_unicode
@@ -13,7 +13,6 @@ from json.encoder import encode_basestring_ascii as _encode_ascii
 from typing import Any
 
 from django.db import connections, models, router
-from django.utils import timezone
 
 
 def raw_rows(queryset: models.QuerySet) -> list[tuple]:
@@ -116,30 +115,3 @@ def rows_insert(model: type[models.Model], rows: list[dict[str, Any]]) -> None:
         else:
             marks = ", ".join(["%s"] * len(fields))
             cursor.executemany(f"INSERT INTO {table} ({columns}) VALUES ({marks})", values)
-
-
-def instances_insert(objs: Sequence[models.Model]) -> None:
-    """Insert unsaved model instances of one model through ``rows_insert`` (COPY on
-    PostgreSQL): every concrete field but the primary key, as the instances hold them
-    (their defaults were evaluated when they were built), ``auto_now``/``auto_now_add``
-    fields still unset stamped with one ``timezone.now()``. Ids are not read back (the
-    caller reads them by a unique key); ``save()`` is not called, no signals are sent."""
-    if not objs:
-        return
-    model = type(objs[0])
-    fields = [f for f in model._meta.concrete_fields if not f.primary_key]
-    now = timezone.now()
-    stamped = [
-        f.attname
-        for f in fields
-        if getattr(f, "auto_now", False) or getattr(f, "auto_now_add", False)
-    ]
-    rows = []
-    for obj in objs:
-        row = {f.attname: getattr(obj, f.attname) for f in fields}
-        for name in stamped:
-            if row[name] is None:
-                row[name] = now
-                setattr(obj, name, now)
-        rows.append(row)
-    rows_insert(model, rows)
