@@ -25,17 +25,9 @@ import numpy as np
 from core.decimals import decimal_plain
 from core.errors import DomainError
 from core.text import unstorable_refuse
+from evals.grading import verdict
 from evals.grading.grader_set import GraderSet
-from evals.grading.verdict import (
-    ERRORED,
-    FAIL,
-    MISSING,
-    PASS,
-    PENDING,
-    PIPELINE,
-    gating_keys,
-    overall_codes,
-)
+from evals.grading.verdict import ERRORED, FAIL, MISSING, PASS, PENDING, PIPELINE, overall_codes
 from evals.models import grade_skipped_placeholder
 from evals.report.rows import RunRows, judge_version_label, run_rows_get, runs_rows_get
 
@@ -230,7 +222,7 @@ def run_data_build(
     # module decides which of them gate.
     keys = [k for k, _ in specs] + [k for k in key_index if k not in by_set]
     seen = {k: bool(g_gate[g_key == gi].any()) for k, gi in key_index.items()}
-    gating = set(gating_keys(specs, seen))
+    gating = set(verdict.gating_keys(specs, seen))
     trusted = np.zeros(len(jv_of), dtype=bool)
     for j in np.unique(g_jv[judged & gates]).tolist():
         trusted[j] = judges[jv_of[j]][2]
