@@ -8,6 +8,7 @@ from __future__ import annotations
 import io
 import json
 import time
+import uuid
 
 import pytest
 from django.core.management import call_command
@@ -118,12 +119,26 @@ def test_a_cancel_mid_chunk_stops_the_calls_within_one_call(
     mock = mockllm("--latency-ms", "200")
     concurrency = 4
     worker_factory()
+    api = client_for(carol)
+    # The first request imports the URL conf (seconds on a loaded machine): make it before
+    # the run starts, so the cancel below is not late by that much.
+    assert api.post(f"/api/runs/{uuid.uuid4()}/cancel").status_code == 404
     run = mock_run_start(mock, name="cancel", cases=60, trials=2, concurrency=concurrency)
-    ok_trials_wait(run, 8, tmp_path)
+    # Wait on the calls the mock has answered, not on rows: under load a worker's write
+    # window can hold the first rows back until the run is nearly done, and the cancel
+    # must come mid-chunk (the run takes ~6 s at C = 4 and 200 ms).
+    deadline = time.monotonic() + 20
+    while mock_calls(mock) < 8:
+        assert time.monotonic() < deadline, _worker_log(tmp_path)
+        time.sleep(0.02)
 
-    response = client_for(carol).post(f"/api/runs/{run.uuid}/cancel")
+    response = api.post(f"/api/runs/{run.uuid}/cancel")
     at_cancel = mock_calls(mock)
-    assert response.status_code == 200 and response.json()["status"] == "cancelled"
+    assert response.status_code == 200 and response.json()["status"] == "cancelled", (
+        response.json(),
+        Run.objects.get(pk=run.pk).status,
+        mock_calls(mock),
+    )
     trials_settled_wait(run)
     time.sleep(0.5)  # a call started late would reach the mock by now
 
