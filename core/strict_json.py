@@ -8,12 +8,10 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from decimal import Decimal
 from typing import Any
 
 import numpy as np
-import orjson
 
 from core.decimals import decimal_plain
 
@@ -144,45 +142,6 @@ def json_loads_line(text: str) -> Any:
         raise json_nesting_error(text) from None
     if json_depth_exceeds(text, value):
         raise json_nesting_error(text)
-    return value
-
-
-# What orjson reads differently from ``json_loads_line``, or refuses where it answers: a bare
-# NaN/Infinity token (a marker there), an integer of 19 digits or more (orjson turns one past
-# 64 bits into a float), a NUL or surrogate escape (orjson refuses a lone one), a CR (a line
-# break of its own in the text imports). Digits inside strings match too: the slow path then.
-_NOT_FAST = re.compile(rb"NaN|Infinity|\\u(?:0000|[dD][89a-fA-F])|[0-9]{19}|\r")
-
-
-def _strings(data: bytes) -> int:
-    """JSON strings in ``data`` (valid JSON): unescaped quotes / 2. Escaped backslashes go
-    first, leftmost pairs (each starts an escape), so the ``\\"`` left are escaped quotes."""
-    if b"\\" in data:
-        data = data.replace(b"\\\\", b"")
-        return (data.count(b'"') - data.count(b'\\"')) // 2
-    return data.count(b'"') // 2
-
-
-def json_loads_fast(data: bytes) -> Any | None:
-    """``json_loads_line`` of ``data`` (one JSON document, UTF-8) through orjson, or None when
-    only ``json_loads_line`` can answer: text it reads differently (``_NOT_FAST``), anything
-    orjson refuses (invalid UTF-8 or JSON, a BOM, a number overflowing to infinity), a key twice
-    in one object, nesting deeper than ``JSON_MAX_DEPTH``. Call ``json_loads_line`` then: it
-    gives the value or the error. About 5x faster on an ingest record (bench/README.md).
-
-    A key twice in one object is seen by counting strings: orjson keeps the last value, so the
-    parsed value, written back, holds fewer strings than the text (every key is a string).
-    """
-    if _NOT_FAST.search(data) is not None:
-        return None
-    try:
-        value = orjson.loads(data)
-    except orjson.JSONDecodeError:
-        return None
-    if _strings(orjson.dumps(value)) != _strings(data):
-        return None
-    if json_depth_exceeds(data, value):
-        return None
     return value
 
 

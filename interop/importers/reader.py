@@ -45,16 +45,15 @@ def record_error(where: str, field: str, msg: str, *, record: int | None = None)
     return DomainError(msg, field=field, record=record, detail=f"{where}: field {field}: {msg}")
 
 
-def text_lines(
-    stream: BinaryIO | Iterable[bytes], *, line_no: int = 0, offset: int = 0
-) -> Iterator[tuple[int, str]]:
+def text_lines(stream: BinaryIO | Iterable[bytes]) -> Iterator[tuple[int, str]]:
     """Yield ``(physical_line_number, text)`` from a binary stream, 1-based, each ``text``
-    ending in ``"\\n"`` (except possibly the last line). ``line_no`` and ``offset``: lines
-    and bytes of the file before ``stream`` (a caller reading part of it another way).
+    ending in ``"\\n"`` (except possibly the last line).
 
     Raises ``DomainError`` on invalid UTF-8: ``"line 3 (byte offset 57): invalid
     UTF-8 ..."``; the offset counts bytes from the start of the file, BOM included.
     """
+    line_no = 0
+    offset = 0
     for raw in stream:
         if line_no == 0 and offset == 0 and raw.startswith(BOM):
             offset = len(BOM)
@@ -164,22 +163,19 @@ def time_check(value: datetime) -> datetime | None:
     return utc if TIME_MIN <= utc <= TIME_MAX else None
 
 
-def jsonl_records(
-    stream: BinaryIO | Iterable[bytes], *, line_no: int = 0, offset: int = 0
-) -> Iterator[tuple[int, dict]]:
-    """Yield ``(line_number, object)`` for each non-blank line of a JSONL file (``line_no``,
-    ``offset``: as ``text_lines``).
+def jsonl_records(stream: BinaryIO | Iterable[bytes]) -> Iterator[tuple[int, dict]]:
+    """Yield ``(line_number, object)`` for each non-blank line of a JSONL file.
 
     Raises ``DomainError`` naming the line for invalid JSON or a line that is not a
     JSON object.
     """
-    for number, text in text_lines(stream, line_no=line_no, offset=offset):
+    for line_no, text in text_lines(stream):
         if not text.strip():
             continue
         try:
             obj = json_loads_line(text)
         except ValueError as exc:
-            raise DomainError(f"line {number}: invalid JSON: {exc}") from None
+            raise DomainError(f"line {line_no}: invalid JSON: {exc}") from None
         if not isinstance(obj, dict):
-            raise DomainError(f"line {number}: expected a JSON object, got {type(obj).__name__}")
-        yield number, obj
+            raise DomainError(f"line {line_no}: expected a JSON object, got {type(obj).__name__}")
+        yield line_no, obj

@@ -12,7 +12,7 @@ from typing import Any, BinaryIO
 
 from core.errors import DomainError
 from core.gc_pause import gc_paused_call
-from core.strict_json import json_loads_fast, json_loads_line
+from core.strict_json import json_loads_line
 from interop.importers.reader import BOM
 from interop.importers.reader import jsonl_records as _jsonl_records
 
@@ -186,14 +186,14 @@ class NdjsonSource(IngestSource):
     def __init__(self, stream: BinaryIO, *, max_bytes: int, max_record_bytes: int) -> None:
         super().__init__(stream, max_bytes=max_bytes, max_record_bytes=max_record_bytes)
         self._line = 0
-        self._offset = 0  # bytes of the body before the line being read
-        self._objects = self._parsed()
+        self._raw = b""  # the last line read: the one whose object is being parsed
+        self._objects = _jsonl_records(self._lines())
         first = self._next()
         if first is None:
             raise DomainError(
                 detail="request body: empty (line 1 must be the header object)", record=1
             )
-        line, self.header, _ = first
+        line, self.header = first
         if "trials" in self.header:
             raise DomainError(
                 detail=f"line {line}: field trials: not allowed in an NDJSON header "
@@ -217,44 +217,15 @@ class NdjsonSource(IngestSource):
                 self._line += 1
                 if len(raw) > limit and len(raw.rstrip(b"\r")) > limit:
                     raise self._too_long()
+                self._raw = raw
                 yield raw + b"\n"
             if len(tail) > limit and len(tail.rstrip(b"\r")) > limit:
                 self._line += 1
                 raise self._too_long()
         if tail:
             self._line += 1
+            self._raw = tail
             yield tail
-
-    def _parsed(self) -> Iterator[tuple[int, dict, bool]]:
-        """``(line, object, needs_scan)`` for each non-blank line, numbered and checked by
-        ``reader.jsonl_records``'s rules. A line is parsed by orjson when
-        ``json_loads_fast`` can answer for it (no NaN/Infinity token, NUL or surrogate escape,
-        long integer, CR but a CRLF's, duplicate key: most records); every other line, and line
-        1 (a BOM), goes through ``jsonl_records`` itself, told the lines and bytes before it,
-        so its value, its error and the line numbers after it (a lone CR is a line break) are
-        the same."""
-        line = 0  # lines as jsonl_records counts them (a lone CR starts one)
-        for raw in self._lines():
-            offset, self._offset = self._offset, self._offset + len(raw)
-            body = raw[:-1] if raw.endswith(b"\n") else raw
-            if body.endswith(b"\r"):
-                body = body[:-1]
-            if line:
-                if not body.strip():
-                    line += 1  # a blank line
-                    continue
-                obj = json_loads_fast(body)
-                if type(obj) is dict:
-                    line += 1
-                    yield line, obj, False
-                    continue
-            for line_no, obj in _jsonl_records((raw,), line_no=line, offset=offset):
-                yield line_no, obj, _suspect(raw)
-            if b"\r" in body:  # lone CRs: line breaks of their own
-                pieces = raw.replace(b"\r\n", b"\n").replace(b"\r", b"\n").split(b"\n")
-                line += len(pieces) - 1 + (1 if pieces[-1] else 0)
-            else:
-                line += 1
 
     def _too_long(self) -> DomainError:
         limit = self.max_record_bytes
@@ -266,7 +237,7 @@ class NdjsonSource(IngestSource):
             record=self._line,
         )
 
-    def _next(self) -> tuple[int, dict, bool] | None:
+    def _next(self) -> tuple[int, dict] | None:
         try:
             return next(self._objects)
         except StopIteration:
@@ -282,8 +253,9 @@ class NdjsonSource(IngestSource):
 
     def records(self) -> Iterator[tuple[int, str, dict, bool]]:
         while (item := self._next()) is not None:
-            line, obj, needs_scan = item
-            yield line, f"line {line}", obj, needs_scan
+            line, obj = item
+            raw = self._raw
+            yield line, f"line {line}", obj, _suspect(raw)
 
 
 @gc_paused_call
