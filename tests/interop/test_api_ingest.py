@@ -578,3 +578,35 @@ def test_the_schema_documents_the_ingest_endpoint(alice):
     text = resp.content.decode()
     assert "/api/ingest" in text and "application/x-ndjson" in text
     assert "Idempotency-Key" in text
+
+
+def test_it_refuses_a_key_twice_in_a_plain_record_naming_its_line(carol):
+    # A record orjson reads (no NaN, no escapes): the duplicate is still seen.
+    text = ndjson(
+        header(), [trial(1)], raw_lines=['{"case_id": "c2", "passed": true, "passed": false}']
+    )
+    resp = post_ndjson(client_for(carol), text)
+    assert resp.status_code == 400, resp.content
+    assert resp.json()["record"] == 3
+    assert "key 'passed' appears twice" in resp.json()["detail"]
+    assert row_counts() == NOTHING
+
+
+def test_it_counts_a_lone_cr_as_a_line_break_in_the_lines_it_names(carol):
+    # Line 2 holds a lone CR: two lines for the reader, so the bad record is line 5, not 4.
+    text = json.dumps(header()) + "\n" + json.dumps(trial(1)) + "\r" + json.dumps(trial(2))
+    text += "\n" + json.dumps(trial(3)) + "\n" + json.dumps(trial(4, attempt=0)) + "\n"
+    resp = post_ndjson(client_for(carol), text)
+    assert resp.status_code == 400, resp.content
+    assert resp.json()["record"] == 5
+    assert resp.json()["detail"].startswith("line 5: field attempt:")
+
+
+def test_it_keeps_an_integer_past_64_bits_in_extra_as_an_integer(carol):
+    big = 2**70
+    text = ndjson(header(), [trial(1, extra={"big": big, "small": 7})])
+    resp = post_ndjson(client_for(carol), text)
+    assert resp.status_code == 201, resp.content
+    raw = Trial.objects.get().raw_response["extra"]
+    assert raw == {"big": big, "small": 7}
+    assert type(raw["big"]) is int
