@@ -7,7 +7,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import Count, F, Q
 from django.utils import timezone
 
@@ -144,18 +144,32 @@ def _judge_grading_pending(run_id: int) -> bool:
     return judged < ok.count() * len(keys)
 
 
-def trials_cancel(*, run_id: int, trial_ids: list[int], uncount: bool) -> int:
-    """Cancel trials of ``run_id`` that are queued, or claimed but not called (running):
-    compare-and-set to ``cancelled``; returns how many changed. ``uncount``: take them out
-    of the run's ``trials_total`` too (a cancelled top-up's trials on a run that goes on)."""
+def trials_cancel(
+    *, run_id: int, trial_ids: list[int], uncount: bool, errors: dict[int, str] | None = None
+) -> int:
+    """Cancel trials of ``run_id`` that are queued, or claimed and not answered (running:
+    not called yet, or stopped between two attempts of a call): compare-and-set to
+    ``cancelled``; returns how many changed. ``uncount``: take them out of the run's
+    ``trials_total`` too (a cancelled top-up's trials on a run that goes on). ``errors``:
+    trial id -> what its call did before it stopped ("cancelled: stopped before attempt
+    3; last: rate_limited: ..."), kept as its ``error_message``."""
     if not trial_ids:
         return 0
     with transaction.atomic():
-        changed = Trial.objects.filter(
+        live = Trial.objects.filter(
             id__in=trial_ids,
             run_id=run_id,
             status__in=[Trial.Status.QUEUED, Trial.Status.RUNNING],
-        ).update(status=Trial.Status.CANCELLED, finished_at=timezone.now(), lease_expires_at=None)
+        )
+        if errors and connection.features.has_select_for_update:
+            live = live.select_for_update()
+        changing = list(live.values_list("id", flat=True)) if errors else None
+        changed = live.update(
+            status=Trial.Status.CANCELLED, finished_at=timezone.now(), lease_expires_at=None
+        )
+        for trial_id in changing or ():
+            if errors.get(trial_id):
+                Trial.objects.filter(id=trial_id).update(error_message=errors[trial_id])
         if changed and uncount:
             Run.objects.filter(id=run_id).update(trials_total=F("trials_total") - changed)
     return changed
