@@ -129,9 +129,7 @@ def test_a_cancel_stops_the_retries_of_calls_in_their_back_off(
     assert (run.trials_finished, run.trials_errored) == (0, 0)
 
 
-def test_a_cancel_keeps_the_answer_of_an_attempt_in_flight_and_stops_the_rest(
-    mockllm, monkeypatch
-):
+def test_a_cancel_keeps_the_answer_of_an_attempt_in_flight_and_stops_the_rest(mockllm, monkeypatch):
     # Half the answers are 429s (Retry-After: 2 s), every answer takes 300 ms: at the cancel
     # some calls are in an attempt, some in their back-off.
     mock = mockllm("--latency-ms", "300", "--p429", "0.5", "--retry-after-s", "2")
