@@ -16,6 +16,8 @@ from django.db import models
 from django.db.models import Q
 from django.utils import timezone
 
+from core.actors import Via, actor_text
+
 
 class Judge(models.Model):
     """A named LLM grader; its behaviour lives in its versions."""
@@ -257,6 +259,8 @@ class JudgeRun(models.Model):
         on_delete=models.SET_NULL,
         related_name="judge_runs_cancelled",
     )
+    # Where the cancel came from (``core.actors.Via``; blank while not cancelled).
+    cancelled_via = models.CharField(max_length=10, choices=Via.choices, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     finished_at = models.DateTimeField(null=True, blank=True)
 
@@ -279,6 +283,17 @@ class JudgeRun(models.Model):
         if self.base_run_id:
             return f"{self.judge_version} on run {self.run_id} against {self.base_run_id}"
         return f"{self.judge_version} on run {self.run_id}"
+
+    @property
+    def cancelled_text(self) -> str:
+        """Who cancelled the judge run, after "cancelled" ("by carol", "from the command
+        line", "by the system"; ``core.actors.actor_text``); "" when it is not cancelled, or
+        was cancelled before the actor was recorded."""
+        if self.status != self.Status.CANCELLED:
+            return ""
+        if not self.cancelled_via and self.cancelled_by_id is None:
+            return ""
+        return actor_text(by=self.cancelled_by, via=self.cancelled_via or None)
 
     @property
     def is_pairwise(self) -> bool:

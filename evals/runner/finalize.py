@@ -11,6 +11,7 @@ from django.db import connection, transaction
 from django.db.models import Count, F, Q
 from django.utils import timezone
 
+from core.actors import actor_text, via_of
 from core.errors import DomainError
 from core.outbox import outbox_enqueue
 from core.roles import ENGINEER, LEAD, role_require
@@ -175,27 +176,32 @@ def trials_cancel(
     return changed
 
 
-def run_cancel(*, run: Run, by=None, refuse_finished: bool = False) -> bool:
+def run_cancel(*, run: Run, by=None, via: str | None = None, refuse_finished: bool = False) -> bool:
     """Cancel a queued or running run (compare-and-set); its queued trials become cancelled.
     Chunks at work see it with their next batch of results: they start no new call, their
-    claimed trials not yet called become cancelled, calls in flight finish and are recorded
-    (``evals.runner.execute``); the run stays cancelled. Engineers and leads (``by`` None: a
-    command). Returns False when the run was already terminal (nothing changes); with
+    claimed trials not yet called become cancelled, calls waiting to retry make no further
+    attempt and their trials become cancelled, calls in flight finish and are recorded
+    (``evals.runner.execute``); the run stays cancelled. Engineers and leads. Who cancelled
+    it is stored (``cancelled_by``, ``cancelled_via``) and logged: ``by`` the user or None,
+    ``via`` a ``core.actors.Via`` value (None: a page for a user, else the system; a
+    command passes ``Via.COMMAND``). Returns False when the run was already terminal
+    (nothing changes); with
     ``refuse_finished`` a run that had already succeeded or failed raises
     ``DomainError(field="run", code="conflict")`` instead (cancelling a cancelled one stays a
     quiet False). Raises PermissionDenied."""
     if by is not None:
         role_require(by, ENGINEER, LEAD, action="cancelling a run")
+    user = by if by is not None and by.is_authenticated else None
     with transaction.atomic():
         changed = Run.objects.filter(
             id=run.id, status__in=[Run.Status.QUEUED, Run.Status.RUNNING]
-        ).update(status=Run.Status.CANCELLED)
+        ).update(status=Run.Status.CANCELLED, cancelled_by=user, cancelled_via=via_of(user, via))
         if changed:
             Trial.objects.filter(run_id=run.id, status=Trial.Status.QUEUED).update(
                 status=Trial.Status.CANCELLED, finished_at=timezone.now()
             )
     if changed:
-        logger.info("run %s cancelled by %s", run.id, getattr(by, "username", None))
+        logger.info("run %s cancelled %s", run.id, actor_text(by=user, via=via))
     run_finalize(run_id=run.id)
     run.refresh_from_db()
     if refuse_finished and not changed and run.status != Run.Status.CANCELLED:
