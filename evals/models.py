@@ -24,6 +24,7 @@ from django.utils import timezone
 from django.utils.functional import cached_property
 
 from core.actors import Via, actor_text
+from core.bounds import COST_USD_DECIMAL_PLACES, COST_USD_MAX_DIGITS
 from evals.grading.grader_set import GraderSet
 
 
@@ -304,7 +305,12 @@ class Trial(models.Model):
     latency_ms = models.FloatField(null=True, blank=True)
     input_tokens = models.PositiveIntegerField(null=True, blank=True)
     output_tokens = models.PositiveIntegerField(null=True, blank=True)
-    cost_usd = models.DecimalField(max_digits=14, decimal_places=8, null=True, blank=True)
+    cost_usd = models.DecimalField(
+        max_digits=COST_USD_MAX_DIGITS,
+        decimal_places=COST_USD_DECIMAL_PLACES,
+        null=True,
+        blank=True,
+    )
     # Settable: imported trials keep the time their source recorded (always aware, UTC).
     created_at = models.DateTimeField(default=timezone.now)
     started_at = models.DateTimeField(null=True, blank=True)

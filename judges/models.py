@@ -17,6 +17,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from core.actors import Via, actor_text
+from core.bounds import COST_USD_DECIMAL_PLACES, COST_USD_MAX_DIGITS
 
 
 class Judge(models.Model):
@@ -587,7 +588,12 @@ class JudgeCallRecord(models.Model):
     attempts = models.PositiveIntegerField(null=True, blank=True)
     input_tokens = models.PositiveIntegerField(null=True, blank=True)
     output_tokens = models.PositiveIntegerField(null=True, blank=True)
-    cost_usd = models.DecimalField(max_digits=14, decimal_places=8, null=True, blank=True)
+    cost_usd = models.DecimalField(
+        max_digits=COST_USD_MAX_DIGITS,
+        decimal_places=COST_USD_DECIMAL_PLACES,
+        null=True,
+        blank=True,
+    )
     price_source = models.CharField(max_length=100, blank=True)
     latency_ms = models.FloatField(null=True, blank=True)
     sent_at = models.DateTimeField(default=timezone.now)
