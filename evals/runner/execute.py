@@ -483,6 +483,7 @@ class _ChunkCalls:
         for tid, _ in stopped:
             self.held.pop(tid, None)
             self.stopping.pop(tid, None)
+            self.settled.add(tid)  # nothing to grade
             self.judge_sent.add(tid)  # a cancelled trial is never judged
 
     def judge_flush(self) -> None:
@@ -567,8 +568,10 @@ def trial_chunk_execute(*, run_id: int, trial_ids: list[int]) -> None:
 
     Stops paying promptly: the run's status is read with every batch of results (and every
     ``STOP_CHECK_S``), so once it is cancelled no new call starts (claimed trials not yet
-    called become cancelled; calls in flight finish and are recorded); the same for trials
-    of a cancelled top-up. Leases of held trials are renewed every third of a lease, so a
+    called become cancelled; a call waiting to retry makes no further attempt and its trial
+    becomes cancelled, its error saying the attempts made (``evals.runner.call_stop``);
+    attempts in flight finish and their answers are recorded); the same for trials of a
+    cancelled top-up. Leases of held trials are renewed every third of a lease, so a
     healthy chunk is never taken over. When a database statement fails, the chunk stops
     starting calls and recovers (``_ChunkCalls.recover``).
 

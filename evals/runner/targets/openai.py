@@ -10,6 +10,8 @@ with a kind first (``rate_limited``, ``server_error 503``, ``timeout``,
 ``connection_error``, ``rejected_parameter``, ``client_error 400``, ``malformed_response``)
 then the provider's own message. 429, 5xx, timeouts and connection errors are retried with
 exponential backoff and jitter, waiting at least ``Retry-After``; other 4xx are not retried.
+A call whose run is cancelled (``evals.runner.call_stop``) makes no further attempt: its
+back-off and its wait for the limiter wake, and it ends with error kind ``cancelled``.
 
 A rejected parameter (``rejected_parameter``: a 400 or 422 answer naming the parameter in
 ``error.param``, in a FastAPI/pydantic ``detail[].loc`` of an extra input, or in its message:
