@@ -22,6 +22,7 @@ from rest_framework.views import APIView
 
 from core.api.pagination import IdCursorPagination
 from core.api.permissions import IsViewer
+from core.bounds import COST_USD_DECIMAL_PLACES, COST_USD_MAX_DIGITS
 from core.http import uuid_or_404
 from evals.comparison.compute import CHANGE_CLASSES
 from evals.grid.build import MAX_RUNS, SORTS, GridQuery, grid_get
@@ -35,7 +36,10 @@ class QualitySerializer(serializers.Serializer):
     finished = serializers.IntegerField(help_text="Finished trials (ok or pipeline error).")
     cost_unknown = serializers.IntegerField(help_text="Finished trials whose cost is unknown.")
     cost_usd = serializers.DecimalField(
-        14, 8, allow_null=True, help_text="Total cost (USD); null when any cost is unknown."
+        COST_USD_MAX_DIGITS + 4,
+        COST_USD_DECIMAL_PLACES,
+        allow_null=True,
+        help_text="Total cost (USD); null when any cost is unknown.",
     )
     cost_per_trial_usd = serializers.DecimalField(
         24, 12, allow_null=True, help_text="Cost per finished trial (USD); null when unknown."

@@ -25,6 +25,7 @@ from rest_framework import serializers, viewsets
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from core.actors import Via
 from core.api.fields import StrictCharField, StrictIntegerField, StrictUUIDField, query_uuid
 from core.api.permissions import IsRunner, IsViewer
 from core.api.rows import field_converter
@@ -116,6 +117,7 @@ RUN_FIELDS = [
     "created_at",
     "started_at",
     "finished_at",
+    "cancelled_via",
 ]
 RUN_HELP = _help(
     RUN_FIELDS,
@@ -132,15 +134,29 @@ RUN_HELP = _help(
     error_message="Why the run failed (empty otherwise).",
     started_at="Start time (ISO 8601, UTC).",
     finished_at="End time (ISO 8601, UTC).",
+    cancelled_via="Where the cancel came from: page, api, command or system; empty while "
+    "not cancelled (and for a run cancelled before it was recorded).",
 )
 
 
 class RunSerializer(serializers.ModelSerializer):
     suite = serializers.SlugRelatedField(slug_field="uuid", read_only=True, help_text=H["suite"])
+    cancelled_by = serializers.SlugRelatedField(
+        slug_field="username",
+        read_only=True,
+        help_text="Username of who cancelled the run; null when not cancelled, or cancelled "
+        "with no user (from the command line, by the system: ``cancelled_via``).",
+    )
+    cancelled = serializers.CharField(
+        source="cancelled_text",
+        read_only=True,
+        help_text='Who cancelled the run, as the page says it ("by carol", "from the command '
+        'line", "by the system"); empty while not cancelled.',
+    )
 
     class Meta:
         model = Run
-        fields = RUN_FIELDS
+        fields = [*RUN_FIELDS, "cancelled_by", "cancelled"]
         extra_kwargs = RUN_HELP
 
 
@@ -151,7 +167,7 @@ class RunStartedSerializer(RunSerializer):
     )
 
     class Meta(RunSerializer.Meta):
-        fields = [*RUN_FIELDS, "warning"]
+        fields = [*RunSerializer.Meta.fields, "warning"]
 
     def get_warning(self, run) -> str:
         return services.run_publish_warning(run=run)
@@ -175,7 +191,7 @@ class RunDetailSerializer(RunSerializer):
     )
 
     class Meta(RunSerializer.Meta):
-        fields = [*RUN_FIELDS, "target", "graders", "report"]
+        fields = [*RunSerializer.Meta.fields, "target", "graders", "report"]
         extra_kwargs = {
             **RUN_HELP,
             "target": {"help_text": "Target configuration snapshot."},
@@ -490,7 +506,11 @@ class RunViewSet(ViewerViewSet):
     """Runs; ``?suite=<uuid>``, ``?status=``. The detail holds the run report."""
 
     def get_queryset(self):
-        qs = _by_uuid(self.request, Run.objects.select_related("suite"), suite="suite__uuid")
+        qs = _by_uuid(
+            self.request,
+            Run.objects.select_related("suite", "cancelled_by"),
+            suite="suite__uuid",
+        )
         return _by_status(self.request, qs, Run.Status)
 
     def get_serializer_class(self):
@@ -692,7 +712,7 @@ class RunCancelApi(APIView):
         run = get_object_or_404(
             Run.objects.select_related("suite"), uuid=uuid_or_404(run_id, "run")
         )
-        run_cancel(run=run, by=request.user, refuse_finished=True)
+        run_cancel(run=run, by=request.user, via=Via.API, refuse_finished=True)
         return Response(RunSerializer(run).data, status=200)
 
 

@@ -39,7 +39,7 @@ from evals.comparison.run_data import (
     runs_data_get,
     verdict_lists,
 )
-from evals.report.cost_quality import CostQuality, cost_quality
+from evals.report.cost_quality import PER_TRIAL_QUANTUM, CostQuality, cost_quality
 from evals.report.figures import pass_k_table
 from stats.compare import (
     Interval,
@@ -472,7 +472,7 @@ def _usage(cases: list[CaseData]) -> Usage:
         cost_usd=cost,
         cost_known_usd=known,
         cost_unknown=unknown,
-        cost_per_trial_usd=(cost / finished).quantize(Decimal("1e-8"))
+        cost_per_trial_usd=(cost / finished).quantize(PER_TRIAL_QUANTUM)
         if cost is not None
         else None,
         tokens=tokens if finished else None,

@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from core.bounds import COST_USD_QUANTUM
 from core.decimals import decimal_plain
 from core.errors import DomainError
 from core.text import unstorable_refuse
@@ -33,7 +34,7 @@ from evals.report.rows import RunRows, judge_version_label, run_rows_get, runs_r
 
 RUN_DATA_FORMAT = "assay-run-data"
 RUN_FILE_FORMAT = "assay-run"
-CENT = Decimal("1e-8")
+CENT = COST_USD_QUANTUM  # the cost column's decimals (core.bounds)
 
 
 @dataclass(frozen=True)

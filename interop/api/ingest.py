@@ -20,7 +20,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from core.api.permissions import IsRunner
-from core.bounds import INT_MAX, LATENCY_MS_MAX
+from core.bounds import COST_USD_DECIMAL_PLACES, COST_USD_MAX_DIGITS, INT_MAX, LATENCY_MS_MAX
 from evals.models import Run
 from interop.importers.context import retired_cases_shown
 from interop.ingest.sources import source_open
@@ -146,8 +146,8 @@ class IngestTrialInput(serializers.Serializer):
         help_text="Latency of the call (milliseconds, from 0 to 86,400,000: one day).",
     )
     cost_usd = serializers.DecimalField(
-        max_digits=14,
-        decimal_places=8,
+        max_digits=COST_USD_MAX_DIGITS,
+        decimal_places=COST_USD_DECIMAL_PLACES,
         required=False,
         allow_null=True,
         help_text="Cost in USD (decimal string or number; null = unknown, never 0).",

@@ -298,14 +298,31 @@ def test_a_lone_surrogate_in_a_json_body_whose_records_are_measured_is_a_400(
     assert row_counts() == NOTHING
 
 
-def test_a_cost_is_stored_to_a_hundred_millionth_of_a_dollar(carol):
+def test_a_cost_is_stored_to_a_trillionth_of_a_dollar(carol):
     resp = post_json(
         client_for(carol),
-        header(trials=[trial(1, cost_usd=0.1 + 0.2), trial(2, cost_usd="0.000000015")]),
+        header(
+            trials=[
+                trial(1, cost_usd=0.1 + 0.2),
+                trial(2, cost_usd="0.000000015"),
+                trial(3, cost_usd="0.0000000000015"),
+            ]
+        ),
     )
     assert resp.status_code == 201
     costs = dict(Trial.objects.values_list("case__key", "cost_usd"))
-    assert costs == {"c1": Decimal("0.30000000"), "c2": Decimal("0.00000002")}
+    assert costs == {
+        "c1": Decimal("0.300000000000"),
+        "c2": Decimal("0.000000015000"),  # it was stored as 0.00000002
+        "c3": Decimal("0.000000000002"),  # rounded half up
+    }
+
+
+def test_a_known_cost_that_would_be_stored_as_zero_is_refused(carol):
+    resp = post_json(client_for(carol), header(trials=[trial(1, cost_usd="4e-13")]))
+    assert resp.status_code == 400, resp.content
+    assert resp.json()["field"] == "cost_usd" and "would be stored as 0" in resp.json()["detail"]
+    assert row_counts() == NOTHING
 
 
 @pytest.mark.parametrize("fmt", ["json", "ndjson"])
