@@ -19,6 +19,7 @@ from drf_spectacular.utils import (
     OpenApiParameter,
     OpenApiResponse,
     extend_schema,
+    extend_schema_field,
     extend_schema_view,
 )
 from rest_framework import serializers, viewsets
@@ -35,6 +36,7 @@ from evals.grading.contract.decisions import run_decisions
 from evals.grading.recorded import run_grade
 from evals.models import Baseline, Case, Grade, Run, Suite, Trial
 from evals.report.selectors import run_report
+from evals.run_status import run_status_shown
 from evals.runner import start as services
 from evals.runner.finalize import run_cancel
 from evals.runner.retry import run_retry
@@ -105,6 +107,7 @@ RUN_FIELDS = [
     "name",
     "source",
     "status",
+    "status_shown",
     "target_kind",
     "model",
     "trials_per_case",
@@ -121,7 +124,9 @@ RUN_HELP = _help(
     RUN_FIELDS,
     name="Run name, unique in its suite.",
     source="executed or imported.",
-    status="queued, running, succeeded, failed or cancelled.",
+    status="queued, running, succeeded, failed or cancelled. An imported run's is "
+    "succeeded once the import finished (or its run file's): status_shown says what its "
+    "trials say.",
     target_kind="Kind of target (simulated, openai, callable, ...).",
     model="Model name.",
     trials_per_case="N, attempts per case.",
@@ -135,8 +140,32 @@ RUN_HELP = _help(
 )
 
 
+class RunStatusShownSerializer(serializers.Serializer):
+    key = serializers.CharField(
+        help_text="The badge: a status (an executed run), imported, or imported-problems."
+    )
+    label = serializers.CharField(help_text="The badge's text: the status, or imported.")
+    problems = serializers.ListField(
+        child=serializers.CharField(),
+        help_text='What is wrong, for people ("3 of 60 trials errored", "partial: 58 of 60 '
+        'trials recorded"); empty when nothing is.',
+    )
+    errored = serializers.IntegerField(help_text="Errored trials (count).")
+    partial = serializers.BooleanField(
+        help_text="Fewer trials recorded than the run's cases × attempts (or its source planned)."
+    )
+
+
 class RunSerializer(serializers.ModelSerializer):
     suite = serializers.SlugRelatedField(slug_field="uuid", read_only=True, help_text=H["suite"])
+    status_shown = serializers.SerializerMethodField(
+        help_text="The status every page shows (evals.run_status): an imported run shows "
+        "imported, with its errored trials and whether it is partial, never succeeded."
+    )
+
+    @extend_schema_field(RunStatusShownSerializer)
+    def get_status_shown(self, run) -> dict:
+        return run_status_shown(run).as_json()
 
     class Meta:
         model = Run
