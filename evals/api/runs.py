@@ -19,6 +19,7 @@ from drf_spectacular.utils import (
     OpenApiParameter,
     OpenApiResponse,
     extend_schema,
+    extend_schema_field,
     extend_schema_view,
 )
 from rest_framework import serializers, viewsets
@@ -36,6 +37,7 @@ from evals.grading.contract.decisions import run_decisions
 from evals.grading.recorded import run_grade
 from evals.models import Baseline, Case, Grade, Run, Suite, Trial
 from evals.report.selectors import run_report
+from evals.run_status import run_status_shown
 from evals.runner import start as services
 from evals.runner.finalize import run_cancel
 from evals.runner.retry import run_retry
@@ -106,6 +108,7 @@ RUN_FIELDS = [
     "name",
     "source",
     "status",
+    "status_shown",
     "target_kind",
     "model",
     "trials_per_case",
@@ -123,7 +126,9 @@ RUN_HELP = _help(
     RUN_FIELDS,
     name="Run name, unique in its suite.",
     source="executed or imported.",
-    status="queued, running, succeeded, failed or cancelled.",
+    status="queued, running, succeeded, failed or cancelled. An imported run's is "
+    "succeeded once the import finished (or its run file's): status_shown says what its "
+    "trials say.",
     target_kind="Kind of target (simulated, openai, callable, ...).",
     model="Model name.",
     trials_per_case="N, attempts per case.",
@@ -137,6 +142,22 @@ RUN_HELP = _help(
     cancelled_via="Where the cancel came from: page, api, command or system; empty while "
     "not cancelled (and for a run cancelled before it was recorded).",
 )
+
+
+class RunStatusShownSerializer(serializers.Serializer):
+    key = serializers.CharField(
+        help_text="The badge: a status (an executed run), imported, or imported-problems."
+    )
+    label = serializers.CharField(help_text="The badge's text: the status, or imported.")
+    problems = serializers.ListField(
+        child=serializers.CharField(),
+        help_text='What is wrong, for people ("3 of 60 trials errored", "partial: 58 of 60 '
+        'trials recorded"); empty when nothing is.',
+    )
+    errored = serializers.IntegerField(help_text="Errored trials (count).")
+    partial = serializers.BooleanField(
+        help_text="Fewer trials recorded than the run's cases × attempts (or its source planned)."
+    )
 
 
 class RunSerializer(serializers.ModelSerializer):
@@ -153,6 +174,14 @@ class RunSerializer(serializers.ModelSerializer):
         help_text='Who cancelled the run, as the page says it ("by carol", "from the command '
         'line", "by the system"); empty while not cancelled.',
     )
+    status_shown = serializers.SerializerMethodField(
+        help_text="The status every page shows (evals.run_status): an imported run shows "
+        "imported, with its errored trials and whether it is partial, never succeeded."
+    )
+
+    @extend_schema_field(RunStatusShownSerializer)
+    def get_status_shown(self, run) -> dict:
+        return run_status_shown(run).as_json()
 
     class Meta:
         model = Run

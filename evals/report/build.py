@@ -46,6 +46,7 @@ from evals.report.figures import (
     figures_for,
 )
 from evals.report.rows import RunRows
+from evals.run_status import run_status_shown
 from judges.ledger import Spend
 from judges.trust import corrected_pass_rate_from_approval
 
@@ -193,6 +194,9 @@ class RunReport:
     # A run with ``state`` and ``trajectory`` graders: ``AgentReport.as_json()``
     # (evals.report.agents: outcome, path, the 2 x 2, disagreements); None otherwise.
     agents: dict[str, Any] | None = None
+    # The status the run shows (``evals.run_status``: an imported run is "imported", with
+    # its errored trials and whether it is partial), as ``RunStatusShown.as_json()``.
+    status_shown: dict[str, Any] | None = None
 
     @property
     def errored_banner(self) -> str | None:
@@ -342,6 +346,7 @@ def report_from_rows(*, run: Any, rows: RunRows, reasons: ReasonRows) -> RunRepo
         run_name=run.name,
         suite_name=run.suite.name,
         status=run.status,
+        status_shown=run_status_shown(run).as_json(),
         is_simulated=bool(run.is_simulated),
         trials_per_case=int(run.trials_per_case),
         n_cases=n_cases,

@@ -118,11 +118,13 @@ def run_new(request: HtmxHttpRequest) -> HttpResponse:
     suite_id = query_uuid(request, "suite")  # ?suite=zzz is a 400, not the first suite
     suite = Suite.objects.filter(uuid=suite_id).first() if suite_id else None
     suite = suite or Suite.objects.order_by("name").first()
-    graders = suite_default_graders(suite=suite) if suite else []
+    prefill = suite_default_graders(suite=suite) if suite else None
+    graders = prefill.graders if prefill else []
     form = RunStartForm(initial={"suite": suite, "graders": json.dumps(graders, indent=2)})
+    context = {"form": form, "prefill": prefill}
     if request.htmx and request.htmx.target == "graders-field":
-        return render(request, "evals/run_new.html#graders-field", {"form": form})
-    return render(request, "evals/run_new.html", {"form": form})
+        return render(request, "evals/run_new.html#graders-field", context)
+    return render(request, "evals/run_new.html", context)
 
 
 @require_GET
