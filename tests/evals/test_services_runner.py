@@ -14,6 +14,7 @@ import pytest
 from django.utils import timezone
 
 from core.errors import DomainError
+from core.models import OutboxMessage
 from evals.grading.graders import parse_grader_specs
 from evals.grading.ladder import _case_input, trial_grade
 from evals.models import Case, Grade, ModelPrice, Run, Suite, Trial
@@ -26,7 +27,7 @@ from evals.runner.execute import (
     trial_results_record,
 )
 from evals.runner.finalize import run_cancel, run_finalize
-from evals.runner.start import run_start
+from evals.runner.start import run_start, run_subject
 from evals.tasks import run_chunk_execute
 from tests.fakellm import FakeLLM
 
@@ -98,7 +99,9 @@ def test_it_creates_one_queued_trial_per_active_case_and_attempt(
     assert run.target == openai_target(llm) and run.graders == GRADERS
     rows = sorted(Trial.objects.filter(run=run).values_list("case__key", "attempt", "status"))
     assert rows == [(k, n, "queued") for k in ("a", "b") for n in (1, 2, 3)]
-    assert len(callbacks) == 2  # ceil(6 / 4) chunk tasks
+    # ceil(6 / 4) chunk messages written in the transaction, sent after commit by one hook
+    assert OutboxMessage.objects.filter(subject=run_subject(run.id)).count() == 2
+    assert len(callbacks) == 1
 
 
 def test_it_enqueues_the_chunk_tasks_only_after_commit(
