@@ -99,8 +99,9 @@ def test_it_creates_one_queued_trial_per_active_case_and_attempt(
     assert run.target == openai_target(llm) and run.graders == GRADERS
     rows = sorted(Trial.objects.filter(run=run).values_list("case__key", "attempt", "status"))
     assert rows == [(k, n, "queued") for k in ("a", "b") for n in (1, 2, 3)]
-    # ceil(6 / 4) chunk messages written in the transaction, sent after commit by one hook
-    assert OutboxMessage.objects.filter(subject=run_subject(run.id)).count() == 2
+    # one chunk message (chunks of 8: the target's concurrency, above the setting's 4),
+    # written in the transaction, sent after commit by one hook
+    assert OutboxMessage.objects.filter(subject=run_subject(run.id)).count() == 1
     assert len(callbacks) == 1
 
 
@@ -114,7 +115,11 @@ def test_it_enqueues_the_chunk_tasks_only_after_commit(
 
     with django_capture_on_commit_callbacks(execute=False) as callbacks:
         run = run_start(
-            suite=suite, name="r", target=openai_target(llm), graders=GRADERS, trials_per_case=1
+            suite=suite,
+            name="r",
+            target=openai_target(llm, concurrency=4),
+            graders=GRADERS,
+            trials_per_case=1,
         )
     assert sent == []
     for callback in callbacks:
@@ -384,7 +389,8 @@ def _started_unsent(
                 {f"c{i}": f"[answer=yes] question {i}" for i in range(1, 11)}, name=suite
             ),
             name="R1",
-            target=openai_target(llm, prompt_template="[latency=100] $input"),
+            # chunks of ``chunk``: a chunk holds at least the target's concurrency
+            target=openai_target(llm, prompt_template="[latency=100] $input", concurrency=chunk),
             graders=GRADERS,
             trials_per_case=1,
         )
@@ -429,7 +435,7 @@ def test_one_chunk_runs_its_whole_run_and_the_other_messages_call_nothing(
     trial_chunk_execute(run_id=run.id, trial_ids=sent[0])
     run.refresh_from_db()
     assert run.status == Run.Status.SUCCEEDED and run.trials_finished == 10
-    assert llm.requests == 10 and llm.max_in_flight > 4  # more than its own chunk at once
+    assert llm.requests == 10  # its own 4 and the 6 the other messages carry
 
     for ids in sent[1:]:  # delivered afterwards: nothing to call, no target client built
         trial_chunk_execute(run_id=run.id, trial_ids=ids)
