@@ -5,7 +5,8 @@ from django.apps import AppConfig
 # What a worker's first chunk imports (the runner, its targets' HTTP client, the graders,
 # the judge task): imported when the worker is ready, so the first run's first call is not
 # held up by imports (bench/bench_start.py, issue 17).
-WORKER_WARM_MODULES = ("evals.runner.execute", "judges.tasks")
+# aiohttp: the targets' HTTP client imports it with its first call (targets/transport.py).
+WORKER_WARM_MODULES = ("evals.runner.execute", "judges.tasks", "aiohttp")
 
 
 def worker_warm_up(**kwargs) -> None:

@@ -19,7 +19,6 @@ from core.db import rows_insert
 from core.errors import DomainError
 from core.text import UNSTORABLE, contains_unstorable
 from evals.models import Case, CaseChange, Graduation, Suite, content_hash
-from evals.suites import graduation_candidates
 
 
 @dataclass(frozen=True)
@@ -222,6 +221,10 @@ def case_graduate(*, case: Case, into_suite: Suite, by=None):
         raise DomainError(f"{case.key!r} is retired", field="case")
     if into_suite.kind != Suite.Kind.REGRESSION:
         raise DomainError(f"{into_suite.name!r} is not a regression suite", field="into_suite")
+    # evals.suites reads runs with numpy and stats: imported here, not by every process
+    # that imports cases (the admin's autodiscovery at start-up, issue 17).
+    from evals.suites import graduation_candidates  # noqa: PLC0415
+
     candidate = next(
         (c for c in graduation_candidates(suite=case.suite) if c.case.id == case.id), None
     )

@@ -58,17 +58,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-import jsonschema
 import regex
 
 from core.callables import callable_resolve
 from core.errors import DomainError
 from evals.grading.agent.data import AgentData, AgentOutcome
 from evals.grading.agent.state import state_grade, state_parse
-from evals.grading.agent.trajectory import trajectory_grade, trajectory_parse
-from evals.grading.contract.check import ContractBroken, contract_check
-from evals.grading.contract.config import OPTIONS as CONTRACT_OPTIONS
-from evals.grading.contract.config import contract_from_config, contract_parse
+from evals.grading.contract import OPTIONS as CONTRACT_OPTIONS
 from evals.grading.grader_set import (
     JUDGE_KIND,
     STATE_KIND,
@@ -77,7 +73,11 @@ from evals.grading.grader_set import (
     default_gating,
 )
 from judges.models import Judge, JudgeVersion
-from judges.selectors import judge_version_resolve
+
+# The kinds built on jsonschema and celpy (json_schema, contract, trajectory) and the judge
+# rung import them where they are used, not here: every process importing the graders (a
+# command that starts a run of ``contains`` graders) would pay half a second for them
+# (issue 17, the command's start).
 
 
 @dataclass(frozen=True)
@@ -337,6 +337,8 @@ def _json_schema(config: dict, case: Any, output: str) -> GradeResult:
         data = json.loads(output, parse_constant=_reject_constant)
     except ValueError as exc:
         return _verdict(False, f"invalid JSON: {exc}", 0.0)
+    import jsonschema  # noqa: PLC0415 - see the imports
+
     validator = jsonschema.Draft202012Validator(schema)
     errors = sorted(validator.iter_errors(data), key=lambda e: (list(map(str, e.path)), e.message))
     missing: dict[str, list[str]] = {}
@@ -420,6 +422,9 @@ def _python(config: dict, case: Any, output: str) -> GradeResult:
 def _contract(config: dict, case: Any, output: str) -> GradeResult:
     """A contract's decision: ``review`` passes (qualified for review, not accepted),
     ``reject`` fails; a broken oracle or predicate is an errored grade."""
+    from evals.grading.contract.check import ContractBroken, contract_check  # noqa: PLC0415
+    from evals.grading.contract.config import contract_from_config  # noqa: PLC0415
+
     try:
         outcome = contract_check(contract_from_config(config), output)
     except ContractBroken as exc:
@@ -439,6 +444,8 @@ def _state(config: dict, case: Any, output: str, agent: AgentData) -> GradeResul
 
 
 def _trajectory(config: dict, case: Any, output: str, agent: AgentData) -> GradeResult:
+    from evals.grading.agent.trajectory import trajectory_grade  # noqa: PLC0415
+
     return _agent_result(trajectory_grade(config, agent))
 
 
@@ -596,6 +603,8 @@ def _check_values(kind: str, config: dict, where: str) -> None:
                 field=f"{where}.pattern",
             )
     if kind == "json_schema":
+        import jsonschema  # noqa: PLC0415 - see the imports
+
         try:
             jsonschema.Draft202012Validator.check_schema(config["schema"])
         except jsonschema.SchemaError as exc:
@@ -603,10 +612,14 @@ def _check_values(kind: str, config: dict, where: str) -> None:
                 f"invalid JSON Schema: {exc.message}", field=f"{where}.schema"
             ) from exc
     if kind == "contract":
+        from evals.grading.contract.config import contract_parse  # noqa: PLC0415
+
         contract_parse(config, where)
     if kind == STATE_KIND:
         state_parse(config, where)
     if kind == TRAJECTORY_KIND:
+        from evals.grading.agent.trajectory import trajectory_parse  # noqa: PLC0415
+
         trajectory_parse(config, where)
     if kind == "python":
         callable_resolve(config["function"], field=f"{where}.function")
@@ -616,6 +629,8 @@ def _check_judge_version(value: str, where: str) -> JudgeVersion:
     """The judge version named by ``value`` (its UUID, ``JUDGE:vN`` or a judge name, as
     ``judges.selectors.judge_version_resolve`` reads them), which must grade single trials
     (not pairwise, not recorded). Raises DomainError naming ``where``."""
+    from judges.selectors import judge_version_resolve  # noqa: PLC0415
+
     version = judge_version_resolve(ref=value, field=where)
     if version.judge.kind in (Judge.Kind.PAIRWISE, Judge.Kind.RECORDED):
         raise DomainError(

@@ -20,11 +20,13 @@ from django.utils import timezone
 
 from core.chunks import chunked
 from core.errors import DomainError
-from core.outbox import outbox_enqueue, outbox_unsent
+from core.outbox import outbox_enqueue, outbox_enqueue_many, outbox_unsent
 from core.text import UNSTORABLE, contains_unstorable
 from evals.grading.grader_set import GraderSpec
 from evals.grading.graders import grader_set_resolved, parse_grader_specs
 from evals.models import Case, Run, Suite, Trial
+from evals.runner.calls import target_concurrency
+from evals.runner.queued_trials import queued_trials_insert
 from evals.runner.replay import run_replay_refusal
 from evals.runner.targets.base import target_validate
 from evals.tasks import run_chunk_execute
@@ -40,9 +42,12 @@ DEFAULT_TRIALS_PER_CASE = 5
 SOURCE_VERSION_MAX = 200  # Run.source_version: a commit, a tag, a version name
 
 
-def trial_chunk_size() -> int:
-    """Trials per execution task (``ASSAY["TRIAL_CHUNK_SIZE"]``; settings refuse < 1)."""
-    return int(settings.ASSAY["TRIAL_CHUNK_SIZE"])
+def trial_chunk_size(concurrency: int = 0) -> int:
+    """Trials per execution task: ``ASSAY["TRIAL_CHUNK_SIZE"]`` (settings refuse < 1), or
+    the target's ``concurrency`` (calls in flight) when that is larger, so one chunk
+    message fills the call pool by itself: a run of 10,000 trials at a concurrency of 256
+    is 40 messages to write and send at its start, not 100 (issue 17)."""
+    return max(int(settings.ASSAY["TRIAL_CHUNK_SIZE"]), concurrency)
 
 
 def run_name_default(*, suite: Suite) -> str:
@@ -75,11 +80,14 @@ def run_start(
     """Start a run: validate, snapshot the configuration, create every trial (queued) and
     enqueue its chunk tasks after commit.
 
-    Trials: one per active case and attempt 1..``trials_per_case``, created with one
-    ``bulk_create``; chunks of ``settings.ASSAY["TRIAL_CHUNK_SIZE"]`` trial ids each become one
-    ``run_chunk_execute`` message in the transactional outbox (``core.outbox``), committed with
-    the trials and sent after commit, so a worker never sees a run that is not yet committed
-    and a broker outage only delays the run (``run_publish_warning`` says so).
+    Trials: one per active case and attempt 1..``trials_per_case``, created by one
+    statement (``evals.runner.queued_trials``); chunks of ``trial_chunk_size`` trial ids
+    each (the setting, or the target's concurrency when larger) become one
+    ``run_chunk_execute`` message in the transactional outbox (``core.outbox``: one insert),
+    committed with the run and every trial and sent after commit, the first chunk first, so
+    a worker never sees a run that is not yet committed, nor a run with some of its trials
+    missing, and a broker outage only delays the run (``run_publish_warning`` says so). The
+    queries do not grow with the number of cases or chunks.
 
     ``against``: an adaptive run — once its N trials per case are done, more trials go only
     to the cases whose comparison with this baseline run is still uncertain
@@ -190,18 +198,11 @@ def _run_create(
             started_by=started_by,
             against=against,
         )
-        Trial.objects.bulk_create(
-            Trial(run=run, case_id=case_id, attempt=attempt)
-            for case_id in case_ids
-            for attempt in range(1, trials_per_case + 1)
+        trial_ids = queued_trials_insert(
+            run_id=run.id, case_ids=case_ids, trials_per_case=trials_per_case
         )
-        trial_ids = list(
-            Trial.objects.filter(run=run)
-            .order_by("case_id", "attempt")
-            .values_list("id", flat=True)
-        )
-        for chunk in chunked(trial_ids, trial_chunk_size()):
-            _chunk_enqueue(run.id, chunk)
+        size = trial_chunk_size(target_concurrency(built, target))
+        _chunks_enqueue(run.id, chunked(trial_ids, size))
     return run
 
 
@@ -254,6 +255,15 @@ def _chunk_enqueue(run_id: int, trial_ids: list[int]) -> None:
     """One ``run_chunk_execute`` message, written in the caller's transaction and sent after
     commit (``core.outbox``): a broker outage delays the chunk, never loses it."""
     outbox_enqueue(run_chunk_execute, run_id, trial_ids, subject=run_subject(run_id))
+
+
+def _chunks_enqueue(run_id: int, chunks: list[list[int]]) -> None:
+    """A ``run_chunk_execute`` message per chunk of trial ids, written in the caller's
+    transaction with one insert and sent after commit in their order, the first chunk
+    first (``core.outbox.outbox_enqueue_many``)."""
+    outbox_enqueue_many(
+        run_chunk_execute, [(run_id, ids) for ids in chunks], subject=run_subject(run_id)
+    )
 
 
 PUBLISH_DELAYED = (
@@ -323,6 +333,6 @@ def trials_add(
         fresh = {(t.case_id, t.attempt) for t in new}
         trial_ids = [tid for tid, cid, att in ids if (cid, att) in fresh]
         Run.objects.filter(id=run.id).update(trials_total=F("trials_total") + len(trial_ids))
-        for chunk in chunked(trial_ids, trial_chunk_size()):
-            _chunk_enqueue(run.id, chunk)
+        size = trial_chunk_size(target_concurrency(None, run.target))
+        _chunks_enqueue(run.id, chunked(trial_ids, size))
     return trial_ids

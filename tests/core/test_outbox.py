@@ -14,7 +14,14 @@ from kombu.exceptions import OperationalError
 from config.celery import app
 from core import outbox
 from core.models import OutboxMessage
-from core.outbox import outbox_enqueue, outbox_publish, outbox_resend, outbox_unsent
+from core.outbox import (
+    outbox_enqueue,
+    outbox_enqueue_many,
+    outbox_publish,
+    outbox_publish_many,
+    outbox_resend,
+    outbox_unsent,
+)
 from evals.tasks import top_up_advance
 
 pytestmark = pytest.mark.django_db
@@ -123,3 +130,37 @@ def test_an_eager_task_that_raises_propagates_and_is_not_taken_for_an_outage(
         message = outbox_enqueue(top_up_advance, 4)
     message.refresh_from_db()
     assert message.sent_at is not None  # eager: handed over, the error is the task's own
+
+
+def test_many_messages_are_written_with_one_insert_and_sent_in_order_after_commit(
+    broker, django_capture_on_commit_callbacks, django_assert_max_num_queries
+):
+    with django_capture_on_commit_callbacks(execute=False) as callbacks, transaction.atomic():
+        with django_assert_max_num_queries(1):
+            ids = outbox_enqueue_many(top_up_advance, [(n,) for n in range(50)], subject="m")
+        assert broker.sent == []  # nothing leaves before commit
+    assert len(callbacks) == 1
+    with django_assert_max_num_queries(2):  # one read, one update, whatever the count
+        callbacks[0]()
+    assert broker.sent == [(n,) for n in range(50)]
+    assert list(OutboxMessage.objects.filter(id__in=ids).order_by("id").values_list("id")) == [
+        (i,) for i in ids
+    ]
+    assert outbox_unsent(subject="m") == 0
+    assert outbox_publish_many(ids) == 0  # sent once: a second publish sends nothing
+
+
+def test_many_messages_a_refused_broker_leaves_to_the_sweeper(
+    broker, django_capture_on_commit_callbacks
+):
+    broker.down = True
+    with django_capture_on_commit_callbacks(execute=True):
+        ids = outbox_enqueue_many(top_up_advance, [(1,), (2,), (3,)], subject="m")
+    first, *rest = OutboxMessage.objects.filter(id__in=ids).order_by("id")
+    assert first.sent_at is None and "Connection refused" in first.last_error
+    assert all(m.sent_at is None and m.last_error.startswith("not tried") for m in rest)
+    assert broker.sent == []
+
+    broker.down = False  # the broker is back: the sweeper sends them, in order
+    assert outbox_resend(now=timezone.now() + timedelta(minutes=1)) == 3
+    assert broker.sent == [(1,), (2,), (3,)]

@@ -29,7 +29,7 @@ CONCURRENCY = 4
 def test_a_chunk_stops_calling_once_its_run_is_cancelled(mockllm, monkeypatch):
     mock = mockllm("--latency-ms", "100")
     held: list[list[int]] = []
-    monkeypatch.setattr(start_module, "_chunk_enqueue", lambda run_id, ids: held.append(ids))
+    monkeypatch.setattr(start_module, "_chunks_enqueue", lambda run_id, chunks: held.extend(chunks))
     run = run_start(
         suite=_suite(40),
         name="stop",

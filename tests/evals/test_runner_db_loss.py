@@ -43,7 +43,7 @@ def test_a_chunk_that_loses_its_database_stops_calling_and_retries_the_rest(mock
         pytest.skip("pg_terminate_backend is PostgreSQL's: SQLite has no connection to lose")
     mock = mockllm("--latency-ms", "100")
     held: list[tuple[int, list[int]]] = []
-    monkeypatch.setattr(start_module, "_chunk_enqueue", lambda run_id, ids: held.append(ids))
+    monkeypatch.setattr(start_module, "_chunks_enqueue", lambda run_id, chunks: held.extend(chunks))
     run = run_start(
         suite=_suite(40),
         name="blip",

@@ -14,6 +14,7 @@ import pytest
 from django.utils import timezone
 
 from core.errors import DomainError
+from core.models import OutboxMessage
 from evals.grading.graders import parse_grader_specs
 from evals.grading.ladder import _case_input, trial_grade
 from evals.models import Case, Grade, ModelPrice, Run, Suite, Trial
@@ -26,7 +27,7 @@ from evals.runner.execute import (
     trial_results_record,
 )
 from evals.runner.finalize import run_cancel, run_finalize
-from evals.runner.start import run_start
+from evals.runner.start import run_start, run_subject
 from evals.tasks import run_chunk_execute
 from tests.fakellm import FakeLLM
 
@@ -98,7 +99,10 @@ def test_it_creates_one_queued_trial_per_active_case_and_attempt(
     assert run.target == openai_target(llm) and run.graders == GRADERS
     rows = sorted(Trial.objects.filter(run=run).values_list("case__key", "attempt", "status"))
     assert rows == [(k, n, "queued") for k in ("a", "b") for n in (1, 2, 3)]
-    assert len(callbacks) == 2  # ceil(6 / 4) chunk tasks
+    # one chunk message (chunks of 8: the target's concurrency, above the setting's 4),
+    # written in the transaction, sent after commit by one hook
+    assert OutboxMessage.objects.filter(subject=run_subject(run.id)).count() == 1
+    assert len(callbacks) == 1
 
 
 def test_it_enqueues_the_chunk_tasks_only_after_commit(
@@ -111,7 +115,11 @@ def test_it_enqueues_the_chunk_tasks_only_after_commit(
 
     with django_capture_on_commit_callbacks(execute=False) as callbacks:
         run = run_start(
-            suite=suite, name="r", target=openai_target(llm), graders=GRADERS, trials_per_case=1
+            suite=suite,
+            name="r",
+            target=openai_target(llm, concurrency=4),
+            graders=GRADERS,
+            trials_per_case=1,
         )
     assert sent == []
     for callback in callbacks:
@@ -381,7 +389,8 @@ def _started_unsent(
                 {f"c{i}": f"[answer=yes] question {i}" for i in range(1, 11)}, name=suite
             ),
             name="R1",
-            target=openai_target(llm, prompt_template="[latency=100] $input"),
+            # chunks of ``chunk``: a chunk holds at least the target's concurrency
+            target=openai_target(llm, prompt_template="[latency=100] $input", concurrency=chunk),
             graders=GRADERS,
             trials_per_case=1,
         )
@@ -426,7 +435,7 @@ def test_one_chunk_runs_its_whole_run_and_the_other_messages_call_nothing(
     trial_chunk_execute(run_id=run.id, trial_ids=sent[0])
     run.refresh_from_db()
     assert run.status == Run.Status.SUCCEEDED and run.trials_finished == 10
-    assert llm.requests == 10 and llm.max_in_flight > 4  # more than its own chunk at once
+    assert llm.requests == 10  # its own 4 and the 6 the other messages carry
 
     for ids in sent[1:]:  # delivered afterwards: nothing to call, no target client built
         trial_chunk_execute(run_id=run.id, trial_ids=ids)

@@ -371,7 +371,9 @@ def test_a_redelivered_advance_adds_a_round_once(drop, no_worker, monkeypatch):
     top_up = top_up_start(base=base, head=head)
     held: list[tuple[int, list[int]]] = []
     monkeypatch.setattr(
-        start_module, "_chunk_enqueue", lambda run_id, ids: held.append((run_id, ids))
+        start_module,
+        "_chunks_enqueue",
+        lambda run_id, chunks: held.extend((run_id, ids) for ids in chunks),
     )
 
     top_up_advance(top_up_id=top_up.id)
@@ -475,7 +477,9 @@ def test_a_second_top_up_on_a_shared_base_waits_for_the_first_ones_round(
     first = top_up_start(base=base, head=head)
     held: list[tuple[int, list[int]]] = []
     monkeypatch.setattr(
-        start_module, "_chunk_enqueue", lambda run_id, ids: held.append((run_id, ids))
+        start_module,
+        "_chunks_enqueue",
+        lambda run_id, chunks: held.extend((run_id, ids) for ids in chunks),
     )
     top_up_advance(top_up_id=first.id)
     base.refresh_from_db()
@@ -503,7 +507,9 @@ def test_a_run_cancelled_mid_top_up_ends_it_and_the_gate_cannot_decide(
     top_up = top_up_start(base=base, head=head)
     held: list[tuple[int, list[int]]] = []
     monkeypatch.setattr(
-        start_module, "_chunk_enqueue", lambda run_id, ids: held.append((run_id, ids))
+        start_module,
+        "_chunks_enqueue",
+        lambda run_id, chunks: held.extend((run_id, ids) for ids in chunks),
     )
     top_up_advance(top_up_id=top_up.id)
     monkeypatch.undo()
@@ -822,7 +828,9 @@ def test_cancelling_a_top_up_cancels_its_queued_trials_and_its_chunks_call_nothi
     top_up = top_up_start(base=base, head=head)
     held: list[tuple[int, list[int]]] = []
     monkeypatch.setattr(
-        start_module, "_chunk_enqueue", lambda run_id, ids: held.append((run_id, ids))
+        start_module,
+        "_chunks_enqueue",
+        lambda run_id, chunks: held.extend((run_id, ids) for ids in chunks),
     )
     top_up_advance(top_up_id=top_up.id)  # round 1: its trials wait for a worker
     totals = dict(Run.objects.filter(id__in=[base.id, head.id]).values_list("id", "trials_total"))

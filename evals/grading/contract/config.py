@@ -36,18 +36,8 @@ from celpy.celparser import CELParseError
 
 from core.callables import callable_resolve
 from core.errors import DomainError
+from evals.grading.contract import OPTIONS
 
-OPTIONS = (
-    "schema",
-    "items",
-    "id_field",
-    "oracle",
-    "coverage",
-    "required_coverage",
-    "provenance",
-    "source_version",
-    "review",
-)
 REQUIRED = ("schema", "items", "id_field", "oracle")
 _NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 CEL_MAX_CHARS = 2000

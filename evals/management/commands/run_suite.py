@@ -23,7 +23,6 @@ from django.db import connections
 
 from core.commands import DomainCommand
 from core.ids import uuid_parse
-from evals.management.commands.run_report import run_lookup
 from evals.models import GraderSetPreset, Run, Suite, TargetPreset, TopUp
 from evals.runner.start import (
     DEFAULT_TRIALS_PER_CASE,
@@ -155,7 +154,13 @@ class Command(DomainCommand):
         if not isinstance(graders, list):
             raise CommandError("--graders: expected a JSON list of grader specs")
         name = opts["name"] or run_name_default(suite=suite)
-        against = run_lookup(opts["against"]) if opts["against"] else None
+        against = None
+        if opts["against"]:
+            # run_report imports the report (judges' client, its HTTP stack): only an
+            # adaptive run needs its lookup, not every start (issue 17).
+            from evals.management.commands.run_report import run_lookup  # noqa: PLC0415
+
+            against = run_lookup(opts["against"])
         run = run_start(
             suite=suite,
             name=name,

@@ -19,8 +19,8 @@ What a call keeps of the httpx client it replaced:
 - the answer's text as httpx decodes it: the Content-Type's charset when Python knows it,
   else UTF-8, bytes that do not decode replaced by U+FFFD; gzip and deflate undone;
 - a proxy from the environment (``HTTP_PROXY``/``HTTPS_PROXY``, ``NO_PROXY``), read once when
-  the poster is built, as httpx reads it (aiohttp's ``trust_env`` would read it, and
-  ``~/.netrc``, on a thread for every request);
+  the poster opens its session (its first call), as httpx reads it (aiohttp's ``trust_env``
+  would read it, and ``~/.netrc``, on a thread for every request);
 - cookies an endpoint sets go back to it on the poster's later calls.
 
 A failure to get an answer raises ``HttpFailure``: ``timeout`` true when none came in time,
@@ -29,6 +29,11 @@ An answer of any status is returned, never raised.
 
 A poster belongs to one event loop: its session is opened by the first call, inside the
 loop, and closed by ``aclose`` in the same loop.
+
+aiohttp is imported by that first call, not with this module: building a target to check
+a run's config (``target_validate``, in the command or web process that starts the run)
+never calls, and importing aiohttp cost a start of ``run_suite`` a few hundred
+milliseconds (issue 17). A worker imports it when it is ready (``evals.apps``).
 """
 
 from __future__ import annotations
@@ -40,12 +45,13 @@ import ssl
 from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import aiohttp
 import certifi
-from aiohttp.helpers import get_env_proxy_for_url
 from yarl import URL
+
+if TYPE_CHECKING:
+    import aiohttp
 
 # httpx's keep-alive expiry: an idle connection older than this is not reused.
 KEEPALIVE_S = 5.0
@@ -116,14 +122,25 @@ class JsonPoster:
         self.url = URL(url)
         self.headers: Mapping[str, str] = MappingProxyType(dict(headers))
         self.max_connections = max_connections
-        self._timeout = aiohttp.ClientTimeout(
-            total=None, connect=timeout_s, sock_connect=timeout_s, sock_read=timeout_s
-        )
-        self._proxy, self._proxy_auth = _environment_proxy(self.url)
+        self.timeout_s = timeout_s
+        self._proxy: URL | None = None
+        self._proxy_auth: aiohttp.BasicAuth | None = None
         self._session: aiohttp.ClientSession | None = None
+        # What a failed request raises besides a timeout (aiohttp's, set with the session).
+        self._failures: tuple[type[BaseException], ...] = (OSError,)
 
     def _session_open(self) -> aiohttp.ClientSession:
         if self._session is None:
+            import aiohttp  # noqa: PLC0415 - see the module docstring
+
+            self._proxy, self._proxy_auth = _environment_proxy(self.url)
+            self._failures = (aiohttp.ClientError, OSError)
+            timeout = aiohttp.ClientTimeout(
+                total=None,
+                connect=self.timeout_s,
+                sock_connect=self.timeout_s,
+                sock_read=self.timeout_s,
+            )
             self._session = aiohttp.ClientSession(
                 connector=aiohttp.TCPConnector(
                     limit=self.max_connections,
@@ -132,10 +149,10 @@ class JsonPoster:
                     ssl=ssl_context_shared(),
                 ),
                 headers=dict(self.headers),
-                timeout=self._timeout,
+                timeout=timeout,
                 max_line_size=MAX_HEADER_BYTES,
                 max_field_size=MAX_HEADER_BYTES,
-                trust_env=False,  # the proxy was read once, in __init__
+                trust_env=False,  # the proxy was read once, above
             )
         return self._session
 
@@ -161,7 +178,7 @@ class JsonPoster:
                 )
         except TimeoutError as exc:  # aiohttp's timeouts are TimeoutErrors (and OSErrors)
             raise HttpFailure(timeout=True, name=type(exc).__name__, detail=str(exc)) from exc
-        except (aiohttp.ClientError, OSError) as exc:
+        except self._failures as exc:
             raise HttpFailure(timeout=False, name=type(exc).__name__, detail=str(exc)) from exc
 
     async def aclose(self) -> None:
@@ -174,6 +191,8 @@ class JsonPoster:
 def _environment_proxy(url: URL) -> tuple[URL | None, aiohttp.BasicAuth | None]:
     """The proxy the environment names for ``url`` and its credentials; (None, None) when
     none does or ``NO_PROXY`` exempts the host."""
+    from aiohttp.helpers import get_env_proxy_for_url  # noqa: PLC0415 - see the module docstring
+
     try:
         return get_env_proxy_for_url(url)
     except LookupError:
