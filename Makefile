@@ -42,7 +42,7 @@ lint: install
 	$(BIN)/lint-imports
 
 bench: install
-	for script in bench/bench_*.py; do echo "== $$script"; DEBUG=false SECRET_KEY=bench-only SECURE_SSL_REDIRECT=false $(BIN)/python $$script || exit 1; done
+	for script in bench/bench_*.py; do echo "== $$script"; DEBUG=false SECRET_KEY=bench-only ALLOWED_HOSTS=127.0.0.1,localhost SECURE_SSL_REDIRECT=false $(BIN)/python $$script || exit 1; done
 
 # Issue 17's side-by-side with promptfoo and Inspect AI (bench/peers/README.md): installs the
 # pinned peers under bench/peers/ the first time, then runs everything (about 2 hours on 2 cores).

@@ -1,6 +1,7 @@
 """A small production-like cluster for the worker benchmarks: the shared mock LLM, a fresh
 PostgreSQL database, Redis as the broker, and Celery worker (and beat) processes started and
-killed by id. Used by bench_workers.py and bench_recovery.py; not a test fixture.
+killed by id. Used by the worker benchmarks (bench_workers.py, bench_recovery.py, ...) and,
+for the mock, by peers/bench_peers.py; not a test fixture.
 
 Each benchmark process is the "web" side: it starts runs with ``run_start`` (Celery not
 eager; messages through the outbox to Redis) and polls the database, as a page would.
@@ -23,6 +24,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 DEFAULT_MOCK = ROOT.parent / "shared" / "tools" / "mockllm" / "server.py"
 CASES, TRIALS = 200, 5
+MOCK_SEED = 1234
 
 
 def free_port() -> int:
@@ -37,26 +39,63 @@ def http(url: str, method: str = "GET") -> dict:
         return json.loads(response.read())
 
 
-class Mock:
-    """The shared mock at ``latency_ms`` (``extra``: more of its options, e.g. ``--rpm``);
-    ``base_url`` ends in /v1."""
+def group_stop(process: subprocess.Popen, timeout: float = 20) -> None:
+    """SIGTERM the process group of ``process`` (started with its own session), then SIGKILL
+    when it has not ended within ``timeout`` seconds; a group already gone is left alone."""
+    if process.poll() is None:
+        try:
+            os.killpg(process.pid, signal.SIGTERM)
+            process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait(timeout=10)
+        except ProcessLookupError:
+            pass
 
-    def __init__(self, mock_path: str, latency_ms: int = 200, extra: tuple = ()) -> None:
-        self.port = free_port()
+
+class Mock:
+    """The shared mock at ``latency_ms``, no jitter, seed ``MOCK_SEED``, in its own process
+    group (``extra``: more of its options, e.g. ``--rpm``), run by ``python`` on ``port`` (0:
+    a free one); ``base_url`` ends in /v1."""
+
+    def __init__(
+        self,
+        mock_path: str,
+        latency_ms: int = 200,
+        extra: tuple = (),
+        *,
+        python: str = sys.executable,
+        port: int = 0,
+    ) -> None:
+        self.port = port or free_port()
         self.process = subprocess.Popen(
-            [sys.executable, mock_path, "--port", str(self.port), "--latency-ms",
-             str(latency_ms), "--jitter-ms", "0", "--seed", "1234", *extra],
+            [python, str(mock_path), "--port", str(self.port), "--latency-ms",
+             str(latency_ms), "--jitter-ms", "0", "--seed", str(MOCK_SEED), *extra],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
         )  # fmt: skip
         self.admin = f"http://127.0.0.1:{self.port}"
         self.base_url = f"{self.admin}/v1"
-        for _ in range(200):
+        for _ in range(300):
             try:
                 http(f"{self.admin}/health")
                 return
             except OSError:
                 time.sleep(0.05)
-        raise RuntimeError("mock did not start")
+        group_stop(self.process)
+        raise RuntimeError("the mock did not start")
+
+    def target(self, **extra: object) -> dict:
+        """An ``openai`` target for ``run_start`` that calls this mock: model ``mock-model``,
+        prompt ``$input``, a 30 s timeout; ``extra`` keys added (``concurrency``, ``rpm``,
+        ``limit_key``) or replacing those."""
+        return {
+            "kind": "openai",
+            "base_url": self.base_url,
+            "model": "mock-model",
+            "prompt_template": "$input",
+            "timeout_s": 30.0,
+            **extra,
+        }
 
     def stats(self) -> dict:
         return http(f"{self.admin}/admin/stats")
@@ -65,8 +104,7 @@ class Mock:
         http(f"{self.admin}/admin/reset", "POST")
 
     def stop(self) -> None:
-        os.killpg(self.process.pid, signal.SIGTERM)
-        self.process.wait(timeout=10)
+        group_stop(self.process)
 
 
 def environment(database: str | None, redis_url: str, extra: dict | None = None) -> dict:

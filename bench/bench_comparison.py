@@ -5,9 +5,10 @@ Usage (SQLite, in a throwaway test database):
 PostgreSQL:
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/assay_bench_cmp \
         .venv/bin/python bench/bench_comparison.py
+    .venv/bin/python bench/bench_comparison.py --cases 200   (the smaller size only)
 
 Builds a base and a head run of 200 and 2,000 cases x 5 trials with 2 gating graders
-(bulk_create like bench_report.py; ~2% pipeline errors, ~1% errored grades, head pass rates
+(``bench/_data.py``, as bench_report.py; ~2% pipeline errors, ~1% errored grades, head pass rates
 a few points lower), then times ``comparison_get`` (median and min of 7 calls after one
 warm-up, detectable drop cached as on the page) and once with a cold cache (the power
 simulation included), and counts queries (CaptureQueriesContext).
@@ -15,12 +16,12 @@ simulation included), and counts queries (CaptureQueriesContext).
 
 from __future__ import annotations
 
+import argparse
 import os
 import random
 import statistics
 import sys
 import time
-from decimal import Decimal
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -30,97 +31,39 @@ import django  # noqa: E402
 
 django.setup()
 
+from _data import analyze, run_build, suite_build  # noqa: E402
 from django.core.cache import cache  # noqa: E402
 from django.db import connection  # noqa: E402
 from django.test.utils import CaptureQueriesContext  # noqa: E402
 
 from evals.comparison.compute import comparison_get  # noqa: E402
-from evals.models import Case, Grade, Run, Suite, Trial, content_hash  # noqa: E402
+from evals.models import Run  # noqa: E402
 
 TRIALS = 5
 GRADERS = [{"key": "schema", "kind": "json_schema"}, {"key": "policy", "kind": "python"}]
 
 
-def build_run(
-    suite: Suite, cases: list[Case], rates: list[float], name: str, rng: random.Random
-) -> Run:
-    run = Run.objects.create(
-        suite=suite,
-        name=name,
-        target_kind="simulated",
-        graders=GRADERS,
-        trials_per_case=TRIALS,
-        status="succeeded",
-    )
-    trials = []
-    for case, p in zip(cases, rates, strict=True):
-        for attempt in range(1, TRIALS + 1):
-            error = rng.random() < 0.02
-            trials.append(
-                Trial(
-                    run=run,
-                    case=case,
-                    attempt=attempt,
-                    status="error" if error else "ok",
-                    output="x" * 2000,
-                    input_tokens=500,
-                    output_tokens=rng.randint(50, 300),
-                    latency_ms=rng.uniform(200, 3000),
-                    cost_usd=None if rng.random() < 0.03 else Decimal("0.00120000"),
-                )
-            )
-            trials[-1].p = p
-    Trial.objects.bulk_create(trials, batch_size=1000)
-    grades = []
-    for trial in trials:
-        if trial.status == "error":
-            continue
-        for g in GRADERS:
-            if rng.random() < 0.01:
-                grades.append(
-                    Grade(
-                        trial=trial,
-                        grader=g["key"],
-                        status="error",
-                        passed=None,
-                        reason="TimeoutError: oracle",
-                    )
-                )
-            else:
-                ok = rng.random() < trial.p**0.5
-                grades.append(
-                    Grade(
-                        trial=trial,
-                        grader=g["key"],
-                        status="ok",
-                        passed=ok,
-                        score=1.0 if ok else 0.5,
-                        reason="ok" if ok else "no",
-                    )
-                )
-    Grade.objects.bulk_create(grades, batch_size=2000)
-    return run
-
-
 def build(n_cases: int, rng: random.Random) -> tuple[Run, Run]:
-    suite = Suite.objects.create(name=f"bench-cmp-{n_cases}")
-    cases = Case.objects.bulk_create(
-        [
-            Case(
-                suite=suite,
-                key=f"c{i:05d}",
-                input=f"q{i}",
-                tags=[f"t{i % 10}"],
-                content_hash=content_hash(input=f"q{i}", expected=None, context=[]),
-            )
-            for i in range(n_cases)
-        ],
-        batch_size=1000,
-    )
+    """A base and a head run of ``n_cases`` cases (``bench/_data.py``); a grader passes a
+    base trial with probability ``sqrt(r)`` for a case rate ``r`` drawn uniformly, a head
+    trial with ``sqrt(max(0, r - 0.05))``."""
+    suite, cases = suite_build(n_cases, name=f"bench-cmp-{n_cases}")
     rates = [rng.random() for _ in cases]
-    base = build_run(suite, cases, rates, "base", rng)
-    head = build_run(suite, cases, [max(0.0, r - 0.05) for r in rates], "head", rng)
-    return base, head
+    runs = [
+        run_build(
+            suite,
+            cases,
+            name=name,
+            probs=[p**0.5 for p in probs],
+            graders=GRADERS,
+            trials=TRIALS,
+            rng=rng,
+            output=lambda case, rng: "x" * 2000,
+            fail_score=0.5,
+        )
+        for name, probs in (("base", rates), ("head", [max(0.0, r - 0.05) for r in rates]))
+    ]
+    return runs[0], runs[1]
 
 
 def measure(base: Run, head: Run, repeats: int = 7) -> dict[str, float]:
@@ -150,16 +93,19 @@ def measure(base: Run, head: Run, repeats: int = 7) -> dict[str, float]:
 
 
 def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument(
+        "--cases", default="200,2000", help="case counts per run, comma-separated (200,2000)"
+    )
+    sizes = [int(n) for n in parser.parse_args().cases.split(",")]
     old_name = connection.settings_dict["NAME"]
     connection.creation.create_test_db(verbosity=0, autoclobber=True)
     try:
         rng = random.Random(20261130)
         print(f"database: {connection.vendor}")
-        for n_cases in (200, 2000):
+        for n_cases in sizes:
             base, head = build(n_cases, rng)
-            if connection.vendor == "postgresql":
-                with connection.cursor() as cursor:
-                    cursor.execute("ANALYZE evals_trial, evals_grade, evals_case")
+            analyze()
             m = measure(base, head)
             print(
                 f"{n_cases} cases x {TRIALS} trials, two runs: median {m['median']:.0f} ms "

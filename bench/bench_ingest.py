@@ -12,7 +12,8 @@ What is measured: one request carrying 10,000 cases x 5 attempts = 50,000 trial 
 (input ~100 chars, output ~300 chars, passed, reason, model, tokens, latency, cost, one tag),
 each becoming a trial with one grade; validation, cases, trials, grades and the run's
 finish all included. Each measurement runs in a fresh subprocess on a fresh database:
-Django (DEBUG off, as in production) is set up, migrated, a lead and a bearer token are
+Django (``DEBUG=false`` in its environment, as in production, with ``ALLOWED_HOSTS`` naming
+127.0.0.1 and no HTTPS redirect) is set up, migrated, a lead and a bearer token are
 created, then the body is posted
 - ``--via http`` (default): to waitress serving the project on 127.0.0.1 (an ephemeral
   port), from ``http.client`` streaming the body from a file;
@@ -124,8 +125,6 @@ import cProfile, http.client, io, json, os, pstats, resource, sys, threading, ti
 import django
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings_test")
 django.setup()
-from django.conf import settings
-settings.DEBUG = False  # with DEBUG on, Django keeps every SQL statement in memory
 from django.contrib.auth.models import Group, User
 from django.core.management import call_command
 call_command("migrate", verbosity=0)
@@ -191,7 +190,18 @@ print(json.dumps({"trials": out["counts"]["trials"], "grades": out["counts"]["gr
 
 
 def measure(path: Path, media: str, database_url: str, via: str, profile: bool) -> dict:
-    env = {**os.environ, "DATABASE_URL": database_url, "PYTHONPATH": str(ROOT)}
+    # Production's settings (DEBUG off), served on 127.0.0.1 over plain HTTP: the host names
+    # the server answers for, no HTTPS redirect (as bench/_server.py's bench_env).
+    env = {
+        **os.environ,
+        "DATABASE_URL": database_url,
+        "PYTHONPATH": str(ROOT),
+        "DEBUG": "false",
+        "ALLOWED_HOSTS": "127.0.0.1,localhost",
+        "SECURE_SSL_REDIRECT": "false",
+        "SECURE_HSTS_SECONDS": "0",
+    }
+    env.setdefault("SECRET_KEY", "bench-only-" + "x" * 40)
     out = subprocess.run(
         [sys.executable, "-c", CHILD, str(path), media, via, "1" if profile else "0"],
         cwd=ROOT,

@@ -40,15 +40,7 @@ def run_once(suite, mock: Mock, *, trials: int, target_extra: dict) -> dict:
     run = run_start(
         suite=suite,
         name=f"rate-{time.time_ns()}",
-        target={
-            "kind": "openai",
-            "base_url": mock.base_url,
-            "model": "mock-model",
-            "prompt_template": "$input",
-            "timeout_s": 30.0,
-            "concurrency": 64,
-            **target_extra,
-        },
+        target=mock.target(concurrency=64, **target_extra),
         graders=[{"key": "exact", "kind": "exact"}],
         trials_per_case=trials,
     )

@@ -48,13 +48,7 @@ def run_once(suite, mock: Mock, chunk: int, *, cancel_after: int | None = None) 
     run = run_start(
         suite=suite,
         name=f"k{chunk}-{time.time_ns()}",
-        target={
-            "kind": "openai",
-            "base_url": mock.base_url,
-            "model": "mock-model",
-            "prompt_template": "$input",
-            "timeout_s": 30.0,
-        },
+        target=mock.target(),
         graders=[{"key": "exact", "kind": "exact"}],
         trials_per_case=TRIALS,
     )

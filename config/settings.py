@@ -7,7 +7,8 @@ Environment variables:
                    core/filesystem_broker.py)
     SECRET_KEY     required when DEBUG is false
     DEBUG          "true"/"false" (default false)
-    ALLOWED_HOSTS  comma-separated host names (default: localhost names when DEBUG)
+    ALLOWED_HOSTS  comma-separated host names (default: localhost names when DEBUG; required
+                   when DEBUG is false: the WSGI/ASGI entry points refuse to start, config.hosts)
 """
 
 from __future__ import annotations

@@ -6,8 +6,11 @@ import os
 from django.core.wsgi import get_wsgi_application
 from django.urls import get_resolver
 
+from config.hosts import hosts_required
+
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 application = get_wsgi_application()
+hosts_required()  # DEBUG off and no host names: every request would be a 400
 # The URL conf, and with it every view, DRF, the API and the statistics, is otherwise
 # imported by each server process on its first request: under gunicorn, after the fork, in
 # every worker (~1.5 s of CPU each on the project's machine, issue 17), and again in each

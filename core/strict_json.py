@@ -63,11 +63,13 @@ def no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     """``object_pairs_hook`` for ``json.loads``: a key twice in one object is a ``ValueError``
     (the standard library keeps the last one silently: ``{"verdict":"FAIL","verdict":"PASS"}``
     would read as PASS)."""
-    obj: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in obj:
-            raise ValueError(f"key {key!r} appears twice in one object")
-        obj[key] = value
+    obj = dict(pairs)  # in C: one call per object of every record read
+    if len(obj) != len(pairs):
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise ValueError(f"key {key!r} appears twice in one object")
+            seen.add(key)
     return obj
 
 

@@ -285,6 +285,59 @@ def _non_finite_path(value: Any, path: str) -> str | None:
     return None
 
 
+CONTEXT_DOCUMENT = '{"id": "doc-1", "text": "..."}'
+
+
+def json_kind(value: object) -> str:
+    """What ``value`` is, in JSON's words, for a message: "a string", "a number (1)",
+    "true or false", "null", "a list", "an object"."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return f"{'true' if value else 'false'} (a boolean)"
+    if isinstance(value, int | float):
+        return f"a number ({value!r})"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list | tuple):
+        return "a list"
+    if isinstance(value, dict):
+        return "an object"
+    return type(value).__name__
+
+
+def context_problem(context: object) -> tuple[str, str] | None:
+    """What is wrong with a case's ``context`` (a list of documents, each exactly
+    ``{"id": str, "text": str}``), or None when nothing is: ``(path, message)``, the path
+    under ``context`` of the first wrong part ("", "[1]", "[1].id") and what is wrong in
+    the words of JSON, the notation of the editor, the API and cases files ("expected a
+    string, got a number (1)"; 'missing "text": a document is {"id": ..., "text": ...}')."""
+    if not isinstance(context, list):
+        return (
+            "",
+            f"expected a list of documents like [{CONTEXT_DOCUMENT}], got {json_kind(context)}",
+        )
+    for i, doc in enumerate(context):
+        if not isinstance(doc, dict):
+            return f"[{i}]", f"expected a document {CONTEXT_DOCUMENT}, got {json_kind(doc)}"
+        unknown = sorted(set(doc) - {"id", "text"})
+        if unknown:
+            return (
+                f"[{i}].{unknown[0]}",
+                'unknown field: a document has only "id" and "text"',
+            )
+        missing = [name for name in ("id", "text") if name not in doc]
+        if missing:
+            return (
+                f"[{i}]",
+                f'missing "{missing[0]}": a document is {CONTEXT_DOCUMENT}',
+            )
+        for name in ("id", "text"):
+            if not isinstance(doc[name], str):
+                return f"[{i}].{name}", f"expected a string, got {json_kind(doc[name])}"
+    return None
+
+
 def case_spec_check(spec: CaseSpec, *, where: str = "") -> CaseSpec:
     """Check a case's wanted content, the same rules on every path (the case editor, "Add
     as a case", the API, config files): ``key`` a non-empty string of at most
@@ -308,15 +361,13 @@ def case_spec_check(spec: CaseSpec, *, where: str = "") -> CaseSpec:
     if key != key.strip():
         raise DomainError("no spaces before or after a key", field=f("key"))
     if not isinstance(spec.input, str | dict):
-        raise DomainError("required, a string or a table", field=f("input"))
-    context = spec.context
-    if not isinstance(context, list) or not all(
-        isinstance(d, dict)
-        and set(d) == {"id", "text"}
-        and all(isinstance(v, str) for v in d.values())
-        for d in context
-    ):
-        raise DomainError('expected a list of {id = "...", text = "..."}', field=f("context"))
+        raise DomainError(
+            f"required: a string or an object, got {json_kind(spec.input)}", field=f("input")
+        )
+    problem = context_problem(spec.context)
+    if problem is not None:
+        path, message = problem
+        raise DomainError(message, field=f(f"context{path}"))
     tags = spec.tags
     if not isinstance(tags, list) or not all(isinstance(t, str) and t.strip() for t in tags):
         raise DomainError("expected a list of non-empty strings", field=f("tags"))

@@ -13,7 +13,7 @@ from core.bounds import INT_MAX, INT_MIN
 from core.errors import DomainError
 from core.strict_json import json_loads_strict
 from core.text import unstorable_refuse
-from evals.cases import CaseSpec
+from evals.cases import CaseSpec, context_problem
 from evals.grading.graders import parse_grader_specs
 from evals.models import GraderSetPreset, Run, Suite, TargetPreset
 from evals.runner.start import DEFAULT_TRIALS_PER_CASE, MAX_TRIALS_PER_CASE
@@ -362,8 +362,10 @@ class CaseForm(forms.Form):
     def clean_context(self) -> list:
         raw = self.cleaned_data["context"].strip()
         value = _json_any(raw, field="context") if raw else []
-        if not isinstance(value, list):
-            raise forms.ValidationError("context: expected a JSON list")
+        problem = context_problem(value)
+        if problem is not None:  # the service's rule and words, shown before the rest
+            path, message = problem
+            raise forms.ValidationError(f"context{path}: {message}")
         return value
 
     def clean_tags(self) -> list[str]:

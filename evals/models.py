@@ -23,6 +23,8 @@ from django.urls import reverse
 from django.utils import timezone
 from django.utils.functional import cached_property
 
+from core.actors import Via, actor_text
+from core.bounds import COST_USD_DECIMAL_PLACES, COST_USD_MAX_DIGITS
 from evals.grading.grader_set import GraderSet
 
 
@@ -204,6 +206,17 @@ class Run(models.Model):
     started_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
     )
+    # Who cancelled it (``run_cancel``): the user, when there was one, and where the cancel
+    # came from (``core.actors.Via``; blank while not cancelled). Read as text with
+    # ``cancelled_text``.
+    cancelled_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="runs_cancelled",
+    )
+    cancelled_via = models.CharField(max_length=10, choices=Via.choices, blank=True)
     # An adaptive run (``run_suite --against``): when its first N trials per case are done,
     # a top-up against this baseline spends more trials only where the gate is uncertain.
     against = models.ForeignKey(
@@ -231,6 +244,17 @@ class Run(models.Model):
     @property
     def is_simulated(self) -> bool:
         return self.target_kind == "simulated"
+
+    @property
+    def cancelled_text(self) -> str:
+        """Who cancelled the run, after "cancelled" ("by carol", "from the command line",
+        "by the system"; ``core.actors.actor_text``); "" when it is not cancelled, or was
+        cancelled before the actor was recorded."""
+        if self.status != self.Status.CANCELLED:
+            return ""
+        if not self.cancelled_via and self.cancelled_by_id is None:
+            return ""
+        return actor_text(by=self.cancelled_by, via=self.cancelled_via or None)
 
     @cached_property
     def grader_set(self) -> GraderSet:
@@ -281,7 +305,12 @@ class Trial(models.Model):
     latency_ms = models.FloatField(null=True, blank=True)
     input_tokens = models.PositiveIntegerField(null=True, blank=True)
     output_tokens = models.PositiveIntegerField(null=True, blank=True)
-    cost_usd = models.DecimalField(max_digits=14, decimal_places=8, null=True, blank=True)
+    cost_usd = models.DecimalField(
+        max_digits=COST_USD_MAX_DIGITS,
+        decimal_places=COST_USD_DECIMAL_PLACES,
+        null=True,
+        blank=True,
+    )
     # Settable: imported trials keep the time their source recorded (always aware, UTC).
     created_at = models.DateTimeField(default=timezone.now)
     started_at = models.DateTimeField(null=True, blank=True)

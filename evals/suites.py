@@ -11,7 +11,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from core.errors import DomainError
 from evals.baselines import HISTORY_RUNS, baseline_current
+from evals.grading.graders import parse_grader_specs
 from evals.models import Baseline, Case, Graduation, Run, Suite
 from evals.selectors import _run_case_counts
 from stats.intervals import ClusteredMean, clustered_rate_interval
@@ -239,18 +241,73 @@ def power_sentence(power) -> str:
     )
 
 
-def suite_default_graders(*, suite: object) -> list[dict]:
-    """The grader set to prefill for a new run of ``suite`` (a list of grader spec dicts):
-    the current baseline's, else the most recent succeeded run's, else ``[]``. A failed or
-    cancelled run's grader set is never offered (it may be what broke it). Two queries."""
+@dataclass(frozen=True)
+class GraderLeftOut:
+    """A grader of the prefill's source run that a new run could not use: its ``key``,
+    ``kind`` and ``reason`` (for people)."""
+
+    key: str
+    kind: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class GraderPrefill:
+    """The grader set offered for a new run: ``graders`` (spec dicts, each one Assay can
+    run: ``parse_grader_specs`` accepts it), ``left_out`` (the source run's graders it
+    cannot run, with why) and ``source`` (the run they come from; None: nothing to offer)."""
+
+    graders: list[dict]
+    left_out: list[GraderLeftOut] = field(default_factory=list)
+    source: Run | None = None
+
+
+IMPORTED_GRADER_REASON = (
+    "recorded by the harness the run was imported from; Assay has its verdicts, not a way to run it"
+)
+
+
+def grader_runnable_problem(item: object) -> str | None:
+    """Why a new run cannot use the stored grader ``item`` (a spec dict of a run's grader
+    set), or None when it can: the rule of ``parse_grader_specs`` (what ``run_start``
+    accepts), with kind ``imported`` (or none: ``GraderSet.from_stored`` reads it so) said in
+    a user's words. Queries: one for a judge grader (its version)."""
+    if not isinstance(item, dict) or str(item.get("kind") or "imported") == "imported":
+        return IMPORTED_GRADER_REASON
+    try:
+        parse_grader_specs([item])
+    except DomainError as exc:
+        return exc.message
+    return None
+
+
+def suite_default_graders(*, suite: object) -> GraderPrefill:
+    """The grader set to prefill for a new run of ``suite``: the graders of the current
+    baseline, else of the most recent succeeded run (a failed or cancelled run's set is
+    never offered: it may be what broke it), else none; of those, only the ones a new run
+    can use (``grader_runnable_problem``), the others listed in ``left_out`` with why (an
+    imported run's graders were its harness's: Assay cannot run them). Two queries, plus
+    one per judge grader."""
     baseline = baseline_current(suite=suite)
     if baseline is not None and baseline.run.graders:
-        return list(baseline.run.graders)
-    latest = (
-        Run.objects.filter(suite=suite, status=Run.Status.SUCCEEDED)
-        .exclude(graders=[])
-        .order_by("-created_at", "-id")
-        .values_list("graders", flat=True)
-        .first()
-    )
-    return list(latest) if latest else []
+        source = baseline.run
+    else:
+        source = (
+            Run.objects.filter(suite=suite, status=Run.Status.SUCCEEDED)
+            .exclude(graders=[])
+            .order_by("-created_at", "-id")
+            .only("uuid", "name", "graders", "source")
+            .first()
+        )
+    if source is None:
+        return GraderPrefill(graders=[])
+    graders, left_out = [], []
+    for item in source.graders if isinstance(source.graders, list) else []:
+        problem = grader_runnable_problem(item)
+        if problem is None:
+            graders.append(item)
+        else:
+            key = item.get("key") if isinstance(item, dict) else None
+            kind = item.get("kind") if isinstance(item, dict) else None
+            left_out.append(GraderLeftOut(str(key or "?"), str(kind or "imported"), problem))
+    return GraderPrefill(graders=graders, left_out=left_out, source=source)

@@ -40,6 +40,7 @@ from django.http import HttpResponse
 from rest_framework import serializers
 
 from core.api.downloads import attachment, download_format
+from core.bounds import COST_USD_DECIMAL_PLACES, COST_USD_MAX_DIGITS
 from core.decimals import decimal_plain
 from core.errors import DomainError
 from core.zones import zone_parse
@@ -51,7 +52,7 @@ from labeling.models import Label, PreferenceLabel
 
 FORMATS = ("csv", "parquet")
 CONTENT_TYPES = {"csv": "text/csv; charset=utf-8", "parquet": "application/vnd.apache.parquet"}
-USD = pa.decimal128(14, 8)
+USD = pa.decimal128(COST_USD_MAX_DIGITS, COST_USD_DECIMAL_PLACES)  # as stored (core.bounds)
 GRADE_FIELDS = ("passed", "status", "score", "reason")
 # An agent run's columns (after created_at), as JSON text; read back by the run-export import.
 AGENT_COLUMNS = ("goal_state", "final_state", "trajectory")

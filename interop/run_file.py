@@ -48,6 +48,7 @@ from evals.cases import CaseSpec, cases_upsert
 from evals.comparison.run_data import RUN_FILE_FORMAT
 from evals.models import Case, Grade, Run, Suite, Trial, content_hash, grade_skipped_placeholder
 from evals.trajectory.steps import final_state_parse, trajectory_parse
+from interop.importers.context import run_finish
 from interop.importers.reader import TIME_RANGE, time_check
 from judges.models import Judge, JudgeVersion, judge_version_hash
 
@@ -457,8 +458,13 @@ def run_import(
                 )
             )
     Grade.objects.bulk_create(grades, batch_size=BATCH)
-    run.trials_total = len(trials)
-    run.trials_finished = sum(t.status in Trial.FINISHED for t in trials)
-    run.trials_errored = sum(t.status == Trial.Status.ERROR for t in trials)
-    run.save(update_fields=["trials_total", "trials_finished", "trials_errored"])
+    # The import's one closing rule (counts, partial, what went wrong), the file's status.
+    run_finish(
+        run,
+        trials=sum(t.status in Trial.FINISHED for t in trials),
+        errored=sum(t.status == Trial.Status.ERROR for t in trials),
+        trials_per_case=run.trials_per_case,
+        planned=max(len(trials), len(file_cases) * run.trials_per_case),
+        status=run.status,  # the file's (``status`` names a grade's by now)
+    )
     return run

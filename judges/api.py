@@ -23,6 +23,7 @@ from rest_framework import serializers, viewsets
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from core.actors import Via
 from core.api.fields import (
     NoUnknownFields,
     StrictIntegerField,
@@ -284,7 +285,19 @@ class JudgeRunSerializer(serializers.ModelSerializer):
         help_text="Username of who started it (null: unknown)."
     )
     cancelled_by = serializers.SerializerMethodField(
-        help_text="Username of who cancelled it (null: not cancelled, or from a command)."
+        help_text="Username of who cancelled it (null: not cancelled, or cancelled with no "
+        "user: from the command line, by the system; see cancelled_via)."
+    )
+    cancelled_via = serializers.CharField(
+        read_only=True,
+        help_text="Where the cancel came from: page, api, command or system; empty while not "
+        "cancelled (and for a judge run cancelled before it was recorded).",
+    )
+    cancelled = serializers.CharField(
+        source="cancelled_text",
+        read_only=True,
+        help_text='Who cancelled it, as the page says it ("by carol", "from the command '
+        'line", "by the system"); empty while not cancelled.',
     )
 
     class Meta:
@@ -305,6 +318,8 @@ class JudgeRunSerializer(serializers.ModelSerializer):
             "progress",
             "started_by",
             "cancelled_by",
+            "cancelled_via",
+            "cancelled",
             "created_at",
             "finished_at",
         ]
@@ -512,5 +527,7 @@ class JudgeRunCancelApi(APIView):
             JudgeRun.objects.select_related("run", "judge_version"),
             uuid=uuid_or_404(judge_run_id, "judge run"),
         )
-        runs.judge_run_cancel(judge_run=judge_run, by=request.user, refuse_finished=True)
+        runs.judge_run_cancel(
+            judge_run=judge_run, by=request.user, via=Via.API, refuse_finished=True
+        )
         return Response(JudgeRunSerializer(judge_run).data, status=200)

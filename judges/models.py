@@ -16,6 +16,9 @@ from django.db import models
 from django.db.models import Q
 from django.utils import timezone
 
+from core.actors import Via, actor_text
+from core.bounds import COST_USD_DECIMAL_PLACES, COST_USD_MAX_DIGITS
+
 
 class Judge(models.Model):
     """A named LLM grader; its behaviour lives in its versions."""
@@ -257,6 +260,8 @@ class JudgeRun(models.Model):
         on_delete=models.SET_NULL,
         related_name="judge_runs_cancelled",
     )
+    # Where the cancel came from (``core.actors.Via``; blank while not cancelled).
+    cancelled_via = models.CharField(max_length=10, choices=Via.choices, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     finished_at = models.DateTimeField(null=True, blank=True)
 
@@ -279,6 +284,17 @@ class JudgeRun(models.Model):
         if self.base_run_id:
             return f"{self.judge_version} on run {self.run_id} against {self.base_run_id}"
         return f"{self.judge_version} on run {self.run_id}"
+
+    @property
+    def cancelled_text(self) -> str:
+        """Who cancelled the judge run, after "cancelled" ("by carol", "from the command
+        line", "by the system"; ``core.actors.actor_text``); "" when it is not cancelled, or
+        was cancelled before the actor was recorded."""
+        if self.status != self.Status.CANCELLED:
+            return ""
+        if not self.cancelled_via and self.cancelled_by_id is None:
+            return ""
+        return actor_text(by=self.cancelled_by, via=self.cancelled_via or None)
 
     @property
     def is_pairwise(self) -> bool:
@@ -572,7 +588,12 @@ class JudgeCallRecord(models.Model):
     attempts = models.PositiveIntegerField(null=True, blank=True)
     input_tokens = models.PositiveIntegerField(null=True, blank=True)
     output_tokens = models.PositiveIntegerField(null=True, blank=True)
-    cost_usd = models.DecimalField(max_digits=14, decimal_places=8, null=True, blank=True)
+    cost_usd = models.DecimalField(
+        max_digits=COST_USD_MAX_DIGITS,
+        decimal_places=COST_USD_DECIMAL_PLACES,
+        null=True,
+        blank=True,
+    )
     price_source = models.CharField(max_length=100, blank=True)
     latency_ms = models.FloatField(null=True, blank=True)
     sent_at = models.DateTimeField(default=timezone.now)

@@ -42,6 +42,7 @@ from collections.abc import Callable
 from django.db import transaction
 from django.utils import timezone
 
+from core.actors import actor_text, via_of
 from core.chunks import chunked
 from core.errors import DomainError
 from core.outbox import outbox_enqueue
@@ -374,22 +375,28 @@ def judge_run_progress(*, judge_run_id: int) -> JudgeRun:
     return judge_run
 
 
-def judge_run_cancel(*, judge_run: JudgeRun, by=None, refuse_finished: bool = False) -> bool:
+def judge_run_cancel(
+    *, judge_run: JudgeRun, by=None, via: str | None = None, refuse_finished: bool = False
+) -> bool:
     """Cancel a queued or running judge run (compare-and-set): workers make no further call
     (module docstring), chunks not yet started do nothing. Recounts its progress and
-    refreshes ``judge_run``. Returns False when it was already finished or cancelled
+    refreshes ``judge_run``. Who cancelled it is stored and logged: ``by`` the user or None,
+    ``via`` a ``core.actors.Via`` value (None: a page for a user, else the system; the
+    command passes ``Via.COMMAND``). Returns False when it was already finished or cancelled
     (nothing changes); with ``refuse_finished`` a judge run that had already succeeded or
     failed raises ``DomainError(field="judge_run", code="conflict")`` instead (cancelling a
     cancelled one stays a quiet False)."""
+    user = by if by is not None and by.is_authenticated else None
     changed = bool(
         JudgeRun.objects.filter(id=judge_run.id, status__in=LIVE).update(
             status=JudgeRun.Status.CANCELLED,
             finished_at=timezone.now(),
-            cancelled_by=by if by is not None and by.is_authenticated else None,
+            cancelled_by=user,
+            cancelled_via=via_of(user, via),
         )
     )
     if changed:
-        logger.info("judge run %s cancelled by %s", judge_run.id, getattr(by, "username", None))
+        logger.info("judge run %s cancelled %s", judge_run.id, actor_text(by=user, via=via))
     judge_run_progress(judge_run_id=judge_run.id)
     judge_run.refresh_from_db()
     if refuse_finished and not changed and judge_run.status != JudgeRun.Status.CANCELLED:

@@ -18,6 +18,7 @@ from django.template.loader import render_to_string
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django_htmx.http import HttpResponseStopPolling
 
+from core.actors import Via
 from core.errors import DomainError
 from core.http import HtmxHttpRequest, form_error, query_uuid, role_required
 from core.roles import ENGINEER, LEAD
@@ -257,7 +258,7 @@ def judge_run_cancel(request: HtmxHttpRequest, judge_run_id) -> HttpResponse:
     """Cancel a judge run (``judges.runs.judge_run_cancel``: no further paid call); htmx
     gets the progress fragment, a form post a redirect to the judge run's page."""
     judge_run = _judge_run_or_404(judge_run_id)
-    cancelled = runs.judge_run_cancel(judge_run=judge_run, by=request.user)
+    cancelled = runs.judge_run_cancel(judge_run=judge_run, by=request.user, via=Via.PAGE)
     if request.htmx:
         return _judge_run_progress_response(request, judge_run)
     if cancelled:

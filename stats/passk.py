@@ -159,3 +159,50 @@ def _counts(passed, graded, k: int) -> tuple[np.ndarray, np.ndarray]:
     if np.any(n < k) or np.any(x < 0) or np.any(x > n):
         raise ValueError(f"need graded >= k = {k} and 0 <= passed <= graded for every case")
     return x, n
+
+
+def difference_interval(
+    base_mean: float | None,
+    base_low: float | None,
+    base_high: float | None,
+    head_mean: float | None,
+    head_low: float | None,
+    head_high: float | None,
+) -> tuple[float | None, float | None]:
+    """Interval for head − base of two estimates in [0, 1] (pass^k or pass@k of two runs),
+    from each side's own interval: ``(low, high)``, never of zero width; (None, None) when a
+    side has no estimate or no interval.
+
+    **Method**: MOVER, the method of variance estimates recovery (Newcombe 1998, "Interval
+    estimation for the difference between independent proportions: comparison of eleven
+    methods", Stat. Med. 17(8):873–890, method 10, the hybrid score interval; Zou & Donner
+    2008, "Construction of confidence limits about effect measures: a general approach",
+    Stat. Med. 27(10):1693–1702, for any two estimates with their own limits):
+
+        δ̂    = h − b
+        low  = δ̂ − sqrt((h − l_h)² + (u_b − b)²)
+        high = δ̂ + sqrt((u_h − h)² + (b − l_b)²)
+
+    clipped to [−1, 1]. Each side's limits are its clustered interval (``pass_hat_k_interval``
+    / ``pass_at_k_interval``: Korn–Graubard on blocks of k trials), so the difference keeps
+    their asymmetry near 0 and 1, where a Wald difference would not.
+
+    **Independence**: the formula treats the sides as independent. Two runs of one suite share
+    cases, and a case hard for the base is mostly hard for the head too: a positive
+    correlation, under which the true variance of δ̂ is *smaller* than the sum, so the interval
+    errs on the wide side (conservative). A negative correlation across cases (head good
+    exactly where base is bad) would make it too narrow. Coverage measured in both the paired
+    and the independent case: ``tests/stats/test_passk_difference.py``.
+
+    Never of zero width: ``l_h < u_h`` and ``l_b < u_b`` (every interval of
+    ``stats.passk`` is of positive width) make ``high − low`` > 0, and clipping keeps it so
+    (δ̂ = −1 needs h = 0 < u_h; δ̂ = 1 needs h = 1 > l_h).
+    """
+    values = (base_mean, base_low, base_high, head_mean, head_low, head_high)
+    if any(v is None for v in values):
+        return None, None
+    b, l_b, u_b, h, l_h, u_h = (float(v) for v in values)  # type: ignore[arg-type]
+    delta = h - b
+    low = delta - math.hypot(h - l_h, u_b - b)
+    high = delta + math.hypot(u_h - h, b - l_b)
+    return max(-1.0, low), min(1.0, high)

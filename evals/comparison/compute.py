@@ -38,7 +38,7 @@ from evals.comparison.run_data import (
     run_data_get,
     verdict_lists,
 )
-from evals.report.cost_quality import CostQuality, cost_quality
+from evals.report.cost_quality import PER_TRIAL_QUANTUM, CostQuality, cost_quality
 from evals.report.figures import pass_k_table
 from stats.compare import (
     Interval,
@@ -47,6 +47,7 @@ from stats.compare import (
     within_case_interval,
 )
 from stats.intervals import clustered_rate_interval
+from stats.passk import difference_interval
 from stats.power import DetectableDrop, min_detectable_drop
 
 FIXED, BROKEN, BETTER, WORSE, FLAKY, UNCHANGED, NO_VERDICT = (
@@ -231,8 +232,10 @@ class PassHatKDelta:
     """pass^k (Yao et al. 2024) — or pass@k (Chen et al. 2021) in ``Comparison.pass_at_k`` —
     at one k over shared cases: base, head and head − base; None where a side has no case
     with k graded trials. ``base_low``/``base_high`` and ``head_low``/``head_high``: each
-    side's 95% interval clustered by case (``evals.report.figures.PassK``); the difference has
-    none yet."""
+    side's 95% interval clustered by case (``evals.report.figures.PassK``);
+    ``delta_low``/``delta_high``: the difference's 95% interval, MOVER of the two sides'
+    (``stats.passk.difference_interval``: Newcombe 1998, Zou & Donner 2008; conservative when
+    the runs share cases), never of zero width; None with the delta."""
 
     k: int
     base: float | None
@@ -242,6 +245,8 @@ class PassHatKDelta:
     base_high: float | None = None
     head_low: float | None = None
     head_high: float | None = None
+    delta_low: float | None = None
+    delta_high: float | None = None
 
 
 @dataclass(frozen=True)
@@ -471,7 +476,7 @@ def _usage(cases: list[CaseData]) -> Usage:
         cost_usd=cost,
         cost_known_usd=known,
         cost_unknown=unknown,
-        cost_per_trial_usd=(cost / finished).quantize(Decimal("1e-8"))
+        cost_per_trial_usd=(cost / finished).quantize(PER_TRIAL_QUANTUM)
         if cost is not None
         else None,
         tokens=tokens if finished else None,
@@ -486,6 +491,24 @@ def _minus(a, b):
     return None if a is None or b is None else a - b
 
 
+def _pass_k_delta(k: int, base: tuple, head: tuple) -> PassHatKDelta:
+    """One k's base, head and head − base, each (mean, low, high), the difference's interval
+    by ``stats.passk.difference_interval``."""
+    low, high = difference_interval(*base, *head)
+    return PassHatKDelta(
+        k,
+        base[0],
+        head[0],
+        _minus(head[0], base[0]),
+        base[1],
+        base[2],
+        head[1],
+        head[2],
+        low,
+        high,
+    )
+
+
 def _pass_k(pairs, k_max: int) -> tuple[list[PassHatKDelta], list[PassHatKDelta]]:
     """(pass@k deltas, pass^k deltas) for k = 1..k_max over the shared cases."""
     at, out = [], []
@@ -498,27 +521,17 @@ def _pass_k(pairs, k_max: int) -> tuple[list[PassHatKDelta], list[PassHatKDelta]
         sides.append(pass_k_table(passed, graded, k_max))
     for b, h in zip(*sides, strict=True):
         at.append(
-            PassHatKDelta(
+            _pass_k_delta(
                 b.k,
-                b.pass_at_k,
-                h.pass_at_k,
-                _minus(h.pass_at_k, b.pass_at_k),
-                b.pass_at_k_low,
-                b.pass_at_k_high,
-                h.pass_at_k_low,
-                h.pass_at_k_high,
+                (b.pass_at_k, b.pass_at_k_low, b.pass_at_k_high),
+                (h.pass_at_k, h.pass_at_k_low, h.pass_at_k_high),
             )
         )
         out.append(
-            PassHatKDelta(
+            _pass_k_delta(
                 b.k,
-                b.pass_hat_k,
-                h.pass_hat_k,
-                _minus(h.pass_hat_k, b.pass_hat_k),
-                b.pass_hat_k_low,
-                b.pass_hat_k_high,
-                h.pass_hat_k_low,
-                h.pass_hat_k_high,
+                (b.pass_hat_k, b.pass_hat_k_low, b.pass_hat_k_high),
+                (h.pass_hat_k, h.pass_hat_k_low, h.pass_hat_k_high),
             )
         )
     return at, out

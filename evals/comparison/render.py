@@ -16,6 +16,7 @@ from core.strict_json import json_safe
 from core.templatetags.dashboard import percent_interval
 from evals.comparison.compute import CHANGE_CLASSES, Comparison, pvalue_format, pvalue_phrase
 from evals.comparison.gate import GateDecision
+from evals.templatetags.comparison import points_bounds
 
 EXIT_WORDS = {0: "pass", 1: "regression", 2: "cannot decide"}
 MARKDOWN_CASE_ROWS = 50
@@ -32,6 +33,13 @@ def _pct_ci(x: float | None, low: float | None, high: float | None) -> str:
 
 def _pp(x: float | None) -> str:
     return "—" if x is None else f"{x * 100:+.1f} pp"
+
+
+def _pp_ci(x: float | None, low: float | None, high: float | None) -> str:
+    """A difference with its 95% interval ("−10.0 pp [−25.1, +4.3]"), "—" when undefined."""
+    bounds = points_bounds(low, high)
+    bounds = "undefined" if bounds is None else bounds.replace("−", "-")  # as ``_pp`` signs
+    return "—" if x is None else f"{_pp(x)} [{bounds}]"
 
 
 def _md_text(text: str) -> str:
@@ -61,15 +69,16 @@ def _case_line(v) -> str:
 
 
 def _pass_k_line(c: Comparison) -> str:
-    """pass@k next to pass^k at each k with each side's 95% interval, base -> head ("—"
-    where no case has k trials)."""
+    """pass@k next to pass^k at each k with each side's 95% interval, base -> head, and
+    pass^k's head − base with its 95% interval ("—" where no case has k trials)."""
     parts = []
     for at, hat in zip(c.pass_at_k, c.pass_hat_k, strict=False):
         parts.append(
             f"k={at.k}: pass@k {_pct_ci(at.base, at.base_low, at.base_high)} -> "
             f"{_pct_ci(at.head, at.head_low, at.head_high)}, "
             f"pass^k {_pct_ci(hat.base, hat.base_low, hat.base_high)} -> "
-            f"{_pct_ci(hat.head, hat.head_low, hat.head_high)}"
+            f"{_pct_ci(hat.head, hat.head_low, hat.head_high)} "
+            f"({_pp_ci(hat.delta, hat.delta_low, hat.delta_high)})"
         )
     return "; ".join(parts)
 

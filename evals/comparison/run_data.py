@@ -22,9 +22,11 @@ from typing import Any
 
 import numpy as np
 
+from core.bounds import COST_USD_QUANTUM
 from core.decimals import decimal_plain
 from core.errors import DomainError
 from core.text import unstorable_refuse
+from evals.grading import verdict
 from evals.grading.grader_set import GraderSet
 from evals.grading.verdict import ERRORED, FAIL, MISSING, PASS, PENDING, PIPELINE, overall_codes
 from evals.models import grade_skipped_placeholder
@@ -32,7 +34,7 @@ from evals.report.rows import RunRows, judge_version_label, run_rows_get, runs_r
 
 RUN_DATA_FORMAT = "assay-run-data"
 RUN_FILE_FORMAT = "assay-run"
-CENT = Decimal("1e-8")
+CENT = COST_USD_QUANTUM  # the cost column's decimals (core.bounds)
 
 
 @dataclass(frozen=True)
@@ -156,7 +158,8 @@ def run_data_build(
     1. per trial: its case's position, its status code and its look;
     2. the grades on ok trials: per grader, each trial's code (a later grade of the same
        trial and grader wins), which versions judged it and the provisional gating ones;
-    3. the overall code per trial (``overall_codes``), then per case its counts
+    3. the overall code per trial (``overall_codes`` over the graders
+       ``evals.grading.verdict.gating_keys`` says gate), then per case its counts
        (``np.bincount``), its verdicts in trial order and its ``(passed, graded)`` per look.
     """
     # 1. Trials, read as columns.
@@ -202,8 +205,7 @@ def run_data_build(
     # Graders with at least one counted grade, in a fixed order.
     key_index = {k: i for k, i in sorted(key_of.items()) if np.any(g_key == i)}
     specs = GraderSet.from_stored(grader_specs).gating_pairs
-    gating = dict(specs)
-    keys = [k for k, _ in specs]
+    by_set = dict(specs)
     # A judged verdict: a judge version's grade other than a not-judged rung.
     judged = (g_jv >= 0) & (g_code != MISSING)
     codes: dict[str, np.ndarray] = {}
@@ -216,18 +218,19 @@ def run_data_build(
         arr = codes[key] = missing.copy()
         arr[g_pos[mine[last]]] = g_code[mine[last]]
         versions[key] = {jv_of[j] for j in np.unique(g_jv[mine][judged[mine]]).tolist()}
-        gates[mine] = gating[key] if key in gating else g_gate[mine]
-    extra = {k: bool(g_gate[g_key == gi].any()) for k, gi in key_index.items() if k not in gating}
-    for key in sorted(extra):
-        keys.append(key)
-        gating[key] = extra[key]
+        gates[mine] = by_set[key] if key in by_set else g_gate[mine]
+    # The set's graders in set order, then the others that graded, by key; the verdict
+    # module decides which of them gate.
+    keys = [k for k, _ in specs] + [k for k in key_index if k not in by_set]
+    seen = {k: bool(g_gate[g_key == gi].any()) for k, gi in key_index.items()}
+    gating = set(verdict.gating_keys(specs, seen))
     trusted = np.zeros(len(jv_of), dtype=bool)
     for j in np.unique(g_jv[judged & gates]).tolist():
         trusted[j] = judges[jv_of[j]][2]
     provisional_grade = judged & gates
     provisional_grade[provisional_grade] = ~trusted[g_jv[provisional_grade]]
     provisional = np.bincount(case_idx[g_pos[provisional_grade]], minlength=n_cases)
-    overall = overall_codes([codes.get(k, missing) for k in keys if gating[k]], trial_codes)
+    overall = overall_codes([codes.get(k, missing) for k in keys if k in gating], trial_codes)
 
     grader_infos = []
     for key in keys:
@@ -237,14 +240,14 @@ def run_data_build(
             grader_infos.append(
                 GraderInfo(
                     key,
-                    gating[key],
+                    key in gating,
                     ", ".join(judges[v][0] for v in jvs),
                     ", ".join(names),
                     all(judges[v][2] for v in jvs),
                 )
             )
         else:
-            grader_infos.append(GraderInfo(key, gating[key]))
+            grader_infos.append(GraderInfo(key, key in gating))
 
     # 3. Per case.
     def per_case(mask: np.ndarray) -> list[int]:

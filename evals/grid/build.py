@@ -51,6 +51,7 @@ from evals.models import Case, Run, Suite, Trial
 from evals.report.cost_quality import CostQuality, cost_quality
 from evals.report.figures import case_wilson
 from evals.report.rows import runs_usage_totals
+from evals.run_status import RunStatusShown, run_status_shown
 from stats.intervals import clustered_rate_interval
 
 MAX_RUNS = 20
@@ -183,6 +184,7 @@ class GridColumn:
     is_baseline: bool
     hidden: bool
     quality: CostQuality | None
+    status_shown: RunStatusShown | None = None  # what its badge says (evals.run_status)
 
 
 @dataclass(frozen=True)
@@ -273,6 +275,7 @@ def grid_get(*, suite: Suite, query: GridQuery, viewer) -> Grid:
                 is_baseline=baseline is not None and baseline.run_id == run.id,
                 hidden=bool(hidden),
                 quality=None if hidden else column.quality,
+                status_shown=run_status_shown(run),
             )
         )
     cases = _cases_get(suite=suite, ids={i for c in built.values() for i in c.case_ids})

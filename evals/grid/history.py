@@ -19,6 +19,7 @@ from evals.models import Case, Run, Trial
 from evals.report.build import overall_codes_from_rows
 from evals.report.figures import case_wilson
 from evals.report.rows import runs_rows_get
+from evals.run_status import RunStatusShown, run_status_shown
 
 VERDICTS = {PASS: "pass", FAIL: "fail", ERRORED: "errored grade", PIPELINE: "pipeline error"}
 
@@ -53,6 +54,7 @@ class HistoryRun:
     flaky: bool
     hidden: bool
     trials: list[HistoryTrial]
+    status_shown: RunStatusShown | None = None  # what its badge says (evals.run_status)
 
 
 @dataclass(frozen=True)
@@ -111,6 +113,7 @@ def case_history_get(*, case: Case, viewer) -> CaseHistory:
                 run_name=run.name,
                 created_at=run.created_at,
                 status=run.status,
+                status_shown=run_status_shown(run),
                 is_baseline=baseline is not None and baseline.run_id == run.id,
                 passed=passed,
                 graded=graded,

@@ -46,6 +46,7 @@ from evals.report.figures import (
     figures_for,
 )
 from evals.report.rows import RunRows
+from evals.run_status import run_status_shown
 from judges.ledger import Spend
 from judges.trust import corrected_pass_rate_from_approval
 
@@ -193,6 +194,9 @@ class RunReport:
     # A run with ``state`` and ``trajectory`` graders: ``AgentReport.as_json()``
     # (evals.report.agents: outcome, path, the 2 x 2, disagreements); None otherwise.
     agents: dict[str, Any] | None = None
+    # The status the run shows (``evals.run_status``: an imported run is "imported", with
+    # its errored trials and whether it is partial), as ``RunStatusShown.as_json()``.
+    status_shown: dict[str, Any] | None = None
 
     @property
     def errored_banner(self) -> str | None:
@@ -237,8 +241,9 @@ def report_from_rows(*, run: Any, rows: RunRows, reasons: ReasonRows) -> RunRepo
     """Assemble a ``RunReport`` from the fetched rows (numpy; no queries).
 
     Steps: 1. index trials and cases; 2. one code array per grader; 3. overall codes from the
-    gating graders; 4. per-case tallies (``case_tally``); 5. figures overall, per grader and
-    per tag; 6. case rows; 7. reasons, tokens, latency, cost.
+    gating graders (``evals.grading.verdict.gating_keys``); 4. per-case tallies
+    (``case_tally``); 5. figures overall, per grader and per tag; 6. case rows; 7. reasons,
+    tokens, latency, cost.
     Long by design: the numbered steps share the trial and grade arrays built in steps 1–2.
     """
     # 1. trials and cases
@@ -257,9 +262,8 @@ def report_from_rows(*, run: Any, rows: RunRows, reasons: ReasonRows) -> RunRepo
     trial_codes[status == "error"] = PIPELINE
 
     # 2. one code array per grader (MISSING where an ok trial has no grade)
-    graders = run.grader_set.gating_pairs
-    keys = [k for k, _ in graders]
-    gating = dict(graders)
+    pairs = run.grader_set.gating_pairs
+    keys = [k for k, _ in pairs]
     g_cols = list(zip(*rows.grades, strict=True)) if rows.grades else [()] * 6
     g_keys = np.array(g_cols[1], dtype=object)
     extra = sorted(set(g_cols[1]) - set(keys))
@@ -270,11 +274,10 @@ def report_from_rows(*, run: Any, rows: RunRows, reasons: ReasonRows) -> RunRepo
     g_gating = np.array(g_cols[4], dtype=bool)
     g_judge = np.array([v is not None for v in g_cols[5]], dtype=bool)
     g_ok_trial = trial_codes[pos] == PASS if pos.size else np.array([], dtype=bool)
-    codes, scores = {}, {}
+    codes, scores, seen = {}, {}, {}
     for key in keys:
         mine = (g_keys == key) & g_ok_trial  # grades on errored or unfinished trials do not count
-        if key in extra:
-            gating[key] = bool(g_gating[mine].any())
+        seen[key] = bool(g_gating[mine].any())
         code = np.where(trial_codes == PASS, MISSING, trial_codes)
         code[pos[mine]] = np.where(g_code[mine] == -1, ERRORED, g_code[mine])
         codes[key] = code
@@ -288,8 +291,9 @@ def report_from_rows(*, run: Any, rows: RunRows, reasons: ReasonRows) -> RunRepo
     errored_grades = (g_code == -1) & g_ok_trial
     grade_errors, judge_errors = int(errored_grades.sum()), int((errored_grades & g_judge).sum())
 
-    # 3-4. overall and tallies
-    overall = overall_codes([codes[k] for k in keys if gating.get(k)], trial_codes)
+    # 3-4. overall (the verdict module's gating graders) and tallies
+    gating = set(gating_keys(pairs, seen))
+    overall = overall_codes([codes[k] for k in keys if k in gating], trial_codes)
     tallies = {k: case_tally(codes[k], case_idx, n_cases) for k in keys}
     overall_tally = case_tally(overall, case_idx, n_cases)
     k_max = max(int(run.trials_per_case or 1), int(overall_tally.graded.max(initial=0)))
@@ -300,10 +304,7 @@ def report_from_rows(*, run: Any, rows: RunRows, reasons: ReasonRows) -> RunRepo
     def figures(mask: np.ndarray) -> tuple[Figures, list[Figures]]:
         return (
             figures_for(OVERALL, None, overall_tally, mask, k_max),
-            [
-                figures_for(k, gating.get(k, False), tallies[k], mask, k_max, scores[k])
-                for k in keys
-            ],
+            [figures_for(k, k in gating, tallies[k], mask, k_max, scores[k]) for k in keys],
         )
 
     overall_figures, grader_figures = figures(np.ones(n_cases, dtype=bool))
@@ -345,6 +346,7 @@ def report_from_rows(*, run: Any, rows: RunRows, reasons: ReasonRows) -> RunRepo
         run_name=run.name,
         suite_name=run.suite.name,
         status=run.status,
+        status_shown=run_status_shown(run).as_json(),
         is_simulated=bool(run.is_simulated),
         trials_per_case=int(run.trials_per_case),
         n_cases=n_cases,

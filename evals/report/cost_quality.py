@@ -23,8 +23,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from decimal import Decimal
 
+from core.bounds import COST_USD_QUANTUM
+
 PER_TRIAL_QUANTUM = Decimal("1e-12")
-COLUMN_QUANTUM = Decimal("1e-8")
+COLUMN_QUANTUM = COST_USD_QUANTUM  # the cost column's decimals (core.bounds)
 
 
 @dataclass(frozen=True)
@@ -69,7 +71,7 @@ def cost_quality(
     """``CostQuality`` from a run's totals: ``finished`` trials, the sum of their known costs
     (USD; None or 0 when none is known), ``cost_unknown`` trials with a null cost, overall
     ``passed`` trials and the pass rate with its 95% interval (fractions). No queries."""
-    # Quantized to the column's 8 decimal places: SQLite sums decimals as floats (15
+    # Quantized to the column's 12 decimal places: SQLite sums decimals as floats (15
     # significant digits), PostgreSQL exactly; both then read the same.
     known = Decimal(cost_known_usd or 0).quantize(COLUMN_QUANTUM)
     total = known if finished and not cost_unknown else None

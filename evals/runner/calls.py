@@ -7,6 +7,10 @@ database, stops the spending at once while the calls in flight finish. At most
 ``concurrency`` calls are in flight; a target that raises (it must not) gives an errored
 result, never a lost trial.
 
+A call already sent that waits to try again (a retry's back-off, a wait for the limiter) is
+not withdrawn: ``stop`` tells it to make no further attempt (``evals.runner.call_stop``), and
+it ends at once with error kind ``cancelled``.
+
 A target whose calls wait for the endpoint's shared limiter (``evals.runner.limiter``; its
 ``withdrawable`` is true) may hold a trial a long time before sending it; such a trial is
 still withdrawn until the target says it is sending (``limiter.call_sending``): the waiting
@@ -22,6 +26,7 @@ import threading
 import time
 from typing import Any
 
+from evals.runner.call_stop import CALL_STOP
 from evals.runner.limiter import SEND_HOOK
 from evals.runner.targets import CaseInput, TargetResult, target_from_config
 from evals.runner.targets.base import MAX_CONCURRENCY
@@ -66,6 +71,7 @@ class CallPool:
         self._settled = 0  # calls returned (loop thread) or withdrawn (consuming thread)
         self._waiting: dict[int, asyncio.Task] = {}  # withdrawable calls not yet sending
         self._cancelled: set[int] = set()  # ... and those withdrawn while waiting
+        self._stops: dict[int, asyncio.Event] = {}  # calls started -> their CALL_STOP event
         self.concurrency = 1
         self._thread = threading.Thread(target=self._run, name="assay-target-calls", daemon=True)
 
@@ -98,6 +104,10 @@ class CallPool:
             if item is None:
                 return
             trial_id, case_input = item
+            # This worker's context (copied into a withdrawable call's task) carries the
+            # call's stop event: ``stop`` sets it.
+            self._stops[trial_id] = stop = asyncio.Event()
+            CALL_STOP.set(stop)
             try:
                 if getattr(target, "withdrawable", False):
                     result = await self._withdrawable_call(target, trial_id, case_input)
@@ -107,6 +117,8 @@ class CallPool:
                     result = await target.call(case_input)
             except Exception as exc:  # noqa: BLE001 - the contract says never raise
                 result = TargetResult(output="", error=f"target raised {type(exc).__name__}: {exc}")
+            finally:
+                self._stops.pop(trial_id, None)
             self._settled += 1  # only this loop's thread and ``withdraw`` (on it) write it
             self._results.put((trial_id, result))
 
@@ -144,6 +156,15 @@ class CallPool:
         self._settled += len(withdrawn)
         return withdrawn
 
+    def _stop(self, trial_ids: list[int]) -> list[int]:
+        stopped = []
+        for trial_id in trial_ids:
+            event = self._stops.get(trial_id)
+            if event is not None:
+                event.set()
+                stopped.append(trial_id)
+        return stopped
+
     # -- the consuming thread -----------------------------------------------------------
 
     def __enter__(self) -> CallPool:
@@ -176,6 +197,21 @@ class CallPool:
         if self._loop is None or self._closed or not self._thread.is_alive():
             return []
         return asyncio.run_coroutine_threadsafe(self._drain(), self._loop).result()
+
+    def stop(self, trial_ids: list[int]) -> list[int]:
+        """Tell the calls of ``trial_ids`` in flight to make no further attempt
+        (``evals.runner.call_stop``): one between attempts ends at once with error kind
+        ``cancelled``, one in an attempt ends when the attempt does (its answer kept). Its
+        result still arrives through ``results``. Returns the ids told (those in flight)."""
+        if self._loop is None or self._closed or not self._thread.is_alive():
+            return []
+        return self._loop_run(self._stop, trial_ids)
+
+    def _loop_run(self, function, *args):
+        async def on_loop():
+            return function(*args)
+
+        return asyncio.run_coroutine_threadsafe(on_loop(), self._loop).result()
 
     def results(self, timeout: float) -> list[tuple[int, TargetResult]]:
         """The results that arrive within ``timeout`` seconds of waiting (empty when none

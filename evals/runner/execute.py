@@ -30,6 +30,7 @@ from evals.grading.ladder import (
     grades_insert,
 )
 from evals.models import Run, TopUp, Trial
+from evals.runner.call_stop import CANCELLED_KIND
 from evals.runner.calls import CallPool
 from evals.runner.finalize import run_finalize, trials_cancel
 from evals.runner.pricing import cost_breakdown, price_lookup
@@ -378,6 +379,9 @@ class _ChunkCalls:
         self.prices: dict[str, Any] = {}
         self.unwritten: list[tuple[int, TargetResult]] = []
         self.run_cancelled = False
+        # Calls in flight told to stop (``CallPool.stop``) -> whether their trial leaves the
+        # run's count when it ends cancelled (a cancelled top-up's, on a run that goes on).
+        self.stopping: dict[int, bool] = {}
 
     def execute(self) -> None:
         """Run the chunk to its end (every claimed trial written or released)."""
@@ -427,6 +431,18 @@ class _ChunkCalls:
         # Results are written as they arrive; a batch is whatever arrived meanwhile. A trial
         # and its deterministic grades commit together: a worker killed between the two would
         # leave an ok trial no later chunk grades (the sweeper re-sends only running trials).
+        # A call stopped between attempts (``_stop_check``) ends its trial as cancelled.
+        stopped = [
+            (tid, r)
+            for tid, r in results
+            if r.error_kind == CANCELLED_KIND and tid in self.stopping
+        ]
+        if stopped:
+            stopped_ids = {tid for tid, _ in stopped}
+            results = [(tid, r) for tid, r in results if tid not in stopped_ids]
+            self._stopped_write(stopped)
+            if not results:
+                return
         with transaction.atomic():
             written = set(
                 trial_results_record(
@@ -451,6 +467,24 @@ class _ChunkCalls:
                     self.judge_sent.add(trial_id)  # an errored trial is never judged
             if len(self.to_judge) >= trial_chunk_size():
                 self.judge_flush()
+
+    def _stopped_write(self, stopped: list[tuple[int, TargetResult]]) -> None:
+        """Trials whose call was stopped before a new attempt: running -> cancelled
+        (``trials_cancel``), the error saying how many attempts were made; never graded or
+        judged, never counted as finished."""
+        for uncount in (False, True):
+            ids = [tid for tid, _ in stopped if self.stopping[tid] is uncount]
+            trials_cancel(
+                run_id=self.run_id,
+                trial_ids=ids,
+                uncount=uncount,
+                errors={tid: r.error or "" for tid, r in stopped if tid in ids},
+            )
+        for tid, _ in stopped:
+            self.held.pop(tid, None)
+            self.stopping.pop(tid, None)
+            self.settled.add(tid)  # nothing to grade
+            self.judge_sent.add(tid)  # a cancelled trial is never judged
 
     def judge_flush(self) -> None:
         """Enqueue the judge rung (``_judge_chunk_enqueue``, through the outbox) of the ok
@@ -482,6 +516,18 @@ class _ChunkCalls:
             del self.held[tid]
         if keep:
             self.pool.submit([(tid, self.held[tid].case_input) for tid in keep])
+        # Calls already sent make no further attempt (a retry in its back-off ends now, as
+        # cancelled: ``_write``); an attempt in flight finishes and its answer is recorded.
+        kept = set(keep)
+        in_flight = [
+            tid
+            for tid, held in self.held.items()
+            if tid not in self.stopping
+            and tid not in kept
+            and (run_cancelled or held.top_up_id in cancelled_top_ups)
+        ]
+        for tid in self.pool.stop(in_flight):
+            self.stopping[tid] = not run_cancelled
         if run_cancelled:
             self.run_cancelled = True
             self.pending = []
@@ -522,8 +568,10 @@ def trial_chunk_execute(*, run_id: int, trial_ids: list[int]) -> None:
 
     Stops paying promptly: the run's status is read with every batch of results (and every
     ``STOP_CHECK_S``), so once it is cancelled no new call starts (claimed trials not yet
-    called become cancelled; calls in flight finish and are recorded); the same for trials
-    of a cancelled top-up. Leases of held trials are renewed every third of a lease, so a
+    called become cancelled; a call waiting to retry makes no further attempt and its trial
+    becomes cancelled, its error saying the attempts made (``evals.runner.call_stop``);
+    attempts in flight finish and their answers are recorded); the same for trials of a
+    cancelled top-up. Leases of held trials are renewed every third of a lease, so a
     healthy chunk is never taken over. When a database statement fails, the chunk stops
     starting calls and recovers (``_ChunkCalls.recover``).
 

@@ -7,10 +7,11 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import Count, F, Q
 from django.utils import timezone
 
+from core.actors import actor_text, via_of
 from core.errors import DomainError
 from core.outbox import outbox_enqueue
 from core.roles import ENGINEER, LEAD, role_require
@@ -151,44 +152,63 @@ def _judge_grading_pending(run_id: int) -> bool:
     return judged < ok.count() * len(keys)
 
 
-def trials_cancel(*, run_id: int, trial_ids: list[int], uncount: bool) -> int:
-    """Cancel trials of ``run_id`` that are queued, or claimed but not called (running):
-    compare-and-set to ``cancelled``; returns how many changed. ``uncount``: take them out
-    of the run's ``trials_total`` too (a cancelled top-up's trials on a run that goes on)."""
+def trials_cancel(
+    *, run_id: int, trial_ids: list[int], uncount: bool, errors: dict[int, str] | None = None
+) -> int:
+    """Cancel trials of ``run_id`` that are queued, or claimed and not answered (running:
+    not called yet, or stopped between two attempts of a call): compare-and-set to
+    ``cancelled``; returns how many changed. ``uncount``: take them out of the run's
+    ``trials_total`` too (a cancelled top-up's trials on a run that goes on). ``errors``:
+    trial id -> what its call did before it stopped ("cancelled: stopped before attempt
+    3; last: rate_limited: ..."), kept as its ``error_message``."""
     if not trial_ids:
         return 0
     with transaction.atomic():
-        changed = Trial.objects.filter(
+        live = Trial.objects.filter(
             id__in=trial_ids,
             run_id=run_id,
             status__in=[Trial.Status.QUEUED, Trial.Status.RUNNING],
-        ).update(status=Trial.Status.CANCELLED, finished_at=timezone.now(), lease_expires_at=None)
+        )
+        if errors and connection.features.has_select_for_update:
+            live = live.select_for_update()
+        changing = list(live.values_list("id", flat=True)) if errors else None
+        changed = live.update(
+            status=Trial.Status.CANCELLED, finished_at=timezone.now(), lease_expires_at=None
+        )
+        for trial_id in changing or ():
+            if errors.get(trial_id):
+                Trial.objects.filter(id=trial_id).update(error_message=errors[trial_id])
         if changed and uncount:
             Run.objects.filter(id=run_id).update(trials_total=F("trials_total") - changed)
     return changed
 
 
-def run_cancel(*, run: Run, by=None, refuse_finished: bool = False) -> bool:
+def run_cancel(*, run: Run, by=None, via: str | None = None, refuse_finished: bool = False) -> bool:
     """Cancel a queued or running run (compare-and-set); its queued trials become cancelled.
     Chunks at work see it with their next batch of results: they start no new call, their
-    claimed trials not yet called become cancelled, calls in flight finish and are recorded
-    (``evals.runner.execute``); the run stays cancelled. Engineers and leads (``by`` None: a
-    command). Returns False when the run was already terminal (nothing changes); with
+    claimed trials not yet called become cancelled, calls waiting to retry make no further
+    attempt and their trials become cancelled, calls in flight finish and are recorded
+    (``evals.runner.execute``); the run stays cancelled. Engineers and leads. Who cancelled
+    it is stored (``cancelled_by``, ``cancelled_via``) and logged: ``by`` the user or None,
+    ``via`` a ``core.actors.Via`` value (None: a page for a user, else the system; a
+    command passes ``Via.COMMAND``). Returns False when the run was already terminal
+    (nothing changes); with
     ``refuse_finished`` a run that had already succeeded or failed raises
     ``DomainError(field="run", code="conflict")`` instead (cancelling a cancelled one stays a
     quiet False). Raises PermissionDenied."""
     if by is not None:
         role_require(by, ENGINEER, LEAD, action="cancelling a run")
+    user = by if by is not None and by.is_authenticated else None
     with transaction.atomic():
         changed = Run.objects.filter(
             id=run.id, status__in=[Run.Status.QUEUED, Run.Status.RUNNING]
-        ).update(status=Run.Status.CANCELLED)
+        ).update(status=Run.Status.CANCELLED, cancelled_by=user, cancelled_via=via_of(user, via))
         if changed:
             Trial.objects.filter(run_id=run.id, status=Trial.Status.QUEUED).update(
                 status=Trial.Status.CANCELLED, finished_at=timezone.now()
             )
     if changed:
-        logger.info("run %s cancelled by %s", run.id, getattr(by, "username", None))
+        logger.info("run %s cancelled %s", run.id, actor_text(by=user, via=via))
     run_finalize(run_id=run.id)
     run.refresh_from_db()
     if refuse_finished and not changed and run.status != Run.Status.CANCELLED:

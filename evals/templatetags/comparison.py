@@ -24,6 +24,34 @@ def points(delta: float | None) -> str:
     return f"{'+' if value > 0 else '−'}{abs(value):.1f} pts"
 
 
+def points_bounds(low: float | None, high: float | None) -> str | None:
+    """The bounds of an interval of differences of rates in signed percentage points,
+    "−12.5, +3.0": one decimal, more (up to four) when one would print two equal bounds of an
+    interval that is not of zero width; None when a bound is None."""
+    if low is None or high is None:
+        return None
+
+    def text(value: float, decimals: int) -> str:
+        shown = f"{abs(value) * 100:.{decimals}f}"
+        if float(shown) == 0:
+            return shown
+        return f"{'+' if value > 0 else '−'}{shown}"
+
+    for decimals in range(1, 5):
+        a, b = text(low, decimals), text(high, decimals)
+        if a != b or not high > low:
+            break
+    return f"{a}, {b}"
+
+
+@register.simple_tag
+def points_interval(low: float | None, high: float | None) -> str:
+    """An interval of differences of rates, "[−12.5, +3.0] pts" (``points_bounds``);
+    "undefined" when a bound is None."""
+    bounds = points_bounds(low, high)
+    return "undefined" if bounds is None else f"[{bounds}] pts"
+
+
 @register.filter
 def signed(value: float | Decimal | None, decimals: int = 1) -> str:
     """A signed number with ``decimals`` decimals ("+12.3", "−0.0040"); None -> "unknown"."""

@@ -18,6 +18,7 @@ from django.template.loader import render_to_string
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django_htmx.http import HttpResponseStopPolling
 
+from core.actors import Via
 from core.errors import DomainError
 from core.http import (
     RUNNER_ROLES,
@@ -67,7 +68,7 @@ def run_list(request: HtmxHttpRequest) -> HttpResponse:
 @require_GET
 @role_required(*VIEWER_ROLES)
 def run_detail(request: HttpRequest, run_id) -> HttpResponse:
-    run = get_object_or_404(Run.objects.select_related("suite"), uuid=run_id)
+    run = get_object_or_404(Run.objects.select_related("suite", "cancelled_by"), uuid=run_id)
     top_ups = TopUp.objects.filter(Q(head=run) | Q(base=run)).select_related("head", "base")
     return render(
         request,
@@ -117,11 +118,13 @@ def run_new(request: HtmxHttpRequest) -> HttpResponse:
     suite_id = query_uuid(request, "suite")  # ?suite=zzz is a 400, not the first suite
     suite = Suite.objects.filter(uuid=suite_id).first() if suite_id else None
     suite = suite or Suite.objects.order_by("name").first()
-    graders = suite_default_graders(suite=suite) if suite else []
+    prefill = suite_default_graders(suite=suite) if suite else None
+    graders = prefill.graders if prefill else []
     form = RunStartForm(initial={"suite": suite, "graders": json.dumps(graders, indent=2)})
+    context = {"form": form, "prefill": prefill}
     if request.htmx and request.htmx.target == "graders-field":
-        return render(request, "evals/run_new.html#graders-field", {"form": form})
-    return render(request, "evals/run_new.html", {"form": form})
+        return render(request, "evals/run_new.html#graders-field", context)
+    return render(request, "evals/run_new.html", context)
 
 
 @require_GET
@@ -130,7 +133,7 @@ def run_progress(request: HtmxHttpRequest, run_id) -> HttpResponse:
     """The progress fragment, polled every 2 s; 286 (stop polling) once the run is terminal,
     with a one-shot fetch of the run page that swaps its final report (``#run-report``) in,
     so a page watching a run shows the finished report without a reload."""
-    run = get_object_or_404(Run, uuid=run_id)
+    run = get_object_or_404(Run.objects.select_related("cancelled_by"), uuid=run_id)
     context = {"run": run, "finished_now": run.is_terminal}
     html = render_to_string("evals/fragments/run_progress.html", context, request=request)
     if run.is_terminal:
@@ -144,7 +147,7 @@ def run_cancel(request: HtmxHttpRequest, run_id) -> HttpResponse:
     """Cancel a run (``run_cancel``); htmx gets the progress fragment, a form post a redirect."""
 
     run = get_object_or_404(Run, uuid=run_id)
-    cancelled = run_cancel_service(run=run, by=request.user)  # refreshes ``run``
+    cancelled = run_cancel_service(run=run, by=request.user, via=Via.PAGE)  # refreshes ``run``
     if request.htmx:
         html = render_to_string("evals/fragments/run_progress.html", {"run": run}, request=request)
         return HttpResponseStopPolling(html) if run.is_terminal else HttpResponse(html)

@@ -20,8 +20,10 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from core.api.permissions import IsRunner
-from core.bounds import INT_MAX, LATENCY_MS_MAX
+from core.bounds import COST_USD_DECIMAL_PLACES, COST_USD_MAX_DIGITS, INT_MAX, LATENCY_MS_MAX
+from evals.api.runs import RunStatusShownSerializer
 from evals.models import Run
+from evals.run_status import run_status_shown
 from interop.importers.context import retired_cases_shown
 from interop.ingest.sources import source_open
 from interop.ingest.submit import ingest_submit
@@ -146,8 +148,8 @@ class IngestTrialInput(serializers.Serializer):
         help_text="Latency of the call (milliseconds, from 0 to 86,400,000: one day).",
     )
     cost_usd = serializers.DecimalField(
-        max_digits=14,
-        decimal_places=8,
+        max_digits=COST_USD_MAX_DIGITS,
+        decimal_places=COST_USD_DECIMAL_PLACES,
         required=False,
         allow_null=True,
         help_text="Cost in USD (decimal string or number; null = unknown, never 0).",
@@ -216,7 +218,13 @@ class IngestOutput(serializers.Serializer):
     name = serializers.CharField(help_text="Run name.")
     suite = serializers.UUIDField(help_text="UUID of the suite.")
     suite_name = serializers.CharField(help_text="Suite name.")
-    status = serializers.CharField(help_text="The run's status (succeeded).")
+    status = serializers.CharField(
+        help_text="The run's stored status (succeeded: the import finished)."
+    )
+    status_shown = RunStatusShownSerializer(
+        help_text="The status every page shows: imported, with its errored trials and "
+        "whether it is partial (evals.run_status)."
+    )
     counts = IngestCountsOutput(help_text="What was written.")
     retired_cases = serializers.ListField(
         child=serializers.CharField(),
@@ -323,6 +331,7 @@ class IngestApi(APIView):
                 "suite": str(run.suite.uuid),
                 "suite_name": run.suite.name,
                 "status": run.status,
+                "status_shown": run_status_shown(run).as_json(),
                 "counts": {
                     "cases": summary.cases,
                     "trials": summary.trials,

@@ -9,7 +9,7 @@ from django.utils import timezone
 
 from core.errors import DomainError
 from evals.cases import cases_upsert
-from evals.models import Run, Suite
+from evals.models import Grade, Run, Suite, Trial
 from judges.models import Judge, JudgeVersion, judge_version_hash
 
 BATCH_SIZE = 1000
@@ -186,14 +186,44 @@ def run_finish(
     errored: int = 0,
     graders: list[dict] | None = None,
     trials_per_case: int = 1,
+    planned: int | None = None,
+    source_status: str = "",
+    status: str = Run.Status.SUCCEEDED,
 ) -> None:
-    """Mark an imported run succeeded with its final counts and grader set."""
-    run.status = Run.Status.SUCCEEDED
-    run.trials_total = trials
+    """Close an imported run with its final counts, grader set and what went wrong.
+
+    ``trials`` were recorded, ``errored`` of them errored; ``planned`` is how many the source
+    meant to run when it says so (an Inspect log: samples × epochs). The run's
+    ``trials_total`` is the larger of ``planned`` and its cases × ``trials_per_case`` (the
+    highest attempt): fewer recorded trials make it partial (``evals.run_status``), as a
+    cancelled executed run is. ``error_message`` says, as ``evals.runner.finalize`` does for
+    an executed run: "3 of 60 trials errored; 2 grade errors; partial: 58 of 60 trials
+    recorded; the source's status is 'cancelled'" (``source_status``: the source's own word
+    when it did not finish, "" otherwise); empty when nothing went wrong. The stored status is
+    ``succeeded`` (the import finished); every surface shows it as imported, with these
+    problems (``evals.run_status.run_status_shown``); ``status``: a run file's own (a
+    failed or cancelled run exported by Assay keeps it). Two queries and a save.
+    """
+    tpc = max(1, trials_per_case)
+    n_cases = Trial.objects.filter(run=run).values("case_id").distinct().count()
+    total = max(trials, n_cases * tpc, planned or 0)
+    grade_errors = Grade.objects.filter(trial__run=run, status=Grade.Status.ERROR).count()
+    problems = []
+    if errored:
+        problems.append(f"{errored} of {trials} trials errored")
+    if grade_errors:
+        problems.append(f"{grade_errors} grade error{'s' if grade_errors != 1 else ''}")
+    if trials < total:
+        problems.append(f"partial: {trials} of {total} trials recorded")
+    if source_status:
+        problems.append(f"the source's status is {source_status!r}")
+    run.status = status
+    run.trials_total = total
     run.trials_finished = trials
     run.trials_errored = errored
-    run.trials_per_case = max(1, trials_per_case)
-    run.finished_at = timezone.now()
+    run.trials_per_case = tpc
+    run.error_message = "; ".join(problems)
+    run.finished_at = run.finished_at or timezone.now()
     if graders is not None:
         run.graders = graders
     run.save(
@@ -203,6 +233,7 @@ def run_finish(
             "trials_finished",
             "trials_errored",
             "trials_per_case",
+            "error_message",
             "finished_at",
             "graders",
         ]

@@ -226,8 +226,12 @@ def trials_store(
     extra: dict,
     trials: list[TrialIn],
     graders: list[dict],
+    planned: int | None = None,
+    source_status: str = "",
 ) -> None:
-    """Store ``trials`` as the new run ``ctx.run_name`` (imported, format ``fmt``).
+    """Store ``trials`` as the new run ``ctx.run_name`` (imported, format ``fmt``);
+    ``planned`` and ``source_status`` as ``run_finish`` takes them (what the source meant to
+    run; its status when it did not finish).
 
     Checks first, then writes: one case per key (the same key with different content in one
     file is an error naming both records), (case, attempt) unique; ``graders`` is the run's
@@ -299,4 +303,6 @@ def trials_store(
         errored=errored,
         graders=graders,
         trials_per_case=max(t.attempt for t in trials),
+        planned=planned,
+        source_status=source_status,
     )

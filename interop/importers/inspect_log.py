@@ -325,4 +325,21 @@ def inspect_import(*, ctx: ImportContext, document: Any) -> None:
         extra=extra,
         trials=trials,
         graders=list(graders.values()),
+        planned=_planned(ev),
+        # "success" is a finished eval; "error" and "cancelled" stopped early.
+        source_status="" if status == "success" else status[:100],
     )
+
+
+def _planned(ev: dict) -> int | None:
+    """Trials the eval meant to run: its samples (``eval.dataset.sample_ids``, the ids the
+    eval chose, after any ``--limit``) × ``eval.config.epochs`` (1 when not given); None
+    when the log does not say (no id list, epochs not a whole number): never a guess from
+    ``dataset.samples``, the whole dataset's size."""
+    dataset = ev.get("dataset") if isinstance(ev.get("dataset"), dict) else {}
+    config = ev.get("config") if isinstance(ev.get("config"), dict) else {}
+    ids, epochs = dataset.get("sample_ids"), config.get("epochs")
+    epochs = 1 if epochs is None else epochs
+    if not isinstance(ids, list) or isinstance(epochs, bool) or not isinstance(epochs, int):
+        return None
+    return len(ids) * epochs if epochs >= 1 else None

@@ -66,6 +66,10 @@ def text_lines(stream: BinaryIO | Iterable[bytes]) -> Iterator[tuple[int, str]]:
                 f"({exc.reason}); save the file as UTF-8"
             ) from None
         offset += len(raw)
+        if text and text.find("\n") == len(text) - 1 and "\r" not in text:
+            line_no += 1  # one line ending in LF, no CR (most lines): what the rules below give
+            yield line_no, text
+            continue
         # Binary iteration splits on LF only, so CRLF stays within one piece; a lone CR
         # (old Mac line ending) becomes a line break of its own.
         text = text.replace("\r\n", "\n").replace("\r", "\n")

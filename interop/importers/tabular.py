@@ -33,7 +33,8 @@ optional field is null:
 - ``input_tokens``, ``output_tokens``: integers >= 0; ``latency_ms``: milliseconds from 0 to
   86,400,000 (one day; ``core.bounds``, so ``1e308`` is refused naming the row and field);
   ``cost_usd``: decimal USD >= 0 and below 1,000,000 (empty = unknown = null, never 0),
-  stored to 1e-8 USD (8 decimal places, rounded half up).
+  stored to 1e-12 USD (12 decimal places, rounded half up; a positive cost below 5e-13, which
+  would be stored as 0, is refused).
 
 Unmapped columns are kept in ``Trial.raw_response["extra"]`` (column -> value as read; an
 empty CSV cell is null).
@@ -100,8 +101,8 @@ _NON_FINITE_STRINGS = {
 _INT = re.compile(r"[0-9]+")
 INT_MAX = bounds.INT_MAX  # attempt and token counts: the database's integer columns
 NAME_MAX = 200  # grader names
-COST_LIMIT = bounds.COST_USD_LIMIT  # cost_usd is numeric(14, 8): below 1,000,000 USD ...
-COST_STEP = Decimal("0.00000001")  # ... and stored to 1e-8 USD (rounded half up)
+COST_LIMIT = bounds.COST_USD_LIMIT  # cost_usd is numeric(20, 12): below 1,000,000 USD ...
+COST_STEP = bounds.COST_USD_QUANTUM  # ... and stored to 1e-12 USD (rounded half up)
 OVERFLOW = "a number out of range (it overflows to infinity)"
 
 
@@ -232,6 +233,9 @@ def _decimal(row: Row, name: str) -> Decimal | None:
         raise _err(row, name, f"expected a finite amount >= 0, got {_show(value)}")
     if amount >= COST_LIMIT:
         raise _err(row, name, f"expected an amount below {COST_LIMIT:,} USD, got {_show(value)}")
+    problem = bounds.cost_problem(amount)  # a known cost that would be stored as 0 (free)
+    if problem:
+        raise _err(row, name, problem)
     return amount.quantize(COST_STEP, rounding=ROUND_HALF_UP)
 
 

@@ -11,7 +11,7 @@ from typing import Any
 
 from django.utils import timezone
 
-from core.db import raw_rows, rows_insert
+from core.db import raw_rows, rows_insert, values_insert
 from evals.cases import CaseSpec
 from evals.models import Case, Grade, Run, Trial
 from interop.importers.context import BATCH_SIZE, ImportContext, run_finish
@@ -20,6 +20,39 @@ from labeling.models import Label
 
 # A batch is also written once its outputs reach this many characters (memory bound).
 BATCH_CHARS = 32 * 1024 * 1024
+# The columns each trial and grade row gives, in order (``core.db.values_insert``: a tuple
+# per row, no dict; the trial's other columns take their defaults, all null).
+_TRIAL_COLUMNS = (
+    "uuid",
+    "run_id",
+    "case_id",
+    "attempt",
+    "status",
+    "error_message",
+    "output",
+    "raw_response",
+    "latency_ms",
+    "input_tokens",
+    "output_tokens",
+    "cost_usd",
+    "trajectory",
+    "final_state",
+    "created_at",
+    "finished_at",
+)
+_GRADE_COLUMNS = (
+    "trial_id",
+    "grader",
+    "grader_version",
+    "judge_version_id",
+    "status",
+    "passed",
+    "score",
+    "reason",
+    "details",
+    "gating",
+    "created_at",
+)
 
 
 class TrialsWriter:
@@ -147,32 +180,34 @@ def _write_batch(
     now = timezone.now()
     run_id = run.id
     case_ids = {key: case.id for key, case in cases.items()}
-    rows_insert(
+    started = run.started_at
+    values_insert(
         Trial,
+        _TRIAL_COLUMNS,
         [
-            {
-                "uuid": uuid.uuid4(),
-                "run_id": run_id,
-                "case_id": case_ids[spec.case_key],
-                "attempt": spec.attempt,
-                "status": spec.status,
-                "error_message": spec.error,
-                "output": spec.output,
-                "raw_response": {
+            (
+                uuid.uuid4(),
+                run_id,
+                case_ids[spec.case_key],
+                spec.attempt,
+                spec.status,
+                spec.error,
+                spec.output,
+                {
                     "format": "tabular",
                     "row": spec.where,
                     "model": spec.model or None,
                     "extra": spec.raw,
                 },
-                "latency_ms": spec.latency_ms,
-                "input_tokens": spec.input_tokens,
-                "output_tokens": spec.output_tokens,
-                "cost_usd": spec.cost_usd,
-                "trajectory": spec.trajectory,
-                "final_state": spec.final_state,
-                "created_at": spec.created_at or now,
-                "finished_at": spec.created_at or run.started_at,
-            }
+                spec.latency_ms,
+                spec.input_tokens,
+                spec.output_tokens,
+                spec.cost_usd,
+                spec.trajectory,
+                spec.final_state,
+                spec.created_at or now,
+                spec.created_at or started,
+            )
             for spec in batch
         ],
     )
@@ -184,21 +219,22 @@ def _write_batch(
     for spec in batch:
         trial_id = trial_ids[(case_ids[spec.case_key], spec.attempt)]
         for g in spec.grades:
-            graders.setdefault(g.grader, {"key": g.grader, "kind": "imported", "gating": True})
+            if g.grader not in graders:
+                graders[g.grader] = {"key": g.grader, "kind": "imported", "gating": True}
             grades.append(
-                {
-                    "trial_id": trial_id,
-                    "grader": g.grader,
-                    "grader_version": "imported",
-                    "judge_version_id": None,
-                    "status": g.status,
-                    "passed": g.passed,
-                    "score": g.score,
-                    "reason": g.reason,
-                    "details": g.details,
-                    "gating": True,
-                    "created_at": now,
-                }
+                (
+                    trial_id,
+                    g.grader,
+                    "imported",
+                    None,
+                    g.status,
+                    g.passed,
+                    g.score,
+                    g.reason,
+                    g.details,
+                    True,
+                    now,
+                )
             )
         for lab in spec.labels:
             labels.append(
@@ -215,7 +251,7 @@ def _write_batch(
                     "updated_at": now,
                 }
             )
-    rows_insert(Grade, grades)
+    values_insert(Grade, _GRADE_COLUMNS, grades)
     rows_insert(Label, labels)
     ctx.summary.trials += len(batch)
     ctx.summary.grades += len(grades)

@@ -10,7 +10,7 @@ import pytest
 from django.core.serializers.json import DjangoJSONEncoder
 from django.db import models
 
-from core.db import _json_dumper, rows_insert
+from core.db import _json_dumper, rows_insert, values_insert
 from evals.models import Case, Suite
 
 VALUES = [
@@ -135,3 +135,36 @@ def test_rows_insert_takes_rows_that_give_different_fields():
     assert got["b"].tags == ["x"]
     assert got["c"].tags == [] and got["c"].expected == "e"
     assert got["d"].expected == "z" and got["d"].content_hash == ""
+
+
+@pytest.mark.django_db
+def test_values_insert_writes_tuples_in_the_named_order_and_defaults_the_rest():
+    suite = Suite.objects.create(name="s")
+    when = datetime.datetime(2026, 3, 4, 5, 6, 7, 123456, tzinfo=datetime.UTC)
+    # Not the model's order; "context", "tags", "goal_state" and "retired_at" are not named.
+    names = ("key", "uuid", "created_at", "expected", "suite_id", "input", "content_hash")
+    values_insert(
+        Case,
+        names,
+        [
+            ("k0", uuid.UUID(int=1), when, {"a": [1, 2.5]}, suite.id, "q0", "h" * 64),
+            ("k1", uuid.UUID(int=2), when, None, suite.id, {"q": "é"}, "h" * 64),
+        ],
+    )
+    got = {c.key: c for c in Case.objects.filter(suite=suite)}
+    assert sorted(got) == ["k0", "k1"]
+    assert got["k0"].uuid == uuid.UUID(int=1)
+    assert got["k0"].expected == {"a": [1, 2.5]}
+    assert got["k1"].expected is None
+    assert got["k1"].input == {"q": "é"}
+    assert got["k0"].created_at == when
+    assert (got["k0"].context, got["k0"].tags, got["k0"].goal_state) == ([], [], None)
+    assert got["k1"].retired_at is None
+
+
+@pytest.mark.django_db
+def test_values_insert_refuses_a_name_that_is_not_a_field(django_assert_num_queries):
+    with pytest.raises(ValueError, match="not a field of Case: \\['nope'\\]"):
+        values_insert(Case, ("key", "nope"), [("k", 1)])
+    with django_assert_num_queries(0):
+        values_insert(Case, ("key",), [])  # nothing to write: no query

@@ -6,12 +6,15 @@ from __future__ import annotations
 
 import io
 import json
+import logging
 
 import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
+from django.test import Client
 
 from evals.models import Run, Trial
+from evals.runner.finalize import run_cancel
 from evals.runner.start import run_start
 from tests.core.test_api_core import client_for
 from tests.evals.test_worker import _suite
@@ -69,3 +72,50 @@ def test_the_command_cancels_and_refuses_a_finished_run_with_exit_3(queued):
     with pytest.raises(CommandError, match="has already failed") as exc:
         call_command("run_cancel", str(queued.uuid))
     assert exc.value.returncode == 3
+
+
+def _shown(run: Run, viewer) -> tuple[dict, str, str]:
+    """What the API's run, the run page and its progress fragment say of the cancel."""
+    body = client_for(viewer).get(f"/api/runs/{run.uuid}/").json()
+    client = Client()
+    client.force_login(viewer)
+    page = client.get(f"/runs/{run.uuid}/").content.decode()
+    fragment = client.get(f"/runs/{run.uuid}/progress/").content.decode()
+    return body, page, fragment
+
+
+@pytest.mark.parametrize(
+    ("how", "said", "via", "by"),
+    [
+        ("command", "from the command line", "command", None),
+        ("system", "by the system", "system", None),
+        ("api", "by carol through the API", "api", "carol"),
+        ("page", "by carol", "page", "carol"),
+    ],
+)
+def test_every_cancel_names_its_actor_in_the_log_the_page_and_the_api(
+    queued, carol, alice, caplog, how, said, via, by
+):
+    with caplog.at_level(logging.INFO, logger="evals.runner.finalize"):
+        if how == "command":
+            call_command("run_cancel", str(queued.uuid), stdout=io.StringIO())
+        elif how == "system":
+            run_cancel(run=queued)
+        elif how == "api":
+            assert client_for(carol).post(f"/api/runs/{queued.uuid}/cancel").status_code == 200
+        else:
+            client = Client()
+            client.force_login(carol)
+            assert client.post(f"/runs/{queued.uuid}/cancel/").status_code == 302
+    logged = [r.getMessage() for r in caplog.records if "cancelled" in r.getMessage()]
+    assert logged == [f"run {queued.id} cancelled {said}"]
+    body, page, fragment = _shown(queued, alice)
+    assert (body["cancelled"], body["cancelled_via"], body["cancelled_by"]) == (said, via, by)
+    assert f"Cancelled {said}" in page and f"Cancelled {said}" in fragment
+    assert "None" not in logged[0] + body["cancelled"]
+
+
+def test_a_run_not_cancelled_names_no_actor(queued, alice):
+    body, page, _ = _shown(queued, alice)
+    assert (body["cancelled"], body["cancelled_via"], body["cancelled_by"]) == ("", "", None)
+    assert "Cancelled" not in page

@@ -200,7 +200,16 @@ def test_retiring_is_recorded_and_retiring_twice_is_a_conflict(suite, carol):
         ({"key": " padded"}, "key", "spaces"),
         ({"key": "k" * 201}, "key", "200"),
         ({"tags": ["a", "a"]}, "tags", "each once"),
-        ({"input": ["not", "a", "table"]}, "input", "string or a table"),
+        ({"input": ["not", "a", "table"]}, "input", "a string or an object, got a list"),
+        ({"context": {"id": "d"}}, "context", "expected a list of documents"),
+        ({"context": ["d"]}, "context[0]", "expected a document"),
+        (
+            {"context": [{"id": "d", "text": "t"}, {"id": 1, "text": "t"}]},
+            "context[1].id",
+            "a number (1)",
+        ),
+        ({"context": [{"id": "d"}]}, "context[0]", 'missing "text"'),
+        ({"context": [{"id": "d", "text": "t", "src": "x"}]}, "context[0].src", "unknown field"),
     ],
 )
 def test_hostile_content_is_refused_the_same_way_by_the_editor_and_config_files(

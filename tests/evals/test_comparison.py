@@ -10,7 +10,9 @@ from django.test.utils import CaptureQueriesContext
 
 from evals.comparison.compute import BROKEN, comparison_compute, comparison_get, pvalue_format
 from evals.comparison.gate import gate_decide
+from evals.comparison.render import gate_text
 from evals.comparison.run_data import run_data_from_dict, run_data_get, run_data_to_dict
+from stats.passk import difference_interval
 from tests.comparison_builders import db_run, judge_version, run_data
 
 COLLAPSE_BASE = {
@@ -246,6 +248,26 @@ def test_it_reports_pass_hat_k_deltas_for_every_k():
     assert [p.k for p in c.pass_hat_k] == [1, 2, 3, 4]
     assert c.pass_hat_k[0].delta == pytest.approx(-0.125)
     assert c.pass_hat_k[3].base == pytest.approx(0.5) and c.pass_hat_k[3].head == 0.0
+
+
+def test_every_pass_k_delta_has_its_interval_in_the_json_and_the_gate_text():
+    c = comparison_compute(
+        base=run_data({"a": "PPPP", "b": "PPFF"}), head=run_data({"a": "PPPF", "b": "PPFF"})
+    )
+    data = c.to_dict()
+    for rows, key in ((c.pass_hat_k, "pass_hat_k"), (c.pass_at_k, "pass_at_k")):
+        for row, out in zip(rows, data[key], strict=True):
+            want = difference_interval(
+                row.base, row.base_low, row.base_high, row.head, row.head_low, row.head_high
+            )
+            assert (row.delta_low, row.delta_high) == want
+            assert row.delta_low < row.delta < row.delta_high  # never of zero width
+            assert (out["delta_low"], out["delta_high"]) == want
+    # pass^4: base 0.5 (case a passed all 4), head 0: the interval reaches far below 0.
+    assert c.pass_hat_k[3].delta == pytest.approx(-0.5) and c.pass_hat_k[3].delta_low < -0.5
+    text = gate_text(c, gate_decide(comparison=c))
+    low, high = (f"{v * 100:+.1f}" for v in (c.pass_hat_k[0].delta_low, c.pass_hat_k[0].delta_high))
+    assert f"(-12.5 pp [{low}, {high}])" in text
 
 
 def test_it_loads_a_run_in_a_constant_number_of_queries(db):

@@ -139,7 +139,13 @@ def test_the_expected_answer_keeps_its_type(client, carol, trial, fmt, typed, st
         ({"expected_format": "json", "expected": '{"a": 1, "a": 2}'}, "twice"),
         ({"input_format": "json", "input": '{"q": "a\\u0000b"}'}, "U+0000"),
         ({"goal_state": '["\\ud800"]'}, "U+0000"),
-        ({"context": '[{"id": 1}]'}, "id ="),
+        (
+            {"context": '[{"id": 1, "text": "t"}]'},
+            "context[0].id: expected a string, got a number (1)",
+        ),
+        ({"context": '[{"id": "d"}]'}, "context[0]: missing &quot;text&quot;"),
+        ({"context": '{"id": "d", "text": "t"}'}, "context: expected a list of documents"),
+        ({"context": '[{"id": "d", "text": "t",}]'}, "context: not valid JSON (line 1"),
         ({"input_format": "json", "input": "[1, 2]"}, "object"),
     ],
 )
@@ -202,6 +208,42 @@ def test_the_editor_edits_content_then_tags_then_retires(client, alice, trial):
     assert actions == [("replaced", "alice"), ("retagged", "alice"), ("retired", "alice")]
     page = client.get(reverse("evals:suite-detail", args=[case.suite.uuid])).content.decode()
     assert "tags billing → billing, refunds" in page
+
+
+@pytest.mark.parametrize(
+    ("context", "error"),
+    [
+        (
+            '[{"id": "d", "txt": "t"}]',
+            'context[0].txt: unknown field: a document has only "id" and "text"',
+        ),
+        ('[{"id": "d", "text": 3}]', "context[0].text: expected a string, got a number (3)"),
+        ('[{"id": "d", "text": "t"}, "x"]', "context[1]: expected a document"),
+    ],
+)
+def test_the_editor_names_the_context_item_and_what_is_wrong_on_its_field(
+    client, alice, trial, context, error
+):
+    login(client, alice)
+    case = trial.case
+    edit = reverse("evals:case-edit", args=[case.suite.uuid, case.uuid])
+    data = {
+        "key": case.key,
+        "input_format": "text",
+        "input": "Can I get a refund?",
+        "expected_format": "text",
+        "expected": "Within 30 days.",
+        "context": context,
+        "tags": "",
+        "goal_state": "",
+    }
+    response = client.post(edit, data)
+    assert response.status_code == 200
+    errors = response.context["form"].errors
+    assert list(errors) == ["context"] and errors["context"][0].startswith(error)
+    assert "=" not in errors["context"][0]  # no TOML notation in a JSON field
+    case.refresh_from_db()
+    assert case.retired_at is None
 
 
 def test_a_comparison_case_offers_add_as_a_case(client, carol):

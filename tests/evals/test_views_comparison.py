@@ -19,7 +19,9 @@ from evals.comparison.compute import comparison_get
 from evals.comparison.gate import gate_decide
 from evals.comparison.textdiff import word_diff
 from evals.models import Case, Grade, Trial
+from evals.templatetags.comparison import points_interval
 from stats.intervals import clopper_pearson_interval
+from stats.passk import difference_interval
 from tests.comparison_builders import db_run, judge_version
 
 HOSTILE_OUTPUT = "<img src=x onerror=alert(1)>"
@@ -270,12 +272,21 @@ def test_the_pass_k_table_shows_each_sides_interval(client, bob, two_runs):
     rows = re.findall(r"<tr><td>(\d+)</td>(.*?)</tr>", table, re.S)
     assert [int(k) for k, _ in rows] == [1, 2, 3]
     interval = r'\d+\.\d% <span class="muted">\[\d+\.\d+%, \d+\.\d+%\]</span>'
+    delta = r'[+−]?\d+\.\d pts <span class="muted">\[[+−]?\d+\.\d+, [+−]?\d+\.\d+\] pts</span>'
     for _, row in rows:
         cells = re.findall(r'<td class="num">(.*?)</td>', row, re.S)
-        assert len(cells) == 5
-        for cell in cells[:4]:
+        assert len(cells) == 4
+        for cell in cells:
             assert re.fullmatch(interval, cell.strip()), cell
+        deltas = re.findall(r'<td class="num passk-delta">(.*?)</td>', row, re.S)
+        assert len(deltas) == 2
+        for cell in deltas:
+            assert re.fullmatch(delta, cell.strip()), cell
     # pass^3: 2 of 4 cases passed all three trials on each side (one block of 3 per case).
     low, high = clopper_pearson_interval(2, 4)
     shown = f'50.0% <span class="muted">{percent_interval(low, high)}</span>'
     assert rows[2][1].count(shown) == 2
+    # Its head − base: 0 with the MOVER interval of the two equal sides, never [0, 0].
+    d_low, d_high = difference_interval(0.5, low, high, 0.5, low, high)
+    assert d_low < 0 < d_high
+    assert f'0.0 pts <span class="muted">{points_interval(d_low, d_high)}</span>' in rows[2][1]

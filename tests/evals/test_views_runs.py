@@ -226,6 +226,65 @@ def test_it_never_prefills_a_failed_runs_grader_set_and_prefers_the_baselines(cl
     assert json.loads(form.initial["graders"]) == GRADERS
 
 
+def test_it_prefills_only_the_graders_a_new_run_can_use_and_says_which_it_left_out(
+    client, alice, db
+):
+    suite = make_suite()
+    recorded = Judge.objects.create(name="gpt-4o / inspect", kind=Judge.Kind.RECORDED)
+    version = JudgeVersion.objects.create(judge=recorded, number=1, model="gpt-4o")
+    imported = make_run(
+        suite,
+        name="inspect-log",
+        source=Run.Source.IMPORTED,
+        target_kind="imported",
+        graders=[
+            {"key": "model_graded_fact", "kind": "imported", "gating": True},
+            *GRADERS,
+            {"key": "judged", "kind": "judge", "config": {"judge_version": str(version.uuid)}},
+            {"key": "no-kind"},
+        ],
+    )
+    Baseline.objects.create(suite=suite, run=imported)
+    client.force_login(alice)
+    response = client.get(reverse("evals:run-new"), {"suite": str(suite.uuid)})
+    assert json.loads(response.context["form"].initial["graders"]) == GRADERS
+    left_out = response.context["prefill"].left_out
+    assert [(g.key, g.kind) for g in left_out] == [
+        ("model_graded_fact", "imported"),
+        ("judged", "judge"),
+        ("no-kind", "imported"),
+    ]
+    assert "imported from" in left_out[0].reason and "recorded judge" in left_out[1].reason
+    page = response.content.decode()
+    assert "Prefilled from the graders of inspect-log, but for 3 this run could not use" in page
+    assert "<code>model_graded_fact</code> (imported): recorded by the harness" in page
+    # What the page prefilled starts: no grader the runner cannot run reaches the form.
+    form = client.get(reverse("evals:run-new"), {"suite": str(suite.uuid)}).context["form"]
+    assert form.fields["graders"].clean(form.initial["graders"])
+
+
+def test_an_imported_run_with_no_runnable_grader_prefills_none_and_says_why(client, alice, db):
+    suite = make_suite()
+    make_run(
+        suite,
+        name="promptfoo",
+        source=Run.Source.IMPORTED,
+        target_kind="imported",
+        graders=[{"key": "promptfoo", "kind": "imported", "gating": True}],
+    )
+    client.force_login(alice)
+    response = client.get(
+        reverse("evals:run-new"),
+        {"suite": str(suite.uuid)},
+        HTTP_HX_REQUEST="true",
+        HTTP_HX_TARGET="graders-field",
+    )
+    body = response.content.decode()
+    assert body.strip().startswith('<div id="graders-field">')
+    assert "[]</textarea>" in body
+    assert "<code>promptfoo</code> (imported)" in body and "<html" not in body
+
+
 def test_choosing_a_suite_reloads_only_the_grader_field_over_htmx(client, alice, db):
     suite = make_suite()
     make_run(suite, graders=GRADERS)

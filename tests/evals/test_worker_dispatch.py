@@ -5,28 +5,24 @@ chunks' trials still leave exactly the run's trials, each called once, graded on
 
 from __future__ import annotations
 
-import os
-import signal
 import time
 
 import pytest
 
-from config.celery import app
 from evals.models import Run, Trial
 from evals.runner.finalize import run_cancel
-from evals.runner.start import run_start
-from evals.runner.sweeper import runs_sweep
 from evals.tasks import run_chunk_execute
-from tests.evals.test_worker import (
-    _run_wait,
-    _suite,
-    _worker_log,
-    _worker_start,
-    _worker_stop,
-    worker_factory,
-    worker_queue,
+from tests.evals.test_worker import _run_wait, _worker_log, worker_factory, worker_queue
+from tests.evals.worker_runs import (
+    mock_calls,
+    mock_run_start,
+    ok_trials_wait,
+    rescue_worker,
+    run_assert_exact,
+    run_sweep_wait,
+    trials_settled_wait,
+    worker_kill,
 )
-from tests.evals.test_worker_faults import GRADERS, _assert_exact, _calls, _settled_trials, _target
 from tests.mockllm import mockllm
 
 pytestmark = [
@@ -49,20 +45,14 @@ def test_one_worker_keeps_the_runs_concurrency_across_chunks(
     settings.ASSAY = {**settings.ASSAY, "TRIAL_CHUNK_SIZE": 3}
     mock = mockllm("--latency-ms", "150")
     worker_factory()
-    run = run_start(
-        suite=_suite(20),
-        name="wide",
-        target=_target(mock, concurrency=8),
-        graders=GRADERS,
-        trials_per_case=3,
-    )
+    run = mock_run_start(mock, name="wide", cases=20, trials=3, concurrency=8)
     run = _run_wait(run, tmp_path)
 
     assert run.status == Run.Status.SUCCEEDED, _worker_log(tmp_path)
     stats = mock.stats()
     assert stats["max_inflight"] == 8, stats
-    _assert_exact(run, trials=60, calls=_calls(mock))
-    assert _calls(mock) == 60
+    run_assert_exact(run, trials=60, calls=mock_calls(mock))
+    assert mock_calls(mock) == 60
 
 
 def test_two_chunks_at_once_on_one_run_and_every_message_twice_call_each_trial_once(
@@ -73,13 +63,7 @@ def test_two_chunks_at_once_on_one_run_and_every_message_twice_call_each_trial_o
     settings.ASSAY = {**settings.ASSAY, "TRIAL_CHUNK_SIZE": 5}
     mock = mockllm("--latency-ms", "50")
     worker_factory(pool="threads", concurrency=2)
-    run = run_start(
-        suite=_suite(30),
-        name="twice",
-        target=_target(mock, concurrency=6),
-        graders=GRADERS,
-        trials_per_case=2,
-    )
+    run = mock_run_start(mock, name="twice", cases=30, trials=2, concurrency=6)
     ids = list(Trial.objects.filter(run=run).order_by("id").values_list("id", flat=True))
     for start in range(0, len(ids), 5):
         run_chunk_execute.delay(run.id, ids[start : start + 5])
@@ -89,8 +73,8 @@ def test_two_chunks_at_once_on_one_run_and_every_message_twice_call_each_trial_o
 
     assert run.status == Run.Status.SUCCEEDED, _worker_log(tmp_path)
     assert (run.trials_total, run.trials_finished, run.trials_errored) == (60, 60, 0)
-    _assert_exact(run, trials=60, calls=_calls(mock))
-    assert _calls(mock) == 60
+    run_assert_exact(run, trials=60, calls=mock_calls(mock))
+    assert mock_calls(mock) == 60
 
 
 def test_a_cancel_stops_a_chunk_holding_other_chunks_trials(
@@ -100,18 +84,9 @@ def test_a_cancel_stops_a_chunk_holding_other_chunks_trials(
     mock = mockllm("--latency-ms", "200")
     concurrency = 4
     worker_factory()
-    run = run_start(
-        suite=_suite(60),
-        name="cancel",
-        target=_target(mock, concurrency=concurrency),
-        graders=GRADERS,
-        trials_per_case=2,
-    )
+    run = mock_run_start(mock, name="cancel", cases=60, trials=2, concurrency=concurrency)
     first = _first_chunk(run, 4)
-    deadline = time.monotonic() + 20
-    while Trial.objects.filter(run=run, status=Trial.Status.OK).count() < 12:
-        assert time.monotonic() < deadline, _worker_log(tmp_path)
-        time.sleep(0.05)
+    ok_trials_wait(run, 12, tmp_path)
     # The first chunk's own 4 trials are long done: what runs now it took from the others.
     running = set(
         Trial.objects.filter(run=run, status=Trial.Status.RUNNING).values_list("id", flat=True)
@@ -119,13 +94,13 @@ def test_a_cancel_stops_a_chunk_holding_other_chunks_trials(
     assert running and not running & first
 
     run_cancel(run=run)
-    at_cancel = _calls(mock)
-    _settled_trials(run)
+    at_cancel = mock_calls(mock)
+    trials_settled_wait(run)
     time.sleep(0.5)  # a call started late would reach the mock by now
 
-    calls = _calls(mock)
+    calls = mock_calls(mock)
     assert calls - at_cancel <= 2 * concurrency, (at_cancel, calls)
-    _assert_exact(run, trials=120, calls=calls)
+    run_assert_exact(run, trials=120, calls=calls)
     cancelled = Trial.objects.filter(run=run, status=Trial.Status.CANCELLED).count()
     assert cancelled == 120 - calls and cancelled > 0
     run = _run_wait(run, tmp_path)
@@ -140,46 +115,21 @@ def test_a_worker_killed_holding_other_chunks_trials_is_recovered_by_the_sweeper
     lease = {"ASSAY_TRIAL_LEASE_SECONDS": "2"}
     concurrency = 3
     victim = worker_factory(env=lease)
-    rescue_queue = f"{worker_queue}-rescue"
-    survivor, survivor_log = _worker_start(
-        rescue_queue, tmp_path / "worker-rescue.log", pool="solo", concurrency=1, env=lease
-    )
-    try:
-        run = run_start(
-            suite=_suite(30),
-            name="killed",
-            target=_target(mock, concurrency=concurrency),
-            graders=GRADERS,
-            trials_per_case=1,
-        )
+    with rescue_worker(worker_queue, tmp_path, lease) as rescue_queue:
+        run = mock_run_start(mock, name="killed", cases=30, trials=1, concurrency=concurrency)
         first = _first_chunk(run, 4)
-        deadline = time.monotonic() + 20
-        while Trial.objects.filter(run=run, status=Trial.Status.OK).count() < 8:
-            assert time.monotonic() < deadline, _worker_log(tmp_path)
-            time.sleep(0.05)
-        os.killpg(victim.pid, signal.SIGKILL)
-        victim.wait(timeout=10)
+        ok_trials_wait(run, 8, tmp_path)
+        lost = worker_kill(victim, run, mock)
         held = set(
             Trial.objects.filter(run=run, status=Trial.Status.RUNNING).values_list("id", flat=True)
         )
-        lost = _calls(mock) - Trial.objects.filter(run=run, status__in=Trial.FINISHED).count()
         # It died holding trials other messages carry (still waiting in its queue).
         assert held and not held & first
-
-        app.conf.task_default_queue = rescue_queue  # restored by the worker_queue fixture
-        deadline = time.monotonic() + 25
-        while not run.is_terminal:
-            assert time.monotonic() < deadline, _worker_log(tmp_path)
-            runs_sweep()
-            time.sleep(0.5)
-            run.refresh_from_db()
-    finally:
-        _worker_stop(survivor)
-        survivor_log.close()
+        run = run_sweep_wait(run, rescue_queue, tmp_path)
 
     # Paid and never recorded: only calls of trials it held (in flight, or answered and not
     # yet written when it died); nothing else is lost or doubled.
     assert 0 <= lost <= len(held)
     assert run.status == Run.Status.SUCCEEDED, _worker_log(tmp_path)
-    _assert_exact(run, trials=30, calls=_calls(mock) - lost)
-    assert _calls(mock) == 30 + lost
+    run_assert_exact(run, trials=30, calls=mock_calls(mock) - lost)
+    assert mock_calls(mock) == 30 + lost

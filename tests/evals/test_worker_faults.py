@@ -7,30 +7,32 @@ from __future__ import annotations
 
 import io
 import json
-import os
-import signal
 import time
+import uuid
 
 import pytest
 from django.core.management import call_command
 from django.urls import reverse
 
-from config.celery import app
 from core.outbox import outbox_unsent
-from evals.models import Grade, Run, Trial
-from evals.runner.start import run_start, run_subject
+from evals.models import Run, Trial
+from evals.runner.start import run_subject
 from evals.runner.sweeper import runs_sweep
 from tests.broker import broker_unreachable
 from tests.core.test_api_core import client_for
 from tests.evals.test_views_runs import make_suite, start_form
-from tests.evals.test_worker import (
-    _run_wait,
-    _suite,
-    _worker_log,
-    _worker_start,
-    _worker_stop,
-    worker_factory,
-    worker_queue,
+from tests.evals.test_worker import _run_wait, _suite, _worker_log, worker_factory, worker_queue
+from tests.evals.worker_runs import (
+    GRADERS,
+    mock_calls,
+    mock_run_start,
+    mock_target,
+    ok_trials_wait,
+    rescue_worker,
+    run_assert_exact,
+    run_sweep_wait,
+    trials_settled_wait,
+    worker_kill,
 )
 from tests.mockllm import mockllm
 
@@ -40,42 +42,6 @@ pytestmark = [
 ]
 
 __all__ = ["mockllm", "worker_factory", "worker_queue"]  # fixtures, used by name
-
-GRADERS = [{"key": "nonempty", "kind": "regex", "config": {"pattern": "."}}]
-
-
-def _target(mock, *, concurrency: int) -> dict:
-    return {
-        "kind": "openai",
-        "base_url": mock.base_url,
-        "model": "mock-model",
-        "prompt_template": "$input",
-        "concurrency": concurrency,
-    }
-
-
-def _calls(mock) -> int:
-    return mock.stats()["requests"]
-
-
-def _assert_exact(run: Run, *, trials: int, calls: int) -> None:
-    """The run has ``trials`` trials, every call made is one recorded trial, and every ok
-    trial has exactly one grade of each grader."""
-    rows = Trial.objects.filter(run=run)
-    assert rows.count() == trials
-    recorded = rows.filter(status__in=Trial.FINISHED).count()
-    assert calls == recorded, (calls, recorded)
-    ok = rows.filter(status=Trial.Status.OK).count()
-    assert Grade.objects.filter(trial__run=run).count() == ok * len(GRADERS)
-
-
-def _settled_trials(run: Run, timeout: float = 20.0) -> None:
-    """Wait until no trial of ``run`` is queued or running."""
-    deadline = time.monotonic() + timeout
-    open_ = [Trial.Status.QUEUED, Trial.Status.RUNNING]
-    while Trial.objects.filter(run=run, status__in=open_).exists():
-        assert time.monotonic() < deadline, "trials still open"
-        time.sleep(0.1)
 
 
 def test_a_run_started_while_the_broker_is_down_starts_once_it_is_back(
@@ -87,7 +53,7 @@ def test_a_run_started_while_the_broker_is_down_starts_once_it_is_back(
     body = {
         "suite": str(suite.uuid),
         "name": "outage",
-        "target": _target(mock, concurrency=4),
+        "target": mock_target(mock, concurrency=4),
         "graders": GRADERS,
         "trials_per_case": 3,
     }
@@ -104,15 +70,15 @@ def test_a_run_started_while_the_broker_is_down_starts_once_it_is_back(
     worker_factory()
     time.sleep(1.5)  # the broker is back, but nothing was sent: the run waits for the sweep
     run.refresh_from_db()
-    assert run.status == Run.Status.QUEUED and _calls(mock) == 0
+    assert run.status == Run.Status.QUEUED and mock_calls(mock) == 0
 
     assert runs_sweep().messages == 3  # what Celery beat runs every SWEEP_SECONDS
     run = _run_wait(run, tmp_path)
 
     assert run.status == Run.Status.SUCCEEDED, _worker_log(tmp_path)
     assert outbox_unsent(subject=run_subject(run.id)) == 0
-    _assert_exact(run, trials=30, calls=_calls(mock))
-    assert _calls(mock) == 30
+    run_assert_exact(run, trials=30, calls=mock_calls(mock))
+    assert mock_calls(mock) == 30
 
 
 def test_run_suite_warns_without_a_traceback_when_the_broker_is_down(worker_queue, tmp_path):
@@ -153,28 +119,33 @@ def test_a_cancel_mid_chunk_stops_the_calls_within_one_call(
     mock = mockllm("--latency-ms", "200")
     concurrency = 4
     worker_factory()
-    run = run_start(
-        suite=_suite(60),
-        name="cancel",
-        target=_target(mock, concurrency=concurrency),
-        graders=GRADERS,
-        trials_per_case=2,
-    )
+    api = client_for(carol)
+    # The first request imports the URL conf (seconds on a loaded machine): make it before
+    # the run starts, so the cancel below is not late by that much.
+    assert api.post(f"/api/runs/{uuid.uuid4()}/cancel").status_code == 404
+    run = mock_run_start(mock, name="cancel", cases=60, trials=2, concurrency=concurrency)
+    # Wait on the calls the mock has answered, not on rows: under load a worker's write
+    # window can hold the first rows back until the run is nearly done, and the cancel
+    # must come mid-chunk (the run takes ~6 s at C = 4 and 200 ms).
     deadline = time.monotonic() + 20
-    while Trial.objects.filter(run=run, status=Trial.Status.OK).count() < 8:
+    while mock_calls(mock) < 8:
         assert time.monotonic() < deadline, _worker_log(tmp_path)
-        time.sleep(0.05)
+        time.sleep(0.02)
 
-    response = client_for(carol).post(f"/api/runs/{run.uuid}/cancel")
-    at_cancel = _calls(mock)
-    assert response.status_code == 200 and response.json()["status"] == "cancelled"
-    _settled_trials(run)
+    response = api.post(f"/api/runs/{run.uuid}/cancel")
+    at_cancel = mock_calls(mock)
+    assert response.status_code == 200 and response.json()["status"] == "cancelled", (
+        response.json(),
+        Run.objects.get(pk=run.pk).status,
+        mock_calls(mock),
+    )
+    trials_settled_wait(run)
     time.sleep(0.5)  # a call started late would reach the mock by now
 
-    calls = _calls(mock)
+    calls = mock_calls(mock)
     # In flight at the cancel: at most `concurrency`; one write window may start as many again.
     assert calls - at_cancel <= 2 * concurrency, (at_cancel, calls)
-    _assert_exact(run, trials=120, calls=calls)
+    run_assert_exact(run, trials=120, calls=calls)
     cancelled = Trial.objects.filter(run=run, status=Trial.Status.CANCELLED).count()
     assert cancelled == 120 - calls and cancelled > 0  # the cancel came mid-chunk
     run = _run_wait(run, tmp_path)
@@ -190,13 +161,7 @@ def test_a_chunk_longer_than_its_lease_is_not_taken_over(
     lease = {"ASSAY_TRIAL_LEASE_SECONDS": "2"}  # renewed every 0.67 s; the chunk takes ~3 s
     worker_factory(env=lease)
     worker_factory(env=lease)  # a second worker, ready to take over any expired lease
-    run = run_start(
-        suite=_suite(20),
-        name="long",
-        target=_target(mock, concurrency=2),
-        graders=GRADERS,
-        trials_per_case=1,
-    )
+    run = mock_run_start(mock, name="long", cases=20, trials=1, concurrency=2)
     taken_back = 0
     deadline = time.monotonic() + 25
     while not run.is_terminal:
@@ -207,8 +172,8 @@ def test_a_chunk_longer_than_its_lease_is_not_taken_over(
 
     assert run.status == Run.Status.SUCCEEDED, _worker_log(tmp_path)
     assert taken_back == 0
-    _assert_exact(run, trials=20, calls=_calls(mock))
-    assert _calls(mock) == 20
+    run_assert_exact(run, trials=20, calls=mock_calls(mock))
+    assert mock_calls(mock) == 20
 
 
 def test_a_worker_killed_mid_chunk_is_recovered_by_the_sweeper(
@@ -220,49 +185,15 @@ def test_a_worker_killed_mid_chunk_is_recovered_by_the_sweeper(
     concurrency = 2
     victim = worker_factory(env=lease)
     # The survivor starts now, on a queue of its own, so it cannot take the chunk first;
-    # the sweeps below send to its queue.
-    rescue_queue = f"{worker_queue}-rescue"
-    survivor, survivor_log = _worker_start(
-        rescue_queue, tmp_path / "worker-rescue.log", pool="solo", concurrency=1, env=lease
-    )
-    try:
-        run, lost = _killed_and_recovered(victim, rescue_queue, mock, tmp_path, concurrency)
-    finally:
-        _worker_stop(survivor)
-        survivor_log.close()
+    # the sweeps send to its queue.
+    with rescue_worker(worker_queue, tmp_path, lease) as rescue_queue:
+        run = mock_run_start(mock, name="killed", cases=24, trials=1, concurrency=concurrency)
+        ok_trials_wait(run, 4, tmp_path)
+        lost = worker_kill(victim, run, mock)
+        run = run_sweep_wait(run, rescue_queue, tmp_path)
     # Calls in flight when it died were paid and never recorded; nothing else is lost or
     # doubled: exactly its trials, and the mock's count is the trials plus those.
     assert 0 <= lost <= concurrency
     assert run.status == Run.Status.SUCCEEDED, _worker_log(tmp_path)
-    _assert_exact(run, trials=24, calls=_calls(mock) - lost)
-    assert _calls(mock) == 24 + lost
-
-
-def _killed_and_recovered(
-    victim, rescue_queue: str, mock, tmp_path, concurrency: int
-) -> tuple[Run, int]:
-    """Start a 24-trial run, kill -9 its worker after 4 trials, sweep until the run ends;
-    returns the run (refreshed) and the calls lost in flight at the kill."""
-    run = run_start(
-        suite=_suite(24),
-        name="killed",
-        target=_target(mock, concurrency=concurrency),
-        graders=GRADERS,
-        trials_per_case=1,
-    )
-    deadline = time.monotonic() + 20
-    while Trial.objects.filter(run=run, status=Trial.Status.OK).count() < 4:
-        assert time.monotonic() < deadline, _worker_log(tmp_path)
-        time.sleep(0.05)
-    os.killpg(victim.pid, signal.SIGKILL)
-    victim.wait(timeout=10)
-    lost = _calls(mock) - Trial.objects.filter(run=run, status__in=Trial.FINISHED).count()
-
-    app.conf.task_default_queue = rescue_queue  # restored by the worker_queue fixture
-    deadline = time.monotonic() + 25
-    while not run.is_terminal:
-        assert time.monotonic() < deadline, _worker_log(tmp_path)
-        runs_sweep()
-        time.sleep(0.5)
-        run.refresh_from_db()
-    return run, lost
+    run_assert_exact(run, trials=24, calls=mock_calls(mock) - lost)
+    assert mock_calls(mock) == 24 + lost

@@ -64,17 +64,6 @@ def llm():
     server.stop()
 
 
-def openai_target(llm: FakeLLM) -> dict:
-    return {
-        "kind": "openai",
-        "base_url": llm.base_url,
-        "model": "fake-model",
-        "prompt_template": "$input",
-        "max_attempts": 1,
-        "timeout_s": 5,
-    }
-
-
 def one_case_run(django_capture_on_commit_callbacks, target: dict, graders=GRADERS) -> Run:
     suite = Suite.objects.create(name="hostile")
     Case.objects.create(suite=suite, key="c1", input="question", expected="yes")
@@ -101,7 +90,7 @@ def test_a_model_reply_escaping_one_is_stored_with_a_replacement_and_the_run_fin
     llm, client, carol, escape, django_capture_on_commit_callbacks
 ):
     llm.responder = lambda body: completion(f'"yes {escape} here"')
-    run = one_case_run(django_capture_on_commit_callbacks, openai_target(llm))
+    run = one_case_run(django_capture_on_commit_callbacks, llm.target(model="fake-model"))
 
     assert run.status == Run.Status.SUCCEEDED
     assert (run.trials_finished, run.trials_errored) == (2, 0)
@@ -129,7 +118,7 @@ def test_a_model_reply_with_a_raw_nul_byte_is_an_errored_trial_stored_clean(
 ):
     # A raw NUL inside a JSON string is not JSON: the 200 is malformed, its body kept clean.
     llm.responder = lambda body: completion('"yes \x00 here"')
-    run = one_case_run(django_capture_on_commit_callbacks, openai_target(llm))
+    run = one_case_run(django_capture_on_commit_callbacks, llm.target(model="fake-model"))
 
     assert run.status == Run.Status.FAILED
     assert (run.trials_finished, run.trials_errored) == (2, 2)
@@ -147,7 +136,7 @@ def test_raw_invalid_utf8_in_a_model_reply_reads_as_replacement_characters(
     # The UTF-8 form a lone surrogate would have (ED A0 80) is not UTF-8: decoded as U+FFFD.
     raw = completion('"yes @@"').replace(b"@@", b"\xed\xa0\x80")
     llm.responder = lambda body: raw
-    run = one_case_run(django_capture_on_commit_callbacks, openai_target(llm))
+    run = one_case_run(django_capture_on_commit_callbacks, llm.target(model="fake-model"))
 
     assert run.status == Run.Status.SUCCEEDED
     trial = Trial.objects.filter(run=run).first()
@@ -297,7 +286,9 @@ def test_the_judge_rung_of_a_run_finishes_when_the_judge_answers_one(
     graders = [
         {"key": "judge", "kind": "judge", "config": {"judge_version": str(version.uuid)}},
     ]
-    run = one_case_run(django_capture_on_commit_callbacks, openai_target(llm), graders=graders)
+    run = one_case_run(
+        django_capture_on_commit_callbacks, llm.target(model="fake-model"), graders=graders
+    )
     assert run.status == Run.Status.SUCCEEDED
     assert Grade.objects.filter(trial__run=run, grader="judge", passed=True).count() == 2
     assert all(

@@ -105,7 +105,7 @@ def test_no_csv_json_file_or_command_output_shows_a_cost_with_an_exponent(
     run, _, trial = zero_cost_run
     body = exports.table_csv(exports.run_table(run=run)).decode()
     _no_exponent(body, "run CSV")
-    assert ",0.00000000," in body
+    assert ",0.000000000000," in body  # the column's 12 decimals (core.bounds)
     api = client_for(carol)
     for where, url in {
         "run API": f"/api/runs/{run.uuid}/",
@@ -125,7 +125,7 @@ def test_no_csv_json_file_or_command_output_shows_a_cost_with_an_exponent(
     call_command("export_run", str(run.uuid), "--out", str(path))
     _no_exponent(path.read_text(), "export_run file")
     data = json.loads(path.read_text())
-    assert {t["cost_usd"] for c in data["cases"] for t in c["trials"]} == {"0.00000000"}
+    assert {t["cost_usd"] for c in data["cases"] for t in c["trials"]} == {"0.000000000000"}
     out = io.StringIO()
     call_command("run_report", str(run.uuid), stdout=out)
     _no_exponent(out.getvalue(), "run_report")

@@ -108,6 +108,13 @@ def test_it_stores_a_json_run_with_grades_and_labels(alice):
     run = Run.objects.get(uuid=data["run"])
     assert data["name"] == "r1" and data["suite"] == str(run.suite.uuid)
     assert data["suite_name"] == "ingest-suite" and data["status"] == "succeeded"
+    assert data["status_shown"] == {
+        "key": "imported-problems",
+        "label": "imported",
+        "problems": ["partial: 3 of 4 trials recorded"],
+        "errored": 0,
+        "partial": True,
+    }
     assert data["counts"] == {"cases": 2, "trials": 3, "grades": 4, "labels": 2}
     assert data["url"] == f"http://testserver/api/runs/{run.uuid}/"
     assert data["page"] == f"http://testserver/runs/{run.uuid}/"
@@ -118,7 +125,8 @@ def test_it_stores_a_json_run_with_grades_and_labels(alice):
         "succeeded",
     )
     assert run.suite.kind == "capability" and run.started_by == alice
-    assert (run.trials_total, run.trials_per_case) == (3, 2)
+    # c1 twice, c2 once: 3 of 2 cases x 2 attempts recorded, a partial run (evals.run_status).
+    assert (run.trials_finished, run.trials_total, run.trials_per_case) == (3, 4, 2)
     first = Trial.objects.get(run=run, case__key="c1", attempt=1)
     assert first.output == "answer 1" and first.cost_usd is not None
     assert first.created_at.isoformat() == "2025-02-24T15:30:00+00:00"
@@ -298,14 +306,31 @@ def test_a_lone_surrogate_in_a_json_body_whose_records_are_measured_is_a_400(
     assert row_counts() == NOTHING
 
 
-def test_a_cost_is_stored_to_a_hundred_millionth_of_a_dollar(carol):
+def test_a_cost_is_stored_to_a_trillionth_of_a_dollar(carol):
     resp = post_json(
         client_for(carol),
-        header(trials=[trial(1, cost_usd=0.1 + 0.2), trial(2, cost_usd="0.000000015")]),
+        header(
+            trials=[
+                trial(1, cost_usd=0.1 + 0.2),
+                trial(2, cost_usd="0.000000015"),
+                trial(3, cost_usd="0.0000000000015"),
+            ]
+        ),
     )
     assert resp.status_code == 201
     costs = dict(Trial.objects.values_list("case__key", "cost_usd"))
-    assert costs == {"c1": Decimal("0.30000000"), "c2": Decimal("0.00000002")}
+    assert costs == {
+        "c1": Decimal("0.300000000000"),
+        "c2": Decimal("0.000000015000"),  # it was stored as 0.00000002
+        "c3": Decimal("0.000000000002"),  # rounded half up
+    }
+
+
+def test_a_known_cost_that_would_be_stored_as_zero_is_refused(carol):
+    resp = post_json(client_for(carol), header(trials=[trial(1, cost_usd="4e-13")]))
+    assert resp.status_code == 400, resp.content
+    assert resp.json()["field"] == "cost_usd" and "would be stored as 0" in resp.json()["detail"]
+    assert row_counts() == NOTHING
 
 
 @pytest.mark.parametrize("fmt", ["json", "ndjson"])
@@ -578,3 +603,35 @@ def test_the_schema_documents_the_ingest_endpoint(alice):
     text = resp.content.decode()
     assert "/api/ingest" in text and "application/x-ndjson" in text
     assert "Idempotency-Key" in text
+
+
+def test_it_refuses_a_key_twice_in_a_plain_record_naming_its_line(carol):
+    # A record orjson reads (no NaN, no escapes): the duplicate is still seen.
+    text = ndjson(
+        header(), [trial(1)], raw_lines=['{"case_id": "c2", "passed": true, "passed": false}']
+    )
+    resp = post_ndjson(client_for(carol), text)
+    assert resp.status_code == 400, resp.content
+    assert resp.json()["record"] == 3
+    assert "key 'passed' appears twice" in resp.json()["detail"]
+    assert row_counts() == NOTHING
+
+
+def test_it_counts_a_lone_cr_as_a_line_break_in_the_lines_it_names(carol):
+    # Line 2 holds a lone CR: two lines for the reader, so the bad record is line 5, not 4.
+    text = json.dumps(header()) + "\n" + json.dumps(trial(1)) + "\r" + json.dumps(trial(2))
+    text += "\n" + json.dumps(trial(3)) + "\n" + json.dumps(trial(4, attempt=0)) + "\n"
+    resp = post_ndjson(client_for(carol), text)
+    assert resp.status_code == 400, resp.content
+    assert resp.json()["record"] == 5
+    assert resp.json()["detail"].startswith("line 5: field attempt:")
+
+
+def test_it_keeps_an_integer_past_64_bits_in_extra_as_an_integer(carol):
+    big = 2**70
+    text = ndjson(header(), [trial(1, extra={"big": big, "small": 7})])
+    resp = post_ndjson(client_for(carol), text)
+    assert resp.status_code == 201, resp.content
+    raw = Trial.objects.get().raw_response["extra"]
+    assert raw == {"big": big, "small": 7}
+    assert type(raw["big"]) is int

@@ -16,7 +16,8 @@ from tests.report_builders import mixed_run
 
 pytestmark = pytest.mark.django_db
 
-IDENTITY = {"run_uuid", "case_uuid", "suite_name", "run_name"}
+# Identity, and the status shown: the copy is imported (evals.run_status), the original not.
+IDENTITY = {"run_uuid", "case_uuid", "suite_name", "run_name", "status_shown"}
 
 
 def _figures(report) -> dict:
@@ -46,6 +47,8 @@ def test_it_reimports_a_run_with_the_same_report_figures(tmp_path, capsys):
     copy = Run.objects.get(suite__name="S2")
     assert copy.source == Run.Source.IMPORTED and copy.name == run.name
     assert _figures(run_report(run=copy)) == _figures(run_report(run=run))
+    shown = run_report(run=copy).status_shown
+    assert (shown["label"], shown["errored"]) == ("imported", 1)  # its errored trial, said
     original = Trial.objects.get(run=run, case__key="c1", attempt=1)
     again = Trial.objects.get(run=copy, case__key="c1", attempt=1)
     assert again.output == original.output and again.created_at == original.created_at

@@ -69,7 +69,7 @@ def test_it_exports_one_csv_row_per_trial_with_exact_values_in_the_viewer_zone()
         "10",
         "3",
     )
-    assert first["cost_usd"] == "0.00120000"
+    assert first["cost_usd"] == "0.001200000000"  # the column's 12 decimals (core.bounds)
     assert (
         first["exact.passed"],
         first["exact.status"],

@@ -8,6 +8,7 @@ server (``tests.fakellm``) and the project's shared mock (``tests.mockllm``)."""
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from types import SimpleNamespace
@@ -589,3 +590,36 @@ def test_the_api_cancels_a_judge_run_409_once_finished(queued, carol, alice, bob
     assert client_for(carol).post("/api/judge-runs/nope/cancel").status_code == 404
     unknown = "/api/judge-runs/00000000-0000-0000-0000-000000000000/cancel"
     assert client_for(carol).post(unknown).status_code == 404
+
+
+@pytest.mark.parametrize(
+    ("how", "said", "via", "by"),
+    [
+        ("command", "from the command line", "command", None),
+        ("system", "by the system", "system", None),
+        ("api", "by carol through the API", "api", "carol"),
+        ("page", "by carol", "page", "carol"),
+    ],
+)
+def test_every_judge_run_cancel_names_its_actor_in_the_log_the_page_and_the_api(
+    client, queued, carol, alice, caplog, how, said, via, by
+):
+    with caplog.at_level(logging.INFO, logger="judges.runs"):
+        if how == "command":
+            assert _command("--cancel", str(queued.uuid))[0] == 0
+        elif how == "system":
+            assert runs.judge_run_cancel(judge_run=queued)
+        elif how == "api":
+            assert (
+                client_for(carol).post(f"/api/judge-runs/{queued.uuid}/cancel").status_code == 200
+            )
+        else:
+            _login(client, carol)
+            client.post(reverse("judges:judge-run-cancel", args=[queued.uuid]))
+    logged = [r.getMessage() for r in caplog.records if "cancelled" in r.getMessage()]
+    assert logged == [f"judge run {queued.id} cancelled {said}"]
+    body = client_for(alice).get(f"/api/judge-runs/{queued.uuid}/").json()
+    assert (body["cancelled"], body["cancelled_via"], body["cancelled_by"]) == (said, via, by)
+    _login(client, alice)
+    page = client.get(reverse("judges:judge-run-detail", args=[queued.uuid])).content.decode()
+    assert f"Cancelled {said}" in page

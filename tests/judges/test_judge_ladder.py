@@ -7,6 +7,8 @@ by a responder), so every call crosses real HTTP.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 
 from core.errors import DomainError
@@ -51,17 +53,6 @@ def llm(judge):
     server.stop()
 
 
-def target(llm: FakeLLM) -> dict:
-    return {
-        "kind": "openai",
-        "base_url": llm.base_url,
-        "model": "target-model",
-        "prompt_template": "$input",
-        "max_attempts": 1,
-        "timeout_s": 5,
-    }
-
-
 def suite(answers: dict[str, str]) -> Suite:
     s = Suite.objects.create(name="ladder")
     for key, answer in answers.items():
@@ -79,20 +70,48 @@ def judge_spec(version, **config) -> dict:
     }
 
 
-def start(capture, llm, graders, answers, n=1) -> Run:
-    with capture(execute=True):
-        run = run_start(
-            suite=suite(answers), name="r", target=target(llm), graders=graders, trials_per_case=n
-        )
-    run.refresh_from_db()
-    return run
+@pytest.fixture
+def version(llm):
+    """A rubric judge version on the fake server (not trusted)."""
+    return make_version(llm)
+
+
+@pytest.fixture
+def ladder(llm, version, django_capture_on_commit_callbacks) -> Callable[..., Run]:
+    """``ladder(answers, n=1, **judge_config)``: a run of the cases ``answers`` (key ->
+    the target's answer) × ``n`` trials, graded by ``SAYS_YES`` then ``version`` with
+    ``judge_config``, executed eagerly on commit; the run, refreshed."""
+
+    def start(answers: dict[str, str], n: int = 1, **judge_config) -> Run:
+        with django_capture_on_commit_callbacks(execute=True):
+            run = run_start(
+                suite=suite(answers),
+                name="r",
+                target=llm.target(),
+                graders=[SAYS_YES, judge_spec(version, **judge_config)],
+                trials_per_case=n,
+            )
+        run.refresh_from_db()
+        return run
+
+    return start
+
+
+@pytest.fixture
+def enqueued(monkeypatch) -> list[tuple[int, list[int]]]:
+    """The judge rung's chunk messages ``(run_id, trial_ids)``, kept here instead of sent."""
+    messages: list[tuple[int, list[int]]] = []
+    monkeypatch.setattr(
+        "evals.runner.execute._judge_chunk_enqueue",
+        lambda run_id, ids: messages.append((run_id, ids)),
+    )
+    return messages
 
 
 # -- parsing -------------------------------------------------------------------------------
 
 
-def test_it_accepts_a_judge_version_in_a_grader_set(llm):
-    version = make_version(llm)
+def test_it_accepts_a_judge_version_in_a_grader_set(version):
     [spec] = parse_grader_specs([judge_spec(version, skip_if_failed=True)])
     assert (spec.is_judge, spec.config["skip_if_failed"]) == (True, True)
 
@@ -127,17 +146,8 @@ def test_it_refuses_a_pairwise_judge_as_a_trial_grader(llm):
 # -- the ladder in a run ---------------------------------------------------------------------
 
 
-def test_a_run_grades_deterministically_then_with_a_provisional_judge(
-    llm, judge, django_capture_on_commit_callbacks
-):
-    version = make_version(llm)
-    run = start(
-        django_capture_on_commit_callbacks,
-        llm,
-        [SAYS_YES, judge_spec(version)],
-        {"c1": "yes", "c2": "yes"},
-        n=2,
-    )
+def test_a_run_grades_deterministically_then_with_a_provisional_judge(judge, version, ladder):
+    run = ladder({"c1": "yes", "c2": "yes"}, n=2)
     grades = Grade.objects.filter(trial__run=run, grader="judge")
     assert run.status == Run.Status.SUCCEEDED
     assert judge.calls == 4 and grades.count() == 4
@@ -152,28 +162,17 @@ def test_a_run_grades_deterministically_then_with_a_provisional_judge(
     assert run_report(run=run).trials.judge_errors == 0
 
 
-def test_a_trusted_judge_version_gates(llm, django_capture_on_commit_callbacks):
-    version = make_version(llm)
+def test_a_trusted_judge_version_gates(version, ladder):
     trust(version)
-    run = start(
-        django_capture_on_commit_callbacks, llm, [SAYS_YES, judge_spec(version)], {"c1": "yes"}
-    )
+    run = ladder({"c1": "yes"})
     assert "gating" not in run.graders[1]
     assert list(
         Grade.objects.filter(trial__run=run, grader="judge").values_list("gating", flat=True)
     ) == [True]
 
 
-def test_skip_if_failed_leaves_the_judge_out_when_a_deterministic_grader_failed(
-    llm, judge, django_capture_on_commit_callbacks
-):
-    version = make_version(llm)
-    run = start(
-        django_capture_on_commit_callbacks,
-        llm,
-        [SAYS_YES, judge_spec(version, skip_if_failed=True)],
-        {"c1": "yes", "c2": "no", "c3": "no"},
-    )
+def test_skip_if_failed_leaves_the_judge_out_when_a_deterministic_grader_failed(judge, ladder):
+    run = ladder({"c1": "yes", "c2": "no", "c3": "no"}, skip_if_failed=True)
     by_case = {
         g.trial.case.key: g
         for g in Grade.objects.filter(trial__run=run, grader="judge").select_related("trial__case")
@@ -201,30 +200,14 @@ def test_skip_if_failed_leaves_the_judge_out_when_a_deterministic_grader_failed(
     assert not any(g.grader == "judge" for g in report.failure_reasons)
 
 
-def test_without_skip_if_failed_the_judge_sees_every_ok_trial(
-    llm, judge, django_capture_on_commit_callbacks
-):
-    version = make_version(llm)
-    start(
-        django_capture_on_commit_callbacks,
-        llm,
-        [SAYS_YES, judge_spec(version)],
-        {"c1": "yes", "c2": "no"},
-    )
+def test_without_skip_if_failed_the_judge_sees_every_ok_trial(judge, ladder):
+    ladder({"c1": "yes", "c2": "no"})
     assert judge.calls == 2
 
 
-def test_an_unparseable_judge_reply_is_an_errored_grade_counted_at_the_top(
-    llm, judge, django_capture_on_commit_callbacks
-):
+def test_an_unparseable_judge_reply_is_an_errored_grade_counted_at_the_top(judge, ladder):
     judge.reply = "I think this is mostly fine."
-    version = make_version(llm)
-    run = start(
-        django_capture_on_commit_callbacks,
-        llm,
-        [SAYS_YES, judge_spec(version)],
-        {"c1": "yes", "c2": "yes", "c3": "yes"},
-    )
+    run = ladder({"c1": "yes", "c2": "yes", "c3": "yes"})
     grades = Grade.objects.filter(trial__run=run, grader="judge")
     assert {(g.status, g.passed, g.reason) for g in grades} == {
         (Grade.Status.ERROR, None, "unparseable")
@@ -233,21 +216,8 @@ def test_an_unparseable_judge_reply_is_an_errored_grade_counted_at_the_top(
     assert run_report(run=run).trials.judge_errors == 3
 
 
-def test_the_run_stays_running_until_its_judge_grades_are_in(
-    llm, judge, django_capture_on_commit_callbacks, monkeypatch
-):
-    enqueued: list[tuple[int, list[int]]] = []
-    monkeypatch.setattr(
-        "evals.runner.execute._judge_chunk_enqueue",
-        lambda run_id, ids: enqueued.append((run_id, ids)),
-    )
-    version = make_version(llm)
-    run = start(
-        django_capture_on_commit_callbacks,
-        llm,
-        [SAYS_YES, judge_spec(version)],
-        {"c1": "yes", "c2": "yes"},
-    )
+def test_the_run_stays_running_until_its_judge_grades_are_in(judge, ladder, enqueued):
+    run = ladder({"c1": "yes", "c2": "yes"})
     assert (run.status, run.trials_finished, judge.calls) == (Run.Status.RUNNING, 2, 0)
     assert len(enqueued) == 1
     run_chunk_judge_task.delay(*enqueued[0])
@@ -256,22 +226,11 @@ def test_the_run_stays_running_until_its_judge_grades_are_in(
 
 
 def test_a_chunk_that_took_other_chunks_trials_enqueues_their_judge_rung_too(
-    llm, judge, django_capture_on_commit_callbacks, monkeypatch, settings
+    judge, ladder, enqueued, settings
 ):
     settings.ASSAY = {**settings.ASSAY, "TRIAL_CHUNK_SIZE": 2}
-    enqueued: list[tuple[int, list[int]]] = []
-    monkeypatch.setattr(
-        "evals.runner.execute._judge_chunk_enqueue",
-        lambda run_id, ids: enqueued.append((run_id, ids)),
-    )
-    version = make_version(llm)
     # Three chunk messages; the first (eager) calls all five trials, the other two nothing.
-    run = start(
-        django_capture_on_commit_callbacks,
-        llm,
-        [SAYS_YES, judge_spec(version)],
-        {f"c{i}": "yes" for i in range(1, 6)},
-    )
+    run = ladder({f"c{i}": "yes" for i in range(1, 6)})
     ids = sorted(run.trials.values_list("id", flat=True))
     *first, second, third = [sorted(chunk) for _, chunk in enqueued]
     # The first message sent the judge rung of every trial it wrote; each later
@@ -285,13 +244,14 @@ def test_a_chunk_that_took_other_chunks_trials_enqueues_their_judge_rung_too(
     assert Grade.objects.filter(trial__run=run, grader="judge").count() == 5
 
 
-def test_the_judge_rung_enqueues_only_after_commit(llm, judge, django_capture_on_commit_callbacks):
-    version = make_version(llm)
+def test_the_judge_rung_enqueues_only_after_commit(
+    llm, judge, version, django_capture_on_commit_callbacks
+):
     with django_capture_on_commit_callbacks(execute=False) as callbacks:
         run_start(
             suite=suite({"c1": "yes"}),
             name="r",
-            target=target(llm),
+            target=llm.target(),
             graders=[SAYS_YES, judge_spec(version)],
             trials_per_case=1,
         )
@@ -299,16 +259,8 @@ def test_the_judge_rung_enqueues_only_after_commit(llm, judge, django_capture_on
     assert judge.calls == 0 and not Grade.objects.exists()
 
 
-def test_a_redelivered_judge_chunk_adds_no_grade_and_no_call(
-    llm, judge, django_capture_on_commit_callbacks
-):
-    version = make_version(llm)
-    run = start(
-        django_capture_on_commit_callbacks,
-        llm,
-        [SAYS_YES, judge_spec(version)],
-        {"c1": "yes", "c2": "yes"},
-    )
+def test_a_redelivered_judge_chunk_adds_no_grade_and_no_call(judge, ladder):
+    run = ladder({"c1": "yes", "c2": "yes"})
     ids = list(run.trials.values_list("id", flat=True))
     assert run_chunk_judge(run_id=run.id, trial_ids=ids) == 0
     run_chunk_judge_task.delay(run.id, ids)
@@ -316,16 +268,8 @@ def test_a_redelivered_judge_chunk_adds_no_grade_and_no_call(
     assert judge.calls == 2
 
 
-def test_a_cancelled_run_is_not_judged(llm, judge, django_capture_on_commit_callbacks, monkeypatch):
-    enqueued: list[tuple[int, list[int]]] = []
-    monkeypatch.setattr(
-        "evals.runner.execute._judge_chunk_enqueue",
-        lambda run_id, ids: enqueued.append((run_id, ids)),
-    )
-    version = make_version(llm)
-    run = start(
-        django_capture_on_commit_callbacks, llm, [SAYS_YES, judge_spec(version)], {"c1": "yes"}
-    )
+def test_a_cancelled_run_is_not_judged(judge, ladder, enqueued):
+    run = ladder({"c1": "yes"})
     Run.objects.filter(id=run.id).update(status=Run.Status.CANCELLED)
     assert run_chunk_judge(run_id=run.id, trial_ids=enqueued[0][1]) == 0
     assert judge.calls == 0

@@ -45,16 +45,10 @@ def llm():
 
 
 def _run(capture, llm, suite: Suite, name: str, graders: list[dict]) -> Run:
-    target = {
-        "kind": "openai",
-        "base_url": llm.base_url,
-        "model": "target-model",
-        "prompt_template": "$input",
-        "max_attempts": 1,
-        "timeout_s": 5,
-    }
     with capture(execute=True):
-        run = run_start(suite=suite, name=name, target=target, graders=graders, trials_per_case=1)
+        run = run_start(
+            suite=suite, name=name, target=llm.target(), graders=graders, trials_per_case=1
+        )
     run.refresh_from_db()
     return run
 

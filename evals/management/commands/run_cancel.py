@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 
+from core.actors import Via
 from core.commands import DomainCommand
 from evals.management.commands.run_report import run_lookup
 from evals.runner.finalize import run_cancel
@@ -21,7 +22,7 @@ class Command(DomainCommand):
 
     def handle(self, *args, **options) -> None:
         run = run_lookup(options["run"])
-        changed = run_cancel(run=run, refuse_finished=True)
+        changed = run_cancel(run=run, via=Via.COMMAND, refuse_finished=True)
         if options["json"]:
             self.stdout.write(json.dumps({"run": str(run.uuid), "status": run.status}))
         else:

@@ -45,11 +45,19 @@ def _rate(f: Figures) -> str:
     return f"{_pct(r.mean)} 95% CI {percent_interval(r.ci_low, r.ci_high)} over {_cases(r.n_cases)}"
 
 
+def _status_text(report: RunReport) -> str:
+    """The status the pages show: "succeeded", "imported · 3 of 60 trials errored"."""
+    shown = report.status_shown
+    if not shown:
+        return report.status
+    return " · ".join([shown["label"], *shown["problems"]])
+
+
 def render_text(report: RunReport) -> str:
     """The report as plain text lines for the terminal."""
     t = report.trials
     lines = [
-        f"{report.suite_name} / {report.run_name} ({report.status})"
+        f"{report.suite_name} / {report.run_name} ({_status_text(report)})"
         + (" [simulated]" if report.is_simulated else "")
     ]
     lines += [f"!! {b}" for b in (report.errored_banner, report.incomplete_banner) if b]

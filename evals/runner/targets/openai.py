@@ -10,6 +10,8 @@ with a kind first (``rate_limited``, ``server_error 503``, ``timeout``,
 ``connection_error``, ``rejected_parameter``, ``client_error 400``, ``malformed_response``)
 then the provider's own message. 429, 5xx, timeouts and connection errors are retried with
 exponential backoff and jitter, waiting at least ``Retry-After``; other 4xx are not retried.
+A call whose run is cancelled (``evals.runner.call_stop``) makes no further attempt: its
+back-off and its wait for the limiter wake, and it ends with error kind ``cancelled``.
 
 A rejected parameter (``rejected_parameter``: a 400 or 422 answer naming the parameter in
 ``error.param``, in a FastAPI/pydantic ``detail[].loc`` of an extra input, or in its message:
@@ -57,6 +59,7 @@ from django.conf import settings
 
 from core.errors import DomainError
 from core.placeholders import placeholder_list, placeholders_check
+from evals.runner.call_stop import CANCELLED_KIND, Stopped, unless_stopped
 from evals.runner.limiter import Limiter, Outcome, call_sending, endpoint_key
 from evals.runner.limiter.headers import outcome_read, retry_after_ms_seconds
 from evals.runner.targets.base import MAX_CONCURRENCY, CaseInput, TargetResult, result_storable
@@ -542,7 +545,14 @@ class OpenAITarget:
         for attempt in range(1, self.config.max_attempts + 1):
             async with self._semaphore:
                 estimate = tokens_estimate(body)
-                slot = await self.limiter.acquire(estimate)
+                try:
+                    # A stopped call (its run cancelled, ``call_stop``) makes no new attempt:
+                    # checked before each one, and a wait for the limiter wakes on it.
+                    slot = await unless_stopped(self.limiter.acquire(estimate))
+                except Stopped as stopped:
+                    if stopped.value is not None:
+                        await self.limiter.release(stopped.value, None)
+                    return self._stopped(last, attempt - 1, started)
                 if attempt == 1:
                     call_sending()  # from here on the call cannot be withdrawn
                 last = None
@@ -559,7 +569,10 @@ class OpenAITarget:
                 and last.retry_after_s > self.config.retry_after_max_s
             ):
                 break  # the provider asks for a wait longer than we are willing to hold
-            await self._sleep(self.backoff_s(attempt, last.retry_after_s))
+            try:
+                await unless_stopped(self._sleep(self.backoff_s(attempt, last.retry_after_s)))
+            except Stopped:
+                return self._stopped(last, attempt, started)
         assert last is not None
         error = f"{last.retry_kind} after {attempt} attempts: {last.retry_message}"
         return TargetResult(
@@ -569,6 +582,20 @@ class OpenAITarget:
             error_kind=last.retry_kind,
             model=self.config.model,
             attempts=attempt,
+            latency_ms=(time.perf_counter() - started) * 1000,
+        )
+
+    def _stopped(self, last: _Attempt | None, attempts: int, started: float) -> TargetResult:
+        """The result of a call stopped before attempt ``attempts + 1`` (``call_stop``):
+        error kind ``cancelled``, the attempts made and the last one's failure kept."""
+        before = f"; last: {last.retry_kind}: {last.retry_message}" if last is not None else ""
+        return TargetResult(
+            output="",
+            raw_response=last.raw if last is not None else None,
+            error=f"{CANCELLED_KIND}: stopped before attempt {attempts + 1}{before}",
+            error_kind=CANCELLED_KIND,
+            model=self.config.model,
+            attempts=attempts,
             latency_ms=(time.perf_counter() - started) * 1000,
         )
 

@@ -28,6 +28,7 @@ import time
 
 from django.core.management.base import CommandError
 
+from core.actors import Via
 from core.commands import DomainCommand
 from core.errors import DomainError
 from core.ids import uuid_parse
@@ -171,7 +172,7 @@ class Command(DomainCommand):
             raise DomainError(
                 f"no judge run with id {options['cancel']!r}", field="cancel", code="not_found"
             )
-        judge_run_cancel(judge_run=judge_run, refuse_finished=True)
+        judge_run_cancel(judge_run=judge_run, via=Via.COMMAND, refuse_finished=True)
         self._report(judge_run, judge_run.judge_version, options, run_label=str(judge_run.run))
 
     def _report(self, judge_run: JudgeRun, version: JudgeVersion, options, *, run_label) -> None:

@@ -1,0 +1,51 @@
+"""Who did a thing, as people read it: a user through a page or the API, a management
+command, or the system itself. One wording for every place that names the actor of a change
+(a run's or a judge run's cancel: the log line, the page, the API), so no place prints
+"cancelled by None".
+"""
+
+from __future__ import annotations
+
+from django.db import models
+
+
+class Via(models.TextChoices):
+    """Where a change came from (stored beside the user who made it, when there was one)."""
+
+    PAGE = "page", "a page"
+    API = "api", "the API"
+    COMMAND = "command", "the command line"
+    SYSTEM = "system", "the system"
+
+
+def via_of(by, via: str | None) -> str:
+    """``via`` when given, else what it must have been: a user's change came from a page,
+    a change with no user from the system."""
+    if via:
+        return Via(via).value
+    return Via.PAGE.value if _username(by) else Via.SYSTEM.value
+
+
+def actor_text(*, by=None, via: str | None = None) -> str:
+    """How the actor of a change reads after a verb ("cancelled ..."): "by carol", "by
+    carol through the API", "from the command line" (a command, no user), "by the system"
+    (no user, no command). ``by`` is a user or None (an anonymous user counts as none);
+    ``via`` a ``Via`` value or None (``via_of``). Raises ``ValueError`` for an unknown
+    ``via``."""
+    name = _username(by)
+    kind = via_of(by, via)
+    if name:
+        return f"by {name} through the API" if kind == Via.API else f"by {name}"
+    if kind == Via.COMMAND:
+        return "from the command line"
+    if kind == Via.API:
+        return "through the API"
+    if kind == Via.PAGE:
+        return "from a page"  # by a user since removed
+    return "by the system"
+
+
+def _username(by) -> str | None:
+    if by is None or not getattr(by, "is_authenticated", False):
+        return None
+    return by.get_username() or None
