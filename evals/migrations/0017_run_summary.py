@@ -8,7 +8,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('evals', '0014_trial_run_readable_index'),
+        ('evals', '0016_cost_usd_to_1e_12'),
     ]
 
     operations = [
