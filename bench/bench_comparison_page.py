@@ -14,7 +14,11 @@ and min of 7 requests after one warm-up (request to response, template rendered)
 median CPU of this process and the PostgreSQL backend's CPU per request (``_server_cpu``;
 on SQLite the database's work is this process's CPU), and the query count
 (CaptureQueriesContext), with the cache cleared before each request (first view of a pair
-of runs) and with the comparison cached (``evals.comparison.cache``).
+of runs) and with the comparison cached (``evals.comparison.cache``). The first view is
+measured twice: with both runs' summaries stored (``evals.comparison.summary``, as
+``run_finalize`` stores them when a run closes: what a user meets), and with them deleted
+before each request too (a run finished before summaries existed, or changed since: the
+summaries are computed and stored within the request).
 Target (issue 17): first view < 250 ms at 2,000 cases x 5 trials a side, with a query
 count that does not grow with the run.
 """
@@ -44,7 +48,8 @@ from django.test import Client  # noqa: E402
 from django.test.utils import CaptureQueriesContext, setup_test_environment  # noqa: E402
 from django.urls import reverse  # noqa: E402
 
-from evals.models import Run, Suite  # noqa: E402
+from evals.comparison.summary import run_summary_refresh  # noqa: E402
+from evals.models import Run, RunSummary, Suite  # noqa: E402
 
 TRIALS = 5
 GRADERS = [{"key": "policy", "kind": "python"}]
@@ -71,13 +76,15 @@ def build(n_cases: int, rng: random.Random) -> tuple[Run, Run]:
     return runs[0], runs[1]
 
 
-def measure(client: Client, url: str, *, cold: bool, repeats: int = 7) -> dict:
+def measure(
+    client: Client, url: str, *, cold: bool, no_summary: bool = False, repeats: int = 7
+) -> dict:
     """GET ``url``: median and min wall ms, median CPU ms of this process, the database
     backend's CPU ms per request (PostgreSQL; None on SQLite, whose work is in this
     process), the query count and the response bytes; ``cold`` clears Django's cache
     before each request (comparison and detectable-drop caches: the first view of a pair
     of runs), else the comparison comes from the cache (every later view: filtering,
-    sorting, paging)."""
+    sorting, paging); ``no_summary`` also deletes the stored run summaries."""
     response = client.get(url)  # warm-up (imports, template loading)
     assert response.status_code == 200, response.status_code
     wall, cpu = [], []
@@ -85,6 +92,8 @@ def measure(client: Client, url: str, *, cold: bool, repeats: int = 7) -> dict:
     for _ in range(repeats):
         if cold:
             cache.clear()
+        if no_summary:
+            RunSummary.objects.all().delete()
         start, start_cpu = time.perf_counter(), time.process_time()
         response = client.get(url)
         wall.append((time.perf_counter() - start) * 1000)
@@ -92,6 +101,8 @@ def measure(client: Client, url: str, *, cold: bool, repeats: int = 7) -> dict:
     db_end = db_cpu_ms()
     if cold:
         cache.clear()
+    if no_summary:
+        RunSummary.objects.all().delete()
     with CaptureQueriesContext(connection) as ctx:
         response = client.get(url)
     return {
@@ -118,13 +129,16 @@ def main() -> None:
         for n_cases in (200, 2000):
             base, head = build(n_cases, rng)
             analyze()
+            for run in (base, head):
+                run_summary_refresh(run=run)  # what run_finalize does as a run closes
             url = reverse("evals:comparison", args=[head.uuid, base.uuid])
-            for label, suffix, cold in (
-                ("first view (cold cache)", "", True),
-                ("page (comparison cached)", "", False),
-                ("filtered to broken (cached)", "?change=broken", False),
+            for label, suffix, cold, no_summary in (
+                ("first view (cold cache, summaries stored)", "", True, False),
+                ("first view (cold cache, no summary stored)", "", True, True),
+                ("page (comparison cached)", "", False, False),
+                ("filtered to broken (cached)", "?change=broken", False, False),
             ):
-                m = measure(client, url + suffix, cold=cold, repeats=7)
+                m = measure(client, url + suffix, cold=cold, no_summary=no_summary, repeats=7)
                 db = "" if m["db_cpu"] is None else f", database CPU {m['db_cpu']:.0f} ms"
                 print(
                     f"{n_cases} cases x {TRIALS} trials, {label}: median {m['median']:.0f} ms "

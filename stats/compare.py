@@ -153,8 +153,10 @@ def stratified_permutation_test(
        points, compute it exactly by convolution of per-case hypergeometric distributions
        (this equals enumerating every relabeling); ``exact=True``.
     3. Otherwise Monte Carlo: draw per case the number of passes a random relabeling gives
-       head (hypergeometric; cases sharing (nb, nh, s) drawn together as a multinomial),
-       vectorised over ``n_resamples``, and report
+       head (hypergeometric); cases sharing (nb, nh, s) are drawn together, as the sum of
+       their head passes, from that sum's exact distribution (the group's pmf convolved
+       with itself once per case: ``_iid_sum_pmf``) by the inverse CDF, one uniform per
+       resample and group; vectorised over ``n_resamples``, and report
        p = (b + 1)/(m + 1), b = resamples at least as extreme (Phipson & Smyth 2010), so
        p is never 0.
 
@@ -192,9 +194,10 @@ def stratified_permutation_test(
 
     # A case whose trials all agree (s = 0 or s = m) contributes 0 under every relabeling
     # (1 − 1 or 0 − 0): draw only the others. Cases with the same (nb, nh, s) are i.i.d.
-    # under the null, so each such group is drawn at once: the numbers of its cases giving
-    # head k passes are multinomial over k with hypergeometric probabilities (the same
-    # distribution as drawing the cases one by one, at a cost independent of the group size).
+    # under the null and each contributes k/nh − (s − k)/nb, affine in its head passes k,
+    # so the group contributes K/nh − (g·s − K)/nb with K the sum of its g cases' k: K is
+    # drawn from its exact distribution (the same distribution as drawing the cases one by
+    # one, at a cost independent of the number of resamples but for one uniform each).
 
     m = nb + nh
     varies = (s > 0) & (s < m)
@@ -204,10 +207,11 @@ def stratified_permutation_test(
     if triples.size:
         groups, sizes = np.unique(triples, axis=0, return_counts=True)
         for (nb_g, nh_g, s_g), g in zip(groups.tolist(), sizes.tolist(), strict=True):
-            ks = np.arange(max(0, s_g - nb_g), min(s_g, nh_g) + 1)
-            probs = hypergeom.pmf(ks, nb_g + nh_g, s_g, nh_g)
-            counts = rng.multinomial(g, probs / probs.sum(), size=n_resamples)
-            null += counts @ (ks / nh_g - (s_g - ks) / nb_g)
+            k_lo, pmf = _pmf(nb_g, nh_g, s_g)
+            cdf = np.cumsum(_iid_sum_pmf(np.asarray(pmf), g))
+            draws = np.searchsorted(cdf, rng.random(n_resamples) * cdf[-1], side="right")
+            k_sum = np.minimum(draws, cdf.size - 1) + g * k_lo
+            null += k_sum / nh_g - (g * s_g - k_sum) / nb_g
     null /= n_cases
     tol = 1e-9
     if alternative == "two-sided":
@@ -218,6 +222,27 @@ def stratified_permutation_test(
         extreme = null <= delta + tol
     b = int(np.count_nonzero(extreme))
     return PermutationResult(delta, (b + 1) / (n_resamples + 1), False, n_resamples, n_cases)
+
+
+def _iid_sum_pmf(pmf: np.ndarray, g: int) -> np.ndarray:
+    """The pmf of the sum of ``g`` >= 1 independent draws from ``pmf`` (on 0..len − 1), on
+    0..g·(len − 1): ``pmf`` convolved with itself g − 1 times, by squaring (O(log g)
+    convolutions; FFT once direct convolution would cost more than 4·10^6 products, with
+    the round-off below 0 clipped)."""
+
+    def conv(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        if a.size * b.size > 4_000_000:
+            return np.clip(fftconvolve(a, b), 0.0, None)
+        return np.convolve(a, b)
+
+    out, power = None, pmf
+    while True:
+        if g & 1:
+            out = power if out is None else conv(out, power)
+        g >>= 1
+        if not g:
+            return out
+        power = conv(power, power)
 
 
 def within_case_interval(

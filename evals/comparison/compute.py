@@ -36,7 +36,6 @@ from evals.comparison.run_data import (
     GraderInfo,
     RunData,
     run_data_get,
-    runs_data_get,
     verdict_lists,
 )
 from evals.report.cost_quality import PER_TRIAL_QUANTUM, CostQuality, cost_quality
@@ -667,16 +666,21 @@ def detectable_drop_get(
 
 
 @gc_paused_call
-def comparison_get(*, base: Any, head: Any, alpha: float = 0.05) -> Comparison:
-    """Load two runs (``runs_data_get``, both in the run loader's four queries) and compare
-    them (``comparison_compute``), with the base's detectable drop from
-    ``detectable_drop_get``. About a dozen queries, none per case or trial."""
-    data = runs_data_get(runs=[base, head])
-    base_data, head_data = data[base.id], data[head.id]
+def comparison_get(
+    *, base: Any, head: Any, alpha: float = 0.05, keys: dict[int, str | None] | None = None
+) -> Comparison:
+    """Load two runs and compare them (``comparison_compute``). Finished runs are read from
+    their stored summaries (``evals.comparison.summary.run_summaries_get``: the ``RunData``
+    and the base's detectable drop, computed and stored on first need), others through the
+    run loader with the detectable drop from ``detectable_drop_get``. ``keys``: the runs'
+    ``run_summary_keys`` when already read. About ten queries, none per case or trial."""
+    from evals.comparison.summary import run_summaries_get  # noqa: PLC0415 - it imports this
+
+    reads = run_summaries_get(runs=[base, head], keys=keys, detectable_for=[base], alpha=alpha)
     return comparison_compute(
-        base=base_data,
-        head=head_data,
+        base=reads[base.id].data,
+        head=reads[head.id].data,
         alpha=alpha,
-        detectable=detectable_drop_get(run=base, alpha=alpha, data=base_data),
+        detectable=reads[base.id].detectable[alpha],
         with_power=False,
     )

@@ -15,6 +15,7 @@ from core.actors import actor_text, via_of
 from core.errors import DomainError
 from core.outbox import outbox_enqueue
 from core.roles import ENGINEER, LEAD, role_require
+from evals.comparison.summary import run_summary_refresh
 from evals.models import Grade, Run, TopUp, Trial
 from evals.tasks import adaptive_top_up_start, top_up_advance
 
@@ -112,15 +113,21 @@ def run_finalize(*, run_id: int) -> Run:
         Run.objects.filter(id=run_id).update(
             trials_finished=counts.ok + counts.errored, trials_errored=counts.errored
         )
-        Run.objects.filter(id=run_id, status__in=[Run.Status.QUEUED, Run.Status.RUNNING]).update(
+        closed = Run.objects.filter(
+            id=run_id, status__in=[Run.Status.QUEUED, Run.Status.RUNNING]
+        ).update(
             status=Run.Status.FAILED if problems else Run.Status.SUCCEEDED,
             error_message=message,
             finished_at=now,
         )
-        Run.objects.filter(id=run_id, status=Run.Status.CANCELLED, finished_at__isnull=True).update(
-            finished_at=now, error_message=message
-        )
+        closed += Run.objects.filter(
+            id=run_id, status=Run.Status.CANCELLED, finished_at__isnull=True
+        ).update(finished_at=now, error_message=message)
     run = Run.objects.get(id=run_id)
+    if closed:
+        # Once, as the run closes: what any comparison against it reads (its RunData and
+        # detectable drop), so a first view of a pair reads two rows, not every trial.
+        run_summary_refresh(run=run)
     if (
         run.against_id is not None
         and run.status == Run.Status.SUCCEEDED
