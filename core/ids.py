@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import struct
 import uuid
 
 
@@ -17,3 +19,36 @@ def uuid_parse(raw: object) -> uuid.UUID | None:
         return uuid.UUID(raw)
     except ValueError:
         return None
+
+
+# Version 4 and the RFC 4122 variant, set as ``uuid.UUID(bytes=..., version=4)`` sets them.
+_V4_CLEAR = ((1 << 128) - 1) & ~((0xF000 << 64) | (0xC000 << 48))
+_V4_SET = (4 << 76) | (0x8000 << 48)
+
+
+def uuid4_many(n: int) -> list[uuid.UUID]:
+    """``n`` random (version 4) UUIDs, as ``uuid.uuid4()`` makes them: 16 bytes of
+    ``os.urandom`` each with the version and variant bits set, but from one ``os.urandom``
+    call of ``16 * n`` bytes and without ``UUID.__init__``'s checks per value (a bulk
+    ingest makes 50,000 at once; ~2.4x less CPU than ``uuid4`` per value, bench/README.md,
+    section *Bulk ingest, issue 17, third pass*). Unique with the same probability as
+    ``uuid4``; ``n`` >= 0."""
+    return uuid4_from(os.urandom(16 * n))
+
+
+def uuid4_from(data: bytes) -> list[uuid.UUID]:
+    """Version 4 UUIDs from ``data`` (a multiple of 16 random bytes): the UUID of each
+    16-byte slice equals ``uuid.UUID(bytes=slice, version=4)``. Raises ``ValueError`` when
+    the length is not a multiple of 16."""
+    if len(data) % 16:
+        raise ValueError(f"uuid4_from: {len(data)} bytes is not a multiple of 16")
+    new, setattr_ = object.__new__, object.__setattr__
+    cls, unknown = uuid.UUID, uuid.SafeUUID.unknown
+    out = []
+    append = out.append
+    for high, low in struct.iter_unpack(">QQ", data):  # big-endian, as UUID(bytes=...)
+        value = new(cls)
+        setattr_(value, "int", ((high << 64 | low) & _V4_CLEAR) | _V4_SET)
+        setattr_(value, "is_safe", unknown)
+        append(value)
+    return out

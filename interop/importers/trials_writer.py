@@ -3,7 +3,6 @@ labels as plain inserts, each batch checked against the cases seen so far."""
 
 from __future__ import annotations
 
-import uuid
 from dataclasses import dataclass, field
 from datetime import datetime
 from decimal import Decimal
@@ -12,6 +11,7 @@ from typing import Any
 from django.utils import timezone
 
 from core.db import raw_rows, rows_insert, values_insert
+from core.ids import uuid4_many
 from evals.cases import CaseSpec
 from evals.models import Case, Grade, Run, Trial
 from interop.importers.context import BATCH_SIZE, ImportContext, run_finish
@@ -186,7 +186,7 @@ def _write_batch(
         _TRIAL_COLUMNS,
         [
             (
-                uuid.uuid4(),
+                trial_uuid,
                 run_id,
                 case_ids[spec.case_key],
                 spec.attempt,
@@ -208,7 +208,7 @@ def _write_batch(
                 spec.created_at or now,
                 spec.created_at or started,
             )
-            for spec in batch
+            for spec, trial_uuid in zip(batch, uuid4_many(len(batch)), strict=True)
         ],
     )
     written = raw_rows(  # ints only: straight from the cursor
