@@ -17,6 +17,7 @@ from django.utils import timezone
 
 from core.db import rows_insert
 from core.errors import DomainError
+from core.ids import uuid4_many
 from core.text import UNSTORABLE, contains_unstorable
 from evals.models import Case, CaseChange, Graduation, Suite, content_hash
 
@@ -78,6 +79,7 @@ def cases_upsert(
     to_create: list[dict[str, Any]] = []  # rows of the new cases
     to_retire: list[tuple[Case, str]] = []  # (old case, key of the case replacing it)
     now = timezone.now()
+    fresh = iter(uuid4_many(len(specs)))  # one os.urandom call for every new case's uuid
     for spec in specs:
         digest = spec.content_hash
         old = existing.get(spec.key)
@@ -86,7 +88,7 @@ def cases_upsert(
             continue
         to_create.append(
             {
-                "uuid": uuid.uuid4(),
+                "uuid": next(fresh),
                 "suite_id": suite.id,
                 "key": spec.key,
                 "input": spec.input,
@@ -121,9 +123,9 @@ def cases_upsert(
             CaseChange,
             [
                 _change_row(
-                    result[row["key"]], previous.get(row["key"]), by, via, source_trial, now
+                    result[row["key"]], previous.get(row["key"]), by, via, source_trial, now, ident
                 )
-                for row in to_create
+                for row, ident in zip(to_create, uuid4_many(len(to_create)), strict=True)
             ],
         )
     if retired is not None:
@@ -160,11 +162,14 @@ def _cases_insert(suite: Suite, rows: list[dict[str, Any]]) -> dict[str, Case]:
     return out
 
 
-def _change_row(new: Case, old: Case | None, by, via: str, source_trial, at) -> dict[str, Any]:
-    """The ``CaseChange`` row recording that ``new`` was created (replacing ``old``)."""
+def _change_row(
+    new: Case, old: Case | None, by, via: str, source_trial, at, ident: uuid.UUID | None = None
+) -> dict[str, Any]:
+    """The ``CaseChange`` row recording that ``new`` was created (replacing ``old``);
+    ``ident`` its uuid (a fresh ``uuid4`` when None)."""
     details = {"key": [old.key, new.key]} if old is not None and old.key != new.key else {}
     return {
-        "uuid": uuid.uuid4(),
+        "uuid": ident if ident is not None else uuid.uuid4(),
         "suite_id": new.suite_id,
         "case_id": new.id,
         "previous_id": old.id if old is not None else None,
