@@ -168,3 +168,29 @@ def test_values_insert_refuses_a_name_that_is_not_a_field(django_assert_num_quer
         values_insert(Case, ("key", "nope"), [("k", 1)])
     with django_assert_num_queries(0):
         values_insert(Case, ("key",), [])  # nothing to write: no query
+
+
+@pytest.mark.django_db
+def test_values_insert_writes_every_instant_as_given_when_rows_share_them():
+    """Date-times go to COPY as memoised ISO text on PostgreSQL: one instant given in two
+    zones, instants a microsecond apart, a repeated instant and a null all read back as
+    the instants given (SQLite: Django's own conversion)."""
+    suite = Suite.objects.create(name="s")
+    utc = datetime.datetime(2026, 3, 4, 5, 6, 7, 123456, tzinfo=datetime.UTC)
+    east = utc.astimezone(datetime.timezone(datetime.timedelta(hours=5, minutes=30)))
+    later = utc + datetime.timedelta(microseconds=1)
+    old = datetime.datetime(1900, 1, 1, tzinfo=datetime.UTC)
+    stamps = [utc, east, later, utc, old, later]
+    values_insert(
+        Case,
+        ("key", "uuid", "created_at", "retired_at", "suite_id", "input", "content_hash"),
+        [
+            (f"k{i}", uuid.UUID(int=i + 1), when, None if i % 2 else when, suite.id, "q", "h" * 64)
+            for i, when in enumerate(stamps)
+        ],
+    )
+    got = {c.key: c for c in Case.objects.filter(suite=suite)}
+    for i, when in enumerate(stamps):
+        assert got[f"k{i}"].created_at == when
+        assert got[f"k{i}"].retired_at == (None if i % 2 else when)
+    assert got["k2"].created_at - got["k0"].created_at == datetime.timedelta(microseconds=1)
