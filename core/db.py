@@ -78,8 +78,8 @@ def _stamp_texts() -> Callable[[Any], Any]:
     """A converter of date-time values for COPY text: a ``datetime`` becomes its ISO 8601
     text (``isoformat()``, the offset included when aware; PostgreSQL reads it as it reads
     psycopg's own dumper's text), memoised by value, since a bulk write stamps thousands of
-    rows with one or two instants (psycopg's dumper costs ~4 µs a value, the memo well under
-    1; bench/README.md, *Bulk ingest, issue 17, third pass*). Two aware values that compare
+    rows with one or two instants (psycopg's dumper cost ~4 µs a value under load;
+    bench/README.md, *Bulk ingest, issue 17, third pass*). Two aware values that compare
     equal are one instant, so one ``timestamptz`` (the columns are, ``USE_TZ``); a naive value
     never equals an aware one. Anything else (None, text) passes through unchanged."""
     memo: dict[datetime, str] = {}
