@@ -21,6 +21,7 @@ from evals.models import (
     IngestKey,
     ModelPrice,
     Run,
+    RunSummary,
     Suite,
     TargetPreset,
     TopUp,
@@ -207,6 +208,23 @@ class GradeAdmin(admin.ModelAdmin):
     search_fields = ("grader", "reason")
     list_select_related = ("trial", "judge_version__judge")
     raw_id_fields = ("trial", "judge_version")
+
+
+@admin.register(RunSummary)
+class RunSummaryAdmin(admin.ModelAdmin):
+    """Read-only: a summary is derived from its run (``evals.comparison.summary``) and is
+    recomputed when the run's key changes; deleting one only makes the next view slower."""
+
+    list_display = ("run", "key", "computed_at")
+    search_fields = ("run__name", "run__uuid")
+    list_select_related = ("run",)
+    readonly_fields = ("run", "key", "body", "detectable", "computed_at")
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
 
 
 @admin.register(TrialPair)

@@ -15,7 +15,6 @@ from core.actors import actor_text, via_of
 from core.errors import DomainError
 from core.outbox import outbox_enqueue
 from core.roles import ENGINEER, LEAD, role_require
-from evals.comparison.summary import run_summary_refresh
 from evals.models import Grade, Run, TopUp, Trial
 from evals.tasks import adaptive_top_up_start, top_up_advance
 
@@ -127,6 +126,9 @@ def run_finalize(*, run_id: int) -> Run:
     if closed:
         # Once, as the run closes: what any comparison against it reads (its RunData and
         # detectable drop), so a first view of a pair reads two rows, not every trial.
+        # Imported here: it needs scipy, which a worker loads only once a run closes.
+        from evals.comparison.summary import run_summary_refresh  # noqa: PLC0415
+
         run_summary_refresh(run=run)
     if (
         run.against_id is not None

@@ -53,7 +53,7 @@ def test_a_list_row_is_the_model_serializer_s_representation(bob):
         trial.output_preview = trial.output
         expected = TrialSerializer(trial).data
         assert row == {k: expected[k] for k in expected}, row
-    assert {r["cost_usd"] for r in rows} == {"1.50000000", None}
+    assert {r["cost_usd"] for r in rows} == {"1.500000000000", None}
 
 
 def test_a_list_row_reads_times_in_the_viewer_s_zone_as_the_model_serializer_does(bob):

@@ -39,7 +39,7 @@ def tiny_run(monkeypatch):
         model="tiny-model", input_usd_per_mtok=Decimal("0.001"), output_usd_per_mtok=0
     )
     held: list[list[int]] = []
-    monkeypatch.setattr(start_module, "_chunk_enqueue", lambda run_id, ids: held.append(ids))
+    monkeypatch.setattr(start_module, "_chunks_enqueue", lambda run_id, chunks: held.extend(chunks))
     run = run_start(
         suite=_suite(3),
         name="tiny",

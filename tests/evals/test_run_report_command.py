@@ -56,7 +56,7 @@ def test_it_reports_null_total_cost_in_json():
     run = mixed_run()
     data = json.loads(_run(str(run.uuid), "--json"))
     assert data["cost"] == {
-        "known_usd": "0.10000000",
+        "known_usd": "0.100000000000",
         "unknown": 2,
         "finished": 6,
         "total_usd": None,

@@ -83,7 +83,7 @@ def test_a_cancel_stops_the_retries_of_calls_in_their_back_off(
 ):
     mock = mockllm("--latency-ms", "0", *fault)
     held: list[list[int]] = []
-    monkeypatch.setattr(start_module, "_chunk_enqueue", lambda run_id, ids: held.append(ids))
+    monkeypatch.setattr(start_module, "_chunks_enqueue", lambda run_id, chunks: held.extend(chunks))
     run = run_start(
         suite=_suite(CONCURRENCY),
         name="stop-retries",
@@ -137,7 +137,7 @@ def test_a_cancel_keeps_the_answer_of_an_attempt_in_flight_and_stops_the_rest(mo
     # some calls are in an attempt, some in their back-off.
     mock = mockllm("--latency-ms", "300", "--p429", "0.5", "--retry-after-s", "2")
     held: list[list[int]] = []
-    monkeypatch.setattr(start_module, "_chunk_enqueue", lambda run_id, ids: held.append(ids))
+    monkeypatch.setattr(start_module, "_chunks_enqueue", lambda run_id, chunks: held.extend(chunks))
     n_cases = 3 * CONCURRENCY
     run = run_start(
         suite=_suite(n_cases),

@@ -186,7 +186,7 @@ def test_it_leaves_cost_per_pass_null_without_passes_and_rates_undefined_without
 def test_it_serialises_to_strict_json():
     data = run_report(run=mixed_run()).to_dict()
     text = json.dumps(data, allow_nan=False)
-    assert json.loads(text)["cost"]["known_usd"] == "0.10000000"
+    assert json.loads(text)["cost"]["known_usd"] == "0.100000000000"
     assert data["banners"] == ["1 of 6 trials errored", "incomplete: 2 grade errors"]
     assert data["overall"]["pass_rate"]["mean"] == 0.5
     assert not any(isinstance(v, float) and not math.isfinite(v) for v in _leaves(data))

@@ -19,7 +19,7 @@ from evals.runner.sweeper import SweepResult, runs_sweep
 from evals.tasks import runs_sweep as runs_sweep_task
 from tests.judge_builders import make_version
 from tests.judges import test_judge_ladder as ladder
-from tests.judges.test_judge_ladder import SAYS_YES, judge_spec, suite, target
+from tests.judges.test_judge_ladder import SAYS_YES, judge_spec, suite
 
 pytestmark = pytest.mark.django_db
 
@@ -32,7 +32,7 @@ def _queued_run(capture, llm, graders, answers) -> Run:
     """A run whose chunk messages were never delivered (the capture drops them)."""
     with capture(execute=False):
         return run_start(
-            suite=suite(answers), name="r", target=target(llm), graders=graders, trials_per_case=1
+            suite=suite(answers), name="r", target=llm.target(), graders=graders, trials_per_case=1
         )
 
 
@@ -117,7 +117,7 @@ def test_it_enqueues_a_stalled_judge_rung_once_a_lease_has_passed(
         run = run_start(
             suite=suite({"c1": "yes", "c2": "yes"}),
             name="r",
-            target=target(llm),
+            target=llm.target(),
             graders=[SAYS_YES, judge_spec(version)],
             trials_per_case=1,
         )
@@ -166,7 +166,7 @@ def test_a_dead_chunk_gets_its_target_and_judge_rungs_back_in_one_sweep(
         run = run_start(
             suite=suite({"c1": "yes", "c2": "yes", "c3": "yes"}),
             name="r",
-            target=target(llm),
+            target=llm.target(),
             graders=[SAYS_YES, judge_spec(version)],
             trials_per_case=1,
         )

@@ -363,7 +363,7 @@ def test_judge_grades_written_before_the_ledger_keep_their_spend():
         "stored",
         120,
         2,
-        "0.00120000",
+        "0.001200000000",
     )
     assert (failed.status, failed.cost_usd, failed.input_tokens) == ("failed", None, None)
     spend = run_judge_spend(run_id=trials[0].run_id)

@@ -78,16 +78,21 @@ def version(llm):
 
 @pytest.fixture
 def ladder(llm, version, django_capture_on_commit_callbacks) -> Callable[..., Run]:
-    """``ladder(answers, n=1, **judge_config)``: a run of the cases ``answers`` (key ->
-    the target's answer) × ``n`` trials, graded by ``SAYS_YES`` then ``version`` with
-    ``judge_config``, executed eagerly on commit; the run, refreshed."""
+    """``ladder(answers, n=1, target_concurrency=None, **judge_config)``: a run of the
+    cases ``answers`` (key -> the target's answer) × ``n`` trials, graded by ``SAYS_YES``
+    then ``version`` with ``judge_config``, executed eagerly on commit; the run, refreshed.
+    ``target_concurrency`` sets the target's ``concurrency`` (a chunk holds at least that
+    many trials)."""
 
-    def start(answers: dict[str, str], n: int = 1, **judge_config) -> Run:
+    def start(
+        answers: dict[str, str], n: int = 1, target_concurrency: int | None = None, **judge_config
+    ) -> Run:
+        extra = {} if target_concurrency is None else {"concurrency": target_concurrency}
         with django_capture_on_commit_callbacks(execute=True):
             run = run_start(
                 suite=suite(answers),
                 name="r",
-                target=llm.target(),
+                target=llm.target(**extra),
                 graders=[SAYS_YES, judge_spec(version, **judge_config)],
                 trials_per_case=n,
             )
@@ -230,7 +235,7 @@ def test_a_chunk_that_took_other_chunks_trials_enqueues_their_judge_rung_too(
 ):
     settings.ASSAY = {**settings.ASSAY, "TRIAL_CHUNK_SIZE": 2}
     # Three chunk messages; the first (eager) calls all five trials, the other two nothing.
-    run = ladder({f"c{i}": "yes" for i in range(1, 6)})
+    run = ladder({f"c{i}": "yes" for i in range(1, 6)}, target_concurrency=2)
     ids = sorted(run.trials.values_list("id", flat=True))
     *first, second, third = [sorted(chunk) for _, chunk in enqueued]
     # The first message sent the judge rung of every trial it wrote; each later
