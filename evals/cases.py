@@ -18,7 +18,7 @@ from django.utils import timezone
 from core.db import rows_insert
 from core.errors import DomainError
 from core.ids import uuid4_many
-from core.text import UNSTORABLE, contains_unstorable
+from core.text import UNSTORABLE, contains_unstorable, unstorable_path
 from evals.models import Case, CaseChange, Graduation, Suite, content_hash
 
 
@@ -343,20 +343,58 @@ def context_problem(context: object) -> tuple[str, str] | None:
         for name in ("id", "text"):
             if not isinstance(doc[name], str):
                 return f"[{i}].{name}", f"expected a string, got {json_kind(doc[name])}"
+    seen: dict[str, int] = {}
+    for i, doc in enumerate(context):
+        first = seen.setdefault(doc["id"], i)
+        if first != i:
+            return (
+                f"[{i}].id",
+                f"{_short(doc['id'])} is already the id of context[{first}]: each document's "
+                "id once",
+            )
     return None
+
+
+def tags_problem(tags: object) -> tuple[str, str] | None:
+    """What is wrong with a case's ``tags`` (at most ``TAGS_MAX`` distinct non-empty strings
+    of at most ``TAG_MAX_CHARS`` characters), or None: ``(path, message)``, the path under
+    ``tags`` of the first wrong part ("" for the list itself, "[3]" for an item)."""
+    if not isinstance(tags, list):
+        return "", f"expected a list of non-empty strings, got {json_kind(tags)}"
+    if len(tags) > TAGS_MAX:
+        return "", f"at most {TAGS_MAX} tags, got {len(tags)}"
+    seen: dict[str, int] = {}
+    for i, tag in enumerate(tags):
+        if not isinstance(tag, str) or not tag.strip():
+            what = "an empty string" if isinstance(tag, str) else json_kind(tag)
+            return f"[{i}]", f"expected a non-empty string, got {what}"
+        if len(tag) > TAG_MAX_CHARS:
+            return f"[{i}]", f"a tag is at most {TAG_MAX_CHARS} characters, got {len(tag)}"
+        first = seen.setdefault(tag, i)
+        if first != i:
+            return f"[{i}]", f"{_short(tag)} is already tags[{first}]: each tag once"
+    return None
+
+
+def _short(text: str) -> str:
+    shown = repr(text)
+    return shown if len(shown) <= 60 else shown[:57] + "..."
 
 
 def case_spec_check(spec: CaseSpec, *, where: str = "") -> CaseSpec:
     """Check a case's wanted content, the same rules on every path (the case editor, "Add
     as a case", the API, config files): ``key`` a non-empty string of at most
     ``KEY_MAX_CHARS`` characters, no surrounding spaces; ``input`` a string or a JSON
-    object; ``context`` a list of ``{"id": str, "text": str}``; ``tags`` at most
-    ``TAGS_MAX`` distinct non-empty strings of at most ``TAG_MAX_CHARS``; ``expected`` and
+    object; ``context`` a list of ``{"id": str, "text": str}``, each id once
+    (``context_problem``); ``tags`` at most ``TAGS_MAX`` distinct non-empty strings of at
+    most ``TAG_MAX_CHARS`` (``tags_problem``: an item is named by its index, ``tags[3]``);
+    ``expected`` and
     ``goal_state`` any JSON (None: none). No NaN or Infinity anywhere (JSON has none),
     no U+0000 or lone surrogate (``core.text.UNSTORABLE``), and each of input, expected,
     context and goal_state at most ``FIELD_MAX_CHARS`` characters as compact JSON (code
     ``too_large``). Returns ``spec``; raises ``DomainError`` naming ``<where>.<field>``
-    (``<field>`` when ``where`` is empty)."""
+    (``<field>`` when ``where`` is empty) down to the part at fault (``context[1].id``,
+    ``tags[3]``, ``context[0].text`` for an unstorable character)."""
 
     def f(name: str) -> str:
         return f"{where}.{name}" if where else name
@@ -376,18 +414,15 @@ def case_spec_check(spec: CaseSpec, *, where: str = "") -> CaseSpec:
     if problem is not None:
         path, message = problem
         raise DomainError(message, field=f(f"context{path}"))
-    tags = spec.tags
-    if not isinstance(tags, list) or not all(isinstance(t, str) and t.strip() for t in tags):
-        raise DomainError("expected a list of non-empty strings", field=f("tags"))
-    if len(tags) > TAGS_MAX or len(set(tags)) != len(tags):
-        raise DomainError(f"at most {TAGS_MAX} tags, each once", field=f("tags"))
-    long_tag = next((t for t in tags if len(t) > TAG_MAX_CHARS), None)
-    if long_tag is not None:
-        raise DomainError(f"a tag is at most {TAG_MAX_CHARS} characters", field=f("tags"))
+    problem = tags_problem(spec.tags)
+    if problem is not None:
+        path, message = problem
+        raise DomainError(message, field=f(f"tags{path}"))
     for name in ("key", "input", "expected", "context", "tags", "goal_state"):
         value = getattr(spec, name)
-        if contains_unstorable(value):
-            raise DomainError(UNSTORABLE, field=f(name))
+        found = unstorable_path(value, f(name))
+        if found is not None:  # the path down to the string: ``context[0].text``
+            raise DomainError(UNSTORABLE, field=found)
         bad = _non_finite_path(value, f(name))
         if bad is not None:
             raise DomainError("NaN and Infinity are not valid JSON: give a number", field=bad)

@@ -13,7 +13,7 @@ from core.bounds import INT_MAX, INT_MIN
 from core.errors import DomainError
 from core.strict_json import json_loads_strict
 from core.text import unstorable_refuse
-from evals.cases import CaseSpec, context_problem
+from evals.cases import CaseSpec, context_problem, tags_problem
 from evals.grading.graders import parse_grader_specs
 from evals.models import GraderSetPreset, Run, Suite, TargetPreset
 from evals.runner.start import DEFAULT_TRIALS_PER_CASE, MAX_TRIALS_PER_CASE
@@ -376,8 +376,13 @@ class CaseForm(forms.Form):
             value = _json_any(raw, field="tags")
             if not isinstance(value, list) or not all(isinstance(t, str) for t in value):
                 raise forms.ValidationError("tags: expected a JSON list of strings")
-            return value
-        return [t.strip() for t in raw.split(",") if t.strip()]
+        else:
+            value = [t.strip() for t in raw.split(",") if t.strip()]
+        problem = tags_problem(value)
+        if problem is not None:  # the service's rule and words: the tag by its index
+            path, message = problem
+            raise forms.ValidationError(f"tags{path}: {message}")
+        return value
 
     def clean_tags_seen(self) -> list[str] | None:
         """The tags the editor showed, or None when the page sent none (nothing to check)."""

@@ -107,6 +107,17 @@ def test_reviewers_outsiders_and_anonymous_callers_are_refused(suite, bob, mallo
         ('{"key": " c1", "input": "q"}', "key"),
         ('{"key": "c1", "input": ["a"]}', "input"),
         ('{"key": "c1", "input": "q", "context": [{"id": 1, "text": "t"}]}', "context[0].id"),
+        (
+            '{"key": "c1", "input": "q", "context": [{"id": "d", "text": "t"}, '
+            '{"id": "d", "text": "u"}]}',
+            "context[1].id",
+        ),
+        (
+            '{"key": "c1", "input": "q", "context": [{"id": "d", "text": "a\\u0000"}]}',
+            "context[0].text",
+        ),
+        ('{"key": "c1", "input": "q", "tags": ["ok", "' + "t" * 101 + '"]}', "tags[1]"),
+        ('{"key": "c1", "input": "q", "tags": ["a", "b", "a"]}', "tags[2]"),
         ('{"key": "c1", "input": "q", "context": [{"id": "d"}]}', "context[0]"),
         ('{"key": "c1", "input": "q", "replace": "true"}', "replace"),
         ('{"key": "c1", "input": "q", "colour": "red"}', "colour"),

@@ -144,6 +144,17 @@ def test_the_expected_answer_keeps_its_type(client, carol, trial, fmt, typed, st
             "context[0].id: expected a string, got a number (1)",
         ),
         ({"context": '[{"id": "d"}]'}, "context[0]: missing &quot;text&quot;"),
+        (
+            {"context": '[{"id": "d", "text": "t"}, {"id": "d", "text": "u"}]'},
+            "context[1].id: &#x27;d&#x27; is already the id of context[0]: "
+            "each document&#x27;s id once",
+        ),
+        (
+            {"context": '[{"id": "d", "text": "a\\u0000b"}]'},
+            "context[0].text: holds U+0000 (NUL)",
+        ),
+        ({"tags": "ok, " + "t" * 101}, "tags[1]: a tag is at most 100 characters, got 101"),
+        ({"tags": "a, b, a"}, "tags[2]: &#x27;a&#x27; is already tags[0]: each tag once"),
         ({"context": '{"id": "d", "text": "t"}'}, "context: expected a list of documents"),
         ({"context": '[{"id": "d", "text": "t",}]'}, "context: not valid JSON (line 1"),
         ({"input_format": "json", "input": "[1, 2]"}, "object"),
