@@ -44,7 +44,7 @@ from core.decimals import decimal_plain
 from core.errors import DomainError
 from core.text import unstorable_refuse
 from evals.blindness import grades_visible_to
-from evals.cases import CaseSpec, cases_upsert
+from evals.cases import CaseSpec, cases_upsert, context_problem, tags_problem
 from evals.comparison.run_data import RUN_FILE_FORMAT
 from evals.models import Case, Grade, Run, Suite, Trial, content_hash, grade_skipped_placeholder
 from evals.trajectory.steps import final_state_parse, trajectory_parse
@@ -53,6 +53,10 @@ from interop.importers.reader import TIME_RANGE, time_check
 from judges.models import Judge, JudgeVersion, judge_version_hash
 
 BATCH = 1000
+# A trial's status in a run file: finished (ok, error) or cancelled; queued and running
+# trials have not finished and are refused.
+UNFINISHED = (Trial.Status.QUEUED, Trial.Status.RUNNING)
+FINISHED_OR_CANCELLED = tuple(s for s in Trial.Status.values if s not in UNFINISHED)
 
 
 def _iso(value) -> str | None:
@@ -262,14 +266,24 @@ def _cases(suite: Suite, cases: list, retired: list[Case] | None = None, by=None
     specs = []
     for i, c in enumerate(cases):
         where = f"cases[{i}]"
+        key = _need(c, "key", where)
+        if not isinstance(key, str) or not key:
+            raise DomainError(f"expected a non-empty string, got {key!r:.80}", field=f"{where}.key")
         spec = CaseSpec(
-            key=str(_need(c, "key", where)),
+            key=key,
             input=_need(c, "input", where),
             expected=c.get("expected"),
             context=c.get("context") or [],
-            tags=[str(t) for t in c.get("tags") or []],
+            tags=c.get("tags") or [],
             goal_state=final_state_parse(c.get("goal_state"), field=f"{where}.goal_state"),
         )
+        for name, problem in (
+            ("context", context_problem(spec.context)),
+            ("tags", tags_problem(spec.tags)),
+        ):
+            if problem is not None:  # the rule of every path that writes a case
+                path, message = problem
+                raise DomainError(message, field=f"{where}.{name}{path}")
         if c.get("content_hash") and c["content_hash"] != content_hash(
             input=spec.input,
             expected=spec.expected,
@@ -352,7 +366,10 @@ def run_import(
     wrong format or version, a
     missing field, a content hash that does not match its case, a run name already taken,
     a non-terminal status, a bad time or cost, text the database cannot store (U+0000, a
-    lone surrogate: ``core.text``) anywhere in the file.
+    lone surrogate: ``core.text``) anywhere in the file, a case's context or tags the case
+    rule refuses (``cases[2].context[1].id`` given twice, ``cases[0].tags[3]`` too long), a
+    trial status outside ``Trial.Status`` or not finished (queued, running), a grade status
+    outside ``Grade.Status``, a trial that is not ok with a grade passed true.
     Long by design: one transaction whose steps (suite, cases, judge versions, run,
     trials, grades) share their lookups.
     """
@@ -404,6 +421,12 @@ def run_import(
             where = f"cases[{i}].trials[{j}]"
             if t.get("replaced"):
                 continue  # a retried attempt: history of the source database, not data
+            status = _need(t, "status", where)
+            if status not in Trial.Status.values or status in UNFINISHED:
+                raise DomainError(
+                    f"expected one of {', '.join(FINISHED_OR_CANCELLED)}, got {status!r:.80}",
+                    field=f"{where}.status",
+                )
             round_ = t.get("top_up_round")
             if round_ is not None and (isinstance(round_, bool) or not isinstance(round_, int)):
                 raise DomainError("expected a whole number or null", field=f"{where}.top_up_round")
@@ -414,7 +437,7 @@ def run_import(
                     attempt=_count(
                         {"attempt": _need(t, "attempt", where)}, "attempt", where, minimum=1
                     ),
-                    status=_need(t, "status", where),
+                    status=status,
                     output=t.get("output") or "",
                     error_message=t.get("error_message") or "",
                     latency_ms=_latency(t, where),
@@ -441,6 +464,21 @@ def run_import(
                     f"{ref!r} is not in judge_versions", field=f"{where}.grades[{k}].judge_version"
                 )
             status, passed, score = g.get("status", "ok"), g.get("passed"), g.get("score")
+            if status not in Grade.Status.values:
+                raise DomainError(
+                    f"expected one of {', '.join(Grade.Status.values)}, got {status!r:.80}",
+                    field=f"{where}.grades[{k}].status",
+                )
+            if passed is not None and not isinstance(passed, bool):
+                raise DomainError(
+                    f"expected true, false or null, got {passed!r:.80}",
+                    field=f"{where}.grades[{k}].passed",
+                )
+            if passed and trial.status != Trial.Status.OK:  # a failed pipeline never passes
+                raise DomainError(
+                    f"a trial with status {trial.status!r} is never graded passed",
+                    field=f"{where}.grades[{k}].passed",
+                )
             if ref and status == Grade.Status.OK and grade_skipped_placeholder(g):
                 status, passed, score = Grade.Status.NOT_JUDGED, None, None
             grades.append(

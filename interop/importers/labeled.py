@@ -28,6 +28,7 @@ position), in the original A/B naming (null value -> status error, reason ``unpa
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -36,7 +37,7 @@ from core.errors import DomainError
 from core.strict_json import NON_FINITE, contains_non_finite
 from core.text import unstorable_refuse
 from evals.blindness import GOLD_GRADER
-from evals.cases import CaseSpec
+from evals.cases import CaseSpec, context_problem, tags_problem
 from evals.models import Grade, Trial, TrialPair
 from interop.importers.context import BATCH_SIZE, ImportContext, run_finish
 from interop.importers.reader import record_error
@@ -51,6 +52,21 @@ GOLD_REVIEWER = "dataset gold"
 KEY_MAX = 200
 
 _MISSING = object()
+
+
+_TAG_INDEX = re.compile(r"tags\[\d+\]")
+
+
+def _record_tag(case_path: str) -> str:
+    """A case tag's path in the record's words: the case's tags are [category, *tags]."""
+    if case_path == "tags":
+        return case_path
+    index = int(case_path[len("tags[") : -1])
+    return "category" if index == 0 else f"tags[{index - 1}]"
+
+
+def _record_tag_match(match: re.Match) -> str:
+    return _record_tag(match.group(0))
 
 
 def _fail(line: int, path: str, msg: str) -> DomainError:
@@ -195,6 +211,14 @@ def record_validate(obj: dict, line: int) -> LabeledRecord:
         if "source_doc_key" in doc:
             _str(doc, "source_doc_key", line, f"context[{i}].source_doc_key", nullable=True)
         context.append({"id": doc_id, "text": text})
+    problem = context_problem(context)  # the case rule: each document's id once
+    if problem is not None:
+        path, message = problem
+        raise _fail(line, f"context{path.replace('.id', '.doc_id')}", message)
+    problem = tags_problem([category, *tags])  # the case's tags: the category, then tags
+    if problem is not None:
+        path, message = problem
+        raise _fail(line, _record_tag(f"tags{path}"), _TAG_INDEX.sub(_record_tag_match, message))
 
     wanted = ("R",) if task_type == POINTWISE else ("A", "B")
     responses: dict[str, dict] = {}

@@ -17,8 +17,10 @@ A CSV is read this way when no column mapping is given and its header is the run
    refused naming ``content_hash``; with the ``content_hash`` cell emptied the cells are
    read as typed JSON instead (a cell holding valid JSON other than a string is that value,
    any other cell is the text; an empty ``expected`` is null).
-3. The trial keeps its ``status`` (``ok`` or ``error``) and ``error``; numbers, times and
-   cost follow the CSV import's rules (``tabular.row_parse``).
+3. The trial keeps its ``status`` (``ok``, ``error`` or ``cancelled``; ``queued`` and
+   ``running`` have not finished and are refused) and ``error``; a trial that is not ok
+   with a grade ``passed`` true is refused (a failed pipeline is never a pass); numbers,
+   times and cost follow the CSV import's rules (``tabular.row_parse``).
 4. Each grader's four cells become that grader's grade: ``passed`` ``true``/``false``/empty
    (null), ``status`` ``ok``/``error``/``not_judged``, ``score`` a number in [0, 1] or empty,
    ``reason`` text; four empty cells: no grade (the trial had none, or it was hidden from the
@@ -38,7 +40,7 @@ from typing import Any
 from core.errors import DomainError
 from core.strict_json import json_loads_line
 from core.text import UNSTORABLE, contains_unstorable
-from evals.cases import CaseSpec
+from evals.cases import CaseSpec, context_problem
 from evals.models import Grade, Trial, content_hash
 from evals.trajectory.steps import final_state_parse, trajectory_parse
 from interop.exports import AGENT_COLUMNS, formula_restore
@@ -91,7 +93,7 @@ _PLAIN_FIELDS = (
     "cost_usd",
     "created_at",
 )
-TRIAL_STATUSES = (Trial.Status.OK, Trial.Status.ERROR)
+TRIAL_STATUSES = (Trial.Status.OK, Trial.Status.ERROR, Trial.Status.CANCELLED)
 _NO_JSON = object()
 
 
@@ -161,6 +163,10 @@ def _case(row: CsvRow, cells: dict[str, str], tags: list[str]) -> CaseSpec:
     context = _json(context_cell) if context_cell else []
     if not isinstance(context, list) or not all(isinstance(d, dict) for d in context):
         raise record_error(where, "context", "expected a JSON array of objects")
+    problem = context_problem(context)  # the rule of every path that writes a case
+    if problem is not None:
+        path, message = problem
+        raise record_error(where, f"context{path}", message)
     input_cell, expected_cell = cells["input"], cells["expected"]
     inputs: list[Any] = [input_cell]
     parsed = _json(input_cell)
@@ -275,6 +281,15 @@ def run_export_row(row: CsvRow, graders: list[str]) -> TrialSpec:
     spec.trajectory = _agent_cell(row, cells, "trajectory", trajectory_parse)
     spec.final_state = _agent_cell(row, cells, "final_state", final_state_parse)
     spec.grades = [g for key in graders if (g := _grade(row, key, cells)) is not None]
+    if status != Trial.Status.OK:
+        passing = next((g.grader for g in spec.grades if g.passed), None)
+        if passing is not None:  # a failure of the pipeline is never a pass
+            raise record_error(
+                row.where,
+                f"{passing}.passed",
+                f"a trial with status {status!r} is never graded passed: the row contradicts "
+                "itself",
+            )
     return spec
 
 

@@ -12,6 +12,14 @@ optional field is null:
   starts with ``[`` (what an export writes for tags holding commas); JSONL an array of strings.
 - ``output``: the trial output, stored whole ("" when empty). ``attempt``: integer >= 1,
   default 1 (CSV: digits only). ``model``: string.
+- ``status``: the trial's status, exactly one of ``ok`` (default when empty), ``error``
+  (the pipeline failed: an errored trial, counted in the run's errored trials, never a
+  pass and never a skip) or ``cancelled``; ``queued``/``running`` (not finished) and any
+  other value (``failed``, ``Error``) are refused naming the row and field.
+  ``error``: what went wrong, required with ``error``, refused with ``ok``, optional with
+  ``cancelled`` (at most 100,000 characters). A trial that is not ok carries no verdict:
+  ``passed``, ``score``, ``scores`` or ``judge_status`` on it is refused (``error`` with
+  ``passed`` true is a contradiction), so it is never graded (``trial_status``).
 - Integers (``attempt``, tokens) are at most 2,147,483,647; no string may hold U+0000 (NUL)
   or a lone surrogate (JSON ``\\ud800``): the database cannot store them; both are refused
   naming the field.
@@ -37,7 +45,9 @@ optional field is null:
   would be stored as 0, is refused).
 
 Unmapped columns are kept in ``Trial.raw_response["extra"]`` (column -> value as read; an
-empty CSV cell is null).
+empty CSV cell is null), except a column (JSONL: key) named exactly ``status`` or ``error``:
+left unmapped by a given mapping it is refused (map it, ``status=status``, or rename it),
+since kept as extra it would let a failed row pass for an ok trial.
 A CSV with the header of Assay's own run export and no mapping is read by the export's
 rules instead, types intact (``interop.importers.run_export``).
 Without any mapping, a column named exactly like a field maps to it.
@@ -59,8 +69,8 @@ from core import bounds
 from core.errors import DomainError
 from core.strict_json import NON_FINITE, contains_non_finite
 from core.text import UNSTORABLE, contains_unstorable
-from evals.cases import CaseSpec
-from evals.models import Grade
+from evals.cases import CaseSpec, tags_problem
+from evals.models import Grade, Trial
 from interop.importers.context import ImportContext
 from interop.importers.reader import TIME_RANGE, record_error, time_check
 from interop.importers.trials_writer import GradeSpec, TrialSpec, TrialsWriter
@@ -70,6 +80,8 @@ FIELDS = (
     "input",
     "expected",
     "output",
+    "status",
+    "error",
     "attempt",
     "tags",
     "created_at",
@@ -85,6 +97,13 @@ FIELDS = (
     "latency_ms",
     "cost_usd",
 )
+# A trial's own fields: its status (``Trial.Status``) and, for an errored one, what went
+# wrong. A trial that did not finish (queued, running) is no result and is refused.
+STATUS_FIELDS = ("status", "error")
+TRIAL_STATUSES = tuple(Trial.Status.values)
+UNFINISHED = (Trial.Status.QUEUED, Trial.Status.RUNNING)
+VERDICT_FIELDS = ("passed", "score", "scores", "judge_status")
+ERROR_MESSAGE_MAX = 100_000
 DEFAULT_GRADER = "imported"
 NOT_SCORED = "not scored"
 _NON_FINITE_STRINGS = {
@@ -145,7 +164,8 @@ class Row:
     """One parsed row: ``where`` names it in errors; ``values`` maps field -> raw value;
     ``index`` is the caller's record number (kept in errors as ``DomainError.record``);
     ``needs_scan`` False lets ``row_parse`` skip its NaN/Infinity and unstorable-text
-    scans."""
+    scans; ``error_field`` is the name the source gave the ``error`` field (the ingest
+    API's ``error_message``), used in errors."""
 
     where: str
     values: dict[str, Any]
@@ -155,9 +175,12 @@ class Row:
     # False when the source text holds no NaN/Infinity token and no \u0000 or \ud8xx-style
     # escape: the scans for them are skipped.
     needs_scan: bool = True
+    error_field: str = "error"
 
 
 def _err(row: Row, name: str, msg: str) -> DomainError:
+    if name == "error":
+        name = row.error_field
     return record_error(row.where, name, msg, record=row.index)
 
 
@@ -305,8 +328,8 @@ def tags_parse(row: Row) -> list[str]:
     if _empty(value):
         return []
     if row.is_csv and not value.lstrip().startswith("["):
-        return [t.strip() for t in value.split(",") if t.strip()]
-    if row.is_csv:  # a JSON array of strings (what an export writes for tags with commas)
+        value = [t.strip() for t in value.split(",") if t.strip()]
+    elif row.is_csv:  # a JSON array of strings (what an export writes for tags with commas)
         try:
             value = json.loads(value)
         except ValueError as exc:
@@ -315,7 +338,68 @@ def tags_parse(row: Row) -> list[str]:
             ) from exc
     if not isinstance(value, list) or not all(isinstance(t, str) for t in value):
         raise _err(row, "tags", f"expected an array of strings, got {_show(value)}")
+    problem = tags_problem(value)  # the rule of every path that writes a case
+    if problem is not None:
+        path, message = problem
+        raise _err(row, f"tags{path}", message)
     return list(value)
+
+
+def trial_status(row: Row) -> tuple[str, str]:
+    """``(status, error message)`` of one row's trial, from its ``status`` and ``error``
+    fields (empty status: ``ok``). A failure of the pipeline is an error, never a pass:
+
+    - ``status`` is one of ``Trial.Status`` exactly (``ok``, ``error``, ``cancelled``;
+      ``queued`` and ``running`` did not finish and are refused); anything else (``failed``,
+      ``Error``, ``true``) is refused naming the row and field, never guessed;
+    - ``error`` (the message, at most ``ERROR_MESSAGE_MAX`` characters) is required with
+      ``error`` and refused with ``ok`` (a message on a trial called ok contradicts it);
+      optional with ``cancelled``;
+    - a trial that is not ok carries no verdict (``passed``, ``score``, ``scores``,
+      ``judge_status``): it is never graded, so ``status`` error with ``passed`` true is
+      refused as the contradiction it is.
+
+    Raises ``DomainError`` naming the row and the field."""
+    status = row.values.get("status")
+    message = row.values.get("error")
+    if _empty(status):
+        status = Trial.Status.OK
+    elif not isinstance(status, str) or status not in TRIAL_STATUSES:
+        raise _err(
+            row,
+            "status",
+            f"expected one of {', '.join(s for s in TRIAL_STATUSES if s not in UNFINISHED)}, "
+            f"got {_show(status)}",
+        )
+    elif status in UNFINISHED:
+        raise _err(
+            row,
+            "status",
+            f"a {status} trial has not finished: import finished trials (ok, error) or "
+            "cancelled ones",
+        )
+    if _empty(message):
+        message = ""
+    elif not isinstance(message, str):
+        raise _err(row, "error", f"expected a string, got {_show(message)}")
+    if status == Trial.Status.OK:
+        if message:
+            raise _err(row, "error", 'an error message needs status "error" (this row is ok)')
+        return status, ""
+    if status == Trial.Status.ERROR and not message.strip():
+        raise _err(row, "error", 'required with status "error": what went wrong')
+    if len(message) > ERROR_MESSAGE_MAX:
+        raise _err(row, "error", f"longer than {ERROR_MESSAGE_MAX:,} characters")
+    for name in VERDICT_FIELDS:
+        value = row.values.get(name)
+        if not _empty(value):
+            raise _err(
+                row,
+                name,
+                f"a trial with status {status!r} carries no verdict (got {_show(value)}): it "
+                "is never graded; empty this field",
+            )
+    return status, message
 
 
 def _grade(
@@ -395,6 +479,11 @@ def row_parse(row: Row, *, threshold: float | None) -> TrialSpec:
             tags=tags_parse(row),
         )
     attempt = _int(row, "attempt", minimum=1) or 1
+    status, error = (
+        (Trial.Status.OK, "")
+        if row.values.get("status") is None and row.values.get("error") is None
+        else trial_status(row)
+    )
     judge_status = _string(row, "judge_status")
     status_override = None if judge_status in (None, "ok") else judge_status
     reason = _string(row, "reason")
@@ -462,6 +551,8 @@ def row_parse(row: Row, *, threshold: float | None) -> TrialSpec:
         grades=grades,
         raw=row.extra,
         index=row.index,
+        status=status,
+        error=error,
     )
 
 
@@ -476,6 +567,34 @@ def _mapped(values: dict[str, Any], mapping: dict[str, str]) -> tuple[dict, dict
     return fields, extra
 
 
+_STATUS_COLUMN_MEANS = {
+    "status": "the trial's status: ok, error or cancelled",
+    "error": "what went wrong in an errored trial",
+}
+
+
+def unmapped_status_column(columns, mapping: dict[str, str]) -> str | None:
+    """The first of the columns named exactly ``status`` or ``error`` among ``columns`` that
+    a given ``mapping`` leaves unmapped (neither its field nor another field reads it), or
+    None. Kept as extra text, it would let a failed row pass for an ok trial."""
+    used = set(mapping.values())
+    for column in STATUS_FIELDS:
+        if column in columns and column not in mapping and column not in used:
+            return column
+    return None
+
+
+def _unmapped_status_error(column: str, where: str = "") -> DomainError:
+    message = (
+        f"the column {column!r} is not mapped: map it ({column}={column}: "
+        f"{_STATUS_COLUMN_MEANS[column]}), or rename or remove the column; an unmapped "
+        f"{column} would let a failed row pass for an ok trial"
+    )
+    if where:
+        return DomainError(message, field="mapping", detail=f"{where}: mapping: {message}")
+    return DomainError(message, field="mapping")
+
+
 def _csv_rows(rows_iter, header: list[str], mapping: dict[str, str]) -> Iterator[Row]:
     missing = [f"{name}={col}" for name, col in mapping.items() if col not in header]
     if missing:
@@ -483,6 +602,9 @@ def _csv_rows(rows_iter, header: list[str], mapping: dict[str, str]) -> Iterator
             f"mapping {', '.join(missing)}: column not in the CSV header "
             f"(columns: {', '.join(header)})"
         )
+    unmapped = unmapped_status_column(header, mapping)
+    if unmapped is not None:
+        raise _unmapped_status_error(unmapped)
     for r in rows_iter:
         # An empty CSV cell is null, never "": an empty expected is no reference (a
         # reference grader errors on it instead of failing every output), an empty
@@ -492,8 +614,12 @@ def _csv_rows(rows_iter, header: list[str], mapping: dict[str, str]) -> Iterator
         yield Row(where=r.where, values=fields, extra=extra, is_csv=True)
 
 
-def _jsonl_rows(records, mapping: dict[str, str]) -> Iterator[Row]:
+def _jsonl_rows(records, mapping: dict[str, str], *, given: bool) -> Iterator[Row]:
+    """``given``: the mapping is the user's (an unmapped ``status``/``error`` key is then
+    refused naming the line), not the default one of exact names."""
     for line, obj in records:
+        if given and (unmapped := unmapped_status_column(obj, mapping)) is not None:
+            raise _unmapped_status_error(unmapped, f"line {line}")
         fields, extra = _mapped(obj, mapping)
         yield Row(where=f"line {line}", values=fields, extra=extra, is_csv=False)
 
@@ -515,7 +641,7 @@ def tabular_import(
             mapping = {c: c for c in header if c in FIELDS}
         rows = _csv_rows(rows_iter, header, mapping)
     else:
-        rows = _jsonl_rows(source, mapping or {f: f for f in FIELDS})
+        rows = _jsonl_rows(source, mapping or {f: f for f in FIELDS}, given=bool(mapping))
         if not mapping:
             mapping = {f: f for f in FIELDS}
     if "case_id" not in mapping:

@@ -71,6 +71,7 @@ class TrialsWriter:
         self._chars = 0
         self.added = 0  # specs accepted by ``add``
         self.trials = 0  # trials written
+        self.finished = 0  # of them, finished (ok or error; not cancelled)
         self.errored = 0  # of them, errored (status "error")
         self._max_attempt = 1
         self._seen_attempts: dict[tuple[str, int], str] = {}
@@ -111,7 +112,7 @@ class TrialsWriter:
         self._flush()
         run_finish(
             self.run,
-            trials=self.trials,
+            trials=self.finished,  # a cancelled trial is stored, not recorded: partial
             errored=self.errored,
             graders=list(self._graders.values()),
             trials_per_case=self._max_attempt,
@@ -123,6 +124,7 @@ class TrialsWriter:
                 self.ctx, self.run, self._batch, self._graders, self._last_id
             )
             self.trials += len(self._batch)
+            self.finished += sum(1 for spec in self._batch if spec.status in Trial.FINISHED)
             self.errored += sum(1 for spec in self._batch if spec.status == Trial.Status.ERROR)
             self._batch, self._chars = [], 0
 
@@ -295,7 +297,7 @@ class TrialSpec:
     raw: dict
     index: int | None = None
     labels: list[LabelSpec] = field(default_factory=list)
-    # ``ok``, or ``error`` with its message (a run export read back: its errored trials).
+    # ``ok``, ``error`` with its message, or ``cancelled`` (``tabular.trial_status``).
     status: str = Trial.Status.OK
     error: str = ""
     # An agent's ordered steps (``evals.trajectory.steps``, parsed) and final state.

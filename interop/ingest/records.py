@@ -16,10 +16,12 @@ A trial record uses the field vocabulary and the rules of the CSV/JSONL import
 (its ordered steps, ``evals.trajectory.steps``) and ``final_state`` (any JSON), and its case
 ``goal_state`` (any JSON; part of the case's content, so it needs ``input``); each goes
 through ``trajectory_parse`` / ``final_state_parse`` and a bad one is refused naming the
-record and the step (``trajectory[3].arguments``). ``status`` is ``"ok"`` (default) or
-``"error"`` with ``error_message`` (a trial that failed where it ran): an errored trial
-carries no verdict (``passed``, ``score``, ``scores``, ``judge_status`` are refused on it),
-so it is never graded, never a pass. Any other key is refused.
+record and the step (``trajectory[3].arguments``). ``status`` and ``error`` are the
+import's (``tabular.trial_status``): ``"ok"`` (default), ``"error"`` with its message (a
+trial that failed where it ran) or ``"cancelled"``; the message may be given as
+``error_message`` instead of ``error`` (not both). A trial that is not ok carries no verdict
+(``passed``, ``score``, ``scores``, ``judge_status`` are refused on it), so it is never
+graded, never a pass. Any other key is refused.
 
 Rules:
 1. All or nothing: everything is written in one transaction; the first bad record raises
@@ -46,7 +48,7 @@ from typing import Any
 from core.errors import DomainError
 from core.strict_json import contains_non_finite
 from core.text import UNSTORABLE, contains_unstorable
-from evals.models import Suite, Trial
+from evals.models import Suite
 from evals.trajectory.steps import final_state_parse, trajectory_parse
 from interop.importers.reader import record_error
 from interop.importers.tabular import (
@@ -60,12 +62,11 @@ from interop.importers.trials_writer import LabelSpec, TrialSpec
 
 HEADER_FIELDS = ("suite", "suite_kind", "run", "model", "source_version", "threshold", "run_key")
 AGENT_FIELDS = ("trajectory", "final_state", "goal_state")
-STATUS_FIELDS = ("status", "error_message")
-RECORD_FIELDS = (*FIELDS, "labels", "extra", *AGENT_FIELDS, *STATUS_FIELDS)
+# ``error_message``: the ingest's name for tabular's ``error`` (either, not both).
+ERROR_MESSAGE = "error_message"
+RECORD_FIELDS = (*FIELDS, "labels", "extra", *AGENT_FIELDS, ERROR_MESSAGE)
 _FIELD_SET = frozenset(FIELDS)
 _RECORD_SET = frozenset(RECORD_FIELDS)
-VERDICT_FIELDS = ("passed", "score", "scores", "judge_status")
-ERROR_MESSAGE_MAX = 100_000
 LABEL_FIELDS = ("reviewer", "verdict", "critique")
 NAME_MAX = 200
 KEY_MAX = 255
@@ -271,14 +272,31 @@ def record_parse(
         raise record_error(where, "extra", UNSTORABLE, record=record)
     elif contains_overflow(extra):
         raise record_error(where, "extra", OVERFLOW, record=record)
+    # The ingest's documented name, unless the record used the import's ``error``.
+    error_field = "error" if "error" in obj else ERROR_MESSAGE
+    if ERROR_MESSAGE in obj:
+        if "error" in obj:
+            raise record_error(
+                where,
+                ERROR_MESSAGE,
+                "give the error message once: error or error_message, not both",
+                record=record,
+            )
+        values["error"] = obj[ERROR_MESSAGE]
     spec = _row_parse(
         Row(
-            where=where, values=values, extra={}, is_csv=False, index=record, needs_scan=needs_scan
+            where=where,
+            values=values,
+            extra={},
+            is_csv=False,
+            index=record,
+            needs_scan=needs_scan,
+            error_field=error_field,
         ),
         threshold=threshold,
     )
     spec.raw = extra
-    if tabular:  # no labels, extra, status or agent fields: nothing more to read
+    if tabular:  # no labels, extra or agent fields: nothing more to read
         return spec
     if "labels" in obj:
         if needs_scan and contains_non_finite(obj["labels"]):
@@ -286,48 +304,8 @@ def record_parse(
         if needs_scan and contains_unstorable(obj["labels"]):
             raise record_error(where, "labels", UNSTORABLE, record=record)
         spec.labels = _labels(obj["labels"], where=where, record=record)
-    _status(obj, spec, where=where, record=record)
     _agent(obj, spec, where=where, record=record)
     return spec
-
-
-def _status(obj: dict, spec: TrialSpec, *, where: str, record: int) -> None:
-    """``status`` / ``error_message`` onto ``spec``: an errored trial has no verdict."""
-    status = obj.get("status")
-    message = obj.get("error_message")
-    if status is None or status == Trial.Status.OK:
-        if message not in (None, ""):
-            raise record_error(where, "error_message", 'only with status "error"', record=record)
-        return
-    if status != Trial.Status.ERROR:
-        raise record_error(
-            where, "status", f'expected "ok" or "error", got {status!r:.80}', record=record
-        )
-    if not isinstance(message, str) or not message.strip():
-        raise record_error(
-            where,
-            "error_message",
-            'required with status "error": what went wrong',
-            record=record,
-        )
-    if contains_unstorable(message):
-        raise record_error(where, "error_message", UNSTORABLE, record=record)
-    if len(message) > ERROR_MESSAGE_MAX:
-        raise record_error(
-            where,
-            "error_message",
-            f"longer than {ERROR_MESSAGE_MAX} characters",
-            record=record,
-        )
-    verdict = next((name for name in VERDICT_FIELDS if obj.get(name) is not None), None)
-    if verdict is not None:
-        raise record_error(
-            where,
-            verdict,
-            'an errored trial (status "error") carries no verdict: it is never graded',
-            record=record,
-        )
-    spec.status, spec.error, spec.grades = Trial.Status.ERROR, message, []
 
 
 def _agent(obj: dict, spec: TrialSpec, *, where: str, record: int) -> None:

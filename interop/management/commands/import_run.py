@@ -40,8 +40,10 @@ class Command(DomainCommand):
             )
         except IntegrityError as exc:
             raise CommandError(f"{path}: inconsistent data ({exc}); nothing was imported") from exc
+        stored = run.trials.count()  # what was written, never what the file planned
+        partial = f" (partial: {run.trials_total} planned)" if stored < run.trials_total else ""
         self.stdout.write(
-            f"imported {run.suite.name}/{run.name} ({run.uuid}): {run.trials_total} trials"
+            f"imported {run.suite.name}/{run.name} ({run.uuid}): {stored} trials{partial}"
             + (f". {retired_sentence(retired)}" if retired else "")
         )
 
