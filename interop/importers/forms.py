@@ -6,7 +6,7 @@ from django import forms
 
 from core.errors import DomainError
 from evals.models import Suite
-from interop.importers.tabular import mapping_parse
+from interop.importers.tabular import FIELDS, mapping_parse
 
 
 class ImportUploadForm(forms.Form):
@@ -35,7 +35,11 @@ class ImportUploadForm(forms.Form):
     mapping = forms.CharField(
         required=False,
         widget=forms.Textarea(attrs={"rows": 4, "class": "mono"}),
-        help_text="CSV/JSONL only: one field=column per line, e.g. case_id=id.",
+        help_text="CSV/JSONL only: one field=column per line, e.g. case_id=id; empty: a "
+        "column named like a field maps to it. Fields: " + ", ".join(FIELDS) + ". A failed "
+        "row is status=error with its error message: an errored trial, never graded "
+        "(status is ok, error or cancelled; a given mapping must map a column named status "
+        "or error).",
     )
     threshold = forms.FloatField(
         required=False,
