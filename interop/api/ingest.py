@@ -94,6 +94,25 @@ class IngestTrialInput(serializers.Serializer):
         allow_blank=True,
         help_text="The trial output (text, stored whole).",
     )
+    status = serializers.ChoiceField(
+        choices=["ok", "error", "cancelled"],
+        required=False,
+        allow_null=True,
+        help_text="The trial's status (default ok). error: the pipeline failed, an errored "
+        "trial that carries no verdict (never graded, never a pass); queued, running and "
+        "anything else are refused.",
+    )
+    error = serializers.CharField(
+        required=False,
+        allow_null=True,
+        help_text="What went wrong: required with status error, refused with ok (at most "
+        "100,000 characters).",
+    )
+    error_message = serializers.CharField(
+        required=False,
+        allow_null=True,
+        help_text="The same as error, its older name (give one, not both).",
+    )
     attempt = serializers.IntegerField(
         required=False, allow_null=True, min_value=1, help_text="Attempt number 1..N (default 1)."
     )
