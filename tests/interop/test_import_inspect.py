@@ -214,3 +214,15 @@ def test_only_the_headline_scorer_gates():
         ("polite", False),
     ]
     assert round(_overall(summary)["pass_rate"]["mean"], 3) == 0.389
+
+
+def test_a_sample_error_beside_a_correct_score_is_still_an_errored_trial():
+    doc = _doc()
+    sample = doc["samples"][0]
+    assert sample["scores"]["match"]["value"] == "C"  # Inspect's "correct"
+    sample["error"] = {"message": "RuntimeError: tool crashed", "traceback": ""}
+    summary = _import(_bytes(doc))
+    trial = Trial.objects.get(run=summary.runs[0], case__key="c00001", attempt=1)
+    assert (trial.status, trial.error_message) == ("error", "RuntimeError: tool crashed")
+    assert not trial.grades.exists()  # never a pass
+    assert summary.runs[0].trials_errored == 1

@@ -242,3 +242,14 @@ def test_the_command_imports_with_format_promptfoo(capsys):
             "--map",
             "case_id=x",
         )
+
+
+def test_a_provider_error_on_a_row_promptfoo_called_a_success_is_still_an_errored_trial():
+    doc = _doc()
+    row = doc["results"]["results"][0]
+    assert row["success"] is True
+    row["response"]["error"] = "API error: 503"
+    summary = _import(_bytes(doc))
+    trial = Trial.objects.get(run=summary.runs[0], case__key="c00001", attempt=1)
+    assert (trial.status, trial.error_message, trial.output) == ("error", "API error: 503", "")
+    assert not trial.grades.exists()  # never a pass
