@@ -83,6 +83,27 @@ def test_a_regrade_in_place_is_read_at_once():
     assert after == run_data_get(run=head)
 
 
+def test_opposite_regrades_and_a_fail_turned_not_judged_are_read_at_once():
+    # Each keeps the run's counts of passing and errored grades (the former key's terms).
+    base, head = _runs()
+    run_summaries_get(runs=[head])
+    Grade.objects.filter(trial__run=head, trial__case__key="c1", trial__attempt=1).update(
+        passed=True
+    )
+    Grade.objects.filter(trial__run=head, trial__case__key="c1", trial__attempt=3).update(
+        passed=False
+    )
+    after = run_summaries_get(runs=[head])[head.id].data
+    assert next(c for c in after.cases if c.key == "c1").verdicts == (True, False, False, True)
+    assert after == run_data_get(run=head)
+    Grade.objects.filter(trial__run=head, trial__case__key="c1", trial__attempt=2).update(
+        passed=None, status=Grade.Status.NOT_JUDGED
+    )
+    after = run_summaries_get(runs=[head])[head.id].data
+    assert next(c for c in after.cases if c.key == "c1").verdicts == (True, False, True)
+    assert after == run_data_get(run=head)
+
+
 def test_a_new_trial_and_a_retry_are_read_at_once():
     base, head = _runs()
     run_summaries_get(runs=[head])
