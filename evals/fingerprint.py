@@ -10,19 +10,20 @@ of the run can see:
 
 1. the run's status, trials per case and a digest of its stored grader set (which a
    recorded judge's grading can extend);
-2. its trials, grouped by status: each group's count, largest id, id sum and retried
-   (``replaced_by`` set) count. A new trial (a top-up round, a retry), a retry marking
-   its errored trial replaced, a trial settling or changing status in place moves a
-   group's count or id sum;
-3. its grades, grouped by everything a reader reads of a grade (grader, status, passed,
-   gating, judge version): each group's count, largest id and id sum. A new grade (a
-   judge run or an import of labels grading the run after it finished) moves its group's
+2. its trials: their count, largest id, id sum, the id sums of the ok, errored and open
+   (queued or running) ones and the retried (``replaced_by`` set) count. A new trial (a
+   top-up round, a retry), a retry marking its errored trial replaced, a trial settling
+   or changing status in place moves one of them;
+3. its grades, per grader: their count, largest id, id sum, the id sums of the passing,
+   failing, errored and gating ones and the sum of their judge versions' ids. A new grade
+   (a judge run or an import of labels grading the run after it finished) moves the
    count; a grade changed in place (a regrade: ``passed`` or ``status`` updated on the
    same row, as ``test_a_regraded_trial_is_seen_at_once_despite_the_comparison_cache``
-   does) leaves one group for another, moving both groups' counts and id sums, so even
-   two regrades in opposite directions move the sums (their ids differ). Only several
-   changes whose id sums cancel exactly could go unseen. A grade's score, reason and
-   details are read by no cached value and are not part of the fingerprint.
+   does; its gating flag or judge version) moves the id sum of the verdict it left and of
+   the one it took, so even two regrades in opposite directions move them (their ids
+   differ). Only several changes whose id sums cancel exactly could go unseen (or two
+   grades of one grader swapping judge versions). A grade's score, reason and details are
+   read by no cached value and are not part of the fingerprint.
 
 A run that is not finished has no key (``None``): nothing of it is cached. What else a
 reader depends on it adds itself from here: the comparison adds judge trust
@@ -66,73 +67,54 @@ def run_fingerprints(*, runs: Sequence[Run]) -> dict[int, RunFingerprint]:
     if not runs:
         return {}
     ids = [r.id for r in runs]
-    text = models.CharField()
-    nothing = {
-        name: models.Value(None, output_field=field)
-        for name, field in (
-            ("g", text),
-            ("p", models.BooleanField()),
-            ("k", models.BooleanField()),
-            ("v", models.BigIntegerField()),
-        )
-    }
-    # (run id, status, grader, passed, gating, judge version, count, top, id sum, retried);
-    # a trial's row has no grader (a grade always has one).
+
+    def ids_sum(**condition) -> models.Sum:
+        return models.Sum("id", filter=models.Q(**condition))
+
+    # (run id, grader, count, largest id, id sum, a, b, c, d, e); a trial's row has no
+    # grader (a grade always has one). Trials: a, b, c the id sums of the ok, errored and
+    # open ones (the cancelled are the rest), d the retried count. Grades: a, b, c the id
+    # sums of the passing, failing and errored ones (the not judged are the rest), d of the
+    # gating ones, e the sum of their judge versions' ids.
     trials = (
         Trial.objects.filter(run_id__in=ids)
         .order_by()
-        .values("run_id", "status")
+        .values("run_id")
         .annotate(
-            **nothing,
+            g=models.Value(None, output_field=models.CharField()),
             n=models.Count("id"),
             top=models.Max("id"),
             s=models.Sum("id"),
-            r=models.Count("replaced_by_id"),
+            a=ids_sum(status=Trial.Status.OK),
+            b=ids_sum(status=Trial.Status.ERROR),
+            c=ids_sum(status__in=(Trial.Status.QUEUED, Trial.Status.RUNNING)),
+            d=models.Count("replaced_by_id"),
+            e=models.Value(None, output_field=models.BigIntegerField()),
         )
-        .values_list("run_id", "status", "g", "p", "k", "v", "n", "top", "s", "r")
+        .values_list("run_id", "g", "n", "top", "s", "a", "b", "c", "d", "e")
     )
     grades = (
         Grade.objects.filter(trial__run_id__in=ids)
         .order_by()
-        .values("trial__run_id", "status", "grader", "passed", "gating", "judge_version_id")
+        .values("trial__run_id", "grader")
         .annotate(
             n=models.Count("id"),
             top=models.Max("id"),
             s=models.Sum("id"),
-            r=models.Value(0, output_field=models.IntegerField()),
+            a=ids_sum(passed=True),
+            b=ids_sum(passed=False),
+            c=ids_sum(status=Grade.Status.ERROR),
+            d=ids_sum(gating=True),
+            e=models.Sum("judge_version_id"),
         )
-        .values_list(
-            "trial__run_id",
-            "status",
-            "grader",
-            "passed",
-            "gating",
-            "judge_version_id",
-            "n",
-            "top",
-            "s",
-            "r",
-        )
+        .values_list("trial__run_id", "grader", "n", "top", "s", "a", "b", "c", "d", "e")
     )
     groups: dict[int, list[tuple]] = {i: [] for i in ids}
     graded: dict[int, set[str]] = {i: set() for i in ids}
-    for run_id, status, grader, passed, gating, version, n, top, total, retried in raw_rows(
-        trials.union(grades, all=True)
-    ):
-        # Booleans arrive as 0/1 on SQLite and True/False on PostgreSQL: one text either way.
+    for run_id, grader, *sums in raw_rows(trials.union(grades, all=True)):
+        # Sums arrive as int or Decimal (PostgreSQL's sum of bigint), null when empty.
         groups[run_id].append(
-            (
-                "t" if grader is None else "g",
-                status,
-                grader or "",
-                _bit(passed),
-                _bit(gating),
-                version or 0,
-                int(n),
-                int(top),
-                int(total),
-                int(retried),
-            )
+            (grader is None, grader or "", *(0 if x is None else int(x) for x in sums))
         )
         if grader is not None:
             graded[run_id].add(grader)
@@ -176,8 +158,3 @@ def case_changes_fingerprints(*, suite_ids: Iterable[int]) -> dict[int, str]:
         i: f"c{changes[i]['n']}.{changes[i]['top']}" if i in changes else "c0.None"
         for i in suite_ids
     }
-
-
-def _bit(value: object) -> int:
-    """0/1 for a stored boolean, -1 for null."""
-    return -1 if value is None else int(bool(value))
