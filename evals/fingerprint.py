@@ -25,9 +25,11 @@ of the run can see:
    grades of one grader swapping judge versions). A grade's score, reason and details are
    read by no cached value and are not part of the fingerprint.
 
-A run that is not finished has no key (``None``): nothing of it is cached. What else a
-reader depends on it adds itself from here: the comparison adds judge trust
-(``judge_trust_fingerprint``) and its suite's case changes (``case_changes_fingerprints``).
+A run that is not finished has no key (``None``): nothing of it is stored; its ``state``
+(the same text) keys what is cached of it for a while
+(``evals.comparison.compute.detectable_drop_get``). What else a reader depends on it adds
+itself from here: the comparison adds judge trust (``judge_trust_fingerprint``) and its
+suite's case changes (``case_changes_fingerprints``).
 
 Cost: one query for any number of runs, whatever their size (trials and grades in one
 ``UNION ALL``). The trials' side reads the ``trial_run_readable`` index only (it holds the
@@ -52,10 +54,13 @@ from judges.models import JudgeApproval
 
 @dataclass(frozen=True)
 class RunFingerprint:
-    """One run's fingerprint: ``key`` (text, ~60 characters; None when the run is not
-    finished) and ``graded``: the graders with a grade on any of its trials (finished or
-    not; the grid's column reader needs them, ``evals.grid.cells.runs_gating_keys``)."""
+    """One run's fingerprint: ``state`` (text, ~50 characters: the run's status, trials per
+    case and a digest of the rest, for any run), ``key`` (``state`` when the run is
+    finished, else None: what caches and stored reads key on) and ``graded``: the graders
+    with a grade on any of its trials (finished or not; the grid's column reader needs
+    them, ``evals.grid.cells.runs_gating_keys``)."""
 
+    state: str
     key: str | None
     graded: frozenset[str]
 
@@ -120,15 +125,15 @@ def run_fingerprints(*, runs: Sequence[Run]) -> dict[int, RunFingerprint]:
             graded[run_id].add(grader)
     out = {}
     for run in runs:
-        key = None
-        if run.is_terminal:
-            digest = hashlib.sha256(
-                json.dumps(
-                    [run.graders, sorted(groups[run.id])], sort_keys=True, default=str
-                ).encode()
-            ).hexdigest()[:32]
-            key = f"{run.status}:{run.trials_per_case}:{digest}"
-        out[run.id] = RunFingerprint(key=key, graded=frozenset(graded[run.id]))
+        digest = hashlib.sha256(
+            json.dumps([run.graders, sorted(groups[run.id])], sort_keys=True, default=str).encode()
+        ).hexdigest()[:32]
+        state = f"{run.status}:{run.trials_per_case}:{digest}"
+        out[run.id] = RunFingerprint(
+            state=state,
+            key=state if run.is_terminal else None,
+            graded=frozenset(graded[run.id]),
+        )
     return out
 
 

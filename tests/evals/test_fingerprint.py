@@ -43,7 +43,9 @@ def test_a_finished_runs_key_is_stable_and_a_running_run_has_none_but_says_who_g
     assert run_fingerprints(runs=[run])[run.id] == first
     Run.objects.filter(id=run.id).update(status=Run.Status.RUNNING)
     run.refresh_from_db()
-    assert run_fingerprints(runs=[run])[run.id].key is None
+    running = run_fingerprints(runs=[run])[run.id]
+    assert running.key is None and running.state.startswith("running:3:")
+    assert running.state.split(":")[2] == first.key.split(":")[2]  # the same trials and grades
     assert run_fingerprints(runs=[run])[run.id].graded == frozenset({"judge"})
     assert run_fingerprints(runs=[]) == {}
 
