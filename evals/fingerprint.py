@@ -35,7 +35,8 @@ Cost: one query for any number of runs, whatever their size (trials and grades i
 ``UNION ALL``). The trials' side reads the ``trial_run_readable`` index only (it holds the
 trial's id: ``evals.models.Trial.Meta.indexes``), never the trial rows and their outputs;
 the grades' side joins those trial ids to the run's grades. At 2,000 cases x 5 trials a
-side on PostgreSQL this replaced four aggregate queries that read every trial row twice.
+side on PostgreSQL this replaced four aggregate queries that read every trial row twice
+(5,317 buffers for the key's trials and grades, now 577).
 """
 
 from __future__ import annotations
