@@ -340,13 +340,15 @@ class Trial(models.Model):
         ]
         indexes = [
             models.Index(fields=["run", "status"]),
-            # The trials a reader counts (not retried) of some runs, with their case and
-            # status, from the index alone: the grid's cells, usage totals and cache keys
-            # (evals.grid) read them without touching the rows (outputs), and SQLite, with
-            # no statistics, would otherwise walk every unretried trial of every run
-            # through the replaced_by index.
+            # The trials a reader counts (not retried) of some runs, with their case,
+            # status and id, from the index alone: the grid's cells, usage totals and the
+            # runs' fingerprints (evals.fingerprint: every trial's status and id, and the
+            # ids its grades join on) read them without touching the rows (outputs), and
+            # SQLite, with no statistics, would otherwise walk every unretried trial of
+            # every run through the replaced_by index. The id is a key column, not an
+            # INCLUDE one: SQLite has none (its indexes hold the rowid anyway).
             models.Index(
-                fields=["run", "replaced_by", "case", "status"], name="trial_run_readable"
+                fields=["run", "replaced_by", "case", "status", "id"], name="trial_run_readable"
             ),
         ]
 

@@ -38,6 +38,7 @@ from evals.comparison.run_data import (
     run_data_get,
     verdict_lists,
 )
+from evals.fingerprint import judge_trust_fingerprint, run_fingerprints
 from evals.report.cost_quality import PER_TRIAL_QUANTUM, CostQuality, cost_quality
 from evals.report.figures import pass_k_table
 from stats.compare import (
@@ -652,11 +653,26 @@ POWER_CACHE_SECONDS = 24 * 3600
 def detectable_drop_get(
     *, run: Any, alpha: float = 0.05, data: RunData | None = None
 ) -> DetectableDrop | None:
-    """The smallest drop ``run`` (as a baseline) can detect with 80% power at ``alpha``,
-    cached in Django's cache per (run, alpha, finished trial count) for a day, so the
-    comparison and suite pages do not simulate on every view (~110 ms at 2,000 cases)."""
+    """The smallest drop ``run`` (as a baseline) can detect with 80% power at ``alpha``
+    (``base_detectable_drop``; None when it graded nothing), without simulating on every
+    view (~110 ms at 2,000 cases).
 
-    key = f"assay:detectable:{run.uuid}:{alpha}:{run.trials_finished}:{run.status}"
+    A finished run's value has one home, its stored summary
+    (``evals.comparison.summary.run_summaries_get``: read while the run's key holds,
+    computed and stored there on first need for this alpha; ``data`` is not used, the
+    summary reads the run after its key). A run that is not finished is computed from
+    ``data`` (else the run loader) and cached in Django's cache for a day under its
+    fingerprint's ``state`` and judge trust (``evals.fingerprint``), so any new trial or
+    grade, a regrade in place included, misses it. Queries: four for a finished run whose
+    summary holds the value; two for a cached unfinished one; plus the loader's otherwise.
+    """
+    from evals.comparison.summary import run_summaries_get  # noqa: PLC0415 - it imports this
+
+    if run.is_terminal:
+        read = run_summaries_get(runs=[run], detectable_for=[run], alpha=alpha)
+        return read[run.id].detectable[alpha]
+    state = run_fingerprints(runs=[run])[run.id].state
+    key = f"assay:detectable:v2:{run.uuid}:{alpha}:{state}:{judge_trust_fingerprint()}"
     hit = cache.get(key)
     if hit is not None:
         return hit or None  # False caches "undefined"

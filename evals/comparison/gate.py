@@ -91,7 +91,8 @@ def gate_evaluate(
     suite's current baseline (``baseline_current``). ``alpha``: two-sided level, 1e-6 .. 0.5
     (``alpha_check``); ``max_errored_fraction``: errored trials allowed per run, a fraction
     in [0, 1]; the two flags as in ``gate_decide``. When base is a run its detectable drop
-    comes from ``detectable_drop_get`` (cached); when it is a file it is computed from the file.
+    comes from ``detectable_drop_get`` (a finished run's stored summary); when it is a file
+    it is computed from the file.
     Returns ``(comparison, decision)``; ``decision.exit_code`` is 0 pass, 1 regression,
     2 cannot decide. Raises ``DomainError`` for an alpha or fraction out of range, a
     file head without a base, or a suite without a baseline.

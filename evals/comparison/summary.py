@@ -10,45 +10,46 @@ comparison it is a side of: two rows instead of every trial.
 
 Invariant: a summary is read only when its stored ``key`` equals the run's current key
 (``run_summary_keys``), which holds everything the summary depends on that can change: the
-run's status and a digest of its grader set; its trials' count, largest id, finished, open
-and replaced counts (a new trial, a retry, a top-up round); its grades' count, largest id,
-passing and errored counts (a new grade, a judge grading after the fact, a regrade in place
-such as ``test_a_regraded_trial_is_seen_at_once_despite_the_comparison_cache``); every judge
-approval's count, newest id and revocations (trust turns provisional grades into gating
-ones); the run's suite's case changes (count and newest id: a retag in place). A run that is
-not finished has no key and no summary. The key is read before the data, so a write landing
-in between stores newer data under an older key, which the next read misses: a summary is
-never newer-keyed than its data. Identity (name, suite, status) is read fresh from the run.
+run's fingerprint (``evals.fingerprint.run_fingerprints``: status, grader set, trials,
+grades and their verdicts, a regrade in place such as
+``test_a_regraded_trial_is_seen_at_once_despite_the_comparison_cache`` included, the same
+fingerprint as the grid's column cache); judge trust (``judge_trust_fingerprint``: trust
+turns provisional grades into gating ones); the run's suite's case changes
+(``case_changes_fingerprints``: a retag in place). A run that is not finished has no key
+and no summary. The key is read before the data, so a write landing in between stores
+newer data under an older key, which the next read misses: a summary is never
+newer-keyed than its data. Identity (name, suite, status) is read fresh from the run.
 
-Queries: ``run_summary_keys`` four (trials, grades, approvals, case changes), whatever the
-number of runs; ``run_summaries_get`` one more to read the summaries, and on a miss the run
-loader's queries for the missing runs and one upsert.
+Queries: ``run_summary_keys`` three (the runs' fingerprints, judge trust, case changes),
+whatever the number of runs; ``run_summaries_get`` one more to read the summaries, and on
+a miss the run loader's queries for the missing runs and one upsert.
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, fields
 from decimal import Decimal
 from typing import Any
 
 import orjson
-from django.db import models
 from django.utils import timezone
 
 from evals.comparison.run_data import CaseData, GraderInfo, RunData, runs_data_get
-from evals.models import CaseChange, Grade, Run, RunSummary, Trial
-from judges.models import JudgeApproval
+from evals.fingerprint import (
+    case_changes_fingerprints,
+    judge_trust_fingerprint,
+    run_fingerprints,
+)
+from evals.models import Run, RunSummary
 from stats.power import DetectableDrop
 
-OPEN = (Trial.Status.QUEUED, Trial.Status.RUNNING)
 CASE_FIELDS = tuple(f.name for f in fields(CaseData))
 # A stored body is read by field name: a new field of CaseData (or GraderInfo) changes the
 # key, so no summary written before it is read.
 KEY_VERSION = (
-    "v1."
+    "v2."
     + hashlib.sha256(
         repr((CASE_FIELDS, tuple(f.name for f in fields(GraderInfo)))).encode()
     ).hexdigest()[:8]
@@ -67,61 +68,16 @@ class SummaryRead:
 
 def run_summary_keys(*, runs: Sequence[Run]) -> dict[int, str | None]:
     """Run id -> the run's summary key (module docstring), None for a run that is not
-    finished. Four queries whatever the number of runs, cases and trials."""
-    ids = [r.id for r in runs]
-    trials = {
-        row.pop("run_id"): row
-        for row in Trial.objects.filter(run_id__in=ids)
-        .order_by()
-        .values("run_id")
-        .annotate(
-            n=models.Count("id"),
-            top=models.Max("id"),
-            done=models.Count("id", filter=models.Q(status__in=Trial.FINISHED)),
-            open=models.Count("id", filter=models.Q(status__in=OPEN)),
-            replaced=models.Count("replaced_by_id"),
-        )
-    }
-    grades = {
-        row.pop("trial__run_id"): row
-        for row in Grade.objects.filter(trial__run_id__in=ids)
-        .order_by()
-        .values("trial__run_id")
-        .annotate(
-            n=models.Count("id"),
-            top=models.Max("id"),
-            ok=models.Count("id", filter=models.Q(passed=True)),
-            err=models.Count("id", filter=models.Q(status=Grade.Status.ERROR)),
-        )
-    }
-    # Every grant and revocation writes an approval row: its count and newest change move.
-    trust = JudgeApproval.objects.aggregate(
-        n=models.Count("id"), top=models.Max("id"), revoked=models.Count("revoked_at")
-    )
-    changes = {
-        row.pop("suite_id"): row
-        for row in CaseChange.objects.filter(suite_id__in={r.suite_id for r in runs})
-        .order_by()
-        .values("suite_id")
-        .annotate(n=models.Count("id"), top=models.Max("id"))
-    }
+    finished. Three queries whatever the number of runs, cases and trials: the runs'
+    fingerprints, judge trust, the suites' case changes (``evals.fingerprint``)."""
+    prints = run_fingerprints(runs=runs)
+    trust = judge_trust_fingerprint()
+    changes = case_changes_fingerprints(suite_ids={r.suite_id for r in runs})
     keys: dict[int, str | None] = {}
     for run in runs:
-        if not run.is_terminal:
-            keys[run.id] = None
-            continue
-        t, g = trials.get(run.id, {}), grades.get(run.id, {})
-        c = changes.get(run.suite_id, {})
-        graders = hashlib.sha256(
-            json.dumps(run.graders, sort_keys=True, default=str).encode()
-        ).hexdigest()[:16]
+        key = prints[run.id].key
         keys[run.id] = (
-            f"{KEY_VERSION}:{run.status}:{run.trials_per_case}:{graders}:"
-            f"t{t.get('n', 0)}.{t.get('top')}.{t.get('done', 0)}.{t.get('open', 0)}."
-            f"{t.get('replaced', 0)}:"
-            f"g{g.get('n', 0)}.{g.get('top')}.{g.get('ok', 0)}.{g.get('err', 0)}:"
-            f"j{trust['n']}.{trust['top']}.{trust['revoked']}:"
-            f"c{c.get('n', 0)}.{c.get('top')}"
+            None if key is None else f"{KEY_VERSION}:{key}:{trust}:{changes[run.suite_id]}"
         )
     return keys
 
@@ -140,7 +96,7 @@ def run_summaries_get(
     cache does); read here otherwise. A finished run's stored summary is read when its key
     matches; otherwise (or for a missing alpha) it is computed and stored (one upsert for
     all). A run that is not finished is read by the run loader every time and its
-    detectable drop comes from ``detectable_drop_get`` (Django's cache). Queries: five when
+    detectable drop comes from ``detectable_drop_get`` (Django's cache). Queries: four when
     every summary is stored, else plus the loader's for the missing runs and one upsert.
     """
     from evals.comparison.compute import (  # noqa: PLC0415 - compute imports this module

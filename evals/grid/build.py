@@ -20,13 +20,14 @@ Rules (one place for each):
   (``evals.grid.cells.runs_case_counts``: one query whatever the size, by the run loader's
   trials and the run report's rule; one more when a grader outside a run's grader set
   graded it) and their usage totals (``runs_usage_totals``: one);
-  the columns' cache keys with the graders that graded each run (``evals.grid.cache``: two
-  queries), the cases, the runs, the baseline and the viewer's blind trials, and when there
-  are any, which cases of the runs hold them (one): a query count independent of runs,
-  cases and trials.
+  the columns' cache keys with the graders that graded each run (``evals.grid.cache``: one
+  query, the runs' fingerprints), the cases, the runs, the baseline and the viewer's blind
+  trials, and when there are any, which cases of the runs hold them (one): a query count
+  independent of runs, cases and trials.
 - Cache: a finished run's column (its cells before blindness and its cost against quality)
-  is cached under a key that moves with every change to its trials, grades, status or
-  grader set (``evals.grid.cache``); blindness and cases are applied fresh on every view.
+  is cached under a key that moves with every change to its trials, grades (a regrade in
+  place too), status or grader set (``evals.grid.cache``, ``evals.fingerprint``); blindness
+  and cases are applied fresh on every view.
 """
 
 from __future__ import annotations

@@ -34,7 +34,7 @@ from evals.runner.call_stop import CANCELLED_KIND
 from evals.runner.calls import CallPool
 from evals.runner.finalize import run_finalize, trials_cancel
 from evals.runner.pricing import cost_breakdown, price_lookup
-from evals.runner.start import _chunk_enqueue, run_subject, trial_chunk_size
+from evals.runner.start import _chunks_enqueue, run_subject, trial_chunk_size
 from evals.runner.targets import CaseInput, TargetResult
 from judges.tasks import run_chunk_judge
 
@@ -557,7 +557,7 @@ class _ChunkCalls:
         released = _trials_release(list(self.held))
         again = sorted({*released, *self.pending})
         if again:
-            _chunk_enqueue(self.run_id, again)
+            _chunks_enqueue(self.run_id, [again])
 
 
 def trial_chunk_execute(*, run_id: int, trial_ids: list[int]) -> None:

@@ -20,7 +20,7 @@ from django.utils import timezone
 
 from core.chunks import chunked
 from core.errors import DomainError
-from core.outbox import outbox_enqueue, outbox_enqueue_many, outbox_unsent
+from core.outbox import outbox_enqueue_many, outbox_unsent
 from core.text import UNSTORABLE, contains_unstorable
 from evals.grading.grader_set import GraderSpec
 from evals.grading.graders import grader_set_resolved, parse_grader_specs
@@ -249,12 +249,6 @@ def _judge_gating_snapshot(graders: list[dict], specs: list[GraderSpec]) -> list
 def run_subject(run_id: int) -> str:
     """The outbox subject of a run's messages (its chunks and its judge rung)."""
     return f"evals.run:{run_id}"
-
-
-def _chunk_enqueue(run_id: int, trial_ids: list[int]) -> None:
-    """One ``run_chunk_execute`` message, written in the caller's transaction and sent after
-    commit (``core.outbox``): a broker outage delays the chunk, never loses it."""
-    outbox_enqueue(run_chunk_execute, run_id, trial_ids, subject=run_subject(run_id))
 
 
 def _chunks_enqueue(run_id: int, chunks: list[list[int]]) -> None:

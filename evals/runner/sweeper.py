@@ -37,7 +37,7 @@ from core.outbox import outbox_resend, outbox_written_since
 from evals.models import Grade, Run, Trial
 from evals.runner.execute import _judge_chunk_enqueue
 from evals.runner.finalize import run_finalize, trials_cancel
-from evals.runner.start import _chunk_enqueue, run_subject, trial_chunk_size
+from evals.runner.start import _chunks_enqueue, run_subject, trial_chunk_size
 from judges.claims import judge_claims_sweep
 
 
@@ -82,9 +82,9 @@ def runs_sweep(*, now: datetime | None = None) -> SweepResult:
         taken[run_id] = sorted({*taken.get(run_id, []), *ids})
     chunks = 0
     for run_id, ids in taken.items():
-        for chunk in chunked(ids, trial_chunk_size()):
-            _chunk_enqueue(run_id, chunk)
-            chunks += 1
+        run_chunks = chunked(ids, trial_chunk_size())
+        _chunks_enqueue(run_id, run_chunks)
+        chunks += len(run_chunks)
 
     judge_runs = judge_chunks = 0
     for run in Run.objects.filter(status__in=open_runs).only("id", "graders", "status"):

@@ -10,7 +10,13 @@ from django.test.utils import CaptureQueriesContext
 
 from evals.case_changes import case_add, case_edit
 from evals.cases import CaseSpec
-from evals.comparison.compute import base_detectable_drop, comparison_compute, comparison_get
+from evals.comparison import compute
+from evals.comparison.compute import (
+    base_detectable_drop,
+    comparison_compute,
+    comparison_get,
+    detectable_drop_get,
+)
 from evals.comparison.run_data import run_data_get
 from evals.comparison.summary import run_summaries_get, run_summary_keys, run_summary_refresh
 from evals.models import Grade, Run, RunSummary, Suite, Trial
@@ -83,6 +89,27 @@ def test_a_regrade_in_place_is_read_at_once():
     assert after == run_data_get(run=head)
 
 
+def test_opposite_regrades_and_a_fail_turned_not_judged_are_read_at_once():
+    # Each keeps the run's counts of passing and errored grades (the former key's terms).
+    base, head = _runs()
+    run_summaries_get(runs=[head])
+    Grade.objects.filter(trial__run=head, trial__case__key="c1", trial__attempt=1).update(
+        passed=True
+    )
+    Grade.objects.filter(trial__run=head, trial__case__key="c1", trial__attempt=3).update(
+        passed=False
+    )
+    after = run_summaries_get(runs=[head])[head.id].data
+    assert next(c for c in after.cases if c.key == "c1").verdicts == (True, False, False, True)
+    assert after == run_data_get(run=head)
+    Grade.objects.filter(trial__run=head, trial__case__key="c1", trial__attempt=2).update(
+        passed=None, status=Grade.Status.NOT_JUDGED
+    )
+    after = run_summaries_get(runs=[head])[head.id].data
+    assert next(c for c in after.cases if c.key == "c1").verdicts == (True, False, True)
+    assert after == run_data_get(run=head)
+
+
 def test_a_new_trial_and_a_retry_are_read_at_once():
     base, head = _runs()
     run_summaries_get(runs=[head])
@@ -148,3 +175,44 @@ def test_the_same_run_on_both_sides_is_read_once():
     comparison = comparison_get(base=base, head=base)
     assert comparison.problems and RunSummary.objects.filter(run=base).count() == 1
     assert comparison_get(base=base, head=base) == comparison
+
+
+def _simulator_refused(*args, **kwargs):
+    raise AssertionError("the detectable drop was simulated again")
+
+
+def test_a_finished_runs_detectable_drop_is_its_stored_summarys(monkeypatch):
+    base, _ = _runs()
+    expected = base_detectable_drop(run_data_get(run=base), alpha=0.05)
+    assert expected is not None
+    run_summary_refresh(run=base)  # as run_finalize does: stores the drop at 0.05
+    assert RunSummary.objects.get(run=base).detectable["0.05"]["drop"] == expected.drop
+    monkeypatch.setattr(compute, "min_detectable_drop", _simulator_refused)
+    with CaptureQueriesContext(connection) as ctx:
+        assert detectable_drop_get(run=base, alpha=0.05) == expected
+    assert len(ctx.captured_queries) == 4  # the key's three and the summary's row
+
+
+def test_another_alpha_is_computed_once_and_stored_in_the_summary(monkeypatch):
+    base, _ = _runs()
+    run_summary_refresh(run=base)
+    expected = base_detectable_drop(run_data_get(run=base), alpha=0.1)
+    assert detectable_drop_get(run=base, alpha=0.1) == expected
+    assert set(RunSummary.objects.get(run=base).detectable) == {"0.05", "0.1"}
+    monkeypatch.setattr(compute, "min_detectable_drop", _simulator_refused)
+    assert detectable_drop_get(run=base, alpha=0.1) == expected
+
+
+def test_a_running_runs_detectable_drop_moves_with_a_regrade_in_place():
+    base, _ = _runs()
+    Run.objects.filter(id=base.id).update(status=Run.Status.RUNNING)
+    base.refresh_from_db()
+    before = detectable_drop_get(run=base)
+    assert before == base_detectable_drop(run_data_get(run=base))
+    # c4 passed 4 of 4; two of its grades fail now, on the same rows (no trial finishes).
+    Grade.objects.filter(trial__run=base, trial__case__key="c4", trial__attempt__lte=2).update(
+        passed=False
+    )
+    after = detectable_drop_get(run=base)
+    assert after == base_detectable_drop(run_data_get(run=base))
+    assert after != before

@@ -203,6 +203,30 @@ def test_a_finished_runs_column_is_cached_until_its_trials_or_grades_change(caro
     assert [r.key for r in grid.rows] == ["c"]
 
 
+def test_a_grade_regraded_in_place_shows_in_a_finished_runs_column_at_once(carol):
+    suite, runs = three_runs()
+    cache.clear()
+    before = _cells(grid_get(suite=suite, query=GridQuery(), viewer=carol))  # cached now
+    assert before["a"] == [(3, 3, 0, 3), (3, 3, 0, 3), (3, 3, 0, 3)]
+    assert before["b"][0] == (1, 3, 0, 3)
+    # A regrade on the same rows, no new grade (passed updated in place) in r1: case a's
+    # first trial now fails, case b's second trial now passes.
+    Grade.objects.filter(trial__run=runs[0], trial__case__key="a", trial__attempt=1).update(
+        passed=False
+    )
+    Grade.objects.filter(trial__run=runs[0], trial__case__key="b", trial__attempt=2).update(
+        passed=True
+    )
+    after = _cells(grid_get(suite=suite, query=GridQuery(), viewer=carol))
+    assert after["a"] == [(2, 3, 0, 3), (3, 3, 0, 3), (3, 3, 0, 3)]
+    assert after["b"][0] == (2, 3, 0, 3)
+    # An errored regrade of case c's first trial in r1 (status in place): left out, counted.
+    Grade.objects.filter(trial__run=runs[0], trial__case__key="c", trial__attempt=1).update(
+        passed=None, status=Grade.Status.ERROR
+    )
+    assert _cells(grid_get(suite=suite, query=GridQuery(), viewer=carol))["c"][0] == (2, 2, 1, 3)
+
+
 def test_a_run_that_is_not_finished_is_never_cached(carol):
     suite, runs = three_runs()
     Run.objects.filter(id=runs[2].id).update(status=Run.Status.RUNNING)

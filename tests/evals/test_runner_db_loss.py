@@ -59,7 +59,9 @@ def test_a_chunk_that_loses_its_database_stops_calling_and_retries_the_rest(mock
     )
     (trial_ids,) = held
     held.clear()
-    monkeypatch.setattr(execute_module, "_chunk_enqueue", lambda run_id, ids: held.append(ids))
+    monkeypatch.setattr(
+        execute_module, "_chunks_enqueue", lambda run_id, chunks: held.extend(chunks)
+    )
 
     record = execute_module.trial_results_record
     writes = []
