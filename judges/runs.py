@@ -46,6 +46,7 @@ from core.actors import actor_text, via_of
 from core.chunks import chunked
 from core.errors import DomainError
 from core.outbox import outbox_enqueue
+from evals.grading.grader_set import RECORDED_JUDGE_KIND, recorded_kind_reason
 from evals.models import Grade, Run, Trial, TrialPair
 from judges import tasks
 from judges.grading import Sleep, judge_grade_trials
@@ -73,14 +74,15 @@ def judge_run_start(
     sample size, or for a pairwise or recorded judge version (they do not grade single
     trials: refused here, before a task could fail on it)."""
 
-    if judge_version.judge.kind in (Judge.Kind.PAIRWISE, Judge.Kind.RECORDED):
-        hint = (
-            ": it compares two runs (pairwise_judge_run_start; judge_run --pairwise BASE)"
-            if judge_version.judge.kind == Judge.Kind.PAIRWISE
-            else ""
-        )
+    if judge_version.judge.kind == Judge.Kind.RECORDED:
         raise DomainError(
-            f"a {judge_version.judge.kind} judge does not grade single trials{hint}",
+            f"{judge_version} is {recorded_kind_reason(RECORDED_JUDGE_KIND)}",
+            field="judge_version",
+        )
+    if judge_version.judge.kind == Judge.Kind.PAIRWISE:
+        raise DomainError(
+            "a pairwise judge does not grade single trials: it compares two runs "
+            "(pairwise_judge_run_start; judge_run --pairwise BASE)",
             field="judge_version",
         )
     if sample is not None and sample < 1:

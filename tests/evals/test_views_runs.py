@@ -242,6 +242,13 @@ def test_it_prefills_only_the_graders_a_new_run_can_use_and_says_which_it_left_o
             *GRADERS,
             {"key": "judged", "kind": "judge", "config": {"judge_version": str(version.uuid)}},
             {"key": "no-kind"},
+            # What interop.importers.labeled stores for a judge's imported verdicts.
+            {
+                "key": "gpt-4o / inspect",
+                "kind": "recorded-judge",
+                "gating": False,
+                "judge_version": str(version.uuid),
+            },
         ],
     )
     Baseline.objects.create(suite=suite, run=imported)
@@ -249,15 +256,25 @@ def test_it_prefills_only_the_graders_a_new_run_can_use_and_says_which_it_left_o
     response = client.get(reverse("evals:run-new"), {"suite": str(suite.uuid)})
     assert json.loads(response.context["form"].initial["graders"]) == GRADERS
     left_out = response.context["prefill"].left_out
-    assert [(g.key, g.kind) for g in left_out] == [
-        ("model_graded_fact", "imported"),
-        ("judged", "judge"),
-        ("no-kind", "imported"),
+    harness = (
+        "recorded by the harness the run was imported from; Assay has its verdicts, not a "
+        "way to run it"
+    )
+    judge = (
+        "a recorded judge: its verdicts were imported with the run; Assay has no prompt or "
+        "endpoint to run it"
+    )
+    assert [(g.key, g.kind, g.reason) for g in left_out] == [
+        ("model_graded_fact", "imported", harness),
+        ("judged", "judge", f"gpt-4o / inspect v1 is {judge}"),
+        ("no-kind", "imported", harness),
+        ("gpt-4o / inspect", "recorded-judge", judge),
     ]
-    assert "imported from" in left_out[0].reason and "recorded judge" in left_out[1].reason
     page = response.content.decode()
-    assert "Prefilled from the graders of inspect-log, but for 3 this run could not use" in page
+    assert "unknown field" not in page
+    assert "Prefilled from the graders of inspect-log, but for 4 this run could not use" in page
     assert "<code>model_graded_fact</code> (imported): recorded by the harness" in page
+    assert f"<code>gpt-4o / inspect</code> (recorded-judge): {judge}" in page
     # What the page prefilled starts: no grader the runner cannot run reaches the form.
     form = client.get(reverse("evals:run-new"), {"suite": str(suite.uuid)}).context["form"]
     assert form.fields["graders"].clean(form.initial["graders"])
