@@ -20,6 +20,7 @@ from evals.blindness import blind_trial_ids, grades_prefetch, labels_prefetch
 from evals.grading.verdict import trial_verdict_annotations
 from evals.models import Case, Run, Trial
 from evals.report.cost_quality import CostQuality, cost_quality
+from evals.run_status import run_trial_count, runs_status_shown_filter
 from evals.trajectory.timeline import trajectory_timeline
 from stats.intervals import clustered_rate_interval
 
@@ -128,12 +129,16 @@ def run_list(
     page: int | str = 1,
     per_page: int = RUN_LIST_PAGE_SIZE,
 ) -> Page:
-    """Runs, newest first, filtered by suite UUID and status, one page at a time.
+    """Runs, newest first, filtered by suite UUID and the status their badge shows
+    (``evals.run_status.runs_status_shown_filter``: ``imported``, or a run status that no
+    finished imported run holds), one page at a time.
 
-    Returns a ``Page`` whose runs have suite and started_by joined and a ``stats`` attribute
-    (``RunListStats``). Queries: count, page, then one aggregate per distinct gating grader
-    set among the page's runs (usually one) — never one per run or per trial.
-    Raises ``DomainError`` when ``status`` is not a run status or ``suite_uuid`` not a UUID.
+    Returns a ``Page`` whose runs have suite and started_by joined, a ``stats`` attribute
+    (``RunListStats``) and ``trial_count`` (``evals.run_status.run_trial_count``: the
+    finished/planned figure the run page shows). Queries: count, page, then one aggregate
+    per distinct gating grader set among the page's runs (usually one) — never one per run
+    or per trial. Raises ``DomainError`` when ``status`` is not a shown status or
+    ``suite_uuid`` not a UUID.
     """
     runs = Run.objects.select_related("suite", "started_by").order_by("-created_at", "-id")
     if suite_uuid:
@@ -142,16 +147,13 @@ def run_list(
             raise DomainError(f"{suite_uuid!r} is not a suite id", field="suite")
         runs = runs.filter(suite__uuid=parsed)
     if status:
-        if status not in Run.Status.values:
-            raise DomainError(
-                f"{status!r} is not one of {', '.join(Run.Status.values)}", field="status"
-            )
-        runs = runs.filter(status=status)
+        runs = runs_status_shown_filter(runs, status=status)
     page_obj = Paginator(runs, per_page).get_page(page)
     page_obj.object_list = list(page_obj.object_list)
     stats = run_list_stats(runs=page_obj.object_list)
     for run in page_obj.object_list:
         run.stats = stats.get(run.id, EMPTY_RUN_STATS)
+        run.trial_count = run_trial_count(run)
     return page_obj
 
 

@@ -455,11 +455,13 @@ def _grades_store(
             ]
         )
         judge_claims_release(holder=holder, trial_ids=trial_ids, grader=grader)
-    for trial_id in sorted(set(trial_ids) - stored):
+    for trial, _, _ in answered:
+        if trial.id in stored:
+            continue
         logger.warning(
             "judge call on trial %s (%s) lost a race: another call's grade was stored first; "
             "the call is in the ledger",
-            trial_id,
+            trial.uuid,
             grader,
         )
     return len(stored)

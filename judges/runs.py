@@ -230,7 +230,8 @@ def _job_checkpoint(judge_run_id: int) -> Callable[[], bool]:
             counted = time.monotonic()
         if judge_run_live(judge_run_id=judge_run_id):
             return True
-        logger.info("judge run %s is no longer live: no further calls", judge_run_id)
+        uuid = JudgeRun.objects.filter(id=judge_run_id).values_list("uuid", flat=True).first()
+        logger.info("judge run %s is no longer live: no further calls", uuid or "(deleted)")
         return False
 
     return checkpoint
@@ -398,7 +399,7 @@ def judge_run_cancel(
         )
     )
     if changed:
-        logger.info("judge run %s cancelled %s", judge_run.id, actor_text(by=user, via=via))
+        logger.info("judge run %s cancelled %s", judge_run.uuid, actor_text(by=user, via=via))
     judge_run_progress(judge_run_id=judge_run.id)
     judge_run.refresh_from_db()
     if refuse_finished and not changed and judge_run.status != JudgeRun.Status.CANCELLED:

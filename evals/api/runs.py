@@ -37,7 +37,7 @@ from evals.grading.contract.decisions import run_decisions
 from evals.grading.recorded import run_grade
 from evals.models import Baseline, Case, Grade, Run, Suite, Trial
 from evals.report.selectors import run_report
-from evals.run_status import run_status_shown
+from evals.run_status import STATUS_SHOWN_VALUES, run_status_shown, runs_status_shown_filter
 from evals.runner import start as services
 from evals.runner.finalize import run_cancel
 from evals.runner.retry import run_retry
@@ -132,9 +132,13 @@ RUN_HELP = _help(
     target_kind="Kind of target (simulated, openai, callable, ...).",
     model="Model name.",
     trials_per_case="N, attempts per case.",
-    trials_total="Trials in the run (count).",
-    trials_finished="Trials finished (count).",
-    trials_errored="Trials errored (count).",
+    trials_total="Trials planned (count): cases × trials per case, plus top-ups; an "
+    "imported run's, what its source planned (more than trials_finished: partial). With "
+    "trials_finished, the finished/planned figure every page shows (evals.run_status."
+    "run_trial_count).",
+    trials_finished="Trials finished, ok or errored (count); a retried trial's errored "
+    "attempt is history, not counted.",
+    trials_errored="Trials errored, of trials_finished (count).",
     source_version="Version label of the system under test.",
     error_message="Why the run failed (empty otherwise).",
     started_at="Start time (ISO 8601, UTC).",
@@ -530,9 +534,18 @@ class CaseViewSet(ViewerViewSet):
         return cases_tagged(qs, tag) if tag is not None else qs
 
 
-@extend_schema_view(list=extend_schema(parameters=[P_SUITE, _status(Run.Status)]), **_detail("run"))
+P_RUN_STATUS = _param(
+    "status",
+    "Only runs whose status_shown.label is this (the badge's status: an imported run is "
+    "'imported', never 'succeeded'); any other value is a 400.",
+    enum=list(STATUS_SHOWN_VALUES),
+)
+
+
+@extend_schema_view(list=extend_schema(parameters=[P_SUITE, P_RUN_STATUS]), **_detail("run"))
 class RunViewSet(ViewerViewSet):
-    """Runs; ``?suite=<uuid>``, ``?status=``. The detail holds the run report."""
+    """Runs; ``?suite=<uuid>``, ``?status=`` (the status the run's badge shows,
+    ``status_shown.label``: ``imported`` or a run status). The detail holds the run report."""
 
     def get_queryset(self):
         qs = _by_uuid(
@@ -540,7 +553,18 @@ class RunViewSet(ViewerViewSet):
             Run.objects.select_related("suite", "cancelled_by"),
             suite="suite__uuid",
         )
-        return _by_status(self.request, qs, Run.Status)
+        value = self.request.query_params.get("status")
+        if not value:
+            return qs
+        if value not in STATUS_SHOWN_VALUES:
+            raise serializers.ValidationError(
+                {
+                    "status": [
+                        f"unknown status {value[:100]!r}; allowed: {', '.join(STATUS_SHOWN_VALUES)}"
+                    ]
+                }
+            )
+        return runs_status_shown_filter(qs, status=value)
 
     def get_serializer_class(self):
         return RunDetailSerializer if self.action == "retrieve" else RunSerializer

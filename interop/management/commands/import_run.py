@@ -10,6 +10,7 @@ from django.core.management.base import CommandError
 from django.db import IntegrityError
 
 from core.commands import DomainCommand
+from evals.run_status import run_trial_count
 from interop.importers.context import retired_sentence
 from interop.run_file import run_import
 
@@ -40,8 +41,10 @@ class Command(DomainCommand):
             )
         except IntegrityError as exc:
             raise CommandError(f"{path}: inconsistent data ({exc}); nothing was imported") from exc
+        count = run_trial_count(run)
+        planned = f" of {count.planned} planned" if count.partial else ""
         self.stdout.write(
-            f"imported {run.suite.name}/{run.name} ({run.uuid}): {run.trials_total} trials"
+            f"imported {run.suite.name}/{run.ref_text}: {count.finished} trials{planned}"
             + (f". {retired_sentence(retired)}" if retired else "")
         )
 
