@@ -30,6 +30,7 @@ from core.actors import Via
 from core.api.fields import StrictCharField, StrictIntegerField, StrictUUIDField, query_uuid
 from core.api.permissions import IsRunner, IsViewer
 from core.api.rows import field_converter
+from core.errors import DomainError
 from core.http import uuid_or_404
 from evals.baselines import baseline_set
 from evals.blindness import REPORT_PER_TRIAL_PARTS, grades_visible_to, run_is_blind
@@ -689,7 +690,9 @@ class RunStartApi(APIView):
         data = RunStartInput(data=request.data)
         data.is_valid(raise_exception=True)
         v = data.validated_data
-        suite = get_object_or_404(Suite, uuid=v["suite"])
+        # An unknown suite or baseline is a 404 naming the field (core.api.errors).
+        suite = _named(Suite.objects.all(), v["suite"], field="suite")
+        against = _named(Run.objects.all(), v["against"], field="against", noun="run")
         # A refused run is a DomainError: a 400 naming its field (core.api.errors).
         run = services.run_start(
             suite=suite,
@@ -699,9 +702,20 @@ class RunStartApi(APIView):
             trials_per_case=v["trials_per_case"],
             source_version=v["source_version"],
             started_by=request.user,
-            against=get_object_or_404(Run, uuid=v["against"]) if v["against"] else None,
+            against=against,
         )
         return _started(run, 201)
+
+
+def _named(rows: QuerySet, value, *, field: str, noun: str = ""):
+    """The row of ``rows`` with UUID ``value`` (None for None); ``DomainError`` naming
+    ``field`` with code ``not_found`` (a 404) when there is none."""
+    if value is None:
+        return None
+    row = rows.filter(uuid=value).first()
+    if row is None:
+        raise DomainError(f"no {noun or field} with id {value}", field=field, code="not_found")
+    return row
 
 
 class BaselineSetInput(serializers.Serializer):

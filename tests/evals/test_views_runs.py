@@ -749,3 +749,42 @@ def test_the_run_list_selector_uses_at_most_three_queries(django_assert_max_num_
         page = selectors.run_list()
         assert [r.stats.finished for r in page.object_list] == [2] * 30
         assert {r.suite.name for r in page.object_list} == {"arith"}
+
+
+def test_the_api_refuses_an_unknown_suite_or_baseline_naming_it_and_a_recorded_grader(carol, db):
+    """POST /api/runs/start: an unknown suite or ``against`` is a 404 naming the field; a
+    recorded-judge grader (an imported run's) is refused saying it cannot be run."""
+    suite = make_suite()
+    api = client_for(carol)
+    unknown = "00000000-0000-0000-0000-000000000000"
+    body = {
+        "suite": unknown,
+        "name": "x",
+        "target": {"kind": "simulated", "seed": 1},
+        "graders": GRADERS,
+    }
+    answer = api.post("/api/runs/start", body, format="json")
+    assert answer.status_code == 404
+    assert (answer.json()["field"], answer.json()["detail"]) == (
+        "suite",
+        f"suite: no suite with id {unknown}",
+    )
+    answer = api.post(
+        "/api/runs/start", {**body, "suite": str(suite.uuid), "against": unknown}, format="json"
+    )
+    assert answer.status_code == 404
+    assert (answer.json()["field"], answer.json()["detail"]) == (
+        "against",
+        f"against: no run with id {unknown}",
+    )
+    recorded = {"key": "j", "kind": "recorded-judge", "gating": False, "judge_version": unknown}
+    answer = api.post(
+        "/api/runs/start", {**body, "suite": str(suite.uuid), "graders": [recorded]}, format="json"
+    )
+    assert answer.status_code == 400
+    assert (answer.json()["field"], answer.json()["detail"]) == (
+        "graders[0].kind",
+        "graders[0].kind: a recorded judge: its verdicts were imported with the run; Assay has no prompt or "
+        "endpoint to run it",
+    )
+    assert not Run.objects.exists()
