@@ -37,7 +37,8 @@ class RunListStats:
     overall verdict is pass / pass-or-fail; ``judge_errors``: ok trials left out because a
     gating grade errored; ``errored_trials``: pipeline errors; ``cost_known_usd``: sum of known
     costs (USD, Decimal) over finished trials; ``cost_unknown``: finished trials with null
-    cost; ``finished``: trials with status ok or error; ``total``: all trials of the run;
+    cost; ``finished``: trials with status ok or error (the cost's denominator; the trials a
+    page shows are the run's counters, ``evals.run_status.run_trial_count``);
     ``pass_rate_low``/``pass_rate_high``: the report's 95% interval of ``pass_rate``
     (``stats.intervals.clustered_rate_interval``, never of zero width; None with it).
     """
@@ -49,7 +50,6 @@ class RunListStats:
     cost_known_usd: Decimal | None
     cost_unknown: int
     finished: int
-    total: int
     pass_rate: float | None = None
     pass_rate_low: float | None = None
     pass_rate_high: float | None = None
@@ -78,7 +78,7 @@ class RunListStats:
         return "partial" if self.cost_unknown else "known"
 
 
-EMPTY_RUN_STATS = RunListStats(0, 0, 0, 0, None, 0, 0, 0)
+EMPTY_RUN_STATS = RunListStats(0, 0, 0, 0, None, 0, 0)
 
 
 def run_resolve(*, ref: str, field: str = "run") -> Run:
@@ -225,7 +225,6 @@ def _fold_case_counts(rows: list[dict]) -> RunListStats:
         cost_known_usd=sum(costs, Decimal(0)) if costs else None,
         cost_unknown=total("n_cost_unknown"),
         finished=total("n_finished"),
-        total=total("n_total"),
         pass_rate=rate.mean,
         pass_rate_low=rate.ci_low,
         pass_rate_high=rate.ci_high,

@@ -784,7 +784,7 @@ def test_the_api_refuses_an_unknown_suite_or_baseline_naming_it_and_a_recorded_g
     assert answer.status_code == 400
     assert (answer.json()["field"], answer.json()["detail"]) == (
         "graders[0].kind",
-        "graders[0].kind: a recorded judge: its verdicts were imported with the run; Assay has no prompt or "
-        "endpoint to run it",
+        "graders[0].kind: a recorded judge: its verdicts were imported with the run; Assay has "
+        "no prompt or endpoint to run it",
     )
     assert not Run.objects.exists()
