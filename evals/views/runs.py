@@ -45,9 +45,11 @@ from evals.suites import suite_default_graders
 @require_GET
 @role_required(*VIEWER_ROLES)
 def run_list(request: HtmxHttpRequest) -> HttpResponse:
-    """Runs, newest first, filtered by ``?suite=<uuid>&status=<status>``, 50 a page
-    (``?page=``). A malformed filter (``?suite=zzz``, an unknown status) is a 400 showing
-    the form's error; a malformed page number a 400 naming ``page``."""
+    """Runs, newest first, filtered by ``?suite=<uuid>&status=<status>`` (the status the
+    run's badge shows: a run status or ``imported``; ``evals.run_status``), 50 a page
+    (``?page=``), each with its trials as the run page shows them (finished/planned). A
+    malformed filter (``?suite=zzz``, an unknown status) is a 400 showing the form's error;
+    a malformed page number a 400 naming ``page``."""
     filters = RunFilterForm(request.GET or None)
     valid = filters.is_valid() if request.GET else True
     cleaned = filters.cleaned_data if request.GET and valid else {}
