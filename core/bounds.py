@@ -17,6 +17,8 @@ from __future__ import annotations
 import math
 from decimal import Decimal
 
+from core.decimals import decimal_plain
+
 INT_MAX = 2**31 - 1
 INT_MIN = -(2**31)
 LATENCY_MS_MAX = 86_400_000
@@ -51,12 +53,15 @@ def count_problem(value: int, *, minimum: int = 0) -> str | None:
 def cost_problem(value: Decimal) -> str | None:
     """None when ``value`` is a finite USD amount in [0, COST_USD_LIMIT) that is 0 or stays
     above 0 when stored (at least half of ``COST_USD_QUANTUM``, rounded half up), else the
-    message."""
+    message, its amounts in plain decimals ("0.0000000000004", never "4E-13":
+    ``core.decimals.decimal_plain``)."""
     if not (value.is_finite() and 0 <= value < COST_USD_LIMIT):
-        return f"expected USD from 0 to below {COST_USD_LIMIT:,}, got {value}"
+        shown = decimal_plain(value) if value.is_finite() else str(value)
+        return f"expected USD from 0 to below {COST_USD_LIMIT:,}, got {shown}"
     if 0 < value < COST_USD_QUANTUM / 2:
         return (
-            f"a known cost of {value} USD would be stored as 0 (which means free): costs are "
-            f"stored to {COST_USD_QUANTUM} USD; give 0 or leave the cost empty (unknown)"
+            f"a known cost of {decimal_plain(value)} USD would be stored as 0 (which means "
+            f"free): costs are stored to {decimal_plain(COST_USD_QUANTUM)} USD; give 0 or "
+            "leave the cost empty (unknown)"
         )
     return None

@@ -12,9 +12,11 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable
 from functools import wraps
+from typing import Any
 
 from django import forms
 from django.core.exceptions import BadRequest, PermissionDenied
+from django.db.models import QuerySet
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBadRequest
 from django.template.loader import render_to_string
 from django_htmx.middleware import HtmxDetails
@@ -65,6 +67,20 @@ def query_uuid(request: HttpRequest, name: str) -> uuid.UUID | None:
     if value is None:
         raise BadRequest(f"{name}: expected a UUID, got {raw[:100]!r}")
     return value
+
+
+def query_object(request: HttpRequest, name: str, queryset: QuerySet, noun: str = "") -> Any:
+    """The row of ``queryset`` whose ``uuid`` is ``?<name>=``; None when the parameter is
+    absent or empty. A malformed value is a 400 (``query_uuid``); a well-formed UUID that
+    names no row is a 404 naming the parameter ("suite: no suite with id 3f2c..."), never a
+    silent fallback to another row or to none."""
+    value = query_uuid(request, name)
+    if value is None:
+        return None
+    row = queryset.filter(uuid=value).first()
+    if row is None:
+        raise Http404(f"{name}: no {noun or name} with id {value}")
+    return row
 
 
 def query_choice(request: HttpRequest, name: str, choices, default: str = "") -> str:

@@ -69,9 +69,10 @@ def usd_signed_text(amount: Decimal | float | int | str | None) -> str:
 
 def per_usd_text(value: float | None) -> str:
     """A rate per US dollar with three significant digits ("412 per $", "157,000 per $",
-    "0.0412 per $"); None -> "undefined"."""
+    "0.0412 per $"); None (the cost or the pass rate is unknown, or the cost is $0) ->
+    "unknown", never "undefined", NaN or 0."""
     if value is None:
-        return "undefined"
+        return "unknown"
     return f"{_significant(value, 3)} per $"
 
 

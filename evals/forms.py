@@ -16,6 +16,7 @@ from core.text import unstorable_refuse
 from evals.cases import CaseSpec, context_problem, tags_problem
 from evals.grading.graders import parse_grader_specs
 from evals.models import GraderSetPreset, Run, Suite, TargetPreset
+from evals.run_status import IMPORTED
 from evals.runner.start import DEFAULT_TRIALS_PER_CASE, MAX_TRIALS_PER_CASE
 from evals.runner.targets.openai import prompt_template_check
 
@@ -218,7 +219,9 @@ class RunStartForm(forms.Form):
 
 
 class RunFilterForm(forms.Form):
-    """The run list's filters (GET): a suite (by UUID) and a run status, both optional."""
+    """The run list's filters (GET): a suite (by UUID) and the status a run's badge shows
+    (a run status, or ``imported``: ``evals.run_status.runs_status_shown_filter``), both
+    optional."""
 
     suite = forms.ModelChoiceField(
         queryset=Suite.objects.order_by("name"),
@@ -226,7 +229,12 @@ class RunFilterForm(forms.Form):
         required=False,
         empty_label="All suites",
     )
-    status = forms.ChoiceField(choices=[("", "Any status"), *Run.Status.choices], required=False)
+    status = forms.ChoiceField(
+        choices=[("", "Any status"), *Run.Status.choices, (IMPORTED, "imported")],
+        required=False,
+        help_text="The status the run's badge shows: an imported run is 'imported', never "
+        "'succeeded'.",
+    )
 
 
 INPUT_FORMATS = [("text", "Text"), ("json", "JSON object")]

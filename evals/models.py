@@ -238,6 +238,12 @@ class Run(models.Model):
         return reverse("evals:run-detail", kwargs={"run_id": self.uuid})
 
     @property
+    def ref_text(self) -> str:
+        """How a message names the run: its name and public UUID, "nightly (3f2c…)"; never
+        the internal integer id (no query)."""
+        return f"{self.name} ({self.uuid})"
+
+    @property
     def is_terminal(self) -> bool:
         return self.status in self.TERMINAL
 

@@ -1,6 +1,12 @@
 """A run's status as every surface shows it (run list, run page, suite page, grid, case
 history, the API and ``run_report``): ``run_status_shown``.
 
+The run list's and the API's ``?status=`` filter on the same status
+(``runs_status_shown_filter``: ``imported`` is a filter value, and ``succeeded`` holds no
+imported run), and every surface shows a run's trials as the same finished/planned figure
+(``run_trial_count``, read from the run's counters: "59/60" for a partial run, on the list,
+the run page and the API alike).
+
 A run Assay executed shows its stored status (``succeeded`` only when no trial and no grade
 errored: ``evals.runner.finalize``). A run imported from another harness was not run here:
 its stored status says only that the import finished, so it shows **imported**, with what
@@ -15,7 +21,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from django.db.models import Q, QuerySet
+
+from core.errors import DomainError
 from evals.models import Run
+
+IMPORTED = "imported"
+# What ``?status=`` accepts on the run list and the API: a badge's label.
+STATUS_SHOWN_VALUES = (*Run.Status.values, IMPORTED)
 
 
 @dataclass(frozen=True)
@@ -54,30 +67,79 @@ SOURCE_STATUS_PROBLEM = {
 }
 
 
+@dataclass(frozen=True)
+class RunTrialCount:
+    """A run's trials as every surface shows them: ``finished`` (ok or errored, current
+    attempts: a retried trial's errored attempt is history), ``planned`` (the trials the run
+    means to have: cases × trials per case, plus top-ups; for an imported run what its source
+    planned), ``errored`` (pipeline errors among ``finished``); counts."""
+
+    finished: int
+    planned: int
+    errored: int
+
+    @property
+    def partial(self) -> bool:
+        """Fewer trials finished than planned."""
+        return self.finished < self.planned
+
+    @property
+    def text(self) -> str:
+        """ "59/60"."""
+        return f"{self.finished}/{self.planned}"
+
+
+def run_trial_count(run: Run) -> RunTrialCount:
+    """``run``'s ``RunTrialCount`` from its counters (``trials_finished``, ``trials_total``,
+    ``trials_errored``: kept by the runner, recounted when it closes, written by an import);
+    no query. The one figure of a run's trials: never a count of its trial rows, which
+    misses what a partial import planned and holds retried attempts."""
+    return RunTrialCount(
+        finished=int(run.trials_finished or 0),
+        planned=int(run.trials_total or 0),
+        errored=int(run.trials_errored or 0),
+    )
+
+
+def runs_status_shown_filter(runs: QuerySet, *, status: str) -> QuerySet:
+    """``runs`` whose shown status (``run_status_shown(run).label``) is ``status``, in the
+    database: ``imported`` is a finished imported run; a stored status (``succeeded``, ...)
+    holds the runs that show it, never a finished imported run (which shows ``imported``).
+    Raises ``DomainError(field="status")`` for a value not in ``STATUS_SHOWN_VALUES``."""
+    if status not in STATUS_SHOWN_VALUES:
+        raise DomainError(
+            f"{status!r} is not one of {', '.join(STATUS_SHOWN_VALUES)}", field="status"
+        )
+    imported = Q(source=Run.Source.IMPORTED, status__in=Run.TERMINAL)
+    if status == IMPORTED:
+        return runs.filter(imported)
+    return runs.filter(status=status).exclude(imported)
+
+
 def run_status_shown(run: Run) -> RunStatusShown:
     """The status ``run`` shows (module rules): reads ``source``, ``status``,
     ``trials_total``, ``trials_finished``, ``trials_errored`` and ``error_message`` (the
     import's sentence, shown when the counters hold no problem: grade errors, a source's
     status); no query."""
-    errored = int(run.trials_errored or 0)
+    count = run_trial_count(run)
+    errored = count.errored
     if run.source != Run.Source.IMPORTED or not run.is_terminal:
         return RunStatusShown(
             key=run.status, label=run.get_status_display(), errored=errored, partial=False
         )
     problems = []
-    finished, total = int(run.trials_finished or 0), int(run.trials_total or 0)
     if errored:
-        problems.append(f"{errored} of {finished} trials errored")
-    partial = finished < total
+        problems.append(f"{errored} of {count.finished} trials errored")
+    partial = count.partial
     if partial:
-        problems.append(f"partial: {finished} of {total} trials recorded")
+        problems.append(f"partial: {count.finished} of {count.planned} trials recorded")
     if run.status in SOURCE_STATUS_PROBLEM:
         problems.append(SOURCE_STATUS_PROBLEM[run.status])
     if not problems and run.error_message:  # what the counters do not hold (grade errors)
         problems.append(run.error_message)
     return RunStatusShown(
-        key="imported-problems" if problems else "imported",
-        label="imported",
+        key="imported-problems" if problems else IMPORTED,
+        label=IMPORTED,
         problems=tuple(problems),
         errored=errored,
         partial=partial,

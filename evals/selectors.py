@@ -20,6 +20,7 @@ from evals.blindness import blind_trial_ids, grades_prefetch, labels_prefetch
 from evals.grading.verdict import trial_verdict_annotations
 from evals.models import Case, Run, Trial
 from evals.report.cost_quality import CostQuality, cost_quality
+from evals.run_status import run_trial_count, runs_status_shown_filter
 from evals.trajectory.timeline import trajectory_timeline
 from stats.intervals import clustered_rate_interval
 
@@ -36,7 +37,8 @@ class RunListStats:
     overall verdict is pass / pass-or-fail; ``judge_errors``: ok trials left out because a
     gating grade errored; ``errored_trials``: pipeline errors; ``cost_known_usd``: sum of known
     costs (USD, Decimal) over finished trials; ``cost_unknown``: finished trials with null
-    cost; ``finished``: trials with status ok or error; ``total``: all trials of the run;
+    cost; ``finished``: trials with status ok or error (the cost's denominator; the trials a
+    page shows are the run's counters, ``evals.run_status.run_trial_count``);
     ``pass_rate_low``/``pass_rate_high``: the report's 95% interval of ``pass_rate``
     (``stats.intervals.clustered_rate_interval``, never of zero width; None with it).
     """
@@ -48,7 +50,6 @@ class RunListStats:
     cost_known_usd: Decimal | None
     cost_unknown: int
     finished: int
-    total: int
     pass_rate: float | None = None
     pass_rate_low: float | None = None
     pass_rate_high: float | None = None
@@ -77,7 +78,7 @@ class RunListStats:
         return "partial" if self.cost_unknown else "known"
 
 
-EMPTY_RUN_STATS = RunListStats(0, 0, 0, 0, None, 0, 0, 0)
+EMPTY_RUN_STATS = RunListStats(0, 0, 0, 0, None, 0, 0)
 
 
 def run_resolve(*, ref: str, field: str = "run") -> Run:
@@ -128,12 +129,16 @@ def run_list(
     page: int | str = 1,
     per_page: int = RUN_LIST_PAGE_SIZE,
 ) -> Page:
-    """Runs, newest first, filtered by suite UUID and status, one page at a time.
+    """Runs, newest first, filtered by suite UUID and the status their badge shows
+    (``evals.run_status.runs_status_shown_filter``: ``imported``, or a run status that no
+    finished imported run holds), one page at a time.
 
-    Returns a ``Page`` whose runs have suite and started_by joined and a ``stats`` attribute
-    (``RunListStats``). Queries: count, page, then one aggregate per distinct gating grader
-    set among the page's runs (usually one) — never one per run or per trial.
-    Raises ``DomainError`` when ``status`` is not a run status or ``suite_uuid`` not a UUID.
+    Returns a ``Page`` whose runs have suite and started_by joined, a ``stats`` attribute
+    (``RunListStats``) and ``trial_count`` (``evals.run_status.run_trial_count``: the
+    finished/planned figure the run page shows). Queries: count, page, then one aggregate
+    per distinct gating grader set among the page's runs (usually one) — never one per run
+    or per trial. Raises ``DomainError`` when ``status`` is not a shown status or
+    ``suite_uuid`` not a UUID.
     """
     runs = Run.objects.select_related("suite", "started_by").order_by("-created_at", "-id")
     if suite_uuid:
@@ -142,16 +147,13 @@ def run_list(
             raise DomainError(f"{suite_uuid!r} is not a suite id", field="suite")
         runs = runs.filter(suite__uuid=parsed)
     if status:
-        if status not in Run.Status.values:
-            raise DomainError(
-                f"{status!r} is not one of {', '.join(Run.Status.values)}", field="status"
-            )
-        runs = runs.filter(status=status)
+        runs = runs_status_shown_filter(runs, status=status)
     page_obj = Paginator(runs, per_page).get_page(page)
     page_obj.object_list = list(page_obj.object_list)
     stats = run_list_stats(runs=page_obj.object_list)
     for run in page_obj.object_list:
         run.stats = stats.get(run.id, EMPTY_RUN_STATS)
+        run.trial_count = run_trial_count(run)
     return page_obj
 
 
@@ -223,7 +225,6 @@ def _fold_case_counts(rows: list[dict]) -> RunListStats:
         cost_known_usd=sum(costs, Decimal(0)) if costs else None,
         cost_unknown=total("n_cost_unknown"),
         finished=total("n_finished"),
-        total=total("n_total"),
         pass_rate=rate.mean,
         pass_rate_low=rate.ci_low,
         pass_rate_high=rate.ci_high,

@@ -13,6 +13,7 @@ import numpy as np
 
 from core.errors import DomainError
 from evals.baselines import HISTORY_RUNS, baseline_current
+from evals.grading.grader_set import IMPORTED_KIND, recorded_kind_reason
 from evals.grading.graders import parse_grader_specs
 from evals.models import Baseline, Case, Graduation, Run, Suite
 from evals.selectors import _run_case_counts
@@ -262,18 +263,17 @@ class GraderPrefill:
     source: Run | None = None
 
 
-IMPORTED_GRADER_REASON = (
-    "recorded by the harness the run was imported from; Assay has its verdicts, not a way to run it"
-)
-
-
 def grader_runnable_problem(item: object) -> str | None:
     """Why a new run cannot use the stored grader ``item`` (a spec dict of a run's grader
     set), or None when it can: the rule of ``parse_grader_specs`` (what ``run_start``
-    accepts), with kind ``imported`` (or none: ``GraderSet.from_stored`` reads it so) said in
-    a user's words. Queries: one for a judge grader (its version)."""
-    if not isinstance(item, dict) or str(item.get("kind") or "imported") == "imported":
-        return IMPORTED_GRADER_REASON
+    accepts), which says of a recorded grader (kind ``imported``, ``recorded-judge``, a judge
+    grader of a recorded judge) that its verdicts were imported and it cannot be run; an
+    entry with no kind reads as ``imported`` (``GraderSet.from_stored``). Queries: one for a
+    judge grader (its version)."""
+    if not isinstance(item, dict):
+        return recorded_kind_reason(IMPORTED_KIND)
+    if not item.get("kind"):
+        item = {**item, "kind": IMPORTED_KIND}
     try:
         parse_grader_specs([item])
     except DomainError as exc:
@@ -309,5 +309,5 @@ def suite_default_graders(*, suite: object) -> GraderPrefill:
         else:
             key = item.get("key") if isinstance(item, dict) else None
             kind = item.get("kind") if isinstance(item, dict) else None
-            left_out.append(GraderLeftOut(str(key or "?"), str(kind or "imported"), problem))
+            left_out.append(GraderLeftOut(str(key or "?"), str(kind or IMPORTED_KIND), problem))
     return GraderPrefill(graders=graders, left_out=left_out, source=source)

@@ -34,6 +34,7 @@ from core.api.figures import KappaSerializer, RateSerializer
 from core.api.parsers import StrictJSONParser
 from core.api.permissions import IsRunner
 from core.http import uuid_or_404
+from evals.grading.grader_set import RECORDED_JUDGE_KIND, recorded_kind_reason
 from evals.models import Run
 from judges import runs
 from judges.models import Judge, JudgeApproval, JudgeRun, JudgeVersion
@@ -46,8 +47,6 @@ PAIRWISE_TALLY = {
     "errors": "Pairs with an order that errored: no verdict (count).",
 }
 TRUSTED_VALUES = {"true": True, "false": False}
-# Kinds that cannot grade a single trial (``judge_grade_trials`` refuses them in the worker).
-NOT_POINTWISE = (Judge.Kind.PAIRWISE, Judge.Kind.RECORDED)
 
 
 class ApprovalSerializer(serializers.Serializer):
@@ -476,16 +475,16 @@ class JudgeRunStartApi(APIView):
             raise serializers.ValidationError(
                 {"run": [f"run {run.name!r} is {run.status}; grade it once it has finished"]}
             )
-        if version.judge.kind in NOT_POINTWISE:
-            hint = (
-                ": give base_run and head_run to compare two runs"
-                if version.judge.kind == Judge.Kind.PAIRWISE
-                else ""
+        if version.judge.kind == Judge.Kind.RECORDED:
+            raise serializers.ValidationError(
+                {"judge_version": [f"{version} is {recorded_kind_reason(RECORDED_JUDGE_KIND)}"]}
             )
+        if version.judge.kind == Judge.Kind.PAIRWISE:
             raise serializers.ValidationError(
                 {
                     "judge_version": [
-                        f"a {version.judge.kind} judge does not grade single trials{hint}"
+                        "a pairwise judge does not grade single trials: give base_run and "
+                        "head_run to compare two runs"
                     ]
                 }
             )

@@ -30,6 +30,7 @@ from django.db.models.fields.json import KT
 from core.decimals import decimal_plain
 from core.errors import DomainError
 from core.text import REPLACED_KEY
+from evals.grading.grader_set import RECORDED_JUDGE_KIND, recorded_kind_reason
 from evals.models import Case, Grade, Run, Trial
 from evals.runner.finalize import run_finalize
 from evals.runner.pricing import Price, cost_breakdown, price_lookup
@@ -307,11 +308,13 @@ def judge_grade_trials(
     read, store and close, release) share the chunk's claims holder, calls and materials;
     the permit and record callbacks run in this thread (``judges.calling``).
     """
-    if judge_version.judge.kind in (Judge.Kind.PAIRWISE, Judge.Kind.RECORDED):
+    if judge_version.judge.kind == Judge.Kind.RECORDED:
         raise DomainError(
-            f"a {judge_version.judge.kind} judge does not grade single trials",
+            f"{judge_version} is {recorded_kind_reason(RECORDED_JUDGE_KIND)}",
             field="judge_version",
         )
+    if judge_version.judge.kind == Judge.Kind.PAIRWISE:
+        raise DomainError("a pairwise judge does not grade single trials", field="judge_version")
     grader = grader or judge_version.grader_key
     trials = [t for t in trials if t.status == Trial.Status.OK]
     done = set(
@@ -452,11 +455,13 @@ def _grades_store(
             ]
         )
         judge_claims_release(holder=holder, trial_ids=trial_ids, grader=grader)
-    for trial_id in sorted(set(trial_ids) - stored):
+    for trial, _, _ in answered:
+        if trial.id in stored:
+            continue
         logger.warning(
             "judge call on trial %s (%s) lost a race: another call's grade was stored first; "
             "the call is in the ledger",
-            trial_id,
+            trial.uuid,
             grader,
         )
     return len(stored)

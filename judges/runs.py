@@ -46,6 +46,7 @@ from core.actors import actor_text, via_of
 from core.chunks import chunked
 from core.errors import DomainError
 from core.outbox import outbox_enqueue
+from evals.grading.grader_set import RECORDED_JUDGE_KIND, recorded_kind_reason
 from evals.models import Grade, Run, Trial, TrialPair
 from judges import tasks
 from judges.grading import Sleep, judge_grade_trials
@@ -73,14 +74,15 @@ def judge_run_start(
     sample size, or for a pairwise or recorded judge version (they do not grade single
     trials: refused here, before a task could fail on it)."""
 
-    if judge_version.judge.kind in (Judge.Kind.PAIRWISE, Judge.Kind.RECORDED):
-        hint = (
-            ": it compares two runs (pairwise_judge_run_start; judge_run --pairwise BASE)"
-            if judge_version.judge.kind == Judge.Kind.PAIRWISE
-            else ""
-        )
+    if judge_version.judge.kind == Judge.Kind.RECORDED:
         raise DomainError(
-            f"a {judge_version.judge.kind} judge does not grade single trials{hint}",
+            f"{judge_version} is {recorded_kind_reason(RECORDED_JUDGE_KIND)}",
+            field="judge_version",
+        )
+    if judge_version.judge.kind == Judge.Kind.PAIRWISE:
+        raise DomainError(
+            "a pairwise judge does not grade single trials: it compares two runs "
+            "(pairwise_judge_run_start; judge_run --pairwise BASE)",
             field="judge_version",
         )
     if sample is not None and sample < 1:
@@ -228,7 +230,8 @@ def _job_checkpoint(judge_run_id: int) -> Callable[[], bool]:
             counted = time.monotonic()
         if judge_run_live(judge_run_id=judge_run_id):
             return True
-        logger.info("judge run %s is no longer live: no further calls", judge_run_id)
+        uuid = JudgeRun.objects.filter(id=judge_run_id).values_list("uuid", flat=True).first()
+        logger.info("judge run %s is no longer live: no further calls", uuid or "(deleted)")
         return False
 
     return checkpoint
@@ -396,7 +399,7 @@ def judge_run_cancel(
         )
     )
     if changed:
-        logger.info("judge run %s cancelled %s", judge_run.id, actor_text(by=user, via=via))
+        logger.info("judge run %s cancelled %s", judge_run.uuid, actor_text(by=user, via=via))
     judge_run_progress(judge_run_id=judge_run.id)
     judge_run.refresh_from_db()
     if refuse_finished and not changed and judge_run.status != JudgeRun.Status.CANCELLED:

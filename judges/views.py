@@ -20,7 +20,7 @@ from django_htmx.http import HttpResponseStopPolling
 
 from core.actors import Via
 from core.errors import DomainError
-from core.http import HtmxHttpRequest, form_error, query_uuid, role_required
+from core.http import HtmxHttpRequest, form_error, query_object, role_required
 from core.roles import ENGINEER, LEAD
 from judges import probes, runs, selectors, versions
 from judges.forms import JudgeRunForm, JudgeVersionForm, PairwiseJudgeRunForm
@@ -54,10 +54,10 @@ def _version_or_404(version_id) -> JudgeVersion:
 def judge_version_new(request: HtmxHttpRequest) -> HttpResponse:
     """Create a judge version; ``?from=<uuid>`` starts from an existing version ("edit"),
     and saving changed content makes a new version (content hash), never a changed one."""
-    source = None
-    from_id = query_uuid(request, "from")  # ?from=zzz is a 400, not a blank form
-    if from_id is not None:
-        source = JudgeVersion.objects.select_related("judge").filter(uuid=from_id).first()
+    # ?from=zzz is a 400 and an unknown version a 404 naming ``from``, not a blank form.
+    source = query_object(
+        request, "from", JudgeVersion.objects.select_related("judge"), noun="judge version"
+    )
     if request.method == "POST":
         form = JudgeVersionForm(request.POST)
         if form.is_valid():

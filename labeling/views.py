@@ -33,6 +33,7 @@ from core.http import (
     VIEWER_ROLES,
     HtmxHttpRequest,
     form_error,
+    query_object,
     query_uuid,
     role_required,
 )
@@ -108,10 +109,14 @@ def calibration_set_new(request: HtmxHttpRequest) -> HttpResponse:
                 return redirect("labeling:set-detail", set_id=cset.uuid)
         return render(request, "labeling/calibration_set_new.html", {"form": form}, status=400)
     initial = {"size": 30, "seed": 0}
-    for key in ("run", "judge_version"):
-        value = query_uuid(request, key)  # a malformed ?run= is a 400
-        if value is not None:
-            initial[key] = str(value)
+    # A malformed ?run= is a 400, an unknown run or judge version a 404 naming it.
+    for key, rows, noun in (
+        ("run", Run.objects.all(), "run"),
+        ("judge_version", JudgeVersion.objects.all(), "judge version"),
+    ):
+        row = query_object(request, key, rows, noun=noun)
+        if row is not None:
+            initial[key] = str(row.uuid)
     form = CalibrationSetBuildForm(initial=initial)
     return render(request, "labeling/calibration_set_new.html", {"form": form})
 
@@ -571,13 +576,11 @@ def _version_or_404(version_id) -> JudgeVersion:
 
 
 def _scope(request: HtmxHttpRequest) -> tuple[CalibrationSet | None, Suite | None]:
-    """``?set=<uuid>`` or ``?suite=<uuid>``: 404 when unknown, 400 when not a UUID."""
-    set_id, suite_id = query_uuid(request, "set"), query_uuid(request, "suite")
-    cset = suite = None
-    if set_id:
-        cset = get_object_or_404(CalibrationSet.objects.select_related("suite", "run"), uuid=set_id)
-    elif suite_id:
-        suite = get_object_or_404(Suite, uuid=suite_id)
+    """``?set=<uuid>`` or ``?suite=<uuid>``: 404 naming it when unknown, 400 when not a
+    UUID."""
+    sets = CalibrationSet.objects.select_related("suite", "run")
+    cset = query_object(request, "set", sets, noun="calibration set")
+    suite = None if cset is not None else query_object(request, "suite", Suite.objects.all())
     return cset, suite
 
 

@@ -76,7 +76,7 @@ def usd_signed(amount: Decimal | float | None) -> str:
 
 @register.filter
 def per_usd(value: float | None) -> str:
-    """A pass rate per dollar, three significant digits ("412 per $"); None -> "undefined"."""
+    """A pass rate per dollar, three significant digits ("412 per $"); None -> "unknown"."""
     return per_usd_text(value)
 
 

@@ -193,8 +193,10 @@ class GateOutput(serializers.Serializer):
         "clustered intervals), "
         "error counts, usage (USD as decimal strings, tokens, ms), pass^k and pass@k "
         "per k (pass_hat_k[], pass_at_k[]: base, head, delta, each side's base_low/_high and "
-        "head_low/_high, and the delta's 95% interval delta_low/_high, MOVER: "
-        "stats.passk.difference_interval), "
+        "head_low/_high, and the delta's 95% interval delta_low/_high with delta_method: "
+        "'paired' at k = 1 when every shared case with a verdict has one on both sides (the "
+        "headline's delta and clustered interval: one quantity, one interval), else 'mover' "
+        "(stats.passk.difference_interval)), "
         "detectable drop (fraction)."
     )
 

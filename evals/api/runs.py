@@ -30,6 +30,7 @@ from core.actors import Via
 from core.api.fields import StrictCharField, StrictIntegerField, StrictUUIDField, query_uuid
 from core.api.permissions import IsRunner, IsViewer
 from core.api.rows import field_converter
+from core.errors import DomainError
 from core.http import uuid_or_404
 from evals.baselines import baseline_set
 from evals.blindness import REPORT_PER_TRIAL_PARTS, grades_visible_to, run_is_blind
@@ -37,7 +38,7 @@ from evals.grading.contract.decisions import run_decisions
 from evals.grading.recorded import run_grade
 from evals.models import Baseline, Case, Grade, Run, Suite, Trial
 from evals.report.selectors import run_report
-from evals.run_status import run_status_shown
+from evals.run_status import STATUS_SHOWN_VALUES, run_status_shown, runs_status_shown_filter
 from evals.runner import start as services
 from evals.runner.finalize import run_cancel
 from evals.runner.retry import run_retry
@@ -132,9 +133,13 @@ RUN_HELP = _help(
     target_kind="Kind of target (simulated, openai, callable, ...).",
     model="Model name.",
     trials_per_case="N, attempts per case.",
-    trials_total="Trials in the run (count).",
-    trials_finished="Trials finished (count).",
-    trials_errored="Trials errored (count).",
+    trials_total="Trials planned (count): cases × trials per case, plus top-ups; an "
+    "imported run's, what its source planned (more than trials_finished: partial). With "
+    "trials_finished, the finished/planned figure every page shows (evals.run_status."
+    "run_trial_count).",
+    trials_finished="Trials finished, ok or errored (count); a retried trial's errored "
+    "attempt is history, not counted.",
+    trials_errored="Trials errored, of trials_finished (count).",
     source_version="Version label of the system under test.",
     error_message="Why the run failed (empty otherwise).",
     started_at="Start time (ISO 8601, UTC).",
@@ -530,9 +535,18 @@ class CaseViewSet(ViewerViewSet):
         return cases_tagged(qs, tag) if tag is not None else qs
 
 
-@extend_schema_view(list=extend_schema(parameters=[P_SUITE, _status(Run.Status)]), **_detail("run"))
+P_RUN_STATUS = _param(
+    "status",
+    "Only runs whose status_shown.label is this (the badge's status: an imported run is "
+    "'imported', never 'succeeded'); any other value is a 400.",
+    enum=list(STATUS_SHOWN_VALUES),
+)
+
+
+@extend_schema_view(list=extend_schema(parameters=[P_SUITE, P_RUN_STATUS]), **_detail("run"))
 class RunViewSet(ViewerViewSet):
-    """Runs; ``?suite=<uuid>``, ``?status=``. The detail holds the run report."""
+    """Runs; ``?suite=<uuid>``, ``?status=`` (the status the run's badge shows,
+    ``status_shown.label``: ``imported`` or a run status). The detail holds the run report."""
 
     def get_queryset(self):
         qs = _by_uuid(
@@ -540,7 +554,18 @@ class RunViewSet(ViewerViewSet):
             Run.objects.select_related("suite", "cancelled_by"),
             suite="suite__uuid",
         )
-        return _by_status(self.request, qs, Run.Status)
+        value = self.request.query_params.get("status")
+        if not value:
+            return qs
+        if value not in STATUS_SHOWN_VALUES:
+            raise serializers.ValidationError(
+                {
+                    "status": [
+                        f"unknown status {value[:100]!r}; allowed: {', '.join(STATUS_SHOWN_VALUES)}"
+                    ]
+                }
+            )
+        return runs_status_shown_filter(qs, status=value)
 
     def get_serializer_class(self):
         return RunDetailSerializer if self.action == "retrieve" else RunSerializer
@@ -665,7 +690,9 @@ class RunStartApi(APIView):
         data = RunStartInput(data=request.data)
         data.is_valid(raise_exception=True)
         v = data.validated_data
-        suite = get_object_or_404(Suite, uuid=v["suite"])
+        # An unknown suite or baseline is a 404 naming the field (core.api.errors).
+        suite = _named(Suite.objects.all(), v["suite"], field="suite")
+        against = _named(Run.objects.all(), v["against"], field="against", noun="run")
         # A refused run is a DomainError: a 400 naming its field (core.api.errors).
         run = services.run_start(
             suite=suite,
@@ -675,9 +702,20 @@ class RunStartApi(APIView):
             trials_per_case=v["trials_per_case"],
             source_version=v["source_version"],
             started_by=request.user,
-            against=get_object_or_404(Run, uuid=v["against"]) if v["against"] else None,
+            against=against,
         )
         return _started(run, 201)
+
+
+def _named(rows: QuerySet, value, *, field: str, noun: str = ""):
+    """The row of ``rows`` with UUID ``value`` (None for None); ``DomainError`` naming
+    ``field`` with code ``not_found`` (a 404) when there is none."""
+    if value is None:
+        return None
+    row = rows.filter(uuid=value).first()
+    if row is None:
+        raise DomainError(f"no {noun or field} with id {value}", field=field, code="not_found")
+    return row
 
 
 class BaselineSetInput(serializers.Serializer):

@@ -42,7 +42,7 @@ def comparison_cached_get(*, base: Run, head: Run, alpha: float = 0.05) -> Compa
         return comparison_get(base=base, head=head, alpha=alpha)
     keys = run_summary_keys(runs=[base, head])
     digest = hashlib.sha256(f"{keys[base.id]}|{keys[head.id]}".encode()).hexdigest()[:32]
-    key = f"assay:comparison:v2:{base.uuid}:{head.uuid}:{alpha}:{digest}"
+    key = f"assay:comparison:v3:{base.uuid}:{head.uuid}:{alpha}:{digest}"
     hit = cache.get(key)
     if hit is not None:
         return hit

@@ -21,7 +21,7 @@ Rules:
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from decimal import Decimal
 from typing import Any
 
@@ -234,9 +234,14 @@ class PassHatKDelta:
     at one k over shared cases: base, head and head − base; None where a side has no case
     with k graded trials. ``base_low``/``base_high`` and ``head_low``/``head_high``: each
     side's 95% interval clustered by case (``evals.report.figures.PassK``);
-    ``delta_low``/``delta_high``: the difference's 95% interval, MOVER of the two sides'
+    ``delta_low``/``delta_high``: the difference's 95% interval, never of zero width; None
+    with the delta. ``delta_method`` says which: ``"paired"`` at k = 1 when every shared case
+    with a verdict has one on both sides (pass@1 = pass^1 is then the headline's mean of
+    per-case differences: its delta and its interval are the headline's "in general" one,
+    ``stats.compare.clustered_paired_interval``, which uses the pairing: one quantity, one
+    interval); else ``"mover"``, the MOVER of the two sides' intervals
     (``stats.passk.difference_interval``: Newcombe 1998, Zou & Donner 2008; conservative when
-    the runs share cases), never of zero width; None with the delta."""
+    the runs share cases)."""
 
     k: int
     base: float | None
@@ -248,6 +253,7 @@ class PassHatKDelta:
     head_high: float | None = None
     delta_low: float | None = None
     delta_high: float | None = None
+    delta_method: str = "mover"
 
 
 @dataclass(frozen=True)
@@ -510,6 +516,23 @@ def _pass_k_delta(k: int, base: tuple, head: tuple) -> PassHatKDelta:
     )
 
 
+def _pass_1_paired(rows: list[PassHatKDelta], headline: Headline) -> list[PassHatKDelta]:
+    """``rows`` with k = 1's delta and interval taken from ``headline``: over the same cases
+    pass@1 (= pass^1) is the headline's mean of per-case differences, so it shows the
+    headline's delta and its paired "in general" interval (``clustered``), not a second,
+    wider MOVER interval for the same quantity. The caller checks the cases are the same."""
+    if not rows or rows[0].k != 1 or rows[0].delta is None:
+        return rows
+    first = replace(
+        rows[0],
+        delta=headline.delta,
+        delta_low=headline.clustered.low,
+        delta_high=headline.clustered.high,
+        delta_method="paired",
+    )
+    return [first, *rows[1:]]
+
+
 def _pass_k(pairs, k_max: int) -> tuple[list[PassHatKDelta], list[PassHatKDelta]]:
     """(pass@k deltas, pass^k deltas) for k = 1..k_max over the shared cases."""
     at, out = [], []
@@ -617,7 +640,10 @@ def comparison_compute(
         )
     if detectable is None and with_power:
         detectable = base_detectable_drop(base, alpha=alpha)
+    headline = _headline(pairs, alpha=alpha, n_resamples=n_resamples, seed=seed)
     pass_at, pass_hat = _pass_k(pairs, min(base.trials_per_case, head.trials_per_case))
+    if headline is not None and all(bool(b.graded) == bool(h.graded) for b, h in pairs):
+        pass_at, pass_hat = _pass_1_paired(pass_at, headline), _pass_1_paired(pass_hat, headline)
     return Comparison(
         base=base,
         head=head,
@@ -628,7 +654,7 @@ def comparison_compute(
         removed=removed,
         changed=changed,
         class_counts=counts,
-        headline=_headline(pairs, alpha=alpha, n_resamples=n_resamples, seed=seed),
+        headline=headline,
         base_counts=_side(base),
         head_counts=_side(head),
         usage=UsageDelta(

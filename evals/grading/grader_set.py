@@ -42,6 +42,25 @@ JUDGE_KIND = "judge"
 STATE_KIND = "state"
 TRAJECTORY_KIND = "trajectory"
 AGENT_KINDS = (STATE_KIND, TRAJECTORY_KIND)
+# Graders that exist only in imported runs: their verdicts were recorded by another harness
+# (``imported``; a missing kind reads so) or by a judge that graded there (``recorded-judge``,
+# written by ``interop.importers.labeled``). Assay has their grades, not a way to run them.
+IMPORTED_KIND = "imported"
+RECORDED_JUDGE_KIND = "recorded-judge"
+RECORDED_KINDS = (IMPORTED_KIND, RECORDED_JUDGE_KIND)
+
+
+def recorded_kind_reason(kind: str) -> str:
+    """Why a grader of a recorded kind (``RECORDED_KINDS``) cannot be run, for people."""
+    if kind == RECORDED_JUDGE_KIND:
+        return (
+            "a recorded judge: its verdicts were imported with the run; Assay has no prompt "
+            "or endpoint to run it"
+        )
+    return (
+        "recorded by the harness the run was imported from; Assay has its verdicts, not a "
+        "way to run it"
+    )
 
 
 def default_gating(kind: str) -> bool:
@@ -69,7 +88,7 @@ class GraderSet:
             if not isinstance(item, dict) or not isinstance(item.get("key"), str):
                 continue
             config = item.get("config")
-            kind = str(item.get("kind") or "imported")
+            kind = str(item.get("kind") or IMPORTED_KIND)
             gating = item.get("gating")
             specs.append(
                 GraderSpec(

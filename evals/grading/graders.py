@@ -67,10 +67,13 @@ from evals.grading.agent.state import state_grade, state_parse
 from evals.grading.contract import OPTIONS as CONTRACT_OPTIONS
 from evals.grading.grader_set import (
     JUDGE_KIND,
+    RECORDED_JUDGE_KIND,
+    RECORDED_KINDS,
     STATE_KIND,
     TRAJECTORY_KIND,
     GraderSpec,
     default_gating,
+    recorded_kind_reason,
 )
 from judges.models import Judge, JudgeVersion
 
@@ -632,7 +635,9 @@ def _check_judge_version(value: str, where: str) -> JudgeVersion:
     from judges.selectors import judge_version_resolve  # noqa: PLC0415
 
     version = judge_version_resolve(ref=value, field=where)
-    if version.judge.kind in (Judge.Kind.PAIRWISE, Judge.Kind.RECORDED):
+    if version.judge.kind == Judge.Kind.RECORDED:
+        raise DomainError(f"{version} is {recorded_kind_reason(RECORDED_JUDGE_KIND)}", field=where)
+    if version.judge.kind == Judge.Kind.PAIRWISE:
         raise DomainError(
             f"{version} is a {version.judge.kind} judge; it does not grade single trials",
             field=f"{where}",
@@ -647,6 +652,8 @@ def parse_grader_specs(raw: list[dict]) -> list[GraderSpec]:
     Strict: no coercion (``"false"`` is not a boolean), unknown fields and options are
     refused, keys are unique, and each kind's config is fully checked (regex compiled, JSON
     Schema checked against Draft 2020-12, python oracle imported, judge version looked up).
+    A grader of an imported run (kind ``imported`` or ``recorded-judge``, or a judge grader
+    of a recorded judge) is refused saying so: its verdicts were imported, it cannot be run.
     Raises ``DomainError`` whose message starts with ``graders[<index>].<field>``.
     """
     if not isinstance(raw, list):
@@ -657,6 +664,8 @@ def parse_grader_specs(raw: list[dict]) -> list[GraderSpec]:
         where = f"graders[{index}]"
         if not isinstance(item, dict):
             raise DomainError(f"expected an object, got {type(item).__name__}", field=f"{where}")
+        if item.get("kind") in RECORDED_KINDS:  # before its fields: a recorded grader has others
+            raise DomainError(recorded_kind_reason(item["kind"]), field=f"{where}.kind")
         for name in item:
             if name not in _SPEC_FIELDS:
                 raise DomainError("unknown field", field=f"{where}.{name}")

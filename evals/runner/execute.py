@@ -365,6 +365,7 @@ class _ChunkCalls:
         self, *, run: Run, trial_ids: list[int], pool: CallPool, extend_s: float = 0.0
     ) -> None:
         self.run_id = run.id
+        self.run_ref = run.ref_text  # how the log names it: a failed write allows no query
         self.model = run.model or None
         self.specs = list(run.grader_set.specs)
         self.pool = pool
@@ -544,7 +545,7 @@ class _ChunkCalls:
         late = self.pool.close()
         logger.warning(
             "run %s: database write failed (%s); %d call(s) not started, %d in flight",
-            self.run_id,
+            self.run_ref,
             error,
             len(withdrawn),
             len(late),

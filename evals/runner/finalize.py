@@ -210,7 +210,7 @@ def run_cancel(*, run: Run, by=None, via: str | None = None, refuse_finished: bo
                 status=Trial.Status.CANCELLED, finished_at=timezone.now()
             )
     if changed:
-        logger.info("run %s cancelled %s", run.id, actor_text(by=user, via=via))
+        logger.info("run %s cancelled %s", run.ref_text, actor_text(by=user, via=via))
     run_finalize(run_id=run.id)
     run.refresh_from_db()
     if refuse_finished and not changed and run.status != Run.Status.CANCELLED:

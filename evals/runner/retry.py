@@ -7,6 +7,8 @@ from __future__ import annotations
 from collections import Counter
 
 from django.db import transaction
+from django.db.models import F
+from django.db.models.functions import Greatest
 
 from core.errors import DomainError
 from core.roles import ENGINEER, LEAD, role_require
@@ -40,4 +42,14 @@ def run_retry(*, run: Run, by=None) -> list[int]:
             new_by_case.setdefault(cid, []).append(tid)
         for trial_id, case_id in errored:
             Trial.objects.filter(id=trial_id).update(replaced_by_id=new_by_case[case_id].pop(0))
+        # The replaced attempts are history: out of the run's counters, so its trials stay
+        # the same finished/planned figure (``evals.run_status.run_trial_count``): planned
+        # as before (``trials_add`` counted the new attempts), finished and errored less
+        # the replaced ones until the new attempts finish.
+        n = len(errored)
+        Run.objects.filter(id=run.id).update(
+            trials_total=Greatest(F("trials_total") - n, 0),
+            trials_finished=Greatest(F("trials_finished") - n, 0),
+            trials_errored=Greatest(F("trials_errored") - n, 0),
+        )
     return new_ids

@@ -10,12 +10,12 @@ no link here.
 from __future__ import annotations
 
 from django.contrib import messages
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_http_methods, require_POST
 
 from core.errors import DomainError
-from core.http import form_error, query_uuid, role_required
+from core.http import form_error, query_object, role_required
 from evals.case_changes import (
     CASE_EDITOR_ROLES,
     case_add,
@@ -74,17 +74,15 @@ def case_new(request: HttpRequest) -> HttpResponse:
             "evals/case_new.html",
             {"form": form, "conflict": conflict, "prefill": None, "trial": trial},
         )
-    trial_id, case_id, suite_id = (query_uuid(request, n) for n in ("trial", "case", "suite"))
-    trial = case = None
-    if trial_id:
-        trial = Trial.objects.select_related("run__suite", "case").filter(uuid=trial_id).first()
-        if trial is None:
-            raise Http404("No such trial.")
-    elif case_id:
-        case = get_object_or_404(Case.objects.select_related("suite"), uuid=case_id)
+    # Each id: malformed a 400, unknown a 404 naming it (never silently an empty form).
+    trial = query_object(request, "trial", Trial.objects.select_related("run__suite", "case"))
+    case = None
+    if trial is None:
+        case = query_object(request, "case", Case.objects.select_related("suite"))
+    asked = query_object(request, "suite", Suite.objects.all())
     prefill = case_prefill(trial=trial, case=case)
     initial = CaseForm.initial_from(prefill.spec)
-    suite = prefill.suite or (Suite.objects.filter(uuid=suite_id).first() if suite_id else None)
+    suite = prefill.suite or asked
     if suite is not None and suites.filter(id=suite.id).exists():
         initial["suite"] = suite
     if trial is not None:

@@ -25,8 +25,8 @@ from core.http import (
     VIEWER_ROLES,
     HtmxHttpRequest,
     form_error,
+    query_object,
     query_page,
-    query_uuid,
     role_required,
 )
 from core.roles import user_has_role
@@ -45,9 +45,11 @@ from evals.suites import suite_default_graders
 @require_GET
 @role_required(*VIEWER_ROLES)
 def run_list(request: HtmxHttpRequest) -> HttpResponse:
-    """Runs, newest first, filtered by ``?suite=<uuid>&status=<status>``, 50 a page
-    (``?page=``). A malformed filter (``?suite=zzz``, an unknown status) is a 400 showing
-    the form's error; a malformed page number a 400 naming ``page``."""
+    """Runs, newest first, filtered by ``?suite=<uuid>&status=<status>`` (the status the
+    run's badge shows: a run status or ``imported``; ``evals.run_status``), 50 a page
+    (``?page=``), each with its trials as the run page shows them (finished/planned). A
+    malformed filter (``?suite=zzz``, an unknown status) is a 400 showing the form's error;
+    a malformed page number a 400 naming ``page``."""
     filters = RunFilterForm(request.GET or None)
     valid = filters.is_valid() if request.GET else True
     cleaned = filters.cleaned_data if request.GET and valid else {}
@@ -89,8 +91,9 @@ def run_detail(request: HttpRequest, run_id) -> HttpResponse:
 @require_http_methods(["GET", "POST"])
 @role_required(*RUNNER_ROLES)
 def run_new(request: HtmxHttpRequest) -> HttpResponse:
-    """Start a run. GET shows the form (``?suite=<uuid>`` prefills that suite's grader set);
-    POST validates it, calls ``run_start`` and redirects to the run page."""
+    """Start a run. GET shows the form (``?suite=<uuid>`` prefills that suite's grader set;
+    an unknown suite is a 404 naming ``suite``, a malformed one a 400); POST validates it,
+    calls ``run_start`` and redirects to the run page."""
 
     if request.method == "POST":
         form = RunStartForm(request.POST)
@@ -115,9 +118,10 @@ def run_new(request: HtmxHttpRequest) -> HttpResponse:
                     messages.warning(request, f"Run saved, not started yet: {warning}.")
                 return redirect(run.get_absolute_url())
         return render(request, "evals/run_new.html", {"form": form})
-    suite_id = query_uuid(request, "suite")  # ?suite=zzz is a 400, not the first suite
-    suite = Suite.objects.filter(uuid=suite_id).first() if suite_id else None
-    suite = suite or Suite.objects.order_by("name").first()
+    # ?suite=zzz is a 400 and an unknown suite a 404 naming it, never another suite's form.
+    suite = query_object(request, "suite", Suite.objects.all())
+    if suite is None:
+        suite = Suite.objects.order_by("name").first()
     prefill = suite_default_graders(suite=suite) if suite else None
     graders = prefill.graders if prefill else []
     form = RunStartForm(initial={"suite": suite, "graders": json.dumps(graders, indent=2)})

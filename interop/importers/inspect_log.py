@@ -44,6 +44,7 @@ from core.bounds import count_problem
 from core.errors import DomainError
 from core.strict_json import NON_FINITE
 from evals.cases import CaseSpec
+from evals.grading.grader_set import IMPORTED_KIND
 from interop.importers.context import ImportContext
 from interop.importers.harness import (
     GradeIn,
@@ -303,7 +304,9 @@ def inspect_import(*, ctx: ImportContext, document: Any) -> None:
     graders: dict[str, dict] = {}
     for t in trials:
         for g in t.grades:
-            graders.setdefault(g.grader, {"key": g.grader, "kind": "imported", "gating": g.gating})
+            graders.setdefault(
+                g.grader, {"key": g.grader, "kind": IMPORTED_KIND, "gating": g.gating}
+            )
     results = document.get("results") if isinstance(document.get("results"), dict) else {}
     ev = document["eval"]
     extra = {

@@ -38,6 +38,7 @@ from core.strict_json import NON_FINITE, contains_non_finite
 from core.text import unstorable_refuse
 from evals.blindness import GOLD_GRADER
 from evals.cases import CaseSpec, context_problem, tags_problem
+from evals.grading.grader_set import IMPORTED_KIND, RECORDED_JUDGE_KIND
 from evals.models import Grade, Trial, TrialPair
 from interop.importers.context import BATCH_SIZE, ImportContext, run_finish
 from interop.importers.reader import record_error
@@ -423,7 +424,7 @@ def _pointwise_batch(ctx, run, batch, cases, graders) -> None:
     ]
     Trial.objects.bulk_create(trials)
     labels, grades = [], []
-    graders.setdefault(HUMAN_GRADER, {"key": HUMAN_GRADER, "kind": "imported", "gating": True})
+    graders.setdefault(HUMAN_GRADER, {"key": HUMAN_GRADER, "kind": IMPORTED_KIND, "gating": True})
     for rec, trial in zip(batch, trials, strict=True):
         labels.append(
             Label(
@@ -456,7 +457,7 @@ def _pointwise_batch(ctx, run, batch, cases, graders) -> None:
                 key,
                 {
                     "key": key,
-                    "kind": "recorded-judge",
+                    "kind": RECORDED_JUDGE_KIND,
                     "gating": False,
                     "judge_version": str(version.uuid),
                 },

@@ -42,6 +42,7 @@ from typing import Any
 
 from core.strict_json import NON_FINITE
 from evals.cases import CaseSpec
+from evals.grading.grader_set import IMPORTED_KIND
 from interop.importers.context import ImportContext
 from interop.importers.harness import (
     GradeIn,
@@ -297,14 +298,16 @@ def promptfoo_import(*, ctx: ImportContext, document: Any) -> None:
     parsed.sort(key=lambda item: (item[0], item[1]))
     counts: dict[str, int] = {}
     graders: dict[str, dict] = {
-        GATING_GRADER: {"key": GATING_GRADER, "kind": "imported", "gating": True}
+        GATING_GRADER: {"key": GATING_GRADER, "kind": IMPORTED_KIND, "gating": True}
     }
     trials = []
     for _, _, trial in parsed:
         counts[trial.case.key] = counts.get(trial.case.key, 0) + 1
         trial.attempt = counts[trial.case.key]
         for g in trial.grades:
-            graders.setdefault(g.grader, {"key": g.grader, "kind": "imported", "gating": g.gating})
+            graders.setdefault(
+                g.grader, {"key": g.grader, "kind": IMPORTED_KIND, "gating": g.gating}
+            )
         trials.append(trial)
     meta = document.get("metadata") if isinstance(document.get("metadata"), dict) else {}
     stats = results.get("stats") if isinstance(results.get("stats"), dict) else {}

@@ -13,6 +13,7 @@ from django.utils import timezone
 from core.db import raw_rows, rows_insert, values_insert
 from core.ids import uuid4_many
 from evals.cases import CaseSpec
+from evals.grading.grader_set import IMPORTED_KIND
 from evals.models import Case, Grade, Run, Trial
 from interop.importers.context import BATCH_SIZE, ImportContext, run_finish
 from interop.importers.reader import record_error
@@ -222,7 +223,7 @@ def _write_batch(
         trial_id = trial_ids[(case_ids[spec.case_key], spec.attempt)]
         for g in spec.grades:
             if g.grader not in graders:
-                graders[g.grader] = {"key": g.grader, "kind": "imported", "gating": True}
+                graders[g.grader] = {"key": g.grader, "kind": IMPORTED_KIND, "gating": True}
             grades.append(
                 (
                     trial_id,

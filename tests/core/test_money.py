@@ -47,7 +47,7 @@ def test_it_prints_rates_per_dollar_with_three_significant_digits():
     assert per_usd_text(156862.7) == "157,000 per $"
     assert per_usd_text(412.4) == "412 per $"
     assert per_usd_text(0.04123) == "0.0412 per $"
-    assert per_usd_text(None) == "undefined"
+    assert per_usd_text(None) == "unknown"
 
 
 def test_the_usd_filter_uses_it_and_never_fails_a_page():

@@ -151,6 +151,14 @@ def test_trajectory_unknown_cost_is_not_zero():
     assert tokens.passed is False and "tokens 65 over the maximum 40" in tokens.reason
 
 
+def test_a_tiny_cost_cap_is_said_in_plain_dollars_never_e_notation():
+    steps = [dict(RIGHT_PATH[1]), RIGHT_PATH[2], {**RIGHT_PATH[3], "cost_usd": 0.0000004}]
+    steps[0]["cost_usd"] = 0.0000002
+    over = grade("trajectory", {"max_cost_usd": 0.0000005}, trajectory=steps)
+    assert over.passed is False
+    assert over.reason == "cost $0.0000006 over the maximum $0.0000005"  # it was "$6e-07"
+
+
 def test_trajectory_cannot_judge_without_trajectory_or_with_a_broken_check():
     assert grade("trajectory", RULES, trajectory=None).passed is None
     broken = {"arguments": [{"tool": "issue_refund", "check": "args.amount + 'x' > 1"}]}

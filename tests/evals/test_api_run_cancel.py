@@ -74,6 +74,17 @@ def test_the_command_cancels_and_refuses_a_finished_run_with_exit_3(queued):
     assert exc.value.returncode == 3
 
 
+def test_the_command_names_the_run_by_name_and_uuid_never_its_internal_id(queued, caplog):
+    """stdout and the log (stderr) say "run r (<uuid>)": never "run 12"."""
+    out = io.StringIO()
+    with caplog.at_level(logging.INFO, logger="evals.runner.finalize"):
+        call_command("run_cancel", str(queued.uuid), stdout=out)
+    assert out.getvalue() == f"run r ({queued.uuid}): cancelled; 0 of 6 trials finished\n"
+    logged = [r.getMessage() for r in caplog.records]
+    assert logged == [f"run r ({queued.uuid}) cancelled from the command line"]
+    assert f"run {queued.id} " not in out.getvalue() + "".join(logged)
+
+
 def _shown(run: Run, viewer) -> tuple[dict, str, str]:
     """What the API's run, the run page and its progress fragment say of the cancel."""
     body = client_for(viewer).get(f"/api/runs/{run.uuid}/").json()
@@ -108,7 +119,7 @@ def test_every_cancel_names_its_actor_in_the_log_the_page_and_the_api(
             client.force_login(carol)
             assert client.post(f"/runs/{queued.uuid}/cancel/").status_code == 302
     logged = [r.getMessage() for r in caplog.records if "cancelled" in r.getMessage()]
-    assert logged == [f"run {queued.id} cancelled {said}"]
+    assert logged == [f"run {queued.name} ({queued.uuid}) cancelled {said}"]
     body, page, fragment = _shown(queued, alice)
     assert (body["cancelled"], body["cancelled_via"], body["cancelled_by"]) == (said, via, by)
     assert f"Cancelled {said}" in page and f"Cancelled {said}" in fragment

@@ -255,11 +255,21 @@ def test_every_pass_k_delta_has_its_interval_in_the_json_and_the_gate_text():
         base=run_data({"a": "PPPP", "b": "PPFF"}), head=run_data({"a": "PPPF", "b": "PPFF"})
     )
     data = c.to_dict()
+    h = c.headline
     for rows, key in ((c.pass_hat_k, "pass_hat_k"), (c.pass_at_k, "pass_at_k")):
         for row, out in zip(rows, data[key], strict=True):
-            want = difference_interval(
-                row.base, row.base_low, row.base_high, row.head, row.head_low, row.head_high
-            )
+            if row.k == 1:  # the headline's quantity: its delta and paired interval
+                want = (h.clustered.low, h.clustered.high)
+                assert (row.delta, row.delta_method, out["delta_method"]) == (
+                    h.delta,
+                    "paired",
+                    "paired",
+                )
+            else:
+                want = difference_interval(
+                    row.base, row.base_low, row.base_high, row.head, row.head_low, row.head_high
+                )
+                assert (row.delta_method, out["delta_method"]) == ("mover", "mover")
             assert (row.delta_low, row.delta_high) == want
             assert row.delta_low < row.delta < row.delta_high  # never of zero width
             assert (out["delta_low"], out["delta_high"]) == want
@@ -268,6 +278,45 @@ def test_every_pass_k_delta_has_its_interval_in_the_json_and_the_gate_text():
     text = gate_text(c, gate_decide(comparison=c))
     low, high = (f"{v * 100:+.1f}" for v in (c.pass_hat_k[0].delta_low, c.pass_hat_k[0].delta_high))
     assert f"(-12.5 pp [{low}, {high}])" in text
+
+
+def test_pass_1_has_one_interval_the_headlines_paired_one_when_the_cases_are_shared():
+    """pass@1 over the shared cases is the headline's quantity: the same delta and the same
+    (paired, clustered) interval, never a second MOVER interval beside it."""
+    base = run_data({"a": "PPPF", "b": "PPFF", "c": "PFFF", "d": "PPPP"})
+    head = run_data({"a": "PFFF", "b": "PFFF", "c": "PFFF", "d": "PPPF"})
+    c = comparison_compute(base=base, head=head)
+    h = c.headline
+    mover = difference_interval(
+        c.pass_at_k[0].base,
+        c.pass_at_k[0].base_low,
+        c.pass_at_k[0].base_high,
+        c.pass_at_k[0].head,
+        c.pass_at_k[0].head_low,
+        c.pass_at_k[0].head_high,
+    )
+    for row in (c.pass_at_k[0], c.pass_hat_k[0]):
+        assert (row.k, row.delta, row.delta_low, row.delta_high, row.delta_method) == (
+            1,
+            h.delta,
+            h.clustered.low,
+            h.clustered.high,
+            "paired",
+        )
+        assert (row.delta_low, row.delta_high) != mover
+    assert h.delta == pytest.approx(-0.25)  # (−0.5 − 0.25 + 0 − 0.25) / 4
+    assert [r.delta_method for r in c.pass_at_k[1:]] == ["mover"] * 3
+
+
+def test_pass_1_keeps_the_mover_interval_when_a_case_has_a_verdict_on_one_side_only():
+    base = run_data({"a": "PPF", "b": "PFF", "c": "PPP"})
+    head = run_data({"a": "PFF", "b": "PFF", "c": "EEE"})  # c: no verdict in head
+    c = comparison_compute(base=base, head=head)
+    row = c.pass_at_k[0]
+    assert row.delta_method == "mover"
+    assert (row.delta_low, row.delta_high) == difference_interval(
+        row.base, row.base_low, row.base_high, row.head, row.head_low, row.head_high
+    )
 
 
 def test_it_loads_a_run_in_a_constant_number_of_queries(db):

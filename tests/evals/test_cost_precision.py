@@ -94,4 +94,12 @@ def test_a_tiny_judge_call_cost_is_stored_and_summed_non_zero(tiny_run):
 def test_a_positive_cost_that_would_be_stored_as_zero_is_refused_not_rounded():
     assert cost_problem(TINY) is None and cost_problem(Decimal(0)) is None
     assert cost_problem(Decimal("5e-13")) is None  # stored as 1e-12
-    assert "would be stored as 0" in cost_problem(Decimal("4e-13"))
+    # Amounts in plain decimals, never "4E-13" or "1E-12" (core.decimals.decimal_plain).
+    assert cost_problem(Decimal("4e-13")) == (
+        "a known cost of 0.0000000000004 USD would be stored as 0 (which means free): costs are "
+        "stored to 0.000000000001 USD; give 0 or leave the cost empty (unknown)"
+    )
+    assert cost_problem(Decimal("2E+6")) == "expected USD from 0 to below 1,000,000, got 2000000"
+    assert cost_problem(Decimal("-1E-20")) == (
+        "expected USD from 0 to below 1,000,000, got -0.00000000000000000001"
+    )

@@ -111,3 +111,27 @@ def test_the_run_report_command_prints_cost_against_quality(capsys):
     assert "cost $0.0000051" in out
     assert "cost per passing trial $0.0000026" in out
     assert "pass rate per dollar" in out and "$0.0000 " not in out
+
+
+@pytest.mark.django_db
+def test_an_unknown_cost_reads_unknown_on_every_surface_never_undefined(client, carol, capsys):
+    """A run whose costs are unknown: its pass rate per $ is null, shown as "unknown" with
+    why (run page, run list, comparison, run_report), never "undefined", NaN or 0."""
+    base = db_run({"a": "PPF", "b": "PPP"}, name="base", cost="0.0000017")
+    head = db_run({"a": "PPP", "b": "PPP"}, name="head", cost=None)
+    why = "cost unknown for 6 of 6 trials"
+    client.force_login(carol)
+    page = client.get(reverse("evals:run-detail", args=[head.uuid])).content.decode()
+    assert f'id="pass-rate-per-usd">unknown <span class="muted">({why})</span></dd>' in page
+    runs = client.get(reverse("evals:run-list")).content.decode()
+    assert "pass rate per $: unknown</div>" in runs
+    cmp_page = client.get(
+        reverse("evals:comparison", kwargs={"head_id": head.uuid, "base_id": base.uuid})
+    ).content.decode()
+    assert f'<td class="num">unknown <span class="muted">({why})</span></td>' in cmp_page
+    for html in (page, runs, cmp_page):
+        assert "undefined" not in html.lower().split("pass rate per")[1][:400]
+        assert "NaN" not in html
+    call_command("run_report", str(head.uuid))
+    out = capsys.readouterr().out
+    assert f"pass rate per dollar unknown ({why})" in out

@@ -171,6 +171,16 @@ BAD_SPECS = [
         "graders[0].gating: expected a boolean, got 'false' (str)",
     ),
     ({"key": "g", "kind": "nope"}, "graders[0].kind: unknown kind 'nope'"),
+    (
+        {"key": "human", "kind": "imported", "gating": True},
+        "graders[0].kind: recorded by the harness the run was imported from; Assay has its "
+        "verdicts, not a way to run it",
+    ),
+    (  # what interop.importers.labeled stores: judge_version is no grader spec field
+        {"key": "j", "kind": "recorded-judge", "gating": False, "judge_version": "x"},
+        "graders[0].kind: a recorded judge: its verdicts were imported with the run; Assay "
+        "has no prompt or endpoint to run it",
+    ),
     ({"kind": "exact"}, "graders[0].key: required"),
     ({"key": "g", "kind": "exact", "colour": 1}, "graders[0].colour: unknown field"),
     (

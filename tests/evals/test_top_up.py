@@ -765,6 +765,8 @@ def assert_retried(run: Run, errored: set[int]) -> None:
     run.refresh_from_db()
     assert run.status == Run.Status.SUCCEEDED and run.trials_errored == 0
     assert run.error_message == ""
+    # The replaced attempts are history: 36 of 36 planned trials, as before the retry.
+    assert (run.trials_finished, run.trials_total) == (36, 36)
     old = Trial.objects.filter(id__in=errored)
     # Kept as history, each pointing at the attempt that replaced it.
     assert old.count() == 5 and all(t.status == "error" and t.replaced_by_id for t in old)

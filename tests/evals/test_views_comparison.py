@@ -19,7 +19,7 @@ from evals.comparison.compute import comparison_get
 from evals.comparison.gate import gate_decide
 from evals.comparison.textdiff import word_diff
 from evals.models import Case, Grade, Trial
-from evals.templatetags.comparison import points_interval
+from evals.templatetags.comparison import points, points_interval
 from stats.intervals import clopper_pearson_interval
 from stats.passk import difference_interval
 from tests.comparison_builders import db_run, judge_version
@@ -272,13 +272,16 @@ def test_the_pass_k_table_shows_each_sides_interval(client, bob, two_runs):
     rows = re.findall(r"<tr><td>(\d+)</td>(.*?)</tr>", table, re.S)
     assert [int(k) for k, _ in rows] == [1, 2, 3]
     interval = r'\d+\.\d% <span class="muted">\[\d+\.\d+%, \d+\.\d+%\]</span>'
-    delta = r'[+−]?\d+\.\d pts <span class="muted">\[[+−]?\d+\.\d+, [+−]?\d+\.\d+\] pts</span>'
+    delta = (
+        r'[+−]?\d+\.\d pts <span class="muted">\[[+−]?\d+\.\d+, [+−]?\d+\.\d+\] pts'
+        r"(, paired)?</span>"
+    )
     for _, row in rows:
         cells = re.findall(r'<td class="num">(.*?)</td>', row, re.S)
         assert len(cells) == 4
         for cell in cells:
             assert re.fullmatch(interval, cell.strip()), cell
-        deltas = re.findall(r'<td class="num passk-delta">(.*?)</td>', row, re.S)
+        deltas = re.findall(r'<td class="num passk-delta" data-method="\w+">(.*?)</td>', row, re.S)
         assert len(deltas) == 2
         for cell in deltas:
             assert re.fullmatch(delta, cell.strip()), cell
@@ -290,3 +293,30 @@ def test_the_pass_k_table_shows_each_sides_interval(client, bob, two_runs):
     d_low, d_high = difference_interval(0.5, low, high, 0.5, low, high)
     assert d_low < 0 < d_high
     assert f'0.0 pts <span class="muted">{points_interval(d_low, d_high)}</span>' in rows[2][1]
+
+
+def test_the_pass_1_difference_shows_the_headlines_paired_interval_and_says_so(
+    client, bob, two_runs
+):
+    """One quantity, one interval: pass@1 (= pass^1) head − base is the headline's delta with
+    its paired "in general" interval, marked paired; the help text names the method."""
+    base, head = two_runs
+    client.force_login(bob)
+    response = client.get(url(base, head))
+    c = response.context["comparison"]
+    h = c.headline
+    html = response.content.decode()
+    general = f"{points(h.clustered.low)} to {points(h.clustered.high)}"
+    assert f"<dd>{general} <span" in html  # the headline's interval "in general"
+    table = html[html.index('<table class="table passk">') :]
+    first = re.search(r"<tr><td>1</td>(.*?)</tr>", table, re.S).group(1)
+    cell = (
+        f'<td class="num passk-delta" data-method="paired">{points(h.delta)} '
+        f'<span class="muted">{points_interval(h.clustered.low, h.clustered.high)}, '
+        "paired</span></td>"
+    )
+    assert first.count(cell) == 2  # pass@1 and pass^1
+    help_text = re.search(r'<p class="muted" id="passk-method">(.*?)</p>', html, re.S).group(1)
+    assert help_text.startswith("At k = 1, pass@1 = pass^1 is the headline's quantity")
+    assert "clustered by case, t on cases − 1 df; Miller 2024" in help_text
+    assert "At k ≥ 2, each difference's interval: MOVER" in help_text

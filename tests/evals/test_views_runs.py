@@ -14,8 +14,10 @@ from django.urls import reverse
 from evals import selectors
 from evals.models import Baseline, Case, Grade, Run, Suite, Trial
 from evals.report.selectors import run_report
+from evals.run_status import run_status_shown
 from judges.models import Judge, JudgeVersion
 from labeling.models import Label
+from tests.core.test_api_core import client_for
 from tests.judge_builders import trust
 
 HOSTILE_OUTPUT = "<img src=x onerror=alert(1)>"
@@ -242,6 +244,13 @@ def test_it_prefills_only_the_graders_a_new_run_can_use_and_says_which_it_left_o
             *GRADERS,
             {"key": "judged", "kind": "judge", "config": {"judge_version": str(version.uuid)}},
             {"key": "no-kind"},
+            # What interop.importers.labeled stores for a judge's imported verdicts.
+            {
+                "key": "gpt-4o / inspect",
+                "kind": "recorded-judge",
+                "gating": False,
+                "judge_version": str(version.uuid),
+            },
         ],
     )
     Baseline.objects.create(suite=suite, run=imported)
@@ -249,15 +258,25 @@ def test_it_prefills_only_the_graders_a_new_run_can_use_and_says_which_it_left_o
     response = client.get(reverse("evals:run-new"), {"suite": str(suite.uuid)})
     assert json.loads(response.context["form"].initial["graders"]) == GRADERS
     left_out = response.context["prefill"].left_out
-    assert [(g.key, g.kind) for g in left_out] == [
-        ("model_graded_fact", "imported"),
-        ("judged", "judge"),
-        ("no-kind", "imported"),
+    harness = (
+        "recorded by the harness the run was imported from; Assay has its verdicts, not a "
+        "way to run it"
+    )
+    judge = (
+        "a recorded judge: its verdicts were imported with the run; Assay has no prompt or "
+        "endpoint to run it"
+    )
+    assert [(g.key, g.kind, g.reason) for g in left_out] == [
+        ("model_graded_fact", "imported", harness),
+        ("judged", "judge", f"gpt-4o / inspect v1 is {judge}"),
+        ("no-kind", "imported", harness),
+        ("gpt-4o / inspect", "recorded-judge", judge),
     ]
-    assert "imported from" in left_out[0].reason and "recorded judge" in left_out[1].reason
     page = response.content.decode()
-    assert "Prefilled from the graders of inspect-log, but for 3 this run could not use" in page
+    assert "unknown field" not in page
+    assert "Prefilled from the graders of inspect-log, but for 4 this run could not use" in page
     assert "<code>model_graded_fact</code> (imported): recorded by the harness" in page
+    assert f"<code>gpt-4o / inspect</code> (recorded-judge): {judge}" in page
     # What the page prefilled starts: no grader the runner cannot run reaches the form.
     form = client.get(reverse("evals:run-new"), {"suite": str(suite.uuid)}).context["form"]
     assert form.fields["graders"].clean(form.initial["graders"])
@@ -604,6 +623,93 @@ def test_the_run_list_filters_by_suite_and_status(client, carol, db):
     assert [r.name for r in response.context["page"].object_list] == ["a-running"]
 
 
+def _status_world():
+    """One run of each shown status: executed succeeded, failed, running; an imported run
+    whose stored status is succeeded (partial: 59 of 60 recorded) and one whose source
+    failed. Returns the suite."""
+    suite = make_suite()
+    make_run(suite, name="done", trials_total=4, trials_finished=4)
+    make_run(suite, name="broke", status=Run.Status.FAILED, trials_total=4, trials_finished=4)
+    make_run(suite, name="going", status=Run.Status.RUNNING, trials_total=4, trials_finished=1)
+    imported = {"source": Run.Source.IMPORTED, "target_kind": "imported"}
+    make_run(suite, name="inspect", trials_total=60, trials_finished=59, **imported)
+    make_run(
+        suite, name="file", status=Run.Status.FAILED, trials_total=2, trials_finished=2, **imported
+    )
+    return suite
+
+
+SHOWN = {
+    "succeeded": ["done"],
+    "failed": ["broke"],
+    "running": ["going"],
+    "imported": ["file", "inspect"],
+    "queued": [],
+    "cancelled": [],
+}
+
+
+def test_the_run_list_filters_on_the_status_the_badge_shows(client, carol, db):
+    """?status=succeeded holds no imported run (its badge says imported) and ?status=imported
+    holds every finished imported run, whatever the stored status."""
+    _status_world()
+    client.force_login(carol)
+    for status, names in SHOWN.items():
+        response = client.get(reverse("evals:run-list"), {"status": status})
+        assert response.status_code == 200, status
+        rows = response.context["page"].object_list
+        assert sorted(r.name for r in rows) == names, status
+        assert all(run_status_shown(r).label == status for r in rows)
+    page = client.get(reverse("evals:run-list")).content.decode()
+    assert '<option value="imported">imported</option>' in page
+
+
+def test_the_api_filters_runs_on_the_status_the_badge_shows(carol, db):
+    _status_world()
+    api = client_for(carol)
+    for status, names in SHOWN.items():
+        response = api.get("/api/runs/", {"status": status})
+        assert response.status_code == 200, (status, response.content)
+        rows = response.json()["results"]
+        assert sorted(r["name"] for r in rows) == names, status
+        assert {r["status_shown"]["label"] for r in rows} <= {status}
+    response = api.get("/api/runs/", {"status": "imported-problems"})
+    assert response.status_code == 400
+    assert response.json()["status"] == [
+        "unknown status 'imported-problems'; allowed: queued, running, succeeded, failed, "
+        "cancelled, imported"
+    ]
+
+
+def test_a_partial_imported_run_shows_the_same_trial_count_on_the_list_and_its_page(
+    client, carol, db
+):
+    """59 of 60 trials recorded: "59/60" on the list (it counted trial rows: "59/59") and
+    on the run page's progress, and the same counters in the API."""
+    suite = make_suite(n_cases=1)
+    run = make_run(
+        suite,
+        name="inspect",
+        source=Run.Source.IMPORTED,
+        target_kind="imported",
+        trials_total=60,
+        trials_finished=59,
+        trials_errored=1,
+    )
+    case = suite.cases.get()
+    for attempt in range(1, 59):
+        make_trial(run, case, attempt)
+    make_trial(run, case, 59, status=Trial.Status.ERROR)
+    client.force_login(carol)
+    listed = client.get(reverse("evals:run-list")).content.decode()
+    assert '<td class="num run-trials">59/60\n        <div class="err">1 errored</div>' in listed
+    progress = client.get(reverse("evals:run-progress", args=[run.uuid])).content.decode()
+    assert "<strong>59/60</strong> trials finished" in progress
+    assert '<span class="err">1 errored</span>' in progress
+    detail = client_for(carol).get(f"/api/runs/{run.uuid}/").json()
+    assert (detail["trials_finished"], detail["trials_total"]) == (59, 60)
+
+
 def test_an_unknown_filter_value_is_reported_not_a_crash(client, carol, db):
     make_run(make_suite())
     client.force_login(carol)
@@ -641,5 +747,44 @@ def test_the_run_list_selector_uses_at_most_three_queries(django_assert_max_num_
             make_trial(run, case)
     with django_assert_max_num_queries(3):
         page = selectors.run_list()
-        assert [r.stats.total for r in page.object_list] == [2] * 30
+        assert [r.stats.finished for r in page.object_list] == [2] * 30
         assert {r.suite.name for r in page.object_list} == {"arith"}
+
+
+def test_the_api_refuses_an_unknown_suite_or_baseline_naming_it_and_a_recorded_grader(carol, db):
+    """POST /api/runs/start: an unknown suite or ``against`` is a 404 naming the field; a
+    recorded-judge grader (an imported run's) is refused saying it cannot be run."""
+    suite = make_suite()
+    api = client_for(carol)
+    unknown = "00000000-0000-0000-0000-000000000000"
+    body = {
+        "suite": unknown,
+        "name": "x",
+        "target": {"kind": "simulated", "seed": 1},
+        "graders": GRADERS,
+    }
+    answer = api.post("/api/runs/start", body, format="json")
+    assert answer.status_code == 404
+    assert (answer.json()["field"], answer.json()["detail"]) == (
+        "suite",
+        f"suite: no suite with id {unknown}",
+    )
+    answer = api.post(
+        "/api/runs/start", {**body, "suite": str(suite.uuid), "against": unknown}, format="json"
+    )
+    assert answer.status_code == 404
+    assert (answer.json()["field"], answer.json()["detail"]) == (
+        "against",
+        f"against: no run with id {unknown}",
+    )
+    recorded = {"key": "j", "kind": "recorded-judge", "gating": False, "judge_version": unknown}
+    answer = api.post(
+        "/api/runs/start", {**body, "suite": str(suite.uuid), "graders": [recorded]}, format="json"
+    )
+    assert answer.status_code == 400
+    assert (answer.json()["field"], answer.json()["detail"]) == (
+        "graders[0].kind",
+        "graders[0].kind: a recorded judge: its verdicts were imported with the run; Assay has "
+        "no prompt or endpoint to run it",
+    )
+    assert not Run.objects.exists()

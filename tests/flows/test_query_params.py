@@ -81,11 +81,38 @@ def test_a_malformed_run_list_filter_is_a_400_with_the_form_error(client, carol)
     assert client.get(f"{reverse('evals:run-list')}?page=99").status_code == 200  # last page
 
 
-def test_a_well_formed_unknown_uuid_is_still_a_404(client, world, alice):
+UNKNOWN = "00000000-0000-0000-0000-000000000000"
+
+
+def test_a_well_formed_unknown_uuid_is_a_404_naming_the_parameter(client, world, alice, bob, carol):
+    """An id that names nothing is a 404 saying which parameter, never a silent fallback
+    (``/runs/new/?suite=<unknown>`` used to open the form on another suite)."""
     _, version, _, _ = world
-    client.force_login(alice)
-    url = reverse("labeling:calibration", kwargs={"version_id": version.uuid})
-    assert client.get(f"{url}?set=00000000-0000-0000-0000-000000000000").status_code == 404
+    calibration = reverse("labeling:calibration", kwargs={"version_id": version.uuid})
+    pages = [
+        (f"{calibration}?set={UNKNOWN}", "set: no calibration set", alice),
+        (f"{calibration}?suite={UNKNOWN}", "suite: no suite", alice),
+        (f"{reverse('evals:run-new')}?suite={UNKNOWN}", "suite: no suite", carol),
+        (f"{reverse('evals:case-new')}?suite={UNKNOWN}", "suite: no suite", carol),
+        (f"{reverse('evals:case-new')}?trial={UNKNOWN}", "trial: no trial", carol),
+        (f"{reverse('evals:case-new')}?case={UNKNOWN}", "case: no case", carol),
+        (f"{reverse('labeling:set-new')}?run={UNKNOWN}", "run: no run", carol),
+        (
+            f"{reverse('labeling:set-new')}?judge_version={UNKNOWN}",
+            "judge_version: no judge version",
+            carol,
+        ),
+        (f"{reverse('judges:version-new')}?from={UNKNOWN}", "from: no judge version", carol),
+    ]
+    for url, said, who in pages:
+        client.force_login(who)
+        response = client.get(url)
+        assert response.status_code == 404, (url, response.status_code)
+        body = response.content.decode()
+        assert f'<p id="not-found-message">{said} with id {UNKNOWN}</p>' in body, (url, body)
+    # A missing page shows no exception class name.
+    body = client.get("/no-such-page/").content.decode()
+    assert "Not found" in body and "Resolver404" not in body
 
 
 def test_the_api_answers_malformed_parameters_with_a_400_naming_them(world, carol):

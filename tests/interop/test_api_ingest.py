@@ -329,7 +329,12 @@ def test_a_cost_is_stored_to_a_trillionth_of_a_dollar(carol):
 def test_a_known_cost_that_would_be_stored_as_zero_is_refused(carol):
     resp = post_json(client_for(carol), header(trials=[trial(1, cost_usd="4e-13")]))
     assert resp.status_code == 400, resp.content
-    assert resp.json()["field"] == "cost_usd" and "would be stored as 0" in resp.json()["detail"]
+    assert resp.json()["field"] == "cost_usd"
+    assert resp.json()["detail"] == (
+        "trials[0]: field cost_usd: a known cost of 0.0000000000004 USD would be stored as 0 "
+        "(which means free): costs are stored to 0.000000000001 USD; give 0 or leave the "
+        "cost empty (unknown)"
+    )
     assert row_counts() == NOTHING
 
 

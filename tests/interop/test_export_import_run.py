@@ -52,7 +52,10 @@ def test_it_reimports_a_run_with_the_same_report_figures(tmp_path, capsys):
     original = Trial.objects.get(run=run, case__key="c1", attempt=1)
     again = Trial.objects.get(run=copy, case__key="c1", attempt=1)
     assert again.output == original.output and again.created_at == original.created_at
-    assert capsys.readouterr().out.startswith("wrote ")
+    # Runs named by name and UUID (never an internal id), trials as finished (of planned).
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == f"wrote {path} (run {run.name} ({run.uuid}) of suite {run.suite.name})"
+    assert out[1] == (f"imported S2/{copy.name} ({copy.uuid}): {copy.trials_finished} trials")
 
 
 def test_it_reads_the_file_as_the_same_run_data_as_the_database(tmp_path):

@@ -120,7 +120,8 @@ def test_apply_config_prints_the_names_judge_run_accepts(
         with django_capture_on_commit_callbacks(execute=False):
             code, text = _command(str(trials[0].run.uuid), name)
         assert code == 0, text
-        assert "helpfulness v1 on S / R1: queued" in text
+        run = trials[0].run
+        assert f"helpfulness v1 on run R1 ({run.uuid}) of suite S: queued" in text
 
 
 # --- how a judge run ends, and judge_run's exit codes ----------------------------------------
@@ -617,7 +618,7 @@ def test_every_judge_run_cancel_names_its_actor_in_the_log_the_page_and_the_api(
             _login(client, carol)
             client.post(reverse("judges:judge-run-cancel", args=[queued.uuid]))
     logged = [r.getMessage() for r in caplog.records if "cancelled" in r.getMessage()]
-    assert logged == [f"judge run {queued.id} cancelled {said}"]
+    assert logged == [f"judge run {queued.uuid} cancelled {said}"]
     body = client_for(alice).get(f"/api/judge-runs/{queued.uuid}/").json()
     assert (body["cancelled"], body["cancelled_via"], body["cancelled_by"]) == (said, via, by)
     _login(client, alice)

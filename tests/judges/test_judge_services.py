@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from fractions import Fraction
 
 import pytest
@@ -268,9 +269,19 @@ def test_the_task_run_twice_leaves_one_grade_and_makes_no_second_call(waits):
     assert Grade.objects.filter(trial=trials[0]).count() == 1
 
 
-@pytest.mark.parametrize("kind", ["pairwise", "recorded"])
+@pytest.mark.parametrize(
+    ("kind", "says"),
+    [
+        ("pairwise", "judge_version: a pairwise judge does not grade single trials: it compares"),
+        (
+            "recorded",
+            "judge_version: recorded v1 is a recorded judge: its verdicts were imported with "
+            "the run; Assay has no prompt or endpoint to run it",
+        ),
+    ],
+)
 def test_a_judge_run_refuses_a_judge_that_does_not_grade_single_trials(
-    kind, django_capture_on_commit_callbacks
+    kind, says, django_capture_on_commit_callbacks
 ):
     with FakeLLM(responder=lambda body: verdict_json("PASS")) as llm:
         trials = make_trials(["Paris"])
@@ -278,7 +289,7 @@ def test_a_judge_run_refuses_a_judge_that_does_not_grade_single_trials(
         version.judge.kind = kind  # recorded versions come from imports, not the builder
         with (
             django_capture_on_commit_callbacks(execute=True) as callbacks,
-            pytest.raises(DomainError, match=f"judge_version: a {kind} judge does not"),
+            pytest.raises(DomainError, match=f"^{re.escape(says)}"),
         ):
             judge_run_start(run=trials[0].run, judge_version=version)
     assert not callbacks and not JudgeRun.objects.exists()

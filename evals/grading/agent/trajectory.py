@@ -49,6 +49,7 @@ import json
 import math
 import re
 from dataclasses import dataclass
+from decimal import Decimal
 from functools import lru_cache
 from typing import Any
 
@@ -56,6 +57,7 @@ import celpy
 from celpy import celtypes
 from celpy.celparser import CELParseError
 
+from core.decimals import decimal_plain
 from core.errors import DomainError
 from evals.grading.agent.data import AgentData, AgentOutcome
 from evals.grading.contract.config import CEL_MAX_CHARS, cel_environment
@@ -343,9 +345,15 @@ def _tool_violations(config: dict, calls: list[_Call]) -> list[dict]:
     return out
 
 
+def _usd(value: float) -> str:
+    """Dollars to six significant digits in plain decimals ("$0.0000004", never "$4e-07":
+    ``core.decimals.decimal_plain``), enough to tell a cost from the cap it passed."""
+    return "$" + decimal_plain(Decimal(f"{value:.6g}"))
+
+
 def _cap_check(label: str, known: float | None, unknown: int, steps: int, cap: float, unit: str):
     """(violation or None, unchecked text or None) for a cap over a per-step metric."""
-    show = (lambda v: f"${v:.6g}") if unit == "USD" else (lambda v: f"{int(v)}")
+    show = _usd if unit == "USD" else (lambda v: f"{int(v)}")
     if known is not None and known > cap:
         more = f" (at least: {unknown} of {steps} model steps state none)" if unknown else ""
         text = f"{label} {show(known)} over the maximum {show(cap)}{more}"

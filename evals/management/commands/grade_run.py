@@ -43,7 +43,7 @@ class Command(DomainCommand):
             self.stdout.write(json.dumps(out, allow_nan=False))
             return
         self.stdout.write(
-            f"run {run.name}: {summary.trials} ok trial(s) graded by "
+            f"run {run.ref_text}: {summary.trials} ok trial(s) graded by "
             f"{', '.join(summary.keys)} ({summary.grades} grades)"
         )
         if decisions.graded:

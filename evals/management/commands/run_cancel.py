@@ -9,6 +9,7 @@ import json
 from core.actors import Via
 from core.commands import DomainCommand
 from evals.management.commands.run_report import run_lookup
+from evals.run_status import run_trial_count
 from evals.runner.finalize import run_cancel
 
 
@@ -26,7 +27,8 @@ class Command(DomainCommand):
         if options["json"]:
             self.stdout.write(json.dumps({"run": str(run.uuid), "status": run.status}))
         else:
+            count = run_trial_count(run)
             self.stdout.write(
-                f"run {run.name}: {'cancelled' if changed else 'was already cancelled'}; "
-                f"{run.trials_finished} of {run.trials_total} trials finished"
+                f"run {run.ref_text}: {'cancelled' if changed else 'was already cancelled'}; "
+                f"{count.finished} of {count.planned} trials finished"
             )

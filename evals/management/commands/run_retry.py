@@ -45,7 +45,7 @@ class Command(DomainCommand):
             self.stdout.write(json.dumps(out))
         else:
             self.stdout.write(
-                f"run {run.name}: {len(new)} errored trial(s) retried; now {run.status}"
+                f"run {run.ref_text}: {len(new)} errored trial(s) retried; now {run.status}"
                 + (f" ({run.trials_errored} errored)" if run.trials_errored else "")
             )
         if options["wait"] and run.status != "succeeded":

@@ -24,6 +24,7 @@ from django.db import connections
 from core.commands import DomainCommand
 from core.ids import uuid_parse
 from evals.models import GraderSetPreset, Run, Suite, TargetPreset, TopUp
+from evals.run_status import run_trial_count
 from evals.runner.start import (
     DEFAULT_TRIALS_PER_CASE,
     run_name_default,
@@ -208,10 +209,10 @@ class Command(DomainCommand):
         if opts["json"]:
             self.stdout.write(json.dumps(summary))
             return
+        count = run_trial_count(run)
         self.stdout.write(
-            f"run {run.name} ({run.uuid}) of suite {run.suite.name}: {run.status}; "
-            f"{run.trials_finished} of {run.trials_total} trials finished, "
-            f"{run.trials_errored} errored"
+            f"run {run.ref_text} of suite {run.suite.name}: {run.status}; "
+            f"{count.finished} of {count.planned} trials finished, {count.errored} errored"
         )
         if summary["error_message"]:
             self.stdout.write(summary["error_message"])

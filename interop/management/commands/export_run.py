@@ -27,7 +27,7 @@ class Command(BaseCommand):
     def handle(self, *args, **options):
         run = run_lookup(options["run"])
         if not run.is_terminal:
-            raise CommandError(f"run {run} is {run.status}: export a finished run")
+            raise CommandError(f"run {run.ref_text} is {run.status}: export a finished run")
         text = run_export_json(run=run, outputs=not options["no_outputs"])
         if options["out"] == "-":
             self.stdout.write(text)
@@ -36,4 +36,4 @@ class Command(BaseCommand):
             Path(options["out"]).write_text(text + "\n", encoding="utf-8")
         except OSError as exc:
             raise CommandError(f"--out: cannot write {options['out']}: {exc.strerror}") from exc
-        self.stdout.write(f"wrote {options['out']} ({run})")
+        self.stdout.write(f"wrote {options['out']} (run {run.ref_text} of suite {run.suite.name})")

@@ -10,6 +10,7 @@ from django.core.management.base import CommandError
 from django.db import IntegrityError
 
 from core.commands import DomainCommand
+from evals.run_status import run_trial_count
 from interop.importers.context import retired_sentence
 from interop.run_file import run_import
 
@@ -40,10 +41,10 @@ class Command(DomainCommand):
             )
         except IntegrityError as exc:
             raise CommandError(f"{path}: inconsistent data ({exc}); nothing was imported") from exc
-        stored = run.trials.count()  # what was written, never what the file planned
-        partial = f" (partial: {run.trials_total} planned)" if stored < run.trials_total else ""
+        count = run_trial_count(run)
+        planned = f" of {count.planned} planned" if count.partial else ""
         self.stdout.write(
-            f"imported {run.suite.name}/{run.name} ({run.uuid}): {stored} trials{partial}"
+            f"imported {run.suite.name}/{run.ref_text}: {count.finished} trials{planned}"
             + (f". {retired_sentence(retired)}" if retired else "")
         )
 

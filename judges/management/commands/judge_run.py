@@ -141,7 +141,7 @@ class Command(DomainCommand):
         if options["wait"]:
             self._wait(judge_run, options["timeout"])
         judge_run.refresh_from_db()
-        self._report(judge_run, version, options, run_label=str(run))
+        self._report(judge_run, version, options)
         code = exit_code(judge_run, waited=options["wait"])
         if code:
             raise CommandError(self._ending(judge_run, code), returncode=code)
@@ -173,9 +173,9 @@ class Command(DomainCommand):
                 f"no judge run with id {options['cancel']!r}", field="cancel", code="not_found"
             )
         judge_run_cancel(judge_run=judge_run, via=Via.COMMAND, refuse_finished=True)
-        self._report(judge_run, judge_run.judge_version, options, run_label=str(judge_run.run))
+        self._report(judge_run, judge_run.judge_version, options)
 
-    def _report(self, judge_run: JudgeRun, version: JudgeVersion, options, *, run_label) -> None:
+    def _report(self, judge_run: JudgeRun, version: JudgeVersion, options) -> None:
         out = {
             "judge_run": str(judge_run.uuid),
             "judge_version": str(version.uuid),
@@ -206,7 +206,8 @@ class Command(DomainCommand):
             return
         if judge_run.is_pairwise:
             self.stdout.write(
-                f"{version}: {judge_run.run} against {judge_run.base_run}: {out['status']}, "
+                f"{version}: run {judge_run.run.ref_text} against run "
+                f"{judge_run.base_run.ref_text}: {out['status']}, "
                 f"{out['pairs_judged']}/{out['pairs_total']} pairs judged in both orders "
                 f"({out['unpaired']} trials unpaired), {out['pairs_errored']} with a judge "
                 f"error; head wins {out['head_wins']}, base wins {out['base_wins']}, ties "
@@ -216,7 +217,8 @@ class Command(DomainCommand):
             )
             return
         self.stdout.write(
-            f"{version} on {run_label}: {out['status']}, "
+            f"{version} on run {judge_run.run.ref_text} of suite {judge_run.run.suite.name}: "
+            f"{out['status']}, "
             f"{out['trials_graded']}/{out['trials_total']} graded, "
             f"{out['trials_errored']} judge errors"
             + (" (provisional: version not trusted)" if out["provisional"] else "")
