@@ -174,7 +174,7 @@ def test_import_run_of_a_partial_file_prints_the_trials_it_stored_not_the_plan(t
     imported = Run.objects.get(suite__name="S2")
     assert Trial.objects.filter(run=imported).count() == 5
     assert imported.trials_total == 6
-    assert out == f"imported S2/{imported.name} ({imported.uuid}): 5 trials (partial: 6 planned)\n"
+    assert out == f"imported S2/{imported.name} ({imported.uuid}): 5 trials of 6 planned\n"
 
 
 def _set(path: str, value):
