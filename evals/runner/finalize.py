@@ -126,7 +126,8 @@ def run_finalize(*, run_id: int) -> Run:
     if closed:
         # Once, as the run closes: what any comparison against it reads (its RunData and
         # detectable drop), so a first view of a pair reads two rows, not every trial.
-        # Imported here: it needs scipy, which a worker loads only once a run closes.
+        # Imported here: it needs scipy, which a command that waits never loads (a worker
+        # imports it when ready: evals.apps.WORKER_WARM_MODULES).
         from evals.comparison.summary import run_summary_refresh  # noqa: PLC0415
 
         run_summary_refresh(run=run)

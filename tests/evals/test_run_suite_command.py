@@ -234,3 +234,31 @@ def test_a_workers_import_path_loads_neither_pandas_nor_scipy(tmp_path):
 
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip() == "[]"
+
+
+def test_a_ready_worker_has_imported_what_closing_a_run_needs(tmp_path):
+    # A run's close stores its summary (scipy); imported at the first close instead, it held
+    # a solo worker ~0.7 s while the next run waited for its first call (bench_start.py).
+    code = (
+        "import sys, django; django.setup(); "
+        "from evals.apps import worker_warm_up; worker_warm_up(); "
+        "print(sorted(m for m in ('evals.comparison.summary', 'evals.runner.execute', "
+        "'judges.tasks', 'aiohttp', 'scipy') if m in sys.modules))"
+    )
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "config.settings",
+        "DEBUG": "true",
+        "ASSAY_VAR_DIR": str(tmp_path),
+        "PYTHONPATH": str(Path(__file__).resolve().parents[2]),
+    }
+    env.pop("REDIS_URL", None)
+
+    done = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=False
+    )
+
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == str(
+        ["aiohttp", "evals.comparison.summary", "evals.runner.execute", "judges.tasks", "scipy"]
+    )
