@@ -173,6 +173,13 @@ def test_its_import_path_loads_neither_pandas_nor_scipy(tmp_path):
         "import evals.management.commands.run_suite; "
         "print(sorted({m.split('.')[0] for m in sys.modules} & {'pandas', 'scipy'}))"
     )
+
+    assert _fresh_python(code, tmp_path) == "[]"
+
+
+def _fresh_python(code: str, tmp_path, *, unset: tuple[str, ...] = ()) -> str:
+    """Run ``code`` in a fresh interpreter with the project's settings (DEBUG, no Redis,
+    ``unset`` removed from the environment); its stdout, stripped. Fails on a non-zero exit."""
     env = {
         **os.environ,
         "DJANGO_SETTINGS_MODULE": "config.settings",
@@ -181,13 +188,15 @@ def test_its_import_path_loads_neither_pandas_nor_scipy(tmp_path):
         "PYTHONPATH": str(Path(__file__).resolve().parents[2]),
     }
     env.pop("REDIS_URL", None)
+    for name in unset:
+        env.pop(name, None)
 
     done = subprocess.run(
         [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=False
     )
 
     assert done.returncode == 0, done.stderr[-2000:]
-    assert done.stdout.strip() == "[]"
+    return done.stdout.strip()
 
 
 @pytest.mark.parametrize(
@@ -218,22 +227,8 @@ def test_a_workers_import_path_loads_neither_pandas_nor_scipy(tmp_path):
         "import evals.runner.execute, judges.tasks; "
         "print(sorted({m.split('.')[0] for m in sys.modules} & {'pandas', 'scipy'}))"
     )
-    env = {
-        **os.environ,
-        "DJANGO_SETTINGS_MODULE": "config.settings",
-        "DEBUG": "true",
-        "ASSAY_VAR_DIR": str(tmp_path),
-        "PYTHONPATH": str(Path(__file__).resolve().parents[2]),
-    }
-    env.pop("REDIS_URL", None)
-    env.pop("CELERY_SKIP_CHECKS", None)
 
-    done = subprocess.run(
-        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=False
-    )
-
-    assert done.returncode == 0, done.stderr[-2000:]
-    assert done.stdout.strip() == "[]"
+    assert _fresh_python(code, tmp_path, unset=("CELERY_SKIP_CHECKS",)) == "[]"
 
 
 def test_a_ready_worker_has_imported_what_closing_a_run_needs(tmp_path):
@@ -245,20 +240,7 @@ def test_a_ready_worker_has_imported_what_closing_a_run_needs(tmp_path):
         "print(sorted(m for m in ('evals.comparison.summary', 'evals.runner.execute', "
         "'judges.tasks', 'aiohttp', 'scipy') if m in sys.modules))"
     )
-    env = {
-        **os.environ,
-        "DJANGO_SETTINGS_MODULE": "config.settings",
-        "DEBUG": "true",
-        "ASSAY_VAR_DIR": str(tmp_path),
-        "PYTHONPATH": str(Path(__file__).resolve().parents[2]),
-    }
-    env.pop("REDIS_URL", None)
 
-    done = subprocess.run(
-        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=False
-    )
-
-    assert done.returncode == 0, done.stderr[-2000:]
-    assert done.stdout.strip() == str(
+    assert _fresh_python(code, tmp_path) == str(
         ["aiohttp", "evals.comparison.summary", "evals.runner.execute", "judges.tasks", "scipy"]
     )
