@@ -529,10 +529,18 @@ def row_parse(row: Row, *, threshold: float | None, cases: CaseMemo | None = Non
         if row.values.get("status") is None and row.values.get("error") is None
         else trial_status(row)
     )
-    judge_status = _string(row, "judge_status")
+    # The optional strings, inline: a non-empty string or None is what ``_string`` gives
+    # back as it is; anything else goes through it (its rules, its errors).
+    get = row.values.get
+    v = get("judge_status")
+    judge_status = v if (type(v) is str and v) or v is None else _string(row, "judge_status")
     status_override = None if judge_status in (None, "ok") else judge_status
-    reason = _string(row, "reason")
-    grader = _string(row, "grader") or DEFAULT_GRADER
+    v = get("reason")
+    reason = v if (type(v) is str and v) or v is None else _string(row, "reason")
+    v = get("grader")
+    grader = (v if (type(v) is str and v) or v is None else _string(row, "grader")) or (
+        DEFAULT_GRADER
+    )
     if len(grader) > NAME_MAX:
         raise _err(row, "grader", f"longer than {NAME_MAX} characters ({len(grader)})")
     passed = _passed(row)
@@ -581,13 +589,17 @@ def row_parse(row: Row, *, threshold: float | None, cases: CaseMemo | None = Non
                     threshold=threshold,
                 )
             )
+    v = get("output")
+    output = v if (type(v) is str and v) or v is None else _string(row, "output")
+    v = get("model")
+    model = v if (type(v) is str and v) or v is None else _string(row, "model")
     return TrialSpec(
         where=row.where,
         case_key=key,
         case=case,
         attempt=attempt,
-        output=_string(row, "output") or "",
-        model=_string(row, "model") or "",
+        output=output or "",
+        model=model or "",
         created_at=_datetime(row, "created_at"),
         input_tokens=_int(row, "input_tokens", minimum=0),
         output_tokens=_int(row, "output_tokens", minimum=0),
