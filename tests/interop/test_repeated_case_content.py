@@ -225,3 +225,23 @@ def test_a_cost_the_rules_refuse_is_refused_with_their_message(text, message):
         tabular._decimal(row, "cost_usd")
     assert exc.value.field == "cost_usd"
     assert str(exc.value).startswith(f"line 1: field cost_usd: {message}")
+
+
+@pytest.mark.parametrize("name", ["judge_status", "reason", "grader", "output", "model"])
+def test_an_optional_string_field_keeps_its_rules(name):
+    base = {"case_id": "c1", "input": "q", "passed": True}
+    with pytest.raises(DomainError) as exc:
+        _spec({**base, name: 5}, None)
+    assert str(exc.value) == f"line 1: field {name}: expected a string, got 5"
+    empty = _spec({**base, name: ""}, None)
+    assert (empty.output, empty.model, empty.grades[0].grader) == ("", "", "imported")
+    assert (empty.grades[0].status, empty.grades[0].reason) == ("ok", "imported verdict: pass")
+    given = _spec({**base, name: "ok"}, None)
+    got = {
+        "judge_status": given.grades[0].status,
+        "reason": given.grades[0].reason,
+        "grader": given.grades[0].grader,
+        "output": given.output,
+        "model": given.model,
+    }
+    assert got[name] == "ok"
