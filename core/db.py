@@ -13,6 +13,7 @@ from json.encoder import encode_basestring as _encode_unicode
 from json.encoder import encode_basestring_ascii as _encode_ascii
 from typing import Any
 
+import orjson
 from django.db import connections, models, router
 
 
@@ -70,6 +71,50 @@ def _json_dumper(f: models.JSONField) -> Callable[[Any], str | None]:
         if (kind is dict or kind is list) and not value:
             return "{}" if kind is dict else "[]"
         return encode(value)
+
+    return dumps
+
+
+# Types orjson would write its own way (dates, dataclasses, subclasses of str, int, dict,
+# list) go to ``_refuse``: the field's encoder writes them, or refuses them, as before.
+_ORJSON_OPTIONS = (
+    orjson.OPT_PASSTHROUGH_DATETIME
+    | orjson.OPT_PASSTHROUGH_DATACLASS
+    | orjson.OPT_PASSTHROUGH_SUBCLASS
+)
+
+
+def _refuse(value: Any) -> Any:
+    raise TypeError(f"not written by orjson: {type(value).__name__}")
+
+
+def _json_copy_text(f: models.JSONField) -> Callable[[Any], str | None]:
+    """JSON text of a field's value for COPY into a ``jsonb`` column (None stays NULL):
+    orjson's compact text when the field has no encoder of its own (about twice as fast as
+    ``_json_dumper``'s C encoder for the small objects of a bulk write: issue 17), else
+    ``_json_dumper``. The stored value is the same (``jsonb`` keeps values, not spacing, key
+    order or escapes; a float is spelt differently, ``1e16`` for ``1e+16``, the same
+    number). Whatever orjson refuses (an integer past 64 bits, a key that is not a string,
+    a circular or very deep value, a date, a subclass, an unknown type) and any text
+    holding ``null`` (orjson writes NaN and Infinity as null, which the field's encoder
+    refuses with ``ValueError``) goes to ``_json_dumper``, which writes or refuses it as
+    before. (One difference: orjson writes a ``uuid.UUID`` or a plain ``Enum`` itself,
+    where the plain encoder raises ``TypeError``; parsed JSON holds neither.)"""
+    exact = _json_dumper(f)
+    if f.encoder is not None and f.encoder is not json.JSONEncoder:
+        return exact
+    fast = orjson.dumps
+
+    def dumps(value: Any) -> str | None:
+        if value is None:
+            return None
+        try:
+            text = fast(value, default=_refuse, option=_ORJSON_OPTIONS)
+        except orjson.JSONEncodeError:
+            return exact(value)
+        if b"null" in text:  # a NaN or an Infinity would read null: the encoder decides
+            return exact(value)
+        return text.decode()
 
     return dumps
 
@@ -136,7 +181,7 @@ def values_insert(
     stamp_text = _stamp_texts()  # one memo per call: shared by every date-time column
     for i, f in enumerate(fields):
         if copy and isinstance(f, models.JSONField):
-            converters.append((i, _json_dumper(f)))  # COPY text takes JSON text for jsonb
+            converters.append((i, _json_copy_text(f)))  # COPY text takes JSON text for jsonb
         elif copy and type(f) is models.DateTimeField:
             converters.append((i, stamp_text))
         elif isinstance(f, _CONVERTED) and not copy:

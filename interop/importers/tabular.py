@@ -118,6 +118,9 @@ _NON_FINITE_STRINGS = {
     "-infinity",
 }
 _INT = re.compile(r"[0-9]+")
+# A cost every rule of ``_decimal`` accepts as written: up to 6 digits (below 1,000,000),
+# up to 12 decimals (a positive one is at least 1e-12, stored as it is), no sign, no space.
+_PLAIN_COST = re.compile(r"[0-9]{1,6}(?:\.[0-9]{1,12})?")
 INT_MAX = bounds.INT_MAX  # attempt and token counts: the database's integer columns
 NAME_MAX = 200  # grader names
 COST_LIMIT = bounds.COST_USD_LIMIT  # cost_usd is numeric(20, 12): below 1,000,000 USD ...
@@ -244,6 +247,8 @@ def _number(row: Row, name: str) -> float | None:
 
 def _decimal(row: Row, name: str) -> Decimal | None:
     value = row.values.get(name)
+    if type(value) is str and _PLAIN_COST.fullmatch(value):  # the common case first
+        return Decimal(value).quantize(COST_STEP, rounding=ROUND_HALF_UP)  # the rules agree
     if _empty(value):
         return None
     if isinstance(value, bool) or not isinstance(value, str | int | float):
@@ -443,9 +448,46 @@ def _grade(
     )
 
 
-def row_parse(row: Row, *, threshold: float | None) -> TrialSpec:
+class CaseMemo:
+    """The case content already checked in one import, by case key: the attempts of a case
+    repeat its input, expected and tags, and a row giving the very content of the last
+    checked row of its key gets that row's ``CaseSpec`` back (the same object) instead of
+    checking it again. Only plain content is remembered: a string input and a string or
+    null expected, compared by type and equality, with the raw ``tags`` value (equal and of
+    the same type: a list of strings equals only a list of the same strings); anything
+    else (an object input, a float anywhere) is checked on every row. A row whose content
+    differs is checked in full, so the first bad row is refused with the same message."""
+
+    def __init__(self) -> None:
+        self._by_key: dict[str, tuple[str, Any, Any, CaseSpec]] = {}
+
+    def get(self, key: str, value: Any, row: Row) -> CaseSpec | None:
+        """The ``CaseSpec`` remembered for ``key`` when ``value`` (the row's input) and the
+        row's ``expected`` and ``tags`` are those it was checked with, else None."""
+        known = self._by_key.get(key)
+        if known is None or type(value) is not str or value != known[0]:
+            return None
+        expected, tags = row.values.get("expected"), row.values.get("tags")
+        if (
+            type(expected) is type(known[1])
+            and expected == known[1]
+            and type(tags) is type(known[2])
+            and tags == known[2]
+        ):
+            return known[3]
+        return None
+
+    def put(self, case: CaseSpec, row: Row) -> None:
+        """Remember ``case``, checked from ``row``, when its content is plain (see above)."""
+        expected = row.values.get("expected")
+        if type(case.input) is str and (expected is None or type(expected) is str):
+            self._by_key[case.key] = (case.input, expected, row.values.get("tags"), case)
+
+
+def row_parse(row: Row, *, threshold: float | None, cases: CaseMemo | None = None) -> TrialSpec:
     """Turn one mapped row into a TrialSpec; raises ``DomainError`` naming row and
-    field.
+    field. ``cases``: the import's ``CaseMemo`` (a row repeating the checked content of an
+    earlier row of its case shares that row's ``CaseSpec``); None checks every row's case.
     Long by design: one check per field, in the order of ``FIELDS``, reading top to bottom.
     """
     if row.needs_scan:
@@ -462,32 +504,43 @@ def row_parse(row: Row, *, threshold: float | None) -> TrialSpec:
         raise _err(row, "case_id", "missing (every row needs a case key)")
     if len(key) > 200:
         raise _err(row, "case_id", f"longer than 200 characters ({len(key)})")
-    for name in ("input", "expected"):  # free-form JSON: a float there may be 1e400 = inf
-        value = row.values.get(name)
-        if type(value) is not str and contains_overflow(value):  # a string holds no float
-            raise _err(row, name, OVERFLOW)
-    case = None
     value = row.values.get("input")
-    if not _empty(value):
-        if not isinstance(value, str | dict):
-            raise _err(row, "input", f"expected a string or object, got {_show(value)}")
-        case = CaseSpec(
-            key=key,
-            input=value,
-            expected=row.values.get("expected"),
-            context=[],
-            tags=tags_parse(row),
-        )
+    case = None if cases is None else cases.get(key, value, row)
+    if case is None:  # not the content of an earlier row of this case: check it
+        for name in ("input", "expected"):  # free-form JSON: a float may be 1e400 = inf
+            raw = row.values.get(name)
+            if type(raw) is not str and contains_overflow(raw):  # a string holds no float
+                raise _err(row, name, OVERFLOW)
+        if not _empty(value):
+            if not isinstance(value, str | dict):
+                raise _err(row, "input", f"expected a string or object, got {_show(value)}")
+            case = CaseSpec(
+                key=key,
+                input=value,
+                expected=row.values.get("expected"),
+                context=[],
+                tags=tags_parse(row),
+            )
+            if cases is not None:
+                cases.put(case, row)
     attempt = _int(row, "attempt", minimum=1) or 1
     status, error = (
         (Trial.Status.OK, "")
         if row.values.get("status") is None and row.values.get("error") is None
         else trial_status(row)
     )
-    judge_status = _string(row, "judge_status")
+    # The optional strings, inline: a non-empty string or None is what ``_string`` gives
+    # back as it is; anything else goes through it (its rules, its errors).
+    get = row.values.get
+    v = get("judge_status")
+    judge_status = v if (type(v) is str and v) or v is None else _string(row, "judge_status")
     status_override = None if judge_status in (None, "ok") else judge_status
-    reason = _string(row, "reason")
-    grader = _string(row, "grader") or DEFAULT_GRADER
+    v = get("reason")
+    reason = v if (type(v) is str and v) or v is None else _string(row, "reason")
+    v = get("grader")
+    grader = (v if (type(v) is str and v) or v is None else _string(row, "grader")) or (
+        DEFAULT_GRADER
+    )
     if len(grader) > NAME_MAX:
         raise _err(row, "grader", f"longer than {NAME_MAX} characters ({len(grader)})")
     passed = _passed(row)
@@ -536,13 +589,17 @@ def row_parse(row: Row, *, threshold: float | None) -> TrialSpec:
                     threshold=threshold,
                 )
             )
+    v = get("output")
+    output = v if (type(v) is str and v) or v is None else _string(row, "output")
+    v = get("model")
+    model = v if (type(v) is str and v) or v is None else _string(row, "model")
     return TrialSpec(
         where=row.where,
         case_key=key,
         case=case,
         attempt=attempt,
-        output=_string(row, "output") or "",
-        model=_string(row, "model") or "",
+        output=output or "",
+        model=model or "",
         created_at=_datetime(row, "created_at"),
         input_tokens=_int(row, "input_tokens", minimum=0),
         output_tokens=_int(row, "output_tokens", minimum=0),
@@ -648,8 +705,9 @@ def tabular_import(
         raise DomainError("mapping: field case_id is required (--map case_id=COLUMN)")
     run = ctx.run_create(name=ctx.run_name, fmt=fmt, extra={"mapping": mapping})
     writer = TrialsWriter(ctx=ctx, run=run)
+    cases = CaseMemo()
     for row in rows:
-        writer.add(row_parse(row, threshold=threshold))
+        writer.add(row_parse(row, threshold=threshold, cases=cases))
     if writer.added == 0:
         raise DomainError("the file holds no rows")
     writer.finish()

@@ -94,7 +94,11 @@ class TrialsWriter:
             )
         if spec.case is not None:
             known = self._seen_cases.setdefault(spec.case_key, (spec.case, spec.where))
-            if known[1] != spec.where and not _same_content(known[0], spec.case):
+            if (
+                known[1] != spec.where
+                and known[0] is not spec.case  # one checked content (tabular.CaseMemo)
+                and not _same_content(known[0], spec.case)
+            ):
                 raise record_error(
                     spec.where,
                     "input",

@@ -54,6 +54,7 @@ from interop.importers.reader import record_error
 from interop.importers.tabular import (
     FIELDS,
     OVERFLOW,
+    CaseMemo,
     Row,
     contains_overflow,
 )
@@ -240,11 +241,18 @@ def _labels(value: Any, *, where: str, record: int) -> list[LabelSpec]:
 
 
 def record_parse(
-    obj: dict, *, where: str, record: int, threshold: float | None, needs_scan: bool = True
+    obj: dict,
+    *,
+    where: str,
+    record: int,
+    threshold: float | None,
+    needs_scan: bool = True,
+    cases: CaseMemo | None = None,
 ) -> TrialSpec:
     """One trial record -> ``TrialSpec`` (tabular's ``row_parse`` plus labels and extra);
     ``needs_scan`` False (see ``IngestSource``) skips the scans for non-finite numbers and
-    unstorable text.
+    unstorable text; ``cases``: the ingest's ``tabular.CaseMemo`` (a record repeating the
+    checked case content of an earlier record of its case shares its ``CaseSpec``).
 
     Raises ``DomainError`` (``field``, ``record``, extra ``where``; ``record_error``) for an
     unknown key or any field ``row_parse`` refuses.
@@ -294,6 +302,7 @@ def record_parse(
             error_field=error_field,
         ),
         threshold=threshold,
+        cases=cases,
     )
     spec.raw = extra
     if tabular:  # no labels, extra or agent fields: nothing more to read

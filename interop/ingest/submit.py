@@ -13,6 +13,7 @@ from core.errors import DomainError
 from core.gc_pause import gc_paused_call
 from evals.models import IngestKey, Run, Suite
 from interop.importers.context import ImportContext, ImportSummary
+from interop.importers.tabular import CaseMemo
 from interop.importers.trials_writer import TrialsWriter
 from interop.ingest.records import (
     BATCH_SIZE,
@@ -56,6 +57,7 @@ def _run_write(*, header: IngestHeader, source: IngestSource, user: Any) -> Impo
         extra={"via": "POST /api/ingest"},
     )
     writer = TrialsWriter(ctx=ctx, run=run, batch_size=BATCH_SIZE)
+    cases = CaseMemo()  # the attempts of a case repeat its content: checked once
     try:
         for record, where, obj, non_finite in source.records():
             writer.add(
@@ -65,6 +67,7 @@ def _run_write(*, header: IngestHeader, source: IngestSource, user: Any) -> Impo
                     record=record,
                     threshold=header.threshold,
                     needs_scan=non_finite,
+                    cases=cases,
                 )
             )
         if writer.added == 0:
