@@ -4,6 +4,8 @@ Validation is field by field with no coercion: ``"false"`` is not ``False``, ``"
 ``1``, ``"Pass"`` is not ``"pass"``. Errors read
 ``line 17: field human_label.value: expected 'pass' or 'fail', got 'Pass'``.
 A bare NaN/Infinity token is accepted only in ``judge_labels[].score`` (stored as null).
+The case's input and context are each at most 200,000 characters as JSON
+(``evals.cases.size_problem``, code "too_large").
 
 What a ``pointwise_binary`` record becomes (run ``<run>``):
 - Case: key = ``id``, input, context ``[{id: doc_id, text}]``, tags = [category] + tags,
@@ -37,7 +39,7 @@ from core.errors import DomainError
 from core.strict_json import NON_FINITE, contains_non_finite
 from core.text import unstorable_refuse
 from evals.blindness import GOLD_GRADER
-from evals.cases import CaseSpec, context_problem, tags_problem
+from evals.cases import CaseSpec, context_problem, size_problem, tags_problem
 from evals.grading.grader_set import IMPORTED_KIND, RECORDED_JUDGE_KIND
 from evals.models import Grade, Trial, TrialPair
 from interop.importers.context import BATCH_SIZE, ImportContext, run_finish
@@ -299,7 +301,7 @@ def record_validate(obj: dict, line: int) -> LabeledRecord:
         if key != "judge_labels" and contains_non_finite(value):
             raise _fail(line, key, "NaN/Infinity is not valid JSON")
 
-    return LabeledRecord(
+    labeled = LabeledRecord(
         line=line,
         id=rid,
         task_type=task_type,
@@ -317,6 +319,11 @@ def record_validate(obj: dict, line: int) -> LabeledRecord:
         judges=judges,
         source=source or {},
     )
+    problem = size_problem(labeled.case_spec)  # the case rule of every path
+    if problem is not None:
+        name, message = problem
+        raise record_error(f"line {line}", name, message, record=line, code="too_large")
+    return labeled
 
 
 def _records_checked(records: Iterator[tuple[int, dict]]) -> Iterator[LabeledRecord]:

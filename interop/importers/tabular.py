@@ -72,7 +72,7 @@ from core.text import UNSTORABLE, contains_unstorable
 from evals.cases import CaseSpec, tags_problem
 from evals.models import Grade, Trial
 from interop.importers.context import ImportContext
-from interop.importers.reader import TIME_RANGE, record_error, time_check
+from interop.importers.reader import TIME_RANGE, case_size_check, record_error, time_check
 from interop.importers.trials_writer import GradeSpec, TrialSpec, TrialsWriter
 
 FIELDS = (
@@ -521,6 +521,7 @@ def row_parse(row: Row, *, threshold: float | None, cases: CaseMemo | None = Non
                 context=[],
                 tags=tags_parse(row),
             )
+            case_size_check(case, where=row.where, record=row.index)
             if cases is not None:
                 cases.put(case, row)
     attempt = _int(row, "attempt", minimum=1) or 1

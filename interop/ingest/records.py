@@ -21,7 +21,9 @@ import's (``tabular.trial_status``): ``"ok"`` (default), ``"error"`` with its me
 trial that failed where it ran) or ``"cancelled"``; the message may be given as
 ``error_message`` instead of ``error`` (not both). A trial that is not ok carries no verdict
 (``passed``, ``score``, ``scores``, ``judge_status`` are refused on it), so it is never
-graded, never a pass. Any other key is refused.
+graded, never a pass. A case's input, expected and goal_state are each at most 200,000
+characters as JSON (``evals.cases.size_problem``, code "too_large": a 413). Any other key is
+refused.
 
 Rules:
 1. All or nothing: everything is written in one transaction; the first bad record raises
@@ -50,7 +52,7 @@ from core.strict_json import contains_non_finite
 from core.text import UNSTORABLE, contains_unstorable
 from evals.models import Suite
 from evals.trajectory.steps import final_state_parse, trajectory_parse
-from interop.importers.reader import record_error
+from interop.importers.reader import case_size_check, record_error
 from interop.importers.tabular import (
     FIELDS,
     OVERFLOW,
@@ -341,4 +343,6 @@ def _agent(obj: dict, spec: TrialSpec, *, where: str, record: int) -> None:
                 "a goal state is part of the case's content: give the case's input with it",
                 record=record,
             )
-        spec.case = replace(spec.case, goal_state=goal_state)
+        spec.case = case_size_check(
+            replace(spec.case, goal_state=goal_state), where=where, record=record
+        )
