@@ -20,10 +20,10 @@ record and the step (``trajectory[3].arguments``). ``status`` and ``error`` are 
 import's (``tabular.trial_status``): ``"ok"`` (default), ``"error"`` with its message (a
 trial that failed where it ran) or ``"cancelled"``; the message may be given as
 ``error_message`` instead of ``error`` (not both). A trial that is not ok carries no verdict
-(``passed``, ``score``, ``scores``, ``judge_status`` are refused on it), so it is never
-graded, never a pass. A case's input, expected and goal_state are each at most 200,000
-characters as JSON (``evals.cases.size_problem``, code "too_large": a 413). Any other key is
-refused.
+(``passed``, ``score``, ``scores``, ``judge_status`` and non-empty ``labels`` are refused on
+it), so it is never graded, never labeled, never a pass. A case's input, expected and
+goal_state are each at most 200,000 characters as JSON (``evals.cases.size_problem``, code
+"too_large": a 413). Any other key is refused.
 
 Rules:
 1. All or nothing: everything is written in one transaction; the first bad record raises
@@ -50,7 +50,7 @@ from typing import Any
 from core.errors import DomainError
 from core.strict_json import contains_non_finite
 from core.text import UNSTORABLE, contains_unstorable
-from evals.models import Suite
+from evals.models import Suite, Trial
 from evals.trajectory.steps import final_state_parse, trajectory_parse
 from interop.importers.reader import case_size_check, record_error
 from interop.importers.tabular import (
@@ -315,6 +315,15 @@ def record_parse(
         if needs_scan and contains_unstorable(obj["labels"]):
             raise record_error(where, "labels", UNSTORABLE, record=record)
         spec.labels = _labels(obj["labels"], where=where, record=record)
+        if spec.labels and spec.status != Trial.Status.OK:
+            raise record_error(
+                where,
+                "labels",
+                f"a trial with status {spec.status!r} carries no verdict and is never labeled "
+                f"(got {len(spec.labels)} label{'' if len(spec.labels) == 1 else 's'}): "
+                "leave labels out",
+                record=record,
+            )
     _agent(obj, spec, where=where, record=record)
     return spec
 
