@@ -19,7 +19,8 @@ through ``trajectory_parse`` / ``final_state_parse`` and a bad one is refused na
 record and the step (``trajectory[3].arguments``). ``status`` and ``error`` are the
 import's (``tabular.trial_status``): ``"ok"`` (default), ``"error"`` with its message (a
 trial that failed where it ran) or ``"cancelled"``; the message may be given as
-``error_message`` instead of ``error`` (not both). A trial that is not ok carries no verdict
+``error_message`` instead of ``error`` (not both; a refusal names ``error`` unless the
+record used ``error_message``). A trial that is not ok carries no verdict
 (``passed``, ``score``, ``scores``, ``judge_status`` and non-empty ``labels`` are refused on
 it), so it is never graded, never labeled, never a pass. A case's input, expected and
 goal_state are each at most 200,000 characters as JSON (``evals.cases.size_problem``, code
@@ -65,7 +66,7 @@ from interop.importers.trials_writer import LabelSpec, TrialSpec
 
 HEADER_FIELDS = ("suite", "suite_kind", "run", "model", "source_version", "threshold", "run_key")
 AGENT_FIELDS = ("trajectory", "final_state", "goal_state")
-# ``error_message``: the ingest's name for tabular's ``error`` (either, not both).
+# ``error_message``: an alias of tabular's ``error`` (either, not both).
 ERROR_MESSAGE = "error_message"
 RECORD_FIELDS = (*FIELDS, "labels", "extra", *AGENT_FIELDS, ERROR_MESSAGE)
 _FIELD_SET = frozenset(FIELDS)
@@ -282,8 +283,8 @@ def record_parse(
         raise record_error(where, "extra", UNSTORABLE, record=record)
     elif contains_overflow(extra):
         raise record_error(where, "extra", OVERFLOW, record=record)
-    # The ingest's documented name, unless the record used the import's ``error``.
-    error_field = "error" if "error" in obj else ERROR_MESSAGE
+    # The documented name ``error``, unless the record used the alias ``error_message``.
+    error_field = ERROR_MESSAGE if ERROR_MESSAGE in obj else "error"
     if ERROR_MESSAGE in obj:
         if "error" in obj:
             raise record_error(
