@@ -44,7 +44,7 @@ from core.decimals import decimal_plain
 from core.errors import DomainError
 from core.text import unstorable_refuse
 from evals.blindness import grades_visible_to
-from evals.cases import CaseSpec, cases_upsert, context_problem, tags_problem
+from evals.cases import CaseSpec, cases_upsert, context_problem, size_problem, tags_problem
 from evals.comparison.run_data import RUN_FILE_FORMAT
 from evals.models import Case, Grade, Run, Suite, Trial, content_hash, grade_skipped_placeholder
 from evals.trajectory.steps import final_state_parse, trajectory_parse
@@ -284,6 +284,10 @@ def _cases(suite: Suite, cases: list, retired: list[Case] | None = None, by=None
             if problem is not None:  # the rule of every path that writes a case
                 path, message = problem
                 raise DomainError(message, field=f"{where}.{name}{path}")
+        problem = size_problem(spec)
+        if problem is not None:
+            name, message = problem
+            raise DomainError(message, field=f"{where}.{name}", code="too_large")
         if c.get("content_hash") and c["content_hash"] != content_hash(
             input=spec.input,
             expected=spec.expected,

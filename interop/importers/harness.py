@@ -24,7 +24,7 @@ from core.chunks import chunked
 from core.errors import DomainError
 from core.strict_json import NON_FINITE, json_loads_line
 from core.text import unstorable_refuse
-from evals.cases import CaseSpec
+from evals.cases import CaseSpec, size_problem
 from evals.models import Grade, Trial
 from interop.importers.context import BATCH_SIZE, ImportContext, run_finish
 from interop.importers.reader import BOM
@@ -64,6 +64,19 @@ def json_document(stream: BinaryIO, *, refuse_unstorable: bool = True) -> Any:
 def fail(path: str, msg: str) -> DomainError:
     """The error for field ``path`` (a JSON path such as ``samples[3].epoch``)."""
     return DomainError(msg, field=path)
+
+
+def case_size_check_at(case: CaseSpec, paths: dict[str, str]) -> CaseSpec:
+    """Refuse a harness file's case over the size rule of every path
+    (``evals.cases.size_problem``: input, expected, context, goal_state each at most
+    200,000 characters as JSON), naming the file's path of the field at fault: ``paths``
+    maps a case field to it (``{"expected": "samples[3].target", ...}``; a field missing
+    from it is named by its own name). Code "too_large". Returns ``case``."""
+    problem = size_problem(case)
+    if problem is not None:
+        name, message = problem
+        raise DomainError(message, field=paths.get(name, name), code="too_large")
+    return case
 
 
 def show(value: Any) -> str:

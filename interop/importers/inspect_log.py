@@ -53,6 +53,7 @@ from interop.importers.harness import (
     as_list,
     as_str,
     case_key_check,
+    case_size_check_at,
     check_finite,
     cost_check,
     fail,
@@ -231,6 +232,14 @@ def _sample(sample: Any, path: str, model: str, headline: str | None) -> TrialIn
     goal_state = sample_goal_state(sample, path)
     if goal_state is not None:
         case = replace(case, goal_state=goal_state)
+    case_size_check_at(
+        case,
+        {
+            "input": f"{path}.input",
+            "expected": f"{path}.target",
+            "goal_state": f"{path}.metadata.goal_state",
+        },
+    )
     epoch = need(sample, "epoch", path)
     if isinstance(epoch, bool) or not isinstance(epoch, int) or epoch < 1:
         raise fail(f"{path}.epoch", f"expected an integer >= 1, got {show(epoch)}")

@@ -4,6 +4,11 @@ Validation is field by field with no coercion: ``"false"`` is not ``False``, ``"
 ``1``, ``"Pass"`` is not ``"pass"``. Errors read
 ``line 17: field human_label.value: expected 'pass' or 'fail', got 'Pass'``.
 A bare NaN/Infinity token is accepted only in ``judge_labels[].score`` (stored as null).
+A record holds finished, ok responses only: a key of the record or of a response naming
+``status`` or ``error`` (any case, surrounding spaces) with anything but an empty value
+(``status`` ``"ok"``) is refused naming it, since an errored trial carries no verdict and is
+never labeled. The case's input and context are each at most 200,000 characters as JSON
+(``evals.cases.size_problem``, code "too_large").
 
 What a ``pointwise_binary`` record becomes (run ``<run>``):
 - Case: key = ``id``, input, context ``[{id: doc_id, text}]``, tags = [category] + tags,
@@ -37,7 +42,7 @@ from core.errors import DomainError
 from core.strict_json import NON_FINITE, contains_non_finite
 from core.text import unstorable_refuse
 from evals.blindness import GOLD_GRADER
-from evals.cases import CaseSpec, context_problem, tags_problem
+from evals.cases import CaseSpec, context_problem, size_problem, tags_problem
 from evals.grading.grader_set import IMPORTED_KIND, RECORDED_JUDGE_KIND
 from evals.models import Grade, Trial, TrialPair
 from interop.importers.context import BATCH_SIZE, ImportContext, run_finish
@@ -186,6 +191,29 @@ class LabeledRecord:
         )
 
 
+def _ok_only(obj: dict, line: int, prefix: str) -> None:
+    """Refuse a ``status`` or ``error`` key of ``obj`` (any case, surrounding spaces) that
+    says the trial is not ok: a status other than ``"ok"``, an error that is not empty
+    (null or ""). A labeled record's trial is stored ok and labeled; an errored one carries
+    no verdict, so it cannot be. Named ``<prefix><key>`` (``responses[0].error``)."""
+    for key, value in obj.items():
+        name = key.strip().lower()
+        if name == "status" and value != "ok":
+            raise _fail(
+                line,
+                f"{prefix}{key}",
+                f"a labeled record holds ok trials only, got status {_show(value)}: an "
+                "errored trial carries no verdict and is never labeled; leave it out",
+            )
+        if name == "error" and value not in (None, ""):
+            raise _fail(
+                line,
+                f"{prefix}{key}",
+                f"a labeled record holds ok trials only, got an error {_show(value)}: an "
+                "errored trial carries no verdict and is never labeled; leave it out",
+            )
+
+
 def record_validate(obj: dict, line: int) -> LabeledRecord:
     """Check one parsed record against the labeled-records format; raises
     ``DomainError`` naming the line and the dotted field path.
@@ -222,9 +250,11 @@ def record_validate(obj: dict, line: int) -> LabeledRecord:
         raise _fail(line, _record_tag(f"tags{path}"), _TAG_INDEX.sub(_record_tag_match, message))
 
     wanted = ("R",) if task_type == POINTWISE else ("A", "B")
+    _ok_only(obj, line, "")
     responses: dict[str, dict] = {}
     for i, resp in enumerate(_list(obj, "responses", line, "responses")):
         resp = _dict(resp, line, f"responses[{i}]")
+        _ok_only(resp, line, f"responses[{i}].")
         rid_ = _choice(resp, "response_id", line, f"responses[{i}].response_id", wanted)
         _str(resp, "model", line, f"responses[{i}].model", nullable=True)
         _str(resp, "text", line, f"responses[{i}].text")
@@ -299,7 +329,7 @@ def record_validate(obj: dict, line: int) -> LabeledRecord:
         if key != "judge_labels" and contains_non_finite(value):
             raise _fail(line, key, "NaN/Infinity is not valid JSON")
 
-    return LabeledRecord(
+    labeled = LabeledRecord(
         line=line,
         id=rid,
         task_type=task_type,
@@ -317,6 +347,11 @@ def record_validate(obj: dict, line: int) -> LabeledRecord:
         judges=judges,
         source=source or {},
     )
+    problem = size_problem(labeled.case_spec)  # the case rule of every path
+    if problem is not None:
+        name, message = problem
+        raise record_error(f"line {line}", name, message, record=line, code="too_large")
+    return labeled
 
 
 def _records_checked(records: Iterator[tuple[int, dict]]) -> Iterator[LabeledRecord]:

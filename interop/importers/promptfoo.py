@@ -52,6 +52,7 @@ from interop.importers.harness import (
     as_list,
     as_str,
     case_key_check,
+    case_size_check_at,
     check_finite,
     cost_check,
     fail,
@@ -119,7 +120,9 @@ def _case(row: dict, path: str) -> CaseSpec:
     else:
         canonical = json.dumps(variables, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
         key = "vars-" + hashlib.sha256(canonical.encode("utf-8")).hexdigest()[:16]
-    return CaseSpec(key=key, input=variables, expected=None)
+    return case_size_check_at(
+        CaseSpec(key=key, input=variables, expected=None), {"input": f"{path}.testCase.vars"}
+    )
 
 
 def _components(grading: dict, path: str) -> list[GradeIn]:

@@ -31,6 +31,7 @@ from typing import BinaryIO
 
 from core.errors import DomainError
 from core.strict_json import json_loads_line
+from evals.cases import CaseSpec, size_problem
 
 BOM = b"\xef\xbb\xbf"
 TIME_MIN = datetime(1900, 1, 1, tzinfo=UTC)
@@ -38,11 +39,27 @@ TIME_MAX = datetime(2999, 12, 31, 23, 59, 59, 999999, tzinfo=UTC)
 TIME_RANGE = "from 1900-01-01T00:00:00Z to 2999-12-31T23:59:59Z (in UTC)"
 
 
-def record_error(where: str, field: str, msg: str, *, record: int | None = None) -> DomainError:
+def record_error(
+    where: str, field: str, msg: str, *, record: int | None = None, code: str = "invalid"
+) -> DomainError:
     """The error for one bad field of one record: reads ``"<where>: field <field>: <msg>"``
     (``where`` e.g. ``line 3``); ``field`` is the dotted field name and ``record`` the row's
-    index given by the caller (the ingest API answers with it)."""
-    return DomainError(msg, field=field, record=record, detail=f"{where}: field {field}: {msg}")
+    index given by the caller (the ingest API answers with it); ``code`` the
+    ``DomainError`` code ("too_large" for a case field over ``evals.cases.size_problem``)."""
+    return DomainError(
+        msg, field=field, record=record, detail=f"{where}: field {field}: {msg}", code=code
+    )
+
+
+def case_size_check(case: CaseSpec, *, where: str, record: int | None = None) -> CaseSpec:
+    """Refuse an imported case over the size rule of every path (``evals.cases.size_problem``:
+    input, expected, context, goal_state each at most 200,000 characters as JSON), naming
+    the record and the field (code "too_large"). Returns ``case``."""
+    problem = size_problem(case)
+    if problem is not None:
+        name, message = problem
+        raise record_error(where, name, message, record=record, code="too_large")
+    return case
 
 
 def text_lines(stream: BinaryIO | Iterable[bytes]) -> Iterator[tuple[int, str]]:

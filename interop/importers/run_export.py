@@ -45,7 +45,7 @@ from evals.models import Grade, Trial, content_hash
 from evals.trajectory.steps import final_state_parse, trajectory_parse
 from interop.exports import AGENT_COLUMNS, formula_restore
 from interop.importers.context import ImportContext
-from interop.importers.reader import CsvRow, record_error
+from interop.importers.reader import CsvRow, case_size_check, record_error
 from interop.importers.tabular import Row, contains_overflow, row_parse, tags_parse
 from interop.importers.trials_writer import GradeSpec, TrialSpec, TrialsWriter
 
@@ -204,13 +204,16 @@ def _case(row: CsvRow, cells: dict[str, str], tags: list[str]) -> CaseSpec:
             raise record_error(where, name, UNSTORABLE)
         if contains_overflow(value):
             raise record_error(where, name, "a number out of range")
-    return CaseSpec(
-        key=cells["case_id"],
-        input=chosen[0],
-        expected=chosen[1],
-        context=context,
-        tags=tags,
-        goal_state=goal_state,
+    return case_size_check(
+        CaseSpec(
+            key=cells["case_id"],
+            input=chosen[0],
+            expected=chosen[1],
+            context=context,
+            tags=tags,
+            goal_state=goal_state,
+        ),
+        where=where,
     )
 
 

@@ -45,9 +45,11 @@ optional field is null:
   would be stored as 0, is refused).
 
 Unmapped columns are kept in ``Trial.raw_response["extra"]`` (column -> value as read; an
-empty CSV cell is null), except a column (JSONL: key) named exactly ``status`` or ``error``:
-left unmapped by a given mapping it is refused (map it, ``status=status``, or rename it),
-since kept as extra it would let a failed row pass for an ok trial.
+empty CSV cell is null), except a column (JSONL: key) named ``status`` or ``error`` in any
+case and with any surrounding spaces (``Status``, `` ERROR ``): left unmapped (by a given
+mapping, or with no mapping, which maps only exact names) while its field reads no other
+column of the row, it is refused (map it, ``status=Status``, or rename it), since kept as
+extra it would let a failed row pass for an ok trial.
 A CSV with the header of Assay's own run export and no mapping is read by the export's
 rules instead, types intact (``interop.importers.run_export``).
 Without any mapping, a column named exactly like a field maps to it.
@@ -72,7 +74,7 @@ from core.text import UNSTORABLE, contains_unstorable
 from evals.cases import CaseSpec, tags_problem
 from evals.models import Grade, Trial
 from interop.importers.context import ImportContext
-from interop.importers.reader import TIME_RANGE, record_error, time_check
+from interop.importers.reader import TIME_RANGE, case_size_check, record_error, time_check
 from interop.importers.trials_writer import GradeSpec, TrialSpec, TrialsWriter
 
 FIELDS = (
@@ -521,6 +523,7 @@ def row_parse(row: Row, *, threshold: float | None, cases: CaseMemo | None = Non
                 context=[],
                 tags=tags_parse(row),
             )
+            case_size_check(case, where=row.where, record=row.index)
             if cases is not None:
                 cases.put(case, row)
     attempt = _int(row, "attempt", minimum=1) or 1
@@ -630,22 +633,37 @@ _STATUS_COLUMN_MEANS = {
 }
 
 
-def unmapped_status_column(columns, mapping: dict[str, str]) -> str | None:
-    """The first of the columns named exactly ``status`` or ``error`` among ``columns`` that
-    a given ``mapping`` leaves unmapped (neither its field nor another field reads it), or
-    None. Kept as extra text, it would let a failed row pass for an ok trial."""
+def status_column_field(column: str) -> str | None:
+    """The status field a column (JSONL: key) names, in any case and with any surrounding
+    spaces (``" Status "`` -> ``"status"``, ``"ERROR"`` -> ``"error"``), or None."""
+    name = column.strip().lower() if isinstance(column, str) else None
+    return name if name in STATUS_FIELDS else None
+
+
+def unmapped_status_column(columns, mapping: dict[str, str], *, present=None) -> str | None:
+    """The first of ``columns`` naming ``status`` or ``error`` (``status_column_field``: any
+    case, surrounding spaces) that ``mapping`` (field -> column) leaves unmapped: no field
+    reads it and its field does not read another column of ``present`` (the row's columns
+    or keys; default ``columns``); or None. Kept as extra text, it would let a failed row
+    pass for an ok trial."""
+    present = columns if present is None else present
     used = set(mapping.values())
-    for column in STATUS_FIELDS:
-        if column in columns and column not in mapping and column not in used:
+    for column in columns:
+        field = status_column_field(column)
+        if field is not None and column not in used and mapping.get(field) not in present:
             return column
     return None
 
 
 def _unmapped_status_error(column: str, where: str = "") -> DomainError:
+    field = status_column_field(column)
+    if column == column.strip():
+        advice = f"map it ({field}={column}: {_STATUS_COLUMN_MEANS[field]}), or rename or remove"
+    else:  # a mapping's column names are trimmed: it cannot name this one
+        advice = f"rename it {field} ({_STATUS_COLUMN_MEANS[field]}) or remove"
     message = (
-        f"the column {column!r} is not mapped: map it ({column}={column}: "
-        f"{_STATUS_COLUMN_MEANS[column]}), or rename or remove the column; an unmapped "
-        f"{column} would let a failed row pass for an ok trial"
+        f"the column {column!r} is not mapped: {advice} the column; an unmapped "
+        f"{field} would let a failed row pass for an ok trial"
     )
     if where:
         return DomainError(message, field="mapping", detail=f"{where}: mapping: {message}")
@@ -671,13 +689,17 @@ def _csv_rows(rows_iter, header: list[str], mapping: dict[str, str]) -> Iterator
         yield Row(where=r.where, values=fields, extra=extra, is_csv=True)
 
 
-def _jsonl_rows(records, mapping: dict[str, str], *, given: bool) -> Iterator[Row]:
-    """``given``: the mapping is the user's (an unmapped ``status``/``error`` key is then
-    refused naming the line), not the default one of exact names."""
+def _jsonl_rows(records, mapping: dict[str, str]) -> Iterator[Row]:
+    """Rows of JSONL records read through ``mapping`` (the user's, or the default one of
+    exact names); a key left unmapped that names ``status`` or ``error`` (any case,
+    surrounding spaces: ``unmapped_status_column``) is refused naming the line."""
     for line, obj in records:
-        if given and (unmapped := unmapped_status_column(obj, mapping)) is not None:
-            raise _unmapped_status_error(unmapped, f"line {line}")
         fields, extra = _mapped(obj, mapping)
+        # Only the unmapped keys (most records: none) can be an unmapped status key.
+        if extra and any(status_column_field(k) for k in extra):
+            unmapped = unmapped_status_column(extra, mapping, present=obj)
+            if unmapped is not None:
+                raise _unmapped_status_error(unmapped, f"line {line}")
         yield Row(where=f"line {line}", values=fields, extra=extra, is_csv=False)
 
 
@@ -698,9 +720,9 @@ def tabular_import(
             mapping = {c: c for c in header if c in FIELDS}
         rows = _csv_rows(rows_iter, header, mapping)
     else:
-        rows = _jsonl_rows(source, mapping or {f: f for f in FIELDS}, given=bool(mapping))
         if not mapping:
             mapping = {f: f for f in FIELDS}
+        rows = _jsonl_rows(source, mapping)
     if "case_id" not in mapping:
         raise DomainError("mapping: field case_id is required (--map case_id=COLUMN)")
     run = ctx.run_create(name=ctx.run_name, fmt=fmt, extra={"mapping": mapping})

@@ -19,9 +19,12 @@ through ``trajectory_parse`` / ``final_state_parse`` and a bad one is refused na
 record and the step (``trajectory[3].arguments``). ``status`` and ``error`` are the
 import's (``tabular.trial_status``): ``"ok"`` (default), ``"error"`` with its message (a
 trial that failed where it ran) or ``"cancelled"``; the message may be given as
-``error_message`` instead of ``error`` (not both). A trial that is not ok carries no verdict
-(``passed``, ``score``, ``scores``, ``judge_status`` are refused on it), so it is never
-graded, never a pass. Any other key is refused.
+``error_message`` instead of ``error`` (not both; a refusal names ``error`` unless the
+record used ``error_message``). A trial that is not ok carries no verdict
+(``passed``, ``score``, ``scores``, ``judge_status`` and non-empty ``labels`` are refused on
+it), so it is never graded, never labeled, never a pass. A case's input, expected and
+goal_state are each at most 200,000 characters as JSON (``evals.cases.size_problem``, code
+"too_large": a 413). Any other key is refused.
 
 Rules:
 1. All or nothing: everything is written in one transaction; the first bad record raises
@@ -48,9 +51,9 @@ from typing import Any
 from core.errors import DomainError
 from core.strict_json import contains_non_finite
 from core.text import UNSTORABLE, contains_unstorable
-from evals.models import Suite
+from evals.models import Suite, Trial
 from evals.trajectory.steps import final_state_parse, trajectory_parse
-from interop.importers.reader import record_error
+from interop.importers.reader import case_size_check, record_error
 from interop.importers.tabular import (
     FIELDS,
     OVERFLOW,
@@ -63,7 +66,7 @@ from interop.importers.trials_writer import LabelSpec, TrialSpec
 
 HEADER_FIELDS = ("suite", "suite_kind", "run", "model", "source_version", "threshold", "run_key")
 AGENT_FIELDS = ("trajectory", "final_state", "goal_state")
-# ``error_message``: the ingest's name for tabular's ``error`` (either, not both).
+# ``error_message``: an alias of tabular's ``error`` (either, not both).
 ERROR_MESSAGE = "error_message"
 RECORD_FIELDS = (*FIELDS, "labels", "extra", *AGENT_FIELDS, ERROR_MESSAGE)
 _FIELD_SET = frozenset(FIELDS)
@@ -280,8 +283,8 @@ def record_parse(
         raise record_error(where, "extra", UNSTORABLE, record=record)
     elif contains_overflow(extra):
         raise record_error(where, "extra", OVERFLOW, record=record)
-    # The ingest's documented name, unless the record used the import's ``error``.
-    error_field = "error" if "error" in obj else ERROR_MESSAGE
+    # The documented name ``error``, unless the record used the alias ``error_message``.
+    error_field = ERROR_MESSAGE if ERROR_MESSAGE in obj else "error"
     if ERROR_MESSAGE in obj:
         if "error" in obj:
             raise record_error(
@@ -313,6 +316,15 @@ def record_parse(
         if needs_scan and contains_unstorable(obj["labels"]):
             raise record_error(where, "labels", UNSTORABLE, record=record)
         spec.labels = _labels(obj["labels"], where=where, record=record)
+        if spec.labels and spec.status != Trial.Status.OK:
+            raise record_error(
+                where,
+                "labels",
+                f"a trial with status {spec.status!r} carries no verdict and is never labeled "
+                f"(got {len(spec.labels)} label{'' if len(spec.labels) == 1 else 's'}): "
+                "leave labels out",
+                record=record,
+            )
     _agent(obj, spec, where=where, record=record)
     return spec
 
@@ -341,4 +353,6 @@ def _agent(obj: dict, spec: TrialSpec, *, where: str, record: int) -> None:
                 "a goal state is part of the case's content: give the case's input with it",
                 record=record,
             )
-        spec.case = replace(spec.case, goal_state=goal_state)
+        spec.case = case_size_check(
+            replace(spec.case, goal_state=goal_state), where=where, record=record
+        )

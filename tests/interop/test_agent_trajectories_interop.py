@@ -89,7 +89,7 @@ def test_ingest_stores_trajectories_final_states_goal_states_and_errored_trials(
         ({"goal_state": {"x": "\u0000"}}, "goal_state.x"),
         ({"status": "error", "error_message": "boom"}, "passed"),
         ({"status": "failed", "passed": None}, "status"),
-        ({"status": "error", "passed": None}, "error_message"),
+        ({"status": "error", "passed": None}, "error"),
         ({"error_message": "why?"}, "error_message"),
     ],
 )

@@ -355,8 +355,23 @@ def test_the_ingest_api_takes_error_or_error_message(carol):
         ),
         (
             {"status": "error"},
+            "error",
+            'field error: required with status "error": what went wrong',
+        ),
+        (
+            {"status": "error", "error_message": ""},
             "error_message",
             'field error_message: required with status "error": what went wrong',
+        ),
+        (
+            {"status": "error", "error": " "},
+            "error",
+            'field error: required with status "error": what went wrong',
+        ),
+        (
+            {"error_message": "x"},
+            "error_message",
+            'field error_message: an error message needs status "error" (this row is ok)',
         ),
         (
             {"error": "x"},
@@ -373,4 +388,21 @@ def test_the_ingest_api_refuses_a_bad_status_naming_record_and_field(carol, reco
     body = response.json()
     assert (body["field"], body["record"]) == (field, 1)
     assert detail in body["detail"]
+    assert Run.objects.count() == Trial.objects.count() == Suite.objects.count() == 0
+
+
+@pytest.mark.parametrize(
+    ("record", "field"),
+    [({"status": "error"}, "error"), ({"status": "error", "error_message": None}, "error_message")],
+)
+def test_an_ndjson_errored_record_without_a_message_names_the_field_it_used(carol, record, field):
+    lines = [{"suite": "ingest", "run": "r1"}, {"case_id": "c1", "input": "q", **record}]
+    body = "\n".join(json.dumps(line) for line in lines) + "\n"
+    response = _api(carol).post("/api/ingest", body.encode(), content_type="application/x-ndjson")
+    assert response.status_code == 400, response.content
+    assert response.json() == {
+        "detail": f'line 2: field {field}: required with status "error": what went wrong',
+        "record": 2,
+        "field": field,
+    }
     assert Run.objects.count() == Trial.objects.count() == Suite.objects.count() == 0
