@@ -732,3 +732,21 @@ def test_two_starts_with_one_name_at_once_give_one_run_and_a_400_never_a_500(mon
     monkeypatch.undo()
     assert Run.objects.filter(name="twice").count() == 1
     assert Trial.objects.count() == 10
+
+
+def test_the_migration_counts_each_runs_cancelled_trials_into_its_new_counter():
+    from importlib import import_module  # noqa: PLC0415
+
+    from django.apps import apps  # noqa: PLC0415
+
+    migration = import_module("evals.migrations.0019_run_trials_cancelled")
+    run = make_run(cases=[("c0", []), ("c1", []), ("c2", [])], graders=[])
+    other = make_run(cases=[("c0", [])], graders=[], name="R2")
+    add_trial(run, "c0", 1)
+    add_trial(run, "c1", 1, status="cancelled")
+    add_trial(run, "c2", 1, status="cancelled")
+    add_trial(other, "c0", 1)
+    migration.backfill(apps, None)
+    run.refresh_from_db()
+    other.refresh_from_db()
+    assert (run.trials_cancelled, other.trials_cancelled) == (2, 0)
