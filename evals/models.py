@@ -199,6 +199,8 @@ class Run(models.Model):
     trials_total = models.PositiveIntegerField(default=0)
     trials_finished = models.PositiveIntegerField(default=0)
     trials_errored = models.PositiveIntegerField(default=0)
+    # Trials cancelled before they ran (never finished, never errored): evals.run_status.
+    trials_cancelled = models.PositiveIntegerField(default=0)
     error_message = models.TextField(blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)

@@ -505,6 +505,7 @@ def run_import(
         run,
         trials=sum(t.status in Trial.FINISHED for t in trials),
         errored=sum(t.status == Trial.Status.ERROR for t in trials),
+        cancelled=sum(t.status == Trial.Status.CANCELLED for t in trials),
         trials_per_case=run.trials_per_case,
         planned=max(len(trials), len(file_cases) * run.trials_per_case),
         status=run.status,  # the file's (``status`` names a grade's by now)

@@ -116,6 +116,7 @@ RUN_FIELDS = [
     "trials_total",
     "trials_finished",
     "trials_errored",
+    "trials_cancelled",
     "source_version",
     "error_message",
     "created_at",
@@ -134,12 +135,16 @@ RUN_HELP = _help(
     model="Model name.",
     trials_per_case="N, attempts per case.",
     trials_total="Trials planned (count): cases × trials per case, plus top-ups; an "
-    "imported run's, what its source planned (more than trials_finished: partial). With "
+    "imported run's, what its source recorded, or planned when it says so (more than "
+    "trials_finished + trials_cancelled: partial). With "
     "trials_finished, the finished/planned figure every page shows (evals.run_status."
     "run_trial_count).",
     trials_finished="Trials finished, ok or errored (count); a retried trial's errored "
     "attempt is history, not counted.",
-    trials_errored="Trials errored, of trials_finished (count).",
+    trials_errored='Trials errored, of trials_finished (count): "N of M trials errored" '
+    "takes M = trials_finished everywhere.",
+    trials_cancelled="Trials cancelled before they ran (count): not finished, not errored, "
+    'not pending, never graded; shown apart ("K cancelled").',
     source_version="Version label of the system under test.",
     error_message="Why the run failed (empty otherwise).",
     started_at="Start time (ISO 8601, UTC).",
@@ -161,7 +166,7 @@ class RunStatusShownSerializer(serializers.Serializer):
     )
     errored = serializers.IntegerField(help_text="Errored trials (count).")
     partial = serializers.BooleanField(
-        help_text="Fewer trials recorded than the run's cases × attempts (or its source planned)."
+        help_text="Fewer trials recorded (finished or cancelled) than the source planned."
     )
 
 

@@ -1,14 +1,15 @@
 """The overall verdict of a trial, defined once: "every gating grader passed".
 
-Outcome codes (``PASS``, ``FAIL``, ``ERRORED`` grade, ``MISSING`` grade, ``PIPELINE``
-error, ``PENDING`` trial) and the rule as a three-valued AND over the gating graders: FAIL
-if any gating grade failed; else ERRORED if any errored; else MISSING if one is absent;
-else PASS. An errored gating grade can never make a pass. The rule has two forms that must
-agree (``tests/flows/test_verdict_rule.py`` checks them on random runs): numpy codes
+Outcome codes (``PASS``, ``FAIL``, ``ERRORED`` grade, ``MISSING`` grade, ``PIPELINE`` error,
+``PENDING`` trial, ``CANCELLED`` trial: never run, so neither pending nor graded) and the
+rule as a three-valued AND over the gating graders: FAIL if any gating grade failed; else
+ERRORED if any errored; else MISSING if one is absent; else PASS. An errored gating grade
+can never make a pass. The rule has two forms that must agree
+(``tests/flows/test_verdict_rule.py`` checks them on random runs): numpy codes
 (``overall_codes``, for the run report and the comparison) and SQL annotations
 (``trial_verdict_annotations``, for the run list's aggregates). ``case_tally`` turns codes
-into per-case counts: only PASS and FAIL are graded; errored grades leave both numerator
-and denominator and are counted (fault A1). A "not judged" grade (a judge rung the ladder
+into per-case counts: only PASS and FAIL are graded; errored grades leave both numerator and
+denominator and are counted (fault A1). A "not judged" grade (a judge rung the ladder
 skipped, ``Grade.Status.NOT_JUDGED``) reads as MISSING in the numpy form and as neither a
 pass, a fail nor an error in the SQL form: never a fail of the judge; the trial is still a
 FAIL overall through the gating deterministic grade that made the ladder skip."""
@@ -25,6 +26,8 @@ from django.db.models.functions import Coalesce
 from evals.models import Grade
 
 PASS, FAIL, ERRORED, MISSING, PIPELINE, PENDING = 1, 0, -1, -2, -3, -4
+# A trial cancelled before it ran: not pending (nothing will run it), never graded.
+CANCELLED = -5
 
 
 @dataclass(frozen=True)
@@ -37,6 +40,7 @@ class CaseTally:
     not_graded: np.ndarray
     pipeline_errors: np.ndarray
     pending: np.ndarray
+    cancelled: np.ndarray
 
 
 def case_tally(codes: np.ndarray, case_idx: np.ndarray, n_cases: int) -> CaseTally:
@@ -54,6 +58,7 @@ def case_tally(codes: np.ndarray, case_idx: np.ndarray, n_cases: int) -> CaseTal
         not_graded=count(codes == MISSING),
         pipeline_errors=count(codes == PIPELINE),
         pending=count(codes == PENDING),
+        cancelled=count(codes == CANCELLED),
     )
 
 
@@ -72,7 +77,8 @@ def gating_keys(pairs: Iterable[tuple[str, bool]], seen: Mapping[str, bool]) -> 
 
 def overall_codes(gating: list[np.ndarray], trial_codes: np.ndarray) -> np.ndarray:
     """Overall code per trial from the gating graders' codes (see the module rules);
-    ``trial_codes`` holds PIPELINE/PENDING for trials that did not finish ok, else PASS."""
+    ``trial_codes`` holds PIPELINE/PENDING/CANCELLED for trials that did not finish ok, else
+    PASS."""
     if not gating:
         return np.where(trial_codes == PASS, MISSING, trial_codes)
     stacked = np.vstack(gating)

@@ -15,7 +15,8 @@ Rules (one place for each):
   clustered by case (``stats.intervals.clustered_rate_interval``, never of zero width):
   cases are the unit. Cases with no graded trial are left out
   and counted.
-- Scores (fault C1): a null score is "not scored"; means skip it and count it.
+- Scores (fault C1): an errored grade is "not scored"; an ok grade without a score (a
+  pass/fail verdict alone) has "no score"; means skip both and count them apart.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ import numpy as np
 
 from core.strict_json import json_safe
 from evals.grading.verdict import (
+    CANCELLED,
     ERRORED,
     MISSING,
     PASS,
@@ -200,10 +202,11 @@ class RunReport:
 
     @property
     def errored_banner(self) -> str | None:
-        """ "N of M trials errored", or None when no pipeline error."""
+        """ "N of M trials errored" (M: finished trials, ok + errored; a cancelled or pending
+        trial was not run: ``evals.run_status``), or None when no pipeline error."""
         if not self.trials.errored:
             return None
-        return f"{self.trials.errored} of {self.trials.total} trials errored"
+        return f"{self.trials.errored} of {self.trials.ok + self.trials.errored} trials errored"
 
     @property
     def incomplete_banner(self) -> str | None:
@@ -260,6 +263,7 @@ def report_from_rows(*, run: Any, rows: RunRows, reasons: ReasonRows) -> RunRepo
     trial_codes = np.full(n_trials, PENDING)
     trial_codes[status == "ok"] = PASS
     trial_codes[status == "error"] = PIPELINE
+    trial_codes[status == "cancelled"] = CANCELLED  # never run: neither pending nor graded
 
     # 2. one code array per grader (MISSING where an ok trial has no grade)
     pairs = run.grader_set.gating_pairs
@@ -283,10 +287,12 @@ def report_from_rows(*, run: Any, rows: RunRows, reasons: ReasonRows) -> RunRepo
         codes[key] = code
         s, c = g_score[mine], case_idx[pos[mine]]
         finite = np.isfinite(s)
+        errored = g_code[mine] == -1  # an errored grade: "not scored"; else a verdict alone
         scores[key] = (
             np.bincount(c[finite], weights=s[finite], minlength=n_cases),
             np.bincount(c[finite], minlength=n_cases),
-            np.bincount(c[~finite], minlength=n_cases),
+            np.bincount(c[~finite & errored], minlength=n_cases),
+            np.bincount(c[~finite & ~errored], minlength=n_cases),
         )
     errored_grades = (g_code == -1) & g_ok_trial
     grade_errors, judge_errors = int(errored_grades.sum()), int((errored_grades & g_judge).sum())
@@ -499,7 +505,7 @@ class OverallCodes:
     tally: CaseTally
 
 
-STATUS_CODES = {"ok": PASS, "error": PIPELINE}
+STATUS_CODES = {"ok": PASS, "error": PIPELINE, "cancelled": CANCELLED}
 
 
 def overall_codes_from_rows(*, run: Any, rows: RunRows) -> OverallCodes:

@@ -101,7 +101,9 @@ class Figures:
     ``score_interval``: its 95% t interval clustered by case, or the reason there is none
     (``stats.intervals.clustered_mean_interval``: "no spread seen in N cases"), None when
     nothing was scored;
-    ``scored``/``not_scored``: grades with a score / with a null score (errored included).
+    ``scored``/``not_scored``/``no_score``: grades with a score / errored grades ("not
+    scored") / ok grades with a verdict and no score ("no score": a pass/fail grader's);
+    ``cancelled``: trials cancelled before they ran (neither pending nor graded).
     ``corrected``: for a grader whose verdicts all come from one judge version, the
     Rogan–Gladen correction of the mean per-case rate by that judge's measured tpr and tnr,
     its interval clustered by case and carrying their uncertainty
@@ -124,6 +126,8 @@ class Figures:
     score_interval: MeanInterval | None = None
     scored: int = 0
     not_scored: int = 0
+    no_score: int = 0
+    cancelled: int = 0
     corrected: CorrectedPassRate | None = None
 
     @property
@@ -137,16 +141,17 @@ def figures_for(
     tally: CaseTally,
     mask: np.ndarray,
     k_max: int,
-    scores: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
+    scores: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None,
 ) -> Figures:
     """``Figures`` from a tally restricted to the cases in boolean ``mask``; ``scores`` is
-    per-case (sum of scores, scored count, not-scored count)."""
+    per-case (sum of scores, scored count, errored count, no-score count)."""
     passed, graded = tally.passed[mask], tally.graded[mask]
     has = graded > 0
-    score_mean, score_interval, scored, not_scored = None, None, 0, 0
+    score_mean, score_interval, scored, not_scored, no_score = None, None, 0, 0, 0
     if scores is not None:
-        sums, counts, missing = (a[mask] for a in scores)
+        sums, counts, missing, verdict_only = (a[mask] for a in scores)
         scored, not_scored = int(counts.sum()), int(missing.sum())
+        no_score = int(verdict_only.sum())
         if scored:
             score_interval = clustered_mean_interval(sums[counts > 0] / counts[counts > 0])
             score_mean = score_interval.mean
@@ -159,6 +164,7 @@ def figures_for(
         not_graded=int(tally.not_graded[mask].sum()),
         pipeline_errored=int(tally.pipeline_errors[mask].sum()),
         pending=int(tally.pending[mask].sum()),
+        cancelled=int(tally.cancelled[mask].sum()),
         pass_rate=clustered_rate_interval(passed[has], graded[has]),
         cases_ungraded=int((~has).sum()),
         pass_k=pass_k_table(passed, graded, k_max),
@@ -166,4 +172,5 @@ def figures_for(
         score_interval=score_interval,
         scored=scored,
         not_scored=not_scored,
+        no_score=no_score,
     )

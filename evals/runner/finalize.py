@@ -72,7 +72,8 @@ def run_finalize(*, run_id: int) -> Run:
     """Recount a run's trials and, once none is queued or running, close it.
 
     ``failed`` when any trial errored or any grade errored (``error_message`` "3 of 60
-    trials errored; 2 grade errors"; "60 of 60 trials errored: rejected_parameter: model 'm'
+    trials errored; 2 grade errors", of the finished trials: a cancelled trial was not run,
+    ``evals.run_status``; "60 of 60 trials errored: rejected_parameter: model 'm'
     refuses parameter 'temperature': ..." when every error is that one refusal): a grader or
     judge that broke is a failure of the run,
     never a success. Else ``succeeded``; a cancelled run stays cancelled. A run whose
@@ -95,6 +96,7 @@ def run_finalize(*, run_id: int) -> Run:
         finished_at__isnull=False,
         trials_finished=counts.ok + counts.errored,
         trials_errored=counts.errored,
+        trials_cancelled=counts.cancelled,
     ).exists()
     if settled:
         # Closed, with these counts: the writes below would change nothing (the counts are
@@ -136,7 +138,8 @@ def _run_close(run_id: int, counts: TrialCounts, now: datetime) -> int:
     if counts.errored:
         refusal = _one_refusal(run_id, counts.errored)
         problems.append(
-            f"{counts.errored} of {counts.total} trials errored"
+            # of the finished: a cancelled trial was not run (evals.run_status)
+            f"{counts.errored} of {counts.ok + counts.errored} trials errored"
             + (f": {refusal}" if refusal else "")
         )
     if grade_errors:
@@ -146,7 +149,9 @@ def _run_close(run_id: int, counts: TrialCounts, now: datetime) -> int:
         _top_ups_advance(run_id)
         # Nothing is in flight: every trial write has committed, so the recount is exact.
         Run.objects.filter(id=run_id).update(
-            trials_finished=counts.ok + counts.errored, trials_errored=counts.errored
+            trials_finished=counts.ok + counts.errored,
+            trials_errored=counts.errored,
+            trials_cancelled=counts.cancelled,
         )
         closed = Run.objects.filter(
             id=run_id, status__in=[Run.Status.QUEUED, Run.Status.RUNNING]
@@ -215,6 +220,8 @@ def trials_cancel(
                 Trial.objects.filter(id=trial_id).update(error_message=errors[trial_id])
         if changed and uncount:
             Run.objects.filter(id=run_id).update(trials_total=F("trials_total") - changed)
+        elif changed:  # counted apart from the finished, never in "N of M trials errored"
+            Run.objects.filter(id=run_id).update(trials_cancelled=F("trials_cancelled") + changed)
     return changed
 
 
@@ -239,9 +246,10 @@ def run_cancel(*, run: Run, by=None, via: str | None = None, refuse_finished: bo
             id=run.id, status__in=[Run.Status.QUEUED, Run.Status.RUNNING]
         ).update(status=Run.Status.CANCELLED, cancelled_by=user, cancelled_via=via_of(user, via))
         if changed:
-            Trial.objects.filter(run_id=run.id, status=Trial.Status.QUEUED).update(
+            n = Trial.objects.filter(run_id=run.id, status=Trial.Status.QUEUED).update(
                 status=Trial.Status.CANCELLED, finished_at=timezone.now()
             )
+            Run.objects.filter(id=run.id).update(trials_cancelled=F("trials_cancelled") + n)
     if changed:
         logger.info("run %s cancelled %s", run.ref_text, actor_text(by=user, via=via))
     run_finalize(run_id=run.id)

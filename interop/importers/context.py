@@ -9,7 +9,8 @@ from django.utils import timezone
 
 from core.errors import DomainError
 from evals.cases import cases_upsert
-from evals.models import Grade, Run, Suite, Trial
+from evals.models import Grade, Run, Suite
+from evals.run_status import RunTrialCount, run_problems
 from judges.models import Judge, JudgeVersion, judge_version_hash
 
 BATCH_SIZE = 1000
@@ -184,6 +185,7 @@ def run_finish(
     *,
     trials: int,
     errored: int = 0,
+    cancelled: int = 0,
     graders: list[dict] | None = None,
     trials_per_case: int = 1,
     planned: int | None = None,
@@ -192,35 +194,33 @@ def run_finish(
 ) -> None:
     """Close an imported run with its final counts, grader set and what went wrong.
 
-    ``trials`` were recorded, ``errored`` of them errored; ``planned`` is how many the source
-    meant to run when it says so (an Inspect log: samples × epochs). The run's
-    ``trials_total`` is the larger of ``planned`` and its cases × ``trials_per_case`` (the
-    highest attempt): fewer recorded trials make it partial (``evals.run_status``), as a
-    cancelled executed run is. ``error_message`` says, as ``evals.runner.finalize`` does for
-    an executed run: "3 of 60 trials errored; 2 grade errors; partial: 58 of 60 trials
-    recorded; the source's status is 'cancelled'" (``source_status``: the source's own word
-    when it did not finish, "" otherwise); empty when nothing went wrong. The stored status is
-    ``succeeded`` (the import finished); every surface shows it as imported, with these
-    problems (``evals.run_status.run_status_shown``); ``status``: a run file's own (a
-    failed or cancelled run exported by Assay keeps it). Two queries and a save.
+    ``trials`` finished (ok or errored), ``errored`` of them errored; ``cancelled`` records
+    the source holds as cancelled (never run: neither finished nor errored); ``planned`` is
+    how many the source meant to run when it says so (an Inspect log: samples × epochs; a
+    run file: its cases × trials per case). The run's ``trials_total`` (planned) is what the
+    source recorded (``trials`` + ``cancelled``), or ``planned`` when larger: never invented
+    from cases × the highest attempt (cases with different attempt counts are not partial).
+    Fewer recorded than planned makes it partial (``evals.run_status``). ``error_message``
+    says, by the one rule of ``evals.run_status.run_problems`` (errored of finished,
+    cancelled apart): "1 of 3 trials errored; 1 cancelled; 2 grade errors; partial: 4 of 6
+    trials recorded; the source's status is 'cancelled'" (``source_status``: the source's own
+    word when it did not finish, "" otherwise); empty when nothing went wrong. The stored
+    status is ``succeeded`` (the import finished); every surface shows it as imported, with
+    these problems (``evals.run_status.run_status_shown``); ``status``: a run file's own (a
+    failed or cancelled run exported by Assay keeps it). One query and a save.
     """
     tpc = max(1, trials_per_case)
-    n_cases = Trial.objects.filter(run=run).values("case_id").distinct().count()
-    total = max(trials, n_cases * tpc, planned or 0)
+    total = max(trials + cancelled, planned or 0)
     grade_errors = Grade.objects.filter(trial__run=run, status=Grade.Status.ERROR).count()
-    problems = []
-    if errored:
-        problems.append(f"{errored} of {trials} trials errored")
-    if grade_errors:
-        problems.append(f"{grade_errors} grade error{'s' if grade_errors != 1 else ''}")
-    if trials < total:
-        problems.append(f"partial: {trials} of {total} trials recorded")
+    count = RunTrialCount(finished=trials, planned=total, errored=errored, cancelled=cancelled)
+    problems = list(run_problems(count, grade_errors=grade_errors))
     if source_status:
         problems.append(f"the source's status is {source_status!r}")
     run.status = status
     run.trials_total = total
     run.trials_finished = trials
     run.trials_errored = errored
+    run.trials_cancelled = cancelled
     run.trials_per_case = tpc
     run.error_message = "; ".join(problems)
     run.finished_at = run.finished_at or timezone.now()
@@ -232,6 +232,7 @@ def run_finish(
             "trials_total",
             "trials_finished",
             "trials_errored",
+            "trials_cancelled",
             "trials_per_case",
             "error_message",
             "finished_at",

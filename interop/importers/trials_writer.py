@@ -117,8 +117,9 @@ class TrialsWriter:
         self._flush()
         run_finish(
             self.run,
-            trials=self.finished,  # a cancelled trial is stored, not recorded: partial
+            trials=self.finished,
             errored=self.errored,
+            cancelled=self.trials - self.finished,  # stored, never run: said apart
             graders=list(self._graders.values()),
             trials_per_case=self._max_attempt,
         )

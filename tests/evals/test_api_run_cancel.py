@@ -79,7 +79,9 @@ def test_the_command_names_the_run_by_name_and_uuid_never_its_internal_id(queued
     out = io.StringIO()
     with caplog.at_level(logging.INFO, logger="evals.runner.finalize"):
         call_command("run_cancel", str(queued.uuid), stdout=out)
-    assert out.getvalue() == f"run r ({queued.uuid}): cancelled; 0 of 6 trials finished\n"
+    assert (
+        out.getvalue() == f"run r ({queued.uuid}): cancelled; 0 of 6 trials finished, 6 cancelled\n"
+    )
     logged = [r.getMessage() for r in caplog.records]
     assert logged == [f"run r ({queued.uuid}) cancelled from the command line"]
     assert f"run {queued.id} " not in out.getvalue() + "".join(logged)

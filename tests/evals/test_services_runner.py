@@ -18,6 +18,8 @@ from core.models import OutboxMessage
 from evals.grading.graders import parse_grader_specs
 from evals.grading.ladder import _case_input, trial_grade
 from evals.models import Case, Grade, ModelPrice, Run, Suite, Trial
+from evals.report.selectors import run_report
+from evals.run_status import run_trial_count
 from evals.runner import execute
 from evals.runner.calls import CallPool
 from evals.runner.execute import (
@@ -30,6 +32,7 @@ from evals.runner.finalize import run_cancel, run_finalize
 from evals.runner.start import run_start, run_subject
 from evals.tasks import run_chunk_execute
 from tests.fakellm import FakeLLM
+from tests.report_builders import add_trial, make_run
 
 pytestmark = pytest.mark.django_db
 
@@ -571,6 +574,7 @@ def test_running_trials_finish_after_cancel_but_the_run_stays_cancelled(
     run_cancel(run=run)
     run.refresh_from_db()
     assert run.status == Run.Status.CANCELLED and run.finished_at is None
+    assert (run.trials_finished, run.trials_cancelled) == (0, 7)  # counted as they cancel
 
     trials = Trial.objects.filter(id__in=trial_ids[:3]).select_related("case")
     with CallPool(run.target) as pool:
@@ -583,7 +587,31 @@ def test_running_trials_finish_after_cancel_but_the_run_stays_cancelled(
     assert run.status == Run.Status.CANCELLED and run.finished_at is not None
     assert Trial.objects.filter(run=run, status=Trial.Status.OK).count() == 3
     assert Trial.objects.filter(run=run, status=Trial.Status.CANCELLED).count() == 7
-    assert run.trials_finished == 3
+    assert (run.trials_finished, run.trials_cancelled, run.trials_total) == (3, 7, 10)
+    assert run_trial_count(run).summary == "3 of 10 trials finished, 7 cancelled"
+
+
+def test_a_cancelled_run_counts_its_errored_trials_of_the_finished_never_the_cancelled():
+    """ "N of M trials errored": M is the finished trials (ok + errored), never the cancelled
+    ones, which are counted apart (evals.run_status)."""
+    run = make_run(cases=[(f"c{i}", []) for i in range(6)], graders=[])
+    Run.objects.filter(id=run.id).update(
+        status=Run.Status.CANCELLED, finished_at=None, trials_total=6, source=Run.Source.EXECUTED
+    )
+    add_trial(run, "c0", 1)
+    add_trial(run, "c1", 1)
+    add_trial(run, "c2", 1, status="error", error="timeout")
+    for key in ("c3", "c4", "c5"):
+        add_trial(run, key, 1, status="cancelled")
+    run = run_finalize(run_id=run.id)
+    assert (run.status, run.error_message) == (Run.Status.CANCELLED, "1 of 3 trials errored")
+    count = run_trial_count(run)
+    assert (count.finished, count.planned, count.errored, count.cancelled) == (3, 6, 1, 3)
+    assert count.summary == "3 of 6 trials finished, 1 errored, 3 cancelled"
+    report = run_report(run=run)
+    assert report.errored_banner == "1 of 3 trials errored"
+    assert (report.trials.pending, report.trials.cancelled) == (0, 3)
+    assert (report.overall.pending, report.overall.cancelled) == (0, 3)
 
 
 def test_cancelling_a_finished_run_changes_nothing(llm, django_capture_on_commit_callbacks):
@@ -704,3 +732,21 @@ def test_two_starts_with_one_name_at_once_give_one_run_and_a_400_never_a_500(mon
     monkeypatch.undo()
     assert Run.objects.filter(name="twice").count() == 1
     assert Trial.objects.count() == 10
+
+
+def test_the_migration_counts_each_runs_cancelled_trials_into_its_new_counter():
+    from importlib import import_module  # noqa: PLC0415
+
+    from django.apps import apps  # noqa: PLC0415
+
+    migration = import_module("evals.migrations.0019_run_trials_cancelled")
+    run = make_run(cases=[("c0", []), ("c1", []), ("c2", [])], graders=[])
+    other = make_run(cases=[("c0", [])], graders=[], name="R2")
+    add_trial(run, "c0", 1)
+    add_trial(run, "c1", 1, status="cancelled")
+    add_trial(run, "c2", 1, status="cancelled")
+    add_trial(other, "c0", 1)
+    migration.backfill(apps, None)
+    run.refresh_from_db()
+    other.refresh_from_db()
+    assert (run.trials_cancelled, other.trials_cancelled) == (2, 0)

@@ -108,12 +108,13 @@ def test_it_stores_a_json_run_with_grades_and_labels(alice):
     run = Run.objects.get(uuid=data["run"])
     assert data["name"] == "r1" and data["suite"] == str(run.suite.uuid)
     assert data["suite_name"] == "ingest-suite" and data["status"] == "succeeded"
+    # c1 twice, c2 once: what the source recorded is its plan, not partial
     assert data["status_shown"] == {
-        "key": "imported-problems",
+        "key": "imported",
         "label": "imported",
-        "problems": ["partial: 3 of 4 trials recorded"],
+        "problems": [],
         "errored": 0,
-        "partial": True,
+        "partial": False,
     }
     assert data["counts"] == {"cases": 2, "trials": 3, "grades": 4, "labels": 2}
     assert data["url"] == f"http://testserver/api/runs/{run.uuid}/"
@@ -125,8 +126,8 @@ def test_it_stores_a_json_run_with_grades_and_labels(alice):
         "succeeded",
     )
     assert run.suite.kind == "capability" and run.started_by == alice
-    # c1 twice, c2 once: 3 of 2 cases x 2 attempts recorded, a partial run (evals.run_status).
-    assert (run.trials_finished, run.trials_total, run.trials_per_case) == (3, 4, 2)
+    # c1 twice, c2 once: the 3 recorded are the plan, not partial (evals.run_status).
+    assert (run.trials_finished, run.trials_total, run.trials_per_case) == (3, 3, 2)
     first = Trial.objects.get(run=run, case__key="c1", attempt=1)
     assert first.output == "answer 1" and first.cost_usd is not None
     assert first.created_at.isoformat() == "2025-02-24T15:30:00+00:00"

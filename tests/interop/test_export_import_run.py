@@ -55,7 +55,7 @@ def test_it_reimports_a_run_with_the_same_report_figures(tmp_path, capsys):
     # Runs named by name and UUID (never an internal id), trials as finished (of planned).
     out = capsys.readouterr().out.splitlines()
     assert out[0] == f"wrote {path} (run {run.name} ({run.uuid}) of suite {run.suite.name})"
-    assert out[1] == (f"imported S2/{copy.name} ({copy.uuid}): {copy.trials_finished} trials")
+    assert out[1] == f"imported S2/{copy.name} ({copy.uuid}): 6 of 6 trials finished, 1 errored"
 
 
 def test_it_reads_the_file_as_the_same_run_data_as_the_database(tmp_path):

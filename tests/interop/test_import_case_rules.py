@@ -165,7 +165,9 @@ def _import_run(path) -> str:
 def test_import_run_prints_the_trials_it_stored(tmp_path):
     out = _import_run(_run_file(tmp_path))
     imported = Run.objects.get(suite__name="S2")
-    assert out == f"imported S2/{imported.name} ({imported.uuid}): 6 trials\n"
+    assert (
+        out == f"imported S2/{imported.name} ({imported.uuid}): 6 of 6 trials finished, 1 errored\n"
+    )
 
 
 def test_import_run_of_a_partial_file_prints_the_trials_it_stored_not_the_plan(tmp_path):
@@ -174,7 +176,10 @@ def test_import_run_of_a_partial_file_prints_the_trials_it_stored_not_the_plan(t
     imported = Run.objects.get(suite__name="S2")
     assert Trial.objects.filter(run=imported).count() == 5
     assert imported.trials_total == 6
-    assert out == f"imported S2/{imported.name} ({imported.uuid}): 5 trials of 6 planned\n"
+    assert out == (
+        f"imported S2/{imported.name} ({imported.uuid}): 5 of 6 trials finished, 1 errored; "
+        "partial: 5 of 6 trials recorded\n"
+    )
 
 
 def _set(path: str, value):

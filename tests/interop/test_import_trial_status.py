@@ -184,7 +184,7 @@ def test_a_csv_row_with_status_error_and_passed_true_is_refused_naming_the_row()
     assert str(error).startswith("row 2 (line 3): field passed: a trial with status 'error'")
 
 
-def test_a_cancelled_trial_is_stored_cancelled_and_the_run_says_partial():
+def test_a_cancelled_trial_is_stored_cancelled_and_the_run_says_it_apart_never_partial():
     summary = _jsonl(
         '{"case_id": "c1", "input": "q1", "output": "a", "passed": true}\n'
         '{"case_id": "c2", "input": "q2", "status": "cancelled"}\n'
@@ -193,12 +193,13 @@ def test_a_cancelled_trial_is_stored_cancelled_and_the_run_says_partial():
     assert not Grade.objects.filter(trial__status="cancelled").exists()
     run = summary.runs[0]
     run.refresh_from_db()
-    assert (run.trials_total, run.trials_finished, run.trials_errored, run.error_message) == (
-        2,
-        1,
-        0,
-        "partial: 1 of 2 trials recorded",
-    )
+    assert (
+        run.trials_total,
+        run.trials_finished,
+        run.trials_errored,
+        run.trials_cancelled,
+        run.error_message,
+    ) == (2, 1, 0, 1, "1 cancelled")
     assert summary.trials == 2
 
 

@@ -65,7 +65,9 @@ def test_a_cancelled_inspect_log_is_partial_against_the_samples_it_planned():
     )
 
 
-def test_an_uneven_grid_of_attempts_is_partial():
+def test_an_uneven_grid_of_attempts_is_not_partial():
+    """The planned total of an import is what its source recorded: cases with different
+    attempt counts are not partial (never cases x the largest attempt)."""
     rows = (
         '{"case_id": "c1", "input": "q1", "attempt": 1, "passed": true}\n'
         '{"case_id": "c1", "input": "q1", "attempt": 2, "passed": true}\n'
@@ -73,8 +75,9 @@ def test_an_uneven_grid_of_attempts_is_partial():
     )
     run = import_bytes(rows.encode(), filename="r.jsonl", fmt="jsonl").runs[0]
     shown = run_status_shown(run)
-    assert (run.trials_finished, run.trials_total, run.trials_per_case) == (3, 4, 2)
-    assert shown.partial and shown.problems == ("partial: 3 of 4 trials recorded",)
+    assert (run.trials_finished, run.trials_total, run.trials_per_case) == (3, 3, 2)
+    assert not shown.partial and shown.problems == ()
+    assert (shown.key, shown.text, run.error_message) == ("imported", "imported", "")
 
 
 def test_a_run_file_of_a_failed_run_keeps_failed_and_shows_imported_with_its_errors():

@@ -30,5 +30,5 @@ class Command(DomainCommand):
             count = run_trial_count(run)
             self.stdout.write(
                 f"run {run.ref_text}: {'cancelled' if changed else 'was already cancelled'}; "
-                f"{count.finished} of {count.planned} trials finished"
+                f"{count.summary}"
             )

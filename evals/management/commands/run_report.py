@@ -67,6 +67,8 @@ def render_text(report: RunReport) -> str:
     )
     for f in [report.overall, *report.graders]:
         extra = f", {f.grades_errored} errored dropped" if f.grades_errored else ""
+        if f.cancelled:
+            extra += f"; {f.cancelled} cancelled, not graded"
         lines.append(f"{f.key}: {_rate(f)}; {f.trials_passed}/{f.trials_graded} trials{extra}")
         c = f.corrected
         if c is not None and c.corrected is not None:
@@ -99,12 +101,24 @@ def render_text(report: RunReport) -> str:
     else:
         cost = "unknown"
     lines.append(
-        f"tokens: {report.tokens.input} in, {report.tokens.output} out; latency p50 "
+        f"tokens: {_tokens(report.tokens.input, report.tokens.input_unknown, c.finished)} in, "
+        f"{_tokens(report.tokens.output, report.tokens.output_unknown, c.finished)} out; "
+        f"latency p50 "
         f"{_ms(report.latency.p50_ms)}, p95 {_ms(report.latency.p95_ms)}; cost {cost}"
     )
     if report.cost_quality is not None:
         lines.append(quality_line(report.cost_quality))
     return "\n".join(lines)
+
+
+def _tokens(known: int, unknown: int, finished: int) -> str:
+    """A token sum as the run page shows it: "unknown" when every finished trial's count is
+    unknown (never 0), ">= N (unknown for K of F trials)" when some are, else "N"."""
+    if unknown and unknown >= finished:
+        return "unknown"
+    if unknown:
+        return f">= {known} (unknown for {unknown} of {finished} trials)"
+    return str(known)
 
 
 def _decision_lines(d: dict | None) -> list[str]:

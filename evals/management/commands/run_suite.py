@@ -202,6 +202,7 @@ class Command(DomainCommand):
             "trials_total": run.trials_total,
             "trials_finished": run.trials_finished,
             "trials_errored": run.trials_errored,
+            "trials_cancelled": run.trials_cancelled,
             "error_message": run.error_message,
         }
         if waited and not run.is_terminal:
@@ -211,8 +212,7 @@ class Command(DomainCommand):
             return
         count = run_trial_count(run)
         self.stdout.write(
-            f"run {run.ref_text} of suite {run.suite.name}: {run.status}; "
-            f"{count.finished} of {count.planned} trials finished, {count.errored} errored"
+            f"run {run.ref_text} of suite {run.suite.name}: {run.status}; {count.summary}"
         )
         if summary["error_message"]:
             self.stdout.write(summary["error_message"])

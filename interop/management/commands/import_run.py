@@ -42,9 +42,9 @@ class Command(DomainCommand):
         except IntegrityError as exc:
             raise CommandError(f"{path}: inconsistent data ({exc}); nothing was imported") from exc
         count = run_trial_count(run)
-        planned = f" of {count.planned} planned" if count.partial else ""
+        partial = f"; {count.partial_text}" if count.partial else ""
         self.stdout.write(
-            f"imported {run.suite.name}/{run.ref_text}: {count.finished} trials{planned}"
+            f"imported {run.suite.name}/{run.ref_text}: {count.summary}{partial}"
             + (f". {retired_sentence(retired)}" if retired else "")
         )
 
