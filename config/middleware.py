@@ -48,7 +48,9 @@ class UnstorableFormMiddleware:
     text. The API is left to its own layer, which checks after authentication and
     permissions (``core.api.checks``, its parsers and serializers); form posts to other
     views exempt from CSRF too, so a body is read here only where the CSRF check has read
-    it already."""
+    it already. A view marked ``core.forms.unstorable_shown_on_form`` reads its whole post
+    through a ``core.forms.StorableForm``, which shows the refusal on the field with the
+    typed text (U+FFFD in the NUL's place) and stores nothing: its post is let through."""
 
     def __init__(self, get_response):
         self.get_response = get_response
@@ -60,7 +62,11 @@ class UnstorableFormMiddleware:
         if request.path_info.startswith("/api/"):
             return None  # after authentication and permissions: core.api.checks
         sources = [("query parameter", "", request.GET)]
-        if request.method == "POST" and not getattr(view_func, "csrf_exempt", False):
+        if (
+            request.method == "POST"
+            and not getattr(view_func, "csrf_exempt", False)
+            and not getattr(view_func, "unstorable_shown_on_form", False)
+        ):
             sources.append(("field", "; nothing was saved", request.POST))
         for noun, outcome, params in sources:
             try:

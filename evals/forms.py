@@ -11,6 +11,7 @@ from django.urls import reverse_lazy
 
 from core.bounds import INT_MAX, INT_MIN
 from core.errors import DomainError
+from core.forms import StorableForm
 from core.strict_json import json_loads_strict
 from core.text import unstorable_refuse
 from evals.cases import CaseSpec, context_problem, tags_problem
@@ -49,7 +50,7 @@ def _json_field_value(raw: str, *, field: str, expected: type) -> Any:
     return value
 
 
-class RunStartForm(forms.Form):
+class RunStartForm(StorableForm):
     """Start a run: suite, target, trials per case (1..50), grader set, name, source version.
 
     ``cleaned_data["target"]`` is the target snapshot dict (``{"kind": ...}``; a copy of the
@@ -276,7 +277,7 @@ def _json_pretty(value: Any) -> str:
     return json.dumps(value, indent=2, ensure_ascii=False)
 
 
-class CaseForm(forms.Form):
+class CaseForm(StorableForm):
     """A case's content as a person edits it: the case editor, "New case" and "Add as a
     case". ``cleaned_data["spec"]`` is an ``evals.cases.CaseSpec`` (checked by the service,
     ``evals.cases.case_spec_check``, the same rule as the API and config files).

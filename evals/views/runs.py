@@ -20,6 +20,7 @@ from django_htmx.http import HttpResponseStopPolling
 
 from core.actors import Via
 from core.errors import DomainError
+from core.forms import unstorable_shown_on_form
 from core.http import (
     RUNNER_ROLES,
     VIEWER_ROLES,
@@ -88,6 +89,7 @@ def run_detail(request: HttpRequest, run_id) -> HttpResponse:
     )
 
 
+@unstorable_shown_on_form
 @require_http_methods(["GET", "POST"])
 @role_required(*RUNNER_ROLES)
 def run_new(request: HtmxHttpRequest) -> HttpResponse:
