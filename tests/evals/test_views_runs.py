@@ -788,3 +788,12 @@ def test_the_api_refuses_an_unknown_suite_or_baseline_naming_it_and_a_recorded_g
         "no prompt or endpoint to run it",
     )
     assert not Run.objects.exists()
+
+
+def test_the_runs_list_names_a_simulated_target_once(client, carol, db):
+    make_run(make_suite(), model="simulated")
+    client.force_login(carol)
+    page = client.get(reverse("evals:run-list")).content.decode()
+    row = page[page.index("<tbody>") : page.index("</tbody>")]
+    assert row.count(">simulated<") == 1  # the badge, once
+    assert "· simulated" not in row and "<td>simulated" not in row
