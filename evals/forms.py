@@ -219,10 +219,16 @@ class RunStartForm(StorableForm):
         return {"kind": "callable", "path": data["callable_path"]}
 
 
+RUN_FILTER_STATUS_CHOICES = [*Run.Status.choices, (IMPORTED, "imported")]
+# The values ``?status=`` of the run list takes.
+RUN_FILTER_STATUSES = [value for value, _ in RUN_FILTER_STATUS_CHOICES]
+
+
 class RunFilterForm(forms.Form):
-    """The run list's filters (GET): a suite (by UUID) and the status a run's badge shows
-    (a run status, or ``imported``: ``evals.run_status.runs_status_shown_filter``), both
-    optional."""
+    """The run list's filters (GET), shown with the values the page read (``initial``): a
+    suite (by UUID) and the status a run's badge shows (a run status, or ``imported``:
+    ``evals.run_status.runs_status_shown_filter``), both optional. The view parses them
+    (``core.http.query_object``, ``query_choice``), never this form."""
 
     suite = forms.ModelChoiceField(
         queryset=Suite.objects.order_by("name"),
@@ -231,7 +237,7 @@ class RunFilterForm(forms.Form):
         empty_label="All suites",
     )
     status = forms.ChoiceField(
-        choices=[("", "Any status"), *Run.Status.choices, (IMPORTED, "imported")],
+        choices=[("", "Any status"), *RUN_FILTER_STATUS_CHOICES],
         required=False,
         help_text="The status the run's badge shows: an imported run is 'imported', never "
         "'succeeded'.",
