@@ -44,8 +44,9 @@ class UnstorableFormMiddleware:
     files are the importers' to check), holding U+0000 or a lone surrogate in a parameter's
     name or value: a 400 naming the parameter before any view reads it (``core.text``, the
     refuse policy), so no filter, form, raw ``request.POST`` read or service can store it or
-    fail on it (PostgreSQL refuses NUL even in a query; SQLite would answer): a line of
-    text. The API is left to its own layer, which checks after authentication and
+    fail on it (PostgreSQL refuses NUL even in a query; SQLite would answer): the "Bad
+    request" page (``core.http.bad_request``), which after a post says to go back to the
+    form. The API is left to its own layer, which checks after authentication and
     permissions (``core.api.checks``, its parsers and serializers); form posts to other
     views exempt from CSRF too, so a body is read here only where the CSRF check has read
     it already. A view marked ``core.forms.unstorable_shown_on_form`` reads its whole post
@@ -72,10 +73,9 @@ class UnstorableFormMiddleware:
             try:
                 unstorable_refuse_params(params)
             except DomainError as exc:
-                return HttpResponse(
-                    f"{noun} {exc.field}: {exc.message}{outcome}.",
-                    status=400,
-                    content_type="text/plain; charset=utf-8",
+                # The "Bad request" page naming the parameter, as every page's 400.
+                return bad_request(
+                    request, BadRequest(f"{noun} {exc.field}: {exc.message}{outcome}.")
                 )
         return None
 
