@@ -5,8 +5,10 @@ from __future__ import annotations
 from django import forms
 from django.contrib.auth import get_user_model
 
+from core.forms import StorableForm
 
-class TokenCreateForm(forms.Form):
+
+class TokenCreateForm(StorableForm):
     """``user``: an active account (the token acts with its roles); ``name``: what the token
     is for (1 to 200 characters)."""
 

@@ -11,6 +11,7 @@ from django.views.decorators.http import require_http_methods, require_POST
 from apitokens.forms import TokenCreateForm
 from apitokens.models import ApiToken
 from apitokens.services import token_create, token_revoke
+from core.forms import unstorable_shown_on_form
 from core.http import role_required
 from core.roles import LEAD
 
@@ -37,6 +38,7 @@ def _page(
     )
 
 
+@unstorable_shown_on_form
 @never_cache
 @require_http_methods(["GET", "POST"])
 @role_required(LEAD)

@@ -44,11 +44,14 @@ class UnstorableFormMiddleware:
     files are the importers' to check), holding U+0000 or a lone surrogate in a parameter's
     name or value: a 400 naming the parameter before any view reads it (``core.text``, the
     refuse policy), so no filter, form, raw ``request.POST`` read or service can store it or
-    fail on it (PostgreSQL refuses NUL even in a query; SQLite would answer): a line of
-    text. The API is left to its own layer, which checks after authentication and
+    fail on it (PostgreSQL refuses NUL even in a query; SQLite would answer): the "Bad
+    request" page (``core.http.bad_request``), which after a post says to go back to the
+    form. The API is left to its own layer, which checks after authentication and
     permissions (``core.api.checks``, its parsers and serializers); form posts to other
     views exempt from CSRF too, so a body is read here only where the CSRF check has read
-    it already."""
+    it already. A view marked ``core.forms.unstorable_shown_on_form`` reads its whole post
+    through a ``core.forms.StorableForm``, which shows the refusal on the field with the
+    typed text (U+FFFD in the NUL's place) and stores nothing: its post is let through."""
 
     def __init__(self, get_response):
         self.get_response = get_response
@@ -60,16 +63,19 @@ class UnstorableFormMiddleware:
         if request.path_info.startswith("/api/"):
             return None  # after authentication and permissions: core.api.checks
         sources = [("query parameter", "", request.GET)]
-        if request.method == "POST" and not getattr(view_func, "csrf_exempt", False):
+        if (
+            request.method == "POST"
+            and not getattr(view_func, "csrf_exempt", False)
+            and not getattr(view_func, "unstorable_shown_on_form", False)
+        ):
             sources.append(("field", "; nothing was saved", request.POST))
         for noun, outcome, params in sources:
             try:
                 unstorable_refuse_params(params)
             except DomainError as exc:
-                return HttpResponse(
-                    f"{noun} {exc.field}: {exc.message}{outcome}.",
-                    status=400,
-                    content_type="text/plain; charset=utf-8",
+                # The "Bad request" page naming the parameter, as every page's 400.
+                return bad_request(
+                    request, BadRequest(f"{noun} {exc.field}: {exc.message}{outcome}.")
                 )
         return None
 

@@ -2,8 +2,9 @@
 uses (``usd_text``; the ``usd`` and ``usd_signed`` template filters call it).
 
 A known cost is never printed as zero when it is not zero: below one cent of a cent the
-amount keeps two significant digits (``$0.0000051``, never ``$0.0000``); an unknown cost
-(None) reads "unknown", never ``$0``.
+amount keeps two significant digits (``$0.0000051``, never ``$0.0000``), and no amount
+carries trailing zeros past them (``$0.29``, not ``$0.2900``; zero is ``$0``); an unknown
+cost (None) reads "unknown", never ``$0``.
 """
 
 from __future__ import annotations
@@ -43,21 +44,30 @@ def usd_decimals(amount: Decimal) -> int:
 
 
 def usd_text(amount: Decimal | float | int | str | None) -> str:
-    """US dollars as text: "$12.34" from $1 up (thousands separated), "$0.0112" below,
-    "$0.0000051" for small amounts (two significant digits, never "$0.0000" for a non-zero
-    amount), "$0.0000" for zero, "-$0.50" when negative; None -> "unknown" (unknown is not
-    zero). Raises ValueError for a value that is not a finite amount."""
+    """US dollars as text: "$12.34" from $1 up (thousands separated); below, up to
+    ``MIN_DECIMALS`` decimals without trailing zeros past two significant digits ("$0.0112",
+    "$0.29", "$0.10", "$0.0030"), more for small amounts ("$0.0000051": two significant
+    digits, never "$0.0000" for a non-zero amount); "$0" for zero, "-$0.50" when negative;
+    None -> "unknown" (unknown is not zero). Raises ValueError for a value that is not a
+    finite amount."""
     if amount is None:
         return "unknown"
     value = _decimal(amount)
     decimals = usd_decimals(value)
     rounded = value.quantize(Decimal(1).scaleb(-decimals), rounding=ROUND_HALF_EVEN)
+    if rounded == 0:
+        return "$0"
+    if decimals > 2:
+        # Trailing zeros are dropped down to the decimals two significant digits need.
+        keep = max(2, -abs(rounded).adjusted() + SIGNIFICANT_DIGITS - 1)
+        while decimals > keep and rounded == rounded.quantize(Decimal(1).scaleb(1 - decimals)):
+            decimals -= 1
     sign = "-" if rounded < 0 else ""
     return f"{sign}${abs(rounded):,.{decimals}f}"
 
 
 def usd_signed_text(amount: Decimal | float | int | str | None) -> str:
-    """A difference of dollars, signed: "+$0.0000051", "−$0.0040", "$0.0000" for no change;
+    """A difference of dollars, signed: "+$0.0000051", "−$0.0040", "$0" for no change;
     None -> "unknown"."""
     if amount is None:
         return "unknown"

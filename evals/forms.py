@@ -11,6 +11,7 @@ from django.urls import reverse_lazy
 
 from core.bounds import INT_MAX, INT_MIN
 from core.errors import DomainError
+from core.forms import StorableForm
 from core.strict_json import json_loads_strict
 from core.text import unstorable_refuse
 from evals.cases import CaseSpec, context_problem, tags_problem
@@ -49,7 +50,7 @@ def _json_field_value(raw: str, *, field: str, expected: type) -> Any:
     return value
 
 
-class RunStartForm(forms.Form):
+class RunStartForm(StorableForm):
     """Start a run: suite, target, trials per case (1..50), grader set, name, source version.
 
     ``cleaned_data["target"]`` is the target snapshot dict (``{"kind": ...}``; a copy of the
@@ -218,10 +219,16 @@ class RunStartForm(forms.Form):
         return {"kind": "callable", "path": data["callable_path"]}
 
 
+RUN_FILTER_STATUS_CHOICES = [*Run.Status.choices, (IMPORTED, "imported")]
+# The values ``?status=`` of the run list takes.
+RUN_FILTER_STATUSES = [value for value, _ in RUN_FILTER_STATUS_CHOICES]
+
+
 class RunFilterForm(forms.Form):
-    """The run list's filters (GET): a suite (by UUID) and the status a run's badge shows
-    (a run status, or ``imported``: ``evals.run_status.runs_status_shown_filter``), both
-    optional."""
+    """The run list's filters (GET), shown with the values the page read (``initial``): a
+    suite (by UUID) and the status a run's badge shows (a run status, or ``imported``:
+    ``evals.run_status.runs_status_shown_filter``), both optional. The view parses them
+    (``core.http.query_object``, ``query_choice``), never this form."""
 
     suite = forms.ModelChoiceField(
         queryset=Suite.objects.order_by("name"),
@@ -230,7 +237,7 @@ class RunFilterForm(forms.Form):
         empty_label="All suites",
     )
     status = forms.ChoiceField(
-        choices=[("", "Any status"), *Run.Status.choices, (IMPORTED, "imported")],
+        choices=[("", "Any status"), *RUN_FILTER_STATUS_CHOICES],
         required=False,
         help_text="The status the run's badge shows: an imported run is 'imported', never "
         "'succeeded'.",
@@ -276,7 +283,7 @@ def _json_pretty(value: Any) -> str:
     return json.dumps(value, indent=2, ensure_ascii=False)
 
 
-class CaseForm(forms.Form):
+class CaseForm(StorableForm):
     """A case's content as a person edits it: the case editor, "New case" and "Add as a
     case". ``cleaned_data["spec"]`` is an ``evals.cases.CaseSpec`` (checked by the service,
     ``evals.cases.case_spec_check``, the same rule as the API and config files).

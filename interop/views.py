@@ -18,6 +18,7 @@ from django.views.decorators.http import require_GET, require_http_methods
 from django_htmx.http import HttpResponseStopPolling
 
 from core.errors import DomainError
+from core.forms import unstorable_shown_on_form
 from core.http import RUNNER_ROLES, VIEWER_ROLES, HtmxHttpRequest, role_required
 from core.ids import uuid_parse
 from core.roles import ENGINEER, LEAD
@@ -102,6 +103,7 @@ def comparison_export(request: HttpRequest, head_id, base_id) -> HttpResponse:
     )
 
 
+@unstorable_shown_on_form
 @require_http_methods(["GET", "POST"])
 @role_required(*RUNNER_ROLES)
 def import_upload(request: HttpRequest) -> HttpResponse:

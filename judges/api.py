@@ -28,7 +28,7 @@ from core.api.fields import (
     NoUnknownFields,
     StrictIntegerField,
     StrictUUIDField,
-    query_uuid,
+    query_uuid_known,
 )
 from core.api.figures import KappaSerializer, RateSerializer
 from core.api.parsers import StrictJSONParser
@@ -376,8 +376,11 @@ class JudgeRunViewSet(viewsets.ReadOnlyModelViewSet):
         qs = JudgeRun.objects.select_related(
             "run", "base_run", "judge_version", "started_by", "cancelled_by"
         )
-        for param, lookup in (("run", "run__uuid"), ("judge_version", "judge_version__uuid")):
-            value = query_uuid(self.request, param)
+        for param, lookup, rows, noun in (
+            ("run", "run__uuid", Run.objects.all(), "run"),
+            ("judge_version", "judge_version__uuid", JudgeVersion.objects.all(), "judge version"),
+        ):
+            value = query_uuid_known(self.request, param, rows, noun)
             if value is not None:
                 qs = qs.filter(**{lookup: value})
         return qs

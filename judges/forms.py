@@ -10,6 +10,7 @@ from django import forms
 
 from core.bounds import INT_MAX
 from core.errors import DomainError
+from core.forms import StorableForm
 from core.strict_json import json_loads_strict
 from core.text import unstorable_refuse
 from evals.models import Run
@@ -39,7 +40,7 @@ def _json_object(raw: str, field: str) -> dict:
     return value
 
 
-class JudgeVersionForm(forms.Form):
+class JudgeVersionForm(StorableForm):
     """A judge version's content; an empty template or schema takes the kind's default."""
 
     name = forms.CharField(max_length=200, help_text="The judge's name; versions share it.")
@@ -107,7 +108,7 @@ class RunChoiceField(forms.ModelChoiceField):
         return f"{obj.suite.name} / {obj.name} ({obj.status})"
 
 
-class JudgeRunForm(forms.Form):
+class JudgeRunForm(StorableForm):
     """Which run to grade, and optionally a random sample of its ok trials."""
 
     run = RunChoiceField(
@@ -124,7 +125,7 @@ class JudgeRunForm(forms.Form):
     )
 
 
-class PairwiseJudgeRunForm(forms.Form):
+class PairwiseJudgeRunForm(StorableForm):
     """Compare a head run with a base run with a pairwise judge version (the comparison
     page's form); the service checks that the runs are finished and of one suite."""
 

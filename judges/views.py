@@ -20,6 +20,7 @@ from django_htmx.http import HttpResponseStopPolling
 
 from core.actors import Via
 from core.errors import DomainError
+from core.forms import unstorable_shown_on_form
 from core.http import HtmxHttpRequest, form_error, query_object, role_required
 from core.roles import ENGINEER, LEAD
 from judges import probes, runs, selectors, versions
@@ -49,6 +50,7 @@ def _version_or_404(version_id) -> JudgeVersion:
     return get_object_or_404(JudgeVersion.objects.select_related("judge"), uuid=version_id)
 
 
+@unstorable_shown_on_form
 @require_http_methods(["GET", "POST"])
 @role_required(*VERSION_ROLES)
 def judge_version_new(request: HtmxHttpRequest) -> HttpResponse:

@@ -35,12 +35,13 @@ from core.api.fields import (
     StrictIntegerField,
     StrictUUIDField,
     query_uuid,
+    query_uuid_known,
 )
 from core.api.figures import ConfusionSerializer, KappaSerializer, RateSerializer
 from core.api.parsers import StrictJSONParser
 from core.api.permissions import IsLabeler, IsViewer
 from core.roles import ENGINEER, LEAD, user_has_role
-from evals.models import Trial
+from evals.models import Run, Suite, Trial
 from judges.models import JudgeVersion
 from labeling import services
 from labeling.models import CalibrationSet, Label
@@ -317,10 +318,12 @@ class CalibrationSetViewSet(viewsets.ReadOnlyModelViewSet):
             "suite", "run", "judge_version__judge", "created_by"
         )
         if self.action == "list":
-            suite = query_uuid(self.request, "suite")
+            suite = query_uuid_known(self.request, "suite", Suite.objects.all())
             if suite is not None:
                 qs = qs.filter(suite__uuid=suite)
-            version = query_uuid(self.request, "judge_version")
+            version = query_uuid_known(
+                self.request, "judge_version", JudgeVersion.objects.all(), "judge version"
+            )
             if version is not None:
                 qs = qs.filter(judge_version__uuid=version)
         return qs
@@ -427,12 +430,17 @@ class LabelViewSet(viewsets.ReadOnlyModelViewSet):
         if getattr(self, "swagger_fake_view", False):  # schema generation: no user
             return Label.objects.none()
         qs = labels_visible(user=self.request.user, detail=self.action == "retrieve")
-        for param, lookup in (
-            ("run", "trial__run__uuid"),
-            ("trial", "trial__uuid"),
-            ("calibration_set", "trial__calibration_items__calibration_set__uuid"),
+        for param, lookup, rows, noun in (
+            ("run", "trial__run__uuid", Run.objects.all(), "run"),
+            ("trial", "trial__uuid", Trial.objects.all(), "trial"),
+            (
+                "calibration_set",
+                "trial__calibration_items__calibration_set__uuid",
+                CalibrationSet.objects.all(),
+                "calibration set",
+            ),
         ):
-            value = query_uuid(self.request, param)
+            value = query_uuid_known(self.request, param, rows, noun)
             if value is not None:
                 qs = qs.filter(**{lookup: value})
         return qs

@@ -6,13 +6,14 @@ from __future__ import annotations
 from django import forms
 
 from core.bounds import INT_MAX, INT_MIN
+from core.forms import StorableForm
 from evals.models import Run
 from judges.models import JudgeVersion
 from labeling.models import Label
 from labeling.services import CRITIQUE_MAX
 
 
-class CalibrationSetBuildForm(forms.Form):
+class CalibrationSetBuildForm(StorableForm):
     """Build a calibration set from a run: name, run, judge version (stratifies by its
     verdict; optional), size (1..1000 trials, default 30) and seed (any integer)."""
 
@@ -42,13 +43,13 @@ class CalibrationSetBuildForm(forms.Form):
         self.fields["run"].label_from_instance = lambda r: f"{r.suite.name} / {r.name}"
 
 
-class CalibrationItemForm(forms.Form):
+class CalibrationItemForm(StorableForm):
     """Add or remove one trial (by uuid) of a calibration set."""
 
     trial = forms.UUIDField(help_text="the trial's uuid (from its trial page)")
 
 
-class LabelForm(forms.Form):
+class LabelForm(StorableForm):
     """A reviewer's label from the queue: the trial, pass/fail, a critique, and the version
     of the reviewer's label the form was loaded with (0: none), for the stale check."""
 
@@ -64,7 +65,7 @@ class LabelForm(forms.Form):
     expected_version = forms.IntegerField(min_value=0, widget=forms.HiddenInput)
 
 
-class TrustRevokeForm(forms.Form):
+class TrustRevokeForm(StorableForm):
     """Revoke a judge version's trust: the reason is required."""
 
     reason = forms.CharField(
@@ -74,7 +75,7 @@ class TrustRevokeForm(forms.Form):
     )
 
 
-class TrustApproveForm(forms.Form):
+class TrustApproveForm(StorableForm):
     """Mark trusted: the scope (a calibration set's uuid, or empty for every labeled trial)
     and the counts the lead saw, so the service can refuse figures that changed since."""
 
@@ -87,7 +88,7 @@ class TrustApproveForm(forms.Form):
     n_judge_errors = forms.IntegerField(min_value=0, widget=forms.HiddenInput)
 
 
-class PairwiseTrustApproveForm(forms.Form):
+class PairwiseTrustApproveForm(StorableForm):
     """Mark a pairwise judge trusted: the scope (a suite's uuid, or empty for every pair with
     a human preference) and the counts the lead saw, so the service can refuse figures that
     changed since."""
@@ -100,7 +101,7 @@ class PairwiseTrustApproveForm(forms.Form):
     n_unresolved = forms.IntegerField(min_value=0, widget=forms.HiddenInput)
 
 
-class AdjudicationForm(forms.Form):
+class AdjudicationForm(StorableForm):
     """A lead's decision on a trial where reviewers disagree: the trial, pass/fail and the
     reason (required; shown beside the reference label)."""
 
@@ -117,7 +118,7 @@ class AdjudicationForm(forms.Form):
     )
 
 
-class CalibrationInstructionsForm(forms.Form):
+class CalibrationInstructionsForm(StorableForm):
     """The guidelines reviewers read while labeling a set (Markdown; raw HTML is shown as
     text)."""
 
@@ -129,7 +130,7 @@ class CalibrationInstructionsForm(forms.Form):
     )
 
 
-class JudgeImproveForm(forms.Form):
+class JudgeImproveForm(StorableForm):
     """The improve page: chosen examples (each a checkbox whose value is the comma-separated
     label ids of one trial), the editable prompt template, and the button pressed
     (``preview`` or ``create``)."""

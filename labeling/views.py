@@ -29,6 +29,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from core.errors import DomainError
+from core.forms import unstorable_shown_on_form
 from core.http import (
     VIEWER_ROLES,
     HtmxHttpRequest,
@@ -84,6 +85,7 @@ def calibration_set_list(request: HtmxHttpRequest) -> HttpResponse:
     return render(request, "labeling/calibration_set_list.html", {"sets": sets})
 
 
+@unstorable_shown_on_form
 @require_http_methods(["GET", "POST"])
 @role_required(*BUILDER_ROLES)
 def calibration_set_new(request: HtmxHttpRequest) -> HttpResponse:
@@ -287,6 +289,7 @@ def queue(request: HtmxHttpRequest, set_id) -> HttpResponse:
     return _queue_render(request, state)
 
 
+@unstorable_shown_on_form
 @require_POST
 @role_required(*LABELER_ROLES)
 def label_save(request: HtmxHttpRequest, set_id) -> HttpResponse:
@@ -531,6 +534,7 @@ def adjudication_list(request: HtmxHttpRequest) -> HttpResponse:
     return _adjudication_render(request, cset, suite)
 
 
+@unstorable_shown_on_form
 @require_POST
 @role_required(LEAD)
 def adjudication_save(request: HtmxHttpRequest) -> HttpResponse:
@@ -748,6 +752,7 @@ def trust_revoke(request: HtmxHttpRequest, version_id) -> HttpResponse:
 # --- the improvement loop: few-shot examples from disagreements, versions compared ----------
 
 
+@unstorable_shown_on_form
 @require_http_methods(["GET", "POST"])
 @role_required(LEAD)
 def judge_improve(request: HtmxHttpRequest, version_id) -> HttpResponse:

@@ -10,6 +10,7 @@ import uuid
 from rest_framework import serializers
 
 from core import bounds
+from core.errors import DomainError
 from core.ids import uuid_parse
 
 
@@ -92,6 +93,17 @@ def query_uuid(request, name: str) -> uuid.UUID | None:
     if parsed is None:
         raise serializers.ValidationError({name: [f"{value[:100]!r} is not a UUID"]})
     return parsed
+
+
+def query_uuid_known(request, name: str, queryset, noun: str = "") -> uuid.UUID | None:
+    """``?<name>=`` as a UUID (``query_uuid``: None when absent or empty, a 400 when
+    malformed) that names a row of ``queryset`` (by its ``uuid``); a well-formed UUID that
+    names none is a ``DomainError`` (code ``not_found``: a 404) on ``name``, "suite: no suite
+    with id 3f2c...", as the pages answer (``core.http.query_object``), never an empty list."""
+    value = query_uuid(request, name)
+    if value is not None and not queryset.filter(uuid=value).exists():
+        raise DomainError(f"no {noun or name} with id {value}", field=name, code="not_found")
+    return value
 
 
 def query_uuid_required(request, name: str) -> uuid.UUID:

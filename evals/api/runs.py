@@ -27,7 +27,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from core.actors import Via
-from core.api.fields import StrictCharField, StrictIntegerField, StrictUUIDField, query_uuid
+from core.api.fields import StrictCharField, StrictIntegerField, StrictUUIDField, query_uuid_known
 from core.api.permissions import IsRunner, IsViewer
 from core.api.rows import field_converter
 from core.errors import DomainError
@@ -441,10 +441,17 @@ class BaselineSerializer(serializers.ModelSerializer):
         )
 
 
+# What each UUID filter of the lists names: a UUID naming none of these is a 404.
+FILTER_ROWS = {"suite": (Suite, "suite"), "run": (Run, "run"), "case": (Case, "case")}
+
+
 def _by_uuid(request, qs: QuerySet, **params: str) -> QuerySet:
-    """``qs`` filtered by the UUID query parameters named in ``params`` (param -> lookup)."""
+    """``qs`` filtered by the UUID query parameters named in ``params`` (param -> lookup):
+    a malformed value is a 400 and a UUID naming no suite, run or case a 404 on the
+    parameter ("suite: no suite with id ..."; ``core.api.fields.query_uuid_known``)."""
     for param, lookup in params.items():
-        value = query_uuid(request, param)
+        model, noun = FILTER_ROWS[param]
+        value = query_uuid_known(request, param, model.objects.all(), noun)
         if value is not None:
             qs = qs.filter(**{lookup: value})
     return qs

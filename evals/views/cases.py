@@ -15,6 +15,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_http_methods, require_POST
 
 from core.errors import DomainError
+from core.forms import unstorable_shown_on_form
 from core.http import form_error, query_object, role_required
 from evals.case_changes import (
     CASE_EDITOR_ROLES,
@@ -37,6 +38,7 @@ SAID = {
 SAID_ALREADY = "Case {key} saved: the case you edited was already replaced by this content."
 
 
+@unstorable_shown_on_form
 @require_http_methods(["GET", "POST"])
 @role_required(*CASE_EDITOR_ROLES)
 def case_new(request: HttpRequest) -> HttpResponse:
@@ -95,6 +97,7 @@ def case_new(request: HttpRequest) -> HttpResponse:
     )
 
 
+@unstorable_shown_on_form
 @require_http_methods(["GET", "POST"])
 @role_required(*CASE_EDITOR_ROLES)
 def case_edit_view(request: HttpRequest, suite_id, case_id) -> HttpResponse:

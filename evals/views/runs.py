@@ -20,11 +20,13 @@ from django_htmx.http import HttpResponseStopPolling
 
 from core.actors import Via
 from core.errors import DomainError
+from core.forms import unstorable_shown_on_form
 from core.http import (
     RUNNER_ROLES,
     VIEWER_ROLES,
     HtmxHttpRequest,
     form_error,
+    query_choice,
     query_object,
     query_page,
     role_required,
@@ -33,7 +35,7 @@ from core.roles import user_has_role
 from evals import selectors
 from evals.baselines import run_baseline_context
 from evals.blindness import run_is_blind
-from evals.forms import RunFilterForm, RunStartForm
+from evals.forms import RUN_FILTER_STATUSES, RunFilterForm, RunStartForm
 from evals.models import Case, Run, Suite, TopUp, Trial
 from evals.report.selectors import run_report
 from evals.runner.finalize import run_cancel as run_cancel_service
@@ -47,24 +49,20 @@ from evals.suites import suite_default_graders
 def run_list(request: HtmxHttpRequest) -> HttpResponse:
     """Runs, newest first, filtered by ``?suite=<uuid>&status=<status>`` (the status the
     run's badge shows: a run status or ``imported``; ``evals.run_status``), 50 a page
-    (``?page=``), each with its trials as the run page shows them (finished/planned). A
-    malformed filter (``?suite=zzz``, an unknown status) is a 400 showing the form's error;
-    a malformed page number a 400 naming ``page``."""
-    filters = RunFilterForm(request.GET or None)
-    valid = filters.is_valid() if request.GET else True
-    cleaned = filters.cleaned_data if request.GET and valid else {}
-    suite = cleaned.get("suite")
+    (``?page=``), each with its trials as the run page shows them (finished/planned). As on
+    every page (``core.http``): a malformed suite (``?suite=zzz``), an unknown status or a
+    malformed page number is a 400 naming the parameter; a suite UUID naming no suite a 404
+    ("suite: no suite with id ..."), never the list of every run."""
+    suite = query_object(request, "suite", Suite.objects.all())
+    status = query_choice(request, "status", RUN_FILTER_STATUSES)
     page = selectors.run_list(
         suite_uuid=str(suite.uuid) if suite else None,
-        status=cleaned.get("status") or None,
+        status=status or None,
         page=query_page(request),
     )
-    return render(
-        request,
-        "evals/run_list.html",
-        {"page": page, "filters": filters},
-        status=200 if valid else 400,
-    )
+    filters = RunFilterForm(initial={"suite": suite, "status": status})
+    context = {"page": page, "filters": filters, "filtered": bool(suite or status)}
+    return render(request, "evals/run_list.html", context)
 
 
 @require_GET
@@ -88,6 +86,7 @@ def run_detail(request: HttpRequest, run_id) -> HttpResponse:
     )
 
 
+@unstorable_shown_on_form
 @require_http_methods(["GET", "POST"])
 @role_required(*RUNNER_ROLES)
 def run_new(request: HtmxHttpRequest) -> HttpResponse:

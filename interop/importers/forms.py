@@ -5,11 +5,12 @@ from __future__ import annotations
 from django import forms
 
 from core.errors import DomainError
+from core.forms import StorableForm
 from evals.models import Suite
 from interop.importers.tabular import FIELDS, mapping_parse
 
 
-class ImportUploadForm(forms.Form):
+class ImportUploadForm(StorableForm):
     """Parses the upload's options; ``cleaned_data["mapping"]`` is a dict field -> column."""
 
     file = forms.FileField(

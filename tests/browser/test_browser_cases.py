@@ -113,3 +113,22 @@ def test_an_engineer_adds_a_trial_as_a_case_edits_a_case_and_retires_one(
     rows = page.locator("#case-table tbody tr td:first-child").all_inner_texts()
     assert rows == ["refund"]
     assert not page.console_errors and not page.dialogs
+
+
+def test_a_nul_typed_in_the_case_editor_comes_back_on_the_field_with_the_text_kept(
+    browser_page, live_server, carol
+):
+    page = browser_page
+    suite = db_run({"refund": "PP"}, name="base").suite
+    log_in(page, live_server, "carol")
+    page.goto(f"{live_server.url}/cases/new/?suite={suite.uuid}")
+    page.fill("#id_key", "pasted")
+    # A NUL pasted from a log: the browser posts it as %00.
+    page.evaluate("document.querySelector('#id_input').value = 'Where is my order?\\u0000'")
+    page.click("#case-save")
+    page.wait_for_selector("#id_input_error")
+    assert "input: holds U+0000 (NUL)" in page.inner_text("#id_input_error")
+    assert "nothing was saved" in page.inner_text("#id_input_error")
+    assert page.input_value("#id_input") == "Where is my order?\ufffd"
+    assert page.input_value("#id_key") == "pasted"
+    assert not Case.objects.filter(key="pasted").exists()

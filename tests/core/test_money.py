@@ -18,8 +18,12 @@ from core.money import per_usd_text, usd_signed_text, usd_text
         (Decimal("0.0000051"), "$0.0000051"),
         (Decimal("0.00000512345"), "$0.0000051"),
         (Decimal("0.0112"), "$0.0112"),
-        (Decimal("0.1"), "$0.1000"),
-        (Decimal("0"), "$0.0000"),
+        (Decimal("0.1"), "$0.10"),
+        (Decimal("0.29"), "$0.29"),
+        (Decimal("0.003"), "$0.0030"),
+        (Decimal("0.012345"), "$0.0123"),
+        (Decimal("0"), "$0"),
+        (Decimal("0E-8"), "$0"),
         (Decimal("1234.5"), "$1,234.50"),
         (Decimal("0.00000001"), "$0.000000010"),
         ("0.00002", "$0.000020"),
@@ -40,6 +44,7 @@ def test_a_known_non_zero_cost_never_reads_as_zero(amount):
 def test_it_signs_differences_and_keeps_unknown():
     assert usd_signed_text(Decimal("0.0000051")) == "+$0.0000051"
     assert usd_signed_text(Decimal("-0.004")) == "−$0.0040"
+    assert usd_signed_text(Decimal("0")) == "$0"
     assert usd_signed_text(None) == "unknown"
 
 

@@ -79,4 +79,4 @@ def test_a_page_s_queries_do_not_grow_with_the_run(bob):
             page = client.get(f"/api/trials/?run={run.uuid}&page_size=100").json()
         assert len(page["results"]) == len(run.trials.all()[:100])
         counts.append(len(ctx.captured_queries))
-    assert counts[0] == counts[1] == 2  # the page, its runs
+    assert counts[0] == counts[1] == 3  # the run exists (else a 404), the page, its runs

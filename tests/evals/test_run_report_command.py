@@ -48,7 +48,7 @@ def test_it_finds_a_run_by_suite_and_name_and_prints_text():
         "overall: 50.0% 95% CI [6.8%, 93.2%] over 2 cases; 2/4 trials, 1 errored dropped"
     ) in text
     assert "a: 75.0%" in text
-    assert "cost >= $0.1000 (cost unknown for 2 of 6 trials)" in text
+    assert "cost >= $0.10 (cost unknown for 2 of 6 trials)" in text
     assert "b: 1 of 1 failures: missing keys: ['policy_id']" in text
 
 

@@ -29,7 +29,7 @@ def test_it_shows_errors_at_the_top_and_the_figures(client, carol):
     assert "incomplete: 2 grade errors" in html
     assert "50.0%" in html
     assert "1 of 1 failures" in html and "missing keys: [&#x27;policy_id&#x27;]" in html
-    assert "≥ $0.1000" in html and "cost unknown for 2 of 6 trials" in html
+    assert "≥ $0.10" in html and "cost unknown for 2 of 6 trials" in html
     assert "p50" in html and "300 ms / 480 ms" in html
     case = run.suite.cases.get(key="c1")
     assert reverse("evals:run-case", kwargs={"run_id": run.uuid, "case_id": case.uuid}) in html

@@ -10,6 +10,7 @@ import pytest
 
 from core.errors import DomainError
 from evals.grading.graders import parse_grader_specs, run_grader
+from evals.runner.calls import target_concurrency
 from evals.runner.targets import CaseInput, target_from_config
 from evals.runner.targets.simulated import (
     SIMULATED_ERROR,
@@ -156,11 +157,23 @@ def test_a_wrong_answer_never_contains_the_expected_text():
         ({"seed": 1, "latency_ms": [5, 1]}, "target.latency_ms"),
         ({"seed": 1, "model": "gpt-4o"}, "target.model"),
         ({"seed": 1, "pass_rate": 0.5}, "target.pass_rate"),
+        ({"seed": 1, "concurrency": 0}, "target.concurrency"),
+        ({"seed": 1, "concurrency": 1025}, "target.concurrency"),
+        ({"seed": 1, "concurrency": 2.0}, "target.concurrency"),
+        ({"seed": 1, "concurrency": True}, "target.concurrency"),
     ],
 )
 def test_it_refuses_a_bad_config_naming_the_field(config, field):
     with pytest.raises(DomainError, match=field.replace(".", r"\.")):
         target_from_config({"kind": "simulated", **config})
+
+
+@pytest.mark.parametrize(("given", "in_flight"), [({"concurrency": 3}, 3), ({}, 16)])
+def test_it_takes_a_concurrency_the_call_pool_honours(given, in_flight):
+    target = target_from_config({"kind": "simulated", "seed": 1, **given})
+    config = {"kind": "simulated", "seed": 1, **given}
+    assert target.concurrency == given.get("concurrency")
+    assert target_concurrency(target, config) == in_flight
 
 
 def test_it_uses_the_listed_wrong_outputs_for_a_failing_case():

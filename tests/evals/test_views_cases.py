@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 from django.urls import reverse
 
+from core.text import UNSTORABLE
 from evals.models import Case, CaseChange, Grade, Run, Suite, Trial
 from tests.comparison_builders import db_run
 from tests.conftest import PASSWORD
@@ -168,11 +169,42 @@ def test_hostile_or_malformed_fields_are_refused_on_the_form(client, carol, tria
     assert not Case.objects.filter(key="refund-30-days").exists()
 
 
-def test_a_raw_nul_in_a_form_post_is_refused_before_the_view(client, carol, trial):
+@pytest.mark.parametrize("field", ["input", "key", "expected"])
+def test_a_raw_nul_in_a_form_post_is_shown_on_the_field_with_the_typed_text(
+    client, carol, trial, field
+):
     login(client, carol)
-    response = post_case(client, trial.run.suite, expected="a\x00b")
-    assert response.status_code == 400 and b"expected" in response.content
-    assert not Case.objects.filter(key="refund-30-days").exists()
+    assert Case.objects.count() == 1
+    response = post_case(client, trial.run.suite, **{field: "a\x00b"})
+    page = response.content.decode()
+    assert response.status_code == 200
+    assert f"{field}: {UNSTORABLE}; nothing was saved" in page
+    assert "a\ufffdb" in page and "\x00" not in page  # the typed text, the NUL shown as U+FFFD
+    assert list(Case.objects.values_list("key", flat=True)) == [trial.case.key]  # none added
+
+
+def test_a_raw_nul_in_the_case_edit_form_is_shown_on_the_field(client, carol, trial):
+    login(client, carol)
+    case = trial.case
+    edit = reverse("evals:case-edit", args=[case.suite.uuid, case.uuid])
+    data = {
+        "key": case.key,
+        "input_format": "text",
+        "input": "Refund?\x00",
+        "expected_format": "text",
+        "expected": "Within 30 days.",
+        "context": "[]",
+        "tags": "billing",
+        "goal_state": "",
+    }
+    response = client.post(edit, data)
+    page = response.content.decode()
+    assert response.status_code == 200
+    assert f"input: {UNSTORABLE}; nothing was saved" in page
+    assert "Refund?\ufffd</textarea>" in page
+    case.refresh_from_db()
+    assert case.retired_at is None and "\ufffd" not in str(case.input)
+    assert Case.objects.filter(suite=case.suite).count() == 1
 
 
 def test_hostile_keys_and_tags_are_escaped_on_the_suite_page(client, carol, trial):

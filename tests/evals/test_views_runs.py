@@ -710,13 +710,34 @@ def test_a_partial_imported_run_shows_the_same_trial_count_on_the_list_and_its_p
     assert (detail["trials_finished"], detail["trials_total"]) == (59, 60)
 
 
-def test_an_unknown_filter_value_is_reported_not_a_crash(client, carol, db):
+def test_an_unknown_filter_value_is_a_400_naming_it_not_a_crash(client, carol, db):
     make_run(make_suite())
     client.force_login(carol)
     response = client.get(reverse("evals:run-list"), {"status": "bogus"})
-    assert response.status_code == 400  # a malformed parameter (issue 13), the list still shown
-    assert "Ignored an unknown filter value" in response.content.decode()
-    assert len(response.context["page"].object_list) == 1
+    assert response.status_code == 400  # a malformed parameter (issue 13)
+    assert "status: expected one of" in response.content.decode()
+
+
+def test_an_unknown_suite_is_a_404_naming_it_never_every_run(client, carol, db):
+    make_run(make_suite())
+    client.force_login(carol)
+    unknown = "00000000-0000-0000-0000-000000000000"
+    response = client.get(reverse("evals:run-list"), {"suite": unknown})
+    assert response.status_code == 404
+    assert f"suite: no suite with id {unknown}" in response.content.decode()
+    assert "r1" not in response.content.decode()
+
+
+def test_the_filters_show_what_the_list_was_filtered_by(client, carol, db):
+    suite = make_suite()
+    make_run(suite)
+    client.force_login(carol)
+    response = client.get(reverse("evals:run-list"), {"suite": str(suite.uuid), "status": "queued"})
+    page = response.content.decode()
+    assert response.status_code == 200
+    assert f'<option value="{suite.uuid}" selected>arith</option>' in page
+    assert '<option value="queued" selected>' in page
+    assert "No runs match these filters." in page
 
 
 def test_the_run_list_query_count_does_not_grow_with_runs_or_trials(client, carol, db):
@@ -788,3 +809,12 @@ def test_the_api_refuses_an_unknown_suite_or_baseline_naming_it_and_a_recorded_g
         "no prompt or endpoint to run it",
     )
     assert not Run.objects.exists()
+
+
+def test_the_runs_list_names_a_simulated_target_once(client, carol, db):
+    make_run(make_suite(), model="simulated")
+    client.force_login(carol)
+    page = client.get(reverse("evals:run-list")).content.decode()
+    row = page[page.index("<tbody>") : page.index("</tbody>")]
+    assert row.count(">simulated<") == 1  # the badge, once
+    assert "· simulated" not in row and "<td>simulated" not in row

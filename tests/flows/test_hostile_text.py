@@ -31,6 +31,7 @@ from interop.run_file import run_export
 from judges import runs
 from judges.management.commands import judge_run as judge_run_command
 from judges.models import JudgeRun, JudgeVersion
+from labeling.models import CalibrationSet
 from tests.comparison_builders import db_run, judge_version
 from tests.conftest import PASSWORD, PROJECT_DIR
 from tests.core.test_api_core import client_for
@@ -563,7 +564,9 @@ def test_a_form_post_holding_a_nul_is_a_400_naming_the_field(client, carol):
     assert client.login(username=carol.username, password=PASSWORD)
     response = client.post(reverse("evals:baseline-set", args=[run.uuid]), {"note": "why\x00not"})
     assert response.status_code == 400
-    assert response.content.decode() == f"field note: {UNSTORABLE}; nothing was saved."
+    page = response.content.decode()
+    assert f'<p id="bad-request-message">field note: {UNSTORABLE}; nothing was saved.</p>' in page
+    assert 'id="bad-request-back"' in page
     assert not run.suite.baselines.exists()
 
 
@@ -631,7 +634,7 @@ def test_apply_config_refuses_a_file_holding_one_and_applies_nothing(tmp_path, s
     assert not JudgeVersion.objects.exists()
 
 
-def test_a_label_critique_posted_with_a_nul_is_a_400_and_saves_nothing(client, bob):
+def test_a_label_critique_posted_with_a_nul_keeps_the_item_and_saves_nothing(client, bob):
     run, version, trials = judged_run(2)
     cset = calibration_set(run, version, trials)
     assert client.login(username=bob.username, password=PASSWORD)
@@ -644,9 +647,115 @@ def test_a_label_critique_posted_with_a_nul_is_a_400_and_saves_nothing(client, b
             "expected_version": "0",
         },
     )
+    page = response.content.decode()
     assert response.status_code == 400
-    assert response.content.decode() == f"field critique: {UNSTORABLE}; nothing was saved."
+    assert f"critique: {UNSTORABLE}; nothing was saved" in page
+    assert "wrong\ufffd</textarea>" in page and "\x00" not in page
     assert not trials[0].labels.exists()
+
+
+# -- HTML forms re-render with the refusal on the field (core.forms.StorableForm) --------------
+
+
+def form_post(client, user, url, data):
+    assert client.login(username=user.username, password=PASSWORD)
+    response = client.post(url, data)
+    return response, response.content.decode()
+
+
+def test_the_new_run_form_shows_a_nul_in_its_name_on_the_field(client, carol):
+    suite = Suite.objects.create(name="S")
+    Case.objects.create(suite=suite, key="c1", input="hi")
+    data = {
+        "suite": str(suite.uuid),
+        "name": "nightly\x00",
+        "source_version": "",
+        "target_kind": "simulated",
+        "seed": "7",
+        "pass_probability": "0.5",
+        "trials_per_case": "1",
+        "graders": json.dumps(GRADERS),
+        "settings_json": "{}",
+    }
+    response, page = form_post(client, carol, reverse("evals:run-new"), data)
+    assert response.status_code == 200
+    assert f"name: {UNSTORABLE}; nothing was saved" in page
+    assert 'value="nightly\ufffd"' in page and "\x00" not in page
+    assert not Run.objects.exists()
+
+
+def test_the_import_page_shows_a_nul_in_the_suite_name_on_the_field(client, carol):
+    data = {
+        "file": SimpleUploadedFile("f.jsonl", b'{"key": "a", "input": "q", "output": "x"}\n'),
+        "suite": "imported\x00",
+        "run": "R",
+        "format": "",
+        "suite_kind": "regression",
+        "mapping": "",
+        "threshold": "",
+    }
+    response, page = form_post(client, carol, "/imports/new/", data)
+    assert response.status_code == 200
+    assert f"suite: {UNSTORABLE}; nothing was saved" in page
+    assert 'value="imported\ufffd"' in page and "\x00" not in page
+    assert not Suite.objects.exists() and not Run.objects.exists()
+
+
+def test_the_judge_version_form_shows_a_nul_in_its_prompt_on_the_field(client, carol):
+    data = {
+        "name": "j",
+        "kind": "rubric",
+        "base_url": "http://127.0.0.1:9/v1",
+        "model": "m",
+        "prompt_template": "Grade $output\x00",
+        "params_json": "{}",
+        "output_schema_json": "",
+    }
+    response, page = form_post(client, carol, reverse("judges:version-new"), data)
+    assert response.status_code == 200
+    assert f"prompt_template: {UNSTORABLE}; nothing was saved" in page
+    assert "Grade $output\ufffd</textarea>" in page and "\x00" not in page
+    assert not JudgeVersion.objects.exists()
+
+
+def test_the_token_form_shows_a_nul_in_its_name_on_the_field(client, alice, carol):
+    data = {"user": carol.username, "name": "ci\x00"}
+    response, page = form_post(client, alice, reverse("apitokens:token-list"), data)
+    assert response.status_code == 400
+    assert f"name: {UNSTORABLE}; nothing was saved" in page
+    assert 'value="ci\ufffd"' in page and "\x00" not in page
+    assert not carol.api_tokens.exists()
+
+
+def test_the_calibration_set_form_shows_a_nul_in_its_name_on_the_field(client, alice):
+    run, version, _trials = judged_run(2)
+    data = {"run": str(run.uuid), "name": "set\x00", "judge_version": str(version.uuid)}
+    url = reverse("labeling:set-new")
+    response, page = form_post(client, alice, url, {**data, "size": "2", "seed": "1"})
+    assert response.status_code == 400
+    assert f"name: {UNSTORABLE}; nothing was saved" in page
+    assert 'value="set\ufffd"' in page and "\x00" not in page
+    assert not CalibrationSet.objects.exists()
+
+
+def test_a_nul_in_a_field_name_is_shown_as_a_form_error(client, carol):
+    suite = Suite.objects.create(name="S")
+    data = {
+        "suite": str(suite.uuid),
+        "key": "k",
+        "input_format": "text",
+        "input": "q",
+        "expected_format": "text",
+        "expected": "",
+        "context": "[]",
+        "tags": "",
+        "goal_state": "",
+        "extra\x00": "1",
+    }
+    response, page = form_post(client, carol, reverse("evals:case-new"), data)
+    assert response.status_code == 200
+    assert f"extra\ufffd: {UNSTORABLE}; nothing was saved" in page
+    assert not suite.cases.exists()
 
 
 @pytest.mark.parametrize(
@@ -666,7 +775,9 @@ def test_a_page_query_parameter_holding_a_nul_is_a_400(client, alice, url, name)
     assert client.login(username=alice.username, password=PASSWORD)
     response = client.get(url)
     assert response.status_code == 400
-    assert response.content.decode() == f"query parameter {name}: {UNSTORABLE}."
+    page = response.content.decode()
+    assert f'<p id="bad-request-message">query parameter {name}: {UNSTORABLE}.</p>' in page
+    assert 'id="bad-request-back"' not in page
 
 
 def test_an_outsider_and_an_anonymous_caller_still_get_403_and_401_first(mallory):

@@ -35,6 +35,8 @@ def _pages(run, version, trials, cset) -> list[tuple[str, str, str]]:
         (f"{queue}?trial={BAD}", "trial", "bob"),
         (f"{reverse('evals:run-new')}?suite={BAD}", "suite", "carol"),
         (f"{reverse('evals:run-list')}?page={BAD}", "page", "carol"),
+        (f"{reverse('evals:run-list')}?suite={BAD}", "suite", "carol"),
+        (f"{reverse('evals:run-list')}?status=exploded", "status", "carol"),
         (
             f"{reverse('evals:comparison-pick', kwargs={'run_id': run.uuid})}?base={BAD}",
             "base",
@@ -72,11 +74,19 @@ def test_under_debug_the_400_page_still_names_the_parameter(client, world, alice
         assert "Bad request" in body and "DEBUG = True" not in body, (url, body[:300])
 
 
-def test_a_malformed_run_list_filter_is_a_400_with_the_form_error(client, carol):
+def test_a_malformed_run_list_filter_is_a_400_naming_it_in_plain_words(client, carol):
     client.force_login(carol)
-    for query in (f"suite={BAD}", "status=exploded"):
+    cases = [
+        (f"suite={BAD}", f"suite: expected a UUID, got &#x27;{BAD}&#x27;"),
+        ("suite=zzz", "suite: expected a UUID, got &#x27;zzz&#x27;"),
+        ("status=exploded", "status: expected one of queued, running, succeeded"),
+    ]
+    for query, said in cases:
         response = client.get(f"{reverse('evals:run-list')}?{query}")
+        body = response.content.decode()
         assert response.status_code == 400, query
+        assert said in body, (query, body[:500])
+        assert "Select a valid choice" not in body and "Ignored" not in body
     assert client.get(reverse("evals:run-list")).status_code == 200
     assert client.get(f"{reverse('evals:run-list')}?page=99").status_code == 200  # last page
 
@@ -93,6 +103,7 @@ def test_a_well_formed_unknown_uuid_is_a_404_naming_the_parameter(client, world,
         (f"{calibration}?set={UNKNOWN}", "set: no calibration set", alice),
         (f"{calibration}?suite={UNKNOWN}", "suite: no suite", alice),
         (f"{reverse('evals:run-new')}?suite={UNKNOWN}", "suite: no suite", carol),
+        (f"{reverse('evals:run-list')}?suite={UNKNOWN}", "suite: no suite", carol),
         (f"{reverse('evals:case-new')}?suite={UNKNOWN}", "suite: no suite", carol),
         (f"{reverse('evals:case-new')}?trial={UNKNOWN}", "trial: no trial", carol),
         (f"{reverse('evals:case-new')}?case={UNKNOWN}", "case: no case", carol),
@@ -137,3 +148,44 @@ def test_the_api_answers_malformed_parameters_with_a_400_naming_them(world, caro
         response = api.get(url)
         assert response.status_code == 400, (url, response.status_code, response.content[:200])
         assert param in response.json(), (url, response.json())
+
+
+def test_the_api_lists_answer_an_unknown_uuid_filter_with_a_404_naming_it(world, carol, alice):
+    """As the pages do: a UUID naming nothing is a 404 on the parameter, never an empty
+    list that reads as "no runs" (docs/api.md)."""
+    lists = [
+        ("/api/runs/", "suite", "suite"),
+        ("/api/cases/", "suite", "suite"),
+        ("/api/trials/", "run", "run"),
+        ("/api/trials/", "case", "case"),
+        ("/api/trials/", "suite", "suite"),
+        ("/api/grades/", "run", "run"),
+        ("/api/grades/", "suite", "suite"),
+        ("/api/baselines/", "suite", "suite"),
+        ("/api/judge-runs/", "run", "run"),
+        ("/api/judge-runs/", "judge_version", "judge version"),
+        ("/api/labels/", "run", "run"),
+        ("/api/labels/", "trial", "trial"),
+        ("/api/labels/", "calibration_set", "calibration set"),
+        ("/api/calibration-sets/", "suite", "suite"),
+        ("/api/calibration-sets/", "judge_version", "judge version"),
+    ]
+    for who in (carol, alice):
+        api = client_for(who)
+        for url, param, noun in lists:
+            response = api.get(f"{url}?{param}={UNKNOWN}")
+            assert response.status_code == 404, (url, param, response.status_code)
+            assert response.json() == {
+                "detail": f"{param}: no {noun} with id {UNKNOWN}",
+                "field": param,
+                "record": None,
+            }, (url, param)
+
+
+def test_the_api_lists_filter_by_a_known_uuid(world, carol):
+    run, _, _, _ = world
+    api = client_for(carol)
+    runs = api.get(f"/api/runs/?suite={run.suite.uuid}").json()["results"]
+    assert [r["uuid"] for r in runs] == [str(run.uuid)]
+    trials = api.get(f"/api/trials/?run={run.uuid}")
+    assert trials.status_code == 200 and len(trials.json()["results"]) == run.trials.count()

@@ -171,7 +171,13 @@ def test_the_set_list_filters_by_suite_and_judge_version(calibrated, small, bob)
     assert names("") == ["cal-1", "small"]
     assert names(f"?suite={small[0].suite.uuid}") == ["small"]
     assert names(f"?judge_version={calibrated[1].uuid}") == ["cal-1"]
-    assert names(f"?suite={UNKNOWN}") == []
+    unknown = client.get(f"/api/calibration-sets/?suite={UNKNOWN}")
+    assert unknown.status_code == 404
+    assert unknown.json() == {
+        "detail": f"suite: no suite with id {UNKNOWN}",
+        "field": "suite",
+        "record": None,
+    }
     row = client.get("/api/calibration-sets/").json()["results"][0]
     assert "calibration" not in row
     for query in ("?suite=support", "?suite=1"):

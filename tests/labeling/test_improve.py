@@ -15,6 +15,7 @@ from django.core.exceptions import PermissionDenied
 from django.urls import reverse
 
 from core.errors import DomainError
+from core.text import UNSTORABLE
 from evals.models import Case, Grade, Run, Suite, Trial
 from judges import grading, kinds
 from judges.models import DevelopmentLabel, JudgeApproval, JudgeVersion
@@ -306,6 +307,19 @@ def test_the_improve_page_is_for_leads(loop, client, who, get, post, request):
     choice = str(loop["labels"][0].id)
     data = {"examples": [choice], "prompt_template": "$examples $output", "action": "create"}
     assert client.post(url, {**data, "examples": ["nope"]}).status_code == post
+    assert JudgeVersion.objects.count() == 2
+
+
+def test_a_nul_in_the_improved_prompt_comes_back_on_the_field(loop, client, alice):
+    login(client, alice)
+    url = reverse("labeling:improve", kwargs={"version_id": loop["v1"].uuid})
+    choice = str(loop["labels"][0].id)
+    data = {"examples": [choice], "prompt_template": "$examples\x00 $output", "action": "create"}
+    response = client.post(url, data)
+    page = response.content.decode()
+    assert response.status_code == 400
+    assert f"prompt_template: {UNSTORABLE}; nothing was saved" in page
+    assert "$examples\ufffd $output</textarea>" in page and "\x00" not in page
     assert JudgeVersion.objects.count() == 2
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 from django.urls import reverse
 
+from core.text import UNSTORABLE
 from labeling.models import Adjudication
 from labeling.selectors import calibration_compute, reference_labels
 from labeling.services import label_submit
@@ -150,3 +151,14 @@ def test_the_calibration_page_links_the_lead_to_adjudication(client, disputed, a
     login(client, carol)  # engineers see the calibration page, not the adjudication link
     html = client.get(url).content.decode()
     assert reverse("labeling:adjudication") not in html
+
+
+def test_a_nul_in_the_reason_comes_back_on_the_field_with_the_text_kept(client, disputed, alice):
+    cset, _, trials = disputed
+    login(client, alice)
+    response = decide(client, cset, trials[0], "fail", "policy\x00 says no")
+    page = response.content.decode()
+    assert response.status_code == 400
+    assert f"reason: {UNSTORABLE}; nothing was saved" in page
+    assert "policy\ufffd says no</textarea>" in page and "\x00" not in page
+    assert not Adjudication.objects.exists()

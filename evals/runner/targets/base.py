@@ -33,6 +33,18 @@ from evals.trajectory.steps import TrajectoryError, final_state_clean, trajector
 MAX_CONCURRENCY = 1024
 
 
+def concurrency_parse(value: Any) -> int:
+    """A target's ``concurrency`` (calls in flight over every worker): an integer from 1 to
+    ``MAX_CONCURRENCY``; anything else (a bool, a float, a string) is a ``DomainError`` on
+    ``target.concurrency``."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_CONCURRENCY:
+        raise DomainError(
+            f"expected an integer from 1 to {MAX_CONCURRENCY}, got {value!r:.40}",
+            field="target.concurrency",
+        )
+    return value
+
+
 @dataclass(frozen=True)
 class CaseInput:
     """What a target sees of a case: key, input (str or JSON object), expected, context, tags,

@@ -22,7 +22,12 @@ from typing import Any
 
 from core.callables import callable_resolve
 from core.errors import DomainError
-from evals.runner.targets.base import MAX_CONCURRENCY, CaseInput, TargetResult, result_storable
+from evals.runner.targets.base import (
+    CaseInput,
+    TargetResult,
+    concurrency_parse,
+    result_storable,
+)
 
 KNOWN_FIELDS = frozenset({"kind", "path", "settings", "concurrency", "model", "prompt_revision"})
 
@@ -51,16 +56,7 @@ class CallableConfig:
         settings = {} if settings is None else settings
         if not isinstance(settings, dict) or not all(isinstance(k, str) for k in settings):
             raise DomainError("expected an object", field="target.settings")
-        concurrency = config.get("concurrency", 8)
-        if (
-            isinstance(concurrency, bool)
-            or not isinstance(concurrency, int)
-            or not 1 <= concurrency <= MAX_CONCURRENCY
-        ):
-            raise DomainError(
-                f"expected an integer from 1 to {MAX_CONCURRENCY}, got {concurrency!r:.40}",
-                field="target.concurrency",
-            )
+        concurrency = concurrency_parse(config.get("concurrency", 8))
         model = config.get("model")
         if model is not None and not isinstance(model, str):
             raise DomainError("expected a string", field="target.model")

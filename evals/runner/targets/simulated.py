@@ -11,6 +11,7 @@ Config::
      "sleep": false,                                # really wait latency_ms (live demo)
      "wrong_outputs": {"c2": ["...", "..."]},        # per case key: failing outputs to use
      "prompt_template": "...", "prompt_revision": "..."}  # recorded in the snapshot only
+     "concurrency": 16}                             # calls in flight (1..1024; default 16)
 
 Deterministic: trial outcome depends only on (seed, case key, attempt), through two
 uniform draws u = blake2b("seed|key|attempt|salt") / 2^64 (never Python's ``hash()``,
@@ -47,7 +48,7 @@ from typing import Any
 
 from core.errors import DomainError
 from evals.grading.graders import parse_number
-from evals.runner.targets.base import CaseInput, TargetResult
+from evals.runner.targets.base import CaseInput, TargetResult, concurrency_parse
 
 KNOWN_FIELDS = frozenset(
     {
@@ -62,6 +63,7 @@ KNOWN_FIELDS = frozenset(
         "prompt_revision",
         "prompt_template",
         "wrong_outputs",
+        "concurrency",
     }
 )
 WRONG_TEXTS = (
@@ -83,6 +85,7 @@ class SimulatedConfig:
     latency_ms: tuple[float, float] = (0.0, 0.0)
     sleep: bool = False
     wrong_outputs: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    concurrency: int | None = None  # None: the runner's default (``evals.runner.calls``)
 
     @classmethod
     def parse(cls, config: dict) -> SimulatedConfig:
@@ -136,6 +139,11 @@ class SimulatedConfig:
             latency_ms=(low, high),
             sleep=sleep,
             wrong_outputs={str(k): tuple(v) for k, v in wrong_outputs.items()},
+            concurrency=(
+                None
+                if config.get("concurrency") is None
+                else concurrency_parse(config["concurrency"])
+            ),
         )
 
 
@@ -213,6 +221,8 @@ class SimulatedTarget:
     def __init__(self, config: SimulatedConfig) -> None:
         self.config = config
         self.model: str | None = "simulated"
+        # calls in flight per chunk (``evals.runner.calls.target_concurrency``); None: default
+        self.concurrency = config.concurrency
 
     @classmethod
     def from_config(cls, config: dict) -> SimulatedTarget:
