@@ -6,6 +6,8 @@ import copy
 import io
 import json
 
+from django.core.files.uploadedfile import SimpleUploadedFile
+
 from interop.importers import results_import
 
 TEMPLATE = {
@@ -91,3 +93,22 @@ def import_bytes(
     return results_import(
         stream=io.BytesIO(data), filename=filename, suite_name=suite, run_name=run, **kwargs
     )
+
+
+UPLOAD_URL = "/imports/new/"
+
+
+def upload_post(client, data: bytes, name: str = "results.csv", **fields):
+    """POST ``data`` as the file of the import page's form (suite S, run R, a regression
+    suite, no mapping or threshold unless ``fields`` says otherwise); the response."""
+    payload = {
+        "file": SimpleUploadedFile(name, data),
+        "suite": "S",
+        "run": "R",
+        "format": "",
+        "suite_kind": "regression",
+        "mapping": "",
+        "threshold": "",
+    }
+    payload.update(fields)
+    return client.post(UPLOAD_URL, payload)

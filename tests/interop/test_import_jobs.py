@@ -11,7 +11,6 @@ from datetime import timedelta
 
 import pytest
 from django.core.cache import caches
-from django.core.files.uploadedfile import SimpleUploadedFile
 from django.db import OperationalError, connection, transaction
 from django.urls import reverse
 from django.utils import timezone
@@ -28,6 +27,7 @@ from interop.import_jobs import (
 )
 from interop.models import ImportJob
 from tests.conftest import PASSWORD, _user
+from tests.import_helpers import upload_post
 
 URL = "/imports/new/"
 GOOD_CSV = b"case_id,input,output,passed\nc1,q1,a1,true\nc2,q2,a2,false\n"
@@ -42,17 +42,7 @@ def background(settings):
 
 
 def _post(client, data: bytes, name="results.csv", **fields):
-    payload = {
-        "file": SimpleUploadedFile(name, data),
-        "suite": "S",
-        "run": "R",
-        "format": "",
-        "suite_kind": "regression",
-        "mapping": "",
-        "threshold": "",
-    }
-    payload.update(fields)
-    return client.post(URL, payload)
+    return upload_post(client, data, name, **fields)
 
 
 @pytest.mark.django_db

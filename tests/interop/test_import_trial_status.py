@@ -15,7 +15,7 @@ from apitokens.services import token_create
 from core.errors import DomainError
 from evals.models import Case, Grade, Run, Suite, Trial
 from tests.conftest import PASSWORD
-from tests.import_helpers import import_bytes
+from tests.import_helpers import import_bytes, upload_post
 
 pytestmark = pytest.mark.django_db
 
@@ -251,25 +251,15 @@ def test_the_command_counts_and_stores_the_errored_trial(tmp_path):
 
 def test_the_upload_page_stores_the_errored_trial_and_shows_a_refusal(client, carol):
     assert client.login(username=carol.username, password=PASSWORD)
-    payload = {
-        "suite": "S",
-        "run": "R",
-        "format": "",
-        "suite_kind": "regression",
-        "mapping": "",
-        "threshold": "",
-    }
     bad = CSV_ROWS.replace(b"c2,q2,,error,", b"c2,q2,,failed,")
-    response = client.post("/imports/new/", {**payload, "file": SimpleUploadedFile("r.csv", bad)})
+    response = upload_post(client, bad, "r.csv")
     assert response.status_code == 400
     assert (
         "Nothing was imported. row 2 (line 3): field status: expected one of ok, error, "
         "cancelled, got &#x27;failed&#x27;" in response.content.decode()
     )
     assert Trial.objects.count() == 0
-    response = client.post(
-        "/imports/new/", {**payload, "file": SimpleUploadedFile("r.csv", CSV_ROWS)}
-    )
+    response = upload_post(client, CSV_ROWS, "r.csv")
     assert response.status_code == 302
     assert _stored()[1] == ("c2", "error", "HTTP 500 from the model", "")
 

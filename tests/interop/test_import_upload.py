@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import pytest
-from django.core.files.uploadedfile import SimpleUploadedFile
 from django.urls import reverse
 
 from evals.models import Case, Run, Suite
 from judges.models import PairwiseVerdict
 from tests.conftest import PASSWORD
-from tests.import_helpers import PAIR_TEMPLATE, jsonl, record
+from tests.import_helpers import PAIR_TEMPLATE, jsonl, record, upload_post
 
 pytestmark = pytest.mark.django_db
 URL = "/imports/new/"
@@ -20,17 +19,7 @@ def _login(client, user):
 
 
 def _post(client, data: bytes, name="records.jsonl", **fields):
-    payload = {
-        "file": SimpleUploadedFile(name, data),
-        "suite": "S",
-        "run": "R",
-        "format": "",
-        "suite_kind": "regression",
-        "mapping": "",
-        "threshold": "",
-    }
-    payload.update(fields)
-    return client.post(URL, payload)
+    return upload_post(client, data, name, **fields)
 
 
 def test_the_url_name_resolves():
