@@ -14,28 +14,34 @@ import functools
 import logging
 import time
 from collections.abc import Callable
-from datetime import timedelta
-from typing import Any, NamedTuple
+from typing import Any
 
 from django.conf import settings
 from django.db import DatabaseError, InterfaceError, OperationalError, connection, transaction
-from django.db.models import F, Field, Q
+from django.db.models import Field, Q
 from django.utils import timezone
 
 from core.chunks import chunked
 from core.outbox import outbox_enqueue
 from evals.grading.ladder import (
     _chunk_grades_complete,
-    case_input_from,
     grades_insert,
 )
 from evals.models import Run, TopUp, Trial
 from evals.runner.call_stop import CANCELLED_KIND
 from evals.runner.calls import CallPool
+from evals.runner.claims import (
+    Held,
+    leases_renew,
+    trials_claim,
+    trials_claim_next,
+    trials_held,
+    trials_release,
+)
 from evals.runner.finalize import run_finalize, trials_cancel
 from evals.runner.pricing import cost_breakdown, price_lookup
 from evals.runner.start import _chunks_enqueue, run_subject, trial_chunk_size
-from evals.runner.targets import CaseInput, TargetResult
+from evals.runner.targets import TargetResult
 from judges.tasks import run_chunk_judge
 
 logger = logging.getLogger(__name__)
@@ -55,69 +61,6 @@ CHUNK_EXTEND_S = 60.0
 DB_RECONNECT_S = 30.0
 
 
-def _trial_lease() -> timedelta:
-    return timedelta(seconds=settings.ASSAY["TRIAL_LEASE_SECONDS"])
-
-
-def _trials_claim(*, run_id: int, trial_ids: list[int]) -> list[int]:
-    """Claim trials by compare-and-set: queued -> running, or running with an expired lease
-    -> running with a new lease. Returns the ids this caller now holds.
-
-    Two statements per chunk: the claimable ids are read with ``select_for_update
-    (skip_locked)`` on PostgreSQL (rows another worker is claiming are skipped) — SQLite
-    serialises writers for the whole transaction (``transaction_mode=IMMEDIATE``) — then
-    updated with the same condition, so a trial is never claimed twice.
-    """
-    now = timezone.now()
-    lease = now + _trial_lease()
-    claimable = Q(status=Trial.Status.QUEUED) | Q(
-        status=Trial.Status.RUNNING, lease_expires_at__lt=now
-    )
-    with transaction.atomic():
-        candidates = Trial.objects.filter(claimable, id__in=trial_ids, run_id=run_id)
-        if connection.features.has_select_for_update_skip_locked:
-            candidates = candidates.select_for_update(skip_locked=True)
-        claimed = list(candidates.values_list("id", flat=True))
-        if claimed:
-            Trial.objects.filter(claimable, id__in=claimed).update(
-                status=Trial.Status.RUNNING, lease_expires_at=lease, started_at=now
-            )
-            Run.objects.filter(id=run_id, status=Run.Status.QUEUED).update(
-                status=Run.Status.RUNNING, started_at=now
-            )
-    order = {trial_id: i for i, trial_id in enumerate(trial_ids)}
-    return sorted(claimed, key=order.__getitem__)
-
-
-def _trials_claim_next(*, run_id: int, limit: int) -> list[int]:
-    """Claim up to ``limit`` queued trials of ``run_id`` that no chunk holds, lowest id first
-    (the order their chunk messages were enqueued in): queued -> running with a lease, by
-    compare-and-set, as ``_trials_claim``. Returns the ids claimed, ascending.
-
-    The messages that carry them find them running (or written) and claim nothing; a trial
-    is still called once. On PostgreSQL rows another worker is claiming are skipped
-    (``skip_locked``); SQLite serialises the transaction (``transaction_mode=IMMEDIATE``).
-    Two statements (the update also moves a queued run to running).
-    """
-    if limit <= 0:
-        return []
-    now = timezone.now()
-    queued = Q(status=Trial.Status.QUEUED)
-    with transaction.atomic():
-        candidates = Trial.objects.filter(queued, run_id=run_id).order_by("id")
-        if connection.features.has_select_for_update_skip_locked:
-            candidates = candidates.select_for_update(skip_locked=True)
-        claimed = list(candidates.values_list("id", flat=True)[:limit])
-        if claimed:
-            Trial.objects.filter(queued, id__in=claimed).update(
-                status=Trial.Status.RUNNING, lease_expires_at=now + _trial_lease(), started_at=now
-            )
-            Run.objects.filter(id=run_id, status=Run.Status.QUEUED).update(
-                status=Run.Status.RUNNING, started_at=now
-            )
-    return claimed
-
-
 def trial_results_record(
     *,
     run_id: int,
@@ -132,17 +75,24 @@ def trial_results_record(
     PostgreSQL, inside SQLite's writer lock), so a result delivered again changes nothing
     and is not counted. Cost is USD at the model's price (``evals.runner.pricing``), null when the
     price or a token count is unknown, and for errored trials. ``prices`` caches price
-    lookups by model name across calls (the runner passes one dict per chunk).
+    lookups by model name across calls (the runner passes one dict per chunk). Three
+    statements, in SQL (the hot path of the runner: ``evals.runner.claims`` says why).
     """
 
     prices = {} if prices is None else prices
     now = timezone.now()
     by_id = dict(results)
-    with transaction.atomic():
-        running = Trial.objects.filter(id__in=by_id, status=Trial.Status.RUNNING)
-        if connection.features.has_select_for_update:
-            running = running.select_for_update()
-        written = sorted(running.values_list("id", flat=True))
+    trials, runs, quote = Trial._meta.db_table, Run._meta.db_table, connection.ops.quote_name
+    lock = " FOR UPDATE" if connection.features.has_select_for_update else ""
+    # savepoint=False: inside the chunk's write (its grades commit with it) a savepoint
+    # would cost two more round trips; alone, this is the transaction.
+    with transaction.atomic(savepoint=False), connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT {quote('id')} FROM {quote(trials)} WHERE {quote('id')} IN "
+            f"({', '.join(['%s'] * len(by_id))}) AND {quote('status')} = %s{lock}",
+            [*by_id, Trial.Status.RUNNING.value],
+        )
+        written = sorted(row[0] for row in cursor.fetchall())
         rows = []
         for trial_id in written:
             result = by_id[trial_id]
@@ -178,9 +128,11 @@ def trial_results_record(
         if rows:
             _trial_rows_write(rows)
             errored = sum(1 for row in rows if row[1][0] == Trial.Status.ERROR)
-            Run.objects.filter(id=run_id).update(
-                trials_finished=F("trials_finished") + len(rows),
-                trials_errored=F("trials_errored") + errored,
+            cursor.execute(
+                f"UPDATE {quote(runs)} SET {quote('trials_finished')} = "
+                f"{quote('trials_finished')} + %s, {quote('trials_errored')} = "
+                f"{quote('trials_errored')} + %s WHERE {quote('id')} = %s",
+                [len(rows), errored, run_id],
             )
     return written
 
@@ -253,28 +205,17 @@ def _trial_rows_write(rows: list[tuple[int, tuple]]) -> None:
         cursor.executemany(sql, params)
 
 
-def _leases_renew(trial_ids: list[int]) -> None:
-    """Push the lease of trials this chunk holds (still running) one lease into the future."""
-    Trial.objects.filter(id__in=trial_ids, status=Trial.Status.RUNNING).update(
-        lease_expires_at=timezone.now() + _trial_lease()
-    )
-
-
-def _trials_release(trial_ids: list[int]) -> list[int]:
-    """Give back trials this chunk claimed but did not call: running -> queued; returns the
-    ids released (compare-and-set on ``running``)."""
-    rows = Trial.objects.filter(id__in=trial_ids, status=Trial.Status.RUNNING)
-    released = list(rows.values_list("id", flat=True))
-    Trial.objects.filter(id__in=released, status=Trial.Status.RUNNING).update(
-        status=Trial.Status.QUEUED, lease_expires_at=None, started_at=None
-    )
-    return released
-
-
 def _stopped(run_id: int, top_up_ids: set[int]) -> tuple[bool, set[int]]:
     """(is the run cancelled or gone, ids of the cancelled top-ups among ``top_up_ids``): one
-    query, two when the chunk holds top-up trials."""
-    status = Run.objects.filter(id=run_id).values_list("status", flat=True).first()
+    query (in SQL: it runs with every batch of results), two when the chunk holds top-up
+    trials."""
+    quote = connection.ops.quote_name
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT {quote('status')} FROM {quote(Run._meta.db_table)} WHERE {quote('id')} = %s",
+            [run_id],
+        )
+        row = cursor.fetchone()
     cancelled_top_ups = (
         set(
             TopUp.objects.filter(id__in=top_up_ids, status=TopUp.Status.CANCELLED).values_list(
@@ -284,7 +225,7 @@ def _stopped(run_id: int, top_up_ids: set[int]) -> tuple[bool, set[int]]:
         if top_up_ids
         else set()
     )
-    return status in (None, Run.Status.CANCELLED), cancelled_top_ups
+    return row is None or row[0] == Run.Status.CANCELLED, cancelled_top_ups
 
 
 def _database_reconnect(budget_s: float = DB_RECONNECT_S) -> bool:
@@ -306,49 +247,6 @@ def _database_reconnect(budget_s: float = DB_RECONNECT_S) -> bool:
             delay = min(delay * 2, 2.0)
 
 
-class _Held(NamedTuple):
-    """A trial this chunk claimed and has not written yet: what its call and its grades
-    need, read once at the claim."""
-
-    case_input: CaseInput
-    top_up_id: int | None
-
-
-# What ``_ChunkCalls._claim`` reads of a claimed trial and its case (``_Held``).
-_HELD_COLUMNS = (
-    "id",
-    "attempt",
-    "top_up_id",
-    "case__key",
-    "case__input",
-    "case__expected",
-    "case__context",
-    "case__tags",
-    "case__goal_state",
-)
-
-
-def _trials_held(trial_ids: list[int]) -> dict[int, _Held]:
-    """``_Held`` of each of ``trial_ids`` (one query; only the columns a call and a grade
-    read, no model instances)."""
-    rows = Trial.objects.filter(id__in=trial_ids).values_list(*_HELD_COLUMNS)
-    return {
-        trial_id: _Held(
-            case_input_from(
-                key=key,
-                input=input_,
-                expected=expected,
-                context=context,
-                tags=tags,
-                attempt=attempt,
-                goal_state=goal_state,
-            ),
-            top_up_id,
-        )
-        for trial_id, attempt, top_up_id, key, input_, expected, context, tags, goal_state in rows
-    }
-
-
 class _ChunkCalls:
     """The calls of one chunk: claims trials a few at a time (at most twice the pool's
     concurrency in flight or waiting for a slot), feeds them to the call pool, writes and
@@ -357,7 +255,7 @@ class _ChunkCalls:
     it serves) is cancelled or a database write fails.
 
     Once its own trials are all claimed it goes on with the run's other queued trials
-    (``_trials_claim_next``) for ``CHUNK_EXTEND_S`` from its start, so
+    (``trials_claim_next``) for ``CHUNK_EXTEND_S`` from its start, so
     the pool stays full across chunk boundaries: one chunk of a worker runs at the run's
     concurrency (held over every worker by the limiter) until its run has nothing queued."""
 
@@ -365,12 +263,14 @@ class _ChunkCalls:
         self, *, run: Run, trial_ids: list[int], pool: CallPool, extend_s: float = 0.0
     ) -> None:
         self.run_id = run.id
+        # Once the run runs, a claim need not move it from queued (one statement less).
+        self.run_started = run.status != Run.Status.QUEUED
         self.run_ref = run.ref_text  # how the log names it: a failed write allows no query
         self.model = run.model or None
         self.specs = list(run.grader_set.specs)
         self.pool = pool
         self.pending = list(trial_ids)  # not yet offered to the claim
-        self.held: dict[int, _Held] = {}  # claimed by this chunk, result not yet written
+        self.held: dict[int, Held] = {}  # claimed by this chunk, result not yet written
         self.settled: set[int] = set()  # written here, and graded when ok
         self.judged = any(spec.is_judge for spec in self.specs)
         self.to_judge: list[int] = []  # ok trials written here, judge rung not yet enqueued
@@ -406,24 +306,28 @@ class _ChunkCalls:
                 self.unwritten = []
             self._stop_check()
             if time.monotonic() - renewed >= renew_every:
-                _leases_renew(list(self.held))
+                leases_renew(list(self.held))
                 renewed = time.monotonic()
 
     def _claim(self, room: int) -> None:
         offered, self.pending = self.pending[:room], self.pending[room:]
-        claimed = _trials_claim(run_id=self.run_id, trial_ids=offered)
+        claimed = trials_claim(
+            run_id=self.run_id, trial_ids=offered, run_start=not self.run_started
+        )
         if not claimed:
             return
-        rows = _trials_held(claimed)
+        self.run_started = True
+        rows = trials_held(claimed)
         self.held.update((tid, rows[tid]) for tid in claimed)
         self.pool.submit([(tid, rows[tid].case_input) for tid in claimed])
 
     def _claim_next(self, room: int) -> int:
         """Claim up to ``room`` of the run's queued trials beyond this chunk's own and start
         their calls; returns how many."""
-        claimed = _trials_claim_next(run_id=self.run_id, limit=room)
+        claimed = trials_claim_next(run_id=self.run_id, limit=room, run_start=not self.run_started)
         if claimed:
-            rows = _trials_held(claimed)
+            self.run_started = True
+            rows = trials_held(claimed)
             self.held.update((tid, rows[tid]) for tid in claimed)
             self.pool.submit([(tid, rows[tid].case_input) for tid in claimed])
         return len(claimed)
@@ -555,7 +459,7 @@ class _ChunkCalls:
         paid = [*self.unwritten, *late]
         if paid:
             self._write(paid)
-        released = _trials_release(list(self.held))
+        released = trials_release(list(self.held))
         again = sorted({*released, *self.pending})
         if again:
             _chunks_enqueue(self.run_id, [again])
@@ -624,7 +528,7 @@ def trial_chunk_execute(*, run_id: int, trial_ids: list[int]) -> None:
 def _chunk_work_left(*, run_id: int, trial_ids: list[int]) -> bool:
     """Whether a chunk of ``trial_ids`` has anything to call: one of them is claimable
     (queued, or running with an expired lease) or some trial of the run is queued (for
-    ``_trials_claim_next``). One query on the (run, status) index."""
+    ``trials_claim_next``). One query on the (run, status) index."""
     return (
         Trial.objects.filter(run_id=run_id)
         .filter(

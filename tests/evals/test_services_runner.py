@@ -22,12 +22,8 @@ from evals.report.selectors import run_report
 from evals.run_status import run_trial_count
 from evals.runner import execute
 from evals.runner.calls import CallPool
-from evals.runner.execute import (
-    _trials_claim,
-    _trials_claim_next,
-    trial_chunk_execute,
-    trial_results_record,
-)
+from evals.runner.claims import trials_claim, trials_claim_next
+from evals.runner.execute import trial_chunk_execute, trial_results_record
 from evals.runner.finalize import run_cancel, run_finalize
 from evals.runner.start import run_start, run_subject
 from evals.tasks import run_chunk_execute
@@ -400,7 +396,7 @@ def _started_unsent(
     return run, sent
 
 
-def test_trials_claim_next_takes_queued_trials_of_the_run_lowest_id_first(
+def testtrials_claim_next_takes_queued_trials_of_the_run_lowest_id_first(
     llm, django_capture_on_commit_callbacks, monkeypatch, settings
 ):
     run, _ = _started_unsent(
@@ -412,10 +408,10 @@ def test_trials_claim_next_takes_queued_trials_of_the_run_lowest_id_first(
         llm, django_capture_on_commit_callbacks, monkeypatch, settings, chunk=4, suite="other"
     )  # its trials are never taken for ``run``
 
-    assert _trials_claim_next(run_id=run.id, limit=0) == []
-    assert _trials_claim_next(run_id=run.id, limit=3) == [ids[0], ids[2], ids[3]]
-    assert _trials_claim_next(run_id=run.id, limit=100) == ids[4:]
-    assert _trials_claim_next(run_id=run.id, limit=100) == []
+    assert trials_claim_next(run_id=run.id, limit=0) == []
+    assert trials_claim_next(run_id=run.id, limit=3) == [ids[0], ids[2], ids[3]]
+    assert trials_claim_next(run_id=run.id, limit=100) == ids[4:]
+    assert trials_claim_next(run_id=run.id, limit=100) == []
     run.refresh_from_db()
     assert run.status == Run.Status.RUNNING
     assert not Trial.objects.filter(run=run, status=Trial.Status.QUEUED).exists()
@@ -570,7 +566,7 @@ def test_running_trials_finish_after_cancel_but_the_run_stays_cancelled(
     trial_ids = list(Trial.objects.filter(run=run).order_by("id").values_list("id", flat=True))
     # A worker is mid-chunk on the first three trials when the run is cancelled.
 
-    assert _trials_claim(run_id=run.id, trial_ids=trial_ids[:3]) == trial_ids[:3]
+    assert trials_claim(run_id=run.id, trial_ids=trial_ids[:3]) == trial_ids[:3]
     run_cancel(run=run)
     run.refresh_from_db()
     assert run.status == Run.Status.CANCELLED and run.finished_at is None
