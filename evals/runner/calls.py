@@ -35,8 +35,10 @@ from evals.runner.targets.base import MAX_CONCURRENCY
 DEFAULT_TARGET_CONCURRENCY = 16
 
 # How long a batch of results may gather before it is handed over, in seconds: each write
-# costs a few statements whatever its size (bench/README.md, runner).
-WRITE_BATCH_WINDOW_S = 0.05
+# costs a few statements whatever its size (bench/README.md, runner), and a worker sharing a
+# run's calls with three others gets a quarter of its results. A batch is handed over at
+# once when no call is left that could join it (the end of a chunk, or of the run).
+WRITE_BATCH_WINDOW_S = 0.1
 
 
 def target_concurrency(target: Any, config: dict) -> int:
@@ -215,8 +217,8 @@ class CallPool:
 
     def results(self, timeout: float) -> list[tuple[int, TargetResult]]:
         """The results that arrive within ``timeout`` seconds of waiting (empty when none
-        did), gathered for ``WRITE_BATCH_WINDOW_S`` after the first one. Raises what the
-        loop thread raised."""
+        did), gathered for ``WRITE_BATCH_WINDOW_S`` after the first one, or until no call is
+        outstanding. Raises what the loop thread raised."""
         try:
             item = self._results.get(timeout=max(0.0, timeout))
         except queue.Empty:
@@ -227,6 +229,8 @@ class CallPool:
             if isinstance(item, BaseException):
                 raise item
             batch.append(item)
+            if self.outstanding == 0 and self._results.empty():
+                return batch  # no call left to wait for
             try:
                 item = self._results.get(timeout=max(0.0, window_ends - time.monotonic()))
             except queue.Empty:
