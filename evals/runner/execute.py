@@ -289,14 +289,16 @@ class _ChunkCalls:
         renew_every = settings.ASSAY["TRIAL_LEASE_SECONDS"] / 3
         renewed = time.monotonic()
         while True:
-            outstanding = self.pool.outstanding
-            room = outstanding <= self.pool.concurrency and not self.run_cancelled
-            if room and self.pending:
-                self._claim(2 * self.pool.concurrency - outstanding)
+            # Topped up to twice the concurrency once a quarter of it is free, so the calls
+            # waiting for a slot outlast a write batch's window (``calls.WRITE_BATCH_WINDOW_S``)
+            # and a claim takes a quarter of the concurrency or more.
+            room = 0 if self.run_cancelled else 2 * self.pool.concurrency - self.pool.outstanding
+            if room > 0 and self.pending:
+                self._claim(room)
                 continue
-            if room and time.monotonic() < self.extend_until:
-                if self._claim_next(2 * self.pool.concurrency - outstanding):
-                    continue
+            extending = time.monotonic() < self.extend_until
+            quarter = max(1, self.pool.concurrency // 4)
+            if extending and room >= quarter and not self._claim_next(room):
                 self.extend_until = 0.0  # nothing queued is left: no more queries for it
             if not self.held:
                 return
