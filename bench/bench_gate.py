@@ -55,6 +55,7 @@ import django  # noqa: E402
 django.setup()
 
 import numpy as np  # noqa: E402
+from _mc import mc_rate_text  # noqa: E402
 
 from evals.comparison.gate import gate_evaluate, gate_plan  # noqa: E402
 from evals.comparison.run_data import CaseData, GraderInfo, RunData  # noqa: E402
@@ -310,7 +311,7 @@ def summarise(cell: Cell, results: np.ndarray, seconds: float) -> dict:
 
 def _line(row: dict) -> str:
     text = (
-        f"{row['id']:<60} exit1 {100 * row['exit1']:6.2f}% ± {100 * row['exit1_se']:.2f}"
+        f"{row['id']:<60} exit1 {_pct(row['exit1'], row['exit1_se'], row['sims'])}%"
         f"  exit2 {100 * row['exit2']:.2f}%  trials/case {row['trials_per_case']:6.2f}"
         f"  ({row['sims']} sims, {row['seconds']} s)"
     )
@@ -320,12 +321,9 @@ def _line(row: dict) -> str:
 
 
 def _pct(rate: float, se: float, n: int) -> str:
-    """Rate % ± Monte Carlo SE; at 0 or n events (SE 0) the exact one-sided 95% bound
-    instead (Clopper–Pearson: 1 − 0.05^(1/n)), never a zero-width figure."""
-    if rate in (0.0, 1.0):
-        bound = 1 - 0.05 ** (1 / n)
-        return f"0 (≤ {100 * bound:.2f})" if rate == 0 else f"100 (≥ {100 * (1 - bound):.2f})"
-    return f"{100 * rate:.2f} ± {100 * se:.2f}"
+    """Rate % ± Monte Carlo SE; at 0 or n events the exact one-sided 95% bound instead
+    (``_mc.mc_rate_text``), never a zero-width figure. ``se`` is recomputed from the count."""
+    return mc_rate_text(round(rate * n), n, scale=100, digits=2)
 
 
 def report(rows: list[dict]) -> str:

@@ -57,6 +57,8 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from _mc import mc_rate_text  # noqa: E402
+
 from stats.compare import within_case_interval_from_counts  # noqa: E402
 from stats.correction import corrected_rate_interval  # noqa: E402
 from stats.intervals import clustered_rate_interval  # noqa: E402
@@ -122,7 +124,7 @@ class Cell:
 
     def text(self) -> str:
         flag = "" if self.ok else " **FAIL**"
-        return f"{self.coverage:.3f} ± {self.se:.3f} ({self.width / self.n:.3f}){flag}"
+        return f"{mc_rate_text(self.hits, self.n)} ({self.width / self.n:.3f}){flag}"
 
 
 def run_cell(n_cases, trials, profile, sims, rng, *, sampled=False):

@@ -36,6 +36,8 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 django.setup()
 
+from _mc import mc_rate_text  # noqa: E402
+
 from labeling.pairwise import pairwise_calibration_figures  # noqa: E402
 from labeling.trust_rule import trust_checks, trust_thresholds  # noqa: E402
 from stats.agreement import cohens_kappa, false_accept_rate  # noqa: E402
@@ -114,9 +116,7 @@ def main() -> None:
             hits = sum(
                 trusted(rng, n=n, fail_share=0.4, far=far, frr=frr, th=th) for _ in range(args.sims)
             )
-            p = hits / args.sims
-            se = (p * (1 - p) / args.sims) ** 0.5
-            print(f"| {label} | {n} | {100 * p:.2f} ± {100 * se:.2f} |", flush=True)
+            print(f"| {label} | {n} | {mc_rate_text(hits, args.sims, scale=100, digits=2)} |")
     print()
     print("| pairwise judge | labeled pairs | trusted % ± SE |")
     print("|---|---|---|")
@@ -129,9 +129,7 @@ def main() -> None:
                 )
                 for _ in range(args.sims)
             )
-            p = hits / args.sims
-            se = (p * (1 - p) / args.sims) ** 0.5
-            print(f"| {label} | {n} | {100 * p:.2f} ± {100 * se:.2f} |", flush=True)
+            print(f"| {label} | {n} | {mc_rate_text(hits, args.sims, scale=100, digits=2)} |")
 
 
 if __name__ == "__main__":
