@@ -127,8 +127,18 @@ def calibration_set_new(request: HtmxHttpRequest) -> HttpResponse:
 @role_required(*VIEWER_ROLES)
 def calibration_set_detail(request: HtmxHttpRequest, set_id) -> HttpResponse:
     """A set's trials in queue order with how many reviewers labeled each (no verdicts)."""
+    return _set_page(request, _set_or_404(set_id))
 
-    cset = _set_or_404(set_id)
+
+def _set_page(
+    request: HtmxHttpRequest,
+    cset: CalibrationSet,
+    *,
+    instructions_form: CalibrationInstructionsForm | None = None,
+) -> HttpResponse:
+    """Render the set page; ``instructions_form`` is the guidelines form (a refused post's
+    bound form, shown open with its errors and the typed text), else one holding the saved
+    guidelines."""
     items = (
         cset.items.select_related("trial__case", "trial__run")
         .annotate(n_labels=Count("trial__labels"))
@@ -147,32 +157,34 @@ def calibration_set_detail(request: HtmxHttpRequest, set_id) -> HttpResponse:
             "cset": cset,
             "items": items,
             "item_form": CalibrationItemForm(),
-            "instructions_form": CalibrationInstructionsForm(
-                initial={"instructions": cset.instructions}
-            ),
+            "instructions_form": instructions_form
+            or CalibrationInstructionsForm(initial={"instructions": cset.instructions}),
             "plan": plan,
         },
     )
 
 
+@unstorable_shown_on_form
 @require_POST
 @role_required(*BUILDER_ROLES)
 def calibration_set_instructions(request: HtmxHttpRequest, set_id) -> HttpResponse:
     """Save the set's guidelines for reviewers (``calibration_set_instructions_set``);
-    back to the set page, with the error shown there when refused."""
+    back to the set page. Refused (too long, or text the database cannot store): the set
+    page again with the error on the guidelines and the typed text kept, nothing saved."""
     cset = _set_or_404(set_id)
     form = CalibrationInstructionsForm(request.POST)
-    if form.is_valid():
-        try:
-            services.calibration_set_instructions_set(
-                calibration_set=cset,
-                instructions=form.cleaned_data["instructions"],
-                by=request.user,
-            )
-        except DomainError as exc:
-            messages.error(request, f"Guidelines not saved: {exc}")
-        else:
-            messages.success(request, "Guidelines saved.")
+    if not form.is_valid():
+        return _set_page(request, cset, instructions_form=form)
+    try:
+        services.calibration_set_instructions_set(
+            calibration_set=cset,
+            instructions=form.cleaned_data["instructions"],
+            by=request.user,
+        )
+    except DomainError as exc:
+        form.add_error("instructions", f"Guidelines not saved: {exc}")
+        return _set_page(request, cset, instructions_form=form)
+    messages.success(request, "Guidelines saved.")
     return redirect("labeling:set-detail", set_id=cset.uuid)
 
 
