@@ -9,7 +9,7 @@ from core.bounds import INT_MAX, INT_MIN
 from core.forms import StorableForm
 from evals.models import Run
 from judges.models import JudgeVersion
-from labeling.models import Label
+from labeling.models import Label, PreferenceLabel
 from labeling.services import CRITIQUE_MAX
 
 
@@ -63,6 +63,19 @@ class LabelForm(StorableForm):
         required=False, max_length=CRITIQUE_MAX, widget=forms.Textarea(attrs={"rows": 4})
     )
     expected_version = forms.IntegerField(min_value=0, widget=forms.HiddenInput)
+
+
+class PreferenceLabelForm(StorableForm):
+    """A reviewer's preference on one pair of a pairwise judge run: the pair (its id), A, B
+    or tie, and an optional critique."""
+
+    pair = forms.IntegerField(min_value=1, max_value=INT_MAX, widget=forms.HiddenInput)
+    verdict = forms.ChoiceField(
+        choices=PreferenceLabel.Preferred.choices,
+        widget=forms.RadioSelect,
+        error_messages={"required": "Choose A, B or tie."},
+    )
+    critique = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 3}))
 
 
 class TrustRevokeForm(StorableForm):

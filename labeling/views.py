@@ -58,6 +58,7 @@ from labeling.forms import (
     JudgeImproveForm,
     LabelForm,
     PairwiseTrustApproveForm,
+    PreferenceLabelForm,
     TrustApproveForm,
     TrustRevokeForm,
 )
@@ -831,25 +832,35 @@ def judge_versions_compare(request: HtmxHttpRequest, judge_id) -> HttpResponse:
 # --- preferences on pairwise judge runs -------------------------------------------------------
 
 
+@unstorable_shown_on_form
 @require_http_methods(["GET", "POST"])
 @role_required(REVIEWER, LEAD)
 def preference_queue(request: HtmxHttpRequest, judge_run_id) -> HttpResponse:
     """Label preferences on a pairwise judge run's pairs, one at a time, keyboard-first
     (``a`` / ``b`` / ``t``, ``c`` critique, ``Enter`` save and next), blind to the judge
     and to which run each response came from (``labeling.preferences``). POST saves, then
-    on to the next pair."""
+    on to the next pair; a refused form (no choice, or text the database cannot store)
+    shows the same pair again with the error on the field and the typed critique kept,
+    nothing saved."""
     judge_run = get_object_or_404(JudgeRun, uuid=judge_run_id, base_run__isnull=False)
+    form, pair_id = PreferenceLabelForm(), None
     if request.method == "POST":
-        try:
-            preferences.preference_label_save(
-                judge_run=judge_run,
-                pair_id=int(request.POST.get("pair") or 0),
-                reviewer=request.user,
-                preferred=request.POST.get("verdict", ""),
-                critique=request.POST.get("critique", ""),
-            )
-        except (DomainError, ValueError) as exc:
-            messages.error(request, f"Not saved: {exc}")
-        return redirect("labeling:preferences", judge_run_id=judge_run.uuid)
-    state = preferences.preference_queue_get(judge_run=judge_run, reviewer=request.user)
-    return render(request, "labeling/preferences.html", {"judge_run": judge_run, "state": state})
+        form = PreferenceLabelForm(request.POST)
+        if form.is_valid():
+            try:
+                preferences.preference_label_save(
+                    judge_run=judge_run,
+                    pair_id=form.cleaned_data["pair"],
+                    reviewer=request.user,
+                    preferred=form.cleaned_data["verdict"],
+                    critique=form.cleaned_data["critique"],
+                )
+            except DomainError as exc:
+                messages.error(request, f"Not saved: {exc}")
+            return redirect("labeling:preferences", judge_run_id=judge_run.uuid)
+        pair_id = form.cleaned_data.get("pair")
+    state = preferences.preference_queue_get(
+        judge_run=judge_run, reviewer=request.user, pair_id=pair_id
+    )
+    context = {"judge_run": judge_run, "state": state, "form": form}
+    return render(request, "labeling/preferences.html", context)
