@@ -78,6 +78,37 @@ class PreferenceLabelForm(StorableForm):
     critique = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 3}))
 
 
+class ReviewForm(StorableForm):
+    """A review from a review queue: the trial, the output hash it was shown with, and for
+    each of the queue's ``dimensions`` a verdict (``verdict-<name>``) and a critique
+    (``critique-<name>``). ``labeling.review.review_submit`` checks the answers (pass or
+    fail, a fail needs a critique, the length); this form refuses only what cannot be
+    stored and keeps what was typed to show it again."""
+
+    trial = forms.UUIDField(widget=forms.HiddenInput)
+    output_hash = forms.CharField(required=False, widget=forms.HiddenInput)
+
+    def __init__(self, *args, dimensions: list[str], **kwargs):
+        super().__init__(*args, **kwargs)
+        self.dimensions = list(dimensions)
+        for name in self.dimensions:
+            self.fields[f"verdict-{name}"] = forms.CharField(required=False)
+            self.fields[f"critique-{name}"] = forms.CharField(required=False)
+
+    def dimension_rows(self) -> list[tuple[str, forms.BoundField, forms.BoundField]]:
+        """``(name, verdict, critique)`` per dimension, in the queue's order, for the page."""
+        return [(d, self[f"verdict-{d}"], self[f"critique-{d}"]) for d in self.dimensions]
+
+    def answers(self) -> dict[str, dict[str, str]]:
+        """The cleaned answers as ``review_submit`` takes them: ``{name: {"verdict",
+        "critique"}}``. Only on a valid form."""
+        data = self.cleaned_data
+        return {
+            d: {"verdict": data[f"verdict-{d}"], "critique": data[f"critique-{d}"]}
+            for d in self.dimensions
+        }
+
+
 class TrustRevokeForm(StorableForm):
     """Revoke a judge version's trust: the reason is required."""
 

@@ -59,6 +59,7 @@ from labeling.forms import (
     LabelForm,
     PairwiseTrustApproveForm,
     PreferenceLabelForm,
+    ReviewForm,
     TrustApproveForm,
     TrustRevokeForm,
 )
@@ -264,10 +265,14 @@ def _queue_render(
     state: QueueState,
     *,
     form: LabelForm | None = None,
+    review_form: ReviewForm | None = None,
     error: str = "",
     saved: str = "",
     status: int = 200,
 ) -> HttpResponse:
+    """Render the queue page (its item fragment for htmx); ``form`` / ``review_form`` a
+    refused post's bound form, shown with its errors and what was typed."""
+    dimensions = review_dimensions(state.calibration_set)
     context = {
         "cset": state.calibration_set,
         "state": state,
@@ -276,7 +281,8 @@ def _queue_render(
         "saved": saved,
         # A review queue (labeling.review): one pass/fail and critique per dimension,
         # tied to the hash of the output shown.
-        "dimensions": review_dimensions(state.calibration_set),
+        "dimensions": dimensions,
+        "review_form": review_form or ReviewForm(dimensions=dimensions),
         "output_hash": output_hash(state.current.item.trial.output) if state.current else "",
     }
     template = "labeling/queue.html"
@@ -376,14 +382,17 @@ def label_save(request: HtmxHttpRequest, set_id) -> HttpResponse:
     return _queue_render(request, state, saved=f"Saved {data['verdict']}.")
 
 
+@unstorable_shown_on_form
 @require_POST
 @role_required(*LABELER_ROLES)
 def review_save(request: HtmxHttpRequest, set_id) -> HttpResponse:
     """Save a review (``labeling.review.review_submit``): every dimension pass or fail with
     a critique, tied to the output hash the form was shown with; then the next item. A
-    refused review re-renders the same item with the message (nothing saved)."""
+    refused review (text the database cannot store, or an answer the service refuses)
+    re-renders the same item with the error and what was typed (nothing saved)."""
     cset = _set_or_404(set_id)
-    trial_uuid = uuid_parse(request.POST.get("trial"))
+    form = ReviewForm(request.POST, dimensions=review_dimensions(cset))
+    trial_uuid = uuid_parse(form.data.get("trial"))
     trial = (
         Trial.objects.filter(uuid=trial_uuid, calibration_items__calibration_set=cset).first()
         if trial_uuid
@@ -391,20 +400,18 @@ def review_save(request: HtmxHttpRequest, set_id) -> HttpResponse:
     )
     if trial is None:
         raise Http404("No such trial in this review queue.")
-    dimensions = {
-        name: {
-            "verdict": request.POST.get(f"verdict-{name}", ""),
-            "critique": request.POST.get(f"critique-{name}", ""),
-        }
-        for name in review_dimensions(cset)
-    }
+    if not form.is_valid():
+        state = queue_state_get(
+            calibration_set=cset, reviewer=request.user, trial_uuid=str(trial.uuid)
+        )
+        return _queue_render(request, state, review_form=form)
     try:
         review_submit(
             calibration_set=cset,
             trial=trial,
             reviewer=request.user,
-            dimensions=dimensions,
-            reviewed_hash=request.POST.get("output_hash", ""),
+            dimensions=form.answers(),
+            reviewed_hash=form.cleaned_data["output_hash"],
         )
     except DomainError as exc:
         state = queue_state_get(
@@ -413,6 +420,7 @@ def review_save(request: HtmxHttpRequest, set_id) -> HttpResponse:
         return _queue_render(
             request,
             state,
+            review_form=form,
             error=f"Not saved: {exc}.",
             status=200 if request.htmx else (409 if exc.code == "conflict" else 400),
         )
