@@ -622,6 +622,19 @@ def calibration(request: HtmxHttpRequest, version_id) -> HttpResponse:
     """
     version = _version_or_404(version_id)
     cset, suite = _scope(request)
+    return _calibration_page(request, version, cset=cset, suite=suite)
+
+
+def _calibration_page(
+    request: HtmxHttpRequest,
+    version: JudgeVersion,
+    *,
+    cset: CalibrationSet | None,
+    suite: Suite | None,
+    revoke_form: TrustRevokeForm | None = None,
+) -> HttpResponse:
+    """Render the calibration page of ``version`` on its scope; ``revoke_form`` is a refused
+    revocation's bound form (its errors and the typed reason shown), a blank one by default."""
     approval = trust.active_approval_get(judge_version=version)
     context = {
         "version": version,
@@ -634,7 +647,7 @@ def calibration(request: HtmxHttpRequest, version_id) -> HttpResponse:
             v for v in version.judge.versions.all() if v.id != version.id and v.is_trusted
         ],
         "sets": CalibrationSet.objects.filter(judge_version=version),
-        "revoke_form": TrustRevokeForm(),
+        "revoke_form": revoke_form or TrustRevokeForm(),
         "n_development_total": improve.development_count(judge_version=version),
         "improvable": version.judge.kind in improve.IMPROVABLE_KINDS,
     }
@@ -748,17 +761,21 @@ def _pairwise_trust_approve(request: HtmxHttpRequest, version: JudgeVersion) -> 
     return redirect(url)
 
 
+@unstorable_shown_on_form
 @require_POST
 @role_required(LEAD)
 def trust_revoke(request: HtmxHttpRequest, version_id) -> HttpResponse:
-    """Revoke the version's trust (``judges.trust.trust_revoke``); a reason is required."""
+    """Revoke the version's trust (``judges.trust.trust_revoke``); a reason is required. A
+    refused reason (missing, too long, or text the database cannot store) shows the
+    calibration page again with the error on the reason and the typed text kept; nothing is
+    revoked."""
     version = _version_or_404(version_id)
     form = TrustRevokeForm(request.POST)
-    back = request.POST.get("set") or ""
-    cset = CalibrationSet.objects.filter(uuid=back).first() if uuid_parse(back) else None
+    back = form.data.get("set") or ""
+    sets = CalibrationSet.objects.select_related("suite", "run")
+    cset = sets.filter(uuid=back).first() if uuid_parse(back) else None
     if not form.is_valid():
-        messages.error(request, "Not revoked: give a reason for revoking trust.")
-        return redirect(_calibration_url(version, cset))
+        return _calibration_page(request, version, cset=cset, suite=None, revoke_form=form)
     try:
         trust.trust_revoke(
             judge_version=version, by=request.user, reason=form.cleaned_data["reason"]
