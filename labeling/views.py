@@ -137,10 +137,11 @@ def _set_page(
     cset: CalibrationSet,
     *,
     instructions_form: CalibrationInstructionsForm | None = None,
+    item_form: CalibrationItemForm | None = None,
 ) -> HttpResponse:
     """Render the set page; ``instructions_form`` is the guidelines form (a refused post's
     bound form, shown open with its errors and the typed text), else one holding the saved
-    guidelines."""
+    guidelines; ``item_form`` likewise the "add a trial" form, else a blank one."""
     items = (
         cset.items.select_related("trial__case", "trial__run")
         .annotate(n_labels=Count("trial__labels"))
@@ -158,7 +159,7 @@ def _set_page(
         {
             "cset": cset,
             "items": items,
-            "item_form": CalibrationItemForm(),
+            "item_form": item_form or CalibrationItemForm(),
             "instructions_form": instructions_form
             or CalibrationInstructionsForm(initial={"instructions": cset.instructions}),
             "plan": plan,
@@ -211,10 +212,15 @@ def _item_change(request: HtmxHttpRequest, set_id, *, add: bool) -> HttpResponse
     cset = _set_or_404(set_id)
     form = CalibrationItemForm(request.POST)
     if not form.is_valid():
+        if add:  # a typed uuid: shown again with the error (removing is a button)
+            return _set_page(request, cset, item_form=form)
         messages.error(request, "trial: give a trial uuid.")
         return redirect("labeling:set-detail", set_id=cset.uuid)
     trial = Trial.objects.select_related("run").filter(uuid=form.cleaned_data["trial"]).first()
     if trial is None:
+        if add:
+            form.add_error("trial", f"trial {form.cleaned_data['trial']}: no such trial.")
+            return _set_page(request, cset, item_form=form)
         messages.error(request, f"trial {form.cleaned_data['trial']}: no such trial.")
         return redirect("labeling:set-detail", set_id=cset.uuid)
     try:
@@ -231,10 +237,13 @@ def _item_change(request: HtmxHttpRequest, set_id, *, add: bool) -> HttpResponse
     return redirect("labeling:set-detail", set_id=cset.uuid)
 
 
+@unstorable_shown_on_form
 @require_POST
 @role_required(*BUILDER_ROLES)
 def calibration_item_add(request: HtmxHttpRequest, set_id) -> HttpResponse:
-    """Add a trial (POST ``trial=<uuid>``) until the set is frozen."""
+    """Add a trial (POST ``trial=<uuid>``, typed) until the set is frozen; a refused uuid
+    (malformed, no such trial, or text the database cannot store) shows the set page again
+    with the error on the field and the typed text kept."""
     return _item_change(request, set_id, add=True)
 
 
