@@ -219,6 +219,19 @@ class RunStartForm(StorableForm):
         return {"kind": "callable", "path": data["callable_path"]}
 
 
+class BaselineSetForm(StorableForm):
+    """Make a run its suite's baseline, with an optional note (at most 500 characters, as
+    ``Baseline.note``)."""
+
+    note = forms.CharField(
+        required=False,
+        max_length=500,
+        widget=forms.TextInput(
+            attrs={"placeholder": "note (optional)", "aria-label": "Baseline note"}
+        ),
+    )
+
+
 RUN_FILTER_STATUS_CHOICES = [*Run.Status.choices, (IMPORTED, "imported")]
 # The values ``?status=`` of the run list takes.
 RUN_FILTER_STATUSES = [value for value, _ in RUN_FILTER_STATUS_CHOICES]

@@ -9,7 +9,7 @@ from core.bounds import INT_MAX, INT_MIN
 from core.forms import StorableForm
 from evals.models import Run
 from judges.models import JudgeVersion
-from labeling.models import Label
+from labeling.models import Label, PreferenceLabel
 from labeling.services import CRITIQUE_MAX
 
 
@@ -63,6 +63,50 @@ class LabelForm(StorableForm):
         required=False, max_length=CRITIQUE_MAX, widget=forms.Textarea(attrs={"rows": 4})
     )
     expected_version = forms.IntegerField(min_value=0, widget=forms.HiddenInput)
+
+
+class PreferenceLabelForm(StorableForm):
+    """A reviewer's preference on one pair of a pairwise judge run: the pair (its id), A, B
+    or tie, and an optional critique."""
+
+    pair = forms.IntegerField(min_value=1, max_value=INT_MAX, widget=forms.HiddenInput)
+    verdict = forms.ChoiceField(
+        choices=PreferenceLabel.Preferred.choices,
+        widget=forms.RadioSelect,
+        error_messages={"required": "Choose A, B or tie."},
+    )
+    critique = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 3}))
+
+
+class ReviewForm(StorableForm):
+    """A review from a review queue: the trial, the output hash it was shown with, and for
+    each of the queue's ``dimensions`` a verdict (``verdict-<name>``) and a critique
+    (``critique-<name>``). ``labeling.review.review_submit`` checks the answers (pass or
+    fail, a fail needs a critique, the length); this form refuses only what cannot be
+    stored and keeps what was typed to show it again."""
+
+    trial = forms.UUIDField(widget=forms.HiddenInput)
+    output_hash = forms.CharField(required=False, widget=forms.HiddenInput)
+
+    def __init__(self, *args, dimensions: list[str], **kwargs):
+        super().__init__(*args, **kwargs)
+        self.dimensions = list(dimensions)
+        for name in self.dimensions:
+            self.fields[f"verdict-{name}"] = forms.CharField(required=False)
+            self.fields[f"critique-{name}"] = forms.CharField(required=False)
+
+    def dimension_rows(self) -> list[tuple[str, forms.BoundField, forms.BoundField]]:
+        """``(name, verdict, critique)`` per dimension, in the queue's order, for the page."""
+        return [(d, self[f"verdict-{d}"], self[f"critique-{d}"]) for d in self.dimensions]
+
+    def answers(self) -> dict[str, dict[str, str]]:
+        """The cleaned answers as ``review_submit`` takes them: ``{name: {"verdict",
+        "critique"}}``. Only on a valid form."""
+        data = self.cleaned_data
+        return {
+            d: {"verdict": data[f"verdict-{d}"], "critique": data[f"critique-{d}"]}
+            for d in self.dimensions
+        }
 
 
 class TrustRevokeForm(StorableForm):

@@ -24,9 +24,13 @@ class PreferenceQueue:
     total: int
 
 
-def preference_queue_get(*, judge_run: JudgeRun, reviewer) -> PreferenceQueue:
-    """The next pair of ``judge_run`` (by pair id) without a preference by ``reviewer``.
-    Raises ``DomainError(field="judge_run")`` for a judge run that is not pairwise."""
+def preference_queue_get(
+    *, judge_run: JudgeRun, reviewer, pair_id: int | None = None
+) -> PreferenceQueue:
+    """The next pair of ``judge_run`` (by pair id) without a preference by ``reviewer``; the
+    pair ``pair_id`` instead when it is one of the run's (a refused post shown again on the
+    pair it was typed for). Raises ``DomainError(field="judge_run")`` for a judge run that is
+    not pairwise."""
     if not judge_run.is_pairwise:
         raise DomainError("only a pairwise judge run has pairs to prefer", field="judge_run")
     ids = list(judge_run.trial_ids)
@@ -36,9 +40,10 @@ def preference_queue_get(*, judge_run: JudgeRun, reviewer) -> PreferenceQueue:
         )
     )
     todo = sorted(set(ids) - done)
+    shown = pair_id if pair_id in set(ids) else (todo[0] if todo else None)
     pair = (
-        TrialPair.objects.select_related("case", "trial_a", "trial_b").get(id=todo[0])
-        if todo
+        TrialPair.objects.select_related("case", "trial_a", "trial_b").get(id=shown)
+        if shown is not None
         else None
     )
     return PreferenceQueue(pair=pair, labeled=len(done), total=len(ids))

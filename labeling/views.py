@@ -58,6 +58,8 @@ from labeling.forms import (
     JudgeImproveForm,
     LabelForm,
     PairwiseTrustApproveForm,
+    PreferenceLabelForm,
+    ReviewForm,
     TrustApproveForm,
     TrustRevokeForm,
 )
@@ -127,8 +129,19 @@ def calibration_set_new(request: HtmxHttpRequest) -> HttpResponse:
 @role_required(*VIEWER_ROLES)
 def calibration_set_detail(request: HtmxHttpRequest, set_id) -> HttpResponse:
     """A set's trials in queue order with how many reviewers labeled each (no verdicts)."""
+    return _set_page(request, _set_or_404(set_id))
 
-    cset = _set_or_404(set_id)
+
+def _set_page(
+    request: HtmxHttpRequest,
+    cset: CalibrationSet,
+    *,
+    instructions_form: CalibrationInstructionsForm | None = None,
+    item_form: CalibrationItemForm | None = None,
+) -> HttpResponse:
+    """Render the set page; ``instructions_form`` is the guidelines form (a refused post's
+    bound form, shown open with its errors and the typed text), else one holding the saved
+    guidelines; ``item_form`` likewise the "add a trial" form, else a blank one."""
     items = (
         cset.items.select_related("trial__case", "trial__run")
         .annotate(n_labels=Count("trial__labels"))
@@ -146,33 +159,35 @@ def calibration_set_detail(request: HtmxHttpRequest, set_id) -> HttpResponse:
         {
             "cset": cset,
             "items": items,
-            "item_form": CalibrationItemForm(),
-            "instructions_form": CalibrationInstructionsForm(
-                initial={"instructions": cset.instructions}
-            ),
+            "item_form": item_form or CalibrationItemForm(),
+            "instructions_form": instructions_form
+            or CalibrationInstructionsForm(initial={"instructions": cset.instructions}),
             "plan": plan,
         },
     )
 
 
+@unstorable_shown_on_form
 @require_POST
 @role_required(*BUILDER_ROLES)
 def calibration_set_instructions(request: HtmxHttpRequest, set_id) -> HttpResponse:
     """Save the set's guidelines for reviewers (``calibration_set_instructions_set``);
-    back to the set page, with the error shown there when refused."""
+    back to the set page. Refused (too long, or text the database cannot store): the set
+    page again with the error on the guidelines and the typed text kept, nothing saved."""
     cset = _set_or_404(set_id)
     form = CalibrationInstructionsForm(request.POST)
-    if form.is_valid():
-        try:
-            services.calibration_set_instructions_set(
-                calibration_set=cset,
-                instructions=form.cleaned_data["instructions"],
-                by=request.user,
-            )
-        except DomainError as exc:
-            messages.error(request, f"Guidelines not saved: {exc}")
-        else:
-            messages.success(request, "Guidelines saved.")
+    if not form.is_valid():
+        return _set_page(request, cset, instructions_form=form)
+    try:
+        services.calibration_set_instructions_set(
+            calibration_set=cset,
+            instructions=form.cleaned_data["instructions"],
+            by=request.user,
+        )
+    except DomainError as exc:
+        form.add_error("instructions", f"Guidelines not saved: {exc}")
+        return _set_page(request, cset, instructions_form=form)
+    messages.success(request, "Guidelines saved.")
     return redirect("labeling:set-detail", set_id=cset.uuid)
 
 
@@ -197,10 +212,15 @@ def _item_change(request: HtmxHttpRequest, set_id, *, add: bool) -> HttpResponse
     cset = _set_or_404(set_id)
     form = CalibrationItemForm(request.POST)
     if not form.is_valid():
+        if add:  # a typed uuid: shown again with the error (removing is a button)
+            return _set_page(request, cset, item_form=form)
         messages.error(request, "trial: give a trial uuid.")
         return redirect("labeling:set-detail", set_id=cset.uuid)
     trial = Trial.objects.select_related("run").filter(uuid=form.cleaned_data["trial"]).first()
     if trial is None:
+        if add:
+            form.add_error("trial", f"trial {form.cleaned_data['trial']}: no such trial.")
+            return _set_page(request, cset, item_form=form)
         messages.error(request, f"trial {form.cleaned_data['trial']}: no such trial.")
         return redirect("labeling:set-detail", set_id=cset.uuid)
     try:
@@ -217,10 +237,13 @@ def _item_change(request: HtmxHttpRequest, set_id, *, add: bool) -> HttpResponse
     return redirect("labeling:set-detail", set_id=cset.uuid)
 
 
+@unstorable_shown_on_form
 @require_POST
 @role_required(*BUILDER_ROLES)
 def calibration_item_add(request: HtmxHttpRequest, set_id) -> HttpResponse:
-    """Add a trial (POST ``trial=<uuid>``) until the set is frozen."""
+    """Add a trial (POST ``trial=<uuid>``, typed) until the set is frozen; a refused uuid
+    (malformed, no such trial, or text the database cannot store) shows the set page again
+    with the error on the field and the typed text kept."""
     return _item_change(request, set_id, add=True)
 
 
@@ -251,10 +274,14 @@ def _queue_render(
     state: QueueState,
     *,
     form: LabelForm | None = None,
+    review_form: ReviewForm | None = None,
     error: str = "",
     saved: str = "",
     status: int = 200,
 ) -> HttpResponse:
+    """Render the queue page (its item fragment for htmx); ``form`` / ``review_form`` a
+    refused post's bound form, shown with its errors and what was typed."""
+    dimensions = review_dimensions(state.calibration_set)
     context = {
         "cset": state.calibration_set,
         "state": state,
@@ -263,7 +290,8 @@ def _queue_render(
         "saved": saved,
         # A review queue (labeling.review): one pass/fail and critique per dimension,
         # tied to the hash of the output shown.
-        "dimensions": review_dimensions(state.calibration_set),
+        "dimensions": dimensions,
+        "review_form": review_form or ReviewForm(dimensions=dimensions),
         "output_hash": output_hash(state.current.item.trial.output) if state.current else "",
     }
     template = "labeling/queue.html"
@@ -363,14 +391,17 @@ def label_save(request: HtmxHttpRequest, set_id) -> HttpResponse:
     return _queue_render(request, state, saved=f"Saved {data['verdict']}.")
 
 
+@unstorable_shown_on_form
 @require_POST
 @role_required(*LABELER_ROLES)
 def review_save(request: HtmxHttpRequest, set_id) -> HttpResponse:
     """Save a review (``labeling.review.review_submit``): every dimension pass or fail with
     a critique, tied to the output hash the form was shown with; then the next item. A
-    refused review re-renders the same item with the message (nothing saved)."""
+    refused review (text the database cannot store, or an answer the service refuses)
+    re-renders the same item with the error and what was typed (nothing saved)."""
     cset = _set_or_404(set_id)
-    trial_uuid = uuid_parse(request.POST.get("trial"))
+    form = ReviewForm(request.POST, dimensions=review_dimensions(cset))
+    trial_uuid = uuid_parse(form.data.get("trial"))
     trial = (
         Trial.objects.filter(uuid=trial_uuid, calibration_items__calibration_set=cset).first()
         if trial_uuid
@@ -378,20 +409,18 @@ def review_save(request: HtmxHttpRequest, set_id) -> HttpResponse:
     )
     if trial is None:
         raise Http404("No such trial in this review queue.")
-    dimensions = {
-        name: {
-            "verdict": request.POST.get(f"verdict-{name}", ""),
-            "critique": request.POST.get(f"critique-{name}", ""),
-        }
-        for name in review_dimensions(cset)
-    }
+    if not form.is_valid():
+        state = queue_state_get(
+            calibration_set=cset, reviewer=request.user, trial_uuid=str(trial.uuid)
+        )
+        return _queue_render(request, state, review_form=form)
     try:
         review_submit(
             calibration_set=cset,
             trial=trial,
             reviewer=request.user,
-            dimensions=dimensions,
-            reviewed_hash=request.POST.get("output_hash", ""),
+            dimensions=form.answers(),
+            reviewed_hash=form.cleaned_data["output_hash"],
         )
     except DomainError as exc:
         state = queue_state_get(
@@ -400,6 +429,7 @@ def review_save(request: HtmxHttpRequest, set_id) -> HttpResponse:
         return _queue_render(
             request,
             state,
+            review_form=form,
             error=f"Not saved: {exc}.",
             status=200 if request.htmx else (409 if exc.code == "conflict" else 400),
         )
@@ -601,6 +631,19 @@ def calibration(request: HtmxHttpRequest, version_id) -> HttpResponse:
     """
     version = _version_or_404(version_id)
     cset, suite = _scope(request)
+    return _calibration_page(request, version, cset=cset, suite=suite)
+
+
+def _calibration_page(
+    request: HtmxHttpRequest,
+    version: JudgeVersion,
+    *,
+    cset: CalibrationSet | None,
+    suite: Suite | None,
+    revoke_form: TrustRevokeForm | None = None,
+) -> HttpResponse:
+    """Render the calibration page of ``version`` on its scope; ``revoke_form`` is a refused
+    revocation's bound form (its errors and the typed reason shown), a blank one by default."""
     approval = trust.active_approval_get(judge_version=version)
     context = {
         "version": version,
@@ -613,7 +656,7 @@ def calibration(request: HtmxHttpRequest, version_id) -> HttpResponse:
             v for v in version.judge.versions.all() if v.id != version.id and v.is_trusted
         ],
         "sets": CalibrationSet.objects.filter(judge_version=version),
-        "revoke_form": TrustRevokeForm(),
+        "revoke_form": revoke_form or TrustRevokeForm(),
         "n_development_total": improve.development_count(judge_version=version),
         "improvable": version.judge.kind in improve.IMPROVABLE_KINDS,
     }
@@ -727,17 +770,21 @@ def _pairwise_trust_approve(request: HtmxHttpRequest, version: JudgeVersion) -> 
     return redirect(url)
 
 
+@unstorable_shown_on_form
 @require_POST
 @role_required(LEAD)
 def trust_revoke(request: HtmxHttpRequest, version_id) -> HttpResponse:
-    """Revoke the version's trust (``judges.trust.trust_revoke``); a reason is required."""
+    """Revoke the version's trust (``judges.trust.trust_revoke``); a reason is required. A
+    refused reason (missing, too long, or text the database cannot store) shows the
+    calibration page again with the error on the reason and the typed text kept; nothing is
+    revoked."""
     version = _version_or_404(version_id)
     form = TrustRevokeForm(request.POST)
-    back = request.POST.get("set") or ""
-    cset = CalibrationSet.objects.filter(uuid=back).first() if uuid_parse(back) else None
+    back = form.data.get("set") or ""
+    sets = CalibrationSet.objects.select_related("suite", "run")
+    cset = sets.filter(uuid=back).first() if uuid_parse(back) else None
     if not form.is_valid():
-        messages.error(request, "Not revoked: give a reason for revoking trust.")
-        return redirect(_calibration_url(version, cset))
+        return _calibration_page(request, version, cset=cset, suite=None, revoke_form=form)
     try:
         trust.trust_revoke(
             judge_version=version, by=request.user, reason=form.cleaned_data["reason"]
@@ -819,25 +866,35 @@ def judge_versions_compare(request: HtmxHttpRequest, judge_id) -> HttpResponse:
 # --- preferences on pairwise judge runs -------------------------------------------------------
 
 
+@unstorable_shown_on_form
 @require_http_methods(["GET", "POST"])
 @role_required(REVIEWER, LEAD)
 def preference_queue(request: HtmxHttpRequest, judge_run_id) -> HttpResponse:
     """Label preferences on a pairwise judge run's pairs, one at a time, keyboard-first
     (``a`` / ``b`` / ``t``, ``c`` critique, ``Enter`` save and next), blind to the judge
     and to which run each response came from (``labeling.preferences``). POST saves, then
-    on to the next pair."""
+    on to the next pair; a refused form (no choice, or text the database cannot store)
+    shows the same pair again with the error on the field and the typed critique kept,
+    nothing saved."""
     judge_run = get_object_or_404(JudgeRun, uuid=judge_run_id, base_run__isnull=False)
+    form, pair_id = PreferenceLabelForm(), None
     if request.method == "POST":
-        try:
-            preferences.preference_label_save(
-                judge_run=judge_run,
-                pair_id=int(request.POST.get("pair") or 0),
-                reviewer=request.user,
-                preferred=request.POST.get("verdict", ""),
-                critique=request.POST.get("critique", ""),
-            )
-        except (DomainError, ValueError) as exc:
-            messages.error(request, f"Not saved: {exc}")
-        return redirect("labeling:preferences", judge_run_id=judge_run.uuid)
-    state = preferences.preference_queue_get(judge_run=judge_run, reviewer=request.user)
-    return render(request, "labeling/preferences.html", {"judge_run": judge_run, "state": state})
+        form = PreferenceLabelForm(request.POST)
+        if form.is_valid():
+            try:
+                preferences.preference_label_save(
+                    judge_run=judge_run,
+                    pair_id=form.cleaned_data["pair"],
+                    reviewer=request.user,
+                    preferred=form.cleaned_data["verdict"],
+                    critique=form.cleaned_data["critique"],
+                )
+            except DomainError as exc:
+                messages.error(request, f"Not saved: {exc}")
+            return redirect("labeling:preferences", judge_run_id=judge_run.uuid)
+        pair_id = form.cleaned_data.get("pair")
+    state = preferences.preference_queue_get(
+        judge_run=judge_run, reviewer=request.user, pair_id=pair_id
+    )
+    context = {"judge_run": judge_run, "state": state, "form": form}
+    return render(request, "labeling/preferences.html", context)

@@ -35,7 +35,7 @@ from core.roles import user_has_role
 from evals import selectors
 from evals.baselines import run_baseline_context
 from evals.blindness import run_is_blind
-from evals.forms import RUN_FILTER_STATUSES, RunFilterForm, RunStartForm
+from evals.forms import RUN_FILTER_STATUSES, BaselineSetForm, RunFilterForm, RunStartForm
 from evals.models import Case, Run, Suite, TopUp, Trial
 from evals.report.selectors import run_report
 from evals.runner.finalize import run_cancel as run_cancel_service
@@ -68,7 +68,16 @@ def run_list(request: HtmxHttpRequest) -> HttpResponse:
 @require_GET
 @role_required(*VIEWER_ROLES)
 def run_detail(request: HttpRequest, run_id) -> HttpResponse:
+    """The run page: progress, report, baseline card, top-ups."""
     run = get_object_or_404(Run.objects.select_related("suite", "cancelled_by"), uuid=run_id)
+    return run_page(request, run)
+
+
+def run_page(
+    request: HttpRequest, run: Run, *, baseline_form: BaselineSetForm | None = None
+) -> HttpResponse:
+    """Render the run page; ``baseline_form`` is the baseline card's form (a refused post's
+    bound form, shown with its errors and the typed note), a blank one by default."""
     top_ups = TopUp.objects.filter(Q(head=run) | Q(base=run)).select_related("head", "base")
     return render(
         request,
@@ -81,6 +90,7 @@ def run_detail(request: HttpRequest, run_id) -> HttpResponse:
             # A reviewer still labeling some of this run's trials sees no per-case rows,
             # slices or reasons (``evals.blindness.run_is_blind``).
             "blind_run": run_is_blind(request.user, run),
+            "baseline_form": baseline_form or BaselineSetForm(),
             **run_baseline_context(run=run),
         },
     )

@@ -12,14 +12,17 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
 from core.errors import DomainError
+from core.forms import unstorable_shown_on_form
 from core.http import RUNNER_ROLES, VIEWER_ROLES, role_required
 from core.ids import uuid_parse
 from evals.baselines import baseline_set as baseline_set_service
 from evals.case_changes import case_changes_attach, case_changes_list
 from evals.cases import case_graduate as case_graduate_service
 from evals.comparison.compute import detectable_drop_get
+from evals.forms import BaselineSetForm
 from evals.models import Case, Run, Suite
 from evals.suites import power_sentence, suite_page_get
+from evals.views.runs import run_page
 
 
 @require_GET
@@ -65,16 +68,23 @@ def _suite_power(page) -> str | None:
     return power_sentence(power) if power is not None else None
 
 
+@unstorable_shown_on_form
 @require_POST
 @role_required(*RUNNER_ROLES)
 def baseline_set(request: HttpRequest, run_id) -> HttpResponse:
     """Make this run its suite's baseline (``evals.baselines.baseline_set``); back to the run
-    page (or ``next`` when it is the suite page)."""
+    page (or ``next`` when it is the suite page). A refused note (too long, or holding text
+    the database cannot store) shows the run page again with the error on the note and the
+    typed text kept; nothing is saved."""
 
-    run = get_object_or_404(Run.objects.select_related("suite"), uuid=run_id)
-    note = request.POST.get("note", "")[:500]
+    run = get_object_or_404(Run.objects.select_related("suite", "cancelled_by"), uuid=run_id)
+    form = BaselineSetForm(request.POST)
+    if not form.is_valid():
+        return run_page(request, run, baseline_form=form)
     try:
-        baseline_set_service(suite=run.suite, run=run, by=request.user, note=note)
+        baseline_set_service(
+            suite=run.suite, run=run, by=request.user, note=form.cleaned_data["note"]
+        )
     except DomainError as exc:
         messages.error(request, f"Baseline not set: {exc}")
     else:

@@ -46,13 +46,18 @@ def _chromium_required() -> None:
 
 
 def _watched(page):
-    """``page`` recording its dialogs (dismissed), console errors and page errors."""
+    """``page`` recording its dialogs (dismissed, or accepted while ``page.accept_dialogs``
+    is true), console errors and page errors."""
     page.set_default_timeout(TIMEOUT_MS)
     page.dialogs, page.console_errors = [], []
+    page.accept_dialogs = False
 
     def on_dialog(dialog):
         page.dialogs.append(dialog.message)
-        dialog.dismiss()
+        if page.accept_dialogs:
+            dialog.accept()
+        else:
+            dialog.dismiss()
 
     page.on("dialog", on_dialog)
     page.on("console", lambda m: m.type == "error" and page.console_errors.append(m.text))

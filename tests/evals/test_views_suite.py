@@ -279,3 +279,17 @@ def test_every_active_case_and_every_change_is_reachable_page_by_page(client, bo
     assert older and not none_older and len(first) == 3 and len(second) == 2
     assert {c.case.key for c in first + second} == {"c1", "c2", "c3", "c4", "c5"}
     assert "No older change." in client.get(url, {"changes_page": 2}).content.decode()
+
+
+def test_a_note_too_long_for_a_baseline_shows_the_run_page_again_and_sets_nothing(
+    client, carol, cap_with_three_runs
+):
+    _, runs, _ = cap_with_three_runs
+    client.force_login(carol)
+    note = "n" * 501
+    response = client.post(reverse("evals:baseline-set", args=[runs[0].uuid]), {"note": note})
+    page = response.content.decode()
+    assert response.status_code == 200
+    assert "Ensure this value has at most 500 characters" in page
+    assert f'value="{note}"' in page
+    assert not Baseline.objects.exists()

@@ -559,15 +559,20 @@ def test_any_json_api_body_holding_one_is_a_400_naming_the_field(bob, escape):
     assert not trial.labels.exists()
 
 
-def test_a_form_post_holding_a_nul_is_a_400_naming_the_field(client, carol):
-    run = db_run(STEADY, name="B")
+def test_a_button_post_holding_a_nul_is_a_400_naming_the_field(client, carol):
+    """A post with no text field to show it on (graduating a case: a chosen suite) keeps
+    the middleware's 400."""
+    suite = Suite.objects.create(name="cap", kind=Suite.Kind.CAPABILITY)
+    case = Case.objects.create(suite=suite, key="c1", input="hi")
     assert client.login(username=carol.username, password=PASSWORD)
-    response = client.post(reverse("evals:baseline-set", args=[run.uuid]), {"note": "why\x00not"})
+    url = reverse("evals:case-graduate", args=[suite.uuid, case.uuid])
+    response = client.post(url, {"into_suite": "x\x00"})
     assert response.status_code == 400
     page = response.content.decode()
-    assert f'<p id="bad-request-message">field note: {UNSTORABLE}; nothing was saved.</p>' in page
+    message = f"field into_suite: {UNSTORABLE}; nothing was saved."
+    assert f'<p id="bad-request-message">{message}</p>' in page
     assert 'id="bad-request-back"' in page
-    assert not run.suite.baselines.exists()
+    assert Case.objects.count() == 1
 
 
 def test_a_form_post_cannot_carry_a_lone_surrogate_it_arrives_as_replacements(client, carol):
@@ -736,6 +741,17 @@ def test_the_calibration_set_form_shows_a_nul_in_its_name_on_the_field(client, a
     assert f"name: {UNSTORABLE}; nothing was saved" in page
     assert 'value="set\ufffd"' in page and "\x00" not in page
     assert not CalibrationSet.objects.exists()
+
+
+def test_the_baseline_note_shows_a_nul_on_the_field(client, carol):
+    run = db_run(STEADY, name="B")
+    url = reverse("evals:baseline-set", args=[run.uuid])
+    response, page = form_post(client, carol, url, {"note": "why\x00not"})
+    assert response.status_code == 200
+    assert f"note: {UNSTORABLE}; nothing was saved" in page
+    assert 'value="why\ufffdnot"' in page and "\x00" not in page
+    assert 'id="set-baseline"' in page  # the run page, its baseline form shown again
+    assert not run.suite.baselines.exists()
 
 
 def test_a_nul_in_a_field_name_is_shown_as_a_form_error(client, carol):

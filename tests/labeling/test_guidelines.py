@@ -10,6 +10,7 @@ from django.core.exceptions import PermissionDenied
 from django.urls import reverse
 
 from core.errors import DomainError
+from core.text import UNSTORABLE
 from labeling.models import Label
 from labeling.services import INSTRUCTIONS_MAX, calibration_set_instructions_set
 from tests.labeling_builders import calibration_set, judged_run
@@ -115,3 +116,31 @@ def test_after_logging_in_again_the_same_save_goes_through(client, cset, bob):
     assert response.status_code == 200 and b"Saved fail." in response.content
     label = Label.objects.get(reviewer=bob, trial=trial)
     assert (label.verdict, label.critique) == ("fail", "kept")
+
+
+def test_guidelines_holding_a_nul_come_back_on_the_set_page_and_nothing_is_saved(
+    client, cset, carol
+):
+    cset.instructions = "kept as it was"
+    cset.save()
+    client.force_login(carol)
+    response = _edit(client, cset, "Fail an\x00 invented policy.")
+    page = response.content.decode()
+    assert response.status_code == 200
+    assert f"instructions: {UNSTORABLE}; nothing was saved" in page
+    assert "Fail an\ufffd invented policy.</textarea>" in page and "\x00" not in page
+    assert "<details open>" in page  # the form shown open, with the error
+    cset.refresh_from_db()
+    assert cset.instructions == "kept as it was"
+
+
+def test_guidelines_too_long_come_back_on_the_set_page_with_the_error(client, cset, carol):
+    client.force_login(carol)
+    text = "x" * (INSTRUCTIONS_MAX + 1)
+    response = _edit(client, cset, text)
+    page = response.content.decode()
+    assert response.status_code == 200
+    assert "Guidelines not saved: instructions:" in page
+    assert f"{text}</textarea>" in page
+    cset.refresh_from_db()
+    assert cset.instructions == ""

@@ -7,6 +7,7 @@ import pytest
 from django.urls import reverse
 from rest_framework.test import APIClient
 
+from core.text import UNSTORABLE
 from evals.models import Case, Run, Suite, Trial
 from judges import runs
 from labeling.models import PreferenceLabel
@@ -120,3 +121,29 @@ def test_preference_labels_export_shows_a_reviewer_only_their_own(client, alice,
     text = b"".join(response.streaming_content if response.streaming else [response.content])
     assert b"BOB-NOTE" in text and b"DAVE-NOTE" not in text
     assert api.get("/api/judge-runs/not-a-uuid/preferences-export?format=csv").status_code == 404
+
+
+def test_a_critique_holding_a_nul_comes_back_on_its_pair_and_nothing_is_saved(
+    client, bob, judge_run
+):
+    url = reverse("labeling:preferences", args=[judge_run.uuid])
+    assert client.login(username=bob.username, password=PASSWORD)
+    second = judge_run.trial_ids[1]  # not the next pair: the page shows the one posted
+    response = client.post(url, {"pair": second, "verdict": "tie", "critique": "both\x00 fine"})
+    page = response.content.decode()
+    assert response.status_code == 200
+    assert f"critique: {UNSTORABLE}; nothing was saved" in page
+    assert "both\ufffd fine</textarea>" in page and "\x00" not in page
+    assert 'value="tie" checked' in page
+    assert f'name="pair" value="{second}"' in page and "Rome two" in page
+    assert not PreferenceLabel.objects.exists()
+
+
+def test_a_preference_posted_without_a_choice_keeps_the_critique(client, bob, judge_run):
+    url = reverse("labeling:preferences", args=[judge_run.uuid])
+    assert client.login(username=bob.username, password=PASSWORD)
+    response = client.post(url, {"pair": judge_run.trial_ids[0], "critique": "KEPT-NOTE"})
+    page = response.content.decode()
+    assert response.status_code == 200
+    assert "Choose A, B or tie." in page and "KEPT-NOTE</textarea>" in page
+    assert not PreferenceLabel.objects.exists()

@@ -8,6 +8,7 @@ from django.core.exceptions import PermissionDenied
 from django.test import Client
 
 from core.errors import DomainError
+from core.text import UNSTORABLE
 from demo.expense_contract import CONTRACT_GRADERS, REVIEW_DIMENSIONS
 from evals.grading.contract.decisions import output_hash, run_decisions
 from evals.grading.recorded import run_grade
@@ -155,3 +156,51 @@ def test_the_review_pages_round_trip_without_htmx(graded, carol, bob):
         f"/calibration-sets/{cset.uuid}/review/save/", {**body, "output_hash": "0" * 64}
     )
     assert stale.status_code == 409
+
+
+@pytest.mark.parametrize("htmx", [False, True])
+def test_a_critique_holding_a_nul_comes_back_on_its_dimension_and_nothing_is_saved(
+    graded, carol, bob, htmx
+):
+    cset = review_set_create(run=graded, by=carol)
+    trial = cset.items.order_by("position").first().trial
+    client = Client()
+    client.force_login(bob)
+    failing, *passing = REVIEW_DIMENSIONS
+    body = {
+        "trial": str(trial.uuid),
+        "output_hash": output_hash(trial.output),
+        f"verdict-{failing}": "fail",
+        f"critique-{failing}": "made\x00 up",
+        **{f"verdict-{d}": "pass" for d in passing},
+    }
+    headers = {"HTTP_HX_REQUEST": "true"} if htmx else {}
+    response = client.post(f"/calibration-sets/{cset.uuid}/review/save/", body, **headers)
+    page = response.content.decode()
+    assert response.status_code == 200
+    assert f"critique-{failing}: {UNSTORABLE}; nothing was saved" in page
+    assert "made\ufffd up</textarea>" in page and "\x00" not in page
+    assert f'name="verdict-{failing}" value="fail" required checked' in page
+    assert page.count('value="pass" required checked') == len(passing)
+    assert f'name="trial" value="{trial.uuid}"' in page
+    assert not trial.labels.exists()
+
+
+def test_a_refused_review_keeps_what_was_typed(graded, carol, bob):
+    cset = review_set_create(run=graded, by=carol)
+    trial = cset.items.order_by("position").first().trial
+    client = Client()
+    client.force_login(bob)
+    failing, *passing = REVIEW_DIMENSIONS
+    body = {
+        "trial": str(trial.uuid),
+        "output_hash": output_hash(trial.output),
+        f"critique-{failing}": "TYPED-BEFORE-CHOOSING",
+        **{f"verdict-{d}": "pass" for d in passing},
+    }
+    response = client.post(f"/calibration-sets/{cset.uuid}/review/save/", body)
+    page = response.content.decode()
+    assert response.status_code == 400
+    assert f"Not saved: dimensions.{failing}: answer pass or fail" in page
+    assert "TYPED-BEFORE-CHOOSING</textarea>" in page
+    assert not trial.labels.exists()

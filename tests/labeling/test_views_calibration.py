@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 from django.urls import reverse
 
+from core.text import UNSTORABLE
 from evals.models import Grade
 from judges.models import JudgeApproval, JudgeVersion
 from labeling.selectors import calibration_compute
@@ -222,8 +223,19 @@ def test_revoking_trust_needs_a_reason(client, trustworthy, alice):
     login(client, alice)
     approve(client, version, cset, calibration_compute(judge_version=version, calibration_set=cset))
     url = reverse("labeling:trust-revoke", kwargs={"version_id": version.uuid})
-    html = client.post(url, {"reason": "  ", "set": str(cset.uuid)}, follow=True).content.decode()
-    assert "Not revoked: give a reason for revoking trust." in html
+    response = client.post(url, {"reason": "  ", "set": str(cset.uuid)})
+    assert response.status_code == 200  # the calibration page again, the error on the reason
+    assert '<p class="error revoke-error">Give a reason for revoking trust.</p>' in (
+        response.content.decode()
+    )
+    version.refresh_from_db()
+    assert version.is_trusted
+    response = client.post(url, {"reason": "drifted\x00", "set": str(cset.uuid)})
+    html = response.content.decode()
+    assert response.status_code == 200
+    assert f"reason: {UNSTORABLE}; nothing was saved" in html
+    assert "drifted\ufffd</textarea>" in html and "\x00" not in html
+    assert response.context["cset"] == cset  # the scope the page was on
     version.refresh_from_db()
     assert version.is_trusted
     html = client.post(

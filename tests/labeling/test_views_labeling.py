@@ -8,6 +8,7 @@ import re
 import pytest
 from django.urls import reverse
 
+from core.text import UNSTORABLE
 from labeling.models import CalibrationSet, Label, LabelRevision
 from labeling.services import label_submit
 from tests.conftest import PASSWORD
@@ -341,6 +342,24 @@ def test_items_are_added_and_removed_by_hand_until_the_set_is_frozen(client, car
     response = client.post(add, {"trial": str(trials[3].uuid)}, follow=True)
     assert "is frozen: labeling started" in response.content.decode()
     assert cset.items.count() == 2
+
+
+def test_a_trial_uuid_holding_a_nul_or_naming_no_trial_comes_back_on_the_field(client, carol):
+    run, version, trials = judged_run(2, judge_fails=1)
+    cset = calibration_set(run, version, trials[:1])
+    login(client, carol)
+    add = reverse("labeling:item-add", kwargs={"set_id": cset.uuid})
+    response = client.post(add, {"trial": f"{trials[1].uuid}\x00"})
+    page = response.content.decode()
+    assert response.status_code == 200
+    assert f"trial: {UNSTORABLE}; nothing was saved" in page
+    assert f'value="{trials[1].uuid}\ufffd"' in page and "\x00" not in page
+    unknown = "00000000-0000-4000-8000-000000000000"
+    response = client.post(add, {"trial": unknown})
+    page = response.content.decode()
+    assert response.status_code == 200
+    assert f"trial {unknown}: no such trial." in page and f'value="{unknown}"' in page
+    assert cset.items.count() == 1
 
 
 def test_reviewers_cannot_edit_a_sets_items(client, bob):
