@@ -14,6 +14,7 @@ from labeling.services import label_submit
 from tests.conftest import PASSWORD
 from tests.import_helpers import PAIR_TEMPLATE, import_bytes, jsonl, record
 from tests.labeling_builders import calibration_set, judged_run
+from tests.page_text import shows_word
 
 HOSTILE_CRITIQUE = "<img src=x onerror=alert(1)>"
 HOSTILE_REASON = 'x" onmouseover="alert(document.domain)<script>alert(5)</script>'
@@ -95,7 +96,7 @@ def test_the_calibration_page_shows_the_figures_with_intervals(client, calibrate
     assert '<strong>0.0%</strong> <span class="muted">(0/19; 95% Wilson 0.0%–16.8%)' in html
     assert '<strong>0.950</strong> <span class="muted">(95% CI' in html
     assert '<td class="num">1 <span class="muted">false accepts</span></td>' in html
-    assert "nan" not in html.lower().replace("nanosecond", "")
+    assert not shows_word(html, "nan")
     # FAR 4.8% meets 10% as a point, but the rule is on the bound: 22.7% > 10%.
     assert 'id="mark-trusted" disabled' in html
     assert (
@@ -124,7 +125,7 @@ def test_the_page_shows_one_class_kappa_as_undefined_never_nan(client, alice, bo
     assert "undefined (only one class in the labels)" in html
     assert "undefined (no human fails)" in html
     assert "Warning: the set contains no human fails" in html
-    assert "nan" not in html.lower()
+    assert not shows_word(html, "nan")
     assert 'id="mark-trusted" disabled' in html
 
 
