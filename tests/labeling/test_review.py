@@ -158,14 +158,20 @@ def test_the_review_pages_round_trip_without_htmx(graded, carol, bob):
     assert stale.status_code == 409
 
 
+def _first_item_as(user, *, graded, by):
+    """(review set of ``graded`` made by ``by``, its first trial, a client logged in as
+    ``user``)."""
+    cset = review_set_create(run=graded, by=by)
+    client = Client()
+    client.force_login(user)
+    return cset, cset.items.order_by("position").first().trial, client
+
+
 @pytest.mark.parametrize("htmx", [False, True])
 def test_a_critique_holding_a_nul_comes_back_on_its_dimension_and_nothing_is_saved(
     graded, carol, bob, htmx
 ):
-    cset = review_set_create(run=graded, by=carol)
-    trial = cset.items.order_by("position").first().trial
-    client = Client()
-    client.force_login(bob)
+    cset, trial, client = _first_item_as(bob, graded=graded, by=carol)
     failing, *passing = REVIEW_DIMENSIONS
     body = {
         "trial": str(trial.uuid),
@@ -187,10 +193,7 @@ def test_a_critique_holding_a_nul_comes_back_on_its_dimension_and_nothing_is_sav
 
 
 def test_a_refused_review_keeps_what_was_typed(graded, carol, bob):
-    cset = review_set_create(run=graded, by=carol)
-    trial = cset.items.order_by("position").first().trial
-    client = Client()
-    client.force_login(bob)
+    cset, trial, client = _first_item_as(bob, graded=graded, by=carol)
     failing, *passing = REVIEW_DIMENSIONS
     body = {
         "trial": str(trial.uuid),
