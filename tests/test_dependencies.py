@@ -13,7 +13,7 @@ import ast
 import re
 import sys
 import tomllib
-from importlib.metadata import packages_distributions
+from importlib.metadata import packages_distributions, requires
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -58,3 +58,42 @@ def test_every_third_party_module_the_product_imports_is_declared():
         if not names & declared:
             missing[module] = (where, sorted(names))
     assert missing == {}
+
+
+def _closure(requirements: list[str]) -> set[str]:
+    """Every distribution ``requirements`` install, with the extras they ask for
+    (``importlib.metadata`` of what is installed; markers evaluated for this Python)."""
+    from packaging.requirements import Requirement  # noqa: PLC0415 - a test tool's module
+
+    seen: set[tuple[str, str]] = set()
+    todo = [Requirement(r) for r in requirements]
+    while todo:
+        requirement = todo.pop()
+        name = requirement.name.lower().replace("_", "-")
+        for extra in ["", *sorted(requirement.extras)]:
+            if (name, extra) in seen:
+                continue
+            seen.add((name, extra))
+            for line in requires(name) or []:
+                needed = Requirement(line)
+                if needed.marker is None or needed.marker.evaluate({"extra": extra}):
+                    todo.append(needed)
+    return {name for name, _ in seen}
+
+
+def test_the_declared_dependencies_bring_what_the_redis_broker_imports():
+    """``REDIS_URL`` makes kombu load its Redis transport, which needs its ``redis`` extra
+    (``packaging`` among it): a product-only install must have it."""
+    from packaging.requirements import Requirement  # noqa: PLC0415 - a test tool's module
+
+    declared = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    installed = _closure(declared)
+    transport = {
+        Requirement(line).name.lower()
+        for line in requires("kombu") or []
+        if Requirement(line).marker is not None
+        and Requirement(line).marker.evaluate({"extra": "redis"})
+        and not Requirement(line).marker.evaluate({"extra": ""})
+    }
+    assert transport, "kombu declares no redis extra: read its metadata again"
+    assert transport <= installed, sorted(transport - installed)
