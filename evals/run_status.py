@@ -152,6 +152,18 @@ def run_trial_count(run: Run) -> RunTrialCount:
     )
 
 
+def run_count_summary(run: Run) -> str:
+    """What a command prints of ``run``'s trials (``RunTrialCount.summary``), and, for an
+    executed run cancelled while calls were in flight, how many are: "368 of 600 trials
+    finished, 216 cancelled, 16 in flight when it was cancelled (recorded as they end)", so
+    the figures add up to the planned total. No query."""
+    count = run_trial_count(run)
+    in_flight = count.planned - count.recorded
+    if run.source == Run.Source.IMPORTED or run.status != Run.Status.CANCELLED or in_flight <= 0:
+        return count.summary
+    return f"{count.summary}, {in_flight} in flight when it was cancelled (recorded as they end)"
+
+
 def run_problems(count: RunTrialCount, *, grade_errors: int = 0) -> tuple[str, ...]:
     """What a run's trial counts say is wrong, for people, in order: "1 of 3 trials errored"
     (of the finished), "1 cancelled", "2 grade errors", "partial: 4 of 6 trials recorded"

@@ -34,11 +34,11 @@ from evals.runner.targets.base import MAX_CONCURRENCY
 # Calls in flight per chunk when the target does not say (``concurrency`` in its config).
 DEFAULT_TARGET_CONCURRENCY = 16
 
-# How long a batch of results may gather before it is handed over, in seconds: each write
-# costs a few statements whatever its size (bench/README.md, runner), and a worker sharing a
-# run's calls with three others gets a quarter of its results. A batch is handed over at
-# once when no call is left that could join it (the end of a chunk, or of the run).
-WRITE_BATCH_WINDOW_S = 0.1
+# How long a batch of results may gather before it is handed over, in seconds (the chunk
+# looks at its run, cancelled?, with every batch, and writes every ``WRITE_EVERY_S``). A batch
+# is handed over at once when no call is left that could join it (the end of a chunk, or of
+# the run).
+WRITE_BATCH_WINDOW_S = 0.05
 
 
 def target_concurrency(target: Any, config: dict) -> int:

@@ -49,6 +49,13 @@ logger = logging.getLogger(__name__)
 # While no result arrives, the chunk still looks at its run (cancelled?) this often, seconds.
 STOP_CHECK_S = 0.5
 
+# Results are written once the first of them has waited this long (or no call is left
+# outstanding), seconds: each write costs a few statements whatever its size, and a worker
+# sharing a run's calls with three others gets a quarter of its results (bench/README.md,
+# "Four workers"). The run's status is read with every gathering of results
+# (``calls.WRITE_BATCH_WINDOW_S``), so a cancel is seen as soon as before.
+WRITE_EVERY_S = 0.1
+
 # How long a chunk, once it has claimed all its own trials, goes on claiming the queued
 # trials of its run (those other chunk messages carry), seconds: the worker keeps the run's
 # concurrency in flight instead of draining its pipeline at the end of every chunk. Bounded,
@@ -278,7 +285,8 @@ class _ChunkCalls:
         self.judge_sent: set[int] = set()
         self.extend_until = time.monotonic() + extend_s
         self.prices: dict[str, Any] = {}
-        self.unwritten: list[tuple[int, TargetResult]] = []
+        self.unwritten: list[tuple[int, TargetResult]] = []  # paid for, not yet written
+        self.unwritten_since = 0.0
         self.run_cancelled = False
         # Calls in flight told to stop (``CallPool.stop``) -> whether their trial leaves the
         # run's count when it ends cancelled (a cancelled top-up's, on a run that goes on).
@@ -302,11 +310,20 @@ class _ChunkCalls:
                 self.extend_until = 0.0  # nothing queued is left: no more queries for it
             if not self.held:
                 return
-            self.unwritten = self.pool.results(timeout=STOP_CHECK_S)
-            if self.unwritten:
+            wait = STOP_CHECK_S
+            if self.unwritten:  # no longer than until they are due
+                wait = min(wait, self.unwritten_since + WRITE_EVERY_S - time.monotonic())
+            arrived = self.pool.results(timeout=wait)
+            if arrived and not self.unwritten:
+                self.unwritten_since = time.monotonic()
+            self.unwritten += arrived
+            if self.unwritten and (
+                time.monotonic() - self.unwritten_since >= WRITE_EVERY_S
+                or self.pool.outstanding == 0
+            ):
                 self._write(self.unwritten)
                 self.unwritten = []
-            self._stop_check()
+            self._stop_check()  # with every gathering (WRITE_BATCH_WINDOW_S), not every write
             if time.monotonic() - renewed >= renew_every:
                 leases_renew(list(self.held))
                 renewed = time.monotonic()
@@ -473,8 +490,10 @@ def trial_chunk_execute(*, run_id: int, trial_ids: list[int]) -> None:
     graders, enqueue the judge rung (``judges.tasks.run_chunk_judge``, through the outbox)
     when the grader set has judges, then finalize the run.
 
-    Stops paying promptly: the run's status is read with every batch of results (and every
-    ``STOP_CHECK_S``), so once it is cancelled no new call starts (claimed trials not yet
+    Stops paying promptly: the run's status is read with every gathering of results (every
+    ``calls.WRITE_BATCH_WINDOW_S`` while results arrive, else every ``STOP_CHECK_S``), so once
+    it is cancelled no new call starts after that check (one whose slot freed between the
+    cancel and the check may have started, within ~50 ms; claimed trials not yet
     called become cancelled; a call waiting to retry makes no further attempt and its trial
     becomes cancelled, its error saying the attempts made (``evals.runner.call_stop``);
     attempts in flight finish and their answers are recorded); the same for trials of a

@@ -19,7 +19,7 @@ from evals.grading.graders import parse_grader_specs
 from evals.grading.ladder import _case_input, trial_grade
 from evals.models import Case, Grade, ModelPrice, Run, Suite, Trial
 from evals.report.selectors import run_report
-from evals.run_status import run_trial_count
+from evals.run_status import run_count_summary, run_trial_count
 from evals.runner import execute
 from evals.runner.calls import CallPool
 from evals.runner.claims import trials_claim, trials_claim_next
@@ -571,6 +571,10 @@ def test_running_trials_finish_after_cancel_but_the_run_stays_cancelled(
     run.refresh_from_db()
     assert run.status == Run.Status.CANCELLED and run.finished_at is None
     assert (run.trials_finished, run.trials_cancelled) == (0, 7)  # counted as they cancel
+    assert run_count_summary(run) == (
+        "0 of 10 trials finished, 7 cancelled, 3 in flight when it was cancelled "
+        "(recorded as they end)"
+    )
 
     trials = Trial.objects.filter(id__in=trial_ids[:3]).select_related("case")
     with CallPool(run.target) as pool:
@@ -585,6 +589,7 @@ def test_running_trials_finish_after_cancel_but_the_run_stays_cancelled(
     assert Trial.objects.filter(run=run, status=Trial.Status.CANCELLED).count() == 7
     assert (run.trials_finished, run.trials_cancelled, run.trials_total) == (3, 7, 10)
     assert run_trial_count(run).summary == "3 of 10 trials finished, 7 cancelled"
+    assert run_count_summary(run) == "3 of 10 trials finished, 7 cancelled"
 
 
 def test_a_cancelled_run_counts_its_errored_trials_of_the_finished_never_the_cancelled():

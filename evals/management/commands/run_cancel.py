@@ -9,7 +9,7 @@ import json
 from core.actors import Via
 from core.commands import DomainCommand
 from evals.management.commands.run_report import run_lookup
-from evals.run_status import run_trial_count
+from evals.run_status import run_count_summary
 from evals.runner.finalize import run_cancel
 
 
@@ -27,8 +27,7 @@ class Command(DomainCommand):
         if options["json"]:
             self.stdout.write(json.dumps({"run": str(run.uuid), "status": run.status}))
         else:
-            count = run_trial_count(run)
             self.stdout.write(
                 f"run {run.ref_text}: {'cancelled' if changed else 'was already cancelled'}; "
-                f"{count.summary}"
+                f"{run_count_summary(run)}"
             )

@@ -24,7 +24,7 @@ from django.db import connections
 from core.commands import DomainCommand
 from core.ids import uuid_parse
 from evals.models import GraderSetPreset, Run, Suite, TargetPreset, TopUp
-from evals.run_status import run_trial_count
+from evals.run_status import run_count_summary
 from evals.runner.start import (
     DEFAULT_TRIALS_PER_CASE,
     run_name_default,
@@ -210,9 +210,8 @@ class Command(DomainCommand):
         if opts["json"]:
             self.stdout.write(json.dumps(summary))
             return
-        count = run_trial_count(run)
         self.stdout.write(
-            f"run {run.ref_text} of suite {run.suite.name}: {run.status}; {count.summary}"
+            f"run {run.ref_text} of suite {run.suite.name}: {run.status}; {run_count_summary(run)}"
         )
         if summary["error_message"]:
             self.stdout.write(summary["error_message"])
