@@ -21,7 +21,7 @@ from django.utils import timezone
 from core.chunks import chunked
 from core.errors import DomainError
 from core.outbox import outbox_enqueue_many, outbox_unsent
-from core.text import UNSTORABLE, contains_unstorable
+from core.text import unstorable_refuse
 from evals.grading.grader_set import GraderSpec
 from evals.grading.graders import grader_set_resolved, parse_grader_specs
 from evals.models import Case, Run, Suite, Trial
@@ -120,8 +120,7 @@ def run_start(
         ("target", target),
         ("graders", graders),
     ):
-        if contains_unstorable(value):
-            raise DomainError(UNSTORABLE, field=field)
+        unstorable_refuse(value, field=field)  # names the path: target.model, graders[0].key
     built = target_validate(target)
     specs = parse_grader_specs(graders)  # raises DomainError naming the index and field
     if not graders:

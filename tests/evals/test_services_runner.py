@@ -664,9 +664,13 @@ def test_a_run_whose_grader_errors_ends_failed_not_succeeded(django_capture_on_c
 @pytest.mark.parametrize(
     ("change", "field"),
     [
-        ({"target": {"prompt_template": "Answer \ud800 $input"}}, "target"),
-        ({"target": {"settings": {"stop": ["\x00"]}}}, "target"),
-        ({"graders": [{"key": "g", "kind": "contains", "config": {"value": "\udfff"}}]}, "graders"),
+        ({"target": {"prompt_template": "Answer \ud800 $input"}}, "target.prompt_template"),
+        ({"target": {"model": "m\ud800"}}, "target.model"),
+        ({"target": {"settings": {"stop": ["\x00"]}}}, "target.settings.stop[0]"),
+        (
+            {"graders": [{"key": "g", "kind": "contains", "config": {"value": "\udfff"}}]},
+            "graders[0].config.value",
+        ),
         ({"source_version": "v\x00"}, "source_version"),
         ({"source_version": "x" * 201}, "source_version"),
         ({"name": "r\ud800"}, "name"),
@@ -674,7 +678,8 @@ def test_a_run_whose_grader_errors_ends_failed_not_succeeded(django_capture_on_c
 )
 def test_it_refuses_text_the_database_cannot_store_anywhere_in_a_run(llm, change, field):
     """Hostile text is refused the same way on every path that starts a run (form, API,
-    command all call run_start): NUL or a lone surrogate anywhere, naming the field."""
+    command all call run_start): NUL or a lone surrogate anywhere, naming the field and the
+    path inside it (the command named only ``target`` where the API named ``target.model``)."""
     target = openai_target(llm)
     if "target" in change:
         target = {**target, **change["target"]}
