@@ -48,6 +48,8 @@ from multiprocessing import get_context
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+# bench/ too, for _mc, also when a test loads this file by its path.
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings_test")
 
 import django  # noqa: E402

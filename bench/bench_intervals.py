@@ -56,6 +56,8 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+# bench/ too, for _mc, also when a test loads this file by its path.
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from _mc import mc_rate_text  # noqa: E402
 
