@@ -11,7 +11,6 @@ from __future__ import annotations
 from typing import Any
 
 from django.db import connection
-from django.db.models import Count, Q
 from django.db.models.constants import OnConflict
 from django.utils import timezone
 
@@ -196,16 +195,32 @@ def trial_grade(*, trial: Trial, specs: list[GraderSpec]) -> int:
 
 def _chunk_grades_complete(*, run_id: int, trial_ids: list[int], specs: list[GraderSpec]) -> None:
     """Grade ok trials of the chunk that miss a grade (a worker died between writing the trial
-    and grading it); one query when nothing is missing."""
+    and grading it); one statement, in SQL, when nothing is missing (the messages of chunks
+    whose trials another chunk took run it: ~100 for a 10,000-trial run)."""
     specs = [spec for spec in specs if not spec.is_judge]
-    if not specs:
+    if not specs or not trial_ids:
+        return
+    q = connection.ops.quote_name
+    trial, grade = q(Trial._meta.db_table), q(Grade._meta.db_table)
+    keys = list(dict.fromkeys(spec.key for spec in specs))
+    # By primary key and the (trial, grader) key only: just after a run's start the
+    # planner's statistics do not know its trials and grades yet, and a condition on
+    # ``run_id`` or ``judge_version`` led it to scan every trial of the run (10 ms, not 0.3).
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT {trial}.{q('id')} FROM {trial} WHERE {trial}.{q('id')} IN "
+            f"({', '.join(['%s'] * len(trial_ids))}) AND {trial}.{q('status')} = %s AND "
+            f"(SELECT COUNT(*) FROM {grade} WHERE {grade}.{q('trial_id')} = {trial}.{q('id')} "
+            f"AND {grade}.{q('grader')} IN ({', '.join(['%s'] * len(keys))})) < %s",
+            [*trial_ids, Trial.Status.OK.value, *keys, len(keys)],
+        )
+        missing_ids = [row[0] for row in cursor.fetchall()]
+    if not missing_ids:
         return
     missing = (
-        Trial.objects.filter(id__in=trial_ids, run_id=run_id, status=Trial.Status.OK)
-        .annotate(n_grades=Count("grades", filter=Q(grades__judge_version__isnull=True)))
-        .filter(n_grades__lt=len(specs))
+        Trial.objects.filter(id__in=missing_ids, run_id=run_id)
         .select_related("case")
         .defer("trajectory", "final_state")
     )
-    for trial in missing:
-        trial_grade(trial=trial, specs=specs)
+    for trial_row in missing:
+        trial_grade(trial=trial_row, specs=specs)

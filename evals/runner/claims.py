@@ -135,6 +135,26 @@ def trials_claim_next(*, run_id: int, limit: int, run_start: bool = True) -> lis
     return claimed
 
 
+def trials_claimable(*, run_id: int, trial_ids: list[int]) -> bool:
+    """Whether a chunk of ``trial_ids`` has anything to call: one of them is claimable
+    (queued, or running with an expired lease) or some trial of the run is queued (for
+    ``trials_claim_next``). One statement on the (run, status) index."""
+    sql = (
+        f"SELECT 1 FROM {_q(Trial._meta.db_table)} "
+        f"WHERE {_q('run_id')} = %s AND ({_q('status')} = %s"
+    )
+    params: list[Any] = [run_id, QUEUED]
+    if trial_ids:
+        sql += (
+            f" OR ({_q('id')} IN ({_marks(trial_ids)}) AND {_q('status')} = %s AND "
+            f"{_q('lease_expires_at')} < %s)"
+        )
+        params += [*trial_ids, RUNNING, _when(timezone.now())]
+    with connection.cursor() as cursor:
+        cursor.execute(f"{sql}) LIMIT 1", params)
+        return cursor.fetchone() is not None
+
+
 class Held(NamedTuple):
     """A trial a chunk claimed and has not written yet: what its call and its grades need,
     read once at the claim."""

@@ -18,7 +18,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import DatabaseError, InterfaceError, OperationalError, connection, transaction
-from django.db.models import Field, Q
+from django.db.models import Field
 from django.utils import timezone
 
 from core.chunks import chunked
@@ -35,10 +35,11 @@ from evals.runner.claims import (
     leases_renew,
     trials_claim,
     trials_claim_next,
+    trials_claimable,
     trials_held,
     trials_release,
 )
-from evals.runner.finalize import run_finalize, trials_cancel
+from evals.runner.finalize import run_close_if_done, trials_cancel
 from evals.runner.pricing import cost_breakdown, price_lookup
 from evals.runner.start import _chunks_enqueue, run_subject, trial_chunk_size
 from evals.runner.targets import TargetResult
@@ -518,7 +519,7 @@ def trial_chunk_execute(*, run_id: int, trial_ids: list[int]) -> None:
     settled: set[int] = set()
     judge_sent: set[int] = set()
     run_cancelled = False
-    if _chunk_work_left(run_id=run_id, trial_ids=trial_ids):
+    if trials_claimable(run_id=run_id, trial_ids=trial_ids):
         # Else no target client, no call loop: the message of a chunk whose trials another
         # chunk took (CHUNK_EXTEND_S), or a redelivery, only makes up grades and finalizes.
         with CallPool(run.target) as pool:
@@ -543,21 +544,7 @@ def trial_chunk_execute(*, run_id: int, trial_ids: list[int]) -> None:
         # even on a redelivery that claimed nothing: the judge service skips trials already
         # judged, so a lost judge task is made up here.
         _judge_chunk_enqueue(run_id, trial_ids)
-    run_finalize(run_id=run_id)
-
-
-def _chunk_work_left(*, run_id: int, trial_ids: list[int]) -> bool:
-    """Whether a chunk of ``trial_ids`` has anything to call: one of them is claimable
-    (queued, or running with an expired lease) or some trial of the run is queued (for
-    ``trials_claim_next``). One query on the (run, status) index."""
-    return (
-        Trial.objects.filter(run_id=run_id)
-        .filter(
-            Q(status=Trial.Status.QUEUED)
-            | Q(id__in=trial_ids, status=Trial.Status.RUNNING, lease_expires_at__lt=timezone.now())
-        )
-        .exists()
-    )
+    run_close_if_done(run_id=run_id)
 
 
 def _judge_chunk_enqueue(run_id: int, trial_ids: list[int]) -> None:

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from django.db import connection, transaction
-from django.db.models import Count, F, Q
+from django.db.models import F, Q
 from django.utils import timezone
 
 from core.actors import actor_text, via_of
@@ -35,16 +35,38 @@ class TrialCounts:
 
 
 def _trial_counts(run_id: int) -> TrialCounts:
-    # A retried (replaced) errored trial is history: it neither errs the run nor counts.
-    row = Trial.objects.filter(run_id=run_id, replaced_by__isnull=True).aggregate(
-        total=Count("id"),
-        queued=Count("id", filter=Q(status=Trial.Status.QUEUED)),
-        running=Count("id", filter=Q(status=Trial.Status.RUNNING)),
-        ok=Count("id", filter=Q(status=Trial.Status.OK)),
-        errored=Count("id", filter=Q(status=Trial.Status.ERROR)),
-        cancelled=Count("id", filter=Q(status=Trial.Status.CANCELLED)),
+    """The run's trials by status, one ``GROUP BY`` in SQL (every message of a run's chunks
+    reads it as it finalizes). A retried (replaced) errored trial is history: it neither
+    errs the run nor counts."""
+    q = connection.ops.quote_name
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT {q('status')}, COUNT(*) FROM {q(Trial._meta.db_table)} "
+            f"WHERE {q('run_id')} = %s AND {q('replaced_by_id')} IS NULL GROUP BY {q('status')}",
+            [run_id],
+        )
+        by_status = dict(cursor.fetchall())
+    return TrialCounts(
+        total=sum(by_status.values()),
+        queued=by_status.get(Trial.Status.QUEUED.value, 0),
+        running=by_status.get(Trial.Status.RUNNING.value, 0),
+        ok=by_status.get(Trial.Status.OK.value, 0),
+        errored=by_status.get(Trial.Status.ERROR.value, 0),
+        cancelled=by_status.get(Trial.Status.CANCELLED.value, 0),
     )
-    return TrialCounts(**row)
+
+
+def _trials_live(run_id: int) -> bool:
+    """Whether some trial of the run is queued or running: one indexed ``EXISTS``, so a
+    finalize while the run goes on (each chunk message's) does not count every trial."""
+    q = connection.ops.quote_name
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT 1 FROM {q(Trial._meta.db_table)} WHERE {q('run_id')} = %s AND "
+            f"{q('status')} IN (%s, %s) LIMIT 1",
+            [run_id, Trial.Status.QUEUED.value, Trial.Status.RUNNING.value],
+        )
+        return cursor.fetchone() is not None
 
 
 # How a target's error for a refused request parameter begins (evals.runner.targets.openai).
@@ -82,22 +104,45 @@ def run_finalize(*, run_id: int) -> Run:
     come. Idempotent: counters are recounted from the trial rows, and the status change is a
     compare-and-set on a non-terminal status.
     """
-    counts = _trial_counts(run_id)
-    now = timezone.now()
-    if counts.queued or counts.running:
+    run_close_if_done(run_id=run_id)
+    return Run.objects.get(id=run_id)
+
+
+# The run's columns finalizing reads (``run_close_if_done``): one query for the judge check, the
+# "already closed with these counts" check and the adaptive top-up's start.
+_FINALIZE_FIELDS = (
+    "status",
+    "finished_at",
+    "trials_finished",
+    "trials_errored",
+    "trials_cancelled",
+    "graders",
+    "against_id",
+)
+
+
+def run_close_if_done(*, run_id: int) -> None:
+    """``run_finalize`` without reading the run back: what each message of a run's chunks
+    calls. While some trial is queued or running it is one indexed query; on a run already
+    closed with these counts, four reads and no write."""
+    if _trials_live(run_id):
         # Live counters are F() increments made with each trial write; a recount here
         # could race a concurrent write and overwrite it with a stale figure.
-        return Run.objects.get(id=run_id)
-    if _judge_grading_pending(run_id):
-        return Run.objects.get(id=run_id)
-    settled = Run.objects.filter(
-        id=run_id,
-        status__in=Run.TERMINAL,
-        finished_at__isnull=False,
-        trials_finished=counts.ok + counts.errored,
-        trials_errored=counts.errored,
-        trials_cancelled=counts.cancelled,
-    ).exists()
+        return
+    counts = _trial_counts(run_id)
+    now = timezone.now()
+    if counts.queued or counts.running:  # a trial queued since the check above
+        return
+    run = Run.objects.only(*_FINALIZE_FIELDS).get(id=run_id)
+    if _judge_grading_pending(run):
+        return
+    settled = (
+        run.status in Run.TERMINAL
+        and run.finished_at is not None
+        and run.trials_finished == counts.ok + counts.errored
+        and run.trials_errored == counts.errored
+        and run.trials_cancelled == counts.cancelled
+    )
     if settled:
         # Closed, with these counts: the writes below would change nothing (the counts are
         # the same; both status changes are compare-and-sets on a run not yet closed). The
@@ -108,7 +153,7 @@ def run_finalize(*, run_id: int) -> Run:
         closed = 0
     else:
         closed = _run_close(run_id, counts, now)
-    run = Run.objects.get(id=run_id)
+        run = Run.objects.get(id=run_id)
     if closed:
         # Once, as the run closes: what any comparison against it reads (its RunData and
         # detectable drop), so a first view of a pair reads two rows, not every trial.
@@ -124,7 +169,6 @@ def run_finalize(*, run_id: int) -> Run:
     ):
         # An adaptive run's first round is done: settle its uncertain cases.
         outbox_enqueue(adaptive_top_up_start, run_id, subject=f"evals.run:{run_id}")
-    return run
 
 
 def _run_close(run_id: int, counts: TrialCounts, now: datetime) -> int:
@@ -178,16 +222,15 @@ def _top_ups_advance(run_id: int) -> None:
         outbox_enqueue(top_up_advance, top_up_id, subject=f"evals.top_up:{top_up_id}")
 
 
-def _judge_grading_pending(run_id: int) -> bool:
+def _judge_grading_pending(run: Run) -> bool:
     """True while some ok trial of a running run lacks a grade of a judge grader of its set
-    (no query beyond the run's grader set when the set has no judge)."""
-    run = Run.objects.filter(id=run_id).only("graders", "status").first()
-    if run is None or run.status not in (Run.Status.QUEUED, Run.Status.RUNNING):
+    (no query when the set has no judge)."""
+    if run.status not in (Run.Status.QUEUED, Run.Status.RUNNING):
         return False
     keys = run.grader_set.judge_keys
     if not keys:
         return False
-    ok = Trial.objects.filter(run_id=run_id, status=Trial.Status.OK)
+    ok = Trial.objects.filter(run_id=run.id, status=Trial.Status.OK)
     judged = Grade.objects.filter(trial__in=ok, grader__in=keys).count()
     return judged < ok.count() * len(keys)
 

@@ -11,6 +11,8 @@ from datetime import timedelta
 from decimal import Decimal
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from core.errors import DomainError
@@ -443,6 +445,46 @@ def test_one_chunk_runs_its_whole_run_and_the_other_messages_call_nothing(
     assert (run.trials_total, run.trials_finished, run.trials_errored) == (10, 10, 0)
     assert Grade.objects.filter(trial__run=run).count() == 10
     assert run.status == Run.Status.SUCCEEDED
+
+
+def test_a_later_message_makes_up_a_grade_lost_between_write_and_grade(
+    llm, django_capture_on_commit_callbacks, monkeypatch, settings
+):
+    run, sent = _started_unsent(
+        llm, django_capture_on_commit_callbacks, monkeypatch, settings, chunk=4
+    )
+    trial_chunk_execute(run_id=run.id, trial_ids=sent[0])  # runs all ten
+    # A worker died between writing a trial and grading it: its grade is missing.
+    lost = sent[1][2]
+    Grade.objects.filter(trial_id=lost).delete()
+
+    trial_chunk_execute(run_id=run.id, trial_ids=sent[1])
+
+    assert list(Grade.objects.filter(trial_id=lost).values_list("grader", "passed")) == [
+        ("says-yes", True)
+    ]
+    assert Grade.objects.filter(trial__run=run).count() == 10
+    assert llm.requests == 10
+
+
+def test_a_message_whose_trials_another_chunk_ran_only_reads_seven_times(
+    llm, django_capture_on_commit_callbacks, monkeypatch, settings
+):
+    """~100 such messages per 10,000-trial run: each one reads the run, whether it has
+    work, whether a grade is missing, and (the run closed with these counts) its counts
+    and top-ups; no write, whatever the chunk's size."""
+    run, sent = _started_unsent(
+        llm, django_capture_on_commit_callbacks, monkeypatch, settings, chunk=4
+    )
+    trial_chunk_execute(run_id=run.id, trial_ids=sent[0])
+
+    for ids in sent[1:]:
+        with CaptureQueriesContext(connection) as queries:
+            trial_chunk_execute(run_id=run.id, trial_ids=ids)
+        statements = [q["sql"].lstrip().split()[0].upper() for q in queries.captured_queries]
+        assert statements == ["SELECT"] * 7
+    run.refresh_from_db()
+    assert run.status == Run.Status.SUCCEEDED and run.trials_finished == 10
 
 
 def test_with_no_extension_a_chunk_calls_only_its_own_trials(
