@@ -64,6 +64,9 @@ class CallPool:
     def __init__(self, config: dict) -> None:
         self._config = config
         self._results: queue.Queue = queue.Queue()
+        # Set by the loop thread when no call is outstanding (or it failed): ``results``
+        # sleeps through its gathering window on it instead of waking for every result.
+        self._quiet = threading.Event()
         self._ready = threading.Event()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._inbox: asyncio.Queue | None = None
@@ -85,6 +88,7 @@ class CallPool:
         except BaseException as exc:  # noqa: BLE001 - handed to the consuming thread
             self._error = exc
             self._results.put(exc)
+            self._quiet.set()
         finally:
             self._ready.set()
 
@@ -123,6 +127,8 @@ class CallPool:
                 self._stops.pop(trial_id, None)
             self._settled += 1  # only this loop's thread and ``withdraw`` (on it) write it
             self._results.put((trial_id, result))
+            if self.outstanding == 0:
+                self._quiet.set()
 
     async def _withdrawable_call(
         self, target: Any, trial_id: int, case_input: CaseInput
@@ -184,8 +190,13 @@ class CallPool:
         """Queue calls for ``(trial_id, case_input)`` pairs; they start as slots free up."""
         assert self._loop is not None and self._inbox is not None
         self._submitted += len(items)
+        # One hand-over for the lot (each ``call_soon_threadsafe`` wakes the loop).
+        self._loop.call_soon_threadsafe(self._inbox_put, list(items))
+
+    def _inbox_put(self, items: list[tuple[int, CaseInput]]) -> None:
+        assert self._inbox is not None
         for item in items:
-            self._loop.call_soon_threadsafe(self._inbox.put_nowait, item)
+            self._inbox.put_nowait(item)
 
     @property
     def outstanding(self) -> int:
@@ -223,16 +234,20 @@ class CallPool:
             item = self._results.get(timeout=max(0.0, timeout))
         except queue.Empty:
             return []
-        batch: list[tuple[int, TargetResult]] = []
         window_ends = time.monotonic() + WRITE_BATCH_WINDOW_S
+        # The window is slept through, woken early only when no call is left that could join
+        # the batch (``_quiet``): taking each result as it came woke this thread, a thread
+        # switch and a hand-over of the GIL, for every trial (issue 17, worker CPU).
+        self._quiet.clear()  # before the check: a set() after it is not lost
+        if self.outstanding > 0 and not isinstance(item, BaseException):
+            self._quiet.wait(max(0.0, window_ends - time.monotonic()))
+        batch: list[tuple[int, TargetResult]] = []
         while True:
             if isinstance(item, BaseException):
                 raise item
             batch.append(item)
-            if self.outstanding == 0 and self._results.empty():
-                return batch  # no call left to wait for
             try:
-                item = self._results.get(timeout=max(0.0, window_ends - time.monotonic()))
+                item = self._results.get_nowait()
             except queue.Empty:
                 return batch
 
