@@ -95,9 +95,6 @@ def unstorable_replace(value: Any) -> tuple[Any, int]:
     list, tuple as list; other values as they are) with every U+0000 and lone surrogate
     replaced by U+FFFD, dict keys included, and ``count`` the characters replaced. A clean
     value comes back as the same object with count 0."""
-    if isinstance(value, str):
-        clean, count = _UNSTORABLE.subn(REPLACEMENT, value)
-        return (clean, count) if count else (value, 0)
     if isinstance(value, dict | list | tuple) and _clean_as_json(value):
         return value, 0
     return _replace_walk(value)

@@ -14,6 +14,7 @@ from django.db import connection
 from django.db.models.constants import OnConflict
 from django.utils import timezone
 
+from core.db import sql_marks
 from evals.grading.agent.data import AgentData
 from evals.grading.grader_set import GraderSpec
 from evals.grading.graders import run_grader
@@ -123,7 +124,7 @@ def _grades_insert(values: list[tuple]) -> None:
     fields = [Grade._meta.get_field(name) for name in GRADE_FIELDS]
     ops, quote = connection.ops, connection.ops.quote_name
     columns = ", ".join(quote(field.column) for field in fields)
-    placeholders = ", ".join(["%s"] * len(fields))
+    placeholders = sql_marks(fields)
     suffix = ops.on_conflict_suffix_sql(fields, OnConflict.IGNORE, None, None)
     sql = (
         f"{ops.insert_statement(on_conflict=OnConflict.IGNORE)} {quote(Grade._meta.db_table)} "
@@ -205,13 +206,14 @@ def _chunk_grades_complete(*, run_id: int, trial_ids: list[int], specs: list[Gra
     keys = list(dict.fromkeys(spec.key for spec in specs))
     # By primary key and the (trial, grader) key only: just after a run's start the
     # planner's statistics do not know its trials and grades yet, and a condition on
-    # ``run_id`` or ``judge_version`` led it to scan every trial of the run (10 ms, not 0.3).
+    # ``run_id`` or ``judge_version`` led it to scan every trial of the run (37 ms for a
+    # chunk of 100 of a 10,000-trial run, against 3 ms this way).
     with connection.cursor() as cursor:
         cursor.execute(
             f"SELECT {trial}.{q('id')} FROM {trial} WHERE {trial}.{q('id')} IN "
-            f"({', '.join(['%s'] * len(trial_ids))}) AND {trial}.{q('status')} = %s AND "
+            f"({sql_marks(trial_ids)}) AND {trial}.{q('status')} = %s AND "
             f"(SELECT COUNT(*) FROM {grade} WHERE {grade}.{q('trial_id')} = {trial}.{q('id')} "
-            f"AND {grade}.{q('grader')} IN ({', '.join(['%s'] * len(keys))})) < %s",
+            f"AND {grade}.{q('grader')} IN ({sql_marks(keys)})) < %s",
             [*trial_ids, Trial.Status.OK.value, *keys, len(keys)],
         )
         missing_ids = [row[0] for row in cursor.fetchall()]

@@ -21,6 +21,7 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
+from core.db import sql_marks
 from evals.grading.ladder import case_input_from
 from evals.models import Case, Run, Trial
 from evals.runner.targets import CaseInput
@@ -37,11 +38,6 @@ def trial_lease() -> timedelta:
 
 def _q(name: str) -> str:
     return connection.ops.quote_name(name)
-
-
-def _marks(values: list) -> str:
-    """``%s, %s, ...``: one placeholder per value of an ``IN (...)`` list."""
-    return ", ".join(["%s"] * len(values))
 
 
 def _when(value: datetime) -> Any:
@@ -63,7 +59,7 @@ def _claim(cursor, ids: list[int], condition: str, condition_params: list, now: 
     cursor.execute(
         f"UPDATE {_q(Trial._meta.db_table)} SET {_q('status')} = %s, "
         f"{_q('lease_expires_at')} = %s, {_q('started_at')} = %s "
-        f"WHERE {_q('id')} IN ({_marks(ids)}) AND {condition}",
+        f"WHERE {_q('id')} IN ({sql_marks(ids)}) AND {condition}",
         [RUNNING, _when(now + trial_lease()), _when(now), *ids, *condition_params],
     )
 
@@ -95,7 +91,7 @@ def trials_claim(*, run_id: int, trial_ids: list[int], run_start: bool = True) -
     with transaction.atomic(), connection.cursor() as cursor:
         cursor.execute(
             f"SELECT {_q('id')} FROM {_q(Trial._meta.db_table)} "
-            f"WHERE {_q('run_id')} = %s AND {_q('id')} IN ({_marks(trial_ids)}) AND {claimable}"
+            f"WHERE {_q('run_id')} = %s AND {_q('id')} IN ({sql_marks(trial_ids)}) AND {claimable}"
             f"{_skip_locked()}",
             [run_id, *trial_ids, *claimable_params],
         )
@@ -146,7 +142,7 @@ def trials_claimable(*, run_id: int, trial_ids: list[int]) -> bool:
     params: list[Any] = [run_id, QUEUED]
     if trial_ids:
         sql += (
-            f" OR ({_q('id')} IN ({_marks(trial_ids)}) AND {_q('status')} = %s AND "
+            f" OR ({_q('id')} IN ({sql_marks(trial_ids)}) AND {_q('status')} = %s AND "
             f"{_q('lease_expires_at')} < %s)"
         )
         params += [*trial_ids, RUNNING, _when(timezone.now())]
@@ -179,7 +175,7 @@ def trials_held(trial_ids: list[int]) -> dict[int, Held]:
             f"SELECT {trial}.{_q('id')}, {trial}.{_q('attempt')}, {trial}.{_q('top_up_id')}, "
             f"{case}.{_q('key')}, {columns} FROM {trial} "
             f"JOIN {case} ON {case}.{_q('id')} = {trial}.{_q('case_id')} "
-            f"WHERE {trial}.{_q('id')} IN ({_marks(trial_ids)})",
+            f"WHERE {trial}.{_q('id')} IN ({sql_marks(trial_ids)})",
             trial_ids,
         )
         rows = cursor.fetchall()

@@ -22,6 +22,7 @@ from django.db.models import Field
 from django.utils import timezone
 
 from core.chunks import chunked
+from core.db import sql_marks
 from core.outbox import outbox_enqueue
 from evals.grading.ladder import (
     _chunk_grades_complete,
@@ -97,7 +98,7 @@ def trial_results_record(
     with transaction.atomic(savepoint=False), connection.cursor() as cursor:
         cursor.execute(
             f"SELECT {quote('id')} FROM {quote(trials)} WHERE {quote('id')} IN "
-            f"({', '.join(['%s'] * len(by_id))}) AND {quote('status')} = %s{lock}",
+            f"({sql_marks(by_id)}) AND {quote('status')} = %s{lock}",
             [*by_id, Trial.Status.RUNNING.value],
         )
         written = sorted(row[0] for row in cursor.fetchall())
