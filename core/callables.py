@@ -14,6 +14,7 @@ outside it is refused before anything is imported, naming the field.
 from __future__ import annotations
 
 import importlib
+import types
 from collections.abc import Callable
 from typing import Any
 
@@ -34,10 +35,13 @@ def callable_allowed(module_name: str) -> bool:
 
 
 def callable_resolve(path: Any, *, field: str) -> Callable[..., Any]:
-    """Import ``package.module:function`` (attribute chains allowed after the colon) and
-    return the callable. Raises ``DomainError`` naming ``field`` when ``path`` is not of that
-    form, its module is outside ``ASSAY["CALLABLE_MODULES"]`` (nothing is imported then),
-    it cannot be imported, an attribute is missing, or the object is not callable."""
+    """Import ``package.module:function`` (attribute chains allowed after the colon,
+    ``module:Class.method``) and return the callable. Raises ``DomainError`` naming
+    ``field`` when ``path`` is not of that form, its module is outside
+    ``ASSAY["CALLABLE_MODULES"]`` (nothing is imported then), it cannot be imported, an
+    attribute is missing or special (``__globals__``), the chain passes through another module
+    (``demo.x:json.codecs.builtins.eval``), the object is defined outside the allowed modules
+    (``from os import system`` in an allowed module), or it is not callable."""
     if not isinstance(path, str) or path.count(":") != 1 or not all(path.split(":")):
         raise DomainError(f"expected 'package.module:function', got {path!r:.200}", field=field)
     module_name, _, attr_path = path.partition(":")
@@ -53,10 +57,28 @@ def callable_resolve(path: Any, *, field: str) -> Callable[..., Any]:
     except ImportError as exc:
         raise DomainError(f"cannot import {module_name!r}: {exc}", field=field) from exc
     for attr in attr_path.split("."):
+        if attr.startswith("__"):  # ``__globals__``, ``__builtins__``: a way out
+            raise DomainError(
+                f"{path!r:.200}: {attr!r:.80} is a special name; name a function", field=field
+            )
         try:
             obj = getattr(obj, attr)
         except AttributeError as exc:
             raise DomainError(f"{module_name!r} has no {attr_path!r}", field=field) from exc
+        if isinstance(obj, types.ModuleType):  # ``demo.x:json.codecs.builtins.eval``
+            raise DomainError(
+                f"{path!r:.200}: {attr!r:.80} is a module; name a function defined under "
+                "ASSAY_CALLABLE_MODULES",
+                field=field,
+            )
     if not callable(obj):
         raise DomainError(f"{path!r} is not callable", field=field)
+    defined_in = getattr(obj, "__module__", None)
+    if not isinstance(defined_in, str) or not callable_allowed(defined_in):
+        # ``from os import system`` in an allowed module: the name is there, the code is not.
+        raise DomainError(
+            f"{path!r:.200} is defined in {defined_in!r:.200}, which is not in "
+            "ASSAY_CALLABLE_MODULES",
+            field=field,
+        )
     return obj

@@ -54,3 +54,24 @@ def test_the_api_refuses_a_run_of_os_system_naming_the_field(client, carol):
     assert "target.path" in response.content.decode()
     assert "ASSAY_CALLABLE_MODULES" in response.content.decode()
     assert not Run.objects.exists()
+
+
+def test_an_attribute_chain_cannot_leave_the_allowed_modules(settings):
+    """Found by a tester: ``demo.refund_agent:random._os.system`` resolved to ``os.system``
+    through the allowed module's imports. A chain may not name a special attribute, pass
+    through another module, or end at a function defined outside the allowed modules."""
+    settings.ASSAY = {**settings.ASSAY, "CALLABLE_MODULES": ("tests",)}
+    refused = {
+        "tests.callable_escapes:json.codecs.builtins.eval": "is a module",  # through modules
+        "tests.callable_escapes:json.loads": "is a module",
+        "tests.callable_escapes:__builtins__": "is a special name",
+        "tests.callable_escapes:answer.__globals__": "is a special name",
+        "tests.callable_escapes:_os_system": "which is not in ASSAY_CALLABLE_MODULES",
+        "tests.callable_escapes:system": "which is not in ASSAY_CALLABLE_MODULES",  # imported
+    }
+    for path, says in refused.items():
+        with pytest.raises(DomainError) as caught:
+            callable_resolve(path, field="target.path")
+        assert caught.value.field == "target.path", path
+        assert says in caught.value.message, (path, caught.value.message)
+    assert callable_resolve("tests.callable_escapes:answer", field="f")(None) == "42"

@@ -13,6 +13,7 @@ from django.test import Client
 
 import evals.runner.start as start_module
 from core.bounds import cost_problem
+from core.decimals import PLAIN_MAX_PLACES, decimal_plain
 from evals.models import ModelPrice, Trial
 from evals.runner.execute import trial_chunk_execute
 from evals.runner.start import run_start
@@ -103,3 +104,17 @@ def test_a_positive_cost_that_would_be_stored_as_zero_is_refused_not_rounded():
     assert cost_problem(Decimal("-1E-20")) == (
         "expected USD from 0 to below 1,000,000, got -0.00000000000000000001"
     )
+
+
+def test_a_cost_with_a_huge_exponent_is_refused_in_a_short_message():
+    """Found by a tester: ``"1e-999999999"`` made a 1 GB error message (the amount written
+    out in full). Past ``PLAIN_MAX_PLACES`` places an amount is shown as it was given."""
+    for text in ("1e-999999999", "9e+999999999", "0E-999999999", "-1e-101"):
+        value = Decimal(text)
+        message = cost_problem(value)
+        shown = decimal_plain(value)
+        assert len(shown) <= len(text) + 2 and shown.upper() == str(value).upper(), text
+        if text != "0E-999999999":  # zero is a known, free cost
+            assert message is not None and len(message) < 300 and shown in message, text
+    assert decimal_plain(Decimal(f"1e-{PLAIN_MAX_PLACES}")) == "0." + "0" * 99 + "1"
+    assert decimal_plain(Decimal("0E-8")) == "0.00000000"
