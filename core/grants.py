@@ -90,6 +90,22 @@ def role_revoke(*, user, role: str, by=None, via: str = PAGE) -> bool:
 
 
 @transaction.atomic
+def superuser_grant(*, user, via: str = COMMAND) -> bool:
+    """Make ``user`` staff and superuser (the admin, every role), recorded; the operator's
+    alone (``via`` "command"). False when it was both already (nothing recorded). Raises
+    ``PermissionDenied`` for any other ``via``."""
+    _actor_check(None, via)
+    locked = get_user_model().objects.select_for_update().get(pk=user.pk)
+    if locked.is_superuser and locked.is_staff:
+        return False
+    locked.is_superuser = locked.is_staff = True
+    locked.save(update_fields=["is_superuser", "is_staff"])
+    user.is_superuser = user.is_staff = True
+    _record(user=locked, role=SUPERUSER, action=RoleChange.Action.GRANTED, by=None, via=via)
+    return True
+
+
+@transaction.atomic
 def user_create(
     *,
     username: str,

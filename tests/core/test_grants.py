@@ -8,9 +8,10 @@ from django.core.exceptions import PermissionDenied
 from django.core.management import CommandError, call_command
 
 from core.errors import DomainError
-from core.grants import role_grant, role_revoke, user_create
+from core.grants import role_grant, role_revoke, superuser_grant, user_create
 from core.models import RoleChange
 from core.roles import user_has_role
+from demo.load import demo_user_ensure
 
 
 def test_a_lead_grants_a_role_and_it_is_recorded_with_who(alice, mallory):
@@ -96,3 +97,26 @@ def test_the_role_commands_grant_and_revoke_through_the_service(mallory, capsys)
     ]
     with pytest.raises(CommandError, match="no user named"):
         call_command("role_grant", "nobody", "lead")
+
+
+def test_superuser_is_granted_at_the_command_line_only_and_recorded(mallory):
+    with pytest.raises(PermissionDenied):
+        superuser_grant(user=mallory, via="admin")
+    assert not User.objects.get(pk=mallory.pk).is_superuser
+    assert superuser_grant(user=mallory) is True
+    assert superuser_grant(user=mallory) is False
+    mallory.refresh_from_db()
+    assert mallory.is_superuser and mallory.is_staff
+    assert list(RoleChange.objects.values_list("role", "via")) == [("superuser", "command")]
+
+
+def test_the_demo_login_gets_its_roles_through_the_grants(db):
+    user = demo_user_ensure(username="demo", password="assay-demo")
+    demo_user_ensure(username="demo", password="assay-demo")
+    assert user.is_superuser and user_has_role(User.objects.get(pk=user.pk), "lead")
+    assert sorted(RoleChange.objects.values_list("role", flat=True)) == [
+        "engineer",
+        "lead",
+        "reviewer",
+        "superuser",
+    ]
