@@ -58,7 +58,7 @@ class RoleChangeInline(RecordInline):
     ordering = ("-at", "-id")
 
 
-def _role_action(service, role: str, verb: str):
+def _role_action(service, role: str, verb: str, done: str):
     def action(modeladmin, request, queryset) -> None:
         changed = 0
         for user in queryset:
@@ -67,10 +67,10 @@ def _role_action(service, role: str, verb: str):
             except (PermissionDenied, DomainError) as exc:
                 modeladmin.message_user(request, str(exc), messages.ERROR)
                 return
-        modeladmin.message_user(request, f"{role} {verb} for {changed} user(s)")
+        modeladmin.message_user(request, f"{role} {done} for {changed} user(s)")
 
     action.__name__ = f"{service.__name__}_{role}"
-    return admin.action(description=f"{verb.capitalize()} role {role}")(action)
+    return admin.action(description=f"{verb} role {role}")(action)
 
 
 admin.site.unregister(User)
@@ -91,8 +91,8 @@ class AssayUserAdmin(UserAdmin):
     )
     inlines = [RoleChangeInline]
     actions = [
-        *(_role_action(role_grant, role, "granted") for role in ROLES),
-        *(_role_action(role_revoke, role, "revoked") for role in ROLES),
+        *(_role_action(role_grant, role, "Grant", "granted") for role in ROLES),
+        *(_role_action(role_revoke, role, "Revoke", "revoked") for role in ROLES),
     ]
 
 
