@@ -9,9 +9,12 @@ and cloud metadata addresses (169.254.0.0/16, fe80::/10, fd00:ec2::254 and the m
 names below), which are refused unless an entry names them exactly (a wildcard never does).
 
 The check reads the URL as the client reads it (``yarl``) and every spelling of an IPv4
-address the resolver accepts (``2852039166``, ``0xa9.0xfe.0xa9.0xfe``, ``::ffff:169.254.169.254``).
-It checks the name written, not where DNS sends it: a name of your own that resolves to a
-metadata address is stopped only by a list that leaves it out.
+address the resolver accepts (``2852039166``, ``0xa9.0xfe.0xa9.0xfe``, ``::ffff:169.254.169.254``),
+where an endpoint is declared or started (``endpoint_url_problem``); the HTTP client checks
+again what DNS answers for a name, before it connects (``resolved_address_problem``), so a
+name that points at a metadata address gives an errored trial, never its answer (through a
+proxy, the proxy resolves the name and only the list applies). The list itself matches
+names: list only names you control.
 """
 
 from __future__ import annotations
@@ -113,6 +116,23 @@ def endpoint_url_problem(url: str) -> str | None:
         shown = ", ".join(_shown(e.host, e.port) for e in entries[:10])
         return f"host {_shown(host, port)} is not in {SETTING} ({shown})"
     return None
+
+
+def resolved_address_problem(host: str, address: str) -> str | None:
+    """Why a connection to ``host`` may not go to ``address`` (an address DNS answered for
+    it): a link-local or cloud metadata address, unless an entry names ``host`` exactly
+    (any port); None when it may. The client checks every answer, so a name of someone
+    else's that resolves to a metadata address (``169.254.169.254.nip.io``) is refused too."""
+    found = _address(_host_normal(address))
+    if found is None or not any(found in net for net in METADATA_ADDRESSES):
+        return None
+    host = _host_normal(host)
+    if any(e.host == host for e in endpoint_hosts() if not e.wildcard):
+        return None
+    return (
+        f"host {host!r} resolves to {found}, a link-local or cloud metadata address, refused "
+        f"unless {SETTING} names it"
+    )
 
 
 def _shown(host: str, port: int | None) -> str:

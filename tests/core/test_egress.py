@@ -3,9 +3,13 @@ refused even without it."""
 
 from __future__ import annotations
 
+import asyncio
+import socket
+
 import pytest
 
-from core.egress import endpoint_url_problem, host_entries_parse
+from core.egress import endpoint_url_problem, host_entries_parse, resolved_address_problem
+from evals.runner.targets.transport import HttpFailure, JsonPoster
 
 
 @pytest.fixture
@@ -66,3 +70,31 @@ def test_a_metadata_address_is_allowed_only_when_an_entry_names_it_exactly(hosts
 def test_a_malformed_entry_is_a_configuration_error(entry):
     with pytest.raises(ValueError, match="ASSAY_ENDPOINT_HOSTS"):
         host_entries_parse(entry)
+
+
+def test_a_name_that_resolves_to_a_metadata_address_is_refused_before_connecting(
+    hosts, monkeypatch
+):
+    real = socket.getaddrinfo
+
+    def fake_dns(host, *args, **kwargs):
+        if host == "metadata-alias.test":
+            return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", ("169.254.169.254", 80))]
+        return real(host, *args, **kwargs)
+
+    monkeypatch.setattr(socket, "getaddrinfo", fake_dns)
+    assert endpoint_url_problem("http://metadata-alias.test/v1") is None  # the name passes
+
+    async def post() -> None:
+        poster = JsonPoster(
+            "http://metadata-alias.test/v1", headers={}, timeout_s=2, max_connections=1
+        )
+        try:
+            await poster.post({"model": "m"})
+        finally:
+            await poster.aclose()
+
+    with pytest.raises(HttpFailure, match="resolves to 169.254.169.254"):
+        asyncio.run(post())
+    hosts("metadata-alias.test")
+    assert resolved_address_problem("metadata-alias.test", "169.254.169.254") is None
