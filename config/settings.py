@@ -19,6 +19,8 @@ from pathlib import Path
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
+from core.egress import host_entries_parse
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(os.environ.get("ASSAY_VAR_DIR", BASE_DIR / "var"))
 
@@ -340,11 +342,24 @@ ASSAY = {
         for m in os.environ.get("ASSAY_CALLABLE_MODULES", "demo,examples").split(",")
         if m.strip()
     ),
+    # The hosts a model endpoint (a target's or a judge version's base_url) may name:
+    # comma-separated host, host:port or *.domain (core.egress). Whoever configures a target
+    # chooses the URL the worker calls and reads its answer in the trial, so without a list
+    # an engineer can make the worker fetch from its own network (an internal service, the
+    # loopback interface). Set it in production. Unset, every host is allowed except
+    # link-local and cloud metadata addresses (169.254.0.0/16, fe80::/10, fd00:ec2::254,
+    # metadata.google.internal, ...), which are refused unless an entry names them exactly.
+    "ENDPOINT_HOSTS": os.environ.get("ASSAY_ENDPOINT_HOSTS", ""),
 }
 
 for _knob in ("TRIAL_LEASE_SECONDS", "SWEEP_SECONDS", "TRIAL_CHUNK_SIZE", "OUTBOX_GRACE_SECONDS"):
     if ASSAY[_knob] < 1:
         raise ImproperlyConfigured(f"ASSAY_{_knob} must be a positive integer, got {ASSAY[_knob]}")
+
+try:
+    ASSAY["ENDPOINT_HOSTS"] = host_entries_parse(ASSAY["ENDPOINT_HOSTS"])
+except ValueError as _exc:
+    raise ImproperlyConfigured(str(_exc)) from None
 
 LOGGING = {
     "version": 1,

@@ -1,8 +1,9 @@
-"""Plumbing rows every app shares: the worker heartbeat (``core.heartbeat``) and the
-transactional outbox (``core.outbox``)."""
+"""Plumbing rows every app shares: the worker heartbeat (``core.heartbeat``), the
+transactional outbox (``core.outbox``) and the history of role grants (``core.grants``)."""
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.db import models
 from django.utils import timezone
 
@@ -57,3 +58,31 @@ class OutboxMessage(models.Model):
 
     def __str__(self) -> str:
         return f"{self.task}{tuple(self.args)}"
+
+
+class RoleChange(models.Model):
+    """One grant or revocation of a role (``reviewer``, ``engineer``, ``lead``, or
+    ``superuser``), written only by ``core.grants``: who (``by``, None for the command line
+    or the system), when (``at``) and through what (``via``: page, api, command, admin).
+    Only grows; the admin shows it read-only."""
+
+    class Action(models.TextChoices):
+        GRANTED = "granted"
+        REVOKED = "revoked"
+
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="role_changes"
+    )
+    role = models.CharField(max_length=20)
+    action = models.CharField(max_length=10, choices=Action.choices)
+    by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    via = models.CharField(max_length=20)
+    at = models.DateTimeField(default=timezone.now, db_index=True)
+
+    class Meta:
+        ordering = ["-at", "-id"]
+
+    def __str__(self) -> str:
+        return f"{self.role} {self.action} for {self.user_id} at {self.at:%Y-%m-%d %H:%M:%S}"

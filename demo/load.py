@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from django.contrib.auth.models import Group, User
+from django.contrib.auth.models import User
 from django.db import transaction
 
+from core.grants import COMMAND, role_grant, superuser_grant
 from core.roles import ROLES
 from demo.data import SUITES
 from demo.expense_contract import SUITE as CONTRACT_SUITE
@@ -74,11 +75,12 @@ def _suite_load(spec: dict) -> Suite:
 
 
 def demo_user_ensure(*, username: str, password: str) -> User:
-    """The demo login: staff, superuser, in every role. Its password is reset each time."""
+    """The demo login: staff, superuser, in every role, each grant made and recorded as the
+    operator's (``core.grants``, from the command line). Its password is reset each time."""
     user, _ = User.objects.get_or_create(username=username)
-    user.is_staff = True
-    user.is_superuser = True
     user.set_password(password)
-    user.save()
-    user.groups.set(Group.objects.filter(name__in=ROLES))
+    user.save(update_fields=["password"])
+    superuser_grant(user=user, via=COMMAND)
+    for role in ROLES:
+        role_grant(user=user, role=role, by=None, via=COMMAND)
     return user

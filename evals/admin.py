@@ -8,6 +8,7 @@ from django import forms
 from django.contrib import admin
 from django.core.validators import ProhibitNullCharactersValidator
 
+from core.admin import RecordAdmin
 from core.errors import DomainError
 from evals.case_changes import case_edit
 from evals.cases import CaseSpec, case_spec_check
@@ -202,7 +203,10 @@ class TrialAdmin(admin.ModelAdmin):
 
 
 @admin.register(Grade)
-class GradeAdmin(admin.ModelAdmin):
+class GradeAdmin(RecordAdmin):
+    """View only: a grade is a grader's verdict of record, written by the runner and the
+    judge rung."""
+
     list_display = ("id", "trial", "grader", "status", "passed", "score", "gating", "created_at")
     list_filter = ("status", "passed", "gating", "grader")
     search_fields = ("grader", "reason")

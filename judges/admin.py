@@ -2,6 +2,7 @@
 
 from django.contrib import admin
 
+from core.admin import RecordAdmin
 from judges.models import (
     DevelopmentLabel,
     Judge,
@@ -28,7 +29,7 @@ class JudgeVersionInline(admin.TabularInline):
 
 
 @admin.register(Judge)
-class JudgeAdmin(admin.ModelAdmin):
+class JudgeAdmin(RecordAdmin):
     list_display = ("name", "kind", "created_at")
     list_filter = ("kind",)
     search_fields = ("name",)
@@ -36,13 +37,15 @@ class JudgeAdmin(admin.ModelAdmin):
 
 
 @admin.register(JudgeVersion)
-class JudgeVersionAdmin(admin.ModelAdmin):
+class JudgeVersionAdmin(RecordAdmin):
     list_display = ("__str__", "judge", "number", "model", "protocol", "trusted", "created_at")
     list_filter = ("judge",)
     search_fields = ("judge__name", "model", "protocol", "content_hash")
     list_select_related = ("judge",)
     raw_id_fields = ("judge",)
-    # Trust is granted by a lead through calibration approval, never by editing a row.
+    # View only: a version is immutable (any change is a new version, through
+    # judges.versions.judge_version_create, which checks its config and endpoint), and trust
+    # is granted by a lead through calibration approval, never by editing a row.
     readonly_fields = ("uuid", "content_hash", "created_at")
 
     def get_queryset(self, request):
@@ -54,7 +57,7 @@ class JudgeVersionAdmin(admin.ModelAdmin):
 
 
 @admin.register(PairwiseVerdict)
-class PairwiseVerdictAdmin(admin.ModelAdmin):
+class PairwiseVerdictAdmin(RecordAdmin):
     list_display = (
         "id",
         "pair",
@@ -121,7 +124,11 @@ class ProbeRunAdmin(admin.ModelAdmin):
 
 
 @admin.register(JudgeApproval)
-class JudgeApprovalAdmin(admin.ModelAdmin):
+class JudgeApprovalAdmin(RecordAdmin):
+    """View only: trust is granted and revoked by a lead through
+    ``labeling.services.judge_trust_approve`` (which checks the calibration rule) and
+    ``judges.trust.trust_revoke``; a row added here would be trust no rule allowed."""
+
     list_display = ("judge_version", "approved_by", "approved_at", "revoked_at", "revoked_by")
     list_select_related = ("judge_version__judge", "approved_by", "revoked_by")
     raw_id_fields = ("judge_version", "calibration_set", "approved_by", "revoked_by")
@@ -129,7 +136,7 @@ class JudgeApprovalAdmin(admin.ModelAdmin):
 
 
 @admin.register(DevelopmentLabel)
-class DevelopmentLabelAdmin(admin.ModelAdmin):
+class DevelopmentLabelAdmin(RecordAdmin):
     """Read-only: development data is written once, with the version it built
     (``labeling.improve.judge_version_improve``); editing it would change which labels a
     version's trust decision may use."""
@@ -138,12 +145,6 @@ class DevelopmentLabelAdmin(admin.ModelAdmin):
     list_select_related = ("judge_version__judge",)
     raw_id_fields = ("judge_version", "trial", "label")
     readonly_fields = ("judge_version", "trial", "label", "created_at")
-
-    def has_add_permission(self, request) -> bool:
-        return False
-
-    def has_change_permission(self, request, obj=None) -> bool:
-        return False
 
 
 @admin.register(JudgeClaim)

@@ -1,8 +1,11 @@
-"""Admin for labeling: labels and revisions, preferences, calibration sets, adjudications,
-judge approvals. Read-mostly: the services hold the rules (freezing, trust thresholds)."""
+"""Admin for labeling: labels and revisions, preferences, calibration sets, adjudications.
+View only (``core.admin.RecordAdmin``), for superusers too: a label, an adjudication or a
+set's items are what calibration and trust are computed on, and they change only through
+the services that hold the rules (freezing, blindness, compare-and-set, trust thresholds)."""
 
 from django.contrib import admin
 
+from core.admin import RecordAdmin, RecordInline
 from labeling.models import (
     Adjudication,
     CalibrationItem,
@@ -14,7 +17,7 @@ from labeling.models import (
 
 
 @admin.register(Label)
-class LabelAdmin(admin.ModelAdmin):
+class LabelAdmin(RecordAdmin):
     list_display = ("id", "trial", "verdict", "reviewer", "reviewer_name", "source", "created_at")
     list_filter = ("verdict", "source")
     search_fields = ("critique", "reviewer__username", "reviewer_name")
@@ -24,7 +27,7 @@ class LabelAdmin(admin.ModelAdmin):
 
 
 @admin.register(PreferenceLabel)
-class PreferenceLabelAdmin(admin.ModelAdmin):
+class PreferenceLabelAdmin(RecordAdmin):
     list_display = ("id", "pair", "preferred", "reviewer", "reviewer_name", "source", "created_at")
     list_filter = ("preferred", "source")
     search_fields = ("critique", "reviewer__username", "reviewer_name")
@@ -33,20 +36,20 @@ class PreferenceLabelAdmin(admin.ModelAdmin):
 
 
 @admin.register(LabelRevision)
-class LabelRevisionAdmin(admin.ModelAdmin):
+class LabelRevisionAdmin(RecordAdmin):
     list_display = ("id", "trial", "reviewer", "version", "verdict", "undoes", "created_at")
     list_filter = ("verdict",)
     raw_id_fields = ("label", "trial", "reviewer")
 
 
-class CalibrationItemInline(admin.TabularInline):
+class CalibrationItemInline(RecordInline):
     model = CalibrationItem
     raw_id_fields = ("trial",)
     extra = 0
 
 
 @admin.register(CalibrationSet)
-class CalibrationSetAdmin(admin.ModelAdmin):
+class CalibrationSetAdmin(RecordAdmin):
     list_display = (
         "name",
         "suite",
@@ -64,13 +67,13 @@ class CalibrationSetAdmin(admin.ModelAdmin):
 
 
 @admin.register(CalibrationItem)
-class CalibrationItemAdmin(admin.ModelAdmin):
+class CalibrationItemAdmin(RecordAdmin):
     list_display = ("id", "calibration_set", "trial", "position")
     raw_id_fields = ("calibration_set", "trial")
 
 
 @admin.register(Adjudication)
-class AdjudicationAdmin(admin.ModelAdmin):
+class AdjudicationAdmin(RecordAdmin):
     list_display = ("id", "trial", "verdict", "decided_by", "created_at")
     list_filter = ("verdict",)
     raw_id_fields = ("trial", "decided_by")

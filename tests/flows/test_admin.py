@@ -118,3 +118,18 @@ def test_the_admin_refuses_nan_and_unstorable_text_by_the_rule_of_every_path(cli
         response = client.post(url, {**data, "expected": expected})
         assert response.status_code == 200 and says in response.content.decode()
     assert Case.objects.get().expected == "a" and Case.objects.count() == 1
+
+
+@pytest.mark.django_db
+def test_the_user_page_shows_roles_read_only_with_their_history(client, mallory):
+    from core.grants import role_grant  # noqa: PLC0415
+
+    root = User.objects.create_superuser("root", password="pw-root-123")
+    role_grant(user=mallory, role="engineer", by=root, via="admin")
+    client.force_login(root)
+    page = client.get(reverse("admin:auth_user_change", args=[mallory.pk])).content.decode()
+    assert 'name="groups"' not in page and 'name="is_superuser"' not in page
+    assert "Grant role lead" in client.get(reverse("admin:auth_user_changelist")).content.decode()
+    assert "engineer" in page and "granted" in page  # the history, inline
+    assert client.get(reverse("admin:core_rolechange_changelist")).status_code == 200
+    assert client.get(reverse("admin:auth_user_add")).status_code == 200

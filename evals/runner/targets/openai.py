@@ -57,6 +57,7 @@ from typing import Any
 
 from django.conf import settings
 
+from core.egress import endpoint_url_problem
 from core.errors import DomainError
 from core.placeholders import placeholder_list, placeholders_check
 from evals.runner.call_stop import CANCELLED_KIND, Stopped, unless_stopped
@@ -157,6 +158,9 @@ class OpenAIConfig:
         base_url = _required_str(config, "base_url")
         if not base_url.startswith(("http://", "https://")):
             raise DomainError("must start with http:// or https://", field="target.base_url")
+        egress = endpoint_url_problem(base_url)
+        if egress:
+            raise DomainError(egress, field="target.base_url")
         template = _required_str(config, "prompt_template")
         prompt_template_check(template)
         system_prompt = config.get("system_prompt")

@@ -40,7 +40,9 @@ from __future__ import annotations
 
 import codecs
 import contextlib
+import errno
 import json
+import socket
 import ssl
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -49,6 +51,8 @@ from typing import TYPE_CHECKING, Any
 
 import certifi
 from yarl import URL
+
+from core.egress import resolved_address_problem
 
 if TYPE_CHECKING:
     import aiohttp
@@ -110,6 +114,30 @@ def text_decode(content: bytes, charset: str | None) -> str:
     return content.decode(encoding, "replace")
 
 
+_RESOLVER_CLASS: type | None = None
+
+
+def _endpoint_resolver():
+    """aiohttp's default resolver, keeping only the answers ``core.egress`` allows for the
+    host (no link-local or cloud metadata address unless ``ASSAY_ENDPOINT_HOSTS`` names it);
+    when none is left the connection fails (``OSError``: an errored trial)."""
+    global _RESOLVER_CLASS  # noqa: PLW0603 - built once, after aiohttp is imported
+    if _RESOLVER_CLASS is None:
+        import aiohttp  # noqa: PLC0415 - see the module docstring
+
+        class EndpointResolver(aiohttp.DefaultResolver):
+            async def resolve(self, host: str, port: int = 0, family=socket.AF_INET):
+                answers = await super().resolve(host, port, family)
+                kept = [a for a in answers if resolved_address_problem(host, a["host"]) is None]
+                if not kept:
+                    problem = resolved_address_problem(host, answers[0]["host"])
+                    raise OSError(errno.EACCES, problem)  # aiohttp shows its strerror
+                return kept
+
+        _RESOLVER_CLASS = EndpointResolver
+    return _RESOLVER_CLASS()
+
+
 class JsonPoster:
     """POSTs JSON bodies to one ``url`` over at most ``max_connections`` kept-alive
     connections, sending ``headers`` with each; ``timeout_s`` in seconds (module
@@ -147,6 +175,7 @@ class JsonPoster:
                     limit_per_host=0,
                     keepalive_timeout=KEEPALIVE_S,
                     ssl=ssl_context_shared(),
+                    resolver=_endpoint_resolver(),
                 ),
                 headers=dict(self.headers),
                 timeout=timeout,

@@ -1,0 +1,121 @@
+"""The admin's users and groups, and the view-only base of grants and verdicts of record.
+
+A user's roles (groups), superuser and staff flags and permissions are read-only here: roles
+change through the actions below, which call ``core.grants`` (a lead only, each change
+recorded in ``RoleChange``), and a superuser is made with ``manage.py user_create
+--superuser``. The three groups are created by a migration and are read-only too.
+"""
+
+from __future__ import annotations
+
+from django.contrib import admin, messages
+from django.contrib.auth.admin import GroupAdmin, UserAdmin
+from django.contrib.auth.models import Group, User
+from django.core.exceptions import PermissionDenied
+
+from core.errors import DomainError
+from core.grants import ADMIN, role_grant, role_revoke
+from core.models import RoleChange
+from core.roles import ROLES
+
+
+class RecordAdmin(admin.ModelAdmin):
+    """View only, for every user, superusers included: rows that are a grant or a verdict
+    of record (trust approvals, labels, adjudications, grades) change only through the
+    services that check their rule."""
+
+    def has_add_permission(self, request, obj=None) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return False
+
+
+class RecordInline(admin.TabularInline):
+    """A view-only inline (see ``RecordAdmin``)."""
+
+    extra = 0
+    can_delete = False
+
+    def has_add_permission(self, request, obj=None) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return False
+
+
+class RoleChangeInline(RecordInline):
+    model = RoleChange
+    fk_name = "user"
+    fields = ("at", "role", "action", "by", "via")
+    readonly_fields = fields
+    ordering = ("-at", "-id")
+
+
+def _role_action(service, role: str, verb: str, done: str):
+    def action(modeladmin, request, queryset) -> None:
+        changed = 0
+        for user in queryset:
+            try:
+                changed += service(user=user, role=role, by=request.user, via=ADMIN)
+            except (PermissionDenied, DomainError) as exc:
+                modeladmin.message_user(request, str(exc), messages.ERROR)
+                return
+        modeladmin.message_user(request, f"{role} {done} for {changed} user(s)")
+
+    action.__name__ = f"{service.__name__}_{role}"
+    return admin.action(description=f"{verb} role {role}")(action)
+
+
+admin.site.unregister(User)
+admin.site.unregister(Group)
+
+
+@admin.register(User)
+class AssayUserAdmin(UserAdmin):
+    """Django's user admin with roles and flags read-only and grant/revoke actions."""
+
+    readonly_fields = (
+        "is_staff",
+        "is_superuser",
+        "groups",
+        "user_permissions",
+        "last_login",
+        "date_joined",
+    )
+    inlines = [RoleChangeInline]
+    actions = [
+        *(_role_action(role_grant, role, "Grant", "granted") for role in ROLES),
+        *(_role_action(role_revoke, role, "Revoke", "revoked") for role in ROLES),
+    ]
+
+
+@admin.register(Group)
+class RoleGroupAdmin(GroupAdmin):
+    """The three role groups, view only: they are created by a migration, and membership
+    changes through ``core.grants``."""
+
+    def has_add_permission(self, request, obj=None) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return False
+
+
+@admin.register(RoleChange)
+class RoleChangeAdmin(RecordAdmin):
+    """The history of role grants and revocations (``core.grants``)."""
+
+    list_display = ("at", "user", "role", "action", "by", "via")
+    list_filter = ("role", "action", "via")
+    list_select_related = ("user", "by")
+    search_fields = ("user__username", "by__username")
