@@ -31,7 +31,8 @@ from evals.comparison.run_data import (
     run_data_get,
 )
 from evals.runner.replay import run_replay_refusal
-from stats.gate import BLOCK, UNDECIDED, no_top_up
+from evals.runner.start import MAX_TRIALS_PER_CASE
+from stats.gate import BLOCK, UNDECIDED, block_attainable, no_top_up, trials_to_attain
 from stats.gate import gate_decide as stats_gate_decide
 from stats.sequential import CaseLooks, TopUpPlan, trials_to_settle
 
@@ -501,6 +502,10 @@ def gate_decide(
     trials (default 0: any error, faults A1 and E1); gating grades come from a judge
     version that is not trusted (unless ``allow_untrusted``).
 
+    2 also when no head could be blocked on these cases under ``plan`` (even every head
+    trial failing: ``stats.gate.block_attainable``): the sentence names the trials per case
+    a side that would make a block possible (``stats.gate.trials_to_attain``).
+
     Otherwise ``stats.gate.gate_decide`` under ``plan`` (default: no top-up, all of alpha
     at look 0) on the shared cases graded on both sides: 1 when a regression case dropped
     significantly (one-sided exact test per case, discrete Holm over the suite's cases) or
@@ -540,6 +545,19 @@ def gate_decide(
     verdicts = [_case_verdict(r, c, plan) for r, c in zip(rows, decided.cases, strict=True)]
     drops = [v for v in verdicts if v.status == "drop"]
     suspects = [v for v in verdicts if v.status == "suspect"]
+    if decided.verdict != BLOCK and not block_attainable(cases=cases, plan=plan):
+        sentence = _unattainable_sentence(cases, plan, alpha)
+        return GateDecision(
+            2,
+            "cannot decide",
+            [sentence[0].lower() + sentence[1:]],
+            "cannot decide",
+            sentence,
+            suspects=suspects,
+            suite_p=decided.suite_p,
+            plan=plan_json(plan),
+            notes=notes,
+        )
     suite = _suite_phrase(decided.suite_p, alpha)
     if decided.verdict == BLOCK:
         verdict, exit_code, title = "block", 1, "regression"
@@ -591,6 +609,28 @@ def gate_decide(
         plan=plan_json(plan),
         next_round=next_round,
         notes=notes,
+    )
+
+
+def _unattainable_sentence(cases: list[CaseLooks], plan: TopUpPlan, alpha: float) -> str:
+    """Why no head could have been blocked, and what would change that."""
+    shape = f"{len(cases)} case(s) × {max(max(c.base_graded[0], c.head_graded[0]) for c in cases)}"
+    if not any(c.base_passed[0] for c in cases):
+        return (
+            f"Cannot decide: the base passed no trial of these {shape} trial(s), so no head "
+            "could do measurably worse; this gate cannot see a regression here."
+        )
+    need = trials_to_attain(cases=cases, plan=plan, max_trials=MAX_TRIALS_PER_CASE)
+    settle = (
+        f"about {need} trials per case a side would make a block possible"
+        if need is not None
+        else f"not even {MAX_TRIALS_PER_CASE} trials per case a side would make a block "
+        "possible with these cases: add cases"
+    )
+    return (
+        f"Cannot decide: with {shape} trial(s) no head could be blocked — even every head "
+        "trial failing would stay within the pipeline's own randomness at alpha "
+        f"{alpha:g} — so a pass here would say nothing; {settle}."
     )
 
 
