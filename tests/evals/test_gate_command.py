@@ -35,7 +35,7 @@ def test_it_exits_0_when_nothing_moved(capsys):
     assert out.startswith("gate: no significant regression (exit 0)")
     assert "No measurable regression: no case did worse in head" in out
     # Discrete: with nothing moved, P(T <= t) holds the observed value's own mass.
-    assert "the suite as a whole moved within noise (one-sided p = 0.62)" in out
+    assert "the suite as a whole moved within noise (one-sided p = 0.62 at the first look)" in out
 
 
 def test_it_exits_2_when_base_and_head_are_the_same_run(capsys):
@@ -53,7 +53,7 @@ def test_it_exits_1_on_a_significant_regression_fault_d2(capsys):
     code, out = gate("--base", "S/B", "--head", "S/H", capsys=capsys)
     assert code == 1
     assert "Blocked: the suite as a whole dropped beyond the pipeline's own randomness" in out
-    assert "(one-sided p < 0.001)" in out  # 1/1024
+    assert "(one-sided p < 0.001 at the first look)" in out  # 1/1024
     assert "two-sided permutation p = 0.002 (exact)" in out  # 2/1024, fault D2
     assert "p = 0.000" not in out and "p = 0\n" not in out
 
