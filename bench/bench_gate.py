@@ -68,6 +68,10 @@ CASES = (5, 12, 30, 100)
 TRIALS = (3, 5, 10)
 PROFILES = ("all 1.0", "all 0.99", "all 0.95", "all 0.9", "U(0.8,1)", "U(0,1)")
 MODES = ("none", "top-up")
+# The edge cells: suites so small that no head may be blockable (exit 2, "cannot decide").
+SMALL_CASES = (1, 2, 3, 5)
+SMALL_TRIALS = (1, 2, 3)
+SMALL_PROFILES = ("all 1.0", "all 0.9", "U(0.8,1)")
 GRADERS = (GraderInfo("check", True),)
 CHUNK = 50  # simulations per task handed to a worker
 
@@ -134,6 +138,7 @@ SCENARIOS = {
     "three 1.0->0.7": _three_to(0.7),
     "10-pt drop spread": _spread_drop(0.10),
     "seed example": _seed_example,
+    "every case 1.0->0.0": lambda base: (np.ones(base.size), np.zeros(base.size)),
 }
 # (scenario, kind, cases, trials): the power table's rows; each with every profile of the
 # other cases (the seed example fixes its own rates) and both modes.
@@ -148,6 +153,8 @@ POWER_ROWS = (
     ("seed example", "regression", 12, 5),
     ("seed example", "capability", 12, 5),
 )
+# The small-suite power rows: every case collapses, or one does (the others at the profile).
+SMALL_POWER_SCENARIOS = ("every case 1.0->0.0", "one 1.0->0.0")
 
 
 @dataclass(frozen=True)
@@ -175,6 +182,21 @@ def all_cells() -> list[Cell]:
         for c in CASES
         for n in TRIALS
         for profile in PROFILES
+        for mode in MODES
+    ]
+    cells += [
+        Cell("aa", "regression", c, n, profile, mode)
+        for c in SMALL_CASES
+        for n in SMALL_TRIALS
+        for profile in SMALL_PROFILES
+        for mode in MODES
+    ]
+    cells += [
+        Cell("power", "regression", c, n, profile, mode, scenario)
+        for scenario in SMALL_POWER_SCENARIOS
+        for c in SMALL_CASES
+        for n in SMALL_TRIALS
+        for profile in (("all 1.0",) if scenario.startswith("every") else ("all 0.9",))
         for mode in MODES
     ]
     for scenario, kind, c, n in POWER_ROWS:

@@ -31,7 +31,7 @@ the rest (0.05 minus what the cases really spent) to the suite test.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -279,3 +279,78 @@ def _block_reason(result: LookResult, plan: TopUpPlan) -> str:
 def no_top_up(*, alpha: float = 0.05, suite_kind: str = "regression") -> TopUpPlan:
     """The plan of a gate that cannot add trials: look 0 only, with all of ``alpha``."""
     return TopUpPlan(alpha=alpha, round_sizes=(), suite_kind=suite_kind)
+
+
+def worst_head(*, cases: Sequence[CaseLooks]) -> list[CaseLooks]:
+    """The most damning head the design could meet on these cases: look 0 only, base as
+    observed, every head trial failing (head graded as observed, so errored trials still
+    count against what can be seen)."""
+    return [
+        CaseLooks(
+            base_passed=(c.base_passed[0],),
+            base_graded=(c.base_graded[0],),
+            head_passed=(0,),
+            head_graded=(c.head_graded[0],),
+        )
+        for c in cases
+    ]
+
+
+def block_attainable(*, cases: Sequence[CaseLooks], plan: TopUpPlan) -> bool:
+    """Whether any head could make the design block on these cases: the worst head
+    (``worst_head``) is decided under ``plan``; while it is "undecided", each round the
+    design asks for is added with the head failing every trial and the base passing at its
+    observed look-0 rate (rounded), until the design ends. False means no outcome of the
+    head reaches alpha: a "pass" on these cases would carry no information. At most
+    ``len(plan.sizes) + 1`` calls of ``gate_decide``."""
+    worst = worst_head(cases=cases)
+    looks = [([(c.base_passed[0], c.base_graded[0])], [(0, c.head_graded[0])]) for c in worst]
+    while True:
+        decided = gate_decide(
+            cases=[
+                CaseLooks(
+                    base_passed=tuple(p for p, _ in b),
+                    base_graded=tuple(g for _, g in b),
+                    head_passed=tuple(p for p, _ in h),
+                    head_graded=tuple(g for _, g in h),
+                )
+                for b, h in looks
+            ],
+            plan=plan,
+        )
+        if decided.verdict != UNDECIDED:
+            return decided.verdict == BLOCK
+        for i, (mb, mh) in decided.next_round.items():
+            b0, nb0 = looks[i][0][0]
+            rate = b0 / nb0 if nb0 else 0.0
+            looks[i][0].append((round(rate * mb), mb))
+            looks[i][1].append((0, mh))
+
+
+def trials_to_attain(*, cases: Sequence[CaseLooks], plan: TopUpPlan, max_trials: int) -> int | None:
+    """The fewest trials per case a side, N' in (N, ``max_trials``] (N: the most graded on
+    a side of any case at look 0), with which the same design (rounds scaled with N') could
+    block on these cases: each case's base at its
+    observed rate (``round(rate · N')`` passes), the head failing every trial. None when
+    no N' up to ``max_trials`` would (for instance: the base passed nothing, so no head can
+    do worse). Shape: ``cases`` as for ``gate_decide``; a plan's first N is
+    ``plan.first_trials``."""
+    n = max(max(c.base_graded[0], c.head_graded[0]) for c in cases)
+    rates = [c.base_passed[0] / c.base_graded[0] if c.base_graded[0] else 0.0 for c in cases]
+    if not any(rates):
+        return None
+    for m in range(n + 1, max_trials + 1):
+        sizes = tuple(max(1, round(s * m / plan.first_trials)) for s in plan.sizes)
+        scaled = replace(plan, first_trials=m, round_sizes=sizes)
+        trial = [
+            CaseLooks(
+                base_passed=(round(r * m),),
+                base_graded=(m,),
+                head_passed=(0,),
+                head_graded=(m,),
+            )
+            for r in rates
+        ]
+        if block_attainable(cases=trial, plan=scaled):
+            return m
+    return None

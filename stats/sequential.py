@@ -489,3 +489,23 @@ def trials_to_settle(
         else:
             lo = mid
     return SettleEstimate(n, _fisher_power(n, pb, ph, level), level, pb, ph)
+
+
+@lru_cache(maxsize=4096)
+def drop_missable(
+    *, base_rate: float, trials: int, level: float, power: float = 0.8
+) -> float | None:
+    """The smallest drop of a case's pass rate (0..1, from ``base_rate`` down) that an exact
+    one-sided Fisher test of ``trials`` trials a side at ``level`` detects with at least
+    ``power``; smaller drops may be missed. None when not even a drop to 0 is detected with
+    that power. Scans the head rate down in steps of 0.01 (``_fisher_power``: exact power,
+    Fleiss, Levin & Paik 2003, §4.4). Raises ValueError for a rate outside [0, 1], no trials,
+    or a level or power outside (0, 1)."""
+    if not (0 <= base_rate <= 1 and trials >= 1 and 0 < level < 1 and 0 < power < 1):
+        raise ValueError("base_rate in [0, 1], trials >= 1, level and power in (0, 1)")
+    steps = int(round(base_rate * 100))
+    for k in range(1, steps + 1):
+        head_rate = max(0.0, base_rate - k / 100)
+        if _fisher_power(trials, base_rate, head_rate, level) >= power:
+            return base_rate - head_rate
+    return None

@@ -31,9 +31,10 @@ from evals.comparison.run_data import (
     run_data_get,
 )
 from evals.runner.replay import run_replay_refusal
-from stats.gate import BLOCK, UNDECIDED, no_top_up
+from evals.runner.start import MAX_TRIALS_PER_CASE
+from stats.gate import BLOCK, UNDECIDED, block_attainable, no_top_up, trials_to_attain
 from stats.gate import gate_decide as stats_gate_decide
-from stats.sequential import CaseLooks, TopUpPlan, trials_to_settle
+from stats.sequential import CaseLooks, TopUpPlan, drop_missable, trials_to_settle
 
 
 def _data(side: Any) -> RunData:
@@ -379,9 +380,12 @@ class CaseVerdict:
     ``status`` "drop" (a significant drop: it blocks), "suspect" (head did worse, not
     significantly: unresolved), "cleared" (was a suspect; more trials showed head no worse)
     or "clean"; ``p_value`` its one-sided exact p at its last look, ``adjusted`` the discrete
-    Holm adjusted p (None for capability suites); ``settle_trials``: for an unresolved
-    suspect, trials a side that would detect its observed drop with 80% power at the level
-    a top-up round would have (None when none would, or when the drop is settled)."""
+    Holm adjusted p (None for capability suites); ``settle_trials``: for a
+    suspect of a design without top-up (a run file, an imported run), trials a side a new
+    run would need to detect its observed drop with 80% power (None when none would, or
+    under a top-up design); ``missable``: for a suspect the design can add no trial to (its
+    last look is taken), the smallest drop of its pass rate (0..1) that look detected with
+    80% power (smaller drops may have been missed; None when not even a drop to 0 was)."""
 
     key: str
     base_passed: int
@@ -393,6 +397,17 @@ class CaseVerdict:
     adjusted: float | None
     look: int
     settle_trials: int | None = None
+    missable: float | None = None
+
+    @property
+    def look_name(self) -> str:
+        """ "the first look" or "top-up round r": where its p-value was taken."""
+        return look_name(self.look)
+
+
+def look_name(look: int) -> str:
+    """ "the first look" (look 0) or "top-up round r"."""
+    return "the first look" if look == 0 else f"top-up round {look}"
 
 
 @dataclass(frozen=True)
@@ -501,6 +516,10 @@ def gate_decide(
     trials (default 0: any error, faults A1 and E1); gating grades come from a judge
     version that is not trusted (unless ``allow_untrusted``).
 
+    2 also when no head could be blocked on these cases under ``plan`` (even every head
+    trial failing: ``stats.gate.block_attainable``): the sentence names the trials per case
+    a side that would make a block possible (``stats.gate.trials_to_attain``).
+
     Otherwise ``stats.gate.gate_decide`` under ``plan`` (default: no top-up, all of alpha
     at look 0) on the shared cases graded on both sides: 1 when a regression case dropped
     significantly (one-sided exact test per case, discrete Holm over the suite's cases) or
@@ -540,7 +559,21 @@ def gate_decide(
     verdicts = [_case_verdict(r, c, plan) for r, c in zip(rows, decided.cases, strict=True)]
     drops = [v for v in verdicts if v.status == "drop"]
     suspects = [v for v in verdicts if v.status == "suspect"]
-    suite = _suite_phrase(decided.suite_p, alpha)
+    if decided.verdict != BLOCK and not block_attainable(cases=cases, plan=plan):
+        sentence = _unattainable_sentence(cases, plan, alpha)
+        return GateDecision(
+            2,
+            "cannot decide",
+            [sentence[0].lower() + sentence[1:]],
+            "cannot decide",
+            sentence,
+            suspects=suspects,
+            suite_p=decided.suite_p,
+            plan=plan_json(plan),
+            notes=notes,
+        )
+    last = decided.looks[-1]
+    suite = _suite_phrase(last, alpha)
     if decided.verdict == BLOCK:
         verdict, exit_code, title = "block", 1, "regression"
         if drops:
@@ -548,14 +581,15 @@ def gate_decide(
             more = f" and {len(drops) - 1} more case(s)" if len(drops) > 1 else ""
             sentence = (
                 f"Blocked: case {d.key} dropped from {_ratio(d.base_passed, d.base_graded)} "
-                f"to {_ratio(d.head_passed, d.head_graded)} (Holm-adjusted "
-                f"{pvalue_phrase(pvalue_format(d.adjusted or d.p_value, alpha))}){more}; "
-                f"{suite}."
+                f"to {_ratio(d.head_passed, d.head_graded)} (one-sided, Holm-adjusted "
+                f"{pvalue_phrase(pvalue_format(d.adjusted or d.p_value, alpha))} at "
+                f"{d.look_name}){more}; {suite}."
             )
         else:
             sentence = (
                 "Blocked: the suite as a whole dropped beyond the pipeline's own randomness "
-                f"({_p_phrase(decided.suite_p, alpha)}); no single case did significantly."
+                f"({_p_phrase(last.suite.p_value, alpha, last.look)}); no single case did "
+                "significantly."
             )
     elif decided.verdict == UNDECIDED:
         verdict, exit_code, title = "undecided", 0, "no measurable regression yet"
@@ -570,9 +604,10 @@ def gate_decide(
         verdict, exit_code, title = "pass", 0, "no significant regression"
         if suspects:
             sentence = (
-                f"No measurable regression: {len(suspects)} case(s) did worse in head within "
-                f"the pipeline's own randomness ({', '.join(v.key for v in suspects[:5])}"
-                f"{'…' if len(suspects) > 5 else ''}); {suite}."
+                f"No measurable regression{_final_look(plan, last.look)}: {len(suspects)} "
+                "case(s) did worse in head within the pipeline's own randomness "
+                f"({', '.join(v.key for v in suspects[:5])}"
+                f"{'…' if len(suspects) > 5 else ''}){_missable_phrase(suspects)}; {suite}."
             )
         else:
             sentence = f"No measurable regression: no case did worse in head; {suite}."
@@ -594,6 +629,28 @@ def gate_decide(
     )
 
 
+def _unattainable_sentence(cases: list[CaseLooks], plan: TopUpPlan, alpha: float) -> str:
+    """Why no head could have been blocked, and what would change that."""
+    shape = f"{len(cases)} case(s) × {max(max(c.base_graded[0], c.head_graded[0]) for c in cases)}"
+    if not any(c.base_passed[0] for c in cases):
+        return (
+            f"Cannot decide: the base passed no trial of these {shape} trial(s), so no head "
+            "could do measurably worse; this gate cannot see a regression here."
+        )
+    need = trials_to_attain(cases=cases, plan=plan, max_trials=MAX_TRIALS_PER_CASE)
+    settle = (
+        f"about {need} trials per case a side would make a block possible"
+        if need is not None
+        else f"not even {MAX_TRIALS_PER_CASE} trials per case a side would make a block "
+        "possible with these cases: add cases"
+    )
+    return (
+        f"Cannot decide: with {shape} trial(s) no head could be blocked — even every head "
+        "trial failing would stay within the pipeline's own randomness at alpha "
+        f"{alpha:g} — so a pass here would say nothing; {settle}."
+    )
+
+
 def _looks(row) -> CaseLooks:
     n = max(len(row.base_looks), len(row.head_looks))
     base = list(row.base_looks) + [(0, 0)] * (n - len(row.base_looks))
@@ -608,22 +665,26 @@ def _looks(row) -> CaseLooks:
 
 def _case_verdict(row, decided, plan: TopUpPlan) -> CaseVerdict:
     (b, nb), (hp, nh) = decided.base, decided.head
-    settle = None
+    settle = missable = None
     if decided.status == "suspect" and not decided.active:
-        level = (
-            plan.round_case_share * (plan.alpha - plan.alpha_first)
-            if plan.sizes
-            else (0.8 * plan.alpha / 2)
-        )
-        estimate = trials_to_settle(
-            base_passed=b,
-            base_graded=nb,
-            head_passed=hp,
-            head_graded=nh,
-            level=level,
+        # Its design's last look is taken: say what that look could miss; a design without
+        # top-up also says what a new run would need.
+        missable = drop_missable(
+            base_rate=b / nb,
+            trials=min(nb, nh),
+            level=plan.share(decided.look) * plan.spending()[decided.look],
             power=SETTLE_POWER,
         )
-        settle = estimate.trials
+        if not plan.sizes:
+            estimate = trials_to_settle(
+                base_passed=b,
+                base_graded=nb,
+                head_passed=hp,
+                head_graded=nh,
+                level=0.8 * plan.alpha / 2,
+                power=SETTLE_POWER,
+            )
+            settle = estimate.trials
     return CaseVerdict(
         key=row.key,
         base_passed=b,
@@ -635,19 +696,48 @@ def _case_verdict(row, decided, plan: TopUpPlan) -> CaseVerdict:
         adjusted=None if decided.adjusted is None else float(decided.adjusted),
         look=decided.look,
         settle_trials=settle,
+        missable=missable,
     )
 
 
-def _p_phrase(p: float, alpha: float) -> str:
-    return "one-sided " + pvalue_phrase(pvalue_format(p, alpha))
+def _p_phrase(p: float, alpha: float, look: int) -> str:
+    return f"one-sided {pvalue_phrase(pvalue_format(p, alpha))} at {look_name(look)}"
 
 
-def _suite_phrase(p: float | None, alpha: float) -> str:
-    if p is None:
-        return "the suite test did not run"
-    if p > alpha:
-        return f"the suite as a whole moved within noise ({_p_phrase(p, alpha)})"
-    return f"the suite as a whole dropped ({_p_phrase(p, alpha)})"
+def _suite_phrase(look, alpha: float) -> str:
+    """The suite test of the decision's last look (``stats.gate.LookResult``): over every
+    case at the first look, over the topped-up cases in a round."""
+    p = look.suite.p_value
+    if look.look == 0:
+        moved = "moved within noise" if not look.suite_rejected else "dropped"
+        return f"the suite as a whole {moved} ({_p_phrase(p, alpha, 0)})"
+    moved = "within noise" if not look.suite_rejected else "a drop"
+    return (
+        f"the {len(look.active)} topped-up case(s) together: {moved} "
+        f"({_p_phrase(p, alpha, look.look)})"
+    )
+
+
+def _final_look(plan: TopUpPlan, look: int) -> str:
+    if not plan.sizes:
+        return ""
+    return f" at the design's last look ({look_name(look)}: no trial can be added)"
+
+
+def _missable_phrase(suspects: list[CaseVerdict]) -> str:
+    """What the last look could miss in the suspects: drops below their largest
+    ``missable`` (80% power), or that no drop was detectable in some."""
+    blind = [v.key for v in suspects if v.missable is None]
+    seen = [v.missable for v in suspects if v.missable is not None]
+    parts = []
+    if seen:
+        parts.append(
+            f"a drop smaller than about {100 * max(seen):.0f} points in such a case could "
+            "have been missed (80% power)"
+        )
+    if blind:
+        parts.append(f"no drop in {', '.join(blind[:5])} was detectable with 80% power")
+    return "; " + "; ".join(parts) if parts else ""
 
 
 def _notes(comparison: Comparison) -> list[str]:

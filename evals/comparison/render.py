@@ -59,13 +59,21 @@ def _usd(x) -> str:
 
 def _case_line(v) -> str:
     adj = "" if v.adjusted is None else f", Holm-adjusted p {pvalue_format(v.adjusted)}"
-    settle = (
-        f"; about {v.settle_trials} more trials a side would settle it" if v.settle_trials else ""
-    )
     return (
         f"{v.key}: {v.base_passed}/{v.base_graded} -> {v.head_passed}/{v.head_graded} "
-        f"(one-sided p {pvalue_format(v.p_value)}{adj}{settle})"
+        f"(one-sided p {pvalue_format(v.p_value)}{adj} at {v.look_name}{case_outlook(v)})"
     )
+
+
+def case_outlook(v) -> str:
+    """What a suspect's last look could miss and what a new run would need ("" for a
+    case that is not an unresolved suspect)."""
+    parts = []
+    if v.missable is not None:
+        parts.append(f"a drop under about {100 * v.missable:.0f} points could be missed")
+    if v.settle_trials:
+        parts.append(f"a new run of about {v.settle_trials} trials a side would settle it")
+    return "".join(f"; {p}" for p in parts)
 
 
 def _pass_k_line(c: Comparison) -> str:

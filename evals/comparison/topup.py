@@ -147,7 +147,7 @@ def top_up_refused(decision: GateDecision, reason: str) -> GateDecision:
     first note saying so and naming the unresolved suspects with the trials a side that
     would settle them (``CaseVerdict.settle_trials``; "no feasible number" when none)."""
     unresolved = [
-        f"{v.key} (about {v.settle_trials} more trials a side)"
+        f"{v.key} (a new run of about {v.settle_trials} trials a side)"
         if v.settle_trials
         else f"{v.key} (no feasible number of trials)"
         for v in decision.suspects

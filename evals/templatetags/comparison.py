@@ -79,3 +79,11 @@ def get_item(mapping: dict, key: str):
 def pvalue_text(p: float | None) -> str:
     """A p-value as ``pvalue_format`` writes it ("0.002", "< 0.001"); "—" when None."""
     return "—" if p is None else pvalue_format(p)
+
+
+@register.filter
+def case_outlook(verdict) -> str:
+    """A suspect's outlook as plain text (``evals.comparison.render.case_outlook``)."""
+    from evals.comparison.render import case_outlook as outlook  # noqa: PLC0415
+
+    return outlook(verdict)

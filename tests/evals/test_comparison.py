@@ -176,7 +176,10 @@ def test_it_says_when_the_p_value_and_the_interval_disagree():
     assert h.p_value == pytest.approx(1 / 12)
     assert not h.significant and h.bootstrap_low > 0
     assert h.disagreement.endswith("the interval excludes 0")
-    assert gate_decide(c).exit_code == 0
+    # The base passed nothing: no head can do worse, so the gate cannot see a regression.
+    decision = gate_decide(c)
+    assert decision.exit_code == 2
+    assert "the base passed no trial" in decision.sentence
 
 
 def test_it_compares_only_shared_cases_under_one_judge_version_fault_k1(db):
@@ -193,7 +196,12 @@ def test_it_compares_only_shared_cases_under_one_judge_version_fault_k1(db):
     decision = gate_decide(c)
     assert decision.exit_code == 2
     assert decision.reasons == c.problems
-    assert gate_decide(c, allow_incomparable=True).exit_code == 0
+    # Overridden, the four shared cases are tested, but at one trial a case no head could
+    # be blocked: "cannot decide" for that reason, with what would settle it.
+    overridden = gate_decide(c, allow_incomparable=True)
+    assert overridden.exit_code == 2
+    assert "no head could be blocked" in overridden.sentence
+    assert "trials per case a side would make a block possible" in overridden.sentence
 
 
 def test_it_cannot_decide_on_an_errored_judge_grade_fault_a1(db):
@@ -209,7 +217,11 @@ def test_it_cannot_decide_on_an_errored_judge_grade_fault_a1(db):
         "head has 1 errored trial(s) of 4 (0 pipeline, 1 with an errored gating grade)"
         in decision.reasons[0]
     )
-    assert gate_decide(c, max_errored_fraction=0.25).exit_code == 0
+    # Allowed, the one case is tested; at 4 trials even 0/3 against 3/4 stays within noise
+    # (one-sided Fisher p = 4/35): cannot decide, never a pass.
+    allowed = gate_decide(c, max_errored_fraction=0.25)
+    assert allowed.exit_code == 2
+    assert "no head could be blocked" in allowed.sentence
 
 
 def test_it_cannot_decide_on_provisional_judge_grades_unless_allowed(db):

@@ -35,7 +35,7 @@ def test_it_exits_0_when_nothing_moved(capsys):
     assert out.startswith("gate: no significant regression (exit 0)")
     assert "No measurable regression: no case did worse in head" in out
     # Discrete: with nothing moved, P(T <= t) holds the observed value's own mass.
-    assert "the suite as a whole moved within noise (one-sided p = 0.62)" in out
+    assert "the suite as a whole moved within noise (one-sided p = 0.62 at the first look)" in out
 
 
 def test_it_exits_2_when_base_and_head_are_the_same_run(capsys):
@@ -53,7 +53,7 @@ def test_it_exits_1_on_a_significant_regression_fault_d2(capsys):
     code, out = gate("--base", "S/B", "--head", "S/H", capsys=capsys)
     assert code == 1
     assert "Blocked: the suite as a whole dropped beyond the pipeline's own randomness" in out
-    assert "(one-sided p < 0.001)" in out  # 1/1024
+    assert "(one-sided p < 0.001 at the first look)" in out  # 1/1024
     assert "two-sided permutation p = 0.002 (exact)" in out  # 2/1024, fault D2
     assert "p = 0.000" not in out and "p = 0\n" not in out
 
@@ -130,8 +130,9 @@ def test_it_exits_2_when_the_judge_version_changed_fault_k1(capsys, tmp_path):
     text = md.read_text()
     assert "judge version changed (judge-v1 → judge-v2)" in text
     assert "Only in head (1): `c5`" in text
-    code, _ = gate("--base", "S/B", "--head", "S/C", "--allow-incomparable", capsys=capsys)
-    assert code == 0
+    code, out = gate("--base", "S/B", "--head", "S/C", "--allow-incomparable", capsys=capsys)
+    assert code == 2  # four cases x one trial: no head could be blocked
+    assert "no head could be blocked" in out
 
 
 def test_it_uses_the_suite_baseline_and_an_exported_file_as_base(capsys, tmp_path, carol):
@@ -171,3 +172,23 @@ def test_a_malformed_argument_exits_3_not_2():
     )
     assert result.returncode == 3
     assert "invalid float value" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("base", "head"),
+    [
+        ({"c1": "P", "c2": "P", "c3": "P"}, {"c1": "F", "c2": "F", "c3": "F"}),
+        ({"c1": "P"}, {"c1": "F"}),
+    ],
+    ids=["three-cases-collapse", "one-case-1-of-1-to-0-of-1"],
+)
+def test_it_cannot_decide_on_a_collapse_no_head_could_be_blocked_on(capsys, base, head):
+    v = judge_version(1)
+    db_run(base, name="B", version=v)
+    db_run(head, name="H", version=v)
+    code, out = gate("--base", "S/B", "--head", "S/H", "--json", capsys=capsys)
+    assert code == 2
+    decision = json.loads(out)["decision"]
+    assert decision["exit_code"] == 2 and decision["verdict"] == "cannot decide"
+    assert "no head could be blocked" in decision["sentence"]
+    assert "trials per case a side would make a block possible" in decision["sentence"]

@@ -230,6 +230,27 @@ def test_max_trials_per_case_keeps_only_the_whole_rounds_under_it(drop, capsys):
     assert code == {"block": 1, "pass": 0}[out["decision"]["verdict"]]
 
 
+def test_a_top_up_ended_by_its_trial_cap_decides_at_its_last_look_and_says_what_it_could_miss(
+    same, capsys
+):
+    # The cap keeps one round; c00 (0.8 on both sides) is still worse in head after it. The
+    # design's last look is taken: that look's decision (pass), with what it could have
+    # missed, never "N more trials would settle it" beside the pass.
+    base, head = same
+    code, out = gate_json(base, head, "--top-up", "--max-trials-per-case", "10", capsys=capsys)
+    decision = out["decision"]
+    assert (code, decision["exit_code"], decision["verdict"]) == (0, 0, "pass")
+    assert decision["sentence"].startswith(
+        "No measurable regression at the design's last look (top-up round 1: no trial can be "
+        "added): 1 case(s) did worse in head"
+    )
+    assert "could have been missed (80% power)" in decision["sentence"]
+    assert "(one-sided p = 0.29 at top-up round 1)" in decision["sentence"]
+    [suspect] = decision["suspects"]
+    assert (suspect["look"], suspect["settle_trials"], suspect["missable"]) == (1, None, 0.59)
+    assert "settle" not in json.dumps(decision["sentence"])
+
+
 def test_max_trials_per_case_below_the_first_trials_is_a_bad_argument(drop):
     base, head = drop
     with pytest.raises(CommandError, match="at least the first 5 trials per case") as exc:
@@ -327,7 +348,7 @@ def test_an_imported_run_is_decided_on_the_trials_there_are(drop, capsys):
     assert code == 0
     assert "suspect: c00: 5/5 -> 3/5" in out
     assert "note: no trial can be added (run 'base' was imported: Assay cannot run it again)" in out
-    assert "unresolved: c00 (about " in out and "more trials a side)" in out
+    assert "unresolved: c00 (a new run of about " in out and " trials a side)" in out
     assert not TopUp.objects.exists() and not Trial.objects.filter(attempt__gt=N).exists()
 
 
@@ -347,7 +368,7 @@ def test_a_run_file_is_decided_on_the_trials_there_are(drop, capsys, tmp_path):
     )
     (suspect,) = decision["suspects"]
     assert suspect["key"] == "c00" and suspect["settle_trials"] > 0
-    assert f"c00 (about {suspect['settle_trials']} more trials a side)" in decision["notes"][0]
+    assert f"c00 (a new run of about {suspect['settle_trials']} trials a side)" in decision["notes"][0]
     assert not TopUp.objects.exists()
 
 

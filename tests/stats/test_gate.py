@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from stats.design import fixed_design_trials, simulate_design
-from stats.gate import gate_decide, no_top_up
+from stats.gate import block_attainable, gate_decide, no_top_up, trials_to_attain
 from stats.sequential import CaseLooks, TopUpPlan
 
 
@@ -184,3 +184,51 @@ def test_a_fixed_design_of_the_same_power_needs_more_trials_than_top_up():
     )
     assert fixed.trials_per_side is not None and fixed.power >= adaptive.power
     assert fixed.trials > adaptive.trials
+
+
+# --- attainability: a pass is only a pass when some head could have been blocked ----------
+
+
+def test_a_collapse_of_three_cases_at_one_trial_cannot_be_blocked_without_top_up():
+    collapse = looks([1, 1, 1], [0, 0, 0], n=1)
+    plan = no_top_up()
+    assert gate_decide(cases=collapse, plan=plan).verdict == "pass"
+    assert not block_attainable(cases=collapse, plan=plan)
+    assert trials_to_attain(cases=collapse, plan=plan, max_trials=50) == 2
+    assert block_attainable(cases=looks([1] * 10, [0] * 10, n=2), plan=plan)
+
+
+def test_a_base_that_passed_nothing_leaves_nothing_to_attain():
+    nothing = looks([0, 0, 0], [0, 0, 0], n=3)
+    assert not block_attainable(cases=nothing, plan=no_top_up())
+    assert trials_to_attain(cases=nothing, plan=no_top_up(), max_trials=50) is None
+
+
+@pytest.mark.parametrize("kind", ["regression", "capability"])
+def test_attainability_agrees_with_every_head_outcome_of_small_designs(kind):
+    # Brute force: a design can block iff some head outcome (every vector of head passes)
+    # blocks; and trials_to_attain is the smallest N' that can.
+    plan = no_top_up(suite_kind=kind)
+    for n_cases in (1, 2, 3):
+        for n in (1, 2, 3):
+            for base in itertools.product(range(n + 1), repeat=n_cases):
+                if sum(base) == 0:
+                    continue
+                outcomes = itertools.product(range(n + 1), repeat=n_cases)
+                some = any(
+                    gate_decide(cases=looks(list(base), list(h), n=n), plan=plan).verdict == "block"
+                    for h in outcomes
+                )
+                cases = looks(list(base), [0] * n_cases, n=n)
+                assert block_attainable(cases=cases, plan=plan) == some, (base, n)
+            need = trials_to_attain(
+                cases=looks([n] * n_cases, [0] * n_cases, n=n), plan=plan, max_trials=8
+            )
+            if need is not None:
+                assert block_attainable(
+                    cases=looks([need] * n_cases, [0] * n_cases, n=need), plan=plan
+                )
+                below = need - 1
+                assert below <= n or not block_attainable(
+                    cases=looks([below] * n_cases, [0] * n_cases, n=below), plan=plan
+                )
