@@ -34,8 +34,9 @@ def case_wilson(passed: int, graded: int) -> tuple[float, float]:
 
 @dataclass(frozen=True)
 class PassK:
-    """pass@k and pass^k at one k: means over the ``n_cases`` cases with at least k graded
-    trials of the unbiased per-case estimators; ``cases_left_out`` had fewer (or none).
+    """pass@k and pass^k at one k: means over the ``n_cases`` cases with at least k_max graded
+    trials (the same cases at every k of a table) of the unbiased per-case estimators;
+    ``cases_left_out`` had fewer (or none).
     ``pass_at_k_low``/``_high`` and ``pass_hat_k_low``/``_high``: their 95% intervals
     clustered by case (``stats.passk.pass_at_k_interval`` / ``pass_hat_k_interval``:
     Korn–Graubard on disjoint blocks of k trials, never of zero width); all None when
@@ -53,14 +54,18 @@ class PassK:
 
 
 def pass_k_table(passed: np.ndarray, graded: np.ndarray, k_max: int) -> list[PassK]:
-    """``PassK`` for k = 1..k_max over per-case (passed, graded) arrays (a lookup table per
-    k over the few distinct (n, c) pairs, so the estimators' cost does not grow with the case
-    count; the intervals are numpy over the cases, one per k and estimand)."""
+    """``PassK`` for k = 1..k_max over per-case (passed, graded) arrays, every k on one case
+    set: the cases with at least ``k_max`` graded trials (a case with errored trials and
+    fewer graded is left out of every row, and counted in ``cases_left_out``). On one set
+    the per-case estimators fall with k (``C(c, k+1)/C(n, k+1) = C(c, k)/C(n, k) · (c−k)/(n−k)``),
+    so pass^k never rises with k and pass@k never falls. A lookup table per k over the few
+    distinct (n, c) pairs keeps the cost flat in the case count; the intervals are numpy over
+    the cases, one per k and estimand."""
     table = []
     top = int(graded.max(initial=0))
+    use = graded >= max(1, k_max)
+    n_used = int(use.sum())
     for k in range(1, k_max + 1):
-        use = graded >= k
-        n_used = int(use.sum())
         if not n_used:
             table.append(PassK(k, None, None, 0, int(graded.size)))
             continue
