@@ -9,9 +9,10 @@ view, grid, run and labels exports, run file, ``/api/grades/``, ``/api/trials/``
    imported ("dataset gold") label (``labels_visible_to``).
 3. While such a user has an unlabeled item in a calibration set, every trial of that set's
    *groups* is blind for them (``blind_for``): a group is every case asked the same input
-   (``Case.input_hash``), so it holds the item's other attempts, the other side of a pair
-   (an LLMBar pair's ``…:A`` and ``…:B`` cases share their input; a preference pair's two
-   trials share their case), the versions of an edited case and the same input in other
+   with the same context documents (``Case.input_hash``; not the expected answer), so it
+   holds the item's other attempts, the other side of a pair (an LLMBar pair's ``…:A`` and
+   ``…:B`` cases share their input; a preference pair's two trials share their case), the
+   versions of a case whose expected answer was edited and the same input in other
    runs and suites. A blind trial shows no grade at all (``grades_visible_to``): not a
    judge's verdict (recorded ones included), not the gold grade (``GOLD_GRADER``, the
    imported human label kept as a grade, whose reason names the label), not a

@@ -97,7 +97,7 @@ def cases_upsert(
                 "tags": spec.tags,
                 "goal_state": spec.goal_state,
                 "content_hash": digest,
-                "input_hash": input_hash(spec.input),
+                "input_hash": input_hash(input=spec.input, context=spec.context),
                 "created_at": now,
                 "retired_at": None,
                 "replaced_by_id": None,

@@ -46,13 +46,18 @@ def content_hash(*, input: Any, expected: Any, context: Any, goal_state: Any = N
     return hashlib.sha256(payload.encode("utf-8")).hexdigest()
 
 
-def input_hash(value: Any) -> str:
-    """SHA-256 (hex, 64 chars) of a case's input alone in canonical JSON: the key of its
-    group, every case asked the same input (the two sides of a pair, the versions of an
-    edited case, the same input in other suites). Blind reviewing hides the verdicts of a
-    whole group (``evals.blindness``)."""
+def input_hash(*, input: Any, context: Any) -> str:
+    """SHA-256 (hex, 64 chars) of what a case asks, its input and context documents, in
+    canonical JSON (not its expected answer nor its goal state): the key of its group, every
+    case asked the same thing (the two sides of an LLMBar pair, the versions of a case whose
+    expected answer was edited, the same input in other suites). Blind reviewing hides the
+    verdicts of a whole group (``evals.blindness``)."""
     payload = json.dumps(
-        value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+        {"input": input, "context": context},
+        sort_keys=True,
+        separators=(",", ":"),
+        ensure_ascii=False,
+        allow_nan=False,
     )
     return hashlib.sha256(payload.encode("utf-8")).hexdigest()
 
@@ -107,7 +112,7 @@ class Case(models.Model):
     tags = models.JSONField(default=list, blank=True)
     goal_state = models.JSONField(null=True, blank=True)
     content_hash = models.CharField(max_length=64, db_index=True, editable=False)
-    # The case's group (``input_hash``): every case with the same input, whatever else.
+    # The case's group (``input_hash``): every case with the same input and context.
     input_hash = models.CharField(max_length=64, db_index=True, editable=False, default="")
     created_at = models.DateTimeField(auto_now_add=True)
     retired_at = models.DateTimeField(null=True, blank=True)
@@ -137,7 +142,7 @@ class Case(models.Model):
             context=self.context,
             goal_state=self.goal_state,
         )
-        self.input_hash = input_hash(self.input)
+        self.input_hash = input_hash(input=self.input, context=self.context)
         super().save(*args, **kwargs)
 
     @property

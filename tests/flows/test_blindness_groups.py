@@ -23,7 +23,7 @@ import pytest
 from django.contrib.auth.models import Group, User
 
 from evals.blindness import blind_trial_ids
-from evals.models import Grade, Run, Suite, Trial
+from evals.models import Case, Grade, Run, Suite, Trial
 from judges.models import JudgeVersion
 from labeling.models import Label
 from tests.conftest import PASSWORD
@@ -197,3 +197,21 @@ def test_the_other_side_of_a_preference_pair_is_blind_with_its_item(bob):
     assert blind_trial_ids(bob) == {side_a.id, side_b.id}
     Label.objects.create(trial=side_a, reviewer=bob, verdict="pass")
     assert blind_trial_ids(bob) == frozenset()
+
+
+def test_a_group_is_the_input_with_its_documents_whatever_the_expected_answer(bob):
+    suite = Suite.objects.create(name="docs")
+    run = Run.objects.create(suite=suite, name="r", status=Run.Status.SUCCEEDED)
+    doc = [{"id": "d1", "text": "the refund window is 30 days"}]
+
+    def trial(key, *, expected, context):
+        case = Case.objects.create(
+            suite=suite, key=key, input="Summarize.", expected=expected, context=context
+        )
+        return Trial.objects.create(run=run, case=case, attempt=1, status="ok", output="o")
+
+    item = trial("item", expected="30 days", context=doc)
+    edited = trial("edited", expected="thirty days", context=doc)  # same question
+    other_doc = trial("other", expected="30 days", context=[{"id": "d2", "text": "other"}])
+    calibration_set(run, None, [item])
+    assert blind_trial_ids(bob) == {item.id, edited.id}  # not other_doc: another question
