@@ -212,6 +212,6 @@ def test_a_group_is_the_input_with_its_documents_whatever_the_expected_answer(bo
 
     item = trial("item", expected="30 days", context=doc)
     edited = trial("edited", expected="thirty days", context=doc)  # same question
-    other_doc = trial("other", expected="30 days", context=[{"id": "d2", "text": "other"}])
+    trial("other", expected="30 days", context=[{"id": "d2", "text": "other"}])  # not blind
     calibration_set(run, None, [item])
-    assert blind_trial_ids(bob) == {item.id, edited.id}  # not other_doc: another question
+    assert blind_trial_ids(bob) == {item.id, edited.id}
