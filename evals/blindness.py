@@ -1,16 +1,27 @@
 """Blind reviewing: what a reviewer may not see while they still have labeling to do.
 
 The one home of the rule every surface applies (trial page, run-case page, comparison case
-view, run and labels exports, ``/api/grades/``, ``/api/trials/``, ``/api/labels/``):
+view, grid, run and labels exports, run file, ``/api/grades/``, ``/api/trials/``,
+``/api/labels/``):
 
 1. Engineers and leads (and superusers) see everything (``sees_everything``).
 2. Anyone else sees only their own labels and critiques, never another reviewer's nor an
    imported ("dataset gold") label (``labels_visible_to``).
-3. While such a user has an unlabeled item in a calibration set, every trial of that set is
-   *blind* for them (``blind_trial_ids``): its judge verdicts (grades by a judge version,
-   recorded judge verdicts included) and its gold grade (``GOLD_GRADER``, the imported human
-   label kept as a grade) are hidden (``grades_visible_to``). Once they have labeled every
-   item of the set, its trials are no longer blind for them.
+3. While such a user has an unlabeled item in a calibration set, every trial of that set's
+   *groups* is blind for them (``blind_for``): a group is every case asked the same input
+   with the same context documents (``Case.input_hash``; not the expected answer), so it
+   holds the item's other attempts, the other side of a pair (an LLMBar pair's ``…:A`` and
+   ``…:B`` cases share their input; a preference pair's two trials share their case), the
+   versions of a case whose expected answer was edited and the same input in other
+   runs and suites. A blind trial shows no grade at all (``grades_visible_to``): not a
+   judge's verdict (recorded ones included), not the gold grade (``GOLD_GRADER``, the
+   imported human label kept as a grade, whose reason names the label), not a
+   deterministic, outcome or path grade, nor its contract decision. Once they have labeled
+   every item of the set, its groups are no longer blind for them.
+
+Blindness is a small set of group keys (at most one per item of the user's open sets),
+read in one query and applied in SQL as a join on the trial's case (``Blind.trials_q``), so
+a surface never lists trial ids however many runs share an input.
 
 Calibration sets and labels are labeling's models: evals reaches them through the trial's
 relations (``Trial.calibration_items``, ``Trial.labels``) and never imports labeling
@@ -18,6 +29,8 @@ relations (``Trial.calibration_items``, ``Trial.labels``) and never imports labe
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 from django.db import models
 
@@ -38,12 +51,35 @@ def _related(name: str) -> type[models.Model]:
     return Trial._meta.get_field(name).related_model
 
 
-def blind_trial_ids(user) -> frozenset[int]:
-    """Ids of the trials whose judge verdicts and gold labels ``user`` may not see: every
-    trial of each calibration set in which ``user`` has not labeled every item (empty for
-    engineers and leads). One query."""
+@dataclass(frozen=True)
+class Blind:
+    """The trials blind for one user: those whose case's ``input_hash`` is in ``groups``.
+    False when nothing is blind."""
+
+    groups: frozenset[str] = frozenset()
+
+    def __bool__(self) -> bool:
+        return bool(self.groups)
+
+    def trials_q(self, path: str = "") -> models.Q:
+        """Q matching the blind trials of a queryset reaching the trial by ``path``
+        (``""`` on Trial, ``"trial__"`` on Grade or Label); matches nothing when empty."""
+        return models.Q(**{f"{path}case__input_hash__in": sorted(self.groups)})
+
+    def holds(self, case) -> bool:
+        """True when the trials of ``case`` (a loaded ``Case``) are blind."""
+        return case.input_hash in self.groups
+
+
+NOT_BLIND = Blind()
+
+
+def blind_for(user) -> Blind:
+    """The groups blind for ``user``: the input hashes of the items of each calibration set
+    in which ``user`` has not labeled every item (nothing for engineers and leads). One
+    query, none for engineers and leads."""
     if sees_everything(user):
-        return frozenset()
+        return NOT_BLIND
     item_model, label_model = _related("calibration_items"), _related("labels")
     mine = label_model.objects.filter(reviewer_id=user.pk, trial_id=models.OuterRef("trial_id"))
     open_sets = (
@@ -51,34 +87,32 @@ def blind_trial_ids(user) -> frozenset[int]:
         .filter(done=False)
         .values("calibration_set_id")
     )
-    return frozenset(
-        item_model.objects.filter(calibration_set_id__in=open_sets).values_list(
-            "trial_id", flat=True
-        )
+    groups = (
+        item_model.objects.filter(calibration_set_id__in=open_sets)
+        .order_by()
+        .values_list("trial__case__input_hash", flat=True)
+        .distinct()
     )
+    return Blind(frozenset(groups))
 
 
-def hidden_grade_q() -> models.Q:
-    """The grades blindness hides on a blind trial: a judge version's (run or recorded) and
-    the gold grade."""
-    return models.Q(judge_version__isnull=False) | models.Q(grader=GOLD_GRADER)
+def blind_trial_ids(user) -> frozenset[int]:
+    """Ids of every trial blind for ``user`` (``blind_for``), read in one query (none for
+    engineers and leads). It lists every run's trials of each group: surfaces apply
+    ``blind_for(user).trials_q()`` in SQL instead."""
+    blind = blind_for(user)
+    if not blind:
+        return frozenset()
+    return frozenset(Trial.objects.filter(blind.trials_q()).values_list("id", flat=True))
 
 
-def grade_is_hidden_kind(grade: Grade) -> bool:
-    """Python form of ``hidden_grade_q`` for a loaded grade."""
-    return grade.judge_version_id is not None or grade.grader == GOLD_GRADER
-
-
-def grades_visible_to(
-    qs: models.QuerySet, user, *, blind: frozenset[int] | None = None
-) -> models.QuerySet:
-    """``qs`` (Grades) without the judge verdicts and gold grades on ``user``'s blind
-    trials (``blind``, when the caller already has ``blind_trial_ids(user)``); unchanged
-    for engineers and leads."""
-    blind = blind_trial_ids(user) if blind is None else blind
+def grades_visible_to(qs: models.QuerySet, user, *, blind: Blind | None = None) -> models.QuerySet:
+    """``qs`` (Grades) without any grade of ``user``'s blind trials (``blind``, when the
+    caller already has ``blind_for(user)``); unchanged for engineers and leads."""
+    blind = blind_for(user) if blind is None else blind
     if not blind:
         return qs
-    return qs.exclude(hidden_grade_q() & models.Q(trial_id__in=blind))
+    return qs.exclude(blind.trials_q("trial__"))
 
 
 def labels_visible_to(qs: models.QuerySet, user) -> models.QuerySet:
@@ -89,7 +123,7 @@ def labels_visible_to(qs: models.QuerySet, user) -> models.QuerySet:
     return qs.filter(reviewer_id=user.pk)
 
 
-def grades_prefetch(user, *, blind: frozenset[int] | None = None) -> models.Prefetch:
+def grades_prefetch(user, *, blind: Blind | None = None) -> models.Prefetch:
     """Prefetch of a trial's grades (judge version and judge joined, by grader) as ``user``
     may see them (``blind`` as in ``grades_visible_to``)."""
     qs = Grade.objects.select_related("judge_version__judge").order_by("grader")
@@ -115,16 +149,16 @@ REPORT_PER_TRIAL_PARTS = (
 
 
 def run_is_blind(user, run) -> bool:
-    """True when ``run`` holds a trial that is blind for ``user`` (``blind_trial_ids``): its
+    """True when ``run`` holds a trial that is blind for ``user`` (``blind_for``): its
     report's per-case rows, slices and reasons (``REPORT_PER_TRIAL_PARTS``) would show those
-    trials' judge verdicts or gold labels, so they are not shown to that user."""
+    trials' verdicts or gold labels, so they are not shown to that user."""
     return comparison_is_blind(user, run)
 
 
 BLIND_COMPARISON = (
-    "hidden while you label: a trial of this comparison is in a calibration set you have "
-    "not finished labeling, and its per-case figures would show judge verdicts or gold "
-    "labels; it is back once you have labeled every item of the set"
+    "hidden while you label: a trial of this comparison shares its input with an item of a "
+    "calibration set you have not finished labeling, and its per-case figures would show "
+    "verdicts or gold labels; it is back once you have labeled every item of the set"
 )
 
 
@@ -132,5 +166,5 @@ def comparison_is_blind(user, *runs) -> bool:
     """True when any of ``runs`` holds a trial that is blind for ``user``: a comparison's
     decision, per-case rows and exports name each case's pass counts, which repeat those
     trials' judge verdicts or gold labels (``BLIND_COMPARISON`` says so to the user)."""
-    blind = blind_trial_ids(user)
-    return bool(blind) and Trial.objects.filter(run__in=runs, id__in=blind).exists()
+    blind = blind_for(user)
+    return bool(blind) and Trial.objects.filter(blind.trials_q(), run__in=runs).exists()

@@ -19,7 +19,7 @@ from core.db import rows_insert
 from core.errors import DomainError
 from core.ids import uuid4_many
 from core.text import UNSTORABLE, contains_unstorable, unstorable_path
-from evals.models import Case, CaseChange, Graduation, Suite, content_hash
+from evals.models import Case, CaseChange, Graduation, Suite, content_hash, input_hash
 
 
 @dataclass(frozen=True)
@@ -97,6 +97,7 @@ def cases_upsert(
                 "tags": spec.tags,
                 "goal_state": spec.goal_state,
                 "content_hash": digest,
+                "input_hash": input_hash(input=spec.input, context=spec.context),
                 "created_at": now,
                 "retired_at": None,
                 "replaced_by_id": None,

@@ -46,6 +46,22 @@ def content_hash(*, input: Any, expected: Any, context: Any, goal_state: Any = N
     return hashlib.sha256(payload.encode("utf-8")).hexdigest()
 
 
+def input_hash(*, input: Any, context: Any) -> str:
+    """SHA-256 (hex, 64 chars) of what a case asks, its input and context documents, in
+    canonical JSON (not its expected answer nor its goal state): the key of its group, every
+    case asked the same thing (the two sides of an LLMBar pair, the versions of a case whose
+    expected answer was edited, the same input in other suites). Blind reviewing hides the
+    verdicts of a whole group (``evals.blindness``)."""
+    payload = json.dumps(
+        {"input": input, "context": context},
+        sort_keys=True,
+        separators=(",", ":"),
+        ensure_ascii=False,
+        allow_nan=False,
+    )
+    return hashlib.sha256(payload.encode("utf-8")).hexdigest()
+
+
 class Suite(models.Model):
     """A frozen collection of cases run as a unit."""
 
@@ -96,6 +112,8 @@ class Case(models.Model):
     tags = models.JSONField(default=list, blank=True)
     goal_state = models.JSONField(null=True, blank=True)
     content_hash = models.CharField(max_length=64, db_index=True, editable=False)
+    # The case's group (``input_hash``): every case with the same input and context.
+    input_hash = models.CharField(max_length=64, db_index=True, editable=False, default="")
     created_at = models.DateTimeField(auto_now_add=True)
     retired_at = models.DateTimeField(null=True, blank=True)
     replaced_by = models.ForeignKey(
@@ -124,6 +142,7 @@ class Case(models.Model):
             context=self.context,
             goal_state=self.goal_state,
         )
+        self.input_hash = input_hash(input=self.input, context=self.context)
         super().save(*args, **kwargs)
 
     @property

@@ -16,7 +16,7 @@ from django.db.models.functions import Length, Substr
 
 from core.errors import DomainError
 from core.ids import uuid_parse
-from evals.blindness import blind_trial_ids, grades_prefetch, labels_prefetch
+from evals.blindness import blind_for, grades_prefetch, labels_prefetch
 from evals.grading.verdict import trial_verdict_annotations
 from evals.models import Case, Run, Trial
 from evals.report.cost_quality import CostQuality, cost_quality
@@ -251,15 +251,16 @@ def run_case_get(*, run_uuid, case_uuid, viewer) -> tuple[Run, Case, list[Trial]
     """A case as seen in a run by ``viewer``: ``(run, case, trials)``, trials ordered by
     attempt, each with ``output_preview``/``output_length``/``output_truncated`` (never the
     full output), its grades (judge version joined) and its labels (reviewer joined) as
-    ``viewer`` may see them (``evals.blindness``), and ``blind`` (True when its judge
-    verdicts and gold labels are hidden from ``viewer``).
+    ``viewer`` may see them (``evals.blindness``), and ``blind`` (True when its grades and
+    gold label are hidden from ``viewer``: the case shares its input with an item they
+    still have to label).
 
     Raises ``Run.DoesNotExist`` / ``Case.DoesNotExist`` (the case must belong to the run's
     suite).
     """
     run = Run.objects.select_related("suite").get(uuid=run_uuid)
     case = Case.objects.get(uuid=case_uuid, suite_id=run.suite_id)
-    blind = blind_trial_ids(viewer)
+    blind = blind_for(viewer)
     trials = list(
         trial_preview_queryset()
         .filter(run=run, case=case)
@@ -267,23 +268,23 @@ def run_case_get(*, run_uuid, case_uuid, viewer) -> tuple[Run, Case, list[Trial]
         .order_by("attempt")
     )
     for trial in trials:
-        trial.blind = trial.id in blind
+        trial.blind = blind.holds(case)
     return run, case, trials
 
 
 def trial_get(*, trial_uuid, viewer) -> Trial:
     """One trial with its full output and raw response, run/suite/case joined, grades and
     labels prefetched as ``viewer`` may see them (``evals.blindness``; ``blind`` is True
-    when its judge verdicts and gold labels are hidden), and ``timeline``: its trajectory's
+    when its grades and gold label are hidden), and ``timeline``: its trajectory's
     rows (``evals.trajectory.timeline``; None when it has none). Raises
     ``Trial.DoesNotExist``."""
-    blind = blind_trial_ids(viewer)
+    blind = blind_for(viewer)
     trial = (
         Trial.objects.select_related("run__suite", "case")
         .prefetch_related(grades_prefetch(viewer, blind=blind), labels_prefetch(viewer))
         .get(uuid=trial_uuid)
     )
-    trial.blind = trial.id in blind
+    trial.blind = blind.holds(trial.case)
     trial.timeline = trajectory_timeline(trial.trajectory)
     return trial
 

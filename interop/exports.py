@@ -44,7 +44,7 @@ from core.bounds import COST_USD_DECIMAL_PLACES, COST_USD_MAX_DIGITS
 from core.decimals import decimal_plain
 from core.errors import DomainError
 from core.zones import zone_parse
-from evals.blindness import grades_visible_to, labels_visible_to
+from evals.blindness import NOT_BLIND, blind_for, grades_visible_to, labels_visible_to
 from evals.grading.contract.decisions import run_decisions
 from evals.models import Grade, Run, Trial
 from judges.models import JudgeRun
@@ -106,13 +106,16 @@ def run_table(*, run: Run, zone: tzinfo = UTC, viewer=None) -> ExportTable:
     ``final_state`` and ``trajectory``: ``AGENT_COLUMNS``, compact JSON text, null when
     none; docs/agents.md), then
     ``<grader>.passed|status|score|reason`` per grader (the run's grader set first, then any
-    other grader found). With ``viewer`` (a download), the grades they may
-    see (``evals.blindness``): a judge verdict or gold grade of a trial a reviewer still has
-    to label is an empty cell; None (the command line) exports every grade. Two queries,
-    three with a viewer, three more with a contract grader."""
+    other grader found). With ``viewer`` (a download), what they may see
+    (``evals.blindness``): every grade and the decision of a trial blind for a reviewer
+    (its case shares its input with an item they still have to label) are empty cells;
+    None (the command line) exports every grade. Two queries, three with a viewer, three
+    more with a contract grader."""
     grade_qs = Grade.objects.order_by("id")
+    blind = NOT_BLIND
     if viewer is not None:
-        grade_qs = grades_visible_to(grade_qs, viewer)
+        blind = blind_for(viewer)
+        grade_qs = grades_visible_to(grade_qs, viewer, blind=blind)
     grades = Prefetch("grades", queryset=grade_qs)
     trials = list(
         Trial.objects.filter(run=run)
@@ -185,7 +188,7 @@ def run_table(*, run: Run, zone: tzinfo = UTC, viewer=None) -> ExportTable:
                 _json_value_text(t.trajectory),
             ]
         if decisions.graded:
-            decision = decisions.trials.get(t.id)
+            decision = None if blind.holds(t.case) else decisions.trials.get(t.id)
             row.append(decision.decision if decision else None)
         for key in keys:
             g = by_grader.get(key)

@@ -43,7 +43,7 @@ from core import bounds
 from core.decimals import decimal_plain
 from core.errors import DomainError
 from core.text import unstorable_refuse
-from evals.blindness import grades_visible_to
+from evals.blindness import GOLD_GRADER, grades_visible_to, sees_everything
 from evals.cases import CaseSpec, cases_upsert, context_problem, size_problem, tags_problem
 from evals.comparison.run_data import RUN_FILE_FORMAT
 from evals.models import Case, Grade, Run, Suite, Trial, content_hash, grade_skipped_placeholder
@@ -66,7 +66,8 @@ def _iso(value) -> str | None:
 def run_export(*, run: Run, outputs: bool = True, viewer=None) -> dict[str, Any]:
     """The run as a strict-JSON-safe dict in the ``assay-run`` format (module docstring).
     With ``viewer`` (a download), only the grades they may see (``evals.blindness``: no
-    judge verdict or gold grade of a trial a reviewer still has to label); None (the
+    grade of a trial whose case shares its input with an item a reviewer still has to
+    label); None (the
     command line) writes every grade.
     Four queries (run's suite, cases, trials, grades with judge versions), five with a viewer.
     Long by design: one pass that writes the file's fields in the order the format lists them.
@@ -91,6 +92,9 @@ def run_export(*, run: Run, outputs: bool = True, viewer=None) -> dict[str, Any]
     grades: dict[int, list[dict]] = {}
     judge_versions: dict[str, dict] = {}
     run_grades = Grade.objects.filter(trial__run=run)
+    # A gold grade's details hold the imported label (its critique): never a reviewer's to
+    # read (evals.blindness, rule 2), whatever their sets.
+    gold_details = viewer is None or sees_everything(viewer)
     if viewer is not None:
         run_grades = grades_visible_to(run_grades, viewer)
     for g in run_grades.select_related("judge_version__judge").order_by("trial_id", "grader"):
@@ -121,7 +125,7 @@ def run_export(*, run: Run, outputs: bool = True, viewer=None) -> dict[str, Any]
                 "passed": g.passed,
                 "score": g.score,
                 "reason": g.reason,
-                "details": g.details,
+                "details": g.details if gold_details or g.grader != GOLD_GRADER else {},
                 "gating": g.gating,
                 "judge_version": ref,
             }

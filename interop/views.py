@@ -3,7 +3,7 @@
 ``?format=csv|parquet`` (default csv) and ``?tz=<IANA zone>`` (default UTC) for the times.
 Every role that can see the run page may download (``VIEWER_ROLES``); a bad option is a 400.
 A download holds what its user may see (``evals.blindness``): a reviewer gets only their own
-labels, and no judge verdict or gold grade of a trial they still have to label.
+labels, and no grade of a trial whose input an item they still have to label shares.
 """
 
 from __future__ import annotations

@@ -33,8 +33,15 @@ from core.api.rows import field_converter
 from core.errors import DomainError
 from core.http import uuid_or_404
 from evals.baselines import baseline_set
-from evals.blindness import REPORT_PER_TRIAL_PARTS, grades_visible_to, run_is_blind
-from evals.grading.contract.decisions import run_decisions
+from evals.blindness import (
+    NOT_BLIND,
+    REPORT_PER_TRIAL_PARTS,
+    Blind,
+    blind_for,
+    grades_visible_to,
+    run_is_blind,
+)
+from evals.grading.contract.decisions import CONTRACT_KIND, run_decisions
 from evals.grading.recorded import run_grade
 from evals.models import Baseline, Case, Grade, Run, Suite, Trial
 from evals.report.selectors import run_report
@@ -285,7 +292,8 @@ class TrialSerializer(serializers.ModelSerializer):
     decision = serializers.SerializerMethodField(
         help_text="The contract decision of the trial: rejected, review (every deterministic "
         "check passed; not accepted), accepted, errored, not_graded or infrastructure_error; "
-        "null when its run has no contract grader or the attempt was retried."
+        "null when its run has no contract grader or the attempt was retried, and for a "
+        "reviewer while its case shares its input with an item they still have to label."
     )
 
     class Meta:
@@ -294,6 +302,11 @@ class TrialSerializer(serializers.ModelSerializer):
         extra_kwargs = TRIAL_HELP
 
     def get_decision(self, trial: Trial) -> str | None:
+        if "blind" not in self.context:
+            request = self.context.get("request")
+            self.context["blind"] = blind_for(request.user) if request else NOT_BLIND
+        if self.context["blind"].holds(trial.case):
+            return None  # a decision is a verdict (evals.blindness)
         # One read of the run's decisions per run per response (the serializer context).
         cache = self.context.setdefault("run_decisions", {})
         if trial.run_id not in cache:
@@ -312,6 +325,7 @@ TRIAL_LIST_COLUMNS = (
     *(f for f in TRIAL_FIELDS if f not in TRIAL_ROW_KEYS),
     "output_preview",
     "output_length",
+    "case__input_hash",  # blindness (evals.blindness): a blind trial shows no decision
 )
 
 
@@ -322,13 +336,16 @@ def _trial_list_fields() -> tuple[serializers.Field, ...]:
     return tuple(TrialSerializer()._readable_fields)
 
 
-def trial_rows_data(rows: list[dict], *, runs: dict[int, Run]) -> list[dict]:
+def trial_rows_data(
+    rows: list[dict], *, runs: dict[int, Run], blind: Blind = NOT_BLIND
+) -> list[dict]:
     """The JSON of a list page's trials: each row (a dict of ``TRIAL_LIST_COLUMNS``, no model
     instance, no run or case row loaded) through ``TrialSerializer``'s own fields'
     representations (``core.api.rows``: the same output as DRF's; None stays None), with
     each row's contract decision from its run in ``runs`` (``run_decisions``, read once per
-    run). A page of 100 trials through DRF's per-attribute path was ~half its server time
-    (issue 17); a test checks every row against ``TrialSerializer`` on the model."""
+    run) but None on a row blind for the reader (``blind``: its ``case__input_hash`` in
+    ``blind.groups``). A page of 100 trials through DRF's per-attribute path was ~half its
+    server time; a test checks every row against ``TrialSerializer`` on the model."""
     plan = []  # (name, converter, row key; None: the decision), in field order
     for f in _trial_list_fields():
         key = TRIAL_ROW_KEYS.get(f.field_name, f.field_name)
@@ -339,6 +356,9 @@ def trial_rows_data(rows: list[dict], *, runs: dict[int, Run]) -> list[dict]:
         item = {}
         for name, convert, key in plan:
             if key is None:
+                if row["case__input_hash"] in blind.groups:
+                    item[name] = None
+                    continue
                 run_id = row["run_id"]
                 if run_id not in decisions:
                     decisions[run_id] = run_decisions(run=runs[run_id]).trials
@@ -619,10 +639,14 @@ class TrialViewSet(ViewerViewSet):
     def list(self, request, *args, **kwargs):
         """A page of trials: three queries whatever the number of trials (the user with
         their roles, by token or session; the page; its runs), plus the contract decisions
-        of a run that has a contract grader."""
+        of a run that has a contract grader (and then the reader's blind groups)."""
         page = self.paginate_queryset(self.get_queryset())
         runs = Run.objects.only("id", "graders").in_bulk({row["run_id"] for row in page})
-        return self.get_paginated_response(trial_rows_data(page, runs=runs))
+        contract = any(
+            s.kind == CONTRACT_KIND for run in runs.values() for s in run.grader_set.specs
+        )
+        blind = blind_for(request.user) if contract else NOT_BLIND  # only decisions are hidden
+        return self.get_paginated_response(trial_rows_data(page, runs=runs, blind=blind))
 
     def get_serializer_class(self):
         return TrialDetailSerializer if self.action == "retrieve" else TrialSerializer
@@ -634,8 +658,8 @@ class TrialViewSet(ViewerViewSet):
 )
 class GradeViewSet(ViewerViewSet):
     """Grades; ``?run=<uuid>``, ``?suite=<uuid>``, ``?status=``. Looked up by id. A reviewer
-    gets no judge verdict or gold grade of a trial they still have to label
-    (``evals.blindness``): absent from lists, 404 by id."""
+    gets no grade of a trial whose case shares its input with an item they still have to
+    label (``evals.blindness``): absent from lists, 404 by id."""
 
     lookup_field = "pk"
     serializer_class = GradeSerializer

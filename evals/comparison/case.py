@@ -9,7 +9,7 @@ from itertools import zip_longest
 from django.db import models
 from django.db.models.functions import Length, Substr
 
-from evals.blindness import blind_trial_ids, grades_visible_to
+from evals.blindness import blind_for, grades_visible_to
 from evals.comparison.textdiff import DIFF_MAX_CHARS, WordDiff, word_diff
 from evals.models import Case, Grade, Run, Trial
 
@@ -45,13 +45,13 @@ def comparison_case_get(*, base: Run, head: Run, case_uuid, viewer) -> Compariso
     in the comparison), else by key (a changed case). Five queries (blind trials, case,
     matching cases, trials, grades); outputs are loaded up to ``DIFF_MAX_CHARS`` + 1
     characters, never whole. Grades are those ``viewer`` may see (``evals.blindness``:
-    no judge verdict or gold grade on a trial they still have to label); each trial has
-    ``blind`` set.
+    no grade on a trial whose input an item they still have to label shares); each trial
+    has ``blind`` set.
 
     Raises ``Case.DoesNotExist`` when ``case_uuid`` is not a case of the runs' suite or
     has no trial in either run.
     """
-    blind = blind_trial_ids(viewer)
+    blind = blind_for(viewer)
     case = Case.objects.get(uuid=case_uuid, suite_id=head.suite_id)
     related = list(
         Case.objects.filter(suite_id=head.suite_id)
@@ -79,7 +79,7 @@ def comparison_case_get(*, base: Run, head: Run, case_uuid, viewer) -> Compariso
         .order_by("attempt")
     )
     for trial in trials:
-        trial.blind = trial.id in blind
+        trial.blind = blind.holds(trial.case)
     if not trials:
         raise Case.DoesNotExist("no trial of this case in either run")
     side_case = {}

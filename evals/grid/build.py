@@ -44,7 +44,7 @@ from core.errors import DomainError
 from core.gc_pause import gc_paused_call
 from core.ids import uuid_parse
 from evals.baselines import baseline_current
-from evals.blindness import blind_trial_ids
+from evals.blindness import Blind, blind_for
 from evals.comparison.compute import CHANGE_CLASSES, NO_VERDICT, change_class
 from evals.grid.cache import GRID_CACHE_SECONDS, grid_column_state
 from evals.grid.cells import RunCaseCounts, runs_case_counts, runs_gating_keys
@@ -66,8 +66,9 @@ SORTS = {
 }
 DEFAULT_SORT = "variance"
 BLIND_CELL = (
-    "hidden while you label: these cells hold trials of a calibration set you have not "
-    "finished labeling, and their pass rates would show judge verdicts or gold labels"
+    "hidden while you label: these cells hold trials that share their input with items of "
+    "a calibration set you have not finished labeling, and their pass rates would show "
+    "verdicts or gold labels"
 )
 
 
@@ -244,7 +245,7 @@ def grid_runs_pick(*, suite: Suite, query: GridQuery) -> list[Run]:
 def grid_get(*, suite: Suite, query: GridQuery, viewer) -> Grid:
     """The grid of ``suite`` for ``query`` as ``viewer`` may see it (module rules).
 
-    Queries: runs, baseline, the viewer's blind trials (none for engineers and leads) and
+    Queries: runs, baseline, the viewer's blind groups (none for engineers and leads) and
     when there are any the cases of the runs holding them, the columns' cache keys
     (``evals.grid.cache``: two) and the cases; when a column is not cached (a run not
     finished, or changed since), the cells counted in the database (``runs_case_counts``)
@@ -254,7 +255,7 @@ def grid_get(*, suite: Suite, query: GridQuery, viewer) -> Grid:
     """
     runs = grid_runs_pick(suite=suite, query=query)
     baseline = baseline_current(suite=suite)
-    blind = _blind_cases(runs=runs, blind=blind_trial_ids(viewer))
+    blind = _blind_cases(runs=runs, blind=blind_for(viewer))
     built = _columns_get(runs=runs)
     per_run: list[dict[int, GridCell]] = []
     columns = []
@@ -358,16 +359,16 @@ def _column(counts: RunCaseCounts, totals: dict) -> _Column:
     )
 
 
-def _blind_cases(*, runs: list[Run], blind: frozenset[int]) -> dict[int, set[int]]:
+def _blind_cases(*, runs: list[Run], blind: Blind) -> dict[int, set[int]]:
     """Run id -> the cases of that run holding a trial of ``blind`` (the viewer's blind
-    trials) among the trials the grid reads (not retried): a cell the viewer may not see.
+    groups) among the trials the grid reads (not retried): a cell the viewer may not see.
     No query when ``blind`` is empty, else one."""
     if not blind or not runs:
         return {}
     out: dict[int, set[int]] = {}
     for run_id, case_id in (
         Trial.objects.filter(
-            run_id__in=[r.id for r in runs], replaced_by__isnull=True, id__in=blind
+            blind.trials_q(), run_id__in=[r.id for r in runs], replaced_by__isnull=True
         )
         .order_by()
         .values_list("run_id", "case_id")

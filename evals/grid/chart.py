@@ -16,7 +16,7 @@ from django.template.loader import render_to_string
 
 from core.money import usd_text
 from evals.baselines import baseline_current
-from evals.blindness import blind_trial_ids
+from evals.blindness import blind_for
 from evals.models import Run, Suite, Trial
 from evals.selectors import run_list_stats
 
@@ -77,13 +77,18 @@ def _y(rate: float) -> float:
 
 def cost_quality_chart_get(*, suite: Suite, viewer, limit: int = CHART_RUNS) -> CostQualityChart:
     """The chart of ``suite``'s newest ``limit`` runs for ``viewer`` (module rules). Queries:
-    runs, baseline, the viewer's blind trials (and which runs hold one), and the run list's
-    aggregates (one per distinct gating grader set)."""
+    runs, baseline, the viewer's blind groups (and which runs hold a blind trial), and the run
+    list's aggregates (one per distinct gating grader set)."""
     runs = list(Run.objects.filter(suite=suite).order_by("-created_at", "-id")[:limit])
     baseline = baseline_current(suite=suite)
-    blind = blind_trial_ids(viewer)
+    blind = blind_for(viewer)
     blind_runs = (
-        set(Trial.objects.filter(run__in=runs, id__in=blind).values_list("run_id", flat=True))
+        set(
+            Trial.objects.filter(blind.trials_q(), run__in=runs)
+            .order_by()
+            .values_list("run_id", flat=True)
+            .distinct()
+        )
         if blind
         else set()
     )

@@ -3,8 +3,9 @@ one click away (``case_history_get``).
 
 Same rules as the grid (``evals.grid.build``): overall verdicts by the run report's rule
 (``evals.report.build.overall_codes_from_rows``), the Wilson 95% interval per run, flaky when
-0 < passed < graded, and blind reviewing: a run whose trials of this case include one blind
-for the viewer shows no counts and no verdicts (statuses and links stay).
+0 < passed < graded, and blind reviewing: when the case's trials are blind for the viewer
+(an item they still have to label shares its input) no run shows counts or verdicts
+(statuses and links stay).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from evals.baselines import baseline_current
-from evals.blindness import blind_trial_ids
+from evals.blindness import blind_for
 from evals.grading.verdict import ERRORED, FAIL, PASS, PIPELINE
 from evals.models import Case, Run, Trial
 from evals.report.build import overall_codes_from_rows
@@ -76,7 +77,7 @@ class CaseHistory:
 
 def case_history_get(*, case: Case, viewer) -> CaseHistory:
     """The history of ``case`` (module rules). Queries: the runs holding it, the baseline,
-    the viewer's blind trials, the trials' ids and attempts, and the run loader's four (five
+    the viewer's blind groups, the trials' ids and attempts, and the run loader's four (five
     when judges graded) restricted to this case: independent of the number of runs and
     trials."""
     runs = list(
@@ -85,7 +86,7 @@ def case_history_get(*, case: Case, viewer) -> CaseHistory:
         .order_by("-created_at", "-id")
     )
     baseline = baseline_current(suite=case.suite)
-    blind = blind_trial_ids(viewer)
+    hidden = blind_for(viewer).holds(case)
     rows_by_run = runs_rows_get(runs=runs, case_ids=[case.id], usage=False) if runs else {}
     trial_meta = {
         t[0]: t[1:]
@@ -97,7 +98,6 @@ def case_history_get(*, case: Case, viewer) -> CaseHistory:
     for run in runs:
         oc = overall_codes_from_rows(run=run, rows=rows_by_run[run.id])
         ids = oc.trial_ids.tolist()
-        hidden = any(i in blind for i in ids)
         passed = int(oc.tally.passed.sum()) if not hidden else 0
         graded = int(oc.tally.graded.sum()) if not hidden else 0
         low, high = case_wilson(passed, graded) if graded else (None, None)

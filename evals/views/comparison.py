@@ -134,8 +134,8 @@ def comparison_pick(request: HtmxHttpRequest, run_id) -> HttpResponse:
 @role_required(*VIEWER_ROLES)
 def comparison_case(request: HtmxHttpRequest, head_id, base_id, case_id) -> HttpResponse:
     """One case: base and head trials side by side by attempt, a word-level diff of their
-    outputs (escaped spans), their grades and reasons (judge verdicts and gold labels hidden
-    from a reviewer who still has to label the trial: ``evals.blindness``)."""
+    outputs (escaped spans), their grades and reasons (hidden from a reviewer who still has
+    to label an item of the case's input: ``evals.blindness``)."""
     base, head = _runs(head_id, base_id)
     try:
         detail = comparison_case_get(base=base, head=head, case_uuid=case_id, viewer=request.user)

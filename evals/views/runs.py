@@ -193,8 +193,8 @@ def run_retry(request: HtmxHttpRequest, run_id) -> HttpResponse:
 def run_case(request: HtmxHttpRequest, run_id, case_id) -> HttpResponse:
     """One case within a run: input, expected, context, tags, and every trial (output
     previews, never full outputs), with grades and labels as the user may see them
-    (``evals.blindness``: a reviewer sees no judge verdict or gold label of a trial they
-    still have to label, and only their own labels)."""
+    (``evals.blindness``: a reviewer sees no grade or gold label of a trial whose input an
+    item they still have to label shares, and only their own labels)."""
     try:
         run, case, trials = selectors.run_case_get(
             run_uuid=run_id, case_uuid=case_id, viewer=request.user

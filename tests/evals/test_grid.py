@@ -283,7 +283,8 @@ def test_a_reviewer_still_labeling_sees_no_verdict_of_a_blind_trial(client, bob,
     assert cells["c01"].graded == 0 and cells["c01"].rate is None
     assert not cells["c03"].hidden and cells["c03"].passed == 1
     assert grid.columns[blind_col].hidden and grid.columns[blind_col].quality is None
-    assert grid.hidden_cells == 2
+    # c01 of the later run shares its input with an item (the same case): hidden too.
+    assert grid.hidden_cells == 3
     # An engineer sees every verdict.
     seen = grid_get(suite=suite, query=GridQuery(), viewer=carol)
     assert seen.hidden_cells == 0
