@@ -107,9 +107,11 @@ class Registry:
                     f"{source} registers {registration.name!r}, already registered by "
                     f"{held.source} for another function"
                 )
-            kinds = registration.kinds | (held.kinds if held else frozenset())
-            self.entries[registration.name] = Entry(
-                name=registration.name, kinds=kinds, function=value, source=source
+            self.entries[registration.name] = Entry(  # the first registry to expose it names it
+                name=registration.name,
+                kinds=registration.kinds,
+                function=value,
+                source=held.source if held else source,
             )
         self.sources.append(source)
 

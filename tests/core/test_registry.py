@@ -6,15 +6,19 @@ refused by name."""
 from __future__ import annotations
 
 import importlib.metadata
+import io
 import json
 import sys
+import types
 
 import pytest
 from django.contrib.auth.models import User
+from django.core.exceptions import ImproperlyConfigured
+from django.core.management import call_command
 
 import core.registry
 from core.errors import DomainError
-from core.registry import registry_get, registry_load
+from core.registry import Registry, registered, registry_get, registry_load
 from evals.grading.graders import parse_grader_specs
 from evals.models import Case, Run, Suite
 from evals.runner.targets import target_from_config
@@ -167,3 +171,26 @@ def test_the_demo_command_loads_its_registry_and_passes_it_to_its_worker(setting
     monkeypatch.setattr(demo.subprocess, "Popen", lambda command, **kw: started.update(kw))
     demo.Command()._start_worker()
     assert started["env"]["ASSAY_REGISTRIES"] == "examples.registry,demo.registry"
+
+
+def test_registry_list_prints_each_name_with_its_kinds_and_registry(monkeypatch):
+    out = io.StringIO()
+    call_command("registry_list", "--kind", "pipeline", stdout=out)
+    lines = out.getvalue().splitlines()
+    assert lines[0] == "registries: demo.registry, examples.registry, tests.registry"
+    assert "demo.refund_agent:refund_agent  pipeline  (demo.registry)" in lines
+    assert not any("refund_tools" in line for line in lines)  # tools, not pipelines
+    monkeypatch.setattr(core.registry, "_active", registry_load(modules=(), entry_points=False))
+    out = io.StringIO()
+    call_command("registry_list", "--json", stdout=out)
+    assert json.loads(out.getvalue()) == {"registries": [], "functions": []}
+
+
+def test_two_registries_giving_one_name_to_different_functions_stop_the_start():
+    first, second = types.ModuleType("first"), types.ModuleType("second")
+    first.f = registered("tool", name="shop:f")(lambda state: 1)
+    second.g = registered("tool", name="shop:f")(lambda state: 2)
+    registry = Registry()
+    registry.add_module(first, source="first")
+    with pytest.raises(ImproperlyConfigured, match="'shop:f', already registered by first"):
+        registry.add_module(second, source="second")
