@@ -57,8 +57,9 @@ class Registration:
 def registered(*kinds: str, name: str | None = None) -> Callable[[Callable], Callable]:
     """Decorator: declare a function as callable by configs under ``name`` (default
     ``module:qualname``) for ``kinds`` (any of ``KINDS``). Returns the function unchanged but
-    for the mark; a registry module that exposes it registers it (module docstring). Raises
-    ``ValueError`` for no kind, an unknown kind or an empty name."""
+    for the mark; a registry module that exposes it registers it (module docstring). Stacked,
+    the kinds add up. Raises ``ValueError`` for no kind, an unknown kind, an empty name, or a
+    second name for one function."""
     unknown = sorted(set(kinds) - set(KINDS))
     if not kinds or unknown:
         raise ValueError(f"kinds must be some of {', '.join(KINDS)}, got {kinds!r}")
@@ -69,7 +70,11 @@ def registered(*kinds: str, name: str | None = None) -> Callable[[Callable], Cal
         spelled = name or f"{function.__module__}:{function.__qualname__}"
         if not spelled or len(spelled) > MAX_NAME_CHARS:
             raise ValueError(f"a registered name has 1 to {MAX_NAME_CHARS} characters")
-        setattr(function, _MARK, Registration(name=spelled, kinds=frozenset(kinds)))
+        held = getattr(function, _MARK, None)  # stacked decorators: the kinds add up
+        if isinstance(held, Registration) and held.name != spelled:
+            raise ValueError(f"{function!r} is already registered as {held.name!r}")
+        more = held.kinds if isinstance(held, Registration) else frozenset()
+        setattr(function, _MARK, Registration(name=spelled, kinds=frozenset(kinds) | more))
         return function
 
     return mark

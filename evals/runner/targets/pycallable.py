@@ -4,8 +4,8 @@
 ``path`` is the name a registry gave the function (kind ``pipeline``, ``core.registry``):
 nothing is imported from it. The function is called as ``fn(case: CaseInput, **settings)``;
 each key of ``settings`` must be one of its parameters (unless it takes ``**kwargs``),
-checked when the target is built, so when a run is declared or started. It returns either the output
-text (``str``) or ``{"output": str, "input_tokens"?: int, "output_tokens"?: int,
+checked when the target is built, so when a run is declared or started. It returns either
+the output text (``str``) or ``{"output": str, "input_tokens"?: int, "output_tokens"?: int,
 "model"?: str, "trajectory"?: [step, ...], "final_state"?: JSON}`` (an agent: its steps in the
 shape of ``evals.trajectory.steps`` and the world's state when it stopped). Sync
 functions run in a worker thread (``asyncio.to_thread``); coroutine
