@@ -3,7 +3,7 @@
 Contract:
 - A grader set is a list of ``GraderSpec`` parsed once at the edge from JSON
   (``parse_grader_specs``), then passed around typed. Every config error is found at parse
-  time (unknown kind or option, wrong type, bad regex, bad JSON Schema, unimportable oracle)
+  time (unknown kind or option, wrong type, bad regex, bad JSON Schema, unregistered oracle)
   and raised as ``DomainError`` naming ``graders[<index>].<field>``.
 - ``run_grader(spec, case=..., output=...)`` never raises: a grader that raises gives an
   errored ``GradeResult`` (``passed=None``), never a fail counted as data, never a pass.
