@@ -335,12 +335,12 @@ ASSAY = {
     "IMPORT_INLINE_BYTES": int(os.environ.get("ASSAY_IMPORT_INLINE_BYTES", str(1024 * 1024))),
     # POST /api/imports (docs/interop.md): the largest uploaded results file, in bytes.
     "IMPORT_MAX_BYTES": int(os.environ.get("ASSAY_IMPORT_MAX_BYTES", str(64 * 1024 * 1024))),
-    # Packages whose functions a configuration may name (callable targets, tools, python
-    # graders, contract oracles): core.callables. Comma-separated module prefixes.
-    "CALLABLE_MODULES": tuple(
-        m.strip()
-        for m in os.environ.get("ASSAY_CALLABLE_MODULES", "demo,examples").split(",")
-        if m.strip()
+    # The modules that register the functions a configuration may name (callable targets,
+    # tools, environments, python graders, contract oracles): core.registry. Comma-separated
+    # module names; none by default, so a fresh install runs no configured code. `manage.py
+    # demo` adds demo.registry for itself and the worker it starts.
+    "REGISTRIES": tuple(
+        m.strip() for m in os.environ.get("ASSAY_REGISTRIES", "").split(",") if m.strip()
     ),
     # The hosts a model endpoint (a target's or a judge version's base_url) may name:
     # comma-separated host, host:port or *.domain (core.egress). Whoever configures a target

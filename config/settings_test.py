@@ -10,8 +10,9 @@ import tempfile
 os.environ.setdefault("DEBUG", "true")
 os.environ.setdefault("SECRET_KEY", "test-secret-key-not-for-production-" + "x" * 20)
 os.environ.setdefault("ASSAY_VAR_DIR", tempfile.mkdtemp(prefix="assay-test-var-"))
-# The test suite's own pipelines and oracles live in tests/ (core.callables).
-os.environ.setdefault("ASSAY_CALLABLE_MODULES", "demo,examples,tests")
+# The registered functions the tests name: the demo's, the examples' and the tests' own
+# (core.registry).
+os.environ.setdefault("ASSAY_REGISTRIES", "demo.registry,examples.registry,tests.registry")
 
 from config.settings import *  # noqa: E402,F403
 

@@ -6,6 +6,14 @@ class CoreConfig(AppConfig):
     verbose_name = "Core"
 
     def ready(self) -> None:
+        # The functions configs may name, loaded once per process (web, worker, commands):
+        # ASSAY_REGISTRIES and the assay.registry entry points (core.registry).
+        from django.conf import settings  # noqa: PLC0415
+
+        from core.registry import registry_install, registry_load  # noqa: PLC0415
+
+        registry_install(registry_load(modules=settings.ASSAY.get("REGISTRIES", ())))
+
         # Connected at start-up: the user model is only importable once apps are ready.
         from django.contrib.auth import get_user_model  # noqa: PLC0415
         from django.db.models.signals import m2m_changed  # noqa: PLC0415

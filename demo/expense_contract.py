@@ -23,6 +23,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from core.registry import registered
+
 THRESHOLD_CENTS = 75000
 SOURCE_VERSION = "expense-v2"
 SOURCE_IDS = ("expense-v2#approval", "expense-v2#receipts")
@@ -33,6 +35,7 @@ REVIEW_DIMENSIONS = (
 )
 
 
+@registered("oracle")
 def expected_outcome(item: dict[str, Any]) -> dict[str, bool]:
     """The oracle: what policy expense-v2 requires for a generated case's inputs
     (``amountCents`` integer cents, ``hasReceipt``), independent of what the case claims:

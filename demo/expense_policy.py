@@ -14,6 +14,8 @@ import json
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
+from core.registry import registered
+
 POLICY_ID = "EXP-7"
 APPROVAL_THRESHOLD_EUR = Decimal("500.00")
 DECISIONS = ("approved", "needs_approval", "rejected")
@@ -34,6 +36,7 @@ def expected_decision(claim: dict[str, Any]) -> str:
     return "needs_approval" if amount > APPROVAL_THRESHOLD_EUR else "approved"
 
 
+@registered("grader")
 def oracle(case, output: str) -> dict[str, Any]:
     """Business-rule oracle: passes when the output's decision is the one EXP-7 requires.
 

@@ -27,6 +27,7 @@ from __future__ import annotations
 import random
 from typing import Any
 
+from core.registry import registered
 from evals.runner.targets.base import CaseInput
 
 POLICY = (
@@ -194,6 +195,7 @@ def _act(world: _World, action: str, total: float) -> str:
     return world.say(f"I am sorry: order {order_id} cannot be refunded under our policy.")
 
 
+@registered("pipeline")
 def refund_agent(case: CaseInput, seed: int = 0) -> dict:
     """One trial of the simulated agent on ``case`` (its input ``{"order_id", "message"}``):
     ``{"output", "trajectory", "final_state", "input_tokens", "output_tokens"}`` as a

@@ -12,9 +12,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from core.registry import registered
 from demo.refund_agent import ORDERS
 
 
+@registered("environment")
 def environment(case) -> dict:
     """The state a trial starts from: the case's order (``case.input["order_id"]``) as it
     is, nothing refunded or escalated. Raises KeyError for an order the demo does not
@@ -33,6 +35,7 @@ def _order(state: dict, order_id: str) -> dict:
     return state["order"]
 
 
+@registered("tool")
 def lookup_order(state: dict, order_id: str) -> dict[str, Any]:
     """Look an order up: its id, total (USD), status and days since delivery."""
     order = _order(state, order_id)
@@ -45,6 +48,7 @@ def lookup_order(state: dict, order_id: str) -> dict[str, Any]:
     }
 
 
+@registered("tool")
 def issue_refund(state: dict, order_id: str, amount: float) -> dict[str, Any]:
     """Refund an amount (USD) on an order."""
     order = _order(state, order_id)
@@ -53,6 +57,7 @@ def issue_refund(state: dict, order_id: str, amount: float) -> dict[str, Any]:
     return {"refunded": amount}
 
 
+@registered("tool")
 def escalate(state: dict, order_id: str, reason: str) -> dict[str, Any]:
     """Hand an order to a human colleague, with the reason."""
     order = _order(state, order_id)

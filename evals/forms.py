@@ -119,7 +119,8 @@ class RunStartForm(StorableForm):
         required=False,
         max_length=300,
         label="Callable path",
-        help_text="package.module:function",
+        help_text="A registered pipeline's name (package.module:function); "
+        "the registries are the operator's ASSAY_REGISTRIES.",
     )
     target_preset = forms.ModelChoiceField(
         queryset=TargetPreset.objects.order_by("name"),

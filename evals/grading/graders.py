@@ -3,7 +3,7 @@
 Contract:
 - A grader set is a list of ``GraderSpec`` parsed once at the edge from JSON
   (``parse_grader_specs``), then passed around typed. Every config error is found at parse
-  time (unknown kind or option, wrong type, bad regex, bad JSON Schema, unimportable oracle)
+  time (unknown kind or option, wrong type, bad regex, bad JSON Schema, unregistered oracle)
   and raised as ``DomainError`` naming ``graders[<index>].<field>``.
 - ``run_grader(spec, case=..., output=...)`` never raises: a grader that raises gives an
   errored ``GradeResult`` (``passed=None``), never a fail counted as data, never a pass.
@@ -25,7 +25,8 @@ Kinds (``config`` options in brackets, defaults after ``=``):
 - ``numeric`` [value, pattern, abs_tol=0.0, rel_tol=1e-9]: see ``parse_number``/``_numeric``
   (its ``pattern`` runs under the same time limit).
 - ``python`` [function="package.module:function"]: a business-rule oracle
-  ``function(case, output) -> GradeResult | bool | dict``.
+  ``function(case, output) -> GradeResult | bool | dict``, registered (kind ``grader``,
+  ``core.registry``) under that name; nothing is imported from it.
 - ``contract`` [schema, items, id_field, oracle, coverage, required_coverage, provenance,
   source_version, review]: a structured output's contract (``evals.grading.contract``,
   docs/contracts.md). ``passed`` means "every deterministic check passed: qualified for
@@ -60,8 +61,8 @@ from typing import Any
 
 import regex
 
-from core.callables import callable_resolve
 from core.errors import DomainError
+from core.registry import registry_get
 from evals.grading.agent.data import AgentData, AgentOutcome
 from evals.grading.agent.state import state_grade, state_parse
 from evals.grading.contract import OPTIONS as CONTRACT_OPTIONS
@@ -405,7 +406,7 @@ def _numeric(config: dict, case: Any, output: str) -> GradeResult:
 def _python(config: dict, case: Any, output: str) -> GradeResult:
     """Call the oracle; a ``bool`` is the verdict, a ``dict`` needs ``passed`` (bool) and may
     carry ``score`` and ``reason``; anything else is an errored grade."""
-    result = callable_resolve(config["function"], field="function")(case, output)
+    result = registry_get(name=config["function"], kind="grader", field="function")(case, output)
     name = config["function"]
     if isinstance(result, GradeResult):
         return result
@@ -523,7 +524,7 @@ _OPTIONS: dict[str, dict[str, tuple[type | tuple, str]]] = {
         "abs_tol": ((int, float), "a number"),
         "rel_tol": ((int, float), "a number"),
     },
-    "python": {"function": (str, "'package.module:function'")},
+    "python": {"function": (str, "a registered grader's name")},
     "contract": dict.fromkeys(CONTRACT_OPTIONS, (object, "see docs/contracts.md")),
     # The agent kinds check their own options (evals.grading.agent): types here, the rest there.
     STATE_KIND: {
@@ -625,7 +626,7 @@ def _check_values(kind: str, config: dict, where: str) -> None:
 
         trajectory_parse(config, where)
     if kind == "python":
-        callable_resolve(config["function"], field=f"{where}.function")
+        registry_get(name=config["function"], kind="grader", field=f"{where}.function")
 
 
 def _check_judge_version(value: str, where: str) -> JudgeVersion:
@@ -651,7 +652,8 @@ def parse_grader_specs(raw: list[dict]) -> list[GraderSpec]:
 
     Strict: no coercion (``"false"`` is not a boolean), unknown fields and options are
     refused, keys are unique, and each kind's config is fully checked (regex compiled, JSON
-    Schema checked against Draft 2020-12, python oracle imported, judge version looked up).
+    Schema checked against Draft 2020-12, python oracle looked up in the registry, judge
+    version looked up).
     A grader of an imported run (kind ``imported`` or ``recorded-judge``, or a judge grader
     of a recorded judge) is refused saying so: its verdicts were imported, it cannot be run.
     Raises ``DomainError`` whose message starts with ``graders[<index>].<field>``.

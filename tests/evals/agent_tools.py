@@ -5,12 +5,16 @@ from __future__ import annotations
 import asyncio
 import time
 
+from core.registry import registered
 
+
+@registered("environment")
 def environment(case):
     """A shop with one order per case; ``case.input`` names nothing the tools need."""
     return {"orders": {"A1": {"total": 30, "refunded": 0}}, "log": []}
 
 
+@registered("tool")
 def lookup_order(state: dict, order_id: str) -> dict:
     """Look an order up by id.
 
@@ -19,6 +23,7 @@ def lookup_order(state: dict, order_id: str) -> dict:
     return state["orders"][order_id]
 
 
+@registered("tool")
 def issue_refund(state: dict, order_id: str, amount: float) -> str:
     """Refund an amount on an order."""
     state["orders"][order_id]["refunded"] += amount
@@ -26,12 +31,14 @@ def issue_refund(state: dict, order_id: str, amount: float) -> str:
     return f"refunded {amount}"
 
 
+@registered("tool", "environment")
 def boom(state: dict) -> str:
     """Changes the state, then fails: the change must not stay."""
     state["log"].append("boom was here")
     raise RuntimeError("refund service down <script>alert(1)</script>")
 
 
+@registered("tool")
 def slow(state: dict, seconds: float = 2.0) -> str:
     """Sleeps past any small timeout, then writes to the state it was given."""
     time.sleep(seconds)
@@ -39,6 +46,7 @@ def slow(state: dict, seconds: float = 2.0) -> str:
     return "late"
 
 
+@registered("tool")
 async def slow_async(state: dict, seconds: float = 2.0) -> str:
     """The same as a coroutine."""
     await asyncio.sleep(seconds)
@@ -46,16 +54,19 @@ async def slow_async(state: dict, seconds: float = 2.0) -> str:
     return "late"
 
 
+@registered("tool")
 def huge(state: dict) -> str:
     """A 200 KB result with markup in it."""
     return "<script>alert('x')</script>" + "y" * 200_000
 
 
+@registered("tool")
 def not_json(state: dict) -> object:
     """Returns something that is not JSON."""
     return {1, 2}
 
 
+@registered("tool")
 def documented(state: dict, query: str, limit: int = 5) -> list:
     """Search the catalogue.
 
@@ -63,6 +74,7 @@ def documented(state: dict, query: str, limit: int = 5) -> list:
     return []
 
 
+@registered("tool")
 def declared(state: dict, **kwargs) -> str:
     return "ok"
 

@@ -14,6 +14,7 @@ from django.test import Client
 import evals.runner.start as start_module
 from core.bounds import cost_problem
 from core.decimals import PLAIN_MAX_PLACES, decimal_plain
+from core.registry import registered
 from evals.models import ModelPrice, Trial
 from evals.runner.execute import trial_chunk_execute
 from evals.runner.start import run_start
@@ -29,6 +30,7 @@ TINY = Decimal("0.000000003")  # 3 input tokens at $0.001 per 1M tokens
 PATH = "tests.evals.test_cost_precision"
 
 
+@registered("pipeline")
 def tiny_pipeline(case, **settings) -> dict:
     """A pipeline whose every call is 3 input tokens of ``tiny-model``."""
     return {"output": "yes", "input_tokens": 3, "output_tokens": 0, "model": "tiny-model"}

@@ -218,23 +218,20 @@ BAD_SPECS = [
     ),
     (
         {"key": "g", "kind": "python", "config": {"function": "tests.no_such_module:f"}},
-        "graders[0].config.function: cannot import 'tests.no_such_module'",
-    ),
-    (
-        {"key": "g", "kind": "python", "config": {"function": "tests.grader_oracles:missing"}},
-        "graders[0].config.function: 'tests.grader_oracles' has no 'missing'",
+        "graders[0].config.function: 'tests.no_such_module:f' is not a registered grader",
     ),
     (
         {"key": "g", "kind": "python", "config": {"function": "tests.grader_oracles:NOT_CALLABLE"}},
-        "graders[0].config.function: 'tests.grader_oracles:NOT_CALLABLE' is not callable",
+        "graders[0].config.function: 'tests.grader_oracles:NOT_CALLABLE' is not a registered",
     ),
     (
-        {"key": "g", "kind": "python", "config": {"function": "no_colon"}},
-        "graders[0].config.function: expected 'package.module:function', got 'no_colon'",
+        {"key": "g", "kind": "python", "config": {"function": "tests.evals.agent_tools:boom"}},
+        "graders[0].config.function: 'tests.evals.agent_tools:boom' is registered for "
+        "environment, tool only, not as a grader",
     ),
     (
         {"key": "g", "kind": "python", "config": {"function": "subprocess:run"}},
-        "graders[0].config.function: module 'subprocess' is not in ASSAY_CALLABLE_MODULES",
+        "graders[0].config.function: 'subprocess:run' is not a registered grader",
     ),
 ]
 

@@ -178,12 +178,14 @@ def test_its_import_path_loads_neither_pandas_nor_scipy(tmp_path):
 
 
 def _fresh_python(code: str, tmp_path, *, unset: tuple[str, ...] = ()) -> str:
-    """Run ``code`` in a fresh interpreter with the project's settings (DEBUG, no Redis,
-    ``unset`` removed from the environment); its stdout, stripped. Fails on a non-zero exit."""
+    """Run ``code`` in a fresh interpreter with the project's settings (DEBUG, no Redis, the
+    registries an operator might list rather than the tests' own, ``unset`` removed from the
+    environment); its stdout, stripped. Fails on a non-zero exit."""
     env = {
         **os.environ,
         "DJANGO_SETTINGS_MODULE": "config.settings",
         "DEBUG": "true",
+        "ASSAY_REGISTRIES": "demo.registry,examples.registry",
         "ASSAY_VAR_DIR": str(tmp_path),
         "PYTHONPATH": str(Path(__file__).resolve().parents[2]),
     }

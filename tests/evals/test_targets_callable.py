@@ -1,4 +1,5 @@
-"""The Python-callable target: sync and async pipelines, errors as data, bad paths refused."""
+"""The Python-callable target: sync and async pipelines, errors as data, names that are not
+registered pipelines refused, settings the function does not take refused by name."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import time
 import pytest
 
 from core.errors import DomainError
+from core.registry import registered
 from evals.runner.targets import CaseInput, target_from_config
 
 PATH = "tests.evals.test_targets_callable"
@@ -17,27 +19,33 @@ LOCK = threading.Lock()
 NOT_CALLABLE = 3
 
 
+@registered("pipeline")
 def shout(case: CaseInput, *, suffix: str = "!") -> str:
     return f"{case.input.upper()}{suffix}"
 
 
+@registered("pipeline")
 async def shout_async(case: CaseInput, **settings) -> dict:
     await asyncio.sleep(0)
     return {"output": case.input[::-1], "input_tokens": 7, "output_tokens": 2, "model": "m-1"}
 
 
+@registered("pipeline")
 def explode(case: CaseInput) -> str:
     raise ValueError(f"no answer for {case.key}")
 
 
+@registered("pipeline")
 def wrong_shape(case: CaseInput) -> int:
     return 42
 
 
+@registered("pipeline")
 def negative_tokens(case: CaseInput) -> dict:
     return {"output": "x", "input_tokens": -1}
 
 
+@registered("pipeline")
 def slow(case: CaseInput) -> str:
     with LOCK:
         IN_FLIGHT["now"] += 1
@@ -111,13 +119,15 @@ def test_it_bounds_calls_in_flight_by_the_configured_concurrency():
 @pytest.mark.parametrize(
     ("config", "words"),
     [
-        ({"path": "tests.no_such_module_xyz:f"}, "cannot import 'tests.no_such_module_xyz'"),
-        ({"path": "no_such_module_xyz:f"}, "is not in ASSAY_CALLABLE_MODULES"),
-        ({"path": "os:system"}, "module 'os' is not in ASSAY_CALLABLE_MODULES"),
-        ({"path": f"{PATH}:missing"}, "has no 'missing'"),
-        ({"path": f"{PATH}:NOT_CALLABLE"}, "is not callable"),
-        ({"path": "justamodule"}, "expected 'package.module:function'"),
-        ({"path": None}, "expected 'package.module:function'"),
+        ({"path": "tests.no_such_module_xyz:f"}, "is not a registered pipeline"),
+        ({"path": "os:system"}, "'os:system' is not a registered pipeline"),
+        ({"path": f"{PATH}:missing"}, "is not a registered pipeline"),
+        ({"path": f"{PATH}:NOT_CALLABLE"}, "is not a registered pipeline"),
+        ({"path": "tests.grader_oracles:as_dict"}, "registered for grader only, not as a pipeline"),
+        ({"path": ""}, "expected a registered pipeline's name"),
+        ({"path": None}, "expected a registered pipeline's name"),
+        ({"path": f"{PATH}:shout", "settings": {"suffix": "?", "shell": 1}}, "setting 'shell'"),
+        ({"path": f"{PATH}:shout", "settings": {"case": 1}}, "target.settings.case"),
         ({"path": f"{PATH}:shout", "settings": [1]}, "target.settings"),
         ({"path": f"{PATH}:shout", "concurrency": 0}, "target.concurrency"),
         ({"path": f"{PATH}:shout", "concurrency": 10**11}, "from 1 to 1024"),
@@ -129,6 +139,7 @@ def test_it_refuses_a_bad_config_naming_the_field(config, words):
     assert words in str(info.value)
 
 
+@registered("pipeline")
 def leave(case: CaseInput) -> str:
     raise SystemExit(3)
 

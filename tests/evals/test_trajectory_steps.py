@@ -8,6 +8,7 @@ import asyncio
 import pytest
 
 from core.errors import DomainError
+from core.registry import registered
 from core.text import REPLACED_KEY
 from evals.models import Case, Run, Suite, Trial, content_hash
 from evals.runner.start import run_start
@@ -124,6 +125,7 @@ def test_goal_state_enters_the_content_hash_only_when_set():
     assert content_hash(input="q", expected=None, context=[], goal_state={"a": 1}) != base
 
 
+@registered("pipeline")
 def _agent(case, **settings):
     return {
         "output": "refunded",
@@ -135,6 +137,7 @@ def _agent(case, **settings):
     }
 
 
+@registered("pipeline")
 def _bad_agent(case, **settings):
     return {"output": "x", "trajectory": [{"kind": "tool_call", "arguments": {}}]}
 

@@ -3,11 +3,14 @@ result), declared by path in the hostile agent tests (tests/flows/test_agent_hos
 
 from __future__ import annotations
 
+from core.registry import registered
+
 SCRIPT_TOOL = "<script>alert('tool')</script>"
 IMG_KEY = "<img src=x onerror=alert('key')>"
 BIG = "<script>alert('big')</script>\u0000" + "y" * 1_000_000  # a 1 MB tool result
 
 
+@registered("pipeline")
 def hostile_agent(case) -> dict:
     """Case ``right``: the goal state by a path that calls a tool named with markup and never
     refunds after the lookup; case ``wrong``: the expected path, but a final state with a
@@ -30,16 +33,19 @@ def hostile_agent(case) -> dict:
     return {"output": "done", "trajectory": steps, "final_state": final}
 
 
+@registered("environment")
 def environment(case) -> dict:
     """An empty world."""
     return {"done": False}
 
 
+@registered("tool")
 def huge(state: dict) -> str:
     """A 1 MB result with markup, U+0000 and a lone surrogate in it."""
     return BIG + "\udc00"
 
 
+@registered("tool")
 def finish(state: dict) -> dict:
     """Marks the world done."""
     state["done"] = True

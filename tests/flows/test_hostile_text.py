@@ -22,6 +22,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from core.errors import DomainError
+from core.registry import registered
 from core.text import REPLACED_KEY, UNSTORABLE, contains_unstorable
 from evals.comparison.gate import run_document_read
 from evals.models import Case, Grade, Run, Suite, Trial
@@ -149,6 +150,7 @@ def test_raw_invalid_utf8_in_a_model_reply_reads_as_replacement_characters(
 HOSTILE = {"nul": NUL, "surrogate": SURROGATE, "none": ""}
 
 
+@registered("pipeline")
 def hostile_pipeline(case, *, kind: str, shape: str = "str"):
     """A pipeline whose output holds the ``kind`` of character named (run settings cannot
     hold one: run_start refuses it): a string, or the dict form."""

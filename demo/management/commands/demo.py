@@ -8,6 +8,10 @@ re-run of the baseline configuration (the gate passes): ``demo.story`` — and t
 suite (an LLM writing test cases for the expense policy, ``demo.expense_contract``),
 prints the links and the login, then serves the dashboard on 127.0.0.1:8000 with the
 worker alongside.
+
+The demo's pipelines, tools and oracles are registered functions (``demo.registry``): this
+command loads that registry for itself (and the server it runs) and passes it to the worker
+it starts (``ASSAY_REGISTRIES``), beside what the operator lists; no other process loads it.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from django.core.management.base import BaseCommand, CommandError
 from django.urls import reverse
 
 from core.errors import DomainError
+from core.registry import registry_install, registry_load
 from demo.load import agent_suite_load, contract_suite_load, demo_suites_load, demo_user_ensure
 from demo.story import agent_demo_run, contract_demo_run, demo_chapter, demo_run
 from evals.baselines import baseline_current, baseline_set
@@ -41,7 +46,15 @@ from labeling.models import CalibrationSet
 from labeling.services import calibration_set_build
 
 REAL_DATA = ("llmbar_pointwise", "halueval_general")
+DEMO_REGISTRY = "demo.registry"
 WATCH_SECONDS = 5.0  # how often the demo checks that its worker process is still there
+
+
+def demo_registries() -> tuple[str, ...]:
+    """The registry modules the demo's processes load: the operator's ``ASSAY_REGISTRIES``
+    and the demo's own (``demo.registry``)."""
+    listed = tuple(settings.ASSAY.get("REGISTRIES", ()))
+    return listed if DEMO_REGISTRY in listed else (*listed, DEMO_REGISTRY)
 
 
 def _address_free_or_fail(addrport: str) -> None:
@@ -98,6 +111,7 @@ class Command(BaseCommand):
     def handle(self, *args, **opts):
         if not opts["no_serve"]:
             _address_free_or_fail(opts["addrport"])  # before any run: nothing left behind
+        registry_install(registry_load(modules=demo_registries()))
         call_command("migrate", interactive=False, verbosity=0)
         user = demo_user_ensure(username=opts["username"], password=opts["password"])
         suites = demo_suites_load()
@@ -194,7 +208,8 @@ class Command(BaseCommand):
         ]
         self.stdout.write(f"starting a Celery worker on {settings.CELERY_BROKER_URL}")
         self._worker_started = time.monotonic()
-        return subprocess.Popen(command, cwd=settings.BASE_DIR, start_new_session=True)
+        env = {**os.environ, "ASSAY_REGISTRIES": ",".join(demo_registries())}
+        return subprocess.Popen(command, cwd=settings.BASE_DIR, env=env, start_new_session=True)
 
     @staticmethod
     def _stop_worker(worker: subprocess.Popen) -> None:

@@ -30,7 +30,7 @@ import celpy
 import jsonschema
 from celpy import celtypes
 
-from core.callables import callable_resolve
+from core.registry import registry_get
 from core.strict_json import contains_non_finite, json_loads_line
 from evals.grading.contract.config import Contract, Predicate
 
@@ -206,7 +206,10 @@ def _expected(contract: Contract, item: dict, item_id: str, activation: Any) -> 
     """The oracle's expected fields for ``item`` (plain JSON values)."""
     if contract.oracle_function:
         try:
-            result = callable_resolve(contract.oracle_function, field="oracle.function")(dict(item))
+            oracle = registry_get(
+                name=contract.oracle_function, kind="oracle", field="oracle.function"
+            )
+            result = oracle(dict(item))
         # The oracle is user code; a SystemExit from it (``sys:exit`` as an oracle) must not
         # end the worker or the request either.
         except (Exception, SystemExit) as exc:  # noqa: BLE001

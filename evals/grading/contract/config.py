@@ -8,10 +8,10 @@ Config (``docs/contracts.md`` has the reference example):
 - ``items`` (required): where the items are: a dotted path of object fields from the root
   (``"cases"``), or ``""`` when the output is the list itself.
 - ``id_field`` (required): the field of an item holding its id (duplicate ids reject).
-- ``oracle`` (required): ``{"function": "package.module:function"}`` (called as
-  ``function(item) -> {field: expected value}``) or ``{"expressions": {field: CEL}}``; and
-  ``rules``, ``{field: rule name}`` naming the failure of a mismatch on a field (default
-  ``wrong_<field>``).
+- ``oracle`` (required): ``{"function": "package.module:function"}`` (a function registered
+  as an ``oracle``, ``core.registry``, called as ``function(item) -> {field: expected
+  value}``) or ``{"expressions": {field: CEL}}``; and ``rules``, ``{field: rule name}``
+  naming the failure of a mismatch on a field (default ``wrong_<field>``).
 - ``coverage``: ``{category: CEL predicate over the item's fields}``; ``required_coverage``:
   the categories that must be covered (default: every category).
 - ``provenance``: ``{"field": item field of source ids, "allowed": [source ids]}``.
@@ -34,8 +34,8 @@ import celpy
 import jsonschema
 from celpy.celparser import CELParseError
 
-from core.callables import callable_resolve
 from core.errors import DomainError
+from core.registry import registry_get
 from evals.grading.contract import OPTIONS
 
 REQUIRED = ("schema", "items", "id_field", "oracle")
@@ -156,8 +156,8 @@ def _oracle(value: Any, where: str) -> tuple[str | None, tuple[Predicate, ...], 
     function = None
     expressions: tuple[Predicate, ...] = ()
     if "function" in value:
-        function = _string(value["function"], f"{where}.function", "'package.module:function'")
-        callable_resolve(function, field=f"{where}.function")
+        function = _string(value["function"], f"{where}.function", "a registered oracle's name")
+        registry_get(name=function, kind="oracle", field=f"{where}.function")
     else:
         expressions = _predicates(value["expressions"], f"{where}.expressions", key_label="field")
     rules = value.get("rules", {})

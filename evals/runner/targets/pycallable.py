@@ -1,8 +1,11 @@
 """A target that calls a Python function in-process: ``{"kind": "callable",
 "path": "package.module:function", "settings": {...}, "concurrency": 8}``.
 
-The function is called as ``fn(case: CaseInput, **settings)`` and returns either the output
-text (``str``) or ``{"output": str, "input_tokens"?: int, "output_tokens"?: int,
+``path`` is the name a registry gave the function (kind ``pipeline``, ``core.registry``):
+nothing is imported from it. The function is called as ``fn(case: CaseInput, **settings)``;
+each key of ``settings`` must be one of its parameters (unless it takes ``**kwargs``),
+checked when the target is built, so when a run is declared or started. It returns either
+the output text (``str``) or ``{"output": str, "input_tokens"?: int, "output_tokens"?: int,
 "model"?: str, "trajectory"?: [step, ...], "final_state"?: JSON}`` (an agent: its steps in the
 shape of ``evals.trajectory.steps`` and the world's state when it stopped). Sync
 functions run in a worker thread (``asyncio.to_thread``); coroutine
@@ -20,8 +23,8 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from core.callables import callable_resolve
 from core.errors import DomainError
+from core.registry import registry_get, registry_settings_check
 from evals.runner.targets.base import (
     CaseInput,
     TargetResult,
@@ -34,7 +37,7 @@ KNOWN_FIELDS = frozenset({"kind", "path", "settings", "concurrency", "model", "p
 
 @dataclass(frozen=True)
 class CallableConfig:
-    """Parsed config: dotted ``module:function`` path, keyword settings, max calls in flight."""
+    """Parsed config: the pipeline's registered name, keyword settings, max calls in flight."""
 
     path: str
     settings: dict[str, Any] = field(default_factory=dict)
@@ -48,9 +51,9 @@ class CallableConfig:
         if unknown:
             raise DomainError("unknown field", field=f"target.{unknown[0]}")
         path = config.get("path")
-        if not isinstance(path, str) or path.count(":") != 1 or not all(path.split(":")):
+        if not isinstance(path, str) or not path:
             raise DomainError(
-                f"expected 'package.module:function', got {path!r}", field="target.path"
+                f"expected a registered pipeline's name, got {path!r:.200}", field="target.path"
             )
         settings = config.get("settings")
         settings = {} if settings is None else settings
@@ -71,7 +74,10 @@ class CallableTarget:
     def __init__(self, config: CallableConfig) -> None:
         self.config = config
         self.model: str | None = config.model
-        self.function = callable_resolve(config.path, field="target.path")
+        self.function = registry_get(name=config.path, kind="pipeline", field="target.path")
+        registry_settings_check(
+            function=self.function, settings=config.settings, field="target.settings"
+        )
         # an async function, or an object whose __call__ is async
         self._is_async = inspect.iscoroutinefunction(self.function) or inspect.iscoroutinefunction(
             type(self.function).__call__

@@ -56,9 +56,9 @@ from typing import Any
 
 from django.db import DatabaseError, connection
 
-from core.callables import callable_resolve
 from core.errors import DomainError
 from core.money import usd_text
+from core.registry import registry_get
 from core.text import unstorable_replace
 from evals.runner.targets.base import CaseInput, TargetResult
 from evals.runner.targets.tools import (
@@ -108,7 +108,7 @@ class ToolLoopConfig:
         environment = config.get("environment")
         builder = None
         if environment is not None:
-            builder = callable_resolve(environment, field="target.environment")
+            builder = registry_get(name=environment, kind="environment", field="target.environment")
         max_steps = config.get("max_steps", DEFAULT_MAX_STEPS)
         if (
             isinstance(max_steps, bool)

@@ -1,7 +1,8 @@
 """Tools an agent may call, declared as Python callables, and how one call of one runs.
 
 Where tools are declared: in the target's config (``target.tools``, a list of
-``"package.module:function"``), beside ``target.environment``, the caps and the model. Why
+``"package.module:function"``: names of functions registered as tools, ``core.registry``;
+nothing is imported from them), beside ``target.environment``, the caps and the model. Why
 the target and not a ``Suite.tools`` field: a run already keeps its own snapshot of its
 target (``Run.target``), so a run is reproducible, shown on its page and replayed by
 ``run_retry`` with no second snapshot and no rule for merging two sources; a target preset in
@@ -45,8 +46,8 @@ from concurrent.futures import Executor
 from dataclasses import dataclass
 from typing import Any
 
-from core.callables import callable_resolve
 from core.errors import DomainError
+from core.registry import registry_get
 
 MAX_TOOLS = 128
 _JSON_TYPES = {
@@ -90,20 +91,19 @@ class ToolOutcome:
 
 
 def tools_declare(paths: Any, *, field: str = "target.tools") -> list[Tool]:
-    """Resolve a list of ``"package.module:function"`` paths into tools. Raises
-    ``DomainError`` naming ``target.tools[i]`` for a path that is not of that form, cannot be
-    imported or is not callable, a ``tool_schema`` that is not an object, or a name declared
-    twice; naming ``target.tools`` for a value that is not a non-empty list of at most
-    ``MAX_TOOLS``."""
+    """Look a list of registered tool names (``"package.module:function"``) up into tools.
+    Raises ``DomainError`` naming ``target.tools[i]`` for a name that is not a registered
+    tool, a ``tool_schema`` that is not an object, or a name declared twice; naming
+    ``target.tools`` for a value that is not a non-empty list of at most ``MAX_TOOLS``."""
     if not isinstance(paths, list) or not paths:
-        raise DomainError("expected a non-empty list of 'package.module:function'", field=field)
+        raise DomainError("expected a non-empty list of registered tools' names", field=field)
     if len(paths) > MAX_TOOLS:
         raise DomainError(f"at most {MAX_TOOLS} tools, got {len(paths)}", field=field)
     tools: list[Tool] = []
     seen: set[str] = set()
     for index, path in enumerate(paths):
         where = f"{field}[{index}]"
-        function = callable_resolve(path, field=where)
+        function = registry_get(name=path, kind="tool", field=where)
         name = getattr(function, "__name__", "") or path.rpartition(":")[2].rpartition(".")[2]
         if name in seen:
             raise DomainError(f"a second tool named {name!r}", field=where)

@@ -1,0 +1,78 @@
+"""The tests' registry (``core.registry``; listed by ``config/settings_test.py``): the
+pipelines, tools, environments, graders and oracles the tests name."""
+
+from tests.evals.agent_tools import (
+    boom,
+    declared,
+    documented,
+    environment,
+    huge,
+    issue_refund,
+    lookup_order,
+    not_json,
+    slow,
+    slow_async,
+)
+from tests.evals.test_cost_precision import tiny_pipeline
+from tests.evals.test_targets_callable import (
+    explode,
+    leave,
+    negative_tokens,
+    shout,
+    shout_async,
+    wrong_shape,
+)
+from tests.evals.test_targets_callable import slow as slow_pipeline
+from tests.evals.test_trajectory_steps import _agent, _bad_agent
+from tests.flows.agent_hostile_tools import environment as hostile_environment
+from tests.flows.agent_hostile_tools import finish, hostile_agent
+from tests.flows.agent_hostile_tools import huge as hostile_huge
+from tests.flows.test_hostile_text import hostile_pipeline
+from tests.grader_oracles import (
+    as_dict,
+    as_result,
+    contract_fixture,
+    exits,
+    item_oracle_none,
+    nan_score,
+    raises,
+    refund_within_limit,
+    returns_none,
+)
+
+__all__ = [
+    "_agent",
+    "_bad_agent",
+    "as_dict",
+    "as_result",
+    "boom",
+    "contract_fixture",
+    "declared",
+    "documented",
+    "environment",
+    "exits",
+    "explode",
+    "finish",
+    "hostile_agent",
+    "hostile_environment",
+    "hostile_huge",
+    "hostile_pipeline",
+    "huge",
+    "issue_refund",
+    "item_oracle_none",
+    "leave",
+    "lookup_order",
+    "nan_score",
+    "negative_tokens",
+    "not_json",
+    "raises",
+    "refund_within_limit",
+    "returns_none",
+    "shout",
+    "shout_async",
+    "slow",
+    "slow_async",
+    "slow_pipeline",
+    "tiny_pipeline",
+    "wrong_shape",
+]
