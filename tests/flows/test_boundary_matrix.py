@@ -39,6 +39,7 @@ from labeling.models import Adjudication, Label, LabelRevision
 from labeling.selectors import calibration_compute
 from tests.calibration_builders import good_judge_run
 from tests.conftest import PASSWORD
+from tests.flows.boundary_configured_code import configured_code_rows
 
 ANONYMOUS, MALLORY, BOB, CAROL, ALICE, ROOT = (
     "anonymous",
@@ -493,7 +494,10 @@ ROWS = [
 
 # Configured code (registered pipelines, tools, graders, oracles; the demo's escalation):
 # rows of the same shape, added here.
-CONFIGURED_CODE_ROWS: list[Row] = []
+CONFIGURED_CODE_ROWS: list[Row] = [
+    Row(surface, frozenset(allowed), attempt)
+    for surface, allowed, attempt in configured_code_rows()
+]
 
 CELLS = [
     pytest.param(row, actor, id=f"{row.surface} | {actor}")
