@@ -146,10 +146,12 @@ class PairwiseTrustApproveForm(StorableForm):
 
 
 class AdjudicationForm(StorableForm):
-    """A lead's decision on a trial where reviewers disagree: the trial, pass/fail and the
-    reason (required; shown beside the reference label)."""
+    """A lead's decision on a trial where reviewers disagree: the trial, pass/fail, the
+    reason (required; shown beside the reference label) and the version of the decision the
+    page showed (0: none), so a decision made meanwhile is never replaced unseen."""
 
     trial = forms.UUIDField(widget=forms.HiddenInput)
+    expected_version = forms.IntegerField(min_value=0, widget=forms.HiddenInput)
     verdict = forms.ChoiceField(
         choices=Label.Verdict.choices,
         widget=forms.RadioSelect,

@@ -536,6 +536,7 @@ def _adjudication_render(
                 initial={
                     "trial": d.trial.uuid,
                     "verdict": d.decision.verdict if d.decision else None,
+                    "expected_version": d.decision_version,
                 },
                 auto_id=f"adj-{d.trial.uuid}-%s",
             ),
@@ -570,10 +571,12 @@ def adjudication_list(request: HtmxHttpRequest) -> HttpResponse:
 def adjudication_save(request: HtmxHttpRequest) -> HttpResponse:
     """Record the lead's decision (``adjudication_record``); it becomes the trial's
     reference label. An invalid form re-renders the page with the errors beside that trial
-    and the input kept (400)."""
+    and the input kept (400); a form that showed an older decision than the trial's newest
+    re-renders the page with that decision, the refusal and the lead's choice and reason
+    kept, the form now on the newest version (409)."""
     cset, suite = _adjudication_scope(request, request.POST)
     form = AdjudicationForm(request.POST)
-    trial = None
+    trial, status = None, 400
     if form.is_valid():
         trial = Trial.objects.select_related("case").filter(uuid=form.cleaned_data["trial"]).first()
         if trial is None:
@@ -584,14 +587,20 @@ def adjudication_save(request: HtmxHttpRequest) -> HttpResponse:
                 lead=request.user,
                 verdict=form.cleaned_data["verdict"],
                 reason=form.cleaned_data["reason"],
+                expected_version=form.cleaned_data["expected_version"],
             )
         except DomainError as exc:
+            if "current_version" in exc.extra:  # stale: the form moves to the newest decision
+                data = request.POST.copy()
+                data["expected_version"] = str(exc.extra["current_version"])
+                form, status = AdjudicationForm(data), 409
+                form.is_valid()
             form_error(form, exc)
     if not form.is_valid():
         trial_uuid = form.cleaned_data.get("trial") if hasattr(form, "cleaned_data") else None
         form.auto_id = f"adj-{trial_uuid}-%s"
         return _adjudication_render(
-            request, cset, suite, forms_by_trial={trial_uuid: form}, status=400
+            request, cset, suite, forms_by_trial={trial_uuid: form}, status=status
         )
     messages.success(
         request,
