@@ -110,7 +110,13 @@ class ReviewForm(StorableForm):
 
 
 class TrustRevokeForm(StorableForm):
-    """Revoke a judge version's trust: the reason is required."""
+    """Revoke a judge version's trust: the approval the page showed (its UUID, so a newer
+    approval is never revoked unseen) and the reason (required)."""
+
+    approval = forms.UUIDField(
+        widget=forms.HiddenInput,
+        error_messages={"required": "The form named no approval; reload the page."},
+    )
 
     reason = forms.CharField(
         max_length=2000,

@@ -665,7 +665,8 @@ def _calibration_page(
             v for v in version.judge.versions.all() if v.id != version.id and v.is_trusted
         ],
         "sets": CalibrationSet.objects.filter(judge_version=version),
-        "revoke_form": revoke_form or TrustRevokeForm(),
+        "revoke_form": revoke_form
+        or TrustRevokeForm(initial={"approval": approval.uuid if approval else None}),
         "n_development_total": improve.development_count(judge_version=version),
         "improvable": version.judge.kind in improve.IMPROVABLE_KINDS,
     }
@@ -783,10 +784,12 @@ def _pairwise_trust_approve(request: HtmxHttpRequest, version: JudgeVersion) -> 
 @require_POST
 @role_required(LEAD)
 def trust_revoke(request: HtmxHttpRequest, version_id) -> HttpResponse:
-    """Revoke the version's trust (``judges.trust.trust_revoke``); a reason is required. A
-    refused reason (missing, too long, or text the database cannot store) shows the
-    calibration page again with the error on the reason and the typed text kept; nothing is
-    revoked."""
+    """Revoke the approval the page showed (``judges.trust.trust_revoke``); a reason is
+    required. A refused reason (missing, too long, or text the database cannot store) shows
+    the calibration page again with the error on the reason and the typed text kept; an
+    approval that is no longer the active one (revoked, a newer one granted) shows the page
+    with the approval now, the refusal and the reason kept, the form on that approval (409);
+    nothing is revoked."""
     version = _version_or_404(version_id)
     form = TrustRevokeForm(request.POST)
     back = form.data.get("set") or ""
@@ -796,10 +799,23 @@ def trust_revoke(request: HtmxHttpRequest, version_id) -> HttpResponse:
         return _calibration_page(request, version, cset=cset, suite=None, revoke_form=form)
     try:
         trust.trust_revoke(
-            judge_version=version, by=request.user, reason=form.cleaned_data["reason"]
+            judge_version=version,
+            by=request.user,
+            reason=form.cleaned_data["reason"],
+            approval_uuid=form.cleaned_data["approval"],
         )
     except DomainError as exc:
-        messages.error(request, f"Not revoked: {exc}.")
+        if exc.field != "approval" or exc.extra["current_approval"] is None:
+            messages.error(request, f"Not revoked: {exc}.")
+            return redirect(_calibration_url(version, cset))
+        data = request.POST.copy()  # the form moves to the approval now, the reason kept
+        data["approval"] = exc.extra["current_approval"]
+        form = TrustRevokeForm(data)
+        form.is_valid()
+        form_error(form, exc)
+        page = _calibration_page(request, version, cset=cset, suite=None, revoke_form=form)
+        page.status_code = 409
+        return page
     else:
         messages.success(request, f"Trust in {version} revoked.")
     return redirect(_calibration_url(version, cset))
