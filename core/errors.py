@@ -20,12 +20,22 @@ class DomainError(Exception):
     (an import error names its line: "line 3: field passed: expected true or false");
     ``code``: what kind of refusal — "invalid" (the default: a 400, a
     form error), "conflict" (409: the state changed under the caller, or a key is taken),
-    "too_large" (413), "not_found" (404). ``str(error)`` is ``detail`` when given, else
-    "field: message" (or the message alone): the text every surface shows. Extra keyword
-    arguments (``limit``, ``key``, ``current_version``) travel to the API answer.
+    "too_large" (413), "not_found" (404), "precondition_failed" (412: an HTTP precondition,
+    ``If-Match``, names a state the resource has left), "precondition_required" (428: a
+    request that must name the state it changes did not). ``str(error)`` is ``detail``
+    when given, else "field: message" (or the message alone): the text every surface
+    shows. Extra keyword arguments (``limit``, ``key``, ``current_version``) travel to the
+    API answer.
     """
 
-    CODES = ("invalid", "conflict", "too_large", "not_found")
+    CODES = (
+        "invalid",
+        "conflict",
+        "too_large",
+        "not_found",
+        "precondition_failed",
+        "precondition_required",
+    )
 
     def __init__(
         self,

@@ -27,6 +27,9 @@ Rules (one place for each):
 
 from __future__ import annotations
 
+import hashlib
+import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from django.db import IntegrityError, transaction
@@ -179,6 +182,7 @@ def case_edit(
     by,
     via: str = "editor",
     seen_tags: list[str] | None = None,
+    if_match: Sequence[str] | None = None,
 ) -> CaseWrite:
     """Edit the active ``case`` into ``spec`` (same suite). New content or a new key retires
     it and creates its replacement (action ``replaced``; ``replaced_by`` set, recorded with
@@ -189,12 +193,15 @@ def case_edit(
     same form sent twice, a double click) is ``unchanged`` and answers the replacement.
     ``seen_tags`` (the tags the editor showed; None: not checked) guards the in-place tag
     write: when the case's tags changed since (another tab or person retagged it), the
-    edit is refused rather than overwriting them.
+    edit is refused rather than overwriting them. ``if_match`` (the API's ``If-Match``: the
+    entity tags the caller read, ``case_etag``; None: not checked) guards every write the
+    same way: when the case's tag is none of them, nothing is written.
 
     Raises ``PermissionDenied`` for a user who is not an engineer or lead, ``DomainError``
     from ``case_spec_check``, a ``conflict`` on ``case`` when it is no longer active (and
-    not already ``spec``), a ``conflict`` on ``tags`` when ``seen_tags`` is stale, and a
-    ``conflict`` on ``key`` when a new key is held by another active case."""
+    not already ``spec``), a ``conflict`` on ``tags`` when ``seen_tags`` is stale, a
+    ``conflict`` on ``key`` when a new key is held by another active case, and a
+    ``precondition_failed`` on ``If-Match`` when ``if_match`` is stale."""
     role_require(by, *CASE_EDITOR_ROLES, action="Editing a case")
     case_spec_check(spec)
     with transaction.atomic():
@@ -208,6 +215,8 @@ def case_edit(
             return CaseWrite(case=current, action="unchanged")
         if seen_tags is not None and list(current.tags or []) != list(seen_tags):
             raise _tags_changed(current)
+        if if_match is not None and case_etag(current) not in if_match:
+            raise _etag_stale(current)
         if spec.key == current.key and spec.content_hash == current.content_hash:
             old_tags = list(current.tags or [])
             current.tags = list(spec.tags)
@@ -235,21 +244,52 @@ def case_edit(
     return CaseWrite(case=new, action="replaced")
 
 
-def _tags_changed(case: Case) -> DomainError:
-    """The conflict of an edit made from a page that showed other tags than the case has."""
+def case_etag(case: Case) -> str:
+    """``case``'s entity tag as the API sends it in ``ETag`` and reads it in ``If-Match``: a
+    quoted strong tag, 32 hex digits of the SHA-256 of what identifies the case's state (its
+    UUID, key, content hash, tags, retired or not). A retag changes it; tags set back to
+    what they were give the same tag again."""
+    state = [
+        str(case.uuid),
+        case.key,
+        case.content_hash,
+        list(case.tags or []),
+        case.retired_at is not None,
+    ]
+    return '"' + hashlib.sha256(json.dumps(state).encode()).hexdigest()[:32] + '"'
+
+
+def _last_retag_by(case: Case) -> str:
+    """ " by <username>" of the newest retag of ``case``, or "" (none, or no user)."""
     last = (
         CaseChange.objects.filter(case=case, action=CaseChange.Action.RETAGGED)
         .select_related("by")
         .order_by("-at", "-id")
         .first()
     )
-    who = f" by {last.by.get_username()}" if last is not None and last.by is not None else ""
+    return f" by {last.by.get_username()}" if last is not None and last.by is not None else ""
+
+
+def _tags_changed(case: Case) -> DomainError:
+    """The conflict of an edit made from a page that showed other tags than the case has."""
     now = ", ".join(case.tags or []) or "none"
     return DomainError(
-        f"the tags of case {case.key!r} were changed meanwhile{who} (now: {now}): reload the "
-        "page and edit them again",
+        f"the tags of case {case.key!r} were changed meanwhile{_last_retag_by(case)} (now: "
+        f"{now}): reload the page and edit them again",
         field="tags",
         code="conflict",
+    )
+
+
+def _etag_stale(case: Case) -> DomainError:
+    """The refusal of an API edit whose ``If-Match`` names a state ``case`` has left."""
+    now = ", ".join(case.tags or []) or "none"
+    return DomainError(
+        f"case {case.key!r} changed since you read it{_last_retag_by(case)} (tags now: {now}): "
+        "read it again (its ETag) and send your edit on that; nothing was changed",
+        field="If-Match",
+        code="precondition_failed",
+        etag=case_etag(case),
     )
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from uuid import UUID
 
 import numpy as np
 from django.db import IntegrityError, transaction
@@ -164,18 +165,29 @@ def trust_grant(
 
 
 @transaction.atomic
-def trust_revoke(*, judge_version: JudgeVersion, by, reason: str) -> JudgeApproval:
+def trust_revoke(
+    *, judge_version: JudgeVersion, by, reason: str, approval_uuid: UUID | None = None
+) -> JudgeApproval:
     """Revoke ``judge_version``'s active approval (leads only; a reason is required); the
-    approval row keeps who, when and why. Raises PermissionDenied, ``DomainError`` (field
-    "reason": no reason; field "judge_version": not trusted)."""
+    approval row keeps who, when and why.
+
+    ``approval_uuid`` is the approval the lead was shown (None skips the check): a
+    compare-and-set, so a revoke form opened before that approval was revoked and another
+    granted never revokes the newer one unseen. Raises PermissionDenied, ``DomainError``
+    (field "reason": no reason; field "judge_version": not trusted; code "conflict" on
+    "approval", with ``current_approval``, when the active approval is not the one shown,
+    naming who granted it and when)."""
     role_require(by, LEAD, action="revoking trust")
     if not (reason or "").strip():
         raise DomainError("revoking trust needs a reason", field="reason")
     approval = (
         JudgeApproval.objects.select_for_update()
         .filter(judge_version=judge_version, revoked_at__isnull=True)
+        .select_related("approved_by")
         .first()
     )
+    if approval_uuid is not None and (approval is None or approval.uuid != approval_uuid):
+        raise _revoke_stale(judge_version, approval, approval_uuid)
     if approval is None:
         raise DomainError(f"{judge_version} is not trusted", field="judge_version")
     approval.revoked_at, approval.revoked_by = timezone.now(), by
@@ -183,3 +195,31 @@ def trust_revoke(*, judge_version: JudgeVersion, by, reason: str) -> JudgeApprov
     approval.save(update_fields=["revoked_at", "revoked_by", "revoke_reason"])
     judge_version.trusted = False
     return approval
+
+
+def _when(moment) -> str:
+    return timezone.localtime(moment).strftime("%Y-%m-%d %H:%M")
+
+
+def _revoke_stale(
+    judge_version: JudgeVersion, active: JudgeApproval | None, shown: UUID
+) -> DomainError:
+    """The refusal of a revoke whose form showed approval ``shown``, no longer the active
+    one (``active``: the version's active approval now, or None)."""
+    seen = JudgeApproval.objects.filter(uuid=shown, judge_version=judge_version).first()
+    if active is not None:
+        now = (
+            f"a newer approval exists, by {active.approved_by.get_username()} at "
+            f"{_when(active.approved_at)}"
+        )
+    else:
+        now = f"{judge_version} is no longer trusted"
+    if seen is not None and seen.revoked_at is not None:
+        by = seen.revoked_by.get_username() if seen.revoked_by_id else "someone"
+        now = f"the approval you saw was revoked by {by} at {_when(seen.revoked_at)}; {now}"
+    return DomainError(
+        detail=f"{now}: nothing was revoked — read it, then revoke it if you still mean to",
+        field="approval",
+        code="conflict",
+        current_approval=str(active.uuid) if active is not None else None,
+    )

@@ -8,9 +8,10 @@ A trial is *disagreeing* when it has two or more current labels with different v
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from django.db import transaction
+from django.db import IntegrityError, transaction
+from django.utils import timezone
 
 from core.errors import DomainError
 from core.roles import LEAD, role_require
@@ -32,11 +33,18 @@ class ReviewerVerdict:
 @dataclass(frozen=True)
 class HumanDisagreement:
     """A disagreeing trial with its labels (oldest first) and the lead's newest decision
-    (``decision`` None while unresolved)."""
+    (``decision`` None while unresolved); ``replaced`` the decisions it replaced, newest
+    first."""
 
     trial: Trial
     labels: list[ReviewerVerdict]
     decision: Adjudication | None
+    replaced: list[Adjudication] = field(default_factory=list)
+
+    @property
+    def decision_version(self) -> int:
+        """The version a decision form on this trial was shown (0: undecided)."""
+        return self.decision.version if self.decision else 0
 
     @property
     def n_pass(self) -> int:
@@ -72,13 +80,13 @@ def human_disagreements(
     if not ids:
         return []
     trials = Trial.objects.select_related("case", "run__suite").in_bulk(ids)
-    decisions: dict[int, Adjudication] = {}
+    decisions: dict[int, list[Adjudication]] = defaultdict(list)
     for adj in (
         Adjudication.objects.filter(trial_id__in=ids)
         .select_related("decided_by")
-        .order_by("trial_id", "created_at", "id")
+        .order_by("trial_id", "-version")
     ):
-        decisions[adj.trial_id] = adj  # the newest wins, as in reference_labels
+        decisions[adj.trial_id].append(adj)  # the newest first: it wins, as in reference_labels
     out = [
         HumanDisagreement(
             trial=trials[tid],
@@ -90,7 +98,8 @@ def human_disagreements(
                 )
                 for lab in by_trial[tid]
             ],
-            decision=decisions.get(tid),
+            decision=decisions[tid][0] if decisions[tid] else None,
+            replaced=decisions[tid][1:],
         )
         for tid in ids
     ]
@@ -99,13 +108,59 @@ def human_disagreements(
 
 
 @transaction.atomic
-def adjudication_record(*, trial: Trial, lead, verdict: str, reason: str) -> Adjudication:
+def adjudication_record(
+    *, trial: Trial, lead, verdict: str, reason: str, expected_version: int | None = None
+) -> Adjudication:
     """Record a lead's decision on a trial; the newest decision is the trial's reference
-    label. Raises PermissionDenied (not a lead), DomainError (bad verdict, empty reason)."""
+    label. Every decision is a new row at the trial's next version (who, when, and the
+    version it replaced), never an edit.
+
+    ``expected_version`` is the decision the form was shown (its version; 0: none yet; None
+    skips the check): a compare-and-set, so a form opened before another decision can never
+    replace that decision unseen. Raises PermissionDenied (not a lead), DomainError (bad
+    verdict, empty ``reason``; code "conflict" on ``expected_version``, with
+    ``current_version``, when the trial's decision changed since the form was shown)."""
     role_require(lead, LEAD, action="adjudicating")
     verdict_check(verdict)
     if not (reason or "").strip():
         raise DomainError("an adjudication needs a reason", field="reason")
-    return Adjudication.objects.create(
-        trial=trial, decided_by=lead, verdict=verdict, reason=reason.strip()
+    Trial.objects.select_for_update().filter(pk=trial.pk).exists()  # one decider at a time
+    current = (
+        Adjudication.objects.filter(trial=trial)
+        .select_related("decided_by")
+        .order_by("-version")
+        .first()
+    )
+    latest = current.version if current else 0
+    if expected_version is not None and expected_version != latest:
+        raise _stale(current)
+    try:
+        with transaction.atomic():
+            return Adjudication.objects.create(
+                trial=trial,
+                decided_by=lead,
+                verdict=verdict,
+                reason=reason.strip(),
+                version=latest + 1,
+            )
+    except IntegrityError:  # a concurrent decision took this version (no row lock: SQLite)
+        current = Adjudication.objects.filter(trial=trial).order_by("-version").first()
+        raise _stale(current) from None
+
+
+def _stale(current: Adjudication | None) -> DomainError:
+    """The refusal of a decision made on a form that showed another decision than
+    ``current`` (the trial's newest; None: undecided)."""
+    if current is None:
+        now = "no decision"
+    else:
+        when = timezone.localtime(current.created_at).strftime("%Y-%m-%d %H:%M")
+        now = f"{current.verdict} by {current.decided_by.get_username()} at {when}"
+    return DomainError(
+        detail=f"the decision on this trial changed since you opened it (now {now}); "
+        "nothing was saved: your choice is kept below, record it again to replace that "
+        "decision",
+        field="expected_version",
+        code="conflict",
+        current_version=current.version if current else 0,
     )

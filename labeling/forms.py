@@ -110,7 +110,13 @@ class ReviewForm(StorableForm):
 
 
 class TrustRevokeForm(StorableForm):
-    """Revoke a judge version's trust: the reason is required."""
+    """Revoke a judge version's trust: the approval the page showed (its UUID, so a newer
+    approval is never revoked unseen) and the reason (required)."""
+
+    approval = forms.UUIDField(
+        widget=forms.HiddenInput,
+        error_messages={"required": "The form named no approval; reload the page."},
+    )
 
     reason = forms.CharField(
         max_length=2000,
@@ -146,10 +152,12 @@ class PairwiseTrustApproveForm(StorableForm):
 
 
 class AdjudicationForm(StorableForm):
-    """A lead's decision on a trial where reviewers disagree: the trial, pass/fail and the
-    reason (required; shown beside the reference label)."""
+    """A lead's decision on a trial where reviewers disagree: the trial, pass/fail, the
+    reason (required; shown beside the reference label) and the version of the decision the
+    page showed (0: none), so a decision made meanwhile is never replaced unseen."""
 
     trial = forms.UUIDField(widget=forms.HiddenInput)
+    expected_version = forms.IntegerField(min_value=0, widget=forms.HiddenInput)
     verdict = forms.ChoiceField(
         choices=Label.Verdict.choices,
         widget=forms.RadioSelect,

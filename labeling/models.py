@@ -187,8 +187,10 @@ class CalibrationItem(models.Model):
 
 
 class Adjudication(models.Model):
-    """A lead's decision on a trial where humans disagree; the newest one is the
-    trial's reference label."""
+    """A lead's decision on a trial where humans disagree; the newest one (the highest
+    ``version``) is the trial's reference label. Decisions are never edited or deleted: a
+    change is a new row at the next version, so each row says who decided, when, and (its
+    version minus one) which decision it replaced."""
 
     trial = models.ForeignKey("evals.Trial", on_delete=models.CASCADE, related_name="adjudications")
     decided_by = models.ForeignKey(
@@ -197,9 +199,17 @@ class Adjudication(models.Model):
     verdict = models.CharField(max_length=4, choices=Label.Verdict.choices)
     reason = models.TextField()
     created_at = models.DateTimeField(default=timezone.now)
+    version = models.PositiveIntegerField(
+        default=1, help_text="1 for a trial's first decision; each change adds one."
+    )
 
     class Meta:
-        ordering = ["trial_id", "-created_at", "-id"]
+        ordering = ["trial_id", "-version"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["trial", "version"], name="adjudication_one_per_version"
+            ),
+        ]
 
     def __str__(self) -> str:
         return f"{self.verdict} on {self.trial_id} by {self.decided_by_id}"

@@ -115,9 +115,7 @@ def reference_labels(*, trial_ids: Iterable[int]) -> ReferenceLabels:
     ):
         labels[label.trial_id].append(label)
     adjudicated: dict[int, Adjudication] = {}
-    for adj in Adjudication.objects.filter(trial_id__in=ids).order_by(
-        "trial_id", "created_at", "id"
-    ):
+    for adj in Adjudication.objects.filter(trial_id__in=ids).order_by("trial_id", "version"):
         adjudicated[adj.trial_id] = adj  # the newest wins
     by_trial: dict[int, ReferenceLabel] = {}
     unresolved: list[int] = []

@@ -536,6 +536,7 @@ def _adjudication_render(
                 initial={
                     "trial": d.trial.uuid,
                     "verdict": d.decision.verdict if d.decision else None,
+                    "expected_version": d.decision_version,
                 },
                 auto_id=f"adj-{d.trial.uuid}-%s",
             ),
@@ -570,10 +571,12 @@ def adjudication_list(request: HtmxHttpRequest) -> HttpResponse:
 def adjudication_save(request: HtmxHttpRequest) -> HttpResponse:
     """Record the lead's decision (``adjudication_record``); it becomes the trial's
     reference label. An invalid form re-renders the page with the errors beside that trial
-    and the input kept (400)."""
+    and the input kept (400); a form that showed an older decision than the trial's newest
+    re-renders the page with that decision, the refusal and the lead's choice and reason
+    kept, the form now on the newest version (409)."""
     cset, suite = _adjudication_scope(request, request.POST)
     form = AdjudicationForm(request.POST)
-    trial = None
+    trial, status = None, 400
     if form.is_valid():
         trial = Trial.objects.select_related("case").filter(uuid=form.cleaned_data["trial"]).first()
         if trial is None:
@@ -584,14 +587,20 @@ def adjudication_save(request: HtmxHttpRequest) -> HttpResponse:
                 lead=request.user,
                 verdict=form.cleaned_data["verdict"],
                 reason=form.cleaned_data["reason"],
+                expected_version=form.cleaned_data["expected_version"],
             )
         except DomainError as exc:
+            if "current_version" in exc.extra:  # stale: the form moves to the newest decision
+                data = request.POST.copy()
+                data["expected_version"] = str(exc.extra["current_version"])
+                form, status = AdjudicationForm(data), 409
+                form.is_valid()
             form_error(form, exc)
     if not form.is_valid():
         trial_uuid = form.cleaned_data.get("trial") if hasattr(form, "cleaned_data") else None
         form.auto_id = f"adj-{trial_uuid}-%s"
         return _adjudication_render(
-            request, cset, suite, forms_by_trial={trial_uuid: form}, status=400
+            request, cset, suite, forms_by_trial={trial_uuid: form}, status=status
         )
     messages.success(
         request,
@@ -656,7 +665,8 @@ def _calibration_page(
             v for v in version.judge.versions.all() if v.id != version.id and v.is_trusted
         ],
         "sets": CalibrationSet.objects.filter(judge_version=version),
-        "revoke_form": revoke_form or TrustRevokeForm(),
+        "revoke_form": revoke_form
+        or TrustRevokeForm(initial={"approval": approval.uuid if approval else None}),
         "n_development_total": improve.development_count(judge_version=version),
         "improvable": version.judge.kind in improve.IMPROVABLE_KINDS,
     }
@@ -774,10 +784,12 @@ def _pairwise_trust_approve(request: HtmxHttpRequest, version: JudgeVersion) -> 
 @require_POST
 @role_required(LEAD)
 def trust_revoke(request: HtmxHttpRequest, version_id) -> HttpResponse:
-    """Revoke the version's trust (``judges.trust.trust_revoke``); a reason is required. A
-    refused reason (missing, too long, or text the database cannot store) shows the
-    calibration page again with the error on the reason and the typed text kept; nothing is
-    revoked."""
+    """Revoke the approval the page showed (``judges.trust.trust_revoke``); a reason is
+    required. A refused reason (missing, too long, or text the database cannot store) shows
+    the calibration page again with the error on the reason and the typed text kept; an
+    approval that is no longer the active one (revoked, a newer one granted) shows the page
+    with the approval now, the refusal and the reason kept, the form on that approval (409);
+    nothing is revoked."""
     version = _version_or_404(version_id)
     form = TrustRevokeForm(request.POST)
     back = form.data.get("set") or ""
@@ -787,10 +799,23 @@ def trust_revoke(request: HtmxHttpRequest, version_id) -> HttpResponse:
         return _calibration_page(request, version, cset=cset, suite=None, revoke_form=form)
     try:
         trust.trust_revoke(
-            judge_version=version, by=request.user, reason=form.cleaned_data["reason"]
+            judge_version=version,
+            by=request.user,
+            reason=form.cleaned_data["reason"],
+            approval_uuid=form.cleaned_data["approval"],
         )
     except DomainError as exc:
-        messages.error(request, f"Not revoked: {exc}.")
+        if exc.field != "approval" or exc.extra["current_approval"] is None:
+            messages.error(request, f"Not revoked: {exc}.")
+            return redirect(_calibration_url(version, cset))
+        data = request.POST.copy()  # the form moves to the approval now, the reason kept
+        data["approval"] = exc.extra["current_approval"]
+        form = TrustRevokeForm(data)
+        form.is_valid()
+        form_error(form, exc)
+        page = _calibration_page(request, version, cset=cset, suite=None, revoke_form=form)
+        page.status_code = 409
+        return page
     else:
         messages.success(request, f"Trust in {version} revoked.")
     return redirect(_calibration_url(version, cset))

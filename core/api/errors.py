@@ -2,7 +2,8 @@
 
 1. ``DomainError`` (``core.errors``) -> 400 ``{"detail", "field", "record", ...}`` with the
    field it names (409 for code "conflict", 413 "too_large", 404
-   "not_found"): the one place a domain refusal becomes an HTTP answer;
+   "not_found", 412 "precondition_failed", 428 "precondition_required"): the one place a
+   domain refusal becomes an HTTP answer;
 2. a body over ``DATA_UPLOAD_MAX_MEMORY_SIZE`` bytes (Django's ``RequestDataTooBig``) is a
    413 ``{"detail": "...", "limit": <bytes>}``;
 3. a ``RecursionError`` raised inside any DRF parser (views that name DRF's own
@@ -25,7 +26,14 @@ from rest_framework.views import exception_handler as drf_exception_handler
 from core.api.parsers import NESTED
 from core.errors import DomainError
 
-STATUS = {"invalid": 400, "conflict": 409, "too_large": 413, "not_found": 404}
+STATUS = {
+    "invalid": 400,
+    "conflict": 409,
+    "too_large": 413,
+    "not_found": 404,
+    "precondition_failed": 412,
+    "precondition_required": 428,
+}
 _DRF_PARSERS = str(Path(JSONParser.__module__.replace(".", "/")).with_suffix(".py"))
 
 

@@ -2,9 +2,13 @@
 
 - ``POST /api/suites/<suite>/cases``: add a case (201 created or replaced, 200 unchanged;
   409 when the key holds other content and ``replace`` is not true);
+- ``GET /api/suites/<suite>/cases/<case>``: the case, its state in the ``ETag`` header;
 - ``PATCH /api/suites/<suite>/cases/<case>``: edit it (fields left out keep their value);
   new content or key retires it and answers the new case, tags alone are saved in place
-  (200; 409 when the case is no longer active or a new key is taken);
+  (200; 409 when the case is no longer active or a new key is taken). ``If-Match`` with
+  the ETag read is required (428 without; 412 when the case changed since, nothing
+  written; ``*`` edits whatever the case holds now), so two clients editing tags never
+  overwrite each other unseen;
 - ``POST /api/suites/<suite>/cases/<case>/retire``: retire it (200; 409 when retired).
 
 Engineers and leads only (403 otherwise). Content is checked by
@@ -15,19 +19,21 @@ from __future__ import annotations
 
 from django.shortcuts import get_object_or_404
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from core.api.fields import NoUnknownFields, StrictBooleanField, StrictCharField, StrictUUIDField
 from core.api.permissions import IsRunner
+from core.errors import DomainError
 from core.http import uuid_or_404
 from evals.api.runs import CaseSerializer
 from evals.case_changes import (
     WRITE_ACTIONS,
     case_add,
     case_edit,
+    case_etag,
     case_retire,
     source_trial_resolve,
 )
@@ -111,6 +117,40 @@ CASE_PARAM = OpenApiParameter(
 )
 
 
+IF_MATCH = OpenApiParameter(
+    "If-Match",
+    OpenApiTypes.STR,
+    OpenApiParameter.HEADER,
+    required=True,
+    description="The ETag of the case as you read it (GET this URL, or a previous write's "
+    "answer): the edit is made only if the case is still in that state, else 412 with the "
+    'current "etag" and nothing changed. "*" edits whatever the case holds now. Missing: 428.',
+)
+ETAG = OpenApiParameter(
+    "ETag",
+    OpenApiTypes.STR,
+    OpenApiParameter.HEADER,
+    response=[200],
+    description="The case's state (a quoted strong entity tag): send it back in If-Match.",
+)
+
+
+def _if_match(request) -> list[str] | None:
+    """The entity tags of the request's ``If-Match`` (None for ``*``: any state). Raises
+    ``DomainError`` (428, field "If-Match") when the header is missing or empty."""
+    header = (request.headers.get("If-Match") or "").strip()
+    if not header:
+        raise DomainError(
+            "a case edit must name the state it changes: send If-Match with the ETag of the "
+            'case as you read it (GET it), or "*" to edit whatever it holds now',
+            field="If-Match",
+            code="precondition_required",
+        )
+    if header == "*":
+        return None
+    return [tag.strip() for tag in header.split(",") if tag.strip()]
+
+
 def _case(suite_id, case_id) -> Case:
     suite = get_object_or_404(Suite, uuid=uuid_or_404(suite_id, "suite"))
     return get_object_or_404(
@@ -147,22 +187,44 @@ class SuiteCaseCreateApi(APIView):
 
 
 class SuiteCaseApi(APIView):
-    """PATCH: edit a case (``evals.case_changes.case_edit``)."""
+    """GET: the case and its ``ETag``; PATCH: edit it (``evals.case_changes.case_edit``)
+    under ``If-Match``."""
 
     permission_classes = [IsRunner]
 
     @extend_schema(
+        description="The case, with its state in the ETag header: send it back in If-Match "
+        "to edit the case.",
+        responses={200: CaseSerializer},
+        parameters=[SUITE_PARAM, CASE_PARAM, ETAG],
+    )
+    def get(self, request, suite_id, case_id):
+        case = _case(suite_id, case_id)
+        return Response(CaseSerializer(case).data, headers={"ETag": case_etag(case)})
+
+    @extend_schema(
+        description="Edit the case (fields left out keep their value) if it is still in the "
+        "state If-Match names: new content or key retires it and answers the new case, new "
+        "tags alone are saved in place. The answer's ETag is the case's state now.",
         request=CaseEditInput,
-        responses={200: CaseWriteOutput},
-        parameters=[SUITE_PARAM, CASE_PARAM],
+        responses={
+            200: CaseWriteOutput,
+            412: OpenApiResponse(description="If-Match names a state the case has left."),
+            428: OpenApiResponse(description="No If-Match."),
+        },
+        parameters=[SUITE_PARAM, CASE_PARAM, IF_MATCH, ETAG],
     )
     def patch(self, request, suite_id, case_id):
         case = _case(suite_id, case_id)
+        if_match = _if_match(request)
         data = CaseEditInput(data=request.data)
         data.is_valid(raise_exception=True)
         v = data.validated_data
         spec = CaseSpec(**{k: v.get(k, getattr(case, k)) for k in FIELD_HELP})
-        return _out(case_edit(case=case, spec=spec, by=request.user, via="api"))
+        done = case_edit(case=case, spec=spec, by=request.user, via="api", if_match=if_match)
+        response = _out(done)
+        response["ETag"] = case_etag(done.case)
+        return response
 
 
 class SuiteCaseRetireApi(APIView):

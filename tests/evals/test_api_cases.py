@@ -27,6 +27,13 @@ def url(suite: Suite, case: Case | None = None, action: str = "") -> str:
 BODY = {"key": "c1", "input": "What is 2+2?", "expected": "4", "tags": ["math"]}
 
 
+def etag(api, suite: Suite, case: Case) -> str:
+    """The case's ETag as a client reads it (GET the edit URL)."""
+    response = api.get(url(suite, case))
+    assert response.status_code == 200, response.content
+    return response["ETag"]
+
+
 def test_an_engineer_adds_edits_retags_and_retires_a_case(suite, carol):
     api = client_for(carol)
     created = api.post(url(suite), BODY, format="json")
@@ -37,21 +44,27 @@ def test_an_engineer_adds_edits_retags_and_retires_a_case(suite, carol):
     again = api.post(url(suite), BODY, format="json")
     assert again.status_code == 200 and again.json()["action"] == "unchanged"
 
-    edited = api.patch(url(suite, case), {"expected": False}, format="json")
+    read = etag(api, suite, case)
+    edited = api.patch(url(suite, case), {"expected": False}, format="json", HTTP_IF_MATCH=read)
     assert edited.status_code == 200 and edited.json()["action"] == "replaced"
     new = Case.objects.get(uuid=edited.json()["case"]["uuid"])
     assert new.expected is False and new.input == "What is 2+2?" and new.tags == ["math"]
     case.refresh_from_db()
     assert case.replaced_by == new
 
-    stale = api.patch(url(suite, case), {"expected": "5"}, format="json")
+    stale = api.patch(url(suite, case), {"expected": "5"}, format="json", HTTP_IF_MATCH=read)
     assert stale.status_code == 409 and stale.json()["field"] == "case"
 
-    retagged = api.patch(url(suite, new), {"tags": ["math", "bool"]}, format="json")
+    assert edited["ETag"] == etag(api, suite, new)
+    retagged = api.patch(
+        url(suite, new), {"tags": ["math", "bool"]}, format="json", HTTP_IF_MATCH=edited["ETag"]
+    )
     assert retagged.json()["action"] == "retagged" and retagged.json()["case"]["uuid"] == str(
         new.uuid
     )
-    goal = api.patch(url(suite, new), {"goal_state": {"x": 1}}, format="json")
+    goal = api.patch(
+        url(suite, new), {"goal_state": {"x": 1}}, format="json", HTTP_IF_MATCH=retagged["ETag"]
+    )
     assert goal.json()["action"] == "replaced" and goal.json()["case"]["goal_state"] == {"x": 1}
     latest = Case.objects.active().get(suite=suite, key="c1")
 
@@ -66,6 +79,39 @@ def test_an_engineer_adds_edits_retags_and_retires_a_case(suite, carol):
         ("replaced", "api", carol.id),
         ("retired", "api", carol.id),
     ]
+
+
+def test_a_tag_edit_from_a_stale_read_is_refused_and_changes_nothing(suite, alice, carol):
+    case = Case.objects.create(suite=suite, key="c1", input="q", tags=["math"])
+    lead, engineer = client_for(alice), client_for(carol)
+    seen_by_carol = etag(engineer, suite, case)
+    done = lead.patch(
+        url(suite, case),
+        {"tags": ["math", "hard"]},
+        format="json",
+        HTTP_IF_MATCH=etag(lead, suite, case),
+    )
+    assert done.status_code == 200 and done.json()["action"] == "retagged"
+
+    stale = engineer.patch(
+        url(suite, case), {"tags": ["math", "easy"]}, format="json", HTTP_IF_MATCH=seen_by_carol
+    )
+    assert stale.status_code == 412
+    body = stale.json()
+    assert body["field"] == "If-Match" and body["etag"] == done["ETag"]
+    assert "changed since you read it by alice (tags now: math, hard)" in body["detail"]
+    missing = engineer.patch(url(suite, case), {"tags": ["easy"]}, format="json")
+    assert missing.status_code == 428 and missing.json()["field"] == "If-Match"
+    case.refresh_from_db()
+    assert case.tags == ["math", "hard"]
+    assert not CaseChange.objects.filter(by=carol).exists()
+
+    again = engineer.patch(
+        url(suite, case), {"tags": ["math", "easy"]}, format="json", HTTP_IF_MATCH=body["etag"]
+    )
+    assert again.status_code == 200 and again.json()["case"]["tags"] == ["math", "easy"]
+    anyway = engineer.patch(url(suite, case), {"tags": []}, format="json", HTTP_IF_MATCH="*")
+    assert anyway.status_code == 200 and anyway.json()["action"] == "retagged"
 
 
 def test_a_key_clash_is_a_409_unless_replace_is_true(suite, alice):
@@ -138,6 +184,7 @@ def test_unknown_suite_case_or_trial_is_a_404(suite, carol):
     case = Case.objects.create(suite=other, key="c0", input="q")
     assert api.post("/api/suites/not-a-uuid/cases", BODY, format="json").status_code == 404
     assert api.patch(url(suite, case), {"tags": []}, format="json").status_code == 404
+    assert api.get(url(suite, case)).status_code == 404
     body = {**BODY, "source_trial": "00000000-0000-0000-0000-000000000000"}
     missing = api.post(url(suite), json.dumps(body), content_type="application/json")
     assert missing.status_code == 404 and missing.json()["field"] == "source_trial"

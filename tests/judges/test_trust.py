@@ -155,6 +155,18 @@ def test_it_lets_a_lead_revoke_trust_with_a_reason(alice):
     assert JudgeApproval.objects.count() == 2
 
 
+def test_it_refuses_to_revoke_an_approval_that_is_no_longer_the_active_one(alice):
+    _, version, _ = good_judge_run()
+    seen = judge_trust_approve(judge_version=version, by=alice)
+    trust_revoke(judge_version=version, by=alice, reason="audit", approval_uuid=seen.uuid)
+    newer = judge_trust_approve(judge_version=version, by=alice)
+    with pytest.raises(DomainError, match="a newer approval exists, by alice at") as refused:
+        trust_revoke(judge_version=version, by=alice, reason="stale", approval_uuid=seen.uuid)
+    assert (refused.value.field, refused.value.code) == ("approval", "conflict")
+    assert refused.value.extra["current_approval"] == str(newer.uuid)
+    assert JudgeVersion.objects.get(pk=version.pk).is_trusted
+
+
 def test_it_refuses_a_revocation_without_a_reason(alice):
     _, version, _ = good_judge_run()
     judge_trust_approve(judge_version=version, by=alice)

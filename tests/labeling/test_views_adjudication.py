@@ -4,6 +4,7 @@ critiques (escaped), the decision form; leads only; the decision becomes the ref
 from __future__ import annotations
 
 import pytest
+from django.test import Client
 from django.urls import reverse
 
 from core.text import UNSTORABLE
@@ -57,10 +58,19 @@ def page_url(cset) -> str:
     return reverse("labeling:adjudication") + f"?set={cset.uuid}"
 
 
-def decide(client, cset, trial, verdict="pass", reason="policy allows it"):
+def decide(client, cset, trial, verdict="pass", reason="policy allows it", version=None):
+    """Post a decision from a form that showed decision ``version`` (None: the newest)."""
+    if version is None:
+        version = Adjudication.objects.filter(trial=trial).count()
     return client.post(
         reverse("labeling:adjudication-save"),
-        {"set": str(cset.uuid), "trial": str(trial.uuid), "verdict": verdict, "reason": reason},
+        {
+            "set": str(cset.uuid),
+            "trial": str(trial.uuid),
+            "verdict": verdict,
+            "reason": reason,
+            "expected_version": version,
+        },
     )
 
 
@@ -113,6 +123,38 @@ def test_the_newest_decision_wins(client, disputed, alice):
     ref = reference_labels(trial_ids=[trials[1].id]).by_trial[trials[1].id]
     assert (ref.verdict, ref.critique) == ("fail", "on reflection it cites nothing")
     assert Adjudication.objects.filter(trial=trials[1]).count() == 2
+
+
+def test_a_form_opened_before_a_newer_decision_cannot_replace_it(client, disputed, alice):
+    cset, _, trials = disputed
+    login(client, alice)
+    assert (
+        f'name="expected_version" value="0" id="adj-{trials[0].uuid}'
+        in client.get(page_url(cset)).content.decode()
+    )  # the form says which decision it was shown: none yet
+    other = Client()
+    login(other, alice)  # alice's other tab decides first
+    assert decide(other, cset, trials[0], "fail", "no refund without a receipt").status_code == 302
+
+    stale = decide(client, cset, trials[0], "pass", "policy allows it", version=0)
+    assert stale.status_code == 409
+    page = stale.content.decode()
+    assert "the decision on this trial changed since you opened it (now fail by alice at" in page
+    assert "Decided <strong>fail</strong> by alice" in page  # the decision now, shown
+    assert "policy allows it</textarea>" in page  # the lead's reason is kept ...
+    assert f'value="pass" required id="adj-{trials[0].uuid}-verdict_0" checked>' in page
+    assert f'name="expected_version" value="1" id="adj-{trials[0].uuid}' in page  # ... on v1
+    ref = reference_labels(trial_ids=[trials[0].id]).by_trial[trials[0].id]
+    assert (ref.verdict, ref.critique) == ("fail", "no refund without a receipt")
+
+    assert decide(client, cset, trials[0], "pass", "policy allows it", version=1).status_code == 302
+    assert list(
+        Adjudication.objects.filter(trial=trials[0])
+        .order_by("version")
+        .values_list("version", "verdict", "decided_by__username")
+    ) == [(1, "fail", "alice"), (2, "pass", "alice")]
+    html = client.get(page_url(cset)).content.decode()
+    assert "Earlier decisions (1)" in html and "no refund without a receipt" in html
 
 
 @pytest.mark.parametrize("who", ["bob", "carol", "mallory"])

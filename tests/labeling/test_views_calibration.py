@@ -4,6 +4,7 @@ the figures with honest undefined states, escaping, approve and revoke."""
 from __future__ import annotations
 
 import pytest
+from django.test import Client
 from django.urls import reverse
 
 from core.text import UNSTORABLE
@@ -239,14 +240,46 @@ def test_revoking_trust_needs_a_reason(client, trustworthy, alice):
     assert response.context["cset"] == cset  # the scope the page was on
     version.refresh_from_db()
     assert version.is_trusted
+    approval = JudgeApproval.objects.get(judge_version=version)
+    page = client.get(calibration_url(version, cset)).content.decode()
+    assert f'name="approval" value="{approval.uuid}"' in page  # the form names what it revokes
     html = client.post(
-        url, {"reason": "prompt drifted", "set": str(cset.uuid)}, follow=True
+        url,
+        {"reason": "prompt drifted", "set": str(cset.uuid), "approval": str(approval.uuid)},
+        follow=True,
     ).content.decode()
     version.refresh_from_db()
     assert not version.is_trusted
-    approval = JudgeApproval.objects.get(judge_version=version)
+    approval.refresh_from_db()
     assert (approval.revoke_reason, approval.revoked_by) == ("prompt drifted", alice)
     assert "not trusted (calibrate this version)" in html
+
+
+def test_a_stale_revoke_form_does_not_revoke_a_newer_approval(client, trustworthy, alice):
+    cset, version, _ = trustworthy
+    login(client, alice)
+    approve(client, version, cset, calibration_compute(judge_version=version, calibration_set=cset))
+    first = JudgeApproval.objects.get(judge_version=version)
+    url = reverse("labeling:trust-revoke", kwargs={"version_id": version.uuid})
+    seen = {"reason": "drifted", "set": str(cset.uuid), "approval": str(first.uuid)}
+    other = Client()  # alice's other tab: revokes, then approves again
+    login(other, alice)
+    assert other.post(url, {**seen, "reason": "audit"}).status_code == 302
+    approve(other, version, cset, calibration_compute(judge_version=version, calibration_set=cset))
+    newer = JudgeApproval.objects.get(judge_version=version, revoked_at__isnull=True)
+
+    response = client.post(url, seen)  # the first tab still shows the first approval
+    html = response.content.decode()
+    assert response.status_code == 409
+    assert "the approval you saw was revoked by alice at" in html
+    assert "a newer approval exists, by alice at" in html and "nothing was revoked" in html
+    assert "drifted</textarea>" in html  # the reason is kept, the form on the newer approval
+    assert f'name="approval" value="{newer.uuid}"' in html
+    newer.refresh_from_db()
+    assert newer.revoked_at is None
+    assert client.post(url, {**seen, "approval": str(newer.uuid)}).status_code == 302
+    newer.refresh_from_db()
+    assert (newer.revoked_by, newer.revoke_reason) == (alice, "drifted")
 
 
 def test_a_reviewer_cannot_revoke(client, calibrated, bob):
