@@ -129,6 +129,7 @@ def review_submit(
             reviewer=reviewer,
             verdict="pass" if passed else "fail",
             critique=critique[:CRITIQUE_MAX],
+            calibration_set=calibration_set,
         )
         details = {
             **(label.details or {}),
