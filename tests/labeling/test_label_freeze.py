@@ -12,7 +12,7 @@ import pytest
 from django.urls import reverse
 from rest_framework.test import APIClient
 
-from labeling.models import Label, LabelRevision, SetReveal
+from labeling.models import Label, LabelRevision
 from labeling.selectors import calibration_compute
 from labeling.services import label_submit
 from tests.labeling_builders import calibration_set, judged_run
@@ -29,10 +29,8 @@ def finished(bob):
     cset = calibration_set(run, version, trials)
     label_submit(trial=trials[0], reviewer=bob, verdict="fail")
     assert label_submit(trial=trials[0], reviewer=bob, verdict="pass").outcome == "revised"
-    assert not SetReveal.objects.exists()  # still blind: nothing is frozen yet
     for trial in trials[1:]:
         label_submit(trial=trial, reviewer=bob, verdict="pass")
-    assert SetReveal.objects.filter(calibration_set=cset, reviewer=bob).exists()
     return cset, version, trials
 
 
