@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 from django.urls import reverse
 
-from labeling.models import CalibrationSet, PreferenceLabel, PreferenceOrder
+from labeling.models import CalibrationSet, PreferenceLabel
 from tests.browser.conftest import log_in
 from tests.conftest import PASSWORD
 from tests.labeling_builders import calibration_set, judged_run, pairwise_judge_run
@@ -19,6 +19,13 @@ pytestmark = [
     pytest.mark.browser,
     pytest.mark.django_db(transaction=True, serialized_rollback=True),
 ]
+
+
+def _script_errors(page) -> list[str]:
+    """The page's errors other than the expected answers it logs (the stale form's 409, the
+    expired session's 401)."""
+    expected = ("status of 409", "status of 401", "Response Status Error Code 401")
+    return [e for e in page.console_errors if not any(x in e for x in expected)]
 
 
 def test_a_stale_guidelines_tab_is_refused_showing_the_current_text_and_keeping_its_own(
@@ -48,7 +55,7 @@ def test_a_stale_guidelines_tab_is_refused_showing_the_current_text_and_keeping_
     stale.wait_for_selector("text=Guidelines saved.")
     cset = CalibrationSet.objects.get(pk=cset.pk)
     assert (cset.instructions, cset.instructions_version) == ("Rule by ALICE", 2)
-    assert not stale.console_errors and not tabs["carol"].console_errors
+    assert not _script_errors(stale) and not _script_errors(tabs["carol"])
 
 
 def test_the_preference_queue_keeps_a_choice_and_critique_across_an_expired_session(
@@ -63,7 +70,7 @@ def test_the_preference_queue_keeps_a_choice_and_critique_across_an_expired_sess
     page.fill("#id_password", PASSWORD)
     page.click("button[type=submit]")
     page.wait_for_selector("#label-form")
-    swapped = PreferenceOrder.objects.get(pair_id=first).swapped
+    swapped = page.inner_text(".response-a") == "HEAD-1"  # the order drawn for this pair
 
     page.keyboard.press("b")
     page.keyboard.press("c")
@@ -90,4 +97,4 @@ def test_the_preference_queue_keeps_a_choice_and_critique_across_an_expired_sess
         swapped,
     )
     assert "labeled 1 of 2" in page.inner_text("#label-queue")
-    assert not page.console_errors
+    assert not _script_errors(page)
