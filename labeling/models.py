@@ -50,7 +50,7 @@ class Label(models.Model):
         "GuidelinesVersion",
         null=True,
         blank=True,
-        on_delete=models.PROTECT,
+        on_delete=models.SET_NULL,
         related_name="labels",
         help_text="the version of the set's guidelines this verdict was given under (null: "
         "no guidelines, or a label from outside a set's queue)",
@@ -111,7 +111,7 @@ class LabelRevision(models.Model):
         "GuidelinesVersion",
         null=True,
         blank=True,
-        on_delete=models.PROTECT,
+        on_delete=models.SET_NULL,
         related_name="label_revisions",
         help_text="the guidelines version this revision was given under",
     )

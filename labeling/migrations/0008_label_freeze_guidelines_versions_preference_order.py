@@ -59,12 +59,12 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name='label',
             name='guidelines',
-            field=models.ForeignKey(blank=True, help_text="the version of the set's guidelines this verdict was given under (null: no guidelines, or a label from outside a set's queue)", null=True, on_delete=django.db.models.deletion.PROTECT, related_name='labels', to='labeling.guidelinesversion'),
+            field=models.ForeignKey(blank=True, help_text="the version of the set's guidelines this verdict was given under (null: no guidelines, or a label from outside a set's queue)", null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='labels', to='labeling.guidelinesversion'),
         ),
         migrations.AddField(
             model_name='labelrevision',
             name='guidelines',
-            field=models.ForeignKey(blank=True, help_text='the guidelines version this revision was given under', null=True, on_delete=django.db.models.deletion.PROTECT, related_name='label_revisions', to='labeling.guidelinesversion'),
+            field=models.ForeignKey(blank=True, help_text='the guidelines version this revision was given under', null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='label_revisions', to='labeling.guidelinesversion'),
         ),
         migrations.CreateModel(
             name='PreferenceOrder',

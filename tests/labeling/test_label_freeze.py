@@ -72,6 +72,7 @@ def test_the_queue_and_the_api_say_the_label_is_frozen_and_undo_is_refused(clien
     cset, _, trials = finished
     client.force_login(bob)
     queue = reverse("labeling:queue", args=[cset.uuid])
+    assert 'id="queue-done-frozen"' in client.get(queue).content.decode()
     page = client.get(f"{queue}?trial={trials[0].uuid}").content.decode()
     assert 'id="queue-frozen"' in page and "your label of record: pass" in page
     label = Label.objects.get(trial=trials[0], reviewer=bob)
