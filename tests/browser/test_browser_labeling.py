@@ -73,6 +73,7 @@ def test_a_reviewer_labels_30_items_by_keyboard_and_a_lead_trusts_the_judge(
     # Finished: the judge's verdicts are visible to bob now, so his labels are frozen. Undo
     # (u) is refused; k/j move; a changed verdict saved with Enter is kept as a flagged
     # revision and the label of record stays.
+    page.wait_for_function(HTMX_IDLE)
     page.keyboard.press("u")
     page.wait_for_selector("text=cannot be undone")
     page.wait_for_selector("#queue-item h1:has-text('Item 30 of 30')")
@@ -87,7 +88,7 @@ def test_a_reviewer_labels_30_items_by_keyboard_and_a_lead_trusts_the_judge(
     assert page.is_visible("#queue-frozen")
     page.keyboard.press("f")
     page.keyboard.press("Enter")
-    page.wait_for_selector("text=Your label of record stays pass")
+    page.wait_for_selector("p.message.success:has-text('Your label of record stays pass')")
     assert Label.objects.get(reviewer=bob, trial=trials[29]).verdict == "pass"
     assert LabelRevision.objects.filter(reviewer=bob, after_reveal=True).count() == 1
     assert page.locator(INJECTED).count() == 0
