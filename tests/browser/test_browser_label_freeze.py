@@ -70,6 +70,7 @@ def test_the_preference_queue_keeps_a_choice_and_critique_across_an_expired_sess
     page.fill("#id_password", PASSWORD)
     page.click("button[type=submit]")
     page.wait_for_selector("#label-form")
+    page.wait_for_load_state("load")  # htmx and the queue's keys are on (deferred scripts)
     swapped = page.inner_text(".response-a") == "HEAD-1"  # the order drawn for this pair
 
     page.keyboard.press("b")
