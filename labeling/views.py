@@ -461,7 +461,7 @@ def review_save(request: HtmxHttpRequest, set_id) -> HttpResponse:
         )
         return _queue_render(request, state, review_form=form)
     try:
-        review_submit(
+        label = review_submit(
             calibration_set=cset,
             trial=trial,
             reviewer=request.user,
@@ -480,9 +480,12 @@ def review_save(request: HtmxHttpRequest, set_id) -> HttpResponse:
             status=200 if request.htmx else (409 if exc.code == "conflict" else 400),
         )
     if not request.htmx:
+        if label.outcome == "flagged":
+            messages.warning(request, _flagged_text(label))
         return redirect(reverse("labeling:queue", kwargs={"set_id": cset.uuid}))
     state = queue_state_get(calibration_set=cset, reviewer=request.user, after_uuid=str(trial.uuid))
-    return _queue_render(request, state, saved="Review saved.")
+    saved = _flagged_text(label) if label.outcome == "flagged" else "Review saved."
+    return _queue_render(request, state, saved=saved)
 
 
 @require_POST
