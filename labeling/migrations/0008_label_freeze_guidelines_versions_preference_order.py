@@ -18,6 +18,13 @@ def guidelines_first_versions(apps, schema_editor):
         CalibrationSet.objects.filter(pk=cset.pk).update(instructions_version=1)
 
 
+def preferences_shown_in_order(apps, schema_editor):
+    """Preferences saved in Assay before orders were drawn were all shown with the base
+    run's response as A: recorded so (imported ones stay unknown)."""
+    PreferenceLabel = apps.get_model("labeling", "PreferenceLabel")
+    PreferenceLabel.objects.filter(source="reviewer").update(shown_swapped=False)
+
+
 class Migration(migrations.Migration):
 
     dependencies = [
@@ -93,4 +100,5 @@ class Migration(migrations.Migration):
             constraint=models.UniqueConstraint(fields=('calibration_set', 'reviewer'), name='set_reveal_unique_reviewer'),
         ),
         migrations.RunPython(guidelines_first_versions, migrations.RunPython.noop),
+        migrations.RunPython(preferences_shown_in_order, migrations.RunPython.noop),
     ]
