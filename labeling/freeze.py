@@ -6,6 +6,9 @@ trials are hidden from them until they have a label on every item. From that mom
 written by ``labeling.services.label_submit`` as a flagged ``LabelRevision``
 (``after_reveal``) and never replaces the label of record, so calibration keeps the verdict
 given blind and counts the revisions apart (``revisions_after_reveal``); an undo is refused.
+
+Only users who label blind are frozen: engineers and leads see every verdict at any time
+(``evals.blindness.sees_everything``), so no moment reveals anything to them.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from dataclasses import dataclass
 
 from django.db.models import Exists, OuterRef
 
+from evals.blindness import sees_everything
 from labeling.models import CalibrationItem, Label, LabelRevision, SetReveal
 
 FROZEN_TEXT = (
@@ -79,8 +83,10 @@ def reveals_record(*, trial_id: int, reviewer, now) -> set[int]:
 
 def trial_revealed(*, trial_id: int, reviewer) -> bool:
     """Read-only form of ``label_is_frozen`` (for pages): whether a calibration set holding
-    ``trial_id`` is revealed to ``reviewer`` (recorded, or finished now). Queries: 3 at
-    most."""
+    ``trial_id`` is revealed to ``reviewer`` (recorded, or finished now); False for users who
+    see every verdict anyway. Queries: 3 at most."""
+    if sees_everything(reviewer):
+        return False
     set_ids = set(
         CalibrationItem.objects.filter(trial_id=trial_id).values_list(
             "calibration_set_id", flat=True
@@ -95,7 +101,10 @@ def trial_revealed(*, trial_id: int, reviewer) -> bool:
 
 def label_is_frozen(*, trial_id: int, reviewer, now) -> bool:
     """Whether ``reviewer``'s label on ``trial_id`` is frozen: a calibration set holding the
-    trial is revealed to them (recorded, or finished now, which records it)."""
+    trial is revealed to them (recorded, or finished now, which records it). Never for users
+    who see every verdict anyway (``evals.blindness.sees_everything``: leads)."""
+    if sees_everything(reviewer):
+        return False
     return bool(reveals_record(trial_id=trial_id, reviewer=reviewer, now=now))
 
 

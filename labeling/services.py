@@ -21,7 +21,7 @@ from evals.models import Run, Trial
 from judges.models import JudgeApproval, JudgeVersion
 from judges.trust import trust_grant
 from labeling.figures import Calibration, PairwiseCalibration
-from labeling.freeze import FROZEN_TEXT, label_is_frozen, reveals_record
+from labeling.freeze import FROZEN_TEXT, label_is_frozen
 from labeling.guidelines import (  # noqa: F401 - re-exported: the guidelines' writes
     INSTRUCTIONS_MAX,
     calibration_set_instructions_set,
@@ -288,9 +288,9 @@ def label_submit(
       each set the reviewer has now labeled completely (``labeling.freeze``).
     - Revision: only the reviewer's own label; each change adds a LabelRevision.
     - Frozen label (a set holding the trial is revealed to the reviewer: they finished it, so
-      the judge's verdicts are visible to them): the change is written as a flagged
-      LabelRevision (``after_reveal``) and the label keeps its verdict and critique (the
-      label of record); only its version moves. Outcome "flagged".
+      the judge's verdicts are visible to them; never a lead's, who sees them anyway): the
+      change is written as a flagged LabelRevision (``after_reveal``) and the label keeps its
+      verdict and critique (the label of record); only its version moves. Outcome "flagged".
     - Identical resubmission (same verdict and critique as the newest change, from the
       current version or as the retry of the save that made it) changes nothing.
     - The label and its revision record the guidelines version given
@@ -375,7 +375,7 @@ def label_submit(
                     current_version=None,
                 ) from None
             _freeze_sets_of(trial, now)
-            reveals_record(trial_id=trial.id, reviewer=reviewer, now=now)
+            label_is_frozen(trial_id=trial.id, reviewer=reviewer, now=now)  # records reveals
             label.outcome, label.flagged_revision = "created", None
             return label
         changes = (
