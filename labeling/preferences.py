@@ -57,7 +57,7 @@ def preference_orders_assign(*, pair_ids: list[int]) -> dict[int, bool]:
     the pairs without one: balanced over ``pair_ids`` (the swapped count made as close to
     half as the orders already recorded allow; an odd one out drawn at random), in a random
     assignment. Orders are written once and never changed (a race keeps the first writer's).
-    Queries: 2, or 3 when some are drawn."""
+    Queries: 1, or 3 when some are drawn."""
     pair_ids = sorted(set(pair_ids))
     orders = dict(
         PreferenceOrder.objects.filter(pair_id__in=pair_ids).values_list("pair_id", "swapped")
