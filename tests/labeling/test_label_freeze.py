@@ -97,3 +97,11 @@ def test_the_queue_and_the_api_say_the_label_is_frozen_and_undo_is_refused(clien
     undo = api.post("/api/labels/undo", {"trial": str(trials[1].uuid)}, format="json")
     assert undo.status_code == 409
     assert Label.objects.filter(reviewer=bob, verdict="pass").count() == 3
+
+
+def test_a_lead_who_sees_every_verdict_anyway_is_never_frozen(alice, finished):
+    _, _, trials = finished
+    for trial in trials:
+        label_submit(trial=trial, reviewer=alice, verdict="pass")
+    assert label_submit(trial=trials[0], reviewer=alice, verdict="fail").outcome == "revised"
+    assert Label.objects.get(trial=trials[0], reviewer=alice).verdict == "fail"
