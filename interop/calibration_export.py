@@ -2,9 +2,9 @@
 every human label, the lead's adjudication, the reference verdict and whether they agree.
 
 Built as an ``interop.exports.ExportTable`` and written by ``interop.exports.table_write`` (CSV or
-Parquet; cells, nulls and times as documented there). Queries: 5, whatever the size of the
-set (items with trials and cases, judge grades, labels with reviewers, and the two of
-``reference_labels``).
+Parquet; cells, nulls and times as documented there). Queries: 6, whatever the size of the
+set (items with trials and cases, judge grades, labels with reviewers and guidelines, the
+flagged revisions, and the two of ``reference_labels``).
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ import pyarrow as pa
 from evals.models import Grade
 from interop.exports import ExportTable
 from judges.models import JudgeVersion
+from labeling.freeze import revisions_after_reveal
 from labeling.models import CalibrationSet, Label
 from labeling.selectors import reference_labels
 
@@ -60,8 +61,12 @@ def calibration_table(
       null: no grade), ``judge_verdict`` (``pass``/``fail``; null when errored, not judged
       or ungraded), ``judge_reason``;
     - per rater, sorted by name: ``label.<rater>.verdict``, ``label.<rater>.critique``,
-      ``label.<rater>.labeled_at`` (when the current verdict was saved, in ``zone``); a
-      rater is a reviewer (username) or an imported name;
+      ``label.<rater>.labeled_at`` (when the current verdict was saved, in ``zone``),
+      ``label.<rater>.guidelines_version`` (the set's guidelines version it was given
+      under; null: none), ``label.<rater>.revised_after_reveal`` (the verdict of the
+      reviewer's newest flagged revision, saved after they finished a set and could see the
+      judge's verdicts; null: none; never the label of record, never in ``agree``); a rater
+      is a reviewer (username) or an imported name;
     - ``adjudicated_verdict`` and ``adjudication_reason`` (the lead's newest decision; null
       without one), ``reference_verdict`` and ``reference_basis`` (``labeling.selectors.
       reference_labels``: basis ``single``/``agreement``/``adjudication``, or
@@ -87,12 +92,13 @@ def calibration_table(
         }
     labels = list(
         Label.objects.filter(trial_id__in=trial_ids)
-        .select_related("reviewer")
+        .select_related("reviewer", "guidelines")
         .order_by("trial_id", "created_at", "id")
     )
     by_trial: dict[int, dict[tuple[str, str], Label]] = defaultdict(dict)
     for lab in labels:
         by_trial[lab.trial_id][_rater(lab)] = lab
+    flagged = revisions_after_reveal(trial_ids=trial_ids).by_label
     raters = _rater_columns(labels)
     order = sorted(raters, key=lambda key: (raters[key], key))
     refs = reference_labels(trial_ids=trial_ids)
@@ -115,6 +121,8 @@ def calibration_table(
             (f"label.{raters[key]}.verdict", pa.string()),
             (f"label.{raters[key]}.critique", pa.string()),
             (f"label.{raters[key]}.labeled_at", stamp),
+            (f"label.{raters[key]}.guidelines_version", pa.int64()),
+            (f"label.{raters[key]}.revised_after_reveal", pa.string()),
         ]
     columns += [
         ("adjudicated_verdict", pa.string()),
@@ -144,11 +152,17 @@ def calibration_table(
         ]
         for key in order:
             lab = by_trial[item.trial_id].get(key)
-            row += (
-                [None, None, None]
-                if lab is None
-                else [lab.verdict, lab.critique, lab.updated_at.astimezone(zone)]
-            )
+            if lab is None:
+                row += [None, None, None, None, None]
+                continue
+            revision = flagged.get((lab.trial_id, lab.reviewer_id)) if lab.reviewer_id else None
+            row += [
+                lab.verdict,
+                lab.critique,
+                lab.updated_at.astimezone(zone),
+                lab.guidelines.version if lab.guidelines_id else None,
+                revision.verdict if revision is not None else None,
+            ]
         ref = refs.by_trial.get(item.trial_id)
         adjudicated = ref is not None and ref.basis == "adjudication"
         if ref is not None:

@@ -241,7 +241,10 @@ def labels_table(*, run: Run, zone: tzinfo = UTC, viewer=None) -> ExportTable:
 def preferences_table(*, judge_run: JudgeRun, zone: tzinfo = UTC, viewer=None) -> ExportTable:
     """One row per human preference label on a pairwise judge run's pairs: pair (UUID),
     case_id, reviewer (username, or the imported reviewer name), preferred (A, B or tie, A
-    being the base run's response), critique, source, created_at (in ``zone``). With
+    being the base run's response, whatever the order shown), preferred_run (base, head or
+    tie), shown_first (whose response was shown as A: base or head, from the pair's
+    recorded order; null for an imported label), chose_shown (A, B or tie: the response
+    chosen on screen), critique, source, created_at (in ``zone``). With
     ``viewer`` (a download), the labels they may read (``evals.blindness.labels_visible_to``:
     a reviewer gets only their own); None exports every one. Raises DomainError (field
     ``judge_run``) for a judge run that is not pairwise. One query."""
@@ -258,16 +261,26 @@ def preferences_table(*, judge_run: JudgeRun, zone: tzinfo = UTC, viewer=None) -
         ("case_id", pa.string()),
         ("reviewer", pa.string()),
         ("preferred", pa.string()),
+        ("preferred_run", pa.string()),
+        ("shown_first", pa.string()),
+        ("chose_shown", pa.string()),
         ("critique", pa.string()),
         ("source", pa.string()),
         ("created_at", pa.timestamp("us", tz=str(zone))),
     ]
+    run_of = {"A": "base", "B": "head", "tie": "tie"}
+    swap = {"A": "B", "B": "A", "tie": "tie"}
     rows = [
         [
             str(lb.pair.uuid),
             lb.pair.case.key,
             lb.reviewer.username if lb.reviewer else lb.reviewer_name,
             lb.preferred,
+            run_of.get(lb.preferred),
+            None if lb.shown_swapped is None else ("head" if lb.shown_swapped else "base"),
+            None
+            if lb.shown_swapped is None
+            else (swap[lb.preferred] if lb.shown_swapped else lb.preferred),
             lb.critique,
             lb.source,
             lb.created_at.astimezone(zone),

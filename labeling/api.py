@@ -44,6 +44,7 @@ from core.roles import ENGINEER, LEAD, user_has_role
 from evals.models import Run, Suite, Trial
 from judges.models import JudgeVersion
 from labeling import services
+from labeling.freeze import FROZEN_TEXT, revisions_after_reveal
 from labeling.models import CalibrationSet, Label
 from labeling.selectors import calibration_compute, label_version_get, labels_visible
 
@@ -152,6 +153,14 @@ class CalibrationFiguresSerializer(serializers.Serializer):
     )
     warnings = serializers.ListField(
         child=serializers.CharField(), help_text="Warnings (small n, a missing human class)."
+    )
+    labels_revised_after_reveal = serializers.IntegerField(
+        help_text="Labels (one per trial and reviewer) revised after their reviewer "
+        "finished the set and could see the judge's verdicts (count). The figures use the "
+        "label given blind; these revisions are counted here, apart."
+    )
+    labels_revised_after_reveal_text = serializers.CharField(
+        help_text="The same count as the calibration page says it."
     )
 
 
@@ -270,6 +279,11 @@ def set_figures(
         "judge_version_label": str(version),
         "agreement_reason": "" if cal.agreement is not None else NO_AGREEMENT,
     }
+    revised = revisions_after_reveal(
+        trial_ids=calibration_set.items.values_list("trial_id", flat=True)
+    )
+    figures["labels_revised_after_reveal"] = revised.n
+    figures["labels_revised_after_reveal_text"] = revised.text
     return CalibrationFiguresSerializer(figures).data, ""
 
 
@@ -350,6 +364,10 @@ LABEL_HELP = {
     "created_at": "When the label was first saved (ISO 8601 with offset).",
     "updated_at": "When the current verdict was saved (ISO 8601 with offset).",
 }
+GUIDELINES_HELP = (
+    "The version (1, 2, ...) of the calibration set's guidelines the current verdict was "
+    "given under; null: no guidelines."
+)
 LABEL_FIELDS = [
     "id",
     "trial",
@@ -388,10 +406,13 @@ class LabelSerializer(serializers.ModelSerializer):
     critique_length = serializers.IntegerField(
         read_only=True, help_text="Length of the critique (characters)."
     )
+    guidelines_version = serializers.IntegerField(
+        source="guidelines.version", read_only=True, allow_null=True, help_text=GUIDELINES_HELP
+    )
 
     class Meta:
         model = Label
-        fields = [*LABEL_FIELDS, "critique_preview", "critique_length"]
+        fields = [*LABEL_FIELDS, "guidelines_version", "critique_preview", "critique_length"]
         extra_kwargs = {f: {"help_text": LABEL_HELP[f]} for f in fields if f in LABEL_HELP}
 
     def get_reviewer(self, label) -> str:
@@ -400,7 +421,7 @@ class LabelSerializer(serializers.ModelSerializer):
 
 class LabelDetailSerializer(LabelSerializer):
     class Meta(LabelSerializer.Meta):
-        fields = [*LABEL_FIELDS, "critique", "critique_length"]
+        fields = [*LABEL_FIELDS, "guidelines_version", "critique", "critique_length"]
         extra_kwargs = {
             **LabelSerializer.Meta.extra_kwargs,
             "critique": {"help_text": "The reviewer's critique (text)."},
@@ -486,10 +507,43 @@ class StaleLabelSerializer(serializers.Serializer):
     )
 
 
+class FlaggedRevisionSerializer(serializers.Serializer):
+    version = serializers.IntegerField(help_text="Version of the flagged revision.")
+    verdict = serializers.CharField(help_text="The verdict saved after the reveal.")
+    critique = serializers.CharField(help_text="The critique saved after the reveal.")
+    created_at = serializers.DateTimeField(help_text="When it was saved (ISO 8601).")
+
+
+class LabelSubmitOutput(LabelDetailSerializer):
+    outcome = serializers.CharField(
+        help_text="created, revised, unchanged, or flagged: your label is frozen (you "
+        "finished a calibration set holding the trial, so its judge verdicts are visible to "
+        "you); the change is recorded as a flagged revision and the label (verdict, "
+        "critique) stays the label of record."
+    )
+    frozen_detail = serializers.CharField(
+        help_text="Why the label was not changed (flagged); empty otherwise."
+    )
+    revision_after_reveal = FlaggedRevisionSerializer(
+        allow_null=True,
+        help_text="Your newest revision after seeing the judge's verdicts (flagged), or null.",
+    )
+
+    class Meta(LabelDetailSerializer.Meta):
+        fields = [
+            *LabelDetailSerializer.Meta.fields,
+            "outcome",
+            "frozen_detail",
+            "revision_after_reveal",
+        ]
+
+
 class LabelSubmitApi(APIView):
     """POST (JSON): save your label on a trial (``labeling.services.label_submit``);
     reviewers and leads. 201 with a new label; 200 with a revised (or identical, unchanged)
-    one; 409 when ``expected_version`` is stale; 400 naming the field; 404 unknown trial."""
+    one, or a frozen one (``outcome`` "flagged": the change is recorded as a flagged
+    revision, ``frozen_detail`` says why, the label of record is unchanged); 409 when
+    ``expected_version`` is stale; 400 naming the field; 404 unknown trial."""
 
     permission_classes = [IsLabeler]
     parser_classes = [StrictJSONParser]
@@ -497,8 +551,8 @@ class LabelSubmitApi(APIView):
     @extend_schema(
         request=LabelSubmitInput,
         responses={
-            201: LabelDetailSerializer,
-            200: LabelDetailSerializer,
+            201: LabelSubmitOutput,
+            200: LabelSubmitOutput,
             409: StaleLabelSerializer,
             400: OpenApiResponse(description="A field is bad; the body names it."),
             404: OpenApiResponse(description="No such trial."),
@@ -518,8 +572,17 @@ class LabelSubmitApi(APIView):
             expected_version=v["expected_version"],
         )
         status = 201 if label.outcome == "created" else 200
+        outcome, flagged = label.outcome, label.flagged_revision
         label = labels_visible(user=request.user, detail=True).get(pk=label.pk)
-        return Response(LabelDetailSerializer(label).data, status=status)
+        label.outcome, label.revision_after_reveal = outcome, flagged
+        label.frozen_detail = (
+            f"Not changed: {FROZEN_TEXT}. Your {flagged.verdict} is recorded as a flagged "
+            f"revision after seeing the judge's verdicts; the label of record stays "
+            f"{label.verdict}."
+            if outcome == "flagged"
+            else ""
+        )
+        return Response(LabelSubmitOutput(label).data, status=status)
 
 
 class LabelUndoInput(NoUnknownFields, serializers.Serializer):

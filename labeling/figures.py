@@ -278,6 +278,9 @@ class PairwiseCalibration:
     ``by_position``: each order alone, as in the data folders' READMEs.
     ``agreement_rate``: ``agreement`` as a rate (agreeing / ``n``) with its Wilson interval.
     ``n_human_ties``: order-consistent pairs the humans labeled a tie (no reference).
+    ``human_first_slot``: the reviewers' own position bias, the share of their A/B
+    preferences (ties left out; imported ones, whose order is unknown, too) that chose the
+    response shown as A, read through each label's recorded order (``shown_swapped``).
     ``trust_checks``/``trust_ok``/``trust_reasons``: the pairwise trust rule on
     ``thresholds`` (``labeling.trust_rule.pairwise_trust_checks``).
     """
@@ -302,6 +305,7 @@ class PairwiseCalibration:
     trust_ok: bool = False
     trust_reasons: list[str] = field(default_factory=list)
     trust_checks: list[TrustCheck] = field(default_factory=list)
+    human_first_slot: RateResult | None = None
 
     def as_json(self) -> dict:
         """Strict-JSON dict (None for undefined); ``kind`` is ``"pairwise"`` so an approval

@@ -180,6 +180,10 @@ class CalibrationInstructionsForm(StorableForm):
         help_text="Markdown: the criterion, what counts as a pass or a fail, examples. "
         "Raw HTML is shown as text.",
     )
+    # The guidelines version the form was loaded with (a stale tab is refused).
+    expected_version = forms.IntegerField(
+        required=False, min_value=0, max_value=INT_MAX, widget=forms.HiddenInput
+    )
 
 
 class JudgeImproveForm(StorableForm):

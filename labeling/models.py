@@ -46,6 +46,15 @@ class Label(models.Model):
     # 1 for a first label, +1 per change (undo included; never reused): a form carries it
     # back as ``expected_version``.
     version = models.PositiveIntegerField(default=1)
+    guidelines = models.ForeignKey(
+        "GuidelinesVersion",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="labels",
+        help_text="the version of the set's guidelines this verdict was given under (null: "
+        "no guidelines, or a label from outside a set's queue)",
+    )
     created_at = models.DateTimeField(default=timezone.now)
     updated_at = models.DateTimeField(default=timezone.now)
 
@@ -73,6 +82,9 @@ class LabelRevision(models.Model):
     ``verdict`` is "" for a revision that cleared the label (the undo of a first label);
     ``undoes`` names the version an undo took back (null for a save). ``label`` points at
     the label row the revision was written on (null once that row was cleared).
+    ``after_reveal``: saved once the reviewer had finished a calibration set holding the
+    trial (so the judge's verdicts were visible to them): recorded and flagged, never the
+    label of record (the label row keeps the verdict given blind).
     """
 
     label = models.ForeignKey(
@@ -89,6 +101,19 @@ class LabelRevision(models.Model):
     critique = models.TextField(blank=True)
     undoes = models.PositiveIntegerField(
         null=True, blank=True, help_text="the version this undo took back (null: a save)"
+    )
+    after_reveal = models.BooleanField(
+        default=False,
+        help_text="saved after the reviewer saw the judge's verdicts (finished the set): "
+        "flagged, not the label of record",
+    )
+    guidelines = models.ForeignKey(
+        "GuidelinesVersion",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="label_revisions",
+        help_text="the guidelines version this revision was given under",
     )
     created_at = models.DateTimeField(default=timezone.now)
 
@@ -129,8 +154,11 @@ class CalibrationSet(models.Model):
     size = models.PositiveIntegerField()
     seed = models.IntegerField(default=0)
     # Labeling guidelines for reviewers, in Markdown (rendered with raw HTML disabled:
-    # ``core.markdown``); shown in the queue with each item and behind its "?" key.
+    # ``core.markdown``); shown in the queue with each item and behind its "?" key. The
+    # current text of ``GuidelinesVersion`` number ``instructions_version`` (0: never
+    # written), changed only by ``calibration_set_instructions_set`` (a compare-and-set).
     instructions = models.TextField(blank=True)
+    instructions_version = models.PositiveIntegerField(default=0)
     design = models.JSONField(
         default=dict,
         blank=True,
@@ -234,7 +262,16 @@ class PreferenceLabel(models.Model):
         related_name="preference_labels",
     )
     reviewer_name = models.CharField(max_length=200, blank=True)
+    # In the pair's own naming (A: ``trial_a``, the base run's; B: ``trial_b``, the head
+    # run's), mapped from the response the reviewer chose on screen through the pair's
+    # ``PreferenceOrder``; ``shown_swapped`` keeps that order (null: imported, order unknown).
     preferred = models.CharField(max_length=3, choices=Preferred.choices)
+    shown_swapped = models.BooleanField(
+        null=True,
+        blank=True,
+        help_text="the order the pair was shown in: true when the head run's response was "
+        "response A on screen; null for an imported preference",
+    )
     critique = models.TextField(blank=True)
     source = models.CharField(max_length=10, choices=Label.Source.choices, default="reviewer")
     details = models.JSONField(default=dict, blank=True)
@@ -242,3 +279,71 @@ class PreferenceLabel(models.Model):
 
     def __str__(self) -> str:
         return f"{self.preferred} on pair {self.pair_id}"
+
+
+class GuidelinesVersion(models.Model):
+    """One version of a calibration set's guidelines (1, 2, ...): the text, who wrote it and
+    when; never edited or deleted. Labels name the version they were given under."""
+
+    calibration_set = models.ForeignKey(
+        CalibrationSet, on_delete=models.CASCADE, related_name="guidelines_versions"
+    )
+    version = models.PositiveIntegerField()
+    text = models.TextField(blank=True)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["calibration_set_id", "version"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["calibration_set", "version"], name="guidelines_version_unique"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"guidelines v{self.version} of set {self.calibration_set_id}"
+
+
+class SetReveal(models.Model):
+    """When a reviewer first had a label on every item of a calibration set: from then the
+    judge's verdicts on its trials are visible to them (``evals.blindness``), so their labels
+    on its trials are frozen (a later change is a flagged ``LabelRevision``). Written by
+    ``labeling.services.label_submit``; never deleted (a top-up that reopens the set does
+    not thaw what was already seen)."""
+
+    calibration_set = models.ForeignKey(
+        CalibrationSet, on_delete=models.CASCADE, related_name="reveals"
+    )
+    reviewer = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="set_reveals"
+    )
+    revealed_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["calibration_set", "reviewer"], name="set_reveal_unique_reviewer"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"set {self.calibration_set_id} revealed to {self.reviewer_id}"
+
+
+class PreferenceOrder(models.Model):
+    """The order a pair is shown in the preference queue, drawn once when the pair is first
+    shown and balanced over the judge run's pairs (``labeling.preferences``): ``swapped``
+    False shows the pair's ``trial_a`` (the base run's) as response A, True shows
+    ``trial_b`` (the head run's) as response A. Never changed once written."""
+
+    pair = models.OneToOneField(
+        "evals.TrialPair", on_delete=models.CASCADE, related_name="preference_order"
+    )
+    swapped = models.BooleanField()
+    created_at = models.DateTimeField(default=timezone.now)
+
+    def __str__(self) -> str:
+        return f"pair {self.pair_id} {'swapped' if self.swapped else 'in order'}"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import defaultdict
+from dataclasses import replace
 
 from judges.models import Judge, JudgeVersion, PairwiseVerdict
 from labeling.figures import PairwiseCalibration, PositionFigures, Thresholds
@@ -42,7 +43,8 @@ def pairwise_calibration_compute(*, judge_version: JudgeVersion, suite=None) -> 
        preference to agree with: left out too, counted in ``n_human_ties``.
     3. ``agreement``/``kappa`` over consistent verdicts with a reference;
        ``position_consistency`` over pairs with both orders answered (human label or not);
-       ``first_slot_preference`` over answered presentations.
+       ``first_slot_preference`` over answered presentations; the reviewers' own
+       ``human_first_slot`` over their A/B preferences with a recorded order.
     4. The pairwise trust rule (``labeling.trust_rule.pairwise_trust_checks``) on the suite's
        thresholds (settings when ``suite`` is None).
     Queries: 2.
@@ -55,17 +57,29 @@ def pairwise_calibration_compute(*, judge_version: JudgeVersion, suite=None) -> 
         ok = v.status == PairwiseVerdict.Status.OK and v.preferred in ("A", "B")
         by_pair[v.pair_id][v.position] = v.preferred if ok else None
     prefs: dict[int, set[str]] = defaultdict(set)
-    for pair_id, preferred in PreferenceLabel.objects.filter(pair_id__in=list(by_pair)).values_list(
-        "pair_id", "preferred"
-    ):
+    first = ordered = 0
+    for pair_id, preferred, swapped in PreferenceLabel.objects.filter(
+        pair_id__in=list(by_pair)
+    ).values_list("pair_id", "preferred", "shown_swapped"):
         prefs[pair_id].add(preferred)
-    return pairwise_calibration_figures(
+        if swapped is not None and preferred in ("A", "B"):
+            # ``preferred`` is in the pair's naming: the response shown as A was trial_b
+            # when the pair was shown swapped.
+            ordered += 1
+            first += preferred == ("B" if swapped else "A")
+    figures = pairwise_calibration_figures(
         by_pair=by_pair,
         prefs=prefs,
         th=trust_thresholds(suite=suite),
         judge_version_id=judge_version.id,
         judge_version_label=str(judge_version),
         suite_name=suite.name if suite is not None else None,
+    )
+    return replace(
+        figures,
+        human_first_slot=_rate(
+            first, ordered, "undefined (no human A/B preference with a recorded order)"
+        ),
     )
 
 

@@ -9,7 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from evals.trajectory.timeline import Timeline, trajectory_timeline
-from labeling.models import CalibrationItem, CalibrationSet, Label
+from labeling.freeze import flagged_revision_get, trial_revealed
+from labeling.models import CalibrationItem, CalibrationSet, Label, LabelRevision
 from labeling.selectors import label_version_get
 
 
@@ -23,7 +24,11 @@ class QueueItem:
     ``version`` the version of this reviewer's label history on it (0: never labeled; a
     label cleared by an undo keeps its clearing's version), what the form sends back;
     ``prev_uuid``/``next_uuid`` the neighbouring items' trial uuids (None at the ends);
-    ``timeline`` the trial's trajectory rows (an agent's trial), None without one.
+    ``timeline`` the trial's trajectory rows (an agent's trial), None without one;
+    ``frozen``: the label is frozen (``labeling.freeze``: the reviewer finished a set holding
+    the trial and may have seen the judge's verdicts), so a change is recorded as a flagged
+    revision and ``label`` stays the label of record; ``flagged`` the newest flagged
+    revision when it is the reviewer's latest change (None otherwise).
     """
 
     item: CalibrationItem
@@ -34,6 +39,8 @@ class QueueItem:
     version: int
     prev_uuid: str | None
     next_uuid: str | None
+    frozen: bool = False
+    flagged: LabelRevision | None = None
 
     @property
     def timeline(self) -> Timeline | None:
@@ -80,7 +87,8 @@ def queue_state_get(
     3. Otherwise (resume): the first item in queue order this reviewer has not labeled.
     When every item is labeled, cases 2 and 3 give ``current = None`` (the queue is done).
     Queries: 3, whatever the size of the set (positions, this reviewer's labels, the item),
-    and a fourth when the item shown has no current label (its version, for the form).
+    and a fourth when the item shown has no current label (its version, for the form); a
+    labeled item adds up to 4 (is it frozen, its flagged revision).
     """
     items = _ordered_items(calibration_set)
     labels = {
@@ -110,6 +118,7 @@ def queue_state_get(
         id=items[index][0]
     )
     label = labels.get(item.trial_id)
+    frozen = label is not None and trial_revealed(trial_id=item.trial_id, reviewer=reviewer)
     current = QueueItem(
         item=item,
         index=index,
@@ -121,6 +130,12 @@ def queue_state_get(
         else label_version_get(trial_id=item.trial_id, reviewer=reviewer),
         prev_uuid=uuids[index - 1] if index > 0 else None,
         next_uuid=uuids[index + 1] if index + 1 < total else None,
+        frozen=frozen,
+        flagged=flagged_revision_get(
+            trial_id=item.trial_id, reviewer=reviewer, version=label.version
+        )
+        if frozen
+        else None,
     )
     return QueueState(calibration_set, current, total, labeled, uuids[0])
 

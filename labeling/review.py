@@ -85,6 +85,9 @@ def review_submit(
     dimension or a bad verdict (field ``dimensions.<name>``), a critique too long, a fail
     without a critique (``dimensions.<name>.critique``), or an output that changed since it
     was shown (``output_hash``, code ``conflict``: a changed output needs a new review).
+    Once the reviewer has reviewed every item of the queue their labels there are frozen
+    (``labeling.freeze``): a later review is a flagged revision (outcome "flagged") and the
+    label of record keeps its review.
     """
     role_require(reviewer, REVIEWER, LEAD, action="reviewing")
     expected = review_dimensions(calibration_set)
@@ -129,7 +132,12 @@ def review_submit(
             reviewer=reviewer,
             verdict="pass" if passed else "fail",
             critique=critique[:CRITIQUE_MAX],
+            calibration_set=calibration_set,
         )
+        if label.outcome == "flagged":
+            # A frozen label (the reviewer finished the queue): the review is kept as the
+            # flagged revision's verdict and critique; the label of record keeps its review.
+            return label
         details = {
             **(label.details or {}),
             REVIEW_KIND: {"output_hash": reviewed_hash, "dimensions": answers},

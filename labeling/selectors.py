@@ -28,6 +28,8 @@ from labeling.figures import (
     ReviewerPairAgreement,
     Thresholds,
 )
+from labeling.freeze import RevisionsAfterReveal, revisions_after_reveal
+from labeling.guidelines import label_guidelines_counts
 from labeling.models import Adjudication, CalibrationItem, CalibrationSet, Label, LabelRevision
 from labeling.pairwise import pairwise_calibration_compute, pairwise_calibration_judge_versions
 from labeling.trust_rule import trust_checks, trust_reasons, trust_thresholds
@@ -159,6 +161,22 @@ def _scope_trial_ids(
         graded = graded.filter(trial__run__suite=suite)
     labeled = graded.filter(Q(trial__labels__isnull=False) | Q(trial__adjudications__isnull=False))
     return sorted(set(labeled.values_list("trial_id", flat=True)))
+
+
+def calibration_label_notes(
+    *, judge_version: JudgeVersion, calibration_set: CalibrationSet | None = None, suite=None
+) -> tuple[RevisionsAfterReveal, list[tuple[int | None, int]]]:
+    """What the calibration page says of the labels in its scope (the trials of
+    ``calibration_figures``), beside the figures: the labels revised after their reviewer
+    saw the judge's verdicts (counted apart, never in the figures), and the current labels
+    per guidelines version they were given under (newest version first, None: no
+    guidelines, last). Queries: 3."""
+    trial_ids = _scope_trial_ids(
+        judge_version=judge_version, calibration_set=calibration_set, suite=suite
+    )
+    counts = label_guidelines_counts(trial_ids=trial_ids)
+    ordered = sorted(counts.items(), key=lambda kv: (kv[0] is None, -(kv[0] or 0)))
+    return revisions_after_reveal(trial_ids=trial_ids), ordered
 
 
 def _warnings(n: int, human: list[bool], th: Thresholds) -> list[str]:
@@ -398,7 +416,7 @@ def labels_visible(*, user, detail: bool = False):
     carry a critique preview (first ``OUTPUT_PREVIEW_CHARS`` characters) and its length.
     The rule is ``evals.blindness.labels_visible_to``, the one every surface applies."""
     qs = (
-        Label.objects.select_related("trial__run", "trial__case", "reviewer")
+        Label.objects.select_related("trial__run", "trial__case", "reviewer", "guidelines")
         .only(
             "id",
             "trial_id",
@@ -417,6 +435,7 @@ def labels_visible(*, user, detail: bool = False):
             "trial__run__uuid",
             "trial__case__key",
             "reviewer__username",
+            "guidelines__version",
         )
         .annotate(critique_length=Length("critique"))
     )

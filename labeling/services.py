@@ -21,6 +21,12 @@ from evals.models import Run, Trial
 from judges.models import JudgeApproval, JudgeVersion
 from judges.trust import trust_grant
 from labeling.figures import Calibration, PairwiseCalibration
+from labeling.freeze import FROZEN_TEXT, label_is_frozen
+from labeling.guidelines import (  # noqa: F401 - re-exported: the guidelines' writes
+    INSTRUCTIONS_MAX,
+    calibration_set_instructions_set,
+    guidelines_current_id,
+)
 from labeling.models import CalibrationItem, CalibrationSet, Label, LabelRevision
 from labeling.pairwise import is_pairwise, pairwise_calibration_compute
 from labeling.sampling import (
@@ -260,7 +266,13 @@ def _is_resubmission(last: LabelRevision, expected_version: int | None) -> bool:
 
 
 def label_submit(
-    *, trial: Trial, reviewer, verdict: str, critique: str = "", expected_version: int | None = None
+    *,
+    trial: Trial,
+    reviewer,
+    verdict: str,
+    critique: str = "",
+    expected_version: int | None = None,
+    calibration_set: CalibrationSet | None = None,
 ) -> Label:
     """Save ``reviewer``'s label on ``trial`` (reviewers and leads); returns the current label.
 
@@ -272,15 +284,23 @@ def label_submit(
       ``current_version``) and nothing is written, so a form loaded before any later change
       (a save, an undo, a save again: A-B-A) can never overwrite it.
     - First label (or first after a clearing): creates the Label at the next version and its
-      LabelRevision; freezes every calibration set holding the trial.
+      LabelRevision; freezes every calibration set holding the trial; records the reveal of
+      each set the reviewer has now labeled completely (``labeling.freeze``).
     - Revision: only the reviewer's own label; each change adds a LabelRevision.
-    - Identical resubmission (same verdict and critique, from the current version or as the
-      retry of the save that made it) changes nothing (idempotent).
+    - Frozen label (a set holding the trial is revealed to the reviewer: they finished it, so
+      the judge's verdicts are visible to them; never a lead's, who sees them anyway): the
+      change is written as a flagged LabelRevision (``after_reveal``) and the label keeps its
+      verdict and critique (the label of record); only its version moves. Outcome "flagged".
+    - Identical resubmission (same verdict and critique as the newest change, from the
+      current version or as the retry of the save that made it) changes nothing.
+    - The label and its revision record the guidelines version given
+      (``labeling.guidelines.guidelines_current_id``: ``calibration_set``'s, the queue's).
     Concurrency: the label row is updated with a compare-and-set on ``version`` and
     revisions are unique per (trial, reviewer, version); two reviewers never touch each
     other's rows, so both keep their labels.
-    Returns the label, carrying ``outcome``: "created", "revised" or "unchanged" (the API's
-    201 or 200). Raises PermissionDenied; DomainError for a bad verdict, a critique too long (field
+    Returns the label, carrying ``outcome``: "created", "revised", "flagged" or "unchanged"
+    (the API's 201 or 200) and ``flagged_revision`` (the newest flagged revision or None).
+    Raises PermissionDenied; DomainError for a bad verdict, a critique too long (field
     named) or a stale form (code "conflict").
     """
     role_require(reviewer, REVIEWER, LEAD, action="labeling")
@@ -295,23 +315,32 @@ def label_submit(
         # The label row's version too: a label written without revisions (by hand, by an
         # older import) still counts, so versions never go back.
         latest = max(last.version if last else 0, current.version if current else 0)
-        if (
-            current is not None
-            and (current.verdict, current.critique) == (verdict, critique)
-            and (
-                expected_version in (None, latest)
-                or (
-                    last is not None
-                    and last.version == latest
-                    and _is_resubmission(last, expected_version)
-                )
+        frozen = current is not None and label_is_frozen(
+            trial_id=trial.id, reviewer=reviewer, now=now
+        )
+        # The newest change: a frozen label's flagged revision, else the label itself.
+        newest = (
+            (last.verdict, last.critique)
+            if frozen and last is not None and last.after_reveal and last.version == latest
+            else ((current.verdict, current.critique) if current is not None else None)
+        )
+        if newest == (verdict, critique) and (
+            expected_version in (None, latest)
+            or (
+                last is not None
+                and last.version == latest
+                and _is_resubmission(last, expected_version)
             )
         ):
             current.outcome = "unchanged"  # identical resubmission
+            current.flagged_revision = (
+                last if frozen and last is not None and last.after_reveal else None
+            )
             return current
         if expected_version is not None and expected_version != latest:
             raise _stale(expected_version, latest)
         new_version = latest + 1
+        guidelines_id = guidelines_current_id(trial=trial, calibration_set=calibration_set)
         if current is None:
             try:
                 with transaction.atomic():
@@ -323,6 +352,7 @@ def label_submit(
                         critique=critique,
                         source=Label.Source.REVIEWER,
                         version=new_version,
+                        guidelines_id=guidelines_id,
                         created_at=now,
                         updated_at=now,
                     )
@@ -333,6 +363,7 @@ def label_submit(
                         version=new_version,
                         verdict=verdict,
                         critique=critique,
+                        guidelines_id=guidelines_id,
                         created_at=now,
                     )
             except IntegrityError:
@@ -344,11 +375,21 @@ def label_submit(
                     current_version=None,
                 ) from None
             _freeze_sets_of(trial, now)
-            label.outcome = "created"
+            label_is_frozen(trial_id=trial.id, reviewer=reviewer, now=now)  # records reveals
+            label.outcome, label.flagged_revision = "created", None
             return label
-        updated = Label.objects.filter(pk=current.pk, version=current.version).update(
-            verdict=verdict, critique=critique, version=new_version, updated_at=now
+        changes = (
+            {"version": new_version}
+            if frozen
+            else {
+                "verdict": verdict,
+                "critique": critique,
+                "version": new_version,
+                "guidelines_id": guidelines_id,
+                "updated_at": now,
+            }
         )
+        updated = Label.objects.filter(pk=current.pk, version=current.version).update(**changes)
         if not updated:
             raise DomainError(
                 detail="this label changed while saving; reload it — nothing was saved",
@@ -356,18 +397,21 @@ def label_submit(
                 code="conflict",
                 current_version=None,
             )
-        LabelRevision.objects.create(
+        revision = LabelRevision.objects.create(
             label=current,
             trial=trial,
             reviewer=reviewer,
             version=new_version,
             verdict=verdict,
             critique=critique,
+            after_reveal=frozen,
+            guidelines_id=guidelines_id,
             created_at=now,
         )
-        current.verdict, current.critique = verdict, critique
-        current.version, current.updated_at = new_version, now
-        current.outcome = "revised"
+        for name, value in changes.items():
+            setattr(current, name, value)
+        current.outcome = "flagged" if frozen else "revised"
+        current.flagged_revision = revision if frozen else None
         return current
 
 
@@ -393,7 +437,9 @@ def label_undo(*, trial: Trial, reviewer, expected_version: int | None = None) -
     nothing is deleted from the history and versions never go back, so a form loaded before
     the undo is stale. Undoing again walks further back. Returns the label after the undo,
     or None when it was cleared or there was nothing to undo. ``expected_version`` as in
-    ``label_submit`` (DomainError (code "conflict") when it differs). Raises PermissionDenied.
+    ``label_submit`` (DomainError (code "conflict") when it differs). A frozen label
+    (``labeling.freeze``: the reviewer saw the judge's verdicts) is never undone: DomainError
+    (code "conflict", field ``trial``). Raises PermissionDenied.
     """
     role_require(reviewer, REVIEWER, LEAD, action="labeling")
     label = Label.objects.select_for_update().filter(trial=trial, reviewer=reviewer).first()
@@ -401,9 +447,17 @@ def label_undo(*, trial: Trial, reviewer, expected_version: int | None = None) -
         return None
     if expected_version is not None and expected_version != label.version:
         raise _stale(expected_version, label.version, undone=True)
+    now = timezone.now()
+    if label_is_frozen(trial_id=trial.id, reviewer=reviewer, now=now):
+        raise DomainError(
+            f"{FROZEN_TEXT} and cannot be undone; save a new verdict to record a flagged "
+            "revision (nothing was undone)",
+            field="trial",
+            code="conflict",
+            current_version=label.version,
+        )
     stack = _undo_stack(list(LabelRevision.objects.filter(trial=trial, reviewer=reviewer)))
     undone = stack.pop() if stack else None
-    now = timezone.now()
     new_version = label.version + 1
     restored = stack[-1] if stack else None
     LabelRevision.objects.create(
@@ -503,29 +557,3 @@ def _pairwise_trust_approve(
         if not current.trust_ok:
             raise DomainError("thresholds not met: " + "; ".join(current.trust_reasons))
         return trust_grant(judge_version=judge_version, by=by, figures=current.as_json())
-
-
-# --- guidelines for reviewers ---------------------------------------------------------------
-
-INSTRUCTIONS_MAX = 20_000
-
-
-def calibration_set_instructions_set(
-    *, calibration_set: CalibrationSet, instructions: str, by
-) -> CalibrationSet:
-    """Replace the set's labeling guidelines (Markdown, at most ``INSTRUCTIONS_MAX``
-    characters; empty removes them). Engineers and leads; allowed at any time, frozen or not
-    (guidelines clarify the criterion, they do not change the items). Line ends are
-    normalised to ``\\n``. Raises PermissionDenied, or DomainError (field
-    ``instructions``) when too long."""
-    role_require(by, ENGINEER, LEAD, action="editing a calibration set's guidelines")
-    text = (instructions or "").replace("\r\n", "\n").replace("\r", "\n").strip()
-    if len(text) > INSTRUCTIONS_MAX:
-        raise DomainError(
-            f"{len(text)} characters; at most {INSTRUCTIONS_MAX}",
-            field="instructions",
-            code="too_large",
-        )
-    CalibrationSet.objects.filter(pk=calibration_set.pk).update(instructions=text)
-    calibration_set.instructions = text
-    return calibration_set

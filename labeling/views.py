@@ -41,7 +41,7 @@ from core.http import (
 from core.ids import uuid_parse
 from core.roles import ENGINEER, LEAD, REVIEWER, user_has_role
 from evals.grading.contract.decisions import output_hash
-from evals.models import Run, Suite, Trial
+from evals.models import Run, Suite, Trial, TrialPair
 from judges import trust
 from judges.models import Judge, JudgeRun, JudgeVersion
 from labeling import adjudication, improve, preferences, services
@@ -63,6 +63,7 @@ from labeling.forms import (
     TrustApproveForm,
     TrustRevokeForm,
 )
+from labeling.guidelines import guidelines_versions_get
 from labeling.models import CalibrationSet, Label
 from labeling.pairwise import is_pairwise
 from labeling.queue import QueueState, queue_last_labeled_get, queue_state_get
@@ -138,10 +139,13 @@ def _set_page(
     *,
     instructions_form: CalibrationInstructionsForm | None = None,
     item_form: CalibrationItemForm | None = None,
+    guidelines_conflict: str | None = None,
+    status: int = 200,
 ) -> HttpResponse:
     """Render the set page; ``instructions_form`` is the guidelines form (a refused post's
     bound form, shown open with its errors and the typed text), else one holding the saved
-    guidelines; ``item_form`` likewise the "add a trial" form, else a blank one."""
+    guidelines; ``item_form`` likewise the "add a trial" form, else a blank one;
+    ``guidelines_conflict`` the current guidelines a stale form was refused over."""
     items = (
         cset.items.select_related("trial__case", "trial__run")
         .annotate(n_labels=Count("trial__labels"))
@@ -161,9 +165,17 @@ def _set_page(
             "items": items,
             "item_form": item_form or CalibrationItemForm(),
             "instructions_form": instructions_form
-            or CalibrationInstructionsForm(initial={"instructions": cset.instructions}),
+            or CalibrationInstructionsForm(
+                initial={
+                    "instructions": cset.instructions,
+                    "expected_version": cset.instructions_version,
+                }
+            ),
+            "guidelines_conflict": guidelines_conflict,
+            "guidelines_versions": guidelines_versions_get(calibration_set=cset),
             "plan": plan,
         },
+        status=status,
     )
 
 
@@ -171,9 +183,12 @@ def _set_page(
 @require_POST
 @role_required(*BUILDER_ROLES)
 def calibration_set_instructions(request: HtmxHttpRequest, set_id) -> HttpResponse:
-    """Save the set's guidelines for reviewers (``calibration_set_instructions_set``);
-    back to the set page. Refused (too long, or text the database cannot store): the set
-    page again with the error on the guidelines and the typed text kept, nothing saved."""
+    """Save a new version of the set's guidelines for reviewers
+    (``calibration_set_instructions_set``, a compare-and-set on the version the form
+    carries); back to the set page. Refused (too long, or text the database cannot store):
+    the set page again with the error on the guidelines and the typed text kept, nothing
+    saved. A stale form (another tab saved since): 409, the set page with the current
+    guidelines shown and the typed text kept in the form, nothing saved."""
     cset = _set_or_404(set_id)
     form = CalibrationInstructionsForm(request.POST)
     if not form.is_valid():
@@ -183,10 +198,27 @@ def calibration_set_instructions(request: HtmxHttpRequest, set_id) -> HttpRespon
             calibration_set=cset,
             instructions=form.cleaned_data["instructions"],
             by=request.user,
+            expected_version=form.cleaned_data["expected_version"],
         )
     except DomainError as exc:
-        form.add_error("instructions", f"Guidelines not saved: {exc}")
-        return _set_page(request, cset, instructions_form=form)
+        if exc.code != "conflict":
+            form.add_error("instructions", f"Guidelines not saved: {exc}")
+            return _set_page(request, cset, instructions_form=form)
+        # A stale tab: the user's text kept, the form moved to the current version (saving
+        # again replaces it deliberately), the current text shown beside it.
+        data = request.POST.copy()
+        data["expected_version"] = exc.extra["current_version"]
+        kept = CalibrationInstructionsForm(data)
+        kept.is_valid()
+        kept.add_error(None, f"Guidelines not saved: {exc}.")
+        cset.refresh_from_db()
+        return _set_page(
+            request,
+            cset,
+            instructions_form=kept,
+            guidelines_conflict=exc.extra["current_text"],
+            status=409,
+        )
     messages.success(request, "Guidelines saved.")
     return redirect("labeling:set-detail", set_id=cset.uuid)
 
@@ -353,12 +385,13 @@ def label_save(request: HtmxHttpRequest, set_id) -> HttpResponse:
         )
     data = form.cleaned_data
     try:
-        services.label_submit(
+        label = services.label_submit(
             trial=trial,
             reviewer=request.user,
             verdict=data["verdict"],
             critique=data["critique"],
             expected_version=data["expected_version"],
+            calibration_set=cset,
         )
     except DomainError as exc:
         state = queue_state_get(calibration_set=cset, reviewer=request.user, trial_uuid=trial_uuid)
@@ -386,9 +419,22 @@ def label_save(request: HtmxHttpRequest, set_id) -> HttpResponse:
             status=200 if request.htmx else (409 if stale else 400),
         )
     if not request.htmx:
+        if label.outcome == "flagged":
+            messages.warning(request, _flagged_text(label))
         return redirect(reverse("labeling:queue", kwargs={"set_id": cset.uuid}))
     state = queue_state_get(calibration_set=cset, reviewer=request.user, after_uuid=trial_uuid)
+    if label.outcome == "flagged":
+        return _queue_render(request, state, saved=_flagged_text(label))
     return _queue_render(request, state, saved=f"Saved {data['verdict']}.")
+
+
+def _flagged_text(label: Label) -> str:
+    revision = label.flagged_revision
+    return (
+        f"Your label of record stays {label.verdict}: you had finished this set, so the "
+        f"judge's verdicts were visible to you. Your {revision.verdict} is recorded as a "
+        "revision after seeing them, flagged and counted apart in calibration."
+    )
 
 
 @unstorable_shown_on_form
@@ -415,7 +461,7 @@ def review_save(request: HtmxHttpRequest, set_id) -> HttpResponse:
         )
         return _queue_render(request, state, review_form=form)
     try:
-        review_submit(
+        label = review_submit(
             calibration_set=cset,
             trial=trial,
             reviewer=request.user,
@@ -434,9 +480,12 @@ def review_save(request: HtmxHttpRequest, set_id) -> HttpResponse:
             status=200 if request.htmx else (409 if exc.code == "conflict" else 400),
         )
     if not request.htmx:
+        if label.outcome == "flagged":
+            messages.warning(request, _flagged_text(label))
         return redirect(reverse("labeling:queue", kwargs={"set_id": cset.uuid}))
     state = queue_state_get(calibration_set=cset, reviewer=request.user, after_uuid=str(trial.uuid))
-    return _queue_render(request, state, saved="Review saved.")
+    saved = _flagged_text(label) if label.outcome == "flagged" else "Review saved."
+    return _queue_render(request, state, saved=saved)
 
 
 @require_POST
@@ -498,7 +547,18 @@ def label_undo(request: HtmxHttpRequest, set_id) -> HttpResponse:
         )
         return _queue_render(request, state, error="Nothing to undo.")
     trial = last.trial
-    services.label_undo(trial=trial, reviewer=request.user)
+    try:
+        services.label_undo(trial=trial, reviewer=request.user)
+    except DomainError as exc:
+        state = queue_state_get(
+            calibration_set=cset, reviewer=request.user, trial_uuid=str(trial.uuid)
+        )
+        return _queue_render(
+            request,
+            state,
+            error=f"Not undone: {exc}.",
+            status=200 if request.htmx else 409,
+        )
     if not request.htmx:
         return redirect(
             reverse("labeling:queue", kwargs={"set_id": cset.uuid}) + f"?trial={trial.uuid}"
@@ -698,8 +758,13 @@ def _calibration_page(
         judge_version=version, calibration_set=cset, suite=suite
     )
     ceiling = calibration_selectors.human_agreement(calibration_set=cset, suite=suite)
+    revised, by_guidelines = calibration_selectors.calibration_label_notes(
+        judge_version=version, calibration_set=cset, suite=suite
+    )
     context.update(
         {
+            "revised": revised,
+            "by_guidelines": by_guidelines,
             "cal": figures,
             "ceiling": ceiling,
             "approve_form": TrustApproveForm(
@@ -897,12 +962,14 @@ def judge_versions_compare(request: HtmxHttpRequest, judge_id) -> HttpResponse:
 def preference_queue(request: HtmxHttpRequest, judge_run_id) -> HttpResponse:
     """Label preferences on a pairwise judge run's pairs, one at a time, keyboard-first
     (``a`` / ``b`` / ``t``, ``c`` critique, ``Enter`` save and next), blind to the judge
-    and to which run each response came from (``labeling.preferences``). POST saves, then
-    on to the next pair; a refused form (no choice, or text the database cannot store)
-    shows the same pair again with the error on the field and the typed critique kept,
-    nothing saved."""
+    and to which run each response came from: each pair in its recorded order
+    (``labeling.preferences``). ``?pair=<uuid>`` shows that pair of the run (the way back
+    after a login). POST (htmx, like the pass/fail queue, so an expired session's 401 keeps
+    the choice and critique in the tab: ``static/js/labeling.js``) saves, then on to the
+    next pair; a refused form (no choice, or text the database cannot store) shows the same
+    pair again with the error on the field and the typed critique kept, nothing saved."""
     judge_run = get_object_or_404(JudgeRun, uuid=judge_run_id, base_run__isnull=False)
-    form, pair_id = PreferenceLabelForm(), None
+    form, pair_id, saved = PreferenceLabelForm(), None, ""
     if request.method == "POST":
         form = PreferenceLabelForm(request.POST)
         if form.is_valid():
@@ -915,11 +982,23 @@ def preference_queue(request: HtmxHttpRequest, judge_run_id) -> HttpResponse:
                     critique=form.cleaned_data["critique"],
                 )
             except DomainError as exc:
-                messages.error(request, f"Not saved: {exc}")
-            return redirect("labeling:preferences", judge_run_id=judge_run.uuid)
-        pair_id = form.cleaned_data.get("pair")
+                form_error(form, exc)
+            else:
+                if not request.htmx:
+                    return redirect("labeling:preferences", judge_run_id=judge_run.uuid)
+                form, saved = PreferenceLabelForm(), "Saved."
+        if form.errors:
+            pair_id = form.cleaned_data.get("pair")
+    else:
+        shown = query_uuid(request, "pair")
+        if shown is not None:
+            pair_id = (
+                TrialPair.objects.filter(uuid=shown, id__in=list(judge_run.trial_ids))
+                .values_list("id", flat=True)
+                .first()
+            )
     state = preferences.preference_queue_get(
         judge_run=judge_run, reviewer=request.user, pair_id=pair_id
     )
-    context = {"judge_run": judge_run, "state": state, "form": form}
+    context = {"judge_run": judge_run, "state": state, "form": form, "saved": saved}
     return render(request, "labeling/preferences.html", context)

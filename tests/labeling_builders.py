@@ -3,8 +3,8 @@ judge version has graded, and a calibration set over it."""
 
 from __future__ import annotations
 
-from evals.models import Case, Grade, Run, Suite, Trial
-from judges.models import Judge, JudgeVersion
+from evals.models import Case, Grade, Run, Suite, Trial, TrialPair
+from judges.models import Judge, JudgeRun, JudgeVersion
 from labeling.models import CalibrationItem, CalibrationSet
 
 JUDGE_REASON = "JUDGE-REASONING-{i:02d}: the answer cites the refund policy"
@@ -72,3 +72,37 @@ def calibration_set(
         CalibrationItem(calibration_set=cset, trial=t, position=i) for i, t in enumerate(trials)
     )
     return cset
+
+
+def pairwise_judge_run(n: int = 6) -> JudgeRun:
+    """A finished pairwise judge run over ``n`` cases (keys p01..): the base run's trial
+    answers ``BASE-<i>``, the head's ``HEAD-<i>``, one ``TrialPair`` per case (A: base),
+    no verdicts. Pairs in case order in ``trial_ids``."""
+    suite = Suite.objects.create(name="pairs")
+    runs = {
+        side: Run.objects.create(
+            suite=suite, name=side.lower(), target_kind="imported", status=Run.Status.SUCCEEDED
+        )
+        for side in ("BASE", "HEAD")
+    }
+    judge = Judge.objects.create(name="pairwise", kind=Judge.Kind.PAIRWISE)
+    version = JudgeVersion.objects.create(judge=judge, number=1, model="m", protocol="p1")
+    pair_ids = []
+    for i in range(1, n + 1):
+        case = Case.objects.create(suite=suite, key=f"p{i:02d}", input=f"Which is better {i}?")
+        base, head = (
+            Trial.objects.create(
+                run=runs[side], case=case, attempt=1, status=Trial.Status.OK, output=f"{side}-{i}"
+            )
+            for side in ("BASE", "HEAD")
+        )
+        pair_ids.append(TrialPair.objects.create(case=case, trial_a=base, trial_b=head).id)
+    return JudgeRun.objects.create(
+        run=runs["HEAD"],
+        base_run=runs["BASE"],
+        judge_version=version,
+        grader=version.grader_key,
+        status=JudgeRun.Status.SUCCEEDED,
+        trial_ids=pair_ids,
+        trials_total=n,
+    )

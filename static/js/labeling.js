@@ -12,7 +12,9 @@
 // nothing, and this script keeps the typed verdict and critique in sessionStorage, shows
 // the "log in again" banner (rendered by the server, hidden) and points its link back at
 // this item. After login the queue page opens on that item, the draft is put back in the
-// form and saved (once; the draft is dropped before the save is sent).
+// form and saved (once; the draft is dropped before the save is sent). The preference
+// queue does the same: its form names its item in data-item (the pair's UUID) and its root
+// the query parameter that shows it (data-item-param="pair"; the pass/fail queue: "trial").
 (function () {
   "use strict";
 
@@ -109,12 +111,19 @@
 
   function field(f, name) { return f ? f.querySelector('[name="' + name + '"]') : null; }
 
+  // The item the form is for: its data-item, else its "trial" field.
+  function itemOf(f) {
+    if (!f) return "";
+    if (f.getAttribute("data-item")) return f.getAttribute("data-item");
+    return field(f, "trial") ? field(f, "trial").value : "";
+  }
+
   function draftKeep() {
     var f = form(), key = draftKey();
     if (!f || !key) return null;
     var checked = f.querySelector('input[name="verdict"]:checked');
     var draft = {
-      trial: field(f, "trial") ? field(f, "trial").value : "",
+      item: itemOf(f),
       verdict: checked ? checked.value : "",
       critique: field(f, "critique") ? field(f, "critique").value : "",
     };
@@ -127,8 +136,10 @@
     var banner = document.getElementById("queue-session-expired");
     var link = document.getElementById("queue-relogin");
     if (!banner || !root) return;
-    if (link && draft && draft.trial) {
-      var next = root.getAttribute("data-queue-url") + "?trial=" + encodeURIComponent(draft.trial);
+    if (link && draft && draft.item) {
+      var param = root.getAttribute("data-item-param") || "trial";
+      var next = root.getAttribute("data-queue-url") + "?" + param + "=" +
+        encodeURIComponent(draft.item);
       link.setAttribute(
         "href", root.getAttribute("data-login-url") + "?next=" + encodeURIComponent(next));
     }
@@ -149,8 +160,7 @@
     if (!raw) return;
     var draft;
     try { draft = JSON.parse(raw); } catch (e) { draft = null; }
-    var trial = field(f, "trial");
-    if (!draft || !trial || draft.trial !== trial.value) return;
+    if (!draft || !draft.item || draft.item !== itemOf(f)) return;
     window.sessionStorage.removeItem(key);
     var critique = field(f, "critique");
     if (critique) critique.value = draft.critique || "";

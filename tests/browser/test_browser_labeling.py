@@ -11,7 +11,7 @@ import pytest
 from django.urls import reverse
 
 from judges.models import JudgeApproval
-from labeling.models import Label
+from labeling.models import Label, LabelRevision
 from tests.browser.conftest import INJECTED, log_in
 from tests.labeling_builders import calibration_set, judged_run
 
@@ -70,21 +70,27 @@ def test_a_reviewer_labels_30_items_by_keyboard_and_a_lead_trusts_the_judge(
     assert labels.count() == 30
     assert labels.filter(verdict="fail").count() == 10
     assert labels.get(trial=trials[0]).critique == "cites the wrong policy\nand says p f j k"
-    # undo (u) takes back the last label; k/j move; Enter saves it again
+    # Finished: the judge's verdicts are visible to bob now, so his labels are frozen. Undo
+    # (u) is refused; k/j move; a changed verdict saved with Enter is kept as a flagged
+    # revision and the label of record stays.
+    page.wait_for_function(HTMX_IDLE)
     page.keyboard.press("u")
+    page.wait_for_selector("text=cannot be undone")
     page.wait_for_selector("#queue-item h1:has-text('Item 30 of 30')")
     page.wait_for_function(HTMX_IDLE)
-    assert Label.objects.filter(reviewer=bob).count() == 29
+    assert Label.objects.filter(reviewer=bob).count() == 30
     page.keyboard.press("k")
     page.wait_for_selector("#queue-item h1:has-text('Item 29 of 30')")
     page.wait_for_function(HTMX_IDLE)
     page.keyboard.press("j")
     page.wait_for_selector("#queue-item h1:has-text('Item 30 of 30')")
     page.wait_for_function(HTMX_IDLE)
-    page.keyboard.press("p")
+    assert page.is_visible("#queue-frozen")
+    page.keyboard.press("f")
     page.keyboard.press("Enter")
-    page.wait_for_selector("text=Done: you have labeled every item in this set.")
-    assert Label.objects.filter(reviewer=bob).count() == 30
+    page.wait_for_selector("p.message.success:has-text('Your label of record stays pass')")
+    assert Label.objects.get(reviewer=bob, trial=trials[29]).verdict == "pass"
+    assert LabelRevision.objects.filter(reviewer=bob, after_reveal=True).count() == 1
     assert page.locator(INJECTED).count() == 0
     assert page.dialogs == []
     assert page.console_errors == []

@@ -31,7 +31,7 @@ SAVED_AT = datetime(2025, 2, 24, 15, 30, tzinfo=UTC)  # 23:30 in UTC+8 (fault M1
 LABEL_COLUMNS = [
     f"label.{who}.{f}"
     for who in ("alice", "bob", "dataset gold")
-    for f in ("verdict", "critique", "labeled_at")
+    for f in ("verdict", "critique", "labeled_at", "guidelines_version", "revised_after_reveal")
 ]
 
 
@@ -183,7 +183,7 @@ def test_it_tells_an_imported_name_from_a_reviewer_of_the_same_name(cset):
     assert "label.dataset gold (imported).verdict" in names
 
 
-def test_it_builds_in_five_queries_whatever_the_size(cset):
+def test_it_builds_in_six_queries_whatever_the_size(cset):
     with CaptureQueriesContext(connection) as small:
         calibration_table(calibration_set=cset)
     run, version, trials = judged_run(30, suite_name="big", run_name="r2", judge_name="j2")
@@ -192,7 +192,7 @@ def test_it_builds_in_five_queries_whatever_the_size(cset):
         Label.objects.create(trial=trial, reviewer_name="gold", verdict="pass")
     with CaptureQueriesContext(connection) as large:
         calibration_table(calibration_set=big)
-    assert len(small) == len(large) == 5
+    assert len(small) == len(large) == 6
 
 
 def test_it_writes_parquet_with_typed_columns_and_nulls(cset):

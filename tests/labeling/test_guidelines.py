@@ -144,3 +144,45 @@ def test_guidelines_too_long_come_back_on_the_set_page_with_the_error(client, cs
     assert f"{text}</textarea>" in page
     cset.refresh_from_db()
     assert cset.instructions == ""
+
+
+def test_each_edit_is_a_version_and_a_stale_form_is_refused_with_the_current_text_shown(
+    client, cset, alice, carol
+):
+    url = reverse("labeling:set-instructions", kwargs={"set_id": cset.uuid})
+    client.force_login(carol)
+    assert client.post(url, {"instructions": "v1 CAROL", "expected_version": 0}).status_code == 302
+    client.force_login(alice)
+    assert client.post(url, {"instructions": "v2 ALICE", "expected_version": 1}).status_code == 302
+    client.force_login(carol)  # her tab still holds version 1
+    response = client.post(url, {"instructions": "CAROL-STALE-EDIT", "expected_version": 1})
+    page = response.content.decode()
+    assert response.status_code == 409
+    assert '<pre class="text" id="guidelines-current">v2 ALICE</pre>' in page
+    assert "CAROL-STALE-EDIT</textarea>" in page  # her text kept in the form
+    assert 'name="expected_version" value="2"' in page  # saving again replaces deliberately
+    cset.refresh_from_db()
+    assert (cset.instructions, cset.instructions_version) == ("v2 ALICE", 2)
+    assert [(v.version, v.text, v.created_by.username) for v in cset.guidelines_versions.all()] == [
+        (1, "v1 CAROL", "carol"),
+        (2, "v2 ALICE", "alice"),
+    ]
+
+
+def test_every_label_stores_the_guidelines_version_it_was_given_under(client, cset, bob, carol):
+    trials = [item.trial for item in cset.items.order_by("position")]
+    save = reverse("labeling:label-save", kwargs={"set_id": cset.uuid})
+    for text, trial in (("first rule", trials[0]), ("second rule", trials[1])):
+        calibration_set_instructions_set(calibration_set=cset, instructions=text, by=carol)
+        client.force_login(bob)
+        client.post(save, {"trial": trial.uuid, "verdict": "pass", "expected_version": 0}, **HTMX)
+    labels = {
+        lb.trial_id: lb.guidelines.version for lb in Label.objects.select_related("guidelines")
+    }
+    assert labels == {trials[0].id: 1, trials[1].id: 2}
+    client.force_login(carol)
+    url = reverse("labeling:calibration", args=[cset.judge_version.uuid]) + f"?set={cset.uuid}"
+    page = client.get(url).content.decode()
+    assert "1 label given under guidelines v2 · 1 label given under guidelines v1" in page
+    export = client.get(reverse("interop:set-export", args=[cset.uuid]) + "?format=csv")
+    assert b"label.bob.guidelines_version" in export.content

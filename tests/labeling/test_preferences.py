@@ -10,7 +10,7 @@ from rest_framework.test import APIClient
 from core.text import UNSTORABLE
 from evals.models import Case, Run, Suite, Trial
 from judges import runs
-from labeling.models import PreferenceLabel
+from labeling.models import PreferenceLabel, PreferenceOrder
 from labeling.pairwise import pairwise_calibration_compute
 from tests.conftest import PASSWORD, _user
 from tests.fakellm import FakeLLM
@@ -44,6 +44,11 @@ def judge_run(django_capture_on_commit_callbacks):
             )
     jr.refresh_from_db()
     assert jr.status == "succeeded"
+    # Shown in the pair's own order (base as A), so a choice on screen is the stored one;
+    # the balanced draw is tested in test_preference_order.py.
+    PreferenceOrder.objects.bulk_create(
+        PreferenceOrder(pair_id=pid, swapped=False) for pid in jr.trial_ids
+    )
     return jr
 
 
@@ -106,8 +111,11 @@ def test_preference_labels_export_shows_a_reviewer_only_their_own(client, alice,
     body = client.get(f"{export}?format=csv").content.decode()  # dave is logged in
     assert "DAVE-NOTE" in body and "BOB-NOTE" not in body
     header, *rows = [line for line in body.splitlines() if line]
-    assert header == "pair,case_id,reviewer,preferred,critique,source,created_at"
-    assert len(rows) == 1 and ",dave,A,DAVE-NOTE,reviewer," in rows[0]
+    assert header == (
+        "pair,case_id,reviewer,preferred,preferred_run,shown_first,chose_shown,critique,"
+        "source,created_at"
+    )
+    assert len(rows) == 1 and ",dave,A,base,base,A,DAVE-NOTE,reviewer," in rows[0]
     assert client.login(username=alice.username, password=PASSWORD)
     body = client.get(f"{export}?format=csv").content.decode()
     assert "DAVE-NOTE" in body and "BOB-NOTE" in body

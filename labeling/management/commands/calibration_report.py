@@ -80,6 +80,11 @@ def render_pairwise_text(cal: PairwiseCalibration, trust: str) -> str:
         f"unresolved human disagreements {cal.n_unresolved})",
         _rate_text("position consistency", cal.position_consistency),
         _rate_text("first-slot preference", cal.first_slot_preference),
+        *(
+            [_rate_text("reviewers' first-slot preference", cal.human_first_slot)]
+            if cal.human_first_slot is not None
+            else []
+        ),
         _rate_text("agreement (order-consistent)", cal.agreement_rate)
         if cal.agreement_rate is not None
         else f"  agreement (order-consistent): {_num(cal.agreement)}",
