@@ -29,7 +29,7 @@ class Migration(migrations.Migration):
 
     dependencies = [
         ('evals', '0019_run_trials_cancelled'),
-        ('labeling', '0007_label_revision_history_outlives_undo'),
+        ('labeling', '0008_adjudication_version'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
