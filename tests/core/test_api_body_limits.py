@@ -11,7 +11,7 @@ import tracemalloc
 import pytest
 
 from core import bounds
-body_read_capped = None  # noqa
+from core.api.parsers import body_read_capped
 from core.errors import DomainError
 from tests.core.test_api_core import client_for
 
