@@ -60,7 +60,7 @@ def count_problem(value: int, *, minimum: int = 0) -> str | None:
     """None when ``value`` (an int) is in [minimum, INT_MAX], else the message to show."""
     if minimum <= value <= INT_MAX:
         return None
-    return f"expected a whole number from {minimum} to {INT_MAX:,}, got {value}"
+    return f"expected a whole number from {minimum} to {INT_MAX:,}, got {int_text(value)}"
 
 
 def cost_problem(value: Decimal) -> str | None:

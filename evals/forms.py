@@ -9,7 +9,7 @@ from django import forms
 from django.db.models import QuerySet
 from django.urls import reverse_lazy
 
-from core.bounds import INT_MAX, INT_MIN
+from core.bounds import SEED_MAX
 from core.errors import DomainError
 from core.forms import StorableForm
 from core.strict_json import json_loads_strict
@@ -83,8 +83,8 @@ class RunStartForm(StorableForm):
     seed = forms.IntegerField(
         required=False,
         initial=1,
-        min_value=INT_MIN,
-        max_value=INT_MAX,
+        min_value=0,
+        max_value=SEED_MAX,
         help_text="Simulated target only.",
     )
     pass_probability = forms.FloatField(

@@ -51,12 +51,19 @@ from __future__ import annotations
 import datetime
 import json
 import math
+import tomllib
 from pathlib import Path
 
 from django.db import transaction
 
+from core.bounds import int_digits_plain
 from core.errors import DomainError
-from core.strict_json import contains_non_finite, json_loads_line
+from core.strict_json import (
+    JSON_MAX_DEPTH,
+    contains_non_finite,
+    json_loads_line,
+    nesting_path_past,
+)
 from core.text import unstorable_refuse
 from evals.cases import CaseSpec, case_spec_parse, suite_config_apply
 from evals.presets import grader_set_preset_apply, target_preset_apply
@@ -145,6 +152,50 @@ def _suite_cases(name: str, config: dict, base_dir: Path | None) -> list[CaseSpe
     return specs
 
 
+NESTED = f"nested too deeply (more than {JSON_MAX_DEPTH} arrays/tables inside each other)"
+
+
+def _toml_nesting_line(text: str) -> int:
+    """The line where ``text``'s brackets first nest past ``JSON_MAX_DEPTH`` (strings and
+    comments skipped, roughly: for the message only), or the last line."""
+    depth, quote, line, comment = 0, "", 1, False
+    for char in text:
+        if char == "\n":
+            line, comment = line + 1, False
+        elif comment:
+            continue
+        elif quote:
+            quote = "" if char == quote else quote
+        elif char in "\"'":
+            quote = char
+        elif char == "#":
+            comment = True
+        elif char in "[{":
+            depth += 1
+            if depth > JSON_MAX_DEPTH:
+                return line
+        elif char in "]}":
+            depth -= 1
+    return line
+
+
+def config_document_read(path: Path) -> dict:
+    """The TOML document in the file at ``path`` (a dict). Raises ``DomainError`` naming the
+    file (field) and the line (record) for nesting past ``JSON_MAX_DEPTH`` (never a
+    ``RecursionError``), ``ValueError`` for a file that is not TOML (its message, Python's
+    integer-size advice replaced by a plain sentence) and ``OSError`` when unreadable."""
+    text = path.read_bytes().decode("utf-8")  # UnicodeDecodeError is a ValueError
+    try:
+        return tomllib.loads(text)
+    except RecursionError:
+        line = _toml_nesting_line(text)
+        raise DomainError(
+            NESTED, field=str(path), record=f"line {line}", detail=f"{path}: line {line}: {NESTED}"
+        ) from None
+    except ValueError as exc:
+        raise ValueError(int_digits_plain(str(exc))) from None
+
+
 def _non_json_refuse(value: object, where: str) -> None:
     """TOML has ``nan`` and ``inf``, and dates and times (``1979-05-27T07:32:00Z``); JSON
     (what every table becomes) has neither: refuse them, naming where (a date used to
@@ -177,9 +228,13 @@ def config_apply(*, document: dict, base_dir: Path | None = None) -> dict[str, l
     "updated"), "content_hash"}], "grader_sets": [...]}``. Idempotent: the same document
     twice changes nothing. Raises ``DomainError`` naming ``suites.<name>.<field>``,
     ``judges[<i>].<field>``, ``targets.<name>.<field>``
-    or ``grader_sets.<name>.<field>`` (also for a ``\\u0000`` escape: ``core.text``);
+    or ``grader_sets.<name>.<field>`` (also for a ``\\u0000`` escape: ``core.text``; for
+    nesting past ``JSON_MAX_DEPTH``, the path to it);
     nothing is written then.
     """
+    deep = nesting_path_past(document)
+    if deep is not None:  # dotted keys nest without brackets; the walks below recurse
+        raise DomainError(NESTED, field=deep)
     unstorable_refuse(document)
     _non_json_refuse(document, "")
     extra = sorted(set(document) - set(TABLES))
@@ -202,7 +257,9 @@ def config_apply(*, document: dict, base_dir: Path | None = None) -> dict[str, l
         except DomainError as exc:
             if exc.field.startswith("judges["):
                 raise
-            raise DomainError(exc.message, field=f"judges[{index}].{exc.field}") from exc
+            raise DomainError(
+                exc.message, field=f"judges[{index}].{exc.field}", code=exc.code
+            ) from exc
         judges.append(
             {
                 "judge": version.judge.name,

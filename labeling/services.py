@@ -15,6 +15,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import F, Max
 from django.utils import timezone
 
+from core.bounds import TEXT_MAX_CHARS
 from core.errors import DomainError
 from core.roles import ENGINEER, LEAD, REVIEWER, role_require
 from evals.models import Run, Trial
@@ -33,7 +34,7 @@ from labeling.sampling import (
 from labeling.selectors import calibration_compute
 
 VERDICTS = tuple(Label.Verdict.values)
-CRITIQUE_MAX = 20_000
+CRITIQUE_MAX = TEXT_MAX_CHARS["critique"]  # core.bounds: the one table of text limits
 
 
 def verdict_check(verdict: str) -> str:
@@ -507,7 +508,7 @@ def _pairwise_trust_approve(
 
 # --- guidelines for reviewers ---------------------------------------------------------------
 
-INSTRUCTIONS_MAX = 20_000
+INSTRUCTIONS_MAX = TEXT_MAX_CHARS["guidelines"]
 
 
 def calibration_set_instructions_set(
