@@ -100,7 +100,7 @@ def query_page(request: HttpRequest) -> int:
     raw = request.GET.get("page")
     if not raw:
         return 1
-    if not (raw.isascii() and raw.isdigit()) or int(raw) < 1 or len(raw) > 9:
+    if not (raw.isascii() and raw.isdigit()) or len(raw) > 9 or int(raw) < 1:
         raise BadRequest(f"page: expected a page number (1, 2, ...), got {raw[:100]!r}")
     return int(raw)
 

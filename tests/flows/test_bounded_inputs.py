@@ -162,3 +162,14 @@ def test_run_suite_refuses_a_seed_outside_0_to_2_63(suite, seed):
         call_command("run_suite", "s", "--simulated", "--seed", seed)
     assert "expected a whole number from 0 to 9,223,372,036,854,775,807" in str(caught.value)
     assert ADVICE not in str(caught.value)
+
+
+def test_a_page_number_or_page_size_of_5000_digits_is_answered_without_python_advice(
+    client, bob, carol
+):
+    client.force_login(carol)
+    response = client.get(reverse("evals:run-list"), {"page": "9" * 5000})
+    assert response.status_code == 400
+    assert ADVICE not in response.content.decode()
+    response = client_for(bob).get("/api/runs/", {"page_size": "9" * 5000})
+    assert response.status_code == 200  # capped at 100, as any large size
