@@ -166,7 +166,11 @@ TEXT_MAX_CHARS = {
     "judge.output_schema": 100_000,
     "guidelines": 20_000,  # a calibration set's guidelines for reviewers
     "critique": 20_000,  # a label's, and each dimension's of a review
+    "form.json": 200_000,  # a JSON field typed in a form (target settings, grader set)
 }
+# A config file for ``manage.py apply_config`` (TOML, parsed whole): larger suites keep their
+# cases in a ``cases_file`` (JSONL, read a line at a time).
+CONFIG_FILE_MAX_BYTES = 1 * MIB
 JUDGE_PARAMS_MAX_KEYS = 100  # top-level keys of a judge version's params
 
 

@@ -52,11 +52,12 @@ import datetime
 import json
 import math
 import tomllib
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from django.db import transaction
 
-from core.bounds import int_digits_plain
+from core.bounds import CONFIG_FILE_MAX_BYTES, int_digits_plain
 from core.errors import DomainError
 from core.strict_json import (
     JSON_MAX_DEPTH,
@@ -134,9 +135,20 @@ def _suite_cases(name: str, config: dict, base_dir: Path | None) -> list[CaseSpe
         raise DomainError("expected a path", field=f"{where}.cases_file")
     path = (base_dir or Path.cwd()) / relative
     try:
-        lines = path.read_text(encoding="utf-8").splitlines()
+        lines = _text_lines(path)
+        specs = _cases_file_specs(lines, where)
     except (OSError, UnicodeDecodeError) as exc:
         raise DomainError(f"cannot read {path}: {exc}", field=f"{where}.cases_file") from exc
+    return specs
+
+
+def _text_lines(path: Path) -> Iterator[str]:
+    """The lines of the UTF-8 text file at ``path``, read one at a time."""
+    with path.open(encoding="utf-8", newline=None) as handle:
+        yield from handle
+
+
+def _cases_file_specs(lines: Iterable[str], where: str) -> list[CaseSpec]:
     specs = []
     for number, line in enumerate(lines, start=1):
         if not line.strip():
@@ -181,10 +193,20 @@ def _toml_nesting_line(text: str) -> int:
 
 def config_document_read(path: Path) -> dict:
     """The TOML document in the file at ``path`` (a dict). Raises ``DomainError`` naming the
-    file (field) and the line (record) for nesting past ``JSON_MAX_DEPTH`` (never a
+    file (field): over ``CONFIG_FILE_MAX_BYTES`` (1 MiB, before parsing), and with the line
+    (record) for nesting past ``JSON_MAX_DEPTH`` (never a
     ``RecursionError``), ``ValueError`` for a file that is not TOML (its message, Python's
     integer-size advice replaced by a plain sentence) and ``OSError`` when unreadable."""
-    text = path.read_bytes().decode("utf-8")  # UnicodeDecodeError is a ValueError
+    with path.open("rb") as handle:
+        data = handle.read(CONFIG_FILE_MAX_BYTES + 1)
+    if len(data) > CONFIG_FILE_MAX_BYTES:
+        raise DomainError(
+            f"over the limit of {CONFIG_FILE_MAX_BYTES:,} bytes for a config file: keep a "
+            "large suite's cases in a cases_file (JSONL)",
+            field=str(path),
+            code="too_large",
+        )
+    text = data.decode("utf-8")  # UnicodeDecodeError is a ValueError
     try:
         return tomllib.loads(text)
     except RecursionError:

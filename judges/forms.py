@@ -66,12 +66,14 @@ class JudgeVersionForm(StorableForm):
         widget=forms.Textarea(attrs={"rows": 3}),
         required=False,
         initial="{}",
+        max_length=TEXT_MAX_CHARS["judge.params"],  # refused before it is parsed
         help_text='e.g. {"temperature": 0, "max_tokens": 400, "criteria": "..."}',
     )
     output_schema_json = forms.CharField(
         label="Output schema (JSON)",
         widget=forms.Textarea(attrs={"rows": 3}),
         required=False,
+        max_length=TEXT_MAX_CHARS["judge.output_schema"],
         help_text="Empty: the kind's default schema (reasoning before verdict).",
     )
     threshold = forms.FloatField(

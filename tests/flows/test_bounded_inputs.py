@@ -173,3 +173,22 @@ def test_a_page_number_or_page_size_of_5000_digits_is_answered_without_python_ad
     assert ADVICE not in response.content.decode()
     response = client_for(bob).get("/api/runs/", {"page_size": "9" * 5000})
     assert response.status_code == 200  # capped at 100, as any large size
+
+
+def test_apply_config_refuses_a_file_over_1_mib_before_parsing_it(tmp_path):
+    path = tmp_path / "big.toml"
+    path.write_text('[suites.s]\ndescription = "' + "x" * (2 * bounds.MIB) + '"\n')
+    with pytest.raises(CommandError) as caught:
+        call_command("apply_config", str(path))
+    assert "over the limit of 1,048,576 bytes for a config file" in str(caught.value)
+    assert not Suite.objects.exists()
+
+
+def test_the_judge_form_refuses_300000_params_keys_before_parsing_them(client, carol):
+    client.force_login(carol)
+    form = judge_form("Judge $output.")
+    form["params_json"] = json.dumps({f"k{i}": 1 for i in range(300_000)})
+    response = client.post(reverse("judges:version-new"), form)
+    assert response.status_code == 200
+    assert "at most 400000 characters" in response.context["form"].errors["params_json"][0]
+    assert not JudgeVersion.objects.exists()
