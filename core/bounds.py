@@ -123,8 +123,9 @@ KIB = 1024
 MIB = 1024 * KIB
 
 # The largest JSON request body each kind of endpoint reads, in bytes; a body over it is a
-# 413 before one byte is parsed (``Content-Length``, then the read itself is capped:
-# ``core.api.parsers.StrictJSONParser``, ``interop.api.ingest``). A view picks its row with
+# 413 before one byte is read (``Content-Length``: ``core.api.limits.BodyLimitMiddleware``),
+# and the read itself is capped (``core.api.parsers.StrictJSONParser``,
+# ``interop.api.ingest``). A view picks its row with
 # ``body_limit = "labels"``; every other view reads ``default``. Why these sizes: parsed
 # JSON takes up to ~46 bytes of memory per body byte (``[{},{},...]``: a dict and its pair
 # list for every 3 bytes), so 1 MiB parses into at most ~48 MB (``REQUEST_PEAK_MAX_BYTES``).
@@ -136,6 +137,10 @@ BODY_MAX_BYTES = {
     "run_start": 256 * KIB,  # POST /api/runs/start
     "labels": 256 * KIB,  # POST /api/labels (a critique: 20,000 characters)
     "default": 1 * MIB,  # every other JSON body
+    # A form post (DATA_UPLOAD_MAX_MEMORY_SIZE): urlencoded, parsed whole by Django at up to
+    # 75 bytes of memory per body byte (a body of percent escapes: urllib's unquote), so
+    # 1 MiB parses in at most ~80 MB; a 200,000-character case field of plain text fits.
+    "form": 1 * MIB,
 }
 # What a test measures around a request whose body is at its limit (tracemalloc peak).
 REQUEST_PEAK_MAX_BYTES = 64 * MIB

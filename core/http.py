@@ -15,7 +15,8 @@ from functools import wraps
 from typing import Any
 
 from django import forms
-from django.core.exceptions import BadRequest, PermissionDenied
+from django.conf import settings
+from django.core.exceptions import BadRequest, PermissionDenied, RequestDataTooBig
 from django.db.models import QuerySet
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBadRequest
 from django.template.loader import render_to_string
@@ -107,8 +108,14 @@ def query_page(request: HttpRequest) -> int:
 
 def bad_request(request: HttpRequest, exception: Exception) -> HttpResponse:
     """The 400 page (``handler400``): what was wrong with the request, as text in the page
-    (``BadRequest`` messages name the query parameter)."""
+    (``BadRequest`` messages name the query parameter; a form post over
+    ``DATA_UPLOAD_MAX_MEMORY_SIZE`` says so, with the limit)."""
     message = str(exception) if isinstance(exception, BadRequest) else ""
+    if isinstance(exception, RequestDataTooBig):
+        message = (
+            f"The form post is larger than {settings.DATA_UPLOAD_MAX_MEMORY_SIZE:,} bytes, the "
+            "limit of a form; nothing was saved. Go back and shorten the longest field."
+        )
     html = render_to_string("400.html", {"message": message}, request=request)
     return HttpResponseBadRequest(html)
 

@@ -191,6 +191,19 @@ def _toml_nesting_line(text: str) -> int:
     return line
 
 
+def _toml_long_key_line(text: str) -> int | None:
+    """The first line whose key (``a.b.c = ...``, ``[a.b.c]``) has more than
+    ``JSON_MAX_DEPTH`` parts, or None. Checked before parsing: the TOML parser keeps every
+    prefix of a dotted key, so memory grows with the square of its length (5,000 parts took
+    160 MB). Rough: a line inside a multi-line string is read as a key line too."""
+    for number, line in enumerate(text.splitlines(), start=1):
+        line = line.lstrip()
+        end = line.find("]") if line.startswith("[") else line.find("=")
+        if end > JSON_MAX_DEPTH and line.count(".", 0, end) >= JSON_MAX_DEPTH:
+            return number
+    return None
+
+
 def config_document_read(path: Path) -> dict:
     """The TOML document in the file at ``path`` (a dict). Raises ``DomainError`` naming the
     file (field): over ``CONFIG_FILE_MAX_BYTES`` (1 MiB, before parsing), and with the line
@@ -207,10 +220,13 @@ def config_document_read(path: Path) -> dict:
             code="too_large",
         )
     text = data.decode("utf-8")  # UnicodeDecodeError is a ValueError
+    line = _toml_long_key_line(text)
     try:
+        if line is not None:
+            raise RecursionError  # the same refusal, before the parser tries
         return tomllib.loads(text)
     except RecursionError:
-        line = _toml_nesting_line(text)
+        line = line or _toml_nesting_line(text)
         raise DomainError(
             NESTED, field=str(path), record=f"line {line}", detail=f"{path}: line {line}: {NESTED}"
         ) from None

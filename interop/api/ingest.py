@@ -297,6 +297,8 @@ class IngestApi(APIView):
 
     permission_classes = [IsRunner]
     parser_classes = [_JsonParser, _NdjsonParser, _JsonlParser]
+    body_limit = "ingest_json"  # application/json only (core.api.limits); NDJSON streams
+    body_limit_hint = JSON_TOO_LARGE_HINT
 
     @extend_schema(
         request={

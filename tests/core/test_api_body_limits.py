@@ -42,7 +42,8 @@ def test_it_refuses_a_large_labels_body_before_parsing_it(bob):
     assert response.status_code == 413
     assert response.json()["limit"] == bounds.BODY_MAX_BYTES["labels"]
     assert "this endpoint's limit of 262,144 bytes" in response.json()["detail"]
-    assert peak < 8 * bounds.MIB  # never read, never parsed
+    assert not response.wsgi_request._read_started  # never read, so never parsed
+    assert peak < 8 * bounds.MIB
 
 
 def test_it_refuses_a_large_run_start_body_naming_the_limit(carol):
@@ -52,6 +53,7 @@ def test_it_refuses_a_large_run_start_body_naming_the_limit(carol):
     )
     assert response.status_code == 413
     assert response.json()["limit"] == 256 * 1024
+    assert not response.wsgi_request._read_started
 
 
 def test_a_body_at_its_limit_parses_under_the_memory_ceiling(bob):
@@ -78,4 +80,5 @@ def test_a_large_json_ingest_body_is_refused_before_reading_saying_to_use_ndjson
     assert response.status_code == 413
     assert "NDJSON" in response.json()["detail"]
     assert response.json()["limit"] == bounds.BODY_MAX_BYTES["ingest_json"]
+    assert not response.wsgi_request._read_started
     assert peak < 8 * bounds.MIB

@@ -8,11 +8,13 @@ from __future__ import annotations
 import json
 
 import pytest
+from django.core.exceptions import RequestDataTooBig
 from django.core.management import CommandError, call_command
 from django.urls import reverse
 
 from core import bounds
 from core.errors import DomainError
+from core.http import bad_request
 from evals.forms import RunStartForm
 from evals.models import Case, Run, Suite
 from judges.config import config_apply
@@ -94,10 +96,18 @@ def test_apply_config_names_the_line_of_a_deeply_nested_toml_file(tmp_path):
 
 def test_apply_config_names_the_path_of_dotted_keys_nested_too_deeply(tmp_path):
     path = tmp_path / "dotted.toml"
-    path.write_text("[targets.prod]\nsettings" + ".a" * 100 + " = 1\n")
+    path.write_text("[targets.prod]\nsettings" + ".a" * 40 + " = [" + "[" * 30 + "]" * 31 + "\n")
     with pytest.raises(CommandError) as caught:
         call_command("apply_config", str(path))
     assert str(caught.value) == f"targets.prod.settings.a.a.a.a.a...: {bounds_nested()}"
+
+
+def test_apply_config_names_the_line_of_a_dotted_key_of_5000_parts_before_parsing(tmp_path):
+    path = tmp_path / "dotted.toml"
+    path.write_text("[targets.prod]\nsettings" + ".a" * 5000 + " = 1\n")
+    with pytest.raises(CommandError) as caught:
+        call_command("apply_config", str(path))
+    assert str(caught.value) == f"{path}: line 2: {bounds_nested()}"
 
 
 def test_apply_config_refuses_a_huge_number_in_plain_words(tmp_path):
@@ -184,11 +194,22 @@ def test_apply_config_refuses_a_file_over_1_mib_before_parsing_it(tmp_path):
     assert not Suite.objects.exists()
 
 
-def test_the_judge_form_refuses_300000_params_keys_before_parsing_them(client, carol):
+def test_the_judge_form_refuses_many_params_keys_before_parsing_them(client, carol):
     client.force_login(carol)
     form = judge_form("Judge $output.")
-    form["params_json"] = json.dumps({f"k{i}": 1 for i in range(300_000)})
+    form["params_json"] = json.dumps({f"k{i}": 1 for i in range(50_000)})  # 0.7 MB
     response = client.post(reverse("judges:version-new"), form)
     assert response.status_code == 200
     assert "at most 400000 characters" in response.context["form"].errors["params_json"][0]
+    form["params_json"] = json.dumps({f"k{i}": 1 for i in range(300_000)})  # 4 MB posted
+    response = client.post(reverse("judges:version-new"), form)
+    assert response.status_code == 400  # over DATA_UPLOAD_MAX_MEMORY_SIZE: never parsed
     assert not JudgeVersion.objects.exists()
+
+
+def test_a_form_post_over_its_limit_gets_a_page_saying_so(rf, carol):
+    request = rf.post("/judge-versions/new/")
+    request.user = carol
+    response = bad_request(request, RequestDataTooBig())
+    assert response.status_code == 400
+    assert "larger than 1,048,576 bytes, the limit of a form" in response.content.decode()
