@@ -167,9 +167,11 @@ def test_the_run_form_takes_seeds_from_0_to_2_63(suite):
 
 
 @pytest.mark.parametrize("seed", [str(2**63), "-1", "9" * 5000])
-def test_run_suite_refuses_a_seed_outside_0_to_2_63(suite, seed):
+def test_run_suite_refuses_a_seed_outside_0_to_2_63(suite, seed, tmp_path):
+    graders = tmp_path / "graders.json"
+    graders.write_text('[{"key": "exact", "kind": "exact"}]')
     with pytest.raises(CommandError) as caught:
-        call_command("run_suite", "s", "--simulated", "--seed", seed)
+        call_command("run_suite", "s", "--simulated", "--seed", seed, "--graders", str(graders))
     assert "expected a whole number from 0 to 9,223,372,036,854,775,807" in str(caught.value)
     assert ADVICE not in str(caught.value)
 
