@@ -454,9 +454,11 @@ def main() -> None:
                 found = re.search(
                     rb'class="errorlist[^"]*"[^>]*>\s*<li>(.*?)</li>', answers[0][1], re.S
                 )
+                if found is None:  # the 400 page: its message
+                    found = re.search(rb'id="bad-request-message">(.*?)</p>', answers[0][1], re.S)
                 detail = found.group(1)[:160].decode("utf-8", "replace") if found else "(page)"
             status = statuses[0]
-            form_ok = path.endswith("/new/") and status == 200 and detail not in ("(page)",)
+            form_ok = path.endswith("/new/") and status == 200 and detail != "(page)"
             mark = verdict(400 if form_ok else status, seconds, rise_mb, plain)
             answer = "/".join(map(str, statuses))
             rows.append((name, answer, seconds, rise_mb, mark, detail))

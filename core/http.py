@@ -111,12 +111,15 @@ def bad_request(request: HttpRequest, exception: Exception) -> HttpResponse:
     (``BadRequest`` messages name the query parameter; a form post over
     ``DATA_UPLOAD_MAX_MEMORY_SIZE`` says so, with the limit)."""
     message = str(exception) if isinstance(exception, BadRequest) else ""
-    if isinstance(exception, RequestDataTooBig):
+    too_large = isinstance(exception, RequestDataTooBig)
+    if too_large:
         message = (
             f"The form post is larger than {settings.DATA_UPLOAD_MAX_MEMORY_SIZE:,} bytes, the "
-            "limit of a form; nothing was saved. Go back and shorten the longest field."
+            "limit of a form; nothing was saved. Go back (your browser keeps what you typed) "
+            "and shorten the longest field."
         )
-    html = render_to_string("400.html", {"message": message}, request=request)
+    context = {"message": message, "too_large": too_large}
+    html = render_to_string("400.html", context, request=request)
     return HttpResponseBadRequest(html)
 
 

@@ -215,3 +215,4 @@ def test_a_form_post_over_its_limit_gets_a_page_saying_so(rf, carol):
     response = bad_request(request, RequestDataTooBig())
     assert response.status_code == 400
     assert "larger than 1,048,576 bytes, the limit of a form" in response.content.decode()
+    assert "remove the character" not in response.content.decode()
