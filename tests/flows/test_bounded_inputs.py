@@ -216,3 +216,10 @@ def test_a_form_post_over_its_limit_gets_a_page_saying_so(rf, carol):
     assert response.status_code == 400
     assert "larger than 1,048,576 bytes, the limit of a form" in response.content.decode()
     assert "remove the character" not in response.content.decode()
+
+
+def test_config_refuses_a_target_preset_seed_past_2_63():
+    target = {"kind": "simulated", "model": "simulated", "seed": 2**70}
+    with pytest.raises(DomainError) as caught:
+        config_apply(document={"targets": {"t": target}})
+    assert caught.value.field == "targets.t.seed"
