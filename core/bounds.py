@@ -2,20 +2,20 @@
 forms), in one place. A value outside them is refused naming the record and field, never
 stored, never a server error (docs/ingest.md, "Numbers and their bounds").
 
-- counts (tokens, attempts, seeds, sample sizes): whole numbers that fit the database's
-  integer column, at most ``INT_MAX`` (2,147,483,647); seeds at least ``INT_MIN``;
+- counts (tokens, attempts, sample sizes): whole numbers that fit the database's integer
+  column, at most ``INT_MAX`` (2,147,483,647);
 - ``latency_ms``: milliseconds from 0 to ``LATENCY_MS_MAX`` (86,400,000: one day; a call
   that took longer is a unit mistake, e.g. microseconds), finite;
 - ``cost_usd``: USD from 0 to below ``COST_USD_LIMIT`` (1,000,000), stored to 1e-12
   (``numeric(20, 12)``, ``COST_USD_DECIMAL_PLACES``); a positive cost that would be stored
   as 0 (below 5e-13: zero means free) is refused;
 - scores: numbers in [0, 1];
-- seeds (a simulated target's, a judge run's sample, a calibration set's pick): whole
-  numbers from 0 to ``SEED_MAX`` (2**63 - 1, a signed 64-bit integer: what JavaScript's
-  BigInt, PostgreSQL's bigint and every provider's ``seed`` hold);
+- seeds (a simulated target's, an openai target's ``settings.seed``, a judge version's
+  ``params.seed``, a judge run's sample, a calibration set's pick): whole numbers from 0 to
+  ``SEED_MAX`` (2**63 - 1: a signed 64-bit integer, PostgreSQL's bigint);
 - request bodies and text fields: the tables ``BODY_MAX_BYTES`` and ``TEXT_MAX_CHARS``
   below (docs/limits.md). A body over its endpoint's limit is refused (413) before it is
-  parsed; a text over its limit is refused naming the field on every path (API, form,
+  read; a text over its limit is refused naming the field on every path (API, form,
   command, config as code).
 
 A number is never shown whole in a message when it is huge (``int_text``), and Python's
