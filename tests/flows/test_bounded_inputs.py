@@ -223,3 +223,15 @@ def test_config_refuses_a_target_preset_seed_past_2_63():
     with pytest.raises(DomainError) as caught:
         config_apply(document={"targets": {"t": target}})
     assert caught.value.field == "targets.t.seed"
+
+
+def test_the_judge_form_names_the_field_of_params_nested_10000_deep(client, carol):
+    client.force_login(carol)
+    form = judge_form("Judge $output.")
+    form["params_json"] = "[" * 10_000 + "]" * 10_000
+    response = client.post(reverse("judges:version-new"), form)
+    assert response.status_code == 200
+    assert response.context["form"].errors["params_json"] == [
+        "params: invalid JSON at line 1, column 65: nested too deeply (more than 64 "
+        "arrays/objects inside each other)"
+    ]
