@@ -19,6 +19,7 @@ from pathlib import Path
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
+from core.bounds import BODY_MAX_BYTES
 from core.egress import host_entries_parse
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -76,6 +77,8 @@ MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
+    # A JSON API body over its endpoint's limit: 413 before anything reads it.
+    "core.api.limits.BodyLimitMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
@@ -173,7 +176,10 @@ MEDIA_ROOT = VAR_DIR / "media"
 
 # Uploads: imports stream from a temporary file, never from memory.
 FILE_UPLOAD_MAX_MEMORY_SIZE = 2 * 1024 * 1024
-DATA_UPLOAD_MAX_MEMORY_SIZE = 10 * 1024 * 1024
+# A form post (urlencoded) is parsed whole, up to 75 bytes of memory a byte (percent
+# escapes), so the limit is core.bounds.BODY_MAX_BYTES["form"] (1 MiB); JSON API bodies have
+# theirs in the same table.
+DATA_UPLOAD_MAX_MEMORY_SIZE = BODY_MAX_BYTES["form"]
 
 # Security (pass `manage.py check --deploy` when DEBUG is false).
 SESSION_COOKIE_HTTPONLY = True

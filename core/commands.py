@@ -7,10 +7,12 @@ as JSON gets JSON on failure too."""
 
 from __future__ import annotations
 
+import argparse
 import json
 
 from django.core.management.base import BaseCommand, CommandError
 
+from core.bounds import SEED_MAX, seed_problem
 from core.errors import DomainError
 from core.terminal import TerminalOutput
 
@@ -50,3 +52,15 @@ class DomainCommand(BaseCommand):
             raise CommandError(
                 self.domain_error_text(exc, options), returncode=self.domain_error_exit
             ) from exc
+
+
+def seed_arg(text: str) -> int:
+    """An argparse ``type`` for ``--seed``: a whole number from 0 to ``SEED_MAX``
+    (2**63 - 1); anything else is the command's usage error, in plain words (never Python's
+    integer-size advice)."""
+    text = text.strip()
+    if not text.isdigit() or len(text) > len(str(SEED_MAX)):
+        raise argparse.ArgumentTypeError(f"expected a whole number from 0 to {SEED_MAX:,}")
+    if problem := seed_problem(int(text)):
+        raise argparse.ArgumentTypeError(problem)
+    return int(text)

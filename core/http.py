@@ -15,7 +15,8 @@ from functools import wraps
 from typing import Any
 
 from django import forms
-from django.core.exceptions import BadRequest, PermissionDenied
+from django.conf import settings
+from django.core.exceptions import BadRequest, PermissionDenied, RequestDataTooBig
 from django.db.models import QuerySet
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBadRequest
 from django.template.loader import render_to_string
@@ -100,16 +101,25 @@ def query_page(request: HttpRequest) -> int:
     raw = request.GET.get("page")
     if not raw:
         return 1
-    if not (raw.isascii() and raw.isdigit()) or int(raw) < 1 or len(raw) > 9:
+    if not (raw.isascii() and raw.isdigit()) or len(raw) > 9 or int(raw) < 1:
         raise BadRequest(f"page: expected a page number (1, 2, ...), got {raw[:100]!r}")
     return int(raw)
 
 
 def bad_request(request: HttpRequest, exception: Exception) -> HttpResponse:
     """The 400 page (``handler400``): what was wrong with the request, as text in the page
-    (``BadRequest`` messages name the query parameter)."""
+    (``BadRequest`` messages name the query parameter; a form post over
+    ``DATA_UPLOAD_MAX_MEMORY_SIZE`` says so, with the limit)."""
     message = str(exception) if isinstance(exception, BadRequest) else ""
-    html = render_to_string("400.html", {"message": message}, request=request)
+    too_large = isinstance(exception, RequestDataTooBig)
+    if too_large:
+        message = (
+            f"The form post is larger than {settings.DATA_UPLOAD_MAX_MEMORY_SIZE:,} bytes, the "
+            "limit of a form; nothing was saved. Go back (your browser keeps what you typed) "
+            "and shorten the longest field."
+        )
+    context = {"message": message, "too_large": too_large}
+    html = render_to_string("400.html", context, request=request)
     return HttpResponseBadRequest(html)
 
 

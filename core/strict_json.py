@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from core.bounds import int_digits_plain
 from core.decimals import decimal_plain
 
 # Values returned as they are, tested by exact type first: most of a response is these,
@@ -142,9 +143,37 @@ def json_loads_line(text: str) -> Any:
             )
     except RecursionError:
         raise json_nesting_error(text) from None
+    except ValueError as exc:
+        if "int_max_str_digits" in str(exc):  # a number of more than 4,300 digits
+            raise ValueError(int_digits_plain(str(exc))) from None
+        raise
     if json_depth_exceeds(text, value):
         raise json_nesting_error(text)
     return value
+
+
+def nesting_path_past(value: Any, *, limit: int = JSON_MAX_DEPTH, path: str = "") -> str | None:
+    """Where parsed ``value`` (dicts, lists) nests more than ``limit`` deep: the path of the
+    first container past it (``path`` extended by keys and indexes; past 8 steps the rest
+    is "..."), or None. Walks without recursion (a TOML file's dotted keys nest without
+    brackets)."""
+    stack: list[tuple[Any, int, list[str]]] = [(value, 1, [path] if path else [])]
+    while stack:
+        node, depth, steps = stack.pop()
+        if not isinstance(node, dict | list):
+            continue
+        if depth > limit:
+            shown = "".join(
+                step if step.startswith("[") or i == 0 else f".{step}"
+                for i, step in enumerate(steps[:8])
+            )
+            return shown + ("..." if len(steps) > 8 else "")
+        items = node.items() if isinstance(node, dict) else enumerate(node)
+        for key, child in items:
+            if isinstance(child, dict | list):
+                step = f"[{key}]" if isinstance(node, list) else str(key)
+                stack.append((child, depth + 1, [*steps, step] if len(steps) <= 8 else steps))
+    return None
 
 
 def contains_non_finite(value: Any) -> bool:

@@ -15,6 +15,7 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
+from core.bounds import TEXT_MAX_CHARS, text_problem
 from core.db import rows_insert
 from core.errors import DomainError
 from core.ids import uuid4_many
@@ -277,7 +278,7 @@ TAG_MAX_CHARS = 100
 TAGS_MAX = 50
 # A case field (input, expected, context, goal_state) as compact JSON, at most this many
 # characters: a golden case is a question and its answer, not a data dump.
-FIELD_MAX_CHARS = 200_000
+FIELD_MAX_CHARS = TEXT_MAX_CHARS["case.field"]
 
 
 def _non_finite_path(value: Any, path: str) -> str | None:
@@ -498,6 +499,8 @@ def suite_config_apply(*, name: str, config: dict, cases: list[CaseSpec]) -> dic
     description = config.get("description", "")
     if not isinstance(description, str):
         raise DomainError("expected a string", field=f"{where}.description")
+    if problem := text_problem(description, "suite.description"):
+        raise DomainError(problem, field=f"{where}.description", code="too_large")
     kind = config.get("kind", Suite.Kind.REGRESSION)
     if kind not in Suite.Kind.values:
         raise DomainError(f"expected one of {Suite.Kind.values}", field=f"{where}.kind")

@@ -9,7 +9,7 @@ from django import forms
 from django.db.models import QuerySet
 from django.urls import reverse_lazy
 
-from core.bounds import INT_MAX, INT_MIN
+from core.bounds import SEED_MAX, TEXT_MAX_CHARS
 from core.errors import DomainError
 from core.forms import StorableForm
 from core.strict_json import json_loads_strict
@@ -83,8 +83,8 @@ class RunStartForm(StorableForm):
     seed = forms.IntegerField(
         required=False,
         initial=1,
-        min_value=INT_MIN,
-        max_value=INT_MAX,
+        min_value=0,
+        max_value=SEED_MAX,
         help_text="Simulated target only.",
     )
     pass_probability = forms.FloatField(
@@ -103,6 +103,7 @@ class RunStartForm(StorableForm):
     model = forms.CharField(max_length=200, required=False)
     prompt_template = forms.CharField(
         required=False,
+        max_length=TEXT_MAX_CHARS["prompt_template"],
         widget=forms.Textarea(attrs={"rows": 4}),
         help_text="Placeholders: $input (the case input), $expected, $context, $key, $tags, "
         "$attempt, also written ${input}; use at least one of $input, $expected, $context, "
@@ -112,6 +113,7 @@ class RunStartForm(StorableForm):
         required=False,
         label="Settings (JSON object)",
         initial="{}",
+        max_length=TEXT_MAX_CHARS["form.json"],  # refused before it is parsed
         widget=forms.Textarea(attrs={"rows": 3, "class": "mono"}),
         help_text='e.g. {"temperature": 0.7, "max_tokens": 512}',
     )
@@ -141,6 +143,7 @@ class RunStartForm(StorableForm):
     graders = forms.CharField(
         label="Grader set (JSON list)",
         initial="[]",
+        max_length=TEXT_MAX_CHARS["form.json"],
         widget=forms.Textarea(attrs={"rows": 8, "class": "mono"}),
         help_text='A list of {"key", "kind", "config", "gating"} objects.',
     )

@@ -33,6 +33,7 @@ from core.api.fields import (
 from core.api.figures import KappaSerializer, RateSerializer
 from core.api.parsers import StrictJSONParser
 from core.api.permissions import IsRunner
+from core.bounds import SEED_MAX
 from core.http import uuid_or_404
 from evals.grading.grader_set import RECORDED_JUDGE_KIND, recorded_kind_reason
 from evals.models import Run
@@ -432,7 +433,10 @@ class JudgeRunStartInput(NoUnknownFields, serializers.Serializer):
         required=False,
         allow_null=True,
         default=None,
-        help_text="Seed of the sample (integer): the same seed picks the same trials.",
+        min_value=0,
+        max_value=SEED_MAX,
+        help_text="Seed of the sample (whole number from 0 to 2**63 - 1): the same seed picks "
+        "the same trials.",
     )
 
 

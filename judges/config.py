@@ -51,12 +51,20 @@ from __future__ import annotations
 import datetime
 import json
 import math
+import tomllib
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from django.db import transaction
 
+from core.bounds import CONFIG_FILE_MAX_BYTES, int_digits_plain
 from core.errors import DomainError
-from core.strict_json import contains_non_finite, json_loads_line
+from core.strict_json import (
+    JSON_MAX_DEPTH,
+    contains_non_finite,
+    json_loads_line,
+    nesting_path_past,
+)
 from core.text import unstorable_refuse
 from evals.cases import CaseSpec, case_spec_parse, suite_config_apply
 from evals.presets import grader_set_preset_apply, target_preset_apply
@@ -127,9 +135,20 @@ def _suite_cases(name: str, config: dict, base_dir: Path | None) -> list[CaseSpe
         raise DomainError("expected a path", field=f"{where}.cases_file")
     path = (base_dir or Path.cwd()) / relative
     try:
-        lines = path.read_text(encoding="utf-8").splitlines()
+        lines = _text_lines(path)
+        specs = _cases_file_specs(lines, where)
     except (OSError, UnicodeDecodeError) as exc:
         raise DomainError(f"cannot read {path}: {exc}", field=f"{where}.cases_file") from exc
+    return specs
+
+
+def _text_lines(path: Path) -> Iterator[str]:
+    """The lines of the UTF-8 text file at ``path``, read one at a time."""
+    with path.open(encoding="utf-8", newline=None) as handle:
+        yield from handle
+
+
+def _cases_file_specs(lines: Iterable[str], where: str) -> list[CaseSpec]:
     specs = []
     for number, line in enumerate(lines, start=1):
         if not line.strip():
@@ -143,6 +162,76 @@ def _suite_cases(name: str, config: dict, base_dir: Path | None) -> list[CaseSpe
             raise DomainError("NaN/Infinity is not valid JSON", field=where_line)
         specs.append(case_spec_parse(item, where_line))
     return specs
+
+
+NESTED = f"nested too deeply (more than {JSON_MAX_DEPTH} arrays/tables inside each other)"
+
+
+def _toml_nesting_line(text: str) -> int:
+    """The line where ``text``'s brackets first nest past ``JSON_MAX_DEPTH`` (strings and
+    comments skipped, roughly: for the message only), or the last line."""
+    depth, quote, line, comment = 0, "", 1, False
+    for char in text:
+        if char == "\n":
+            line, comment = line + 1, False
+        elif comment:
+            continue
+        elif quote:
+            quote = "" if char == quote else quote
+        elif char in "\"'":
+            quote = char
+        elif char == "#":
+            comment = True
+        elif char in "[{":
+            depth += 1
+            if depth > JSON_MAX_DEPTH:
+                return line
+        elif char in "]}":
+            depth -= 1
+    return line
+
+
+def _toml_long_key_line(text: str) -> int | None:
+    """The first line whose key (``a.b.c = ...``, ``[a.b.c]``) has more than
+    ``JSON_MAX_DEPTH`` parts, or None. Checked before parsing: the TOML parser keeps every
+    prefix of a dotted key, so memory grows with the square of its length (5,000 parts took
+    160 MB). Rough: a line inside a multi-line string is read as a key line too."""
+    for number, line in enumerate(text.splitlines(), start=1):
+        line = line.lstrip()
+        end = line.find("]") if line.startswith("[") else line.find("=")
+        if end > JSON_MAX_DEPTH and line.count(".", 0, end) >= JSON_MAX_DEPTH:
+            return number
+    return None
+
+
+def config_document_read(path: Path) -> dict:
+    """The TOML document in the file at ``path`` (a dict). Raises ``DomainError`` naming the
+    file (field): over ``CONFIG_FILE_MAX_BYTES`` (1 MiB, before parsing), and with the line
+    (record) for nesting past ``JSON_MAX_DEPTH`` (never a
+    ``RecursionError``), ``ValueError`` for a file that is not TOML (its message, Python's
+    integer-size advice replaced by a plain sentence) and ``OSError`` when unreadable."""
+    with path.open("rb") as handle:
+        data = handle.read(CONFIG_FILE_MAX_BYTES + 1)
+    if len(data) > CONFIG_FILE_MAX_BYTES:
+        raise DomainError(
+            f"over the limit of {CONFIG_FILE_MAX_BYTES:,} bytes for a config file: keep a "
+            "large suite's cases in a cases_file (JSONL)",
+            field=str(path),
+            code="too_large",
+        )
+    text = data.decode("utf-8")  # UnicodeDecodeError is a ValueError
+    line = _toml_long_key_line(text)
+    try:
+        if line is not None:
+            raise RecursionError  # the same refusal, before the parser tries
+        return tomllib.loads(text)
+    except RecursionError:
+        line = line or _toml_nesting_line(text)
+        raise DomainError(
+            NESTED, field=str(path), record=f"line {line}", detail=f"{path}: line {line}: {NESTED}"
+        ) from None
+    except ValueError as exc:
+        raise ValueError(int_digits_plain(str(exc))) from None
 
 
 def _non_json_refuse(value: object, where: str) -> None:
@@ -177,9 +266,13 @@ def config_apply(*, document: dict, base_dir: Path | None = None) -> dict[str, l
     "updated"), "content_hash"}], "grader_sets": [...]}``. Idempotent: the same document
     twice changes nothing. Raises ``DomainError`` naming ``suites.<name>.<field>``,
     ``judges[<i>].<field>``, ``targets.<name>.<field>``
-    or ``grader_sets.<name>.<field>`` (also for a ``\\u0000`` escape: ``core.text``);
+    or ``grader_sets.<name>.<field>`` (also for a ``\\u0000`` escape: ``core.text``; for
+    nesting past ``JSON_MAX_DEPTH``, the path to it);
     nothing is written then.
     """
+    deep = nesting_path_past(document)
+    if deep is not None:  # dotted keys nest without brackets; the walks below recurse
+        raise DomainError(NESTED, field=deep)
     unstorable_refuse(document)
     _non_json_refuse(document, "")
     extra = sorted(set(document) - set(TABLES))
@@ -202,7 +295,9 @@ def config_apply(*, document: dict, base_dir: Path | None = None) -> dict[str, l
         except DomainError as exc:
             if exc.field.startswith("judges["):
                 raise
-            raise DomainError(exc.message, field=f"judges[{index}].{exc.field}") from exc
+            raise DomainError(
+                exc.message, field=f"judges[{index}].{exc.field}", code=exc.code
+            ) from exc
         judges.append(
             {
                 "judge": version.judge.name,

@@ -8,7 +8,7 @@ import json
 
 from django import forms
 
-from core.bounds import INT_MAX
+from core.bounds import INT_MAX, TEXT_MAX_CHARS
 from core.errors import DomainError
 from core.forms import StorableForm
 from core.strict_json import json_loads_strict
@@ -54,6 +54,7 @@ class JudgeVersionForm(StorableForm):
     prompt_template = forms.CharField(
         widget=forms.Textarea(attrs={"rows": 8}),
         required=False,
+        max_length=TEXT_MAX_CHARS["prompt_template"],
         help_text="Empty: the kind's default template (stored with the version). "
         "Placeholders are $name or ${name}: $output, $input, $reference, $criteria "
         "(rubric); $response_a, $response_b (pairwise); $documents, $document_ids "
@@ -65,12 +66,14 @@ class JudgeVersionForm(StorableForm):
         widget=forms.Textarea(attrs={"rows": 3}),
         required=False,
         initial="{}",
+        max_length=TEXT_MAX_CHARS["judge.params"],  # refused before it is parsed
         help_text='e.g. {"temperature": 0, "max_tokens": 400, "criteria": "..."}',
     )
     output_schema_json = forms.CharField(
         label="Output schema (JSON)",
         widget=forms.Textarea(attrs={"rows": 3}),
         required=False,
+        max_length=TEXT_MAX_CHARS["judge.output_schema"],
         help_text="Empty: the kind's default schema (reasoning before verdict).",
     )
     threshold = forms.FloatField(

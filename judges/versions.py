@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from django.db import IntegrityError, transaction
 
+from core.bounds import JUDGE_PARAMS_MAX_KEYS, json_size_problem, seed_problem, text_problem
 from core.errors import DomainError
 from evals.runner.targets.openai import api_key_env_problem, limit_settings_parse
 from judges import kinds
@@ -31,7 +32,9 @@ def judge_version_create(
     naming the field (unknown kind, a judge of that name with another kind, non-object
     params, and for ``prompt_template`` everything ``kinds.template_check`` refuses: a name
     in braces such as ``{input}``, a malformed ``$``, a placeholder the kind does not offer,
-    a missing trial placeholder such as ``$output``).
+    a missing trial placeholder such as ``$output``), and a text over its limit (code
+    ``too_large``, ``core.bounds.TEXT_MAX_CHARS``: ``prompt_template`` 100,000 characters,
+    ``params`` 100 keys and 400,000 characters as JSON, ``output_schema`` 100,000).
     """
     if kind not in Judge.Kind.values or kind == Judge.Kind.RECORDED:
         raise DomainError(f"unknown or not callable kind {kind!r}", field="kind")
@@ -43,6 +46,20 @@ def judge_version_create(
         raise DomainError("must start with http:// or https://", field="base_url")
     if not isinstance(params, dict):
         raise DomainError("expected an object", field="params")
+    if len(params) > JUDGE_PARAMS_MAX_KEYS:
+        raise DomainError(
+            f"{len(params):,} keys; at most {JUDGE_PARAMS_MAX_KEYS}",
+            field="params",
+            code="too_large",
+        )
+    if problem := json_size_problem(params, "judge.params"):
+        raise DomainError(problem, field="params", code="too_large")
+    if "seed" in params and (problem := seed_problem(params["seed"])):
+        raise DomainError(problem, field="params.seed")
+    if isinstance(prompt_template, str) and (
+        problem := text_problem(prompt_template, "prompt_template")
+    ):
+        raise DomainError(problem, field="prompt_template", code="too_large")
     if "api_key_env" in params:
         problem = api_key_env_problem(params["api_key_env"])
         if problem:
@@ -55,6 +72,8 @@ def judge_version_create(
         raise DomainError("expected 'json' or 'line'", field="params.reply_format")
     if not isinstance(output_schema, dict):
         raise DomainError("expected an object", field="output_schema")
+    if problem := json_size_problem(output_schema, "judge.output_schema"):
+        raise DomainError(problem, field="output_schema", code="too_large")
     slots = kinds.verdict_slots_check(kind, params)
     template = prompt_template or kinds.DEFAULT_TEMPLATES[kind]
     try:

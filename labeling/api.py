@@ -547,6 +547,7 @@ class LabelSubmitApi(APIView):
 
     permission_classes = [IsLabeler]
     parser_classes = [StrictJSONParser]
+    body_limit = "labels"  # 413 past 256 KiB, before parsing (core.bounds.BODY_MAX_BYTES)
 
     @extend_schema(
         request=LabelSubmitInput,
@@ -618,6 +619,7 @@ class LabelUndoApi(APIView):
 
     permission_classes = [IsLabeler]
     parser_classes = [StrictJSONParser]
+    body_limit = "labels"  # 413 past 256 KiB, before parsing (core.bounds.BODY_MAX_BYTES)
 
     @extend_schema(
         request=LabelUndoInput,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from django import forms
 
-from core.bounds import INT_MAX, INT_MIN
+from core.bounds import INT_MAX, SEED_MAX
 from core.forms import StorableForm
 from evals.models import Run
 from judges.models import JudgeVersion
@@ -33,8 +33,8 @@ class CalibrationSetBuildForm(StorableForm):
     size = forms.IntegerField(min_value=1, max_value=1000, initial=30)
     seed = forms.IntegerField(
         initial=0,
-        min_value=INT_MIN,
-        max_value=INT_MAX,
+        min_value=0,
+        max_value=SEED_MAX,
         help_text="the same seed picks the same trials",
     )
 

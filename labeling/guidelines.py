@@ -12,11 +12,12 @@ from django.db import transaction
 from django.db.models import Count, F
 from django.utils import timezone
 
+from core.bounds import TEXT_MAX_CHARS
 from core.errors import DomainError
 from core.roles import ENGINEER, LEAD, role_require
 from labeling.models import CalibrationSet, GuidelinesVersion, Label
 
-INSTRUCTIONS_MAX = 20_000
+INSTRUCTIONS_MAX = TEXT_MAX_CHARS["guidelines"]  # core.bounds: the one table of text limits
 
 
 def _stale(cset: CalibrationSet, expected_version: int) -> DomainError:

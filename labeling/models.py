@@ -152,7 +152,7 @@ class CalibrationSet(models.Model):
         help_text="the judge whose verdicts stratified it",
     )
     size = models.PositiveIntegerField()
-    seed = models.IntegerField(default=0)
+    seed = models.BigIntegerField(default=0)  # 0 .. 2**63 - 1 (core.bounds.SEED_MAX)
     # Labeling guidelines for reviewers, in Markdown (rendered with raw HTML disabled:
     # ``core.markdown``); shown in the queue with each item and behind its "?" key. The
     # current text of ``GuidelinesVersion`` number ``instructions_version`` (0: never

@@ -15,6 +15,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import F, Max
 from django.utils import timezone
 
+from core.bounds import TEXT_MAX_CHARS, seed_problem
 from core.errors import DomainError
 from core.roles import ENGINEER, LEAD, REVIEWER, role_require
 from evals.models import Run, Trial
@@ -39,7 +40,7 @@ from labeling.sampling import (
 from labeling.selectors import calibration_compute
 
 VERDICTS = tuple(Label.Verdict.values)
-CRITIQUE_MAX = 20_000
+CRITIQUE_MAX = TEXT_MAX_CHARS["critique"]  # core.bounds: the one table of text limits
 
 
 def verdict_check(verdict: str) -> str:
@@ -110,11 +111,14 @@ def calibration_set_build(
     stored on the set (``design``) for its plan and top-ups. Without a judge version:
     strata are the case's first tag, picked round-robin. Same run, judge, size and seed ->
     the same trials in the same order. Raises PermissionDenied, or DomainError when size <
-    1, the run has no ok trial, or the judge version judged none of it.
+    1, the seed is outside 0 to 2**63 - 1, the run has no ok trial, or the judge version
+    judged none of it.
     """
     role_require(by, ENGINEER, LEAD, action="building a calibration set")
     if size < 1:
         raise DomainError(f"must be at least 1, got {size}", field="size")
+    if problem := seed_problem(seed):
+        raise DomainError(problem, field="seed")
     if not name.strip():
         raise DomainError("must not be empty", field="name")
     trials = list(

@@ -29,11 +29,13 @@ class IdCursorPagination(CursorPagination):
         raw = request.query_params.get(self.page_size_query_param)
         if raw is None or raw == "":
             return self.page_size
-        if not raw.isascii() or not raw.isdigit() or int(raw) < 1:
+        digits = raw.lstrip("0")
+        if not raw.isascii() or not raw.isdigit() or not digits:
             raise serializers.ValidationError(
                 {self.page_size_query_param: [f"expected a positive integer, got {raw[:100]!r}"]}
             )
-        return min(int(raw), self.max_page_size)
+        # Larger is capped; never int() of thousands of digits (Python's advice would show).
+        return min(int(digits) if len(digits) <= 4 else self.max_page_size, self.max_page_size)
 
     def decode_cursor(self, request):
         """The ``?cursor=`` position; a cursor that is not one of this API's (edited, cut)

@@ -8,6 +8,11 @@ Bare ``NaN``/``Infinity`` are refused as DRF's strict mode does. A
 string holding U+0000 or a lone surrogate (``\\u0000``, ``\\ud800``) anywhere in the body is
 a 400 naming its path as the field (``core.text``: ``{"detail": "head_file.cases[0].key:
 holds U+0000 ...", "field": "head_file.cases[0].key"}``), for every API view that takes JSON.
+
+A body over its endpoint's limit (``core.bounds.BODY_MAX_BYTES``, the view's ``body_limit``
+row, else ``default``) is a 413 ``{"detail", "limit"}`` before anything is parsed: refused
+from ``Content-Length``, and the read itself stops one byte past the limit. A number of more
+than 4,300 digits is a 400 in plain words, never Python's ``set_int_max_str_digits`` advice.
 """
 
 from __future__ import annotations
@@ -20,6 +25,8 @@ from rest_framework.exceptions import ParseError
 from rest_framework.parsers import JSONParser
 from rest_framework.settings import api_settings
 
+from core.bounds import body_limit_bytes, body_too_large_text, int_digits_plain
+from core.errors import DomainError
 from core.strict_json import JSON_MAX_DEPTH, json_depth_exceeds, no_duplicate_keys
 from core.text import unstorable_refuse
 
@@ -41,18 +48,46 @@ class StrictJSONParser(JSONParser):
         ``ParseError`` for invalid JSON, nesting over ``JSON_MAX_DEPTH`` or a bad encoding,
         ``DomainError`` for text the database cannot store.
         An empty body never reaches a parser (DRF gives ``{}``)."""
-        encoding = (parser_context or {}).get("encoding", settings.DEFAULT_CHARSET)
+        context = parser_context or {}
+        encoding = context.get("encoding", settings.DEFAULT_CHARSET)
+        data = body_read_capped(
+            stream,
+            content_length=_content_length(context.get("request")),
+            limit=body_limit_bytes(getattr(context.get("view"), "body_limit", None)),
+        )
         try:
-            text = codecs.getreader(encoding)(stream).read()
+            text = codecs.decode(data, encoding)
+            del data
             constant = _strict_constant if api_settings.STRICT_JSON else None
             # A key twice in one object is refused, never "the last one wins".
             value = json.loads(text, parse_constant=constant, object_pairs_hook=no_duplicate_keys)
         except RecursionError:
             raise ParseError(NESTED) from None
         except ValueError as exc:
-            raise ParseError(f"JSON parse error - {exc}") from None
+            raise ParseError(f"JSON parse error - {int_digits_plain(str(exc))}") from None
         if json_depth_exceeds(text, value):
             raise ParseError(NESTED)
         if "\\u" in text:  # NUL and lone surrogates reach JSON text only as escapes
             unstorable_refuse(value)  # a DomainError: core.api.errors answers 400
         return value
+
+
+def _content_length(request) -> int | None:
+    """The request's declared body length in bytes, or None when absent or malformed."""
+    raw = getattr(request, "META", {}).get("CONTENT_LENGTH") or ""
+    return int(raw) if raw.isdigit() and len(raw) < 20 else None
+
+
+def body_read_capped(stream, *, content_length: int | None, limit: int) -> bytes:
+    """The whole body from ``stream`` (a file-like object), at most ``limit`` bytes; raises
+    ``DomainError`` (code ``too_large``: a 413 with ``limit``) when ``content_length`` says
+    more, before reading, or when the stream gives more (at most ``limit`` + 1 bytes are
+    read)."""
+    if content_length is not None and content_length > limit:
+        raise DomainError(
+            code="too_large", detail=body_too_large_text(content_length, limit), limit=limit
+        )
+    data = stream.read(limit + 1)
+    if len(data) > limit:
+        raise DomainError(code="too_large", detail=body_too_large_text(None, limit), limit=limit)
+    return data

@@ -243,6 +243,7 @@ class GateApi(APIView):
 
     permission_classes = [IsViewer]
     parser_classes = [StrictJSONParser]
+    body_limit = "gate"  # 413 past 1 MiB, before parsing (core.bounds.BODY_MAX_BYTES)
 
     @extend_schema(
         request=GateInput,

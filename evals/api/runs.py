@@ -717,9 +717,10 @@ class RunStartInput(serializers.Serializer):
 
 class RunStartApi(APIView):
     """POST: start a run (``evals.runner.start.run_start``); 201 with the run, 400 naming the
-    field on bad input."""
+    field on bad input; 413 for a body over 256 KiB (``core.bounds.BODY_MAX_BYTES``)."""
 
     permission_classes = [IsRunner]
+    body_limit = "run_start"
 
     @extend_schema(request=RunStartInput, responses={201: RunStartedSerializer})
     def post(self, request):

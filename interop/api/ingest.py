@@ -3,7 +3,9 @@
 Thin: pick the body format from Content-Type, check the declared length, open the raw
 request stream (never ``request.body`` or ``request.data``, so Django's
 ``DATA_UPLOAD_MAX_MEMORY_SIZE`` does not apply: the limits are ``ASSAY["INGEST_MAX_BYTES"]``
-and ``ASSAY["INGEST_MAX_RECORD_BYTES"]``), call ``ingest_submit``, render.
+and ``ASSAY["INGEST_MAX_RECORD_BYTES"]``; one JSON document is refused past
+``core.bounds.BODY_MAX_BYTES["ingest_json"]``, 1 MiB, before it is read), call
+``ingest_submit``, render.
 Reference: docs/ingest.md.
 """
 
@@ -20,7 +22,14 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from core.api.permissions import IsRunner
-from core.bounds import COST_USD_DECIMAL_PLACES, COST_USD_MAX_DIGITS, INT_MAX, LATENCY_MS_MAX
+from core.bounds import (
+    COST_USD_DECIMAL_PLACES,
+    COST_USD_MAX_DIGITS,
+    INT_MAX,
+    LATENCY_MS_MAX,
+    body_limit_bytes,
+    body_too_large_text,
+)
 from evals.api.runs import RunStatusShownSerializer
 from evals.models import Run
 from evals.run_status import run_status_shown
@@ -34,6 +43,10 @@ MEDIA_TYPES = {
     "application/jsonl": "ndjson",
 }
 KEY_MAX = 255
+JSON_TOO_LARGE_HINT = (
+    " for one JSON document (application/json is parsed whole): send a larger run as NDJSON "
+    "(Content-Type: application/x-ndjson, one record a line, read as it streams)"
+)
 
 
 class _SchemaOnlyParser(BaseParser):
@@ -284,6 +297,8 @@ class IngestApi(APIView):
 
     permission_classes = [IsRunner]
     parser_classes = [_JsonParser, _NdjsonParser, _JsonlParser]
+    body_limit = "ingest_json"  # application/json only (core.api.limits); NDJSON streams
+    body_limit_hint = JSON_TOO_LARGE_HINT
 
     @extend_schema(
         request={
@@ -334,6 +349,14 @@ class IngestApi(APIView):
                 f"request body: {int(length):,} bytes, over the limit of "
                 f"{max_bytes:,} bytes (ASSAY INGEST_MAX_BYTES)",
                 limit=max_bytes,
+            )
+        if fmt == "json" and int(length) > (json_max := body_limit_bytes("ingest_json")):
+            # One JSON document is parsed whole (up to ~46 bytes of memory a byte): refused
+            # before reading; NDJSON is read a record at a time.
+            return _error(
+                413,
+                body_too_large_text(int(length), json_max, hint=JSON_TOO_LARGE_HINT),
+                limit=json_max,
             )
         key = raw.headers.get("Idempotency-Key")
         if key is not None and not (0 < len(key) <= KEY_MAX):

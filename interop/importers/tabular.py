@@ -218,11 +218,14 @@ def _int(row: Row, name: str, *, minimum: int) -> int | None:
     if row.is_csv:
         if not _INT.fullmatch(value):
             raise _err(row, name, f"expected an integer >= {minimum}, got {_show(value)}")
+        if len(value) > 30:  # int() of 4,301 digits raises Python's own advice
+            raise _err(row, name, f"expected an integer from {minimum} to {INT_MAX:,}")
         value = int(value)
     elif isinstance(value, bool) or not isinstance(value, int):
         raise _err(row, name, f"expected an integer >= {minimum}, got {_show(value)}")
     if not minimum <= value <= INT_MAX:
-        raise _err(row, name, f"expected an integer from {minimum} to {INT_MAX:,}, got {value}")
+        shown = bounds.int_text(value)
+        raise _err(row, name, f"expected an integer from {minimum} to {INT_MAX:,}, got {shown}")
     return value
 
 

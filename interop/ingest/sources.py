@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from json.encoder import c_make_encoder, encode_basestring
 from typing import Any, BinaryIO
 
+from core.bounds import body_limit_bytes
 from core.errors import DomainError
 from core.gc_pause import gc_paused_call
 from core.strict_json import json_loads_line
@@ -25,6 +26,7 @@ class _Body:
 
     def __init__(self, stream: BinaryIO, *, max_bytes: int) -> None:
         self._stream, self.max_bytes = stream, max_bytes
+        self.limit_name = "ASSAY INGEST_MAX_BYTES"  # what the 413 names
         self.size = 0
         self._hash = hashlib.sha256()
 
@@ -34,7 +36,7 @@ class _Body:
             raise DomainError(
                 code="too_large",
                 detail=f"request body: over the limit of {self.max_bytes:,} bytes "
-                f"(ASSAY INGEST_MAX_BYTES)",
+                f"({self.limit_name})",
                 limit=self.max_bytes,
             )
         self._hash.update(data)
@@ -117,7 +119,8 @@ class IngestSource:
 
 
 class JsonSource(IngestSource):
-    """``application/json``: the whole body is read and parsed (at most ``max_bytes``);
+    """``application/json``: the whole body is read and parsed (at most ``max_bytes`` and
+    ``core.bounds.BODY_MAX_BYTES["ingest_json"]``, 1 MiB);
     the header is the top-level object without ``trials``. A record's size is the length of
     its compact JSON encoding (UTF-8)."""
 
@@ -125,6 +128,10 @@ class JsonSource(IngestSource):
 
     def __init__(self, stream: BinaryIO, *, max_bytes: int, max_record_bytes: int) -> None:
         super().__init__(stream, max_bytes=max_bytes, max_record_bytes=max_record_bytes)
+        json_max = body_limit_bytes("ingest_json")
+        if max_bytes > json_max:  # the view refuses a longer Content-Length; cap the read too
+            self.body.max_bytes = json_max
+            self.body.limit_name = "one JSON document; send a larger run as NDJSON"
         data = self.body.read()
         if data.startswith(BOM):
             data = data[len(BOM) :]

@@ -13,6 +13,7 @@ from django.db import connection
 from rest_framework.test import APIClient
 
 from apitokens.services import token_create
+from core import bounds
 from evals.models import Case, Grade, IngestKey, Run, Suite, Trial
 from interop.ingest import sources as ingest_sources
 from interop.ingest import submit as ingest_submit_module
@@ -379,6 +380,7 @@ def test_a_bad_record_halfway_leaves_nothing_behind(carol, fmt, monkeypatch):
     ]
     records[1500]["passed"] = "true"
     client = client_for(carol)
+    monkeypatch.setitem(bounds.BODY_MAX_BYTES, "ingest_json", 4 * bounds.MIB)  # 1.3 MB here
     if fmt == "json":
         resp = post_json(client, header(trials=records), HTTP_IDEMPOTENCY_KEY="k-half")
         expected_record = 1500

@@ -114,7 +114,7 @@ def test_api_integers_are_bounded_by_the_database_integer(carol, bob):
     run, version, trials = judged_run(2)
     response = client_for(carol).post(
         "/api/judge-runs",
-        {"run": str(run.uuid), "judge_version": str(version.uuid), "sample": 1, "seed": 2**40},
+        {"run": str(run.uuid), "judge_version": str(version.uuid), "sample": 1, "seed": 2**63},
         format="json",
     )
     assert response.status_code == 400 and list(response.json()) == ["seed"]
@@ -126,13 +126,13 @@ def test_api_integers_are_bounded_by_the_database_integer(carol, bob):
     assert response.status_code == 400 and list(response.json()) == ["expected_version"]
 
 
-def test_a_form_seed_past_the_integer_column_is_a_form_error(client, carol):
+def test_a_form_seed_past_2_63_is_a_form_error(client, carol):
     run, version, trials = judged_run(4)
     calibration_set(run, version, trials)
     client.force_login(carol)
     response = client.post(
         reverse("labeling:set-new"),
-        {"name": "big", "run": str(run.uuid), "size": 2, "seed": 2**40},
+        {"name": "big", "run": str(run.uuid), "size": 2, "seed": 2**63},
     )
     assert response.status_code in (200, 400)
-    assert "less than or equal to 2147483647" in response.content.decode()
+    assert "less than or equal to 9223372036854775807" in response.content.decode()

@@ -21,7 +21,7 @@ from typing import Any
 from django.core.management.base import CommandError, CommandParser
 from django.db import connections
 
-from core.commands import DomainCommand
+from core.commands import DomainCommand, seed_arg
 from core.ids import uuid_parse
 from evals.models import GraderSetPreset, Run, Suite, TargetPreset, TopUp
 from evals.run_status import run_count_summary
@@ -96,7 +96,10 @@ class Command(DomainCommand):
             "--target-preset", metavar="NAME", help="a target preset declared with apply_config"
         )
         parser.add_argument(
-            "--seed", type=int, default=None, help="seed of --simulated (default 1234)"
+            "--seed",
+            type=seed_arg,
+            default=None,
+            help="seed of --simulated, 0 to 2**63 - 1 (default 1234)",
         )
         parser.add_argument(
             "--trials",

@@ -57,6 +57,7 @@ from typing import Any
 
 from django.conf import settings
 
+from core.bounds import seed_problem, text_problem
 from core.egress import endpoint_url_problem
 from core.errors import DomainError
 from core.placeholders import placeholder_list, placeholders_check
@@ -173,6 +174,8 @@ class OpenAIConfig:
         reserved = sorted(RESERVED_SETTINGS & set(settings))
         if reserved:
             raise DomainError("set by Assay, not a setting", field=f"target.settings.{reserved[0]}")
+        if "seed" in settings and (problem := seed_problem(settings["seed"])):
+            raise DomainError(problem, field="target.settings.seed")
         api_key_env = config.get("api_key_env", "OPENAI_API_KEY")
         problem = api_key_env_problem(api_key_env)
         if problem:
@@ -207,6 +210,8 @@ def prompt_template_check(template: str) -> list[str]:
     field ``target.prompt_template`` for the brace syntax (``{input}``), a malformed ``$``,
     an unknown ``$name``, or a template with no case placeholder (``CASE_FIELDS``)."""
     field = "target.prompt_template"
+    if problem := text_problem(template, "prompt_template"):
+        raise DomainError(problem, field=field, code="too_large")
     names = placeholders_check(template, field=field, offered=TEMPLATE_FIELDS, error=DomainError)
     if not set(names) & set(CASE_FIELDS):
         raise DomainError(

@@ -46,6 +46,7 @@ import struct
 from dataclasses import dataclass, field
 from typing import Any
 
+from core.bounds import seed_problem
 from core.errors import DomainError
 from evals.grading.graders import parse_number
 from evals.runner.targets.base import CaseInput, TargetResult, concurrency_parse
@@ -94,8 +95,8 @@ class SimulatedConfig:
         if unknown:
             raise DomainError("unknown field", field=f"target.{unknown[0]}")
         seed = config.get("seed")
-        if isinstance(seed, bool) or not isinstance(seed, int):
-            raise DomainError(f"expected an integer, got {seed!r}", field="target.seed")
+        if problem := seed_problem(seed):
+            raise DomainError(problem, field="target.seed")
         per_case = config.get("pass_probability")
         per_case = {} if per_case is None else per_case
         if not isinstance(per_case, dict):

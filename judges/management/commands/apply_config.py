@@ -6,13 +6,12 @@ accepts."""
 from __future__ import annotations
 
 import json
-import tomllib
 from pathlib import Path
 
 from django.core.management.base import CommandError
 
 from core.commands import DomainCommand
-from judges.config import config_apply
+from judges.config import config_apply, config_document_read
 
 
 class Command(DomainCommand):
@@ -27,8 +26,7 @@ class Command(DomainCommand):
 
     def handle(self, *args, **options) -> None:
         try:
-            with open(options["file"], "rb") as handle:
-                document = tomllib.load(handle)
+            document = config_document_read(Path(options["file"]))
         except (OSError, ValueError) as exc:  # TOML syntax (a raw NUL), invalid UTF-8
             raise CommandError(f"{options['file']}: {exc}") from exc
         applied = config_apply(document=document, base_dir=Path(options["file"]).resolve().parent)

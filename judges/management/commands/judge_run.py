@@ -29,7 +29,7 @@ import time
 from django.core.management.base import CommandError
 
 from core.actors import Via
-from core.commands import DomainCommand
+from core.commands import DomainCommand, seed_arg
 from core.errors import DomainError
 from core.ids import uuid_parse
 from evals.management.commands.run_report import run_lookup
@@ -95,7 +95,7 @@ class Command(DomainCommand):
             "pairwise judge version, both presentation orders per case and attempt",
         )
         parser.add_argument("--sample", type=int, default=None)
-        parser.add_argument("--seed", type=int, default=None)
+        parser.add_argument("--seed", type=seed_arg, default=None, help="0 to 2**63 - 1")
         parser.add_argument("--wait", action="store_true", help="wait until it is finished")
         parser.add_argument(
             "--timeout",

@@ -1,0 +1,54 @@
+"""JSON request bodies over their endpoint's limit are refused before anything reads them.
+
+``BodyLimitMiddleware`` (``settings.MIDDLEWARE``) answers a JSON ``POST``/``PUT``/``PATCH``
+whose ``Content-Length`` is over the limit of the view's ``body_limit`` row of
+``core.bounds.BODY_MAX_BYTES`` (``default`` for a view that names none) with a 413
+``{"detail", "field": null, "record": null, "limit"}``, before the view runs: DRF reads a
+JSON body whole into memory before its parser sees it, so the parser's own check
+(``core.api.parsers``) comes too late to save that memory. A view may add a sentence to the
+answer (``body_limit_hint``: ingest says to send NDJSON). Only API views (``/api/``) and JSON
+bodies are checked; forms are bounded by ``DATA_UPLOAD_MAX_MEMORY_SIZE`` (``BODY_MAX_BYTES
+["form"]``), uploads by their importers, NDJSON ingest by its stream.
+"""
+
+from __future__ import annotations
+
+from django.http import HttpRequest, JsonResponse
+
+from core.bounds import body_limit_bytes, body_too_large_text
+
+_METHODS = frozenset({"POST", "PUT", "PATCH"})
+
+
+def _view_class(view_func) -> type | None:
+    """The class behind a view function (``as_view``: ``view_class``; a DRF viewset:
+    ``cls``), or None."""
+    return getattr(view_func, "view_class", None) or getattr(view_func, "cls", None)
+
+
+class BodyLimitMiddleware:
+    """Refuses a JSON API body over its view's limit with a 413, unread (module doc)."""
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest):
+        return self.get_response(request)
+
+    def process_view(self, request: HttpRequest, view_func, view_args, view_kwargs):
+        if request.method not in _METHODS or not request.path_info.startswith("/api/"):
+            return None
+        media = (request.content_type or "").lower()
+        if media != "application/json" and not media.endswith("+json"):
+            return None
+        raw = request.META.get("CONTENT_LENGTH") or ""
+        if not raw.isdigit():
+            return None  # no length: the parser caps its read (core.api.parsers)
+        view = _view_class(view_func)
+        limit = body_limit_bytes(getattr(view, "body_limit", None))
+        size = int(raw) if len(raw) < 20 else 10**19
+        if size <= limit:
+            return None
+        detail = body_too_large_text(size, limit, hint=getattr(view, "body_limit_hint", ""))
+        body = {"detail": detail, "field": None, "record": None, "limit": limit}
+        return JsonResponse(body, status=413)
