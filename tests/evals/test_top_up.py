@@ -368,7 +368,8 @@ def test_a_run_file_is_decided_on_the_trials_there_are(drop, capsys, tmp_path):
     )
     (suspect,) = decision["suspects"]
     assert suspect["key"] == "c00" and suspect["settle_trials"] > 0
-    assert f"c00 (a new run of about {suspect['settle_trials']} trials a side)" in decision["notes"][0]
+    settle = suspect["settle_trials"]
+    assert f"c00 (a new run of about {settle} trials a side)" in decision["notes"][0]
     assert not TopUp.objects.exists()
 
 
