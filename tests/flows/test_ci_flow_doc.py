@@ -19,7 +19,7 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
-from evals.models import Case, Run, Suite
+from evals.models import Case, Grade, Run, Suite
 from judges.models import Judge, JudgeVersion
 from judges.versions import judge_version_create
 from tests.conftest import PROJECT_DIR
@@ -131,8 +131,11 @@ def test_the_docs_ci_flow_runs_as_written_and_the_gate_passes(mockllm, tmp_path,
         codes[args[0]] = code
         assert code == 0, f"{shlex.join(args)} exited {code}: {text}"
     assert codes == {"migrate": 0, "import_run": 0, "run_suite": 0, "gate": 0}
+    # The head was judged by the version the import created under the file's UUID and number.
     head = Run.objects.get(name="pr-42-abc123")
-    assert (
-        head.graders[1]["config"]["judge_version"] in (tmp_path / "assay/graders.json").read_text()
-    )
+    version = JudgeVersion.objects.get()
+    assert (version.judge.name, version.number) == ("helpful", 1)
+    assert head.graders[1]["config"]["judge_version"] == str(version.uuid)
+    judged = Grade.objects.filter(trial__run=head, grader="judge", judge_version=version)
+    assert judged.filter(status=Grade.Status.OK, passed=True).count() == 15
     assert (tmp_path / "gate.md").read_text().strip()
