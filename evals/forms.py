@@ -19,7 +19,12 @@ from evals.grading.graders import parse_grader_specs
 from evals.models import GraderSetPreset, Run, Suite, TargetPreset
 from evals.run_status import IMPORTED
 from evals.runner.start import DEFAULT_TRIALS_PER_CASE, MAX_TRIALS_PER_CASE
-from evals.runner.targets.openai import prompt_template_check
+from evals.runner.targets.openai import (
+    DEFAULT_API_KEY_ENV,
+    api_key_env_problem,
+    looks_like_a_key,
+    prompt_template_check,
+)
 
 TARGET_KINDS = [
     ("simulated", "Simulated (seeded, no network)"),
@@ -101,6 +106,20 @@ class RunStartForm(StorableForm):
         help_text="e.g. https://api.example.com/v1",
     )
     model = forms.CharField(max_length=200, required=False)
+    api_key_env = forms.CharField(
+        max_length=200,
+        required=False,
+        initial=DEFAULT_API_KEY_ENV,
+        label="API key variable",
+        help_text="The name of the environment variable that holds the endpoint's key on the "
+        "workers (e.g. OPENAI_API_KEY or MISTRAL_API_KEY), never the key itself. Retries and "
+        "top-ups read the same variable.",
+    )
+    no_api_key = forms.BooleanField(
+        required=False,
+        label="The endpoint takes no key",
+        help_text="A local or keyless endpoint: no key is sent, now or when more trials are added.",
+    )
     prompt_template = forms.CharField(
         required=False,
         max_length=TEXT_MAX_CHARS["prompt_template"],
@@ -188,6 +207,14 @@ class RunStartForm(StorableForm):
         for name in required:
             if data.get(name) in (None, ""):
                 self.add_error(name, f"Required for the {kind} target.")
+        if kind == "openai" and data.get("api_key_env") and not data.get("no_api_key"):
+            name = data["api_key_env"].strip()
+            if looks_like_a_key(name):  # refused, and never shown back in the page
+                self.data = self.data.copy()
+                self.data["api_key_env"] = ""
+            problem = api_key_env_problem(name)
+            if problem:
+                self.add_error("api_key_env", problem)
         if kind == "openai" and data.get("prompt_template"):
             try:
                 prompt_template_check(data["prompt_template"])
@@ -213,10 +240,13 @@ class RunStartForm(StorableForm):
                 target["default_pass_probability"] = data["pass_probability"]
             return target
         if kind == "openai":
+            target = {"kind": "openai", "base_url": data["base_url"], "model": data["model"]}
+            if data.get("no_api_key"):
+                target["api_key_env"] = None  # keyless: no key sent, by retries and top-ups too
+            elif (data.get("api_key_env") or "").strip():
+                target["api_key_env"] = data["api_key_env"].strip()
             return {
-                "kind": "openai",
-                "base_url": data["base_url"],
-                "model": data["model"],
+                **target,
                 "prompt_template": data["prompt_template"],
                 "settings": data.get("settings_json") or {},
             }

@@ -42,6 +42,7 @@ from django.utils.dateparse import parse_datetime
 from core import bounds
 from core.decimals import decimal_plain
 from core.errors import DomainError
+from core.ids import uuid_parse
 from core.text import unstorable_refuse
 from evals.blindness import GOLD_GRADER, grades_visible_to, sees_everything
 from evals.cases import CaseSpec, cases_upsert, context_problem, size_problem, tags_problem
@@ -174,7 +175,7 @@ def run_export(*, run: Run, outputs: bool = True, viewer=None) -> dict[str, Any]
             "target_kind": run.target_kind,
             "model": run.model,
             "target": run.target,
-            "graders": run.graders,
+            "graders": _graders_named(run.graders),
             "trials_per_case": run.trials_per_case,
             "source_version": run.source_version,
             "created_at": _iso(run.created_at),
@@ -184,6 +185,34 @@ def run_export(*, run: Run, outputs: bool = True, viewer=None) -> dict[str, Any]
         "judge_versions": judge_versions,
         "cases": cases,
     }
+
+
+def _graders_named(graders: Any) -> Any:
+    """A run's stored grader set with each judge grader naming its version by name and
+    number (``judge``, ``judge_number``) beside its UUID, so a grader set copied from the
+    file still resolves in a database whose copy of the version has another UUID. One query."""
+    if not isinstance(graders, list):
+        return graders
+    refs = [
+        uuid_parse(g["config"].get("judge_version"))
+        for g in graders
+        if isinstance(g, dict) and isinstance(g.get("config"), dict)
+    ]
+    versions = {
+        str(v.uuid): v
+        for v in JudgeVersion.objects.filter(uuid__in=[r for r in refs if r is not None])
+        .select_related("judge")
+        .only("uuid", "number", "judge__name")
+    }
+    out = []
+    for g in graders:
+        ref = g.get("config", {}).get("judge_version") if isinstance(g, dict) else None
+        version = versions.get(str(uuid_parse(ref))) if isinstance(ref, str) else None
+        if version is not None:
+            config = {**g["config"], "judge": version.judge.name, "judge_number": version.number}
+            g = {**g, "config": config}
+        out.append(g)
+    return out
 
 
 def run_export_json(*, run: Run, outputs: bool = True, viewer=None) -> str:
@@ -224,7 +253,8 @@ def _when(value: Any, where: str):
 
 def _judge_versions(data: dict) -> dict[str, JudgeVersion]:
     """The file's judge versions, matched by (judge name, content hash); missing ones are
-    created untrusted (trust is never imported: a lead approves it here)."""
+    created untrusted (trust is never imported: a lead approves it here), under the file's
+    UUID and number when this database has neither yet."""
     out = {}
     for ref, spec in (data.get("judge_versions") or {}).items():
         where = f"judge_versions[{ref}]"
@@ -257,6 +287,11 @@ def _judge_versions(data: dict) -> dict[str, JudgeVersion]:
             numbers = set(judge.versions.values_list("number", flat=True))
             wanted = int(spec.get("number") or 1)
             candidate.number = wanted if wanted not in numbers else max(numbers) + 1
+            # The file's UUID and number when free here, so a grader set naming the version
+            # either way (as the file's run does) resolves to it after the import.
+            same = uuid_parse(ref)
+            if same is not None and not JudgeVersion.objects.filter(uuid=same).exists():
+                candidate.uuid = same
             candidate.save()
             version = candidate
         out[ref] = version

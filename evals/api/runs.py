@@ -691,9 +691,18 @@ class RunStartInput(serializers.Serializer):
         help_text="Target configuration ({kind, ...}). An openai target's prompt_template "
         "fills $input, $expected, $context, $key, $tags and $attempt (also ${input}; $$ is a "
         "literal $; braces are plain text) and must use one of $input, $expected, $context, "
-        "$key; {input} is refused."
+        "$key; {input} is refused. Its api_key_env is the name of the environment variable "
+        "holding the endpoint's key on the workers (default OPENAI_API_KEY; it must match "
+        "[A-Z][A-Z0-9_]*_API_KEY), or null for an endpoint that takes no key (no "
+        "Authorization header); a value that looks like a key (sk-...) is refused naming "
+        "target.api_key_env. Retries and top-ups use the same variable, or none."
     )
-    graders = serializers.JSONField(help_text="Grader set: list of {key, kind, config}.")
+    graders = serializers.JSONField(
+        help_text="Grader set: list of {key, kind, config}. A judge grader's config names its "
+        "version by judge_version (a UUID, JUDGE:vN or a judge name) or by judge and "
+        "judge_number (a name and a version number; beside a UUID, the fallback when the UUID "
+        "is not known here, as run files write it)."
+    )
     trials_per_case = StrictIntegerField(
         min_value=1,
         max_value=MAX_TRIALS_PER_CASE,

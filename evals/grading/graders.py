@@ -42,7 +42,10 @@ Kinds (``config`` options in brackets, defaults after ``=``):
   Both agent kinds read the trial's trajectory and final state (``AgentData``), passed to
   ``run_grader`` as ``agent=``; nothing else reads those columns.
 - ``judge`` [judge_version="<uuid>" | "JUDGE:vN" | "JUDGE" (its newest version; resolved to
-  the UUID when the grader set is parsed), skip_if_failed=False]: the top rung, an LLM judge
+  the UUID when the grader set is parsed), judge="JUDGE" and judge_number=N (the same
+  version by name and number: instead of judge_version, or beside a UUID as its fallback
+  when the UUID is not known here, as run files write them), skip_if_failed=False]: the
+  top rung, an LLM judge
   version (``judges``). It is not run here: the runner enqueues it after the deterministic
   grades of a chunk are written (``judges.grading.run_chunk_judge``); with
   ``skip_if_failed`` a trial failed by a gating deterministic grader is not sent to the judge.
@@ -544,6 +547,8 @@ _OPTIONS: dict[str, dict[str, tuple[type | tuple, str]]] = {
     },
     JUDGE_KIND: {
         "judge_version": (str, "a judge version: UUID, JUDGE:vN or a judge name"),
+        "judge": (str, "a judge name"),
+        "judge_number": (int, "a whole number"),
         "skip_if_failed": (bool, "a boolean"),
     },
 }
@@ -551,7 +556,6 @@ _REQUIRED = {
     "regex": ("pattern",),
     "json_schema": ("schema",),
     "python": ("function",),
-    JUDGE_KIND: ("judge_version",),
 }
 
 
@@ -629,6 +633,33 @@ def _check_values(kind: str, config: dict, where: str) -> None:
         registry_get(name=config["function"], kind="grader", field=f"{where}.function")
 
 
+def _judge_config_version(config: dict, where: str) -> JudgeVersion:
+    """The judge version a judge grader's config names: ``judge_version`` (its UUID,
+    ``JUDGE:vN`` or a judge name, as ``judges.selectors.judge_version_resolve`` reads them),
+    else ``judge`` with ``judge_number`` (version N of the judge so named; without the number
+    its newest version). Given both, the UUID wins when this database knows it, and the name
+    and number are the fallback: a run file names its judges both ways, and an import here
+    may have had to give the version another UUID. Raises DomainError naming the field."""
+
+    name, number = config.get("judge"), config.get("judge_number")
+    if number is not None and (isinstance(number, bool) or number < 1):
+        raise DomainError("expected a whole number >= 1", field=f"{where}.judge_number")
+    if number is not None and name is None:
+        raise DomainError("judge_number needs judge (the judge's name)", field=f"{where}.judge")
+    by_name = None if name is None else (name if number is None else f"{name}:v{number}")
+    ref = config.get("judge_version")
+    if ref is None:
+        if by_name is None:
+            raise DomainError(f"required for {JUDGE_KIND}", field=f"{where}.judge_version")
+        return _check_judge_version(by_name, f"{where}.judge")
+    try:
+        return _check_judge_version(ref, f"{where}.judge_version")
+    except DomainError as exc:
+        if by_name is None or exc.code != "not_found":
+            raise
+    return _check_judge_version(by_name, f"{where}.judge")
+
+
 def _check_judge_version(value: str, where: str) -> JudgeVersion:
     """The judge version named by ``value`` (its UUID, ``JUDGE:vN`` or a judge name, as
     ``judges.selectors.judge_version_resolve`` reads them), which must grade single trials
@@ -696,7 +727,7 @@ def parse_grader_specs(raw: list[dict]) -> list[GraderSpec]:
         _want(f"{where}.version", version, str, "a string")
         _check_config(kind, config, f"{where}.config")
         if kind == JUDGE_KIND:  # a name is resolved now: the run snapshots the version's UUID
-            judge = _check_judge_version(config["judge_version"], f"{where}.config.judge_version")
+            judge = _judge_config_version(config, f"{where}.config")
             config = {**config, "judge_version": str(judge.uuid)}
         specs.append(GraderSpec(key=key, kind=kind, config=config, gating=gating, version=version))
     return specs

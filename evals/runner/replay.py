@@ -3,7 +3,9 @@
 A run can be replayed when Assay executed it, it succeeded, and its target snapshot builds
 here: a simulated target always (seeded draws per case and attempt, so new attempts are new
 draws); a Python callable when it imports; an OpenAI-compatible endpoint when the API key
-variable it names is set. Runs imported from elsewhere, run files and failed runs cannot.
+variable its snapshot names (``api_key_env``, default ``OPENAI_API_KEY``) is set, or always
+when it names none (``"api_key_env": null``: a keyless endpoint, called without a key as the
+run was). Runs imported from elsewhere, run files and failed runs cannot.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import os
 from core.errors import DomainError
 from evals.models import Run
 from evals.runner.targets.base import target_validate
+from evals.runner.targets.openai import OpenAIConfig
 
 
 def run_replay_refusal(*, run: Run) -> str | None:
@@ -27,7 +30,11 @@ def run_replay_refusal(*, run: Run) -> str | None:
     except DomainError as exc:
         return f"run {run.name!r}: its target does not build here ({exc})"
     if target.get("kind") == "openai":
-        key = target.get("api_key_env", "OPENAI_API_KEY")
-        if not os.environ.get(key):
-            return f"run {run.name!r}: {key} is not set here, so its endpoint cannot be called"
+        key = OpenAIConfig.parse(target).api_key_env  # None: a keyless endpoint
+        if key is not None and not os.environ.get(key):
+            return (
+                f"run {run.name!r}: its target names the key variable {key}, which is not set "
+                "here, so its endpoint cannot be called (set it; a target for an endpoint "
+                'that takes no key says "api_key_env": null)'
+            )
     return None

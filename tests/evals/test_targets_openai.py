@@ -271,6 +271,17 @@ def test_it_sends_no_authorization_header_when_the_key_variable_is_unset(fake_ll
     assert "authorization" not in fake_llm.headers[0]
 
 
+@pytest.mark.parametrize("keyless", [None, False])
+def test_a_keyless_target_sends_no_key_even_when_openai_api_key_is_set(
+    fake_llm, monkeypatch, keyless
+):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+
+    assert _one(_config(fake_llm, api_key_env=keyless), "hi").ok
+
+    assert "authorization" not in fake_llm.headers[0]
+
+
 def test_it_inserts_case_text_as_data_never_as_template_source():
     case = CaseInput(
         key="k1",

@@ -8,9 +8,12 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
+from core.errors import DomainError
 from evals.comparison.run_data import run_data_from_file, run_data_get
+from evals.grading.graders import parse_grader_specs
 from evals.models import Grade, Run, Trial
 from evals.report.selectors import run_report
+from judges.models import JudgeVersion
 from tests.comparison_builders import judge_version
 from tests.report_builders import mixed_run
 
@@ -101,3 +104,38 @@ def test_it_refuses_a_run_name_that_is_taken(tmp_path):
         call_command("import_run", str(path))
     call_command("import_run", str(path), "--name", "R1-copy")
     assert Run.objects.filter(name="R1-copy", suite=run.suite).exists()
+
+
+def test_it_names_judges_by_name_and_number_and_an_import_keeps_uuid_and_number(tmp_path):
+    run = _judged_mixed_run()
+    v = JudgeVersion.objects.get(number=3)
+    run.graders = [{"key": "a", "kind": "judge", "config": {"judge_version": str(v.uuid)}}]
+    run.save(update_fields=["graders"])
+    path = tmp_path / "run.json"
+    call_command("export_run", str(run.uuid), "--out", str(path))
+    data = json.loads(path.read_text())
+    config = data["run"]["graders"][0]["config"]
+    assert config == {"judge_version": str(v.uuid), "judge": "judge", "judge_number": 3}
+    Run.objects.all().delete()
+    JudgeVersion.objects.all().delete()
+    call_command("import_run", str(path))
+    again = JudgeVersion.objects.get()
+    assert (again.uuid, again.judge.name, again.number) == (v.uuid, "judge", 3)
+    assert parse_grader_specs(data["run"]["graders"])[0].config["judge_version"] == str(v.uuid)
+
+
+def test_a_grader_set_names_a_judge_by_name_and_number_when_its_uuid_is_unknown_here():
+    v = judge_version(2, trusted=False)
+    unknown = "00000000-0000-4000-8000-000000000001"
+    by_both = {"judge_version": unknown, "judge": "judge", "judge_number": 2}
+    for config in (by_both, {"judge": "judge", "judge_number": 2}, {"judge_version": "judge:v2"}):
+        specs = parse_grader_specs([{"key": "j", "kind": "judge", "config": config}])
+        assert specs[0].config["judge_version"] == str(v.uuid)
+    with pytest.raises(DomainError, match=rf"graders\[0\]\.config\.judge_version: no .*{unknown}"):
+        parse_grader_specs([{"key": "j", "kind": "judge", "config": {"judge_version": unknown}}])
+    with pytest.raises(
+        DomainError, match=r"graders\[0\]\.config\.judge: no judge version 'judge:v7'"
+    ):
+        parse_grader_specs(
+            [{"key": "j", "kind": "judge", "config": {**by_both, "judge_number": 7}}]
+        )

@@ -106,17 +106,40 @@ Sleep = Callable[[float], Awaitable[None]]
 
 
 API_KEY_ENV_PATTERN = r"[A-Z][A-Z0-9_]*_API_KEY"
+DEFAULT_API_KEY_ENV = "OPENAI_API_KEY"
+# A value that is a key itself, not a variable's name: a provider's key prefix (OpenAI
+# ``sk-``, Anthropic ``sk-ant-``, Groq ``gsk_``, Hugging Face ``hf_``, GitHub ``ghp_``...),
+# or a long run of letters and digits with lower case in it (no variable name has that).
+_SECRET_LOOKING = re.compile(
+    r"(?:sk|gsk|pk|rk|hf|ghp|gho|github_pat|xox[abpr]|AIza)[-_]|(?=.*[a-z])(?=.*[0-9])"
+    r"[A-Za-z0-9_\-]{24,}",
+)
+
+
+def looks_like_a_key(value: object) -> bool:
+    """Whether ``value`` looks like an API key itself rather than a variable's name: a
+    surface that refuses it must not show it back (a form clears the field)."""
+    return isinstance(value, str) and bool(_SECRET_LOOKING.match(value.strip()))
 
 
 def api_key_env_problem(name: object) -> str | None:
     """Why ``name`` may not be the environment variable whose value is sent as the bearer
-    key, or None when it may. The name must match ``ASSAY["API_KEY_ENV_PATTERN"]`` (default
-    ``[A-Z][A-Z0-9_]*_API_KEY``, e.g. ``OPENAI_API_KEY``): whoever configures a target or a
-    judge chooses the URL the key goes to, so any other variable of the worker's environment
-    (``SECRET_KEY``, ``DATABASE_URL``, ``HOME``) must not be sendable."""
+    key, or None when it may. ``None`` may: a keyless endpoint (no Authorization header).
+    A name must match ``ASSAY["API_KEY_ENV_PATTERN"]`` (default ``[A-Z][A-Z0-9_]*_API_KEY``,
+    e.g. ``OPENAI_API_KEY``): whoever configures a target or a judge chooses the URL the key
+    goes to, so any other variable of the worker's environment (``SECRET_KEY``,
+    ``DATABASE_URL``, ``HOME``) must not be sendable. A value that looks like a key itself
+    (``sk-...``) is refused without repeating it: the field takes a name, never a secret."""
 
+    if name is None:
+        return None
     if not isinstance(name, str) or not name:
-        return "expected an environment variable name"
+        return "expected an environment variable name, or null for an endpoint that takes no key"
+    if looks_like_a_key(name):
+        return (
+            "looks like a key itself: give the name of the environment variable that holds "
+            "the key (e.g. OPENAI_API_KEY), never the key"
+        )
     pattern = getattr(settings, "ASSAY", {}).get("API_KEY_ENV_PATTERN", API_KEY_ENV_PATTERN)
     if not re.fullmatch(pattern, name):
         return (
@@ -135,7 +158,7 @@ class OpenAIConfig:
     model: str
     prompt_template: str
     system_prompt: str | None = None
-    api_key_env: str = "OPENAI_API_KEY"
+    api_key_env: str | None = DEFAULT_API_KEY_ENV  # None: a keyless endpoint
     settings: dict[str, Any] = field(default_factory=dict)
     concurrency: int = 16
     timeout_s: float = 60.0
@@ -176,7 +199,8 @@ class OpenAIConfig:
             raise DomainError("set by Assay, not a setting", field=f"target.settings.{reserved[0]}")
         if "seed" in settings and (problem := seed_problem(settings["seed"])):
             raise DomainError(problem, field="target.settings.seed")
-        api_key_env = config.get("api_key_env", "OPENAI_API_KEY")
+        api_key_env = config.get("api_key_env", DEFAULT_API_KEY_ENV)
+        api_key_env = None if api_key_env is False else api_key_env  # TOML has no null
         problem = api_key_env_problem(api_key_env)
         if problem:
             raise DomainError(f"{problem}", field="target.api_key_env")
@@ -465,7 +489,7 @@ class OpenAITarget:
         self._refused: TargetResult | None = None
         self._answered = False
         headers = {"Content-Type": "application/json"}
-        api_key = os.environ.get(config.api_key_env)
+        api_key = os.environ.get(config.api_key_env) if config.api_key_env else None
         if api_key:
             headers["Authorization"] = f"Bearer {api_key}"
         self.http = JsonPoster(
