@@ -18,11 +18,13 @@ A trial's decision, over the run's ``contract`` graders (docs/contracts.md):
   (``labeling.review``). The trial is accepted when at least one review of its *current*
   output (same hash) exists and every such review passed every dimension; a review of an
   earlier output counts for nothing, and a disagreement (one review fails a dimension)
-  keeps it in review. Only the label of record counts (``Label``: its verdict and its
-  review, which every label change rewrites together, undo included; a flagged revision
-  after the reveal never changes it), so acceptance is derived from the labels' current
-  state, never stored. ``trial_decision_get`` derives one trial's decision the same way
-  (``labeling.decision_history`` records each change a label change causes).
+  keeps it in review, and so does any label of record that fails the trial (with a review
+  or without, as a relabel through the API). Only the label of record counts (``Label``:
+  its verdict and its review, which every label change rewrites together, undo included;
+  a flagged revision after the reveal never changes it), so acceptance is derived from
+  the labels' current state, never stored. ``trial_decision_get`` derives one trial's
+  decision the same way (``labeling.decision_history`` records each move a label change
+  causes).
 """
 
 from __future__ import annotations
@@ -143,23 +145,27 @@ def review_passed(review: dict, *, current_hash: str) -> bool | None:
 
 
 def _accepted_ids(review_ids: list[int]) -> set[int]:
-    """Of the ``review`` trials, those a completed review accepts (module doc). Labels are
-    read through the trial's ``labels`` relation (evals never imports labeling)."""
+    """Of the ``review`` trials, those the labels of record accept (module doc): at least
+    one review of the current output, every such review passed every dimension, and no
+    label of record on the trial fails it (a relabel to fail without a review blocks too).
+    Labels are read through the trial's ``labels`` relation (evals never imports labeling).
+    """
     if not review_ids:
         return set()
     verdicts: dict[int, list[bool]] = {}
     outputs: dict[int, str] = {}
     for trial_id, output, verdict, details in Trial.objects.filter(
-        id__in=review_ids, labels__details__has_key="contract_review"
+        id__in=review_ids, labels__isnull=False
     ).values_list("id", "output", "labels__verdict", "labels__details"):
         if trial_id not in outputs:
             outputs[trial_id] = output_hash(output)
         passed = review_passed(
             (details or {}).get("contract_review"), current_hash=outputs[trial_id]
         )
+        if verdict != "pass":
+            passed = False
         if passed is not None:
-            # A label of record whose verdict is not pass never accepts, whatever it holds.
-            verdicts.setdefault(trial_id, []).append(passed and verdict == "pass")
+            verdicts.setdefault(trial_id, []).append(passed)
     return {t for t, v in verdicts.items() if v and all(v)}
 
 
