@@ -16,6 +16,7 @@ from evals.models import (
     Baseline,
     Case,
     CaseChange,
+    DecisionTransition,
     Grade,
     GraderSetPreset,
     Graduation,
@@ -212,6 +213,17 @@ class GradeAdmin(RecordAdmin):
     search_fields = ("grader", "reason")
     list_select_related = ("trial", "judge_version__judge")
     raw_id_fields = ("trial", "judge_version")
+
+
+@admin.register(DecisionTransition)
+class DecisionTransitionAdmin(RecordAdmin):
+    """View only: the history of contract decisions, written with the label change that
+    moved each (``labeling.decision_history``)."""
+
+    list_display = ("created_at", "trial", "from_decision", "to_decision", "reviewer_name")
+    list_filter = ("to_decision", "cause")
+    list_select_related = ("trial",)
+    raw_id_fields = ("trial", "reviewer")
 
 
 @admin.register(RunSummary)

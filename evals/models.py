@@ -725,3 +725,29 @@ class RunSummary(models.Model):
 
     def __str__(self) -> str:
         return f"summary of run {self.run_id}"
+
+
+class DecisionTransition(models.Model):
+    """One change of a trial's contract decision caused by a label change
+    (``labeling.decision_history``): ``from_decision`` -> ``to_decision`` (values of
+    ``evals.grading.contract.decisions.DECISIONS``), written in the same transaction as the
+    label change by ``reviewer`` at ``label_version`` (their ``LabelRevision`` on the trial:
+    ``cause`` says which kind: created, revised or undo). The decision itself is never
+    stored: it is derived from the labels of record; this is its history."""
+
+    trial = models.ForeignKey(Trial, on_delete=models.CASCADE, related_name="decision_transitions")
+    from_decision = models.CharField(max_length=30)
+    to_decision = models.CharField(max_length=30)
+    reviewer = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    reviewer_name = models.CharField(max_length=200, blank=True)
+    label_version = models.PositiveIntegerField()
+    cause = models.CharField(max_length=20)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["created_at", "id"]
+
+    def __str__(self) -> str:
+        return f"trial {self.trial_id}: {self.from_decision} -> {self.to_decision}"

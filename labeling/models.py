@@ -85,6 +85,9 @@ class LabelRevision(models.Model):
     ``after_reveal``: saved once the reviewer had finished a calibration set holding the
     trial (so the judge's verdicts were visible to them): recorded and flagged, never the
     label of record (the label row keeps the verdict given blind).
+    ``details``: the label's details this revision set (``{"contract_review": ...}`` for a
+    contract review, ``{}`` otherwise), so an undo restores the review of the save it goes
+    back to and the label of record never keeps a review its verdict no longer reflects.
     """
 
     label = models.ForeignKey(
@@ -115,6 +118,7 @@ class LabelRevision(models.Model):
         related_name="label_revisions",
         help_text="the guidelines version this revision was given under",
     )
+    details = models.JSONField(default=dict, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
 
     class Meta:

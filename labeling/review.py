@@ -8,7 +8,9 @@ versioning, revisions and blindness), its verdict ``pass`` only when every dimen
 passed, and its ``details.contract_review`` = ``{"output_hash", "dimensions": {name:
 {"verdict", "critique"}}}``. It attaches to the exact output reviewed (its SHA-256): the
 decision (``evals.grading.contract.decisions``) reads ``accepted`` only while the output
-still has that hash and every review of it passed every dimension.
+still has that hash and every review of it (the labels of record) passes every dimension;
+an undo or a relabel changes the label of record and so the decision, and the move is
+recorded (``labeling.decision_history``).
 """
 
 from __future__ import annotations
@@ -127,21 +129,14 @@ def review_submit(
             f"{name}: {a['verdict']}" + (f" — {a['critique']}" if a["critique"] else "")
             for name, a in answers.items()
         )
-        label = label_submit(
+        # The review is the label's: written with it (and with each revision, so an undo
+        # restores the review of the save it goes back to). A frozen label (the reviewer
+        # finished the queue) keeps its review: the new one is the flagged revision's.
+        return label_submit(
             trial=current,
             reviewer=reviewer,
             verdict="pass" if passed else "fail",
             critique=critique[:CRITIQUE_MAX],
             calibration_set=calibration_set,
+            review={"output_hash": reviewed_hash, "dimensions": answers},
         )
-        if label.outcome == "flagged":
-            # A frozen label (the reviewer finished the queue): the review is kept as the
-            # flagged revision's verdict and critique; the label of record keeps its review.
-            return label
-        details = {
-            **(label.details or {}),
-            REVIEW_KIND: {"output_hash": reviewed_hash, "dimensions": answers},
-        }
-        Label.objects.filter(pk=label.pk).update(details=details)
-        label.details = details
-    return label

@@ -21,6 +21,12 @@ from core.roles import ENGINEER, LEAD, REVIEWER, role_require
 from evals.models import Run, Trial
 from judges.models import JudgeApproval, JudgeVersion
 from judges.trust import trust_grant
+from labeling.decision_history import (
+    REVIEW_KEY,
+    decision_before,
+    decision_transition_record,
+    details_with_review,
+)
 from labeling.figures import Calibration, PairwiseCalibration
 from labeling.freeze import FROZEN_TEXT, label_is_frozen
 from labeling.guidelines import (  # noqa: F401 - re-exported: the guidelines' writes
@@ -277,6 +283,7 @@ def label_submit(
     critique: str = "",
     expected_version: int | None = None,
     calibration_set: CalibrationSet | None = None,
+    review: dict | None = None,
 ) -> Label:
     """Save ``reviewer``'s label on ``trial`` (reviewers and leads); returns the current label.
 
@@ -299,6 +306,11 @@ def label_submit(
       current version or as the retry of the save that made it) changes nothing.
     - The label and its revision record the guidelines version given
       (``labeling.guidelines.guidelines_current_id``: ``calibration_set``'s, the queue's).
+    - ``review`` (``labeling.review``: a contract review's ``{"output_hash", "dimensions"}``)
+      is the label's ``details.contract_review`` and its revision's; a change without one
+      removes the review from the label of record. The trial's contract decision, derived
+      from the labels of record, is recomputed in the same transaction and a move recorded
+      (``labeling.decision_history``).
     Concurrency: the label row is updated with a compare-and-set on ``version`` and
     revisions are unique per (trial, reviewer, version); two reviewers never touch each
     other's rows, so both keep their labels.
@@ -314,6 +326,7 @@ def label_submit(
         raise DomainError(f"longer than {CRITIQUE_MAX} characters", field="critique")
     now = timezone.now()
     with transaction.atomic():
+        before = decision_before(trial_id=trial.id)
         current = Label.objects.filter(trial=trial, reviewer=reviewer).first()
         last = _last_revision(trial, reviewer)
         # The label row's version too: a label written without revisions (by hand, by an
@@ -323,12 +336,12 @@ def label_submit(
             trial_id=trial.id, reviewer=reviewer, now=now
         )
         # The newest change: a frozen label's flagged revision, else the label itself.
-        newest = (
-            (last.verdict, last.critique)
-            if frozen and last is not None and last.after_reveal and last.version == latest
-            else ((current.verdict, current.critique) if current is not None else None)
-        )
-        if newest == (verdict, critique) and (
+        flagged = frozen and last is not None and last.after_reveal and last.version == latest
+        newest = last if flagged else current
+        same = newest is not None and (newest.verdict, newest.critique) == (verdict, critique)
+        if same and review is not None:  # a review of another output is a change
+            same = (newest.details or {}).get(REVIEW_KEY) == review
+        if same and (
             expected_version in (None, latest)
             or (
                 last is not None
@@ -357,6 +370,7 @@ def label_submit(
                         source=Label.Source.REVIEWER,
                         version=new_version,
                         guidelines_id=guidelines_id,
+                        details=details_with_review(None, review),
                         created_at=now,
                         updated_at=now,
                     )
@@ -368,6 +382,7 @@ def label_submit(
                         verdict=verdict,
                         critique=critique,
                         guidelines_id=guidelines_id,
+                        details=details_with_review(None, review),
                         created_at=now,
                     )
             except IntegrityError:
@@ -381,6 +396,13 @@ def label_submit(
             _freeze_sets_of(trial, now)
             label_is_frozen(trial_id=trial.id, reviewer=reviewer, now=now)  # records reveals
             label.outcome, label.flagged_revision = "created", None
+            decision_transition_record(
+                trial_id=trial.id,
+                before=before,
+                reviewer=reviewer,
+                label_version=new_version,
+                cause="created",
+            )
             return label
         changes = (
             {"version": new_version}
@@ -390,6 +412,7 @@ def label_submit(
                 "critique": critique,
                 "version": new_version,
                 "guidelines_id": guidelines_id,
+                "details": details_with_review(current.details, review),
                 "updated_at": now,
             }
         )
@@ -410,12 +433,20 @@ def label_submit(
             critique=critique,
             after_reveal=frozen,
             guidelines_id=guidelines_id,
+            details=details_with_review(None, review),
             created_at=now,
         )
         for name, value in changes.items():
             setattr(current, name, value)
         current.outcome = "flagged" if frozen else "revised"
         current.flagged_revision = revision if frozen else None
+        decision_transition_record(
+            trial_id=trial.id,
+            before=before,
+            reviewer=reviewer,
+            label_version=new_version,
+            cause=current.outcome,
+        )
         return current
 
 
@@ -452,6 +483,7 @@ def label_undo(*, trial: Trial, reviewer, expected_version: int | None = None) -
     if expected_version is not None and expected_version != label.version:
         raise _stale(expected_version, label.version, undone=True)
     now = timezone.now()
+    before = decision_before(trial_id=trial.id)
     if label_is_frozen(trial_id=trial.id, reviewer=reviewer, now=now):
         raise DomainError(
             f"{FROZEN_TEXT} and cannot be undone; save a new verdict to record a flagged "
@@ -472,15 +504,20 @@ def label_undo(*, trial: Trial, reviewer, expected_version: int | None = None) -
         verdict=restored.verdict if restored else "",
         critique=restored.critique if restored else "",
         undoes=undone.version if undone else label.version,
+        details=restored.details if restored else {},
         created_at=now,
     )
     if restored is None:
         label.delete()
-        return None
-    label.verdict, label.critique = restored.verdict, restored.critique
-    label.version, label.updated_at = new_version, now
-    label.save(update_fields=["verdict", "critique", "version", "updated_at"])
-    return label
+    else:
+        label.verdict, label.critique = restored.verdict, restored.critique
+        label.details = details_with_review(label.details, restored.details.get(REVIEW_KEY))
+        label.version, label.updated_at = new_version, now
+        label.save(update_fields=["verdict", "critique", "details", "version", "updated_at"])
+    decision_transition_record(
+        trial_id=trial.id, before=before, reviewer=reviewer, label_version=new_version, cause="undo"
+    )
+    return label if restored is not None else None
 
 
 # --- trust ----------------------------------------------------------------------------------

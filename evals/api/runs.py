@@ -41,7 +41,7 @@ from evals.blindness import (
     grades_visible_to,
     run_is_blind,
 )
-from evals.grading.contract.decisions import CONTRACT_KIND, run_decisions
+from evals.grading.contract.decisions import CONTRACT_KIND, decision_history, run_decisions
 from evals.grading.recorded import run_grade
 from evals.models import Baseline, Case, Grade, Run, Suite, Trial
 from evals.report.selectors import run_report
@@ -372,6 +372,11 @@ def trial_rows_data(
 
 
 class TrialDetailSerializer(TrialSerializer):
+    decision_history = serializers.SerializerMethodField(
+        help_text="The moves of the contract decision caused by label changes, oldest first: "
+        "{from, to, reviewer, label_version, cause (created, revised, undo), at}; empty when "
+        "none (and for a reviewer while the decision is hidden from them)."
+    )
     goal_state = serializers.JSONField(
         source="case.goal_state",
         read_only=True,
@@ -384,6 +389,7 @@ class TrialDetailSerializer(TrialSerializer):
             "output",
             "output_length",
             "decision",
+            "decision_history",
             "request",
             "trajectory",
             "final_state",
@@ -406,6 +412,21 @@ class TrialDetailSerializer(TrialSerializer):
                 "null when the target sent none of its own."
             },
         }
+
+    def get_decision_history(self, trial: Trial) -> list[dict]:
+        if self.get_decision(trial) is None:
+            return []
+        return [
+            {
+                "from": t.from_decision,
+                "to": t.to_decision,
+                "reviewer": t.reviewer_name,
+                "label_version": t.label_version,
+                "cause": t.cause,
+                "at": t.created_at.isoformat(),
+            }
+            for t in decision_history(trial_ids=[trial.id]).get(trial.id, [])
+        ]
 
 
 class GradeSerializer(serializers.ModelSerializer):

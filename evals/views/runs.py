@@ -36,6 +36,7 @@ from evals import selectors
 from evals.baselines import run_baseline_context
 from evals.blindness import run_is_blind
 from evals.forms import RUN_FILTER_STATUSES, BaselineSetForm, RunFilterForm, RunStartForm
+from evals.grading.contract.decisions import decision_history, trial_decision_get
 from evals.models import Case, Run, Suite, TopUp, Trial
 from evals.report.selectors import run_report
 from evals.runner.finalize import run_cancel as run_cancel_service
@@ -208,9 +209,14 @@ def run_case(request: HtmxHttpRequest, run_id, case_id) -> HttpResponse:
 @role_required(*VIEWER_ROLES)
 def trial_detail(request: HtmxHttpRequest, trial_id) -> HttpResponse:
     """One trial: its full output, raw response (pretty JSON) and its grades and labels as
-    the user may see them (``evals.blindness``)."""
+    the user may see them (``evals.blindness``), with its contract decision (derived from
+    its grades and labels of record) and the decision's history."""
     try:
         trial = selectors.trial_get(trial_uuid=trial_id, viewer=request.user)
     except Trial.DoesNotExist as exc:
         raise Http404("No such trial.") from exc
-    return render(request, "evals/trial_detail.html", {"trial": trial})
+    context = {"trial": trial, "decision": None, "decision_history": []}
+    if not trial.blind:  # the decision reads grades and labels: hidden like them
+        context["decision"] = trial_decision_get(trial_id=trial.id)
+        context["decision_history"] = decision_history(trial_ids=[trial.id]).get(trial.id, [])
+    return render(request, "evals/trial_detail.html", context)

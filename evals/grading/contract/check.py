@@ -2,14 +2,17 @@
 
 1. Parse. Stops at the first failure: ``invalid_json`` (not strict JSON: a key twice in one
    object, NaN/Infinity, trailing text), ``schema`` (the first violation of the strict
-   schema, in document order), ``items`` (the items path does not lead to a list of
+   schema, in document order, named by the failing item's id when it has one:
+   ``schema at T-NR, field hasReceipt: ...``), ``items`` (the items path does not lead to a list of
    objects each with a string or integer id).
 2. A payload that parses gets every other check, and all failures are reported together:
    ``stale_version`` (both versions named); per item in document order ``duplicate_id``
    (once per id, at its second use),
-   ``unknown_source`` (ids outside the allowlist named), one ``wrong_<field>`` (or the
+   ``unknown_source`` (ids outside the allowlist named), one ``wrong_<path>`` (or the
    configured rule) per expected field the oracle disagrees with, compared exactly (the
-   canonical JSON of both values: ``true`` is not ``1``, ``75000`` is not ``75000.0``);
+   canonical JSON of both values: ``true`` is not ``1``, ``75000`` is not ``75000.0``).
+   Nested expectations are compared leaf by leaf, each named by its dotted path
+   (``expected.approvalRequired``): two wrong leaves are two failures;
    then ``missing_coverage`` per required category no confirmed item covers.
 3. Coverage: an item is in a category when the category's predicate is true on it; it
    covers the category only when the oracle confirmed every expected field of it.
@@ -249,6 +252,37 @@ def _at(document: Any, path: tuple[str, ...]) -> tuple[bool, Any]:
     return True, node
 
 
+def _leaves(expected: dict, prefix: str = "") -> list[tuple[str, Any]]:
+    """The oracle's expectation as ``(dotted path, value)`` leaves: a non-empty object is
+    walked into (``{"expected": {"approvalRequired": true}}`` is the leaf
+    ``expected.approvalRequired``); anything else is compared whole."""
+    out: list[tuple[str, Any]] = []
+    for name, value in expected.items():
+        path = f"{prefix}{name}"
+        if isinstance(value, dict) and value:
+            out.extend(_leaves(value, f"{path}."))
+        else:
+            out.append((path, value))
+    return out
+
+
+def _schema_failure(contract: Contract, document: Any, error: Any) -> Failure:
+    """The first schema violation, named by the failing item's id when it lies inside an
+    item that has one (``schema at T-NR, field hasReceipt: ...``), else by its JSON path."""
+    path = list(error.absolute_path)
+    n = len(contract.items_path)
+    if len(path) > n and tuple(path[:n]) == contract.items_path and isinstance(path[n], int):
+        found, items = _at(document, contract.items_path)
+        item = items[path[n]] if found and isinstance(items, list) else None
+        item_id = item.get(contract.id_field) if isinstance(item, dict) else None
+        if isinstance(item_id, str | int) and not isinstance(item_id, bool):
+            inner = _json_path(path[n + 1 :])[1:].lstrip(".")
+            where = f"{item_id}, field {inner}" if inner else str(item_id)
+            return Failure("schema", str(item_id), f"schema at {where}: {error.message}")
+    where = _json_path(path)
+    return Failure("schema", where, f"schema at {where}: {error.message}")
+
+
 def _json_path(path: Any) -> str:
     out = "$"
     for part in path:
@@ -266,9 +300,12 @@ def _parse(contract: Contract, output: str) -> tuple[list[dict] | None, Any, Fai
         return None, None, Failure("invalid_json", None, f"invalid_json: {exc}")
     errors = list(_StrictValidator(contract.schema).iter_errors(document))
     if errors:
-        first = min(errors, key=lambda e: ([str(p) for p in e.absolute_path], e.validator))
-        where = _json_path(first.absolute_path)
-        return None, None, Failure("schema", where, f"schema at {where}: {first.message}")
+        # Document order: list positions by number ($.cases[10] after $.cases[9]).
+        first = min(
+            errors,
+            key=lambda e: ([(isinstance(p, str), p) for p in e.absolute_path], e.validator),
+        )
+        return None, None, _schema_failure(contract, document, first)
     found, items = _at(document, contract.items_path)
     where = "$." + ".".join(contract.items_path) if contract.items_path else "$"
     if not found or not isinstance(items, list):
@@ -347,12 +384,12 @@ def contract_check(contract: Contract, output: str) -> ContractOutcome:
                     )
                 )
         confirmed = True
-        for name, want in _expected(contract, item, item_id, activation).items():
-            got = item.get(name)
-            if name in item and _canonical(got) == _canonical(want):
+        for name, want in _leaves(_expected(contract, item, item_id, activation)):
+            present, got = _at(item, tuple(name.split(".")))
+            if present and _canonical(got) == _canonical(want):
                 continue
             confirmed = False
-            shown = _canonical(got) if name in item else "missing"
+            shown = _canonical(got) if present else "missing"
             failures.append(
                 Failure(
                     contract.rule_for(name),

@@ -10,8 +10,14 @@ Config (``docs/contracts.md`` has the reference example):
 - ``id_field`` (required): the field of an item holding its id (duplicate ids reject).
 - ``oracle`` (required): ``{"function": "package.module:function"}`` (a function registered
   as an ``oracle``, ``core.registry``, called as ``function(item) -> {field: expected
-  value}``) or ``{"expressions": {field: CEL}}``; and ``rules``, ``{field: rule name}``
-  naming the failure of a mismatch on a field (default ``wrong_<field>``).
+  value}``) or ``{"expressions": {field: CEL}}``; and ``rules``, ``{path: rule name}``
+  naming the failure of a mismatch on a field (default ``wrong_<path>``, dots as ``_``).
+  Expectations may nest (``{"expected": {"approvalRequired": true}}``): each leaf is
+  compared on its own, named by its dotted path (``expected.approvalRequired``). A rule
+  must name a field the oracle produces: for an expression oracle, a path starting with
+  one of its expressions; for a function oracle, a field of the items' schema (its
+  ``properties``, at any depth), which is all an oracle's expectation can be compared to.
+  Any other path is refused, with a "did you mean" when one is close.
 - ``coverage``: ``{category: CEL predicate over the item's fields}``; ``required_coverage``:
   the categories that must be covered (default: every category).
 - ``provenance``: ``{"field": item field of source ids, "allowed": [source ids]}``.
@@ -23,6 +29,7 @@ Every error is a ``DomainError`` naming ``<where>.<option>``.
 
 from __future__ import annotations
 
+import difflib
 import functools
 import json
 import re
@@ -88,8 +95,9 @@ class Contract:
     review: tuple[str, ...]
 
     def rule_for(self, field: str) -> str:
-        """The failure rule of a mismatch on ``field`` (``wrong_<field>`` by default)."""
-        return self.rules.get(field, f"wrong_{field}")
+        """The failure rule of a mismatch on ``field``, a dotted path
+        (``wrong_<path>`` by default, dots as underscores)."""
+        return self.rules.get(field, "wrong_" + field.replace(".", "_"))
 
 
 def _string(value: Any, where: str, label: str = "a non-empty string") -> str:
@@ -164,12 +172,69 @@ def _oracle(value: Any, where: str) -> tuple[str | None, tuple[Predicate, ...], 
     if not isinstance(rules, dict):
         raise DomainError("expected an object of field: rule name", field=f"{where}.rules")
     for field, rule in rules.items():
+        _path(field, f"{where}.rules")
         if not isinstance(rule, str) or not _NAME_RE.match(rule):
             raise DomainError(
                 f"expected a rule name (an identifier), got {rule!r}",
                 field=f"{where}.rules.{field}",
             )
     return function, expressions, dict(rules)
+
+
+def _item_schema(schema: dict, items_path: tuple[str, ...]) -> dict | None:
+    """The schema of one item (through ``properties`` along the items path, then
+    ``items``), or None when the schema does not say."""
+    node: Any = schema
+    for part in items_path:
+        node = node.get("properties", {}).get(part) if isinstance(node, dict) else None
+    node = node.get("items") if isinstance(node, dict) else None
+    return node if isinstance(node, dict) else None
+
+
+def _schema_paths(schema: Any, prefix: str = "") -> list[str]:
+    """Every dotted path of ``properties`` a schema declares, at any depth."""
+    out: list[str] = []
+    properties = schema.get("properties") if isinstance(schema, dict) else None
+    for name, sub in (properties or {}).items():
+        path = f"{prefix}{name}"
+        out.append(path)
+        out.extend(_schema_paths(sub, f"{path}."))
+    return out
+
+
+def _rules_check(
+    rules: dict[str, str],
+    *,
+    expressions: tuple[Predicate, ...],
+    item_schema: dict | None,
+    where: str,
+) -> None:
+    """Refuse a rule naming a field the oracle never produces (module doc), naming the
+    rule and the field, with the closest known path when one is close."""
+    known = _schema_paths(item_schema)
+    names = [p.name for p in expressions]
+    for field, rule in rules.items():
+        if expressions:
+            # A nested path under an expression is checked against the items' schema.
+            head = field.split(".")[0]
+            produced = head in names and ("." not in field or not known or field in known)
+            candidates = [*names, *(k for k in known if k.split(".")[0] in names)]
+        else:
+            if not known:
+                raise DomainError(
+                    f"rule {rule!r} names {field!r}, but the items' schema declares no "
+                    "properties, so no field of the oracle can be checked: declare them",
+                    field=f"{where}.rules.{field}",
+                )
+            produced, candidates = field in known, known
+        if produced:
+            continue
+        close = difflib.get_close_matches(field, candidates, n=1, cutoff=0.6)
+        hint = f"; did you mean {close[0]!r}?" if close else f" (known: {sorted(candidates)})"
+        raise DomainError(
+            f"rule {rule!r} names {field!r}, a field the oracle never produces{hint}",
+            field=f"{where}.rules.{field}",
+        )
 
 
 def _provenance(value: Any, where: str) -> tuple[str, frozenset[str]]:
@@ -211,6 +276,12 @@ def contract_parse(config: dict, where: str = "config") -> Contract:
     items_path = _path(config["items"], f"{where}.items")
     id_field = _string(config["id_field"], f"{where}.id_field")
     function, expressions, rules = _oracle(config["oracle"], f"{where}.oracle")
+    _rules_check(
+        rules,
+        expressions=expressions,
+        item_schema=_item_schema(schema, items_path),
+        where=f"{where}.oracle",
+    )
     coverage: tuple[Predicate, ...] = ()
     if "coverage" in config:
         coverage = _predicates(config["coverage"], f"{where}.coverage", key_label="category")

@@ -18,7 +18,13 @@ A trial's decision, over the run's ``contract`` graders (docs/contracts.md):
   (``labeling.review``). The trial is accepted when at least one review of its *current*
   output (same hash) exists and every such review passed every dimension; a review of an
   earlier output counts for nothing, and a disagreement (one review fails a dimension)
-  keeps it in review.
+  keeps it in review, and so does any label of record that fails the trial (with a review
+  or without, as a relabel through the API). Only the label of record counts (``Label``:
+  its verdict and its review, which every label change rewrites together, undo included;
+  a flagged revision after the reveal never changes it), so acceptance is derived from
+  the labels' current state, never stored. ``trial_decision_get`` derives one trial's
+  decision the same way (``labeling.decision_history`` records each move a label change
+  causes).
 """
 
 from __future__ import annotations
@@ -29,7 +35,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from evals.models import Grade, Run, Trial
+from evals.models import DecisionTransition, Grade, Run, Trial
 
 CONTRACT_KIND = "contract"
 REJECTED, REVIEW, ACCEPTED = "rejected", "review", "accepted"
@@ -139,20 +145,25 @@ def review_passed(review: dict, *, current_hash: str) -> bool | None:
 
 
 def _accepted_ids(review_ids: list[int]) -> set[int]:
-    """Of the ``review`` trials, those a completed review accepts (module doc). Labels are
-    read through the trial's ``labels`` relation (evals never imports labeling)."""
+    """Of the ``review`` trials, those the labels of record accept (module doc): at least
+    one review of the current output, every such review passed every dimension, and no
+    label of record on the trial fails it (a relabel to fail without a review blocks too).
+    Labels are read through the trial's ``labels`` relation (evals never imports labeling).
+    """
     if not review_ids:
         return set()
     verdicts: dict[int, list[bool]] = {}
     outputs: dict[int, str] = {}
-    for trial_id, output, details in Trial.objects.filter(
-        id__in=review_ids, labels__details__has_key="contract_review"
-    ).values_list("id", "output", "labels__details"):
+    for trial_id, output, verdict, details in Trial.objects.filter(
+        id__in=review_ids, labels__isnull=False
+    ).values_list("id", "output", "labels__verdict", "labels__details"):
         if trial_id not in outputs:
             outputs[trial_id] = output_hash(output)
         passed = review_passed(
             (details or {}).get("contract_review"), current_hash=outputs[trial_id]
         )
+        if verdict != "pass":
+            passed = False
         if passed is not None:
             verdicts.setdefault(trial_id, []).append(passed)
     return {t for t, v in verdicts.items() if v and all(v)}
@@ -167,6 +178,39 @@ def _decide(grades: list[tuple], n_keys: int) -> str:
     if len(grades) < n_keys:
         return NOT_GRADED
     return REVIEW
+
+
+def trial_decision_get(*, trial_id: int) -> str | None:
+    """The current decision of one trial (one of ``DECISIONS``), derived as in
+    ``run_decisions`` from its contract grades and its labels of record; None when its run
+    has no contract grader or the trial has not finished. Three queries at most."""
+    trial = Trial.objects.select_related("run").defer("output").get(pk=trial_id)
+    keys = tuple(s.key for s in trial.run.grader_set.specs if s.kind == CONTRACT_KIND)
+    if not keys or trial.status not in Trial.FINISHED:
+        return None
+    if trial.status != Trial.Status.OK:
+        return INFRASTRUCTURE
+    grades = [
+        (status, reason, details or {})
+        for status, reason, details in Grade.objects.filter(
+            trial_id=trial_id, grader__in=keys
+        ).values_list("status", "reason", "details")
+    ]
+    decision = _decide(grades, len(keys))
+    if decision == REVIEW and _accepted_ids([trial_id]):
+        return ACCEPTED
+    return decision
+
+
+def decision_history(*, trial_ids: list[int]) -> dict[int, list[DecisionTransition]]:
+    """The decision transitions of ``trial_ids`` (oldest first, the reviewer joined), by
+    trial id; a trial without any is absent. One query."""
+    out: dict[int, list[DecisionTransition]] = {}
+    for t in DecisionTransition.objects.filter(trial_id__in=trial_ids).order_by(
+        "trial_id", "created_at", "id"
+    ):
+        out.setdefault(t.trial_id, []).append(t)
+    return out
 
 
 def run_decisions(*, run: Run) -> RunDecisions:
