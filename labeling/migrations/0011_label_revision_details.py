@@ -18,7 +18,7 @@ def reviews_onto_revisions(apps, schema_editor):
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("labeling", "0009_label_freeze_guidelines_versions_preference_order"),
+        ("labeling", "0010_calibration_set_seed_64_bit"),
     ]
 
     operations = [
