@@ -348,3 +348,54 @@ def _verdicts(case: CaseData) -> str:
     """The verdict string ``db_run`` takes, back from a generated case."""
     graded = "".join("P" if v else "F" for v in case.verdicts)
     return graded + "E" * case.grade_errored + "X" * case.pipeline_errored
+
+
+def some_head_sequence_blocks(looks: list[tuple[list, list]], plan) -> bool:
+    """Brute force over every head outcome at every look a top-up design can take (the
+    base's rounds at its look-0 rate, as ``block_attainable`` assumes): whether any
+    sequence of head outcomes blocks. ``looks``: per case ([(passed, graded), ...] base,
+    [...] head)."""
+    decided = stats_gate_decide(
+        cases=[
+            CaseLooks(
+                tuple(p for p, _ in b),
+                tuple(g for _, g in b),
+                tuple(p for p, _ in h),
+                tuple(g for _, g in h),
+            )
+            for b, h in looks
+        ],
+        plan=plan,
+    )
+    if decided.verdict == BLOCK:
+        return True
+    if decided.verdict != "undecided":
+        return False
+    due = sorted(decided.next_round.items())
+    for outcome in itertools.product(*(range(mh + 1) for _, (_, mh) in due)):
+        grown = [(list(b), list(h)) for b, h in looks]
+        for (i, (mb, mh)), h in zip(due, outcome, strict=True):
+            b0, nb0 = grown[i][0][0]
+            grown[i][0].append((round(b0 / nb0 * mb), mb))
+            grown[i][1].append((h, mh))
+        if some_head_sequence_blocks(grown, plan):
+            return True
+    return False
+
+
+@settings(max_examples=60, deadline=None, derandomize=True)
+@given(
+    shape=st.sampled_from([(1, 1), (1, 2), (1, 3), (2, 1), (2, 2), (3, 1)]),
+    kind=KINDS,
+    alpha=ALPHAS,
+    data=st.data(),
+)
+def test_a_block_is_attainable_with_top_up_exactly_when_some_head_sequence_blocks(
+    shape, kind, alpha, data
+):
+    n_cases, n = shape
+    plan = gate_plan(alpha=alpha, trials_per_case=n, suite_kind=kind, top_up=True)
+    base = [data.draw(st.integers(0, n)) for _ in range(n_cases)]
+    looks = [([(b, n)], [(0, n)]) for b in base]
+    cases = [CaseLooks((b,), (n,), (0,), (n,)) for b in base]
+    assert block_attainable(cases=cases, plan=plan) == some_head_sequence_blocks(looks, plan)
