@@ -10,6 +10,7 @@ import itertools
 
 import numpy as np
 import pytest
+from django.core.management import call_command
 from django.urls import reverse
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
@@ -123,7 +124,7 @@ def test_the_run_report_s_pass_k_tables_never_rise_with_k(cases):
 
 
 @pytest.mark.django_db
-def test_errored_trials_leave_a_case_out_of_every_k_not_only_the_largest(client, carol):
+def test_errored_trials_leave_a_case_out_of_every_k_not_only_the_largest(client, carol, capsys):
     # The reported shape: 4 cases of 3 trials, two with an errored trial.
     run = db_run({"a": "PPF", "b": "PPP", "c": "PXF", "d": "PFE"}, name="R")
     rows = run_report(run=run).overall.pass_k
@@ -131,5 +132,9 @@ def test_errored_trials_leave_a_case_out_of_every_k_not_only_the_largest(client,
     assert rows[1].pass_hat_k >= rows[2].pass_hat_k
     client.force_login(carol)
     page = visible_text(client.get(reverse("evals:run-detail", args=[run.uuid])).content.decode())
-    # The page says why the same 2 cases are left out of every k: fewer than 3 graded.
+    # The page and the terminal say the same 2 cases are left out of every k, and why.
     assert "Cases left out (fewer than 3 graded)" in " ".join(page.split())
+    call_command("run_report", str(run.uuid))
+    assert "pass@k / pass^k (95% CI) over 2 of 4 cases (2 left out: fewer than 3 graded)" in (
+        capsys.readouterr().out
+    )
