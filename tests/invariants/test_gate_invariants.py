@@ -28,7 +28,7 @@ from tests.core.test_api_core import client_for
 # docs/ci.md, "Exit codes", written once as data: the decision's verdict -> exit code.
 EXIT_CODES = {"pass": 0, "undecided": 0, "block": 1, "cannot decide": 2}
 
-BOUNDED = settings(max_examples=200, deadline=None, derandomize=True)
+BOUNDED = settings(max_examples=200, deadline=None, derandomize=True, database=None)
 ALPHAS = st.sampled_from([1e-6, 0.01, 0.05, 0.2, 0.5])
 KINDS = st.sampled_from(["regression", "capability"])
 GRADERS = (GraderInfo("check", True),)
@@ -221,7 +221,7 @@ def tiny_designs(draw):
     return cases, draw(KINDS), draw(ALPHAS)
 
 
-@settings(max_examples=40, deadline=None, derandomize=True)
+@settings(max_examples=40, deadline=None, derandomize=True, database=None)
 @given(tiny_designs())
 def test_a_block_is_attainable_exactly_when_some_head_outcome_blocks(design):
     cases, kind, alpha = design
@@ -245,6 +245,7 @@ def test_a_block_is_attainable_exactly_when_some_head_outcome_blocks(design):
     max_examples=120,
     deadline=None,
     derandomize=True,
+    database=None,
     suppress_health_check=[HealthCheck.too_slow],
 )
 @given(
@@ -293,6 +294,7 @@ def test_a_collapse_on_three_cases_of_one_trial_is_never_a_pass(alpha):
     max_examples=6,
     deadline=None,
     derandomize=True,
+    database=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
 @given(comparison_input=edge_comparisons())
@@ -383,7 +385,7 @@ def some_head_sequence_blocks(looks: list[tuple[list, list]], plan) -> bool:
     return False
 
 
-@settings(max_examples=60, deadline=None, derandomize=True)
+@settings(max_examples=60, deadline=None, derandomize=True, database=None)
 @given(
     shape=st.sampled_from([(1, 1), (1, 2), (1, 3), (2, 1), (2, 2), (3, 1)]),
     kind=KINDS,

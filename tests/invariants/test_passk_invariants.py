@@ -60,7 +60,7 @@ def check_table(rows, n_cases_total: int | None = None) -> None:
         assert b.pass_at_k >= a.pass_at_k - TOL
 
 
-@settings(max_examples=300, deadline=None, derandomize=True)
+@settings(max_examples=300, deadline=None, derandomize=True, database=None)
 @given(tallies())
 def test_a_pass_k_table_never_rises_with_k_on_one_case_set(tally):
     passed, graded, k_max = tally
@@ -92,7 +92,7 @@ def check_sides(rows, headline) -> None:
             assert r.delta_high > r.delta_low
 
 
-@settings(max_examples=80, deadline=None, derandomize=True)
+@settings(max_examples=80, deadline=None, derandomize=True, database=None)
 @given(base=case_sets, head=case_sets)
 def test_a_comparison_s_pass_k_rows_never_rise_with_k(base, head):
     comparison = comparison_compute(base=run_data(base, name="B"), head=run_data(head, name="H"))
@@ -109,6 +109,7 @@ def test_a_comparison_s_pass_k_rows_never_rise_with_k(base, head):
     max_examples=8,
     deadline=None,
     derandomize=True,
+    database=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
 @given(cases=case_sets)

@@ -120,6 +120,7 @@ def scenario(humans, judges, alice, carol):
     max_examples=30,
     deadline=None,
     derandomize=True,
+    database=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
 @given(calibration=calibrations())
