@@ -207,6 +207,33 @@ def test_the_gate_without_top_up_never_contradicts_its_figures(comparison_input)
         head=head, base=base, alpha=alpha, max_errored_fraction=max_errored
     )
     check_decision(comparison, decision, no_top_up(alpha=alpha, suite_kind=kind), alpha)
+    wanted = TRIALS_WANTED.search(decision.sentence)
+    if wanted:
+        check_trials_wanted(comparison, kind, alpha, int(wanted[1]))
+
+
+TRIALS_WANTED = re.compile(r"about (\d+) trials per case a side would make a block possible")
+
+
+def check_trials_wanted(comparison, kind: str, alpha: float, trials: int) -> None:
+    """ "About N trials per case a side would make a block possible" holds: the same cases
+    at N trials, each base at its observed rate and every head trial failing, are blocked
+    by the gate itself; at N − 1 (when more than the trials run) they are not."""
+    rows = [r for r in comparison.cases if r.base_graded and r.head_graded]
+    shown = max(max(r.base_graded, r.head_graded) for r in rows)
+
+    def worst(m: int):
+        base = {r.key: [(round(r.base_passed / r.base_graded * m), m)] for r in rows}
+        head = {r.key: [(0, m)] for r in rows}
+        return gate_evaluate(
+            head=run_from_looks("H", kind, m, head),
+            base=run_from_looks("B", kind, m, base),
+            alpha=alpha,
+        )[1]
+
+    assert worst(trials).exit_code == 1
+    if trials - 1 > shown:
+        assert worst(trials - 1).exit_code == 2
 
 
 @st.composite
