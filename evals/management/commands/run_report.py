@@ -79,12 +79,21 @@ def render_text(report: RunReport) -> str:
             )
         elif c is not None:
             lines.append(f"  corrected for judge error: undefined ({c.reason})")
+    pass_k = report.overall.pass_k
+    # Every k is over the same cases (those with k_max graded trials): say which, so a
+    # reader never compares it with the pass rate over every case unawares.
+    over = ""
+    if pass_k and pass_k[0].cases_left_out:
+        over = (
+            f" over {pass_k[0].n_cases} of {pass_k[0].n_cases + pass_k[0].cases_left_out} "
+            f"cases ({pass_k[0].cases_left_out} left out: fewer than {len(pass_k)} graded)"
+        )
     lines.append(
-        "pass@k / pass^k (95% CI): "
+        f"pass@k / pass^k (95% CI){over}: "
         + ", ".join(
             f"k={p.k}: {_pct(p.pass_at_k)} {percent_interval(p.pass_at_k_low, p.pass_at_k_high)}"
             f" / {_pct(p.pass_hat_k)} {percent_interval(p.pass_hat_k_low, p.pass_hat_k_high)}"
-            for p in report.overall.pass_k
+            for p in pass_k
         )
     )
     for s in report.slices:
