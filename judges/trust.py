@@ -2,9 +2,10 @@
 and what trust changes downstream (the Rogan–Gladen corrected pass rate of its verdicts).
 
 Trust is stored once: a version is trusted while it has an active (unrevoked)
-``JudgeApproval``. Labeling decides whether the calibration figures allow trust
-(``labeling.services.judge_trust_approve``) and then calls ``trust_grant``; judges never
-imports labeling.
+``JudgeApproval``, and an approval lapses (``trust_lapse``) as soon as a label change makes
+its rule fail on the current labels (``labeling.trust_recheck``). Labeling decides whether
+the calibration figures allow trust (``labeling.services.judge_trust_approve``) and then
+calls ``trust_grant``; judges never imports labeling.
 """
 
 from __future__ import annotations
@@ -195,6 +196,19 @@ def trust_revoke(
     approval.save(update_fields=["revoked_at", "revoked_by", "revoke_reason"])
     judge_version.trusted = False
     return approval
+
+
+def trust_lapse(*, approval: JudgeApproval, by, reason: str) -> bool:
+    """Revoke ``approval`` because the rule it was granted under no longer holds on the
+    current labels (the caller recomputed it: ``labeling.trust_recheck``). ``by`` is the user
+    whose label change made it lapse, ``reason`` says why; the row keeps who, when and why,
+    as a lead's revocation does. Compare-and-set on the approval being active: True when this
+    call revoked it, False when it was revoked already (by a lead, or a concurrent lapse)."""
+    return bool(
+        JudgeApproval.objects.filter(pk=approval.pk, revoked_at__isnull=True).update(
+            revoked_at=timezone.now(), revoked_by=by, revoke_reason=reason
+        )
+    )
 
 
 def _when(moment) -> str:

@@ -18,6 +18,7 @@ from core.roles import LEAD, role_require
 from evals.models import Trial
 from labeling.models import Adjudication, CalibrationSet, Label
 from labeling.services import verdict_check
+from labeling.trust_recheck import trust_recheck
 
 
 @dataclass(frozen=True)
@@ -119,7 +120,9 @@ def adjudication_record(
     skips the check): a compare-and-set, so a form opened before another decision can never
     replace that decision unseen. Raises PermissionDenied (not a lead), DomainError (bad
     verdict, empty ``reason``; code "conflict" on ``expected_version``, with
-    ``current_version``, when the trial's decision changed since the form was shown)."""
+    ``current_version``, when the trial's decision changed since the form was shown).
+    The judge approvals resting on the trial are rechecked in the same transaction
+    (``labeling.trust_recheck``)."""
     role_require(lead, LEAD, action="adjudicating")
     verdict_check(verdict)
     if not (reason or "").strip():
@@ -136,13 +139,19 @@ def adjudication_record(
         raise _stale(current)
     try:
         with transaction.atomic():
-            return Adjudication.objects.create(
+            decision = Adjudication.objects.create(
                 trial=trial,
                 decided_by=lead,
                 verdict=verdict,
                 reason=reason.strip(),
                 version=latest + 1,
             )
+            trust_recheck(
+                trial_ids=[trial.id],
+                by=lead,
+                change=f"{lead.get_username()}'s adjudication of trial {trial.uuid}",
+            )
+            return decision
     except IntegrityError:  # a concurrent decision took this version (no row lock: SQLite)
         current = Adjudication.objects.filter(trial=trial).order_by("-version").first()
         raise _stale(current) from None

@@ -44,6 +44,7 @@ from labeling.sampling import (
     set_plan_get,
 )
 from labeling.selectors import calibration_compute
+from labeling.trust_recheck import trust_recheck
 
 VERDICTS = tuple(Label.Verdict.values)
 CRITIQUE_MAX = TEXT_MAX_CHARS["critique"]  # core.bounds: the one table of text limits
@@ -275,6 +276,10 @@ def _is_resubmission(last: LabelRevision, expected_version: int | None) -> bool:
     )
 
 
+def _change_text(user, trial: Trial) -> str:
+    return f"{user.get_username()}'s label on trial {trial.uuid}"
+
+
 def label_submit(
     *,
     trial: Trial,
@@ -316,6 +321,9 @@ def label_submit(
     other's rows, so both keep their labels.
     Returns the label, carrying ``outcome``: "created", "revised", "flagged" or "unchanged"
     (the API's 201 or 200) and ``flagged_revision`` (the newest flagged revision or None).
+    A change of the label of record rechecks the trust of every judge approval resting on
+    the trial, in the same transaction (``labeling.trust_recheck``: an approval whose rule
+    no longer holds lapses).
     Raises PermissionDenied; DomainError for a bad verdict, a critique too long (field
     named) or a stale form (code "conflict").
     """
@@ -403,6 +411,7 @@ def label_submit(
                 label_version=new_version,
                 cause="created",
             )
+            trust_recheck(trial_ids=[trial.id], by=reviewer, change=_change_text(reviewer, trial))
             return label
         changes = (
             {"version": new_version}
@@ -447,6 +456,8 @@ def label_submit(
             label_version=new_version,
             cause=current.outcome,
         )
+        if not frozen:  # the label of record moved
+            trust_recheck(trial_ids=[trial.id], by=reviewer, change=_change_text(reviewer, trial))
         return current
 
 
@@ -516,6 +527,9 @@ def label_undo(*, trial: Trial, reviewer, expected_version: int | None = None) -
         label.save(update_fields=["verdict", "critique", "details", "version", "updated_at"])
     decision_transition_record(
         trial_id=trial.id, before=before, reviewer=reviewer, label_version=new_version, cause="undo"
+    )
+    trust_recheck(
+        trial_ids=[trial.id], by=reviewer, change=f"an undo of {_change_text(reviewer, trial)}"
     )
     return label if restored is not None else None
 
