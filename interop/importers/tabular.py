@@ -73,6 +73,7 @@ from core.strict_json import NON_FINITE, contains_non_finite
 from core.text import UNSTORABLE, contains_unstorable
 from evals.cases import CaseSpec, tags_problem
 from evals.models import Grade, Trial
+from interop.importers.agent_fields import AGENT_FIELDS, agent_fields_parse
 from interop.importers.context import ImportContext
 from interop.importers.reader import TIME_RANGE, case_size_check, record_error, time_check
 from interop.importers.trials_writer import GradeSpec, TrialSpec, TrialsWriter
@@ -98,6 +99,7 @@ FIELDS = (
     "output_tokens",
     "latency_ms",
     "cost_usd",
+    *AGENT_FIELDS,
 )
 # A trial's own fields: its status (``Trial.Status``) and, for an errored one, what went
 # wrong. A trial that did not finish (queued, running) is no result and is refused.
@@ -127,6 +129,7 @@ INT_MAX = bounds.INT_MAX  # attempt and token counts: the database's integer col
 NAME_MAX = 200  # grader names
 COST_LIMIT = bounds.COST_USD_LIMIT  # cost_usd is numeric(20, 12): below 1,000,000 USD ...
 COST_STEP = bounds.COST_USD_QUANTUM  # ... and stored to 1e-12 USD (rounded half up)
+_AGENT_SET = frozenset(AGENT_FIELDS)
 OVERFLOW = "a number out of range (it overflows to infinity)"
 
 
@@ -494,6 +497,8 @@ def row_parse(row: Row, *, threshold: float | None, cases: CaseMemo | None = Non
     """
     if row.needs_scan:
         for name, value in row.values.items():
+            if name in _AGENT_SET:  # their parsers name the step (agent_fields_parse)
+                continue
             if name not in ("score", "scores") and contains_non_finite(value):
                 raise _err(row, name, "NaN/Infinity is not valid JSON")
             if contains_unstorable(value):
@@ -507,6 +512,9 @@ def row_parse(row: Row, *, threshold: float | None, cases: CaseMemo | None = Non
     if len(key) > 200:
         raise _err(row, "case_id", f"longer than 200 characters ({len(key)})")
     value = row.values.get("input")
+    agent = agent_fields_parse(row.values, where=row.where, record=row.index, text=row.is_csv)
+    if agent.goal_state is not None:
+        cases = None  # a goal state is content the memo does not compare: check it
     case = None if cases is None else cases.get(key, value, row)
     if case is None:  # not the content of an earlier row of this case: check it
         for name in ("input", "expected"):  # free-form JSON: a float may be 1e400 = inf
@@ -522,10 +530,17 @@ def row_parse(row: Row, *, threshold: float | None, cases: CaseMemo | None = Non
                 expected=row.values.get("expected"),
                 context=[],
                 tags=tags_parse(row),
+                goal_state=agent.goal_state,
             )
             case_size_check(case, where=row.where, record=row.index)
             if cases is not None:
                 cases.put(case, row)
+    if agent.goal_state is not None and case is None:
+        raise _err(
+            row,
+            "goal_state",
+            "a goal state is part of the case's content: give the case's input with it",
+        )
     attempt = _int(row, "attempt", minimum=1) or 1
     status, error = (
         (Trial.Status.OK, "")
@@ -613,6 +628,8 @@ def row_parse(row: Row, *, threshold: float | None, cases: CaseMemo | None = Non
         index=row.index,
         status=status,
         error=error,
+        trajectory=agent.trajectory,
+        final_state=agent.final_state,
     )
 
 
