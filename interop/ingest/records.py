@@ -17,8 +17,8 @@ A trial record uses the field vocabulary and the rules of the CSV/JSONL import
 ``goal_state`` (any JSON; part of the case's content, so it needs ``input``): tabular fields
 like the others, read by ``interop.importers.agent_fields`` as in every importer, a bad one
 refused naming the record and the step (``trajectory[3].arguments``). ``status`` and
-``error`` are the import's (``tabular.trial_status``): ``"ok"`` (default), ``"error"`` with its message (a
-trial that failed where it ran) or ``"cancelled"``; the message may be given as
+``error`` are the import's (``tabular.trial_status``): ``"ok"`` (default), ``"error"`` with
+its message (a trial that failed where it ran) or ``"cancelled"``; the message may be given as
 ``error_message`` instead of ``error`` (not both; a refusal names ``error`` unless the
 record used ``error_message``). A trial that is not ok carries no verdict
 (``passed``, ``score``, ``scores``, ``judge_status`` and non-empty ``labels`` are refused on
