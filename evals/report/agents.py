@@ -8,6 +8,11 @@ Rules:
   ``trajectory`` grades: ``evals.grading.verdict.overall_codes``, the verdict rule itself,
   applied to each side's graders. A trial whose side is errored or missing is out of the
   2 × 2 and counted (``left_out``): an errored grade is never a pass or a fail.
+- A grader that judged nothing (every grade it gave the run errored) is left out of its side
+  when another grader of that side judged something: a grader corrected after the run
+  (``grade_run`` under a new key) fills the 2 × 2 as a new run would. The side's keys
+  (``outcome_keys``, ``path_keys``) are those read; with no grader of the side judging,
+  all of them stay (every trial of the side errored).
 - The 2 × 2 (outcome pass/fail × path pass/fail) is given overall and per case. Each
   overall cell's share is the mean over cases of per-case shares, with its 95% interval
   clustered by case (``stats.intervals.clustered_rate_interval``); per case, counts with
@@ -221,6 +226,14 @@ class AgentCodes:
     path: np.ndarray
 
 
+def _superseded_out(keys: list[str], judged: set[str]) -> list[str]:
+    """``keys`` without those that judged nothing (every grade errored) when another key of
+    the side judged something: a broken grader corrected by a later one (``grade_run``)."""
+    if not any(k in judged for k in keys):
+        return keys
+    return [k for k in keys if k in judged]
+
+
 def agent_codes(*, run: Run, rows: RunRows) -> AgentCodes | None:
     """Each trial's outcome and path codes from the run loader's rows (no query); None
     unless the run has both a ``state`` and a ``trajectory`` grader."""
@@ -238,6 +251,9 @@ def agent_codes(*, run: Run, rows: RunRows) -> AgentCodes | None:
     )[order]
     wanted = set(outcome_keys) | set(path_keys)
     grades = [g for g in rows.grades if g[1] in wanted]
+    judged = {g[1] for g in grades if g[2] != -1}
+    outcome_keys = _superseded_out(outcome_keys, judged)
+    path_keys = _superseded_out(path_keys, judged)
     return AgentCodes(
         outcome_keys,
         path_keys,
