@@ -35,6 +35,7 @@ from django.core.management.base import CommandError
 from core.commands import DomainCommand
 from core.errors import DomainError
 from evals.baselines import baseline_current
+from evals.comparison.agents import agent_moves_for
 from evals.comparison.gate import comparison_plan, gate_evaluate, gate_options_check
 from evals.comparison.render import gate_json, gate_markdown, gate_text
 from evals.comparison.run_data import RunData, run_data_from_file
@@ -182,7 +183,9 @@ class Command(DomainCommand):
                     field="markdown",
                 ) from exc
         self.stdout.write(
-            gate_json(comparison, decision) if options["json"] else gate_text(comparison, decision)
+            gate_json(comparison, decision, agents=agent_moves_for(base=base, head=head))
+            if options["json"]
+            else gate_text(comparison, decision)
         )
         self.stdout.flush()
         return decision.exit_code
