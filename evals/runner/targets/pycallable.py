@@ -38,7 +38,6 @@ from evals.runner.targets.base import (
     concurrency_parse,
     result_storable,
 )
-from evals.trajectory.steps import trajectory_totals
 
 KNOWN_FIELDS = frozenset({"kind", "path", "settings", "concurrency", "model", "prompt_revision"})
 
@@ -174,15 +173,16 @@ def _with_cost(value: dict, result: TargetResult) -> TargetResult:
     steps = value.get("trajectory")
     if not isinstance(steps, list) or not all(isinstance(s, dict) for s in steps):
         return result  # no steps, or a shape result_storable makes the trial's error
-    try:
-        totals = trajectory_totals(steps)
-    except (TypeError, ValueError):
-        return result
-    if totals.cost_usd is None or totals.cost_unknown:
-        return result
     costs = [s["cost_usd"] for s in steps if s.get("cost_usd") is not None]
-    if not all(isinstance(c, int | float) and not isinstance(c, bool) for c in costs):
+    unknown = any(  # a model call (a step stating tokens) of unknown cost: as the timeline
+        s.get("cost_usd") is None
+        and (s.get("input_tokens") is not None or s.get("output_tokens") is not None)
+        for s in steps
+    )
+    if not costs or unknown:
         return result
+    if not all(isinstance(c, int | float) and not isinstance(c, bool) for c in costs):
+        return result  # the step parser names the bad cost
     return replace(result, cost_usd=_usd(sum(Decimal(str(c)) for c in costs), "steps' cost_usd"))
 
 
