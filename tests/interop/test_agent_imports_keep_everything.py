@@ -18,6 +18,9 @@ from interop.importers import results_import
 from tests.interop.test_agent_trajectories_interop import GOAL, STEPS, agent_trial
 from tests.interop.test_import_inspect import _bytes, _import
 from tests.interop.test_import_inspect_agent import AGENT_LOG
+from tests.interop.test_import_promptfoo import _bytes as pf_bytes
+from tests.interop.test_import_promptfoo import _doc as pf_doc
+from tests.interop.test_import_promptfoo import _import as pf_import
 
 pytestmark = pytest.mark.django_db
 
@@ -86,3 +89,18 @@ def test_a_bad_step_in_a_jsonl_file_is_refused_naming_the_line_and_the_step():
         _results((json.dumps(bad) + "\n").encode(), "jsonl", "r.jsonl")
     assert caught.value.field == "trajectory[0].arguments"
     assert "line 1" in caught.value.detail
+
+
+def test_a_promptfoo_agent_row_keeps_its_steps_final_state_and_goal_state():
+    doc = pf_doc()
+    rows = doc["results"]["results"]
+    first = rows[0]
+    for row in rows:
+        if row["testCase"].get("description") == first["testCase"].get("description"):
+            row["testCase"].setdefault("metadata", {})["goal_state"] = GOAL
+            row["response"].setdefault("metadata", {}).update(trajectory=STEPS, final_state={})
+    run = pf_import(pf_bytes(doc)).runs[0]
+    trial = Trial.objects.select_related("case").filter(run=run, trajectory__isnull=False).first()
+    assert trial is not None and len(trial.trajectory) == len(STEPS)
+    assert trial.final_state == {}
+    assert trial.case.goal_state == GOAL
