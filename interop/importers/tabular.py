@@ -43,6 +43,9 @@ optional field is null:
   ``cost_usd``: decimal USD >= 0 and below 1,000,000 (empty = unknown = null, never 0),
   stored to 1e-12 USD (12 decimal places, rounded half up; a positive cost below 5e-13, which
   would be stored as 0, is refused).
+- ``trajectory``, ``final_state``, ``goal_state``: an agent's (``interop.importers.
+  agent_fields``, the mapping of every importer; CSV: JSON text). ``{}`` is a state; a goal
+  state is the case's content and needs the row's ``input``.
 
 Unmapped columns are kept in ``Trial.raw_response["extra"]`` (column -> value as read; an
 empty CSV cell is null), except a column (JSONL: key) named ``status`` or ``error`` in any
