@@ -155,6 +155,7 @@ class Command(DomainCommand):
             )
         head = _load(options["head"])
         base = _load(options["base"]) if options["base"] else None
+        agents = None  # a top-up's result has no 2 x 2 movement (as the API's)
         if options["top_up"]:
             comparison, decision = self._top_up(head, base, options)
         else:
@@ -172,6 +173,7 @@ class Command(DomainCommand):
                 comparison, decision = comparison_decision(head=head, base=base, **policy)
             else:
                 comparison, decision = gate_evaluate(head=head, base=base, **policy)
+            agents = agent_moves_for(base=base, head=head)
         if options["markdown"]:
             try:
                 Path(options["markdown"]).write_text(
@@ -183,7 +185,7 @@ class Command(DomainCommand):
                     field="markdown",
                 ) from exc
         self.stdout.write(
-            gate_json(comparison, decision, agents=agent_moves_for(base=base, head=head))
+            gate_json(comparison, decision, agents=agents)
             if options["json"]
             else gate_text(comparison, decision)
         )
