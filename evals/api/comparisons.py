@@ -326,7 +326,8 @@ class GateApi(APIView):
         if refusal is not None:
             comparison, decision = gate_evaluate(head=head, base=base, alpha=v["alpha"])
             decision = top_up_refused(decision, refusal)
-            return HttpResponse(gate_json(comparison, decision), content_type="application/json")
+            body = gate_json(comparison, decision, agents=agent_moves_for(base=base, head=head))
+            return HttpResponse(body, content_type="application/json")
         top_up = top_up_start(
             base=base,
             head=head,
@@ -344,7 +345,8 @@ def top_up_json(top_up: TopUp, request) -> dict:
     result = None
     if top_up.is_terminal:
         comparison, decision = top_up_result(top_up=top_up)
-        result = json.loads(gate_json(comparison, decision))
+        agents = agent_moves_for(base=top_up.base, head=top_up.head)
+        result = json.loads(gate_json(comparison, decision, agents=agents))
     return {
         "uuid": str(top_up.uuid),
         "status": top_up.status,
@@ -461,7 +463,7 @@ class ComparisonApi(APIView):
             comparison = comparison_cached_get(base=base, head=head, alpha=alpha)
             plan = comparison_plan(base=base, head=head, alpha=alpha)[0]
             decision = gate_decide(comparison, alpha=alpha, plan=plan)
-        agents = agent_moves_for(base=base, head=head)
+        agents = agent_moves_for(base=base, head=head)  # as each run's report reads it
         return Response(json.loads(gate_json(comparison, decision, agents=agents)))
 
 

@@ -155,9 +155,8 @@ class Command(DomainCommand):
             )
         head = _load(options["head"])
         base = _load(options["base"]) if options["base"] else None
-        agents = None  # a top-up's result has no 2 x 2 movement (as the API's)
         if options["top_up"]:
-            comparison, decision = self._top_up(head, base, options)
+            comparison, decision, base = self._top_up(head, base, options)
         else:
             policy = {
                 "alpha": options["alpha"],
@@ -173,7 +172,7 @@ class Command(DomainCommand):
                 comparison, decision = comparison_decision(head=head, base=base, **policy)
             else:
                 comparison, decision = gate_evaluate(head=head, base=base, **policy)
-            agents = agent_moves_for(base=base, head=head)
+        agents = agent_moves_for(base=base, head=head)  # as each run's report reads it
         if options["markdown"]:
             try:
                 Path(options["markdown"]).write_text(
@@ -194,7 +193,8 @@ class Command(DomainCommand):
 
     def _top_up(self, head, base, options):
         """Start (or join) the top-up of these two runs, wait for it, and decide; on runs
-        that cannot be replayed, decide on the trials there are and say so."""
+        that cannot be replayed, decide on the trials there are and say so. Returns
+        (comparison, decision, the base run or file compared)."""
         flags = [
             flag
             for flag, on in (
@@ -220,7 +220,7 @@ class Command(DomainCommand):
         _, refusal = comparison_plan(base=base, head=head, alpha=options["alpha"])
         if refusal is not None:
             comparison, decision = gate_evaluate(head=head, base=base, alpha=options["alpha"])
-            return comparison, top_up_refused(decision, refusal)
+            return comparison, top_up_refused(decision, refusal), base
         max_cost = None
         if options["max_cost"] is not None:
             try:
@@ -244,4 +244,4 @@ class Command(DomainCommand):
                 f"(round {top_up.rounds_done}; it goes on: run the gate again later)",
                 returncode=2,
             )
-        return top_up_result(top_up=top_up)
+        return (*top_up_result(top_up=top_up), base)
