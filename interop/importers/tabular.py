@@ -55,7 +55,8 @@ column of the row, it is refused (map it, ``status=Status``, or rename it), sinc
 extra it would let a failed row pass for an ok trial.
 A CSV with the header of Assay's own run export and no mapping is read by the export's
 rules instead, types intact (``interop.importers.run_export``).
-Without any mapping, a column named exactly like a field maps to it.
+Without any mapping, a column named exactly like a field maps to it; with one, an agent field
+it leaves out still reads the column of its own name (``trajectory``, ...), if no field reads it.
 A row with no verdict at all (no passed, score, scores or judge_status) gets no grade.
 """
 
@@ -723,6 +724,19 @@ def _jsonl_rows(records, mapping: dict[str, str]) -> Iterator[Row]:
         yield Row(where=f"line {line}", values=fields, extra=extra, is_csv=False)
 
 
+def _agent_mapped(mapping: dict[str, str], header: list[str] | None) -> dict[str, str]:
+    """``mapping`` with each agent field it leaves out mapped to the column (JSONL: key) of
+    its own name, when no field reads that column (and, for a CSV, the header has it): an
+    agent's steps are never kept as extra text by a mapping that did not name them."""
+    used = set(mapping.values())
+    added = {
+        name: name
+        for name in AGENT_FIELDS
+        if name not in mapping and name not in used and (header is None or name in header)
+    }
+    return {**mapping, **added} if added else mapping
+
+
 def tabular_import(
     *, ctx: ImportContext, fmt: str, source, mapping: dict[str, str], threshold: float | None = None
 ) -> None:
@@ -736,12 +750,10 @@ def tabular_import(
         raise DomainError(f"threshold: expected a number in [0, 1], got {threshold}")
     if fmt == "csv":
         header, rows_iter = source
-        if not mapping:
-            mapping = {c: c for c in header if c in FIELDS}
+        mapping = _agent_mapped(mapping or {c: c for c in header if c in FIELDS}, header)
         rows = _csv_rows(rows_iter, header, mapping)
     else:
-        if not mapping:
-            mapping = {f: f for f in FIELDS}
+        mapping = _agent_mapped(mapping or {f: f for f in FIELDS}, None)
         rows = _jsonl_rows(source, mapping)
     if "case_id" not in mapping:
         raise DomainError("mapping: field case_id is required (--map case_id=COLUMN)")

@@ -104,3 +104,17 @@ def test_a_promptfoo_agent_row_keeps_its_steps_final_state_and_goal_state():
     assert trial is not None and len(trial.trajectory) == len(STEPS)
     assert trial.final_state == {}
     assert trial.case.goal_state == GOAL
+
+
+def test_a_mapping_that_does_not_name_the_agent_fields_still_keeps_them():
+    record = {"id": "c1", "input": "refund A1", "trajectory": STEPS, "final_state": {}}
+    run = results_import(
+        stream=io.BytesIO((json.dumps(record) + "\n").encode()),
+        filename="r.jsonl",
+        suite_name="agents",
+        run_name="r1",
+        fmt="jsonl",
+        mapping={"case_id": "id", "input": "input"},
+    ).runs[0]
+    trial = Trial.objects.get(run=run)
+    assert len(trial.trajectory) == len(STEPS) and trial.final_state == {}
