@@ -152,6 +152,8 @@ class AgentReport:
     errored_trials: int = 0
     groups: list[DisagreementGroup] = field(default_factory=list)
     disagreement_ids: dict[str, list[int]] = field(default_factory=dict)
+    # Graders of either side set aside: every grade errored, another of the side judged.
+    set_aside_keys: list[str] = field(default_factory=list)
 
     @property
     def disagreements(self) -> int:
@@ -224,6 +226,7 @@ class AgentCodes:
     trial_codes: np.ndarray
     outcome: np.ndarray
     path: np.ndarray
+    set_aside: tuple[str, ...] = ()
 
 
 def _superseded_out(keys: list[str], judged: set[str]) -> list[str]:
@@ -252,8 +255,10 @@ def agent_codes(*, run: Run, rows: RunRows) -> AgentCodes | None:
     wanted = set(outcome_keys) | set(path_keys)
     grades = [g for g in rows.grades if g[1] in wanted]
     judged = {g[1] for g in grades if g[2] != -1}
+    all_keys = [*outcome_keys, *path_keys]
     outcome_keys = _superseded_out(outcome_keys, judged)
     path_keys = _superseded_out(path_keys, judged)
+    kept = {*outcome_keys, *path_keys}
     return AgentCodes(
         outcome_keys,
         path_keys,
@@ -262,6 +267,7 @@ def agent_codes(*, run: Run, rows: RunRows) -> AgentCodes | None:
         trial_codes,
         _side_codes(outcome_keys, grades, trial_ids, trial_codes),
         _side_codes(path_keys, grades, trial_ids, trial_codes),
+        tuple(k for k in all_keys if k not in kept),
     )
 
 
@@ -324,6 +330,7 @@ def agent_report(*, run: Run, rows: RunRows, k_max: int) -> AgentReport | None:
         left_out=int((ok & ~in_table).sum()),
         errored_trials=int(errored.sum()),
         cases=cases,
+        set_aside_keys=list(codes.set_aside),
         disagreement_ids={
             RIGHT_OUTCOME_WRONG_PATH: trial_ids[cells["outcome_only"]].tolist(),
             WRONG_OUTCOME_EXPECTED_PATH: trial_ids[cells["path_only"]].tolist(),

@@ -29,7 +29,7 @@ LOOKED_UP = [
 SKIPPED = [{"kind": "tool_call", "name": "issue_refund", "arguments": {}}]
 
 
-def test_grading_again_with_a_corrected_path_grader_fills_the_two_by_two():
+def test_grading_again_with_a_corrected_path_grader_fills_the_two_by_two(client, carol):
     run = agent_run({"c1": [(True, ERR), (True, ERR), (False, ERR)]})
     for trial, steps in zip(
         Trial.objects.filter(run=run).order_by("attempt"),
@@ -45,9 +45,13 @@ def test_grading_again_with_a_corrected_path_grader_fills_the_two_by_two():
     run_grade(run=run, graders=[fixed])
     agents = run_report(run=run).to_dict()["agents"]
     assert agents["path_keys"] == ["path_v2"]  # the grader that judged nothing is set aside
+    assert agents["set_aside_keys"] == ["path"]
     assert agents["in_table"] == 3 and agents["left_out"] == 0
     cells = [agents[c]["trials"] for c in ("both_pass", "outcome_only", "path_only", "both_fail")]
     assert cells == [1, 1, 1, 0]
+    client.force_login(carol)
+    html = client.get(reverse("evals:run-detail", kwargs={"run_id": run.uuid})).content.decode()
+    assert 'id="agent-set-aside">Set aside: <code>path</code>' in html
 
 
 def test_the_comparison_shows_the_two_by_two_movement_on_every_surface(carol, capsys):
