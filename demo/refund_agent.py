@@ -198,8 +198,8 @@ def _act(world: _World, action: str, total: float) -> str:
 @registered("pipeline")
 def refund_agent(case: CaseInput, seed: int = 0) -> dict:
     """One trial of the simulated agent on ``case`` (its input ``{"order_id", "message"}``):
-    ``{"output", "trajectory", "final_state", "input_tokens", "output_tokens"}`` as a
-    ``callable`` target returns them (the tokens: sums over its model steps).
+    ``{"output", "trajectory", "final_state", "input_tokens", "output_tokens", "cost_usd"}``
+    as a ``callable`` target returns them (tokens and cost: sums over its model steps).
     Deterministic for (``seed``, case key, attempt)."""
     order_id, amount, p_skip, p_slip = CASES[case.key]
     rng = random.Random(f"{seed}:{case.key}:{case.attempt}")
@@ -242,4 +242,6 @@ def refund_agent(case: CaseInput, seed: int = 0) -> dict:
         "final_state": world.final_state(),
         "input_tokens": sum(step["input_tokens"] for step in model_steps),
         "output_tokens": sum(step["output_tokens"] for step in model_steps),
+        # USD: what its model steps state they cost (the trial page read "Cost unknown").
+        "cost_usd": round(sum(step["cost_usd"] for step in model_steps), 8),
     }

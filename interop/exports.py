@@ -294,10 +294,16 @@ def comparison_table(*, base: Run, head: Run, alpha: float = 0.05) -> ExportTabl
     """``evals.comparison.compute.comparison_get(base=, head=)`` as rows: one per shared case
     (section ``shared``: base x/N, head y/N, rates in [0, 1], delta = head − base, change
     class, errored trials per side), then one per ``added``, ``removed`` and ``changed``
-    case (counts empty). Queries: those of ``comparison_get``, independent of the rows."""
+    case (counts empty); for two agent runs, one ``agent_2x2`` row per cell of the outcome ×
+    trajectory table (``evals.comparison.agents``: ``case_id`` the cell, ``base_passed`` /
+    ``head_passed`` its trials of ``base_graded`` / ``head_graded`` in the table, rates its
+    shares, ``delta`` the share's change, ``change`` the trials' "+2 trials"). Queries: those
+    of ``comparison_get`` (and of ``agent_moves_get`` for agent runs), independent of the
+    rows."""
 
     # Imported here: the comparison pulls scipy, and this module is on every worker's import
     # path (interop.tasks -> import_jobs -> importers), which never needs it (issue 17).
+    from evals.comparison.agents import agent_moves_get  # noqa: PLC0415 - see above
     from evals.comparison.compute import comparison_get  # noqa: PLC0415 - see above
 
     cmp = comparison_get(base=base, head=head, alpha=alpha)
@@ -338,6 +344,12 @@ def comparison_table(*, base: Run, head: Run, alpha: float = 0.05) -> ExportTabl
     ]
     for section, refs in (("added", cmp.added), ("removed", cmp.removed), ("changed", cmp.changed)):
         rows += [[section, r.key, r.content_hash, list(r.tags)] + [None] * 10 for r in refs]
+    moves = agent_moves_get(base=base, head=head)
+    for m in moves.cells if moves is not None else []:
+        rows.append(
+            ["agent_2x2", m.cell, None, [], m.base, m.base_in_table, m.head, m.head_in_table]
+            + [m.base_share, m.head_share, m.share_change, f"{m.change:+d} trials", None, None]
+        )
     return ExportTable(columns=columns, rows=rows)
 
 

@@ -48,6 +48,7 @@ from core.http import uuid_or_404
 from core.ids import uuid_parse
 from evals.baselines import baseline_current
 from evals.blindness import BLIND_COMPARISON, comparison_is_blind
+from evals.comparison.agents import agent_moves_for
 from evals.comparison.cache import comparison_cached_get
 from evals.comparison.gate import (
     ALPHA_MAX,
@@ -199,6 +200,14 @@ class GateOutput(serializers.Serializer):
         "(stats.passk.difference_interval)), "
         "detectable drop (fraction)."
     )
+    agents = serializers.JSONField(
+        allow_null=True,
+        help_text="Two stored agent runs (state and trajectory graders): the outcome x "
+        "trajectory 2 x 2 over the shared cases, base -> head (evals.comparison.agents."
+        "agent_moves_json: n_cases, cells[] with cell, label, base, head, change (trials), "
+        "base_in_table, head_in_table, base_share, head_share, share_change; outcome and "
+        "trajectory mean per-case rates); null otherwise. It decides nothing.",
+    )
 
 
 def run_or_404(run_uuid) -> Run:
@@ -289,7 +298,8 @@ class GateApi(APIView):
                 comparison, decision = gate_evaluate(head=head, base=base, **policy)
         except DomainError as exc:
             raise serializers.ValidationError({exc.field or "detail": [str(exc)]}) from exc
-        return HttpResponse(gate_json(comparison, decision), content_type="application/json")
+        body = gate_json(comparison, decision, agents=agent_moves_for(base=base, head=head))
+        return HttpResponse(body, content_type="application/json")
 
     def _top_up(self, request, head, base, v):
         """202 with the top-up to poll; 200 with the decision on the trials there are when
@@ -317,7 +327,8 @@ class GateApi(APIView):
         if refusal is not None:
             comparison, decision = gate_evaluate(head=head, base=base, alpha=v["alpha"])
             decision = top_up_refused(decision, refusal)
-            return HttpResponse(gate_json(comparison, decision), content_type="application/json")
+            body = gate_json(comparison, decision, agents=agent_moves_for(base=base, head=head))
+            return HttpResponse(body, content_type="application/json")
         top_up = top_up_start(
             base=base,
             head=head,
@@ -335,7 +346,8 @@ def top_up_json(top_up: TopUp, request) -> dict:
     result = None
     if top_up.is_terminal:
         comparison, decision = top_up_result(top_up=top_up)
-        result = json.loads(gate_json(comparison, decision))
+        agents = agent_moves_for(base=top_up.base, head=top_up.head)
+        result = json.loads(gate_json(comparison, decision, agents=agents))
     return {
         "uuid": str(top_up.uuid),
         "status": top_up.status,
@@ -452,7 +464,8 @@ class ComparisonApi(APIView):
             comparison = comparison_cached_get(base=base, head=head, alpha=alpha)
             plan = comparison_plan(base=base, head=head, alpha=alpha)[0]
             decision = gate_decide(comparison, alpha=alpha, plan=plan)
-        return Response(json.loads(gate_json(comparison, decision)))
+        agents = agent_moves_for(base=base, head=head)  # as each run's report reads it
+        return Response(json.loads(gate_json(comparison, decision, agents=agents)))
 
 
 # ---- downloads ------------------------------------------------------------------------

@@ -9,17 +9,26 @@ over its graders; an errored or missing grade is out, never a pass or a fail), a
 change of each rate. Over the shared cases: each side's mean per-case rate with its 95%
 interval clustered by case (``stats.intervals.clustered_rate_interval``).
 
+The 2 × 2 movement (``cells``): over the shared cases, each side's trials in each cell of
+outcome × trajectory (both pass, right outcome on a wrong path, wrong outcome on the
+expected path, both fail; a trial with a side errored or missing is in none), and the change
+head − base in trials and in share of the trials in the table (e.g. 55/11/8/6 -> 53/9/13/5).
+Shown on the comparison page, in its CSV export (section ``agent_2x2``), in the comparisons
+API and the gate's JSON (``agents``, ``agent_moves_json``).
+
 The comparison's decision (the gate) is on the overall verdict, which for an agent run is
 the outcome; these rates are shown beside it and decide nothing.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
+from typing import Any
 
 import numpy as np
 
-from evals.grading.verdict import case_tally
+from core.strict_json import json_safe
+from evals.grading.verdict import FAIL, PASS, case_tally
 from evals.models import Run
 from evals.report.agents import agent_codes, agent_keys
 from evals.report.figures import case_wilson
@@ -54,6 +63,39 @@ class AgentCaseMove:
     trajectory: RateMove
 
 
+CELLS = (
+    ("both_pass", "outcome pass, trajectory pass"),
+    ("outcome_only", "right outcome, wrong path"),
+    ("path_only", "wrong outcome, expected path"),
+    ("both_fail", "outcome fail, trajectory fail"),
+)
+
+
+@dataclass(frozen=True)
+class CellMove:
+    """One cell of the 2 × 2 over the shared cases: ``base`` and ``head`` trials in it, of
+    ``base_in_table`` / ``head_in_table``; ``change`` head − base in trials; the shares
+    (None when a side's table is empty) and ``share_change`` (None unless both)."""
+
+    cell: str
+    label: str
+    base: int
+    head: int
+    change: int
+    base_in_table: int
+    head_in_table: int
+    base_share: float | None
+    head_share: float | None
+    share_change: float | None
+
+    @property
+    def change_text(self) -> str:
+        """The change in trials, signed: "+2", "−3" (a minus sign), "0"."""
+        if self.change > 0:
+            return f"+{self.change}"
+        return f"−{-self.change}" if self.change < 0 else "0"
+
+
 @dataclass(frozen=True)
 class AgentMoves:
     """Over the ``n_cases`` shared cases: the mean per-case outcome and trajectory rates of
@@ -65,20 +107,70 @@ class AgentMoves:
     trajectory_base: ClusteredMean
     trajectory_head: ClusteredMean
     cases: list[AgentCaseMove]
+    cells: list[CellMove]
 
 
-def _side(run: Run, rows) -> dict[tuple[str, str], tuple[int, int, int, int]] | None:
-    """(content hash, key) -> (outcome passed, graded, trajectory passed, graded)."""
+def _side(run: Run, rows) -> dict[tuple[str, str], tuple[int, ...]] | None:
+    """(content hash, key) -> (outcome passed, graded, trajectory passed, graded, then the
+    trials in each 2 × 2 cell in ``CELLS`` order)."""
     codes = agent_codes(run=run, rows=rows)
     if codes is None:
         return None
     n = len(rows.cases)
     o = case_tally(codes.outcome, codes.case_idx, n)
     p = case_tally(codes.path, codes.case_idx, n)
+    in_table = np.isin(codes.outcome, (PASS, FAIL)) & np.isin(codes.path, (PASS, FAIL))
+    cells = [
+        np.bincount(
+            codes.case_idx[in_table & (codes.outcome == oc) & (codes.path == pc)], minlength=n
+        )
+        for oc, pc in ((PASS, PASS), (PASS, FAIL), (FAIL, PASS), (FAIL, FAIL))
+    ]
     return {
-        (c[4], c[2]): (int(o.passed[i]), int(o.graded[i]), int(p.passed[i]), int(p.graded[i]))
+        (c[4], c[2]): (
+            int(o.passed[i]), int(o.graded[i]), int(p.passed[i]), int(p.graded[i]),
+            *(int(cell[i]) for cell in cells),
+        )
         for i, c in enumerate(rows.cases)
-    }
+    }  # fmt: skip
+
+
+def _cells(b: dict, h: dict, shared: list) -> list[CellMove]:
+    """The 2 × 2 movement over ``shared`` cases (module docstring)."""
+    base = [sum(b[k][4 + i] for k in shared) for i in range(len(CELLS))]
+    head = [sum(h[k][4 + i] for k in shared) for i in range(len(CELLS))]
+    bn, hn = sum(base), sum(head)
+    moves = []
+    for i, (cell, label) in enumerate(CELLS):
+        bs = base[i] / bn if bn else None
+        hs = head[i] / hn if hn else None
+        moves.append(
+            CellMove(
+                cell, label, base[i], head[i], head[i] - base[i], bn, hn, bs, hs,
+                None if bs is None or hs is None else hs - bs,
+            )
+        )  # fmt: skip
+    return moves
+
+
+def agent_moves_json(moves: AgentMoves | None) -> dict[str, Any] | None:
+    """``moves`` as JSON for the API and the gate: ``{"n_cases", "cells": [{cell, label,
+    base, head, change, base_in_table, head_in_table, base_share, head_share,
+    share_change}], "outcome"/"trajectory": {base, head: mean per-case rate}}``; None
+    stays None."""
+    if moves is None:
+        return None
+    return json_safe(
+        {
+            "n_cases": moves.n_cases,
+            "cells": [asdict(c) for c in moves.cells],
+            "outcome": {"base": moves.outcome_base.mean, "head": moves.outcome_head.mean},
+            "trajectory": {
+                "base": moves.trajectory_base.mean,
+                "head": moves.trajectory_head.mean,
+            },
+        }
+    )
 
 
 def _move(bk: int, bn: int, hk: int, hn: int) -> RateMove:
@@ -119,7 +211,7 @@ def agent_moves_get(*, base: Run, head: Run) -> AgentMoves | None:
             key=case_key,
             content_hash=content_hash,
             outcome=_move(*b[pair][:2], *h[pair][:2]),
-            trajectory=_move(*b[pair][2:], *h[pair][2:]),
+            trajectory=_move(*b[pair][2:4], *h[pair][2:4]),
         )
         for pair in shared
         for content_hash, case_key in [pair]
@@ -138,4 +230,13 @@ def agent_moves_get(*, base: Run, head: Run) -> AgentMoves | None:
         trajectory_base=_mean(col(b, 2), col(b, 3)),
         trajectory_head=_mean(col(h, 2), col(h, 3)),
         cases=cases,
+        cells=_cells(b, h, shared),
     )
+
+
+def agent_moves_for(*, base: Any, head: Any) -> dict[str, Any] | None:
+    """``agent_moves_json`` of two stored runs (the gate's ``agents``); None when either
+    side is not a stored ``Run`` (a run file) or either run is not an agent's."""
+    if not isinstance(base, Run) or not isinstance(head, Run):
+        return None
+    return agent_moves_json(agent_moves_get(base=base, head=head))

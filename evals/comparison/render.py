@@ -243,12 +243,17 @@ def _num(x: float | None) -> str:
     return "unknown" if x is None else f"{x:,.0f}"
 
 
-def gate_json(comparison: Comparison, decision: GateDecision) -> str:
+def gate_json(
+    comparison: Comparison, decision: GateDecision, *, agents: dict[str, Any] | None = None
+) -> str:
     """Strict JSON: ``{"decision": {exit_code, verdict, title, sentence, reasons, drops,
-    suspects, suite_p, plan, next_round, notes}, "comparison": {...}}`` with delta, both
-    intervals, the p-value (float and text), counts and per-case changes."""
+    suspects, suite_p, plan, next_round, notes}, "comparison": {...}, "agents": {...}|null}``
+    with delta, both intervals, the p-value (float and text), counts and per-case changes;
+    ``agents``: the 2 × 2 movement of two agent runs (``evals.comparison.agents.
+    agent_moves_json``), null otherwise. It decides nothing."""
     data: dict[str, Any] = {
         "decision": json_safe(asdict(decision)),
         "comparison": comparison.to_dict(),
+        "agents": agents,
     }
     return json.dumps(data, allow_nan=False, ensure_ascii=False)

@@ -8,6 +8,11 @@ Rules:
   ``trajectory`` grades: ``evals.grading.verdict.overall_codes``, the verdict rule itself,
   applied to each side's graders. A trial whose side is errored or missing is out of the
   2 × 2 and counted (``left_out``): an errored grade is never a pass or a fail.
+- A grader that judged nothing (every grade it gave the run errored) is left out of its side
+  when another grader of that side judged something: a grader corrected after the run
+  (``grade_run`` under a new key) fills the 2 × 2 as a new run would. The side's keys
+  (``outcome_keys``, ``path_keys``) are those read; with no grader of the side judging,
+  all of them stay (every trial of the side errored).
 - The 2 × 2 (outcome pass/fail × path pass/fail) is given overall and per case. Each
   overall cell's share is the mean over cases of per-case shares, with its 95% interval
   clustered by case (``stats.intervals.clustered_rate_interval``); per case, counts with
@@ -147,6 +152,8 @@ class AgentReport:
     errored_trials: int = 0
     groups: list[DisagreementGroup] = field(default_factory=list)
     disagreement_ids: dict[str, list[int]] = field(default_factory=dict)
+    # Graders of either side set aside: every grade errored, another of the side judged.
+    set_aside_keys: list[str] = field(default_factory=list)
 
     @property
     def disagreements(self) -> int:
@@ -219,6 +226,15 @@ class AgentCodes:
     trial_codes: np.ndarray
     outcome: np.ndarray
     path: np.ndarray
+    set_aside: tuple[str, ...] = ()
+
+
+def _superseded_out(keys: list[str], judged: set[str]) -> list[str]:
+    """``keys`` without those that judged nothing (every grade errored) when another key of
+    the side judged something: a broken grader corrected by a later one (``grade_run``)."""
+    if not any(k in judged for k in keys):
+        return keys
+    return [k for k in keys if k in judged]
 
 
 def agent_codes(*, run: Run, rows: RunRows) -> AgentCodes | None:
@@ -238,6 +254,11 @@ def agent_codes(*, run: Run, rows: RunRows) -> AgentCodes | None:
     )[order]
     wanted = set(outcome_keys) | set(path_keys)
     grades = [g for g in rows.grades if g[1] in wanted]
+    judged = {g[1] for g in grades if g[2] != -1}
+    all_keys = [*outcome_keys, *path_keys]
+    outcome_keys = _superseded_out(outcome_keys, judged)
+    path_keys = _superseded_out(path_keys, judged)
+    kept = {*outcome_keys, *path_keys}
     return AgentCodes(
         outcome_keys,
         path_keys,
@@ -246,6 +267,7 @@ def agent_codes(*, run: Run, rows: RunRows) -> AgentCodes | None:
         trial_codes,
         _side_codes(outcome_keys, grades, trial_ids, trial_codes),
         _side_codes(path_keys, grades, trial_ids, trial_codes),
+        tuple(k for k in all_keys if k not in kept),
     )
 
 
@@ -308,6 +330,7 @@ def agent_report(*, run: Run, rows: RunRows, k_max: int) -> AgentReport | None:
         left_out=int((ok & ~in_table).sum()),
         errored_trials=int(errored.sum()),
         cases=cases,
+        set_aside_keys=list(codes.set_aside),
         disagreement_ids={
             RIGHT_OUTCOME_WRONG_PATH: trial_ids[cells["outcome_only"]].tolist(),
             WRONG_OUTCOME_EXPECTED_PATH: trial_ids[cells["path_only"]].tolist(),

@@ -49,6 +49,7 @@ from evals.report.figures import (
 )
 from evals.report.rows import RunRows
 from evals.run_status import run_status_shown
+from evals.trajectory.limits import limit_kind
 from judges.ledger import Spend
 from judges.trust import corrected_pass_rate_from_approval
 
@@ -199,6 +200,9 @@ class RunReport:
     # The status the run shows (``evals.run_status``: an imported run is "imported", with
     # its errored trials and whether it is partial), as ``RunStatusShown.as_json()``.
     status_shown: dict[str, Any] | None = None
+    # Errored trials stopped at a limit, by kind (``evals.trajectory.limits``: the tool
+    # loop's caps and the limits importers read): ``[{"kind", "count"}]``, most first.
+    limit_hits: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def errored_banner(self) -> str | None:
@@ -387,7 +391,18 @@ def report_from_rows(*, run: Any, rows: RunRows, reasons: ReasonRows) -> RunRepo
         latency=_latency(finished_latency),
         cost=_cost(quality),
         cost_quality=quality,
+        limit_hits=_limit_hits(reasons.pipeline_groups),
     )
+
+
+def _limit_hits(groups: list[tuple]) -> list[dict[str, Any]]:
+    """``[{"kind", "count"}]`` of the errored trials whose message names a limit kind."""
+    counts: dict[str, int] = {}
+    for message, n in groups:
+        kind = limit_kind(message or "")
+        if kind is not None:
+            counts[kind] = counts.get(kind, 0) + int(n)
+    return [{"kind": k, "count": n} for k, n in sorted(counts.items(), key=lambda kv: -kv[1])]
 
 
 def _case_rows(

@@ -82,8 +82,9 @@ def trial_results_record(
 
     Idempotent: only trials still ``running`` are written (read under a row lock on
     PostgreSQL, inside SQLite's writer lock), so a result delivered again changes nothing
-    and is not counted. Cost is USD at the model's price (``evals.runner.pricing``), null when the
-    price or a token count is unknown, and for errored trials. ``prices`` caches price
+    and is not counted. Cost is the one the target stated (``TargetResult.cost_usd``), else USD at
+    the model's price (``evals.runner.pricing``), null when the price or a token count is
+    unknown, and for errored trials. ``prices`` caches price
     lookups by model name across calls (the runner passes one dict per chunk). Three
     statements, in SQL (the hot path of the runner: ``evals.runner.claims`` says why).
     """
@@ -106,7 +107,9 @@ def trial_results_record(
         for trial_id in written:
             result = by_id[trial_id]
             cost = None
-            if result.ok:
+            if result.ok and result.cost_usd is not None:  # the target's own account
+                cost = result.cost_usd
+            elif result.ok:
                 name = result.model or model
                 if name and name not in prices:
                     prices[name] = price_lookup(name)

@@ -14,6 +14,11 @@ Each ``samples[i]`` is one trial:
   cost = ``model_usage[<eval.model>]``: ``input_tokens``, ``output_tokens``, ``total_cost``
   (USD; null or absent -> null, unknown).
 - ``error`` set: an errored trial (message = ``error.message``), never a fail.
+- ``limit`` set (Inspect stopped the sample at its ``message_limit``, ``token_limit``,
+  ``time_limit``, ``working_limit``, ``cost_limit``...): an errored trial whose message
+  starts with the limit's kind (``step_cap: Inspect stopped the sample at its
+  message_limit (10)``, ``evals.trajectory.limits``), as in Assay's tool loop; it keeps its
+  steps and final state, and its scores only in ``raw_response`` (never a verdict).
 - each ``scores[<name>]`` is a grade, grader = the score name. Its ``value`` is read with
   Inspect's default ``value_to_float`` convention: ``"C"`` 1, ``"P"`` 0.5, ``"I"`` 0,
   ``"N"`` (no answer) 0; ``true``/``false`` 1/0; a number as is; a string ``yes``/``true``
@@ -45,6 +50,7 @@ from core.errors import DomainError
 from core.strict_json import NON_FINITE
 from evals.cases import CaseSpec
 from evals.grading.grader_set import IMPORTED_KIND
+from evals.trajectory.limits import INSPECT_LIMITS, OTHER_CAP, limit_error
 from interop.importers.context import ImportContext
 from interop.importers.harness import (
     GradeIn,
@@ -247,6 +253,7 @@ def _sample(sample: Any, path: str, model: str, headline: str | None) -> TrialIn
         raise fail(f"{path}.epoch", count_problem(epoch, minimum=1))
     latency_ms = opt_latency_ms(sample.get("total_time"), f"{path}.total_time", per_unit_ms=1000)
     input_tokens, output_tokens, cost = _usage(sample, path, model)
+    trajectory = sample_trajectory(sample, path)
     raw = {
         "format": "inspect",
         "record": path,
@@ -264,9 +271,16 @@ def _sample(sample: Any, path: str, model: str, headline: str | None) -> TrialIn
         output_tokens=output_tokens,
         cost_usd=cost,
         raw=raw,
-        trajectory=sample_trajectory(sample, path),
-        final_state=sample_final_state(sample, path),
+        trajectory=trajectory,
+        final_state=sample_final_state(
+            sample, path, agent=trajectory is not None or goal_state is not None
+        ),
     )
+    limit = _limit_error(sample, path)
+    if limit is not None:  # stopped before its end: no verdict, as in the tool loop
+        trial.error = limit
+        trial.raw["scores"] = json_clean(sample.get("scores"))
+        return trial
     error = sample.get("error")
     if error is not None:
         error = as_dict(error, f"{path}.error")
@@ -284,6 +298,25 @@ def _sample(sample: Any, path: str, model: str, headline: str | None) -> TrialIn
     scores = {} if scores is None else as_dict(scores, f"{path}.scores")
     trial.grades = _grades(scores, f"{path}.scores", headline)
     return trial
+
+
+def _limit_error(sample: dict, path: str) -> str | None:
+    """The error message of a sample Inspect stopped at a limit (its ``limit``:
+    ``{"type": "message", "limit": 10}``), with the kind of ``evals.trajectory.limits``;
+    None when no limit was hit."""
+    limit = sample.get("limit")
+    if limit is None:
+        return None
+    limit = as_dict(limit, f"{path}.limit")
+    kind = as_str(need(limit, "type", f"{path}.limit"), f"{path}.limit.type")
+    value = limit.get("limit")
+    bound = (
+        f" ({value:g})" if isinstance(value, int | float) and not isinstance(value, bool) else ""
+    )
+    return limit_error(
+        INSPECT_LIMITS.get(kind, OTHER_CAP),
+        f"Inspect stopped the sample at its {kind}_limit{bound}"[:1000],
+    )
 
 
 def inspect_import(*, ctx: ImportContext, document: Any) -> None:

@@ -25,7 +25,8 @@ models ``ChatMessageAssistant``, ``ChatMessageTool``, ``ToolCall``, ``ModelEvent
   (``output.usage.total_cost`` when Inspect priced it, else null: unknown); the ``tool``
   event of a call id gives its result's ``latency_ms`` (``working_time`` s x 1000).
 - final state: the sample's ``store`` (the state Inspect's tools write through
-  ``store()``/``StoreModel``), null when empty.
+  ``store()``/``StoreModel``); an agent sample's empty store is the empty state ``{}``
+  (gradeable), a plain sample's is none.
 - goal state: ``metadata["goal_state"]`` when the task put one there (Inspect has no field
   of its own for it), null otherwise.
 
@@ -41,7 +42,8 @@ import math
 from typing import Any
 
 from core.errors import DomainError
-from evals.trajectory.steps import final_state_parse, trajectory_parse
+from evals.trajectory.steps import trajectory_parse
+from interop.importers.agent_fields import agent_fields_parse
 from interop.importers.harness import as_dict, as_list, fail, show
 
 ATTACHMENT = "attachment://"
@@ -197,24 +199,25 @@ def sample_trajectory(sample: dict, path: str) -> list[dict] | None:
         raise fail(exc.field or f"{path}.trajectory", exc.message) from exc
 
 
-def sample_final_state(sample: dict, path: str) -> Any:
-    """The sample's ``store`` as its final state; None when absent or empty."""
+def sample_final_state(sample: dict, path: str, *, agent: bool) -> Any:
+    """The sample's ``store`` as its final state (``agent_fields_parse``, as every importer):
+    None when absent; an empty store is an empty state ``{}`` when the sample is an agent's
+    (``agent``: it has steps or a goal state), None for a plain sample (Inspect writes
+    ``store: {}`` on every sample)."""
     store = sample.get("store")
-    if not store:
+    if store is None or (store == {} and not agent):
         return None
-    try:
-        return final_state_parse(as_dict(store, f"{path}.store"), field=f"{path}.store")
-    except DomainError as exc:
-        raise fail(exc.field or f"{path}.store", exc.message) from exc
+    as_dict(store, f"{path}.store")
+    values = {"final_state": store}
+    where = {"final_state": f"{path}.store"}
+    return agent_fields_parse(values, where=path, fields=where).final_state
 
 
 def sample_goal_state(sample: dict, path: str) -> Any:
-    """``metadata["goal_state"]``, or None."""
+    """``metadata["goal_state"]`` (``agent_fields_parse``), or None."""
     metadata = sample.get("metadata")
     if not isinstance(metadata, dict) or metadata.get("goal_state") is None:
         return None
-    where = f"{path}.metadata.goal_state"
-    try:
-        return final_state_parse(metadata["goal_state"], field=where)
-    except DomainError as exc:
-        raise fail(exc.field or where, exc.message) from exc
+    values = {"goal_state": metadata["goal_state"]}
+    where = {"goal_state": f"{path}.metadata.goal_state"}
+    return agent_fields_parse(values, where=path, fields=where).goal_state

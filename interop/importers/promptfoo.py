@@ -30,6 +30,10 @@ Each row ``results.results[i]`` is one trial:
 - one grade per ``gradingResult.componentResults[j]`` (not gating): grader =
   ``assertion.metric`` or ``assertion.type`` (``#2``, ``#3``... when a name repeats within a
   row), passed = ``pass``, score = ``score`` when in [0, 1] (else null, kept in details).
+- an agent (``interop.importers.agent_fields``, the mapping of every importer): the trial's
+  ``trajectory`` and ``final_state`` from ``response.metadata`` (what a custom provider
+  returns beside its output), the case's ``goal_state`` from ``testCase.metadata`` (part of
+  the case's content, not of its input); an errored row keeps its steps.
 A bare NaN/Infinity is "not scored" in a score field and refused anywhere else.
 """
 
@@ -37,12 +41,14 @@ from __future__ import annotations
 
 import hashlib
 import json
+from dataclasses import replace
 from decimal import Decimal
 from typing import Any
 
 from core.strict_json import NON_FINITE
 from evals.cases import CaseSpec
 from evals.grading.grader_set import IMPORTED_KIND
+from interop.importers.agent_fields import AgentFields, agent_fields_parse
 from interop.importers.context import ImportContext
 from interop.importers.harness import (
     GradeIn,
@@ -125,6 +131,25 @@ def _case(row: dict, path: str) -> CaseSpec:
     )
 
 
+def _agent(row: dict, response: dict | None, path: str) -> AgentFields:
+    """An agent row's trajectory, final state and goal state (module docstring)."""
+    test = row.get("testCase") if isinstance(row.get("testCase"), dict) else {}
+    test_meta = test.get("metadata") if isinstance(test.get("metadata"), dict) else {}
+    meta = (response or {}).get("metadata")
+    meta = meta if isinstance(meta, dict) else {}
+    values = {
+        "trajectory": meta.get("trajectory"),
+        "final_state": meta.get("final_state"),
+        "goal_state": test_meta.get("goal_state"),
+    }
+    names = {
+        "trajectory": f"{path}.response.metadata.trajectory",
+        "final_state": f"{path}.response.metadata.final_state",
+        "goal_state": f"{path}.testCase.metadata.goal_state",
+    }
+    return agent_fields_parse(values, where=path, fields=names)
+
+
 def _components(grading: dict, path: str) -> list[GradeIn]:
     items = grading.get("componentResults")
     if items is None:
@@ -191,6 +216,15 @@ def _row(row: Any, path: str) -> tuple[int, TrialIn, str]:
         else (as_str(response.get("error"), f"{path}.response.error", nullable=True) or "")
     )
     provider_failed = response is None or bool(response_error)
+    agent = _agent(row, response, path)
+    if agent.goal_state is not None:
+        case = case_size_check_at(
+            replace(case, goal_state=agent.goal_state),
+            {
+                "input": f"{path}.testCase.vars",
+                "goal_state": f"{path}.testCase.metadata.goal_state",
+            },
+        )
     latency = opt_latency_ms(
         row.get("latencyMs", (response or {}).get("latencyMs")), f"{path}.latencyMs"
     )
@@ -217,6 +251,8 @@ def _row(row: Any, path: str) -> tuple[int, TrialIn, str]:
             latency_ms=latency,
             cost_usd=cost,
             raw=raw,
+            trajectory=agent.trajectory,
+            final_state=agent.final_state,
         )
         return test_idx if test_idx is not None else -1, trial, identity
     if response is None:
@@ -265,6 +301,8 @@ def _row(row: Any, path: str) -> tuple[int, TrialIn, str]:
         cost_usd=cost,
         grades=[verdict, *_components(grading, f"{path}.gradingResult")],
         raw=raw,
+        trajectory=agent.trajectory,
+        final_state=agent.final_state,
     )
     return test_idx if test_idx is not None else -1, trial, identity
 

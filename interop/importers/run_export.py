@@ -42,8 +42,8 @@ from core.strict_json import json_loads_line
 from core.text import UNSTORABLE, contains_unstorable
 from evals.cases import CaseSpec, context_problem
 from evals.models import Grade, Trial, content_hash
-from evals.trajectory.steps import final_state_parse, trajectory_parse
 from interop.exports import AGENT_COLUMNS, formula_restore
+from interop.importers.agent_fields import agent_fields_parse
 from interop.importers.context import ImportContext
 from interop.importers.reader import CsvRow, case_size_check, record_error
 from interop.importers.tabular import Row, contains_overflow, row_parse, tags_parse
@@ -142,23 +142,16 @@ def _typed(text: str) -> Any:
     return text if value is _NO_JSON or isinstance(value, str) else value
 
 
-def _agent_cell(row: CsvRow, cells: dict[str, str], name: str, parse: Any) -> Any:
-    """An agent column's JSON text through its parser (None when absent or empty)."""
-    text = cells.get(name) or ""
-    if not text:
-        return None
-    value = _json(text)
-    if value is _NO_JSON:
-        raise record_error(row.where, name, "expected JSON text")
-    try:
-        return parse(value, field=name)
-    except DomainError as exc:
-        raise record_error(row.where, exc.field or name, exc.message) from exc
+def _agent_cell(row: CsvRow, cells: dict[str, str], name: str) -> Any:
+    """An agent column's JSON text through ``agent_fields_parse`` (None when absent or
+    empty), the mapping of every importer."""
+    parsed = agent_fields_parse({name: cells.get(name) or None}, where=row.where, text=True)
+    return getattr(parsed, name)
 
 
 def _case(row: CsvRow, cells: dict[str, str], tags: list[str]) -> CaseSpec:
     where = row.where
-    goal_state = _agent_cell(row, cells, "goal_state", final_state_parse)
+    goal_state = _agent_cell(row, cells, "goal_state")
     context_cell = cells["context"]
     context = _json(context_cell) if context_cell else []
     if not isinstance(context, list) or not all(isinstance(d, dict) for d in context):
@@ -281,8 +274,8 @@ def run_export_row(row: CsvRow, graders: list[str]) -> TrialSpec:
         raise record_error(row.where, "error", UNSTORABLE)
     spec.case = _case(row, cells, tags_parse(plain))
     spec.status, spec.error = status, cells["error"]
-    spec.trajectory = _agent_cell(row, cells, "trajectory", trajectory_parse)
-    spec.final_state = _agent_cell(row, cells, "final_state", final_state_parse)
+    spec.trajectory = _agent_cell(row, cells, "trajectory")
+    spec.final_state = _agent_cell(row, cells, "final_state")
     spec.grades = [g for key in graders if (g := _grade(row, key, cells)) is not None]
     if status != Trial.Status.OK:
         passing = next((g.grader for g in spec.grades if g.passed), None)

@@ -43,6 +43,9 @@ optional field is null:
   ``cost_usd``: decimal USD >= 0 and below 1,000,000 (empty = unknown = null, never 0),
   stored to 1e-12 USD (12 decimal places, rounded half up; a positive cost below 5e-13, which
   would be stored as 0, is refused).
+- ``trajectory``, ``final_state``, ``goal_state``: an agent's (``interop.importers.
+  agent_fields``, the mapping of every importer; CSV: JSON text). ``{}`` is a state; a goal
+  state is the case's content and needs the row's ``input``.
 
 Unmapped columns are kept in ``Trial.raw_response["extra"]`` (column -> value as read; an
 empty CSV cell is null), except a column (JSONL: key) named ``status`` or ``error`` in any
@@ -52,7 +55,8 @@ column of the row, it is refused (map it, ``status=Status``, or rename it), sinc
 extra it would let a failed row pass for an ok trial.
 A CSV with the header of Assay's own run export and no mapping is read by the export's
 rules instead, types intact (``interop.importers.run_export``).
-Without any mapping, a column named exactly like a field maps to it.
+Without any mapping, a column named exactly like a field maps to it; with one, an agent field
+it leaves out still reads the column of its own name (``trajectory``, ...), if no field reads it.
 A row with no verdict at all (no passed, score, scores or judge_status) gets no grade.
 """
 
@@ -73,6 +77,7 @@ from core.strict_json import NON_FINITE, contains_non_finite
 from core.text import UNSTORABLE, contains_unstorable
 from evals.cases import CaseSpec, tags_problem
 from evals.models import Grade, Trial
+from interop.importers.agent_fields import AGENT_FIELDS, agent_fields_parse
 from interop.importers.context import ImportContext
 from interop.importers.reader import TIME_RANGE, case_size_check, record_error, time_check
 from interop.importers.trials_writer import GradeSpec, TrialSpec, TrialsWriter
@@ -98,6 +103,7 @@ FIELDS = (
     "output_tokens",
     "latency_ms",
     "cost_usd",
+    *AGENT_FIELDS,
 )
 # A trial's own fields: its status (``Trial.Status``) and, for an errored one, what went
 # wrong. A trial that did not finish (queued, running) is no result and is refused.
@@ -127,6 +133,7 @@ INT_MAX = bounds.INT_MAX  # attempt and token counts: the database's integer col
 NAME_MAX = 200  # grader names
 COST_LIMIT = bounds.COST_USD_LIMIT  # cost_usd is numeric(20, 12): below 1,000,000 USD ...
 COST_STEP = bounds.COST_USD_QUANTUM  # ... and stored to 1e-12 USD (rounded half up)
+_AGENT_SET = frozenset(AGENT_FIELDS)
 OVERFLOW = "a number out of range (it overflows to infinity)"
 
 
@@ -497,6 +504,8 @@ def row_parse(row: Row, *, threshold: float | None, cases: CaseMemo | None = Non
     """
     if row.needs_scan:
         for name, value in row.values.items():
+            if name in _AGENT_SET:  # their parsers name the step (agent_fields_parse)
+                continue
             if name not in ("score", "scores") and contains_non_finite(value):
                 raise _err(row, name, "NaN/Infinity is not valid JSON")
             if contains_unstorable(value):
@@ -510,6 +519,9 @@ def row_parse(row: Row, *, threshold: float | None, cases: CaseMemo | None = Non
     if len(key) > 200:
         raise _err(row, "case_id", f"longer than 200 characters ({len(key)})")
     value = row.values.get("input")
+    agent = agent_fields_parse(row.values, where=row.where, record=row.index, text=row.is_csv)
+    if agent.goal_state is not None:
+        cases = None  # a goal state is content the memo does not compare: check it
     case = None if cases is None else cases.get(key, value, row)
     if case is None:  # not the content of an earlier row of this case: check it
         for name in ("input", "expected"):  # free-form JSON: a float may be 1e400 = inf
@@ -525,10 +537,17 @@ def row_parse(row: Row, *, threshold: float | None, cases: CaseMemo | None = Non
                 expected=row.values.get("expected"),
                 context=[],
                 tags=tags_parse(row),
+                goal_state=agent.goal_state,
             )
             case_size_check(case, where=row.where, record=row.index)
             if cases is not None:
                 cases.put(case, row)
+    if agent.goal_state is not None and case is None:
+        raise _err(
+            row,
+            "goal_state",
+            "a goal state is part of the case's content: give the case's input with it",
+        )
     attempt = _int(row, "attempt", minimum=1) or 1
     status, error = (
         (Trial.Status.OK, "")
@@ -616,6 +635,8 @@ def row_parse(row: Row, *, threshold: float | None, cases: CaseMemo | None = Non
         index=row.index,
         status=status,
         error=error,
+        trajectory=agent.trajectory,
+        final_state=agent.final_state,
     )
 
 
@@ -706,6 +727,19 @@ def _jsonl_rows(records, mapping: dict[str, str]) -> Iterator[Row]:
         yield Row(where=f"line {line}", values=fields, extra=extra, is_csv=False)
 
 
+def _agent_mapped(mapping: dict[str, str], header: list[str] | None) -> dict[str, str]:
+    """``mapping`` with each agent field it leaves out mapped to the column (JSONL: key) of
+    its own name, when no field reads that column (and, for a CSV, the header has it): an
+    agent's steps are never kept as extra text by a mapping that did not name them."""
+    used = set(mapping.values())
+    added = {
+        name: name
+        for name in AGENT_FIELDS
+        if name not in mapping and name not in used and (header is None or name in header)
+    }
+    return {**mapping, **added} if added else mapping
+
+
 def tabular_import(
     *, ctx: ImportContext, fmt: str, source, mapping: dict[str, str], threshold: float | None = None
 ) -> None:
@@ -719,12 +753,10 @@ def tabular_import(
         raise DomainError(f"threshold: expected a number in [0, 1], got {threshold}")
     if fmt == "csv":
         header, rows_iter = source
-        if not mapping:
-            mapping = {c: c for c in header if c in FIELDS}
+        mapping = _agent_mapped(mapping or {c: c for c in header if c in FIELDS}, header)
         rows = _csv_rows(rows_iter, header, mapping)
     else:
-        if not mapping:
-            mapping = {f: f for f in FIELDS}
+        mapping = _agent_mapped(mapping or {f: f for f in FIELDS}, None)
         rows = _jsonl_rows(source, mapping)
     if "case_id" not in mapping:
         raise DomainError("mapping: field case_id is required (--map case_id=COLUMN)")

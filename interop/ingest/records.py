@@ -14,11 +14,11 @@ A trial record uses the field vocabulary and the rules of the CSV/JSONL import
 "pass"|"fail", "critique"?}]``, stored as imported ``labeling.Label`` rows) and ``extra``
 (an object kept in ``Trial.raw_response["extra"]``). An agent's trial adds ``trajectory``
 (its ordered steps, ``evals.trajectory.steps``) and ``final_state`` (any JSON), and its case
-``goal_state`` (any JSON; part of the case's content, so it needs ``input``); each goes
-through ``trajectory_parse`` / ``final_state_parse`` and a bad one is refused naming the
-record and the step (``trajectory[3].arguments``). ``status`` and ``error`` are the
-import's (``tabular.trial_status``): ``"ok"`` (default), ``"error"`` with its message (a
-trial that failed where it ran) or ``"cancelled"``; the message may be given as
+``goal_state`` (any JSON; part of the case's content, so it needs ``input``): tabular fields
+like the others, read by ``interop.importers.agent_fields`` as in every importer, a bad one
+refused naming the record and the step (``trajectory[3].arguments``). ``status`` and
+``error`` are the import's (``tabular.trial_status``): ``"ok"`` (default), ``"error"`` with
+its message (a trial that failed where it ran) or ``"cancelled"``; the message may be given as
 ``error_message`` instead of ``error`` (not both; a refusal names ``error`` unless the
 record used ``error_message``). A trial that is not ok carries no verdict
 (``passed``, ``score``, ``scores``, ``judge_status`` and non-empty ``labels`` are refused on
@@ -45,15 +45,14 @@ Rules:
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from core.errors import DomainError
 from core.strict_json import contains_non_finite
 from core.text import UNSTORABLE, contains_unstorable
 from evals.models import Suite, Trial
-from evals.trajectory.steps import final_state_parse, trajectory_parse
-from interop.importers.reader import case_size_check, record_error
+from interop.importers.reader import record_error
 from interop.importers.tabular import (
     FIELDS,
     OVERFLOW,
@@ -65,10 +64,9 @@ from interop.importers.tabular import row_parse as _row_parse
 from interop.importers.trials_writer import LabelSpec, TrialSpec
 
 HEADER_FIELDS = ("suite", "suite_kind", "run", "model", "source_version", "threshold", "run_key")
-AGENT_FIELDS = ("trajectory", "final_state", "goal_state")
 # ``error_message``: an alias of tabular's ``error`` (either, not both).
 ERROR_MESSAGE = "error_message"
-RECORD_FIELDS = (*FIELDS, "labels", "extra", *AGENT_FIELDS, ERROR_MESSAGE)
+RECORD_FIELDS = (*FIELDS, "labels", "extra", ERROR_MESSAGE)
 _FIELD_SET = frozenset(FIELDS)
 _RECORD_SET = frozenset(RECORD_FIELDS)
 LABEL_FIELDS = ("reviewer", "verdict", "critique")
@@ -325,34 +323,4 @@ def record_parse(
                 "leave labels out",
                 record=record,
             )
-    _agent(obj, spec, where=where, record=record)
     return spec
-
-
-def _agent(obj: dict, spec: TrialSpec, *, where: str, record: int) -> None:
-    """``trajectory``, ``final_state`` and the case's ``goal_state`` onto ``spec``, each
-    through the step module's refusing parsers (the error names the record and the step)."""
-
-    def parsed(name: str, parse: Any) -> Any:
-        value = obj.get(name)
-        if value is None:  # absent or null: nothing to parse (most records)
-            return None
-        try:
-            return parse(value, field=name, record=record)
-        except DomainError as exc:
-            raise record_error(where, exc.field or name, exc.message, record=record) from exc
-
-    spec.trajectory = parsed("trajectory", trajectory_parse)
-    spec.final_state = parsed("final_state", final_state_parse)
-    goal_state = parsed("goal_state", final_state_parse)
-    if goal_state is not None:
-        if spec.case is None:
-            raise record_error(
-                where,
-                "goal_state",
-                "a goal state is part of the case's content: give the case's input with it",
-                record=record,
-            )
-        spec.case = case_size_check(
-            replace(spec.case, goal_state=goal_state), where=where, record=record
-        )

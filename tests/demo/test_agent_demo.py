@@ -33,6 +33,7 @@ def test_the_agent_is_seeded_and_follows_the_policy_on_its_expected_path():
     assert len(steps) >= 2
     assert result["input_tokens"] == sum(s["input_tokens"] for s in steps)
     assert result["output_tokens"] == sum(s["output_tokens"] for s in steps)
+    assert result["cost_usd"] == pytest.approx(sum(s["cost_usd"] for s in steps))
 
 
 @pytest.mark.django_db(transaction=True, serialized_rollback=True)
@@ -45,6 +46,7 @@ def test_the_agent_run_report_shows_disagreements_of_both_kinds(alice):
     assert run.status == "succeeded"
     assert Trial.objects.filter(run=run, trajectory__isnull=True).count() == 0
     assert Trial.objects.filter(run=run, input_tokens__isnull=True).count() == 0
+    assert Trial.objects.filter(run=run, status="ok", cost_usd__isnull=True).count() == 0
     report = run_report(run=run).to_dict()
     agents = report["agents"]
     assert agents["outcome_keys"] == ["outcome"] and agents["path_keys"] == ["path"]

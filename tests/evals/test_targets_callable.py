@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+from decimal import Decimal
 
 import pytest
 
@@ -54,6 +55,24 @@ def slow(case: CaseInput) -> str:
     with LOCK:
         IN_FLIGHT["now"] -= 1
     return "done"
+
+
+@registered("pipeline")
+def priced_agent(case: CaseInput) -> dict:
+    steps = [
+        {"kind": "message", "content": "a", "input_tokens": 10, "cost_usd": 0.0001},
+        {"kind": "tool_call", "name": "t", "arguments": {}, "input_tokens": 5, "cost_usd": 0.0002},
+        {"kind": "tool_result", "content": "ok"},
+    ]
+    if case.key == "stated":
+        return {"output": "x", "cost_usd": 0.5, "trajectory": steps}
+    if case.key == "unknown":
+        steps[1].pop("cost_usd")  # a model call of unknown cost: the sum is unknown
+    if case.key == "null":
+        return {"output": "x", "cost_usd": None, "trajectory": steps}
+    if case.key == "bad":
+        return {"output": "x", "cost_usd": -1}
+    return {"output": "x", "trajectory": steps}
 
 
 def _run(config: dict, cases: list[CaseInput]):
@@ -167,3 +186,16 @@ def test_a_chunk_never_starts_more_calls_than_the_bound(config, expected):
     from evals.runner.calls import target_concurrency  # noqa: PLC0415 - one test's import
 
     assert target_concurrency(object(), {"kind": "callable", **config}) == expected
+
+
+def test_a_callable_agent_reports_its_cost_stated_or_summed_over_its_steps_unknown_stays_null():
+    keys = ["stated", "summed", "unknown", "null", "bad"]
+    results = _run(
+        {"kind": "callable", "path": f"{PATH}:priced_agent"}, [CaseInput(k, "x") for k in keys]
+    )
+    by_key = dict(zip(keys, results, strict=True))
+    assert by_key["stated"].cost_usd == Decimal("0.5")
+    assert by_key["summed"].cost_usd == Decimal("0.0003")
+    assert by_key["unknown"].cost_usd is None
+    assert by_key["null"].cost_usd is None
+    assert not by_key["bad"].ok and "'cost_usd'" in by_key["bad"].error

@@ -35,6 +35,7 @@ from django.core.management.base import CommandError
 from core.commands import DomainCommand
 from core.errors import DomainError
 from evals.baselines import baseline_current
+from evals.comparison.agents import agent_moves_for
 from evals.comparison.gate import comparison_plan, gate_evaluate, gate_options_check
 from evals.comparison.render import gate_json, gate_markdown, gate_text
 from evals.comparison.run_data import RunData, run_data_from_file
@@ -155,7 +156,7 @@ class Command(DomainCommand):
         head = _load(options["head"])
         base = _load(options["base"]) if options["base"] else None
         if options["top_up"]:
-            comparison, decision = self._top_up(head, base, options)
+            comparison, decision, base = self._top_up(head, base, options)
         else:
             policy = {
                 "alpha": options["alpha"],
@@ -171,6 +172,7 @@ class Command(DomainCommand):
                 comparison, decision = comparison_decision(head=head, base=base, **policy)
             else:
                 comparison, decision = gate_evaluate(head=head, base=base, **policy)
+        agents = agent_moves_for(base=base, head=head)  # as each run's report reads it
         if options["markdown"]:
             try:
                 Path(options["markdown"]).write_text(
@@ -182,14 +184,17 @@ class Command(DomainCommand):
                     field="markdown",
                 ) from exc
         self.stdout.write(
-            gate_json(comparison, decision) if options["json"] else gate_text(comparison, decision)
+            gate_json(comparison, decision, agents=agents)
+            if options["json"]
+            else gate_text(comparison, decision)
         )
         self.stdout.flush()
         return decision.exit_code
 
     def _top_up(self, head, base, options):
         """Start (or join) the top-up of these two runs, wait for it, and decide; on runs
-        that cannot be replayed, decide on the trials there are and say so."""
+        that cannot be replayed, decide on the trials there are and say so. Returns
+        (comparison, decision, the base run or file compared)."""
         flags = [
             flag
             for flag, on in (
@@ -215,7 +220,7 @@ class Command(DomainCommand):
         _, refusal = comparison_plan(base=base, head=head, alpha=options["alpha"])
         if refusal is not None:
             comparison, decision = gate_evaluate(head=head, base=base, alpha=options["alpha"])
-            return comparison, top_up_refused(decision, refusal)
+            return comparison, top_up_refused(decision, refusal), base
         max_cost = None
         if options["max_cost"] is not None:
             try:
@@ -239,4 +244,4 @@ class Command(DomainCommand):
                 f"(round {top_up.rounds_done}; it goes on: run the gate again later)",
                 returncode=2,
             )
-        return top_up_result(top_up=top_up)
+        return (*top_up_result(top_up=top_up), base)

@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import threading
 from dataclasses import dataclass, field, replace
+from decimal import Decimal
 from typing import Any, Protocol
 
 from core.errors import DomainError
@@ -75,7 +76,9 @@ class TargetResult:
     None when it sends none of its own (callable, simulated); ``trajectory``: an agent's
     ordered steps (the shape of ``evals.trajectory.steps``), None for a single call;
     ``final_state``: the world's state when the agent stopped (any JSON), None when none.
-    An errored agent trial keeps the steps it made before the error.
+    An errored agent trial keeps the steps it made before the error. ``cost_usd``: what the
+    target itself says the call cost (USD; a callable agent's own account), None when it
+    says nothing: the runner then prices the tokens (``evals.runner.pricing``).
     """
 
     output: str
@@ -90,6 +93,7 @@ class TargetResult:
     request: dict[str, Any] | None = None
     trajectory: list[dict] | None = None
     final_state: Any = None
+    cost_usd: Decimal | None = None
 
     @property
     def ok(self) -> bool:

@@ -6,8 +6,13 @@ nothing is imported from it. The function is called as ``fn(case: CaseInput, **s
 each key of ``settings`` must be one of its parameters (unless it takes ``**kwargs``),
 checked when the target is built, so when a run is declared or started. It returns either
 the output text (``str``) or ``{"output": str, "input_tokens"?: int, "output_tokens"?: int,
-"model"?: str, "trajectory"?: [step, ...], "final_state"?: JSON}`` (an agent: its steps in the
-shape of ``evals.trajectory.steps`` and the world's state when it stopped). Sync
+"model"?: str, "cost_usd"?: number, "trajectory"?: [step, ...], "final_state"?: JSON}`` (an
+agent: its steps in the shape of ``evals.trajectory.steps`` and the world's state when it
+stopped). The trial's cost (USD) is ``cost_usd`` when given (null: unknown); without it, the
+sum of the steps' ``cost_usd`` when some step states one and no model call (a step stating
+tokens) leaves its cost out; otherwise the runner prices the tokens at ``model``'s price,
+and unknown stays null, never 0. A ``cost_usd`` that is not a number from 0 to below
+1,000,000 errors the trial. Sync
 functions run in a worker thread (``asyncio.to_thread``); coroutine
 functions are awaited. Any exception, or a return value of another shape, becomes an
 errored result ``"ExceptionType: message"``; it never escapes ``call``. Text the database
@@ -21,8 +26,10 @@ import inspect
 import json
 import time
 from dataclasses import dataclass, field, replace
+from decimal import ROUND_HALF_UP, Decimal
 from typing import Any
 
+from core.bounds import COST_USD_QUANTUM, cost_problem
 from core.errors import DomainError
 from core.registry import registry_get, registry_settings_check
 from evals.runner.targets.base import (
@@ -126,14 +133,17 @@ class CallableTarget:
             if model is not None and not isinstance(model, str):
                 raise TypeError(f"the returned dict's 'model' must be a string, got {model!r:.80}")
             rest = {k: v for k, v in value.items() if k not in ("trajectory", "final_state")}
-            return TargetResult(
-                output=output,
-                input_tokens=_tokens(value, "input_tokens"),
-                output_tokens=_tokens(value, "output_tokens"),
-                model=model,
-                raw_response=_json_safe(rest),
-                trajectory=value.get("trajectory"),
-                final_state=value.get("final_state"),
+            return _with_cost(
+                value,
+                TargetResult(
+                    output=output,
+                    input_tokens=_tokens(value, "input_tokens"),
+                    output_tokens=_tokens(value, "output_tokens"),
+                    model=model,
+                    raw_response=_json_safe(rest),
+                    trajectory=value.get("trajectory"),
+                    final_state=value.get("final_state"),
+                ),
             )
         raise TypeError(f"expected a str or a dict with 'output', got {type(value).__name__}")
 
@@ -148,6 +158,39 @@ def _tokens(value: dict, name: str) -> int | None:
     if isinstance(count, bool) or not isinstance(count, int) or count < 0:
         raise TypeError(f"the returned dict's {name!r} must be an integer ≥ 0, got {count!r:.80}")
     return count
+
+
+def _with_cost(value: dict, result: TargetResult) -> TargetResult:
+    """``result`` with the cost the function stated (module docstring), read from the
+    returned dict or, without ``cost_usd``, summed over its trajectory's steps."""
+    if "cost_usd" in value:
+        cost = value["cost_usd"]
+        if cost is None:
+            return result
+        if isinstance(cost, bool) or not isinstance(cost, int | float | Decimal):
+            raise TypeError(f"the returned dict's 'cost_usd' must be a number, got {cost!r:.80}")
+        return replace(result, cost_usd=_usd(Decimal(str(cost)), "'cost_usd'"))
+    steps = value.get("trajectory")
+    if not isinstance(steps, list) or not all(isinstance(s, dict) for s in steps):
+        return result  # no steps, or a shape result_storable makes the trial's error
+    costs = [s["cost_usd"] for s in steps if s.get("cost_usd") is not None]
+    unknown = any(  # a model call (a step stating tokens) of unknown cost: as the timeline
+        s.get("cost_usd") is None
+        and (s.get("input_tokens") is not None or s.get("output_tokens") is not None)
+        for s in steps
+    )
+    if not costs or unknown:
+        return result
+    if not all(isinstance(c, int | float) and not isinstance(c, bool) for c in costs):
+        return result  # the step parser names the bad cost
+    return replace(result, cost_usd=_usd(sum(Decimal(str(c)) for c in costs), "steps' cost_usd"))
+
+
+def _usd(cost: Decimal, what: str) -> Decimal:
+    problem = cost_problem(cost)
+    if problem is not None:
+        raise TypeError(f"the returned {what}: {problem}")
+    return cost.quantize(COST_USD_QUANTUM, rounding=ROUND_HALF_UP)
 
 
 def _json_safe(value: Any) -> Any:

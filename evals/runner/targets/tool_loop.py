@@ -68,6 +68,7 @@ from evals.runner.targets.tools import (
     tool_run,
     tools_declare,
 )
+from evals.trajectory.limits import COST_CAP, STEP_CAP, limit_error
 
 # The fields of a target config that belong to the tool loop.
 TOOL_LOOP_FIELDS = frozenset(
@@ -277,13 +278,13 @@ class ToolLoop:
                     f"(model {trial.model!r} has no price, or the reply gave no token counts), "
                     f"so max_cost_usd {usd_text(cap)} cannot be held"
                 )
-                return self._unrun(trial, calls, reason, "cost_cap")
+                return self._unrun(trial, calls, reason, COST_CAP)
             if cap is not None and trial.spent > cap:
                 reason = (
                     f"cost cap: {usd_text(trial.spent)} spent after {trial.model_calls} model "
                     f"calls (max_cost_usd {usd_text(cap)})"
                 )
-                return self._unrun(trial, calls, reason, "cost_cap")
+                return self._unrun(trial, calls, reason, COST_CAP)
             if not calls:
                 return content or "", None, None
             if trial.model_calls >= self.config.max_steps:
@@ -291,7 +292,7 @@ class ToolLoop:
                     f"step cap: the model still called tools after {trial.model_calls} model "
                     f"calls (max_steps {self.config.max_steps})"
                 )
-                return self._unrun(trial, calls, reason, "step_cap")
+                return self._unrun(trial, calls, reason, STEP_CAP)
             trial.messages.append(_sendable(_assistant_message(content, calls)))
             for call in calls:
                 await self._tool_call(trial, call)
@@ -374,7 +375,7 @@ class ToolLoop:
                     "status": "error",
                 }
             )
-        return "", f"{kind}: {reason}", kind
+        return "", limit_error(kind, reason), kind
 
 
 def _sendable(message: dict[str, Any]) -> dict[str, Any]:
