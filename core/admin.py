@@ -19,10 +19,8 @@ from core.models import RoleChange
 from core.roles import ROLES
 
 
-class RecordAdmin(admin.ModelAdmin):
-    """View only, for every user, superusers included: rows that are a grant or a verdict
-    of record (trust approvals, labels, adjudications, grades) change only through the
-    services that check their rule."""
+class ViewOnly:
+    """No add, change or delete in the admin, for every user, superusers included."""
 
     def has_add_permission(self, request, obj=None) -> bool:
         return False
@@ -34,20 +32,16 @@ class RecordAdmin(admin.ModelAdmin):
         return False
 
 
-class RecordInline(admin.TabularInline):
+class RecordAdmin(ViewOnly, admin.ModelAdmin):
+    """View only: rows that are a grant or a verdict of record (trust approvals, labels,
+    adjudications, grades) change only through the services that check their rule."""
+
+
+class RecordInline(ViewOnly, admin.TabularInline):
     """A view-only inline (see ``RecordAdmin``)."""
 
     extra = 0
     can_delete = False
-
-    def has_add_permission(self, request, obj=None) -> bool:
-        return False
-
-    def has_change_permission(self, request, obj=None) -> bool:
-        return False
-
-    def has_delete_permission(self, request, obj=None) -> bool:
-        return False
 
 
 class RoleChangeInline(RecordInline):
@@ -97,18 +91,9 @@ class AssayUserAdmin(UserAdmin):
 
 
 @admin.register(Group)
-class RoleGroupAdmin(GroupAdmin):
+class RoleGroupAdmin(ViewOnly, GroupAdmin):
     """The three role groups, view only: they are created by a migration, and membership
     changes through ``core.grants``."""
-
-    def has_add_permission(self, request, obj=None) -> bool:
-        return False
-
-    def has_change_permission(self, request, obj=None) -> bool:
-        return False
-
-    def has_delete_permission(self, request, obj=None) -> bool:
-        return False
 
 
 @admin.register(RoleChange)

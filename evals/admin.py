@@ -8,7 +8,7 @@ from django import forms
 from django.contrib import admin
 from django.core.validators import ProhibitNullCharactersValidator
 
-from core.admin import RecordAdmin
+from core.admin import RecordAdmin, ViewOnly
 from core.errors import DomainError
 from evals.case_changes import case_edit
 from evals.cases import CaseSpec, case_spec_check
@@ -49,7 +49,8 @@ class SuiteAdmin(admin.ModelAdmin):
     list_display = ("name", "kind", "created_at")
     list_filter = ("kind",)
     search_fields = ("name", "description")
-    readonly_fields = ("uuid", "created_at")
+    # Trust thresholds change what a judge needs to be trusted: not an admin edit.
+    readonly_fields = ("uuid", "created_at", "trust_thresholds")
     inlines = [CaseInline]
 
 
@@ -153,7 +154,7 @@ class ModelPriceAdmin(admin.ModelAdmin):
 
 
 @admin.register(Run)
-class RunAdmin(admin.ModelAdmin):
+class RunAdmin(ViewOnly, admin.ModelAdmin):
     list_display = (
         "name",
         "suite",
@@ -176,7 +177,7 @@ class RunAdmin(admin.ModelAdmin):
 
 
 @admin.register(Trial)
-class TrialAdmin(admin.ModelAdmin):
+class TrialAdmin(ViewOnly, admin.ModelAdmin):
     list_display = (
         "id",
         "run",
@@ -227,7 +228,7 @@ class DecisionTransitionAdmin(RecordAdmin):
 
 
 @admin.register(RunSummary)
-class RunSummaryAdmin(admin.ModelAdmin):
+class RunSummaryAdmin(ViewOnly, admin.ModelAdmin):
     """Read-only: a summary is derived from its run (``evals.comparison.summary``) and is
     recomputed when the run's key changes; deleting one only makes the next view slower."""
 
@@ -244,7 +245,7 @@ class RunSummaryAdmin(admin.ModelAdmin):
 
 
 @admin.register(TrialPair)
-class TrialPairAdmin(admin.ModelAdmin):
+class TrialPairAdmin(ViewOnly, admin.ModelAdmin):
     list_display = ("uuid", "case", "trial_a", "trial_b", "created_at")
     search_fields = ("uuid", "case__key")
     list_select_related = ("case", "trial_a", "trial_b")
@@ -252,7 +253,7 @@ class TrialPairAdmin(admin.ModelAdmin):
 
 
 @admin.register(Baseline)
-class BaselineAdmin(admin.ModelAdmin):
+class BaselineAdmin(ViewOnly, admin.ModelAdmin):
     list_display = ("suite", "run", "set_by", "set_at", "note")
     list_filter = ("suite",)
     list_select_related = ("suite", "run", "set_by")
@@ -260,7 +261,7 @@ class BaselineAdmin(admin.ModelAdmin):
 
 
 @admin.register(Graduation)
-class GraduationAdmin(admin.ModelAdmin):
+class GraduationAdmin(ViewOnly, admin.ModelAdmin):
     list_display = ("case", "regression_case", "by", "at")
     list_select_related = ("case", "regression_case", "by")
     raw_id_fields = ("case", "regression_case", "by")
@@ -307,7 +308,7 @@ class IngestKeyAdmin(admin.ModelAdmin):
 
 
 @admin.register(TopUp)
-class TopUpAdmin(admin.ModelAdmin):
+class TopUpAdmin(ViewOnly, admin.ModelAdmin):
     list_display = ("uuid", "head", "base", "status", "rounds_done", "trials_added", "created_at")
     list_filter = ("status", "adaptive")
     list_select_related = ("head__suite", "base__suite")

@@ -2,7 +2,7 @@
 
 from django.contrib import admin
 
-from core.admin import RecordAdmin
+from core.admin import RecordAdmin, ViewOnly
 from judges.models import (
     DevelopmentLabel,
     Judge,
@@ -75,7 +75,7 @@ class PairwiseVerdictAdmin(RecordAdmin):
 
 
 @admin.register(JudgeRun)
-class JudgeRunAdmin(admin.ModelAdmin):
+class JudgeRunAdmin(ViewOnly, admin.ModelAdmin):
     list_display = (
         "__str__",
         "status",
@@ -98,7 +98,7 @@ class JudgeRunAdmin(admin.ModelAdmin):
 
 
 @admin.register(ProbeRun)
-class ProbeRunAdmin(admin.ModelAdmin):
+class ProbeRunAdmin(ViewOnly, admin.ModelAdmin):
     list_display = (
         "__str__",
         "status",
@@ -148,7 +148,7 @@ class DevelopmentLabelAdmin(RecordAdmin):
 
 
 @admin.register(JudgeClaim)
-class JudgeClaimAdmin(admin.ModelAdmin):
+class JudgeClaimAdmin(ViewOnly, admin.ModelAdmin):
     """Claims on judge calls in flight (``judges.claims``): read-only, written by workers."""
 
     list_display = ("__str__", "judge_version", "judge_run", "lease_expires_at", "claimed_at")
@@ -173,7 +173,7 @@ class JudgeClaimAdmin(admin.ModelAdmin):
 
 
 @admin.register(JudgeCallRecord)
-class JudgeCallRecordAdmin(admin.ModelAdmin):
+class JudgeCallRecordAdmin(ViewOnly, admin.ModelAdmin):
     """The judge call ledger (``judges.ledger``): read-only, one row per call paid."""
 
     list_display = (

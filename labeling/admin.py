@@ -84,32 +84,21 @@ class AdjudicationAdmin(RecordAdmin):
 from labeling.models import GuidelinesVersion, PreferenceOrder, SetReveal  # noqa: E402
 
 
-class _ViewOnlyAdmin(admin.ModelAdmin):
-    def has_add_permission(self, request, obj=None) -> bool:
-        return False
-
-    def has_change_permission(self, request, obj=None) -> bool:
-        return False
-
-    def has_delete_permission(self, request, obj=None) -> bool:
-        return False
-
-
 @admin.register(GuidelinesVersion)
-class GuidelinesVersionAdmin(_ViewOnlyAdmin):
+class GuidelinesVersionAdmin(RecordAdmin):
     list_display = ("id", "calibration_set", "version", "created_by", "created_at")
     list_select_related = ("calibration_set", "created_by")
     raw_id_fields = ("calibration_set", "created_by")
 
 
 @admin.register(SetReveal)
-class SetRevealAdmin(_ViewOnlyAdmin):
+class SetRevealAdmin(RecordAdmin):
     list_display = ("id", "calibration_set", "reviewer", "revealed_at")
     list_select_related = ("calibration_set", "reviewer")
     raw_id_fields = ("calibration_set", "reviewer")
 
 
 @admin.register(PreferenceOrder)
-class PreferenceOrderAdmin(_ViewOnlyAdmin):
+class PreferenceOrderAdmin(RecordAdmin):
     list_display = ("id", "pair", "swapped", "created_at")
     raw_id_fields = ("pair",)

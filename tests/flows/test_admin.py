@@ -8,7 +8,7 @@ from django.contrib import admin
 from django.contrib.auth.models import User
 from django.urls import reverse
 
-from evals.models import Case, CaseChange, Grade, Run, Suite, Trial
+from evals.models import Baseline, Case, CaseChange, Grade, Run, Suite, Trial
 
 
 def test_every_model_of_the_three_apps_is_in_the_admin():
@@ -133,3 +133,25 @@ def test_the_user_page_shows_roles_read_only_with_their_history(client, mallory)
     assert "engineer" in page and "granted" in page  # the history, inline
     assert client.get(reverse("admin:core_rolechange_changelist")).status_code == 200
     assert client.get(reverse("admin:auth_user_add")).status_code == 200
+
+
+@pytest.mark.django_db
+def test_a_superuser_cannot_edit_the_evidence_of_runs_or_a_suites_trust_thresholds(client):
+    # A trial's output, a run, a baseline: what reports, gates and calibration read. Suite
+    # trust thresholds: what a judge needs to be trusted. All change through their services.
+    suite = Suite.objects.create(name="s", trust_thresholds={"MIN_KAPPA": 0.6})
+    case = Case.objects.create(suite=suite, key="c1", input="q")
+    run = Run.objects.create(suite=suite, name="r", target_kind="simulated")
+    trial = Trial.objects.create(run=run, case=case, attempt=1, status="ok", output="honest")
+    client.force_login(User.objects.create_superuser("root", password="pw-root-123"))
+    for model in (Trial, Run, Baseline):
+        model_admin = admin.site._registry[model]
+        assert not model_admin.has_change_permission(None), model.__name__
+        assert not model_admin.has_delete_permission(None), model.__name__
+    url = reverse("admin:evals_trial_change", args=[trial.pk])
+    response = client.post(url, {"output": "forged", "status": "ok", "attempt": 1})
+    assert response.status_code == 403
+    trial.refresh_from_db()
+    assert trial.output == "honest"
+    page = client.get(reverse("admin:evals_suite_change", args=[suite.pk])).content.decode()
+    assert 'name="trust_thresholds"' not in page
