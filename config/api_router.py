@@ -18,7 +18,8 @@ from interop.api import exports as exports_api
 from interop.api import imports as api_imports
 from interop.api import ingest as api_ingest
 from judges import api as judges_api
-from labeling import api as labeling_api
+from labeling.api import labels as labels_api
+from labeling.api import sets as calibration_sets_api
 
 router = SimpleRouter()
 router.register("suites", suites_api.SuiteViewSet, basename="suite")
@@ -29,8 +30,10 @@ router.register("grades", grades_api.GradeViewSet, basename="grade")
 router.register("baselines", baselines_api.BaselineViewSet, basename="baseline")
 router.register("judge-versions", judges_api.JudgeVersionViewSet, basename="judge-version")
 router.register("judge-runs", judges_api.JudgeRunViewSet, basename="judge-run")
-router.register("calibration-sets", labeling_api.CalibrationSetViewSet, basename="calibration-set")
-router.register("labels", labeling_api.LabelViewSet, basename="label")
+router.register(
+    "calibration-sets", calibration_sets_api.CalibrationSetViewSet, basename="calibration-set"
+)
+router.register("labels", labels_api.LabelViewSet, basename="label")
 
 app_name = "api"
 urlpatterns = [
@@ -92,8 +95,8 @@ urlpatterns = [
         exports_api.PreferencesExportApi.as_view(),
         name="judge-run-preferences-export",
     ),
-    path("labels", labeling_api.LabelSubmitApi.as_view(), name="label-submit"),
-    path("labels/undo", labeling_api.LabelUndoApi.as_view(), name="label-undo"),
+    path("labels", labels_api.LabelSubmitApi.as_view(), name="label-submit"),
+    path("labels/undo", labels_api.LabelUndoApi.as_view(), name="label-undo"),
     path(
         "calibration-sets/<uuid:set_id>/export",
         exports_api.CalibrationExportApi.as_view(),
