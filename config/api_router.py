@@ -8,32 +8,40 @@ from config import api_docs
 from evals.api import cases as cases_api
 from evals.api import comparisons as comparisons_api
 from evals.api import grid as grid_api
-from evals.api import runs as evals_api
+from evals.api.runs import baselines as baselines_api
+from evals.api.runs import detail as runs_api
+from evals.api.runs import grades as grades_api
+from evals.api.runs import lifecycle as lifecycle_api
+from evals.api.runs import suites as suites_api
+from evals.api.runs import trials as trials_api
 from interop.api import exports as exports_api
 from interop.api import imports as api_imports
 from interop.api import ingest as api_ingest
 from judges import api as judges_api
-from labeling import api as labeling_api
+from labeling.api import labels as labels_api
+from labeling.api import sets as calibration_sets_api
 
 router = SimpleRouter()
-router.register("suites", evals_api.SuiteViewSet, basename="suite")
-router.register("cases", evals_api.CaseViewSet, basename="case")
-router.register("runs", evals_api.RunViewSet, basename="run")
-router.register("trials", evals_api.TrialViewSet, basename="trial")
-router.register("grades", evals_api.GradeViewSet, basename="grade")
-router.register("baselines", evals_api.BaselineViewSet, basename="baseline")
+router.register("suites", suites_api.SuiteViewSet, basename="suite")
+router.register("cases", suites_api.CaseViewSet, basename="case")
+router.register("runs", runs_api.RunViewSet, basename="run")
+router.register("trials", trials_api.TrialViewSet, basename="trial")
+router.register("grades", grades_api.GradeViewSet, basename="grade")
+router.register("baselines", baselines_api.BaselineViewSet, basename="baseline")
 router.register("judge-versions", judges_api.JudgeVersionViewSet, basename="judge-version")
 router.register("judge-runs", judges_api.JudgeRunViewSet, basename="judge-run")
-router.register("calibration-sets", labeling_api.CalibrationSetViewSet, basename="calibration-set")
-router.register("labels", labeling_api.LabelViewSet, basename="label")
+router.register(
+    "calibration-sets", calibration_sets_api.CalibrationSetViewSet, basename="calibration-set"
+)
+router.register("labels", labels_api.LabelViewSet, basename="label")
 
 app_name = "api"
 urlpatterns = [
-    path("runs/start", evals_api.RunStartApi.as_view(), name="run-start"),
-    path("runs/<str:run_id>/retry", evals_api.RunRetryApi.as_view(), name="run-retry"),
-    path("runs/<str:run_id>/grade", evals_api.RunGradeApi.as_view(), name="run-grade"),
-    path("runs/<str:run_id>/cancel", evals_api.RunCancelApi.as_view(), name="run-cancel"),
-    path("baselines/set", evals_api.BaselineSetApi.as_view(), name="baseline-set"),
+    path("runs/start", lifecycle_api.RunStartApi.as_view(), name="run-start"),
+    path("runs/<str:run_id>/retry", lifecycle_api.RunRetryApi.as_view(), name="run-retry"),
+    path("runs/<str:run_id>/grade", grades_api.RunGradeApi.as_view(), name="run-grade"),
+    path("runs/<str:run_id>/cancel", lifecycle_api.RunCancelApi.as_view(), name="run-cancel"),
+    path("baselines/set", baselines_api.BaselineSetApi.as_view(), name="baseline-set"),
     path("ingest", api_ingest.IngestApi.as_view(), name="ingest"),
     path("imports", api_imports.ImportApi.as_view(), name="imports"),
     path("gate", comparisons_api.GateApi.as_view(), name="gate"),
@@ -87,8 +95,8 @@ urlpatterns = [
         exports_api.PreferencesExportApi.as_view(),
         name="judge-run-preferences-export",
     ),
-    path("labels", labeling_api.LabelSubmitApi.as_view(), name="label-submit"),
-    path("labels/undo", labeling_api.LabelUndoApi.as_view(), name="label-undo"),
+    path("labels", labels_api.LabelSubmitApi.as_view(), name="label-submit"),
+    path("labels/undo", labels_api.LabelUndoApi.as_view(), name="label-undo"),
     path(
         "calibration-sets/<uuid:set_id>/export",
         exports_api.CalibrationExportApi.as_view(),

@@ -28,7 +28,7 @@ from core.api.fields import NoUnknownFields, StrictBooleanField, StrictCharField
 from core.api.permissions import IsRunner
 from core.errors import DomainError
 from core.http import uuid_or_404
-from evals.api.runs import CaseSerializer
+from evals.api.runs.suites import CaseSerializer
 from evals.case_changes import (
     WRITE_ACTIONS,
     case_add,

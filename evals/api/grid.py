@@ -24,7 +24,7 @@ from core.api.pagination import IdCursorPagination
 from core.api.permissions import IsViewer
 from core.bounds import COST_USD_DECIMAL_PLACES, COST_USD_MAX_DIGITS
 from core.http import uuid_or_404
-from evals.api.runs import RunStatusShownSerializer
+from evals.api.runs.detail import RunStatusShownSerializer
 from evals.comparison.compute import CHANGE_CLASSES
 from evals.grid.build import MAX_RUNS, SORTS, GridQuery, grid_get
 from evals.grid.history import case_history_get

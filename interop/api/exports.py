@@ -29,7 +29,7 @@ from interop.exports import table_download
 from interop.grid_export import grid_table
 from interop.run_file import run_export_json
 from judges.models import JudgeRun
-from labeling.api import version_param
+from labeling.api.sets import version_param
 from labeling.models import CalibrationSet
 
 P_RUN_ID = OpenApiParameter(

@@ -30,7 +30,7 @@ from core.bounds import (
     body_limit_bytes,
     body_too_large_text,
 )
-from evals.api.runs import RunStatusShownSerializer
+from evals.api.runs.detail import RunStatusShownSerializer
 from evals.models import Run
 from evals.run_status import run_status_shown
 from interop.importers.context import retired_cases_shown

@@ -33,7 +33,7 @@ def ratio(value: float | None, digits: int = 3) -> str:
 
 @register.filter
 def can_label(user: Any) -> bool:
-    """Reviewers and leads label (``labeling.views.LABELER_ROLES``): only they are shown
+    """Reviewers and leads label (``labeling.views.queue.LABELER_ROLES``): only they are shown
     the queue's links (an engineer followed "Label" to a 403)."""
     return user_has_role(user, REVIEWER, LEAD)
 

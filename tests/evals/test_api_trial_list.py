@@ -10,7 +10,7 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 from rest_framework.test import APIClient
 
-from evals.api.runs import TrialSerializer
+from evals.api.runs.trials import TrialSerializer
 from evals.models import Trial
 from tests.report_builders import add_trial, make_run
 

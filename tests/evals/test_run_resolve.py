@@ -8,7 +8,7 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 
 from core.errors import DomainError
-from evals.api.runs import RunStartInput
+from evals.api.runs.lifecycle import RunStartInput
 from evals.forms import RunStartForm
 from evals.management.commands.run_suite import Command
 from evals.models import Run, Suite

@@ -49,7 +49,7 @@ from waitress.server import create_server
 
 from apitokens.services import token_create
 from config.wsgi import application
-from evals.api.runs import SuiteViewSet
+from evals.api.runs.suites import SuiteViewSet
 from evals.baselines import baseline_set
 from evals.models import Case, Grade, Run, Suite, Trial
 from judges.models import Judge, JudgeVersion

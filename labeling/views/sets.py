@@ -1,0 +1,231 @@
+"""Calibration sets: the list, building one, its page, its items, its top-up and its
+guidelines for reviewers."""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.db.models import Count
+from django.http import HttpResponse
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+
+from core.errors import DomainError
+from core.forms import unstorable_shown_on_form
+from core.http import VIEWER_ROLES, HtmxHttpRequest, form_error, query_object, role_required
+from core.roles import ENGINEER, LEAD, user_has_role
+from evals.models import Run, Trial
+from judges.models import JudgeVersion
+from labeling import services
+from labeling.forms import CalibrationInstructionsForm, CalibrationItemForm, CalibrationSetBuildForm
+from labeling.guidelines import guidelines_versions_get
+from labeling.models import CalibrationSet
+from labeling.sampling import set_plan_get
+from labeling.views._common import _set_or_404
+
+BUILDER_ROLES = (ENGINEER, LEAD)
+
+
+@require_GET
+@role_required(*VIEWER_ROLES)
+def calibration_set_list(request: HtmxHttpRequest) -> HttpResponse:
+    """Calibration sets, newest first, with their suite, run and size."""
+    sets = CalibrationSet.objects.select_related("suite", "run", "judge_version__judge")
+    return render(request, "labeling/calibration_set_list.html", {"sets": sets})
+
+
+@unstorable_shown_on_form
+@require_http_methods(["GET", "POST"])
+@role_required(*BUILDER_ROLES)
+def calibration_set_new(request: HtmxHttpRequest) -> HttpResponse:
+    """Build a calibration set (``calibration_set_build``); GET ``?run=<uuid>`` and
+    ``?judge_version=<uuid>`` prefill the form."""
+    if request.method == "POST":
+        form = CalibrationSetBuildForm(request.POST)
+        if form.is_valid():
+            data = form.cleaned_data
+            try:
+                cset = services.calibration_set_build(
+                    run=data["run"],
+                    name=data["name"],
+                    by=request.user,
+                    judge_version=data["judge_version"],
+                    size=data["size"],
+                    seed=data["seed"],
+                )
+            except DomainError as exc:
+                form_error(form, exc)
+            else:
+                messages.success(request, f"Built {cset.name} with {cset.size} trials.")
+                return redirect("labeling:set-detail", set_id=cset.uuid)
+        return render(request, "labeling/calibration_set_new.html", {"form": form}, status=400)
+    initial = {"size": 30, "seed": 0}
+    # A malformed ?run= is a 400, an unknown run or judge version a 404 naming it.
+    for key, rows, noun in (
+        ("run", Run.objects.all(), "run"),
+        ("judge_version", JudgeVersion.objects.all(), "judge version"),
+    ):
+        row = query_object(request, key, rows, noun=noun)
+        if row is not None:
+            initial[key] = str(row.uuid)
+    form = CalibrationSetBuildForm(initial=initial)
+    return render(request, "labeling/calibration_set_new.html", {"form": form})
+
+
+@require_GET
+@role_required(*VIEWER_ROLES)
+def calibration_set_detail(request: HtmxHttpRequest, set_id) -> HttpResponse:
+    """A set's trials in queue order with how many reviewers labeled each (no verdicts)."""
+    return _set_page(request, _set_or_404(set_id))
+
+
+def _set_page(
+    request: HtmxHttpRequest,
+    cset: CalibrationSet,
+    *,
+    instructions_form: CalibrationInstructionsForm | None = None,
+    item_form: CalibrationItemForm | None = None,
+    guidelines_conflict: str | None = None,
+    status: int = 200,
+) -> HttpResponse:
+    """Render the set page; ``instructions_form`` is the guidelines form (a refused post's
+    bound form, shown open with its errors and the typed text), else one holding the saved
+    guidelines; ``item_form`` likewise the "add a trial" form, else a blank one;
+    ``guidelines_conflict`` the current guidelines a stale form was refused over."""
+    items = (
+        cset.items.select_related("trial__case", "trial__run")
+        .annotate(n_labels=Count("trial__labels"))
+        .order_by("position", "id")
+    )
+    plan = None
+    if user_has_role(request.user, ENGINEER, LEAD):  # the plan speaks of judge verdicts
+        try:
+            plan = set_plan_get(calibration_set=cset)
+        except DomainError as exc:
+            messages.error(request, str(exc))
+    return render(
+        request,
+        "labeling/calibration_set_detail.html",
+        {
+            "cset": cset,
+            "items": items,
+            "item_form": item_form or CalibrationItemForm(),
+            "instructions_form": instructions_form
+            or CalibrationInstructionsForm(
+                initial={
+                    "instructions": cset.instructions,
+                    "expected_version": cset.instructions_version,
+                }
+            ),
+            "guidelines_conflict": guidelines_conflict,
+            "guidelines_versions": guidelines_versions_get(calibration_set=cset),
+            "plan": plan,
+        },
+        status=status,
+    )
+
+
+@unstorable_shown_on_form
+@require_POST
+@role_required(*BUILDER_ROLES)
+def calibration_set_instructions(request: HtmxHttpRequest, set_id) -> HttpResponse:
+    """Save a new version of the set's guidelines for reviewers
+    (``calibration_set_instructions_set``, a compare-and-set on the version the form
+    carries); back to the set page. Refused (too long, or text the database cannot store):
+    the set page again with the error on the guidelines and the typed text kept, nothing
+    saved. A stale form (another tab saved since): 409, the set page with the current
+    guidelines shown and the typed text kept in the form, nothing saved."""
+    cset = _set_or_404(set_id)
+    form = CalibrationInstructionsForm(request.POST)
+    if not form.is_valid():
+        return _set_page(request, cset, instructions_form=form)
+    try:
+        services.calibration_set_instructions_set(
+            calibration_set=cset,
+            instructions=form.cleaned_data["instructions"],
+            by=request.user,
+            expected_version=form.cleaned_data["expected_version"],
+        )
+    except DomainError as exc:
+        if exc.code != "conflict":
+            form.add_error("instructions", f"Guidelines not saved: {exc}")
+            return _set_page(request, cset, instructions_form=form)
+        # A stale tab: the user's text kept, the form moved to the current version (saving
+        # again replaces it deliberately), the current text shown beside it.
+        data = request.POST.copy()
+        data["expected_version"] = exc.extra["current_version"]
+        kept = CalibrationInstructionsForm(data)
+        kept.is_valid()
+        kept.add_error(None, f"Guidelines not saved: {exc}.")
+        cset.refresh_from_db()
+        return _set_page(
+            request,
+            cset,
+            instructions_form=kept,
+            guidelines_conflict=exc.extra["current_text"],
+            status=409,
+        )
+    messages.success(request, "Guidelines saved.")
+    return redirect("labeling:set-detail", set_id=cset.uuid)
+
+
+@require_POST
+@role_required(*BUILDER_ROLES)
+def calibration_set_top_up(request: HtmxHttpRequest, set_id) -> HttpResponse:
+    """Add the items the set's plan asks for (``calibration_set_top_up``)."""
+    cset = _set_or_404(set_id)
+    try:
+        added = services.calibration_set_top_up(calibration_set=cset, by=request.user)
+    except DomainError as exc:
+        messages.error(request, str(exc))
+    else:
+        messages.success(
+            request,
+            f"Added {added} item{'s' if added != 1 else ''}." if added else "Nothing to add.",
+        )
+    return redirect("labeling:set-detail", set_id=cset.uuid)
+
+
+def _item_change(request: HtmxHttpRequest, set_id, *, add: bool) -> HttpResponse:
+    cset = _set_or_404(set_id)
+    form = CalibrationItemForm(request.POST)
+    if not form.is_valid():
+        if add:  # a typed uuid: shown again with the error (removing is a button)
+            return _set_page(request, cset, item_form=form)
+        messages.error(request, "trial: give a trial uuid.")
+        return redirect("labeling:set-detail", set_id=cset.uuid)
+    trial = Trial.objects.select_related("run").filter(uuid=form.cleaned_data["trial"]).first()
+    if trial is None:
+        if add:
+            form.add_error("trial", f"trial {form.cleaned_data['trial']}: no such trial.")
+            return _set_page(request, cset, item_form=form)
+        messages.error(request, f"trial {form.cleaned_data['trial']}: no such trial.")
+        return redirect("labeling:set-detail", set_id=cset.uuid)
+    try:
+        if add:
+            services.calibration_item_add(calibration_set=cset, trial=trial, by=request.user)
+            messages.success(request, "Trial added.")
+        else:
+            removed = services.calibration_item_remove(
+                calibration_set=cset, trial=trial, by=request.user
+            )
+            messages.success(request, "Trial removed." if removed else "Trial was not in the set.")
+    except DomainError as exc:
+        messages.error(request, str(exc))
+    return redirect("labeling:set-detail", set_id=cset.uuid)
+
+
+@unstorable_shown_on_form
+@require_POST
+@role_required(*BUILDER_ROLES)
+def calibration_item_add(request: HtmxHttpRequest, set_id) -> HttpResponse:
+    """Add a trial (POST ``trial=<uuid>``, typed) until the set is frozen; a refused uuid
+    (malformed, no such trial, or text the database cannot store) shows the set page again
+    with the error on the field and the typed text kept."""
+    return _item_change(request, set_id, add=True)
+
+
+@require_POST
+@role_required(*BUILDER_ROLES)
+def calibration_item_remove(request: HtmxHttpRequest, set_id) -> HttpResponse:
+    """Remove a trial (POST ``trial=<uuid>``) until the set is frozen."""
+    return _item_change(request, set_id, add=False)
