@@ -148,10 +148,37 @@ REPORT_PER_TRIAL_PARTS = (
 )
 
 
+# Every figure computed from verdicts: with the rows a reviewer can see, a run total gives
+# the hidden trials' verdicts by subtraction (9 gold passes in 12, 9 among the 11 visible).
+REPORT_BLIND_PARTS = (
+    *REPORT_PER_TRIAL_PARTS,
+    "overall",  # pass rate, passed / graded, pass@k and pass^k
+    "graders",
+    "decisions",  # contract accept / reject / review counts
+    "cost_quality",  # cost per passing trial, pass rate per dollar
+)
+
+
+def blind_run_ids(user, *, run_ids) -> frozenset[int]:
+    """The ids among ``run_ids`` of the runs holding a trial blind for ``user``: their
+    verdict totals are withheld from that user (``REPORT_BLIND_PARTS``). One query (none for
+    engineers and leads, or when nothing is blind)."""
+    blind = blind_for(user)
+    if not blind:
+        return frozenset()
+    return frozenset(
+        Trial.objects.filter(blind.trials_q(), run_id__in=list(run_ids))
+        .order_by()
+        .values_list("run_id", flat=True)
+        .distinct()
+    )
+
+
 def run_is_blind(user, run) -> bool:
     """True when ``run`` holds a trial that is blind for ``user`` (``blind_for``): its
-    report's per-case rows, slices and reasons (``REPORT_PER_TRIAL_PARTS``) would show those
-    trials' verdicts or gold labels, so they are not shown to that user."""
+    report's per-case rows, slices and reasons, and every total computed from verdicts
+    (``REPORT_BLIND_PARTS``), would show those trials' verdicts or gold labels, so they are
+    not shown to that user."""
     return comparison_is_blind(user, run)
 
 

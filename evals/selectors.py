@@ -16,7 +16,7 @@ from django.db.models.functions import Length, Substr
 
 from core.errors import DomainError
 from core.ids import uuid_parse
-from evals.blindness import blind_for, grades_prefetch, labels_prefetch
+from evals.blindness import blind_for, blind_run_ids, grades_prefetch, labels_prefetch
 from evals.grading.verdict import trial_verdict_annotations
 from evals.models import Case, Run, Trial
 from evals.report.cost_quality import CostQuality, cost_quality
@@ -128,6 +128,7 @@ def run_list(
     status: str | None = None,
     page: int | str = 1,
     per_page: int = RUN_LIST_PAGE_SIZE,
+    viewer=None,
 ) -> Page:
     """Runs, newest first, filtered by suite UUID and the status their badge shows
     (``evals.run_status.runs_status_shown_filter``: ``imported``, or a run status that no
@@ -137,7 +138,9 @@ def run_list(
     (``RunListStats``) and ``trial_count`` (``evals.run_status.run_trial_count``: the
     finished/planned figure the run page shows). Queries: count, page, then one aggregate
     per distinct gating grader set among the page's runs (usually one) — never one per run
-    or per trial. Raises ``DomainError`` when ``status`` is not a shown status or
+    or per trial — and, with a ``viewer`` still labeling, one more: a run holding a trial
+    blind for them gets ``blind`` True and empty stats (``evals.blindness.blind_run_ids``).
+    Raises ``DomainError`` when ``status`` is not a shown status or
     ``suite_uuid`` not a UUID.
     """
     runs = Run.objects.select_related("suite", "started_by").order_by("-created_at", "-id")
@@ -151,8 +154,10 @@ def run_list(
     page_obj = Paginator(runs, per_page).get_page(page)
     page_obj.object_list = list(page_obj.object_list)
     stats = run_list_stats(runs=page_obj.object_list)
+    blind = blind_run_ids(viewer, run_ids=[r.id for r in page_obj.object_list]) if viewer else ()
     for run in page_obj.object_list:
-        run.stats = stats.get(run.id, EMPTY_RUN_STATS)
+        run.blind = run.id in blind  # its verdict totals are withheld (evals.blindness)
+        run.stats = EMPTY_RUN_STATS if run.blind else stats.get(run.id, EMPTY_RUN_STATS)
         run.trial_count = run_trial_count(run)
     return page_obj
 

@@ -60,6 +60,7 @@ def run_list(request: HtmxHttpRequest) -> HttpResponse:
         suite_uuid=str(suite.uuid) if suite else None,
         status=status or None,
         page=query_page(request),
+        viewer=request.user,
     )
     filters = RunFilterForm(initial={"suite": suite, "status": status})
     context = {"page": page, "filters": filters, "filtered": bool(suite or status)}

@@ -212,7 +212,7 @@ def test_a_reviewer_in_the_disagreement_queue_is_blind_to_the_disagreements(clie
     disagreement_queue_create(run=run, by=alice)
     client.force_login(bob)
     html = client.get(reverse("evals:run-detail", kwargs={"run_id": run.uuid})).content.decode()
-    assert 'id="agent-2x2"' in html  # the totals stay
+    assert 'id="agent-2x2"' not in html  # totals too: the hidden cells by subtraction
     assert 'id="agent-cases"' not in html and "forbidden tool" not in html
     api = APIClient()
     api.force_authenticate(bob)

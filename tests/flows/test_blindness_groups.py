@@ -215,3 +215,54 @@ def test_a_group_is_the_input_with_its_documents_whatever_the_expected_answer(bo
     trial("other", expected="30 days", context=[{"id": "d2", "text": "other"}])  # not blind
     calibration_set(run, None, [item])
     assert blind_trial_ids(bob) == {item.id, edited.id}
+
+
+def test_a_runs_totals_are_withheld_so_the_hidden_verdicts_cannot_be_subtracted(
+    client, bob, carol
+):
+    # Three unique inputs; the set holds one. The run's totals minus the visible rows would
+    # give the item's gold label and judge verdict, so no total of verdicts is shown to bob
+    # on the run page, the run list or the API; carol (engineer) sees them all.
+    records = [
+        record(
+            id=f"solo:{i}",
+            dataset="solo",
+            input=f"Unique question {i}.",
+            responses=[{"response_id": "R", "model": None, "text": f"answer {i}"}],
+            human_label={
+                "type": "pass_fail",
+                "value": "pass" if i else "fail",
+                "method": "m",
+                "details": {},
+            },
+            judge_labels=[
+                {
+                    "judge_model": "gpt-4",
+                    "judge_type": "llm",
+                    "protocol": "Rating",
+                    "position": None,
+                    "value": "pass" if i else "fail",
+                    "score": None,
+                    "rationale": "r",
+                }
+            ],
+        )
+        for i in range(3)
+    ]
+    import_bytes(jsonl(records), suite="solo", run="s")
+    run = Run.objects.get(name="s")
+    item = Trial.objects.get(run=run, case__key="solo:0")
+    calibration_set(run, JudgeVersion.objects.get(), [item])
+    client.force_login(bob)
+    report = client.get(f"/api/runs/{run.uuid}/").json()["report"]
+    assert report["blind"] is True
+    assert all(report[k] is None for k in ("overall", "graders", "cost_quality", "cases"))
+    page = visible_text(client.get(f"/runs/{run.uuid}/").content.decode())
+    assert "graded trials passed" not in page and "pass^k" not in page
+    assert "Pass rates, decisions, cases, slices and failure reasons" in page
+    listed = visible_text(client.get("/runs/").content.decode())
+    assert "hidden while you label" in listed and "graded trials passed" not in listed
+    client.force_login(carol)
+    report = client.get(f"/api/runs/{run.uuid}/").json()["report"]
+    assert report["overall"]["trials_passed"] == 2
+    assert "graded trials passed" in visible_text(client.get("/runs/").content.decode())

@@ -6,7 +6,7 @@ from drf_spectacular.utils import extend_schema, extend_schema_field, extend_sch
 from rest_framework import serializers
 
 from evals.api.runs._common import P_SUITE, H, ViewerViewSet, _by_uuid, _detail, _help, _param
-from evals.blindness import REPORT_PER_TRIAL_PARTS, run_is_blind
+from evals.blindness import REPORT_BLIND_PARTS, run_is_blind
 from evals.models import Run
 from evals.report.selectors import run_report
 from evals.run_status import STATUS_SHOWN_VALUES, run_status_shown, runs_status_shown_filter
@@ -127,9 +127,9 @@ class RunDetailSerializer(RunSerializer):
         data = run_report(run=run).to_dict()
         request = self.context.get("request")
         if request is not None and run_is_blind(request.user, run):
-            # A reviewer still labeling some of the run's trials: no per-case rows, slices
-            # or reasons, which would show those trials' judge verdicts or gold labels.
-            data.update(dict.fromkeys(REPORT_PER_TRIAL_PARTS))
+            # A reviewer still labeling some of the run's trials: no per-case rows, slices,
+            # reasons, nor any total of verdicts (the hidden ones by subtraction).
+            data.update(dict.fromkeys(REPORT_BLIND_PARTS))
             data["blind"] = True
         return data
 
