@@ -129,3 +129,13 @@ def form_error(form: forms.Form, error: DomainError) -> None:
     ``graders[2].kind`` -> ``graders``), else as a non-field error."""
     name = error.field.split(".")[0].split("[")[0]
     form.add_error(name if name in form.fields else None, str(error))
+
+
+def content_length(request: HttpRequest) -> int | None:
+    """The request's ``Content-Length`` in bytes, or None when it is absent or not plain
+    digits. A value of 20 digits or more reads as 10**19 (above every limit) without being
+    converted: ``int()`` of thousands of digits raises Python's int-digits error."""
+    raw = request.META.get("CONTENT_LENGTH") or ""
+    if not (raw.isascii() and raw.isdigit()):
+        return None
+    return int(raw) if len(raw) < 20 else 10**19

@@ -16,6 +16,7 @@ from __future__ import annotations
 from django.http import HttpRequest, JsonResponse
 
 from core.bounds import body_limit_bytes, body_too_large_text
+from core.http import content_length
 
 _METHODS = frozenset({"POST", "PUT", "PATCH"})
 
@@ -41,12 +42,11 @@ class BodyLimitMiddleware:
         media = (request.content_type or "").lower()
         if media != "application/json" and not media.endswith("+json"):
             return None
-        raw = request.META.get("CONTENT_LENGTH") or ""
-        if not raw.isdigit():
+        size = content_length(request)
+        if size is None:
             return None  # no length: the parser caps its read (core.api.parsers)
         view = _view_class(view_func)
         limit = body_limit_bytes(getattr(view, "body_limit", None))
-        size = int(raw) if len(raw) < 20 else 10**19
         if size <= limit:
             return None
         detail = body_too_large_text(size, limit, hint=getattr(view, "body_limit_hint", ""))

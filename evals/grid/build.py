@@ -102,7 +102,12 @@ class GridQuery:
             if uuid_parse(value) is None:
                 raise DomainError(f"{value[:60]!r} is not a run id", field="runs")
         raw_last = str(params.get("last") or DEFAULT_LAST)
-        if not raw_last.isascii() or not raw_last.isdigit() or not 1 <= int(raw_last) <= MAX_RUNS:
+        if (
+            not raw_last.isascii()
+            or not raw_last.isdigit()
+            or len(raw_last) > 6  # never int() of thousands of digits
+            or not 1 <= int(raw_last) <= MAX_RUNS
+        ):
             raise DomainError(
                 f"expected an integer from 1 to {MAX_RUNS}, got {raw_last[:20]!r}",
                 field="last",

@@ -16,6 +16,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from core.api.permissions import IsRunner
+from core.http import content_length
 from evals.models import Suite
 from interop.importers import FORMATS, mapping_parse, results_import
 
@@ -139,9 +140,9 @@ class ImportApi(APIView):
     )
     def post(self, request: Request) -> Response:
         limit = import_max_bytes()
-        length = request.META.get("CONTENT_LENGTH") or ""
-        if length.isdigit() and int(length) > limit + FORM_OVERHEAD_BYTES:
-            return _too_large(limit, f"request body: {int(length):,} bytes")
+        length = content_length(request)
+        if length is not None and length > limit + FORM_OVERHEAD_BYTES:
+            return _too_large(limit, f"request body: {length:,} bytes")
         data = ImportInput(data=request.data)
         data.is_valid(raise_exception=True)
         v = data.validated_data

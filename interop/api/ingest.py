@@ -30,6 +30,7 @@ from core.bounds import (
     body_limit_bytes,
     body_too_large_text,
 )
+from core.http import content_length
 from evals.api.runs.detail import RunStatusShownSerializer
 from evals.models import Run
 from evals.run_status import run_status_shown
@@ -340,13 +341,13 @@ class IngestApi(APIView):
             return _error(415, f"charset {charset!r}: the body must be UTF-8")
         limits = settings.ASSAY
         max_bytes = limits["INGEST_MAX_BYTES"]
-        length = raw.META.get("CONTENT_LENGTH")
-        if not length or not length.isdigit():
+        length = content_length(raw)
+        if length is None:
             return _error(411, "Content-Length is required")
-        if int(length) > max_bytes:
+        if length > max_bytes:
             return _error(
                 413,
-                f"request body: {int(length):,} bytes, over the limit of "
+                f"request body: {length:,} bytes, over the limit of "
                 f"{max_bytes:,} bytes (ASSAY INGEST_MAX_BYTES)",
                 limit=max_bytes,
             )

@@ -235,3 +235,31 @@ def test_the_judge_form_names_the_field_of_params_nested_10000_deep(client, caro
         "params: invalid JSON at line 1, column 65: nested too deeply (more than 64 "
         "arrays/objects inside each other)"
     ]
+
+
+def test_a_grid_of_the_last_4301_digit_runs_is_a_400_on_every_path(client, bob, suite):
+    # int() of more than 4,300 digits raised Python's advice as a 500 (page, API, export).
+    last = {"last": "9" * 4301}
+    api = client_for(bob)
+    for response in (
+        api.get(f"/api/suites/{suite.uuid}/grid", last),
+        api.get(f"/api/suites/{suite.uuid}/grid/export", last),
+    ):
+        assert response.status_code == 400
+        assert ADVICE not in response.content.decode()
+    client.force_login(bob)
+    response = client.get(reverse("evals:suite-grid", kwargs={"suite_id": suite.uuid}), last)
+    assert response.status_code == 400 and ADVICE not in response.content.decode()
+
+
+def test_a_content_length_of_5000_digits_is_answered_without_python_advice(carol):
+    api = client_for(carol)
+    huge = {"CONTENT_LENGTH": "9" * 5000}
+    ingest = api.generic(
+        "POST", "/api/ingest", b'{"x": 1}\n', content_type="application/x-ndjson", **huge
+    )
+    assert ingest.status_code == 413 and ADVICE not in ingest.content.decode()
+    imports = api.generic(
+        "POST", "/api/imports", b"--x--", content_type="multipart/form-data; boundary=x", **huge
+    )
+    assert imports.status_code == 413 and ADVICE not in imports.content.decode()
