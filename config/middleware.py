@@ -9,7 +9,7 @@ from zoneinfo import ZoneInfo
 
 from django.conf import settings
 from django.contrib.auth.views import redirect_to_login
-from django.core.exceptions import BadRequest
+from django.core.exceptions import BadRequest, RequestDataTooBig, TooManyFieldsSent
 from django.http import HttpRequest, HttpResponse
 from django.utils import timezone
 
@@ -128,6 +128,32 @@ class BadRequestPageMiddleware:
     def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
         if isinstance(exception, BadRequest):
             return bad_request(request, exception)
+        return None
+
+
+FORM_TYPES = ("application/x-www-form-urlencoded", "multipart/form-data")
+
+
+class FormLimitMiddleware:
+    """A form post over its limit (``RequestDataTooBig``, ``TooManyFieldsSent``:
+    ``DATA_UPLOAD_MAX_MEMORY_SIZE``, ``DATA_UPLOAD_MAX_NUMBER_FIELDS``) gets the "Bad
+    request" page saying so (``core.http.bad_request``) in every mode. It reads the form
+    before ``CsrfViewMiddleware`` does (which would raise the same error outside any view,
+    where Django shows its technical page when DEBUG is on, as ``make demo`` runs)."""
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        return self.get_response(request)
+
+    def process_view(self, request: HttpRequest, view_func, view_args, view_kwargs):
+        if request.method != "POST" or request.content_type not in FORM_TYPES:
+            return None
+        try:
+            request.POST  # noqa: B018 - parsed once here; Django keeps it for the view
+        except (RequestDataTooBig, TooManyFieldsSent) as exc:
+            return bad_request(request, exc)
         return None
 
 

@@ -79,6 +79,8 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     # A JSON API body over its endpoint's limit: 413 before anything reads it.
     "core.api.limits.BodyLimitMiddleware",
+    # A form post over its limit: the "Bad request" page, before CSRF reads the form.
+    "config.middleware.FormLimitMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",

@@ -10,6 +10,7 @@ import json
 import pytest
 from django.core.exceptions import RequestDataTooBig
 from django.core.management import CommandError, call_command
+from django.test import Client, override_settings
 from django.urls import reverse
 
 from core import bounds
@@ -263,3 +264,17 @@ def test_a_content_length_of_5000_digits_is_answered_without_python_advice(carol
         "POST", "/api/imports", b"--x--", content_type="multipart/form-data; boundary=x", **huge
     )
     assert imports.status_code == 413 and ADVICE not in imports.content.decode()
+
+
+@pytest.mark.parametrize("debug", [True, False])
+def test_a_form_post_over_its_limit_gets_the_page_with_csrf_checks_in_every_mode(carol, debug):
+    # CSRF reads the form before any view: the error was Django's technical page in DEBUG.
+    browser = Client(enforce_csrf_checks=True)
+    browser.force_login(carol)
+    with override_settings(DEBUG=debug):
+        response = browser.post(
+            "/judge-versions/new/", {"prompt_template": "x" * (2 * 1024 * 1024)}
+        )
+    assert response.status_code == 400
+    text = response.content.decode()
+    assert "the limit of a form" in text and "Traceback" not in text
