@@ -180,9 +180,10 @@ class CalibrationInstructionsForm(StorableForm):
         help_text="Markdown: the criterion, what counts as a pass or a fail, examples. "
         "Raw HTML is shown as text.",
     )
-    # The guidelines version the form was loaded with (a stale tab is refused).
+    # The guidelines version the form was loaded with (a stale tab is refused); required, so
+    # a post without it cannot skip the check (0: no guidelines yet).
     expected_version = forms.IntegerField(
-        required=False, min_value=0, max_value=INT_MAX, widget=forms.HiddenInput
+        required=True, min_value=0, max_value=INT_MAX, widget=forms.HiddenInput
     )
 
 

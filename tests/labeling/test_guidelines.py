@@ -26,9 +26,11 @@ def cset(db):
 
 
 def _edit(client, cset, text):
+    """Post ``text`` from a form loaded now (the set's current guidelines version)."""
+    version = type(cset).objects.get(pk=cset.pk).instructions_version
     return client.post(
         reverse("labeling:set-instructions", kwargs={"set_id": cset.uuid}),
-        {"instructions": text},
+        {"instructions": text, "expected_version": version},
     )
 
 
@@ -167,6 +169,19 @@ def test_each_edit_is_a_version_and_a_stale_form_is_refused_with_the_current_tex
         (1, "v1 CAROL", "carol"),
         (2, "v2 ALICE", "alice"),
     ]
+
+
+def test_a_post_without_the_version_it_was_loaded_with_cannot_skip_the_check(
+    client, cset, alice, carol
+):
+    url = reverse("labeling:set-instructions", kwargs={"set_id": cset.uuid})
+    client.force_login(alice)
+    assert client.post(url, {"instructions": "ALICE", "expected_version": 0}).status_code == 302
+    client.force_login(carol)
+    response = client.post(url, {"instructions": "CAROL-BLIND-OVERWRITE"})
+    assert response.status_code != 302
+    cset.refresh_from_db()
+    assert (cset.instructions, cset.instructions_version) == ("ALICE", 1)
 
 
 def test_every_label_stores_the_guidelines_version_it_was_given_under(client, cset, bob, carol):
