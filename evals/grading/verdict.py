@@ -87,8 +87,10 @@ def grader_codes(
     code = np.where(trial_codes == PASS, MISSING, trial_codes)
     ok = trial_codes[trial_pos] == PASS
     pos, values = trial_pos[ok], grade_codes[ok]
-    last = pos.size - 1 - np.unique(pos[::-1], return_index=True)[1]
-    code[pos[last]] = values[last]
+    last = np.full(code.size, -1)  # per trial, the index of its last grade (-1: none)
+    np.maximum.at(last, pos, np.arange(pos.size))
+    graded = last >= 0
+    code[graded] = values[last[graded]]
     return code
 
 
