@@ -214,9 +214,7 @@ class JudgeVersionViewSet(viewsets.ReadOnlyModelViewSet):
     lookup_field = "uuid"
 
     def get_queryset(self):
-        active = JudgeApproval.objects.filter(revoked_at__isnull=True).select_related(
-            "approved_by", "calibration_set"
-        )
+        active = JudgeApproval.objects.active().select_related("approved_by", "calibration_set")
         qs = (
             JudgeVersion.objects.with_trust()
             .select_related("judge")

@@ -79,9 +79,7 @@ def judge_version_hash(
 class JudgeVersionQuerySet(models.QuerySet):
     def _active_approval(self) -> models.Exists:
         return models.Exists(
-            JudgeApproval.objects.filter(
-                judge_version=models.OuterRef("pk"), revoked_at__isnull=True
-            )
+            JudgeApproval.objects.active().filter(judge_version=models.OuterRef("pk"))
         )
 
     def trusted(self) -> JudgeVersionQuerySet:
@@ -158,7 +156,7 @@ class JudgeVersion(models.Model):
         """True while the version has an active (unrevoked) approval; one query per instance
         unless the queryset came from ``with_trust()`` (then none)."""
         if not hasattr(self, "trusted"):
-            self.trusted = self.approvals.filter(revoked_at__isnull=True).exists()
+            self.trusted = self.approvals.active().exists()
         return bool(self.trusted)
 
 
@@ -351,6 +349,12 @@ class ProbeRun(models.Model):
         return f"probes on {self.judge_version} ({self.status})"
 
 
+class JudgeApprovalQuerySet(models.QuerySet):
+    def active(self) -> JudgeApprovalQuerySet:
+        """Approvals not revoked: at most one per judge version, which is then trusted."""
+        return self.filter(revoked_at__isnull=True)
+
+
 class JudgeApproval(models.Model):
     """A lead's approval of a judge version, with the calibration figures it was granted
     on (``Calibration.as_json()``); revoked approvals keep who, when and why."""
@@ -380,6 +384,8 @@ class JudgeApproval(models.Model):
         related_name="judge_revocations",
     )
     revoke_reason = models.TextField(blank=True)
+
+    objects = JudgeApprovalQuerySet.as_manager()
 
     class Meta:
         ordering = ["-approved_at", "-id"]

@@ -183,8 +183,7 @@ def judge_list_get() -> list[tuple[Judge, list[JudgeListRow]]]:
     )
     versions = [v for judge in judges for v in judge.versions.all()]
     active = {
-        a.judge_version_id: a
-        for a in JudgeApproval.objects.filter(revoked_at__isnull=True).select_related("approved_by")
+        a.judge_version_id: a for a in JudgeApproval.objects.active().select_related("approved_by")
     }
     costs = judge_costs_get(judge_version_ids=[v.id for v in versions])
     bias = {b.judge_version_id: b for b in position_bias_list()}

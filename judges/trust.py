@@ -113,7 +113,8 @@ def corrected_pass_rate_from_approval(
 def active_approval_get(*, judge_version: JudgeVersion) -> JudgeApproval | None:
     """The judge version's unrevoked approval, or None (untrusted)."""
     return (
-        JudgeApproval.objects.filter(judge_version=judge_version, revoked_at__isnull=True)
+        JudgeApproval.objects.active()
+        .filter(judge_version=judge_version)
         .select_related("approved_by", "calibration_set")
         .first()
     )
@@ -144,7 +145,7 @@ def trust_grant(
             field="figures",
         )
     JudgeVersion.objects.select_for_update().filter(pk=judge_version.pk).exists()
-    if JudgeApproval.objects.filter(judge_version=judge_version, revoked_at__isnull=True).exists():
+    if JudgeApproval.objects.active().filter(judge_version=judge_version).exists():
         raise DomainError(
             f"{judge_version} is already trusted", field="judge_version", code="conflict"
         )
@@ -182,8 +183,9 @@ def trust_revoke(
     if not (reason or "").strip():
         raise DomainError("revoking trust needs a reason", field="reason")
     approval = (
-        JudgeApproval.objects.select_for_update()
-        .filter(judge_version=judge_version, revoked_at__isnull=True)
+        JudgeApproval.objects.active()
+        .select_for_update()
+        .filter(judge_version=judge_version)
         .select_related("approved_by")
         .first()
     )
@@ -205,9 +207,9 @@ def trust_lapse(*, approval: JudgeApproval, by, reason: str) -> bool:
     as a lead's revocation does. Compare-and-set on the approval being active: True when this
     call revoked it, False when it was revoked already (by a lead, or a concurrent lapse)."""
     return bool(
-        JudgeApproval.objects.filter(pk=approval.pk, revoked_at__isnull=True).update(
-            revoked_at=timezone.now(), revoked_by=by, revoke_reason=reason
-        )
+        JudgeApproval.objects.active()
+        .filter(pk=approval.pk)
+        .update(revoked_at=timezone.now(), revoked_by=by, revoke_reason=reason)
     )
 
 

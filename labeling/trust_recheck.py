@@ -39,7 +39,7 @@ def trust_recheck(*, trial_ids: Iterable[int], by, change: str) -> list[JudgeApp
         trial_id__in=trial_ids, judge_version_id=OuterRef("judge_version_id")
     )
     approvals = (
-        JudgeApproval.objects.filter(revoked_at__isnull=True)
+        JudgeApproval.objects.active()
         .filter(
             Q(calibration_set_id__in=in_sets) | (Q(calibration_set__isnull=True) & Exists(graded))
         )

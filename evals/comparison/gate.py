@@ -410,6 +410,17 @@ def look_name(look: int) -> str:
     return "the first look" if look == 0 else f"top-up round {look}"
 
 
+# The gate's exit code per verdict, the one mapping: ``manage.py gate`` exits with it,
+# ``POST /api/gate`` returns it as ``decision.exit_code`` and ``assay-gate`` exits with that.
+EXIT_CODES = {"pass": 0, "undecided": 0, "block": 1, "cannot decide": 2}
+
+
+def gate_exit_code(verdict: str) -> int:
+    """The exit code of a gate ``verdict``: 0 "pass" or "undecided", 1 "block", 2 "cannot
+    decide"; a ``KeyError`` for any other word."""
+    return EXIT_CODES[verdict]
+
+
 @dataclass(frozen=True)
 class GateDecision:
     """The gate's decision: ``exit_code`` 0 (no measurable regression), 1 (blocked: a
@@ -421,9 +432,10 @@ class GateDecision:
     one-sided p-value at look 0 (None when not computed); ``plan``: the design it was taken
     under (``top_up`` possible, alpha at look 0, rounds); ``next_round``: case key ->
     (base, head) trials the next top-up round adds; ``notes``: what the reader should also
-    know (simulated runs, untrusted judges left out, "broken" cases as a description)."""
+    know (simulated runs, untrusted judges left out, "broken" cases as a description).
+    ``exit_code`` is not passed: it follows from ``verdict`` (``gate_exit_code``)."""
 
-    exit_code: int
+    exit_code: int = field(init=False)
     title: str
     reasons: list[str]
     verdict: str = "pass"
@@ -434,6 +446,9 @@ class GateDecision:
     plan: dict = field(default_factory=dict)
     next_round: dict[str, tuple[int, int]] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "exit_code", gate_exit_code(self.verdict))
 
 
 SETTLE_POWER = 0.8
@@ -550,7 +565,7 @@ def gate_decide(
     notes = _notes(comparison)
     if cannot:
         sentence = "Cannot decide: " + cannot[0] + "."
-        return GateDecision(2, "cannot decide", cannot, "cannot decide", sentence, notes=notes)
+        return GateDecision("cannot decide", cannot, "cannot decide", sentence, notes=notes)
     if plan is None:
         plan = no_top_up(alpha=alpha, suite_kind=comparison.suite_kind)
     rows = [r for r in comparison.cases if r.base_graded and r.head_graded]
@@ -562,7 +577,6 @@ def gate_decide(
     if decided.verdict != BLOCK and not block_attainable(cases=cases, plan=plan):
         sentence = _unattainable_sentence(cases, plan, alpha)
         return GateDecision(
-            2,
             "cannot decide",
             [sentence[0].lower() + sentence[1:]],
             "cannot decide",
@@ -575,7 +589,7 @@ def gate_decide(
     last = decided.looks[-1]
     suite = _suite_phrase(last, alpha)
     if decided.verdict == BLOCK:
-        verdict, exit_code, title = "block", 1, "regression"
+        verdict, title = "block", "regression"
         if drops:
             d = min(drops, key=lambda v: v.adjusted if v.adjusted is not None else v.p_value)
             more = f" and {len(drops) - 1} more case(s)" if len(drops) > 1 else ""
@@ -592,7 +606,7 @@ def gate_decide(
                 "significantly."
             )
     elif decided.verdict == UNDECIDED:
-        verdict, exit_code, title = "undecided", 0, "no measurable regression yet"
+        verdict, title = "undecided", "no measurable regression yet"
         sentence = (
             f"No measurable regression yet: {len(suspects)} suspect case(s) "
             f"({', '.join(v.key for v in suspects[:5])}"
@@ -601,7 +615,7 @@ def gate_decide(
             f"{suite}."
         )
     else:
-        verdict, exit_code, title = "pass", 0, "no significant regression"
+        verdict, title = "pass", "no significant regression"
         if suspects:
             sentence = (
                 f"No measurable regression{_final_look(plan, last.look)}: {len(suspects)} "
@@ -615,7 +629,6 @@ def gate_decide(
     notes += _interval_notes(comparison, blocked=decided.verdict == BLOCK)
     next_round = {rows[i].key: counts for i, counts in sorted(decided.next_round.items())}
     return GateDecision(
-        exit_code=exit_code,
         title=title,
         reasons=reasons,
         verdict=verdict,

@@ -28,7 +28,16 @@ from core.errors import DomainError
 from core.text import unstorable_refuse
 from evals.grading import verdict
 from evals.grading.grader_set import GraderSet
-from evals.grading.verdict import ERRORED, FAIL, MISSING, PASS, PENDING, PIPELINE, overall_codes
+from evals.grading.verdict import (
+    ERRORED,
+    FAIL,
+    MISSING,
+    PASS,
+    PENDING,
+    PIPELINE,
+    grader_codes,
+    overall_codes,
+)
 from evals.models import grade_skipped_placeholder
 from evals.report.rows import RunRows, judge_version_label, run_rows_get, runs_rows_get
 
@@ -213,10 +222,9 @@ def run_data_build(
     gates = np.zeros(g_key.size, dtype=bool)
     for key, gi in key_index.items():
         mine = np.flatnonzero(g_key == gi)
-        # The last grade of a trial wins: keep each trial's last occurrence only.
-        last = mine.size - 1 - np.unique(g_pos[mine][::-1], return_index=True)[1]
-        arr = codes[key] = missing.copy()
-        arr[g_pos[mine[last]]] = g_code[mine[last]]
+        codes[key] = grader_codes(
+            trial_codes=trial_codes, trial_pos=g_pos[mine], grade_codes=g_code[mine]
+        )
         versions[key] = {jv_of[j] for j in np.unique(g_jv[mine][judged[mine]]).tolist()}
         gates[mine] = by_set[key] if key in by_set else g_gate[mine]
     # The set's graders in set order, then the others that graded, by key; the verdict

@@ -31,7 +31,13 @@ from core.errors import DomainError
 from core.money import usd_text
 from core.outbox import outbox_enqueue
 from core.roles import ENGINEER, LEAD, role_require
-from evals.comparison.gate import GateDecision, gate_evaluate, gate_plan, plan_json
+from evals.comparison.gate import (
+    GateDecision,
+    gate_evaluate,
+    gate_exit_code,
+    gate_plan,
+    plan_json,
+)
 from evals.comparison.render import gate_json
 from evals.comparison.run_data import runs_data_get
 from evals.models import Case, Run, TopUp, Trial
@@ -243,7 +249,7 @@ def top_up_advance(*, top_up_id: int) -> TopUp:
             capped = dict(decided)
             capped["decision"] = {
                 **decided["decision"],
-                "exit_code": 2,
+                "exit_code": gate_exit_code("cannot decide"),
                 "title": "cannot decide",
                 "verdict": "cannot decide",
                 "sentence": (
@@ -424,7 +430,6 @@ def top_up_result(*, top_up: TopUp):
             )
         decision = replace(
             decision,
-            exit_code=2,
             verdict="cannot decide",
             title="cannot decide",
             sentence=sentence,

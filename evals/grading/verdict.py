@@ -6,7 +6,8 @@ rule as a three-valued AND over the gating graders: FAIL if any gating grade fai
 ERRORED if any errored; else MISSING if one is absent; else PASS. An errored gating grade
 can never make a pass. The rule has two forms that must agree
 (``tests/flows/test_verdict_rule.py`` checks them on random runs): numpy codes
-(``overall_codes``, for the run report and the comparison) and SQL annotations
+(``grader_codes`` per grader, then ``overall_codes``, for the run report and the
+comparison) and SQL annotations
 (``trial_verdict_annotations``, for the run list's aggregates). ``case_tally`` turns codes
 into per-case counts: only PASS and FAIL are graded; errored grades leave both numerator and
 denominator and are counted (fault A1). A "not judged" grade (a judge rung the ladder
@@ -73,6 +74,24 @@ def gating_keys(pairs: Iterable[tuple[str, bool]], seen: Mapping[str, bool]) -> 
     return [k for k, gates in by_set.items() if gates] + [
         k for k, gates in seen.items() if k not in by_set and gates
     ]
+
+
+def grader_codes(
+    *, trial_codes: np.ndarray, trial_pos: np.ndarray, grade_codes: np.ndarray
+) -> np.ndarray:
+    """One grader's code per trial from its grades: ``trial_pos`` is each grade's index
+    into ``trial_codes`` and ``grade_codes`` its stored code (1 pass, 0 fail, -1 errored,
+    -2 not judged: already the outcome codes). A trial that did not finish ok keeps its own
+    code and its grades do not count; an ok trial without a grade is MISSING; of several
+    grades of one trial, the last one wins."""
+    code = np.where(trial_codes == PASS, MISSING, trial_codes)
+    ok = trial_codes[trial_pos] == PASS
+    pos, values = trial_pos[ok], grade_codes[ok]
+    last = np.full(code.size, -1)  # per trial, the index of its last grade (-1: none)
+    np.maximum.at(last, pos, np.arange(pos.size))
+    graded = last >= 0
+    code[graded] = values[last[graded]]
+    return code
 
 
 def overall_codes(gating: list[np.ndarray], trial_codes: np.ndarray) -> np.ndarray:

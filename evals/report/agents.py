@@ -42,13 +42,12 @@ from django.db.models.functions import Substr
 
 from evals.grading.grader_set import STATE_KIND, TRAJECTORY_KIND
 from evals.grading.verdict import (
-    ERRORED,
     FAIL,
-    MISSING,
     PASS,
     PENDING,
     PIPELINE,
     case_tally,
+    grader_codes,
     overall_codes,
 )
 from evals.models import Grade, Run, Trial
@@ -183,17 +182,13 @@ def agent_keys(run: Run) -> tuple[list[str], list[str]]:
 def _side_codes(
     keys: list[str], grades: list[tuple], trial_ids: np.ndarray, trial_codes: np.ndarray
 ) -> np.ndarray:
-    """Per trial, the verdict rule over ``keys``' grades (``overall_codes``)."""
+    """Per trial, the verdict rule over ``keys``' grades (``grader_codes``, ``overall_codes``)."""
     per_key = []
     for key in keys:
-        code = np.where(trial_codes == PASS, MISSING, trial_codes)
         mine = [g for g in grades if g[1] == key]
-        if mine:
-            pos = np.searchsorted(trial_ids, np.fromiter((g[0] for g in mine), np.int64, len(mine)))
-            values = np.fromiter((g[2] for g in mine), np.int64, len(mine))
-            ok = trial_codes[pos] == PASS
-            code[pos[ok]] = np.where(values[ok] == -1, ERRORED, values[ok])
-        per_key.append(code)
+        pos = np.searchsorted(trial_ids, np.fromiter((g[0] for g in mine), np.int64, len(mine)))
+        values = np.fromiter((g[2] for g in mine), np.int64, len(mine))
+        per_key.append(grader_codes(trial_codes=trial_codes, trial_pos=pos, grade_codes=values))
     return overall_codes(per_key, trial_codes)
 
 

@@ -31,14 +31,13 @@ import numpy as np
 from core.strict_json import json_safe
 from evals.grading.verdict import (
     CANCELLED,
-    ERRORED,
-    MISSING,
     PASS,
     PENDING,
     PIPELINE,
     CaseTally,
     case_tally,
     gating_keys,
+    grader_codes,
     overall_codes,
 )
 from evals.report.cost_quality import CostQuality, cost_quality
@@ -269,7 +268,7 @@ def report_from_rows(*, run: Any, rows: RunRows, reasons: ReasonRows) -> RunRepo
     trial_codes[status == "error"] = PIPELINE
     trial_codes[status == "cancelled"] = CANCELLED  # never run: neither pending nor graded
 
-    # 2. one code array per grader (MISSING where an ok trial has no grade)
+    # 2. one code array per grader (``grader_codes``)
     pairs = run.grader_set.gating_pairs
     keys = [k for k, _ in pairs]
     g_cols = list(zip(*rows.grades, strict=True)) if rows.grades else [()] * 6
@@ -284,11 +283,12 @@ def report_from_rows(*, run: Any, rows: RunRows, reasons: ReasonRows) -> RunRepo
     g_ok_trial = trial_codes[pos] == PASS if pos.size else np.array([], dtype=bool)
     codes, scores, seen = {}, {}, {}
     for key in keys:
-        mine = (g_keys == key) & g_ok_trial  # grades on errored or unfinished trials do not count
+        mine = g_keys == key
+        codes[key] = grader_codes(
+            trial_codes=trial_codes, trial_pos=pos[mine], grade_codes=g_code[mine]
+        )
+        mine &= g_ok_trial  # grades on errored or unfinished trials do not count
         seen[key] = bool(g_gating[mine].any())
-        code = np.where(trial_codes == PASS, MISSING, trial_codes)
-        code[pos[mine]] = np.where(g_code[mine] == -1, ERRORED, g_code[mine])
-        codes[key] = code
         s, c = g_score[mine], case_idx[pos[mine]]
         finite = np.isfinite(s)
         errored = g_code[mine] == -1  # an errored grade: "not scored"; else a verdict alone
@@ -551,9 +551,9 @@ def overall_codes_from_rows(*, run: Any, rows: RunRows) -> OverallCodes:
     seen = {k: bool(g_gating[(g_key == i) & g_ok_trial].any()) for k, i in key_pos.items()}
     gating_codes = []
     for key in gating_keys(pairs, seen):
-        mine = (g_key == key_pos[key]) & g_ok_trial
-        code = np.where(trial_codes == PASS, MISSING, trial_codes)
-        code[pos[mine]] = np.where(g_code[mine] == -1, ERRORED, g_code[mine])
-        gating_codes.append(code)
+        mine = g_key == key_pos[key]
+        gating_codes.append(
+            grader_codes(trial_codes=trial_codes, trial_pos=pos[mine], grade_codes=g_code[mine])
+        )
     overall = overall_codes(gating_codes, trial_codes)
     return OverallCodes(trial_ids, case_idx, overall, case_tally(overall, case_idx, n_cases))

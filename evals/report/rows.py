@@ -327,9 +327,7 @@ def _judges(version_ids: set[int]) -> dict[int, JudgeInfo]:
     """The judge versions among a run's grades with their active approval (one query)."""
     if not version_ids:
         return {}
-    active = JudgeApproval.objects.filter(
-        judge_version=models.OuterRef("pk"), revoked_at__isnull=True
-    )
+    active = JudgeApproval.objects.active().filter(judge_version=models.OuterRef("pk"))
     versions = (
         JudgeVersion.objects.filter(id__in=version_ids)
         .select_related("judge")

@@ -29,32 +29,12 @@ from typing import Any
 from evals.runner.call_stop import CALL_STOP
 from evals.runner.limiter import SEND_HOOK
 from evals.runner.targets import CaseInput, TargetResult, target_from_config
-from evals.runner.targets.base import MAX_CONCURRENCY
-
-# Calls in flight per chunk when the target does not say (``concurrency`` in its config).
-DEFAULT_TARGET_CONCURRENCY = 16
 
 # How long a batch of results may gather before it is handed over, in seconds (the chunk
 # looks at its run, cancelled?, with every batch, and writes every ``WRITE_EVERY_S``). A batch
 # is handed over at once when no call is left that could join it (the end of a chunk, or of
 # the run).
 WRITE_BATCH_WINDOW_S = 0.05
-
-
-def target_concurrency(target: Any, config: dict) -> int:
-    """Calls in flight for one chunk: the target's own ``concurrency`` attribute, else
-    ``config["concurrency"]`` (or ``config["settings"]["concurrency"]``), else
-    ``DEFAULT_TARGET_CONCURRENCY``; at most ``MAX_CONCURRENCY`` (a setting no parser
-    checked, ``settings.concurrency``, may hold any number)."""
-    value = getattr(target, "concurrency", None) or config.get("concurrency")
-    if value is None and isinstance(config.get("settings"), dict):
-        value = config["settings"].get("concurrency")
-    try:
-        if value is None:
-            return DEFAULT_TARGET_CONCURRENCY
-        return min(MAX_CONCURRENCY, max(1, int(value)))
-    except (TypeError, ValueError, OverflowError):
-        return DEFAULT_TARGET_CONCURRENCY
 
 
 class CallPool:
@@ -95,7 +75,7 @@ class CallPool:
     async def _main(self) -> None:
         target = target_from_config(self._config)
         try:
-            self.concurrency = target_concurrency(target, self._config)
+            self.concurrency = target.concurrency
             self._loop = asyncio.get_running_loop()
             self._inbox = asyncio.Queue()
             self._ready.set()

@@ -25,10 +25,9 @@ from core.text import unstorable_refuse
 from evals.grading.grader_set import GraderSpec
 from evals.grading.graders import grader_set_resolved, parse_grader_specs
 from evals.models import Case, Run, Suite, Trial
-from evals.runner.calls import target_concurrency
 from evals.runner.queued_trials import queued_trials_insert
 from evals.runner.replay import run_replay_refusal
-from evals.runner.targets.base import target_validate
+from evals.runner.targets.base import DEFAULT_CONCURRENCY, concurrency_read, target_validate
 from evals.tasks import run_chunk_execute
 from judges import kinds
 from judges.models import JudgeVersion
@@ -200,7 +199,7 @@ def _run_create(
         trial_ids = queued_trials_insert(
             run_id=run.id, case_ids=case_ids, trials_per_case=trials_per_case
         )
-        size = trial_chunk_size(target_concurrency(built, target))
+        size = trial_chunk_size(built.concurrency)
         _chunks_enqueue(run.id, chunked(trial_ids, size))
     return run
 
@@ -272,6 +271,16 @@ def run_publish_warning(*, run: Run) -> str:
     return PUBLISH_DELAYED.format(count=count) if count else ""
 
 
+def _stored_concurrency(target: dict) -> int:
+    """A run's stored target's calls in flight (``concurrency_read``), for sizing chunks
+    only: never a refusal of a snapshot its kind accepted (an ``openai`` target's ``2.0``);
+    then ``DEFAULT_CONCURRENCY``."""
+    try:
+        return concurrency_read(target)
+    except DomainError:
+        return DEFAULT_CONCURRENCY
+
+
 def trials_add(
     *,
     run: Run,
@@ -326,6 +335,6 @@ def trials_add(
         fresh = {(t.case_id, t.attempt) for t in new}
         trial_ids = [tid for tid, cid, att in ids if (cid, att) in fresh]
         Run.objects.filter(id=run.id).update(trials_total=F("trials_total") + len(trial_ids))
-        size = trial_chunk_size(target_concurrency(None, run.target))
+        size = trial_chunk_size(_stored_concurrency(run.target))
         _chunks_enqueue(run.id, chunked(trial_ids, size))
     return trial_ids

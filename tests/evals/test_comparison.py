@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from decimal import Decimal
 
 import pytest
@@ -67,6 +68,16 @@ def test_it_fails_the_gate_when_the_d2_runs_are_reversed():
     assert decision.exit_code == 1
     assert "one-sided p < 0.001" in decision.sentence  # the suite test decides: 1/1024
     assert "p = 0.002" in comparison.headline.sentence  # two-sided, fault D2
+
+
+def test_a_decision_s_exit_code_always_follows_its_verdict():
+    base, head = d2_runs(reverse=True)
+    decision = gate_decide(comparison_compute(base=base, head=head))
+    codes = {
+        verdict: dataclasses.replace(decision, verdict=verdict).exit_code
+        for verdict in ("pass", "undecided", "block", "cannot decide")
+    }
+    assert codes == {"pass": 0, "undecided": 0, "block": 1, "cannot decide": 2}
 
 
 def test_it_calls_the_collapse_of_three_cases_a_significant_regression():

@@ -13,6 +13,7 @@ import pytest
 from core.errors import DomainError
 from core.registry import registered
 from evals.runner.targets import CaseInput, target_from_config
+from evals.runner.targets.pycallable import CallableConfig
 
 PATH = "tests.evals.test_targets_callable"
 IN_FLIGHT = {"now": 0, "max": 0}
@@ -183,9 +184,8 @@ def test_a_pipeline_that_calls_sys_exit_gives_an_errored_trial_not_a_dead_worker
 def test_a_chunk_never_starts_more_calls_than_the_bound(config, expected):
     """A chunk starts one coroutine per call in flight and claims two trials per call:
     ``settings.concurrency`` (read when the target sets none) is held to the bound."""
-    from evals.runner.calls import target_concurrency  # noqa: PLC0415 - one test's import
-
-    assert target_concurrency(object(), {"kind": "callable", **config}) == expected
+    parsed = CallableConfig.parse({"kind": "callable", "path": f"{PATH}:any", **config})
+    assert parsed.concurrency == expected
 
 
 def test_a_callable_agent_reports_its_cost_stated_or_summed_over_its_steps_unknown_stays_null():

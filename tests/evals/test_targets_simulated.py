@@ -10,7 +10,6 @@ import pytest
 
 from core.errors import DomainError
 from evals.grading.graders import parse_grader_specs, run_grader
-from evals.runner.calls import target_concurrency
 from evals.runner.targets import CaseInput, target_from_config
 from evals.runner.targets.simulated import (
     SIMULATED_ERROR,
@@ -171,9 +170,7 @@ def test_it_refuses_a_bad_config_naming_the_field(config, field):
 @pytest.mark.parametrize(("given", "in_flight"), [({"concurrency": 3}, 3), ({}, 16)])
 def test_it_takes_a_concurrency_the_call_pool_honours(given, in_flight):
     target = target_from_config({"kind": "simulated", "seed": 1, **given})
-    config = {"kind": "simulated", "seed": 1, **given}
-    assert target.concurrency == given.get("concurrency")
-    assert target_concurrency(target, config) == in_flight
+    assert target.concurrency == in_flight
 
 
 def test_it_uses_the_listed_wrong_outputs_for_a_failing_case():

@@ -4,11 +4,14 @@ loader) and SQL annotations (the run list's aggregates). They must agree on ever
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from evals.comparison.run_data import run_data_get
+from evals.grading.verdict import ERRORED, FAIL, PASS, PENDING, PIPELINE, grader_codes
+from evals.grading.verdict import MISSING as MISSING_CODE
 from evals.models import Case, Grade, Run, Suite, Trial
 from evals.report.selectors import run_report
 from evals.selectors import run_list_stats
@@ -58,3 +61,13 @@ def test_the_report_the_run_list_and_the_run_loader_decide_every_trial_alike(cas
     assert (stats.pass_rate is None) == (rate is None)
     if rate is not None:
         assert stats.pass_rate == pytest.approx(rate)
+
+
+def test_a_grader_s_codes_keep_the_trial_s_own_code_and_its_last_grade():
+    trial_codes = np.array([PASS, PASS, PASS, PIPELINE, PENDING])
+    codes = grader_codes(
+        trial_codes=trial_codes,
+        trial_pos=np.array([0, 1, 0, 3, 4]),
+        grade_codes=np.array([FAIL, ERRORED, PASS, PASS, PASS]),
+    )
+    assert codes.tolist() == [PASS, ERRORED, MISSING_CODE, PIPELINE, PENDING]

@@ -151,8 +151,9 @@ def test_it_lets_a_lead_revoke_trust_with_a_reason(alice):
     assert not JudgeVersion.objects.get(pk=version.pk).is_trusted
     assert (approval.revoked_by, approval.revoke_reason) == (alice, "drifted on v2 data")
     assert approval.revoked_at is not None and approval.figures["n"] == 60
-    judge_trust_approve(judge_version=version, by=alice)  # may be approved again
+    again = judge_trust_approve(judge_version=version, by=alice)  # may be approved again
     assert JudgeApproval.objects.count() == 2
+    assert list(JudgeApproval.objects.active()) == [again]
 
 
 def test_it_refuses_to_revoke_an_approval_that_is_no_longer_the_active_one(alice):

@@ -32,6 +32,8 @@ from evals.trajectory.steps import TrajectoryError, final_state_clean, trajector
 # flight, and an OpenAI target one HTTP client per 8, built in the web process too when a
 # run's config is checked (``target_validate``).
 MAX_CONCURRENCY = 1024
+# Calls in flight when a target's config does not say, any kind.
+DEFAULT_CONCURRENCY = 16
 
 
 def concurrency_parse(value: Any) -> int:
@@ -44,6 +46,28 @@ def concurrency_parse(value: Any) -> int:
             field="target.concurrency",
         )
     return value
+
+
+def concurrency_default(config: dict) -> int:
+    """The calls in flight of a target ``config`` without a ``concurrency`` of its own: an
+    older ``settings.concurrency`` (never checked by a parser, so held to 1 to
+    ``MAX_CONCURRENCY``, and ignored unless a finite number), else ``DEFAULT_CONCURRENCY``."""
+    settings = config.get("settings")
+    value = settings.get("concurrency") if isinstance(settings, dict) else None
+    try:
+        return DEFAULT_CONCURRENCY if value is None else min(MAX_CONCURRENCY, max(1, int(value)))
+    except (TypeError, ValueError, OverflowError):
+        return DEFAULT_CONCURRENCY
+
+
+def concurrency_read(config: dict) -> int:
+    """A target config's calls in flight over every worker: its ``concurrency``
+    (``concurrency_parse``: a ``DomainError`` on ``target.concurrency`` when out of bounds),
+    else ``concurrency_default``. Each kind's typed config reads it once, and the target
+    exposes it as ``concurrency``."""
+    if config.get("concurrency") is None:
+        return concurrency_default(config)
+    return concurrency_parse(config["concurrency"])
 
 
 @dataclass(frozen=True)
@@ -164,10 +188,12 @@ def replaced_record(raw_response: Any) -> dict[str, int]:
 
 
 class Target(Protocol):
-    """Anything with ``kind``, ``model`` and an async ``call``."""
+    """Anything with ``kind``, ``model``, ``concurrency`` (calls in flight over every
+    worker, read from its typed config) and an async ``call``."""
 
     kind: str
     model: str | None
+    concurrency: int
 
     async def call(self, case: CaseInput) -> TargetResult: ...
 

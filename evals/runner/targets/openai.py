@@ -64,7 +64,14 @@ from core.placeholders import placeholder_list, placeholders_check
 from evals.runner.call_stop import CANCELLED_KIND, Stopped, unless_stopped
 from evals.runner.limiter import Limiter, Outcome, call_sending, endpoint_key
 from evals.runner.limiter.headers import outcome_read, retry_after_ms_seconds
-from evals.runner.targets.base import MAX_CONCURRENCY, CaseInput, TargetResult, result_storable
+from evals.runner.targets.base import (
+    DEFAULT_CONCURRENCY,
+    MAX_CONCURRENCY,
+    CaseInput,
+    TargetResult,
+    concurrency_default,
+    result_storable,
+)
 from evals.runner.targets.tool_loop import TOOL_LOOP_FIELDS, Pricer, ToolLoop, ToolLoopConfig
 from evals.runner.targets.transport import HttpAnswer, HttpFailure, JsonPoster
 
@@ -160,7 +167,7 @@ class OpenAIConfig:
     system_prompt: str | None = None
     api_key_env: str | None = DEFAULT_API_KEY_ENV  # None: a keyless endpoint
     settings: dict[str, Any] = field(default_factory=dict)
-    concurrency: int = 16
+    concurrency: int = DEFAULT_CONCURRENCY
     timeout_s: float = 60.0
     max_attempts: int = 4
     backoff_base_s: float = 1.0
@@ -211,7 +218,14 @@ class OpenAIConfig:
             system_prompt=system_prompt,
             api_key_env=api_key_env,
             settings=dict(settings),
-            concurrency=_number(config, "concurrency", 16, int, minimum=1, maximum=MAX_CONCURRENCY),
+            concurrency=_number(
+                config,
+                "concurrency",
+                concurrency_default(config),
+                int,
+                minimum=1,
+                maximum=MAX_CONCURRENCY,
+            ),
             timeout_s=_number(config, "timeout_s", 60.0, float, minimum=0.001, maximum=MAX_SECONDS),
             max_attempts=_number(config, "max_attempts", 4, int, minimum=1, maximum=MAX_ATTEMPTS),
             backoff_base_s=_number(
@@ -471,6 +485,7 @@ class OpenAITarget:
         pricer: Pricer | None = None,
     ) -> None:
         self.config = config
+        self.concurrency = config.concurrency
         self.model: str | None = config.model
         self._rng = rng or random.Random()
         self._semaphore = asyncio.Semaphore(config.concurrency)

@@ -33,9 +33,10 @@ from core.bounds import COST_USD_QUANTUM, cost_problem
 from core.errors import DomainError
 from core.registry import registry_get, registry_settings_check
 from evals.runner.targets.base import (
+    DEFAULT_CONCURRENCY,
     CaseInput,
     TargetResult,
-    concurrency_parse,
+    concurrency_read,
     result_storable,
 )
 
@@ -48,7 +49,7 @@ class CallableConfig:
 
     path: str
     settings: dict[str, Any] = field(default_factory=dict)
-    concurrency: int = 8
+    concurrency: int = DEFAULT_CONCURRENCY
     model: str | None = None
 
     @classmethod
@@ -66,7 +67,7 @@ class CallableConfig:
         settings = {} if settings is None else settings
         if not isinstance(settings, dict) or not all(isinstance(k, str) for k in settings):
             raise DomainError("expected an object", field="target.settings")
-        concurrency = concurrency_parse(config.get("concurrency", 8))
+        concurrency = concurrency_read(config)
         model = config.get("model")
         if model is not None and not isinstance(model, str):
             raise DomainError("expected a string", field="target.model")
@@ -81,6 +82,7 @@ class CallableTarget:
     def __init__(self, config: CallableConfig) -> None:
         self.config = config
         self.model: str | None = config.model
+        self.concurrency = config.concurrency
         self.function = registry_get(name=config.path, kind="pipeline", field="target.path")
         registry_settings_check(
             function=self.function, settings=config.settings, field="target.settings"

@@ -49,7 +49,12 @@ from typing import Any
 from core.bounds import seed_problem
 from core.errors import DomainError
 from evals.grading.graders import parse_number
-from evals.runner.targets.base import CaseInput, TargetResult, concurrency_parse
+from evals.runner.targets.base import (
+    DEFAULT_CONCURRENCY,
+    CaseInput,
+    TargetResult,
+    concurrency_read,
+)
 
 KNOWN_FIELDS = frozenset(
     {
@@ -86,7 +91,7 @@ class SimulatedConfig:
     latency_ms: tuple[float, float] = (0.0, 0.0)
     sleep: bool = False
     wrong_outputs: dict[str, tuple[str, ...]] = field(default_factory=dict)
-    concurrency: int | None = None  # None: the runner's default (``evals.runner.calls``)
+    concurrency: int = DEFAULT_CONCURRENCY
 
     @classmethod
     def parse(cls, config: dict) -> SimulatedConfig:
@@ -140,11 +145,7 @@ class SimulatedConfig:
             latency_ms=(low, high),
             sleep=sleep,
             wrong_outputs={str(k): tuple(v) for k, v in wrong_outputs.items()},
-            concurrency=(
-                None
-                if config.get("concurrency") is None
-                else concurrency_parse(config["concurrency"])
-            ),
+            concurrency=concurrency_read(config),
         )
 
 
@@ -222,7 +223,6 @@ class SimulatedTarget:
     def __init__(self, config: SimulatedConfig) -> None:
         self.config = config
         self.model: str | None = "simulated"
-        # calls in flight per chunk (``evals.runner.calls.target_concurrency``); None: default
         self.concurrency = config.concurrency
 
     @classmethod

@@ -31,7 +31,11 @@ import httpx
 from assay_client.client import AssayClient, is_uuid
 from assay_client.errors import AssayError
 
-PASS, REGRESSION, CANNOT_DECIDE, BAD_INPUT = 0, 1, 2, 3
+# A decision's exit code is the server's (``decision.exit_code``, mapped from its verdict in
+# one place there); this client maps only what happens before a decision: a server that
+# cannot answer (2, rerun) and input it refuses (3).
+CANNOT_DECIDE, BAD_INPUT = 2, 3
+DECISION_CODES = frozenset({0, 1, 2})  # pass, regression, cannot decide
 
 
 class _Parser(argparse.ArgumentParser):
@@ -170,7 +174,7 @@ def main(argv: list[str] | None = None) -> int:
     print(json.dumps(answer, indent=2) if options.json else summary(answer))
     code = answer["decision"]["exit_code"]
     # A decision outside the documented codes is not a pass.
-    return code if code in (PASS, REGRESSION, CANNOT_DECIDE) else CANNOT_DECIDE
+    return code if code in DECISION_CODES else CANNOT_DECIDE
 
 
 if __name__ == "__main__":
