@@ -135,7 +135,7 @@ FORM_TYPES = ("application/x-www-form-urlencoded", "multipart/form-data")
 
 
 class FormLimitMiddleware:
-    """A form post over its limit (``RequestDataTooBig``, ``TooManyFieldsSent``:
+    """A page's form post over its limit (``RequestDataTooBig``, ``TooManyFieldsSent``:
     ``DATA_UPLOAD_MAX_MEMORY_SIZE``, ``DATA_UPLOAD_MAX_NUMBER_FIELDS``) gets the "Bad
     request" page saying so (``core.http.bad_request``) in every mode. It reads the form
     before ``CsrfViewMiddleware`` does (which would raise the same error outside any view,
@@ -148,7 +148,11 @@ class FormLimitMiddleware:
         return self.get_response(request)
 
     def process_view(self, request: HttpRequest, view_func, view_args, view_kwargs):
-        if request.method != "POST" or request.content_type not in FORM_TYPES:
+        if (
+            request.method != "POST"
+            or request.content_type not in FORM_TYPES
+            or request.path_info.startswith("/api/")  # DRF parses (or refuses, 415) its own
+        ):
             return None
         try:
             request.POST  # noqa: B018 - parsed once here; Django keeps it for the view

@@ -217,9 +217,7 @@ def test_a_group_is_the_input_with_its_documents_whatever_the_expected_answer(bo
     assert blind_trial_ids(bob) == {item.id, edited.id}
 
 
-def test_a_runs_totals_are_withheld_so_the_hidden_verdicts_cannot_be_subtracted(
-    client, bob, carol
-):
+def test_a_runs_totals_are_withheld_so_the_hidden_verdicts_cannot_be_subtracted(client, bob, carol):
     # Three unique inputs; the set holds one. The run's totals minus the visible rows would
     # give the item's gold label and judge verdict, so no total of verdicts is shown to bob
     # on the run page, the run list or the API; carol (engineer) sees them all.
