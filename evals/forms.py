@@ -250,7 +250,10 @@ class RunStartForm(StorableForm):
                 "prompt_template": data["prompt_template"],
                 "settings": data.get("settings_json") or {},
             }
-        return {"kind": "callable", "path": data["callable_path"]}
+        target = {"kind": "callable", "path": data["callable_path"]}
+        if data.get("settings_json"):  # checked against the function's parameters at start
+            target["settings"] = data["settings_json"]
+        return target
 
 
 class BaselineSetForm(StorableForm):

@@ -65,8 +65,9 @@ def _api_start(name: str, target: dict, graders: list, field: str | None) -> Cal
     return attempt
 
 
-def _form_start(name: str, path: str) -> Callable:
-    """Start a run of the callable ``path`` through the "New run" form."""
+def _form_start(name: str, path: str, settings: str = "{}") -> Callable:
+    """Start a run of the callable ``path`` through the "New run" form (``settings``: the
+    settings field's JSON, which the form passes as the target's settings)."""
 
     def attempt(client, user, world) -> bool:
         client.post(
@@ -76,6 +77,7 @@ def _form_start(name: str, path: str) -> Callable:
                 "name": name,
                 "target_kind": "callable",
                 "callable_path": path,
+                "settings_json": settings,
                 "trials_per_case": "1",
                 "graders": '[{"key": "exact", "kind": "exact"}]',
             },
@@ -97,6 +99,11 @@ def configured_code_rows() -> list[tuple[str, tuple[str, ...], Callable]]:
             "run start (form), the demo command's handle as the callable path",
             NOBODY,
             _form_start("code-escalation-form", "demo.management.commands.demo:Command.handle"),
+        ),
+        (
+            "run start (form), a registered pipeline with a setting it does not declare",
+            NOBODY,  # the form dropped settings and started it; now they are checked
+            _form_start("code-form-undeclared", AGENT, '{"username": "eve"}'),
         ),
         (
             "run start (API), a registered pipeline with its declared settings",
