@@ -149,6 +149,9 @@ def _host_normal(raw_host: str) -> str:
     return str(address) if address is not None else host
 
 
+NAT64_PREFIX = ipaddress.IPv6Network("64:ff9b::/96")
+
+
 def _address(host: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
     try:
         address = ipaddress.ip_address(host)
@@ -157,8 +160,16 @@ def _address(host: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
             address = ipaddress.IPv4Address(socket.inet_aton(host))
         except (OSError, ValueError):
             return None
-    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
-        return address.ipv4_mapped
+    if isinstance(address, ipaddress.IPv6Address):
+        # An IPv4 address inside an IPv6 one reaches the IPv4 host: mapped (::ffff:a.b.c.d),
+        # compatible (::a.b.c.d) and NAT64's well-known prefix (64:ff9b::a.b.c.d, RFC 6052).
+        if address.ipv4_mapped is not None:
+            return address.ipv4_mapped
+        packed = int(address)
+        if packed >> 32 == 0 and packed > 0xFFFF:  # ::a.b.c.d (not :: nor ::1)
+            return ipaddress.IPv4Address(packed & 0xFFFFFFFF)
+        if address in NAT64_PREFIX:
+            return ipaddress.IPv4Address(packed & 0xFFFFFFFF)
     return address
 
 

@@ -29,6 +29,8 @@ def hosts(settings):
         "http://0xa9.0xfe.0xa9.0xfe/",
         "http://169.254.169.254./",
         "http://[::ffff:169.254.169.254]/",
+        "http://[::169.254.169.254]/",  # IPv4-compatible
+        "http://[64:ff9b::a9fe:a9fe]/",  # NAT64's well-known prefix (RFC 6052)
         "http://[fe80::1%25eth0]/",
         "http://[fd00:ec2::254]/",
         "http://METADATA.google.internal./computeMetadata/v1/",
@@ -41,6 +43,8 @@ def test_it_refuses_link_local_and_metadata_addresses_however_written(hosts, url
 def test_it_allows_any_other_host_when_no_list_is_set(hosts):
     assert endpoint_url_problem("http://127.0.0.1:8000/v1") is None
     assert endpoint_url_problem("https://api.openai.com/v1") is None
+    assert endpoint_url_problem("http://[::1]:8000/v1") is None
+    assert endpoint_url_problem("http://[64:ff9b::808:808]/v1") is None
 
 
 def test_it_allows_only_the_listed_hosts_and_ports(hosts):
