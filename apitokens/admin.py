@@ -9,12 +9,13 @@ class ApiTokenAdmin(admin.ModelAdmin):
     """Tokens are created with ``manage.py token_create`` (the token is printed once);
     here they are listed and revoked."""
 
-    list_display = ("name", "user", "created_at", "last_used_at", "revoked_at")
+    list_display = ("name", "user", "created_by", "created_at", "last_used_at", "revoked_at")
     readonly_fields = (
         "uuid",
         "user",
         "name",
         "key_hash",
+        "created_by",
         "created_at",
         "last_used_at",
         "revoked_at",

@@ -5,12 +5,24 @@ from __future__ import annotations
 from django import forms
 from django.contrib.auth import get_user_model
 
+from apitokens.services import token_user_problem
 from core.forms import StorableForm
 
 
 class TokenCreateForm(StorableForm):
-    """``user``: an active account (the token acts with its roles); ``name``: what the token
-    is for (1 to 200 characters)."""
+    """``user``: an active account (the token acts with its roles) that the lead ``by`` may
+    create a token for (``apitokens.services.token_user_problem``: themselves, or an
+    engineer-only account); ``name``: what the token is for (1 to 200 characters)."""
+
+    def __init__(self, *args, by=None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.by = by
+
+    def clean_user(self):
+        user = self.cleaned_data["user"]
+        if self.by is not None and (problem := token_user_problem(user=user, by=self.by)):
+            raise forms.ValidationError(problem)
+        return user
 
     user = forms.ModelChoiceField(
         queryset=get_user_model().objects.filter(is_active=True).order_by("username"),

@@ -18,6 +18,14 @@ class ApiToken(models.Model):
     )
     name = models.CharField(max_length=200, help_text="What the token is for, e.g. 'CI'.")
     key_hash = models.CharField(max_length=64, unique=True, editable=False)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="api_tokens_created",
+        help_text="The lead who created it on the page; empty: manage.py token_create.",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     last_used_at = models.DateTimeField(null=True, blank=True)
     revoked_at = models.DateTimeField(null=True, blank=True)

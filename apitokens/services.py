@@ -10,7 +10,7 @@ from django.core.exceptions import PermissionDenied
 from django.utils import timezone
 
 from apitokens.models import ApiToken
-from core.roles import LEAD, user_has_role, user_with_roles_get
+from core.roles import LEAD, REVIEWER, user_has_role, user_with_roles_get
 
 
 def token_hash(token: str) -> str:
@@ -18,17 +18,38 @@ def token_hash(token: str) -> str:
     return hashlib.sha256(token.encode("utf-8")).hexdigest()
 
 
+def token_user_problem(*, user, by) -> str | None:
+    """Why lead ``by`` may not create a token acting as ``user``, or None. A token acts as its
+    user: a lead creates one for themselves or for an account of the engineer role alone (a
+    CI account), never one acting as a superuser, another lead, or a reviewer (whose labels
+    are the blind human evidence calibration rests on: they come from the reviewer)."""
+    if user.pk == by.pk:
+        return None
+    if user.is_superuser:
+        return "a token acting as a superuser is made with manage.py token_create only"
+    if user_has_role(user, LEAD, REVIEWER):
+        return (
+            "a token acts as its user: only they may hold one acting as a lead or a reviewer "
+            "(create it while logged in as them, or use an engineer account for CI)"
+        )
+    return None
+
+
 def token_create(*, user, name: str, by=None) -> tuple[ApiToken, str]:
     """A new token for ``user``: (row, token). The token (``secrets.token_urlsafe(40)``, 40
-    random bytes) is returned once and only its hash is stored. ``by`` (when given) must
-    be a lead. Raises PermissionDenied, ValueError naming ``name`` (empty or > 200 chars)."""
+    random bytes) is returned once and only its hash is stored. ``by`` (when given: the
+    page) must be a lead, may create it only for a user ``token_user_problem`` allows, and
+    is recorded as its creator; None is the operator's ``manage.py token_create``. Raises
+    PermissionDenied, ValueError naming ``name`` (empty or > 200 chars)."""
     if by is not None and not user_has_role(by, LEAD):
         raise PermissionDenied("only a lead creates API tokens")
+    if by is not None and (problem := token_user_problem(user=user, by=by)):
+        raise PermissionDenied(problem)
     name = name.strip()
     if not name or len(name) > 200:
         raise ValueError("name: must be 1 to 200 characters")
     token = secrets.token_urlsafe(40)
-    row = ApiToken.objects.create(user=user, name=name, key_hash=token_hash(token))
+    row = ApiToken.objects.create(user=user, name=name, key_hash=token_hash(token), created_by=by)
     return row, token
 
 

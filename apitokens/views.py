@@ -24,7 +24,7 @@ def _page(
     created: ApiToken | None = None,
     status: int = 200,
 ) -> HttpResponse:
-    tokens = ApiToken.objects.select_related("user").order_by("-created_at", "-id")
+    tokens = ApiToken.objects.select_related("user", "created_by").order_by("-created_at", "-id")
     return render(
         request,
         "apitokens/token_list.html",
@@ -49,14 +49,16 @@ def token_list(request: HttpRequest) -> HttpResponse:
     ``Cache-Control: no-store`` (``never_cache``): the browser keeps no copy, so going Back
     to the page never shows the token again."""
     if request.method == "POST":
-        form = TokenCreateForm(request.POST)
+        form = TokenCreateForm(request.POST, by=request.user)
         if form.is_valid():
             row, token = token_create(
                 user=form.cleaned_data["user"], name=form.cleaned_data["name"], by=request.user
             )
-            return _page(request, TokenCreateForm(), new_token=token, created=row, status=201)
+            return _page(
+                request, TokenCreateForm(by=request.user), new_token=token, created=row, status=201
+            )
         return _page(request, form, status=400)
-    return _page(request, TokenCreateForm())
+    return _page(request, TokenCreateForm(by=request.user))
 
 
 @require_POST

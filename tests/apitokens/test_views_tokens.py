@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from django.contrib.auth.models import Group, User
 from django.urls import reverse
 from rest_framework.test import APIClient
 
@@ -82,3 +83,23 @@ def test_the_page_that_shows_a_token_once_is_never_stored_by_the_browser(client,
     for response in (created, client.get(URL), client.post(URL, {"user": "", "name": ""})):
         assert "no-store" in response["Cache-Control"]
         assert "private" in response["Cache-Control"]
+
+
+def test_a_lead_cannot_make_a_token_acting_as_a_reviewer_another_lead_or_a_superuser(
+    client, alice, bob
+):
+    # A token acts as its user: a lead holding one for bob could label as bob, and the
+    # labels are the blind human evidence calibration rests on.
+    other_lead = User.objects.create_user(username="lena", password="pw-lena-123")
+    other_lead.groups.add(Group.objects.get(name="lead"))
+    User.objects.create_superuser("root", password="pw-root-123")
+    client.force_login(alice)
+    for who in ("bob", "lena", "root"):
+        response = client.post(URL, {"user": who, "name": "as them"})
+        assert response.status_code == 400, who
+        assert "token" in response.content.decode()
+    assert not ApiToken.objects.exists()
+    assert client.post(URL, {"user": "alice", "name": "mine"}).status_code == 201
+    row = ApiToken.objects.get()
+    assert (row.user, row.created_by) == (alice, alice)
+    assert "<td>alice</td>" in client.get(URL).content.decode().replace("\n", "")
