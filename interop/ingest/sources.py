@@ -18,6 +18,8 @@ from interop.importers.reader import BOM
 from interop.importers.reader import jsonl_records as _jsonl_records
 
 _CHUNK = 1024 * 1024
+# Objects and arrays a record may hold: a bound on the memory one parsed line takes.
+RECORD_MAX_CONTAINERS = 100_000
 
 
 class _Body:
@@ -224,6 +226,7 @@ class NdjsonSource(IngestSource):
                 self._line += 1
                 if len(raw) > limit and len(raw.rstrip(b"\r")) > limit:
                     raise self._too_long()
+                self._containers_check(raw)
                 self._raw = raw
                 yield raw + b"\n"
             if len(tail) > limit and len(tail.rstrip(b"\r")) > limit:
@@ -231,8 +234,22 @@ class NdjsonSource(IngestSource):
                 raise self._too_long()
         if tail:
             self._line += 1
+            self._containers_check(tail)
             self._raw = tail
             yield tail
+
+    def _containers_check(self, raw: bytes) -> None:
+        """Refuse a line of more than ``RECORD_MAX_CONTAINERS`` JSON objects and arrays
+        before parsing it: a 4 MiB line of ``[{},{},…]`` parsed into a million dicts took
+        ~150-200 MB. Counts ``{`` and ``[`` bytes (inside strings too: a bound, not a parse)."""
+        if raw.count(b"{") + raw.count(b"[") > RECORD_MAX_CONTAINERS:
+            raise DomainError(
+                code="too_large",
+                detail=f"line {self._line}: the record holds more than "
+                f"{RECORD_MAX_CONTAINERS:,} JSON objects and arrays",
+                limit=RECORD_MAX_CONTAINERS,
+                record=self._line,
+            )
 
     def _too_long(self) -> DomainError:
         limit = self.max_record_bytes

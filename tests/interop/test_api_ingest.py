@@ -643,3 +643,16 @@ def test_it_keeps_an_integer_past_64_bits_in_extra_as_an_integer(carol):
     raw = Trial.objects.get().raw_response["extra"]
     assert raw == {"big": big, "small": 7}
     assert type(raw["big"]) is int
+
+
+def test_a_record_of_a_million_empty_objects_is_refused_before_it_is_parsed(carol):
+    # A 4 MiB line of [{},{},...] parsed into a million dicts took ~150-200 MB of memory.
+    before = row_counts()
+    hostile = trial(1, output="")
+    hostile["input"] = "__X__"
+    line = json.dumps(hostile).replace('"__X__"', "[" + ",".join(["{}"] * 100_001) + "]")
+    resp = post_ndjson(client_for(carol), json.dumps(header()) + "\n" + line + "\n")
+    assert resp.status_code == 413
+    assert resp.json()["record"] == 2
+    assert "more than 100,000 JSON objects and arrays" in resp.json()["detail"]
+    assert row_counts() == before
