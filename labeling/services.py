@@ -19,15 +19,14 @@ from core.bounds import TEXT_MAX_CHARS, seed_problem
 from core.errors import DomainError
 from core.roles import ENGINEER, LEAD, REVIEWER, role_require
 from evals.models import Run, Trial
-from judges.models import JudgeApproval, JudgeVersion
-from judges.trust import trust_grant
+from judges.models import JudgeVersion
+from labeling.approval import judge_trust_approve  # noqa: F401 - re-exported: the approval
 from labeling.decision_history import (
     REVIEW_KEY,
     decision_before,
     decision_transition_record,
     details_with_review,
 )
-from labeling.figures import Calibration, PairwiseCalibration
 from labeling.freeze import FROZEN_TEXT, label_is_frozen
 from labeling.guidelines import (  # noqa: F401 - re-exported: the guidelines' writes
     INSTRUCTIONS_MAX,
@@ -35,7 +34,6 @@ from labeling.guidelines import (  # noqa: F401 - re-exported: the guidelines' w
     guidelines_current_id,
 )
 from labeling.models import CalibrationItem, CalibrationSet, Label, LabelRevision
-from labeling.pairwise import is_pairwise, pairwise_calibration_compute
 from labeling.sampling import (
     design_build,
     draw_initial,
@@ -43,7 +41,6 @@ from labeling.sampling import (
     judged_strata,
     set_plan_get,
 )
-from labeling.selectors import calibration_compute
 from labeling.trust_recheck import trust_recheck
 
 VERDICTS = tuple(Label.Verdict.values)
@@ -532,83 +529,3 @@ def label_undo(*, trial: Trial, reviewer, expected_version: int | None = None) -
         trial_ids=[trial.id], by=reviewer, change=f"an undo of {_change_text(reviewer, trial)}"
     )
     return label if restored is not None else None
-
-
-# --- trust ----------------------------------------------------------------------------------
-
-
-def _same_figures(shown: Calibration, now: Calibration) -> bool:
-    return (shown.n, shown.confusion, shown.n_judge_errors) == (
-        now.n,
-        now.confusion,
-        now.n_judge_errors,
-    )
-
-
-def _same_pairwise_figures(shown: PairwiseCalibration, now: PairwiseCalibration) -> bool:
-    fields = ("n", "agreement_numerator", "n_inconsistent", "n_judge_errors", "n_unresolved")
-    return all(getattr(shown, f) == getattr(now, f) for f in fields)
-
-
-def judge_trust_approve(
-    *,
-    judge_version: JudgeVersion,
-    by,
-    calibration_set: CalibrationSet | None = None,
-    figures: Calibration | PairwiseCalibration | None = None,
-    suite=None,
-) -> JudgeApproval:
-    """Mark a judge version trusted (leads only), on figures recomputed here, through
-    ``judges.trust.trust_grant``.
-
-    Pointwise judges: the figures are recomputed with ``calibration_compute`` on
-    ``calibration_set`` (None: every labeled trial). Pairwise judges
-    (``labeling.pairwise.is_pairwise``): with ``pairwise_calibration_compute`` on the pairs
-    of ``suite`` (None: every pair with a human preference; a calibration set stands for its
-    suite), under the pairwise rule (``labeling.trust_rule.pairwise_trust_checks``). Figures
-    are never taken from the client: when ``figures`` (what the lead saw) is given and the
-    counts have changed since, DomainError asks for a reload. Refused (DomainError) unless
-    the thresholds hold, or when an approval is already active. Records who, when and the
-    figures (the active approval is the trust). Trust is per version: nothing is inherited.
-    Raises PermissionDenied for anyone but a lead.
-    """
-    role_require(by, LEAD, action="approving a judge")
-    if is_pairwise(judge_version):
-        return _pairwise_trust_approve(
-            judge_version=judge_version,
-            by=by,
-            suite=calibration_set.suite if calibration_set is not None else suite,
-            figures=figures,
-        )
-    with transaction.atomic():
-        JudgeVersion.objects.select_for_update().filter(pk=judge_version.pk).exists()
-        current = calibration_compute(judge_version=judge_version, calibration_set=calibration_set)
-        if figures is not None and not _same_figures(figures, current):
-            raise DomainError(
-                "the calibration changed since the page was loaded; reload and check the "
-                "figures again"
-            )
-        if not current.trust_ok:
-            raise DomainError("thresholds not met: " + "; ".join(current.trust_reasons))
-        return trust_grant(
-            judge_version=judge_version,
-            by=by,
-            figures=current.as_json(),
-            calibration_set_id=calibration_set.id if calibration_set else None,
-        )
-
-
-def _pairwise_trust_approve(
-    *, judge_version: JudgeVersion, by, suite, figures: PairwiseCalibration | None
-) -> JudgeApproval:
-    with transaction.atomic():
-        JudgeVersion.objects.select_for_update().filter(pk=judge_version.pk).exists()
-        current = pairwise_calibration_compute(judge_version=judge_version, suite=suite)
-        if figures is not None and not _same_pairwise_figures(figures, current):
-            raise DomainError(
-                "the calibration changed since the page was loaded; reload and check the "
-                "figures again"
-            )
-        if not current.trust_ok:
-            raise DomainError("thresholds not met: " + "; ".join(current.trust_reasons))
-        return trust_grant(judge_version=judge_version, by=by, figures=current.as_json())
