@@ -268,6 +268,8 @@ def http_cases(data: dict[str, str]) -> list[tuple[str, str, object]]:
 
     big = many_small_keys(64 * MIB)
     ndjson = b'{"suite":"s","run":"r"}\n' + big
+    record = b'{"case_id":"c1","attempt":1,"output":"x","input":[' + b"{}," * 1_398_000
+    containers = b'{"suite":"s","run":"r"}\n' + record + b"{}]}\n"  # ~4 MiB, 1.4 M objects
     params = json.dumps({f"k{i}": 1 for i in range(300_000)})
     params_under = json.dumps({f"k{i}": 1 for i in range(40_000)})
     template = "Judge $output. " + "x" * 1_000_000
@@ -288,6 +290,11 @@ def http_cases(data: dict[str, str]) -> list[tuple[str, str, object]]:
             one("/api/ingest", worst_1mib, carol),
         ),
         ("ingest, NDJSON, one 64 MB line", "/api/ingest", one("/api/ingest", ndjson, nd)),
+        (
+            "ingest, NDJSON, one 4 MiB record of [{},{},…]",
+            "/api/ingest",
+            one("/api/ingest", containers, nd),
+        ),
         (
             "labels, 3 parallel 9.5 MB bodies (reviewer)",
             "/api/labels",
