@@ -16,6 +16,7 @@ from evals.runner.replay import run_replay_refusal
 from evals.runner.start import run_start
 from evals.runner.targets.openai import OpenAIConfig
 from judges.client import client_config_parse
+from judges.models import JudgeVersion
 from judges.versions import judge_version_create
 from tests.core.test_api_core import client_for
 from tests.mockllm import mockllm  # noqa: F401 - the fixture
@@ -207,3 +208,21 @@ def test_config_as_code_declares_a_keyless_target_with_false(tmp_path):
     config = TargetPreset.objects.get(name="local").config
     assert OpenAIConfig.parse(config).api_key_env is None
     assert run_replay_refusal(run=_succeeded(config)) is None
+
+
+def test_config_as_code_declares_a_keyless_judge_with_false(db, tmp_path):
+    # TOML has no null: the documented false was refused on [judges.params] while accepted
+    # on [targets.X].
+    path = tmp_path / "assay.toml"
+    path.write_text(
+        '[[judges]]\nname = "local-judge"\nkind = "rubric"\nmodel = "m"\n'
+        'base_url = "http://127.0.0.1:9/v1"\n[judges.params]\ncriteria = "c"\n'
+        "api_key_env = false\n"
+    )
+    call_command("apply_config", str(path))
+    version = JudgeVersion.objects.get(judge__name="local-judge")
+    assert version.params["api_key_env"] is False
+    config = client_config_parse(
+        base_url=version.base_url, model=version.model, params=version.params
+    )
+    assert config.api_key_env is None  # no key sent

@@ -131,14 +131,15 @@ def looks_like_a_key(value: object) -> bool:
 
 def api_key_env_problem(name: object) -> str | None:
     """Why ``name`` may not be the environment variable whose value is sent as the bearer
-    key, or None when it may. ``None`` may: a keyless endpoint (no Authorization header).
+    key, or None when it may. ``None`` (or ``false``, TOML's way to say it) may: a keyless
+    endpoint (no Authorization header).
     A name must match ``ASSAY["API_KEY_ENV_PATTERN"]`` (default ``[A-Z][A-Z0-9_]*_API_KEY``,
     e.g. ``OPENAI_API_KEY``): whoever configures a target or a judge chooses the URL the key
     goes to, so any other variable of the worker's environment (``SECRET_KEY``,
     ``DATABASE_URL``, ``HOME``) must not be sendable. A value that looks like a key itself
     (``sk-...``) is refused without repeating it: the field takes a name, never a secret."""
 
-    if name is None:
+    if name is None or name is False:  # false: config as code's null (TOML has none)
         return None
     if not isinstance(name, str) or not name:
         return "expected an environment variable name, or null for an endpoint that takes no key"
