@@ -59,7 +59,7 @@ django.setup()
 import numpy as np  # noqa: E402
 from _mc import mc_rate_text  # noqa: E402
 
-from evals.comparison.gate import gate_evaluate, gate_plan  # noqa: E402
+from evals.comparison.gate import TOP_UP_VERDICTS, gate_evaluate, gate_plan  # noqa: E402
 from evals.comparison.run_data import CaseData, GraderInfo, RunData  # noqa: E402
 
 ALPHA = 0.05
@@ -269,7 +269,7 @@ def simulate_comparison(
             alpha=ALPHA,
             plan=plan,
         )
-        if decision.verdict != "undecided":
+        if decision.verdict not in TOP_UP_VERDICTS:
             return decision.exit_code, spent, rounds
         rounds += 1
         for key, (mb, mh) in decision.next_round.items():

@@ -32,7 +32,14 @@ from evals.comparison.run_data import (
 )
 from evals.runner.replay import run_replay_refusal
 from evals.runner.start import MAX_TRIALS_PER_CASE
-from stats.gate import BLOCK, UNDECIDED, block_attainable, no_top_up, trials_to_attain
+from stats.gate import (
+    BLOCK,
+    UNDECIDED,
+    block_attainable,
+    no_top_up,
+    trials_to_attain,
+    worst_head,
+)
 from stats.gate import gate_decide as stats_gate_decide
 from stats.sequential import CaseLooks, TopUpPlan, drop_missable, trials_to_settle
 
@@ -412,28 +419,32 @@ def look_name(look: int) -> str:
 
 # The gate's exit code per verdict, the one mapping: ``manage.py gate`` exits with it,
 # ``POST /api/gate`` returns it as ``decision.exit_code`` and ``assay-gate`` exits with that.
-EXIT_CODES = {"pass": 0, "undecided": 0, "block": 1, "cannot decide": 2}
+EXIT_CODES = {"pass": 0, "undecided": 0, "block": 1, "cannot decide": 2, "cannot decide yet": 2}
+# Verdicts a top-up round follows (``next_round`` says which cases need how many trials).
+TOP_UP_VERDICTS = ("undecided", "cannot decide yet")
 
 
 def gate_exit_code(verdict: str) -> int:
     """The exit code of a gate ``verdict``: 0 "pass" or "undecided", 1 "block", 2 "cannot
-    decide"; a ``KeyError`` for any other word."""
+    decide" or "cannot decide yet"; a ``KeyError`` for any other word."""
     return EXIT_CODES[verdict]
 
 
 @dataclass(frozen=True)
 class GateDecision:
-    """The gate's decision: ``exit_code`` 0 (no measurable regression), 1 (blocked: a
-    regression measurably beyond the pipeline's own randomness) or 2 (cannot decide);
-    ``verdict`` "pass", "block", "undecided" (suspects a top-up round could settle; exit 0)
-    or "cannot decide"; ``title`` in a few words; ``sentence``: the decision and its reason
-    in one sentence that matches the figures; ``reasons``: every reason; ``drops`` and
-    ``suspects``: the cases behind it (``CaseVerdict``); ``suite_p``: the stratified
-    one-sided p-value at look 0 (None when not computed); ``plan``: the design it was taken
-    under (``top_up`` possible, alpha at look 0, rounds); ``next_round``: case key ->
-    (base, head) trials the next top-up round adds; ``notes``: what the reader should also
-    know (simulated runs, untrusted judges left out, "broken" cases as a description).
-    ``exit_code`` is not passed: it follows from ``verdict`` (``gate_exit_code``)."""
+    """The gate's decision: ``exit_code`` 0 (no measurable regression), 1 (blocked: a regression
+    measurably beyond the pipeline's own randomness) or 2 (cannot decide); ``verdict``
+    "pass", "block", "undecided" (suspects a top-up round could settle; exit 0), "cannot
+    decide yet" (the same, but the first look could not have blocked any head, so exit 2
+    until a top-up has settled it) or "cannot decide"; ``title`` in a few words;
+    ``sentence``: the decision and its reason in one sentence that matches the figures;
+    ``reasons``: every reason; ``drops`` and ``suspects``: the cases behind it
+    (``CaseVerdict``); ``suite_p``: the stratified one-sided p-value at look 0 (None when
+    not computed); ``plan``: the design it was taken under (``top_up`` possible, alpha at
+    look 0, rounds); ``next_round``: case key -> (base, head) trials the next top-up round
+    adds; ``notes``: what the reader should also know (simulated runs, untrusted judges left
+    out, "broken" cases as a description). ``exit_code`` is not passed: it follows from
+    ``verdict`` (``gate_exit_code``)."""
 
     exit_code: int = field(init=False)
     title: str
@@ -605,6 +616,27 @@ def gate_decide(
                 f"({_p_phrase(last.suite.p_value, alpha, last.look)}); no single case did "
                 "significantly."
             )
+    elif (
+        decided.verdict == UNDECIDED
+        and len(decided.looks) == 1
+        and not _first_look_could_block(cases, plan)
+    ):
+        # Only the design's rounds could block here: without them a pass says nothing.
+        verdict, title = "cannot decide yet", "cannot decide without a top-up"
+        need = trials_to_attain(
+            cases=cases,
+            plan=no_top_up(alpha=alpha, suite_kind=plan.suite_kind),
+            max_trials=MAX_TRIALS_PER_CASE,
+        )
+        fresh = f" (or a new run of about {need} trials per case a side)" if need else ""
+        sentence = (
+            f"Cannot decide yet: at the first look no head could be blocked on these "
+            f"{len(cases)} case(s) — even every head trial failing stays within noise at that "
+            f"look's level — and {len(suspects)} suspect case(s) "
+            f"({', '.join(v.key for v in suspects[:5])}{'…' if len(suspects) > 5 else ''}) "
+            f"did worse in head; gate --top-up adds trials to them and can settle it{fresh}; "
+            f"{suite}."
+        )
     elif decided.verdict == UNDECIDED:
         verdict, title = "undecided", "no measurable regression yet"
         sentence = (
@@ -734,7 +766,19 @@ def _suite_phrase(look, alpha: float) -> str:
 def _final_look(plan: TopUpPlan, look: int) -> str:
     if not plan.sizes:
         return ""
-    return f" at the design's last look ({look_name(look)}: no trial can be added)"
+    if look == len(plan.sizes):
+        return f" at the design's last look ({look_name(look)}: no trial can be added)"
+    return (
+        f" at {look_name(look)} (the design's rounds could not change it: no suspect could "
+        "reach its level within the cap)"
+    )
+
+
+def _first_look_could_block(cases: list[CaseLooks], plan: TopUpPlan) -> bool:
+    """Whether the worst head (``stats.gate.worst_head``) blocks at the first look itself,
+    without the design's rounds: when it cannot, an "undecided" first look says nothing
+    until a top-up has run."""
+    return stats_gate_decide(cases=worst_head(cases=cases), plan=plan).verdict == BLOCK
 
 
 def _missable_phrase(suspects: list[CaseVerdict]) -> str:

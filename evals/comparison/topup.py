@@ -32,6 +32,7 @@ from core.money import usd_text
 from core.outbox import outbox_enqueue
 from core.roles import ENGINEER, LEAD, role_require
 from evals.comparison.gate import (
+    TOP_UP_VERDICTS,
     GateDecision,
     gate_evaluate,
     gate_exit_code,
@@ -230,10 +231,10 @@ def top_up_advance(*, top_up_id: int) -> TopUp:
             return TopUp.objects.get(id=top_up_id)
     comparison, decision = top_up_decide(top_up=top_up)
     decided = json.loads(gate_json(comparison, decision))
-    if decision.exit_code == 2:
+    if decision.exit_code == 2 and decision.verdict not in TOP_UP_VERDICTS:
         _finish(top_up, TopUp.Status.FAILED, decided, error=decision.sentence)
         return TopUp.objects.get(id=top_up_id)
-    if decision.verdict != "undecided":
+    if decision.verdict not in TOP_UP_VERDICTS:
         if top_up.adaptive:
             decided["design"] = design_figure(
                 comparison=comparison, plan=_plan(top_up, top_up.head)
@@ -418,7 +419,7 @@ def top_up_result(*, top_up: TopUp):
     open — stopped at its cost cap, failed (a run cancelled, trials errored) or cancelled —
     cannot decide (exit 2), and says why; only a settled one passes or blocks."""
     comparison, decision = top_up_decide(top_up=top_up)
-    if top_up.status != TopUp.Status.SETTLED and decision.verdict == "undecided":
+    if top_up.status != TopUp.Status.SETTLED and decision.verdict in TOP_UP_VERDICTS:
         stored = (top_up.decision or {}).get("decision", {})
         if top_up.status == TopUp.Status.CAPPED and stored.get("sentence"):
             sentence = stored["sentence"]

@@ -873,3 +873,22 @@ def test_cancelling_a_top_up_cancels_its_queued_trials_and_its_chunks_call_nothi
         run_chunk_execute.delay(run_id, ids)
     assert not Trial.objects.filter(top_up=top_up, status__in=Trial.FINISHED).exists()
     assert top_up_cancel(top_up=top_up) is False
+
+
+def test_a_replayable_collapse_no_first_look_could_block_cannot_be_decided_without_a_top_up(
+    capsys,
+):
+    # 3 cases x 1 trial, every case 1/1 -> 0/1, on runs that can be replayed: the first look
+    # could not block any head, so "no measurable regression yet" (exit 0) said nothing; it
+    # is "cannot decide yet" (exit 2) until a top-up has run, and the top-up blocks.
+    suite = make_suite(3)
+    base = executed(suite, "base", sim(1), n=1)
+    head = executed(suite, "head", sim(2, c00=0.0, c01=0.0, c02=0.0), n=1)
+    code, out = gate_json(base, head, capsys=capsys)
+    decision = out["decision"]
+    assert (code, decision["verdict"]) == (2, "cannot decide yet")
+    assert decision["sentence"].startswith("Cannot decide yet: at the first look no head")
+    assert "gate --top-up adds trials to them" in decision["sentence"]
+    assert decision["next_round"]
+    code, out = gate_json(base, head, "--top-up", capsys=capsys)
+    assert (code, out["decision"]["verdict"]) == (1, "block")

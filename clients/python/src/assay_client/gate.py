@@ -137,7 +137,7 @@ def summary(answer: dict) -> str:
         p_text = str(headline.get("p_text"))
         lines.append(
             f"pass rate {headline['base_rate']:.1%} -> {headline['head_rate']:.1%} over "
-            f"{headline.get('n_cases')} cases (two-sided p at the first look "
+            f"{headline.get('n_cases')} cases (two-sided p over every trial "
             f"{p_text if p_text.startswith(('<', '>')) else '= ' + p_text})"
         )
     said = decision["sentence"].casefold()
