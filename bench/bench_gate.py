@@ -68,6 +68,10 @@ CASES = (5, 12, 30, 100)
 TRIALS = (3, 5, 10)
 PROFILES = ("all 1.0", "all 0.99", "all 0.95", "all 0.9", "U(0.8,1)", "U(0,1)")
 MODES = ("none", "top-up")
+# The small cells add "first-look": replayable runs gated without --top-up (a top-up plan,
+# its first look only), as `manage.py gate` decides server-side runs when not asked to top up.
+SMALL_MODES = (*MODES, "first-look")
+MODE_NAMES = {"none": "no top-up", "top-up": "top-up", "first-look": "first look, no top-up run"}
 # The edge cells: suites so small that no head may be blockable (exit 2, "cannot decide").
 SMALL_CASES = (1, 2, 3, 5)
 SMALL_TRIALS = (1, 2, 3)
@@ -189,7 +193,7 @@ def all_cells() -> list[Cell]:
         for c in SMALL_CASES
         for n in SMALL_TRIALS
         for profile in SMALL_PROFILES
-        for mode in MODES
+        for mode in SMALL_MODES
     ]
     cells += [
         Cell("power", "regression", c, n, profile, mode, scenario)
@@ -197,7 +201,7 @@ def all_cells() -> list[Cell]:
         for c in SMALL_CASES
         for n in SMALL_TRIALS
         for profile in (("all 1.0",) if scenario.startswith("every") else ("all 0.9",))
-        for mode in MODES
+        for mode in SMALL_MODES
     ]
     for scenario, kind, c, n in POWER_ROWS:
         profiles = ("all 1.0",) if scenario == "seed example" else PROFILES
@@ -247,15 +251,18 @@ def simulate_comparison(
     trials: int,
     base_rates: np.ndarray,
     head_rates: np.ndarray,
-    top_up: bool,
+    mode: str,
     rng: np.random.Generator,
 ) -> tuple[int, int, int]:
     """One comparison: (exit code, trials executed on both sides, top-up rounds run).
-    Look 0: ``trials`` Bernoulli trials a case a side; with ``top_up`` the rounds asked for
-    by ``decision.next_round`` (as ``evals.comparison.topup.top_up_advance`` adds them)."""
+    Look 0: ``trials`` Bernoulli trials a case a side; ``mode`` "top-up": the rounds asked
+    for by ``decision.next_round`` (as ``evals.comparison.topup.top_up_advance`` adds them);
+    "first-look": the top-up plan's first decision, no round run; "none": no top-up plan."""
     n = trials
     plan = (
-        gate_plan(alpha=ALPHA, trials_per_case=n, suite_kind=kind, top_up=True) if top_up else None
+        gate_plan(alpha=ALPHA, trials_per_case=n, suite_kind=kind, top_up=True)
+        if mode in ("top-up", "first-look")
+        else None
     )
     base_looks = [[(int(b), n)] for b in rng.binomial(n, base_rates)]
     head_looks = [[(int(h), n)] for h in rng.binomial(n, head_rates)]
@@ -269,7 +276,7 @@ def simulate_comparison(
             alpha=ALPHA,
             plan=plan,
         )
-        if decision.verdict not in TOP_UP_VERDICTS:
+        if decision.verdict not in TOP_UP_VERDICTS or mode == "first-look":
             return decision.exit_code, spent, rounds
         rounds += 1
         for key, (mb, mh) in decision.next_round.items():
@@ -301,7 +308,7 @@ def run_chunk(task: tuple[Cell, int, int]) -> tuple[str, np.ndarray]:
             trials=cell.trials,
             base_rates=base,
             head_rates=head,
-            top_up=cell.mode == "top-up",
+            mode=cell.mode,
             rng=rng,
         )
     return cell.id, out
@@ -356,11 +363,11 @@ def report(rows: list[dict]) -> str:
     out = []
     aa = [r for r in rows if r["table"] == "aa"]
     for kind in KINDS:
-        for mode in MODES:
+        for mode in SMALL_MODES:
             mine = [r for r in aa if r["kind"] == kind and r["mode"] == mode]
             if not mine:
                 continue
-            out.append(f"\n**A/A, {kind}, {'no top-up' if mode == 'none' else 'top-up'}**\n")
+            out.append(f"\n**A/A, {kind}, {MODE_NAMES[mode]}**\n")
             out.append(
                 "| cases × trials | profile | sims | exit 1 % ± SE | exit 2 % | trials/case |"
             )
@@ -383,7 +390,9 @@ def report(rows: list[dict]) -> str:
         )
         out.append("|---|---|---|---|---|---|---|---|---|")
         for r in power:
-            mode = "no top-up" if r["mode"] == "none" else "top-up / adaptive"
+            mode = {"none": "no top-up", "top-up": "top-up / adaptive"}.get(
+                r["mode"], MODE_NAMES[r["mode"]]
+            )
             others = "9 at 38/45 → 40/45" if r["scenario"] == "seed example" else r["profile"]
             out.append(
                 f"| {r['scenario']} | {r['kind']} | {r['cases']} × {r['trials']} | "

@@ -254,6 +254,10 @@ class PassHatKDelta:
     delta_low: float | None = None
     delta_high: float | None = None
     delta_method: str = "mover"
+    # The cases each side's figure is over (every k of a table: the shared cases with at
+    # least k_max graded trials on that side, ``evals.report.figures.pass_k_table``).
+    base_cases: int | None = None
+    head_cases: int | None = None
 
 
 @dataclass(frozen=True)
@@ -544,18 +548,25 @@ def _pass_k(pairs, k_max: int) -> tuple[list[PassHatKDelta], list[PassHatKDelta]
         graded = np.array([p[side].graded for p in pairs], dtype=np.int64)
         sides.append(pass_k_table(passed, graded, k_max))
     for b, h in zip(*sides, strict=True):
+        cases = {"base_cases": b.n_cases, "head_cases": h.n_cases}
         at.append(
-            _pass_k_delta(
-                b.k,
-                (b.pass_at_k, b.pass_at_k_low, b.pass_at_k_high),
-                (h.pass_at_k, h.pass_at_k_low, h.pass_at_k_high),
+            replace(
+                _pass_k_delta(
+                    b.k,
+                    (b.pass_at_k, b.pass_at_k_low, b.pass_at_k_high),
+                    (h.pass_at_k, h.pass_at_k_low, h.pass_at_k_high),
+                ),
+                **cases,
             )
         )
         out.append(
-            _pass_k_delta(
-                b.k,
-                (b.pass_hat_k, b.pass_hat_k_low, b.pass_hat_k_high),
-                (h.pass_hat_k, h.pass_hat_k_low, h.pass_hat_k_high),
+            replace(
+                _pass_k_delta(
+                    b.k,
+                    (b.pass_hat_k, b.pass_hat_k_low, b.pass_hat_k_high),
+                    (h.pass_hat_k, h.pass_hat_k_low, h.pass_hat_k_high),
+                ),
+                **cases,
             )
         )
     return at, out
@@ -642,7 +653,12 @@ def comparison_compute(
         detectable = base_detectable_drop(base, alpha=alpha)
     headline = _headline(pairs, alpha=alpha, n_resamples=n_resamples, seed=seed)
     pass_at, pass_hat = _pass_k(pairs, min(base.trials_per_case, head.trials_per_case))
-    if headline is not None and all(bool(b.graded) == bool(h.graded) for b, h in pairs):
+    if (
+        headline is not None
+        and all(bool(b.graded) == bool(h.graded) for b, h in pairs)
+        and pass_at
+        and pass_at[0].base_cases == pass_at[0].head_cases == headline.n_cases
+    ):  # k = 1 is over the headline's cases: one quantity, one interval
         pass_at, pass_hat = _pass_1_paired(pass_at, headline), _pass_1_paired(pass_hat, headline)
     return Comparison(
         base=base,

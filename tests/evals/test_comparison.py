@@ -366,3 +366,20 @@ def test_it_states_the_smallest_detectable_drop():
     assert d.n_cases == 12 and d.trials_per_case == 5
     assert 0.05 < d.drop < 0.5 and d.power >= 0.8
     assert c.to_dict()["detectable"]["drop"] == d.drop
+
+
+def test_pass_k_rows_name_their_cases_and_k1_is_the_headline_only_over_the_same_cases():
+    # 4 cases x 3 attempts, two with an errored attempt: the table's cases are the two with
+    # 3 graded trials, so its k = 1 row is not the headline (4 cases) and says so.
+    base = run_data({"p1": "PPX", "p2": "PFX", "p3": "PPP", "p4": "FPP"})
+    head = run_data({"p1": "PPX", "p2": "PFX", "p3": "PPP", "p4": "FPP"})
+    c = comparison_compute(base=base, head=head)
+    assert c.headline.n_cases == 4
+    first = c.pass_hat_k[0]
+    assert (first.base_cases, first.head_cases) == (2, 2)
+    assert first.delta_method == "mover"  # not the headline's paired interval
+    assert {(r.base_cases, r.head_cases) for r in c.pass_hat_k} == {(2, 2)}
+    full = comparison_compute(
+        base=run_data({"a": "PPF", "b": "PPP"}), head=run_data({"a": "PFF", "b": "PPP"})
+    )
+    assert full.pass_at_k[0].delta_method == "paired"
