@@ -57,9 +57,9 @@ from evals.comparison.gate import (
     comparison_plan,
     gate_decide,
     gate_evaluate,
-    run_document_read,
 )
 from evals.comparison.render import gate_json
+from evals.comparison.run_document import run_document_read
 from evals.comparison.topup import (
     comparison_decision,
     top_up_refused,
@@ -84,7 +84,7 @@ RUN_DOC = (
 @extend_schema_field({"type": "object", "additionalProperties": True})
 class RunDocumentField(serializers.JSONField):
     """An embedded export_run document: a JSON object (documented as such in the schema;
-    its contents are checked by ``evals.comparison.gate.run_document_read``)."""
+    its contents are checked by ``evals.comparison.run_document.run_document_read``)."""
 
 
 class GateInput(serializers.Serializer):

@@ -9,8 +9,8 @@ import json
 import pytest
 from django.apps import apps
 
-from evals.comparison.gate import run_document_read
 from evals.comparison.run_data import run_data_get
+from evals.comparison.run_document import run_document_read
 from evals.models import Grade
 from interop.run_file import run_export, run_import
 from judges.selectors import judge_cost_get

@@ -24,7 +24,7 @@ from django.utils import timezone
 from core.errors import DomainError
 from core.registry import registered
 from core.text import REPLACED_KEY, UNSTORABLE, contains_unstorable
-from evals.comparison.gate import run_document_read
+from evals.comparison.run_document import run_document_read
 from evals.models import Case, Grade, Run, Suite, Trial
 from evals.runner.start import run_start
 from evals.runner.sweeper import runs_sweep
