@@ -153,28 +153,6 @@ class Case(models.Model):
         return json.dumps(self.input, indent=2, ensure_ascii=False)
 
 
-class ModelPrice(models.Model):
-    """A project override of a model's price, in USD per million tokens.
-
-    Built-in prices live in ``evals.runner.pricing.BUILTIN_PRICES``; a row here always wins over a
-    built-in price that matches the same model name (see ``evals.runner.pricing.price_lookup``).
-    ``model`` is an exact model name, or a prefix pattern ending in ``*``.
-    """
-
-    model = models.CharField(max_length=200, unique=True)
-    input_usd_per_mtok = models.DecimalField(max_digits=12, decimal_places=6)
-    output_usd_per_mtok = models.DecimalField(max_digits=12, decimal_places=6)
-    note = models.CharField(max_length=200, blank=True)
-    updated_at = models.DateTimeField(auto_now=True)
-
-    class Meta:
-        ordering = ["model"]
-        verbose_name = "model price (project override)"
-
-    def __str__(self) -> str:
-        return self.model
-
-
 class RunQuerySet(models.QuerySet):
     def finished(self) -> RunQuerySet:
         return self.filter(status__in=Run.TERMINAL)

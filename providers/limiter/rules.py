@@ -1,6 +1,6 @@
 """The limiter's rules, as pure functions on one endpoint's state: who may send now, and
 what an answer teaches. The in-process and SQLite stores run these functions; the Redis store
-runs the same rules as Lua (``evals.runner.limiter.stores._LUA_EXCHANGE``), and the tests
+runs the same rules as Lua (``providers.limiter.stores._LUA_EXCHANGE``), and the tests
 hold the two to the same scenarios.
 
 One endpoint's state is a dict of floats (absent = unset):

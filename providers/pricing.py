@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Literal
 
-from evals.models import ModelPrice
+from providers.models import ModelPrice
 
 PriceSource = Literal["project override", "built-in"]
 SOURCE_OVERRIDE: PriceSource = "project override"

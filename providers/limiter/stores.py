@@ -1,7 +1,7 @@
 """Where the limiter's state lives: in this process (``MemoryStore``), in a SQLite file
 shared by every process of one machine (``SqliteStore``, the embedded default), or in Redis
 shared by every worker (``RedisStore``, production). Memory and SQLite run
-``evals.runner.limiter.rules`` on the state; Redis runs the same rules as Lua scripts.
+``providers.limiter.rules`` on the state; Redis runs the same rules as Lua scripts.
 
 Every store is used from a coroutine and answers one operation, ``exchange``
 (``rules.exchange_rule``: give back, learn, renew, take), for one endpoint key at a time, in
@@ -19,7 +19,7 @@ import sqlite3
 import threading
 from pathlib import Path
 
-from evals.runner.limiter.rules import (
+from providers.limiter.rules import (
     BURST_S,
     DECREASE_PACED,
     DECREASE_SPACING_S,

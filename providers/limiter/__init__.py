@@ -43,8 +43,8 @@ from collections.abc import Awaitable, Callable
 
 from django.conf import settings
 
-from evals.runner.limiter.rules import LEASE_S, Ask, Grant, Outcome, outcome_merge
-from evals.runner.limiter.stores import PROCESS_STORE, RedisStore, SqliteStore, StoreDown
+from providers.limiter.rules import LEASE_S, Ask, Grant, Outcome, outcome_merge
+from providers.limiter.stores import PROCESS_STORE, RedisStore, SqliteStore, StoreDown
 
 logger = logging.getLogger(__name__)
 
