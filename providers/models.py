@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+from datetime import datetime
+from decimal import Decimal
+
 from django.db import models
+from django.db.models.expressions import Combinable
 
 
 class ModelPrice(models.Model):
@@ -13,11 +17,21 @@ class ModelPrice(models.Model):
     ``model`` is an exact model name, or a prefix pattern ending in ``*``.
     """
 
-    model = models.CharField(max_length=200, unique=True)
-    input_usd_per_mtok = models.DecimalField(max_digits=12, decimal_places=6)
-    output_usd_per_mtok = models.DecimalField(max_digits=12, decimal_places=6)
-    note = models.CharField(max_length=200, blank=True)
-    updated_at = models.DateTimeField(auto_now=True)
+    model: models.CharField[str | int | Combinable, str] = models.CharField(
+        max_length=200, unique=True
+    )
+    input_usd_per_mtok: models.DecimalField[str | float | Decimal | Combinable, Decimal] = (
+        models.DecimalField(max_digits=12, decimal_places=6)
+    )
+    output_usd_per_mtok: models.DecimalField[str | float | Decimal | Combinable, Decimal] = (
+        models.DecimalField(max_digits=12, decimal_places=6)
+    )
+    note: models.CharField[str | int | Combinable, str] = models.CharField(
+        max_length=200, blank=True
+    )
+    updated_at: models.DateTimeField[str | datetime | Combinable, datetime] = models.DateTimeField(
+        auto_now=True
+    )
 
     class Meta:
         # The table evals created: the model moved here without moving its rows.

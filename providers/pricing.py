@@ -43,7 +43,7 @@ BUILTIN_PRICES: dict[str, tuple[Decimal, Decimal]] = {
     "claude-3-5-haiku*": (Decimal("0.80"), Decimal("4.00")),
     "claude-sonnet-4*": (Decimal("3.00"), Decimal("15.00")),
     "claude-opus-4*": (Decimal("15.00"), Decimal("75.00")),
-    # A fixed fictional model for tests and the demo (acceptance fault G1).
+    # A fixed fictional model for tests and the demo.
     "example-model-1.5": (Decimal("0.35"), Decimal("1.05")),
 }
 

@@ -3,10 +3,14 @@
 # migration state only; evals 0022 deletes it from evals' state. Its content type is
 # relabelled, so the permissions and admin history attached to it follow the model.
 
+from django.apps.registry import Apps
 from django.db import migrations, models
+from django.db.backends.base.schema import BaseDatabaseSchemaEditor
 
 
-def content_type_relabel(apps, schema_editor, *, old: str, new: str) -> None:
+def content_type_relabel(
+    apps: Apps, schema_editor: BaseDatabaseSchemaEditor, *, old: str, new: str
+) -> None:
     """Relabel the model's content type from app ``old`` to ``new`` when only the old one
     exists (a fresh database has neither yet: they are made after migrating)."""
     content_type = apps.get_model("contenttypes", "ContentType")
@@ -18,11 +22,11 @@ def content_type_relabel(apps, schema_editor, *, old: str, new: str) -> None:
     )
 
 
-def forwards(apps, schema_editor) -> None:
+def forwards(apps: Apps, schema_editor: BaseDatabaseSchemaEditor) -> None:
     content_type_relabel(apps, schema_editor, old="evals", new="providers")
 
 
-def backwards(apps, schema_editor) -> None:
+def backwards(apps: Apps, schema_editor: BaseDatabaseSchemaEditor) -> None:
     content_type_relabel(apps, schema_editor, old="providers", new="evals")
 
 

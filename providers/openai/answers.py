@@ -124,7 +124,8 @@ def completion_read(body: Any, text: str, *, model: str, tools: bool = False) ->
         why = f"refusal: {refusal}" if isinstance(refusal, str) and refusal else "empty content"
         raw = malformed_raw(body, text)
         return errored("malformed_response", utf8_prefix(f"the reply has {why}"), raw, model)
-    usage = body.get("usage") if isinstance(body.get("usage"), dict) else {}
+    raw_usage = body.get("usage")
+    usage: dict[str, Any] = raw_usage if isinstance(raw_usage, dict) else {}
     answered_by = body.get("model") if isinstance(body.get("model"), str) else model
     return ProviderReply(
         output=content,

@@ -102,7 +102,8 @@ class ChatClient:
         half of min(max, base × 2^(attempt−1)) plus a uniform draw over the other half
         (AWS Architecture Blog, "Exponential Backoff and Jitter", 2015), and never less
         than ``Retry-After``."""
-        cap = min(self.config.backoff_max_s, self.config.backoff_base_s * 2 ** (attempt - 1))
+        doubled: float = self.config.backoff_base_s * 2 ** (attempt - 1)
+        cap = min(self.config.backoff_max_s, doubled)
         wait = cap / 2 + self._rng.uniform(0, cap / 2)
         if retry_after_s is not None:
             wait = max(wait, retry_after_s)
