@@ -1,6 +1,6 @@
 """Model prices and trial cost, in exact Decimal USD.
 
-Precedence (one rule for every caller): a project override (``evals.models.ModelPrice``
+Precedence (one rule for every caller): a project override (``providers.models.ModelPrice``
 rows) first, then ``BUILTIN_PRICES``. If *any* override matches a model name, it wins over
 every built-in match, even a built-in exact name against an override pattern.
 
