@@ -6,7 +6,7 @@ alternation, ``--repeat`` times:
 
 - ``runner``: the runner's call pool (``evals.runner.calls.CallPool``) with the OpenAI
   target: prompt rendering, the shared limiter (its SQLite file store here: no Redis), the
-  request through the target's client (``evals.runner.targets.transport.JsonPoster``,
+  request through the target's client (``providers.transport.JsonPoster``,
   aiohttp), retries' bookkeeping, the JSON reply parsed and made storable. CPU of the pool's
   loop thread per call;
 - ``poster``: the target's client alone, one ``JsonPoster`` of ``c`` connections: POST and
@@ -111,7 +111,7 @@ async def _httpx(mock: Mock, calls: int, concurrency: int) -> None:
 
 
 async def _poster(mock: Mock, calls: int, concurrency: int) -> None:
-    from evals.runner.targets.transport import JsonPoster
+    from providers.transport import JsonPoster
 
     semaphore = asyncio.Semaphore(concurrency)
     poster = JsonPoster(

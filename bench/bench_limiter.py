@@ -53,7 +53,7 @@ class Counted:
 
 
 async def play(args, make_store, rpm: float | None, with_limiter: bool) -> dict:
-    from evals.runner.limiter import Limiter, Outcome
+    from providers.limiter import Limiter, Outcome
 
     key = f"bench-{uuid.uuid4().hex}"
     rng = random.Random(7)
@@ -114,7 +114,7 @@ def main() -> None:
 
     django.setup()
 
-    from evals.runner.limiter.stores import MemoryStore, RedisStore, SqliteStore
+    from providers.limiter.stores import MemoryStore, RedisStore, SqliteStore
 
     folder = Path(tempfile.mkdtemp(prefix="assay-bench-limiter-"))
     makers = {

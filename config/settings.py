@@ -64,6 +64,7 @@ INSTALLED_APPS = [
     "drf_spectacular",
     "drf_spectacular_sidecar",  # Swagger UI static files for /api/docs/ (no CDN)
     "core",
+    "providers",
     "apitokens",
     "evals",
     "judges",

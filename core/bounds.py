@@ -40,7 +40,7 @@ COST_USD_LIMIT = Decimal(10**6)
 # How a cost is stored: ``numeric(COST_USD_MAX_DIGITS, COST_USD_DECIMAL_PLACES)`` (a trial's,
 # a judge call's) and written out (API, CSV/Parquet exports). Every cost Assay computes is a
 # whole number of 1e-12 USD (a price per 1M tokens has at most 6 decimals,
-# ``evals.models.ModelPrice``; token counts are whole), so it is stored exactly and a tiny
+# ``providers.models.ModelPrice``; token counts are whole), so it is stored exactly and a tiny
 # known cost never becomes 0 (3 tokens at $0.001 per 1M tokens: 3e-9 USD). With 8 decimals
 # it did.
 COST_USD_DECIMAL_PLACES = 12

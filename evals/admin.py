@@ -21,7 +21,6 @@ from evals.models import (
     GraderSetPreset,
     Graduation,
     IngestKey,
-    ModelPrice,
     Run,
     RunSummary,
     Suite,
@@ -144,13 +143,6 @@ class CaseChangeAdmin(admin.ModelAdmin):
 
     def has_change_permission(self, request, obj=None) -> bool:
         return False
-
-
-@admin.register(ModelPrice)
-class ModelPriceAdmin(admin.ModelAdmin):
-    list_display = ("model", "input_usd_per_mtok", "output_usd_per_mtok", "note", "updated_at")
-    list_editable = ("input_usd_per_mtok", "output_usd_per_mtok", "note")
-    search_fields = ("model", "note")
 
 
 @admin.register(Run)

@@ -5,7 +5,7 @@ from django.apps import AppConfig
 # What a worker's first chunk imports (the runner, its targets' HTTP client, the graders,
 # the judge task): imported when the worker is ready, so the first run's first call is not
 # held up by imports (bench/bench_start.py, issue 17).
-# aiohttp: the targets' HTTP client imports it with its first call (targets/transport.py).
+# aiohttp: the targets' HTTP client imports it with its first call (providers/transport.py).
 # evals.comparison.summary (scipy): every run's close stores its summary; imported at the
 # first close instead, it held a solo worker ~0.7 s while the next run waited for its
 # first call (bench_start.py: commit -> first call 0.74-0.78 s on the run after a close).
@@ -23,7 +23,7 @@ def worker_warm_up(**kwargs) -> None:
     ``worker_process_init`` in each prefork child."""
     for module in WORKER_WARM_MODULES:
         importlib.import_module(module)
-    transport = importlib.import_module("evals.runner.targets.transport")
+    transport = importlib.import_module("providers.transport")
     transport.ssl_context_shared()
 
 

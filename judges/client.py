@@ -1,9 +1,9 @@
 """The judge client: OpenAI-compatible chat completions, loud failures.
 
-The HTTP part (the aiohttp client of ``evals.runner.targets.transport``, retries with "equal
-jitter" backoff that never waits less than ``Retry-After``, provider messages) is
-``evals.runner.targets.openai.OpenAITarget``, reused through its ``call_body``. This module
-adds what a judge needs:
+The HTTP part (the aiohttp client of ``providers.transport``, retries with "equal
+jitter" backoff that never waits less than ``Retry-After``, provider messages) is the
+provider's client, ``providers.openai.client.ChatClient``, which sends the bodies built here.
+This module adds what a judge needs:
 
 - the request: system + user messages, the version's request settings (temperature,
   max_tokens, seed, top_p, ...) and, when ``structured_output`` is on (default), a
@@ -11,11 +11,11 @@ adds what a judge needs:
 - a typed outcome per call: the reply text, or an error ``reason`` from
   ``judges.parsing.ERROR_REASONS`` with the provider's message and the raw body kept.
 
-Error mapping (``OpenAITarget`` kind -> reason): ``rate_limited`` (429 after the last of
+Error mapping (``ChatClient`` kind -> reason): ``rate_limited`` (429 after the last of
 ``max_attempts`` attempts) -> ``rate_limited``; ``timeout`` -> ``timeout``;
 ``server_error <status>`` -> ``server_error``; ``connection_error`` and any other 4xx ->
 ``http_error``; a 400 or 422 naming a parameter (``rejected_parameter``: ``error.param``, a
-pydantic ``detail`` of an extra input, or the message: ``OpenAITarget``) ->
+pydantic ``detail`` of an extra input, or the message: ``providers.openai.answers``) ->
 ``rejected_parameter`` (and the rest of the batch is not sent); a 200 carrying
 ``message.refusal`` or ``finish_reason = content_filter`` -> ``refusal``; a 200 with no
 choices or empty content -> ``empty``; a 200 body that is not JSON -> ``http_error``.
@@ -24,7 +24,7 @@ Client settings (judge version ``params``, all optional): ``max_attempts`` (defa
 call plus three retries), ``timeout_s`` (60), ``backoff_base_s`` (1), ``backoff_max_s`` (60),
 ``concurrency`` (8), ``structured_output`` (true), ``reply_format`` ("json" | "line"),
 ``verdict_slots`` (pairwise only: ``judges.kinds.verdict_slots_check``), ``rpm``, ``tpm`` and
-``limit_key`` (the endpoint's shared limit, ``evals.runner.limiter``: a judge calling the same
+``limit_key`` (the endpoint's shared limit, ``providers.limiter``: a judge calling the same
 model at the same URL as a run's target shares its slots, buckets and 429 pauses).
 """
 
@@ -36,26 +36,24 @@ from dataclasses import dataclass
 from typing import Any
 
 from core.errors import DomainError
-from evals.runner.targets.openai import OpenAIConfig, OpenAITarget
+from providers.openai.client import ChatClient
+from providers.openai.endpoint import EndpointConfig
 
 Sleep = Callable[[float], Awaitable[None]]
 
 
-def client_config_parse(*, base_url: str, model: str, params: dict) -> OpenAIConfig:
+def client_config_parse(*, base_url: str, model: str, params: dict) -> EndpointConfig:
     """The HTTP settings of a judge version's ``params`` (``concurrency``, ``timeout_s``,
     ``max_attempts``, backoffs, ``rpm``, ``tpm``, ``limit_key``, ``api_key_env``) as the
-    target config its calls go through, with the same bounds as a run's target
-    (``evals.runner.targets.openai.OpenAIConfig.parse``). Raises ``DomainError`` naming
+    endpoint config its calls go through, with the same bounds as a run's target
+    (``providers.openai.endpoint.EndpointConfig.parse``). Raises ``DomainError`` naming
     the field as ``params.<name>`` (``base_url``, ``model`` for those two)."""
     try:
-        return OpenAIConfig.parse(
+        return EndpointConfig.parse(
             {
-                "kind": "openai",
                 "base_url": base_url,
                 "model": model,
-                "prompt_template": "$input",
                 "api_key_env": params.get("api_key_env", "OPENAI_API_KEY"),
-                "concurrency": params.get("concurrency", 8),
                 "timeout_s": params.get("timeout_s", 60.0),
                 "max_attempts": params.get("max_attempts", DEFAULT_MAX_ATTEMPTS),
                 "backoff_base_s": params.get("backoff_base_s", 1.0),
@@ -64,12 +62,16 @@ def client_config_parse(*, base_url: str, model: str, params: dict) -> OpenAICon
                 "rpm": params.get("rpm"),
                 "tpm": params.get("tpm"),
                 "limit_key": params.get("limit_key"),
-            }
+                **({"concurrency": params["concurrency"]} if "concurrency" in params else {}),
+            },
+            prefix="params",
+            concurrency_default=8,
         )
     except DomainError as exc:
-        name = (exc.field or "").removeprefix("target.")
-        field = name if name in ("base_url", "model") else f"params.{name}"
-        raise DomainError(exc.message, field=field) from exc
+        name = (exc.field or "").removeprefix("params.")
+        if name not in ("base_url", "model"):
+            raise
+        raise DomainError(exc.message, field=name) from exc
 
 
 DEFAULT_MAX_ATTEMPTS = 4
@@ -135,7 +137,7 @@ def _classify(kind: str | None, raw: Any, error: str) -> str:
         return "timeout"
     if kind and kind.startswith("server_error"):
         return "server_error"
-    if kind == "rejected_parameter":  # read by OpenAITarget (rejected_parameter_name)
+    if kind == "rejected_parameter":  # read by providers.openai.answers.rejected_parameter_name
         return "rejected_parameter"
     if kind == "malformed_response" and isinstance(raw, dict):
         choices = raw.get("choices")
@@ -150,7 +152,7 @@ def _classify(kind: str | None, raw: Any, error: str) -> str:
 
 
 class JudgeClient:
-    """Calls one judge version's endpoint. Belongs to one event loop (as ``OpenAITarget``).
+    """Calls one judge version's endpoint. Belongs to one event loop (as ``ChatClient``).
 
     ``sleep`` is injectable (a fake clock in tests); by default the module's
     ``default_sleep``, read at call time.
@@ -164,7 +166,7 @@ class JudgeClient:
         self.structured = params.get("structured_output", True) is not False
         config = client_config_parse(base_url=base_url, model=model, params=params)
         self.max_attempts = config.max_attempts
-        self._target = OpenAITarget(config, sleep=sleep or (lambda s: default_sleep(s)))
+        self._client = ChatClient(config, sleep=sleep or (lambda s: default_sleep(s)))
 
     def request_body(self, *, messages: list[dict], schema: dict | None) -> dict[str, Any]:
         """The chat-completions body: model, messages, settings, and the schema as
@@ -183,7 +185,7 @@ class JudgeClient:
 
     async def complete(self, *, messages: list[dict], schema: dict | None) -> JudgeReply:
         """One judge call; never raises for provider failures."""
-        result = await self._target.call_body(self.request_body(messages=messages, schema=schema))
+        result = await self._client.send(self.request_body(messages=messages, schema=schema))
         if result.ok:
             raw = result.raw_response
             choice = (raw.get("choices") or [{}])[0] if isinstance(raw, dict) else {}
@@ -220,4 +222,4 @@ class JudgeClient:
         )
 
     async def aclose(self) -> None:
-        await self._target.aclose()
+        await self._client.aclose()

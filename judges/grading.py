@@ -33,8 +33,6 @@ from core.text import REPLACED_KEY
 from evals.grading.grader_set import RECORDED_JUDGE_KIND, recorded_kind_reason
 from evals.models import Case, Grade, Run, Trial
 from evals.runner.finalize import run_finalize
-from evals.runner.pricing import Price, cost_breakdown, price_lookup
-from evals.runner.targets.base import replaced_record
 from judges import kinds
 from judges.calling import calls_send
 from judges.claims import (
@@ -49,6 +47,8 @@ from judges.ledger import CallAnswered, CallOpened, judge_calls_close, judge_cal
 from judges.models import Judge, JudgeVersion
 from judges.parsing import ParseError, reply_parse
 from judges.prompts import imitates_markers
+from providers.openai.reply import replaced_record
+from providers.pricing import Price, cost_breakdown, price_lookup
 
 logger = logging.getLogger(__name__)
 

@@ -255,7 +255,7 @@ def _chunk_refusal(judge_run: JudgeRun, trials: list[Trial]) -> str | None:
 def _judge_run_refused(judge_run: JudgeRun, refusal: str) -> None:
     """Stop a judge run whose calls the provider refuses for a parameter: recount, then
     ``failed`` with one error naming the model and the parameter. The judge client stops
-    calling after the first refusal (``OpenAITarget``): the chunk's later trials get an errored
+    calling after the first refusal (``ChatClient``): the chunk's later trials get an errored
     grade without a call (``not_sent``), and no further chunk calls. A compare-and-set from
     queued, running or the ``failed`` the recount just wrote (never over a cancel)."""
     judge_run_progress(judge_run_id=judge_run.id)

@@ -8,10 +8,10 @@ from django.db import IntegrityError, transaction
 
 from core.bounds import JUDGE_PARAMS_MAX_KEYS, json_size_problem, seed_problem, text_problem
 from core.errors import DomainError
-from evals.runner.targets.openai import api_key_env_problem, limit_settings_parse
 from judges import kinds
 from judges.client import client_config_parse
 from judges.models import Judge, JudgeVersion, judge_version_hash
+from providers.openai.endpoint import api_key_env_problem, limit_settings_parse
 
 
 def judge_version_create(

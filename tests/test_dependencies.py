@@ -17,7 +17,18 @@ from importlib.metadata import packages_distributions, requires
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-PRODUCT = ("config", "core", "stats", "evals", "judges", "labeling", "interop", "apitokens", "demo")
+PRODUCT = (
+    "config",
+    "core",
+    "stats",
+    "providers",
+    "evals",
+    "judges",
+    "labeling",
+    "interop",
+    "apitokens",
+    "demo",
+)
 
 
 def _name(requirement: str) -> str:

@@ -8,10 +8,10 @@ database, stops the spending at once while the calls in flight finish. At most
 result, never a lost trial.
 
 A call already sent that waits to try again (a retry's back-off, a wait for the limiter) is
-not withdrawn: ``stop`` tells it to make no further attempt (``evals.runner.call_stop``), and
+not withdrawn: ``stop`` tells it to make no further attempt (``providers.call_stop``), and
 it ends at once with error kind ``cancelled``.
 
-A target whose calls wait for the endpoint's shared limiter (``evals.runner.limiter``; its
+A target whose calls wait for the endpoint's shared limiter (``providers.limiter``; its
 ``withdrawable`` is true) may hold a trial a long time before sending it; such a trial is
 still withdrawn until the target says it is sending (``limiter.call_sending``): the waiting
 call is cancelled, having taken nothing.
@@ -26,9 +26,9 @@ import threading
 import time
 from typing import Any
 
-from evals.runner.call_stop import CALL_STOP
-from evals.runner.limiter import SEND_HOOK
 from evals.runner.targets import CaseInput, TargetResult, target_from_config
+from providers.call_stop import CALL_STOP
+from providers.limiter import SEND_HOOK
 
 # How long a batch of results may gather before it is handed over, in seconds (the chunk
 # looks at its run, cancelled?, with every batch, and writes every ``WRITE_EVERY_S``). A batch
@@ -193,7 +193,7 @@ class CallPool:
 
     def stop(self, trial_ids: list[int]) -> list[int]:
         """Tell the calls of ``trial_ids`` in flight to make no further attempt
-        (``evals.runner.call_stop``): one between attempts ends at once with error kind
+        (``providers.call_stop``): one between attempts ends at once with error kind
         ``cancelled``, one in an attempt ends when the attempt does (its answer kept). Its
         result still arrives through ``results``. Returns the ids told (those in flight)."""
         if self._loop is None or self._closed or not self._thread.is_alive():

@@ -29,7 +29,6 @@ from evals.grading.ladder import (
     grades_insert,
 )
 from evals.models import Run, TopUp, Trial
-from evals.runner.call_stop import CANCELLED_KIND
 from evals.runner.calls import CallPool
 from evals.runner.claims import (
     Held,
@@ -41,10 +40,11 @@ from evals.runner.claims import (
     trials_release,
 )
 from evals.runner.finalize import run_close_if_done, trials_cancel
-from evals.runner.pricing import cost_breakdown, price_lookup
 from evals.runner.start import _chunks_enqueue, run_subject, trial_chunk_size
 from evals.runner.targets import TargetResult
 from judges.tasks import run_chunk_judge
+from providers.call_stop import CANCELLED_KIND
+from providers.pricing import cost_breakdown, price_lookup
 
 logger = logging.getLogger(__name__)
 
@@ -83,7 +83,7 @@ def trial_results_record(
     Idempotent: only trials still ``running`` are written (read under a row lock on
     PostgreSQL, inside SQLite's writer lock), so a result delivered again changes nothing
     and is not counted. Cost is the one the target stated (``TargetResult.cost_usd``), else USD at
-    the model's price (``evals.runner.pricing``), null when the price or a token count is
+    the model's price (``providers.pricing``), null when the price or a token count is
     unknown, and for errored trials. ``prices`` caches price
     lookups by model name across calls (the runner passes one dict per chunk). Three
     statements, in SQL (the hot path of the runner: ``evals.runner.claims`` says why).
@@ -500,7 +500,7 @@ def trial_chunk_execute(*, run_id: int, trial_ids: list[int]) -> None:
     it is cancelled no new call starts after that check (one whose slot freed between the
     cancel and the check may have started, within ~50 ms; claimed trials not yet
     called become cancelled; a call waiting to retry makes no further attempt and its trial
-    becomes cancelled, its error saying the attempts made (``evals.runner.call_stop``);
+    becomes cancelled, its error saying the attempts made (``providers.call_stop``);
     attempts in flight finish and their answers are recorded); the same for trials of a
     cancelled top-up. Leases of held trials are renewed every third of a lease, so a
     healthy chunk is never taken over. When a database statement fails, the chunk stops

@@ -9,7 +9,7 @@ import socket
 import pytest
 
 from core.egress import endpoint_url_problem, host_entries_parse, resolved_address_problem
-from evals.runner.targets.transport import HttpFailure, JsonPoster
+from providers.transport import HttpFailure, JsonPoster
 
 
 @pytest.fixture

@@ -15,11 +15,12 @@ import evals.runner.start as start_module
 from core.bounds import cost_problem
 from core.decimals import PLAIN_MAX_PLACES, decimal_plain
 from core.registry import registered
-from evals.models import ModelPrice, Trial
+from evals.models import Trial
 from evals.runner.execute import trial_chunk_execute
 from evals.runner.start import run_start
 from judges.ledger import run_judge_spend
 from judges.models import JudgeCallRecord
+from providers.models import ModelPrice
 from tests.core.test_api_core import client_for
 from tests.evals.test_worker import _suite
 from tests.judge_builders import make_version

@@ -1,4 +1,4 @@
-"""The shared limiter (evals.runner.limiter): its rules on every store (in-process, the
+"""The shared limiter (providers.limiter): its rules on every store (in-process, the
 SQLite file, Redis when REDIS_URL is set), the Lua rules held to the Python ones, a dead
 holder's slots coming back, the token buckets' rate, 429 pauses and the slow-down, fair
 shares and no starvation between holders, the announced limits learnt or not, slots handed
@@ -15,10 +15,10 @@ import uuid
 
 import pytest
 
-from evals.runner.limiter import SYNC_S, Limiter, endpoint_key
-from evals.runner.limiter.headers import duration_seconds, outcome_read
-from evals.runner.limiter.rules import FULL, RECOVER_S, SAFETY, STARVE_S, Ask, Outcome
-from evals.runner.limiter.stores import PROCESS_STORE, MemoryStore, RedisStore, SqliteStore
+from providers.limiter import SYNC_S, Limiter, endpoint_key
+from providers.limiter.headers import duration_seconds, outcome_read
+from providers.limiter.rules import FULL, RECOVER_S, SAFETY, STARVE_S, Ask, Outcome
+from providers.limiter.stores import PROCESS_STORE, MemoryStore, RedisStore, SqliteStore
 
 REDIS_URL = os.environ.get("REDIS_URL", "")
 
@@ -637,7 +637,7 @@ def test_a_redis_outage_falls_back_to_the_process_limit_with_a_warning(caplog):
         await limiter.aclose()
         return blocked, elapsed, key
 
-    with caplog.at_level(logging.WARNING, logger="evals.runner.limiter"):
+    with caplog.at_level(logging.WARNING, logger="providers.limiter"):
         blocked, elapsed, key = run(go())
     assert blocked
     assert elapsed < 3

@@ -12,8 +12,8 @@ import uuid
 
 import pytest
 
-from evals.runner.limiter.rules import Ask
-from evals.runner.limiter.stores import RedisStore
+from providers.limiter.rules import Ask
+from providers.limiter.stores import RedisStore
 
 REDIS_URL = os.environ.get("REDIS_URL", "")
 

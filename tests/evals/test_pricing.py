@@ -6,8 +6,8 @@ from decimal import Decimal
 
 import pytest
 
-from evals.models import ModelPrice
-from evals.runner.pricing import (
+from providers.models import ModelPrice
+from providers.pricing import (
     BUILTIN_PRICES,
     name_match,
     price_lookup,

@@ -19,13 +19,10 @@ from evals.grading.graders import parse_grader_specs, run_grader
 from evals.models import Case, Run, Suite, Trial
 from evals.runner.start import run_start
 from evals.runner.targets import CaseInput
-from evals.runner.targets.openai import (
-    MAX_ERROR_BODY_BYTES,
-    OpenAITarget,
-    rejected_parameter_name,
-)
+from evals.runner.targets.openai import OpenAITarget
 from judges import runs
 from judges.models import JudgeRun
+from providers.openai.answers import MAX_ERROR_BODY_BYTES, rejected_parameter_name
 from tests.fakellm import TEMPERATURE_MESSAGE, FakeLLM
 from tests.judge_builders import make_trials, make_version
 

@@ -19,7 +19,7 @@ from core.errors import DomainError
 from core.models import OutboxMessage
 from evals.grading.graders import parse_grader_specs
 from evals.grading.ladder import _case_input, trial_grade
-from evals.models import Case, Grade, ModelPrice, Run, Suite, Trial
+from evals.models import Case, Grade, Run, Suite, Trial
 from evals.report.selectors import run_report
 from evals.run_status import run_count_summary, run_trial_count
 from evals.runner import execute
@@ -29,6 +29,7 @@ from evals.runner.execute import trial_chunk_execute, trial_results_record
 from evals.runner.finalize import run_cancel, run_finalize
 from evals.runner.start import run_start, run_subject
 from evals.tasks import run_chunk_execute
+from providers.models import ModelPrice
 from tests.fakellm import FakeLLM
 from tests.report_builders import add_trial, make_run
 

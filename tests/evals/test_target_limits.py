@@ -12,13 +12,13 @@ import pytest
 
 from core.errors import DomainError
 from evals.runner.calls import CallPool
-from evals.runner.limiter import Limiter, endpoint_key
-from evals.runner.limiter.rules import Ask
 from evals.runner.targets import CaseInput
 from evals.runner.targets.openai import OpenAIConfig, OpenAITarget
 from judges.client import JudgeClient
 from judges.models import JudgeVersion
 from judges.versions import judge_version_create
+from providers.limiter import Limiter, endpoint_key
+from providers.limiter.rules import Ask
 from tests.fakellm import FakeLLM
 from tests.mockllm import mockllm  # noqa: F401 - the fixture
 

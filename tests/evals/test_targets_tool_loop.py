@@ -13,12 +13,12 @@ import pytest
 
 from core.errors import DomainError
 from evals.models import Case, Run, Suite, Trial
-from evals.runner.pricing import BUILTIN_PRICES, Price
 from evals.runner.start import run_start
 from evals.runner.targets import CaseInput
 from evals.runner.targets.openai import OpenAITarget
 from evals.runner.targets.tools import tools_declare
 from evals.trajectory.steps import trajectory_parse, trajectory_totals
+from providers.pricing import BUILTIN_PRICES, Price
 from tests.fakellm import FakeLLM, tool_calls_message
 from tests.mockllm import mockllm  # noqa: F401 - the fixture
 

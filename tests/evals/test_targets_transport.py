@@ -1,4 +1,4 @@
-"""The OpenAI target's HTTP/1.1 client (``evals.runner.targets.transport``) against a real local
+"""The OpenAI target's HTTP/1.1 client (``providers.transport``) against a real local
 server scripted byte by byte: what it keeps of the httpx client it replaced (timeouts,
 redirects, decoding, the body's bytes, proxies, kept-alive connections) and how its failures
 become the target's error kinds."""
@@ -16,7 +16,7 @@ import pytest
 
 from evals.runner.targets import CaseInput
 from evals.runner.targets.openai import OpenAITarget
-from evals.runner.targets.transport import HttpFailure, JsonPoster, body_encode, text_decode
+from providers.transport import HttpFailure, JsonPoster, body_encode, text_decode
 
 COMPLETION = json.dumps(
     {"choices": [{"message": {"content": "ok"}}], "usage": {"prompt_tokens": 3}}

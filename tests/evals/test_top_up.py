@@ -26,13 +26,14 @@ import evals.comparison.topup as topup_module
 import evals.runner.finalize as finalize_module
 import evals.runner.start as start_module
 from evals.comparison.topup import top_up_advance, top_up_cancel, top_up_start
-from evals.models import Case, ModelPrice, Run, Suite, TopUp, Trial
+from evals.models import Case, Run, Suite, TopUp, Trial
 from evals.report.selectors import run_report
 from evals.runner.finalize import run_cancel
 from evals.runner.start import run_start
 from evals.tasks import run_chunk_execute
 from evals.tasks import top_up_advance as top_up_advance_task
 from interop.run_file import run_export_json
+from providers.models import ModelPrice
 from tests.core.test_api_core import client_for
 
 pytestmark = pytest.mark.django_db(transaction=True, serialized_rollback=True)

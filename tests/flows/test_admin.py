@@ -14,7 +14,7 @@ from evals.models import Baseline, Case, CaseChange, Grade, Run, Suite, Trial
 def test_every_model_of_the_three_apps_is_in_the_admin():
     missing = [
         m.__name__
-        for app in ("evals", "judges", "labeling")
+        for app in ("evals", "judges", "labeling", "providers")
         for m in apps.get_app_config(app).get_models()
         if m not in admin.site._registry
     ]
@@ -31,7 +31,7 @@ def test_every_change_list_and_change_form_renders_for_staff(client):
     client.force_login(User.objects.create_superuser("root", password="pw-root-123"))
     for model in admin.site._registry:
         app, name = model._meta.app_label, model._meta.model_name
-        if app not in ("evals", "judges", "labeling"):
+        if app not in ("evals", "judges", "labeling", "providers"):
             continue
         assert client.get(reverse(f"admin:{app}_{name}_changelist")).status_code == 200, name
     for obj in (suite, case, run, trial):

@@ -20,9 +20,9 @@ from core.decimals import decimal_plain
 from core.money import usd_text
 from core.strict_json import json_safe
 from evals.models import Grade, Trial
-from evals.runner.pricing import Price
 from interop import exports
 from judges.grading import _cost
+from providers.pricing import Price
 from tests.comparison_builders import judge_version
 from tests.core.test_api_core import client_for
 from tests.report_builders import add_trial, make_run

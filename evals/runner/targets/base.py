@@ -25,13 +25,8 @@ from typing import Any, Protocol
 from core.errors import DomainError
 from core.text import REPLACED_KEY, unstorable_replace
 from evals.trajectory.steps import TrajectoryError, final_state_clean, trajectory_clean
+from providers.openai.endpoint import MAX_CONCURRENCY
 
-# The most calls in flight a target may ask for (``concurrency``, any kind). Far above real
-# use (the shared mock's stress runs use 64 to 128), and it keeps a typo or a hostile config
-# from taking a process down: a chunk starts one coroutine and claims two trials per call in
-# flight, and an OpenAI target one HTTP client per 8, built in the web process too when a
-# run's config is checked (``target_validate``).
-MAX_CONCURRENCY = 1024
 # Calls in flight when a target's config does not say, any kind.
 DEFAULT_CONCURRENCY = 16
 
@@ -102,7 +97,7 @@ class TargetResult:
     ``final_state``: the world's state when the agent stopped (any JSON), None when none.
     An errored agent trial keeps the steps it made before the error. ``cost_usd``: what the
     target itself says the call cost (USD; a callable agent's own account), None when it
-    says nothing: the runner then prices the tokens (``evals.runner.pricing``).
+    says nothing: the runner then prices the tokens (``providers.pricing``).
     """
 
     output: str
@@ -177,14 +172,6 @@ def result_storable(result: TargetResult) -> TargetResult:
         trajectory=trajectory,
         final_state=final_state,
     )
-
-
-def replaced_record(raw_response: Any) -> dict[str, int]:
-    """``{field: characters replaced}`` as ``result_storable`` recorded it in a reply's
-    ``raw_response``; empty when nothing was replaced."""
-    if isinstance(raw_response, dict) and isinstance(raw_response.get(REPLACED_KEY), dict):
-        return dict(raw_response[REPLACED_KEY])
-    return {}
 
 
 class Target(Protocol):

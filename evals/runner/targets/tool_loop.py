@@ -18,7 +18,7 @@ exception as content), and send the results back as ``role: tool`` messages. A r
 tool calls is the answer: the trial's output, with the state as its ``final_state``.
 
 Every step says what it cost where known: the model call's tokens, latency (ms, over its
-retries) and cost (USD at the model's price, ``evals.runner.pricing``; null when the model
+retries) and cost (USD at the model's price, ``providers.pricing``; null when the model
 has no price or a count is unknown) sit on the first step the call produced; a tool result
 carries the tool's latency. Each model call is one ``call_body`` (retried as any target
 call, counted once).
@@ -149,7 +149,7 @@ def _price_lookup_closing(model: str | None) -> Any:
     """``price_lookup`` on this worker thread's own connection, closed after (the loop
     runs on the call pool's thread, which must not hold a connection). A database error
     leaves the price unknown."""
-    from evals.runner.pricing import price_lookup  # noqa: PLC0415 - needs the app registry
+    from providers.pricing import price_lookup  # noqa: PLC0415 - needs the app registry
 
     try:
         return price_lookup(model)
@@ -160,7 +160,7 @@ def _price_lookup_closing(model: str | None) -> Any:
 
 
 async def database_price(model: str | None) -> Any:
-    """The model's ``Price`` (``evals.runner.pricing.price_lookup``) or None, looked up on
+    """The model's ``Price`` (``providers.pricing.price_lookup``) or None, looked up on
     a worker thread: the default pricer of the tool loop."""
     return await asyncio.to_thread(_price_lookup_closing, model)
 
@@ -173,7 +173,7 @@ class _Prices:
         self._known: dict[str | None, Any] = {}
 
     async def cost(self, model: str | None, result: TargetResult) -> Decimal | None:
-        from evals.runner.pricing import cost_breakdown  # noqa: PLC0415 - needs the app registry
+        from providers.pricing import cost_breakdown  # noqa: PLC0415 - needs the app registry
 
         if model not in self._known:
             self._known[model] = await self._pricer(model)

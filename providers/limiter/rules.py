@@ -1,6 +1,6 @@
 """The limiter's rules, as pure functions on one endpoint's state: who may send now, and
 what an answer teaches. The in-process and SQLite stores run these functions; the Redis store
-runs the same rules as Lua (``evals.runner.limiter.stores._LUA_EXCHANGE``), and the tests
+runs the same rules as Lua (``providers.limiter.stores._LUA_EXCHANGE``), and the tests
 hold the two to the same scenarios.
 
 One endpoint's state is a dict of floats (absent = unset):
@@ -48,6 +48,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
+
+# One endpoint's state as stored (JSON): the floats of the module docstring by short name,
+# and ``holders`` (holder -> [slots, lease expiry]) and ``waiting`` (holder -> [waiting
+# since, expiry, cap]), lists mixing ints and floats.
+State = dict[str, Any]
+Holders = dict[str, list[Any]]
 
 # A new bucket starts empty: the provider's own bucket keeps its whole burst as the margin
 # for arrivals that bunch (a busy worker sends late what the bucket granted on time), at the
@@ -120,12 +127,14 @@ class Outcome:
     tokens_delta: float = 0.0
 
 
-def factor(state: dict, now: float) -> float:
+def factor(state: State, now: float) -> float:
     """The adaptive factor at ``now``, in [FACTOR_MIN, 1]: 1 until a 429, then the value set
     by the last decrease plus ``(now - td) / RECOVER_S``."""
     if "f" not in state:
         return 1.0
-    return min(1.0, state["f"] + max(0.0, now - state["td"]) / RECOVER_S)
+    decreased_to: float = state["f"]
+    decreased_at: float = state["td"]
+    return min(1.0, decreased_to + max(0.0, now - decreased_at) / RECOVER_S)
 
 
 def limit_in_force(declared: float | None, learned: float | None) -> float | None:
@@ -134,13 +143,15 @@ def limit_in_force(declared: float | None, learned: float | None) -> float | Non
     return min(known) if known else None
 
 
-def _bucket(state: dict, tokens_key: str, ts_key: str, per_minute: float, need: float, now: float):
+def _bucket(
+    state: State, tokens_key: str, ts_key: str, per_minute: float, need: float, now: float
+) -> tuple[float, float]:
     """(tokens now, refill per second) of a bucket refilled at ``SAFETY × per_minute / 60``/s,
     ``need`` the tokens of one call; stores the count at ``now``."""
     rate = SAFETY * per_minute / 60.0
     size = max(1.0, rate * BURST_S, need)
-    tokens = state.get(tokens_key, size * START_FULL)
-    counted = state.get(ts_key, now)
+    tokens: float = state.get(tokens_key, size * START_FULL)
+    counted: float = state.get(ts_key, now)
     tokens = min(size, tokens + max(0.0, now - counted) * rate)
     # Counted up to now, granted or not. Never backwards: workers' clocks and calls
     # interleave, and a refill counted from an earlier time would be counted twice.
@@ -157,15 +168,18 @@ def _wait_for(tokens: float, need: float, rate: float) -> float:
     return max(MIN_WAIT_S, (need - tokens) / rate)
 
 
-def recent_sends(state: dict, now: float) -> float:
+def recent_sends(state: State, now: float) -> float:
     """Calls granted over about the last minute (a sliding window from two fixed ones: the
     current one's count plus the previous one's, weighted by its part still inside)."""
     if "gw" not in state:
         return 0.0
-    return state["gn"] + state["gp"] * max(0.0, 1.0 - (now - state["gw"]) / 60.0)
+    current: float = state["gn"]
+    previous: float = state["gp"]
+    window: float = state["gw"]
+    return current + previous * max(0.0, 1.0 - (now - window) / 60.0)
 
 
-def _window_roll(state: dict, now: float) -> None:
+def _window_roll(state: State, now: float) -> None:
     if "gw" not in state:
         state["gw"], state["gn"], state["gp"] = now, 0.0, 0.0
     elif now - state["gw"] >= 60.0:
@@ -173,7 +187,7 @@ def _window_roll(state: dict, now: float) -> None:
         state["gw"], state["gn"] = now, 0.0
 
 
-def learn_rule(state: dict, now: float, outcome: Outcome) -> None:
+def learn_rule(state: State, now: float, outcome: Outcome) -> None:
     """Learn from one answered attempt (module docstring: announced limits, the token
     estimate's correction, a 429's pause and slow-down, an exhausted ``remaining``); mutates
     ``state``. An announced request limit is not learnt when more calls than it were sent in
@@ -214,10 +228,12 @@ def outcome_merge(first: Outcome | None, then: Outcome | None) -> Outcome | None
     if first is None or then is None:
         return then if first is None else first
 
-    def later(a, b):
+    def later(a: float | None, b: float | None) -> float | None:
         return b if b is not None else a
 
-    def exhausted(rem_a, reset_a, rem_b, reset_b):
+    def exhausted(
+        rem_a: float | None, reset_a: float | None, rem_b: float | None, reset_b: float | None
+    ) -> tuple[float | None, float | None]:
         if rem_a == 0 and rem_b == 0:
             return 0.0, max(reset_a or 0.0, reset_b or 0.0) or None
         if rem_b == 0:
@@ -281,7 +297,7 @@ class Grant:
 
 
 def exchange_rule(
-    state: dict,
+    state: State,
     holder: str,
     now: float,
     ask: Ask,
@@ -302,8 +318,8 @@ def exchange_rule(
     token buckets pay for (``ask.tokens`` a call). A holder left wanting for lack of room
     is registered as waiting for ``WAIT_TTL_S``; its slots are leased for ``ask.lease_s``.
     """
-    holders = state.setdefault("holders", {})  # holder -> [slots, lease expiry]
-    waiting = state.setdefault("waiting", {})  # holder -> [waiting since, expiry, cap]
+    holders: Holders = state.setdefault("holders", {})  # holder -> [slots, lease expiry]
+    waiting: Holders = state.setdefault("waiting", {})  # holder -> [waiting since, expiry, cap]
     for gone in [h for h, (_, expiry) in holders.items() if expiry <= now]:
         del holders[gone]
     for gone in [h for h, (_, expiry, _) in waiting.items() if expiry <= now]:
@@ -389,7 +405,7 @@ def exchange_rule(
     )
 
 
-def _starving(holders: dict, waiting: dict, holder: str, now: float) -> list[float]:
+def _starving(holders: Holders, waiting: Holders, holder: str, now: float) -> list[float]:
     """Since when each other holder has waited, of those waiting past ``STARVE_S`` with
     fewer slots than their share."""
     return [
@@ -401,7 +417,7 @@ def _starving(holders: dict, waiting: dict, holder: str, now: float) -> list[flo
     ]
 
 
-def _share(holders: dict, waiting: dict, holder: str, cap: int) -> int:
+def _share(holders: Holders, waiting: Holders, holder: str, cap: float) -> int:
     """An equal part of ``cap`` (rounded up) between the holders holding or waiting, this
     one included."""
     active = {h for h, (c, _) in holders.items() if c > 0} | set(waiting) | {holder}

@@ -43,8 +43,8 @@ from collections.abc import Awaitable, Callable
 
 from django.conf import settings
 
-from evals.runner.limiter.rules import LEASE_S, Ask, Grant, Outcome, outcome_merge
-from evals.runner.limiter.stores import PROCESS_STORE, RedisStore, SqliteStore, StoreDown
+from providers.limiter.rules import LEASE_S, Ask, Grant, Outcome, outcome_merge
+from providers.limiter.stores import PROCESS_STORE, RedisStore, SqliteStore, Store, StoreDown
 
 logger = logging.getLogger(__name__)
 
@@ -91,7 +91,7 @@ def endpoint_key(base_url: str, model: str, limit_key: str | None = None) -> str
     return limit_key if limit_key else f"{base_url.rstrip('/')}|{model}"
 
 
-def store_default():
+def store_default() -> Store:
     """The shared store: ``RedisStore(REDIS_URL)`` when ``REDIS_URL`` is set, else
     ``SqliteStore(VAR_DIR / "limiter.sqlite3")``."""
     url = getattr(settings, "REDIS_URL", "")
@@ -100,7 +100,7 @@ def store_default():
     return SqliteStore(settings.VAR_DIR / "limiter.sqlite3")
 
 
-def _significant(outcome: Outcome, announced: tuple) -> bool:
+def _significant(outcome: Outcome, announced: tuple[float | None, float | None]) -> bool:
     """Whether the store must hear of ``outcome`` before another call is sent: a 429, an
     exhausted ``remaining``, a limit announced that this holder has not told it."""
     return (
@@ -142,7 +142,7 @@ class Limiter:
         capacity: int,
         rpm: float | None = None,
         tpm: float | None = None,
-        store=None,
+        store: Store | None = None,
         sleep: Sleep | None = None,
         lease_s: float | None = None,
     ) -> None:
@@ -160,22 +160,24 @@ class Limiter:
         self._sleep_inner = sleep or asyncio.sleep
         self._offset = 0.0  # seconds a fake sleep skipped
         self._down_until = 0.0
-        self._calls: dict[int, object] = {}  # call id -> the store that granted its slot
+        self._calls: dict[int, Store] = {}  # call id -> the store that granted its slot
         self._next_call = 0
-        self._busy: dict[object, int] = {}  # store -> slots in this holder's calls
-        self._idle: dict[object, int] = {}  # store -> slots held that no call uses
-        self._waiters: deque[tuple[asyncio.Future, float]] = deque()  # (call, its tokens)
+        self._busy: dict[Store, int] = {}  # store -> slots in this holder's calls
+        self._idle: dict[Store, int] = {}  # store -> slots held that no call uses
+        # (call, its tokens)
+        self._waiters: deque[tuple[asyncio.Future[int], float]] = deque()
         self._pending: Outcome | None = None  # learnt, not yet told to the store
         self._urgent = False  # ... and the store must hear it before the next call
-        self._announced: tuple = (None, None)  # limits this holder told the store of
+        # limits this holder told the store of (requests, tokens per minute)
+        self._announced: tuple[float | None, float | None] = (None, None)
         self._grant: Grant | None = None  # the store's last answer
         self._grant_at = -math.inf  # ... when (monotonic)
-        self._grant_store = None  # ... from which store
-        self._exchanged_at: dict[object, float] = {}  # store -> last exchange (monotonic)
-        self._pump: asyncio.Task | None = None
+        self._grant_store: Store | None = None  # ... from which store
+        self._exchanged_at: dict[Store, float] = {}  # store -> last exchange (monotonic)
+        self._pump: asyncio.Task[None] | None = None
         self._wake: asyncio.Event | None = None
         self._lock: asyncio.Lock | None = None  # one exchange at a time
-        self._renewer: asyncio.Task | None = None
+        self._renewer: asyncio.Task[None] | None = None
 
     def now(self) -> float:
         """This limiter's clock: epoch seconds, plus what a fake sleep skipped."""
@@ -197,7 +199,7 @@ class Limiter:
         else:
             await asyncio.sleep(seconds)
 
-    def _store_now(self):
+    def _store_now(self) -> Store:
         return PROCESS_STORE if time.monotonic() < self._down_until else self.store
 
     def _fell_back(self, exc: StoreDown) -> None:
@@ -226,7 +228,7 @@ class Limiter:
         if not self._waiters and self._idle.get(store, 0) > 0 and self._local_ok(store):
             self._idle[store] -= 1
             return self._call_start(store)
-        call = asyncio.get_running_loop().create_future()
+        call: asyncio.Future[int] = asyncio.get_running_loop().create_future()
         self._waiters.append((call, tokens))
         # a pump waiting on a FULL answer has nothing new to ask: it is not woken
         self._kick(wake=False)
@@ -264,7 +266,7 @@ class Limiter:
             await self._exchange(store, want=0)  # a 429 is told before anything else
         self._kick()
 
-    def _call_start(self, store) -> int:
+    def _call_start(self, store: Store) -> int:
         self._next_call += 1
         self._calls[self._next_call] = store
         self._busy[store] = self._busy.get(store, 0) + 1
@@ -284,7 +286,7 @@ class Limiter:
             return  # nothing the store needs
         self._pending = outcome_merge(self._pending, outcome)
 
-    def _local_ok(self, store) -> bool:
+    def _local_ok(self, store: Store) -> bool:
         """Whether a slot held may go to another call of this holder without asking the
         store (class doc)."""
         grant = self._grant
@@ -318,7 +320,7 @@ class Limiter:
             self._waiters.popleft()
         return sum(1 for call, _ in self._waiters if not call.done())
 
-    def _hand_out(self, store, slots: int, charged: float | None = None) -> int:
+    def _hand_out(self, store: Store, slots: int, charged: float | None = None) -> int:
         """Give up to ``slots`` slots held by ``store`` to waiting calls; returns how many.
         ``charged``: the model tokens the store took for each (the most any waiting call
         asked for); what a call did not ask for is given back in the next exchange."""
@@ -383,7 +385,7 @@ class Limiter:
             limit = SYNC_S if self._busy.get(store, 0) else MAX_POLL_S
             poll = min(poll * 1.5, limit)
 
-    async def _exchange(self, store, *, want: int) -> Grant | None:
+    async def _exchange(self, store: Store, *, want: int) -> Grant | None:
         """One round trip to ``store``: give back this holder's idle slots there, tell what
         it learnt, renew its lease, take up to ``want`` slots for its waiting calls (handed
         to them here). None when the store is down (the process's own store stands in)."""
@@ -436,7 +438,7 @@ class Limiter:
         if self._renewer is None or self._renewer.done():
             self._renewer = asyncio.get_running_loop().create_task(self._renew_loop())
 
-    def _holding(self) -> list:
+    def _holding(self) -> list[Store]:
         stores = set(self._busy) | set(self._idle)
         return [s for s in stores if self._busy.get(s, 0) + self._idle.get(s, 0) > 0]
 

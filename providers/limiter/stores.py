@@ -1,7 +1,7 @@
 """Where the limiter's state lives: in this process (``MemoryStore``), in a SQLite file
 shared by every process of one machine (``SqliteStore``, the embedded default), or in Redis
 shared by every worker (``RedisStore``, production). Memory and SQLite run
-``evals.runner.limiter.rules`` on the state; Redis runs the same rules as Lua scripts.
+``providers.limiter.rules`` on the state; Redis runs the same rules as Lua scripts.
 
 Every store is used from a coroutine and answers one operation, ``exchange``
 (``rules.exchange_rule``: give back, learn, renew, take), for one endpoint key at a time, in
@@ -17,9 +17,11 @@ import hashlib
 import json
 import sqlite3
 import threading
+from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
-from evals.runner.limiter.rules import (
+from providers.limiter.rules import (
     BURST_S,
     DECREASE_PACED,
     DECREASE_SPACING_S,
@@ -34,12 +36,40 @@ from evals.runner.limiter.rules import (
     Ask,
     Grant,
     Outcome,
+    State,
     exchange_rule,
 )
+
+if TYPE_CHECKING:
+    from redis.asyncio import Redis
+    from redis.commands.core import AsyncScript
+
+T = TypeVar("T")
 
 
 class StoreDown(Exception):
     """The store could not be reached or answered an error."""
+
+
+class Store(Protocol):
+    """Where endpoints' states live: ``exchange`` runs ``rules.exchange_rule`` on one
+    endpoint's state atomically (raising ``StoreDown`` when it cannot be reached)."""
+
+    name: str
+
+    async def exchange(
+        self,
+        key: str,
+        holder: str,
+        now: float,
+        ask: Ask,
+        *,
+        keep: int,
+        want: int = 0,
+        outcome: Outcome | None = None,
+    ) -> Grant: ...
+
+    async def aclose(self) -> None: ...
 
 
 class MemoryStore:
@@ -49,7 +79,7 @@ class MemoryStore:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self.states: dict[str, dict] = {}
+        self.states: dict[str, State] = {}
 
     async def exchange(
         self,
@@ -102,7 +132,7 @@ class SqliteStore:
             self._conn = conn
         return self._conn
 
-    def _apply(self, key: str, now: float, change) -> float | None:
+    def _apply(self, key: str, now: float, change: Callable[[State], T]) -> T:
         with self._lock:
             try:
                 conn = self._connection()
@@ -398,10 +428,10 @@ class RedisStore:
 
     def __init__(self, url: str) -> None:
         self.url = url
-        self._client = None
-        self._script = None
+        self._client: Redis | None = None
+        self._script: AsyncScript | None = None
 
-    def _redis(self):
+    def _redis(self) -> Redis:
         if self._client is None:
             import redis.asyncio as aioredis  # noqa: PLC0415 - only where Redis is configured
 
@@ -442,7 +472,7 @@ class RedisStore:
         import redis  # noqa: PLC0415 - only where Redis is configured
 
         o = outcome if outcome is not None else Outcome()
-        args = [
+        args: list[str | int | float] = [
             holder,
             repr(now),
             ask.capacity,
@@ -476,7 +506,9 @@ class RedisStore:
         ]
         try:
             self._redis()
-            answer = await self._script(keys=self.keys(key), args=args)
+            script = self._script
+            assert script is not None  # registered by _redis with its client
+            answer = await script(keys=self.keys(key), args=args)
         except (redis.RedisError, OSError) as exc:
             raise StoreDown(f"redis: {type(exc).__name__}: {exc}") from exc
         granted, wait, held, in_flight, cap, share, others, yield_all, paced, until = answer

@@ -1,6 +1,6 @@
 """Model prices and trial cost, in exact Decimal USD.
 
-Precedence (one rule for every caller): a project override (``evals.models.ModelPrice``
+Precedence (one rule for every caller): a project override (``providers.models.ModelPrice``
 rows) first, then ``BUILTIN_PRICES``. If *any* override matches a model name, it wins over
 every built-in match, even a built-in exact name against an override pattern.
 
@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Literal
 
-from evals.models import ModelPrice
+from providers.models import ModelPrice
 
 PriceSource = Literal["project override", "built-in"]
 SOURCE_OVERRIDE: PriceSource = "project override"
@@ -43,7 +43,7 @@ BUILTIN_PRICES: dict[str, tuple[Decimal, Decimal]] = {
     "claude-3-5-haiku*": (Decimal("0.80"), Decimal("4.00")),
     "claude-sonnet-4*": (Decimal("3.00"), Decimal("15.00")),
     "claude-opus-4*": (Decimal("15.00"), Decimal("75.00")),
-    # A fixed fictional model for tests and the demo (acceptance fault G1).
+    # A fixed fictional model for tests and the demo.
     "example-model-1.5": (Decimal("0.35"), Decimal("1.05")),
 }
 

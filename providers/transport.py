@@ -1,10 +1,11 @@
-"""The HTTP/1.1 client of OpenAI-compatible calls: ``OpenAITarget`` (and through it the judge
-client and the tool loop) posts a JSON body and reads the answer through ``JsonPoster``.
+"""The HTTP/1.1 client of OpenAI-compatible calls: ``providers.openai.client.ChatClient`` (and
+through it a run's target, the judge client and the tool loop) posts a JSON body and reads the
+answer through ``JsonPoster``.
 
 Why aiohttp, not httpx: on the shared mock at C = 64, bare httpx 0.28 clients spent about
 1.0 CPU-ms per call (its pool scans every connection on each event, anyio's socket
 attributes, h11), a bare aiohttp session 0.25 ms (bench/bench_http_cpu.py; bench/README.md,
-worker CPU, issue 17). One session holds all of a target instance's connections (at most
+worker CPU). One session holds all of a target instance's connections (at most
 its ``concurrency``): httpx needed shards of 8 connections to stay fast; aiohttp does not.
 
 What a call keeps of the httpx client it replaced:
@@ -33,7 +34,7 @@ loop, and closed by ``aclose`` in the same loop.
 aiohttp is imported by that first call, not with this module: building a target to check
 a run's config (``target_validate``, in the command or web process that starts the run)
 never calls, and importing aiohttp cost a start of ``run_suite`` a few hundred
-milliseconds (issue 17). A worker imports it when it is ready (``evals.apps``).
+milliseconds. A worker imports it when it is ready (``evals.apps``).
 """
 
 from __future__ import annotations
@@ -56,6 +57,7 @@ from core.egress import resolved_address_problem
 
 if TYPE_CHECKING:
     import aiohttp
+    from aiohttp.abc import AbstractResolver, ResolveResult
 
 # httpx's keep-alive expiry: an idle connection older than this is not reused.
 KEEPALIVE_S = 5.0
@@ -114,10 +116,10 @@ def text_decode(content: bytes, charset: str | None) -> str:
     return content.decode(encoding, "replace")
 
 
-_RESOLVER_CLASS: type | None = None
+_RESOLVER_CLASS: type[AbstractResolver] | None = None
 
 
-def _endpoint_resolver():
+def _endpoint_resolver() -> AbstractResolver:
     """aiohttp's default resolver, keeping only the answers ``core.egress`` allows for the
     host (no link-local or cloud metadata address unless ``ASSAY_ENDPOINT_HOSTS`` names it);
     when none is left the connection fails (``OSError``: an errored trial)."""
@@ -125,9 +127,13 @@ def _endpoint_resolver():
     if _RESOLVER_CLASS is None:
         import aiohttp  # noqa: PLC0415 - see the module docstring
 
-        class EndpointResolver(aiohttp.DefaultResolver):
-            async def resolve(self, host: str, port: int = 0, family=socket.AF_INET):
-                answers = await super().resolve(host, port, family)
+        # DefaultResolver is chosen when aiohttp is imported (AsyncResolver with aiodns,
+        # else ThreadedResolver): a variable to the type checker, not a class.
+        class EndpointResolver(aiohttp.DefaultResolver):  # type: ignore[misc, valid-type]
+            async def resolve(
+                self, host: str, port: int = 0, family: socket.AddressFamily = socket.AF_INET
+            ) -> list[ResolveResult]:
+                answers: list[ResolveResult] = await super().resolve(host, port, family)
                 kept = [a for a in answers if resolved_address_problem(host, a["host"]) is None]
                 if not kept:
                     problem = resolved_address_problem(host, answers[0]["host"])

@@ -1,0 +1,43 @@
+"""What the project stores about model endpoints: its own prices (``ModelPrice``)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from decimal import Decimal
+
+from django.db import models
+from django.db.models.expressions import Combinable
+
+
+class ModelPrice(models.Model):
+    """A project override of a model's price, in USD per million tokens.
+
+    Built-in prices live in ``providers.pricing.BUILTIN_PRICES``; a row here always wins over a
+    built-in price that matches the same model name (see ``providers.pricing.price_lookup``).
+    ``model`` is an exact model name, or a prefix pattern ending in ``*``.
+    """
+
+    model: models.CharField[str | int | Combinable, str] = models.CharField(
+        max_length=200, unique=True
+    )
+    input_usd_per_mtok: models.DecimalField[str | float | Decimal | Combinable, Decimal] = (
+        models.DecimalField(max_digits=12, decimal_places=6)
+    )
+    output_usd_per_mtok: models.DecimalField[str | float | Decimal | Combinable, Decimal] = (
+        models.DecimalField(max_digits=12, decimal_places=6)
+    )
+    note: models.CharField[str | int | Combinable, str] = models.CharField(
+        max_length=200, blank=True
+    )
+    updated_at: models.DateTimeField[str | datetime | Combinable, datetime] = models.DateTimeField(
+        auto_now=True
+    )
+
+    class Meta:
+        # The table evals created: the model moved here without moving its rows.
+        db_table = "evals_modelprice"
+        ordering = ["model"]
+        verbose_name = "model price (project override)"
+
+    def __str__(self) -> str:
+        return self.model

@@ -1,0 +1,260 @@
+"""Reading an OpenAI-compatible endpoint's answer: a reply, a final error, or a failure worth
+another attempt (``answer_read``), with the provider's own words.
+
+Error kinds: 429 ``rate_limited`` and 5xx ``server_error <status>`` are retried, waiting at
+least the answer's ``retry-after-ms`` or ``Retry-After`` (``retry_after``); a 400 or 422
+naming a refused parameter is ``rejected_parameter`` ("model 'm' refuses parameter
+'temperature': <the provider's words>", ``rejected_parameter_name``); any other non-200 is
+``client_error <status>``; a 200 that is not a JSON object, has no choices or no content is
+``malformed_response``. Stored error bodies are an excerpt: a body over
+``MAX_ERROR_BODY_BYTES`` (2 KB) is kept as its first 2 KB of text with ``truncated`` and its
+size (``error_body_excerpt``).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
+from typing import Any
+
+from providers.limiter.headers import retry_after_ms_seconds
+from providers.limiter.rules import Outcome
+from providers.openai.reply import ProviderReply
+from providers.transport import HttpAnswer
+
+MAX_ERROR_BODY_BYTES = 2048  # an upstream error body is stored and shown as this excerpt
+# The HTTP statuses whose answer may say a request parameter is refused.
+REJECTED_PARAMETER_STATUSES = (400, 422)
+_QUOTED = r"['\"`]([A-Za-z_][\w.\-\[\]]*)['\"`]"
+_REJECTED_PARAMETER_MESSAGES = (
+    # "Unsupported parameter: 'temperature' is not supported with this model."
+    re.compile(
+        r"\b(?:unsupported|unrecognized|unknown|unexpected|extra)\s+(?:request\s+)?"
+        r"(?:parameter|argument|field|keyword|value)s?\b[^'\"`\n]{0,40}" + _QUOTED,
+        re.IGNORECASE,
+    ),
+    # "'logprobs' is not supported with this model"
+    re.compile(
+        _QUOTED + r"\s+(?:is|are)\s+(?:not\s+supported|unsupported|not\s+permitted|"
+        r"not\s+allowed|not\s+recognized)",
+        re.IGNORECASE,
+    ),
+    # "Unrecognized request argument supplied: functions"
+    re.compile(r"unrecognized request arguments? supplied:\s*([A-Za-z_][\w.\-]*)", re.IGNORECASE),
+)
+_REJECTED_WORDS = re.compile(
+    r"unsupported (?:parameter|value)|unrecognized request argument|"
+    r"extra inputs are not permitted|not supported with this model",
+    re.IGNORECASE,
+)
+
+
+@dataclass
+class Attempt:
+    """One HTTP attempt's outcome: a reply (final: an answer or an error not retried) or a
+    retryable failure (its kind, the provider's words, the wait it asks for in seconds and
+    what is stored of it)."""
+
+    result: ProviderReply | None = None
+    retry_kind: str | None = None
+    retry_message: str = ""
+    retry_after_s: float | None = None
+    raw: Any = None
+    outcome: Outcome | None = None  # what the answer teaches the limiter
+
+
+def answer_read(response: HttpAnswer, *, model: str, tools: bool = False) -> Attempt:
+    """What ``response`` (to a call asking for ``model``) says; ``tools``: the request
+    offered tools, so a reply carrying ``tool_calls`` and no text is an answer."""
+    text = response.text
+    try:
+        body: Any = json.loads(text) if text else None
+    except ValueError:
+        body = None
+    status = response.status
+    if status != 200:
+        message = provider_message(body, text)
+        raw = {"status": status, "body": error_body_excerpt(body, text)}
+        if status == 429:
+            return Attempt(
+                retry_kind="rate_limited",
+                retry_message=message,
+                retry_after_s=retry_after(response.headers),
+                raw=raw,
+            )
+        if status >= 500:
+            return Attempt(
+                retry_kind=f"server_error {status}",
+                retry_message=message,
+                retry_after_s=retry_after(response.headers),
+                raw=raw,
+            )
+        param = rejected_parameter_name(status, body, message)
+        if param is not None:
+            what = f"parameter {param!r}" if param else "a parameter"
+            raw["rejected_parameter"] = param
+            message = f"model {model!r} refuses {what}: {message}"
+            return Attempt(result=errored("rejected_parameter", message, raw, model))
+        kind = f"client_error {status}"
+        return Attempt(result=errored(kind, message, raw, model))
+    return Attempt(result=completion_read(body, text, model=model, tools=tools))
+
+
+def completion_read(body: Any, text: str, *, model: str, tools: bool = False) -> ProviderReply:
+    """The reply of a 200 whose text is ``text`` (``body`` parsed, None when not JSON): its
+    first choice's content, or ``malformed_response`` naming what is missing."""
+    if not isinstance(body, dict):
+        raw = {"status": 200, "body": error_body_excerpt(None, text)}
+        return errored("malformed_response", "the 200 body is not a JSON object", raw, model)
+    choices = body.get("choices")
+    if not isinstance(choices, list) or not choices:
+        raw = malformed_raw(body, text)
+        return errored("malformed_response", "the reply has no choices", raw, model)
+    message = choices[0].get("message") if isinstance(choices[0], dict) else None
+    content = message.get("content") if isinstance(message, dict) else None
+    calls = message.get("tool_calls") if isinstance(message, dict) else None
+    if tools and isinstance(calls, list) and calls:
+        content = content if isinstance(content, str) else ""  # the calls are the answer
+    elif not isinstance(content, str) or not content:
+        refusal = message.get("refusal") if isinstance(message, dict) else None
+        why = f"refusal: {refusal}" if isinstance(refusal, str) and refusal else "empty content"
+        raw = malformed_raw(body, text)
+        return errored("malformed_response", utf8_prefix(f"the reply has {why}"), raw, model)
+    raw_usage = body.get("usage")
+    usage: dict[str, Any] = raw_usage if isinstance(raw_usage, dict) else {}
+    answered_by = body.get("model") if isinstance(body.get("model"), str) else model
+    return ProviderReply(
+        output=content,
+        raw_response=body,
+        input_tokens=count(usage.get("prompt_tokens")),
+        output_tokens=count(usage.get("completion_tokens")),
+        model=answered_by,
+    )
+
+
+def retry_after_seconds(value: str | None, *, now: datetime | None = None) -> float | None:
+    """Seconds to wait from a ``Retry-After`` header (delta-seconds or an HTTP-date,
+    RFC 9110 §10.2.3); None when absent or unreadable; never negative."""
+    if not value:
+        return None
+    value = value.strip()
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    now = now or datetime.now(UTC)
+    return max(0.0, (when - now).total_seconds())
+
+
+def retry_after(headers: Mapping[str, str]) -> float | None:
+    """The wait an answer asks for: ``retry-after-ms`` when sent, else ``Retry-After``."""
+    from_ms = retry_after_ms_seconds(headers)
+    return from_ms if from_ms is not None else retry_after_seconds(headers.get("Retry-After"))
+
+
+def provider_message(body: Any, text: str) -> str:
+    """The provider's own error words, at most ``MAX_ERROR_BODY_BYTES`` of UTF-8:
+    ``error.message`` (OpenAI shape), ``error`` as a string, ``message``, ``detail[0].msg``
+    (FastAPI/pydantic), or the raw body text."""
+    words = None
+    if isinstance(body, dict):
+        err = body.get("error")
+        detail = body.get("detail")
+        if isinstance(err, dict) and isinstance(err.get("message"), str):
+            words = err["message"]
+        elif isinstance(err, str):
+            words = err
+        elif isinstance(body.get("message"), str):
+            words = body["message"]
+        elif isinstance(detail, str):
+            words = detail
+        elif isinstance(detail, list) and detail and isinstance(detail[0], dict):
+            words = str(detail[0].get("msg") or "") or None
+    return utf8_prefix(words if words is not None else text) or "(empty body)"
+
+
+def utf8_prefix(text: str, limit: int = MAX_ERROR_BODY_BYTES) -> str:
+    """``text`` cut to at most ``limit`` bytes of UTF-8 (never inside a character)."""
+    if len(text) * 4 <= limit:
+        return text
+    return text.encode("utf-8", "surrogatepass")[:limit].decode("utf-8", "ignore")
+
+
+def error_body_excerpt(body: Any, text: str) -> Any:
+    """What is stored of an upstream error body (``raw_response["body"]``): the parsed body
+    when its text is at most ``MAX_ERROR_BODY_BYTES`` (2 KB) of UTF-8, else
+    ``{"excerpt": <its first 2 KB>, "truncated": true, "bytes": <its size>}``: a 200 KB
+    error page is neither stored nor shown whole."""
+    size = len(text.encode("utf-8", "surrogatepass"))
+    if size <= MAX_ERROR_BODY_BYTES:
+        return body if body is not None else text
+    return {"excerpt": utf8_prefix(text), "truncated": True, "bytes": size}
+
+
+def rejected_parameter_name(status: int, body: Any, message: str) -> str | None:
+    """The request parameter a provider's answer refuses, or None when it is another error.
+
+    Only a 400 or 422 can (``REJECTED_PARAMETER_STATUSES``). Read from, in order:
+    ``error.param`` (OpenAI); a FastAPI/pydantic 422 ``detail`` item whose ``loc`` is
+    ``["body", name]`` and whose ``msg`` or ``type`` says the input is extra or not permitted;
+    the name quoted in the message ("Unsupported parameter: 'temperature' ...", "'logprobs'
+    is not supported", "Unrecognized request argument supplied: functions"). ``""`` when
+    the message says a parameter is refused without naming it. A name under ``messages`` is
+    about one case's content, not a setting the model refuses: None ("invalid" values are
+    left out for the same reason)."""
+    name = _rejected_parameter_name(status, body, message)
+    return None if name is not None and name.startswith("messages") else name
+
+
+def _rejected_parameter_name(status: int, body: Any, message: str) -> str | None:
+    if status not in REJECTED_PARAMETER_STATUSES:
+        return None
+    err = body.get("error") if isinstance(body, dict) else None
+    if isinstance(err, dict) and isinstance(err.get("param"), str) and err["param"]:
+        param: str = err["param"]
+        return param
+    detail = body.get("detail") if isinstance(body, dict) else None
+    for item in detail if isinstance(detail, list) else []:
+        if not isinstance(item, dict):
+            continue
+        loc, why = item.get("loc"), f"{item.get('msg', '')} {item.get('type', '')}".lower()
+        extra = "extra" in why or "not permitted" in why or "forbidden" in why
+        if extra and isinstance(loc, list) and len(loc) >= 2 and loc[0] == "body":
+            return str(loc[1])
+    for pattern in _REJECTED_PARAMETER_MESSAGES:
+        match = pattern.search(message)
+        if match:
+            return match.group(1)
+    return "" if _REJECTED_WORDS.search(message) else None
+
+
+def count(value: Any) -> int | None:
+    """A token count from an answer's ``usage``: a non-negative int, else None (unknown)."""
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return value
+    return None
+
+
+def malformed_raw(body: dict[str, Any], text: str) -> Any:
+    """A malformed 200's stored body: the body itself when it is at most
+    ``MAX_ERROR_BODY_BYTES`` (the judge client reads its choices for a refusal), else
+    ``{"status": 200, "body": <excerpt>}`` (``error_body_excerpt``)."""
+    excerpt = error_body_excerpt(body, text)
+    return body if excerpt is body else {"status": 200, "body": excerpt}
+
+
+def errored(kind: str, message: str, raw: Any, model: str) -> ProviderReply:
+    """A final error of kind ``kind``: ``error`` is ``"<kind>: <message>"``."""
+    return ProviderReply(
+        output="", raw_response=raw, error=f"{kind}: {message}", error_kind=kind, model=model
+    )

@@ -1,0 +1,273 @@
+"""The endpoint part of an OpenAI-compatible config: where calls go (``base_url``, checked for
+egress), the model, the key's variable (``api_key_env``), the calls in flight
+(``concurrency``), the client's times and retries, and the shared limiter's settings.
+
+A run's target (``evals.runner.targets.openai.OpenAIConfig``) and a judge version's
+``params`` (``judges.client.client_config_parse``) are parsed through the same functions:
+``base_url_parse``, ``endpoint_settings_parse`` and ``limit_settings_parse``, which
+``EndpointConfig.parse`` runs in that order. Every error is a ``DomainError`` whose field is
+``<prefix>.<name>`` (the prefix is the caller's: ``target``, ``params``).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, TypedDict, TypeVar
+
+from django.conf import settings
+
+from core.egress import endpoint_url_problem
+from core.errors import DomainError
+
+API_KEY_ENV_PATTERN = r"[A-Z][A-Z0-9_]*_API_KEY"
+DEFAULT_API_KEY_ENV = "OPENAI_API_KEY"
+# A value that is a key itself, not a variable's name: a provider's key prefix (OpenAI
+# ``sk-``, Anthropic ``sk-ant-``, Groq ``gsk_``, Hugging Face ``hf_``, GitHub ``ghp_``...),
+# or a long run of letters and digits with lower case in it (no variable name has that).
+_SECRET_LOOKING = re.compile(
+    r"(?:sk|gsk|pk|rk|hf|ghp|gho|github_pat|xox[abpr]|AIza)[-_]|(?=.*[a-z])(?=.*[0-9])"
+    r"[A-Za-z0-9_\-]{24,}",
+)
+
+# The most calls in flight a caller may ask for (``concurrency``, a target of any kind or a
+# judge). Far above real use (the shared mock's stress runs use 64 to 128), and it keeps a
+# typo or a hostile config from taking a process down: a chunk starts one coroutine and
+# claims two trials per call in flight, and an OpenAI-compatible client one HTTP client per
+# 8, built in the web process too when a run's config is checked (``target_validate``).
+MAX_CONCURRENCY = 1024
+# Upper bounds of an endpoint's numbers. Every one is far above any real use, and each keeps
+# a typo or a hostile config from taking the server down: the target is built once to
+# validate a run's config in the web process (``target_validate``), and ``concurrency``
+# 10**11 built ceil(10**11 / 8) HTTP clients there, filling memory until the process died.
+MAX_ATTEMPTS = 20  # HTTP requests per call, retries included
+MAX_SECONDS = 3600.0  # timeout_s, backoff_base_s, backoff_max_s, retry_after_max_s
+MAX_LIMIT_KEY_CHARS = 200
+
+N = TypeVar("N", int, float)
+
+
+def looks_like_a_key(value: object) -> bool:
+    """Whether ``value`` looks like an API key itself rather than a variable's name: a
+    surface that refuses it must not show it back (a form clears the field)."""
+    return isinstance(value, str) and bool(_SECRET_LOOKING.match(value.strip()))
+
+
+def api_key_env_problem(name: object) -> str | None:
+    """Why ``name`` may not be the environment variable whose value is sent as the bearer
+    key, or None when it may. ``None`` (or ``false``, TOML's way to say it) may: a keyless
+    endpoint (no Authorization header).
+    A name must match ``ASSAY["API_KEY_ENV_PATTERN"]`` (default ``[A-Z][A-Z0-9_]*_API_KEY``,
+    e.g. ``OPENAI_API_KEY``): whoever configures a target or a judge chooses the URL the key
+    goes to, so any other variable of the worker's environment (``SECRET_KEY``,
+    ``DATABASE_URL``, ``HOME``) must not be sendable. A value that looks like a key itself
+    (``sk-...``) is refused without repeating it: the field takes a name, never a secret."""
+
+    if name is None or name is False:  # false: config as code's null (TOML has none)
+        return None
+    if not isinstance(name, str) or not name:
+        return "expected an environment variable name, or null for an endpoint that takes no key"
+    if looks_like_a_key(name):
+        return (
+            "looks like a key itself: give the name of the environment variable that holds "
+            "the key (e.g. OPENAI_API_KEY), never the key"
+        )
+    pattern = getattr(settings, "ASSAY", {}).get("API_KEY_ENV_PATTERN", API_KEY_ENV_PATTERN)
+    if not re.fullmatch(pattern, name):
+        return (
+            f"{name[:100]!r} is not an API key variable: the name must match "
+            f"{pattern!r} (e.g. OPENAI_API_KEY)"
+        )
+    return None
+
+
+class EndpointSettings(TypedDict):
+    """``endpoint_settings_parse``'s result: the key's variable (None: keyless), the model,
+    calls in flight, seconds (``timeout_s``, backoffs, ``retry_after_max_s``) and HTTP
+    attempts per call."""
+
+    api_key_env: str | None
+    model: str
+    concurrency: int
+    timeout_s: float
+    max_attempts: int
+    backoff_base_s: float
+    backoff_max_s: float
+    retry_after_max_s: float
+
+
+class LimitSettings(TypedDict):
+    """``limit_settings_parse``'s result: requests and tokens per minute (None: not
+    declared) and the endpoint's name in the limiter when ``base_url|model`` is not it."""
+
+    rpm: float | None
+    tpm: float | None
+    limit_key: str | None
+
+
+@dataclass(frozen=True)
+class EndpointConfig:
+    """Where and how an OpenAI-compatible client calls. Times in seconds; ``base_url`` has
+    no trailing slash; ``api_key_env`` None: a keyless endpoint (no Authorization header);
+    ``concurrency``: calls in flight over every worker (the limiter's capacity)."""
+
+    base_url: str
+    model: str
+    api_key_env: str | None
+    concurrency: int
+    timeout_s: float = 60.0
+    max_attempts: int = 4
+    backoff_base_s: float = 1.0
+    backoff_max_s: float = 60.0
+    retry_after_max_s: float = 300.0
+    rpm: float | None = None
+    tpm: float | None = None
+    limit_key: str | None = None
+
+    @classmethod
+    def parse(
+        cls, config: Mapping[str, Any], *, prefix: str, concurrency_default: int
+    ) -> EndpointConfig:
+        """The endpoint part of ``config`` (other keys are the caller's to check);
+        ``concurrency_default`` when it has no ``concurrency``. Raises ``DomainError`` with
+        field ``<prefix>.<name>``."""
+        return cls(
+            base_url=base_url_parse(config, prefix=prefix),
+            **endpoint_settings_parse(
+                config, prefix=prefix, concurrency_default=concurrency_default
+            ),
+            **limit_settings_parse(config, prefix=prefix),
+        )
+
+
+# The keys of a config that ``EndpointConfig.parse`` reads.
+ENDPOINT_FIELDS = frozenset(EndpointConfig.__dataclass_fields__)
+
+
+def base_url_parse(config: Mapping[str, Any], *, prefix: str) -> str:
+    """``config["base_url"]`` without its trailing slash: a non-empty ``http://`` or
+    ``https://`` URL whose host ``ASSAY_ENDPOINT_HOSTS`` allows
+    (``core.egress.endpoint_url_problem``). Raises ``DomainError`` on ``<prefix>.base_url``."""
+    base_url = required_str(config, "base_url", prefix=prefix)
+    if not base_url.startswith(("http://", "https://")):
+        raise DomainError("must start with http:// or https://", field=f"{prefix}.base_url")
+    egress = endpoint_url_problem(base_url)
+    if egress:
+        raise DomainError(egress, field=f"{prefix}.base_url")
+    return base_url.rstrip("/")
+
+
+def endpoint_settings_parse(
+    config: Mapping[str, Any], *, prefix: str, concurrency_default: int
+) -> EndpointSettings:
+    """The key's variable (``api_key_env``, default ``DEFAULT_API_KEY_ENV``; ``false`` is
+    null), the model, ``concurrency`` (1 to ``MAX_CONCURRENCY``, else
+    ``concurrency_default``), ``timeout_s`` (default 60), ``max_attempts`` (4, at most
+    ``MAX_ATTEMPTS``), ``backoff_base_s`` (1), ``backoff_max_s`` (60) and
+    ``retry_after_max_s`` (300), the seconds at most ``MAX_SECONDS``; checked in that order.
+    Raises ``DomainError`` with field ``<prefix>.<name>``."""
+    api_key_env = config.get("api_key_env", DEFAULT_API_KEY_ENV)
+    api_key_env = None if api_key_env is False else api_key_env  # TOML has no null
+    problem = api_key_env_problem(api_key_env)
+    if problem:
+        raise DomainError(f"{problem}", field=f"{prefix}.api_key_env")
+    return {
+        "api_key_env": api_key_env,
+        "model": required_str(config, "model", prefix=prefix),
+        "concurrency": number(
+            config,
+            "concurrency",
+            concurrency_default,
+            int,
+            minimum=1,
+            maximum=MAX_CONCURRENCY,
+            prefix=prefix,
+        ),
+        "timeout_s": number(
+            config, "timeout_s", 60.0, float, minimum=0.001, maximum=MAX_SECONDS, prefix=prefix
+        ),
+        "max_attempts": number(
+            config, "max_attempts", 4, int, minimum=1, maximum=MAX_ATTEMPTS, prefix=prefix
+        ),
+        "backoff_base_s": number(
+            config, "backoff_base_s", 1.0, float, minimum=0.0, maximum=MAX_SECONDS, prefix=prefix
+        ),
+        "backoff_max_s": number(
+            config, "backoff_max_s", 60.0, float, minimum=0.0, maximum=MAX_SECONDS, prefix=prefix
+        ),
+        "retry_after_max_s": number(
+            config,
+            "retry_after_max_s",
+            300.0,
+            float,
+            minimum=0.0,
+            maximum=MAX_SECONDS,
+            prefix=prefix,
+        ),
+    }
+
+
+def limit_settings_parse(config: Mapping[str, Any], *, prefix: str) -> LimitSettings:
+    """The shared limiter's settings of a target config or a judge version's params:
+    ``{"rpm": float | None, "tpm": float | None, "limit_key": str | None}``. ``rpm``/``tpm``
+    are requests/tokens per minute, more than 0 (absent or null: not declared); ``limit_key``
+    a non-empty name of at most ``MAX_LIMIT_KEY_CHARS``. Raises ``DomainError`` with field
+    ``<prefix>.<name>``."""
+    per_minute: dict[str, float | None] = {}
+    for name in ("rpm", "tpm"):
+        value = config.get(name)
+        if value is not None and (
+            isinstance(value, bool)
+            or not isinstance(value, int | float)
+            or not 0 < value < math.inf
+        ):
+            raise DomainError(
+                f"expected a finite number above 0, got {value!r}", field=f"{prefix}.{name}"
+            )
+        per_minute[name] = None if value is None else float(value)
+    key = config.get("limit_key")
+    if key is not None and (not isinstance(key, str) or not key.strip()):
+        raise DomainError("expected a non-empty string", field=f"{prefix}.limit_key")
+    if key is not None and len(key) > MAX_LIMIT_KEY_CHARS:
+        raise DomainError(
+            f"at most {MAX_LIMIT_KEY_CHARS} characters, got {len(key)}",
+            field=f"{prefix}.limit_key",
+        )
+    return {"rpm": per_minute["rpm"], "tpm": per_minute["tpm"], "limit_key": key}
+
+
+def required_str(config: Mapping[str, Any], name: str, *, prefix: str) -> str:
+    """``config[name]``, a string that is not blank; else ``DomainError`` on
+    ``<prefix>.<name>``."""
+    value = config.get(name)
+    if not isinstance(value, str) or not value.strip():
+        raise DomainError("required, a non-empty string", field=f"{prefix}.{name}")
+    return value
+
+
+def number(
+    config: Mapping[str, Any],
+    name: str,
+    default: N,
+    kind: type[N],
+    *,
+    minimum: float,
+    maximum: float,
+    prefix: str,
+) -> N:
+    """``config[name]`` (else ``default``) as ``kind``, from ``minimum`` to ``maximum``
+    inclusive; raises ``DomainError`` with field ``<prefix>.<name>`` for a boolean, a
+    non-number, a non-integer where ``kind`` is ``int``, NaN (a TOML config can spell it) or
+    a value out of bounds."""
+    value = config.get(name, default)
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise DomainError(f"expected a number, got {value!r}", field=f"{prefix}.{name}")
+    if not minimum <= value <= maximum:  # NaN fails both comparisons
+        raise DomainError(
+            f"must be from {minimum:g} to {maximum:g}, got {value!r:.40}", field=f"{prefix}.{name}"
+        )
+    if kind is int and value != int(value):
+        raise DomainError(f"expected an integer, got {value!r}", field=f"{prefix}.{name}")
+    return kind(value)
