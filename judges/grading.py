@@ -29,12 +29,11 @@ from django.db.models.fields.json import KT
 
 from core.decimals import decimal_plain
 from core.errors import DomainError
-from core.text import REPLACED_KEY
+from core.text import REPLACED_KEY, replaced_record
 from evals.grading.grader_set import RECORDED_JUDGE_KIND, recorded_kind_reason
 from evals.models import Case, Grade, Run, Trial
 from evals.runner.finalize import run_finalize
 from evals.runner.pricing import Price, cost_breakdown, price_lookup
-from evals.runner.targets.base import replaced_record
 from judges import kinds
 from judges.calling import calls_send
 from judges.claims import (

@@ -179,14 +179,6 @@ def result_storable(result: TargetResult) -> TargetResult:
     )
 
 
-def replaced_record(raw_response: Any) -> dict[str, int]:
-    """``{field: characters replaced}`` as ``result_storable`` recorded it in a reply's
-    ``raw_response``; empty when nothing was replaced."""
-    if isinstance(raw_response, dict) and isinstance(raw_response.get(REPLACED_KEY), dict):
-        return dict(raw_response[REPLACED_KEY])
-    return {}
-
-
 class Target(Protocol):
     """Anything with ``kind``, ``model``, ``concurrency`` (calls in flight over every
     worker, read from its typed config) and an async ``call``."""
