@@ -31,8 +31,8 @@ from core.decimals import decimal_plain
 from core.errors import DomainError
 from core.text import REPLACED_KEY, replaced_record
 from evals.grading.grader_set import RECORDED_JUDGE_KIND, recorded_kind_reason
+from evals.grading.rungs import rung_finished
 from evals.models import Case, Grade, Run, Trial
-from evals.runner.finalize import run_finalize
 from evals.runner.pricing import Price, cost_breakdown, price_lookup
 from judges import kinds
 from judges.calling import calls_send
@@ -475,7 +475,8 @@ def run_live(*, run_id: int) -> bool:
 def run_chunk_judge(*, run_id: int, trial_ids: list[int], sleep: Sleep | None = None) -> int:
     """The judge rung of a run's grader ladder for one chunk: grade the chunk's ok trials with
     every judge spec of the run's grader set (``kind: judge``), after their deterministic
-    grades, then finalize the run (it closes once every judge grade is in). Returns the
+    grades, then tell evals the rung is done (``evals.grading.rungs.rung_finished``: the run
+    closes once every judge grade is in). Returns the
     number of grades written.
 
     Idempotent; safe under redelivery and duplicates: each (trial, grader) is claimed before
@@ -509,5 +510,5 @@ def run_chunk_judge(*, run_id: int, trial_ids: list[int], sleep: Sleep | None = 
             sleep=sleep,
             checkpoint=lambda: run_live(run_id=run_id),
         )
-    run_finalize(run_id=run_id)
+    rung_finished(run_id=run_id)
     return written
