@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.db import models
 
@@ -20,6 +20,9 @@ from evals.grading.grader_set import JUDGE_KIND, RECORDED_JUDGE_KIND, recorded_k
 from evals.grading.rungs import CorrectedPassRate, Spend, VersionTrust
 from judges.models import Judge, JudgeApproval, JudgeVersion
 from judges.tasks import run_chunk_judge
+
+if TYPE_CHECKING:
+    import numpy as np
 
 
 def judge_config_version(config: dict, where: str) -> JudgeVersion:
@@ -145,8 +148,8 @@ class JudgesRung:
         judge_version_id: int,
         approval_id: int | None,
         approval_figures: dict | None,
-        passed: Sequence[int],
-        graded: Sequence[int],
+        passed: Sequence[int] | np.ndarray,
+        graded: Sequence[int] | np.ndarray,
     ) -> CorrectedPassRate:
         """``judges.trust.corrected_pass_rate_from_approval``."""
         from judges.trust import corrected_pass_rate_from_approval  # noqa: PLC0415

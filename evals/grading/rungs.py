@@ -23,10 +23,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from evals.grading.grader_set import JUDGE_KIND
 from evals.runner.finalize import run_finalize
+
+if TYPE_CHECKING:
+    import numpy as np
 
 # The grader kinds graded by a rung another app registers, not by ``run_grader``.
 RUNG_KINDS = (JUDGE_KIND,)
@@ -134,8 +137,8 @@ class JudgeRung(Protocol):
         judge_version_id: int,
         approval_id: int | None,
         approval_figures: dict | None,
-        passed: Sequence[int],
-        graded: Sequence[int],
+        passed: Sequence[int] | np.ndarray,
+        graded: Sequence[int] | np.ndarray,
     ) -> CorrectedPassRate:
         """The corrected pass rate of a judge's verdicts on a run from its approval's figures
         (``passed[i]`` of ``graded[i]`` ok verdicts on case i; None figures: untrusted)."""
