@@ -34,6 +34,15 @@ _UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
+def replaced_record(raw_response: Any) -> dict[str, int]:
+    """``{field: characters replaced}`` as a reply's ``raw_response`` records it under
+    ``REPLACED_KEY`` (``evals.runner.targets.base.result_storable`` writes it); empty when
+    nothing was replaced."""
+    if isinstance(raw_response, dict) and isinstance(raw_response.get(REPLACED_KEY), dict):
+        return dict(raw_response[REPLACED_KEY])
+    return {}
+
+
 def contains_unstorable(value: Any) -> bool:
     """True when a parsed value holds U+0000 or a lone surrogate in any string (dict keys
     included): JSON can escape them (``\\u0000``, ``\\ud800``), UTF-8 text columns cannot

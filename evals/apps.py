@@ -2,16 +2,16 @@ import importlib
 
 from django.apps import AppConfig
 
-# What a worker's first chunk imports (the runner, its targets' HTTP client, the graders,
-# the judge task): imported when the worker is ready, so the first run's first call is not
-# held up by imports (bench/bench_start.py, issue 17).
+# What a worker's first chunk imports (the runner, its targets' HTTP client, the graders):
+# imported when the worker is ready, so the first run's first call is not held up by
+# imports (bench/bench_start.py). The judge task is imported with Django's setup, by the
+# judge rung the judges app registers (judges.rung).
 # aiohttp: the targets' HTTP client imports it with its first call (providers/transport.py).
 # evals.comparison.summary (scipy): every run's close stores its summary; imported at the
 # first close instead, it held a solo worker ~0.7 s while the next run waited for its
 # first call (bench_start.py: commit -> first call 0.74-0.78 s on the run after a close).
 WORKER_WARM_MODULES = (
     "evals.runner.execute",
-    "judges.tasks",
     "aiohttp",
     "evals.comparison.summary",
 )

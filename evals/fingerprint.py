@@ -49,8 +49,8 @@ from dataclasses import dataclass
 from django.db import models
 
 from core.db import raw_rows
+from evals.grading.rungs import judge_rung
 from evals.models import CaseChange, Grade, Run, Trial
-from judges.models import JudgeApproval
 
 
 @dataclass(frozen=True)
@@ -138,14 +138,17 @@ def run_fingerprints(*, runs: Sequence[Run]) -> dict[int, RunFingerprint]:
     return out
 
 
+# The judge trust fingerprint with no judge rung registered: the text of no approval.
+NO_JUDGE_TRUST = "j0.None.0"
+
+
 def judge_trust_fingerprint() -> str:
     """Text that moves with every grant and revocation of judge trust (each writes or
-    updates a ``judges.models.JudgeApproval``: their count, newest id and revocations).
-    One query."""
-    trust = JudgeApproval.objects.aggregate(
-        n=models.Count("id"), top=models.Max("id"), revoked=models.Count("revoked_at")
-    )
-    return f"j{trust['n']}.{trust['top']}.{trust['revoked']}"
+    updates a ``judges.models.JudgeApproval``: their count, newest id and revocations), from
+    the registered judge rung (``JudgeRung.trust_fingerprint``; ``NO_JUDGE_TRUST`` without
+    one). One query."""
+    rung = judge_rung()
+    return NO_JUDGE_TRUST if rung is None else rung.trust_fingerprint()
 
 
 def case_changes_fingerprints(*, suite_ids: Iterable[int]) -> dict[int, str]:

@@ -15,7 +15,7 @@ from core.forms import StorableForm
 from core.strict_json import json_loads_strict
 from core.text import unstorable_refuse
 from evals.cases import CaseSpec, context_problem, tags_problem
-from evals.grading.graders import parse_grader_specs
+from evals.grading.grader_config import parse_grader_specs
 from evals.models import GraderSetPreset, Run, Suite, TargetPreset
 from evals.run_status import IMPORTED
 from evals.runner.start import DEFAULT_TRIALS_PER_CASE, MAX_TRIALS_PER_CASE
@@ -57,7 +57,8 @@ class RunStartForm(StorableForm):
     ``cleaned_data["target"]`` is the target snapshot dict (``{"kind": ...}``; a copy of the
     chosen target preset's config for ``target_kind = "preset"``) and
     ``cleaned_data["graders"]`` the grader set as a list of spec dicts, validated with
-    ``evals.grading.graders.parse_grader_specs`` (the chosen grader set preset's, when one is).
+    ``evals.grading.grader_config.parse_grader_specs`` (the chosen grader set preset's, when
+    one is).
     """
 
     suite = forms.ModelChoiceField(

@@ -3,7 +3,7 @@
 
 Each preset is validated when applied, with the same code a run uses
 (``evals.runner.targets.target_from_config``,
-``evals.grading.graders.parse_grader_specs``); errors name
+``evals.grading.grader_config.parse_grader_specs``); errors name
 the TOML table and field (``targets.prod.base_url: ...``,
 ``grader_sets.smoke.graders[0].kind: ...``). Applying the same content changes nothing; a
 change updates the preset in place and says so. Runs copy a preset into their own snapshot,
@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Literal
 
 from core.errors import DomainError
-from evals.grading.graders import grader_set_resolved, parse_grader_specs
+from evals.grading.grader_config import grader_set_resolved, parse_grader_specs
 from evals.models import GraderSetPreset, TargetPreset, preset_hash
 from evals.runner.targets.base import target_validate
 
@@ -49,7 +49,7 @@ def target_preset_apply(*, name: str, config: dict) -> tuple[TargetPreset, Actio
 
 def grader_set_preset_apply(*, name: str, graders: list) -> tuple[GraderSetPreset, Action]:
     """Create or update the grader set preset ``name`` (a list of grader spec dicts, see
-    ``evals.grading.graders.parse_grader_specs``). Raises ``DomainError`` naming
+    ``evals.grading.grader_config.parse_grader_specs``). Raises ``DomainError`` naming
     ``grader_sets.<name>.graders[<i>].<field>``."""
     where = f"grader_sets.{name}.graders"
     try:

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 
 from django.conf import settings
+from django.core.management.base import CommandError
 from django.core.paginator import Page, Paginator
 from django.db import models
 from django.db.models.functions import Length, Substr
@@ -120,6 +121,16 @@ def run_resolve(*, ref: str, field: str = "run") -> Run:
             code="conflict",
         )
     return next(iter(matches.values()))
+
+
+def run_lookup(ref: str) -> Run:
+    """``run_resolve`` for management commands: the run named by ``ref`` (UUID, "suite/run"
+    or a unique run name); ``CommandError`` with the message alone when none or several
+    match."""
+    try:
+        return run_resolve(ref=ref)
+    except DomainError as exc:
+        raise CommandError(exc.message) from exc
 
 
 def run_list(

@@ -13,8 +13,8 @@ import numpy as np
 
 from core.errors import DomainError
 from evals.baselines import HISTORY_RUNS, baseline_current
+from evals.grading.grader_config import parse_grader_specs
 from evals.grading.grader_set import IMPORTED_KIND, recorded_kind_reason
-from evals.grading.graders import parse_grader_specs
 from evals.models import Baseline, Case, Graduation, Run, Suite
 from evals.selectors import _run_case_counts
 from stats.intervals import ClusteredMean, clustered_rate_interval

@@ -29,10 +29,10 @@ from django.db.models.fields.json import KT
 
 from core.decimals import decimal_plain
 from core.errors import DomainError
-from core.text import REPLACED_KEY
+from core.text import REPLACED_KEY, replaced_record
 from evals.grading.grader_set import RECORDED_JUDGE_KIND, recorded_kind_reason
+from evals.grading.rungs import rung_finished
 from evals.models import Case, Grade, Run, Trial
-from evals.runner.finalize import run_finalize
 from judges import kinds
 from judges.calling import calls_send
 from judges.claims import (
@@ -47,7 +47,6 @@ from judges.ledger import CallAnswered, CallOpened, judge_calls_close, judge_cal
 from judges.models import Judge, JudgeVersion
 from judges.parsing import ParseError, reply_parse
 from judges.prompts import imitates_markers
-from providers.openai.reply import replaced_record
 from providers.pricing import Price, cost_breakdown, price_lookup
 
 logger = logging.getLogger(__name__)
@@ -476,7 +475,8 @@ def run_live(*, run_id: int) -> bool:
 def run_chunk_judge(*, run_id: int, trial_ids: list[int], sleep: Sleep | None = None) -> int:
     """The judge rung of a run's grader ladder for one chunk: grade the chunk's ok trials with
     every judge spec of the run's grader set (``kind: judge``), after their deterministic
-    grades, then finalize the run (it closes once every judge grade is in). Returns the
+    grades, then tell evals the rung is done (``evals.grading.rungs.rung_finished``: the run
+    closes once every judge grade is in). Returns the
     number of grades written.
 
     Idempotent; safe under redelivery and duplicates: each (trial, grader) is claimed before
@@ -510,5 +510,5 @@ def run_chunk_judge(*, run_id: int, trial_ids: list[int], sleep: Sleep | None = 
             sleep=sleep,
             checkpoint=lambda: run_live(run_id=run_id),
         )
-    run_finalize(run_id=run_id)
+    rung_finished(run_id=run_id)
     return written

@@ -18,6 +18,7 @@ from django.db import connection
 from django.db.models import QuerySet
 from django.utils import timezone
 
+from evals.grading.rungs import Spend
 from judges.client import JudgeReply
 from judges.models import JudgeCallRecord, JudgeVersion
 
@@ -127,29 +128,6 @@ def judge_calls_close(*, answers: list[CallAnswered]) -> int:
     with connection.cursor() as cursor:
         cursor.executemany(sql, params)
     return len(params)
-
-
-@dataclass(frozen=True)
-class Spend:
-    """Judge calls and what they cost, from the ledger.
-
-    ``calls``: calls sent; ``requests``: HTTP requests they made (retries included; calls
-    with no answer recorded count one); ``lost``: calls whose answer lost a race (paid, not
-    kept); ``unanswered``: calls with no answer recorded (a worker died mid-call).
-    ``input``/``output``: token sums over the known counts, ``*_unknown`` the calls without
-    one. ``known_usd``: sum of the known costs (None when none is known); ``cost_unknown``:
-    calls whose cost is unknown (unknown price, unknown tokens, or no answer)."""
-
-    calls: int
-    requests: int
-    lost: int
-    unanswered: int
-    input: int
-    input_unknown: int
-    output: int
-    output_unknown: int
-    known_usd: Decimal | None
-    cost_unknown: int
 
 
 def spend_from_rows(rows: list[tuple]) -> Spend | None:

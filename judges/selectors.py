@@ -20,8 +20,9 @@ from django.db.models import Count, Prefetch, Q
 
 from core.errors import DomainError
 from core.ids import uuid_parse
+from evals.grading.rungs import Spend
 from evals.models import Grade
-from judges.ledger import Spend, spend_get
+from judges.ledger import spend_get
 from judges.models import (
     Judge,
     JudgeApproval,
@@ -129,8 +130,8 @@ def judge_cost_get(*, judge_version: JudgeVersion) -> JudgeCost:
 
 
 def probe_spend_get(*, probe_run: ProbeRun) -> Spend | None:
-    """The judge calls a probe run sent and what they cost (``judges.ledger.Spend`` from the
-    call ledger; None before its first call). One query."""
+    """The judge calls a probe run sent and what they cost (``evals.grading.rungs.Spend``
+    from the call ledger; None before its first call). One query."""
     return spend_get(records=JudgeCallRecord.objects.filter(probe_run=probe_run))
 
 
@@ -300,8 +301,8 @@ class JudgeRunVerdicts:
     """A (single-run) judge run's verdicts over its trials (``judge_run.trial_ids``), its
     version's grades under its grader key: ``passed``, ``failed``, ``errored`` (the call or
     the reply failed: no verdict) and ``not_judged`` (a rung the ladder skipped), and
-    ``spend``, the ledger's record of its judge calls (``judges.ledger.Spend``; None when no
-    call was recorded)."""
+    ``spend``, the ledger's record of its judge calls (``evals.grading.rungs.Spend``; None
+    when no call was recorded)."""
 
     passed: int
     failed: int

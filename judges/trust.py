@@ -11,7 +11,6 @@ calls ``trust_grant``; judges never imports labeling.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from uuid import UUID
 
 import numpy as np
@@ -20,34 +19,9 @@ from django.utils import timezone
 
 from core.errors import DomainError
 from core.roles import LEAD, role_require
+from evals.grading.rungs import CorrectedPassRate
 from judges.models import JudgeApproval, JudgeVersion, development_trial_ids
 from stats.correction import corrected_rate_interval
-
-
-@dataclass(frozen=True)
-class CorrectedPassRate:
-    """A run's raw judge pass rate and its Rogan–Gladen correction (see
-    ``stats.correction.corrected_rate_interval``); ``corrected`` None with ``reason`` when
-    undefined.
-
-    ``observed``: the mean of per-case judge pass rates (the run report's pass rate), from
-    ``observed_numerator`` passes of ``observed_denominator`` ok verdicts in all;
-    ``ci_low``/``ci_high``: the corrected rate's 95% interval, clustered by case and carrying
-    the uncertainty of ``tpr`` and ``tnr`` (estimated from the approval's calibration counts);
-    never of zero width. ``method`` names the interval (``"rogan-gladen-mover"``)."""
-
-    judge_version_id: int
-    approval_id: int | None
-    observed: float | None
-    observed_numerator: int
-    observed_denominator: int
-    corrected: float | None
-    ci_low: float | None
-    ci_high: float | None
-    tpr: float | None
-    tnr: float | None
-    reason: str = ""
-    method: str = ""
 
 
 def corrected_pass_rate_from_approval(

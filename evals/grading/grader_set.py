@@ -1,6 +1,6 @@
 """A run's grader set, typed: read once from its stored JSON, then passed around as a
 ``GraderSet`` (``Run.grader_set``). The strict parse of a new set, which checks every
-kind's config, is ``evals.grading.graders.parse_grader_specs``; a stored set was checked
+kind's config, is ``evals.grading.grader_config.parse_grader_specs``; a stored set was checked
 when its run started (or came from an import), so ``GraderSet.from_stored`` reads it
 leniently and never raises."""
 

@@ -2,9 +2,10 @@
 
 Contract:
 - A grader set is a list of ``GraderSpec`` parsed once at the edge from JSON
-  (``parse_grader_specs``), then passed around typed. Every config error is found at parse
-  time (unknown kind or option, wrong type, bad regex, bad JSON Schema, unregistered oracle)
-  and raised as ``DomainError`` naming ``graders[<index>].<field>``.
+  (``evals.grading.grader_config.parse_grader_specs``), then passed around typed. Every
+  config error is found at parse time (unknown kind or option, wrong type, bad regex, bad
+  JSON Schema, unregistered oracle) and raised as ``DomainError`` naming
+  ``graders[<index>].<field>``.
 - ``run_grader(spec, case=..., output=...)`` never raises: a grader that raises gives an
   errored ``GradeResult`` (``passed=None``), never a fail counted as data, never a pass.
 - Every result carries a reason. Scores are in [0, 1]; a non-finite score is an error.
@@ -46,9 +47,10 @@ Kinds (``config`` options in brackets, defaults after ``=``):
   version by name and number: instead of judge_version, or beside a UUID as its fallback
   when the UUID is not known here, as run files write them), skip_if_failed=False]: the
   top rung, an LLM judge
-  version (``judges``). It is not run here: the runner enqueues it after the deterministic
-  grades of a chunk are written (``judges.grading.run_chunk_judge``); with
-  ``skip_if_failed`` a trial failed by a gating deterministic grader is not sent to the judge.
+  version, graded by the rung the judges app registers (``evals.grading.rungs``). It is not
+  run here: the runner enqueues it after the deterministic grades of a chunk are written
+  (``JudgeRung.chunk_enqueue``); with ``skip_if_failed`` a trial failed by a gating
+  deterministic grader is not sent to the judge.
 """
 
 from __future__ import annotations
@@ -64,27 +66,14 @@ from typing import Any
 
 import regex
 
-from core.errors import DomainError
 from core.registry import registry_get
 from evals.grading.agent.data import AgentData, AgentOutcome
-from evals.grading.agent.state import state_grade, state_parse
-from evals.grading.contract import OPTIONS as CONTRACT_OPTIONS
-from evals.grading.grader_set import (
-    JUDGE_KIND,
-    RECORDED_JUDGE_KIND,
-    RECORDED_KINDS,
-    STATE_KIND,
-    TRAJECTORY_KIND,
-    GraderSpec,
-    default_gating,
-    recorded_kind_reason,
-)
-from judges.models import Judge, JudgeVersion
+from evals.grading.agent.state import state_grade
+from evals.grading.grader_set import STATE_KIND, TRAJECTORY_KIND, GraderSpec
 
-# The kinds built on jsonschema and celpy (json_schema, contract, trajectory) and the judge
-# rung import them where they are used, not here: every process importing the graders (a
-# command that starts a run of ``contains`` graders) would pay half a second for them
-# (issue 17, the command's start).
+# The kinds built on jsonschema and celpy (json_schema, contract, trajectory) import them
+# where they are used, not here: every process importing the graders (a command that starts
+# a run of ``contains`` graders) would pay half a second for them.
 
 
 @dataclass(frozen=True)
@@ -267,7 +256,8 @@ def _not_contains(config: dict, case: Any, output: str) -> GradeResult:
     return _contains_check(config, case, output, negate=True)
 
 
-_FLAG_NAMES = {
+# Regex flags a grader's config may name (``flags``), by name and by letter.
+REGEX_FLAGS = {
     "i": regex.IGNORECASE,
     "ignorecase": regex.IGNORECASE,
     "m": regex.MULTILINE,
@@ -283,19 +273,19 @@ _FLAG_NAMES = {
 REGEX_TIME_LIMIT_S = 1.0
 
 
-def _compile(pattern: str, flags: list[str]) -> regex.Pattern:
+def pattern_compile(pattern: str, flags: list[str]) -> regex.Pattern:
     """A grader's pattern, compiled by the ``regex`` package in its ``re``-compatible mode
     (VERSION0); raises ``regex.error`` for a bad one."""
     value = regex.VERSION0
     for name in flags:
-        value |= _FLAG_NAMES[name.lower()]
+        value |= REGEX_FLAGS[name.lower()]
     return regex.compile(pattern, value)
 
 
 def _search(pattern: str, output: str, flags: list[str] | None = None) -> Any:
     """The first match of a grader's ``pattern`` in ``output`` (or None); raises
     ``TimeoutError`` after ``REGEX_TIME_LIMIT_S`` seconds."""
-    return _compile(pattern, flags or []).search(output, timeout=REGEX_TIME_LIMIT_S)
+    return pattern_compile(pattern, flags or []).search(output, timeout=REGEX_TIME_LIMIT_S)
 
 
 def _too_slow(pattern: str) -> GradeResult:
@@ -474,281 +464,6 @@ GRADERS: dict[str, Callable[..., GradeResult]] = {
     "python": _python,
     "contract": _contract,
 }
-
-
-# --- parsing ------------------------------------------------------------------------------
-
-_SPEC_FIELDS = {"key", "kind", "config", "gating", "version"}
-
-
-def _type_name(value: Any) -> str:
-    return f"{value!r} ({type(value).__name__})"
-
-
-def _want(where: str, value: Any, kind: type | tuple, label: str) -> None:
-    # bool is an int subclass: a strict check refuses True for a number and 1 for a bool.
-    kinds = _as_tuple(kind)
-    ok = object in kinds or (
-        isinstance(value, kinds) and not (isinstance(value, bool) and bool not in kinds)
-    )
-    if not ok:
-        raise DomainError(f"expected {label}, got {_type_name(value)}", field=f"{where}")
-
-
-def _as_tuple(kind: type | tuple) -> tuple:
-    return kind if isinstance(kind, tuple) else (kind,)
-
-
-_OPTIONS: dict[str, dict[str, tuple[type | tuple, str]]] = {
-    "exact": {"value": (object, "any JSON value")},
-    "normalized": {"value": (object, "any JSON value")},
-    "contains": {
-        "value": (str, "a string"),
-        "values": (list, "a list of strings"),
-        "case_sensitive": (bool, "a boolean"),
-        "word": (bool, "a boolean"),
-        "match": (str, "'all' or 'any'"),
-    },
-    "not_contains": {
-        "value": (str, "a string"),
-        "values": (list, "a list of strings"),
-        "case_sensitive": (bool, "a boolean"),
-        "word": (bool, "a boolean"),
-    },
-    "regex": {
-        "pattern": (str, "a string"),
-        "flags": (list, "a list of flag names"),
-        "must_match": (bool, "a boolean"),
-    },
-    "json_schema": {"schema": ((dict, bool), "a JSON Schema object")},
-    "numeric": {
-        "value": ((int, float, str), "a number"),
-        "pattern": (str, "a string"),
-        "abs_tol": ((int, float), "a number"),
-        "rel_tol": ((int, float), "a number"),
-    },
-    "python": {"function": (str, "a registered grader's name")},
-    "contract": dict.fromkeys(CONTRACT_OPTIONS, (object, "see docs/contracts.md")),
-    # The agent kinds check their own options (evals.grading.agent): types here, the rest there.
-    STATE_KIND: {
-        "mode": (str, "'exact' or 'subset'"),
-        "goal": (object, "any JSON value"),
-        "ignore": (list, "a list of paths"),
-    },
-    TRAJECTORY_KIND: {
-        "required": (list, "a list of tool names"),
-        "forbidden": (list, "a list of tool names"),
-        "order": (list, "a list of tool names"),
-        "before": (list, "a list of [first, then] pairs"),
-        "arguments": (list, 'a list of {"tool", "check", "name"?}'),
-        "max_steps": (int, "a whole number"),
-        "max_tokens": (int, "a whole number"),
-        "max_cost_usd": ((int, float), "a number"),
-    },
-    JUDGE_KIND: {
-        "judge_version": (str, "a judge version: UUID, JUDGE:vN or a judge name"),
-        "judge": (str, "a judge name"),
-        "judge_number": (int, "a whole number"),
-        "skip_if_failed": (bool, "a boolean"),
-    },
-}
-_REQUIRED = {
-    "regex": ("pattern",),
-    "json_schema": ("schema",),
-    "python": ("function",),
-}
-
-
-def _check_config(kind: str, config: dict, where: str) -> None:
-    options = _OPTIONS[kind]
-    for name in config:
-        if name not in options:
-            raise DomainError(
-                f"unknown option for {kind} (known: {sorted(options)})", field=f"{where}.{name}"
-            )
-    for name in _REQUIRED.get(kind, ()):
-        if name not in config:
-            raise DomainError(f"required for {kind}", field=f"{where}.{name}")
-    for name, value in config.items():
-        _want(f"{where}.{name}", value, *options[name])
-    _check_values(kind, config, where)
-
-
-def _check_values(kind: str, config: dict, where: str) -> None:
-    if "values" in config:
-        if "value" in config:
-            raise DomainError("give value or values, not both", field=f"{where}.values")
-        if not config["values"] or not all(isinstance(v, str) and v for v in config["values"]):
-            raise DomainError("expected a non-empty list of strings", field=f"{where}.values")
-    if kind in ("contains", "not_contains") and config.get("value") == "":
-        raise DomainError("must not be empty", field=f"{where}.value")
-    if config.get("match", "all") not in ("all", "any"):
-        raise DomainError("expected 'all' or 'any'", field=f"{where}.match")
-    for name in ("abs_tol", "rel_tol"):
-        if name in config and not (math.isfinite(config[name]) and config[name] >= 0):
-            raise DomainError("expected a finite number >= 0", field=f"{where}.{name}")
-    if (
-        kind == "numeric"
-        and isinstance(config.get("value"), str)
-        and (parse_number(config["value"]) is None)
-    ):
-        raise DomainError(f"not a number: {config['value']!r}", field=f"{where}.value")
-    value = config.get("value")
-    if kind == "numeric" and isinstance(value, float) and not math.isfinite(value):
-        raise DomainError("expected a finite number", field=f"{where}.value")
-    if kind in ("regex", "numeric") and "pattern" in config:
-        flags = config.get("flags", [])
-        for i, name in enumerate(flags):
-            if not isinstance(name, str) or name.lower() not in _FLAG_NAMES:
-                raise DomainError(f"unknown flag {name!r}", field=f"{where}.flags[{i}]")
-        try:
-            compiled = _compile(config["pattern"], flags)
-        except (regex.error, ValueError) as exc:
-            raise DomainError(f"invalid regex: {exc}", field=f"{where}.pattern") from exc
-        if kind == "numeric" and compiled.groups != 1:
-            raise DomainError(
-                f"needs exactly one capturing group, has {compiled.groups}",
-                field=f"{where}.pattern",
-            )
-    if kind == "json_schema":
-        import jsonschema  # noqa: PLC0415 - see the imports
-
-        try:
-            jsonschema.Draft202012Validator.check_schema(config["schema"])
-        except jsonschema.SchemaError as exc:
-            raise DomainError(
-                f"invalid JSON Schema: {exc.message}", field=f"{where}.schema"
-            ) from exc
-    if kind == "contract":
-        from evals.grading.contract.config import contract_parse  # noqa: PLC0415
-
-        contract_parse(config, where)
-    if kind == STATE_KIND:
-        state_parse(config, where)
-    if kind == TRAJECTORY_KIND:
-        from evals.grading.agent.trajectory import trajectory_parse  # noqa: PLC0415
-
-        trajectory_parse(config, where)
-    if kind == "python":
-        registry_get(name=config["function"], kind="grader", field=f"{where}.function")
-
-
-def _judge_config_version(config: dict, where: str) -> JudgeVersion:
-    """The judge version a judge grader's config names: ``judge_version`` (its UUID,
-    ``JUDGE:vN`` or a judge name, as ``judges.selectors.judge_version_resolve`` reads them),
-    else ``judge`` with ``judge_number`` (version N of the judge so named; without the number
-    its newest version). Given both, the UUID wins when this database knows it, and the name
-    and number are the fallback: a run file names its judges both ways, and an import here
-    may have had to give the version another UUID. Raises DomainError naming the field."""
-
-    name, number = config.get("judge"), config.get("judge_number")
-    if number is not None and (isinstance(number, bool) or number < 1):
-        raise DomainError("expected a whole number >= 1", field=f"{where}.judge_number")
-    if number is not None and name is None:
-        raise DomainError("judge_number needs judge (the judge's name)", field=f"{where}.judge")
-    by_name = None if name is None else (name if number is None else f"{name}:v{number}")
-    ref = config.get("judge_version")
-    if ref is None:
-        if by_name is None:
-            raise DomainError(f"required for {JUDGE_KIND}", field=f"{where}.judge_version")
-        return _check_judge_version(by_name, f"{where}.judge")
-    try:
-        return _check_judge_version(ref, f"{where}.judge_version")
-    except DomainError as exc:
-        if by_name is None or exc.code != "not_found":
-            raise
-    return _check_judge_version(by_name, f"{where}.judge")
-
-
-def _check_judge_version(value: str, where: str) -> JudgeVersion:
-    """The judge version named by ``value`` (its UUID, ``JUDGE:vN`` or a judge name, as
-    ``judges.selectors.judge_version_resolve`` reads them), which must grade single trials
-    (not pairwise, not recorded). Raises DomainError naming ``where``."""
-    from judges.selectors import judge_version_resolve  # noqa: PLC0415
-
-    version = judge_version_resolve(ref=value, field=where)
-    if version.judge.kind == Judge.Kind.RECORDED:
-        raise DomainError(f"{version} is {recorded_kind_reason(RECORDED_JUDGE_KIND)}", field=where)
-    if version.judge.kind == Judge.Kind.PAIRWISE:
-        raise DomainError(
-            f"{version} is a {version.judge.kind} judge; it does not grade single trials",
-            field=f"{where}",
-        )
-    return version
-
-
-def parse_grader_specs(raw: list[dict]) -> list[GraderSpec]:
-    """Parse a grader set from JSON (``[{"key", "kind", "config"?, "gating"?, "version"?}]``);
-    ``gating`` defaults to ``default_gating(kind)`` (True but for ``trajectory``).
-
-    Strict: no coercion (``"false"`` is not a boolean), unknown fields and options are
-    refused, keys are unique, and each kind's config is fully checked (regex compiled, JSON
-    Schema checked against Draft 2020-12, python oracle looked up in the registry, judge
-    version looked up).
-    A grader of an imported run (kind ``imported`` or ``recorded-judge``, or a judge grader
-    of a recorded judge) is refused saying so: its verdicts were imported, it cannot be run.
-    Raises ``DomainError`` whose message starts with ``graders[<index>].<field>``.
-    """
-    if not isinstance(raw, list):
-        raise DomainError(f"expected a list, got {type(raw).__name__}", field="graders")
-    specs: list[GraderSpec] = []
-    seen: dict[str, int] = {}
-    for index, item in enumerate(raw):
-        where = f"graders[{index}]"
-        if not isinstance(item, dict):
-            raise DomainError(f"expected an object, got {type(item).__name__}", field=f"{where}")
-        if item.get("kind") in RECORDED_KINDS:  # before its fields: a recorded grader has others
-            raise DomainError(recorded_kind_reason(item["kind"]), field=f"{where}.kind")
-        for name in item:
-            if name not in _SPEC_FIELDS:
-                raise DomainError("unknown field", field=f"{where}.{name}")
-        for name in ("key", "kind"):
-            if name not in item:
-                raise DomainError("required", field=f"{where}.{name}")
-            _want(f"{where}.{name}", item[name], str, "a string")
-        key, kind = item["key"], item["kind"]
-        if not key.strip():
-            raise DomainError("must not be empty", field=f"{where}.key")
-        if key in seen:
-            raise DomainError(
-                f"duplicate key {key!r} (also graders[{seen[key]}])", field=f"{where}.key"
-            )
-        seen[key] = index
-        if kind not in GRADERS and kind != JUDGE_KIND:
-            raise DomainError(
-                f"unknown kind {kind!r} (known: {sorted([*GRADERS, JUDGE_KIND])})",
-                field=f"{where}.kind",
-            )
-        config = item.get("config", {})
-        _want(f"{where}.config", config, dict, "an object")
-        gating = item.get("gating", default_gating(kind))
-        _want(f"{where}.gating", gating, bool, "a boolean")
-        version = item.get("version", "1")
-        _want(f"{where}.version", version, str, "a string")
-        _check_config(kind, config, f"{where}.config")
-        if kind == JUDGE_KIND:  # a name is resolved now: the run snapshots the version's UUID
-            judge = _judge_config_version(config, f"{where}.config")
-            config = {**config, "judge_version": str(judge.uuid)}
-        specs.append(GraderSpec(key=key, kind=kind, config=config, gating=gating, version=version))
-    return specs
-
-
-def grader_set_resolved(raw: list[dict], specs: list[GraderSpec]) -> list[dict]:
-    """The grader set ``raw`` as given (its own field order and defaults), with each judge
-    grader's ``judge_version`` replaced by the UUID ``parse_grader_specs`` resolved it to
-    (``specs``, parsed from ``raw``): what runs and presets store, so a judge named in a
-    config file is pinned to one version."""
-    out = []
-    for item, spec in zip(raw, specs, strict=True):
-        if spec.is_judge:
-            item = {
-                **item,
-                "config": {**item["config"], "judge_version": spec.config["judge_version"]},
-            }
-        if "gating" not in item and not spec.gating:
-            item = {**item, "gating": False}  # a non-gating default, written down
-        out.append(item)
-    return out
 
 
 def run_grader(

@@ -15,7 +15,7 @@ from django.db import transaction
 from core.chunks import chunked
 from core.errors import DomainError
 from core.roles import ENGINEER, LEAD, role_require
-from evals.grading.graders import parse_grader_specs
+from evals.grading.grader_config import parse_grader_specs
 from evals.grading.ladder import grades_record
 from evals.models import Run, Trial
 

@@ -9,7 +9,7 @@ import Run`` is the one way to name one; the modules are its concepts:
 - ``grades``: ``Grade`` (``grade_skipped_placeholder``), ``DecisionTransition``
 - ``baselines``: ``Baseline``; ``top_ups``: ``TopUp``; ``summaries``: ``RunSummary``
 - ``presets``: ``TargetPreset``, ``GraderSetPreset`` (``preset_hash``)
-- ``ingest``: ``IngestKey``; ``prices``: ``ModelPrice``
+- ``ingest``: ``IngestKey``
 
 Invariants:
 - A case is frozen: its content (input, expected, context documents) is hashed; a change
@@ -24,7 +24,6 @@ from evals.models.baselines import Baseline
 from evals.models.grades import DecisionTransition, Grade, grade_skipped_placeholder
 from evals.models.ingest import IngestKey
 from evals.models.presets import GraderSetPreset, Preset, TargetPreset, preset_hash
-from evals.models.prices import ModelPrice
 from evals.models.runs import Run, Trial, TrialPair
 from evals.models.suites import Case, CaseChange, Graduation, Suite, content_hash, input_hash
 from evals.models.summaries import RunSummary
@@ -39,7 +38,6 @@ __all__ = [
     "Graduation",
     "GraderSetPreset",
     "IngestKey",
-    "ModelPrice",
     "Preset",
     "Run",
     "RunSummary",

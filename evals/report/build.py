@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from core.strict_json import json_safe
+from evals.grading.rungs import Spend, judge_rung
 from evals.grading.verdict import (
     CANCELLED,
     PASS,
@@ -49,8 +50,6 @@ from evals.report.figures import (
 from evals.report.rows import RunRows
 from evals.run_status import run_status_shown
 from evals.trajectory.limits import limit_kind
-from judges.ledger import Spend
-from judges.trust import corrected_pass_rate_from_approval
 
 OVERALL = "overall"
 
@@ -188,7 +187,7 @@ class RunReport:
     tokens: Tokens
     latency: Latency
     cost: Cost
-    judge_calls: Spend | None = None  # judges.ledger: every judge call paid for the run
+    judge_calls: Spend | None = None  # the judge rung: every judge call paid for the run
     cost_quality: CostQuality | None = None
     # A run with a contract grader: ``RunDecisions.as_json()`` (evals.grading.contract);
     # None otherwise.
@@ -451,7 +450,12 @@ def _with_corrections(
 ) -> list[Figures]:
     """Each grader's figures with ``corrected`` set when all its grades on ok trials come
     from one judge version (Rogan–Gladen only means something for one judge's error rates);
-    the correction works on the grader's per-case tallies (an interval clustered by case)."""
+    the correction works on the grader's per-case tallies (an interval clustered by case),
+    by the registered judge rung (``JudgeRung.corrected_pass_rate``); with none registered no
+    grader has one."""
+    rung = judge_rung()
+    if rung is None:
+        return graders
     versions: dict[str, set] = {}
     for key, version, ok in zip(g_keys.tolist(), g_versions, g_ok_trial.tolist(), strict=True):
         if ok:
@@ -467,7 +471,7 @@ def _with_corrections(
         out.append(
             dataclasses.replace(
                 f,
-                corrected=corrected_pass_rate_from_approval(
+                corrected=rung.corrected_pass_rate(
                     judge_version_id=int(version),
                     approval_id=approval_id,
                     approval_figures=approval_figures,

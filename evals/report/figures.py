@@ -9,8 +9,8 @@ from functools import lru_cache
 
 import numpy as np
 
+from evals.grading.rungs import CorrectedPassRate
 from evals.grading.verdict import CaseTally
-from judges.trust import CorrectedPassRate
 from stats import pass_at_k, pass_hat_k, wilson_interval
 from stats.intervals import (
     ClusteredMean,
@@ -112,7 +112,7 @@ class Figures:
     ``corrected``: for a grader whose verdicts all come from one judge version, the
     Rogan–Gladen correction of the mean per-case rate by that judge's measured tpr and tnr,
     its interval clustered by case and carrying their uncertainty
-    (``judges.trust.CorrectedPassRate``; ``corrected.corrected`` None with a reason when the
+    (``evals.grading.rungs.CorrectedPassRate``; ``corrected.corrected`` None with a reason when the
     version is not trusted); None for other graders, overall and slices.
     """
 

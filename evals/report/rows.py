@@ -21,8 +21,8 @@ from django.db.models import Case as CaseWhen
 from django.db.models.functions import Coalesce
 
 from core.db import raw_rows
+from evals.grading.rungs import judge_rung
 from evals.models import Case, Grade, Run, Trial
-from judges.models import JudgeApproval, JudgeVersion
 
 
 def judge_version_label(judge_name: str, number: int) -> str:
@@ -324,27 +324,24 @@ def _rows_by_run(
 
 
 def _judges(version_ids: set[int]) -> dict[int, JudgeInfo]:
-    """The judge versions among a run's grades with their active approval (one query)."""
+    """The judge versions among a run's grades with their active approval (one query, by the
+    registered judge rung: ``JudgeRung.versions_trust``). With no rung registered each reads
+    untrusted under a label of its id ("judge version 7"): its verdicts are provisional."""
     if not version_ids:
         return {}
-    active = JudgeApproval.objects.active().filter(judge_version=models.OuterRef("pk"))
-    versions = (
-        JudgeVersion.objects.filter(id__in=version_ids)
-        .select_related("judge")
-        .annotate(
-            approval_id=models.Subquery(active.values("id")[:1]),
-            approval_figures=models.Subquery(
-                active.values("figures")[:1], output_field=models.JSONField()
-            ),
-        )
-    )
+    rung = judge_rung()
+    if rung is None:
+        return {
+            v: JudgeInfo(label=f"judge version {v}", name=f"judge version {v}", trusted=False)
+            for v in version_ids
+        }
     return {
-        jv.id: JudgeInfo(
-            label=judge_version_label(jv.judge.name, jv.number),
-            name=jv.judge.name,
-            trusted=jv.approval_id is not None,
-            approval_id=jv.approval_id,
-            approval_figures=jv.approval_figures,
+        v: JudgeInfo(
+            label=judge_version_label(t.name, t.number),
+            name=t.name,
+            trusted=t.approval_id is not None,
+            approval_id=t.approval_id,
+            approval_figures=t.approval_figures,
         )
-        for jv in versions
+        for v, t in rung.versions_trust(version_ids=version_ids).items()
     }

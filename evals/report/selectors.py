@@ -10,11 +10,11 @@ from django.db.models.functions import Substr
 
 from core.gc_pause import gc_paused_call
 from evals.grading.contract.decisions import run_decisions
+from evals.grading.rungs import judge_rung
 from evals.models import Grade, Run, Trial
 from evals.report.agents import agent_reasons_add, agent_report
 from evals.report.build import ReasonRows, RunReport, report_from_rows
 from evals.report.rows import run_rows_get
-from judges.ledger import run_judge_spend
 
 REASON_MAX_CHARS = 500
 
@@ -54,8 +54,9 @@ def run_report(*, run: Run) -> RunReport:
         ),
     )
     # Judge calls apart from the target's, from the call ledger: every call paid, including
-    # one whose grade lost a race (one query).
-    judge_calls = run_judge_spend(run_id=run.id)
+    # one whose grade lost a race (one query; none without a judge rung registered).
+    rung = judge_rung()
+    judge_calls = None if rung is None else rung.run_spend(run_id=run.id)
     rows = run_rows_get(run=run, usage="totals")
     report = report_from_rows(run=run, rows=rows, reasons=reasons)
     agents = agent_report(run=run, rows=rows, k_max=len(report.overall.pass_k))

@@ -23,11 +23,11 @@ from django.utils import timezone
 
 from core.chunks import chunked
 from core.db import sql_marks
-from core.outbox import outbox_enqueue
 from evals.grading.ladder import (
     _chunk_grades_complete,
     grades_insert,
 )
+from evals.grading.rungs import judge_rung_required
 from evals.models import Run, TopUp, Trial
 from evals.runner.calls import CallPool
 from evals.runner.claims import (
@@ -42,7 +42,6 @@ from evals.runner.claims import (
 from evals.runner.finalize import run_close_if_done, trials_cancel
 from evals.runner.start import _chunks_enqueue, run_subject, trial_chunk_size
 from evals.runner.targets import TargetResult
-from judges.tasks import run_chunk_judge
 from providers.call_stop import CANCELLED_KIND
 from providers.pricing import cost_breakdown, price_lookup
 
@@ -492,7 +491,7 @@ class _ChunkCalls:
 def trial_chunk_execute(*, run_id: int, trial_ids: list[int]) -> None:
     """Execute one chunk of a run's trials: claim a few at a time, call the target
     concurrently, write each result as it arrives, grade the ok ones with the deterministic
-    graders, enqueue the judge rung (``judges.tasks.run_chunk_judge``, through the outbox)
+    graders, enqueue the judge rung (``_judge_chunk_enqueue``, through the outbox)
     when the grader set has judges, then finalize the run.
 
     Stops paying promptly: the run's status is read with every gathering of results (every
@@ -552,5 +551,8 @@ def trial_chunk_execute(*, run_id: int, trial_ids: list[int]) -> None:
 
 
 def _judge_chunk_enqueue(run_id: int, trial_ids: list[int]) -> None:
-    """One ``run_chunk_judge`` message through the outbox (``core.outbox``)."""
-    outbox_enqueue(run_chunk_judge, run_id, trial_ids, subject=run_subject(run_id))
+    """The judge rung of a chunk's ok trials, enqueued by the registered rung
+    (``JudgeRung.chunk_enqueue``: one task message through the outbox, ``core.outbox``)."""
+    judge_rung_required().chunk_enqueue(
+        run_id=run_id, trial_ids=trial_ids, subject=run_subject(run_id)
+    )

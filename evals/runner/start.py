@@ -22,15 +22,14 @@ from core.chunks import chunked
 from core.errors import DomainError
 from core.outbox import outbox_enqueue_many, outbox_unsent
 from core.text import unstorable_refuse
+from evals.grading.grader_config import grader_set_resolved, parse_grader_specs
 from evals.grading.grader_set import GraderSpec
-from evals.grading.graders import grader_set_resolved, parse_grader_specs
+from evals.grading.rungs import judge_rung_required
 from evals.models import Case, Run, Suite, Trial
 from evals.runner.queued_trials import queued_trials_insert
 from evals.runner.replay import run_replay_refusal
 from evals.runner.targets.base import DEFAULT_CONCURRENCY, concurrency_read, target_validate
 from evals.tasks import run_chunk_execute
-from judges import kinds
-from judges.models import JudgeVersion
 
 logger = logging.getLogger(__name__)
 
@@ -205,22 +204,16 @@ def _run_create(
 
 
 def _judge_templates_check(specs: list[GraderSpec]) -> None:
-    """Refuse a judge spec whose version's stored template would be refused when grading
-    (``kinds.template_check``: e.g. ``{input}``, the brace syntax judges no longer use), so
-    the run does not start only to error every judge grade."""
+    """Refuse a judge spec whose version could not grade (its stored template would be
+    refused when grading: ``JudgeRung.version_start_check``), so the run does not start only
+    to error every judge grade."""
     for index, spec in enumerate(specs):
         if not spec.is_judge:
             continue
-        version = JudgeVersion.objects.select_related("judge").get(
-            uuid=spec.config["judge_version"]
+        judge_rung_required().version_start_check(
+            version_uuid=spec.config["judge_version"],
+            field=f"graders[{index}].config.judge_version",
         )
-        try:
-            kinds.template_check(version.judge.kind, version.prompt_template)
-        except DomainError as exc:
-            raise DomainError(
-                f"{version} cannot grade: its {exc}; make a new version with the template fixed",
-                field=f"graders[{index}].config.judge_version",
-            ) from exc
 
 
 def _judge_gating_snapshot(graders: list[dict], specs: list[GraderSpec]) -> list[dict]:
@@ -228,12 +221,10 @@ def _judge_gating_snapshot(graders: list[dict], specs: list[GraderSpec]) -> list
     version is stored with ``gating: false``, so the run's report, list and gate never count
     a provisional verdict; trust is read once, when the run starts."""
 
-    provisional = {
-        str(u)
-        for u in JudgeVersion.objects.untrusted()
-        .filter(uuid__in=[s.config["judge_version"] for s in specs if s.is_judge])
-        .values_list("uuid", flat=True)
-    }
+    judged = [s.config["judge_version"] for s in specs if s.is_judge]
+    provisional = (
+        judge_rung_required().versions_untrusted(version_uuids=judged) if judged else set()
+    )
     return [
         {**raw, "gating": False}
         if spec.is_judge

@@ -19,8 +19,12 @@ runs_sweep`` from cron). In one pass it:
 4. closes what a dead worker left on a cancelled run: its trials still running with an
    expired lease become cancelled, and the run is finalized;
 5. sends again the judge calls a dead worker had claimed but not answered
-   (``judges.claims.judge_claims_sweep``: the judge rung, judge runs and pairwise runs; a
-   claim of a cancelled or finished one is dropped).
+   (``JudgeRung.claims_sweep`` of the registered judge rung, ``evals.grading.rungs``: the
+   judge rung, judge runs and pairwise runs; a claim of a cancelled or finished one is
+   dropped).
+
+Steps 3 and 5 need the judge rung; with none registered no run has a judge grader
+(``evals.grading.rungs``) and they find nothing.
 """
 
 from __future__ import annotations
@@ -34,11 +38,11 @@ from django.utils import timezone
 
 from core.chunks import chunked
 from core.outbox import outbox_resend, outbox_written_since
+from evals.grading.rungs import judge_rung
 from evals.models import Grade, Run, Trial
 from evals.runner.execute import _judge_chunk_enqueue
 from evals.runner.finalize import run_finalize, trials_cancel
 from evals.runner.start import _chunks_enqueue, run_subject, trial_chunk_size
-from judges.claims import judge_claims_sweep
 
 
 @dataclass(frozen=True)
@@ -46,7 +50,7 @@ class SweepResult:
     """What one sweep did: ``trials`` with an expired lease enqueued again in ``chunks``
     chunk tasks over ``runs`` runs; ``judge_chunks`` judge chunk tasks over ``judge_runs``
     runs; ``messages`` outbox messages sent again; ``judge_claims`` expired judge-call
-    claims (``judges.claims.judge_claims_sweep``) and the ``judge_claim_tasks`` sent for them.
+    claims (``JudgeRung.claims_sweep``) and the ``judge_claim_tasks`` sent for them.
     """
 
     runs: int = 0
@@ -87,7 +91,11 @@ def runs_sweep(*, now: datetime | None = None) -> SweepResult:
         chunks += len(run_chunks)
 
     judge_runs = judge_chunks = 0
-    for run in Run.objects.filter(status__in=open_runs).only("id", "graders", "status"):
+    rung = judge_rung()
+    judged_runs = (
+        Run.objects.filter(status__in=open_runs) if rung is not None else Run.objects.none()
+    )
+    for run in judged_runs.only("id", "graders", "status"):
         keys = run.grader_set.judge_keys
         if not keys:
             continue
@@ -104,7 +112,8 @@ def runs_sweep(*, now: datetime | None = None) -> SweepResult:
         judge_runs += bool(ids)
 
     _cancelled_runs_close(now)
-    claims = judge_claims_sweep(now=now)  # a dead worker's judge calls, claimed, not answered
+    # a dead worker's judge calls, claimed, not answered
+    claims, claim_tasks = rung.claims_sweep(now=now) if rung is not None else (0, 0)
     return SweepResult(
         runs=len(taken),
         trials=sum(len(v) for v in taken.values()),
@@ -112,8 +121,8 @@ def runs_sweep(*, now: datetime | None = None) -> SweepResult:
         judge_runs=judge_runs,
         judge_chunks=judge_chunks,
         messages=messages,
-        judge_claims=claims.claims,
-        judge_claim_tasks=claims.tasks,
+        judge_claims=claims,
+        judge_claim_tasks=claim_tasks,
     )
 
 

@@ -38,9 +38,9 @@ from evals.comparison.decisions import decision_movement_get
 from evals.comparison.gate import comparison_plan, gate_decide
 from evals.comparison.table import DEFAULT_SORT, SORTS, TableQuery, case_rows_select
 from evals.comparison.topup import top_up_result, top_up_settled_get, top_up_start
+from evals.grading.rungs import judge_rung
 from evals.models import Case, Run, TopUp
 from evals.suites import power_sentence
-from judges.selectors import pairwise_judging_get
 
 CASE_TABLE_PAGE_SIZE = 200
 GATE_ALPHA = 0.05  # manage.py gate's default --alpha
@@ -112,8 +112,9 @@ def comparison(request: HtmxHttpRequest, head_id, base_id) -> HttpResponse:
         "sort_url": query.url(sort="-effect" if query.sort == "effect" else "effect"),
         "page_url": query.url() + ("&" if query.url() != "?" else "") + "page=",
     }
-    if context["can_settle"]:  # engineers and leads start pairwise judge runs
-        context["pairwise"] = pairwise_judging_get(base=base, head=head)
+    rung = judge_rung()
+    if context["can_settle"] and rung is not None:  # engineers and leads start pairwise runs
+        context["pairwise"] = rung.pairwise_judging(base=base, head=head)
     if request.htmx and request.htmx.target == "case-table":
         return render(request, "evals/comparison_detail.html#case-table", context)
     return render(request, "evals/comparison_detail.html", context)

@@ -58,12 +58,3 @@ def reply_storable(reply: ProviderReply) -> ProviderReply:
     else:
         raw = {REPLACED_KEY: record} if raw is None else {"reply": raw, REPLACED_KEY: record}
     return replace(reply, output=output, raw_response=raw, error=error, model=model)
-
-
-def replaced_record(raw_response: Any) -> dict[str, int]:
-    """``{field: characters replaced}`` as ``reply_storable`` (or a target's
-    ``result_storable``) recorded it in a reply's ``raw_response``; empty when nothing was
-    replaced."""
-    if isinstance(raw_response, dict) and isinstance(raw_response.get(REPLACED_KEY), dict):
-        return dict(raw_response[REPLACED_KEY])
-    return {}

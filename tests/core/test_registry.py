@@ -19,7 +19,7 @@ from django.core.management import call_command
 import core.registry
 from core.errors import DomainError
 from core.registry import Registry, registered, registry_get, registry_load
-from evals.grading.graders import parse_grader_specs
+from evals.grading.grader_config import parse_grader_specs
 from evals.models import Case, Run, Suite
 from evals.runner.targets import target_from_config
 

@@ -10,8 +10,9 @@ from django.test.utils import CaptureQueriesContext
 
 from core.errors import DomainError
 from evals.grading.agent.data import AgentData
+from evals.grading.grader_config import grader_set_resolved, parse_grader_specs
 from evals.grading.grader_set import GraderSet
-from evals.grading.graders import grader_set_resolved, parse_grader_specs, run_grader
+from evals.grading.graders import run_grader
 from evals.grading.ladder import grades_record
 from evals.models import Case, Grade, Run, Suite, Trial, content_hash
 from evals.runner.targets.base import CaseInput

@@ -12,7 +12,8 @@ import pytest
 
 from core.errors import DomainError
 from demo.expense_contract import CONTRACT, CONTRACT_GRADERS, CORRECT_CASES, FIXTURES
-from evals.grading.graders import parse_grader_specs, run_grader
+from evals.grading.grader_config import parse_grader_specs
+from evals.grading.graders import run_grader
 
 ALL = {"above": True, "at": True, "below": True, "missing_receipt": True}
 REVIEW_DIMS = [

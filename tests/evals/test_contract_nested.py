@@ -12,7 +12,7 @@ from core.errors import DomainError
 from demo.expense_contract import CONTRACT, CORRECT_CASES
 from evals.grading.contract.check import contract_check
 from evals.grading.contract.config import contract_parse
-from evals.grading.graders import parse_grader_specs
+from evals.grading.grader_config import parse_grader_specs
 from evals.grading.recorded import run_grade
 from evals.models import Grade
 from tests.evals.test_grade_run import recorded_run

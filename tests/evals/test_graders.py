@@ -10,8 +10,9 @@ from hypothesis import strategies as st
 
 from core.errors import DomainError
 from evals.grading import graders
+from evals.grading.grader_config import parse_grader_specs
 from evals.grading.grader_set import GraderSpec
-from evals.grading.graders import normalize_text, parse_grader_specs, parse_number, run_grader
+from evals.grading.graders import normalize_text, parse_number, run_grader
 from evals.runner.targets.base import CaseInput
 
 

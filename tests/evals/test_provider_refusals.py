@@ -15,7 +15,8 @@ import json
 import pytest
 
 from evals.grading import graders
-from evals.grading.graders import parse_grader_specs, run_grader
+from evals.grading.grader_config import parse_grader_specs
+from evals.grading.graders import run_grader
 from evals.models import Case, Run, Suite, Trial
 from evals.runner.start import run_start
 from evals.runner.targets import CaseInput

@@ -17,7 +17,7 @@ from django.utils import timezone
 
 from core.errors import DomainError
 from core.models import OutboxMessage
-from evals.grading.graders import parse_grader_specs
+from evals.grading.grader_config import parse_grader_specs
 from evals.grading.ladder import _case_input, trial_grade
 from evals.models import Case, Grade, Run, Suite, Trial
 from evals.report.selectors import run_report

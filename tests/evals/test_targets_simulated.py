@@ -9,7 +9,8 @@ import struct
 import pytest
 
 from core.errors import DomainError
-from evals.grading.graders import parse_grader_specs, run_grader
+from evals.grading.grader_config import parse_grader_specs
+from evals.grading.graders import run_grader
 from evals.runner.targets import CaseInput, target_from_config
 from evals.runner.targets.simulated import (
     SIMULATED_ERROR,

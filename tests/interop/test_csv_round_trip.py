@@ -16,7 +16,8 @@ from django.urls import reverse
 
 from core.errors import DomainError
 from evals.cases import CaseSpec, cases_upsert
-from evals.grading.graders import parse_grader_specs, run_grader
+from evals.grading.grader_config import parse_grader_specs
+from evals.grading.graders import run_grader
 from evals.models import Case, Grade, Run, Suite, Trial
 from interop import exports
 from labeling.models import Label

@@ -10,7 +10,7 @@ from django.core.management.base import CommandError
 
 from core.errors import DomainError
 from evals.comparison.run_data import run_data_from_file, run_data_get
-from evals.grading.graders import parse_grader_specs
+from evals.grading.grader_config import parse_grader_specs
 from evals.models import Grade, Run, Trial
 from evals.report.selectors import run_report
 from judges.models import JudgeVersion

@@ -12,7 +12,7 @@ from collections.abc import Callable
 import pytest
 
 from core.errors import DomainError
-from evals.grading.graders import parse_grader_specs
+from evals.grading.grader_config import parse_grader_specs
 from evals.models import Case, Grade, Run, Suite
 from evals.report.selectors import run_report
 from evals.runner.start import run_start

@@ -46,8 +46,8 @@ from evals.comparison.topup import (
     top_up_start,
     top_up_wait,
 )
-from evals.management.commands.run_report import run_lookup
 from evals.models import Run
+from evals.selectors import run_lookup
 
 
 def _load(ref: str) -> RunData | Run:

@@ -12,7 +12,7 @@ from core.commands import DomainCommand
 from core.errors import DomainError
 from evals.grading.contract.decisions import run_decisions
 from evals.grading.recorded import run_grade
-from evals.management.commands.run_report import run_lookup
+from evals.selectors import run_lookup
 
 
 class Command(DomainCommand):

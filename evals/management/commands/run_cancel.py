@@ -8,9 +8,9 @@ import json
 
 from core.actors import Via
 from core.commands import DomainCommand
-from evals.management.commands.run_report import run_lookup
 from evals.run_status import run_count_summary
 from evals.runner.finalize import run_cancel
+from evals.selectors import run_lookup
 
 
 class Command(DomainCommand):

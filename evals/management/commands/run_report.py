@@ -9,27 +9,14 @@ from __future__ import annotations
 
 import json
 
-from django.core.management.base import CommandError
-
 from core.commands import DomainCommand
-from core.errors import DomainError
 from core.money import per_usd_text, usd_text
 from core.templatetags.dashboard import percent_interval
-from evals.models import Run
 from evals.report.agents import agent_lines
 from evals.report.build import RunReport
 from evals.report.figures import Figures
 from evals.report.selectors import run_report
-from evals.selectors import run_resolve
-
-
-def run_lookup(ref: str) -> Run:
-    """The run named by ``ref`` (``evals.selectors.run_resolve``: UUID, "suite/run" or a
-    unique run name); CommandError when none or several match."""
-    try:
-        return run_resolve(ref=ref)
-    except DomainError as exc:
-        raise CommandError(exc.message) from exc
+from evals.selectors import run_lookup
 
 
 def _pct(value: float | None) -> str:

@@ -8,9 +8,9 @@ import sys
 import time
 
 from core.commands import DomainCommand
-from evals.management.commands.run_report import run_lookup
 from evals.runner.retry import run_retry
 from evals.runner.start import run_publish_warning
+from evals.selectors import run_lookup
 
 
 class Command(DomainCommand):

@@ -160,9 +160,9 @@ class Command(DomainCommand):
         name = opts["name"] or run_name_default(suite=suite)
         against = None
         if opts["against"]:
-            # run_report imports the report (judges' client, its HTTP stack): only an
-            # adaptive run needs its lookup, not every start (issue 17).
-            from evals.management.commands.run_report import run_lookup  # noqa: PLC0415
+            # evals.selectors imports the run list's figures (numpy): only an adaptive run
+            # needs its lookup, not every start.
+            from evals.selectors import run_lookup  # noqa: PLC0415
 
             against = run_lookup(opts["against"])
         run = run_start(

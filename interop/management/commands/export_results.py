@@ -17,7 +17,7 @@ from django.core.management.base import CommandError
 
 from core.commands import DomainCommand
 from core.ids import uuid_parse
-from evals.management.commands.run_report import run_lookup
+from evals.selectors import run_lookup
 from interop import exports
 from interop.calibration_export import calibration_table
 from judges.selectors import judge_version_resolve

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
-from evals.management.commands.run_report import run_lookup
+from evals.selectors import run_lookup
 from interop.run_file import run_export_json
 
 

@@ -32,7 +32,7 @@ from core.actors import Via
 from core.commands import DomainCommand, seed_arg
 from core.errors import DomainError
 from core.ids import uuid_parse
-from evals.management.commands.run_report import run_lookup
+from evals.selectors import run_lookup
 from judges.models import JudgeRun, JudgeVersion
 from judges.runs import judge_run_cancel, judge_run_start, pairwise_judge_run_start
 from judges.selectors import judge_version_resolve, pairwise_tally_get

@@ -1,0 +1,183 @@
+"""The grader rungs beyond the cheap graders: which grader kinds have one, what evals needs
+of each, and the registry another app fills in.
+
+evals grades a trial with the deterministic graders itself (``evals.grading.graders``). A
+grader kind in ``RUNG_KINDS`` is graded by a rung another app implements: ``judge``, an LLM
+judge version, implemented by the judges app, which registers a ``JudgeRung`` here when
+Django is ready (``judges.apps.JudgesConfig.ready``: ``rung_register``). evals reaches it
+through ``judge_rung()`` and imports nothing of that app; the rung calls back into evals
+through its models and public services (``rung_finished`` when a chunk's rung is done).
+
+With nothing registered: a grader set naming a judge is refused (``DomainError`` on
+``graders[<index>].kind``, ``NO_JUDGE_RUNG``), so no run needing one starts; and the run
+report, comparison and gate read no judge data: no version is trusted (each reads
+provisional), no corrected pass rate, no judge spend, no pairwise judging.
+
+The data types evals reads back from the rung (``Spend``, ``CorrectedPassRate``,
+``VersionTrust``) live here, so evals reads them without importing the app behind it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from decimal import Decimal
+from typing import TYPE_CHECKING, Any, Protocol
+
+from evals.grading.grader_set import JUDGE_KIND
+from evals.runner.finalize import run_finalize
+
+if TYPE_CHECKING:
+    import numpy as np
+
+# The grader kinds graded by a rung another app registers, not by ``run_grader``.
+RUNG_KINDS = (JUDGE_KIND,)
+
+NO_JUDGE_RUNG = (
+    "no judge rung is registered (the judges app is not installed): a judge grader cannot "
+    "be run here"
+)
+
+
+@dataclass(frozen=True)
+class Spend:
+    """Judge calls and what they cost, from the ledger.
+
+    ``calls``: calls sent; ``requests``: HTTP requests they made (retries included; calls
+    with no answer recorded count one); ``lost``: calls whose answer lost a race (paid, not
+    kept); ``unanswered``: calls with no answer recorded (a worker died mid-call).
+    ``input``/``output``: token sums over the known counts, ``*_unknown`` the calls without
+    one. ``known_usd``: sum of the known costs (None when none is known); ``cost_unknown``:
+    calls whose cost is unknown (unknown price, unknown tokens, or no answer)."""
+
+    calls: int
+    requests: int
+    lost: int
+    unanswered: int
+    input: int
+    input_unknown: int
+    output: int
+    output_unknown: int
+    known_usd: Decimal | None
+    cost_unknown: int
+
+
+@dataclass(frozen=True)
+class CorrectedPassRate:
+    """A run's raw judge pass rate and its Rogan–Gladen correction (see
+    ``stats.correction.corrected_rate_interval``); ``corrected`` None with ``reason`` when
+    undefined.
+
+    ``observed``: the mean of per-case judge pass rates (the run report's pass rate), from
+    ``observed_numerator`` passes of ``observed_denominator`` ok verdicts in all;
+    ``ci_low``/``ci_high``: the corrected rate's 95% interval, clustered by case and carrying
+    the uncertainty of ``tpr`` and ``tnr`` (estimated from the approval's calibration counts);
+    never of zero width. ``method`` names the interval (``"rogan-gladen-mover"``)."""
+
+    judge_version_id: int
+    approval_id: int | None
+    observed: float | None
+    observed_numerator: int
+    observed_denominator: int
+    corrected: float | None
+    ci_low: float | None
+    ci_high: float | None
+    tpr: float | None
+    tnr: float | None
+    reason: str = ""
+    method: str = ""
+
+
+@dataclass(frozen=True)
+class VersionTrust:
+    """A judge version as a run's readers see it: its judge's ``name``, its ``number``, and
+    its active approval's id and figures (None when untrusted; the figures hold the
+    confusion matrix the corrected pass rate uses)."""
+
+    name: str
+    number: int
+    approval_id: int | None = None
+    approval_figures: dict | None = None
+
+
+class JudgeRung(Protocol):
+    """What evals needs of the ``judge`` rung. Every method takes keywords only."""
+
+    def chunk_enqueue(self, *, run_id: int, trial_ids: list[int], subject: str) -> None:
+        """Enqueue the rung of a chunk's ok trials (a task message through ``core.outbox``
+        under ``subject``, sent after commit); the rung ends with ``rung_finished``."""
+
+    def version_resolve(self, *, config: dict, where: str) -> str:
+        """The UUID (text) of the judge version a judge grader's ``config`` names (its type
+        checks passed); raises ``DomainError`` naming the field under ``where``
+        (``graders[2].config``) when it names none or one that cannot grade single trials."""
+
+    def version_start_check(self, *, version_uuid: str, field: str) -> None:
+        """Raise ``DomainError`` naming ``field`` when the version could not grade (a stored
+        template the rung would refuse), so a run does not start only to error its grades."""
+
+    def versions_untrusted(self, *, version_uuids: Sequence[str]) -> set[str]:
+        """The ones of ``version_uuids`` not trusted now, as lower-case UUID text (a run
+        stores their judge graders non-gating)."""
+
+    def claims_sweep(self, *, now: datetime) -> tuple[int, int]:
+        """Send again the judge calls a dead worker claimed and did not answer: (expired
+        claims found, task messages enqueued for them)."""
+
+    def trust_fingerprint(self) -> str:
+        """Text that moves with every grant and revocation of trust (one query)."""
+
+    def versions_trust(self, *, version_ids: set[int]) -> dict[int, VersionTrust]:
+        """Judge version id -> ``VersionTrust`` for each of ``version_ids`` (one query)."""
+
+    def corrected_pass_rate(
+        self,
+        *,
+        judge_version_id: int,
+        approval_id: int | None,
+        approval_figures: dict | None,
+        passed: Sequence[int] | np.ndarray,
+        graded: Sequence[int] | np.ndarray,
+    ) -> CorrectedPassRate:
+        """The corrected pass rate of a judge's verdicts on a run from its approval's figures
+        (``passed[i]`` of ``graded[i]`` ok verdicts on case i; None figures: untrusted)."""
+
+    def run_spend(self, *, run_id: int) -> Spend | None:
+        """Every judge call made for the run's trials (None when none was recorded)."""
+
+    def pairwise_judging(self, *, base: Any, head: Any) -> Any:
+        """What the comparison page shows of pairwise judging for head ``head`` against
+        ``base`` (``evals.models.Run``): the object its template fragment reads."""
+
+
+_rungs: dict[str, JudgeRung] = {}
+
+
+def rung_register(*, kind: str, rung: JudgeRung) -> None:
+    """Register the implementation of ``kind``'s rung (one of ``RUNG_KINDS``), replacing
+    any before it; called from an app's ``ready``. Raises ValueError for another kind."""
+    if kind not in RUNG_KINDS:
+        raise ValueError(f"{kind!r} has no rung (rung kinds: {list(RUNG_KINDS)})")
+    _rungs[kind] = rung
+
+
+def judge_rung() -> JudgeRung | None:
+    """The registered ``judge`` rung, or None."""
+    return _rungs.get(JUDGE_KIND)
+
+
+def judge_rung_required() -> JudgeRung:
+    """The registered ``judge`` rung, for a run whose grader set names a judge (it could
+    start only with one registered); raises LookupError (``NO_JUDGE_RUNG``) without one."""
+    rung = _rungs.get(JUDGE_KIND)
+    if rung is None:
+        raise LookupError(NO_JUDGE_RUNG)
+    return rung
+
+
+def rung_finished(*, run_id: int) -> None:
+    """A chunk's rung is done: recount the run and close it once nothing is left to do
+    (``evals.runner.finalize.run_finalize``: a run with judges closes once every judge grade
+    is in). Idempotent."""
+    run_finalize(run_id=run_id)
