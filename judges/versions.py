@@ -11,7 +11,8 @@ from core.errors import DomainError
 from evals.runner.targets.openai import api_key_env_problem, limit_settings_parse
 from judges import kinds
 from judges.client import client_config_parse
-from judges.models import Judge, JudgeVersion, judge_version_hash
+from judges.models import Judge, JudgeVersion
+from judges.models.versions import judge_version_hash
 
 
 def judge_version_create(
