@@ -1,4 +1,4 @@
-"""Benchmark ``evals.comparison.compute.comparison_get``: server time and query count by run size.
+"""Benchmark ``evals.comparison.selectors.comparison_get``: server time and query count by run size.
 
 Usage (SQLite, in a throwaway test database):
     .venv/bin/python bench/bench_comparison.py
@@ -36,7 +36,7 @@ from django.core.cache import cache  # noqa: E402
 from django.db import connection  # noqa: E402
 from django.test.utils import CaptureQueriesContext  # noqa: E402
 
-from evals.comparison.compute import comparison_get  # noqa: E402
+from evals.comparison.selectors import comparison_get  # noqa: E402
 from evals.models import Run  # noqa: E402
 
 TRIALS = 5

@@ -27,7 +27,7 @@ of the run can see:
 
 A run that is not finished has no key (``None``): nothing of it is stored; its ``state``
 (the same text) keys what is cached of it for a while
-(``evals.comparison.compute.detectable_drop_get``). What else a reader depends on it adds
+(``evals.comparison.summary.detectable_drop_get``). What else a reader depends on it adds
 itself from here: the comparison adds judge trust (``judge_trust_fingerprint``) and its
 suite's case changes (``case_changes_fingerprints``).
 

@@ -291,7 +291,7 @@ def preferences_table(*, judge_run: JudgeRun, zone: tzinfo = UTC, viewer=None) -
 
 
 def comparison_table(*, base: Run, head: Run, alpha: float = 0.05) -> ExportTable:
-    """``evals.comparison.compute.comparison_get(base=, head=)`` as rows: one per shared case
+    """``evals.comparison.selectors.comparison_get(base=, head=)`` as rows: one per shared case
     (section ``shared``: base x/N, head y/N, rates in [0, 1], delta = head − base, change
     class, errored trials per side), then one per ``added``, ``removed`` and ``changed``
     case (counts empty); for two agent runs, one ``agent_2x2`` row per cell of the outcome ×
@@ -304,7 +304,7 @@ def comparison_table(*, base: Run, head: Run, alpha: float = 0.05) -> ExportTabl
     # Imported here: the comparison pulls scipy, and this module is on every worker's import
     # path (interop.tasks -> import_jobs -> importers), which never needs it (issue 17).
     from evals.comparison.agents import agent_moves_get  # noqa: PLC0415 - see above
-    from evals.comparison.compute import comparison_get  # noqa: PLC0415 - see above
+    from evals.comparison.selectors import comparison_get  # noqa: PLC0415 - see above
 
     cmp = comparison_get(base=base, head=head, alpha=alpha)
     columns = [

@@ -51,7 +51,8 @@ from evals.models import Case, Grade, Run, Suite, Trial, content_hash, grade_ski
 from evals.trajectory.steps import final_state_parse, trajectory_parse
 from interop.importers.context import run_finish
 from interop.importers.reader import TIME_RANGE, time_check
-from judges.models import Judge, JudgeVersion, judge_version_hash
+from judges.models import Judge, JudgeVersion
+from judges.models.versions import judge_version_hash
 
 BATCH = 1000
 # A trial's status in a run file: finished (ok, error) or cancelled; queued and running

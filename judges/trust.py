@@ -20,7 +20,8 @@ from django.utils import timezone
 from core.errors import DomainError
 from core.roles import LEAD, role_require
 from evals.grading.rungs import CorrectedPassRate
-from judges.models import JudgeApproval, JudgeVersion, development_trial_ids
+from judges.models import JudgeApproval, JudgeVersion
+from judges.models.development import development_trial_ids
 from stats.correction import corrected_rate_interval
 
 

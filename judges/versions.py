@@ -10,7 +10,8 @@ from core.bounds import JUDGE_PARAMS_MAX_KEYS, json_size_problem, seed_problem, 
 from core.errors import DomainError
 from judges import kinds
 from judges.client import client_config_parse
-from judges.models import Judge, JudgeVersion, judge_version_hash
+from judges.models import Judge, JudgeVersion
+from judges.models.versions import judge_version_hash
 from providers.openai.endpoint import api_key_env_problem, limit_settings_parse
 
 

@@ -27,7 +27,8 @@ from core.errors import DomainError
 from core.roles import LEAD, role_require
 from evals.models import Grade, Trial
 from judges import kinds
-from judges.models import DevelopmentLabel, Judge, JudgeVersion, development_trial_ids
+from judges.models import DevelopmentLabel, Judge, JudgeVersion
+from judges.models.development import development_trial_ids
 from judges.versions import judge_version_create
 from labeling.figures import Calibration, Disagreement
 from labeling.models import CalibrationSet, Label

@@ -17,7 +17,8 @@ from django.db.models.functions import Length, Substr
 
 from evals.blindness import labels_visible_to
 from evals.models import Grade, Trial
-from judges.models import JudgeVersion, development_trial_ids
+from judges.models import JudgeVersion
+from judges.models.development import development_trial_ids
 from labeling.figures import (
     Calibration,
     Confusion,

@@ -1,4 +1,4 @@
-"""A cache in front of ``evals.comparison.compute.comparison_get`` for the comparison pages.
+"""A cache in front of ``evals.comparison.selectors.comparison_get`` for the comparison pages.
 
 Why: the comparison of two finished runs is a pure, seeded function of their trials and
 grades, and computing it for 2,000 cases x 5 trials took seconds (the former bootstrap and the exact
@@ -23,7 +23,8 @@ import hashlib
 from django.core.cache import cache
 
 from core.gc_pause import gc_paused_call
-from evals.comparison.compute import Comparison, comparison_get
+from evals.comparison.compute import Comparison
+from evals.comparison.selectors import comparison_get
 from evals.comparison.summary import run_summary_keys
 from evals.models import Run
 

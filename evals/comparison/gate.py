@@ -13,18 +13,14 @@ from typing import Any
 
 from core.errors import DomainError
 from evals.baselines import baseline_current
-from evals.comparison.compute import (
-    Comparison,
-    comparison_compute,
-    detectable_drop_get,
-    pvalue_format,
-    pvalue_phrase,
-)
+from evals.comparison.compute import Comparison, comparison_compute
 from evals.comparison.notes import decision_notes, interval_notes
+from evals.comparison.pvalue import pvalue_format, pvalue_phrase
 from evals.comparison.run_data import (
     RunData,
     run_data_get,
 )
+from evals.comparison.summary import detectable_drop_get
 from evals.runner.replay import run_replay_refusal
 from evals.runner.start import MAX_TRIALS_PER_CASE
 from stats.gate import (

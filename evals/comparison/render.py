@@ -1,6 +1,6 @@
 """A comparison and the gate's decision as terminal text, Markdown (a PR comment) and JSON.
 
-Every p-value goes through ``evals.comparison.compute.pvalue_format``. Case keys and run names are
+Every p-value goes through ``evals.comparison.pvalue.pvalue_format``. Case keys and run names are
 untrusted text: in Markdown they are written inside code spans with backticks and pipes
 neutralised, so a key cannot inject links, HTML or table cells.
 """
@@ -14,8 +14,9 @@ from typing import Any
 from core.money import per_usd_text, usd_text
 from core.strict_json import json_safe
 from core.templatetags.dashboard import percent_interval
-from evals.comparison.compute import CHANGE_CLASSES, Comparison, pvalue_format, pvalue_phrase
+from evals.comparison.compute import CHANGE_CLASSES, Comparison
 from evals.comparison.gate import GateDecision
+from evals.comparison.pvalue import pvalue_format, pvalue_phrase
 from evals.templatetags.comparison import points_bounds
 
 EXIT_WORDS = {0: "pass", 1: "regression", 2: "cannot decide"}

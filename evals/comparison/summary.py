@@ -34,9 +34,17 @@ from decimal import Decimal
 from typing import Any
 
 import orjson
+from django.core.cache import cache
 from django.utils import timezone
 
-from evals.comparison.run_data import CaseData, GraderInfo, RunData, runs_data_get
+from evals.comparison.compute import base_detectable_drop
+from evals.comparison.run_data import (
+    CaseData,
+    GraderInfo,
+    RunData,
+    run_data_get,
+    runs_data_get,
+)
 from evals.fingerprint import (
     case_changes_fingerprints,
     judge_trust_fingerprint,
@@ -99,11 +107,6 @@ def run_summaries_get(
     detectable drop comes from ``detectable_drop_get`` (Django's cache). Queries: four when
     every summary is stored, else plus the loader's for the missing runs and one upsert.
     """
-    from evals.comparison.compute import (  # noqa: PLC0415 - compute imports this module
-        base_detectable_drop,
-        detectable_drop_get,
-    )
-
     runs = list({r.id: r for r in runs}.values())  # base and head may be the same run
     if keys is None:
         keys = run_summary_keys(runs=runs)
@@ -166,6 +169,38 @@ def run_summaries_get(
             update_fields=["key", "body", "detectable", "computed_at"],
         )
     return out
+
+
+POWER_CACHE_SECONDS = 24 * 3600
+
+
+def detectable_drop_get(
+    *, run: Any, alpha: float = 0.05, data: RunData | None = None
+) -> DetectableDrop | None:
+    """The smallest drop ``run`` (as a baseline) can detect with 80% power at ``alpha``
+    (``evals.comparison.compute.base_detectable_drop``; None when it graded nothing),
+    without simulating on every view (~110 ms at 2,000 cases).
+
+    A finished run's value has one home, its stored summary (``run_summaries_get``: read
+    while the run's key holds, computed and stored there on first need for this alpha;
+    ``data`` is not used, the summary reads the run after its key). A run that is not
+    finished is computed from ``data`` (else the run loader) and cached in Django's cache
+    for a day under its fingerprint's ``state`` and judge trust (``evals.fingerprint``), so
+    any new trial or grade, a regrade in place included, misses it. Queries: four for a
+    finished run whose summary holds the value; two for a cached unfinished one; plus the
+    loader's otherwise.
+    """
+    if run.is_terminal:
+        read = run_summaries_get(runs=[run], detectable_for=[run], alpha=alpha)
+        return read[run.id].detectable[alpha]
+    state = run_fingerprints(runs=[run])[run.id].state
+    key = f"assay:detectable:v2:{run.uuid}:{alpha}:{state}:{judge_trust_fingerprint()}"
+    hit = cache.get(key)
+    if hit is not None:
+        return hit or None  # False caches "undefined"
+    value = base_detectable_drop(data if data is not None else run_data_get(run=run), alpha=alpha)
+    cache.set(key, value if value is not None else False, POWER_CACHE_SECONDS)
+    return value
 
 
 def run_summary_refresh(*, run: Run) -> None:

@@ -1,6 +1,6 @@
 """Filtering and sorting the comparison's per-case rows from a page's GET params.
 
-Pure Python over the rows ``evals.comparison.compute.comparison_get`` returns. The page
+Pure Python over the rows ``evals.comparison.selectors.comparison_get`` returns. The page
 reads its params (``evals.views.comparison``): an unknown class or sort is a 400 naming the
 parameter (``core.http.query_choice``); an unknown tag matches no row.
 """

@@ -7,7 +7,7 @@ from decimal import Decimal
 
 from django import template
 
-from evals.comparison.compute import pvalue_format
+from evals.comparison.pvalue import pvalue_format
 
 register = template.Library()
 

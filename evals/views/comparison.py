@@ -1,6 +1,6 @@
 """HTML views for comparing a head run with a base run of the same suite.
 
-Thin: ``evals.comparison.compute.comparison_get`` computes the comparison (through
+Thin: ``evals.comparison.selectors.comparison_get`` computes the comparison (through
 ``evals.comparison.cache``, as it is seconds of work at 2,000 cases) and ``gate_decide`` the
 gate's decision with the gate command's defaults, so this page and ``manage.py gate`` agree
 on the same two runs. The per-case table is filtered and sorted server-side from GET

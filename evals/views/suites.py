@@ -18,7 +18,7 @@ from core.ids import uuid_parse
 from evals.baselines import baseline_set as baseline_set_service
 from evals.case_changes import case_changes_attach, case_changes_list
 from evals.cases import case_graduate as case_graduate_service
-from evals.comparison.compute import detectable_drop_get
+from evals.comparison.summary import detectable_drop_get
 from evals.forms import BaselineSetForm
 from evals.models import Case, Run, Suite
 from evals.suites import power_sentence, suite_page_get

@@ -11,7 +11,8 @@ from core.errors import DomainError
 from evals.cases import cases_upsert
 from evals.models import Grade, Run, Suite
 from evals.run_status import RunTrialCount, run_problems
-from judges.models import Judge, JudgeVersion, judge_version_hash
+from judges.models import Judge, JudgeVersion
+from judges.models.versions import judge_version_hash
 
 BATCH_SIZE = 1000
 RETIRED_SHOWN = 100  # retired case keys listed in an import's answer; the rest are counted

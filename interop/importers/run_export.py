@@ -20,7 +20,7 @@ A CSV is read this way when no column mapping is given and its header is the run
 3. The trial keeps its ``status`` (``ok``, ``error`` or ``cancelled``; ``queued`` and
    ``running`` have not finished and are refused) and ``error``; a trial that is not ok
    with a grade ``passed`` true is refused (a failed pipeline is never a pass); numbers,
-   times and cost follow the CSV import's rules (``tabular.row_parse``).
+   times and cost follow the CSV import's rules (``trial_row.row_parse``).
 4. Each grader's four cells become that grader's grade: ``passed`` ``true``/``false``/empty
    (null), ``status`` ``ok``/``error``/``not_judged``, ``score`` a number in [0, 1] or empty,
    ``reason`` text; four empty cells: no grade (the trial had none, or it was hidden from the
@@ -46,7 +46,7 @@ from interop.exports import AGENT_COLUMNS, formula_restore
 from interop.importers.agent_fields import agent_fields_parse
 from interop.importers.context import ImportContext
 from interop.importers.reader import CsvRow, case_size_check, record_error
-from interop.importers.tabular import Row, contains_overflow, row_parse, tags_parse
+from interop.importers.trial_row import Row, contains_overflow, row_parse, tags_parse
 from interop.importers.trials_writer import GradeSpec, TrialSpec, TrialsWriter
 
 RUN_EXPORT_COLUMNS = (
@@ -81,7 +81,7 @@ TEXT_COLUMNS = {
     "output",
     "error",
 }
-# The fields ``tabular.row_parse`` reads from an export row (the rest is read here).
+# The fields ``trial_row.row_parse`` reads from an export row (the rest is read here).
 _PLAIN_FIELDS = (
     "case_id",
     "tags",

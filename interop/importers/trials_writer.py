@@ -96,7 +96,7 @@ class TrialsWriter:
             known = self._seen_cases.setdefault(spec.case_key, (spec.case, spec.where))
             if (
                 known[1] != spec.where
-                and known[0] is not spec.case  # one checked content (tabular.CaseMemo)
+                and known[0] is not spec.case  # one checked content (trial_row.CaseMemo)
                 and not _same_content(known[0], spec.case)
             ):
                 raise record_error(
@@ -303,7 +303,7 @@ class TrialSpec:
     raw: dict
     index: int | None = None
     labels: list[LabelSpec] = field(default_factory=list)
-    # ``ok``, ``error`` with its message, or ``cancelled`` (``tabular.trial_status``).
+    # ``ok``, ``error`` with its message, or ``cancelled`` (``trial_row.trial_status``).
     status: str = Trial.Status.OK
     error: str = ""
     # An agent's ordered steps (``evals.trajectory.steps``, parsed) and final state.

@@ -10,14 +10,15 @@ A trial record uses the field vocabulary and the rules of the CSV/JSONL import
 (``interop.importers.tabular``: ``case_id``, ``input``, ``expected``, ``tags``, ``output``,
 ``attempt``, ``passed``, ``score``, ``scores``, ``judge_status``, ``reason``, ``grader``,
 ``model``, ``input_tokens``, ``output_tokens``, ``latency_ms``, ``cost_usd``,
-``created_at``; parsed by its ``row_parse``) plus ``labels`` (``[{"reviewer", "verdict":
-"pass"|"fail", "critique"?}]``, stored as imported ``labeling.Label`` rows) and ``extra``
-(an object kept in ``Trial.raw_response["extra"]``). An agent's trial adds ``trajectory``
+``created_at``; parsed by ``interop.importers.trial_row.row_parse``) plus ``labels``
+(``[{"reviewer", "verdict": "pass"|"fail", "critique"?}]``, stored as imported
+``labeling.Label`` rows) and ``extra`` (an object kept in ``Trial.raw_response["extra"]``).
+An agent's trial adds ``trajectory``
 (its ordered steps, ``evals.trajectory.steps``) and ``final_state`` (any JSON), and its case
 ``goal_state`` (any JSON; part of the case's content, so it needs ``input``): tabular fields
 like the others, read by ``interop.importers.agent_fields`` as in every importer, a bad one
 refused naming the record and the step (``trajectory[3].arguments``). ``status`` and
-``error`` are the import's (``tabular.trial_status``): ``"ok"`` (default), ``"error"`` with
+``error`` are the import's (``trial_row.trial_status``): ``"ok"`` (default), ``"error"`` with
 its message (a trial that failed where it ran) or ``"cancelled"``; the message may be given as
 ``error_message`` instead of ``error`` (not both; a refusal names ``error`` unless the
 record used ``error_message``). A trial that is not ok carries no verdict
@@ -53,14 +54,14 @@ from core.strict_json import contains_non_finite
 from core.text import UNSTORABLE, contains_unstorable
 from evals.models import Suite, Trial
 from interop.importers.reader import record_error
-from interop.importers.tabular import (
-    FIELDS,
+from interop.importers.tabular import FIELDS
+from interop.importers.trial_row import (
     OVERFLOW,
     CaseMemo,
     Row,
     contains_overflow,
 )
-from interop.importers.tabular import row_parse as _row_parse
+from interop.importers.trial_row import row_parse as _row_parse
 from interop.importers.trials_writer import LabelSpec, TrialSpec
 
 HEADER_FIELDS = ("suite", "suite_kind", "run", "model", "source_version", "threshold", "run_key")
@@ -250,9 +251,9 @@ def record_parse(
     needs_scan: bool = True,
     cases: CaseMemo | None = None,
 ) -> TrialSpec:
-    """One trial record -> ``TrialSpec`` (tabular's ``row_parse`` plus labels and extra);
+    """One trial record -> ``TrialSpec`` (``trial_row.row_parse`` plus labels and extra);
     ``needs_scan`` False (see ``IngestSource``) skips the scans for non-finite numbers and
-    unstorable text; ``cases``: the ingest's ``tabular.CaseMemo`` (a record repeating the
+    unstorable text; ``cases``: the ingest's ``trial_row.CaseMemo`` (a record repeating the
     checked case content of an earlier record of its case shares its ``CaseSpec``).
 
     Raises ``DomainError`` (``field``, ``record``, extra ``where``; ``record_error``) for an

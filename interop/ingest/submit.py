@@ -13,7 +13,7 @@ from core.errors import DomainError
 from core.gc_pause import gc_paused_call
 from evals.models import IngestKey, Run, Suite
 from interop.importers.context import ImportContext, ImportSummary
-from interop.importers.tabular import CaseMemo
+from interop.importers.trial_row import CaseMemo
 from interop.importers.trials_writer import TrialsWriter
 from interop.ingest.records import (
     BATCH_SIZE,

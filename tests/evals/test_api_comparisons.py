@@ -12,7 +12,7 @@ import pytest
 from django.core.management import call_command
 from rest_framework.test import APIClient
 
-from evals.comparison.compute import comparison_get
+from evals.comparison.selectors import comparison_get
 from evals.models import Run
 from labeling.models import Label
 from tests.comparison_builders import db_run, judge_version

@@ -18,7 +18,7 @@ from evals.cases import (
     cases_upsert,
     suite_config_apply,
 )
-from evals.comparison.compute import comparison_get
+from evals.comparison.selectors import comparison_get
 from evals.models import Case, CaseChange, Grade, Run, Suite, Trial, content_hash
 from tests.import_helpers import import_bytes, jsonl, record
 

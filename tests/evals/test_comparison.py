@@ -9,10 +9,12 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from evals.comparison.compute import BROKEN, comparison_compute, comparison_get, pvalue_format
+from evals.comparison.compute import BROKEN, comparison_compute
 from evals.comparison.gate import gate_decide
+from evals.comparison.pvalue import pvalue_format
 from evals.comparison.render import gate_text
 from evals.comparison.run_data import run_data_from_dict, run_data_get, run_data_to_dict
+from evals.comparison.selectors import comparison_get
 from stats.passk import difference_interval
 from tests.comparison_builders import db_run, judge_version, run_data
 

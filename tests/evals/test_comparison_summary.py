@@ -11,14 +11,15 @@ from django.test.utils import CaptureQueriesContext
 from evals.case_changes import case_add, case_edit
 from evals.cases import CaseSpec
 from evals.comparison import compute
-from evals.comparison.compute import (
-    base_detectable_drop,
-    comparison_compute,
-    comparison_get,
-    detectable_drop_get,
-)
+from evals.comparison.compute import base_detectable_drop, comparison_compute
 from evals.comparison.run_data import run_data_get
-from evals.comparison.summary import run_summaries_get, run_summary_keys, run_summary_refresh
+from evals.comparison.selectors import comparison_get
+from evals.comparison.summary import (
+    detectable_drop_get,
+    run_summaries_get,
+    run_summary_keys,
+    run_summary_refresh,
+)
 from evals.models import Grade, Run, RunSummary, Suite, Trial
 from evals.runner.finalize import run_finalize
 from tests.comparison_builders import db_run, judge_version

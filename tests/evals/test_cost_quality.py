@@ -9,7 +9,7 @@ import pytest
 from django.core.management import call_command
 from django.urls import reverse
 
-from evals.comparison.compute import comparison_get
+from evals.comparison.selectors import comparison_get
 from evals.report.cost_quality import cost_quality
 from evals.report.selectors import run_report
 from evals.selectors import run_list_stats

@@ -15,8 +15,8 @@ from django.urls import reverse
 from django.utils.html import escape
 
 from core.templatetags.dashboard import percent_interval
-from evals.comparison.compute import comparison_get
 from evals.comparison.gate import gate_decide
+from evals.comparison.selectors import comparison_get
 from evals.comparison.textdiff import word_diff
 from evals.models import Case, Grade, Trial
 from evals.templatetags.comparison import points, points_interval

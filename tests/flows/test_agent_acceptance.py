@@ -18,7 +18,7 @@ from django.core.management import call_command
 
 from core.errors import DomainError
 from evals.models import Case, Run, Trial
-from judges.config import config_apply
+from interop.config import config_apply
 from tests.conftest import PROJECT_DIR
 from tests.fakellm import FakeLLM, tool_calls_message
 from tests.interop.test_api_ingest import client_for, post_json

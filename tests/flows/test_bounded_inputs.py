@@ -18,7 +18,7 @@ from core.errors import DomainError
 from core.http import bad_request
 from evals.forms import RunStartForm
 from evals.models import Case, Run, Suite
-from judges.config import config_apply
+from interop.config import config_apply
 from judges.models import JudgeVersion
 from tests.core.test_api_core import client_for
 from tests.flows.test_prompt_syntax import judge_form

@@ -17,7 +17,7 @@ from django.core.management.base import CommandError
 
 from core.errors import DomainError
 from evals.models import Case, GraderSetPreset, Run, Suite
-from judges.config import config_apply
+from interop.config import config_apply
 from judges.models import JudgeVersion
 from tests.conftest import PROJECT_DIR
 from tests.fakellm import FakeLLM

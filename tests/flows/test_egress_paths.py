@@ -15,7 +15,7 @@ from core.errors import DomainError
 from evals.comparison.topup import top_up_start
 from evals.models import Case, Run, Suite, TopUp
 from evals.runner.targets import target_from_config
-from judges.config import config_apply
+from interop.config import config_apply
 from judges.models import JudgeVersion
 
 pytestmark = pytest.mark.django_db

@@ -16,7 +16,7 @@ from rest_framework.test import APIClient
 from core.errors import DomainError
 from core.zones import zone_parse
 from evals.models import Run
-from judges.config import config_apply
+from interop.config import config_apply
 from tests.conftest import PASSWORD
 from tests.evals.test_views_runs import make_suite, start_form
 from tests.judges.test_views_judge_versions import form as judge_form

@@ -22,7 +22,8 @@ from evals.runner.start import run_start
 from judges import client as judge_client
 from judges import kinds
 from judges.grading import judge_grade_trials, template_refusal
-from judges.models import JudgeVersion, PairwiseVerdict, ProbeRun, judge_version_hash
+from judges.models import JudgeVersion, PairwiseVerdict, ProbeRun
+from judges.models.versions import judge_version_hash
 from judges.pairwise import pair_judge
 from judges.probes import probe_run_start
 from judges.prompts import prompt_render

@@ -19,7 +19,7 @@ from core.errors import DomainError
 from evals.cases import FIELD_MAX_CHARS, CaseSpec, size_problem
 from evals.models import Case, Run, Trial
 from interop import exports
-from interop.importers import tabular
+from interop.importers import trial_row
 from tests.conftest import PASSWORD, PROJECT_DIR
 from tests.import_helpers import import_bytes, jsonl, record
 from tests.interop.test_api_ingest import (
@@ -136,13 +136,13 @@ def test_the_import_api_answers_413_naming_the_row_and_field(carol):
 
 def test_the_case_of_repeated_attempts_is_measured_once(monkeypatch):
     calls = []
-    real = tabular.case_size_check
+    real = trial_row.case_size_check
 
     def counted(case, **kwargs):
         calls.append(case.key)
         return real(case, **kwargs)
 
-    monkeypatch.setattr(tabular, "case_size_check", counted)
+    monkeypatch.setattr(trial_row, "case_size_check", counted)
     big = "y" * (FIELD_MAX_CHARS - 2)  # at the limit: measured, accepted
     rows = [{"case_id": "c1", "input": big, "attempt": a} for a in range(1, 6)]
     import_bytes(jsonl(rows), filename="r.jsonl", fmt="jsonl")

@@ -1,5 +1,5 @@
 """A trial's status and error on every import path: a failure of the pipeline is an errored
-trial, never an ok trial graded as a pass, and never a skip (``tabular.trial_status``)."""
+trial, never an ok trial graded as a pass, and never a skip (``trial_row.trial_status``)."""
 
 from __future__ import annotations
 

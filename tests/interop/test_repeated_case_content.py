@@ -1,5 +1,5 @@
 """The attempts of a case repeat its content: it is checked once per distinct content
-(``tabular.CaseMemo``), and a bad record after good attempts of the same case is still
+(``trial_row.CaseMemo``), and a bad record after good attempts of the same case is still
 refused naming it, with the message a first bad record gets (issue 17)."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ import pytest
 
 from core.errors import DomainError
 from evals.models import Case, Trial
-from interop.importers import tabular
-from interop.importers.tabular import CaseMemo, Row, row_parse
+from interop.importers import trial_row
+from interop.importers.trial_row import CaseMemo, Row, row_parse
 from interop.ingest.records import record_parse
 from tests.import_helpers import import_bytes
 from tests.interop.test_api_ingest import NOTHING, client_for, header, post_ndjson, row_counts
@@ -120,7 +120,7 @@ def test_a_repeated_plain_content_shares_the_first_checked_case_spec(monkeypatch
     cases = CaseMemo()
     first = _spec({**GOOD, "tags": ["x", "y"]}, cases)
     checks = []
-    monkeypatch.setattr(tabular, "tags_parse", lambda row: checks.append(row) or ["x", "y"])
+    monkeypatch.setattr(trial_row, "tags_parse", lambda row: checks.append(row) or ["x", "y"])
     again = _spec({**GOOD, "tags": ["x", "y"], "attempt": 2}, cases)
     assert again.case is first.case and checks == []  # not checked again
     assert first.case.tags == ["x", "y"]
@@ -208,10 +208,10 @@ REFUSED = [
 
 @pytest.mark.parametrize("text,amount", COSTS)
 def test_a_cost_reads_as_the_full_rules_read_it(text, amount, monkeypatch):
-    got = tabular._decimal(Row("line 1", {"cost_usd": text}, {}, is_csv=False), "cost_usd")
+    got = trial_row._decimal(Row("line 1", {"cost_usd": text}, {}, is_csv=False), "cost_usd")
     assert got == amount and str(got) == str(amount)
-    monkeypatch.setattr(tabular, "_PLAIN_COST", tabular.re.compile("(?!)"))  # rules only
-    slow = tabular._decimal(Row("line 1", {"cost_usd": text}, {}, is_csv=False), "cost_usd")
+    monkeypatch.setattr(trial_row, "_PLAIN_COST", trial_row.re.compile("(?!)"))  # rules only
+    slow = trial_row._decimal(Row("line 1", {"cost_usd": text}, {}, is_csv=False), "cost_usd")
     assert str(slow) == str(got)
 
 
@@ -219,10 +219,10 @@ def test_a_cost_reads_as_the_full_rules_read_it(text, amount, monkeypatch):
 def test_a_cost_the_rules_refuse_is_refused_with_their_message(text, message):
     row = Row("line 1", {"cost_usd": text}, {}, is_csv=False)
     if message is None:  # read by Decimal as 1: the full rules, as before
-        assert tabular._decimal(row, "cost_usd") == Decimal(1)
+        assert trial_row._decimal(row, "cost_usd") == Decimal(1)
         return
     with pytest.raises(DomainError) as exc:
-        tabular._decimal(row, "cost_usd")
+        trial_row._decimal(row, "cost_usd")
     assert exc.value.field == "cost_usd"
     assert str(exc.value).startswith(f"line 1: field cost_usd: {message}")
 

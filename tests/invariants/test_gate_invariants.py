@@ -15,8 +15,8 @@ from django.core.management import call_command
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from evals.comparison.compute import pvalue_format
 from evals.comparison.gate import gate_evaluate, gate_plan
+from evals.comparison.pvalue import pvalue_format
 from evals.comparison.run_data import CaseData, GraderInfo, RunData
 from judges.models import JudgeVersion
 from stats.gate import BLOCK, block_attainable, no_top_up, worst_head

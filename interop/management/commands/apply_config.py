@@ -1,4 +1,4 @@
-"""``manage.py apply_config FILE [--json]``: apply a config file (``judges.config``: its
+"""``manage.py apply_config FILE [--json]``: apply a config file (``interop.config``: its
 format, rules and errors). Each judge line names the version it created or found, as
 ``JUDGE:vN`` and by UUID: the names ``judge_run`` (and every command taking a judge version)
 accepts."""
@@ -11,7 +11,7 @@ from pathlib import Path
 from django.core.management.base import CommandError
 
 from core.commands import DomainCommand
-from judges.config import config_apply, config_document_read
+from interop.config import config_apply, config_document_read
 
 
 class Command(DomainCommand):
