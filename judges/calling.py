@@ -30,12 +30,10 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from judges.client import JudgeClient
+from judges.client import DEFAULT_CONCURRENCY, JudgeClient
 from judges.models import JudgeVersion
 
 START, DONE, FAILED, END = "start", "done", "failed", "end"
-
-DEFAULT_CONCURRENCY = 8
 
 # How long answers may gather before they are written, in seconds: each write costs a few
 # statements and a commit whatever its size (bench/README.md, judge calls).

@@ -65,7 +65,7 @@ def client_config_parse(*, base_url: str, model: str, params: dict) -> EndpointC
                 **({"concurrency": params["concurrency"]} if "concurrency" in params else {}),
             },
             prefix="params",
-            concurrency_default=8,
+            concurrency_default=DEFAULT_CONCURRENCY,
         )
     except DomainError as exc:
         name = (exc.field or "").removeprefix("params.")
@@ -75,6 +75,9 @@ def client_config_parse(*, base_url: str, model: str, params: dict) -> EndpointC
 
 
 DEFAULT_MAX_ATTEMPTS = 4
+# A judge version's calls in flight unless its params say (a target's default is 16:
+# evals.runner.targets.base.DEFAULT_CONCURRENCY).
+DEFAULT_CONCURRENCY = 8
 CLIENT_PARAMS = frozenset(
     {
         "max_attempts",
