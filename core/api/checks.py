@@ -10,7 +10,9 @@ a 200 on SQLite), so a filter must never see one (``core.text``, the refuse poli
 
 from __future__ import annotations
 
+from rest_framework.request import Request
 from rest_framework.throttling import BaseThrottle
+from rest_framework.views import APIView
 
 from core.text import unstorable_refuse_params
 
@@ -20,6 +22,6 @@ class UnstorableQueryCheck(BaseThrottle):
     the first query parameter whose name or value holds U+0000 or a lone surrogate; else
     True. Registered in ``REST_FRAMEWORK["DEFAULT_THROTTLE_CLASSES"]``."""
 
-    def allow_request(self, request, view) -> bool:
+    def allow_request(self, request: Request, view: APIView) -> bool:
         unstorable_refuse_params(request.query_params)
         return True
