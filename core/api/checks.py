@@ -10,11 +10,15 @@ a 200 on SQLite), so a filter must never see one (``core.text``, the refuse poli
 
 from __future__ import annotations
 
-from rest_framework.request import Request
+from typing import TYPE_CHECKING
+
 from rest_framework.throttling import BaseThrottle
-from rest_framework.views import APIView
 
 from core.text import unstorable_refuse_params
+
+if TYPE_CHECKING:
+    from rest_framework.request import Request
+    from rest_framework.views import APIView
 
 
 class UnstorableQueryCheck(BaseThrottle):

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 from django.http import HttpResponse
 from rest_framework import serializers
 from rest_framework.negotiation import BaseContentNegotiation
-from rest_framework.parsers import BaseParser
-from rest_framework.renderers import BaseRenderer
-from rest_framework.request import Request
+
+if TYPE_CHECKING:
+    from rest_framework.parsers import BaseParser
+    from rest_framework.renderers import BaseRenderer
+    from rest_framework.request import Request
 
 
 class DownloadNegotiation(BaseContentNegotiation):

@@ -10,13 +10,14 @@ from typing import TYPE_CHECKING, Any
 
 from django.db.models import QuerySet
 from rest_framework import serializers
-from rest_framework.request import Request
 
 from core import bounds
 from core.errors import DomainError
 from core.ids import uuid_parse
 
 if TYPE_CHECKING:
+    from rest_framework.request import Request
+
     _Serializer = serializers.Serializer[Any]
 else:
     _Serializer = object

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rest_framework import serializers
 from rest_framework.exceptions import NotFound
 from rest_framework.pagination import Cursor, CursorPagination
-from rest_framework.request import Request
+
+if TYPE_CHECKING:
+    from rest_framework.request import Request
 
 
 class IdCursorPagination(CursorPagination):

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from rest_framework import permissions
-from rest_framework.request import Request
-from rest_framework.views import APIView
 
 from core.roles import ENGINEER, LEAD, REVIEWER, user_has_role
+
+if TYPE_CHECKING:
+    from rest_framework.request import Request
+    from rest_framework.views import APIView
 
 
 def _role_permission(name: str, *roles: str) -> type[permissions.BasePermission]:
