@@ -41,6 +41,7 @@ lint: install
 	$(BIN)/ruff format --check .
 	$(BIN)/lint-imports
 	$(BIN)/python .ci/module_lines.py
+	$(BIN)/mypy
 
 bench: install
 	for script in bench/bench_*.py; do echo "== $$script"; DEBUG=false SECRET_KEY=bench-only ALLOWED_HOSTS=127.0.0.1,localhost SECURE_SSL_REDIRECT=false $(BIN)/python $$script || exit 1; done

@@ -15,12 +15,13 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any, TypedDict
 
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
 from core.bounds import BODY_MAX_BYTES
-from core.egress import host_entries_parse
+from core.egress import HostEntry, host_entries_parse
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(os.environ.get("ASSAY_VAR_DIR", BASE_DIR / "var"))
@@ -203,7 +204,7 @@ if not DEBUG:
 REDIS_URL = os.environ.get("REDIS_URL", "")
 if REDIS_URL:
     CELERY_BROKER_URL = REDIS_URL
-    CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 3600}
+    CELERY_BROKER_TRANSPORT_OPTIONS: dict[str, object] = {"visibility_timeout": 3600}
 else:
     _broker_dir = VAR_DIR / "celery" / "broker"
     _control_dir = VAR_DIR / "celery" / "control"
@@ -287,7 +288,11 @@ REST_FRAMEWORK = {
     ],
     "EXCEPTION_HANDLER": "core.api.errors.exception_handler",
 }
-SPECTACULAR_SETTINGS = {"TITLE": "Assay API", "VERSION": "1", "SERVE_INCLUDE_SCHEMA": False}
+SPECTACULAR_SETTINGS: dict[str, Any] = {
+    "TITLE": "Assay API",
+    "VERSION": "1",
+    "SERVE_INCLUDE_SCHEMA": False,
+}
 # Several models have a "status" choice set; name each enum after its model.
 SPECTACULAR_SETTINGS["ENUM_NAME_OVERRIDES"] = {
     "RunStatusEnum": "evals.models.Run.Status",
@@ -310,8 +315,37 @@ SPECTACULAR_SETTINGS.setdefault("ENUM_NAME_OVERRIDES", {}).update(
     }
 )
 
+
+class TrustSettings(TypedDict):
+    """``ASSAY["TRUST"]``: the calibration figures a trusted judge version needs."""
+
+    MIN_N: int
+    MIN_KAPPA: float
+    MAX_FAR: float
+    MIN_POSITION_CONSISTENCY: float
+
+
+class AssaySettings(TypedDict):
+    """``ASSAY``, key by key (commented where it is set below)."""
+
+    TRIAL_LEASE_SECONDS: int
+    SWEEP_SECONDS: int
+    OUTBOX_GRACE_SECONDS: int
+    TRIAL_CHUNK_SIZE: int
+    WORKER_SILENT_SECONDS: int
+    OUTPUT_PREVIEW_CHARS: int
+    TRUST: TrustSettings
+    INGEST_MAX_BYTES: int
+    INGEST_MAX_RECORD_BYTES: int
+    IMPORT_INLINE_BYTES: int
+    IMPORT_MAX_BYTES: int
+    REGISTRIES: tuple[str, ...]
+    # The environment's text, parsed into entries once checked (below).
+    ENDPOINT_HOSTS: str | tuple[HostEntry, ...]
+
+
 # Assay's own knobs.
-ASSAY = {
+ASSAY: AssaySettings = {
     # A trial whose worker died is taken over after this many seconds. A live worker renews
     # the lease of the trials it holds every third of it (evals.runner.execute), so a long
     # chunk is never taken over; recovery after kill -9 is within lease + sweep interval.
@@ -366,7 +400,8 @@ for _knob in ("TRIAL_LEASE_SECONDS", "SWEEP_SECONDS", "TRIAL_CHUNK_SIZE", "OUTBO
         raise ImproperlyConfigured(f"ASSAY_{_knob} must be a positive integer, got {ASSAY[_knob]}")
 
 try:
-    ASSAY["ENDPOINT_HOSTS"] = host_entries_parse(ASSAY["ENDPOINT_HOSTS"])
+    if isinstance(ASSAY["ENDPOINT_HOSTS"], str):  # the environment's text, set above
+        ASSAY["ENDPOINT_HOSTS"] = host_entries_parse(ASSAY["ENDPOINT_HOSTS"])
 except ValueError as _exc:
     raise ImproperlyConfigured(str(_exc)) from None
 

@@ -6,7 +6,16 @@ command, or the system itself. One wording for every place that names the actor 
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from django.db import models
+
+if TYPE_CHECKING:
+    from django.contrib.auth.base_user import AbstractBaseUser
+    from django.contrib.auth.models import AnonymousUser
+
+    # A user, an anonymous user (counted as none) or None.
+    Actor = AbstractBaseUser | AnonymousUser | None
 
 
 class Via(models.TextChoices):
@@ -18,7 +27,7 @@ class Via(models.TextChoices):
     SYSTEM = "system", "the system"
 
 
-def via_of(by, via: str | None) -> str:
+def via_of(by: Actor, via: str | None) -> str:
     """``via`` when given, else what it must have been: a user's change came from a page,
     a change with no user from the system."""
     if via:
@@ -26,7 +35,7 @@ def via_of(by, via: str | None) -> str:
     return Via.PAGE.value if _username(by) else Via.SYSTEM.value
 
 
-def actor_text(*, by=None, via: str | None = None) -> str:
+def actor_text(*, by: Actor = None, via: str | None = None) -> str:
     """How the actor of a change reads after a verb ("cancelled ..."): "by carol", "by
     carol through the API", "from the command line" (a command, no user), "by the system"
     (no user, no command). ``by`` is a user or None (an anonymous user counts as none);
@@ -45,7 +54,7 @@ def actor_text(*, by=None, via: str | None = None) -> str:
     return "by the system"
 
 
-def _username(by) -> str | None:
+def _username(by: Actor) -> str | None:
     if by is None or not getattr(by, "is_authenticated", False):
         return None
     return by.get_username() or None

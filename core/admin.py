@@ -8,36 +8,53 @@ recorded in ``RoleChange``), and a superuser is made with ``manage.py user_creat
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
 from django.contrib import admin, messages
 from django.contrib.auth.admin import GroupAdmin, UserAdmin
 from django.contrib.auth.models import Group, User
 from django.core.exceptions import PermissionDenied
+from django.db.models import QuerySet
+from django.http import HttpRequest
 
 from core.errors import DomainError
 from core.grants import ADMIN, role_grant, role_revoke
 from core.models import RoleChange
 from core.roles import ROLES
 
+if TYPE_CHECKING:
+    # django-stubs makes the admin classes generic in their model; Django's own classes
+    # cannot be subscripted at run time.
+    _ModelAdmin = admin.ModelAdmin[Any]
+    _TabularInline = admin.TabularInline[Any, Any]
+    _UserAdmin = UserAdmin[User]
+else:
+    _ModelAdmin, _TabularInline, _UserAdmin = admin.ModelAdmin, admin.TabularInline, UserAdmin
+
+# An admin action: the model admin, the request, the selected users.
+_UserAction = Callable[[Any, HttpRequest, QuerySet[User]], None]
+
 
 class ViewOnly:
     """No add, change or delete in the admin, for every user, superusers included."""
 
-    def has_add_permission(self, request, obj=None) -> bool:
+    def has_add_permission(self, request: HttpRequest, obj: object = None) -> bool:
         return False
 
-    def has_change_permission(self, request, obj=None) -> bool:
+    def has_change_permission(self, request: HttpRequest, obj: object = None) -> bool:
         return False
 
-    def has_delete_permission(self, request, obj=None) -> bool:
+    def has_delete_permission(self, request: HttpRequest, obj: object = None) -> bool:
         return False
 
 
-class RecordAdmin(ViewOnly, admin.ModelAdmin):
+class RecordAdmin(ViewOnly, _ModelAdmin):
     """View only: rows that are a grant or a verdict of record (trust approvals, labels,
     adjudications, grades) change only through the services that check their rule."""
 
 
-class RecordInline(ViewOnly, admin.TabularInline):
+class RecordInline(ViewOnly, _TabularInline):
     """A view-only inline (see ``RecordAdmin``)."""
 
     extra = 0
@@ -52,8 +69,8 @@ class RoleChangeInline(RecordInline):
     ordering = ("-at", "-id")
 
 
-def _role_action(service, role: str, verb: str, done: str):
-    def action(modeladmin, request, queryset) -> None:
+def _role_action(service: Callable[..., bool], role: str, verb: str, done: str) -> _UserAction:
+    def action(modeladmin: _UserAdmin, request: HttpRequest, queryset: QuerySet[User]) -> None:
         changed = 0
         for user in queryset:
             try:
@@ -72,7 +89,7 @@ admin.site.unregister(Group)
 
 
 @admin.register(User)
-class AssayUserAdmin(UserAdmin):
+class AssayUserAdmin(_UserAdmin):
     """Django's user admin with roles and flags read-only and grant/revoke actions."""
 
     readonly_fields = (

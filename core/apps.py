@@ -20,7 +20,7 @@ class CoreConfig(AppConfig):
 
         from core.roles import forget_roles  # noqa: PLC0415
 
-        def groups_changed(sender, instance, **kwargs) -> None:
+        def groups_changed(sender: object, instance: object, **kwargs: object) -> None:
             forget_roles(instance)  # a user's cached role names (core.roles.user_roles)
 
         m2m_changed.connect(
@@ -39,10 +39,10 @@ class CoreConfig(AppConfig):
             worker_root_warning_settle, dispatch_uid="core.worker_privileges", weak=False
         )
 
-        def worker_started(sender=None, **kwargs) -> None:
+        def worker_started(sender: object = None, **kwargs: object) -> None:
             heartbeat.heartbeat_thread_start(hostname=getattr(sender, "hostname", "celery"))
 
-        def worker_stopping(**kwargs) -> None:
+        def worker_stopping(**kwargs: object) -> None:
             heartbeat.heartbeat_thread_stop()
 
         worker_ready.connect(worker_started, dispatch_uid="core.heartbeat.start", weak=False)

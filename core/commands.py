@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
+from typing import Any, TextIO
 
 from django.core.management.base import BaseCommand, CommandError
 
@@ -25,18 +27,25 @@ class DomainCommand(BaseCommand):
 
     domain_error_exit = 1
 
-    def __init__(self, stdout=None, stderr=None, no_color=False, force_color=False):
+    def __init__(
+        self,
+        stdout: TextIO | None = None,
+        stderr: TextIO | None = None,
+        no_color: bool = False,
+        force_color: bool = False,
+    ) -> None:
         super().__init__(stdout, stderr, no_color=no_color, force_color=force_color)
-        stderr_style = self.stderr._style_func  # BaseCommand's: ERROR on a terminal
-        self.stdout = TerminalOutput(self.stdout._out)
-        self.stderr = TerminalOutput(self.stderr._out)
-        self.stderr._style_func = stderr_style
+        stderr_style = self.stderr.style_func  # BaseCommand's: ERROR on a terminal
+        # The streams BaseCommand wrapped (its own defaults).
+        self.stdout = TerminalOutput(stdout or sys.stdout)
+        self.stderr = TerminalOutput(stderr or sys.stderr)
+        self.stderr.style_func = stderr_style
 
-    def domain_error_text(self, error: DomainError, options: dict) -> str:
+    def domain_error_text(self, error: DomainError, options: dict[str, Any]) -> str:
         """The line printed for ``error`` ("field: message" by default)."""
         return str(error)
 
-    def execute(self, *args, **options):
+    def execute(self, *args: Any, **options: Any) -> str | None:
         # BaseCommand.execute wraps a given stdout/stderr in a plain OutputWrapper: wrap
         # them here instead.
         if options.get("stdout"):

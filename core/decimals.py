@@ -24,7 +24,9 @@ def decimal_plain(value: Decimal) -> str:
     ``ValueError`` for NaN or an infinity (callers map those to null)."""
     if not value.is_finite():
         raise ValueError(f"not a finite decimal: {value}")
-    if value.as_tuple().exponent < -PLAIN_MAX_PLACES or value.adjusted() > PLAIN_MAX_PLACES:
+    exponent = value.as_tuple().exponent
+    assert isinstance(exponent, int)  # "n", "N" or "F" only for NaN and the infinities
+    if exponent < -PLAIN_MAX_PLACES or value.adjusted() > PLAIN_MAX_PLACES:
         # "1e-999999999" written out is a gigabyte: past the bound, the short form.
         return str(value)
     text = format(value, "f")

@@ -8,6 +8,8 @@ code (``core.commands.DomainCommand``). Nothing parses a field name back out of 
 
 from __future__ import annotations
 
+from typing import Any
+
 
 class DomainError(Exception):
     """A request the domain refuses.
@@ -45,7 +47,7 @@ class DomainError(Exception):
         record: str | int | None = None,
         code: str = "invalid",
         detail: str | None = None,
-        **extra: object,
+        **extra: Any,
     ) -> None:
         if code not in self.CODES:
             raise ValueError(f"code must be one of {', '.join(self.CODES)}, got {code!r}")

@@ -39,11 +39,14 @@ import os
 import select
 import shutil
 import uuid
+from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
 from queue import Empty
 from time import monotonic, monotonic_ns, sleep
+from typing import Any
 
+from kombu import Connection
 from kombu.exceptions import ChannelError
 from kombu.transport import filesystem
 from kombu.utils.encoding import bytes_to_str, str_to_bytes
@@ -74,13 +77,19 @@ def file_write_atomic(path: Path | str, data: bytes) -> None:
 class Channel(filesystem.Channel):
     """kombu's filesystem channel with atomic writes and claims (see the module docstring)."""
 
+    def _table_file(self, exchange: str) -> Path:
+        """``<control_folder>/<exchange>.exchange``: kombu's own path for the table."""
+        # kombu's helper; celery-types' kombu stubs do not declare it.
+        file: Path = self._exchange_file(exchange)  # type: ignore[attr-defined]
+        return file
+
     @contextmanager
-    def _exchange_lock(self, exchange):
+    def _exchange_lock(self, exchange: str) -> Iterator[None]:
         """An exclusive lock on ``<exchange>.exchange.lock`` for read-modify-write of a
         table; readers need no lock since writers replace the table whole."""
 
         self.control_folder.mkdir(parents=True, exist_ok=True)
-        lock_path = self._exchange_file(exchange).with_suffix(".exchange.lock")
+        lock_path = self._table_file(exchange).with_suffix(".exchange.lock")
         with open(lock_path, "a+b") as stream:
             fcntl.flock(stream.fileno(), fcntl.LOCK_EX)
             try:
@@ -103,11 +112,14 @@ class Channel(filesystem.Channel):
             logger.error("exchange table %s is not valid JSON; read as empty", file)
             return []
 
-    def get_table(self, exchange):
-        return self._table_read(self._exchange_file(exchange))
+    # As kombu's filesystem channel (its stubs ignore the same override error).
+    def get_table(  # type: ignore[override]
+        self, exchange: str
+    ) -> list[filesystem.exchange_queue_t]:
+        return self._table_read(self._table_file(exchange))
 
-    def _queue_bind(self, exchange, routing_key, pattern, queue):
-        file = self._exchange_file(exchange)
+    def _queue_bind(self, exchange: str, routing_key: str, pattern: str | None, queue: str) -> None:
+        file = self._table_file(exchange)
         binding = filesystem.exchange_queue_t(routing_key or "", pattern or "", queue or "")
         try:
             with self._exchange_lock(exchange):
@@ -118,12 +130,20 @@ class Channel(filesystem.Channel):
         except OSError as exc:
             raise ChannelError(f"Cannot open {file}") from exc
 
-    def _delete(self, queue, exchange, routing_key, pattern, *args, **kwargs):
+    def _delete(
+        self,
+        queue: str,
+        exchange: str,
+        routing_key: str,
+        pattern: str | None,
+        *args: Any,
+        **kwargs: Any,
+    ) -> None:
         # kombu's virtual channel forgets the queue; then drop the binding from the table.
         super(filesystem.Channel, self)._delete(
             queue, exchange, routing_key, pattern, *args, **kwargs
         )
-        file = self._exchange_file(exchange)
+        file = self._table_file(exchange)
         binding = filesystem.exchange_queue_t(routing_key or "", pattern or "", queue or "")
         with self._exchange_lock(exchange):
             queues = self._table_read(file)
@@ -131,7 +151,11 @@ class Channel(filesystem.Channel):
                 queues.remove(binding)
                 file_write_atomic(file, str_to_bytes(dumps(queues)))
 
-    def _put(self, queue, payload, **kwargs):
+    # kombu's filesystem channel's signatures for _put and _get, which differ from its
+    # base's: the stubs ignore the same override error on them.
+    def _put(  # type: ignore[override]
+        self, queue: str, payload: dict[str, Any], **kwargs: Any
+    ) -> None:
         """Put ``payload`` onto ``queue``: one file, written whole then renamed into place."""
         # Nanoseconds of the system-wide monotonic clock, zero-padded: names sort in the order
         # they were sent (kombu's milliseconds tie within a burst and the uuid breaks the tie).
@@ -142,7 +166,7 @@ class Channel(filesystem.Channel):
         except OSError as exc:
             raise ChannelError(f"Cannot add file {filename!r} to directory") from exc
 
-    def _get(self, queue):
+    def _get(self, queue: str) -> dict[str, Any]:  # type: ignore[override]
         """The oldest message of ``queue``; ``Empty`` when none. A message that cannot be
         decoded is moved to ``.corrupt/`` and logged, and the next one is tried."""
         suffix = f"{queue}.msg"
@@ -162,7 +186,7 @@ class Channel(filesystem.Channel):
             except OSError as exc:
                 raise ChannelError(f"Cannot read file {claimed!r} from queue.") from exc
             try:
-                payload = loads(bytes_to_str(raw))
+                payload: dict[str, Any] = loads(bytes_to_str(raw))
             except ValueError:
                 self._set_aside(claimed, name)
                 continue
@@ -252,18 +276,23 @@ class Transport(filesystem.Transport):
 
     def _folder_watch(self) -> FolderWatch:
         if self._watch is None:
+            assert self.client is not None  # the connection that made this transport
             options = self.client.transport_options or {}
             folder = options.get("data_folder_in", "data_in")
             os.makedirs(folder, exist_ok=True)
             self._watch = FolderWatch(folder)
         return self._watch
 
-    def drain_events(self, connection, timeout=None):
+    # kombu's virtual transport's signature (its stubs ignore the same override error).
+    def drain_events(  # type: ignore[override]
+        self, connection: Connection, timeout: float | None = None
+    ) -> None:
         """Deliver one message; between empty scans, wait for a file to land in the incoming
         folder (at most ``polling_interval`` seconds, a safety net) instead of sleeping.
         Raises ``socket.timeout`` after ``timeout`` seconds without a message."""
         watch = self._folder_watch()
         started = monotonic()
+        assert self.cycle is not None  # made by kombu's Transport.__init__
         get = self.cycle.get
         while True:
             try:
@@ -281,7 +310,7 @@ class Transport(filesystem.Transport):
                 else:
                     watch.wait(pause)
 
-    def close_connection(self, connection):
+    def close_connection(self, connection: Connection) -> None:
         if self._watch is not None:
             self._watch.close()
             self._watch = None

@@ -12,7 +12,7 @@ not valid, and what it holds is the display copy, never the posted text.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 from django import forms
 from django.http import QueryDict
@@ -60,7 +60,10 @@ class StorableForm(forms.Form):
             self.add_error(name, str(error))
 
 
-def unstorable_shown_on_form(view: Callable) -> Callable:
+V = TypeVar("V", bound=Callable[..., Any])
+
+
+def unstorable_shown_on_form(view: V) -> V:
     """View decorator: this view reads every posted field through a ``StorableForm`` and
     re-renders it when invalid, so ``UnstorableFormMiddleware`` lets a post holding U+0000
     reach it instead of answering a bare 400."""

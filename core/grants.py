@@ -9,8 +9,10 @@ Who may: a lead (superusers have every role), or the operator at the command lin
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from django.contrib.auth import get_user_model
-from django.contrib.auth.models import Group
+from django.contrib.auth.models import AnonymousUser, Group
 from django.contrib.auth.password_validation import validate_password
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import IntegrityError, transaction
@@ -18,6 +20,11 @@ from django.db import IntegrityError, transaction
 from core.errors import DomainError
 from core.models import RoleChange
 from core.roles import LEAD, ROLES, forget_roles, role_require
+
+if TYPE_CHECKING:
+    from django.contrib.auth.models import User
+
+    from core.roles import AnyUser
 
 SUPERUSER = "superuser"
 # Where a change came from: ``core.actors.Via``'s values and the admin.
@@ -34,7 +41,7 @@ def _role_check(role: str) -> Group:
     return group
 
 
-def _actor_check(by, via: str) -> None:
+def _actor_check(by: AnyUser | None, via: str) -> None:
     """A user must be a lead; no user is the operator, allowed only at the command line."""
     if by is None:
         if via != COMMAND:
@@ -43,20 +50,20 @@ def _actor_check(by, via: str) -> None:
     role_require(by, LEAD, action="changing a role")
 
 
-def _record(*, user, role: str, action: str, by, via: str) -> RoleChange:
+def _record(*, user: User, role: str, action: str, by: AnyUser | None, via: str) -> RoleChange:
     if via not in VIAS:
         raise ValueError(f"unknown via {via!r}")
     return RoleChange.objects.create(
         user=user,
         role=role,
         action=action,
-        by=by if getattr(by, "is_authenticated", False) else None,
+        by=None if by is None or isinstance(by, AnonymousUser) else by,
         via=via,
     )
 
 
 @transaction.atomic
-def role_grant(*, user, role: str, by=None, via: str = PAGE) -> bool:
+def role_grant(*, user: User, role: str, by: AnyUser | None = None, via: str = PAGE) -> bool:
     """Give ``user`` the role ``role`` (reviewer, engineer, lead) and record it; False when
     the user had it already (nothing recorded). ``by``: the lead doing it, None at the
     command line (``via`` "command"). Raises ``DomainError`` (field "role") for an unknown
@@ -74,7 +81,7 @@ def role_grant(*, user, role: str, by=None, via: str = PAGE) -> bool:
 
 
 @transaction.atomic
-def role_revoke(*, user, role: str, by=None, via: str = PAGE) -> bool:
+def role_revoke(*, user: User, role: str, by: AnyUser | None = None, via: str = PAGE) -> bool:
     """Take the role ``role`` from ``user`` and record it; False when the user did not
     have it (nothing recorded). Who may, and the errors: as ``role_grant``."""
     _actor_check(by, via)
@@ -90,7 +97,7 @@ def role_revoke(*, user, role: str, by=None, via: str = PAGE) -> bool:
 
 
 @transaction.atomic
-def superuser_grant(*, user, via: str = COMMAND) -> bool:
+def superuser_grant(*, user: User, via: str = COMMAND) -> bool:
     """Make ``user`` staff and superuser (the admin, every role), recorded; the operator's
     alone (``via`` "command"). False when it was both already (nothing recorded). Raises
     ``PermissionDenied`` for any other ``via``."""
@@ -112,9 +119,9 @@ def user_create(
     password: str | None,
     role: str,
     superuser: bool = False,
-    by=None,
+    by: AnyUser | None = None,
     via: str = COMMAND,
-):
+) -> User:
     """Create the user ``username`` with ``role`` (and, with ``superuser``, staff and
     superuser: the admin), every grant recorded; ``password`` None leaves the account
     without a usable password. Raises ``DomainError`` on field "username" (empty, taken),

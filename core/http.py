@@ -10,7 +10,7 @@ may start, cancel and import (``RUNNER_ROLES``).
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from functools import wraps
 from typing import Any
 
@@ -34,12 +34,16 @@ class HtmxHttpRequest(HttpRequest):
     htmx: HtmxDetails
 
 
-def role_required(*roles: str) -> Callable:
+# A view function: the request, then the URL's arguments.
+View = Callable[..., HttpResponse]
+
+
+def role_required(*roles: str) -> Callable[[View], View]:
     """View decorator: 403 unless the signed-in user has one of ``roles``."""
 
-    def decorator(view: Callable) -> Callable:
+    def decorator(view: View) -> View:
         @wraps(view)
-        def wrapped(request: HttpRequest, *args, **kwargs) -> HttpResponse:
+        def wrapped(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
             if not user_has_role(request.user, *roles):
                 raise PermissionDenied(f"this page needs the role {' or '.join(roles)}")
             return view(request, *args, **kwargs)
@@ -70,7 +74,7 @@ def query_uuid(request: HttpRequest, name: str) -> uuid.UUID | None:
     return value
 
 
-def query_object(request: HttpRequest, name: str, queryset: QuerySet, noun: str = "") -> Any:
+def query_object(request: HttpRequest, name: str, queryset: QuerySet[Any], noun: str = "") -> Any:
     """The row of ``queryset`` whose ``uuid`` is ``?<name>=``; None when the parameter is
     absent or empty. A malformed value is a 400 (``query_uuid``); a well-formed UUID that
     names no row is a 404 naming the parameter ("suite: no suite with id 3f2c..."), never a
@@ -84,7 +88,9 @@ def query_object(request: HttpRequest, name: str, queryset: QuerySet, noun: str 
     return row
 
 
-def query_choice(request: HttpRequest, name: str, choices, default: str = "") -> str:
+def query_choice(
+    request: HttpRequest, name: str, choices: Collection[str], default: str = ""
+) -> str:
     """``?<name>=`` as one of ``choices``; ``default`` when absent or empty; anything else a
     400 naming the parameter and listing the choices."""
     raw = request.GET.get(name)

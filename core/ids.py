@@ -44,7 +44,7 @@ def uuid4_from(data: bytes) -> list[uuid.UUID]:
         raise ValueError(f"uuid4_from: {len(data)} bytes is not a multiple of 16")
     new, setattr_ = object.__new__, object.__setattr__
     cls, unknown = uuid.UUID, uuid.SafeUUID.unknown
-    out = []
+    out: list[uuid.UUID] = []
     append = out.append
     for high, low in struct.iter_unpack(">QQ", data):  # big-endian, as UUID(bytes=...)
         value = new(cls)

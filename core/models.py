@@ -22,7 +22,7 @@ class WorkerHeartbeat(models.Model):
         return f"{self.hostname} (pid {self.pid}) at {self.beat_at:%Y-%m-%d %H:%M:%S}"
 
 
-class OutboxMessageQuerySet(models.QuerySet):
+class OutboxMessageQuerySet(models.QuerySet["OutboxMessage"]):
     def unsent(self) -> OutboxMessageQuerySet:
         return self.filter(sent_at__isnull=True)
 

@@ -21,6 +21,7 @@ import logging
 import time
 from datetime import datetime, timedelta
 from functools import partial
+from typing import TYPE_CHECKING, Any
 
 from celery import current_app
 from django.conf import settings
@@ -29,6 +30,9 @@ from django.db.models import F
 from django.utils import timezone
 
 from core.models import OutboxMessage
+
+if TYPE_CHECKING:
+    from celery import Task
 
 logger = logging.getLogger(__name__)
 
@@ -40,7 +44,7 @@ _broker_down_until = 0.0
 SENT_KEPT = timedelta(days=1)
 
 
-def outbox_enqueue(task, *args, subject: str = "") -> OutboxMessage:
+def outbox_enqueue(task: Task[..., Any], *args: object, subject: str = "") -> OutboxMessage:
     """Write the message ``task(*args)`` (``args`` JSON-serialisable) in the caller's
     transaction and publish it after commit; returns the row. ``subject`` names what it is
     about (``outbox_unsent`` counts by it)."""
@@ -49,7 +53,9 @@ def outbox_enqueue(task, *args, subject: str = "") -> OutboxMessage:
     return message
 
 
-def outbox_enqueue_many(task, args_list: list[tuple], *, subject: str = "") -> list[int]:
+def outbox_enqueue_many(
+    task: Task[..., Any], args_list: list[tuple[object, ...]], *, subject: str = ""
+) -> list[int]:
     """Write one message ``task(*args)`` per item of ``args_list`` in the caller's
     transaction, with one INSERT, and publish them after commit, in the order given, with
     one hook (``outbox_publish_many``); returns their ids in that order. The same guarantee

@@ -69,7 +69,9 @@ def placeholders_check(
             at = match.start()
             line = template.count("\n", 0, at) + 1
             column = at - (template.rfind("\n", 0, at) + 1) + 1
-            snippet = re.match(r"\$\S{0,19}", template[at:]).group(0)
+            shown = re.match(r"\$\S{0,19}", template[at:])
+            assert shown is not None  # the invalid group starts at a "$"
+            snippet = shown.group(0)
             raise error(
                 f"{snippet!r} at line {line}, column {column} is not a placeholder: write "
                 f"$name or ${{name}} for a placeholder and $$ for a literal $ "

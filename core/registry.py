@@ -33,7 +33,7 @@ import inspect
 import types
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from django.core.exceptions import ImproperlyConfigured
 
@@ -54,7 +54,10 @@ class Registration:
     kinds: frozenset[str]
 
 
-def registered(*kinds: str, name: str | None = None) -> Callable[[Callable], Callable]:
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def registered(*kinds: str, name: str | None = None) -> Callable[[F], F]:
     """Decorator: declare a function as callable by configs under ``name`` (default
     ``module:qualname``) for ``kinds`` (any of ``KINDS``). Returns the function unchanged but
     for the mark; a registry module that exposes it registers it (module docstring). Stacked,
@@ -64,7 +67,7 @@ def registered(*kinds: str, name: str | None = None) -> Callable[[Callable], Cal
     if not kinds or unknown:
         raise ValueError(f"kinds must be some of {', '.join(KINDS)}, got {kinds!r}")
 
-    def mark(function: Callable) -> Callable:
+    def mark(function: F) -> F:
         if not callable(function):
             raise ValueError(f"{function!r} is not callable")
         spelled = name or f"{function.__module__}:{function.__qualname__}"

@@ -1,8 +1,19 @@
 """The three roles, as Django groups created by a migration, and the checks services use."""
 
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
 from django.contrib.auth import get_user_model
 from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
+
+if TYPE_CHECKING:
+    from django.contrib.auth.models import AnonymousUser, User
+
+    # Whoever a request or a caller acts as (``request.user``).
+    AnyUser = User | AnonymousUser
 
 REVIEWER = "reviewer"
 ENGINEER = "engineer"
@@ -12,25 +23,27 @@ ROLES = (REVIEWER, ENGINEER, LEAD)
 _CACHE = "_assay_role_names"
 
 
-def user_roles(user) -> frozenset[str]:
+def user_roles(user: AnyUser) -> frozenset[str]:
     """The names of ``user``'s groups, read once per user object (one query) and cached on
     it: ``request.user`` is loaded afresh for every request, so a request checks roles
     against the database once however many views, services and templates ask. Changing
     the user's groups through ``user.groups`` clears the cache (``forget_roles``)."""
-    cached = getattr(user, _CACHE, None)
+    cached: frozenset[str] | None = getattr(user, _CACHE, None)
     if cached is None:
         cached = frozenset(user.groups.values_list("name", flat=True))
         setattr(user, _CACHE, cached)
     return cached
 
 
-def roles_remember(user, names) -> None:
+def roles_remember(user: User, names: Iterable[str]) -> None:
     """Keep ``names`` (the names of ``user``'s groups, read with the user in one query:
     ``user_with_roles_get``) as ``user``'s role names: ``user_roles`` then reads nothing."""
     setattr(user, _CACHE, frozenset(names))
 
 
-def user_with_roles_get(queryset: QuerySet, *, path: str = "", extra: tuple[str, ...] = ()):
+def user_with_roles_get(
+    queryset: QuerySet[Any], *, path: str = "", extra: tuple[str, ...] = ()
+) -> tuple[User, tuple[Any, ...]] | None:
     """``(user, extra values)``: the user that ``queryset`` leads to, with its role names
     kept (``roles_remember``), and the values of the queryset's ``extra`` columns, in one
     query (a row per group); None when the queryset has no row. ``path`` is the lookup from
@@ -50,13 +63,13 @@ def user_with_roles_get(queryset: QuerySet, *, path: str = "", extra: tuple[str,
     return user, first[: len(extra)]
 
 
-def forget_roles(user) -> None:
+def forget_roles(user: object) -> None:
     """Drop the cached role names of ``user`` (after its groups changed)."""
     if hasattr(user, _CACHE):
         delattr(user, _CACHE)
 
 
-def user_has_role(user, *roles: str) -> bool:
+def user_has_role(user: AnyUser, *roles: str) -> bool:
     """True when ``user`` is in any of ``roles`` (superusers have every role)."""
     if not user.is_authenticated:
         return False
@@ -65,7 +78,7 @@ def user_has_role(user, *roles: str) -> bool:
     return not user_roles(user).isdisjoint(roles)
 
 
-def role_require(user, *roles: str, action: str) -> None:
+def role_require(user: AnyUser, *roles: str, action: str) -> None:
     """Raise ``PermissionDenied`` ("<action> needs the role lead") unless ``user`` has one of
     ``roles``: the check every service that changes state makes, whoever calls it."""
     if not user_has_role(user, *roles):

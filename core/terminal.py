@@ -15,6 +15,7 @@ file format (``export_run --out -``) is not terminal text and is not changed.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 from django.core.management.base import OutputWrapper
 
@@ -34,5 +35,12 @@ class TerminalOutput(OutputWrapper):
     """A command's stdout/stderr that escapes what ``terminal_escape`` escapes in every
     message before Django's wrapper writes it (and adds the ending)."""
 
-    def write(self, msg: str = "", style_func=None, ending=None) -> None:
+    # OutputWrapper.write's own signature, which is not TextIOBase.write's (Django's stubs
+    # ignore the same error on it).
+    def write(  # type: ignore[override]
+        self,
+        msg: str = "",
+        style_func: Callable[[str], str] | None = None,
+        ending: str | None = None,
+    ) -> None:
         super().write(terminal_escape(str(msg)), style_func=style_func, ending=ending)

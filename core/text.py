@@ -109,7 +109,7 @@ def unstorable_replace(value: Any) -> tuple[Any, int]:
     return _replace_walk(value)
 
 
-def _clean_as_json(value: dict | list | tuple) -> bool:
+def _clean_as_json(value: dict[Any, Any] | list[Any] | tuple[Any, ...]) -> bool:
     """True when ``value`` surely holds no unstorable character in any string, dict keys
     included: its JSON text (the C encoder with ``ensure_ascii=False`` writes U+0000 as the
     six characters ``\\u0000`` and a lone surrogate as itself) holds neither. False means

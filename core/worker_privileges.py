@@ -25,15 +25,19 @@ import stat
 import warnings
 from collections.abc import Iterable
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from celery.exceptions import SecurityWarning
+
+if TYPE_CHECKING:
+    from celery.app.utils import Settings
 
 ROOT_WARNING = r"You're running the worker with superuser privileges"
 FILESYSTEM_TRANSPORT = "core.filesystem_broker:Transport"
 FOLDER_OPTIONS = ("data_folder_in", "data_folder_out", "control_folder")
 
 
-def broker_folders(*, transport: str | None, options: dict | None) -> list[Path] | None:
+def broker_folders(*, transport: str | None, options: dict[str, Any] | None) -> list[Path] | None:
     """The embedded broker's folders (``FOLDER_OPTIONS`` of the transport options) and the
     folders holding them, or None when the broker is not the embedded filesystem one."""
     if transport != FILESYSTEM_TRANSPORT:
@@ -63,7 +67,11 @@ def why_not_private(folders: Iterable[Path], *, uid: int) -> str | None:
 
 
 def root_warning_is_real(
-    *, accept_content: Iterable[str], transport: str | None, options: dict | None, uid: int
+    *,
+    accept_content: Iterable[str],
+    transport: str | None,
+    options: dict[str, Any] | None,
+    uid: int,
 ) -> str | None:
     """Why Celery's superuser warning names a real risk for this worker (module docstring),
     or None when it does not: the embedded broker, private to ``uid``, and JSON content
@@ -77,7 +85,9 @@ def root_warning_is_real(
     return why_not_private(folders, uid=uid)
 
 
-def worker_root_warning_settle(sender=None, conf=None, **kwargs) -> None:
+def worker_root_warning_settle(
+    sender: object = None, conf: Settings | None = None, **kwargs: object
+) -> None:
     """``celeryd_init`` receiver: filter Celery's superuser warning out of this worker
     process when ``root_warning_is_real`` says its risk is not there; otherwise leave it."""
     if conf is None:

@@ -93,7 +93,7 @@ def human_disagreements(
             trial=trials[tid],
             labels=[
                 ReviewerVerdict(
-                    lab.reviewer.username if lab.reviewer_id else lab.reviewer_name,
+                    lab.reviewer.username if lab.reviewer is not None else lab.reviewer_name,
                     lab.verdict,
                     lab.critique,
                 )

@@ -16,15 +16,14 @@ from labeling.pairwise import is_pairwise, pairwise_calibration_compute
 from labeling.selectors import calibration_compute
 
 
-def _same_figures(shown: Calibration, now: Calibration) -> bool:
-    return (shown.n, shown.confusion, shown.n_judge_errors) == (
-        now.n,
-        now.confusion,
-        now.n_judge_errors,
-    )
+def _same_figures(shown: Calibration | PairwiseCalibration, now: Calibration) -> bool:
+    fields = ("n", "confusion", "n_judge_errors")
+    return all(getattr(shown, f) == getattr(now, f) for f in fields)
 
 
-def _same_pairwise_figures(shown: PairwiseCalibration, now: PairwiseCalibration) -> bool:
+def _same_pairwise_figures(
+    shown: Calibration | PairwiseCalibration, now: PairwiseCalibration
+) -> bool:
     fields = ("n", "agreement_numerator", "n_inconsistent", "n_judge_errors", "n_unresolved")
     return all(getattr(shown, f) == getattr(now, f) for f in fields)
 
@@ -78,7 +77,11 @@ def judge_trust_approve(
 
 
 def _pairwise_trust_approve(
-    *, judge_version: JudgeVersion, by, suite, figures: PairwiseCalibration | None
+    *,
+    judge_version: JudgeVersion,
+    by,
+    suite,
+    figures: Calibration | PairwiseCalibration | None,
 ) -> JudgeApproval:
     with transaction.atomic():
         JudgeVersion.objects.select_for_update().filter(pk=judge_version.pk).exists()

@@ -198,7 +198,9 @@ class JudgeImproveForm(StorableForm):
 
     def __init__(self, *args, choices: list[tuple[str, str]], **kwargs):
         super().__init__(*args, **kwargs)
-        self.fields["examples"].choices = choices
+        examples = self.fields["examples"]
+        assert isinstance(examples, forms.MultipleChoiceField)  # declared above
+        examples.choices = choices
 
     def label_ids(self) -> list[int]:
         """The label ids of every chosen example."""

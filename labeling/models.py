@@ -57,6 +57,10 @@ class Label(models.Model):
     )
     created_at = models.DateTimeField(default=timezone.now)
     updated_at = models.DateTimeField(default=timezone.now)
+    # Not stored: what ``label_submit`` did ("created", "revised", "flagged", "unchanged")
+    # and, for a frozen label, the revision holding the change; set on the label it returns.
+    outcome: str
+    flagged_revision: LabelRevision | None
 
     class Meta:
         ordering = ["trial_id", "created_at"]

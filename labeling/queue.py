@@ -6,6 +6,7 @@ label; a reviewer sees only the case, the output and their own current label.
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass
 
 from evals.trajectory.timeline import Timeline, trajectory_timeline
@@ -76,8 +77,8 @@ def queue_state_get(
     *,
     calibration_set: CalibrationSet,
     reviewer,
-    trial_uuid: str | None = None,
-    after_uuid: str | None = None,
+    trial_uuid: uuid.UUID | str | None = None,
+    after_uuid: uuid.UUID | str | None = None,
 ) -> QueueState:
     """The queue position for ``reviewer`` on ``calibration_set``.
 
@@ -134,7 +135,7 @@ def queue_state_get(
         flagged=flagged_revision_get(
             trial_id=item.trial_id, reviewer=reviewer, version=label.version
         )
-        if frozen
+        if frozen and label is not None
         else None,
     )
     return QueueState(calibration_set, current, total, labeled, uuids[0])

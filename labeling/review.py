@@ -102,7 +102,7 @@ def review_submit(
     for name in expected:
         answer = dimensions.get(name)
         verdict = answer.get("verdict") if isinstance(answer, dict) else None
-        if verdict not in VERDICTS:
+        if not isinstance(answer, dict) or verdict not in VERDICTS:
             raise DomainError("answer pass or fail", field=f"dimensions.{name}")
         critique = str(answer.get("critique") or "").strip()
         if len(critique) > CRITIQUE_MAX:

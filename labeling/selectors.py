@@ -98,7 +98,7 @@ def _rater(label: Label) -> str:
 
 
 def _rater_name(label: Label) -> str:
-    return label.reviewer.username if label.reviewer_id else label.reviewer_name
+    return label.reviewer.username if label.reviewer is not None else label.reviewer_name
 
 
 def reference_labels(*, trial_ids: Iterable[int]) -> ReferenceLabels:
@@ -259,7 +259,7 @@ def calibration_compute(
         if j != h:
             differ.append((tid, ref, grade))
     n = len(judge)
-    counts = defaultdict(int)
+    counts: defaultdict[tuple[bool, bool], int] = defaultdict(int)
     for j, h in zip(judge, human, strict=True):
         counts[(j, h)] += 1
     confusion = Confusion(
@@ -336,8 +336,9 @@ def _weighted_far(
     why not: no set, a set without a sampling design, items without a probability."""
     if calibration_set is None:
         return None, "no sampling weights: not a calibration set"
-    probs = dict(calibration_set.items.values_list("trial_id", "inclusion_probability"))
-    if not calibration_set.design or any(p is None for p in probs.values()):
+    given = dict(calibration_set.items.values_list("trial_id", "inclusion_probability"))
+    probs = {t: p for t, p in given.items() if p is not None}
+    if not calibration_set.design or len(probs) < len(given):
         return None, (
             "no sampling weights: the set was not drawn by the planner or has items added "
             "by hand; only the sample figures are available"

@@ -69,7 +69,8 @@ def _strata_pick(groups: dict[tuple[str, str], list[int]], size: int, seed: int)
     queues: list[list[int]] = []
     for verdict in sorted(by_verdict):
         strata = by_verdict[verdict]
-        queue, depth = [], max(len(s) for s in strata)
+        queue: list[int] = []
+        depth = max(len(s) for s in strata)
         for i in range(depth):
             queue.extend(s[i] for s in strata if i < len(s))
         queues.append(queue)
@@ -344,7 +345,7 @@ def label_submit(
         flagged = frozen and last is not None and last.after_reveal and last.version == latest
         newest = last if flagged else current
         same = newest is not None and (newest.verdict, newest.critique) == (verdict, critique)
-        if same and review is not None:  # a review of another output is a change
+        if same and review is not None and newest is not None:  # another output's: a change
             same = (newest.details or {}).get(REVIEW_KEY) == review
         if same and (
             expected_version in (None, latest)
@@ -354,6 +355,7 @@ def label_submit(
                 and _is_resubmission(last, expected_version)
             )
         ):
+            assert current is not None  # same: the newest change is it or its revision
             current.outcome = "unchanged"  # identical resubmission
             current.flagged_revision = (
                 last if frozen and last is not None and last.after_reveal else None
@@ -410,7 +412,7 @@ def label_submit(
             )
             trust_recheck(trial_ids=[trial.id], by=reviewer, change=_change_text(reviewer, trial))
             return label
-        changes = (
+        changes: dict[str, object] = (
             {"version": new_version}
             if frozen
             else {

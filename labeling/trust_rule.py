@@ -144,7 +144,9 @@ def pairwise_trust_checks(
             consistency.ci_low if consistency.rate is not None else None,
             ">=",
             th.min_position_consistency,
-            consistency.rate is not None and consistency.ci_low >= th.min_position_consistency,
+            consistency.rate is not None
+            and consistency.ci_low is not None
+            and consistency.ci_low >= th.min_position_consistency,
         ),
     ]
 

@@ -53,7 +53,7 @@ class RateResult:
     reason: str = ""
 
 
-def _check_pairs(a: Sequence, b: Sequence) -> None:
+def _check_pairs(a: Sequence[object], b: Sequence[object]) -> None:
     if len(a) != len(b):
         raise ValueError(f"rater sequences differ in length: {len(a)} and {len(b)}")
     for i, (x, y) in enumerate(zip(a, b, strict=True)):

@@ -56,7 +56,9 @@ class Interval:
     reason: str = ""
 
 
-def _counts(base: Sequence[Sequence[bool]], head: Sequence[Sequence[bool]]):
+def _counts(
+    base: Sequence[Sequence[bool]], head: Sequence[Sequence[bool]]
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Per-case arrays: base trials, base passes, head trials, head passes (int64)."""
     if len(base) != len(head):
         raise ValueError(f"base has {len(base)} cases, head has {len(head)}: pair them by case")
@@ -72,7 +74,14 @@ def _counts(base: Sequence[Sequence[bool]], head: Sequence[Sequence[bool]]):
     return nb, sb, nh, sh
 
 
-def _exact_p_value(nb, nh, s, observed_numerators, scale, alternative):
+def _exact_p_value(
+    nb: np.ndarray,
+    nh: np.ndarray,
+    s: np.ndarray,
+    observed_numerators: int,
+    scale: int,
+    alternative: str,
+) -> float | None:
     """Exact permutation p-value by convolving per-case distributions on an integer grid.
 
     Per case, relabeling trials uniformly at random puts k of the case's s passes on the
@@ -235,12 +244,14 @@ def _iid_sum_pmf(pmf: np.ndarray, g: int) -> np.ndarray:
             return np.clip(fftconvolve(a, b), 0.0, None)
         return np.convolve(a, b)
 
-    out, power = None, pmf
+    out: np.ndarray | None = None
+    power = pmf
     while True:
         if g & 1:
             out = power if out is None else conv(out, power)
         g >>= 1
         if not g:
+            assert out is not None  # g >= 1: its top bit set it
             return out
         power = conv(power, power)
 

@@ -103,7 +103,7 @@ def corrected_pass_rate(
     theta = (observed + tnr - 1.0) / youden
     estimate = min(1.0, max(0.0, theta))
     clipped = estimate != theta
-    if any(n is None for n in sizes):
+    if n_observed is None or n_pass is None or n_fail is None:  # a size unknown
         return CorrectedRate(estimate, None, None, None, clipped)
     var = (
         observed * (1.0 - observed) / n_observed
@@ -191,7 +191,7 @@ def corrected_rate_interval(
             raise ValueError(f"{name} must be a non-negative integer, got {value!r}")
     raw = clustered_rate_interval(passed, graded, confidence=confidence)
 
-    def undefined(reason: str, tpr: float | None = None, tnr: float | None = None):
+    def undefined(reason: str, tpr: float | None = None, tnr: float | None = None) -> CorrectedRate:
         return CorrectedRate(
             None, None, None, None, False, reason, "rogan-gladen-mover", tpr, tnr, raw
         )
@@ -207,7 +207,9 @@ def corrected_rate_interval(
     if raw.mean is None:
         return undefined("undefined (no judge verdicts)", tpr, tnr)
 
-    q, q_low, q_high = raw.mean, raw.ci_low, raw.ci_high
+    q, q_low, q_high, raw_se = raw.mean, raw.ci_low, raw.ci_high, raw.se
+    # clustered_rate_interval gives its se and interval with every mean.
+    assert q_low is not None and q_high is not None and raw_se is not None
     theta = (q + tnr - 1.0) / youden
     tpr_low, tpr_high = wilson_interval(tp, n_pass, confidence)
     tnr_low, tnr_high = wilson_interval(tn, n_fail, confidence)
@@ -231,7 +233,7 @@ def corrected_rate_interval(
         else:
             low = max(0.0, high - floor)
     var = (
-        raw.se**2
+        raw_se**2
         + theta**2 * tpr * (1.0 - tpr) / n_pass
         + (1.0 - theta) ** 2 * tnr * (1.0 - tnr) / n_fail
     ) / youden**2

@@ -145,7 +145,7 @@ class FamilyResult:
     alpha: float
 
 
-def _padded(supports: Sequence[Sequence[float]]) -> np.ndarray:
+def _padded(supports: Sequence[Sequence[float] | np.ndarray]) -> np.ndarray:
     """Supports as one array, shape (m, L), each row ascending and padded with +inf."""
     rows = [np.asarray(s, dtype=float).ravel() for s in supports]
     width = max((r.size for r in rows), default=1)
@@ -158,7 +158,10 @@ def _padded(supports: Sequence[Sequence[float]]) -> np.ndarray:
 def _cdf_matrix(padded: np.ndarray, u: np.ndarray) -> np.ndarray:
     """``F_j(u_i)`` for every hypothesis j (rows) and threshold i (columns), shape (m, n)."""
     below = padded[:, :, None] <= (u * (1 + 1e-12))[None, None, :]
-    return np.where(below, np.where(np.isfinite(padded), padded, 0.0)[:, :, None], 0.0).max(axis=1)
+    cdf: np.ndarray = np.where(
+        below, np.where(np.isfinite(padded), padded, 0.0)[:, :, None], 0.0
+    ).max(axis=1)
+    return cdf
 
 
 def _critical_value(padded: np.ndarray, alpha: float) -> tuple[float, float]:
@@ -175,7 +178,10 @@ def _critical_value(padded: np.ndarray, alpha: float) -> tuple[float, float]:
 
 
 def discrete_holm(
-    *, p_values: Sequence[float], supports: Sequence[Sequence[float]], alpha: float
+    *,
+    p_values: Sequence[float] | np.ndarray,
+    supports: Sequence[Sequence[float] | np.ndarray],
+    alpha: float,
 ) -> FamilyResult:
     """Discrete Holm step-down over m hypotheses with discrete null distributions.
 

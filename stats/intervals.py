@@ -14,11 +14,12 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
+from types import ModuleType
 
 import numpy as np
 
 
-def _special():
+def _special() -> ModuleType:
     """``scipy.special``, imported on first use: this module is imported by every process
     (through ``evals.selectors``), and scipy costs about 0.7 s and tens of MB to import
     (``scipy.stats`` 2 s more), which a worker or ``run_suite --wait`` never needs."""
@@ -82,7 +83,7 @@ class ClusteredMean:
 
 
 def clustered_mean(
-    cases: Sequence[float] | Sequence[Sequence[float | bool]], confidence: float = 0.95
+    cases: Sequence[float | Sequence[float | bool]], confidence: float = 0.95
 ) -> ClusteredMean:
     """Mean of per-case pass rates with a cluster-robust SE and a normal interval clipped to [0, 1].
 

@@ -148,7 +148,9 @@ def pass_at_k_interval_from_estimates(
     )
 
 
-def _counts(passed, graded, k: int) -> tuple[np.ndarray, np.ndarray]:
+def _counts(
+    passed: Sequence[int] | np.ndarray, graded: Sequence[int] | np.ndarray, k: int
+) -> tuple[np.ndarray, np.ndarray]:
     x, n = np.asarray(passed), np.asarray(graded)
     if x.ndim != 1 or x.shape != n.shape:
         raise ValueError(f"passed and graded must be 1-D of one length, got {x.shape}, {n.shape}")

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from scipy.special import ndtr
@@ -117,7 +118,7 @@ class _Simulator:
 def _binomial_from_uniforms(u: np.ndarray, trials: int, rates: np.ndarray) -> np.ndarray:
     """Binomial(trials, rates[j]) draws from uniforms ``u`` (n_sim, cases) by the inverse
     CDF: the count is the number of j < trials with u > CDF(j)."""
-    cdf = binom.cdf(np.arange(trials)[None, :], trials, rates[:, None]).astype(np.float32)
+    cdf = np.asarray(binom.cdf(np.arange(trials)[None, :], trials, rates[:, None]), np.float32)
     # One comparison per j over the whole (n_sim, cases) array: the same counts as one
     # (n_sim, cases, trials) comparison summed over its last axis, ~5x faster.
     counts = np.zeros(u.shape, dtype=np.int32)
@@ -144,7 +145,8 @@ def stratified_rejects(base: np.ndarray, head: np.ndarray, trials: int, z: float
     # ties as extreme, so half a step is taken off |T| (Yates-style; without it the
     # approximation overstates small suites' power, see tests/stats/test_power.py).
     half_step = 1.0 / (n * n_cases)
-    return (var_t > 0) & (np.abs(t) - half_step >= z * np.sqrt(var_t) - 1e-12)
+    rejects: np.ndarray = (var_t > 0) & (np.abs(t) - half_step >= z * np.sqrt(var_t) - 1e-12)
+    return rejects
 
 
 def min_detectable_drop(
@@ -179,7 +181,7 @@ def min_detectable_drop(
     sim = _Simulator(r, trials_per_case, n_sim, alpha, seed)
     max_drop = sim.mean
     top = int(np.ceil(max_drop / GRID_STEP - 1e-9))
-    common = {
+    common: dict[str, Any] = {
         "alpha": alpha,
         "target_power": target_power,
         "n_cases": int(r.size),

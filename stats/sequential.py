@@ -422,7 +422,7 @@ def _fisher_reject(n: int, level: float) -> np.ndarray:
         above[open_] = np.where(ok, above[open_], mid)
     b = np.arange(n + 1)[:, None]
     h = np.arange(n + 1)[None, :]
-    reject = h <= below[b + h]
+    reject: np.ndarray = h <= below[b + h]
     reject.setflags(write=False)
     return reject
 

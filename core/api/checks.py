@@ -10,9 +10,15 @@ a 200 on SQLite), so a filter must never see one (``core.text``, the refuse poli
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from rest_framework.throttling import BaseThrottle
 
 from core.text import unstorable_refuse_params
+
+if TYPE_CHECKING:
+    from rest_framework.request import Request
+    from rest_framework.views import APIView
 
 
 class UnstorableQueryCheck(BaseThrottle):
@@ -20,6 +26,6 @@ class UnstorableQueryCheck(BaseThrottle):
     the first query parameter whose name or value holds U+0000 or a lone surrogate; else
     True. Registered in ``REST_FRAMEWORK["DEFAULT_THROTTLE_CLASSES"]``."""
 
-    def allow_request(self, request, view) -> bool:
+    def allow_request(self, request: Request, view: APIView) -> bool:
         unstorable_refuse_params(request.query_params)
         return True

@@ -2,25 +2,36 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
 from django.http import HttpResponse
 from rest_framework import serializers
 from rest_framework.negotiation import BaseContentNegotiation
+
+if TYPE_CHECKING:
+    from rest_framework.parsers import BaseParser
+    from rest_framework.renderers import BaseRenderer
+    from rest_framework.request import Request
 
 
 class DownloadNegotiation(BaseContentNegotiation):
     """Downloads choose their body by ``?format=``, not by the Accept header; DRF's own use
     of ``?format=`` (a renderer name) is switched off. Errors still render as JSON."""
 
-    def select_parser(self, request, parsers):
-        return parsers[0] if parsers else None
+    def select_parser(self, request: Request, parsers: Iterable[BaseParser]) -> BaseParser | None:
+        return next(iter(parsers), None)
 
-    def select_renderer(self, request, renderers, format_suffix=None):
-        return renderers[0], renderers[0].media_type
+    def select_renderer(
+        self, request: Request, renderers: Iterable[BaseRenderer], format_suffix: str | None = None
+    ) -> tuple[BaseRenderer, str]:
+        first = list(renderers)[0]
+        return first, first.media_type
 
 
-def download_format(request, allowed: tuple[str, ...]) -> str:
+def download_format(request: Request, allowed: tuple[str, ...]) -> str:
     """``?format=`` (default csv) when it is one of ``allowed``; else a 400 naming ``format``."""
-    fmt = request.query_params.get("format", "csv")
+    fmt: str = request.query_params.get("format", "csv")
     if fmt not in allowed:
         raise serializers.ValidationError(
             {"format": [f"expected one of {', '.join(allowed)}, got {fmt[:100]!r}"]}

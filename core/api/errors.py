@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
@@ -50,12 +51,16 @@ def _raised_in_a_parser(exc: BaseException) -> bool:
 def domain_error_response(error: DomainError) -> Response:
     """``error`` as the API answers it: ``{"detail": str(error), "field": <field or null>,
     "record": <record or null>, **extra}``; status by its code."""
-    body: dict = {"detail": str(error), "field": error.field or None, "record": error.record}
+    body: dict[str, Any] = {
+        "detail": str(error),
+        "field": error.field or None,
+        "record": error.record,
+    }
     body.update(error.extra)
     return Response(body, status=STATUS[error.code])
 
 
-def exception_handler(exc, context):
+def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
     """DRF's ``exception_handler`` plus the mappings of the module doc; None (= a 500) for
     anything else DRF does not handle."""
     if isinstance(exc, DomainError):

@@ -6,18 +6,27 @@ from __future__ import annotations
 
 import math
 import uuid
+from typing import TYPE_CHECKING, Any
 
+from django.db.models import QuerySet
 from rest_framework import serializers
 
 from core import bounds
 from core.errors import DomainError
 from core.ids import uuid_parse
 
+if TYPE_CHECKING:
+    from rest_framework.request import Request
+
+    _Serializer = serializers.Serializer[Any]
+else:
+    _Serializer = object
+
 
 class StrictUUIDField(serializers.UUIDField):
     """A UUID given as a JSON string (an integer is refused, not read as UUID(int=...))."""
 
-    def to_internal_value(self, data):
+    def to_internal_value(self, data: Any) -> uuid.UUID:
         if not isinstance(data, str):
             self.fail("invalid", value=data)
         return super().to_internal_value(data)
@@ -28,7 +37,7 @@ class StrictCharField(serializers.CharField):
 
     default_error_messages = {"invalid": "Expected a string."}
 
-    def to_internal_value(self, data):
+    def to_internal_value(self, data: Any) -> str:
         if not isinstance(data, str):
             self.fail("invalid")
         return super().to_internal_value(data)
@@ -41,12 +50,12 @@ class StrictIntegerField(serializers.IntegerField):
 
     default_error_messages = {"invalid": "Expected an integer."}
 
-    def __init__(self, **kwargs):
+    def __init__(self, **kwargs: Any) -> None:
         kwargs.setdefault("max_value", bounds.INT_MAX)
         kwargs.setdefault("min_value", bounds.INT_MIN)
         super().__init__(**kwargs)
 
-    def to_internal_value(self, data):
+    def to_internal_value(self, data: Any) -> int:
         if isinstance(data, bool) or not isinstance(data, int):
             self.fail("invalid")
         return super().to_internal_value(data)
@@ -55,7 +64,7 @@ class StrictIntegerField(serializers.IntegerField):
 class StrictFloatField(serializers.FloatField):
     """A finite JSON number; a string ("0.05"), a boolean or null is refused."""
 
-    def to_internal_value(self, data):
+    def to_internal_value(self, data: Any) -> float:
         if isinstance(data, bool) or not isinstance(data, int | float):
             self.fail("invalid")
         if not math.isfinite(data):
@@ -68,7 +77,7 @@ class StrictBooleanField(serializers.BooleanField):
 
     default_error_messages = {"invalid": "Must be a JSON boolean (true or false)."}
 
-    def to_internal_value(self, data):
+    def to_internal_value(self, data: Any) -> bool:
         if isinstance(data, bool):
             return data
         self.fail("invalid")
@@ -77,13 +86,13 @@ class StrictBooleanField(serializers.BooleanField):
 class StrictChoiceField(serializers.ChoiceField):
     """One of the choices, exactly as written ("PASS" and true are not "pass")."""
 
-    def to_internal_value(self, data):
+    def to_internal_value(self, data: Any) -> str:
         if not isinstance(data, str) or data not in self.choices:
             self.fail("invalid_choice", input=data)
         return data
 
 
-def query_uuid(request, name: str) -> uuid.UUID | None:
+def query_uuid(request: Request, name: str) -> uuid.UUID | None:
     """The query parameter ``name`` as a UUID (None when absent or empty: no filter).
     Raises a 400 naming the parameter when it is not a UUID (never ignored, never a 500)."""
     value = request.query_params.get(name)
@@ -95,7 +104,9 @@ def query_uuid(request, name: str) -> uuid.UUID | None:
     return parsed
 
 
-def query_uuid_known(request, name: str, queryset, noun: str = "") -> uuid.UUID | None:
+def query_uuid_known(
+    request: Request, name: str, queryset: QuerySet[Any], noun: str = ""
+) -> uuid.UUID | None:
     """``?<name>=`` as a UUID (``query_uuid``: None when absent or empty, a 400 when
     malformed) that names a row of ``queryset`` (by its ``uuid``); a well-formed UUID that
     names none is a ``DomainError`` (code ``not_found``: a 404) on ``name``, "suite: no suite
@@ -106,7 +117,7 @@ def query_uuid_known(request, name: str, queryset, noun: str = "") -> uuid.UUID 
     return value
 
 
-def query_uuid_required(request, name: str) -> uuid.UUID:
+def query_uuid_required(request: Request, name: str) -> uuid.UUID:
     """``?<name>=`` as a UUID (``query_uuid``); a 400 naming ``name`` when it is missing."""
     value = query_uuid(request, name)
     if value is None:
@@ -114,10 +125,10 @@ def query_uuid_required(request, name: str) -> uuid.UUID:
     return value
 
 
-class NoUnknownFields:
+class NoUnknownFields(_Serializer):
     """Input serializers refuse keys they do not define (a typo is a 400, never ignored)."""
 
-    def to_internal_value(self, data):
+    def to_internal_value(self, data: Any) -> Any:
         if isinstance(data, dict):
             unknown = sorted(set(data) - set(self.fields))
             if unknown:

@@ -3,10 +3,12 @@ interval, a rate with its Wilson interval (every calibration and approval answer
 
 from __future__ import annotations
 
+from typing import Any
+
 from rest_framework import serializers
 
 
-class ConfusionSerializer(serializers.Serializer):
+class ConfusionSerializer(serializers.Serializer[Any]):
     judge_pass_human_pass = serializers.IntegerField(help_text="Judge pass, human pass (trials).")
     judge_pass_human_fail = serializers.IntegerField(
         help_text="Judge pass, human fail: false accepts (trials)."
@@ -17,7 +19,7 @@ class ConfusionSerializer(serializers.Serializer):
     judge_fail_human_fail = serializers.IntegerField(help_text="Judge fail, human fail (trials).")
 
 
-class KappaSerializer(serializers.Serializer):
+class KappaSerializer(serializers.Serializer[Any]):
     kappa = serializers.FloatField(
         allow_null=True, help_text="Cohen's kappa (-1..1); null when undefined (see reason)."
     )
@@ -42,7 +44,7 @@ class KappaSerializer(serializers.Serializer):
     reason = serializers.CharField(help_text="Why kappa is undefined (empty when defined).")
 
 
-class RateSerializer(serializers.Serializer):
+class RateSerializer(serializers.Serializer[Any]):
     rate = serializers.FloatField(
         allow_null=True,
         help_text="numerator / denominator (fraction 0..1); null when the denominator is 0.",

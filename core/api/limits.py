@@ -13,7 +13,10 @@ bodies are checked; forms are bounded by ``DATA_UPLOAD_MAX_MEMORY_SIZE`` (``BODY
 
 from __future__ import annotations
 
-from django.http import HttpRequest, JsonResponse
+from collections.abc import Callable
+from typing import Any
+
+from django.http import HttpRequest, HttpResponse, JsonResponse
 
 from core.bounds import body_limit_bytes, body_too_large_text
 from core.http import content_length
@@ -21,7 +24,7 @@ from core.http import content_length
 _METHODS = frozenset({"POST", "PUT", "PATCH"})
 
 
-def _view_class(view_func) -> type | None:
+def _view_class(view_func: Callable[..., Any]) -> type | None:
     """The class behind a view function (``as_view``: ``view_class``; a DRF viewset:
     ``cls``), or None."""
     return getattr(view_func, "view_class", None) or getattr(view_func, "cls", None)
@@ -30,13 +33,19 @@ def _view_class(view_func) -> type | None:
 class BodyLimitMiddleware:
     """Refuses a JSON API body over its view's limit with a 413, unread (module doc)."""
 
-    def __init__(self, get_response):
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
         self.get_response = get_response
 
-    def __call__(self, request: HttpRequest):
+    def __call__(self, request: HttpRequest) -> HttpResponse:
         return self.get_response(request)
 
-    def process_view(self, request: HttpRequest, view_func, view_args, view_kwargs):
+    def process_view(
+        self,
+        request: HttpRequest,
+        view_func: Callable[..., Any],
+        view_args: tuple[Any, ...],
+        view_kwargs: dict[str, Any],
+    ) -> JsonResponse | None:
         if request.method not in _METHODS or not request.path_info.startswith("/api/"):
             return None
         media = (request.content_type or "").lower()

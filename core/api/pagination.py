@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from rest_framework import serializers
 from rest_framework.exceptions import NotFound
-from rest_framework.pagination import CursorPagination
+from rest_framework.pagination import Cursor, CursorPagination
+
+if TYPE_CHECKING:
+    from rest_framework.request import Request
 
 
 class IdCursorPagination(CursorPagination):
@@ -25,8 +30,8 @@ class IdCursorPagination(CursorPagination):
         "Rows per page: a positive integer, default 50, at most 100 (larger is capped)."
     )
 
-    def get_page_size(self, request) -> int:
-        raw = request.query_params.get(self.page_size_query_param)
+    def get_page_size(self, request: Request) -> int:
+        raw: str | None = request.query_params.get(self.page_size_query_param)
         if raw is None or raw == "":
             return self.page_size
         digits = raw.lstrip("0")
@@ -37,7 +42,7 @@ class IdCursorPagination(CursorPagination):
         # Larger is capped; never int() of thousands of digits (Python's advice would show).
         return min(int(digits) if len(digits) <= 4 else self.max_page_size, self.max_page_size)
 
-    def decode_cursor(self, request):
+    def decode_cursor(self, request: Request) -> Cursor | None:
         """The ``?cursor=`` position; a cursor that is not one of this API's (edited, cut)
         is a 400 naming ``cursor`` (DRF answers 404, as if the list did not exist)."""
         try:
@@ -48,7 +53,7 @@ class IdCursorPagination(CursorPagination):
                 {self.cursor_query_param: [f"not a cursor from this list, got {raw[:100]!r}"]}
             ) from None
 
-    def get_paginated_response_schema(self, schema: dict) -> dict:
+    def get_paginated_response_schema(self, schema: dict[str, Any]) -> dict[str, Any]:
         """DRF's page envelope (next, previous, results), each field described."""
         out = super().get_paginated_response_schema(schema)
         fields = out["properties"]

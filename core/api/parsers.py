@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import codecs
 import json
+from collections.abc import Mapping
+from typing import IO, Any, NoReturn
 
 from django.conf import settings
 from rest_framework.exceptions import ParseError
@@ -36,14 +38,19 @@ NESTED = (
 )
 
 
-def _strict_constant(token: str):
+def _strict_constant(token: str) -> NoReturn:
     raise ValueError(f"{token} is not valid JSON")
 
 
 class StrictJSONParser(JSONParser):
     """JSON bodies; every malformed body is a 400 ``ParseError`` (rules in the module doc)."""
 
-    def parse(self, stream, media_type=None, parser_context=None):
+    def parse(
+        self,
+        stream: IO[Any],
+        media_type: str | None = None,
+        parser_context: Mapping[str, Any] | None = None,
+    ) -> Any:
         """Bytes -> the parsed value (dict, list, str, int, float, bool or None); raises
         ``ParseError`` for invalid JSON, nesting over ``JSON_MAX_DEPTH`` or a bad encoding,
         ``DomainError`` for text the database cannot store.
@@ -72,13 +79,13 @@ class StrictJSONParser(JSONParser):
         return value
 
 
-def _content_length(request) -> int | None:
+def _content_length(request: object) -> int | None:
     """The request's declared body length in bytes, or None when absent or malformed."""
     raw = getattr(request, "META", {}).get("CONTENT_LENGTH") or ""
     return int(raw) if raw.isdigit() and len(raw) < 20 else None
 
 
-def body_read_capped(stream, *, content_length: int | None, limit: int) -> bytes:
+def body_read_capped(stream: IO[Any], *, content_length: int | None, limit: int) -> bytes:
     """The whole body from ``stream`` (a file-like object), at most ``limit`` bytes; raises
     ``DomainError`` (code ``too_large``: a 413 with ``limit``) when ``content_length`` says
     more, before reading, or when the stream gives more (at most ``limit`` + 1 bytes are
@@ -87,7 +94,7 @@ def body_read_capped(stream, *, content_length: int | None, limit: int) -> bytes
         raise DomainError(
             code="too_large", detail=body_too_large_text(content_length, limit), limit=limit
         )
-    data = stream.read(limit + 1)
+    data: bytes = stream.read(limit + 1)
     if len(data) > limit:
         raise DomainError(code="too_large", detail=body_too_large_text(None, limit), limit=limit)
     return data

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from decimal import Decimal
 from typing import Any
 
@@ -39,7 +40,12 @@ class StrictJSONRenderer(JSONRenderer):
     Numbers read the same either way; a float may be spelt differently (``1e-07`` and
     ``1e-7``)."""
 
-    def render(self, data, accepted_media_type=None, renderer_context=None) -> bytes:
+    def render(
+        self,
+        data: Any,
+        accepted_media_type: str | None = None,
+        renderer_context: Mapping[str, Any] | None = None,
+    ) -> bytes:
         if data is None:
             return b""
         try:

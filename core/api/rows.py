@@ -12,7 +12,7 @@ differently: ``BigIntegerField`` coerces to a string); any other field is called
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import datetime
+from datetime import datetime, tzinfo
 from decimal import Decimal
 from typing import Any
 
@@ -22,32 +22,33 @@ from rest_framework.settings import api_settings
 Converter = Callable[[Any], Any]
 
 
-def field_converter(field: serializers.Field) -> Converter:
+def field_converter(field: serializers.Field[Any, Any, Any, Any]) -> Converter:
     """A callable equal to ``field.to_representation`` on every non-null value. Build it per
     request: a date-time converter holds the time zone active when it is built (DRF's
     ``default_timezone``: the viewer's zone, activated per request)."""
-    kind = type(field)
-    if kind is serializers.UUIDField and field.uuid_format == "hex_verbose":
+    if type(field) is serializers.UUIDField and field.uuid_format == "hex_verbose":
         return str  # DRF: ``str(value)`` for this format, whatever the value
-    if kind is serializers.IntegerField:
+    if type(field) is serializers.IntegerField:
         return _exact(int, int, field)
-    if kind is serializers.FloatField:
+    if type(field) is serializers.FloatField:
         return _exact(float, float, field)
-    if kind is serializers.CharField:
+    if type(field) is serializers.CharField:
         return _exact(str, str, field)
-    if kind is serializers.ChoiceField:
+    if type(field) is serializers.ChoiceField:
         return _choice(field)
-    if kind is serializers.DecimalField:
+    if type(field) is serializers.DecimalField:
         return _decimal(field)
-    if kind is serializers.DateTimeField:
+    if type(field) is serializers.DateTimeField:
         return _datetime(field)
     return field.to_representation
 
 
-def _exact(python_type: type, convert: Converter, field: serializers.Field) -> Converter:
+def _exact(
+    python_type: type, convert: Converter, field: serializers.Field[Any, Any, Any, Any]
+) -> Converter:
     slow = field.to_representation
 
-    def represent(value):
+    def represent(value: Any) -> Any:
         # int(True) is 1, str of a str subclass differs in type: exact types only.
         return convert(value) if type(value) is python_type else slow(value)
 
@@ -58,7 +59,7 @@ def _choice(field: serializers.ChoiceField) -> Converter:
     lookup = field.choice_strings_to_values.get
     slow = field.to_representation
 
-    def represent(value):
+    def represent(value: Any) -> Any:
         if type(value) is str and value:
             return lookup(value, value)
         return slow(value)
@@ -76,7 +77,7 @@ def _decimal(field: serializers.DecimalField) -> Converter:
     exponent = -field.decimal_places
     max_digits = field.max_digits
 
-    def represent(value):
+    def represent(value: Any) -> Any:
         if type(value) is not Decimal or not value.is_finite():
             return slow(value)
         sign, digits, exp = value.as_tuple()
@@ -93,10 +94,11 @@ def _datetime(field: serializers.DateTimeField) -> Converter:
     if output_format is None or output_format.lower() != ISO_8601:
         return slow
     zone = field.timezone if hasattr(field, "timezone") else field.default_timezone()
-    if zone is None:
+    # None without USE_TZ (the stubs type default_timezone() as str | None; it is a tzinfo).
+    if not isinstance(zone, tzinfo):
         return slow
 
-    def represent(value):
+    def represent(value: Any) -> Any:
         if type(value) is not datetime or value.utcoffset() is None:
             return slow(value)
         try:

@@ -132,7 +132,7 @@ KEY_KS = frozenset({1, 2, 3, 5})
 
 
 @register.filter
-def key_ks(rows: list) -> list:
+def key_ks(rows: list[Any]) -> list[Any]:
     """Rows of a pass@k / pass^k table (objects or dicts with ``k``) to show on a page: all of
     them up to 10 rows; beyond, k = 1, 2, 3, 5, every multiple of 10 and the largest k (a
     table for N = 50 would otherwise list 50 rows). The JSON report keeps every k."""
@@ -141,7 +141,8 @@ def key_ks(rows: list) -> list:
         return rows
 
     def k_of(row: Any) -> int:
-        return row["k"] if isinstance(row, dict) else row.k
+        k: int = row["k"] if isinstance(row, dict) else row.k
+        return k
 
     top = max(k_of(r) for r in rows)
     return [r for r in rows if k_of(r) in KEY_KS or k_of(r) % 10 == 0 or k_of(r) == top]

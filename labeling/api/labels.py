@@ -279,7 +279,8 @@ class LabelUndoOutput(serializers.Serializer):
         help_text="The version of your label's history after the undo (the undo is a "
         "revision of its own: versions only grow); send it back as expected_version."
     )
-    label = LabelDetailSerializer(
+    # DRF's metaclass takes a declared field off the class; its stubs see Field.label here.
+    label = LabelDetailSerializer(  # type: ignore[assignment]
         allow_null=True,
         help_text="Your label after the undo (its previous save), or null when the undo "
         "cleared it or there was nothing to undo.",

@@ -56,7 +56,8 @@ class TrustCheckSerializer(serializers.Serializer):
     key = serializers.CharField(
         help_text="n, human_fails, far_upper, far_weighted_upper or kappa_lower."
     )
-    label = serializers.CharField(help_text="What the value is.")
+    # DRF's metaclass takes a declared field off the class; its stubs see Field.label here.
+    label = serializers.CharField(help_text="What the value is.")  # type: ignore[assignment]
     value = serializers.FloatField(allow_null=True, help_text="The figure; null: undefined.")
     op = serializers.CharField(help_text="'<=' or '>=': how value must compare to threshold.")
     threshold = serializers.FloatField(help_text="The threshold.")

@@ -22,7 +22,9 @@ from labeling.models import CalibrationSet
 from labeling.views._common import _set_or_404
 
 
-def _adjudication_scope(request: HtmxHttpRequest, data) -> tuple[CalibrationSet | None, object]:
+def _adjudication_scope(
+    request: HtmxHttpRequest, data
+) -> tuple[CalibrationSet | None, Suite | None]:
     """``set=<uuid>`` or ``suite=<uuid>`` (neither: every trial); 404 for an unknown one,
     400 for a value that is no UUID (``?set=zzz``)."""
 
@@ -117,6 +119,7 @@ def adjudication_save(request: HtmxHttpRequest) -> HttpResponse:
         return _adjudication_render(
             request, cset, suite, forms_by_trial={trial_uuid: form}, status=status
         )
+    assert trial is not None  # the form was valid: the trial was read
     messages.success(
         request,
         f"Decided {form.cleaned_data['verdict']} on case "

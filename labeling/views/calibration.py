@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 from django.contrib import messages
 from django.http import HttpResponse
@@ -55,7 +56,7 @@ def _calibration_page(
     """Render the calibration page of ``version`` on its scope; ``revoke_form`` is a refused
     revocation's bound form (its errors and the typed reason shown), a blank one by default."""
     approval = trust.active_approval_get(judge_version=version)
-    context = {
+    context: dict[str, Any] = {
         "version": version,
         "cset": cset,
         "suite": suite,

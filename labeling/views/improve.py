@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.contrib import messages
 from django.http import HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
@@ -29,7 +31,7 @@ def judge_improve(request: HtmxHttpRequest, version_id) -> HttpResponse:
     cset, _suite = _scope(request)
     cal, candidates = improve.improve_candidates(base_version=version, calibration_set=cset)
     choices = [(c.choice, c.disagreement.case_key) for c in candidates]
-    context = {
+    context: dict[str, Any] = {
         "version": version,
         "cset": cset,
         "cal": cal,

@@ -171,6 +171,7 @@ def label_save(request: HtmxHttpRequest, set_id) -> HttpResponse:
 
 def _flagged_text(label: Label) -> str:
     revision = label.flagged_revision
+    assert revision is not None  # a "flagged" outcome comes with its revision
     return (
         f"Your label of record stays {label.verdict}: you had finished this set, so the "
         f"judge's verdicts were visible to you. Your {revision.verdict} is recorded as a "

@@ -58,7 +58,7 @@ def calibration_set_new(request: HtmxHttpRequest) -> HttpResponse:
                 messages.success(request, f"Built {cset.name} with {cset.size} trials.")
                 return redirect("labeling:set-detail", set_id=cset.uuid)
         return render(request, "labeling/calibration_set_new.html", {"form": form}, status=400)
-    initial = {"size": 30, "seed": 0}
+    initial: dict[str, object] = {"size": 30, "seed": 0}
     # A malformed ?run= is a 400, an unknown run or judge version a 404 naming it.
     for key, rows, noun in (
         ("run", Run.objects.all(), "run"),

@@ -4,6 +4,9 @@ this install (``core.registry``): each name, its kinds and the registry that exp
 from __future__ import annotations
 
 import json
+from typing import Any
+
+from django.core.management.base import CommandParser
 
 from core.commands import DomainCommand
 from core.registry import KINDS, SETTING, registry_active
@@ -12,11 +15,11 @@ from core.registry import KINDS, SETTING, registry_active
 class Command(DomainCommand):
     help = "List the registered functions a config may name, and the registries loaded."
 
-    def add_arguments(self, parser):
+    def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--kind", choices=KINDS, help="only the functions of this kind")
         parser.add_argument("--json", action="store_true")
 
-    def handle(self, *args, **opts):
+    def handle(self, *args: Any, **opts: Any) -> None:
         registry = registry_active()
         entries = sorted(registry.entries.values(), key=lambda e: e.name)
         if opts["kind"]:

@@ -3,8 +3,10 @@ recorded as done from the command line)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.contrib.auth import get_user_model
-from django.core.management.base import CommandError
+from django.core.management.base import CommandError, CommandParser
 
 from core.commands import DomainCommand
 from core.grants import COMMAND, role_grant, role_revoke
@@ -16,11 +18,11 @@ class Command(DomainCommand):
     service = staticmethod(role_grant)
     done, unchanged = "granted", "already has"
 
-    def add_arguments(self, parser):
+    def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("username")
         parser.add_argument("role", choices=ROLES)
 
-    def handle(self, *args, **options):
+    def handle(self, *args: Any, **options: Any) -> None:
         user = get_user_model().objects.filter(username=options["username"]).first()
         if user is None:
             raise CommandError(f"username: no user named {options['username']!r}")

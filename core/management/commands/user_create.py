@@ -6,8 +6,9 @@ from __future__ import annotations
 import getpass
 import os
 import sys
+from typing import Any
 
-from django.core.management.base import CommandError
+from django.core.management.base import CommandError, CommandParser
 
 from core.commands import DomainCommand
 from core.grants import COMMAND, user_create
@@ -20,7 +21,7 @@ class Command(DomainCommand):
         "The password is read from the variable --password-from-env names, else asked twice."
     )
 
-    def add_arguments(self, parser):
+    def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("username")
         parser.add_argument("--role", required=True, choices=ROLES)
         parser.add_argument("--superuser", action="store_true")
@@ -31,7 +32,7 @@ class Command(DomainCommand):
             "line, where other users and the shell history see it)",
         )
 
-    def handle(self, *args, **options):
+    def handle(self, *args: Any, **options: Any) -> None:
         user = user_create(
             username=options["username"],
             password=self._password(options["password_from_env"]),

@@ -19,6 +19,7 @@ ends, so rows added while it walks are neither repeated nor make it skip any.
 
 from __future__ import annotations
 
+import builtins
 import json
 import os
 import time
@@ -119,7 +120,8 @@ class AssayClient:
         its 95% interval, pass@k, errors, tokens, latency, cost). Raises ``AssayError``."""
         return self.get("runs", run_id)
 
-    def trials(self, *, limit: int | None = None, **filters: str) -> list[dict]:
+    # builtins.list: ``list`` in this class is the method above.
+    def trials(self, *, limit: int | None = None, **filters: str) -> builtins.list[dict]:
         """Trials matching ``filters`` (``run``, ``case``, ``suite`` UUIDs, ``tag``,
         ``status``), at most ``limit``: ``list("trials", ...)``."""
         return self.list("trials", limit=limit, **filters)

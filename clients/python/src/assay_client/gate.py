@@ -108,7 +108,7 @@ def side_read(client: AssayClient, ref: str, side: str) -> dict[str, Any]:
     return {side: client.run_find(suite=suite.strip(), run=run.strip())["uuid"]}
 
 
-def gate_request(client: AssayClient, options: argparse.Namespace) -> dict:
+def gate_request(client: AssayClient, options: argparse.Namespace) -> dict | None:
     """The gate's JSON for these options (after the top-up, with ``--top-up``); None
     when the top-up was still running at ``--timeout``."""
     body: dict[str, Any] = side_read(client, options.head, "head")

@@ -206,7 +206,7 @@ class Recorder:
         if facts["latency_ms"] is not None:
             result.latency_ms = facts["latency_ms"]
         result.created_at = result.created_at or facts["created_at"]
-        result.properties = [tuple(p) for p in report.user_properties]
+        result.properties = [(name, value) for name, value in report.user_properties]
         result.properties_replaced = facts["properties_replaced"]
 
     def header(self) -> dict[str, Any]:
