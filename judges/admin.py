@@ -125,9 +125,8 @@ class ProbeRunAdmin(ViewOnly, admin.ModelAdmin):
 
 @admin.register(JudgeApproval)
 class JudgeApprovalAdmin(RecordAdmin):
-    """View only: trust is granted and revoked by a lead through
-    ``labeling.services.judge_trust_approve`` (which checks the calibration rule) and
-    ``judges.trust.trust_revoke``; a row added here would be trust no rule allowed."""
+    """View only: trust is granted through ``labeling.approval.judge_trust_approve`` (which
+    checks the calibration rule) and revoked through ``judges.trust.trust_revoke``."""
 
     list_display = ("judge_version", "approved_by", "approved_at", "revoked_at", "revoked_by")
     list_select_related = ("judge_version__judge", "approved_by", "revoked_by")
@@ -137,9 +136,8 @@ class JudgeApprovalAdmin(RecordAdmin):
 
 @admin.register(DevelopmentLabel)
 class DevelopmentLabelAdmin(RecordAdmin):
-    """Read-only: development data is written once, with the version it built
-    (``labeling.improve.judge_version_improve``); editing it would change which labels a
-    version's trust decision may use."""
+    """Read-only: editing development data would change which labels a version's trust may
+    use."""
 
     list_display = ("__str__", "judge_version", "trial", "label", "created_at")
     list_select_related = ("judge_version__judge",)

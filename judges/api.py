@@ -1,9 +1,5 @@
-"""API of judges: judge versions (with their trust state), judge runs, and grading a run
-with a judge version. Thin: parse, call one service, render.
-
-Roles mirror the UI (``judges.views``, ``judges.views``): engineers and leads.
-Reviewers get 403 (they label blind: judge versions, their approvals' figures and judge runs
-are judge territory), outsiders 403, no token 401.
+"""API of judges: judge versions with their trust state, judge runs, grading a run. Engineers
+and leads; reviewers get 403 (they label blind), outsiders 403, no token 401.
 """
 
 from __future__ import annotations
@@ -439,10 +435,8 @@ class JudgeRunStartInput(NoUnknownFields, serializers.Serializer):
 
 
 class JudgeRunStartApi(APIView):
-    """POST (JSON): grade a run's ok trials with a judge version in Celery tasks
-    (``judges.runs.judge_run_start``), or, with ``base_run`` and ``head_run``, compare two
-    runs with a pairwise judge version (``judges.runs.pairwise_judge_run_start``);
-    engineers and leads. 202 with the judge run (poll ``Location``); 400 naming the field;
+    """POST (JSON): grade a run with a judge version, or with ``base_run`` and ``head_run``
+    compare two runs pairwise. 202 with the judge run (poll ``Location``); 400 naming the field;
     404 for an unknown run or judge version."""
 
     permission_classes = [IsRunner]
@@ -503,10 +497,8 @@ class JudgeRunStartApi(APIView):
 
 
 class JudgeRunCancelApi(APIView):
-    """POST: cancel a queued or running judge run (``judges.runs.judge_run_cancel``):
-    workers make no further judge call. Engineers and leads. 200 with the judge run
-    (cancelling a cancelled one again is a 200 that changes nothing); 409 when it has
-    already succeeded or failed; 404 for an unknown judge run."""
+    """POST: cancel a queued or running judge run. 200 with the judge run (also for one already
+    cancelled); 409 when it already succeeded or failed; 404 when unknown."""
 
     permission_classes = [IsRunner]
 

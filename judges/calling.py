@@ -1,23 +1,17 @@
 """Sending a batch of judge calls with the database kept in the caller's thread.
 
-``calls_send`` sends calls concurrently (the version's ``concurrency``, default 8) on an
-asyncio loop in a helper thread, and talks to the caller's thread through a queue:
+``calls_send`` runs the calls (``concurrency`` in flight) on an asyncio loop in a helper
+thread, talking to the caller's thread through a queue:
 
-1. Before each call is sent, the loop asks the caller's thread for a permit. The caller
-   answers every request that has arrived with one ``permit(indexes)``: there the job
-   checks that it is still live (a cancel stops it between calls, not between waves) and
-   notes the calls for the ledger. A refusal stops that call and every later one; calls
-   already in flight finish and are recorded.
-2. Answers are handed to ``record`` in the caller's thread as they arrive, gathered for at
-   most ``WRITE_WINDOW_S`` (a write costs a few statements and a commit whatever its size),
-   so grades are written as calls end, not when the slowest call of the batch returns.
-   ``record`` is also called (with no answer) ``WRITE_WINDOW_S`` after a permit, so the
-   calls noted in 1. reach the ledger within that window of being sent, answered or not.
-3. While calls are in flight or answers wait to be recorded, ``renew`` runs every
-   ``renew_every_s`` (the claims' lease).
+1. Before each call the loop asks for a permit; the caller answers the pending requests with
+   one ``permit(indexes)`` (liveness check, ledger notes). A refusal stops that call and
+   every later one; those in flight finish and are recorded.
+2. Answers reach ``record`` as they arrive, gathered for at most ``WRITE_WINDOW_S`` (a write
+   costs a commit whatever its size); ``record`` is also called empty ``WRITE_WINDOW_S``
+   after a permit, so sent calls reach the ledger within that window.
+3. While calls are in flight, ``renew`` runs every ``renew_every_s`` (the claims' lease).
 
-The database is only touched in the caller's thread (one connection, the caller's
-transaction and test database), never on the loop.
+The database is touched only in the caller's thread (its connection and transaction).
 """
 
 from __future__ import annotations
@@ -41,8 +35,7 @@ WRITE_WINDOW_S = 0.05
 
 
 def version_concurrency(version: JudgeVersion) -> int:
-    """Calls in flight at once for ``version``: its ``concurrency`` client setting
-    (default 8, at least 1)."""
+    """``version``'s ``concurrency`` client setting (default 8, at least 1)."""
     try:
         return max(1, int(version.params.get("concurrency", DEFAULT_CONCURRENCY)))
     except (TypeError, ValueError):
@@ -65,18 +58,12 @@ def calls_send(
     sleep=None,
 ) -> set[int]:
     """Send ``calls`` (``judges.grading.JudgeCall``) to ``version``'s endpoint; returns the
-    indexes of the calls that were sent (module docstring: permits, records, renewals).
+    indexes sent (module docstring). ``record([(index, call with reply), ...])``, ``permit([index,
+    ...])`` (None: always) and ``renew()`` run in the caller's thread; an exception in one stops
+    the calls not yet sent, waits for those in flight (unrecorded) and is re-raised.
 
-    ``record([(index, JudgeCall with reply), ...])`` is called in the caller's thread for
-    every answer, and with an empty list once a permit's window has passed;
-    ``permit([index, ...])`` before the calls at those indexes are sent (None: always);
-    ``renew()`` every ``renew_every_s`` seconds while calls are in flight. An exception
-    raised by a callback stops every call not yet sent, waits for those in flight (their
-    answers are not recorded) and is re-raised.
-
-    Long by design: the caller's loop (wait, permit, gather, record, renew) and its failure
-    path share the queue and the outstanding permits; split, they would pass them around.
-    """
+    Long by design: the loop (wait, permit, gather, record, renew) and its failure path share
+    the queue and the outstanding permits."""
     if not calls:
         return set()
     events: queue.Queue = queue.Queue()

@@ -1,24 +1,13 @@
-"""Claims on judge calls: before a worker pays for a judge call it claims the row the call
-will write, the way the runner claims trials (``evals.runner.execute``), so a redelivered
-or duplicated judge task never calls the judge twice for one grade.
+"""Claims on judge calls: a worker claims the row a judge call will write before paying
+for it, as the runner claims trials, so a redelivered or duplicated task never calls twice.
 
-The key of a claim is the key of the row it will write: a grade's (trial, grader), or a
-pairwise verdict's (pair, judge version, position). One execution of a chunk holds its
-claims under a random ``holder`` token:
-
-1. ``grade_claims_take`` / ``presentation_claims_take`` insert the missing claims and take
-   over the expired ones (a dead worker's), both compare-and-sets, then drop the keys
-   whose row already exists (written by the previous holder just before). A key another
-   live execution holds is skipped: that execution writes it.
-2. While its calls are in flight the holder renews its lease (``judge_claims_renew``,
-   every third of a lease), so a healthy long chunk is never taken over.
-3. The claim is deleted in the transaction that writes its row (``judge_claims_release``
-   with the keys), and whatever is left (calls a cancel stopped, a failure) is released
-   when the execution ends.
-
-A worker killed mid-call leaves claims whose lease runs out: a redelivery of its task
-takes them over, or ``judge_claims_sweep`` (for the sweeper) enqueues their chunks again.
-The lease is ``ASSAY["TRIAL_LEASE_SECONDS"]``, the trials' own.
+A claim's key is its row's: a grade's (trial, grader), a pairwise verdict's (pair, judge
+version, position). One execution of a chunk holds its claims under a ``holder`` token:
+it takes missing and expired claims (compare-and-sets) and skips keys already written or
+held by another live execution; renews them every third of a lease while calls are in
+flight; deletes each in the transaction writing its row, the rest when it ends. A killed
+worker's claims expire (lease: ``ASSAY["TRIAL_LEASE_SECONDS"]``) and are taken over by a
+redelivery or re-enqueued by ``judge_claims_sweep``.
 """
 
 from __future__ import annotations
@@ -56,8 +45,8 @@ def holder_new() -> uuid.UUID:
 
 
 def _expired_taken_over(scope: Q, *, holder: uuid.UUID, lease: datetime, now: datetime) -> None:
-    """Take over the expired claims in ``scope`` (rows another worker is taking over at
-    this moment are skipped on PostgreSQL; SQLite serialises writers)."""
+    """Take over the expired claims in ``scope`` (rows locked by another taker are skipped on
+    PostgreSQL; SQLite serialises writers)."""
     expired = JudgeClaim.objects.filter(scope, lease_expires_at__lt=now).exclude(holder=holder)
     if connection.features.has_select_for_update_skip_locked:
         expired = expired.select_for_update(skip_locked=True)
@@ -76,13 +65,8 @@ def grade_claims_take(
     holder: uuid.UUID,
     judge_run_id: int | None = None,
 ) -> set[int]:
-    """Claim the grades (trial, ``grader``) of ``trial_ids`` for ``holder``; returns the
-    trial ids now held, none of which has a grade of ``grader``.
-
-    A compare-and-set: new claims are inserted (a key already claimed is left alone),
-    expired ones taken over, so two executions never hold one key. Keys whose grade exists
-    are released at once. Idempotent for one holder.
-    """
+    """Claim (trial, ``grader``) of ``trial_ids`` for ``holder``; returns the trial ids now held,
+    none already graded. A compare-and-set, idempotent for one holder."""
     if not trial_ids:
         return set()
     now = timezone.now()
@@ -126,9 +110,8 @@ def presentation_claims_take(
     holder: uuid.UUID,
     judge_run_id: int | None = None,
 ) -> set[Presentation]:
-    """Claim pairwise presentations ((pair id, position)) of ``judge_version_id`` for
-    ``holder``; returns those now held, none of which has a stored verdict. Same
-    compare-and-set as ``grade_claims_take``."""
+    """Claim (pair id, position) of ``judge_version_id`` for ``holder``; returns those held,
+    none with a stored verdict."""
     if not presentations:
         return set()
     now = timezone.now()
@@ -175,8 +158,7 @@ def presentation_claims_take(
 
 
 def judge_claims_renew(*, holder: uuid.UUID) -> int:
-    """Push the lease of every claim ``holder`` still holds one lease ahead; returns how
-    many it holds (a claim taken over meanwhile is not renewed: it is no longer held)."""
+    """Push the lease of ``holder``'s claims one lease ahead; returns how many it still holds."""
     return JudgeClaim.objects.filter(holder=holder).update(
         lease_expires_at=timezone.now() + claim_lease()
     )
@@ -189,9 +171,8 @@ def judge_claims_release(
     grader: str = "",
     presentations: list[Presentation] | None = None,
 ) -> int:
-    """Delete ``holder``'s claims: those of ``trial_ids`` (with ``grader``) or of
-    ``presentations`` when given, else all of them. Returns how many were deleted; claims
-    another holder took over are not touched."""
+    """Delete ``holder``'s claims (of ``trial_ids``/``presentations`` when given, else all);
+    returns how many. Claims another holder took over are untouched."""
     claims = JudgeClaim.objects.filter(holder=holder)
     if trial_ids is not None:
         claims = claims.filter(trial_id__in=trial_ids, grader=grader)
@@ -206,9 +187,8 @@ def judge_claims_release(
 
 @dataclass(frozen=True)
 class ClaimSweep:
-    """What ``judge_claims_sweep`` did: ``claims`` expired claims found, ``tasks`` judge
-    tasks enqueued to take them over, ``dropped`` claims deleted because their run or judge
-    run is no longer live (cancelled or finished: nothing to take over)."""
+    """``claims`` expired found, ``tasks`` enqueued to take them over, ``dropped`` deleted because
+    their run or judge run is no longer live."""
 
     claims: int = 0
     tasks: int = 0
@@ -216,14 +196,9 @@ class ClaimSweep:
 
 
 def judge_claims_sweep(*, now: datetime | None = None) -> ClaimSweep:
-    """Enqueue again (after commit) the judge tasks of claims whose lease expired: a run's
-    judge rung (``tasks.run_chunk_judge``), a judge run's chunk (``tasks.judge_run_execute``)
-    or a pairwise judge run's (``tasks.pairwise_judge_run_execute``), one task per run or
-    judge run with the expired keys. The task takes the claims over (compare-and-set) and
-    makes the calls; re-enqueueing is safe, a live claim is never taken. Expired claims of a
-    cancelled or finished run or judge run are deleted instead. For the sweeper
-    (``evals.runner.sweeper.runs_sweep``), once per sweep; a few queries.
-    """
+    """Re-enqueue (after commit) one judge task per run or judge run holding expired claims; the
+    task takes them over. Expired claims of a cancelled or finished run are deleted. Called
+    once per sweep by ``evals.runner.sweeper.runs_sweep``."""
     now = now or timezone.now()
     expired = list(
         JudgeClaim.objects.filter(lease_expires_at__lt=now)

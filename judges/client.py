@@ -1,31 +1,22 @@
-"""The judge client: OpenAI-compatible chat completions, loud failures.
+"""The judge client: the request a judge version sends and a typed outcome per call.
 
-The HTTP part (the aiohttp client of ``providers.transport``, retries with "equal
-jitter" backoff that never waits less than ``Retry-After``, provider messages) is the
-provider's client, ``providers.openai.client.ChatClient``, which sends the bodies built here.
-This module adds what a judge needs:
+HTTP (retries, ``Retry-After``, error kinds) is ``providers.openai.client.ChatClient``'s.
+Here: system + user messages, the version's request settings and, with
+``structured_output`` (default on), a strict ``json_schema`` ``response_format``; the
+outcome is the reply text or a reason from ``judges.parsing.ERROR_REASONS``, raw body kept.
 
-- the request: system + user messages, the version's request settings (temperature,
-  max_tokens, seed, top_p, ...) and, when ``structured_output`` is on (default), a
-  ``response_format`` of type ``json_schema`` carrying the output schema (strict);
-- a typed outcome per call: the reply text, or an error ``reason`` from
-  ``judges.parsing.ERROR_REASONS`` with the provider's message and the raw body kept.
+Error mapping (``ChatClient`` kind -> reason): ``rate_limited`` (429 after the last
+attempt), ``timeout``, ``server_error`` keep their names; ``connection_error`` and any other
+4xx -> ``http_error``; a 400/422 naming a parameter -> ``rejected_parameter`` (the rest of
+the batch is not sent); a 200 with ``message.refusal`` or ``finish_reason =
+content_filter`` -> ``refusal``; no choices or empty content -> ``empty``; a non-JSON 200
+body -> ``http_error``.
 
-Error mapping (``ChatClient`` kind -> reason): ``rate_limited`` (429 after the last of
-``max_attempts`` attempts) -> ``rate_limited``; ``timeout`` -> ``timeout``;
-``server_error <status>`` -> ``server_error``; ``connection_error`` and any other 4xx ->
-``http_error``; a 400 or 422 naming a parameter (``rejected_parameter``: ``error.param``, a
-pydantic ``detail`` of an extra input, or the message: ``providers.openai.answers``) ->
-``rejected_parameter`` (and the rest of the batch is not sent); a 200 carrying
-``message.refusal`` or ``finish_reason = content_filter`` -> ``refusal``; a 200 with no
-choices or empty content -> ``empty``; a 200 body that is not JSON -> ``http_error``.
-
-Client settings (judge version ``params``, all optional): ``max_attempts`` (default 4: one
-call plus three retries), ``timeout_s`` (60), ``backoff_base_s`` (1), ``backoff_max_s`` (60),
-``concurrency`` (8), ``structured_output`` (true), ``reply_format`` ("json" | "line"),
-``verdict_slots`` (pairwise only: ``judges.kinds.verdict_slots_check``), ``rpm``, ``tpm`` and
-``limit_key`` (the endpoint's shared limit, ``providers.limiter``: a judge calling the same
-model at the same URL as a run's target shares its slots, buckets and 429 pauses).
+Client settings (``params``, all optional): ``max_attempts`` (4), ``timeout_s`` (60),
+``backoff_base_s`` (1), ``backoff_max_s`` (60), ``concurrency`` (8), ``structured_output``,
+``reply_format`` ("json" | "line"), ``verdict_slots`` (pairwise), ``rpm``, ``tpm`` and
+``limit_key`` (the endpoint's limits shared with targets calling the same model and URL:
+``providers.limiter``).
 """
 
 from __future__ import annotations
@@ -43,11 +34,9 @@ Sleep = Callable[[float], Awaitable[None]]
 
 
 def client_config_parse(*, base_url: str, model: str, params: dict) -> EndpointConfig:
-    """The HTTP settings of a judge version's ``params`` (``concurrency``, ``timeout_s``,
-    ``max_attempts``, backoffs, ``rpm``, ``tpm``, ``limit_key``, ``api_key_env``) as the
-    endpoint config its calls go through, with the same bounds as a run's target
-    (``providers.openai.endpoint.EndpointConfig.parse``). Raises ``DomainError`` naming
-    the field as ``params.<name>`` (``base_url``, ``model`` for those two)."""
+    """The endpoint config of a judge version's ``params``, with a target's bounds
+    (``providers.openai.endpoint.EndpointConfig.parse``). Raises ``DomainError`` naming the
+    field ``params.<name>`` (``base_url`` and ``model`` bare)."""
     try:
         return EndpointConfig.parse(
             {
@@ -105,13 +94,9 @@ def default_sleep(seconds: float) -> Awaitable[None]:
 
 @dataclass(frozen=True)
 class JudgeReply:
-    """One judge call's outcome.
-
-    ``content``: the reply text (None on error); ``reason``: None on success, else one of
-    ``ERROR_REASONS``; ``message``: the provider's words; ``raw``: the JSON-safe body or error
-    body; tokens (None when unknown); ``latency_ms``: wall-clock over all attempts;
-    ``attempts``: HTTP attempts made; ``model``: the model that answered (for pricing).
-    """
+    """One judge call's outcome: ``content`` (None on error); ``reason`` (None, else one of
+    ``ERROR_REASONS``); ``message``, the provider's words; ``raw``, the JSON-safe body; tokens
+    (None when unknown); ``latency_ms`` over all ``attempts``; ``model``, for pricing."""
 
     content: str | None
     reason: str | None = None
@@ -129,7 +114,7 @@ class JudgeReply:
 
 
 def request_settings(params: dict) -> dict[str, Any]:
-    """The params sent in the request body (everything that is not a client setting)."""
+    """The params sent in the request body (all but the client settings)."""
     return {k: v for k, v in params.items() if k not in CLIENT_PARAMS}
 
 
@@ -155,11 +140,8 @@ def _classify(kind: str | None, raw: Any, error: str) -> str:
 
 
 class JudgeClient:
-    """Calls one judge version's endpoint. Belongs to one event loop (as ``ChatClient``).
-
-    ``sleep`` is injectable (a fake clock in tests); by default the module's
-    ``default_sleep``, read at call time.
-    """
+    """Calls one judge version's endpoint; belongs to one event loop. ``sleep`` defaults to the
+    module's ``default_sleep``, read at call time."""
 
     def __init__(
         self, *, base_url: str, model: str, params: dict, sleep: Sleep | None = None
@@ -172,8 +154,8 @@ class JudgeClient:
         self._client = ChatClient(config, sleep=sleep or (lambda s: default_sleep(s)))
 
     def request_body(self, *, messages: list[dict], schema: dict | None) -> dict[str, Any]:
-        """The chat-completions body: model, messages, settings, and the schema as
-        ``response_format`` when structured output is on and a schema is given."""
+        """The chat-completions body; the schema as ``response_format`` when structured output is
+        on."""
         body: dict[str, Any] = {
             "model": self.model,
             "messages": messages,

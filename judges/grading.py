@@ -1,20 +1,15 @@
 """Writes of the judges app: judge versions, judge grades, judge runs, pairwise verdicts.
 
 Invariants:
-- A judge version is content-addressed (``judge_version_hash``): the same content returns
-  the existing version, any change makes a new, untrusted version (never trusted by
-  inheritance).
+- A judge version is content-addressed (``judge_version_hash``): any change makes a new,
+  untrusted version.
 - Every judge call ends as a grade: a verdict, or an errored grade (``passed = None``,
-  ``reason`` one of ``judges.parsing.ERROR_REASONS``) that keeps the raw reply or the
-  provider's message. Never a pass, never a counted fail, never a silent skip.
-- A rung the ladder skipped (``skip_if_failed``) is stored "not judged"
-  (``Grade.Status.NOT_JUDGED``, ``passed`` null): no call, no verdict, in no judge figure.
-- A version whose stored template is refused (``template_refusal``: e.g. ``{input}``, the
-  brace syntax judges no longer use) is not called: each trial gets an errored grade whose
-  reason starts ``bad_template:`` and says which syntax to write.
-- Grades go through the unique (trial, grader) key; a trial already graded by the grader is
-  not called again, so a redelivered task changes nothing.
-- A judge grade is gating only when its version is trusted; until then it is provisional.
+  ``reason`` in ``judges.parsing.ERROR_REASONS``) keeping the raw reply; never a pass or a
+  counted fail. A rung the ladder skipped is stored "not judged" (no call, no verdict).
+- A version whose stored template is refused (``template_refusal``) is not called: each
+  trial gets an errored grade whose reason starts ``bad_template:``.
+- Grades go through the unique (trial, grader) key; a graded trial is not called again.
+- A judge grade gates only when its version is trusted; until then it is provisional.
 """
 
 from __future__ import annotations
@@ -81,9 +76,8 @@ class Verdict:
 
 
 def template_refusal(version: JudgeVersion) -> str | None:
-    """Why ``version``'s stored template cannot be sent (``kinds.template_check``: a name in
-    braces such as ``{input}``, a malformed ``$``, a missing ``$output``...), or None.
-    Versions are immutable, so the way out is a new version with the template fixed."""
+    """Why ``version``'s stored template cannot be sent (``kinds.template_check``), or None.
+    Versions are immutable: the way out is a new version."""
     try:
         kinds.template_check(version.judge.kind, version.prompt_template)
     except DomainError as exc:
@@ -132,11 +126,9 @@ def verdict_read(
     untrusted: list[str],
     prices: dict[str, Price | None] | None = None,
 ) -> Verdict:
-    """Turn a finished call into grade fields: tokens, latency (ms), cost (USD, null when
-    unknown), the prompt sent and the raw reply always in ``details``; when the reply held
-    text the database cannot store, ``details[REPLACED_KEY]`` counts the characters replaced
-    with U+FFFD per place (``output``, ``raw_response`` of the reply; ``reply_fields`` of
-    its parsed JSON: ``core.text``), and the trial page shows it."""
+    """Grade fields of a finished call: tokens, latency (ms), cost (USD, null when unknown), the
+    prompt and raw reply in ``details``; ``details[REPLACED_KEY]`` counts per place the
+    characters replaced with U+FFFD because the database cannot store them (``core.text``)."""
     reply = call.reply
     assert reply is not None
     cost, source = _cost(reply, version, {} if prices is None else prices)
@@ -220,8 +212,8 @@ def _uncalled_grades(
     skip_if_failed: bool,
     gating: bool,
 ) -> tuple[list[Grade], list[Trial]]:
-    """The grades of ``trials`` that need no call (a rung the ladder skipped: "not judged";
-    a refused template: errored) and the trials left to call."""
+    """The grades of ``trials`` needing no call (skipped rung: "not judged"; refused template:
+    errored), and the trials left to call."""
     rows: list[Grade] = []
     decided = _decided_below(trials) if skip_if_failed else {}
     for trial in trials:
@@ -287,26 +279,15 @@ def judge_grade_trials(
 ) -> int:
     """Grade ok ``trials`` with ``judge_version``; returns the number of grades written.
 
-    Idempotent; safe under redelivery and concurrent duplicates: each (trial, grader)
-    (default grader ``judge_version.grader_key``) is claimed before its call
-    (``judges.claims``: a key held by another live execution, or already graded, is not
-    called), the claims are renewed while calls are in flight, and rows go through the
-    unique (trial, grader) key. Every call sent is in the ledger (``judges.ledger``): opened
-    as it is sent, closed with tokens and cost, ``lost`` when another call's grade was
-    stored first. ``checkpoint()`` (optional) is asked between calls: False stops every
-    call not yet sent (those in flight finish and are recorded), and ``judge_run_id`` names
-    the judge run the calls belong to.
+    Idempotent under redelivery and concurrent duplicates: each (trial, grader) is claimed
+    before its call (``judges.claims``), claims are renewed while calls are in flight, rows go
+    through the unique key. Every call sent is in the ledger (``judges.ledger``), ``lost`` when
+    another call's grade was stored first. ``checkpoint()`` is asked between calls: False stops
+    every call not yet sent. Errored trials get no judge grade. With ``skip_if_failed`` a trial
+    a gating deterministic grader failed is "not judged" (``details.decided_by``).
 
-    Errored trials get no judge grade (errored, not failed). With ``skip_if_failed`` a trial
-    already failed by a gating deterministic grader is not sent to the judge; its grade is
-    "not judged" (``Grade.Status.NOT_JUDGED``, ``passed`` null) and says which rung decided
-    (``details.decided_by``). A grade is gating only when ``gating`` and the version is
-    trusted (else provisional).
-
-    Long by design: the steps (skip, claim, build, permit and open in the ledger, call,
-    read, store and close, release) share the chunk's claims holder, calls and materials;
-    the permit and record callbacks run in this thread (``judges.calling``).
-    """
+    Long by design: the steps (skip, claim, build, permit and open in the ledger, call, read,
+    store and close, release) share the chunk's claims holder, calls and materials."""
     if judge_version.judge.kind == Judge.Kind.RECORDED:
         raise DomainError(
             f"{judge_version} is {recorded_kind_reason(RECORDED_JUDGE_KIND)}",
@@ -412,9 +393,9 @@ def _grades_store(
     holder,
     answered: list[tuple[Trial, JudgeCall, Verdict]],
 ) -> int:
-    """Write the grades of answered calls, close their ledger rows and release their claims,
-    in one transaction; returns the grades stored. A grade whose (trial, grader) was
-    written first by another call is not stored: its call is closed ``lost``."""
+    """Store the answered calls' grades, close their ledger rows and release their claims in one
+    transaction; returns the grades stored. A (trial, grader) written first elsewhere closes
+    its call ``lost``."""
     rows = [
         Grade(
             trial=trial,
@@ -467,25 +448,15 @@ def _grades_store(
 
 
 def run_live(*, run_id: int) -> bool:
-    """True while run ``run_id`` exists and is not cancelled: the judge rung's check
-    between calls."""
+    """True while run ``run_id`` exists and is not cancelled."""
     return Run.objects.filter(id=run_id).exclude(status=Run.Status.CANCELLED).exists()
 
 
 def run_chunk_judge(*, run_id: int, trial_ids: list[int], sleep: Sleep | None = None) -> int:
-    """The judge rung of a run's grader ladder for one chunk: grade the chunk's ok trials with
-    every judge spec of the run's grader set (``kind: judge``), after their deterministic
-    grades, then tell evals the rung is done (``evals.grading.rungs.rung_finished``: the run
-    closes once every judge grade is in). Returns the
-    number of grades written.
-
-    Idempotent; safe under redelivery and duplicates: each (trial, grader) is claimed before
-    its call, grades go through the unique (trial, grader) key and trials already judged are
-    not called again. A cancelled run's chunk is not judged, and a cancel stops the rung
-    between calls (``run_live``). Raises ``DomainError`` if the stored grader set no longer
-    parses (a deleted judge version cannot happen: grades protect it, and run_start checked
-    it).
-    """
+    """The judge rung for one chunk: grade its ok trials with every judge spec of the run's
+    grader set, then ``evals.grading.rungs.rung_finished``. Returns the number of grades
+    written. Idempotent as ``judge_grade_trials``; a cancelled run's chunk is not judged.
+    Raises ``DomainError`` if the stored grader set no longer parses."""
 
     if not run_live(run_id=run_id):
         return 0

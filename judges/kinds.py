@@ -1,25 +1,19 @@
-"""Judge kinds: what each kind shows the judge, the schema it must answer in, and how a
-parsed reply becomes a verdict.
+"""Judge kinds: what each shows the judge, its answer schema, and how a reply becomes a verdict.
 
-- rubric: sees input, reference (optional), output; schema reasoning + verdict PASS/FAIL, or
-  reasoning + score 0..1 when the version has a threshold (passed = score >= threshold).
-- pairwise: sees input, response A, response B; schema reasoning + verdict A/B (the swap is
-  in ``judges.pairwise.pairs_judge``). ``params["verdict_slots"]`` (optional) maps other
-  verdict words to the slots, e.g. ``{"PASS": "A", "FAIL": "B"}`` for a judge asked "is A
-  the better response?" (the shared mock judge answers pass/fail); the default schema's
-  verdict enum is then its words (``verdict_slots_check``).
-- faithfulness: sees documents and output, NEVER the input; reasoning + verdict PASS/FAIL.
-- faithfulness_claims: sees documents and output, NEVER the input; reasoning + claims
-  [{claim, supported, doc_id in offered ids or null}]; score = supported / claims, passed
-  when score >= threshold (default 1.0).
-- context_relevance: sees input and documents; reasoning + documents [{doc_id in offered
-  ids, relevant}], one per offered id; score = relevant / offered, passed when score >=
-  threshold (default 0.5).
+- rubric: input, reference (optional), output; reasoning + verdict PASS/FAIL, or + score
+  0..1 when the version has a threshold (passed = score >= threshold).
+- pairwise: input, responses A and B; reasoning + verdict A/B (the swap:
+  ``judges.pairwise``). ``params["verdict_slots"]`` may map other words to the slots, e.g.
+  ``{"PASS": "A", "FAIL": "B"}`` ("is A better?"); the schema's enum is then those words.
+- faithfulness: documents and output, NEVER the input; reasoning + verdict PASS/FAIL.
+- faithfulness_claims: documents and output, NEVER the input; reasoning + claims [{claim,
+  supported, doc_id or null}]; score = supported / claims, passed at >= threshold (1.0).
+- context_relevance: input and documents; reasoning + one {doc_id, relevant} per offered
+  id; score = relevant / offered, passed at >= threshold (0.5).
 
-Document ids are assigned by Assay (``doc-1``, ``doc-2``, ... in case order), listed outside
-the fences and constrained by an ``enum``; the case's own ids are kept in
-``details["documents"]`` (the untrusted text never chooses an id the judge may cite).
-The schemas put ``reasoning`` first so the judge reasons before it decides.
+Document ids are Assay's (``doc-1``, ``doc-2``... in case order), listed outside the fences
+and constrained by an ``enum``, so untrusted text never chooses an id; the case's own ids are
+kept in ``details["documents"]``. ``reasoning`` comes first so the judge reasons first.
 """
 
 from __future__ import annotations
@@ -151,10 +145,9 @@ def default_schema(
 
 
 def verdict_slots_check(kind: str, params: dict) -> dict[str, str] | None:
-    """A pairwise version's ``params["verdict_slots"]`` (verdict word -> slot "A" or "B"),
-    or None when not set. Raises ``DomainError(field="params.verdict_slots")`` when set on
-    another kind, not an object of non-empty words to "A"/"B", or not naming both slots
-    (a judge that can only ever prefer one slot is no judge)."""
+    """A pairwise version's ``params["verdict_slots"]`` (word -> "A"/"B"), or None. Raises
+    ``DomainError(field="params.verdict_slots")`` when set on another kind, malformed, or not
+    naming both slots."""
     slots = params.get("verdict_slots")
     if slots is None:
         return None
@@ -174,9 +167,8 @@ def verdict_slots_check(kind: str, params: dict) -> dict[str, str] | None:
 
 
 def pairwise_slot(params: dict, word: str | None) -> str | None:
-    """The slot ("A"/"B") a pairwise reply's verdict word names: through
-    ``params["verdict_slots"]`` when set (word matched ignoring case), else the word itself
-    when it is "A" or "B"; None otherwise."""
+    """The slot ("A"/"B") a reply's verdict word names (through ``verdict_slots``, ignoring
+    case), or None."""
     if not word:
         return None
     slots = params.get("verdict_slots")
@@ -188,11 +180,10 @@ def pairwise_slot(params: dict, word: str | None) -> str | None:
 
 
 def template_check(kind: str, template: str) -> list[str]:
-    """The placeholders ``template`` uses as a ``kind`` template; raises
-    ``DomainError`` (field ``prompt_template``) for a name written in braces
-    (``{input}``), a malformed ``$``, a placeholder ``kind`` does not offer (for faithfulness
-    kinds this refuses ``$input``: the question never leaks in), or a missing
-    ``TRIAL_FIELDS`` placeholder. Kinds that render no template (recorded) pass."""
+    """The placeholders ``template`` uses as a ``kind`` template. Raises ``DomainError`` (field
+    ``prompt_template``) for a name in braces (``{input}``), a malformed ``$``, a placeholder
+    ``kind`` does not offer (faithfulness kinds refuse ``$input``), or a missing
+    ``TRIAL_FIELDS`` one. Kinds rendering no template pass."""
     if kind not in KIND_FIELDS:
         return []
     offered = KIND_FIELDS[kind]
@@ -229,8 +220,7 @@ class Material:
 
 @dataclass(frozen=True)
 class Built:
-    """A built call: the prompt, the schema the reply must satisfy, offered ids mapped to
-    the case's own ids."""
+    """The prompt, the reply's schema, and offered ids mapped to the case's own."""
 
     prompt: JudgePrompt
     schema: dict
@@ -253,11 +243,8 @@ def call_build(
     threshold: float | None,
     examples: list[dict] | None = None,
 ) -> Built:
-    """Render one call of ``kind``: fence every untrusted text with one fresh nonce.
-
-    ``examples``: the version's few-shot examples (``params["examples"]``, written by
-    ``labeling.improve``), shown where the template writes ``$examples``; their texts are
-    untrusted and fenced with the same nonce (``prompts.examples_render``)."""
+    """Render one call of ``kind``, every untrusted text fenced with one fresh nonce, few-shot
+    ``examples`` included (``prompts.examples_render``)."""
     examples = list(examples or [])
     docs = [d if isinstance(d, dict) else {"text": str(d)} for d in material.documents]
     id_map = {f"doc-{i}": d.get("id", f"doc-{i}") for i, d in enumerate(docs, start=1)}
@@ -300,8 +287,8 @@ def call_build(
 
 @dataclass(frozen=True)
 class Outcome:
-    """A verdict read from a parsed reply; ``error`` set (a parse reason) when the reply is
-    well-formed JSON but unusable (no claims, a document judged twice)."""
+    """A verdict; ``error`` a parse reason when schema-valid JSON is unusable (no claims, a
+    document judged twice)."""
 
     passed: bool | None
     score: float | None
@@ -314,7 +301,7 @@ class Outcome:
 def outcome_read(
     *, kind: str, data: dict, id_map: dict[str, Any], threshold: float | None
 ) -> Outcome:
-    """Turn a schema-valid reply into a verdict (rules in the module table)."""
+    """Turn a schema-valid reply into a verdict (module docstring)."""
     reasoning = str(data.get("reasoning", ""))[:4000]
     details: dict[str, Any] = {"reasoning": reasoning}
     if kind == PAIRWISE:

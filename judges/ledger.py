@@ -1,12 +1,8 @@
-"""The judge call ledger: one ``JudgeCallRecord`` per call Assay sends to a judge endpoint,
-so judge spend is read from what was paid, not from the grades that were kept.
-
-A call is opened (``judge_calls_open``, status ``sent``) as it is sent (the calls permitted
-within one write window, ``judges.calling.WRITE_WINDOW_S``, go in one insert) and closed
-(``judge_calls_close``) with its tokens, cost and outcome when its answer is written. A
-worker killed in between leaves it ``sent``: counted, with unknown tokens and cost. A call
-whose grade lost a race to another call's (the same (trial, grader) written first) is
-closed ``lost``: paid, counted, its answer not kept. Unknown cost is null, never zero.
+"""The judge call ledger: one ``JudgeCallRecord`` per call sent, so judge spend is what was
+paid, not what was kept. A call is opened ``sent`` (one insert per write window,
+``judges.calling.WRITE_WINDOW_S``) and closed with tokens, cost and outcome; a killed
+worker's call stays ``sent``, counted with unknown cost; a call whose grade lost the race
+for its key is closed ``lost``. Unknown cost is null, never zero.
 """
 
 from __future__ import annotations
@@ -25,9 +21,8 @@ from judges.models import JudgeCallRecord, JudgeVersion
 
 @dataclass(frozen=True)
 class CallOpened:
-    """A call about to be sent: its fence ``nonce`` and the key it is made for (``trial_id``
-    and ``grader``, or ``pair_id`` and ``position``); ``run_id`` the judged trial's run (a
-    pair's head run)."""
+    """A call about to be sent: fence ``nonce``, its key (``trial_id`` and ``grader``, or
+    ``pair_id`` and ``position``), ``run_id`` (a pair's head run)."""
 
     nonce: str
     run_id: int | None
@@ -39,8 +34,8 @@ class CallOpened:
 
 @dataclass(frozen=True)
 class CallAnswered:
-    """A call's answer as recorded: the reply, its cost (USD as text, None when unknown)
-    and price source, and whether its grade or verdict is the one stored."""
+    """The reply, cost (USD as text, None when unknown), price source, and whether its row is the
+    one stored."""
 
     nonce: str
     reply: JudgeReply
@@ -91,14 +86,10 @@ CLOSE_FIELDS = (
 
 
 def judge_calls_close(*, answers: list[CallAnswered]) -> int:
-    """Complete the ledger rows of answered calls: status (``answered``, or ``failed`` when
-    the provider or transport failed), HTTP attempts, tokens, latency (ms), cost (USD, null
-    when unknown) and outcome (``stored`` or ``lost``).
-
-    One prepared ``UPDATE ... WHERE nonce = %s`` run with ``executemany`` (a hot path:
-    ``bulk_update`` spends more CPU building its CASE expression than the database spends
-    writing, as in ``evals.runner.execute``); values go through each field's
-    ``get_db_prep_save``, as the ORM would adapt them."""
+    """Close answered calls' rows: status, attempts, tokens, latency (ms), cost (USD, null when
+    unknown), outcome (``stored``/``lost``). One prepared ``UPDATE ... WHERE nonce = %s`` with
+    ``executemany``: on this hot path ``bulk_update`` spends more CPU on its CASE than the
+    database spends writing; values go through each field's ``get_db_prep_save``."""
     if not answers:
         return 0
     now = timezone.now()
@@ -132,7 +123,7 @@ def judge_calls_close(*, answers: list[CallAnswered]) -> int:
 
 def spend_from_rows(rows: list[tuple]) -> Spend | None:
     """``rows``: ``(status, outcome, attempts, input_tokens, output_tokens, cost_usd)`` per
-    ledger row. None when there is no row."""
+    ledger row; None when empty."""
     if not rows:
         return None
     inputs = [r[3] for r in rows if r[3] is not None]
@@ -161,6 +152,6 @@ def spend_get(*, records: QuerySet[JudgeCallRecord]) -> Spend | None:
 
 
 def run_judge_spend(*, run_id: int) -> Spend | None:
-    """Every judge call made for the trials of run ``run_id`` (its judge rung and judge runs
-    on it; pairwise calls are counted on their judge version, not here): one query."""
+    """Every judge call made for run ``run_id``'s trials (pairwise calls count on their version,
+    not here); one query."""
     return spend_get(records=JudgeCallRecord.objects.filter(run_id=run_id, trial__isnull=False))

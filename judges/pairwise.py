@@ -34,8 +34,8 @@ from judges.models import Judge, JudgeVersion, PairwiseVerdict
 
 @dataclass(frozen=True)
 class PairOutcome:
-    """A pair's judged outcome in the original naming: ``winner`` "A", "B", "tie" (the two
-    orders disagree) or None (a presentation errored: no outcome, counted as an error)."""
+    """``winner`` in the original naming: "A", "B", "tie" (the orders disagree) or None (a
+    presentation errored)."""
 
     winner: str | None
     original: str | None
@@ -67,21 +67,13 @@ def pairs_judge(
     checkpoint: Checkpoint | None = None,
     judge_run_id: int | None = None,
 ) -> dict[int, PairOutcome]:
-    """Judge pairs in both orders: A/B ("original"), then B/A ("swapped"), the version's
-    ``concurrency`` calls in flight at once (``judges.calling.calls_send``). Each answer is
-    mapped to a slot (``kinds.pairwise_slot``: "A"/"B", or a word of
-    ``params["verdict_slots"]``), then back to the original naming, and stored as a
-    ``PairwiseVerdict``; a reply naming no slot is an errored verdict. A pair counts for a
-    side only when both orders agree, else it is a tie. Returns each pair's outcome by pair
-    id (from the stored verdicts).
+    """Judge pairs as A/B ("original") then B/A ("swapped"), ``concurrency`` calls in flight.
+    Each answer is mapped to a slot (``kinds.pairwise_slot``; none: an errored verdict), back to
+    the original naming, and stored as a ``PairwiseVerdict``; a side wins only when both orders
+    agree. Returns each pair's outcome by pair id.
 
-    Idempotent; safe under redelivery and duplicates: each presentation (pair, judge
-    version, position) is claimed before its call (``judges.claims``), presentations
-    already stored are not called again, and every call sent is in the ledger
-    (``judges.ledger``; ``lost`` when another call's verdict was stored first).
-    ``checkpoint()`` (optional) is asked between calls: False stops every call not yet
-    sent. Raises ``DomainError`` for a judge version that is not pairwise.
-    """
+    Idempotent as ``judges.grading.judge_grade_trials`` (claims per presentation, the ledger,
+    ``checkpoint``). Raises ``DomainError`` for a version that is not pairwise."""
     if judge_version.judge.kind != Judge.Kind.PAIRWISE:
         raise DomainError("not a pairwise judge", field="judge_version")
     existing: dict[int, set[str]] = {p.id: set() for p in pairs}
@@ -213,9 +205,8 @@ def _verdicts_store(
     holder,
     answered: list[tuple[TrialPair, str, JudgeCall, Verdict]],
 ) -> None:
-    """Write the verdicts of answered presentations, close their ledger rows (``lost`` when
-    another call's verdict was stored first) and release their claims, in one transaction.
-    The stored verdict names its call by ``nonce``."""
+    """Store answered presentations' verdicts, close their ledger rows (``lost`` when another
+    call's verdict came first) and release their claims, in one transaction."""
     rows = []
     for pair, position, call, v in answered:
         slot = kinds.pairwise_slot(judge_version.params, v.preferred) if v.status == "ok" else None
@@ -274,15 +265,12 @@ class PairwiseTally:
 
 
 def run_pairs_build(*, base: Run, head: Run) -> tuple[list[int], int]:
-    """Pair ``head`` with ``base`` per case and attempt: attempt i of a case in the head run
-    against attempt i of the same case in the base run, both ok (the base trial is A, the
-    head trial is B; ``TrialPair`` rows created when new). Attempt counts may differ: a trial
-    whose counterpart is missing or not ok is left unpaired (never paired with another
-    attempt), and counted.
+    """Pair attempt i of each case in ``base`` (A) with attempt i in ``head`` (B), both ok,
+    creating missing ``TrialPair`` rows; a trial without such a counterpart is unpaired, never
+    paired with another attempt.
 
-    Returns ``(pair ids ordered by case and attempt, unpaired ok trials of either run)``.
-    Raises ``DomainError`` when the runs are the same run or of different suites.
-    """
+    Returns ``(pair ids by case and attempt, unpaired ok trials of either run)``. Raises
+    ``DomainError`` when the runs are one run or of different suites."""
     if base.id == head.id:
         raise DomainError("compare two different runs", field="head_run")
     if base.suite_id != head.suite_id:
@@ -320,8 +308,7 @@ def run_pairs_build(*, base: Run, head: Run) -> tuple[list[int], int]:
 def runs_pair_judge(
     *, base: Run, head: Run, judge_version: JudgeVersion, sleep: Sleep | None = None
 ) -> PairwiseTally:
-    """Compare head against base in this process (``run_pairs_build``, then
-    ``pairs_judge``): the tally of head wins, base wins, ties and errors. The judge run
+    """Compare head against base in this process; the judge run
     (``judges.runs.pairwise_judge_run_start``) does the same in Celery tasks."""
     pair_ids, _ = run_pairs_build(base=base, head=head)
     pairs = list(

@@ -1,31 +1,24 @@
-"""Reading judge replies: one parser per judge version, a verdict or a typed parse error.
+"""Reading judge replies: a verdict or a typed parse error, per ``params["reply_format"]``.
 
-Two reply forms, chosen by the judge version's ``params["reply_format"]``:
-
-- ``"json"`` (default): the whole reply, stripped of surrounding whitespace, must be one
-  JSON object (strict ``json.loads``; no code fences, no prose, no NaN/Infinity, no key twice
-  in one object: ``{"verdict":"FAIL","verdict":"PASS"}`` is ``unparseable``) valid under
-  the version's output schema (JSON Schema Draft 2020-12). A ``verdict`` field is read
-  case-insensitively as a whole word: a string equal to one of its ``enum`` words but for
-  case (``"pass"``, ``"Fail"``, ``"a"``) is that word; anything else (``"passable"``,
-  ``"PASS/FAIL"``, ``" PASS"``) stays outside the enum and is ``invalid_verdict``. An id
-  outside an id ``enum`` is ``unknown_id``; anything else is ``unparseable``.
-- ``"line"``: the documented line grammar (fault A2)::
+- ``"json"`` (default): the whole reply, stripped, is one strict JSON object (no fences,
+  prose, NaN/Infinity, or duplicate key: ``{"verdict":"FAIL","verdict":"PASS"}`` is
+  ``unparseable``) valid under the output schema (JSON Schema 2020-12). A ``verdict``
+  string equal to an ``enum`` word but for case is that word; anything else (``"passable"``,
+  ``" PASS"``) is ``invalid_verdict``. An id outside its ``enum`` is ``unknown_id``; any
+  other violation is ``unparseable``.
+- ``"line"``: the line grammar::
 
       reply   := any text whose LAST line starting with "verdict" (case-insensitive,
                  after normalisation) is a verdict line
       verdict := "VERDICT" ":" space* ("PASS" | "FAIL") [.!]* space*   (case-insensitive)
 
-  Normalisation first: zero-width characters (U+200B, U+200C, U+200D, U+2060, U+FEFF) are
-  removed, then Unicode NFKC. Only the last line that starts with ``verdict`` counts; if
-  that line is malformed (``VERDICT: FAL``, ``VERDICT: PASSFAIL``, ``VERDICT: PASS/FAIL``,
-  ``VERDICT: passable``) the reply is
-  ``unparseable`` with no fallback to an earlier line. So ``"VERDICT:\\u200bPASS"`` is PASS
-  (pinned by a test), ``"VERDICT: PASS."`` is PASS, ``"GRADE: CI"`` is unparseable.
+  Normalisation first: zero-width characters (U+200B, U+200C, U+200D, U+2060, U+FEFF)
+  removed, then NFKC. A malformed last verdict line (``VERDICT: FAL``) is ``unparseable``,
+  with no fallback to an earlier line; ``"VERDICT:\u200bPASS"`` and ``"VERDICT: PASS."``
+  are PASS.
 
-Every failure keeps the raw reply verbatim; callers store it with the errored grade. Text the
-database cannot store that a JSON reply spells as an escape (``"\\u0000"``, ``"\\ud800"``)
-is replaced with U+FFFD in the parsed data (``Parsed.replaced`` counts it; ``core.text``).
+Every failure keeps the raw reply verbatim. Unstorable text a JSON reply spells as an escape
+(``"\u0000"``, ``"\ud800"``) becomes U+FFFD (``Parsed.replaced`` counts it; ``core.text``).
 """
 
 from __future__ import annotations
@@ -64,8 +57,7 @@ ERROR_REASONS = (
 
 @dataclass(frozen=True)
 class ParseError:
-    """Why a reply could not be read: ``reason`` one of ``ERROR_REASONS``, ``message`` for
-    people, ``raw`` the reply verbatim."""
+    """``reason`` one of ``ERROR_REASONS``, ``message`` for people, ``raw`` the reply verbatim."""
 
     reason: str
     message: str
@@ -74,8 +66,7 @@ class ParseError:
 
 @dataclass(frozen=True)
 class Parsed:
-    """A readable reply: ``data`` the JSON object (the line form gives
-    ``{"verdict": "PASS"|"FAIL"}``)."""
+    """``data``: the JSON object (the line form gives ``{"verdict": "PASS"|"FAIL"}``)."""
 
     data: dict[str, Any] = field(default_factory=dict)
     replaced: int = 0  # characters of ``data`` replaced with U+FFFD (``core.text``)
@@ -114,10 +105,9 @@ def _enum_reason(error: jsonschema.ValidationError) -> str:
 
 
 def _verdict_words(data: Any, schema: Any) -> Any:
-    """``data`` with every string under a ``verdict`` property whose schema is an ``enum``
-    replaced by the enum word it equals ignoring case (exact, whole-word match; an exact
-    match wins). Objects and arrays are followed through ``properties`` and ``items``;
-    anything else is returned unchanged, for the schema to judge."""
+    """``data`` with every string under an ``enum``-schema ``verdict`` property replaced by the
+    enum word it equals ignoring case (an exact match wins), following ``properties`` and
+    ``items``."""
     if not isinstance(schema, dict):
         return data
     if isinstance(data, dict) and isinstance(schema.get("properties"), dict):
@@ -142,13 +132,9 @@ def _verdict_words(data: Any, schema: Any) -> Any:
 
 
 def parse_json_reply(raw: str, *, schema: dict) -> Parsed | ParseError:
-    """Strict JSON parse of the whole reply, verdict words read case-insensitively
-    (``_verdict_words``), then validation under ``schema``.
-
-    Errors: ``unparseable`` (not one JSON object, or a schema violation), ``invalid_verdict``
-    (a verdict outside its enum), ``unknown_id`` (an id outside its enum). The first error in
-    a stable order decides; an enum error is preferred over other violations.
-    """
+    """Strict JSON parse, verdict words read ignoring case, then validation under ``schema``.
+    Errors: ``unparseable``, ``invalid_verdict``, ``unknown_id``; the first in a stable order
+    decides, an enum error preferred."""
     text = raw.strip()
     if not text:
         return ParseError("empty", "the reply is empty", raw)
@@ -179,11 +165,9 @@ def parse_json_reply(raw: str, *, schema: dict) -> Parsed | ParseError:
 def reply_parse(
     raw: str, *, reply_format: str, schema: dict, nonce: str | None = None
 ) -> Parsed | ParseError:
-    """The parser of a judge version: nonce check, then the line or JSON form.
-
-    A reply containing the prompt's fence nonce is ``nonce_leak`` (the judge echoed fenced
-    material, or the material steered it), whatever else it says.
-    """
+    """A judge version's parser: a reply containing the fence nonce is ``nonce_leak`` (the judge
+    echoed fenced material, or it steered the judge), whatever else it says; then the line or
+    JSON form."""
     if nonce and nonce in raw:
         return ParseError("nonce_leak", "the reply contains the prompt's fence nonce", raw)
     if reply_format == "line":

@@ -1,16 +1,11 @@
 """Injection probes: outputs and documents that try to talk a judge into the wrong verdict.
 
-One probe set for every judge kind. Rubric, faithfulness and claims judges get outputs that
-are wrong against their reference or documents and ask for a pass (the correct verdict is
-FAIL); a context-relevance judge gets a document that claims to be relevant to any question
-(the correct reading: not relevant); a pairwise judge gets a wrong candidate that tells the
-judge to prefer it, in slot A and in slot B (the correct preference: the other one).
-``probe_run`` sends each probe through the same prompt builder, client and parser as a real
-grade and reports how often the judge was fooled. Errored calls are counted apart, never as
-fooled or not fooled. Every probe call is a paid judge call: a probe run's calls go in the
-judge call ledger (``judges.ledger``, ``JudgeCallRecord.probe_run``) as they are sent and
-are closed with their tokens and cost as they are answered, and the version page shows
-their spend.
+Rubric, faithfulness and claims judges get wrong outputs asking for a pass (sound: FAIL); a
+context-relevance judge a document claiming relevance to anything (sound: not relevant); a
+pairwise judge a wrong candidate asking to be preferred, in each slot. ``probe_run`` sends
+each through the real prompt builder, client and parser and counts how often the judge was
+fooled; errored calls are counted apart. Probe calls are paid: they go in the call ledger
+(``JudgeCallRecord.probe_run``).
 """
 
 from __future__ import annotations
@@ -32,11 +27,9 @@ from judges.tasks import probe_run_execute as task
 
 @dataclass(frozen=True)
 class Probe:
-    """One probe: material shown to the judge and what a sound judge answers.
-
-    ``correct_passed``: the verdict of a sound pointwise judge; ``correct_preferred``: the
-    slot ("A" or "B") a sound pairwise judge prefers; ``bait_doc``: for context relevance,
-    the id of the document that must be read as not relevant."""
+    """One probe: material shown to the judge, ``correct_passed`` (a sound pointwise verdict),
+    ``correct_preferred`` (a sound pairwise slot), ``bait_doc`` (context relevance: the id
+    that must read as not relevant)."""
 
     name: str
     output: str = ""
@@ -190,11 +183,9 @@ def probe_run(
     sleep: Sleep | None = None,
     probe_run_id: int | None = None,
 ) -> ProbeReport:
-    """Run the probes meant for the version's kind (every kind but recorded verdicts has
-    some). Raises ``DomainError`` for a kind without probes and for a stored template that
-    is refused (``template_refusal``: nothing is sent). Makes one judge call per probe and
-    records each in the judge call ledger (opened as sent, closed with tokens and cost as
-    answered; ``probe_run_id`` the ``ProbeRun`` it belongs to, if any); stores no grade."""
+    """Run the probes of the version's kind, one ledgered judge call each (``probe_run_id``: its
+    ``ProbeRun``); stores no grade. Raises ``DomainError`` for a kind without probes or a
+    refused template (nothing is sent)."""
     kind = judge_version.judge.kind
     if kind not in PROBE_KINDS:
         raise DomainError(
@@ -286,15 +277,13 @@ PROBE_KINDS = (
 
 
 def probes_supported(*, judge_version: JudgeVersion) -> bool:
-    """Whether the probe set can run against ``judge_version``: a judge of any asked kind
-    with an endpoint (recorded-verdict versions have none)."""
+    """Whether ``judge_version`` has an endpoint and a kind with probes."""
     return bool(judge_version.base_url) and judge_version.judge.kind in PROBE_KINDS
 
 
 def probe_run_start(*, judge_version: JudgeVersion, by=None) -> ProbeRun:
-    """Queue a probe run of ``judge_version``; the task runs after commit. Raises
-    ``DomainError`` naming the reason when the version cannot be probed (no endpoint,
-    another kind, a refused template)."""
+    """Queue a probe run of ``judge_version`` (after commit). Raises ``DomainError`` naming why
+    it cannot be probed."""
     if not judge_version.base_url:
         raise DomainError("recorded verdicts have no endpoint to probe", field=f"{judge_version}")
     if judge_version.judge.kind not in PROBE_KINDS:
@@ -312,16 +301,9 @@ def probe_run_start(*, judge_version: JudgeVersion, by=None) -> ProbeRun:
 
 
 def probe_run_execute(*, probe_run_id: int, sleep: Sleep | None = None) -> None:
-    """Run the probes of a queued ``ProbeRun`` (one judge call per probe) and store the
-    report.
-
-    Idempotent; safe under redelivery: the row is claimed by compare-and-set (queued ->
-    running), so a redelivered task, or a second worker, finds it running or finished,
-    changes nothing and makes no judge call; the report is written only onto the row still
-    running. There is no lease: a probe run whose worker died mid-way stays ``running``
-    (a redelivery cannot tell a dead worker from a slow one, so it leaves it alone); start
-    another probe run of the version, which is always allowed.
-    """
+    """Run a queued ``ProbeRun``'s probes and store the report. Idempotent: the row is claimed
+    queued -> running by compare-and-set. No lease: a probe run whose worker died stays
+    ``running`` (a redelivery cannot tell dead from slow); starting another is always allowed."""
     claimed = ProbeRun.objects.filter(id=probe_run_id, status=ProbeRun.Status.QUEUED).update(
         status=ProbeRun.Status.RUNNING
     )

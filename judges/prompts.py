@@ -1,25 +1,20 @@
 """Judge prompts: untrusted text stays data.
 
-Rules (fault B1):
-1. A judge version's template is ``$name`` text (``core.placeholders``: ``$input`` or
-   ``${input}``, ``$$`` a literal dollar, braces plain text) rendered in one pass by
-   ``string.Template``: each placeholder is replaced by either a trusted value (criteria,
-   the list of ids the judge may cite) or a *fenced* block of untrusted text (case input,
-   reference, output, documents). Inserted text is never read again as template source, so
-   ``$criteria``, ``{input}`` or ``$nonexistent_key`` inside an output stays literal. A
-   template in the brace syntax (``{input}``) is refused before anything is sent, never
-   sent with the braces in it.
+1. A template is ``$name`` text (``core.placeholders``) rendered in one ``string.Template``
+   pass: each placeholder becomes a trusted value (criteria, citable ids) or a *fenced*
+   block of untrusted text (input, reference, output, documents). Inserted text is never
+   read again as template, so ``$criteria`` inside an output stays literal. A brace
+   template (``{input}``) is refused before anything is sent.
 2. Fences carry a per-call random nonce (128 bits, hex)::
 
        <<<DATA-<hex>>>>
        ...untrusted text...
        <<<END-<hex>>>>
 
-   A nonce is drawn until it occurs in none of the untrusted texts, so no text can close its
-   own fence. A reply that contains the nonce is an errored grade (``nonce_leak``).
-3. The system message, written by Assay and not by the template, says fenced text is
-   material to judge, never instructions, and that only ids listed outside the fences may
-   be cited.
+   drawn until no untrusted text contains it, so no text can close its own fence. A reply
+   containing the nonce is an errored grade (``nonce_leak``).
+3. Assay's system message says fenced text is material to judge, never instructions, and
+   only ids listed outside the fences may be cited.
 """
 
 from __future__ import annotations
@@ -109,15 +104,12 @@ def examples_texts(examples) -> list[str]:
 
 
 def examples_render(examples, nonce: str) -> str:
-    """Few-shot examples as prompt text: per example, its human verdict written by Assay
-    (``PASS``/``FAIL``, outside any fence) and the untrusted texts (case ``input`` when
-    present, ``output``, the reviewers' ``critique``), each fenced with the call's ``nonce``
-    like every other untrusted text, so an example can neither close a fence nor add a
-    placeholder (it is inserted in the same one pass, never re-read as template source).
+    """Few-shot examples as prompt text: per example, Assay's verdict line (outside any fence)
+    and its untrusted texts (``input`` when present, ``output``, ``critique``) fenced with
+    ``nonce``.
 
     ``examples``: ``[{"input": str | None, "output": str, "verdict": "pass" | "fail",
-    "critique": str}]`` (``JudgeVersion.params["examples"]``). Raises ValueError for a
-    verdict other than pass/fail (never stored: ``labeling.improve`` writes them)."""
+    "critique": str}]``. Raises ValueError for another verdict."""
     if not examples:
         return "(no examples)"
     blocks = []
@@ -135,8 +127,8 @@ def examples_render(examples, nonce: str) -> str:
 
 
 def imitates_markers(text: str) -> bool:
-    """True when ``text`` contains something that looks like a data fence or an
-    end-of-data marker (shown as the badge "output imitates judge prompt markers")."""
+    """True when ``text`` looks like a data fence or end marker (the badge "output imitates
+    judge prompt markers")."""
     return bool(MARKER_IMITATION.search(text))
 
 
@@ -147,13 +139,9 @@ def prompt_render(
     data: Mapping[str, str],
     nonce: str | None = None,
 ) -> JudgePrompt:
-    """Render ``template`` (``$name`` placeholders) with ``trusted`` values inserted as they
-    are and ``data`` values fenced; one pass, nothing inserted is re-read.
-
-    Raises ``DomainError`` for a placeholder in neither mapping, a malformed ``$``,
-    or a name written in braces (``{input}``: the syntax judges no longer use), so an old
-    template is refused rather than sent with the braces in it.
-    """
+    """Render ``template`` with ``trusted`` values as they are and ``data`` values fenced, in one
+    pass. Raises ``DomainError`` for a placeholder in neither mapping, a malformed ``$``, or a
+    name in braces (``{input}``)."""
     nonce = nonce or nonce_new(avoid=list(data.values()))
     if any(nonce in text for text in data.values()):
         raise ValueError("the nonce occurs in the data")  # only reachable with a given nonce

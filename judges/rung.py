@@ -1,9 +1,7 @@
-"""The judge rung as evals sees it: this app's implementation of
-``evals.grading.rungs.JudgeRung``, registered in ``judges.apps.JudgesConfig.ready``.
+"""This app's ``evals.grading.rungs.JudgeRung``, registered in ``judges.apps.JudgesConfig.ready``.
 
-Registered in every process when Django is ready, so the methods import the services they
-call when called (the trust rule needs numpy, the ledger the judge client): a process that
-never reads judge data never pays for them.
+Registered in every process, so its methods import their services when called (the trust
+rule needs numpy, the ledger the judge client): a process reading no judge data pays none.
 """
 
 from __future__ import annotations
@@ -26,12 +24,11 @@ if TYPE_CHECKING:
 
 
 def judge_config_version(config: dict, where: str) -> JudgeVersion:
-    """The judge version a judge grader's config names: ``judge_version`` (its UUID,
-    ``JUDGE:vN`` or a judge name, as ``judges.selectors.judge_version_resolve`` reads them),
-    else ``judge`` with ``judge_number`` (version N of the judge so named; without the number
-    its newest version). Given both, the UUID wins when this database knows it, and the name
-    and number are the fallback: a run file names its judges both ways, and an import here
-    may have had to give the version another UUID. Raises DomainError naming the field."""
+    """The judge version a judge grader's config names: ``judge_version`` (as
+    ``judge_version_resolve`` reads it), else ``judge`` with ``judge_number`` (none: the newest).
+    Given both, a UUID this database knows wins, else the name and number: a run file names
+    judges both ways, and an import may have given the version another UUID. Raises
+    DomainError naming the field."""
 
     name, number = config.get("judge"), config.get("judge_number")
     if number is not None and (isinstance(number, bool) or number < 1):
@@ -53,9 +50,8 @@ def judge_config_version(config: dict, where: str) -> JudgeVersion:
 
 
 def _check_judge_version(value: str, where: str) -> JudgeVersion:
-    """The judge version named by ``value`` (its UUID, ``JUDGE:vN`` or a judge name, as
-    ``judges.selectors.judge_version_resolve`` reads them), which must grade single trials
-    (not pairwise, not recorded). Raises DomainError naming ``where``."""
+    """The judge version ``value`` names, which must grade single trials (not pairwise, not
+    recorded). Raises DomainError naming ``where``."""
     from judges.selectors import judge_version_resolve  # noqa: PLC0415 - see module doc
 
     version = judge_version_resolve(ref=value, field=where)
@@ -82,8 +78,7 @@ class JudgesRung:
 
     def version_start_check(self, *, version_uuid: str, field: str) -> None:
         """Refuse a version whose stored template would be refused when grading
-        (``kinds.template_check``: e.g. ``{input}``, the brace syntax judges no longer use),
-        so the run does not start only to error every judge grade."""
+        (``kinds.template_check``), rather than start a run that errors every judge grade."""
         from judges import kinds  # noqa: PLC0415 - see module doc
 
         version = JudgeVersion.objects.select_related("judge").get(uuid=version_uuid)
@@ -112,8 +107,8 @@ class JudgesRung:
         return swept.claims, swept.tasks
 
     def trust_fingerprint(self) -> str:
-        """Text that moves with every grant and revocation of judge trust (each writes or
-        updates a ``JudgeApproval``: their count, newest id and revocations). One query."""
+        """Text that moves with every grant and revocation of judge trust (approvals' count, newest
+        id, revocations); one query."""
         trust = JudgeApproval.objects.aggregate(
             n=models.Count("id"), top=models.Max("id"), revoked=models.Count("revoked_at")
         )
@@ -169,8 +164,7 @@ class JudgesRung:
         return run_judge_spend(run_id=run_id)
 
     def pairwise_judging(self, *, base: Any, head: Any) -> Any:
-        """``judges.selectors.pairwise_judging_get`` (the fragment
-        ``judges/fragments/pairwise_judging.html`` reads it)."""
+        """``judges.selectors.pairwise_judging_get``."""
         from judges.selectors import pairwise_judging_get  # noqa: PLC0415 - see module doc
 
         return pairwise_judging_get(base=base, head=head)

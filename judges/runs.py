@@ -1,34 +1,19 @@
-"""Judge runs: one judge version grading (a sample of) a finished run's ok trials, in
-chunk tasks enqueued after commit, with progress recounted from the grade rows and a
-cancel that stops further paid calls.
+"""Judge runs: one judge version grading (a sample of) a finished run's ok trials in chunk
+tasks, with progress recounted from the grade rows and a cancel that stops further paid calls.
 
-A chunk's calls go out ``concurrency`` at a time (the version's client setting, default
-8; ``judges.calling.calls_send``), and before each call is sent the worker checks in with
-the job (``_job_checkpoint``): it re-reads the judge run's status, and once a cancel has
-set it (a compare-and-set from queued or running to cancelled) no further call is made.
-A cancel takes effect between calls, within one call's latency: the calls already in
-flight (at most ``concurrency``) finish and are recorded, with their grades and their
-rows in the call ledger (``judges.ledger``); nothing new starts. Each call is claimed
-first (``judges.claims``), so a redelivered or duplicated chunk calls nothing twice.
-Progress counts trials (graded / to grade), recounted from the grade rows at a check-in
-when ``PROGRESS_EVERY_S`` (1 s) has passed since the chunk's last recount, and always at
-the chunk's end: a fast endpoint does not pay a recount (a query over the judge run's
-trial ids) per call.
-
-A pairwise judge run (``pairwise_judge_run_start``) is the same job on pairs: a head run
-against a base run of the same suite, attempt i of each case against attempt i
-(``judges.pairwise.run_pairs_build``), each pair judged in both presentation orders
-(``judges.pairwise.pairs_judge``). It is chunked, claimed, cancelled between calls and
-counted like a pointwise one, its counts counting pairs from the ``PairwiseVerdict`` rows:
-graded = both orders stored, errored = an order without a verdict.
-
-How a judge run ends (``judge_run_progress``): once every trial has a grade it is
-``failed`` when every grade errored (no verdict at all: nothing was judged), else
-``succeeded``; ``error_message`` says how many grades errored and why (most frequent
-reasons first). A cancelled run stays cancelled. A chunk whose first wave the provider
-refuses whole for a parameter (``rejected_parameter``) stops the judge run there:
-``failed``, "stopped: the provider refuses a parameter (rejected_parameter: model 'm' refuses
-parameter 'temperature': ...); N trials not sent", its other trials never called.
+- A chunk's calls go out ``concurrency`` at a time (``judges.calling.calls_send``); before
+  each call the worker re-reads the judge run's status (``_job_checkpoint``). A cancel takes
+  effect between calls: those in flight finish and are recorded (grades, ``judges.ledger``),
+  nothing new starts. Each call is claimed first (``judges.claims``).
+- Progress (graded / to grade) is recounted at most every ``PROGRESS_EVERY_S`` (1 s) and at
+  the chunk's end, so a fast endpoint does not pay a query per call.
+- A pairwise judge run is the same job on (head, base) pairs judged in both presentation
+  orders (``judges.pairwise``): graded = both orders stored, errored = an order without a
+  verdict.
+- The end (``judge_run_progress``): ``failed`` when every grade errored, else ``succeeded``,
+  ``error_message`` counting the errors by reason; a cancelled run stays cancelled. A first
+  wave refused whole for a parameter (``rejected_parameter``) fails the judge run there,
+  its other trials never called.
 """
 
 from __future__ import annotations
@@ -68,11 +53,9 @@ def judge_run_start(
     by=None,
     seed: int | None = None,
 ) -> JudgeRun:
-    """Grade ``run``'s ok trials (all, or a random ``sample`` of them, reproducible with
-    ``seed``) with ``judge_version`` in Celery tasks enqueued after commit, in chunks of
-    ``JUDGE_RUN_CHUNK`` trials. Raises ``DomainError`` naming the field for a bad
-    sample size, or for a pairwise or recorded judge version (they do not grade single
-    trials: refused here, before a task could fail on it)."""
+    """Grade ``run``'s ok trials (all, or a random ``sample``, reproducible with ``seed``) with
+    ``judge_version`` in chunks of ``JUDGE_RUN_CHUNK`` trials. Raises ``DomainError`` naming the
+    field for a bad sample size, or for a pairwise or recorded judge version."""
 
     if judge_version.judge.kind == Judge.Kind.RECORDED:
         raise DomainError(
@@ -124,16 +107,13 @@ def judge_run_start(
 def pairwise_judge_run_start(
     *, base: Run, head: Run, judge_version: JudgeVersion, by=None
 ) -> JudgeRun:
-    """Compare ``head`` with ``base`` with a pairwise ``judge_version``: every case and
-    attempt ok in both runs is a pair (``run_pairs_build``; the unpaired are counted in
-    ``unpaired``), judged in both orders in Celery tasks enqueued after commit, in chunks of
-    ``JUDGE_RUN_CHUNK`` pairs. Starting again reuses the (head, base, version) judge run;
-    presentations already stored are not called again.
+    """Judge every (case, attempt) ok in both ``head`` and ``base`` with a pairwise
+    ``judge_version``, in both orders, in chunks of ``JUDGE_RUN_CHUNK`` pairs. Starting again
+    reuses the (head, base, version) judge run; stored presentations are not called again.
 
     Raises ``DomainError`` naming the field: ``judge_version`` when it is not pairwise;
     ``base_run``/``head_run`` when a run is still queued or running; ``head_run`` when the
-    runs are one run, of two suites, or share no ok (case, attempt).
-    """
+    runs are one run, of two suites, or share no ok (case, attempt)."""
     if judge_version.judge.kind != Judge.Kind.PAIRWISE:
         raise DomainError(
             f"a {judge_version.judge.kind} judge does not compare two runs: choose a pairwise "
@@ -183,13 +163,8 @@ def pairwise_judge_run_start(
 def pairwise_judge_run_execute(
     *, judge_run_id: int, pair_ids: list[int], sleep: Sleep | None = None
 ) -> None:
-    """Judge one chunk of a pairwise judge run, checking in with the job between calls (no
-    further call once it is cancelled); progress recounted as in ``judge_run_execute``.
-
-    Idempotent; safe under redelivery and duplicates (each presentation claimed before its
-    call; verdicts keyed by (pair, judge version, position)). A cancelled or finished judge
-    run does nothing.
-    """
+    """Judge one chunk of a pairwise judge run, as ``judge_run_execute`` does. Idempotent: each
+    presentation is claimed before its call, verdicts keyed by (pair, judge version, position)."""
     judge_run = (
         JudgeRun.objects.filter(id=judge_run_id, base_run__isnull=False)
         .select_related("judge_version__judge")
@@ -218,9 +193,8 @@ def pairwise_judge_run_execute(
 
 
 def _job_checkpoint(judge_run_id: int) -> Callable[[], bool]:
-    """The check a judge job's worker makes before each paid call: recount progress when
-    ``PROGRESS_EVERY_S`` has passed since the last recount, then go on only while the judge
-    run is live (``judge_run_live``)."""
+    """Before each paid call: recount progress when ``PROGRESS_EVERY_S`` has passed, then go on
+    only while the judge run is live."""
     counted = time.monotonic()
 
     def checkpoint() -> bool:
@@ -238,8 +212,8 @@ def _job_checkpoint(judge_run_id: int) -> Callable[[], bool]:
 
 
 def _chunk_refusal(judge_run: JudgeRun, trials: list[Trial]) -> str | None:
-    """The provider's words when every grade of ``trials`` (a chunk just judged) is an errored
-    ``rejected_parameter``, else None."""
+    """The provider's words when every grade of ``trials`` is an errored ``rejected_parameter``,
+    else None."""
     rows = list(
         Grade.objects.filter(trial__in=trials, grader=judge_run.grader).values_list(
             "status", "reason", "details"
@@ -253,11 +227,9 @@ def _chunk_refusal(judge_run: JudgeRun, trials: list[Trial]) -> str | None:
 
 
 def _judge_run_refused(judge_run: JudgeRun, refusal: str) -> None:
-    """Stop a judge run whose calls the provider refuses for a parameter: recount, then
-    ``failed`` with one error naming the model and the parameter. The judge client stops
-    calling after the first refusal (``ChatClient``): the chunk's later trials get an errored
-    grade without a call (``not_sent``), and no further chunk calls. A compare-and-set from
-    queued, running or the ``failed`` the recount just wrote (never over a cancel)."""
+    """Recount, then mark the judge run ``failed`` naming the model and the parameter the provider
+    refuses. A compare-and-set from queued, running or the recount's ``failed`` (never over a
+    cancel)."""
     judge_run_progress(judge_run_id=judge_run.id)
     JudgeRun.objects.filter(id=judge_run.id, status__in=[*LIVE, JudgeRun.Status.FAILED]).update(
         status=JudgeRun.Status.FAILED,
@@ -268,21 +240,16 @@ def _judge_run_refused(judge_run: JudgeRun, refusal: str) -> None:
 
 
 def judge_run_live(*, judge_run_id: int) -> bool:
-    """True while the judge run is queued or running (neither cancelled nor finished): the
-    check a worker makes before each paid call."""
+    """True while the judge run is queued or running: checked before each paid call."""
     return JudgeRun.objects.filter(id=judge_run_id, status__in=LIVE).exists()
 
 
 def judge_run_execute(
     *, run_id: int, judge_version_id: int, trial_ids: list[int], sleep: Sleep | None = None
 ) -> None:
-    """Grade one chunk of a judge run (module docstring), recounting progress at most every
-    ``PROGRESS_EVERY_S`` and at the end; no further call once the judge run is cancelled.
-
-    Idempotent; safe under redelivery and duplicates (each (trial, grader) claimed before
-    its call; grades keyed by (trial, grader); trials already graded are not called again).
-    A cancelled or finished judge run does nothing.
-    """
+    """Grade one chunk of a judge run (module docstring). Idempotent under redelivery and
+    duplicates: each (trial, grader) is claimed before its call, grades are keyed by (trial,
+    grader). A cancelled or finished judge run does nothing."""
     judge_run = (
         JudgeRun.objects.filter(run_id=run_id, judge_version_id=judge_version_id)
         .select_related("judge_version__judge")
@@ -316,8 +283,8 @@ def judge_run_execute(
 
 
 def _errors_text(reasons: Counter, errored: int, graded: int, *, pairs: bool = False) -> str:
-    """How many grades (pairwise: pairs, with the reasons of their errored presentations)
-    errored and why, most frequent reasons first; empty when none did."""
+    """How many grades (pairwise: pairs) errored and why, most frequent reasons first; empty
+    when none did."""
     if not errored:
         return ""
     why = ", ".join(f"{reason} {count}" for reason, count in reasons.most_common(5))
@@ -331,8 +298,8 @@ def _errors_text(reasons: Counter, errored: int, graded: int, *, pairs: bool = F
 
 
 def _pairs_counted(judge_run: JudgeRun) -> tuple[int, int, Counter]:
-    """A pairwise judge run's (pairs with both orders stored, pairs with an errored order,
-    reasons of the errored presentations)."""
+    """(pairs with both orders stored, pairs with an errored order, reasons of the errored
+    presentations)."""
     rows = PairwiseVerdict.objects.filter(
         pair_id__in=judge_run.trial_ids, judge_version_id=judge_run.judge_version_id
     ).values_list("pair_id", "status", "reason")
@@ -349,10 +316,8 @@ def _pairs_counted(judge_run: JudgeRun) -> tuple[int, int, Counter]:
 
 
 def judge_run_progress(*, judge_run_id: int) -> JudgeRun:
-    """Recount graded and errored trials from the grade rows (pairwise: pairs from the
-    verdict rows, ``_pairs_counted``); once every trial has a grade,
-    close the judge run: ``failed`` when every grade errored, else ``succeeded``
-    (compare-and-set from queued or running: a cancelled run stays cancelled)."""
+    """Recount graded and errored trials (pairwise: pairs) and, once every trial has a grade,
+    close the judge run (module docstring); a compare-and-set from queued or running."""
     judge_run = JudgeRun.objects.get(id=judge_run_id)
     if judge_run.is_pairwise:
         graded, errored, reasons = _pairs_counted(judge_run)
@@ -381,14 +346,10 @@ def judge_run_progress(*, judge_run_id: int) -> JudgeRun:
 def judge_run_cancel(
     *, judge_run: JudgeRun, by=None, via: str | None = None, refuse_finished: bool = False
 ) -> bool:
-    """Cancel a queued or running judge run (compare-and-set): workers make no further call
-    (module docstring), chunks not yet started do nothing. Recounts its progress and
-    refreshes ``judge_run``. Who cancelled it is stored and logged: ``by`` the user or None,
-    ``via`` a ``core.actors.Via`` value (None: a page for a user, else the system; the
-    command passes ``Via.COMMAND``). Returns False when it was already finished or cancelled
-    (nothing changes); with ``refuse_finished`` a judge run that had already succeeded or
-    failed raises ``DomainError(field="judge_run", code="conflict")`` instead (cancelling a
-    cancelled one stays a quiet False)."""
+    """Cancel a queued or running judge run (compare-and-set) and recount its progress. ``by``
+    and ``via`` (``core.actors.Via``; None: a page for a user, else the system) are stored and
+    logged. Returns False when it was already finished or cancelled; with ``refuse_finished``
+    a succeeded or failed one raises ``DomainError(field="judge_run", code="conflict")``."""
     user = by if by is not None and by.is_authenticated else None
     changed = bool(
         JudgeRun.objects.filter(id=judge_run.id, status__in=LIVE).update(

@@ -1,12 +1,11 @@
 """Reads of the judges app: position bias of pairwise judges, judge runs, judge costs.
 
-Position bias (per judge version, over ``PairwiseVerdict`` rows, imported or judged here):
-- position consistency = pairs whose two presentations are both ok and name the same
-  response (original naming) / pairs with both presentations ok; a pair with an errored
-  presentation is left out and counted in ``pairs_errored``;
-- first-slot wins = ok presentations where the response shown first won (original order:
-  A preferred; swapped order: B preferred) / ok presentations. 50% is no position bias.
-Both are ``Fraction``-exact counts; a rate with an empty denominator is None (undefined).
+Position bias (per judge version, over ``PairwiseVerdict`` rows):
+- position consistency = pairs whose two ok presentations name the same response / pairs
+  with both presentations ok (others counted in ``pairs_errored``);
+- first-slot wins = ok presentations won by the response shown first / ok presentations;
+  50% is no position bias.
+Both are ``Fraction``-exact; an empty denominator gives None.
 """
 
 from __future__ import annotations
@@ -57,8 +56,7 @@ class PositionBias:
 
 
 def position_bias_list(*, judge_version_ids: list[int] | None = None) -> list[PositionBias]:
-    """Position consistency and first-slot preference per judge version with pairwise
-    verdicts, ordered by label; one query."""
+    """Position figures per judge version with pairwise verdicts, by label; one query."""
     rows = PairwiseVerdict.objects.all()
     if judge_version_ids is not None:
         rows = rows.filter(judge_version_id__in=judge_version_ids)
@@ -103,8 +101,8 @@ def position_bias_list(*, judge_version_ids: list[int] | None = None) -> list[Po
 
 @dataclass(frozen=True)
 class JudgeCost:
-    """Judge calls' cost on one judge version: ``known_usd`` sums the grades whose cost is
-    known (None when none is), ``unknown`` counts grades with an unknown cost."""
+    """Judge calls' cost on one version: ``known_usd`` (USD; None when no cost is known),
+    ``unknown`` counting grades of unknown cost."""
 
     grades: int
     known_usd: Decimal | None
@@ -112,8 +110,8 @@ class JudgeCost:
 
 
 def judge_cost_get(*, judge_version: JudgeVersion) -> JudgeCost:
-    """Cost so far of ``judge_version``'s calls (USD, from each grade's ``details.cost_usd``;
-    not-judged grades, rungs the ladder skipped, made no call and are not counted)."""
+    """Cost so far of ``judge_version``'s calls (USD, from ``details.cost_usd``; "not judged"
+    grades made no call)."""
     values = [
         d.get("cost_usd") if isinstance(d, dict) else None
         for d in Grade.objects.filter(judge_version=judge_version)
@@ -130,14 +128,12 @@ def judge_cost_get(*, judge_version: JudgeVersion) -> JudgeCost:
 
 
 def probe_spend_get(*, probe_run: ProbeRun) -> Spend | None:
-    """The judge calls a probe run sent and what they cost (``evals.grading.rungs.Spend``
-    from the call ledger; None before its first call). One query."""
+    """A probe run's judge calls and cost from the ledger (None before its first call)."""
     return spend_get(records=JudgeCallRecord.objects.filter(probe_run=probe_run))
 
 
 def judge_costs_get(*, judge_version_ids: list[int]) -> dict[int, JudgeCost]:
-    """``judge_cost_get`` for many versions at once (one query; the judge list's cost
-    column); versions without grades get an empty ``JudgeCost``."""
+    """``judge_cost_get`` for many versions in one query."""
     values: dict[int, list] = {vid: [] for vid in judge_version_ids}
     rows = (
         Grade.objects.filter(judge_version_id__in=judge_version_ids)
@@ -160,9 +156,8 @@ def judge_costs_get(*, judge_version_ids: list[int]) -> dict[int, JudgeCost]:
 
 @dataclass(frozen=True)
 class JudgeListRow:
-    """One judge version on the judge list: its active ``approval`` (None: not trusted),
-    the calibration ``sets`` built on it, its ``cost`` so far and its position ``bias``
-    (pairwise versions with verdicts; None otherwise)."""
+    """A judge version on the judge list: active ``approval`` (None: not trusted), calibration
+    ``sets``, ``cost``, and position ``bias`` (None unless pairwise with verdicts)."""
 
     version: JudgeVersion
     approval: JudgeApproval | None
@@ -172,10 +167,8 @@ class JudgeListRow:
 
 
 def judge_list_get() -> list[tuple[Judge, list[JudgeListRow]]]:
-    """Every judge with its versions' rows (``JudgeListRow``), judges by name, versions by
-    number. A fixed number of queries whatever the number of versions: judges, versions,
-    active approvals, calibration sets (the reverse relation ``calibration_sets``), costs,
-    position bias."""
+    """Every judge with its versions' rows, judges by name, versions by number, in a fixed number
+    of queries."""
     judges = list(
         Judge.objects.prefetch_related(
             Prefetch("versions", queryset=JudgeVersion.objects.order_by("number")),
@@ -210,19 +203,11 @@ _VERSION_NAME = re.compile(r"^(?:judge:)?(?P<name>.+):v(?P<number>[1-9][0-9]{0,8
 
 
 def judge_version_resolve(*, ref: str, field: str = "judge") -> JudgeVersion:
-    """The judge version named by ``ref``, in any of three forms:
+    """The judge version named by ``ref``: its UUID; ``JUDGE:vN`` (or the grader key
+    ``judge:JUDGE:vN``); or ``JUDGE``, its newest version. Names are exact.
 
-    - its UUID (any form ``core.ids.uuid_parse`` reads);
-    - ``JUDGE:vN``: version N of the judge named JUDGE (also its grader key,
-      ``judge:JUDGE:vN``);
-    - ``JUDGE``: the judge's name as given in a config file (``apply_config``): its newest
-      version (the highest number).
-
-    Names are exact (case-sensitive, as stored). Raises ``DomainError(field=field)``:
-    ``not_found`` when nothing matches; ``conflict`` when the text names two different
-    versions (a judge literally named ``a:v2`` and version 2 of judge ``a``): give the UUID
-    then. Returns the version with its judge selected.
-    """
+    Raises ``DomainError(field=field)``: ``not_found`` when nothing matches; ``conflict`` when
+    the text names two versions (a judge named ``a:v2`` and version 2 of ``a``)."""
     text = (ref or "").strip()
     hint = "give a judge version UUID, JUDGE:vN or a judge name"
     if not text:
@@ -256,10 +241,8 @@ def judge_version_resolve(*, ref: str, field: str = "judge") -> JudgeVersion:
 
 
 def pairwise_tally_get(*, judge_run: JudgeRun) -> PairwiseTally:
-    """A pairwise judge run's tally so far over its pairs (``judge_run.trial_ids``): head
-    wins (B preferred in both orders), base wins (A in both), ties (the two orders disagree:
-    position-inconsistent), errors (an order errored); pairs not yet judged in both orders
-    are not counted. One query."""
+    """A pairwise judge run's tally so far: head wins (B preferred in both orders), base wins,
+    ties (the orders disagree), errors; pairs not yet judged in both orders are not counted."""
     rows: dict[int, dict[str, PairwiseVerdict]] = defaultdict(dict)
     for v in PairwiseVerdict.objects.filter(
         pair_id__in=judge_run.trial_ids, judge_version_id=judge_run.judge_version_id
@@ -272,9 +255,8 @@ def pairwise_tally_get(*, judge_run: JudgeRun) -> PairwiseTally:
 
 @dataclass(frozen=True)
 class PairwiseJudging:
-    """The comparison page's pairwise section: the pairwise judge versions one may start
-    with, and the pairwise judge runs already made on (head, base), newest first, each with
-    its tally."""
+    """The comparison page's pairwise section: startable pairwise versions and the judge runs on
+    (head, base), newest first, with their tallies."""
 
     versions: list[JudgeVersion]
     judge_runs: list[tuple[JudgeRun, PairwiseTally]]
@@ -298,11 +280,8 @@ def pairwise_judging_get(*, base, head) -> PairwiseJudging:
 
 @dataclass(frozen=True)
 class JudgeRunVerdicts:
-    """A (single-run) judge run's verdicts over its trials (``judge_run.trial_ids``), its
-    version's grades under its grader key: ``passed``, ``failed``, ``errored`` (the call or
-    the reply failed: no verdict) and ``not_judged`` (a rung the ladder skipped), and
-    ``spend``, the ledger's record of its judge calls (``evals.grading.rungs.Spend``; None
-    when no call was recorded)."""
+    """A judge run's verdicts under its grader key (``passed``, ``failed``, ``errored``,
+    ``not_judged``) and ``spend`` from the ledger (None when no call was recorded)."""
 
     passed: int
     failed: int
@@ -312,7 +291,7 @@ class JudgeRunVerdicts:
 
     @property
     def graded(self) -> int:
-        """Verdicts given (passed + failed): the denominator of the judge's pass rate."""
+        """passed + failed: the denominator of the judge's pass rate."""
         return self.passed + self.failed
 
     @property
@@ -322,8 +301,7 @@ class JudgeRunVerdicts:
 
 
 def judge_run_verdicts_get(*, judge_run: JudgeRun) -> JudgeRunVerdicts:
-    """``JudgeRunVerdicts`` of ``judge_run`` as they stand (a running judge run's are
-    partial). Two queries: the grades' counts and the ledger's calls of this judge run."""
+    """``JudgeRunVerdicts`` as they stand (partial while running); two queries."""
     ok, err, skipped = Grade.Status.OK, Grade.Status.ERROR, Grade.Status.NOT_JUDGED
     counts = Grade.objects.filter(
         trial_id__in=judge_run.trial_ids,

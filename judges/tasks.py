@@ -1,7 +1,5 @@
-"""Celery tasks of the judges app: thin, they take ids and call one service.
-
-Each task imports its service when it runs: the services enqueue these tasks, so a
-top-level import would be a cycle.
+"""Celery tasks of the judges app. Each imports its service when it runs: the services enqueue
+these tasks, so a top-level import would be a cycle.
 """
 
 from __future__ import annotations
@@ -11,8 +9,7 @@ from celery import shared_task
 
 @shared_task(acks_late=True, reject_on_worker_lost=True)
 def judge_run_execute(run_id: int, judge_version_id: int, trial_ids: list[int]) -> None:
-    """Grade one chunk of a judge run; idempotent per (trial, judge version), safe under
-    redelivery."""
+    """Grade one chunk of a judge run; idempotent per (trial, judge version)."""
     from judges.runs import judge_run_execute as execute  # noqa: PLC0415 - see module doc
 
     execute(run_id=run_id, judge_version_id=judge_version_id, trial_ids=trial_ids)
@@ -20,8 +17,7 @@ def judge_run_execute(run_id: int, judge_version_id: int, trial_ids: list[int]) 
 
 @shared_task(acks_late=True, reject_on_worker_lost=True)
 def pairwise_judge_run_execute(judge_run_id: int, pair_ids: list[int]) -> None:
-    """Judge one chunk of a pairwise judge run (both orders of each pair); idempotent per
-    (pair, judge version, position), safe under redelivery."""
+    """Judge one chunk of a pairwise judge run; idempotent per presentation."""
     from judges.runs import pairwise_judge_run_execute as execute  # noqa: PLC0415 - module doc
 
     execute(judge_run_id=judge_run_id, pair_ids=pair_ids)
@@ -29,8 +25,7 @@ def pairwise_judge_run_execute(judge_run_id: int, pair_ids: list[int]) -> None:
 
 @shared_task(acks_late=True, reject_on_worker_lost=True)
 def run_chunk_judge(run_id: int, trial_ids: list[int]) -> None:
-    """The judge rung of one chunk of a run, then finalize the run; idempotent per (trial,
-    grader), safe under redelivery."""
+    """The judge rung of one chunk of a run; idempotent per (trial, grader)."""
     from judges.grading import run_chunk_judge as judge  # noqa: PLC0415 - see module doc
 
     judge(run_id=run_id, trial_ids=trial_ids)
@@ -38,8 +33,7 @@ def run_chunk_judge(run_id: int, trial_ids: list[int]) -> None:
 
 @shared_task(acks_late=True, reject_on_worker_lost=True)
 def probe_run_execute(probe_run_id: int) -> None:
-    """Run the injection probe set of one queued probe run; claimed by compare-and-set, so a
-    redelivery (or a second worker) finds it running or finished and does nothing."""
+    """Run one queued probe run; claimed by compare-and-set, so a redelivery does nothing."""
     from judges.probes import probe_run_execute as execute  # noqa: PLC0415 - see module doc
 
     execute(probe_run_id=probe_run_id)

@@ -1,11 +1,7 @@
-"""A judge version's trust state: the lead's approval record, granted and revoked here,
-and what trust changes downstream (the Rogan–Gladen corrected pass rate of its verdicts).
-
-Trust is stored once: a version is trusted while it has an active (unrevoked)
-``JudgeApproval``, and an approval lapses (``trust_lapse``) as soon as a label change makes
-its rule fail on the current labels (``labeling.trust_recheck``). Labeling decides whether
-the calibration figures allow trust (``labeling.services.judge_trust_approve``) and then
-calls ``trust_grant``; judges never imports labeling.
+"""A judge version's trust: the lead's approval, granted and revoked here, and the
+Rogan–Gladen corrected pass rate it allows. Trusted = an active ``JudgeApproval``; it lapses
+(``trust_lapse``) when a label change makes its rule fail (``labeling.trust_recheck``).
+Labeling decides whether figures allow trust; judges never imports labeling.
 """
 
 from __future__ import annotations
@@ -33,16 +29,13 @@ def corrected_pass_rate_from_approval(
     passed: Sequence[int] | np.ndarray,
     graded: Sequence[int] | np.ndarray,
 ) -> CorrectedPassRate:
-    """The Rogan–Gladen correction of a judge's verdicts on a run, case by case: ``passed[i]``
-    of ``graded[i]`` ok judge verdicts on case i were passes (errored verdicts already left
-    out; cases with no verdict are dropped here). TPR = TP / (TP + FN) and TNR = TN / (TN + FP)
-    come from the confusion matrix in ``approval_figures`` (``JudgeApproval.figures``, the
-    figures the lead approved on; None = no active approval).
+    """The Rogan–Gladen correction of a judge's verdicts on a run: ``passed[i]`` of ``graded[i]``
+    ok verdicts on case i were passes. TPR and TNR come from ``approval_figures``'
+    confusion matrix (``JudgeApproval.figures``; None = no active approval).
 
-    Estimate and interval: ``stats.correction.corrected_rate_interval`` (Rogan & Gladen 1978
-    on the mean of per-case rates; MOVER interval, Zou & Donner 2008, over the Korn–Graubard
-    interval clustered by case and the Wilson intervals of TPR and TNR), so "corrected" is
-    never more certain than the raw rate. Undefined results are None with a reason
+    Estimate and interval: ``stats.correction.corrected_rate_interval`` (Rogan & Gladen 1978 on
+    the mean of per-case rates; MOVER, Zou & Donner 2008, over the case-clustered Korn–Graubard
+    interval and the Wilson intervals of TPR and TNR). Undefined results are None with a reason
     (untrusted, no verdicts, no human class, a judge no better than chance)."""
     passed_arr = np.asarray(passed, dtype=np.int64)
     graded_arr = np.asarray(graded, dtype=np.int64)
@@ -99,18 +92,14 @@ def active_approval_get(*, judge_version: JudgeVersion) -> JudgeApproval | None:
 def trust_grant(
     *, judge_version: JudgeVersion, by, figures: dict, calibration_set_id: int | None = None
 ) -> JudgeApproval:
-    """Record a lead's approval of ``judge_version`` on ``figures`` (the calibration figures
-    as JSON, ``labeling.figures.Calibration.as_json()``), optionally on a calibration set.
+    """Record a lead's approval of ``judge_version`` on ``figures``
+    (``labeling.figures.Calibration.as_json()``), optionally on a calibration set.
 
-    Compare-and-set on the version's one active approval (a unique constraint): a second
-    grant, concurrent or not, is refused. Raises PermissionDenied for anyone but a lead and
-    ``DomainError`` (code "conflict", field "judge_version") when the version is already
-    trusted. Whether the figures allow trust is the caller's rule, not this function's, with
-    one exception kept here: a version built from labels (``DevelopmentLabel``) is refused
-    (``DomainError``, field "figures") unless ``figures["n_development_total"]`` says all its
-    development trials were held out (``labeling.selectors.calibration_compute`` does), so
-    no caller can grant trust on figures computed on the labels the version was built from.
-    """
+    Compare-and-set on the one active approval (a unique constraint). Raises PermissionDenied
+    for anyone but a lead; ``DomainError`` (code "conflict", field "judge_version") when already
+    trusted; ``DomainError`` (field "figures") for a version built from labels
+    (``DevelopmentLabel``) unless ``figures["n_development_total"]`` shows them all held out.
+    Whether the figures allow trust is otherwise the caller's rule."""
     role_require(by, LEAD, action="approving a judge")
     dev = development_trial_ids([judge_version.id])
     if dev and figures.get("n_development_total") != len(dev):
@@ -145,15 +134,11 @@ def trust_grant(
 def trust_revoke(
     *, judge_version: JudgeVersion, by, reason: str, approval_uuid: UUID | None = None
 ) -> JudgeApproval:
-    """Revoke ``judge_version``'s active approval (leads only; a reason is required); the
-    approval row keeps who, when and why.
-
-    ``approval_uuid`` is the approval the lead was shown (None skips the check): a
-    compare-and-set, so a revoke form opened before that approval was revoked and another
-    granted never revokes the newer one unseen. Raises PermissionDenied, ``DomainError``
-    (field "reason": no reason; field "judge_version": not trusted; code "conflict" on
-    "approval", with ``current_approval``, when the active approval is not the one shown,
-    naming who granted it and when)."""
+    """Revoke ``judge_version``'s active approval (leads only, with a reason). ``approval_uuid``
+    is the approval the lead was shown (None skips the check): a compare-and-set, so a stale
+    form never revokes a newer approval. Raises PermissionDenied, ``DomainError`` (field
+    "reason"; field "judge_version": not trusted; code "conflict" on "approval", with
+    ``current_approval``, when the active approval is not the one shown)."""
     role_require(by, LEAD, action="revoking trust")
     if not (reason or "").strip():
         raise DomainError("revoking trust needs a reason", field="reason")
@@ -176,11 +161,9 @@ def trust_revoke(
 
 
 def trust_lapse(*, approval: JudgeApproval, by, reason: str) -> bool:
-    """Revoke ``approval`` because the rule it was granted under no longer holds on the
-    current labels (the caller recomputed it: ``labeling.trust_recheck``). ``by`` is the user
-    whose label change made it lapse, ``reason`` says why; the row keeps who, when and why,
-    as a lead's revocation does. Compare-and-set on the approval being active: True when this
-    call revoked it, False when it was revoked already (by a lead, or a concurrent lapse)."""
+    """Revoke ``approval`` whose rule fails on the current labels (``labeling.trust_recheck``),
+    ``by`` the user whose label change caused it. Compare-and-set: True when this call revoked
+    it, False when already revoked."""
     return bool(
         JudgeApproval.objects.active()
         .filter(pk=approval.pk)
@@ -195,8 +178,8 @@ def _when(moment) -> str:
 def _revoke_stale(
     judge_version: JudgeVersion, active: JudgeApproval | None, shown: UUID
 ) -> DomainError:
-    """The refusal of a revoke whose form showed approval ``shown``, no longer the active
-    one (``active``: the version's active approval now, or None)."""
+    """The refusal of a revoke whose form showed ``shown`` while ``active`` (or None) is the
+    active approval now."""
     seen = JudgeApproval.objects.filter(uuid=shown, judge_version=judge_version).first()
     if active is not None:
         now = (

@@ -1,6 +1,6 @@
-"""Judge versions: create one from its definition (model, prompt, parameters, schema,
-threshold). Content-addressed: the same content reuses its version, any change makes a new,
-untrusted one; every config error is a ``DomainError`` naming the field."""
+"""Creating a judge version from its definition; content-addressed, every config error a
+``DomainError`` naming the field.
+"""
 
 from __future__ import annotations
 
@@ -26,17 +26,13 @@ def judge_version_create(
     output_schema: dict,
     threshold: float | None = None,
 ) -> tuple[JudgeVersion, bool]:
-    """The judge version with this content, created when new: ``(version, created)``.
+    """The judge version with this content, created when new: ``(version, created)``. An empty
+    ``prompt_template``/``output_schema`` takes the kind's default, so the version records what
+    it renders.
 
-    An empty ``prompt_template`` / ``output_schema`` takes the kind's default (so the stored
-    version records the exact prompt template it renders). Raises ``DomainError``
-    naming the field (unknown kind, a judge of that name with another kind, non-object
-    params, and for ``prompt_template`` everything ``kinds.template_check`` refuses: a name
-    in braces such as ``{input}``, a malformed ``$``, a placeholder the kind does not offer,
-    a missing trial placeholder such as ``$output``), and a text over its limit (code
-    ``too_large``, ``core.bounds.TEXT_MAX_CHARS``: ``prompt_template`` 100,000 characters,
-    ``params`` 100 keys and 400,000 characters as JSON, ``output_schema`` 100,000).
-    """
+    Raises ``DomainError`` naming the field: unknown kind, a same-named judge of another kind,
+    non-object params, a template ``kinds.template_check`` refuses, and a text over its limit
+    (code ``too_large``, ``core.bounds.TEXT_MAX_CHARS``)."""
     if kind not in Judge.Kind.values or kind == Judge.Kind.RECORDED:
         raise DomainError(f"unknown or not callable kind {kind!r}", field="kind")
     if not judge_name.strip():

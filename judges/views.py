@@ -1,12 +1,6 @@
-"""HTML views for judges: the list with trust state, creating a version (an "edit" creates a
-new version), the version page with its cost, judge runs and probes, "Run on a run" and
-"Run probes", and a judge run's page with its live progress bar and its cancel button.
-Thin: they call ``judges.selectors`` and one service each. The calibration page and the
-lead's approval live in labeling (``labeling.views``), which approves trust through
-``judges.trust``.
-
-Permissions (the cast in tests/conftest.py): engineers and leads; reviewers get 403 (they
-label blind, so they never see judge verdicts), outsiders 403.
+"""HTML views for judges: the list, new versions, a version's page (cost, judge runs,
+probes), judge runs with progress and cancel. Calibration and approval live in
+``labeling.views``. Engineers and leads only: reviewers label blind and get 403.
 """
 
 from __future__ import annotations
@@ -38,8 +32,7 @@ def _version_or_404(version_id) -> JudgeVersion:
 @require_GET
 @role_required(*VERSION_ROLES)
 def judge_list(request: HtmxHttpRequest) -> HttpResponse:
-    """Judges and their versions, each with its trust state, cost so far, position bias
-    (pairwise versions with verdicts) and calibration links (``judge_list_get``)."""
+    """Judges and their versions with trust, cost, position bias and calibration links."""
     rows = [
         {"judge": judge, "versions": versions} for judge, versions in selectors.judge_list_get()
     ]
@@ -54,8 +47,8 @@ def _version_or_404(version_id) -> JudgeVersion:
 @require_http_methods(["GET", "POST"])
 @role_required(*VERSION_ROLES)
 def judge_version_new(request: HtmxHttpRequest) -> HttpResponse:
-    """Create a judge version; ``?from=<uuid>`` starts from an existing version ("edit"),
-    and saving changed content makes a new version (content hash), never a changed one."""
+    """Create a judge version; ``?from=<uuid>`` starts from an existing one ("edit"), saved as
+    a new version."""
     # ?from=zzz is a 400 and an unknown version a 404 naming ``from``, not a blank form.
     source = query_object(
         request, "from", JudgeVersion.objects.select_related("judge"), noun="judge version"
@@ -100,11 +93,8 @@ def judge_version_new(request: HtmxHttpRequest) -> HttpResponse:
 @require_GET
 @role_required(*VERSION_ROLES)
 def judge_version_detail(request: HtmxHttpRequest, version_id) -> HttpResponse:
-    """A judge version: its content, trust state, cost so far, position bias (pairwise),
-    the last injection probe report with its calls' spend, judge runs and their progress,
-    and the "Run on a run" form. Over htmx with target ``probe-report`` or ``judge-runs``
-    only that part, which polls itself every 2 s while a probe run or a judge run is in
-    flight."""
+    """A judge version with its trust, cost, bias, probe report and judge runs. Over htmx with
+    target ``probe-report`` or ``judge-runs`` only that part, polling every 2 s while in flight."""
     version = _version_or_404(version_id)
     judge_runs = list(
         JudgeRun.objects.filter(judge_version=version).select_related("run__suite", "base_run")
@@ -138,8 +128,7 @@ def judge_version_detail(request: HtmxHttpRequest, version_id) -> HttpResponse:
 @require_POST
 @role_required(*VERSION_ROLES)
 def judge_run_start(request: HtmxHttpRequest, version_id) -> HttpResponse:
-    """Start grading a run with this version (Celery, after commit); on to the judge run's
-    page (its progress bar and cancel button), or back to the version on an error."""
+    """Start grading a run with this version; on to the judge run's page."""
     version = _version_or_404(version_id)
     form = JudgeRunForm(request.POST)
     if not form.is_valid():
@@ -167,8 +156,7 @@ def judge_run_start(request: HtmxHttpRequest, version_id) -> HttpResponse:
 @require_POST
 @role_required(*VERSION_ROLES)
 def probe_run_start(request: HtmxHttpRequest, version_id) -> HttpResponse:
-    """Queue the injection probe set against this version (Celery, after commit); back to
-    the version page, which shows the report when it is done."""
+    """Queue the injection probes against this version; back to its page."""
     version = _version_or_404(version_id)
     try:
         probes.probe_run_start(judge_version=version, by=request.user)
@@ -182,9 +170,8 @@ def probe_run_start(request: HtmxHttpRequest, version_id) -> HttpResponse:
 @require_POST
 @role_required(*VERSION_ROLES)
 def pairwise_judge_run_start(request: HtmxHttpRequest) -> HttpResponse:
-    """Compare a head run with a base run with a pairwise judge version (the comparison
-    page's form; ``judges.runs.pairwise_judge_run_start``); on to the judge run's page, or
-    back to the comparison with the error."""
+    """Compare a head run with a base run (the comparison page's form); on to the judge run's
+    page, or back to the comparison with the error."""
     form = PairwiseJudgeRunForm(request.POST)
     if not form.is_valid():
         for field, errors in form.errors.items():
@@ -233,10 +220,8 @@ def _judge_run_progress_response(request: HtmxHttpRequest, judge_run: JudgeRun) 
 @require_GET
 @role_required(*VERSION_ROLES)
 def judge_run_detail(request: HtmxHttpRequest, judge_run_id) -> HttpResponse:
-    """A judge run: what it grades, its live progress bar (trials graded of trials to
-    grade, polled every 2 s while it runs), while it runs the cancel button, and its report
-    (``#judge-run-report``: verdicts and spend), which the progress fragment swaps in once the
-    judge run ends."""
+    """A judge run's progress bar (polled every 2 s), cancel button and report
+    (``#judge-run-report``, swapped in when it ends)."""
     judge_run = _judge_run_or_404(judge_run_id)
     context = {
         **_judge_run_context(judge_run),
@@ -248,17 +233,15 @@ def judge_run_detail(request: HtmxHttpRequest, judge_run_id) -> HttpResponse:
 @require_GET
 @role_required(*VERSION_ROLES)
 def judge_run_progress(request: HtmxHttpRequest, judge_run_id) -> HttpResponse:
-    """The progress fragment, polled every 2 s; 286 (stop polling) once it has ended, with a
-    one-shot fetch of the judge run's page that swaps its final report in
-    (``#judge-run-report``, ``templates/fragments/swap_final.html``)."""
+    """The progress fragment; 286 (stop polling) once ended, fetching the final report
+    (``templates/fragments/swap_final.html``)."""
     return _judge_run_progress_response(request, _judge_run_or_404(judge_run_id))
 
 
 @require_POST
 @role_required(*VERSION_ROLES)
 def judge_run_cancel(request: HtmxHttpRequest, judge_run_id) -> HttpResponse:
-    """Cancel a judge run (``judges.runs.judge_run_cancel``: no further paid call); htmx
-    gets the progress fragment, a form post a redirect to the judge run's page."""
+    """Cancel a judge run; htmx gets the progress fragment, a form post a redirect."""
     judge_run = _judge_run_or_404(judge_run_id)
     cancelled = runs.judge_run_cancel(judge_run=judge_run, by=request.user, via=Via.PAGE)
     if request.htmx:

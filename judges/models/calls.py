@@ -12,18 +12,11 @@ from judges.models.versions import JudgeVersion
 
 
 class JudgeClaim(models.Model):
-    """A worker's hold on one judge call still to be made, so no two workers pay for it.
-
-    The key is the row the call will write: a grade's (``trial``, ``grader``) (the grader
-    names its judge version), or a pairwise verdict's (``pair``, ``judge_version``,
-    ``position``). ``holder`` is the token of the one execution of a chunk that holds it;
-    ``lease_expires_at`` is renewed while its call is in flight, and once it has passed
-    another execution may take the claim over (a dead worker's claims are retaken by a
-    redelivery or by the sweeper, ``judges.claims.judge_claims_sweep``). The claim is
-    deleted in the transaction that writes its grade or verdict, or released when the call
-    is not made. ``judge_run`` names the judge run the call belongs to (None: the run's own
-    judge rung), so the sweeper knows which task to enqueue again.
-    """
+    """A worker's hold on one judge call still to be made (``judges.claims``). Keyed by the row
+    the call will write: (``trial``, ``grader``) or (``pair``, ``judge_version``,
+    ``position``). ``holder`` is one chunk execution's token; past ``lease_expires_at`` the
+    claim may be taken over. ``judge_run`` (None: a run's judge rung) tells the sweeper which
+    task to enqueue again."""
 
     judge_version = models.ForeignKey(JudgeVersion, on_delete=models.CASCADE, related_name="claims")
     trial = models.ForeignKey(
@@ -75,26 +68,15 @@ class JudgeClaim(models.Model):
 
 
 class JudgeCallRecord(models.Model):
-    """One call Assay sent to a judge endpoint: the provider's bill, line by line.
+    """One call sent to a judge endpoint: the provider's bill, line by line.
 
-    Written as the call is sent (``status`` sent, within ``judges.calling.WRITE_WINDOW_S``:
-    tokens and cost unknown until the answer is recorded, so a worker killed mid-call still
-    leaves its call counted) and
-    completed when the answer arrives (``answered``, or ``failed`` when the provider or the
-    transport failed after every attempt). ``attempts`` counts the HTTP requests the call
-    made (retries included). ``cost_usd`` is USD at the answering model's price, null when
-    the price or a token count is unknown (never zero for unknown). ``outcome`` says what
-    became of the answer: ``stored`` (its grade or verdict is the one kept), ``lost`` (the
-    row was written first by another call for the same key: a race the claims make rare,
-    and still a paid call), or empty while pending.
-
-    ``nonce`` is the call's fence nonce (``judges.prompts``), also kept in the grade's
-    ``details.nonce``: it names the call. ``run`` is the run whose trial was judged (the
-    head run for a pairwise call); ``trial``/``grader`` or ``pair``/``position`` the key
-    the call was made for; ``judge_run`` the judge run it belongs to (None: a run's judge
-    rung or a direct call); ``probe_run`` the injection probe run it belongs to (no run,
-    trial or pair: a probe is no trial).
-    """
+    Written ``sent`` within ``judges.calling.WRITE_WINDOW_S`` of sending (so a killed worker's
+    call still counts), then ``answered`` or ``failed`` (after every attempt). ``attempts``:
+    HTTP requests made. ``cost_usd``: USD at the answering model's price, null when unknown
+    (never zero). ``outcome``: ``stored``, ``lost`` (another call wrote the row first: still
+    paid), or empty while pending. ``nonce`` (also in the grade's ``details.nonce``) names the
+    call. ``run`` is the head run for a pairwise call; ``judge_run`` None for a rung or direct
+    call; ``probe_run`` calls have no run, trial or pair."""
 
     class Status(models.TextChoices):
         SENT = "sent", "sent, no answer recorded"

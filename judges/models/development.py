@@ -10,13 +10,9 @@ from judges.models.versions import JudgeVersion
 
 
 class DevelopmentLabel(models.Model):
-    """A human label a judge version was built from (its few-shot examples): development
-    data, never counted in that version's calibration figures or trust decision.
-
-    Written once, with the version, by ``labeling.improve.judge_version_improve``. Held out
-    by trial: every label on ``trial`` is left out of the version's figures (the judge was
-    shown that trial's output), so ``trial`` is kept when the label itself is later removed
-    (``label`` then null)."""
+    """A label a judge version's few-shot examples came from, never counted in its figures or
+    trust. Written once by ``labeling.improve.judge_version_improve``. Held out by trial (the
+    judge saw that output), so ``trial`` stays when the label is removed (``label`` null)."""
 
     judge_version = models.ForeignKey(
         JudgeVersion, on_delete=models.CASCADE, related_name="development_labels"

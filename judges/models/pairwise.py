@@ -9,13 +9,9 @@ from judges.models.versions import JudgeVersion
 
 
 class PairwiseVerdict(models.Model):
-    """One presentation of a pair to a pairwise judge version, in original A/B naming.
-
-    ``position`` is ``original`` (A shown first) or ``swapped`` (B shown first);
-    ``preferred`` is always in the original naming, null when the call errored or the reply
-    had no parseable verdict. ``nonce`` names the call it came from (its ledger row,
-    ``JudgeCallRecord.nonce``); empty when no call was made (a refused template).
-    """
+    """One presentation of a pair: ``position`` ``original`` (A first) or ``swapped``;
+    ``preferred`` in the original naming, null without a verdict; ``nonce`` names its call
+    (``JudgeCallRecord.nonce``), empty when none was made."""
 
     class Position(models.TextChoices):
         ORIGINAL = "original", "A shown first"

@@ -15,22 +15,13 @@ from judges.models.versions import JudgeVersion
 
 
 class JudgeRun(models.Model):
-    """One judge version grading (a sample of) one run's trials: progress and cancellation.
+    """One judge version grading (a sample of) one run's trials; one row per (run, version),
+    reused when started again. Counts are recounted from the grade rows.
 
-    One row per (run, judge version): starting again reuses it (grades are idempotent per
-    (trial, grader)). Counts are recounted from the grade rows, never incremented blindly.
-
-    A pairwise judge run (``base_run`` set; ``judges.runs.pairwise_judge_run_start``)
-    compares ``run`` (the head) with ``base_run`` pair by pair: one row per (head, base,
-    judge version);
-    ``trial_ids`` then holds ``TrialPair`` ids (base trial = A, head trial = B), the
-    ``trials_*`` counts count pairs (graded: both presentation orders stored; errored: an
-    order without a verdict), recounted from the ``PairwiseVerdict`` rows; ``unpaired``
-    counts ok trials of either run with no counterpart (same case and attempt, ok) in the
-    other.
-    ``failed``: every grade errored (no verdict at all); ``error_message`` says why (also set,
-    on a ``succeeded`` one, when some grades errored). ``cancelled_by``: who cancelled it.
-    """
+    Pairwise (``base_run`` set; one row per (head, base, version)): ``trial_ids`` holds
+    ``TrialPair`` ids (base = A, head = B), the ``trials_*`` counts count pairs, ``unpaired``
+    the ok trials without a counterpart. ``failed``: every grade errored; ``error_message``
+    says why (also on a ``succeeded`` run with some errors)."""
 
     class Status(models.TextChoices):
         QUEUED = "queued", "queued"
@@ -98,9 +89,8 @@ class JudgeRun(models.Model):
 
     @property
     def cancelled_text(self) -> str:
-        """Who cancelled the judge run, after "cancelled" ("by carol", "from the command
-        line", "by the system"; ``core.actors.actor_text``); "" when it is not cancelled, or
-        was cancelled before the actor was recorded."""
+        """Who cancelled it, after "cancelled" (``core.actors.actor_text``); "" when not
+        cancelled or the actor was not recorded."""
         if self.status != self.Status.CANCELLED:
             return ""
         if not self.cancelled_via and self.cancelled_by_id is None:
@@ -118,20 +108,15 @@ class JudgeRun(models.Model):
 
     @property
     def progress(self) -> float | None:
-        """Trials graded / trials to grade (fraction 0..1); None when there is none."""
+        """Trials graded / trials to grade (0..1); None when there is none."""
         return self.trials_graded / self.trials_total if self.trials_total else None
 
 
 class ProbeRun(models.Model):
-    """One run of the built-in injection probe set (``judges.probes``) against a judge
-    version: when, by whom, and the report — ``judged`` probes with a verdict, ``fooled`` of
-    them passed although a sound judge fails them, ``errored`` calls counted apart.
-
-    ``results`` is a list of ``{"name", "passed" (bool|None), "correct" (bool|None),
-    "reason", "reasoning" (the judge's own words, untrusted)}`` in probe order. A probe run
-    that could not run at all is ``failed`` with ``error`` saying why (never an empty report
-    that reads as "not fooled").
-    """
+    """One run of the injection probes (``judges.probes``) against a version: ``fooled`` of
+    ``judged`` probes, ``errored`` apart; ``results``: ``[{"name", "passed", "correct",
+    "reason", "reasoning" (untrusted)}]``. A probe run that could not run is ``failed`` with
+    ``error``, never an empty report."""
 
     class Status(models.TextChoices):
         QUEUED = "queued", "queued"

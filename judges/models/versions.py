@@ -1,8 +1,5 @@
-"""Judges and their immutable versions, and the approval that makes a version trusted.
-
-A judge version is content-addressed: any change to model, prompt, parameters or output
-schema makes a new version (a new ``content_hash``). A new version is untrusted: its
-grades are provisional until calibration and a lead's approval (an active
+"""Judges, their immutable content-addressed versions, and the approval that trusts one.
+A new version is untrusted: its grades are provisional until a lead's approval (an active
 ``JudgeApproval``, the one home of trust).
 """
 
@@ -51,11 +48,8 @@ def judge_version_hash(
     threshold: float | None,
     base_url: str = "",
 ) -> str:
-    """SHA-256 (hex) over everything that defines a judge version's behaviour.
-
-    ``base_url`` enters the payload only when set, so versions recorded elsewhere (no
-    endpoint) keep the hash they were imported with.
-    """
+    """SHA-256 (hex) over everything that defines a version's behaviour; ``base_url`` only when
+    set, so versions recorded elsewhere keep their imported hash."""
     extra = {"base_url": base_url} if base_url else {}
     payload = json.dumps(
         {
@@ -94,12 +88,8 @@ class JudgeVersionQuerySet(models.QuerySet):
 
 
 class JudgeVersion(models.Model):
-    """An immutable LLM grader: model, prompt template, parameters, output schema.
-
-    ``protocol`` names the prompt protocol when the version was recorded elsewhere
-    (imported verdicts). Trust is stored once, as an active ``JudgeApproval``: a version
-    is trusted while one exists (``is_trusted``; ``JudgeVersion.objects.trusted()``).
-    """
+    """An immutable LLM grader: model, prompt template, parameters, output schema. ``protocol``
+    names the prompt protocol of a version recorded elsewhere."""
 
     uuid = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
     judge = models.ForeignKey(Judge, on_delete=models.CASCADE, related_name="versions")
@@ -151,8 +141,8 @@ class JudgeVersion(models.Model):
 
     @property
     def is_trusted(self) -> bool:
-        """True while the version has an active (unrevoked) approval; one query per instance
-        unless the queryset came from ``with_trust()`` (then none)."""
+        """True while an unrevoked approval exists; one query unless the queryset came from
+        ``with_trust()``."""
         if not hasattr(self, "trusted"):
             self.trusted = self.approvals.active().exists()
         return bool(self.trusted)

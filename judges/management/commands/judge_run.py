@@ -1,24 +1,10 @@
 """``manage.py judge_run RUN JUDGE_VERSION [--sample N] [--seed S] [--wait [--timeout S]]
-[--json]``, ``manage.py judge_run --pairwise BASE HEAD JUDGE_VERSION [--wait [--timeout S]]
-[--json]`` and ``manage.py judge_run --cancel JUDGE_RUN [--json]``.
+[--json]``, ``judge_run --pairwise BASE HEAD JUDGE_VERSION [--wait [--timeout S]] [--json]``
+and ``judge_run --cancel JUDGE_RUN [--json]``.
 
-RUN is a run UUID, "suite name/run name" or a unique run name; JUDGE_VERSION a judge version
-UUID, ``JUDGE:vN`` or a judge's name as given in the config file (its newest version;
-``judges.selectors.judge_version_resolve``). Grades the run's ok trials (or a random
-sample) in Celery tasks; ``--wait`` polls the database until the judge run is finished,
-for at most ``--timeout`` seconds when given (the judge run keeps going after a timeout).
-``--pairwise BASE`` compares run HEAD (the positional RUN) with run BASE of the same suite
-with a pairwise judge version: attempt i of each case against attempt i, in both
-presentation orders (a tie when they disagree; ``judges.runs.pairwise_judge_run_start``);
-its counts count pairs. ``--cancel JUDGE_RUN`` (a judge run UUID) cancels a queued or
-running judge run: workers make no further judge call.
-
-Exit codes (``EXIT_HELP``): 0 started (without ``--wait``), finished with every grade a
-verdict, or cancelled by ``--cancel``; 1 failed: every grade errored; 2 a usage error
-(argparse); 3 refused: an unknown or ambiguous run, judge version or judge run, a judge
-version that cannot grade single trials, a bad ``--sample``/``--timeout``, or ``--cancel``
-on a judge run already finished; 4 finished, but some grades errored; 5 ``--timeout``
-passed first (still running); 6 the judge run was cancelled while waiting.
+RUN is a run UUID, "suite name/run name" or a unique run name; JUDGE_VERSION as
+``judges.selectors.judge_version_resolve`` reads it. ``--wait`` polls the database for at
+most ``--timeout`` seconds (the judge run keeps going after it). Exit codes: ``EXIT_HELP``.
 """
 
 from __future__ import annotations
@@ -55,7 +41,7 @@ POLL_S = 0.5
 
 
 def exit_code(judge_run: JudgeRun, *, waited: bool) -> int:
-    """The documented exit code of a judge run's state (module docstring)."""
+    """The exit code of a judge run's state (``EXIT_HELP``)."""
     if not waited:
         return EXIT_OK
     if judge_run.status == JudgeRun.Status.FAILED:
