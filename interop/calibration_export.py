@@ -1,10 +1,6 @@
-"""The calibration export: one row per item of a calibration set, with the judge's verdict,
-every human label, the lead's adjudication, the reference verdict and whether they agree.
-
-Built as an ``interop.exports.ExportTable`` and written by ``interop.exports.table_write`` (CSV or
-Parquet; cells, nulls and times as documented there). Queries: 6, whatever the size of the
-set (items with trials and cases, judge grades, labels with reviewers and guidelines, the
-flagged revisions, and the two of ``reference_labels``).
+"""The calibration export: one row per item of a calibration set with the judge's verdict,
+every human label, the adjudication, the reference verdict and their agreement, as an
+``interop.exports.ExportTable``. Six queries whatever the set's size.
 """
 
 from __future__ import annotations
@@ -25,8 +21,8 @@ LABEL_FIELDS = ("verdict", "critique", "labeled_at")
 
 
 def _rater_columns(labels: list[Label]) -> dict[tuple[str, str], str]:
-    """Rater key -> the name in the column header: the username of a reviewer, the stored
-    name of an imported label (with `` (imported)`` when a reviewer has the same name)."""
+    """Rater key -> header name: a reviewer's username, or an imported label's name (with
+    `` (imported)`` when a reviewer has the same name)."""
     users = {lab.reviewer.username for lab in labels if lab.reviewer_id}
     names: dict[tuple[str, str], str] = {}
     for lab in labels:
@@ -50,35 +46,22 @@ def calibration_table(
     judge_version: JudgeVersion | None = None,
     zone: tzinfo = UTC,
 ) -> ExportTable:
-    """One row per item of ``calibration_set`` in queue order.
+    """One row per item of ``calibration_set`` in queue order, judged by ``judge_version``
+    (default: the version that stratified the set; None: judge columns null). Columns:
 
-    Judge: ``judge_version`` (default: the version that stratified the set; None leaves the
-    judge columns null). Columns, in order:
-
-    - ``calibration_set`` (UUID), ``calibration_set_name``, ``position`` (queue order,
-      1-based), ``trial`` (UUID), ``case_id`` (case key), ``attempt`` (1..N);
-    - ``judge_version`` ("name vN"), ``judge_status`` (``ok``/``error``/``not_judged``;
-      null: no grade), ``judge_verdict`` (``pass``/``fail``; null when errored, not judged
-      or ungraded), ``judge_reason``;
-    - per rater, sorted by name: ``label.<rater>.verdict``, ``label.<rater>.critique``,
-      ``label.<rater>.labeled_at`` (when the current verdict was saved, in ``zone``),
-      ``label.<rater>.guidelines_version`` (the set's guidelines version it was given
-      under; null: none), ``label.<rater>.revised_after_reveal`` (the verdict of the
-      reviewer's newest flagged revision, saved after they finished a set and could see the
-      judge's verdicts; null: none; never the label of record, never in ``agree``); a rater
-      is a reviewer (username) or an imported name;
-    - ``adjudicated_verdict`` and ``adjudication_reason`` (the lead's newest decision; null
-      without one), ``reference_verdict`` and ``reference_basis`` (``labeling.selectors.
-      reference_labels``: basis ``single``/``agreement``/``adjudication``, or
-      ``unresolved``/``unlabeled`` with a null verdict);
-    - ``agree``: judge verdict == reference verdict; null when either is undefined (an
-      errored or missing grade, an unresolved or unlabeled trial), so the count of
-      ``true`` is ``calibration_compute``'s ``agreement_numerator`` and the non-null count
-      its ``n``;
-    - ``stratum`` and ``inclusion_probability`` (pi) of a planned set's item
-      (``labeling.sampling``; its sampling weight is 1 / pi), null for an item added by hand.
-    Long by design: the table's columns are declared next to the values that fill them.
-    """
+    - ``calibration_set``, ``calibration_set_name``, ``position`` (1-based), ``trial``,
+      ``case_id``, ``attempt``;
+    - ``judge_version`` ("name vN"), ``judge_status``, ``judge_verdict`` (null without a
+      verdict), ``judge_reason``;
+    - per rater by name: ``label.<rater>.verdict``, ``.critique``, ``.labeled_at`` (in
+      ``zone``), ``.guidelines_version``, ``.revised_after_reveal`` (the newest revision saved
+      after the judge's verdicts were visible: never the label of record, never in ``agree``);
+    - ``adjudicated_verdict``, ``adjudication_reason``, ``reference_verdict``,
+      ``reference_basis`` (``labeling.selectors.reference_labels``);
+    - ``agree``: judge == reference, null when either is undefined, so its ``true`` count and
+      non-null count are ``calibration_compute``'s ``agreement_numerator`` and ``n``;
+    - ``stratum``, ``inclusion_probability`` (pi; weight 1 / pi), null for items added by hand.
+    Long by design: the columns are declared next to the values that fill them."""
     version = judge_version if judge_version is not None else calibration_set.judge_version
     items = list(calibration_set.items.select_related("trial__case").order_by("position", "id"))
     trial_ids = [item.trial_id for item in items]

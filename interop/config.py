@@ -1,49 +1,12 @@
-"""Config as code: judge versions, targets and grader sets declared in one document (a TOML
-file kept in the repository, read by ``manage.py apply_config``), applied all or nothing.
+"""Config as code: suites, judge versions, target and grader set presets declared in one TOML
+file (``manage.py apply_config``), applied all or nothing. The format, with a tested
+example: docs/config.md.
 
-Format (``tomllib``; the whole reference with a tested example: docs/config.md)::
-
-    [suites.support]                # a suite and its cases (all or nothing)
-    description = "Support answers"
-    kind = "regression"             # regression | capability
-    cases = [{ key = "refund", input = "How do I get a refund?", expected = "30 days" }]
-    # or: cases_file = "cases/support.jsonl" (one {key, input, ...} per line, relative to
-    # the config file); retire_missing = true retires active cases the file leaves out
-
-    [[judges]]
-    name = "helpfulness"
-    kind = "rubric"                 # rubric | pairwise | faithfulness | ...
-    model = "gpt-4o-mini"
-    base_url = "https://api.openai.com/v1"
-    prompt_template = "Judge $output against $criteria"  # optional: the kind's default
-    threshold = 0.7                 # optional
-    [judges.params]                 # optional: temperature, max_tokens, criteria, ...
-    temperature = 0
-    [judges.output_schema]          # optional: the kind's default
-
-    [targets.prod]                  # a named target preset: a run's target snapshot
-    kind = "openai"
-    base_url = "https://api.example.com/v1"
-    model = "m"
-    prompt_template = "Answer: $input"
-
-    [grader_sets.smoke]             # a named grader set preset
-    graders = [
-      { key = "exact", kind = "exact" },
-      { key = "helpful", kind = "judge", config = { judge_version = "helpfulness" } },
-    ]
-
-Prompt templates, of judges and targets, use ``$name`` placeholders (``$output``,
-``$input``, ...; ``$$`` is a literal ``$``); ``{input}`` is refused, naming the entry's
-``prompt_template``. Applying the same file twice changes nothing ("unchanged"); a changed
-judge makes a new version and says so ("new version N"); a changed target or grader set
-updates its preset and says so ("updated"; runs keep their own snapshot). Errors name
-``suites.<name>.cases[<i>].<field>``, ``judges[<index>].<field>``, ``targets.<name>.<field>``
-or ``grader_sets.<name>.graders[<i>].<field>``; nothing is applied when any entry is invalid.
-A judge grader names its judge version by UUID, ``JUDGE:vN`` or the judge's name (its newest
-version, e.g. the one this same file just declared): the grader set stores the version's
-UUID, so a changed judge updates the preset ("updated") and a fresh database needs no ids.
-``run_suite --target-preset NAME --grader-set NAME`` uses the presets.
+Applying a file twice changes nothing; a changed judge makes a new version, a changed
+preset is updated (runs keep their snapshot). Errors name ``suites.<name>.cases[<i>].<field>``,
+``judges[<i>].<field>``, ``targets.<name>.<field>`` or
+``grader_sets.<name>.graders[<i>].<field>``. A judge grader's ``judge_version`` is stored as
+the UUID it resolves to, so a fresh database needs no ids.
 """
 
 from __future__ import annotations
@@ -168,8 +131,8 @@ NESTED = f"nested too deeply (more than {JSON_MAX_DEPTH} arrays/tables inside ea
 
 
 def _toml_nesting_line(text: str) -> int:
-    """The line where ``text``'s brackets first nest past ``JSON_MAX_DEPTH`` (strings and
-    comments skipped, roughly: for the message only), or the last line."""
+    """The line where ``text``'s brackets first nest past ``JSON_MAX_DEPTH`` (roughly: for the
+    message), or the last line."""
     depth, quote, line, comment = 0, "", 1, False
     for char in text:
         if char == "\n":
@@ -192,10 +155,9 @@ def _toml_nesting_line(text: str) -> int:
 
 
 def _toml_long_key_line(text: str) -> int | None:
-    """The first line whose key (``a.b.c = ...``, ``[a.b.c]``) has more than
-    ``JSON_MAX_DEPTH`` parts, or None. Checked before parsing: the TOML parser keeps every
-    prefix of a dotted key, so memory grows with the square of its length (5,000 parts took
-    160 MB). Rough: a line inside a multi-line string is read as a key line too."""
+    """The first line whose key has more than ``JSON_MAX_DEPTH`` dotted parts, or None. Checked
+    before parsing: the TOML parser keeps every prefix of a dotted key, so memory grows with its
+    square (5,000 parts took 160 MB). Rough: multi-line strings are read as key lines too."""
     for number, line in enumerate(text.splitlines(), start=1):
         line = line.lstrip()
         end = line.find("]") if line.startswith("[") else line.find("=")
@@ -205,11 +167,10 @@ def _toml_long_key_line(text: str) -> int | None:
 
 
 def config_document_read(path: Path) -> dict:
-    """The TOML document in the file at ``path`` (a dict). Raises ``DomainError`` naming the
-    file (field): over ``CONFIG_FILE_MAX_BYTES`` (1 MiB, before parsing), and with the line
-    (record) for nesting past ``JSON_MAX_DEPTH`` (never a
-    ``RecursionError``), ``ValueError`` for a file that is not TOML (its message, Python's
-    integer-size advice replaced by a plain sentence) and ``OSError`` when unreadable."""
+    """The TOML document at ``path`` as a dict. Raises ``DomainError`` naming the file: over
+    ``CONFIG_FILE_MAX_BYTES`` (1 MiB, before parsing), nesting past ``JSON_MAX_DEPTH`` (with the
+    line, never a ``RecursionError``), not TOML (``ValueError``'s message), unreadable
+    (``OSError``)."""
     with path.open("rb") as handle:
         data = handle.read(CONFIG_FILE_MAX_BYTES + 1)
     if len(data) > CONFIG_FILE_MAX_BYTES:
@@ -235,9 +196,8 @@ def config_document_read(path: Path) -> dict:
 
 
 def _non_json_refuse(value: object, where: str) -> None:
-    """TOML has ``nan`` and ``inf``, and dates and times (``1979-05-27T07:32:00Z``); JSON
-    (what every table becomes) has neither: refuse them, naming where (a date used to
-    stop ``apply_config`` with a traceback, ``datetime is not JSON serializable``)."""
+    """Refuse TOML's ``nan``, ``inf``, dates and times, which JSON (what every table becomes)
+    cannot hold, naming where."""
     if isinstance(value, float) and not math.isfinite(value):
         raise DomainError("NaN and Infinity are not allowed: give a number", field=where)
     if isinstance(value, datetime.date | datetime.time):  # datetime is a date
@@ -254,22 +214,14 @@ def _non_json_refuse(value: object, where: str) -> None:
 
 @transaction.atomic
 def config_apply(*, document: dict, base_dir: Path | None = None) -> dict[str, list[dict]]:
-    """Apply a config document (the parsed TOML: tables ``suites``, ``judges``,
-    ``targets``, ``grader_sets``, applied in that order) all or nothing. ``base_dir``: where
-    ``cases_file`` paths are read from (the config file's folder; default the current one).
+    """Apply a parsed config document (``suites``, ``judges``, ``targets``, ``grader_sets``, in
+    that order) all or nothing; ``base_dir``: where ``cases_file`` paths are read from.
 
-    Returns ``{"suites": [{"name", "uuid", "action", "cases": {"created", "unchanged",
-    "replaced", "retired", "not_in_file"}}] (``evals.cases.suite_config_apply``),
-    "judges": [{"judge", "version", "name" (``JUDGE:vN``, as
-    ``judges.selectors.judge_version_resolve`` reads it), "uuid", "action" ("created" |
-    "unchanged"), "trusted"}], "targets": [{"name", "action" ("created" | "unchanged" |
-    "updated"), "content_hash"}], "grader_sets": [...]}``. Idempotent: the same document
-    twice changes nothing. Raises ``DomainError`` naming ``suites.<name>.<field>``,
-    ``judges[<i>].<field>``, ``targets.<name>.<field>``
-    or ``grader_sets.<name>.<field>`` (also for a ``\\u0000`` escape: ``core.text``; for
-    nesting past ``JSON_MAX_DEPTH``, the path to it);
-    nothing is written then.
-    """
+    Returns ``{"suites": [{"name", "uuid", "action", "cases": {...}}], "judges": [{"judge",
+    "version", "name" (``JUDGE:vN``), "uuid", "action", "trusted"}], "targets": [{"name",
+    "action", "content_hash"}], "grader_sets": [...]}``, actions "created", "unchanged" or
+    "updated". Raises ``DomainError`` naming the entry's field (module docstring); nothing is
+    written then."""
     deep = nesting_path_past(document)
     if deep is not None:  # dotted keys nest without brackets; the walks below recurse
         raise DomainError(NESTED, field=deep)

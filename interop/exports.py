@@ -1,25 +1,16 @@
-"""Exports of a run, a comparison and a run's labels as CSV (RFC 4180) or Parquet.
+"""Exports of a run, a comparison and labels as CSV (RFC 4180) or Parquet: an ``ExportTable``
+built in a fixed number of queries, then written.
 
-An export is first built as an ``ExportTable`` (typed columns, rows of Python values) with a
-fixed number of queries whatever the size (run: 2, labels: 1), then written:
+- CSV (``table_csv``): UTF-8, no BOM, CRLF, ``csv.QUOTE_MINIMAL``. Null is the empty cell,
+  never ``0`` or ``NaN``; booleans ``true``/``false``; datetimes ISO 8601 with the offset of
+  zone ``tz`` (default UTC); tags joined with ``,``, or a JSON array when a tag would not
+  split back (``tags_cell``); a non-string JSON ``input``/``expected`` as compact JSON; text
+  cells through ``formula_neutralise``.
+- Parquet (``table_parquet``): typed pyarrow columns (``int64``, ``float64``,
+  ``decimal128(14, 8)`` for USD, ``bool``, ``timestamp[us, tz]``, ``list<string>``).
 
-- CSV (``table_csv``): UTF-8, no BOM, CRLF record ends, fields quoted when they hold a comma,
-  quote or line break (``csv.QUOTE_MINIMAL``, which is RFC 4180). Null is the empty cell,
-  never ``0`` or ``NaN``; booleans are ``true``/``false``; datetimes ISO 8601 with an explicit
-  offset in the export's zone (``tz``, default UTC: 2025-02-24T15:30:00Z exported with
-  ``tz=Asia/Shanghai`` reads ``2025-02-24T23:30:00+08:00``); tags are joined with ``,`` (the
-  form ``interop.importers`` CSV reading splits again), except when a tag holds a comma, starts
-  with ``[``, is empty or has surrounding spaces: then the cell is the JSON array of the tags
-  (``["a,b","c"]``), which the CSV reading also accepts, so every tag survives; a JSON
-  ``input``/``expected`` that is not a string is written as compact JSON text.
-- Parquet (``table_parquet``): one pyarrow column per export column with its type
-  (``int64``, ``float64``, ``decimal128(14, 8)`` for USD, ``bool``, ``timestamp[us, tz]``,
-  ``list<string>`` for tags); null stays null.
-
-The run CSV's column names match the CSV importer's fields (``case_id``, ``input``,
-``expected``, ``output``, ``attempt``, ``tags``, ``created_at``, ``input_tokens``,
-``output_tokens``, ``latency_ms``, ``cost_usd``), so importing an export gives the same
-cases and trial values again (fault J2's round trip).
+The run CSV's columns are the CSV importer's fields, so an export imports back to the same
+cases and trial values (docs/interop.md, "CSV exports and the round trip").
 """
 
 from __future__ import annotations
@@ -96,21 +87,13 @@ def _grader_keys(run: Run, trials: list[Trial]) -> list[str]:
 
 
 def run_table(*, run: Run, zone: tzinfo = UTC, viewer=None) -> ExportTable:
-    """One row per trial of ``run`` (ordered by case key, attempt): suite, run, case_id,
-    content_hash, input, expected, context (the JSON array), tags, attempt, status, output,
-    error, latency_ms (ms), input_tokens, output_tokens (tokens), cost_usd (USD, null when
-    unknown), created_at (in ``zone``), for a run with a contract grader ``decision``
-    (``rejected``, ``review``, ``accepted``, ``errored``, ``not_graded``,
-    ``infrastructure_error``: ``evals.grading.contract.decisions``; null for a retried
-    attempt; before it, for a run with any agent trial or goal state, ``goal_state``,
-    ``final_state`` and ``trajectory``: ``AGENT_COLUMNS``, compact JSON text, null when
-    none; docs/agents.md), then
-    ``<grader>.passed|status|score|reason`` per grader (the run's grader set first, then any
-    other grader found). With ``viewer`` (a download), what they may see
-    (``evals.blindness``): every grade and the decision of a trial blind for a reviewer
-    (its case shares its input with an item they still have to label) are empty cells;
-    None (the command line) exports every grade. Two queries, three with a viewer, three
-    more with a contract grader."""
+    """One row per trial of ``run`` by case key and attempt: suite, run, case_id, content_hash,
+    input, expected, context, tags, attempt, status, output, error, latency_ms (ms), tokens,
+    cost_usd (USD, null when unknown), created_at (in ``zone``); ``decision`` for a contract
+    grader (null for a retried attempt); ``AGENT_COLUMNS`` for agent runs (compact JSON); then
+    ``<grader>.passed|status|score|reason`` per grader. With ``viewer`` a blind trial's grades
+    and decision are empty (``evals.blindness``); None (command line) exports all. Two queries,
+    +1 with a viewer, +3 with a contract grader."""
     grade_qs = Grade.objects.order_by("id")
     blind = NOT_BLIND
     if viewer is not None:
@@ -200,11 +183,9 @@ def run_table(*, run: Run, zone: tzinfo = UTC, viewer=None) -> ExportTable:
 
 
 def labels_table(*, run: Run, zone: tzinfo = UTC, viewer=None) -> ExportTable:
-    """One row per label on a trial of ``run``: trial (UUID), case_id, attempt, reviewer
-    (username, or the imported reviewer name), verdict (pass/fail), critique, source,
-    created_at (in ``zone``). With ``viewer`` (a download), the labels they may read
-    (``evals.blindness.labels_visible_to``: a reviewer gets only their own); None (the
-    command line) exports every label. One query."""
+    """One row per label on ``run``'s trials: trial, case_id, attempt, reviewer, verdict,
+    critique, source, created_at (in ``zone``). With ``viewer`` only what they may read
+    (``evals.blindness.labels_visible_to``). One query."""
 
     labels = Label.objects.filter(trial__run=run)
     if viewer is not None:
@@ -239,15 +220,10 @@ def labels_table(*, run: Run, zone: tzinfo = UTC, viewer=None) -> ExportTable:
 
 
 def preferences_table(*, judge_run: JudgeRun, zone: tzinfo = UTC, viewer=None) -> ExportTable:
-    """One row per human preference label on a pairwise judge run's pairs: pair (UUID),
-    case_id, reviewer (username, or the imported reviewer name), preferred (A, B or tie, A
-    being the base run's response, whatever the order shown), preferred_run (base, head or
-    tie), shown_first (whose response was shown as A: base or head, from the pair's
-    recorded order; null for an imported label), chose_shown (A, B or tie: the response
-    chosen on screen), critique, source, created_at (in ``zone``). With
-    ``viewer`` (a download), the labels they may read (``evals.blindness.labels_visible_to``:
-    a reviewer gets only their own); None exports every one. Raises DomainError (field
-    ``judge_run``) for a judge run that is not pairwise. One query."""
+    """One row per human preference on a pairwise judge run's pairs: pair, case_id, reviewer,
+    preferred (A = base, B, tie), preferred_run, shown_first (null when imported), chose_shown
+    (as on screen), critique, source, created_at. ``viewer`` as in ``labels_table``. Raises
+    DomainError (field ``judge_run``) for a judge run that is not pairwise. One query."""
     if not judge_run.is_pairwise:
         raise DomainError("only a pairwise judge run has preference labels", field="judge_run")
     labels = PreferenceLabel.objects.filter(pair_id__in=list(judge_run.trial_ids))
@@ -291,18 +267,13 @@ def preferences_table(*, judge_run: JudgeRun, zone: tzinfo = UTC, viewer=None) -
 
 
 def comparison_table(*, base: Run, head: Run, alpha: float = 0.05) -> ExportTable:
-    """``evals.comparison.selectors.comparison_get(base=, head=)`` as rows: one per shared case
-    (section ``shared``: base x/N, head y/N, rates in [0, 1], delta = head − base, change
-    class, errored trials per side), then one per ``added``, ``removed`` and ``changed``
-    case (counts empty); for two agent runs, one ``agent_2x2`` row per cell of the outcome ×
-    trajectory table (``evals.comparison.agents``: ``case_id`` the cell, ``base_passed`` /
-    ``head_passed`` its trials of ``base_graded`` / ``head_graded`` in the table, rates its
-    shares, ``delta`` the share's change, ``change`` the trials' "+2 trials"). Queries: those
-    of ``comparison_get`` (and of ``agent_moves_get`` for agent runs), independent of the
-    rows."""
+    """``comparison_get(base=, head=)`` as rows: one per shared case (x/N, rates in [0, 1],
+    delta = head − base, change class, errored per side), then ``added``, ``removed``,
+    ``changed`` cases; for agent runs one ``agent_2x2`` row per outcome × trajectory cell
+    (``evals.comparison.agents``). The queries of ``comparison_get``, whatever the rows."""
 
     # Imported here: the comparison pulls scipy, and this module is on every worker's import
-    # path (interop.tasks -> import_jobs -> importers), which never needs it (issue 17).
+    # path (interop.tasks -> import_jobs -> importers), which never needs it.
     from evals.comparison.agents import agent_moves_get  # noqa: PLC0415 - see above
     from evals.comparison.selectors import comparison_get  # noqa: PLC0415 - see above
 
@@ -370,9 +341,7 @@ def _cell(value: Any) -> str:
 
 
 def tags_cell(tags: list[str]) -> str:
-    """Tags as one CSV cell: ``a,b`` when splitting on commas gives them back exactly, else
-    the compact JSON array (a tag with a comma, a leading ``[``, surrounding spaces, or an
-    empty tag)."""
+    """``a,b`` when splitting on commas gives the tags back exactly, else the compact JSON array."""
     if all(t and "," not in t and t == t.strip() for t in tags) and not (
         tags and tags[0].startswith("[")
     ):
@@ -387,15 +356,13 @@ FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r", "'")
 
 
 def formula_neutralise(text: str) -> str:
-    """A CSV text cell that no spreadsheet runs: a cell starting with ``= + - @``, a tab, a
-    carriage return or ``'`` gets a leading ``'`` (``=HYPERLINK(...)`` -> ``'=HYPERLINK(...)``,
-    shown as text); any other cell is unchanged. ``formula_restore`` undoes it."""
+    """A text cell no spreadsheet runs: one starting with ``= + - @``, tab, CR or ``'`` gets a
+    leading ``'`` (OWASP "CSV injection"); ``formula_restore`` undoes it."""
     return "'" + text if text.startswith(FORMULA_STARTS) else text
 
 
 def formula_restore(text: str) -> str:
-    """The exported text back from a neutralised cell: one leading ``'`` removed when the
-    rest starts like a formula (or with ``'``), as ``formula_neutralise`` wrote it."""
+    """One leading ``'`` removed when the rest starts like a formula or with ``'``."""
     if text.startswith("'") and text[1:].startswith(FORMULA_STARTS):
         return text[1:]
     return text
@@ -406,8 +373,8 @@ def _is_text(typ: pa.DataType) -> bool:
 
 
 def table_csv(table: ExportTable) -> bytes:
-    """``table`` as RFC 4180 CSV bytes (module docstring: cells, nulls, times); every text
-    cell (and the header) through ``formula_neutralise``, numbers never."""
+    """``table`` as RFC 4180 CSV bytes (module docstring); text cells and header neutralised,
+    numbers never."""
     out = io.StringIO(newline="")
     writer = csv.writer(out, lineterminator="\r\n", quoting=csv.QUOTE_MINIMAL)
     writer.writerow([formula_neutralise(name) for name, _ in table.columns])
@@ -453,8 +420,8 @@ def download_zone(request):
 
 
 def table_download(request, build, stem: str) -> HttpResponse:
-    """The table ``build(zone)`` (an ``interop.exports.ExportTable``) as ``<stem>.csv`` or
-    ``<stem>.parquet`` by ``?format=``, times in ``?tz=``; 400s name the option."""
+    """``build(zone)`` as ``<stem>.csv`` or ``<stem>.parquet`` by ``?format=``, times in
+    ``?tz=``; 400s name the option."""
     fmt = download_format(request, FORMATS)
     body = table_write(table=build(download_zone(request)), fmt=fmt)
     return attachment(body, CONTENT_TYPES[fmt], f"{stem}.{fmt}")

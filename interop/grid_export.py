@@ -1,13 +1,11 @@
-"""Export of the grid of runs (``evals.grid.build.grid_get``) as a table, written as CSV or
-Parquet by ``interop.exports`` (``table_write``): one row per cell (case × run where the case
-ran), in the grid's row order (filters and sort applied) and column order (oldest run first).
+"""The grid of runs (``evals.grid.build.grid_get``) as an ``interop.exports`` table: one row per
+cell (case × run), in the grid's row and column order.
 
-Columns: the case (``case_id`` = its key, ``case_uuid``, ``tags``), the run (``run_uuid``,
-``run_name``, ``run_created_at`` in the export's zone, ``is_baseline``), the cell
-(``passed``, ``graded``, ``errored``, ``trials``, ``rate``, ``ci_low``, ``ci_high`` — the
-Wilson 95% interval — and ``flaky``), the row's ``variance`` and ``change``, and ``hidden``:
-a cell blind for the exporting user (``evals.blindness``) has every count and rate null.
-Queries: those of ``grid_get``, independent of the grid's size.
+Columns: ``case_id``, ``case_uuid``, ``tags``; ``run_uuid``, ``run_name``, ``run_created_at``
+(in the export's zone), ``is_baseline``; ``passed``, ``graded``, ``errored``, ``trials``,
+``rate``, ``ci_low``, ``ci_high`` (Wilson 95%), ``flaky``; the row's ``variance`` and
+``change``; ``hidden``: a cell blind for the user (``evals.blindness``), its counts null.
+The queries of ``grid_get``, whatever the grid's size.
 """
 
 from __future__ import annotations

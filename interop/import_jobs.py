@@ -1,15 +1,10 @@
 """Imports from the dashboard that run in the background, with a progress bar.
 
-An upload larger than ``ASSAY["IMPORT_INLINE_BYTES"]`` is not imported in the request: the
-import page stores it (``import_job_create``), a Celery task imports it
-(``import_job_execute``, the same ``results_import`` as everywhere: one transaction, all or
-nothing, errors naming the row and field) and the job page polls ``import_job_progress``.
-
-While the import's transaction is open nothing it writes is visible, and on SQLite that
-transaction holds the database's write lock, so live progress (the bytes of the file read so
-far) goes to the ``progress`` cache (config/settings.py: Redis, or files under
-ASSAY_VAR_DIR), written by a thread watching the file's position. The job's status, outcome
-and error are rows, written before and after the import.
+An upload over ``ASSAY["IMPORT_INLINE_BYTES"]`` is stored (``import_job_create``) and
+imported by a Celery task (``import_job_execute``: ``results_import``, one transaction).
+Nothing the open transaction writes is visible, and on SQLite it holds the write lock, so
+progress (bytes read) goes to the ``progress`` cache, written by a thread watching the
+file's position; the job's status and outcome are rows written before and after.
 """
 
 from __future__ import annotations
@@ -39,14 +34,14 @@ PROGRESS_TTL = 24 * 3600
 
 
 class DatabaseBusy(Exception):
-    """The database stayed locked by another writer past its busy timeout (SQLite): the
-    import was rolled back whole and may simply be tried again."""
+    """The database stayed locked past its busy timeout (SQLite): the import was rolled back
+    whole and may be tried again."""
 
 
 @dataclass(frozen=True)
 class ImportProgress:
-    """What the job page shows: ``status``; ``percent`` of the file read (0-100, None before
-    the task starts); ``bytes_read`` and ``size_bytes``."""
+    """``status``; ``percent`` of the file read (0-100, None before the task starts);
+    ``bytes_read``, ``size_bytes``."""
 
     status: str
     percent: int | None
@@ -59,9 +54,8 @@ def _progress_key(job: ImportJob) -> str:
 
 
 def import_job_create(*, upload: Any, options: dict, user: Any) -> ImportJob:
-    """Store ``upload`` (a Django ``UploadedFile``) and queue its import with ``options``
-    (``{"suite", "run", "format", "mapping", "suite_kind", "threshold"}``, as parsed by the
-    import form); the task is sent after commit. Returns the queued job."""
+    """Store ``upload`` and queue its import (after commit) with ``options`` (``{"suite", "run",
+    "format", "mapping", "suite_kind", "threshold"}``); returns the job."""
     from interop.tasks import import_job_run  # noqa: PLC0415 - tasks import this module
 
     job = ImportJob(
@@ -77,11 +71,9 @@ def import_job_create(*, upload: Any, options: dict, user: Any) -> ImportJob:
 
 
 def import_jobs_sweep(*, now=None) -> int:
-    """Queue again the import jobs a dead worker left ``running``: a job running for longer
-    than Celery's hard task time limit plus a minute cannot have a live worker (the limit
-    kills the task), and an import is one transaction, so nothing of it was written. Each is
-    set back to ``queued`` and its task sent again through the outbox (the upload is kept
-    until a job ends). Returns how many. Runs under Celery beat (``interop.tasks``)."""
+    """Queue again the jobs ``running`` longer than Celery's hard time limit plus a minute: no
+    live worker can hold them, and one transaction means nothing was written. Returns how many.
+    Runs under Celery beat."""
     now = now or timezone.now()
     limit = getattr(settings, "CELERY_TASK_TIME_LIMIT", 30 * 60) or 30 * 60
     stale_before = now - timedelta(seconds=limit + 60)
@@ -106,11 +98,9 @@ def import_jobs_sweep(*, now=None) -> int:
 
 
 def import_job_execute(*, job_id: int) -> None:
-    """Import job ``job_id`` if it is still queued (a compare-and-set: a redelivered task
-    or a second worker changes nothing). Ends the job ``succeeded`` or ``failed`` (a
-    ``DomainError``: its sentence, field and record) and deletes the stored upload.
-    Raises ``DatabaseBusy`` (the job is queued again) when the database stayed locked,
-    so the task can retry."""
+    """Import job ``job_id`` if still queued (compare-and-set), end it ``succeeded`` or
+    ``failed`` (a ``DomainError``'s sentence, field and record) and delete the upload. Raises
+    ``DatabaseBusy`` (the job queued again) so the task can retry."""
     claimed = ImportJob.objects.filter(id=job_id, status=ImportJob.Status.QUEUED).update(
         status=ImportJob.Status.RUNNING, started_at=timezone.now()
     )
@@ -177,9 +167,8 @@ def _job_end(job: ImportJob, *, status: str, summary=None, error: DomainError | 
 
 
 def _progress_watch(job: ImportJob, stream, stop: threading.Event) -> threading.Thread:
-    """A thread writing the file position of ``stream`` (bytes read) to the progress cache
-    every ``PROGRESS_SECONDS`` until ``stop``. The position is the operating system's, so
-    it needs no cooperation from the importer."""
+    """A thread writing ``stream``'s OS file position to the progress cache every
+    ``PROGRESS_SECONDS`` until ``stop``: no cooperation from the importer needed."""
     cache, key = caches["progress"], _progress_key(job)
     fd = stream.fileno()
 
@@ -212,8 +201,7 @@ def import_job_progress(*, job: ImportJob) -> ImportProgress:
 
 
 def import_job_get(*, job_uuid, user) -> ImportJob:
-    """The job ``job_uuid`` for ``user``: its creator's, or any for a lead. Raises
-    ``DomainError`` (code ``not_found``) otherwise."""
+    """Job ``job_uuid`` if ``user`` created it or leads; else ``DomainError`` (``not_found``)."""
     job = ImportJob.objects.select_related("run").filter(uuid=job_uuid).first()
     if job is None or (job.created_by_id != user.id and not user_has_role(user, LEAD)):
         raise DomainError("no such import", field="job", code="not_found")

@@ -9,16 +9,11 @@ from django.db import models
 
 
 class ImportJob(models.Model):
-    """One uploaded results file imported by a Celery task (``interop.tasks.import_job_run``).
-
-    ``file``: the upload, kept in the default storage until the job ends; ``options``: the
-    form's choices ``{"suite", "run", "format", "mapping", "suite_kind", "threshold"}``;
-    ``size_bytes``: the upload's size. A job ends ``succeeded`` (``summary`` is
-    ``ImportSummary.as_json()``, ``run`` the run to show) or ``failed`` (``error`` is the
-    whole sentence, naming the row and field; ``error_field``/``error_record`` as in
-    ``DomainError``). Live progress (bytes read) lives in the ``progress`` cache while the
-    import's transaction is open (``interop.import_jobs.import_job_progress``).
-    """
+    """An uploaded results file imported by a Celery task. ``file`` is kept in the default storage
+    until the job ends; ``options`` the form's choices. Ends ``succeeded`` (``summary``:
+    ``ImportSummary.as_json()``; ``run`` to show) or ``failed`` (``error`` naming row and
+    field; ``error_field``/``error_record`` as in ``DomainError``). Progress lives in the
+    ``progress`` cache (``interop.import_jobs``)."""
 
     class Status(models.TextChoices):
         QUEUED = "queued", "queued"

@@ -18,14 +18,10 @@ Format ``"assay-run"``, version 1, strict JSON (no NaN/Infinity; costs as decima
                                         "score", "reason", "details", "gating",
                                         "judge_version"}]}]}]}
 
-Lossless for everything the run report and a comparison read; ``--no-outputs`` leaves
-output text out (a smaller baseline; the diff view then has nothing to show), and with it
-agent trials' ``trajectory`` and ``final_state`` (what the agent did, as bulky as outputs).
-An agent case's ``goal_state`` is part of its content and always written when set; the
-``content_hash`` check on import includes it. The optional keys are written only when set,
-so the file of a run without agents is what it was before agents existed. Trajectories and
-states read back go through ``evals.trajectory.steps`` (``trajectory_parse``,
-``final_state_parse``): a bad step is refused naming it
+Lossless for what the run report and a comparison read. ``--no-outputs`` leaves out output
+text, ``trajectory`` and ``final_state``. ``goal_state`` is case content (in its
+``content_hash``), always written when set; ``?`` keys are written only when set. Steps and
+states are read back by ``evals.trajectory.steps``, a bad step refused naming it
 (``cases[0].trials[1].trajectory[3].arguments``).
 """
 
@@ -66,14 +62,9 @@ def _iso(value) -> str | None:
 
 
 def run_export(*, run: Run, outputs: bool = True, viewer=None) -> dict[str, Any]:
-    """The run as a strict-JSON-safe dict in the ``assay-run`` format (module docstring).
-    With ``viewer`` (a download), only the grades they may see (``evals.blindness``: no
-    grade of a trial whose case shares its input with an item a reviewer still has to
-    label); None (the
-    command line) writes every grade.
-    Four queries (run's suite, cases, trials, grades with judge versions), five with a viewer.
-    Long by design: one pass that writes the file's fields in the order the format lists them.
-    """
+    """The run as a strict-JSON-safe dict in the ``assay-run`` format. With ``viewer`` only the
+    grades they may see (``evals.blindness``); None (command line) writes all. Four queries,
+    five with a viewer. Long by design: one pass writing the fields in the format's order."""
     suite = run.suite
     fields = [
         "id",
@@ -189,9 +180,8 @@ def run_export(*, run: Run, outputs: bool = True, viewer=None) -> dict[str, Any]
 
 
 def _graders_named(graders: Any) -> Any:
-    """A run's stored grader set with each judge grader naming its version by name and
-    number (``judge``, ``judge_number``) beside its UUID, so a grader set copied from the
-    file still resolves in a database whose copy of the version has another UUID. One query."""
+    """The stored grader set, each judge grader also naming its version by ``judge`` and
+    ``judge_number``, so it resolves where the version has another UUID. One query."""
     if not isinstance(graders, list):
         return graders
     refs = [
@@ -233,8 +223,7 @@ def _need(obj: Any, key: str, where: str) -> Any:
 
 
 def _when(value: Any, where: str):
-    """An ISO 8601 time with an offset, returned in UTC, from 1900-01-01T00:00:00Z to
-    2999-12-31T23:59:59Z (``interop.importers.reader.time_check``, the imports' rule); else
+    """An ISO 8601 time with an offset, in UTC, within ``reader.time_check``'s years; else
     ``DomainError`` naming ``where``."""
     if value is None:
         return None
@@ -253,9 +242,8 @@ def _when(value: Any, where: str):
 
 
 def _judge_versions(data: dict) -> dict[str, JudgeVersion]:
-    """The file's judge versions, matched by (judge name, content hash); missing ones are
-    created untrusted (trust is never imported: a lead approves it here), under the file's
-    UUID and number when this database has neither yet."""
+    """The file's judge versions matched by (judge name, content hash); missing ones created
+    untrusted (trust is never imported), under the file's UUID and number when free."""
     out = {}
     for ref, spec in (data.get("judge_versions") or {}).items():
         where = f"judge_versions[{ref}]"
@@ -300,9 +288,8 @@ def _judge_versions(data: dict) -> dict[str, JudgeVersion]:
 
 
 def _cases(suite: Suite, cases: list, retired: list[Case] | None = None, by=None) -> list[Case]:
-    """Each file case as a case of ``suite``: an existing case (active or retired) with the
-    same key and content is reused; otherwise ``cases_upsert`` creates it (replacing an
-    active case with that key, as every import does)."""
+    """Each file case as a case of ``suite``: one with the same key and content (active or
+    retired) is reused, else ``cases_upsert`` creates it."""
     specs = []
     for i, c in enumerate(cases):
         where = f"cases[{i}]"
@@ -399,24 +386,15 @@ def run_import(
     by=None,
     retired: list[str] | None = None,
 ) -> Run:
-    """Write a run file's run (format ``assay-run``) into the database; returns the new
-    ``Run`` (source "imported", status as in the file).
+    """Write a run file's run into the database, all or nothing; returns the new ``Run`` (source
+    "imported"). The suite is ``suite_name`` or the file's; the name ``name`` or the file's. A
+    case retired by new content for its key is added to ``retired`` when given.
 
-    The suite is ``suite_name`` or the file's (created with the file's kind when absent);
-    the run keeps the file's name unless ``name`` is given. All or nothing (one
-    transaction). A file case whose key is active in the suite with other content retires
-    that case (``evals.cases.cases_upsert``); ``retired``, when given, receives the keys of
-    the cases retired, so the caller says which. Raises ``DomainError`` naming the field:
-    wrong format or version, a
-    missing field, a content hash that does not match its case, a run name already taken,
-    a non-terminal status, a bad time or cost, text the database cannot store (U+0000, a
-    lone surrogate: ``core.text``) anywhere in the file, a case's context or tags the case
-    rule refuses (``cases[2].context[1].id`` given twice, ``cases[0].tags[3]`` too long), a
-    trial status outside ``Trial.Status`` or not finished (queued, running), a grade status
-    outside ``Grade.Status``, a trial that is not ok with a grade passed true.
-    Long by design: one transaction whose steps (suite, cases, judge versions, run,
-    trials, grades) share their lookups.
-    """
+    Raises ``DomainError`` naming the field: wrong format or version, a missing field, a
+    content hash not matching its case, a run name taken, a non-terminal run or trial status,
+    a bad time or cost, unstorable text (``core.text``), context or tags the case rule refuses,
+    an unknown grade status, a trial that is not ok with a passing grade.
+    Long by design: one transaction whose steps share their lookups."""
     if not isinstance(data, dict) or data.get("format") != RUN_FILE_FORMAT:
         raise DomainError(f"expected {RUN_FILE_FORMAT!r}", field="format")
     if data.get("version") != 1:

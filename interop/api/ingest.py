@@ -1,12 +1,8 @@
-"""``POST /api/ingest``: bulk ingest of a run recorded elsewhere (``interop.ingest``).
-
-Thin: pick the body format from Content-Type, check the declared length, open the raw
-request stream (never ``request.body`` or ``request.data``, so Django's
-``DATA_UPLOAD_MAX_MEMORY_SIZE`` does not apply: the limits are ``ASSAY["INGEST_MAX_BYTES"]``
-and ``ASSAY["INGEST_MAX_RECORD_BYTES"]``; one JSON document is refused past
-``core.bounds.BODY_MAX_BYTES["ingest_json"]``, 1 MiB, before it is read), call
-``ingest_submit``, render.
-Reference: docs/ingest.md.
+"""``POST /api/ingest``: bulk ingest of a run recorded elsewhere (``interop.ingest``;
+docs/ingest.md). The view reads the raw request stream, never ``request.body``/``data``, so
+the limits are ``ASSAY["INGEST_MAX_BYTES"]`` and ``ASSAY["INGEST_MAX_RECORD_BYTES"]``, not
+``DATA_UPLOAD_MAX_MEMORY_SIZE``; a JSON document over ``BODY_MAX_BYTES["ingest_json"]`` is
+refused before it is read.
 """
 
 from __future__ import annotations
@@ -51,9 +47,8 @@ JSON_TOO_LARGE_HINT = (
 
 
 class _SchemaOnlyParser(BaseParser):
-    """Names an accepted media type for the schema; the view reads the raw stream itself.
-    Parsing reads nothing and gives no data: something may still ask for ``request.POST``
-    (the CSRF check of a browser session does), and the stream must stay unread."""
+    """Names an accepted media type for the schema and reads nothing: ``request.POST`` may still
+    be asked for (a session's CSRF check), and the stream must stay unread."""
 
     def parse(self, stream, media_type=None, parser_context=None) -> dict:
         return {}

@@ -1,21 +1,16 @@
-"""Importing results recorded elsewhere: labeled records, CSV and JSONL with a mapping,
-promptfoo results files and Inspect AI JSON logs (docs/interop.md).
+"""Importing results recorded elsewhere: labeled records, CSV/JSONL with a mapping,
+promptfoo files and Inspect AI JSON logs (docs/interop.md). Entry point ``results_import``:
+decoding through ``reader`` (``harness.json_document`` for one-document formats), one
+transaction per import.
 
-Entry point: ``results_import``. Every text import (command, upload, API) decodes through
-``reader`` (BOM stripped, strict UTF-8, line endings normalised; promptfoo and Inspect
-files through ``harness.json_document``) and runs in one transaction: a bad row aborts
-everything and nothing is written.
-
-Format detection (when ``fmt`` is None):
-1. a name ending ``.csv`` -> ``csv``; a file starting with a zip header (Inspect's binary
-   ``.eval`` log) -> ``inspect`` (which refuses it with the command that converts it);
-2. otherwise the first non-blank line is read: not starting with ``{`` -> ``csv``;
-3. when that line is a whole JSON object: ``task_type`` and ``human_label`` -> ``labeled``;
-   the promptfoo shape (``results.results`` array) -> ``promptfoo``; the Inspect shape
-   (``version``, ``status``, ``eval`` object) -> ``inspect``; else ``jsonl``;
-4. when it is not (a pretty-printed document), the whole file is parsed as one JSON
-   document and tested for the promptfoo and Inspect shapes; else ``jsonl`` (whose reader
-   then names the line that is not valid JSON).
+Format detection (``fmt`` None):
+1. a name ending ``.csv`` -> ``csv``; a zip header (Inspect's binary ``.eval``) -> ``inspect``,
+   which refuses it with the converting command;
+2. a first non-blank line not starting with ``{`` -> ``csv``;
+3. a first line that is a JSON object: ``task_type`` and ``human_label`` -> ``labeled``; the
+   promptfoo or Inspect shape -> that format; else ``jsonl``;
+4. otherwise the whole file is parsed as one document and tested for those shapes; else
+   ``jsonl``, whose reader names the bad line.
 """
 
 from __future__ import annotations
@@ -51,8 +46,7 @@ __all__ = [
 
 
 def format_detect(*, stream: BinaryIO, filename: str) -> str:
-    """Guess ``labeled``, ``csv``, ``jsonl``, ``promptfoo`` or ``inspect`` (rules in the
-    module doc); rewinds ``stream``."""
+    """``labeled``, ``csv``, ``jsonl``, ``promptfoo`` or ``inspect`` (module docstring); rewinds."""
     if filename.lower().endswith(".csv"):
         return "csv"
     stream.seek(0)
@@ -105,13 +99,11 @@ def results_import(
     threshold: float | None = None,
     user: Any = None,
 ) -> ImportSummary:
-    """Import one file into suite ``suite_name`` (created when missing, with ``suite_kind``)
-    as the new run ``run_name`` (pairwise labeled records: ``<run> / A`` and ``<run> / B``).
-
-    ``stream``: binary and seekable; ``mapping``: field -> column for csv/jsonl;
-    ``threshold``: pass threshold in [0, 1] for score-only rows. Returns the counts.
-    Raises ``DomainError`` naming the line/row and field; all or nothing.
-    """
+    """Import one binary seekable ``stream`` into suite ``suite_name`` (created with
+    ``suite_kind``) as new run ``run_name`` (pairwise labeled records: ``<run> / A`` and
+    ``<run> / B``). ``mapping``: field -> column (csv/jsonl); ``threshold`` in [0, 1] for
+    score-only rows. Returns the counts. Raises ``DomainError`` naming the line/row and field;
+    all or nothing."""
     suite_name, run_name = (suite_name or "").strip(), (run_name or "").strip()
     if not suite_name:
         raise DomainError("suite: a suite name is required")

@@ -1,12 +1,8 @@
-"""An agent trial's fields from outside, read one way by every importer.
-
-``AGENT_FIELDS``: ``trajectory`` (the trial's ordered steps, ``evals.trajectory.steps``),
-``final_state`` (any JSON: the world when the agent stopped) and ``goal_state`` (any JSON,
-the case's). The bulk ingest API, a JSONL or CSV results file (mapped like any field; in
-CSV each is a cell of JSON text), Assay's own run CSV and an Inspect log all go through
-``agent_fields_parse``: null or absent is none; an empty object ``{}`` is a state, kept
-(an empty world can be graded); a bad value is refused naming the record and the step
-(``trajectory[3].arguments``). Nothing of an agent's is set aside in ``extra``.
+"""An agent trial's fields from outside, read one way by every importer (bulk ingest, JSONL and
+CSV files, the run CSV, Inspect logs): ``trajectory`` (``evals.trajectory.steps``),
+``final_state`` and ``goal_state`` (any JSON). Null or absent is none; ``{}`` is a state (an
+empty world can be graded); a bad value is refused naming the record and step
+(``trajectory[3].arguments``). Nothing of an agent's goes to ``extra``.
 """
 
 from __future__ import annotations

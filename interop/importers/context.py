@@ -74,7 +74,7 @@ class ImportSummary:
         }
 
     def retired_sentence(self) -> str:
-        """ "" when no case was retired, else "Retired 2 cases (their content changed): c1,
+        """Empty when no case was retired, else "Retired 2 cases (their content changed): c1,
         c2." (at most ``RETIRED_SHOWN`` keys, then "and n more")."""
         return retired_sentence(self.retired_cases)
 
@@ -145,11 +145,8 @@ class ImportContext:
     def recorded_judge_version(
         self, *, judge_model: str, protocol: str, judge_type: str
     ) -> JudgeVersion:
-        """The judge version for a recorded judge, reused across imports by content hash.
-
-        Judge: kind ``recorded``, name ``"<judge_model> / <protocol>"``; version content:
-        model, protocol and ``params = {"judge_type": ...}`` (no prompt is known).
-        """
+        """The judge version of a recorded judge, reused by content hash: kind ``recorded``, name
+        ``"<judge_model> / <protocol>"``, params ``{"judge_type": ...}`` (no prompt is known)."""
         cache_key = (judge_model, protocol, judge_type)
         version = self.judge_versions.get(cache_key)
         if version is not None:
@@ -193,23 +190,15 @@ def run_finish(
     source_status: str = "",
     status: str = Run.Status.SUCCEEDED,
 ) -> None:
-    """Close an imported run with its final counts, grader set and what went wrong.
+    """Close an imported run with its counts, grader set and problems. One query and a save.
 
-    ``trials`` finished (ok or errored), ``errored`` of them errored; ``cancelled`` records
-    the source holds as cancelled (never run: neither finished nor errored); ``planned`` is
-    how many the source meant to run when it says so (an Inspect log: samples × epochs; a
-    run file: its cases × trials per case). The run's ``trials_total`` (planned) is what the
-    source recorded (``trials`` + ``cancelled``), or ``planned`` when larger: never invented
-    from cases × the highest attempt (cases with different attempt counts are not partial).
-    Fewer recorded than planned makes it partial (``evals.run_status``). ``error_message``
-    says, by the one rule of ``evals.run_status.run_problems`` (errored of finished,
-    cancelled apart): "1 of 3 trials errored; 1 cancelled; 2 grade errors; partial: 4 of 6
-    trials recorded; the source's status is 'cancelled'" (``source_status``: the source's own
-    word when it did not finish, "" otherwise); empty when nothing went wrong. The stored
-    status is ``succeeded`` (the import finished); every surface shows it as imported, with
-    these problems (``evals.run_status.run_status_shown``); ``status``: a run file's own (a
-    failed or cancelled run exported by Assay keeps it). One query and a save.
-    """
+    ``trials`` finished (``errored`` of them), ``cancelled`` never run; ``planned`` what the
+    source meant to run when it says (Inspect: samples × epochs; a run file: cases × trials per
+    case). ``trials_total`` is ``trials`` + ``cancelled``, or ``planned`` when larger: never
+    cases × the highest attempt. Fewer recorded than planned is partial. ``error_message``
+    follows ``evals.run_status.run_problems`` ("1 of 3 trials errored; 1 cancelled; ...; the
+    source's status is 'cancelled'"). The stored status is ``succeeded`` (shown as imported),
+    or ``status``, a run file's own."""
     tpc = max(1, trials_per_case)
     total = max(trials + cancelled, planned or 0)
     grade_errors = Grade.objects.filter(trial__run=run, status=Grade.Status.ERROR).count()

@@ -1,13 +1,9 @@
-"""What the promptfoo and Inspect AI importers share: reading one JSON document, checking
-its values strictly, and storing parsed trials as one new run.
+"""What the promptfoo and Inspect AI importers share: one JSON document read strictly, values
+checked, parsed trials stored as one new run.
 
-Reading (``json_document``): the whole file is one JSON value (not JSON lines). A leading
-UTF-8 byte-order mark is stripped; bytes must be strict UTF-8; a key twice in one object is
-an error; bare ``NaN``/``Infinity`` tokens (not valid JSON) become ``reader.NON_FINITE``
-markers that only score fields accept (as "not scored"); everywhere else they are refused
-with the field's path. A string holding text the database cannot store (a ``\\u0000`` or
-lone-surrogate escape) anywhere in the document is refused the same way (``core.text``).
-Errors name the JSON path of the record and field, e.g.
+``json_document``: the file is one JSON value; BOM stripped, strict UTF-8, no key twice;
+bare ``NaN``/``Infinity`` become ``reader.NON_FINITE``, which only score fields accept;
+unstorable text (``core.text``) is refused. Errors name the JSON path, e.g.
 ``results.results[4].latencyMs: expected a number >= 0, got -3``.
 """
 
@@ -33,11 +29,9 @@ KEY_MAX = 200
 
 
 def json_document(stream: BinaryIO, *, refuse_unstorable: bool = True) -> Any:
-    """Parse ``stream`` (binary, read whole) as one JSON document (rules in the module doc).
-
-    Raises ``DomainError``: ``"byte offset 57: invalid UTF-8 ..."``, ``"line 3 column
-    9: invalid JSON: ..."`` or ``"samples[2].output.completion: holds U+0000 ..."``.
-    """
+    """Parse binary ``stream``, read whole, as one JSON document (module docstring). Raises
+    ``DomainError``: ``"byte offset 57: invalid UTF-8 ..."``, ``"line 3 column 9: invalid JSON:
+    ..."``, ``"samples[2].output.completion: holds U+0000 ..."``."""
     stream.seek(0)
     data = stream.read()
     if data.startswith(BOM):
@@ -67,11 +61,9 @@ def fail(path: str, msg: str) -> DomainError:
 
 
 def case_size_check_at(case: CaseSpec, paths: dict[str, str]) -> CaseSpec:
-    """Refuse a harness file's case over the size rule of every path
-    (``evals.cases.size_problem``: input, expected, context, goal_state each at most
-    200,000 characters as JSON), naming the file's path of the field at fault: ``paths``
-    maps a case field to it (``{"expected": "samples[3].target", ...}``; a field missing
-    from it is named by its own name). Code "too_large". Returns ``case``."""
+    """Refuse a case over ``evals.cases.size_problem``'s limits (code "too_large"), naming the
+    file's path of the field: ``paths`` maps a case field to it (``{"expected":
+    "samples[3].target"}``; missing: its own name). Returns ``case``."""
     problem = size_problem(case)
     if problem is not None:
         name, message = problem
@@ -134,8 +126,8 @@ def opt_count(value: Any, path: str) -> int | None:
 
 
 def opt_latency_ms(value: Any, path: str, *, per_unit_ms: float = 1.0) -> float | None:
-    """An optional latency given in units of ``per_unit_ms`` milliseconds (1: ms, 1000:
-    seconds), returned in ms; null -> None; outside ``core.bounds`` (0 to one day) refused."""
+    """An optional latency in units of ``per_unit_ms`` ms (1: ms, 1000: seconds), returned in ms;
+    null -> None; outside ``core.bounds`` (0 to one day) refused."""
     number = opt_number(value, path)
     if number is None:
         return None
@@ -242,14 +234,10 @@ def trials_store(
     planned: int | None = None,
     source_status: str = "",
 ) -> None:
-    """Store ``trials`` as the new run ``ctx.run_name`` (imported, format ``fmt``);
-    ``planned`` and ``source_status`` as ``run_finish`` takes them (what the source meant to
-    run; its status when it did not finish).
-
-    Checks first, then writes: one case per key (the same key with different content in one
-    file is an error naming both records), (case, attempt) unique; ``graders`` is the run's
-    grader set (``[{"key", "kind", "gating"}]``). Raises ``DomainError``.
-    """
+    """Store ``trials`` as the new run ``ctx.run_name`` (format ``fmt``); ``planned`` and
+    ``source_status`` as ``run_finish`` takes them; ``graders``: ``[{"key", "kind", "gating"}]``.
+    Checks first, then writes. Raises ``DomainError`` for one key with two contents (naming both
+    records) or a repeated (case, attempt)."""
     if not trials:
         raise DomainError("the file holds no results")
     specs: dict[str, tuple[CaseSpec, str]] = {}

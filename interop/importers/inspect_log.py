@@ -1,41 +1,13 @@
-"""Inspect AI eval logs in JSON (``inspect eval ... --log-format json``) as one run.
+"""Inspect AI eval logs in JSON (``inspect eval ... --log-format json``) as one run: one trial
+per sample and epoch. The field mapping and the score table: docs/interop.md, "Inspect AI:
+field mapping" (tested against inspect-ai 0.3.285, tests/fixtures/interop).
 
-Accepted shape: ``{"version", "status", "eval": {"model", ...}, "results", "samples": [...]}``
-(tested against inspect-ai 0.3.285, tests/fixtures/interop). The binary ``.eval`` format is
-refused with the command that converts it (``inspect log convert --to json``). A log whose
-``status`` is ``started`` (still being written) is refused; a log written without samples
-(``--no-log-samples``) is refused: Assay needs every sample.
-
-Each ``samples[i]`` is one trial:
-- case key = ``str(id)``; input = ``input`` (a string, or ``{"messages": [...]}`` for a chat
-  message list); expected = ``target`` (string or list of strings; "" -> null);
-  attempt = ``epoch`` (integer >= 1). One id with two different inputs/targets is an error.
-- output = ``output.completion``; latency = ``total_time`` seconds x 1000 (ms); tokens and
-  cost = ``model_usage[<eval.model>]``: ``input_tokens``, ``output_tokens``, ``total_cost``
-  (USD; null or absent -> null, unknown).
-- ``error`` set: an errored trial (message = ``error.message``), never a fail.
-- ``limit`` set (Inspect stopped the sample at its ``message_limit``, ``token_limit``,
-  ``time_limit``, ``working_limit``, ``cost_limit``...): an errored trial whose message
-  starts with the limit's kind (``step_cap: Inspect stopped the sample at its
-  message_limit (10)``, ``evals.trajectory.limits``), as in Assay's tool loop; it keeps its
-  steps and final state, and its scores only in ``raw_response`` (never a verdict).
-- each ``scores[<name>]`` is a grade, grader = the score name. Its ``value`` is read with
-  Inspect's default ``value_to_float`` convention: ``"C"`` 1, ``"P"`` 0.5, ``"I"`` 0,
-  ``"N"`` (no answer) 0; ``true``/``false`` 1/0; a number as is; a string ``yes``/``true``
-  1, ``no``/``false`` 0 (any case) or a numeric string. The grade's score is that number
-  when in [0, 1] (else null, raw value in details), and **passed = (number == 1)**: only
-  full credit passes; partial credit stays a score. A dict value gives one grade per key
-  (``<name>/<key>``). A value Inspect could not compute (null, NaN/Infinity, a list, an
-  unreadable string: Inspect itself would warn and count 0) is an **errored grade**
-  (``passed`` null), never a fail.
-- an agent sample (tool calls in ``messages``) also gives the trial its ``trajectory``, its
-  ``final_state`` (the sample's ``store``) and the case its ``goal_state``
-  (``metadata["goal_state"]``): ``interop.importers.inspect_trajectory``. An errored sample
-  keeps the steps it made. Epochs are attempts, so pass^k reads across them.
-- gating: the grades of the headline scorer (``results.scores[0].name``, else the first
-  score name of the first scored sample); other scorers' grades do not gate. With C/I
-  values and one scorer, the run's pass rate equals Inspect's printed accuracy (both are
-  the mean over samples of the per-sample mean over epochs, errored samples left out).
+Rules a reader of this code must know: a binary ``.eval`` log, a log still ``started`` and
+one without samples are refused; an ``error`` or a ``limit`` makes an errored trial, never a
+fail (a limit's message starts with ``evals.trajectory.limits``' kind; scores kept only in
+``raw_response``); a score Inspect cannot compute is an errored grade, never 0, and only
+full credit (1) passes; the headline scorer's grades gate, so with C/I scores the pass rate
+equals Inspect's accuracy. Agent samples: ``interop.importers.inspect_trajectory``.
 """
 
 from __future__ import annotations
@@ -100,8 +72,8 @@ def refuse_binary_log() -> DomainError:
 
 
 def value_to_float(value: Any) -> float | None:
-    """Inspect's default ``value_to_float`` for one scalar; None when it cannot compute one
-    (Inspect would log a warning and use 0; Assay records an errored grade instead)."""
+    """Inspect's default ``value_to_float`` for one scalar; None where Inspect would warn and
+    use 0 (Assay records an errored grade)."""
     if isinstance(value, str) and value in CONSTANTS:
         return CONSTANTS[value]
     if isinstance(value, bool):
@@ -301,9 +273,8 @@ def _sample(sample: Any, path: str, model: str, headline: str | None) -> TrialIn
 
 
 def _limit_error(sample: dict, path: str) -> str | None:
-    """The error message of a sample Inspect stopped at a limit (its ``limit``:
-    ``{"type": "message", "limit": 10}``), with the kind of ``evals.trajectory.limits``;
-    None when no limit was hit."""
+    """The error message of a sample stopped at its ``limit`` (``{"type": "message", "limit":
+    10}``), with ``evals.trajectory.limits``' kind; None when no limit was hit."""
     limit = sample.get("limit")
     if limit is None:
         return None
@@ -320,8 +291,8 @@ def _limit_error(sample: dict, path: str) -> str | None:
 
 
 def inspect_import(*, ctx: ImportContext, document: Any) -> None:
-    """Store a parsed Inspect AI JSON log as the new run ``ctx.run_name`` (rules in the module
-    doc). Raises ``DomainError`` naming the JSON path and field."""
+    """Store a parsed Inspect AI JSON log as the new run ``ctx.run_name``. Raises
+    ``DomainError`` naming the JSON path and field."""
     if not is_inspect(document):
         raise fail(
             "eval",
@@ -377,10 +348,8 @@ def inspect_import(*, ctx: ImportContext, document: Any) -> None:
 
 
 def _planned(ev: dict) -> int | None:
-    """Trials the eval meant to run: its samples (``eval.dataset.sample_ids``, the ids the
-    eval chose, after any ``--limit``) × ``eval.config.epochs`` (1 when not given); None
-    when the log does not say (no id list, epochs not a whole number): never a guess from
-    ``dataset.samples``, the whole dataset's size."""
+    """Trials the eval meant to run: ``eval.dataset.sample_ids`` × ``eval.config.epochs`` (1 when
+    absent); None when the log does not say, never guessed from ``dataset.samples``."""
     dataset = ev.get("dataset") if isinstance(ev.get("dataset"), dict) else {}
     config = ev.get("config") if isinstance(ev.get("config"), dict) else {}
     ids, epochs = dataset.get("sample_ids"), config.get("epochs")

@@ -1,39 +1,23 @@
-"""An Inspect AI sample's agent run as a trajectory, a final state and a goal state.
+"""An Inspect AI sample's agent run as a trajectory, a final state and a goal state, read from
+one serialised ``EvalSample`` (inspect-ai 0.3.x).
 
-Read from one ``EvalSample`` of a JSON log (inspect-ai 0.3.x; the shapes are its pydantic
-models ``ChatMessageAssistant``, ``ChatMessageTool``, ``ToolCall``, ``ModelEvent``,
-``ToolEvent`` as serialised):
+- ``messages`` after the first assistant message (before it: the prompt) become steps: an
+  assistant message -> a ``message`` step with its text, then a ``tool_call`` step per
+  ``tool_calls[j]`` (``function``, ``arguments``, unparsed ones as ``{"$unparsed": ...}``,
+  ``id``); a tool message -> a ``tool_result`` step (``tool_call_id``, ``function``, status
+  ``error`` when ``error`` is set, content its text or ``"<error.type>: <error.message>"``);
+  a user or system message in the middle -> a ``message`` step with that role. A list of
+  parts keeps its text parts joined by newlines, others named (``[image]``);
+  ``attachment://<hash>`` text is read back from ``attachments``.
+- Figures: the ``model`` event whose ``output.choices[0].message.id`` is an assistant
+  message's gives its first step tokens, ``latency_ms`` (``output.time`` s × 1000) and
+  ``cost_usd`` (``output.usage.total_cost``, else unknown); a call's ``tool`` event gives its
+  result's ``latency_ms`` (``working_time`` s × 1000).
+- Final state: the ``store``; an agent sample's empty store is ``{}``, a plain one's none.
+  Goal state: ``metadata["goal_state"]`` (Inspect has no field for it).
 
-- ``messages``: the conversation. The messages before the first assistant message are the
-  prompt (the case's input) and are not steps. After it:
-  - an assistant message -> a ``message`` step with its text (when it has any), then one
-    ``tool_call`` step per ``tool_calls[j]`` (``function`` -> name, ``arguments`` an object
-    as Inspect parsed it; a call Inspect could not parse keeps its arguments as
-    ``{"$unparsed": ...}``), ``id`` kept;
-  - a tool message -> a ``tool_result`` step: ``function`` -> name, ``tool_call_id`` -> id,
-    its text as content; status ``error`` when ``error`` is set (content then the tool's
-    text, or ``"<error.type>: <error.message>"`` when it has none);
-  - a user or system message in the middle (an agent's "continue" nudge) -> a ``message``
-    step with that role.
-  Content given as a list of parts keeps its text parts (``text``, joined by newlines);
-  other parts (images, reasoning) are named in brackets (``[image]``). Text stored as
-  ``attachment://<hash>`` (Inspect moves large content out of the message) is read back from
-  the sample's ``attachments``.
-- per-step figures: the ``model`` event whose ``output.choices[0].message.id`` is an
-  assistant message's id gives that message's first step ``input_tokens``, ``output_tokens``
-  (``output.usage``), ``latency_ms`` (``output.time`` s x 1000) and ``cost_usd``
-  (``output.usage.total_cost`` when Inspect priced it, else null: unknown); the ``tool``
-  event of a call id gives its result's ``latency_ms`` (``working_time`` s x 1000).
-- final state: the sample's ``store`` (the state Inspect's tools write through
-  ``store()``/``StoreModel``); an agent sample's empty store is the empty state ``{}``
-  (gradeable), a plain sample's is none.
-- goal state: ``metadata["goal_state"]`` when the task put one there (Inspect has no field
-  of its own for it), null otherwise.
-
-A sample without tool calls still gets its assistant messages as steps only when it has
-more than the one final answer; a plain one-turn sample has no trajectory (null), so an
-ordinary eval log imports as before. The steps go through ``trajectory_parse``; a bad value
-is refused naming the JSON path (``samples[3].messages[4].content``).
+A one-turn sample without tool calls has no trajectory. A bad value is refused naming the
+JSON path (``samples[3].messages[4].content``).
 """
 
 from __future__ import annotations
@@ -88,8 +72,8 @@ def _count(value: Any) -> int | None:
 
 
 def _figures(sample: dict) -> tuple[dict[str, dict], dict[str, float]]:
-    """(assistant message id -> its step figures, tool call id -> latency ms) from the
-    sample's ``events``; events it cannot read are left out (figures stay unknown)."""
+    """(assistant message id -> step figures, tool call id -> latency ms) from ``events``;
+    unreadable events leave figures unknown."""
     by_message: dict[str, dict] = {}
     by_call: dict[str, float] = {}
     events = sample.get("events")
@@ -173,8 +157,8 @@ def _message_steps(
 
 
 def sample_trajectory(sample: dict, path: str) -> list[dict] | None:
-    """The sample's steps (module docstring), or None for a sample whose conversation is a
-    prompt and one answer without tool calls. Raises ``DomainError`` naming the JSON path."""
+    """The sample's steps (module docstring), or None for a one-turn sample without tool calls.
+    Raises ``DomainError`` naming the JSON path."""
     messages = sample.get("messages")
     if not messages:
         return None
@@ -200,10 +184,8 @@ def sample_trajectory(sample: dict, path: str) -> list[dict] | None:
 
 
 def sample_final_state(sample: dict, path: str, *, agent: bool) -> Any:
-    """The sample's ``store`` as its final state (``agent_fields_parse``, as every importer):
-    None when absent; an empty store is an empty state ``{}`` when the sample is an agent's
-    (``agent``: it has steps or a goal state), None for a plain sample (Inspect writes
-    ``store: {}`` on every sample)."""
+    """The sample's ``store`` (``agent_fields_parse``): None when absent; empty is ``{}`` for an
+    ``agent`` sample and None otherwise (Inspect writes ``store: {}`` on every sample)."""
     store = sample.get("store")
     if store is None or (store == {} and not agent):
         return None

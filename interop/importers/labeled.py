@@ -1,34 +1,25 @@
 """Labeled records (``shared/data/README.md`` format): validate strictly, then store.
 
-Validation is field by field with no coercion: ``"false"`` is not ``False``, ``"1"`` is not
-``1``, ``"Pass"`` is not ``"pass"``. Errors read
-``line 17: field human_label.value: expected 'pass' or 'fail', got 'Pass'``.
-A bare NaN/Infinity token is accepted only in ``judge_labels[].score`` (stored as null).
-A record holds finished, ok responses only: a key of the record or of a response naming
-``status`` or ``error`` (any case, surrounding spaces) with anything but an empty value
-(``status`` ``"ok"``) is refused naming it, since an errored trial carries no verdict and is
-never labeled. The case's input and context are each at most 200,000 characters as JSON
-(``evals.cases.size_problem``, code "too_large").
+No coercion: ``"false"`` is not ``False``, ``"Pass"`` not ``"pass"``; errors read ``line 17:
+field human_label.value: expected 'pass' or 'fail', got 'Pass'``. NaN/Infinity only in
+``judge_labels[].score`` (stored null). A record holds ok responses only: a ``status`` or
+``error`` key saying otherwise is refused. Input and context <= 200,000 characters as JSON.
 
-What a ``pointwise_binary`` record becomes (run ``<run>``):
-- Case: key = ``id``, input, context ``[{id: doc_id, text}]``, tags = [category] + tags,
-  expected null (through ``cases_upsert``: same content reuses, new content replaces);
-- Trial: attempt 1, status ok, output = the response text whole (not repeated in
-  raw_response), raw_response =
-  ``{"response": <response object>, "model": ..., "dataset", "split", "source"}``;
-- Label: source import, reviewer_name ``dataset gold`` (method in details), verdict, critique =
-  ``human_label.details.critique`` when it is a string, details = ``{"human_label",
-  "human_annotations"}``;
-- Grade ``human-label`` (gating, grader_version ``imported``, reason ``human label
-  (<method>)``): the run's overall pass rate is the human verdict;
-- per recorded judge: Grade with grader = the judge version's ``grader_key``, gating False
-  (provisional), ``passed`` from value; a null value is an errored grade with reason
-  ``unparseable``. The recorded score (e.g. 0-9) is kept in ``details.score``, not in
-  ``Grade.score`` (which is 0..1).
+A ``pointwise_binary`` record becomes, in run ``<run>``:
+- a Case (key ``id``, context ``[{id: doc_id, text}]``, tags [category] + tags, expected
+  null; through ``cases_upsert``);
+- a Trial (attempt 1, ok, output the response text; raw_response ``{"response", "model",
+  "dataset", "split", "source"}``);
+- a Label (source import, reviewer ``dataset gold``, critique from
+  ``human_label.details.critique``);
+- a gating Grade ``human-label``: the run's pass rate is the human verdict;
+- per recorded judge a provisional Grade under the version's ``grader_key`` (null value:
+  errored, ``unparseable``); the recorded score (e.g. 0-9) in ``details.score``, not
+  ``Grade.score`` (0..1).
 
-A ``pairwise_preference`` record becomes one Case, one Trial in each of runs ``<run> / A``
-and ``<run> / B``, a TrialPair, a PreferenceLabel and one PairwiseVerdict per (judge,
-position), in the original A/B naming (null value -> status error, reason ``unparseable``).
+A ``pairwise_preference`` record becomes a Case, a Trial in each of runs ``<run> / A`` and
+``<run> / B``, a TrialPair, a PreferenceLabel and a PairwiseVerdict per (judge, position) in
+the original A/B naming.
 """
 
 from __future__ import annotations
@@ -192,10 +183,8 @@ class LabeledRecord:
 
 
 def _ok_only(obj: dict, line: int, prefix: str) -> None:
-    """Refuse a ``status`` or ``error`` key of ``obj`` (any case, surrounding spaces) that
-    says the trial is not ok: a status other than ``"ok"``, an error that is not empty
-    (null or ""). A labeled record's trial is stored ok and labeled; an errored one carries
-    no verdict, so it cannot be. Named ``<prefix><key>`` (``responses[0].error``)."""
+    """Refuse a ``status``/``error`` key of ``obj`` (any case and spacing) saying the trial is not
+    ok, named ``<prefix><key>``: an errored trial carries no verdict, so it cannot be labeled."""
     for key, value in obj.items():
         name = key.strip().lower()
         if name == "status" and value != "ok":
@@ -215,10 +204,8 @@ def _ok_only(obj: dict, line: int, prefix: str) -> None:
 
 
 def record_validate(obj: dict, line: int) -> LabeledRecord:
-    """Check one parsed record against the labeled-records format; raises
-    ``DomainError`` naming the line and the dotted field path.
-    Long by design: one check per field of a labeled record, in the format's order.
-    """
+    """Check one record; raises ``DomainError`` naming the line and dotted field path. Long by
+    design: one check per field, in the format's order."""
     rid = _str(obj, "id", line, "id", nonempty=True)
     if len(rid) > KEY_MAX:
         raise _fail(line, "id", f"longer than {KEY_MAX} characters ({len(rid)})")
@@ -355,9 +342,8 @@ def record_validate(obj: dict, line: int) -> LabeledRecord:
 
 
 def _records_checked(records: Iterator[tuple[int, dict]]) -> Iterator[LabeledRecord]:
-    """Validate records and enforce one kind per file and unique ids (naming both lines);
-    a record holding text the database cannot store (U+0000, a lone surrogate) anywhere is
-    refused naming its line and field (``core.text``)."""
+    """Validate records, one kind per file, unique ids (naming both lines), no unstorable text
+    (``core.text``)."""
     kind: tuple[str, int] | None = None
     ids: dict[str, int] = {}
     for line, obj in records:
@@ -411,11 +397,8 @@ def _critique(rec: LabeledRecord) -> str:
 
 
 def labeled_import(*, ctx: ImportContext, records: Iterator[tuple[int, dict]]) -> None:
-    """Store a labeled-records file into ``ctx.suite`` (one kind per file); see module doc.
-
-    Raises ``DomainError`` for an empty file or any invalid record; the caller's
-    transaction then rolls everything back.
-    """
+    """Store a labeled-records file into ``ctx.suite``. Raises ``DomainError`` for an empty file
+    or an invalid record; the caller's transaction rolls back."""
     checked = _records_checked(records)
     runs: dict[str, Any] = {}
     counts = {"trials": 0}
@@ -443,8 +426,8 @@ def labeled_import(*, ctx: ImportContext, records: Iterator[tuple[int, dict]]) -
 
 
 def _pointwise_batch(ctx, run, batch, cases, graders) -> None:
-    """Write one batch of pointwise records: trials, the human-label grades, the labels and
-    the recorded judge verdicts. Long by design: the steps share the ids each one returns."""
+    """Write a batch of pointwise records' trials, grades, labels and judge verdicts. Long by
+    design: the steps share the ids each returns."""
     trials = [
         Trial(
             run=run,

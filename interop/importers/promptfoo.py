@@ -1,40 +1,15 @@
-"""promptfoo results files (``promptfoo eval --repeat N -o results.json``) as one run.
+"""promptfoo results files (``promptfoo eval --repeat N -o results.json``, output version >= 2)
+as one run: one trial per ``results.results[i]``. The field mapping: docs/interop.md,
+"promptfoo: field mapping" (tested against promptfoo 0.121.20, tests/fixtures/interop).
 
-Accepted shape: the JSON document promptfoo writes with ``-o *.json`` (output version >= 2):
-``{"evalId", "results": {"version", "results": [row, ...], "stats"}, "config", ...}``.
-Tested against promptfoo 0.121.20 (tests/fixtures/interop). One file = one run: every row
-must come from one provider and one prompt (else export one file per provider with
-``--filter-providers``).
-
-Each row ``results.results[i]`` is one trial:
-- case key: ``testCase.description`` when it is a non-empty string, else
-  ``vars-<first 16 hex of SHA-256 of the canonical JSON of vars>`` (stable when tests are
-  reordered); case input = the test's ``vars`` object, expected = null. One key with two
-  different ``vars`` is an error naming both rows.
-- attempt: 1..N in the order of ``testIdx`` among the rows of one case (promptfoo writes
-  the N repeats of a test as N consecutive test indexes and no repeat number).
-- output: ``response.output`` (text as is; any other JSON value serialised); latency:
-  ``latencyMs`` (ms); tokens: ``response.tokenUsage.prompt`` / ``.completion`` (null when
-  absent); cost: ``cost`` in USD when > 0; **0 or absent is stored as null (unknown)**
-  because promptfoo writes 0 for a model it has no price for.
-- errored trial: a provider error (``response`` null or ``response.error`` set; promptfoo
-  marks these ``failureReason`` 2, ERROR): status error, message = ``response.error`` (else
-  ``error``); never a fail, whatever ``success`` says. A row with ``failureReason`` 2 whose
-  response has no error (an assertion threw) keeps its output and gets an errored
-  ``promptfoo`` grade.
-- grade ``promptfoo`` (gating): passed = ``success`` (JSON boolean), score = ``score`` when in
-  [0, 1], reason = ``gradingResult.reason``. It is promptfoo's own verdict (weights,
-  thresholds and assert-sets included), so the run's pass rate is the one promptfoo prints
-  when there are no errors; promptfoo divides by all rows including errors, Assay leaves
-  errored trials out and counts them.
-- one grade per ``gradingResult.componentResults[j]`` (not gating): grader =
-  ``assertion.metric`` or ``assertion.type`` (``#2``, ``#3``... when a name repeats within a
-  row), passed = ``pass``, score = ``score`` when in [0, 1] (else null, kept in details).
-- an agent (``interop.importers.agent_fields``, the mapping of every importer): the trial's
-  ``trajectory`` and ``final_state`` from ``response.metadata`` (what a custom provider
-  returns beside its output), the case's ``goal_state`` from ``testCase.metadata`` (part of
-  the case's content, not of its input); an errored row keeps its steps.
-A bare NaN/Infinity is "not scored" in a score field and refused anywhere else.
+Rules a reader of this code must know: every row must come from one provider and one
+prompt; attempts follow ``testIdx`` within a case (promptfoo writes no repeat number); a
+cost of 0 is unknown (promptfoo writes 0 for an unpriced model); a provider error is an
+errored trial whatever ``success`` says, an assertion that threw an errored ``promptfoo``
+grade; the gating grade is promptfoo's own verdict, assertions' grades do not gate. Agent
+fields come from ``response.metadata`` and ``testCase.metadata``
+(``interop.importers.agent_fields``). A bare NaN/Infinity is "not scored" in a score and
+refused elsewhere.
 """
 
 from __future__ import annotations
@@ -188,9 +163,8 @@ def _components(grading: dict, path: str) -> list[GradeIn]:
 
 
 def _row(row: Any, path: str) -> tuple[int, TrialIn, str]:
-    """Parse one row: ``(test index, trial without its attempt, provider/prompt identity)``.
-    Long by design: one check per field of a promptfoo result, in the file's order.
-    """
+    """``(test index, trial without its attempt, provider/prompt identity)`` of one row. Long by
+    design: one check per field, in the file's order."""
     row = as_dict(row, path)
     case = _case(row, path)
     test_idx = row.get("testIdx")
@@ -308,8 +282,8 @@ def _row(row: Any, path: str) -> tuple[int, TrialIn, str]:
 
 
 def promptfoo_import(*, ctx: ImportContext, document: Any) -> None:
-    """Store a parsed promptfoo results document as the new run ``ctx.run_name`` (rules in
-    the module doc). Raises ``DomainError`` naming the JSON path and field."""
+    """Store a parsed promptfoo results document as the new run ``ctx.run_name``. Raises
+    ``DomainError`` naming the JSON path and field."""
     if not is_promptfoo(document):
         raise fail(
             "results",

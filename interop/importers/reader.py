@@ -1,24 +1,17 @@
 """One reader for every text import (command, upload, API): bytes in, checked text out.
 
-Rules (the same for CSV and JSONL):
-1. A leading UTF-8 byte-order mark (EF BB BF) is stripped; no U+FEFF reaches a header,
-   a field name or a value from it.
-2. Bytes are decoded strictly as UTF-8; invalid bytes raise ``DomainError`` naming the
-   physical line and the byte offset in the file.
-3. Line endings are normalised: CRLF and a lone CR become LF, also inside quoted CSV fields
-   (a field holding ``"a\\r\\nb"`` is stored as ``"a\\nb"``).
-4. The file is read line by line, never whole: memory is bounded by the longest line.
+1. A leading UTF-8 BOM is stripped.
+2. Bytes are decoded strictly as UTF-8; invalid bytes raise ``DomainError`` naming the line
+   and the byte offset in the file.
+3. CRLF and a lone CR become LF, inside quoted CSV fields too.
+4. The file is read line by line: memory is bounded by the longest line.
 
-CSV goes through the ``csv`` module (RFC 4180: quoted fields keep commas, quotes and line
-breaks); JSONL through ``json.loads`` per line with bare ``NaN``/``Infinity`` tokens turned
-into the ``NON_FINITE`` marker, which only score fields accept (see ``tabular.py``).
+CSV goes through the ``csv`` module (RFC 4180); JSONL through ``json.loads`` per line, bare
+``NaN``/``Infinity`` turned into ``NON_FINITE``, which only score fields accept.
 
-Limits shared by every import path (files, ``/api/ingest``, run files):
-- JSON nesting: at most ``JSON_MAX_DEPTH`` (64) arrays/objects inside each other; deeper
-  is an error naming the line (never a ``RecursionError``).
-- Times: from 1900-01-01T00:00:00Z to 2999-12-31T23:59:59.999999Z once converted to UTC
-  (``time_check``); anything else is an error naming the field (never an
-  ``OverflowError`` on writing or on showing the time in another zone).
+Limits of every import path: JSON nesting at most ``JSON_MAX_DEPTH`` (64), deeper an error
+naming the line (never a ``RecursionError``); times from 1900 to 2999 in UTC
+(``time_check``), never an ``OverflowError`` later.
 """
 
 from __future__ import annotations
@@ -42,19 +35,17 @@ TIME_RANGE = "from 1900-01-01T00:00:00Z to 2999-12-31T23:59:59Z (in UTC)"
 def record_error(
     where: str, field: str, msg: str, *, record: int | None = None, code: str = "invalid"
 ) -> DomainError:
-    """The error for one bad field of one record: reads ``"<where>: field <field>: <msg>"``
-    (``where`` e.g. ``line 3``); ``field`` is the dotted field name and ``record`` the row's
-    index given by the caller (the ingest API answers with it); ``code`` the
-    ``DomainError`` code ("too_large" for a case field over ``evals.cases.size_problem``)."""
+    """The error for one bad field: ``"<where>: field <field>: <msg>"`` (``where`` e.g. ``line
+    3``); ``record`` is the caller's row index (the ingest API answers with it); ``code`` e.g.
+    "too_large"."""
     return DomainError(
         msg, field=field, record=record, detail=f"{where}: field {field}: {msg}", code=code
     )
 
 
 def case_size_check(case: CaseSpec, *, where: str, record: int | None = None) -> CaseSpec:
-    """Refuse an imported case over the size rule of every path (``evals.cases.size_problem``:
-    input, expected, context, goal_state each at most 200,000 characters as JSON), naming
-    the record and the field (code "too_large"). Returns ``case``."""
+    """Refuse a case over ``evals.cases.size_problem``'s limits, naming the record and field (code
+    "too_large"). Returns ``case``."""
     problem = size_problem(case)
     if problem is not None:
         name, message = problem
@@ -63,12 +54,9 @@ def case_size_check(case: CaseSpec, *, where: str, record: int | None = None) ->
 
 
 def text_lines(stream: BinaryIO | Iterable[bytes]) -> Iterator[tuple[int, str]]:
-    """Yield ``(physical_line_number, text)`` from a binary stream, 1-based, each ``text``
-    ending in ``"\\n"`` (except possibly the last line).
-
-    Raises ``DomainError`` on invalid UTF-8: ``"line 3 (byte offset 57): invalid
-    UTF-8 ..."``; the offset counts bytes from the start of the file, BOM included.
-    """
+    """Yield ``(physical_line_number, text)``, 1-based, ``text`` ending in ``"\n"`` but maybe the
+    last. Raises ``DomainError`` on invalid UTF-8: ``"line 3 (byte offset 57): invalid UTF-8
+    ..."`` (offset from the start of the file, BOM included)."""
     line_no = 0
     offset = 0
     for raw in stream:
@@ -102,8 +90,8 @@ def text_lines(stream: BinaryIO | Iterable[bytes]) -> Iterator[tuple[int, str]]:
 
 @dataclass(frozen=True)
 class CsvRow:
-    """One CSV data row: ``row`` (1-based, after the header), ``line`` (physical line where
-    the row starts), ``values`` (column name -> string)."""
+    """``row`` (1-based, after the header), ``line`` (where the row starts), ``values`` (column ->
+    string)."""
 
     row: int
     line: int
@@ -119,13 +107,9 @@ CSV_FIELD_LIMIT = 256 * 1024 * 1024
 
 
 def csv_rows(stream: BinaryIO | Iterable[bytes]) -> tuple[list[str], Iterator[CsvRow]]:
-    """Read a CSV file with a header row: ``(header, rows)``.
-
-    Raises ``DomainError`` for an empty file, a blank or duplicate header name, a row
-    with more or fewer cells than the header, or a CSV syntax error (each naming the row).
-    Blank lines are skipped. A field may be as large as ``CSV_FIELD_LIMIT`` characters
-    (outputs are stored whole; the csv module's default cap is 131,072).
-    """
+    """Read a CSV file with a header row: ``(header, rows)``; blank lines skipped, fields up to
+    ``CSV_FIELD_LIMIT`` characters (the csv module's default is 131,072). Raises ``DomainError``
+    naming the row: empty file, blank or duplicate header name, wrong cell count, CSV syntax."""
     csv.field_size_limit(CSV_FIELD_LIMIT)
     state = {"line": 0}
 
@@ -174,9 +158,8 @@ def csv_rows(stream: BinaryIO | Iterable[bytes]) -> tuple[list[str], Iterator[Cs
 
 
 def time_check(value: datetime) -> datetime | None:
-    """``value`` (aware) converted to UTC when it lies in TIME_MIN..TIME_MAX (years 1900 to
-    2999 in UTC), else None (also when the conversion itself overflows, e.g.
-    9999-12-31T23:59:59-05:00). Callers raise their own error naming the field."""
+    """``value`` (aware) in UTC when within TIME_MIN..TIME_MAX, else None (also when converting
+    overflows, e.g. 9999-12-31T23:59:59-05:00). Callers name the field."""
     try:
         utc = value.astimezone(UTC)
     except (OverflowError, ValueError):
@@ -185,11 +168,8 @@ def time_check(value: datetime) -> datetime | None:
 
 
 def jsonl_records(stream: BinaryIO | Iterable[bytes]) -> Iterator[tuple[int, dict]]:
-    """Yield ``(line_number, object)`` for each non-blank line of a JSONL file.
-
-    Raises ``DomainError`` naming the line for invalid JSON or a line that is not a
-    JSON object.
-    """
+    """Yield ``(line_number, object)`` per non-blank line. Raises ``DomainError`` naming the line
+    for invalid JSON or a non-object."""
     for line_no, text in text_lines(stream):
         if not text.strip():
             continue

@@ -1,34 +1,20 @@
-"""Reading Assay's own CSV run export back: the importer knows the export's header, so a
-run exported to CSV and imported into its suite comes back with its types intact.
+"""Reading Assay's own CSV run export back, types intact: a CSV with no column mapping and the
+run export's header (``RUN_EXPORT_COLUMNS``, ``interop.exports.AGENT_COLUMNS`` for agent
+runs, then ``<grader>.passed|status|score|reason`` per grader).
 
-A CSV is read this way when no column mapping is given and its header is the run export's
-(``RUN_EXPORT_COLUMNS``, an agent run's ``goal_state``, ``final_state``, ``trajectory``
-(``interop.exports.AGENT_COLUMNS``), then four columns per grader: ``<grader>.passed``,
-``<grader>.status``, ``<grader>.score``, ``<grader>.reason``). Rules:
-
-1. Text cells are first restored from the export's formula neutralisation
-   (``interop.exports.formula_restore``: ``'=x`` -> ``=x``).
-2. ``input``, ``expected`` and ``context`` keep their JSON types. The export writes a string
-   as its text and anything else as compact JSON (null expected: the empty cell), so
-   ``4`` may be the number or the string "4"; the row's ``content_hash`` decides: the reading
-   whose hash matches it is taken (a string input, an object input; expected null, "",
-   the text, or the JSON value). ``context`` is the JSON array (empty cell: ``[]``).
-   A row whose cells match no reading of its ``content_hash`` (the file was edited) is
-   refused naming ``content_hash``; with the ``content_hash`` cell emptied the cells are
-   read as typed JSON instead (a cell holding valid JSON other than a string is that value,
-   any other cell is the text; an empty ``expected`` is null).
-3. The trial keeps its ``status`` (``ok``, ``error`` or ``cancelled``; ``queued`` and
-   ``running`` have not finished and are refused) and ``error``; a trial that is not ok
-   with a grade ``passed`` true is refused (a failed pipeline is never a pass); numbers,
-   times and cost follow the CSV import's rules (``trial_row.row_parse``).
-4. Each grader's four cells become that grader's grade: ``passed`` ``true``/``false``/empty
-   (null), ``status`` ``ok``/``error``/``not_judged``, ``score`` a number in [0, 1] or empty,
-   ``reason`` text; four empty cells: no grade (the trial had none, or it was hidden from the
-   exporting viewer).
-5. The ``suite`` and ``run`` columns are not read: the import names its own suite and run.
-6. The agent columns are JSON text (an empty cell is null), read through
-   ``evals.trajectory.steps`` (``trajectory_parse``, ``final_state_parse``); the case's
-   ``goal_state`` is part of its content (and of the ``content_hash`` matched in rule 2).
+1. Text cells are restored with ``interop.exports.formula_restore``.
+2. ``input``, ``expected`` and ``context`` keep their JSON types: the export writes a string
+   as text and anything else as compact JSON, so ``4`` is ambiguous; the reading whose hash
+   matches the row's ``content_hash`` is taken. A row matching no reading (an edited file)
+   is refused naming ``content_hash``; with that cell empty, cells are read as typed JSON
+   (valid non-string JSON is that value, else text; an empty ``expected`` is null).
+3. The trial keeps its ``status`` and ``error`` (``trial_row`` rules: finished only, never a
+   pass when not ok); numbers, times and cost follow the CSV import's rules.
+4. A grader's four cells become its grade (``passed`` ``true``/``false``/empty, ``status``
+   ``ok``/``error``/``not_judged``, ``score`` in [0, 1] or empty); four empty cells: none.
+5. ``suite`` and ``run`` are not read: the import names its own.
+6. Agent columns are JSON text (empty: null) read by ``evals.trajectory.steps``; the goal
+   state is case content, in the ``content_hash``.
 """
 
 from __future__ import annotations
@@ -98,8 +84,7 @@ _NO_JSON = object()
 
 
 def run_export_graders(header: list[str]) -> list[str] | None:
-    """The grader keys of a run export's header, in order, or None when ``header`` is not
-    the header of ``interop.exports.run_table`` written as CSV."""
+    """The grader keys of a run export's header, in order, or None when ``header`` is not one."""
     fixed = len(RUN_EXPORT_COLUMNS)
     if tuple(header[fixed : fixed + len(AGENT_COLUMNS)]) == AGENT_COLUMNS:
         fixed += len(AGENT_COLUMNS)
@@ -116,8 +101,7 @@ def run_export_graders(header: list[str]) -> list[str] | None:
 
 
 def _json(text: str) -> Any:
-    """``text`` parsed as strict JSON, or ``_NO_JSON`` when it is not JSON (or holds a bare
-    NaN/Infinity)."""
+    """``text`` as strict JSON, or ``_NO_JSON`` (not JSON, or a bare NaN/Infinity)."""
     try:
         value = json_loads_line(text)
     except ValueError:
@@ -143,8 +127,7 @@ def _typed(text: str) -> Any:
 
 
 def _agent_cell(row: CsvRow, cells: dict[str, str], name: str) -> Any:
-    """An agent column's JSON text through ``agent_fields_parse`` (None when absent or
-    empty), the mapping of every importer."""
+    """An agent column's JSON text through ``agent_fields_parse`` (None when absent or empty)."""
     parsed = agent_fields_parse({name: cells.get(name) or None}, where=row.where, text=True)
     return getattr(parsed, name)
 
@@ -252,8 +235,8 @@ def _grade(row: CsvRow, key: str, cells: dict[str, str]) -> GradeSpec | None:
 
 
 def run_export_row(row: CsvRow, graders: list[str]) -> TrialSpec:
-    """One row of a run export as a ``TrialSpec`` (rules in the module doc). Raises
-    ``DomainError`` naming the row and field."""
+    """One row as a ``TrialSpec`` (module docstring). Raises ``DomainError`` naming row and
+    field."""
     cells = {
         name: formula_restore(value) if name in TEXT_COLUMNS else value
         for name, value in row.values.items()
@@ -292,10 +275,9 @@ def run_export_row(row: CsvRow, graders: list[str]) -> TrialSpec:
 def run_export_import(
     *, ctx: ImportContext, header: list[str], rows: Iterator[CsvRow], graders: list[str]
 ) -> None:
-    """Store a run export's rows (``reader.csv_rows``) as the trials of one new run
-    ``ctx.run_name``, with their cases, statuses and grades (rules in the module doc).
-    Raises ``DomainError`` naming the row and field; all or nothing (the caller's
-    transaction)."""
+    """Store a run export's rows (``reader.csv_rows``) as the trials of new run ``ctx.run_name``.
+    Raises ``DomainError`` naming row and field; the caller's transaction makes it all or
+    nothing."""
     run = ctx.run_create(name=ctx.run_name, fmt="csv", extra={"run_export": True})
     writer = TrialsWriter(ctx=ctx, run=run)
     for row in rows:
@@ -306,8 +288,8 @@ def run_export_import(
 
 
 def run_export_check(header: list[str]) -> None:
-    """Refuse a header that starts like a run export but is not one (a grader column group
-    broken by an edit), rather than import its grades as unmapped text columns."""
+    """Refuse a header that starts like a run export but is not one (a grader column group broken
+    by an edit), rather than import its grades as extra text."""
     if tuple(header[: len(RUN_EXPORT_COLUMNS)]) == RUN_EXPORT_COLUMNS and (
         run_export_graders(header) is None
     ):

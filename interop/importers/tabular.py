@@ -1,63 +1,44 @@
 """CSV and JSONL results with a column mapping (``field=column``): one row is one trial.
 
-Fields (left of ``=``) and their rules; "empty" means a missing JSONL key, JSON null, or an
-empty CSV cell. **An empty CSV cell is null, never the empty string**, and an empty
-optional field is null:
+Fields and their rules ("empty": a missing JSONL key, JSON null, or an empty CSV cell;
+**an empty CSV cell is null, never the empty string**; an empty optional field is null):
 - ``case_id`` (required): the case key, <= 200 chars.
-- ``input``: the case input (JSONL: string or object). A row whose input is empty (or
-  unmapped) refers to a case already active in the suite (an error if there is none).
-- ``expected``: any JSON value (CSV: the string; an empty cell is null: the case has no
-  reference, so a reference grader gives an errored grade, not a fail).
-- ``tags``: CSV comma-separated (spaces trimmed), or a JSON array of strings when the cell
-  starts with ``[`` (what an export writes for tags holding commas); JSONL an array of strings.
-- ``output``: the trial output, stored whole ("" when empty). ``attempt``: integer >= 1,
-  default 1 (CSV: digits only). ``model``: string.
-- ``status``: the trial's status, exactly one of ``ok`` (default when empty), ``error``
-  (the pipeline failed: an errored trial, counted in the run's errored trials, never a
-  pass and never a skip) or ``cancelled``; ``queued``/``running`` (not finished) and any
-  other value (``failed``, ``Error``) are refused naming the row and field.
-  ``error``: what went wrong, required with ``error``, refused with ``ok``, optional with
-  ``cancelled`` (at most 100,000 characters). A trial that is not ok carries no verdict:
-  ``passed``, ``score``, ``scores`` or ``judge_status`` on it is refused (``error`` with
-  ``passed`` true is a contradiction), so it is never graded (``trial_status``).
-- Integers (``attempt``, tokens) are at most 2,147,483,647; no string may hold U+0000 (NUL)
-  or a lone surrogate (JSON ``\\ud800``): the database cannot store them; both are refused
-  naming the field.
-- ``created_at``: ISO 8601; with an offset or ``Z`` it is converted to UTC; **without an
-  offset it is read as UTC**. It must lie from 1900-01-01T00:00:00Z to 2999-12-31T23:59:59Z
-  once in UTC (``reader.time_check``). Anything else rejects the row.
-- ``passed``: JSONL ``true``/``false`` only; CSV the exact strings ``true``/``false``
-  (``1``, ``yes``, ``True`` are rejected).
-- ``score``: a number in [0, 1]. ``scores`` (JSONL only): an object grader -> score, one
-  grade per grader. A null, ``NaN``/``Infinity`` (bare token or string, CSV ``nan``/``inf``)
-  score is **not scored**: an errored grade with reason ``not scored``, never 0.
-  A score without ``passed`` needs a pass threshold (``threshold``; the command's
-  ``--threshold``): passed = score >= it.
-- ``judge_status``: empty or ``ok`` = graded; any other value (e.g. ``unparseable``) makes
-  every grade of the row errored: reason ``not scored`` when its score is missing, else the
-  judge_status value (kept in ``details.judge_status`` either way).
-- ``reason``: the grade's reason. ``grader``: the name of the grade's grader (default
-  ``imported``), at most 200 characters (so are ``scores`` keys).
-- ``input_tokens``, ``output_tokens``: integers >= 0; ``latency_ms``: milliseconds from 0 to
-  86,400,000 (one day; ``core.bounds``, so ``1e308`` is refused naming the row and field);
-  ``cost_usd``: decimal USD >= 0 and below 1,000,000 (empty = unknown = null, never 0),
-  stored to 1e-12 USD (12 decimal places, rounded half up; a positive cost below 5e-13, which
-  would be stored as 0, is refused).
+- ``input``: the case input (JSONL: string or object); empty refers to a case already
+  active in the suite (an error if there is none).
+- ``expected``: any JSON value (CSV: the string); empty is no reference, so a reference
+  grader gives an errored grade, not a fail.
+- ``tags``: CSV comma-separated (trimmed), or a JSON array when the cell starts with ``[``;
+  JSONL an array of strings.
+- ``output``: stored whole ("" when empty). ``attempt``: integer >= 1, default 1 (CSV: digits
+  only). ``model``: string.
+- ``status``: exactly ``ok`` (default), ``error`` (an errored trial, never a pass or a skip)
+  or ``cancelled``; anything else is refused naming the row and field. ``error``: required
+  with ``error``, refused with ``ok``, at most 100,000 characters. A trial that is not ok
+  carries no verdict: ``passed``, ``score``, ``scores`` or ``judge_status`` on it is refused.
+- Integers are at most 2,147,483,647; strings may hold no U+0000 or lone surrogate (JSON
+  ``\ud800``); both are refused naming the field.
+- ``created_at``: ISO 8601, converted to UTC; **without an offset it is read as UTC**; from
+  1900-01-01 to 2999-12-31 in UTC (``reader.time_check``).
+- ``passed``: JSONL ``true``/``false``; CSV exactly ``true``/``false`` (``1``, ``True``
+  refused).
+- ``score``: a number in [0, 1]; ``scores`` (JSONL only): grader -> score. A null or
+  ``NaN``/``Infinity`` score (CSV ``nan``/``inf``) is **not scored**: an errored grade, never
+  0. A score without ``passed`` needs ``threshold`` (``--threshold``): passed = score >= it.
+- ``judge_status``: empty or ``ok`` = graded; any other value errors every grade of the row
+  (reason ``not scored`` without a score, else the value; kept in ``details.judge_status``).
+- ``reason``; ``grader`` (default ``imported``; it and ``scores`` keys <= 200 characters).
+- ``input_tokens``, ``output_tokens``: integers >= 0; ``latency_ms``: 0 to 86,400,000 ms
+  (``core.bounds``); ``cost_usd``: decimal USD in [0, 1,000,000) (empty = unknown, never 0),
+  stored to 1e-12 USD rounded half up (a positive cost below 5e-13 is refused).
 - ``trajectory``, ``final_state``, ``goal_state``: an agent's (``interop.importers.
-  agent_fields``, the mapping of every importer; CSV: JSON text). ``{}`` is a state; a goal
-  state is the case's content and needs the row's ``input``.
+  agent_fields``; CSV: JSON text). ``{}`` is a state; a goal state needs the row's ``input``.
 
-Unmapped columns are kept in ``Trial.raw_response["extra"]`` (column -> value as read; an
-empty CSV cell is null), except a column (JSONL: key) named ``status`` or ``error`` in any
-case and with any surrounding spaces (``Status``, `` ERROR ``): left unmapped (by a given
-mapping, or with no mapping, which maps only exact names) while its field reads no other
-column of the row, it is refused (map it, ``status=Status``, or rename it), since kept as
-extra it would let a failed row pass for an ok trial.
-A CSV with the header of Assay's own run export and no mapping is read by the export's
-rules instead, types intact (``interop.importers.run_export``).
-Without any mapping, a column named exactly like a field maps to it; with one, an agent field
-it leaves out still reads the column of its own name (``trajectory``, ...), if no field reads it.
-A row with no verdict at all (no passed, score, scores or judge_status) gets no grade.
+Unmapped columns are kept in ``Trial.raw_response["extra"]``, except one named ``status`` or
+``error`` in any case and spacing (``Status``): left unmapped while its field reads no other
+column, it is refused (kept as extra, a failed row would pass for an ok trial). Without a
+mapping a column named exactly like a field maps to it, and a CSV with Assay's run export
+header is read by ``interop.importers.run_export``; with one, an agent field it leaves out
+still reads the column of its name if free. A row without any verdict gets no grade.
 """
 
 from __future__ import annotations
@@ -140,18 +121,15 @@ _STATUS_COLUMN_MEANS = {
 
 
 def status_column_field(column: str) -> str | None:
-    """The status field a column (JSONL: key) names, in any case and with any surrounding
-    spaces (``" Status "`` -> ``"status"``, ``"ERROR"`` -> ``"error"``), or None."""
+    """The status field a column names ignoring case and surrounding spaces (``" Status "`` ->
+    ``"status"``), or None."""
     name = column.strip().lower() if isinstance(column, str) else None
     return name if name in STATUS_FIELDS else None
 
 
 def unmapped_status_column(columns, mapping: dict[str, str], *, present=None) -> str | None:
-    """The first of ``columns`` naming ``status`` or ``error`` (``status_column_field``: any
-    case, surrounding spaces) that ``mapping`` (field -> column) leaves unmapped: no field
-    reads it and its field does not read another column of ``present`` (the row's columns
-    or keys; default ``columns``); or None. Kept as extra text, it would let a failed row
-    pass for an ok trial."""
+    """The first of ``columns`` naming ``status``/``error`` that ``mapping`` leaves unmapped
+    while its field reads no other column of ``present`` (default ``columns``), or None."""
     present = columns if present is None else present
     used = set(mapping.values())
     for column in columns:
@@ -196,9 +174,8 @@ def _csv_rows(rows_iter, header: list[str], mapping: dict[str, str]) -> Iterator
 
 
 def _jsonl_rows(records, mapping: dict[str, str]) -> Iterator[Row]:
-    """Rows of JSONL records read through ``mapping`` (the user's, or the default one of
-    exact names); a key left unmapped that names ``status`` or ``error`` (any case,
-    surrounding spaces: ``unmapped_status_column``) is refused naming the line."""
+    """Rows of JSONL records read through ``mapping``; an unmapped ``status``/``error`` key is
+    refused naming the line."""
     for line, obj in records:
         fields, extra = _mapped(obj, mapping)
         # Only the unmapped keys (most records: none) can be an unmapped status key.
@@ -210,9 +187,8 @@ def _jsonl_rows(records, mapping: dict[str, str]) -> Iterator[Row]:
 
 
 def _agent_mapped(mapping: dict[str, str], header: list[str] | None) -> dict[str, str]:
-    """``mapping`` with each agent field it leaves out mapped to the column (JSONL: key) of
-    its own name, when no field reads that column (and, for a CSV, the header has it): an
-    agent's steps are never kept as extra text by a mapping that did not name them."""
+    """``mapping`` with each agent field it leaves out mapped to the column of its own name, when
+    free (and, for a CSV, present)."""
     used = set(mapping.values())
     added = {
         name: name
@@ -225,12 +201,10 @@ def _agent_mapped(mapping: dict[str, str], header: list[str] | None) -> dict[str
 def tabular_import(
     *, ctx: ImportContext, fmt: str, source, mapping: dict[str, str], threshold: float | None = None
 ) -> None:
-    """Store CSV (``source = (header, rows)`` from ``reader.csv_rows``) or JSONL
-    (``source`` = ``reader.jsonl_records``) rows as trials of one new run ``ctx.run_name``.
-
-    Raises ``DomainError`` naming the row/line and field; duplicate (case_id, attempt)
-    and one case key with two different inputs/expected are errors naming both rows.
-    """
+    """Store CSV (``(header, rows)`` from ``reader.csv_rows``) or JSONL
+    (``reader.jsonl_records``) rows as trials of one new run ``ctx.run_name``. Raises
+    ``DomainError`` naming the row/line and field; a duplicate (case_id, attempt) or one case
+    key with two contents names both rows."""
     if threshold is not None and not (0 <= threshold <= 1):
         raise DomainError(f"threshold: expected a number in [0, 1], got {threshold}")
     if fmt == "csv":

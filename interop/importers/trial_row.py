@@ -1,12 +1,7 @@
-"""One row of a trial source as a trial: the CSV/JSONL import (``interop.importers.tabular``,
-whose docstring holds every field's rules), a run export read back
-(``interop.importers.run_export``) and the ingest API (``interop.ingest.records``) all parse
-their rows here, so a value means the same on every path.
-
-``row_parse`` turns one mapped ``Row`` (field -> raw value) into a ``TrialSpec``: the case
-(checked once per content within an import: ``CaseMemo``), the trial's status
-(``trial_status``), its typed fields and its grades. Every refusal is a ``DomainError``
-naming the row and the field.
+"""One row of a trial source as a ``TrialSpec``: the CSV/JSONL import (rules:
+``interop.importers.tabular``), a run export read back and the ingest API all parse rows
+here, so a value means the same on every path. Every refusal is a ``DomainError`` naming
+the row and the field.
 """
 
 from __future__ import annotations
@@ -60,8 +55,8 @@ OVERFLOW = "a number out of range (it overflows to infinity)"
 
 
 def contains_overflow(value: Any) -> bool:
-    """True when a parsed value holds a float that is not finite (JSON ``1e400`` parses to
-    infinity; canonical JSON of a case or a raw response cannot hold it)."""
+    """True when a parsed value holds a non-finite float (JSON ``1e400``), which canonical JSON
+    cannot hold."""
     if isinstance(value, float):
         return not math.isfinite(value)
     if isinstance(value, dict):
@@ -73,11 +68,9 @@ def contains_overflow(value: Any) -> bool:
 
 @dataclass
 class Row:
-    """One parsed row: ``where`` names it in errors; ``values`` maps field -> raw value;
-    ``index`` is the caller's record number (kept in errors as ``DomainError.record``);
-    ``needs_scan`` False lets ``row_parse`` skip its NaN/Infinity and unstorable-text
-    scans; ``error_field`` is the name the source gave the ``error`` field (the ingest
-    API's ``error_message``), used in errors."""
+    """One parsed row: ``where`` names it in errors; ``values`` field -> raw value; ``index``
+    becomes ``DomainError.record``; ``needs_scan`` False skips the NaN and unstorable-text
+    scans; ``error_field`` names the ``error`` field in errors (the API's ``error_message``)."""
 
     where: str
     values: dict[str, Any]
@@ -180,8 +173,8 @@ def _decimal(row: Row, name: str) -> Decimal | None:
 
 
 def _datetime(row: Row, name: str) -> datetime | None:
-    """ISO 8601; an offset-less value is read as UTC; returned aware, in UTC; outside
-    years 1900..2999 (in UTC) a ``DomainError`` naming the field."""
+    """ISO 8601 (offset-less: UTC), returned aware in UTC; outside years 1900..2999 a
+    ``DomainError`` naming the field."""
     value = row.values.get(name)
     if _empty(value):
         return None
@@ -240,7 +233,7 @@ def _score(row: Row, name: str, value: Any) -> tuple[bool, float | None]:
 
 
 def tags_parse(row: Row) -> list[str]:
-    """The ``tags`` field of ``row`` (rules in the module doc); [] when empty."""
+    """The ``tags`` field of ``row`` (rules: ``interop.importers.tabular``); [] when empty."""
     value = row.values.get("tags")
     if _empty(value):
         return []
@@ -263,20 +256,10 @@ def tags_parse(row: Row) -> list[str]:
 
 
 def trial_status(row: Row) -> tuple[str, str]:
-    """``(status, error message)`` of one row's trial, from its ``status`` and ``error``
-    fields (empty status: ``ok``). A failure of the pipeline is an error, never a pass:
-
-    - ``status`` is one of ``Trial.Status`` exactly (``ok``, ``error``, ``cancelled``;
-      ``queued`` and ``running`` did not finish and are refused); anything else (``failed``,
-      ``Error``, ``true``) is refused naming the row and field, never guessed;
-    - ``error`` (the message, at most ``ERROR_MESSAGE_MAX`` characters) is required with
-      ``error`` and refused with ``ok`` (a message on a trial called ok contradicts it);
-      optional with ``cancelled``;
-    - a trial that is not ok carries no verdict (``passed``, ``score``, ``scores``,
-      ``judge_status``): it is never graded, so ``status`` error with ``passed`` true is
-      refused as the contradiction it is.
-
-    Raises ``DomainError`` naming the row and the field."""
+    """``(status, error message)`` of a row's trial (empty status: ``ok``), by the rules of
+    ``interop.importers.tabular``: ``status`` exactly a finished ``Trial.Status``; ``error``
+    (<= ``ERROR_MESSAGE_MAX`` characters) required with ``error``, refused with ``ok``; no
+    verdict on a trial that is not ok. Raises ``DomainError`` naming the row and the field."""
     status = row.values.get("status")
     message = row.values.get("error")
     if _empty(status):
@@ -361,21 +344,17 @@ def _grade(
 
 
 class CaseMemo:
-    """The case content already checked in one import, by case key: the attempts of a case
-    repeat its input, expected and tags, and a row giving the very content of the last
-    checked row of its key gets that row's ``CaseSpec`` back (the same object) instead of
-    checking it again. Only plain content is remembered: a string input and a string or
-    null expected, compared by type and equality, with the raw ``tags`` value (equal and of
-    the same type: a list of strings equals only a list of the same strings); anything
-    else (an object input, a float anywhere) is checked on every row. A row whose content
-    differs is checked in full, so the first bad row is refused with the same message."""
+    """Case content already checked in one import, by key: a row repeating the last checked
+    content of its key gets the same ``CaseSpec`` back. Only plain content is remembered (a
+    string input, a string or null expected, raw ``tags``, compared by type and equality);
+    anything else is checked on every row, so the first bad row fails with the same message."""
 
     def __init__(self) -> None:
         self._by_key: dict[str, tuple[str, Any, Any, CaseSpec]] = {}
 
     def get(self, key: str, value: Any, row: Row) -> CaseSpec | None:
-        """The ``CaseSpec`` remembered for ``key`` when ``value`` (the row's input) and the
-        row's ``expected`` and ``tags`` are those it was checked with, else None."""
+        """The remembered ``CaseSpec`` when the row's input, ``expected`` and ``tags`` match, else
+        None."""
         known = self._by_key.get(key)
         if known is None or type(value) is not str or value != known[0]:
             return None
@@ -397,12 +376,9 @@ class CaseMemo:
 
 
 def row_parse(row: Row, *, threshold: float | None, cases: CaseMemo | None = None) -> TrialSpec:
-    """Turn one mapped row into a TrialSpec; raises ``DomainError`` naming row and
-    field. ``cases``: the import's ``CaseMemo`` (a row repeating the checked content of an
-    earlier row of its case shares that row's ``CaseSpec``); None checks every row's case.
-    Long by design: one check per field, in the order of ``tabular.FIELDS``, reading top to
-    bottom.
-    """
+    """Turn one mapped row into a TrialSpec; raises ``DomainError`` naming row and field.
+    ``cases``: the import's ``CaseMemo`` (None checks every case). Long by design: one check per
+    field, in ``tabular.FIELDS`` order."""
     if row.needs_scan:
         for name, value in row.values.items():
             if name in _AGENT_SET:  # their parsers name the step (agent_fields_parse)

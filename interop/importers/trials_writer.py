@@ -57,15 +57,11 @@ _GRADE_COLUMNS = (
 
 
 class TrialsWriter:
-    """Writes the trials (with their grades and labels) of one new imported run, in batches
-    of ``batch_size`` trials (default ``BATCH_SIZE``) or ``BATCH_CHARS`` characters of
-    output, whichever comes first, inside the caller's transaction.
-
-    ``add`` checks each spec against the earlier ones (a (case_id, attempt) given twice, one
-    case key with two different inputs/expected: ``DomainError`` naming both rows);
-    ``finish`` writes the last batch and marks the run succeeded (``run_finish``).
-    Counts land in ``ctx.summary`` (cases, trials, grades, labels).
-    """
+    """Writes one new imported run's trials, grades and labels inside the caller's transaction,
+    in batches of ``batch_size`` trials or ``BATCH_CHARS`` characters of output. ``add`` raises
+    ``DomainError`` naming both rows for a repeated (case_id, attempt) or one key with two
+    contents; ``finish`` writes the rest and closes the run (``run_finish``). Counts go to
+    ``ctx.summary``."""
 
     def __init__(self, *, ctx: ImportContext, run: Run, batch_size: int = BATCH_SIZE) -> None:
         self.ctx, self.run, self.batch_size = ctx, run, batch_size
@@ -136,8 +132,8 @@ class TrialsWriter:
 
 
 def _same_content(a: CaseSpec, b: CaseSpec) -> bool:
-    """Same input and expected: equal strings (or nulls) compare directly, anything else
-    by content hash (canonical JSON, so 1 and 1.0 differ, as they do in the stored case)."""
+    """Same input and expected: strings and nulls compared directly, anything else by content
+    hash (canonical JSON: 1 and 1.0 differ, as in the stored case)."""
     plain = (str, type(None))
     if (
         type(a.input) is str
@@ -157,13 +153,10 @@ def _same_goal(a: CaseSpec, b: CaseSpec) -> bool:
 def _write_batch(
     ctx: ImportContext, run: Run, batch: list[TrialSpec], graders: dict, after_id: int
 ) -> int:
-    """Write one batch: cases (``cases_upsert``), then trials, grades and labels as plain
-    rows (``rows_insert``: COPY on PostgreSQL). Trial ids are read back by (case, attempt)
-    among the run's trials with an id above ``after_id`` (ids only grow, and nobody else
-    writes into this uncommitted run); returns the largest trial id written.
-    Long by design: cases, trials, grades and labels are written in one pass that shares
-    the ids each step returns.
-    """
+    """Write one batch: cases (``cases_upsert``), then trials, grades and labels as plain rows
+    (``rows_insert``). Trial ids are read back by (case, attempt) above ``after_id`` (ids only
+    grow and nobody else writes into this uncommitted run); returns the largest. Long by design:
+    the steps share the ids each returns."""
     cases: dict[str, Case] = {}
     new_specs: dict[str, CaseSpec] = {}
     for spec in batch:

@@ -1,47 +1,23 @@
-"""Bulk ingest: one request posts a whole run recorded elsewhere (``POST /api/ingest``).
+"""Bulk ingest: one request posts a whole run recorded elsewhere (``POST /api/ingest``); the
+reference is docs/ingest.md.
 
-Shapes (``docs/ingest.md`` has the full reference):
-- JSON: ``{"suite", "suite_kind"?, "run", "model"?, "source_version"?, "threshold"?,
-  "run_key"?, "trials": [record, ...]}``;
-- NDJSON: line 1 the same header object without ``trials``, then one record per line,
-  read from the stream line by line.
-
-A trial record uses the field vocabulary and the rules of the CSV/JSONL import
-(``interop.importers.tabular``: ``case_id``, ``input``, ``expected``, ``tags``, ``output``,
-``attempt``, ``passed``, ``score``, ``scores``, ``judge_status``, ``reason``, ``grader``,
-``model``, ``input_tokens``, ``output_tokens``, ``latency_ms``, ``cost_usd``,
-``created_at``; parsed by ``interop.importers.trial_row.row_parse``) plus ``labels``
-(``[{"reviewer", "verdict": "pass"|"fail", "critique"?}]``, stored as imported
-``labeling.Label`` rows) and ``extra`` (an object kept in ``Trial.raw_response["extra"]``).
-An agent's trial adds ``trajectory``
-(its ordered steps, ``evals.trajectory.steps``) and ``final_state`` (any JSON), and its case
-``goal_state`` (any JSON; part of the case's content, so it needs ``input``): tabular fields
-like the others, read by ``interop.importers.agent_fields`` as in every importer, a bad one
-refused naming the record and the step (``trajectory[3].arguments``). ``status`` and
-``error`` are the import's (``trial_row.trial_status``): ``"ok"`` (default), ``"error"`` with
-its message (a trial that failed where it ran) or ``"cancelled"``; the message may be given as
-``error_message`` instead of ``error`` (not both; a refusal names ``error`` unless the
-record used ``error_message``). A trial that is not ok carries no verdict
-(``passed``, ``score``, ``scores``, ``judge_status`` and non-empty ``labels`` are refused on
-it), so it is never graded, never labeled, never a pass. A case's input, expected and
-goal_state are each at most 200,000 characters as JSON (``evals.cases.size_problem``, code
-"too_large": a 413). Any other key is refused.
+Shapes: JSON ``{"suite", "suite_kind"?, "run", "model"?, "source_version"?, "threshold"?,
+"run_key"?, "trials": [record, ...]}``; NDJSON the header on line 1, then a record per line.
+A record has the CSV/JSONL import's fields (``interop.importers.trial_row.row_parse``)
+plus ``labels`` (``[{"reviewer", "verdict", "critique"?}]``) and ``extra``; ``error_message``
+may stand for ``error``. Any other key is refused.
 
 Rules:
-1. All or nothing: everything is written in one transaction; the first bad record raises
-   ``DomainError`` (record, field) and nothing stays behind, the idempotency row included.
-2. A bare ``NaN``/``Infinity`` token or a ``"NaN"`` string is accepted only as a score and
-   means "not scored" (an errored grade, never 0, never a fail); anywhere else it is refused.
-3. Idempotency: a key (``Idempotency-Key`` header or ``run_key``) is claimed by inserting
-   an ``IngestKey`` row first in the transaction (unique: a concurrent request with the
-   key waits, then replays); a repeat with the same body bytes (SHA-256) gets the stored
-   status and response and writes nothing; another body under the key is a ``DomainError``
-   (code "conflict").
-4. Limits: the body over ``max_bytes`` or one record over ``max_record_bytes`` raises
-   a ``DomainError`` (code "too_large", HTTP 413), checked while reading.
-5. One ingest into a suite at a time: the suite row is locked (PostgreSQL
-   ``SELECT ... FOR UPDATE``; SQLite writes are serialised anyway), so two runs posted
-   into one new suite at once cannot collide on its cases.
+1. All or nothing in one transaction; the first bad record raises ``DomainError`` (record,
+   field), the idempotency row rolled back too.
+2. ``NaN``/``Infinity`` (token or string) only as a score: "not scored", never 0.
+3. Idempotency: the key (``Idempotency-Key`` or ``run_key``) is claimed by inserting an
+   ``IngestKey`` row first (a concurrent request waits, then replays); the same body
+   (SHA-256) replays the stored answer; another body is a ``DomainError`` ("conflict").
+4. A body over ``max_bytes`` or a record over ``max_record_bytes`` is ``too_large`` (413),
+   checked while reading.
+5. The suite row is locked (PostgreSQL ``FOR UPDATE``), so two ingests into one new suite
+   cannot collide on its cases.
 """
 
 from __future__ import annotations
@@ -81,9 +57,8 @@ BATCH_SIZE = 5000
 
 @dataclass(frozen=True)
 class IngestHeader:
-    """The run-level part of an ingest: suite name (created when absent, with
-    ``suite_kind``; default regression), run name, optional model, source version, pass
-    threshold in [0, 1] for score-only records, and the client's run key."""
+    """The run-level part: suite (created with ``suite_kind`` when absent), run name, model,
+    source version, pass threshold in [0, 1] for score-only records, run key."""
 
     suite: str
     run: str
@@ -134,12 +109,9 @@ def _header_string(
 
 
 def header_parse(obj: dict, *, record: int | None = None) -> IngestHeader:
-    """Validate the header object (keys ``HEADER_FIELDS``; surrounding spaces of names are
-    trimmed as in the file import). ``record``: 1 for NDJSON (line 1), None for JSON.
-
-    Raises ``DomainError`` naming the field: unknown key, wrong type, empty or too-long name,
-    unknown suite kind, threshold not a number in [0, 1].
-    """
+    """Validate the header (``HEADER_FIELDS``, names trimmed); ``record`` 1 for NDJSON, None for
+    JSON. Raises ``DomainError`` naming the field: unknown key, wrong type, bad name, unknown
+    suite kind, threshold outside [0, 1]."""
     for name in obj:
         if name not in HEADER_FIELDS:
             raise DomainError(
@@ -251,14 +223,9 @@ def record_parse(
     needs_scan: bool = True,
     cases: CaseMemo | None = None,
 ) -> TrialSpec:
-    """One trial record -> ``TrialSpec`` (``trial_row.row_parse`` plus labels and extra);
-    ``needs_scan`` False (see ``IngestSource``) skips the scans for non-finite numbers and
-    unstorable text; ``cases``: the ingest's ``trial_row.CaseMemo`` (a record repeating the
-    checked case content of an earlier record of its case shares its ``CaseSpec``).
-
-    Raises ``DomainError`` (``field``, ``record``, extra ``where``; ``record_error``) for an
-    unknown key or any field ``row_parse`` refuses.
-    """
+    """One trial record -> ``TrialSpec``. ``needs_scan`` False skips the non-finite and
+    unstorable-text scans (``IngestSource``); ``cases``: the ingest's ``trial_row.CaseMemo``.
+    Raises ``DomainError`` (``record_error``) for an unknown key or what ``row_parse`` refuses."""
     tabular = obj.keys() <= _FIELD_SET
     if tabular:
         values = obj  # only tabular fields (most records): row_parse reads, never writes

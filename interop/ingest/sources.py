@@ -23,8 +23,8 @@ RECORD_MAX_CONTAINERS = 100_000
 
 
 class _Body:
-    """The raw request body, read once: counts bytes against ``max_bytes`` (413) and hashes
-    every byte read (SHA-256), so a replay can be recognised after the fact."""
+    """The raw request body, read once: bytes counted against ``max_bytes`` (413) and hashed
+    (SHA-256) to recognise a replay."""
 
     def __init__(self, stream: BinaryIO, *, max_bytes: int) -> None:
         self._stream, self.max_bytes = stream, max_bytes
@@ -49,8 +49,8 @@ class _Body:
         return self._count(self._stream.read(self.max_bytes - self.size + 1))
 
     def read_chunk(self, size: int) -> bytes:
-        """At most ``size`` bytes more (b"" at the end); one byte past ``max_bytes`` is read
-        when there, so that a body over the limit is a 413 here."""
+        """At most ``size`` more bytes (b"" at the end); reads one byte past ``max_bytes``
+        when there, so an oversized body is a 413 here."""
         return self._count(self._stream.read(min(size, self.max_bytes - self.size + 1)))
 
     def drain(self) -> None:
@@ -69,10 +69,9 @@ _SUSPECT_BYTES = re.compile(_SUSPECT.pattern.encode())
 
 
 def _suspect(text: str | bytes) -> bool:
-    """Whether a record's JSON text may hold a NaN/Infinity token or a ``\\u0000`` or
-    surrogate escape; records without any are not scanned for them (rows of 300-character
-    outputs parse ~10% faster). (A number overflowing to infinity, ``1e400``, is looked for
-    in ``input``, ``expected`` and ``extra`` always: that check is cheap.)"""
+    """Whether a record's JSON text may hold a NaN/Infinity token or a ``\u0000`` or surrogate
+    escape; others skip those scans (~10% faster on 300-character outputs). ``1e400`` is always
+    looked for in ``input``, ``expected`` and ``extra``."""
     pattern = _SUSPECT_BYTES if isinstance(text, bytes) else _SUSPECT
     return pattern.search(text) is not None
 
@@ -87,9 +86,8 @@ _COMPACT = (
 
 
 def _compact_size(obj: Any) -> int:
-    """Bytes of ``obj`` (a parsed record) as compact JSON in UTF-8, a ``NON_FINITE`` marker
-    as its token in quotes; a lone surrogate (a ``\\ud800`` escape) counts its 3 bytes
-    (``surrogatepass``: the record is refused by its field's check, not here)."""
+    """UTF-8 bytes of ``obj`` as compact JSON (``NON_FINITE`` as its quoted token; a lone
+    surrogate 3 bytes, refused later by its field's check)."""
     if _COMPACT is None:
         text = json.dumps(obj, ensure_ascii=False, separators=(",", ":"), default=repr)
     else:
@@ -98,10 +96,8 @@ def _compact_size(obj: Any) -> int:
 
 
 class IngestSource:
-    """A parsed request body: ``header`` (a dict), ``records()`` yielding ``(record, where,
-    object, needs_scan)`` for each trial record (False when the record's text holds no
-    ``NaN``/``Infinity`` token, no ``\\u0000`` or surrogate escape, so no scan is needed),
-    ``finish()`` reading what is left, ``sha256()``."""
+    """A parsed body: ``header``, ``records()`` yielding ``(record, where, object, needs_scan)``,
+    ``finish()`` reading the rest, ``sha256()``."""
 
     fmt = ""
 
@@ -121,10 +117,8 @@ class IngestSource:
 
 
 class JsonSource(IngestSource):
-    """``application/json``: the whole body is read and parsed (at most ``max_bytes`` and
-    ``core.bounds.BODY_MAX_BYTES["ingest_json"]``, 1 MiB);
-    the header is the top-level object without ``trials``. A record's size is the length of
-    its compact JSON encoding (UTF-8)."""
+    """``application/json``: read and parsed whole (at most ``max_bytes`` and
+    ``core.bounds.BODY_MAX_BYTES["ingest_json"]``); a record's size is its compact JSON's."""
 
     fmt = "json"
 
@@ -185,10 +179,8 @@ class JsonSource(IngestSource):
 
 
 class NdjsonSource(IngestSource):
-    """``application/x-ndjson`` (or ``application/jsonl``): read line by line from the
-    stream; memory is bounded by the longest line (at most ``max_record_bytes``, line end
-    not counted). Line 1 (the first non-blank line) is the header; decoding, BOM and line
-    ending rules are those of every text import (``interop.importers.reader``)."""
+    """``application/x-ndjson`` (or ``application/jsonl``), read line by line (memory bounded by
+    ``max_record_bytes``); line 1 the header; decoding as ``interop.importers.reader``."""
 
     fmt = "ndjson"
 
@@ -212,11 +204,9 @@ class NdjsonSource(IngestSource):
             )
 
     def _lines(self) -> Iterator[bytes]:
-        """The body's physical lines, each with its LF (the last one may lack it), read in
-        chunks of ``_CHUNK`` bytes (one Python call per line through Django's and the
-        server's ``readline`` was ~15% of the reading). A line longer than the record limit
-        (line end not counted) is a 413 naming it as soon as that is known, so memory stays
-        bounded by a chunk and the limit."""
+        """The body's physical lines with their LF, read in ``_CHUNK``-byte chunks (``readline`` per
+        line cost ~15% of the reading). A line over the record limit is a 413 as soon as known, so
+        memory stays bounded by a chunk and the limit."""
         limit = self.max_record_bytes
         tail = b""
         while chunk := self.body.read_chunk(_CHUNK):
@@ -239,9 +229,9 @@ class NdjsonSource(IngestSource):
             yield tail
 
     def _containers_check(self, raw: bytes) -> None:
-        """Refuse a line of more than ``RECORD_MAX_CONTAINERS`` JSON objects and arrays
-        before parsing it: a 4 MiB line of ``[{},{},…]`` parsed into a million dicts took
-        ~150-200 MB. Counts ``{`` and ``[`` bytes (inside strings too: a bound, not a parse)."""
+        """Refuse a line of more than ``RECORD_MAX_CONTAINERS`` objects and arrays before
+        parsing (a 4 MiB ``[{},{},…]`` took ~150-200 MB). Counts ``{`` and ``[`` bytes: a bound, not
+        a parse."""
         if raw.count(b"{") + raw.count(b"[") > RECORD_MAX_CONTAINERS:
             raise DomainError(
                 code="too_large",
@@ -286,10 +276,7 @@ class NdjsonSource(IngestSource):
 def source_open(
     *, fmt: str, stream: BinaryIO, max_bytes: int, max_record_bytes: int
 ) -> IngestSource:
-    """Start reading a body of ``fmt`` (``json`` or ``ndjson``); reads the header.
-
-    Raises ``DomainError`` (bad JSON, no header; code "too_large" over a limit).
-    The collector is paused while it reads (a JSON body is parsed whole here).
-    """
+    """Start reading a ``json`` or ``ndjson`` body and read its header, the collector paused.
+    Raises ``DomainError`` (bad JSON, no header; "too_large" over a limit)."""
     cls = JsonSource if fmt == "json" else NdjsonSource
     return cls(stream, max_bytes=max_bytes, max_record_bytes=max_record_bytes)

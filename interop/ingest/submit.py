@@ -106,17 +106,12 @@ def ingest_submit(
     idempotency_key: str | None,
     respond: Callable[[Run, ImportSummary], dict[str, Any]],
 ) -> IngestOutcome:
-    """Store one posted run all or nothing; idempotent under a key (rules in the module doc).
-
-    ``source``: the opened body (``source_open``); ``idempotency_key``: the
-    ``Idempotency-Key`` header or None; ``respond(run, summary)`` builds the 201 body
-    (stored with the key for replays). Returns ``IngestOutcome`` (201, or the stored
-    status and body of the first request under the key).
-    Raises ``DomainError``: 400, code "too_large" (413), code "conflict" (409).
-    Runs with the cyclic garbage collector paused (``core.gc_pause``): the records of a
-    batch are tens of thousands of live containers, and each old-generation collection
-    walked them and the whole process again (~30% of the request's CPU at 50,000 trials).
-    """
+    """Store one posted run all or nothing, idempotent under a key (``interop.ingest.records``).
+    ``source`` from ``source_open``; ``idempotency_key`` the header or None;
+    ``respond(run, summary)`` builds the 201 body stored for replays. Returns ``IngestOutcome``.
+    Raises ``DomainError``: 400, "too_large" (413), "conflict" (409). Runs with the cyclic GC
+    paused (``core.gc_pause``): a batch's tens of thousands of live containers made
+    old-generation collections ~30% of the CPU at 50,000 trials."""
     record = 1 if source.fmt == "ndjson" else None
     header = header_parse(source.header, record=record)
     key, field = idempotency_key, "Idempotency-Key"
