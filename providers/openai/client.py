@@ -6,8 +6,9 @@ failure (kinds: ``answers``).
 429, 5xx, timeouts and connection errors are retried with equal-jitter backoff, at least
 ``Retry-After``; other 4xx are not. A cancelled call makes no further attempt
 (``providers.call_stop``). After a ``rejected_parameter`` with no call answered, the
-client sends nothing more: later calls end at once with that error (``attempts`` 0), so a
-refused job pays one round. A client belongs to one event loop."""
+client sends nothing more: later calls end at once with that error (``attempts`` 0,
+``raw_response["not_sent"]``), so a refused job pays one round. A client belongs to one
+event loop."""
 
 from __future__ import annotations
 
