@@ -1,12 +1,6 @@
-"""The API's documentation: the browsable docs page at /api/docs/ and what the OpenAPI
-schema needs to describe Assay's authentication.
-
-The page is Swagger UI from drf-spectacular-sidecar's static files (no CDN), started by
-static/js/api-docs.js (no inline script). It needs no CSP exception: Swagger UI styles
-elements through the CSSOM (``element.style``), which ``style-src 'self'`` allows, and its
-stylesheet is a static file (tests/browser/test_browser_api_docs.py checks that no CSP violation
-is logged).
-"""
+"""The API's docs page at /api/docs/ (Swagger UI from drf-spectacular-sidecar's static files,
+started by static/js/api-docs.js; no CSP exception needed) and the schema's description of
+Assay's authentication."""
 
 from __future__ import annotations
 
@@ -21,8 +15,7 @@ from core.http import VIEWER_ROLES, role_required
 
 
 class BearerTokenScheme(OpenApiAuthenticationExtension):
-    """Describes ``apitokens.authentication.BearerTokenAuthentication`` in the schema as an
-    HTTP bearer scheme, so clients (Swagger UI, schemathesis) know how to send a token."""
+    """``BearerTokenAuthentication`` in the schema as an HTTP bearer scheme."""
 
     target_class = "apitokens.authentication.BearerTokenAuthentication"
     name = "bearerAuth"
@@ -43,6 +36,5 @@ class BearerTokenScheme(OpenApiAuthenticationExtension):
 @login_required
 @role_required(*VIEWER_ROLES)
 def api_docs(request: HttpRequest) -> HttpResponse:
-    """The browsable API docs (Swagger UI) over ``/api/schema/``; viewers only (403 for an
-    account without a role, as on every page)."""
+    """Swagger UI over ``/api/schema/``; viewers only (403 without a role)."""
     return render(request, "api/docs.html", {"schema_url": reverse("api:schema")})

@@ -40,18 +40,11 @@ class ContentSecurityPolicyMiddleware:
 
 
 class UnstorableFormMiddleware:
-    """Refuses a query string, or an HTML form post (urlencoded or multipart fields; uploaded
-    files are the importers' to check), holding U+0000 or a lone surrogate in a parameter's
-    name or value: a 400 naming the parameter before any view reads it (``core.text``, the
-    refuse policy), so no filter, form, raw ``request.POST`` read or service can store it or
-    fail on it (PostgreSQL refuses NUL even in a query; SQLite would answer): the "Bad
-    request" page (``core.http.bad_request``), which after a post says to go back to the
-    form. The API is left to its own layer, which checks after authentication and
-    permissions (``core.api.checks``, its parsers and serializers); form posts to other
-    views exempt from CSRF too, so a body is read here only where the CSRF check has read
-    it already. A view marked ``core.forms.unstorable_shown_on_form`` reads its whole post
-    through a ``core.forms.StorableForm``, which shows the refusal on the field with the
-    typed text (U+FFFD in the NUL's place) and stores nothing: its post is let through."""
+    """A 400 naming the parameter (``core.http.bad_request``) for a query string or HTML form post
+    holding U+0000 or a lone surrogate in a name or value, before any view reads it
+    (``core.text``'s refuse policy; PostgreSQL refuses NUL even in a query). Uploaded files,
+    the API (``core.api.checks``) and CSRF-exempt views are checked elsewhere; a view marked
+    ``@unstorable_shown_on_form`` is let through (``core.forms``)."""
 
     def __init__(self, get_response):
         self.get_response = get_response
@@ -81,15 +74,10 @@ class UnstorableFormMiddleware:
 
 
 class LoginRequiredMiddleware:
-    """Redirects anonymous users to the login page for every page but login and static.
-
-    An htmx request (``HX-Request: true``, a fragment the page asked for) gets a 401 with a
-    one-line text body instead: following a redirect would swap the login page into the
-    fragment (the labeling queue's item) and lose what the user typed. htmx swaps no 4xx,
-    so the page stays as it is and its script offers to log in again
-    (``static/js/labeling.js`` keeps the typed label and saves it after login).
-    The admin and the API keep their own authentication answers.
-    """
+    """Redirects anonymous users to login on every page but login and static. An htmx request
+    gets a 401 text instead (a redirect would swap the login page into the fragment and lose
+    the typed label; ``static/js/labeling.js`` saves it after login). Admin and API keep their
+    own answers."""
 
     def __init__(self, get_response):
         self.get_response = get_response
@@ -113,11 +101,8 @@ class LoginRequiredMiddleware:
 
 
 class BadRequestPageMiddleware:
-    """A ``BadRequest`` raised by a page (``core.http.query_uuid``, ``query_choice``,
-    ``query_page``: a malformed query parameter) is answered with the "Bad request" page
-    naming the parameter (``core.http.bad_request``, the ``handler400``) in every mode:
-    Django shows its technical debug page instead when DEBUG is on, and ``make demo`` runs
-    with DEBUG on."""
+    """A page's ``BadRequest`` gets the "Bad request" page naming the parameter in every mode
+    (Django shows its debug page under DEBUG, which ``make demo`` runs with)."""
 
     def __init__(self, get_response):
         self.get_response = get_response
@@ -135,11 +120,8 @@ FORM_TYPES = ("application/x-www-form-urlencoded", "multipart/form-data")
 
 
 class FormLimitMiddleware:
-    """A page's form post over its limit (``RequestDataTooBig``, ``TooManyFieldsSent``:
-    ``DATA_UPLOAD_MAX_MEMORY_SIZE``, ``DATA_UPLOAD_MAX_NUMBER_FIELDS``) gets the "Bad
-    request" page saying so (``core.http.bad_request``) in every mode. It reads the form
-    before ``CsrfViewMiddleware`` does (which would raise the same error outside any view,
-    where Django shows its technical page when DEBUG is on, as ``make demo`` runs)."""
+    """A form post over ``DATA_UPLOAD_MAX_MEMORY_SIZE`` or ``DATA_UPLOAD_MAX_NUMBER_FIELDS`` gets
+    the "Bad request" page saying so; read here before CSRF would raise outside any view."""
 
     def __init__(self, get_response):
         self.get_response = get_response
@@ -165,10 +147,8 @@ TIME_ZONE_COOKIE = "assay_tz"
 
 
 class ViewerTimeZoneMiddleware:
-    """Shows times in the viewer's zone: the IANA zone name the browser reports (set in the
-    ``assay_tz`` cookie by static/js/assay.js) is activated for the request; a missing or
-    unknown name leaves the server zone (UTC). Storage is always aware UTC; this is the one
-    layer that converts (templates render datetimes in the active zone)."""
+    """Activates the viewer's zone from the ``assay_tz`` cookie (set by static/js/assay.js); else
+    UTC. Storage stays aware UTC; templates render in the active zone."""
 
     def __init__(self, get_response):
         self.get_response = get_response
@@ -191,11 +171,8 @@ def viewer_time_zone(request: HttpRequest) -> ZoneInfo | None:
 
 
 class ServerTimingMiddleware:
-    """Adds ``Server-Timing: app;dur=<ms>`` to every response: the time in ms from this
-    middleware (first in ``MIDDLEWARE``) receiving the request to the response coming back
-    through it, i.e. sessions, auth, CSRF, the view, its queries and the template; not the
-    WSGI server's queueing or socket I/O. Read by ``bench/bench_label_save.py`` and shown
-    in the browser's network panel (https://www.w3.org/TR/server-timing/)."""
+    """``Server-Timing: app;dur=<ms>`` on every response: from this middleware (first in
+    ``MIDDLEWARE``) to the response, server queueing excluded (bench/bench_label_save.py)."""
 
     def __init__(self, get_response):
         self.get_response = get_response

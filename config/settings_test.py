@@ -1,8 +1,5 @@
-"""Test settings: the same env-driven module, with fast hashing and eager Celery by default.
-
-Set DATABASE_URL / REDIS_URL to run the suite on PostgreSQL and drive a real worker
-through Redis (see .ci/run).
-"""
+"""Test settings: fast hashing and eager Celery by default; DATABASE_URL / REDIS_URL run the
+suite on PostgreSQL and a real worker (.ci/run)."""
 
 import os
 import tempfile

@@ -13,7 +13,7 @@ application = get_wsgi_application()
 hosts_required()  # DEBUG off and no host names: every request would be a 400
 # The URL conf, and with it every view, DRF, the API and the statistics, is otherwise
 # imported by each server process on its first request: under gunicorn, after the fork, in
-# every worker (~1.5 s of CPU each on the project's machine, issue 17), and again in each
+# every worker (~1.5 s of CPU each on the project's machine), and again in each
 # worker gunicorn starts anew. Loaded here, ``--preload`` imports it once for all workers.
 get_resolver().url_patterns  # noqa: B018 (imports the URL conf)
 get_resolver().reverse_dict  # noqa: B018 (builds the reverse lookup tables)

@@ -1,8 +1,4 @@
-"""Who did a thing, as people read it: a user through a page or the API, a management
-command, or the system itself. One wording for every place that names the actor of a change
-(a run's or a judge run's cancel: the log line, the page, the API), so no place prints
-"cancelled by None".
-"""
+"""Who did a change, as one wording for every log line, page and API answer."""
 
 from __future__ import annotations
 
@@ -28,19 +24,16 @@ class Via(models.TextChoices):
 
 
 def via_of(by: Actor, via: str | None) -> str:
-    """``via`` when given, else what it must have been: a user's change came from a page,
-    a change with no user from the system."""
+    """``via`` when given; else "page" for a user's change, "system" for none."""
     if via:
         return Via(via).value
     return Via.PAGE.value if _username(by) else Via.SYSTEM.value
 
 
 def actor_text(*, by: Actor = None, via: str | None = None) -> str:
-    """How the actor of a change reads after a verb ("cancelled ..."): "by carol", "by
-    carol through the API", "from the command line" (a command, no user), "by the system"
-    (no user, no command). ``by`` is a user or None (an anonymous user counts as none);
-    ``via`` a ``Via`` value or None (``via_of``). Raises ``ValueError`` for an unknown
-    ``via``."""
+    """After a verb: "by carol", "by carol through the API", "from the command line", "by
+    the system". ``by``: a user or None (anonymous counts as none). Raises ``ValueError``
+    for an unknown ``via``."""
     name = _username(by)
     kind = via_of(by, via)
     if name:

@@ -1,10 +1,5 @@
-"""The admin's users and groups, and the view-only base of grants and verdicts of record.
-
-A user's roles (groups), superuser and staff flags and permissions are read-only here: roles
-change through the actions below, which call ``core.grants`` (a lead only, each change
-recorded in ``RoleChange``), and a superuser is made with ``manage.py user_create
---superuser``. The three groups are created by a migration and are read-only too.
-"""
+"""The admin's users and groups (roles and flags read-only; grant and revoke actions call
+``core.grants``), and the view-only base of rows of record."""
 
 from __future__ import annotations
 
@@ -50,8 +45,7 @@ class ViewOnly:
 
 
 class RecordAdmin(ViewOnly, _ModelAdmin):
-    """View only: rows that are a grant or a verdict of record (trust approvals, labels,
-    adjudications, grades) change only through the services that check their rule."""
+    """View only: grants and verdicts of record change only through their services."""
 
 
 class RecordInline(ViewOnly, _TabularInline):
@@ -109,8 +103,7 @@ class AssayUserAdmin(_UserAdmin):
 
 @admin.register(Group)
 class RoleGroupAdmin(ViewOnly, GroupAdmin):
-    """The three role groups, view only: they are created by a migration, and membership
-    changes through ``core.grants``."""
+    """The three role groups, view only (made by a migration; membership via ``core.grants``)."""
 
 
 @admin.register(RoleChange)

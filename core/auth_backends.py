@@ -1,5 +1,4 @@
-"""The session's authentication backend: Django's ``ModelBackend``, loading the user and the
-user's roles (``core.roles``) in one query."""
+"""The session backend: the user and their roles in one query."""
 
 from __future__ import annotations
 
@@ -15,13 +14,11 @@ if TYPE_CHECKING:
 
 
 class RolesModelBackend(ModelBackend):
-    """``ModelBackend`` (passwords, permissions unchanged) whose ``get_user``, run once per
-    request for the session's user, also reads the user's group names, so a page's role
-    checks make no query of their own (issue 17: one query fewer on every page)."""
+    """``ModelBackend`` whose ``get_user`` also reads the user's groups, so role checks on a
+    page make no query of their own."""
 
     def get_user(self, user_id: int) -> User | None:
-        """The user ``user_id`` with their roles read, or None when there is no such user or
-        ``user_can_authenticate`` refuses them (inactive): ``ModelBackend.get_user``'s rule."""
+        """The user with roles read; None when absent or ``user_can_authenticate`` refuses them."""
         user_model = get_user_model()
         found = user_with_roles_get(user_model._default_manager.filter(pk=user_id))
         if found is None:

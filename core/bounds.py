@@ -1,26 +1,7 @@
-"""Bounds of the numbers Assay accepts from outside (imports, ingest, run files, API bodies,
-forms), in one place. A value outside them is refused naming the record and field, never
-stored, never a server error (docs/ingest.md, "Numbers and their bounds").
-
-- counts (tokens, attempts, sample sizes): whole numbers that fit the database's integer
-  column, at most ``INT_MAX`` (2,147,483,647);
-- ``latency_ms``: milliseconds from 0 to ``LATENCY_MS_MAX`` (86,400,000: one day; a call
-  that took longer is a unit mistake, e.g. microseconds), finite;
-- ``cost_usd``: USD from 0 to below ``COST_USD_LIMIT`` (1,000,000), stored to 1e-12
-  (``numeric(20, 12)``, ``COST_USD_DECIMAL_PLACES``); a positive cost that would be stored
-  as 0 (below 5e-13: zero means free) is refused;
-- scores: numbers in [0, 1];
-- seeds (a simulated target's, an openai target's ``settings.seed``, a judge version's
-  ``params.seed``, a judge run's sample, a calibration set's pick): whole numbers from 0 to
-  ``SEED_MAX`` (2**63 - 1: a signed 64-bit integer, PostgreSQL's bigint);
-- request bodies and text fields: the tables ``BODY_MAX_BYTES`` and ``TEXT_MAX_CHARS``
-  below (docs/limits.md). A body over its endpoint's limit is refused (413) before it is
-  read; a text over its limit is refused naming the field on every path (API, form,
-  command, config as code).
-
-A number is never shown whole in a message when it is huge (``int_text``), and Python's
-"use sys.set_int_max_str_digits()" advice never reaches a user (``int_digits_plain``).
-"""
+"""Bounds of numbers and sizes accepted from outside, refused naming record and field
+(docs/ingest.md, docs/limits.md): counts to ``INT_MAX``; ``latency_ms`` to one day;
+``cost_usd`` below ``COST_USD_LIMIT`` to 1e-12 (a positive cost stored as 0 is refused);
+scores in [0, 1]; seeds to ``SEED_MAX`` (bigint); ``BODY_MAX_BYTES``, ``TEXT_MAX_CHARS``."""
 
 from __future__ import annotations
 
@@ -41,16 +22,14 @@ COST_USD_LIMIT = Decimal(10**6)
 # a judge call's) and written out (API, CSV/Parquet exports). Every cost Assay computes is a
 # whole number of 1e-12 USD (a price per 1M tokens has at most 6 decimals,
 # ``providers.models.ModelPrice``; token counts are whole), so it is stored exactly and a tiny
-# known cost never becomes 0 (3 tokens at $0.001 per 1M tokens: 3e-9 USD). With 8 decimals
-# it did.
+# known cost never becomes 0 (3 tokens at $0.001 per 1M tokens: 3e-9 USD).
 COST_USD_DECIMAL_PLACES = 12
 COST_USD_MAX_DIGITS = 20
 COST_USD_QUANTUM = Decimal(1).scaleb(-COST_USD_DECIMAL_PLACES)
 
 
 def latency_problem(value: float) -> str | None:
-    """None when ``value`` (a number) is a latency in [0, LATENCY_MS_MAX] ms, else the
-    message to show ("expected milliseconds from 0 to 86,400,000 (one day), got 1e+308")."""
+    """None when ``value`` is in [0, LATENCY_MS_MAX] ms, else the message."""
     if math.isfinite(value) and 0 <= value <= LATENCY_MS_MAX:
         return None
     return f"expected milliseconds from 0 to {LATENCY_MS_MAX:,} (one day), got {value:g}"
@@ -65,9 +44,8 @@ def count_problem(value: int, *, minimum: int = 0) -> str | None:
 
 def cost_problem(value: Decimal) -> str | None:
     """None when ``value`` is a finite USD amount in [0, COST_USD_LIMIT) that is 0 or stays
-    above 0 when stored (at least half of ``COST_USD_QUANTUM``, rounded half up), else the
-    message, its amounts in plain decimals ("0.0000000000004", never "4E-13":
-    ``core.decimals.decimal_plain``)."""
+    above 0 when stored (rounded half up to ``COST_USD_QUANTUM``), else the message, amounts
+    in plain decimals (``core.decimals.decimal_plain``)."""
     if not (value.is_finite() and 0 <= value < COST_USD_LIMIT):
         shown = decimal_plain(value) if value.is_finite() else str(value)
         return f"expected USD from 0 to below {COST_USD_LIMIT:,}, got {shown}"
@@ -95,8 +73,7 @@ _SHOWN_DIGITS = 30  # a whole number longer than this is shown by its size, not 
 
 
 def int_text(value: int) -> str:
-    """``value`` as text for a message: its digits, or "a number of about N digits" past 30
-    digits (a 4,000-digit seed is not echoed back; ``str`` of a 5,000-digit int raises)."""
+    """``value``'s digits, or "a number of about N digits" past 30 digits."""
     if abs(value).bit_length() <= 99:  # at most 30 digits
         return str(value)
     return f"a number of about {int(abs(value).bit_length() * 0.30103) + 1:,} digits"
@@ -109,9 +86,8 @@ _DIGITS_ADVICE = re.compile(
 
 
 def int_digits_plain(message: str) -> str:
-    """``message`` with Python's integer-size advice ("Exceeds the limit (4300 digits) for
-    integer string conversion ...; use sys.set_int_max_str_digits() ...") replaced by a plain
-    sentence: "a number with more than 4300 digits is refused". Other text is kept."""
+    """``message`` with Python's integer-size advice replaced by "a number with more than 4300
+    digits is refused"; other text kept."""
     return _DIGITS_ADVICE.sub(
         lambda m: f"a number with more than {m.group(1)} digits is refused", message
     )
@@ -152,8 +128,7 @@ def body_limit_bytes(name: str | None) -> int:
 
 
 def body_too_large_text(size: int | None, limit: int, *, hint: str = "") -> str:
-    """The 413's sentence: "request body: 9,961,472 bytes, over this endpoint's limit of
-    262,144 bytes" (``size`` None: the read went past the limit), then ``hint``."""
+    """The 413's sentence, then ``hint``; ``size`` None: the read went past the limit."""
     shown = "over" if size is None else f"{size:,} bytes, over"
     return f"request body: {shown} this endpoint's limit of {limit:,} bytes{hint}"
 
@@ -180,8 +155,7 @@ JUDGE_PARAMS_MAX_KEYS = 100  # top-level keys of a judge version's params
 
 
 def text_problem(value: str, name: str) -> str | None:
-    """None when ``value`` (a str) is at most ``TEXT_MAX_CHARS[name]`` characters, else the
-    message ("120,000 characters; at most 100,000")."""
+    """None when ``value`` has at most ``TEXT_MAX_CHARS[name]`` characters, else the message."""
     limit = TEXT_MAX_CHARS[name]
     if len(value) <= limit:
         return None
@@ -189,8 +163,7 @@ def text_problem(value: str, name: str) -> str | None:
 
 
 def json_size_problem(value: object, name: str) -> str | None:
-    """None when ``value`` (parsed JSON) is at most ``TEXT_MAX_CHARS[name]`` characters as
-    compact JSON, else the message. Stops encoding once past the limit."""
+    """``text_problem`` for parsed JSON, measured as compact JSON; stops encoding past the limit."""
     limit = TEXT_MAX_CHARS[name]
     size = 0
     for chunk in _COMPACT.iterencode(value):

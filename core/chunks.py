@@ -9,9 +9,8 @@ T = TypeVar("T")
 
 
 def chunked(items: Sequence[T], size: int) -> list[list[T]]:
-    """``items`` in consecutive lists of ``size`` (the last one shorter); ``[]`` for no
-    items. Raises ``ValueError`` unless ``size`` is a positive integer (a chunk size of 0
-    would loop or drop everything, depending on the caller's arithmetic)."""
+    """``items`` in consecutive lists of ``size`` (the last shorter). Raises ``ValueError``
+    unless ``size`` is a positive integer."""
     if isinstance(size, bool) or not isinstance(size, int) or size < 1:
         raise ValueError(f"chunk size must be a positive integer, got {size!r}")
     return [list(items[i : i + size]) for i in range(0, len(items), size)]

@@ -1,9 +1,6 @@
-"""Management commands' one mapping of a ``DomainError``: the message on stderr and the
-command's own exit code (``domain_error_exit``, 1 unless the command says otherwise: the
-gate's bad input is 3, because 1 means "regression"). A command run with ``--json`` also
-prints the error on stdout as one JSON object, ``{"error": {"detail", "field", "record",
-"code", ...}}`` (the API's shape, ``DomainError.as_dict``), so a script reading its stdout
-as JSON gets JSON on failure too."""
+"""Management commands' one mapping of a ``DomainError``: the message on stderr, exit code
+``domain_error_exit`` (1 unless the command says otherwise: the gate uses 3, as 1 means
+"regression"); with ``--json`` also ``{"error": DomainError.as_dict()}`` on stdout."""
 
 from __future__ import annotations
 
@@ -20,10 +17,8 @@ from core.terminal import TerminalOutput
 
 
 class DomainCommand(BaseCommand):
-    """A command whose services' ``DomainError`` becomes ``CommandError(text,
-    returncode=domain_error_exit)``; ``domain_error_text`` may prefix it (the file read).
-    Its stdout and stderr escape control and bidi-override characters
-    (``core.terminal``): names, tags and model output are untrusted text."""
+    """A command whose services' ``DomainError`` becomes ``CommandError`` with
+    ``domain_error_exit``. Its output escapes control and bidi characters (``core.terminal``)."""
 
     domain_error_exit = 1
 
@@ -64,9 +59,7 @@ class DomainCommand(BaseCommand):
 
 
 def seed_arg(text: str) -> int:
-    """An argparse ``type`` for ``--seed``: a whole number from 0 to ``SEED_MAX``
-    (2**63 - 1); anything else is the command's usage error, in plain words (never Python's
-    integer-size advice)."""
+    """argparse ``type`` for ``--seed``: 0 to ``SEED_MAX``, else a plain usage error."""
     text = text.strip()
     if not text.isdigit() or len(text) > len(str(SEED_MAX)):
         raise argparse.ArgumentTypeError(f"expected a whole number from 0 to {SEED_MAX:,}")

@@ -1,5 +1,5 @@
-"""Database plumbing shared by selectors and bulk writers: rows straight from the cursor,
-rows written without model instances (COPY on PostgreSQL)."""
+"""Rows straight from the cursor, and rows written without model instances (COPY on
+PostgreSQL, one ``executemany`` elsewhere)."""
 
 from __future__ import annotations
 
@@ -20,15 +20,13 @@ from django.db import connections, models, router
 
 
 def sql_marks(values: Sequence[Any]) -> str:
-    """``%s, %s, ...``: one placeholder per value (an ``IN (...)`` list, a row of
-    ``VALUES``), for the statements written in SQL on the runner's hot path."""
+    """``%s, %s, ...``: one placeholder per value."""
     return ", ".join(["%s"] * len(values))
 
 
 def raw_rows(queryset: models.QuerySet[Any, Any]) -> list[tuple[Any, ...]]:
-    """Rows of a ``values_list`` queryset straight from the cursor, skipping Django's per-row
-    converters (they were ~40% of ``run_report`` at 10,000 trials). Only for columns whose
-    raw value is already what the caller needs: ints, floats, text (no bools, dates, JSON)."""
+    """Rows of a ``values_list`` queryset without Django's per-row converters. Only for columns
+    whose raw value is what the caller needs: ints, floats, text (no bools, dates, JSON)."""
     sql, params = queryset.query.sql_with_params()
     with connections[queryset.db].cursor() as cursor:
         cursor.execute(sql, params)
@@ -42,11 +40,9 @@ _CONVERTED = (models.UUIDField, models.DateTimeField, models.JSONField, models.D
 
 
 def _json_dumper(f: models.JSONField) -> Callable[[Any], str | None]:
-    """JSON text of a field's value for COPY (None stays NULL), through one encoder built
-    once per call of ``rows_insert``: the C encoder that ``JSONEncoder.encode`` would build
-    for every value (with its options, ``allow_nan=False``: a NaN raises ``ValueError``),
-    built once; the same text. An encoder class that overrides ``encode``/``iterencode``
-    (or a Python without the C encoder) is called as it is."""
+    """JSON text for COPY (None stays NULL), the field's encoder built once per ``rows_insert``
+    call (``allow_nan=False``: NaN raises ``ValueError``). An encoder overriding
+    ``encode``/``iterencode`` is called as it is."""
     encoder = (f.encoder or json.JSONEncoder)(allow_nan=False)
     encode = encoder.encode
     cls = type(encoder)
@@ -85,7 +81,7 @@ def _json_dumper(f: models.JSONField) -> Callable[[Any], str | None]:
 
 
 # Types orjson would write its own way (dates, dataclasses, subclasses of str, int, dict,
-# list) go to ``_refuse``: the field's encoder writes them, or refuses them, as before.
+# list) go to ``_refuse``: the field's encoder writes or refuses them.
 _ORJSON_OPTIONS = (
     orjson.OPT_PASSTHROUGH_DATETIME
     | orjson.OPT_PASSTHROUGH_DATACLASS
@@ -98,17 +94,8 @@ def _refuse(value: Any) -> Any:
 
 
 def _json_copy_text(f: models.JSONField) -> Callable[[Any], str | None]:
-    """JSON text of a field's value for COPY into a ``jsonb`` column (None stays NULL):
-    orjson's compact text when the field has no encoder of its own (about twice as fast as
-    ``_json_dumper``'s C encoder for the small objects of a bulk write: issue 17), else
-    ``_json_dumper``. The stored value is the same (``jsonb`` keeps values, not spacing, key
-    order or escapes; a float is spelt differently, ``1e16`` for ``1e+16``, the same
-    number). Whatever orjson refuses (an integer past 64 bits, a key that is not a string,
-    a circular or very deep value, a date, a subclass, an unknown type) and any text
-    holding ``null`` (orjson writes NaN and Infinity as null, which the field's encoder
-    refuses with ``ValueError``) goes to ``_json_dumper``, which writes or refuses it as
-    before. (One difference: orjson writes a ``uuid.UUID`` or a plain ``Enum`` itself,
-    where the plain encoder raises ``TypeError``; parsed JSON holds neither.)"""
+    """JSON text for a ``jsonb`` COPY: orjson (about twice as fast) when the field has no encoder
+    of its own; what it refuses, and text holding ``null`` (its NaN), goes to ``_json_dumper``."""
     exact = _json_dumper(f)
     if f.encoder is not None and f.encoder is not json.JSONEncoder:
         return exact
@@ -129,13 +116,8 @@ def _json_copy_text(f: models.JSONField) -> Callable[[Any], str | None]:
 
 
 def _stamp_texts() -> Callable[[Any], Any]:
-    """A converter of date-time values for COPY text: a ``datetime`` becomes its ISO 8601
-    text (``isoformat()``, the offset included when aware; PostgreSQL reads it as it reads
-    psycopg's own dumper's text), memoised by value, since a bulk write stamps thousands of
-    rows with one or two instants (psycopg's dumper cost ~4 µs a value under load;
-    bench/README.md, *Bulk ingest, issue 17, third pass*). Two aware values that compare
-    equal are one instant, so one ``timestamptz`` (the columns are, ``USE_TZ``); a naive value
-    never equals an aware one. Anything else (None, text) passes through unchanged."""
+    """Datetimes as ISO 8601 text for COPY, memoised by value (a bulk write stamps thousands of
+    rows with one or two instants; bench/README.md, *Bulk ingest*). Other values pass through."""
     memo: dict[datetime, str] = {}
 
     def convert(value: Any) -> Any:
@@ -150,16 +132,9 @@ def _stamp_texts() -> Callable[[Any], Any]:
 
 
 def rows_insert(model: type[models.Model], rows: list[dict[str, Any]]) -> None:
-    """Insert ``rows`` (field attname -> Python value; the primary key is left to the
-    database) into ``model``'s table, in the caller's transaction, without building model
-    instances: PostgreSQL through one ``COPY ... FROM STDIN`` (psycopg 3 ``cursor.copy``),
-    other databases through one prepared ``executemany``.
-
-    A field missing from a row takes its default (evaluated once per call: pass callable
-    defaults such as a UUID explicitly). Values are converted with the field's own
-    ``get_db_prep_save`` where the database needs it; constraints are the database's, and
-    a violation raises Django's ``IntegrityError``. No ``save`` signals are sent.
-    """
+    """Insert ``rows`` (attname -> value) without model instances, in the caller's transaction:
+    COPY on PostgreSQL, ``executemany`` elsewhere. Defaults are evaluated once per call (pass a
+    UUID explicitly). Raises ``IntegrityError``; sends no signals."""
     if not rows:
         return
     names = [f.attname for f in model._meta.concrete_fields if not f.primary_key]
@@ -171,11 +146,8 @@ def rows_insert(model: type[models.Model], rows: list[dict[str, Any]]) -> None:
 def values_insert(
     model: type[models.Model], names: Sequence[str], rows: Sequence[Sequence[Any]]
 ) -> None:
-    """``rows_insert`` for rows given as sequences of values in the order of ``names``
-    (attnames of ``model``'s concrete fields, the primary key excluded); a field not named
-    takes its default, evaluated once per call. The same conversions, the same COPY or
-    ``executemany``, without a dict per row (a bulk import writes 100,000 rows at once).
-    Raises ``ValueError`` for a name that is not such a field."""
+    """``rows_insert`` for rows as value sequences in the order of ``names`` (concrete attnames,
+    no primary key). Raises ``ValueError`` for a name that is not such a field."""
     if not rows:
         return
     connection = connections[router.db_for_write(model)]

@@ -1,12 +1,5 @@
-"""Decimals as text: plain positional notation, never an exponent (within ``PLAIN_MAX_PLACES``).
-
-A zero cost read back from a ``numeric(14, 8)`` column (or made by ``quantize``) is
-``Decimal("0E-8")``; ``str()`` of it prints ``0E-8``, which no person and few tools read as
-zero. Every place that turns a Decimal into text (pages, CSV, JSON, command output) goes
-through ``decimal_plain``: ``Decimal("0E-8")`` -> ``"0.00000000"``, ``Decimal("1.2E+3")`` ->
-``"1200"``; the value is kept exactly (no rounding, trailing zeros kept). Money shown to a
-person goes through ``core.money`` (significant digits for small amounts).
-"""
+"""Decimals as text in positional notation, never an exponent (``0E-8`` -> ``0.00000000``),
+exact. Money shown to a person goes through ``core.money``."""
 
 from __future__ import annotations
 
@@ -18,10 +11,8 @@ PLAIN_MAX_PLACES = 100
 
 
 def decimal_plain(value: Decimal) -> str:
-    """``value`` in positional notation with its exact digits (``"0.00000000"``, never
-    ``"0E-8"``) while its digits lie within ``PLAIN_MAX_PLACES`` places of the point;
-    beyond, ``str(value)`` (``"1E-999999999"``: as long as the value's own text). Raises
-    ``ValueError`` for NaN or an infinity (callers map those to null)."""
+    """``value`` positionally with its exact digits within ``PLAIN_MAX_PLACES`` places of the
+    point; beyond, ``str(value)``. Raises ``ValueError`` for NaN or an infinity."""
     if not value.is_finite():
         raise ValueError(f"not a finite decimal: {value}")
     exponent = value.as_tuple().exponent

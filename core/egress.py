@@ -1,21 +1,9 @@
-"""Which hosts a model endpoint (a run's OpenAI-compatible target, a judge version) may be.
+"""Which hosts a model endpoint may name (the worker calls it and stores the answer).
 
-Whoever configures a target or a judge chooses the URL that workers call and whose answer is
-stored in a trial that person can read, so an endpoint is a way to make the worker fetch
-from its own network. ``ASSAY_ENDPOINT_HOSTS`` (settings ``ASSAY["ENDPOINT_HOSTS"]``)
-lists the hosts an endpoint may name: ``host``, ``host:port``, ``*.example.com`` (any
-name under it), ``[::1]:8000``; when it is empty every host is allowed except link-local
-and cloud metadata addresses (169.254.0.0/16, fe80::/10, fd00:ec2::254 and the metadata
-names below), which are refused unless an entry names them exactly (a wildcard never does).
-
-The check reads the URL as the client reads it (``yarl``) and every spelling of an IPv4
-address the resolver accepts (``2852039166``, ``0xa9.0xfe.0xa9.0xfe``, ``::ffff:169.254.169.254``),
-where an endpoint is declared or started (``endpoint_url_problem``); the HTTP client checks
-again what DNS answers for a name, before it connects (``resolved_address_problem``), so a
-name that points at a metadata address gives an errored trial, never its answer (through a
-proxy, the proxy resolves the name and only the list applies). The list itself matches
-names: list only names you control.
-"""
+``ASSAY_ENDPOINT_HOSTS`` lists ``host``, ``host:port``, ``*.example.com``, ``[::1]:8000``;
+empty allows all but link-local and metadata addresses, which need an exact entry. URLs are
+read as ``yarl`` reads them, with every IPv4 spelling; DNS answers are checked again before
+connecting (``resolved_address_problem``). The list matches names: list only yours."""
 
 from __future__ import annotations
 
@@ -49,8 +37,7 @@ _DEFAULT_PORTS = {"http": 80, "https": 443}
 
 @dataclass(frozen=True)
 class HostEntry:
-    """One entry of ``ASSAY_ENDPOINT_HOSTS``: a host (lowercase; ``*.`` prefix = any name
-    under it) and a port, None = any port."""
+    """A host (lowercase; ``*.`` = any name under it) and a port (None: any)."""
 
     host: str
     port: int | None
@@ -68,9 +55,7 @@ class HostEntry:
 
 
 def host_entries_parse(text: str) -> tuple[HostEntry, ...]:
-    """``ASSAY_ENDPOINT_HOSTS`` as entries: comma-separated ``host``, ``host:port``,
-    ``*.domain``, ``[v6]`` or ``[v6]:port``. Raises ``ValueError`` naming a malformed entry
-    (settings turn it into ``ImproperlyConfigured``)."""
+    """Comma-separated entries. Raises ``ValueError`` naming a malformed entry."""
     entries = []
     for raw in text.split(","):
         item = raw.strip().lower()
@@ -88,16 +73,14 @@ def host_entries_parse(text: str) -> tuple[HostEntry, ...]:
 
 
 def endpoint_hosts() -> tuple[HostEntry, ...]:
-    """The configured entries (``ASSAY["ENDPOINT_HOSTS"]``, a string or entries); empty
-    when unset."""
+    """The configured entries; empty when unset."""
     value = getattr(settings, "ASSAY", {}).get("ENDPOINT_HOSTS", ())
     return host_entries_parse(value) if isinstance(value, str) else tuple(value)
 
 
 def endpoint_url_problem(url: str) -> str | None:
-    """Why a model endpoint may not be ``url`` (a sentence naming the host and the
-    setting), or None when it may. Only the host and port are judged here; the scheme
-    check stays with the caller."""
+    """Why ``url``'s host and port may not be an endpoint (a sentence), or None. The scheme is the
+    caller's check."""
     try:
         parsed = URL(url)
         host = _host_normal(parsed.raw_host or "")
@@ -119,10 +102,8 @@ def endpoint_url_problem(url: str) -> str | None:
 
 
 def resolved_address_problem(host: str, address: str) -> str | None:
-    """Why a connection to ``host`` may not go to ``address`` (an address DNS answered for
-    it): a link-local or cloud metadata address, unless an entry names ``host`` exactly
-    (any port); None when it may. The client checks every answer, so a name of someone
-    else's that resolves to a metadata address (``169.254.169.254.nip.io``) is refused too."""
+    """Why ``host`` may not connect to ``address`` (a DNS answer): link-local or metadata, unless
+    an entry names ``host`` exactly; else None."""
     found = _address(_host_normal(address))
     if found is None or not any(found in net for net in METADATA_ADDRESSES):
         return None
@@ -142,8 +123,7 @@ def _shown(host: str, port: int | None) -> str:
 
 
 def _host_normal(raw_host: str) -> str:
-    """A URL's host as entries are matched: lowercase, punycode, no trailing dot, no IPv6
-    zone, an IPv4 address in its dotted form however it was written."""
+    """Lowercase, punycode, no trailing dot or IPv6 zone, IPv4 dotted."""
     host = raw_host.lower().rstrip(".").split("%", 1)[0]
     address = _address(host)
     return str(address) if address is not None else host

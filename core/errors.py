@@ -1,10 +1,5 @@
-"""The one error the domain raises: ``DomainError``.
-
-Services and selectors raise it for input they refuse; each surface maps it once:
-the API answers 400 naming the field (``core.api.errors.exception_handler``), HTML views
-put it on the form field (``core.http.form_error``), commands print it and exit with their
-code (``core.commands.DomainCommand``). Nothing parses a field name back out of a message.
-"""
+"""``DomainError``, the one error the domain raises. Each surface maps it once: the API
+(``core.api.errors``), forms (``core.http.form_error``), commands (``core.commands``)."""
 
 from __future__ import annotations
 
@@ -14,21 +9,12 @@ from typing import Any
 class DomainError(Exception):
     """A request the domain refuses.
 
-    ``message``: what is wrong, for people ("must be from 1 to 50 (got 0)");
-    ``field``: the input it is about, as the caller named it ("trials_per_case",
-    "graders[2].config.pattern", "head_file.cases[3].trials[0].passed"; "" when the whole
-    request is refused); ``record``: the row or record when the input has many ("line 12",
-    3; None otherwise); ``detail``: the whole sentence, when the caller phrases it itself
-    (an import error names its line: "line 3: field passed: expected true or false");
-    ``code``: what kind of refusal — "invalid" (the default: a 400, a
-    form error), "conflict" (409: the state changed under the caller, or a key is taken),
-    "too_large" (413), "not_found" (404), "precondition_failed" (412: an HTTP precondition,
-    ``If-Match``, names a state the resource has left), "precondition_required" (428: a
-    request that must name the state it changes did not). ``str(error)`` is ``detail``
-    when given, else "field: message" (or the message alone): the text every surface
-    shows. Extra keyword arguments (``limit``, ``key``, ``current_version``) travel to the
-    API answer.
-    """
+    ``message``: for people; ``field``: the input as the caller named it
+    ("graders[2].config.pattern", "" for the whole request); ``record``: row or record ("line
+    12", 3, None); ``detail``: the whole sentence when the caller phrases it; ``code``:
+    "invalid" (400), "conflict" (409), "too_large" (413), "not_found" (404),
+    "precondition_failed" (412), "precondition_required" (428). ``str(error)`` is ``detail``,
+    else "field: message". Extra keywords travel to the API answer."""
 
     CODES = (
         "invalid",

@@ -1,33 +1,10 @@
-"""A hardened copy of kombu's server-less ``filesystem://`` transport (the embedded default).
+"""kombu's ``filesystem://`` transport hardened (the embedded broker when REDIS_URL is unset).
 
-kombu's filesystem transport (kombu 5.x, ``kombu/transport/filesystem.py``) creates a
-message file, then locks it, then writes it. ``flock`` is advisory and a rename ignores
-it, so a consumer polling the folder can move and read the file between the create and
-the write: it reads ``b""`` and ``json.loads`` raises ``JSONDecodeError``, which the Celery
-worker treats as an unrecoverable error and exits (kombu issue #1551; the ``make demo``
-worker died this way after about 33 minutes). The exchange tables under ``control_folder``
-have the same window: the first bind opens the file with ``"wb"`` (truncating it) before
-locking, and every publish reads it.
-
-This transport keeps kombu's folder layout and file names but:
-
-- writes every message and every exchange table to a temporary name first and renames it
-  into place (``os.replace``, atomic on POSIX), so a reader sees a whole file or none;
-- claims a message by renaming it into ``<data_folder_in>/.claimed/`` on the same file
-  system (atomic: two consumers cannot both win, unlike kombu's ``shutil.move`` to the
-  system temporary folder, which copies across file systems);
-- sets aside, with an error in the log, a message that still cannot be decoded (written by
-  another program, or a truncated disk), instead of stopping the worker;
-- wakes a waiting consumer the moment a message lands (Linux ``inotify`` on the incoming
-  folder, through ``ctypes``: no polling interval on the path from publish to pickup), where
-  kombu sleeps ``polling_interval`` (1 s) between empty scans. Without ``inotify`` (another
-  OS, a file system that does not report changes) it polls every ``polling_interval``
-  (0.1 s here; the ``polling_interval`` transport option overrides it), which also bounds
-  each wait when inotify is there (a safety net: a scan costs a directory listing).
-
-Select it with ``CELERY_BROKER_TRANSPORT = "core.filesystem_broker:Transport"`` and the URL
-``filesystem://`` (config/settings.py does when REDIS_URL is unset).
-"""
+kombu 5.x creates a message file before writing it, so a polling consumer can read it empty
+and the worker exits (kombu issue #1551); its exchange tables share the window. Here every
+file is written under a temporary name and ``os.replace``d, a message is claimed by an
+atomic rename into ``.claimed/``, an undecodable one is set aside with a logged error, and
+a consumer wakes on ``inotify`` (else polls every ``polling_interval``, 0.1 s)."""
 
 from __future__ import annotations
 
@@ -59,9 +36,8 @@ CORRUPT = ".corrupt"
 
 
 def file_write_atomic(path: Path | str, data: bytes) -> None:
-    """Write ``data`` to ``path`` so readers see the old file, the new file, or no file:
-    never a part. The temporary file starts with a dot, which no queue's pattern matches.
-    Raises ``OSError``."""
+    """Write ``data`` so readers see the old file, the new one or none. The temporary name starts
+    with a dot (no queue matches it). Raises ``OSError``."""
 
     path = Path(path)
     temporary = path.parent / f".{uuid.uuid4().hex}.tmp"
@@ -85,8 +61,7 @@ class Channel(filesystem.Channel):
 
     @contextmanager
     def _exchange_lock(self, exchange: str) -> Iterator[None]:
-        """An exclusive lock on ``<exchange>.exchange.lock`` for read-modify-write of a
-        table; readers need no lock since writers replace the table whole."""
+        """Exclusive lock to read-modify-write a table; readers need none (replaced whole)."""
 
         self.control_folder.mkdir(parents=True, exist_ok=True)
         lock_path = self._table_file(exchange).with_suffix(".exchange.lock")
@@ -156,7 +131,7 @@ class Channel(filesystem.Channel):
     def _put(  # type: ignore[override]
         self, queue: str, payload: dict[str, Any], **kwargs: Any
     ) -> None:
-        """Put ``payload`` onto ``queue``: one file, written whole then renamed into place."""
+        """One file, written whole then renamed into place."""
         # Nanoseconds of the system-wide monotonic clock, zero-padded: names sort in the order
         # they were sent (kombu's milliseconds tie within a burst and the uuid breaks the tie).
         name = f"{monotonic_ns():020d}_{uuid.uuid4()}.{queue}.msg"
@@ -167,8 +142,7 @@ class Channel(filesystem.Channel):
             raise ChannelError(f"Cannot add file {filename!r} to directory") from exc
 
     def _get(self, queue: str) -> dict[str, Any]:  # type: ignore[override]
-        """The oldest message of ``queue``; ``Empty`` when none. A message that cannot be
-        decoded is moved to ``.corrupt/`` and logged, and the next one is tried."""
+        """The oldest message; ``Empty`` when none. An undecodable one is moved to ``.corrupt/``."""
         suffix = f"{queue}.msg"
         claimed_folder = os.path.join(self.data_folder_in, CLAIMED)
         os.makedirs(claimed_folder, exist_ok=True)
@@ -217,12 +191,8 @@ IN_CLOEXEC = os.O_CLOEXEC
 
 
 class FolderWatch:
-    """A file descriptor that becomes readable when a file lands in ``folder`` (Linux
-    ``inotify``, called through ``ctypes``). ``available`` is False where inotify is not
-    (another OS, no libc symbol, a watch refused): callers then poll.
-
-    Events are never lost between a scan and a wait: the watch exists before the first
-    scan, and an event that arrives meanwhile stays queued on the descriptor."""
+    """A descriptor readable when a file lands in ``folder`` (Linux ``inotify`` via ``ctypes``);
+    ``available`` False means poll. The watch exists before the first scan, so no event is lost."""
 
     def __init__(self, folder: str | Path) -> None:
         self.fd: int | None = None
@@ -246,8 +216,7 @@ class FolderWatch:
         return self.fd is not None
 
     def wait(self, timeout: float) -> bool:
-        """Wait up to ``timeout`` seconds for a file to land; True when one did (the queued
-        events are consumed: one wakeup for a burst)."""
+        """Up to ``timeout`` seconds; True when a file landed (a burst is one wakeup)."""
         if self.fd is None:
             return False
         readable, _, _ = select.select([self.fd], [], [], max(0.0, timeout))
@@ -265,8 +234,7 @@ class FolderWatch:
 
 
 class Transport(filesystem.Transport):
-    """kombu's filesystem transport with :class:`Channel` (atomic writes and claims) and a
-    consumer that waits on a :class:`FolderWatch` instead of sleeping between scans."""
+    """kombu's filesystem transport with :class:`Channel`, waiting on a :class:`FolderWatch`."""
 
     Channel = Channel
     global_state = filesystem.Transport.global_state
@@ -287,9 +255,8 @@ class Transport(filesystem.Transport):
     def drain_events(  # type: ignore[override]
         self, connection: Connection, timeout: float | None = None
     ) -> None:
-        """Deliver one message; between empty scans, wait for a file to land in the incoming
-        folder (at most ``polling_interval`` seconds, a safety net) instead of sleeping.
-        Raises ``socket.timeout`` after ``timeout`` seconds without a message."""
+        """Deliver one message, waiting on the watch between empty scans. Raises ``socket.timeout``
+        after ``timeout`` seconds."""
         watch = self._folder_watch()
         started = monotonic()
         assert self.cycle is not None  # made by kombu's Transport.__init__

@@ -1,13 +1,5 @@
-"""HTML forms that show text the database cannot store on the field, never a bare 400.
-
-A form post holding U+0000 (NUL) is refused by ``config.middleware.UnstorableFormMiddleware``
-before any view reads it, unless the view is marked ``@unstorable_shown_on_form``: it reads
-every posted field through a ``StorableForm``, which takes the post as a display copy (each
-U+0000 and lone surrogate replaced with U+FFFD, ``core.text.unstorable_replace``) and is
-invalid with the refusal on each field that held one. So the user gets the form back with
-the typed text (the NUL shown as U+FFFD) and the error, and nothing is stored: the form is
-not valid, and what it holds is the display copy, never the posted text.
-"""
+"""Forms that show text the database cannot store on its field (U+FFFD in place) instead of
+``UnstorableFormMiddleware``'s 400; nothing such a post holds is stored."""
 
 from __future__ import annotations
 
@@ -22,10 +14,8 @@ from core.text import UNSTORABLE, contains_unstorable, unstorable_replace
 
 
 def unstorable_display(data: Any) -> tuple[Any, list[str]]:
-    """``(display, fields)``: ``data`` (a ``QueryDict`` or a dict of str -> str or list) with
-    every U+0000 and lone surrogate in a name or value replaced with U+FFFD, and the names
-    (replaced too) of the fields that held one, in posted order. Clean data comes back as
-    the same object with ``[]``."""
+    """``(display, fields)``: ``data`` with U+0000 and lone surrogates (names and values) as
+    U+FFFD, and the names of the fields that held one. Clean data: the same object and ``[]``."""
     pairs = data.lists() if hasattr(data, "lists") else data.items()
     fields: list[str] = []
     display = QueryDict(mutable=True)
@@ -41,9 +31,8 @@ def unstorable_display(data: Any) -> tuple[Any, list[str]]:
 
 
 class StorableForm(forms.Form):
-    """A form that is invalid, naming the field, when a posted field (name or value) holds
-    U+0000 or a lone surrogate; it holds and shows a display copy (U+FFFD in their place).
-    ``unstorable_fields`` lists the fields that held one (names as shown)."""
+    """Invalid on each posted field holding U+0000 or a lone surrogate (``unstorable_fields``);
+    holds the display copy."""
 
     def __init__(self, data: Any = None, *args: Any, **kwargs: Any) -> None:
         self.unstorable_fields: list[str] = []
@@ -64,8 +53,6 @@ V = TypeVar("V", bound=Callable[..., Any])
 
 
 def unstorable_shown_on_form(view: V) -> V:
-    """View decorator: this view reads every posted field through a ``StorableForm`` and
-    re-renders it when invalid, so ``UnstorableFormMiddleware`` lets a post holding U+0000
-    reach it instead of answering a bare 400."""
+    """View decorator: the view re-renders a ``StorableForm``, so the middleware lets U+0000 in."""
     view.unstorable_shown_on_form = True  # type: ignore[attr-defined]
     return view

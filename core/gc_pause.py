@@ -1,13 +1,5 @@
-"""Pausing Python's cyclic garbage collector around a burst of allocations.
-
-Reading a large run allocates tens of thousands of short-lived, acyclic tuples (cursor rows,
-per-case rows). Each 700 allocations start a young-generation collection, and every few of
-those an older one that walks every object the process holds (Django, numpy, the URL conf:
-~150,000 objects), so at 2,000 cases × 5 trials about a third of the run report's CPU was
-the collector finding nothing (``bench/README.md``, issue 17). Reference counting frees
-these objects either way; the collector only finds cycles, and it runs again as usual when
-the pause ends.
-"""
+"""Pausing the cyclic collector around bursts of acyclic allocations (reading a large run;
+bench/README.md). Reference counting still frees them."""
 
 from __future__ import annotations
 
@@ -28,10 +20,8 @@ R = TypeVar("R")
 
 @contextmanager
 def gc_paused() -> Iterator[None]:
-    """Disable the cyclic collector for the block; safe to nest and to enter from several
-    threads at once: it is enabled again when the last block still open exits, and only if
-    it was enabled when the first one entered (a process that runs with the collector off
-    keeps it off). Cycles made inside the block are collected after it."""
+    """Disable the cyclic collector for the block. Nestable and thread-safe: re-enabled when the
+    last open block exits, only if it was enabled when the first entered."""
     global _depth, _was_enabled
     with _lock:
         if _depth == 0:

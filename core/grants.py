@@ -1,11 +1,5 @@
-"""Granting and revoking roles, and creating users with one: the only writes of a user's
-groups and superuser flag (the admin shows them read-only and offers actions that call
-these). Each change is checked here and recorded as a ``core.models.RoleChange`` with who,
-when and through what.
-
-Who may: a lead (superusers have every role), or the operator at the command line
-(``by`` None, ``via`` "command"). A page, the API or the admin always pass the user.
-"""
+"""The only writes of roles and the superuser flag, each recorded as a ``RoleChange``. A lead
+may, or the operator at the command line (``by`` None, ``via`` "command")."""
 
 from __future__ import annotations
 
@@ -64,10 +58,8 @@ def _record(*, user: User, role: str, action: str, by: AnyUser | None, via: str)
 
 @transaction.atomic
 def role_grant(*, user: User, role: str, by: AnyUser | None = None, via: str = PAGE) -> bool:
-    """Give ``user`` the role ``role`` (reviewer, engineer, lead) and record it; False when
-    the user had it already (nothing recorded). ``by``: the lead doing it, None at the
-    command line (``via`` "command"). Raises ``DomainError`` (field "role") for an unknown
-    role, ``PermissionDenied`` for anyone else."""
+    """Give ``user`` ``role`` and record it; False when they had it (nothing recorded). Raises
+    ``DomainError`` (field "role") for an unknown role, ``PermissionDenied`` for a non-lead."""
     _actor_check(by, via)
     group = _role_check(role)
     user_model = get_user_model()
@@ -82,8 +74,7 @@ def role_grant(*, user: User, role: str, by: AnyUser | None = None, via: str = P
 
 @transaction.atomic
 def role_revoke(*, user: User, role: str, by: AnyUser | None = None, via: str = PAGE) -> bool:
-    """Take the role ``role`` from ``user`` and record it; False when the user did not
-    have it (nothing recorded). Who may, and the errors: as ``role_grant``."""
+    """Take ``role`` from ``user``; False when they lacked it. Rules: ``role_grant``."""
     _actor_check(by, via)
     group = _role_check(role)
     user_model = get_user_model()
@@ -98,8 +89,7 @@ def role_revoke(*, user: User, role: str, by: AnyUser | None = None, via: str = 
 
 @transaction.atomic
 def superuser_grant(*, user: User, via: str = COMMAND) -> bool:
-    """Make ``user`` staff and superuser (the admin, every role), recorded; the operator's
-    alone (``via`` "command"). False when it was both already (nothing recorded). Raises
+    """Make ``user`` staff and superuser, recorded; False when already both. Command line only:
     ``PermissionDenied`` for any other ``via``."""
     _actor_check(None, via)
     locked = get_user_model().objects.select_for_update().get(pk=user.pk)
@@ -122,11 +112,9 @@ def user_create(
     by: AnyUser | None = None,
     via: str = COMMAND,
 ) -> User:
-    """Create the user ``username`` with ``role`` (and, with ``superuser``, staff and
-    superuser: the admin), every grant recorded; ``password`` None leaves the account
-    without a usable password. Raises ``DomainError`` on field "username" (empty, taken),
-    "password" (Django's validators refuse it) or "role", ``PermissionDenied`` as
-    ``role_grant``; a superuser is made only at the command line."""
+    """Create ``username`` with ``role`` (and, with ``superuser``, staff and superuser), every grant
+    recorded; ``password`` None: no usable password. Raises ``DomainError`` on "username"
+    (empty, taken), "password" (validators) or "role"; ``PermissionDenied`` as ``role_grant``."""
     _actor_check(by, via)
     if superuser and by is not None:
         raise PermissionDenied("a superuser is made at the command line only")

@@ -1,13 +1,5 @@
-"""The worker heartbeat: is any Celery worker alive? (the dashboard's "no worker" banner).
-
-A worker process starts a daemon thread when it is ready (Celery's ``worker_ready`` signal,
-connected in ``core.apps``) that writes its ``WorkerHeartbeat`` row every
-``HEARTBEAT_SECONDS``, whatever the worker is busy with (a solo-pool worker running a long
-chunk cannot run another task, so a beat-scheduled heartbeat task would read as a dead
-worker). A worker that dies, by ``kill -9`` or an unrecoverable broker error, stops writing.
-The dashboard calls ``worker_missing`` on every page: no row newer than
-``ASSAY["WORKER_SILENT_SECONDS"]`` (60 s) means no worker will pick up a run.
-"""
+"""Is any Celery worker alive? A thread of each worker writes its row every
+``HEARTBEAT_SECONDS`` whatever it runs (a beat task would wait behind a solo pool's chunk)."""
 
 from __future__ import annotations
 
@@ -30,7 +22,7 @@ _stop = threading.Event()
 
 
 def worker_heartbeat_record(*, hostname: str, started_at: datetime) -> WorkerHeartbeat:
-    """Write ``hostname``'s heartbeat (now, this process's pid); returns the row."""
+    """Write ``hostname``'s heartbeat (now, this pid)."""
     now = timezone.now()
     row, _ = WorkerHeartbeat.objects.update_or_create(
         hostname=hostname[:255],
@@ -40,14 +32,13 @@ def worker_heartbeat_record(*, hostname: str, started_at: datetime) -> WorkerHea
 
 
 def worker_last_seen() -> datetime | None:
-    """The newest heartbeat of any worker (aware datetime), or None when none has written."""
+    """The newest heartbeat (aware), or None."""
     return WorkerHeartbeat.objects.order_by("-beat_at").values_list("beat_at", flat=True).first()
 
 
 def worker_missing(*, now: datetime | None = None) -> bool:
-    """True when no worker has written a heartbeat in ``ASSAY["WORKER_SILENT_SECONDS"]``:
-    runs would sit queued. False when tasks run in the web process (``CELERY_TASK_ALWAYS_EAGER``),
-    since no worker is needed then."""
+    """True when no heartbeat is newer than ``WORKER_SILENT_SECONDS``; False under
+    ``CELERY_TASK_ALWAYS_EAGER`` (no worker needed)."""
     if settings.CELERY_TASK_ALWAYS_EAGER:
         return False
     seen = worker_last_seen()
@@ -58,9 +49,8 @@ def worker_missing(*, now: datetime | None = None) -> bool:
 
 
 def heartbeat_thread_start(*, hostname: str) -> threading.Thread:
-    """Start the daemon thread that writes ``hostname``'s heartbeat now and then every
-    ``HEARTBEAT_SECONDS`` until ``heartbeat_thread_stop``. A failed write (database busy or
-    away) is logged and tried again next time; it never stops the worker."""
+    """Start the thread writing every ``HEARTBEAT_SECONDS``. A failed write is logged and retried;
+    it never stops the worker."""
     started_at = timezone.now()
     _stop.clear()
 

@@ -1,11 +1,5 @@
-"""What every HTML view shares: the htmx request type, the role decorator, UUIDs from
-URLs and query strings, and showing a ``DomainError`` on a form.
-
-Permissions (the cast in tests/conftest.py): anonymous visitors are sent to the login page
-(``config.middleware.LoginRequiredMiddleware``); outsiders (signed in, no role) get 403 on
-every page; reviewers, engineers and leads may view (``VIEWER_ROLES``); engineers and leads
-may start, cancel and import (``RUNNER_ROLES``).
-"""
+"""What every HTML view shares: htmx requests, the role decorator, query parameters, and a
+``DomainError`` on its form field."""
 
 from __future__ import annotations
 
@@ -62,9 +56,7 @@ def uuid_or_404(raw: object, noun: str = "object") -> uuid.UUID:
 
 
 def query_uuid(request: HttpRequest, name: str) -> uuid.UUID | None:
-    """``?<name>=`` as a UUID; None when absent or empty; a malformed value (``?set=zzz``)
-    is a 400 naming the parameter (``BadRequest``, answered by ``bad_request``), never a
-    500 and never silently ignored."""
+    """``?<name>=`` as a UUID; None when absent or empty; malformed: ``BadRequest`` (400)."""
     raw = request.GET.get(name)
     if not raw:
         return None
@@ -75,10 +67,8 @@ def query_uuid(request: HttpRequest, name: str) -> uuid.UUID | None:
 
 
 def query_object(request: HttpRequest, name: str, queryset: QuerySet[Any], noun: str = "") -> Any:
-    """The row of ``queryset`` whose ``uuid`` is ``?<name>=``; None when the parameter is
-    absent or empty. A malformed value is a 400 (``query_uuid``); a well-formed UUID that
-    names no row is a 404 naming the parameter ("suite: no suite with id 3f2c..."), never a
-    silent fallback to another row or to none."""
+    """The row of ``queryset`` whose ``uuid`` is ``?<name>=``; None when absent or empty. Malformed:
+    400; a UUID naming no row: 404 naming the parameter."""
     value = query_uuid(request, name)
     if value is None:
         return None
@@ -91,8 +81,7 @@ def query_object(request: HttpRequest, name: str, queryset: QuerySet[Any], noun:
 def query_choice(
     request: HttpRequest, name: str, choices: Collection[str], default: str = ""
 ) -> str:
-    """``?<name>=`` as one of ``choices``; ``default`` when absent or empty; anything else a
-    400 naming the parameter and listing the choices."""
+    """``?<name>=`` in ``choices``; ``default`` when absent or empty; else a 400 listing them."""
     raw = request.GET.get(name)
     if not raw:
         return default
@@ -102,8 +91,7 @@ def query_choice(
 
 
 def query_page(request: HttpRequest) -> int:
-    """``?page=`` as a whole number >= 1 (default 1; a page past the end shows the last);
-    anything else a 400 naming ``page``."""
+    """``?page=`` >= 1 (default 1; past the end shows the last); else a 400."""
     raw = request.GET.get("page")
     if not raw:
         return 1
@@ -113,9 +101,7 @@ def query_page(request: HttpRequest) -> int:
 
 
 def bad_request(request: HttpRequest, exception: Exception) -> HttpResponse:
-    """The 400 page (``handler400``): what was wrong with the request, as text in the page
-    (``BadRequest`` messages name the query parameter; a form post over
-    ``DATA_UPLOAD_MAX_MEMORY_SIZE`` says so, with the limit)."""
+    """``handler400``: the request's fault as text (a too-large form post names the limit)."""
     message = str(exception) if isinstance(exception, BadRequest) else ""
     too_large = isinstance(exception, RequestDataTooBig)
     if too_large:
@@ -130,17 +116,15 @@ def bad_request(request: HttpRequest, exception: Exception) -> HttpResponse:
 
 
 def form_error(form: forms.Form, error: DomainError) -> None:
-    """Show ``error`` (its whole text, which names the field) on ``form``: on its field when
-    the form has one by that name (the first part of a dotted or indexed path:
-    ``graders[2].kind`` -> ``graders``), else as a non-field error."""
+    """``error`` on the form field named by the first part of its path (``graders[2].kind`` ->
+    ``graders``), else as a non-field error."""
     name = error.field.split(".")[0].split("[")[0]
     form.add_error(name if name in form.fields else None, str(error))
 
 
 def content_length(request: HttpRequest) -> int | None:
-    """The request's ``Content-Length`` in bytes, or None when it is absent or not plain
-    digits. A value of 20 digits or more reads as 10**19 (above every limit) without being
-    converted: ``int()`` of thousands of digits raises Python's int-digits error."""
+    """``Content-Length`` in bytes; None when absent or not digits. 20 or more digits read as
+    10**19 without ``int()`` (which refuses thousands of digits)."""
     raw = request.META.get("CONTENT_LENGTH") or ""
     if not (raw.isascii() and raw.isdigit()):
         return None

@@ -8,9 +8,8 @@ import uuid
 
 
 def uuid_parse(raw: object) -> uuid.UUID | None:
-    """``raw`` as a UUID when it is a string in any form ``uuid.UUID`` reads (hex with or
-    without dashes, braces, ``urn:uuid:``), or already a UUID; None for anything else (an
-    integer is never read as ``UUID(int=...)``)."""
+    """``raw`` as a UUID (any form ``uuid.UUID`` reads, or a UUID); None otherwise. An integer is
+    never read as ``UUID(int=...)``."""
     if isinstance(raw, uuid.UUID):
         return raw
     if not isinstance(raw, str) or not raw or len(raw) > 100:
@@ -27,19 +26,14 @@ _V4_SET = (4 << 76) | (0x8000 << 48)
 
 
 def uuid4_many(n: int) -> list[uuid.UUID]:
-    """``n`` random (version 4) UUIDs, as ``uuid.uuid4()`` makes them: 16 bytes of
-    ``os.urandom`` each with the version and variant bits set, but from one ``os.urandom``
-    call of ``16 * n`` bytes and without ``UUID.__init__``'s checks per value (a bulk
-    ingest makes 50,000 at once; ~2.4x less CPU than ``uuid4`` per value, bench/README.md,
-    section *Bulk ingest, issue 17, third pass*). Unique with the same probability as
-    ``uuid4``; ``n`` >= 0."""
+    """``n`` (>= 0) version 4 UUIDs as ``uuid.uuid4()`` makes them, from one ``os.urandom`` call
+    and without per-value checks (~2.4x less CPU; bench/README.md, *Bulk ingest*)."""
     return uuid4_from(os.urandom(16 * n))
 
 
 def uuid4_from(data: bytes) -> list[uuid.UUID]:
-    """Version 4 UUIDs from ``data`` (a multiple of 16 random bytes): the UUID of each
-    16-byte slice equals ``uuid.UUID(bytes=slice, version=4)``. Raises ``ValueError`` when
-    the length is not a multiple of 16."""
+    """``UUID(bytes=slice, version=4)`` per 16 bytes of ``data``. Raises ``ValueError`` unless
+    the length is a multiple of 16."""
     if len(data) % 16:
         raise ValueError(f"uuid4_from: {len(data)} bytes is not a multiple of 16")
     new, setattr_ = object.__new__, object.__setattr__

@@ -1,13 +1,5 @@
-"""Markdown written by users (calibration-set guidelines), rendered without raw HTML.
-
-markdown-it-py parses CommonMark with ``html`` off, so ``<script>`` in the source stays
-text. The HTML is then built here from the token stream, never taken from a renderer: each
-tag comes from a fixed list (``BLOCK_TAGS``, ``INLINE_TAGS``) through ``format_html``, every
-text, code span and attribute value is escaped by it, and a link keeps its target only
-when it is relative or http(s)/mailto (anything else becomes plain text). Images are shown
-as their alt text (the page loads nothing from elsewhere). Nothing is marked safe by hand: the
-pieces are ``SafeString``s that ``format_html`` itself produced.
-"""
+"""User Markdown as HTML with no raw HTML: tags from a fixed list through ``format_html``,
+links only relative, http(s) or mailto, images as their alt text."""
 
 from __future__ import annotations
 
@@ -82,10 +74,8 @@ def _inline(children: list[Token]) -> list[SafeString]:
 
 
 def markdown_html(text: str) -> SafeString:
-    """``text`` (Markdown, at most ``MAX_CHARS`` characters are read) as HTML: paragraphs,
-    headings (shifted to h3..h6 so they sit under the page's own), lists, block quotes, code
-    blocks, rules, emphasis, code spans and safe links. Raw HTML in ``text`` is shown as
-    text. Returns a ``SafeString`` built only by ``format_html`` (module docstring)."""
+    """``text`` (at most ``MAX_CHARS`` read) as HTML, headings shifted to h3..h6; raw HTML shown as
+    text."""
     pieces: list[SafeString] = []
     for tok in _PARSER.parse((text or "")[:MAX_CHARS]):
         kind = tok.type

@@ -9,9 +9,7 @@ from django.utils import timezone
 
 
 class WorkerHeartbeat(models.Model):
-    """The last time a Celery worker process said it was alive, one row per worker
-    (``hostname`` as Celery names it, e.g. ``celery@host``). Written by the worker every
-    ``core.heartbeat.HEARTBEAT_SECONDS``; read by the dashboard's "no worker" banner."""
+    """One row per worker (``hostname`` as Celery names it); see ``core.heartbeat``."""
 
     hostname = models.CharField(max_length=255, unique=True)
     pid = models.PositiveIntegerField()
@@ -28,14 +26,8 @@ class OutboxMessageQuerySet(models.QuerySet["OutboxMessage"]):
 
 
 class OutboxMessage(models.Model):
-    """One Celery task message to publish, committed in the same transaction as the rows it
-    is about (a run and its trials, a top-up, a judge run), so a broker outage can delay the
-    task but never lose it (``core.outbox``).
-
-    ``subject`` names what the message is about (``evals.run:12``), so a surface can say
-    "this run waits for the broker"; ``sent_at`` is set once the broker took the message;
-    ``attempts`` and ``last_error`` record failed publishes.
-    """
+    """A Celery task message committed with the rows it is about (``core.outbox``). ``subject``:
+    what it is about (``evals.run:12``); ``sent_at``: set once the broker took it."""
 
     task = models.CharField(max_length=200)
     args = models.JSONField(default=list)
@@ -61,10 +53,8 @@ class OutboxMessage(models.Model):
 
 
 class RoleChange(models.Model):
-    """One grant or revocation of a role (``reviewer``, ``engineer``, ``lead``, or
-    ``superuser``), written only by ``core.grants``: who (``by``, None for the command line
-    or the system), when (``at``) and through what (``via``: page, api, command, admin).
-    Only grows; the admin shows it read-only."""
+    """One grant or revocation of a role or superuser, written only by ``core.grants``: ``by``
+    (None: command line or system), ``at``, ``via``. Append-only."""
 
     class Action(models.TextChoices):
         GRANTED = "granted"

@@ -1,11 +1,6 @@
-"""Money for people: US dollars as text, the one formatting every page, command and report
-uses (``usd_text``; the ``usd`` and ``usd_signed`` template filters call it).
-
-A known cost is never printed as zero when it is not zero: below one cent of a cent the
-amount keeps two significant digits (``$0.0000051``, never ``$0.0000``), and no amount
-carries trailing zeros past them (``$0.29``, not ``$0.2900``; zero is ``$0``); an unknown
-cost (None) reads "unknown", never ``$0``.
-"""
+"""US dollars as text for people (``usd_text``; the ``usd`` and ``usd_signed`` filters). A
+known non-zero cost never prints as zero (``$0.0000051``), no trailing zeros (``$0.29``,
+``$0``), unknown (None) reads "unknown"."""
 
 from __future__ import annotations
 
@@ -44,12 +39,9 @@ def usd_decimals(amount: Decimal) -> int:
 
 
 def usd_text(amount: Decimal | float | int | str | None) -> str:
-    """US dollars as text: "$12.34" from $1 up (thousands separated); below, up to
-    ``MIN_DECIMALS`` decimals without trailing zeros past two significant digits ("$0.0112",
-    "$0.29", "$0.10", "$0.0030"), more for small amounts ("$0.0000051": two significant
-    digits, never "$0.0000" for a non-zero amount); "$0" for zero, "-$0.50" when negative;
-    None -> "unknown" (unknown is not zero). Raises ValueError for a value that is not a
-    finite amount."""
+    """Dollars: "$12.34" from $1 up; below, two significant digits without trailing zeros
+    ("$0.0112", "$0.29", "$0.0000051"); "$0", "-$0.50"; None -> "unknown". Raises
+    ``ValueError`` for a value that is not a finite amount."""
     if amount is None:
         return "unknown"
     value = _decimal(amount)
@@ -78,9 +70,7 @@ def usd_signed_text(amount: Decimal | float | int | str | None) -> str:
 
 
 def per_usd_text(value: float | None) -> str:
-    """A rate per US dollar with three significant digits ("412 per $", "157,000 per $",
-    "0.0412 per $"); None (the cost or the pass rate is unknown, or the cost is $0) ->
-    "unknown", never "undefined", NaN or 0."""
+    """Three significant digits ("412 per $", "0.0412 per $"); None -> "unknown"."""
     if value is None:
         return "unknown"
     return f"{_significant(value, 3)} per $"

@@ -1,19 +1,7 @@
-"""The transactional outbox: every Celery task the project sends goes through it.
-
-A broker outage must delay work, never lose it (issue 13, "no zombie runs"). So a service
-does not call ``task.delay`` itself: ``outbox_enqueue`` writes an ``OutboxMessage`` row in the
-caller's transaction, with the rows the task is about, and registers ``outbox_publish`` to
-run after commit. The publisher hands the message to the broker and marks it sent; when the
-broker is unreachable the row simply stays unsent, and the sweeper (``outbox_resend``, run
-with ``evals.runner.sweeper.runs_sweep``) sends it again once it is older than
-``ASSAY["OUTBOX_GRACE_SECONDS"]``. A message may so reach the broker twice (a publish that
-timed out after the broker took it): every task it carries is idempotent.
-
-Publishing blocks for at most Celery's short publish retry policy
-(``CELERY_TASK_PUBLISH_RETRY_POLICY``), and after a failure the process does not try the
-broker again for ``BROKER_DOWN_SECONDS`` (the rows wait for the sweeper), so a run of many
-chunks started during an outage answers at once.
-"""
+"""The transactional outbox: every Celery task is written with its rows and published after
+commit; the sweeper (``outbox_resend``) sends what the broker refused. A message may arrive
+twice: every task is idempotent. After a failure the process skips the broker for
+``BROKER_DOWN_SECONDS``, so a start during an outage answers at once."""
 
 from __future__ import annotations
 
@@ -45,9 +33,8 @@ SENT_KEPT = timedelta(days=1)
 
 
 def outbox_enqueue(task: Task[..., Any], *args: object, subject: str = "") -> OutboxMessage:
-    """Write the message ``task(*args)`` (``args`` JSON-serialisable) in the caller's
-    transaction and publish it after commit; returns the row. ``subject`` names what it is
-    about (``outbox_unsent`` counts by it)."""
+    """Write ``task(*args)`` (JSON-serialisable args) in the caller's transaction, publish after
+    commit; returns the row."""
     message = OutboxMessage.objects.create(task=task.name, args=list(args), subject=subject)
     transaction.on_commit(partial(outbox_publish, message.id))
     return message
@@ -56,12 +43,8 @@ def outbox_enqueue(task: Task[..., Any], *args: object, subject: str = "") -> Ou
 def outbox_enqueue_many(
     task: Task[..., Any], args_list: list[tuple[object, ...]], *, subject: str = ""
 ) -> list[int]:
-    """Write one message ``task(*args)`` per item of ``args_list`` in the caller's
-    transaction, with one INSERT, and publish them after commit, in the order given, with
-    one hook (``outbox_publish_many``); returns their ids in that order. The same guarantee
-    as ``outbox_enqueue`` for each (a broker outage delays them, never loses them), at a
-    cost that does not grow with a query per message: a run of 100 chunks writes its 100
-    messages in one statement and marks them sent in one more (issue 17)."""
+    """``outbox_enqueue`` for each of ``args_list`` with one INSERT and one after-commit hook,
+    published in order; returns the ids in that order."""
     if not args_list:
         return []
     rows = OutboxMessage.objects.bulk_create(
@@ -73,13 +56,9 @@ def outbox_enqueue_many(
 
 
 def outbox_publish_many(message_ids: list[int]) -> int:
-    """Hand the unsent ones of ``message_ids`` to the broker in the order given and mark
-    those it took sent, with one read and one update; returns how many were sent. At the
-    first refusal the rest are left for the sweeper (marked as not tried), as
-    ``outbox_publish`` leaves them one by one; a process that dies before the update leaves
-    the published ones unsent, and the sweeper sends them again (every task is
-    idempotent). Under ``CELERY_TASK_ALWAYS_EAGER`` each goes through ``outbox_publish``
-    (marked sent, then run)."""
+    """Publish the unsent ones of ``message_ids`` in order and mark those sent (one read, one
+    update); returns how many. At the first refusal the rest wait for the sweeper. Under
+    ``CELERY_TASK_ALWAYS_EAGER`` each goes through ``outbox_publish``."""
     global _broker_down_until  # noqa: PLW0603 - one flag per process, see module doc
     if current_app.conf.task_always_eager:
         return sum(outbox_publish(message_id) for message_id in message_ids)
@@ -120,12 +99,8 @@ def outbox_publish_many(message_ids: list[int]) -> int:
 
 
 def outbox_publish(message_id: int) -> bool:
-    """Hand one unsent message to the broker and mark it sent; returns whether it was sent
-    (False: already sent, or the broker refused it — the row stays for the sweeper).
-
-    Under ``CELERY_TASK_ALWAYS_EAGER`` the task runs here: the message is marked sent first,
-    so an error the task raises propagates as with ``delay`` and is not taken for an
-    outage."""
+    """Publish one unsent message and mark it sent; False when already sent or refused. Eager: the
+    row is marked first, so a task's own error propagates and is not taken for an outage."""
     global _broker_down_until  # noqa: PLW0603 - one flag per process, see module doc
     message = OutboxMessage.objects.filter(id=message_id, sent_at__isnull=True).first()
     if message is None:
@@ -162,10 +137,8 @@ def _mark_failed(message_id: int, error: str) -> None:
 
 
 def outbox_resend(*, now: datetime | None = None) -> int:
-    """Publish again every message still unsent ``ASSAY["OUTBOX_GRACE_SECONDS"]`` after it
-    was written, oldest first, stopping at the first refusal (the broker is still down);
-    delete sent messages older than a day. Returns how many were sent. Two sweeps at once
-    may both send a message: the tasks are idempotent."""
+    """Publish every message unsent ``OUTBOX_GRACE_SECONDS`` after writing, oldest first, stopping
+    at the first refusal; delete sent ones older than a day. Returns how many were sent."""
     global _broker_down_until  # noqa: PLW0603 - the sweep always tries the broker
     now = now or timezone.now()
     grace = timedelta(seconds=settings.ASSAY["OUTBOX_GRACE_SECONDS"])

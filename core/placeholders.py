@@ -1,16 +1,5 @@
-"""Prompt templates: one syntax, ``$name``, for targets and judges.
-
-A template is ``string.Template`` text: ``$input`` or ``${input}`` is a placeholder and
-``$$`` a literal dollar; braces are plain text, so a prompt can carry JSON without escaping.
-``{input}`` is not a placeholder anywhere: a template that writes a known placeholder in
-braces (``{input}``, ``{{input}}``, ``{ input }``) is refused, because it would otherwise
-send the literal text ``{input}`` for every case and the run would still "succeed".
-
-``placeholders_check`` is run when a template is configured (a run's target, a judge
-version) and again before a stored template is rendered, so nothing is ever sent with the
-other syntax. What each surface offers, and which placeholders it requires, is decided by
-its caller (``evals.runner.targets.openai``, ``judges.kinds``).
-"""
+"""Prompt templates for targets and judges: ``string.Template`` syntax. A known name in braces
+(``{input}``) is refused, since it would be sent literally for every case."""
 
 from __future__ import annotations
 
@@ -38,15 +27,11 @@ def placeholders_check(
     context: str = "",
     error: type[DomainError] = DomainError,
 ) -> list[str]:
-    """The placeholder names ``template`` uses, in order of first use.
-
-    Raises ``error`` (a ``DomainError``) naming ``field`` when, in this order:
-    1. the literal text writes an offered or ``recognised`` name in braces (``{input}``);
+    """The names ``template`` uses, in order of first use. Raises ``error`` naming ``field`` when:
+    1. the text writes an offered or ``recognised`` name in braces;
     2. a ``$`` is neither ``$name``, ``${name}`` nor ``$$``;
-    3. a ``$name`` is not ``offered`` (``context`` says by what, e.g. "by a faithfulness
-       judge", for a name that is ``recognised`` elsewhere).
-    Every message lists the offered placeholders.
-    """
+    3. a ``$name`` is not ``offered`` (``context``: by what, e.g. "by a faithfulness judge").
+    Every message lists the offered placeholders."""
     listing = placeholder_list(offered)
     known = set(offered) | set(recognised)
     matches = list(string.Template.pattern.finditer(template))

@@ -1,29 +1,8 @@
-"""Functions a configuration may name: only those the operator registered.
+"""Functions a configuration may name (``KINDS``: pipeline, tool, environment, grader, oracle):
+only those the operator registered, looked up by name and kind, never imported.
 
-A callable target's ``path`` (kind ``pipeline``), a tool loop's ``tools`` (``tool``) and
-``environment`` (``environment``), a ``python`` grader's ``function`` (``grader``) and a
-contract's ``oracle.function`` (``oracle``) name code the worker calls with a case. A name in
-a config, the API or a form is looked up here and nowhere else: nothing is ever imported from
-it, and the kind must match (a tool is not a pipeline).
-
-Code registers a function with a decorator; its name defaults to ``module:qualname``, the
-spelling configs have always used::
-
-    @registered("pipeline")
-    def answer(case, *, temperature: float = 0.0) -> str: ...   # "mypackage.pipeline:answer"
-
-A decorated function is registered only when a *registry module* exposes it among its
-top-level names (defines or imports it) and that module is loaded: the modules listed in
-``ASSAY["REGISTRIES"]`` (env ``ASSAY_REGISTRIES``, comma-separated module names, loaded once
-at start-up by ``core.apps.CoreConfig.ready``, so web, worker and commands see the same
-names), and the modules installed packages declare in the ``assay.registry`` entry-point
-group (installing the package is the operator registering them). Importing a decorated
-module elsewhere (a shell, a test, another module) registers nothing. With neither, no
-configured code runs at all, and the refusal names ``ASSAY_REGISTRIES``.
-
-Settings a pipeline is called with are checked against its declared parameters
-(``registry_settings_check``) when a run is declared or started, unless it takes ``**kwargs``.
-"""
+``@registered`` marks a function; it is registered when a registry module exposing it is
+loaded at start-up: those in ``ASSAY_REGISTRIES`` and the ``assay.registry`` entry points."""
 
 from __future__ import annotations
 
@@ -58,11 +37,8 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 
 def registered(*kinds: str, name: str | None = None) -> Callable[[F], F]:
-    """Decorator: declare a function as callable by configs under ``name`` (default
-    ``module:qualname``) for ``kinds`` (any of ``KINDS``). Returns the function unchanged but
-    for the mark; a registry module that exposes it registers it (module docstring). Stacked,
-    the kinds add up. Raises ``ValueError`` for no kind, an unknown kind, an empty name, or a
-    second name for one function."""
+    """Mark a function as callable by configs under ``name`` for ``kinds``; stacked, kinds add up.
+    Raises ``ValueError`` for no kind, an unknown kind, an empty name, or a second name."""
     unknown = sorted(set(kinds) - set(KINDS))
     if not kinds or unknown:
         raise ValueError(f"kinds must be some of {', '.join(KINDS)}, got {kinds!r}")
@@ -85,8 +61,7 @@ def registered(*kinds: str, name: str | None = None) -> Callable[[F], F]:
 
 @dataclass(frozen=True)
 class Entry:
-    """One registered function: its ``name``, ``kinds``, the ``function`` and the registry
-    ``source`` (module or entry point) that exposed it."""
+    """A registered ``function`` with its ``name``, ``kinds`` and the ``source`` that exposed it."""
 
     name: str
     kinds: frozenset[str]
@@ -96,15 +71,14 @@ class Entry:
 
 @dataclass
 class Registry:
-    """The registered functions by name, and the ``sources`` loaded (module names, and
-    ``entry point <name>`` for the entry-point group)."""
+    """Registered functions by name, and the ``sources`` loaded."""
 
     entries: dict[str, Entry] = field(default_factory=dict)
     sources: list[str] = field(default_factory=list)
 
     def add_module(self, module: types.ModuleType, *, source: str) -> None:
-        """Register every marked function among ``module``'s top-level names. Raises
-        ``ImproperlyConfigured`` when a name is already registered to another function."""
+        """Register the marked functions among ``module``'s top-level names. Raises
+        ``ImproperlyConfigured`` when a name is taken by another function."""
         for value in list(vars(module).values()):
             registration = getattr(value, _MARK, None) if callable(value) else None
             if not isinstance(registration, Registration):
@@ -125,11 +99,8 @@ class Registry:
 
 
 def registry_load(*, modules: Iterable[str], entry_points: bool = True) -> Registry:
-    """A registry of what ``modules`` (module names) and, when ``entry_points``, the modules
-    the ``assay.registry`` entry-point group names expose. Raises ``ImproperlyConfigured``
-    naming ``ASSAY_REGISTRIES`` or the entry point when one cannot be imported or is not a
-    module, or when two register one name for different functions (a start-up error, not a
-    user's)."""
+    """A registry of ``modules`` and, with ``entry_points``, the ``assay.registry`` group. Raises
+    ``ImproperlyConfigured`` for a module that cannot be imported or a name registered twice."""
     registry = Registry()
     for module_name in modules:
         try:
@@ -171,10 +142,9 @@ def registry_active() -> Registry:
 
 
 def registry_get(*, name: Any, kind: str, field: str) -> Callable[..., Any]:
-    """The function registered as ``name`` for ``kind``. Never imports anything. Raises
-    ``DomainError`` naming ``field`` when ``name`` is not a string, no registry is loaded
-    (the message names ``ASSAY_REGISTRIES``), ``name`` is not registered, or it is registered
-    for other kinds only."""
+    """The function registered as ``name`` for ``kind``. Raises ``DomainError`` on ``field`` when
+    ``name`` is not a string, no registry is loaded (naming ``ASSAY_REGISTRIES``), or the name
+    is not registered for ``kind``."""
     if not isinstance(name, str) or not name:
         raise DomainError(f"expected the registered name of a {kind}", field=field)
     registry = _active
@@ -208,9 +178,8 @@ def registry_names(*, kind: str) -> list[str]:
 def registry_settings_check(
     *, function: Callable[..., Any], settings: Mapping[str, Any], field: str, skip: int = 1
 ) -> None:
-    """Check that ``function`` accepts each key of ``settings`` as a keyword, after its first
-    ``skip`` positional parameters (the case). A function taking ``**kwargs`` accepts any.
-    Raises ``DomainError`` naming ``<field>.<key>`` for the first key it would not accept."""
+    """``function`` accepts each key of ``settings`` as a keyword after ``skip`` positional
+    parameters (``**kwargs`` accepts any). Raises ``DomainError`` on ``<field>.<key>``."""
     try:
         signature = inspect.signature(function)
     except (TypeError, ValueError):  # a builtin without a signature: nothing to check against

@@ -24,10 +24,8 @@ _CACHE = "_assay_role_names"
 
 
 def user_roles(user: AnyUser) -> frozenset[str]:
-    """The names of ``user``'s groups, read once per user object (one query) and cached on
-    it: ``request.user`` is loaded afresh for every request, so a request checks roles
-    against the database once however many views, services and templates ask. Changing
-    the user's groups through ``user.groups`` clears the cache (``forget_roles``)."""
+    """``user``'s group names, read once per user object (one query) and cached on it;
+    ``forget_roles`` clears it."""
     cached: frozenset[str] | None = getattr(user, _CACHE, None)
     if cached is None:
         cached = frozenset(user.groups.values_list("name", flat=True))
@@ -36,20 +34,16 @@ def user_roles(user: AnyUser) -> frozenset[str]:
 
 
 def roles_remember(user: User, names: Iterable[str]) -> None:
-    """Keep ``names`` (the names of ``user``'s groups, read with the user in one query:
-    ``user_with_roles_get``) as ``user``'s role names: ``user_roles`` then reads nothing."""
+    """Cache ``names`` as ``user``'s roles (read with the user: ``user_with_roles_get``)."""
     setattr(user, _CACHE, frozenset(names))
 
 
 def user_with_roles_get(
     queryset: QuerySet[Any], *, path: str = "", extra: tuple[str, ...] = ()
 ) -> tuple[User, tuple[Any, ...]] | None:
-    """``(user, extra values)``: the user that ``queryset`` leads to, with its role names
-    kept (``roles_remember``), and the values of the queryset's ``extra`` columns, in one
-    query (a row per group); None when the queryset has no row. ``path`` is the lookup from
-    the queryset's model to the user ("" for a queryset of users, ``"user__"`` for API
-    tokens). Each request loads its user afresh, and a roles query after it was a second
-    round trip on every page and API call (issue 17)."""
+    """``(user, extra values)`` from ``queryset`` with the user's roles remembered, in one query;
+    None when no row. ``path``: the lookup from the queryset's model to the user ("",
+    ``"user__"``)."""
     user_model = get_user_model()
     columns = [f.attname for f in user_model._meta.concrete_fields]
     rows = list(
@@ -80,6 +74,6 @@ def user_has_role(user: AnyUser, *roles: str) -> bool:
 
 def role_require(user: AnyUser, *roles: str, action: str) -> None:
     """Raise ``PermissionDenied`` ("<action> needs the role lead") unless ``user`` has one of
-    ``roles``: the check every service that changes state makes, whoever calls it."""
+    ``roles``."""
     if not user_has_role(user, *roles):
         raise PermissionDenied(f"{action} needs the role {' or '.join(roles)}")

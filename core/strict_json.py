@@ -1,8 +1,5 @@
-"""Strict JSON for every report, comparison and export: no NaN or Infinity, ever.
-
-Fault C1 in shared/acceptance/faults.md: a non-finite number is "missing", so it becomes
-null here, and callers dump with ``allow_nan=False``.
-"""
+"""Strict JSON for reports, comparisons and exports: a non-finite number is "missing", so it
+becomes null, and callers dump with ``allow_nan=False``."""
 
 from __future__ import annotations
 
@@ -17,14 +14,13 @@ from core.bounds import int_digits_plain
 from core.decimals import decimal_plain
 
 # Values returned as they are, tested by exact type first: most of a response is these,
-# and an API page of 100 trials holds ~1,500 of them (issue 17).
+# and an API page of 100 trials holds ~1,500 of them.
 _PLAIN = frozenset({str, int, bool, type(None)})
 
 
 def json_safe(value: Any) -> Any:
-    """``value`` with dict keys as strings, tuples as lists, non-finite floats and Decimals
-    as None, finite Decimals as plain strings (exact USD amounts, never ``0E-8``), numpy
-    scalars as Python ones."""
+    """``value`` with keys as strings, tuples as lists, non-finite floats and Decimals as None,
+    Decimals as plain strings (``core.decimals``), numpy scalars as Python ones."""
     if type(value) in _PLAIN:
         return value
     if isinstance(value, dict):
@@ -61,9 +57,7 @@ NON_FINITE = _NonFinite  # the type, for isinstance checks by field validators
 
 
 def no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    """``object_pairs_hook`` for ``json.loads``: a key twice in one object is a ``ValueError``
-    (the standard library keeps the last one silently: ``{"verdict":"FAIL","verdict":"PASS"}``
-    would read as PASS)."""
+    """``object_pairs_hook``: a repeated key is a ``ValueError`` (json keeps the last silently)."""
     obj = dict(pairs)  # in C: one call per object of every record read
     if len(obj) != len(pairs):
         seen: set[str] = set()
@@ -75,9 +69,8 @@ def no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 
 
 def json_depth_exceeds(text: str | bytes, value: Any, *, limit: int = JSON_MAX_DEPTH) -> bool:
-    """True when parsed ``value`` nests arrays/objects more than ``limit`` deep. Walks
-    without recursion, and only when ``text`` (the source) holds more than ``limit``
-    brackets at all (a cheap count first, so flat records cost one ``count``)."""
+    """True when ``value`` nests deeper than ``limit``; walks only when ``text`` holds more than
+    ``limit`` brackets."""
     opens = (
         text.count("[") + text.count("{")
         if isinstance(text, str)
@@ -99,8 +92,7 @@ def json_depth_exceeds(text: str | bytes, value: Any, *, limit: int = JSON_MAX_D
 
 
 def json_nesting_error(text: str) -> json.JSONDecodeError:
-    """The error for JSON ``text`` nested deeper than ``JSON_MAX_DEPTH``, positioned (line,
-    column) at the first bracket past the limit (brackets inside strings do not count)."""
+    """The error at the first bracket past ``JSON_MAX_DEPTH`` (line, column)."""
     depth, in_string, escaped, pos = 0, False, False, 0
     for pos, char in enumerate(text):  # noqa: B007 (pos is read after the loop)
         if in_string:
@@ -131,9 +123,8 @@ _DECODER = json.JSONDecoder(parse_constant=_non_finite, object_pairs_hook=no_dup
 
 
 def json_loads_line(text: str) -> Any:
-    """Parse one JSON document; bare NaN/Infinity become ``NON_FINITE`` markers, a key twice
-    in one object is an error, and so is nesting deeper than ``JSON_MAX_DEPTH`` (all
-    ``ValueError``/``json.JSONDecodeError``; never ``RecursionError``)."""
+    """One JSON document; bare NaN/Infinity become ``NON_FINITE``. A repeated key or nesting past
+    ``JSON_MAX_DEPTH`` raises ``ValueError`` (never ``RecursionError``)."""
     try:
         if type(text) is str and not text.startswith("\ufeff"):
             value = _DECODER.decode(text)  # what json.loads does for such text, minus its setup
@@ -153,10 +144,8 @@ def json_loads_line(text: str) -> Any:
 
 
 def nesting_path_past(value: Any, *, limit: int = JSON_MAX_DEPTH, path: str = "") -> str | None:
-    """Where parsed ``value`` (dicts, lists) nests more than ``limit`` deep: the path of the
-    first container past it (``path`` extended by keys and indexes; past 8 steps the rest
-    is "..."), or None. Walks without recursion (a TOML file's dotted keys nest without
-    brackets)."""
+    """The path of the first container nested deeper than ``limit`` (past 8 steps "..."), or None.
+    Walks without recursion (TOML's dotted keys nest without brackets)."""
     stack: list[tuple[Any, int, list[str]]] = [(value, 1, [path] if path else [])]
     while stack:
         node, depth, steps = stack.pop()
@@ -188,10 +177,8 @@ def contains_non_finite(value: Any) -> bool:
 
 
 def json_loads_strict(text: str) -> Any:
-    """One JSON document typed by a person (a form's JSON field), strictly: a syntax error, a
-    key twice in one object, nesting deeper than ``JSON_MAX_DEPTH`` and a bare NaN/Infinity
-    are each a ``ValueError`` whose message says which (a ``json.JSONDecodeError``, with line
-    and column, for syntax and nesting). Never ``RecursionError``."""
+    """A JSON document typed by a person; raises ``ValueError`` saying which rule failed (syntax,
+    repeated key, depth, NaN/Infinity)."""
     value = json_loads_line(text)
     if contains_non_finite(value):
         raise ValueError("NaN and Infinity are not valid JSON: give a number")

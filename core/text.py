@@ -1,19 +1,7 @@
-"""Text the database cannot store: one boundary rule for everything that comes from outside.
-
-U+0000 (NUL) and unpaired surrogates (U+D800..U+DFFF) reach Python through JSON escapes
-(``\\u0000``, ``\\ud800``), a raw NUL byte, or a pipeline's own strings. PostgreSQL text and
-jsonb columns refuse NUL, and UTF-8 cannot encode a lone surrogate (SQLite stores NUL but
-not a surrogate), so a value holding one fails late — at insert, or when a page or the API
-renders it — unless it is handled where it comes in. Two policies, both here:
-
-- **refuse** (files, API bodies, form posts: the sender can fix them): ``unstorable_refuse``
-  raises ``DomainError`` naming the field (and the path inside it) and the record;
-- **replace** (model and judge replies: nobody can resend them): ``unstorable_replace``
-  puts U+FFFD (REPLACEMENT CHARACTER) in their place and says how many it replaced, and
-  the trial or grade records that it did (``REPLACED_KEY``), so the page can show it.
-
-The same behaviour on SQLite and PostgreSQL: nothing holding one reaches either.
-"""
+"""Text the database cannot store (U+0000, lone surrogates), handled where it comes in:
+refused naming the field from files, API bodies and forms (``unstorable_refuse``), replaced
+with U+FFFD in model and judge replies, the count recorded under ``REPLACED_KEY``
+(``unstorable_replace``)."""
 
 from __future__ import annotations
 
@@ -35,25 +23,19 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def replaced_record(raw_response: Any) -> dict[str, int]:
-    """``{field: characters replaced}`` as a reply's ``raw_response`` records it under
-    ``REPLACED_KEY`` (``evals.runner.targets.base.result_storable`` writes it); empty when
-    nothing was replaced."""
+    """``{field: characters replaced}`` from a reply's ``raw_response``; empty when none."""
     if isinstance(raw_response, dict) and isinstance(raw_response.get(REPLACED_KEY), dict):
         return dict(raw_response[REPLACED_KEY])
     return {}
 
 
 def contains_unstorable(value: Any) -> bool:
-    """True when a parsed value holds U+0000 or a lone surrogate in any string (dict keys
-    included): JSON can escape them (``\\u0000``, ``\\ud800``), UTF-8 text columns cannot
-    hold them."""
+    """True when any string of a parsed value (keys included) holds U+0000 or a lone surrogate."""
     return unstorable_path(value) is not None
 
 
 def unstorable_path(value: Any, path: str = "") -> str | None:
-    """Where the first unstorable character sits in a parsed value: ``path`` extended by the
-    keys and indexes leading to the string (``"cases[3].key"``; ``path`` itself for a bare
-    string or a bad dict key), or None when there is none. Walks without recursion."""
+    """The path to the first unstorable string (``"cases[3].key"``), or None. No recursion."""
     stack: list[tuple[Any, str]] = [(value, path)]
     while stack:
         node, where = stack.pop()
@@ -75,10 +57,8 @@ def unstorable_path(value: Any, path: str = "") -> str | None:
 def unstorable_refuse(
     value: Any, *, field: str = "", record: str | int | None = None, where: str = ""
 ) -> None:
-    """The refuse policy: raise ``DomainError`` (code ``invalid``) when ``value`` holds an
-    unstorable character anywhere. ``field`` names the input (the path inside it is
-    appended: ``head_file.cases[0].key``), ``record`` the row or record index, ``where`` a
-    prefix for the sentence ("line 3"). Returns None when ``value`` is clean."""
+    """Raise ``DomainError`` (``invalid``) when ``value`` holds one: ``field`` plus the inner
+    path, ``record``, ``where`` prefixing the sentence ("line 3")."""
     found = unstorable_path(value, field)
     if found is None:
         return
@@ -90,9 +70,8 @@ def unstorable_refuse(
 
 
 def unstorable_refuse_params(params: Any) -> None:
-    """The refuse policy for query strings and form posts (a ``QueryDict``, or anything with
-    ``lists()`` of ``(name, [values])``): ``DomainError`` naming the first parameter whose name
-    or a value holds an unstorable character (a bad name is shown with U+FFFD in its place)."""
+    """``DomainError`` naming the first query or form parameter holding one (the name shown with
+    U+FFFD)."""
     for name, values in params.lists():
         field, _ = unstorable_replace(name)
         if contains_unstorable(name) or any(contains_unstorable(v) for v in values):
@@ -100,22 +79,16 @@ def unstorable_refuse_params(params: Any) -> None:
 
 
 def unstorable_replace(value: Any) -> tuple[Any, int]:
-    """The replace policy: ``(clean, count)``, ``clean`` a copy of ``value`` (str, dict,
-    list, tuple as list; other values as they are) with every U+0000 and lone surrogate
-    replaced by U+FFFD, dict keys included, and ``count`` the characters replaced. A clean
-    value comes back as the same object with count 0."""
+    """``(clean, count)``: a copy with each U+0000 and lone surrogate as U+FFFD (keys included;
+    tuples as lists). A clean value comes back as the same object with 0."""
     if isinstance(value, dict | list | tuple) and _clean_as_json(value):
         return value, 0
     return _replace_walk(value)
 
 
 def _clean_as_json(value: dict[Any, Any] | list[Any] | tuple[Any, ...]) -> bool:
-    """True when ``value`` surely holds no unstorable character in any string, dict keys
-    included: its JSON text (the C encoder with ``ensure_ascii=False`` writes U+0000 as the
-    six characters ``\\u0000`` and a lone surrogate as itself) holds neither. False means
-    "walk it" (``_replace_walk``): a string holding the text ``\\u0000``, or a value that
-    is not JSON (the walk keeps such values as they are). A model's reply is clean almost
-    always, and this check costs a fraction of the walk (issue 17, worker CPU per trial)."""
+    """True when ``value`` surely holds none: its C-encoded JSON text (``ensure_ascii=False``)
+    holds no ``\\u0000`` nor a surrogate. False means "walk it"; far cheaper than the walk."""
     try:
         text = json.dumps(value, ensure_ascii=False, allow_nan=True)
     except (TypeError, ValueError, RecursionError):

@@ -1,22 +1,5 @@
-"""Celery's superuser warning, kept exactly where its risk exists.
-
-Celery warns ("You're running the worker with superuser privileges") whenever a worker runs
-as root (or in group sudo/wheel), because a worker runs whatever its broker hands it: anyone
-who can put a message on the broker then acts with root's rights, and with pickle content
-can run any code at all.
-
-On the embedded default (no ``REDIS_URL``) the broker is a set of folders under ``var/``
-(``core.filesystem_broker``), and the worker runs its tasks in its own process (``--pool
-solo``), as the same user as the dashboard that enqueues them. When those folders (and the
-folder holding them) belong to this user and no one else may write them, and the worker
-accepts JSON only, no one but this user can make the worker run anything, and nothing it
-runs has a right the user's own dashboard process lacks: the warning names a risk that is
-not there, and ``make demo`` on a machine (or a container) where one runs as root would
-print it every time. Then, and only then, ``worker_root_warning_settle`` (connected to
-Celery's ``celeryd_init``, sent just before Celery's check) filters that one warning out.
-A Redis broker, a broker folder others may write, a folder owned by someone else, or pickle
-content keep the warning (and pickle as root still stops the worker, as Celery does).
-"""
+"""Celery's superuser warning, filtered out only on the embedded broker when its folders are
+this user's alone and the worker accepts JSON only: then nobody else can feed the worker."""
 
 from __future__ import annotations
 
@@ -38,8 +21,7 @@ FOLDER_OPTIONS = ("data_folder_in", "data_folder_out", "control_folder")
 
 
 def broker_folders(*, transport: str | None, options: dict[str, Any] | None) -> list[Path] | None:
-    """The embedded broker's folders (``FOLDER_OPTIONS`` of the transport options) and the
-    folders holding them, or None when the broker is not the embedded filesystem one."""
+    """The embedded broker's folders and their parents, or None for another broker."""
     if transport != FILESYSTEM_TRANSPORT:
         return None
     folders = [Path(options[k]) for k in FOLDER_OPTIONS if options and options.get(k)]
@@ -49,9 +31,8 @@ def broker_folders(*, transport: str | None, options: dict[str, Any] | None) -> 
 
 
 def why_not_private(folders: Iterable[Path], *, uid: int) -> str | None:
-    """None when every folder of ``folders`` exists, is a real folder (not a link), belongs
-    to ``uid`` and is writable by no one else (no group or other write bit); else why not,
-    naming the first folder that fails."""
+    """None when each folder exists, is no link, belongs to ``uid`` and no one else may write it;
+    else why not, naming the first."""
     for folder in folders:
         try:
             info = os.lstat(folder)
@@ -73,9 +54,8 @@ def root_warning_is_real(
     options: dict[str, Any] | None,
     uid: int,
 ) -> str | None:
-    """Why Celery's superuser warning names a real risk for this worker (module docstring),
-    or None when it does not: the embedded broker, private to ``uid``, and JSON content
-    only."""
+    """Why the superuser warning names a real risk, or None (embedded broker private to ``uid``,
+    JSON only)."""
     content = set(accept_content or ())
     if content - {"json", "application/json"}:
         return f"the worker accepts {sorted(content)}, not JSON only"
@@ -88,8 +68,7 @@ def root_warning_is_real(
 def worker_root_warning_settle(
     sender: object = None, conf: Settings | None = None, **kwargs: object
 ) -> None:
-    """``celeryd_init`` receiver: filter Celery's superuser warning out of this worker
-    process when ``root_warning_is_real`` says its risk is not there; otherwise leave it."""
+    """``celeryd_init`` receiver: filter the warning out when its risk is not there."""
     if conf is None:
         return
     reason = root_warning_is_real(

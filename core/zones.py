@@ -1,10 +1,5 @@
-"""Time zone names from outside (a cookie, a ``?tz=`` parameter), read once.
-
-``zoneinfo.ZoneInfo`` opens a file named after the key: a name that is a folder of the zone
-database (``Europe``) raises ``IsADirectoryError`` and a very long one ``OSError``, neither of
-which is a ``ZoneInfoNotFoundError``. ``zone_parse`` refuses both kinds, and every other
-malformed name, before asking it.
-"""
+"""Time zone names from outside (cookie, ``?tz=``). ``ZoneInfo`` opens a file named after the
+key, so a folder name or a very long one raises ``OSError``: ``zone_parse`` refuses them first."""
 
 from __future__ import annotations
 
@@ -18,8 +13,7 @@ ZONE_NAME_MAX = 64
 
 
 def zone_parse(name: str | None) -> ZoneInfo | None:
-    """The IANA zone called ``name``, or None when the name is empty, malformed, too long,
-    or not a zone of the database (a folder of it included). Never raises."""
+    """The IANA zone ``name``, or None when empty, malformed, too long or unknown. Never raises."""
     if not name or len(name) > ZONE_NAME_MAX or not ZONE_NAME.fullmatch(name):
         return None
     try:

@@ -1,22 +1,15 @@
-"""The contract suite of the demo: an LLM that writes test cases for an expense policy,
-graded by a ``contract`` grader (docs/contracts.md is the reference).
+"""The demo's contract suite: an LLM writing test cases for an expense policy, graded by a
+``contract`` grader (docs/contracts.md).
 
-Policy expense-v2 (the generator is asked to write test cases for it):
-- an expense strictly above EUR 750.00 (75000 cents) needs manager approval
-  (``approvalRequired``); at or below it does not;
-- every expense needs a receipt, and a missing one must be requested: ``receiptRequired``
-  is true exactly when the expense has no receipt (``hasReceipt`` false).
-
-The generator answers with one JSON document::
+Policy expense-v2: above EUR 750.00 (75000 cents, strictly) ``approvalRequired``;
+``receiptRequired`` exactly when ``hasReceipt`` is false. The generator answers::
 
     {"sourceVersion": "expense-v2",
      "cases": [{"id": "T-750", "amountCents": 75000, "hasReceipt": true,
                 "approvalRequired": false, "receiptRequired": false,
                 "sourceIds": ["expense-v2#approval"], "description": "..."}]}
 
-``FIXTURES`` are the development outputs (a correct suite and each kind of mistake); the
-simulated generator of the demo run answers the correct suite or one of them.
-"""
+``FIXTURES``: a correct suite and each kind of mistake, answered by the simulated generator."""
 
 from __future__ import annotations
 
@@ -37,8 +30,7 @@ REVIEW_DIMENSIONS = (
 
 @registered("oracle")
 def expected_outcome(item: dict[str, Any]) -> dict[str, bool]:
-    """The oracle: what policy expense-v2 requires for a generated case's inputs
-    (``amountCents`` integer cents, ``hasReceipt``), independent of what the case claims:
+    """The oracle: what expense-v2 requires for a case's inputs, whatever it claims:
     ``{"approvalRequired": amountCents > 75000, "receiptRequired": not hasReceipt}``."""
     return {
         "approvalRequired": item["amountCents"] > THRESHOLD_CENTS,
@@ -198,8 +190,7 @@ SUITE = {
 
 
 def contract_target(seed: int) -> dict:
-    """The simulated generator: the correct suite with probability 0.5, else one of the
-    other fixtures (``evals.runner.targets.simulated``; the draws depend on ``seed``)."""
+    """The simulated generator: the correct suite with probability 0.5, else another fixture."""
     return {
         "kind": "simulated",
         "model": "simulated",

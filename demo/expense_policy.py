@@ -38,12 +38,8 @@ def expected_decision(claim: dict[str, Any]) -> str:
 
 @registered("grader")
 def oracle(case, output: str) -> dict[str, Any]:
-    """Business-rule oracle: passes when the output's decision is the one EXP-7 requires.
-
-    ``case`` has ``.input`` (the claim object); ``output`` is the assistant's reply text.
-    Returns ``{"passed": bool, "score": 0|1, "reason": str}``; a reply that is not JSON or has
-    no decision is a fail of the output with that reason.
-    """
+    """Passes when the output's decision is the one EXP-7 requires for ``case.input``. Returns
+    ``{"passed", "score": 0|1, "reason"}``; non-JSON or no decision fails with that reason."""
     claim = case.input if isinstance(case.input, dict) else json.loads(case.input)
     want = expected_decision(claim)
     try:

@@ -75,8 +75,8 @@ def _suite_load(spec: dict) -> Suite:
 
 
 def demo_user_ensure(*, username: str, password: str) -> User:
-    """The demo login: staff, superuser, in every role, each grant made and recorded as the
-    operator's (``core.grants``, from the command line). Its password is reset each time."""
+    """Staff, superuser, every role, each grant recorded as the operator's; password reset each
+    time."""
     user, _ = User.objects.get_or_create(username=username)
     user.set_password(password)
     user.save(update_fields=["password"])

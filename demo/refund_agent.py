@@ -1,26 +1,15 @@
-"""The demo's agent suite: a simulated customer-service refund agent (docs/agents.md).
+"""The demo's agent suite: a simulated refund agent (docs/agents.md).
 
-The world: a few orders. The agent's tools: ``lookup_order(order_id)`` (the order: total,
-status, days since delivery), ``issue_refund(order_id, amount)`` and
-``escalate(order_id, reason)``. The refund policy, in ``POLICY``: a delivered order within
-30 days is refunded in full (its total); an order above $500 goes to a human
-(``escalate``) instead; past 30 days, or already refunded, nothing is done and the customer
-is told why.
+Tools: ``lookup_order``, ``issue_refund``, ``escalate``. ``POLICY``: a delivered order
+within 30 days is refunded in full; above $500 it is escalated; past 30 days or already
+refunded, nothing is done. A seeded ``callable`` target: most trials follow the policy on
+the expected path; some refund on the customer's word without a lookup (right outcome,
+forbidden path); some slip after the lookup (wrong outcome, expected path). Rates differ
+per case, so pass^k falls with k.
 
-The agent is a Python callable (``refund_agent``, a ``callable`` target), seeded and
-offline: each trial draws its behaviour from ``random.Random(seed, case, attempt)``. Most
-trials follow the policy on the expected path (look the order up, then act). Some refund
-at once on the customer's word, without looking the order up: when the customer's amount
-is right this is the right outcome by a forbidden path. Some look the order up and then
-slip (a partial refund, a refund past the window, an escalation nobody needed): the wrong
-outcome on the expected path. Cases differ in how often each happens, so pass^k falls with
-k. Every model step states its tokens and cost (a simulated price).
-
-Graded by ``AGENT_GRADERS``: ``outcome`` (``state``, exact: the orders' statuses, refunds
-and escalations the case's goal state names) and ``path`` (``trajectory``: the order looked
-up before any refund or escalation, a refund at most the order's total, at most 12 steps
-and $0.05; non-gating, so the verdict is the outcome).
-"""
+``AGENT_GRADERS``: ``outcome`` (``state``, exact against the goal state) and ``path``
+(``trajectory``: lookup first, refund within total, at most 12 steps and $0.05;
+non-gating)."""
 
 from __future__ import annotations
 
@@ -112,8 +101,7 @@ def goal_state(order_id: str) -> dict:
 
 
 def agent_cases() -> list[dict]:
-    """The suite's cases: ``key``, ``input`` (the customer's message and order), ``tags``,
-    ``goal_state``."""
+    """Cases: ``key``, ``input`` (message and order), ``tags``, ``goal_state``."""
     out = []
     for key, (order_id, amount, _, _) in CASES.items():
         out.append(
@@ -197,10 +185,9 @@ def _act(world: _World, action: str, total: float) -> str:
 
 @registered("pipeline")
 def refund_agent(case: CaseInput, seed: int = 0) -> dict:
-    """One trial of the simulated agent on ``case`` (its input ``{"order_id", "message"}``):
-    ``{"output", "trajectory", "final_state", "input_tokens", "output_tokens", "cost_usd"}``
-    as a ``callable`` target returns them (tokens and cost: sums over its model steps).
-    Deterministic for (``seed``, case key, attempt)."""
+    """One trial of the simulated agent, deterministic for (``seed``, case key, attempt).
+    ``case.input``: ``{"order_id", "message"}``; returns ``{"output", "trajectory",
+    "final_state", "input_tokens", "output_tokens", "cost_usd"}`` (sums over its steps)."""
     order_id, amount, p_skip, p_slip = CASES[case.key]
     rng = random.Random(f"{seed}:{case.key}:{case.attempt}")
     world = _World(order_id, rng)

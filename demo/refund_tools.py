@@ -1,12 +1,6 @@
-"""The refund agent's world as tool-loop tools (docs/agents.md, "The tool loop"), so a real
-model can play the demo's refund agent through an ``openai`` target with ``tools``
-(``examples/agent.toml``).
-
-The state of a trial is the demo's final-state shape (``demo.refund_agent.goal_state``):
-``{"order": {"id", "status"}, "refunds": [{"order_id", "amount"}], "escalations":
-[{"order_id"}]}``, so the same ``state`` grader compares it with the case's goal state. The
-orders' totals and delivery ages are the demo's ``ORDERS``.
-"""
+"""The refund agent's world as tool-loop tools (docs/agents.md), so a real model can play it
+through an ``openai`` target with ``tools`` (``examples/agent.toml``). A trial's state has
+``demo.refund_agent.goal_state``'s shape, so the ``state`` grader applies."""
 
 from __future__ import annotations
 

@@ -1,7 +1,5 @@
-"""The demo's registry (``core.registry``): the functions the demo's runs, grader sets and
-contract name. Only ``manage.py demo`` (what ``make demo`` runs) loads it, for itself and the
-worker it starts; an operator who wants these names elsewhere lists ``demo.registry`` in
-``ASSAY_REGISTRIES``."""
+"""The demo's registry (``core.registry``), loaded only by ``manage.py demo``; list
+``demo.registry`` in ``ASSAY_REGISTRIES`` to use these names elsewhere."""
 
 from demo.expense_contract import expected_outcome
 from demo.expense_policy import oracle

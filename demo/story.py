@@ -1,12 +1,6 @@
-"""The demo's story, told by real runs and the real gate.
-
-The expense-policy assistant's baseline prompt is reliable. A prompt edit ("demo-2") moves
-the approval threshold from "above EUR 500.00" to "from EUR 500.00": the claim of exactly
-EUR 500.00 with a receipt is now sent for approval every time, and the gate blocks for that
-reason. A re-run of the baseline configuration (same prompt, new random draws) passes the
-gate: the pipeline's own randomness is not a regression. Every decision printed is
-``evals.comparison.gate.gate_evaluate`` on the runs as they came out, never a fixed text.
-"""
+"""The demo's story, told by real runs and the real gate: an edited prompt ("demo-2") sends
+the EUR 500.00 claim for approval and the gate blocks; a re-run of the baseline passes.
+Every decision printed is ``gate_evaluate`` on the runs, never fixed text."""
 
 from __future__ import annotations
 
@@ -68,8 +62,7 @@ WRONG_OUTPUTS = {
 
 
 def demo_target(seed: int, *, changed: bool = False) -> dict:
-    """The simulated target config of a demo run: the baseline prompt, or the edited one
-    (``changed``). ``seed`` fixes the draws (``evals.runner.targets.simulated``)."""
+    """The simulated target config: the baseline prompt, or the edited one (``changed``)."""
     return {
         "kind": "simulated",
         "model": "simulated",
@@ -86,9 +79,8 @@ def demo_target(seed: int, *, changed: bool = False) -> dict:
 
 
 def demo_run(*, suite, seed: int, user, trials: int, changed: bool, timeout: float) -> Run:
-    """Start a demo run of ``suite`` (the baseline prompt, or the edited one) and wait until
-    it is finished (``timeout`` seconds; a worker, or eager Celery, executes it). Raises
-    ``DomainError`` (field ``timeout``) when it is not finished in time."""
+    """Start a demo run and wait for it. Raises ``DomainError`` (field ``timeout``) when not
+    finished within ``timeout`` seconds."""
     name = f"demo-{Run.objects.filter(suite=suite).count() + 1}"
     run = run_start(
         suite=suite,
@@ -103,8 +95,8 @@ def demo_run(*, suite, seed: int, user, trials: int, changed: bool, timeout: flo
 
 
 def run_wait(run: Run, *, timeout: float) -> Run:
-    """Wait until ``run`` is finished (``timeout`` seconds; a worker, or eager Celery,
-    executes it). Raises ``DomainError`` (field ``timeout``) when it is not."""
+    """Wait for ``run`` to finish. Raises ``DomainError`` (field ``timeout``) after ``timeout``
+    seconds."""
     deadline = time.monotonic() + timeout
     while True:
         run.refresh_from_db()
@@ -119,8 +111,7 @@ def run_wait(run: Run, *, timeout: float) -> Run:
 
 
 def contract_demo_run(*, suite, seed: int, user, trials: int, timeout: float) -> Run:
-    """A run of the contract suite (``demo.expense_contract``) against the simulated test
-    writer, graded by the expense-policy contract; waits until it is finished."""
+    """A contract-suite run against the simulated test writer; waits for it."""
     run = run_start(
         suite=suite,
         name=f"contract-{Run.objects.filter(suite=suite).count() + 1}",
@@ -144,8 +135,7 @@ def agent_target(seed: int) -> dict:
 
 
 def agent_demo_run(*, suite, seed: int, user, trials: int, timeout: float) -> Run:
-    """A run of the refund agent's suite, graded by ``state`` (outcome) and ``trajectory``
-    (path); waits until it is finished."""
+    """A refund-agent run graded by ``state`` and ``trajectory``; waits for it."""
     run = run_start(
         suite=suite,
         name=f"agent-{Run.objects.filter(suite=suite).count() + 1}",
@@ -160,9 +150,8 @@ def agent_demo_run(*, suite, seed: int, user, trials: int, timeout: float) -> Ru
 
 @dataclass(frozen=True)
 class Chapter:
-    """One comparison of the story: ``head`` against ``base``, what it shows
-    (``title``), the gate's ``exit_code`` (0 pass, 1 regression, 2 cannot decide) and its
-    one-sentence reason."""
+    """One comparison: ``head`` against ``base``, ``title``, the gate's ``exit_code`` (0 pass,
+    1 regression, 2 cannot decide) and its reason."""
 
     title: str
     base: Run

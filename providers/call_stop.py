@@ -1,15 +1,7 @@
-"""Stopping a call that is between two of its HTTP attempts (a retry's back-off, a wait for
-the shared limiter): the call pool (``evals.runner.calls``) gives each call an
-``asyncio.Event`` through ``CALL_STOP``; the chunk sets it when the call's run (or the
-top-up it serves) is cancelled. A target that retries checks it before every attempt and
-wakes from its waits when it is set, so a cancelled run makes no new attempt: an attempt in
-flight finishes (its answer is recorded, paid once), and a call that would have tried again
-ends at once with ``CANCELLED_KIND`` (the runner stores that trial as cancelled, never as an
-error or a pass).
-
-A call outside a pool (a judge batch, a test calling a target directly) has no event: it is
-never stopped this way.
-"""
+"""Stopping a call between two HTTP attempts (a back-off, a wait for the limiter) when its run
+is cancelled: the call pool sets the call's ``CALL_STOP`` event, and the client makes no
+new attempt and ends with ``CANCELLED_KIND`` (stored as cancelled). An attempt in flight
+finishes. A call outside a pool has no event."""
 
 from __future__ import annotations
 
@@ -36,9 +28,8 @@ def call_stopped() -> bool:
 
 
 class Stopped(Exception):
-    """The call was stopped while waiting (``unless_stopped``); ``value`` is what the wait
-    returned anyway when it finished as the stop came (a limiter slot to give back), else
-    None."""
+    """Stopped while waiting; ``value``: the wait's result when it finished as the stop came (a
+    limiter slot to give back), else None."""
 
     def __init__(self, value: Any = None) -> None:
         super().__init__("call stopped")
@@ -46,10 +37,8 @@ class Stopped(Exception):
 
 
 async def unless_stopped(awaitable: Awaitable[T]) -> T:
-    """Await ``awaitable`` unless this call is stopped first: then the wait is cancelled
-    and ``Stopped`` raised (carrying the wait's result when it finished in the same instant,
-    so the caller can give back what it took). Without a stop event, a plain ``await``.
-    Raises ``Stopped`` at once when the call is already stopped."""
+    """Await ``awaitable`` unless the call is stopped first: then cancel it and raise ``Stopped``
+    (at once when already stopped). Without a stop event, a plain ``await``."""
     event = CALL_STOP.get()
     if event is None:
         return await awaitable

@@ -10,12 +10,8 @@ from django.db.models.expressions import Combinable
 
 
 class ModelPrice(models.Model):
-    """A project override of a model's price, in USD per million tokens.
-
-    Built-in prices live in ``providers.pricing.BUILTIN_PRICES``; a row here always wins over a
-    built-in price that matches the same model name (see ``providers.pricing.price_lookup``).
-    ``model`` is an exact model name, or a prefix pattern ending in ``*``.
-    """
+    """A project override of a model's price, USD per million tokens; ``model`` is an exact name
+    or a ``prefix*`` pattern. Wins over any built-in match (``providers.pricing``)."""
 
     model: models.CharField[str | int | Combinable, str] = models.CharField(
         max_length=200, unique=True
@@ -34,7 +30,7 @@ class ModelPrice(models.Model):
     )
 
     class Meta:
-        # The table evals created: the model moved here without moving its rows.
+        # The table keeps the name evals gave it (its rows stayed in place).
         db_table = "evals_modelprice"
         ordering = ["model"]
         verbose_name = "model price (project override)"

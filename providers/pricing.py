@@ -1,20 +1,9 @@
 """Model prices and trial cost, in exact Decimal USD.
 
-Precedence (one rule for every caller): a project override (``providers.models.ModelPrice``
-rows) first, then ``BUILTIN_PRICES``. If *any* override matches a model name, it wins over
-every built-in match, even a built-in exact name against an override pattern.
-
-Name matching (the same for both sources):
-1. an entry whose name equals the model name exactly;
-2. else the longest entry ending in ``*`` whose text before the ``*`` is a prefix of the
-   model name (``gpt-4o-mini*`` beats ``gpt-4o*`` for ``gpt-4o-mini-2024-07-18``);
-3. else no price. There is no fuzzy matching: ``example-model-1.5-002`` has no price
-   unless some source holds ``example-model-1.5-002`` or a pattern such as
-   ``example-model-1.5*``. Names are compared case-sensitively.
-
-Unknown is null, not zero: ``trial_cost`` returns ``(None, None)`` when the model has no
-price or a token count is unknown.
-"""
+A project override (``ModelPrice``) that matches wins over every built-in match. Within a
+source: the exact name, else the longest ``prefix*`` pattern (``gpt-4o-mini*`` beats
+``gpt-4o*``), case-sensitive, never fuzzy. An unknown price or token count gives None,
+never zero."""
 
 from __future__ import annotations
 
@@ -50,9 +39,8 @@ BUILTIN_PRICES: dict[str, tuple[Decimal, Decimal]] = {
 
 @dataclass(frozen=True)
 class Price:
-    """A model's price: USD per 1M input and output tokens, where it came from
-    (``source``: "project override" | "built-in") and the entry that matched (``pattern``,
-    an exact name or a ``prefix*`` pattern)."""
+    """USD per 1M input and output tokens, ``source`` ("project override" | "built-in") and the
+    matching ``pattern``."""
 
     input_usd_per_mtok: Decimal
     output_usd_per_mtok: Decimal
@@ -62,8 +50,7 @@ class Price:
 
 @dataclass(frozen=True)
 class CostBreakdown:
-    """A trial's cost in USD: ``input_usd + output_usd == total_usd``, exact Decimals,
-    with the price used."""
+    """``input_usd + output_usd == total_usd``, exact Decimals, with the price used."""
 
     input_usd: Decimal
     output_usd: Decimal
@@ -76,8 +63,7 @@ class CostBreakdown:
 
 
 def name_match(model: str, names: Iterable[str]) -> str | None:
-    """The entry of ``names`` that prices ``model`` under the module's matching rule
-    (exact name, else the longest ``prefix*`` pattern), or None."""
+    """The entry of ``names`` pricing ``model`` (exact, else longest ``prefix*``), or None."""
     candidates = list(names)
     if model in candidates:
         return model
@@ -100,11 +86,7 @@ def _override_prices(model: str) -> Mapping[str, tuple[Decimal, Decimal]]:
 
 
 def price_lookup(model: str | None) -> Price | None:
-    """The price of ``model`` with its source, or None when no source prices it.
-
-    Project override first (any match wins), then built-in; the matching rule is in the
-    module docstring. Reads ``ModelPrice`` (one query).
-    """
+    """The price of ``model`` with its source, or None. One query of ``ModelPrice``."""
     if not model:
         return None
     sources: tuple[tuple[PriceSource, Mapping[str, tuple[Decimal, Decimal]]], ...] = (
@@ -134,12 +116,9 @@ def _check_tokens(field: str, value: int | None) -> None:
 def trial_cost_breakdown(
     model: str | None, input_tokens: int | None, output_tokens: int | None
 ) -> CostBreakdown | None:
-    """Cost of one trial, split by input and output, or None when unknown.
-
-    cost = input_tokens × input_usd_per_mtok / 10^6 + output_tokens × output_usd_per_mtok / 10^6,
-    exact Decimal arithmetic (no float). None when the price or either token count is
-    unknown. Raises ``ValueError`` naming the field for a negative or non-integer count.
-    """
+    """Cost of one trial: tokens × USD per 1M tokens / 10^6 for input and output, exact Decimal;
+    None when the price or a count is unknown. Raises ``ValueError`` naming the field for a
+    negative or non-integer count."""
     _check_tokens("input_tokens", input_tokens)
     _check_tokens("output_tokens", output_tokens)
     if input_tokens is None or output_tokens is None:
@@ -150,9 +129,7 @@ def trial_cost_breakdown(
 def cost_breakdown(
     price: Price | None, input_tokens: int | None, output_tokens: int | None
 ) -> CostBreakdown | None:
-    """Cost of one trial at a price already looked up (the runner looks a model's price up
-    once per chunk); None when the price or a token count is unknown. Same formula as
-    ``trial_cost_breakdown``."""
+    """``trial_cost_breakdown`` at a price already looked up (once per chunk)."""
     if price is None or input_tokens is None or output_tokens is None:
         return None
     _check_tokens("input_tokens", input_tokens)
@@ -167,11 +144,7 @@ def cost_breakdown(
 def trial_cost(
     model: str | None, input_tokens: int | None, output_tokens: int | None
 ) -> tuple[Decimal | None, PriceSource | None]:
-    """``(cost in USD, price source)`` of one trial, or ``(None, None)`` when unknown.
-
-    Never zero by default: an unpriced model or an unknown token count gives None.
-    See ``trial_cost_breakdown`` for the formula and errors.
-    """
+    """``(cost USD, price source)``, or ``(None, None)`` when unknown (``trial_cost_breakdown``)."""
     breakdown = trial_cost_breakdown(model, input_tokens, output_tokens)
     if breakdown is None:
         return None, None

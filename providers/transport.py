@@ -1,41 +1,19 @@
-"""The HTTP/1.1 client of OpenAI-compatible calls: ``providers.openai.client.ChatClient`` (and
-through it a run's target, the judge client and the tool loop) posts a JSON body and reads the
-answer through ``JsonPoster``.
+"""The HTTP/1.1 client of OpenAI-compatible calls (``JsonPoster``, aiohttp).
 
-Why aiohttp, not httpx: on the shared mock at C = 64, bare httpx 0.28 clients spent about
-1.0 CPU-ms per call (its pool scans every connection on each event, anyio's socket
-attributes, h11), a bare aiohttp session 0.25 ms (bench/bench_http_cpu.py; bench/README.md,
-worker CPU). One session holds all of a target instance's connections (at most
-its ``concurrency``): httpx needed shards of 8 connections to stay fast; aiohttp does not.
+aiohttp, not httpx: about 0.25 against 1.0 CPU-ms per call at 64 in flight, with one
+session per target and no shards (bench/bench_http_cpu.py, bench/README.md). A call keeps
+httpx's behaviour:
 
-What a call keeps of the httpx client it replaced:
+- ``timeout_s`` to get a connection and between reads, no total; a 3xx is an answer, never
+  followed; idle connections closed after 5 s; headers up to 100 KB; certifi's CA bundle;
+- the body as httpx encodes ``json=`` (compact, UTF-8, NaN a ``ValueError`` before sending);
+- the text as httpx decodes it (the charset if known, else UTF-8, bad bytes U+FFFD);
+  gzip and deflate undone;
+- the environment's proxy, read once per session; cookies sent back on later calls.
 
-- timeouts of ``timeout_s`` each to get a connection (waiting for a free one or opening
-  one) and between two reads of the answer, no total (``httpx.Timeout(timeout_s)``);
-- a 3xx is an answer, never followed; an idle connection is closed after 5 s (httpx's
-  keep-alive expiry); an answer's header may be as long as httpx read (100 KB); the CA
-  bundle is certifi's, in one SSL context per process;
-- the body's bytes as httpx encodes ``json=``: compact, UTF-8, NaN refused (``ValueError``,
-  raised before anything is sent);
-- the answer's text as httpx decodes it: the Content-Type's charset when Python knows it,
-  else UTF-8, bytes that do not decode replaced by U+FFFD; gzip and deflate undone;
-- a proxy from the environment (``HTTP_PROXY``/``HTTPS_PROXY``, ``NO_PROXY``), read once when
-  the poster opens its session (its first call), as httpx reads it (aiohttp's ``trust_env``
-  would read it, and ``~/.netrc``, on a thread for every request);
-- cookies an endpoint sets go back to it on the poster's later calls.
-
-A failure to get an answer raises ``HttpFailure``: ``timeout`` true when none came in time,
-false for a connection refused, reset or closed mid-answer, or an answer that is not HTTP.
-An answer of any status is returned, never raised.
-
-A poster belongs to one event loop: its session is opened by the first call, inside the
-loop, and closed by ``aclose`` in the same loop.
-
-aiohttp is imported by that first call, not with this module: building a target to check
-a run's config (``target_validate``, in the command or web process that starts the run)
-never calls, and importing aiohttp cost a start of ``run_suite`` a few hundred
-milliseconds. A worker imports it when it is ready (``evals.apps``).
-"""
+No answer raises ``HttpFailure``; an answer of any status is returned. A poster belongs to
+one event loop. aiohttp is imported by the first call, not with the module (it costs a
+command's start a few hundred ms; workers import it when ready)."""
 
 from __future__ import annotations
 
@@ -91,8 +69,7 @@ _SSL_CONTEXT: ssl.SSLContext | None = None
 
 
 def ssl_context_shared() -> ssl.SSLContext:
-    """One verifying SSL context per process (certifi's CA bundle): building one loads the
-    bundle (~40 ms of CPU), and every target of every chunk would otherwise build its own."""
+    """One verifying SSL context per process (loading the bundle costs ~40 ms of CPU)."""
     global _SSL_CONTEXT
     if _SSL_CONTEXT is None:
         _SSL_CONTEXT = ssl.create_default_context(cafile=certifi.where())
@@ -100,15 +77,12 @@ def ssl_context_shared() -> ssl.SSLContext:
 
 
 def body_encode(body: Any) -> bytes:
-    """``body`` as JSON bytes, exactly as httpx 0.28 encodes ``json=``: compact separators,
-    non-ASCII kept as UTF-8, NaN and infinities refused (``ValueError``)."""
+    """``body`` as httpx 0.28 encodes ``json=``; raises ``ValueError`` for NaN or infinities."""
     return json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
 
 
 def text_decode(content: bytes, charset: str | None) -> str:
-    """An answer's bytes as text, as httpx's ``Response.text``: ``charset`` (the
-    Content-Type's parameter) when Python knows it, else UTF-8; undecodable bytes become
-    U+FFFD."""
+    """Bytes as httpx's ``Response.text``: ``charset`` when known, else UTF-8, errors as U+FFFD."""
     encoding = "utf-8"
     if charset:
         with contextlib.suppress(LookupError):
@@ -120,9 +94,7 @@ _RESOLVER_CLASS: type[AbstractResolver] | None = None
 
 
 def _endpoint_resolver() -> AbstractResolver:
-    """aiohttp's default resolver, keeping only the answers ``core.egress`` allows for the
-    host (no link-local or cloud metadata address unless ``ASSAY_ENDPOINT_HOSTS`` names it);
-    when none is left the connection fails (``OSError``: an errored trial)."""
+    """aiohttp's resolver keeping only answers ``core.egress`` allows; none left: ``OSError``."""
     global _RESOLVER_CLASS  # noqa: PLW0603 - built once, after aiohttp is imported
     if _RESOLVER_CLASS is None:
         import aiohttp  # noqa: PLC0415 - see the module docstring
@@ -145,9 +117,8 @@ def _endpoint_resolver() -> AbstractResolver:
 
 
 class JsonPoster:
-    """POSTs JSON bodies to one ``url`` over at most ``max_connections`` kept-alive
-    connections, sending ``headers`` with each; ``timeout_s`` in seconds (module
-    docstring)."""
+    """POSTs JSON to ``url`` over at most ``max_connections`` kept-alive connections;
+    ``timeout_s`` in seconds."""
 
     def __init__(
         self, url: str, *, headers: Mapping[str, str], timeout_s: float, max_connections: int
@@ -192,9 +163,8 @@ class JsonPoster:
         return self._session
 
     async def post(self, body: Any) -> HttpAnswer:
-        """POST ``body`` (JSON, ``body_encode``) and read the whole answer. Raises
-        ``HttpFailure`` when no answer came (timeout or connection failure), ``ValueError``
-        for a body JSON cannot hold (before sending)."""
+        """POST ``body`` and read the whole answer. Raises ``HttpFailure`` when none came,
+        ``ValueError`` for a body JSON cannot hold (before sending)."""
         data = body_encode(body)
         session = self._session_open()
         try:
@@ -224,8 +194,7 @@ class JsonPoster:
 
 
 def _environment_proxy(url: URL) -> tuple[URL | None, aiohttp.BasicAuth | None]:
-    """The proxy the environment names for ``url`` and its credentials; (None, None) when
-    none does or ``NO_PROXY`` exempts the host."""
+    """The environment's proxy for ``url`` and its credentials; (None, None) when none applies."""
     from aiohttp.helpers import get_env_proxy_for_url  # noqa: PLC0415 - see the module docstring
 
     try:

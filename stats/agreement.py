@@ -1,13 +1,7 @@
-"""Agreement between a judge and human labels (or between two raters).
-
-Inputs are two equally long sequences of verdicts, paired by position. For the rates,
-verdicts are booleans (True = pass); for kappa, any hashable categories. Missing or
-errored verdicts must be filtered out (and counted) by the caller: a None here raises
-ValueError, so an unknown is never silently read as a pass or a fail.
-
-Undefined is explicit: kappa is None when expected agreement is 1 (one class in every
-label); a rate is None when its denominator is 0. Each carries a ``reason``.
-"""
+"""Agreement between a judge and human labels (or two raters), verdicts paired by position:
+booleans (True = pass) for the rates, any hashable category for kappa. The caller filters
+out missing verdicts (a None raises ``ValueError``). Undefined results are None with a
+``reason``."""
 
 from __future__ import annotations
 
@@ -24,11 +18,8 @@ from stats.intervals import wilson_interval
 
 @dataclass(frozen=True)
 class KappaResult:
-    """Cohen's kappa with its large-sample standard error and normal interval.
-
-    ``kappa``/``se``/``ci_low``/``ci_high`` are None when undefined (``reason`` says why);
-    ``agreement`` is the raw proportion of agreement p_o; ``expected`` is p_e; ``n`` pairs.
-    """
+    """Cohen's kappa with its large-sample SE and normal interval; ``agreement`` p_o,
+    ``expected`` p_e, ``n`` pairs. None where undefined (``reason``)."""
 
     kappa: float | None
     se: float | None
@@ -42,8 +33,7 @@ class KappaResult:
 
 @dataclass(frozen=True)
 class RateResult:
-    """A conditional rate numerator/denominator with a Wilson interval; ``rate`` and the
-    interval are None when the denominator is 0 (``reason`` says why)."""
+    """numerator/denominator with a Wilson interval; None when the denominator is 0 (``reason``)."""
 
     rate: float | None
     numerator: int
@@ -64,21 +54,15 @@ def _check_pairs(a: Sequence[object], b: Sequence[object]) -> None:
 def cohens_kappa(
     rater_a: Sequence[Hashable], rater_b: Sequence[Hashable], confidence: float = 0.95
 ) -> KappaResult:
-    """Cohen's kappa κ = (p_o − p_e) / (1 − p_e) (Cohen 1960) with the large-sample
-    standard error of Fleiss, Cohen & Everitt (1969), "Large sample standard errors of
-    kappa and weighted kappa", Psychological Bulletin 72(5), eq. (13):
+    """Cohen's kappa κ = (p_o − p_e) / (1 − p_e) (Cohen 1960) with the large-sample SE of Fleiss,
+    Cohen & Everitt (1969), Psychological Bulletin 72(5), eq. (13):
 
         var(κ) = [Σ_i p_ii (1 − (p_i. + p_.i)(1 − κ))² + (1 − κ)² Σ_{i≠j} p_ij (p_.i + p_j.)²
                   − (κ − p_e (1 − κ))²] / (n (1 − p_e)²)
 
-    and a normal interval clipped to [−1, 1]. At perfect agreement (p_o = 1) that SE is 0,
-    so the lower bound is the one the Wilson interval of p_o implies at the observed p_e,
-    (p_o,low − p_e)/(1 − p_e): 30 of 30 agreements at p_e = 0.5 give [0.77, 1], never a
-    zero-width interval. p_o and p_e are computed exactly (fractions),
-    so 29 of 30 agreements with p_e = 29/30 give κ = 0.0 exactly.
-    Undefined (None, with reason) when n = 0 or p_e = 1 (every label in one class).
-    Raises ValueError for unequal lengths or a None verdict.
-    """
+    and a normal interval clipped to [−1, 1]. At p_o = 1 (SE 0) the lower bound is
+    (Wilson low of p_o − p_e)/(1 − p_e), never a zero-width interval. p_o and p_e are exact
+    fractions. None when n = 0 or p_e = 1. Raises ``ValueError`` for unequal lengths or a None."""
     _check_pairs(rater_a, rater_b)
     n = len(rater_a)
     if n == 0:
@@ -149,10 +133,7 @@ def _conditional_rate(
 def false_accept_rate(
     judge: Sequence[bool], human: Sequence[bool], confidence: float = 0.95
 ) -> RateResult:
-    """False-accept rate P(judge pass | human fail), with a Wilson interval.
-
-    None ("undefined (no human fails)") when no human label is a fail.
-    """
+    """P(judge pass | human fail) with a Wilson interval; None when no human fail."""
     return _conditional_rate(
         judge,
         human,
@@ -166,10 +147,7 @@ def false_accept_rate(
 def false_reject_rate(
     judge: Sequence[bool], human: Sequence[bool], confidence: float = 0.95
 ) -> RateResult:
-    """False-reject rate P(judge fail | human pass), with a Wilson interval.
-
-    None ("undefined (no human passes)") when no human label is a pass.
-    """
+    """P(judge fail | human pass) with a Wilson interval; None when no human pass."""
     return _conditional_rate(
         judge,
         human,

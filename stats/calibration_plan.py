@@ -1,31 +1,16 @@
-"""Sizing and planning a judge's calibration sample around its false-accept rate (FAR).
+"""Sizing and planning a judge's calibration sample around its false-accept rate (FAR),
+P(judge pass | human fail): only human-fail items pin it down.
 
-The FAR is P(judge pass | human fail): its denominator is the human fails, so a
-calibration set pins it down only through the human-fail items it holds.
+Bounds (two-sided 95%): the sample FAR's Wilson interval (Wilson 1927); the weighted FAR,
+weights w = 1 / inclusion probability, ratio estimator p_w = Σ_fails(w · judge_pass) /
+Σ_fails(w) (Horvitz & Thompson 1952; Särndal, Swensson & Wretman 1992, ch. 5) with a
+Wilson interval at Kish's n_eff = (Σ w)² / Σ w² (Kish 1965, §8.2; Korn & Graubard 1998,
+Survey Methodology 24(2)). With 0 false accepts in F fails the Wilson upper bound is
+z² / (F + z²), so a bound t needs F >= z² (1 − t) / t (35 fails for 10%).
 
-Bounds (two-sided 95% by default; "upper bound" = the upper end of that interval):
-- sample FAR: the Wilson score interval (Wilson 1927) of false accepts / human fails;
-- weighted (population) FAR: items drawn with inclusion probability pi carry weight
-  w = 1 / pi; the ratio estimator p_w = sum_fails(w * judge_pass) / sum_fails(w) (Horvitz &
-  Thompson 1952; the ratio form, Sarndal, Swensson & Wretman 1992, ch. 5) with a Wilson
-  interval at Kish's effective sample size n_eff = (sum w)^2 / sum w^2 over the human fails
-  (Kish 1965, "Survey Sampling", 8.2; the effective-n Wilson interval of Korn & Graubard
-  1998, "Confidence intervals for proportions with small expected number of positive counts
-  estimated from survey data", Survey Methodology 24(2)).
-
-With 0 false accepts among F human fails the Wilson upper bound is z^2 / (F + z^2), so it is
-at most t only when F >= z^2 (1 - t) / t: 35 human fails for t = 10% (z = 1.96), 22 for
-15%, 73 for 5% (``far_fails_needed``). Fewer human fails can never show a FAR under t.
-
-Planning (``plan_draw``): strata of the judged trials with a prior human-fail probability
-each (updated by labels already given: a Beta posterior mean). Items are added one at a time
-to the stratum with the highest posterior fail probability, except that no stratum's
-sampling fraction may fall below ``floor`` times the largest one (bounded weights, and no
-stratum, the judge's passes included, left unsampled). The plan is the shortest prefix of
-that order for which a Monte Carlo over the unlabeled items (fixed seed) gives both FAR
-bounds at or under the threshold with probability >= ``power``; the model is each stratum's
-posterior fail probability, with the judge's verdict known per stratum.
-"""
+``plan_draw``: items go one at a time to the stratum with the highest Beta-posterior fail
+probability, no stratum's sampling fraction below ``floor`` times the largest; the plan is
+the shortest prefix whose Monte Carlo (fixed seed) reaches both bounds with ``power``."""
 
 from __future__ import annotations
 
@@ -38,9 +23,7 @@ from stats.intervals import wilson_interval, z_value
 
 
 def far_fails_needed(max_far: float, confidence: float = 0.95) -> int | None:
-    """The fewest human fails for which the Wilson upper bound of the FAR can be at most
-    ``max_far`` (reached with 0 false accepts): the smallest F with z^2 / (F + z^2) <=
-    ``max_far``. None when ``max_far`` <= 0 (no finite sample shows a FAR bound of 0)."""
+    """The smallest F with z² / (F + z²) <= ``max_far``; None when ``max_far`` <= 0."""
     if max_far <= 0:
         return None
     if max_far >= 1:
@@ -55,8 +38,7 @@ def far_fails_needed(max_far: float, confidence: float = 0.95) -> int | None:
 
 
 def wilson_upper(p: np.ndarray, n: np.ndarray, confidence: float = 0.95) -> np.ndarray:
-    """Vectorized upper end of the Wilson interval for proportion(s) ``p`` on (possibly
-    fractional, effective) sample size(s) ``n``; 1.0 where n = 0."""
+    """Vectorised Wilson upper bound for ``p`` on (effective, real) sizes ``n``; 1.0 where n = 0."""
     p = np.asarray(p, dtype=float)
     n = np.asarray(n, dtype=float)
     z = z_value(confidence)
@@ -69,9 +51,8 @@ def wilson_upper(p: np.ndarray, n: np.ndarray, confidence: float = 0.95) -> np.n
 
 @dataclass(frozen=True)
 class WeightedRate:
-    """A weighted (population) rate: ``rate`` the weighted share, ``n_eff`` Kish's effective
-    sample size, ``n`` the items behind it, the Wilson 95% interval at ``n_eff``; None with
-    ``reason`` when undefined."""
+    """The weighted share, Kish's ``n_eff``, ``n`` items, and the Wilson 95% interval at
+    ``n_eff``; None with ``reason`` when undefined."""
 
     rate: float | None
     n: int
@@ -84,9 +65,8 @@ class WeightedRate:
 def weighted_far(
     judge_pass: list[bool], weights: list[float], confidence: float = 0.95
 ) -> WeightedRate:
-    """The weighted FAR over the human-fail items: ``judge_pass[i]`` the judge's verdict on
-    human-fail item i, ``weights[i]`` = 1 / its inclusion probability (module docstring).
-    Raises ValueError for unequal lengths or a weight <= 0."""
+    """The weighted FAR over human-fail items (``weights`` = 1 / inclusion probability). Raises
+    ``ValueError`` for unequal lengths or a weight <= 0."""
     if len(judge_pass) != len(weights):
         raise ValueError("judge_pass and weights differ in length")
     w = np.asarray(weights, dtype=float)
@@ -106,10 +86,9 @@ def weighted_far(
 
 @dataclass(frozen=True)
 class Stratum:
-    """One stratum of the judged trials: ``population`` trials, of which ``drawn`` are in
-    the set, ``labeled`` of those carry a reference label and ``fails`` of those are human
-    fails, ``false_accepts`` of those the judge passed; ``judge_pass`` the judge's verdict on
-    the stratum; ``prior_fail`` the starting guess of its human-fail probability."""
+    """``population`` trials; ``drawn`` in the set, ``labeled`` of those, ``fails`` human fails
+    among them, ``false_accepts`` the judge passed; ``judge_pass`` the stratum's verdict;
+    ``prior_fail`` the prior fail probability."""
 
     key: str
     population: int
@@ -123,12 +102,9 @@ class Stratum:
 
 @dataclass(frozen=True)
 class Plan:
-    """The result of ``plan_draw``: ``add`` items per stratum key to draw, ``to_label`` the
-    items to label (the set's unlabeled ones plus the added), ``expected_fails`` the expected
-    human fails among them, ``probability`` the Monte Carlo probability that both FAR bounds
-    reach the threshold after labeling, ``fails_needed`` (``far_fails_needed``), ``reachable``
-    whether the probability reaches ``power`` at all; ``posterior`` fail probability per
-    stratum."""
+    """``add`` per stratum; ``to_label`` (unlabeled plus added); ``expected_fails``;
+    ``probability`` (Monte Carlo) that both bounds reach the threshold; ``fails_needed``;
+    ``reachable`` (``power`` attainable); ``posterior`` fail probability per stratum."""
 
     add: dict[str, int]
     to_label: int
@@ -151,15 +127,13 @@ PRIOR_WEIGHT = 10.0  # pseudo-labels behind a stratum's prior fail probability
 
 
 def posterior_fail(s: Stratum) -> float:
-    """Beta posterior mean of the stratum's human-fail probability: (fails + m q0) /
-    (labeled + m), m = ``PRIOR_WEIGHT`` pseudo-labels at the prior ``q0``."""
+    """Beta posterior mean (fails + m q0) / (labeled + m), m = ``PRIOR_WEIGHT`` at prior ``q0``."""
     return (s.fails + PRIOR_WEIGHT * s.prior_fail) / (s.labeled + PRIOR_WEIGHT)
 
 
 def draw_order(strata: list[Stratum], total: int, floor: float = 0.25) -> list[str]:
-    """The order in which up to ``total`` more items are drawn (stratum keys; module
-    docstring): highest posterior fail probability first, every stratum kept at a sampling
-    fraction of at least ``floor`` times the largest."""
+    """Stratum keys of up to ``total`` draws: highest posterior fail first, each stratum at least
+    ``floor`` times the largest sampling fraction."""
     drawn = {s.key: s.drawn for s in strata}
     pop = {s.key: s.population for s in strata}
     q = {s.key: posterior_fail(s) for s in strata}
@@ -188,10 +162,9 @@ def reach_probability(
     sims: int = 2000,
     seed: int = 0,
 ) -> float:
-    """Monte Carlo probability that, once every drawn item (the ``add`` ones included) is
-    labeled, both the sample and the weighted FAR upper bounds are <= ``max_far``. Model:
-    each unlabeled item of stratum s is a human fail with its posterior probability; the
-    judge's verdict is the stratum's; weights are population / drawn per stratum."""
+    """Monte Carlo probability that, all drawn items labeled, both FAR upper bounds are <=
+    ``max_far``: unlabeled items fail with their stratum's posterior; weights population /
+    drawn."""
     rng = np.random.default_rng(seed)
     fails = np.zeros(sims)
     accepts = np.zeros(sims)
@@ -230,10 +203,8 @@ def plan_draw(
     sims: int = 2000,
     seed: int = 0,
 ) -> Plan:
-    """The shortest draw (in ``draw_order``) after which both FAR bounds reach ``max_far``
-    with probability >= ``power`` (module docstring); ``reachable`` False (and the whole
-    population drawn) when no draw does. Deterministic for a given ``seed``. Bisection over
-    the draw length (the probability grows with it, up to Monte Carlo noise)."""
+    """The shortest draw in ``draw_order`` reaching both bounds with probability >= ``power``, by
+    bisection on its length; ``reachable`` False (all drawn) when none does. Seeded."""
     capacity = sum(s.population - s.drawn for s in strata)
     order = draw_order(strata, capacity, floor)
 

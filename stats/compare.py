@@ -1,15 +1,10 @@
 """Comparing a head run with a base run on the same suite, case by case.
 
-Data shape, for every function here: ``base`` and ``head`` are sequences over cases (paired
-by position) of per-trial outcomes (sequences of booleans); trial counts may differ per case
-and per side, but every case needs at least one trial on each side (ValueError otherwise).
-
-The statistic is the mean over cases of (head pass rate − base pass rate): each case
-weighs the same, as in the run report. Randomness lives inside each case, so the null
-distribution and the interval keep the cases fixed and move only trials (DESIGN.md,
-principle 6). For the "in general" question (would this hold on other cases like these?)
-``clustered_paired_interval`` treats cases as a sample (Miller 2024).
-"""
+``base`` and ``head`` are sequences over cases (paired by position) of per-trial booleans;
+trial counts may differ, but every case needs a trial on each side (``ValueError``). The
+statistic is the mean over cases of (head − base) pass rate. Randomness lives inside each
+case, so tests and intervals keep cases fixed; ``clustered_paired_interval`` treats them as
+a sample (Miller 2024). Why: docs/statistics.md."""
 
 from __future__ import annotations
 
@@ -31,10 +26,8 @@ EXACT_GRID_LIMIT = 4_000_000
 
 @dataclass(frozen=True)
 class PermutationResult:
-    """``delta``: observed mean over cases of head − base pass rate, in [−1, 1];
-    ``p_value`` in (0, 1]; ``exact``: True when computed from the whole permutation
-    distribution, False for Monte Carlo; ``n_resamples``: resamples drawn (0 when exact);
-    ``n_cases``: cases compared."""
+    """``delta`` in [−1, 1]; ``p_value`` in (0, 1]; ``exact`` (else Monte Carlo);
+    ``n_resamples`` (0 when exact); ``n_cases``."""
 
     delta: float
     p_value: float
@@ -45,8 +38,7 @@ class PermutationResult:
 
 @dataclass(frozen=True)
 class Interval:
-    """A point estimate with an interval; ``low``/``high`` are None when undefined
-    (``reason`` says why)."""
+    """An estimate with ``low``/``high``, None when undefined (``reason``)."""
 
     estimate: float
     low: float | None
@@ -82,14 +74,10 @@ def _exact_p_value(
     scale: int,
     alternative: str,
 ) -> float | None:
-    """Exact permutation p-value by convolving per-case distributions on an integer grid.
-
-    Per case, relabeling trials uniformly at random puts k of the case's s passes on the
-    head side with hypergeometric probability C(s, k) C(m − s, nh − k) / C(m, nh); the case
-    then contributes k/nh − (s − k)/nb. On the grid ``scale`` (a common denominator) each
-    contribution is an integer, so the distribution of the sum is a chain of discrete
-    convolutions. Returns None when the grid would exceed EXACT_GRID_LIMIT.
-    """
+    """Exact permutation p-value: per case, k of its s passes land on the head side with
+    probability C(s, k) C(m − s, nh − k) / C(m, nh), contributing k/nh − (s − k)/nb; on the
+    integer grid ``scale`` the sum's law is a chain of convolutions. None past
+    ``EXACT_GRID_LIMIT``."""
 
     kernels = []
     offset = 0
@@ -123,8 +111,8 @@ def _exact_p_value(
 
 
 def _convolve_all(kernels: list[np.ndarray]) -> np.ndarray:
-    """Convolution of many small distributions, pairwise in a balanced tree (FFT for large
-    pairs), so the cost is O(S log S log n) for a final support S rather than O(S n)."""
+    """Convolve many small pmfs pairwise in a balanced tree (FFT for large pairs):
+    O(S log S log n)."""
 
     layer = kernels
     while len(layer) > 1:
@@ -150,34 +138,16 @@ def stratified_permutation_test(
     alternative: str = "two-sided",
     method: str = "auto",
 ) -> PermutationResult:
-    """Case-stratified paired permutation test of head vs base pass rates.
+    """Case-stratified paired permutation test of head vs base pass rates (Good 2005, *Permutation,
+    Parametric and Bootstrap Tests of Hypotheses*, ch. 3).
 
-    Statistic: mean over cases of (head pass rate − base pass rate). Null: within each
-    case, the base/head labels of its trials are exchangeable; trials never move between
-    cases (cases are the strata; tags play no part).
-
-    Steps:
-    1. Per case, count trials and passes on each side; s = passes pooled.
-    2. If the permutation distribution fits an integer grid of at most EXACT_GRID_LIMIT
-       points, compute it exactly by convolution of per-case hypergeometric distributions
-       (this equals enumerating every relabeling); ``exact=True``.
-    3. Otherwise Monte Carlo: draw per case the number of passes a random relabeling gives
-       head (hypergeometric); cases sharing (nb, nh, s) are drawn together, as the sum of
-       their head passes, from that sum's exact distribution (the group's pmf convolved
-       with itself once per case: ``_iid_sum_pmf``) by the inverse CDF, one uniform per
-       resample and group; vectorised over ``n_resamples``, and report
-       p = (b + 1)/(m + 1), b = resamples at least as extreme (Phipson & Smyth 2010), so
-       p is never 0.
-
-    ``alternative``: "two-sided" (|T| ≥ |t|), "greater" (head better) or "less".
-    ``method``: "auto" (exact when it fits, else Monte Carlo), "exact" (ValueError when it
-    does not fit) or "monte-carlo".
-    A suite where nothing can change (every case all-pass or all-fail on both sides)
-    gives p = 1. Reference: Good, *Permutation, Parametric and Bootstrap Tests of
-    Hypotheses* (2005), ch. 3 (stratified permutation tests).
-
-    Raises ValueError for unpaired or empty input, or an unknown ``alternative``.
-    """
+    Null: within each case, base/head labels of its trials are exchangeable. Exact by
+    convolution of per-case hypergeometric laws when the grid fits ``EXACT_GRID_LIMIT``;
+    otherwise Monte Carlo, cases sharing (nb, nh, s) drawn together from their sum's exact law
+    (``_iid_sum_pmf``), with p = (b + 1)/(m + 1) (Phipson & Smyth 2010), never 0.
+    ``alternative``: "two-sided", "greater" (head better), "less"; ``method``: "auto",
+    "exact" (``ValueError`` when it does not fit) or "monte-carlo". Nothing can change: p = 1.
+    Raises ``ValueError`` for unpaired or empty input or an unknown ``alternative``."""
     if alternative not in ("two-sided", "greater", "less"):
         raise ValueError(f"alternative: {alternative!r} (two-sided, greater, less)")
     if n_resamples < 1:
@@ -234,10 +204,8 @@ def stratified_permutation_test(
 
 
 def _iid_sum_pmf(pmf: np.ndarray, g: int) -> np.ndarray:
-    """The pmf of the sum of ``g`` >= 1 independent draws from ``pmf`` (on 0..len − 1), on
-    0..g·(len − 1): ``pmf`` convolved with itself g − 1 times, by squaring (O(log g)
-    convolutions; FFT once direct convolution would cost more than 4·10^6 products, with
-    the round-off below 0 clipped)."""
+    """The pmf of the sum of ``g`` >= 1 draws from ``pmf``, on 0..g·(len − 1), by squaring
+    (FFT past 4·10^6 products, round-off below 0 clipped)."""
 
     def conv(a: np.ndarray, b: np.ndarray) -> np.ndarray:
         if a.size * b.size > 4_000_000:
@@ -261,51 +229,23 @@ def within_case_interval(
     head: Sequence[Sequence[bool]],
     confidence: float = 0.95,
 ) -> tuple[float, float]:
-    """Interval for the mean over cases of (head − base) pass rate with the cases held fixed
-    ("on these cases": only the trials are random), never of zero width. Returns (low, high)
-    in [−1, 1], ``low < high`` always, and the observed difference inside.
+    """Interval for δ = (1/C) Σ_i (p_hi − p_bi) with the cases fixed: (low, high) in [−1, 1],
+    ``low < high``, the estimate inside.
 
-    **Estimand.** δ = (1/C) Σ_i (p_hi − p_bi), the cases' own (fixed) pass rates on each side.
+    MOVER for a difference (Newcombe 1998, Stat. Med. 17(8):873–890, method 10; Zou & Donner
+    2008, Stat. Med. 27(10):1693–1702) with Clopper–Pearson limits (1934) of each side's mean
+    rate m on its Kish count ``n_K = C² / Σ 1/n_i``:
 
-    **Method**: the MOVER for a difference of proportions (Newcombe 1998, "Interval
-    estimation for the difference between independent proportions: comparison of eleven
-    methods", Stat. Med. 17(8):873–890, method 10; Zou & Donner 2008, Stat. Med.
-    27(10):1693–1702) with Clopper–Pearson limits (Clopper & Pearson 1934) in place of
-    Wilson's, applied to each side's mean of per-case rates m with the Kish effective trial
-    count ``n_K = C² / Σ 1/n_i`` (the total trial count when every case has the same number
-    of trials):
-
-        [l, u] = Clopper–Pearson interval of m·n_K successes in n_K trials
+        [l, u] = Clopper–Pearson of m·n_K successes in n_K trials
         low  = δ̂ − sqrt((m_h − l_h)² + (u_b − m_b)²)
         high = δ̂ + sqrt((u_h − m_h)² + (m_b − l_b)²)
 
-    and the union of that with the Agresti–Caffo interval (Agresti & Caffo 2000, "Simple and
-    effective confidence intervals for proportions and differences of proportions result from
-    adding two successes and two failures", Am. Stat. 54(4):280–288) of the same counts:
-    ``(ã_h − ã_b) ± z·sqrt(ã_h(1 − ã_h)/(n_K,h + 2) + ã_b(1 − ã_b)/(n_K,b + 2))`` with
-    ``ã = (m·n_K + 1)/(n_K + 2)``.
-
-    Why both: Newcombe's Wilson version covered only 0.88–0.90 in some cells near the bounds
-    (rates 0.98 → 0.02) in ``bench/bench_intervals.py``; Clopper–Pearson limits raised those to
-    0.92–0.93 (15 trials a side: the MOVER's known dip where both sides sit at a bound, the
-    quadrature of two skewed one-sided distances); the Agresti–Caffo interval, centred away
-    from the bounds, covers there, and the union keeps every measured cell at least 0.95 − 2
-    SE at almost no cost in width elsewhere.
-
-    Why pooled: for fixed cases with equal trial counts, Var(m) = Σ p_i(1 − p_i) / (n C²) is
-    at most m̄(1 − m̄)/(nC), the binomial variance of all trials at their mean rate (rates that
-    differ between cases only lower it), so the interval errs on the wide side. A per-case
-    variance (the within-case percentile bootstrap this replaces) collapses to zero width
-    whenever every case is all-pass or all-fail, and always with one trial per case; a
-    Jeffreys-posterior parametric bootstrap per case avoids zero width but shrinks every
-    case towards 1/2 by (1/2 − p)/(n + 1), a bias that grows against the SE as cases are
-    added (it misses a true δ of −1 entirely). With unequal trial counts (top-up) n_K keeps
-    the variance bound exact when the rates are equal or near 1/2.
-
-    Wider than the old bootstrap when case rates are spread (about 1.2× for rates uniform on
-    (0, 1)). Raises ValueError for
-    unpaired or empty input or a confidence outside (0, 1).
-    """
+    united with the Agresti–Caffo interval (Agresti & Caffo 2000, Am. Stat. 54(4):280–288)
+    ``(ã_h − ã_b) ± z·sqrt(ã_h(1 − ã_h)/(n_K,h + 2) + ã_b(1 − ã_b)/(n_K,b + 2))``,
+    ``ã = (m·n_K + 1)/(n_K + 2)``, which covers where the MOVER dips near the bounds. Pooling a
+    side's trials bounds the fixed-case variance from above. Why, and coverage:
+    docs/statistics.md, bench/bench_intervals.py. Raises ``ValueError`` for unpaired or empty
+    input or a confidence outside (0, 1)."""
     nb, sb, nh, sh = _counts(base, head)
     return within_case_interval_from_counts(nb, sb, nh, sh, confidence=confidence)
 
@@ -318,9 +258,8 @@ def within_case_interval_from_counts(
     *,
     confidence: float = 0.95,
 ) -> tuple[float, float]:
-    """``within_case_interval`` from per-case counts (1-D arrays of one length, graded >= 1,
-    0 <= passed <= graded; not checked here — the caller's arrays come from ``_counts`` or a
-    simulation). Raises ValueError for a confidence outside (0, 1)."""
+    """``within_case_interval`` from per-case count arrays (not checked: graded >= 1, passed in
+    range). Raises ``ValueError`` for a confidence outside (0, 1)."""
     if not 0 < confidence < 1:
         raise ValueError("confidence must be in (0, 1)")
     nb, sb = np.asarray(base_graded), np.asarray(base_passed)
@@ -347,18 +286,10 @@ def clustered_paired_interval(
     head: Sequence[Sequence[bool]],
     confidence: float = 0.95,
 ) -> Interval:
-    """The "in general" interval: cases as a sample from a larger population, never of zero
-    width.
-
-    d_i = head rate − base rate of case i; estimate = mean(d); SE = sd(d, ddof=1)/sqrt(C)
-    (Miller 2024, "Adding Error Bars to Evals", arXiv:2411.00640, §4 paired differences with
-    clustering on cases) with the Student t quantile on C − 1 degrees of freedom (the SE rests
-    on C cases). The interval is the union of that and ``within_case_interval``: a population
-    of cases is never known better than the cases at hand, and when every case moved by the
-    same observed amount (sd 0: every case 5/5 → 0/5, say) the trials' own randomness is all
-    that is left. With one case there is no spread: the interval is None with that reason.
-    Raises ValueError as ``stratified_permutation_test``.
-    """
+    """The "in general" interval, cases a sample: d_i = head − base rate of case i, mean(d) ±
+    t_{C−1} · sd(d)/sqrt(C) (Miller 2024, arXiv:2411.00640, §4), united with
+    ``within_case_interval`` (a population is never known better than its cases). One case:
+    None with a reason. Raises ``ValueError`` as ``stratified_permutation_test``."""
     nb, sb, nh, sh = _counts(base, head)
     d = sh / nh - sb / nb
     estimate = float(d.mean())
@@ -379,14 +310,9 @@ def clustered_paired_interval(
 
 @dataclass(frozen=True)
 class DropTest:
-    """The one-sided case-stratified exact test of "head lower", from counts.
-
-    ``delta``: mean over cases of (head − base) pass rate, in [−1, 1] (for display);
-    ``statistic``: the head's passes summed over cases; ``p_value`` = P(statistic <= observed)
-    under the permutation null, in (0, 1]; ``support``: the attainable p-values given the
-    margins, ascending, the last 1 (the null CDF of the p-value is
-    ``F(u) = max{v in support : v <= u}``); ``n_cases``: cases compared (cases whose trials
-    all agree included)."""
+    """The one-sided stratified exact test of "head lower": ``delta`` in [−1, 1];
+    ``statistic`` the head's passes summed; ``p_value`` = P(S <= observed) in (0, 1];
+    ``support`` the attainable p-values, ascending, last 1; ``n_cases``."""
 
     delta: float
     statistic: int
@@ -395,16 +321,14 @@ class DropTest:
     n_cases: int
 
     def size_at(self, level: float) -> float:
-        """The exact probability of p <= ``level`` under the null given the margins: the
-        part of ``level`` that a test at that level really spends."""
+        """Exact null probability of p <= ``level`` given the margins (what the test spends)."""
         i = int(np.searchsorted(self.support, level * (1 + 1e-12), side="right"))
         return float(self.support[i - 1]) if i else 0.0
 
 
 @lru_cache(maxsize=65_536)
 def _pmf(n_base: int, n_head: int, s: int) -> tuple[int, tuple[float, ...]]:
-    """``(k_lo, pmf)``: the head's passes K given the margins, hypergeometric over
-    ``k_lo..k_hi``, from exact integer binomials."""
+    """``(k_lo, pmf)``: the head's passes given the margins, hypergeometric, exact binomials."""
     m = n_base + n_head
     k_lo, k_hi = max(0, s - n_base), min(s, n_head)
     total = math.comb(m, n_head)
@@ -420,26 +344,15 @@ def stratified_drop_test(
     head_passed: Sequence[int],
     head_graded: Sequence[int],
 ) -> DropTest:
-    """The exact one-sided case-stratified permutation test that head's pass rate is lower.
+    """Exact one-sided case-stratified permutation test that head's pass rate is lower.
 
-    All four arguments have shape (C,), paired by case; every case needs a graded trial on
-    each side. Null: within each case the base/head labels of its trials are exchangeable
-    (cases are strata; Good 2005, ch. 3). Statistic: the head's passes summed over cases,
-    ``S = Σ_i h_i``; given the margins each case's head passes are hypergeometric and
-    independent across cases, so the null distribution of S is the convolution of the
-    per-case pmfs and ``p = P(S <= s_obs)``, exact (no grid limit, no Monte Carlo: S is an
-    integer below Σ n_h).
-
-    S is the sufficient statistic of a common odds ratio across the cases' 2 x 2 tables, so
-    this is the exact conditional test of "odds ratio = 1" against "< 1" (Cox 1970, *The
-    Analysis of Binary Data*, §4; Mehta, Patel & Gray 1985, JASA 80:969–973), the exact
-    version of the Mantel–Haenszel test (Mantel & Haenszel 1959). When every case has the
-    same trial counts on each side (n_b,i = n_b, n_h,i = n_h) the statistic of
-    ``stratified_permutation_test`` (mean over cases of the rate differences) is an
-    increasing affine function of S, so the two tests give the same p-value.
-    A 100-case suite takes well under a millisecond.
-    Raises ValueError for mismatched lengths, no cases, counts out of range, or an empty side.
-    """
+    Four arrays of shape (C,), a graded trial on each side per case. S = Σ_i h_i; given the
+    margins each h_i is hypergeometric and independent, so S's null law is the convolution and
+    p = P(S <= s_obs), exact. S is sufficient for a common odds ratio, so this is the exact
+    conditional test of OR = 1 vs < 1 (Cox 1970, *The Analysis of Binary Data*, §4; Mehta,
+    Patel & Gray 1985, JASA 80:969–973), the exact Mantel–Haenszel test; with equal trial
+    counts it equals ``stratified_permutation_test``. Raises ``ValueError`` for mismatched
+    lengths, no cases, counts out of range, or an empty side."""
     b = np.asarray(base_passed, dtype=np.int64)
     nb = np.asarray(base_graded, dtype=np.int64)
     h = np.asarray(head_passed, dtype=np.int64)

@@ -12,16 +12,11 @@ _RELATIVE_TOLERANCE = 1 + 1e-7
 
 
 def fisher_exact(table: Sequence[Sequence[int]], alternative: str = "two-sided") -> float:
-    """p-value of Fisher's exact test for ``table`` = [[a, b], [c, d]] (non-negative ints).
-
-    With margins fixed, a follows the hypergeometric distribution with population
-    a+b+c+d, a+c successes and a+b draws (Fisher 1935; Agresti, *Categorical Data
-    Analysis*, 3rd ed., §3.5). "greater": P(A ≥ a); "less": P(A ≤ a); "two-sided": sum of the
-    probabilities of all tables no more probable than the observed one (within a relative
-    tolerance of 1e-7). Returns a float in (0, 1].
-    Raises ValueError for a table that is not 2×2 of non-negative integers, or an unknown
-    ``alternative``.
-    """
+    """p-value of Fisher's exact test for [[a, b], [c, d]]: a is hypergeometric given the margins
+    (Fisher 1935; Agresti, *Categorical Data Analysis*, 3rd ed., §3.5). "greater": P(A ≥ a);
+    "less": P(A ≤ a); "two-sided": tables no more probable than the observed (relative
+    tolerance 1e-7). In (0, 1]. Raises ``ValueError`` for a table that is not 2×2 of
+    non-negative integers, or an unknown ``alternative``."""
     try:
         (a, b), (c, d) = table
     except (TypeError, ValueError) as exc:

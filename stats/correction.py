@@ -1,12 +1,6 @@
-"""Correcting an observed pass rate for a judge's measured error (Rogan–Gladen).
-
-Pure functions (numpy/scipy only). Undefined results are None with a reason, never NaN.
-
-``corrected_rate_interval`` is the one to show: clustered by case and carrying the
-uncertainty of the judge's TPR and TNR from its calibration counts. ``corrected_pass_rate``
-(pooled-binomial delta method) is kept for comparison; its interval can be narrower than the
-raw clustered one.
-"""
+"""Correcting an observed pass rate for a judge's measured error (Rogan–Gladen); undefined
+results are None with a reason. ``corrected_rate_interval`` is the one shown;
+``corrected_pass_rate`` (pooled binomial) can be narrower than the raw interval."""
 
 from __future__ import annotations
 
@@ -21,16 +15,10 @@ from stats.intervals import ClusteredMean, clustered_rate_interval, wilson_inter
 
 @dataclass(frozen=True)
 class CorrectedRate:
-    """Rogan–Gladen estimate of the true pass rate, in [0, 1].
-
-    ``estimate`` is clipped to [0, 1] (``clipped`` says whether it was); ``ci_low``/``ci_high``
-    a delta-method normal interval, clipped to [0, 1]; ``se`` its standard error (None when
-    no sample sizes were given). All None with ``reason`` when undefined (tpr + tnr <= 1).
-
-    From ``corrected_rate_interval`` also: ``method`` (``"rogan-gladen-mover"``), ``tpr`` and
-    ``tnr`` (the calibration estimates), ``raw`` (the clustered interval of the judge's
-    observed verdicts, ``clustered_rate_interval``), each None when not computed.
-    """
+    """Rogan–Gladen estimate in [0, 1] (``clipped`` says whether it was clipped) with
+    ``ci_low``/``ci_high`` and ``se``; None with ``reason`` when undefined. From
+    ``corrected_rate_interval`` also ``method``, ``tpr``, ``tnr`` and ``raw`` (the judge's
+    ``clustered_rate_interval``)."""
 
     estimate: float | None
     se: float | None
@@ -59,30 +47,19 @@ def corrected_pass_rate(
     n_fail: int | None = None,
     confidence: float = 0.95,
 ) -> CorrectedRate:
-    """Rogan–Gladen estimator (Rogan & Gladen 1978, "Estimating prevalence from the results of
-    a screening test", Am. J. Epidemiol. 107(1):71–76). Superseded for display by
-    ``corrected_rate_interval``: this interval treats the run's trials as independent (pooled
-    binomial), so it can be narrower than the raw clustered interval, and with a perfect
-    calibration (tpr or tnr = 1) it counts the judge's error rate as known exactly.
+    """Rogan–Gladen estimator (Rogan & Gladen 1978, Am. J. Epidemiol. 107(1):71–76):
 
         θ = (p_obs + tnr − 1) / (tpr + tnr − 1),  clipped to [0, 1]
 
-    with ``observed`` p_obs the judge's pass rate on the run, ``tpr`` = P(judge pass | human
-    pass) (1 − false-reject rate) and ``tnr`` = P(judge fail | human fail) (1 − false-accept
-    rate), all proportions in [0, 1]. Undefined when tpr + tnr <= 1 (the judge is no better
-    than chance: the denominator J = Youden's index is <= 0).
-
-    Interval (when ``n_observed`` trials, ``n_pass`` human passes and ``n_fail`` human
-    fails behind the three proportions are given): the delta method treating the three
-    proportions as independent binomials (Greenland 1996, "Basic methods for sensitivity
-    analysis of biases", Int. J. Epidemiol. 25(6); Reiczigel, Földi & Ózsvári 2010,
-    Epidemiol. Infect. 138(11), eq. 2), with J = tpr + tnr − 1 and θ unclipped:
+    tpr = P(judge pass | human pass), tnr = P(judge fail | human fail). Undefined when
+    tpr + tnr <= 1. With ``n_observed``, ``n_pass``, ``n_fail``, the delta method over three
+    independent binomials (Greenland 1996, Int. J. Epidemiol. 25(6); Reiczigel, Földi &
+    Ózsvári 2010, Epidemiol. Infect. 138(11), eq. 2), J = tpr + tnr − 1, θ unclipped:
 
         var(θ) = [p(1−p)/n_obs + θ² tpr(1−tpr)/n_pass + (1−θ)² tnr(1−tnr)/n_fail] / J²
 
-    and a normal interval clipped to [0, 1]. Raises ValueError for a value outside [0, 1]
-    or a non-positive sample size.
-    """
+    normal interval clipped to [0, 1]. Raises ``ValueError`` for a value outside [0, 1] or a
+    non-positive sample size."""
     _check_proportion("observed", observed)
     _check_proportion("tpr", tpr)
     _check_proportion("tnr", tnr)
@@ -131,60 +108,24 @@ def corrected_rate_interval(
     fp: int,
     confidence: float = 0.95,
 ) -> CorrectedRate:
-    """Rogan–Gladen-corrected mean per-case pass rate with an interval clustered by case that
-    includes the uncertainty of the judge's TPR and TNR.
+    """Rogan–Gladen-corrected mean per-case pass rate, clustered by case, carrying the judge's
+    TPR/TNR uncertainty.
 
-    ``passed[i]`` of ``graded[i]`` ok judge verdicts on case i were passes (as in
-    ``clustered_rate_interval``). ``tp, fn, tn, fp``: the judge's calibration counts against
-    human labels (tp = judge pass & human pass, fn = judge fail & human pass, tn = judge fail
-    & human fail, fp = judge pass & human fail), taken as independent of the run.
+    ``passed``/``graded``: per-case judge verdicts as ``clustered_rate_interval``; ``tp, fn,
+    tn, fp``: calibration counts against human labels, independent of the run. Each case's
+    judge rate is ``q_i = (1 − TNR) + J·p_i``, so θ̂ = (q̂ + tnr − 1)/(tpr + tnr − 1), clipped.
 
-    **Estimand**: the mean per-case *true* (human-standard) pass rate θ of the population of
-    cases, when the judge passes a truly passing trial with probability TPR and a truly failing
-    one with probability 1 − TNR, the same on every case. Then each case's judge pass rate is
-    ``q_i = (1 − TNR) + J·p_i`` (J = TPR + TNR − 1, Youden's index) and θ = (E q − (1 − TNR)) / J.
+    Interval: MOVER (Zou & Donner 2008, Stat. Med. 27(10):1693–1702; Newcombe 2011): each input
+    moved alone to its limits, q to ``clustered_rate_interval`` (Korn–Graubard), tpr and tnr to
+    their Wilson limits (±∞ where tpr + tnr ≤ 1); ``low = θ̂ − sqrt(Σ d⁻_j²)``, ``high = θ̂ +
+    sqrt(Σ d⁺_j²)``, clipped. The delta method of Greenland (1996) and Reiczigel et al.
+    (2010) with score intervals per term, as in Lang & Reiczigel (2014, Prev. Vet. Med.
+    113:13–22). It always contains the Rogan–Gladen image of the raw interval and is never
+    narrower than ``min(1, (q_U − q_L)/Ĵ)``. ``se``: delta-method, descriptive. Coverage:
+    docs/statistics.md.
 
-    **Estimate** (Rogan & Gladen 1978): ``θ̂ = (q̂ + tnr − 1) / (tpr + tnr − 1)`` with q̂ the mean
-    of per-case judge pass rates, tpr = tp/(tp + fn), tnr = tn/(tn + fp); clipped to [0, 1]
-    (``clipped`` says so).
-
-    **Interval**: MOVER, the method of variance estimates recovery (Zou & Donner 2008,
-    "Construction of confidence limits about effect measures: a general approach", Stat. Med.
-    27(10):1693–1702; Newcombe 2011), over the three independent inputs of θ̂. Each input is
-    moved alone to its own confidence limits, the others held at their estimates:
-
-    * q to the limits [q_L, q_U] of ``clustered_rate_interval`` (Korn–Graubard, clustered by
-      case): θ moves by ``(q̂ − q_L)/Ĵ`` down and ``(q_U − q̂)/Ĵ`` up;
-    * tpr, then tnr, to their Wilson score limits (Wilson 1927) from the calibration counts:
-      θ̂ evaluated at each limit (±∞ where the limit makes tpr + tnr ≤ 1, i.e. the judge might
-      be no better than chance; the interval then reaches 0 or 1 on that side).
-
-    With ``d⁻_j``, ``d⁺_j`` how far input j moves θ down and up (0 if it does not),
-    ``low = θ̂ − sqrt(Σ d⁻_j²)``, ``high = θ̂ + sqrt(Σ d⁺_j²)`` around the unclipped θ̂, then
-    clipped to [0, 1]. This is the delta method of Greenland (1996) and Reiczigel, Földi &
-    Ózsvári (2010, eq. 2) with each binomial term replaced by an asymmetric score interval —
-    which, like the pseudo-counts of Lang & Reiczigel (2014, "Confidence limits for prevalence
-    of disease adjusted for estimated sensitivity and specificity", Prev. Vet. Med. 113:13–22),
-    keeps a calibration of 24/24 from counting as certainty — and the pooled binomial term
-    replaced by the clustered interval.
-
-    **Never more certain than the raw rate**: the interval contains the Rogan–Gladen image
-    ``[(q_L + tnr − 1)/Ĵ, (q_U + tnr − 1)/Ĵ]`` of the raw interval (clipped), and its width is
-    never below ``min(1, (q_U − q_L)/Ĵ)``: where clipping at 0 or 1 would make it narrower
-    (the judge's pass rate below its estimated false-accept rate, say), it is widened away
-    from that bound. ``se``: the delta-method SE from the same pieces (raw ``se``, binomial
-    variances of tpr and tnr), descriptive only.
-
-    Measured coverage of θ ≥ 0.950 (median 0.989) over 432 cells: θ ∈ {0.5, 0.8, 0.95}, case
-    rates equal or Beta with mean θ and concentration 5, (TPR, TNR) ∈ {(0.9, 0.9), (0.95, 0.8),
-    (0.99, 0.7)}, calibration of 30 or 100 labels split 70/30 or drawn at the true rate, C ∈
-    {5, 12, 30} cases × k ∈ {3, 5} trials; 2,000 simulated suites per cell.
-
-    **Undefined** (all None, ``reason`` says why): no cases; no human passes (tp + fn = 0) or
-    no human fails (tn + fp = 0) among the calibration counts; tpr + tnr <= 1 (the judge is
-    no better than chance). Raises ValueError for negative or non-integer calibration counts
-    and as ``clustered_rate_interval`` does for the per-case counts.
-    """
+    None (``reason``) for no cases, no human passes or fails, or tpr + tnr <= 1. Raises
+    ``ValueError`` for negative or non-integer counts and as ``clustered_rate_interval``."""
     counts = {"tp": tp, "fn": fn, "tn": tn, "fp": fp}
     for name, value in counts.items():
         if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 0:
@@ -252,8 +193,7 @@ def corrected_rate_interval(
 
 
 def _rogan_gladen(q: float, tpr: float, tnr: float) -> float:
-    """Unclipped (q + tnr − 1)/(tpr + tnr − 1); ±inf (the sign of the numerator) when the
-    denominator is <= 0 — the limit as the judge approaches chance — and 0 for 0/0."""
+    """Unclipped (q + tnr − 1)/(tpr + tnr − 1); ±inf when the denominator is <= 0; 0 for 0/0."""
     numerator, denominator = q + tnr - 1.0, tpr + tnr - 1.0
     if denominator > 0.0:
         return numerator / denominator

@@ -1,11 +1,5 @@
-"""What a gate design costs and catches, by simulation: adaptive (top-up) against fixed.
-
-Pure numpy. For the "trials spent vs a fixed design of the same power" figure of adaptive
-runs, and for the benchmark. Each simulated comparison is driven through
-``stats.gate.gate_decide`` exactly as the Django gate drives it: look 0 from Bernoulli
-trials at the given per-case rates, then, while the decision is "undecided", the trials it
-asks for (``next_round``), until it blocks or passes.
-"""
+"""What a gate design costs and catches, by simulation: adaptive (top-up) against fixed. Each
+simulated comparison runs ``stats.gate.gate_decide`` as the gate does, look after look."""
 
 from __future__ import annotations
 
@@ -20,10 +14,9 @@ from stats.sequential import CaseLooks, TopUpPlan
 
 @dataclass(frozen=True)
 class DesignSimulation:
-    """``power``: share of simulated comparisons blocked (the false-alarm rate when head
-    and base rates are equal), with ``power_se`` its Monte Carlo standard error; ``trials``:
-    mean trials executed per comparison, both sides, look 0 included; ``trials_per_case``:
-    the same per case; ``n_sim`` comparisons simulated."""
+    """``power``: share of comparisons blocked (the false-alarm rate when rates are equal) with
+    ``power_se``; ``trials``: mean trials per comparison, both sides; ``trials_per_case``;
+    ``n_sim``."""
 
     power: float
     power_se: float
@@ -63,10 +56,9 @@ def simulate_design(
     n_sim: int = 400,
     seed: int = 0,
 ) -> DesignSimulation:
-    """Power and mean trials of ``plan`` when the cases' true pass rates are ``base_rates``
-    (shape (C,)) on the base and ``head_rates`` (shape (C,)) on the head. Seeded. Cost:
-    ``n_sim`` gate decisions per look (about 2 ms each for 30 cases).
-    Raises ValueError for mismatched or out-of-range rates or ``n_sim < 1``."""
+    """Power and mean trials of ``plan`` at true rates ``base_rates`` and ``head_rates`` (shape
+    (C,)). Seeded; ~2 ms per gate decision for 30 cases. Raises ``ValueError`` for mismatched
+    or out-of-range rates or ``n_sim < 1``."""
     b = np.asarray(base_rates, dtype=float)
     h = np.asarray(head_rates, dtype=float)
     if b.shape != h.shape or b.ndim != 1 or b.size == 0:
@@ -92,9 +84,8 @@ def simulate_design(
 
 @dataclass(frozen=True)
 class FixedDesign:
-    """``trials_per_side``: N per case a side a design without top-up needs to reach
-    ``target_power`` (None when ``max_trials`` is not enough); ``power`` at that N;
-    ``trials``: its total, 2 N C."""
+    """``trials_per_side``: N per case a side for ``target_power`` without top-up (None past
+    ``max_trials``); ``power`` at N; ``trials`` = 2 N C."""
 
     trials_per_side: int | None
     power: float
@@ -113,12 +104,9 @@ def fixed_design_trials(
     n_sim: int = 400,
     seed: int = 0,
 ) -> FixedDesign:
-    """The trials per case a side a fixed design (look 0 only, all of ``alpha``) needs for
-    ``target_power`` at these rates: doubling then bisection over N, each N simulated with
-    ``simulate_design`` under the same seed (common random numbers keep the estimated power
-    nearly monotone in N). For the "spent vs fixed design" figure: run ``simulate_design``
-    with the adaptive plan, then this with its power as ``target_power``.
-    Raises ValueError as ``simulate_design`` or for a target outside (0, 1)."""
+    """Trials per case a side a fixed design needs for ``target_power``: doubling then bisection,
+    common random numbers (power nearly monotone in N). Raises ``ValueError`` as
+    ``simulate_design`` or for a target outside (0, 1)."""
     if not 0 < target_power < 1:
         raise ValueError("target_power must be in (0, 1)")
     c = len(base_rates)

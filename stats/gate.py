@@ -1,32 +1,17 @@
-"""The regression gate's decision: block a change or let it through, from per-case counts.
+"""The regression gate's decision from per-case counts: ``gate_decide``, for the command,
+page, API, benchmark and adaptive runs. Its whole false-alarm rate is at most
+``plan.alpha`` for any cases, trials and pass rates (the argument: ``stats.sequential``;
+simulations: ``stats/gate_simulations.md``, ``bench/bench_gate.py``).
 
-Pure numpy. One entry point, ``gate_decide``, for the command, the page, the API, the
-benchmark and adaptive runs. Its whole false-alarm rate (every rule that can block counted)
-is at most ``plan.alpha`` when head and base are the same pipeline, for both suite kinds,
-any number of cases, any trials per case and any per-case pass rates (pass rates of 1
-included): see ``stats.sequential`` for the argument, ``stats/gate_simulations.md`` for the
-design-time simulations and ``bench/bench_gate.py`` for the decision as users run it.
+At each look r (0 = the runs as compared; 1..R = top-ups):
 
-Procedure at each look r (look 0 = the runs as compared; rounds 1..R = top-ups):
-
-1. The cases tested are the *active* ones: every case at look 0; at round r those the
-   continuation rule kept (``stats.sequential``, step 2).
-2. Per case, the one-sided exact p-value of "head lower" using every trial so far, exact
-   given the case's total passes and the selection (Fisher's exact test at look 0).
-3. Regression suites: the discrete Holm procedure over the active cases at
-   ``case_share · alpha_r`` (``stats.discrete.discrete_holm``): cases with adjusted p <= that
-   level are significant drops. Its exact size given the margins, ``ε_r``, is what it spent.
-4. The stratified suite test (sum over active cases of base passes; at look 0 the exact
-   one-sided case-stratified permutation test) at ``alpha_r − ε_r`` (capability suites: at
-   ``alpha_r``, no per-case family: capability cases are expected to be flaky, and the
-   question a capability suite asks is about the suite as a whole).
-5. Block when step 3 finds a drop or step 4 rejects. Otherwise, if some case continues
-   (a suspect, not futile, under the cap) and a round is left, the decision is
-   "undecided": ``next_round`` says which cases need how many trials a side.
-
-With ``alpha = 0.05`` and no top-up, look 0 has all of alpha: 0.025 offered to the cases,
-the rest (0.05 minus what the cases really spent) to the suite test.
-"""
+1. Test the active cases (all at look 0; later, those ``stats.sequential`` kept).
+2. Per case, the exact one-sided selective p-value of "head lower" (Fisher's at look 0).
+3. Regression suites: discrete Holm over them at ``case_share · alpha_r``; its exact size
+   ``ε_r`` is what it spent.
+4. The stratified suite test at ``alpha_r − ε_r`` (capability suites: alone at ``alpha_r``).
+5. Block on a drop or a suite rejection; else "undecided" while a case continues and a
+   round is left (``next_round``); else pass."""
 
 from __future__ import annotations
 
@@ -54,13 +39,9 @@ UNDECIDED = "undecided"
 
 @dataclass(frozen=True)
 class LookResult:
-    """One look's tests. ``look`` (0 = first comparison); ``alpha``: its budget alpha_r;
-    ``active``: indices of the cases tested; ``p_values``: their selective p-values, shape
-    (len(active),); ``adjusted``: discrete Holm adjusted p-values (None for capability
-    suites); ``case_level``: the level the case family was tested at (0 for capability);
-    ``case_size``: what it really spent (ε_r); ``suite``: the suite test; ``suite_level``:
-    the level it was tested at; ``drops``: indices of cases significant at this look;
-    ``suite_rejected``."""
+    """One look: ``look``; ``alpha`` (alpha_r); ``active`` case indices; ``p_values`` (selective,
+    shape (len(active),)); ``adjusted`` (None for capability); ``case_level``; ``case_size``
+    (ε_r); ``suite``; ``suite_level``; ``drops``; ``suite_rejected``."""
 
     look: int
     alpha: float
@@ -77,11 +58,9 @@ class LookResult:
 
 @dataclass(frozen=True)
 class CaseResult:
-    """One case's standing. ``status``: "drop" (significant drop), "suspect" (head worse,
-    not significant: unresolved), "cleared" (was a suspect; more trials showed head no
-    worse), "clean" (head never worse); ``look``: the last look it was tested at; ``p_value``
-    / ``adjusted``: its p-values there (adjusted None for capability suites); ``base`` and
-    ``head``: cumulative (passed, graded) at that look; ``active``: still to be topped up."""
+    """``status``: "drop", "suspect" (worse, not significant), "cleared" (suspect, then no
+    worse), "clean"; ``look``; ``p_value``/``adjusted``; cumulative ``base``/``head``
+    (passed, graded); ``active``."""
 
     index: int
     status: str
@@ -95,13 +74,10 @@ class CaseResult:
 
 @dataclass(frozen=True)
 class GateDecision:
-    """``verdict``: "block", "pass" or "undecided" (a top-up round is due: run it and
-    decide again); ``exit_code`` 1 for block, 0 otherwise (errored runs get the caller's
-    own code before this is called); ``reason``: why, in a sentence; ``drops``: indices of
-    significant cases; ``suite_p``: the suite test's p-value at look 0; ``looks``: per-look
-    details; ``cases``: per case; ``next_round``: look number of the round due and, per case
-    index, the trials a side it needs (base, head); empty unless undecided; ``alpha_spent``:
-    Σ alpha_r over the looks run (the budget used, not the size)."""
+    """``verdict``: "block", "pass" or "undecided" (run the round due and decide again);
+    ``exit_code`` 1 for block, else 0; ``reason``; ``drops``; ``suite_p`` (look 0); ``looks``;
+    ``cases``; ``next_round``: the look due and per case (base, head) trials, empty unless
+    undecided; ``alpha_spent``: Σ alpha_r over the looks run."""
 
     verdict: str
     reason: str
@@ -164,19 +140,11 @@ def _look(
 
 
 def gate_decide(*, cases: Sequence[CaseLooks], plan: TopUpPlan) -> GateDecision:
-    """Decide block / pass / undecided for a comparison (module docstring, steps 1–5).
-
-    ``cases``: per case its counts per look (``CaseLooks``; one look when nothing was
-    topped up), paired by position with the caller's case list; ``plan``: the design, fixed
-    before the data (``TopUpPlan``; ``round_sizes=()`` for no top-up). A case's looks must
-    match the plan's rule: a case has data at round r iff the rule kept it active (the
-    function says so with a ValueError otherwise, so that a caller cannot test data the
-    design did not select). Cost: about 2–3 ms for 100 cases of 5 + 5 trials once the
-    per-count caches are warm (the first call of a process imports scipy.signal: ~0.15 s).
-    Raises ValueError for no cases or looks inconsistent with the plan.
-    Long by design: the numbered steps of the procedure share the per-look arrays; each is
-    a few lines.
-    """
+    """Block / pass / undecided (module docstring, steps 1–5). ``cases``: per case its counts
+    per look, paired with the caller's cases; ``plan``: fixed before the data
+    (``round_sizes=()``: no top-up). Raises ``ValueError`` for no cases or looks the plan's
+    rule would not have selected. ~2–3 ms for 100 cases of 5 + 5 trials once caches are warm.
+    Long by design: the steps share the per-look arrays."""
     if not cases:
         raise ValueError("no cases to decide on")
     spending = plan.spending()
@@ -282,9 +250,7 @@ def no_top_up(*, alpha: float = 0.05, suite_kind: str = "regression") -> TopUpPl
 
 
 def worst_head(*, cases: Sequence[CaseLooks]) -> list[CaseLooks]:
-    """The most damning head the design could meet on these cases: look 0 only, base as
-    observed, every head trial failing (head graded as observed, so errored trials still
-    count against what can be seen)."""
+    """Look 0 with the base as observed and every head trial failing (head graded as observed)."""
     return [
         CaseLooks(
             base_passed=(c.base_passed[0],),
@@ -297,12 +263,9 @@ def worst_head(*, cases: Sequence[CaseLooks]) -> list[CaseLooks]:
 
 
 def block_attainable(*, cases: Sequence[CaseLooks], plan: TopUpPlan) -> bool:
-    """Whether any head could make the design block on these cases: the worst head
-    (``worst_head``) is decided under ``plan``; while it is "undecided", each round the
-    design asks for is added with the head failing every trial and the base passing at its
-    observed look-0 rate (rounded), until the design ends. False means no outcome of the
-    head reaches alpha: a "pass" on these cases would carry no information. At most
-    ``len(plan.sizes) + 1`` calls of ``gate_decide``."""
+    """Whether any head could make the design block here: the worst head, topped up with failing
+    head trials and the base at its look-0 rate, until the design ends. False: a "pass"
+    carries no information. At most ``len(plan.sizes) + 1`` decisions."""
     worst = worst_head(cases=cases)
     looks = [([(c.base_passed[0], c.base_graded[0])], [(0, c.head_graded[0])]) for c in worst]
     while True:
@@ -328,13 +291,8 @@ def block_attainable(*, cases: Sequence[CaseLooks], plan: TopUpPlan) -> bool:
 
 
 def trials_to_attain(*, cases: Sequence[CaseLooks], plan: TopUpPlan, max_trials: int) -> int | None:
-    """The fewest trials per case a side, N' in (N, ``max_trials``] (N: the most graded on
-    a side of any case at look 0), with which the same design (rounds scaled with N') could
-    block on these cases: each case's base at its
-    observed rate (``round(rate · N')`` passes), the head failing every trial. None when
-    no N' up to ``max_trials`` would (for instance: the base passed nothing, so no head can
-    do worse). Shape: ``cases`` as for ``gate_decide``; a plan's first N is
-    ``plan.first_trials``."""
+    """The fewest trials per case a side N' in (N, ``max_trials``] with which the design (rounds
+    scaled) could block, bases at their observed rates, heads failing; None when none would."""
     n = max(max(c.base_graded[0], c.head_graded[0]) for c in cases)
     rates = [c.base_passed[0] / c.base_graded[0] if c.base_graded[0] else 0.0 for c in cases]
     if not any(rates):

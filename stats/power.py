@@ -1,34 +1,18 @@
 """Power of the case-stratified comparison: the smallest drop a suite can detect.
 
-Pure numpy/scipy. Used by the comparison page, the suite page and the gate, so a team
-knows when 12 cases x 5 trials is too few to see a 10-point regression.
+1. The baseline's per-case rates ``r_i`` are the truth; a drop ``d`` of the mean is spread
+   in proportion: ``r_i' = r_i (1 − d / mean(r))``.
+2. ``n_sim`` pairs ``b_i ~ Bin(N, r_i)``, ``h_i ~ Bin(N, r_i')`` from common random numbers
+   (inverse CDF), so power is monotone in ``d``.
+3. Each pair is tested with ``T = mean_i (h_i − b_i) / N`` against the exact mean and
+   variance of its permutation null (per case hypergeometric,
+   ``Var(k_i) = N p_i (1 − p_i) N / (2N − 1)``, ``p_i = s_i / 2N``), normally approximated:
+   reject when ``|T| − 1/(N C) ≥ z_{1−α/2} sqrt(V)``, V > 0. The gate itself is exact
+   (``stats.compare``); ``tests/stats/test_power.py`` checks this against it.
+4. The minimum detectable drop is the smallest 1-point grid value with power ≥ target.
 
-Method (simulation from the baseline's per-case rates):
-1. Treat the baseline's per-case pass rates ``r_i`` as the truth. A drop of ``d`` in the
-   mean pass rate is spread over cases in proportion to their rates:
-   ``r_i' = r_i (1 - d / mean(r))`` (so the mean falls by exactly ``d``; ``d`` can be at most
-   ``mean(r)``). Cases at 0% stay there; cases at 100% can now fail.
-2. Simulate ``n_sim`` pairs of runs: base passes ``b_i ~ Bin(N, r_i)``, head passes
-   ``h_i ~ Bin(N, r_i')``, with common random numbers (the same uniforms for every ``d``,
-   binomial inverse CDF), so the estimated power is monotone in ``d`` and a search over
-   the grid is exact.
-3. Test each simulated pair with the stratified permutation test's statistic
-   ``T = mean_i (h_i − b_i) / N``, using the exact mean and variance of its permutation
-   null given the pooled passes ``s_i = b_i + h_i`` (per case the head's share of the
-   pooled passes is hypergeometric: ``Var(k_i) = N p_i (1 − p_i) N / (2N − 1)``,
-   ``p_i = s_i / 2N``; the case contributes ``(2 k_i − s_i) / N``), and the normal
-   approximation of that null with a continuity correction of half a lattice step: reject
-   when ``|T| − 1/(N C) ≥ z_{1−α/2} sqrt(V)`` with ``V > 0`` (C cases).
-   Exact enumeration (``stats.compare``) is what the gate runs; the normal approximation
-   is what makes 2,000 cases fast. ``tests/stats/test_power.py`` checks it against the
-   brute-force simulation (the real permutation test on every simulated pair).
-4. Power(d) = share of simulated pairs rejected; the minimum detectable drop is the
-   smallest grid value (1-point steps) with power ≥ the target: the search starts at the
-   closed-form normal approximation's answer and walks the grid (bisection if far off).
-
-Reference: the simulation approach to power for permutation tests, e.g. Good,
-*Permutation, Parametric and Bootstrap Tests of Hypotheses* (2005), ch. 3.
-"""
+Simulation power for permutation tests: Good (2005), *Permutation, Parametric and Bootstrap
+Tests of Hypotheses*, ch. 3."""
 
 from __future__ import annotations
 
@@ -49,12 +33,9 @@ GRID_STEP = 0.01
 
 @dataclass(frozen=True)
 class DetectableDrop:
-    """The smallest drop in mean pass rate (``drop``, a fraction in (0, 1]; ×100 for
-    points) that the suite detects with probability ≥ ``target_power`` at two-sided
-    ``alpha``; None when even the largest possible drop (``max_drop`` = the baseline's mean
-    rate, every case to 0%) is detected less often (``reason`` says so). ``power`` is the
-    estimated power at ``drop`` (at ``max_drop`` when ``drop`` is None); ``n_sim``
-    simulated run pairs; ``n_cases`` cases x ``trials_per_case`` trials a side."""
+    """``drop``: a fraction in (0, 1] detected with ≥ ``target_power`` at two-sided ``alpha``;
+    None (``reason``) when even ``max_drop`` (every case to 0%) is not. ``power`` at ``drop``
+    (else ``max_drop``); ``n_sim``; ``n_cases`` x ``trials_per_case`` a side."""
 
     drop: float | None
     power: float
@@ -72,9 +53,7 @@ class DetectableDrop:
 
 
 class _Simulator:
-    """Common random numbers for one suite: one uniform per (simulated run, case, side),
-    turned into pass counts by the binomial inverse CDF, so lowering the head's rates can
-    only lower each simulated head count (power is monotone in the drop)."""
+    """One uniform per (simulated run, case, side), shared across drops (power monotone in drop)."""
 
     def __init__(self, rates: np.ndarray, trials: int, n_sim: int, alpha: float, seed: int):
         rng = np.random.default_rng(seed)
@@ -102,8 +81,7 @@ class _Simulator:
         return self._cache[step]
 
     def approx_power(self, step: int) -> float:
-        """Normal approximation of ``power`` with no simulation (a starting point only):
-        Φ((d − z sqrt(V0)) / σ1), V0 the expected null variance, σ1² the variance of T."""
+        """Φ((d − z sqrt(V0)) / σ1), no simulation: the search's starting point."""
         q, r, n, c = self.head_rates(step), self.rates, self.trials, self.rates.size
         d = float(r.mean() - q.mean())
         p = (r + q) / 2
@@ -116,8 +94,7 @@ class _Simulator:
 
 
 def _binomial_from_uniforms(u: np.ndarray, trials: int, rates: np.ndarray) -> np.ndarray:
-    """Binomial(trials, rates[j]) draws from uniforms ``u`` (n_sim, cases) by the inverse
-    CDF: the count is the number of j < trials with u > CDF(j)."""
+    """Binomial(trials, rates[j]) from uniforms ``u`` (n_sim, cases) by the inverse CDF."""
     cdf = np.asarray(binom.cdf(np.arange(trials)[None, :], trials, rates[:, None]), np.float32)
     # One comparison per j over the whole (n_sim, cases) array: the same counts as one
     # (n_sim, cases, trials) comparison summed over its last axis, ~5x faster.
@@ -128,10 +105,8 @@ def _binomial_from_uniforms(u: np.ndarray, trials: int, rates: np.ndarray) -> np
 
 
 def stratified_rejects(base: np.ndarray, head: np.ndarray, trials: int, z: float) -> np.ndarray:
-    """Per simulated pair (rows), whether the normal approximation of the stratified
-    permutation test rejects: ``|T| ≥ z sqrt(V)`` with ``V > 0``. ``base``/``head``: passes
-    per case, integers in 0..``trials``, shape (n_sim, n_cases), ``trials`` per case on each
-    side (module docstring, step 3)."""
+    """Per simulated pair, ``|T| ≥ z sqrt(V)`` with V > 0 (step 3). ``base``/``head``: passes,
+    shape (n_sim, n_cases)."""
     n_cases = base.shape[1]
     n = float(trials)
     # The per-case null variance depends only on the pooled passes s = 0..2N: computed once
@@ -158,16 +133,10 @@ def min_detectable_drop(
     n_sim: int = 400,
     seed: int = 0,
 ) -> DetectableDrop:
-    """The smallest drop in mean pass rate detectable with ``target_power`` at ``alpha``.
-
-    ``rates``: the baseline's per-case pass rates in [0, 1] (one per case);
-    ``trials_per_case``: N trials a side. Seeded and vectorised (see the module docstring
-    for the method); ``n_sim`` is lowered for very large suites so one power evaluation
-    makes at most ``MAX_DRAWS`` comparisons (about 110 ms in all for 2,000 cases x 5 trials
-    on this 2-core machine; bench/RESULTS-comparison.md).
-    Raises ValueError for no cases, rates outside [0, 1], N < 1, or alpha/target_power
-    outside (0, 1).
-    """
+    """``rates``: baseline per-case rates; ``trials_per_case``: N a side. Seeded; ``n_sim``
+    lowered so one evaluation makes at most ``MAX_DRAWS`` comparisons (~110 ms for 2,000 cases
+    x 5 trials; bench/RESULTS-comparison.md). Raises ``ValueError`` for no cases, rates
+    outside [0, 1], N < 1, or alpha/target_power outside (0, 1)."""
     r = np.asarray(rates, dtype=float)
     if r.size == 0:
         raise ValueError("rates: no cases")
@@ -227,8 +196,7 @@ def power_at_drop(
     n_sim: int = 400,
     seed: int = 0,
 ) -> float:
-    """Estimated power (fraction of ``n_sim`` simulated pairs rejected) at a drop of ``drop``
-    (fraction, snapped to the 1-point grid) by the method of ``min_detectable_drop``."""
+    """Estimated power at ``drop`` (snapped to the 1-point grid), as ``min_detectable_drop``."""
     r = np.asarray(rates, dtype=float)
     sim = _Simulator(r, trials_per_case, n_sim, alpha, seed)
     return sim.power(int(round(drop / GRID_STEP)))

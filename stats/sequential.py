@@ -1,62 +1,37 @@
-"""Top-up rounds: more trials for suspect cases, with the false-alarm rate still <= alpha.
+"""Top-up rounds: more trials for suspect cases, the false-alarm rate still <= alpha. Used by
+the gate (``stats.gate``) and adaptive runs.
 
-Pure numpy (Python integers for binomial coefficients). Used by the gate (``stats.gate``)
-and by adaptive runs (a first round of N trials per case, then more trials only where the
-decision is uncertain).
+The design (group-sequential per case, with selective conditional tests):
 
-The design (a group-sequential design per case, with selective conditional tests):
+1. **Looks and spending.** Look 0 compares the runs as they are (N trials per case a side);
+   rounds 1..R add ``round_sizes[r-1]`` per side (head only when the base cannot be
+   replayed) to active cases. Bonferroni over looks: look 0 gets ``alpha_first``, the rounds
+   share the rest by ``(alpha − alpha_first) · t^rho``, t the share of top-up trials done
+   (Lan & DeMets 1983, Biometrika 70:659–663; Kim & DeMets 1987; Jennison & Turnbull 2000,
+   ch. 7). The plan is fixed before any outcome; without top-up look 0 gets all of alpha.
+2. **Continuation, a rule of the case's own data.** Active at round r+1 iff active at r, a
+   *suspect* at look r (head's cumulative rate strictly below base's), not *futile* (even
+   all remaining base passes and head fails would leave the plain one-sided Fisher p at the
+   cap above the remaining budget), and under the cap.
+3. **Selective exact test.** Under the null every trial of the case is exchangeable; given
+   its total passes T the probability of a path of cumulative counts is proportional to
+   ``Π_q C(mb_q, ΔB_q) C(mh_q, ΔH_q)`` (the rate cancels). Restricted to the paths step 2
+   keeps, the law of base passes B_r given T and the selection comes by dynamic
+   programming over (B, H) (Armitage, McPherson & Rowe 1969, J. R. Statist. Soc. A
+   132:235–244). ``p = P(B_r >= b_obs | T, selected)`` uses every trial and is exact given
+   the selection (Fithian, Sun & Taylor 2014, arXiv:1410.2597, §3); Fisher's at look 0.
+4. **Family per look.** Given totals and the active set the selective p-values are
+   independent with known discrete laws: discrete Holm (``stats.discrete``) at
+   ``case_share · alpha_r``, then the suite test (Σ B_r, the convolution of the laws) at
+   alpha_r minus what the family spent. Capability suites: the suite test alone.
+5. **Why the whole false-alarm rate is <= alpha.** Let R_r be "look r rejects" in the
+   process that continues past a block (stopping only removes rejections). Given the active
+   set and totals, P(R_r) <= alpha_r (step 4), so P(block) <= Σ_r alpha_r = alpha; per-case
+   claims are controlled strongly the same way over true-null cases.
 
-1. **Looks and spending.** Look 0 is the comparison of the runs as they are (N trials per
-   case a side). Rounds 1..R add ``round_sizes[r-1]`` trials per side (head only when the
-   base cannot be replayed) to every case still *active*. alpha is spent over looks with a
-   union bound (Bonferroni over looks): look 0 gets ``alpha_first``, the rounds share the
-   rest by the power-family spending function ``(alpha − alpha_first) · t^rho`` of the
-   share t of the top-up trials done (Lan & DeMets 1983, Biometrika 70:659–663; Kim &
-   DeMets 1987; Jennison & Turnbull 2000, *Group Sequential Methods*, ch. 7). The plan is
-   fixed before any outcome is seen (and so is whether there will be rounds at all);
-   without top-up look 0 gets all of alpha.
-2. **Continuation is a rule of the case's own data.** A case is active at round r+1 iff it
-   was active at round r (every case is active at look 0) and at look r it is a *suspect*
-   (cumulative head pass rate strictly below the base's) and not *futile* (even if every
-   remaining base trial passed and every remaining head trial failed, the plain one-sided
-   Fisher p-value at the cap would exceed the budget of the remaining rounds), and the cap
-   is not reached. Nothing about other cases, and no p-value threshold, enters the rule.
-3. **Selective exact test.** Under the null (the case's pass rate is the same on both
-   sides and in every round; trials independent) every trial of the case is exchangeable.
-   Conditioning on the case's total passes T after round r, the probability of a path of
-   cumulative counts (B_0, H_0), ..., (B_r, H_r) is proportional to
-   ``Π_q C(mb_q, ΔB_q) C(mh_q, ΔH_q)`` — the rate cancels. Restricting to the paths that
-   the rule of step 2 keeps active (the event that the case was selected), the law of the
-   cumulative base passes B_r given T and the selection is computed exactly by dynamic
-   programming over (B, H) (the recursion of Armitage, McPherson & Rowe 1969, J. R. Statist.
-   Soc. A 132:235–244, applied to the conditional law). The p-value is
-   ``P(B_r >= b_obs | T, selected)``: a high base share of the passes means head worse. It
-   uses every trial of the case, original ones included, and is exactly valid *given the
-   selection* (selective inference: Fithian, Sun & Taylor 2014, arXiv:1410.2597, §3).
-   At look 0 nothing is selected and it is Fisher's exact test.
-4. **Family over cases per look.** Given every active case's total T and the active set,
-   the cases' selective p-values are independent with known discrete laws, so look r runs
-   the discrete Holm procedure (``stats.discrete``) over the active cases at
-   ``case_share · alpha_r`` and then the stratified suite test (the sum over active cases of
-   B_r, whose law is the convolution of the cases' selective laws) at alpha_r minus the
-   size the case family really spent (its discreteness leaves part of its share unused).
-   Capability suites run the suite test alone at alpha_r.
-5. **Why the whole false-alarm rate is <= alpha.** Let R_r be "look r rejects something" in
-   the process where every active case continues even after a block (the real process
-   stops at a block, which only removes rejections). Given the active set and totals, look
-   r rejects with probability <= alpha_r (step 4: a union bound of exact conditional sizes);
-   so P(block) <= Σ_r P(R_r) <= Σ_r alpha_r = alpha. Strong control of the per-case
-   claims follows the same way with the sum restricted to true-null cases.
-
-Why not only the fresh trials of each round (the other valid design): they are independent
-of the selection, so a round's test is valid given the whole past, but throwing away the
-first N trials costs power: one case 1.0 → 0.5 with one top-up round of 15 trials a side,
-tested at 0.005, is caught 85% of the time with every trial and 68% with the fresh ones
-only (design-time simulations, ``stats/gate_simulations.md``). With the base not
-replayed, fresh head trials can only be compared with the base's original trials, which
-also chose the suspects; the selective test conditions on that choice, so no bias is left
-to control.
-"""
+Testing only each round's fresh trials would also be valid but loses power (one case
+1.0 → 0.5, one round of 15, at 0.005: 85% with every trial, 68% fresh only;
+``stats/gate_simulations.md``)."""
 
 from __future__ import annotations
 
@@ -74,24 +49,15 @@ from stats.discrete import _lower_tail, _validate
 
 @dataclass(frozen=True)
 class TopUpPlan:
-    """A gate design, fixed before any outcome is seen.
+    """A gate design, fixed before any outcome.
 
-    ``alpha``: the whole false-alarm budget; ``first_trials``: N, trials per case a side in
-    the first look; ``round_sizes``: trials per case a side each top-up round adds (the base
-    side only when ``base_replayed``), default (N, 2N) so that the cap is 4N counting the
-    first N; ``()`` means no top-up (look 0 gets all of alpha). ``alpha_first``: look 0's
-    share of alpha when there are rounds; the rest is spent over the rounds by the
-    power-family spending function ``rest · t^rho`` (Kim & DeMets 1987; Jennison & Turnbull
-    2000, §7.2.1), t the share of the top-up trials done, so later, larger looks get more
-    (rho = 1.5 and (N, 2N): 0.0048 then 0.0202 of the 0.025 left). ``case_share`` /
-    ``round_case_share``: the part of a look's budget offered first to the per-case family
-    at look 0 / in rounds (regression suites; the suite test gets the rest plus what the
-    family's discreteness left unspent). ``suite_kind``: "regression" or "capability"
-    (capability suites run the suite test alone).
-
-    The defaults were chosen by simulation (``stats/gate_simulations.md``): alpha_first 0.025,
-    rounds (N, 2N), rho 1.5, shares 0.5 and 0.8.
-    """
+    ``alpha``: the whole budget; ``first_trials``: N; ``round_sizes``: trials per case a side
+    per round (base too only when ``base_replayed``), default (N, 2N), cap 4N; ``()``: no
+    top-up. ``alpha_first``: look 0's share when there are rounds, the rest spent as
+    ``rest · t^rho`` (Kim & DeMets 1987; Jennison & Turnbull 2000, §7.2.1). ``case_share`` /
+    ``round_case_share``: the part of a look's budget offered first to the case family (look
+    0 / rounds). ``suite_kind``: "regression" or "capability". Defaults chosen by simulation
+    (``stats/gate_simulations.md``)."""
 
     alpha: float = 0.05
     first_trials: int = 5
@@ -173,8 +139,7 @@ def _best_case_p(nb: int, nh: int, b_final: int, h_final: int) -> float:
 
 
 def _region(nb: int, nh: int, look: int, plan: TopUpPlan) -> np.ndarray:
-    """Boolean (nb + 1, nh + 1): which cumulative states (b, h) after ``look`` continue to
-    round look + 1 (suspect, not futile, a round left). Step 2 of the module docstring."""
+    """Boolean (nb + 1, nh + 1): states (b, h) after ``look`` that continue (step 2)."""
     if look >= len(plan.sizes):
         return np.zeros((nb + 1, nh + 1), dtype=bool)
     return _region_cached(nb, nh, look, plan)
@@ -218,10 +183,8 @@ def _convolve_axis(w: np.ndarray, row: np.ndarray, axis: int) -> np.ndarray:
 def _path_weights(
     base_graded: tuple[int, ...], head_graded: tuple[int, ...], plan: TopUpPlan
 ) -> np.ndarray:
-    """W[b, h] ∝ probability under the null of cumulative passes (b, h) after the last look
-    given, summed over the paths the continuation rule kept active at every earlier look
-    (step 3). Shape (Σ base_graded + 1, Σ head_graded + 1); the rate cancels once a total
-    is fixed, so W holds the products of binomial coefficients only."""
+    """W[b, h] ∝ null probability of cumulative passes (b, h), summed over the paths kept active
+    (step 3): products of binomial coefficients, shape (Σ base_graded + 1, Σ head_graded + 1)."""
     w = np.outer(_binomial_row(base_graded[0]), _binomial_row(head_graded[0]))
     nb, nh = base_graded[0], head_graded[0]
     for look in range(1, len(base_graded)):
@@ -237,10 +200,8 @@ def _path_weights(
 def _base_law(
     base_graded: tuple[int, ...], head_graded: tuple[int, ...], total: int, plan: TopUpPlan
 ) -> tuple[int, np.ndarray, np.ndarray, np.ndarray]:
-    """``(b_lo, law, tail, support)``: the law of cumulative base passes B given the total
-    ``total`` and the selection (normalised, over b_lo..b_lo + len − 1), its upper tail
-    ``tail[i] = P(B >= b_lo + i)`` and the attainable p-values (ascending, last 1).
-    Read-only arrays, cached per counts."""
+    """``(b_lo, law, tail, support)``: B's law given ``total`` and the selection, its upper tail
+    ``P(B >= b_lo + i)`` and the attainable p-values (ascending, last 1). Cached, read-only."""
     w = _path_weights(base_graded, head_graded, plan)
     nb, nh = w.shape[0] - 1, w.shape[1] - 1
     b_lo, b_hi = max(0, total - nh), min(total, nb)
@@ -260,10 +221,8 @@ def _base_law(
 
 @dataclass(frozen=True)
 class CaseLooks:
-    """One case's trials per look: look 0 = the runs as first compared, then one entry per
-    top-up round (base counts 0 in rounds where the base was not replayed). Four tuples of
-    the same length (the number of looks the case took part in), counts of graded trials and
-    of passes among them, per look (not cumulative)."""
+    """One case's per-look counts (not cumulative): look 0, then one entry per round (base 0 when
+    not replayed). Four tuples of equal length: graded and passed per side."""
 
     base_passed: tuple[int, ...]
     base_graded: tuple[int, ...]
@@ -301,24 +260,20 @@ class CaseLooks:
 
 
 def continues(case: CaseLooks, *, look: int, plan: TopUpPlan) -> bool:
-    """Whether the rule of step 2 keeps ``case`` active into round look + 1 (given it was
-    active at ``look``)."""
+    """Whether step 2 keeps ``case`` active into round look + 1."""
     b, nb, h, nh = case.cumulative(look)
     return bool(_region(nb, nh, look, plan)[b, h])
 
 
 def was_active(case: CaseLooks, *, look: int, plan: TopUpPlan) -> bool:
-    """Whether the rule kept ``case`` active at every look before ``look``: the condition
-    for its data at ``look`` to be tested (ValueError-free: False when it was not)."""
+    """Whether the rule kept ``case`` active at every look before ``look`` (False, never raises)."""
     return all(continues(case, look=q, plan=plan) for q in range(look))
 
 
 @dataclass(frozen=True)
 class SelectiveTest:
-    """A case's selective test at one look. ``p_value`` in (0, 1]; ``support``: attainable
-    p-values given the total and the selection, ascending, last 1; ``b_lo`` and ``law``:
-    the conditional law of cumulative base passes (for the suite convolution); ``base`` /
-    ``head``: cumulative (passed, graded)."""
+    """``p_value`` in (0, 1]; ``support`` ascending, last 1; ``b_lo`` and ``law`` of cumulative
+    base passes (for the suite convolution); cumulative ``base``/``head``."""
 
     p_value: float
     support: np.ndarray
@@ -329,9 +284,8 @@ class SelectiveTest:
 
 
 def selective_case_test(case: CaseLooks, *, look: int, plan: TopUpPlan) -> SelectiveTest:
-    """The exact selective p-value of "head lower" for ``case`` using every trial of looks
-    0..``look`` (step 3 of the module docstring); Fisher's exact test at look 0.
-    Raises ValueError when the case was not active at ``look`` under the plan's rule."""
+    """The selective p-value of "head lower" over looks 0..``look`` (step 3). Raises
+    ``ValueError`` when the case was not active at ``look``."""
     if look >= case.looks:
         raise ValueError(f"the case has no look {look}")
     if not was_active(case, look=look, plan=plan):
@@ -345,9 +299,8 @@ def selective_case_test(case: CaseLooks, *, look: int, plan: TopUpPlan) -> Selec
 
 @dataclass(frozen=True)
 class SuiteTest:
-    """The stratified suite test at one look over the active cases: ``statistic`` = Σ of
-    cumulative base passes, ``p_value`` = P(Σ B >= observed) under the selective null,
-    ``support`` its attainable p-values (ascending, last 1)."""
+    """The suite test over the active cases: ``statistic`` Σ cumulative base passes, ``p_value``
+    P(Σ B >= observed), ``support``."""
 
     statistic: int
     p_value: float
@@ -360,9 +313,8 @@ class SuiteTest:
 
 
 def selective_suite_test(tests: Sequence[SelectiveTest]) -> SuiteTest:
-    """Σ_j B_j over the cases' selective laws (independent given totals and selection):
-    the exact law is their convolution; p = P(Σ B >= observed). At look 0 this is the
-    stratified test of ``stats.compare.stratified_drop_test``."""
+    """Σ_j B_j by convolving the independent selective laws; at look 0 it is
+    ``stats.compare.stratified_drop_test``."""
 
     if not tests:
         return SuiteTest(0, 1.0, np.array([1.0]))
@@ -379,12 +331,9 @@ def selective_suite_test(tests: Sequence[SelectiveTest]) -> SuiteTest:
 
 @dataclass(frozen=True)
 class SettleEstimate:
-    """How many trials a fresh comparison needs to settle a suspect case.
-
-    ``trials``: per side (base and head each), None when no number up to ``max_trials``
-    reaches the power or when head is not observed worse (``reason`` says which);
-    ``power``: the exact power at ``trials`` (or at ``max_trials``); ``level``: the
-    one-sided level assumed; ``base_rate`` / ``head_rate``: the rates assumed (observed)."""
+    """``trials`` per side to settle a suspect case (None with ``reason`` past ``max_trials`` or
+    when head is not worse); exact ``power``; ``level``; the observed ``base_rate`` and
+    ``head_rate`` assumed."""
 
     trials: int | None
     power: float
@@ -396,15 +345,9 @@ class SettleEstimate:
 
 @lru_cache(maxsize=1024)
 def _fisher_reject(n: int, level: float) -> np.ndarray:
-    """Boolean (n + 1, n + 1): the one-sided Fisher test, n trials a side, rejects at
-    ``level`` for base b passes and head h passes (``P(K <= h | b + h) <= level``, K the
-    head's share of the t = b + h passes, hypergeometric). Read-only, cached per (n, level):
-    it depends on no rate.
-
-    For a given total t the p-value grows with h, so the rejected h are those up to a
-    threshold h*(t); a bisection per t (vectorised over t) finds it with about log2(n)
-    evaluations of the hypergeometric CDF per total instead of one per (b, h) cell — the
-    same matrix, ~20 times faster (the full matrix took ~0.1 s at n = 400 on an idle core)."""
+    """Boolean (n + 1, n + 1): the one-sided Fisher test with n a side rejects at ``level`` for
+    (b, h). For each total the rejected h are those up to a threshold, found by vectorised
+    bisection (~20x faster than every cell). Cached per (n, level), read-only."""
 
     threshold = level * (1 + 1e-12)
     totals = np.arange(2 * n + 1)
@@ -428,8 +371,7 @@ def _fisher_reject(n: int, level: float) -> np.ndarray:
 
 
 def _fisher_power(n: int, p_base: float, p_head: float, level: float) -> float:
-    """Exact power of the one-sided Fisher test, n trials a side, at ``level``:
-    Σ_{b,h} Bin(b; n, p_base) Bin(h; n, p_head) 1[P(K <= h | b + h) <= level]."""
+    """Σ_{b,h} Bin(b; n, p_base) Bin(h; n, p_head) 1[P(K <= h | b + h) <= level]."""
 
     b = np.arange(n + 1)[:, None]
     h = np.arange(n + 1)[None, :]
@@ -449,21 +391,11 @@ def trials_to_settle(
     power: float = 0.8,
     max_trials: int = 400,
 ) -> SettleEstimate:
-    """Trials per side a fresh comparison of this case needs to detect the observed drop.
-
-    For a suspect the gate could not top up (the runs cannot be replayed): take the observed
-    rates ``p_b = b/n_b`` and ``p_h = h/n_h`` as the truth and find the smallest n (doubling,
-    then bisection: the power of a discrete test is nearly but not exactly monotone in n, so
-    a slightly smaller n may also do) whose exact one-sided Fisher test at ``level`` has
-    power >= ``power`` (``_fisher_power``; e.g. Fleiss, Levin & Paik
-    2003, *Statistical Methods for Rates and Proportions*, §4.4, for exact power).
-    ``level``: what the case would be tested at, e.g. ``plan.round_case_share`` times the
-    last round's alpha when it would be the only suspect (divide by the number of competing
-    suspects for a Bonferroni view). The observed rates are noisy (5/5 says "1.0"), so read
-    the answer as an order of magnitude. Raises ValueError for impossible counts or a level
-    or power outside (0, 1). Pure, so cached per arguments (a simulated gate meets the same
-    counts again and again).
-    """
+    """Trials per side a fresh comparison needs to detect the observed drop, observed rates taken
+    as truth: the smallest n (doubling, then bisection; power is nearly monotone in n) with
+    exact one-sided Fisher power >= ``power`` at ``level`` (Fleiss, Levin & Paik 2003,
+    §4.4). An order of magnitude: observed rates are noisy. Raises ``ValueError`` for
+    impossible counts, or a level or power outside (0, 1). Cached."""
 
     _validate(base_passed, base_graded, head_passed, head_graded)
     if not (0 < level < 1 and 0 < power < 1):
@@ -495,12 +427,10 @@ def trials_to_settle(
 def drop_missable(
     *, base_rate: float, trials: int, level: float, power: float = 0.8
 ) -> float | None:
-    """The smallest drop of a case's pass rate (0..1, from ``base_rate`` down) that an exact
-    one-sided Fisher test of ``trials`` trials a side at ``level`` detects with at least
-    ``power``; smaller drops may be missed. None when not even a drop to 0 is detected with
-    that power. Scans the head rate down in steps of 0.01 (``_fisher_power``: exact power,
-    Fleiss, Levin & Paik 2003, §4.4). Raises ValueError for a rate outside [0, 1], no trials,
-    or a level or power outside (0, 1)."""
+    """The smallest drop from ``base_rate`` (step 0.01) an exact one-sided Fisher test of
+    ``trials`` a side at ``level`` detects with ``power`` (Fleiss, Levin & Paik 2003, §4.4);
+    None when not even a drop to 0 is. Raises ``ValueError`` for a rate outside [0, 1], no
+    trials, or a level or power outside (0, 1)."""
     if not (0 <= base_rate <= 1 and trials >= 1 and 0 < level < 1 and 0 < power < 1):
         raise ValueError("base_rate in [0, 1], trials >= 1, level and power in (0, 1)")
     steps = int(round(base_rate * 100))

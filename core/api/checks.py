@@ -1,12 +1,6 @@
-"""Checks every API view makes once the caller is known: query parameters holding text the
-database cannot store (U+0000, a lone surrogate) are a 400 naming the parameter.
-
-Why a throttle class: DRF runs throttles in ``APIView.initial`` right after authentication
-and permissions, on every view, so an outsider still gets 403 and an anonymous caller 401
-(not a 400 that tells them about the parameter); it never throttles anything. Why at all:
-PostgreSQL refuses NUL even in a query's parameters (``?judge=j%00`` was a 500 there and
-a 200 on SQLite), so a filter must never see one (``core.text``, the refuse policy).
-"""
+"""Query parameters holding U+0000 or a lone surrogate are a 400 on every API view
+(PostgreSQL refuses NUL even as a query parameter; ``core.text``). A throttle class,
+because DRF runs throttles after authentication and permissions: 401 and 403 come first."""
 
 from __future__ import annotations
 
@@ -22,9 +16,7 @@ if TYPE_CHECKING:
 
 
 class UnstorableQueryCheck(BaseThrottle):
-    """``allow_request`` raises ``DomainError`` (a 400 through ``core.api.errors``) naming
-    the first query parameter whose name or value holds U+0000 or a lone surrogate; else
-    True. Registered in ``REST_FRAMEWORK["DEFAULT_THROTTLE_CLASSES"]``."""
+    """``allow_request`` raises ``DomainError`` naming the first such parameter; else True."""
 
     def allow_request(self, request: Request, view: APIView) -> bool:
         unstorable_refuse_params(request.query_params)

@@ -16,8 +16,8 @@ if TYPE_CHECKING:
 
 
 class DownloadNegotiation(BaseContentNegotiation):
-    """Downloads choose their body by ``?format=``, not by the Accept header; DRF's own use
-    of ``?format=`` (a renderer name) is switched off. Errors still render as JSON."""
+    """The body is chosen by ``?format=``, not Accept (DRF's renderer ``?format=`` is off);
+    errors still render as JSON."""
 
     def select_parser(self, request: Request, parsers: Iterable[BaseParser]) -> BaseParser | None:
         return next(iter(parsers), None)

@@ -1,15 +1,10 @@
 """Errors as the API answers them: DRF's handler plus three mappings.
 
-1. ``DomainError`` (``core.errors``) -> 400 ``{"detail", "field", "record", ...}`` with the
-   field it names (409 for code "conflict", 413 "too_large", 404
-   "not_found", 412 "precondition_failed", 428 "precondition_required"): the one place a
-   domain refusal becomes an HTTP answer;
-2. a body over ``DATA_UPLOAD_MAX_MEMORY_SIZE`` bytes (Django's ``RequestDataTooBig``) is a
-   413 ``{"detail": "...", "limit": <bytes>}``;
-3. a ``RecursionError`` raised inside any DRF parser (views that name DRF's own
-   ``JSONParser``) is the same 400 as ``StrictJSONParser`` gives. A ``RecursionError`` from
-   anywhere else stays a 500: it is a bug, not bad input.
-"""
+1. ``DomainError`` -> ``{"detail", "field", "record", ...}``, status by its ``code``
+   (``core.errors``);
+2. Django's ``RequestDataTooBig`` -> 413 ``{"detail", "limit"}``;
+3. a ``RecursionError`` inside a DRF parser -> the 400 ``StrictJSONParser`` gives; from
+   anywhere else it stays a 500."""
 
 from __future__ import annotations
 
@@ -49,8 +44,7 @@ def _raised_in_a_parser(exc: BaseException) -> bool:
 
 
 def domain_error_response(error: DomainError) -> Response:
-    """``error`` as the API answers it: ``{"detail": str(error), "field": <field or null>,
-    "record": <record or null>, **extra}``; status by its code."""
+    """``{"detail": str(error), "field", "record", **extra}``, status by its code."""
     body: dict[str, Any] = {
         "detail": str(error),
         "field": error.field or None,
@@ -61,8 +55,7 @@ def domain_error_response(error: DomainError) -> Response:
 
 
 def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
-    """DRF's ``exception_handler`` plus the mappings of the module doc; None (= a 500) for
-    anything else DRF does not handle."""
+    """DRF's handler plus the module's mappings; None (a 500) for anything else."""
     if isinstance(exc, DomainError):
         return domain_error_response(exc)
     if isinstance(exc, RequestDataTooBig):

@@ -1,6 +1,5 @@
-"""Strict API input: DRF's own fields coerce ("1" -> 1, 5 -> "5", "false" -> False); these
-refuse the wrong JSON type instead, so a bad value is a 400 naming the field, never a silent
-guess. Also the UUID query parameter reader every list shares."""
+"""Strict API input: fields that refuse the wrong JSON type where DRF's coerce ("1" -> 1), and
+the UUID query parameter readers."""
 
 from __future__ import annotations
 
@@ -44,9 +43,8 @@ class StrictCharField(serializers.CharField):
 
 
 class StrictIntegerField(serializers.IntegerField):
-    """A JSON integer ("1", 1.0 and true are refused), within the database's integer range
-    (``core.bounds``: -2,147,483,648 to 2,147,483,647) unless the field sets its own bounds,
-    so no body can ask for a number no column or count can hold."""
+    """A JSON integer ("1", 1.0, true refused), within the database's integer range unless the
+    field sets its own bounds."""
 
     default_error_messages = {"invalid": "Expected an integer."}
 
@@ -93,8 +91,7 @@ class StrictChoiceField(serializers.ChoiceField):
 
 
 def query_uuid(request: Request, name: str) -> uuid.UUID | None:
-    """The query parameter ``name`` as a UUID (None when absent or empty: no filter).
-    Raises a 400 naming the parameter when it is not a UUID (never ignored, never a 500)."""
+    """``?<name>=`` as a UUID; None when absent or empty; a 400 naming it when malformed."""
     value = request.query_params.get(name)
     if not value:
         return None
@@ -107,10 +104,8 @@ def query_uuid(request: Request, name: str) -> uuid.UUID | None:
 def query_uuid_known(
     request: Request, name: str, queryset: QuerySet[Any], noun: str = ""
 ) -> uuid.UUID | None:
-    """``?<name>=`` as a UUID (``query_uuid``: None when absent or empty, a 400 when
-    malformed) that names a row of ``queryset`` (by its ``uuid``); a well-formed UUID that
-    names none is a ``DomainError`` (code ``not_found``: a 404) on ``name``, "suite: no suite
-    with id 3f2c...", as the pages answer (``core.http.query_object``), never an empty list."""
+    """``query_uuid`` naming a row of ``queryset``; a UUID naming none raises ``DomainError``
+    (``not_found``, 404) on ``name``, as ``core.http.query_object`` does."""
     value = query_uuid(request, name)
     if value is not None and not queryset.filter(uuid=value).exists():
         raise DomainError(f"no {noun or name} with id {value}", field=name, code="not_found")

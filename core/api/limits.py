@@ -1,15 +1,6 @@
-"""JSON request bodies over their endpoint's limit are refused before anything reads them.
-
-``BodyLimitMiddleware`` (``settings.MIDDLEWARE``) answers a JSON ``POST``/``PUT``/``PATCH``
-whose ``Content-Length`` is over the limit of the view's ``body_limit`` row of
-``core.bounds.BODY_MAX_BYTES`` (``default`` for a view that names none) with a 413
-``{"detail", "field": null, "record": null, "limit"}``, before the view runs: DRF reads a
-JSON body whole into memory before its parser sees it, so the parser's own check
-(``core.api.parsers``) comes too late to save that memory. A view may add a sentence to the
-answer (``body_limit_hint``: ingest says to send NDJSON). Only API views (``/api/``) and JSON
-bodies are checked; forms are bounded by ``DATA_UPLOAD_MAX_MEMORY_SIZE`` (``BODY_MAX_BYTES
-["form"]``), uploads by their importers, NDJSON ingest by its stream.
-"""
+"""A JSON API body whose ``Content-Length`` is over its view's ``body_limit`` row
+(``core.bounds.BODY_MAX_BYTES``) is a 413 before the view runs: DRF reads a body whole
+before its parser could check."""
 
 from __future__ import annotations
 
@@ -25,13 +16,12 @@ _METHODS = frozenset({"POST", "PUT", "PATCH"})
 
 
 def _view_class(view_func: Callable[..., Any]) -> type | None:
-    """The class behind a view function (``as_view``: ``view_class``; a DRF viewset:
-    ``cls``), or None."""
+    """The class behind a view function (``view_class``, or a viewset's ``cls``), or None."""
     return getattr(view_func, "view_class", None) or getattr(view_func, "cls", None)
 
 
 class BodyLimitMiddleware:
-    """Refuses a JSON API body over its view's limit with a 413, unread (module doc)."""
+    """Refuses a JSON API body over its view's limit with a 413, unread."""
 
     def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
         self.get_response = get_response

@@ -13,13 +13,10 @@ if TYPE_CHECKING:
 
 
 class IdCursorPagination(CursorPagination):
-    """Cursor pages in creation order, by ``id`` alone: unique and increasing, so the cursor
-    is a plain position (``id > last``) and a page never repeats or skips a row, however many
-    rows share one ``created_at`` (an ingest stamps thousands with one time; DRF's cursor over
-    a non-unique first field falls back to offsets and loops past 1,000 ties).
-    ``?page_size=`` default 50, maximum 100 (a larger request is capped, fault L1); a
-    page size that is not a positive integer is a 400 naming ``page_size``, a malformed
-    cursor a 400 naming ``cursor``."""
+    """Cursor pages by ``id`` alone, unique and increasing, so a page never repeats or skips a
+    row however many share ``created_at`` (DRF's cursor over a non-unique field falls back to
+    offsets). ``?page_size=`` 50, at most 100 (capped); a bad ``page_size`` or ``cursor`` is a
+    400 naming it."""
 
     page_size = 50
     max_page_size = 100
@@ -43,8 +40,7 @@ class IdCursorPagination(CursorPagination):
         return min(int(digits) if len(digits) <= 4 else self.max_page_size, self.max_page_size)
 
     def decode_cursor(self, request: Request) -> Cursor | None:
-        """The ``?cursor=`` position; a cursor that is not one of this API's (edited, cut)
-        is a 400 naming ``cursor`` (DRF answers 404, as if the list did not exist)."""
+        """The ``?cursor=`` position; a foreign cursor is a 400 naming ``cursor`` (DRF: 404)."""
         try:
             return super().decode_cursor(request)
         except NotFound:

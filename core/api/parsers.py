@@ -1,19 +1,6 @@
-"""The strict JSON body parser (REST_FRAMEWORK["DEFAULT_PARSER_CLASSES"]).
-
-DRF's JSON parser, but a body nested more than ``JSON_MAX_DEPTH`` (64) arrays/objects deep,
-one that overflows the parser's recursion (``RecursionError``), bytes that are not in the
-declared encoding or any other ``ValueError`` is a 400 ``ParseError`` (``{"detail": "JSON
-parse error - ..."}``), and so is a key given twice in one object (never "the last one wins").
-Bare ``NaN``/``Infinity`` are refused as DRF's strict mode does. A
-string holding U+0000 or a lone surrogate (``\\u0000``, ``\\ud800``) anywhere in the body is
-a 400 naming its path as the field (``core.text``: ``{"detail": "head_file.cases[0].key:
-holds U+0000 ...", "field": "head_file.cases[0].key"}``), for every API view that takes JSON.
-
-A body over its endpoint's limit (``core.bounds.BODY_MAX_BYTES``, the view's ``body_limit``
-row, else ``default``) is a 413 ``{"detail", "limit"}`` before anything is parsed: refused
-from ``Content-Length``, and the read itself stops one byte past the limit. A number of more
-than 4,300 digits is a 400 in plain words, never Python's ``set_int_max_str_digits`` advice.
-"""
+"""The strict JSON parser: malformed JSON, depth past ``JSON_MAX_DEPTH``, a repeated key, bare
+NaN/Infinity or a bad encoding is a 400; unstorable text a 400 naming its path; a body over
+its endpoint's limit a 413 (the read stops one byte past it)."""
 
 from __future__ import annotations
 
@@ -51,10 +38,8 @@ class StrictJSONParser(JSONParser):
         media_type: str | None = None,
         parser_context: Mapping[str, Any] | None = None,
     ) -> Any:
-        """Bytes -> the parsed value (dict, list, str, int, float, bool or None); raises
-        ``ParseError`` for invalid JSON, nesting over ``JSON_MAX_DEPTH`` or a bad encoding,
-        ``DomainError`` for text the database cannot store.
-        An empty body never reaches a parser (DRF gives ``{}``)."""
+        """The parsed value; raises ``ParseError`` for malformed JSON, ``DomainError`` for text the
+        database cannot store or a body over the limit."""
         context = parser_context or {}
         encoding = context.get("encoding", settings.DEFAULT_CHARSET)
         data = body_read_capped(
@@ -86,10 +71,8 @@ def _content_length(request: object) -> int | None:
 
 
 def body_read_capped(stream: IO[Any], *, content_length: int | None, limit: int) -> bytes:
-    """The whole body from ``stream`` (a file-like object), at most ``limit`` bytes; raises
-    ``DomainError`` (code ``too_large``: a 413 with ``limit``) when ``content_length`` says
-    more, before reading, or when the stream gives more (at most ``limit`` + 1 bytes are
-    read)."""
+    """The body, at most ``limit`` bytes; ``DomainError`` (``too_large``, 413) when
+    ``content_length`` or the stream says more (at most ``limit`` + 1 bytes read)."""
     if content_length is not None and content_length > limit:
         raise DomainError(
             code="too_large", detail=body_too_large_text(content_length, limit), limit=limit

@@ -1,4 +1,4 @@
-"""The strict JSON renderer: no NaN or Infinity in any response (fault C1)."""
+"""The strict JSON renderer: no NaN or Infinity in any response."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from rest_framework.utils.encoders import JSONEncoder
 from core.decimals import decimal_plain
 from core.strict_json import json_safe
 
-# Dates and times (and dataclasses) go to DRF's encoder, as before: its forms ("Z" for UTC,
+# Dates and times (and dataclasses) go to DRF's encoder, for its forms ("Z" for UTC,
 # a zone-aware time refused), not orjson's own.
 _OPTIONS = orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_DATACLASS
 _DRF = JSONEncoder()
@@ -31,14 +31,9 @@ def _default(value: Any) -> Any:
 
 
 class StrictJSONRenderer(JSONRenderer):
-    """JSON with non-finite numbers as null (fault C1): a response never holds NaN or
-    Infinity. Written by orjson (a page of 100 trials: ~0.4 ms through ``json`` and
-    ``json_safe``'s walk, ~0.02 ms here; issue 17), which writes NaN and ±Infinity as null
-    itself, and Decimals, numpy scalars and dates as ``json_safe`` and DRF's encoder do
-    (``_default``). What orjson refuses (a dict key that is not a string, an integer past 64
-    bits) is written as before: ``json_safe``, then ``json.dumps`` with allow_nan=False.
-    Numbers read the same either way; a float may be spelt differently (``1e-07`` and
-    ``1e-7``)."""
+    """JSON by orjson (~20x faster than ``json`` with ``json_safe`` on a page of 100 trials),
+    non-finite numbers as null; other types as ``json_safe`` makes them (``_default``). What
+    orjson refuses goes through ``json_safe`` and ``json.dumps(allow_nan=False)``."""
 
     def render(
         self,

@@ -1,13 +1,7 @@
-"""DRF fields' ``to_representation`` as plain callables, for lists that serialize database
-rows (``values()`` dicts) rather than model instances: the same output, without the per-value
-method lookups, settings reads and time-zone look-ups DRF repeats for every value (a page of
-100 trials holds ~1,100 values; issue 17).
-
-Each converter is given a non-null value and returns exactly what the field's own
-``to_representation`` returns for it; a value of a type it was not built for goes to the
-field itself. Only the exact field classes below are sped up (a subclass may represent
-differently: ``BigIntegerField`` coerces to a string); any other field is called as it is.
-"""
+"""DRF fields' ``to_representation`` as plain callables for lists of ``values()`` rows: the
+same output without DRF's per-value lookups. Each converter takes a non-null value; an
+unexpected type goes to the field itself, and only the exact classes below are sped up
+(a subclass may represent differently)."""
 
 from __future__ import annotations
 
@@ -23,9 +17,8 @@ Converter = Callable[[Any], Any]
 
 
 def field_converter(field: serializers.Field[Any, Any, Any, Any]) -> Converter:
-    """A callable equal to ``field.to_representation`` on every non-null value. Build it per
-    request: a date-time converter holds the time zone active when it is built (DRF's
-    ``default_timezone``: the viewer's zone, activated per request)."""
+    """A callable equal to ``field.to_representation`` on non-null values. Build it per request:
+    a date-time converter holds the time zone active when built."""
     if type(field) is serializers.UUIDField and field.uuid_format == "hex_verbose":
         return str  # DRF: ``str(value)`` for this format, whatever the value
     if type(field) is serializers.IntegerField:
@@ -68,8 +61,7 @@ def _choice(field: serializers.ChoiceField) -> Converter:
 
 
 def _decimal(field: serializers.DecimalField) -> Converter:
-    """Decimals already at the field's places (what the database returns for the column)
-    print as they are; DRF's quantize would return them unchanged."""
+    """Decimals already at the field's places print as they are (DRF's quantize keeps them)."""
     slow = field.to_representation
     coerce = getattr(field, "coerce_to_string", api_settings.COERCE_DECIMAL_TO_STRING)
     if not coerce or field.localize or field.normalize_output or field.decimal_places is None:

@@ -1,5 +1,4 @@
-"""Formatting for the dashboard: rates, money and roles. Every filter returns plain text,
-so Django's autoescaping still applies to whatever it is given."""
+"""Dashboard filters: rates, money and roles, as plain text (autoescaping applies)."""
 
 from __future__ import annotations
 
@@ -18,8 +17,7 @@ register = template.Library()
 
 @register.filter
 def percent(rate: float | None) -> str:
-    """A rate in [0, 1] as a percentage with one decimal ("66.7%"); None, or anything that is
-    not a finite number (a figure an old record lacks) -> "undefined" (never a 500)."""
+    """A rate in [0, 1] as "66.7%"; None or non-finite -> "undefined"."""
     if isinstance(rate, bool) or not isinstance(rate, int | float) or not math.isfinite(rate):
         return "undefined"
     return f"{rate * 100:.1f}%"
@@ -27,10 +25,8 @@ def percent(rate: float | None) -> str:
 
 @register.simple_tag
 def percent_interval(low: float | None, high: float | None) -> str:
-    """An interval of rates as "[4.3%, 48.1%]": one decimal, more (up to four) when one
-    decimal would print two equal bounds of an interval that is not of zero width (all 10,000
-    trials passed: "[99.96%, 100.00%]", never "[100.0%, 100.0%]"); "undefined" when a bound
-    is None."""
+    """Rates as "[4.3%, 48.1%]"; up to four decimals when one would print equal bounds of a
+    non-zero-width interval; "undefined" when a bound is None."""
     if low is None or high is None:
         return "undefined"
     for decimals in range(1, 5):
@@ -42,9 +38,7 @@ def percent_interval(low: float | None, high: float | None) -> str:
 
 @register.simple_tag
 def number_interval(low: float | None, high: float | None) -> str:
-    """An interval of plain numbers (mean scores) as "[0.129, 1.371]": three decimals, more (up
-    to eight) when three would print two equal bounds of an interval that is not of zero
-    width; "undefined" when a bound is None."""
+    """Numbers as "[0.129, 1.371]"; up to eight decimals, as ``percent_interval``."""
     if low is None or high is None:
         return "undefined"
     for decimals in range(3, 9):
@@ -56,9 +50,7 @@ def number_interval(low: float | None, high: float | None) -> str:
 
 @register.filter
 def usd(amount: Decimal | float | None) -> str:
-    """US dollars by ``core.money.usd_text``: "$0.0112", "$0.0000051" (a known non-zero cost
-    never reads "$0.0000"), "$12.34"; None, a missing value ("") or anything that is not an
-    amount -> "unknown" (never $0)."""
+    """``core.money.usd_text``; None, "" or a non-amount -> "unknown"."""
     try:
         return usd_text(None if amount == "" else amount)
     except ValueError:
@@ -90,9 +82,8 @@ def per_usd_interval(low: float | None, high: float | None) -> str:
 
 @register.filter
 def run_cost(stats: Any) -> str:
-    """A run's cost from ``RunListStats``: "$x" when every finished trial has a cost,
-    "≥ $x (cost unknown for n of m)" when some do not, "unknown" when none do, "—" before any
-    trial finished."""
+    """From ``RunListStats``: "$x", "≥ $x (cost unknown for n of m)", "unknown", or "—" before
+    any trial finished."""
     state = stats.cost_state
     if state == "none":
         return "—"
@@ -133,9 +124,8 @@ KEY_KS = frozenset({1, 2, 3, 5})
 
 @register.filter
 def key_ks(rows: list[Any]) -> list[Any]:
-    """Rows of a pass@k / pass^k table (objects or dicts with ``k``) to show on a page: all of
-    them up to 10 rows; beyond, k = 1, 2, 3, 5, every multiple of 10 and the largest k (a
-    table for N = 50 would otherwise list 50 rows). The JSON report keeps every k."""
+    """Rows of a pass@k table to show: all up to 10; beyond, k = 1, 2, 3, 5, multiples of 10 and
+    the largest."""
     rows = list(rows or [])
     if len(rows) <= 10:
         return rows

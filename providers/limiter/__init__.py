@@ -1,33 +1,11 @@
-"""The global limit per endpoint: calls in flight, requests and tokens per minute, and the
-pause a provider asks for, shared by every worker that calls the endpoint.
+"""The limit per endpoint, shared by every worker: calls in flight, ``rpm``/``tpm`` buckets and
+a 429's pause and slow-down (docs/rate-limits.md; the rules in ``rules``).
 
-An endpoint is named by its key (``endpoint_key``): the target's ``limit_key`` when set, else
-``<base_url>|<model>``. Every caller of one endpoint (a run's chunks on any worker, its
-top-ups, a judge version calling the same model at the same URL) shares its state:
-
-- calls in flight: a caller is let in while fewer than its own ``concurrency`` calls to the
-  endpoint are in flight, counted over every worker (so a run's ``concurrency`` is its total,
-  whatever the number of workers). A caller's slots are leased together
-  (``rules.LEASE_S``, 10 s, or the trial lease when shorter; renewed while it holds any), so
-  a killed worker's slots come back within 10 s. A finished call's slot goes to the
-  caller's next call without a store round trip while nothing says otherwise (``Limiter``),
-  and callers share the slots fairly (``rules.exchange_rule``);
-- ``rpm`` / ``tpm``: token buckets (``rules``), at the declared or the announced limit;
-- a 429: the endpoint pauses for the asked time and slows down, then recovers (``rules``).
-
-Where the state lives (``store_default``): Redis when ``REDIS_URL`` is set (production: every
-worker on every machine), else a SQLite file under ``VAR_DIR`` (the embedded default: its
-worker, a prefork worker's children, any second worker on the machine, and the web process
-all call from different processes, so a process-local limiter would not be enough).
-
-When the shared store cannot be reached (Redis down, the file locked past its timeout), the
-limiter falls back to this process's own state (``stores.PROCESS_STORE``, the same rules) for
-``FALLBACK_S`` and logs a warning (at most once a minute per endpoint): the run goes on, each
-worker keeping the limits on its own, so N workers may together reach N times the limit while
-the store is down. It never waits on a dead store past its timeouts.
-
-A ``Limiter`` belongs to one event loop (like the target that owns it).
-"""
+An endpoint's key is its ``limit_key``, else ``<base_url>|<model>``; a caller's
+``concurrency`` counts over every worker. State lives in Redis when ``REDIS_URL`` is set,
+else a SQLite file under ``VAR_DIR``. When the store is down the limiter keeps the limits
+per process for ``FALLBACK_S`` (N workers may reach N times the limit) and warns. A
+``Limiter`` belongs to one event loop."""
 
 from __future__ import annotations
 
@@ -86,14 +64,12 @@ def call_sending() -> None:
 
 
 def endpoint_key(base_url: str, model: str, limit_key: str | None = None) -> str:
-    """The endpoint's name in the limiter: ``limit_key`` when given, else
-    ``"<base_url without trailing slash>|<model>"``."""
+    """``limit_key``, else ``"<base_url without trailing slash>|<model>"``."""
     return limit_key if limit_key else f"{base_url.rstrip('/')}|{model}"
 
 
 def store_default() -> Store:
-    """The shared store: ``RedisStore(REDIS_URL)`` when ``REDIS_URL`` is set, else
-    ``SqliteStore(VAR_DIR / "limiter.sqlite3")``."""
+    """``RedisStore`` when ``REDIS_URL`` is set, else ``SqliteStore`` under ``VAR_DIR``."""
     url = getattr(settings, "REDIS_URL", "")
     if url:
         return RedisStore(url)
@@ -101,8 +77,8 @@ def store_default() -> Store:
 
 
 def _significant(outcome: Outcome, announced: tuple[float | None, float | None]) -> bool:
-    """Whether the store must hear of ``outcome`` before another call is sent: a 429, an
-    exhausted ``remaining``, a limit announced that this holder has not told it."""
+    """Whether the store must hear ``outcome`` before the next send: a 429, an exhausted
+    ``remaining``, a limit announced and not yet told."""
     return (
         outcome.limited
         or outcome.remaining_requests == 0
@@ -113,27 +89,17 @@ def _significant(outcome: Outcome, announced: tuple[float | None, float | None])
 
 
 class Limiter:
-    """One endpoint's limiter for one caller (``capacity`` = its ``concurrency``; ``rpm`` and
-    ``tpm`` its declared limits, None when not declared): one holder of the endpoint's slots.
+    """One caller's holder of an endpoint's slots (``capacity``: its ``concurrency``; ``rpm``,
+    ``tpm``: declared, or None).
 
-    Its calls take and give back slots through ``acquire`` and ``release``; the store hears
-    of it in exchanges (``rules.exchange_rule``, one round trip each) that give back the
-    slots no call wants, tell what the answers taught, renew its lease and take slots for
-    every call waiting at once. A finished call's slot goes straight to this holder's next
-    call, with no round trip, while the last answer is fresh (``SYNC_S``), no bucket paces
-    the endpoint (every call is then counted by the store, one round trip per attempt), the
-    endpoint is not paused, the calls in flight are within the cap, and no other holder is
-    owed a slot (while others wait a holder keeps no more than its ``share``, and a holder
-    that waited past ``rules.STARVE_S`` goes first). A slot no call wants is given back
-    after ``LINGER_S``.
+    Slots are taken in exchanges with the store (``rules.exchange_rule``, one round trip). A
+    finished call's slot goes straight to this holder's next call while the last answer is
+    fresh (``SYNC_S``), no bucket paces the endpoint, it is not paused, the cap holds and no
+    other holder is owed one; an unwanted slot is given back after ``LINGER_S``.
 
-    ``sleep``: the caller's own waits (a target's injectable sleep, its retries' backoff),
-    through ``sleep()``; one that returns before its time (a test's fake clock) moves this
-    limiter's clock on by the time it skipped, and from then on the limiter's own waits (a
-    pause, a bucket) are virtual too: they move the clock instead of sleeping, so a fake
-    clock never makes it spin or wait. Its own waits are never handed to ``sleep``.
-    ``store``: default ``store_default()``. ``round_trips``: exchanges made so far.
-    """
+    ``sleep``: the caller's injected sleep. Once it returns early (a fake clock), the
+    limiter's clock moves by what it skipped and its own waits become virtual, so tests never
+    spin."""
 
     def __init__(
         self,
@@ -218,9 +184,8 @@ class Limiter:
     # -- calls ---------------------------------------------------------------------------
 
     async def acquire(self, tokens: float = 0.0) -> int:
-        """Wait for a slot (and the buckets' tokens: one request, ``tokens`` model tokens);
-        returns the call's id, to hand to ``release``. Cancelling the wait takes
-        nothing."""
+        """Wait for a slot and the buckets' tokens; returns the call's id for ``release``.
+        Cancelling the wait takes nothing."""
         if self._wake is None:
             self._wake = asyncio.Event()
             self._lock = asyncio.Lock()
@@ -244,11 +209,8 @@ class Limiter:
             raise
 
     async def release(self, token: int, outcome: Outcome | None = None) -> None:
-        """Give back the slot of call ``token`` and learn from ``outcome``
-        (``rules.learn_rule``; None: nothing to learn). The slot
-        goes to this holder's next call, or back to the store in the next exchange; only
-        what the store must hear at once (a 429, an exhausted ``remaining``, a new announced
-        limit) is told before it returns."""
+        """Give back call ``token``'s slot and learn from ``outcome``; what the store must hear at
+        once is told before returning."""
         store = self._calls.pop(token, None)
         if store is None:
             return
@@ -321,9 +283,8 @@ class Limiter:
         return sum(1 for call, _ in self._waiters if not call.done())
 
     def _hand_out(self, store: Store, slots: int, charged: float | None = None) -> int:
-        """Give up to ``slots`` slots held by ``store`` to waiting calls; returns how many.
-        ``charged``: the model tokens the store took for each (the most any waiting call
-        asked for); what a call did not ask for is given back in the next exchange."""
+        """Give up to ``slots`` slots of ``store`` to waiting calls; returns how many. ``charged``:
+        tokens taken per slot, the surplus returned at the next exchange."""
         given, refund = 0, 0.0
         while given < slots and self._waiters:
             call, tokens = self._waiters.popleft()
@@ -386,9 +347,8 @@ class Limiter:
             poll = min(poll * 1.5, limit)
 
     async def _exchange(self, store: Store, *, want: int) -> Grant | None:
-        """One round trip to ``store``: give back this holder's idle slots there, tell what
-        it learnt, renew its lease, take up to ``want`` slots for its waiting calls (handed
-        to them here). None when the store is down (the process's own store stands in)."""
+        """One round trip: return idle slots, tell what was learnt, renew the lease, take up to
+        ``want``. None when the store is down (the process store stands in)."""
         assert self._lock is not None
         async with self._lock:
             self._idle[store] = 0  # given back: the store now counts only the busy ones
@@ -450,8 +410,7 @@ class Limiter:
                     await self._exchange(store, want=0)
 
     async def aclose(self) -> None:
-        """Give back every slot still held, stop renewing and asking, close the store's
-        client."""
+        """Give back every slot, stop, close the store's client."""
         for task in (self._pump, self._renewer):
             if task is not None and not task.done():
                 task.cancel()

@@ -1,12 +1,6 @@
-"""Reading a provider's rate-limit headers into an ``Outcome``.
-
-The headers, as OpenAI sends them (platform.openai.com/docs/guides/rate-limits, "Rate limits
-in headers"): ``x-ratelimit-limit-requests`` (requests per minute), ``-limit-tokens`` (tokens
-per minute), ``-remaining-requests``, ``-remaining-tokens``, ``-reset-requests`` and
-``-reset-tokens`` (a duration: ``1s``, ``6m0s``, ``20ms``). On a 429, ``retry-after-ms``
-(milliseconds) wins over ``Retry-After`` (seconds or an HTTP-date), as in the official
-openai-python client.
-"""
+"""A provider's rate-limit headers as an ``Outcome``: OpenAI's ``x-ratelimit-*`` (limits per
+minute, remaining, resets as ``6m0s``; platform.openai.com/docs/guides/rate-limits). On a
+429 ``retry-after-ms`` wins over ``Retry-After``, as in openai-python."""
 
 from __future__ import annotations
 
@@ -20,8 +14,8 @@ _UNIT_S = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001}
 
 
 def duration_seconds(value: str | None) -> float | None:
-    """Seconds in a Go-style duration (``6m0s``, ``1.5s``, ``20ms``, ``1h2m``) or a bare
-    number of seconds; None when absent or unreadable; never negative."""
+    """Seconds in a Go-style duration (``6m0s``, ``20ms``) or a bare number; None when unreadable;
+    never negative."""
     if not value:
         return None
     value = value.strip()
@@ -60,10 +54,7 @@ def outcome_read(
     retry_after_s: float | None,
     tokens_delta: float = 0.0,
 ) -> Outcome:
-    """The ``Outcome`` of one answered attempt: ``limited`` (a 429), ``retry_after_s`` (the
-    caller's reading of ``Retry-After``; ``retry-after-ms`` wins), the ``x-ratelimit-*``
-    headers (case-insensitive ``headers``, e.g. httpx's), ``tokens_delta`` (real tokens minus
-    the estimate)."""
+    """The ``Outcome`` of an answered attempt; ``tokens_delta``: real tokens minus the estimate."""
     pause = None
     if limited:
         pause = retry_after_ms_seconds(headers)

@@ -1,48 +1,24 @@
-"""The limiter's rules, as pure functions on one endpoint's state: who may send now, and
-what an answer teaches. The in-process and SQLite stores run these functions; the Redis store
-runs the same rules as Lua (``providers.limiter.stores._LUA_EXCHANGE``), and the tests
-hold the two to the same scenarios.
-
-One endpoint's state is a dict of floats (absent = unset):
+"""The limiter's rules as pure functions on one endpoint's state (docs/rate-limits.md). The
+memory and SQLite stores run them; Redis runs the same as Lua (``stores._LUA_EXCHANGE``),
+and tests hold both to the same scenarios.
 
 | field | meaning |
 |---|---|
-| ``rpm_d``, ``tpm_d`` | the limits a caller declared (a target's or judge's ``rpm``/``tpm``) |
+| ``rpm_d``, ``tpm_d`` | the limits a caller declared |
 | ``rpm_l``, ``tpm_l`` | the limits the provider announced (``x-ratelimit-limit-*``) |
-| ``rt``, ``rts`` | the request bucket: tokens, and when they were counted (epoch seconds) |
+| ``rt``, ``rts`` | the request bucket: tokens, and when counted (epoch seconds) |
 | ``tt``, ``tts`` | the token bucket (model tokens), the same way |
 | ``f``, ``td`` | the adaptive factor set at the last decrease, and when |
-| ``until`` | no call is sent before this time (``Retry-After``, an exhausted ``remaining``) |
+| ``until`` | no call is sent before this time |
 | ``gw``, ``gn``, ``gp`` | calls granted: the current minute's start and count, the last one's |
 
-plus ``holders``: ``{holder: [slots, lease expiry]}`` (a holder is one caller's limiter:
-its slots are its calls in flight and the ones it keeps for its next call), and
-``waiting``: ``{holder: [waiting since, expiry, its cap]}``.
+plus ``holders``: ``{holder: [slots, lease expiry]}`` and ``waiting``: ``{holder:
+[waiting since, expiry, its cap]}``.
 
-Every change is one exchange (``exchange_rule``), one store round trip: the holder says how
-many slots it keeps (the rest are given back) and how many it wants, and tells what its
-answers taught (``learn_rule``). Granting, in this order: a pause (``until``) waits; a
-holder that has waited past ``STARVE_S`` with fewer slots than its share goes first; the
-slots of every holder must stay within ``floor(capacity × factor)`` (at least 1), and while
-another holder waits, this holder's within its ``share``; the request bucket must hold one
-request per slot; the token bucket the call's estimated tokens per slot. The buckets are
-classic token buckets (refill ``limit / 60`` per second, size ``BURST_S`` seconds of refill)
-run at ``SAFETY`` × the limit × the factor, the limit being the smaller of the declared and
-the announced one. A caller that declares no limit uses the one another caller declared for
-the same endpoint.
-
-Adapting to 429 (``learn_rule``), additive increase, multiplicative decrease (Chiu & Jain,
-"Analysis of the increase and decrease algorithms for congestion avoidance", 1989; the rule of
-TCP congestion avoidance, RFC 5681): a 429 multiplies the factor by ``DECREASE_UNPACED`` (0.5)
-when no rate limit is known, by ``DECREASE_PACED`` (0.9) when a known one paces the calls
-(never below ``FACTOR_MIN``, at most once per ``DECREASE_SPACING_S``), and the factor grows
-back linearly, by 1 every ``RECOVER_S`` seconds, to 1. A 429 that announces a limit not known
-before teaches the limit instead of slowing down (the buckets now keep to it). Every 429
-empties the request bucket (the provider's is empty) and pauses the endpoint for
-``retry-after-ms``, else ``Retry-After``, else ``DEFAULT_PAUSE_S`` (the order the official
-openai-python client reads them in, ``_calculate_retry_timeout``). A reply announcing 0
-remaining requests or tokens pauses the endpoint until the announced reset.
-"""
+Buckets refill ``limit / 60`` per second (size ``BURST_S``) at ``SAFETY`` × limit × factor.
+A 429 decreases the factor multiplicatively and it recovers additively (AIMD: Chiu and
+Jain, 1989; RFC 5681), and pauses the endpoint for ``retry-after-ms``, else
+``Retry-After``, else ``DEFAULT_PAUSE_S`` (openai-python's ``_calculate_retry_timeout``)."""
 
 from __future__ import annotations
 
@@ -97,9 +73,8 @@ STARVE_S = 0.5
 
 @dataclass(frozen=True)
 class Ask:
-    """One call's request for a slot: ``capacity`` (the caller's ``concurrency``, calls in
-    flight to the endpoint), ``rpm``/``tpm`` declared limits (None: not declared),
-    ``tokens`` (the call's estimated model tokens, for ``tpm``), ``lease_s``."""
+    """A call's request: ``capacity`` (calls in flight), declared ``rpm``/``tpm`` or None,
+    ``tokens`` (estimated model tokens), ``lease_s``."""
 
     capacity: int
     rpm: float | None = None
@@ -110,11 +85,8 @@ class Ask:
 
 @dataclass(frozen=True)
 class Outcome:
-    """What one answered attempt teaches. ``limited``: answered 429; ``retry_after_s``:
-    the pause it asked for (None: not said); ``rpm_limit``/``tpm_limit``: the announced
-    limits; ``remaining_requests``/``remaining_tokens`` with ``reset_requests_s``/
-    ``reset_tokens_s``: the announced budget left and when it refills; ``tokens_delta``:
-    the call's real tokens minus its estimate (corrects the token bucket)."""
+    """What one answered attempt teaches: ``limited`` (429), ``retry_after_s``, announced limits,
+    ``remaining_*`` with ``reset_*_s``, ``tokens_delta`` (real minus estimated tokens)."""
 
     limited: bool = False
     retry_after_s: float | None = None
@@ -128,8 +100,8 @@ class Outcome:
 
 
 def factor(state: State, now: float) -> float:
-    """The adaptive factor at ``now``, in [FACTOR_MIN, 1]: 1 until a 429, then the value set
-    by the last decrease plus ``(now - td) / RECOVER_S``."""
+    """The factor at ``now``, in [FACTOR_MIN, 1]: the last decrease plus
+    ``(now - td) / RECOVER_S``."""
     if "f" not in state:
         return 1.0
     decreased_to: float = state["f"]
@@ -146,8 +118,7 @@ def limit_in_force(declared: float | None, learned: float | None) -> float | Non
 def _bucket(
     state: State, tokens_key: str, ts_key: str, per_minute: float, need: float, now: float
 ) -> tuple[float, float]:
-    """(tokens now, refill per second) of a bucket refilled at ``SAFETY × per_minute / 60``/s,
-    ``need`` the tokens of one call; stores the count at ``now``."""
+    """(tokens now, refill per second) at ``SAFETY × per_minute / 60``; stores the count."""
     rate = SAFETY * per_minute / 60.0
     size = max(1.0, rate * BURST_S, need)
     tokens: float = state.get(tokens_key, size * START_FULL)
@@ -169,8 +140,7 @@ def _wait_for(tokens: float, need: float, rate: float) -> float:
 
 
 def recent_sends(state: State, now: float) -> float:
-    """Calls granted over about the last minute (a sliding window from two fixed ones: the
-    current one's count plus the previous one's, weighted by its part still inside)."""
+    """Calls granted over about the last minute (a sliding window from two fixed ones)."""
     if "gw" not in state:
         return 0.0
     current: float = state["gn"]
@@ -188,11 +158,8 @@ def _window_roll(state: State, now: float) -> None:
 
 
 def learn_rule(state: State, now: float, outcome: Outcome) -> None:
-    """Learn from one answered attempt (module docstring: announced limits, the token
-    estimate's correction, a 429's pause and slow-down, an exhausted ``remaining``); mutates
-    ``state``. An announced request limit is not learnt when more calls than it were sent in
-    the last minute (``recent_sends``): a provider that let them through does not limit
-    requests per minute to it (the shared mock announces its in-flight limit that way)."""
+    """Learn from one answered attempt; mutates ``state``. An announced request limit is not
+    learnt when more calls than it went through in the last minute (it limits something else)."""
     new_limit = False
     rpm_limit = outcome.rpm_limit
     if rpm_limit and rpm_limit > 0 and recent_sends(state, now) > rpm_limit:
@@ -222,9 +189,8 @@ def learn_rule(state: State, now: float, outcome: Outcome) -> None:
 
 
 def outcome_merge(first: Outcome | None, then: Outcome | None) -> Outcome | None:
-    """Two outcomes not yet told to the store as one: limited if either was (the longer
-    pause), the later announced limits, an exhausted ``remaining`` with the longer reset,
-    the token corrections summed."""
+    """Two untold outcomes as one: limited if either (longer pause), later limits, the longer
+    reset, token corrections summed."""
     if first is None or then is None:
         return then if first is None else first
 
@@ -273,16 +239,10 @@ def outcome_merge(first: Outcome | None, then: Outcome | None) -> Outcome | None
 
 @dataclass(frozen=True)
 class Grant:
-    """The store's answer to an exchange, and what the holder may do until it asks again.
-
-    ``granted``: slots granted now (at most ``want``); ``wait``: 0 when all were granted
-    (or none wanted), ``FULL`` when the rest must wait for a release, else the seconds
-    until a pause or a bucket lets one more in; ``held``: the holder's slots now;
-    ``in_flight``: every holder's; ``cap``: ``floor(capacity × factor)``, at least 1;
-    ``share``: the slots this holder may keep while others wait; ``others_waiting``:
-    another holder waits for a slot; ``yield_all``: another has waited past
-    ``STARVE_S`` and goes first; ``paced``: a request or token bucket is in force, so every
-    call must be counted by the store; ``until``: the pause's end (epoch s, 0 if none)."""
+    """The store's answer: ``granted`` (at most ``want``); ``wait``: 0, ``FULL`` (wait for a
+    release) or seconds until a pause or bucket allows one; ``held``, ``in_flight``; ``cap``:
+    ``floor(capacity × factor)`` >= 1; ``share``; ``others_waiting``; ``yield_all`` (another
+    starves); ``paced`` (a bucket is in force); ``until`` (pause end, epoch s, 0 if none)."""
 
     granted: int
     wait: float
@@ -306,18 +266,11 @@ def exchange_rule(
     want: int = 0,
     outcome: Outcome | None = None,
 ) -> Grant:
-    """One holder's exchange with the endpoint's state at ``now`` (epoch s); mutates
-    ``state``. In order: holders and waiters whose lease ran out are dropped; ``outcome``
-    (the holder's answers since its last exchange, merged; None: nothing) is learnt;
-    the holder now holds ``keep`` slots (those still in use or kept idle: the others are
-    given back); then up to ``want`` more are granted: none during a pause, none while
-    another holder with fewer slots than its share has waited past ``STARVE_S`` (it goes
-    first, once, unless this one starves too and waited longer),
-    as many as fit under ``cap`` (and, while others wait, under the holder's ``share``, an
-    equal part of ``cap`` between the holders holding or waiting), and as the request and
-    token buckets pay for (``ask.tokens`` a call). A holder left wanting for lack of room
-    is registered as waiting for ``WAIT_TTL_S``; its slots are leased for ``ask.lease_s``.
-    """
+    """One holder's exchange at ``now``; mutates ``state``. Drops expired leases, learns
+    ``outcome``, sets the holder to ``keep`` slots, then grants up to ``want``: none during a
+    pause or while another holder starves (waited past ``STARVE_S`` below its share), within
+    ``cap`` (and ``share`` while others wait) and what the buckets pay for. A holder left
+    wanting waits registered for ``WAIT_TTL_S``."""
     holders: Holders = state.setdefault("holders", {})  # holder -> [slots, lease expiry]
     waiting: Holders = state.setdefault("waiting", {})  # holder -> [waiting since, expiry, cap]
     for gone in [h for h, (_, expiry) in holders.items() if expiry <= now]:
@@ -406,8 +359,7 @@ def exchange_rule(
 
 
 def _starving(holders: Holders, waiting: Holders, holder: str, now: float) -> list[float]:
-    """Since when each other holder has waited, of those waiting past ``STARVE_S`` with
-    fewer slots than their share."""
+    """Since when each other holder starving (past ``STARVE_S``, below its share) has waited."""
     return [
         since
         for h, (since, _, cap) in waiting.items()
@@ -418,7 +370,6 @@ def _starving(holders: Holders, waiting: Holders, holder: str, now: float) -> li
 
 
 def _share(holders: Holders, waiting: Holders, holder: str, cap: float) -> int:
-    """An equal part of ``cap`` (rounded up) between the holders holding or waiting, this
-    one included."""
+    """``cap`` split equally (rounded up) between holders holding or waiting, this one included."""
     active = {h for h, (c, _) in holders.items() if c > 0} | set(waiting) | {holder}
     return max(1, math.ceil(cap / len(active)))

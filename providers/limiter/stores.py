@@ -1,14 +1,7 @@
-"""Where the limiter's state lives: in this process (``MemoryStore``), in a SQLite file
-shared by every process of one machine (``SqliteStore``, the embedded default), or in Redis
-shared by every worker (``RedisStore``, production). Memory and SQLite run
-``providers.limiter.rules`` on the state; Redis runs the same rules as Lua scripts.
-
-Every store is used from a coroutine and answers one operation, ``exchange``
-(``rules.exchange_rule``: give back, learn, renew, take), for one endpoint key at a time, in
-one round trip; a store that cannot be reached raises ``StoreDown`` (never hangs past
-its timeouts: Redis 2 s per command, after at most 2 s waiting for one of the process's
-``REDIS_CONNECTIONS``; SQLite's busy timeout 5 s).
-"""
+"""Where the limiter's state lives: this process (``MemoryStore``), a SQLite file per machine
+(``SqliteStore``) or Redis (``RedisStore``, the rules as Lua). One operation,
+``exchange``, one round trip; an unreachable store raises ``StoreDown`` within its timeouts
+(Redis 2 s a command plus 2 s for a connection; SQLite busy 5 s)."""
 
 from __future__ import annotations
 
@@ -106,9 +99,8 @@ PROCESS_STORE = MemoryStore()
 
 
 class SqliteStore:
-    """State in a SQLite file (one row per endpoint: its state as JSON), changed under
-    ``BEGIN IMMEDIATE`` so every process of the machine sees one order. Not durable on
-    purpose (``synchronous=OFF``): a lost update only loses leases, which expire."""
+    """One row per endpoint (state as JSON) under ``BEGIN IMMEDIATE``. ``synchronous=OFF`` on
+    purpose: a lost update only loses leases, which expire."""
 
     name = "sqlite"
 
@@ -171,8 +163,7 @@ class SqliteStore:
         want: int = 0,
         outcome: Outcome | None = None,
     ) -> Grant:
-        """``rules.exchange_rule`` on endpoint ``key``'s row, in one ``BEGIN IMMEDIATE``
-        transaction; raises ``StoreDown`` when the file cannot be changed."""
+        """One ``BEGIN IMMEDIATE`` transaction; raises ``StoreDown``."""
         return self._apply(
             key,
             now,
@@ -419,10 +410,8 @@ REDIS_CONNECTIONS = 32
 
 
 class RedisStore:
-    """State in Redis: per endpoint a hash of its state (``assay:limiter:{<digest>}:state``),
-    one of its holders' slots and leases (``...:holders``) and one of its waiting holders
-    (``...:waiting``), changed by one Lua script (``_LUA_EXCHANGE``). One client per store
-    instance (per event loop), built on first use."""
+    """Per endpoint, hashes ``assay:limiter:{<digest>}:state``, ``:holders`` and ``:waiting``,
+    changed by ``_LUA_EXCHANGE``. One client per instance (per event loop)."""
 
     name = "redis"
 
@@ -467,8 +456,7 @@ class RedisStore:
         want: int = 0,
         outcome: Outcome | None = None,
     ) -> Grant:
-        """``rules.exchange_rule`` as one Lua script (``_LUA_EXCHANGE``), one round trip;
-        raises ``StoreDown`` when Redis cannot be reached or answers an error."""
+        """One Lua script, one round trip; raises ``StoreDown``."""
         import redis  # noqa: PLC0415 - only where Redis is configured
 
         o = outcome if outcome is not None else Outcome()

@@ -1,15 +1,9 @@
-"""Reading an OpenAI-compatible endpoint's answer: a reply, a final error, or a failure worth
-another attempt (``answer_read``), with the provider's own words.
+"""Reading an OpenAI-compatible answer: a reply, a final error, or a retryable failure.
 
-Error kinds: 429 ``rate_limited`` and 5xx ``server_error <status>`` are retried, waiting at
-least the answer's ``retry-after-ms`` or ``Retry-After`` (``retry_after``); a 400 or 422
-naming a refused parameter is ``rejected_parameter`` ("model 'm' refuses parameter
-'temperature': <the provider's words>", ``rejected_parameter_name``); any other non-200 is
-``client_error <status>``; a 200 that is not a JSON object, has no choices or no content is
-``malformed_response``. Stored error bodies are an excerpt: a body over
-``MAX_ERROR_BODY_BYTES`` (2 KB) is kept as its first 2 KB of text with ``truncated`` and its
-size (``error_body_excerpt``).
-"""
+Kinds: 429 ``rate_limited`` and 5xx ``server_error <status>`` are retried (at least
+``retry_after``); a 400/422 naming a refused parameter is ``rejected_parameter``; other
+non-200s ``client_error <status>``; a 200 without content ``malformed_response``. A stored
+error body past ``MAX_ERROR_BODY_BYTES`` (2 KB) is an excerpt (``error_body_excerpt``)."""
 
 from __future__ import annotations
 
@@ -55,9 +49,8 @@ _REJECTED_WORDS = re.compile(
 
 @dataclass
 class Attempt:
-    """One HTTP attempt's outcome: a reply (final: an answer or an error not retried) or a
-    retryable failure (its kind, the provider's words, the wait it asks for in seconds and
-    what is stored of it)."""
+    """An attempt's outcome: a final reply, or a retryable failure (kind, words, wait in seconds,
+    what is stored)."""
 
     result: ProviderReply | None = None
     retry_kind: str | None = None
@@ -68,8 +61,7 @@ class Attempt:
 
 
 def answer_read(response: HttpAnswer, *, model: str, tools: bool = False) -> Attempt:
-    """What ``response`` (to a call asking for ``model``) says; ``tools``: the request
-    offered tools, so a reply carrying ``tool_calls`` and no text is an answer."""
+    """What ``response`` says; ``tools``: a reply with ``tool_calls`` and no text is an answer."""
     text = response.text
     try:
         body: Any = json.loads(text) if text else None
@@ -105,8 +97,7 @@ def answer_read(response: HttpAnswer, *, model: str, tools: bool = False) -> Att
 
 
 def completion_read(body: Any, text: str, *, model: str, tools: bool = False) -> ProviderReply:
-    """The reply of a 200 whose text is ``text`` (``body`` parsed, None when not JSON): its
-    first choice's content, or ``malformed_response`` naming what is missing."""
+    """A 200's first choice's content, or ``malformed_response`` naming what is missing."""
     if not isinstance(body, dict):
         raw = {"status": 200, "body": error_body_excerpt(None, text)}
         return errored("malformed_response", "the 200 body is not a JSON object", raw, model)
@@ -137,8 +128,8 @@ def completion_read(body: Any, text: str, *, model: str, tools: bool = False) ->
 
 
 def retry_after_seconds(value: str | None, *, now: datetime | None = None) -> float | None:
-    """Seconds to wait from a ``Retry-After`` header (delta-seconds or an HTTP-date,
-    RFC 9110 §10.2.3); None when absent or unreadable; never negative."""
+    """Seconds from ``Retry-After`` (delta-seconds or HTTP-date, RFC 9110 §10.2.3); None when
+    unreadable; never negative."""
     if not value:
         return None
     value = value.strip()
@@ -163,9 +154,8 @@ def retry_after(headers: Mapping[str, str]) -> float | None:
 
 
 def provider_message(body: Any, text: str) -> str:
-    """The provider's own error words, at most ``MAX_ERROR_BODY_BYTES`` of UTF-8:
-    ``error.message`` (OpenAI shape), ``error`` as a string, ``message``, ``detail[0].msg``
-    (FastAPI/pydantic), or the raw body text."""
+    """The provider's error words (at most ``MAX_ERROR_BODY_BYTES`` of UTF-8): ``error.message``,
+    ``error``, ``message``, ``detail[0].msg``, else the body text."""
     words = None
     if isinstance(body, dict):
         err = body.get("error")
@@ -191,10 +181,8 @@ def utf8_prefix(text: str, limit: int = MAX_ERROR_BODY_BYTES) -> str:
 
 
 def error_body_excerpt(body: Any, text: str) -> Any:
-    """What is stored of an upstream error body (``raw_response["body"]``): the parsed body
-    when its text is at most ``MAX_ERROR_BODY_BYTES`` (2 KB) of UTF-8, else
-    ``{"excerpt": <its first 2 KB>, "truncated": true, "bytes": <its size>}``: a 200 KB
-    error page is neither stored nor shown whole."""
+    """The parsed body when at most 2 KB of UTF-8, else ``{"excerpt", "truncated": true,
+    "bytes"}``."""
     size = len(text.encode("utf-8", "surrogatepass"))
     if size <= MAX_ERROR_BODY_BYTES:
         return body if body is not None else text
@@ -202,16 +190,9 @@ def error_body_excerpt(body: Any, text: str) -> Any:
 
 
 def rejected_parameter_name(status: int, body: Any, message: str) -> str | None:
-    """The request parameter a provider's answer refuses, or None when it is another error.
-
-    Only a 400 or 422 can (``REJECTED_PARAMETER_STATUSES``). Read from, in order:
-    ``error.param`` (OpenAI); a FastAPI/pydantic 422 ``detail`` item whose ``loc`` is
-    ``["body", name]`` and whose ``msg`` or ``type`` says the input is extra or not permitted;
-    the name quoted in the message ("Unsupported parameter: 'temperature' ...", "'logprobs'
-    is not supported", "Unrecognized request argument supplied: functions"). ``""`` when
-    the message says a parameter is refused without naming it. A name under ``messages`` is
-    about one case's content, not a setting the model refuses: None ("invalid" values are
-    left out for the same reason)."""
+    """The parameter a 400/422 refuses, or None. From ``error.param``, a pydantic ``detail``
+    with ``loc`` ``["body", name]`` saying extra or not permitted, or a name quoted in the
+    message; ``""`` when unnamed. A name under ``messages`` is one case's content: None."""
     name = _rejected_parameter_name(status, body, message)
     return None if name is not None and name.startswith("messages") else name
 
@@ -246,9 +227,8 @@ def count(value: Any) -> int | None:
 
 
 def malformed_raw(body: dict[str, Any], text: str) -> Any:
-    """A malformed 200's stored body: the body itself when it is at most
-    ``MAX_ERROR_BODY_BYTES`` (the judge client reads its choices for a refusal), else
-    ``{"status": 200, "body": <excerpt>}`` (``error_body_excerpt``)."""
+    """A malformed 200's stored body: itself up to 2 KB (the judge client reads refusals),
+    else ``{"status": 200, "body": <excerpt>}``."""
     excerpt = error_body_excerpt(body, text)
     return body if excerpt is body else {"status": 200, "body": excerpt}
 

@@ -1,37 +1,14 @@
-"""The OpenAI-compatible chat client: sends a prebuilt chat-completions body to one endpoint
-with retries, the shared limiter's slots, error kinds and cancel checks, and returns a
-``ProviderReply``. Evals' OpenAI target and the judge client both call models through it.
+"""The OpenAI-compatible chat client used by evals' target and the judge client: sends a
+prebuilt body over ``providers.transport.JsonPoster``, each attempt holding a slot of the
+shared limiter, and returns a storable ``ProviderReply``; it never raises for a provider's
+failure (kinds: ``answers``).
 
-The HTTP/1.1 client is ``providers.transport.JsonPoster`` (aiohttp): one session per client
-holding at most ``concurrency`` connections, bounded by one ``asyncio.Semaphore`` (why
-aiohttp, and what it keeps of the httpx client it replaced: that module's docstring).
-
-Failures never raise: every call ends as a ``ProviderReply``, errored with a kind first
-(``rate_limited``, ``server_error 503``, ``timeout``, ``connection_error``,
-``rejected_parameter``, ``client_error 400``, ``malformed_response``: ``answers``) then the
-provider's own message. 429, 5xx, timeouts and connection errors are retried with
-exponential backoff and jitter (``ChatClient.backoff_s``), waiting at least
-``Retry-After``; other 4xx are not retried. A call whose run is cancelled
-(``providers.call_stop``) makes no further attempt: its back-off and its wait for the
-limiter wake, and it ends with error kind ``cancelled``.
-
-Once a client (one chunk of a run, one batch of judge calls) has had a call refused with
-``rejected_parameter`` and no call answered, it stops calling: every later call ends at once
-with the same error (``attempts`` 0, ``raw_response["not_sent"]``), so a job whose calls are
-all refused pays for one round of calls, not all of them, and says why once.
-
-Every HTTP attempt holds a slot of the endpoint's shared limiter (``providers.limiter``:
-calls in flight over every worker, optional ``rpm``/``tpm`` buckets, the pause and slow-down
-a 429 asks for, the ``x-ratelimit-*`` headers); ``concurrency`` is the endpoint's total
-across workers, not this client's. ``limit_key`` names the endpoint when ``base_url|model``
-does not (two URLs of one account). A 429's wait is ``retry-after-ms`` when sent, else
-``Retry-After``.
-
-A reply is storable text (``reply_storable``): the reply boundary of targets and judges.
-
-A client belongs to one event loop: build it, use it and ``aclose()`` it inside the same
-``asyncio.run``.
-"""
+429, 5xx, timeouts and connection errors are retried with equal-jitter backoff, at least
+``Retry-After``; other 4xx are not. A cancelled call makes no further attempt
+(``providers.call_stop``). After a ``rejected_parameter`` with no call answered, the
+client sends nothing more: later calls end at once with that error (``attempts`` 0,
+``raw_response["not_sent"]``), so a refused job pays one round. A client belongs to one
+event loop."""
 
 from __future__ import annotations
 
@@ -56,11 +33,8 @@ Sleep = Callable[[float], Awaitable[None]]
 
 
 class ChatClient:
-    """Chat completions over HTTP to the endpoint of ``config``; see the module docstring.
-
-    ``sleep`` (default ``asyncio.sleep``) and ``rng`` are injectable so tests run the retry
-    schedule on a fake clock.
-    """
+    """Chat completions to ``config``'s endpoint. ``sleep`` and ``rng`` are injectable (tests run
+    the retry schedule on a fake clock)."""
 
     def __init__(
         self,
@@ -110,9 +84,8 @@ class ChatClient:
         return wait
 
     async def send(self, body: dict[str, Any]) -> ProviderReply:
-        """Send a prebuilt chat-completions ``body``: up to ``max_attempts`` HTTP attempts;
-        never raises for provider failures. ``latency_ms`` is wall-clock over all attempts
-        and waits. The reply is storable text (``reply_storable``)."""
+        """Up to ``max_attempts`` attempts; never raises for provider failures. ``latency_ms``:
+        wall-clock over all attempts and waits."""
         if self._refused is not None and not self._answered:
             return replace(
                 self._refused,
@@ -174,8 +147,8 @@ class ChatClient:
         )
 
     def _stopped(self, last: Attempt | None, attempts: int, started: float) -> ProviderReply:
-        """The reply of a call stopped before attempt ``attempts + 1`` (``call_stop``):
-        error kind ``cancelled``, the attempts made and the last one's failure kept."""
+        """The reply of a call stopped before attempt ``attempts + 1``: kind ``cancelled``, the last
+        failure kept."""
         before = f"; last: {last.retry_kind}: {last.retry_message}" if last is not None else ""
         return ProviderReply(
             output="",
@@ -213,11 +186,8 @@ class ChatClient:
 
 
 def tokens_estimate(body: dict[str, Any]) -> float:
-    """Model tokens a request may use, for a ``tpm`` bucket, before its answer says: its
-    message text at 4 characters a token plus its ``max_tokens`` (or
-    ``max_completion_tokens``) when set, the estimate of OpenAI's cookbook
-    (``api_request_parallel_processor.py``, ``num_tokens_consumed_from_request``) without a
-    tokenizer. Corrected by the answer's ``usage`` (``Outcome.tokens_delta``)."""
+    """Model tokens a request may use, for ``tpm``: message characters / 4 plus ``max_tokens``
+    (OpenAI cookbook, ``api_request_parallel_processor.py``), corrected by ``usage`` later."""
     chars = 0
     for message in body.get("messages") or ():
         content = message.get("content") if isinstance(message, dict) else None
@@ -230,8 +200,7 @@ def tokens_estimate(body: dict[str, Any]) -> float:
 
 
 def _outcome(response: HttpAnswer, attempt: Attempt, estimate: float) -> Outcome:
-    """What the answer teaches the limiter: the rate-limit headers, and the real tokens
-    against the estimate (a 429 was not counted: its whole estimate is given back)."""
+    """What the answer teaches the limiter; a 429's estimate is given back."""
     limited = response.status == 429
     if limited:
         delta = -estimate

@@ -1,13 +1,6 @@
-"""The endpoint part of an OpenAI-compatible config: where calls go (``base_url``, checked for
-egress), the model, the key's variable (``api_key_env``), the calls in flight
-(``concurrency``), the client's times and retries, and the shared limiter's settings.
-
-A run's target (``evals.runner.targets.openai.OpenAIConfig``) and a judge version's
-``params`` (``judges.client.client_config_parse``) are parsed through the same functions:
-``base_url_parse``, ``endpoint_settings_parse`` and ``limit_settings_parse``, which
-``EndpointConfig.parse`` runs in that order. Every error is a ``DomainError`` whose field is
-``<prefix>.<name>`` (the prefix is the caller's: ``target``, ``params``).
-"""
+"""The endpoint part of an OpenAI-compatible config, for a target and a judge version alike
+(``EndpointConfig.parse``: ``base_url_parse``, ``endpoint_settings_parse``,
+``limit_settings_parse``). Errors are ``DomainError`` on ``<prefix>.<name>``."""
 
 from __future__ import annotations
 
@@ -35,13 +28,11 @@ _SECRET_LOOKING = re.compile(
 # The most calls in flight a caller may ask for (``concurrency``, a target of any kind or a
 # judge). Far above real use (the shared mock's stress runs use 64 to 128), and it keeps a
 # typo or a hostile config from taking a process down: a chunk starts one coroutine and
-# claims two trials per call in flight, and an OpenAI-compatible client one HTTP client per
-# 8, built in the web process too when a run's config is checked (``target_validate``).
+# claims two trials per call in flight.
 MAX_CONCURRENCY = 1024
-# Upper bounds of an endpoint's numbers. Every one is far above any real use, and each keeps
-# a typo or a hostile config from taking the server down: the target is built once to
-# validate a run's config in the web process (``target_validate``), and ``concurrency``
-# 10**11 built ceil(10**11 / 8) HTTP clients there, filling memory until the process died.
+# Upper bounds of an endpoint's numbers, far above any real use: a typo or a hostile config
+# must not take the web process down when it builds the target to validate a run's config
+# (``target_validate``).
 MAX_ATTEMPTS = 20  # HTTP requests per call, retries included
 MAX_SECONDS = 3600.0  # timeout_s, backoff_base_s, backoff_max_s, retry_after_max_s
 MAX_LIMIT_KEY_CHARS = 200
@@ -50,20 +41,16 @@ N = TypeVar("N", int, float)
 
 
 def looks_like_a_key(value: object) -> bool:
-    """Whether ``value`` looks like an API key itself rather than a variable's name: a
-    surface that refuses it must not show it back (a form clears the field)."""
+    """Whether ``value`` looks like a key itself, which a surface must not show back."""
     return isinstance(value, str) and bool(_SECRET_LOOKING.match(value.strip()))
 
 
 def api_key_env_problem(name: object) -> str | None:
-    """Why ``name`` may not be the environment variable whose value is sent as the bearer
-    key, or None when it may. ``None`` (or ``false``, TOML's way to say it) may: a keyless
-    endpoint (no Authorization header).
-    A name must match ``ASSAY["API_KEY_ENV_PATTERN"]`` (default ``[A-Z][A-Z0-9_]*_API_KEY``,
-    e.g. ``OPENAI_API_KEY``): whoever configures a target or a judge chooses the URL the key
-    goes to, so any other variable of the worker's environment (``SECRET_KEY``,
-    ``DATABASE_URL``, ``HOME``) must not be sendable. A value that looks like a key itself
-    (``sk-...``) is refused without repeating it: the field takes a name, never a secret."""
+    """Why ``name`` may not be the variable sent as the bearer key, or None (None or ``false``:
+    keyless).
+    A name must match ``ASSAY["API_KEY_ENV_PATTERN"]`` (``[A-Z][A-Z0-9_]*_API_KEY``): the
+    configurer picks the URL, so ``SECRET_KEY`` or ``DATABASE_URL`` must not be sendable. A
+    value that looks like a key is refused without repeating it."""
 
     if name is None or name is False:  # false: config as code's null (TOML has none)
         return None
@@ -84,9 +71,7 @@ def api_key_env_problem(name: object) -> str | None:
 
 
 class EndpointSettings(TypedDict):
-    """``endpoint_settings_parse``'s result: the key's variable (None: keyless), the model,
-    calls in flight, seconds (``timeout_s``, backoffs, ``retry_after_max_s``) and HTTP
-    attempts per call."""
+    """The key's variable (None: keyless), model, calls in flight, seconds, attempts per call."""
 
     api_key_env: str | None
     model: str
@@ -99,8 +84,7 @@ class EndpointSettings(TypedDict):
 
 
 class LimitSettings(TypedDict):
-    """``limit_settings_parse``'s result: requests and tokens per minute (None: not
-    declared) and the endpoint's name in the limiter when ``base_url|model`` is not it."""
+    """``rpm``/``tpm`` (None: not declared) and ``limit_key``."""
 
     rpm: float | None
     tpm: float | None
@@ -109,9 +93,8 @@ class LimitSettings(TypedDict):
 
 @dataclass(frozen=True)
 class EndpointConfig:
-    """Where and how an OpenAI-compatible client calls. Times in seconds; ``base_url`` has
-    no trailing slash; ``api_key_env`` None: a keyless endpoint (no Authorization header);
-    ``concurrency``: calls in flight over every worker (the limiter's capacity)."""
+    """Times in seconds; ``base_url`` without trailing slash; ``api_key_env`` None: no
+    Authorization header; ``concurrency``: calls in flight over every worker."""
 
     base_url: str
     model: str
@@ -130,9 +113,8 @@ class EndpointConfig:
     def parse(
         cls, config: Mapping[str, Any], *, prefix: str, concurrency_default: int
     ) -> EndpointConfig:
-        """The endpoint part of ``config`` (other keys are the caller's to check);
-        ``concurrency_default`` when it has no ``concurrency``. Raises ``DomainError`` with
-        field ``<prefix>.<name>``."""
+        """The endpoint part of ``config``; ``concurrency_default`` when unset. Raises
+        ``DomainError``."""
         return cls(
             base_url=base_url_parse(config, prefix=prefix),
             **endpoint_settings_parse(
@@ -147,9 +129,8 @@ ENDPOINT_FIELDS = frozenset(EndpointConfig.__dataclass_fields__)
 
 
 def base_url_parse(config: Mapping[str, Any], *, prefix: str) -> str:
-    """``config["base_url"]`` without its trailing slash: a non-empty ``http://`` or
-    ``https://`` URL whose host ``ASSAY_ENDPOINT_HOSTS`` allows
-    (``core.egress.endpoint_url_problem``). Raises ``DomainError`` on ``<prefix>.base_url``."""
+    """``base_url`` without trailing slash: an http(s) URL ``core.egress`` allows. Raises
+    ``DomainError`` on ``<prefix>.base_url``."""
     base_url = required_str(config, "base_url", prefix=prefix)
     if not base_url.startswith(("http://", "https://")):
         raise DomainError("must start with http:// or https://", field=f"{prefix}.base_url")
@@ -162,12 +143,9 @@ def base_url_parse(config: Mapping[str, Any], *, prefix: str) -> str:
 def endpoint_settings_parse(
     config: Mapping[str, Any], *, prefix: str, concurrency_default: int
 ) -> EndpointSettings:
-    """The key's variable (``api_key_env``, default ``DEFAULT_API_KEY_ENV``; ``false`` is
-    null), the model, ``concurrency`` (1 to ``MAX_CONCURRENCY``, else
-    ``concurrency_default``), ``timeout_s`` (default 60), ``max_attempts`` (4, at most
-    ``MAX_ATTEMPTS``), ``backoff_base_s`` (1), ``backoff_max_s`` (60) and
-    ``retry_after_max_s`` (300), the seconds at most ``MAX_SECONDS``; checked in that order.
-    Raises ``DomainError`` with field ``<prefix>.<name>``."""
+    """``api_key_env`` (``false``: null), model, ``concurrency`` (1 to ``MAX_CONCURRENCY``),
+    ``timeout_s`` (60), ``max_attempts`` (4), ``backoff_base_s`` (1), ``backoff_max_s`` (60),
+    ``retry_after_max_s`` (300), seconds at most ``MAX_SECONDS``. Raises ``DomainError``."""
     api_key_env = config.get("api_key_env", DEFAULT_API_KEY_ENV)
     api_key_env = None if api_key_env is False else api_key_env  # TOML has no null
     problem = api_key_env_problem(api_key_env)
@@ -210,11 +188,8 @@ def endpoint_settings_parse(
 
 
 def limit_settings_parse(config: Mapping[str, Any], *, prefix: str) -> LimitSettings:
-    """The shared limiter's settings of a target config or a judge version's params:
-    ``{"rpm": float | None, "tpm": float | None, "limit_key": str | None}``. ``rpm``/``tpm``
-    are requests/tokens per minute, more than 0 (absent or null: not declared); ``limit_key``
-    a non-empty name of at most ``MAX_LIMIT_KEY_CHARS``. Raises ``DomainError`` with field
-    ``<prefix>.<name>``."""
+    """``{"rpm", "tpm", "limit_key"}``: per-minute limits above 0 (None: not declared), a key of
+    at most ``MAX_LIMIT_KEY_CHARS``. Raises ``DomainError``."""
     per_minute: dict[str, float | None] = {}
     for name in ("rpm", "tpm"):
         value = config.get(name)
@@ -239,8 +214,7 @@ def limit_settings_parse(config: Mapping[str, Any], *, prefix: str) -> LimitSett
 
 
 def required_str(config: Mapping[str, Any], name: str, *, prefix: str) -> str:
-    """``config[name]``, a string that is not blank; else ``DomainError`` on
-    ``<prefix>.<name>``."""
+    """``config[name]``, not blank; else ``DomainError``."""
     value = config.get(name)
     if not isinstance(value, str) or not value.strip():
         raise DomainError("required, a non-empty string", field=f"{prefix}.{name}")
@@ -257,10 +231,8 @@ def number(
     maximum: float,
     prefix: str,
 ) -> N:
-    """``config[name]`` (else ``default``) as ``kind``, from ``minimum`` to ``maximum``
-    inclusive; raises ``DomainError`` with field ``<prefix>.<name>`` for a boolean, a
-    non-number, a non-integer where ``kind`` is ``int``, NaN (a TOML config can spell it) or
-    a value out of bounds."""
+    """``config[name]`` (else ``default``) as ``kind`` in [minimum, maximum]; ``DomainError`` for a
+    bool, NaN, a non-number or non-integer ``int``, or out of bounds."""
     value = config.get(name, default)
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise DomainError(f"expected a number, got {value!r}", field=f"{prefix}.{name}")

@@ -10,19 +10,11 @@ from core.text import REPLACED_KEY, unstorable_replace
 
 @dataclass(frozen=True)
 class ProviderReply:
-    """One call's outcome, over all its attempts.
-
-    ``output``: the reply's text ("" on error); ``raw_response``: the JSON-safe reply body,
-    or the error's (an excerpt past 2 KB: ``answers.error_body_excerpt``), None when nothing
-    came back; ``error``: None on success, else ``"<error_kind>: <the provider's words>"``
-    (a retried failure: ``"<kind> after <n> attempts: <words>"``); ``error_kind``:
-    ``rate_limited``, ``server_error <status>``, ``timeout``, ``connection_error``,
-    ``rejected_parameter``, ``client_error <status>``, ``malformed_response`` or
-    ``cancelled``, None on success; ``input_tokens`` / ``output_tokens``: the answer's
-    ``usage``, None when unknown; ``model``: the model that answered (the one asked when
-    the answer does not say); ``attempts``: HTTP attempts made (0: not sent);
-    ``latency_ms``: wall-clock milliseconds over every attempt and wait.
-    """
+    """One call's outcome over all attempts. ``output``: text ("" on error); ``raw_response``: the
+    JSON-safe body or error excerpt, None when nothing came; ``error``: ``"<kind>: <words>"``
+    (retried: ``"<kind> after <n> attempts: <words>"``) or None; ``error_kind``: a kind of
+    ``answers``, or ``cancelled``; tokens: ``usage``, None when unknown; ``model``: the one
+    that answered; ``attempts``: 0 when not sent; ``latency_ms``: wall-clock milliseconds."""
 
     output: str
     raw_response: Any = None
@@ -40,11 +32,9 @@ class ProviderReply:
 
 
 def reply_storable(reply: ProviderReply) -> ProviderReply:
-    """``reply`` with every U+0000 and lone surrogate of its text (``output``,
-    ``raw_response``, ``error``, ``model``) replaced by U+FFFD (``core.text``'s replace
-    policy); when any was, ``raw_response`` is a dict holding ``{REPLACED_KEY: {field:
-    characters replaced}}`` for the fields that had some (a reply that was not a dict is kept
-    under ``"reply"``). A clean reply comes back unchanged (the same object)."""
+    """``reply`` with U+0000 and lone surrogates as U+FFFD (``core.text``); counts per field under
+    ``raw_response[REPLACED_KEY]`` (a non-dict reply kept under ``"reply"``). Clean: the same
+    object."""
     output, n_output = unstorable_replace(reply.output)
     raw, n_raw = unstorable_replace(reply.raw_response)
     error, n_error = unstorable_replace(reply.error)

@@ -1,18 +1,9 @@
 """`python manage.py demo`: the main job on the embedded default, end to end.
 
-Migrates, loads the demo suites and (when ../shared/data is present) real labeled data,
-starts a real Celery worker on the configured broker (the server-less filesystem broker
-by default), runs the demo suites through it against the simulated target — a baseline,
-an edited prompt that breaks the EUR 500.00 boundary (the gate blocks for that case), and a
-re-run of the baseline configuration (the gate passes): ``demo.story`` — and the contract
-suite (an LLM writing test cases for the expense policy, ``demo.expense_contract``),
-prints the links and the login, then serves the dashboard on 127.0.0.1:8000 with the
-worker alongside.
-
-The demo's pipelines, tools and oracles are registered functions (``demo.registry``): this
-command loads that registry for itself (and the server it runs) and passes it to the worker
-it starts (``ASSAY_REGISTRIES``), beside what the operator lists; no other process loads it.
-"""
+Migrates, loads the demo suites (and ../shared/data when present), starts a Celery worker,
+runs the demo story (``demo.story``), the contract suite and the agent suite through it,
+prints the links and the login, then serves the dashboard on 127.0.0.1:8000. The demo's
+registry (``demo.registry``) is loaded here and passed to the worker it starts."""
 
 from __future__ import annotations
 
@@ -51,15 +42,13 @@ WATCH_SECONDS = 5.0  # how often the demo checks that its worker process is stil
 
 
 def demo_registries() -> tuple[str, ...]:
-    """The registry modules the demo's processes load: the operator's ``ASSAY_REGISTRIES``
-    and the demo's own (``demo.registry``)."""
+    """The operator's ``ASSAY_REGISTRIES`` and ``demo.registry``."""
     listed = tuple(settings.ASSAY.get("REGISTRIES", ()))
     return listed if DEMO_REGISTRY in listed else (*listed, DEMO_REGISTRY)
 
 
 def _address_free_or_fail(addrport: str) -> None:
-    """CommandError when the dashboard's address is taken (another demo, another server),
-    said before the demo starts its worker and runs, so a busy port leaves nothing behind."""
+    """``CommandError`` when the dashboard's address is taken, before anything starts."""
     host, _, port = addrport.rpartition(":")
     try:
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
@@ -73,8 +62,7 @@ def _address_free_or_fail(addrport: str) -> None:
 
 
 def _loopback(addrport: str) -> bool:
-    """True when ``addrport`` ("127.0.0.1:8000", "[::1]:8000", "localhost:8000") listens on
-    the loopback interface only."""
+    """True when ``addrport`` listens on loopback only."""
     host = addrport.rpartition(":")[0].strip("[]") or "127.0.0.1"
     if host == "localhost":
         return True
@@ -85,8 +73,7 @@ def _loopback(addrport: str) -> bool:
 
 
 def _group_kill(pgid: int) -> None:
-    """SIGKILL what is left of a worker's process group (its embedded beat); nothing when the
-    group is already gone."""
+    """SIGKILL what is left of a worker's process group; nothing when it is gone."""
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, signal.SIGKILL)
 
@@ -151,9 +138,8 @@ class Command(BaseCommand):
             self._stop_worker(self._worker)
 
     def _watch_worker(self) -> None:
-        """Every WATCH_SECONDS: when the worker process has exited, say so and start a new
-        one (the dashboard shows its "no worker" banner meanwhile, core.heartbeat). A worker
-        that dies again within a minute of its start waits a minute before the next try."""
+        """Every WATCH_SECONDS restart an exited worker; one that dies within a minute of its start
+        waits a minute first."""
         while not self._stopping.wait(WATCH_SECONDS):
             code = self._worker.poll()
             if code is None:
@@ -221,9 +207,8 @@ class Command(BaseCommand):
                 os.killpg(worker.pid, signal.SIGKILL)
 
     def _demo_suite_runs(self, suite, index: int, user, opts) -> None:
-        """The first time: a baseline run (set as the suite's baseline). Every time: a run
-        of the edited prompt and a re-run of the baseline configuration, each compared with
-        the baseline by the gate (``demo.story``), with the link to its comparison."""
+        """A baseline run the first time; every time, a run of the edited prompt and a re-run of the
+        baseline, each gated against the baseline (``demo.story``)."""
 
         baseline = baseline_current(suite=suite)
         if baseline is None:
@@ -270,8 +255,7 @@ class Command(BaseCommand):
         )
 
     def _demo_contract_run(self, user, opts) -> None:
-        """The contract suite (``demo.expense_contract``): one run of the simulated test
-        writer, graded by the expense-policy contract, the first time; its decisions."""
+        """One contract-suite run the first time, and its decisions."""
         suite = contract_suite_load()
         run = Run.objects.filter(suite=suite).first()
         if run is None:
@@ -293,8 +277,7 @@ class Command(BaseCommand):
         )
 
     def _demo_agent_run(self, user, opts) -> None:
-        """The refund agent's suite (``demo.refund_agent``): one run the first time, graded
-        by outcome (``state``) and path (``trajectory``); its 2 x 2 and disagreements."""
+        """One refund-agent run the first time, with its 2 x 2 and disagreements."""
         suite = agent_suite_load()
         run = Run.objects.filter(suite=suite).first()
         if run is None:
@@ -315,8 +298,7 @@ class Command(BaseCommand):
             )
 
     def _demo_calibration_set(self, user) -> None:
-        """A 30-trial calibration set on the imported LLMBar run with its first recorded
-        judge, so the labeling queue and the calibration page have something to show."""
+        """A 30-trial calibration set on the imported LLMBar run's first recorded judge."""
 
         run = Run.objects.filter(suite__name=REAL_DATA[0], name="recorded").first()
         if run is None or CalibrationSet.objects.filter(run=run).exists():
