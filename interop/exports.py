@@ -35,7 +35,7 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-from django.db.models import Prefetch
+from django.db.models import Prefetch, QuerySet
 from django.http import HttpResponse
 from rest_framework import serializers
 
@@ -111,7 +111,7 @@ def run_table(*, run: Run, zone: tzinfo = UTC, viewer=None) -> ExportTable:
     (its case shares its input with an item they still have to label) are empty cells;
     None (the command line) exports every grade. Two queries, three with a viewer, three
     more with a contract grader."""
-    grade_qs = Grade.objects.order_by("id")
+    grade_qs: QuerySet[Grade] = Grade.objects.order_by("id")
     blind = NOT_BLIND
     if viewer is not None:
         blind = blind_for(viewer)
@@ -323,7 +323,7 @@ def comparison_table(*, base: Run, head: Run, alpha: float = 0.05) -> ExportTabl
         ("base_errored", pa.int64()),
         ("head_errored", pa.int64()),
     ]
-    rows = [
+    rows: list[list[Any]] = [
         [
             "shared",
             c.key,
