@@ -249,8 +249,9 @@ def _sample(sample: Any, path: str, model: str, headline: str | None) -> TrialIn
     epoch = need(sample, "epoch", path)
     if isinstance(epoch, bool) or not isinstance(epoch, int) or epoch < 1:
         raise fail(f"{path}.epoch", f"expected an integer >= 1, got {show(epoch)}")
-    if count_problem(epoch, minimum=1):
-        raise fail(f"{path}.epoch", count_problem(epoch, minimum=1))
+    problem = count_problem(epoch, minimum=1)
+    if problem:
+        raise fail(f"{path}.epoch", problem)
     latency_ms = opt_latency_ms(sample.get("total_time"), f"{path}.total_time", per_unit_ms=1000)
     input_tokens, output_tokens, cost = _usage(sample, path, model)
     trajectory = sample_trajectory(sample, path)
@@ -381,8 +382,10 @@ def _planned(ev: dict) -> int | None:
     eval chose, after any ``--limit``) × ``eval.config.epochs`` (1 when not given); None
     when the log does not say (no id list, epochs not a whole number): never a guess from
     ``dataset.samples``, the whole dataset's size."""
-    dataset = ev.get("dataset") if isinstance(ev.get("dataset"), dict) else {}
-    config = ev.get("config") if isinstance(ev.get("config"), dict) else {}
+    dataset = ev.get("dataset")
+    dataset = dataset if isinstance(dataset, dict) else {}
+    config = ev.get("config")
+    config = config if isinstance(config, dict) else {}
     ids, epochs = dataset.get("sample_ids"), config.get("epochs")
     epochs = 1 if epochs is None else epochs
     if not isinstance(ids, list) or isinstance(epochs, bool) or not isinstance(epochs, int):
