@@ -23,10 +23,10 @@ LABEL_FIELDS = ("verdict", "critique", "labeled_at")
 def _rater_columns(labels: list[Label]) -> dict[tuple[str, str], str]:
     """Rater key -> header name: a reviewer's username, or an imported label's name (with
     `` (imported)`` when a reviewer has the same name)."""
-    users = {lab.reviewer.username for lab in labels if lab.reviewer_id}
+    users = {lab.reviewer.username for lab in labels if lab.reviewer is not None}
     names: dict[tuple[str, str], str] = {}
     for lab in labels:
-        if lab.reviewer_id:
+        if lab.reviewer is not None:
             names[("user", lab.reviewer.username)] = lab.reviewer.username
         else:
             name = lab.reviewer_name or "unknown"
@@ -35,7 +35,7 @@ def _rater_columns(labels: list[Label]) -> dict[tuple[str, str], str]:
 
 
 def _rater(label: Label) -> tuple[str, str]:
-    if label.reviewer_id:
+    if label.reviewer is not None:
         return ("user", label.reviewer.username)
     return ("name", label.reviewer_name or "unknown")
 
@@ -79,8 +79,8 @@ def calibration_table(
         .order_by("trial_id", "created_at", "id")
     )
     by_trial: dict[int, dict[tuple[str, str], Label]] = defaultdict(dict)
-    for lab in labels:
-        by_trial[lab.trial_id][_rater(lab)] = lab
+    for label in labels:
+        by_trial[label.trial_id][_rater(label)] = label
     flagged = revisions_after_reveal(trial_ids=trial_ids).by_label
     raters = _rater_columns(labels)
     order = sorted(raters, key=lambda key: (raters[key], key))
@@ -119,8 +119,9 @@ def calibration_table(
     rows = []
     for item in items:
         trial, grade = item.trial, grades.get(item.trial_id)
-        judged = grade is not None and grade.status == Grade.Status.OK and grade.passed is not None
-        judge_verdict = ("pass" if grade.passed else "fail") if judged else None
+        judge_verdict = None
+        if grade is not None and grade.status == Grade.Status.OK and grade.passed is not None:
+            judge_verdict = "pass" if grade.passed else "fail"
         row = [
             str(calibration_set.uuid),
             calibration_set.name,
@@ -143,11 +144,12 @@ def calibration_table(
                 lab.verdict,
                 lab.critique,
                 lab.updated_at.astimezone(zone),
-                lab.guidelines.version if lab.guidelines_id else None,
+                lab.guidelines.version if lab.guidelines is not None else None,
                 revision.verdict if revision is not None else None,
             ]
         ref = refs.by_trial.get(item.trial_id)
-        adjudicated = ref is not None and ref.basis == "adjudication"
+        adjudication = ref if ref is not None and ref.basis == "adjudication" else None
+        basis: str | None
         if ref is not None:
             basis = ref.basis
         elif item.trial_id in unresolved:
@@ -156,11 +158,13 @@ def calibration_table(
             basis = "unlabeled" if item.trial_id in unlabeled else None
         reference = ref.verdict if ref is not None else None
         row += [
-            ref.verdict if adjudicated else None,
-            ref.critique if adjudicated else None,
+            adjudication.verdict if adjudication is not None else None,
+            adjudication.critique if adjudication is not None else None,
             reference,
             basis,
-            (judge_verdict == reference) if judged and reference is not None else None,
+            (judge_verdict == reference)
+            if judge_verdict is not None and reference is not None
+            else None,
             item.stratum or None,
             item.inclusion_probability,
         ]

@@ -267,16 +267,16 @@ def config_apply(*, document: dict, base_dir: Path | None = None) -> dict[str, l
         "grader_sets": [],
     }
     for name, value in targets.items():
-        preset, action = target_preset_apply(name=name, config=value)
-        out["targets"].append({"name": name, "action": action, "content_hash": preset.content_hash})
+        target, action = target_preset_apply(name=name, config=value)
+        out["targets"].append({"name": name, "action": action, "content_hash": target.content_hash})
     for name, value in grader_sets.items():
         unknown = sorted(set(value) - {"graders"})
         if unknown:
             raise DomainError("unknown field (graders)", field=f"grader_sets.{name}.{unknown[0]}")
         if "graders" not in value:
             raise DomainError("required, a list of graders", field=f"grader_sets.{name}.graders")
-        preset, action = grader_set_preset_apply(name=name, graders=value["graders"])
+        grader_set, action = grader_set_preset_apply(name=name, graders=value["graders"])
         out["grader_sets"].append(
-            {"name": name, "action": action, "content_hash": preset.content_hash}
+            {"name": name, "action": action, "content_hash": grader_set.content_hash}
         )
     return out

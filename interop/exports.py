@@ -26,7 +26,7 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-from django.db.models import Prefetch
+from django.db.models import Prefetch, QuerySet
 from django.http import HttpResponse
 from rest_framework import serializers
 
@@ -94,7 +94,7 @@ def run_table(*, run: Run, zone: tzinfo = UTC, viewer=None) -> ExportTable:
     ``<grader>.passed|status|score|reason`` per grader. With ``viewer`` a blind trial's grades
     and decision are empty (``evals.blindness``); None (command line) exports all. Two queries,
     +1 with a viewer, +3 with a contract grader."""
-    grade_qs = Grade.objects.order_by("id")
+    grade_qs: QuerySet[Grade] = Grade.objects.order_by("id")
     blind = NOT_BLIND
     if viewer is not None:
         blind = blind_for(viewer)
@@ -294,7 +294,7 @@ def comparison_table(*, base: Run, head: Run, alpha: float = 0.05) -> ExportTabl
         ("base_errored", pa.int64()),
         ("head_errored", pa.int64()),
     ]
-    rows = [
+    rows: list[list[Any]] = [
         [
             "shared",
             c.key,

@@ -11,6 +11,7 @@ The queries of ``grid_get``, whatever the grid's size.
 from __future__ import annotations
 
 from datetime import UTC, tzinfo
+from typing import Any
 
 import pyarrow as pa
 
@@ -53,7 +54,7 @@ def grid_table(*, suite: Suite, query: GridQuery, viewer, zone: tzinfo = UTC) ->
         for col, cell in zip(grid.columns, row.cells, strict=True):
             if cell is None:
                 continue
-            counts = (
+            counts: list[Any] = (
                 [None] * 8
                 if cell.hidden
                 else [

@@ -32,6 +32,7 @@ from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from django.db import transaction
+from django.db.models import QuerySet
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
@@ -84,7 +85,7 @@ def run_export(*, run: Run, outputs: bool = True, viewer=None) -> dict[str, Any]
     trials = trials.only(*fields, *(["output", "trajectory", "final_state"] if outputs else []))
     grades: dict[int, list[dict]] = {}
     judge_versions: dict[str, dict] = {}
-    run_grades = Grade.objects.filter(trial__run=run)
+    run_grades: QuerySet[Grade] = Grade.objects.filter(trial__run=run)
     # A gold grade's details hold the imported label (its critique): never a reviewer's to
     # read (evals.blindness, rule 2), whatever their sets.
     gold_details = viewer is None or sees_everything(viewer)
@@ -452,13 +453,14 @@ def run_import(
             round_ = t.get("top_up_round")
             if round_ is not None and (isinstance(round_, bool) or not isinstance(round_, int)):
                 raise DomainError("expected a whole number or null", field=f"{where}.top_up_round")
+            attempt = _count({"attempt": _need(t, "attempt", where)}, "attempt", where, minimum=1)
+            if attempt is None:  # present but null: the column is not null
+                raise DomainError("expected a whole number, got None", field=f"{where}.attempt")
             trials.append(
                 Trial(
                     run=run,
                     case=case,
-                    attempt=_count(
-                        {"attempt": _need(t, "attempt", where)}, "attempt", where, minimum=1
-                    ),
+                    attempt=attempt,
                     status=status,
                     output=t.get("output") or "",
                     error_message=t.get("error_message") or "",

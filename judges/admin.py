@@ -163,12 +163,6 @@ class JudgeClaimAdmin(ViewOnly, admin.ModelAdmin):
         "claimed_at",
     )
 
-    def has_add_permission(self, request) -> bool:
-        return False
-
-    def has_change_permission(self, request, obj=None) -> bool:
-        return False
-
 
 @admin.register(JudgeCallRecord)
 class JudgeCallRecordAdmin(ViewOnly, admin.ModelAdmin):
@@ -208,12 +202,3 @@ class JudgeCallRecordAdmin(ViewOnly, admin.ModelAdmin):
         "sent_at",
         "answered_at",
     )
-
-    def has_add_permission(self, request) -> bool:
-        return False
-
-    def has_change_permission(self, request, obj=None) -> bool:
-        return False
-
-    def has_delete_permission(self, request, obj=None) -> bool:
-        return False

@@ -80,7 +80,7 @@ def approval_json(approval: JudgeApproval | None) -> dict | None:
             "approved_by": approval.approved_by.get_username(),
             "approved_at": approval.approved_at,
             "calibration_set": approval.calibration_set.uuid
-            if approval.calibration_set_id
+            if approval.calibration_set is not None
             else None,
             "n": figures.get("n"),
             "agreement": figures.get("agreement"),

@@ -53,7 +53,7 @@ def calls_send(
     calls: list,
     record: Callable[[list[tuple[int, Any]]], None],
     permit: Callable[[list[int]], bool] | None = None,
-    renew: Callable[[], None] | None = None,
+    renew: Callable[[], object] | None = None,
     renew_every_s: float = 60.0,
     sleep=None,
 ) -> set[int]:

@@ -119,6 +119,19 @@ def _cost(
     return decimal_plain(breakdown.total_usd), breakdown.source
 
 
+def call_answered(call: JudgeCall, verdict: Verdict, *, stored: bool) -> CallAnswered:
+    """The ledger's record of an answered ``call`` read as ``verdict`` (its cost and price
+    source from ``verdict.details``); ``stored``: whether its grade or verdict was kept."""
+    assert call.reply is not None  # calls_send records answered calls only
+    return CallAnswered(
+        nonce=call.built.prompt.nonce,
+        reply=call.reply,
+        cost_usd=verdict.details.get("cost_usd"),
+        price_source=verdict.details.get("price_source"),
+        stored=stored,
+    )
+
+
 def verdict_read(
     *,
     version: JudgeVersion,
@@ -424,14 +437,7 @@ def _grades_store(
         }
         judge_calls_close(
             answers=[
-                CallAnswered(
-                    nonce=call.built.prompt.nonce,
-                    reply=call.reply,
-                    cost_usd=v.details.get("cost_usd"),
-                    price_source=v.details.get("price_source"),
-                    stored=trial.id in stored,
-                )
-                for trial, call, v in answered
+                call_answered(call, v, stored=trial.id in stored) for trial, call, v in answered
             ]
         )
         judge_claims_release(holder=holder, trial_ids=trial_ids, grader=grader)

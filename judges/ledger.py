@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 
 from django.db import connection
-from django.db.models import QuerySet
+from django.db.models import Field, QuerySet
 from django.utils import timezone
 
 from evals.grading.rungs import Spend
@@ -94,7 +94,11 @@ def judge_calls_close(*, answers: list[CallAnswered]) -> int:
         return 0
     now = timezone.now()
     status, outcome = JudgeCallRecord.Status, JudgeCallRecord.Outcome
-    fields = [JudgeCallRecord._meta.get_field(name) for name in CLOSE_FIELDS]
+    fields: list[Field] = []
+    for name in CLOSE_FIELDS:
+        field = JudgeCallRecord._meta.get_field(name)
+        assert isinstance(field, Field)  # every name in CLOSE_FIELDS is a concrete column
+        fields.append(field)
     quote = connection.ops.quote_name
     sql = (
         f"UPDATE {quote(JudgeCallRecord._meta.db_table)} SET "

@@ -25,10 +25,11 @@ from judges.grading import (
     Sleep,
     Verdict,
     _build,
+    call_answered,
     template_refusal,
     verdict_read,
 )
-from judges.ledger import CallAnswered, CallOpened, judge_calls_close, judge_calls_open
+from judges.ledger import CallOpened, judge_calls_close, judge_calls_open
 from judges.models import Judge, JudgeVersion, PairwiseVerdict
 
 
@@ -241,12 +242,8 @@ def _verdicts_store(
         }
         judge_calls_close(
             answers=[
-                CallAnswered(
-                    nonce=call.built.prompt.nonce,
-                    reply=call.reply,
-                    cost_usd=v.details.get("cost_usd"),
-                    price_source=v.details.get("price_source"),
-                    stored=kept.get((pair.id, position)) == call.built.prompt.nonce,
+                call_answered(
+                    call, v, stored=kept.get((pair.id, position)) == call.built.prompt.nonce
                 )
                 for pair, position, call, v in answered
             ]

@@ -11,6 +11,7 @@ fooled; errored calls are counted apart. Probe calls are paid: they go in the ca
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from django.db import transaction
 from django.utils import timezone
@@ -19,8 +20,15 @@ from core.errors import DomainError
 from core.outbox import outbox_enqueue
 from judges import kinds
 from judges.calling import calls_send
-from judges.grading import JudgeCall, Sleep, template_refusal, verdict_read
-from judges.ledger import CallAnswered, CallOpened, judge_calls_close, judge_calls_open
+from judges.grading import (
+    JudgeCall,
+    Sleep,
+    Verdict,
+    call_answered,
+    template_refusal,
+    verdict_read,
+)
+from judges.ledger import CallOpened, judge_calls_close, judge_calls_open
 from judges.models import JudgeVersion, ProbeRun
 from judges.tasks import probe_run_execute as task
 
@@ -211,7 +219,7 @@ def probe_run(
         for p in probes
     ]
     unopened: list[CallOpened] = []
-    verdicts: dict[int, object] = {}
+    verdicts: dict[int, Verdict] = {}
     prices: dict = {}
 
     def permit(indexes: list[int]) -> bool:
@@ -231,16 +239,7 @@ def probe_run(
             for i, call in answers
         }
         judge_calls_close(
-            answers=[
-                CallAnswered(
-                    nonce=call.built.prompt.nonce,
-                    reply=call.reply,
-                    cost_usd=read[i].details.get("cost_usd"),
-                    price_source=read[i].details.get("price_source"),
-                    stored=True,
-                )
-                for i, call in answers
-            ]
+            answers=[call_answered(call, read[i], stored=True) for i, call in answers]
         )
         verdicts.update(read)
 
@@ -310,6 +309,7 @@ def probe_run_execute(*, probe_run_id: int, sleep: Sleep | None = None) -> None:
     if not claimed:
         return  # another worker has it, or it is done: a redelivery changes nothing
     probe = ProbeRun.objects.select_related("judge_version__judge").get(id=probe_run_id)
+    outcome: dict[str, Any]  # the ProbeRun fields to write
     try:
         report = probe_run(
             judge_version=probe.judge_version, probes=PROBES, sleep=sleep, probe_run_id=probe.id

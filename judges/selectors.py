@@ -78,12 +78,12 @@ def position_bias_list(*, judge_version_ids: list[int] | None = None) -> list[Po
     for version_id, pairs in by_version.items():
         both = consistent = errored = presentations = first = 0
         for verdicts in pairs.values():
-            for position, preferred in verdicts.items():
-                if preferred is None:
+            for position, slot in verdicts.items():
+                if slot is None:
                     continue
                 presentations += 1
-                first += (position == "original" and preferred == "A") or (
-                    position == "swapped" and preferred == "B"
+                first += (position == "original" and slot == "A") or (
+                    position == "swapped" and slot == "B"
                 )
             orig, swap = verdicts.get("original"), verdicts.get("swapped")
             if orig is None or swap is None:

@@ -7,6 +7,7 @@ Labeling decides whether figures allow trust; judges never imports labeling.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 from uuid import UUID
 
 import numpy as np
@@ -45,7 +46,13 @@ def corrected_pass_rate_from_approval(
     observed = float((passed_arr / graded_arr).mean()) if total_graded else None
 
     def result(**kw) -> CorrectedPassRate:
-        base = {"corrected": None, "ci_low": None, "ci_high": None, "tpr": None, "tnr": None}
+        base: dict[str, Any] = {
+            "corrected": None,
+            "ci_low": None,
+            "ci_high": None,
+            "tpr": None,
+            "tnr": None,
+        }
         base.update(kw)
         return CorrectedPassRate(
             judge_version_id=judge_version_id,

@@ -39,10 +39,6 @@ def judge_list(request: HtmxHttpRequest) -> HttpResponse:
     return render(request, "judges/judge_list.html", {"rows": rows})
 
 
-def _version_or_404(version_id) -> JudgeVersion:
-    return get_object_or_404(JudgeVersion.objects.select_related("judge"), uuid=version_id)
-
-
 @unstorable_shown_on_form
 @require_http_methods(["GET", "POST"])
 @role_required(*VERSION_ROLES)
@@ -133,7 +129,7 @@ def judge_run_start(request: HtmxHttpRequest, version_id) -> HttpResponse:
     form = JudgeRunForm(request.POST)
     if not form.is_valid():
         for field, errors in form.errors.items():
-            messages.error(request, f"{field}: {' '.join(errors)}")
+            messages.error(request, f"{field}: {' '.join(map(str, errors))}")
         return redirect("judges:version-detail", version_id=version.uuid)
     try:
         judge_run = runs.judge_run_start(
@@ -175,7 +171,7 @@ def pairwise_judge_run_start(request: HtmxHttpRequest) -> HttpResponse:
     form = PairwiseJudgeRunForm(request.POST)
     if not form.is_valid():
         for field, errors in form.errors.items():
-            messages.error(request, f"{field}: {' '.join(errors)}")
+            messages.error(request, f"{field}: {' '.join(map(str, errors))}")
         base, head = form.cleaned_data.get("base_run"), form.cleaned_data.get("head_run")
         if base is None or head is None:
             return redirect("evals:run-list")

@@ -331,7 +331,7 @@ class IngestApi(APIView):
                 f"Content-Type {media or '(none)'!r} is not accepted; send "
                 f"{', '.join(MEDIA_TYPES)}",
             )
-        charset = raw.content_params.get("charset")
+        charset = (raw.content_params or {}).get("charset")
         if charset is not None and charset.lower().replace("_", "-") not in ("utf-8", "utf8"):
             return _error(415, f"charset {charset!r}: the body must be UTF-8")
         limits = settings.ASSAY

@@ -13,7 +13,7 @@ import json
 import math
 from dataclasses import dataclass, field
 from decimal import Decimal
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, Literal, overload
 
 from core.bounds import cost_problem, count_problem, latency_problem
 from core.chunks import chunked
@@ -98,6 +98,10 @@ def as_list(value: Any, path: str) -> list:
     return value
 
 
+@overload
+def as_str(value: Any, path: str, *, nullable: Literal[False] = False) -> str: ...
+@overload
+def as_str(value: Any, path: str, *, nullable: bool) -> str | None: ...
 def as_str(value: Any, path: str, *, nullable: bool = False) -> str | None:
     if value is None and nullable:
         return None

@@ -221,8 +221,9 @@ def _sample(sample: Any, path: str, model: str, headline: str | None) -> TrialIn
     epoch = need(sample, "epoch", path)
     if isinstance(epoch, bool) or not isinstance(epoch, int) or epoch < 1:
         raise fail(f"{path}.epoch", f"expected an integer >= 1, got {show(epoch)}")
-    if count_problem(epoch, minimum=1):
-        raise fail(f"{path}.epoch", count_problem(epoch, minimum=1))
+    problem = count_problem(epoch, minimum=1)
+    if problem:
+        raise fail(f"{path}.epoch", problem)
     latency_ms = opt_latency_ms(sample.get("total_time"), f"{path}.total_time", per_unit_ms=1000)
     input_tokens, output_tokens, cost = _usage(sample, path, model)
     trajectory = sample_trajectory(sample, path)
@@ -350,8 +351,10 @@ def inspect_import(*, ctx: ImportContext, document: Any) -> None:
 def _planned(ev: dict) -> int | None:
     """Trials the eval meant to run: ``eval.dataset.sample_ids`` × ``eval.config.epochs`` (1 when
     absent); None when the log does not say, never guessed from ``dataset.samples``."""
-    dataset = ev.get("dataset") if isinstance(ev.get("dataset"), dict) else {}
-    config = ev.get("config") if isinstance(ev.get("config"), dict) else {}
+    dataset = ev.get("dataset")
+    dataset = dataset if isinstance(dataset, dict) else {}
+    config = ev.get("config")
+    config = config if isinstance(config, dict) else {}
     ids, epochs = dataset.get("sample_ids"), config.get("epochs")
     epochs = 1 if epochs is None else epochs
     if not isinstance(ids, list) or isinstance(epochs, bool) or not isinstance(epochs, int):

@@ -91,7 +91,7 @@ def _figures(sample: dict) -> tuple[dict[str, dict], dict[str, float]]:
             if not isinstance(message, dict) or not isinstance(message.get("id"), str):
                 continue
             usage = output.get("usage") if isinstance(output.get("usage"), dict) else {}
-            cost = usage.get("total_cost")
+            cost: Any = usage.get("total_cost")  # float() only once _seconds_ms reads a number
             by_message[message["id"]] = {
                 "input_tokens": _count(usage.get("input_tokens")),
                 "output_tokens": _count(usage.get("output_tokens")),
@@ -163,7 +163,8 @@ def sample_trajectory(sample: dict, path: str) -> list[dict] | None:
     if not messages:
         return None
     messages = as_list(messages, f"{path}.messages")
-    attachments = sample.get("attachments") if isinstance(sample.get("attachments"), dict) else {}
+    attachments = sample.get("attachments")
+    attachments = attachments if isinstance(attachments, dict) else {}
     first = next(
         (i for i, m in enumerate(messages) if isinstance(m, dict) and m.get("role") == "assistant"),
         None,

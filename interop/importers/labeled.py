@@ -97,17 +97,20 @@ def _get(obj: dict, key: str, line: int, path: str) -> Any:
     return obj[key]
 
 
-def _str(
-    obj: dict, key: str, line: int, path: str, *, nullable: bool = False, nonempty: bool = False
-) -> str | None:
+def _str(obj: dict, key: str, line: int, path: str, *, nonempty: bool = False) -> str:
     value = _get(obj, key, line, path)
-    if value is None and nullable:
-        return None
     if not isinstance(value, str):
-        want = "a string or null" if nullable else "a string"
-        raise _fail(line, path, f"expected {want}, got {_type_name(value)} {_show(value)}")
+        raise _fail(line, path, f"expected a string, got {_type_name(value)} {_show(value)}")
     if nonempty and not value.strip():
         raise _fail(line, path, "must not be empty")
+    return value
+
+
+def _str_or_null(obj: dict, key: str, line: int, path: str) -> str | None:
+    value = _get(obj, key, line, path)
+    if value is not None and not isinstance(value, str):
+        got = f"{_type_name(value)} {_show(value)}"
+        raise _fail(line, path, f"expected a string or null, got {got}")
     return value
 
 
@@ -225,7 +228,7 @@ def record_validate(obj: dict, line: int) -> LabeledRecord:
         doc_id = _str(doc, "doc_id", line, f"context[{i}].doc_id")
         text = _str(doc, "text", line, f"context[{i}].text")
         if "source_doc_key" in doc:
-            _str(doc, "source_doc_key", line, f"context[{i}].source_doc_key", nullable=True)
+            _str_or_null(doc, "source_doc_key", line, f"context[{i}].source_doc_key")
         context.append({"id": doc_id, "text": text})
     problem = context_problem(context)  # the case rule: each document's id once
     if problem is not None:
@@ -243,7 +246,7 @@ def record_validate(obj: dict, line: int) -> LabeledRecord:
         resp = _dict(resp, line, f"responses[{i}]")
         _ok_only(resp, line, f"responses[{i}].")
         rid_ = _choice(resp, "response_id", line, f"responses[{i}].response_id", wanted)
-        _str(resp, "model", line, f"responses[{i}].model", nullable=True)
+        _str_or_null(resp, "model", line, f"responses[{i}].model")
         _str(resp, "text", line, f"responses[{i}].text")
         if rid_ in responses:
             raise _fail(line, f"responses[{i}].response_id", f"{rid_!r} appears twice")
@@ -296,7 +299,7 @@ def record_validate(obj: dict, line: int) -> LabeledRecord:
                 f"{p}.score",
                 f"expected a number or null, got {_type_name(score)} {_show(score)}",
             )
-        rationale = _str(jl, "rationale", line, f"{p}.rationale", nullable=True)
+        rationale = _str_or_null(jl, "rationale", line, f"{p}.rationale")
         ident = (model, protocol, position)
         if ident in seen:
             raise _fail(

@@ -108,8 +108,10 @@ def _case(row: dict, path: str) -> CaseSpec:
 
 def _agent(row: dict, response: dict | None, path: str) -> AgentFields:
     """An agent row's trajectory, final state and goal state (module docstring)."""
-    test = row.get("testCase") if isinstance(row.get("testCase"), dict) else {}
-    test_meta = test.get("metadata") if isinstance(test.get("metadata"), dict) else {}
+    test = row.get("testCase")
+    test = test if isinstance(test, dict) else {}
+    test_meta = test.get("metadata")
+    test_meta = test_meta if isinstance(test_meta, dict) else {}
     meta = (response or {}).get("metadata")
     meta = meta if isinstance(meta, dict) else {}
     values = {

@@ -153,6 +153,7 @@ def _case(row: CsvRow, cells: dict[str, str], tags: list[str]) -> CaseSpec:
     if parsed is not _NO_JSON and parsed not in expecteds:
         expecteds.append(parsed)
     want = cells["content_hash"]
+    chosen: tuple[Any, Any] | None  # (input, expected)
     if not want:
         chosen = (
             _typed(input_cell) if isinstance(_typed(input_cell), dict) else input_cell,

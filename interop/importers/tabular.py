@@ -141,6 +141,7 @@ def unmapped_status_column(columns, mapping: dict[str, str], *, present=None) ->
 
 def _unmapped_status_error(column: str, where: str = "") -> DomainError:
     field = status_column_field(column)
+    assert field is not None  # column is one unmapped_status_column returned
     if column == column.strip():
         advice = f"map it ({field}={column}: {_STATUS_COLUMN_MEANS[field]}), or rename or remove"
     else:  # a mapping's column names are trimmed: it cannot name this one

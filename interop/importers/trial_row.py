@@ -110,7 +110,7 @@ def _string(row: Row, name: str) -> str | None:
 
 
 def _int(row: Row, name: str, *, minimum: int) -> int | None:
-    value = row.values.get(name)
+    value: Any = row.values.get(name)  # None (absent) is _empty
     if type(value) is int and not row.is_csv and minimum <= value <= INT_MAX:
         return value  # the common case first (``type`` excludes bool): the rules below agree
     if _empty(value):
@@ -130,7 +130,7 @@ def _int(row: Row, name: str, *, minimum: int) -> int | None:
 
 
 def _number(row: Row, name: str) -> float | None:
-    value = row.values.get(name)
+    value: Any = row.values.get(name)  # None (absent) is _empty
     if type(value) is float and not row.is_csv and 0 <= value <= bounds.LATENCY_MS_MAX:
         return value  # the common case first (NaN fails the comparison): the rules below agree
     if _empty(value):
@@ -234,7 +234,7 @@ def _score(row: Row, name: str, value: Any) -> tuple[bool, float | None]:
 
 def tags_parse(row: Row) -> list[str]:
     """The ``tags`` field of ``row`` (rules: ``interop.importers.tabular``); [] when empty."""
-    value = row.values.get("tags")
+    value: Any = row.values.get("tags")  # None (absent) is _empty
     if _empty(value):
         return []
     if row.is_csv and not value.lstrip().startswith("["):
@@ -322,7 +322,7 @@ def _grade(
             return GradeSpec(grader, None, None, Grade.Status.ERROR, NOT_SCORED, details)
         return GradeSpec(grader, None, None, Grade.Status.ERROR, status_override, details)
     if passed is None:
-        if not scored:
+        if score is None:  # not scored
             return GradeSpec(grader, None, None, Grade.Status.ERROR, NOT_SCORED, details)
         if threshold is None:
             raise _err(

@@ -23,7 +23,7 @@ Rules:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal, overload
 
 from core.errors import DomainError
 from core.strict_json import contains_non_finite
@@ -78,6 +78,14 @@ class IngestOutcome:
     replayed: bool = False
 
 
+@overload
+def _header_string(
+    obj: dict, name: str, record: int | None, *, required: Literal[True], max_len: int = ...
+) -> str: ...
+@overload
+def _header_string(
+    obj: dict, name: str, record: int | None, *, required: bool = ..., max_len: int = ...
+) -> str | None: ...
 def _header_string(
     obj: dict, name: str, record: int | None, *, required: bool = False, max_len: int = NAME_MAX
 ) -> str | None:

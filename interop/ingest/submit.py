@@ -150,5 +150,6 @@ def ingest_submit(
                 claim.response = json.dumps(body, ensure_ascii=False, allow_nan=False)
                 claim.save(update_fields=["body_sha256", "run", "status_code", "response"])
     except _KeyTaken:
+        assert key is not None  # _KeyTaken is raised only when claiming a key
         return _replay(key=key, field=field, source=source)
     return IngestOutcome(status=201, body=body)

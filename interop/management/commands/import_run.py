@@ -26,7 +26,7 @@ class Command(DomainCommand):
         parser.add_argument("--suite", help="suite to import into (default: the file's)")
         parser.add_argument("--name", help="run name (default: the file's)")
 
-    def handle(self, *args, **options):
+    def handle(self, *args, **options) -> None:
         path = Path(options["file"])
         try:
             data = json.loads(path.read_text(encoding="utf-8-sig"), parse_constant=_refuse_constant)

@@ -174,10 +174,11 @@ class Command(DomainCommand):
             "error_message": judge_run.error_message,
             "provisional": not version.is_trusted,
         }
-        if judge_run.is_pairwise:
+        base_run = judge_run.base_run  # None unless the judge run is pairwise
+        if base_run is not None:
             tally = pairwise_tally_get(judge_run=judge_run)
             out |= {
-                "base_run": str(judge_run.base_run.uuid),
+                "base_run": str(base_run.uuid),
                 "head_run": str(judge_run.run.uuid),
                 "pairs_total": judge_run.trials_total,
                 "pairs_judged": judge_run.trials_graded,
@@ -190,10 +191,10 @@ class Command(DomainCommand):
         if options["json"]:
             self.stdout.write(json.dumps(out, allow_nan=False))
             return
-        if judge_run.is_pairwise:
+        if base_run is not None:
             self.stdout.write(
                 f"{version}: run {judge_run.run.ref_text} against run "
-                f"{judge_run.base_run.ref_text}: {out['status']}, "
+                f"{base_run.ref_text}: {out['status']}, "
                 f"{out['pairs_judged']}/{out['pairs_total']} pairs judged in both orders "
                 f"({out['unpaired']} trials unpaired), {out['pairs_errored']} with a judge "
                 f"error; head wins {out['head_wins']}, base wins {out['base_wins']}, ties "
