@@ -1,7 +1,7 @@
 from django.contrib import admin, messages
 
 from apitokens.models import ApiToken
-from apitokens.services import token_revoke
+from apitokens.tokens import token_revoke
 
 
 @admin.register(ApiToken)

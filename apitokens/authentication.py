@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from rest_framework import authentication, exceptions
 
-from apitokens.services import token_user
+from apitokens.tokens import token_user
 
 
 class BearerTokenAuthentication(authentication.BaseAuthentication):

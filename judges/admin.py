@@ -126,7 +126,7 @@ class ProbeRunAdmin(ViewOnly, admin.ModelAdmin):
 @admin.register(JudgeApproval)
 class JudgeApprovalAdmin(RecordAdmin):
     """View only: trust is granted and revoked by a lead through
-    ``labeling.services.judge_trust_approve`` (which checks the calibration rule) and
+    ``labeling.approval.judge_trust_approve`` (which checks the calibration rule) and
     ``judges.trust.trust_revoke``; a row added here would be trust no rule allowed."""
 
     list_display = ("judge_version", "approved_by", "approved_at", "revoked_at", "revoked_by")

@@ -4,7 +4,7 @@ and what trust changes downstream (the Rogan–Gladen corrected pass rate of its
 Trust is stored once: a version is trusted while it has an active (unrevoked)
 ``JudgeApproval``, and an approval lapses (``trust_lapse``) as soon as a label change makes
 its rule fail on the current labels (``labeling.trust_recheck``). Labeling decides whether
-the calibration figures allow trust (``labeling.services.judge_trust_approve``) and then
+the calibration figures allow trust (``labeling.approval.judge_trust_approve``) and then
 calls ``trust_grant``; judges never imports labeling.
 """
 

@@ -16,8 +16,8 @@ from django.utils import timezone
 from core.errors import DomainError
 from core.roles import LEAD, role_require
 from evals.models import Trial
+from labeling.labels import verdict_check
 from labeling.models import Adjudication, CalibrationSet, Label
-from labeling.services import verdict_check
 from labeling.trust_recheck import trust_recheck
 
 

@@ -2,7 +2,7 @@
 
 A contract decision is never stored: ``evals.grading.contract.decisions`` derives it from
 the trial's contract grades and its labels of record (accepted only while every review
-dimension of every review of the current output passes). ``labeling.services.label_submit``
+dimension of every review of the current output passes). ``labeling.labels.label_submit``
 and ``label_undo`` — the one place labels change, for the queue, the review page and the API
 alike — read the decision before the change (``decision_before``) and call
 ``decision_transition_record`` after it, in the same transaction: when the derived decision

@@ -1,5 +1,5 @@
 """Forms for the labeling pages: parse and validate at the edge, hand typed values to
-services (``labeling.services``)."""
+the concept modules (``labeling.labels``, ...)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from core.bounds import INT_MAX, SEED_MAX
 from core.forms import StorableForm
 from evals.models import Run
 from judges.models import JudgeVersion
+from labeling.labels import CRITIQUE_MAX
 from labeling.models import Label, PreferenceLabel
-from labeling.services import CRITIQUE_MAX
 
 
 class CalibrationSetBuildForm(StorableForm):

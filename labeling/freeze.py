@@ -3,7 +3,7 @@
 A reviewer labels a calibration set blind (``evals.blindness``): the judge's verdicts on its
 trials are hidden from them until they have a label on every item. From that moment (a
 ``SetReveal``, recorded here) their labels on the set's trials are frozen: a later change is
-written by ``labeling.services.label_submit`` as a flagged ``LabelRevision``
+written by ``labeling.labels.label_submit`` as a flagged ``LabelRevision``
 (``after_reveal``) and never replaces the label of record, so calibration keeps the verdict
 given blind and counts the revisions apart (``revisions_after_reveal``); an undo is refused.
 

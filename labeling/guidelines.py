@@ -3,7 +3,7 @@
 Every edit is a new ``GuidelinesVersion`` (the text, who, when) and moves the set's
 ``instructions_version`` by a compare-and-set on the version the form was loaded with, so a
 stale tab never overwrites what it did not see. Labels name the version they were given
-under (``labeling.services.label_submit``, through ``guidelines_current_id``).
+under (``labeling.labels.label_submit``, through ``guidelines_current_id``).
 """
 
 from __future__ import annotations

@@ -5,8 +5,8 @@ A label without a user records who labeled it in ``reviewer_name`` (imported gol
 per trial (``version`` counts the changes to it, for optimistic concurrency, and only grows,
 even across undo); every change, an undo's clearing included, is kept as a
 ``LabelRevision``. Calibration sets and adjudications live here too (a judge's trust
-approval lives in ``judges.models``); the domain rules are in ``labeling.services`` and
-``labeling.selectors``.
+approval lives in ``judges.models``); the domain rules are in the concept modules
+(``labeling.labels``, ``labeling.calibration_sets``, ...) and ``labeling.selectors``.
 """
 
 from __future__ import annotations
@@ -319,7 +319,7 @@ class SetReveal(models.Model):
     """When a reviewer first had a label on every item of a calibration set: from then the
     judge's verdicts on its trials are visible to them (``evals.blindness``), so their labels
     on its trials are frozen (a later change is a flagged ``LabelRevision``). Written by
-    ``labeling.services.label_submit``; never deleted (a top-up that reopens the set does
+    ``labeling.labels.label_submit``; never deleted (a top-up that reopens the set does
     not thaw what was already seen)."""
 
     calibration_set = models.ForeignKey(

@@ -3,7 +3,7 @@ left in ``review`` join a review queue, which is a labeling queue (a calibration
 ``design`` says ``{"kind": "contract_review", "dimensions": [...]}``), and a reviewer
 answers every review dimension pass or fail with a critique.
 
-A review is the reviewer's label on the trial (``labeling.services.label_submit``: the same
+A review is the reviewer's label on the trial (``labeling.labels.label_submit``: the same
 versioning, revisions and blindness), its verdict ``pass`` only when every dimension
 passed, and its ``details.contract_review`` = ``{"output_hash", "dimensions": {name:
 {"verdict", "critique"}}}``. It attaches to the exact output reviewed (its SHA-256): the
@@ -21,8 +21,8 @@ from core.errors import DomainError
 from core.roles import ENGINEER, LEAD, REVIEWER, role_require
 from evals.grading.contract.decisions import REVIEW, output_hash, run_decisions
 from evals.models import Grade, Run, Trial
+from labeling.labels import CRITIQUE_MAX, label_submit
 from labeling.models import CalibrationItem, CalibrationSet, Label
-from labeling.services import CRITIQUE_MAX, label_submit
 
 REVIEW_KIND = "contract_review"
 VERDICTS = ("pass", "fail")

@@ -1,7 +1,7 @@
 """Trust stands only while its rule holds on the current labels.
 
 A lead approves a judge version on calibration figures computed from human labels
-(``labeling.services.judge_trust_approve``). Those labels can change afterwards: a relabel,
+(``labeling.approval.judge_trust_approve``). Those labels can change afterwards: a relabel,
 an undo, a lead's adjudication. After every such change, in the same transaction, each
 active pointwise approval that rests on the changed trial (its calibration set holds the
 trial; an approval on every labeled trial, when the version graded it) has its figures

@@ -1,5 +1,5 @@
 """HTML views for calibration sets and the reviewer's labeling queue: thin, they call
-``labeling.services`` / selectors and render.
+labeling's concept modules (``labeling.labels``, ...) / selectors and render.
 
 Permissions (the cast in tests/conftest.py; the services check the same roles again):
 - calibration sets, list and detail: every role (``VIEWER_ROLES``); the detail shows the

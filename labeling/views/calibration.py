@@ -21,7 +21,7 @@ from judges import trust
 from judges.models import JudgeVersion
 from labeling import improve
 from labeling import selectors as calibration_selectors
-from labeling import services as labeling_services
+from labeling.approval import judge_trust_approve
 from labeling.figures import Confusion
 from labeling.forms import PairwiseTrustApproveForm, TrustApproveForm, TrustRevokeForm
 from labeling.models import CalibrationSet
@@ -149,7 +149,7 @@ def trust_approve(request: HtmxHttpRequest, version_id) -> HttpResponse:
         confusion=Confusion(**{f.name: data[f.name] for f in dataclasses.fields(Confusion)}),
     )
     try:
-        labeling_services.judge_trust_approve(
+        judge_trust_approve(
             judge_version=version, by=request.user, calibration_set=cset, figures=shown
         )
     except DomainError as exc:
@@ -172,9 +172,7 @@ def _pairwise_trust_approve(request: HtmxHttpRequest, version: JudgeVersion) -> 
     current = calibration_selectors.pairwise_calibration_compute(judge_version=version, suite=suite)
     shown = dataclasses.replace(current, **{k: v for k, v in data.items() if k != "suite"})
     try:
-        labeling_services.judge_trust_approve(
-            judge_version=version, by=request.user, suite=suite, figures=shown
-        )
+        judge_trust_approve(judge_version=version, by=request.user, suite=suite, figures=shown)
     except DomainError as exc:
         messages.error(request, f"Not approved: {exc}.")
     else:

@@ -16,8 +16,8 @@ from core.ids import uuid_parse
 from core.roles import LEAD, REVIEWER
 from evals.grading.contract.decisions import output_hash
 from evals.models import Trial
+from labeling import labels
 from labeling import selectors as calibration_selectors
-from labeling import services
 from labeling.forms import LabelForm, ReviewForm
 from labeling.models import Label
 from labeling.queue import QueueState, queue_last_labeled_get, queue_state_get
@@ -126,7 +126,7 @@ def label_save(request: HtmxHttpRequest, set_id) -> HttpResponse:
         )
     data = form.cleaned_data
     try:
-        label = services.label_submit(
+        label = labels.label_submit(
             trial=trial,
             reviewer=request.user,
             verdict=data["verdict"],
@@ -246,7 +246,7 @@ def label_undo(request: HtmxHttpRequest, set_id) -> HttpResponse:
         return _queue_render(request, state, error="Nothing to undo.")
     trial = last.trial
     try:
-        services.label_undo(trial=trial, reviewer=request.user)
+        labels.label_undo(trial=trial, reviewer=request.user)
     except DomainError as exc:
         state = queue_state_get(
             calibration_set=cset, reviewer=request.user, trial_uuid=str(trial.uuid)

@@ -15,9 +15,9 @@ from core.http import VIEWER_ROLES, HtmxHttpRequest, form_error, query_object, r
 from core.roles import ENGINEER, LEAD, user_has_role
 from evals.models import Run, Trial
 from judges.models import JudgeVersion
-from labeling import services
+from labeling import calibration_sets
 from labeling.forms import CalibrationInstructionsForm, CalibrationItemForm, CalibrationSetBuildForm
-from labeling.guidelines import guidelines_versions_get
+from labeling.guidelines import calibration_set_instructions_set, guidelines_versions_get
 from labeling.models import CalibrationSet
 from labeling.sampling import set_plan_get
 from labeling.views._common import _set_or_404
@@ -44,7 +44,7 @@ def calibration_set_new(request: HtmxHttpRequest) -> HttpResponse:
         if form.is_valid():
             data = form.cleaned_data
             try:
-                cset = services.calibration_set_build(
+                cset = calibration_sets.calibration_set_build(
                     run=data["run"],
                     name=data["name"],
                     by=request.user,
@@ -139,7 +139,7 @@ def calibration_set_instructions(request: HtmxHttpRequest, set_id) -> HttpRespon
     if not form.is_valid():
         return _set_page(request, cset, instructions_form=form)
     try:
-        services.calibration_set_instructions_set(
+        calibration_set_instructions_set(
             calibration_set=cset,
             instructions=form.cleaned_data["instructions"],
             by=request.user,
@@ -174,7 +174,7 @@ def calibration_set_top_up(request: HtmxHttpRequest, set_id) -> HttpResponse:
     """Add the items the set's plan asks for (``calibration_set_top_up``)."""
     cset = _set_or_404(set_id)
     try:
-        added = services.calibration_set_top_up(calibration_set=cset, by=request.user)
+        added = calibration_sets.calibration_set_top_up(calibration_set=cset, by=request.user)
     except DomainError as exc:
         messages.error(request, str(exc))
     else:
@@ -202,10 +202,12 @@ def _item_change(request: HtmxHttpRequest, set_id, *, add: bool) -> HttpResponse
         return redirect("labeling:set-detail", set_id=cset.uuid)
     try:
         if add:
-            services.calibration_item_add(calibration_set=cset, trial=trial, by=request.user)
+            calibration_sets.calibration_item_add(
+                calibration_set=cset, trial=trial, by=request.user
+            )
             messages.success(request, "Trial added.")
         else:
-            removed = services.calibration_item_remove(
+            removed = calibration_sets.calibration_item_remove(
                 calibration_set=cset, trial=trial, by=request.user
             )
             messages.success(request, "Trial removed." if removed else "Trial was not in the set.")
