@@ -1,7 +1,5 @@
-"""Calibration-set writes: building a set from a run, topping it up, adding and removing items.
-
-Engineers and leads only (``PermissionDenied`` otherwise). A set's membership is frozen
-once labeling starts; a top-up follows the set's sampling plan (``labeling.sampling``).
+"""Calibration-set writes: building, topping up, adding and removing items (engineers and
+leads). Membership is frozen once labeling starts, except for a top-up.
 """
 
 from __future__ import annotations
@@ -28,8 +26,9 @@ from labeling.sampling import (
 
 
 def _strata_pick(groups: dict[tuple[str, str], list[int]], size: int, seed: int) -> list[int]:
-    """Balanced pick: alternate judge verdicts, within each alternate tags (round-robin),
-    each stratum shuffled with ``random.Random(seed)`` from a sorted start."""
+    """Balanced pick: alternate judge verdicts, tags round-robin within each; each stratum
+    shuffled with ``random.Random(seed)`` from a sorted start.
+    """
     rng = random.Random(seed)
     by_verdict: dict[str, list[list[int]]] = defaultdict(list)
     for (verdict, _tag), ids in sorted(groups.items()):
@@ -76,19 +75,10 @@ def calibration_set_build(
     size: int = 30,
     seed: int = 0,
 ) -> CalibrationSet:
-    """Pick ``size`` ok trials of ``run`` into a new calibration set (engineers and leads).
-
-    With a judge version (the usual case) the set is planned for its false-accept rate
-    (``labeling.sampling``): only trials the judge actually judged are eligible (an ok
-    judge grade: never a rung the ladder skipped, never an errored call); they are
-    stratified by the judge's verdict and the signals that a human would fail them, drawn
-    likely fails first with every stratum kept sampled, and each item records its stratum
-    and inclusion probability (so the population estimate can be weighted). The design is
-    stored on the set (``design``) for its plan and top-ups. Without a judge version:
-    strata are the case's first tag, picked round-robin. Same run, judge, size and seed ->
-    the same trials in the same order. Raises PermissionDenied, or DomainError when size <
-    1, the seed is outside 0 to 2**63 - 1, the run has no ok trial, or the judge version
-    judged none of it.
+    """Pick ``size`` ok trials of ``run`` into a new set (engineers and leads): planned for the
+    judge version's FAR (``labeling.sampling``), else by the case's first tag, round-robin;
+    the same inputs, the same trials. Raises PermissionDenied; DomainError for size < 1, a
+    seed outside 0 to 2**63 - 1, no ok trial, or none judged by the version.
     """
     role_require(by, ENGINEER, LEAD, action="building a calibration set")
     if size < 1:
@@ -133,14 +123,9 @@ def calibration_set_build(
 
 @transaction.atomic
 def calibration_set_top_up(*, calibration_set: CalibrationSet, by) -> int:
-    """Add to a planned set the items its plan asks for (``labeling.sampling.set_plan_get``;
-    engineers and leads); returns how many were added (0 when the plan asks for none).
-
-    Allowed after labeling started (adding items changes no label). New items are drawn at
-    random from the not-yet-drawn trials of each stratum (seeded by the set's seed and its
-    size), appended to the queue, and the inclusion probabilities of their strata are
-    rewritten (drawn / population). Raises PermissionDenied, or DomainError for a set
-    without a sampling design or when no draw can reach the false-accept threshold.
+    """Draw into a planned set the items its plan asks for (``set_plan_get``; engineers and
+    leads); returns how many (0: none asked). Allowed after labeling started. Raises
+    PermissionDenied; DomainError for a set without a design or an unreachable plan.
     """
     role_require(by, ENGINEER, LEAD, action="topping up a calibration set")
     cset = CalibrationSet.objects.select_for_update().get(pk=calibration_set.pk)

@@ -1,10 +1,5 @@
-"""Label writes: a reviewer's label on a trial, its revisions and its undo.
-
-Reviewers and leads only (``PermissionDenied`` otherwise). Every change is a new
-``LabelRevision`` and versions only grow; a frozen label (``labeling.freeze``) takes a
-flagged revision instead. A change of the label of record rechecks the trial's judge
-approvals (``labeling.trust_recheck``) and its contract decision
-(``labeling.decision_history``) in the same transaction.
+"""Label writes: a reviewer's label on a trial, its revisions and its undo (reviewers and
+leads). Versions only grow; a frozen label (``labeling.freeze``) takes a flagged revision.
 """
 
 from __future__ import annotations
@@ -58,8 +53,9 @@ def _stale(expected_version: int, latest: int, *, undone: bool = False) -> Domai
 
 
 def _is_resubmission(last: LabelRevision, expected_version: int | None) -> bool:
-    """An identical save is a no-op when the form saw the current version, or is the retry
-    of the save that made it (sent from the version just before, and not an undo)."""
+    """An identical save is a no-op from the current version, or as the retry of the save that
+    made it (sent from the version before, not an undo).
+    """
     return expected_version in (None, last.version) or (
         expected_version == last.version - 1 and last.undoes is None
     )
@@ -79,42 +75,16 @@ def label_submit(
     calibration_set: CalibrationSet | None = None,
     review: dict | None = None,
 ) -> Label:
-    """Save ``reviewer``'s label on ``trial`` (reviewers and leads); returns the current label.
+    """Save ``reviewer``'s label on ``trial``; returns the current label.
 
-    Versions count every change of the reviewer's label on the trial (saves and undos) and
-    only grow: a label saved again after an undo cleared it continues the count.
-    - ``expected_version`` is the version the form was loaded with (0: never labeled; a
-      cleared label keeps the version of its clearing; None skips the check). Any other
-      version than the current one is a DomainError (code "conflict", with
-      ``current_version``) and nothing is written, so a form loaded before any later change
-      (a save, an undo, a save again: A-B-A) can never overwrite it.
-    - First label (or first after a clearing): creates the Label at the next version and its
-      LabelRevision; freezes every calibration set holding the trial; records the reveal of
-      each set the reviewer has now labeled completely (``labeling.freeze``).
-    - Revision: only the reviewer's own label; each change adds a LabelRevision.
-    - Frozen label (a set holding the trial is revealed to the reviewer: they finished it, so
-      the judge's verdicts are visible to them; never a lead's, who sees them anyway): the
-      change is written as a flagged LabelRevision (``after_reveal``) and the label keeps its
-      verdict and critique (the label of record); only its version moves. Outcome "flagged".
-    - Identical resubmission (same verdict and critique as the newest change, from the
-      current version or as the retry of the save that made it) changes nothing.
-    - The label and its revision record the guidelines version given
-      (``labeling.guidelines.guidelines_current_id``: ``calibration_set``'s, the queue's).
-    - ``review`` (``labeling.review``: a contract review's ``{"output_hash", "dimensions"}``)
-      is the label's ``details.contract_review`` and its revision's; a change without one
-      removes the review from the label of record. The trial's contract decision, derived
-      from the labels of record, is recomputed in the same transaction and a move recorded
-      (``labeling.decision_history``).
-    Concurrency: the label row is updated with a compare-and-set on ``version`` and
-    revisions are unique per (trial, reviewer, version); two reviewers never touch each
-    other's rows, so both keep their labels.
-    Returns the label, carrying ``outcome``: "created", "revised", "flagged" or "unchanged"
-    (the API's 201 or 200) and ``flagged_revision`` (the newest flagged revision or None).
-    A change of the label of record rechecks the trust of every judge approval resting on
-    the trial, in the same transaction (``labeling.trust_recheck``: an approval whose rule
-    no longer holds lapses).
-    Raises PermissionDenied; DomainError for a bad verdict, a critique too long (field
-    named) or a stale form (code "conflict").
+    ``expected_version``: the version the form loaded (0: never labeled; None skips the
+    check); another is a DomainError (code "conflict", ``current_version``), nothing written.
+    A first label freezes the sets holding the trial and records reveals; a frozen label gets
+    a flagged revision and keeps its verdict; an identical resubmission changes nothing.
+    ``review`` becomes ``details.contract_review``. The label carries ``outcome`` ("created",
+    "revised", "flagged", "unchanged") and ``flagged_revision``. Trust and the contract
+    decision are rechecked in the same transaction, hence one long function. Raises
+    PermissionDenied; DomainError for a bad verdict, a critique too long, a stale form.
     """
     role_require(reviewer, REVIEWER, LEAD, action="labeling")
     verdict_check(verdict)
@@ -127,7 +97,7 @@ def label_submit(
         current = Label.objects.filter(trial=trial, reviewer=reviewer).first()
         last = _last_revision(trial, reviewer)
         # The label row's version too: a label written without revisions (by hand, by an
-        # older import) still counts, so versions never go back.
+        # import) still counts, so versions never go back.
         latest = max(last.version if last else 0, current.version if current else 0)
         frozen = current is not None and label_is_frozen(
             trial_id=trial.id, reviewer=reviewer, now=now
@@ -264,18 +234,10 @@ def _undo_stack(revisions: list[LabelRevision]) -> list[LabelRevision]:
 
 @transaction.atomic
 def label_undo(*, trial: Trial, reviewer, expected_version: int | None = None) -> Label | None:
-    """Undo the reviewer's last change on ``trial`` (the queue's ``u`` key).
-
-    Policy: the newest save still in effect is taken back and the label returns to the
-    save before it; when there is none (a first label), the label is cleared (the item is
-    unlabeled again; sets stay frozen). Either way the undo is written as a new revision at
-    the next version (``undoes`` naming the version taken back; a clearing has verdict ""):
-    nothing is deleted from the history and versions never go back, so a form loaded before
-    the undo is stale. Undoing again walks further back. Returns the label after the undo,
-    or None when it was cleared or there was nothing to undo. ``expected_version`` as in
-    ``label_submit`` (DomainError (code "conflict") when it differs). A frozen label
-    (``labeling.freeze``: the reviewer saw the judge's verdicts) is never undone: DomainError
-    (code "conflict", field ``trial``). Raises PermissionDenied.
+    """Undo the reviewer's newest save still in effect (the queue's ``u``), restoring the save
+    before it or clearing the label, as a new revision (``undoes``). Returns the label, None
+    when cleared or nothing to undo. Raises PermissionDenied; DomainError (code "conflict")
+    for a stale ``expected_version`` or a frozen label (field ``trial``).
     """
     role_require(reviewer, REVIEWER, LEAD, action="labeling")
     label = Label.objects.select_for_update().filter(trial=trial, reviewer=reviewer).first()
