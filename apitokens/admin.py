@@ -1,13 +1,12 @@
 from django.contrib import admin, messages
 
 from apitokens.models import ApiToken
-from apitokens.services import token_revoke
+from apitokens.tokens import token_revoke
 
 
 @admin.register(ApiToken)
 class ApiTokenAdmin(admin.ModelAdmin):
-    """Tokens are created with ``manage.py token_create`` (the token is printed once);
-    here they are listed and revoked."""
+    """Tokens listed and revoked; ``manage.py token_create`` creates them (printed once)."""
 
     list_display = ("name", "user", "created_by", "created_at", "last_used_at", "revoked_at")
     readonly_fields = (

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 from rest_framework import authentication, exceptions
 
-from apitokens.services import token_user
+from apitokens.tokens import token_user
 
 
 class BearerTokenAuthentication(authentication.BaseAuthentication):
-    """Reads ``Authorization: Bearer <token>``; no header means "not this scheme" (None),
-    a malformed header or an unknown/revoked token is 401."""
+    """No header: None (not this scheme); a malformed header or a dead token: 401."""
 
     keyword = "Bearer"
 

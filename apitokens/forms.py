@@ -5,14 +5,14 @@ from __future__ import annotations
 from django import forms
 from django.contrib.auth import get_user_model
 
-from apitokens.services import token_user_problem
+from apitokens.tokens import token_user_problem
 from core.forms import StorableForm
 
 
 class TokenCreateForm(StorableForm):
-    """``user``: an active account (the token acts with its roles) that the lead ``by`` may
-    create a token for (``apitokens.services.token_user_problem``: themselves, or an
-    engineer-only account); ``name``: what the token is for (1 to 200 characters)."""
+    """``user``: an active account the lead may create a token for (``token_user_problem``);
+    ``name``: what the token is for (1 to 200 characters).
+    """
 
     def __init__(self, *args, by=None, **kwargs):
         super().__init__(*args, **kwargs)

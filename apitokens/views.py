@@ -10,7 +10,7 @@ from django.views.decorators.http import require_http_methods, require_POST
 
 from apitokens.forms import TokenCreateForm
 from apitokens.models import ApiToken
-from apitokens.services import token_create, token_revoke
+from apitokens.tokens import token_create, token_revoke
 from core.forms import unstorable_shown_on_form
 from core.http import role_required
 from core.roles import LEAD
@@ -43,11 +43,9 @@ def _page(
 @require_http_methods(["GET", "POST"])
 @role_required(LEAD)
 def token_list(request: HttpRequest) -> HttpResponse:
-    """GET: every token (user, name, created, last used, revoked) and the create form.
-    POST: create a token (``apitokens.services.token_create``) and show it once, in this
-    response only (201); it is never shown again, only its hash is stored. Every answer is
-    ``Cache-Control: no-store`` (``never_cache``): the browser keeps no copy, so going Back
-    to the page never shows the token again."""
+    """GET: every token and the create form. POST: create a token (``token_create``) and show it
+    in this response only (201). ``never_cache``: Back never shows the token again.
+    """
     if request.method == "POST":
         form = TokenCreateForm(request.POST, by=request.user)
         if form.is_valid():

@@ -62,7 +62,7 @@ def setup_data() -> tuple[str, str, dict[int, tuple[int, int]]]:
     from django.test import Client
     from django.test.utils import CaptureQueriesContext
 
-    from apitokens.services import token_create
+    from apitokens.tokens import token_create
 
     lead = User.objects.create_user("lead", password="bench-password-123")
     lead.groups.add(Group.objects.get(name="lead"))

@@ -181,7 +181,7 @@ def setup_data() -> dict[str, str]:
     database_fresh()
     from django.contrib.auth.models import Group, User
 
-    from apitokens.services import token_create
+    from apitokens.tokens import token_create
     from evals.models import Case, Suite
 
     out = {}

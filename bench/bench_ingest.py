@@ -130,7 +130,7 @@ django.setup()
 from django.contrib.auth.models import Group, User
 from django.core.management import call_command
 call_command("migrate", verbosity=0)
-from apitokens.services import token_create
+from apitokens.tokens import token_create
 from evals.models import Grade, Run, Trial
 
 path, media, via, profile = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4] == "1"

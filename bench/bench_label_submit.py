@@ -1,4 +1,4 @@
-"""Benchmark ``labeling.services.label_submit`` under 20 concurrent reviewers, and
+"""Benchmark ``labeling.labels.label_submit`` under 20 concurrent reviewers, and
 ``calibration_compute`` on the real llmbar_pointwise file (602 trials).
 
 Usage (PostgreSQL; SQLite serialises writers, so its figure is not the target's):
@@ -38,8 +38,9 @@ from django.db import connection, connections  # noqa: E402
 from evals.models import Run, Trial  # noqa: E402
 from interop.importers import results_import  # noqa: E402
 from judges.models import JudgeVersion  # noqa: E402
+from labeling.calibration_sets import calibration_set_build  # noqa: E402
+from labeling.labels import label_submit  # noqa: E402
 from labeling.selectors import calibration_compute  # noqa: E402
-from labeling.services import calibration_set_build, label_submit  # noqa: E402
 
 REVIEWERS = 20
 DATA = Path(

@@ -53,7 +53,7 @@ POLL_SECONDS = 5.0  # how often unfinished runs are read within a minute
 SETUP = """
 import json
 from django.db import transaction
-from apitokens.services import token_create
+from apitokens.tokens import token_create
 from demo.load import demo_user_ensure
 from evals.cases import CaseSpec, cases_upsert
 from evals.models import Suite

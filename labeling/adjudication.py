@@ -1,8 +1,5 @@
-"""The lead's adjudication queue: trials where human reviewers disagree.
-
-A trial is *disagreeing* when it has two or more current labels with different verdicts
-(the same rule as ``reference_labels``' "unresolved" and ``human_agreement``'s
-``n_disagreeing``). The lead's newest ``Adjudication`` becomes the reference label.
+"""The lead's adjudication queue: trials with two or more current labels that disagree (the
+rule of ``reference_labels``' "unresolved"). The newest ``Adjudication`` is the reference.
 """
 
 from __future__ import annotations
@@ -16,8 +13,8 @@ from django.utils import timezone
 from core.errors import DomainError
 from core.roles import LEAD, role_require
 from evals.models import Trial
+from labeling.labels import verdict_check
 from labeling.models import Adjudication, CalibrationSet, Label
-from labeling.services import verdict_check
 from labeling.trust_recheck import trust_recheck
 
 
@@ -33,9 +30,9 @@ class ReviewerVerdict:
 
 @dataclass(frozen=True)
 class HumanDisagreement:
-    """A disagreeing trial with its labels (oldest first) and the lead's newest decision
-    (``decision`` None while unresolved); ``replaced`` the decisions it replaced, newest
-    first."""
+    """A disagreeing trial: its labels (oldest first), the lead's newest ``decision`` (None:
+    unresolved) and the ``replaced`` ones, newest first.
+    """
 
     trial: Trial
     labels: list[ReviewerVerdict]
@@ -59,11 +56,8 @@ class HumanDisagreement:
 def human_disagreements(
     *, calibration_set: CalibrationSet | None = None, suite=None
 ) -> list[HumanDisagreement]:
-    """Disagreeing trials in ``calibration_set`` (else in ``suite``, else everywhere),
-    unresolved first, then by case key and attempt.
-
-    Queries: 3 whatever the number of trials (labels with reviewers, the disagreeing
-    trials with their case and run, their adjudications).
+    """Disagreeing trials in ``calibration_set`` (else ``suite``, else everywhere), unresolved
+    first, then by case key and attempt. Queries: 3.
     """
     labels = Label.objects.select_related("reviewer").order_by("trial_id", "created_at", "id")
     if calibration_set is not None:
@@ -112,17 +106,10 @@ def human_disagreements(
 def adjudication_record(
     *, trial: Trial, lead, verdict: str, reason: str, expected_version: int | None = None
 ) -> Adjudication:
-    """Record a lead's decision on a trial; the newest decision is the trial's reference
-    label. Every decision is a new row at the trial's next version (who, when, and the
-    version it replaced), never an edit.
-
-    ``expected_version`` is the decision the form was shown (its version; 0: none yet; None
-    skips the check): a compare-and-set, so a form opened before another decision can never
-    replace that decision unseen. Raises PermissionDenied (not a lead), DomainError (bad
-    verdict, empty ``reason``; code "conflict" on ``expected_version``, with
-    ``current_version``, when the trial's decision changed since the form was shown).
-    The judge approvals resting on the trial are rechecked in the same transaction
-    (``labeling.trust_recheck``)."""
+    """Record a lead's decision as a new row at the trial's next version; ``expected_version``
+    (0: none; None skips) is a compare-and-set. Rechecks trust. Raises PermissionDenied;
+    DomainError for a bad verdict, an empty ``reason``, or "conflict" with ``current_version``.
+    """
     role_require(lead, LEAD, action="adjudicating")
     verdict_check(verdict)
     if not (reason or "").strip():
@@ -158,8 +145,7 @@ def adjudication_record(
 
 
 def _stale(current: Adjudication | None) -> DomainError:
-    """The refusal of a decision made on a form that showed another decision than
-    ``current`` (the trial's newest; None: undecided)."""
+    """The refusal of a form that showed another decision than ``current`` (None: undecided)."""
     if current is None:
         now = "no decision"
     else:

@@ -1,7 +1,6 @@
-"""Admin for labeling: labels and revisions, preferences, calibration sets, adjudications.
-View only (``core.admin.RecordAdmin``), for superusers too: a label, an adjudication or a
-set's items are what calibration and trust are computed on, and they change only through
-the services that hold the rules (freezing, blindness, compare-and-set, trust thresholds)."""
+"""Admin for labeling, view only (``core.admin.RecordAdmin``): labels, sets and decisions
+change only through the services that hold their rules.
+"""
 
 from django.contrib import admin
 

@@ -1,6 +1,6 @@
-"""A lead's approval of a judge version, on calibration figures recomputed here: the
-labeling side of trust (``judges.trust`` records it; ``labeling.trust_recheck`` lapses it
-when later label changes break the rule)."""
+"""A lead's approval of a judge version on figures recomputed here; ``judges.trust`` records
+it, ``labeling.trust_recheck`` lapses it.
+"""
 
 from __future__ import annotations
 
@@ -36,19 +36,10 @@ def judge_trust_approve(
     figures: Calibration | PairwiseCalibration | None = None,
     suite=None,
 ) -> JudgeApproval:
-    """Mark a judge version trusted (leads only), on figures recomputed here, through
-    ``judges.trust.trust_grant``.
-
-    Pointwise judges: the figures are recomputed with ``calibration_compute`` on
-    ``calibration_set`` (None: every labeled trial). Pairwise judges
-    (``labeling.pairwise.is_pairwise``): with ``pairwise_calibration_compute`` on the pairs
-    of ``suite`` (None: every pair with a human preference; a calibration set stands for its
-    suite), under the pairwise rule (``labeling.trust_rule.pairwise_trust_checks``). Figures
-    are never taken from the client: when ``figures`` (what the lead saw) is given and the
-    counts have changed since, DomainError asks for a reload. Refused (DomainError) unless
-    the thresholds hold, or when an approval is already active. Records who, when and the
-    figures (the active approval is the trust). Trust is per version: nothing is inherited.
-    Raises PermissionDenied for anyone but a lead.
+    """Mark a judge version trusted (leads) through ``judges.trust.trust_grant``, on figures
+    recomputed here: pointwise on ``calibration_set`` (None: all), pairwise on ``suite``.
+    Raises PermissionDenied; DomainError when they differ from ``figures`` (what the lead
+    saw), the thresholds fail, or an approval is active.
     """
     role_require(by, LEAD, action="approving a judge")
     if is_pairwise(judge_version):

@@ -1,13 +1,5 @@
-"""The history of a trial's contract decision, written where labels change.
-
-A contract decision is never stored: ``evals.grading.contract.decisions`` derives it from
-the trial's contract grades and its labels of record (accepted only while every review
-dimension of every review of the current output passes). ``labeling.services.label_submit``
-and ``label_undo`` — the one place labels change, for the queue, the review page and the API
-alike — read the decision before the change (``decision_before``) and call
-``decision_transition_record`` after it, in the same transaction: when the derived decision
-moved, a ``DecisionTransition`` records who, when, from, to and which label change
-(the reviewer's label version, and its cause) made it move.
+"""The history of a trial's derived contract decision: ``label_submit`` and ``label_undo``
+record a ``DecisionTransition`` (who, when, from, to, cause) when it moves.
 """
 
 from __future__ import annotations
@@ -28,9 +20,9 @@ def decision_before(*, trial_id: int) -> str | None:
 def decision_transition_record(
     *, trial_id: int, before: str | None, reviewer, label_version: int, cause: str
 ) -> DecisionTransition | None:
-    """After a label change (``cause``: "created", "revised", "flagged" or "undo", by
-    ``reviewer`` at ``label_version``), record the move of the trial's derived decision from
-    ``before``; None when it did not move (or no contract decides the trial)."""
+    """Record the move of the trial's decision from ``before`` after a label change (``cause``:
+    "created", "revised", "flagged", "undo"); None when it did not move.
+    """
     if before is None:  # no contract decides the trial: nothing to read again
         return None
     after = trial_decision_get(trial_id=trial_id)
@@ -49,9 +41,7 @@ def decision_transition_record(
 
 
 def details_with_review(details: dict | None, review: dict | None) -> dict:
-    """A label's ``details`` with its contract review replaced by ``review`` (removed when
-    None): a label change without a review leaves no review behind on the label of
-    record."""
+    """``details`` with its contract review replaced by ``review`` (removed when None)."""
     out = {k: v for k, v in (details or {}).items() if k != REVIEW_KEY}
     if review is not None:
         out[REVIEW_KEY] = review

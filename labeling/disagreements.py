@@ -1,11 +1,6 @@
-"""Agent trials whose outcome and path disagree, sent to the reviewers' queue (docs/agents.md).
-
-The run report lists the trials where the ``state`` graders (outcome) and the ``trajectory``
-graders (path) disagree, grouped by reason (``evals.report.agents``). One click sends them,
-all or one group, to a new labeling queue: a calibration set whose ``design`` says
-``{"kind": "agent_disagreements", "disagreement": <kind or "">, "group": <label or "">}``.
-Reviewers label each trial pass or fail with a critique in the ordinary queue (blind, as
-every queue): the human answer to "is the spec incomplete, or the agent wrong?".
+"""Agent trials whose outcome (``state`` graders) and path (``trajectory`` graders) disagree
+(``evals.report.agents``, docs/agents.md), sent to a labeling queue: a calibration set
+whose ``design`` is ``{"kind": "agent_disagreements", "disagreement", "group"}``.
 """
 
 from __future__ import annotations
@@ -28,16 +23,10 @@ _NAMES = {
 def disagreement_queue_create(
     *, run: Run, by, kind: str = "", label: str = ""
 ) -> tuple[CalibrationSet, bool]:
-    """A review queue of ``run``'s disagreeing agent trials: all of them, those of one
-    ``kind`` (``right_outcome_wrong_path`` or ``wrong_outcome_expected_path``), or one group
-    (``kind`` and the group's ``label`` as the report shows it), in trial order.
-    Returns ``(queue, created)``: a queue of this run for the same kind and group holding
-    exactly these trials is reused (``created`` False), so a double-clicked button or a
-    second engineer sending the same group gives the reviewers one queue, not two (the run
-    row is locked while looking, so two requests at once make one queue).
-    Engineers and leads. Raises PermissionDenied, or ``DomainError``: ``kind`` (unknown,
-    or a label without a kind), ``run`` (no ``state`` and ``trajectory`` graders, or no
-    disagreement of that kind or group)."""
+    """A review queue of ``run``'s disagreeing agent trials: all, one ``kind`` or one group
+    (``kind`` and ``label``); returns ``(queue, created)``, reusing an equal queue (run row
+    locked). Engineers and leads: PermissionDenied; DomainError on ``kind`` or ``run``.
+    """
     role_require(by, ENGINEER, LEAD, action="sending disagreements to review")
     if kind and kind not in DISAGREEMENT_KINDS:
         raise DomainError(f"unknown disagreement kind {kind!r}", field="kind")

@@ -1,8 +1,5 @@
-"""Typed results of the calibration selectors (plain dataclasses, strict-JSON ready).
-
-Every ratio is either a number or None with a reason (see ``stats.agreement``); nothing
-here is ever NaN. ``as_json()`` gives the strict-JSON form stored in
-``JudgeApproval.figures`` and printed by ``manage.py calibration_report --json``.
+"""Typed results of the calibration selectors: a ratio is a number or None with a reason,
+never NaN; ``as_json()`` is what approvals store and ``calibration_report --json`` prints.
 """
 
 from __future__ import annotations
@@ -25,13 +22,9 @@ def rate_json(r: RateResult) -> dict:
 
 @dataclass(frozen=True)
 class Thresholds:
-    """Trust thresholds (settings ``ASSAY["TRUST"]``, overridden per suite by
-    ``Suite.trust_thresholds``): n >= min_n; the lower 95% bound of kappa >= min_kappa; the
-    upper 95% bound of the false-accept rate <= max_far; and at least ``min_human_fails``
-    human fails, the fewest for which that bound can be under max_far at all
-    (``stats.calibration_plan.far_fails_needed``: 35 at 10%). Pairwise judges: the lower
-    95% bound of position consistency >= ``min_position_consistency``
-    (``labeling.trust_rule``)."""
+    """Trust thresholds (``labeling.trust_rule``); ``min_human_fails``: the fewest for which the
+    FAR bound can be under ``max_far`` (``far_fails_needed``: 35 at 10%).
+    """
 
     min_n: int
     min_kappa: float
@@ -57,11 +50,8 @@ class TrustCheck:
 
 @dataclass(frozen=True)
 class ReferenceLabel:
-    """The human reference verdict on one trial.
-
-    ``basis``: ``single`` (one label), ``agreement`` (several labels, all the same) or
-    ``adjudication`` (a lead's decision; always wins). ``critique`` joins the labels'
-    critiques (or is the adjudication's reason). ``n_labels`` current labels on the trial.
+    """The reference verdict on a trial; ``basis``: ``single``, ``agreement`` or
+    ``adjudication`` (always wins); ``critique``: labels' critiques joined, or the reason.
     """
 
     trial_id: int
@@ -73,9 +63,9 @@ class ReferenceLabel:
 
 @dataclass(frozen=True)
 class ReferenceLabels:
-    """Reference verdicts by trial id; ``unresolved`` trial ids where humans disagree and no
-    lead has adjudicated (left out of every calibration, counted); ``unlabeled`` ids with
-    no label at all."""
+    """Reference verdicts by trial id; ``unresolved``: ids where humans disagree unadjudicated
+    (left out of every calibration); ``unlabeled``: ids without a label.
+    """
 
     by_trial: dict[int, ReferenceLabel]
     unresolved: list[int]
@@ -108,30 +98,13 @@ class Disagreement:
 
 @dataclass(frozen=True)
 class Calibration:
-    """A judge version's agreement with human reference labels.
+    """A judge version's agreement with human reference labels (``calibration_compute``).
 
-    Scope: a calibration set's trials, or every labeled trial (of ``suite``, or of every
-    suite) the judge has a grade on. Counts (trials):
-    - ``n``: trials with both a reference label and an ok judge verdict (the only ones in
-      the figures); ``n_judge_errors``: errored judge grades (``passed`` null),
-      ``n_not_judged``: rungs the ladder skipped (``Grade.Status.NOT_JUDGED``) and
-      ``n_judge_missing``: no judge grade (set scope only) — all left out of n;
-    - ``n_unresolved``: humans disagree, no adjudication; ``n_unlabeled``: set trials with
-      no label yet.
-    - ``n_development``: labeled trials left out because the version was built from their
-      labels (``judges.models.DevelopmentLabel``, its few-shot examples): its figures and
-      its trust use held-out labels only; ``n_development_total``: all of the version's
-      development trials, every one held out of this computation (``trust_grant`` checks it).
-    Figures: ``agreement`` = agreeing / n (None when n = 0); ``kappa`` Cohen's kappa with
-    its 95% interval (Fleiss–Cohen–Everitt SE); ``far`` = P(judge pass | human fail) and
-    ``frr`` = P(judge fail | human pass), with Wilson 95% intervals: the sample figures.
-    ``far_weighted``: the population estimate of the FAR when every item of a calibration
-    set carries its inclusion probability (weights 1/pi, Kish effective n; see
-    ``stats.calibration_plan``), else None with ``weights_note`` saying why.
-    The trust rule is on the bounds, not the points (``trust_checks``, one per condition):
-    n >= min_n, human fails >= min_human_fails, the upper bound of the sample FAR (and of the
-    weighted FAR, when there is one) <= max_far, the lower bound of kappa >= min_kappa.
-    ``trust_ok`` is True only when all hold; ``trust_reasons`` says which do not.
+    ``n``: trials with a reference label and an ok judge verdict, the only ones in the
+    figures; the ``n_*`` others are left out and counted. ``kappa``: 95% interval by the
+    Fleiss-Cohen-Everitt SE; ``far`` = P(judge pass | human fail), ``frr`` = P(judge fail |
+    human pass), Wilson 95%; ``far_weighted``: weights 1/pi, Kish effective n
+    (``stats.calibration_plan``), else None with ``weights_note``. Trust: ``labeling.trust_rule``.
     """
 
     judge_version_id: int
@@ -168,9 +141,9 @@ class Calibration:
 
     @property
     def held_out_needed(self) -> dict[str, int]:
-        """More held-out labels the trust rule needs before it can hold at all:
-        ``{"human_fails": ..., "n": ...}`` (0 when enough), from the rule's
-        ``min_human_fails`` (``stats.calibration_plan.far_fails_needed``) and ``min_n``."""
+        """More held-out labels the rule needs before it can hold: ``{"human_fails", "n"}``, 0 when
+        enough.
+        """
         th = self.thresholds
         return {
             "human_fails": max(0, (th.min_human_fails or 0) - self.human_fails),
@@ -236,12 +209,8 @@ class ReviewerPairAgreement:
 
 @dataclass(frozen=True)
 class HumanAgreement:
-    """Agreement among humans, the ceiling a judge can be held to.
-
-    ``n_trials``: trials with >= 2 current labels; ``n_pairs``: rater pairs over those trials
-    (a trial with k labels gives k(k-1)/2 pairs); ``agreement`` and ``kappa`` pooled over all
-    pairs (raters ordered by name within a pair); ``by_pair`` per pair of raters;
-    ``n_disagreeing`` trials with differing labels, ``n_adjudicated`` of them decided by a lead.
+    """Agreement among humans, a judge's ceiling: pooled over rater pairs (k labels give
+    k(k-1)/2) on trials with >= 2 labels; ``by_pair`` per pair of raters.
     """
 
     n_trials: int
@@ -266,23 +235,13 @@ class PositionFigures:
 
 @dataclass(frozen=True)
 class PairwiseCalibration:
-    """A pairwise judge version against human preferences (A/B) on a suite's pairs.
+    """A pairwise judge version against human A/B preferences on a suite's pairs.
 
-    A pair's judge verdict counts only when both presentation orders answered and agree
-    after mapping back to the original naming (order-consistent); ``n`` such pairs with a
-    human preference enter ``agreement``/``kappa``. Counted apart: ``n_inconsistent`` (the
-    two orders disagree: a tie, never a vote), ``n_judge_errors`` (an order errored or
-    missing), ``n_unresolved`` (humans disagree). ``position_consistency`` = consistent /
-    (consistent + inconsistent) with a Wilson interval; ``first_slot_preference`` = share of
-    answered presentations choosing the slot shown first (A when original, B when swapped).
-    ``by_position``: each order alone, as in the data folders' READMEs.
-    ``agreement_rate``: ``agreement`` as a rate (agreeing / ``n``) with its Wilson interval.
-    ``n_human_ties``: order-consistent pairs the humans labeled a tie (no reference).
-    ``human_first_slot``: the reviewers' own position bias, the share of their A/B
-    preferences (ties left out; imported ones, whose order is unknown, too) that chose the
-    response shown as A, read through each label's recorded order (``shown_swapped``).
-    ``trust_checks``/``trust_ok``/``trust_reasons``: the pairwise trust rule on
-    ``thresholds`` (``labeling.trust_rule.pairwise_trust_checks``).
+    ``n``: order-consistent pairs (both orders answered, equal) with a preference, the base
+    of ``agreement`` and ``kappa``; inconsistent pairs are ties, counted apart.
+    ``position_consistency`` = consistent / (consistent + inconsistent), Wilson interval;
+    ``first_slot_preference`` and the reviewers' ``human_first_slot``: share choosing the slot
+    shown first. Trust: ``labeling.trust_rule.pairwise_trust_checks``.
     """
 
     judge_version_id: int
@@ -308,8 +267,7 @@ class PairwiseCalibration:
     human_first_slot: RateResult | None = None
 
     def as_json(self) -> dict:
-        """Strict-JSON dict (None for undefined); ``kind`` is ``"pairwise"`` so an approval
-        records which rule its figures were judged by."""
+        """Strict-JSON dict; ``kind`` ``"pairwise"`` tells which rule an approval's figures met."""
         out = asdict(self)
         out["kind"] = "pairwise"
         return out

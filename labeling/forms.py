@@ -1,5 +1,5 @@
 """Forms for the labeling pages: parse and validate at the edge, hand typed values to
-services (``labeling.services``)."""
+the concept modules (``labeling.labels``, ...)."""
 
 from __future__ import annotations
 
@@ -9,13 +9,14 @@ from core.bounds import INT_MAX, SEED_MAX
 from core.forms import StorableForm
 from evals.models import Run
 from judges.models import JudgeVersion
+from labeling.labels import CRITIQUE_MAX
 from labeling.models import Label, PreferenceLabel
-from labeling.services import CRITIQUE_MAX
 
 
 class CalibrationSetBuildForm(StorableForm):
-    """Build a calibration set from a run: name, run, judge version (stratifies by its
-    verdict; optional), size (1..1000 trials, default 30) and seed (any integer)."""
+    """Build a calibration set: name, run, judge version (optional), size (1..1000, default 30),
+    seed.
+    """
 
     name = forms.CharField(max_length=200)
     run = forms.ModelChoiceField(
@@ -50,8 +51,7 @@ class CalibrationItemForm(StorableForm):
 
 
 class LabelForm(StorableForm):
-    """A reviewer's label from the queue: the trial, pass/fail, a critique, and the version
-    of the reviewer's label the form was loaded with (0: none), for the stale check."""
+    """A label from the queue: trial, pass/fail, critique and the version loaded (0: none)."""
 
     trial = forms.UUIDField(widget=forms.HiddenInput)
     verdict = forms.ChoiceField(
@@ -66,8 +66,7 @@ class LabelForm(StorableForm):
 
 
 class PreferenceLabelForm(StorableForm):
-    """A reviewer's preference on one pair of a pairwise judge run: the pair (its id), A, B
-    or tie, and an optional critique."""
+    """A preference on one pair: the pair id, A, B or tie, an optional critique."""
 
     pair = forms.IntegerField(min_value=1, max_value=INT_MAX, widget=forms.HiddenInput)
     verdict = forms.ChoiceField(
@@ -79,11 +78,10 @@ class PreferenceLabelForm(StorableForm):
 
 
 class ReviewForm(StorableForm):
-    """A review from a review queue: the trial, the output hash it was shown with, and for
-    each of the queue's ``dimensions`` a verdict (``verdict-<name>``) and a critique
-    (``critique-<name>``). ``labeling.review.review_submit`` checks the answers (pass or
-    fail, a fail needs a critique, the length); this form refuses only what cannot be
-    stored and keeps what was typed to show it again."""
+    """A review: the trial, the output hash shown, and per dimension ``verdict-<name>`` and
+    ``critique-<name>``. ``review_submit`` checks the answers; this form refuses only what
+    cannot be stored.
+    """
 
     trial = forms.UUIDField(widget=forms.HiddenInput)
     output_hash = forms.CharField(required=False, widget=forms.HiddenInput)
@@ -100,8 +98,7 @@ class ReviewForm(StorableForm):
         return [(d, self[f"verdict-{d}"], self[f"critique-{d}"]) for d in self.dimensions]
 
     def answers(self) -> dict[str, dict[str, str]]:
-        """The cleaned answers as ``review_submit`` takes them: ``{name: {"verdict",
-        "critique"}}``. Only on a valid form."""
+        """``{name: {"verdict", "critique"}}`` as ``review_submit`` takes them; valid forms only."""
         data = self.cleaned_data
         return {
             d: {"verdict": data[f"verdict-{d}"], "critique": data[f"critique-{d}"]}
@@ -110,8 +107,9 @@ class ReviewForm(StorableForm):
 
 
 class TrustRevokeForm(StorableForm):
-    """Revoke a judge version's trust: the approval the page showed (its UUID, so a newer
-    approval is never revoked unseen) and the reason (required)."""
+    """Revoke trust: the approval's UUID the page showed (a newer one is never revoked unseen)
+    and the reason.
+    """
 
     approval = forms.UUIDField(
         widget=forms.HiddenInput,
@@ -126,8 +124,7 @@ class TrustRevokeForm(StorableForm):
 
 
 class TrustApproveForm(StorableForm):
-    """Mark trusted: the scope (a calibration set's uuid, or empty for every labeled trial)
-    and the counts the lead saw, so the service can refuse figures that changed since."""
+    """Mark trusted: the scope (a set's uuid, or empty) and the counts the lead saw."""
 
     calibration_set = forms.UUIDField(required=False, widget=forms.HiddenInput)
     n = forms.IntegerField(min_value=0, widget=forms.HiddenInput)
@@ -139,9 +136,7 @@ class TrustApproveForm(StorableForm):
 
 
 class PairwiseTrustApproveForm(StorableForm):
-    """Mark a pairwise judge trusted: the scope (a suite's uuid, or empty for every pair with
-    a human preference) and the counts the lead saw, so the service can refuse figures that
-    changed since."""
+    """Mark a pairwise judge trusted: the scope (a suite's uuid, or empty) and the counts seen."""
 
     suite = forms.UUIDField(required=False, widget=forms.HiddenInput)
     n = forms.IntegerField(min_value=0, widget=forms.HiddenInput)
@@ -152,9 +147,9 @@ class PairwiseTrustApproveForm(StorableForm):
 
 
 class AdjudicationForm(StorableForm):
-    """A lead's decision on a trial where reviewers disagree: the trial, pass/fail, the
-    reason (required; shown beside the reference label) and the version of the decision the
-    page showed (0: none), so a decision made meanwhile is never replaced unseen."""
+    """A lead's decision: trial, pass/fail, reason (required) and the decision version the page
+    showed (0: none).
+    """
 
     trial = forms.UUIDField(widget=forms.HiddenInput)
     expected_version = forms.IntegerField(min_value=0, widget=forms.HiddenInput)
@@ -171,8 +166,7 @@ class AdjudicationForm(StorableForm):
 
 
 class CalibrationInstructionsForm(StorableForm):
-    """The guidelines reviewers read while labeling a set (Markdown; raw HTML is shown as
-    text)."""
+    """A set's guidelines for reviewers (Markdown; raw HTML shown as text)."""
 
     instructions = forms.CharField(
         required=False,
@@ -188,9 +182,9 @@ class CalibrationInstructionsForm(StorableForm):
 
 
 class JudgeImproveForm(StorableForm):
-    """The improve page: chosen examples (each a checkbox whose value is the comma-separated
-    label ids of one trial), the editable prompt template, and the button pressed
-    (``preview`` or ``create``)."""
+    """The improve page: chosen examples (each value one trial's comma-separated label ids), the
+    prompt template, and ``preview`` or ``create``.
+    """
 
     examples = forms.MultipleChoiceField(required=False, widget=forms.CheckboxSelectMultiple)
     prompt_template = forms.CharField(widget=forms.Textarea(attrs={"rows": 16, "cols": 100}))

@@ -1,14 +1,7 @@
-"""Labels frozen once the reviewer has seen the judge's verdicts.
-
-A reviewer labels a calibration set blind (``evals.blindness``): the judge's verdicts on its
-trials are hidden from them until they have a label on every item. From that moment (a
-``SetReveal``, recorded here) their labels on the set's trials are frozen: a later change is
-written by ``labeling.services.label_submit`` as a flagged ``LabelRevision``
-(``after_reveal``) and never replaces the label of record, so calibration keeps the verdict
-given blind and counts the revisions apart (``revisions_after_reveal``); an undo is refused.
-
-Only users who label blind are frozen: engineers and leads see every verdict at any time
-(``evals.blindness.sees_everything``), so no moment reveals anything to them.
+"""Labels frozen once their reviewer saw the judge's verdicts: after labeling every item of a
+set (a ``SetReveal``), a change to their labels there is a flagged ``LabelRevision``,
+never the label of record, and undo is refused. Users who see every verdict
+(``evals.blindness.sees_everything``) are never frozen.
 """
 
 from __future__ import annotations
@@ -28,8 +21,7 @@ FROZEN_TEXT = (
 
 
 def _finished_set_ids(*, set_ids: Iterable[int], reviewer) -> set[int]:
-    """Of ``set_ids``, the sets where ``reviewer`` has a current label on every item. One
-    query."""
+    """Of ``set_ids``, the sets where ``reviewer`` has a current label on every item. One query."""
     set_ids = set(set_ids)
     if not set_ids:
         return set()
@@ -44,19 +36,19 @@ def _finished_set_ids(*, set_ids: Iterable[int], reviewer) -> set[int]:
 
 
 def set_finished(*, calibration_set, reviewer) -> bool:
-    """Whether ``reviewer`` has a current label on every item of ``calibration_set`` (an
-    empty set is not finished): the moment the judge's verdicts on its trials become
-    visible to them. One query."""
+    """Whether ``reviewer`` has a current label on every item of ``calibration_set`` (an empty
+    set is not finished). One query.
+    """
     if not calibration_set.items.exists():
         return False
     return bool(_finished_set_ids(set_ids=[calibration_set.pk], reviewer=reviewer))
 
 
 def reveals_record(*, trial_id: int, reviewer, now) -> set[int]:
-    """Record a ``SetReveal`` (at ``now``) for each calibration set holding ``trial_id``
-    that ``reviewer`` has now finished; returns the ids of every set holding the trial that
-    is revealed to them (recorded before or now). Idempotent (one reveal per set and
-    reviewer, the first kept). Queries: 3 at most."""
+    """Record a ``SetReveal`` at ``now`` for each set holding ``trial_id`` that ``reviewer`` has
+    finished; returns every revealed set's id. Idempotent (the first reveal kept). Queries: 3
+    at most.
+    """
     set_ids = set(
         CalibrationItem.objects.filter(trial_id=trial_id).values_list(
             "calibration_set_id", flat=True
@@ -82,9 +74,7 @@ def reveals_record(*, trial_id: int, reviewer, now) -> set[int]:
 
 
 def trial_revealed(*, trial_id: int, reviewer) -> bool:
-    """Read-only form of ``label_is_frozen`` (for pages): whether a calibration set holding
-    ``trial_id`` is revealed to ``reviewer`` (recorded, or finished now); False for users who
-    see every verdict anyway. Queries: 3 at most."""
+    """Read-only ``label_is_frozen``, for pages. Queries: 3 at most."""
     if sees_everything(reviewer):
         return False
     set_ids = set(
@@ -100,9 +90,9 @@ def trial_revealed(*, trial_id: int, reviewer) -> bool:
 
 
 def label_is_frozen(*, trial_id: int, reviewer, now) -> bool:
-    """Whether ``reviewer``'s label on ``trial_id`` is frozen: a calibration set holding the
-    trial is revealed to them (recorded, or finished now, which records it). Never for users
-    who see every verdict anyway (``evals.blindness.sees_everything``: leads)."""
+    """Whether ``reviewer``'s label on ``trial_id`` is frozen (a set holding it is revealed to
+    them; finished now records the reveal).
+    """
     if sees_everything(reviewer):
         return False
     return bool(reveals_record(trial_id=trial_id, reviewer=reviewer, now=now))
@@ -110,8 +100,7 @@ def label_is_frozen(*, trial_id: int, reviewer, now) -> bool:
 
 @dataclass(frozen=True)
 class RevisionsAfterReveal:
-    """Labels revised after their reviewer saw the judge's verdicts, in a scope:
-    ``by_label`` maps (trial id, reviewer id) to the newest flagged revision."""
+    """Flagged revisions in a scope: ``by_label`` maps (trial id, reviewer id) to the newest."""
 
     by_label: dict[tuple[int, int], LabelRevision]
 
@@ -130,9 +119,9 @@ class RevisionsAfterReveal:
 
 
 def revisions_after_reveal(*, trial_ids: Iterable[int]) -> RevisionsAfterReveal:
-    """The flagged revisions (``LabelRevision.after_reveal``) on ``trial_ids``, the newest
-    per (trial, reviewer), with the reviewer joined. Calibration figures never read them:
-    they are counted apart. One query."""
+    """The newest flagged revision per (trial, reviewer) on ``trial_ids``, reviewer joined;
+    figures never read them. One query.
+    """
     rows = LabelRevision.objects.filter(trial_id__in=list(trial_ids), after_reveal=True)
     by_label: dict[tuple[int, int], LabelRevision] = {}
     for rev in rows.select_related("reviewer").order_by("trial_id", "reviewer_id", "version"):
@@ -141,8 +130,7 @@ def revisions_after_reveal(*, trial_ids: Iterable[int]) -> RevisionsAfterReveal:
 
 
 def flagged_revision_get(*, trial_id: int, reviewer, version: int) -> LabelRevision | None:
-    """The reviewer's flagged revision on ``trial_id`` at ``version`` (their label's current
-    version), or None when the newest change was not a revision after the reveal."""
+    """The reviewer's flagged revision on ``trial_id`` at ``version``, or None."""
     return LabelRevision.objects.filter(
         trial_id=trial_id, reviewer_id=reviewer.pk, version=version, after_reveal=True
     ).first()

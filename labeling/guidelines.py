@@ -1,9 +1,6 @@
-"""A calibration set's guidelines for reviewers, versioned.
-
-Every edit is a new ``GuidelinesVersion`` (the text, who, when) and moves the set's
-``instructions_version`` by a compare-and-set on the version the form was loaded with, so a
-stale tab never overwrites what it did not see. Labels name the version they were given
-under (``labeling.services.label_submit``, through ``guidelines_current_id``).
+"""A calibration set's guidelines for reviewers, versioned: every edit is a new
+``GuidelinesVersion``, moved by a compare-and-set on the version the form loaded. Labels
+name the version they were given under (``guidelines_current_id``).
 """
 
 from __future__ import annotations
@@ -48,16 +45,10 @@ def calibration_set_instructions_set(
     by,
     expected_version: int | None = None,
 ) -> CalibrationSet:
-    """Write a new version of the set's labeling guidelines (Markdown, at most
-    ``INSTRUCTIONS_MAX`` characters; empty removes them). Engineers and leads; allowed at
-    any time (each label records the version it was given under). Line ends are normalised
-    to ``\\n``; the same text as the current one writes nothing.
-
-    ``expected_version`` is the version the form was loaded with (0: none yet; None skips
-    the check): any other current version is a DomainError (code "conflict", field
-    ``expected_version``, with ``current_version`` and ``current_text``) and nothing is
-    written. Raises PermissionDenied, or DomainError (field ``instructions``) when too long.
-    Returns the set with its new text and version.
+    """Write a new guidelines version (Markdown, at most ``INSTRUCTIONS_MAX`` characters; empty
+    removes; the same text writes nothing); engineers and leads. Raises PermissionDenied;
+    DomainError on ``instructions`` (too long) or code "conflict" on ``expected_version``
+    (with ``current_version`` and ``current_text``).
     """
     role_require(by, ENGINEER, LEAD, action="editing a calibration set's guidelines")
     text = (instructions or "").replace("\r\n", "\n").replace("\r", "\n").strip()
@@ -93,9 +84,9 @@ def calibration_set_instructions_set(
 
 
 def guidelines_current_id(*, trial, calibration_set: CalibrationSet | None = None) -> int | None:
-    """The id of the guidelines version a label on ``trial`` is given under now: the current
-    version of ``calibration_set`` (the queue it is labeled in), else of the newest set
-    holding the trial that has guidelines; None without guidelines. One query at most."""
+    """The guidelines version a label on ``trial`` is given under now: ``calibration_set``'s,
+    else the newest set holding the trial with guidelines; None. One query at most.
+    """
     if calibration_set is not None:
         if not calibration_set.instructions_version:
             return None
@@ -119,8 +110,9 @@ def guidelines_current_id(*, trial, calibration_set: CalibrationSet | None = Non
 
 
 def guidelines_versions_get(*, calibration_set: CalibrationSet) -> list[GuidelinesVersion]:
-    """The set's guidelines versions, newest first, with their author and how many current
-    labels on the set's trials were given under each (``n_labels``). One query."""
+    """The set's guidelines versions, newest first, with author and ``n_labels`` given under
+    each. One query.
+    """
     return list(
         GuidelinesVersion.objects.filter(calibration_set=calibration_set)
         .select_related("created_by")

@@ -1,18 +1,7 @@
-"""The judge improvement loop: a lead turns disagreements (judge verdict vs human label) and
-the reviewers' critiques into few-shot examples of a new judge version, and versions are
-compared on labels none of them was built from.
-
-Rules (issue 12, point 4):
-- Only a lead builds an improved version (``judge_version_improve``): it chooses what a
-  judge is taught, and the same role decides trust; reviewers and engineers are refused.
-- Every label an example comes from is recorded as the new version's development data
-  (``judges.models.DevelopmentLabel``), inherited examples included. The version's
-  calibration figures and trust leave those trials out
-  (``labeling.selectors.calibration_compute``) and ``judges.trust.trust_grant`` refuses
-  figures that did not.
-- Examples are untrusted text (model outputs, critiques): stored as data in
-  ``params["examples"]`` and fenced with each call's nonce where the template writes
-  ``$examples`` (``judges.prompts.examples_render``), never pasted into the template.
+"""The judge improvement loop: disagreements and critiques become few-shot examples of a new
+version (leads only), compared on labels none was built from. The chosen labels are the
+version's development data (``DevelopmentLabel``), left out of its figures and trust.
+Examples are untrusted text, fenced per call (``judges.prompts.examples_render``).
 """
 
 from __future__ import annotations
@@ -133,9 +122,9 @@ def _template(base_version: JudgeVersion, prompt_template: str) -> str:
 def improve_preview(
     *, base_version: JudgeVersion, label_ids: Iterable, prompt_template: str
 ) -> str:
-    """The prompt (system and user messages) the improved version would send, the trial's
-    own texts shown as placeholders in their fences; raises what ``judge_version_improve``
-    raises for the same input (but no role check: it changes nothing)."""
+    """The system and user messages the improved version would send, the trial's texts as
+    placeholders; raises as ``judge_version_improve`` (no role check: it writes nothing).
+    """
     _improvable(base_version)
     examples, _labels = _examples(base_version=base_version, ids=_label_ids(label_ids))
     template = _template(base_version, prompt_template)
@@ -159,19 +148,12 @@ def improve_preview(
 def judge_version_improve(
     *, base_version: JudgeVersion, label_ids: Iterable, prompt_template: str, by
 ) -> JudgeVersion:
-    """A new version of ``base_version``'s judge whose prompt shows few-shot examples made
-    from the labels ``label_ids`` (one per trial: its human reference verdict and critique,
-    the trial's output, and for rubric judges the case input), after the base version's
-    own examples; same model, endpoint, parameters, schema and threshold.
+    """A new version of ``base_version``'s judge with few-shot examples from ``label_ids`` (per
+    trial: reference verdict, critique, output, and rubric judges' input) after the base's.
 
-    ``prompt_template`` (edited by the lead) must write ``$examples`` and pass the kind's
-    template check. Records every chosen label, and the base version's development labels,
-    as the new version's development data. Leads only (PermissionDenied otherwise).
-    Raises ``DomainError``: field ``base_version`` (a kind that cannot be improved),
-    ``label_ids`` (none, unknown, a trial whose reviewers disagree unadjudicated, more
-    than ``MAX_EXAMPLES`` examples), ``prompt_template`` (the kind's check; no
-    ``$examples``), ``base_version`` with code "conflict" when the result is identical to an
-    existing version (versions are content-addressed; the existing one keeps its own data).
+    Leads only (PermissionDenied). DomainError fields: ``base_version`` (kind cannot be
+    improved; code "conflict" when identical to an existing version), ``label_ids`` (none,
+    unknown, unresolved, past ``MAX_EXAMPLES``), ``prompt_template`` (no ``$examples``).
     """
     role_require(by, LEAD, action="building an improved judge version")
     _improvable(base_version)
@@ -268,10 +250,10 @@ class VersionRow:
 
 @dataclass(frozen=True)
 class VersionsComparison:
-    """Versions of one judge side by side on the same held-out items: ``n_items`` labeled
-    trials every compared version judged (ok verdict) and none was built from;
-    ``n_development`` labeled trials left out because some compared version was built from
-    them. ``rows``: each version's figures on those items (newest first)."""
+    """Versions of one judge on the same held-out items: ``n_items`` labeled trials every
+    version judged ok and none was built from; ``n_development`` left out; ``rows`` newest
+    first.
+    """
 
     judge: Judge
     n_items: int
@@ -280,12 +262,10 @@ class VersionsComparison:
 
 
 def versions_compare(*, judge: Judge, limit: int = 6) -> VersionsComparison:
-    """The newest ``limit`` versions of a pointwise ``judge`` with verdicts on labeled
-    trials, compared on the same items: the labeled (or adjudicated) trials each of them
-    has an ok verdict on, minus every compared version's development trials. Agreement,
-    kappa and FAR with their 95% intervals come from ``calibration_compute`` restricted to
-    those items (so an unresolved trial is left out of every row alike).
-    Queries: 2 per version plus ``calibration_compute``'s per version."""
+    """The newest ``limit`` versions of a pointwise ``judge`` compared on the same items (each
+    has an ok verdict, none was built from them), through ``calibration_compute``.
+    Queries: 2 per version plus ``calibration_compute``'s.
+    """
     versions = list(judge.versions.order_by("-number")[: limit * 4])
     judged: dict[int, set[int]] = {}
     for v in versions:

@@ -1,12 +1,5 @@
-"""Human labels: a reviewer's verdict and critique on a trial, and preferences on pairs.
-
-A label without a user records who labeled it in ``reviewer_name`` (imported gold labels:
-"dataset gold", the source's method kept in ``details``). A reviewer has one current label
-per trial (``version`` counts the changes to it, for optimistic concurrency, and only grows,
-even across undo); every change, an undo's clearing included, is kept as a
-``LabelRevision``. Calibration sets and adjudications live here too (a judge's trust
-approval lives in ``judges.models``); the domain rules are in ``labeling.services`` and
-``labeling.selectors``.
+"""Human labels, preferences, calibration sets, adjudications and their histories; a label
+without a user names its source in ``reviewer_name``. Rules: the concept modules.
 """
 
 from __future__ import annotations
@@ -77,21 +70,9 @@ class Label(models.Model):
 
 
 class LabelRevision(models.Model):
-    """One change to a reviewer's label on a trial, the first one included; never edited or
-    deleted. Revisions are keyed by (trial, reviewer), not by the label row, so the history
-    and its version numbers outlive a label that an undo cleared: versions only grow (a
-    label created again after a clearing continues the count), and a form loaded before any
-    later change is always stale.
-
-    ``verdict`` is "" for a revision that cleared the label (the undo of a first label);
-    ``undoes`` names the version an undo took back (null for a save). ``label`` points at
-    the label row the revision was written on (null once that row was cleared).
-    ``after_reveal``: saved once the reviewer had finished a calibration set holding the
-    trial (so the judge's verdicts were visible to them): recorded and flagged, never the
-    label of record (the label row keeps the verdict given blind).
-    ``details``: the label's details this revision set (``{"contract_review": ...}`` for a
-    contract review, ``{}`` otherwise), so an undo restores the review of the save it goes
-    back to and the label of record never keeps a review its verdict no longer reflects.
+    """One change to a reviewer's label; never edited. Keyed by (trial, reviewer), so versions
+    outlive a cleared label. ``verdict`` "": a clearing; ``undoes``: the version taken back;
+    ``after_reveal``: flagged (``labeling.freeze``); ``details``: restored by an undo.
     """
 
     label = models.ForeignKey(
@@ -191,9 +172,9 @@ class CalibrationSet(models.Model):
 
 
 class CalibrationItem(models.Model):
-    """One trial in a calibration set, at ``position`` (0-based queue order); a planned
-    set's items record their ``stratum`` and ``inclusion_probability`` (the sampling
-    weight's inverse), updated for the whole stratum when the set is topped up."""
+    """One trial of a calibration set at ``position`` (0-based queue order); a planned set's
+    items hold their ``stratum`` and ``inclusion_probability``.
+    """
 
     calibration_set = models.ForeignKey(
         CalibrationSet, on_delete=models.CASCADE, related_name="items"
@@ -223,10 +204,9 @@ class CalibrationItem(models.Model):
 
 
 class Adjudication(models.Model):
-    """A lead's decision on a trial where humans disagree; the newest one (the highest
-    ``version``) is the trial's reference label. Decisions are never edited or deleted: a
-    change is a new row at the next version, so each row says who decided, when, and (its
-    version minus one) which decision it replaced."""
+    """A lead's decision on a trial where humans disagree; the highest ``version`` is the
+    trial's reference label. Never edited: a change is a new row at the next version.
+    """
 
     trial = models.ForeignKey("evals.Trial", on_delete=models.CASCADE, related_name="adjudications")
     decided_by = models.ForeignKey(
@@ -252,9 +232,9 @@ class Adjudication(models.Model):
 
 
 class PreferenceLabel(models.Model):
-    """A human preference between the two trials of a pair: A, B, or ``tie`` (no preference:
-    left out of a pairwise judge's agreement and kappa, counted apart). A reviewer has one
-    preference per pair (``labeling.preferences.preference_label_save`` replaces it)."""
+    """A human preference on a pair: A, B, or ``tie`` (left out of a pairwise judge's agreement,
+    counted apart); one per reviewer and pair.
+    """
 
     class Preferred(models.TextChoices):
         A = "A", "A"
@@ -316,11 +296,9 @@ class GuidelinesVersion(models.Model):
 
 
 class SetReveal(models.Model):
-    """When a reviewer first had a label on every item of a calibration set: from then the
-    judge's verdicts on its trials are visible to them (``evals.blindness``), so their labels
-    on its trials are frozen (a later change is a flagged ``LabelRevision``). Written by
-    ``labeling.services.label_submit``; never deleted (a top-up that reopens the set does
-    not thaw what was already seen)."""
+    """When a reviewer first had a label on every item of a set, making its judge verdicts
+    visible to them (``labeling.freeze``). Never deleted: a top-up does not thaw what was seen.
+    """
 
     calibration_set = models.ForeignKey(
         CalibrationSet, on_delete=models.CASCADE, related_name="reveals"
@@ -342,10 +320,9 @@ class SetReveal(models.Model):
 
 
 class PreferenceOrder(models.Model):
-    """The order a pair is shown in the preference queue, drawn once when the pair is first
-    shown and balanced over the judge run's pairs (``labeling.preferences``): ``swapped``
-    False shows the pair's ``trial_a`` (the base run's) as response A, True shows
-    ``trial_b`` (the head run's) as response A. Never changed once written."""
+    """The order a pair is shown in (``labeling.preferences``): ``swapped`` shows ``trial_b``
+    (the head run's) as response A. Written once.
+    """
 
     pair = models.OneToOneField(
         "evals.TrialPair", on_delete=models.CASCADE, related_name="preference_order"

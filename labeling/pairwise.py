@@ -23,9 +23,9 @@ def _rate(numerator: int, denominator: int, empty_reason: str) -> RateResult:
 
 
 def is_pairwise(judge_version: JudgeVersion) -> bool:
-    """Whether ``judge_version`` is calibrated as a pairwise judge: its judge is of kind
-    pairwise, or it has pairwise verdicts (imported pairwise judges are of kind "recorded":
-    their verdicts say what they are). At most one query."""
+    """Whether ``judge_version`` is calibrated as pairwise: its judge's kind, or its verdicts
+    (imported judges are of kind "recorded"). At most one query.
+    """
     return (
         judge_version.judge.kind == Judge.Kind.PAIRWISE or judge_version.pairwise_verdicts.exists()
     )
@@ -34,20 +34,9 @@ def is_pairwise(judge_version: JudgeVersion) -> bool:
 def pairwise_calibration_compute(*, judge_version: JudgeVersion, suite=None) -> PairwiseCalibration:
     """A pairwise judge version against human preferences on ``suite``'s pairs (or all).
 
-    1. Per pair, the judge's two presentations (original: A first; swapped: B first), each
-       already in the original A/B naming. Both answered and equal -> a consistent verdict;
-       both answered and different -> inconsistent (a tie, never a vote: fault B2); an
-       errored or missing presentation -> a judge error.
-    2. The human reference: the pair's preference labels when they all agree; otherwise
-       the pair is unresolved and left out. A pair the humans all labeled ``tie`` has no
-       preference to agree with: left out too, counted in ``n_human_ties``.
-    3. ``agreement``/``kappa`` over consistent verdicts with a reference;
-       ``position_consistency`` over pairs with both orders answered (human label or not);
-       ``first_slot_preference`` over answered presentations; the reviewers' own
-       ``human_first_slot`` over their A/B preferences with a recorded order.
-    4. The pairwise trust rule (``labeling.trust_rule.pairwise_trust_checks``) on the suite's
-       thresholds (settings when ``suite`` is None).
-    Queries: 2.
+    A pair's two presentations, in the original naming, answered and equal give a verdict;
+    unequal, a tie (never a vote); errored or missing, a judge error. The reference: the
+    pair's agreeing preferences (all ``tie``: left out). Queries: 2.
     """
     verdicts = PairwiseVerdict.objects.filter(judge_version=judge_version)
     if suite is not None:
@@ -92,14 +81,9 @@ def pairwise_calibration_figures(
     judge_version_label: str = "",
     suite_name: str | None = None,
 ) -> PairwiseCalibration:
-    """The pairwise figures and trust decision from plain data (no queries; what
-    ``pairwise_calibration_compute`` returns after its two queries, and what
-    ``bench/bench_trust.py`` simulates through).
-
-    ``by_pair``: pair id -> {"original": "A"|"B"|None, "swapped": "A"|"B"|None} (the
-    preferred output in the original naming; None or absent = errored or missing);
-    ``prefs``: pair id -> the set of human preferences given ({"A"}, {"A", "B"}, {"tie"}...).
-    Steps 1-4 of ``pairwise_calibration_compute``."""
+    """The figures from plain data (``bench/bench_trust.py``): ``by_pair``: pair id ->
+    {"original", "swapped"}: "A"|"B"|None; ``prefs``: pair id -> set of human preferences.
+    """
     first_slot = answered = 0
     for seen in by_pair.values():
         for position, preferred in seen.items():
@@ -186,8 +170,9 @@ def pairwise_calibration_figures(
 
 
 def pairwise_calibration_judge_versions(*, suite=None) -> list[JudgeVersion]:
-    """Judge versions with pairwise verdicts on a pair that has a human preference label,
-    of ``suite`` when given; ordered by judge name and number. One query."""
+    """Judge versions with pairwise verdicts on a pair with a human preference (of ``suite``),
+    by judge name and number. One query.
+    """
     labeled = PreferenceLabel.objects.values("pair_id")
     verdicts = PairwiseVerdict.objects.filter(pair_id__in=labeled)
     if suite is not None:

@@ -1,13 +1,6 @@
-"""Reviewers' preferences on the pairs of a pairwise judge run: A, B or tie, one pair at a
-time, blind to the judge (the pair is shown as response A and response B, never which run
-each came from, nor any judge verdict). What they label is the human reference of
-``labeling.pairwise.pairwise_calibration_compute``.
-
-Each pair is shown in an order drawn once, when the run's pairs are first shown, and
-recorded (``PreferenceOrder``): half of the run's pairs show the base run's response as A,
-half the head run's, so a reviewer's leaning to one position is balanced over the two runs
-and the position does not say which run a response came from. A saved preference is
-mapped back through that order to the pair's own naming (A: the base run's response).
+"""Reviewers' A/B/tie preferences on a pairwise judge run's pairs, blind: each pair shown in
+an order drawn once (``PreferenceOrder``, balanced over the run) and stored in the pair's
+own naming (A: the base run's response).
 """
 
 from __future__ import annotations
@@ -28,9 +21,9 @@ SWAP = {"A": "B", "B": "A", "tie": "tie"}
 
 @dataclass(frozen=True)
 class PreferenceQueue:
-    """A reviewer's place in a pairwise judge run's pairs: the next pair they have not
-    labeled (None: done), how many they labeled, of how many pairs, and the pair's recorded
-    order (``swapped``: the head run's response is shown as A)."""
+    """A reviewer's place in a pairwise judge run: the next unlabeled pair (None: done), counts,
+    and its order (``swapped``: the head run's response shown as A).
+    """
 
     pair: TrialPair | None
     labeled: int
@@ -53,11 +46,9 @@ class PreferenceQueue:
 
 
 def preference_orders_assign(*, pair_ids: list[int]) -> dict[int, bool]:
-    """The recorded order of each pair of ``pair_ids`` (pair id -> swapped), drawing it for
-    the pairs without one: balanced over ``pair_ids`` (the swapped count made as close to
-    half as the orders already recorded allow; an odd one out drawn at random), in a random
-    assignment. Orders are written once and never changed (a race keeps the first writer's).
-    Queries: 1, or 3 when some are drawn."""
+    """Pair id -> swapped for ``pair_ids``, drawing missing orders balanced to half (an odd one
+    out at random). Written once; a race keeps the first. Queries: 1, or 3 when drawing.
+    """
     pair_ids = sorted(set(pair_ids))
     orders = dict(
         PreferenceOrder.objects.filter(pair_id__in=pair_ids).values_list("pair_id", "swapped")
@@ -85,12 +76,10 @@ def preference_orders_assign(*, pair_ids: list[int]) -> dict[int, bool]:
 def preference_queue_get(
     *, judge_run: JudgeRun, reviewer, pair_id: int | None = None
 ) -> PreferenceQueue:
-    """The next pair of ``judge_run`` (by pair id) without a preference by ``reviewer``; the
-    pair ``pair_id`` instead when it is one of the run's (a refused post shown again on the
-    pair it was typed for, or the pair a draft kept across a login was typed for), with its
-    recorded order. The first time the run's pairs are shown, their orders are drawn and
-    recorded (``preference_orders_assign``). Raises ``DomainError(field="judge_run")`` for a
-    judge run that is not pairwise."""
+    """The next pair of ``judge_run`` without ``reviewer``'s preference, or the pair ``pair_id``
+    when it is the run's, with its order (drawn on first show). Raises
+    ``DomainError(field="judge_run")`` for a run that is not pairwise.
+    """
     if not judge_run.is_pairwise:
         raise DomainError("only a pairwise judge run has pairs to prefer", field="judge_run")
     ids = list(judge_run.trial_ids)
@@ -114,13 +103,11 @@ def preference_queue_get(
 def preference_label_save(
     *, judge_run: JudgeRun, pair_id: int, reviewer, preferred: str, critique: str = ""
 ) -> PreferenceLabel:
-    """Record ``reviewer``'s preference on a pair of ``judge_run``, replacing their earlier
-    one. ``preferred`` is the response chosen on screen (``A``, ``B`` or ``tie``); it is
-    stored in the pair's own naming (A: the base run's response), mapped through the pair's
-    recorded order (``PreferenceOrder``, drawn now if the pair was never shown), which the
-    label keeps (``shown_swapped``). Reviewers and leads. Raises ``PermissionDenied`` for
-    another role, ``DomainError`` naming the field for a pair outside the judge run or
-    another word."""
+    """Record ``reviewer``'s preference on a pair, replacing theirs. ``preferred`` is what was
+    chosen on screen (``A``, ``B``, ``tie``), stored in the pair's naming through its order
+    (kept as ``shown_swapped``). Reviewers and leads: PermissionDenied; DomainError naming the
+    field for a pair outside the run or another word.
+    """
     role_require(reviewer, REVIEWER, LEAD, action="labeling a preference")
     if preferred not in PreferenceLabel.Preferred.values:
         raise DomainError(f"expected A, B or tie, got {preferred!r}", field="preferred")

@@ -1,7 +1,5 @@
 """Reads for the reviewer's labeling queue: which item to show, and the reviewer's progress.
-
-The queue is blind: nothing here reads a grade, a judge verdict or another reviewer's
-label; a reviewer sees only the case, the output and their own current label.
+Blind: nothing here reads a grade, a judge verdict or another reviewer's label.
 """
 
 from __future__ import annotations
@@ -17,19 +15,9 @@ from labeling.selectors import label_version_get
 
 @dataclass(frozen=True)
 class QueueItem:
-    """One item of a calibration set as a reviewer sees it in the queue.
-
-    ``index`` is 0-based in queue order (``CalibrationItem.position``), shown as index + 1;
-    ``total`` items in the set; ``labeled`` of them carry a current label by this reviewer;
-    ``label`` is this reviewer's current label on the item's trial (None when unlabeled);
-    ``version`` the version of this reviewer's label history on it (0: never labeled; a
-    label cleared by an undo keeps its clearing's version), what the form sends back;
-    ``prev_uuid``/``next_uuid`` the neighbouring items' trial uuids (None at the ends);
-    ``timeline`` the trial's trajectory rows (an agent's trial), None without one;
-    ``frozen``: the label is frozen (``labeling.freeze``: the reviewer finished a set holding
-    the trial and may have seen the judge's verdicts), so a change is recorded as a flagged
-    revision and ``label`` stays the label of record; ``flagged`` the newest flagged
-    revision when it is the reviewer's latest change (None otherwise).
+    """One item as a reviewer sees it: ``index`` 0-based, ``labeled`` of ``total``, ``version``
+    (what the form sends back), neighbours' trial uuids, ``frozen`` (``labeling.freeze``),
+    ``flagged``: the newest flagged revision when it is their latest change.
     """
 
     item: CalibrationItem
@@ -45,15 +33,15 @@ class QueueItem:
 
     @property
     def timeline(self) -> Timeline | None:
-        """The trial's trajectory as the trial page shows it (``evals.trajectory.timeline``;
-        None for a trial without one): a reviewer of an agent's trial judges its path too."""
+        """The trial's trajectory (``evals.trajectory.timeline``; None without one): an agent's path
+        is judged too.
+        """
         return trajectory_timeline(self.item.trial.trajectory)
 
 
 @dataclass(frozen=True)
 class QueueState:
-    """The queue for one reviewer: the item to show (None when the set is empty or the
-    reviewer has labeled every item and asked for no particular one), and the counts."""
+    """The queue for one reviewer: the item to show (None when done or empty) and the counts."""
 
     calibration_set: CalibrationSet
     current: QueueItem | None
@@ -63,8 +51,9 @@ class QueueState:
 
 
 def _ordered_items(calibration_set: CalibrationSet) -> list[tuple[int, int, str]]:
-    """``(item id, trial id, trial uuid)`` in queue order: ids only, so finding the position
-    never loads the set's outputs (a save renders one item, not thirty)."""
+    """``(item id, trial id, trial uuid)`` in queue order: ids only, so a save never loads the
+    set's outputs.
+    """
     return [
         (item_id, trial_id, str(trial_uuid))
         for item_id, trial_id, trial_uuid in calibration_set.items.order_by(
@@ -80,16 +69,9 @@ def queue_state_get(
     trial_uuid: uuid.UUID | str | None = None,
     after_uuid: uuid.UUID | str | None = None,
 ) -> QueueState:
-    """The queue position for ``reviewer`` on ``calibration_set``.
-
-    1. ``trial_uuid`` given and in the set: that item (j/k navigation, revisiting a label).
-    2. ``after_uuid`` given (just saved that item): the first item after it, in queue order
-       and wrapping round, that this reviewer has not labeled.
-    3. Otherwise (resume): the first item in queue order this reviewer has not labeled.
-    When every item is labeled, cases 2 and 3 give ``current = None`` (the queue is done).
-    Queries: 3, whatever the size of the set (positions, this reviewer's labels, the item),
-    and a fourth when the item shown has no current label (its version, for the form); a
-    labeled item adds up to 4 (is it frozen, its flagged revision).
+    """The item for ``reviewer``: ``trial_uuid`` when in the set; else the next unlabeled after
+    ``after_uuid``, wrapping; else the first unlabeled; None when all are labeled. Queries: 3,
+    up to 4 more for the item's version and freeze state.
     """
     items = _ordered_items(calibration_set)
     labels = {
@@ -142,8 +124,9 @@ def queue_state_get(
 
 
 def queue_last_labeled_get(*, calibration_set: CalibrationSet, reviewer) -> Label | None:
-    """The reviewer's most recently saved label on a trial of ``calibration_set`` (what the
-    queue's ``u`` undoes), or None when they have labeled nothing in it."""
+    """The reviewer's most recently saved label in ``calibration_set`` (what ``u`` undoes), or
+    None.
+    """
     return (
         Label.objects.filter(
             reviewer=reviewer, trial__calibration_items__calibration_set=calibration_set

@@ -1,16 +1,7 @@
-"""Review as a first-class step after a contract (docs/contracts.md): the trials a contract
-left in ``review`` join a review queue, which is a labeling queue (a calibration set whose
-``design`` says ``{"kind": "contract_review", "dimensions": [...]}``), and a reviewer
-answers every review dimension pass or fail with a critique.
-
-A review is the reviewer's label on the trial (``labeling.services.label_submit``: the same
-versioning, revisions and blindness), its verdict ``pass`` only when every dimension
-passed, and its ``details.contract_review`` = ``{"output_hash", "dimensions": {name:
-{"verdict", "critique"}}}``. It attaches to the exact output reviewed (its SHA-256): the
-decision (``evals.grading.contract.decisions``) reads ``accepted`` only while the output
-still has that hash and every review of it (the labels of record) passes every dimension;
-an undo or a relabel changes the label of record and so the decision, and the move is
-recorded (``labeling.decision_history``).
+"""Reviewing a contract's ``review`` trials (docs/contracts.md) in a review queue, a
+calibration set of ``design`` ``{"kind": "contract_review", "dimensions": [...]}``. A review
+is a label (``label_submit``), ``pass`` only when every dimension passed, with
+``details.contract_review``; it holds only for the output whose SHA-256 it names.
 """
 
 from __future__ import annotations
@@ -21,8 +12,8 @@ from core.errors import DomainError
 from core.roles import ENGINEER, LEAD, REVIEWER, role_require
 from evals.grading.contract.decisions import REVIEW, output_hash, run_decisions
 from evals.models import Grade, Run, Trial
+from labeling.labels import CRITIQUE_MAX, label_submit
 from labeling.models import CalibrationItem, CalibrationSet, Label
-from labeling.services import CRITIQUE_MAX, label_submit
 
 REVIEW_KIND = "contract_review"
 VERDICTS = ("pass", "fail")
@@ -37,10 +28,10 @@ def review_dimensions(calibration_set: CalibrationSet) -> list[str]:
 
 
 def review_set_create(*, run: Run, by) -> CalibrationSet:
-    """A review queue of ``run``'s trials whose contract decision is ``review``, in case
-    and attempt order; its dimensions are the open ones their contract grades name
-    (engineers and leads). Raises PermissionDenied, or ``DomainError`` (field ``run``) when
-    no trial is in review."""
+    """A review queue of ``run``'s trials in ``review``, by case and attempt; its dimensions are
+    the open ones of their contract grades (engineers and leads). Raises PermissionDenied;
+    DomainError (field ``run``) when none is in review.
+    """
     role_require(by, ENGINEER, LEAD, action="starting a review")
     decisions = run_decisions(run=run)
     trial_ids = [t.trial_id for t in decisions.trials.values() if t.decision == REVIEW]
@@ -79,17 +70,11 @@ def review_submit(
     dimensions: dict[str, dict[str, str]],
     reviewed_hash: str,
 ) -> Label:
-    """Save ``reviewer``'s review of ``trial`` in the review queue ``calibration_set``:
-    ``dimensions`` maps every dimension of the queue to ``{"verdict": "pass"|"fail",
-    "critique": str}``; ``reviewed_hash`` is the output hash the reviewer was shown.
-
-    Raises PermissionDenied (reviewers and leads), or ``DomainError``: a missing or unknown
-    dimension or a bad verdict (field ``dimensions.<name>``), a critique too long, a fail
-    without a critique (``dimensions.<name>.critique``), or an output that changed since it
-    was shown (``output_hash``, code ``conflict``: a changed output needs a new review).
-    Once the reviewer has reviewed every item of the queue their labels there are frozen
-    (``labeling.freeze``): a later review is a flagged revision (outcome "flagged") and the
-    label of record keeps its review.
+    """Save ``reviewer``'s review: ``dimensions`` maps each dimension to ``{"verdict",
+    "critique"}``; ``reviewed_hash`` is the output hash shown. Raises PermissionDenied;
+    DomainError on ``dimensions.<name>`` (missing, unknown, bad verdict),
+    ``dimensions.<name>.critique`` (too long; a fail needs one), ``output_hash`` (code
+    ``conflict``).
     """
     role_require(reviewer, REVIEWER, LEAD, action="reviewing")
     expected = review_dimensions(calibration_set)

@@ -1,17 +1,9 @@
-"""Calibration sampling aimed at the false-accept rate: the strata of a run's judged trials,
-the planned draw of a new set, the plan of an existing set and its top-up.
+"""Calibration sampling aimed at the false-accept rate: strata, a set's draw, plan, top-up.
 
-Only trials the judge actually judged are eligible: an ok judge grade (never a not-judged
-rung, never an errored call). Each is put in one stratum, fixed when the set is built
-(``CalibrationSet.design``), by the judge's verdict and the first signal that holds:
-``known_fail``/``known_pass`` (a human reference label exists already: free to use),
-``cheap_failed`` (a deterministic grade failed it), ``versions_disagree`` (another version
-of the same judge gave the other verdict), ``low_score`` (a pass with a score under
-``LOW_SCORE``), else ``none``. ``PRIORS`` are the starting guesses of each stratum's
-human-fail probability; the labels given in the set update them (Beta posterior,
-``stats.calibration_plan.posterior_fail``). The draw, its weights and the plan's rule are in
-``stats.calibration_plan``; within a stratum trials are drawn at random (seeded), so every
-trial of stratum s has inclusion probability drawn_s / population_s, recorded on its item.
+A judged trial's stratum (fixed in ``design``): the judge's verdict and its first signal,
+``known_fail``/``known_pass``, ``cheap_failed``, ``versions_disagree``, ``low_score`` or
+``none``; ``PRIORS`` are updated by the set's labels (Beta posterior). Draw and plan:
+``stats.calibration_plan``; inclusion probability drawn_s / population_s.
 """
 
 from __future__ import annotations
@@ -46,8 +38,9 @@ PRIORS = {  # (judge verdict, signal) -> starting human-fail probability
 
 
 def judged_strata(*, run: Run, judge_version: JudgeVersion) -> dict[str, list[int]]:
-    """Stratum key ("judge_pass/cheap_failed") -> sorted ids of the ok trials of ``run``
-    that ``judge_version`` judged (an ok grade); five queries."""
+    """Stratum key ("judge_pass/cheap_failed") -> sorted ids of ``run``'s ok trials that
+    ``judge_version`` judged ok. Five queries.
+    """
     judged = {
         tid: (passed, score)
         for tid, passed, score in Grade.objects.filter(
@@ -98,8 +91,9 @@ def _prior(key: str) -> float:
 
 
 def design_build(strata: dict[str, list[int]]) -> dict:
-    """The stored design (``CalibrationSet.design``): per stratum its trial ids (the
-    population, fixed at build time), the judge's verdict and the prior fail probability."""
+    """``CalibrationSet.design``: per stratum its population's trial ids, the judge's verdict and
+    the prior fail probability.
+    """
     return {
         "version": 1,
         "floor": FLOOR,
@@ -116,9 +110,9 @@ def design_build(strata: dict[str, list[int]]) -> dict:
 
 
 def draw_initial(design: dict, size: int, seed: int) -> list[tuple[int, str]]:
-    """``size`` trials drawn by ``stats.calibration_plan.draw_order`` from empty strata,
-    at random within each (``random.Random(seed)``); ``[(trial_id, stratum)]`` shuffled so
-    the queue order does not reveal the strata."""
+    """``size`` trials drawn by ``stats.calibration_plan.draw_order``, seeded within strata;
+    ``[(trial_id, stratum)]`` shuffled so the queue order hides the strata.
+    """
     strata = [
         Stratum(key, len(s["trials"]), s["judge_pass"], s["prior_fail"])
         for key, s in design["strata"].items()
@@ -167,8 +161,9 @@ class SetPlan:
 
     @property
     def rows(self) -> list[dict]:
-        """One row per stratum for the set page: ``stratum``, ``inclusion`` (drawn /
-        population, None when empty), ``fail_probability`` (posterior), ``add``."""
+        """Per stratum for the set page: ``stratum``, ``inclusion`` (None when empty),
+        ``fail_probability`` (posterior), ``add``.
+        """
         return [
             {
                 "stratum": s,
@@ -210,9 +205,9 @@ def _strata_now(calibration_set: CalibrationSet) -> list[Stratum]:
 
 
 def set_plan_get(*, calibration_set: CalibrationSet) -> SetPlan | None:
-    """The plan of a planned set (None for a set without a design): how many more items to
-    label, how many to draw (top-up), the probability that the FAR bounds then reach the
-    suite's ``max_far`` (``stats.calibration_plan.plan_draw``), and a sentence saying so."""
+    """A planned set's plan (None without a design): items to label, to draw, and the
+    probability the FAR bounds then reach ``max_far`` (``stats.calibration_plan.plan_draw``).
+    """
     design = calibration_set.design
     if not design or not design.get("strata"):
         return None

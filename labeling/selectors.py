@@ -1,8 +1,5 @@
 """Reads for labeling and calibration: reference labels, calibration figures, human
-agreement, trust state and the corrected pass rate of a run graded by a trusted judge.
-
-Pairwise judges: ``labeling.pairwise.pairwise_calibration_compute`` (re-exported).
-Results are the dataclasses of ``labeling.figures``.
+agreement, trust state. Pairwise: ``labeling.pairwise``. Results: ``labeling.figures``.
 """
 
 from __future__ import annotations
@@ -57,11 +54,9 @@ _TRIAL_LARGE = ("output", "raw_response", "request", "trajectory", "final_state"
 
 
 def calibration_item_get(*, set_id, trial_uuid) -> CalibrationItem | None:
-    """The item of trial ``trial_uuid`` in calibration set ``set_id`` (UUIDs), with its set
-    (suite, run, judge version, as the set's pages load it) and its trial (without the
-    output and the other large columns), in one query; None when the set does not exist or
-    the trial is not in it. What a label save needs (issue 17: the set and the trial were
-    two queries)."""
+    """The item of trial ``trial_uuid`` in set ``set_id`` (UUIDs) with its set (as the set's
+    pages load it) and its trial (no large columns), in one query; None when absent.
+    """
     return (
         CalibrationItem.objects.select_related(
             "calibration_set__suite",
@@ -81,9 +76,9 @@ def label_current_get(*, trial: Trial, reviewer) -> Label | None:
 
 
 def label_version_get(*, trial_id: int, reviewer) -> int:
-    """The version of ``reviewer``'s label history on the trial: its newest revision (a
-    clearing included), 0 when they never labeled it. What a form sends back as
-    ``expected_version``."""
+    """The version of ``reviewer``'s label history on the trial (a clearing included; 0: never
+    labeled): what a form sends back as ``expected_version``.
+    """
     newest = (
         LabelRevision.objects.filter(trial_id=trial_id, reviewer=reviewer)
         .order_by("-version")
@@ -102,12 +97,8 @@ def _rater_name(label: Label) -> str:
 
 
 def reference_labels(*, trial_ids: Iterable[int]) -> ReferenceLabels:
-    """Per trial the human reference verdict (see ``ReferenceLabel.basis``).
-
-    1. The newest adjudication of a trial, when one exists, is its reference.
-    2. Otherwise one current label, or several that all agree, is the reference.
-    3. Labels that disagree with no adjudication: the trial is ``unresolved``, left out.
-    Queries: 2, whatever the number of trials.
+    """Per trial the human reference: the newest adjudication, else one label or several
+    agreeing ones; disagreeing labels are ``unresolved``. Queries: 2.
     """
     ids = sorted(set(trial_ids))
     labels: dict[int, list[Label]] = defaultdict(list)
@@ -167,11 +158,10 @@ def _scope_trial_ids(
 def calibration_label_notes(
     *, judge_version: JudgeVersion, calibration_set: CalibrationSet | None = None, suite=None
 ) -> tuple[RevisionsAfterReveal, list[tuple[int | None, int]]]:
-    """What the calibration page says of the labels in its scope (the trials of
-    ``calibration_figures``), beside the figures: the labels revised after their reviewer
-    saw the judge's verdicts (counted apart, never in the figures), and the current labels
-    per guidelines version they were given under (newest version first, None: no
-    guidelines, last). Queries: 3."""
+    """What the calibration page says of its scope's labels: those revised after the reveal
+    (counted apart, never in the figures) and the current labels per guidelines version
+    (newest first, None last). Queries: 3.
+    """
     trial_ids = _scope_trial_ids(
         judge_version=judge_version, calibration_set=calibration_set, suite=suite
     )
@@ -204,19 +194,10 @@ def calibration_compute(
     suite=None,
     within_trial_ids: Iterable[int] | None = None,
 ) -> Calibration:
-    """A judge version's figures against the human reference labels (``Calibration``).
-
-    Scope: ``calibration_set``'s trials; else every labeled trial of ``suite`` (or of all
-    suites) with a grade by the judge version. Pairs the judge's grade on each trial
-    (``Grade.judge_version``) with ``reference_labels``; an errored grade (``passed`` null),
-    a not-judged one (a rung the ladder skipped) or a missing one is counted apart and never
-    read as a pass or a fail. Kappa and the
-    rates come from ``stats.agreement`` (undefined -> None with a reason).
-    Held-out labels only: trials whose labels the version was built from
-    (``judges.models.DevelopmentLabel``) are left out here, the one place figures are
-    computed, and counted in ``n_development``. ``within_trial_ids`` narrows the scope
-    further (``versions_compare``: the items every compared version has on held-out labels).
-    Queries: 5 plus one per 1,000 disagreements, whatever n.
+    """A judge version's ``Calibration``: on ``calibration_set``, else every labeled trial of
+    ``suite`` (or all) the version graded, narrowed by ``within_trial_ids``. Errored,
+    not-judged and missing grades are counted apart; development trials are left out (the
+    one place figures are computed). Queries: 5, plus one per 1,000 disagreements.
     """
     th = trust_thresholds(suite=calibration_set.suite if calibration_set is not None else suite)
     ids = _scope_trial_ids(
@@ -362,11 +343,9 @@ def calibration_judge_versions(*, suite=None) -> list[JudgeVersion]:
 
 
 def human_agreement(*, calibration_set: CalibrationSet | None = None, suite=None) -> HumanAgreement:
-    """Agreement and Cohen's kappa between human raters over trials with >= 2 current labels
-    (in ``calibration_set``, else in ``suite``, else everywhere): the ceiling for a judge.
-
-    Raters are reviewers (by user) and named importers ("dataset gold"); each unordered pair
-    of raters on a trial contributes one (a, b) pair, a = the rater with the smaller key.
+    """Agreement and Cohen's kappa among human raters on trials with >= 2 current labels (in
+    ``calibration_set``, else ``suite``, else everywhere). Raters: reviewers by user and named
+    importers; each unordered pair on a trial is one (a, b), a the smaller key.
     """
     labels = Label.objects.select_related("reviewer")
     if calibration_set is not None:
@@ -413,10 +392,9 @@ def human_agreement(*, calibration_set: CalibrationSet | None = None, suite=None
 
 
 def labels_visible(*, user, detail: bool = False):
-    """The labels ``user`` may read, trials joined without their outputs: every label for
-    engineers and leads, only their own for anyone else (a reviewer labels blind). Lists
-    carry a critique preview (first ``OUTPUT_PREVIEW_CHARS`` characters) and its length.
-    The rule is ``evals.blindness.labels_visible_to``, the one every surface applies."""
+    """The labels ``user`` may read (``evals.blindness.labels_visible_to``), trials joined without
+    outputs. Lists carry a critique preview (``OUTPUT_PREVIEW_CHARS``) and its length.
+    """
     qs = (
         Label.objects.select_related("trial__run", "trial__case", "reviewer", "guidelines")
         .only(

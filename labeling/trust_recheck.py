@@ -1,16 +1,6 @@
-"""Trust stands only while its rule holds on the current labels.
-
-A lead approves a judge version on calibration figures computed from human labels
-(``labeling.services.judge_trust_approve``). Those labels can change afterwards: a relabel,
-an undo, a lead's adjudication. After every such change, in the same transaction, each
-active pointwise approval that rests on the changed trial (its calibration set holds the
-trial; an approval on every labeled trial, when the version graded it) has its figures
-recomputed (``labeling.selectors.calibration_compute``, the function approval used); when
-the rule no longer holds, the approval lapses (``judges.trust.trust_lapse``), naming the
-change and the failed thresholds. A lapsed version is untrusted until a lead approves it
-again on figures that meet the rule. So: trusted ⇒ the rule holds on the current labels.
-
-Pairwise approvals rest on preference labels, which this does not watch yet.
+"""Trust stands only while its rule holds on the current labels: after every label change,
+in its transaction, each active pointwise approval on the trial is recomputed and lapses
+(``judges.trust.trust_lapse``) when the rule fails. Pairwise approvals are not rechecked.
 """
 
 from __future__ import annotations
@@ -28,11 +18,10 @@ from labeling.selectors import calibration_compute
 
 
 def trust_recheck(*, trial_ids: Iterable[int], by, change: str) -> list[JudgeApproval]:
-    """Lapse every active pointwise approval resting on ``trial_ids`` whose rule no longer
-    holds on the current labels; returns the approvals that lapsed. ``by``: the user who
-    changed the labels; ``change``: what changed, in words ("bob's label on trial …").
-    Call inside the transaction of the label change. One query when no approval rests on
-    the trials; otherwise one calibration recompute per approval resting on them."""
+    """Lapse the active pointwise approvals on ``trial_ids`` whose rule fails now; returns them.
+    ``change``: what changed, in words. Call inside the label change's transaction. Queries:
+    1 with no approval on the trials, else a recompute per approval.
+    """
     trial_ids = list(trial_ids)
     in_sets = CalibrationItem.objects.filter(trial_id__in=trial_ids).values("calibration_set_id")
     graded = Grade.objects.filter(

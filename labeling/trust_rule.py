@@ -1,14 +1,5 @@
-"""The trust rule: whether a judge version's calibration figures allow a lead to mark it
-trusted, on 95% bounds, never on points.
-
-Pointwise judges (``trust_checks``): n, human fails, the false-accept rate's upper bound,
-kappa's lower bound. Pairwise judges (``pairwise_trust_checks``): n order-consistent
-labeled pairs, kappa's lower bound over them, and the lower bound of position consistency,
-so a judge that flips with the presentation order (its answers are ties, never votes) cannot
-be trusted on the few pairs it happened to answer consistently.
-
-Thresholds come from settings ``ASSAY["TRUST"]``, overridden per suite by
-``Suite.trust_thresholds`` (``trust_thresholds``).
+"""The trust rule: whether calibration figures allow a lead to mark a judge version trusted,
+on 95% bounds, never on points. Thresholds: ``trust_thresholds``.
 """
 
 from __future__ import annotations
@@ -24,11 +15,9 @@ DEFAULTS = {"MIN_N": 30, "MIN_KAPPA": 0.6, "MAX_FAR": 0.10, "MIN_POSITION_CONSIS
 
 
 def trust_thresholds(*, suite=None) -> Thresholds:
-    """The trust thresholds: settings ``ASSAY["TRUST"]`` (defaults MIN_N 30, MIN_KAPPA 0.6,
-    MAX_FAR 0.10, MIN_POSITION_CONSISTENCY 0.80), overridden by ``suite.trust_thresholds``
-    (any subset of those keys). ``min_human_fails`` follows from MAX_FAR
-    (``far_fails_needed``: 35 at 10%). Raises DomainError (field ``trust_thresholds``) for
-    an unknown key or a value that is not a number in range.
+    """Settings ``ASSAY["TRUST"]`` (defaults MIN_N 30, MIN_KAPPA 0.6, MAX_FAR 0.10,
+    MIN_POSITION_CONSISTENCY 0.80), overridden by ``suite.trust_thresholds``. Raises
+    DomainError (field ``trust_thresholds``) for an unknown key or a value out of range.
     """
     conf = dict(DEFAULTS)
     conf.update(getattr(settings, "ASSAY", {}).get("TRUST", {}))
@@ -71,12 +60,11 @@ def _kappa_check(kappa: KappaResult, th: Thresholds) -> TrustCheck:
 def trust_checks(
     *, n: int, human_fails: int, kappa: KappaResult, far, far_weighted, th: Thresholds
 ) -> list[TrustCheck]:
-    """The default trust rule for a pointwise judge, one ``TrustCheck`` per condition (on
-    intervals, not points): n >= min_n; human fails >= min_human_fails (fewer can never show
-    the FAR bound under max_far); the upper end of the FAR's Wilson 95% interval <= max_far
-    (and of the weighted FAR's, when the set's weights are known); the lower end of kappa's
-    95% interval (Fleiss–Cohen–Everitt SE, ``stats.agreement.cohens_kappa``) >= min_kappa.
-    An undefined figure never holds."""
+    """The pointwise rule, one ``TrustCheck`` per condition: n >= min_n; human fails >=
+    min_human_fails; the Wilson 95% upper bound of the FAR (and of the weighted FAR, when
+    known) <= max_far; kappa's 95% lower bound (Fleiss-Cohen-Everitt SE) >= min_kappa. An
+    undefined figure never holds.
+    """
     checks = [
         TrustCheck("n", "n (compared trials)", float(n), ">=", float(th.min_n), n >= th.min_n),
         TrustCheck(
@@ -114,19 +102,12 @@ def trust_checks(
 def pairwise_trust_checks(
     *, n: int, kappa: KappaResult, position_consistency: RateResult, th: Thresholds
 ) -> list[TrustCheck]:
-    """The default trust rule for a pairwise judge (A / B against human preferences), one
-    ``TrustCheck`` per condition, on intervals:
-
-    - n >= min_n: order-consistent verdicts on pairs with one human preference (A or B);
-    - the lower end of kappa's 95% interval over those pairs >= min_kappa (kappa, not raw
-      agreement, so a judge that always prefers one side of a lopsided set cannot pass);
-    - the lower end of position consistency's Wilson 95% interval >= min_position_consistency
-      (the share of pairs answered in both orders whose two answers agree; an inconsistent
-      pair is a tie, so a judge that flips with the order abstains on most pairs and its
-      kappa would rest on the few it happened to answer consistently; Zheng et al. 2023,
-      "Judging LLM-as-a-Judge", section 3.3).
-
-    An undefined figure never holds."""
+    """The pairwise rule, one ``TrustCheck`` per condition: n order-consistent pairs with an A/B
+    preference >= min_n; kappa's 95% lower bound >= min_kappa (kappa, not agreement, so
+    always choosing one side cannot pass); position consistency's Wilson 95% lower bound >=
+    min_position_consistency, since an order-flipping judge abstains on most pairs (Zheng et
+    al. 2023, "Judging LLM-as-a-Judge", section 3.3). An undefined figure never holds.
+    """
     consistency = position_consistency
     return [
         TrustCheck(
@@ -158,8 +139,7 @@ def _pct(x: float) -> str:
 def trust_reasons(
     checks: list[TrustCheck], *, kappa: KappaResult, far: RateResult | None = None
 ) -> list[str]:
-    """One sentence per condition that does not hold (empty when trust is allowed): the
-    figure, its value and the threshold, or why the figure is undefined."""
+    """One sentence per failed condition (empty when trust is allowed)."""
     reasons = []
     for c in checks:
         if c.ok:

@@ -25,8 +25,8 @@ from core.api.fields import (
 from core.api.parsers import StrictJSONParser
 from core.api.permissions import IsLabeler, IsViewer
 from evals.models import Run, Trial
-from labeling import services
 from labeling.freeze import FROZEN_TEXT
+from labeling.labels import CRITIQUE_MAX, label_submit, label_undo
 from labeling.models import CalibrationSet, Label
 from labeling.selectors import label_version_get, labels_visible
 
@@ -155,7 +155,7 @@ class LabelSubmitInput(NoUnknownFields, serializers.Serializer):
         required=False,
         default="",
         allow_blank=True,
-        max_length=services.CRITIQUE_MAX,
+        max_length=CRITIQUE_MAX,
         help_text="Why (text, at most 20,000 characters; trimmed).",
     )
     expected_version = StrictIntegerField(
@@ -214,11 +214,10 @@ class LabelSubmitOutput(LabelDetailSerializer):
 
 
 class LabelSubmitApi(APIView):
-    """POST (JSON): save your label on a trial (``labeling.services.label_submit``);
-    reviewers and leads. 201 with a new label; 200 with a revised (or identical, unchanged)
-    one, or a frozen one (``outcome`` "flagged": the change is recorded as a flagged
-    revision, ``frozen_detail`` says why, the label of record is unchanged); 409 when
-    ``expected_version`` is stale; 400 naming the field; 404 unknown trial."""
+    """POST (JSON): save your label on a trial (``labeling.labels.label_submit``); reviewers and
+    leads. 201 new; 200 revised, unchanged or flagged (``frozen_detail`` says why); 409 stale
+    ``expected_version``; 400 naming the field; 404 unknown trial.
+    """
 
     permission_classes = [IsLabeler]
     parser_classes = [StrictJSONParser]
@@ -240,7 +239,7 @@ class LabelSubmitApi(APIView):
         v = data.validated_data
         trial = get_object_or_404(Trial.objects.only("id", "uuid"), uuid=v["trial"])
         # A stale form is a DomainError "conflict": 409 with the current version (core.api.errors).
-        label = services.label_submit(
+        label = label_submit(
             trial=trial,
             reviewer=request.user,
             verdict=v["verdict"],
@@ -288,10 +287,10 @@ class LabelUndoOutput(serializers.Serializer):
 
 
 class LabelUndoApi(APIView):
-    """POST (JSON): undo your last change of your label on a trial
-    (``labeling.services.label_undo``); reviewers and leads. The undo is written as a new
-    revision (versions only grow). 200 with the label after it (null: cleared or nothing to
-    undo); 409 when ``expected_version`` is stale; 400 naming the field; 404 unknown trial."""
+    """POST (JSON): undo your last change on a trial (``labeling.labels.label_undo``); reviewers
+    and leads. 200 with the label after it (null: cleared or nothing); 409 stale
+    ``expected_version``; 400 naming the field; 404 unknown trial.
+    """
 
     permission_classes = [IsLabeler]
     parser_classes = [StrictJSONParser]
@@ -311,7 +310,7 @@ class LabelUndoApi(APIView):
         data.is_valid(raise_exception=True)
         v = data.validated_data
         trial = get_object_or_404(Trial.objects.only("id", "uuid"), uuid=v["trial"])
-        label = services.label_undo(
+        label = label_undo(
             trial=trial, reviewer=request.user, expected_version=v["expected_version"]
         )
         if label is not None:

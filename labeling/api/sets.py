@@ -235,9 +235,9 @@ def version_param(request) -> JudgeVersion | None:
 def set_figures(
     *, calibration_set: CalibrationSet, judge_version_id: uuid.UUID | None, user
 ) -> tuple[dict | None, str]:
-    """``(figures, reason)``: the CalibrationFigures of the judge version ``judge_version_id``
-    (default: the set's own) on the set, or None with the reason (a reviewer asked: nothing
-    about judges is looked up; no judge version known). Unknown judge version: Http404."""
+    """``(figures, reason)``: the figures of ``judge_version_id`` (default: the set's) on the
+    set, or None with the reason (a reviewer asked; no version). Http404 for an unknown one.
+    """
     if not user_has_role(user, ENGINEER, LEAD):
         return None, WITHHELD
     version = calibration_set.judge_version

@@ -24,8 +24,7 @@ def display_text(value: Any) -> str:
 
 @register.filter
 def ratio(value: float | None, digits: int = 3) -> str:
-    """A statistic in fixed notation ("0.612"); None, or anything that is not a finite number
-    (a figure an old approval did not record) -> "undefined" (never NaN, never a 500)."""
+    """A statistic in fixed notation ("0.612"); None or a non-finite value -> "undefined"."""
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
         return "undefined"
     return f"{value:.{int(digits)}f}"
@@ -33,8 +32,7 @@ def ratio(value: float | None, digits: int = 3) -> str:
 
 @register.filter
 def can_label(user: Any) -> bool:
-    """Reviewers and leads label (``labeling.views.queue.LABELER_ROLES``): only they are shown
-    the queue's links (an engineer followed "Label" to a 403)."""
+    """Reviewers and leads label (``LABELER_ROLES``): only they are shown the queue's links."""
     return user_has_role(user, REVIEWER, LEAD)
 
 

@@ -26,8 +26,7 @@ def _version_or_404(version_id) -> JudgeVersion:
 
 
 def _scope(request: HtmxHttpRequest) -> tuple[CalibrationSet | None, Suite | None]:
-    """``?set=<uuid>`` or ``?suite=<uuid>``: 404 naming it when unknown, 400 when not a
-    UUID."""
+    """``?set=<uuid>`` or ``?suite=<uuid>``: 404 naming it when unknown, 400 when no UUID."""
     sets = CalibrationSet.objects.select_related("suite", "run")
     cset = query_object(request, "set", sets, noun="calibration set")
     suite = None if cset is not None else query_object(request, "suite", Suite.objects.all())

@@ -25,8 +25,7 @@ from labeling.views._common import _set_or_404
 def _adjudication_scope(
     request: HtmxHttpRequest, data
 ) -> tuple[CalibrationSet | None, Suite | None]:
-    """``set=<uuid>`` or ``suite=<uuid>`` (neither: every trial); 404 for an unknown one,
-    400 for a value that is no UUID (``?set=zzz``)."""
+    """``set=<uuid>`` or ``suite=<uuid>`` (neither: everywhere); 404 unknown, 400 no UUID."""
 
     set_id, suite_id = data.get("set"), data.get("suite")
     if set_id:
@@ -76,8 +75,7 @@ def _adjudication_render(
 @require_GET
 @role_required(LEAD)
 def adjudication_list(request: HtmxHttpRequest) -> HttpResponse:
-    """Trials where reviewers disagree (``?set=<uuid>``, ``?suite=<uuid>`` or everywhere),
-    each with every reviewer's verdict and critique and a form for the lead's decision."""
+    """Trials where reviewers disagree, with every verdict and critique and a decision form."""
     cset, suite = _adjudication_scope(request, request.GET)
     return _adjudication_render(request, cset, suite)
 
@@ -86,11 +84,10 @@ def adjudication_list(request: HtmxHttpRequest) -> HttpResponse:
 @require_POST
 @role_required(LEAD)
 def adjudication_save(request: HtmxHttpRequest) -> HttpResponse:
-    """Record the lead's decision (``adjudication_record``); it becomes the trial's
-    reference label. An invalid form re-renders the page with the errors beside that trial
-    and the input kept (400); a form that showed an older decision than the trial's newest
-    re-renders the page with that decision, the refusal and the lead's choice and reason
-    kept, the form now on the newest version (409)."""
+    """Record the lead's decision (``adjudication_record``). An invalid form: the page again with
+    the errors and input (400); a stale one: the page with the newest decision and the lead's
+    input kept, the form on that version (409).
+    """
     cset, suite = _adjudication_scope(request, request.POST)
     form = AdjudicationForm(request.POST)
     trial, status = None, 400

@@ -21,7 +21,7 @@ from judges import trust
 from judges.models import JudgeVersion
 from labeling import improve
 from labeling import selectors as calibration_selectors
-from labeling import services as labeling_services
+from labeling.approval import judge_trust_approve
 from labeling.figures import Confusion
 from labeling.forms import PairwiseTrustApproveForm, TrustApproveForm, TrustRevokeForm
 from labeling.models import CalibrationSet
@@ -32,13 +32,9 @@ from labeling.views._common import CALIBRATION_ROLES, _calibration_url, _scope, 
 @require_GET
 @role_required(*CALIBRATION_ROLES)
 def calibration(request: HtmxHttpRequest, version_id) -> HttpResponse:
-    """A judge version's calibration: ``?set=<uuid>`` on a calibration set, ``?suite=<uuid>``
-    over every labeled trial of a suite, neither: over every labeled trial.
-
-    Pointwise judges: ``calibration_compute`` and ``human_agreement`` (the ceiling);
-    pairwise judges: ``pairwise_calibration_compute`` (set scope uses the set's suite).
-    "Mark trusted" is offered on the set and all-trials scopes, which are what
-    ``judge_trust_approve`` records; a suite scope links to the all-trials scope.
+    """A judge version's calibration on ``?set=<uuid>``, ``?suite=<uuid>`` or every labeled
+    trial. "Mark trusted" is offered on the set and all-trials scopes (what
+    ``judge_trust_approve`` records); a suite scope links to the all-trials one.
     """
     version = _version_or_404(version_id)
     cset, suite = _scope(request)
@@ -53,8 +49,7 @@ def _calibration_page(
     suite: Suite | None,
     revoke_form: TrustRevokeForm | None = None,
 ) -> HttpResponse:
-    """Render the calibration page of ``version`` on its scope; ``revoke_form`` is a refused
-    revocation's bound form (its errors and the typed reason shown), a blank one by default."""
+    """Render the calibration page; ``revoke_form``: a refused revocation's bound form."""
     approval = trust.active_approval_get(judge_version=version)
     context: dict[str, Any] = {
         "version": version,
@@ -126,8 +121,7 @@ def _calibration_page(
 @require_POST
 @role_required(LEAD)
 def trust_approve(request: HtmxHttpRequest, version_id) -> HttpResponse:
-    """Mark the version trusted (``judge_trust_approve``) on the scope and figures the lead
-    saw; the service recomputes them and refuses when the thresholds fail or they changed."""
+    """Mark the version trusted (``judge_trust_approve``) on the scope and figures the lead saw."""
     version = _version_or_404(version_id)
     if is_pairwise(version):
         return _pairwise_trust_approve(request, version)
@@ -149,7 +143,7 @@ def trust_approve(request: HtmxHttpRequest, version_id) -> HttpResponse:
         confusion=Confusion(**{f.name: data[f.name] for f in dataclasses.fields(Confusion)}),
     )
     try:
-        labeling_services.judge_trust_approve(
+        judge_trust_approve(
             judge_version=version, by=request.user, calibration_set=cset, figures=shown
         )
     except DomainError as exc:
@@ -172,9 +166,7 @@ def _pairwise_trust_approve(request: HtmxHttpRequest, version: JudgeVersion) -> 
     current = calibration_selectors.pairwise_calibration_compute(judge_version=version, suite=suite)
     shown = dataclasses.replace(current, **{k: v for k, v in data.items() if k != "suite"})
     try:
-        labeling_services.judge_trust_approve(
-            judge_version=version, by=request.user, suite=suite, figures=shown
-        )
+        judge_trust_approve(judge_version=version, by=request.user, suite=suite, figures=shown)
     except DomainError as exc:
         messages.error(request, f"Not approved: {exc}.")
     else:
@@ -186,12 +178,10 @@ def _pairwise_trust_approve(request: HtmxHttpRequest, version: JudgeVersion) -> 
 @require_POST
 @role_required(LEAD)
 def trust_revoke(request: HtmxHttpRequest, version_id) -> HttpResponse:
-    """Revoke the approval the page showed (``judges.trust.trust_revoke``); a reason is
-    required. A refused reason (missing, too long, or text the database cannot store) shows
-    the calibration page again with the error on the reason and the typed text kept; an
-    approval that is no longer the active one (revoked, a newer one granted) shows the page
-    with the approval now, the refusal and the reason kept, the form on that approval (409);
-    nothing is revoked."""
+    """Revoke the approval the page showed (``judges.trust.trust_revoke``). A refused reason: the
+    page again with the error and the typed text; an approval that is not the active one: the
+    page with the current approval, the reason kept (409). Nothing is revoked then.
+    """
     version = _version_or_404(version_id)
     form = TrustRevokeForm(request.POST)
     back = form.data.get("set") or ""

@@ -23,10 +23,9 @@ from labeling.views._common import CALIBRATION_ROLES, _calibration_url, _scope, 
 @require_http_methods(["GET", "POST"])
 @role_required(LEAD)
 def judge_improve(request: HtmxHttpRequest, version_id) -> HttpResponse:
-    """Build an improved version of a judge (leads only, as ``judge_version_improve``):
-    ``?set=<uuid>`` lists that set's disagreements (else every labeled trial's) with their
-    critiques; the lead ticks examples, edits the prompt, previews it (``improve_preview``)
-    and creates the version, then lands on its calibration page."""
+    """Build an improved version (leads, as ``judge_version_improve``): pick disagreements of
+    ``?set=<uuid>`` (else every labeled trial) as examples, edit, preview, create.
+    """
     version = _version_or_404(version_id)
     cset, _suite = _scope(request)
     cal, candidates = improve.improve_candidates(base_version=version, calibration_set=cset)
@@ -76,8 +75,7 @@ def judge_improve(request: HtmxHttpRequest, version_id) -> HttpResponse:
 @require_GET
 @role_required(*CALIBRATION_ROLES)
 def judge_versions_compare(request: HtmxHttpRequest, judge_id) -> HttpResponse:
-    """A judge's versions side by side (``versions_compare``): agreement, kappa and FAR with
-    their intervals on the same held-out items."""
+    """A judge's versions side by side on the same held-out items (``versions_compare``)."""
     judge = get_object_or_404(Judge, uuid=judge_id)
     comparison = improve.versions_compare(judge=judge)
     return render(request, "labeling/judge_versions_compare.html", {"cmp": comparison})

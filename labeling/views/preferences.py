@@ -20,14 +20,10 @@ from labeling.forms import PreferenceLabelForm
 @require_http_methods(["GET", "POST"])
 @role_required(REVIEWER, LEAD)
 def preference_queue(request: HtmxHttpRequest, judge_run_id) -> HttpResponse:
-    """Label preferences on a pairwise judge run's pairs, one at a time, keyboard-first
-    (``a`` / ``b`` / ``t``, ``c`` critique, ``Enter`` save and next), blind to the judge
-    and to which run each response came from: each pair in its recorded order
-    (``labeling.preferences``). ``?pair=<uuid>`` shows that pair of the run (the way back
-    after a login). POST (htmx, like the pass/fail queue, so an expired session's 401 keeps
-    the choice and critique in the tab: ``static/js/labeling.js``) saves, then on to the
-    next pair; a refused form (no choice, or text the database cannot store) shows the same
-    pair again with the error on the field and the typed critique kept, nothing saved."""
+    """Label a pairwise run's pairs one at a time, blind, each in its recorded order
+    (``?pair=<uuid>``: that pair). POST by htmx (``static/js/labeling.js``); refused: the pair
+    again with the error and the critique kept.
+    """
     judge_run = get_object_or_404(JudgeRun, uuid=judge_run_id, base_run__isnull=False)
     form, pair_id, saved = PreferenceLabelForm(), None, ""
     if request.method == "POST":

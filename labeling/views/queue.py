@@ -16,8 +16,8 @@ from core.ids import uuid_parse
 from core.roles import LEAD, REVIEWER
 from evals.grading.contract.decisions import output_hash
 from evals.models import Trial
+from labeling import labels
 from labeling import selectors as calibration_selectors
-from labeling import services
 from labeling.forms import LabelForm, ReviewForm
 from labeling.models import Label
 from labeling.queue import QueueState, queue_last_labeled_get, queue_state_get
@@ -52,8 +52,9 @@ def _queue_render(
     saved: str = "",
     status: int = 200,
 ) -> HttpResponse:
-    """Render the queue page (its item fragment for htmx); ``form`` / ``review_form`` a
-    refused post's bound form, shown with its errors and what was typed."""
+    """Render the queue page (the item fragment for htmx); ``form``/``review_form``: a refused
+    post's bound form.
+    """
     dimensions = review_dimensions(state.calibration_set)
     context = {
         "cset": state.calibration_set,
@@ -81,8 +82,7 @@ def _trial_param(request: HtmxHttpRequest) -> str | None:
 @require_GET
 @role_required(*LABELER_ROLES)
 def queue(request: HtmxHttpRequest, set_id) -> HttpResponse:
-    """The labeling queue: one item at a time. ``?trial=<uuid>`` shows that item; without
-    it the queue resumes at this reviewer's first unlabeled item."""
+    """The queue: ``?trial=<uuid>`` shows that item, else this reviewer's first unlabeled one."""
     cset = _set_or_404(set_id)
     state = queue_state_get(
         calibration_set=cset, reviewer=request.user, trial_uuid=_trial_param(request)
@@ -94,13 +94,8 @@ def queue(request: HtmxHttpRequest, set_id) -> HttpResponse:
 @require_POST
 @role_required(*LABELER_ROLES)
 def label_save(request: HtmxHttpRequest, set_id) -> HttpResponse:
-    """Save the label (``label_submit``) and show the next unlabeled item.
-
-    htmx gets the next item's fragment; a plain form post a redirect. A stale form (the
-    label changed since the item was loaded) or an invalid one re-renders the same item
-    with the message and the reviewer's input kept (409 / 400 without htmx; 200 with htmx,
-    which swaps only 2xx responses), its ``expected_version`` moved to the current label so
-    saving again overwrites deliberately.
+    """Save the label (``label_submit``), then the next item; stale or invalid: the same item,
+    input kept (409/400; 200 for htmx), ``expected_version`` moved to the current one.
     """
     form = LabelForm(request.POST)
     trial_uuid = uuid_parse(request.POST.get("trial"))  # malformed: no such trial (404)
@@ -126,7 +121,7 @@ def label_save(request: HtmxHttpRequest, set_id) -> HttpResponse:
         )
     data = form.cleaned_data
     try:
-        label = services.label_submit(
+        label = labels.label_submit(
             trial=trial,
             reviewer=request.user,
             verdict=data["verdict"],
@@ -183,10 +178,9 @@ def _flagged_text(label: Label) -> str:
 @require_POST
 @role_required(*LABELER_ROLES)
 def review_save(request: HtmxHttpRequest, set_id) -> HttpResponse:
-    """Save a review (``labeling.review.review_submit``): every dimension pass or fail with
-    a critique, tied to the output hash the form was shown with; then the next item. A
-    refused review (text the database cannot store, or an answer the service refuses)
-    re-renders the same item with the error and what was typed (nothing saved)."""
+    """Save a review (``review_submit``), then the next item; refused: the same item with the
+    error and the input, nothing saved.
+    """
     cset = _set_or_404(set_id)
     form = ReviewForm(request.POST, dimensions=review_dimensions(cset))
     trial_uuid = uuid_parse(form.data.get("trial"))
@@ -233,8 +227,7 @@ def review_save(request: HtmxHttpRequest, set_id) -> HttpResponse:
 @require_POST
 @role_required(*LABELER_ROLES)
 def label_undo(request: HtmxHttpRequest, set_id) -> HttpResponse:
-    """Undo this reviewer's last saved label in the set (``label_undo``) and show that
-    item again (unlabeled, or at its previous revision)."""
+    """Undo this reviewer's last label in the set (``label_undo``) and show that item again."""
     cset = _set_or_404(set_id)
     last = queue_last_labeled_get(calibration_set=cset, reviewer=request.user)
     if last is None:
@@ -246,7 +239,7 @@ def label_undo(request: HtmxHttpRequest, set_id) -> HttpResponse:
         return _queue_render(request, state, error="Nothing to undo.")
     trial = last.trial
     try:
-        services.label_undo(trial=trial, reviewer=request.user)
+        labels.label_undo(trial=trial, reviewer=request.user)
     except DomainError as exc:
         state = queue_state_get(
             calibration_set=cset, reviewer=request.user, trial_uuid=str(trial.uuid)

@@ -20,9 +20,9 @@ from labeling.review import review_set_create
 @require_POST
 @role_required(ENGINEER, LEAD)
 def review_start(request: HtmxHttpRequest, run_id) -> HttpResponse:
-    """Send a run's trials in review to a new review queue (``review_set_create``), then
-    show the queue's page (reviewers and leads label from there); a run with none goes back
-    to its page with the message."""
+    """Send a run's trials in review to a new review queue (``review_set_create``) and show it;
+    none: back to the run with the message.
+    """
     run = get_object_or_404(Run, uuid=run_id)
     try:
         cset = review_set_create(run=run, by=request.user)
@@ -36,9 +36,9 @@ def review_start(request: HtmxHttpRequest, run_id) -> HttpResponse:
 @require_POST
 @role_required(ENGINEER, LEAD)
 def disagreements_review(request: HtmxHttpRequest, run_id) -> HttpResponse:
-    """Send a run's disagreeing agent trials (all, one ``kind`` or one group: POST ``kind``,
-    ``label``) to a new review queue (``disagreement_queue_create``), then show the queue's
-    page; nothing to send goes back to the run page with the message."""
+    """Send a run's disagreeing agent trials (all, a ``kind`` or a group's ``label``) to a
+    review queue (``disagreement_queue_create``) and show it; none: back with the message.
+    """
     run = get_object_or_404(Run, uuid=run_id)
     try:
         cset, created = disagreement_queue_create(

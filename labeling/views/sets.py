@@ -15,9 +15,9 @@ from core.http import VIEWER_ROLES, HtmxHttpRequest, form_error, query_object, r
 from core.roles import ENGINEER, LEAD, user_has_role
 from evals.models import Run, Trial
 from judges.models import JudgeVersion
-from labeling import services
+from labeling import calibration_sets
 from labeling.forms import CalibrationInstructionsForm, CalibrationItemForm, CalibrationSetBuildForm
-from labeling.guidelines import guidelines_versions_get
+from labeling.guidelines import calibration_set_instructions_set, guidelines_versions_get
 from labeling.models import CalibrationSet
 from labeling.sampling import set_plan_get
 from labeling.views._common import _set_or_404
@@ -37,14 +37,15 @@ def calibration_set_list(request: HtmxHttpRequest) -> HttpResponse:
 @require_http_methods(["GET", "POST"])
 @role_required(*BUILDER_ROLES)
 def calibration_set_new(request: HtmxHttpRequest) -> HttpResponse:
-    """Build a calibration set (``calibration_set_build``); GET ``?run=<uuid>`` and
-    ``?judge_version=<uuid>`` prefill the form."""
+    """Build a calibration set (``calibration_set_build``); ``?run=`` and ``?judge_version=``
+    prefill.
+    """
     if request.method == "POST":
         form = CalibrationSetBuildForm(request.POST)
         if form.is_valid():
             data = form.cleaned_data
             try:
-                cset = services.calibration_set_build(
+                cset = calibration_sets.calibration_set_build(
                     run=data["run"],
                     name=data["name"],
                     by=request.user,
@@ -87,10 +88,9 @@ def _set_page(
     guidelines_conflict: str | None = None,
     status: int = 200,
 ) -> HttpResponse:
-    """Render the set page; ``instructions_form`` is the guidelines form (a refused post's
-    bound form, shown open with its errors and the typed text), else one holding the saved
-    guidelines; ``item_form`` likewise the "add a trial" form, else a blank one;
-    ``guidelines_conflict`` the current guidelines a stale form was refused over."""
+    """Render the set page with the guidelines and "add a trial" forms (a refused post's bound
+    form, else fresh); ``guidelines_conflict``: the current text a stale form was refused on.
+    """
     items = (
         cset.items.select_related("trial__case", "trial__run")
         .annotate(n_labels=Count("trial__labels"))
@@ -128,18 +128,16 @@ def _set_page(
 @require_POST
 @role_required(*BUILDER_ROLES)
 def calibration_set_instructions(request: HtmxHttpRequest, set_id) -> HttpResponse:
-    """Save a new version of the set's guidelines for reviewers
-    (``calibration_set_instructions_set``, a compare-and-set on the version the form
-    carries); back to the set page. Refused (too long, or text the database cannot store):
-    the set page again with the error on the guidelines and the typed text kept, nothing
-    saved. A stale form (another tab saved since): 409, the set page with the current
-    guidelines shown and the typed text kept in the form, nothing saved."""
+    """Save a new guidelines version (``calibration_set_instructions_set``). Refused: the set page
+    with the error and the typed text, nothing saved (409 for a stale form, the current text
+    shown).
+    """
     cset = _set_or_404(set_id)
     form = CalibrationInstructionsForm(request.POST)
     if not form.is_valid():
         return _set_page(request, cset, instructions_form=form)
     try:
-        services.calibration_set_instructions_set(
+        calibration_set_instructions_set(
             calibration_set=cset,
             instructions=form.cleaned_data["instructions"],
             by=request.user,
@@ -174,7 +172,7 @@ def calibration_set_top_up(request: HtmxHttpRequest, set_id) -> HttpResponse:
     """Add the items the set's plan asks for (``calibration_set_top_up``)."""
     cset = _set_or_404(set_id)
     try:
-        added = services.calibration_set_top_up(calibration_set=cset, by=request.user)
+        added = calibration_sets.calibration_set_top_up(calibration_set=cset, by=request.user)
     except DomainError as exc:
         messages.error(request, str(exc))
     else:
@@ -202,10 +200,12 @@ def _item_change(request: HtmxHttpRequest, set_id, *, add: bool) -> HttpResponse
         return redirect("labeling:set-detail", set_id=cset.uuid)
     try:
         if add:
-            services.calibration_item_add(calibration_set=cset, trial=trial, by=request.user)
+            calibration_sets.calibration_item_add(
+                calibration_set=cset, trial=trial, by=request.user
+            )
             messages.success(request, "Trial added.")
         else:
-            removed = services.calibration_item_remove(
+            removed = calibration_sets.calibration_item_remove(
                 calibration_set=cset, trial=trial, by=request.user
             )
             messages.success(request, "Trial removed." if removed else "Trial was not in the set.")
@@ -218,9 +218,9 @@ def _item_change(request: HtmxHttpRequest, set_id, *, add: bool) -> HttpResponse
 @require_POST
 @role_required(*BUILDER_ROLES)
 def calibration_item_add(request: HtmxHttpRequest, set_id) -> HttpResponse:
-    """Add a trial (POST ``trial=<uuid>``, typed) until the set is frozen; a refused uuid
-    (malformed, no such trial, or text the database cannot store) shows the set page again
-    with the error on the field and the typed text kept."""
+    """Add a trial (POST ``trial=<uuid>``) until the set is frozen; refused: the set page with
+    the error and the typed text.
+    """
     return _item_change(request, set_id, add=True)
 
 

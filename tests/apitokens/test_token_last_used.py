@@ -1,4 +1,4 @@
-"""apitokens.services.token_user: last_used_at is written on first use and then at most
+"""apitokens.tokens.token_user: last_used_at is written on first use and then at most
 once per LAST_USED_RESOLUTION (not once per request)."""
 
 from datetime import timedelta
@@ -10,7 +10,7 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from apitokens.models import ApiToken
-from apitokens.services import LAST_USED_RESOLUTION, token_create, token_user
+from apitokens.tokens import LAST_USED_RESOLUTION, token_create, token_user
 
 pytestmark = pytest.mark.django_db
 

@@ -1,4 +1,4 @@
-"""apitokens.services.token_user reads the token, its user and the user's roles in one query
+"""apitokens.tokens.token_user reads the token, its user and the user's roles in one query
 (issue 17): the roles it hands over are the user's groups, exactly, and nothing reads them
 again during the request."""
 
@@ -7,7 +7,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from rest_framework.test import APIClient
 
-from apitokens.services import token_create, token_revoke, token_user
+from apitokens.tokens import token_create, token_revoke, token_user
 from core.roles import ENGINEER, LEAD, REVIEWER, user_has_role, user_roles
 
 

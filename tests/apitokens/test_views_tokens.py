@@ -8,7 +8,7 @@ from django.urls import reverse
 from rest_framework.test import APIClient
 
 from apitokens.models import ApiToken
-from apitokens.services import token_hash
+from apitokens.tokens import token_hash
 
 pytestmark = pytest.mark.django_db
 URL = "/api-tokens/"

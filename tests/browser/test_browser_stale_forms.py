@@ -13,9 +13,10 @@ from django.urls import reverse
 
 from judges.models import JudgeApproval
 from judges.trust import trust_revoke
+from labeling.approval import judge_trust_approve
+from labeling.labels import label_submit
 from labeling.models import Adjudication
 from labeling.selectors import reference_labels
-from labeling.services import judge_trust_approve, label_submit
 from tests.browser.conftest import log_in
 from tests.labeling_builders import calibration_set, judged_run
 

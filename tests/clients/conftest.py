@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import pytest
 from waitress.server import create_server
 
-from apitokens.services import token_create
+from apitokens.tokens import token_create
 from config.wsgi import application
 
 

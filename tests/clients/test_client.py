@@ -10,7 +10,7 @@ import pytest
 from assay_client import AssayClient, AssayError
 from django.test import Client
 
-from apitokens.services import token_create
+from apitokens.tokens import token_create
 from evals.models import Run, Trial
 from tests.report_builders import add_trial, make_run
 

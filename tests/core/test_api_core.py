@@ -9,7 +9,7 @@ import pytest
 from django.core.management import call_command
 from rest_framework.test import APIClient
 
-from apitokens.services import token_create, token_revoke
+from apitokens.tokens import token_create, token_revoke
 from evals.models import Baseline, Run, Trial
 from tests.report_builders import add_trial, make_run
 

@@ -47,7 +47,7 @@ from django.contrib.auth.models import User
 from django.urls import Resolver404, resolve
 from waitress.server import create_server
 
-from apitokens.services import token_create
+from apitokens.tokens import token_create
 from config.wsgi import application
 from evals.api.runs.suites import SuiteViewSet
 from evals.baselines import baseline_set

@@ -12,7 +12,7 @@ import pytest
 from django.core.management import call_command
 from rest_framework.test import APIClient
 
-from apitokens.services import token_create
+from apitokens.tokens import token_create
 from demo.expense_contract import CONTRACT_GRADERS, FIXTURES
 from evals.grading.contract.decisions import run_decisions
 from evals.models import Case, Grade, Run, Suite

@@ -18,8 +18,8 @@ from judges import runs, tasks
 from judges.models import DevelopmentLabel, JudgeRun, JudgeVersion
 from judges.versions import judge_version_create
 from labeling import improve
+from labeling.labels import label_submit
 from labeling.selectors import calibration_compute
-from labeling.services import label_submit
 from tests.conftest import PASSWORD
 from tests.labeling_builders import calibration_set
 from tests.mockllm import mockllm  # noqa: F401 - the fixture

@@ -15,7 +15,7 @@ from django.core.management import CommandError, call_command
 from django.urls import reverse
 from rest_framework.test import APIClient
 
-from apitokens.services import token_create
+from apitokens.tokens import token_create
 from core.errors import DomainError
 from evals.models import Case, Grade, Run, Suite, TargetPreset, TrialPair
 from evals.runner.start import run_start

@@ -12,7 +12,7 @@ import pytest
 from django.db import connection
 from rest_framework.test import APIClient
 
-from apitokens.services import token_create
+from apitokens.tokens import token_create
 from core import bounds
 from evals.models import Case, Grade, IngestKey, Run, Suite, Trial
 from interop.ingest import sources as ingest_sources

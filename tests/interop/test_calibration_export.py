@@ -20,9 +20,10 @@ from evals.models import Grade
 from interop import exports
 from interop.calibration_export import calibration_table
 from labeling.adjudication import adjudication_record
+from labeling.calibration_sets import calibration_set_build
+from labeling.labels import label_submit
 from labeling.models import Adjudication, CalibrationSet, Label
 from labeling.selectors import calibration_compute
-from labeling.services import calibration_set_build, label_submit
 from tests.conftest import PASSWORD
 from tests.core.test_api_core import client_for
 from tests.labeling_builders import calibration_set, judged_run

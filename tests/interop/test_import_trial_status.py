@@ -11,7 +11,7 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.core.management import call_command
 from rest_framework.test import APIClient
 
-from apitokens.services import token_create
+from apitokens.tokens import token_create
 from core.errors import DomainError
 from evals.models import Case, Grade, Run, Suite, Trial
 from tests.conftest import PASSWORD

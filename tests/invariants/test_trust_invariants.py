@@ -20,8 +20,10 @@ from core.errors import DomainError
 from judges.models import JudgeApproval, JudgeVersion
 from judges.trust import trust_revoke
 from labeling.adjudication import adjudication_record
+from labeling.approval import judge_trust_approve
+from labeling.calibration_sets import calibration_set_build
+from labeling.labels import label_submit, label_undo
 from labeling.selectors import calibration_compute
-from labeling.services import calibration_set_build, judge_trust_approve, label_submit, label_undo
 from tests.calibration_builders import labeled_run
 from tests.core.test_api_core import client_for
 

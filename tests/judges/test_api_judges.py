@@ -11,7 +11,8 @@ import pytest
 
 from evals.models import Grade, Run
 from judges.models import JudgeRun
-from labeling.services import judge_trust_approve, label_submit
+from labeling.approval import judge_trust_approve
+from labeling.labels import label_submit
 from tests.core.test_api_core import client_for
 from tests.fakellm import FakeLLM
 from tests.judge_builders import make_trials, make_version, verdict_json

@@ -10,8 +10,9 @@ from core.errors import DomainError
 from evals.report.selectors import run_report
 from judges.models import JudgeApproval, JudgeVersion
 from judges.trust import trust_revoke
+from labeling.approval import judge_trust_approve
+from labeling.labels import label_submit
 from labeling.selectors import calibration_compute
-from labeling.services import judge_trust_approve, label_submit
 from tests.calibration_builders import good_judge_run, labeled_run
 
 pytestmark = pytest.mark.django_db

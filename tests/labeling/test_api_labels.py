@@ -9,8 +9,8 @@ import json
 import pytest
 from statsmodels.stats.proportion import proportion_confint
 
+from labeling.labels import label_submit
 from labeling.models import CalibrationSet, Label, LabelRevision
-from labeling.services import label_submit
 from tests.core.test_api_core import client_for
 from tests.labeling_builders import JUDGE_REASON, calibration_set, judged_run
 

@@ -11,15 +11,15 @@ from django.urls import reverse
 from core.errors import DomainError
 from evals.models import Grade
 from judges.models import JudgeVersion
-from labeling.models import CalibrationItem
-from labeling.sampling import set_plan_get
-from labeling.selectors import calibration_compute
-from labeling.services import (
+from labeling.calibration_sets import (
     calibration_item_add,
     calibration_set_build,
     calibration_set_top_up,
-    label_submit,
 )
+from labeling.labels import label_submit
+from labeling.models import CalibrationItem
+from labeling.sampling import set_plan_get
+from labeling.selectors import calibration_compute
 from stats.calibration_plan import weighted_far
 from stats.intervals import wilson_interval
 from tests.conftest import PASSWORD

@@ -11,15 +11,15 @@ from django.core.exceptions import PermissionDenied
 from django.core.management import call_command
 
 from core.errors import DomainError
-from labeling.models import CalibrationSet
-from labeling.selectors import calibration_compute
-from labeling.services import (
+from labeling.approval import judge_trust_approve
+from labeling.calibration_sets import (
     calibration_item_add,
     calibration_item_remove,
     calibration_set_build,
-    judge_trust_approve,
-    label_submit,
 )
+from labeling.labels import label_submit
+from labeling.models import CalibrationSet
+from labeling.selectors import calibration_compute
 from tests.calibration_builders import labeled_run
 
 pytestmark = pytest.mark.django_db

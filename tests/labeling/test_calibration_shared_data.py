@@ -18,8 +18,8 @@ from statsmodels.stats.proportion import proportion_confint
 from core.errors import DomainError
 from interop.importers import results_import
 from judges.models import JudgeApproval, JudgeVersion
+from labeling.approval import judge_trust_approve
 from labeling.selectors import calibration_compute, pairwise_calibration_compute
-from labeling.services import judge_trust_approve
 from tests.conftest import shared_data_file
 
 pytestmark = pytest.mark.django_db

@@ -11,8 +11,8 @@ from django.urls import reverse
 
 from core.errors import DomainError
 from core.text import UNSTORABLE
+from labeling.guidelines import INSTRUCTIONS_MAX, calibration_set_instructions_set
 from labeling.models import Label
-from labeling.services import INSTRUCTIONS_MAX, calibration_set_instructions_set
 from tests.labeling_builders import calibration_set, judged_run
 
 HTMX = {"HTTP_HX_REQUEST": "true"}

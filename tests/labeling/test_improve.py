@@ -22,9 +22,10 @@ from judges.models import DevelopmentLabel, JudgeApproval, JudgeVersion
 from judges.trust import trust_grant
 from judges.versions import judge_version_create
 from labeling import improve
+from labeling.approval import judge_trust_approve
+from labeling.labels import label_submit
 from labeling.models import Label
 from labeling.selectors import calibration_compute
-from labeling.services import judge_trust_approve, label_submit
 from tests.conftest import PASSWORD
 from tests.labeling_builders import calibration_set
 

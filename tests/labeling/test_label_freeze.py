@@ -12,9 +12,9 @@ import pytest
 from django.urls import reverse
 from rest_framework.test import APIClient
 
+from labeling.labels import label_submit
 from labeling.models import Label, LabelRevision
 from labeling.selectors import calibration_compute
-from labeling.services import label_submit
 from tests.labeling_builders import calibration_set, judged_run
 
 pytestmark = pytest.mark.django_db

@@ -7,6 +7,7 @@ from django.core.exceptions import PermissionDenied
 
 from core.errors import DomainError
 from labeling.adjudication import adjudication_record
+from labeling.labels import label_submit, label_undo
 from labeling.models import Label, LabelRevision
 from labeling.selectors import (
     human_agreement,
@@ -14,7 +15,6 @@ from labeling.selectors import (
     label_version_get,
     reference_labels,
 )
-from labeling.services import label_submit, label_undo
 from tests.calibration_builders import labeled_run
 
 pytestmark = pytest.mark.django_db

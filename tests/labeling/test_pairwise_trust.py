@@ -21,10 +21,10 @@ from core.errors import DomainError
 from evals.models import Case, Run, Suite, Trial, TrialPair
 from judges.models import JudgeApproval, JudgeVersion, PairwiseVerdict
 from judges.versions import judge_version_create
+from labeling.approval import judge_trust_approve
 from labeling.figures import Thresholds
 from labeling.models import PreferenceLabel
 from labeling.pairwise import pairwise_calibration_compute
-from labeling.services import judge_trust_approve
 from labeling.trust_rule import pairwise_trust_checks
 from stats.agreement import RateResult, cohens_kappa
 from tests.conftest import PASSWORD

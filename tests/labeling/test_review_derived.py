@@ -8,8 +8,8 @@ from django.test import Client
 
 from evals.grading.contract.decisions import decision_history, output_hash, trial_decision_get
 from evals.models import Trial
+from labeling.labels import label_undo
 from labeling.review import review_set_create, review_submit
-from labeling.services import label_undo
 from tests.core.test_api_core import client_for
 from tests.labeling.test_review import ALL_PASS, graded  # noqa: F401 - the fixture
 

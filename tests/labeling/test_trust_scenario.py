@@ -13,9 +13,10 @@ from evals.models import Case, Grade, Run, Suite
 from evals.report.selectors import run_report
 from evals.runner.start import run_start
 from judges.models import JudgeApproval
+from labeling.approval import judge_trust_approve
+from labeling.labels import label_submit
 from labeling.models import CalibrationSet
 from labeling.selectors import calibration_compute
-from labeling.services import judge_trust_approve, label_submit
 from tests.conftest import PASSWORD
 from tests.fakellm import FakeLLM
 from tests.judge_builders import make_version, verdict_json

@@ -8,9 +8,9 @@ from django.test import Client
 from django.urls import reverse
 
 from core.text import UNSTORABLE
+from labeling.labels import label_submit
 from labeling.models import Adjudication
 from labeling.selectors import calibration_compute, reference_labels
-from labeling.services import label_submit
 from tests.conftest import PASSWORD
 from tests.labeling_builders import calibration_set, judged_run
 

@@ -10,8 +10,8 @@ from django.urls import reverse
 from core.text import UNSTORABLE
 from evals.models import Grade
 from judges.models import JudgeApproval, JudgeVersion
+from labeling.labels import label_submit
 from labeling.selectors import calibration_compute
-from labeling.services import label_submit
 from tests.conftest import PASSWORD
 from tests.import_helpers import PAIR_TEMPLATE, import_bytes, jsonl, record
 from tests.labeling_builders import calibration_set, judged_run

@@ -9,8 +9,8 @@ import pytest
 from django.urls import reverse
 
 from core.text import UNSTORABLE
+from labeling.labels import label_submit
 from labeling.models import CalibrationSet, Label, LabelRevision
-from labeling.services import label_submit
 from tests.conftest import PASSWORD
 from tests.labeling_builders import JUDGE_REASON, calibration_set, judged_run
 

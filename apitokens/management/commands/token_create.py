@@ -3,7 +3,7 @@
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
-from apitokens.services import token_create
+from apitokens.tokens import token_create
 
 
 class Command(BaseCommand):

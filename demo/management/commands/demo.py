@@ -33,8 +33,8 @@ from evals.models import Run, Suite
 from evals.report.agents import run_disagreements
 from interop.importers import results_import
 from judges.models import JudgeVersion
+from labeling.calibration_sets import calibration_set_build
 from labeling.models import CalibrationSet
-from labeling.services import calibration_set_build
 
 REAL_DATA = ("llmbar_pointwise", "halueval_general")
 DEMO_REGISTRY = "demo.registry"

@@ -1,9 +1,7 @@
-"""``manage.py calibration_report [--suite NAME] [--json]``: every judge version with grades
-on labeled trials, its calibration figures and trust state, as text or strict JSON; then
-every pairwise judge version with verdicts on pairs with a human preference
-(``labeling.pairwise.pairwise_calibration_compute``): position consistency, first-slot
-preference, and agreement and kappa over order-consistent verdicts, overall and per
-presentation order (JSON key ``pairwise_judge_versions``)."""
+"""``manage.py calibration_report [--suite NAME] [--json]``: each judge version's calibration
+figures and trust state, then each pairwise judge version's (position consistency,
+first-slot preference, agreement per order; JSON key ``pairwise_judge_versions``).
+"""
 
 from __future__ import annotations
 

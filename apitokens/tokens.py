@@ -1,4 +1,4 @@
-"""Create, revoke and check API tokens."""
+"""API tokens: creating, revoking, and the user a bearer token acts as."""
 
 from __future__ import annotations
 
@@ -19,10 +19,10 @@ def token_hash(token: str) -> str:
 
 
 def token_user_problem(*, user, by) -> str | None:
-    """Why lead ``by`` may not create a token acting as ``user``, or None. A token acts as its
-    user: a lead creates one for themselves or for an account of the engineer role alone (a
-    CI account), never one acting as a superuser, another lead, or a reviewer (whose labels
-    are the blind human evidence calibration rests on: they come from the reviewer)."""
+    """Why lead ``by`` may not create a token acting as ``user``, or None: a lead may for
+    themselves or an engineer-only (CI) account, never for a superuser, another lead or a
+    reviewer (a reviewer's labels are the blind evidence calibration rests on).
+    """
     if user.pk == by.pk:
         return None
     if user.is_superuser:
@@ -36,11 +36,11 @@ def token_user_problem(*, user, by) -> str | None:
 
 
 def token_create(*, user, name: str, by=None) -> tuple[ApiToken, str]:
-    """A new token for ``user``: (row, token). The token (``secrets.token_urlsafe(40)``, 40
-    random bytes) is returned once and only its hash is stored. ``by`` (when given: the
-    page) must be a lead, may create it only for a user ``token_user_problem`` allows, and
-    is recorded as its creator; None is the operator's ``manage.py token_create``. Raises
-    PermissionDenied, ValueError naming ``name`` (empty or > 200 chars)."""
+    """A new token for ``user``: (row, token). The token (``secrets.token_urlsafe(40)``) is
+    returned once; only its hash is stored. ``by``: a lead (the page), None for
+    ``manage.py token_create``. Raises PermissionDenied; ValueError naming ``name`` (empty or
+    over 200 characters).
+    """
     if by is not None and not user_has_role(by, LEAD):
         raise PermissionDenied("only a lead creates API tokens")
     if by is not None and (problem := token_user_problem(user=user, by=by)):
@@ -66,17 +66,15 @@ def token_revoke(*, token: ApiToken, by=None) -> bool:
 
 
 # ``last_used_at`` is written at most once a minute per token: a client paging the API
-# makes many requests a second, and a write per request (a write lock on SQLite, a commit
-# on PostgreSQL) was a fixed cost of every API call (issue 17).
+# makes many requests a second, and a write per request would cost each call a write lock.
 LAST_USED_RESOLUTION = timedelta(seconds=60)
 
 
 def token_user(*, token: str):
-    """The active user of a live ``token``, its role names already read, and records
-    ``last_used_at`` (to the minute: it is written when unset or ``LAST_USED_RESOLUTION``
-    old); None when the token is unknown, revoked or its user inactive. The token, its user
-    and the user's roles are one query (``core.roles.user_with_roles_get``; issue 17: they
-    were two)."""
+    """The active user of a live ``token`` with its roles read, in one query
+    (``core.roles.user_with_roles_get``); None when unknown, revoked or inactive. Writes
+    ``last_used_at`` when unset or ``LAST_USED_RESOLUTION`` old.
+    """
     found = user_with_roles_get(
         ApiToken.objects.filter(key_hash=token_hash(token), revoked_at__isnull=True),
         path="user__",
