@@ -1,7 +1,7 @@
 """A fresh database and a real WSGI server for the HTTP benchmarks (label save, API paging).
 
 The server runs the way the README's Production section does: gunicorn with as many sync
-workers as cores (fewer CPU-ms a page than gunicorn's ``2 × cores + 1`` here, issue 17), the
+workers as cores (fewer CPU-ms a page than gunicorn's ``2 × cores + 1`` here), the
 app loaded once before the fork (``--preload``) and persistent database
 connections (``DB_CONN_MAX_AGE=60``), DEBUG off. ``BENCH_SERVER=waitress`` serves the same
 app from one waitress process (``BENCH_THREADS`` threads, default 8) instead, as the

@@ -1,4 +1,4 @@
-"""Benchmark the run report of an agent run (issue 15): server time and query count by size.
+"""Benchmark the run report of an agent run: server time and query count by size.
 
 Usage (SQLite, in a throwaway test database):
     .venv/bin/python bench/bench_agent_report.py

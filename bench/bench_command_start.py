@@ -1,4 +1,4 @@
-"""Benchmark: the start of ``manage.py run_suite`` on a large run (issue 17, C = 256).
+"""Benchmark: the start of ``manage.py run_suite`` on a large run (C = 256).
 
 Where the time goes from the command's start to the first call of a 2,000 × 5 run: one
 new ``manage.py run_suite bench --target FILE --graders FILE --trials 5`` process (no

@@ -19,7 +19,7 @@ measured twice: with both runs' summaries stored (``evals.comparison.summary``, 
 ``run_finalize`` stores them when a run closes: what a user meets), and with them deleted
 before each request too (a run finished before summaries existed, or changed since: the
 summaries are computed and stored within the request).
-Target (issue 17): first view < 250 ms at 2,000 cases x 5 trials a side, with a query
+Target: first view < 250 ms at 2,000 cases x 5 trials a side, with a query
 count that does not grow with the run.
 """
 

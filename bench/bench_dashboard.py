@@ -8,7 +8,7 @@ PostgreSQL:
 
 1. Run list: 500 runs x 100 trials (1 grader, ~2% errored grades, ~3% unknown costs); GET
    /runs/ (first page of 50) and /runs/?status=succeeded through Django's test client.
-2. Case view (fault H1): one case with 31 trials, 30 outputs of 1,000,000 characters and one
+2. Case view (huge outputs): one case with 31 trials, 30 outputs of 1,000,000 characters and one
    5 MB data: URI; GET the case page (previews only) and one trial page (full output).
 Each figure is the median of 5 requests after one warm-up; queries via CaptureQueriesContext.
 On PostgreSQL the tables are ANALYZEd after the bulk load (see ``analyze``).

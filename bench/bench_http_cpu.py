@@ -1,4 +1,4 @@
-"""Benchmark: the HTTP client's share of a worker's CPU per trial (issue 17, item 2).
+"""Benchmark: the HTTP client's share of a worker's CPU per trial.
 
 No database: ``--calls`` chat completions (default 3,000) against the shared mock at
 ``--latency-ms`` (200), ``-c`` in flight (64), measured three ways in this process, in

@@ -25,7 +25,7 @@ that imports the URL conf and views (server and client share the process; the cl
 streams from a file). Without ``--database-url`` it measures a temporary SQLite file and,
 when a local PostgreSQL answers, ``postgres://postgres@127.0.0.1:5432/assay_bench_ingest``
 (dropped and created per run; ``--postgres-url`` names another).
-Targets: at least 5,000 trials/s on PostgreSQL (issue 6); at least 15,000 (issue 17), i.e.
+Targets: at least 5,000 trials/s on PostgreSQL; at least 15,000, i.e.
 at most ~2 CPU-s of the request's Python per 50,000 trials on the 2-core machine.
 NDJSON only by default: one JSON document is now refused past 1 MiB (a 413 saying to send
 NDJSON, docs/limits.md), so the JSON figures below in bench/README.md are history.

@@ -1,6 +1,6 @@
 """Coverage of the intervals Assay shows for a pass rate (not part of the test suite).
 
-Three intervals, each simulated over the grid of issue 11 point 5: cases C in {3, 5, 12,
+Three intervals, each simulated over this grid: cases C in {3, 5, 12,
 30} × trials per case k in {1, 3, 5, 10} × per-case rate profiles
 
     0.5      every case's true rate 0.5

@@ -1,4 +1,4 @@
-"""Benchmark the judge rung's calls with claims and the call ledger (issue 13, item 4):
+"""Benchmark the judge rung's calls with claims and the call ledger:
 ``judges.grading.judge_grade_trials`` on N ok trials against the shared mock in judge mode,
 wall time against the ideal (N x latency / concurrency), this process's CPU time, and the
 queries it made (the claims, the ledger and the grades; CaptureQueriesContext).

@@ -19,7 +19,7 @@ PostgreSQL (the database is dropped and re-created):
    1–3 s before each save, seeded per reviewer) or back to back (``BENCH_PACE=none``,
    saturation): 1,200 requests, fixed, then the script stops by itself.
 Prints p50 / p95 / max of server time and of the client round trip, in ms, and saves/s.
-Target: p95 server time < 40 ms on PostgreSQL (issue 17; was 50 ms, issue 5).
+Target: p95 server time < 40 ms on PostgreSQL.
 """
 
 from __future__ import annotations

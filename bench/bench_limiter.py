@@ -1,4 +1,4 @@
-"""Benchmark: the shared limiter's own cost per HTTP attempt (issue 17, items 1 and 2).
+"""Benchmark: the shared limiter's own cost per HTTP attempt.
 
 In-process, no HTTP and no database: ``--workers`` limiters of one endpoint (as many workers'
 targets; one event loop, each its own store client) each run ``--tasks`` coroutines that

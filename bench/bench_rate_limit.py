@@ -1,5 +1,5 @@
 """Benchmark: a run sits just under a provider's rate limit with any number of workers
-(issue 17, item 1: the global limit per target).
+(the global limit per target).
 
 The shared mock plays a provider with ``--rpm 6000 --max-inflight 128`` at 200 ms; a run of
 200 cases x 30 trials (6,000 calls, about a minute at the limit) at target concurrency 64 is

@@ -1,5 +1,4 @@
-"""Benchmark: how long after ``kill -9`` of a worker does the run finish? (issue 13, "leases
-that renew")
+"""Benchmark: how long after ``kill -9`` of a worker does the run finish?
 
 Default settings (``ASSAY_TRIAL_LEASE_SECONDS``, ``ASSAY_SWEEP_SECONDS``,
 ``ASSAY_TRIAL_CHUNK_SIZE`` as shipped), Redis and PostgreSQL, two Celery workers

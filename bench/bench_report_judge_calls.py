@@ -1,5 +1,5 @@
 """Benchmark the run report's "judge calls" usage (one extra query in
-``evals.report.selectors.run_report``, on the call ledger since issue 13): server time of
+``evals.report.selectors.run_report``, on the call ledger): server time of
 ``run_report`` on runs whose trials all carry a judge grade with a ~3 KB prompt in
 ``details`` and one ledger row per call, against the same run without judge grades.
 

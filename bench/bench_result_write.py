@@ -1,4 +1,4 @@
-"""Benchmark: the CPU of one batch of results written by a chunk, by batch size (issue 17).
+"""Benchmark: the CPU of one batch of results written by a chunk, by batch size.
 
 A chunk writes the results that arrived meanwhile as one batch: the trials' lock and update
 (``trial_results_record``), the run's counters, the deterministic grades

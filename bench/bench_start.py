@@ -1,4 +1,4 @@
-"""Benchmark: instant start and instant end (issue 17, item 3), on both brokers.
+"""Benchmark: instant start and instant end, on both brokers.
 
 One Celery worker (``--pool solo``, as ``make demo`` starts it) on the embedded default
 (SQLite, the filesystem broker of core/filesystem_broker.py) or on PostgreSQL + Redis, and

@@ -3,7 +3,7 @@ no database.
 
 Starts ../shared/tools/mockllm/server.py on a free port (--latency-ms 200 --jitter-ms 0,
 seed 1234) and runs 200 cases × 5 trials through the target as built at concurrency 16 and
-64 (until issue 17 the target sharded httpx clients; bare httpx and aiohttp are compared in
+64 (the target once sharded httpx clients; bare httpx and aiohttp are compared in
 bench_http_cpu.py). For each it reports:
 
 - % of concurrency/latency: achieved calls/s ÷ (C / 0.200 s), with the span (first request

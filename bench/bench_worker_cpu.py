@@ -1,4 +1,4 @@
-"""Benchmark: a worker's CPU per trial, and its memory over a long run (issue 17, items 2 and 4).
+"""Benchmark: a worker's CPU per trial, and its memory over a long run.
 
 One run of ``--cases`` × ``--trials`` (default 2,000 × 5) against the shared mock, a
 ``contains`` grader (substring of the case's expected answer), target concurrency ``-c``

@@ -1,4 +1,4 @@
-"""Benchmark: does a run get faster with more workers? (issue 13, "fan-out by default")
+"""Benchmark: does a run get faster with more workers?
 
 One run of 200 cases × 5 trials against the shared mock at 200 ms, executed by 1, 2 and 4
 Celery worker processes (``--pool solo``, one chunk at a time each, target concurrency 16

@@ -1,4 +1,4 @@
-"""Issue 17's side-by-side: Assay, promptfoo and Inspect AI on the shared mock LLM endpoint.
+"""A side-by-side: Assay, promptfoo and Inspect AI on the shared mock LLM endpoint.
 
 One command runs every system on the same workload and prints the table (bench/peers/README.md
 says how to install the peers first, ``bench/peers/setup.sh``)::
@@ -196,7 +196,7 @@ def workload_files(work: Path, sizes: list[int]) -> None:
     """Per size: cases-N.csv (promptfoo), cases-N.jsonl (Inspect: id, input, target),
     assay-N.jsonl (Assay: key, input, expected); and assay.toml declaring the suites
     bench-N and the warm-up suite bench-warm (20 cases)."""
-    toml = ["# Suites of the issue 17 benchmark (written by bench_peers.py)."]
+    toml = ["# Suites of the side-by-side benchmark (written by bench_peers.py)."]
     for n in sorted({*sizes, 20}):
         cases = case_list(n)
         with (work / f"cases-{n}.csv").open("w", newline="") as handle:

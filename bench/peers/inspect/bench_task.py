@@ -1,4 +1,4 @@
-"""Inspect AI side of the issue 17 benchmark (bench/peers/bench_peers.py runs it).
+"""Inspect AI side of the side-by-side benchmark (bench/peers/bench_peers.py runs it).
 
 ``inspect eval bench/peers/inspect/bench_task.py -T cases=FILE.jsonl --model openai/mock-model
 --epochs 5 --max-connections C``: one sample per case (``input``, ``target``, ``id``), the
