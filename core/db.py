@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import operator
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence, Sized
 from datetime import datetime
 from functools import partial
 
@@ -13,13 +13,13 @@ from functools import partial
 from json.encoder import c_make_encoder as _c_make_encoder  # type: ignore[attr-defined]
 from json.encoder import encode_basestring as _encode_unicode
 from json.encoder import encode_basestring_ascii as _encode_ascii
-from typing import Any
+from typing import Any, TypeVar
 
 import orjson
 from django.db import connections, models, router
 
 
-def sql_marks(values: Sequence[Any]) -> str:
+def sql_marks(values: Sized) -> str:
     """``%s, %s, ...``: one placeholder per value."""
     return ", ".join(["%s"] * len(values))
 
@@ -32,6 +32,20 @@ def raw_rows(queryset: models.QuerySet[Any, Any]) -> list[tuple[Any, ...]]:
         cursor.execute(sql, params)
         rows: list[tuple[Any, ...]] = cursor.fetchall()
         return rows
+
+
+_F = TypeVar("_F", bound="models.Field[Any, Any]")
+
+
+def model_field(model: type[models.Model], name: str, kind: type[_F]) -> _F:
+    """``model._meta.get_field(name)`` (a field name or attname), checked to be a ``kind``
+    (``models.Field``: a field of the model itself, with its ``column``, not the reverse
+    side of a relation). Raises ``TypeError`` when it is not; ``FieldDoesNotExist`` as
+    ``get_field`` does."""
+    field = model._meta.get_field(name)
+    if not isinstance(field, kind):
+        raise TypeError(f"{model.__name__}.{name} is not a {kind.__name__}")
+    return field
 
 
 # Fields whose Python values need the database's own form (UUID text, naive-UTC text on

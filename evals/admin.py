@@ -229,12 +229,6 @@ class RunSummaryAdmin(ViewOnly, admin.ModelAdmin):
     list_select_related = ("run",)
     readonly_fields = ("run", "key", "body", "detectable", "computed_at")
 
-    def has_add_permission(self, request) -> bool:
-        return False
-
-    def has_change_permission(self, request, obj=None) -> bool:
-        return False
-
 
 @admin.register(TrialPair)
 class TrialPairAdmin(ViewOnly, admin.ModelAdmin):

@@ -27,7 +27,7 @@ def baseline_set(*, suite: Suite, run: Run, by=None, note: str = "") -> Baseline
     return Baseline.objects.create(suite=suite, run=run, set_by=user, note=note)
 
 
-def baseline_current(*, suite: object) -> Baseline | None:
+def baseline_current(*, suite: Suite) -> Baseline | None:
     """The suite's current baseline (its latest ``Baseline`` row; run, run's suite and
     set_by joined), or None when none was ever set. One query."""
     return (

@@ -48,7 +48,9 @@ def sees_everything(user) -> bool:
 
 
 def _related(name: str) -> type[models.Model]:
-    return Trial._meta.get_field(name).related_model
+    model = Trial._meta.get_field(name).related_model
+    assert isinstance(model, type)  # a relation of an installed model: resolved, a class
+    return model
 
 
 @dataclass(frozen=True)
@@ -81,14 +83,16 @@ def blind_for(user) -> Blind:
     if sees_everything(user):
         return NOT_BLIND
     item_model, label_model = _related("calibration_items"), _related("labels")
-    mine = label_model.objects.filter(reviewer_id=user.pk, trial_id=models.OuterRef("trial_id"))
+    mine = label_model._default_manager.filter(
+        reviewer_id=user.pk, trial_id=models.OuterRef("trial_id")
+    )
     open_sets = (
-        item_model.objects.annotate(done=models.Exists(mine))
+        item_model._default_manager.annotate(done=models.Exists(mine))
         .filter(done=False)
         .values("calibration_set_id")
     )
     groups = (
-        item_model.objects.filter(calibration_set_id__in=open_sets)
+        item_model._default_manager.filter(calibration_set_id__in=open_sets)
         .order_by()
         .values_list("trial__case__input_hash", flat=True)
         .distinct()
@@ -133,7 +137,7 @@ def grades_prefetch(user, *, blind: Blind | None = None) -> models.Prefetch:
 def labels_prefetch(user) -> models.Prefetch:
     """Prefetch of a trial's labels (reviewer joined, oldest first) as ``user`` may see
     them."""
-    qs = _related("labels").objects.select_related("reviewer").order_by("created_at")
+    qs = _related("labels")._default_manager.select_related("reviewer").order_by("created_at")
     return models.Prefetch("labels", queryset=labels_visible_to(qs, user))
 
 

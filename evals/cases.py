@@ -156,9 +156,7 @@ def _cases_insert(suite: Suite, rows: list[dict[str, Any]]) -> dict[str, Case]:
     out: dict[str, Case] = {}
     for row in rows:
         row["id"] = ids[row["key"]]
-        case = Case(*[row[name] for name in _CASE_NAMES])
-        case._state.adding = False
-        case._state.db = db
+        case = Case.from_db(db, _CASE_NAMES, [row[name] for name in _CASE_NAMES])
         _CASE_SUITE.set_cached_value(case, suite)
         out[case.key] = case
     return out
@@ -468,7 +466,7 @@ def case_spec_parse(raw: object, where: str) -> CaseSpec:
             f"unknown field (known: {sorted(CASE_FIELDS)})", field=f"{where}.{unknown[0]}"
         )
     spec = CaseSpec(
-        key=raw.get("key"),
+        key=raw.get("key", ""),  # missing: refused as an empty key is ("required, ...")
         input=raw.get("input"),
         expected=raw.get("expected"),
         context=raw.get("context", []),

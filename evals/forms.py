@@ -7,6 +7,7 @@ from typing import Any
 
 from django import forms
 from django.db.models import QuerySet
+from django.http import QueryDict
 from django.urls import reverse_lazy
 
 from core.bounds import SEED_MAX, TEXT_MAX_CHARS
@@ -193,22 +194,24 @@ class RunStartForm(StorableForm):
         return raw
 
     def clean(self) -> dict:
-        data = super().clean()
+        super().clean()
+        data = self.cleaned_data
         kind = data.get("target_kind")
         required = {
             "simulated": ["seed"],
             "openai": ["base_url", "model", "prompt_template"],
             "callable": ["callable_path"],
             "preset": ["target_preset"],
-        }.get(kind, [])
+        }.get(kind or "", [])
         for name in required:
             if data.get(name) in (None, ""):
                 self.add_error(name, f"Required for the {kind} target.")
         if kind == "openai" and data.get("api_key_env") and not data.get("no_api_key"):
             name = data["api_key_env"].strip()
             if looks_like_a_key(name):  # refused, and never shown back in the page
-                self.data = self.data.copy()
-                self.data["api_key_env"] = ""
+                shown = self.data.copy() if isinstance(self.data, QueryDict) else dict(self.data)
+                shown["api_key_env"] = ""
+                self.data = shown
             problem = api_key_env_problem(name)
             if problem:
                 self.add_error("api_key_env", problem)
@@ -217,9 +220,9 @@ class RunStartForm(StorableForm):
                 prompt_template_check(data["prompt_template"])
             except DomainError as exc:
                 self.add_error("prompt_template", exc.message)
-        suite, name = data.get("suite"), data.get("name")
-        if suite and name and Run.objects.filter(suite=suite, name=name).exists():
-            self.add_error("name", f"This suite already has a run named {name!r}.")
+        suite, run_name = data.get("suite"), data.get("name")
+        if suite and run_name and Run.objects.filter(suite=suite, name=run_name).exists():
+            self.add_error("name", f"This suite already has a run named {run_name!r}.")
         if not self.errors:
             data["target"] = self._target(data)
             if data.get("grader_set"):
@@ -392,7 +395,9 @@ class CaseForm(StorableForm):
             for name in ("suite", "replace", "source_trial"):
                 del self.fields[name]
         else:
-            self.fields["suite"].queryset = suites
+            suite_field = self.fields["suite"]
+            assert isinstance(suite_field, forms.ModelChoiceField)
+            suite_field.queryset = suites
             del self.fields["tags_seen"]
 
     @staticmethod
@@ -461,7 +466,8 @@ class CaseForm(StorableForm):
         return _json_any(raw, field="goal_state") if raw else None
 
     def clean(self) -> dict:
-        data = super().clean()
+        super().clean()
+        data = self.cleaned_data
         if self.errors:
             return data
         value = data["input"]

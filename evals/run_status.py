@@ -24,11 +24,14 @@ reads the run's own counters.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TypeVar
 
 from django.db.models import Q, QuerySet
 
 from core.errors import DomainError
 from evals.models import Run
+
+_Runs = TypeVar("_Runs", bound="QuerySet[Run]")
 
 IMPORTED = "imported"
 # What ``?status=`` accepts on the run list and the API: a badge's label.
@@ -65,7 +68,7 @@ class RunStatusShown:
         }
 
 
-SOURCE_STATUS_PROBLEM = {
+SOURCE_STATUS_PROBLEM: dict[str, str] = {
     Run.Status.FAILED: "failed at the source",
     Run.Status.CANCELLED: "cancelled at the source",
 }
@@ -176,7 +179,7 @@ def run_problems(count: RunTrialCount, *, grade_errors: int = 0) -> tuple[str, .
     return tuple(p for p in problems if p)
 
 
-def runs_status_shown_filter(runs: QuerySet, *, status: str) -> QuerySet:
+def runs_status_shown_filter(runs: _Runs, *, status: str) -> _Runs:
     """``runs`` whose shown status (``run_status_shown(run).label``) is ``status``, in the
     database: ``imported`` is a finished imported run; a stored status (``succeeded``, ...)
     holds the runs that show it, never a finished imported run (which shows ``imported``).

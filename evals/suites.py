@@ -281,7 +281,7 @@ def grader_runnable_problem(item: object) -> str | None:
     return None
 
 
-def suite_default_graders(*, suite: object) -> GraderPrefill:
+def suite_default_graders(*, suite: Suite) -> GraderPrefill:
     """The grader set to prefill for a new run of ``suite``: the graders of the current
     baseline, else of the most recent succeeded run (a failed or cancelled run's set is
     never offered: it may be what broke it), else none; of those, only the ones a new run
@@ -289,6 +289,7 @@ def suite_default_graders(*, suite: object) -> GraderPrefill:
     imported run's graders were its harness's: Assay cannot run them). Two queries, plus
     one per judge grader."""
     baseline = baseline_current(suite=suite)
+    source: Run | None
     if baseline is not None and baseline.run.graders:
         source = baseline.run
     else:

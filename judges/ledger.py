@@ -14,6 +14,7 @@ from django.db import connection
 from django.db.models import Field, QuerySet
 from django.utils import timezone
 
+from core.db import model_field
 from evals.grading.rungs import Spend
 from judges.client import JudgeReply
 from judges.models import JudgeCallRecord, JudgeVersion
@@ -94,11 +95,7 @@ def judge_calls_close(*, answers: list[CallAnswered]) -> int:
         return 0
     now = timezone.now()
     status, outcome = JudgeCallRecord.Status, JudgeCallRecord.Outcome
-    fields: list[Field] = []
-    for name in CLOSE_FIELDS:
-        field = JudgeCallRecord._meta.get_field(name)
-        assert isinstance(field, Field)  # every name in CLOSE_FIELDS is a concrete column
-        fields.append(field)
+    fields = [model_field(JudgeCallRecord, name, Field) for name in CLOSE_FIELDS]
     quote = connection.ops.quote_name
     sql = (
         f"UPDATE {quote(JudgeCallRecord._meta.db_table)} SET "

@@ -58,7 +58,13 @@ class CaseInput(NoUnknownFields, serializers.Serializer):
     expected = serializers.JSONField(
         required=False, allow_null=True, default=None, help_text=FIELD_HELP["expected"]
     )
-    context = serializers.JSONField(required=False, default=list, help_text=FIELD_HELP["context"])
+    # DRF's metaclass takes a declared field off the class (its stubs see Field.context
+    # here), and a JSONField's default may be any JSON value (its stubs take a mapping).
+    context = serializers.JSONField(  # type: ignore[assignment]
+        required=False,
+        default=list,  # type: ignore[arg-type]
+        help_text=FIELD_HELP["context"],
+    )
     tags = serializers.ListField(
         child=StrictCharField(trim_whitespace=False),
         required=False,

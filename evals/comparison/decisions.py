@@ -80,8 +80,10 @@ class DecisionMovement:
         }
 
 
-def _by_case(decisions: RunDecisions, keys: dict[int, str]) -> dict[str, tuple[dict, int]]:
-    out: dict[str, tuple[dict, int]] = {}
+def _by_case(
+    decisions: RunDecisions, keys: dict[int, str]
+) -> dict[str, tuple[dict[str, int], int]]:
+    out: dict[str, tuple[dict[str, int], int]] = {}
     for t in decisions.trials.values():
         counts, wrong = out.get(keys[t.case_id], ({}, 0))
         counts[t.decision] = counts.get(t.decision, 0) + 1

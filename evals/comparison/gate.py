@@ -137,6 +137,7 @@ def comparison_plan(*, base: Any, head: Any, alpha: float) -> tuple[TopUpPlan, s
     """The design a comparison is decided under, and why it cannot be topped up (None when
     it can): a top-up plan when both runs can be replayed here (half of alpha held back for
     settling suspects with more trials), else all of alpha at the first look."""
+    reason: str | None
     if isinstance(head, RunData) or isinstance(base, RunData):
         kind = head.suite_kind if isinstance(head, RunData) else head.suite.kind
         n = head.trials_per_case

@@ -84,7 +84,8 @@ def pass_k_rows(
     pairs: list[tuple[CaseData, CaseData]], k_max: int
 ) -> tuple[list[PassHatKDelta], list[PassHatKDelta]]:
     """(pass@k deltas, pass^k deltas) for k = 1..k_max over the shared cases."""
-    at, out = [], []
+    at: list[PassHatKDelta] = []
+    out: list[PassHatKDelta] = []
     if not pairs or k_max < 1:
         return at, out
     sides = []

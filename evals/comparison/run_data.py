@@ -272,6 +272,7 @@ def run_data_build(
     verdict_flat = is_pass[order][graded[order]].tolist()
     verdict_bounds = [0, *np.cumsum(graded_of).tolist()]
     n_looks = int(trial_look.max(initial=0)) + 1
+    looks_of: list[tuple[tuple[int, int], ...]]
     if n_looks == 1:
         looks_of = [((p, g),) for p, g in zip(per_case(is_pass), graded_of, strict=True)]
     else:

@@ -141,7 +141,8 @@ def run_summaries_get(
         for run in misses:
             data = loaded[run.id]
             detectable = {}
-            if keys.get(run.id) is None:
+            key = keys.get(run.id)
+            if key is None:
                 if run.id in want:
                     detectable[alpha] = detectable_drop_get(run=run, alpha=alpha, data=data)
                 out[run.id] = SummaryRead(data=data, detectable=detectable)
@@ -154,7 +155,7 @@ def run_summaries_get(
             writes.append(
                 RunSummary(
                     run_id=run.id,
-                    key=keys[run.id],
+                    key=key,
                     body=_body(data),
                     detectable=stored_drops,
                     computed_at=timezone.now(),

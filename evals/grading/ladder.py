@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.db import connection
+from django.db import connection, models
 from django.db.models.constants import OnConflict
 from django.utils import timezone
 
-from core.db import sql_marks
+from core.db import model_field, sql_marks
 from evals.grading.agent.data import AgentData
 from evals.grading.grader_set import GraderSpec
 from evals.grading.graders import run_grader
@@ -121,7 +121,7 @@ def _grades_insert(values: list[tuple]) -> None:
     skipped by the unique key."""
     if not values:
         return
-    fields = [Grade._meta.get_field(name) for name in GRADE_FIELDS]
+    fields = [model_field(Grade, name, models.Field) for name in GRADE_FIELDS]
     ops, quote = connection.ops, connection.ops.quote_name
     columns = ", ".join(quote(field.column) for field in fields)
     placeholders = sql_marks(fields)

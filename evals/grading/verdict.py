@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 from django.db import models
+from django.db.models.expressions import BaseExpression
 from django.db.models.functions import Coalesce
 
 from evals.models import Grade
@@ -108,7 +109,7 @@ def overall_codes(gating: list[np.ndarray], trial_codes: np.ndarray) -> np.ndarr
     return np.where(trial_codes == PASS, out, trial_codes)
 
 
-def trial_verdict_annotations(keys: tuple[str, ...]) -> dict[str, models.Expression]:
+def trial_verdict_annotations(keys: tuple[str, ...]) -> dict[str, BaseExpression]:
     """Annotations on a Trial queryset deciding its overall verdict in the database, for a
     run whose gating graders are ``keys`` (the rule of ``evals.grading.verdict.overall_codes``):
 

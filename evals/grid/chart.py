@@ -93,7 +93,9 @@ def cost_quality_chart_get(*, suite: Suite, viewer, limit: int = CHART_RUNS) -> 
         else set()
     )
     stats = run_list_stats(runs=runs) if runs else {}
-    usable, left_out = [], []
+    # (run, cost per trial, pass rate, its 95% interval's low and high)
+    usable: list[tuple[Run, Decimal, float, float, float]] = []
+    left_out = []
     for run in reversed(runs):
         if run.id in blind_runs:
             left_out.append((run.name, "hidden while you label"))
@@ -105,8 +107,12 @@ def cost_quality_chart_get(*, suite: Suite, viewer, limit: int = CHART_RUNS) -> 
         elif q.cost_per_trial_usd is None:
             left_out.append((run.name, q.note or "cost unknown"))
         else:
-            usable.append((run, q))
-    top = max((q.cost_per_trial_usd for _, q in usable), default=Decimal(0))
+            # run_list_stats: the interval is None only with the pass rate (no case graded)
+            assert q.pass_rate_low is not None and q.pass_rate_high is not None
+            usable.append(
+                (run, q.cost_per_trial_usd, q.pass_rate, q.pass_rate_low, q.pass_rate_high)
+            )
+    top = max((cost for _, cost, *_ in usable), default=Decimal(0))
     span = float(top) * 1.1 if top else 1.0
     plot_w = WIDTH - LEFT - RIGHT
 
@@ -117,17 +123,17 @@ def cost_quality_chart_get(*, suite: Suite, viewer, limit: int = CHART_RUNS) -> 
         ChartPoint(
             run_uuid=str(run.uuid),
             run_name=run.name,
-            cost_per_trial_usd=q.cost_per_trial_usd,
-            rate=q.pass_rate,
-            low=q.pass_rate_low,
-            high=q.pass_rate_high,
+            cost_per_trial_usd=cost,
+            rate=rate,
+            low=low,
+            high=high,
             is_baseline=baseline is not None and baseline.run_id == run.id,
-            x=x_of(q.cost_per_trial_usd),
-            y=_y(q.pass_rate),
-            y_low=_y(q.pass_rate_low),
-            y_high=_y(q.pass_rate_high),
+            x=x_of(cost),
+            y=_y(rate),
+            y_low=_y(low),
+            y_high=_y(high),
         )
-        for run, q in usable
+        for run, cost, rate, low, high in usable
     ]
     x_ticks = (
         [

@@ -202,6 +202,9 @@ class Trial(models.Model):
     replaced_by = models.OneToOneField(
         "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="replaces"
     )
+    # Not stored: set by the selectors that read trials for a viewer (``trial_get``,
+    # ``evals.blindness``): True when its grades and gold label are hidden from them.
+    blind: bool
 
     objects = TrialQuerySet.as_manager()
 

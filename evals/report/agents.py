@@ -330,7 +330,10 @@ def agent_report(*, run: Run, rows: RunRows, k_max: int) -> AgentReport | None:
             RIGHT_OUTCOME_WRONG_PATH: trial_ids[cells["outcome_only"]].tolist(),
             WRONG_OUTCOME_EXPECTED_PATH: trial_ids[cells["path_only"]].tolist(),
         },
-        **{name: _cell(m, in_table, case_idx, n_cases) for name, m in cells.items()},
+        both_pass=_cell(cells["both_pass"], in_table, case_idx, n_cases),
+        outcome_only=_cell(cells["outcome_only"], in_table, case_idx, n_cases),
+        path_only=_cell(cells["path_only"], in_table, case_idx, n_cases),
+        both_fail=_cell(cells["both_fail"], in_table, case_idx, n_cases),
     )
 
 

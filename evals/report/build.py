@@ -446,7 +446,7 @@ def _with_corrections(
     g_keys: np.ndarray,
     g_versions: tuple,
     g_ok_trial: np.ndarray,
-    approvals: dict[int, tuple[int, dict]],
+    approvals: dict[int, tuple[int, dict | None]],
 ) -> list[Figures]:
     """Each grader's figures with ``corrected`` set when all its grades on ok trials come
     from one judge version (Rogan–Gladen only means something for one judge's error rates);

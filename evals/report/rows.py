@@ -87,7 +87,7 @@ class RunRows:
         }
 
     @property
-    def approvals(self) -> dict[Any, tuple[int, dict]]:
+    def approvals(self) -> dict[Any, tuple[int, dict | None]]:
         """Judge version id -> (approval id, figures) for the trusted versions."""
         return {
             v: (j.approval_id, j.approval_figures)

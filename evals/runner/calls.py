@@ -116,7 +116,11 @@ class CallPool:
         """``target.call`` as a task ``_drain`` may cancel until it reports sending; None
         when it was withdrawn that way."""
         context = contextvars.copy_context()
-        context.run(SEND_HOOK.set, lambda: self._waiting.pop(trial_id, None))
+
+        def sending() -> None:
+            self._waiting.pop(trial_id, None)
+
+        context.run(SEND_HOOK.set, sending)
         task = asyncio.get_running_loop().create_task(target.call(case_input), context=context)
         self._waiting[trial_id] = task
         try:
@@ -234,12 +238,13 @@ class CallPool:
     def close(self) -> list[tuple[int, TargetResult]]:
         """Let the calls in flight and already submitted finish, stop the loop, and return
         the results not yet read."""
-        if not self._closed and self._loop is not None and self._thread.is_alive():
+        loop, inbox = self._loop, self._inbox
+        if not self._closed and loop is not None and inbox is not None and self._thread.is_alive():
             for _ in range(self.concurrency):
-                self._loop.call_soon_threadsafe(self._inbox.put_nowait, None)
+                loop.call_soon_threadsafe(inbox.put_nowait, None)
         self._closed = True
         self._thread.join()
-        rest = []
+        rest: list[tuple[int, TargetResult]] = []
         while True:
             try:
                 item = self._results.get_nowait()

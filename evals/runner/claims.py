@@ -18,10 +18,10 @@ from datetime import datetime, timedelta
 from typing import Any, NamedTuple
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import connection, models, transaction
 from django.utils import timezone
 
-from core.db import sql_marks
+from core.db import model_field, sql_marks
 from evals.grading.ladder import case_input_from
 from evals.models import Case, Run, Trial
 from evals.runner.targets import CaseInput
@@ -168,7 +168,7 @@ def trials_held(trial_ids: list[int]) -> dict[int, Held]:
     if not trial_ids:
         return {}
     trial, case = _q(Trial._meta.db_table), _q(Case._meta.db_table)
-    case_json = [Case._meta.get_field(name) for name in _CASE_JSON]
+    case_json = [model_field(Case, name, models.JSONField) for name in _CASE_JSON]
     columns = ", ".join(f"{case}.{_q(field.column)}" for field in case_json)
     with connection.cursor() as cursor:
         cursor.execute(
@@ -182,7 +182,7 @@ def trials_held(trial_ids: list[int]) -> dict[int, Held]:
     held = {}
     for trial_id, attempt, top_up_id, key, *raw in rows:
         input_, expected, context, tags, goal_state = (
-            field.from_db_value(value, None, connection)
+            field.from_db_value(value, field.cached_col, connection)
             for field, value in zip(case_json, raw, strict=True)
         )
         held[trial_id] = Held(

@@ -22,7 +22,7 @@ from django.db.models import Field
 from django.utils import timezone
 
 from core.chunks import chunked
-from core.db import sql_marks
+from core.db import model_field, sql_marks
 from evals.grading.ladder import (
     _chunk_grades_complete,
     grades_insert,
@@ -195,7 +195,7 @@ def _trial_rows_write(rows: list[tuple[int, tuple]]) -> None:
     database spends writing, and a model instance per row more than the write). JSON,
     Decimal and datetime values go through their field's ``get_db_prep_save``, so they are
     adapted exactly as the ORM would; text and numbers are passed as they are."""
-    fields = [Trial._meta.get_field(name) for name in RESULT_FIELDS]
+    fields = [model_field(Trial, name, Field) for name in RESULT_FIELDS]
     quote = connection.ops.quote_name
     assignments = ", ".join(f"{quote(field.column)} = %s" for field in fields)
     sql = (
@@ -461,7 +461,7 @@ class _ChunkCalls:
             self.pending = []
             self.extend_until = 0.0
 
-    def recover(self, error: DatabaseError) -> None:
+    def recover(self, error: OperationalError | InterfaceError) -> None:
         """After a failed database statement: stop starting calls, let those in flight end,
         reconnect, write what was paid for, give back the trials not called and enqueue
         them again (through the outbox). Raises ``error`` when the database does not come

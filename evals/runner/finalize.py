@@ -258,9 +258,10 @@ def trials_cancel(
         changed = live.update(
             status=Trial.Status.CANCELLED, finished_at=timezone.now(), lease_expires_at=None
         )
-        for trial_id in changing or ():
-            if errors.get(trial_id):
-                Trial.objects.filter(id=trial_id).update(error_message=errors[trial_id])
+        if errors and changing:
+            for trial_id in changing:
+                if errors.get(trial_id):
+                    Trial.objects.filter(id=trial_id).update(error_message=errors[trial_id])
         if changed and uncount:
             Run.objects.filter(id=run_id).update(trials_total=F("trials_total") - changed)
         elif changed:  # counted apart from the finished, never in "N of M trials errored"

@@ -18,9 +18,10 @@ from __future__ import annotations
 
 import json
 
-from django.db import connections, router
+from django.db import connections, models, router
 from django.utils import timezone
 
+from core.db import model_field
 from evals.models import Trial
 
 # Columns given per row in the statement itself; every other one takes its field's default.
@@ -69,7 +70,9 @@ def queued_trials_insert(*, run_id: int, case_ids: list[int], trials_per_case: i
     created_at = Trial._meta.get_field("created_at")
     now = created_at.get_db_prep_save(timezone.now(), connection=connection)
     per_row = ["uuid", "run_id", "case_id", "attempt", "created_at"]
-    names = ", ".join([*(quote(Trial._meta.get_field(n).column) for n in per_row), *columns])
+    names = ", ".join(
+        [*(quote(model_field(Trial, n, models.Field).column) for n in per_row), *columns]
+    )
     shared = ", ".join(values)
     shared = f", {shared}" if shared else ""
     table = quote(Trial._meta.db_table)

@@ -9,6 +9,7 @@ Permissions (the cast in tests/conftest.py):
 """
 
 import json
+from typing import Any
 
 from django.contrib import messages
 from django.db.models import Q
@@ -216,7 +217,7 @@ def trial_detail(request: HtmxHttpRequest, trial_id) -> HttpResponse:
         trial = selectors.trial_get(trial_uuid=trial_id, viewer=request.user)
     except Trial.DoesNotExist as exc:
         raise Http404("No such trial.") from exc
-    context = {"trial": trial, "decision": None, "decision_history": []}
+    context: dict[str, Any] = {"trial": trial, "decision": None, "decision_history": []}
     if not trial.blind:  # the decision reads grades and labels: hidden like them
         context["decision"] = trial_decision_get(trial_id=trial.id)
         context["decision_history"] = decision_history(trial_ids=[trial.id]).get(trial.id, [])

@@ -102,7 +102,8 @@ def case_graduate(request: HttpRequest, suite_id, case_id) -> HttpResponse:
 
     suite = get_object_or_404(Suite, uuid=suite_id)
     case = get_object_or_404(Case.objects.select_related("suite"), uuid=case_id, suite=suite)
-    into = Suite.objects.filter(uuid=uuid_parse(request.POST.get("into_suite"))).first()
+    into_uuid = uuid_parse(request.POST.get("into_suite"))
+    into = None if into_uuid is None else Suite.objects.filter(uuid=into_uuid).first()
     back = redirect("evals:suite-detail", suite_id=suite.uuid)
     if into is None:
         messages.error(request, "into_suite: choose a regression suite.")

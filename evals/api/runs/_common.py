@@ -41,7 +41,7 @@ def _by_uuid(request, qs: QuerySet, **params: str) -> QuerySet:
     parameter ("suite: no suite with id ..."; ``core.api.fields.query_uuid_known``)."""
     for param, lookup in params.items():
         model, noun = FILTER_ROWS[param]
-        value = query_uuid_known(request, param, model.objects.all(), noun)
+        value = query_uuid_known(request, param, model._default_manager.all(), noun)
         if value is not None:
             qs = qs.filter(**{lookup: value})
     return qs

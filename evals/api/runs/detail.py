@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from django.contrib.auth.models import User
 from drf_spectacular.utils import extend_schema, extend_schema_field, extend_schema_view
 from rest_framework import serializers
 
 from evals.api.runs._common import P_SUITE, H, ViewerViewSet, _by_uuid, _detail, _help, _param
 from evals.blindness import REPORT_BLIND_PARTS, run_is_blind
-from evals.models import Run
+from evals.models import Run, Suite
 from evals.report.selectors import run_report
 from evals.run_status import STATUS_SHOWN_VALUES, run_status_shown, runs_status_shown_filter
 
@@ -66,21 +67,28 @@ class RunStatusShownSerializer(serializers.Serializer):
     key = serializers.CharField(
         help_text="The badge: a status (an executed run), imported, or imported-problems."
     )
-    label = serializers.CharField(help_text="The badge's text: the status, or imported.")
+    # DRF's metaclass takes a declared field off the class; its stubs see Field.label here.
+    label = serializers.CharField(  # type: ignore[assignment]
+        help_text="The badge's text: the status, or imported."
+    )
     problems = serializers.ListField(
         child=serializers.CharField(),
         help_text='What is wrong, for people ("3 of 60 trials errored", "partial: 58 of 60 '
         'trials recorded"); empty when nothing is.',
     )
     errored = serializers.IntegerField(help_text="Errored trials (count).")
-    partial = serializers.BooleanField(
+    # DRF's metaclass takes a declared field off the class; its stubs see
+    # BaseSerializer.partial here.
+    partial = serializers.BooleanField(  # type: ignore[assignment]
         help_text="Fewer trials recorded (finished or cancelled) than the source planned."
     )
 
 
 class RunSerializer(serializers.ModelSerializer):
-    suite = serializers.SlugRelatedField(slug_field="uuid", read_only=True, help_text=H["suite"])
-    cancelled_by = serializers.SlugRelatedField(
+    suite: serializers.SlugRelatedField[Suite] = serializers.SlugRelatedField(
+        slug_field="uuid", read_only=True, help_text=H["suite"]
+    )
+    cancelled_by: serializers.SlugRelatedField[User] = serializers.SlugRelatedField(
         slug_field="username",
         read_only=True,
         help_text="Username of who cancelled the run; null when not cancelled, or cancelled "

@@ -23,7 +23,9 @@ class SuiteSerializer(serializers.ModelSerializer):
 
 
 class CaseSerializer(serializers.ModelSerializer):
-    suite = serializers.SlugRelatedField(slug_field="uuid", read_only=True, help_text=H["suite"])
+    suite: serializers.SlugRelatedField[Suite] = serializers.SlugRelatedField(
+        slug_field="uuid", read_only=True, help_text=H["suite"]
+    )
 
     class Meta:
         model = Case

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+from typing import Any
 
 from django.conf import settings
 from django.db.models.functions import Length, Substr
@@ -90,7 +91,7 @@ class TrialSerializer(serializers.ModelSerializer):
 
 
 # Where a list row keeps each field of ``TrialSerializer`` (by default under its own name).
-TRIAL_ROW_KEYS = {"run": "run__uuid", "case": "case__uuid", "decision": None}
+TRIAL_ROW_KEYS: dict[str, str | None] = {"run": "run__uuid", "case": "case__uuid", "decision": None}
 TRIAL_LIST_COLUMNS = (
     "id",
     "run_id",
@@ -122,12 +123,14 @@ def trial_rows_data(
     server time; a test checks every row against ``TrialSerializer`` on the model."""
     plan = []  # (name, converter, row key; None: the decision), in field order
     for f in _trial_list_fields():
-        key = TRIAL_ROW_KEYS.get(f.field_name, f.field_name)
-        plan.append((f.field_name, None if key is None else field_converter(f), key))
+        field_name = f.field_name
+        assert field_name is not None  # a serializer's fields are bound, hence named
+        key = TRIAL_ROW_KEYS.get(field_name, field_name)
+        plan.append((field_name, None if key is None else field_converter(f), key))
     decisions: dict[int, dict] = {}
     out = []
     for row in rows:
-        item = {}
+        item: dict[str, Any] = {}
         for name, convert, key in plan:
             if key is None:
                 if row["case__input_hash"] in blind.groups:
@@ -139,6 +142,7 @@ def trial_rows_data(
                 found = decisions[run_id].get(row["id"])
                 item[name] = found.decision if found else None
                 continue
+            assert convert is not None  # built for every field with a row key
             value = row[key]
             item[name] = None if value is None else convert(value)
         out.append(item)

@@ -332,6 +332,7 @@ def contract_check(contract: Contract, output: str) -> ContractOutcome:
     items, document, parse_failure = _parse(contract, output)
     if parse_failure is not None:
         return ContractOutcome(decision=REJECT, failures=[parse_failure], parsed=False)
+    assert items is not None  # _parse gives the items whenever it gives no failure
     failures: list[Failure] = []
     if contract.current_version is not None:
         found, version = _at(document, contract.version_path)
@@ -346,7 +347,7 @@ def contract_check(contract: Contract, output: str) -> ContractOutcome:
                     kind="version",
                 )
             )
-    table = {
+    table: dict[str, dict[str, Any]] = {
         p.name: {
             "items": [],
             "confirmed": [],

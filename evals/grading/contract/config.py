@@ -295,10 +295,12 @@ def contract_parse(config: dict, where: str = "config") -> Contract:
                     f"unknown category {name!r} (declared: {names})",
                     field=f"{where}.required_coverage[{i}]",
                 )
-    provenance_field, allowed = None, frozenset()
+    provenance_field: str | None = None
+    allowed: frozenset[str] = frozenset()
     if "provenance" in config:
         provenance_field, allowed = _provenance(config["provenance"], f"{where}.provenance")
-    version_path, current = (), None
+    version_path: tuple[str, ...] = ()
+    current: str | None = None
     if "source_version" in config:
         version_path, current = _source_version(config["source_version"], f"{where}.source_version")
     review = _names(config.get("review", []), f"{where}.review")

@@ -132,7 +132,7 @@ def output_hash(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-def review_passed(review: dict, *, current_hash: str) -> bool | None:
+def review_passed(review: object, *, current_hash: str) -> bool | None:
     """One review (a label's ``details.contract_review``) of the output whose hash is
     ``current_hash``: True when it passed every dimension, False when it failed one, None
     when it reviewed another output (or is malformed)."""

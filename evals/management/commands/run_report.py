@@ -89,16 +89,19 @@ def render_text(report: RunReport) -> str:
     lines += agent_lines(report.agents)
     for g in report.failure_reasons:
         lines.append(f"{g.grader}: {g.text}")
-    c = report.cost
-    if c.total_usd is not None:
-        cost = usd_text(c.total_usd)
-    elif c.unknown and c.unknown < c.finished:
-        cost = f">= {usd_text(c.known_usd)} (cost unknown for {c.unknown} of {c.finished} trials)"
+    spent = report.cost
+    if spent.total_usd is not None:
+        cost = usd_text(spent.total_usd)
+    elif spent.unknown and spent.unknown < spent.finished:
+        cost = (
+            f">= {usd_text(spent.known_usd)} "
+            f"(cost unknown for {spent.unknown} of {spent.finished} trials)"
+        )
     else:
         cost = "unknown"
     lines.append(
-        f"tokens: {_tokens(report.tokens.input, report.tokens.input_unknown, c.finished)} in, "
-        f"{_tokens(report.tokens.output, report.tokens.output_unknown, c.finished)} out; "
+        f"tokens: {_tokens(report.tokens.input, report.tokens.input_unknown, spent.finished)} in, "
+        f"{_tokens(report.tokens.output, report.tokens.output_unknown, spent.finished)} out; "
         f"latency p50 "
         f"{_ms(report.latency.p50_ms)}, p95 {_ms(report.latency.p95_ms)}; cost {cost}"
     )

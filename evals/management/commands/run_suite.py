@@ -197,7 +197,7 @@ class Command(DomainCommand):
             sys.exit(code)
 
     def _report(self, run: Run, opts: dict, *, waited: bool) -> None:
-        summary = {
+        summary: dict[str, Any] = {
             "run": str(run.uuid),
             "suite": run.suite.name,
             "name": run.name,

@@ -185,7 +185,8 @@ def _with_cost(value: dict, result: TargetResult) -> TargetResult:
         return result
     if not all(isinstance(c, int | float) and not isinstance(c, bool) for c in costs):
         return result  # the step parser names the bad cost
-    return replace(result, cost_usd=_usd(sum(Decimal(str(c)) for c in costs), "steps' cost_usd"))
+    total = sum((Decimal(str(c)) for c in costs), Decimal(0))
+    return replace(result, cost_usd=_usd(total, "steps' cost_usd"))
 
 
 def _usd(cost: Decimal, what: str) -> Decimal:

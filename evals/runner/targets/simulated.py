@@ -102,6 +102,7 @@ class SimulatedConfig:
         seed = config.get("seed")
         if problem := seed_problem(seed):
             raise DomainError(problem, field="target.seed")
+        assert isinstance(seed, int)  # seed_problem refuses anything else
         per_case = config.get("pass_probability")
         per_case = {} if per_case is None else per_case
         if not isinstance(per_case, dict):

@@ -398,7 +398,8 @@ def _reply(result: TargetResult) -> tuple[str | None, list[dict]]:
     message = choices[0].get("message") if choices and isinstance(choices[0], dict) else None
     message = message if isinstance(message, dict) else {}
     content = message.get("content") if isinstance(message.get("content"), str) else None
-    tool_calls = message.get("tool_calls") if isinstance(message.get("tool_calls"), list) else []
+    tool_calls = message.get("tool_calls")
+    tool_calls = tool_calls if isinstance(tool_calls, list) else []
     return content, [_tool_call(i, item) for i, item in enumerate(tool_calls)]
 
 
