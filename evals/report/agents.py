@@ -1,34 +1,20 @@
 """The run report's agent block (docs/agents.md, "Grading agents"): outcome against path.
 
-Which grader is which comes from its kind: ``state`` graders are the **outcome**,
-``trajectory`` graders the **path**. A run without both kinds has no agent block (None).
+``state`` graders are the outcome, ``trajectory`` graders the path; a run without both kinds
+has no agent block (None).
 
-Rules:
-- A trial's outcome is the three-valued AND of its ``state`` grades, its path that of its
-  ``trajectory`` grades: ``evals.grading.verdict.overall_codes``, the verdict rule itself,
-  applied to each side's graders. A trial whose side is errored or missing is out of the
-  2 × 2 and counted (``left_out``): an errored grade is never a pass or a fail.
-- A grader that judged nothing (every grade it gave the run errored) is left out of its side
-  when another grader of that side judged something: a grader corrected after the run
-  (``grade_run`` under a new key) fills the 2 × 2 as a new run would. The side's keys
-  (``outcome_keys``, ``path_keys``) are those read; with no grader of the side judging,
-  all of them stay (every trial of the side errored).
-- The 2 × 2 (outcome pass/fail × path pass/fail) is given overall and per case. Each
-  overall cell's share is the mean over cases of per-case shares, with its 95% interval
-  clustered by case (``stats.intervals.clustered_rate_interval``); per case, counts with
-  Wilson 95% intervals of the outcome rate, the path rate and the disagreement rate.
-- Outcome and path figures (pass rate with its interval, pass@k and pass^k) come from
-  ``evals.report.figures.figures_for``, as every rung's.
-- Disagreements: "right outcome, wrong path" (outcome pass, path fail) and "wrong outcome,
-  expected path" (outcome fail, path pass), grouped by the failing side's ``details.group``
-  (the reason without trial-specific values): "right outcome via forbidden tool
-  `issue_refund` before `lookup_order`", "outcome fail on the expected path: different
-  `order.status`".
+- A trial's outcome (path) is the three-valued AND of its ``state`` (``trajectory``) grades
+  (``evals.grading.verdict.overall_codes``). A trial whose side is errored or missing is out
+  of the 2 × 2 and counted in ``left_out``.
+- A grader whose every grade errored is left out of its side when another grader of the
+  side judged something (a corrected grader added by ``grade_run``).
+- Overall cells: mean over cases of per-case shares, 95% interval clustered by case
+  (``stats.intervals.clustered_rate_interval``); per case: counts and Wilson 95% intervals.
+- Disagreements ("right outcome, wrong path", "wrong outcome, expected path") are grouped by
+  the failing side's ``details.group``.
 
-``agent_report`` computes everything but the reasons from ``RunRows`` (no query);
-``agent_reasons_add`` fills in the groups with one query (the failing agent grades of the
-run); ``run_disagreements`` does both for one run (the review queue's entry point).
-Trajectories are never read here.
+``agent_report`` computes all but the reasons from ``RunRows`` (no query);
+``agent_reasons_add`` adds the groups with one query. Trajectories are never read here.
 """
 
 from __future__ import annotations
@@ -66,9 +52,9 @@ _STATUS = {"ok": PASS, "error": PIPELINE}
 
 @dataclass(frozen=True)
 class Cell:
-    """One cell of the overall 2 × 2: ``trials`` in it, and its ``share`` of the trials in
-    the table as the mean of per-case shares with the clustered 95% interval (``low``,
-    ``high``; None when the table is empty)."""
+    """One cell of the overall 2 × 2: ``trials`` in it, its ``share`` (mean of per-case shares) and
+    the clustered 95% interval (``low``, ``high``; None when the table is empty).
+    """
 
     trials: int
     share: float | None
@@ -78,11 +64,10 @@ class Cell:
 
 @dataclass(frozen=True)
 class CaseAgreement:
-    """One case's 2 × 2: counts ``both_pass``, ``outcome_only`` (right outcome, wrong path),
-    ``path_only`` (wrong outcome, expected path), ``both_fail``; ``left_out`` ok trials with
-    a side errored or missing; ``outcome_rate``/``path_rate``/``disagreement_rate`` with
-    their Wilson 95% intervals (``[low, high]``), None when the case has no trial in the
-    table; ``errored``: trials that errored where they ran (no grades, out of the table)."""
+    """One case's 2 × 2 counts; ``left_out``: ok trials with a side errored or missing; the three
+    rates with Wilson 95% intervals (``[low, high]``, None without a trial in the table);
+    ``errored``: trials that errored where they ran.
+    """
 
     case_uuid: str
     key: str
@@ -128,13 +113,11 @@ class DisagreementGroup:
 
 @dataclass(frozen=True)
 class AgentReport:
-    """The agent block of a run report (module docstring): ``outcome_keys`` and
-    ``path_keys`` (grader keys by kind), ``outcome`` and ``path`` figures, the overall 2 × 2
-    cells (``both_pass``, ``outcome_only``, ``path_only``, ``both_fail``), ``in_table`` and
-    ``left_out`` trial counts, ``errored_trials`` (trials that errored where they ran: out
-    of the table, never a pass or a fail), ``cases`` (worst disagreement first), and ``groups`` of
-    disagreements (filled by ``agent_reasons_add``); ``disagreement_ids`` are the trial ids
-    of every disagreement, by kind (not in the JSON)."""
+    """The agent block of a run report: grader keys and figures per side, the overall 2 × 2 cells,
+    ``in_table``/``left_out``/``errored_trials`` counts, ``cases`` (worst disagreement first),
+    ``groups`` (filled by ``agent_reasons_add``), and ``disagreement_ids`` by kind (not in the
+    JSON).
+    """
 
     outcome_keys: list[str]
     path_keys: list[str]
@@ -211,8 +194,8 @@ def _rate(k: int, n: int) -> tuple[float | None, tuple[float, float]]:
 @dataclass(frozen=True)
 class AgentCodes:
     """Per trial of a run (sorted ``trial_ids``): ``case_idx`` (into ``RunRows.cases``),
-    ``trial_codes`` (PASS for an ok trial, else PIPELINE/PENDING), and the verdict codes of
-    each side: ``outcome`` (the ``state`` graders) and ``path`` (the ``trajectory`` ones)."""
+    ``trial_codes`` and the verdict codes of each side, ``outcome`` and ``path``.
+    """
 
     outcome_keys: list[str]
     path_keys: list[str]
@@ -225,8 +208,9 @@ class AgentCodes:
 
 
 def _superseded_out(keys: list[str], judged: set[str]) -> list[str]:
-    """``keys`` without those that judged nothing (every grade errored) when another key of
-    the side judged something: a broken grader corrected by a later one (``grade_run``)."""
+    """``keys`` without those whose every grade errored when another key of the side judged
+    something.
+    """
     if not any(k in judged for k in keys):
         return keys
     return [k for k in keys if k in judged]
@@ -267,9 +251,9 @@ def agent_codes(*, run: Run, rows: RunRows) -> AgentCodes | None:
 
 
 def agent_report(*, run: Run, rows: RunRows, k_max: int) -> AgentReport | None:
-    """The agent block from the run loader's rows (no query), reasons not yet grouped;
-    None unless the run has both a ``state`` and a ``trajectory`` grader. ``k_max``: the
-    largest k of pass@k and pass^k (the report's)."""
+    """The agent block from the run loader's rows (no query), without groups; None unless the run
+    has both agent kinds. ``k_max``: the largest k of pass@k and pass^k.
+    """
     codes = agent_codes(run=run, rows=rows)
     if codes is None:
         return None
@@ -342,10 +326,9 @@ def _label(kind: str, groups: list[str]) -> str:
 
 
 def agent_reasons_add(*, run: Run, report: AgentReport) -> AgentReport:
-    """``report`` with its disagreement ``groups``: one query (the failing ``state`` and
-    ``trajectory`` grades of ``run``'s ok trials, their group text, a reason's first
-    ``REASON_CHARS`` characters, the trial's uuid, attempt and case key). Groups are by kind,
-    then count, largest first (at most ``GROUPS_LISTED`` per kind)."""
+    """``report`` with its disagreement ``groups`` (by kind, largest first, at most
+    ``GROUPS_LISTED`` per kind). One query.
+    """
     kind_of = {tid: kind for kind, ids in report.disagreement_ids.items() for tid in ids}
     if not kind_of:
         return report
@@ -406,8 +389,9 @@ def agent_reasons_add(*, run: Run, report: AgentReport) -> AgentReport:
 
 
 def run_disagreements(*, run: Run) -> AgentReport | None:
-    """The agent block of ``run`` with its groups (the run loader's queries plus one); None
-    for a run without both agent kinds. The review queue sends trials from here."""
+    """The agent block of ``run`` with its groups; None without both agent kinds. The review queue
+    sends trials from here.
+    """
     rows = run_rows_get(run=run)
     k_max = max(int(run.trials_per_case or 1), 1)
     report = agent_report(run=run, rows=rows, k_max=k_max)
