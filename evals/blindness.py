@@ -1,31 +1,19 @@
 """Blind reviewing: what a reviewer may not see while they still have labeling to do.
 
-The one home of the rule every surface applies (trial page, run-case page, comparison case
-view, grid, run and labels exports, run file, ``/api/grades/``, ``/api/trials/``,
-``/api/labels/``):
+The one home of the rule every surface applies (pages, exports, run file, the grades,
+trials and labels APIs):
 
-1. Engineers and leads (and superusers) see everything (``sees_everything``).
-2. Anyone else sees only their own labels and critiques, never another reviewer's nor an
-   imported ("dataset gold") label (``labels_visible_to``).
+1. Engineers, leads and superusers see everything (``sees_everything``).
+2. Anyone else sees only their own labels and critiques (``labels_visible_to``).
 3. While such a user has an unlabeled item in a calibration set, every trial of that set's
-   *groups* is blind for them (``blind_for``): a group is every case asked the same input
-   with the same context documents (``Case.input_hash``; not the expected answer), so it
-   holds the item's other attempts, the other side of a pair (an LLMBar pair's ``…:A`` and
-   ``…:B`` cases share their input; a preference pair's two trials share their case), the
-   versions of a case whose expected answer was edited and the same input in other
-   runs and suites. A blind trial shows no grade at all (``grades_visible_to``): not a
-   judge's verdict (recorded ones included), not the gold grade (``GOLD_GRADER``, the
-   imported human label kept as a grade, whose reason names the label), not a
-   deterministic, outcome or path grade, nor its contract decision. Once they have labeled
-   every item of the set, its groups are no longer blind for them.
+   groups is blind for them (``blind_for``). A group is every case with the same input and
+   context documents (``Case.input_hash``): other attempts, the other side of a pair,
+   edited versions of a case, the same input in other runs and suites. A blind trial shows
+   no grade at all (``grades_visible_to``), the gold grade and contract decisions included.
 
-Blindness is a small set of group keys (at most one per item of the user's open sets),
-read in one query and applied in SQL as a join on the trial's case (``Blind.trials_q``), so
-a surface never lists trial ids however many runs share an input.
-
-Calibration sets and labels are labeling's models: evals reaches them through the trial's
-relations (``Trial.calibration_items``, ``Trial.labels``) and never imports labeling
-(docs/architecture.md); labeling's own selectors call this module.
+Blindness is a few group keys read in one query and applied in SQL as a join on the trial's
+case (``Blind.trials_q``), never a list of trial ids. evals never imports labeling: it
+reaches labels through ``Trial.calibration_items`` and ``Trial.labels``.
 """
 
 from __future__ import annotations
@@ -75,9 +63,9 @@ NOT_BLIND = Blind()
 
 
 def blind_for(user) -> Blind:
-    """The groups blind for ``user``: the input hashes of the items of each calibration set
-    in which ``user`` has not labeled every item (nothing for engineers and leads). One
-    query, none for engineers and leads."""
+    """The input hashes of the items of each calibration set ``user`` has not fully labeled. One
+    query, none for engineers and leads.
+    """
     if sees_everything(user):
         return NOT_BLIND
     item_model, label_model = _related("calibration_items"), _related("labels")
@@ -97,9 +85,9 @@ def blind_for(user) -> Blind:
 
 
 def blind_trial_ids(user) -> frozenset[int]:
-    """Ids of every trial blind for ``user`` (``blind_for``), read in one query (none for
-    engineers and leads). It lists every run's trials of each group: surfaces apply
-    ``blind_for(user).trials_q()`` in SQL instead."""
+    """Ids of every trial blind for ``user``, in one query. Surfaces apply
+    ``blind_for(user).trials_q()`` in SQL instead.
+    """
     blind = blind_for(user)
     if not blind:
         return frozenset()
@@ -160,9 +148,9 @@ REPORT_BLIND_PARTS = (
 
 
 def blind_run_ids(user, *, run_ids) -> frozenset[int]:
-    """The ids among ``run_ids`` of the runs holding a trial blind for ``user``: their
-    verdict totals are withheld from that user (``REPORT_BLIND_PARTS``). One query (none for
-    engineers and leads, or when nothing is blind)."""
+    """The ids among ``run_ids`` of runs holding a trial blind for ``user`` (their verdict totals
+    are withheld: ``REPORT_BLIND_PARTS``). One query, none when nothing is blind.
+    """
     blind = blind_for(user)
     if not blind:
         return frozenset()
@@ -175,10 +163,9 @@ def blind_run_ids(user, *, run_ids) -> frozenset[int]:
 
 
 def run_is_blind(user, run) -> bool:
-    """True when ``run`` holds a trial that is blind for ``user`` (``blind_for``): its
-    report's per-case rows, slices and reasons, and every total computed from verdicts
-    (``REPORT_BLIND_PARTS``), would show those trials' verdicts or gold labels, so they are
-    not shown to that user."""
+    """True when ``run`` holds a trial blind for ``user``: the parts of its report in
+    ``REPORT_BLIND_PARTS`` would show that trial's verdicts.
+    """
     return comparison_is_blind(user, run)
 
 
@@ -190,8 +177,8 @@ BLIND_COMPARISON = (
 
 
 def comparison_is_blind(user, *runs) -> bool:
-    """True when any of ``runs`` holds a trial that is blind for ``user``: a comparison's
-    decision, per-case rows and exports name each case's pass counts, which repeat those
-    trials' judge verdicts or gold labels (``BLIND_COMPARISON`` says so to the user)."""
+    """True when any of ``runs`` holds a trial blind for ``user``: a comparison's counts would
+    repeat its verdicts (``BLIND_COMPARISON`` tells the user).
+    """
     blind = blind_for(user)
     return bool(blind) and Trial.objects.filter(blind.trials_q(), run__in=runs).exists()
