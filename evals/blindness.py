@@ -64,8 +64,7 @@ NOT_BLIND = Blind()
 
 def blind_for(user) -> Blind:
     """The input hashes of the items of each calibration set ``user`` has not fully labeled. One
-    query, none for engineers and leads.
-    """
+    query, none for engineers and leads."""
     if sees_everything(user):
         return NOT_BLIND
     item_model, label_model = _related("calibration_items"), _related("labels")
@@ -86,8 +85,7 @@ def blind_for(user) -> Blind:
 
 def blind_trial_ids(user) -> frozenset[int]:
     """Ids of every trial blind for ``user``, in one query. Surfaces apply
-    ``blind_for(user).trials_q()`` in SQL instead.
-    """
+    ``blind_for(user).trials_q()`` in SQL instead."""
     blind = blind_for(user)
     if not blind:
         return frozenset()
@@ -149,8 +147,7 @@ REPORT_BLIND_PARTS = (
 
 def blind_run_ids(user, *, run_ids) -> frozenset[int]:
     """The ids among ``run_ids`` of runs holding a trial blind for ``user`` (their verdict totals
-    are withheld: ``REPORT_BLIND_PARTS``). One query, none when nothing is blind.
-    """
+    are withheld: ``REPORT_BLIND_PARTS``). One query, none when nothing is blind."""
     blind = blind_for(user)
     if not blind:
         return frozenset()
@@ -164,8 +161,7 @@ def blind_run_ids(user, *, run_ids) -> frozenset[int]:
 
 def run_is_blind(user, run) -> bool:
     """True when ``run`` holds a trial blind for ``user``: the parts of its report in
-    ``REPORT_BLIND_PARTS`` would show that trial's verdicts.
-    """
+    ``REPORT_BLIND_PARTS`` would show that trial's verdicts."""
     return comparison_is_blind(user, run)
 
 
@@ -178,7 +174,6 @@ BLIND_COMPARISON = (
 
 def comparison_is_blind(user, *runs) -> bool:
     """True when any of ``runs`` holds a trial blind for ``user``: a comparison's counts would
-    repeat its verdicts (``BLIND_COMPARISON`` tells the user).
-    """
+    repeat its verdicts (``BLIND_COMPARISON`` tells the user)."""
     blind = blind_for(user)
     return bool(blind) and Trial.objects.filter(blind.trials_q(), run__in=runs).exists()

@@ -39,8 +39,7 @@ from evals.models import CaseChange, Grade, Run, Trial
 class RunFingerprint:
     """One run's fingerprint: ``state`` (~50 characters: status, trials per case, a digest of the
     rest), ``key`` (``state`` when finished, else None) and ``graded``: the graders with a
-    grade on any of its trials (``evals.grid.cells.runs_gating_keys`` needs them).
-    """
+    grade on any of its trials (``evals.grid.cells.runs_gating_keys`` needs them)."""
 
     state: str
     key: str | None
@@ -49,8 +48,7 @@ class RunFingerprint:
 
 def run_fingerprints(*, runs: Sequence[Run]) -> dict[int, RunFingerprint]:
     """Run id -> ``RunFingerprint`` for each of ``runs``. One query whatever their size; none when
-    ``runs`` is empty.
-    """
+    ``runs`` is empty."""
     if not runs:
         return {}
     ids = [r.id for r in runs]
@@ -125,16 +123,14 @@ NO_JUDGE_TRUST = "j0.None.0"
 
 def judge_trust_fingerprint() -> str:
     """Text that moves with every grant and revocation of judge trust, from the registered judge
-    rung (``JudgeRung.trust_fingerprint``; ``NO_JUDGE_TRUST`` without one). One query.
-    """
+    rung (``JudgeRung.trust_fingerprint``; ``NO_JUDGE_TRUST`` without one). One query."""
     rung = judge_rung()
     return NO_JUDGE_TRUST if rung is None else rung.trust_fingerprint()
 
 
 def case_changes_fingerprints(*, suite_ids: Iterable[int]) -> dict[int, str]:
     """Suite id -> text that moves with every recorded ``CaseChange`` of its cases (count and
-    newest id). One query.
-    """
+    newest id). One query."""
     suite_ids = set(suite_ids)
     changes = {
         row["suite_id"]: row

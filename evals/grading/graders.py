@@ -183,8 +183,7 @@ def _is_word_char(char: str) -> bool:
 
 def _word_found_ascii(needle: str, output: str) -> bool:
     """``(?<!\\w)needle(?!\\w)`` in ``output``, both ASCII: ``_word_pattern``'s answer without
-    compiling a pattern per needle.
-    """
+    compiling a pattern per needle."""
     start = output.find(needle)
     while start != -1:
         end = start + len(needle)
@@ -345,8 +344,7 @@ def _json_schema(config: dict, case: Any, output: str) -> GradeResult:
 def _numeric(config: dict, case: Any, output: str) -> GradeResult:
     """Extraction: with config ``pattern`` (one capturing group), the group of the first match;
     without, the whole output, read by ``parse_number``. Comparison: ``math.isclose(got, ref,
-    rel_tol=rel_tol, abs_tol=abs_tol)``. An output without a number is a fail, not an error.
-    """
+    rel_tol=rel_tol, abs_tol=abs_tol)``. An output without a number is a fail, not an error."""
     found, ref = _reference(config, case)
     if not found:
         return GradeResult.error(_NO_REFERENCE)
@@ -451,8 +449,7 @@ def run_grader(
 ) -> GradeResult:
     """Grade one output. Never raises: an exception, a non-``GradeResult``, an empty reason or a
     score outside [0, 1] gives an errored result naming the exception. A judge spec is not
-    graded here. Agent kinds read ``agent`` (trajectory, final state); without it, errored.
-    """
+    graded here. Agent kinds read ``agent`` (trajectory, final state); without it, errored."""
     if spec.is_judge:
         return GradeResult.error("judge graders are graded by the judge task, not run_grader")
     try:

@@ -73,10 +73,9 @@ class GridQuery:
     @classmethod
     def from_params(cls, params: Mapping[str, str], runs: list[str] | None = None) -> GridQuery:
         """Read ``runs`` (repeated or comma-separated UUIDs), ``last``, ``tag``, ``change``,
-        ``flaky`` and ``sort`` strictly (docs/api.md). Raises ``DomainError`` naming the parameter for more
-        than ``MAX_RUNS`` runs, a run id not a UUID, ``last`` outside 1..``MAX_RUNS``, an unknown
-        ``change`` or ``sort``, or a ``flaky`` outside ``FLAKY_VALUES``.
-        """
+        ``flaky`` and ``sort`` strictly (docs/api.md). Raises ``DomainError`` naming the parameter
+        for more than ``MAX_RUNS`` runs, a run id not a UUID, ``last`` outside 1..``MAX_RUNS``,
+        an unknown ``change`` or ``sort``, or a ``flaky`` outside ``FLAKY_VALUES``."""
         picked: list[str] = []
         for value in runs if runs is not None else [params.get("runs", "")]:
             picked += [v.strip() for v in str(value).split(",") if v.strip()]
@@ -139,8 +138,7 @@ class GridQuery:
 class GridCell(NamedTuple):
     """One case in one run: ``passed`` of ``graded`` trials, ``errored`` (left out), ``trials``,
     the rate with its Wilson 95% interval (None when nothing was graded), and ``hidden`` (blind
-    for the viewer: zeros and None). A named tuple: a grid makes tens of thousands.
-    """
+    for the viewer: zeros and None). A named tuple: a grid makes tens of thousands."""
 
     passed: int
     graded: int
@@ -163,8 +161,7 @@ HIDDEN_CELL = GridCell(0, 0, 0, 0, None, None, None, hidden=True)
 class GridColumn:
     """One run: identity, ``is_baseline``, ``hidden`` (holds a trial blind for the viewer: pass rate
     and cost withheld) and ``quality`` (pass rate with interval, cost per trial and per passing
-    trial, pass rate per dollar).
-    """
+    trial, pass rate per dollar)."""
 
     uuid: str
     name: str
@@ -232,8 +229,7 @@ def grid_runs_pick(*, suite: Suite, query: GridQuery) -> list[Run]:
 @gc_paused_call
 def grid_get(*, suite: Suite, query: GridQuery, viewer) -> Grid:
     """The grid of ``suite`` for ``query`` as ``viewer`` may see it. A fixed number of queries
-    (uncached columns counted together). Raises ``DomainError`` as ``grid_runs_pick``.
-    """
+    (uncached columns counted together). Raises ``DomainError`` as ``grid_runs_pick``."""
     runs = grid_runs_pick(suite=suite, query=query)
     baseline = baseline_current(suite=suite)
     blind = _blind_cases(runs=runs, blind=blind_for(viewer))
@@ -300,8 +296,7 @@ class _Column:
 
 def _columns_get(*, runs: list[Run]) -> dict[int, _Column]:
     """Run id -> ``_Column`` for ``runs``: finished runs' from the cache, the others counted
-    together (``runs_case_counts``) and cached once their run is finished.
-    """
+    together (``runs_case_counts``) and cached once their run is finished."""
     if not runs:
         return {}
     keys, graded = grid_column_state(runs=runs)
@@ -341,8 +336,7 @@ def _column(counts: RunCaseCounts, totals: dict) -> _Column:
 
 def _blind_cases(*, runs: list[Run], blind: Blind) -> dict[int, set[int]]:
     """Run id -> the cases of that run holding a trial blind for the viewer (``blind``), among the
-    trials the grid reads. No query when ``blind`` is empty, else one.
-    """
+    trials the grid reads. No query when ``blind`` is empty, else one."""
     if not blind or not runs:
         return {}
     out: dict[int, set[int]] = {}
@@ -360,8 +354,7 @@ def _blind_cases(*, runs: list[Run], blind: Blind) -> dict[int, set[int]]:
 
 def _cases_get(*, suite: Suite, ids: set[int]) -> list[tuple]:
     """``(id, uuid, key, tags)`` of the cases with ``ids``, read fresh (tags are not in a column's
-    cache key). One query, two when some are outside the suite.
-    """
+    cache key). One query, two when some are outside the suite."""
     found = [
         c
         for c in Case.objects.filter(suite=suite).values_list("id", "uuid", "key", "tags")

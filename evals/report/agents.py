@@ -53,8 +53,7 @@ _STATUS = {"ok": PASS, "error": PIPELINE}
 @dataclass(frozen=True)
 class Cell:
     """One cell of the overall 2 × 2: ``trials`` in it, its ``share`` (mean of per-case shares) and
-    the clustered 95% interval (``low``, ``high``; None when the table is empty).
-    """
+    the clustered 95% interval (``low``, ``high``; None when the table is empty)."""
 
     trials: int
     share: float | None
@@ -66,8 +65,7 @@ class Cell:
 class CaseAgreement:
     """One case's 2 × 2 counts; ``left_out``: ok trials with a side errored or missing; the three
     rates with Wilson 95% intervals (``[low, high]``, None without a trial in the table);
-    ``errored``: trials that errored where they ran.
-    """
+    ``errored``: trials that errored where they ran."""
 
     case_uuid: str
     key: str
@@ -116,8 +114,7 @@ class AgentReport:
     """The agent block of a run report: grader keys and figures per side, the overall 2 × 2 cells,
     ``in_table``/``left_out``/``errored_trials`` counts, ``cases`` (worst disagreement first),
     ``groups`` (filled by ``agent_reasons_add``), and ``disagreement_ids`` by kind (not in the
-    JSON).
-    """
+    JSON)."""
 
     outcome_keys: list[str]
     path_keys: list[str]
@@ -194,8 +191,7 @@ def _rate(k: int, n: int) -> tuple[float | None, tuple[float, float]]:
 @dataclass(frozen=True)
 class AgentCodes:
     """Per trial of a run (sorted ``trial_ids``): ``case_idx`` (into ``RunRows.cases``),
-    ``trial_codes`` and the verdict codes of each side, ``outcome`` and ``path``.
-    """
+    ``trial_codes`` and the verdict codes of each side, ``outcome`` and ``path``."""
 
     outcome_keys: list[str]
     path_keys: list[str]
@@ -209,8 +205,7 @@ class AgentCodes:
 
 def _superseded_out(keys: list[str], judged: set[str]) -> list[str]:
     """``keys`` without those whose every grade errored when another key of the side judged
-    something.
-    """
+    something."""
     if not any(k in judged for k in keys):
         return keys
     return [k for k in keys if k in judged]
@@ -252,8 +247,7 @@ def agent_codes(*, run: Run, rows: RunRows) -> AgentCodes | None:
 
 def agent_report(*, run: Run, rows: RunRows, k_max: int) -> AgentReport | None:
     """The agent block from the run loader's rows (no query), without groups; None unless the run
-    has both agent kinds. ``k_max``: the largest k of pass@k and pass^k.
-    """
+    has both agent kinds. ``k_max``: the largest k of pass@k and pass^k."""
     codes = agent_codes(run=run, rows=rows)
     if codes is None:
         return None
@@ -327,8 +321,7 @@ def _label(kind: str, groups: list[str]) -> str:
 
 def agent_reasons_add(*, run: Run, report: AgentReport) -> AgentReport:
     """``report`` with its disagreement ``groups`` (by kind, largest first, at most
-    ``GROUPS_LISTED`` per kind). One query.
-    """
+    ``GROUPS_LISTED`` per kind). One query."""
     kind_of = {tid: kind for kind, ids in report.disagreement_ids.items() for tid in ids}
     if not kind_of:
         return report
@@ -390,8 +383,7 @@ def agent_reasons_add(*, run: Run, report: AgentReport) -> AgentReport:
 
 def run_disagreements(*, run: Run) -> AgentReport | None:
     """The agent block of ``run`` with its groups; None without both agent kinds. The review queue
-    sends trials from here.
-    """
+    sends trials from here."""
     rows = run_rows_get(run=run)
     k_max = max(int(run.trials_per_case or 1), 1)
     report = agent_report(run=run, rows=rows, k_max=k_max)

@@ -82,8 +82,7 @@ def trial_results_record(
     Idempotent: only trials still ``running`` are written, so a redelivered result is not
     counted. Cost is the target's own (``TargetResult.cost_usd``), else USD at the model's price
     (``providers.pricing``), null when unknown and for errored trials. ``prices`` caches lookups
-    by model across calls. Three SQL statements (the runner's hot path: ``evals.runner.claims``).
-    """
+    by model across calls. Three SQL statements (the runner's hot path: ``evals.runner.claims``)."""
 
     prices = {} if prices is None else prices
     now = timezone.now()
@@ -188,8 +187,7 @@ def _field_adapter(field: Field) -> Callable[[Any], Any] | None:
 def _trial_rows_write(rows: list[tuple[int, tuple]]) -> None:
     """One prepared ``UPDATE ... WHERE id = %s AND status = 'running'`` over ``executemany`` rows
     (``bulk_update``'s CASE costs more CPU than the write). JSON, Decimal and datetime values go
-    through their field's ``get_db_prep_save``, as the ORM would adapt them.
-    """
+    through their field's ``get_db_prep_save``, as the ORM would adapt them."""
     fields = [Trial._meta.get_field(name) for name in RESULT_FIELDS]
     quote = connection.ops.quote_name
     assignments = ", ".join(f"{quote(field.column)} = %s" for field in fields)
@@ -258,8 +256,7 @@ class _ChunkCalls:
     ahead), writes and grades results as they arrive, renews its leases, and stops starting
     calls once its run or top-up is cancelled or a write fails. With its own trials claimed it
     takes the run's other queued trials for ``CHUNK_EXTEND_S``, so the pool stays full across
-    chunk boundaries.
-    """
+    chunk boundaries."""
 
     def __init__(
         self, *, run: Run, trial_ids: list[int], pool: CallPool, extend_s: float = 0.0
@@ -389,8 +386,7 @@ class _ChunkCalls:
 
     def _stopped_write(self, stopped: list[tuple[int, TargetResult]]) -> None:
         """Stopped calls: running -> cancelled (``trials_cancel``), the error saying the attempts
-        made; never graded or counted as finished.
-        """
+        made; never graded or counted as finished."""
         for uncount in (False, True):
             ids = [tid for tid, _ in stopped if self.stopping[tid] is uncount]
             trials_cancel(
@@ -407,8 +403,7 @@ class _ChunkCalls:
 
     def judge_flush(self) -> None:
         """Enqueue the judge rung of the ok trials written since the last flush, in messages of
-        ``trial_chunk_size()``. Nothing after the run is cancelled.
-        """
+        ``trial_chunk_size()``. Nothing after the run is cancelled."""
         if self.run_cancelled:
             self.to_judge = []
             return
@@ -454,8 +449,7 @@ class _ChunkCalls:
     def recover(self, error: DatabaseError) -> None:
         """After a failed database statement: stop new calls, let those in flight end, reconnect,
         write what was paid for, enqueue the rest again. Raises ``error`` when the database stays
-        down past ``DB_RECONNECT_S``: the trials keep their lease for the sweeper.
-        """
+        down past ``DB_RECONNECT_S``: the trials keep their lease for the sweeper."""
         self.extend_until = 0.0
         withdrawn = self.pool.withdraw()
         late = self.pool.close()
@@ -488,8 +482,7 @@ def trial_chunk_execute(*, run_id: int, trial_ids: list[int]) -> None:
     stops new calls and recovers (``_ChunkCalls.recover``).
 
     Idempotent under redelivery: only trials claimed here by compare-and-set are called, every
-    write is a compare-and-set, grades go through the unique (trial, grader) key.
-    """
+    write is a compare-and-set, grades go through the unique (trial, grader) key."""
     run = Run.objects.filter(id=run_id).first()
     if run is None or run.status == Run.Status.CANCELLED:
         return

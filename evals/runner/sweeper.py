@@ -38,8 +38,7 @@ from evals.runner.start import _chunks_enqueue, run_subject, trial_chunk_size
 class SweepResult:
     """What one sweep did: ``trials`` with an expired lease enqueued again in ``chunks`` over
     ``runs``; ``judge_chunks`` over ``judge_runs``; ``messages`` resent; ``judge_claims``
-    expired and the ``judge_claim_tasks`` sent for them.
-    """
+    expired and the ``judge_claim_tasks`` sent for them."""
 
     runs: int = 0
     trials: int = 0
@@ -53,8 +52,7 @@ class SweepResult:
 
 def runs_sweep(*, now: datetime | None = None) -> SweepResult:
     """One pass of the sweeper; enqueues nothing when nothing is stale. A few queries, plus a few
-    per open run whose grader set has a judge.
-    """
+    per open run whose grader set has a judge."""
 
     now = now or timezone.now()
     messages = outbox_resend(now=now)
@@ -116,8 +114,7 @@ def runs_sweep(*, now: datetime | None = None) -> SweepResult:
 
 def _queued_orphans(dead: set[int], idle_since: datetime) -> dict[int, list[int]]:
     """Queued trials no chunk message may still carry, by run: those of ``dead`` runs, and of open
-    runs where nothing happened since ``idle_since`` (a lost message).
-    """
+    runs where nothing happened since ``idle_since`` (a lost message)."""
     open_runs = [Run.Status.QUEUED, Run.Status.RUNNING]
     waiting = set(
         Trial.objects.filter(status=Trial.Status.QUEUED, run__status__in=open_runs)

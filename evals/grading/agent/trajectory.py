@@ -76,8 +76,7 @@ def _program(source: str) -> Any:
 def trajectory_parse(config: dict, where: str) -> None:
     """Check a ``trajectory`` config: names are non-empty strings, ``before`` holds pairs, every
     check compiles as CEL (at most ``CEL_MAX_CHARS``), caps are finite and >= 0, at least one
-    constraint. Raises ``DomainError`` naming ``<where>.<option>``.
-    """
+    constraint. Raises ``DomainError`` naming ``<where>.<option>``."""
     for name in config:
         if name not in OPTIONS:
             raise DomainError(

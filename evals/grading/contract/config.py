@@ -40,8 +40,7 @@ CEL_MAX_CHARS = 2000
 def cel_environment() -> celpy.Environment:
     """The process's CEL environment, built on first use (parsing CEL's grammar takes about a
     second). ``celpy.Environment()`` raises the recursion limit to 2500; it is put back, since
-    the run-file reader reports nesting through RecursionError.
-    """
+    the run-file reader reports nesting through RecursionError."""
     limit = sys.getrecursionlimit()
     try:
         return celpy.Environment()
@@ -240,8 +239,7 @@ def _source_version(value: Any, where: str) -> tuple[tuple[str, ...], str]:
 def contract_parse(config: dict, where: str = "config") -> Contract:
     """Parse and check a contract grader's ``config``: the schema against Draft 2020-12, every CEL
     expression compiled, the oracle looked up. Raises ``DomainError`` naming
-    ``<where>.<option>``.
-    """
+    ``<where>.<option>``."""
     for name in config:
         if name not in OPTIONS:
             raise DomainError(
@@ -310,6 +308,5 @@ def _contract_cached(config_json: str) -> Contract:
 
 def contract_from_config(config: dict) -> Contract:
     """``contract_parse`` of a stored config, cached on its canonical JSON so a run's trials compile
-    once. Keys are sorted, since PostgreSQL's jsonb reorders them. Raises ``DomainError``.
-    """
+    once. Keys are sorted, since PostgreSQL's jsonb reorders them. Raises ``DomainError``."""
     return _contract_cached(json.dumps(config, sort_keys=True))

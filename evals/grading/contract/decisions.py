@@ -57,8 +57,7 @@ class RunDecisions:
     frequent first; ``by_rule_scenario``: ``[(rule, scenario, failures)]`` (``NO_SCENARIO`` for a
     failure of the whole output); ``valid`` of ``attempted``: parsed outputs of ok trials with
     non-errored grades; ``usage``: decision -> ``{"trials", "latency_ms_mean" (ms or None),
-    "input_tokens", "output_tokens", "tokens_unknown"}``; ``retried``: replaced attempts.
-    """
+    "input_tokens", "output_tokens", "tokens_unknown"}``; ``retried``: replaced attempts."""
 
     graded: bool
     keys: tuple[str, ...] = ()

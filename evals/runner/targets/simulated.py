@@ -167,8 +167,7 @@ def wrong_answer(expected: Any, *, key: str, attempt: int, u: float) -> str:
     by 100-200% of its magnitude (``u`` in [0, 1) picks how much; at least 1), so it fails
     ``math.isclose`` at any rel_tol < 0.5 and abs_tol < 1; an object loses its first key, a list
     its last element, a boolean is negated, an empty container becomes ``null``; other text
-    becomes a stock non-answer (else ``WRONG-<key>-<attempt>``).
-    """
+    becomes a stock non-answer (else ``WRONG-<key>-<attempt>``)."""
     if isinstance(expected, bool):
         return json.dumps(not expected)
     number = _as_number(expected)

@@ -110,8 +110,7 @@ def tools_declare(paths: Any, *, field: str = "target.tools") -> list[Tool]:
 def tool_schema(function: Callable[..., Any], *, name: str, field: str) -> dict[str, Any]:
     """The OpenAI function-calling entry for ``function``. Raises ``DomainError`` naming ``field``
     for a ``tool_schema`` that is not an object or whose ``parameters`` is not a JSON-schema
-    object.
-    """
+    object."""
     declared = getattr(function, "tool_schema", None)
     if declared is not None:
         if not isinstance(declared, dict):
@@ -159,8 +158,7 @@ def environment_build(
 ) -> dict[str, Any]:
     """A trial's starting state: ``builder(case)`` as a fresh JSON object, or ``{}`` with no
     builder. Raises ``ValueError`` naming ``field`` for a non-object; the builder's own
-    exception propagates (the loop makes either an errored trial).
-    """
+    exception propagates (the loop makes either an errored trial)."""
     if builder is None:
         return {}
     state = builder(case)
@@ -182,8 +180,7 @@ async def tool_run(
 ) -> ToolOutcome:
     """Call ``tool`` on a deep copy of ``state`` within ``timeout_s`` seconds; a sync tool runs on
     ``executor``. Never raises for the tool's own failure (an ``Exception``, ``SystemExit``,
-    a timeout, a non-JSON return).
-    """
+    a timeout, a non-JSON return)."""
     working = copy.deepcopy(state)
     started = time.perf_counter()
     try:
