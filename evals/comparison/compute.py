@@ -1,25 +1,16 @@
 """Comparing a head run with a base run of the same suite, and the CI gate's decision.
 
-``comparison_compute`` is pure (plain ``RunData`` in, ``Comparison`` out);
-``evals.comparison.selectors.comparison_get`` loads two runs (their stored summaries) and
-calls it. The comparison page, ``manage.py gate`` and the API all use these, so they cannot
-tell different stories.
+``comparison_compute`` is pure (``RunData`` in, ``Comparison`` out); the comparison page,
+``manage.py gate`` and the API all use it, so they cannot tell different stories.
 
-Rules:
-1. Comparability first: same suite name, same grader set (keys and gating), same
-   judge version per grader. A failed check is a problem (banner); the figures are still
-   computed on the shared cases, but the gate cannot decide.
-2. Cases are matched by content hash (and key, when two cases share content); a case only
-   in head is "added", only in base "removed", same key with new content "changed"; all of
-   those are left out of the test.
-3. Per shared case: base x/N → head y/M and a change class (``change_class``).
-4. Headline over shared cases graded on both sides: mean base rate, mean head rate, delta,
-   the stratified permutation p (which decides), the within-case interval (the size of the
-   effect on these cases: ``stats.compare.within_case_interval``) and the clustered
-   interval (the "in general" question, labelled): ``evals.comparison.headline``.
-5. pass@k and pass^k per k (``evals.comparison.passk``); cost, tokens and latency per side
-   (``evals.comparison.usage``).
-"""
+1. Comparability: same suite, grader set (keys, gating) and judge version per grader; a
+   problem is a banner, figures are still computed, but the gate cannot decide.
+2. Cases match by content hash (then key); "added", "removed" and "changed" cases are left
+   out of the test.
+3. Per shared case: base x/N → head y/M and a ``change_class``.
+4. Headline (``evals.comparison.headline``): mean rates, delta, the stratified permutation p
+   (which decides), the within-case and the clustered intervals.
+5. pass@k and pass^k (``evals.comparison.passk``); usage per side (``evals.comparison.usage``)."""
 
 from __future__ import annotations
 
@@ -67,11 +58,10 @@ def change_class(base_passed: int, base_graded: int, head_passed: int, head_grad
 
 @dataclass(frozen=True)
 class CaseComparison:
-    """One shared case: ``base_passed``/``base_graded`` → ``head_passed``/``head_graded``,
-    rates in [0, 1] (None when nothing graded), ``delta`` = head − base rate, ``change``
-    (``change_class``, a description: "broken" never blocks by itself), errored trials per
-    side (pipeline + errored gating grade), provisional gating grades (both sides) and each
-    side's ``(passed, graded)`` per look (the gate's input; ``CaseData.looks``)."""
+    """One shared case: ``base_passed``/``base_graded`` → ``head_passed``/``head_graded``, rates in
+    [0, 1] (None when nothing graded), ``delta`` = head − base, ``change`` (a description:
+    "broken" never blocks by itself), errored and provisional counts, and each side's
+    ``(passed, graded)`` per look (``CaseData.looks``)."""
 
     key: str
     content_hash: str
@@ -181,9 +171,8 @@ class Comparison:
 
 
 def comparability_problems(base: RunData, head: RunData) -> list[str]:
-    """Reasons the two runs are not comparable (empty when they are): different suites,
-    a changed grader set (keys or gating), a changed judge version per grader (fault K1:
-    "judge version changed (judge-v1 → judge-v2): the runs are not comparable")."""
+    """Reasons the two runs are not comparable (empty when they are): different suites, a changed
+    grader set (keys or gating), a changed judge version per grader."""
     problems = []
     if base.uuid and base.uuid == head.uuid:
         problems.append("base and head are the same run: there is nothing to compare")
@@ -292,14 +281,11 @@ def comparison_compute(
     detectable: DetectableDrop | None = None,
     with_power: bool = True,
 ) -> Comparison:
-    """Compare ``head`` with ``base`` (pure; the rules are in the module docstring).
-
-    ``alpha``: two-sided level of the test, and 1 − the intervals' confidence;
-    ``n_resamples``/``seed``: Monte Carlo draws of the permutation test (when exact
-    enumeration does not fit); ``detectable``: a precomputed
-    ``base_detectable_drop`` (computed here when None and ``with_power``).
-    Raises ValueError unless 0 < alpha < 1.
-    """
+    """Compare ``head`` with ``base`` (pure). ``alpha``: the test's two-sided level and
+    1 − the intervals' confidence; ``n_resamples``/``seed``: Monte Carlo draws of the
+    permutation test when exact enumeration does not fit; ``detectable``: a precomputed
+    ``base_detectable_drop``. Raises ValueError unless 0 < alpha < 1. Long: one pass assembles
+    every section of ``Comparison`` from the same matched cases."""
     if not 0 < alpha < 1:
         raise ValueError(f"alpha must be in (0, 1), got {alpha!r}")
     pairs, added, removed, changed = _match_cases(base, head)
