@@ -1,16 +1,9 @@
 """Claiming a run's trials for a chunk, and what a claimed trial's call needs.
 
-A trial is claimed by compare-and-set, queued -> running with a lease (or running with an
-expired lease -> running with a new one), so a race or a redelivered message claims
-nothing twice (DESIGN.md, "Trials are independent tasks with idempotent writes").
-
-These statements run with every batch of results on every worker, so they are written in
-SQL, one shape per statement: the ORM spent about 0.4 ms of CPU compiling each one, five
-times what psycopg spends sending it, and with four workers sharing a run's calls a batch
-holds a few trials, so that compile was most of a trial's CPU (issue 17; bench/README.md,
-"Worker CPU per trial"). The conditions are the models' own fields and values; the
-tests run them on SQLite and PostgreSQL.
-"""
+A claim is a compare-and-set, queued (or running with an expired lease) -> running with a
+lease, so nothing is claimed twice. These statements run with every batch on every worker,
+so they are raw SQL: compiling them with the ORM was most of a trial's CPU (bench/README.md,
+"Worker CPU per trial"). Tests run them on SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
@@ -74,15 +67,10 @@ def _run_start(cursor, run_id: int, now: datetime) -> None:
 
 
 def trials_claim(*, run_id: int, trial_ids: list[int], run_start: bool = True) -> list[int]:
-    """Claim ``trial_ids`` of run ``run_id`` by compare-and-set: queued -> running, or
-    running with an expired lease -> running with a new lease. Returns the ids this caller
-    now holds, in the order of ``trial_ids``.
-
-    Two statements in one transaction (three with ``run_start``, which moves a queued run to
-    running; a chunk that has seen its run running passes False): the claimable ids are read
-    (``FOR UPDATE SKIP LOCKED`` on PostgreSQL), then updated with the same condition, so a
-    trial is never claimed twice.
-    """
+    """Claim ``trial_ids`` of run ``run_id`` (queued, or running with an expired lease); returns
+    the ids now held, in order. The ids are read (``FOR UPDATE SKIP LOCKED`` on PostgreSQL) and
+    updated under the same condition in one transaction (plus ``run_start``: queued run ->
+    running)."""
     if not trial_ids:
         return []
     now = timezone.now()
@@ -105,13 +93,8 @@ def trials_claim(*, run_id: int, trial_ids: list[int], run_start: bool = True) -
 
 
 def trials_claim_next(*, run_id: int, limit: int, run_start: bool = True) -> list[int]:
-    """Claim up to ``limit`` queued trials of ``run_id`` that no chunk holds, lowest id first
-    (the order their chunk messages were enqueued in): queued -> running with a lease, by
-    compare-and-set, as ``trials_claim``. Returns the ids claimed, ascending.
-
-    The messages that carry them find them running (or written) and claim nothing; a trial
-    is still called once. Two statements (three with ``run_start``).
-    """
+    """Claim up to ``limit`` queued trials of ``run_id`` no chunk holds, lowest id first, as
+    ``trials_claim``; returns the ids ascending. Their own messages then claim nothing."""
     if limit <= 0:
         return []
     now = timezone.now()
@@ -132,9 +115,8 @@ def trials_claim_next(*, run_id: int, limit: int, run_start: bool = True) -> lis
 
 
 def trials_claimable(*, run_id: int, trial_ids: list[int]) -> bool:
-    """Whether a chunk of ``trial_ids`` has anything to call: one of them is claimable
-    (queued, or running with an expired lease) or some trial of the run is queued (for
-    ``trials_claim_next``). One statement on the (run, status) index."""
+    """Whether a chunk of ``trial_ids`` has anything to call (one claimable, or some trial of the
+    run queued). One statement on the (run, status) index."""
     sql = (
         f"SELECT 1 FROM {_q(Trial._meta.db_table)} "
         f"WHERE {_q('run_id')} = %s AND ({_q('status')} = %s"
