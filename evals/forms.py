@@ -53,13 +53,9 @@ def _json_field_value(raw: str, *, field: str, expected: type) -> Any:
 
 class RunStartForm(StorableForm):
     """Start a run: suite, target, trials per case (1..50), grader set, name, source version.
-
-    ``cleaned_data["target"]`` is the target snapshot dict (``{"kind": ...}``; a copy of the
-    chosen target preset's config for ``target_kind = "preset"``) and
-    ``cleaned_data["graders"]`` the grader set as a list of spec dicts, validated with
-    ``evals.grading.grader_config.parse_grader_specs`` (the chosen grader set preset's, when
-    one is).
-    """
+    ``cleaned_data["target"]`` is the target snapshot dict (a copy of the preset's config for
+    ``target_kind = "preset"``); ``cleaned_data["graders"]`` the spec dicts, checked by
+    ``parse_grader_specs``."""
 
     suite = forms.ModelChoiceField(
         queryset=Suite.objects.order_by("name"), to_field_name="uuid", empty_label=None
@@ -272,10 +268,8 @@ RUN_FILTER_STATUSES = [value for value, _ in RUN_FILTER_STATUS_CHOICES]
 
 
 class RunFilterForm(forms.Form):
-    """The run list's filters (GET), shown with the values the page read (``initial``): a
-    suite (by UUID) and the status a run's badge shows (a run status, or ``imported``:
-    ``evals.run_status.runs_status_shown_filter``), both optional. The view parses them
-    (``core.http.query_object``, ``query_choice``), never this form."""
+    """The run list's filters (GET), shown with the values the page read: suite UUID and shown
+    status. The view parses them (``core.http``), never this form."""
 
     suite = forms.ModelChoiceField(
         queryset=Suite.objects.order_by("name"),
@@ -302,9 +296,8 @@ def _form_text(raw: str) -> str:
 
 
 def _json_any(raw: str, *, field: str) -> Any:
-    """``raw`` parsed as one strict JSON value (``core.strict_json.json_loads_strict``: no
-    NaN, no key twice); ``ValidationError`` naming ``field`` (and line, column) otherwise.
-    ``"false"`` is the string false, ``false`` the boolean."""
+    """``raw`` as one strict JSON value (``core.strict_json.json_loads_strict``); else
+    ``ValidationError`` naming ``field``, line and column."""
     try:
         return json_loads_strict(raw)
     except json.JSONDecodeError as exc:
@@ -316,9 +309,7 @@ def _json_any(raw: str, *, field: str) -> Any:
 
 
 def _tags_text(tags: list[str]) -> str:
-    """``tags`` as the editor shows them: comma-separated, or as a JSON list when the
-    comma-separated text would not read back as the same tags (a tag holding a comma,
-    starting or ending with a space, empty, or starting with ``[``)."""
+    """``tags`` comma-separated, or a JSON list when commas would not read back the same tags."""
     text = ", ".join(tags)
     plain = all(t and "," not in t and t == t.strip() for t in tags)
     if plain and not text.startswith("["):
@@ -331,17 +322,10 @@ def _json_pretty(value: Any) -> str:
 
 
 class CaseForm(StorableForm):
-    """A case's content as a person edits it: the case editor, "New case" and "Add as a
-    case". ``cleaned_data["spec"]`` is an ``evals.cases.CaseSpec`` (checked by the service,
-    ``evals.cases.case_spec_check``, the same rule as the API and config files).
-
-    ``input`` is text, or a JSON object when ``input_format`` is json; ``expected`` none,
-    text, or any JSON value (``expected_format``); ``context`` a JSON list of ``{"id",
-    "text"}``; ``tags`` separated by commas; ``goal_state`` JSON (empty: none). With
-    ``suites`` (a queryset: the suites the user may edit) the form has a ``suite`` choice,
-    ``replace`` (replace an active case holding this key with other content: an explicit
-    choice, never silent) and ``source_trial``; without, it edits a case of a known suite.
-    """
+    """A case's content as a person edits it (editor, "New case", "Add as a case");
+    ``cleaned_data["spec"]`` is a ``CaseSpec`` the service checks (``case_spec_check``). With
+    ``suites`` (those the user may edit) the form adds ``suite``, ``replace`` (an explicit
+    choice to replace other content under the key) and ``source_trial``."""
 
     suite = forms.ModelChoiceField(queryset=Suite.objects.none(), to_field_name="uuid")
     key = forms.CharField(max_length=200, help_text="Unique among the suite's active cases.")

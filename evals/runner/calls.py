@@ -1,21 +1,11 @@
 """The call pool: target calls on an asyncio loop in a helper thread, fed and drained by the
-chunk's own thread (the one that holds the database connection).
+chunk's thread (the one holding the database connection).
 
-The chunk hands the pool trials it has claimed (``submit``) and reads results as they arrive
-(``results``); ``withdraw`` takes back every trial not yet started, so a cancel, or a lost
-database, stops the spending at once while the calls in flight finish. At most
-``concurrency`` calls are in flight; a target that raises (it must not) gives an errored
-result, never a lost trial.
-
-A call already sent that waits to try again (a retry's back-off, a wait for the limiter) is
-not withdrawn: ``stop`` tells it to make no further attempt (``providers.call_stop``), and
-it ends at once with error kind ``cancelled``.
-
-A target whose calls wait for the endpoint's shared limiter (``providers.limiter``; its
-``withdrawable`` is true) may hold a trial a long time before sending it; such a trial is
-still withdrawn until the target says it is sending (``limiter.call_sending``): the waiting
-call is cancelled, having taken nothing.
-"""
+At most ``concurrency`` calls are in flight; a target that raises gives an errored result,
+never a lost trial. ``withdraw`` takes back every trial not yet started, so a cancel or a
+lost database stops spending at once; a call waiting to retry is told by ``stop`` to make no
+further attempt (``providers.call_stop``, error kind ``cancelled``). A call waiting for the
+shared limiter (``providers.limiter``) stays withdrawable until it reports sending."""
 
 from __future__ import annotations
 
@@ -192,10 +182,9 @@ class CallPool:
         return asyncio.run_coroutine_threadsafe(self._drain(), self._loop).result()
 
     def stop(self, trial_ids: list[int]) -> list[int]:
-        """Tell the calls of ``trial_ids`` in flight to make no further attempt
-        (``providers.call_stop``): one between attempts ends at once with error kind
-        ``cancelled``, one in an attempt ends when the attempt does (its answer kept). Its
-        result still arrives through ``results``. Returns the ids told (those in flight)."""
+        """Tell the calls of ``trial_ids`` in flight to make no further attempt: one between
+        attempts ends at once (``cancelled``), one mid-attempt when it ends. Returns the ids told.
+        """
         if self._loop is None or self._closed or not self._thread.is_alive():
             return []
         return self._loop_run(self._stop, trial_ids)
@@ -207,9 +196,8 @@ class CallPool:
         return asyncio.run_coroutine_threadsafe(on_loop(), self._loop).result()
 
     def results(self, timeout: float) -> list[tuple[int, TargetResult]]:
-        """The results that arrive within ``timeout`` seconds of waiting (empty when none
-        did), gathered for ``WRITE_BATCH_WINDOW_S`` after the first one, or until no call is
-        outstanding. Raises what the loop thread raised."""
+        """The results arriving within ``timeout`` seconds (empty when none), gathered for
+        ``WRITE_BATCH_WINDOW_S`` after the first. Raises what the loop thread raised."""
         try:
             item = self._results.get(timeout=max(0.0, timeout))
         except queue.Empty:
