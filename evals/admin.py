@@ -109,10 +109,8 @@ class CaseAdmin(admin.ModelAdmin):
         return (*self.readonly_fields, *frozen, *retired)
 
     def save_model(self, request, obj, form, change):
-        """Cases are frozen: an edit goes through ``evals.case_changes.case_edit`` (via
-        "admin", recorded with who and when): a change of content (input, expected,
-        context, goal_state) retires this case and creates its replacement; a change of
-        tags only is saved in place."""
+        """Cases are frozen: an edit goes through ``evals.case_changes.case_edit`` (via "admin"), so
+        new content replaces the case and new tags alone are saved in place."""
         stored = Case.objects.filter(pk=obj.pk).first()
         if not change or stored is None or stored.retired_at is not None:
             return
