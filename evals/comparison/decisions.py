@@ -1,13 +1,9 @@
-"""How contract decisions moved from a base run to a head run (``decision_movement_get``):
-per case, the base's and the head's trials by decision; overall, rejects and wrong-outcome
-rejects (an oracle mismatch: a policy error, not a malformed output).
+"""How contract decisions moved from a base run to a head run (``decision_movement_get``): per
+case and overall, rejects and wrong-outcome rejects (policy errors).
 
-A newly introduced policy error is never offset by fewer malformed outputs: when the head
-rejects a smaller share of its attempted trials than the base but a larger share for a
-wrong outcome, ``warning`` says so (the comparison page shows it above the figures).
-Shares, not counts, so runs with different trial counts compare fairly; with equal counts
-the two read the same.
-"""
+A new policy error is never offset by fewer malformed outputs: when the head rejects a
+smaller share but a larger share for a wrong outcome, ``warning`` says so. Shares, so runs
+of different sizes compare fairly."""
 
 from __future__ import annotations
 

@@ -1,11 +1,6 @@
-"""The suite's cost–quality chart: each run a point at (cost per trial, pass rate) with the
-pass rate's 95% interval as a vertical bar, the baseline marked (``cost_quality_chart_get``),
-drawn as a server-rendered SVG (``cost_quality_svg``; no script).
-
-A run whose cost per trial is unknown (a trial without a price) or that graded nothing has
-no point: it is listed under the chart with the reason (unknown is not zero). A run holding
-a trial that is blind for the viewer (``evals.blindness``) is left out the same way.
-"""
+"""The suite's cost–quality chart: each run at (cost per trial, pass rate) with the pass rate's
+95% interval, the baseline marked, as server-rendered SVG (no script). A run of unknown cost,
+with nothing graded, or blind for the viewer is listed under the chart with the reason."""
 
 from __future__ import annotations
 
@@ -76,9 +71,7 @@ def _y(rate: float) -> float:
 
 
 def cost_quality_chart_get(*, suite: Suite, viewer, limit: int = CHART_RUNS) -> CostQualityChart:
-    """The chart of ``suite``'s newest ``limit`` runs for ``viewer`` (module rules). Queries:
-    runs, baseline, the viewer's blind groups (and which runs hold a blind trial), and the run
-    list's aggregates (one per distinct gating grader set)."""
+    """The chart of ``suite``'s newest ``limit`` runs for ``viewer``. A fixed number of queries."""
     runs = list(Run.objects.filter(suite=suite).order_by("-created_at", "-id")[:limit])
     baseline = baseline_current(suite=suite)
     blind = blind_for(viewer)

@@ -1,12 +1,7 @@
-"""A case's history: its pass rate in every run of its suite, newest first, with its trials
-one click away (``case_history_get``).
-
-Same rules as the grid (``evals.grid.build``): overall verdicts by the run report's rule
-(``evals.report.build.overall_codes_from_rows``), the Wilson 95% interval per run, flaky when
-0 < passed < graded, and blind reviewing: when the case's trials are blind for the viewer
-(an item they still have to label shares its input) no run shows counts or verdicts
-(statuses and links stay).
-"""
+"""A case's history: its pass rate in every run of its suite, newest first, trials one click
+away (``case_history_get``). The grid's rules (``evals.grid.build``): the run report's
+verdicts, Wilson 95% intervals, flaky when 0 < passed < graded; when the case is blind for
+the viewer no run shows counts or verdicts."""
 
 from __future__ import annotations
 
@@ -76,10 +71,7 @@ class CaseHistory:
 
 
 def case_history_get(*, case: Case, viewer) -> CaseHistory:
-    """The history of ``case`` (module rules). Queries: the runs holding it, the baseline,
-    the viewer's blind groups, the trials' ids and attempts, and the run loader's four (five
-    when judges graded) restricted to this case: independent of the number of runs and
-    trials."""
+    """The history of ``case``: a fixed number of queries whatever the number of runs and trials."""
     runs = list(
         Run.objects.filter(suite_id=case.suite_id, trials__case=case)
         .distinct()
