@@ -1,9 +1,5 @@
-"""Filtering and sorting the comparison's per-case rows from a page's GET params.
-
-Pure Python over the rows ``evals.comparison.selectors.comparison_get`` returns. The page
-reads its params (``evals.views.comparison``): an unknown class or sort is a 400 naming the
-parameter (``core.http.query_choice``); an unknown tag matches no row.
-"""
+"""Filtering and sorting the comparison's per-case rows from a page's GET params (pure). The
+view refuses an unknown class or sort (400); an unknown tag matches no row."""
 
 from __future__ import annotations
 
@@ -40,10 +36,9 @@ def _effect(row) -> float:
 
 
 def case_rows_select(rows: Iterable, *, query: TableQuery) -> list:
-    """Rows whose change class is ``query.change`` (any when empty) and whose tags include
-    ``query.tag`` (any when empty), sorted by ``query.sort``: "effect" = head − base rate
-    ascending (largest drop first; rows without a delta last), "-effect" descending, "key"
-    by case key. Ties break by key."""
+    """Rows of change class ``query.change`` carrying ``query.tag`` (empty: any), sorted by
+    ``query.sort``: "effect" (largest drop first, no delta last), "-effect", or "key"; ties by key.
+    """
     out = [
         r
         for r in rows

@@ -20,9 +20,8 @@ from evals.models import Case, Suite
 @require_GET
 @role_required(*VIEWER_ROLES)
 def suite_grid(request: HttpRequest, suite_id) -> HttpResponse:
-    """The grid of runs of a suite: ``?runs=`` (up to 20 run ids) or ``?last=N``, filtered by
-    ``tag``, ``change`` and ``flaky``, sorted by ``sort``. Bad run choices show the error above
-    an empty grid (status 400)."""
+    """The grid of runs of a suite (``?runs=`` or ``?last=N``, ``tag``, ``change``, ``flaky``,
+    ``sort``); a bad run choice shows the error above an empty grid (400)."""
     suite = get_object_or_404(Suite, uuid=suite_id)
     error, grid = None, None
     try:
