@@ -107,7 +107,7 @@ def cases_upsert(
             # Retire first: the active key is unique, so the new case cannot coexist with it.
             Case.objects.filter(id__in=[old.id for old, _ in to_retire]).update(retired_at=now)
         # Plain rows (COPY on PostgreSQL), ids read back by the active key: an import
-        # creates thousands of cases at once (issue 17).
+        # creates thousands of cases at once.
         result.update(_cases_insert(suite, to_create))
         if to_retire:
             for old, key in to_retire:
@@ -218,7 +218,7 @@ def case_graduate(*, case: Case, into_suite: Suite, by=None):
     if into_suite.kind != Suite.Kind.REGRESSION:
         raise DomainError(f"{into_suite.name!r} is not a regression suite", field="into_suite")
     # evals.suites reads runs with numpy and stats: imported here, not by every process
-    # that imports cases (the admin's autodiscovery at start-up, issue 17).
+    # that imports cases (the admin's autodiscovery at start-up).
     from evals.suites import graduation_candidates  # noqa: PLC0415
 
     candidate = next(

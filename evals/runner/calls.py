@@ -205,7 +205,7 @@ class CallPool:
         window_ends = time.monotonic() + WRITE_BATCH_WINDOW_S
         # The window is slept through, woken early only when no call is left that could join
         # the batch (``_quiet``): taking each result as it came woke this thread, a thread
-        # switch and a hand-over of the GIL, for every trial (issue 17, worker CPU).
+        # switch and a hand-over of the GIL, for every trial.
         self._quiet.clear()  # before the check: a set() after it is not lost
         if self.outstanding > 0 and not isinstance(item, BaseException):
             self._quiet.wait(max(0.0, window_ends - time.monotonic()))

@@ -1,11 +1,6 @@
-"""Executing a chunk of a run's trials: claim them by compare-and-set, call the target
-concurrently, write each result as it arrives (cost from the price table, null when
-unknown), grade the ok ones with the deterministic rungs, enqueue the judge rung after
-commit, and finalize the run.
-
-Invariants (DESIGN.md, "Trials are independent tasks with idempotent writes"): every state
-change is a compare-and-set, so a race or a redelivered task is a no-op; a target failure
-is an errored trial, never a pass; an errored trial gets no grades."""
+"""Executing a chunk of a run's trials: claim them, call the target concurrently, write and
+grade each result as it arrives, enqueue the judge rung after commit, finalize the run.
+Every state change is a compare-and-set, so a race or a redelivered task is a no-op."""
 
 from __future__ import annotations
 

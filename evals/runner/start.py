@@ -109,7 +109,7 @@ def run_start(
     specs = parse_grader_specs(graders)  # raises DomainError naming the index and field
     if not graders:
         # A run with no grader would "succeed" without a single verdict: never green on
-        # nothing (DESIGN.md, principle 2).
+        # nothing.
         raise DomainError("a run needs at least one grader", field="graders")
     _judge_templates_check(specs)
     graders = _judge_gating_snapshot(grader_set_resolved(graders, specs), specs)

@@ -64,7 +64,7 @@ def _suite_get(ref: str) -> Suite:
 class Command(DomainCommand):
     help = "Start a run of a suite against a target; with --wait, wait and exit 0/1/2."
     # No system checks: they import every URLconf and view (scipy.signal and pandas among
-    # them), seconds of start-up before the run is even created (issue 17); the web
+    # them), seconds of start-up before the run is even created; the web
     # process and `manage.py check` still run them.
     requires_system_checks: list[str] = []
 
