@@ -1,17 +1,12 @@
 """Growing the golden set: adding a case (from scratch, a trial, a comparison case or an
 imported record), editing and retiring it, each change recorded with who and when.
 
-- Who: engineers and leads (``CASE_EDITOR_ROLES``); roles are project-wide (``core.roles``).
-- Cases are frozen by their content hash (input, expected, context, goal_state). Every
-  content write goes through ``evals.cases.cases_upsert``, which records the ``CaseChange``:
-  different content under an active key is a ``conflict`` on ``key`` unless the caller chose
-  ``replace``; editing content or the key retires the case and creates its replacement
-  (``replaced_by``); editing only tags saves them in place (``retagged``: tags are not
-  content, so the case still pairs with its past runs); retiring is a compare-and-set.
-- A changed case is a new case: a comparison lists it under "changed content" and leaves it
-  out of the test (``evals.comparison.compute``).
-- Hostile text is refused the same way on every path (``evals.cases.case_spec_check``).
-"""
+Engineers and leads only (``CASE_EDITOR_ROLES``; roles are project-wide). Content writes go
+through ``evals.cases.cases_upsert``: other content under an active key is a ``conflict``
+unless ``replace`` is chosen; new content or key retires the case for a replacement; new
+tags alone are saved in place (tags are not content, so past runs still pair). A changed
+case is a new case, left out of comparisons with its old self. Hostile text is refused the
+same way on every path (``evals.cases.case_spec_check``)."""
 
 from __future__ import annotations
 

@@ -1,16 +1,10 @@
-"""Comparing a head run with a base run of the same suite, and the CI gate's decision.
+"""Comparing a head run with a base run of the same suite (``comparison_compute``, pure), for
+the page, ``manage.py gate`` and the API alike.
 
-``comparison_compute`` is pure (``RunData`` in, ``Comparison`` out); the comparison page,
-``manage.py gate`` and the API all use it, so they cannot tell different stories.
-
-1. Comparability: same suite, grader set (keys, gating) and judge version per grader; a
-   problem is a banner, figures are still computed, but the gate cannot decide.
-2. Cases match by content hash (then key); "added", "removed" and "changed" cases are left
-   out of the test.
-3. Per shared case: base x/N → head y/M and a ``change_class``.
-4. Headline (``evals.comparison.headline``): mean rates, delta, the stratified permutation p
-   (which decides), the within-case and the clustered intervals.
-5. pass@k and pass^k (``evals.comparison.passk``); usage per side (``evals.comparison.usage``)."""
+Comparability (same suite, grader set and judge versions) is a banner: figures are still
+computed but the gate cannot decide. Cases match by content hash (then key); added, removed
+and changed cases are left out. Per shared case: base x/N → head y/M and a ``change_class``;
+the headline (``evals.comparison.headline``), pass@k and pass^k, usage per side."""
 
 from __future__ import annotations
 

@@ -1,17 +1,11 @@
 """Run summaries: what a comparison reads of a finished run, stored in the database.
 
-A finished run's ``RunData`` and, per alpha, its detectable drop are computed once and
-stored in ``evals.models.RunSummary`` (it survives cache clears), so a comparison reads two
-rows instead of every trial (~110 ms of loading and ~37 ms of simulation at 2,000 cases x 5
-trials on PostgreSQL).
-
-A summary is read only while its stored ``key`` equals the run's current key
-(``run_summary_keys``): the run's fingerprint (``evals.fingerprint``), judge trust (trust
-turns provisional grades gating) and its suite's case changes. A run that is not finished
-has no key and no summary. The key is read before the data, so a concurrent write stores
-newer data under an older key, which the next read misses. Identity (name, suite, status)
-is read fresh.
-"""
+A finished run's ``RunData`` and, per alpha, its detectable drop are stored in
+``evals.models.RunSummary``, so a comparison reads two rows instead of every trial. A
+summary is read only while its ``key`` equals the run's current key (``run_summary_keys``:
+fingerprint, judge trust, case changes); a run not finished has none. The key is read before
+the data, so a concurrent write stores newer data under an older key, which the next read
+misses. Identity is read fresh."""
 
 from __future__ import annotations
 

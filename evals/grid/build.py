@@ -1,19 +1,12 @@
 """The grid of runs of one suite: one row per case, one column per run, each cell the case's
 pass rate in that run with its Wilson 95% interval (``grid_get``).
 
-- Runs: up to ``MAX_RUNS`` picked by UUID, or the last ``DEFAULT_LAST``; oldest on the left.
-- Rows: every case with a trial in a picked run (a changed case is a new case). A cell
-  counts the case's overall verdicts by the run report's rule (``evals.grid.cells``):
-  passed of graded, errored trials left out.
-- A cell is *flaky* when 0 < passed < graded; ``variance`` is the population variance of
-  the case's rates (None with fewer than two); ``change`` is
-  ``evals.comparison.compute.change_class`` from the first to the last graded column.
-- Blind reviewing (``evals.blindness``): a cell holding a trial blind for the viewer is
-  hidden and takes no part in the figures, and so are the pass rate and cost of its run.
-- A finished run's column is cached under its fingerprint (``evals.grid.cache``);
-  blindness and cases are applied fresh on every view. The query count does not depend on
-  runs, cases or trials.
-"""
+Rows are the cases with a trial in a picked run (a changed case is a new row); a cell counts
+the run report's overall verdicts (``evals.grid.cells``). Flaky: 0 < passed < graded;
+``variance``: population variance of a case's rates; ``change``: ``change_class`` from the
+first to the last graded column. A cell blind for the viewer (``evals.blindness``) is
+hidden and so are its run's pass rate and cost. Finished runs' columns are cached under
+their fingerprint (``evals.grid.cache``); blindness and cases are applied on every view."""
 
 from __future__ import annotations
 

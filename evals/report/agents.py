@@ -1,21 +1,12 @@
 """The run report's agent block (docs/agents.md, "Grading agents"): outcome against path.
 
-``state`` graders are the outcome, ``trajectory`` graders the path; a run without both kinds
-has no agent block (None).
-
-- A trial's outcome (path) is the three-valued AND of its ``state`` (``trajectory``) grades
-  (``evals.grading.verdict.overall_codes``). A trial whose side is errored or missing is out
-  of the 2 × 2 and counted in ``left_out``.
-- A grader whose every grade errored is left out of its side when another grader of the
-  side judged something (a corrected grader added by ``grade_run``).
-- Overall cells: mean over cases of per-case shares, 95% interval clustered by case
-  (``stats.intervals.clustered_rate_interval``); per case: counts and Wilson 95% intervals.
-- Disagreements ("right outcome, wrong path", "wrong outcome, expected path") are grouped by
-  the failing side's ``details.group``.
-
-``agent_report`` computes all but the reasons from ``RunRows`` (no query);
-``agent_reasons_add`` adds the groups with one query. Trajectories are never read here.
-"""
+``state`` graders are the outcome, ``trajectory`` graders the path, each side's verdict the
+three-valued AND of its grades (``overall_codes``); a run without both has no block. A
+trial with a side errored or missing is out of the 2 × 2 (``left_out``); a grader whose
+every grade errored is left out of its side when another judged. Overall cells are means of
+per-case shares with 95% intervals clustered by case; disagreements are grouped by the
+failing side's ``details.group``. ``agent_report`` reads no query, ``agent_reasons_add``
+one; trajectories are never read."""
 
 from __future__ import annotations
 

@@ -1,16 +1,11 @@
 """The ``state`` grader: an agent trial's final state against the case's goal state.
 
-Config (all optional): ``mode`` ``"exact"`` (default) or ``"subset"`` (every key of every
-goal object must be in the final state, equal; other keys ignored); ``goal`` (replaces the
-case's ``goal_state``); ``ignore`` (paths such as ``refunds[0].id``, left out on both sides).
-
-Objects compare key by key, lists position by position (a length difference is one
-difference: order matters in a state), numbers by value (``10`` equals ``10.0``; a boolean
-is never a number). Differences are ``missing``, ``different`` or ``unexpected`` (exact
-mode only), each at a path.
-
-Pass without difference; fail with the differences as the reason; errored (never a pass or
-a fail) when there is no final state (JSON ``null`` included: "empty" is ``{}``) or no goal."""
+Config (all optional): ``mode`` ``"exact"`` (default) or ``"subset"`` (goal keys must be
+present and equal; others ignored); ``goal`` (replaces the case's); ``ignore`` (paths such as
+``refunds[0].id``, left out on both sides). Lists compare position by position (order
+matters), numbers by value (``10`` equals ``10.0``; a boolean is never a number).
+Differences: ``missing``, ``different``, ``unexpected`` (exact only). Errored, never a pass
+or a fail, without a final state (``null`` included) or a goal."""
 
 from __future__ import annotations
 

@@ -1,19 +1,13 @@
-"""The ``trajectory`` grader: the path an agent took, checked against constraints.
+"""The ``trajectory`` grader: the path an agent took, checked against constraints (options
+and the names a CEL check reads: docs/agents.md).
 
-Options (``required``, ``forbidden``, ``order``, ``before``, ``arguments`` as CEL checks,
-``max_steps``, ``max_tokens``, ``max_cost_usd``) and the names a check reads: docs/agents.md.
+Pass when every constraint holds; fail with every violation in the reason. Errored when it
+cannot judge: no trajectory, a broken or non-boolean check, or no violation but a cap left
+unchecked because a model step (assistant message or tool call) states no tokens or cost
+(unknown is not zero). A check reading a result the agent never fetched is a violation.
 
-Verdict: pass when every constraint holds; fail with every violation in the reason,
-``; ``-separated. Errored (never a pass or a fail) when it cannot judge: no trajectory, a
-check that is not a boolean or breaks, or no violation but a cap unchecked because some
-model step (assistant message or tool call) states no tokens or cost: unknown cost is not
-zero. Beside a violation, an unchecked cap is named in the reason. A check reading a result
-the agent never fetched is a violation: it acted without the data the rule needs.
-
-``details``: ``violations`` (``[{"rule", "text", "group"}]``), ``unchecked`` (texts),
-``steps``, ``tool_calls``, ``tools`` (the first 50 names called) and ``group`` (the reason
-without trial-specific values).
-"""
+``details``: ``violations`` (``[{"rule", "text", "group"}]``), ``unchecked``, ``steps``,
+``tool_calls``, ``tools`` (the first 50 names) and ``group`` (the reason without values)."""
 
 from __future__ import annotations
 

@@ -1,16 +1,11 @@
-"""A run's contract decisions, read once (``run_decisions``) for the report, the exports, the
-trials API and the comparison.
+"""A run's contract decisions, read once (``run_decisions``) for every reader.
 
-A trial's decision over the run's ``contract`` graders (docs/contracts.md), first match:
-``infrastructure_error`` (the trial errored: out of every quality figure); ``rejected``
-(some grade rejects); ``errored``; ``not_graded`` (a grade missing); ``review`` (every grade
-decided ``review``; never counted as accepted); ``accepted``.
-
-Only reviews turn ``review`` into ``accepted``: the trial's labels of record hold at least
-one review (``details.contract_review``, ``labeling.review``) of its current output (same
-``output_hash``), every such review passed every dimension, and no label of record fails
-the trial. Acceptance is derived from the labels' current state, never stored.
-"""
+A trial's decision over its ``contract`` grades (docs/contracts.md), first match:
+``infrastructure_error`` (out of every quality figure), ``rejected``, ``errored``,
+``not_graded``, ``review`` (never counted as accepted), ``accepted``. Only reviews accept:
+at least one review of the current output (same ``output_hash``), every such review passing
+every dimension, and no label of record failing the trial. Acceptance is derived from the
+labels, never stored."""
 
 from __future__ import annotations
 

@@ -1,16 +1,12 @@
 """A target that calls a registered Python function in-process: ``{"kind": "callable",
 "path": "package.module:function", "settings": {...}, "concurrency": 8}``.
 
-``path`` names a function registered as a ``pipeline`` (``core.registry``); nothing is
-imported from it. It is called as ``fn(case: CaseInput, **settings)`` (settings checked
-against its parameters when the target is built) and returns the output text or
-``{"output", "input_tokens"?, "output_tokens"?, "model"?, "cost_usd"?, "trajectory"?,
-"final_state"?}``. Cost (USD): ``cost_usd`` when given, else the steps' sum when every model
-step states one, else the runner prices the tokens; unknown stays null. A ``cost_usd``
-outside [0, 1,000,000) errors the trial.
-
-Sync functions run in a worker thread, coroutines are awaited. An exception or a bad shape
-is an errored result ``"ExceptionType: message"``; unstorable text becomes U+FFFD."""
+``path`` names a function registered as a ``pipeline`` (``core.registry``). It is called as
+``fn(case: CaseInput, **settings)`` and returns the output text or ``{"output",
+"input_tokens"?, "output_tokens"?, "model"?, "cost_usd"?, "trajectory"?, "final_state"?}``.
+Cost (USD): ``cost_usd`` (in [0, 1,000,000), else an errored trial), else the steps' sum, else
+the tokens priced by the runner; unknown stays null. Exceptions and bad shapes are errored
+results; unstorable text becomes U+FFFD."""
 
 from __future__ import annotations
 

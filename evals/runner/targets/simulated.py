@@ -10,17 +10,13 @@ Config::
      "latency_ms": 120 | [50, 400],                 # reported latency, fixed or uniform range
      "sleep": false,                                # really wait latency_ms (live demo)
      "wrong_outputs": {"c2": ["...", "..."]},        # per case key: failing outputs to use
-     "prompt_template": "...", "prompt_revision": "..."}  # recorded in the snapshot only
+     "prompt_template": "...", "prompt_revision": "...",  # recorded in the snapshot only
      "concurrency": 16}                             # calls in flight (1..1024; default 16)
 
-Deterministic on any machine: a trial depends only on (seed, case key, attempt), through
-uniform draws u = blake2b("seed|key|attempt|salt") / 2^64 (never the per-process salted
-``hash()``). It errors when u_error < error_probability, else passes when u_pass < p.
-
-Outputs agree with ``evals.grading.graders``: a pass is the case's ``expected`` in the
-graders' reference form; a fail is ``wrong_answer`` (or one of the case's
-``wrong_outputs``); a case without expected gives ``simulated answer for <key>``.
-"""
+A trial depends only on (seed, case key, attempt), through draws u = blake2b("seed|key|
+attempt|salt") / 2^64 (never the per-process salted ``hash()``): it errors when u_error <
+error_probability, else passes when u_pass < p, with the case's ``expected`` in the graders'
+reference form; a fail is ``wrong_answer`` or one of ``wrong_outputs``."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """The tool loop of an OpenAI-compatible target: the model calls tools until it answers.
 
-A target config with ``tools`` runs one loop per trial (tool contract:
-``evals.runner.targets.tools``; config and caps: docs/agents.md)::
+A target config with ``tools`` runs one loop per trial (config, caps and error kinds:
+docs/agents.md; tools: ``evals.runner.targets.tools``)::
 
     {"kind": "openai", "base_url": ..., "model": ..., "prompt_template": "$input",
      "tools": ["shop.tools:lookup_order", "shop.tools:issue_refund"],
@@ -10,22 +10,15 @@ A target config with ``tools`` runs one loop per trial (tool contract:
      "max_cost_usd": 0.05,     # optional: spend per trial, USD
      "tool_timeout_s": 30}     # per tool call, seconds (default 30)
 
-A reply's text and tool calls become steps (``evals.trajectory.steps``); each call runs in
-order on the trial's state and its ``tool_result`` goes back as a ``role: tool`` message. A
-reply without tool calls is the answer, with the state as ``final_state``. A model call's
-tokens, latency (ms) and cost (USD, ``providers.pricing``; null when unknown) sit on the
-first step it produced.
+A reply's text and tool calls become steps (``evals.trajectory.steps``), the model call's
+tokens, latency (ms) and cost (USD, null when unknown) on its first step. A reply without
+tool calls is the answer, the state its ``final_state``. A cap (``step_cap``, ``cost_cap``,
+a call of unknown cost under a cost cap, a failed call) ends the trial errored, keeping its
+steps; a failing tool is a failed step the model sees.
 
-Caps end a trial as errored, keeping its steps and state: ``max_steps`` model calls
-(``step_cap``); ``max_cost_usd`` exceeded, or a call of unknown cost while a cap is set
-(``cost_cap``); a model call failing after its retries. Unrun tool calls get an ``error``
-result saying why. A tool that raises or times out is a failed step the model sees, not a cap.
-
-Model output and tool results are untrusted data, never executed or rendered as markup. The
-stored ``request`` is the first one. Text sent back to the model has U+0000 and lone
-surrogates replaced with U+FFFD (``core.text``): a lone surrogate cannot be encoded in UTF-8;
-the steps keep the original.
-"""
+Model output and tool results are untrusted data, never executed or rendered. Text sent back
+has U+0000 and lone surrogates replaced (UTF-8 cannot encode them); the steps keep the
+original."""
 
 from __future__ import annotations
 

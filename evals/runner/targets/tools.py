@@ -1,24 +1,14 @@
-"""Tools an agent may call, declared as Python callables, and how one call of one runs.
+"""Tools an agent may call, declared as registered Python callables on the target
+(``target.tools``, ``core.registry``; docs/agents.md), and how one call runs.
 
-Tools are declared on the target (``target.tools``: names registered as tools,
-``core.registry``; never imported), so a run's snapshot records them; why the target and
-not the suite: docs/agents.md.
+A tool is ``fn(state, **arguments)``; it may change ``state`` (the trial's JSON environment)
+in place and returns any JSON value. Sync tools run in a worker thread, coroutines are
+awaited, both under ``tool_timeout_s``. A call is all or nothing: the tool works on a deep
+copy, kept only when it returns; a failure or timeout is a failed step fed back to the
+model. A sync tool past its timeout cannot be stopped: it runs on, on a copy nobody reads.
 
-A tool is ``fn(state, **arguments)``: ``state`` is the trial's environment, a JSON object
-the tool may change in place; ``arguments`` is what the model sent. It returns any JSON
-value. Sync tools run in a worker thread, coroutine tools are awaited, both under
-``tool_timeout_s``.
-
-A call is all or nothing on the state: the tool works on a deep copy, kept only when it
-returns. A tool that raises, returns non-JSON or times out leaves the state as it was and is
-a failed step fed back to the model, never a crash. A sync tool past its timeout cannot be
-stopped (no thread kill in Python): it runs on, on a copy nobody reads.
-
-The schema the model is shown (OpenAI function calling): the function's ``tool_schema``
-attribute (``{"description"?, "parameters"?}``), else its name, its docstring's first
-paragraph and parameters from its signature after ``state`` (``str``/``int``/``float``/
-``bool``/``list``/``dict`` as JSON types; no default = required).
-"""
+The model is shown the function's ``tool_schema`` attribute, else its name, its docstring's
+first paragraph and parameters from its signature after ``state`` (no default = required)."""
 
 from __future__ import annotations
 
