@@ -1,20 +1,14 @@
-"""Blind reviewing: what a reviewer may not see while they still have labeling to do.
+"""Blind reviewing: what a reviewer may not see while they still have labeling to do, the one
+rule every page, export and API applies.
 
-The one home of the rule every surface applies (pages, exports, run file, the grades,
-trials and labels APIs):
+Engineers, leads and superusers see everything (``sees_everything``); anyone else sees only
+their own labels (``labels_visible_to``), and while they have an unlabeled item in a
+calibration set, every trial of that set's groups is blind for them (``blind_for``): no
+grade at all (``grades_visible_to``). A group is every case with the same input and context
+(``Case.input_hash``): other attempts, a pair's other side, edited versions, other runs.
 
-1. Engineers, leads and superusers see everything (``sees_everything``).
-2. Anyone else sees only their own labels and critiques (``labels_visible_to``).
-3. While such a user has an unlabeled item in a calibration set, every trial of that set's
-   groups is blind for them (``blind_for``). A group is every case with the same input and
-   context documents (``Case.input_hash``): other attempts, the other side of a pair,
-   edited versions of a case, the same input in other runs and suites. A blind trial shows
-   no grade at all (``grades_visible_to``), the gold grade and contract decisions included.
-
-Blindness is a few group keys read in one query and applied in SQL as a join on the trial's
-case (``Blind.trials_q``), never a list of trial ids. evals never imports labeling: it
-reaches labels through ``Trial.calibration_items`` and ``Trial.labels``.
-"""
+Blindness is applied in SQL as a join on the trial's case (``Blind.trials_q``), never a list
+of trial ids. evals reaches labels through ``Trial`` relations and never imports labeling."""
 
 from __future__ import annotations
 

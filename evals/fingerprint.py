@@ -1,25 +1,14 @@
 """Run fingerprints: whether what a reader reads of a finished run has changed since.
 
-The one rule for the grid's column cache (``evals.grid.cache``) and the comparison's stored
-run summaries (``evals.comparison.summary``): a stored value is served only while its run's
-fingerprint (``RunFingerprint.key``) is unchanged. The key moves with:
-
-1. the run's status, trials per case and a digest of its stored grader set;
-2. its trials: count, largest id, id sum, id sums of the ok, errored and open ones, and the
-   retried (``replaced_by`` set) count;
-3. its grades per grader: count, largest id, id sum, id sums of the passing, failing,
-   errored and gating ones, and the sum of their judge versions' ids. A regrade in place
-   moves the id sums of the verdict it left and the one it took; only changes whose id sums
-   cancel exactly could go unseen. Score, reason and details are read by no cached value.
-
-A run that is not finished has no key: nothing of it is stored; its ``state`` keys what is
-cached of it for a while (``evals.comparison.summary.detectable_drop_get``). The comparison
-adds judge trust (``judge_trust_fingerprint``) and case changes
-(``case_changes_fingerprints``).
-
-Cost: one ``UNION ALL`` query for any number of runs; the trials' side reads only the
-``trial_run_readable`` index (``evals.models.Trial.Meta.indexes``), never trial rows.
-"""
+The one rule for the grid's column cache and the comparison's stored summaries: a value is
+served only while its run's ``RunFingerprint.key`` is unchanged. The key moves with the
+run's status, trials per case and grader set digest; its trials (count, largest id, id sum,
+id sums by status, retried count); its grades per grader (count, largest id, id sum, id
+sums of passing, failing, errored and gating grades, judge version ids). A regrade in place
+moves the id sums of the verdict it left and took; only changes cancelling exactly could go
+unseen. A run not finished has no key; its ``state`` keys short-lived caches. Judge trust and
+case changes have their own fingerprints here. One ``UNION ALL`` query for any number of
+runs, reading the ``trial_run_readable`` index, never trial rows."""
 
 from __future__ import annotations
 

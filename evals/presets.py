@@ -29,8 +29,7 @@ def _renamed_error(exc: DomainError, *, old: str, new: str) -> DomainError:
 
 
 def target_preset_apply(*, name: str, config: dict) -> tuple[TargetPreset, Action]:
-    """Create or update the target preset ``name``. Raises ``DomainError`` naming
-    ``targets.<name>.<field>``."""
+    """Create or update target preset ``name``; ``DomainError`` on ``targets.<name>.<field>``."""
     where = f"targets.{name}"
     try:
         target_validate(config)
@@ -40,8 +39,7 @@ def target_preset_apply(*, name: str, config: dict) -> tuple[TargetPreset, Actio
 
 
 def grader_set_preset_apply(*, name: str, graders: list) -> tuple[GraderSetPreset, Action]:
-    """Create or update the grader set preset ``name``. Raises ``DomainError`` naming
-    ``grader_sets.<name>.graders[<i>].<field>``."""
+    """Create or update grader set preset ``name``; ``DomainError`` under ``grader_sets.<name>``."""
     where = f"grader_sets.{name}.graders"
     try:
         specs = parse_grader_specs(graders)

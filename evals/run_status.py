@@ -73,8 +73,7 @@ class RunTrialCount:
 
     @property
     def partial(self) -> bool:
-        """Fewer trials recorded (finished or cancelled) than planned: for an imported run,
-        the source planned more than it recorded."""
+        """Fewer trials recorded (finished or cancelled) than planned."""
         return self.recorded < self.planned
 
     @property
@@ -91,16 +90,14 @@ class RunTrialCount:
 
     @property
     def partial_text(self) -> str:
-        """ "partial: 4 of 6 trials recorded" (recorded: finished or cancelled), "" when the
-        run is not partial."""
+        """ "partial: 4 of 6 trials recorded", "" when the run is not partial."""
         if not self.partial:
             return ""
         return f"partial: {self.recorded} of {self.planned} trials recorded"
 
     @property
     def summary(self) -> str:
-        """ "3 of 4 trials finished, 1 errored, 1 cancelled" (errored and cancelled only when
-        there are any): what a command prints."""
+        """ "3 of 4 trials finished, 1 errored, 1 cancelled": what a command prints."""
         return ", ".join(
             p
             for p in (
@@ -118,8 +115,7 @@ class RunTrialCount:
 
 
 def run_trial_count(run: Run) -> RunTrialCount:
-    """``run``'s ``RunTrialCount`` from its counters; no query. Never a count of trial rows, which
-    misses what a partial import planned and holds retried attempts."""
+    """``run``'s ``RunTrialCount`` from its counters (never its trial rows); no query."""
     return RunTrialCount(
         finished=int(run.trials_finished or 0),
         planned=int(run.trials_total or 0),
@@ -163,8 +159,7 @@ def runs_status_shown_filter(runs: QuerySet, *, status: str) -> QuerySet:
 
 
 def run_status_shown(run: Run) -> RunStatusShown:
-    """The status ``run`` shows; the import's ``error_message`` is shown when the counters hold no
-    problem. No query."""
+    """The status ``run`` shows (an import's ``error_message`` when counters show none)."""
     count = run_trial_count(run)
     errored = count.errored
     if run.source != Run.Source.IMPORTED or not run.is_terminal:

@@ -155,8 +155,7 @@ def run_list(
 def run_list_stats(
     *, runs: list[Run] | None = None, run_ids: list[int] | None = None
 ) -> dict[int, RunListStats]:
-    """Aggregates by run id for ``runs`` (or ``run_ids``: one more query): one query per distinct
-    gating grader set, grouped by (run, case)."""
+    """Aggregates by run id for ``runs`` (or ``run_ids``): one query per gating grader set."""
     if runs is None:
         runs = list(Run.objects.filter(id__in=run_ids or []).only("id", "graders"))
     by_keys: dict[tuple[str, ...], list[int]] = {}
@@ -202,8 +201,7 @@ def _run_case_counts(*, run_ids: list[int], keys: tuple[str, ...]) -> list[dict]
 
 
 def _fold_case_counts(rows: list[dict]) -> RunListStats:
-    """One run's per-case rows -> ``RunListStats``; pass rate = mean over graded cases of
-    passed/graded with the report's interval (``clustered_rate_interval``)."""
+    """One run's per-case rows -> ``RunListStats`` (mean of per-case rates, clustered interval)."""
     counts = [(r["n_pass"], r["n_pass"] + r["n_fail"]) for r in rows if r["n_pass"] + r["n_fail"]]
     rate = clustered_rate_interval([p for p, _ in counts], [g for _, g in counts])
     costs = [r["cost"] for r in rows if r["cost"] is not None]

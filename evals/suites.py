@@ -144,8 +144,7 @@ def suite_page_get(
 
 
 def run_case_counts(*, runs: list[Run]) -> dict[int, list[dict]]:
-    """Per-run lists of per-case trial counts (``evals.selectors._run_case_counts`` rows), one
-    query per distinct gating grader set."""
+    """Per-run lists of per-case trial counts; one query per distinct gating grader set."""
     by_keys: dict[tuple[str, ...], list[int]] = {}
     for run in runs:
         by_keys.setdefault(run.grader_set.gating_keys, []).append(run.id)
@@ -235,8 +234,7 @@ def power_sentence(power) -> str:
 
 @dataclass(frozen=True)
 class GraderLeftOut:
-    """A grader of the prefill's source run that a new run could not use: its ``key``,
-    ``kind`` and ``reason`` (for people)."""
+    """A grader of the source run a new run could not use: ``key``, ``kind`` and ``reason``."""
 
     key: str
     kind: str

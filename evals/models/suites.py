@@ -175,8 +175,7 @@ class CaseChange(models.Model):
 
 
 class Graduation(models.Model):
-    """A capability case copied into a regression suite once it passed every trial of the
-    last runs; records who did it and when."""
+    """A capability case copied into a regression suite after passing its last runs; who, when."""
 
     case = models.ForeignKey(Case, on_delete=models.PROTECT, related_name="graduations")
     regression_case = models.ForeignKey(

@@ -195,16 +195,14 @@ class AgentCodes:
 
 
 def _superseded_out(keys: list[str], judged: set[str]) -> list[str]:
-    """``keys`` without those whose every grade errored when another key of the side judged
-    something."""
+    """``keys`` without those whose every grade errored, when another key of the side judged."""
     if not any(k in judged for k in keys):
         return keys
     return [k for k in keys if k in judged]
 
 
 def agent_codes(*, run: Run, rows: RunRows) -> AgentCodes | None:
-    """Each trial's outcome and path codes from the run loader's rows (no query); None
-    unless the run has both a ``state`` and a ``trajectory`` grader."""
+    """Each trial's outcome and path codes (no query); None without both agent kinds."""
     outcome_keys, path_keys = agent_keys(run)
     if not outcome_keys or not path_keys:
         return None
@@ -311,8 +309,7 @@ def _label(kind: str, groups: list[str]) -> str:
 
 
 def agent_reasons_add(*, run: Run, report: AgentReport) -> AgentReport:
-    """``report`` with its disagreement ``groups`` (by kind, largest first, at most
-    ``GROUPS_LISTED`` per kind). One query."""
+    """``report`` with its disagreement ``groups`` (``GROUPS_LISTED`` per kind). One query."""
     kind_of = {tid: kind for kind, ids in report.disagreement_ids.items() for tid in ids}
     if not kind_of:
         return report
@@ -373,8 +370,7 @@ def agent_reasons_add(*, run: Run, report: AgentReport) -> AgentReport:
 
 
 def run_disagreements(*, run: Run) -> AgentReport | None:
-    """The agent block of ``run`` with its groups; None without both agent kinds. The review queue
-    sends trials from here."""
+    """The agent block of ``run`` with its groups (None without both kinds): the review queue's."""
     rows = run_rows_get(run=run)
     k_max = max(int(run.trials_per_case or 1), 1)
     report = agent_report(run=run, rows=rows, k_max=k_max)

@@ -1,17 +1,10 @@
-"""The run report's figures, computed from flat arrays (no queries; the reads are
-``evals.report.selectors.run_report``).
+"""The run report's figures from flat arrays (no queries; reads: ``evals.report.selectors``).
 
-- A trial's outcome for one grader is a code (``PASS``, ``FAIL``, ``ERRORED``, ``MISSING``,
-  ``PIPELINE``, ``PENDING``); ``case_tally`` turns codes into per-case counts. Only PASS and
-  FAIL are graded: errored grades are dropped from both sides and counted (2 passes, 1
-  fail, 1 errored -> 2/3, 1 dropped).
-- A trial's overall verdict is the three-valued AND over its gating graders
-  (``evals.grading.verdict``): an errored gating grade never makes a pass.
-- Pass rate = mean of per-case rates (cases are the unit), interval clustered by case
-  (``stats.intervals.clustered_rate_interval``); ungraded cases left out and counted.
-- Scores: an errored grade is "not scored", an ok grade without score "no score"; means skip
-  both and count them.
-"""
+A trial's outcome for one grader is a code (``evals.grading.verdict``); ``case_tally``
+counts only PASS and FAIL as graded, errored grades dropped from both sides and counted (2
+passes, 1 fail, 1 errored -> 2/3). Pass rate = mean of per-case rates, interval clustered by
+case (``stats.intervals.clustered_rate_interval``). An errored grade is "not scored", an ok
+grade without a score "no score"; score means skip both and count them."""
 
 from __future__ import annotations
 
@@ -123,8 +116,7 @@ class TrialCounts:
 
 @dataclass(frozen=True)
 class Tokens:
-    """Sums over finished trials with a known count; ``*_unknown``: finished trials whose
-    count is null."""
+    """Sums over finished trials with a known count; ``*_unknown``: those with a null count."""
 
     input: int
     output: int
@@ -393,8 +385,7 @@ def _limit_hits(groups: list[tuple]) -> list[dict[str, Any]]:
 def _case_rows(
     cases: list[tuple], case_idx: np.ndarray, overall: CaseTally, tallies: dict[str, CaseTally]
 ) -> list[CaseRow]:
-    """One ``CaseRow`` per case (``cases`` as ``RunRows.cases``), worst first: cases with
-    nothing graded first of all, then by rate and key."""
+    """One ``CaseRow`` per case, worst first: nothing graded first, then by rate and key."""
     n_cases = len(cases)
     per_case = np.bincount(case_idx, minlength=n_cases).tolist()
     t = overall

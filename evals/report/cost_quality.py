@@ -53,8 +53,7 @@ def cost_quality(
     pass_rate_low: float | None,
     pass_rate_high: float | None,
 ) -> CostQuality:
-    """``CostQuality`` from a run's totals (costs in USD, None or 0 when none known; rates as
-    fractions). No queries."""
+    """``CostQuality`` from a run's totals (USD; rates as fractions). No queries."""
     # Quantized to the column's 12 decimal places: SQLite sums decimals as floats (15
     # significant digits), PostgreSQL exactly; both then read the same.
     known = Decimal(cost_known_usd or 0).quantize(COLUMN_QUANTUM)

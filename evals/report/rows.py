@@ -138,8 +138,7 @@ def run_rows_get(*, run: Run, top_up: object = ALL_TRIALS, usage: str = "cases")
 
 
 def _readable_trials(runs: Sequence[Run], case_ids: Iterable[int] | None) -> models.QuerySet:
-    """The trials of ``runs`` a reader counts (``run_trials`` with every top-up), of the
-    cases ``case_ids`` when given."""
+    """The trials of ``runs`` a reader counts (every top-up's), of ``case_ids`` when given."""
     trials = Trial.objects.filter(run_id__in=[r.id for r in runs], replaced_by__isnull=True)
     if case_ids is not None:
         trials = trials.filter(case_id__in=list(case_ids))
@@ -166,8 +165,7 @@ def runs_rows_get(
 
 
 def runs_usage_totals(*, runs: Sequence[Run]) -> dict[int, dict[str, Any]]:
-    """Run id -> the usage totals of ``RunRows.totals`` for each of ``runs`` (the trials
-    ``runs_rows_get`` reads), summed in the database: one query, one row per run."""
+    """Run id -> ``RunRows.totals`` for each of ``runs``, summed in the database: one query."""
     ok, err = Trial.Status.OK, Trial.Status.ERROR
     finished = models.Q(status__in=[ok, err])
     rows = (

@@ -28,8 +28,7 @@ WRITE_BATCH_WINDOW_S = 0.05
 
 
 class CallPool:
-    """Target calls for one chunk. Use as a context manager; ``concurrency`` is known once
-    entered. Thread-safe for one consuming thread."""
+    """Target calls for one chunk; a context manager, thread-safe for one consuming thread."""
 
     def __init__(self, config: dict) -> None:
         self._config = config
@@ -103,8 +102,7 @@ class CallPool:
     async def _withdrawable_call(
         self, target: Any, trial_id: int, case_input: CaseInput
     ) -> TargetResult | None:
-        """``target.call`` as a task ``_drain`` may cancel until it reports sending; None
-        when it was withdrawn that way."""
+        """``target.call`` as a task ``_drain`` may cancel until it reports sending."""
         context = contextvars.copy_context()
         context.run(SEND_HOOK.set, lambda: self._waiting.pop(trial_id, None))
         task = asyncio.get_running_loop().create_task(target.call(case_input), context=context)
@@ -170,13 +168,11 @@ class CallPool:
 
     @property
     def outstanding(self) -> int:
-        """Calls submitted and not yet returned or withdrawn: in flight, or waiting for a
-        slot. Results returned but not yet read do not count."""
+        """Calls submitted and not yet returned or withdrawn (in flight or waiting for a slot)."""
         return self._submitted - self._settled
 
     def withdraw(self) -> list[int]:
-        """Take back every submitted trial whose call has not started; returns their ids.
-        Calls in flight go on and their results still arrive."""
+        """Take back every submitted trial not yet started; returns their ids."""
         if self._loop is None or self._closed or not self._thread.is_alive():
             return []
         return asyncio.run_coroutine_threadsafe(self._drain(), self._loop).result()
@@ -220,8 +216,7 @@ class CallPool:
                 return batch
 
     def close(self) -> list[tuple[int, TargetResult]]:
-        """Let the calls in flight and already submitted finish, stop the loop, and return
-        the results not yet read."""
+        """Let submitted calls finish, stop the loop, and return the results not yet read."""
         if not self._closed and self._loop is not None and self._thread.is_alive():
             for _ in range(self.concurrency):
                 self._loop.call_soon_threadsafe(self._inbox.put_nowait, None)

@@ -24,8 +24,7 @@ RUNNING = Trial.Status.RUNNING.value
 
 
 def trial_lease() -> timedelta:
-    """How long a claim holds a trial before the sweeper may take it back
-    (``ASSAY["TRIAL_LEASE_SECONDS"]``)."""
+    """How long a claim holds a trial before the sweeper may take it back, in seconds."""
     return timedelta(seconds=settings.ASSAY["TRIAL_LEASE_SECONDS"])
 
 
@@ -47,8 +46,7 @@ def _skip_locked() -> str:
 
 
 def _claim(cursor, ids: list[int], condition: str, condition_params: list, now: datetime) -> None:
-    """running with a new lease, for ``ids`` still meeting ``condition`` (the claim's
-    compare-and-set)."""
+    """Running with a new lease, for ``ids`` still meeting ``condition`` (compare-and-set)."""
     cursor.execute(
         f"UPDATE {_q(Trial._meta.db_table)} SET {_q('status')} = %s, "
         f"{_q('lease_expires_at')} = %s, {_q('started_at')} = %s "
@@ -134,8 +132,7 @@ def trials_claimable(*, run_id: int, trial_ids: list[int]) -> bool:
 
 
 class Held(NamedTuple):
-    """A trial a chunk claimed and has not written yet: what its call and its grades need,
-    read once at the claim."""
+    """A claimed, unwritten trial: what its call and grades need, read once at the claim."""
 
     case_input: CaseInput
     top_up_id: int | None
@@ -190,8 +187,7 @@ def leases_renew(trial_ids: list[int]) -> None:
 
 
 def trials_release(trial_ids: list[int]) -> list[int]:
-    """Give back trials a chunk claimed but did not call: running -> queued; returns the ids
-    released (compare-and-set on ``running``)."""
+    """Give back claimed trials not called (running -> queued); returns the ids released."""
     rows = Trial.objects.filter(id__in=trial_ids, status=Trial.Status.RUNNING)
     released = list(rows.values_list("id", flat=True))
     Trial.objects.filter(id__in=released, status=Trial.Status.RUNNING).update(

@@ -228,8 +228,7 @@ def _stopped(run_id: int, top_up_ids: set[int]) -> tuple[bool, set[int]]:
 
 
 def _database_reconnect(budget_s: float = DB_RECONNECT_S) -> bool:
-    """Drop the broken connection and open a new one, retrying with backoff for ``budget_s``
-    seconds; returns whether the database answers again."""
+    """Reconnect, retrying with backoff for ``budget_s`` seconds; whether the database answers."""
     deadline = time.monotonic() + budget_s
     delay = 0.1
     while True:
@@ -328,8 +327,7 @@ class _ChunkCalls:
         self.pool.submit([(tid, rows[tid].case_input) for tid in claimed])
 
     def _claim_next(self, room: int) -> int:
-        """Claim up to ``room`` of the run's queued trials beyond this chunk's own and start
-        their calls; returns how many."""
+        """Claim up to ``room`` more of the run's queued trials and start them; returns how many."""
         claimed = trials_claim_next(run_id=self.run_id, limit=room, run_start=not self.run_started)
         if claimed:
             self.run_started = True
@@ -514,8 +512,7 @@ def trial_chunk_execute(*, run_id: int, trial_ids: list[int]) -> None:
 
 
 def _judge_chunk_enqueue(run_id: int, trial_ids: list[int]) -> None:
-    """The judge rung of a chunk's ok trials, enqueued by the registered rung
-    (``JudgeRung.chunk_enqueue``: one task message through the outbox, ``core.outbox``)."""
+    """The judge rung of a chunk's ok trials, enqueued through the outbox by the registered rung."""
     judge_rung_required().chunk_enqueue(
         run_id=run_id, trial_ids=trial_ids, subject=run_subject(run_id)
     )

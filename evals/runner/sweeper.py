@@ -1,20 +1,12 @@
 """The sweeper: takes back work a dead worker or a lost broker left behind.
 
-``runs_sweep`` runs every ``ASSAY["SWEEP_SECONDS"]`` (Celery beat, or ``manage.py
-runs_sweep`` from cron). One pass:
-
-1. sends again outbox messages unsent after a grace period (``core.outbox``);
-2. enqueues again the chunks of trials whose lease expired (a dead worker: the broker
-   redelivers an ``acks_late`` task only after its own timeout, an hour on Redis), with the
-   queued trials of the same run and of runs idle for a lease (a lost message). Safe: a
-   chunk claims by compare-and-set, so no trial is called twice at once;
-3. enqueues again the judge rung of ok trials missing a judge grade for a lease, when their
-   run's judge rung has been idle as long;
-4. cancels a cancelled run's trials left running with an expired lease, and finalizes it;
-5. sends again judge calls claimed by a dead worker (``JudgeRung.claims_sweep``).
-
-Steps 3 and 5 find nothing when no judge rung is registered (``evals.grading.rungs``).
-"""
+``runs_sweep`` runs every ``ASSAY["SWEEP_SECONDS"]`` (Celery beat, or cron). One pass
+(1) resends outbox messages unsent after a grace period; (2) enqueues again the chunks of
+trials whose lease expired (the broker redelivers an ``acks_late`` task only after its own
+timeout, an hour on Redis) and the queued trials of runs idle for a lease; (3) enqueues
+again the judge rung of ok trials missing a judge grade for a lease; (4) cancels a cancelled
+run's trials left running and finalizes it; (5) resends judge calls a dead worker claimed
+(``JudgeRung.claims_sweep``). Claims are compare-and-sets, so nothing is called twice."""
 
 from __future__ import annotations
 

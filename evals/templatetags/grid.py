@@ -55,8 +55,7 @@ def cell_html(cell) -> str:
 
 @register.simple_tag
 def grid_rows(grid) -> SafeString:
-    """Every ``<tr>`` of ``grid``: the case (linking to its history), its variance and
-    change, then one cell per run (``cell_html``)."""
+    """Every ``<tr>`` of ``grid``: the case, its variance and change, one cell per run."""
     history = reverse(
         "evals:case-history", kwargs={"suite_id": grid.suite_uuid, "case_id": NO_UUID}
     )

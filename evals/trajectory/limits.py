@@ -27,8 +27,7 @@ INSPECT_LIMITS = {
 
 
 def limit_error(kind: str, reason: str) -> str:
-    """The ``error_message`` of a trial stopped at a limit: ``"<kind>: <reason>"``. Raises
-    ``ValueError`` for a kind not in ``LIMIT_KINDS``."""
+    """``"<kind>: <reason>"`` for a trial stopped at a limit; ValueError for an unknown kind."""
     if kind not in LIMIT_KINDS:
         raise ValueError(f"not a limit kind: {kind!r}")
     return f"{kind}: {reason}"

@@ -5,15 +5,10 @@
 - ``{"kind": "tool_result", "name": str?, "id": str?, "content": str|JSON,
   "status": "ok"|"error"}``;
 
-each with optional ``input_tokens``, ``output_tokens`` (tokens), ``latency_ms`` and
-``cost_usd`` (USD), non-negative, null or absent when unknown. Stored on
-``Trial.trajectory`` beside ``Trial.final_state``; the goal is ``Case.goal_state``. The
-report never loads trajectories.
-
-Boundaries (``core.text``): ``trajectory_parse`` refuses bad input from a file or an API
-with a ``DomainError``; ``trajectory_clean`` repairs a pipeline's own steps (nobody can
-resend them) and raises ``TrajectoryError`` for a shape it cannot store (an errored trial).
-"""
+each with optional ``input_tokens``, ``output_tokens``, ``latency_ms`` and ``cost_usd`` (USD),
+non-negative, null when unknown. ``trajectory_parse`` refuses bad input from outside with a
+``DomainError``; ``trajectory_clean`` repairs a pipeline's own steps (``core.text``) and
+raises ``TrajectoryError`` (an errored trial) for a shape it cannot store."""
 
 from __future__ import annotations
 
@@ -39,8 +34,7 @@ _ALLOWED = {
 
 
 class TrajectoryError(ValueError):
-    """A trajectory that cannot be stored; ``field`` is the path of the bad value
-    (``trajectory[3].arguments``)."""
+    """A trajectory that cannot be stored; ``field``: the bad value's path."""
 
     def __init__(self, message: str, *, field: str) -> None:
         super().__init__(message)
@@ -208,8 +202,7 @@ class TrajectoryTotals:
 
 
 def trajectory_totals(steps: list[dict] | None) -> TrajectoryTotals:
-    """Totals of a parsed or cleaned trajectory (see ``TrajectoryTotals``); an absent
-    trajectory totals zero steps with unknown tokens and cost."""
+    """Totals of a parsed trajectory; an absent one totals zero steps, tokens and cost unknown."""
     steps = steps or []
     tools = tuple(s["name"] for s in steps if s.get("kind") == "tool_call")
     tool_errors = sum(

@@ -57,8 +57,7 @@ class TimelineStep:
 
 @dataclass(frozen=True)
 class Timeline:
-    """A trial's rows and its totals (``trajectory_totals``); ``latency_ms`` is the sum of
-    the steps that state one (None when none does)."""
+    """A trial's rows and totals; ``latency_ms`` sums the steps stating one (None when none)."""
 
     steps: list[TimelineStep]
     totals: TrajectoryTotals
@@ -101,8 +100,7 @@ def _row(number: int, step: dict) -> TimelineStep:
 
 
 def trajectory_timeline(steps: list[dict] | None) -> Timeline | None:
-    """The rows of a stored trajectory (see the module docstring); None for a trial that
-    has none."""
+    """The rows of a stored trajectory; None for a trial without one."""
     if steps is None:
         return None
     latencies = [s["latency_ms"] for s in steps if s.get("latency_ms") is not None]

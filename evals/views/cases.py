@@ -93,8 +93,7 @@ def case_new(request: HttpRequest) -> HttpResponse:
 @require_http_methods(["GET", "POST"])
 @role_required(*CASE_EDITOR_ROLES)
 def case_edit_view(request: HttpRequest, suite_id, case_id) -> HttpResponse:
-    """Edit an active case (``case_edit``) and go back to the suite page; a retired case is shown,
-    not editable."""
+    """Edit an active case (``case_edit``), back to the suite page; a retired one is read-only."""
     suite = get_object_or_404(Suite, uuid=suite_id)
     case = get_object_or_404(Case.objects.select_related("suite"), uuid=case_id, suite=suite)
     if request.method == "POST":

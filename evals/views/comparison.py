@@ -142,8 +142,7 @@ def comparison_case(request: HtmxHttpRequest, head_id, base_id, case_id) -> Http
 @require_POST
 @role_required(*RUNNER_ROLES)
 def comparison_settle(request: HtmxHttpRequest, head_id, base_id) -> HttpResponse:
-    """Start settling the comparison's suspects with more trials (``top_up_start``); back
-    to the comparison page, which follows the top-up live."""
+    """Start settling the comparison's suspects (``top_up_start``); back to the comparison."""
     base, head = _runs(head_id, base_id)
     try:
         top_up_start(base=base, head=head, alpha=GATE_ALPHA, by=request.user)

@@ -56,8 +56,7 @@ def case_history(request: HttpRequest, suite_id, case_id) -> HttpResponse:
 @require_GET
 @role_required(*VIEWER_ROLES)
 def suite_cost_quality_chart(request: HttpRequest, suite_id) -> HttpResponse:
-    """The suite's pass rate (with interval) against cost per trial, one point per run, the
-    baseline marked, as an SVG image."""
+    """The suite's pass rate against cost per trial, one point per run, as an SVG image."""
     suite = get_object_or_404(Suite, uuid=suite_id)
     chart = cost_quality_chart_get(suite=suite, viewer=request.user)
     return HttpResponse(cost_quality_svg(chart), content_type="image/svg+xml; charset=utf-8")

@@ -70,8 +70,7 @@ def run_detail(request: HttpRequest, run_id) -> HttpResponse:
 def run_page(
     request: HttpRequest, run: Run, *, baseline_form: BaselineSetForm | None = None
 ) -> HttpResponse:
-    """Render the run page; ``baseline_form`` is the baseline card's form (a refused post's
-    bound form, shown with its errors and the typed note), a blank one by default."""
+    """Render the run page; ``baseline_form``: a refused post's bound form, else a blank one."""
     top_ups = TopUp.objects.filter(Q(head=run) | Q(base=run)).select_related("head", "base")
     return render(
         request,
@@ -183,8 +182,7 @@ def run_retry(request: HtmxHttpRequest, run_id) -> HttpResponse:
 @require_GET
 @role_required(*VIEWER_ROLES)
 def run_case(request: HtmxHttpRequest, run_id, case_id) -> HttpResponse:
-    """One case within a run: its content and every trial (output previews), with grades and
-    labels as the user may see them (``evals.blindness``)."""
+    """One case within a run: content and trials as the user may see them (``evals.blindness``)."""
     try:
         run, case, trials = selectors.run_case_get(
             run_uuid=run_id, case_uuid=case_id, viewer=request.user

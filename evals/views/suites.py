@@ -25,8 +25,7 @@ from evals.views.runs import run_page
 @require_GET
 @role_required(*VIEWER_ROLES)
 def suite_detail(request: HttpRequest, suite_id) -> HttpResponse:
-    """The suite page: cases and their changes, pass rate per run over time, baseline and history,
-    minimum detectable drop, graduation candidates."""
+    """The suite page: cases, changes, pass rate over time, baseline, power, graduation."""
     suite = get_object_or_404(Suite, uuid=suite_id)
     page = suite_page_get(suite=suite, cases_page=_page_number(request, "cases_page"))
     case_changes_attach(cases=page.active_cases)
@@ -55,8 +54,7 @@ def _page_number(request: HttpRequest, name: str) -> int:
 
 
 def _suite_power(page) -> str | None:
-    """The minimum detectable drop in plain words, simulated from the current baseline's
-    per-case rates; None without a baseline or when it graded nothing."""
+    """The minimum detectable drop in words, from the baseline; None without a graded baseline."""
     if page.baseline is None:
         return None
 

@@ -1,17 +1,12 @@
 """Checking one output against a contract: ``contract_check(contract, output)``.
 
-1. Parse, stopping at the first failure: ``invalid_json`` (strict JSON: no duplicate key,
-   NaN or trailing text), ``schema`` (the first violation, named by the item's id when it
-   has one), ``items`` (the path does not lead to a list of objects with string or integer
-   ids).
+1. Parse, stopping at the first failure: ``invalid_json`` (strict JSON), ``schema`` (named by
+   the item's id when it has one), ``items`` (not a list of objects with ids).
 2. Every other check, all failures reported: ``stale_version``; per item ``duplicate_id``,
-   ``unknown_source``, one ``wrong_<path>`` (or the configured rule) per expected leaf the
-   oracle disagrees with, compared as canonical JSON (``true`` is not ``1``, ``75000`` is
-   not ``75000.0``); then ``missing_coverage`` per required category.
-3. Coverage: an item covers a category when its predicate is true and the oracle confirmed
-   every expected field of it.
-4. Decision: ``reject`` on any failure, else ``review`` with the open dimensions. A contract
-   never accepts: acceptance is a reviewer's (docs/contracts.md).
+   ``unknown_source``, a ``wrong_<path>`` per expected leaf the oracle disagrees with
+   (canonical JSON: ``true`` is not ``1``); ``missing_coverage`` per required category
+   (covered by items the oracle confirmed).
+3. ``reject`` on any failure, else ``review``: a contract never accepts (docs/contracts.md).
 
 An oracle or predicate that raises or is not boolean is ``ContractBroken``: an errored grade."""
 

@@ -1,17 +1,10 @@
-"""A contract grader's config, parsed once into a typed ``Contract`` (``contract_parse``).
+"""A contract grader's config, parsed once into a typed ``Contract`` (``contract_parse``);
+options and a reference example: docs/contracts.md.
 
-Options and a reference example: docs/contracts.md (``schema``, ``items``, ``id_field``,
-``oracle`` with its ``rules``, ``coverage``, ``required_coverage``, ``provenance``,
-``source_version``, ``review``). Rules a reader must know:
-
-- the schema is Draft 2020-12 with strict types: nothing is coerced (``75000.0`` is not an
-  integer, ``"false"`` not a boolean);
-- a rule must name a field the oracle produces: a path under one of its expressions, or a
-  field of the items' schema for a function oracle; else it is refused, with a "did you
-  mean" when one is close. Nested expectations are compared leaf by leaf, by dotted path.
-
-Every error is a ``DomainError`` naming ``<where>.<option>``.
-"""
+The schema is Draft 2020-12 with strict types: nothing is coerced (``75000.0`` is not an
+integer). A rule must name a field the oracle produces (under one of its expressions, or in
+the items' schema for a function oracle), else it is refused with a "did you mean". Every
+error is a ``DomainError`` naming ``<where>.<option>``."""
 
 from __future__ import annotations
 

@@ -5,13 +5,10 @@
                    [--allow-incomparable]
                    [--top-up [--max-trials-per-case M] [--max-cost USD] [--timeout S]]
 
-RUN_OR_FILE: a run UUID, "suite name/run name", a unique run name, or an ``export_run``
-file. Without ``--base``: the head suite's baseline. Exit codes (``gate_decide``): 0 no
-measurable regression, 1 a regression, 2 cannot decide, 3 bad arguments (never 1).
-``--top-up`` adds trials to suspect cases in rounds and decides again
-(``evals.comparison.topup``; a worker must take the rounds); it decides under the default
-policy, so the policy flags cannot be combined with it. Runs that cannot be replayed are
-decided on the trials there are, with a note. Running it again joins the active top-up."""
+RUN_OR_FILE: a run reference (``run_resolve``) or an ``export_run`` file; no ``--base``: the
+suite's baseline. Exit 0 pass, 1 regression, 2 cannot decide, 3 bad arguments. ``--top-up``
+adds trials to suspects in rounds (``evals.comparison.topup``; a worker takes them) under the
+default policy only; runs that cannot be replayed are decided on the trials there are."""
 
 from __future__ import annotations
 

@@ -137,8 +137,7 @@ def _price_lookup_closing(model: str | None) -> Any:
 
 
 async def database_price(model: str | None) -> Any:
-    """The model's ``Price`` (``providers.pricing.price_lookup``) or None, looked up on
-    a worker thread: the default pricer of the tool loop."""
+    """The model's ``Price`` or None, looked up on a worker thread: the loop's default pricer."""
     return await asyncio.to_thread(_price_lookup_closing, model)
 
 
@@ -340,8 +339,7 @@ class ToolLoop:
     def _unrun(
         self, trial: _Trial, calls: list[dict], reason: str, kind: str
     ) -> tuple[str, str, str]:
-        """End the trial at a cap: each tool call of the last reply gets an error result
-        saying it was not run."""
+        """End the trial at a cap: each call of the last reply gets a "not run" error result."""
         for call in calls:
             trial.steps.append(
                 {

@@ -45,8 +45,7 @@ _JSON_TYPES = {
 
 @dataclass(frozen=True)
 class Tool:
-    """A declared tool: its ``name`` (the function's ``__name__``), its ``path`` as
-    declared, the function, and the OpenAI ``schema`` the model is shown."""
+    """A declared tool: ``name``, ``path`` as declared, the function, and its OpenAI ``schema``."""
 
     name: str
     path: str
@@ -211,8 +210,7 @@ def _json_value(value: Any) -> Any:
 
 
 def tool_content_text(content: Any) -> str:
-    """A tool result as the ``role: tool`` message's content: a string as is, any other
-    JSON value as compact JSON."""
+    """A tool result as message content: a string as is, other JSON compact."""
     if isinstance(content, str):
         return content
     return json.dumps(content, ensure_ascii=False, separators=(",", ":"))
