@@ -23,8 +23,7 @@ def baseline_set(*, suite: Suite, run: Run, by=None, note: str = "") -> Baseline
 
 
 def baseline_current(*, suite: object) -> Baseline | None:
-    """The suite's current baseline (its latest ``Baseline`` row; run, run's suite and
-    set_by joined), or None when none was ever set. One query."""
+    """The suite's current baseline (its latest row, joined) or None. One query."""
     return (
         Baseline.objects.filter(suite=suite)
         .select_related("run__suite", "set_by")

@@ -35,8 +35,7 @@ def _related(name: str) -> type[models.Model]:
 
 @dataclass(frozen=True)
 class Blind:
-    """The trials blind for one user: those whose case's ``input_hash`` is in ``groups``.
-    False when nothing is blind."""
+    """The trials blind for one user: case ``input_hash`` in ``groups``; falsy when none."""
 
     groups: frozenset[str] = frozenset()
 
@@ -57,8 +56,7 @@ NOT_BLIND = Blind()
 
 
 def blind_for(user) -> Blind:
-    """The input hashes of the items of each calibration set ``user`` has not fully labeled. One
-    query, none for engineers and leads."""
+    """The input hashes of calibration sets ``user`` has not fully labeled; one query."""
     if sees_everything(user):
         return NOT_BLIND
     item_model, label_model = _related("calibration_items"), _related("labels")
@@ -78,8 +76,7 @@ def blind_for(user) -> Blind:
 
 
 def blind_trial_ids(user) -> frozenset[int]:
-    """Ids of every trial blind for ``user``, in one query. Surfaces apply
-    ``blind_for(user).trials_q()`` in SQL instead."""
+    """Ids of every trial blind for ``user`` (one query); surfaces use ``trials_q()`` instead."""
     blind = blind_for(user)
     if not blind:
         return frozenset()
@@ -96,23 +93,20 @@ def grades_visible_to(qs: models.QuerySet, user, *, blind: Blind | None = None) 
 
 
 def labels_visible_to(qs: models.QuerySet, user) -> models.QuerySet:
-    """``qs`` (Labels) as ``user`` may read it: every label for engineers and leads, only
-    their own for anyone else (a reviewer labels blind)."""
+    """``qs`` (Labels) as ``user`` may read it: all for engineers and leads, else their own."""
     if sees_everything(user):
         return qs
     return qs.filter(reviewer_id=user.pk)
 
 
 def grades_prefetch(user, *, blind: Blind | None = None) -> models.Prefetch:
-    """Prefetch of a trial's grades (judge version and judge joined, by grader) as ``user``
-    may see them (``blind`` as in ``grades_visible_to``)."""
+    """Prefetch of a trial's grades (judge joined) as ``user`` may see them."""
     qs = Grade.objects.select_related("judge_version__judge").order_by("grader")
     return models.Prefetch("grades", queryset=grades_visible_to(qs, user, blind=blind))
 
 
 def labels_prefetch(user) -> models.Prefetch:
-    """Prefetch of a trial's labels (reviewer joined, oldest first) as ``user`` may see
-    them."""
+    """Prefetch of a trial's labels (reviewer joined, oldest first) as ``user`` may see them."""
     qs = _related("labels").objects.select_related("reviewer").order_by("created_at")
     return models.Prefetch("labels", queryset=labels_visible_to(qs, user))
 

@@ -44,8 +44,7 @@ def user_may_edit_cases(user) -> bool:
 
 
 def suites_editable_by(user) -> QuerySet[Suite]:
-    """The suites whose cases ``user`` may change, by name: every suite for an engineer or a
-    lead (roles are project-wide), none for anyone else."""
+    """The suites whose cases ``user`` may change: all for engineers and leads, else none."""
     if not user_may_edit_cases(user):
         return Suite.objects.none()
     return Suite.objects.order_by("name")
@@ -115,8 +114,7 @@ def _upsert_or_conflict(*, suite: Suite, spec: CaseSpec, **kwargs) -> Case:
 
 
 def _active_successor(case: Case) -> Case | None:
-    """The active case ``case`` was replaced by, following ``replaced_by`` (None when the
-    chain ends in a retired case)."""
+    """The active case that replaced ``case`` along ``replaced_by``; None if the chain retired."""
     seen: set[int] = set()
     current = case
     while current.replaced_by_id is not None and current.replaced_by_id not in seen:
@@ -293,8 +291,8 @@ def case_retire(*, case: Case, by, via: str = "editor") -> CaseWrite:
 def case_changes_list(
     *, suite: Suite, page: int = 1, limit: int = CHANGES_SHOWN
 ) -> tuple[list[CaseChange], bool]:
-    """Page ``page`` (1-based) of ``limit`` changes to ``suite``'s cases, newest first, and whether
-    an older page exists. One query."""
+    """Page ``page`` of ``limit`` changes to ``suite``'s cases, newest first, and whether older
+    pages exist. One query."""
     first = (max(1, page) - 1) * limit
     rows = list(
         CaseChange.objects.filter(suite=suite)
@@ -305,8 +303,7 @@ def case_changes_list(
 
 
 def case_changes_attach(*, cases: list[Case]) -> list[Case]:
-    """``cases`` with ``changes`` prefetched (newest first, author and previous case joined):
-    one query more whatever their number. Returns ``cases``."""
+    """``cases`` with ``changes`` prefetched (newest first): one query whatever their number."""
     prefetch_related_objects(
         cases,
         Prefetch(

@@ -162,8 +162,7 @@ def _cases_insert(suite: Suite, rows: list[dict[str, Any]]) -> dict[str, Case]:
 def _change_row(
     new: Case, old: Case | None, by, via: str, source_trial, at, ident: uuid.UUID | None = None
 ) -> dict[str, Any]:
-    """The ``CaseChange`` row recording that ``new`` was created (replacing ``old``);
-    ``ident`` its uuid (a fresh ``uuid4`` when None)."""
+    """The ``CaseChange`` row for ``new`` (replacing ``old``); ``ident`` its uuid (None: fresh)."""
     details = {"key": [old.key, new.key]} if old is not None and old.key != new.key else {}
     return {
         "uuid": ident if ident is not None else uuid.uuid4(),
@@ -288,8 +287,7 @@ CONTEXT_DOCUMENT = '{"id": "doc-1", "text": "..."}'
 
 
 def json_kind(value: object) -> str:
-    """What ``value`` is, in JSON's words, for a message: "a string", "a number (1)",
-    "true or false", "null", "a list", "an object"."""
+    """``value``'s JSON kind for a message: "a string", "a number (1)", "null", "a list", ..."""
     if value is None:
         return "null"
     if isinstance(value, bool):

@@ -181,8 +181,7 @@ class SuiteCaseCreateApi(APIView):
 
 
 class SuiteCaseApi(APIView):
-    """GET: the case and its ``ETag``; PATCH: edit it (``evals.case_changes.case_edit``)
-    under ``If-Match``."""
+    """GET: the case and its ``ETag``; PATCH: edit it (``case_edit``) under ``If-Match``."""
 
     permission_classes = [IsRunner]
 

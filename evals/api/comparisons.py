@@ -75,8 +75,7 @@ RUN_DOC = (
 
 @extend_schema_field({"type": "object", "additionalProperties": True})
 class RunDocumentField(serializers.JSONField):
-    """An embedded export_run document: a JSON object (documented as such in the schema;
-    its contents are checked by ``evals.comparison.run_document.run_document_read``)."""
+    """An embedded ``export_run`` document: a JSON object, checked by ``run_document_read``."""
 
 
 class GateInput(serializers.Serializer):
@@ -381,8 +380,7 @@ class TopUpDetailApi(APIView):
 
 
 def _alpha(request) -> float:
-    """``?alpha=``: a plain decimal from 1e-6 to 0.5, default 0.05; anything else ("1e-2", NaN,
-    spaces) is a 400 naming alpha."""
+    """``?alpha=``: a plain decimal in [1e-6, 0.5], default 0.05; else a 400 naming alpha."""
     text = request.query_params.get("alpha")
     if text is None:
         return DEFAULT_ALPHA

@@ -97,8 +97,7 @@ class AgentMoves:
 
 
 def _side(run: Run, rows) -> dict[tuple[str, str], tuple[int, ...]] | None:
-    """(content hash, key) -> (outcome passed, graded, trajectory passed, graded, then the
-    trials in each 2 × 2 cell in ``CELLS`` order)."""
+    """(content hash, key) -> (outcome passed, graded, path passed, graded, trials per cell)."""
     codes = agent_codes(run=run, rows=rows)
     if codes is None:
         return None
@@ -140,8 +139,7 @@ def _cells(b: dict, h: dict, shared: list) -> list[CellMove]:
 
 
 def agent_moves_json(moves: AgentMoves | None) -> dict[str, Any] | None:
-    """``moves`` as JSON for the API and the gate: ``{"n_cases", "cells": [...], "outcome",
-    "trajectory"}``; None stays None."""
+    """``moves`` as JSON for the API and the gate; None stays None."""
     if moves is None:
         return None
     return json_safe(

@@ -144,8 +144,7 @@ class Comparison:
         ]
 
     def to_dict(self) -> dict[str, Any]:
-        """Strict-JSON-safe dict (Decimals as strings, no NaN): runs as summaries, the
-        p-value as a float plus its text."""
+        """Strict-JSON-safe dict (Decimals as strings, no NaN), the p-value as float and text."""
         data = json_safe({k: v for k, v in asdict(self).items() if k not in ("base", "head")})
         for side, run in (("base", self.base), ("head", self.head)):
             data[side] = {

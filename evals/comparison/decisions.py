@@ -92,8 +92,7 @@ def _share(n: int, of: int) -> float:
 
 
 def decision_movement_get(*, base: Run, head: Run) -> DecisionMovement | None:
-    """The movement of contract decisions from ``base`` to ``head``; None unless both runs
-    have a contract grader. Seven queries."""
+    """Contract decisions' movement from ``base`` to ``head``; None without contract graders."""
     b, h = run_decisions(run=base), run_decisions(run=head)
     if not (b.graded and h.graded):
         return None

@@ -41,8 +41,7 @@ class PassHatKDelta:
 
 
 def _pass_k_delta(k: int, base: tuple, head: tuple) -> PassHatKDelta:
-    """One k's base, head and head − base, each (mean, low, high), the difference's interval
-    by ``stats.passk.difference_interval``."""
+    """One k's base, head and head − base as (mean, low, high); ``difference_interval``."""
     low, high = difference_interval(*base, *head)
     return PassHatKDelta(
         k,

@@ -65,8 +65,7 @@ def _case_line(v) -> str:
 
 
 def case_outlook(v) -> str:
-    """What a suspect's last look could miss and what a new run would need ("" for a
-    case that is not an unresolved suspect)."""
+    """What a suspect's last look could miss and a new run would need; "" for other cases."""
     parts = []
     if v.missable is not None:
         parts.append(f"a drop under about {100 * v.missable:.0f} points could be missed")

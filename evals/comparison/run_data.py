@@ -314,8 +314,7 @@ def run_data_get(*, run: Any, top_up: int | None = None) -> RunData:
 
 
 def runs_data_get(*, runs: Sequence[Any], top_up: int | None = None) -> dict[int, RunData]:
-    """Run id -> ``RunData`` for each of ``runs``, each equal to ``run_data_get``, read together
-    (``evals.report.rows.runs_rows_get``)."""
+    """Run id -> ``RunData`` for each of ``runs``, as ``run_data_get``, read together."""
     rows = runs_rows_get(runs=runs, top_up=top_up)
     return {run.id: _run_data_from_rows(run, rows[run.id]) for run in runs}
 

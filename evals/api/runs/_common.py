@@ -44,8 +44,7 @@ def _by_uuid(request, qs: QuerySet, **params: str) -> QuerySet:
 
 
 def _by_status(request, qs: QuerySet, statuses: type[TextChoices]) -> QuerySet:
-    """``qs`` filtered by ``?status=``; an unknown value is a 400 listing the allowed ones
-    (never an empty page)."""
+    """``qs`` filtered by ``?status=``; an unknown value is a 400 listing the allowed ones."""
     value = request.query_params.get("status")
     if not value:
         return qs

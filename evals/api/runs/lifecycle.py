@@ -38,8 +38,7 @@ class RunStartedSerializer(RunSerializer):
 
 
 def _started(run: Run, status: int) -> Response:
-    """The answer to a start or a retry: the run, with ``warning`` only when its task
-    messages wait for the broker."""
+    """The run answering a start or retry, with ``warning`` when its messages await the broker."""
     data = RunStartedSerializer(run).data
     if not data["warning"]:
         del data["warning"]
@@ -116,8 +115,7 @@ class RunStartApi(APIView):
 
 
 def _named(rows: QuerySet, value, *, field: str, noun: str = ""):
-    """The row of ``rows`` with UUID ``value`` (None for None); ``DomainError`` naming
-    ``field`` with code ``not_found`` (a 404) when there is none."""
+    """The row of ``rows`` with UUID ``value`` (None for None); else ``DomainError`` not_found."""
     if value is None:
         return None
     row = rows.filter(uuid=value).first()

@@ -231,8 +231,7 @@ class TrialViewSet(ViewerViewSet):
         return qs.values(*TRIAL_LIST_COLUMNS) if self.action == "list" else qs
 
     def list(self, request, *args, **kwargs):
-        """A page of trials: three queries, plus the contract decisions of a run with a contract
-        grader (and the reader's blind groups)."""
+        """A page of trials: three queries, plus contract decisions and blind groups."""
         page = self.paginate_queryset(self.get_queryset())
         runs = Run.objects.only("id", "graders").in_bulk({row["run_id"] for row in page})
         contract = any(
