@@ -31,8 +31,7 @@ WRITE_ACTIONS = ("created", "replaced", "retagged", "retired", "unchanged")  # C
 
 @dataclass(frozen=True)
 class CaseWrite:
-    """What a write did: ``case`` is the active case now (the retired one for a retire);
-    ``action`` one of created, replaced, retagged, retired, unchanged."""
+    """What a write did: ``case`` (the active one, or the retired one) and ``action``."""
 
     case: Case
     action: str
@@ -316,8 +315,7 @@ def case_changes_attach(*, cases: list[Case]) -> list[Case]:
 
 @dataclass(frozen=True)
 class CasePrefill:
-    """What "Add as a case" starts from: the suite proposed (``None``: let the user pick),
-    a proposed key and the case's content; ``source_trial`` the trial it came from."""
+    """What "Add as a case" starts from: suite (None: user picks), key, content, source trial."""
 
     suite: Suite | None
     spec: CaseSpec

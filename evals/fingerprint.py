@@ -36,8 +36,7 @@ class RunFingerprint:
 
 
 def run_fingerprints(*, runs: Sequence[Run]) -> dict[int, RunFingerprint]:
-    """Run id -> ``RunFingerprint`` for each of ``runs``. One query whatever their size; none when
-    ``runs`` is empty."""
+    """Run id -> ``RunFingerprint`` for each of ``runs``; one query, none for no runs."""
     if not runs:
         return {}
     ids = [r.id for r in runs]
@@ -118,8 +117,7 @@ def judge_trust_fingerprint() -> str:
 
 
 def case_changes_fingerprints(*, suite_ids: Iterable[int]) -> dict[int, str]:
-    """Suite id -> text that moves with every recorded ``CaseChange`` of its cases (count and
-    newest id). One query."""
+    """Suite id -> text moving with every ``CaseChange`` of its cases. One query."""
     suite_ids = set(suite_ids)
     changes = {
         row["suite_id"]: row

@@ -31,8 +31,7 @@ TARGET_KINDS = [
 
 
 def _json_field_value(raw: str, *, field: str, expected: type) -> Any:
-    """Parse ``raw`` as JSON of type ``expected``; raises ``ValidationError`` naming ``field``
-    and, for syntax errors, the line and column."""
+    """``raw`` as JSON of type ``expected``; ``ValidationError`` naming ``field``, line, column."""
     try:
         value = json_loads_strict(raw or ("[]" if expected is list else "{}"))
     except json.JSONDecodeError as exc:
@@ -250,8 +249,7 @@ class RunStartForm(StorableForm):
 
 
 class BaselineSetForm(StorableForm):
-    """Make a run its suite's baseline, with an optional note (at most 500 characters, as
-    ``Baseline.note``)."""
+    """Make a run its suite's baseline, with an optional note (at most 500 characters)."""
 
     note = forms.CharField(
         required=False,
@@ -290,14 +288,12 @@ EXPECTED_FORMATS = [("none", "None"), ("text", "Text"), ("json", "JSON value")]
 
 
 def _form_text(raw: str) -> str:
-    """A textarea's value as typed: browsers send line breaks as CRLF, which is not what the
-    user (or the trial the form was prefilled from) wrote."""
+    """A textarea's value as typed: browsers send line breaks as CRLF."""
     return raw.replace("\r\n", "\n")
 
 
 def _json_any(raw: str, *, field: str) -> Any:
-    """``raw`` as one strict JSON value (``core.strict_json.json_loads_strict``); else
-    ``ValidationError`` naming ``field``, line and column."""
+    """``raw`` as one strict JSON value; else ``ValidationError`` naming ``field``, line, column."""
     try:
         return json_loads_strict(raw)
     except json.JSONDecodeError as exc:
@@ -415,8 +411,7 @@ class CaseForm(StorableForm):
         return value
 
     def clean_tags(self) -> list[str]:
-        """Comma-separated tags (each stripped, empty ones dropped), or a JSON list of
-        strings when the text starts with ``[`` (each kept exactly as written)."""
+        """Comma-separated tags, or a JSON list kept as written when the text starts with ``[``."""
         raw = self.cleaned_data["tags"].strip()
         if raw.startswith("["):
             value = _json_any(raw, field="tags")

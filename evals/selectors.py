@@ -60,8 +60,7 @@ class RunListStats:
 
     @property
     def cost_state(self) -> str:
-        """ "none" (nothing finished), "unknown" (every cost unknown), "partial"
-        (some unknown: the sum is a lower bound) or "known"."""
+        """ "none", "unknown" (every cost), "partial" (a lower bound) or "known"."""
         if self.finished == 0:
             return "none"
         if self.cost_unknown == self.finished:

@@ -218,8 +218,7 @@ def graduation_candidates(
 
 
 def power_sentence(power) -> str:
-    """Plain words for a ``DetectableDrop``: "this suite can detect a drop of about 12
-    points with 80% power (alpha 0.05; 30 cases × 5 trials)", or why it cannot."""
+    """A ``DetectableDrop`` in words ("a drop of about 12 points with 80% power"), or why not."""
     size = f"alpha {power.alpha:g}; {power.n_cases} cases × {power.trials_per_case} trials"
     if power.drop is None:
         return (

@@ -130,8 +130,7 @@ ETAG = OpenApiParameter(
 
 
 def _if_match(request) -> list[str] | None:
-    """The entity tags of the request's ``If-Match`` (None for ``*``: any state). Raises
-    ``DomainError`` (428, field "If-Match") when the header is missing or empty."""
+    """``If-Match``'s entity tags (None for ``*``); ``DomainError`` 428 when missing or empty."""
     header = (request.headers.get("If-Match") or "").strip()
     if not header:
         raise DomainError(

@@ -84,8 +84,7 @@ class CellMove:
 
 @dataclass(frozen=True)
 class AgentMoves:
-    """Over the ``n_cases`` shared cases: the mean per-case outcome and trajectory rates of
-    each side with clustered 95% intervals; ``cases`` with the largest move first."""
+    """Mean per-case outcome and path rates a side (``n_cases``); ``cases``, largest move first."""
 
     n_cases: int
     outcome_base: ClusteredMean

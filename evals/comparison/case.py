@@ -110,8 +110,7 @@ def comparison_case_get(*, base: Run, head: Run, case_uuid, viewer) -> Compariso
 
 
 def case_uuids_by_hash(*, suite_id: int, rows: list) -> dict[str, str]:
-    """Content hash -> case UUID (str) for rows of one suite, for links; one query. Where two keys
-    share a hash, the row's key wins."""
+    """Content hash -> case UUID for rows of one suite (the row's key wins a tie). One query."""
     hashes = {r.content_hash for r in rows}
     if not hashes:
         return {}

@@ -256,8 +256,7 @@ def _side(run: RunData) -> SideCounts:
 
 
 def base_detectable_drop(base: RunData, *, alpha: float = 0.05) -> DetectableDrop | None:
-    """``stats.power.min_detectable_drop`` from the base's per-case rates (graded cases)
-    and its trials per case; None when nothing was graded."""
+    """``stats.power.min_detectable_drop`` of the base's graded cases; None when none."""
     rates = [c.passed / c.graded for c in base.cases if c.graded]
     if not rates:
         return None

@@ -20,8 +20,7 @@ from evals.models import Case, Run
 
 @dataclass(frozen=True)
 class CaseMovement:
-    """One case: ``base`` and ``head`` trials by decision (only decisions present), and
-    their wrong-outcome rejects; ``moved`` is True when the counts differ."""
+    """One case: trials by decision a side, wrong-outcome rejects, ``moved`` when counts differ."""
 
     key: str
     base: dict[str, int]

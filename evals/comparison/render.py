@@ -242,8 +242,7 @@ def _num(x: float | None) -> str:
 def gate_json(
     comparison: Comparison, decision: GateDecision, *, agents: dict[str, Any] | None = None
 ) -> str:
-    """Strict JSON: ``{"decision": {...}, "comparison": {...}, "agents": {...}|null}`` (``agents``:
-    ``agent_moves_json`` of two agent runs). It decides nothing."""
+    """Strict JSON ``{"decision", "comparison", "agents"}`` (agents: ``agent_moves_json``)."""
     data: dict[str, Any] = {
         "decision": json_safe(asdict(decision)),
         "comparison": comparison.to_dict(),

@@ -343,8 +343,7 @@ def _run_data_from_rows(run: Any, rows: RunRows) -> RunData:
 
 
 def run_data_from_export(data: dict[str, Any], *, source: str = "file") -> RunData:
-    """``RunData`` from a dict in the ``export_run`` format (``interop.run_file``); no
-    queries. Judge trust is as recorded in the file at export time."""
+    """``RunData`` from an ``export_run`` dict (no queries); judge trust as the file recorded it."""
     run = data["run"]
     judges = {
         ref: (
@@ -423,8 +422,7 @@ def _usage_add(u: dict[str, Any], trial: dict[str, Any]) -> None:
 
 
 def run_data_to_dict(data: RunData) -> dict[str, Any]:
-    """Strict-JSON-safe dict of a ``RunData`` (Decimals as strings), format
-    ``"assay-run-data"``; ``run_data_from_dict`` reads it back equal."""
+    """``RunData`` as strict JSON (``"assay-run-data"``); ``run_data_from_dict`` reads it back."""
     out = asdict(data)
     for case in out["cases"]:
         case["cost_known_usd"] = decimal_plain(case["cost_known_usd"])

@@ -57,8 +57,7 @@ class SummaryRead:
 
 
 def run_summary_keys(*, runs: Sequence[Run]) -> dict[int, str | None]:
-    """Run id -> the run's summary key, None for a run not finished. Three queries whatever the
-    number of runs: fingerprints, judge trust, case changes."""
+    """Run id -> its summary key (None if not finished); three queries whatever the run count."""
     prints = run_fingerprints(runs=runs)
     trust = judge_trust_fingerprint()
     changes = case_changes_fingerprints(suite_ids={r.suite_id for r in runs})
@@ -201,8 +200,7 @@ def _body(data: RunData) -> str:
 
 
 def _data_from_body(run: Run, body: str) -> RunData:
-    """The ``RunData`` of ``run`` from a stored body (``_body``) and the run's identity, equal
-    to what the run loader builds."""
+    """``run``'s ``RunData`` from its stored ``_body`` and identity, as the loader builds it."""
     raw = orjson.loads(body)
     names = raw["fields"]
     cost = names.index("cost_known_usd")

@@ -17,8 +17,7 @@ DEFAULT_SORT = "effect"
 
 @dataclass(frozen=True)
 class TableQuery:
-    """The table's filters: ``change`` (one of ``CHANGE_CLASSES`` or ""), ``tag`` ("" for
-    any) and ``sort`` (a key of ``SORTS``)."""
+    """The table's filters: ``change`` (in ``CHANGE_CLASSES`` or ""), ``tag`` and ``sort``."""
 
     change: str = ""
     tag: str = ""
@@ -36,9 +35,7 @@ def _effect(row) -> float:
 
 
 def case_rows_select(rows: Iterable, *, query: TableQuery) -> list:
-    """Rows of change class ``query.change`` carrying ``query.tag`` (empty: any), sorted by
-    ``query.sort``: "effect" (largest drop first, no delta last), "-effect", or "key"; ties by key.
-    """
+    """Rows of ``query.change`` with ``query.tag`` (empty: any), sorted by ``query.sort``."""
     out = [
         r
         for r in rows

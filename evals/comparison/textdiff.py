@@ -25,8 +25,7 @@ class WordDiff:
 
 
 def word_diff(base: str, head: str, *, max_chars: int = DIFF_MAX_CHARS) -> WordDiff:
-    """Diff ``base`` against ``head`` word by word (whitespace runs are tokens too, so the
-    text is kept exactly), with ``difflib.SequenceMatcher`` (autojunk off)."""
+    """A word diff (whitespace runs are tokens, so text is kept exactly), autojunk off."""
     truncated = len(base) > max_chars or len(head) > max_chars
     a, b = _TOKEN.findall(base[:max_chars]), _TOKEN.findall(head[:max_chars])
     matcher = difflib.SequenceMatcher(a=a, b=b, autojunk=False)

@@ -117,8 +117,7 @@ def top_up_start(
 
 
 def _replay_refusal(run: Run) -> str | None:
-    """``run_replay_refusal``, except that a run running only for a round of another top-up of it
-    (a shared baseline) can serve: the first look waits for that round."""
+    """``run_replay_refusal``, but a run busy with another top-up's round (a shared base) serves."""
     if (
         run.status == Run.Status.RUNNING
         and TopUp.objects.filter(Q(base=run) | Q(head=run), status=TopUp.Status.RUNNING).exists()
@@ -165,8 +164,7 @@ def _plan(top_up: TopUp, head: Run) -> TopUpPlan:
 
 
 def top_up_decide(*, top_up: TopUp):
-    """``(comparison, decision)`` of the top-up's runs as they stand: their own trials and
-    this top-up's rounds, under the design fixed at its start."""
+    """``(comparison, decision)`` of the runs with this top-up's rounds, under its fixed design."""
     base = Run.objects.select_related("suite").get(id=top_up.base_id)
     head = Run.objects.select_related("suite").get(id=top_up.head_id)
     plan = _plan(top_up, head)
@@ -416,8 +414,7 @@ def top_up_result(*, top_up: TopUp):
 
 
 def top_up_settled_get(*, base: Run, head: Run, alpha: float) -> TopUp | None:
-    """The newest top-up of ``head`` against ``base`` at ``alpha`` that settled or stopped
-    at its cost cap: from then on its decision is the pair's (``comparison_decision``)."""
+    """The newest settled (or cost-capped) top-up of the pair at ``alpha``: its decision holds."""
     return (
         TopUp.objects.filter(
             base=base,
@@ -457,8 +454,7 @@ def comparison_decision(
 
 
 def top_up_wait(*, top_up: TopUp, timeout_s: float, poll_s: float = 0.5) -> TopUp:
-    """Wait for ``top_up`` to end (a worker takes its rounds); returns it as it is at the
-    end or when ``timeout_s`` seconds have passed (then not terminal)."""
+    """Wait up to ``timeout_s`` seconds for ``top_up`` to end; returns it as it then is."""
     deadline = time.monotonic() + timeout_s
     while True:
         top_up.refresh_from_db()

@@ -150,8 +150,7 @@ def grades_insert(*, items: list[tuple[int, CaseInput, str]], specs: list[Grader
 
 
 def grades_record(*, trials: list[Trial], specs: list[GraderSpec]) -> int:
-    """Grade ok trials just written (case loaded; others skipped) in one insert; returns the grade
-    rows offered. Idempotent (``grades_insert``)."""
+    """Grade ok trials just written (case loaded) in one idempotent insert; rows offered."""
     items = [(t.id, _case_input(t), t.output) for t in trials if t.status == Trial.Status.OK]
     return grades_insert(items=items, specs=specs)
 
@@ -173,8 +172,7 @@ def trial_grade(*, trial: Trial, specs: list[GraderSpec]) -> int:
 
 
 def _chunk_grades_complete(*, run_id: int, trial_ids: list[int], specs: list[GraderSpec]) -> None:
-    """Grade the chunk's ok trials missing a grade (a worker died between write and grade); one
-    SQL statement when nothing is missing, the usual case."""
+    """Grade the chunk's ok trials missing a grade (a worker died between write and grade)."""
     specs = [spec for spec in specs if not spec.is_judge]
     if not specs or not trial_ids:
         return

@@ -19,8 +19,7 @@ GRADE_CHUNK = 200
 
 @dataclass(frozen=True)
 class RunGradeSummary:
-    """What ``run_grade`` did: the new grader ``keys``, the ok ``trials`` graded and the
-    ``grades`` written."""
+    """What ``run_grade`` did: new grader ``keys``, ok ``trials`` graded, ``grades`` written."""
 
     keys: tuple[str, ...]
     trials: int

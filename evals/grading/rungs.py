@@ -73,8 +73,7 @@ class CorrectedPassRate:
 
 @dataclass(frozen=True)
 class VersionTrust:
-    """A judge version as readers see it: ``name``, ``number``, and its active approval's id and
-    figures (None when untrusted)."""
+    """A judge version as readers see it: ``name``, ``number``, approval id and figures or None."""
 
     name: str
     number: int
@@ -86,8 +85,7 @@ class JudgeRung(Protocol):
     """What evals needs of the ``judge`` rung. Every method takes keywords only."""
 
     def chunk_enqueue(self, *, run_id: int, trial_ids: list[int], subject: str) -> None:
-        """Enqueue the rung of a chunk's ok trials (a task message through ``core.outbox``
-        under ``subject``, sent after commit); the rung ends with ``rung_finished``."""
+        """Enqueue a chunk's rung (``core.outbox``); it ends in ``rung_finished``."""
 
     def version_resolve(self, *, config: dict, where: str) -> str:
         """The UUID (text) of the judge version a judge grader's ``config`` names; raises
@@ -99,12 +97,10 @@ class JudgeRung(Protocol):
         template the rung would refuse), so a run does not start only to error its grades."""
 
     def versions_untrusted(self, *, version_uuids: Sequence[str]) -> set[str]:
-        """The ones of ``version_uuids`` not trusted now, as lower-case UUID text (a run
-        stores their judge graders non-gating)."""
+        """The untrusted ones of ``version_uuids``, as lower-case UUID text."""
 
     def claims_sweep(self, *, now: datetime) -> tuple[int, int]:
-        """Send again the judge calls a dead worker claimed and did not answer: (expired
-        claims found, task messages enqueued for them)."""
+        """Resend judge calls a dead worker claimed: (expired claims, task messages sent)."""
 
     def trust_fingerprint(self) -> str:
         """Text that moves with every grant and revocation of trust (one query)."""
@@ -128,16 +124,14 @@ class JudgeRung(Protocol):
         """Every judge call made for the run's trials (None when none was recorded)."""
 
     def pairwise_judging(self, *, base: Any, head: Any) -> Any:
-        """What the comparison page shows of pairwise judging for head ``head`` against
-        ``base`` (``evals.models.Run``): the object its template fragment reads."""
+        """The object the comparison page's pairwise-judging fragment reads."""
 
 
 _rungs: dict[str, JudgeRung] = {}
 
 
 def rung_register(*, kind: str, rung: JudgeRung) -> None:
-    """Register the implementation of ``kind``'s rung (one of ``RUNG_KINDS``), replacing
-    any before it; called from an app's ``ready``. Raises ValueError for another kind."""
+    """Register ``kind``'s rung (in ``RUNG_KINDS``), from an app's ``ready``; else ValueError."""
     if kind not in RUNG_KINDS:
         raise ValueError(f"{kind!r} has no rung (rung kinds: {list(RUNG_KINDS)})")
     _rungs[kind] = rung
@@ -158,7 +152,5 @@ def judge_rung_required() -> JudgeRung:
 
 
 def rung_finished(*, run_id: int) -> None:
-    """A chunk's rung is done: recount the run and close it once nothing is left to do
-    (``evals.runner.finalize.run_finalize``: a run with judges closes once every judge grade
-    is in). Idempotent."""
+    """A chunk's rung is done: finalize the run once every judge grade is in. Idempotent."""
     run_finalize(run_id=run_id)

@@ -84,9 +84,7 @@ def grader_codes(
 
 
 def overall_codes(gating: list[np.ndarray], trial_codes: np.ndarray) -> np.ndarray:
-    """Overall code per trial from the gating graders' codes (see the module rules);
-    ``trial_codes`` holds PIPELINE/PENDING/CANCELLED for trials that did not finish ok, else
-    PASS."""
+    """Overall code per trial from the gating graders' codes and ``trial_codes``."""
     if not gating:
         return np.where(trial_codes == PASS, MISSING, trial_codes)
     stacked = np.vstack(gating)

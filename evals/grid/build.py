@@ -221,8 +221,8 @@ def grid_runs_pick(*, suite: Suite, query: GridQuery) -> list[Run]:
 
 @gc_paused_call
 def grid_get(*, suite: Suite, query: GridQuery, viewer) -> Grid:
-    """The grid of ``suite`` for ``query`` as ``viewer`` may see it. A fixed number of queries
-    (uncached columns counted together). Raises ``DomainError`` as ``grid_runs_pick``."""
+    """The grid of ``suite`` for ``viewer``; fixed query count. ``DomainError`` as
+    ``grid_runs_pick``."""
     runs = grid_runs_pick(suite=suite, query=query)
     baseline = baseline_current(suite=suite)
     blind = _blind_cases(runs=runs, blind=blind_for(viewer))
@@ -288,8 +288,7 @@ class _Column:
 
 
 def _columns_get(*, runs: list[Run]) -> dict[int, _Column]:
-    """Run id -> ``_Column`` for ``runs``: finished runs' from the cache, the others counted
-    together (``runs_case_counts``) and cached once their run is finished."""
+    """Run id -> ``_Column``: finished runs' from the cache, the others counted and then cached."""
     if not runs:
         return {}
     keys, graded = grid_column_state(runs=runs)
@@ -413,8 +412,7 @@ CHOICE_RUNS = 100
 
 
 def grid_run_choices(*, suite: Suite) -> list[Run]:
-    """The suite's newest ``CHOICE_RUNS`` runs, newest first, to pick the grid's runs from.
-    One query."""
+    """The suite's newest ``CHOICE_RUNS`` runs, newest first, to pick from. One query."""
     return list(
         Run.objects.filter(suite=suite)
         .order_by("-created_at", "-id")

@@ -18,16 +18,14 @@ KEY_VERSION = "v3"
 
 
 def grid_column_keys(*, runs: Sequence[Run]) -> dict[int, str | None]:
-    """Run id -> its column's cache key for each of ``runs`` (None for a run that is not
-    finished: never cached). One query (``grid_column_state``)."""
+    """Run id -> its column's cache key (None when not finished). One query."""
     return grid_column_state(runs=runs)[0]
 
 
 def grid_column_state(
     *, runs: Sequence[Run]
 ) -> tuple[dict[int, str | None], dict[int, frozenset[str]]]:
-    """Run id -> its column's cache key (None when not finished), and run id -> the graders with a
-    grade on it (``evals.grid.cells.runs_gating_keys`` needs them on a miss). One query."""
+    """Run id -> column cache key (None when not finished), and run id -> graders that graded it."""
     prints = run_fingerprints(runs=runs)
     keys: dict[int, str | None] = {}
     for run in runs:

@@ -32,8 +32,7 @@ from evals.report.rows import GATING, grade_code
 
 @dataclass(frozen=True)
 class RunCaseCounts:
-    """One run's cases: ``case_ids`` ascending, the overall ``tally`` per case and ``trials`` per
-    case (pending ones too)."""
+    """One run's ``case_ids`` ascending, the overall ``tally`` and ``trials`` per case."""
 
     case_ids: np.ndarray
     tally: CaseTally
@@ -83,8 +82,7 @@ def runs_gating_keys(
 
 
 def _counts_select(keys: tuple[str, ...], run_ids: list[int], width: int) -> models.QuerySet:
-    """``(run_id, case_id, status code, grade code of keys[0], ..., count)`` over the
-    readable trials of ``run_ids``, grade codes padded with ``MISSING`` to ``width``."""
+    """``(run_id, case_id, status, code per key..., count)`` rows, codes padded to ``width``."""
     trials = Trial.objects.filter(run_id__in=run_ids, replaced_by__isnull=True).order_by()
     grades = {
         f"g{i}": models.FilteredRelation("grades", condition=models.Q(grades__grader=key))
@@ -108,8 +106,7 @@ def _counts_select(keys: tuple[str, ...], run_ids: list[int], width: int) -> mod
 
 
 def _run_counts(rows: np.ndarray, n_gating: int) -> RunCaseCounts:
-    """``RunCaseCounts`` from one run's rows of ``runs_case_counts`` (the first ``n_gating``
-    grade codes are its gating graders')."""
+    """``RunCaseCounts`` from one run's rows (the first ``n_gating`` codes are its gates)."""
     case_ids, case_idx = np.unique(rows[:, 1], return_inverse=True)
     counts = rows[:, -1]
     trial_case = np.repeat(case_idx, counts)

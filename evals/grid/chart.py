@@ -23,8 +23,7 @@ X_TICKS = 4
 
 @dataclass(frozen=True)
 class ChartPoint:
-    """One run: name, cost per trial (USD), pass rate with its 95% interval, baseline flag,
-    and its position in the SVG (``x``, ``y``, ``y_low``, ``y_high``, pixels)."""
+    """One run: name, cost per trial (USD), pass rate and interval, baseline, SVG pixel position."""
 
     run_uuid: str
     run_name: str
@@ -137,6 +136,5 @@ def cost_quality_chart_get(*, suite: Suite, viewer, limit: int = CHART_RUNS) -> 
 
 
 def cost_quality_svg(chart: CostQualityChart) -> str:
-    """``chart`` as an SVG document (``templates/evals/cost_quality_chart.svg``, autoescaped:
-    run names cannot inject markup)."""
+    """``chart`` as an SVG document, autoescaped (run names cannot inject markup)."""
     return render_to_string("evals/cost_quality_chart.svg", {"chart": chart})

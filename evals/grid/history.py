@@ -22,8 +22,7 @@ VERDICTS = {PASS: "pass", FAIL: "fail", ERRORED: "errored grade", PIPELINE: "pip
 
 @dataclass(frozen=True)
 class HistoryTrial:
-    """One trial of the case: ``uuid``, ``attempt``, ``status`` and its overall ``verdict``
-    ("pass", "fail", "errored grade", "pipeline error", "" when none or hidden)."""
+    """One trial: ``uuid``, ``attempt``, ``status`` and overall ``verdict`` ("" when hidden)."""
 
     uuid: str
     attempt: int
@@ -33,9 +32,8 @@ class HistoryTrial:
 
 @dataclass(frozen=True)
 class HistoryRun:
-    """The case in one run: run identity, ``passed`` of ``graded`` with the Wilson 95%
-    interval (rate None when nothing was graded), ``flaky``, ``hidden`` (blind for the
-    viewer) and the ``trials``."""
+    """The case in one run: ``passed`` of ``graded`` with a Wilson 95% interval, ``flaky``,
+    ``hidden`` (blind for the viewer) and ``trials``."""
 
     run_uuid: str
     run_name: str
@@ -55,8 +53,7 @@ class HistoryRun:
 
 @dataclass(frozen=True)
 class CaseHistory:
-    """``case`` across every run of its suite that ran it (``runs``, newest first);
-    ``flaky_runs`` counts the runs where it was flaky, ``graded_runs`` those with a rate."""
+    """``case`` in every run that ran it, newest first, with ``flaky_runs``, ``graded_runs``."""
 
     case: Case
     runs: list[HistoryRun]

@@ -101,8 +101,7 @@ class Run(models.Model):
 
     @property
     def ref_text(self) -> str:
-        """How a message names the run: its name and public UUID, "nightly (3f2c…)"; never
-        the internal integer id (no query)."""
+        """ "nightly (3f2c…)": the run's name and UUID, never its integer id; no query."""
         return f"{self.name} ({self.uuid})"
 
     @property
@@ -125,8 +124,7 @@ class Run(models.Model):
 
     @cached_property
     def grader_set(self) -> GraderSet:
-        """The stored grader set, typed (``GraderSet.from_stored``): the one way code reads
-        ``graders``."""
+        """The stored grader set, typed: the one way code reads ``graders``."""
         return GraderSet.from_stored(self.graders)
 
 
@@ -221,8 +219,7 @@ class Trial(models.Model):
 
 
 class TrialPair(models.Model):
-    """Two trials of the same case compared (response A and B): pairwise records (preferences,
-    pairwise verdicts) are stored against a pair."""
+    """Two trials of one case compared (A and B); pairwise records are stored against a pair."""
 
     uuid = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
     case = models.ForeignKey(Case, on_delete=models.PROTECT, related_name="pairs")

@@ -90,8 +90,7 @@ class DisagreementTrial:
 
 @dataclass(frozen=True)
 class DisagreementGroup:
-    """``count`` trials of ``kind`` sharing ``label``; the first ``TRIALS_LISTED_PER_GROUP``
-    of them in ``trials``; ``trial_ids``: all of them (not in the JSON)."""
+    """``count`` trials of ``kind`` sharing ``label``: a few in ``trials``, all in ``trial_ids``."""
 
     kind: str
     label: str

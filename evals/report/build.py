@@ -83,8 +83,7 @@ class SliceReport:
 
 @dataclass(frozen=True)
 class ReasonGroup:
-    """``count`` of ``of`` ``kind`` ("failures" or "errors") of ``grader`` (empty for
-    pipeline errors) sharing this exact ``reason`` (first 500 characters)."""
+    """``count`` of ``of`` ``kind`` of ``grader`` sharing a ``reason`` (its first 500 chars)."""
 
     grader: str
     reason: str

@@ -38,8 +38,7 @@ def _when(value: datetime) -> Any:
 
 
 def _skip_locked() -> str:
-    """`` FOR UPDATE SKIP LOCKED`` where the database has it (PostgreSQL: rows another worker
-    is claiming are skipped); SQLite serialises writers (``transaction_mode=IMMEDIATE``)."""
+    """`` FOR UPDATE SKIP LOCKED`` on PostgreSQL; SQLite serialises writers instead."""
     return (
         " FOR UPDATE SKIP LOCKED" if connection.features.has_select_for_update_skip_locked else ""
     )

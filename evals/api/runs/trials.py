@@ -105,8 +105,7 @@ TRIAL_LIST_COLUMNS = (
 
 @functools.cache
 def _trial_list_fields() -> tuple[serializers.Field, ...]:
-    """``TrialSerializer``'s readable fields, built once per process (DRF builds a model
-    serializer's fields again for every serializer made). Only read, never bound again."""
+    """``TrialSerializer``'s readable fields, built once per process (DRF rebuilds them per use)."""
     return tuple(TrialSerializer()._readable_fields)
 
 

@@ -61,8 +61,7 @@ def _path_parse(text: str, where: str) -> tuple:
 
 
 def state_parse(config: dict, where: str) -> None:
-    """Check a ``state`` grader's config (options in the module docstring); raises
-    ``DomainError`` naming ``<where>.<option>``."""
+    """Check a ``state`` grader's config; ``DomainError`` naming ``<where>.<option>``."""
     for name in config:
         if name not in OPTIONS:
             raise DomainError(

@@ -134,8 +134,7 @@ def trajectory_parse(config: dict, where: str) -> None:
 
 @dataclass(frozen=True)
 class _Call:
-    """A tool call at ``step`` (0-based), its ``index`` among the calls of its tool (1-based),
-    its ``arguments``, and the tool ``results`` and ``calls`` seen before it."""
+    """A tool call at ``step``: per-tool ``index``, ``arguments``, prior results and calls."""
 
     step: int
     name: str

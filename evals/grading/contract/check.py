@@ -88,8 +88,7 @@ class ContractOutcome:
 
     @property
     def reason(self) -> str:
-        """Short and exact: ``"reject: wrong_approval at T-750; at category not covered"``
-        or ``"review: every deterministic check passed; open: a, b"``."""
+        """``"reject: wrong_approval at T-750; ..."`` or ``"review: ...; open: a, b"``."""
         if self.decision == REVIEW:
             open_dims = ", ".join(self.review) if self.review else "none declared"
             return f"review: every deterministic check passed; open: {open_dims}"
@@ -313,8 +312,7 @@ def _parse(contract: Contract, output: str) -> tuple[list[dict] | None, Any, Fai
 
 
 def contract_check(contract: Contract, output: str) -> ContractOutcome:
-    """Check ``output`` (the trial's text) against ``contract`` (steps in the module doc).
-    Raises ``ContractBroken`` when the contract's oracle or a predicate fails."""
+    """Check ``output`` against ``contract``; raises ``ContractBroken`` when its oracle fails."""
     items, document, parse_failure = _parse(contract, output)
     if parse_failure is not None:
         return ContractOutcome(decision=REJECT, failures=[parse_failure], parsed=False)

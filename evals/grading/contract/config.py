@@ -52,8 +52,7 @@ class Predicate:
 
 @dataclass(frozen=True)
 class Contract:
-    """A parsed contract (see the module doc). ``expressions`` is empty when the oracle is a
-    ``function``; ``rules`` maps an expected field to its failure rule name."""
+    """A parsed contract; ``expressions`` empty for a function oracle; ``rules``: field -> rule."""
 
     schema: dict
     items_path: tuple[str, ...]
@@ -70,8 +69,7 @@ class Contract:
     review: tuple[str, ...]
 
     def rule_for(self, field: str) -> str:
-        """The failure rule of a mismatch on ``field``, a dotted path
-        (``wrong_<path>`` by default, dots as underscores)."""
+        """The failure rule of a mismatch on dotted ``field`` (default ``wrong_<path>``)."""
         return self.rules.get(field, "wrong_" + field.replace(".", "_"))
 
 
@@ -157,8 +155,7 @@ def _oracle(value: Any, where: str) -> tuple[str | None, tuple[Predicate, ...], 
 
 
 def _item_schema(schema: dict, items_path: tuple[str, ...]) -> dict | None:
-    """The schema of one item (through ``properties`` along the items path, then
-    ``items``), or None when the schema does not say."""
+    """The schema of one item (``properties`` along the items path, then ``items``) or None."""
     node: Any = schema
     for part in items_path:
         node = node.get("properties", {}).get(part) if isinstance(node, dict) else None

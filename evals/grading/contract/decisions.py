@@ -172,8 +172,7 @@ def trial_decision_get(*, trial_id: int) -> str | None:
 
 
 def decision_history(*, trial_ids: list[int]) -> dict[int, list[DecisionTransition]]:
-    """The decision transitions of ``trial_ids`` (oldest first, the reviewer joined), by
-    trial id; a trial without any is absent. One query."""
+    """Decision transitions by trial id for ``trial_ids``, oldest first. One query."""
     out: dict[int, list[DecisionTransition]] = {}
     for t in DecisionTransition.objects.filter(trial_id__in=trial_ids).order_by(
         "trial_id", "created_at", "id"
@@ -183,8 +182,7 @@ def decision_history(*, trial_ids: list[int]) -> dict[int, list[DecisionTransiti
 
 
 def run_decisions(*, run: Run) -> RunDecisions:
-    """Read ``run``'s contract decisions (rules in the module doc); four queries, none when
-    the run has no contract grader."""
+    """``run``'s contract decisions: four queries, none without a contract grader."""
     keys = tuple(s.key for s in run.grader_set.specs if s.kind == CONTRACT_KIND)
     if not keys:
         return RunDecisions(graded=False)

@@ -216,8 +216,7 @@ class Command(DomainCommand):
 
 
 def _exit_now(code: int) -> None:
-    """Flush the output streams and the log, close every database connection, and end the
-    process with ``code`` without the interpreter's teardown (``os._exit``)."""
+    """Flush output and log, close database connections, and ``os._exit(code)``."""
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(Exception):
             stream.flush()

@@ -201,8 +201,7 @@ async def tool_run(
 
 
 def _json_value(value: Any) -> Any:
-    """``value`` as plain JSON (a copy, so later changes to the state do not reach the
-    recorded result); raises ``TypeError`` for a value that is not JSON."""
+    """``value`` as a plain JSON copy; ``TypeError`` for a value that is not JSON."""
     try:
         return json.loads(json.dumps(value, allow_nan=False))
     except (TypeError, ValueError) as exc:
