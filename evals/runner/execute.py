@@ -1,6 +1,7 @@
 """Executing a chunk of a run's trials: claim them, call the target concurrently, write and
 grade each result as it arrives, enqueue the judge rung after commit, finalize the run.
-Every state change is a compare-and-set, so a race or a redelivered task is a no-op."""
+Every state change is a compare-and-set, so a race or a redelivered task is a no-op
+(DESIGN.md, "Trials are independent tasks with idempotent writes")."""
 
 from __future__ import annotations
 

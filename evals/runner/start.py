@@ -1,9 +1,9 @@
 """Writes for runs, trials and grades: start, execute a chunk, grade, finalize, cancel.
 
-Invariants: every state change is a compare-and-set, so a race or a redelivered task is a
-no-op; a target failure is an errored trial, never a pass, and gets no grades; a run with
-an errored trial ends ``failed``; a cancelled run stays cancelled.
-"""
+Invariants (DESIGN.md, "Trials are independent tasks with idempotent writes"): every
+state change is a compare-and-set, so a race or a redelivered task is a no-op; a target
+failure is an errored trial, never a pass, and gets no grades; a run with an errored trial
+ends ``failed``; a cancelled run stays cancelled."""
 
 from __future__ import annotations
 
@@ -109,7 +109,7 @@ def run_start(
     specs = parse_grader_specs(graders)  # raises DomainError naming the index and field
     if not graders:
         # A run with no grader would "succeed" without a single verdict: never green on
-        # nothing.
+        # nothing (DESIGN.md, principle 2).
         raise DomainError("a run needs at least one grader", field="graders")
     _judge_templates_check(specs)
     graders = _judge_gating_snapshot(grader_set_resolved(graders, specs), specs)
