@@ -221,8 +221,7 @@ def grid_runs_pick(*, suite: Suite, query: GridQuery) -> list[Run]:
 
 @gc_paused_call
 def grid_get(*, suite: Suite, query: GridQuery, viewer) -> Grid:
-    """The grid of ``suite`` for ``viewer``; fixed query count. ``DomainError`` as
-    ``grid_runs_pick``."""
+    """The grid of ``suite`` for ``viewer``; fixed query count; raises as ``grid_runs_pick``."""
     runs = grid_runs_pick(suite=suite, query=query)
     baseline = baseline_current(suite=suite)
     blind = _blind_cases(runs=runs, blind=blind_for(viewer))

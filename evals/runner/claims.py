@@ -24,7 +24,7 @@ RUNNING = Trial.Status.RUNNING.value
 
 
 def trial_lease() -> timedelta:
-    """How long a claim holds a trial before the sweeper may take it back, in seconds."""
+    """How long a claim holds a trial before the sweeper may take it back."""
     return timedelta(seconds=settings.ASSAY["TRIAL_LEASE_SECONDS"])
 
 

@@ -312,7 +312,8 @@ def _parse(contract: Contract, output: str) -> tuple[list[dict] | None, Any, Fai
 
 
 def contract_check(contract: Contract, output: str) -> ContractOutcome:
-    """Check ``output`` against ``contract``; raises ``ContractBroken`` when its oracle fails."""
+    """Check ``output`` against ``contract``; raises ``ContractBroken`` when its oracle fails.
+    Long: the module's steps in order, each reading what the previous one parsed."""
     items, document, parse_failure = _parse(contract, output)
     if parse_failure is not None:
         return ContractOutcome(decision=REJECT, failures=[parse_failure], parsed=False)

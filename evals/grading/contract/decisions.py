@@ -182,7 +182,8 @@ def decision_history(*, trial_ids: list[int]) -> dict[int, list[DecisionTransiti
 
 
 def run_decisions(*, run: Run) -> RunDecisions:
-    """``run``'s contract decisions: four queries, none without a contract grader."""
+    """``run``'s contract decisions: four queries, none without a contract grader. Long: one pass
+    over the trials fills every count, group and usage figure of ``RunDecisions``."""
     keys = tuple(s.key for s in run.grader_set.specs if s.kind == CONTRACT_KIND)
     if not keys:
         return RunDecisions(graded=False)
