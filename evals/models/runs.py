@@ -101,7 +101,7 @@ class Run(models.Model):
 
     @property
     def ref_text(self) -> str:
-        """"nightly (<uuid>)": the run's name and public UUID, never its integer id; no query."""
+        """ "nightly (<uuid>)": the run's name and public UUID, never its integer id; no query."""
         return f"{self.name} ({self.uuid})"
 
     @property
