@@ -54,8 +54,7 @@ class SuiteAdmin(admin.ModelAdmin):
 
 
 class CaseAdminForm(forms.ModelForm):
-    """The admin's case form checks content by the rule of every path
-    (``evals.cases.case_spec_check``: no NaN, no unstorable text, sizes), on its field."""
+    """Checks a case's content by ``evals.cases.case_spec_check``, the rule of every path."""
 
     class Meta:
         model = Case
@@ -109,10 +108,8 @@ class CaseAdmin(admin.ModelAdmin):
         return (*self.readonly_fields, *frozen, *retired)
 
     def save_model(self, request, obj, form, change):
-        """Cases are frozen: an edit goes through ``evals.case_changes.case_edit`` (via
-        "admin", recorded with who and when): a change of content (input, expected,
-        context, goal_state) retires this case and creates its replacement; a change of
-        tags only is saved in place."""
+        """Cases are frozen: an edit goes through ``evals.case_changes.case_edit`` (via "admin"), so
+        new content replaces the case and new tags alone are saved in place."""
         stored = Case.objects.filter(pk=obj.pk).first()
         if not change or stored is None or stored.retired_at is not None:
             return
@@ -130,8 +127,7 @@ class CaseAdmin(admin.ModelAdmin):
 
 @admin.register(CaseChange)
 class CaseChangeAdmin(admin.ModelAdmin):
-    """Read-only: the history of the golden set, written by ``evals.cases.cases_upsert`` and
-    ``evals.case_changes``."""
+    """Read-only: the golden set's history (``evals.cases``, ``evals.case_changes``)."""
 
     list_display = ("at", "suite", "case", "action", "via", "by")
     list_filter = ("action", "via", "suite")
@@ -198,8 +194,7 @@ class TrialAdmin(ViewOnly, admin.ModelAdmin):
 
 @admin.register(Grade)
 class GradeAdmin(RecordAdmin):
-    """View only: a grade is a grader's verdict of record, written by the runner and the
-    judge rung."""
+    """View only: a grade is a grader's verdict of record, written by the runner and judge rung."""
 
     list_display = ("id", "trial", "grader", "status", "passed", "score", "gating", "created_at")
     list_filter = ("status", "passed", "gating", "grader")
@@ -210,8 +205,7 @@ class GradeAdmin(RecordAdmin):
 
 @admin.register(DecisionTransition)
 class DecisionTransitionAdmin(RecordAdmin):
-    """View only: the history of contract decisions, written with the label change that
-    moved each (``labeling.decision_history``)."""
+    """View only: contract decision history, written with the label change that moved each."""
 
     list_display = ("created_at", "trial", "from_decision", "to_decision", "reviewer_name")
     list_filter = ("to_decision", "cause")
@@ -221,8 +215,7 @@ class DecisionTransitionAdmin(RecordAdmin):
 
 @admin.register(RunSummary)
 class RunSummaryAdmin(ViewOnly, admin.ModelAdmin):
-    """Read-only: a summary is derived from its run (``evals.comparison.summary``) and is
-    recomputed when the run's key changes; deleting one only makes the next view slower."""
+    """Read-only: derived from its run and recomputed when its key changes (``summary``)."""
 
     list_display = ("run", "key", "computed_at")
     search_fields = ("run__name", "run__uuid")

@@ -1,32 +1,14 @@
-"""Blind reviewing: what a reviewer may not see while they still have labeling to do.
+"""Blind reviewing: what a reviewer may not see while they still have labeling to do, the one
+rule every page, export and API applies.
 
-The one home of the rule every surface applies (trial page, run-case page, comparison case
-view, grid, run and labels exports, run file, ``/api/grades/``, ``/api/trials/``,
-``/api/labels/``):
+Engineers, leads and superusers see everything (``sees_everything``); anyone else sees only
+their own labels (``labels_visible_to``), and while they have an unlabeled item in a
+calibration set, every trial of that set's groups is blind for them (``blind_for``): no
+grade at all (``grades_visible_to``). A group is every case with the same input and context
+(``Case.input_hash``): other attempts, a pair's other side, edited versions, other runs.
 
-1. Engineers and leads (and superusers) see everything (``sees_everything``).
-2. Anyone else sees only their own labels and critiques, never another reviewer's nor an
-   imported ("dataset gold") label (``labels_visible_to``).
-3. While such a user has an unlabeled item in a calibration set, every trial of that set's
-   *groups* is blind for them (``blind_for``): a group is every case asked the same input
-   with the same context documents (``Case.input_hash``; not the expected answer), so it
-   holds the item's other attempts, the other side of a pair (an LLMBar pair's ``…:A`` and
-   ``…:B`` cases share their input; a preference pair's two trials share their case), the
-   versions of a case whose expected answer was edited and the same input in other
-   runs and suites. A blind trial shows no grade at all (``grades_visible_to``): not a
-   judge's verdict (recorded ones included), not the gold grade (``GOLD_GRADER``, the
-   imported human label kept as a grade, whose reason names the label), not a
-   deterministic, outcome or path grade, nor its contract decision. Once they have labeled
-   every item of the set, its groups are no longer blind for them.
-
-Blindness is a small set of group keys (at most one per item of the user's open sets),
-read in one query and applied in SQL as a join on the trial's case (``Blind.trials_q``), so
-a surface never lists trial ids however many runs share an input.
-
-Calibration sets and labels are labeling's models: evals reaches them through the trial's
-relations (``Trial.calibration_items``, ``Trial.labels``) and never imports labeling
-(docs/architecture.md); labeling's own selectors call this module.
-"""
+Blindness is applied in SQL as a join on the trial's case (``Blind.trials_q``), never a list
+of trial ids. evals reaches labels through ``Trial`` relations and never imports labeling."""
 
 from __future__ import annotations
 
@@ -55,8 +37,7 @@ def _related(name: str) -> type[models.Model]:
 
 @dataclass(frozen=True)
 class Blind:
-    """The trials blind for one user: those whose case's ``input_hash`` is in ``groups``.
-    False when nothing is blind."""
+    """The trials blind for one user: case ``input_hash`` in ``groups``; falsy when none."""
 
     groups: frozenset[str] = frozenset()
 
@@ -77,9 +58,7 @@ NOT_BLIND = Blind()
 
 
 def blind_for(user) -> Blind:
-    """The groups blind for ``user``: the input hashes of the items of each calibration set
-    in which ``user`` has not labeled every item (nothing for engineers and leads). One
-    query, none for engineers and leads."""
+    """The input hashes of calibration sets ``user`` has not fully labeled; one query."""
     if sees_everything(user):
         return NOT_BLIND
     item_model, label_model = _related("calibration_items"), _related("labels")
@@ -101,9 +80,7 @@ def blind_for(user) -> Blind:
 
 
 def blind_trial_ids(user) -> frozenset[int]:
-    """Ids of every trial blind for ``user`` (``blind_for``), read in one query (none for
-    engineers and leads). It lists every run's trials of each group: surfaces apply
-    ``blind_for(user).trials_q()`` in SQL instead."""
+    """Ids of every trial blind for ``user`` (one query); surfaces use ``trials_q()`` instead."""
     blind = blind_for(user)
     if not blind:
         return frozenset()
@@ -120,23 +97,20 @@ def grades_visible_to(qs: models.QuerySet, user, *, blind: Blind | None = None) 
 
 
 def labels_visible_to(qs: models.QuerySet, user) -> models.QuerySet:
-    """``qs`` (Labels) as ``user`` may read it: every label for engineers and leads, only
-    their own for anyone else (a reviewer labels blind)."""
+    """``qs`` (Labels) as ``user`` may read it: all for engineers and leads, else their own."""
     if sees_everything(user):
         return qs
     return qs.filter(reviewer_id=user.pk)
 
 
 def grades_prefetch(user, *, blind: Blind | None = None) -> models.Prefetch:
-    """Prefetch of a trial's grades (judge version and judge joined, by grader) as ``user``
-    may see them (``blind`` as in ``grades_visible_to``)."""
+    """Prefetch of a trial's grades (judge joined) as ``user`` may see them."""
     qs = Grade.objects.select_related("judge_version__judge").order_by("grader")
     return models.Prefetch("grades", queryset=grades_visible_to(qs, user, blind=blind))
 
 
 def labels_prefetch(user) -> models.Prefetch:
-    """Prefetch of a trial's labels (reviewer joined, oldest first) as ``user`` may see
-    them."""
+    """Prefetch of a trial's labels (reviewer joined, oldest first) as ``user`` may see them."""
     qs = _related("labels")._default_manager.select_related("reviewer").order_by("created_at")
     return models.Prefetch("labels", queryset=labels_visible_to(qs, user))
 
@@ -164,9 +138,8 @@ REPORT_BLIND_PARTS = (
 
 
 def blind_run_ids(user, *, run_ids) -> frozenset[int]:
-    """The ids among ``run_ids`` of the runs holding a trial blind for ``user``: their
-    verdict totals are withheld from that user (``REPORT_BLIND_PARTS``). One query (none for
-    engineers and leads, or when nothing is blind)."""
+    """The ids among ``run_ids`` of runs holding a trial blind for ``user`` (their verdict totals
+    are withheld: ``REPORT_BLIND_PARTS``). One query, none when nothing is blind."""
     blind = blind_for(user)
     if not blind:
         return frozenset()
@@ -179,10 +152,8 @@ def blind_run_ids(user, *, run_ids) -> frozenset[int]:
 
 
 def run_is_blind(user, run) -> bool:
-    """True when ``run`` holds a trial that is blind for ``user`` (``blind_for``): its
-    report's per-case rows, slices and reasons, and every total computed from verdicts
-    (``REPORT_BLIND_PARTS``), would show those trials' verdicts or gold labels, so they are
-    not shown to that user."""
+    """True when ``run`` holds a trial blind for ``user``: the parts of its report in
+    ``REPORT_BLIND_PARTS`` would show that trial's verdicts."""
     return comparison_is_blind(user, run)
 
 
@@ -194,8 +165,7 @@ BLIND_COMPARISON = (
 
 
 def comparison_is_blind(user, *runs) -> bool:
-    """True when any of ``runs`` holds a trial that is blind for ``user``: a comparison's
-    decision, per-case rows and exports name each case's pass counts, which repeat those
-    trials' judge verdicts or gold labels (``BLIND_COMPARISON`` says so to the user)."""
+    """True when any of ``runs`` holds a trial blind for ``user``: a comparison's counts would
+    repeat its verdicts (``BLIND_COMPARISON`` tells the user)."""
     blind = blind_for(user)
     return bool(blind) and Trial.objects.filter(blind.trials_q(), run__in=runs).exists()

@@ -1,29 +1,12 @@
-"""Growing the golden set: adding a case (from scratch, or from a trial, a comparison case or an
-imported record), editing it and retiring it, each change recorded with who and when.
+"""Growing the golden set: adding a case (from scratch, a trial, a comparison case or an
+imported record), editing and retiring it, each change recorded with who and when.
 
-Rules (one place for each):
-- Who: engineers and leads (``CASE_EDITOR_ROLES``). Roles are project-wide
-  (``core.roles``): an engineer may edit the cases of every suite, a reviewer of none
-  (``suites_editable_by``).
-- Cases are frozen by their content hash (input, expected, context, goal_state). Every write
-  of content goes through ``evals.cases.cases_upsert``, which decides between reuse, create
-  and replace, and records the ``CaseChange``:
-  - adding a case whose key is free creates it; the same content under that key already
-    active changes nothing; different content under an active key is a conflict (code
-    ``conflict``, field ``key``) unless the caller chose ``replace`` (retire + create):
-    never a silent replacement;
-  - editing content or the key retires the case and creates its replacement
-    (``replaced_by``); a new key must be free;
-  - editing only the tags saves them on the case in place (``retagged``): tags are not
-    content, so the case still pairs with its past runs in comparisons and keeps one row in
-    the grid, and the change is recorded with the old and new tags. The run report of an
-    older run then slices by the new tags (tags describe the case, not the run);
-  - retiring sets ``retired_at`` (a compare-and-set: retiring twice is a conflict).
-- A changed case is a new case with a new content hash, so a comparison of a run on the old
-  case with a run on the new one lists it under "changed content" and leaves it out of the
-  test (``evals.comparison.compute``): it never compares with its old self.
-- Hostile text is refused the same way on every path (``evals.cases.case_spec_check``).
-"""
+Engineers and leads only (``CASE_EDITOR_ROLES``; roles are project-wide). Content writes go
+through ``evals.cases.cases_upsert``: other content under an active key is a ``conflict``
+unless ``replace`` is chosen; new content or key retires the case for a replacement; new
+tags alone are saved in place (tags are not content, so past runs still pair). A changed
+case is a new case, left out of comparisons with its old self. Hostile text is refused the
+same way on every path (``evals.cases.case_spec_check``)."""
 
 from __future__ import annotations
 
@@ -48,8 +31,7 @@ WRITE_ACTIONS = ("created", "replaced", "retagged", "retired", "unchanged")  # C
 
 @dataclass(frozen=True)
 class CaseWrite:
-    """What a write did: ``case`` is the active case now (the retired one for a retire);
-    ``action`` one of created, replaced, retagged, retired, unchanged."""
+    """What a write did: ``case`` (the active one, or the retired one) and ``action``."""
 
     case: Case
     action: str
@@ -61,8 +43,7 @@ def user_may_edit_cases(user) -> bool:
 
 
 def suites_editable_by(user) -> QuerySet[Suite]:
-    """The suites whose cases ``user`` may change, by name: every suite for an engineer or a
-    lead (roles are project-wide), none for anyone else."""
+    """The suites whose cases ``user`` may change: all for engineers and leads, else none."""
     if not user_may_edit_cases(user):
         return Suite.objects.none()
     return Suite.objects.order_by("name")
@@ -78,9 +59,8 @@ def _conflict_active(suite: Suite, key: str) -> DomainError:
 
 
 def source_trial_resolve(trial_uuid) -> Trial | None:
-    """The trial a new case is made from, by UUID (None: none given). Raises ``DomainError``
-    on ``source_trial`` when no trial has it: the case's provenance is never dropped
-    silently (the form and the API answer the same)."""
+    """The trial a new case is made from, by UUID (None: none given). Raises ``DomainError`` on
+    ``source_trial`` when no trial has it: provenance is never dropped silently."""
     if trial_uuid is None:
         return None
     trial = Trial.objects.filter(uuid=trial_uuid).first()
@@ -98,13 +78,10 @@ def case_add(
     source_trial: Trial | None = None,
     replace: bool = False,
 ) -> CaseWrite:
-    """Add ``spec`` as a case of ``suite`` ("New case", "Add as a case"); ``source_trial``
-    records where it came from. Returns ``CaseWrite`` with action ``created``, ``replaced``
-    (``replace`` was chosen and an active case with this key had other content: it is
-    retired) or ``unchanged`` (that content is already the active case under this key: no
-    write). Raises ``PermissionDenied`` for a user who is not an engineer or lead,
-    ``DomainError`` from ``case_spec_check``, and a ``conflict`` on ``key`` when the key
-    holds different content and ``replace`` is false."""
+    """Add ``spec`` as a case of ``suite``; ``source_trial`` records where it came from. Returns
+    ``CaseWrite`` with action ``created``, ``replaced`` or ``unchanged``. Raises
+    ``PermissionDenied`` (not an engineer or lead), ``DomainError`` from ``case_spec_check``, and a
+    ``conflict`` on ``key`` when the key holds other content and ``replace`` is false."""
     role_require(by, *CASE_EDITOR_ROLES, action="Adding a case")
     case_spec_check(spec)
     with transaction.atomic():
@@ -136,8 +113,7 @@ def _upsert_or_conflict(*, suite: Suite, spec: CaseSpec, **kwargs) -> Case:
 
 
 def _active_successor(case: Case) -> Case | None:
-    """The active case ``case`` was replaced by, following ``replaced_by`` (None when the
-    chain ends in a retired case)."""
+    """The active case that replaced ``case`` along ``replaced_by``; None if the chain retired."""
     seen: set[int] = set()
     current = case
     while current.replaced_by_id is not None and current.replaced_by_id not in seen:
@@ -184,24 +160,17 @@ def case_edit(
     seen_tags: list[str] | None = None,
     if_match: Sequence[str] | None = None,
 ) -> CaseWrite:
-    """Edit the active ``case`` into ``spec`` (same suite). New content or a new key retires
-    it and creates its replacement (action ``replaced``; ``replaced_by`` set, recorded with
-    ``previous``); new tags only are saved in place (``retagged``, recorded with the old and
-    new tags); nothing new is ``unchanged`` (no write).
+    """Edit the active ``case`` into ``spec``: new content or key replaces it (``replaced``), new
+    tags only are saved in place (``retagged``), else ``unchanged``. A case already replaced by
+    exactly ``spec`` (a double submit) answers ``unchanged`` with the replacement.
 
-    Stale edits: a case already replaced by exactly ``spec`` (key, content and tags: the
-    same form sent twice, a double click) is ``unchanged`` and answers the replacement.
-    ``seen_tags`` (the tags the editor showed; None: not checked) guards the in-place tag
-    write: when the case's tags changed since (another tab or person retagged it), the
-    edit is refused rather than overwriting them. ``if_match`` (the API's ``If-Match``: the
-    entity tags the caller read, ``case_etag``; None: not checked) guards every write the
-    same way: when the case's tag is none of them, nothing is written.
+    ``seen_tags`` (the tags the editor showed) and ``if_match`` (the API's ``If-Match`` entity
+    tags, ``case_etag``) guard against overwriting a newer change; None: not checked.
 
-    Raises ``PermissionDenied`` for a user who is not an engineer or lead, ``DomainError``
-    from ``case_spec_check``, a ``conflict`` on ``case`` when it is no longer active (and
-    not already ``spec``), a ``conflict`` on ``tags`` when ``seen_tags`` is stale, a
-    ``conflict`` on ``key`` when a new key is held by another active case, and a
-    ``precondition_failed`` on ``If-Match`` when ``if_match`` is stale."""
+    Raises ``PermissionDenied`` (not an engineer or lead), ``DomainError`` from
+    ``case_spec_check``, a ``conflict`` on ``case`` (no longer active), on ``tags`` (stale
+    ``seen_tags``) or on ``key`` (held by another active case), and ``precondition_failed`` on
+    ``If-Match`` (stale ``if_match``)."""
     role_require(by, *CASE_EDITOR_ROLES, action="Editing a case")
     case_spec_check(spec)
     with transaction.atomic():
@@ -245,10 +214,8 @@ def case_edit(
 
 
 def case_etag(case: Case) -> str:
-    """``case``'s entity tag as the API sends it in ``ETag`` and reads it in ``If-Match``: a
-    quoted strong tag, 32 hex digits of the SHA-256 of what identifies the case's state (its
-    UUID, key, content hash, tags, retired or not). A retag changes it; tags set back to
-    what they were give the same tag again."""
+    """``case``'s strong entity tag for ``ETag``/``If-Match``: 32 hex digits of a SHA-256 over its
+    UUID, key, content hash, tags and retired state; tags set back give the same tag."""
     state = [
         str(case.uuid),
         case.key,
@@ -294,10 +261,9 @@ def _etag_stale(case: Case) -> DomainError:
 
 
 def case_retire(*, case: Case, by, via: str = "editor") -> CaseWrite:
-    """Retire the active ``case`` (a compare-and-set on ``retired_at``) and record it.
-    Runs that asked it keep their trials; new runs no longer ask it. Raises
-    ``PermissionDenied`` for a user who is not an engineer or lead and a ``conflict`` on
-    ``case`` when it is already retired."""
+    """Retire the active ``case`` (compare-and-set on ``retired_at``); past runs keep its trials.
+    Raises ``PermissionDenied`` (not an engineer or lead) and a ``conflict`` on ``case`` when
+    already retired."""
     role_require(by, *CASE_EDITOR_ROLES, action="Retiring a case")
     with transaction.atomic():
         now = timezone.now()
@@ -324,9 +290,8 @@ def case_retire(*, case: Case, by, via: str = "editor") -> CaseWrite:
 def case_changes_list(
     *, suite: Suite, page: int = 1, limit: int = CHANGES_SHOWN
 ) -> tuple[list[CaseChange], bool]:
-    """Page ``page`` (1-based; below 1 is 1) of ``limit`` changes to ``suite``'s cases, newest
-    first, with their case, previous case, author and source trial (and its run) joined,
-    and whether an older page exists: one query (one row more than a page is read)."""
+    """Page ``page`` of ``limit`` changes to ``suite``'s cases, newest first, and whether older
+    pages exist. One query."""
     first = (max(1, page) - 1) * limit
     rows = list(
         CaseChange.objects.filter(suite=suite)
@@ -337,8 +302,7 @@ def case_changes_list(
 
 
 def case_changes_attach(*, cases: list[Case]) -> list[Case]:
-    """``cases`` with ``changes`` prefetched (newest first, author and previous case joined):
-    one query more whatever their number. Returns ``cases``."""
+    """``cases`` with ``changes`` prefetched (newest first): one query whatever their number."""
     prefetch_related_objects(
         cases,
         Prefetch(
@@ -351,8 +315,7 @@ def case_changes_attach(*, cases: list[Case]) -> list[Case]:
 
 @dataclass(frozen=True)
 class CasePrefill:
-    """What "Add as a case" starts from: the suite proposed (``None``: let the user pick),
-    a proposed key and the case's content; ``source_trial`` the trial it came from."""
+    """What "Add as a case" starts from: suite (None: user picks), key, content, source trial."""
 
     suite: Suite | None
     spec: CaseSpec
@@ -361,11 +324,9 @@ class CasePrefill:
 
 
 def case_prefill(*, trial: Trial | None = None, case: Case | None = None) -> CasePrefill:
-    """The prefilled form of "Add as a case". From a ``trial`` (executed or imported): its
-    case's input, context and tags, the trial's output as the expected answer (the case's
-    expected when the trial errored or has no output), the trial's final state as the goal
-    state (else the case's), and the key ``<case key>-<first 8 hex of the trial id>``.
-    From a ``case`` (a comparison case): a copy of it under ``<key>-copy``. Neither: empty."""
+    """The prefilled form of "Add as a case". From a ``trial``: its case's input, context and tags,
+    the trial's output as expected and final state as goal (else the case's), key
+    ``<case key>-<first 8 hex of the trial id>``. From a ``case``: a copy under ``<key>-copy``."""
     if trial is not None:
         source = trial.case
         output_usable = trial.status == Trial.Status.OK and trial.output != ""

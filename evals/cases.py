@@ -59,18 +59,13 @@ def cases_upsert(
 ) -> dict[str, Case]:
     """Make each spec an active case of ``suite``; returns key -> Case.
 
-    Per key: no active case -> create; an active case with the same content hash -> reuse it
-    unchanged (its tags too: a frozen case keeps its first tags); different content -> retire
-    the old case (``retired_at`` = now, ``replaced_by`` = the new case) and create a new one.
-    ``renamed`` (new key -> an active case of ``suite`` under another key) retires that case
-    too, replaced by the spec's case (the case editor's rename; the new key must be free).
-    Keys must be unique within ``specs`` (``ValueError`` otherwise). Every case created is
-    recorded as a ``CaseChange`` (``created``, or ``replaced`` with ``previous``) with ``by``
-    (a user or None), ``via`` (the path: import, config, editor, api, ...) and
-    ``source_trial``. Four to seven queries per call whatever the number of specs; runs
-    inside the caller's transaction. ``retired``, when given, receives every case this
-    call retired (so that an import can say which: no case is retired silently).
-    """
+    Per key: none active -> create; same content hash -> reuse (a frozen case keeps its first
+    tags); other content -> retire the old (``replaced_by``) and create. ``renamed`` (new key ->
+    an active case under another key) retires that case too. ``ValueError`` for a key twice in
+    ``specs``. Every creation is a ``CaseChange`` with ``by``, ``via`` and ``source_trial``.
+    Four to seven queries whatever the number of specs, in the caller's transaction.
+    ``retired`` receives every case retired, so no case is retired silently. Long: one batched
+    pass reads, retires, inserts and records."""
     keys = [s.key for s in specs]
     if len(set(keys)) != len(keys):
         raise ValueError("cases_upsert: duplicate keys in one call")
@@ -112,7 +107,7 @@ def cases_upsert(
             # Retire first: the active key is unique, so the new case cannot coexist with it.
             Case.objects.filter(id__in=[old.id for old, _ in to_retire]).update(retired_at=now)
         # Plain rows (COPY on PostgreSQL), ids read back by the active key: an import
-        # creates thousands of cases at once (issue 17).
+        # creates thousands of cases at once.
         result.update(_cases_insert(suite, to_create))
         if to_retire:
             for old, key in to_retire:
@@ -165,8 +160,7 @@ def _cases_insert(suite: Suite, rows: list[dict[str, Any]]) -> dict[str, Case]:
 def _change_row(
     new: Case, old: Case | None, by, via: str, source_trial, at, ident: uuid.UUID | None = None
 ) -> dict[str, Any]:
-    """The ``CaseChange`` row recording that ``new`` was created (replacing ``old``);
-    ``ident`` its uuid (a fresh ``uuid4`` when None)."""
+    """The ``CaseChange`` row for ``new`` (replacing ``old``); ``ident`` its uuid (None: fresh)."""
     details = {"key": [old.key, new.key]} if old is not None and old.key != new.key else {}
     return {
         "uuid": ident if ident is not None else uuid.uuid4(),
@@ -207,18 +201,12 @@ def case_upsert(
 
 
 def case_graduate(*, case: Case, into_suite: Suite, by=None):
-    """Copy a capability case into a regression suite and record a ``Graduation``.
+    """Copy a capability case into a regression suite and record a ``Graduation`` (with the runs it
+    passed). Idempotent: graduating twice reuses the copy.
 
-    The copy goes through ``evals.cases.case_upsert`` with the same key, input,
-    expected, context and tags, so graduating twice reuses the copy (idempotent: one case,
-    one ``Graduation`` per (case, regression case)). The evidence (the runs it passed) is
-    stored with the record. Returns the ``Graduation``.
-
-    Raises ``DomainError`` when ``case`` is retired or not in a capability suite, when
-    ``into_suite`` is not a regression suite, when the case is not a current graduation
-    candidate (``evals.suites.graduation_candidates``: every trial of the suite's latest
-    runs passed), or when ``into_suite`` already has an active case with this key and
-    different content (graduating must never replace it).
+    Raises ``DomainError`` when ``case`` is retired or not in a capability suite, ``into_suite``
+    is not a regression suite, the case is not a graduation candidate
+    (``evals.suites.graduation_candidates``), or ``into_suite`` holds other content under its key.
     """
     if case.suite.kind != Suite.Kind.CAPABILITY:
         raise DomainError(f"{case.key!r} is not in a capability suite", field="case")
@@ -227,7 +215,7 @@ def case_graduate(*, case: Case, into_suite: Suite, by=None):
     if into_suite.kind != Suite.Kind.REGRESSION:
         raise DomainError(f"{into_suite.name!r} is not a regression suite", field="into_suite")
     # evals.suites reads runs with numpy and stats: imported here, not by every process
-    # that imports cases (the admin's autodiscovery at start-up, issue 17).
+    # that imports cases (the admin's autodiscovery at start-up).
     from evals.suites import graduation_candidates  # noqa: PLC0415
 
     candidate = next(
@@ -297,8 +285,7 @@ CONTEXT_DOCUMENT = '{"id": "doc-1", "text": "..."}'
 
 
 def json_kind(value: object) -> str:
-    """What ``value`` is, in JSON's words, for a message: "a string", "a number (1)",
-    "true or false", "null", "a list", "an object"."""
+    """``value``'s JSON kind for a message: "a string", "a number (1)", "null", "a list", ..."""
     if value is None:
         return "null"
     if isinstance(value, bool):
@@ -315,11 +302,9 @@ def json_kind(value: object) -> str:
 
 
 def context_problem(context: object) -> tuple[str, str] | None:
-    """What is wrong with a case's ``context`` (a list of documents, each exactly
-    ``{"id": str, "text": str}``), or None when nothing is: ``(path, message)``, the path
-    under ``context`` of the first wrong part ("", "[1]", "[1].id") and what is wrong in
-    the words of JSON, the notation of the editor, the API and cases files ("expected a
-    string, got a number (1)"; 'missing "text": a document is {"id": ..., "text": ...}')."""
+    """``(path, message)`` of the first wrong part of a case's ``context`` (a list of
+    ``{"id": str, "text": str}``), e.g. ``("[1].id", "expected a string, got a number (1)")``;
+    None when nothing is."""
     if not isinstance(context, list):
         return (
             "",
@@ -356,9 +341,9 @@ def context_problem(context: object) -> tuple[str, str] | None:
 
 
 def tags_problem(tags: object) -> tuple[str, str] | None:
-    """What is wrong with a case's ``tags`` (at most ``TAGS_MAX`` distinct non-empty strings
-    of at most ``TAG_MAX_CHARS`` characters), or None: ``(path, message)``, the path under
-    ``tags`` of the first wrong part ("" for the list itself, "[3]" for an item)."""
+    """``(path, message)`` of the first wrong part of a case's ``tags`` (at most ``TAGS_MAX``
+    distinct non-empty strings of at most ``TAG_MAX_CHARS``), "" for the list, "[3]" for an item;
+    None when nothing is."""
     if not isinstance(tags, list):
         return "", f"expected a list of non-empty strings, got {json_kind(tags)}"
     if len(tags) > TAGS_MAX:
@@ -382,19 +367,12 @@ def _short(text: str) -> str:
 
 
 def case_spec_check(spec: CaseSpec, *, where: str = "") -> CaseSpec:
-    """Check a case's wanted content, the same rules on every path (the case editor, "Add
-    as a case", the API, config files): ``key`` a non-empty string of at most
-    ``KEY_MAX_CHARS`` characters, no surrounding spaces; ``input`` a string or a JSON
-    object; ``context`` a list of ``{"id": str, "text": str}``, each id once
-    (``context_problem``); ``tags`` at most ``TAGS_MAX`` distinct non-empty strings of at
-    most ``TAG_MAX_CHARS`` (``tags_problem``: an item is named by its index, ``tags[3]``);
-    ``expected`` and
-    ``goal_state`` any JSON (None: none). No NaN or Infinity anywhere (JSON has none),
-    no U+0000 or lone surrogate (``core.text.UNSTORABLE``), and each of input, expected,
-    context and goal_state at most ``FIELD_MAX_CHARS`` characters as compact JSON (code
-    ``too_large``). Returns ``spec``; raises ``DomainError`` naming ``<where>.<field>``
-    (``<field>`` when ``where`` is empty) down to the part at fault (``context[1].id``,
-    ``tags[3]``, ``context[0].text`` for an unstorable character)."""
+    """Check a case's content, the same rules on every path: ``key`` non-empty, at most
+    ``KEY_MAX_CHARS``, no surrounding spaces; ``input`` a string or JSON object; ``context``
+    (``context_problem``); ``tags`` (``tags_problem``); no NaN, Infinity, U+0000 or lone
+    surrogate anywhere; each field at most ``FIELD_MAX_CHARS`` as compact JSON (``too_large``).
+    Returns ``spec``; raises ``DomainError`` naming ``<where>.<field>`` down to the part at fault
+    (``context[1].id``, ``tags[3]``)."""
 
     def f(name: str) -> str:
         return f"{where}.{name}" if where else name
@@ -439,11 +417,8 @@ _SURELY_SMALL = (FIELD_MAX_CHARS - 2) // 6
 
 
 def size_problem(spec: CaseSpec) -> tuple[str, str] | None:
-    """The first of a case's ``input``, ``expected``, ``context`` and ``goal_state`` longer
-    than ``FIELD_MAX_CHARS`` characters as compact JSON, or None: ``(field, message)``,
-    e.g. ``("input", "300,002 characters as JSON; at most 200,000")``. The rule of every
-    path (``case_spec_check``, the importers, the ingest API); a refusal of it is code
-    ``too_large``. A short string (most inputs) is passed without being written out."""
+    """``(field, message)`` of the first of ``input``, ``expected``, ``context``, ``goal_state``
+    longer than ``FIELD_MAX_CHARS`` as compact JSON (code ``too_large`` on every path), or None."""
     for name in ("input", "expected", "context", "goal_state"):
         value = getattr(spec, name)
         if value is None or (type(value) is str and len(value) <= _SURELY_SMALL):
@@ -478,16 +453,12 @@ def case_spec_parse(raw: object, where: str) -> CaseSpec:
 
 @transaction.atomic
 def suite_config_apply(*, name: str, config: dict, cases: list[CaseSpec]) -> dict:
-    """Create or update the suite ``name`` from a config file's ``[suites.NAME]`` table
-    (``description``, ``kind``: regression | capability) and make ``cases`` its active cases
-    (``cases_upsert``: same content reused, changed content replaces the old case; new tags
-    on the same content are saved on the case and counted ``retagged``, as the case editor
-    does). Active cases the file does not list are kept and counted (``not_in_file``), unless
-    ``retire_missing = true`` retires them (counted in ``retired``): nothing is retired
-    silently. Every change is a ``CaseChange`` (via "config"). Returns ``{"name", "uuid",
-    "action" (created | unchanged | updated), "cases": {"created", "unchanged", "retagged",
+    """Create or update the suite ``name`` from a config file's ``[suites.NAME]`` table and make
+    ``cases`` its active cases (``cases_upsert``; new tags on the same content are ``retagged``).
+    Active cases the file omits are kept (``not_in_file``) unless ``retire_missing = true``.
+    Returns ``{"name", "uuid", "action", "cases": {"created", "unchanged", "retagged",
     "replaced", "retired", "not_in_file"}}``. Raises DomainError naming
-    ``suites.<name>.<field>``."""
+    ``suites.<name>.<field>``. Long: the suite, its cases and every count in one transaction."""
     where = f"suites.{name}"
     unknown = sorted(set(config) - SUITE_FIELDS)
     if unknown:

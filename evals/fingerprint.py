@@ -1,43 +1,14 @@
 """Run fingerprints: whether what a reader reads of a finished run has changed since.
 
-Why: the grid of runs caches each finished run's column (``evals.grid.cache``) and the
-comparison stores each finished run's summary (``evals.comparison.summary``); both may
-serve a stored value only while the run's trials and grades are as they were. The rule
-lived twice and differed (the grid's key missed a grade regraded in place); it lives here.
-
-Invariant: a run's fingerprint (``RunFingerprint.key``) moves with every change a reader
-of the run can see:
-
-1. the run's status, trials per case and a digest of its stored grader set (which a
-   recorded judge's grading can extend);
-2. its trials: their count, largest id, id sum, the id sums of the ok, errored and open
-   (queued or running) ones and the retried (``replaced_by`` set) count. A new trial (a
-   top-up round, a retry), a retry marking its errored trial replaced, a trial settling
-   or changing status in place moves one of them;
-3. its grades, per grader: their count, largest id, id sum, the id sums of the passing,
-   failing, errored and gating ones and the sum of their judge versions' ids. A new grade
-   (a judge run or an import of labels grading the run after it finished) moves the
-   count; a grade changed in place (a regrade: ``passed`` or ``status`` updated on the
-   same row, as ``test_a_regraded_trial_is_seen_at_once_despite_the_comparison_cache``
-   does; its gating flag or judge version) moves the id sum of the verdict it left and of
-   the one it took, so even two regrades in opposite directions move them (their ids
-   differ). Only several changes whose id sums cancel exactly could go unseen (or two
-   grades of one grader swapping judge versions). A grade's score, reason and details are
-   read by no cached value and are not part of the fingerprint.
-
-A run that is not finished has no key (``None``): nothing of it is stored; its ``state``
-(the same text) keys what is cached of it for a while
-(``evals.comparison.summary.detectable_drop_get``). What else a reader depends on it adds
-itself from here: the comparison adds judge trust (``judge_trust_fingerprint``) and its
-suite's case changes (``case_changes_fingerprints``).
-
-Cost: one query for any number of runs, whatever their size (trials and grades in one
-``UNION ALL``). The trials' side reads the ``trial_run_readable`` index only (it holds the
-trial's id: ``evals.models.Trial.Meta.indexes``), never the trial rows and their outputs;
-the grades' side joins those trial ids to the run's grades. At 2,000 cases x 5 trials a
-side on PostgreSQL this replaced four aggregate queries that read every trial row twice
-(5,317 buffers for the key's trials and grades, now 577).
-"""
+The one rule for the grid's column cache and the comparison's stored summaries: a value is
+served only while its run's ``RunFingerprint.key`` is unchanged. The key moves with the
+run's status, trials per case and grader set digest; its trials (count, largest id, id sum,
+id sums by status, retried count); its grades per grader (count, largest id, id sum, id
+sums of passing, failing, errored and gating grades, judge version ids). A regrade in place
+moves the id sums of the verdict it left and took; only changes cancelling exactly could go
+unseen. A run not finished has no key; its ``state`` keys short-lived caches. Judge trust and
+case changes have their own fingerprints here. One ``UNION ALL`` query for any number of
+runs, reading the ``trial_run_readable`` index, never trial rows."""
 
 from __future__ import annotations
 
@@ -55,11 +26,9 @@ from evals.models import CaseChange, Grade, Run, Trial
 
 @dataclass(frozen=True)
 class RunFingerprint:
-    """One run's fingerprint: ``state`` (text, ~50 characters: the run's status, trials per
-    case and a digest of the rest, for any run), ``key`` (``state`` when the run is
-    finished, else None: what caches and stored reads key on) and ``graded``: the graders
-    with a grade on any of its trials (finished or not; the grid's column reader needs
-    them, ``evals.grid.cells.runs_gating_keys``)."""
+    """One run's fingerprint: ``state`` (~50 characters: status, trials per case, a digest of the
+    rest), ``key`` (``state`` when finished, else None) and ``graded``: the graders with a
+    grade on any of its trials (``evals.grid.cells.runs_gating_keys`` needs them)."""
 
     state: str
     key: str | None
@@ -67,9 +36,7 @@ class RunFingerprint:
 
 
 def run_fingerprints(*, runs: Sequence[Run]) -> dict[int, RunFingerprint]:
-    """Run id -> ``RunFingerprint`` for each of ``runs`` (module docstring for what the key
-    holds). One query whatever the number of runs, cases, trials and grades; none when
-    ``runs`` is empty. Raises nothing."""
+    """Run id -> ``RunFingerprint`` for each of ``runs``; one query, none for no runs."""
     if not runs:
         return {}
     ids = [r.id for r in runs]
@@ -143,18 +110,14 @@ NO_JUDGE_TRUST = "j0.None.0"
 
 
 def judge_trust_fingerprint() -> str:
-    """Text that moves with every grant and revocation of judge trust (each writes or
-    updates a ``judges.models.JudgeApproval``: their count, newest id and revocations), from
-    the registered judge rung (``JudgeRung.trust_fingerprint``; ``NO_JUDGE_TRUST`` without
-    one). One query."""
+    """Text that moves with every grant and revocation of judge trust, from the registered judge
+    rung (``JudgeRung.trust_fingerprint``; ``NO_JUDGE_TRUST`` without one). One query."""
     rung = judge_rung()
     return NO_JUDGE_TRUST if rung is None else rung.trust_fingerprint()
 
 
 def case_changes_fingerprints(*, suite_ids: Iterable[int]) -> dict[int, str]:
-    """Suite id -> text that moves with every recorded change of its cases
-    (``evals.models.CaseChange``: count and newest id; a retag in place writes one), for
-    each of ``suite_ids``. One query."""
+    """Suite id -> text moving with every ``CaseChange`` of its cases. One query."""
     suite_ids = set(suite_ids)
     changes = {
         row["suite_id"]: row

@@ -32,8 +32,7 @@ TARGET_KINDS = [
 
 
 def _json_field_value(raw: str, *, field: str, expected: type) -> Any:
-    """Parse ``raw`` as JSON of type ``expected``; raises ``ValidationError`` naming ``field``
-    and, for syntax errors, the line and column."""
+    """``raw`` as JSON of type ``expected``; ``ValidationError`` naming ``field``, line, column."""
     try:
         value = json_loads_strict(raw or ("[]" if expected is list else "{}"))
     except json.JSONDecodeError as exc:
@@ -54,13 +53,9 @@ def _json_field_value(raw: str, *, field: str, expected: type) -> Any:
 
 class RunStartForm(StorableForm):
     """Start a run: suite, target, trials per case (1..50), grader set, name, source version.
-
-    ``cleaned_data["target"]`` is the target snapshot dict (``{"kind": ...}``; a copy of the
-    chosen target preset's config for ``target_kind = "preset"``) and
-    ``cleaned_data["graders"]`` the grader set as a list of spec dicts, validated with
-    ``evals.grading.grader_config.parse_grader_specs`` (the chosen grader set preset's, when
-    one is).
-    """
+    ``cleaned_data["target"]`` is the target snapshot dict (a copy of the preset's config for
+    ``target_kind = "preset"``); ``cleaned_data["graders"]`` the spec dicts, checked by
+    ``parse_grader_specs``."""
 
     suite = forms.ModelChoiceField(
         queryset=Suite.objects.order_by("name"), to_field_name="uuid", empty_label=None
@@ -257,8 +252,7 @@ class RunStartForm(StorableForm):
 
 
 class BaselineSetForm(StorableForm):
-    """Make a run its suite's baseline, with an optional note (at most 500 characters, as
-    ``Baseline.note``)."""
+    """Make a run its suite's baseline, with an optional note (at most 500 characters)."""
 
     note = forms.CharField(
         required=False,
@@ -275,10 +269,8 @@ RUN_FILTER_STATUSES = [value for value, _ in RUN_FILTER_STATUS_CHOICES]
 
 
 class RunFilterForm(forms.Form):
-    """The run list's filters (GET), shown with the values the page read (``initial``): a
-    suite (by UUID) and the status a run's badge shows (a run status, or ``imported``:
-    ``evals.run_status.runs_status_shown_filter``), both optional. The view parses them
-    (``core.http.query_object``, ``query_choice``), never this form."""
+    """The run list's filters (GET), shown with the values the page read: suite UUID and shown
+    status. The view parses them (``core.http``), never this form."""
 
     suite = forms.ModelChoiceField(
         queryset=Suite.objects.order_by("name"),
@@ -299,15 +291,12 @@ EXPECTED_FORMATS = [("none", "None"), ("text", "Text"), ("json", "JSON value")]
 
 
 def _form_text(raw: str) -> str:
-    """A textarea's value as typed: browsers send line breaks as CRLF, which is not what the
-    user (or the trial the form was prefilled from) wrote."""
+    """A textarea's value as typed: browsers send line breaks as CRLF."""
     return raw.replace("\r\n", "\n")
 
 
 def _json_any(raw: str, *, field: str) -> Any:
-    """``raw`` parsed as one strict JSON value (``core.strict_json.json_loads_strict``: no
-    NaN, no key twice); ``ValidationError`` naming ``field`` (and line, column) otherwise.
-    ``"false"`` is the string false, ``false`` the boolean."""
+    """``raw`` as one strict JSON value; else ``ValidationError`` naming ``field``, line, column."""
     try:
         return json_loads_strict(raw)
     except json.JSONDecodeError as exc:
@@ -319,9 +308,7 @@ def _json_any(raw: str, *, field: str) -> Any:
 
 
 def _tags_text(tags: list[str]) -> str:
-    """``tags`` as the editor shows them: comma-separated, or as a JSON list when the
-    comma-separated text would not read back as the same tags (a tag holding a comma,
-    starting or ending with a space, empty, or starting with ``[``)."""
+    """``tags`` comma-separated, or a JSON list when commas would not read back the same tags."""
     text = ", ".join(tags)
     plain = all(t and "," not in t and t == t.strip() for t in tags)
     if plain and not text.startswith("["):
@@ -334,17 +321,10 @@ def _json_pretty(value: Any) -> str:
 
 
 class CaseForm(StorableForm):
-    """A case's content as a person edits it: the case editor, "New case" and "Add as a
-    case". ``cleaned_data["spec"]`` is an ``evals.cases.CaseSpec`` (checked by the service,
-    ``evals.cases.case_spec_check``, the same rule as the API and config files).
-
-    ``input`` is text, or a JSON object when ``input_format`` is json; ``expected`` none,
-    text, or any JSON value (``expected_format``); ``context`` a JSON list of ``{"id",
-    "text"}``; ``tags`` separated by commas; ``goal_state`` JSON (empty: none). With
-    ``suites`` (a queryset: the suites the user may edit) the form has a ``suite`` choice,
-    ``replace`` (replace an active case holding this key with other content: an explicit
-    choice, never silent) and ``source_trial``; without, it edits a case of a known suite.
-    """
+    """A case's content as a person edits it (editor, "New case", "Add as a case");
+    ``cleaned_data["spec"]`` is a ``CaseSpec`` the service checks (``case_spec_check``). With
+    ``suites`` (those the user may edit) the form adds ``suite``, ``replace`` (an explicit
+    choice to replace other content under the key) and ``source_trial``."""
 
     suite = forms.ModelChoiceField(queryset=Suite.objects.none(), to_field_name="uuid")
     key = forms.CharField(max_length=200, help_text="Unique among the suite's active cases.")
@@ -436,8 +416,7 @@ class CaseForm(StorableForm):
         return value
 
     def clean_tags(self) -> list[str]:
-        """Comma-separated tags (each stripped, empty ones dropped), or a JSON list of
-        strings when the text starts with ``[`` (each kept exactly as written)."""
+        """Comma-separated tags, or a JSON list kept as written when the text starts with ``[``."""
         raw = self.cleaned_data["tags"].strip()
         if raw.startswith("["):
             value = _json_any(raw, field="tags")

@@ -1,14 +1,7 @@
 """Writes of config-as-code presets: named targets and grader sets (``apply_config``'s
-``[targets.NAME]`` and ``[grader_sets.NAME]`` tables).
-
-Each preset is validated when applied, with the same code a run uses
-(``evals.runner.targets.target_from_config``,
-``evals.grading.grader_config.parse_grader_specs``); errors name
-the TOML table and field (``targets.prod.base_url: ...``,
-``grader_sets.smoke.graders[0].kind: ...``). Applying the same content changes nothing; a
-change updates the preset in place and says so. Runs copy a preset into their own snapshot,
-so a changed preset never rewrites history.
-"""
+``[targets.NAME]`` and ``[grader_sets.NAME]``), validated with the code a run uses; errors
+name the TOML table and field. Runs copy a preset into their snapshot, so a changed preset
+never rewrites history."""
 
 from __future__ import annotations
 
@@ -36,9 +29,7 @@ def _renamed_error(exc: DomainError, *, old: str, new: str) -> DomainError:
 
 
 def target_preset_apply(*, name: str, config: dict) -> tuple[TargetPreset, Action]:
-    """Create or update the target preset ``name`` with ``config`` (a run's target snapshot,
-    ``{"kind": "openai"|"callable"|"simulated", ...}``). Raises ``DomainError`` naming
-    ``targets.<name>.<field>``."""
+    """Create or update target preset ``name``; ``DomainError`` on ``targets.<name>.<field>``."""
     where = f"targets.{name}"
     try:
         target_validate(config)
@@ -48,9 +39,7 @@ def target_preset_apply(*, name: str, config: dict) -> tuple[TargetPreset, Actio
 
 
 def grader_set_preset_apply(*, name: str, graders: list) -> tuple[GraderSetPreset, Action]:
-    """Create or update the grader set preset ``name`` (a list of grader spec dicts, see
-    ``evals.grading.grader_config.parse_grader_specs``). Raises ``DomainError`` naming
-    ``grader_sets.<name>.graders[<i>].<field>``."""
+    """Create or update grader set preset ``name``; ``DomainError`` under ``grader_sets.<name>``."""
     where = f"grader_sets.{name}.graders"
     try:
         specs = parse_grader_specs(graders)

@@ -1,25 +1,11 @@
-"""A run's status as every surface shows it (run list, run page, suite page, grid, case
-history, the API and ``run_report``): ``run_status_shown``.
+"""A run's status as every surface shows it: ``run_status_shown``, with its trial count
+(``run_trial_count``, "59/60") and the ``?status=`` filter (``runs_status_shown_filter``).
 
-The run list's and the API's ``?status=`` filter on the same status
-(``runs_status_shown_filter``: ``imported`` is a filter value, and ``succeeded`` holds no
-imported run), and every surface shows a run's trials as the same finished/planned figure
-(``run_trial_count``, read from the run's counters: "59/60" for a partial run, on the list,
-the run page and the API alike). One rule for the denominators: a cancelled trial was not
-run, so "N of M trials errored" counts M over finished trials (ok + errored) everywhere,
-and the cancelled are said apart ("K cancelled").
-
-A run Assay executed shows its stored status (``succeeded`` only when no trial and no grade
-errored: ``evals.runner.finalize``). A run imported from another harness was not run here:
-its stored status says only that the import finished, so it shows **imported**, with what
-its trials say: how many errored (pipeline errors: never a pass) and whether it is
-**partial** (fewer trials recorded, finished or cancelled, than the source planned:
-``trials_finished + trials_cancelled < trials_total``, written by
-``interop.importers.context.run_finish``; the planned total is what the source recorded
-unless it says otherwise, never invented from cases × the largest attempt),
-and a source that itself failed or was cancelled (a run file of a failed run). No query: it
-reads the run's own counters.
-"""
+A run Assay executed shows its stored status. An imported run shows **imported** with what
+its trials say: how many errored, and whether it is **partial** (``trials_finished +
+trials_cancelled < trials_total``, the total being what the source planned, never invented).
+A cancelled trial was not run: "N of M trials errored" counts M over finished trials
+everywhere, the cancelled said apart. No query: everything reads the run's counters."""
 
 from __future__ import annotations
 
@@ -40,11 +26,9 @@ STATUS_SHOWN_VALUES = (*Run.Status.values, IMPORTED)
 
 @dataclass(frozen=True)
 class RunStatusShown:
-    """``key``: the badge's class suffix (a stored status, ``imported``, or
-    ``imported-problems`` when an imported run has any problem); ``label``: the badge text
-    ("imported", "succeeded"); ``problems``: what is wrong, for people ("3 of 60 trials
-    errored", "partial: 58 of 60 trials recorded"), empty when nothing is; ``errored``:
-    errored trials (count); ``partial``: fewer trials recorded than planned."""
+    """``key``: the badge's class suffix (a stored status, ``imported`` or ``imported-problems``);
+    ``label``: the badge text; ``problems``: texts for people, empty when none; ``errored``:
+    errored trials; ``partial``: fewer trials recorded than planned."""
 
     key: str
     label: str
@@ -76,15 +60,9 @@ SOURCE_STATUS_PROBLEM: dict[str, str] = {
 
 @dataclass(frozen=True)
 class RunTrialCount:
-    """A run's trials as every surface shows them: ``finished`` (ok or errored, current
-    attempts: a retried trial's errored attempt is history), ``planned`` (the trials the run
-    means to have: cases × trials per case, plus top-ups; for an imported run what its source
-    recorded, or planned when it says so), ``errored`` (pipeline errors among ``finished``),
-    ``cancelled`` (never run: neither finished nor errored, nor pending); counts.
-
-    The one rule of the denominators: a cancelled trial was not run, so "N of M trials
-    errored" takes M = ``finished`` (ok + errored) on every surface, and the cancelled are
-    said apart ("K cancelled")."""
+    """A run's trials as every surface shows them: ``finished`` (ok or errored, current attempts),
+    ``planned`` (cases × trials per case plus top-ups, or what an import's source recorded),
+    ``errored`` among ``finished``, and ``cancelled`` (never run)."""
 
     finished: int
     planned: int
@@ -98,8 +76,7 @@ class RunTrialCount:
 
     @property
     def partial(self) -> bool:
-        """Fewer trials recorded (finished or cancelled) than planned: for an imported run,
-        the source planned more than it recorded."""
+        """Fewer trials recorded (finished or cancelled) than planned."""
         return self.recorded < self.planned
 
     @property
@@ -116,16 +93,14 @@ class RunTrialCount:
 
     @property
     def partial_text(self) -> str:
-        """ "partial: 4 of 6 trials recorded" (recorded: finished or cancelled), "" when the
-        run is not partial."""
+        """ "partial: 4 of 6 trials recorded", "" when the run is not partial."""
         if not self.partial:
             return ""
         return f"partial: {self.recorded} of {self.planned} trials recorded"
 
     @property
     def summary(self) -> str:
-        """ "3 of 4 trials finished, 1 errored, 1 cancelled" (errored and cancelled only when
-        there are any): what a command prints."""
+        """ "3 of 4 trials finished, 1 errored, 1 cancelled": what a command prints."""
         return ", ".join(
             p
             for p in (
@@ -143,10 +118,7 @@ class RunTrialCount:
 
 
 def run_trial_count(run: Run) -> RunTrialCount:
-    """``run``'s ``RunTrialCount`` from its counters (``trials_finished``, ``trials_total``,
-    ``trials_errored``, ``trials_cancelled``: kept by the runner, recounted when it closes,
-    written by an import); no query. The one figure of a run's trials: never a count of its
-    trial rows, which misses what a partial import planned and holds retried attempts."""
+    """``run``'s ``RunTrialCount`` from its counters (never its trial rows); no query."""
     return RunTrialCount(
         finished=int(run.trials_finished or 0),
         planned=int(run.trials_total or 0),
@@ -156,10 +128,8 @@ def run_trial_count(run: Run) -> RunTrialCount:
 
 
 def run_count_summary(run: Run) -> str:
-    """What a command prints of ``run``'s trials (``RunTrialCount.summary``), and, for an
-    executed run cancelled while calls were in flight, how many are: "368 of 600 trials
-    finished, 216 cancelled, 16 in flight when it was cancelled (recorded as they end)", so
-    the figures add up to the planned total. No query."""
+    """What a command prints of ``run``'s trials, with the calls in flight of a run cancelled
+    mid-call, so the figures add up to the planned total. No query."""
     count = run_trial_count(run)
     in_flight = count.planned - count.recorded
     if run.source == Run.Source.IMPORTED or run.status != Run.Status.CANCELLED or in_flight <= 0:
@@ -168,10 +138,8 @@ def run_count_summary(run: Run) -> str:
 
 
 def run_problems(count: RunTrialCount, *, grade_errors: int = 0) -> tuple[str, ...]:
-    """What a run's trial counts say is wrong, for people, in order: "1 of 3 trials errored"
-    (of the finished), "1 cancelled", "2 grade errors", "partial: 4 of 6 trials recorded"
-    (recorded: finished or cancelled); empty when nothing is. The one wording of an
-    imported run's problems (``run_status_shown``, ``interop.importers.context.run_finish``)."""
+    """What a run's counts say is wrong, for people, in order: "1 of 3 trials errored",
+    "1 cancelled", "2 grade errors", "partial: 4 of 6 trials recorded"; empty when nothing is."""
     problems = [count.errored_text, count.cancelled_text]
     if grade_errors:
         problems.append(f"{grade_errors} grade error{'s' if grade_errors != 1 else ''}")
@@ -180,10 +148,9 @@ def run_problems(count: RunTrialCount, *, grade_errors: int = 0) -> tuple[str, .
 
 
 def runs_status_shown_filter(runs: _Runs, *, status: str) -> _Runs:
-    """``runs`` whose shown status (``run_status_shown(run).label``) is ``status``, in the
-    database: ``imported`` is a finished imported run; a stored status (``succeeded``, ...)
-    holds the runs that show it, never a finished imported run (which shows ``imported``).
-    Raises ``DomainError(field="status")`` for a value not in ``STATUS_SHOWN_VALUES``."""
+    """``runs`` whose shown status is ``status``, in the database (``succeeded`` never holds a
+    finished imported run). Raises ``DomainError(field="status")`` outside
+    ``STATUS_SHOWN_VALUES``."""
     if status not in STATUS_SHOWN_VALUES:
         raise DomainError(
             f"{status!r} is not one of {', '.join(STATUS_SHOWN_VALUES)}", field="status"
@@ -195,10 +162,7 @@ def runs_status_shown_filter(runs: _Runs, *, status: str) -> _Runs:
 
 
 def run_status_shown(run: Run) -> RunStatusShown:
-    """The status ``run`` shows (module rules): reads ``source``, ``status``,
-    ``trials_total``, ``trials_finished``, ``trials_errored`` and ``error_message`` (the
-    import's sentence, shown when the counters hold no problem: grade errors, a source's
-    status); no query."""
+    """The status ``run`` shows (an import's ``error_message`` when counters show none)."""
     count = run_trial_count(run)
     errored = count.errored
     if run.source != Run.Source.IMPORTED or not run.is_terminal:

@@ -1,8 +1,4 @@
-"""Reads for evals: plain functions, keyword-only and typed, that own their query shapes.
-
-Dashboard selectors (run list, case view, trial page) come first; the run report
-(``run_report``) is appended below by its owner. Append new selectors; never rewrite the file.
-"""
+"""Reads for evals: the run list, run resolution, the run-case view and the trial page."""
 
 from __future__ import annotations
 
@@ -32,17 +28,11 @@ RUN_LIST_PAGE_SIZE = 50
 class RunListStats:
     """Per-run aggregates for the run list, by the run report's rules (``evals.report``).
 
-    ``pass_rate``: mean over cases of per-case pass rates (cases with no graded trial left
-    out), in [0, 1], None when nothing was graded (undefined, not zero) — the same figure as
-    ``run_report(run=...).overall.pass_rate.mean``; ``passed``/``graded``: trials whose
-    overall verdict is pass / pass-or-fail; ``judge_errors``: ok trials left out because a
-    gating grade errored; ``errored_trials``: pipeline errors; ``cost_known_usd``: sum of known
-    costs (USD, Decimal) over finished trials; ``cost_unknown``: finished trials with null
-    cost; ``finished``: trials with status ok or error (the cost's denominator; the trials a
-    page shows are the run's counters, ``evals.run_status.run_trial_count``);
-    ``pass_rate_low``/``pass_rate_high``: the report's 95% interval of ``pass_rate``
-    (``stats.intervals.clustered_rate_interval``, never of zero width; None with it).
-    """
+    ``pass_rate``: mean of per-case rates in [0, 1], None when nothing was graded (the report's
+    ``overall.pass_rate.mean``), with its 95% interval ``pass_rate_low``/``_high``
+    (``stats.intervals.clustered_rate_interval``); ``passed``/``graded`` trials;
+    ``judge_errors``: ok trials out for an errored gating grade; ``errored_trials``;
+    ``cost_known_usd`` (USD, Decimal) and ``cost_unknown`` over ``finished`` trials."""
 
     passed: int
     graded: int
@@ -70,8 +60,7 @@ class RunListStats:
 
     @property
     def cost_state(self) -> str:
-        """ "none" (nothing finished), "unknown" (every cost unknown), "partial"
-        (some unknown: the sum is a lower bound) or "known"."""
+        """ "none", "unknown" (every cost), "partial" (a lower bound) or "known"."""
         if self.finished == 0:
             return "none"
         if self.cost_unknown == self.finished:
@@ -83,11 +72,9 @@ EMPTY_RUN_STATS = RunListStats(0, 0, 0, 0, None, 0, 0)
 
 
 def run_resolve(*, ref: str, field: str = "run") -> Run:
-    """The run named by ``ref``, in any of three forms: its UUID; ``suite/run`` (suite name,
-    a slash, run name; a name holding slashes is tried at every slash); or a run name that is
-    unique in the database. Returns the run with its suite selected. Raises
-    ``DomainError(field=field)``: ``not_found`` when nothing matches, ``conflict`` when
-    several runs do (give the UUID or ``suite/run`` then)."""
+    """The run named by ``ref``: its UUID, ``suite/run`` (a name holding slashes is tried at every
+    slash) or a run name unique in the database; suite selected. Raises
+    ``DomainError(field=field)``: ``not_found``, or ``conflict`` when several match."""
     text = (ref or "").strip()
     hint = "give a run UUID, 'suite/run' or a unique run name"
     if not text:
@@ -124,9 +111,7 @@ def run_resolve(*, ref: str, field: str = "run") -> Run:
 
 
 def run_lookup(ref: str) -> Run:
-    """``run_resolve`` for management commands: the run named by ``ref`` (UUID, "suite/run"
-    or a unique run name); ``CommandError`` with the message alone when none or several
-    match."""
+    """``run_resolve`` for management commands; ``CommandError`` with the message alone."""
     try:
         return run_resolve(ref=ref)
     except DomainError as exc:
@@ -141,19 +126,12 @@ def run_list(
     per_page: int = RUN_LIST_PAGE_SIZE,
     viewer=None,
 ) -> Page:
-    """Runs, newest first, filtered by suite UUID and the status their badge shows
-    (``evals.run_status.runs_status_shown_filter``: ``imported``, or a run status that no
-    finished imported run holds), one page at a time.
+    """Runs, newest first, filtered by suite UUID and shown status, one page at a time.
 
-    Returns a ``Page`` whose runs have suite and started_by joined, a ``stats`` attribute
-    (``RunListStats``) and ``trial_count`` (``evals.run_status.run_trial_count``: the
-    finished/planned figure the run page shows). Queries: count, page, then one aggregate
-    per distinct gating grader set among the page's runs (usually one) — never one per run
-    or per trial — and, with a ``viewer`` still labeling, one more: a run holding a trial
-    blind for them gets ``blind`` True and empty stats (``evals.blindness.blind_run_ids``).
-    Raises ``DomainError`` when ``status`` is not a shown status or
-    ``suite_uuid`` not a UUID.
-    """
+    Each run has suite and started_by joined, ``stats`` (``RunListStats``) and ``trial_count``.
+    Queries: count, page, one aggregate per distinct gating grader set, and one more with a
+    ``viewer`` still labeling (a run blind for them gets ``blind`` True and empty stats).
+    Raises ``DomainError`` for an unknown ``status`` or a ``suite_uuid`` that is not a UUID."""
     runs = Run.objects.select_related("suite", "started_by").order_by("-created_at", "-id")
     if suite_uuid:
         parsed = uuid_parse(str(suite_uuid))
@@ -176,9 +154,7 @@ def run_list(
 def run_list_stats(
     *, runs: list[Run] | None = None, run_ids: list[int] | None = None
 ) -> dict[int, RunListStats]:
-    """Aggregates for ``runs`` (or the runs with ``run_ids``, one more query) by run id (see
-    ``RunListStats``): one query per distinct gating grader set, grouped by (run, case) so
-    the pass rate is the mean of per-case rates."""
+    """Aggregates by run id for ``runs`` (or ``run_ids``): one query per gating grader set."""
     if runs is None:
         runs = list(Run.objects.filter(id__in=run_ids or []).only("id", "graders"))
     by_keys: dict[tuple[str, ...], list[int]] = {}
@@ -224,8 +200,7 @@ def _run_case_counts(*, run_ids: list[int], keys: tuple[str, ...]) -> list[dict]
 
 
 def _fold_case_counts(rows: list[dict]) -> RunListStats:
-    """One run's per-case rows -> ``RunListStats``; pass rate = mean over graded cases of
-    passed/graded with the report's interval (``clustered_rate_interval``)."""
+    """One run's per-case rows -> ``RunListStats`` (mean of per-case rates, clustered interval)."""
     counts = [(r["n_pass"], r["n_pass"] + r["n_fail"]) for r in rows if r["n_pass"] + r["n_fail"]]
     rate = clustered_rate_interval([p for p, _ in counts], [g for _, g in counts])
     costs = [r["cost"] for r in rows if r["cost"] is not None]
@@ -249,8 +224,8 @@ def _fold_case_counts(rows: list[dict]) -> RunListStats:
 
 def trial_preview_queryset() -> models.QuerySet:
     """Trials without their full output: ``output_preview`` (first
-    ``ASSAY["OUTPUT_PREVIEW_CHARS"]`` characters, computed in the database), ``output_length``
-    (characters) and ``output_truncated``; ``output`` and ``raw_response`` are deferred."""
+    ``ASSAY["OUTPUT_PREVIEW_CHARS"]`` characters, cut in the database), ``output_length`` and
+    ``output_truncated``."""
     limit = settings.ASSAY["OUTPUT_PREVIEW_CHARS"]
     return (
         Trial.objects.defer("output", "raw_response")
@@ -264,16 +239,10 @@ def trial_preview_queryset() -> models.QuerySet:
 
 
 def run_case_get(*, run_uuid, case_uuid, viewer) -> tuple[Run, Case, list[Trial]]:
-    """A case as seen in a run by ``viewer``: ``(run, case, trials)``, trials ordered by
-    attempt, each with ``output_preview``/``output_length``/``output_truncated`` (never the
-    full output), its grades (judge version joined) and its labels (reviewer joined) as
-    ``viewer`` may see them (``evals.blindness``), and ``blind`` (True when its grades and
-    gold label are hidden from ``viewer``: the case shares its input with an item they
-    still have to label).
-
-    Raises ``Run.DoesNotExist`` / ``Case.DoesNotExist`` (the case must belong to the run's
-    suite).
-    """
+    """A case as seen in a run by ``viewer``: ``(run, case, trials)`` by attempt, each with its
+    output preview, grades and labels as ``viewer`` may see them (``evals.blindness``), and
+    ``blind``. Raises ``Run.DoesNotExist`` / ``Case.DoesNotExist`` (the case must be of the run's
+    suite)."""
     run = Run.objects.select_related("suite").get(uuid=run_uuid)
     case = Case.objects.get(uuid=case_uuid, suite_id=run.suite_id)
     blind = blind_for(viewer)
@@ -289,10 +258,8 @@ def run_case_get(*, run_uuid, case_uuid, viewer) -> tuple[Run, Case, list[Trial]
 
 
 def trial_get(*, trial_uuid, viewer) -> Trial:
-    """One trial with its full output and raw response, run/suite/case joined, grades and
-    labels prefetched as ``viewer`` may see them (``evals.blindness``; ``blind`` is True
-    when its grades and gold label are hidden), and ``timeline``: its trajectory's
-    rows (``evals.trajectory.timeline``; None when it has none). Raises
+    """One trial with its full output, grades and labels as ``viewer`` may see them, ``blind``, and
+    ``timeline`` (``evals.trajectory.timeline``; None without a trajectory). Raises
     ``Trial.DoesNotExist``."""
     blind = blind_for(viewer)
     trial = (

@@ -25,11 +25,8 @@ CASE_LIST_LIMIT = 500
 
 @dataclass(frozen=True)
 class RunPoint:
-    """One run on the suite page's chart: ``pass_rate`` is the mean of per-case pass rates
-    with its 95% interval clustered by case (``stats.intervals.clustered_rate_interval``,
-    the run report's; never of zero width; mean None when nothing was graded),
-    ``graded``/``passed`` trials, ``errored`` trials (pipeline) and ``grade_errored`` trials
-    (a gating grade errored), left out of the rate."""
+    """One run on the suite chart: ``pass_rate`` (mean of per-case rates, clustered 95% interval),
+    ``graded``/``passed``, ``errored`` and ``grade_errored`` trials (out of the rate)."""
 
     run: Run
     pass_rate: ClusteredMean
@@ -105,12 +102,9 @@ class SuitePage:
 def suite_page_get(
     *, suite: Suite, history_runs: int = HISTORY_RUNS, cases_page: int = 1
 ) -> SuitePage:
-    """The suite page's data (``SuitePage``): active cases (page ``cases_page`` of
-    ``CASE_LIST_LIMIT`` by key; a page past the last shows the last) with active/retired
-    counts, the latest ``history_runs`` runs with pass rate and interval
-    (oldest first), the baseline history (newest first, run and setter joined), graduation
-    candidates (capability suites only) and the regression suites a case may graduate into.
-    """
+    """The suite page's data: active cases (page ``cases_page`` of ``CASE_LIST_LIMIT``; past the
+    last shows the last) and counts, the latest ``history_runs`` runs oldest first, the baseline
+    history, graduation candidates and the suites a case may graduate into."""
     cases = Case.objects.filter(suite=suite)
     n_active = cases.filter(retired_at__isnull=True).count()
     n_retired = cases.filter(retired_at__isnull=False).count()
@@ -150,9 +144,7 @@ def suite_page_get(
 
 
 def run_case_counts(*, runs: list[Run]) -> dict[int, list[dict]]:
-    """Per-run lists of per-case trial counts (``evals.selectors._run_case_counts`` rows:
-    run_id, case_id, n_pass, n_fail, n_grade_err, n_err, n_finished, n_total, ...), one query
-    per distinct gating grader set among ``runs``."""
+    """Per-run lists of per-case trial counts; one query per distinct gating grader set."""
     by_keys: dict[tuple[str, ...], list[int]] = {}
     for run in runs:
         by_keys.setdefault(run.grader_set.gating_keys, []).append(run.id)
@@ -183,11 +175,9 @@ def graduation_candidates(
     per_case: dict[int, list[dict]] | None = None,
     window: int = GRADUATION_WINDOW,
 ) -> list[GraduationCandidate]:
-    """Active cases of ``suite`` that passed every trial in each of its latest ``window``
-    finished runs (every trial ok and graded pass: an errored trial or grade disqualifies;
-    a case absent from one of those runs does not qualify). Empty when the suite has fewer
-    than ``window`` finished runs. ``runs``/``per_case`` may be passed to reuse queries
-    already made (``runs`` newest first)."""
+    """Active cases of ``suite`` that passed every trial of each of its latest ``window`` finished
+    runs (an errored trial or grade, or absence from a run, disqualifies); empty with fewer runs.
+    ``runs`` (newest first) and ``per_case`` reuse queries already made."""
     if runs is None:
         runs = list(Run.objects.filter(suite=suite).order_by("-created_at", "-id")[:HISTORY_RUNS])
     latest = [r for r in runs if r.is_terminal][:window]
@@ -228,8 +218,7 @@ def graduation_candidates(
 
 
 def power_sentence(power) -> str:
-    """Plain words for a ``DetectableDrop``: "this suite can detect a drop of about 12
-    points with 80% power (alpha 0.05; 30 cases × 5 trials)", or why it cannot."""
+    """A ``DetectableDrop`` in words ("a drop of about 12 points with 80% power"), or why not."""
     size = f"alpha {power.alpha:g}; {power.n_cases} cases × {power.trials_per_case} trials"
     if power.drop is None:
         return (
@@ -244,8 +233,7 @@ def power_sentence(power) -> str:
 
 @dataclass(frozen=True)
 class GraderLeftOut:
-    """A grader of the prefill's source run that a new run could not use: its ``key``,
-    ``kind`` and ``reason`` (for people)."""
+    """A grader of the source run a new run could not use: ``key``, ``kind`` and ``reason``."""
 
     key: str
     kind: str
@@ -254,9 +242,8 @@ class GraderLeftOut:
 
 @dataclass(frozen=True)
 class GraderPrefill:
-    """The grader set offered for a new run: ``graders`` (spec dicts, each one Assay can
-    run: ``parse_grader_specs`` accepts it), ``left_out`` (the source run's graders it
-    cannot run, with why) and ``source`` (the run they come from; None: nothing to offer)."""
+    """The grader set offered for a new run: ``graders`` (each accepted by ``parse_grader_specs``),
+    ``left_out`` (with why) and ``source`` (None: nothing to offer)."""
 
     graders: list[dict]
     left_out: list[GraderLeftOut] = field(default_factory=list)
@@ -264,12 +251,8 @@ class GraderPrefill:
 
 
 def grader_runnable_problem(item: object) -> str | None:
-    """Why a new run cannot use the stored grader ``item`` (a spec dict of a run's grader
-    set), or None when it can: the rule of ``parse_grader_specs`` (what ``run_start``
-    accepts), which says of a recorded grader (kind ``imported``, ``recorded-judge``, a judge
-    grader of a recorded judge) that its verdicts were imported and it cannot be run; an
-    entry with no kind reads as ``imported`` (``GraderSet.from_stored``). Queries: one for a
-    judge grader (its version)."""
+    """Why a new run cannot use the stored grader ``item``, or None: ``parse_grader_specs``'s rule
+    (a recorded grader cannot run; no kind reads as ``imported``). One query for a judge grader."""
     if not isinstance(item, dict):
         return recorded_kind_reason(IMPORTED_KIND)
     if not item.get("kind"):
@@ -282,12 +265,9 @@ def grader_runnable_problem(item: object) -> str | None:
 
 
 def suite_default_graders(*, suite: Suite) -> GraderPrefill:
-    """The grader set to prefill for a new run of ``suite``: the graders of the current
-    baseline, else of the most recent succeeded run (a failed or cancelled run's set is
-    never offered: it may be what broke it), else none; of those, only the ones a new run
-    can use (``grader_runnable_problem``), the others listed in ``left_out`` with why (an
-    imported run's graders were its harness's: Assay cannot run them). Two queries, plus
-    one per judge grader."""
+    """The grader set to prefill for a new run of ``suite``: the baseline's, else the latest
+    succeeded run's (never a failed run's: it may be what broke it), runnable ones only, the
+    rest in ``left_out``. Two queries, plus one per judge grader."""
     baseline = baseline_current(suite=suite)
     source: Run | None
     if baseline is not None and baseline.run.graders:

@@ -1,16 +1,8 @@
 """Filtering by case tag in the database, on SQLite and PostgreSQL alike.
 
-``Case.tags`` is a JSON list of strings. A tag matches a whole element, exactly: ``reg``
-does not match ``regression``, and quotes, ``%`` and ``_`` are plain characters (no LIKE
-and no pattern is involved). One expression, two SQL forms:
-
-- SQLite (JSON1): ``json_type(<tags>) = 'array' AND EXISTS (SELECT 1 FROM
-  json_each(<tags>) WHERE value = %s)``;
-- PostgreSQL: jsonb containment ``<tags> @> %s::jsonb`` with the parameter ``["<tag>"]``
-  (a GIN index on tags, if one is added, serves it).
-
-The tag is always a bound parameter, never SQL text.
-"""
+A tag matches a whole element of ``Case.tags`` exactly (``reg`` is not ``regression``; no
+LIKE, so ``%`` and ``_`` are plain). SQLite: ``json_each`` in an ``EXISTS``; PostgreSQL:
+jsonb containment ``@>`` (a GIN index would serve it). The tag is always a bound parameter."""
 
 from __future__ import annotations
 

@@ -30,8 +30,7 @@ def runs_sweep() -> dict:
 
 @shared_task(acks_late=True, reject_on_worker_lost=True)
 def top_up_advance(top_up_id: int) -> None:
-    """Take a comparison's top-up one step (decide, end or add a round); idempotent, safe
-    under redelivery."""
+    """Take a comparison's top-up one step (decide, end or add a round); idempotent."""
     from evals.comparison.topup import top_up_advance as advance  # noqa: PLC0415 - see module doc
 
     advance(top_up_id=top_up_id)
@@ -39,8 +38,7 @@ def top_up_advance(top_up_id: int) -> None:
 
 @shared_task(acks_late=True, reject_on_worker_lost=True)
 def adaptive_top_up_start(run_id: int) -> None:
-    """Start the top-up of an adaptive run against its baseline; idempotent (one active
-    top-up per pair of runs)."""
+    """Start the top-up of an adaptive run against its baseline; idempotent."""
     from evals.comparison.topup import adaptive_start  # noqa: PLC0415 - see module doc
 
     adaptive_start(run_id=run_id)

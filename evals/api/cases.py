@@ -1,19 +1,13 @@
-"""The case editor's API, thin over ``evals.case_changes`` (the same services as the pages):
+"""The case editor's API, thin over ``evals.case_changes`` (the pages' services); docs/api.md.
 
-- ``POST /api/suites/<suite>/cases``: add a case (201 created or replaced, 200 unchanged;
-  409 when the key holds other content and ``replace`` is not true);
-- ``GET /api/suites/<suite>/cases/<case>``: the case, its state in the ``ETag`` header;
-- ``PATCH /api/suites/<suite>/cases/<case>``: edit it (fields left out keep their value);
-  new content or key retires it and answers the new case, tags alone are saved in place
-  (200; 409 when the case is no longer active or a new key is taken). ``If-Match`` with
-  the ETag read is required (428 without; 412 when the case changed since, nothing
-  written; ``*`` edits whatever the case holds now), so two clients editing tags never
-  overwrite each other unseen;
-- ``POST /api/suites/<suite>/cases/<case>/retire``: retire it (200; 409 when retired).
+- ``POST /api/suites/<suite>/cases``: add (201, 200 unchanged; 409 when the key holds other
+  content and ``replace`` is not true);
+- ``GET .../cases/<case>``: the case, its state in ``ETag``;
+- ``PATCH .../cases/<case>``: edit (409 when not active or the new key is taken);
+  ``If-Match`` is required (428 without, 412 when stale, ``*`` for any);
+- ``POST .../cases/<case>/retire``: retire (409 when retired).
 
-Engineers and leads only (403 otherwise). Content is checked by
-``evals.cases.case_spec_check``, the rule of every path: a refusal is a 400 naming the field.
-"""
+Engineers and leads only (403). A refused content is a 400 naming the field."""
 
 from __future__ import annotations
 
@@ -142,8 +136,7 @@ ETAG = OpenApiParameter(
 
 
 def _if_match(request) -> list[str] | None:
-    """The entity tags of the request's ``If-Match`` (None for ``*``: any state). Raises
-    ``DomainError`` (428, field "If-Match") when the header is missing or empty."""
+    """``If-Match``'s entity tags (None for ``*``); ``DomainError`` 428 when missing or empty."""
     header = (request.headers.get("If-Match") or "").strip()
     if not header:
         raise DomainError(
@@ -193,8 +186,7 @@ class SuiteCaseCreateApi(APIView):
 
 
 class SuiteCaseApi(APIView):
-    """GET: the case and its ``ETag``; PATCH: edit it (``evals.case_changes.case_edit``)
-    under ``If-Match``."""
+    """GET: the case and its ``ETag``; PATCH: edit it (``case_edit``) under ``If-Match``."""
 
     permission_classes = [IsRunner]
 

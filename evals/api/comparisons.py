@@ -1,17 +1,9 @@
-"""API of comparisons: ``POST /api/gate``, ``GET /api/comparisons/``, and downloads of a
-run, its labels and a comparison. Thin: parse strictly, call one domain function, render.
+"""API of comparisons: ``POST /api/gate``, ``GET /api/comparisons/``, and downloads of a run,
+its labels and a comparison. Thin: parse strictly, call one domain function, render.
 
-- The gate answers with exactly the JSON ``manage.py gate --json`` prints for the same runs
-  (``evals.comparison.gate.gate_evaluate`` + ``evals.comparison.render.gate_json``).
-- A comparison is the comparison page's (``comparison_cached_get``) with the gate's decision
-  under the default policy, in the same document shape as the gate's.
-- Downloads reuse the UI's builders (``interop.exports``) and ``interop.run_file`` for the JSON
-  baseline file.
-
-Roles: every endpoint here is open to the viewer roles (reviewer, engineer, lead), as the
-comparison page (which shows the gate's decision and exit code) and the UI downloads are;
-the gate writes nothing.
-"""
+The gate answers exactly what ``manage.py gate --json`` prints; a comparison is the page's
+with the gate's decision under the default policy, in the same shape. Downloads reuse
+``interop.exports`` and ``interop.run_file``. Every endpoint is open to the viewer roles."""
 
 from __future__ import annotations
 
@@ -83,8 +75,7 @@ RUN_DOC = (
 
 @extend_schema_field({"type": "object", "additionalProperties": True})
 class RunDocumentField(serializers.JSONField):
-    """An embedded export_run document: a JSON object (documented as such in the schema;
-    its contents are checked by ``evals.comparison.run_document.run_document_read``)."""
+    """An embedded ``export_run`` document: a JSON object, checked by ``run_document_read``."""
 
 
 class GateInput(serializers.Serializer):
@@ -211,9 +202,8 @@ class GateOutput(serializers.Serializer):
 
 
 def run_or_404(run_uuid) -> Run:
-    """The run with this UUID (suite joined); 404 when none, or when ``run_uuid`` is no UUID
-    (paths take any text, so that permissions are checked before the id: an outsider gets
-    403 whatever the path)."""
+    """The run with this UUID (suite joined); 404 when none or not a UUID (paths take any text so
+    permissions are checked first: an outsider gets 403 whatever the path)."""
     run_uuid = uuid_parse(str(run_uuid))
     if run_uuid is None:
         raise NotFound("No run with that UUID.")
@@ -245,9 +235,8 @@ def _refuse_blind(user, *sides) -> None:
 
 
 class GateApi(APIView):
-    """POST: the CI gate (``evals.comparison.gate.gate_evaluate``) on two runs; 200 with exactly the
-    JSON ``manage.py gate --json`` prints (``decision.exit_code`` 0 pass, 1 regression,
-    2 cannot decide); 400 naming the field for bad input (the command's exit 3); 404 for an
+    """POST: the CI gate on two runs; 200 with exactly ``manage.py gate --json``'s JSON
+    (``decision.exit_code`` 0, 1 or 2); 400 naming the field (the command's exit 3); 404 for an
     unknown run."""
 
     permission_classes = [IsViewer]
@@ -391,8 +380,7 @@ class TopUpDetailApi(APIView):
 
 
 def _alpha(request) -> float:
-    """``?alpha=``: a plain decimal ("0.05") from 1e-6 to 0.5 (``alpha_check``); default
-    0.05. Anything else (NaN, "1e-2", "0_05", spaces, 0.0000001) is a 400 naming alpha."""
+    """``?alpha=``: a plain decimal in [1e-6, 0.5], default 0.05; else a 400 naming alpha."""
     text = request.query_params.get("alpha")
     if text is None:
         return DEFAULT_ALPHA
@@ -434,10 +422,8 @@ P_ALPHA = OpenApiParameter(
 
 
 class ComparisonApi(APIView):
-    """GET ``?base=<uuid>&head=<uuid>[&alpha=0.05]``: the comparison the comparison page
-    shows (``comparison_cached_get``) with the gate's decision under the default policy,
-    as ``{"decision": {...}, "comparison": {...}}`` (the gate's shape). One document, not a
-    paged list: the per-case rows are all in ``comparison.cases``."""
+    """GET ``?base=<uuid>&head=<uuid>[&alpha=0.05]``: the comparison page's comparison with the
+    gate's decision, ``{"decision", "comparison"}``. One document, not a paged list."""
 
     permission_classes = [IsViewer]
 

@@ -1,12 +1,7 @@
-"""The grid of runs and a case's history over the API (``evals.grid``): the same data as the
-pages, as JSON. Thin: parse, call one selector, serialize.
+"""The grid of runs and a case's history as JSON (``evals.grid``), the pages' data. Thin.
 
-``GET /api/suites/<uuid>/grid``: the grid's columns (runs, oldest first) and its rows (cases,
-filtered and sorted as on the page), the rows a cursor page at a time (``?cursor=``,
-``?page_size=`` as every list: default 50, at most 100). ``GET
-/api/suites/<uuid>/cases/<uuid>/history``: the case in every run of its suite. What a
-reviewer still labeling may not see is withheld as on the pages (``evals.blindness``).
-"""
+``GET /api/suites/<uuid>/grid``: columns oldest first and rows a cursor page at a time;
+``GET /api/suites/<uuid>/cases/<uuid>/history``. Blind parts are withheld as on the pages."""
 
 from __future__ import annotations
 
@@ -160,8 +155,7 @@ def _cursor_url(request, offset: int) -> str:
 
 
 class SuiteGridApi(APIView):
-    """GET: the grid of runs of a suite (module docstring); 400 naming ``runs`` or ``last``
-    for a bad choice of runs, 404 for a run that is not of the suite."""
+    """GET: the grid of runs of a suite; 400 naming ``runs`` or ``last``; 404 for a foreign run."""
 
     permission_classes = [IsViewer]
 

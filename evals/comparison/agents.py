@@ -1,24 +1,11 @@
-"""How an agent's outcome and trajectory rates moved between two runs, per case
+"""How an agent's outcome and trajectory rates moved between two runs, per shared case
 (docs/agents.md, "Grading agents").
 
-Both runs need a ``state`` and a ``trajectory`` grader (``evals.report.agents``); cases are
-matched as the comparison matches them (content hash and key, ``evals.comparison.compute``
-rule 2), and only shared cases are shown. Per case and side: passed of graded trials with
-the Wilson 95% interval, for the outcome and for the trajectory (each side's verdict rule
-over its graders; an errored or missing grade is out, never a pass or a fail), and the
-change of each rate. Over the shared cases: each side's mean per-case rate with its 95%
-interval clustered by case (``stats.intervals.clustered_rate_interval``).
-
-The 2 × 2 movement (``cells``): over the shared cases, each side's trials in each cell of
-outcome × trajectory (both pass, right outcome on a wrong path, wrong outcome on the
-expected path, both fail; a trial with a side errored or missing is in none), and the change
-head − base in trials and in share of the trials in the table (e.g. 55/11/8/6 -> 53/9/13/5).
-Shown on the comparison page, in its CSV export (section ``agent_2x2``), in the comparisons
-API and the gate's JSON (``agents``, ``agent_moves_json``).
-
-The comparison's decision (the gate) is on the overall verdict, which for an agent run is
-the outcome; these rates are shown beside it and decide nothing.
-"""
+Both runs need ``state`` and ``trajectory`` graders; cases match as the comparison matches
+them. Per case and side: passed of graded with a Wilson 95% interval for each rate; over the
+cases, mean per-case rates with 95% intervals clustered by case
+(``stats.intervals.clustered_rate_interval``); the 2 × 2 movement (``cells``) in trials and
+shares. These rates decide nothing: the gate's verdict is the outcome."""
 
 from __future__ import annotations
 
@@ -73,9 +60,8 @@ CELLS = (
 
 @dataclass(frozen=True)
 class CellMove:
-    """One cell of the 2 × 2 over the shared cases: ``base`` and ``head`` trials in it, of
-    ``base_in_table`` / ``head_in_table``; ``change`` head − base in trials; the shares
-    (None when a side's table is empty) and ``share_change`` (None unless both)."""
+    """One 2 × 2 cell over the shared cases: ``base`` and ``head`` trials in it of ``*_in_table``;
+    ``change`` in trials; shares (None for an empty table) and ``share_change``."""
 
     cell: str
     label: str
@@ -98,8 +84,7 @@ class CellMove:
 
 @dataclass(frozen=True)
 class AgentMoves:
-    """Over the ``n_cases`` shared cases: the mean per-case outcome and trajectory rates of
-    each side with clustered 95% intervals; ``cases`` with the largest move first."""
+    """Mean per-case outcome and path rates a side (``n_cases``); ``cases``, largest move first."""
 
     n_cases: int
     outcome_base: ClusteredMean
@@ -111,8 +96,7 @@ class AgentMoves:
 
 
 def _side(run: Run, rows) -> dict[tuple[str, str], tuple[int, ...]] | None:
-    """(content hash, key) -> (outcome passed, graded, trajectory passed, graded, then the
-    trials in each 2 × 2 cell in ``CELLS`` order)."""
+    """(content hash, key) -> (outcome passed, graded, path passed, graded, trials per cell)."""
     codes = agent_codes(run=run, rows=rows)
     if codes is None:
         return None
@@ -154,10 +138,7 @@ def _cells(b: dict, h: dict, shared: list) -> list[CellMove]:
 
 
 def agent_moves_json(moves: AgentMoves | None) -> dict[str, Any] | None:
-    """``moves`` as JSON for the API and the gate: ``{"n_cases", "cells": [{cell, label,
-    base, head, change, base_in_table, head_in_table, base_share, head_share,
-    share_change}], "outcome"/"trajectory": {base, head: mean per-case rate}}``; None
-    stays None."""
+    """``moves`` as JSON for the API and the gate; None stays None."""
     if moves is None:
         return None
     return json_safe(
@@ -195,10 +176,8 @@ def _mean(passed: list[int], graded: list[int]) -> ClusteredMean:
 
 
 def agent_moves_get(*, base: Run, head: Run) -> AgentMoves | None:
-    """The agent rates of ``head`` against ``base`` per shared case (module docstring); None
-    unless both runs have ``state`` and ``trajectory`` graders. The run loader's queries for
-    both runs at once (``runs_rows_get``, without usage); none when a run lacks either grader
-    (its grader set says so before any trial is read)."""
+    """The agent rates of ``head`` against ``base`` per shared case; None unless both runs have
+    both agent kinds (no query then). The run loader's queries for both runs at once."""
     if not all(all(agent_keys(run)) for run in (base, head)):
         return None
     rows = runs_rows_get(runs=[base, head], usage=False)

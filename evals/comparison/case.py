@@ -41,16 +41,10 @@ class ComparisonCase:
 
 
 def comparison_case_get(*, base: Run, head: Run, case_uuid, viewer) -> ComparisonCase:
-    """One case of a comparison as ``viewer`` may see it. Cases match by content hash (as
-    in the comparison), else by key (a changed case). Five queries (blind trials, case,
-    matching cases, trials, grades); outputs are loaded up to ``DIFF_MAX_CHARS`` + 1
-    characters, never whole. Grades are those ``viewer`` may see (``evals.blindness``:
-    no grade on a trial whose input an item they still have to label shares); each trial
-    has ``blind`` set.
-
-    Raises ``Case.DoesNotExist`` when ``case_uuid`` is not a case of the runs' suite or
-    has no trial in either run.
-    """
+    """One case of a comparison as ``viewer`` may see it (``evals.blindness``; each trial has
+    ``blind``). Cases match by content hash, else by key. Five queries; outputs loaded up to
+    ``DIFF_MAX_CHARS`` + 1 characters. Raises ``Case.DoesNotExist`` when ``case_uuid`` is not a
+    case of the suite or has no trial in either run."""
     blind = blind_for(viewer)
     case = Case.objects.get(uuid=case_uuid, suite_id=head.suite_id)
     related = list(
@@ -116,9 +110,7 @@ def comparison_case_get(*, base: Run, head: Run, case_uuid, viewer) -> Compariso
 
 
 def case_uuids_by_hash(*, suite_id: int, rows: list) -> dict[str, str]:
-    """content hash -> case UUID (str) for rows with ``content_hash`` (and ``key``) of one
-    suite, for links to the case page; one query. Where several cases share a hash (same
-    content under two keys) the one with the row's key wins."""
+    """Content hash -> case UUID for rows of one suite (the row's key wins a tie). One query."""
     hashes = {r.content_hash for r in rows}
     if not hashes:
         return {}

@@ -1,25 +1,10 @@
-"""Comparing a head run with a base run of the same suite, and the CI gate's decision.
+"""Comparing a head run with a base run of the same suite (``comparison_compute``, pure), for
+the page, ``manage.py gate`` and the API alike.
 
-``comparison_compute`` is pure (plain ``RunData`` in, ``Comparison`` out);
-``evals.comparison.selectors.comparison_get`` loads two runs (their stored summaries) and
-calls it. The comparison page, ``manage.py gate`` and the API all use these, so they cannot
-tell different stories.
-
-Rules:
-1. Comparability first: same suite name, same grader set (keys and gating), same
-   judge version per grader. A failed check is a problem (banner); the figures are still
-   computed on the shared cases, but the gate cannot decide.
-2. Cases are matched by content hash (and key, when two cases share content); a case only
-   in head is "added", only in base "removed", same key with new content "changed"; all of
-   those are left out of the test.
-3. Per shared case: base x/N → head y/M and a change class (``change_class``).
-4. Headline over shared cases graded on both sides: mean base rate, mean head rate, delta,
-   the stratified permutation p (which decides), the within-case interval (the size of the
-   effect on these cases: ``stats.compare.within_case_interval``) and the clustered
-   interval (the "in general" question, labelled): ``evals.comparison.headline``.
-5. pass@k and pass^k per k (``evals.comparison.passk``); cost, tokens and latency per side
-   (``evals.comparison.usage``).
-"""
+Comparability (same suite, grader set and judge versions) is a banner: figures are still
+computed but the gate cannot decide. Cases match by content hash (then key); added, removed
+and changed cases are left out. Per shared case: base x/N → head y/M and a ``change_class``;
+the headline (``evals.comparison.headline``), pass@k and pass^k, usage per side."""
 
 from __future__ import annotations
 
@@ -67,11 +52,10 @@ def change_class(base_passed: int, base_graded: int, head_passed: int, head_grad
 
 @dataclass(frozen=True)
 class CaseComparison:
-    """One shared case: ``base_passed``/``base_graded`` → ``head_passed``/``head_graded``,
-    rates in [0, 1] (None when nothing graded), ``delta`` = head − base rate, ``change``
-    (``change_class``, a description: "broken" never blocks by itself), errored trials per
-    side (pipeline + errored gating grade), provisional gating grades (both sides) and each
-    side's ``(passed, graded)`` per look (the gate's input; ``CaseData.looks``)."""
+    """One shared case: ``base_passed``/``base_graded`` → ``head_passed``/``head_graded``, rates in
+    [0, 1] (None when nothing graded), ``delta`` = head − base, ``change`` (a description:
+    "broken" never blocks by itself), errored and provisional counts, and each side's
+    ``(passed, graded)`` per look (``CaseData.looks``)."""
 
     key: str
     content_hash: str
@@ -160,8 +144,7 @@ class Comparison:
         ]
 
     def to_dict(self) -> dict[str, Any]:
-        """Strict-JSON-safe dict (Decimals as strings, no NaN): runs as summaries, the
-        p-value as a float plus its text."""
+        """Strict-JSON-safe dict (Decimals as strings, no NaN), the p-value as float and text."""
         data = json_safe({k: v for k, v in asdict(self).items() if k not in ("base", "head")})
         for side, run in (("base", self.base), ("head", self.head)):
             data[side] = {
@@ -181,9 +164,8 @@ class Comparison:
 
 
 def comparability_problems(base: RunData, head: RunData) -> list[str]:
-    """Reasons the two runs are not comparable (empty when they are): different suites,
-    a changed grader set (keys or gating), a changed judge version per grader (fault K1:
-    "judge version changed (judge-v1 → judge-v2): the runs are not comparable")."""
+    """Reasons the two runs are not comparable (empty when they are): different suites, a changed
+    grader set (keys or gating), a changed judge version per grader."""
     problems = []
     if base.uuid and base.uuid == head.uuid:
         problems.append("base and head are the same run: there is nothing to compare")
@@ -274,8 +256,7 @@ def _side(run: RunData) -> SideCounts:
 
 
 def base_detectable_drop(base: RunData, *, alpha: float = 0.05) -> DetectableDrop | None:
-    """``stats.power.min_detectable_drop`` from the base's per-case rates (graded cases)
-    and its trials per case; None when nothing was graded."""
+    """``stats.power.min_detectable_drop`` of the base's graded cases; None when none."""
     rates = [c.passed / c.graded for c in base.cases if c.graded]
     if not rates:
         return None
@@ -292,14 +273,11 @@ def comparison_compute(
     detectable: DetectableDrop | None = None,
     with_power: bool = True,
 ) -> Comparison:
-    """Compare ``head`` with ``base`` (pure; the rules are in the module docstring).
-
-    ``alpha``: two-sided level of the test, and 1 − the intervals' confidence;
-    ``n_resamples``/``seed``: Monte Carlo draws of the permutation test (when exact
-    enumeration does not fit); ``detectable``: a precomputed
-    ``base_detectable_drop`` (computed here when None and ``with_power``).
-    Raises ValueError unless 0 < alpha < 1.
-    """
+    """Compare ``head`` with ``base`` (pure). ``alpha``: the test's two-sided level and
+    1 − the intervals' confidence; ``n_resamples``/``seed``: Monte Carlo draws of the
+    permutation test when exact enumeration does not fit; ``detectable``: a precomputed
+    ``base_detectable_drop``. Raises ValueError unless 0 < alpha < 1. Long: one pass assembles
+    every section of ``Comparison`` from the same matched cases."""
     if not 0 < alpha < 1:
         raise ValueError(f"alpha must be in (0, 1), got {alpha!r}")
     pairs, added, removed, changed = _match_cases(base, head)

@@ -1,13 +1,9 @@
-"""How contract decisions moved from a base run to a head run (``decision_movement_get``):
-per case, the base's and the head's trials by decision; overall, rejects and wrong-outcome
-rejects (an oracle mismatch: a policy error, not a malformed output).
+"""How contract decisions moved from a base run to a head run (``decision_movement_get``): per
+case and overall, rejects and wrong-outcome rejects (policy errors).
 
-A newly introduced policy error is never offset by fewer malformed outputs: when the head
-rejects a smaller share of its attempted trials than the base but a larger share for a
-wrong outcome, ``warning`` says so (the comparison page shows it above the figures).
-Shares, not counts, so runs with different trial counts compare fairly; with equal counts
-the two read the same.
-"""
+A new policy error is never offset by fewer malformed outputs: when the head rejects a
+smaller share but a larger share for a wrong outcome, ``warning`` says so. Shares, so runs
+of different sizes compare fairly."""
 
 from __future__ import annotations
 
@@ -24,8 +20,7 @@ from evals.models import Case, Run
 
 @dataclass(frozen=True)
 class CaseMovement:
-    """One case: ``base`` and ``head`` trials by decision (only decisions present), and
-    their wrong-outcome rejects; ``moved`` is True when the counts differ."""
+    """One case: trials by decision a side, wrong-outcome rejects, ``moved`` when counts differ."""
 
     key: str
     base: dict[str, int]
@@ -98,8 +93,7 @@ def _share(n: int, of: int) -> float:
 
 
 def decision_movement_get(*, base: Run, head: Run) -> DecisionMovement | None:
-    """The movement of contract decisions from ``base`` to ``head``; None unless both runs
-    have a contract grader. Seven queries."""
+    """Contract decisions' movement from ``base`` to ``head``; None without contract graders."""
     b, h = run_decisions(run=base), run_decisions(run=head)
     if not (b.graded and h.graded):
         return None

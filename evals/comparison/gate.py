@@ -48,10 +48,8 @@ ALPHA_MAX = 0.5
 
 
 def alpha_check(alpha: Any, *, option: str = "alpha") -> float:
-    """Return ``alpha`` (a float) when ALPHA_MIN <= alpha <= ALPHA_MAX (1e-6 .. 0.5, both
-    included); else raise ``DomainError`` (field ``alpha``) whose message names
-    ``option`` (``--alpha`` for the command, ``alpha`` for the API) and the value. NaN and
-    infinities fail the comparison and are refused too."""
+    """``alpha`` as a float when 1e-6 <= alpha <= 0.5 (NaN and infinities refused); else
+    ``DomainError`` (field ``alpha``) naming ``option`` (``--alpha`` or ``alpha``) and the value."""
     if (
         isinstance(alpha, bool)
         or not isinstance(alpha, int | float)
@@ -84,18 +82,10 @@ def gate_evaluate(
     allow_incomparable: bool = False,
     plan: TopUpPlan | None = None,
 ) -> tuple[Comparison, GateDecision]:
-    """Compare ``head`` with ``base`` and take the gate's decision (``gate_decide``).
-
-    ``head``/``base``: each a ``Run`` or a ``RunData``; ``base`` None means the head
-    suite's current baseline (``baseline_current``). ``alpha``: two-sided level, 1e-6 .. 0.5
-    (``alpha_check``); ``max_errored_fraction``: errored trials allowed per run, a fraction
-    in [0, 1]; the two flags as in ``gate_decide``. When base is a run its detectable drop
-    comes from ``detectable_drop_get`` (a finished run's stored summary); when it is a file
-    it is computed from the file.
-    Returns ``(comparison, decision)``; ``decision.exit_code`` is 0 pass, 1 regression,
-    2 cannot decide. Raises ``DomainError`` for an alpha or fraction out of range, a
-    file head without a base, or a suite without a baseline.
-    """
+    """Compare ``head`` with ``base`` (a ``Run`` or a ``RunData`` each; ``base`` None: the head
+    suite's baseline) and decide (``gate_decide``). Returns ``(comparison, decision)``. Raises
+    ``DomainError`` for an alpha or fraction out of range, a file head without a base, or a
+    suite without a baseline."""
     gate_options_check(alpha=alpha, max_errored_fraction=max_errored_fraction)
     if base is None:
         if isinstance(head, RunData):
@@ -155,16 +145,12 @@ def comparison_plan(*, base: Any, head: Any, alpha: float) -> tuple[TopUpPlan, s
 
 @dataclass(frozen=True)
 class CaseVerdict:
-    """One case as the decision sees it: cumulative counts a side (every look read),
-    ``status`` "drop" (a significant drop: it blocks), "suspect" (head did worse, not
-    significantly: unresolved), "cleared" (was a suspect; more trials showed head no worse)
-    or "clean"; ``p_value`` its one-sided exact p at its last look, ``adjusted`` the discrete
-    Holm adjusted p (None for capability suites); ``settle_trials``: for a
-    suspect of a design without top-up (a run file, an imported run), trials a side a new
-    run would need to detect its observed drop with 80% power (None when none would, or
-    under a top-up design); ``missable``: for a suspect the design can add no trial to (its
-    last look is taken), the smallest drop of its pass rate (0..1) that look detected with
-    80% power (smaller drops may have been missed; None when not even a drop to 0 was)."""
+    """One case as the decision sees it: cumulative counts a side, ``status`` "drop" (blocks),
+    "suspect" (worse, not significantly), "cleared" or "clean"; ``p_value`` (one-sided exact, at
+    its last look) and ``adjusted`` (discrete Holm; None for capability suites);
+    ``settle_trials``: trials a side a new run needs to detect its drop with 80% power (no
+    top-up design only); ``missable``: for a suspect at its last look, the smallest pass-rate
+    drop (0..1) that look detected with 80% power (None when not even a drop to 0)."""
 
     key: str
     base_passed: int
@@ -204,19 +190,12 @@ def gate_exit_code(verdict: str) -> int:
 
 @dataclass(frozen=True)
 class GateDecision:
-    """The gate's decision: ``exit_code`` 0 (no measurable regression), 1 (blocked: a regression
-    measurably beyond the pipeline's own randomness) or 2 (cannot decide); ``verdict``
-    "pass", "block", "undecided" (suspects a top-up round could settle; exit 0), "cannot
-    decide yet" (the same, but the first look could not have blocked any head, so exit 2
-    until a top-up has settled it) or "cannot decide"; ``title`` in a few words;
-    ``sentence``: the decision and its reason in one sentence that matches the figures;
-    ``reasons``: every reason; ``drops`` and ``suspects``: the cases behind it
-    (``CaseVerdict``); ``suite_p``: the stratified one-sided p-value at look 0 (None when
-    not computed); ``plan``: the design it was taken under (``top_up`` possible, alpha at
-    look 0, rounds); ``next_round``: case key -> (base, head) trials the next top-up round
-    adds; ``notes``: what the reader should also know (simulated runs, untrusted judges left
-    out, "broken" cases as a description). ``exit_code`` is not passed: it follows from
-    ``verdict`` (``gate_exit_code``)."""
+    """The gate's decision: ``verdict`` "pass", "block", "undecided" (suspects a top-up round
+    could settle; exit 0), "cannot decide yet" (the first look could not block any head; exit 2
+    until a top-up settles it) or "cannot decide"; ``exit_code`` follows from it
+    (``gate_exit_code``). ``sentence`` matches the figures; ``drops`` and ``suspects`` are
+    ``CaseVerdict``; ``suite_p``: the stratified one-sided p at look 0; ``plan``: the design;
+    ``next_round``: case key -> (base, head) trials the next round adds; ``notes``."""
 
     exit_code: int = field(init=False)
     title: str
@@ -246,12 +225,10 @@ def gate_plan(
     base_replayed: bool = True,
     max_trials_per_case: int | None = None,
 ) -> TopUpPlan:
-    """The design the decision is taken under, fixed by facts known before any outcome:
-    with ``top_up`` (both runs can be replayed — or the head alone, ``base_replayed``
-    False) look 0 gets ``alpha_first`` of alpha and rounds of N then 2N trials a side get
-    the rest (``stats.sequential.TopUpPlan`` defaults); ``max_trials_per_case`` (first N
-    included) keeps only the whole rounds that fit under it. Without top-up, look 0 has all
-    of alpha. Raises ``DomainError`` for a cap below N."""
+    """The design, fixed before any outcome: with ``top_up`` (both runs replayable, or the head
+    alone) look 0 gets ``alpha_first`` and rounds of N then 2N trials a side the rest
+    (``stats.sequential.TopUpPlan``), only whole rounds under ``max_trials_per_case``; without,
+    look 0 has all of alpha. Raises ``DomainError`` for a cap below N."""
     n = max(1, int(trials_per_case))
     if not top_up:
         return no_top_up(alpha=alpha, suite_kind=suite_kind)
@@ -307,26 +284,17 @@ def gate_decide(
 ) -> GateDecision:
     """The CI gate's decision on a comparison.
 
-    2 (cannot decide) when: the runs are not comparable (unless ``allow_incomparable``:
-    then the shared cases are tested anyway, and the problems are still listed); no shared
-    case has a verdict on both sides; on either side errored trials (pipeline errors plus
-    ok trials left out for an errored gating grade) exceed ``max_errored_fraction`` of its
-    trials (default 0: any error, faults A1 and E1); gating grades come from a judge
-    version that is not trusted (unless ``allow_untrusted``).
+    2 (cannot decide) when the runs are not comparable (unless ``allow_incomparable``), no
+    shared case has a verdict on both sides, errored trials on a side exceed
+    ``max_errored_fraction`` (default 0), gating grades come from an untrusted judge version
+    (unless ``allow_untrusted``), or no head could be blocked under ``plan``
+    (``stats.gate.block_attainable``; the sentence names the trials that would make it possible).
 
-    2 also when no head could be blocked on these cases under ``plan`` (even every head
-    trial failing: ``stats.gate.block_attainable``): the sentence names the trials per case
-    a side that would make a block possible (``stats.gate.trials_to_attain``).
-
-    Otherwise ``stats.gate.gate_decide`` under ``plan`` (default: no top-up, all of alpha
-    at look 0) on the shared cases graded on both sides: 1 when a regression case dropped
-    significantly (one-sided exact test per case, discrete Holm over the suite's cases) or
-    the suite as a whole did (one-sided stratified test); its whole false-alarm rate is at
-    most alpha (``docs/statistics.md``). A case that passed every base trial and failed a
-    head trial ("broken") is described, never blocks by itself. Suspects (head worse, not
-    significantly) are named with the trials that would settle them; under a top-up plan
-    the verdict is "undecided" (exit 0) while a round could settle them.
-    """
+    Otherwise ``stats.gate.gate_decide`` on the shared graded cases: 1 when a case dropped
+    significantly (one-sided exact test, discrete Holm) or the suite did (stratified test);
+    false-alarm rate at most alpha (docs/statistics.md). A "broken" case never blocks by itself.
+    Suspects are named with the trials that would settle them. Long: every reason and sentence
+    of the decision is built here, so they cannot disagree with its figures."""
     cannot = []
     if comparison.problems and not allow_incomparable:
         cannot += comparison.problems

@@ -23,15 +23,12 @@ EXACT_CASE_LIMIT = 500
 
 @dataclass(frozen=True)
 class Headline:
-    """The answer over ``n_cases`` shared cases graded on both sides: mean per-case pass
-    rates (fractions), ``delta`` = head − base; ``p_value`` of the two-sided stratified
-    permutation test (``p_exact``: exact enumeration, else Monte Carlo with
-    ``n_resamples``); ``bootstrap_low/high`` (names kept for the API): the within-case
-    interval at ``confidence`` (this exact suite, cases fixed; the MOVER of Clopper–Pearson
-    limits joined with Agresti–Caffo, ``stats.compare.within_case_interval``; never of zero
-    width); ``clustered``: the "in general" interval (cases as a sample, Miller 2024);
-    ``sentence``: the plain-words reading; ``disagreement``: non-empty when p and the
-    within-case interval tell different stories."""
+    """The answer over ``n_cases`` shared cases: mean per-case pass rates, ``delta`` = head − base;
+    ``p_value`` of the two-sided stratified permutation test (``p_exact``, else Monte Carlo over
+    ``n_resamples``); ``bootstrap_low/high`` (API names): the within-case interval (MOVER of
+    Clopper–Pearson limits with Agresti–Caffo, ``stats.compare.within_case_interval``);
+    ``clustered``: the "in general" interval (Miller 2024); ``sentence``; ``disagreement``:
+    non-empty when p and the interval tell different stories."""
 
     n_cases: int
     base_rate: float
@@ -61,10 +58,8 @@ def _points(delta: float) -> str:
 def headline_compute(
     pairs: list[tuple[CaseData, CaseData]], *, alpha: float, n_resamples: int, seed: int
 ) -> Headline | None:
-    """The headline over ``pairs`` (base, head) of shared cases, those graded on both sides;
-    None when there is none. ``alpha``: the test's two-sided level and 1 − the intervals'
-    confidence; ``n_resamples``/``seed``: the Monte Carlo draws when exact enumeration does
-    not fit (over ``EXACT_CASE_LIMIT`` cases)."""
+    """The headline over ``pairs`` graded on both sides, None when none. ``alpha``: the two-sided
+    level; ``n_resamples``/``seed``: Monte Carlo past ``EXACT_CASE_LIMIT`` cases."""
     graded = [(b, h) for b, h in pairs if b.graded and h.graded]
     if not graded:
         return None

@@ -6,8 +6,7 @@ from evals.comparison.compute import Comparison
 
 
 def decision_notes(comparison: Comparison) -> list[str]:
-    """What a reader of a gate decision should also know: simulated runs, provisional
-    judge graders left out, cases that "broke" (described, never a reason to block)."""
+    """What a decision's reader should also know: simulated runs, provisional judges, breaks."""
     notes = []
     for side, run in (("base", comparison.base), ("head", comparison.head)):
         if run.simulated:

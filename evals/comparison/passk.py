@@ -15,16 +15,11 @@ from stats.passk import difference_interval
 
 @dataclass(frozen=True)
 class PassHatKDelta:
-    """pass^k (Yao et al. 2024) — or pass@k (Chen et al. 2021) in ``Comparison.pass_at_k`` —
-    at one k over shared cases: base, head and head − base; None where a side has no case
-    with k graded trials. ``base_low``/``base_high`` and ``head_low``/``head_high``: each
-    side's 95% interval clustered by case (``evals.report.figures.PassK``);
-    ``delta_low``/``delta_high``: the difference's 95% interval, never of zero width; None
-    with the delta. ``delta_method`` says which: ``"paired"`` at k = 1 when every shared case
-    with a verdict has one on both sides (pass@1 = pass^1 is then the headline's mean of
-    per-case differences: its delta and its interval are the headline's "in general" one,
-    ``stats.compare.clustered_paired_interval``, which uses the pairing: one quantity, one
-    interval); else ``"mover"``, the MOVER of the two sides' intervals
+    """pass^k (Yao et al. 2024), or pass@k (Chen et al. 2021) in ``Comparison.pass_at_k``, at one k
+    over shared cases: base, head and head − base (None where a side has no case with k graded
+    trials), each side's 95% interval clustered by case, and the delta's 95% interval.
+    ``delta_method``: ``"paired"`` at k = 1 when every shared case has verdicts on both sides
+    (the headline's ``stats.compare.clustered_paired_interval``), else ``"mover"``
     (``stats.passk.difference_interval``: Newcombe 1998, Zou & Donner 2008; conservative when
     the runs share cases)."""
 
@@ -46,8 +41,7 @@ class PassHatKDelta:
 
 
 def _pass_k_delta(k: int, base: tuple, head: tuple) -> PassHatKDelta:
-    """One k's base, head and head − base, each (mean, low, high), the difference's interval
-    by ``stats.passk.difference_interval``."""
+    """One k's base, head and head − base as (mean, low, high); ``difference_interval``."""
     low, high = difference_interval(*base, *head)
     return PassHatKDelta(
         k,
@@ -64,10 +58,9 @@ def _pass_k_delta(k: int, base: tuple, head: tuple) -> PassHatKDelta:
 
 
 def pass_1_paired(rows: list[PassHatKDelta], headline: Headline) -> list[PassHatKDelta]:
-    """``rows`` with k = 1's delta and interval taken from ``headline``: over the same cases
-    pass@1 (= pass^1) is the headline's mean of per-case differences, so it shows the
-    headline's delta and its paired "in general" interval (``clustered``), not a second,
-    wider MOVER interval for the same quantity. The caller checks the cases are the same."""
+    """``rows`` with k = 1's delta and interval from ``headline``: on the same cases pass@1 is the
+    headline's mean of per-case differences, one quantity with one interval. The caller checks
+    the cases are the same."""
     if not rows or rows[0].k != 1 or rows[0].delta is None:
         return rows
     first = replace(

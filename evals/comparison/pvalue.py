@@ -7,12 +7,9 @@ import math
 
 
 def pvalue_format(p: float, alpha: float = 0.05) -> str:
-    """A p-value for people: never "0" or "0.000".
-
-    Below 0.001 -> "< 0.001"; below 0.1 three decimals (2/1024 -> "0.002"); otherwise two
-    ("0.41"). Extra decimals are added when rounding would carry p across ``alpha``
-    (0.0496 at alpha 0.05 -> "0.0496", not "0.050"). Raises ValueError outside [0, 1].
-    """
+    """A p-value for people, never "0": below 0.001 "< 0.001", below 0.1 three decimals, else two,
+    with more when rounding would carry p across ``alpha`` (0.0496 at 0.05 stays "0.0496").
+    Raises ValueError outside [0, 1]."""
     if not (isinstance(p, int | float) and math.isfinite(p) and 0 <= p <= 1):
         raise ValueError(f"p-value must be in [0, 1], got {p!r}")
     if p < 0.001:

@@ -1,9 +1,7 @@
 """A comparison and the gate's decision as terminal text, Markdown (a PR comment) and JSON.
 
-Every p-value goes through ``evals.comparison.pvalue.pvalue_format``. Case keys and run names are
-untrusted text: in Markdown they are written inside code spans with backticks and pipes
-neutralised, so a key cannot inject links, HTML or table cells.
-"""
+p-values go through ``evals.comparison.pvalue.pvalue_format``. Case keys and run names are
+untrusted: in Markdown they sit in code spans with backticks and pipes neutralised."""
 
 from __future__ import annotations
 
@@ -67,8 +65,7 @@ def _case_line(v) -> str:
 
 
 def case_outlook(v) -> str:
-    """What a suspect's last look could miss and what a new run would need ("" for a
-    case that is not an unresolved suspect)."""
+    """What a suspect's last look could miss and a new run would need; "" for other cases."""
     parts = []
     if v.missable is not None:
         parts.append(f"a drop under about {100 * v.missable:.0f} points could be missed")
@@ -133,11 +130,9 @@ def gate_text(comparison: Comparison, decision: GateDecision) -> str:
 
 
 def gate_markdown(comparison: Comparison, decision: GateDecision) -> str:
-    """A Markdown summary fit for a pull-request comment: decision, reasons, headline with
-    both intervals and the p-value, counts, errors, usage deltas, the changed cases
-    (first ``MARKDOWN_CASE_ROWS``, broken and worse first) and cases left out.
-    Long by design: the Markdown is written top to bottom, section by section.
-    """
+    """A Markdown summary for a pull-request comment: decision, reasons, headline, counts, errors,
+    usage deltas, changed cases (first ``MARKDOWN_CASE_ROWS``, worst first) and cases left out.
+    Long by design: the Markdown is written top to bottom, section by section."""
     c, h = comparison, comparison.headline
     icon = {0: "✅", 1: "❌", 2: "⚠️"}[decision.exit_code]
     out = [
@@ -247,11 +242,7 @@ def _num(x: float | None) -> str:
 def gate_json(
     comparison: Comparison, decision: GateDecision, *, agents: dict[str, Any] | None = None
 ) -> str:
-    """Strict JSON: ``{"decision": {exit_code, verdict, title, sentence, reasons, drops,
-    suspects, suite_p, plan, next_round, notes}, "comparison": {...}, "agents": {...}|null}``
-    with delta, both intervals, the p-value (float and text), counts and per-case changes;
-    ``agents``: the 2 × 2 movement of two agent runs (``evals.comparison.agents.
-    agent_moves_json``), null otherwise. It decides nothing."""
+    """Strict JSON ``{"decision", "comparison", "agents"}`` (agents: ``agent_moves_json``)."""
     data: dict[str, Any] = {
         "decision": json_safe(asdict(decision)),
         "comparison": comparison.to_dict(),

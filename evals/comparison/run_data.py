@@ -1,13 +1,7 @@
-"""What a comparison needs from one run, as plain data (``RunData``), and its loaders.
-
-A ``RunData`` comes from the database (``run_data_get``), from a file written by
-``manage.py export_run`` (``run_data_from_file``), or from its own dict
-(``run_data_to_dict`` / ``run_data_from_dict``). Whatever the source, per-trial overall
-verdicts are decided by the run report's one rule (``evals.grading.verdict.overall_codes``): a
-trial passes when every gating grader passed; a failing gating grade makes it fail; an
-errored gating grade with no failing one leaves it out (counted); pipeline errors are left
-out (counted).
-"""
+"""What a comparison needs from one run, as plain data (``RunData``), and its loaders: the
+database (``run_data_get``), an ``export_run`` file (``run_data_from_file``) or its own dict.
+Per-trial overall verdicts follow the run report's one rule
+(``evals.grading.verdict.overall_codes``) whatever the source."""
 
 from __future__ import annotations
 
@@ -61,17 +55,11 @@ class GraderInfo:
 
 @dataclass(frozen=True)
 class CaseData:
-    """One case of a run. ``verdicts``: overall verdict of each graded trial (True pass,
-    False fail); left out and counted: ``pipeline_errored`` trials, ``grade_errored``
-    (ok trials with an errored gating grade and no failing one), ``not_graded`` (a gating
-    grade missing, or the trial pending/cancelled). ``provisional``: gating grades on ok
-    trials from a judge version that is not trusted. Usage over finished trials:
-    ``cost_known_usd`` (sum of known costs, USD), ``cost_unknown`` (trials with a null
-    cost), ``input_tokens``/``output_tokens`` (sums of known counts), ``tokens_unknown``
-    (trials with either count null), ``latency_sum_ms``/``latency_n`` (known latencies).
-    ``looks``: ``(passed, graded)`` per look — look 0 the run's own trials, look r the
-    round r of the top-up the comparison reads (empty rounds are not listed); ``verdicts``
-    covers every look."""
+    """One case of a run. ``verdicts``: overall verdict of each graded trial, every look; left out
+    and counted: ``pipeline_errored``, ``grade_errored``, ``not_graded``; ``provisional``:
+    gating grades from untrusted judge versions. Usage over finished trials: ``cost_known_usd``
+    (USD), ``cost_unknown``, token sums and ``tokens_unknown``, ``latency_sum_ms``/``latency_n``.
+    ``looks``: ``(passed, graded)`` per look: 0 the run's own trials, r the top-up's round r."""
 
     key: str
     content_hash: str
@@ -103,12 +91,9 @@ class CaseData:
 
 @dataclass(frozen=True)
 class RunData:
-    """A run as a comparison sees it: identity, suite, grader set and per-case data.
-
-    ``label``: "suite / run" for people; ``uuid`` as a string ("" when unknown, e.g. a
-    file written by another tool); ``suite_kind``: "capability" or "regression";
-    ``trials_per_case``: N; ``source``: "database" or the file path it was read from.
-    """
+    """A run as a comparison sees it. ``label``: "suite / run"; ``uuid``: "" when unknown (a
+    foreign file); ``suite_kind``: "capability" or "regression"; ``source``: "database" or the
+    file path."""
 
     label: str
     uuid: str
@@ -150,27 +135,16 @@ def run_data_build(
     judges: dict[Any, tuple[str, str, bool]],
     usage: dict[Any, dict[str, Any]],
 ) -> RunData:
-    """Assemble ``RunData`` from flat rows (no queries; shared by the database and file
-    loaders).
+    """Assemble ``RunData`` from flat rows (no queries; shared by the database and file loaders).
 
     ``meta``: label, uuid, name, suite_name, suite_kind, status, trials_per_case, source;
-    ``grader_specs``: the run's stored grader set; ``cases``: ``(case_id, key,
-    content_hash, tags)``; ``trials``: ``(trial_id, case_id, status[, look])``; ``grades``
-    (on any trial): ``(trial_id, grader, code, gating, judge_version_id)`` with code 1 pass,
-    0 fail, -1 errored, -2 not judged; ``judges``: judge_version_id -> (label, judge name,
-    trusted); ``usage``: case_id -> {finished, cost, cost_unknown, input, output,
-    tokens_unknown, latency_sum, latency_n}.
+    ``grader_specs``: the stored grader set; ``cases``: ``(case_id, key, content_hash, tags)``;
+    ``trials``: ``(trial_id, case_id, status[, look])``; ``grades``: ``(trial_id, grader, code,
+    gating, judge_version_id)``, code 1 pass, 0 fail, -1 errored, -2 not judged; ``judges``:
+    judge_version_id -> (label, judge name, trusted); ``usage``: case_id -> sums.
 
-    Steps, each over whole arrays (one numpy pass per grader and per count, never one per
-    case or trial: ~13 ms of CPU for 2,000 cases x 5 trials, ~45 ms with the former numpy
-    calls per case). Long by design: the arrays of step 1 serve every later step.
-    1. per trial: its case's position, its status code and its look;
-    2. the grades on ok trials: per grader, each trial's code (a later grade of the same
-       trial and grader wins), which versions judged it and the provisional gating ones;
-    3. the overall code per trial (``overall_codes`` over the graders
-       ``evals.grading.verdict.gating_keys`` says gate), then per case its counts
-       (``np.bincount``), its verdicts in trial order and its ``(passed, graded)`` per look.
-    """
+    Whole-array numpy passes, never one per case or trial (~13 ms at 2,000 cases x 5 trials).
+    Long by design: the arrays built first serve every later step."""
     # 1. Trials, read as columns.
     n_trials, n_cases = len(trials), len(cases)
     case_pos = {c[0]: i for i, c in enumerate(cases)}
@@ -334,19 +308,14 @@ def run_data_build(
 
 
 def run_data_get(*, run: Any, top_up: int | None = None) -> RunData:
-    """``RunData`` of a run in the database as a comparison reads it: its own trials, and
-    with ``top_up`` (a ``TopUp`` id) that top-up's rounds as looks 1.. — from the one run loader
-    (``evals.report.rows.run_rows_get``: four queries whatever the run's size, one more when
-    judges graded it; plus one for ``run.suite`` unless joined). Output text is never
-    loaded."""
+    """``RunData`` of a stored run, with ``top_up``'s rounds as looks 1.., from the run loader
+    (``evals.report.rows.run_rows_get``: four queries whatever the size, one more when judges
+    graded it). Output text is never loaded."""
     return _run_data_from_rows(run, run_rows_get(run=run, top_up=top_up))
 
 
 def runs_data_get(*, runs: Sequence[Any], top_up: int | None = None) -> dict[int, RunData]:
-    """Run id -> ``RunData`` for each of ``runs`` (the two sides of a comparison), each
-    equal to ``run_data_get(run=, top_up=)``, read together: the run loader's four queries
-    for all of them (``evals.report.rows.runs_rows_get``), one more when judges graded any;
-    plus one per run for ``run.suite`` unless joined."""
+    """Run id -> ``RunData`` for each of ``runs``, as ``run_data_get``, read together."""
     rows = runs_rows_get(runs=runs, top_up=top_up)
     return {run.id: _run_data_from_rows(run, rows[run.id]) for run in runs}
 
@@ -375,8 +344,7 @@ def _run_data_from_rows(run: Any, rows: RunRows) -> RunData:
 
 
 def run_data_from_export(data: dict[str, Any], *, source: str = "file") -> RunData:
-    """``RunData`` from a dict in the ``export_run`` format (``interop.run_file``); no
-    queries. Judge trust is as recorded in the file at export time."""
+    """``RunData`` from an ``export_run`` dict (no queries); judge trust as the file recorded it."""
     run = data["run"]
     judges = {
         ref: (
@@ -455,8 +423,7 @@ def _usage_add(u: dict[str, Any], trial: dict[str, Any]) -> None:
 
 
 def run_data_to_dict(data: RunData) -> dict[str, Any]:
-    """Strict-JSON-safe dict of a ``RunData`` (Decimals as strings), format
-    ``"assay-run-data"``; ``run_data_from_dict`` reads it back equal."""
+    """``RunData`` as strict JSON (``"assay-run-data"``); ``run_data_from_dict`` reads it back."""
     out = asdict(data)
     for case in out["cases"]:
         case["cost_known_usd"] = decimal_plain(case["cost_known_usd"])
@@ -495,10 +462,9 @@ def run_data_from_dict(data: dict[str, Any]) -> RunData:
 
 
 def run_data_from_file(path: str | Path) -> RunData:
-    """``RunData`` from a JSON file written by ``manage.py export_run`` (format
-    ``"assay-run"``) or by ``run_data_to_dict`` (``"assay-run-data"``). Raises ``DomainError``
-    (naming the file and the problem) for unreadable JSON, an unknown format, or text the
-    database cannot store (U+0000, a lone surrogate; naming the field: ``core.text``)."""
+    """``RunData`` from a JSON file of format ``"assay-run"`` (``export_run``) or
+    ``"assay-run-data"``. Raises ``DomainError`` naming the file and the problem: bad JSON, an
+    unknown format, unstorable text (naming the field, ``core.text``)."""
     path = Path(path)
     try:
         data = json.loads(path.read_text(encoding="utf-8-sig"), parse_constant=_no_constant)

@@ -124,14 +124,11 @@ def _trial_check(t: Any, where: str, refs: dict, field: str) -> None:
 
 
 def run_document_check(data: Any, *, field: str) -> None:
-    """Check that ``data`` is an ``export_run`` document (format ``assay-run``, version 1)
-    with the types a comparison reads: strings where names and hashes go, JSON booleans
-    for verdicts and gating (``"false"`` is not false), whole numbers for counts, finite
-    numbers, known statuses, judge version references that exist, at most
-    ``FILE_TRIALS_PER_CASE_MAX`` trials per case. Raises ``DomainError`` naming
-    ``field`` and the place (``head_file.cases[3].trials[0].grades[1].passed``).
-    Long by design: one check per field of the document, in the format's order.
-    """
+    """Check that ``data`` is an ``export_run`` document (``assay-run``, version 1) with the types
+    a comparison reads: no coercion, finite numbers, known statuses, existing judge version
+    references, at most ``FILE_TRIALS_PER_CASE_MAX`` trials per case. Raises ``DomainError``
+    naming ``field`` and the place (``head_file.cases[3].trials[0].grades[1].passed``).
+    Long by design: one check per field of the document, in the format's order."""
 
     _obj(data, field, field)
     _check(
@@ -222,10 +219,8 @@ def run_document_check(data: Any, *, field: str) -> None:
 
 
 def run_document_read(data: Any, *, field: str) -> RunData:
-    """``RunData`` of an embedded ``export_run`` document (``run_document_check``, then
-    ``run_data_from_export`` with ``source`` = ``field``); no queries. Raises
-    ``DomainError`` naming ``field`` and the place (also for text the database cannot
-    store: U+0000 or a lone surrogate, ``core.text``)."""
+    """``RunData`` of an embedded ``export_run`` document; no queries. Raises ``DomainError``
+    naming ``field`` and the place (unstorable text too, ``core.text``)."""
 
     unstorable_refuse(data, field=field)
     run_document_check(data, field=field)

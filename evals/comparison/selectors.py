@@ -14,12 +14,9 @@ from evals.comparison.summary import run_summaries_get
 def comparison_get(
     *, base: Any, head: Any, alpha: float = 0.05, keys: dict[int, str | None] | None = None
 ) -> Comparison:
-    """Load two runs and compare them (``comparison_compute``). Finished runs are read from
-    their stored summaries (``evals.comparison.summary.run_summaries_get``: the ``RunData``
-    and the base's detectable drop, computed and stored on first need), others through the
-    run loader with the detectable drop from ``evals.comparison.summary.detectable_drop_get``.
-    ``keys``: the runs' ``run_summary_keys`` when already read. About ten queries, none per
-    case or trial."""
+    """Load two runs and compare them (``comparison_compute``): finished runs from their stored
+    summaries (``run_summaries_get``), others through the run loader. ``keys``: the runs'
+    ``run_summary_keys`` when already read. About ten queries, none per case or trial."""
     reads = run_summaries_get(runs=[base, head], keys=keys, detectable_for=[base], alpha=alpha)
     return comparison_compute(
         base=reads[base.id].data,

@@ -1,29 +1,11 @@
 """Run summaries: what a comparison reads of a finished run, stored in the database.
 
-Why: the first view of a comparison (nothing in Django's cache) read both runs' trials and
-grades (the run loader's queries, ~110 ms of process and database CPU at 2,000 cases x 5
-trials on PostgreSQL), built both ``RunData`` (2 x ~13 ms) and simulated the base's
-detectable drop (~37 ms), although none of it depends on the pair. A finished run's
-summary (its ``RunData`` and, per alpha, its detectable drop) is computed once, stored in
-``evals.models.RunSummary`` (it survives cache clears and restarts), and read by every
-comparison it is a side of: two rows instead of every trial.
-
-Invariant: a summary is read only when its stored ``key`` equals the run's current key
-(``run_summary_keys``), which holds everything the summary depends on that can change: the
-run's fingerprint (``evals.fingerprint.run_fingerprints``: status, grader set, trials,
-grades and their verdicts, a regrade in place such as
-``test_a_regraded_trial_is_seen_at_once_despite_the_comparison_cache`` included, the same
-fingerprint as the grid's column cache); judge trust (``judge_trust_fingerprint``: trust
-turns provisional grades into gating ones); the run's suite's case changes
-(``case_changes_fingerprints``: a retag in place). A run that is not finished has no key
-and no summary. The key is read before the data, so a write landing in between stores
-newer data under an older key, which the next read misses: a summary is never
-newer-keyed than its data. Identity (name, suite, status) is read fresh from the run.
-
-Queries: ``run_summary_keys`` three (the runs' fingerprints, judge trust, case changes),
-whatever the number of runs; ``run_summaries_get`` one more to read the summaries, and on
-a miss the run loader's queries for the missing runs and one upsert.
-"""
+A finished run's ``RunData`` and, per alpha, its detectable drop are stored in
+``evals.models.RunSummary``, so a comparison reads two rows instead of every trial. A
+summary is read only while its ``key`` equals the run's current key (``run_summary_keys``:
+fingerprint, judge trust, case changes); a run not finished has none. The key is read before
+the data, so a concurrent write stores newer data under an older key, which the next read
+misses. Identity is read fresh."""
 
 from __future__ import annotations
 
@@ -75,9 +57,7 @@ class SummaryRead:
 
 
 def run_summary_keys(*, runs: Sequence[Run]) -> dict[int, str | None]:
-    """Run id -> the run's summary key (module docstring), None for a run that is not
-    finished. Three queries whatever the number of runs, cases and trials: the runs'
-    fingerprints, judge trust, the suites' case changes (``evals.fingerprint``)."""
+    """Run id -> its summary key (None if not finished); three queries whatever the run count."""
     prints = run_fingerprints(runs=runs)
     trust = judge_trust_fingerprint()
     changes = case_changes_fingerprints(suite_ids={r.suite_id for r in runs})
@@ -97,16 +77,13 @@ def run_summaries_get(
     detectable_for: Sequence[Run] = (),
     alpha: float = 0.05,
 ) -> dict[int, SummaryRead]:
-    """Run id -> ``SummaryRead`` for each of ``runs`` (the two sides of a comparison), with
-    the detectable drop at ``alpha`` of each run in ``detectable_for`` (the base).
+    """Run id -> ``SummaryRead`` for each of ``runs``, with the detectable drop at ``alpha`` for
+    each run in ``detectable_for`` (the base).
 
-    ``keys``: ``run_summary_keys(runs=)`` when the caller has read them (the comparison
-    cache does); read here otherwise. A finished run's stored summary is read when its key
-    matches; otherwise (or for a missing alpha) it is computed and stored (one upsert for
-    all). A run that is not finished is read by the run loader every time and its
-    detectable drop comes from ``detectable_drop_get`` (Django's cache). Queries: four when
-    every summary is stored, else plus the loader's for the missing runs and one upsert.
-    """
+    ``keys``: ``run_summary_keys(runs=)`` when the caller has them. A stored summary is read
+    when its key matches, else computed and stored (one upsert for all). A run not finished is
+    loaded every time, its detectable drop from ``detectable_drop_get``. Four queries when every
+    summary is stored."""
     runs = list({r.id: r for r in runs}.values())  # base and head may be the same run
     if keys is None:
         keys = run_summary_keys(runs=runs)
@@ -179,18 +156,12 @@ def detectable_drop_get(
     *, run: Any, alpha: float = 0.05, data: RunData | None = None
 ) -> DetectableDrop | None:
     """The smallest drop ``run`` (as a baseline) can detect with 80% power at ``alpha``
-    (``evals.comparison.compute.base_detectable_drop``; None when it graded nothing),
-    without simulating on every view (~110 ms at 2,000 cases).
+    (``evals.comparison.compute.base_detectable_drop``; None when it graded nothing), without
+    simulating on every view (~110 ms at 2,000 cases).
 
-    A finished run's value has one home, its stored summary (``run_summaries_get``: read
-    while the run's key holds, computed and stored there on first need for this alpha;
-    ``data`` is not used, the summary reads the run after its key). A run that is not
-    finished is computed from ``data`` (else the run loader) and cached in Django's cache
-    for a day under its fingerprint's ``state`` and judge trust (``evals.fingerprint``), so
-    any new trial or grade, a regrade in place included, misses it. Queries: four for a
-    finished run whose summary holds the value; two for a cached unfinished one; plus the
-    loader's otherwise.
-    """
+    A finished run's value lives in its stored summary (``run_summaries_get``; ``data`` unused).
+    A run not finished is computed from ``data`` (else loaded) and kept a day in Django's cache
+    under its fingerprint's ``state`` and judge trust, so any new trial or grade misses it."""
     if run.is_terminal:
         read = run_summaries_get(runs=[run], detectable_for=[run], alpha=alpha)
         return read[run.id].detectable[alpha]
@@ -205,17 +176,15 @@ def detectable_drop_get(
 
 
 def run_summary_refresh(*, run: Run) -> None:
-    """Compute and store the summary of a finished ``run`` with its detectable drop at the
-    gate's default alpha (0.05), so the first comparison against it reads the stored row.
-    Idempotent (an upsert keyed by the run); nothing for a run that is not finished."""
+    """Store the summary of a finished ``run`` with its detectable drop at the gate's default alpha
+    (0.05). Idempotent (an upsert keyed by the run); nothing for a run not finished."""
     if run.is_terminal:
         run_summaries_get(runs=[run], detectable_for=[run], alpha=0.05)
 
 
 def _body(data: RunData) -> str:
-    """A ``RunData``'s graders, cases and judge versions as compact JSON: each case as a
-    list in ``CASE_FIELDS`` order (Decimal cost as text), about a third of the size of its
-    dict form."""
+    """A ``RunData``'s graders, cases and judge versions as compact JSON: each case a list in
+    ``CASE_FIELDS`` order (Decimal cost as text), a third of its dict form's size."""
     cases = []
     for case in data.cases:
         row = [getattr(case, name) for name in CASE_FIELDS]
@@ -232,8 +201,7 @@ def _body(data: RunData) -> str:
 
 
 def _data_from_body(run: Run, body: str) -> RunData:
-    """The ``RunData`` of ``run`` from a stored body (``_body``) and the run's identity, equal
-    to what the run loader builds."""
+    """``run``'s ``RunData`` from its stored ``_body`` and identity, as the loader builds it."""
     raw = orjson.loads(body)
     names = raw["fields"]
     cost = names.index("cost_known_usd")

@@ -1,9 +1,5 @@
-"""Filtering and sorting the comparison's per-case rows from a page's GET params.
-
-Pure Python over the rows ``evals.comparison.selectors.comparison_get`` returns. The page
-reads its params (``evals.views.comparison``): an unknown class or sort is a 400 naming the
-parameter (``core.http.query_choice``); an unknown tag matches no row.
-"""
+"""Filtering and sorting the comparison's per-case rows from a page's GET params (pure). The
+view refuses an unknown class or sort (400); an unknown tag matches no row."""
 
 from __future__ import annotations
 
@@ -21,8 +17,7 @@ DEFAULT_SORT = "effect"
 
 @dataclass(frozen=True)
 class TableQuery:
-    """The table's filters: ``change`` (one of ``CHANGE_CLASSES`` or ""), ``tag`` ("" for
-    any) and ``sort`` (a key of ``SORTS``)."""
+    """The table's filters: ``change`` (in ``CHANGE_CLASSES`` or ""), ``tag`` and ``sort``."""
 
     change: str = ""
     tag: str = ""
@@ -40,10 +35,7 @@ def _effect(row) -> float:
 
 
 def case_rows_select(rows: Iterable, *, query: TableQuery) -> list:
-    """Rows whose change class is ``query.change`` (any when empty) and whose tags include
-    ``query.tag`` (any when empty), sorted by ``query.sort``: "effect" = head − base rate
-    ascending (largest drop first; rows without a delta last), "-effect" descending, "key"
-    by case key. Ties break by key."""
+    """Rows of ``query.change`` with ``query.tag`` (empty: any), sorted by ``query.sort``."""
     out = [
         r
         for r in rows

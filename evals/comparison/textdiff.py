@@ -1,8 +1,5 @@
-"""Word-level diff of two outputs, as plain (kind, text) tokens a template loops over.
-
-No HTML is built here: the template wraps each token in a ``<span class="diff-...">`` and
-autoescaping does the rest, so model output can never become markup.
-"""
+"""Word-level diff of two outputs as ``(kind, text)`` tokens: no HTML here; the template wraps
+and autoescapes each token, so model output never becomes markup."""
 
 from __future__ import annotations
 
@@ -18,10 +15,8 @@ _TOKEN = re.compile(r"\s+|[^\s]+")
 
 @dataclass(frozen=True)
 class WordDiff:
-    """``base``/``head``: lists of ``(kind, text)`` with kind "equal", "delete" (only in base)
-    or "insert" (only in head); concatenating a side's texts gives its (possibly cut) output.
-    ``truncated``: an output was longer than ``DIFF_MAX_CHARS`` and only its start was
-    diffed; ``ratio``: difflib's similarity in [0, 1]."""
+    """``base``/``head``: ``(kind, text)`` lists, kind "equal", "delete" or "insert"; ``truncated``:
+    only the first ``DIFF_MAX_CHARS`` were diffed; ``ratio``: difflib's similarity in [0, 1]."""
 
     base: list[tuple[str, str]]
     head: list[tuple[str, str]]
@@ -30,8 +25,7 @@ class WordDiff:
 
 
 def word_diff(base: str, head: str, *, max_chars: int = DIFF_MAX_CHARS) -> WordDiff:
-    """Diff ``base`` against ``head`` word by word (whitespace runs are tokens too, so the
-    text is kept exactly), with ``difflib.SequenceMatcher`` (autojunk off)."""
+    """A word diff (whitespace runs are tokens, so text is kept exactly), autojunk off."""
     truncated = len(base) > max_chars or len(head) > max_chars
     a, b = _TOKEN.findall(base[:max_chars]), _TOKEN.findall(head[:max_chars])
     matcher = difflib.SequenceMatcher(a=a, b=b, autojunk=False)

@@ -1,19 +1,14 @@
 """Settling suspects with more trials: a comparison's top-up, and adaptive runs.
 
-A top-up adds trials, in rounds, to the suspect cases of a head run — and of the base run,
-which is replayed too — until the gate's decision is final or a cap is hit. The design (how
-many rounds, how many trials, how alpha is spent over looks) is fixed when the top-up
-starts (``evals.comparison.gate.gate_plan``; ``stats.sequential``), and the decision at
-every look is ``evals.comparison.gate.gate_evaluate`` over the runs' own trials plus this
-top-up's: the command, the page, the API and the benchmark read it the same way. Added
-trials are ordinary trials marked with the top-up and their round; nothing is deleted.
+A top-up adds trials in rounds to the suspect cases of a head run and of its base (replayed
+too) until the gate's decision is final or a cap is hit. The design is fixed at the start
+(``evals.comparison.gate.gate_plan``, ``stats.sequential``); every look decides with
+``gate_evaluate`` over the runs' own trials plus the top-up's. Added trials are ordinary
+trials marked with the top-up and round; nothing is deleted.
 
-Flow: ``top_up_start`` records the top-up and enqueues ``top_up_advance`` after commit.
-``top_up_advance`` (a task; idempotent, safe under redelivery) waits until both runs are
-finished, decides, and either ends the top-up (settled, capped, failed) or adds the next
-round's trials (``evals.runner.start.trials_add``, a compare-and-set on the round number).
-When those trials are done, the run's finalize enqueues ``top_up_advance`` again.
-"""
+``top_up_advance`` (a task, idempotent) waits until both runs are finished, decides, and
+ends the top-up or adds the next round (``trials_add``, compare-and-set on the round
+number); each run's finalize enqueues it again."""
 
 from __future__ import annotations
 
@@ -64,14 +59,12 @@ def top_up_start(
 ) -> TopUp:
     """Start settling the suspects of ``head`` against ``base`` with more trials.
 
-    ``max_trials_per_case``: trials a side a case may reach, the first N included (whole
-    rounds only; default 4N); ``max_cost_usd``: stop before a round that would take the
-    trials' known cost past it (USD). Idempotent per pair: an active top-up of the same
-    runs is returned as it is. Raises PermissionDenied for anyone but engineers and leads
-    (``by`` None: a command), ``DomainError`` when a run cannot be replayed (naming
-    ``head`` or ``base`` and why), when the runs are of different suites, or for a cost cap
-    on runs whose cost is unknown.
-    """
+    ``max_trials_per_case``: trials a side a case may reach, first N included (whole rounds;
+    default 4N); ``max_cost_usd``: stop before a round that would pass it (USD). An active
+    top-up of the same runs is returned as it is. Raises PermissionDenied for anyone but
+    engineers and leads (``by`` None: a command), ``DomainError`` for a run that cannot be
+    replayed (naming ``head`` or ``base``), runs of different suites, or a cost cap on runs
+    of unknown cost."""
     if by is not None:
         role_require(by, ENGINEER, LEAD, action="settling suspects with more trials")
     existing = _existing(base=base, head=head, alpha=alpha)
@@ -124,10 +117,7 @@ def top_up_start(
 
 
 def _replay_refusal(run: Run) -> str | None:
-    """``run_replay_refusal``, except that a run that is running only because a round of
-    another top-up of it is in flight (a baseline shared by two comparisons; it was
-    succeeded when that round started) can serve: the new top-up's first look waits for
-    that round to end (the run's finalize moves every active top-up of it on)."""
+    """``run_replay_refusal``, but a run busy with another top-up's round (a shared base) serves."""
     if (
         run.status == Run.Status.RUNNING
         and TopUp.objects.filter(Q(base=run) | Q(head=run), status=TopUp.Status.RUNNING).exists()
@@ -138,9 +128,8 @@ def _replay_refusal(run: Run) -> str | None:
 
 
 def _existing(*, base: Run, head: Run, alpha: float) -> TopUp | None:
-    """The pair's top-up a new start joins: an active one (its rounds are running, so the
-    runs are not "succeeded" now), or one settled at the same alpha — its decision is final,
-    and starting again would spend trials to ask the same question twice."""
+    """The pair's top-up a new start joins: an active one, or one settled at the same alpha (its
+    decision is final; starting again would ask the same question twice)."""
     return (
         TopUp.objects.filter(base=base, head=head)
         .filter(Q(status__in=ACTIVE) | Q(status=TopUp.Status.SETTLED, alpha=alpha))
@@ -149,10 +138,8 @@ def _existing(*, base: Run, head: Run, alpha: float) -> TopUp | None:
 
 
 def top_up_refused(decision: GateDecision, reason: str) -> GateDecision:
-    """The decision on the trials there are, for a top-up that cannot run (``reason``: why
-    no trial can be added, e.g. an imported run or a run file): the same decision, with a
-    first note saying so and naming the unresolved suspects with the trials a side that
-    would settle them (``CaseVerdict.settle_trials``; "no feasible number" when none)."""
+    """The decision on the trials there are for a top-up that cannot run (``reason``: why), with a
+    note naming the unresolved suspects and the trials a side that would settle them."""
     unresolved = [
         f"{v.key} (a new run of about {v.settle_trials} trials a side)"
         if v.settle_trials
@@ -177,8 +164,7 @@ def _plan(top_up: TopUp, head: Run) -> TopUpPlan:
 
 
 def top_up_decide(*, top_up: TopUp):
-    """``(comparison, decision)`` of the top-up's runs as they stand: their own trials and
-    this top-up's rounds, under the design fixed at its start."""
+    """``(comparison, decision)`` of the runs with this top-up's rounds, under its fixed design."""
     base = Run.objects.select_related("suite").get(id=top_up.base_id)
     head = Run.objects.select_related("suite").get(id=top_up.head_id)
     plan = _plan(top_up, head)
@@ -192,11 +178,8 @@ def top_up_decide(*, top_up: TopUp):
 
 
 def _finish(top_up: TopUp, status: str, decision: dict | None, error: str = "") -> None:
-    """End the top-up with ``decision``, taken on look ``top_up.rounds_done``: only while
-    it is still active and still at that look (compare-and-set on ``rounds_done``). A
-    decision read by a worker that another worker has overtaken (it added the next round
-    meanwhile) is the decision on trials that are no longer all, and is dropped; the
-    overtaking round's finalize decides again."""
+    """End the top-up with ``decision`` taken at look ``top_up.rounds_done``, by compare-and-set on
+    ``rounds_done``: a decision overtaken by a newer round is dropped (that round decides)."""
     TopUp.objects.filter(id=top_up.id, status__in=ACTIVE, rounds_done=top_up.rounds_done).update(
         status=status, decision=decision, error=error, finished_at=timezone.now()
     )
@@ -217,9 +200,8 @@ def _spent(top_up: TopUp) -> Decimal:
 
 
 def top_up_advance(*, top_up_id: int) -> TopUp:
-    """Take the top-up one step: decide once both runs are finished, then end it or add
-    the next round. Idempotent, safe under redelivery: a round is added by compare-and-set
-    on ``rounds_done``, and a call while trials are still running does nothing."""
+    """Take the top-up one step: decide once both runs are finished, then end it or add the next
+    round. Idempotent: the round is added by compare-and-set; nothing while trials run."""
     top_up = TopUp.objects.select_related("base", "head").get(id=top_up_id)
     if top_up.is_terminal:
         return top_up
@@ -318,16 +300,12 @@ DESIGN_MAX_TRIALS = 64  # per case a side: the largest fixed design searched
 def design_figure(*, comparison, plan: TopUpPlan) -> dict:
     """ "Trials spent vs a fixed design of the same power" for an ended adaptive top-up.
 
-    ``spent_trials``: trials this comparison read, both sides, first ones included.
-    Against the drops observed (each case's cumulative pass rates, base and head, taken as
-    the truth: a plug-in alternative), ``power`` (with ``power_se``, its Monte Carlo
-    standard error over ``n_sim`` seeded simulations) is the chance this adaptive design
-    blocks and ``expected_trials`` its mean trials (``stats.design.simulate_design``);
-    ``fixed_trials`` is what a design without top-up (all of alpha at one look) needs for
-    that same power, ``fixed_trials_per_case`` its N a side
-    (``stats.design.fixed_design_trials``; None when even ``DESIGN_MAX_TRIALS`` is not
-    enough). When no case did worse in head there is no drop to power against: the power
-    and fixed figures are None and ``note`` says why."""
+    ``spent_trials``: both sides, first ones included. Taking each case's observed cumulative
+    rates as the truth (a plug-in alternative): ``power`` (± ``power_se``, Monte Carlo over
+    ``n_sim`` seeded simulations) and ``expected_trials`` of this design
+    (``stats.design.simulate_design``); ``fixed_trials`` and ``fixed_trials_per_case`` for one
+    look at that power (``stats.design.fixed_design_trials``; None past ``DESIGN_MAX_TRIALS``).
+    Without a case worse in head, those are None and ``note`` says why."""
     rows = [r for r in comparison.cases if r.base_graded and r.head_graded]
     base_rates, head_rates = [], []
     for r in rows:
@@ -385,10 +363,8 @@ def _case_ids(run_id: int, hashes: list[str]) -> dict[str, int]:
 
 
 def top_up_cancel(*, top_up: TopUp, by=None) -> bool:
-    """Stop a top-up (compare-and-set): no further round, and its trials still queued are
-    cancelled (taken out of their run's count); chunks calling its trials start no new call
-    (``evals.runner.execute``), calls in flight finish and count. Returns False when it had
-    already ended."""
+    """Stop a top-up (compare-and-set): no further round, its queued trials cancelled, calls in
+    flight finish and count. False when it had already ended."""
     if by is not None:
         role_require(by, ENGINEER, LEAD, action="cancelling a top-up")
     with transaction.atomic():
@@ -414,10 +390,8 @@ def _usd(value: Decimal | None) -> str:
 
 
 def top_up_result(*, top_up: TopUp):
-    """``(comparison, decision)`` of an ended top-up, as the gate reports it: the decision
-    over the runs' own trials and this top-up's. A top-up that ended with suspects still
-    open — stopped at its cost cap, failed (a run cancelled, trials errored) or cancelled —
-    cannot decide (exit 2), and says why; only a settled one passes or blocks."""
+    """``(comparison, decision)`` of an ended top-up. One that ended with suspects open (cost cap,
+    failure, cancel) cannot decide (exit 2) and says why; only a settled one passes or blocks."""
     comparison, decision = top_up_decide(top_up=top_up)
     if top_up.status != TopUp.Status.SETTLED and decision.verdict in TOP_UP_VERDICTS:
         stored = (top_up.decision or {}).get("decision", {})
@@ -440,8 +414,7 @@ def top_up_result(*, top_up: TopUp):
 
 
 def top_up_settled_get(*, base: Run, head: Run, alpha: float) -> TopUp | None:
-    """The newest top-up of ``head`` against ``base`` at ``alpha`` that settled or stopped
-    at its cost cap: from then on its decision is the pair's (``comparison_decision``)."""
+    """The newest settled (or cost-capped) top-up of the pair at ``alpha``: its decision holds."""
     return (
         TopUp.objects.filter(
             base=base,
@@ -463,12 +436,9 @@ def comparison_decision(
     allow_untrusted: bool = False,
     allow_incomparable: bool = False,
 ):
-    """``(comparison, decision)`` of ``head`` against ``base`` as every surface shows it
-    (the comparison page, ``manage.py gate``, ``POST /api/gate``, ``GET /api/comparisons/``):
-    once a top-up of the pair at ``alpha`` has settled or stopped at its cost cap, the
-    top-up's (``top_up_result``: the runs' own trials and its rounds) — but only under the
-    default policy, the one a top-up decides under; otherwise ``gate_evaluate`` on the
-    runs' own trials. Raises what ``gate_evaluate`` raises."""
+    """``(comparison, decision)`` of ``head`` against ``base`` as every surface shows it: under the
+    default policy, once a top-up at ``alpha`` settled or hit its cost cap, the top-up's
+    (``top_up_result``); else ``gate_evaluate`` on the runs' own trials, raising what it raises."""
     default_policy = not (max_errored_fraction or allow_untrusted or allow_incomparable)
     top_up = top_up_settled_get(base=base, head=head, alpha=alpha) if default_policy else None
     if top_up is not None:
@@ -484,8 +454,7 @@ def comparison_decision(
 
 
 def top_up_wait(*, top_up: TopUp, timeout_s: float, poll_s: float = 0.5) -> TopUp:
-    """Wait for ``top_up`` to end (a worker takes its rounds); returns it as it is at the
-    end or when ``timeout_s`` seconds have passed (then not terminal)."""
+    """Wait up to ``timeout_s`` seconds for ``top_up`` to end; returns it as it then is."""
     deadline = time.monotonic() + timeout_s
     while True:
         top_up.refresh_from_db()
@@ -495,11 +464,9 @@ def top_up_wait(*, top_up: TopUp, timeout_s: float, poll_s: float = 0.5) -> TopU
 
 
 def adaptive_start(*, run_id: int) -> TopUp | None:
-    """The top-up of an adaptive run (``run_start(against=...)``) once its first N trials
-    per case are done; None when the run did not succeed or has no baseline to compare
-    with. Idempotent: an existing top-up of the pair is returned. When the top-up cannot
-    start (the baseline can no longer be replayed: ``top_up_start``'s ``DomainError``) a
-    failed top-up records why, so the run's page says so and ``run_suite --wait`` ends."""
+    """The top-up of an adaptive run once its first N trials per case are done; None when the run
+    did not succeed or has no baseline. Idempotent. When it cannot start, a failed top-up
+    records why, so the page says so and ``run_suite --wait`` ends."""
     run = Run.objects.select_related("suite", "against").get(id=run_id)
     if run.against is None or run.status != Run.Status.SUCCEEDED:
         return None

@@ -1,8 +1,6 @@
-"""A grader set read from outside (a form, the API, a config file, a preset): parsed
-strictly into ``GraderSpec`` once at the edge, every kind's config checked before anything
-runs (``parse_grader_specs``), and stored with each judge pinned to one version
-(``grader_set_resolved``). The graders themselves are ``evals.grading.graders``; a stored
-set is read leniently by ``evals.grading.grader_set.GraderSet``."""
+"""A grader set read from outside (form, API, config file, preset): parsed strictly into
+``GraderSpec`` at the edge (``parse_grader_specs``) and stored with each judge pinned to one
+version (``grader_set_resolved``)."""
 
 from __future__ import annotations
 
@@ -183,18 +181,12 @@ def _check_values(kind: str, config: dict, where: str) -> None:
 
 
 def parse_grader_specs(raw: list[dict]) -> list[GraderSpec]:
-    """Parse a grader set from JSON (``[{"key", "kind", "config"?, "gating"?, "version"?}]``);
-    ``gating`` defaults to ``default_gating(kind)`` (True but for ``trajectory``).
+    """Parse a grader set from JSON (``[{"key", "kind", "config"?, "gating"?, "version"?}]``).
 
-    Strict: no coercion (``"false"`` is not a boolean), unknown fields and options are
-    refused, keys are unique, and each kind's config is fully checked (regex compiled, JSON
-    Schema checked against Draft 2020-12, python oracle looked up in the registry, judge
-    version looked up by the judge rung, ``evals.grading.rungs``; with none registered a
-    judge grader is refused on its ``kind``).
-    A grader of an imported run (kind ``imported`` or ``recorded-judge``, or a judge grader
-    of a recorded judge) is refused saying so: its verdicts were imported, it cannot be run.
-    Raises ``DomainError`` whose message starts with ``graders[<index>].<field>``.
-    """
+    Strict: no coercion, unknown fields and options refused, keys unique, each kind's config
+    fully checked (regex compiled, JSON Schema Draft 2020-12, oracle and judge version looked
+    up). A grader of an imported run cannot be run and is refused saying so. Raises
+    ``DomainError`` whose message starts with ``graders[<index>].<field>``."""
     if not isinstance(raw, list):
         raise DomainError(f"expected a list, got {type(raw).__name__}", field="graders")
     specs: list[GraderSpec] = []
@@ -243,10 +235,8 @@ def parse_grader_specs(raw: list[dict]) -> list[GraderSpec]:
 
 
 def grader_set_resolved(raw: list[dict], specs: list[GraderSpec]) -> list[dict]:
-    """The grader set ``raw`` as given (its own field order and defaults), with each judge
-    grader's ``judge_version`` replaced by the UUID ``parse_grader_specs`` resolved it to
-    (``specs``, parsed from ``raw``): what runs and presets store, so a judge named in a
-    config file is pinned to one version."""
+    """``raw`` as given with each judge grader's ``judge_version`` replaced by its resolved UUID
+    (from ``specs``): what runs and presets store, so a judge is pinned to one version."""
     out = []
     for item, spec in zip(raw, specs, strict=True):
         if spec.is_judge:

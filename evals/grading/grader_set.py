@@ -1,8 +1,7 @@
-"""A run's grader set, typed: read once from its stored JSON, then passed around as a
-``GraderSet`` (``Run.grader_set``). The strict parse of a new set, which checks every
-kind's config, is ``evals.grading.grader_config.parse_grader_specs``; a stored set was checked
-when its run started (or came from an import), so ``GraderSet.from_stored`` reads it
-leniently and never raises."""
+"""A run's grader set, typed: read once from its stored JSON as a ``GraderSet``
+(``Run.grader_set``). A stored set was checked when its run started (or was imported), so
+``from_stored`` reads it leniently and never raises; a new set's strict parse is
+``evals.grading.grader_config.parse_grader_specs``."""
 
 from __future__ import annotations
 
@@ -11,12 +10,8 @@ from dataclasses import dataclass, field
 
 @dataclass(frozen=True)
 class GraderSpec:
-    """One grader in a run's grader set.
-
-    ``key``: unique within the set, stored as ``Grade.grader``; ``kind``: a name in
-    ``GRADERS``; ``config``: kind-specific options; ``gating``: whether the overall verdict
-    of a trial requires this grader to pass.
-    """
+    """One grader in a run's grader set: ``key`` (unique in the set, stored as ``Grade.grader``),
+    ``kind`` (in ``GRADERS``), ``config``, and ``gating`` (the trial's verdict needs it)."""
 
     key: str
     kind: str
@@ -64,9 +59,8 @@ def recorded_kind_reason(kind: str) -> str:
 
 
 def default_gating(kind: str) -> bool:
-    """Whether a grader of ``kind`` gates the overall verdict when its set does not say:
-    every kind but ``trajectory`` (the verdict of an agent trial is its outcome; the path is
-    reported beside it and gates only with ``"gating": true``)."""
+    """Whether ``kind`` gates when its set does not say: every kind but ``trajectory`` (an agent
+    trial's verdict is its outcome)."""
     return kind != TRAJECTORY_KIND
 
 
@@ -79,10 +73,9 @@ class GraderSet:
 
     @classmethod
     def from_stored(cls, raw: object) -> GraderSet:
-        """The set stored on a run or in a run file (a list of ``{"key", "kind", "config",
-        "gating", "version"}``). Lenient: an entry without a string key is skipped, a
-        missing kind reads "imported", gating defaults to ``default_gating(kind)`` (True but for
-        ``trajectory``; a JSON boolean wins), config to ``{}``, version to "1"."""
+        """The set stored on a run or in a run file. Lenient: an entry without a string key is
+        skipped; kind defaults to "imported", gating to ``default_gating(kind)``, config to
+        ``{}``, version to "1"."""
         specs = []
         for item in raw if isinstance(raw, list) else []:
             if not isinstance(item, dict) or not isinstance(item.get("key"), str):

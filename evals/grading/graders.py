@@ -1,56 +1,39 @@
 """Deterministic graders: the cheap rungs of the grader ladder.
 
-Contract:
-- A grader set is a list of ``GraderSpec`` parsed once at the edge from JSON
-  (``evals.grading.grader_config.parse_grader_specs``), then passed around typed. Every
-  config error is found at parse time (unknown kind or option, wrong type, bad regex, bad
-  JSON Schema, unregistered oracle) and raised as ``DomainError`` naming
-  ``graders[<index>].<field>``.
-- ``run_grader(spec, case=..., output=...)`` never raises: a grader that raises gives an
-  errored ``GradeResult`` (``passed=None``), never a fail counted as data, never a pass.
-- Every result carries a reason. Scores are in [0, 1]; a non-finite score is an error.
+A grader set is a list of ``GraderSpec`` parsed once at the edge
+(``evals.grading.grader_config.parse_grader_specs``); every config error is a ``DomainError``
+naming ``graders[<index>].<field>``. ``run_grader`` never raises: a grader that raises gives
+an errored ``GradeResult`` (``passed=None``), never a fail or a pass. Every result has a
+reason; scores are in [0, 1], a non-finite score is an error.
 
 Kinds (``config`` options in brackets, defaults after ``=``):
-- ``exact`` [value]: output == value (or the case's expected; non-string expected values
-  are compared with their canonical JSON text, so ``4`` matches ``"4"``).
-- ``normalized`` [value]: as ``exact`` after ``normalize_text`` on both sides.
+- ``exact`` [value]: output == value or the case's expected (non-string expected values as
+  canonical JSON, so ``4`` matches ``"4"``).
+- ``normalized`` [value]: ``exact`` after ``normalize_text`` on both sides.
 - ``contains`` / ``not_contains`` [value | values, case_sensitive=False, word=True,
-  match="all"|"any" (contains only)]: substring checks; with ``word`` a value must stand as a
-  whole word (no letter, digit or underscore either side), so "refund" is not found in
-  "I cannot process refunds". Score = fraction of values satisfying the check.
-- ``regex`` [pattern, flags=[], must_match=True]: a search with the ``regex`` package
-  (``re`` syntax) under a time limit of ``REGEX_TIME_LIMIT_S`` seconds: a catastrophic pattern
-  (``(a|aa)+)+c`` on a long output) gives an errored grade, never a hung worker; flags are
-  names (``IGNORECASE``, ``MULTILINE``, ``DOTALL``, ``VERBOSE``, ``ASCII``) or letters (i m s x a).
-- ``json_schema`` [schema]: output must be JSON valid under ``schema`` (Draft 2020-12).
-- ``numeric`` [value, pattern, abs_tol=0.0, rel_tol=1e-9]: see ``parse_number``/``_numeric``
-  (its ``pattern`` runs under the same time limit).
-- ``python`` [function="package.module:function"]: a business-rule oracle
-  ``function(case, output) -> GradeResult | bool | dict``, registered (kind ``grader``,
-  ``core.registry``) under that name; nothing is imported from it.
+  match="all"|"any" (contains only)]: with ``word`` a value must stand as a whole word
+  ("refund" is not in "refunds"). Score = fraction of values satisfying the check.
+- ``regex`` [pattern, flags=[], must_match=True]: ``regex`` package, ``re`` syntax, under
+  ``REGEX_TIME_LIMIT_S`` seconds (a catastrophic pattern is an errored grade, not a hung
+  worker); flags by name (``IGNORECASE``...) or letter (i m s x a).
+- ``json_schema`` [schema]: output is JSON valid under ``schema`` (Draft 2020-12).
+- ``numeric`` [value, pattern, abs_tol=0.0, rel_tol=1e-9]: see ``parse_number``/``_numeric``.
+- ``python`` [function="package.module:function"]: an oracle
+  ``function(case, output) -> GradeResult | bool | dict`` registered as kind ``grader``
+  (``core.registry``); nothing is imported from the name.
 - ``contract`` [schema, items, id_field, oracle, coverage, required_coverage, provenance,
-  source_version, review]: a structured output's contract (``evals.grading.contract``,
-  docs/contracts.md). ``passed`` means "every deterministic check passed: qualified for
-  review" (``details.decision = "review"``), never accepted; a fail is a ``reject`` with its
-  failures, coverage table and reason ("reject: wrong_approval at T-750; ...").
-- ``state`` [mode="exact"|"subset", goal, ignore]: an agent's outcome, its final state
-  against the case's goal state as a JSON diff (``evals.grading.agent.state``, docs/agents.md);
-  no final state or no goal is an errored grade (cannot judge), never a pass or a fail.
-- ``trajectory`` [required, forbidden, order, before, arguments, max_steps, max_tokens,
-  max_cost_usd]: an agent's path (``evals.grading.agent.trajectory``); every violated
-  constraint is in the reason. Non-gating unless the set says ``"gating": true``
-  (``default_gating``): the verdict of an agent trial is its outcome.
-  Both agent kinds read the trial's trajectory and final state (``AgentData``), passed to
-  ``run_grader`` as ``agent=``; nothing else reads those columns.
-- ``judge`` [judge_version="<uuid>" | "JUDGE:vN" | "JUDGE" (its newest version; resolved to
-  the UUID when the grader set is parsed), judge="JUDGE" and judge_number=N (the same
-  version by name and number: instead of judge_version, or beside a UUID as its fallback
-  when the UUID is not known here, as run files write them), skip_if_failed=False]: the
-  top rung, an LLM judge
-  version, graded by the rung the judges app registers (``evals.grading.rungs``). It is not
-  run here: the runner enqueues it after the deterministic grades of a chunk are written
-  (``JudgeRung.chunk_enqueue``); with ``skip_if_failed`` a trial failed by a gating
-  deterministic grader is not sent to the judge.
+  source_version, review]: ``evals.grading.contract``, docs/contracts.md. ``passed`` means
+  qualified for review (``details.decision = "review"``), never accepted; a fail is a
+  ``reject`` with its failures and coverage table.
+- ``state`` [mode="exact"|"subset", goal, ignore] and ``trajectory`` [required, forbidden,
+  order, before, arguments, max_steps, max_tokens, max_cost_usd]: an agent's outcome and
+  path (``evals.grading.agent``, docs/agents.md), read from ``AgentData`` passed as
+  ``agent=``. No final state or goal is an errored grade. ``trajectory`` is non-gating
+  unless the set says ``"gating": true``.
+- ``judge`` [judge_version="<uuid>" | "JUDGE:vN" | "JUDGE", or judge="JUDGE" and
+  judge_number=N, skip_if_failed=False]: an LLM judge version, graded by the judges app's
+  rung (``evals.grading.rungs``), not here; the runner enqueues it after a chunk's
+  deterministic grades (``JudgeRung.chunk_enqueue``).
 """
 
 from __future__ import annotations
@@ -189,8 +172,7 @@ def _needles(config: dict, case: Any) -> list[str] | None:
 
 @functools.lru_cache(maxsize=4096)
 def _word_pattern(needle: str, flags: int) -> re.Pattern:
-    """``needle`` as a whole word, compiled once: ``re``'s own cache holds 512 patterns,
-    fewer than a suite's distinct expected answers, so each grade recompiled its pattern."""
+    """``needle`` as a whole word, compiled once (``re``'s cache holds only 512 patterns)."""
     return re.compile(rf"(?<!\w){re.escape(needle)}(?!\w)", flags)
 
 
@@ -200,9 +182,8 @@ def _is_word_char(char: str) -> bool:
 
 
 def _word_found_ascii(needle: str, output: str) -> bool:
-    """``(?<!\\w)needle(?!\\w)`` searched in ``output``, both ASCII: the same answer as
-    ``_word_pattern`` (on ASCII text ``\\w`` is ``[A-Za-z0-9_]`` and ``lower`` is exact),
-    without compiling a pattern per needle."""
+    """``(?<!\\w)needle(?!\\w)`` in ``output``, both ASCII: ``_word_pattern``'s answer without
+    compiling a pattern per needle."""
     start = output.find(needle)
     while start != -1:
         end = start + len(needle)
@@ -361,12 +342,9 @@ def _json_schema(config: dict, case: Any, output: str) -> GradeResult:
 
 
 def _numeric(config: dict, case: Any, output: str) -> GradeResult:
-    """Extraction: with config ``pattern`` (one capturing group), the group of the first
-    ``re.search`` match; without, the whole output. The text is read by ``parse_number``.
-    Comparison: ``math.isclose(got, ref, rel_tol=rel_tol, abs_tol=abs_tol)``, i.e.
-    ``|got - ref| <= max(rel_tol * max(|got|, |ref|), abs_tol)``; defaults are
-    ``abs_tol = 0.0`` and ``rel_tol = 1e-9`` (math.isclose's own). An output without a
-    readable number is a fail of the output, not a grader error."""
+    """Extraction: with config ``pattern`` (one capturing group), the group of the first match;
+    without, the whole output, read by ``parse_number``. Comparison: ``math.isclose(got, ref,
+    rel_tol=rel_tol, abs_tol=abs_tol)``. An output without a number is a fail, not an error."""
     found, ref = _reference(config, case)
     if not found:
         return GradeResult.error(_NO_REFERENCE)
@@ -469,11 +447,9 @@ GRADERS: dict[str, Callable[..., GradeResult]] = {
 def run_grader(
     spec: GraderSpec, *, case: Any, output: str, agent: AgentData | None = None
 ) -> GradeResult:
-    """Grade one output. Never raises: an exception inside the grader, a result that is not
-    a ``GradeResult``, an empty reason or a score outside [0, 1] (NaN included) gives an
-    errored result whose reason names the exception type and message. A judge spec is not
-    graded here (an errored result says so). The agent kinds (``spec.reads_agent``) read
-    ``agent``, the trial's trajectory and final state; without it their grade is errored."""
+    """Grade one output. Never raises: an exception, a non-``GradeResult``, an empty reason or a
+    score outside [0, 1] gives an errored result naming the exception. A judge spec is not
+    graded here. Agent kinds read ``agent`` (trajectory, final state); without it, errored."""
     if spec.is_judge:
         return GradeResult.error("judge graders are graded by the judge task, not run_grader")
     try:

@@ -1,10 +1,8 @@
-"""The deterministic rungs of the grader ladder: grade ok trials as they are written, one
-grade per (trial, grader) through the unique key, so a redelivery never duplicates one;
-the judge rung is graded by ``judges.grading``.
+"""The deterministic rungs of the grader ladder: grade ok trials as they are written, one grade
+per (trial, grader) through the unique key, so a redelivery never duplicates one.
 
-Trajectories and final states are read here only when the grader set has an agent grader
-(``GraderSpec.reads_agent``: ``state``, ``trajectory``), in one query per batch of trials
-(``_agent_data``); no other grader, and no report, loads those columns."""
+Trajectories and final states are read only when the set has an agent grader
+(``GraderSpec.reads_agent``), in one query per batch; nothing else loads those columns."""
 
 from __future__ import annotations
 
@@ -113,12 +111,9 @@ def _grade_values(
 
 
 def _grades_insert(values: list[tuple]) -> None:
-    """One prepared ``INSERT ... ON CONFLICT DO NOTHING`` (``INSERT OR IGNORE`` on SQLite)
-    run with ``executemany`` over ``_grade_values`` tuples: the runner's hot path, where
-    ``bulk_create`` spent more CPU building model instances and SQL than the database spent
-    writing. ``details`` and ``created_at`` go through their fields' ``get_db_prep_save``,
-    so they are adapted exactly as the ORM would; a (trial, grader) that exists already is
-    skipped by the unique key."""
+    """One prepared ``INSERT ... ON CONFLICT DO NOTHING`` (``INSERT OR IGNORE`` on SQLite) over
+    ``executemany`` rows (the runner's hot path: ``bulk_create`` cost more CPU than the write);
+    ``details`` and ``created_at`` adapted by their fields' ``get_db_prep_save``."""
     if not values:
         return
     fields = [model_field(Grade, name, models.Field) for name in GRADE_FIELDS]
@@ -141,14 +136,8 @@ def _grades_insert(values: list[tuple]) -> None:
 
 
 def grades_insert(*, items: list[tuple[int, CaseInput, str]], specs: list[GraderSpec]) -> int:
-    """Grade ok trials just written, given as ``(trial_id, case_input, output)``, with the
-    deterministic graders of ``specs``, in one insert; returns the number of grade rows
-    offered. The runner calls this with the case inputs it already holds (no read).
-
-    Idempotent: the insert goes through the unique (trial, grader) key and skips a grade
-    that exists already (kept, not duplicated). ``run_grader`` never raises: a grader that
-    breaks gives an errored grade.
-    """
+    """Grade ok trials just written, ``(trial_id, case_input, output)``, with ``specs`` in one
+    insert; returns the grade rows offered. Idempotent through the unique (trial, grader) key."""
     specs = [spec for spec in specs if not spec.is_judge]  # the judge task grades those
     agent = _agent_data([trial_id for trial_id, _, _ in items], specs)
     values = [
@@ -161,26 +150,14 @@ def grades_insert(*, items: list[tuple[int, CaseInput, str]], specs: list[Grader
 
 
 def grades_record(*, trials: list[Trial], specs: list[GraderSpec]) -> int:
-    """Grade ok trials that have just been written (so have no grades yet) with one insert;
-    returns the number of grade rows offered. ``trials`` need their case loaded
-    (``select_related("case")``); trials not ``ok`` are skipped.
-
-    Idempotent: the insert goes through the unique (trial, grader) key, so a grade that
-    exists already is kept and not duplicated (``grades_insert``).
-    """
+    """Grade ok trials just written (case loaded) in one idempotent insert; rows offered."""
     items = [(t.id, _case_input(t), t.output) for t in trials if t.status == Trial.Status.OK]
     return grades_insert(items=items, specs=specs)
 
 
 def trial_grade(*, trial: Trial, specs: list[GraderSpec]) -> int:
-    """Grade one ok trial with ``specs`` and store one Grade per (trial, grader); returns the
-    number of grades created.
-
-    Idempotent: graders that already have a grade on this trial are skipped, and the insert
-    goes through the unique (trial, grader) key with ``ignore_conflicts``, so a concurrent
-    duplicate is dropped by the database. An errored trial gets no grades (it is errored, not
-    failed). ``run_grader`` never raises: a grader that breaks gives an errored grade.
-    """
+    """Grade one ok trial with ``specs``; returns the grades created. Idempotent: existing graders
+    are skipped and the insert ignores conflicts. An errored trial gets no grades."""
     specs = [spec for spec in specs if not spec.is_judge]  # the judge task grades those
     if trial.status != Trial.Status.OK or not specs:
         return 0
@@ -195,9 +172,7 @@ def trial_grade(*, trial: Trial, specs: list[GraderSpec]) -> int:
 
 
 def _chunk_grades_complete(*, run_id: int, trial_ids: list[int], specs: list[GraderSpec]) -> None:
-    """Grade ok trials of the chunk that miss a grade (a worker died between writing the trial
-    and grading it); one statement, in SQL, when nothing is missing (the messages of chunks
-    whose trials another chunk took run it: ~100 for a 10,000-trial run)."""
+    """Grade the chunk's ok trials missing a grade (a worker died between write and grade)."""
     specs = [spec for spec in specs if not spec.is_judge]
     if not specs or not trial_ids:
         return

@@ -1,10 +1,5 @@
 """Grading recorded outputs: a finished run's ok trials graded after the fact by new
-deterministic graders (``contract`` included), so imported and ingested outputs, and
-outputs of a harness a team keeps, are judged by the same rules as Assay's own runs.
-
-The new graders join the run's grader set (``Run.graders``) under new keys, so the run
-report, the comparison, the gate, the exports and the API read them like any other.
-"""
+deterministic graders, added to its grader set under new keys so every reader sees them."""
 
 from __future__ import annotations
 
@@ -24,8 +19,7 @@ GRADE_CHUNK = 200
 
 @dataclass(frozen=True)
 class RunGradeSummary:
-    """What ``run_grade`` did: the new grader ``keys``, the ok ``trials`` graded and the
-    ``grades`` written."""
+    """What ``run_grade`` did: new grader ``keys``, ok ``trials`` graded, ``grades`` written."""
 
     keys: tuple[str, ...]
     trials: int
@@ -33,16 +27,10 @@ class RunGradeSummary:
 
 
 def run_grade(*, run: Run, graders: list[dict], by=None) -> RunGradeSummary:
-    """Grade ``run``'s ok trials (the current attempts: retried ones are history) with
-    ``graders`` (a grader set as JSON, parsed strictly) under new keys appended to its
-    grader set; engineers and leads (``by`` None: a command).
-
-    Idempotent per (trial, grader) through the grades' unique key; a key already in the
-    run's set is refused, so a second call with the same file changes nothing. Raises
-    PermissionDenied, or ``DomainError``: ``run`` (not finished: ``conflict``),
-    ``graders[i].kind`` (a judge: judges grade through a judge run), ``graders[i].key``
-    (already in the run's set: ``conflict``), or any grader config error.
-    """
+    """Grade ``run``'s current ok trials with ``graders`` (JSON, parsed strictly) under new keys;
+    engineers and leads (``by`` None: a command). Idempotent per (trial, grader). Raises
+    PermissionDenied or ``DomainError``: ``run`` not finished, a judge ``kind`` (judges grade
+    through a judge run), a ``key`` already in the set (``conflict``), a config error."""
     if by is not None:
         role_require(by, ENGINEER, LEAD, action="grading a run's recorded outputs")
     specs = parse_grader_specs(graders)

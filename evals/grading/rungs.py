@@ -1,21 +1,12 @@
-"""The grader rungs beyond the cheap graders: which grader kinds have one, what evals needs
-of each, and the registry another app fills in.
+"""The grader rungs beyond the cheap graders: which kinds have one, what evals needs of each,
+and the registry another app fills in.
 
-evals grades a trial with the deterministic graders itself (``evals.grading.graders``). A
-grader kind in ``RUNG_KINDS`` is graded by a rung another app implements: ``judge``, an LLM
-judge version, implemented by the judges app, which registers a ``JudgeRung`` here when
-Django is ready (``judges.apps.JudgesConfig.ready``: ``rung_register``). evals reaches it
-through ``judge_rung()`` and imports nothing of that app; the rung calls back into evals
-through its models and public services (``rung_finished`` when a chunk's rung is done).
+A kind in ``RUNG_KINDS`` is graded by a rung another app registers when Django is ready:
+``judge`` by the judges app (``rung_register``). evals reaches it through ``judge_rung()``
+and imports nothing of that app; the data types it reads back live here.
 
-With nothing registered: a grader set naming a judge is refused (``DomainError`` on
-``graders[<index>].kind``, ``NO_JUDGE_RUNG``), so no run needing one starts; and the run
-report, comparison and gate read no judge data: no version is trusted (each reads
-provisional), no corrected pass rate, no judge spend, no pairwise judging.
-
-The data types evals reads back from the rung (``Spend``, ``CorrectedPassRate``,
-``VersionTrust``) live here, so evals reads them without importing the app behind it.
-"""
+With nothing registered, a grader set naming a judge is refused (``NO_JUDGE_RUNG``), and
+readers see no trusted version, corrected rate, judge spend or pairwise judging."""
 
 from __future__ import annotations
 
@@ -42,14 +33,9 @@ NO_JUDGE_RUNG = (
 
 @dataclass(frozen=True)
 class Spend:
-    """Judge calls and what they cost, from the ledger.
-
-    ``calls``: calls sent; ``requests``: HTTP requests they made (retries included; calls
-    with no answer recorded count one); ``lost``: calls whose answer lost a race (paid, not
-    kept); ``unanswered``: calls with no answer recorded (a worker died mid-call).
-    ``input``/``output``: token sums over the known counts, ``*_unknown`` the calls without
-    one. ``known_usd``: sum of the known costs (None when none is known); ``cost_unknown``:
-    calls whose cost is unknown (unknown price, unknown tokens, or no answer)."""
+    """Judge calls and what they cost, from the ledger: ``calls``; ``requests`` (retries
+    included); ``lost`` (paid, answer lost a race); ``unanswered``; token sums with
+    ``*_unknown``; ``known_usd`` (None when none known) and ``cost_unknown`` calls."""
 
     calls: int
     requests: int
@@ -65,15 +51,11 @@ class Spend:
 
 @dataclass(frozen=True)
 class CorrectedPassRate:
-    """A run's raw judge pass rate and its Rogan–Gladen correction (see
-    ``stats.correction.corrected_rate_interval``); ``corrected`` None with ``reason`` when
-    undefined.
-
-    ``observed``: the mean of per-case judge pass rates (the run report's pass rate), from
-    ``observed_numerator`` passes of ``observed_denominator`` ok verdicts in all;
-    ``ci_low``/``ci_high``: the corrected rate's 95% interval, clustered by case and carrying
-    the uncertainty of ``tpr`` and ``tnr`` (estimated from the approval's calibration counts);
-    never of zero width. ``method`` names the interval (``"rogan-gladen-mover"``)."""
+    """A run's raw judge pass rate and its Rogan–Gladen correction
+    (``stats.correction.corrected_rate_interval``); ``corrected`` None with ``reason`` when
+    undefined. ``observed``: the mean of per-case judge rates; ``ci_low``/``ci_high``: 95%,
+    clustered by case, carrying the uncertainty of ``tpr`` and ``tnr``; ``method``:
+    ``"rogan-gladen-mover"``."""
 
     judge_version_id: int
     approval_id: int | None
@@ -91,9 +73,7 @@ class CorrectedPassRate:
 
 @dataclass(frozen=True)
 class VersionTrust:
-    """A judge version as a run's readers see it: its judge's ``name``, its ``number``, and
-    its active approval's id and figures (None when untrusted; the figures hold the
-    confusion matrix the corrected pass rate uses)."""
+    """A judge version as readers see it: ``name``, ``number``, approval id and figures or None."""
 
     name: str
     number: int
@@ -105,25 +85,22 @@ class JudgeRung(Protocol):
     """What evals needs of the ``judge`` rung. Every method takes keywords only."""
 
     def chunk_enqueue(self, *, run_id: int, trial_ids: list[int], subject: str) -> None:
-        """Enqueue the rung of a chunk's ok trials (a task message through ``core.outbox``
-        under ``subject``, sent after commit); the rung ends with ``rung_finished``."""
+        """Enqueue a chunk's rung (``core.outbox``); it ends in ``rung_finished``."""
 
     def version_resolve(self, *, config: dict, where: str) -> str:
-        """The UUID (text) of the judge version a judge grader's ``config`` names (its type
-        checks passed); raises ``DomainError`` naming the field under ``where``
-        (``graders[2].config``) when it names none or one that cannot grade single trials."""
+        """The UUID (text) of the judge version a judge grader's ``config`` names; raises
+        ``DomainError`` under ``where`` when it names none or one that cannot grade single trials.
+        """
 
     def version_start_check(self, *, version_uuid: str, field: str) -> None:
         """Raise ``DomainError`` naming ``field`` when the version could not grade (a stored
         template the rung would refuse), so a run does not start only to error its grades."""
 
     def versions_untrusted(self, *, version_uuids: Sequence[str]) -> set[str]:
-        """The ones of ``version_uuids`` not trusted now, as lower-case UUID text (a run
-        stores their judge graders non-gating)."""
+        """The untrusted ones of ``version_uuids``, as lower-case UUID text."""
 
     def claims_sweep(self, *, now: datetime) -> tuple[int, int]:
-        """Send again the judge calls a dead worker claimed and did not answer: (expired
-        claims found, task messages enqueued for them)."""
+        """Resend judge calls a dead worker claimed: (expired claims, task messages sent)."""
 
     def trust_fingerprint(self) -> str:
         """Text that moves with every grant and revocation of trust (one query)."""
@@ -147,16 +124,14 @@ class JudgeRung(Protocol):
         """Every judge call made for the run's trials (None when none was recorded)."""
 
     def pairwise_judging(self, *, base: Any, head: Any) -> Any:
-        """What the comparison page shows of pairwise judging for head ``head`` against
-        ``base`` (``evals.models.Run``): the object its template fragment reads."""
+        """The object the comparison page's pairwise-judging fragment reads."""
 
 
 _rungs: dict[str, JudgeRung] = {}
 
 
 def rung_register(*, kind: str, rung: JudgeRung) -> None:
-    """Register the implementation of ``kind``'s rung (one of ``RUNG_KINDS``), replacing
-    any before it; called from an app's ``ready``. Raises ValueError for another kind."""
+    """Register ``kind``'s rung (in ``RUNG_KINDS``), from an app's ``ready``; else ValueError."""
     if kind not in RUNG_KINDS:
         raise ValueError(f"{kind!r} has no rung (rung kinds: {list(RUNG_KINDS)})")
     _rungs[kind] = rung
@@ -177,7 +152,5 @@ def judge_rung_required() -> JudgeRung:
 
 
 def rung_finished(*, run_id: int) -> None:
-    """A chunk's rung is done: recount the run and close it once nothing is left to do
-    (``evals.runner.finalize.run_finalize``: a run with judges closes once every judge grade
-    is in). Idempotent."""
+    """A chunk's rung is done: finalize the run once every judge grade is in. Idempotent."""
     run_finalize(run_id=run_id)

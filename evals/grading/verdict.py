@@ -1,19 +1,13 @@
 """The overall verdict of a trial, defined once: "every gating grader passed".
 
-Outcome codes (``PASS``, ``FAIL``, ``ERRORED`` grade, ``MISSING`` grade, ``PIPELINE`` error,
-``PENDING`` trial, ``CANCELLED`` trial: never run, so neither pending nor graded) and the
-rule as a three-valued AND over the gating graders: FAIL if any gating grade failed; else
-ERRORED if any errored; else MISSING if one is absent; else PASS. An errored gating grade
-can never make a pass. The rule has two forms that must agree
-(``tests/flows/test_verdict_rule.py`` checks them on random runs): numpy codes
-(``grader_codes`` per grader, then ``overall_codes``, for the run report and the
-comparison) and SQL annotations
-(``trial_verdict_annotations``, for the run list's aggregates). ``case_tally`` turns codes
-into per-case counts: only PASS and FAIL are graded; errored grades leave both numerator and
-denominator and are counted (fault A1). A "not judged" grade (a judge rung the ladder
-skipped, ``Grade.Status.NOT_JUDGED``) reads as MISSING in the numpy form and as neither a
-pass, a fail nor an error in the SQL form: never a fail of the judge; the trial is still a
-FAIL overall through the gating deterministic grade that made the ladder skip."""
+Codes: ``PASS``, ``FAIL``, ``ERRORED`` grade, ``MISSING`` grade, ``PIPELINE`` error,
+``PENDING`` and ``CANCELLED`` trials. The rule is a three-valued AND over the gating graders:
+FAIL if any failed; else ERRORED if any errored; else MISSING if one is absent; else PASS.
+It has two forms that must agree (``tests/flows/test_verdict_rule.py``): numpy
+(``grader_codes``, ``overall_codes``) and SQL (``trial_verdict_annotations``).
+``case_tally`` counts only PASS and FAIL as graded; errored grades leave both sides and are
+counted. A "not judged" grade (``Grade.Status.NOT_JUDGED``) is never a fail of the judge:
+the trial fails through the gating deterministic grade that made the ladder skip."""
 
 from __future__ import annotations
 
@@ -65,12 +59,9 @@ def case_tally(codes: np.ndarray, case_idx: np.ndarray, n_cases: int) -> CaseTal
 
 
 def gating_keys(pairs: Iterable[tuple[str, bool]], seen: Mapping[str, bool]) -> list[str]:
-    """The graders whose grades decide a run's overall verdicts: those of the run's grader
-    set (``pairs``: ``(key, gating)`` in set order) that gate by the set, then each grader
-    outside the set that graded the run's readable ok trials (``seen``: key -> whether any
-    of those grades is stored as gating) when one of its grades gates (a gating grader
-    added after the run, such as an import of labels). Keys of ``seen`` in the set are
-    decided by the set alone."""
+    """The graders deciding a run's overall verdicts: those of its set (``pairs``: ``(key,
+    gating)``) that gate, then graders outside the set (``seen``: key -> any gating grade on
+    the run's ok trials) that gate, such as a labels import. The set alone decides its own keys."""
     by_set = dict(pairs)
     return [k for k, gates in by_set.items() if gates] + [
         k for k, gates in seen.items() if k not in by_set and gates
@@ -80,11 +71,9 @@ def gating_keys(pairs: Iterable[tuple[str, bool]], seen: Mapping[str, bool]) -> 
 def grader_codes(
     *, trial_codes: np.ndarray, trial_pos: np.ndarray, grade_codes: np.ndarray
 ) -> np.ndarray:
-    """One grader's code per trial from its grades: ``trial_pos`` is each grade's index
-    into ``trial_codes`` and ``grade_codes`` its stored code (1 pass, 0 fail, -1 errored,
-    -2 not judged: already the outcome codes). A trial that did not finish ok keeps its own
-    code and its grades do not count; an ok trial without a grade is MISSING; of several
-    grades of one trial, the last one wins."""
+    """One grader's code per trial: ``trial_pos`` is each grade's index into ``trial_codes``,
+    ``grade_codes`` its stored code (1, 0, -1, -2). A trial not ok keeps its own code; an ok
+    trial without a grade is MISSING; of several grades, the last wins."""
     code = np.where(trial_codes == PASS, MISSING, trial_codes)
     ok = trial_codes[trial_pos] == PASS
     pos, values = trial_pos[ok], grade_codes[ok]
@@ -96,9 +85,7 @@ def grader_codes(
 
 
 def overall_codes(gating: list[np.ndarray], trial_codes: np.ndarray) -> np.ndarray:
-    """Overall code per trial from the gating graders' codes (see the module rules);
-    ``trial_codes`` holds PIPELINE/PENDING/CANCELLED for trials that did not finish ok, else
-    PASS."""
+    """Overall code per trial from the gating graders' codes and ``trial_codes``."""
     if not gating:
         return np.where(trial_codes == PASS, MISSING, trial_codes)
     stacked = np.vstack(gating)
@@ -110,15 +97,9 @@ def overall_codes(gating: list[np.ndarray], trial_codes: np.ndarray) -> np.ndarr
 
 
 def trial_verdict_annotations(keys: tuple[str, ...]) -> dict[str, BaseExpression]:
-    """Annotations on a Trial queryset deciding its overall verdict in the database, for a
-    run whose gating graders are ``keys`` (the rule of ``evals.grading.verdict.overall_codes``):
-
-    1. fail — the trial is ok and some gating grade is ok with ``passed = False``;
-    2. errored — else, some gating grade errored (left out of rates, counted);
-    3. pass — else, every gating grader has a passing grade (``v_gating_passed = len(keys)``);
-    4. missing — otherwise (a gating grade is absent, or there are no gating graders).
-    Trials that are not ok (pipeline error, pending, cancelled) have no verdict.
-    """
+    """Annotations deciding a Trial queryset's overall verdict in SQL for gating graders ``keys``
+    (the rule of ``overall_codes``): fail, else errored, else pass (every gating grader passed),
+    else missing. Trials that are not ok have no verdict."""
     gating = Grade.objects.filter(trial=models.OuterRef("pk"), grader__in=keys)
     passed_count = (
         gating.filter(status=Grade.Status.OK, passed=True)

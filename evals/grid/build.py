@@ -1,34 +1,12 @@
 """The grid of runs of one suite: one row per case, one column per run, each cell the case's
 pass rate in that run with its Wilson 95% interval (``grid_get``).
 
-Rules (one place for each):
-- Runs: up to ``MAX_RUNS`` of the suite, picked by UUID, or its last N (``DEFAULT_LAST``);
-  columns run oldest to newest, left to right.
-- Rows: every case with a trial in a picked run (a changed case is a new case with its own
-  row, never compared with its old self). A cell is the case's overall verdicts in that run
-  by the run report's rule (``evals.grading.verdict``, counted by ``evals.grid.cells``):
-  passed of graded, errored trials left out and counted; no cell where the case was not in
-  the run.
-- A cell is *flaky* when 0 < passed < graded. ``variance``: the population variance of the
-  case's rates over the columns where it was graded (None with fewer than two).
-  ``change``: ``evals.comparison.compute.change_class`` from the case's first to its last
-  graded column.
-- Blind reviewing (``evals.blindness``): a cell holding a trial that is blind for the viewer
-  is hidden (no counts, no rate; it takes no part in variance, flakiness or change), and so is
-  the run-level pass rate and cost against quality of a column whose run holds one.
-- Reads: for the columns not in the cache, their cells counted in the database
-  (``evals.grid.cells.runs_case_counts``: one query whatever the size, by the run loader's
-  trials and the run report's rule; one more when a grader outside a run's grader set
-  graded it) and their usage totals (``runs_usage_totals``: one);
-  the columns' cache keys with the graders that graded each run (``evals.grid.cache``: one
-  query, the runs' fingerprints), the cases, the runs, the baseline and the viewer's blind
-  trials, and when there are any, which cases of the runs hold them (one): a query count
-  independent of runs, cases and trials.
-- Cache: a finished run's column (its cells before blindness and its cost against quality)
-  is cached under a key that moves with every change to its trials, grades (a regrade in
-  place too), status or grader set (``evals.grid.cache``, ``evals.fingerprint``); blindness
-  and cases are applied fresh on every view.
-"""
+Rows are the cases with a trial in a picked run (a changed case is a new row); a cell counts
+the run report's overall verdicts (``evals.grid.cells``). Flaky: 0 < passed < graded;
+``variance``: population variance of a case's rates; ``change``: ``change_class`` from the
+first to the last graded column. A cell blind for the viewer (``evals.blindness``) is
+hidden and so are its run's pass rate and cost. Finished runs' columns are cached under
+their fingerprint (``evals.grid.cache``); blindness and cases are applied on every view."""
 
 from __future__ import annotations
 
@@ -88,11 +66,9 @@ class GridQuery:
     @classmethod
     def from_params(cls, params: Mapping[str, str], runs: list[str] | None = None) -> GridQuery:
         """Read ``runs`` (repeated or comma-separated UUIDs), ``last``, ``tag``, ``change``,
-        ``flaky`` and ``sort``, strictly (docs/api.md: a malformed parameter is a 400 naming
-        it, never silently ignored). Raises ``DomainError`` naming the parameter for more
-        than ``MAX_RUNS`` runs, a run id that is not a UUID, a ``last`` that is not an
-        integer in 1..``MAX_RUNS``, a ``change`` that is not a change class, a ``sort`` not
-        in ``SORTS``, or a ``flaky`` other than ``FLAKY_VALUES`` (an empty one: no filter)."""
+        ``flaky`` and ``sort`` strictly (docs/api.md). Raises ``DomainError`` naming the parameter
+        for more than ``MAX_RUNS`` runs, a run id not a UUID, ``last`` outside 1..``MAX_RUNS``,
+        an unknown ``change`` or ``sort``, or a ``flaky`` outside ``FLAKY_VALUES``."""
         picked: list[str] = []
         for value in runs if runs is not None else [params.get("runs", "")]:
             picked += [v.strip() for v in str(value).split(",") if v.strip()]
@@ -153,11 +129,9 @@ class GridQuery:
 
 
 class GridCell(NamedTuple):
-    """One case in one run: ``passed`` of ``graded`` trials (overall verdicts), ``errored``
-    (pipeline errors and errored gating grades, left out), ``trials`` in the run, the rate
-    with its Wilson 95% interval (``low`` < ``high``; rate None when nothing was graded), and
-    ``hidden`` (blind for the viewer: every figure withheld, zeros and None). A named tuple:
-    a grid makes tens of thousands of them."""
+    """One case in one run: ``passed`` of ``graded`` trials, ``errored`` (left out), ``trials``,
+    the rate with its Wilson 95% interval (None when nothing was graded), and ``hidden`` (blind
+    for the viewer: zeros and None). A named tuple: a grid makes tens of thousands."""
 
     passed: int
     graded: int
@@ -178,10 +152,9 @@ HIDDEN_CELL = GridCell(0, 0, 0, 0, None, None, None, hidden=True)
 
 @dataclass(frozen=True)
 class GridColumn:
-    """One run: identity, ``is_baseline`` (the suite's current baseline), ``hidden`` (the run
-    holds a trial blind for the viewer: its pass rate and cost against quality are withheld,
-    ``quality`` None) and ``quality`` (pass rate with interval, cost per trial, cost per
-    passing trial, pass rate per dollar)."""
+    """One run: identity, ``is_baseline``, ``hidden`` (holds a trial blind for the viewer: pass rate
+    and cost withheld) and ``quality`` (pass rate with interval, cost per trial and per passing
+    trial, pass rate per dollar)."""
 
     uuid: str
     name: str
@@ -248,16 +221,7 @@ def grid_runs_pick(*, suite: Suite, query: GridQuery) -> list[Run]:
 
 @gc_paused_call
 def grid_get(*, suite: Suite, query: GridQuery, viewer) -> Grid:
-    """The grid of ``suite`` for ``query`` as ``viewer`` may see it (module rules).
-
-    Queries: runs, baseline, the viewer's blind groups (none for engineers and leads) and
-    when there are any the cases of the runs holding them, the columns' cache keys
-    (``evals.grid.cache``: two) and the cases; when a column is not cached (a run not
-    finished, or changed since), the cells counted in the database (``runs_case_counts``)
-    and the usage totals (``runs_usage_totals``), for all such runs together, and one more
-    when a grader outside a run's grader set graded it (``runs_gating_keys``): independent
-    of runs, cases and trials. Raises ``DomainError`` as ``grid_runs_pick``.
-    """
+    """The grid of ``suite`` for ``viewer``; fixed query count; raises as ``grid_runs_pick``."""
     runs = grid_runs_pick(suite=suite, query=query)
     baseline = baseline_current(suite=suite)
     blind = _blind_cases(runs=runs, blind=blind_for(viewer))
@@ -323,10 +287,7 @@ class _Column:
 
 
 def _columns_get(*, runs: list[Run]) -> dict[int, _Column]:
-    """Run id -> ``_Column`` for ``runs``: finished runs' columns from the cache under the
-    keys of ``grid_column_state``, the others counted (``runs_case_counts``, all at once,
-    by the graders ``runs_gating_keys`` says gate) and computed, then cached when their run is
-    finished."""
+    """Run id -> ``_Column``: finished runs' from the cache, the others counted and then cached."""
     if not runs:
         return {}
     keys, graded = grid_column_state(runs=runs)
@@ -365,9 +326,8 @@ def _column(counts: RunCaseCounts, totals: dict) -> _Column:
 
 
 def _blind_cases(*, runs: list[Run], blind: Blind) -> dict[int, set[int]]:
-    """Run id -> the cases of that run holding a trial of ``blind`` (the viewer's blind
-    groups) among the trials the grid reads (not retried): a cell the viewer may not see.
-    No query when ``blind`` is empty, else one."""
+    """Run id -> the cases of that run holding a trial blind for the viewer (``blind``), among the
+    trials the grid reads. No query when ``blind`` is empty, else one."""
     if not blind or not runs:
         return {}
     out: dict[int, set[int]] = {}
@@ -384,9 +344,8 @@ def _blind_cases(*, runs: list[Run], blind: Blind) -> dict[int, set[int]]:
 
 
 def _cases_get(*, suite: Suite, ids: set[int]) -> list[tuple]:
-    """``(id, uuid, key, tags)`` of the cases with ``ids``, read fresh (a case's tags are
-    not part of a column's cache key): the suite's cases in one query, and those of ``ids``
-    outside the suite, if any, in one more."""
+    """``(id, uuid, key, tags)`` of the cases with ``ids``, read fresh (tags are not in a column's
+    cache key). One query, two when some are outside the suite."""
     found = [
         c
         for c in Case.objects.filter(suite=suite).values_list("id", "uuid", "key", "tags")
@@ -452,8 +411,7 @@ CHOICE_RUNS = 100
 
 
 def grid_run_choices(*, suite: Suite) -> list[Run]:
-    """The suite's newest ``CHOICE_RUNS`` runs, newest first, to pick the grid's runs from.
-    One query."""
+    """The suite's newest ``CHOICE_RUNS`` runs, newest first, to pick from. One query."""
     return list(
         Run.objects.filter(suite=suite)
         .order_by("-created_at", "-id")

@@ -1,23 +1,12 @@
-"""The grid's cells counted in the database: each case's overall verdicts in each of many
-runs, without reading a row per trial or per grade (``runs_case_counts``).
+"""The grid's cells counted in the database: each case's overall verdicts in each of many runs,
+without reading a row per trial or per grade (``runs_case_counts``).
 
-Why: the grid of 10 runs × 2,000 cases read ~60,000 trials and ~58,000 grades into Python
-on a first view (``evals.report.rows.runs_rows_get``), more than half of its time. Here
-the database joins each readable trial to its grade of each gating grader (at most one:
-grades are unique per trial and grader) and counts the trials sharing a case, a status
-and a code per gating grader: a few rows per cell, whatever the number of trials.
-
-The rule stays defined once: the SQL only classifies (the trial's status by
-``evals.report.build.STATUS_CODES``, each grade by ``evals.report.rows.grade_code``, the
-run loader's own expression) and counts; which graders gate is
-``evals.grading.verdict.gating_keys`` (``runs_gating_keys``); each group's overall verdict is
-``evals.grading.verdict.overall_codes`` and each case's counts ``case_tally``, the run
-report's functions, applied to the groups repeated by their counts. Tests check that the
-counts equal ``overall_codes_from_rows`` over the run loader's rows on generated runs.
-
-Trials read: those of ``evals.report.rows.runs_rows_get`` (every trial not retried, top-ups
-included).
-"""
+The database joins each readable trial to its grade of each gating grader and counts trials
+sharing a case, a status and codes: a few rows per cell (reading every trial was more than
+half of a 10 runs × 2,000 cases grid's first view). The SQL only classifies, with the run
+loader's own expressions (``STATUS_CODES``, ``grade_code``); the verdict and the tally are
+the run report's functions (``overall_codes``, ``case_tally``) over the grouped rows.
+Tests hold the counts equal to ``overall_codes_from_rows``."""
 
 from __future__ import annotations
 
@@ -43,9 +32,7 @@ from evals.report.rows import GATING, grade_code
 
 @dataclass(frozen=True)
 class RunCaseCounts:
-    """One run's cases: ``case_ids`` (ascending), the overall ``tally`` per case (same
-    order, ``evals.grading.verdict.CaseTally``) and ``trials`` per case (every trial read,
-    pending ones too)."""
+    """One run's ``case_ids`` ascending, the overall ``tally`` and ``trials`` per case."""
 
     case_ids: np.ndarray
     tally: CaseTally
@@ -55,11 +42,8 @@ class RunCaseCounts:
 def runs_case_counts(
     *, runs: Sequence[Run], gating: Mapping[int, Sequence[str]]
 ) -> dict[int, RunCaseCounts]:
-    """Run id -> ``RunCaseCounts`` for each of ``runs``, whose overall verdicts are decided
-    by the graders ``gating[run.id]`` (``runs_gating_keys``; empty: no trial has a
-    verdict). One query whatever the number of runs, cases, trials and grades
-    (runs sharing their gating graders are read by one SELECT, the others joined to it by
-    UNION ALL); returns one row per case, status and grade codes."""
+    """Run id -> ``RunCaseCounts`` for ``runs``, verdicts decided by ``gating[run.id]``. One
+    ``UNION ALL`` query whatever the number of runs, cases, trials and grades."""
     if not runs:
         return {}
     by_keys: dict[tuple[str, ...], list[int]] = {}
@@ -75,12 +59,8 @@ def runs_case_counts(
 def runs_gating_keys(
     *, runs: Sequence[Run], graded: Mapping[int, Iterable[str]]
 ) -> dict[int, list[str]]:
-    """Run id -> the graders deciding its overall verdicts
-    (``evals.grading.verdict.gating_keys``) for each of ``runs``, given ``graded``: run id
-    -> the graders with a grade on any of its trials (``evals.grid.cache.grid_column_state``
-    reads them). A grader outside a run's grader set gates when one of its grades on the
-    run's readable ok trials says so: one query for the runs such graders graded, none when
-    there are none (the usual case)."""
+    """Run id -> the graders deciding its verdicts (``gating_keys``), given ``graded``: run id ->
+    the graders with a grade on it. One query when graders outside a set graded, else none."""
     outside = {
         r.id: set(graded.get(r.id, ())) - {k for k, _ in r.grader_set.gating_pairs} for r in runs
     }
@@ -102,8 +82,7 @@ def runs_gating_keys(
 
 
 def _counts_select(keys: tuple[str, ...], run_ids: list[int], width: int) -> models.QuerySet:
-    """``(run_id, case_id, status code, grade code of keys[0], ..., count)`` over the
-    readable trials of ``run_ids``, grade codes padded with ``MISSING`` to ``width``."""
+    """``(run_id, case_id, status, code per key..., count)`` rows, codes padded to ``width``."""
     trials = Trial.objects.filter(run_id__in=run_ids, replaced_by__isnull=True).order_by()
     grades = {
         f"g{i}": models.FilteredRelation("grades", condition=models.Q(grades__grader=key))
@@ -127,8 +106,7 @@ def _counts_select(keys: tuple[str, ...], run_ids: list[int], width: int) -> mod
 
 
 def _run_counts(rows: np.ndarray, n_gating: int) -> RunCaseCounts:
-    """``RunCaseCounts`` from one run's rows of ``runs_case_counts`` (the first ``n_gating``
-    grade codes are its gating graders')."""
+    """``RunCaseCounts`` from one run's rows (the first ``n_gating`` codes are its gates)."""
     case_ids, case_idx = np.unique(rows[:, 1], return_inverse=True)
     counts = rows[:, -1]
     trial_case = np.repeat(case_idx, counts)

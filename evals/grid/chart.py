@@ -1,11 +1,6 @@
-"""The suite's cost–quality chart: each run a point at (cost per trial, pass rate) with the
-pass rate's 95% interval as a vertical bar, the baseline marked (``cost_quality_chart_get``),
-drawn as a server-rendered SVG (``cost_quality_svg``; no script).
-
-A run whose cost per trial is unknown (a trial without a price) or that graded nothing has
-no point: it is listed under the chart with the reason (unknown is not zero). A run holding
-a trial that is blind for the viewer (``evals.blindness``) is left out the same way.
-"""
+"""The suite's cost–quality chart: each run at (cost per trial, pass rate) with the pass rate's
+95% interval, the baseline marked, as server-rendered SVG (no script). A run of unknown cost,
+with nothing graded, or blind for the viewer is listed under the chart with the reason."""
 
 from __future__ import annotations
 
@@ -28,8 +23,7 @@ X_TICKS = 4
 
 @dataclass(frozen=True)
 class ChartPoint:
-    """One run: name, cost per trial (USD), pass rate with its 95% interval, baseline flag,
-    and its position in the SVG (``x``, ``y``, ``y_low``, ``y_high``, pixels)."""
+    """One run: name, cost per trial (USD), pass rate and interval, baseline, SVG pixel position."""
 
     run_uuid: str
     run_name: str
@@ -76,9 +70,7 @@ def _y(rate: float) -> float:
 
 
 def cost_quality_chart_get(*, suite: Suite, viewer, limit: int = CHART_RUNS) -> CostQualityChart:
-    """The chart of ``suite``'s newest ``limit`` runs for ``viewer`` (module rules). Queries:
-    runs, baseline, the viewer's blind groups (and which runs hold a blind trial), and the run
-    list's aggregates (one per distinct gating grader set)."""
+    """The chart of ``suite``'s newest ``limit`` runs for ``viewer``. A fixed number of queries."""
     runs = list(Run.objects.filter(suite=suite).order_by("-created_at", "-id")[:limit])
     baseline = baseline_current(suite=suite)
     blind = blind_for(viewer)
@@ -150,6 +142,5 @@ def cost_quality_chart_get(*, suite: Suite, viewer, limit: int = CHART_RUNS) -> 
 
 
 def cost_quality_svg(chart: CostQualityChart) -> str:
-    """``chart`` as an SVG document (``templates/evals/cost_quality_chart.svg``, autoescaped:
-    run names cannot inject markup)."""
+    """``chart`` as an SVG document, autoescaped (run names cannot inject markup)."""
     return render_to_string("evals/cost_quality_chart.svg", {"chart": chart})

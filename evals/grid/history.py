@@ -1,12 +1,7 @@
-"""A case's history: its pass rate in every run of its suite, newest first, with its trials
-one click away (``case_history_get``).
-
-Same rules as the grid (``evals.grid.build``): overall verdicts by the run report's rule
-(``evals.report.build.overall_codes_from_rows``), the Wilson 95% interval per run, flaky when
-0 < passed < graded, and blind reviewing: when the case's trials are blind for the viewer
-(an item they still have to label shares its input) no run shows counts or verdicts
-(statuses and links stay).
-"""
+"""A case's history: its pass rate in every run of its suite, newest first, trials one click
+away (``case_history_get``). The grid's rules (``evals.grid.build``): the run report's
+verdicts, Wilson 95% intervals, flaky when 0 < passed < graded; when the case is blind for
+the viewer no run shows counts or verdicts."""
 
 from __future__ import annotations
 
@@ -27,8 +22,7 @@ VERDICTS = {PASS: "pass", FAIL: "fail", ERRORED: "errored grade", PIPELINE: "pip
 
 @dataclass(frozen=True)
 class HistoryTrial:
-    """One trial of the case: ``uuid``, ``attempt``, ``status`` and its overall ``verdict``
-    ("pass", "fail", "errored grade", "pipeline error", "" when none or hidden)."""
+    """One trial: ``uuid``, ``attempt``, ``status`` and overall ``verdict`` ("" when hidden)."""
 
     uuid: str
     attempt: int
@@ -38,9 +32,8 @@ class HistoryTrial:
 
 @dataclass(frozen=True)
 class HistoryRun:
-    """The case in one run: run identity, ``passed`` of ``graded`` with the Wilson 95%
-    interval (rate None when nothing was graded), ``flaky``, ``hidden`` (blind for the
-    viewer) and the ``trials``."""
+    """The case in one run: ``passed`` of ``graded`` with a Wilson 95% interval, ``flaky``,
+    ``hidden`` (blind for the viewer) and ``trials``."""
 
     run_uuid: str
     run_name: str
@@ -60,8 +53,7 @@ class HistoryRun:
 
 @dataclass(frozen=True)
 class CaseHistory:
-    """``case`` across every run of its suite that ran it (``runs``, newest first);
-    ``flaky_runs`` counts the runs where it was flaky, ``graded_runs`` those with a rate."""
+    """``case`` in every run that ran it, newest first, with ``flaky_runs``, ``graded_runs``."""
 
     case: Case
     runs: list[HistoryRun]
@@ -76,10 +68,7 @@ class CaseHistory:
 
 
 def case_history_get(*, case: Case, viewer) -> CaseHistory:
-    """The history of ``case`` (module rules). Queries: the runs holding it, the baseline,
-    the viewer's blind groups, the trials' ids and attempts, and the run loader's four (five
-    when judges graded) restricted to this case: independent of the number of runs and
-    trials."""
+    """The history of ``case``: a fixed number of queries whatever the number of runs and trials."""
     runs = list(
         Run.objects.filter(suite_id=case.suite_id, trials__case=case)
         .distinct()

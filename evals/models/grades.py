@@ -28,14 +28,10 @@ class GradeQuerySet(models.QuerySet):
 class Grade(models.Model):
     """A grader's verdict on a trial: passed, score 0..1, reason, status.
 
-    An errored grade (the grader raised, a judge call failed, the reply was unparseable)
-    has ``passed = None`` and ``score = None``; every aggregate leaves it out and counts it.
-    A "not judged" grade (``status = not_judged``) is a judge rung the grader ladder skipped
-    (``skip_if_failed``: a gating deterministic grader already failed the trial): no call was
-    made, ``passed`` and ``score`` are None, ``details.decided_by`` names the rung that
-    decided. It is neither a pass nor a fail: left out of every rate, calibration, cost
-    and agreement; the trial's overall verdict is decided by the rung that failed it.
-    """
+    An errored grade has ``passed`` and ``score`` None; aggregates leave it out and count it. A
+    "not judged" grade is a judge rung the ladder skipped (``skip_if_failed``; no call made,
+    ``details.decided_by`` names the rung that decided): neither a pass nor a fail, left out of
+    every rate, calibration, cost and agreement."""
 
     class Status(models.TextChoices):
         OK = "ok", "ok"
@@ -82,11 +78,9 @@ class Grade(models.Model):
 
 
 def grade_skipped_placeholder(grade: dict) -> bool:
-    """Whether a stored judge grade (a dict with ``details`` and ``reason``, e.g. from a run
-    file) is an older Assay's placeholder for a rung the ladder skipped: stored then as
-    ``ok``/``passed = false`` with ``details.skipped = true`` or a reason starting
-    "not judged: " (the markers migration ``evals.0009_grade_not_judged`` recognizes).
-    Such a grade is read as not judged, never as a fail."""
+    """Whether a stored judge grade (a dict with ``details`` and ``reason``, e.g. from a run file)
+    is an older Assay's placeholder for a skipped rung (the markers of migration
+    ``evals.0009_grade_not_judged``): read as not judged, never as a fail."""
     details = grade.get("details")
     return bool(isinstance(details, dict) and details.get("skipped") is True) or str(
         grade.get("reason") or ""
@@ -94,12 +88,9 @@ def grade_skipped_placeholder(grade: dict) -> bool:
 
 
 class DecisionTransition(models.Model):
-    """One change of a trial's contract decision caused by a label change
-    (``labeling.decision_history``): ``from_decision`` -> ``to_decision`` (values of
-    ``evals.grading.contract.decisions.DECISIONS``), written in the same transaction as the
-    label change by ``reviewer`` at ``label_version`` (their ``LabelRevision`` on the trial:
-    ``cause`` says which kind: created, revised or undo). The decision itself is never
-    stored: it is derived from the labels of record; this is its history."""
+    """One change of a trial's contract decision caused by a label change, written in the same
+    transaction: ``from_decision`` -> ``to_decision`` (``DECISIONS`` values), by ``reviewer`` at
+    ``label_version``. The decision itself is derived, never stored; this is its history."""
 
     trial = models.ForeignKey(Trial, on_delete=models.CASCADE, related_name="decision_transitions")
     from_decision = models.CharField(max_length=30)

@@ -9,12 +9,10 @@ from evals.models.runs import Run
 
 
 class IngestKey(models.Model):
-    """The first successful bulk ingest (``interop.ingest``) under one idempotency key: the
-    ``Idempotency-Key`` header or the header object's ``run_key`` (one namespace, unique
-    across users). A repeat with the same key and the same body (``body_sha256``, hex of the
-    raw request bytes) gets ``status_code`` and ``response`` (JSON text) back and writes
-    nothing; a different body under the key is refused (409). The unique key makes two
-    concurrent requests with one key write once. A failed request stores no row."""
+    """The first successful bulk ingest under one idempotency key (``Idempotency-Key`` or the
+    header's ``run_key``, unique across users). A repeat with the same body (``body_sha256``)
+    gets ``status_code`` and ``response`` back and writes nothing; another body is a 409. A
+    failed request stores no row."""
 
     key = models.CharField(max_length=255, unique=True)
     user = models.ForeignKey(

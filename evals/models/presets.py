@@ -52,8 +52,7 @@ class TargetPreset(Preset):
 
 
 class GraderSetPreset(Preset):
-    """A named grader set, a list of grader spec dicts (see ``evals.grading.graders``;
-    ``[grader_sets.NAME]``)."""
+    """A named grader set, ``[grader_sets.NAME]``: a list of grader spec dicts."""
 
     content_field = "graders"
     graders = models.JSONField(default=list)

@@ -1,10 +1,6 @@
-"""Runs and their trials: one execution of a suite against a target, N trials per case,
-and the pairs of trials compared with each other.
-
-One trial per (run, case, attempt), enforced by the database, so a redelivered or retried
-task never duplicates or loses a row. Unknown is null: a trial's cost is null when its
-model's price is unknown.
-"""
+"""Runs and their trials: one execution of a suite against a target, N trials per case, and the
+pairs of trials compared with each other. One trial per (run, case, attempt), enforced by
+the database; a trial's cost is null when its price is unknown."""
 
 from __future__ import annotations
 
@@ -32,12 +28,9 @@ class RunQuerySet(models.QuerySet):
 
 
 class Run(models.Model):
-    """One execution of a suite against one target configuration, N trials per case.
-
-    ``target`` is the snapshot of the target configuration at start: ``{"kind": ...,
-    "model": ..., "prompt_template": ..., "prompt_revision": ..., "settings": {...}, ...}``;
-    ``graders`` the grader set: a list of ``{"key", "kind", "config", "gating"}``.
-    """
+    """One execution of a suite against one target configuration, N trials per case. ``target``:
+    the config snapshot at start (``{"kind", "model", "prompt_template", "settings", ...}``);
+    ``graders``: ``[{"key", "kind", "config", "gating"}]``."""
 
     class Status(models.TextChoices):
         QUEUED = "queued", "queued"
@@ -108,8 +101,7 @@ class Run(models.Model):
 
     @property
     def ref_text(self) -> str:
-        """How a message names the run: its name and public UUID, "nightly (3f2c…)"; never
-        the internal integer id (no query)."""
+        """ "nightly (<uuid>)": the run's name and public UUID, never its integer id; no query."""
         return f"{self.name} ({self.uuid})"
 
     @property
@@ -122,9 +114,8 @@ class Run(models.Model):
 
     @property
     def cancelled_text(self) -> str:
-        """Who cancelled the run, after "cancelled" ("by carol", "from the command line",
-        "by the system"; ``core.actors.actor_text``); "" when it is not cancelled, or was
-        cancelled before the actor was recorded."""
+        """Who cancelled the run, after "cancelled" ("by carol", "from the command line"); ""
+        when not cancelled or the actor was not recorded."""
         if self.status != self.Status.CANCELLED:
             return ""
         if not self.cancelled_via and self.cancelled_by_id is None:
@@ -133,8 +124,7 @@ class Run(models.Model):
 
     @cached_property
     def grader_set(self) -> GraderSet:
-        """The stored grader set, typed (``GraderSet.from_stored``): the one way code reads
-        ``graders``."""
+        """The stored grader set, typed: the one way code reads ``graders``."""
         return GraderSet.from_stored(self.graders)
 
 
@@ -147,11 +137,8 @@ class TrialQuerySet(models.QuerySet):
 
 
 class Trial(models.Model):
-    """One attempt (1..N) of one case in a run: output, tokens, latency, cost, status.
-
-    ``latency_ms`` is wall-clock milliseconds of the target call; ``cost_usd`` is null when
-    the model's price is unknown (never zero by default).
-    """
+    """One attempt (1..N) of one case in a run. ``latency_ms``: wall-clock ms of the target call;
+    ``cost_usd``: null when the price is unknown, never zero by default."""
 
     class Status(models.TextChoices):
         QUEUED = "queued", "queued"
@@ -235,10 +222,7 @@ class Trial(models.Model):
 
 
 class TrialPair(models.Model):
-    """Two trials of the same case compared with each other (response A and response B).
-
-    Pairwise records (human preferences, pairwise judge verdicts) are stored against a pair.
-    """
+    """Two trials of one case compared (A and B); pairwise records are stored against a pair."""
 
     uuid = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
     case = models.ForeignKey(Case, on_delete=models.PROTECT, related_name="pairs")

@@ -20,10 +20,8 @@ from django.utils import timezone
 
 
 def content_hash(*, input: Any, expected: Any, context: Any, goal_state: Any = None) -> str:
-    """SHA-256 (hex, 64 chars) of a case's content in canonical JSON (sorted keys, no spaces).
-
-    ``goal_state`` (an agent case's wanted final state) counts only when it is not None, so
-    the hash of every case without one is what it was before goal states existed."""
+    """SHA-256 (hex, 64 chars) of a case's content in canonical JSON (sorted keys, no spaces);
+    ``goal_state`` counts only when set, so cases without one keep their hash."""
     content = {"input": input, "expected": expected, "context": context}
     if goal_state is not None:
         content["goal_state"] = goal_state
@@ -38,11 +36,8 @@ def content_hash(*, input: Any, expected: Any, context: Any, goal_state: Any = N
 
 
 def input_hash(*, input: Any, context: Any) -> str:
-    """SHA-256 (hex, 64 chars) of what a case asks, its input and context documents, in
-    canonical JSON (not its expected answer nor its goal state): the key of its group, every
-    case asked the same thing (the two sides of an LLMBar pair, the versions of a case whose
-    expected answer was edited, the same input in other suites). Blind reviewing hides the
-    verdicts of a whole group (``evals.blindness``)."""
+    """SHA-256 (hex, 64 chars) of what a case asks (input and context, in canonical JSON): the key
+    of its group for blind reviewing (``evals.blindness``)."""
     payload = json.dumps(
         {"input": input, "context": context},
         sort_keys=True,
@@ -86,13 +81,9 @@ class CaseQuerySet(models.QuerySet):
 
 
 class Case(models.Model):
-    """One input of a suite, with its optional expected answer, context documents and tags.
-
-    ``input`` is a string or a JSON object; ``expected`` any JSON value or null;
-    ``context`` a list of ``{"id": str, "text": str}``; ``tags`` a list of strings;
-    ``goal_state`` an agent case's wanted final state (any JSON, null for none; part of the
-    content hash when set).
-    """
+    """One input of a suite. ``input``: a string or a JSON object; ``expected``: any JSON or null;
+    ``context``: ``[{"id": str, "text": str}]``; ``tags``: strings; ``goal_state``: an agent
+    case's wanted final state (JSON or null)."""
 
     uuid = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
     suite = models.ForeignKey(Suite, on_delete=models.CASCADE, related_name="cases")
@@ -145,17 +136,12 @@ class Case(models.Model):
 
 
 class CaseChange(models.Model):
-    """One change to a suite's golden set, with who made it and when (written only by
-    ``evals.cases.cases_upsert`` and the case editor's services in ``evals.case_changes``).
+    """One change to a suite's golden set, with who and when; rows are only ever added (written by
+    ``evals.cases.cases_upsert`` and ``evals.case_changes``).
 
-    ``action``: ``created`` (a new key), ``replaced`` (new content or a new key for an active
-    case: ``previous`` is the case it retired, ``case`` the new one), ``retagged`` (tags only,
-    saved in place: tags are not content, see ``evals.case_changes``), ``retired``.
-    ``via`` names the path (editor, api, import, config, admin, graduation, ...);
-    ``source_trial`` the trial a case was added from ("Add as a case"); ``details`` holds
-    ``{"tags": [old, new]}`` for a retag and ``{"key": [old, new]}`` for a rename.
-    Rows are only ever added, never edited.
-    """
+    ``action``: ``created``, ``replaced`` (``previous`` retired), ``retagged`` (in place) or
+    ``retired``; ``via``: the path (editor, api, import, config, ...); ``details``:
+    ``{"tags": [old, new]}`` or ``{"key": [old, new]}``."""
 
     class Action(models.TextChoices):
         CREATED = "created", "created"
@@ -189,8 +175,7 @@ class CaseChange(models.Model):
 
 
 class Graduation(models.Model):
-    """A capability case copied into a regression suite once it passed every trial of the
-    last runs; records who did it and when."""
+    """A capability case copied into a regression suite after passing its last runs; who, when."""
 
     case = models.ForeignKey(Case, on_delete=models.PROTECT, related_name="graduations")
     regression_case = models.ForeignKey(

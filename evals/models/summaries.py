@@ -9,17 +9,10 @@ from evals.models.runs import Run
 
 
 class RunSummary(models.Model):
-    """What a comparison reads of a finished run, kept so that the first view of any pair
-    of runs reads two rows instead of every trial and grade (``evals.comparison.summary``).
-
-    ``key``: the run's fingerprint when the summary was computed (status, grader set,
-    trials, grades and their verdicts, judge trust, the suite's case changes); a summary
-    whose key differs from the run's current one is stale and never read. ``body``: the
-    run's graders, per-case data and judge versions as compact JSON (the ``RunData`` of the
-    run's own trials without its identity, which is read fresh from the run). ``detectable``:
-    alpha (as text) -> the base's detectable drop at that alpha (``DetectableDrop`` as a dict,
-    or None when undefined), filled on first need.
-    """
+    """What a comparison reads of a finished run (``evals.comparison.summary``). ``key``: the run's
+    summary key when computed (a differing key is stale, never read); ``body``: its
+    ``RunData`` as compact JSON, without identity; ``detectable``: alpha (text) -> the base's
+    detectable drop as a dict or None, filled on first need."""
 
     run = models.OneToOneField(Run, primary_key=True, on_delete=models.CASCADE, related_name="+")
     key = models.CharField(max_length=300)

@@ -11,17 +11,12 @@ from evals.models.runs import Run
 
 
 class TopUp(models.Model):
-    """Settling a comparison's suspect cases with more trials (the gate's top-up rounds).
+    """Settling a comparison's suspect cases with more trials (``evals.comparison.topup``).
 
-    ``base`` and ``head`` are the compared runs; trials are added, in rounds, to the head
-    run (and to the base run when ``base_replayed``) as ordinary trials marked with this
-    top-up and their round (``Trial.top_up``/``top_up_round``); nothing is deleted. ``plan``
-    is the design fixed when it started (``stats.sequential.TopUpPlan`` fields); the
-    gate's decision over the runs' own trials plus these is in ``decision`` (the gate's
-    JSON) once it ends. ``adaptive``: started by a run started against a baseline
-    (``run_suite --against``). Caps: ``max_trials_per_case`` a side (first trials
-    included), ``max_cost_usd`` (USD; null: no cap).
-    """
+    Trials are added in rounds to ``head`` (and ``base`` when ``base_replayed``), marked with
+    ``Trial.top_up``/``top_up_round``. ``plan``: the design fixed at start
+    (``stats.sequential.TopUpPlan``); ``decision``: the gate's JSON once ended; ``adaptive``:
+    from ``run_suite --against``; caps ``max_trials_per_case`` a side, ``max_cost_usd`` (USD)."""
 
     class Status(models.TextChoices):
         QUEUED = "queued", "queued"

@@ -1,35 +1,12 @@
 """The run report's agent block (docs/agents.md, "Grading agents"): outcome against path.
 
-Which grader is which comes from its kind: ``state`` graders are the **outcome**,
-``trajectory`` graders the **path**. A run without both kinds has no agent block (None).
-
-Rules:
-- A trial's outcome is the three-valued AND of its ``state`` grades, its path that of its
-  ``trajectory`` grades: ``evals.grading.verdict.overall_codes``, the verdict rule itself,
-  applied to each side's graders. A trial whose side is errored or missing is out of the
-  2 × 2 and counted (``left_out``): an errored grade is never a pass or a fail.
-- A grader that judged nothing (every grade it gave the run errored) is left out of its side
-  when another grader of that side judged something: a grader corrected after the run
-  (``grade_run`` under a new key) fills the 2 × 2 as a new run would. The side's keys
-  (``outcome_keys``, ``path_keys``) are those read; with no grader of the side judging,
-  all of them stay (every trial of the side errored).
-- The 2 × 2 (outcome pass/fail × path pass/fail) is given overall and per case. Each
-  overall cell's share is the mean over cases of per-case shares, with its 95% interval
-  clustered by case (``stats.intervals.clustered_rate_interval``); per case, counts with
-  Wilson 95% intervals of the outcome rate, the path rate and the disagreement rate.
-- Outcome and path figures (pass rate with its interval, pass@k and pass^k) come from
-  ``evals.report.figures.figures_for``, as every rung's.
-- Disagreements: "right outcome, wrong path" (outcome pass, path fail) and "wrong outcome,
-  expected path" (outcome fail, path pass), grouped by the failing side's ``details.group``
-  (the reason without trial-specific values): "right outcome via forbidden tool
-  `issue_refund` before `lookup_order`", "outcome fail on the expected path: different
-  `order.status`".
-
-``agent_report`` computes everything but the reasons from ``RunRows`` (no query);
-``agent_reasons_add`` fills in the groups with one query (the failing agent grades of the
-run); ``run_disagreements`` does both for one run (the review queue's entry point).
-Trajectories are never read here.
-"""
+``state`` graders are the outcome, ``trajectory`` graders the path, each side's verdict the
+three-valued AND of its grades (``overall_codes``); a run without both has no block. A
+trial with a side errored or missing is out of the 2 × 2 (``left_out``); a grader whose
+every grade errored is left out of its side when another judged. Overall cells are means of
+per-case shares with 95% intervals clustered by case; disagreements are grouped by the
+failing side's ``details.group``. ``agent_report`` reads no query, ``agent_reasons_add``
+one; trajectories are never read."""
 
 from __future__ import annotations
 
@@ -66,9 +43,8 @@ _STATUS = {"ok": PASS, "error": PIPELINE}
 
 @dataclass(frozen=True)
 class Cell:
-    """One cell of the overall 2 × 2: ``trials`` in it, and its ``share`` of the trials in
-    the table as the mean of per-case shares with the clustered 95% interval (``low``,
-    ``high``; None when the table is empty)."""
+    """One cell of the overall 2 × 2: ``trials`` in it, its ``share`` (mean of per-case shares) and
+    the clustered 95% interval (``low``, ``high``; None when the table is empty)."""
 
     trials: int
     share: float | None
@@ -78,11 +54,9 @@ class Cell:
 
 @dataclass(frozen=True)
 class CaseAgreement:
-    """One case's 2 × 2: counts ``both_pass``, ``outcome_only`` (right outcome, wrong path),
-    ``path_only`` (wrong outcome, expected path), ``both_fail``; ``left_out`` ok trials with
-    a side errored or missing; ``outcome_rate``/``path_rate``/``disagreement_rate`` with
-    their Wilson 95% intervals (``[low, high]``), None when the case has no trial in the
-    table; ``errored``: trials that errored where they ran (no grades, out of the table)."""
+    """One case's 2 × 2 counts; ``left_out``: ok trials with a side errored or missing; the three
+    rates with Wilson 95% intervals (``[low, high]``, None without a trial in the table);
+    ``errored``: trials that errored where they ran."""
 
     case_uuid: str
     key: str
@@ -116,8 +90,7 @@ class DisagreementTrial:
 
 @dataclass(frozen=True)
 class DisagreementGroup:
-    """``count`` trials of ``kind`` sharing ``label``; the first ``TRIALS_LISTED_PER_GROUP``
-    of them in ``trials``; ``trial_ids``: all of them (not in the JSON)."""
+    """``count`` trials of ``kind`` sharing ``label``: a few in ``trials``, all in ``trial_ids``."""
 
     kind: str
     label: str
@@ -128,13 +101,10 @@ class DisagreementGroup:
 
 @dataclass(frozen=True)
 class AgentReport:
-    """The agent block of a run report (module docstring): ``outcome_keys`` and
-    ``path_keys`` (grader keys by kind), ``outcome`` and ``path`` figures, the overall 2 × 2
-    cells (``both_pass``, ``outcome_only``, ``path_only``, ``both_fail``), ``in_table`` and
-    ``left_out`` trial counts, ``errored_trials`` (trials that errored where they ran: out
-    of the table, never a pass or a fail), ``cases`` (worst disagreement first), and ``groups`` of
-    disagreements (filled by ``agent_reasons_add``); ``disagreement_ids`` are the trial ids
-    of every disagreement, by kind (not in the JSON)."""
+    """The agent block of a run report: grader keys and figures per side, the overall 2 × 2 cells,
+    ``in_table``/``left_out``/``errored_trials`` counts, ``cases`` (worst disagreement first),
+    ``groups`` (filled by ``agent_reasons_add``), and ``disagreement_ids`` by kind (not in the
+    JSON)."""
 
     outcome_keys: list[str]
     path_keys: list[str]
@@ -211,8 +181,7 @@ def _rate(k: int, n: int) -> tuple[float | None, tuple[float, float]]:
 @dataclass(frozen=True)
 class AgentCodes:
     """Per trial of a run (sorted ``trial_ids``): ``case_idx`` (into ``RunRows.cases``),
-    ``trial_codes`` (PASS for an ok trial, else PIPELINE/PENDING), and the verdict codes of
-    each side: ``outcome`` (the ``state`` graders) and ``path`` (the ``trajectory`` ones)."""
+    ``trial_codes`` and the verdict codes of each side, ``outcome`` and ``path``."""
 
     outcome_keys: list[str]
     path_keys: list[str]
@@ -225,16 +194,14 @@ class AgentCodes:
 
 
 def _superseded_out(keys: list[str], judged: set[str]) -> list[str]:
-    """``keys`` without those that judged nothing (every grade errored) when another key of
-    the side judged something: a broken grader corrected by a later one (``grade_run``)."""
+    """``keys`` without those whose every grade errored, when another key of the side judged."""
     if not any(k in judged for k in keys):
         return keys
     return [k for k in keys if k in judged]
 
 
 def agent_codes(*, run: Run, rows: RunRows) -> AgentCodes | None:
-    """Each trial's outcome and path codes from the run loader's rows (no query); None
-    unless the run has both a ``state`` and a ``trajectory`` grader."""
+    """Each trial's outcome and path codes (no query); None without both agent kinds."""
     outcome_keys, path_keys = agent_keys(run)
     if not outcome_keys or not path_keys:
         return None
@@ -267,9 +234,8 @@ def agent_codes(*, run: Run, rows: RunRows) -> AgentCodes | None:
 
 
 def agent_report(*, run: Run, rows: RunRows, k_max: int) -> AgentReport | None:
-    """The agent block from the run loader's rows (no query), reasons not yet grouped;
-    None unless the run has both a ``state`` and a ``trajectory`` grader. ``k_max``: the
-    largest k of pass@k and pass^k (the report's)."""
+    """The agent block from the run loader's rows (no query), without groups; None unless the run
+    has both agent kinds. ``k_max``: the largest k of pass@k and pass^k."""
     codes = agent_codes(run=run, rows=rows)
     if codes is None:
         return None
@@ -345,10 +311,7 @@ def _label(kind: str, groups: list[str]) -> str:
 
 
 def agent_reasons_add(*, run: Run, report: AgentReport) -> AgentReport:
-    """``report`` with its disagreement ``groups``: one query (the failing ``state`` and
-    ``trajectory`` grades of ``run``'s ok trials, their group text, a reason's first
-    ``REASON_CHARS`` characters, the trial's uuid, attempt and case key). Groups are by kind,
-    then count, largest first (at most ``GROUPS_LISTED`` per kind)."""
+    """``report`` with its disagreement ``groups`` (``GROUPS_LISTED`` per kind). One query."""
     kind_of = {tid: kind for kind, ids in report.disagreement_ids.items() for tid in ids}
     if not kind_of:
         return report
@@ -409,8 +372,7 @@ def agent_reasons_add(*, run: Run, report: AgentReport) -> AgentReport:
 
 
 def run_disagreements(*, run: Run) -> AgentReport | None:
-    """The agent block of ``run`` with its groups (the run loader's queries plus one); None
-    for a run without both agent kinds. The review queue sends trials from here."""
+    """The agent block of ``run`` with its groups (None without both kinds): the review queue's."""
     rows = run_rows_get(run=run)
     k_max = max(int(run.trials_per_case or 1), 1)
     report = agent_report(run=run, rows=rows, k_max=k_max)

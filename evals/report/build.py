@@ -1,23 +1,10 @@
-"""The run report's figures, computed from flat arrays (no queries here; see
-``evals.report.selectors.run_report`` for the reads).
+"""The run report's figures from flat arrays (no queries; reads: ``evals.report.selectors``).
 
-Rules (one place for each):
-- A trial's outcome for one grader is a code (``PASS``, ``FAIL``, ``ERRORED`` grade,
-  ``MISSING`` grade, ``PIPELINE`` error, ``PENDING`` trial). ``case_tally`` is the one helper
-  that turns codes into per-case counts: only PASS and FAIL are *graded*; errored grades are
-  dropped from numerator and denominator and counted (fault A1: 2 passes, 1 fail, 1 errored
-  -> 2/3, with 1 dropped).
-- Overall verdict of a trial over its gating graders (three-valued AND, the same rule as
-  ``selectors.trial_verdict_annotations``): FAIL if any gating grade failed; else ERRORED if
-  any errored; else MISSING if one is absent; else PASS. An errored gating grade can never
-  make a pass.
-- Pass rate = mean over cases of per-case pass rates, with the small-sample interval
-  clustered by case (``stats.intervals.clustered_rate_interval``, never of zero width):
-  cases are the unit. Cases with no graded trial are left out
-  and counted.
-- Scores (fault C1): an errored grade is "not scored"; an ok grade without a score (a
-  pass/fail verdict alone) has "no score"; means skip both and count them apart.
-"""
+A trial's outcome for one grader is a code (``evals.grading.verdict``); ``case_tally``
+counts only PASS and FAIL as graded, errored grades dropped from both sides and counted (2
+passes, 1 fail, 1 errored -> 2/3). Pass rate = mean of per-case rates, interval clustered by
+case (``stats.intervals.clustered_rate_interval``). An errored grade is "not scored", an ok
+grade without a score "no score"; score means skip both and count them."""
 
 from __future__ import annotations
 
@@ -96,8 +83,7 @@ class SliceReport:
 
 @dataclass(frozen=True)
 class ReasonGroup:
-    """``count`` of ``of`` ``kind`` ("failures" or "errors") of ``grader`` (empty for
-    pipeline errors) sharing this exact ``reason`` (first 500 characters)."""
+    """``count`` of ``of`` ``kind`` of ``grader`` sharing a ``reason`` (its first 500 chars)."""
 
     grader: str
     reason: str
@@ -112,11 +98,9 @@ class ReasonGroup:
 
 @dataclass(frozen=True)
 class TrialCounts:
-    """``total`` trials = ``ok`` + ``errored`` (pipeline errors) + ``pending`` (queued or
-    running) + ``cancelled``; ``grade_errors``: errored grades on ok trials, all graders;
-    ``judge_errors``: those from judge versions; ``overall_errored``: ok trials whose overall
-    verdict is errored (left out of the overall pass rate); ``retried``: errored trials a
-    retry replaced (history, in no figure and in no other count)."""
+    """``total`` = ``ok`` + ``errored`` + ``pending`` + ``cancelled`` trials; ``grade_errors`` on ok
+    trials (``judge_errors`` from judges); ``overall_errored``: ok trials left out of the
+    overall rate; ``retried``: replaced errored trials, in no other count."""
 
     total: int
     ok: int
@@ -131,8 +115,7 @@ class TrialCounts:
 
 @dataclass(frozen=True)
 class Tokens:
-    """Sums over finished trials with a known count; ``*_unknown``: finished trials whose
-    count is null."""
+    """Sums over finished trials with a known count; ``*_unknown``: those with a null count."""
 
     input: int
     output: int
@@ -153,10 +136,9 @@ class Latency:
 
 @dataclass(frozen=True)
 class Cost:
-    """USD over finished trials. ``known_usd``: sum of known costs; ``unknown``: trials with
-    a null cost; ``total_usd``: the sum when every cost is known, else None (the known part is
-    a lower bound, "≥ $x"); ``per_passing_trial_usd``: total / overall passing trials, None
-    when the total is unknown or nothing passed."""
+    """USD over finished trials: ``known_usd``; ``unknown`` null costs; ``total_usd`` only when all
+    are known (else the known part is a lower bound); ``per_passing_trial_usd``: None when the
+    total is unknown or nothing passed."""
 
     known_usd: Decimal
     unknown: int
@@ -243,14 +225,9 @@ REASON_GROUPS_PER_GRADER = 10
 
 
 def report_from_rows(*, run: Any, rows: RunRows, reasons: ReasonRows) -> RunReport:
-    """Assemble a ``RunReport`` from the fetched rows (numpy; no queries).
-
-    Steps: 1. index trials and cases; 2. one code array per grader; 3. overall codes from the
-    gating graders (``evals.grading.verdict.gating_keys``); 4. per-case tallies
-    (``case_tally``); 5. figures overall, per grader and per tag; 6. case rows; 7. reasons,
-    tokens, latency, cost.
-    Long by design: the numbered steps share the trial and grade arrays built in steps 1–2.
-    """
+    """Assemble a ``RunReport`` from the fetched rows (numpy; no queries): index trials and cases,
+    code arrays per grader, overall codes, per-case tallies, figures overall, per grader and per
+    tag, case rows, reasons and usage. Long by design: every step shares the arrays of the first."""
     # 1. trials and cases
     n_cases = len(rows.cases)
     n_trials = len(rows.trials)
@@ -407,8 +384,7 @@ def _limit_hits(groups: list[tuple]) -> list[dict[str, Any]]:
 def _case_rows(
     cases: list[tuple], case_idx: np.ndarray, overall: CaseTally, tallies: dict[str, CaseTally]
 ) -> list[CaseRow]:
-    """One ``CaseRow`` per case (``cases`` as ``RunRows.cases``), worst first: cases with
-    nothing graded first of all, then by rate and key."""
+    """One ``CaseRow`` per case, worst first: nothing graded first, then by rate and key."""
     n_cases = len(cases)
     per_case = np.bincount(case_idx, minlength=n_cases).tolist()
     t = overall
@@ -448,11 +424,9 @@ def _with_corrections(
     g_ok_trial: np.ndarray,
     approvals: dict[int, tuple[int, dict | None]],
 ) -> list[Figures]:
-    """Each grader's figures with ``corrected`` set when all its grades on ok trials come
-    from one judge version (Rogan–Gladen only means something for one judge's error rates);
-    the correction works on the grader's per-case tallies (an interval clustered by case),
-    by the registered judge rung (``JudgeRung.corrected_pass_rate``); with none registered no
-    grader has one."""
+    """Each grader's figures with ``corrected`` (Rogan–Gladen, by ``JudgeRung.corrected_pass_rate``)
+    when all its grades come from one judge version: the correction needs one judge's error
+    rates. None without a registered rung."""
     rung = judge_rung()
     if rung is None:
         return graders
@@ -528,11 +502,8 @@ STATUS_CODES = {"ok": PASS, "error": PIPELINE, "cancelled": CANCELLED}
 
 
 def overall_codes_from_rows(*, run: Any, rows: RunRows) -> OverallCodes:
-    """Steps 1–4 of ``report_from_rows`` for the overall verdict alone (no figures, slices or
-    reasons), for readers of many runs at once (a case's history); tests check that it
-    agrees with the run report's per-case rows, and that the grid's cells counted in the
-    database (``evals.grid.cells``) agree with it. No queries; the rows are read with
-    ``np.fromiter`` (no object arrays), as this runs once per run read."""
+    """``report_from_rows``'s overall verdicts alone, for readers of many runs (a case's history);
+    tests hold it equal to the report's case rows and the grid's cells. No queries."""
     n_cases, n_trials, n_grades = len(rows.cases), len(rows.trials), len(rows.grades)
     case_by_id = {c[0]: i for i, c in enumerate(rows.cases)}
     trial_ids = np.fromiter((t[0] for t in rows.trials), np.int64, n_trials)

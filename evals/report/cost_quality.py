@@ -1,22 +1,13 @@
-"""Cost against quality: what a run's passes cost, null-aware (``CostQuality``).
+"""Cost against quality: what a run's passes cost, null-aware (``CostQuality``), one rule for
+every surface (``cost_quality``).
 
-One rule for the run list, the run report, the comparison, the grid of runs and the suite's
-cost–quality chart (``cost_quality``):
+- ``cost_per_trial_usd`` = total / finished trials; ``cost_per_passing_trial_usd`` = total /
+  passing trials; both None when any finished trial's cost is unknown (``cost_unknown``).
+- ``pass_rate_per_usd`` = pass rate / cost per trial ("passing trials per dollar"); its
+  interval is the pass rate's over the same cost (the cost is measured, not sampled). None
+  when either is unknown, or the cost is zero (``note`` says so).
 
-- ``cost_per_trial_usd`` = total cost / finished trials; ``cost_per_passing_trial_usd`` =
-  total cost / passing trials. Both need the total: when any finished trial has an unknown
-  cost (a model without a price) they are None, and ``cost_unknown`` says for how many of
-  ``finished`` trials (unknown is not zero; the known part is only a lower bound).
-- ``pass_rate_per_usd`` = pass rate / cost per trial: the pass rate a dollar buys, read
-  as "passing trials per dollar" (for a run where every case has the same number of trials
-  it is exactly passes per dollar). Its interval is the pass rate's 95% interval over the
-  same cost per trial (the cost is measured, not sampled: the uncertainty is the pass
-  rate's). None when the pass rate or the cost per trial is unknown, and when the cost is
-  zero (a free run has no finite rate per dollar; ``note`` says so).
-
-Per-trial amounts are kept to 12 decimals (picodollars) so a small known cost never
-rounds to zero.
-"""
+Per-trial amounts keep 12 decimals so a small known cost never rounds to zero."""
 
 from __future__ import annotations
 
@@ -31,16 +22,10 @@ COLUMN_QUANTUM = COST_USD_QUANTUM  # the cost column's decimals (core.bounds)
 
 @dataclass(frozen=True)
 class CostQuality:
-    """A run's (or one side's) cost against its pass rate (module docstring for the rules).
-
-    ``finished`` trials (ok or pipeline error), ``cost_unknown`` of them with a null cost,
-    ``cost_known_usd`` the sum of the known costs (a lower bound when some are unknown),
-    ``cost_usd`` total (None unless every finished trial's cost is known),
-    ``cost_per_trial_usd``, ``cost_per_passing_trial_usd`` (USD, Decimal, None when
-    unknown or undefined), ``pass_rate`` with its 95% interval (``pass_rate_low``,
-    ``pass_rate_high``; None when nothing was graded), ``pass_rate_per_usd`` with
-    ``pass_rate_per_usd_low``/``_high`` (floats, per USD), ``note``: why a figure is
-    undefined ("" when all are defined)."""
+    """A run's (or one side's) cost against its pass rate: ``finished``, ``cost_unknown``,
+    ``cost_known_usd`` (a lower bound), ``cost_usd`` (None unless all known), the per-trial and
+    per-passing-trial costs (USD, Decimal), ``pass_rate`` with its 95% interval,
+    ``pass_rate_per_usd`` with its interval (per USD), ``note`` (why a figure is undefined)."""
 
     finished: int
     cost_unknown: int
@@ -68,9 +53,7 @@ def cost_quality(
     pass_rate_low: float | None,
     pass_rate_high: float | None,
 ) -> CostQuality:
-    """``CostQuality`` from a run's totals: ``finished`` trials, the sum of their known costs
-    (USD; None or 0 when none is known), ``cost_unknown`` trials with a null cost, overall
-    ``passed`` trials and the pass rate with its 95% interval (fractions). No queries."""
+    """``CostQuality`` from a run's totals (USD; rates as fractions). No queries."""
     # Quantized to the column's 12 decimal places: SQLite sums decimals as floats (15
     # significant digits), PostgreSQL exactly; both then read the same.
     known = Decimal(cost_known_usd or 0).quantize(COLUMN_QUANTUM)

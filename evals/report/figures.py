@@ -34,13 +34,10 @@ def case_wilson(passed: int, graded: int) -> tuple[float, float]:
 
 @dataclass(frozen=True)
 class PassK:
-    """pass@k and pass^k at one k: means over the ``n_cases`` cases with at least k_max graded
-    trials (the same cases at every k of a table) of the unbiased per-case estimators;
-    ``cases_left_out`` had fewer (or none).
-    ``pass_at_k_low``/``_high`` and ``pass_hat_k_low``/``_high``: their 95% intervals
-    clustered by case (``stats.passk.pass_at_k_interval`` / ``pass_hat_k_interval``:
-    Korn–Graubard on disjoint blocks of k trials, never of zero width); all None when
-    ``n_cases`` is 0."""
+    """pass@k and pass^k at one k: means of the unbiased per-case estimators over the ``n_cases``
+    cases with at least k_max graded trials (``cases_left_out`` had fewer); ``*_low``/``*_high``:
+    95% intervals clustered by case (``stats.passk``: Korn–Graubard on disjoint blocks of k
+    trials), None when ``n_cases`` is 0."""
 
     k: int
     pass_at_k: float | None
@@ -54,13 +51,10 @@ class PassK:
 
 
 def pass_k_table(passed: np.ndarray, graded: np.ndarray, k_max: int) -> list[PassK]:
-    """``PassK`` for k = 1..k_max over per-case (passed, graded) arrays, every k on one case
-    set: the cases with at least ``k_max`` graded trials (a case with errored trials and
-    fewer graded is left out of every row, and counted in ``cases_left_out``). On one set
-    the per-case estimators fall with k (``C(c, k+1)/C(n, k+1) = C(c, k)/C(n, k) · (c−k)/(n−k)``),
-    so pass^k never rises with k and pass@k never falls. A lookup table per k over the few
-    distinct (n, c) pairs keeps the cost flat in the case count; the intervals are numpy over
-    the cases, one per k and estimand."""
+    """``PassK`` for k = 1..k_max over per-case (passed, graded) arrays, on one case set (at least
+    ``k_max`` graded), so pass^k never rises with k and pass@k never falls
+    (``C(c, k+1)/C(n, k+1) = C(c, k)/C(n, k) · (c−k)/(n−k)``). A table per k over the distinct
+    (n, c) pairs keeps the cost flat in the case count."""
     table = []
     top = int(graded.max(initial=0))
     use = graded >= max(1, k_max)
@@ -97,24 +91,14 @@ def pass_k_table(passed: np.ndarray, graded: np.ndarray, k_max: int) -> list[Pas
 class Figures:
     """One grader's (or overall's) figures over a set of cases.
 
-    Trial counts: ``trials_passed`` of ``trials_graded`` (pass or fail); ``grades_errored``
-    dropped from both; ``not_graded`` ok trials without this grade; ``pipeline_errored`` and
-    ``pending`` trials. ``pass_rate``: mean of per-case rates with its 95% interval clustered by
-    case (``stats.intervals.clustered_rate_interval``: Korn–Graubard, never of zero width)
-    over ``pass_rate.n_cases`` cases; ``cases_ungraded`` cases had no graded trial.
-    ``score_mean``: mean over cases of per-case mean scores, None when nothing was scored;
-    ``score_interval``: its 95% t interval clustered by case, or the reason there is none
-    (``stats.intervals.clustered_mean_interval``: "no spread seen in N cases"), None when
-    nothing was scored;
-    ``scored``/``not_scored``/``no_score``: grades with a score / errored grades ("not
-    scored") / ok grades with a verdict and no score ("no score": a pass/fail grader's);
-    ``cancelled``: trials cancelled before they ran (neither pending nor graded).
-    ``corrected``: for a grader whose verdicts all come from one judge version, the
-    Rogan–Gladen correction of the mean per-case rate by that judge's measured tpr and tnr,
-    its interval clustered by case and carrying their uncertainty
-    (``evals.grading.rungs.CorrectedPassRate``; ``corrected.corrected`` None with a reason when the
-    version is not trusted); None for other graders, overall and slices.
-    """
+    Trials: ``trials_passed`` of ``trials_graded``; ``grades_errored``, ``not_graded``,
+    ``pipeline_errored``, ``pending``, ``cancelled`` apart. ``pass_rate``: mean of per-case
+    rates, 95% interval clustered by case (``stats.intervals.clustered_rate_interval``,
+    Korn–Graubard); ``cases_ungraded``: cases without a graded trial. ``score_mean``: mean of
+    per-case mean scores, ``score_interval`` its clustered 95% t interval or the reason there is
+    none; ``scored``/``not_scored``/``no_score`` grade counts. ``corrected``: for a grader judged
+    by one version, the Rogan–Gladen correction by its measured tpr and tnr
+    (``evals.grading.rungs.CorrectedPassRate``); None for other graders, overall and slices."""
 
     key: str
     gating: bool | None

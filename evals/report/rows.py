@@ -47,16 +47,12 @@ class JudgeInfo:
 class RunRows:
     """A run as flat rows (see ``run_rows_get``).
 
-    ``trials``: ``(id, case_id, status, latency_ms, look)`` ordered by case id then attempt
-    (look 0 for the run's own trials, r for a top-up's round r); ``grades`` on ok trials:
-    ``(trial_id, grader, code, score, gating, judge_version_id)``, code 1 pass, 0 fail, -1
-    errored, -2 not judged (as if absent), gating 0/1; ``cases``: ``(id, uuid, key, tags,
-    content_hash)`` by key; ``usage``: case id -> sums over its finished trials (``finished``
-    trials, ``cost`` known USD as Decimal or None, ``cost_unknown``, ``input``/``output`` known
-    token sums, ``input_unknown``/``output_unknown``/``tokens_unknown`` (either one null) trial
-    counts, ``latency_sum`` ms and ``latency_n``); ``judges``: judge version id -> ``JudgeInfo``
-    for the versions among ``grades``.
-    """
+    ``trials``: ``(id, case_id, status, latency_ms, look)`` by case id then attempt; ``grades``
+    on ok trials: ``(trial_id, grader, code, score, gating, judge_version_id)``, code 1 pass,
+    0 fail, -1 errored, -2 not judged; ``cases``: ``(id, uuid, key, tags, content_hash)`` by
+    key; ``usage``: case id -> sums over finished trials (``cost`` known USD as Decimal or None,
+    token sums, ``*_unknown`` counts, ``latency_sum`` ms, ``latency_n``); ``judges``: version id
+    -> ``JudgeInfo``."""
 
     trials: list[tuple]
     grades: list[tuple]
@@ -67,11 +63,9 @@ class RunRows:
 
     @property
     def totals(self) -> dict[str, Any]:
-        """The usage summed over cases (the run report's totals): ``finished``,
-        ``input_sum``, ``output_sum``, ``input_unknown``, ``output_unknown``, ``cost`` (known
-        USD, Decimal, None when no cost is known), ``cost_unknown``. Read as one row
-        (``usage_totals``, from ``runs_usage_totals``) when the loader was asked for totals
-        only (``run_rows_get(usage="totals")``)."""
+        """The usage summed over cases: ``finished``, token sums and unknowns, ``cost`` (known USD,
+        Decimal, None when none known), ``cost_unknown``; one row when loaded with
+        ``usage="totals"``."""
         if self.usage_totals is not None:
             return self.usage_totals
         rows = list(self.usage.values())
@@ -97,11 +91,9 @@ class RunRows:
 
 
 def grade_code(relation: str = "") -> CaseWhen:
-    """A grade's code as SQL (``evals.grading.verdict``): 1 pass, 0 fail, -1 errored, -2 not
-    judged. A "not judged" grade (a judge rung the ladder skipped) reads as -2, the code of
-    an absent grade (``MISSING``): neither a pass nor a fail. ``relation``: "" on a Grade
-    query; on a Trial query, the name of a ``FilteredRelation`` to one grade of each trial,
-    where a trial without that grade reads -2 too."""
+    """A grade's code as SQL: 1 pass, 0 fail, -1 errored, -2 not judged, the code of an absent
+    grade too. ``relation``: "" on a Grade query; on a Trial query, a ``FilteredRelation`` to
+    one grade of each trial."""
     at = f"{relation}__" if relation else ""
     absent = [models.When(**{f"{at}id__isnull": True}, then=-2)] if relation else []
     return CaseWhen(
@@ -122,10 +114,8 @@ ALL_TRIALS = "all"
 
 
 def run_trials(*, run: Run, top_up: object = ALL_TRIALS) -> models.QuerySet:
-    """The trials of ``run`` a reader counts: never a retried (replaced) one; with
-    ``top_up=ALL_TRIALS`` (the run report) every other one, top-ups of every comparison
-    included; with ``top_up=None`` (a comparison without top-up) the run's own trials only;
-    with a ``TopUp`` id, the run's own trials and that top-up's."""
+    """The trials of ``run`` a reader counts, never a retried one: with ``ALL_TRIALS`` every
+    top-up's too; with None the run's own; with a ``TopUp`` id, its own and that top-up's."""
     trials = Trial.objects.filter(run=run, replaced_by__isnull=True)
     if top_up is None:
         trials = trials.filter(top_up_round__isnull=True)
@@ -135,16 +125,10 @@ def run_trials(*, run: Run, top_up: object = ALL_TRIALS) -> models.QuerySet:
 
 
 def run_rows_get(*, run: Run, top_up: object = ALL_TRIALS, usage: str = "cases") -> RunRows:
-    """Read ``run`` as ``RunRows``, the trials of ``run_trials(run=, top_up=)``.
-
-    Four queries whatever the run's size (trials, grades, cases, usage), plus one when
-    judges graded it (their versions with their active approvals). ``trials`` carry their
-    look: 0 for the run's own trials, the round of a top-up's. ``usage="cases"`` reads the
-    usage per case (``RunRows.usage``, the comparison's); ``usage="totals"`` reads only its
-    sums over the run, one row (``RunRows.usage_totals``, all the run report needs), with
-    the trials of ``run_trials(run=)`` (every top-up; ``top_up`` must be left alone).
-    Raises ``ValueError`` for another ``usage``.
-    """
+    """Read ``run`` as ``RunRows``. Four queries whatever its size, plus one when judges graded
+    it. ``usage="cases"`` reads usage per case; ``usage="totals"`` only its sums over the run
+    (``RunRows.usage_totals``, with every top-up's trials). ``ValueError`` for another
+    ``usage``."""
     if usage == "cases":
         return _rows_by_run(run_trials(run=run, top_up=top_up), [run.id])[run.id]
     if usage != "totals" or top_up != ALL_TRIALS:
@@ -154,8 +138,7 @@ def run_rows_get(*, run: Run, top_up: object = ALL_TRIALS, usage: str = "cases")
 
 
 def _readable_trials(runs: Sequence[Run], case_ids: Iterable[int] | None) -> models.QuerySet:
-    """The trials of ``runs`` a reader counts (``run_trials`` with every top-up), of the
-    cases ``case_ids`` when given."""
+    """The trials of ``runs`` a reader counts (every top-up's), of ``case_ids`` when given."""
     trials = Trial.objects.filter(run_id__in=[r.id for r in runs], replaced_by__isnull=True)
     if case_ids is not None:
         trials = trials.filter(case_id__in=list(case_ids))
@@ -169,15 +152,9 @@ def runs_rows_get(
     usage: bool = True,
     top_up: object = ALL_TRIALS,
 ) -> dict:
-    """Several runs read at once, run id -> ``RunRows``, each as ``run_rows_get(run=,
-    top_up=)`` reads it (by default every trial a reader counts, top-ups included; with
-    ``top_up=None`` the runs' own trials, with a ``TopUp`` id their own and that top-up's:
-    the two sides of a comparison), restricted to the cases with ``case_ids`` when given (a
-    case's history). ``usage=False`` leaves the per-case usage out (``RunRows.usage``
-    empty; ``runs_usage_totals`` sums it per run in one small query). The same four queries
-    (three without usage; plus one when judges graded) whatever the number of runs, cases
-    and trials: a case's history and a comparison read runs through here (the grid of runs
-    counts its cells in the database over the same trials, ``evals.grid.cells``)."""
+    """Several runs at once, run id -> ``RunRows`` as ``run_rows_get`` reads each, restricted to
+    ``case_ids`` when given. ``usage=False`` leaves per-case usage out. The same queries
+    whatever the number of runs, cases and trials."""
     case_ids = None if case_ids is None else list(case_ids)
     trials = _readable_trials(runs, case_ids)
     if top_up is None:
@@ -188,8 +165,7 @@ def runs_rows_get(
 
 
 def runs_usage_totals(*, runs: Sequence[Run]) -> dict[int, dict[str, Any]]:
-    """Run id -> the usage totals of ``RunRows.totals`` for each of ``runs`` (the trials
-    ``runs_rows_get`` reads), summed in the database: one query, one row per run."""
+    """Run id -> ``RunRows.totals`` for each of ``runs``, summed in the database: one query."""
     ok, err = Trial.Status.OK, Trial.Status.ERROR
     finished = models.Q(status__in=[ok, err])
     rows = (
@@ -229,9 +205,8 @@ def _rows_by_run(
     usage: bool = True,
     case_ids: list[int] | None = None,
 ) -> dict[int, RunRows]:
-    """``RunRows`` per run id of ``run_ids`` from the trials in ``trials_qs`` (the queries of
-    ``run_rows_get``; rows split by run in Python). ``trials_qs`` holds trials of those runs
-    only, and of the cases ``case_ids`` only when given."""
+    """``RunRows`` per run id from the trials in ``trials_qs`` (split by run in Python). Long: the
+    four reads and their folding into rows share one set of trial ids."""
     ok, err = Trial.Status.OK, Trial.Status.ERROR
     # Ordered by attempt so per-case verdict lists read the same from the database and from
     # an exported file (PostgreSQL returns rows in no fixed order otherwise).
@@ -324,9 +299,8 @@ def _rows_by_run(
 
 
 def _judges(version_ids: set[int]) -> dict[int, JudgeInfo]:
-    """The judge versions among a run's grades with their active approval (one query, by the
-    registered judge rung: ``JudgeRung.versions_trust``). With no rung registered each reads
-    untrusted under a label of its id ("judge version 7"): its verdicts are provisional."""
+    """The judge versions among a run's grades with their active approval (one query, by
+    ``JudgeRung.versions_trust``). Without a rung each is untrusted ("judge version 7")."""
     if not version_ids:
         return {}
     rung = judge_rung()

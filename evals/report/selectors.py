@@ -21,18 +21,10 @@ REASON_MAX_CHARS = 500
 
 @gc_paused_call
 def run_report(*, run: Run) -> RunReport:
-    """The run report (``evals.report.build.RunReport``): trial and error counts, pass rate
-    with its clustered 95% interval, pass@k/pass^k, per-case rows, tag slices, grouped
-    reasons, tokens, latency and cost, overall and per grader, and the corrected pass rate
-    of a trusted judge's grader.
+    """The run report (``evals.report.build.RunReport``; rules there).
 
-    Nine queries whatever the run's size: the run loader's four (plus one when judges
-    graded), three grouped reason counts, one of judge calls and one of retried trials; plus one for
-    ``run.suite`` unless it is joined; plus three for a run with a contract grader (its
-    decisions, ``evals.grading.contract.decisions``); plus one for a run with ``state`` and
-    ``trajectory`` graders (its disagreements, ``evals.report.agents``). Rules in
-    ``evals.report.build``.
-    """
+    Nine queries whatever the run's size (ten when judges graded), plus one for ``run.suite``
+    unless joined, three for a contract grader's decisions and one for agent disagreements."""
     grades = Grade.objects.filter(trial__run=run, trial__status=Trial.Status.OK).order_by()
     short_reason = Substr("reason", 1, REASON_MAX_CHARS)
     reasons = ReasonRows(

@@ -1,21 +1,11 @@
 """The call pool: target calls on an asyncio loop in a helper thread, fed and drained by the
-chunk's own thread (the one that holds the database connection).
+chunk's thread (the one holding the database connection).
 
-The chunk hands the pool trials it has claimed (``submit``) and reads results as they arrive
-(``results``); ``withdraw`` takes back every trial not yet started, so a cancel, or a lost
-database, stops the spending at once while the calls in flight finish. At most
-``concurrency`` calls are in flight; a target that raises (it must not) gives an errored
-result, never a lost trial.
-
-A call already sent that waits to try again (a retry's back-off, a wait for the limiter) is
-not withdrawn: ``stop`` tells it to make no further attempt (``providers.call_stop``), and
-it ends at once with error kind ``cancelled``.
-
-A target whose calls wait for the endpoint's shared limiter (``providers.limiter``; its
-``withdrawable`` is true) may hold a trial a long time before sending it; such a trial is
-still withdrawn until the target says it is sending (``limiter.call_sending``): the waiting
-call is cancelled, having taken nothing.
-"""
+At most ``concurrency`` calls are in flight; a target that raises gives an errored result,
+never a lost trial. ``withdraw`` takes back every trial not yet started, so a cancel or a
+lost database stops spending at once; a call waiting to retry is told by ``stop`` to make no
+further attempt (``providers.call_stop``, error kind ``cancelled``). A call waiting for the
+shared limiter (``providers.limiter``) stays withdrawable until it reports sending."""
 
 from __future__ import annotations
 
@@ -38,8 +28,7 @@ WRITE_BATCH_WINDOW_S = 0.05
 
 
 class CallPool:
-    """Target calls for one chunk. Use as a context manager; ``concurrency`` is known once
-    entered. Thread-safe for one consuming thread."""
+    """Target calls for one chunk; a context manager, thread-safe for one consuming thread."""
 
     def __init__(self, config: dict) -> None:
         self._config = config
@@ -113,8 +102,7 @@ class CallPool:
     async def _withdrawable_call(
         self, target: Any, trial_id: int, case_input: CaseInput
     ) -> TargetResult | None:
-        """``target.call`` as a task ``_drain`` may cancel until it reports sending; None
-        when it was withdrawn that way."""
+        """``target.call`` as a task ``_drain`` may cancel until it reports sending."""
         context = contextvars.copy_context()
 
         def sending() -> None:
@@ -184,22 +172,19 @@ class CallPool:
 
     @property
     def outstanding(self) -> int:
-        """Calls submitted and not yet returned or withdrawn: in flight, or waiting for a
-        slot. Results returned but not yet read do not count."""
+        """Calls submitted and not yet returned or withdrawn (in flight or waiting for a slot)."""
         return self._submitted - self._settled
 
     def withdraw(self) -> list[int]:
-        """Take back every submitted trial whose call has not started; returns their ids.
-        Calls in flight go on and their results still arrive."""
+        """Take back every submitted trial not yet started; returns their ids."""
         if self._loop is None or self._closed or not self._thread.is_alive():
             return []
         return asyncio.run_coroutine_threadsafe(self._drain(), self._loop).result()
 
     def stop(self, trial_ids: list[int]) -> list[int]:
-        """Tell the calls of ``trial_ids`` in flight to make no further attempt
-        (``providers.call_stop``): one between attempts ends at once with error kind
-        ``cancelled``, one in an attempt ends when the attempt does (its answer kept). Its
-        result still arrives through ``results``. Returns the ids told (those in flight)."""
+        """Tell the calls of ``trial_ids`` in flight to make no further attempt: one between
+        attempts ends at once (``cancelled``), one mid-attempt when it ends. Returns the ids told.
+        """
         if self._loop is None or self._closed or not self._thread.is_alive():
             return []
         return self._loop_run(self._stop, trial_ids)
@@ -211,9 +196,8 @@ class CallPool:
         return asyncio.run_coroutine_threadsafe(on_loop(), self._loop).result()
 
     def results(self, timeout: float) -> list[tuple[int, TargetResult]]:
-        """The results that arrive within ``timeout`` seconds of waiting (empty when none
-        did), gathered for ``WRITE_BATCH_WINDOW_S`` after the first one, or until no call is
-        outstanding. Raises what the loop thread raised."""
+        """The results arriving within ``timeout`` seconds (empty when none), gathered for
+        ``WRITE_BATCH_WINDOW_S`` after the first. Raises what the loop thread raised."""
         try:
             item = self._results.get(timeout=max(0.0, timeout))
         except queue.Empty:
@@ -221,7 +205,7 @@ class CallPool:
         window_ends = time.monotonic() + WRITE_BATCH_WINDOW_S
         # The window is slept through, woken early only when no call is left that could join
         # the batch (``_quiet``): taking each result as it came woke this thread, a thread
-        # switch and a hand-over of the GIL, for every trial (issue 17, worker CPU).
+        # switch and a hand-over of the GIL, for every trial.
         self._quiet.clear()  # before the check: a set() after it is not lost
         if self.outstanding > 0 and not isinstance(item, BaseException):
             self._quiet.wait(max(0.0, window_ends - time.monotonic()))
@@ -236,8 +220,7 @@ class CallPool:
                 return batch
 
     def close(self) -> list[tuple[int, TargetResult]]:
-        """Let the calls in flight and already submitted finish, stop the loop, and return
-        the results not yet read."""
+        """Let submitted calls finish, stop the loop, and return the results not yet read."""
         loop, inbox = self._loop, self._inbox
         if not self._closed and loop is not None and inbox is not None and self._thread.is_alive():
             for _ in range(self.concurrency):

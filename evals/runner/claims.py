@@ -1,16 +1,9 @@
 """Claiming a run's trials for a chunk, and what a claimed trial's call needs.
 
-A trial is claimed by compare-and-set, queued -> running with a lease (or running with an
-expired lease -> running with a new one), so a race or a redelivered message claims
-nothing twice (DESIGN.md, "Trials are independent tasks with idempotent writes").
-
-These statements run with every batch of results on every worker, so they are written in
-SQL, one shape per statement: the ORM spent about 0.4 ms of CPU compiling each one, five
-times what psycopg spends sending it, and with four workers sharing a run's calls a batch
-holds a few trials, so that compile was most of a trial's CPU (issue 17; bench/README.md,
-"Worker CPU per trial"). The conditions are the models' own fields and values; the
-tests run them on SQLite and PostgreSQL.
-"""
+A claim is a compare-and-set, queued (or running with an expired lease) -> running with a
+lease, so nothing is claimed twice. These statements run with every batch on every worker,
+so they are raw SQL: compiling them with the ORM was most of a trial's CPU (bench/README.md,
+"Worker CPU per trial"). Tests run them on SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
@@ -31,8 +24,7 @@ RUNNING = Trial.Status.RUNNING.value
 
 
 def trial_lease() -> timedelta:
-    """How long a claim holds a trial before the sweeper may take it back
-    (``ASSAY["TRIAL_LEASE_SECONDS"]``)."""
+    """How long a claim holds a trial before the sweeper may take it back."""
     return timedelta(seconds=settings.ASSAY["TRIAL_LEASE_SECONDS"])
 
 
@@ -46,16 +38,14 @@ def _when(value: datetime) -> Any:
 
 
 def _skip_locked() -> str:
-    """`` FOR UPDATE SKIP LOCKED`` where the database has it (PostgreSQL: rows another worker
-    is claiming are skipped); SQLite serialises writers (``transaction_mode=IMMEDIATE``)."""
+    """`` FOR UPDATE SKIP LOCKED`` on PostgreSQL; SQLite serialises writers instead."""
     return (
         " FOR UPDATE SKIP LOCKED" if connection.features.has_select_for_update_skip_locked else ""
     )
 
 
 def _claim(cursor, ids: list[int], condition: str, condition_params: list, now: datetime) -> None:
-    """running with a new lease, for ``ids`` still meeting ``condition`` (the claim's
-    compare-and-set)."""
+    """Running with a new lease, for ``ids`` still meeting ``condition`` (compare-and-set)."""
     cursor.execute(
         f"UPDATE {_q(Trial._meta.db_table)} SET {_q('status')} = %s, "
         f"{_q('lease_expires_at')} = %s, {_q('started_at')} = %s "
@@ -74,15 +64,10 @@ def _run_start(cursor, run_id: int, now: datetime) -> None:
 
 
 def trials_claim(*, run_id: int, trial_ids: list[int], run_start: bool = True) -> list[int]:
-    """Claim ``trial_ids`` of run ``run_id`` by compare-and-set: queued -> running, or
-    running with an expired lease -> running with a new lease. Returns the ids this caller
-    now holds, in the order of ``trial_ids``.
-
-    Two statements in one transaction (three with ``run_start``, which moves a queued run to
-    running; a chunk that has seen its run running passes False): the claimable ids are read
-    (``FOR UPDATE SKIP LOCKED`` on PostgreSQL), then updated with the same condition, so a
-    trial is never claimed twice.
-    """
+    """Claim ``trial_ids`` of run ``run_id`` (queued, or running with an expired lease); returns
+    the ids now held, in order. The ids are read (``FOR UPDATE SKIP LOCKED`` on PostgreSQL) and
+    updated under the same condition in one transaction (plus ``run_start``: queued run ->
+    running)."""
     if not trial_ids:
         return []
     now = timezone.now()
@@ -105,13 +90,8 @@ def trials_claim(*, run_id: int, trial_ids: list[int], run_start: bool = True) -
 
 
 def trials_claim_next(*, run_id: int, limit: int, run_start: bool = True) -> list[int]:
-    """Claim up to ``limit`` queued trials of ``run_id`` that no chunk holds, lowest id first
-    (the order their chunk messages were enqueued in): queued -> running with a lease, by
-    compare-and-set, as ``trials_claim``. Returns the ids claimed, ascending.
-
-    The messages that carry them find them running (or written) and claim nothing; a trial
-    is still called once. Two statements (three with ``run_start``).
-    """
+    """Claim up to ``limit`` queued trials of ``run_id`` no chunk holds, lowest id first, as
+    ``trials_claim``; returns the ids ascending. Their own messages then claim nothing."""
     if limit <= 0:
         return []
     now = timezone.now()
@@ -132,9 +112,8 @@ def trials_claim_next(*, run_id: int, limit: int, run_start: bool = True) -> lis
 
 
 def trials_claimable(*, run_id: int, trial_ids: list[int]) -> bool:
-    """Whether a chunk of ``trial_ids`` has anything to call: one of them is claimable
-    (queued, or running with an expired lease) or some trial of the run is queued (for
-    ``trials_claim_next``). One statement on the (run, status) index."""
+    """Whether a chunk of ``trial_ids`` has anything to call (one claimable, or some trial of the
+    run queued). One statement on the (run, status) index."""
     sql = (
         f"SELECT 1 FROM {_q(Trial._meta.db_table)} "
         f"WHERE {_q('run_id')} = %s AND ({_q('status')} = %s"
@@ -152,8 +131,7 @@ def trials_claimable(*, run_id: int, trial_ids: list[int]) -> bool:
 
 
 class Held(NamedTuple):
-    """A trial a chunk claimed and has not written yet: what its call and its grades need,
-    read once at the claim."""
+    """A claimed, unwritten trial: what its call and grades need, read once at the claim."""
 
     case_input: CaseInput
     top_up_id: int | None
@@ -208,8 +186,7 @@ def leases_renew(trial_ids: list[int]) -> None:
 
 
 def trials_release(trial_ids: list[int]) -> list[int]:
-    """Give back trials a chunk claimed but did not call: running -> queued; returns the ids
-    released (compare-and-set on ``running``)."""
+    """Give back claimed trials not called (running -> queued); returns the ids released."""
     rows = Trial.objects.filter(id__in=trial_ids, status=Trial.Status.RUNNING)
     released = list(rows.values_list("id", flat=True))
     Trial.objects.filter(id__in=released, status=Trial.Status.RUNNING).update(

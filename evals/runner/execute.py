@@ -1,11 +1,7 @@
-"""Executing a chunk of a run's trials: claim them by compare-and-set, call the target
-concurrently, write each result as it arrives (cost from the price table, null when
-unknown), grade the ok ones with the deterministic rungs, enqueue the judge rung after
-commit, and finalize the run.
-
-Invariants (DESIGN.md, "Trials are independent tasks with idempotent writes"): every state
-change is a compare-and-set, so a race or a redelivered task is a no-op; a target failure
-is an errored trial, never a pass; an errored trial gets no grades."""
+"""Executing a chunk of a run's trials: claim them, call the target concurrently, write and
+grade each result as it arrives, enqueue the judge rung after commit, finalize the run.
+Every state change is a compare-and-set, so a race or a redelivered task is a no-op
+(DESIGN.md, "Trials are independent tasks with idempotent writes")."""
 
 from __future__ import annotations
 
@@ -79,14 +75,10 @@ def trial_results_record(
     """Write target results onto running trials and count them on the run, in one transaction;
     returns the ids written.
 
-    Idempotent: only trials still ``running`` are written (read under a row lock on
-    PostgreSQL, inside SQLite's writer lock), so a result delivered again changes nothing
-    and is not counted. Cost is the one the target stated (``TargetResult.cost_usd``), else USD at
-    the model's price (``providers.pricing``), null when the price or a token count is
-    unknown, and for errored trials. ``prices`` caches price
-    lookups by model name across calls (the runner passes one dict per chunk). Three
-    statements, in SQL (the hot path of the runner: ``evals.runner.claims`` says why).
-    """
+    Idempotent: only trials still ``running`` are written, so a redelivered result is not
+    counted. Cost is the target's own (``TargetResult.cost_usd``), else USD at the model's price
+    (``providers.pricing``), null when unknown and for errored trials. ``prices`` caches lookups
+    by model across calls. Three SQL statements (the runner's hot path: ``evals.runner.claims``)."""
 
     prices = {} if prices is None else prices
     now = timezone.now()
@@ -189,12 +181,9 @@ def _field_adapter(field: Field) -> Callable[[Any], Any] | None:
 
 
 def _trial_rows_write(rows: list[tuple[int, tuple]]) -> None:
-    """One prepared ``UPDATE ... WHERE id = %s AND status = 'running'`` run with
-    ``executemany`` over ``(trial_id, values in RESULT_FIELDS order)`` rows (the hot path of
-    the runner: ``bulk_update`` spends more CPU building its CASE expression than the
-    database spends writing, and a model instance per row more than the write). JSON,
-    Decimal and datetime values go through their field's ``get_db_prep_save``, so they are
-    adapted exactly as the ORM would; text and numbers are passed as they are."""
+    """One prepared ``UPDATE ... WHERE id = %s AND status = 'running'`` over ``executemany`` rows
+    (``bulk_update``'s CASE costs more CPU than the write). JSON, Decimal and datetime values go
+    through their field's ``get_db_prep_save``, as the ORM would adapt them."""
     fields = [model_field(Trial, name, Field) for name in RESULT_FIELDS]
     quote = connection.ops.quote_name
     assignments = ", ".join(f"{quote(field.column)} = %s" for field in fields)
@@ -240,8 +229,7 @@ def _stopped(run_id: int, top_up_ids: set[int]) -> tuple[bool, set[int]]:
 
 
 def _database_reconnect(budget_s: float = DB_RECONNECT_S) -> bool:
-    """Drop the broken connection and open a new one, retrying with backoff for ``budget_s``
-    seconds; returns whether the database answers again."""
+    """Reconnect, retrying with backoff for ``budget_s`` seconds; whether the database answers."""
     deadline = time.monotonic() + budget_s
     delay = 0.1
     while True:
@@ -259,16 +247,11 @@ def _database_reconnect(budget_s: float = DB_RECONNECT_S) -> bool:
 
 
 class _ChunkCalls:
-    """The calls of one chunk: claims trials a few at a time (at most twice the pool's
-    concurrency in flight or waiting for a slot), feeds them to the call pool, writes and
-    grades results as they arrive,
-    renews the leases it holds, and stops starting calls the moment its run (or a top-up
-    it serves) is cancelled or a database write fails.
-
-    Once its own trials are all claimed it goes on with the run's other queued trials
-    (``trials_claim_next``) for ``CHUNK_EXTEND_S`` from its start, so
-    the pool stays full across chunk boundaries: one chunk of a worker runs at the run's
-    concurrency (held over every worker by the limiter) until its run has nothing queued."""
+    """The calls of one chunk: claims trials a few at a time (at most twice the pool's concurrency
+    ahead), writes and grades results as they arrive, renews its leases, and stops starting
+    calls once its run or top-up is cancelled or a write fails. With its own trials claimed it
+    takes the run's other queued trials for ``CHUNK_EXTEND_S``, so the pool stays full across
+    chunk boundaries."""
 
     def __init__(
         self, *, run: Run, trial_ids: list[int], pool: CallPool, extend_s: float = 0.0
@@ -345,8 +328,7 @@ class _ChunkCalls:
         self.pool.submit([(tid, rows[tid].case_input) for tid in claimed])
 
     def _claim_next(self, room: int) -> int:
-        """Claim up to ``room`` of the run's queued trials beyond this chunk's own and start
-        their calls; returns how many."""
+        """Claim up to ``room`` more of the run's queued trials and start them; returns how many."""
         claimed = trials_claim_next(run_id=self.run_id, limit=room, run_start=not self.run_started)
         if claimed:
             self.run_started = True
@@ -397,9 +379,8 @@ class _ChunkCalls:
                 self.judge_flush()
 
     def _stopped_write(self, stopped: list[tuple[int, TargetResult]]) -> None:
-        """Trials whose call was stopped before a new attempt: running -> cancelled
-        (``trials_cancel``), the error saying how many attempts were made; never graded or
-        judged, never counted as finished."""
+        """Stopped calls: running -> cancelled (``trials_cancel``), the error saying the attempts
+        made; never graded or counted as finished."""
         for uncount in (False, True):
             ids = [tid for tid, _ in stopped if self.stopping[tid] is uncount]
             trials_cancel(
@@ -415,10 +396,8 @@ class _ChunkCalls:
             self.judge_sent.add(tid)  # a cancelled trial is never judged
 
     def judge_flush(self) -> None:
-        """Enqueue the judge rung (``_judge_chunk_enqueue``, through the outbox) of the ok
-        trials written since the last flush, in messages of ``trial_chunk_size()``: a chunk
-        that goes on for ``CHUNK_EXTEND_S`` sends them as it goes, as its chunk messages
-        would have. Nothing after a cancel of the run."""
+        """Enqueue the judge rung of the ok trials written since the last flush, in messages of
+        ``trial_chunk_size()``. Nothing after the run is cancelled."""
         if self.run_cancelled:
             self.to_judge = []
             return
@@ -462,11 +441,9 @@ class _ChunkCalls:
             self.extend_until = 0.0
 
     def recover(self, error: OperationalError | InterfaceError) -> None:
-        """After a failed database statement: stop starting calls, let those in flight end,
-        reconnect, write what was paid for, give back the trials not called and enqueue
-        them again (through the outbox). Raises ``error`` when the database does not come
-        back within ``DB_RECONNECT_S``: the trials keep their lease, the sweeper takes them
-        back."""
+        """After a failed database statement: stop new calls, let those in flight end, reconnect,
+        write what was paid for, enqueue the rest again. Raises ``error`` when the database stays
+        down past ``DB_RECONNECT_S``: the trials keep their lease for the sweeper."""
         self.extend_until = 0.0
         withdrawn = self.pool.withdraw()
         late = self.pool.close()
@@ -489,32 +466,17 @@ class _ChunkCalls:
 
 
 def trial_chunk_execute(*, run_id: int, trial_ids: list[int]) -> None:
-    """Execute one chunk of a run's trials: claim a few at a time, call the target
-    concurrently, write each result as it arrives, grade the ok ones with the deterministic
-    graders, enqueue the judge rung (``_judge_chunk_enqueue``, through the outbox)
-    when the grader set has judges, then finalize the run.
+    """Execute one chunk of a run's trials: claim, call concurrently, write and grade each result
+    as it arrives, enqueue the judge rung through the outbox, then finalize the run.
 
-    Stops paying promptly: the run's status is read with every gathering of results (every
-    ``calls.WRITE_BATCH_WINDOW_S`` while results arrive, else every ``STOP_CHECK_S``), so once
-    it is cancelled no new call starts after that check (one whose slot freed between the
-    cancel and the check may have started, within ~50 ms; claimed trials not yet
-    called become cancelled; a call waiting to retry makes no further attempt and its trial
-    becomes cancelled, its error saying the attempts made (``providers.call_stop``);
-    attempts in flight finish and their answers are recorded); the same for trials of a
-    cancelled top-up. Leases of held trials are renewed every third of a lease, so a
-    healthy chunk is never taken over. When a database statement fails, the chunk stops
-    starting calls and recovers (``_ChunkCalls.recover``).
+    Stops paying promptly: the run's status is read with every batch of results (else every
+    ``STOP_CHECK_S``); after a cancel no new call starts (one may within ~50 ms), claimed trials
+    not called and calls waiting to retry become cancelled (``providers.call_stop``), calls in
+    flight are recorded. Leases are renewed every third of a lease. A failed database statement
+    stops new calls and recovers (``_ChunkCalls.recover``).
 
-    No gap between chunks: once its own trials are claimed, the chunk claims the run's
-    other queued trials for ``CHUNK_EXTEND_S`` (``_ChunkCalls``), writes and grades them as
-    its own, and enqueues the judge rung of the ok ones every ``trial_chunk_size()`` trials
-    as it goes (``_ChunkCalls.judge_flush``); their messages then find nothing to claim,
-    make up missing grades and finalize, as a redelivery does.
-
-    Idempotent; safe under redelivery: only trials claimed here by compare-and-set (queued,
-    or running with an expired lease) are called; every write is a compare-and-set; grades go
-    through the unique (trial, grader) key. A cancelled run's chunk does nothing.
-    """
+    Idempotent under redelivery: only trials claimed here by compare-and-set are called, every
+    write is a compare-and-set, grades go through the unique (trial, grader) key."""
     run = Run.objects.filter(id=run_id).first()
     if run is None or run.status == Run.Status.CANCELLED:
         return
@@ -551,8 +513,7 @@ def trial_chunk_execute(*, run_id: int, trial_ids: list[int]) -> None:
 
 
 def _judge_chunk_enqueue(run_id: int, trial_ids: list[int]) -> None:
-    """The judge rung of a chunk's ok trials, enqueued by the registered rung
-    (``JudgeRung.chunk_enqueue``: one task message through the outbox, ``core.outbox``)."""
+    """The judge rung of a chunk's ok trials, enqueued through the outbox by the registered rung."""
     judge_rung_required().chunk_enqueue(
         run_id=run_id, trial_ids=trial_ids, subject=run_subject(run_id)
     )

@@ -35,9 +35,8 @@ class TrialCounts:
 
 
 def _trial_counts(run_id: int) -> TrialCounts:
-    """The run's trials by status, one ``GROUP BY`` in SQL (every message of a run's chunks
-    reads it as it finalizes). A retried (replaced) errored trial is history: it neither
-    errs the run nor counts."""
+    """The run's trials by status, one ``GROUP BY``. A replaced errored trial neither errs the run
+    nor counts."""
     q = connection.ops.quote_name
     with connection.cursor() as cursor:
         cursor.execute(
@@ -74,10 +73,8 @@ REJECTED_PARAMETER = "rejected_parameter: "
 
 
 def _one_refusal(run_id: int, errored: int) -> str:
-    """The rejected-parameter error every errored trial of the run shares ("rejected_parameter:
-    model 'm' refuses parameter 'temperature': <the provider's words>", at most 300
-    characters), or "" when the errors differ: a run whose calls were all refused says why
-    once (the target stopped calling after the first refusal)."""
+    """The rejected-parameter error every errored trial shares (at most 300 characters), or "" when
+    they differ: a run whose calls were all refused says why once."""
     refused = Trial.objects.filter(
         run_id=run_id,
         replaced_by__isnull=True,
@@ -91,19 +88,11 @@ def _one_refusal(run_id: int, errored: int) -> str:
 
 
 def run_finalize(*, run_id: int) -> Run:
-    """Recount a run's trials and, once none is queued or running, close it.
-
-    ``failed`` when any trial errored or any grade errored (``error_message`` "3 of 60
-    trials errored; 2 grade errors", of the finished trials: a cancelled trial was not run,
-    ``evals.run_status``; "60 of 60 trials errored: rejected_parameter: model 'm'
-    refuses parameter 'temperature': ..." when every error is that one refusal): a grader or
-    judge that broke is a failure of the run,
-    never a success. Else ``succeeded``; a cancelled run stays cancelled. A run whose
-    grader set has judges stays ``running`` until every ok trial has a grade of every judge
-    grader (the judge task finalizes it): a finished run never shows judge grades still to
-    come. Idempotent: counters are recounted from the trial rows, and the status change is a
-    compare-and-set on a non-terminal status.
-    """
+    """Recount a run's trials and, once none is queued or running, close it: ``failed`` when any
+    trial or grade errored (``error_message`` "3 of 60 trials errored; 2 grade errors", of the
+    finished), else ``succeeded``; a cancelled run stays cancelled. A run with judges stays
+    ``running`` until every ok trial has every judge grade. Idempotent: counters are recounted
+    and the status change is a compare-and-set."""
     run_close_if_done(run_id=run_id)
     return Run.objects.get(id=run_id)
 
@@ -122,9 +111,7 @@ _FINALIZE_FIELDS = (
 
 
 def run_close_if_done(*, run_id: int) -> None:
-    """``run_finalize`` without reading the run back: what each message of a run's chunks
-    calls. While some trial is queued or running it is one indexed query; on a run already
-    closed with these counts, four reads and no write."""
+    """``run_finalize`` without reading the run back: one indexed query while trials are live."""
     if _trials_live(run_id):
         # Live counters are F() increments made with each trial write; a recount here
         # could race a concurrent write and overwrite it with a stale figure.
@@ -172,9 +159,8 @@ def run_close_if_done(*, run_id: int) -> None:
 
 
 def _run_close(run_id: int, counts: TrialCounts, now: datetime) -> int:
-    """Store the recount and, when the run is open, close it (``failed`` with its problems
-    or ``succeeded``; a cancelled run gets its ``finished_at``); moves its top-ups on.
-    Returns the number of runs closed (0 or 1). One transaction."""
+    """Store the recount and close an open run; moves its top-ups on. Returns the runs closed (0 or
+    1). One transaction."""
     grade_errors = Grade.objects.filter(
         trial__run_id=run_id, trial__replaced_by__isnull=True, status=Grade.Status.ERROR
     ).count()
@@ -211,10 +197,8 @@ def _run_close(run_id: int, counts: TrialCounts, now: datetime) -> int:
 
 
 def _top_ups_advance(run_id: int) -> None:
-    """A round of a comparison's top-up just ended: move each top-up still queued or running
-    with the run as its base or head on (``top_up_advance``, through the outbox: sent after
-    commit, or at once outside a transaction). Idempotent: an advance that finds nothing to
-    do does nothing."""
+    """Move on each active top-up with the run as base or head (``top_up_advance`` through the
+    outbox). Idempotent."""
     for top_up_id in TopUp.objects.filter(
         Q(base_id=run_id) | Q(head_id=run_id),
         status__in=[TopUp.Status.QUEUED, TopUp.Status.RUNNING],
@@ -238,12 +222,9 @@ def _judge_grading_pending(run: Run) -> bool:
 def trials_cancel(
     *, run_id: int, trial_ids: list[int], uncount: bool, errors: dict[int, str] | None = None
 ) -> int:
-    """Cancel trials of ``run_id`` that are queued, or claimed and not answered (running:
-    not called yet, or stopped between two attempts of a call): compare-and-set to
-    ``cancelled``; returns how many changed. ``uncount``: take them out of the run's
-    ``trials_total`` too (a cancelled top-up's trials on a run that goes on). ``errors``:
-    trial id -> what its call did before it stopped ("cancelled: stopped before attempt
-    3; last: rate_limited: ..."), kept as its ``error_message``."""
+    """Cancel ``run_id``'s trials that are queued or claimed and not answered (compare-and-set);
+    returns how many. ``uncount``: also out of ``trials_total``; ``errors``: trial id -> what its
+    call did before it stopped, kept as ``error_message``."""
     if not trial_ids:
         return 0
     with transaction.atomic():
@@ -270,18 +251,11 @@ def trials_cancel(
 
 
 def run_cancel(*, run: Run, by=None, via: str | None = None, refuse_finished: bool = False) -> bool:
-    """Cancel a queued or running run (compare-and-set); its queued trials become cancelled.
-    Chunks at work see it with their next batch of results: they start no new call, their
-    claimed trials not yet called become cancelled, calls waiting to retry make no further
-    attempt and their trials become cancelled, calls in flight finish and are recorded
-    (``evals.runner.execute``); the run stays cancelled. Engineers and leads. Who cancelled
-    it is stored (``cancelled_by``, ``cancelled_via``) and logged: ``by`` the user or None,
-    ``via`` a ``core.actors.Via`` value (None: a page for a user, else the system; a
-    command passes ``Via.COMMAND``). Returns False when the run was already terminal
-    (nothing changes); with
-    ``refuse_finished`` a run that had already succeeded or failed raises
-    ``DomainError(field="run", code="conflict")`` instead (cancelling a cancelled one stays a
-    quiet False). Raises PermissionDenied."""
+    """Cancel a queued or running run (compare-and-set); queued trials become cancelled, chunks
+    stop at their next batch (``evals.runner.execute``). Engineers and leads; ``by`` and ``via``
+    (``core.actors.Via``) are stored and logged. Returns False when already terminal; with
+    ``refuse_finished`` a succeeded or failed run raises ``DomainError(field="run",
+    code="conflict")`` instead. Raises PermissionDenied."""
     if by is not None:
         role_require(by, ENGINEER, LEAD, action="cancelling a run")
     user = by if by is not None and by.is_authenticated else None

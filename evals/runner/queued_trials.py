@@ -1,18 +1,10 @@
-"""A run's queued trials, written in one statement (issue 17, the command's start).
+"""A run's queued trials, written in one ``INSERT ... SELECT`` statement: the database builds
+the rows from the case ids and attempt numbers, each with a random UUID, and returns their
+ids (building 10,000 model instances cost about a second of CPU).
 
-A run of 2,000 cases × 5 trials used to build 10,000 model instances and send them through
-``bulk_create``: about a second of CPU in the command before its first call. Here the
-database builds the rows itself from the case ids and the attempt numbers (``INSERT ...
-SELECT``), each with a fresh random UUID, and returns their ids: a few milliseconds of
-Python whatever the run's size, and one query.
-
-Every concrete column of ``Trial`` is written: the run, case, attempt, a random version-4
-UUID and ``created_at`` as given; every other column its field's default, or NULL when the
-field is nullable (as ``Trial(run=..., case_id=..., attempt=...)`` saved by the ORM gives).
-A field added to ``Trial`` later that is unique and not nullable would need a value of
-its own per row: ``queued_trials_insert`` refuses to run rather than write one shared
-default into it.
-"""
+Every concrete column of ``Trial`` is written: run, case, attempt, UUID and ``created_at``
+as given, every other column its field's default or NULL, as the ORM would. A unique,
+non-nullable field would need a value per row: ``queued_trials_insert`` refuses to run then."""
 
 from __future__ import annotations
 
@@ -37,19 +29,12 @@ _SQLITE_UUID4 = (
 
 
 def queued_trials_insert(*, run_id: int, case_ids: list[int], trials_per_case: int) -> list[int]:
-    """Insert trials 1..``trials_per_case`` of each of ``case_ids`` for run ``run_id``, all
-    queued, in the caller's transaction and one statement; returns their ids ordered by
-    (case id, attempt): ``len(case_ids) * trials_per_case`` ids.
-
-    PostgreSQL: ``unnest`` of the case ids × ``generate_series``, ``gen_random_uuid()``
-    (PostgreSQL 13+). SQLite: ``json_each`` of the case ids × a recursive count, a version-4
-    UUID from ``randomblob``. Both with ``RETURNING`` (SQLite 3.35+). The database's
-    constraints apply as for any insert: a (run, case, attempt) that exists raises
-    ``IntegrityError``, an unknown case or run too (at commit on PostgreSQL). Raises
-    ``ValueError`` for ``trials_per_case < 1`` and ``RuntimeError`` when ``Trial`` has a
-    unique, non-nullable column this statement does not fill per row (a model change
-    this module must follow).
-    """
+    """Insert trials 1..``trials_per_case`` of each of ``case_ids`` for run ``run_id``, queued, in
+    the caller's transaction; returns their ids by (case id, attempt). PostgreSQL 13+:
+    ``unnest`` × ``generate_series``, ``gen_random_uuid()``; SQLite 3.35+: ``json_each`` × a
+    recursive count, UUIDs from ``randomblob``. An existing (run, case, attempt) or an unknown
+    case raises ``IntegrityError``; ``ValueError`` for ``trials_per_case < 1``;
+    ``RuntimeError`` when ``Trial`` gained a unique non-nullable column."""
     if trials_per_case < 1:
         raise ValueError(f"trials_per_case must be at least 1, got {trials_per_case}")
     if not case_ids:

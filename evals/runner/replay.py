@@ -1,12 +1,7 @@
-"""Whether a run can be replayed here: more trials of it, for the gate's top-up rounds.
-
-A run can be replayed when Assay executed it, it succeeded, and its target snapshot builds
-here: a simulated target always (seeded draws per case and attempt, so new attempts are new
-draws); a Python callable when it imports; an OpenAI-compatible endpoint when the API key
-variable its snapshot names (``api_key_env``, default ``OPENAI_API_KEY``) is set, or always
-when it names none (``"api_key_env": null``: a keyless endpoint, called without a key as the
-run was). Runs imported from elsewhere, run files and failed runs cannot.
-"""
+"""Whether a run can be replayed here (more trials of it, for top-up rounds): Assay executed
+it, it succeeded, and its target builds here (simulated always; a callable when registered;
+an OpenAI-compatible endpoint when its ``api_key_env`` is set or is null). Imported runs,
+run files and failed runs cannot."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
-"""Retrying a failed run's errored trials: each errored trial gets a new attempt of its
-case, the errored one is kept as history (``Trial.replaced_by``) and left out of every
-figure, and the run is finalized again when the new attempts are done."""
+"""Retrying a failed run's errored trials: each gets a new attempt, the errored one is kept as
+history (``Trial.replaced_by``, out of every figure), and the run is finalized again."""
 
 from __future__ import annotations
 
@@ -17,10 +16,9 @@ from evals.runner.start import trials_add
 
 
 def run_retry(*, run: Run, by=None) -> list[int]:
-    """Retry every errored trial of ``run`` (a finished run; engineers and leads — ``by``
-    None: a command). Returns the new trial ids. Idempotent per errored trial: one already
-    replaced is not retried again. Raises PermissionDenied, or ``DomainError`` (field
-    ``run``) when the run has no errored trial left or is not finished."""
+    """Retry every errored trial of finished ``run``; engineers and leads (``by`` None: a command).
+    Returns the new trial ids; idempotent per trial. Raises PermissionDenied, or ``DomainError``
+    (``run``) when not finished or nothing is left to retry."""
     if by is not None:
         role_require(by, ENGINEER, LEAD, action="retrying errored trials")
     with transaction.atomic():

@@ -1,13 +1,9 @@
 """Writes for runs, trials and grades: start, execute a chunk, grade, finalize, cancel.
 
-Invariants (DESIGN.md, "Trials are independent tasks with idempotent writes"):
-- Every state change is a compare-and-set (``filter(status=...).update(...)``), so a race or
-  a redelivered task is a no-op: one trial row per (run, case, attempt), one grade per
-  (trial, grader), counters that count each trial once.
-- A target failure is an errored trial, never a pass; an errored trial gets no grades.
-- A run with any errored trial ends ``failed`` (never ``succeeded``); a cancelled run stays
-  cancelled.
-"""
+Invariants (DESIGN.md, "Trials are independent tasks with idempotent writes"): every
+state change is a compare-and-set, so a race or a redelivered task is a no-op; a target
+failure is an errored trial, never a pass, and gets no grades; a run with an errored trial
+ends ``failed``; a cancelled run stays cancelled."""
 
 from __future__ import annotations
 
@@ -41,17 +37,14 @@ SOURCE_VERSION_MAX = 200  # Run.source_version: a commit, a tag, a version name
 
 
 def trial_chunk_size(concurrency: int = 0) -> int:
-    """Trials per execution task: ``ASSAY["TRIAL_CHUNK_SIZE"]`` (settings refuse < 1), or
-    the target's ``concurrency`` (calls in flight) when that is larger, so one chunk
-    message fills the call pool by itself: a run of 10,000 trials at a concurrency of 256
-    is 40 messages to write and send at its start, not 100 (issue 17)."""
+    """Trials per execution task: ``ASSAY["TRIAL_CHUNK_SIZE"]``, or the target's ``concurrency``
+    when larger, so one chunk message fills the call pool by itself."""
     return max(int(settings.ASSAY["TRIAL_CHUNK_SIZE"]), concurrency)
 
 
 def run_name_default(*, suite: Suite) -> str:
-    """A name for a run started without one: ``run-YYYYMMDD-HHMMSS`` (UTC), with ``-2``,
-    ``-3``, ... when a run of ``suite`` already has it (two runs started in the same second,
-    as a CI job's matrix does). One query."""
+    """A name for a run started without one: ``run-YYYYMMDD-HHMMSS`` (UTC), with ``-2``, ``-3``, ...
+    when ``suite`` already has it. One query."""
     base = timezone.now().strftime("run-%Y%m%d-%H%M%S")
     taken = set(
         Run.objects.filter(suite=suite, name__startswith=base).values_list("name", flat=True)
@@ -75,28 +68,21 @@ def run_start(
     started_by=None,
     against: Run | None = None,
 ) -> Run:
-    """Start a run: validate, snapshot the configuration, create every trial (queued) and
-    enqueue its chunk tasks after commit.
+    """Start a run: validate, snapshot the configuration, create every trial (queued) and enqueue
+    its chunk tasks after commit.
 
-    Trials: one per active case and attempt 1..``trials_per_case``, created by one
-    statement (``evals.runner.queued_trials``); chunks of ``trial_chunk_size`` trial ids
-    each (the setting, or the target's concurrency when larger) become one
-    ``run_chunk_execute`` message in the transactional outbox (``core.outbox``: one insert),
-    committed with the run and every trial and sent after commit, the first chunk first, so
-    a worker never sees a run that is not yet committed, nor a run with some of its trials
-    missing, and a broker outage only delays the run (``run_publish_warning`` says so). The
-    queries do not grow with the number of cases or chunks.
+    One trial per active case and attempt 1..``trials_per_case``, in one statement; chunks of
+    ``trial_chunk_size`` become ``run_chunk_execute`` messages in the outbox (``core.outbox``),
+    committed with the run and sent after commit, so a worker never sees a partial run and a
+    broker outage only delays it (``run_publish_warning``). Queries do not grow with cases.
 
-    ``against``: an adaptive run — once its N trials per case are done, more trials go only
-    to the cases whose comparison with this baseline run is still uncertain
-    (``evals.comparison.topup``), until the gate's answer cannot change or the cap (4N) is
-    hit; ``against`` must be a succeeded run of the same suite that can be replayed.
+    ``against``: an adaptive run that adds trials only to cases still uncertain against this
+    succeeded, replayable run of the same suite (``evals.comparison.topup``), up to 4N.
 
-    Raises ``DomainError`` naming the field — a bad target, grader set, name or trial count,
-    text the database cannot store (NUL, a lone surrogate) anywhere in them, a
-    ``source_version`` over 200 characters,
-    no active cases, an ``against`` run that cannot serve — before anything is written.
-    """
+    Raises ``DomainError`` naming the field before anything is written: a bad target, grader
+    set, name or trial count, unstorable text, a ``source_version`` over 200 characters, no
+    active cases, an ``against`` that cannot serve. Long: the checks must all precede the
+    single write transaction."""
     if not isinstance(name, str) or not name.strip():
         raise DomainError("must be a non-empty string", field="name")
     if isinstance(trials_per_case, bool) or not isinstance(trials_per_case, int):
@@ -175,10 +161,8 @@ def _run_create(
     against: Run | None,
     case_ids: list[int],
 ) -> Run:
-    """The run, its queued trials and its chunk messages, in one transaction (a savepoint
-    when the caller holds one, so a refused insert leaves the caller's transaction usable);
-    ``run_start`` has checked everything. Raises ``IntegrityError`` when another run took
-    the name since ``run_start`` looked."""
+    """The run, its trials and chunk messages in one transaction (a savepoint when the caller
+    holds one). Raises ``IntegrityError`` when another run took the name meanwhile."""
     with transaction.atomic():
         run = Run.objects.create(
             suite=suite,
@@ -217,9 +201,8 @@ def _judge_templates_check(specs: list[GraderSpec]) -> None:
 
 
 def _judge_gating_snapshot(graders: list[dict], specs: list[GraderSpec]) -> list[dict]:
-    """The grader set as stored on the run: a judge spec on an untrusted (provisional) judge
-    version is stored with ``gating: false``, so the run's report, list and gate never count
-    a provisional verdict; trust is read once, when the run starts."""
+    """The grader set as stored on the run: a judge on an untrusted version is stored
+    ``gating: false``, so no report or gate counts a provisional verdict. Trust is read once."""
 
     judged = [s.config["judge_version"] for s in specs if s.is_judge]
     provisional = (
@@ -263,9 +246,8 @@ def run_publish_warning(*, run: Run) -> str:
 
 
 def _stored_concurrency(target: dict) -> int:
-    """A run's stored target's calls in flight (``concurrency_read``), for sizing chunks
-    only: never a refusal of a snapshot its kind accepted (an ``openai`` target's ``2.0``);
-    then ``DEFAULT_CONCURRENCY``."""
+    """A stored target's calls in flight, for sizing chunks only (never a refusal of a snapshot
+    its kind accepted), else ``DEFAULT_CONCURRENCY``."""
     try:
         return concurrency_read(target)
     except DomainError:
@@ -279,15 +261,10 @@ def trials_add(
     top_up=None,
     top_up_round: int | None = None,
 ) -> list[int]:
-    """Add trials to a finished run and enqueue them after commit: ``per_case`` maps a case
-    id to how many new attempts it gets (numbered after the case's last attempt), marked
-    with ``top_up``/``top_up_round`` when a comparison's top-up asks for them. The run goes
-    back to
-    ``running`` (compare-and-set from succeeded or failed) and counts the new trials; it is
-    finalized again when they are done. Returns the new trial ids in (case id, attempt)
-    order. Raises ``DomainError``
-    when the run is not finished (or was cancelled): nothing is written then.
-    """
+    """Add trials to a finished run and enqueue them after commit: ``per_case`` maps a case id to
+    its new attempts (numbered after its last), marked ``top_up``/``top_up_round`` for a top-up.
+    The run goes back to ``running`` (compare-and-set) and is finalized again. Returns the new
+    trial ids in (case id, attempt) order. Raises ``DomainError`` for a run not finished."""
     per_case = {c: n for c, n in per_case.items() if n > 0}
     if not per_case:
         return []

@@ -1,31 +1,12 @@
 """The sweeper: takes back work a dead worker or a lost broker left behind.
 
-``runs_sweep`` runs as a Celery beat task every ``ASSAY["SWEEP_SECONDS"]`` (or ``manage.py
-runs_sweep`` from cron). In one pass it:
-
-1. sends again the outbox messages still unsent after a grace period (``core.outbox``): a
-   run started while the broker was down starts by itself once it is back;
-2. finds trials whose lease ran out on unfinished runs (a worker died: chunk tasks are
-   ``acks_late``, but the broker redelivers only after its own timeout, an hour on Redis)
-   and enqueues their chunks again, with the queued trials of the same run (the dead chunk
-   had not claimed them yet), and the queued trials of runs where nothing happened for a
-   lease (a chunk message lost). A live chunk renews its leases, so only a dead one's run
-   out. Re-enqueueing is safe: a chunk claims only trials that are queued or whose lease
-   expired (compare-and-set), so a trial is never called twice at once;
-3. enqueues again the judge rung of ok trials that miss a judge grade a lease after they
-   were written, when no judge grade of their run was written for a lease either — in the
-   same pass as 2, so a worker killed mid-chunk costs one lease and one sweep interval for
-   the target and the judge rung together; the judge service skips trials already judged;
-4. closes what a dead worker left on a cancelled run: its trials still running with an
-   expired lease become cancelled, and the run is finalized;
-5. sends again the judge calls a dead worker had claimed but not answered
-   (``JudgeRung.claims_sweep`` of the registered judge rung, ``evals.grading.rungs``: the
-   judge rung, judge runs and pairwise runs; a claim of a cancelled or finished one is
-   dropped).
-
-Steps 3 and 5 need the judge rung; with none registered no run has a judge grader
-(``evals.grading.rungs``) and they find nothing.
-"""
+``runs_sweep`` runs every ``ASSAY["SWEEP_SECONDS"]`` (Celery beat, or cron). One pass
+(1) resends outbox messages unsent after a grace period; (2) enqueues again the chunks of
+trials whose lease expired (the broker redelivers an ``acks_late`` task only after its own
+timeout, an hour on Redis) and the queued trials of runs idle for a lease; (3) enqueues
+again the judge rung of ok trials missing a judge grade for a lease; (4) cancels a cancelled
+run's trials left running and finalizes it; (5) resends judge calls a dead worker claimed
+(``JudgeRung.claims_sweep``). Claims are compare-and-sets, so nothing is called twice."""
 
 from __future__ import annotations
 
@@ -47,11 +28,9 @@ from evals.runner.start import _chunks_enqueue, run_subject, trial_chunk_size
 
 @dataclass(frozen=True)
 class SweepResult:
-    """What one sweep did: ``trials`` with an expired lease enqueued again in ``chunks``
-    chunk tasks over ``runs`` runs; ``judge_chunks`` judge chunk tasks over ``judge_runs``
-    runs; ``messages`` outbox messages sent again; ``judge_claims`` expired judge-call
-    claims (``JudgeRung.claims_sweep``) and the ``judge_claim_tasks`` sent for them.
-    """
+    """What one sweep did: ``trials`` with an expired lease enqueued again in ``chunks`` over
+    ``runs``; ``judge_chunks`` over ``judge_runs``; ``messages`` resent; ``judge_claims``
+    expired and the ``judge_claim_tasks`` sent for them."""
 
     runs: int = 0
     trials: int = 0
@@ -64,9 +43,8 @@ class SweepResult:
 
 
 def runs_sweep(*, now: datetime | None = None) -> SweepResult:
-    """One pass of the sweeper (module doc, steps 1-4); returns the counts, enqueues nothing
-    when nothing is stale. A few queries, plus a few per open run whose grader set has a
-    judge."""
+    """One pass of the sweeper; enqueues nothing when nothing is stale. A few queries, plus a few
+    per open run whose grader set has a judge."""
 
     now = now or timezone.now()
     messages = outbox_resend(now=now)
@@ -127,12 +105,8 @@ def runs_sweep(*, now: datetime | None = None) -> SweepResult:
 
 
 def _queued_orphans(dead: set[int], idle_since: datetime) -> dict[int, list[int]]:
-    """Queued trials no chunk message may still carry, by run: those of runs in ``dead`` (a
-    worker died mid-chunk: chunks claim a few trials at a time, so the rest of its chunk is
-    still queued), and those of open runs where nothing happened since ``idle_since`` — no
-    trial started or finished, no task message written (a chunk message lost with its
-    broker, or a worker killed before it claimed). A chunk claims by compare-and-set, so a
-    trial that another message also carries is still called once."""
+    """Queued trials no chunk message may still carry, by run: those of ``dead`` runs, and of open
+    runs where nothing happened since ``idle_since`` (a lost message)."""
     open_runs = [Run.Status.QUEUED, Run.Status.RUNNING]
     waiting = set(
         Trial.objects.filter(status=Trial.Status.QUEUED, run__status__in=open_runs)

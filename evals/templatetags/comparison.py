@@ -46,8 +46,7 @@ def points_bounds(low: float | None, high: float | None) -> str | None:
 
 @register.simple_tag
 def points_interval(low: float | None, high: float | None) -> str:
-    """An interval of differences of rates, "[−12.5, +3.0] pts" (``points_bounds``);
-    "undefined" when a bound is None."""
+    """An interval of rate differences, "[−12.5, +3.0] pts"; "undefined" when a bound is None."""
     bounds = points_bounds(low, high)
     return "undefined" if bounds is None else f"[{bounds}] pts"
 

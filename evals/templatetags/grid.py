@@ -1,8 +1,7 @@
-"""Rendering the grid of runs' rows (``evals.grid.build``). A grid holds up to 20 × several
-thousand cells, so its rows are written here in one pass with plain string formatting
-rather than through a template (or ``format_html``) per cell: at 20,000 cells that was most
-of the page's time. Text from users (case keys, tags) goes through ``html.escape``; every
-other value is a number or a fixed string of this module."""
+"""Rendering the grid of runs' rows (``evals.grid.build``) in one pass with plain string
+formatting: a template per cell was most of the page's time at 20,000 cells. User text
+(case keys, tags) goes through ``html.escape``; every other value is a number or a fixed
+string of this module."""
 
 from __future__ import annotations
 
@@ -34,13 +33,8 @@ def mark_classes(low: float, high: float) -> str:
 
 @lru_cache(maxsize=4096)
 def cell_html(cell) -> str:
-    """One ``<td>``: "—" where the case was not in the run, "hidden" where it is blind for
-    the viewer, "n/a" where nothing was graded, else the rate with its interval mark (title:
-    counts, the 95% interval and the errored trials left out).
-
-    Memoized: a cell (a ``GridCell``, an immutable named tuple of numbers) has few distinct
-    values in a grid (a few trials per case give a few dozen), and this was a third of the
-    page's time at 20,000 cells."""
+    """One ``<td>``: "—" (not in the run), "hidden" (blind), "n/a" (nothing graded), else the rate
+    with its interval mark. Memoized: a grid's cells take few distinct values."""
     if cell is None:
         return ABSENT
     if cell.hidden:
@@ -61,8 +55,7 @@ def cell_html(cell) -> str:
 
 @register.simple_tag
 def grid_rows(grid) -> SafeString:
-    """Every ``<tr>`` of ``grid``: the case (linking to its history), its variance and
-    change, then one cell per run (``cell_html``)."""
+    """Every ``<tr>`` of ``grid``: the case, its variance and change, one cell per run."""
     history = reverse(
         "evals:case-history", kwargs={"suite_id": grid.suite_uuid, "case_id": NO_UUID}
     )

@@ -1,18 +1,10 @@
 """A trial stopped at a limit: one error kind per limit, wherever the trial ran.
 
-An agent stopped by a cap did not finish its task: the trial is **errored** (never a pass,
-never a fail, never graded), its ``error_message`` ``"<kind>: <reason>"`` with ``kind`` one
-of ``LIMIT_KINDS``. Assay's tool loop (``evals.runner.targets.tool_loop``) and every importer
-reading a limit (an Inspect sample's ``limit``) build it with ``limit_error``; the run report
-counts them by kind (``limit_kind``).
-
-- ``step_cap``: turns: model calls (the tool loop's ``max_steps``), messages (Inspect's
-  ``message_limit``);
-- ``cost_cap``: money (``max_cost_usd``; Inspect's ``cost_limit``);
-- ``token_cap``: tokens (Inspect's ``token_limit``; its ``context`` window too);
-- ``time_cap``: time (Inspect's ``time_limit`` and ``working_limit``);
-- ``other_cap``: any other limit a source names (Inspect's ``operator``, ``custom``).
-"""
+A capped agent did not finish its task: the trial is errored (never graded), with
+``error_message`` ``"<kind>: <reason>"`` built by ``limit_error`` in the tool loop and the
+importers, and counted by kind in the report (``limit_kind``). Kinds: ``step_cap`` (model
+calls, messages), ``cost_cap``, ``token_cap`` (context window too), ``time_cap``,
+``other_cap``."""
 
 from __future__ import annotations
 
@@ -35,8 +27,7 @@ INSPECT_LIMITS = {
 
 
 def limit_error(kind: str, reason: str) -> str:
-    """The ``error_message`` of a trial stopped at a limit: ``"<kind>: <reason>"``. Raises
-    ``ValueError`` for a kind not in ``LIMIT_KINDS``."""
+    """``"<kind>: <reason>"`` for a trial stopped at a limit; ValueError for an unknown kind."""
     if kind not in LIMIT_KINDS:
         raise ValueError(f"not a limit kind: {kind!r}")
     return f"{kind}: {reason}"

@@ -5,22 +5,10 @@
 - ``{"kind": "tool_result", "name": str?, "id": str?, "content": str|JSON,
   "status": "ok"|"error"}``;
 
-each with optional ``input_tokens``, ``output_tokens`` (non-negative integers, tokens),
-``latency_ms`` (non-negative number, milliseconds) and ``cost_usd`` (non-negative number,
-USD), null or absent when unknown.
-
-A trajectory is stored on ``Trial.trajectory`` (a JSON list, null for a trial that has
-none) beside ``Trial.final_state`` (any JSON, null when none); the goal lives on the case
-(``Case.goal_state``). The report never loads trajectories (its loader selects only the
-columns it reads); graders read them one trial at a time.
-
-Two boundary policies, as for any text from outside (``core.text``):
-``trajectory_parse`` refuses a malformed or unstorable trajectory from a file or an API body
-with a ``DomainError`` naming the step and field (``trajectory[3].arguments``);
-``trajectory_clean`` takes a pipeline's own steps (nobody can resend them), replaces
-unstorable characters and records how many, and raises ``TrajectoryError`` for a shape it
-cannot store, which the runner turns into an errored trial.
-"""
+each with optional ``input_tokens``, ``output_tokens``, ``latency_ms`` and ``cost_usd`` (USD),
+non-negative, null when unknown. ``trajectory_parse`` refuses bad input from outside with a
+``DomainError``; ``trajectory_clean`` repairs a pipeline's own steps (``core.text``) and
+raises ``TrajectoryError`` (an errored trial) for a shape it cannot store."""
 
 from __future__ import annotations
 
@@ -46,8 +34,7 @@ _ALLOWED = {
 
 
 class TrajectoryError(ValueError):
-    """A trajectory that cannot be stored; ``field`` is the path of the bad value
-    (``trajectory[3].arguments``)."""
+    """A trajectory that cannot be stored; ``field``: the bad value's path."""
 
     def __init__(self, message: str, *, field: str) -> None:
         super().__init__(message)
@@ -140,12 +127,9 @@ def _json_check(value: Any, field: str) -> None:
 def trajectory_parse(
     value: Any, *, field: str = "trajectory", record: str | None = None
 ) -> list[dict] | None:
-    """A trajectory from outside (a file, an API body): null -> None, else the list of
-    steps with defaults filled in (``role`` "assistant", ``arguments`` {}, ``status`` "ok",
-    ``content`` ""). Raises ``DomainError`` (code ``invalid``) naming ``field`` and the step
-    (``trajectory[3].arguments``) and ``record``, for a shape outside the module docstring's,
-    more than ``MAX_STEPS`` steps, a value that is not JSON, or unstorable text (U+0000, a lone
-    surrogate)."""
+    """A trajectory from outside: null -> None, else the steps with defaults filled in. Raises
+    ``DomainError`` (``invalid``) naming the step's field (``trajectory[3].arguments``) and
+    ``record`` for a bad shape, more than ``MAX_STEPS`` steps, non-JSON or unstorable text."""
     if value is None:
         return None
     try:
@@ -182,10 +166,9 @@ def final_state_parse(value: Any, *, field: str = "final_state", record: str | N
 
 
 def trajectory_clean(value: Any, *, field: str = "trajectory") -> tuple[list[dict] | None, int]:
-    """A pipeline's own trajectory (a target's result): (steps with defaults filled in and
-    every unstorable character replaced by U+FFFD, how many were replaced). None -> (None, 0).
-    Raises ``TrajectoryError`` for a shape it cannot store (the runner records an errored
-    trial with the message)."""
+    """A pipeline's own trajectory: (steps with defaults and unstorable characters replaced by
+    U+FFFD, how many replaced); None -> (None, 0). Raises ``TrajectoryError`` for a shape it
+    cannot store."""
     if value is None:
         return None, 0
     steps = _steps_check(value, field)
@@ -203,13 +186,10 @@ def final_state_clean(value: Any, *, field: str = "final_state") -> tuple[Any, i
 
 @dataclass(frozen=True)
 class TrajectoryTotals:
-    """What a trajectory adds up to: ``steps``, ``tool_calls``, ``tool_errors`` (tool
-    results with status ``error``), ``tools`` (tool names in call order); ``input_tokens``,
-    ``output_tokens`` (tokens) and ``cost_usd`` (USD): the sum over the steps that state
-    them, None when no step does (unknown is never zero); ``cost_unknown``: how many model
-    calls state no cost. A call's metrics sit on its first step (the tool loop and the
-    Inspect importer both do so), so a model call is a step stating tokens; the other
-    steps of a reply and tool results state none and are not calls of unknown cost."""
+    """What a trajectory adds up to: ``steps``, ``tool_calls``, ``tool_errors``, ``tools`` (names
+    in call order); ``input_tokens``, ``output_tokens`` and ``cost_usd`` (USD) summed over the
+    steps that state them, None when none does; ``cost_unknown``: model calls stating no cost.
+    A model call's metrics sit on its first step, so a call is a step stating tokens."""
 
     steps: int
     tool_calls: int
@@ -222,8 +202,7 @@ class TrajectoryTotals:
 
 
 def trajectory_totals(steps: list[dict] | None) -> TrajectoryTotals:
-    """Totals of a parsed or cleaned trajectory (see ``TrajectoryTotals``); an absent
-    trajectory totals zero steps with unknown tokens and cost."""
+    """Totals of a parsed trajectory; an absent one totals zero steps, tokens and cost unknown."""
     steps = steps or []
     tools = tuple(s["name"] for s in steps if s.get("kind") == "tool_call")
     tool_errors = sum(

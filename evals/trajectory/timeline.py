@@ -1,14 +1,9 @@
 """A trajectory as the trial page shows it: one row per step, large content folded.
 
-Pure (no database): ``trajectory_timeline(steps)`` turns stored steps
-(``evals.trajectory.steps``) into rows a template prints. Every text in a row is plain
-text the template escapes (model output and tool results are untrusted: nothing here is
-markup, and nothing is marked safe). A step's content is shown as is when it is a string,
-else as indented JSON; content over ``FOLD_CHARS`` characters or ``FOLD_LINES`` lines is
-folded (the row says its size in bytes of UTF-8 and shows a preview, the page puts the whole
-text in a ``<details>``), and content over ``SHOW_CHARS`` is cut there on the page, saying
-how much more there is (the API's trial detail holds all of it).
-"""
+Pure: ``trajectory_timeline(steps)`` makes rows of plain text the template escapes (model
+output and tool results are untrusted; nothing is marked safe). Non-string content is shown
+as indented JSON; content over ``FOLD_CHARS`` or ``FOLD_LINES`` is folded with a preview, and
+over ``SHOW_CHARS`` cut on the page, saying how much more (the API holds all of it)."""
 
 from __future__ import annotations
 
@@ -26,12 +21,10 @@ SHOW_CHARS = 100_000  # what the page shows of one step at most (a 200 KB result
 
 @dataclass(frozen=True)
 class TimelineStep:
-    """One row: ``number`` (1-based), ``kind`` (message, tool_call, tool_result), ``label``
-    (the role, or the tool's name), ``call_id``, ``status`` ("ok"/"error", tool results
-    only, else ""), ``text`` (what is shown, at most ``SHOW_CHARS``), ``size_bytes`` (UTF-8
-    bytes of the whole content), ``folded``, ``preview`` (a folded row's first characters),
-    ``cut_chars`` (characters not shown, 0 when whole), and the step's metrics:
-    ``input_tokens``, ``output_tokens``, ``latency_ms``, ``cost_usd`` (None when unknown)."""
+    """One row: ``number`` (1-based), ``kind``, ``label`` (role or tool name), ``call_id``,
+    ``status`` (tool results only), ``text`` (at most ``SHOW_CHARS``), ``size_bytes`` (UTF-8),
+    ``folded``, ``preview``, ``cut_chars``, and the step's tokens, ``latency_ms`` and
+    ``cost_usd`` (None when unknown)."""
 
     number: int
     kind: str
@@ -64,8 +57,7 @@ class TimelineStep:
 
 @dataclass(frozen=True)
 class Timeline:
-    """A trial's rows and its totals (``trajectory_totals``); ``latency_ms`` is the sum of
-    the steps that state one (None when none does)."""
+    """A trial's rows and totals; ``latency_ms`` sums the steps stating one (None when none)."""
 
     steps: list[TimelineStep]
     totals: TrajectoryTotals
@@ -108,8 +100,7 @@ def _row(number: int, step: dict) -> TimelineStep:
 
 
 def trajectory_timeline(steps: list[dict] | None) -> Timeline | None:
-    """The rows of a stored trajectory (see the module docstring); None for a trial that
-    has none."""
+    """The rows of a stored trajectory; None for a trial without one."""
     if steps is None:
         return None
     latencies = [s["latency_ms"] for s in steps if s.get("latency_ms") is not None]

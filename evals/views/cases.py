@@ -1,11 +1,5 @@
-"""HTML views of the case editor: "New case" / "Add as a case" (from a trial, executed or
-imported, or from a comparison's case), editing a case and retiring it. Thin: the form
-parses, one service of ``evals.case_changes`` writes, a ``DomainError`` shows on its field.
-
-Permissions (the cast in tests/conftest.py): engineers and leads only
-(``evals.case_changes.CASE_EDITOR_ROLES``); reviewers and outsiders get 403 and are shown
-no link here.
-"""
+"""HTML views of the case editor: new case (from scratch, a trial or a comparison case), edit,
+retire. Thin over ``evals.case_changes``; engineers and leads only (others 403)."""
 
 from __future__ import annotations
 
@@ -42,10 +36,8 @@ SAID_ALREADY = "Case {key} saved: the case you edited was already replaced by th
 @require_http_methods(["GET", "POST"])
 @role_required(*CASE_EDITOR_ROLES)
 def case_new(request: HttpRequest) -> HttpResponse:
-    """A new case of a suite the user may edit. GET prefills it from ``?trial=<uuid>`` (a
-    trial, executed or imported: its output as the expected answer), ``?case=<uuid>`` (a
-    case, e.g. from a comparison) or ``?suite=<uuid>`` (an empty case of that suite); POST
-    saves it through ``evals.case_changes.case_add`` and goes to the suite page."""
+    """A new case. GET prefills from ``?trial=`` (its output as expected), ``?case=`` or
+    ``?suite=``; POST saves through ``case_add`` and goes to the suite page."""
     suites = suites_editable_by(request.user)
     if request.method == "POST":
         form = CaseForm(request.POST, suites=suites)
@@ -101,9 +93,7 @@ def case_new(request: HttpRequest) -> HttpResponse:
 @require_http_methods(["GET", "POST"])
 @role_required(*CASE_EDITOR_ROLES)
 def case_edit_view(request: HttpRequest, suite_id, case_id) -> HttpResponse:
-    """Edit an active case of a suite: GET shows it; POST saves through
-    ``evals.case_changes.case_edit`` (new content or key: retire + create; tags only: in
-    place) and goes back to the suite page. A retired case is shown, not editable."""
+    """Edit an active case (``case_edit``), back to the suite page; a retired one is read-only."""
     suite = get_object_or_404(Suite, uuid=suite_id)
     case = get_object_or_404(Case.objects.select_related("suite"), uuid=case_id, suite=suite)
     if request.method == "POST":

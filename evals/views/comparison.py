@@ -1,12 +1,8 @@
 """HTML views for comparing a head run with a base run of the same suite.
 
-Thin: ``evals.comparison.selectors.comparison_get`` computes the comparison (through
-``evals.comparison.cache``, as it is seconds of work at 2,000 cases) and ``gate_decide`` the
-gate's decision with the gate command's defaults, so this page and ``manage.py gate`` agree
-on the same two runs. The per-case table is filtered and sorted server-side from GET
-params (``change``, ``tag``, ``sort``, ``page``); htmx swaps only the table, and every link
-keeps a real ``href``. Permissions: reviewers, engineers and leads (``VIEWER_ROLES``).
-"""
+Thin: the comparison comes through ``evals.comparison.cache`` and the decision uses the gate
+command's defaults, so this page and ``manage.py gate`` agree. The case table is filtered,
+sorted and paged server-side; htmx swaps only the table. Viewer roles."""
 
 from __future__ import annotations
 
@@ -57,11 +53,8 @@ def _runs(head_id, base_id) -> tuple[Run, Run]:
 @require_GET
 @role_required(*VIEWER_ROLES)
 def comparison(request: HtmxHttpRequest, head_id, base_id) -> HttpResponse:
-    """The comparison of head against base: comparability banner, headline delta with both
-    intervals and the p-value in words, the gate's decision and exit code, change counts,
-    power, cost/token/latency and pass^k deltas, and the per-case table. Once a top-up of
-    the pair at the page's alpha has settled (or stopped at its cost cap), the decision and
-    the figures are the top-up's (``top_up_result``): the runs' own trials and its rounds."""
+    """The comparison of head against base with the gate's decision; once a top-up of the pair at
+    this alpha settled or hit its cost cap, its figures and decision (``top_up_result``)."""
 
     base, head = _runs(head_id, base_id)
     if comparison_is_blind(request.user, base, head):
@@ -134,9 +127,8 @@ def comparison_pick(request: HtmxHttpRequest, run_id) -> HttpResponse:
 @require_GET
 @role_required(*VIEWER_ROLES)
 def comparison_case(request: HtmxHttpRequest, head_id, base_id, case_id) -> HttpResponse:
-    """One case: base and head trials side by side by attempt, a word-level diff of their
-    outputs (escaped spans), their grades and reasons (hidden from a reviewer who still has
-    to label an item of the case's input: ``evals.blindness``)."""
+    """One case: base and head trials side by side by attempt, a word-level diff (escaped spans),
+    grades and reasons as the user may see them (``evals.blindness``)."""
     base, head = _runs(head_id, base_id)
     try:
         detail = comparison_case_get(base=base, head=head, case_uuid=case_id, viewer=request.user)
@@ -150,8 +142,7 @@ def comparison_case(request: HtmxHttpRequest, head_id, base_id, case_id) -> Http
 @require_POST
 @role_required(*RUNNER_ROLES)
 def comparison_settle(request: HtmxHttpRequest, head_id, base_id) -> HttpResponse:
-    """Start settling the comparison's suspects with more trials (``top_up_start``); back
-    to the comparison page, which follows the top-up live."""
+    """Start settling the comparison's suspects (``top_up_start``); back to the comparison."""
     base, head = _runs(head_id, base_id)
     try:
         top_up_start(base=base, head=head, alpha=GATE_ALPHA, by=request.user)

@@ -20,9 +20,8 @@ from evals.models import Case, Suite
 @require_GET
 @role_required(*VIEWER_ROLES)
 def suite_grid(request: HttpRequest, suite_id) -> HttpResponse:
-    """The grid of runs of a suite: ``?runs=`` (up to 20 run ids) or ``?last=N``, filtered by
-    ``tag``, ``change`` and ``flaky``, sorted by ``sort``. Bad run choices show the error above
-    an empty grid (status 400)."""
+    """The grid of runs of a suite (``?runs=`` or ``?last=N``, ``tag``, ``change``, ``flaky``,
+    ``sort``); a bad run choice shows the error above an empty grid (400)."""
     suite = get_object_or_404(Suite, uuid=suite_id)
     error, grid = None, None
     try:
@@ -57,8 +56,7 @@ def case_history(request: HttpRequest, suite_id, case_id) -> HttpResponse:
 @require_GET
 @role_required(*VIEWER_ROLES)
 def suite_cost_quality_chart(request: HttpRequest, suite_id) -> HttpResponse:
-    """The suite's pass rate (with interval) against cost per trial, one point per run, the
-    baseline marked, as an SVG image."""
+    """The suite's pass rate against cost per trial, one point per run, as an SVG image."""
     suite = get_object_or_404(Suite, uuid=suite_id)
     chart = cost_quality_chart_get(suite=suite, viewer=request.user)
     return HttpResponse(cost_quality_svg(chart), content_type="image/svg+xml; charset=utf-8")

@@ -1,12 +1,8 @@
 """HTML views for runs: thin, they call selectors and services and render.
 
-Permissions (the cast in tests/conftest.py):
-- anonymous visitors are sent to the login page (config.middleware.LoginRequiredMiddleware);
-- outsiders (signed in, no role) get 403 on every page: Assay shows model outputs and case
-  inputs, which are a team's data, so a bare account sees nothing;
-- reviewers, engineers and leads may view every page (``VIEWER_ROLES``);
-- only engineers and leads may start or cancel a run (``RUNNER_ROLES``).
-"""
+Anonymous visitors go to the login page; signed-in users without a role get 403 (outputs
+and inputs are a team's data); viewers (``VIEWER_ROLES``) see every page; only engineers
+and leads (``RUNNER_ROLES``) start or cancel a run."""
 
 import json
 from typing import Any
@@ -49,12 +45,8 @@ from evals.suites import suite_default_graders
 @require_GET
 @role_required(*VIEWER_ROLES)
 def run_list(request: HtmxHttpRequest) -> HttpResponse:
-    """Runs, newest first, filtered by ``?suite=<uuid>&status=<status>`` (the status the
-    run's badge shows: a run status or ``imported``; ``evals.run_status``), 50 a page
-    (``?page=``), each with its trials as the run page shows them (finished/planned). As on
-    every page (``core.http``): a malformed suite (``?suite=zzz``), an unknown status or a
-    malformed page number is a 400 naming the parameter; a suite UUID naming no suite a 404
-    ("suite: no suite with id ..."), never the list of every run."""
+    """Runs, newest first, filtered by ``?suite=<uuid>&status=<status>``, 50 a page. A malformed
+    parameter is a 400 naming it; a suite UUID naming no suite a 404 (``core.http``)."""
     suite = query_object(request, "suite", Suite.objects.all())
     status = query_choice(request, "status", RUN_FILTER_STATUSES)
     page = selectors.run_list(
@@ -79,8 +71,7 @@ def run_detail(request: HttpRequest, run_id) -> HttpResponse:
 def run_page(
     request: HttpRequest, run: Run, *, baseline_form: BaselineSetForm | None = None
 ) -> HttpResponse:
-    """Render the run page; ``baseline_form`` is the baseline card's form (a refused post's
-    bound form, shown with its errors and the typed note), a blank one by default."""
+    """Render the run page; ``baseline_form``: a refused post's bound form, else a blank one."""
     top_ups = TopUp.objects.filter(Q(head=run) | Q(base=run)).select_related("head", "base")
     return render(
         request,
@@ -103,9 +94,8 @@ def run_page(
 @require_http_methods(["GET", "POST"])
 @role_required(*RUNNER_ROLES)
 def run_new(request: HtmxHttpRequest) -> HttpResponse:
-    """Start a run. GET shows the form (``?suite=<uuid>`` prefills that suite's grader set;
-    an unknown suite is a 404 naming ``suite``, a malformed one a 400); POST validates it,
-    calls ``run_start`` and redirects to the run page."""
+    """Start a run. GET shows the form (``?suite=<uuid>`` prefills its grader set; unknown: 404,
+    malformed: 400); POST calls ``run_start`` and redirects to the run page."""
 
     if request.method == "POST":
         form = RunStartForm(request.POST)
@@ -146,9 +136,8 @@ def run_new(request: HtmxHttpRequest) -> HttpResponse:
 @require_GET
 @role_required(*VIEWER_ROLES)
 def run_progress(request: HtmxHttpRequest, run_id) -> HttpResponse:
-    """The progress fragment, polled every 2 s; 286 (stop polling) once the run is terminal,
-    with a one-shot fetch of the run page that swaps its final report (``#run-report``) in,
-    so a page watching a run shows the finished report without a reload."""
+    """The progress fragment, polled every 2 s; 286 (stop polling) once the run is terminal, with a
+    one-shot fetch that swaps the final report (``#run-report``) in."""
     run = get_object_or_404(Run.objects.select_related("cancelled_by"), uuid=run_id)
     context = {"run": run, "finished_now": run.is_terminal}
     html = render_to_string("evals/fragments/run_progress.html", context, request=request)
@@ -194,10 +183,7 @@ def run_retry(request: HtmxHttpRequest, run_id) -> HttpResponse:
 @require_GET
 @role_required(*VIEWER_ROLES)
 def run_case(request: HtmxHttpRequest, run_id, case_id) -> HttpResponse:
-    """One case within a run: input, expected, context, tags, and every trial (output
-    previews, never full outputs), with grades and labels as the user may see them
-    (``evals.blindness``: a reviewer sees no grade or gold label of a trial whose input an
-    item they still have to label shares, and only their own labels)."""
+    """One case within a run: content and trials as the user may see them (``evals.blindness``)."""
     try:
         run, case, trials = selectors.run_case_get(
             run_uuid=run_id, case_uuid=case_id, viewer=request.user
@@ -210,9 +196,8 @@ def run_case(request: HtmxHttpRequest, run_id, case_id) -> HttpResponse:
 @require_GET
 @role_required(*VIEWER_ROLES)
 def trial_detail(request: HtmxHttpRequest, trial_id) -> HttpResponse:
-    """One trial: its full output, raw response (pretty JSON) and its grades and labels as
-    the user may see them (``evals.blindness``), with its contract decision (derived from
-    its grades and labels of record) and the decision's history."""
+    """One trial: full output, raw response, grades and labels as the user may see them
+    (``evals.blindness``), its contract decision and that decision's history."""
     try:
         trial = selectors.trial_get(trial_uuid=trial_id, viewer=request.user)
     except Trial.DoesNotExist as exc:

@@ -1,8 +1,5 @@
-"""HTML views for suites: the suite page, setting a baseline and graduating a case.
-
-Permissions (the cast in tests/conftest.py): reviewers, engineers and leads see the suite
-page; only engineers and leads set a baseline or graduate a case (POST only).
-"""
+"""HTML views for suites: the suite page (viewers), setting a baseline and graduating a case
+(engineers and leads, POST)."""
 
 from __future__ import annotations
 
@@ -28,9 +25,7 @@ from evals.views.runs import run_page
 @require_GET
 @role_required(*VIEWER_ROLES)
 def suite_detail(request: HttpRequest, suite_id) -> HttpResponse:
-    """The suite page: cases (each with its changes) and the latest changes to the golden set,
-    pass rate per run over time (chart with interval bars), the current baseline and its
-    history, the minimum detectable drop, graduation candidates."""
+    """The suite page: cases, changes, pass rate over time, baseline, power, graduation."""
     suite = get_object_or_404(Suite, uuid=suite_id)
     page = suite_page_get(suite=suite, cases_page=_page_number(request, "cases_page"))
     case_changes_attach(cases=page.active_cases)
@@ -59,8 +54,7 @@ def _page_number(request: HttpRequest, name: str) -> int:
 
 
 def _suite_power(page) -> str | None:
-    """The minimum detectable drop in plain words, simulated from the current baseline's
-    per-case rates; None without a baseline or when it graded nothing."""
+    """The minimum detectable drop in words, from the baseline; None without a graded baseline."""
     if page.baseline is None:
         return None
 
@@ -72,10 +66,8 @@ def _suite_power(page) -> str | None:
 @require_POST
 @role_required(*RUNNER_ROLES)
 def baseline_set(request: HttpRequest, run_id) -> HttpResponse:
-    """Make this run its suite's baseline (``evals.baselines.baseline_set``); back to the run
-    page (or ``next`` when it is the suite page). A refused note (too long, or holding text
-    the database cannot store) shows the run page again with the error on the note and the
-    typed text kept; nothing is saved."""
+    """Make this run its suite's baseline; back to the run page (or ``next``). A refused note shows
+    the run page again with the error and the typed text; nothing is saved."""
 
     run = get_object_or_404(Run.objects.select_related("suite", "cancelled_by"), uuid=run_id)
     form = BaselineSetForm(request.POST)

@@ -1,9 +1,6 @@
-"""What the resources of ``evals.api.runs`` share: the help texts, the list filters and
-their OpenAPI parameters, the read-only viewset.
-
-Filters are query parameters checked strictly: a UUID parameter that is not a UUID, or a
-``?status=`` outside the model's statuses, is a 400 naming it (never a 500 or an empty
-page); ``?tag=`` matches a whole tag in the database (``evals.tags``)."""
+"""What the resources of ``evals.api.runs`` share: help texts, list filters and their OpenAPI
+parameters, the read-only viewset. A malformed filter is a 400 naming it, never a 500 or an
+empty page; ``?tag=`` matches a whole tag (``evals.tags``)."""
 
 from __future__ import annotations
 
@@ -36,9 +33,8 @@ FILTER_ROWS = {"suite": (Suite, "suite"), "run": (Run, "run"), "case": (Case, "c
 
 
 def _by_uuid(request, qs: QuerySet, **params: str) -> QuerySet:
-    """``qs`` filtered by the UUID query parameters named in ``params`` (param -> lookup):
-    a malformed value is a 400 and a UUID naming no suite, run or case a 404 on the
-    parameter ("suite: no suite with id ..."; ``core.api.fields.query_uuid_known``)."""
+    """``qs`` filtered by the UUID parameters in ``params`` (param -> lookup): malformed is a 400,
+    a UUID naming nothing a 404 on the parameter (``core.api.fields.query_uuid_known``)."""
     for param, lookup in params.items():
         model, noun = FILTER_ROWS[param]
         value = query_uuid_known(request, param, model._default_manager.all(), noun)
@@ -48,8 +44,7 @@ def _by_uuid(request, qs: QuerySet, **params: str) -> QuerySet:
 
 
 def _by_status(request, qs: QuerySet, statuses: type[TextChoices]) -> QuerySet:
-    """``qs`` filtered by ``?status=``; an unknown value is a 400 listing the allowed ones
-    (never an empty page)."""
+    """``qs`` filtered by ``?status=``; an unknown value is a 400 listing the allowed ones."""
     value = request.query_params.get("status")
     if not value:
         return qs
@@ -61,9 +56,7 @@ def _by_status(request, qs: QuerySet, statuses: type[TextChoices]) -> QuerySet:
 
 
 def _tag(request) -> str | None:
-    """``?tag=`` (None when absent or empty): one whole tag, matched exactly
-    (``evals.tags``). A NUL character never gets here: a 400 for every query parameter
-    (``core.api.checks``)."""
+    """``?tag=`` as one whole tag matched exactly, None when absent or empty."""
     value = request.query_params.get("tag")
     return value or None
 

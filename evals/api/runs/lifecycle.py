@@ -38,8 +38,7 @@ class RunStartedSerializer(RunSerializer):
 
 
 def _started(run: Run, status: int) -> Response:
-    """The answer to a start or a retry: the run, with ``warning`` only when its task
-    messages wait for the broker."""
+    """The run answering a start or retry, with ``warning`` when its messages await the broker."""
     data = RunStartedSerializer(run).data
     if not data["warning"]:
         del data["warning"]
@@ -116,8 +115,7 @@ class RunStartApi(APIView):
 
 
 def _named(rows: QuerySet, value, *, field: str, noun: str = ""):
-    """The row of ``rows`` with UUID ``value`` (None for None); ``DomainError`` naming
-    ``field`` with code ``not_found`` (a 404) when there is none."""
+    """The row of ``rows`` with UUID ``value`` (None for None); else ``DomainError`` not_found."""
     if value is None:
         return None
     row = rows.filter(uuid=value).first()
@@ -127,9 +125,8 @@ def _named(rows: QuerySet, value, *, field: str, noun: str = ""):
 
 
 class RunRetryApi(APIView):
-    """POST: retry the run's errored trials (``evals.runner.retry.run_retry``); 202 with the
-    run (poll it), and a ``warning`` when the broker is unreachable; the errored attempts stay
-    as history. 400 when none is left to retry."""
+    """POST: retry the run's errored trials (``run_retry``); 202 with the run and a ``warning`` when
+    the broker is unreachable; 400 when none is left."""
 
     permission_classes = [IsRunner]
 
@@ -152,10 +149,8 @@ class RunRetryApi(APIView):
 
 
 class RunCancelApi(APIView):
-    """POST: cancel a queued or running run (``evals.runner.finalize.run_cancel``): workers
-    start no further call; calls in flight finish and are recorded. Engineers and leads. 200
-    with the run (cancelling a cancelled one again is a 200 that changes nothing); 409 when
-    it has already succeeded or failed; 404 for an unknown run."""
+    """POST: cancel a queued or running run (``run_cancel``); engineers and leads. 200 with the run
+    (a repeat changes nothing); 409 when it already succeeded or failed; 404 when unknown."""
 
     permission_classes = [IsRunner]
 

@@ -106,21 +106,17 @@ TRIAL_LIST_COLUMNS = (
 
 @functools.cache
 def _trial_list_fields() -> tuple[serializers.Field, ...]:
-    """``TrialSerializer``'s readable fields, built once per process (DRF builds a model
-    serializer's fields again for every serializer made). Only read, never bound again."""
+    """``TrialSerializer``'s readable fields, built once per process (DRF rebuilds them per use)."""
     return tuple(TrialSerializer()._readable_fields)
 
 
 def trial_rows_data(
     rows: list[dict], *, runs: dict[int, Run], blind: Blind = NOT_BLIND
 ) -> list[dict]:
-    """The JSON of a list page's trials: each row (a dict of ``TRIAL_LIST_COLUMNS``, no model
-    instance, no run or case row loaded) through ``TrialSerializer``'s own fields'
-    representations (``core.api.rows``: the same output as DRF's; None stays None), with
-    each row's contract decision from its run in ``runs`` (``run_decisions``, read once per
-    run) but None on a row blind for the reader (``blind``: its ``case__input_hash`` in
-    ``blind.groups``). A page of 100 trials through DRF's per-attribute path was ~half its
-    server time; a test checks every row against ``TrialSerializer`` on the model."""
+    """The JSON of a list page's trials: rows of ``TRIAL_LIST_COLUMNS`` through
+    ``TrialSerializer``'s fields' representations (``core.api.rows``; DRF's per-attribute path
+    was half the page's time), each with its run's contract decision, None when blind for the
+    reader. A test holds every row equal to ``TrialSerializer``'s."""
     plan = []  # (name, converter, row key; None: the decision), in field order
     for f in _trial_list_fields():
         field_name = f.field_name
@@ -212,13 +208,10 @@ class TrialDetailSerializer(TrialSerializer):
     **_detail("trial"),
 )
 class TrialViewSet(ViewerViewSet):
-    """Trials; ``?run=<uuid>``, ``?case=<uuid>``, ``?suite=<uuid>``, ``?tag=`` (the case's
-    tag), ``?status=``. Lists hold an output preview (first 2,000 characters, cut in the
-    database) and the full length; the detail holds the output. No grade or label is
-    included (they are ``/api/grades/`` and ``/api/labels/``, filtered by
-    ``evals.blindness``), so a reviewer reads no verdict here. The detail also holds an agent
-    trial's ``trajectory``, ``final_state`` and its case's ``goal_state`` (lists do not load
-    them)."""
+    """Trials; ``?run=``, ``?case=``, ``?suite=`` (UUIDs), ``?tag=``, ``?status=``. Lists hold an
+    output preview (2,000 characters) and its length; the detail the output and an agent
+    trial's ``trajectory``, ``final_state`` and ``goal_state``. No grade or label here (they
+    are ``/api/grades/`` and ``/api/labels/``, blindness-filtered)."""
 
     def get_queryset(self):
         if self.action == "list":
@@ -241,9 +234,7 @@ class TrialViewSet(ViewerViewSet):
         return qs.values(*TRIAL_LIST_COLUMNS) if self.action == "list" else qs
 
     def list(self, request, *args, **kwargs):
-        """A page of trials: three queries whatever the number of trials (the user with
-        their roles, by token or session; the page; its runs), plus the contract decisions
-        of a run that has a contract grader (and then the reader's blind groups)."""
+        """A page of trials: three queries, plus contract decisions and blind groups."""
         page = self.paginate_queryset(self.get_queryset())
         runs = Run.objects.only("id", "graders").in_bulk({row["run_id"] for row in page})
         contract = any(

@@ -8,8 +8,7 @@ from typing import Any
 
 @dataclass(frozen=True)
 class AgentData:
-    """A trial's ``trajectory`` (the step list of ``evals.trajectory.steps``, None when the
-    target returned none) and ``final_state`` (any JSON, None when none)."""
+    """A trial's ``trajectory`` (``evals.trajectory.steps``) and ``final_state``; None when none."""
 
     trajectory: list[dict] | None
     final_state: Any

@@ -1,25 +1,11 @@
 """The ``state`` grader: an agent trial's final state against the case's goal state.
 
-Config (all optional): ``mode`` ``"exact"`` (default: the final state equals the goal) or
-``"subset"`` (the goal is a subset of the final state: every key of every goal object must
-be in the final state with an equal value; keys the goal does not name are ignored);
-``goal`` (a goal state that replaces the case's ``goal_state``); ``ignore`` (a list of
-paths, ``order.updated_at``, ``refunds[0].id``, left out of the comparison on both sides).
-
-The comparison walks both values: objects key by key, lists position by position (a list
-of a different length is one difference at the list's path, whatever the mode: order
-matters in a state), everything else by value (numbers by numeric value, so ``10`` equals
-``10.0``; a boolean is never a number). Differences are of three kinds, each at a path:
-``missing`` (in the goal, not in the final state), ``different`` (both, unequal values),
-``unexpected`` (in the final state, not in the goal; exact mode only).
-
-Verdicts: pass when there is no difference; fail with the differences as the reason
-("final state differs from the goal: different `order.status` (goal "refunded", got
-"open"); missing `refund`"); errored (``passed`` None, never a pass and never a fail)
-when the grader cannot judge: the trial has no final state (the target returned none), or
-there is no goal (neither the case's ``goal_state`` nor the config's ``goal``). A JSON
-``null`` final state reads as "no final state": a target that means "empty" returns ``{}``.
-"""
+Config (all optional): ``mode`` ``"exact"`` (default) or ``"subset"`` (goal keys must be
+present and equal; others ignored); ``goal`` (replaces the case's); ``ignore`` (paths such as
+``refunds[0].id``, left out on both sides). Lists compare position by position (order
+matters), numbers by value (``10`` equals ``10.0``; a boolean is never a number).
+Differences: ``missing``, ``different``, ``unexpected`` (exact only). Errored, never a pass
+or a fail, without a final state (``null`` included) or a goal."""
 
 from __future__ import annotations
 
@@ -75,8 +61,7 @@ def _path_parse(text: str, where: str) -> tuple:
 
 
 def state_parse(config: dict, where: str) -> None:
-    """Check a ``state`` grader's config (options in the module docstring); raises
-    ``DomainError`` naming ``<where>.<option>``."""
+    """Check a ``state`` grader's config; ``DomainError`` naming ``<where>.<option>``."""
     for name in config:
         if name not in OPTIONS:
             raise DomainError(
@@ -157,10 +142,9 @@ def _words(kind: str, path: tuple, goal: Any, got: Any) -> str:
 
 
 def state_grade(config: dict, goal_state: Any, agent: AgentData) -> AgentOutcome:
-    """Grade ``agent.final_state`` against the goal (``config["goal"]`` or the case's
-    ``goal_state``) under ``config`` (module docstring). ``details``: ``mode``,
-    ``differences`` (``[{"kind", "path"}]``, at most 50), ``n_differences`` and ``group``
-    (the difference kinds and paths without values, for grouping trials)."""
+    """Grade ``agent.final_state`` against the goal. ``details``: ``mode``, ``differences``
+    (``[{"kind", "path"}]``, at most 50), ``n_differences`` and ``group`` (kinds and paths
+    without values, for grouping trials)."""
     mode = config.get("mode", "exact")
     goal = config.get("goal", goal_state)
     if goal is None:

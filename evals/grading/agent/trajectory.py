@@ -1,47 +1,13 @@
-"""The ``trajectory`` grader: the path an agent took, checked against constraints.
+"""The ``trajectory`` grader: the path an agent took, checked against constraints (options
+and the names a CEL check reads: docs/agents.md).
 
-Config (every option optional; at least one constraint):
-- ``required``: tool names that must be called at least once;
-- ``forbidden``: tool names that must never be called;
-- ``order``: a required subsequence of tool calls (``["lookup_order", "issue_refund"]``:
-  some call of ``lookup_order`` followed later by a call of ``issue_refund``; other calls
-  may come between);
-- ``before``: pairs ``[first, then]``: every call of ``then`` must come after some call of
-  ``first`` (``[["lookup_order", "issue_refund"]]``: no refund before the order was looked
-  up); a ``then`` never called satisfies it;
-- ``arguments``: checks ``{"tool", "check", "name"?}``: ``check`` is a CEL expression (the
-  contract grader's CEL, ``evals.grading.contract.config``) evaluated on every call of
-  ``tool``, which must be true. It reads ``args`` (this call's arguments; also bound under
-  the tool's own name when that is a plain identifier, so ``issue_refund.amount``),
-  ``results`` (tool name -> the content of that tool's latest ok result before this call,
-  parsed when it is JSON text), ``calls`` (tool name -> the arguments of its latest earlier
-  call) and ``call_index`` (1 for the tool's first call). Every JSON number is a CEL double,
-  so ``50`` compares with ``80.5``. Example: ``issue_refund.amount <=
-  results.lookup_order.total``;
-- ``max_steps``: at most this many steps (every kind of step counts);
-- ``max_tokens``: at most this many tokens (input + output, summed over the steps);
-- ``max_cost_usd``: at most this much USD (summed over the steps).
+Pass when every constraint holds; fail with every violation in the reason. Errored when it
+cannot judge: no trajectory, a broken or non-boolean check, or no violation but a cap left
+unchecked because a model step (assistant message or tool call) states no tokens or cost
+(unknown is not zero). A check reading a result the agent never fetched is a violation.
 
-Verdict: pass when every constraint holds; fail with every violated constraint in the
-reason, in reviewer's words, ``; ``-separated ("forbidden tool `issue_refund` called before
-`lookup_order` (step 1)"); errored (never a pass, never a fail) when the grader cannot
-judge: the trial has no trajectory, a check is not a boolean or breaks (a type error, an
-unknown name), or no constraint was violated but one could not be checked because a cap's
-tokens or cost are unknown on some model step (an assistant message or a tool call; tool
-results and user messages need not state them): unknown cost is not zero, and the reason
-says how many model steps state none and the known part. When a violation was found, an
-unknown cap is named in the reason beside it ("max cost $0.05 not checked: 3 of 30 model
-steps state no cost").
-
-An argument check that reads something the agent never fetched (``results.lookup_order``
-before any ``lookup_order`` result) is a violation ("... could not be checked on call 1 of
-`issue_refund`: no `lookup_order` ... before it"), since the agent acted without the data
-the rule needs; write ``has(results.lookup_order) && ...`` to say so explicitly.
-
-``details``: ``violations`` (``[{"rule", "text", "group"}]``), ``unchecked`` (texts),
-``steps``, ``tool_calls``, ``tools`` (the first 50 names called) and ``group`` (the
-violations' group texts joined: the reason without trial-specific values).
-"""
+``details``: ``violations`` (``[{"rule", "text", "group"}]``), ``unchecked``, ``steps``,
+``tool_calls``, ``tools`` (the first 50 names) and ``group`` (the reason without values)."""
 
 from __future__ import annotations
 
@@ -102,10 +68,9 @@ def _program(source: str) -> Any:
 
 
 def trajectory_parse(config: dict, where: str) -> None:
-    """Check a ``trajectory`` grader's config (options in the module docstring): names are
-    non-empty strings, ``before`` holds pairs, every check compiles as CEL (at most
-    ``CEL_MAX_CHARS``), caps are finite and >= 0, and at least one constraint is given.
-    Raises ``DomainError`` naming ``<where>.<option>``."""
+    """Check a ``trajectory`` config: names are non-empty strings, ``before`` holds pairs, every
+    check compiles as CEL (at most ``CEL_MAX_CHARS``), caps are finite and >= 0, at least one
+    constraint. Raises ``DomainError`` naming ``<where>.<option>``."""
     for name in config:
         if name not in OPTIONS:
             raise DomainError(
@@ -169,8 +134,7 @@ def trajectory_parse(config: dict, where: str) -> None:
 
 @dataclass(frozen=True)
 class _Call:
-    """A tool call at ``step`` (0-based), its ``index`` among the calls of its tool (1-based),
-    its ``arguments``, and the tool ``results`` and ``calls`` seen before it."""
+    """A tool call at ``step``: per-tool ``index``, ``arguments``, prior results and calls."""
 
     step: int
     name: str

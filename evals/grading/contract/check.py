@@ -1,27 +1,14 @@
 """Checking one output against a contract: ``contract_check(contract, output)``.
 
-1. Parse. Stops at the first failure: ``invalid_json`` (not strict JSON: a key twice in one
-   object, NaN/Infinity, trailing text), ``schema`` (the first violation of the strict
-   schema, in document order, named by the failing item's id when it has one:
-   ``schema at T-NR, field hasReceipt: ...``), ``items`` (the items path does not lead to a list of
-   objects each with a string or integer id).
-2. A payload that parses gets every other check, and all failures are reported together:
-   ``stale_version`` (both versions named); per item in document order ``duplicate_id``
-   (once per id, at its second use),
-   ``unknown_source`` (ids outside the allowlist named), one ``wrong_<path>`` (or the
-   configured rule) per expected field the oracle disagrees with, compared exactly (the
-   canonical JSON of both values: ``true`` is not ``1``, ``75000`` is not ``75000.0``).
-   Nested expectations are compared leaf by leaf, each named by its dotted path
-   (``expected.approvalRequired``): two wrong leaves are two failures;
-   then ``missing_coverage`` per required category no confirmed item covers.
-3. Coverage: an item is in a category when the category's predicate is true on it; it
-   covers the category only when the oracle confirmed every expected field of it.
-4. Decision: ``reject`` when there is any failure, else ``review`` with the open review
-   dimensions. A contract never accepts: acceptance is a reviewer's (docs/contracts.md).
+1. Parse, stopping at the first failure: ``invalid_json`` (strict JSON), ``schema`` (named by
+   the item's id when it has one), ``items`` (not a list of objects with ids).
+2. Every other check, all failures reported: ``stale_version``; per item ``duplicate_id``,
+   ``unknown_source``, a ``wrong_<path>`` per expected leaf the oracle disagrees with
+   (canonical JSON: ``true`` is not ``1``); ``missing_coverage`` per required category
+   (covered by items the oracle confirmed).
+3. ``reject`` on any failure, else ``review``: a contract never accepts (docs/contracts.md).
 
-An oracle or predicate that raises, or a predicate that is not boolean, is the grader's
-fault, not the output's: ``ContractBroken`` (the grade is errored, never a reject or a pass).
-"""
+An oracle or predicate that raises or is not boolean is ``ContractBroken``: an errored grade."""
 
 from __future__ import annotations
 
@@ -66,10 +53,9 @@ _StrictValidator = jsonschema.validators.extend(
 @dataclass(frozen=True)
 class Failure:
     """One failure: ``rule`` (``wrong_approval``), ``item`` (the item's id, the category for
-    ``missing_coverage``, the JSON path for ``schema``, or None), ``message`` (exact), the
-    coverage ``categories`` the item falls in (its scenarios), and its ``kind``: ``parse``,
-    ``version``, ``identity`` (duplicate id), ``provenance``, ``outcome`` (the oracle
-    disagrees: a policy error) or ``coverage``."""
+    ``missing_coverage``, the JSON path for ``schema``, or None), ``message``, the item's
+    coverage ``categories``, and its ``kind``: ``parse``, ``version``, ``identity``,
+    ``provenance``, ``outcome`` (a policy error) or ``coverage``."""
 
     rule: str
     item: str | None
@@ -102,8 +88,7 @@ class ContractOutcome:
 
     @property
     def reason(self) -> str:
-        """Short and exact: ``"reject: wrong_approval at T-750; at category not covered"``
-        or ``"review: every deterministic check passed; open: a, b"``."""
+        """``"reject: wrong_approval at T-750; ..."`` or ``"review: ...; open: a, b"``."""
         if self.decision == REVIEW:
             open_dims = ", ".join(self.review) if self.review else "none declared"
             return f"review: every deterministic check passed; open: {open_dims}"
@@ -327,8 +312,8 @@ def _parse(contract: Contract, output: str) -> tuple[list[dict] | None, Any, Fai
 
 
 def contract_check(contract: Contract, output: str) -> ContractOutcome:
-    """Check ``output`` (the trial's text) against ``contract`` (steps in the module doc).
-    Raises ``ContractBroken`` when the contract's oracle or a predicate fails."""
+    """Check ``output`` against ``contract``; raises ``ContractBroken`` when its oracle fails.
+    Long: the module's steps in order, each reading what the previous one parsed."""
     items, document, parse_failure = _parse(contract, output)
     if parse_failure is not None:
         return ContractOutcome(decision=REJECT, failures=[parse_failure], parsed=False)

@@ -1,31 +1,10 @@
-"""A contract grader's config, parsed once into a typed ``Contract`` (``contract_parse``).
+"""A contract grader's config, parsed once into a typed ``Contract`` (``contract_parse``);
+options and a reference example: docs/contracts.md.
 
-Config (``docs/contracts.md`` has the reference example):
-
-- ``schema`` (required): the JSON Schema (Draft 2020-12) of the whole output. Validated with
-  strict types: ``integer`` is a JSON integer only (``75000.0`` is not one), ``boolean`` is
-  ``true``/``false`` only (``"false"`` is a string); nothing is coerced.
-- ``items`` (required): where the items are: a dotted path of object fields from the root
-  (``"cases"``), or ``""`` when the output is the list itself.
-- ``id_field`` (required): the field of an item holding its id (duplicate ids reject).
-- ``oracle`` (required): ``{"function": "package.module:function"}`` (a function registered
-  as an ``oracle``, ``core.registry``, called as ``function(item) -> {field: expected
-  value}``) or ``{"expressions": {field: CEL}}``; and ``rules``, ``{path: rule name}``
-  naming the failure of a mismatch on a field (default ``wrong_<path>``, dots as ``_``).
-  Expectations may nest (``{"expected": {"approvalRequired": true}}``): each leaf is
-  compared on its own, named by its dotted path (``expected.approvalRequired``). A rule
-  must name a field the oracle produces: for an expression oracle, a path starting with
-  one of its expressions; for a function oracle, a field of the items' schema (its
-  ``properties``, at any depth), which is all an oracle's expectation can be compared to.
-  Any other path is refused, with a "did you mean" when one is close.
-- ``coverage``: ``{category: CEL predicate over the item's fields}``; ``required_coverage``:
-  the categories that must be covered (default: every category).
-- ``provenance``: ``{"field": item field of source ids, "allowed": [source ids]}``.
-- ``source_version``: ``{"field": dotted path in the output, "current": "expense-v2"}``.
-- ``review``: the review dimensions left open after a deterministic pass.
-
-Every error is a ``DomainError`` naming ``<where>.<option>``.
-"""
+The schema is Draft 2020-12 with strict types: nothing is coerced (``75000.0`` is not an
+integer). A rule must name a field the oracle produces (under one of its expressions, or in
+the items' schema for a function oracle), else it is refused with a "did you mean". Every
+error is a ``DomainError`` naming ``<where>.<option>``."""
 
 from __future__ import annotations
 
@@ -52,13 +31,9 @@ CEL_MAX_CHARS = 2000
 
 @functools.cache
 def cel_environment() -> celpy.Environment:
-    """The process's CEL environment, built on first use (building it parses CEL's grammar:
-    about a second on a loaded machine, which every process importing the graders paid at
-    start, issue 17), without its side effect: ``celpy.Environment()`` raises the
-    process's recursion limit to 2500, which would change how deep every other parser of
-    the process may recurse (the run-file reader reports nesting through RecursionError).
-    The limit is put back; expressions are short (``CEL_MAX_CHARS``) and a RecursionError
-    while compiling one is a config error."""
+    """The process's CEL environment, built on first use (parsing CEL's grammar takes about a
+    second). ``celpy.Environment()`` raises the recursion limit to 2500; it is put back, since
+    the run-file reader reports nesting through RecursionError."""
     limit = sys.getrecursionlimit()
     try:
         return celpy.Environment()
@@ -77,8 +52,7 @@ class Predicate:
 
 @dataclass(frozen=True)
 class Contract:
-    """A parsed contract (see the module doc). ``expressions`` is empty when the oracle is a
-    ``function``; ``rules`` maps an expected field to its failure rule name."""
+    """A parsed contract; ``expressions`` empty for a function oracle; ``rules``: field -> rule."""
 
     schema: dict
     items_path: tuple[str, ...]
@@ -95,8 +69,7 @@ class Contract:
     review: tuple[str, ...]
 
     def rule_for(self, field: str) -> str:
-        """The failure rule of a mismatch on ``field``, a dotted path
-        (``wrong_<path>`` by default, dots as underscores)."""
+        """The failure rule of a mismatch on dotted ``field`` (default ``wrong_<path>``)."""
         return self.rules.get(field, "wrong_" + field.replace(".", "_"))
 
 
@@ -182,8 +155,7 @@ def _oracle(value: Any, where: str) -> tuple[str | None, tuple[Predicate, ...], 
 
 
 def _item_schema(schema: dict, items_path: tuple[str, ...]) -> dict | None:
-    """The schema of one item (through ``properties`` along the items path, then
-    ``items``), or None when the schema does not say."""
+    """The schema of one item (``properties`` along the items path, then ``items``) or None."""
     node: Any = schema
     for part in items_path:
         node = node.get("properties", {}).get(part) if isinstance(node, dict) else None
@@ -255,9 +227,9 @@ def _source_version(value: Any, where: str) -> tuple[tuple[str, ...], str]:
 
 
 def contract_parse(config: dict, where: str = "config") -> Contract:
-    """Parse and check a contract grader's ``config`` (see the module doc): the schema is
-    checked against Draft 2020-12, every CEL expression compiled, the oracle imported.
-    Raises ``DomainError`` naming ``<where>.<option>``."""
+    """Parse and check a contract grader's ``config``: the schema against Draft 2020-12, every CEL
+    expression compiled, the oracle looked up. Raises ``DomainError`` naming
+    ``<where>.<option>``."""
     for name in config:
         if name not in OPTIONS:
             raise DomainError(
@@ -327,8 +299,6 @@ def _contract_cached(config_json: str) -> Contract:
 
 
 def contract_from_config(config: dict) -> Contract:
-    """``contract_parse`` of a stored (already checked) config, cached on its canonical JSON
-    so a run's trials compile the CEL expressions once. Keys are sorted: categories and
-    expressions read in name order whatever the database did to the stored object's key
-    order (PostgreSQL's jsonb reorders them). Raises ``DomainError``."""
+    """``contract_parse`` of a stored config, cached on its canonical JSON so a run's trials compile
+    once. Keys are sorted, since PostgreSQL's jsonb reorders them. Raises ``DomainError``."""
     return _contract_cached(json.dumps(config, sort_keys=True))

@@ -1,31 +1,11 @@
-"""A run's contract decisions, read once (``run_decisions``): the decision of each trial,
-counts, reasons grouped, failures by rule and scenario, missing coverage, and the share of
-valid responses. The run report, ``run_report --json``, the run CSV export, the trials API
-and the comparison all read decisions here.
+"""A run's contract decisions, read once (``run_decisions``) for every reader.
 
-A trial's decision, over the run's ``contract`` graders (docs/contracts.md):
-
-- ``infrastructure_error``: the trial itself errored (the pipeline, not the output), kept
-  apart from every quality figure;
-- ``rejected``: some contract grade rejects;
-- ``errored``: else some contract grade errored (the contract is broken on it);
-- ``not_graded``: else some contract grade is missing;
-- ``review``: every contract grade decided ``review``: every deterministic check passed,
-  the review dimensions are still open. Never counted as accepted;
-- ``accepted``: only a completed review turns ``review`` into ``accepted`` — a contract
-  grade alone never does. A review is a reviewer's label whose ``details.contract_review``
-  holds the ``output_hash`` of the output reviewed and a verdict per review dimension
-  (``labeling.review``). The trial is accepted when at least one review of its *current*
-  output (same hash) exists and every such review passed every dimension; a review of an
-  earlier output counts for nothing, and a disagreement (one review fails a dimension)
-  keeps it in review, and so does any label of record that fails the trial (with a review
-  or without, as a relabel through the API). Only the label of record counts (``Label``:
-  its verdict and its review, which every label change rewrites together, undo included;
-  a flagged revision after the reveal never changes it), so acceptance is derived from
-  the labels' current state, never stored. ``trial_decision_get`` derives one trial's
-  decision the same way (``labeling.decision_history`` records each move a label change
-  causes).
-"""
+A trial's decision over its ``contract`` grades (docs/contracts.md), first match:
+``infrastructure_error`` (out of every quality figure), ``rejected``, ``errored``,
+``not_graded``, ``review`` (never counted as accepted), ``accepted``. Only reviews accept:
+at least one review of the current output (same ``output_hash``), every such review passing
+every dimension, and no label of record failing the trial. Acceptance is derived from the
+labels, never stored."""
 
 from __future__ import annotations
 
@@ -67,19 +47,12 @@ class TrialDecision:
 class RunDecisions:
     """The decisions of a run's current trials (retried attempts left out).
 
-    ``graded``: the run has a contract grader (else everything below is empty);
-    ``keys``: the contract graders' keys; ``trials``: trial id -> ``TrialDecision``;
-    ``counts``: decision -> trials (every key of ``DECISIONS``); ``reasons``: ``[(reason,
-    trials)]`` of rejects, most frequent first; ``by_rule``: rule -> trials failing it;
-    ``by_rule_scenario``: ``[(rule, scenario, failures)]`` (scenario: a coverage category
-    of the failing item, ``NO_SCENARIO`` for failures of the whole output);
-    ``missing_coverage``: category -> trials missing it; ``valid``: trials whose output
-    parsed (schema included), of ``attempted`` (ok trials with contract grades not errored);
-    ``infrastructure_errors``: trials that errored before any output; ``usage``: decision
-    -> ``{"trials", "latency_ms_mean" (ms, None when none known), "input_tokens",
-    "output_tokens" (known sums), "tokens_unknown" (trials without token counts)}``;
-    ``retried``: errored attempts replaced by a retry (history, not counted above).
-    """
+    ``graded``: the run has a contract grader (else all empty); ``trials``: trial id ->
+    ``TrialDecision``; ``counts``: decision -> trials; ``reasons``: ``[(reason, trials)]`` most
+    frequent first; ``by_rule_scenario``: ``[(rule, scenario, failures)]`` (``NO_SCENARIO`` for a
+    failure of the whole output); ``valid`` of ``attempted``: parsed outputs of ok trials with
+    non-errored grades; ``usage``: decision -> ``{"trials", "latency_ms_mean" (ms or None),
+    "input_tokens", "output_tokens", "tokens_unknown"}``; ``retried``: replaced attempts."""
 
     graded: bool
     keys: tuple[str, ...] = ()
@@ -145,11 +118,7 @@ def review_passed(review: object, *, current_hash: str) -> bool | None:
 
 
 def _accepted_ids(review_ids: list[int]) -> set[int]:
-    """Of the ``review`` trials, those the labels of record accept (module doc): at least
-    one review of the current output, every such review passed every dimension, and no
-    label of record on the trial fails it (a relabel to fail without a review blocks too).
-    Labels are read through the trial's ``labels`` relation (evals never imports labeling).
-    """
+    """Of the ``review`` trials, those their labels of record accept (module doc)."""
     if not review_ids:
         return set()
     verdicts: dict[int, list[bool]] = {}
@@ -203,8 +172,7 @@ def trial_decision_get(*, trial_id: int) -> str | None:
 
 
 def decision_history(*, trial_ids: list[int]) -> dict[int, list[DecisionTransition]]:
-    """The decision transitions of ``trial_ids`` (oldest first, the reviewer joined), by
-    trial id; a trial without any is absent. One query."""
+    """Decision transitions by trial id for ``trial_ids``, oldest first. One query."""
     out: dict[int, list[DecisionTransition]] = {}
     for t in DecisionTransition.objects.filter(trial_id__in=trial_ids).order_by(
         "trial_id", "created_at", "id"
@@ -214,8 +182,8 @@ def decision_history(*, trial_ids: list[int]) -> dict[int, list[DecisionTransiti
 
 
 def run_decisions(*, run: Run) -> RunDecisions:
-    """Read ``run``'s contract decisions (rules in the module doc); four queries, none when
-    the run has no contract grader."""
+    """``run``'s contract decisions: four queries, none without a contract grader. Long: one pass
+    over the trials fills every count, group and usage figure of ``RunDecisions``."""
     keys = tuple(s.key for s in run.grader_set.specs if s.kind == CONTRACT_KIND)
     if not keys:
         return RunDecisions(graded=False)

@@ -5,24 +5,10 @@
                    [--allow-incomparable]
                    [--top-up [--max-trials-per-case M] [--max-cost USD] [--timeout S]]
 
-RUN_OR_FILE: a run UUID, "suite name/run name", a unique run name, or the path of an
-``export_run`` file.
-Without ``--base`` the head suite's current baseline is used. Exit codes (``gate_decide``):
-0 no measurable regression (suspects, if any, are named with the trials that would settle
-them); 1 a regression beyond the pipeline's own randomness (a case's drop, or the suite's);
-2 cannot decide (not comparable, no overlapping cases, errored trials or grades over the
-allowed fraction — by default any —, provisional judge grades; with ``--top-up``, suspects
-left open at the cost cap or the timeout); 3 bad arguments (an unknown run, an unreadable
-file, ``--alpha`` outside 1e-6 .. 0.5, a cost cap on runs whose cost is unknown,
-``--top-up`` with a policy flag), never 1. ``--top-up`` adds trials to the suspect cases of
-both runs in rounds and decides again (``evals.comparison.topup``); a worker must take the
-rounds. It decides under the default policy (no errored trial, trusted judges, comparable
-runs), so the policy flags cannot be combined with it. When no trial can be added (a run
-file, an imported run, a target that does not build here) the decision is taken on the
-trials there are, exit code as without ``--top-up``, and a note names why, the unresolved
-suspects and the trials a side that would settle each. Running it again on the same runs
-joins the active top-up, or reports the settled one (its decision is final).
-"""
+RUN_OR_FILE: a run reference (``run_resolve``) or an ``export_run`` file; no ``--base``: the
+suite's baseline. Exit 0 pass, 1 regression, 2 cannot decide, 3 bad arguments. ``--top-up``
+adds trials to suspects in rounds (``evals.comparison.topup``; a worker takes them) under the
+default policy only; runs that cannot be replayed are decided on the trials there are."""
 
 from __future__ import annotations
 

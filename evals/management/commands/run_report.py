@@ -1,9 +1,5 @@
 """``manage.py run_report RUN [--json]``: the run report in the terminal or as strict JSON.
-
-RUN is a run UUID, ``"suite name/run name"`` (the split is tried at every ``/``, so names
-may contain slashes as long as exactly one suite/run pair matches), or a run name that is
-unique in the database (``evals.selectors.run_resolve``).
-"""
+RUN as ``evals.selectors.run_resolve`` reads it."""
 
 from __future__ import annotations
 

@@ -1,11 +1,8 @@
 """``manage.py run_suite SUITE --target FILE.json|--target-preset NAME|--simulated``: start a
-run, optionally wait. ``--graders FILE.json`` or ``--grader-set NAME`` give the grader set
-(presets are declared with ``apply_config``; the run copies them into its own snapshot).
+run, optionally wait; ``--graders FILE.json`` or ``--grader-set NAME``.
 
-Exit codes with ``--wait``: 0 succeeded, 1 failed (some trial errored), 2 cancelled, timed
-out or anything else. Without ``--wait`` the command prints the run id and exits 0 once the
-run is queued (a Celery worker executes it).
-"""
+Exit codes with ``--wait``: 0 succeeded, 1 failed, 2 anything else. Without it, prints the
+run id and exits 0 once the run is queued."""
 
 from __future__ import annotations
 
@@ -67,15 +64,13 @@ def _suite_get(ref: str) -> Suite:
 class Command(DomainCommand):
     help = "Start a run of a suite against a target; with --wait, wait and exit 0/1/2."
     # No system checks: they import every URLconf and view (scipy.signal and pandas among
-    # them), seconds of start-up before the run is even created (issue 17); the web
+    # them), seconds of start-up before the run is even created; the web
     # process and `manage.py check` still run them.
     requires_system_checks: list[str] = []
 
     def run_from_argv(self, argv: list[str]) -> None:
-        """From the command line only (``call_command`` does not come here): once the
-        command is done, flush, close the database connections and leave at once with its
-        exit code, skipping the interpreter's teardown of every loaded module (about a
-        second on a loaded machine, issue 17): ``--wait`` exits as soon as the run ends."""
+        """From the command line only: once done, flush, close the connections and exit at once,
+        skipping the interpreter's teardown (about a second), so ``--wait`` ends with the run."""
         try:
             super().run_from_argv(argv)
             code: object = 0
@@ -221,8 +216,7 @@ class Command(DomainCommand):
 
 
 def _exit_now(code: int) -> None:
-    """Flush the output streams and the log, close every database connection, and end the
-    process with ``code`` without the interpreter's teardown (``os._exit``)."""
+    """Flush output and log, close database connections, and ``os._exit(code)``."""
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(Exception):
             stream.flush()

@@ -1,18 +1,13 @@
 """The target contract.
 
 A target turns one case (one attempt) into a ``TargetResult``. It never raises for a
-provider or pipeline failure: it returns a result with ``error`` set, which the runner
-stores as an errored trial (never a pass). It may raise ``DomainError`` only when it
-is built from a bad configuration, before any call.
+provider or pipeline failure: the result's ``error`` makes an errored trial. It raises
+``DomainError`` only when built from a bad configuration, before any call. Targets are
+async so one task runs a chunk concurrently; a sync pipeline runs in a worker thread.
 
-Targets are async so that one Celery task can run a chunk of trials concurrently; a
-synchronous pipeline (a Python callable) runs in a worker thread.
-
-A target's result is storable text (``result_storable``, the replace policy of
-``core.text``): a reply holding U+0000 or a lone surrogate has them replaced with U+FFFD,
-and its ``raw_response`` records how many (``REPLACED_KEY``), so the trial is written and
-says so, instead of failing at insert and leaving its chunk to be called again.
-"""
+Results are storable text (``result_storable``, ``core.text``): U+0000 and lone surrogates
+become U+FFFD, counted in ``raw_response`` (``REPLACED_KEY``), so the trial is written
+rather than failing at insert and being called again."""
 
 from __future__ import annotations
 
@@ -44,9 +39,9 @@ def concurrency_parse(value: Any) -> int:
 
 
 def concurrency_default(config: dict) -> int:
-    """The calls in flight of a target ``config`` without a ``concurrency`` of its own: an
-    older ``settings.concurrency`` (never checked by a parser, so held to 1 to
-    ``MAX_CONCURRENCY``, and ignored unless a finite number), else ``DEFAULT_CONCURRENCY``."""
+    """The calls in flight of a ``config`` without ``concurrency``: a legacy
+    ``settings.concurrency`` held to 1..``MAX_CONCURRENCY`` when a finite number, else
+    ``DEFAULT_CONCURRENCY``."""
     settings = config.get("settings")
     value = settings.get("concurrency") if isinstance(settings, dict) else None
     try:
@@ -56,10 +51,8 @@ def concurrency_default(config: dict) -> int:
 
 
 def concurrency_read(config: dict) -> int:
-    """A target config's calls in flight over every worker: its ``concurrency``
-    (``concurrency_parse``: a ``DomainError`` on ``target.concurrency`` when out of bounds),
-    else ``concurrency_default``. Each kind's typed config reads it once, and the target
-    exposes it as ``concurrency``."""
+    """A target config's calls in flight over every worker: ``concurrency_parse`` of its
+    ``concurrency`` (``DomainError`` on ``target.concurrency``), else ``concurrency_default``."""
     if config.get("concurrency") is None:
         return concurrency_default(config)
     return concurrency_parse(config["concurrency"])
@@ -83,22 +76,14 @@ class CaseInput:
 class TargetResult:
     """One call's outcome.
 
-    ``output``: the text to grade ("" on error); ``raw_response``: JSON-safe provider reply
-    or error body; ``input_tokens``/``output_tokens``: counts, None when unknown;
-    ``latency_ms``: wall-clock milliseconds of the call including retries; ``error``: None on
-    success, else a message carrying the provider's own words; ``model``: the model that
-    answered (for pricing), None when unknown; ``attempts``: HTTP attempts made;
-    ``error_kind``: the error's kind alone (``rate_limited``, ``server_error 503``,
-    ``timeout``, ``client_error 400``, ``malformed_response``, ...), None on success or
-    when the target does not classify its errors; ``request``: the exact request the target
-    sent (an OpenAI-compatible target: the JSON body, ``{"model", "messages", **settings}``),
-    None when it sends none of its own (callable, simulated); ``trajectory``: an agent's
-    ordered steps (the shape of ``evals.trajectory.steps``), None for a single call;
-    ``final_state``: the world's state when the agent stopped (any JSON), None when none.
-    An errored agent trial keeps the steps it made before the error. ``cost_usd``: what the
-    target itself says the call cost (USD; a callable agent's own account), None when it
-    says nothing: the runner then prices the tokens (``providers.pricing``).
-    """
+    ``output``: the text to grade ("" on error); ``raw_response``: JSON-safe reply or error
+    body; ``input_tokens``/``output_tokens``: None when unknown; ``latency_ms``: wall-clock ms
+    over retries; ``error``: None on success, else the provider's own words; ``error_kind``:
+    the kind alone (``rate_limited``, ``timeout``, ...); ``model``: who answered (for pricing);
+    ``attempts``: HTTP attempts; ``request``: the exact body sent, None for in-process
+    targets; ``trajectory`` (``evals.trajectory.steps``) and ``final_state``: an agent's, kept
+    on error too; ``cost_usd``: the target's own account (USD), else None and the runner prices
+    the tokens (``providers.pricing``)."""
 
     output: str
     raw_response: Any = None
@@ -120,14 +105,10 @@ class TargetResult:
 
 
 def result_storable(result: TargetResult) -> TargetResult:
-    """``result`` with every U+0000 and lone surrogate of its text (``output``,
-    ``raw_response``, ``error``, ``model``, ``trajectory``, ``final_state``) replaced by
-    U+FFFD; when any was, ``raw_response`` is a dict holding ``{REPLACED_KEY: {field:
-    characters replaced}}`` for the fields that had some (a reply that was not a dict is kept
-    under ``"reply"``). A clean result comes back unchanged. A trajectory or final state that
-    cannot be stored at all (not a list of steps, not JSON) makes the result errored, with
-    the field named and the steps dropped: a pipeline's malformed trajectory is its error,
-    never a pass."""
+    """``result`` with every U+0000 and lone surrogate of its text fields replaced by U+FFFD and
+    counted in ``raw_response[REPLACED_KEY]`` (a non-dict reply kept under ``"reply"``); a clean
+    result comes back unchanged. A trajectory or final state that cannot be stored makes the
+    result errored, naming the field: a malformed trajectory is the pipeline's error."""
     try:
         trajectory, n_trajectory = trajectory_clean(result.trajectory)
         final_state, n_final = final_state_clean(result.final_state)
@@ -189,10 +170,7 @@ class Target(Protocol):
 
 def target_from_config(config: dict) -> Target:
     """Build a target from a run's target snapshot ``{"kind": "openai"|"callable"|"simulated",
-    ...}``.
-
-    Raises ``DomainError`` naming the bad field.
-    """
+    ...}``. Raises ``DomainError`` naming the bad field."""
     if not isinstance(config, dict):
         raise DomainError("expected an object", field="target")
     kind = config.get("kind")
@@ -212,9 +190,8 @@ def target_from_config(config: dict) -> Target:
 
 
 def target_validate(config: dict) -> Any:
-    """Build the target once to validate ``config`` (raises ``DomainError``) and release
-    it; returns it (for ``kind``/``model``). Built and closed inside one event loop, as the
-    target contract asks, on a helper thread if the caller already runs a loop."""
+    """Build and close the target once to validate ``config`` (raises ``DomainError``); returns it.
+    Built inside one event loop, on a helper thread when the caller already runs one."""
 
     async def build_and_close() -> Any:
         target = target_from_config(config)

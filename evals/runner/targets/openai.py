@@ -1,24 +1,15 @@
 """A target that calls an OpenAI-compatible chat-completions endpoint.
 
-The target owns what is sent: the prompt template and system prompt, the request settings
-(names reserved to Assay, the seed's bounds), ``request_body``, and the tool loop. The call
-itself (HTTP client, retries, the shared limiter, error kinds, the refused-parameter memory,
-cancel checks) is the provider's client, ``providers.openai.client.ChatClient``, whose reply
-becomes a ``TargetResult``. Its endpoint settings (``base_url``, ``model``, ``api_key_env``,
-``concurrency``, ``timeout_s``, ``max_attempts``, backoffs, ``rpm``/``tpm``/``limit_key``)
-are parsed by ``providers.openai.endpoint``.
+The target owns what is sent (prompt template, system prompt, settings, ``request_body``,
+the tool loop); the call itself is ``providers.openai.client.ChatClient``, endpoint settings
+are parsed by ``providers.openai.endpoint``. Failures never raise: every call ends as a
+``TargetResult``, errored with a kind first (``rate_limited``, ``timeout``, ...).
 
-Failures never raise (see ``base.py``): every call ends as a ``TargetResult``, errored
-with a kind first (``rate_limited``, ``server_error 503``, ``timeout``,
-``connection_error``, ``rejected_parameter``, ``client_error 400``, ``malformed_response``,
-``cancelled``) then the provider's own message (``providers.openai.client``).
+With ``tools`` a trial is a tool loop (``evals.runner.targets.tool_loop``); only then is an
+empty reply carrying ``tool_calls`` an answer rather than ``malformed_response``.
 
-A target config with ``tools`` runs a tool loop per trial (OpenAI function calling, caps on
-steps, cost and tool time): ``evals.runner.targets.tool_loop``. Only then is a reply whose
-content is empty but that carries ``tool_calls`` an answer, not ``malformed_response``.
-
-A target instance belongs to one event loop: build it, use it and ``aclose()`` it inside
-the same ``asyncio.run``.
+A target instance belongs to one event loop: build, use and ``aclose()`` it inside the same
+``asyncio.run``.
 """
 
 from __future__ import annotations
@@ -95,10 +86,9 @@ class OpenAIConfig:
 
     @classmethod
     def parse(cls, config: dict) -> OpenAIConfig:
-        """Validate a target config dict; raises ``DomainError`` naming the field. Checked
-        in this order: unknown fields, ``base_url``, ``prompt_template``, ``system_prompt``,
-        ``settings``, the rest of the endpoint (``endpoint_settings_parse``), the tool loop,
-        the limits (``limit_settings_parse``)."""
+        """Validate a target config dict; raises ``DomainError`` naming the field, checked in order:
+        unknown fields, ``base_url``, ``prompt_template``, ``system_prompt``, ``settings``, the
+        endpoint, the tool loop, the limits."""
         known = ENDPOINT_FIELDS | TARGET_FIELDS | TOOL_LOOP_FIELDS
         unknown = sorted(set(config) - known)
         if unknown:
@@ -151,14 +141,9 @@ def prompt_template_check(template: str) -> list[str]:
 
 def prompt_render(template: str, case: CaseInput) -> str:
     """The user message for ``case``: ``string.Template`` substitution of ``$input``,
-    ``$expected``, ``$key``, ``$context``, ``$tags``, ``$attempt`` (``$$`` is a literal
-    ``$``; braces are plain text). ``template`` was checked by ``prompt_template_check``.
-
-    Case text is inserted as data in one pass and never re-read as a template, so ``{foo}``
-    or ``$input`` inside a case comes out literally. JSON values (an object input, a
-    non-string expected) are inserted as compact JSON; ``$context`` is each document as
-    ``[id] text`` on its own line; ``$tags`` is comma-separated.
-    """
+    ``$expected``, ``$key``, ``$context``, ``$tags``, ``$attempt`` (``$$`` is ``$``). Case text is
+    inserted in one pass, never re-read as a template; JSON values as compact JSON;
+    ``$context`` one ``[id] text`` line per document; ``$tags`` comma-separated."""
     values = {
         "input": _as_text(case.input),
         "expected": "" if case.expected is None else _as_text(case.expected),
@@ -180,13 +165,9 @@ def _as_text(value: Any) -> str:
 
 
 class OpenAITarget:
-    """Chat completions through the provider's client (``ChatClient``: the HTTP client,
-    retries, limiter, error kinds); see the module docstring.
-
-    ``sleep`` (default ``asyncio.sleep``) and ``rng`` are injectable so tests run the
-    retry schedule on a fake clock; ``pricer`` (an async ``model -> Price | None``, default
-    the price table) prices a tool loop's model calls.
-    """
+    """Chat completions through the provider's ``ChatClient``. ``sleep`` and ``rng`` are
+    injectable for tests on a fake clock; ``pricer`` (async ``model -> Price | None``) prices a
+    tool loop's calls."""
 
     kind = "openai"
     # A call waiting for the shared limiter may be withdrawn (``evals.runner.calls``).
@@ -253,15 +234,12 @@ class OpenAITarget:
         return replace(await self.call_body(body), request=body)
 
     async def call_body(self, body: dict[str, Any]) -> TargetResult:
-        """Send a prebuilt chat-completions ``body`` through the provider's client (its
-        retries, error kinds, refused-parameter memory; the tool loop sends its turns
-        through this). The result is storable text, as the client's reply is."""
+        """Send a prebuilt ``body`` through the provider's client (retries, error kinds); the tool
+        loop sends its turns here."""
         return target_result(await self.client.send(body))
 
     async def aclose(self) -> None:
-        """Close the client (its HTTP connections and the limiter's store client) and let
-        go of the tool threads: a sync tool still running past its timeout is left to end
-        on its own."""
+        """Close the client and the tool threads; a sync tool past its timeout ends on its own."""
         await self.client.aclose()
         if self._executor is not None:
             self._executor.shutdown(wait=False, cancel_futures=True)

@@ -1,23 +1,12 @@
-"""A target that calls a Python function in-process: ``{"kind": "callable",
+"""A target that calls a registered Python function in-process: ``{"kind": "callable",
 "path": "package.module:function", "settings": {...}, "concurrency": 8}``.
 
-``path`` is the name a registry gave the function (kind ``pipeline``, ``core.registry``):
-nothing is imported from it. The function is called as ``fn(case: CaseInput, **settings)``;
-each key of ``settings`` must be one of its parameters (unless it takes ``**kwargs``),
-checked when the target is built, so when a run is declared or started. It returns either
-the output text (``str``) or ``{"output": str, "input_tokens"?: int, "output_tokens"?: int,
-"model"?: str, "cost_usd"?: number, "trajectory"?: [step, ...], "final_state"?: JSON}`` (an
-agent: its steps in the shape of ``evals.trajectory.steps`` and the world's state when it
-stopped). The trial's cost (USD) is ``cost_usd`` when given (null: unknown); without it, the
-sum of the steps' ``cost_usd`` when some step states one and no model call (a step stating
-tokens) leaves its cost out; otherwise the runner prices the tokens at ``model``'s price,
-and unknown stays null, never 0. A ``cost_usd`` that is not a number from 0 to below
-1,000,000 errors the trial. Sync
-functions run in a worker thread (``asyncio.to_thread``); coroutine
-functions are awaited. Any exception, or a return value of another shape, becomes an
-errored result ``"ExceptionType: message"``; it never escapes ``call``. Text the database
-cannot store (U+0000, lone surrogates) is replaced with U+FFFD (``result_storable``).
-"""
+``path`` names a function registered as a ``pipeline`` (``core.registry``). It is called as
+``fn(case: CaseInput, **settings)`` and returns the output text or ``{"output",
+"input_tokens"?, "output_tokens"?, "model"?, "cost_usd"?, "trajectory"?, "final_state"?}``.
+Cost (USD): ``cost_usd`` (in [0, 1,000,000), else an errored trial), else the steps' sum, else
+the tokens priced by the runner; unknown stays null. Exceptions and bad shapes are errored
+results; unstorable text becomes U+FFFD."""
 
 from __future__ import annotations
 
@@ -75,7 +64,7 @@ class CallableConfig:
 
 
 class CallableTarget:
-    """An in-process pipeline; see the module docstring."""
+    """An in-process pipeline."""
 
     kind = "callable"
 
@@ -163,8 +152,7 @@ def _tokens(value: dict, name: str) -> int | None:
 
 
 def _with_cost(value: dict, result: TargetResult) -> TargetResult:
-    """``result`` with the cost the function stated (module docstring), read from the
-    returned dict or, without ``cost_usd``, summed over its trajectory's steps."""
+    """``result`` with the cost the function stated, or its trajectory's steps' sum."""
     if "cost_usd" in value:
         cost = value["cost_usd"]
         if cost is None:

@@ -1,5 +1,5 @@
-"""A simulated pipeline for the demo and tests; always ``kind == "simulated"``, model
-``"simulated"`` (no price, so its cost is null).
+"""A simulated pipeline for the demo and tests; ``kind == "simulated"``, model ``"simulated"``
+(no price, so its cost is null).
 
 Config::
 
@@ -10,31 +10,13 @@ Config::
      "latency_ms": 120 | [50, 400],                 # reported latency, fixed or uniform range
      "sleep": false,                                # really wait latency_ms (live demo)
      "wrong_outputs": {"c2": ["...", "..."]},        # per case key: failing outputs to use
-     "prompt_template": "...", "prompt_revision": "..."}  # recorded in the snapshot only
+     "prompt_template": "...", "prompt_revision": "...",  # recorded in the snapshot only
      "concurrency": 16}                             # calls in flight (1..1024; default 16)
 
-Deterministic: trial outcome depends only on (seed, case key, attempt), through two
-uniform draws u = blake2b("seed|key|attempt|salt") / 2^64 (never Python's ``hash()``,
-which is salted per process). The trial errors when u_error < error_probability, else
-passes when u_pass < p. The same config, case and attempt give the same result on any
-machine, in any order.
-
-Outputs (built to agree with ``evals.grading.graders``):
-- pass: the case's ``expected`` in the graders' reference form: a string as it is, any
-  other JSON value as canonical JSON (sorted keys, no spaces), so ``exact``,
-  ``normalized``, ``contains``, ``numeric`` and ``json_schema`` all pass;
-- fail: a plausible wrong answer that those graders fail: a number (or numeric string)
-  is raised by 100–200% of its magnitude (at least 1), so it fails ``math.isclose`` at any
-  rel_tol below 0.5 (|diff| / max(|got|, |ref|) ≥ 1/2) and any abs_tol below 1; an
-  object loses its first key (sorted), a list its last element, a boolean is negated, an
-  empty container becomes ``null``; other text becomes a stock non-answer that
-  does not contain the expected text (else ``WRONG-<key>-<attempt>``);
-- fail, for a case listed in ``wrong_outputs``: one of its outputs, picked by a further
-  draw (the demo uses this for realistic mistakes, e.g. a wrong decision at a boundary);
-- a case with no expected: ``simulated answer for <key>`` whatever the draw (graders that
-  need a reference error on it);
-- error: an errored result "simulated pipeline error".
-"""
+A trial depends only on (seed, case key, attempt), through draws u = blake2b("seed|key|
+attempt|salt") / 2^64 (never the per-process salted ``hash()``): it errors when u_error <
+error_probability, else passes when u_pass < p, with the case's ``expected`` in the graders'
+reference form; a fail is ``wrong_answer`` or one of ``wrong_outputs``."""
 
 from __future__ import annotations
 
@@ -178,8 +160,11 @@ def expected_text(expected: Any) -> str:
 
 
 def wrong_answer(expected: Any, *, key: str, attempt: int, u: float) -> str:
-    """A plausible wrong answer for ``expected`` (see the module docstring); ``u`` in
-    [0, 1) picks the size of a numeric error."""
+    """A plausible wrong answer for ``expected`` that the reference graders fail: a number grows
+    by 100-200% of its magnitude (``u`` in [0, 1) picks how much; at least 1), so it fails
+    ``math.isclose`` at any rel_tol < 0.5 and abs_tol < 1; an object loses its first key, a list
+    its last element, a boolean is negated, an empty container becomes ``null``; other text
+    becomes a stock non-answer (else ``WRONG-<key>-<attempt>``)."""
     if isinstance(expected, bool):
         return json.dumps(not expected)
     number = _as_number(expected)
@@ -217,7 +202,7 @@ def _tokens(text: str) -> int:
 
 
 class SimulatedTarget:
-    """A deterministic fake pipeline; see the module docstring."""
+    """A deterministic fake pipeline."""
 
     kind = "simulated"
 

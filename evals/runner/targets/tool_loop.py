@@ -1,7 +1,7 @@
 """The tool loop of an OpenAI-compatible target: the model calls tools until it answers.
 
-A target config with ``tools`` runs one loop per trial (``target.tools`` and the tool
-contract: ``evals.runner.targets.tools``)::
+A target config with ``tools`` runs one loop per trial (config, caps and error kinds:
+docs/agents.md; tools: ``evals.runner.targets.tools``)::
 
     {"kind": "openai", "base_url": ..., "model": ..., "prompt_template": "$input",
      "tools": ["shop.tools:lookup_order", "shop.tools:issue_refund"],
@@ -10,38 +10,15 @@ contract: ``evals.runner.targets.tools``)::
      "max_cost_usd": 0.05,     # optional: spend per trial, USD
      "tool_timeout_s": 30}     # per tool call, seconds (default 30)
 
-One turn: send the conversation with the tools (OpenAI function calling: ``tools`` in the
-request, ``tool_calls`` in the reply); record the reply as steps (``evals.trajectory.steps``:
-an assistant ``message`` when it has text, one ``tool_call`` per call); run each call in
-order on the trial's state and record its ``tool_result`` (``ok``, or ``error`` with the
-exception as content), and send the results back as ``role: tool`` messages. A reply with no
-tool calls is the answer: the trial's output, with the state as its ``final_state``.
+A reply's text and tool calls become steps (``evals.trajectory.steps``), the model call's
+tokens, latency (ms) and cost (USD, null when unknown) on its first step. A reply without
+tool calls is the answer, the state its ``final_state``. A cap (``step_cap``, ``cost_cap``,
+a call of unknown cost under a cost cap, a failed call) ends the trial errored, keeping its
+steps; a failing tool is a failed step the model sees.
 
-Every step says what it cost where known: the model call's tokens, latency (ms, over its
-retries) and cost (USD at the model's price, ``providers.pricing``; null when the model
-has no price or a count is unknown) sit on the first step the call produced; a tool result
-carries the tool's latency. Each model call is one ``call_body`` (retried as any target
-call, counted once).
-
-Caps end a trial as errored, with the reason, keeping every step made and the state reached:
-- ``max_steps``: after the ``max_steps``-th model call the model still asks for tools
-  (``error_kind`` ``step_cap``). Steps count model calls (turns), not trajectory entries;
-- ``max_cost_usd``: the trial's model calls cost more than the cap (``cost_cap``), checked
-  after every call (the call that crossed it is recorded); with a cap set, a call whose cost
-  is unknown ends the trial too, since an unknown spend cannot be held to a cap;
-- a model call that fails after its retries ends the trial with that call's error.
-The tool calls of a reply the loop does not run (a cap was hit) are recorded, each followed
-by an ``error`` result saying why it did not run. A tool that raises or times out is not a
-cap: it is a failed step the model sees, and the loop goes on.
-
-Model output and tool results are untrusted: they are data in the trajectory (stored with
-``result_storable``, shown escaped), never executed or rendered as markup. The ``request``
-stored on the trial is the first request (the prompt, tools and settings); the rest of the
-conversation is the trajectory. What goes back to the model (its own turns, the tool
-results) has U+0000 and lone surrogates replaced with U+FFFD first (``core.text``): a lone
-surrogate cannot be encoded in the request's UTF-8 body, and the model is shown what is stored.
-The steps keep the original, cleaned and counted with the trial (``TargetResult``).
-"""
+Model output and tool results are untrusted data, never executed or rendered. Text sent back
+has U+0000 and lone surrogates replaced (UTF-8 cannot encode them); the steps keep the
+original."""
 
 from __future__ import annotations
 
@@ -160,8 +137,7 @@ def _price_lookup_closing(model: str | None) -> Any:
 
 
 async def database_price(model: str | None) -> Any:
-    """The model's ``Price`` (``providers.pricing.price_lookup``) or None, looked up on
-    a worker thread: the default pricer of the tool loop."""
+    """The model's ``Price`` or None, looked up on a worker thread: the loop's default pricer."""
     return await asyncio.to_thread(_price_lookup_closing, model)
 
 
@@ -363,8 +339,7 @@ class ToolLoop:
     def _unrun(
         self, trial: _Trial, calls: list[dict], reason: str, kind: str
     ) -> tuple[str, str, str]:
-        """End the trial at a cap: each tool call of the last reply gets an error result
-        saying it was not run."""
+        """End the trial at a cap: each call of the last reply gets a "not run" error result."""
         for call in calls:
             trial.steps.append(
                 {

@@ -1,37 +1,14 @@
-"""Tools an agent may call, declared as Python callables, and how one call of one runs.
+"""Tools an agent may call, declared as registered Python callables on the target
+(``target.tools``, ``core.registry``; docs/agents.md), and how one call runs.
 
-Where tools are declared: in the target's config (``target.tools``, a list of
-``"package.module:function"``: names of functions registered as tools, ``core.registry``;
-nothing is imported from them), beside ``target.environment``, the caps and the model. Why
-the target and not a ``Suite.tools`` field: a run already keeps its own snapshot of its
-target (``Run.target``), so a run is reproducible, shown on its page and replayed by
-``run_retry`` with no second snapshot and no rule for merging two sources; a target preset in
-config as code (``[targets.NAME]``, docs/config.md) is the named, reviewed place a team
-keeps them; and the callable target (the other agent source) already declares its tools in
-its own code. The cost: a suite cannot force the same tools on every target; two presets
-compared on one suite should share their ``tools`` list (TOML keeps that one edit away),
-and the comparison shows each run's target snapshot.
+A tool is ``fn(state, **arguments)``; it may change ``state`` (the trial's JSON environment)
+in place and returns any JSON value. Sync tools run in a worker thread, coroutines are
+awaited, both under ``tool_timeout_s``. A call is all or nothing: the tool works on a deep
+copy, kept only when it returns; a failure or timeout is a failed step fed back to the
+model. A sync tool past its timeout cannot be stopped: it runs on, on a copy nobody reads.
 
-A tool is called as ``fn(state, **arguments)``: ``state`` is the trial's environment, a
-JSON object the tool may read and change in place (the world the agent acts on), and
-``arguments`` is the JSON object the model sent. It returns any JSON value (a string is sent
-back as is, anything else as compact JSON). Sync tools run in a worker thread, coroutine
-tools are awaited, both under ``tool_timeout_s``.
-
-A call is all or nothing on the state: the tool works on a deep copy, which replaces the
-trial's state only when the tool returns. A tool that raises, returns something that is
-not JSON, or runs past its timeout leaves the state as it was, and its call is a failed step
-(``ToolOutcome.ok`` false, the exception as content) that the loop feeds back to the model:
-never a crash. A sync tool past its timeout cannot be stopped (Python has no thread kill): its
-thread runs on, on a copy nobody reads.
-
-The schema the model is shown (OpenAI function calling, ``{"type": "function", "function":
-{"name", "description", "parameters"}}``): the function's ``tool_schema`` attribute when it
-has one (``{"description"?, "parameters"?}``), else the name of the function, its
-docstring's first paragraph, and parameters read from its signature (after ``state``):
-``str``/``int``/``float``/``bool``/``list``/``dict`` annotations give JSON types, a
-parameter without a default is required.
-"""
+The model is shown the function's ``tool_schema`` attribute, else its name, its docstring's
+first paragraph and parameters from its signature after ``state`` (no default = required)."""
 
 from __future__ import annotations
 
@@ -68,8 +45,7 @@ _JSON_TYPES = {
 
 @dataclass(frozen=True)
 class Tool:
-    """A declared tool: its ``name`` (the function's ``__name__``), its ``path`` as
-    declared, the function, and the OpenAI ``schema`` the model is shown."""
+    """A declared tool: ``name``, ``path`` as declared, the function, and its OpenAI ``schema``."""
 
     name: str
     path: str
@@ -121,9 +97,9 @@ def tools_declare(paths: Any, *, field: str = "target.tools") -> list[Tool]:
 
 
 def tool_schema(function: Callable[..., Any], *, name: str, field: str) -> dict[str, Any]:
-    """The OpenAI function-calling entry for ``function`` (see the module docstring). Raises
-    ``DomainError`` naming ``field`` for a ``tool_schema`` attribute that is not an object or
-    whose ``parameters`` is not a JSON-schema object."""
+    """The OpenAI function-calling entry for ``function``. Raises ``DomainError`` naming ``field``
+    for a ``tool_schema`` that is not an object or whose ``parameters`` is not a JSON-schema
+    object."""
     declared = getattr(function, "tool_schema", None)
     if declared is not None:
         if not isinstance(declared, dict):
@@ -169,10 +145,9 @@ def _signature_parameters(function: Callable[..., Any]) -> dict[str, Any]:
 def environment_build(
     builder: Callable[..., Any] | None, case: Any, *, field: str = "target.environment"
 ) -> dict[str, Any]:
-    """A trial's starting state: ``builder(case)`` (a ``CaseInput``) as a fresh JSON object,
-    or ``{}`` with no builder. Raises ``ValueError`` naming ``field`` when the builder
-    returns something that is not a JSON object (the loop makes that an errored trial);
-    the builder's own exception propagates to the loop, which does the same."""
+    """A trial's starting state: ``builder(case)`` as a fresh JSON object, or ``{}`` with no
+    builder. Raises ``ValueError`` naming ``field`` for a non-object; the builder's own
+    exception propagates (the loop makes either an errored trial)."""
     if builder is None:
         return {}
     state = builder(case)
@@ -192,11 +167,9 @@ async def tool_run(
     timeout_s: float,
     executor: Executor | None = None,
 ) -> ToolOutcome:
-    """Call ``tool`` on a deep copy of ``state`` with ``arguments`` as keywords, within
-    ``timeout_s`` seconds (module docstring: all or nothing on the state, failures as data);
-    a sync tool runs on ``executor`` (default: the loop's). Never raises for the tool's own
-    failure (any ``Exception`` or ``SystemExit``, a timeout, a return value that is not
-    JSON)."""
+    """Call ``tool`` on a deep copy of ``state`` within ``timeout_s`` seconds; a sync tool runs on
+    ``executor``. Never raises for the tool's own failure (an ``Exception``, ``SystemExit``,
+    a timeout, a non-JSON return)."""
     working = copy.deepcopy(state)
     started = time.perf_counter()
     try:
@@ -228,8 +201,7 @@ async def tool_run(
 
 
 def _json_value(value: Any) -> Any:
-    """``value`` as plain JSON (a copy, so later changes to the state do not reach the
-    recorded result); raises ``TypeError`` for a value that is not JSON."""
+    """``value`` as a plain JSON copy; ``TypeError`` for a value that is not JSON."""
     try:
         return json.loads(json.dumps(value, allow_nan=False))
     except (TypeError, ValueError) as exc:
@@ -237,8 +209,7 @@ def _json_value(value: Any) -> Any:
 
 
 def tool_content_text(content: Any) -> str:
-    """A tool result as the ``role: tool`` message's content: a string as is, any other
-    JSON value as compact JSON."""
+    """A tool result as message content: a string as is, other JSON compact."""
     if isinstance(content, str):
         return content
     return json.dumps(content, ensure_ascii=False, separators=(",", ":"))
