@@ -6,12 +6,19 @@ The cast: alice (lead), bob (reviewer), carol (engineer), mallory (outsider, no 
 from __future__ import annotations
 
 import os
+import tomllib
 from pathlib import Path
 
 import pytest
 from django.contrib.auth.models import Group, User
 
 PROJECT_DIR = Path(__file__).resolve().parent.parent
+# The project's top-level packages of production code: the import contracts' root packages.
+PRODUCTION_PACKAGES: tuple[str, ...] = tuple(
+    tomllib.loads((PROJECT_DIR / "pyproject.toml").read_text(encoding="utf-8"))["tool"][
+        "importlinter"
+    ]["root_packages"]
+)
 SHARED_DATA = Path(os.environ.get("ASSAY_SHARED_DATA", PROJECT_DIR.parent / "shared" / "data"))
 PASSWORD = "correct horse battery staple"
 

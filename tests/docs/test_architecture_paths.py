@@ -31,21 +31,10 @@ from dataclasses import dataclass
 
 from django.apps import apps
 
-from tests.conftest import PROJECT_DIR
+from tests.conftest import PRODUCTION_PACKAGES, PROJECT_DIR
 
 DOC = PROJECT_DIR / "docs" / "architecture.md"
-PACKAGES = (
-    "apitokens",
-    "config",
-    "core",
-    "demo",
-    "evals",
-    "interop",
-    "judges",
-    "labeling",
-    "providers",
-    "stats",
-)
+PACKAGES = PRODUCTION_PACKAGES
 # Spans that name no project thing though they look like one, with why.
 NOT_NAMES = {
     "comparison_compute.py": "the counter-example of a split by name prefix",

@@ -5,20 +5,10 @@ An upstream project's issue is cited with its project and number sign ("kombu is
 import re
 from pathlib import Path
 
+from tests.conftest import PRODUCTION_PACKAGES
+
 ROOT = Path(__file__).resolve().parents[2]
-PACKAGES = (
-    "apitokens",
-    "config",
-    "core",
-    "demo",
-    "evals",
-    "interop",
-    "judges",
-    "labeling",
-    "providers",
-    "stats",
-    "clients/python/src",
-)
+PACKAGES = (*PRODUCTION_PACKAGES, "clients/python/src")
 TRACKER = re.compile(r"\b(?:[Ii]ssues?|[Ff]aults?|[Tt]asks?) (?:[0-9]+|[A-Z][0-9]+)\b")
 
 

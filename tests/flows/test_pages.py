@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from tests.conftest import PROJECT_DIR
+from tests.conftest import PRODUCTION_PACKAGES, PROJECT_DIR
 
 # No markup bypass anywhere ------------------------------------------------------------------
 
@@ -22,21 +22,7 @@ def test_no_template_or_module_turns_off_escaping():
     """Fault I1: untrusted text reaches HTML only through autoescaping."""
     files = [
         *PROJECT_DIR.glob("templates/**/*.html"),
-        *[
-            p
-            for app in (
-                "apitokens",
-                "config",
-                "core",
-                "demo",
-                "evals",
-                "interop",
-                "judges",
-                "labeling",
-                "stats",
-            )
-            for p in (PROJECT_DIR / app).rglob("*.py")
-        ],
+        *[p for app in PRODUCTION_PACKAGES for p in (PROJECT_DIR / app).rglob("*.py")],
     ]
     assert len(files) > 10
     offenders = [
