@@ -1,11 +1,15 @@
 """A provider's rate-limit headers as an ``Outcome``: OpenAI's ``x-ratelimit-*`` (limits per
-minute, remaining, resets as ``6m0s``; platform.openai.com/docs/guides/rate-limits). On a
-429 ``retry-after-ms`` wins over ``Retry-After``, as in openai-python."""
+minute, remaining, resets as ``6m0s``; platform.openai.com/docs/guides/rate-limits), else
+Anthropic's ``anthropic-ratelimit-requests-*`` / ``-tokens-*`` (limits per minute, remaining,
+resets as RFC 3339 times; docs.anthropic.com/en/api/rate-limits). On a 429 ``retry-after-ms``
+wins over ``Retry-After``, as in openai-python."""
 
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Mapping
+from datetime import datetime
 
 from providers.limiter.rules import Outcome
 
@@ -38,6 +42,20 @@ def retry_after_ms_seconds(headers: Mapping[str, str]) -> float | None:
         return None
 
 
+def rfc3339_seconds(value: str | None, *, now: float | None = None) -> float | None:
+    """Seconds from ``now`` (epoch seconds, default the clock) until an RFC 3339 time such as
+    ``2026-12-07T10:00:30Z``; None when unreadable or without a zone; never negative."""
+    if not value:
+        return None
+    try:
+        when = datetime.fromisoformat(value.strip())
+    except ValueError:
+        return None
+    if when.tzinfo is None:
+        return None
+    return max(0.0, when.timestamp() - (time.time() if now is None else now))
+
+
 def _number(headers: Mapping[str, str], name: str) -> float | None:
     value = headers.get(name)
     try:
@@ -62,11 +80,34 @@ def outcome_read(
     return Outcome(
         limited=limited,
         retry_after_s=pause,
-        rpm_limit=_number(headers, "x-ratelimit-limit-requests"),
-        tpm_limit=_number(headers, "x-ratelimit-limit-tokens"),
-        remaining_requests=_number(headers, "x-ratelimit-remaining-requests"),
-        reset_requests_s=duration_seconds(headers.get("x-ratelimit-reset-requests")),
-        remaining_tokens=_number(headers, "x-ratelimit-remaining-tokens"),
-        reset_tokens_s=duration_seconds(headers.get("x-ratelimit-reset-tokens")),
+        rpm_limit=_first(
+            _number(headers, "x-ratelimit-limit-requests"),
+            _number(headers, "anthropic-ratelimit-requests-limit"),
+        ),
+        tpm_limit=_first(
+            _number(headers, "x-ratelimit-limit-tokens"),
+            _number(headers, "anthropic-ratelimit-tokens-limit"),
+        ),
+        remaining_requests=_first(
+            _number(headers, "x-ratelimit-remaining-requests"),
+            _number(headers, "anthropic-ratelimit-requests-remaining"),
+        ),
+        reset_requests_s=_first(
+            duration_seconds(headers.get("x-ratelimit-reset-requests")),
+            rfc3339_seconds(headers.get("anthropic-ratelimit-requests-reset")),
+        ),
+        remaining_tokens=_first(
+            _number(headers, "x-ratelimit-remaining-tokens"),
+            _number(headers, "anthropic-ratelimit-tokens-remaining"),
+        ),
+        reset_tokens_s=_first(
+            duration_seconds(headers.get("x-ratelimit-reset-tokens")),
+            rfc3339_seconds(headers.get("anthropic-ratelimit-tokens-reset")),
+        ),
         tokens_delta=tokens_delta,
     )
+
+
+def _first(openai: float | None, anthropic: float | None) -> float | None:
+    """OpenAI's header's value when sent, else Anthropic's."""
+    return anthropic if openai is None else openai
