@@ -154,6 +154,24 @@ def _rejected_parameter_name(status: int, body: Any, message: str) -> str | None
     return "" if _REJECTED_WORDS.search(message) else None
 
 
+def answered(
+    body: dict[str, Any], output: str, *, model: str, tokens: tuple[str, str]
+) -> ProviderReply:
+    """A 200's reply: ``output``, the body kept whole, the token counts ``usage`` holds under
+    ``tokens`` (input, output: None when unknown), and the model the body names (else
+    ``model``)."""
+    raw_usage = body.get("usage")
+    usage: dict[str, Any] = raw_usage if isinstance(raw_usage, dict) else {}
+    answered_by = body.get("model") if isinstance(body.get("model"), str) else model
+    return ProviderReply(
+        output=output,
+        raw_response=body,
+        input_tokens=count(usage.get(tokens[0])),
+        output_tokens=count(usage.get(tokens[1])),
+        model=answered_by,
+    )
+
+
 def count(value: Any) -> int | None:
     """A token count from an answer's ``usage``: a non-negative int, else None (unknown)."""
     if isinstance(value, int) and not isinstance(value, bool) and value >= 0:

@@ -13,7 +13,7 @@ from providers import answers
 from providers.answers import (
     REJECTED_PARAMETER_STATUSES,
     Attempt,
-    count,
+    answered,
     error_body_excerpt,
     errored,
     malformed_raw,
@@ -72,13 +72,4 @@ def message_read(body: Any, text: str, *, model: str) -> ProviderReply:
         why = f"no text (stop_reason {stop!r:.60})" if isinstance(stop, str) else "no text"
         raw = malformed_raw(body, text)
         return errored("malformed_response", f"the reply has {why}", raw, model)
-    raw_usage = body.get("usage")
-    usage: dict[str, Any] = raw_usage if isinstance(raw_usage, dict) else {}
-    answered_by = body.get("model") if isinstance(body.get("model"), str) else model
-    return ProviderReply(
-        output=output,
-        raw_response=body,
-        input_tokens=count(usage.get("input_tokens")),
-        output_tokens=count(usage.get("output_tokens")),
-        model=answered_by,
-    )
+    return answered(body, output, model=model, tokens=("input_tokens", "output_tokens"))

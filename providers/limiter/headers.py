@@ -77,37 +77,34 @@ def outcome_read(
     if limited:
         pause = retry_after_ms_seconds(headers)
         pause = retry_after_s if pause is None else pause
+    requests = _announced(headers, "requests")
+    tokens = _announced(headers, "tokens")
     return Outcome(
         limited=limited,
         retry_after_s=pause,
-        rpm_limit=_first(
-            _number(headers, "x-ratelimit-limit-requests"),
-            _number(headers, "anthropic-ratelimit-requests-limit"),
-        ),
-        tpm_limit=_first(
-            _number(headers, "x-ratelimit-limit-tokens"),
-            _number(headers, "anthropic-ratelimit-tokens-limit"),
-        ),
-        remaining_requests=_first(
-            _number(headers, "x-ratelimit-remaining-requests"),
-            _number(headers, "anthropic-ratelimit-requests-remaining"),
-        ),
-        reset_requests_s=_first(
-            duration_seconds(headers.get("x-ratelimit-reset-requests")),
-            rfc3339_seconds(headers.get("anthropic-ratelimit-requests-reset")),
-        ),
-        remaining_tokens=_first(
-            _number(headers, "x-ratelimit-remaining-tokens"),
-            _number(headers, "anthropic-ratelimit-tokens-remaining"),
-        ),
-        reset_tokens_s=_first(
-            duration_seconds(headers.get("x-ratelimit-reset-tokens")),
-            rfc3339_seconds(headers.get("anthropic-ratelimit-tokens-reset")),
-        ),
+        rpm_limit=requests[0],
+        tpm_limit=tokens[0],
+        remaining_requests=requests[1],
+        reset_requests_s=requests[2],
+        remaining_tokens=tokens[1],
+        reset_tokens_s=tokens[2],
         tokens_delta=tokens_delta,
     )
 
 
-def _first(openai: float | None, anthropic: float | None) -> float | None:
-    """OpenAI's header's value when sent, else Anthropic's."""
-    return anthropic if openai is None else openai
+def _announced(
+    headers: Mapping[str, str], what: str
+) -> tuple[float | None, float | None, float | None]:
+    """``(limit per minute, remaining, seconds to reset)`` of ``what`` (``requests`` or
+    ``tokens``), each from OpenAI's header when sent, else from Anthropic's."""
+    limit = _number(headers, f"x-ratelimit-limit-{what}")
+    remaining = _number(headers, f"x-ratelimit-remaining-{what}")
+    reset = duration_seconds(headers.get(f"x-ratelimit-reset-{what}"))
+    anthropic = f"anthropic-ratelimit-{what}"
+    if limit is None:
+        limit = _number(headers, f"{anthropic}-limit")
+    if remaining is None:
+        remaining = _number(headers, f"{anthropic}-remaining")
+    if reset is None:
+        reset = rfc3339_seconds(headers.get(f"{anthropic}-reset"))
+    return limit, remaining, reset

@@ -8,7 +8,7 @@ from typing import Any
 from providers import answers
 from providers.answers import (
     Attempt,
-    count,
+    answered,
     error_body_excerpt,
     errored,
     malformed_raw,
@@ -46,13 +46,4 @@ def completion_read(body: Any, text: str, *, model: str, tools: bool = False) ->
         why = f"refusal: {refusal}" if isinstance(refusal, str) and refusal else "empty content"
         raw = malformed_raw(body, text)
         return errored("malformed_response", utf8_prefix(f"the reply has {why}"), raw, model)
-    raw_usage = body.get("usage")
-    usage: dict[str, Any] = raw_usage if isinstance(raw_usage, dict) else {}
-    answered_by = body.get("model") if isinstance(body.get("model"), str) else model
-    return ProviderReply(
-        output=content,
-        raw_response=body,
-        input_tokens=count(usage.get("prompt_tokens")),
-        output_tokens=count(usage.get("completion_tokens")),
-        model=answered_by,
-    )
+    return answered(body, content, model=model, tokens=("prompt_tokens", "completion_tokens"))
