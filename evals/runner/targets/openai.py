@@ -241,7 +241,7 @@ class OpenAITarget:
         self.concurrency = config.concurrency
         self.model: str | None = config.model
         self.client: EndpointClient
-        if config.anthropic_version is not None:
+        if config.provider == "anthropic" and config.anthropic_version is not None:
             self.client = MessagesClient(
                 config.endpoint, version=config.anthropic_version, sleep=sleep, rng=rng
             )
