@@ -125,7 +125,7 @@ def _classify(kind: str | None, raw: Any, error: str) -> str:
         return "timeout"
     if kind and kind.startswith("server_error"):
         return "server_error"
-    if kind == "rejected_parameter":  # read by providers.openai.answers.rejected_parameter_name
+    if kind == "rejected_parameter":  # read by providers.answers.rejected_parameter_name
         return "rejected_parameter"
     if kind == "malformed_response" and isinstance(raw, dict):
         choices = raw.get("choices")

@@ -68,7 +68,7 @@ def _trials_live(run_id: int) -> bool:
         return cursor.fetchone() is not None
 
 
-# How a target's error for a refused request parameter begins (providers.openai.answers).
+# How a target's error for a refused request parameter begins (providers.answers).
 REJECTED_PARAMETER = "rejected_parameter: "
 
 

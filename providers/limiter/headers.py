@@ -1,11 +1,15 @@
 """A provider's rate-limit headers as an ``Outcome``: OpenAI's ``x-ratelimit-*`` (limits per
-minute, remaining, resets as ``6m0s``; platform.openai.com/docs/guides/rate-limits). On a
-429 ``retry-after-ms`` wins over ``Retry-After``, as in openai-python."""
+minute, remaining, resets as ``6m0s``; platform.openai.com/docs/guides/rate-limits), else
+Anthropic's ``anthropic-ratelimit-requests-*`` / ``-tokens-*`` (limits per minute, remaining,
+resets as RFC 3339 times; docs.anthropic.com/en/api/rate-limits). On a 429 ``retry-after-ms``
+wins over ``Retry-After``, as in openai-python."""
 
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Mapping
+from datetime import datetime
 
 from providers.limiter.rules import Outcome
 
@@ -38,6 +42,20 @@ def retry_after_ms_seconds(headers: Mapping[str, str]) -> float | None:
         return None
 
 
+def rfc3339_seconds(value: str | None, *, now: float | None = None) -> float | None:
+    """Seconds from ``now`` (epoch seconds, default the clock) until an RFC 3339 time such as
+    ``2026-12-07T10:00:30Z``; None when unreadable or without a zone; never negative."""
+    if not value:
+        return None
+    try:
+        when = datetime.fromisoformat(value.strip())
+    except ValueError:
+        return None
+    if when.tzinfo is None:
+        return None
+    return max(0.0, when.timestamp() - (time.time() if now is None else now))
+
+
 def _number(headers: Mapping[str, str], name: str) -> float | None:
     value = headers.get(name)
     try:
@@ -59,14 +77,34 @@ def outcome_read(
     if limited:
         pause = retry_after_ms_seconds(headers)
         pause = retry_after_s if pause is None else pause
+    requests = _announced(headers, "requests")
+    tokens = _announced(headers, "tokens")
     return Outcome(
         limited=limited,
         retry_after_s=pause,
-        rpm_limit=_number(headers, "x-ratelimit-limit-requests"),
-        tpm_limit=_number(headers, "x-ratelimit-limit-tokens"),
-        remaining_requests=_number(headers, "x-ratelimit-remaining-requests"),
-        reset_requests_s=duration_seconds(headers.get("x-ratelimit-reset-requests")),
-        remaining_tokens=_number(headers, "x-ratelimit-remaining-tokens"),
-        reset_tokens_s=duration_seconds(headers.get("x-ratelimit-reset-tokens")),
+        rpm_limit=requests[0],
+        tpm_limit=tokens[0],
+        remaining_requests=requests[1],
+        reset_requests_s=requests[2],
+        remaining_tokens=tokens[1],
+        reset_tokens_s=tokens[2],
         tokens_delta=tokens_delta,
     )
+
+
+def _announced(
+    headers: Mapping[str, str], what: str
+) -> tuple[float | None, float | None, float | None]:
+    """``(limit per minute, remaining, seconds to reset)`` of ``what`` (``requests`` or
+    ``tokens``), each from OpenAI's header when sent, else from Anthropic's."""
+    limit = _number(headers, f"x-ratelimit-limit-{what}")
+    remaining = _number(headers, f"x-ratelimit-remaining-{what}")
+    reset = duration_seconds(headers.get(f"x-ratelimit-reset-{what}"))
+    anthropic = f"anthropic-ratelimit-{what}"
+    if limit is None:
+        limit = _number(headers, f"{anthropic}-limit")
+    if remaining is None:
+        remaining = _number(headers, f"{anthropic}-remaining")
+    if reset is None:
+        reset = rfc3339_seconds(headers.get(f"{anthropic}-reset"))
+    return limit, remaining, reset

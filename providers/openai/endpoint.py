@@ -141,12 +141,17 @@ def base_url_parse(config: Mapping[str, Any], *, prefix: str) -> str:
 
 
 def endpoint_settings_parse(
-    config: Mapping[str, Any], *, prefix: str, concurrency_default: int
+    config: Mapping[str, Any],
+    *,
+    prefix: str,
+    concurrency_default: int,
+    api_key_env_default: str = DEFAULT_API_KEY_ENV,
 ) -> EndpointSettings:
-    """``api_key_env`` (``false``: null), model, ``concurrency`` (1 to ``MAX_CONCURRENCY``),
+    """``api_key_env`` (``false``: null; unset: ``api_key_env_default``), model, ``concurrency``
+    (1 to ``MAX_CONCURRENCY``),
     ``timeout_s`` (60), ``max_attempts`` (4), ``backoff_base_s`` (1), ``backoff_max_s`` (60),
     ``retry_after_max_s`` (300), seconds at most ``MAX_SECONDS``. Raises ``DomainError``."""
-    api_key_env = config.get("api_key_env", DEFAULT_API_KEY_ENV)
+    api_key_env = config.get("api_key_env", api_key_env_default)
     api_key_env = None if api_key_env is False else api_key_env  # TOML has no null
     problem = api_key_env_problem(api_key_env)
     if problem:

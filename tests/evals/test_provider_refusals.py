@@ -23,7 +23,7 @@ from evals.runner.targets import CaseInput
 from evals.runner.targets.openai import OpenAITarget
 from judges import runs
 from judges.models import JudgeRun
-from providers.openai.answers import MAX_ERROR_BODY_BYTES, rejected_parameter_name
+from providers.answers import MAX_ERROR_BODY_BYTES, rejected_parameter_name
 from tests.fakellm import TEMPERATURE_MESSAGE, FakeLLM
 from tests.judge_builders import make_trials, make_version
 

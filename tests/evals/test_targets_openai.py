@@ -13,7 +13,7 @@ from core.errors import DomainError
 from evals.runner.targets import CaseInput, target_from_config
 from evals.runner.targets.openai import OpenAITarget, prompt_render
 from judges.versions import judge_version_create
-from providers.openai.answers import retry_after_seconds
+from providers.answers import retry_after_seconds
 from tests.fakellm import TEMPERATURE_MESSAGE, FakeLLM, body_text
 
 

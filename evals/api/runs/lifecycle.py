@@ -56,7 +56,9 @@ class RunStartInput(serializers.Serializer):
         "holding the endpoint's key on the workers (default OPENAI_API_KEY; it must match "
         "[A-Z][A-Z0-9_]*_API_KEY), or null for an endpoint that takes no key (no "
         "Authorization header); a value that looks like a key (sk-...) is refused naming "
-        "target.api_key_env. Retries and top-ups use the same variable, or none."
+        "target.api_key_env. Retries and top-ups use the same variable, or none. Its provider "
+        'is "openai" (the default: chat completions) or "anthropic" (the Messages API: '
+        "settings.max_tokens required, default api_key_env ANTHROPIC_API_KEY, no tools)."
     )
     graders = serializers.JSONField(
         help_text="Grader set: list of {key, kind, config}. A judge grader's config names its "

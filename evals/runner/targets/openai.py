@@ -1,12 +1,15 @@
-"""A target that calls an OpenAI-compatible chat-completions endpoint.
+"""A target that calls a model endpoint (kind ``openai``): OpenAI-compatible chat completions,
+or Anthropic's Messages API with ``"provider": "anthropic"`` (docs/providers/anthropic.md).
 
 The target owns what is sent (prompt template, system prompt, settings, ``request_body``,
-the tool loop); the call itself is ``providers.openai.client.ChatClient``, endpoint settings
-are parsed by ``providers.openai.endpoint``. Failures never raise: every call ends as a
+the tool loop); the call itself is the provider's client (``providers.openai.client.ChatClient``,
+``providers.anthropic.client.MessagesClient``), endpoint settings are parsed by
+``providers.openai.endpoint``. Failures never raise: every call ends as a
 ``TargetResult``, errored with a kind first (``rate_limited``, ``timeout``, ...).
 
 With ``tools`` a trial is a tool loop (``evals.runner.targets.tool_loop``); only then is an
-empty reply carrying ``tool_calls`` an answer rather than ``malformed_response``.
+empty reply carrying ``tool_calls`` an answer rather than ``malformed_response``. The loop
+speaks OpenAI's protocol only: an ``anthropic`` target with tools is refused.
 
 A target instance belongs to one event loop: build, use and ``aclose()`` it inside the same
 ``asyncio.run``.
@@ -26,9 +29,13 @@ from core.errors import DomainError
 from core.placeholders import placeholder_list, placeholders_check
 from evals.runner.targets.base import CaseInput, TargetResult, concurrency_default, result_storable
 from evals.runner.targets.tool_loop import TOOL_LOOP_FIELDS, Pricer, ToolLoop, ToolLoopConfig
+from providers.anthropic import endpoint as anthropic_endpoint
+from providers.anthropic.client import MessagesClient, messages_body
+from providers.client import EndpointClient, Sleep
 from providers.limiter import Limiter
-from providers.openai.client import ChatClient, Sleep
+from providers.openai.client import ChatClient
 from providers.openai.endpoint import (
+    DEFAULT_API_KEY_ENV,
     ENDPOINT_FIELDS,
     EndpointConfig,
     base_url_parse,
@@ -36,7 +43,7 @@ from providers.openai.endpoint import (
     limit_settings_parse,
     required_str,
 )
-from providers.openai.reply import ProviderReply
+from providers.reply import ProviderReply
 from providers.transport import JsonPoster
 
 # The placeholders of a target's prompt template (``$name``, see ``core.placeholders``).
@@ -50,22 +57,35 @@ RESERVED_SETTINGS = frozenset({"model", "messages", "stream", "n", "tools", "fun
 # The fields of a target config beside its endpoint's (``ENDPOINT_FIELDS``) and its tool
 # loop's (``TOOL_LOOP_FIELDS``).
 TARGET_FIELDS = frozenset(
-    {"kind", "prompt_revision", "prompt_template", "system_prompt", "settings"}
+    {
+        "kind",
+        "provider",
+        "anthropic_version",
+        "prompt_revision",
+        "prompt_template",
+        "system_prompt",
+        "settings",
+    }
 )
+# The protocols a model target may speak (``provider``), the first the default.
+PROVIDERS = ("openai", "anthropic")
 PREFIX = "target"  # a target config's fields are named target.<name> in errors
 
 
 @dataclass(frozen=True)
 class OpenAIConfig:
     """Parsed target config: the endpoint's part (``providers.openai.endpoint``) and the
-    target's own. ``settings`` is passed through to the request body (temperature,
-    max_tokens, seed, ...)."""
+    target's own. ``settings`` is passed through to the request body by the provider's own
+    names (temperature, max_tokens, seed, ...). ``provider``: one of ``PROVIDERS``;
+    ``anthropic_version``: the header's value, None unless ``anthropic``."""
 
     endpoint: EndpointConfig
     prompt_template: str
     system_prompt: str | None = None
     settings: dict[str, Any] = field(default_factory=dict)
     tool_loop: ToolLoopConfig | None = None
+    provider: str = "openai"
+    anthropic_version: str | None = None
 
     @property
     def base_url(self) -> str:
@@ -87,12 +107,13 @@ class OpenAIConfig:
     @classmethod
     def parse(cls, config: dict) -> OpenAIConfig:
         """Validate a target config dict; raises ``DomainError`` naming the field, checked in order:
-        unknown fields, ``base_url``, ``prompt_template``, ``system_prompt``, ``settings``, the
-        endpoint, the tool loop, the limits."""
+        unknown fields, ``provider``, ``base_url``, ``prompt_template``, ``system_prompt``,
+        ``settings``, the endpoint, the tool loop, the limits."""
         known = ENDPOINT_FIELDS | TARGET_FIELDS | TOOL_LOOP_FIELDS
         unknown = sorted(set(config) - known)
         if unknown:
             raise DomainError("unknown field", field=f"target.{unknown[0]}")
+        provider, anthropic_version = provider_parse(config)
         base_url = base_url_parse(config, prefix=PREFIX)
         template = required_str(config, "prompt_template", prefix=PREFIX)
         prompt_template_check(template)
@@ -108,8 +129,17 @@ class OpenAIConfig:
             raise DomainError("set by Assay, not a setting", field=f"target.settings.{reserved[0]}")
         if "seed" in settings and (problem := seed_problem(settings["seed"])):
             raise DomainError(problem, field="target.settings.seed")
+        if provider == "anthropic":
+            anthropic_endpoint.settings_check(settings, prefix=PREFIX)
         endpoint = endpoint_settings_parse(
-            config, prefix=PREFIX, concurrency_default=concurrency_default(config)
+            config,
+            prefix=PREFIX,
+            concurrency_default=concurrency_default(config),
+            api_key_env_default=(
+                anthropic_endpoint.DEFAULT_API_KEY_ENV
+                if provider == "anthropic"
+                else DEFAULT_API_KEY_ENV
+            ),
         )
         tool_loop = ToolLoopConfig.parse(config)
         limits = limit_settings_parse(config, prefix=PREFIX)
@@ -119,7 +149,33 @@ class OpenAIConfig:
             system_prompt=system_prompt,
             settings=dict(settings),
             tool_loop=tool_loop,
+            provider=provider,
+            anthropic_version=anthropic_version,
         )
+
+
+def provider_parse(config: dict) -> tuple[str, str | None]:
+    """``(provider, anthropic_version)`` of a target config: ``provider`` one of ``PROVIDERS``
+    (``openai`` when unset), the version only for ``anthropic`` (``DEFAULT_VERSION`` when
+    unset). Raises ``DomainError`` on ``target.provider`` for an unknown provider or tools on
+    ``anthropic``, on ``target.anthropic_version`` for a bad or misplaced version."""
+    provider = config.get("provider", PROVIDERS[0])
+    if provider not in PROVIDERS:
+        raise DomainError(
+            f"unknown provider {provider!r:.60} (known: {', '.join(PROVIDERS)})",
+            field="target.provider",
+        )
+    if provider != "anthropic":
+        if "anthropic_version" in config:
+            raise DomainError('only with "provider": "anthropic"', field="target.anthropic_version")
+        return provider, None
+    if config.get("tools") is not None:
+        raise DomainError(
+            "the tool loop speaks OpenAI's protocol only for now: a target with tools needs "
+            'provider "openai" (an OpenAI-compatible endpoint)',
+            field="target.provider",
+        )
+    return provider, anthropic_endpoint.version_parse(config, prefix=PREFIX)
 
 
 def prompt_template_check(template: str) -> list[str]:
@@ -165,9 +221,9 @@ def _as_text(value: Any) -> str:
 
 
 class OpenAITarget:
-    """Chat completions through the provider's ``ChatClient``. ``sleep`` and ``rng`` are
-    injectable for tests on a fake clock; ``pricer`` (async ``model -> Price | None``) prices a
-    tool loop's calls."""
+    """Calls through the provider's client (``ChatClient``, or ``MessagesClient`` for
+    ``anthropic``). ``sleep`` and ``rng`` are injectable for tests on a fake clock; ``pricer``
+    (async ``model -> Price | None``) prices a tool loop's calls."""
 
     kind = "openai"
     # A call waiting for the shared limiter may be withdrawn (``evals.runner.calls``).
@@ -184,7 +240,13 @@ class OpenAITarget:
         self.config = config
         self.concurrency = config.concurrency
         self.model: str | None = config.model
-        self.client = ChatClient(config.endpoint, sleep=sleep, rng=rng)
+        self.client: EndpointClient
+        if config.provider == "anthropic" and config.anthropic_version is not None:
+            self.client = MessagesClient(
+                config.endpoint, version=config.anthropic_version, sleep=sleep, rng=rng
+            )
+        else:
+            self.client = ChatClient(config.endpoint, sleep=sleep, rng=rng)
         # The endpoint's shared limiter and the HTTP client, the client's own.
         self.limiter: Limiter = self.client.limiter
         self.http: JsonPoster = self.client.http
@@ -215,13 +277,20 @@ class OpenAITarget:
         return cls(OpenAIConfig.parse(config), sleep=sleep, rng=rng, pricer=pricer)
 
     def request_body(self, case: CaseInput) -> dict[str, Any]:
-        """The JSON body sent for ``case``: model, messages, then the settings as given."""
+        """The JSON body sent for ``case``: model, messages, then the settings as given; for
+        ``anthropic`` the Messages API's (``messages_body``: the system prompt in ``system``)."""
+        user = prompt_render(self.config.prompt_template, case)
+        if self.config.provider == "anthropic":
+            return messages_body(
+                model=self.config.model,
+                system=self.config.system_prompt,
+                messages=[{"role": "user", "content": user}],
+                settings=self.config.settings,
+            )
         messages = []
         if self.config.system_prompt:
             messages.append({"role": "system", "content": self.config.system_prompt})
-        messages.append(
-            {"role": "user", "content": prompt_render(self.config.prompt_template, case)}
-        )
+        messages.append({"role": "user", "content": user})
         return {"model": self.config.model, "messages": messages, **self.config.settings}
 
     async def call(self, case: CaseInput) -> TargetResult:

@@ -1,0 +1,1 @@
+"""Anthropic's Messages API (``POST <base_url>/messages``): client, answers, settings."""

@@ -1,0 +1,63 @@
+"""The Messages API client: POSTs to ``<base_url>/messages`` with ``x-api-key`` (none when
+keyless) and ``anthropic-version``; the attempt loop (retries, limiter, refusal memory,
+cancellation) is ``providers.client.EndpointClient``'s, answers are read by
+``providers.anthropic.answers``."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Mapping
+from typing import Any
+
+from providers.answers import Attempt
+from providers.anthropic.answers import answer_read
+from providers.anthropic.endpoint import DEFAULT_VERSION
+from providers.client import EndpointClient, Sleep, tokens_estimate
+from providers.openai.endpoint import EndpointConfig
+from providers.transport import HttpAnswer
+
+
+def messages_body(
+    *, model: str, system: str | None, messages: list[dict[str, Any]], settings: Mapping[str, Any]
+) -> dict[str, Any]:
+    """``{"model", "max_tokens", "system"?, "messages", ...settings}``: ``settings`` by the API's
+    own names (``max_tokens`` among them, ``providers.anthropic.endpoint.settings_check``);
+    no ``system`` when ``system`` is None or empty."""
+    body: dict[str, Any] = {"model": model, "max_tokens": settings.get("max_tokens")}
+    if system:
+        body["system"] = system
+    body["messages"] = messages
+    body.update((name, value) for name, value in settings.items() if name != "max_tokens")
+    return body
+
+
+class MessagesClient(EndpointClient):
+    """Messages to ``config``'s endpoint (``EndpointClient``); ``version``: the
+    ``anthropic-version`` header."""
+
+    path = "/messages"
+
+    def __init__(
+        self,
+        config: EndpointConfig,
+        *,
+        version: str = DEFAULT_VERSION,
+        sleep: Sleep | None = None,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.version = version
+        super().__init__(config, sleep=sleep, rng=rng)
+
+    def auth_headers(self, api_key: str | None) -> dict[str, str]:
+        headers = {"anthropic-version": self.version}
+        if api_key:
+            headers["x-api-key"] = api_key
+        return headers
+
+    def answer_read(self, response: HttpAnswer, body: dict[str, Any]) -> Attempt:
+        return answer_read(response, model=self.config.model)
+
+    def tokens_estimate(self, body: dict[str, Any]) -> float:
+        """``providers.client.tokens_estimate`` plus the ``system`` text's characters / 4."""
+        system = body.get("system")
+        return tokens_estimate(body) + (len(system) / 4 if isinstance(system, str) else 0.0)
