@@ -21,7 +21,7 @@ from evals.models import GraderSetPreset, Run, Suite, TargetPreset
 from evals.run_status import IMPORTED
 from evals.runner.start import DEFAULT_TRIALS_PER_CASE, MAX_TRIALS_PER_CASE
 from evals.runner.targets.openai import prompt_template_check
-from providers.openai.endpoint import DEFAULT_API_KEY_ENV, api_key_env_problem, looks_like_a_key
+from providers.endpoint import DEFAULT_API_KEY_ENV, api_key_env_problem, looks_like_a_key
 
 TARGET_KINDS = [
     ("simulated", "Simulated (seeded, no network)"),

@@ -27,15 +27,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from core.errors import DomainError
+from providers.endpoint import EndpointConfig
 from providers.openai.client import ChatClient
-from providers.openai.endpoint import EndpointConfig
 
 Sleep = Callable[[float], Awaitable[None]]
 
 
 def client_config_parse(*, base_url: str, model: str, params: dict) -> EndpointConfig:
     """The endpoint config of a judge version's ``params``, with a target's bounds
-    (``providers.openai.endpoint.EndpointConfig.parse``). Raises ``DomainError`` naming the
+    (``providers.endpoint.EndpointConfig.parse``). Raises ``DomainError`` naming the
     field ``params.<name>`` (``base_url`` and ``model`` bare)."""
     try:
         return EndpointConfig.parse(

@@ -12,7 +12,7 @@ from judges import kinds
 from judges.client import client_config_parse
 from judges.models import Judge, JudgeVersion
 from judges.models.versions import judge_version_hash
-from providers.openai.endpoint import api_key_env_problem, limit_settings_parse
+from providers.endpoint import api_key_env_problem, limit_settings_parse
 
 
 def judge_version_create(

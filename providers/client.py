@@ -22,10 +22,10 @@ from typing import Any
 
 from providers.answers import Attempt
 from providers.call_stop import CANCELLED_KIND, Stopped, unless_stopped
+from providers.endpoint import EndpointConfig
 from providers.limiter import Limiter, call_sending, endpoint_key
 from providers.limiter.headers import outcome_read
 from providers.limiter.rules import Outcome
-from providers.openai.endpoint import EndpointConfig
 from providers.reply import ProviderReply, reply_storable
 from providers.transport import HttpAnswer, HttpFailure, JsonPoster
 

@@ -13,7 +13,7 @@ from providers.answers import Attempt
 from providers.anthropic.answers import answer_read
 from providers.anthropic.endpoint import DEFAULT_VERSION
 from providers.client import EndpointClient, Sleep, tokens_estimate
-from providers.openai.endpoint import EndpointConfig
+from providers.endpoint import EndpointConfig
 from providers.transport import HttpAnswer
 
 

@@ -1,4 +1,4 @@
-"""What a Messages API config adds to an endpoint's (``providers.openai.endpoint``): the
+"""What a Messages API config adds to an endpoint's (``providers.endpoint``): the
 ``anthropic-version`` header's value and the settings the API requires. Errors are
 ``DomainError`` on ``<prefix>.<name>``."""
 

@@ -18,8 +18,8 @@ from evals.runner.targets import CaseInput
 from evals.runner.targets.openai import OpenAIConfig, OpenAITarget
 from providers.anthropic.client import MessagesClient
 from providers.anthropic.endpoint import DEFAULT_VERSION
+from providers.endpoint import EndpointConfig
 from providers.limiter.headers import outcome_read, rfc3339_seconds
-from providers.openai.endpoint import EndpointConfig
 from providers.transport import HttpAnswer, HttpFailure
 
 pytestmark = pytest.mark.django_db

@@ -20,7 +20,7 @@ from typing import Any, Protocol
 from core.errors import DomainError
 from core.text import REPLACED_KEY, unstorable_replace
 from evals.trajectory.steps import TrajectoryError, final_state_clean, trajectory_clean
-from providers.openai.endpoint import MAX_CONCURRENCY
+from providers.endpoint import MAX_CONCURRENCY
 
 # Calls in flight when a target's config does not say, any kind.
 DEFAULT_CONCURRENCY = 16

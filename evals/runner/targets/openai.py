@@ -4,7 +4,7 @@ or Anthropic's Messages API with ``"provider": "anthropic"`` (docs/providers/ant
 The target owns what is sent (prompt template, system prompt, settings, ``request_body``,
 the tool loop); the call itself is the provider's client (``providers.openai.client.ChatClient``,
 ``providers.anthropic.client.MessagesClient``), endpoint settings are parsed by
-``providers.openai.endpoint``. Failures never raise: every call ends as a
+``providers.endpoint``. Failures never raise: every call ends as a
 ``TargetResult``, errored with a kind first (``rate_limited``, ``timeout``, ...).
 
 With ``tools`` a trial is a tool loop (``evals.runner.targets.tool_loop``); only then is an
@@ -32,9 +32,7 @@ from evals.runner.targets.tool_loop import TOOL_LOOP_FIELDS, Pricer, ToolLoop, T
 from providers.anthropic import endpoint as anthropic_endpoint
 from providers.anthropic.client import MessagesClient, messages_body
 from providers.client import EndpointClient, Sleep
-from providers.limiter import Limiter
-from providers.openai.client import ChatClient
-from providers.openai.endpoint import (
+from providers.endpoint import (
     DEFAULT_API_KEY_ENV,
     ENDPOINT_FIELDS,
     EndpointConfig,
@@ -43,6 +41,8 @@ from providers.openai.endpoint import (
     limit_settings_parse,
     required_str,
 )
+from providers.limiter import Limiter
+from providers.openai.client import ChatClient
 from providers.reply import ProviderReply
 from providers.transport import JsonPoster
 
@@ -74,7 +74,7 @@ PREFIX = "target"  # a target config's fields are named target.<name> in errors
 
 @dataclass(frozen=True)
 class OpenAIConfig:
-    """Parsed target config: the endpoint's part (``providers.openai.endpoint``) and the
+    """Parsed target config: the endpoint's part (``providers.endpoint``) and the
     target's own. ``settings`` is passed through to the request body by the provider's own
     names (temperature, max_tokens, seed, ...). ``provider``: one of ``PROVIDERS``;
     ``anthropic_version``: the header's value, None unless ``anthropic``."""

@@ -1,4 +1,4 @@
-"""The endpoint part of an OpenAI-compatible config, for a target and a judge version alike
+"""The endpoint part of a model config, for every protocol, a target and a judge version alike
 (``EndpointConfig.parse``: ``base_url_parse``, ``endpoint_settings_parse``,
 ``limit_settings_parse``). Errors are ``DomainError`` on ``<prefix>.<name>``."""
 
