@@ -435,8 +435,10 @@ class JudgeRunStartInput(NoUnknownFields, serializers.Serializer):
 
 
 class JudgeRunStartApi(APIView):
-    """POST (JSON): grade a run with a judge version, or with ``base_run`` and ``head_run``
-    compare two runs pairwise. 202 with the judge run (poll ``Location``); 400 naming the field;
+    """POST (JSON): grade a run's ok trials with a judge version in Celery tasks
+    (``judges.runs.judge_run_start``), or, with ``base_run`` and ``head_run``, compare two
+    runs with a pairwise judge version (``judges.runs.pairwise_judge_run_start``);
+    engineers and leads. 202 with the judge run (poll ``Location``); 400 naming the field;
     404 for an unknown run or judge version."""
 
     permission_classes = [IsRunner]
@@ -497,8 +499,10 @@ class JudgeRunStartApi(APIView):
 
 
 class JudgeRunCancelApi(APIView):
-    """POST: cancel a queued or running judge run. 200 with the judge run (also for one already
-    cancelled); 409 when it already succeeded or failed; 404 when unknown."""
+    """POST: cancel a queued or running judge run (``judges.runs.judge_run_cancel``):
+    workers make no further judge call. Engineers and leads. 200 with the judge run
+    (cancelling a cancelled one again is a 200 that changes nothing); 409 when it has
+    already succeeded or failed; 404 for an unknown judge run."""
 
     permission_classes = [IsRunner]
 

@@ -235,8 +235,9 @@ def _refuse_blind(user, *sides) -> None:
 
 
 class GateApi(APIView):
-    """POST: the CI gate on two runs; 200 with exactly ``manage.py gate --json``'s JSON
-    (``decision.exit_code`` 0, 1 or 2); 400 naming the field (the command's exit 3); 404 for an
+    """POST: the CI gate (``evals.comparison.gate.gate_evaluate``) on two runs; 200 with exactly the
+    JSON ``manage.py gate --json`` prints (``decision.exit_code`` 0 pass, 1 regression,
+    2 cannot decide); 400 naming the field for bad input (the command's exit 3); 404 for an
     unknown run."""
 
     permission_classes = [IsViewer]
@@ -422,8 +423,10 @@ P_ALPHA = OpenApiParameter(
 
 
 class ComparisonApi(APIView):
-    """GET ``?base=<uuid>&head=<uuid>[&alpha=0.05]``: the comparison page's comparison with the
-    gate's decision, ``{"decision", "comparison"}``. One document, not a paged list."""
+    """GET ``?base=<uuid>&head=<uuid>[&alpha=0.05]``: the comparison the comparison page
+    shows (``comparison_cached_get``) with the gate's decision under the default policy,
+    as ``{"decision": {...}, "comparison": {...}}`` (the gate's shape). One document, not a
+    paged list: the per-case rows are all in ``comparison.cases``."""
 
     permission_classes = [IsViewer]
 

@@ -155,7 +155,8 @@ def _cursor_url(request, offset: int) -> str:
 
 
 class SuiteGridApi(APIView):
-    """GET: the grid of runs of a suite; 400 naming ``runs`` or ``last``; 404 for a foreign run."""
+    """GET: the grid of runs of a suite (module docstring); 400 naming ``runs`` or ``last``
+    for a bad choice of runs, 404 for a run that is not of the suite."""
 
     permission_classes = [IsViewer]
 

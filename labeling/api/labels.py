@@ -214,10 +214,11 @@ class LabelSubmitOutput(LabelDetailSerializer):
 
 
 class LabelSubmitApi(APIView):
-    """POST (JSON): save your label on a trial (``labeling.labels.label_submit``); reviewers and
-    leads. 201 new; 200 revised, unchanged or flagged (``frozen_detail`` says why); 409 stale
-    ``expected_version``; 400 naming the field; 404 unknown trial.
-    """
+    """POST (JSON): save your label on a trial (``labeling.labels.label_submit``);
+    reviewers and leads. 201 with a new label; 200 with a revised (or identical, unchanged)
+    one, or a frozen one (``outcome`` "flagged": the change is recorded as a flagged
+    revision, ``frozen_detail`` says why, the label of record is unchanged); 409 when
+    ``expected_version`` is stale; 400 naming the field; 404 unknown trial."""
 
     permission_classes = [IsLabeler]
     parser_classes = [StrictJSONParser]
@@ -287,10 +288,10 @@ class LabelUndoOutput(serializers.Serializer):
 
 
 class LabelUndoApi(APIView):
-    """POST (JSON): undo your last change on a trial (``labeling.labels.label_undo``); reviewers
-    and leads. 200 with the label after it (null: cleared or nothing); 409 stale
-    ``expected_version``; 400 naming the field; 404 unknown trial.
-    """
+    """POST (JSON): undo your last change of your label on a trial
+    (``labeling.labels.label_undo``); reviewers and leads. The undo is written as a new
+    revision (versions only grow). 200 with the label after it (null: cleared or nothing to
+    undo); 409 when ``expected_version`` is stale; 400 naming the field; 404 unknown trial."""
 
     permission_classes = [IsLabeler]
     parser_classes = [StrictJSONParser]

@@ -152,7 +152,8 @@ P_RUN_STATUS = _param(
 
 @extend_schema_view(list=extend_schema(parameters=[P_SUITE, P_RUN_STATUS]), **_detail("run"))
 class RunViewSet(ViewerViewSet):
-    """Runs; ``?suite=<uuid>``, ``?status=`` (the badge's status). The detail holds the report."""
+    """Runs; ``?suite=<uuid>``, ``?status=`` (the status the run's badge shows,
+    ``status_shown.label``: ``imported`` or a run status). The detail holds the run report."""
 
     def get_queryset(self):
         qs = _by_uuid(

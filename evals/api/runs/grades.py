@@ -71,8 +71,9 @@ class GradeSerializer(serializers.ModelSerializer):
     **_detail("grade", by_id=True),
 )
 class GradeViewSet(ViewerViewSet):
-    """Grades; ``?run=``, ``?suite=``, ``?status=``; by id. A grade blind for a reviewer is absent
-    from lists and 404 by id (``evals.blindness``)."""
+    """Grades; ``?run=<uuid>``, ``?suite=<uuid>``, ``?status=``. Looked up by id. A reviewer
+    gets no grade of a trial whose case shares its input with an item they still have to
+    label (``evals.blindness``): absent from lists, 404 by id."""
 
     lookup_field = "pk"
     serializer_class = GradeSerializer
@@ -107,8 +108,10 @@ class RunGradeOutput(serializers.Serializer):
 
 
 class RunGradeApi(APIView):
-    """POST: grade a finished run's ok trials with new deterministic graders (``run_grade``); 200
-    with what was graded; 400 naming the field; 409 when not finished or a key is taken."""
+    """POST: grade a finished run's ok trials with new deterministic graders
+    (``evals.grading.recorded.run_grade``), e.g. a contract on imported outputs; 200 with
+    what was graded and the contract decisions. 400 naming the field on a bad grader, 409
+    when the run is not finished or a key is taken."""
 
     permission_classes = [IsRunner]
 

@@ -127,8 +127,9 @@ def _named(rows: QuerySet, value, *, field: str, noun: str = ""):
 
 
 class RunRetryApi(APIView):
-    """POST: retry the run's errored trials (``run_retry``); 202 with the run and a ``warning`` when
-    the broker is unreachable; 400 when none is left."""
+    """POST: retry the run's errored trials (``evals.runner.retry.run_retry``); 202 with the
+    run (poll it), and a ``warning`` when the broker is unreachable; the errored attempts stay
+    as history. 400 when none is left to retry."""
 
     permission_classes = [IsRunner]
 
@@ -151,8 +152,10 @@ class RunRetryApi(APIView):
 
 
 class RunCancelApi(APIView):
-    """POST: cancel a queued or running run (``run_cancel``); engineers and leads. 200 with the run
-    (a repeat changes nothing); 409 when it already succeeded or failed; 404 when unknown."""
+    """POST: cancel a queued or running run (``evals.runner.finalize.run_cancel``): workers
+    start no further call; calls in flight finish and are recorded. Engineers and leads. 200
+    with the run (cancelling a cancelled one again is a 200 that changes nothing); 409 when
+    it has already succeeded or failed; 404 for an unknown run."""
 
     permission_classes = [IsRunner]
 

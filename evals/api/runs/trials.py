@@ -208,10 +208,13 @@ class TrialDetailSerializer(TrialSerializer):
     **_detail("trial"),
 )
 class TrialViewSet(ViewerViewSet):
-    """Trials; ``?run=``, ``?case=``, ``?suite=`` (UUIDs), ``?tag=``, ``?status=``. Lists hold an
-    output preview (2,000 characters) and its length; the detail the output and an agent
-    trial's ``trajectory``, ``final_state`` and ``goal_state``. No grade or label here (they
-    are ``/api/grades/`` and ``/api/labels/``, blindness-filtered)."""
+    """Trials; ``?run=<uuid>``, ``?case=<uuid>``, ``?suite=<uuid>``, ``?tag=`` (the case's
+    tag), ``?status=``. Lists hold an output preview (first 2,000 characters, cut in the
+    database) and the full length; the detail holds the output. No grade or label is
+    included (they are ``/api/grades/`` and ``/api/labels/``, filtered by
+    ``evals.blindness``), so a reviewer reads no verdict here. The detail also holds an agent
+    trial's ``trajectory``, ``final_state`` and its case's ``goal_state`` (lists do not load
+    them)."""
 
     def get_queryset(self):
         if self.action == "list":
@@ -234,7 +237,9 @@ class TrialViewSet(ViewerViewSet):
         return qs.values(*TRIAL_LIST_COLUMNS) if self.action == "list" else qs
 
     def list(self, request, *args, **kwargs):
-        """A page of trials: three queries, plus contract decisions and blind groups."""
+        """A page of trials: three queries whatever the number of trials (the user with
+        their roles, by token or session; the page; its runs), plus the contract decisions
+        of a run that has a contract grader (and then the reader's blind groups)."""
         page = self.paginate_queryset(self.get_queryset())
         runs = Run.objects.only("id", "graders").in_bulk({row["run_id"] for row in page})
         contract = any(
