@@ -455,7 +455,7 @@ def run_import(
                 raise DomainError("expected a whole number or null", field=f"{where}.top_up_round")
             attempt = _count({"attempt": _need(t, "attempt", where)}, "attempt", where, minimum=1)
             if attempt is None:  # present but null: the column is not null
-                raise DomainError("expected a whole number, got None", field=f"{where}.attempt")
+                raise DomainError("expected a whole number, got null", field=f"{where}.attempt")
             trials.append(
                 Trial(
                     run=run,
