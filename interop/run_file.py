@@ -271,6 +271,7 @@ def _judge_versions(data: dict) -> dict[str, JudgeVersion]:
             params=candidate.params,
             output_schema=candidate.output_schema,
             threshold=candidate.threshold,
+            base_url=candidate.base_url,
         )
         version = JudgeVersion.objects.filter(judge=judge, content_hash=digest).first()
         if version is None:

@@ -139,3 +139,23 @@ def test_a_grader_set_names_a_judge_by_name_and_number_when_its_uuid_is_unknown_
         parse_grader_specs(
             [{"key": "j", "kind": "judge", "config": {**by_both, "judge_number": 7}}]
         )
+
+
+def test_a_run_judged_by_a_live_judge_imports_back_into_the_database_it_came_from(tmp_path):
+    # A live judge version has a base_url, part of its content hash: the import finds it by
+    # that same hash instead of creating a twin that collides with it.
+    run = _judged_mixed_run()
+    v = JudgeVersion.objects.get(number=3)
+    JudgeVersion.objects.filter(id=v.id).update(base_url="http://127.0.0.1:9/v1")
+    v.refresh_from_db()
+    v.save()  # the content hash now covers the base_url
+    path = tmp_path / "run.json"
+    call_command("export_run", str(run.uuid), "--out", str(path))
+
+    call_command("import_run", str(path), "--name", "R1-again")
+
+    copy = Run.objects.get(name="R1-again")
+    assert list(JudgeVersion.objects.values_list("id", flat=True)) == [v.id]
+    assert set(
+        Grade.objects.filter(trial__run=copy, grader="a").values_list("judge_version", flat=True)
+    ) == {v.id}
