@@ -66,7 +66,7 @@ class LabelForm(StorableForm):
 
 
 class PreferenceLabelForm(StorableForm):
-    """A preference on one pair: the pair id, A, B or tie, an optional critique."""
+    """A preference on one pair: the pair id, A, B or tie, an optional critique, the version."""
 
     pair = forms.IntegerField(min_value=1, max_value=INT_MAX, widget=forms.HiddenInput)
     verdict = forms.ChoiceField(
@@ -75,6 +75,18 @@ class PreferenceLabelForm(StorableForm):
         error_messages={"required": "Choose A, B or tie."},
     )
     critique = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 3}))
+    # The version of the reviewer's preference the page showed (0: none); required, so a post
+    # without it cannot skip the compare-and-set.
+    expected_version = forms.IntegerField(
+        min_value=0,
+        max_value=INT_MAX,
+        widget=forms.HiddenInput,
+        error_messages=dict.fromkeys(
+            ("required", "invalid", "min_value", "max_value"),
+            "expected_version: missing or not a version of your preference; reload the "
+            "page — nothing was saved",
+        ),
+    )
 
 
 class ReviewForm(StorableForm):
@@ -177,7 +189,15 @@ class CalibrationInstructionsForm(StorableForm):
     # The guidelines version the form was loaded with (a stale tab is refused); required, so
     # a post without it cannot skip the check (0: no guidelines yet).
     expected_version = forms.IntegerField(
-        required=True, min_value=0, max_value=INT_MAX, widget=forms.HiddenInput
+        required=True,
+        min_value=0,
+        max_value=INT_MAX,
+        widget=forms.HiddenInput,
+        error_messages=dict.fromkeys(
+            ("required", "invalid", "min_value", "max_value"),
+            "Guidelines not saved: expected_version: missing or not a guidelines "
+            "version; reload the page to edit the current guidelines — nothing was saved",
+        ),
     )
 
 

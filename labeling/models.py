@@ -264,6 +264,20 @@ class PreferenceLabel(models.Model):
     source = models.CharField(max_length=10, choices=Label.Source.choices, default="reviewer")
     details = models.JSONField(default=dict, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
+    version = models.PositiveIntegerField(
+        default=1,
+        help_text="1 for a reviewer's first preference on the pair; each change adds one "
+        "(a form showing no preference carries 0)",
+    )
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["pair", "reviewer"],
+                condition=models.Q(reviewer__isnull=False),
+                name="preference_label_one_per_reviewer",
+            ),
+        ]
 
     def __str__(self) -> str:
         return f"{self.preferred} on pair {self.pair_id}"

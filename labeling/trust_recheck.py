@@ -1,6 +1,8 @@
-"""Trust stands only while its rule holds on the current labels: after every label change,
-in its transaction, each active pointwise approval on the trial is recomputed and lapses
-(``judges.trust.trust_lapse``) when the rule fails. Pairwise approvals are not rechecked.
+"""Trust stands only while its rule holds on the current labels: after every change of a label
+of record, in its transaction, each active approval that counted it is recomputed and lapses
+(``judges.trust.trust_lapse``) when its rule fails: pointwise approvals on a trial's pass/fail
+labels (``trust_recheck``), pairwise approvals on a pair's preferences
+(``pairwise_trust_recheck``).
 """
 
 from __future__ import annotations
@@ -9,12 +11,22 @@ from collections.abc import Iterable
 
 from django.db.models import Exists, OuterRef, Q
 
-from evals.models import Grade
+from evals.models import Grade, Suite, TrialPair
 from judges.models import JudgeApproval
 from judges.trust import trust_lapse
 from labeling.models import CalibrationItem
-from labeling.pairwise import is_pairwise
+from labeling.pairwise import is_pairwise, pairwise_calibration_compute
 from labeling.selectors import calibration_compute
+
+
+def _lapse(approval: JudgeApproval, *, reasons: list[str], by, change: str) -> bool:
+    """Revoke ``approval`` whose rule failed for ``reasons`` after ``change``; True when this
+    call revoked it."""
+    reason = (
+        f"lapsed: {change} changed the labels this approval rests on, and the rule no "
+        "longer holds: " + "; ".join(reasons)
+    )
+    return trust_lapse(approval=approval, by=by, reason=reason)
 
 
 def trust_recheck(*, trial_ids: Iterable[int], by, change: str) -> list[JudgeApproval]:
@@ -40,12 +52,35 @@ def trust_recheck(*, trial_ids: Iterable[int], by, change: str) -> list[JudgeApp
         if is_pairwise(version):
             continue
         now = calibration_compute(judge_version=version, calibration_set=approval.calibration_set)
-        if now.trust_ok:
+        if not now.trust_ok and _lapse(approval, reasons=now.trust_reasons, by=by, change=change):
+            lapsed.append(approval)
+    return lapsed
+
+
+def pairwise_trust_recheck(*, pair_id: int, by, change: str) -> list[JudgeApproval]:
+    """Lapse the active pairwise approvals whose calibration counted pair ``pair_id`` (their
+    version judged it, within the suite their figures name, if any) and whose rule
+    (``labeling.trust_rule.pairwise_trust_checks``) fails now; returns them. ``change``: what
+    changed, in words. Call inside the preference change's transaction. Queries: 2 with no
+    such approval, else a recompute per approval.
+    """
+    suite_name = (
+        TrialPair.objects.filter(id=pair_id).values_list("case__suite__name", flat=True).first()
+    )
+    approvals = (
+        JudgeApproval.objects.active()
+        .filter(judge_version__pairwise_verdicts__pair_id=pair_id)
+        .distinct()
+        .select_related("judge_version__judge")
+    )
+    lapsed = []
+    for approval in approvals:
+        # A pairwise approval's scope is the suite its figures were computed on (None: all).
+        scope = (approval.figures or {}).get("suite_name")
+        if scope is not None and scope != suite_name:
             continue
-        reason = (
-            f"lapsed: {change} changed the labels this approval rests on, and the rule no "
-            "longer holds: " + "; ".join(now.trust_reasons)
-        )
-        if trust_lapse(approval=approval, by=by, reason=reason):
+        suite = Suite.objects.get(name=scope) if scope is not None else None
+        now = pairwise_calibration_compute(judge_version=approval.judge_version, suite=suite)
+        if not now.trust_ok and _lapse(approval, reasons=now.trust_reasons, by=by, change=change):
             lapsed.append(approval)
     return lapsed

@@ -43,7 +43,7 @@ def test_pairs_are_shown_in_a_recorded_balanced_order_and_choices_map_back_to_th
     for i, pid in enumerate(judge_run.trial_ids, start=1):
         page = client.get(f"{url}?pair={uuids[pid]}").content.decode()  # the same order again
         assert f'response-a">{"HEAD" if orders[pid] else "BASE"}-{i}<' in page
-        client.post(url, {"pair": pid, "verdict": "A"})  # always the response shown first
+        client.post(url, {"pair": pid, "verdict": "A", "expected_version": 0})  # shown first
 
     stored = {lb.pair_id: lb for lb in PreferenceLabel.objects.all()}
     assert {pid: stored[pid].preferred for pid in orders} == {

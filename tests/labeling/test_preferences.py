@@ -62,13 +62,16 @@ def test_a_reviewer_labels_each_pair_blind_and_a_tie_is_left_out_of_agreement(
     for hidden in ("JUDGE-REASONING", "chose slot", "HEADRUN", "BASERUN", "prefers"):
         assert hidden not in page
     assert 'value="A"' in page and 'value="tie"' in page and "js/labeling.js" in page
-    response = client.post(url, {"pair": judge_run.trial_ids[0], "verdict": "B", "critique": " x "})
+    response = client.post(
+        url,
+        {"pair": judge_run.trial_ids[0], "verdict": "B", "critique": " x ", "expected_version": 0},
+    )
     assert response.status_code == 302
     first = PreferenceLabel.objects.get()
     assert (first.preferred, first.critique, first.reviewer) == ("B", "x", bob)
     page = client.get(url).content.decode()
     assert "Paris two" in page and "Rome two" in page and "labeled 1 of 2" in page
-    client.post(url, {"pair": judge_run.trial_ids[1], "verdict": "tie"})
+    client.post(url, {"pair": judge_run.trial_ids[1], "verdict": "tie", "expected_version": 0})
     assert "Every pair of this judge run has your preference" in client.get(url).content.decode()
 
     cal = pairwise_calibration_compute(judge_version=judge_run.judge_version)
@@ -89,11 +92,11 @@ def test_a_preference_is_replaced_refused_outside_the_run_and_engineers_cannot_l
 ):
     url = reverse("labeling:preferences", args=[judge_run.uuid])
     assert client.login(username=bob.username, password=PASSWORD)
-    client.post(url, {"pair": judge_run.trial_ids[0], "verdict": "A"})
-    client.post(url, {"pair": judge_run.trial_ids[0], "verdict": "B"})
+    client.post(url, {"pair": judge_run.trial_ids[0], "verdict": "A", "expected_version": 0})
+    client.post(url, {"pair": judge_run.trial_ids[0], "verdict": "B", "expected_version": 1})
     assert list(PreferenceLabel.objects.values_list("preferred", flat=True)) == ["B"]
-    client.post(url, {"pair": judge_run.trial_ids[1], "verdict": "maybe"})
-    client.post(url, {"pair": 999999, "verdict": "A"})
+    client.post(url, {"pair": judge_run.trial_ids[1], "verdict": "maybe", "expected_version": 0})
+    client.post(url, {"pair": 999999, "verdict": "A", "expected_version": 0})
     assert PreferenceLabel.objects.count() == 1
     assert client.login(username=carol.username, password=PASSWORD)
     assert client.get(url).status_code == 403
@@ -106,7 +109,15 @@ def test_preference_labels_export_shows_a_reviewer_only_their_own(client, alice,
     url = reverse("labeling:preferences", args=[judge_run.uuid])
     for user, verdict, critique in ((bob, "B", "BOB-NOTE"), (dave, "A", "DAVE-NOTE")):
         assert client.login(username=user.username, password=PASSWORD)
-        client.post(url, {"pair": judge_run.trial_ids[0], "verdict": verdict, "critique": critique})
+        client.post(
+            url,
+            {
+                "pair": judge_run.trial_ids[0],
+                "verdict": verdict,
+                "critique": critique,
+                "expected_version": 0,
+            },
+        )
     export = reverse("interop:preferences-export", args=[judge_run.uuid])
     body = client.get(f"{export}?format=csv").content.decode()  # dave is logged in
     assert "DAVE-NOTE" in body and "BOB-NOTE" not in body
@@ -137,7 +148,9 @@ def test_a_critique_holding_a_nul_comes_back_on_its_pair_and_nothing_is_saved(
     url = reverse("labeling:preferences", args=[judge_run.uuid])
     assert client.login(username=bob.username, password=PASSWORD)
     second = judge_run.trial_ids[1]  # not the next pair: the page shows the one posted
-    response = client.post(url, {"pair": second, "verdict": "tie", "critique": "both\x00 fine"})
+    response = client.post(
+        url, {"pair": second, "verdict": "tie", "critique": "both\x00 fine", "expected_version": 0}
+    )
     page = response.content.decode()
     assert response.status_code == 200
     assert f"critique: {UNSTORABLE}; nothing was saved" in page
@@ -150,7 +163,9 @@ def test_a_critique_holding_a_nul_comes_back_on_its_pair_and_nothing_is_saved(
 def test_a_preference_posted_without_a_choice_keeps_the_critique(client, bob, judge_run):
     url = reverse("labeling:preferences", args=[judge_run.uuid])
     assert client.login(username=bob.username, password=PASSWORD)
-    response = client.post(url, {"pair": judge_run.trial_ids[0], "critique": "KEPT-NOTE"})
+    response = client.post(
+        url, {"pair": judge_run.trial_ids[0], "critique": "KEPT-NOTE", "expected_version": 0}
+    )
     page = response.content.decode()
     assert response.status_code == 200
     assert "Choose A, B or tie." in page and "KEPT-NOTE</textarea>" in page
