@@ -184,6 +184,24 @@ def test_a_post_without_the_version_it_was_loaded_with_cannot_skip_the_check(
     assert (cset.instructions, cset.instructions_version) == ("ALICE", 1)
 
 
+def test_a_post_without_the_version_shows_the_refusal_on_the_form_with_the_text_kept(
+    client, cset, carol
+):
+    url = reverse("labeling:set-instructions", kwargs={"set_id": cset.uuid})
+    client.force_login(carol)
+    response = client.post(url, {"instructions": "CAROL-UNVERSIONED"})
+    page = response.content.decode()
+    assert response.status_code == 200
+    assert (
+        '<p class="error guidelines-error" id="guidelines-version-error">Guidelines not saved: '
+        "expected_version: missing or not a guidelines version; reload the page to edit the "
+        "current guidelines — nothing was saved</p>" in page
+    )
+    assert "CAROL-UNVERSIONED</textarea>" in page and "<details open>" in page
+    cset.refresh_from_db()
+    assert (cset.instructions, cset.instructions_version) == ("", 0)
+
+
 def test_every_label_stores_the_guidelines_version_it_was_given_under(client, cset, bob, carol):
     trials = [item.trial for item in cset.items.order_by("position")]
     save = reverse("labeling:label-save", kwargs={"set_id": cset.uuid})
