@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from django.http import HttpResponse
+from django.http import HttpResponse, QueryDict
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_http_methods
 
@@ -41,7 +41,7 @@ def preference_queue(request: HtmxHttpRequest, judge_run_id) -> HttpResponse:
                 )
             except DomainError as exc:
                 if exc.code == "conflict":
-                    form = _stale_form_kept(form, exc)
+                    form = _stale_form_kept(request.POST, exc)
                     status = 200 if request.htmx else 409
                 else:
                     form_error(form, exc)
@@ -76,12 +76,12 @@ def preference_queue(request: HtmxHttpRequest, judge_run_id) -> HttpResponse:
     return render(request, "labeling/preferences.html", context, status=status)
 
 
-def _stale_form_kept(form: PreferenceLabelForm, exc: DomainError) -> PreferenceLabelForm:
-    """A stale tab's form: the reviewer's choice and critique kept, moved to the current
-    version (saving again replaces the preference deliberately), the refusal on
+def _stale_form_kept(posted: QueryDict, exc: DomainError) -> PreferenceLabelForm:
+    """A stale tab's form from its ``posted`` data: the choice and critique kept, moved to the
+    current version (saving again replaces the preference deliberately), the refusal on
     ``expected_version``.
     """
-    data = form.data.copy()
+    data = posted.copy()
     data["expected_version"] = str(exc.extra["current_version"])
     kept = PreferenceLabelForm(data)
     kept.is_valid()
