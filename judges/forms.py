@@ -67,7 +67,8 @@ class JudgeVersionForm(StorableForm):
         required=False,
         initial="{}",
         max_length=TEXT_MAX_CHARS["judge.params"],  # refused before it is parsed
-        help_text='e.g. {"temperature": 0, "max_tokens": 400, "criteria": "..."}',
+        help_text='e.g. {"temperature": 0, "max_tokens": 400, "criteria": "..."}; add '
+        '"provider": "anthropic" for Claude (max_tokens then required)',
     )
     output_schema_json = forms.CharField(
         label="Output schema (JSON)",

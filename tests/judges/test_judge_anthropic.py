@@ -9,6 +9,8 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+import tomllib
+from io import StringIO
 
 import pytest
 from django.core.management import CommandError, call_command
@@ -23,6 +25,7 @@ from judges.models import JudgeRun, PairwiseVerdict
 from judges.probes import probe_run
 from judges.versions import judge_version_create
 from providers.transport import HttpAnswer
+from tests.conftest import PROJECT_DIR
 from tests.judge_builders import judge_grade_one
 from tests.mockllm import mockllm  # noqa: F401 - the fixture
 
@@ -76,8 +79,6 @@ def _run(n: int, *, name="R1", suite="S", documents=None) -> Run:
 
 
 def _judge_run(*args: str) -> tuple[int, str]:
-    from io import StringIO  # noqa: PLC0415
-
     out = StringIO()
     try:
         call_command("judge_run", *args, "--wait", "--timeout", "30", stdout=out)
@@ -234,6 +235,41 @@ def test_probes_run_on_an_anthropic_judge(mockllm, monkeypatch):  # noqa: F811
     report = probe_run(judge_version=version)
     assert report.errored == 0 and report.judged == len(report.results) > 0
     assert server.stats()["by_api"]["anthropic"]["requests"] == report.judged
+
+
+@on_the_mock
+def test_the_docs_pages_judge_config_runs_against_the_mock_as_written(
+    mockllm,  # noqa: F811
+    monkeypatch,
+    tmp_path,
+):
+    """docs/providers/anthropic.md's TOML applied with ``apply_config``, only ``base_url``
+    pointed at the mock (in judge mode, whatever the model's name): the key read from
+    ``ANTHROPIC_API_KEY``, ``judge_run`` gives the predicted verdicts."""
+    monkeypatch.setenv("ANTHROPIC_API_KEY", KEY)
+    server = mockllm(
+        "--mode", "judge", "--latency-ms", "0", "--judge-flip", "0", "--anthropic-api-key", KEY
+    )
+    text = (PROJECT_DIR / "docs" / "providers" / "anthropic.md").read_text()
+    [toml] = re.findall(r"```toml\n(.*?)```", text, re.DOTALL)
+    official = "https://api.anthropic.com/v1"
+    [judge] = tomllib.loads(toml)["judges"]
+    assert judge["base_url"] == official and judge["params"]["provider"] == "anthropic"
+    config = tmp_path / "assay.toml"
+    config.write_text(toml.replace(official, server.base_url))
+    call_command("apply_config", str(config), stdout=StringIO())
+    run = _run(6)
+
+    code, out = _judge_run(str(run.uuid), judge["name"])
+
+    judge_run = JudgeRun.objects.get()
+    assert (code, judge_run.status, judge_run.trials_errored) == (0, "succeeded", 0), out
+    grades = Grade.objects.filter(grader=judge_run.grader).select_related("trial")
+    assert sorted((g.trial.output.startswith("ANSWER"), g.passed) for g in grades) == (
+        [(False, False)] * 3 + [(True, True)] * 3
+    )
+    assert judge_run.judge_version.model == judge["model"]
+    assert server.stats()["by_api"]["anthropic"]["requests"] == 6
 
 
 # --- the version's config ---------------------------------------------------------------------
