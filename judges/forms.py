@@ -48,7 +48,8 @@ class JudgeVersionForm(StorableForm):
     base_url = forms.CharField(
         max_length=500,
         label="Base URL",
-        help_text="OpenAI-compatible endpoint, e.g. http://host/v1",
+        help_text="OpenAI-compatible endpoint, e.g. http://host/v1 (Anthropic's: "
+        "https://api.anthropic.com/v1 with a provider in the parameters)",
     )
     model = forms.CharField(max_length=200)
     prompt_template = forms.CharField(
