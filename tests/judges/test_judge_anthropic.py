@@ -319,6 +319,33 @@ def test_anthropic_version_is_refused_on_an_openai_judge():
     assert caught.value.field == "params.anthropic_version"
 
 
+@pytest.mark.django_db
+def test_the_version_form_creates_an_anthropic_judge_and_names_a_missing_max_tokens(client, carol):
+    from django.urls import reverse  # noqa: PLC0415
+
+    from judges.models import JudgeVersion  # noqa: PLC0415
+    from tests.conftest import PASSWORD  # noqa: PLC0415
+
+    assert client.login(username=carol.username, password=PASSWORD)
+    data = {
+        "name": "claude",
+        "kind": "rubric",
+        "base_url": "https://api.anthropic.com/v1",
+        "model": "claude-sonnet-4-5",
+        "prompt_template": "",
+        "output_schema_json": "",
+        "threshold": "",
+    }
+    refused = client.post(
+        reverse("judges:version-new"), {**data, "params_json": '{"provider": "anthropic"}'}
+    )
+    assert "required by Anthropic&#x27;s Messages API" in refused.content.decode()
+    assert not JudgeVersion.objects.exists()
+    params = {"provider": "anthropic", "max_tokens": 1024, "temperature": 0}
+    client.post(reverse("judges:version-new"), {**data, "params_json": json.dumps(params)})
+    assert JudgeVersion.objects.get().params == params
+
+
 # --- the body and the answers, on a fake transport --------------------------------------------
 
 
