@@ -514,3 +514,33 @@ def test_a_verdict_judges_text_is_read_by_the_honest_parser(monkeypatch):
         (json.dumps({"reasoning": nonce, "verdict": "PASS"}), "nonce_leak"),
     ]:
         assert reply_parse(text, reply_format="json", schema=schema, nonce=nonce).reason == reason
+
+
+def test_an_openai_judges_body_is_unchanged():
+    """No ``provider``: the chat-completions body as before, the schema as ``response_format``
+    for every kind."""
+    built = kinds.call_build(
+        kind="context_relevance",
+        template=kinds.DEFAULT_TEMPLATES["context_relevance"],
+        criteria="",
+        material=kinds.Material(output="Paris", input="Capital?", documents=DOCS),
+        output_schema=None,
+        threshold=None,
+    )
+    client = JudgeClient(
+        base_url="http://127.0.0.1:9/v1",
+        model="gpt-test",
+        params={"max_attempts": 2, "temperature": 0, "max_tokens": 50},
+    )
+    body = client.request_body(messages=built.prompt.messages(), schema=built.schema)
+    assert body == {
+        "model": "gpt-test",
+        "messages": built.prompt.messages(),
+        "temperature": 0,
+        "max_tokens": 50,
+        "response_format": {
+            "type": "json_schema",
+            "json_schema": {"name": "judge_verdict", "strict": True, "schema": built.schema},
+        },
+    }
+    assert type(client._client).__name__ == "ChatClient"
