@@ -112,8 +112,10 @@ VERSION_HELP = {
     "number": "Version number (1, 2, ...).",
     "model": "Model name.",
     "protocol": "Prompt protocol of a version recorded elsewhere (empty: run by Assay).",
-    "base_url": "OpenAI-compatible endpoint (empty: recorded elsewhere).",
-    "params": "Call parameters (JSON object: temperature, max_attempts, ...).",
+    "base_url": "The endpoint: OpenAI-compatible, or Anthropic's Messages API when params name "
+    'provider "anthropic" (empty: recorded elsewhere).',
+    "params": 'Call parameters (JSON object: temperature, max_attempts, provider "openai" or '
+    '"anthropic" (then max_tokens is required), ...).',
     "threshold": "Score threshold 0..1 for a pass (null: the verdict decides).",
     "content_hash": "SHA-256 hex over model, prompt, parameters and schema; any change is a "
     "new version.",

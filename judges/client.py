@@ -1,22 +1,30 @@
 """The judge client: the request a judge version sends and a typed outcome per call.
 
-HTTP (retries, ``Retry-After``, error kinds) is ``providers.openai.client.ChatClient``'s.
-Here: system + user messages, the version's request settings and, with
-``structured_output`` (default on), a strict ``json_schema`` ``response_format``; the
-outcome is the reply text or a reason from ``judges.parsing.ERROR_REASONS``, raw body kept.
+HTTP (retries, ``Retry-After``, error kinds) is the provider's client's: ``params["provider"]``
+``"openai"`` (the default: ``providers.openai.client.ChatClient``) or ``"anthropic"``
+(``providers.anthropic.client.MessagesClient``; docs/providers/anthropic.md). Here: system +
+user messages, the version's request settings and, with ``structured_output`` (default on),
+the schema: on OpenAI a strict ``json_schema`` ``response_format``; on Anthropic, for a schema
+constraining ids by an ``enum`` (``schema_cites_ids``), a forced tool (``ANSWER_TOOL``) whose
+``input_schema`` is the schema, its ``tool_use`` input read as the reply (none is an error:
+``unparseable``). The outcome is the reply text or a reason from
+``judges.parsing.ERROR_REASONS``, raw body kept.
 
 Error mapping (``ChatClient`` kind -> reason): ``rate_limited`` (429 after the last
 attempt), ``timeout``, ``server_error`` keep their names; ``connection_error`` and any other
 4xx -> ``http_error``; a 400/422 naming a parameter -> ``rejected_parameter`` (the rest of
 the batch is not sent); a 200 with ``message.refusal`` or ``finish_reason =
-content_filter`` -> ``refusal``; no choices or empty content -> ``empty``; a non-JSON 200
-body -> ``http_error``.
+content_filter`` (Anthropic: ``stop_reason = refusal``) -> ``refusal``; no choices or empty
+content (Anthropic: no text) -> ``empty``; Anthropic, a forced tool not used (or its input
+not an object, or a key twice) -> ``unparseable``; a non-JSON 200 body -> ``http_error``.
 
 Client settings (``params``, all optional): ``max_attempts`` (4), ``timeout_s`` (60),
 ``backoff_base_s`` (1), ``backoff_max_s`` (60), ``concurrency`` (8), ``structured_output``,
 ``reply_format`` ("json" | "line"), ``verdict_slots`` (pairwise), ``rpm``, ``tpm`` and
 ``limit_key`` (the endpoint's limits shared with targets calling the same model and URL:
-``providers.limiter``).
+``providers.limiter``), ``provider`` and, on Anthropic, ``anthropic_version``. On Anthropic
+``max_tokens`` is required and ``system``, ``messages``, ``tools``, ``tool_choice`` and
+``stream`` are Assay's (``judge_endpoint_parse``).
 """
 
 from __future__ import annotations
@@ -27,22 +35,54 @@ from dataclasses import dataclass
 from typing import Any
 
 from core.errors import DomainError
-from providers.endpoint import EndpointConfig
+from providers.anthropic import endpoint as anthropic_endpoint
+from providers.anthropic.client import MessagesClient, messages_body
+from providers.client import EndpointClient
+from providers.endpoint import DEFAULT_API_KEY_ENV, EndpointConfig
 from providers.openai.client import ChatClient
 
 Sleep = Callable[[float], Awaitable[None]]
 
+# The protocols a judge version may speak (``params["provider"]``), the first the default.
+PROVIDERS = ("openai", "anthropic")
+# The tool an Anthropic judge call is forced to answer with when its schema constrains ids.
+ANSWER_TOOL = "judge_verdict"
+# Body fields an Anthropic judge call sets itself: never a version's setting.
+ANTHROPIC_RESERVED = ("system", "messages", "tools", "tool_choice", "stream")
+
+
+@dataclass(frozen=True)
+class JudgeEndpoint:
+    """A judge version's endpoint: its ``config``, ``provider`` (one of ``PROVIDERS``) and, on
+    Anthropic, the ``anthropic-version`` header's value (else None)."""
+
+    config: EndpointConfig
+    provider: str = "openai"
+    anthropic_version: str | None = None
+
 
 def client_config_parse(*, base_url: str, model: str, params: dict) -> EndpointConfig:
-    """The endpoint config of a judge version's ``params``, with a target's bounds
-    (``providers.endpoint.EndpointConfig.parse``). Raises ``DomainError`` naming the
-    field ``params.<name>`` (``base_url`` and ``model`` bare)."""
+    """The endpoint config of a judge version's ``params`` (``judge_endpoint_parse``)."""
+    return judge_endpoint_parse(base_url=base_url, model=model, params=params).config
+
+
+def judge_endpoint_parse(*, base_url: str, model: str, params: dict) -> JudgeEndpoint:
+    """The endpoint of a judge version's ``params``, with a target's bounds
+    (``providers.endpoint.EndpointConfig.parse``); the key's variable defaults to the
+    provider's (``OPENAI_API_KEY``, ``ANTHROPIC_API_KEY``). Raises ``DomainError`` naming the
+    field ``params.<name>`` (``base_url`` and ``model`` bare): an unknown ``provider``, an
+    ``anthropic_version`` off Anthropic or malformed, and on Anthropic a missing
+    ``max_tokens`` or a field Assay sets (``ANTHROPIC_RESERVED``)."""
+    provider, version = _provider_parse(params)
+    key_default = (
+        anthropic_endpoint.DEFAULT_API_KEY_ENV if provider == "anthropic" else DEFAULT_API_KEY_ENV
+    )
     try:
-        return EndpointConfig.parse(
+        config = EndpointConfig.parse(
             {
                 "base_url": base_url,
                 "model": model,
-                "api_key_env": params.get("api_key_env", "OPENAI_API_KEY"),
+                "api_key_env": params.get("api_key_env", key_default),
                 "timeout_s": params.get("timeout_s", 60.0),
                 "max_attempts": params.get("max_attempts", DEFAULT_MAX_ATTEMPTS),
                 "backoff_base_s": params.get("backoff_base_s", 1.0),
@@ -61,6 +101,34 @@ def client_config_parse(*, base_url: str, model: str, params: dict) -> EndpointC
         if name not in ("base_url", "model"):
             raise
         raise DomainError(exc.message, field=name) from exc
+    return JudgeEndpoint(config=config, provider=provider, anthropic_version=version)
+
+
+def _provider_parse(params: dict) -> tuple[str, str | None]:
+    """``(provider, anthropic_version)`` of ``params``, the Anthropic settings checked."""
+    provider = params.get("provider", PROVIDERS[0])
+    if provider not in PROVIDERS:
+        raise DomainError(
+            f"unknown provider {provider!r:.60} (known: {', '.join(PROVIDERS)})",
+            field="params.provider",
+        )
+    if provider != "anthropic":
+        if "anthropic_version" in params:
+            raise DomainError('only with "provider": "anthropic"', field="params.anthropic_version")
+        return provider, None
+    settings = request_settings(params)
+    reserved = [name for name in ANTHROPIC_RESERVED if name in settings]
+    if reserved:
+        raise DomainError(
+            "set by Assay (the judge's system message, prompt and answer tool), not a setting",
+            field=f"params.{reserved[0]}",
+        )
+    try:
+        anthropic_endpoint.settings_check(settings, prefix="params")
+    except DomainError as exc:  # its field is <prefix>.settings.<name>: a judge's is params.<name>
+        field = (exc.field or "").replace("params.settings.", "params.", 1)
+        raise DomainError(exc.message, field=field) from exc
+    return provider, anthropic_endpoint.version_parse(params, prefix="params")
 
 
 DEFAULT_MAX_ATTEMPTS = 4
@@ -83,6 +151,8 @@ CLIENT_PARAMS = frozenset(
         "rpm",
         "tpm",
         "limit_key",
+        "provider",
+        "anthropic_version",
     }
 )
 
@@ -139,6 +209,34 @@ def _classify(kind: str | None, raw: Any, error: str) -> str:
     return "http_error"
 
 
+def _classify_message(kind: str | None, raw: Any, *, tool: bool) -> str:
+    """``_classify`` for an Anthropic answer: a malformed 200 with ``stop_reason`` ``refusal`` is
+    ``refusal``; with content blocks but not the forced tool's use (``tool``), ``unparseable``;
+    with no text, ``empty``."""
+    if kind != "malformed_response" or not isinstance(raw, dict):
+        return _classify(kind, raw, "")
+    content = raw.get("content")
+    if raw.get("stop_reason") == "refusal":
+        return "refusal"
+    if not isinstance(content, list):
+        return "http_error"
+    return "unparseable" if tool and content else "empty"
+
+
+def schema_cites_ids(schema: Any) -> bool:
+    """Whether ``schema`` holds a property named ``*id``/``*ids`` constrained by an ``enum`` (a
+    document id: ``judges.kinds``), following ``properties`` and ``items``."""
+    if not isinstance(schema, dict):
+        return False
+    properties = schema.get("properties")
+    for name, sub in properties.items() if isinstance(properties, dict) else ():
+        if isinstance(sub, dict) and "enum" in sub and str(name).endswith(("id", "ids")):
+            return True
+        if schema_cites_ids(sub):
+            return True
+    return schema_cites_ids(schema.get("items"))
+
+
 class JudgeClient:
     """Calls one judge version's endpoint; belongs to one event loop. ``sleep`` defaults to the
     module's ``default_sleep``, read at call time."""
@@ -149,13 +247,23 @@ class JudgeClient:
         self.model = model
         self.params = params
         self.structured = params.get("structured_output", True) is not False
-        config = client_config_parse(base_url=base_url, model=model, params=params)
-        self.max_attempts = config.max_attempts
-        self._client = ChatClient(config, sleep=sleep or (lambda s: default_sleep(s)))
+        endpoint = judge_endpoint_parse(base_url=base_url, model=model, params=params)
+        self.provider = endpoint.provider
+        self.max_attempts = endpoint.config.max_attempts
+        clock = sleep or (lambda s: default_sleep(s))
+        self._client: EndpointClient
+        if endpoint.anthropic_version is not None:
+            self._client = MessagesClient(
+                endpoint.config, version=endpoint.anthropic_version, sleep=clock
+            )
+        else:
+            self._client = ChatClient(endpoint.config, sleep=clock)
 
     def request_body(self, *, messages: list[dict], schema: dict | None) -> dict[str, Any]:
         """The chat-completions body; the schema as ``response_format`` when structured output is
-        on."""
+        on. On Anthropic the Messages body (``anthropic_body``)."""
+        if self.provider == "anthropic":
+            return self.anthropic_body(messages=messages, schema=schema)
         body: dict[str, Any] = {
             "model": self.model,
             "messages": messages,
@@ -168,17 +276,49 @@ class JudgeClient:
             }
         return body
 
+    def anthropic_body(self, *, messages: list[dict], schema: dict | None) -> dict[str, Any]:
+        """The Messages body: the system message in ``system``, the others as ``messages``, the
+        version's settings; with structured output on and ``schema_cites_ids(schema)``, the
+        tool ``ANSWER_TOOL`` (``input_schema`` the schema) forced by ``tool_choice``."""
+        system = "\n\n".join(m["content"] for m in messages if m["role"] == "system")
+        body = messages_body(
+            model=self.model,
+            system=system or None,
+            messages=[m for m in messages if m["role"] != "system"],
+            settings=request_settings(self.params),
+        )
+        if self.structured and schema and schema_cites_ids(schema):
+            body["tools"] = [
+                {
+                    "name": ANSWER_TOOL,
+                    "description": "Record the judgement: the answer in the required format.",
+                    "input_schema": schema,
+                }
+            ]
+            body["tool_choice"] = {"type": "tool", "name": ANSWER_TOOL}
+        return body
+
     async def complete(self, *, messages: list[dict], schema: dict | None) -> JudgeReply:
         """One judge call; never raises for provider failures."""
-        result = await self._client.send(self.request_body(messages=messages, schema=schema))
+        body = self.request_body(messages=messages, schema=schema)
+        result = await self._client.send(body)
+        anthropic = self.provider == "anthropic"
         if result.ok:
             raw = result.raw_response
-            choice = (raw.get("choices") or [{}])[0] if isinstance(raw, dict) else {}
-            if isinstance(choice, dict) and choice.get("finish_reason") == "content_filter":
+            if anthropic:
+                refused = isinstance(raw, dict) and raw.get("stop_reason") == "refusal"
+                why = "stop_reason refusal"
+            else:
+                choice = (raw.get("choices") or [{}])[0] if isinstance(raw, dict) else {}
+                refused = (
+                    isinstance(choice, dict) and choice.get("finish_reason") == "content_filter"
+                )
+                why = "finish_reason content_filter"
+            if refused:
                 return JudgeReply(
                     content=None,
                     reason="refusal",
-                    message="finish_reason content_filter",
+                    message=why,
                     raw=raw,
                     input_tokens=result.input_tokens,
                     output_tokens=result.output_tokens,
@@ -195,7 +335,12 @@ class JudgeClient:
                 attempts=result.attempts,
                 model=result.model,
             )
-        reason = _classify(result.error_kind, result.raw_response, result.error or "")
+        if anthropic:
+            reason = _classify_message(
+                result.error_kind, result.raw_response, tool="tool_choice" in body
+            )
+        else:
+            reason = _classify(result.error_kind, result.raw_response, result.error or "")
         return JudgeReply(
             content=None,
             reason=reason,

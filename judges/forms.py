@@ -48,7 +48,8 @@ class JudgeVersionForm(StorableForm):
     base_url = forms.CharField(
         max_length=500,
         label="Base URL",
-        help_text="OpenAI-compatible endpoint, e.g. http://host/v1",
+        help_text="OpenAI-compatible endpoint, e.g. http://host/v1 (Anthropic's: "
+        "https://api.anthropic.com/v1 with a provider in the parameters)",
     )
     model = forms.CharField(max_length=200)
     prompt_template = forms.CharField(
@@ -67,7 +68,8 @@ class JudgeVersionForm(StorableForm):
         required=False,
         initial="{}",
         max_length=TEXT_MAX_CHARS["judge.params"],  # refused before it is parsed
-        help_text='e.g. {"temperature": 0, "max_tokens": 400, "criteria": "..."}',
+        help_text='e.g. {"temperature": 0, "max_tokens": 400, "criteria": "..."}; add '
+        '"provider": "anthropic" for Claude (max_tokens then required)',
     )
     output_schema_json = forms.CharField(
         label="Output schema (JSON)",

@@ -1,7 +1,7 @@
 """The Messages API client: POSTs to ``<base_url>/messages`` with ``x-api-key`` (none when
 keyless) and ``anthropic-version``; the attempt loop (retries, limiter, refusal memory,
 cancellation) is ``providers.client.EndpointClient``'s, answers are read by
-``providers.anthropic.answers``."""
+``providers.anthropic.answers`` (a call forcing a tool: that tool's input)."""
 
 from __future__ import annotations
 
@@ -31,6 +31,15 @@ def messages_body(
     return body
 
 
+def forced_tool(body: Mapping[str, Any]) -> str | None:
+    """The tool ``body`` forces (``tool_choice`` ``{"type": "tool", "name"}``), else None."""
+    choice = body.get("tool_choice")
+    if isinstance(choice, dict) and choice.get("type") == "tool":
+        name = choice.get("name")
+        return name if isinstance(name, str) else None
+    return None
+
+
 class MessagesClient(EndpointClient):
     """Messages to ``config``'s endpoint (``EndpointClient``); ``version``: the
     ``anthropic-version`` header."""
@@ -55,7 +64,8 @@ class MessagesClient(EndpointClient):
         return headers
 
     def answer_read(self, response: HttpAnswer, body: dict[str, Any]) -> Attempt:
-        return answer_read(response, model=self.config.model)
+        """A ``body`` forcing a tool (``forced_tool``) is answered by that tool's input."""
+        return answer_read(response, model=self.config.model, tool=forced_tool(body))
 
     def tokens_estimate(self, body: dict[str, Any]) -> float:
         """``providers.client.tokens_estimate`` plus the ``system`` text's characters / 4."""
