@@ -40,11 +40,11 @@ from providers.anthropic.client import MessagesClient, messages_body
 from providers.client import EndpointClient
 from providers.endpoint import DEFAULT_API_KEY_ENV, EndpointConfig
 from providers.openai.client import ChatClient
+from providers.protocols import provider_parse
 
 Sleep = Callable[[float], Awaitable[None]]
 
 # The protocols a judge version may speak (``params["provider"]``), the first the default.
-PROVIDERS = ("openai", "anthropic")
 # The tool an Anthropic judge call is forced to answer with when its schema constrains ids.
 ANSWER_TOOL = "judge_verdict"
 # Body fields an Anthropic judge call sets itself: never a version's setting.
@@ -53,8 +53,9 @@ ANTHROPIC_RESERVED = ("system", "messages", "tools", "tool_choice", "stream")
 
 @dataclass(frozen=True)
 class JudgeEndpoint:
-    """A judge version's endpoint: its ``config``, ``provider`` (one of ``PROVIDERS``) and, on
-    Anthropic, the ``anthropic-version`` header's value (else None)."""
+    """A judge version's endpoint: its ``config``, ``provider``
+    (``providers.protocols.PROVIDERS``) and, on Anthropic, the ``anthropic-version`` header's
+    value (else None)."""
 
     config: EndpointConfig
     provider: str = "openai"
@@ -106,15 +107,8 @@ def judge_endpoint_parse(*, base_url: str, model: str, params: dict) -> JudgeEnd
 
 def _provider_parse(params: dict) -> tuple[str, str | None]:
     """``(provider, anthropic_version)`` of ``params``, the Anthropic settings checked."""
-    provider = params.get("provider", PROVIDERS[0])
-    if provider not in PROVIDERS:
-        raise DomainError(
-            f"unknown provider {provider!r:.60} (known: {', '.join(PROVIDERS)})",
-            field="params.provider",
-        )
+    provider, version = provider_parse(params, prefix="params")
     if provider != "anthropic":
-        if "anthropic_version" in params:
-            raise DomainError('only with "provider": "anthropic"', field="params.anthropic_version")
         return provider, None
     settings = request_settings(params)
     reserved = [name for name in ANTHROPIC_RESERVED if name in settings]
@@ -128,7 +122,7 @@ def _provider_parse(params: dict) -> tuple[str, str | None]:
     except DomainError as exc:  # its field is <prefix>.settings.<name>: a judge's is params.<name>
         field = (exc.field or "").replace("params.settings.", "params.", 1)
         raise DomainError(exc.message, field=field) from exc
-    return provider, anthropic_endpoint.version_parse(params, prefix="params")
+    return provider, version
 
 
 DEFAULT_MAX_ATTEMPTS = 4

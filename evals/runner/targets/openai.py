@@ -29,6 +29,7 @@ from core.errors import DomainError
 from core.placeholders import placeholder_list, placeholders_check
 from evals.runner.targets.base import CaseInput, TargetResult, concurrency_default, result_storable
 from evals.runner.targets.tool_loop import TOOL_LOOP_FIELDS, Pricer, ToolLoop, ToolLoopConfig
+from providers import protocols
 from providers.anthropic import endpoint as anthropic_endpoint
 from providers.anthropic.client import MessagesClient, messages_body
 from providers.client import EndpointClient, Sleep
@@ -68,7 +69,6 @@ TARGET_FIELDS = frozenset(
     }
 )
 # The protocols a model target may speak (``provider``), the first the default.
-PROVIDERS = ("openai", "anthropic")
 PREFIX = "target"  # a target config's fields are named target.<name> in errors
 
 
@@ -76,7 +76,7 @@ PREFIX = "target"  # a target config's fields are named target.<name> in errors
 class OpenAIConfig:
     """Parsed target config: the endpoint's part (``providers.endpoint``) and the
     target's own. ``settings`` is passed through to the request body by the provider's own
-    names (temperature, max_tokens, seed, ...). ``provider``: one of ``PROVIDERS``;
+    names (temperature, max_tokens, seed, ...). ``provider``: one of ``protocols.PROVIDERS``;
     ``anthropic_version``: the header's value, None unless ``anthropic``."""
 
     endpoint: EndpointConfig
@@ -155,27 +155,16 @@ class OpenAIConfig:
 
 
 def provider_parse(config: dict) -> tuple[str, str | None]:
-    """``(provider, anthropic_version)`` of a target config: ``provider`` one of ``PROVIDERS``
-    (``openai`` when unset), the version only for ``anthropic`` (``DEFAULT_VERSION`` when
-    unset). Raises ``DomainError`` on ``target.provider`` for an unknown provider or tools on
-    ``anthropic``, on ``target.anthropic_version`` for a bad or misplaced version."""
-    provider = config.get("provider", PROVIDERS[0])
-    if provider not in PROVIDERS:
-        raise DomainError(
-            f"unknown provider {provider!r:.60} (known: {', '.join(PROVIDERS)})",
-            field="target.provider",
-        )
-    if provider != "anthropic":
-        if "anthropic_version" in config:
-            raise DomainError('only with "provider": "anthropic"', field="target.anthropic_version")
-        return provider, None
-    if config.get("tools") is not None:
+    """``(provider, anthropic_version)`` of a target config (``protocols.provider_parse``);
+    tools on ``anthropic`` refused on ``target.provider``."""
+    provider, version = protocols.provider_parse(config, prefix=PREFIX)
+    if provider == "anthropic" and config.get("tools") is not None:
         raise DomainError(
             "the tool loop speaks OpenAI's protocol only for now: a target with tools needs "
             'provider "openai" (an OpenAI-compatible endpoint)',
             field="target.provider",
         )
-    return provider, anthropic_endpoint.version_parse(config, prefix=PREFIX)
+    return provider, version
 
 
 def prompt_template_check(template: str) -> list[str]:
