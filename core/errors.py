@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 
@@ -58,3 +59,20 @@ class DomainError(Exception):
             "record": self.record,
             **self.extra,
         }
+
+
+def value_shown(value: Any, *, limit: int = 80) -> str:
+    """``value`` as the input wrote it, for an error message: JSON text (``true``, ``null``,
+    ``"yes"``, ``1.5``, ``[1, 2]``), else Python's repr for what JSON cannot say; at most
+    ``limit`` characters (then cut with "…"). Lone surrogates and control characters come out
+    escaped, so the message itself is always storable and printable."""
+    try:
+        text = json.dumps(value, ensure_ascii=False, allow_nan=True, default=_not_json)
+    except (TypeError, ValueError):
+        text = repr(value)
+    text = text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return text if len(text) <= limit else text[: max(limit - 1, 1)] + "…"
+
+
+def _not_json(value: Any) -> Any:
+    raise TypeError(type(value).__name__)

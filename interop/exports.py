@@ -33,7 +33,7 @@ from rest_framework import serializers
 from core.api.downloads import attachment, download_format
 from core.bounds import COST_USD_DECIMAL_PLACES, COST_USD_MAX_DIGITS
 from core.decimals import decimal_plain
-from core.errors import DomainError
+from core.errors import DomainError, value_shown
 from core.zones import zone_parse
 from evals.blindness import NOT_BLIND, blind_for, grades_visible_to, labels_visible_to
 from evals.grading.contract.decisions import run_decisions
@@ -407,7 +407,9 @@ WRITERS: dict[str, Callable[[ExportTable], bytes]] = {"csv": table_csv, "parquet
 def table_write(*, table: ExportTable, fmt: str) -> bytes:
     """``table`` in format ``fmt`` (``csv`` or ``parquet``). Raises ``DomainError``."""
     if fmt not in WRITERS:
-        raise DomainError(f"expected one of {', '.join(FORMATS)}, got {fmt!r}", field="format")
+        raise DomainError(
+            f"expected one of {', '.join(FORMATS)}, got {value_shown(fmt)}", field="format"
+        )
     return WRITERS[fmt](table)
 
 

@@ -38,7 +38,7 @@ from django.utils.dateparse import parse_datetime
 
 from core import bounds
 from core.decimals import decimal_plain
-from core.errors import DomainError
+from core.errors import DomainError, value_shown
 from core.ids import uuid_parse
 from core.text import unstorable_refuse
 from evals.blindness import GOLD_GRADER, grades_visible_to, sees_everything
@@ -297,7 +297,10 @@ def _cases(suite: Suite, cases: list, retired: list[Case] | None = None, by=None
         where = f"cases[{i}]"
         key = _need(c, "key", where)
         if not isinstance(key, str) or not key:
-            raise DomainError(f"expected a non-empty string, got {key!r:.80}", field=f"{where}.key")
+            raise DomainError(
+                f"expected a non-empty string, got {value_shown(key)}",
+                field=f"{where}.key",
+            )
         spec = CaseSpec(
             key=key,
             input=_need(c, "input", where),
@@ -360,7 +363,9 @@ def _count(t: dict, key: str, where: str, *, minimum: int = 0) -> int | None:
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int):
-        raise DomainError(f"expected a whole number, got {value!r}", field=f"{where}.{key}")
+        raise DomainError(
+            f"expected a whole number, got {value_shown(value)}", field=f"{where}.{key}"
+        )
     problem = bounds.count_problem(value, minimum=minimum)
     if problem:
         raise DomainError(problem, field=f"{where}.{key}")
@@ -372,7 +377,9 @@ def _latency(t: dict, where: str) -> float | None:
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int | float):
-        raise DomainError(f"expected a number of ms, got {value!r}", field=f"{where}.latency_ms")
+        raise DomainError(
+            f"expected a number of ms, got {value_shown(value)}", field=f"{where}.latency_ms"
+        )
     problem = bounds.latency_problem(value)
     if problem:
         raise DomainError(problem, field=f"{where}.latency_ms")
@@ -448,7 +455,8 @@ def run_import(
             status = _need(t, "status", where)
             if status not in Trial.Status.values or status in UNFINISHED:
                 raise DomainError(
-                    f"expected one of {', '.join(FINISHED_OR_CANCELLED)}, got {status!r:.80}",
+                    f"expected one of {', '.join(FINISHED_OR_CANCELLED)}, "
+                    f"got {value_shown(status)}",
                     field=f"{where}.status",
                 )
             round_ = t.get("top_up_round")
@@ -491,12 +499,12 @@ def run_import(
             status, passed, score = g.get("status", "ok"), g.get("passed"), g.get("score")
             if status not in Grade.Status.values:
                 raise DomainError(
-                    f"expected one of {', '.join(Grade.Status.values)}, got {status!r:.80}",
+                    f"expected one of {', '.join(Grade.Status.values)}, got {value_shown(status)}",
                     field=f"{where}.grades[{k}].status",
                 )
             if passed is not None and not isinstance(passed, bool):
                 raise DomainError(
-                    f"expected true, false or null, got {passed!r:.80}",
+                    f"expected true, false or null, got {value_shown(passed)}",
                     field=f"{where}.grades[{k}].passed",
                 )
             if passed and trial.status != Trial.Status.OK:  # a failed pipeline never passes

@@ -17,7 +17,7 @@ from django.template.loader import render_to_string
 from django.views.decorators.http import require_GET, require_http_methods
 from django_htmx.http import HttpResponseStopPolling
 
-from core.errors import DomainError
+from core.errors import DomainError, value_shown
 from core.forms import unstorable_shown_on_form
 from core.http import RUNNER_ROLES, VIEWER_ROLES, HtmxHttpRequest, role_required
 from core.ids import uuid_parse
@@ -41,7 +41,9 @@ def table_download_response(request: HttpRequest, build, filename: str) -> HttpR
     fmt = request.GET.get("format", "csv")
     try:
         if fmt not in exports.FORMATS:
-            raise DomainError(f"format: expected one of {', '.join(exports.FORMATS)}, got {fmt!r}")
+            raise DomainError(
+                f"format: expected one of {', '.join(exports.FORMATS)}, got {value_shown(fmt)}"
+            )
         zone = exports.zone_get(name=request.GET.get("tz"))
         body = exports.table_write(table=build(zone), fmt=fmt)
     except DomainError as exc:
@@ -197,7 +199,7 @@ def calibration_export(request: HttpRequest, set_id) -> HttpResponse:
         version_id = uuid_parse(raw)
         if version_id is None:
             return HttpResponseBadRequest(
-                f"judge_version: expected a UUID, got {raw!r}",
+                f"judge_version: expected a UUID, got {value_shown(raw)}",
                 content_type="text/plain; charset=utf-8",
             )
         version = get_object_or_404(JudgeVersion.objects.select_related("judge"), uuid=version_id)

@@ -8,7 +8,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from core.bounds import TEXT_MAX_CHARS
-from core.errors import DomainError
+from core.errors import DomainError, value_shown
 from core.roles import LEAD, REVIEWER, role_require
 from evals.models import Trial
 from labeling.decision_history import (
@@ -28,7 +28,7 @@ CRITIQUE_MAX = TEXT_MAX_CHARS["critique"]  # core.bounds: the one table of text 
 
 def verdict_check(verdict: str) -> str:
     if verdict not in VERDICTS:
-        raise DomainError(f"expected 'pass' or 'fail', got {verdict!r}", field="verdict")
+        raise DomainError(f'expected "pass" or "fail", got {value_shown(verdict)}', field="verdict")
     return verdict
 
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from django.db import IntegrityError, transaction
 
-from core.errors import DomainError
+from core.errors import DomainError, value_shown
 from core.roles import LEAD, REVIEWER, role_require
 from evals.models import Trial, TrialPair
 from judges.models import JudgeRun
@@ -154,7 +154,7 @@ def preference_label_save(
     """
     role_require(reviewer, REVIEWER, LEAD, action="labeling a preference")
     if preferred not in PreferenceLabel.Preferred.values:
-        raise DomainError(f"expected A, B or tie, got {preferred!r}", field="preferred")
+        raise DomainError(f"expected A, B or tie, got {value_shown(preferred)}", field="preferred")
     if expected_version is None:
         raise DomainError(
             "required: the version of your preference the form showed (0 for none); reload "

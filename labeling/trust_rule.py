@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from django.conf import settings
 
-from core.errors import DomainError
+from core.errors import DomainError, value_shown
 from labeling.figures import Thresholds, TrustCheck
 from stats.agreement import KappaResult, RateResult
 from stats.calibration_plan import far_fails_needed
@@ -28,7 +28,9 @@ def trust_thresholds(*, suite=None) -> Thresholds:
                 f"unknown key {key!r} ({', '.join(DEFAULTS)})", field="trust_thresholds"
             )
         if isinstance(value, bool) or not isinstance(value, int | float):
-            raise DomainError(f"{key} must be a number, got {value!r}", field="trust_thresholds")
+            raise DomainError(
+                f"{key} must be a number, got {value_shown(value)}", field="trust_thresholds"
+            )
         conf[key] = value
     max_far = float(conf["MAX_FAR"])
     if not 0 < max_far <= 1 or not -1 <= float(conf["MIN_KAPPA"]) <= 1:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from core.errors import DomainError
+from core.errors import DomainError, value_shown
 from evals.baselines import baseline_current
 from evals.comparison.compute import Comparison, comparison_compute
 from evals.comparison.notes import decision_notes, interval_notes
@@ -56,7 +56,10 @@ def alpha_check(alpha: Any, *, option: str = "alpha") -> float:
         or not (ALPHA_MIN <= alpha <= ALPHA_MAX)
     ):
         raise DomainError(
-            detail=f"{option} must be a number from {ALPHA_MIN:g} to {ALPHA_MAX:g}, got {alpha!r}",
+            detail=(
+                f"{option} must be a number from {ALPHA_MIN:g} to {ALPHA_MAX:g}, "
+                f"got {value_shown(alpha)}"
+            ),
             field="alpha",
         )
     return float(alpha)

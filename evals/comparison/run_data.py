@@ -18,7 +18,7 @@ import numpy as np
 
 from core.bounds import COST_USD_QUANTUM
 from core.decimals import decimal_plain
-from core.errors import DomainError
+from core.errors import DomainError, value_shown
 from core.text import unstorable_refuse
 from evals.grading import verdict
 from evals.grading.grader_set import GraderSet
@@ -484,7 +484,10 @@ def run_data_from_file(path: str | Path) -> RunData:
     if fmt == RUN_DATA_FORMAT:
         return run_data_from_dict({**data, "source": str(path)})
     raise DomainError(
-        detail=f"{path}: format must be {RUN_FILE_FORMAT!r} or {RUN_DATA_FORMAT!r}, got {fmt!r}"
+        detail=(
+            f'{path}: format must be "{RUN_FILE_FORMAT}" or "{RUN_DATA_FORMAT}", '
+            f"got {value_shown(fmt)}"
+        )
     )
 
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-from core.errors import DomainError
+from core.errors import DomainError, value_shown
 from core.text import unstorable_path, unstorable_replace
 
 STEP_KINDS = ("message", "tool_call", "tool_result")
@@ -45,13 +45,13 @@ def _number(value: Any, where: str, *, integer: bool) -> None:
     if value is None:
         return
     if isinstance(value, bool) or not isinstance(value, int | float | Decimal):
-        raise TrajectoryError(f"expected a number or null, got {value!r}", field=where)
+        raise TrajectoryError(f"expected a number or null, got {value_shown(value)}", field=where)
     if integer and not isinstance(value, int):
-        raise TrajectoryError(f"expected a whole number, got {value!r}", field=where)
+        raise TrajectoryError(f"expected a whole number, got {value_shown(value)}", field=where)
     if isinstance(value, float) and not math.isfinite(value):
-        raise TrajectoryError(f"expected a finite number, got {value!r}", field=where)
+        raise TrajectoryError(f"expected a finite number, got {value_shown(value)}", field=where)
     if value < 0:
-        raise TrajectoryError(f"expected a number >= 0, got {value!r}", field=where)
+        raise TrajectoryError(f"expected a number >= 0, got {value_shown(value)}", field=where)
 
 
 def _step_check(step: Any, where: str) -> dict:

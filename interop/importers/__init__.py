@@ -20,7 +20,7 @@ from typing import Any, BinaryIO
 
 from django.db import transaction
 
-from core.errors import DomainError
+from core.errors import DomainError, value_shown
 from evals.models import Suite
 from interop.importers.context import ImportContext, ImportSummary
 from interop.importers.harness import json_document
@@ -113,12 +113,13 @@ def results_import(
         raise DomainError("suite/run: name too long (suite <= 200, run <= 196 chars)")
     if suite_kind not in Suite.Kind.values:
         raise DomainError(
-            f"suite kind: expected one of {', '.join(Suite.Kind.values)}, got {suite_kind!r}"
+            f"suite kind: expected one of {', '.join(Suite.Kind.values)}, "
+            f"got {value_shown(suite_kind)}"
         )
     stream.seek(0)
     fmt = fmt or format_detect(stream=stream, filename=filename)
     if fmt not in FORMATS:
-        raise DomainError(f"format: expected one of {', '.join(FORMATS)}, got {fmt!r}")
+        raise DomainError(f"format: expected one of {', '.join(FORMATS)}, got {value_shown(fmt)}")
     if fmt == "labeled" and mapping:
         raise DomainError("mapping: labeled records take no column mapping")
     if fmt in DOCUMENT_FORMATS and mapping:

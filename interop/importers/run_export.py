@@ -23,7 +23,7 @@ import math
 from collections.abc import Iterator
 from typing import Any
 
-from core.errors import DomainError
+from core.errors import DomainError, value_shown
 from core.strict_json import json_loads_line
 from core.text import UNSTORABLE, contains_unstorable
 from evals.cases import CaseSpec, context_problem
@@ -205,13 +205,13 @@ def _grade(row: CsvRow, key: str, cells: dict[str, str]) -> GradeSpec | None:
         return None
     if passed not in ("", "true", "false"):
         raise record_error(
-            row.where, f"{key}.passed", f"expected true, false or empty, got {passed!r}"
+            row.where, f"{key}.passed", f"expected true, false or empty, got {value_shown(passed)}"
         )
     if status not in Grade.Status.values:
         raise record_error(
             row.where,
             f"{key}.status",
-            f"expected one of {', '.join(Grade.Status.values)}, got {status!r}",
+            f"expected one of {', '.join(Grade.Status.values)}, got {value_shown(status)}",
         )
     value = None
     if score:
@@ -221,7 +221,9 @@ def _grade(row: CsvRow, key: str, cells: dict[str, str]) -> GradeSpec | None:
             value = math.nan
         if not (math.isfinite(value) and 0 <= value <= 1):
             raise record_error(
-                row.where, f"{key}.score", f"expected a number in [0, 1] or empty, got {score!r}"
+                row.where,
+                f"{key}.score",
+                f"expected a number in [0, 1] or empty, got {value_shown(score)}",
             )
     if contains_unstorable(reason):
         raise record_error(row.where, f"{key}.reason", UNSTORABLE)
@@ -252,7 +254,9 @@ def run_export_row(row: CsvRow, graders: list[str]) -> TrialSpec:
     status = cells["status"]
     if status not in TRIAL_STATUSES:
         raise record_error(
-            row.where, "status", f"expected one of {', '.join(TRIAL_STATUSES)}, got {status!r}"
+            row.where,
+            "status",
+            f"expected one of {', '.join(TRIAL_STATUSES)}, got {value_shown(status)}",
         )
     if contains_unstorable(cells["error"]):
         raise record_error(row.where, "error", UNSTORABLE)

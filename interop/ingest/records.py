@@ -25,7 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal, overload
 
-from core.errors import DomainError
+from core.errors import DomainError, value_shown
 from core.strict_json import contains_non_finite
 from core.text import UNSTORABLE, contains_unstorable
 from evals.models import Suite, Trial
@@ -96,7 +96,7 @@ def _header_string(
         return None
     if not isinstance(value, str):
         raise DomainError(
-            detail=f"header: field {name}: expected a string, got {value!r:.80}",
+            detail=f"header: field {name}: expected a string, got {value_shown(value)}",
             record=record,
             field=name,
         )
@@ -137,7 +137,7 @@ def header_parse(obj: dict, *, record: int | None = None) -> IngestHeader:
     if kind is not None and kind not in Suite.Kind.values:
         raise DomainError(
             detail=f"header: field suite_kind: expected one of "
-            f"{', '.join(Suite.Kind.values)}, got {kind!r:.80}",
+            f"{', '.join(Suite.Kind.values)}, got {value_shown(kind)}",
             record=record,
             field="suite_kind",
         )
@@ -148,7 +148,10 @@ def header_parse(obj: dict, *, record: int | None = None) -> IngestHeader:
         or not 0 <= threshold <= 1
     ):
         raise DomainError(
-            detail=f"header: field threshold: expected a number in [0, 1], got {threshold!r:.80}",
+            detail=(
+                "header: field threshold: expected a number in [0, 1], "
+                f"got {value_shown(threshold)}"
+            ),
             record=record,
             field="threshold",
         )
@@ -191,7 +194,8 @@ def _labels(value: Any, *, where: str, record: int) -> list[LabelSpec]:
             raise record_error(
                 where,
                 f"{path}.reviewer",
-                f"expected a non-empty name of at most {NAME_MAX} characters, got {reviewer!r:.80}",
+                f"expected a non-empty name of at most {NAME_MAX} characters, "
+                f"got {value_shown(reviewer)}",
                 record=record,
             )
         if reviewer in seen:
@@ -207,7 +211,7 @@ def _labels(value: Any, *, where: str, record: int) -> list[LabelSpec]:
             raise record_error(
                 where,
                 f"{path}.verdict",
-                f"expected 'pass' or 'fail', got {verdict!r:.80}",
+                f'expected "pass" or "fail", got {value_shown(verdict)}',
                 record=record,
             )
         critique = item.get("critique")
@@ -215,7 +219,7 @@ def _labels(value: Any, *, where: str, record: int) -> list[LabelSpec]:
             raise record_error(
                 where,
                 f"{path}.critique",
-                f"expected a string or null, got {critique!r:.80}",
+                f"expected a string or null, got {value_shown(critique)}",
                 record=record,
             )
         labels.append(LabelSpec(reviewer=reviewer, verdict=verdict, critique=critique or ""))

@@ -116,7 +116,7 @@ def test_a_run_export_keeps_a_cancelled_trial_and_refuses_an_unfinished_one():
     rows[2].update(status="queued", error="")
     error = _refused(lambda: _import_export(rows))
     assert str(error) == (
-        "row 3 (line 4): field status: expected one of ok, error, cancelled, got 'queued'"
+        'row 3 (line 4): field status: expected one of ok, error, cancelled, got "queued"'
     )
     rows[2]["status"] = "cancelled"
     _import_export(rows)
@@ -199,12 +199,12 @@ def _set(path: str, value):
         (
             "cases.0.trials.0.status",
             "failed",
-            "cases[0].trials[0].status: expected one of ok, error, cancelled, got 'failed'",
+            'cases[0].trials[0].status: expected one of ok, error, cancelled, got "failed"',
         ),
         (
             "cases.0.trials.0.status",
             "running",
-            "cases[0].trials[0].status: expected one of ok, error, cancelled, got 'running'",
+            'cases[0].trials[0].status: expected one of ok, error, cancelled, got "running"',
         ),
         (
             "cases.1.trials.1.grades",
@@ -216,12 +216,12 @@ def _set(path: str, value):
             "cases.0.trials.0.grades.0.status",
             "skipped",
             "cases[0].trials[0].grades[0].status: expected one of ok, error, not_judged, got "
-            "'skipped'",
+            '"skipped"',
         ),
         (
             "cases.0.trials.0.grades.0.passed",
             "true",
-            "cases[0].trials[0].grades[0].passed: expected true, false or null, got 'true'",
+            'cases[0].trials[0].grades[0].passed: expected true, false or null, got "true"',
         ),
         (
             "cases.0.context",

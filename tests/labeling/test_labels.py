@@ -46,7 +46,7 @@ def test_it_refuses_labeling_by_an_engineer_or_an_outsider(who, request, trial):
 
 
 def test_it_refuses_a_verdict_outside_pass_and_fail(bob, trial):
-    with pytest.raises(DomainError, match="verdict: expected 'pass' or 'fail', got 'Pass'"):
+    with pytest.raises(DomainError, match='verdict: expected "pass" or "fail", got "Pass"'):
         label_submit(trial=trial, reviewer=bob, verdict="Pass")
 
 

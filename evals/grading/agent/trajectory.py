@@ -24,7 +24,7 @@ from celpy import celtypes
 from celpy.celparser import CELParseError
 
 from core.decimals import decimal_plain
-from core.errors import DomainError
+from core.errors import DomainError, value_shown
 from evals.grading.agent.data import AgentData, AgentOutcome
 from evals.grading.contract.config import CEL_MAX_CHARS, cel_environment
 from evals.trajectory.steps import trajectory_totals
@@ -58,7 +58,7 @@ def _cap(value: Any, where: str, *, integer: bool) -> None:
     ok = isinstance(value, int) if integer else isinstance(value, int | float)
     if isinstance(value, bool) or not ok or not math.isfinite(value) or value < 0:
         kind = "a whole number" if integer else "a number"
-        raise DomainError(f"expected {kind} >= 0, got {value!r}", field=where)
+        raise DomainError(f"expected {kind} >= 0, got {value_shown(value)}", field=where)
 
 
 @lru_cache(maxsize=256)

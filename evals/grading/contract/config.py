@@ -20,7 +20,7 @@ import celpy
 import jsonschema
 from celpy.celparser import CELParseError
 
-from core.errors import DomainError
+from core.errors import DomainError, value_shown
 from core.registry import registry_get
 from evals.grading.contract import OPTIONS
 
@@ -75,13 +75,13 @@ class Contract:
 
 def _string(value: Any, where: str, label: str = "a non-empty string") -> str:
     if not isinstance(value, str) or not value.strip():
-        raise DomainError(f"expected {label}, got {value!r}", field=where)
+        raise DomainError(f"expected {label}, got {value_shown(value)}", field=where)
     return value
 
 
 def _names(value: Any, where: str) -> tuple[str, ...]:
     if not isinstance(value, list):
-        raise DomainError(f"expected a list of names, got {value!r}", field=where)
+        raise DomainError(f"expected a list of names, got {value_shown(value)}", field=where)
     for i, name in enumerate(value):
         _string(name, f"{where}[{i}]")
     if len(set(value)) != len(value):
@@ -91,7 +91,9 @@ def _names(value: Any, where: str) -> tuple[str, ...]:
 
 def _path(value: Any, where: str) -> tuple[str, ...]:
     if not isinstance(value, str):
-        raise DomainError(f"expected a dotted path (a string), got {value!r}", field=where)
+        raise DomainError(
+            f"expected a dotted path (a string), got {value_shown(value)}", field=where
+        )
     parts = tuple(value.split(".")) if value else ()
     if any(not p for p in parts):
         raise DomainError(f"empty segment in path {value!r}", field=where)
@@ -104,7 +106,9 @@ def _predicates(value: Any, where: str, *, key_label: str) -> tuple[Predicate, .
     out = []
     for name, source in value.items():
         if not _NAME_RE.match(name):
-            raise DomainError(f"{key_label} must be an identifier, got {name!r}", field=where)
+            raise DomainError(
+                f"{key_label} must be an identifier, got {value_shown(name)}", field=where
+            )
         _string(source, f"{where}.{name}", "a CEL expression (a string)")
         if len(source) > CEL_MAX_CHARS:
             raise DomainError(
@@ -148,7 +152,7 @@ def _oracle(value: Any, where: str) -> tuple[str | None, tuple[Predicate, ...], 
         _path(field, f"{where}.rules")
         if not isinstance(rule, str) or not _NAME_RE.match(rule):
             raise DomainError(
-                f"expected a rule name (an identifier), got {rule!r}",
+                f"expected a rule name (an identifier), got {value_shown(rule)}",
                 field=f"{where}.rules.{field}",
             )
     return function, expressions, dict(rules)

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field, replace
 from decimal import Decimal
 from typing import Any, Protocol
 
-from core.errors import DomainError
+from core.errors import DomainError, value_shown
 from core.text import REPLACED_KEY, unstorable_replace
 from evals.trajectory.steps import TrajectoryError, final_state_clean, trajectory_clean
 from providers.endpoint import MAX_CONCURRENCY
@@ -32,7 +32,7 @@ def concurrency_parse(value: Any) -> int:
     ``target.concurrency``."""
     if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_CONCURRENCY:
         raise DomainError(
-            f"expected an integer from 1 to {MAX_CONCURRENCY}, got {value!r:.40}",
+            f"expected an integer from 1 to {MAX_CONCURRENCY}, got {value_shown(value, limit=40)}",
             field="target.concurrency",
         )
     return value

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from core.bounds import seed_problem
-from core.errors import DomainError
+from core.errors import DomainError, value_shown
 from evals.grading.graders import parse_number
 from evals.runner.targets.base import (
     DEFAULT_CONCURRENCY,
@@ -135,14 +135,16 @@ class SimulatedConfig:
 def _probability(name: str, value: Any) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 1:
         raise DomainError(
-            f"expected a probability in [0, 1], got {value!r}", field=f"target.{name}"
+            f"expected a probability in [0, 1], got {value_shown(value)}", field=f"target.{name}"
         )
     return float(value)
 
 
 def _non_negative(name: str, value: Any) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float) or not value >= 0:
-        raise DomainError(f"expected a number ≥ 0, got {value!r}", field=f"target.{name}")
+        raise DomainError(
+            f"expected a number ≥ 0, got {value_shown(value)}", field=f"target.{name}"
+        )
     return float(value)
 
 
