@@ -276,7 +276,10 @@ REST_FRAMEWORK = {
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     # Not a throttle: the hook DRF runs after authentication and permissions (its docstring).
-    "DEFAULT_THROTTLE_CLASSES": ["core.api.checks.UnstorableQueryCheck"],
+    "DEFAULT_THROTTLE_CLASSES": [
+        "core.api.checks.DeclaredBodyLengthCheck",
+        "core.api.checks.UnstorableQueryCheck",
+    ],
     "DEFAULT_RENDERER_CLASSES": ["core.api.renderers.StrictJSONRenderer"],
     "DEFAULT_PAGINATION_CLASS": "core.api.pagination.IdCursorPagination",
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",

@@ -14,7 +14,8 @@ class DomainError(Exception):
     ("graders[2].config.pattern", "" for the whole request); ``record``: row or record ("line
     12", 3, None); ``detail``: the whole sentence when the caller phrases it; ``code``:
     "invalid" (400), "conflict" (409), "too_large" (413), "not_found" (404),
-    "precondition_failed" (412), "precondition_required" (428). ``str(error)`` is ``detail``,
+    "precondition_failed" (412),
+    "precondition_required" (428), "length_required" (411). ``str(error)`` is ``detail``,
     else "field: message". Extra keywords travel to the API answer."""
 
     CODES = (
@@ -24,6 +25,7 @@ class DomainError(Exception):
         "not_found",
         "precondition_failed",
         "precondition_required",
+        "length_required",
     )
 
     def __init__(

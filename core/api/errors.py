@@ -29,6 +29,7 @@ STATUS = {
     "not_found": 404,
     "precondition_failed": 412,
     "precondition_required": 428,
+    "length_required": 411,
 }
 _DRF_PARSERS = str(Path(JSONParser.__module__.replace(".", "/")).with_suffix(".py"))
 

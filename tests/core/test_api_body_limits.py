@@ -8,8 +8,10 @@ import io
 import json
 import tracemalloc
 
+import httpx
 import pytest
 
+from apitokens.tokens import token_create
 from core import bounds
 from core.api.parsers import body_read_capped
 from core.errors import DomainError
@@ -82,3 +84,51 @@ def test_a_large_json_ingest_body_is_refused_before_reading_saying_to_use_ndjson
     assert response.json()["limit"] == bounds.BODY_MAX_BYTES["ingest_json"]
     assert not response.wsgi_request._read_started
     assert peak < 8 * bounds.MIB
+
+
+@pytest.mark.parametrize("path", ["/api/runs/start", "/api/labels/", "/api/baselines/"])
+def test_a_chunked_body_without_a_length_is_a_411_not_an_empty_request(carol, path):
+    client = client_for(carol)
+    body = json.dumps({"suite": "x"}).encode()
+    # What a WSGI server hands Django for a chunked body: the header, and no CONTENT_LENGTH.
+    response = client.post(
+        path,
+        body,
+        content_type="application/json",
+        HTTP_TRANSFER_ENCODING="chunked",
+        CONTENT_LENGTH="",
+    )
+    assert response.status_code == 411, response.content
+    assert response.json()["detail"].startswith("Content-Length is required")
+    # the same body with its length reaches the view (and is answered about its content)
+    assert client.post(path, body, content_type="application/json").status_code != 411
+
+
+def test_an_anonymous_chunked_body_is_a_401_first():
+    response = client_for(None).post(
+        "/api/runs/start",
+        b"{}",
+        content_type="application/json",
+        HTTP_TRANSFER_ENCODING="chunked",
+        CONTENT_LENGTH="",
+    )
+    assert response.status_code in (401, 403)
+
+
+def test_a_chunked_start_through_a_real_wsgi_server_is_a_411(carol, live_server):
+    """httpx sends a generator body in chunks; the development server (what ``make demo``
+    runs) passes no CONTENT_LENGTH, so the body would have been read as empty."""
+    _, secret = token_create(user=carol, name="chunked")
+
+    def chunks():
+        yield b'{"suite": '
+        yield b'"nope"}'
+
+    response = httpx.post(
+        f"{live_server.url}/api/runs/start",
+        content=chunks(),
+        headers={"Authorization": f"Bearer {secret}", "Content-Type": "application/json"},
+        timeout=10,
+    )
+    assert response.status_code == 411, response.text
+    assert response.json()["detail"].startswith("Content-Length is required")
