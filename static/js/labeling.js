@@ -12,7 +12,8 @@
 // nothing, and this script keeps the typed verdict and critique in sessionStorage, shows
 // the "log in again" banner (rendered by the server, hidden) and points its link back at
 // this item. After login the queue page opens on that item, the draft is put back in the
-// form and saved (once; the draft is dropped before the save is sent). The preference
+// form and saved (once; the draft is dropped before the save is sent) with the label version
+// it was typed over, so a label changed meanwhile makes it stale (409), never overwritten. The preference
 // queue does the same: its form names its item in data-item (the pair's UUID) and its root
 // the query parameter that shows it (data-item-param="pair"; the pass/fail queue: "trial").
 (function () {
@@ -126,6 +127,9 @@
       item: itemOf(f),
       verdict: checked ? checked.value : "",
       critique: field(f, "critique") ? field(f, "critique").value : "",
+      // The version of the label this draft was typed over: the restored save sends it back,
+      // so a label changed meanwhile (another tab, the API) is refused as stale, not overwritten.
+      version: field(f, "expected_version") ? field(f, "expected_version").value : null,
     };
     try { window.sessionStorage.setItem(key, JSON.stringify(draft)); } catch (e) { /* full */ }
     return draft;
@@ -164,6 +168,10 @@
     window.sessionStorage.removeItem(key);
     var critique = field(f, "critique");
     if (critique) critique.value = draft.critique || "";
+    var version = field(f, "expected_version");
+    if (version && draft.version !== null && draft.version !== undefined) {
+      version.value = draft.version;
+    }
     if (draft.verdict) {
       choose(draft.verdict);
       save();
