@@ -265,6 +265,10 @@ class PairwiseCalibration:
     trust_reasons: list[str] = field(default_factory=list)
     trust_checks: list[TrustCheck] = field(default_factory=list)
     human_first_slot: RateResult | None = None
+    # The suite the figures were computed on (None: every pair the version judged): an
+    # approval's scope. The name is shown; the uuid is what the recheck matches, since a suite
+    # can be renamed.
+    suite_uuid: str | None = None
 
     def as_json(self) -> dict:
         """Strict-JSON dict; ``kind`` ``"pairwise"`` tells which rule an approval's figures met."""

@@ -66,6 +66,7 @@ def pairwise_calibration_compute(*, judge_version: JudgeVersion, suite=None) -> 
     )
     return replace(
         figures,
+        suite_uuid=str(suite.uuid) if suite is not None else None,
         human_first_slot=_rate(
             first, ordered, "undefined (no human A/B preference with a recorded order)"
         ),

@@ -64,8 +64,10 @@ def pairwise_trust_recheck(*, pair_id: int, by, change: str) -> list[JudgeApprov
     changed, in words. Call inside the preference change's transaction. Queries: 2 with no
     such approval, else a recompute per approval.
     """
-    suite_name = (
-        TrialPair.objects.filter(id=pair_id).values_list("case__suite__name", flat=True).first()
+    pair_suite = (
+        TrialPair.objects.filter(id=pair_id)
+        .values_list("case__suite__uuid", "case__suite__name")
+        .first()
     )
     approvals = (
         JudgeApproval.objects.active()
@@ -75,12 +77,29 @@ def pairwise_trust_recheck(*, pair_id: int, by, change: str) -> list[JudgeApprov
     )
     lapsed = []
     for approval in approvals:
-        # A pairwise approval's scope is the suite its figures were computed on (None: all).
-        scope = (approval.figures or {}).get("suite_name")
-        if scope is not None and scope != suite_name:
+        in_scope, suite = _approval_scope(approval.figures or {}, pair_suite)
+        if not in_scope:
             continue
-        suite = Suite.objects.get(name=scope) if scope is not None else None
         now = pairwise_calibration_compute(judge_version=approval.judge_version, suite=suite)
         if not now.trust_ok and _lapse(approval, reasons=now.trust_reasons, by=by, change=change):
             lapsed.append(approval)
     return lapsed
+
+
+def _approval_scope(figures: dict, pair_suite: tuple | None) -> tuple[bool, Suite | None]:
+    """``(in scope, suite)`` of a pairwise approval for a changed pair: the suite its figures
+    were computed on (None: every pair the version judged), and whether the pair
+    (``pair_suite``: its suite's (uuid, name)) lies in it. Matched by the suite's uuid, since a
+    suite can be renamed; figures recorded before they carried the uuid (migration labeling
+    0013 filled it in where the name still matched) by name."""
+    scope_uuid, scope_name = figures.get("suite_uuid"), figures.get("suite_name")
+    if scope_uuid is None and scope_name is None:
+        return True, None
+    pair_uuid, pair_name = pair_suite if pair_suite is not None else (None, None)
+    if scope_uuid is not None:
+        if str(pair_uuid) != scope_uuid:
+            return False, None
+        return True, Suite.objects.get(uuid=scope_uuid)
+    if scope_name != pair_name:
+        return False, None
+    return True, Suite.objects.get(name=scope_name)

@@ -5,7 +5,10 @@ the pairwise trust rule no longer holds."""
 
 from __future__ import annotations
 
+import importlib
+
 import pytest
+from django.apps import apps
 from django.urls import reverse
 
 from core.errors import DomainError
@@ -212,3 +215,41 @@ def test_a_preference_outside_the_approvals_suite_leaves_it_alone(alice, bob, ju
     )
     approval.refresh_from_db()
     assert approval.revoked_at is None
+
+
+def test_a_pairwise_approval_still_lapses_after_its_suite_is_renamed(alice, bob):
+    """The approval's scope is the suite itself, not its name: a lead renaming the suite (the
+    admin allows it) must not leave the approval unchecked, nor crash the preference save."""
+    version, suite, jr, pairs = _labeled_by(bob, agreeing_rows(32))
+    approval = judge_trust_approve(judge_version=version, by=alice, suite=suite)
+    assert approval.figures["suite_uuid"] == str(suite.uuid)
+    suite.name = f"{suite.name} (renamed)"
+    suite.save(update_fields=["name"])
+
+    for pair in pairs:
+        label = PreferenceLabel.objects.get(pair=pair, reviewer=bob)
+        preference_label_save(
+            judge_run=jr,
+            pair_id=pair.id,
+            reviewer=bob,
+            preferred="A" if label.preferred == "B" else "B",
+            expected_version=label.version,
+        )
+        if not pairwise_calibration_compute(judge_version=version, suite=suite).trust_ok:
+            break
+    approval.refresh_from_db()
+    assert approval.revoked_at is not None
+    assert approval.revoke_reason.startswith("lapsed: bob's preference on pair ")
+
+
+def test_the_migration_fills_the_suite_uuid_of_older_pairwise_approvals(alice, bob):
+    migration = importlib.import_module("labeling.migrations.0013_pairwise_approval_suite_uuid")
+    version, suite, jr, pairs = _labeled_by(bob, agreeing_rows(32))
+    approval = judge_trust_approve(judge_version=version, by=alice, suite=suite)
+    older = {k: v for k, v in approval.figures.items() if k != "suite_uuid"}
+    JudgeApproval.objects.filter(pk=approval.pk).update(figures=older)
+
+    migration.suite_uuid_fill(apps, None)
+    approval.refresh_from_db()
+    assert approval.figures["suite_uuid"] == str(suite.uuid)
+    assert approval.figures["suite_name"] == suite.name
