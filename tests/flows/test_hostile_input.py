@@ -11,7 +11,7 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.test import override_settings
 
-from core.errors import DomainError
+from core.errors import DomainError, value_shown
 from evals.comparison.gate import ALPHA_MAX, ALPHA_MIN, alpha_check
 from evals.comparison.run_data import run_data_from_file
 from evals.models import Case, Grade, Run, Suite, Trial
@@ -178,7 +178,8 @@ def test_one_rule_refuses_an_alpha_outside_1e_6_to_0_5(alpha):
     with pytest.raises(DomainError) as info:
         alpha_check(alpha)
     assert info.value.field == "alpha"
-    assert str(info.value) == f"alpha must be a number from 1e-06 to 0.5, got {alpha!r}"
+    # shown as the request wrote it: JSON's true and NaN, not Python's True and nan
+    assert str(info.value) == f"alpha must be a number from 1e-06 to 0.5, got {value_shown(alpha)}"
 
 
 @pytest.mark.parametrize("alpha", [ALPHA_MIN, 0.05, ALPHA_MAX])

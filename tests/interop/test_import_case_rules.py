@@ -239,6 +239,68 @@ def _set(path: str, value):
             "cases[0].tags[0]: expected a non-empty string, got a number (1)",
         ),
         ("cases.0.key", 7, "cases[0].key: expected a non-empty string, got 7"),
+        # no silent coercion: "false" is not false, "3" is not 3, 7 is not a text
+        (
+            "cases.0.trials.0.grades.0.gating",
+            "false",
+            'cases[0].trials[0].grades[0].gating: expected true or false, got "false"',
+        ),
+        ("run.trials_per_case", "3", 'run.trials_per_case: expected a whole number, got "3"'),
+        (
+            "run.trials_per_case",
+            0,
+            "run.trials_per_case: expected a whole number from 1 to 2,147,483,647, got 0",
+        ),
+        (
+            "cases.0.trials.0.output",
+            7,
+            "cases[0].trials[0].output: expected a string or null, got 7",
+        ),
+        (
+            "cases.0.trials.0.grades.0.reason",
+            ["r"],
+            'cases[0].trials[0].grades[0].reason: expected a string or null, got ["r"]',
+        ),
+        (
+            "cases.0.trials.0.grades.0.grader",
+            5,
+            "cases[0].trials[0].grades[0].grader: expected a non-empty string, got 5",
+        ),
+        (
+            "cases.0.trials.0.grades.0.score",
+            "0.5",
+            'cases[0].trials[0].grades[0].score: expected a number in [0, 1] or null, got "0.5"',
+        ),
+        (
+            "cases.0.trials.0.grades.0.score",
+            1.5,
+            "cases[0].trials[0].grades[0].score: expected a number in [0, 1] or null, got 1.5",
+        ),
+        (
+            "cases.0.trials.0.grades.0.details",
+            [1],
+            "cases[0].trials[0].grades[0].details: expected an object or null, got [1]",
+        ),
+        ("run", 5, "run: expected an object, got 5"),
+        ("cases", "x", 'cases: expected a list of objects, got "x"'),
+        ("cases.0", 5, "cases[0]: expected an object, got 5"),
+        ("cases.0.trials", "x", 'cases[0].trials: expected a list of objects, got "x"'),
+        ("cases.0.trials.0", 5, "cases[0].trials[0]: expected an object, got 5"),
+        (
+            "cases.0.trials.0.grades",
+            {"grader": "a"},
+            'cases[0].trials[0].grades: expected a list of objects, got {"grader": "a"}',
+        ),
+        (
+            "cases.0.trials.0.grades",
+            ["a"],
+            'cases[0].trials[0].grades[0]: expected an object, got "a"',
+        ),
+        (
+            "cases.0.trials.1.attempt",
+            1,
+            "cases[0].trials[1].attempt: attempt 1 of this case is already cases[0].trials[0]",
+        ),
     ],
 )
 def test_import_run_refuses_a_file_naming_the_field(tmp_path, path, value, says):

@@ -1,53 +1,31 @@
-"""A run as a JSON file (``manage.py export_run`` / ``import_run``): the committed baseline.
-
-Format ``"assay-run"``, version 1, strict JSON (no NaN/Infinity; costs as decimal strings)::
-
-    {"format": "assay-run", "version": 1,
-     "run": {"uuid", "name", "status", "source", "target_kind", "model", "target",
-             "graders", "trials_per_case", "source_version", "created_at", "finished_at",
-             "suite": {"name", "kind"}},
-     "judge_versions": {"<uuid>": {"judge", "judge_kind", "number", "model", "protocol",
-                                   "prompt_template", "params", "output_schema",
-                                   "threshold", "content_hash", "trusted"}},
-     "cases": [{"key", "content_hash", "input", "expected", "context", "tags",
-                "goal_state"?,
-                "trials": [{"attempt", "status", "output", "error_message", "latency_ms",
-                            "input_tokens", "output_tokens", "cost_usd", "created_at",
-                            "trajectory"?, "final_state"?,
-                            "grades": [{"grader", "grader_version", "status", "passed",
-                                        "score", "reason", "details", "gating",
-                                        "judge_version"}]}]}]}
-
-Lossless for what the run report and a comparison read. ``--no-outputs`` leaves out output
-text, ``trajectory`` and ``final_state``. ``goal_state`` is case content (in its
-``content_hash``), always written when set; ``?`` keys are written only when set. Steps and
-states are read back by ``evals.trajectory.steps``, a bad step refused naming it
-(``cases[0].trials[1].trajectory[3].arguments``).
-"""
+"""Reading a run file back into a run: all or nothing (``interop.run_file``'s format)."""
 
 from __future__ import annotations
 
-import json
-from decimal import Decimal, InvalidOperation
-from typing import Any
-
 from django.db import transaction
-from django.db.models import QuerySet
 from django.utils import timezone
-from django.utils.dateparse import parse_datetime
 
-from core import bounds
-from core.decimals import decimal_plain
 from core.errors import DomainError, value_shown
 from core.ids import uuid_parse
 from core.text import unstorable_refuse
-from evals.blindness import GOLD_GRADER, grades_visible_to, sees_everything
 from evals.cases import CaseSpec, cases_upsert, context_problem, size_problem, tags_problem
 from evals.comparison.run_data import RUN_FILE_FORMAT
 from evals.models import Case, Grade, Run, Suite, Trial, content_hash, grade_skipped_placeholder
 from evals.trajectory.steps import final_state_parse, trajectory_parse
 from interop.importers.context import run_finish
-from interop.importers.reader import TIME_RANGE, time_check
+from interop.run_file.fields import (
+    _count,
+    _decimal,
+    _details,
+    _flag,
+    _grader,
+    _latency,
+    _need,
+    _objects,
+    _score,
+    _text,
+    _when,
+)
 from judges.models import Judge, JudgeVersion
 from judges.models.versions import judge_version_hash
 
@@ -56,190 +34,6 @@ BATCH = 1000
 # trials have not finished and are refused.
 UNFINISHED = (Trial.Status.QUEUED, Trial.Status.RUNNING)
 FINISHED_OR_CANCELLED = tuple(s for s in Trial.Status.values if s not in UNFINISHED)
-
-
-def _iso(value) -> str | None:
-    return value.isoformat() if value is not None else None
-
-
-def run_export(*, run: Run, outputs: bool = True, viewer=None) -> dict[str, Any]:
-    """The run as a strict-JSON-safe dict in the ``assay-run`` format. With ``viewer`` only the
-    grades they may see (``evals.blindness``); None (command line) writes all. Four queries,
-    five with a viewer. Long by design: one pass writing the fields in the format's order."""
-    suite = run.suite
-    fields = [
-        "id",
-        "case_id",
-        "attempt",
-        "status",
-        "error_message",
-        "latency_ms",
-        "input_tokens",
-        "output_tokens",
-        "cost_usd",
-        "created_at",
-        "top_up_round",
-        "replaced_by",
-    ]
-    trials = Trial.objects.filter(run=run).order_by("case_id", "attempt")
-    trials = trials.only(*fields, *(["output", "trajectory", "final_state"] if outputs else []))
-    grades: dict[int, list[dict]] = {}
-    judge_versions: dict[str, dict] = {}
-    run_grades: QuerySet[Grade] = Grade.objects.filter(trial__run=run)
-    # A gold grade's details hold the imported label (its critique): never a reviewer's to
-    # read (evals.blindness, rule 2), whatever their sets.
-    gold_details = viewer is None or sees_everything(viewer)
-    if viewer is not None:
-        run_grades = grades_visible_to(run_grades, viewer)
-    for g in run_grades.select_related("judge_version__judge").order_by("trial_id", "grader"):
-        ref = None
-        if g.judge_version is not None:
-            jv = g.judge_version
-            ref = str(jv.uuid)
-            if ref not in judge_versions:
-                judge_versions[ref] = {
-                    "judge": jv.judge.name,
-                    "judge_kind": jv.judge.kind,
-                    "number": jv.number,
-                    "model": jv.model,
-                    "protocol": jv.protocol,
-                    "base_url": jv.base_url,
-                    "prompt_template": jv.prompt_template,
-                    "params": jv.params,
-                    "output_schema": jv.output_schema,
-                    "threshold": jv.threshold,
-                    "content_hash": jv.content_hash,
-                    "trusted": jv.is_trusted,
-                }
-        grades.setdefault(g.trial_id, []).append(
-            {
-                "grader": g.grader,
-                "grader_version": g.grader_version,
-                "status": g.status,
-                "passed": g.passed,
-                "score": g.score,
-                "reason": g.reason,
-                "details": g.details if gold_details or g.grader != GOLD_GRADER else {},
-                "gating": g.gating,
-                "judge_version": ref,
-            }
-        )
-    by_case: dict[int, list[dict]] = {}
-    for t in trials.iterator(chunk_size=2000):
-        by_case.setdefault(t.case_id, []).append(
-            {
-                "attempt": t.attempt,
-                "status": t.status,
-                **({"top_up_round": t.top_up_round} if t.top_up_round is not None else {}),
-                **({"replaced": True} if t.replaced_by_id is not None else {}),
-                **({"output": t.output} if outputs else {}),
-                "error_message": t.error_message,
-                "latency_ms": t.latency_ms,
-                "input_tokens": t.input_tokens,
-                "output_tokens": t.output_tokens,
-                "cost_usd": decimal_plain(t.cost_usd) if t.cost_usd is not None else None,
-                "created_at": _iso(t.created_at),
-                **({"trajectory": t.trajectory} if outputs and t.trajectory is not None else {}),
-                **({"final_state": t.final_state} if outputs and t.final_state is not None else {}),
-                "grades": grades.get(t.id, []),
-            }
-        )
-    cases = [
-        {
-            "key": c.key,
-            "content_hash": c.content_hash,
-            "input": c.input,
-            "expected": c.expected,
-            "context": c.context,
-            "tags": c.tags,
-            **({"goal_state": c.goal_state} if c.goal_state is not None else {}),
-            "trials": by_case[c.id],
-        }
-        for c in Case.objects.filter(id__in=list(by_case)).order_by("key", "id")
-    ]
-    return {
-        "format": RUN_FILE_FORMAT,
-        "version": 1,
-        "run": {
-            "uuid": str(run.uuid),
-            "name": run.name,
-            "status": run.status,
-            "source": run.source,
-            "target_kind": run.target_kind,
-            "model": run.model,
-            "target": run.target,
-            "graders": _graders_named(run.graders),
-            "trials_per_case": run.trials_per_case,
-            "source_version": run.source_version,
-            "created_at": _iso(run.created_at),
-            "finished_at": _iso(run.finished_at),
-            "suite": {"name": suite.name, "kind": suite.kind},
-        },
-        "judge_versions": judge_versions,
-        "cases": cases,
-    }
-
-
-def _graders_named(graders: Any) -> Any:
-    """The stored grader set, each judge grader also naming its version by ``judge`` and
-    ``judge_number``, so it resolves where the version has another UUID. One query."""
-    if not isinstance(graders, list):
-        return graders
-    refs = [
-        uuid_parse(g["config"].get("judge_version"))
-        for g in graders
-        if isinstance(g, dict) and isinstance(g.get("config"), dict)
-    ]
-    versions = {
-        str(v.uuid): v
-        for v in JudgeVersion.objects.filter(uuid__in=[r for r in refs if r is not None])
-        .select_related("judge")
-        .only("uuid", "number", "judge__name")
-    }
-    out = []
-    for g in graders:
-        ref = g.get("config", {}).get("judge_version") if isinstance(g, dict) else None
-        version = versions.get(str(uuid_parse(ref))) if isinstance(ref, str) else None
-        if version is not None:
-            config = {**g["config"], "judge": version.judge.name, "judge_number": version.number}
-            g = {**g, "config": config}
-        out.append(g)
-    return out
-
-
-def run_export_json(*, run: Run, outputs: bool = True, viewer=None) -> str:
-    """``run_export`` as strict JSON text (``allow_nan=False``: a non-finite number raises)."""
-    return json.dumps(
-        run_export(run=run, outputs=outputs, viewer=viewer),
-        allow_nan=False,
-        ensure_ascii=False,
-        indent=1,
-    )
-
-
-def _need(obj: Any, key: str, where: str) -> Any:
-    if not isinstance(obj, dict) or key not in obj:
-        raise DomainError(f"missing field {key!r}", field=f"{where}")
-    return obj[key]
-
-
-def _when(value: Any, where: str):
-    """An ISO 8601 time with an offset, in UTC, within ``reader.time_check``'s years; else
-    ``DomainError`` naming ``where``."""
-    if value is None:
-        return None
-    try:
-        parsed = parse_datetime(value) if isinstance(value, str) else None
-    except ValueError:  # well formed but not a date (2025-02-30)
-        parsed = None
-    if parsed is None or parsed.tzinfo is None:
-        raise DomainError(f"{value!r} is not an ISO 8601 time with an offset", field=f"{where}")
-    utc = time_check(parsed)
-    if utc is None:
-        raise DomainError(
-            f"{value!r} is outside the supported range: a time {TIME_RANGE}", field=f"{where}"
-        )
-    return utc
 
 
 def _judge_versions(data: dict) -> dict[str, JudgeVersion]:
@@ -342,50 +136,6 @@ def _cases(suite: Suite, cases: list, retired: list[Case] | None = None, by=None
     return [existing.get((s.key, s.content_hash)) or created[s.key] for s in specs]
 
 
-def _decimal(value: Any, where: str) -> Decimal | None:
-    if value is None:
-        return None
-    try:
-        out = Decimal(str(value))
-    except InvalidOperation as exc:
-        raise DomainError(f"{value!r} is not a decimal", field=f"{where}") from exc
-    if not out.is_finite():
-        raise DomainError(f"{value!r} is not finite", field=f"{where}")
-    problem = bounds.cost_problem(out)
-    if problem:
-        raise DomainError(problem, field=where)
-    return out
-
-
-def _count(t: dict, key: str, where: str, *, minimum: int = 0) -> int | None:
-    """A trial's whole number ``key`` (tokens, attempt) within ``core.bounds``, or None."""
-    value = t.get(key)
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise DomainError(
-            f"expected a whole number, got {value_shown(value)}", field=f"{where}.{key}"
-        )
-    problem = bounds.count_problem(value, minimum=minimum)
-    if problem:
-        raise DomainError(problem, field=f"{where}.{key}")
-    return value
-
-
-def _latency(t: dict, where: str) -> float | None:
-    value = t.get("latency_ms")
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise DomainError(
-            f"expected a number of ms, got {value_shown(value)}", field=f"{where}.latency_ms"
-        )
-    problem = bounds.latency_problem(value)
-    if problem:
-        raise DomainError(problem, field=f"{where}.latency_ms")
-    return float(value)
-
-
 @transaction.atomic
 def run_import(
     *,
@@ -410,6 +160,8 @@ def run_import(
         raise DomainError(f"{data.get('version')!r} is not supported (1)", field="version")
     unstorable_refuse(data)
     meta = _need(data, "run", "file")
+    if not isinstance(meta, dict):
+        raise DomainError(f"expected an object, got {value_shown(meta)}", field="run")
     suite_meta = _need(meta, "suite", "run")
     status = _need(meta, "status", "run")
     if status not in Run.TERMINAL:
@@ -425,7 +177,7 @@ def run_import(
             field="run.name",
         )
     versions = _judge_versions(data)
-    file_cases = _need(data, "cases", "file")
+    file_cases = _objects(_need(data, "cases", "file"), "cases")
     retired_cases: list[Case] = []
     cases = _cases(suite, file_cases, retired_cases, by)
     if retired is not None:
@@ -440,7 +192,7 @@ def run_import(
         target=meta.get("target") or {},
         graders=meta.get("graders") or [],
         source_version=meta.get("source_version") or "",
-        trials_per_case=int(meta.get("trials_per_case") or 1),
+        trials_per_case=_count(meta, "trials_per_case", "run", minimum=1) or 1,
         status=status,
         started_at=timezone.now(),
         finished_at=_when(meta.get("finished_at"), "run.finished_at"),
@@ -448,7 +200,8 @@ def run_import(
     )
     trials, grade_specs = [], []
     for i, (case, c) in enumerate(zip(cases, file_cases, strict=True)):
-        for j, t in enumerate(c.get("trials") or []):
+        attempts: dict[int, str] = {}  # attempt -> where it was first given, per case
+        for j, t in enumerate(_objects(c.get("trials"), f"cases[{i}].trials")):
             where = f"cases[{i}].trials[{j}]"
             if t.get("replaced"):
                 continue  # a retried attempt: history of the source database, not data
@@ -465,14 +218,20 @@ def run_import(
             attempt = _count({"attempt": _need(t, "attempt", where)}, "attempt", where, minimum=1)
             if attempt is None:  # present but null: the column is not null
                 raise DomainError("expected a whole number, got null", field=f"{where}.attempt")
+            if attempt in attempts:
+                raise DomainError(
+                    f"attempt {attempt} of this case is already {attempts[attempt]}",
+                    field=f"{where}.attempt",
+                )
+            attempts[attempt] = where
             trials.append(
                 Trial(
                     run=run,
                     case=case,
                     attempt=attempt,
                     status=status,
-                    output=t.get("output") or "",
-                    error_message=t.get("error_message") or "",
+                    output=_text(t, "output", where),
+                    error_message=_text(t, "error_message", where),
                     latency_ms=_latency(t, where),
                     input_tokens=_count(t, "input_tokens", where),
                     output_tokens=_count(t, "output_tokens", where),
@@ -486,7 +245,7 @@ def run_import(
                     top_up_round=round_,
                 )
             )
-            grade_specs.append((where, t.get("grades") or []))
+            grade_specs.append((where, _objects(t.get("grades"), f"{where}.grades")))
     Trial.objects.bulk_create(trials, batch_size=BATCH)
     grades = []
     for trial, (where, specs) in zip(trials, grade_specs, strict=True):
@@ -496,7 +255,8 @@ def run_import(
                 raise DomainError(
                     f"{ref!r} is not in judge_versions", field=f"{where}.grades[{k}].judge_version"
                 )
-            status, passed, score = g.get("status", "ok"), g.get("passed"), g.get("score")
+            at = f"{where}.grades[{k}]"
+            status, passed, score = g.get("status", "ok"), g.get("passed"), _score(g, at)
             if status not in Grade.Status.values:
                 raise DomainError(
                     f"expected one of {', '.join(Grade.Status.values)}, got {value_shown(status)}",
@@ -517,15 +277,15 @@ def run_import(
             grades.append(
                 Grade(
                     trial=trial,
-                    grader=_need(g, "grader", f"{where}.grades[{k}]"),
-                    grader_version=g.get("grader_version") or "",
+                    grader=_grader(g, at),
+                    grader_version=_text(g, "grader_version", at),
                     judge_version=versions.get(ref) if ref else None,
                     status=status,
                     passed=passed,
                     score=score,
-                    reason=g.get("reason") or "",
-                    details=g.get("details") or {},
-                    gating=bool(g.get("gating", True)),
+                    reason=_text(g, "reason", at),
+                    details=_details(g, at),
+                    gating=_flag(g, "gating", at, default=True),
                 )
             )
     Grade.objects.bulk_create(grades, batch_size=BATCH)

@@ -1,0 +1,31 @@
+"""A run as a JSON file (``manage.py export_run`` / ``import_run``): the committed baseline.
+
+Format ``"assay-run"``, version 1, strict JSON (no NaN/Infinity; costs as decimal strings)::
+
+    {"format": "assay-run", "version": 1,
+     "run": {"uuid", "name", "status", "source", "target_kind", "model", "target",
+             "graders", "trials_per_case", "source_version", "created_at", "finished_at",
+             "suite": {"name", "kind"}},
+     "judge_versions": {"<uuid>": {"judge", "judge_kind", "number", "model", "protocol",
+                                   "prompt_template", "params", "output_schema",
+                                   "threshold", "content_hash", "trusted"}},
+     "cases": [{"key", "content_hash", "input", "expected", "context", "tags",
+                "goal_state"?,
+                "trials": [{"attempt", "status", "output", "error_message", "latency_ms",
+                            "input_tokens", "output_tokens", "cost_usd", "created_at",
+                            "trajectory"?, "final_state"?,
+                            "grades": [{"grader", "grader_version", "status", "passed",
+                                        "score", "reason", "details", "gating",
+                                        "judge_version"}]}]}]}
+
+Lossless for what the run report and a comparison read. ``--no-outputs`` leaves out output
+text, ``trajectory`` and ``final_state``. ``goal_state`` is case content (in its
+``content_hash``), always written when set; ``?`` keys are written only when set. Steps and
+states are read back by ``evals.trajectory.steps``, a bad step refused naming it
+(``cases[0].trials[1].trajectory[3].arguments``).
+"""
+
+from interop.run_file.export import run_export, run_export_json
+from interop.run_file.importing import run_import
+
+__all__ = ["run_export", "run_export_json", "run_import"]

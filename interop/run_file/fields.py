@@ -1,0 +1,151 @@
+"""The run file's field readers: each value checked and converted, or a ``DomainError``
+naming its field (``cases[0].trials[1].grades[0].gating``); nothing is coerced."""
+
+from __future__ import annotations
+
+from decimal import Decimal, InvalidOperation
+from typing import Any
+
+from django.utils.dateparse import parse_datetime
+
+from core import bounds
+from core.errors import DomainError, value_shown
+from interop.importers.reader import TIME_RANGE, time_check
+
+
+def _need(obj: Any, key: str, where: str) -> Any:
+    if not isinstance(obj, dict) or key not in obj:
+        raise DomainError(f"missing field {key!r}", field=f"{where}")
+    return obj[key]
+
+
+def _when(value: Any, where: str):
+    """An ISO 8601 time with an offset, in UTC, within ``reader.time_check``'s years; else
+    ``DomainError`` naming ``where``."""
+    if value is None:
+        return None
+    try:
+        parsed = parse_datetime(value) if isinstance(value, str) else None
+    except ValueError:  # well formed but not a date (2025-02-30)
+        parsed = None
+    if parsed is None or parsed.tzinfo is None:
+        raise DomainError(f"{value!r} is not an ISO 8601 time with an offset", field=f"{where}")
+    utc = time_check(parsed)
+    if utc is None:
+        raise DomainError(
+            f"{value!r} is outside the supported range: a time {TIME_RANGE}", field=f"{where}"
+        )
+    return utc
+
+
+def _decimal(value: Any, where: str) -> Decimal | None:
+    if value is None:
+        return None
+    try:
+        out = Decimal(str(value))
+    except InvalidOperation as exc:
+        raise DomainError(f"{value!r} is not a decimal", field=f"{where}") from exc
+    if not out.is_finite():
+        raise DomainError(f"{value!r} is not finite", field=f"{where}")
+    problem = bounds.cost_problem(out)
+    if problem:
+        raise DomainError(problem, field=where)
+    return out
+
+
+def _count(t: dict, key: str, where: str, *, minimum: int = 0) -> int | None:
+    """A trial's whole number ``key`` (tokens, attempt) within ``core.bounds``, or None."""
+    value = t.get(key)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise DomainError(
+            f"expected a whole number, got {value_shown(value)}", field=f"{where}.{key}"
+        )
+    problem = bounds.count_problem(value, minimum=minimum)
+    if problem:
+        raise DomainError(problem, field=f"{where}.{key}")
+    return value
+
+
+def _objects(value: Any, where: str) -> list[dict]:
+    """A list of JSON objects (``[]`` for null or absent); ``DomainError`` naming ``where`` or
+    the item at fault."""
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise DomainError(f"expected a list of objects, got {value_shown(value)}", field=where)
+    for n, item in enumerate(value):
+        if not isinstance(item, dict):
+            raise DomainError(f"expected an object, got {value_shown(item)}", field=f"{where}[{n}]")
+    return value
+
+
+def _text(obj: dict, key: str, where: str) -> str:
+    """A text ``key`` of ``obj``: "" when absent or null; ``DomainError`` for anything else."""
+    value = obj.get(key)
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise DomainError(
+            f"expected a string or null, got {value_shown(value)}", field=f"{where}.{key}"
+        )
+    return value
+
+
+def _flag(obj: dict, key: str, where: str, *, default: bool) -> bool:
+    """A true/false ``key`` of ``obj`` (``default`` when absent); "false" is not false."""
+    value = obj.get(key, default)
+    if not isinstance(value, bool):
+        raise DomainError(
+            f"expected true or false, got {value_shown(value)}", field=f"{where}.{key}"
+        )
+    return value
+
+
+def _score(g: dict, where: str) -> float | None:
+    """A grade's ``score``: a number in [0, 1], or None."""
+    value = g.get("score")
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 1:
+        raise DomainError(
+            f"expected a number in [0, 1] or null, got {value_shown(value)}",
+            field=f"{where}.score",
+        )
+    return float(value)
+
+
+def _details(g: dict, where: str) -> dict:
+    """A grade's ``details``: an object, {} when absent or null."""
+    value = g.get("details")
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise DomainError(
+            f"expected an object or null, got {value_shown(value)}", field=f"{where}.details"
+        )
+    return value
+
+
+def _grader(g: dict, where: str) -> str:
+    value = _need(g, "grader", where)
+    if not isinstance(value, str) or not value:
+        raise DomainError(
+            f"expected a non-empty string, got {value_shown(value)}", field=f"{where}.grader"
+        )
+    return value
+
+
+def _latency(t: dict, where: str) -> float | None:
+    value = t.get("latency_ms")
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise DomainError(
+            f"expected a number of ms, got {value_shown(value)}", field=f"{where}.latency_ms"
+        )
+    problem = bounds.latency_problem(value)
+    if problem:
+        raise DomainError(problem, field=f"{where}.latency_ms")
+    return float(value)
