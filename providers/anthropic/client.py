@@ -64,8 +64,11 @@ class MessagesClient(EndpointClient):
         return headers
 
     def answer_read(self, response: HttpAnswer, body: dict[str, Any]) -> Attempt:
-        """A ``body`` forcing a tool (``forced_tool``) is answered by that tool's input."""
-        return answer_read(response, model=self.config.model, tool=forced_tool(body))
+        """A ``body`` forcing a tool (``forced_tool``) is answered by that tool's input; one
+        declaring tools may be answered by ``tool_use`` blocks alone."""
+        return answer_read(
+            response, model=self.config.model, tool=forced_tool(body), tools="tools" in body
+        )
 
     def tokens_estimate(self, body: dict[str, Any]) -> float:
         """``providers.client.tokens_estimate`` plus the ``system`` text's characters / 4."""

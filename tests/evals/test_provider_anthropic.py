@@ -362,9 +362,9 @@ def test_the_limiter_learns_from_a_429s_headers_through_the_client():
             "set by Assay",
         ),
         (
-            {"tools": [{"name": "f", "function": "x:y"}]},
-            "target.provider",
-            "the tool loop speaks OpenAI's protocol only for now",
+            {"tools": ["tests.evals.agent_tools:lookup_order"], "max_steps": 0},
+            "target.max_steps",
+            "expected an integer from 1 to 500",
         ),
         ({"anthropic_version": "2023-06-01\r\nX: y"}, "target.anthropic_version", "expected"),
         ({"anthropic_version": 2023}, "target.anthropic_version", "expected"),
