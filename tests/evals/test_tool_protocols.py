@@ -395,6 +395,23 @@ def test_bad_arguments_read_the_same_on_both_protocols():
     assert from_anthropic["problem"].startswith("arguments are not JSON: Expecting value")
 
 
+def test_null_arguments_are_not_an_object_and_never_reach_a_tool_on_either_protocol():
+    """A JSON ``null`` once became ``{"$unparsed": "null"}`` keyword arguments, run by a tool
+    taking ``**kwargs``."""
+    openai = {"id": "c", "function": {"name": "f", "arguments": "null"}}
+    _, [from_openai] = TOOL_PROTOCOLS["openai"].reply(
+        TargetResult(output="", raw_response={"choices": [{"message": {"tool_calls": [openai]}}]})
+    )
+    _, calls = TOOL_PROTOCOLS["anthropic"].reply(
+        _anthropic_reply(
+            {"type": "tool_use", "id": "c", "name": "f", "input": "null"},
+            {"type": "tool_use", "id": "d", "name": "f", "input": None},
+        )
+    )
+    for call in (from_openai, *calls):
+        assert call["problem"] == "arguments are not a JSON object"
+
+
 def test_a_tool_use_cut_off_at_max_tokens_is_never_run_and_long_ids_are_cut_alike():
     adapter = TOOL_PROTOCOLS["anthropic"]
     result = _anthropic_reply(

@@ -196,7 +196,7 @@ def _arguments_parse(text: str) -> tuple[dict[str, Any] | None, str | None]:
         arguments = json.loads(text, parse_constant=_not_json)
     except ValueError as exc:
         return None, f"arguments are not JSON: {exc}"
-    if arguments is not None and not isinstance(arguments, dict):
+    if not isinstance(arguments, dict):  # ``null`` too: never a call with ``$unparsed``
         return None, "arguments are not a JSON object"
     return arguments, None
 
