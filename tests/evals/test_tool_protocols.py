@@ -159,6 +159,9 @@ def test_each_script_makes_the_same_steps_and_the_predicted_answer_on_both_proto
             assert results_[i]["content"] == says
         prefix = "call" if protocol == "openai" else "toolu"
         assert result.trajectory[0]["id"] == f"{prefix}_mock_0_0"
+        ids = [s["id"] for s in result.trajectory if "id" in s]
+        assert ids[0::2] == ids[1::2]  # each result answers its call
+        assert ids[0::2] == [f"{prefix}_mock_0_{turn}" for turn in range(len(calls))]
         assert result.raw_response["model_calls"] == len(calls) + 1
         # every model call's figures on its first step, priced
         priced = [s for s in result.trajectory if "cost_usd" in s]
