@@ -3,8 +3,10 @@
 (``stop_reason``, the cache token counts). A call forcing a tool (``tool_choice``
 ``{"type": "tool", "name"}``) is answered by that tool's ``tool_use`` block: its ``input``, an
 object, as JSON text (no such block, or a key twice anywhere in the body, is
-``malformed_response``). Error kinds are ``providers.answers``' (a 529 ``overloaded_error`` is
-``server_error 529``, retried); a 400 saying ``<name>: Extra inputs are not permitted`` is
+``malformed_response``). A call declaring tools (the tool loop) may be answered by ``tool_use``
+blocks without text: its output is then empty (the loop reads the blocks from the raw
+response). Error kinds are ``providers.answers``' (a 529 ``overloaded_error`` is ``server_error
+529``, retried); a 400 saying ``<name>: Extra inputs are not permitted`` is
 ``rejected_parameter`` naming ``<name>``."""
 
 from __future__ import annotations
@@ -33,13 +35,16 @@ _EXTRA_INPUT = re.compile(
 )
 
 
-def answer_read(response: HttpAnswer, *, model: str, tool: str | None = None) -> Attempt:
+def answer_read(
+    response: HttpAnswer, *, model: str, tool: str | None = None, tools: bool = False
+) -> Attempt:
     """What ``response`` says (``providers.answers.answer_read``, a 200 read by
-    ``message_read``); ``tool``: the tool the call forces, None for a text answer."""
+    ``message_read``); ``tool``: the tool the call forces, None for a text answer; ``tools``:
+    the call declares tools, so ``tool_use`` blocks without text are an answer."""
     return answers.answer_read(
         response,
         model=model,
-        reply_read=lambda body, text: message_read(body, text, model=model, tool=tool),
+        reply_read=lambda body, text: message_read(body, text, model=model, tool=tool, tools=tools),
         parameter_name=parameter_name,
     )
 
@@ -55,9 +60,12 @@ def parameter_name(status: int, body: Any, message: str) -> str | None:
     return None if name.startswith("messages") else name
 
 
-def message_read(body: Any, text: str, *, model: str, tool: str | None = None) -> ProviderReply:
+def message_read(
+    body: Any, text: str, *, model: str, tool: str | None = None, tools: bool = False
+) -> ProviderReply:
     """A 200's text blocks joined (with ``tool``: that tool's input, ``tool_input_read``), or
-    ``malformed_response`` naming what is missing (no text says the ``stop_reason``)."""
+    ``malformed_response`` naming what is missing (no text says the ``stop_reason``); with
+    ``tools``, ``tool_use`` blocks and no text are an empty output."""
     if not isinstance(body, dict):
         raw = {"status": 200, "body": error_body_excerpt(None, text)}
         return errored("malformed_response", "the 200 body is not a JSON object", raw, model)
@@ -74,7 +82,8 @@ def message_read(body: Any, text: str, *, model: str, tool: str | None = None) -
         and block.get("type") == "text"
         and isinstance(block.get("text"), str)
     )
-    if not output:
+    calls = tools and any(isinstance(b, dict) and b.get("type") == "tool_use" for b in content)
+    if not output and not calls:
         stop = body.get("stop_reason")
         why = f"no text (stop_reason {stop!r:.60})" if isinstance(stop, str) else "no text"
         raw = malformed_raw(body, text)

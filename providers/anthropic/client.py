@@ -5,6 +5,7 @@ cancellation) is ``providers.client.EndpointClient``'s, answers are read by
 
 from __future__ import annotations
 
+import json
 import random
 from collections.abc import Mapping
 from typing import Any
@@ -64,10 +65,40 @@ class MessagesClient(EndpointClient):
         return headers
 
     def answer_read(self, response: HttpAnswer, body: dict[str, Any]) -> Attempt:
-        """A ``body`` forcing a tool (``forced_tool``) is answered by that tool's input."""
-        return answer_read(response, model=self.config.model, tool=forced_tool(body))
+        """A ``body`` forcing a tool (``forced_tool``) is answered by that tool's input; one
+        declaring tools may be answered by ``tool_use`` blocks alone."""
+        return answer_read(
+            response, model=self.config.model, tool=forced_tool(body), tools="tools" in body
+        )
 
     def tokens_estimate(self, body: dict[str, Any]) -> float:
-        """``providers.client.tokens_estimate`` plus the ``system`` text's characters / 4."""
+        """``providers.client.tokens_estimate`` plus the characters / 4 of the ``system`` text and
+        of the content blocks a tool loop's turns carry (``blocks_chars``)."""
         system = body.get("system")
-        return tokens_estimate(body) + (len(system) / 4 if isinstance(system, str) else 0.0)
+        chars = len(system) if isinstance(system, str) else 0
+        for message in body.get("messages") or ():
+            content = message.get("content") if isinstance(message, dict) else None
+            if isinstance(content, list):
+                chars += blocks_chars(content)
+        return tokens_estimate(body) + chars / 4
+
+
+def blocks_chars(blocks: list[Any]) -> int:
+    """Characters of a message's content blocks: ``text`` blocks' text, ``tool_use`` inputs as
+    JSON, ``tool_result`` contents (a string, or text blocks)."""
+    chars = 0
+    for block in blocks:
+        if not isinstance(block, dict):
+            continue
+        kind = block.get("type")
+        if kind == "text" and isinstance(block.get("text"), str):
+            chars += len(block["text"])
+        elif kind == "tool_use":
+            chars += len(json.dumps(block.get("input"), ensure_ascii=False, default=str))
+        elif kind == "tool_result":
+            content = block.get("content")
+            if isinstance(content, str):
+                chars += len(content)
+            elif isinstance(content, list):
+                chars += blocks_chars(content)
+    return chars

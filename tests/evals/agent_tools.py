@@ -83,3 +83,10 @@ declared.tool_schema = {
     "description": "A tool with its own schema",
     "parameters": {"type": "object", "properties": {"x": {"type": "integer"}}},
 }
+
+
+@registered("environment")
+def mock_shop(case):
+    """The shop the shared mock's scripted agent works in: it looks up and refunds order
+    ``"mock"`` (its argument for a string parameter), amount 1.0 (for a number)."""
+    return {"orders": {"mock": {"total": 1, "refunded": 0}}, "log": []}

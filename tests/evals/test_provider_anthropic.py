@@ -362,9 +362,9 @@ def test_the_limiter_learns_from_a_429s_headers_through_the_client():
             "set by Assay",
         ),
         (
-            {"tools": [{"name": "f", "function": "x:y"}]},
-            "target.provider",
-            "the tool loop speaks OpenAI's protocol only for now",
+            {"tools": ["tests.evals.agent_tools:lookup_order"], "max_steps": 0},
+            "target.max_steps",
+            "expected an integer from 1 to 500",
         ),
         ({"anthropic_version": "2023-06-01\r\nX: y"}, "target.anthropic_version", "expected"),
         ({"anthropic_version": 2023}, "target.anthropic_version", "expected"),
@@ -412,3 +412,51 @@ def test_an_anthropic_target_reads_anthropic_api_key_unless_told():
         "OPENAI_API_KEY",
         None,
     )
+
+
+def test_tool_use_blocks_alone_answer_a_call_declaring_tools_and_nothing_else():
+    uses = message(
+        content=[{"type": "tool_use", "id": "toolu_1", "name": "f", "input": {}}],
+        stop_reason="tool_use",
+    )
+    with_tools = {**BODY, "tools": [{"name": "f", "description": "", "input_schema": {}}]}
+    (answered, refused), _, _ = send([answer(200, uses)], [with_tools, BODY])
+    assert answered.ok and answered.output == ""
+    assert answered.raw_response["content"][0]["id"] == "toolu_1"
+    assert answered.input_tokens == 12
+    assert refused.error_kind == "malformed_response"
+    assert "no text (stop_reason 'tool_use')" in refused.error
+
+
+def test_the_token_estimate_counts_a_tool_loops_content_blocks():
+    client = MessagesClient(endpoint())
+    plain = {**BODY, "system": "s" * 40}
+    turns = {
+        **plain,
+        "messages": [
+            *plain["messages"],
+            {
+                "role": "assistant",
+                "content": [
+                    {"type": "text", "text": "t" * 80},
+                    {"type": "tool_use", "id": "a", "name": "f", "input": {"k": "v" * 30}},
+                ],
+            },
+            {
+                "role": "user",
+                "content": [
+                    {"type": "tool_result", "tool_use_id": "a", "content": "r" * 400},
+                    {
+                        "type": "tool_result",
+                        "tool_use_id": "b",
+                        "content": [{"type": "text", "text": "x" * 40}],
+                    },
+                ],
+            },
+        ],
+    }
+    # "q" and 64 max tokens, the system's 40 characters; then 80 + 39 (the input as JSON)
+    # + 400 + 40 characters of blocks
+    assert client.tokens_estimate(plain) == pytest.approx(64 + 41 / 4)
+    assert client.tokens_estimate(turns) == pytest.approx(64 + (41 + 80 + 39 + 400 + 40) / 4)
+    asyncio.run(client.aclose())

@@ -247,3 +247,78 @@ def test_the_docs_pages_configs_run_against_the_mock_as_written(
     assert code == 0
     assert _passes(Run.objects.get(uuid=summary["run"])) == _predicted(suite, 3)
     assert server.stats()["by_api"]["anthropic"]["requests"] == 9
+
+
+def test_the_docs_pages_tool_loop_config_runs_against_the_mock_as_written(
+    mockllm,  # noqa: F811
+    monkeypatch,
+    tmp_path,
+):
+    """The page's ``claude-agent`` preset (the demo's refund tools) applied and run by
+    ``run_suite``, only ``base_url`` pointed at the mock, whose scripted agent
+    (``MOCK_AGENT:correct`` in the case's message) calls the first two tools with made-up
+    arguments: the demo's world refuses order ``"mock"`` (failed steps the model is told),
+    then the agent gives the predicted answer."""
+    monkeypatch.setenv("ANTHROPIC_API_KEY", KEY)
+    server = mockllm("--latency-ms", "1", "--anthropic-api-key", KEY)
+    suite = Suite.objects.create(name="claude-agent")
+    cases = {"a1": ("A100", 1.0), "a2": ("A103", 0.5), "a3": ("A104", 0.2)}
+    for key, (order, p) in cases.items():
+        message = f"[case={key} p={p} expect=A-{key}] MOCK_AGENT:correct Refund order {order}."
+        Case.objects.create(
+            suite=suite,
+            key=key,
+            input={"order_id": order, "message": message},
+            expected=f"A-{key}",
+        )
+    graders = tmp_path / "graders.json"
+    graders.write_text(json.dumps(GRADERS))
+    official = "https://api.anthropic.com/v1"
+    toml = _doc_block("toml")
+    config = tmp_path / "assay.toml"
+    config.write_text(toml.replace(official, server.base_url))
+    call_command("apply_config", str(config), stdout=StringIO())
+    assert TargetPreset.objects.get(name="claude-agent").config == {
+        **tomllib.loads(toml)["targets"]["claude-agent"],
+        "base_url": server.base_url,
+    }
+
+    code, summary = _run_suite(
+        "claude-agent",
+        "--target-preset",
+        "claude-agent",
+        "--graders",
+        str(graders),
+        "--trials",
+        "2",
+    )
+
+    run = Run.objects.get(uuid=summary["run"])
+    assert (code, run.trials_errored) == (0, 0)
+    expected_outcome = _mock_policy()
+    predicted = sum(
+        expected_outcome(SEED, key, n, p) for key, (_, p) in cases.items() for n in range(2)
+    )
+    assert _passes(run) == predicted
+    refused = "KeyError: \"no order 'mock' for this customer\""
+    for trial in Trial.objects.filter(run=run).select_related("case"):
+        assert [(s["kind"], s.get("name"), s.get("status")) for s in trial.trajectory] == [
+            ("tool_call", "lookup_order", None),
+            ("tool_result", "lookup_order", "error"),
+            ("tool_call", "issue_refund", None),
+            ("tool_result", "issue_refund", "error"),
+            ("message", None, None),
+        ]
+        assert trial.trajectory[1]["content"] == refused
+        assert trial.trajectory[0]["id"].startswith("toolu_mock_")
+        assert trial.final_state["refunds"] == [] and trial.final_state["escalations"] == []
+        assert [t["name"] for t in trial.request["tools"]] == [
+            "lookup_order",
+            "issue_refund",
+            "escalate",
+        ]
+        assert trial.request["tools"][0]["input_schema"]["required"] == ["order_id"]
+        assert trial.raw_response["last_reply"]["stop_reason"] == "end_turn"
+    stats = server.stats()
+    assert stats["by_api"]["anthropic"]["requests"] == 3 * 2 * 3  # cases x trials x turns
+    assert stats["agent"]["tool_calls"] == 3 * 2 * 2

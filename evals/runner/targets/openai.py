@@ -7,9 +7,9 @@ the tool loop); the call itself is the provider's client (``providers.openai.cli
 ``providers.endpoint``. Failures never raise: every call ends as a
 ``TargetResult``, errored with a kind first (``rate_limited``, ``timeout``, ...).
 
-With ``tools`` a trial is a tool loop (``evals.runner.targets.tool_loop``); only then is an
-empty reply carrying ``tool_calls`` an answer rather than ``malformed_response``. The loop
-speaks OpenAI's protocol only: an ``anthropic`` target with tools is refused.
+With ``tools`` a trial is a tool loop (``evals.runner.targets.tool_loop``) on either protocol
+(``evals.runner.targets.tool_protocols``); only then is a reply with no text carrying tool
+calls (``tool_calls``, ``tool_use`` blocks) an answer rather than ``malformed_response``.
 
 A target instance belongs to one event loop: build, use and ``aclose()`` it inside the same
 ``asyncio.run``.
@@ -113,7 +113,7 @@ class OpenAIConfig:
         unknown = sorted(set(config) - known)
         if unknown:
             raise DomainError("unknown field", field=f"target.{unknown[0]}")
-        provider, anthropic_version = provider_parse(config)
+        provider, anthropic_version = protocols.provider_parse(config, prefix=PREFIX)
         base_url = base_url_parse(config, prefix=PREFIX)
         template = required_str(config, "prompt_template", prefix=PREFIX)
         prompt_template_check(template)
@@ -152,19 +152,6 @@ class OpenAIConfig:
             provider=provider,
             anthropic_version=anthropic_version,
         )
-
-
-def provider_parse(config: dict) -> tuple[str, str | None]:
-    """``(provider, anthropic_version)`` of a target config (``protocols.provider_parse``);
-    tools on ``anthropic`` refused on ``target.provider``."""
-    provider, version = protocols.provider_parse(config, prefix=PREFIX)
-    if provider == "anthropic" and config.get("tools") is not None:
-        raise DomainError(
-            "the tool loop speaks OpenAI's protocol only for now: a target with tools needs "
-            'provider "openai" (an OpenAI-compatible endpoint)',
-            field="target.provider",
-        )
-    return provider, version
 
 
 def prompt_template_check(template: str) -> list[str]:
@@ -251,6 +238,7 @@ class OpenAITarget:
                 model=config.model,
                 executor=self._executor,
                 pricer=pricer,
+                protocol=config.provider,
             )
 
     @classmethod

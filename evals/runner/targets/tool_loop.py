@@ -1,4 +1,4 @@
-"""The tool loop of an OpenAI-compatible target: the model calls tools until it answers.
+"""The tool loop of a model target: the model calls tools until it answers.
 
 A target config with ``tools`` runs one loop per trial (config, caps and error kinds:
 docs/agents.md; tools: ``evals.runner.targets.tools``)::
@@ -14,7 +14,9 @@ A reply's text and tool calls become steps (``evals.trajectory.steps``), the mod
 tokens, latency (ms) and cost (USD, null when unknown) on its first step. A reply without
 tool calls is the answer, the state its ``final_state``. A cap (``step_cap``, ``cost_cap``,
 a call of unknown cost under a cost cap, a failed call) ends the trial errored, keeping its
-steps; a failing tool is a failed step the model sees.
+steps; a failing tool is a failed step the model sees. One loop for every provider protocol
+(``provider``): its wire shapes (tools, tool calls, results) are
+``evals.runner.targets.tool_protocols``'.
 
 Model output and tool results are untrusted data, never executed or rendered. Text sent back
 has U+0000 and lone surrogates replaced (UTF-8 cannot encode them); the steps keep the
@@ -23,7 +25,6 @@ original."""
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 from collections.abc import Awaitable, Callable
 from concurrent.futures import Executor
@@ -38,6 +39,7 @@ from core.money import usd_text
 from core.registry import registry_get
 from core.text import unstorable_replace
 from evals.runner.targets.base import CaseInput, TargetResult
+from evals.runner.targets.tool_protocols import TOOL_PROTOCOLS, ToolResult
 from evals.runner.targets.tools import (
     Tool,
     environment_build,
@@ -54,7 +56,6 @@ TOOL_LOOP_FIELDS = frozenset(
 DEFAULT_MAX_STEPS = 20
 MAX_MAX_STEPS = 500
 DEFAULT_TOOL_TIMEOUT_S = 30.0
-MAX_NAME_CHARS = 200  # a model's tool name longer than this is cut in the trajectory
 
 Pricer = Callable[[str | None], Awaitable[Any]]
 Send = Callable[[dict[str, Any]], Awaitable[TargetResult]]
@@ -104,11 +105,6 @@ class ToolLoopConfig:
             max_cost_usd=_positive(config, "max_cost_usd", None),
             tool_timeout_s=float(_positive(config, "tool_timeout_s", DEFAULT_TOOL_TIMEOUT_S)),
         )
-
-    @property
-    def schemas(self) -> list[dict[str, Any]]:
-        """The ``tools`` entry of every request."""
-        return [tool.schema for tool in self.tools]
 
 
 def _positive(config: dict, name: str, default: Any) -> Any:
@@ -178,7 +174,8 @@ class ToolLoop:
     """Runs the loop for one target instance (module docstring). ``send`` is the target's
     ``call_body`` (retries, error kinds, storable text); ``pricer`` looks a model's price up
     (default ``database_price``); ``executor`` runs sync tools and the environment builder
-    (one thread per call in flight, so a tool's timeout never counts a wait for a thread)."""
+    (one thread per call in flight, so a tool's timeout never counts a wait for a thread);
+    ``protocol``: the provider protocol spoken (``tool_protocols.TOOL_PROTOCOLS``)."""
 
     def __init__(
         self,
@@ -188,8 +185,10 @@ class ToolLoop:
         model: str,
         executor: Executor,
         pricer: Pricer | None = None,
+        protocol: str = "openai",
     ) -> None:
         self.config = config
+        self._protocol = TOOL_PROTOCOLS[protocol]
         self._send = send
         self._model = model
         self._executor = executor
@@ -202,7 +201,7 @@ class ToolLoop:
         model's, the tools' or the environment's failures: they are errored results or
         failed steps."""
         started = time.perf_counter()
-        body = {**first_body, "tools": self.config.schemas}
+        body = {**first_body, "tools": self._protocol.declarations(self.config.tools)}
         try:
             state = await asyncio.get_running_loop().run_in_executor(
                 self._executor, environment_build, self.config.environment, case
@@ -245,7 +244,7 @@ class ToolLoop:
             if not result.ok:
                 return "", result.error, result.error_kind
             trial.model = result.model or trial.model
-            content, calls = _reply(result)
+            content, calls = self._protocol.reply(result)
             cost = await self._prices.cost(result.model or self._model, result)
             self._record_call(trial, result, content, calls, cost)
             if cap is not None and cost is None:
@@ -269,9 +268,13 @@ class ToolLoop:
                     f"calls (max_steps {self.config.max_steps})"
                 )
                 return self._unrun(trial, calls, reason, STEP_CAP)
-            trial.messages.append(_sendable(_assistant_message(content, calls)))
-            for call in calls:
-                await self._tool_call(trial, call)
+            trial.messages.append(
+                _sendable(self._protocol.assistant_message(result, content, calls))
+            )
+            results = [await self._tool_call(trial, call) for call in calls]
+            trial.messages.extend(
+                _sendable(message) for message in self._protocol.results_messages(results)
+            )
 
     def _record_call(
         self,
@@ -302,8 +305,8 @@ class ToolLoop:
         trial.input_tokens = _plus(trial.input_tokens, result.input_tokens)
         trial.output_tokens = _plus(trial.output_tokens, result.output_tokens)
 
-    async def _tool_call(self, trial: _Trial, call: dict) -> None:
-        """Run one call on the trial's state; record its result step and its message."""
+    async def _tool_call(self, trial: _Trial, call: dict) -> ToolResult:
+        """Run one call on the trial's state; record its result step; what is sent back."""
         tool = self._by_name.get(call["name"])
         if call["problem"] is not None:
             ok, content, latency_ms = False, call["problem"], None
@@ -330,11 +333,7 @@ class ToolLoop:
         if latency_ms is not None:
             step["latency_ms"] = latency_ms
         trial.steps.append(step)
-        trial.messages.append(
-            _sendable(
-                {"role": "tool", "tool_call_id": call["id"], "content": tool_content_text(content)}
-            )
-        )
+        return ToolResult(call=call, ok=ok, text=tool_content_text(content))
 
     def _unrun(
         self, trial: _Trial, calls: list[dict], reason: str, kind: str
@@ -362,69 +361,3 @@ def _sendable(message: dict[str, Any]) -> dict[str, Any]:
 def _plus(total: int | None, count: int | None) -> int | None:
     """A running token total: unknown once any call's count is unknown."""
     return None if total is None or count is None else total + count
-
-
-def _reply(result: TargetResult) -> tuple[str | None, list[dict]]:
-    """The reply's text and its tool calls, each ``{"id", "name", "arguments", "problem",
-    "raw_arguments"}`` (``problem``: why it cannot be run, e.g. arguments that are not a
-    JSON object; None when it can)."""
-    raw = result.raw_response if isinstance(result.raw_response, dict) else {}
-    choices = raw.get("choices") if isinstance(raw.get("choices"), list) else []
-    message = choices[0].get("message") if choices and isinstance(choices[0], dict) else None
-    message = message if isinstance(message, dict) else {}
-    content = message.get("content") if isinstance(message.get("content"), str) else None
-    tool_calls = message.get("tool_calls")
-    tool_calls = tool_calls if isinstance(tool_calls, list) else []
-    return content, [_tool_call(i, item) for i, item in enumerate(tool_calls)]
-
-
-def _tool_call(index: int, item: Any) -> dict:
-    item = item if isinstance(item, dict) else {}
-    function = item.get("function") if isinstance(item.get("function"), dict) else {}
-    name = function.get("name")
-    name = name[:MAX_NAME_CHARS] if isinstance(name, str) and name else "(no name)"
-    call_id = item.get("id")
-    call_id = call_id[:MAX_NAME_CHARS] if isinstance(call_id, str) and call_id else f"call_{index}"
-    text = function.get("arguments")
-    problem = None
-    if isinstance(text, dict):  # some servers send the object itself
-        arguments = text
-        text = json.dumps(text, ensure_ascii=False)
-    elif not isinstance(text, str) or not text.strip():
-        arguments, text = {}, "{}"
-    else:
-        try:
-            arguments = json.loads(text, parse_constant=_not_json)
-        except ValueError as exc:
-            arguments, problem = None, f"arguments are not JSON: {exc}"
-        if arguments is not None and not isinstance(arguments, dict):
-            arguments, problem = None, "arguments are not a JSON object"
-    if arguments is None:
-        arguments = {"$unparsed": text}
-    return {
-        "id": call_id,
-        "name": name,
-        "arguments": arguments,
-        "problem": problem,
-        "raw_arguments": text,
-    }
-
-
-def _not_json(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
-
-
-def _assistant_message(content: str | None, calls: list[dict]) -> dict[str, Any]:
-    """The assistant turn sent back: its text and its tool calls in the request format."""
-    return {
-        "role": "assistant",
-        "content": content,
-        "tool_calls": [
-            {
-                "id": call["id"],
-                "type": "function",
-                "function": {"name": call["name"], "arguments": call["raw_arguments"]},
-            }
-            for call in calls
-        ],
-    }
