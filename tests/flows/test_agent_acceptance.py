@@ -226,7 +226,9 @@ def test_a_tool_loop_agent_against_the_shared_mock(
     alice,
     mockllm,  # noqa: F811 - the fixture
 ):
-    """The shared mock cannot call tools: each trial answers at once, the world unchanged.
+    """With no agent script named (header, marker or ``--agent``), the shared mock answers a
+    request that declares tools with text: each trial answers at once, the world unchanged
+    (its scripted agents: tests/evals/test_tool_protocols.py).
     The case whose goal is "nothing happens" passes its outcome by a path that never looked
     the order up: a right outcome by a wrong path."""
     server = mockllm("--latency-ms", "0")
