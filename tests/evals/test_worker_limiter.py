@@ -35,6 +35,7 @@ def test_two_workers_together_never_exceed_the_runs_concurrency(
     settings.ASSAY = {**settings.ASSAY, "TRIAL_CHUNK_SIZE": 6}
     worker_factory()
     worker_factory()
+    _workers_ready(tmp_path, 2)  # else the first one up can take every chunk on a busy machine
     suite = _suite(24)
     with FakeLLM() as llm:
         target = {
@@ -65,3 +66,14 @@ def test_two_workers_together_never_exceed_the_runs_concurrency(
         time.sleep(0.1)
     assert len(took) == 2 and all(took), logs
     assert max_in_flight == 4
+
+
+def _workers_ready(tmp_path, n: int, timeout_s: float = 25.0) -> None:
+    """Wait until ``n`` worker logs say the worker is ready to consume (Celery's "ready.")."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        logs = [p.read_text(errors="replace") for p in sorted(tmp_path.glob("worker-*.log"))]
+        if sum(" ready." in log for log in logs) >= n:
+            return
+        time.sleep(0.1)
+    pytest.fail(f"fewer than {n} workers ready after {timeout_s} s:\n" + "\n".join(logs))
