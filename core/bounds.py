@@ -11,6 +11,7 @@ import re
 from decimal import Decimal
 
 from core.decimals import decimal_plain
+from core.errors import value_shown
 
 INT_MAX = 2**31 - 1
 INT_MIN = -(2**31)
@@ -62,8 +63,10 @@ def seed_problem(value: object) -> str | None:
     """None when ``value`` is an int (not a bool) from 0 to ``SEED_MAX``, else the message."""
     if type(value) is int and 0 <= value <= SEED_MAX:
         return None
+    if value is None:
+        return f"required: a whole number from 0 to {SEED_MAX:,} (the same seed, the same draws)"
     if isinstance(value, bool) or not isinstance(value, int):
-        return f"expected a whole number from 0 to {SEED_MAX:,}"
+        return f"expected a whole number from 0 to {SEED_MAX:,}, got {value_shown(value)}"
     return f"expected a whole number from 0 to {SEED_MAX:,}, got {int_text(value)}"
 
 

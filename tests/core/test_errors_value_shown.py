@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from core.errors import DomainError, value_shown
+from evals.runner.targets.simulated import SimulatedConfig
 from labeling.labels import verdict_check
 
 
@@ -44,3 +45,19 @@ def test_a_refused_verdict_is_named_as_the_request_wrote_it(verdict, says):
         verdict_check(verdict)
     assert refused.value.field == "verdict"
     assert str(refused.value).endswith(says)
+
+
+@pytest.mark.parametrize(
+    ("seed", "says"),
+    [
+        (None, "required: a whole number from 0 to 9,223,372,036,854,775,807"),
+        ("7", 'expected a whole number from 0 to 9,223,372,036,854,775,807, got "7"'),
+        (True, "expected a whole number from 0 to 9,223,372,036,854,775,807, got true"),
+    ],
+)
+def test_a_simulated_target_names_a_missing_or_mistyped_seed(seed, says):
+    config = {"kind": "simulated", "model": "simulated", "seed": seed}
+    with pytest.raises(DomainError) as refused:
+        SimulatedConfig.parse(config)
+    assert refused.value.field == "target.seed"
+    assert refused.value.message.startswith(says)
