@@ -173,3 +173,44 @@ def test_a_preview_api_version_and_a_dotted_deployment_are_accepted():
     )
     assert config.protocol.azure == AzureDeployment("gpt-4o_mini.v2", "2025-01-01-preview")
     assert (config.provider, config.anthropic_version) == ("azure", None)
+
+
+def test_a_prompt_stopped_by_the_content_filter_is_a_client_error_not_a_refused_parameter():
+    """Azure's content filter answers 400 with ``"param": "prompt"``: that case errs, and the
+    next case is still sent (a refused parameter would stop the client sending)."""
+    filtered = answer(
+        400,
+        {
+            "error": {
+                "message": "The response was filtered due to the prompt triggering Azure "
+                "OpenAI's content management policy.",
+                "type": None,
+                "param": "prompt",
+                "code": "content_filter",
+                "status": 400,
+            }
+        },
+    )
+    refused = answer(
+        400,
+        {"error": {"message": "Unrecognized request argument supplied: foo", "param": None}},
+    )
+
+    async def go(script):
+        client = AzureChatClient(
+            endpoint(model="gpt-4o"),
+            deployment=AzureDeployment(deployment="d", api_version="2024-10-21"),
+            sleep=FakeClock().sleep,
+        )
+        client.http = FakePoster(script)
+        try:
+            return [await client.send({"model": "gpt-4o", "messages": []}) for _ in range(2)]
+        finally:
+            await client.aclose()
+
+    first, second = asyncio.run(go([filtered, answer(200, COMPLETION)]))
+    assert first.error_kind == "client_error 400" and "content management" in first.error
+    assert second.ok
+    first, second = asyncio.run(go([refused, answer(200, COMPLETION)]))
+    assert first.error_kind == "rejected_parameter" and "'foo'" in first.error
+    assert second.attempts == 0 and second.raw_response["not_sent"] is True
