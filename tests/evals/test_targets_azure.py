@@ -75,7 +75,7 @@ def azure_target(base_url: str, **extra) -> dict:
         "base_url": base_url,
         "deployment": DEPLOYMENT,
         "api_version": "2024-10-21",
-        "model": "gpt-4o-mini",
+        "model": "my-chat-model",  # no price: the trial is priced by the reply's model
         "api_key_env": KEY_ENV,
         "prompt_template": "$input",
         "system_prompt": "Answer with the token only.",
@@ -122,7 +122,7 @@ def test_a_run_gets_the_predicted_passes_through_azures_url_query_and_key(
     assert sent["query"] == {"api-version": "2024-10-21"}
     assert sent["headers"]["api-key"] == KEY
     assert "authorization" not in sent["headers"]
-    assert sent["body"]["model"] == "gpt-4o-mini"  # sent as configured; Azure ignores it
+    assert sent["body"]["model"] == "my-chat-model"  # sent as configured; Azure ignores it
     assert sent["body"]["messages"][0] == {
         "role": "system",
         "content": "Answer with the token only.",
@@ -131,6 +131,7 @@ def test_a_run_gets_the_predicted_passes_through_azures_url_query_and_key(
     trial = Trial.objects.filter(run=run).first()
     assert trial.raw_response["model"] == DEPLOYED_MODEL  # the reply names the deployment's
     assert trial.input_tokens > 0 and trial.output_tokens > 0
+    assert trial.cost_usd is not None  # priced by the reply's model, through gpt-4o-mini*
     assert run.target["provider"] == "azure" and run.target["deployment"] == DEPLOYMENT
 
 
