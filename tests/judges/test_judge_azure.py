@@ -216,3 +216,32 @@ def test_an_azure_judge_reads_azure_openai_api_key_unless_told():
         "https://myres.openai.azure.com/openai/deployments/judge/chat/completions"
         "?api-version=2024-10-21"
     )
+
+
+@pytest.mark.django_db
+def test_the_version_form_creates_an_azure_judge_and_names_a_missing_deployment(client, carol):
+    from django.urls import reverse  # noqa: PLC0415
+
+    from judges.models import JudgeVersion  # noqa: PLC0415
+    from tests.conftest import PASSWORD  # noqa: PLC0415
+
+    assert client.login(username=carol.username, password=PASSWORD)
+    data = {
+        "name": "azure",
+        "kind": "rubric",
+        "base_url": "https://myres.openai.azure.com",
+        "model": "gpt-4o",
+        "prompt_template": "",
+        "output_schema_json": "",
+        "threshold": "",
+    }
+    refused = client.post(
+        reverse("judges:version-new"),
+        {**data, "params_json": '{"provider": "azure", "api_version": "2024-10-21"}'},
+    )
+    page = refused.content.decode()
+    assert "params.deployment" in page and "required with" in page
+    assert not JudgeVersion.objects.exists()
+    params = {"provider": "azure", "deployment": "judge", "api_version": "2024-10-21"}
+    client.post(reverse("judges:version-new"), {**data, "params_json": json.dumps(params)})
+    assert JudgeVersion.objects.get().params == params
