@@ -20,8 +20,9 @@ from evals.grading.grader_config import parse_grader_specs
 from evals.models import GraderSetPreset, Run, Suite, TargetPreset
 from evals.run_status import IMPORTED
 from evals.runner.start import DEFAULT_TRIALS_PER_CASE, MAX_TRIALS_PER_CASE
-from evals.runner.targets.openai import prompt_template_check
-from providers.endpoint import DEFAULT_API_KEY_ENV, api_key_env_problem, looks_like_a_key
+from evals.runner.targets.openai import OpenAIConfig, prompt_template_check
+from providers.endpoint import api_key_env_problem, looks_like_a_key
+from providers.protocols import KEY_ENV_DEFAULTS, PROVIDER_FIELDS, PROVIDERS
 
 TARGET_KINDS = [
     ("simulated", "Simulated (seeded, no network)"),
@@ -29,6 +30,15 @@ TARGET_KINDS = [
     ("callable", "Python callable"),
     ("preset", "Target preset (declared with apply_config)"),
 ]
+PROVIDER_LABELS = {
+    "openai": "OpenAI-compatible chat completions (OpenAI, vLLM, Ollama, llama.cpp, ...)",
+    "anthropic": "Anthropic Messages API",
+    "azure": "Azure OpenAI deployment",
+}
+PROVIDER_CHOICES = [(name, PROVIDER_LABELS[name]) for name in PROVIDERS]
+# A model target's errors (``target.<name>...``) shown on the form's field of that name; the
+# settings' on the JSON field.
+TARGET_ERROR_FIELDS = {"settings": "settings_json"}
 
 
 def _json_field_value(raw: str, *, field: str, expected: type) -> Any:
@@ -92,21 +102,45 @@ class RunStartForm(StorableForm):
         initial=0.7,
         help_text="Simulated target only: chance that a trial gives the expected answer.",
     )
+    provider = forms.ChoiceField(
+        choices=PROVIDER_CHOICES,
+        required=False,
+        initial=PROVIDERS[0],
+        help_text="The protocol the endpoint speaks (docs/providers/).",
+    )
+    anthropic_version = forms.CharField(
+        max_length=64,
+        required=False,
+        label="Anthropic version",
+        help_text="Anthropic only: the anthropic-version header (empty: 2023-06-01). Anthropic "
+        'also needs "max_tokens" in the settings.',
+    )
+    deployment = forms.CharField(
+        max_length=64,
+        required=False,
+        help_text="Azure only: the deployment's name, as in Azure's portal (e.g. gpt-4o-mini).",
+    )
+    api_version = forms.CharField(
+        max_length=40,
+        required=False,
+        label="API version",
+        help_text="Azure only: the api-version every call names (e.g. 2024-10-21).",
+    )
     base_url = forms.URLField(
         required=False,
         label="Base URL",
         assume_scheme="https",
-        help_text="e.g. https://api.example.com/v1",
+        help_text="e.g. https://api.example.com/v1, https://api.anthropic.com/v1, or an Azure "
+        "resource's https://<resource>.openai.azure.com",
     )
     model = forms.CharField(max_length=200, required=False)
     api_key_env = forms.CharField(
         max_length=200,
         required=False,
-        initial=DEFAULT_API_KEY_ENV,
         label="API key variable",
         help_text="The name of the environment variable that holds the endpoint's key on the "
-        "workers (e.g. OPENAI_API_KEY or MISTRAL_API_KEY), never the key itself. Retries and "
-        "top-ups read the same variable.",
+        "workers (e.g. MISTRAL_API_KEY), never the key itself; empty: the provider's "
+        f"({', '.join(KEY_ENV_DEFAULTS.values())}). Retries and top-ups read the same variable.",
     )
     no_api_key = forms.BooleanField(
         required=False,
@@ -215,6 +249,8 @@ class RunStartForm(StorableForm):
                 prompt_template_check(data["prompt_template"])
             except DomainError as exc:
                 self.add_error("prompt_template", exc.message)
+        if kind == "openai" and not self.errors:
+            self._model_target_check(data)
         suite, run_name = data.get("suite"), data.get("name")
         if suite and run_name and Run.objects.filter(suite=suite, name=run_name).exists():
             self.add_error("name", f"This suite already has a run named {run_name!r}.")
@@ -223,6 +259,20 @@ class RunStartForm(StorableForm):
             if data.get("grader_set"):
                 data["graders"] = list(data["grader_set"].graders)
         return data
+
+    def _model_target_check(self, data: dict) -> None:
+        """The model target's config as a run would parse it, its error shown on the field it
+        names (``target.deployment`` on Deployment, ``target.settings.max_tokens`` on
+        Settings), else above the form."""
+        try:
+            OpenAIConfig.parse(self._target(data))
+        except DomainError as exc:
+            name = (exc.field or "").removeprefix("target.").split(".")[0]
+            name = TARGET_ERROR_FIELDS.get(name, name)
+            if name in self.fields:
+                self.add_error(name, exc.message)
+            else:
+                self.add_error(None, str(exc))
 
     @staticmethod
     def _target(data: dict) -> dict:
@@ -235,7 +285,14 @@ class RunStartForm(StorableForm):
                 target["default_pass_probability"] = data["pass_probability"]
             return target
         if kind == "openai":
-            target = {"kind": "openai", "base_url": data["base_url"], "model": data["model"]}
+            target = {"kind": "openai"}
+            provider = data.get("provider") or PROVIDERS[0]
+            if provider != PROVIDERS[0]:
+                target["provider"] = provider
+            for name in PROVIDER_FIELDS.get(provider, ()):
+                if (data.get(name) or "").strip():
+                    target[name] = data[name].strip()
+            target.update(base_url=data["base_url"], model=data["model"])
             if data.get("no_api_key"):
                 target["api_key_env"] = None  # keyless: no key sent, by retries and top-ups too
             elif (data.get("api_key_env") or "").strip():

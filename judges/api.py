@@ -112,10 +112,12 @@ VERSION_HELP = {
     "number": "Version number (1, 2, ...).",
     "model": "Model name.",
     "protocol": "Prompt protocol of a version recorded elsewhere (empty: run by Assay).",
-    "base_url": "The endpoint: OpenAI-compatible, or Anthropic's Messages API when params name "
-    'provider "anthropic" (empty: recorded elsewhere).',
-    "params": 'Call parameters (JSON object: temperature, max_attempts, provider "openai" or '
-    '"anthropic" (then max_tokens is required), ...).',
+    "base_url": "The endpoint: OpenAI-compatible, Anthropic's Messages API when params name "
+    'provider "anthropic", or an Azure OpenAI resource with provider "azure" (empty: recorded '
+    "elsewhere).",
+    "params": 'Call parameters (JSON object: temperature, max_attempts, provider "openai", '
+    '"anthropic" (then max_tokens is required) or "azure" (then deployment and api_version are '
+    "required), ...).",
     "threshold": "Score threshold 0..1 for a pass (null: the verdict decides).",
     "content_hash": "SHA-256 hex over model, prompt, parameters and schema; any change is a "
     "new version.",

@@ -1,10 +1,12 @@
 """The judge client: the request a judge version sends and a typed outcome per call.
 
 HTTP (retries, ``Retry-After``, error kinds) is the provider's client's: ``params["provider"]``
-``"openai"`` (the default: ``providers.openai.client.ChatClient``) or ``"anthropic"``
-(``providers.anthropic.client.MessagesClient``; docs/providers/anthropic.md). Here: system +
-user messages, the version's request settings and, with ``structured_output`` (default on),
-the schema: on OpenAI a strict ``json_schema`` ``response_format``; on Anthropic, for a schema
+``"openai"`` (the default: ``providers.openai.client.ChatClient``), ``"anthropic"``
+(``providers.anthropic.client.MessagesClient``; docs/providers/anthropic.md) or ``"azure"``
+(``providers.azure.client.AzureChatClient``, OpenAI's protocol at a deployment's URL;
+docs/providers/azure.md). Here: system + user messages, the version's request settings and, with
+``structured_output`` (default on), the schema: on OpenAI and Azure a strict ``json_schema``
+``response_format``; on Anthropic, for a schema
 constraining ids by an ``enum`` (``schema_cites_ids``), a forced tool (``ANSWER_TOOL``) whose
 ``input_schema`` is the schema, its ``tool_use`` input read as the reply (none is an error:
 ``unparseable``). The outcome is the reply text or a reason from
@@ -22,7 +24,8 @@ Client settings (``params``, all optional): ``max_attempts`` (4), ``timeout_s`` 
 ``backoff_base_s`` (1), ``backoff_max_s`` (60), ``concurrency`` (8), ``structured_output``,
 ``reply_format`` ("json" | "line"), ``verdict_slots`` (pairwise), ``rpm``, ``tpm`` and
 ``limit_key`` (the endpoint's limits shared with targets calling the same model and URL:
-``providers.limiter``), ``provider`` and, on Anthropic, ``anthropic_version``. On Anthropic
+``providers.limiter``), ``provider`` and, on Anthropic, ``anthropic_version``, on Azure
+``deployment`` and ``api_version`` (both required). On Anthropic
 ``max_tokens`` is required and ``system``, ``messages``, ``tools``, ``tool_choice`` and
 ``stream`` are Assay's (``judge_endpoint_parse``).
 """
@@ -36,11 +39,10 @@ from typing import Any
 
 from core.errors import DomainError
 from providers.anthropic import endpoint as anthropic_endpoint
-from providers.anthropic.client import MessagesClient, messages_body
+from providers.anthropic.client import messages_body
 from providers.client import EndpointClient
-from providers.endpoint import DEFAULT_API_KEY_ENV, EndpointConfig
-from providers.openai.client import ChatClient
-from providers.protocols import provider_parse
+from providers.endpoint import EndpointConfig
+from providers.protocols import PROVIDER_FIELDS, Provider, provider_parse
 
 Sleep = Callable[[float], Awaitable[None]]
 
@@ -53,13 +55,21 @@ ANTHROPIC_RESERVED = ("system", "messages", "tools", "tool_choice", "stream")
 
 @dataclass(frozen=True)
 class JudgeEndpoint:
-    """A judge version's endpoint: its ``config``, ``provider``
-    (``providers.protocols.PROVIDERS``) and, on Anthropic, the ``anthropic-version`` header's
-    value (else None)."""
+    """A judge version's endpoint: its ``config`` and ``protocol`` (the ``provider`` and its own
+    settings, ``providers.protocols.Provider``)."""
 
     config: EndpointConfig
-    provider: str = "openai"
-    anthropic_version: str | None = None
+    protocol: Provider = Provider()
+
+    @property
+    def provider(self) -> str:
+        """One of ``providers.protocols.PROVIDERS``."""
+        return self.protocol.name
+
+    @property
+    def anthropic_version(self) -> str | None:
+        """The ``anthropic-version`` header's value on Anthropic, else None."""
+        return self.protocol.anthropic_version
 
 
 def client_config_parse(*, base_url: str, model: str, params: dict) -> EndpointConfig:
@@ -70,14 +80,14 @@ def client_config_parse(*, base_url: str, model: str, params: dict) -> EndpointC
 def judge_endpoint_parse(*, base_url: str, model: str, params: dict) -> JudgeEndpoint:
     """The endpoint of a judge version's ``params``, with a target's bounds
     (``providers.endpoint.EndpointConfig.parse``); the key's variable defaults to the
-    provider's (``OPENAI_API_KEY``, ``ANTHROPIC_API_KEY``). Raises ``DomainError`` naming the
-    field ``params.<name>`` (``base_url`` and ``model`` bare): an unknown ``provider``, an
-    ``anthropic_version`` off Anthropic or malformed, and on Anthropic a missing
-    ``max_tokens`` or a field Assay sets (``ANTHROPIC_RESERVED``)."""
-    provider, version = _provider_parse(params)
-    key_default = (
-        anthropic_endpoint.DEFAULT_API_KEY_ENV if provider == "anthropic" else DEFAULT_API_KEY_ENV
-    )
+    provider's (``OPENAI_API_KEY``, ``ANTHROPIC_API_KEY``, ``AZURE_OPENAI_API_KEY``). Raises
+    ``DomainError`` naming the field ``params.<name>`` (``base_url`` and ``model`` bare): an
+    unknown ``provider``, a provider's field (``anthropic_version``, ``deployment``,
+    ``api_version``) off its provider or malformed, on Azure a missing ``deployment`` or
+    ``api_version``, and on Anthropic a missing ``max_tokens`` or a field Assay sets
+    (``ANTHROPIC_RESERVED``)."""
+    protocol = _provider_parse(params)
+    key_default = protocol.api_key_env_default
     try:
         config = EndpointConfig.parse(
             {
@@ -102,14 +112,14 @@ def judge_endpoint_parse(*, base_url: str, model: str, params: dict) -> JudgeEnd
         if name not in ("base_url", "model"):
             raise
         raise DomainError(exc.message, field=name) from exc
-    return JudgeEndpoint(config=config, provider=provider, anthropic_version=version)
+    return JudgeEndpoint(config=config, protocol=protocol)
 
 
-def _provider_parse(params: dict) -> tuple[str, str | None]:
-    """``(provider, anthropic_version)`` of ``params``, the Anthropic settings checked."""
-    provider, version = provider_parse(params, prefix="params")
-    if provider != "anthropic":
-        return provider, None
+def _provider_parse(params: dict) -> Provider:
+    """The ``Provider`` of ``params``, the Anthropic settings checked."""
+    protocol = provider_parse(params, prefix="params")
+    if protocol.name != "anthropic":
+        return protocol
     settings = request_settings(params)
     reserved = [name for name in ANTHROPIC_RESERVED if name in settings]
     if reserved:
@@ -122,7 +132,7 @@ def _provider_parse(params: dict) -> tuple[str, str | None]:
     except DomainError as exc:  # its field is <prefix>.settings.<name>: a judge's is params.<name>
         field = (exc.field or "").replace("params.settings.", "params.", 1)
         raise DomainError(exc.message, field=field) from exc
-    return provider, version
+    return protocol
 
 
 DEFAULT_MAX_ATTEMPTS = 4
@@ -146,7 +156,7 @@ CLIENT_PARAMS = frozenset(
         "tpm",
         "limit_key",
         "provider",
-        "anthropic_version",
+        *(name for fields in PROVIDER_FIELDS.values() for name in fields),
     }
 )
 
@@ -245,17 +255,11 @@ class JudgeClient:
         self.provider = endpoint.provider
         self.max_attempts = endpoint.config.max_attempts
         clock = sleep or (lambda s: default_sleep(s))
-        self._client: EndpointClient
-        if endpoint.anthropic_version is not None:
-            self._client = MessagesClient(
-                endpoint.config, version=endpoint.anthropic_version, sleep=clock
-            )
-        else:
-            self._client = ChatClient(endpoint.config, sleep=clock)
+        self._client: EndpointClient = endpoint.protocol.client(endpoint.config, sleep=clock)
 
     def request_body(self, *, messages: list[dict], schema: dict | None) -> dict[str, Any]:
-        """The chat-completions body; the schema as ``response_format`` when structured output is
-        on. On Anthropic the Messages body (``anthropic_body``)."""
+        """The chat-completions body (OpenAI and Azure); the schema as ``response_format`` when
+        structured output is on. On Anthropic the Messages body (``anthropic_body``)."""
         if self.provider == "anthropic":
             return self.anthropic_body(messages=messages, schema=schema)
         body: dict[str, Any] = {

@@ -49,7 +49,8 @@ class JudgeVersionForm(StorableForm):
         max_length=500,
         label="Base URL",
         help_text="OpenAI-compatible endpoint, e.g. http://host/v1 (Anthropic's: "
-        "https://api.anthropic.com/v1 with a provider in the parameters)",
+        "https://api.anthropic.com/v1, an Azure resource's: https://<resource>.openai.azure.com, "
+        "with a provider in the parameters)",
     )
     model = forms.CharField(max_length=200)
     prompt_template = forms.CharField(
@@ -69,7 +70,8 @@ class JudgeVersionForm(StorableForm):
         initial="{}",
         max_length=TEXT_MAX_CHARS["judge.params"],  # refused before it is parsed
         help_text='e.g. {"temperature": 0, "max_tokens": 400, "criteria": "..."}; add '
-        '"provider": "anthropic" for Claude (max_tokens then required)',
+        '"provider": "anthropic" for Claude (max_tokens then required), or "provider": "azure" '
+        'with "deployment" and "api_version" for Azure OpenAI',
     )
     output_schema_json = forms.CharField(
         label="Output schema (JSON)",

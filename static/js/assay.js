@@ -11,6 +11,11 @@
     form.querySelectorAll(".target-options[data-target-kind]").forEach(function (box) {
       box.hidden = kind !== null && box.dataset.targetKind !== kind;
     });
+    // A model target's provider shows its own fields (Anthropic's version, Azure's deployment).
+    var provider = form.querySelector('select[name="provider"]');
+    form.querySelectorAll(".provider-options[data-provider]").forEach(function (box) {
+      box.hidden = provider !== null && box.dataset.provider !== provider.value;
+    });
   }
 
   // The viewer's time zone, for the server to show times in (config.middleware reads it).
@@ -26,7 +31,8 @@
     document.querySelectorAll("form.run-form").forEach(function (form) {
       syncTargetOptions(form);
       form.addEventListener("change", function (event) {
-        if (event.target && event.target.name === "target_kind") syncTargetOptions(form);
+        var name = event.target && event.target.name;
+        if (name === "target_kind" || name === "provider") syncTargetOptions(form);
       });
     });
   }

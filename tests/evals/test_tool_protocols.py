@@ -22,6 +22,7 @@ from evals.runner.targets.openai import OpenAITarget
 from evals.runner.targets.tool_protocols import TOOL_PROTOCOLS, ToolResult
 from evals.runner.targets.tools import tools_declare
 from providers.pricing import BUILTIN_PRICES, Price
+from tests.azure_front import AzureFront
 from tests.mockllm import MOCKLLM, mockllm_start
 
 T = "tests.evals.agent_tools"
@@ -451,3 +452,32 @@ def test_anthropic_tool_declarations_come_from_the_same_tools():
         },
     ]
     assert TOOL_PROTOCOLS["openai"].declarations(tools) == [t.schema for t in tools]
+
+
+def test_an_azure_target_runs_the_tool_loop_as_openai_does(servers):
+    """Azure OpenAI speaks OpenAI's protocol at a deployment's URL: the same loop, the same
+    steps (through the test's Azure front to a mock of its own, so its counter starts at 0)."""
+    server = mockllm_start("--latency-ms", "0")
+    try:
+        with AzureFront(server.base_url, deployments={"tools-dep": MODEL}, api_key=None) as front:
+            case = "tl-azure"
+            text = f"[case={case} p=0.5 expect=A-{case}] MOCK_AGENT:correct refund"
+            azure = _run(
+                {
+                    **_target("openai", front.base_url),
+                    "provider": "azure",
+                    "deployment": "tools-dep",
+                    "api_version": "2024-10-21",
+                },
+                text,
+            )
+            requests = list(front.requests)
+    finally:
+        server.stop()
+    openai = _run(_target("openai", servers["openai"].base_url), text)
+    assert azure.ok, azure.error
+    assert azure.output == _answer(case, 0, 0.5)
+    assert _plain(azure.trajectory) == _plain(openai.trajectory)
+    assert azure.final_state == openai.final_state == GOAL
+    assert len(requests) == 3  # two tool turns and the answer, each at the deployment's URL
+    assert {r["path"] for r in requests} == {"/openai/deployments/tools-dep/chat/completions"}

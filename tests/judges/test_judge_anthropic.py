@@ -283,7 +283,7 @@ def test_the_docs_pages_judge_config_runs_against_the_mock_as_written(
         ({"max_tokens": 0}, "params.max_tokens", "at least 1"),
         ({"system": "x"}, "params.system", "set by Assay"),
         ({"tool_choice": {"type": "auto"}}, "params.tool_choice", "set by Assay"),
-        ({"provider": "azure"}, "params.provider", "known: openai, anthropic"),
+        ({"provider": "bedrock"}, "params.provider", "known: openai, anthropic, azure"),
         ({"anthropic_version": "2023 06"}, "params.anthropic_version", "expected an API version"),
         ({"api_key_env": "SECRET_KEY"}, "params.api_key_env", "not an API key variable"),
     ],

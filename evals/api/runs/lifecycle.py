@@ -57,8 +57,10 @@ class RunStartInput(serializers.Serializer):
         "[A-Z][A-Z0-9_]*_API_KEY), or null for an endpoint that takes no key (no "
         "Authorization header); a value that looks like a key (sk-...) is refused naming "
         "target.api_key_env. Retries and top-ups use the same variable, or none. Its provider "
-        'is "openai" (the default: chat completions) or "anthropic" (the Messages API: '
-        "settings.max_tokens required, default api_key_env ANTHROPIC_API_KEY, no tools)."
+        'is "openai" (the default: chat completions), "anthropic" (the Messages API: '
+        "settings.max_tokens required, default api_key_env ANTHROPIC_API_KEY, no tools) or "
+        '"azure" (Azure OpenAI: deployment and api_version required, default api_key_env '
+        "AZURE_OPENAI_API_KEY)."
     )
     graders = serializers.JSONField(
         help_text="Grader set: list of {key, kind, config}. A judge grader's config names its "

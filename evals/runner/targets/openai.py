@@ -1,9 +1,10 @@
 """A target that calls a model endpoint (kind ``openai``): OpenAI-compatible chat completions,
-or Anthropic's Messages API with ``"provider": "anthropic"`` (docs/providers/anthropic.md).
+Anthropic's Messages API with ``"provider": "anthropic"`` (docs/providers/anthropic.md), or an
+Azure OpenAI deployment with ``"provider": "azure"`` (docs/providers/azure.md).
 
 The target owns what is sent (prompt template, system prompt, settings, ``request_body``,
-the tool loop); the call itself is the provider's client (``providers.openai.client.ChatClient``,
-``providers.anthropic.client.MessagesClient``), endpoint settings are parsed by
+the tool loop); the call itself is the provider's client (``providers.protocols.Provider.client``:
+``ChatClient``, ``MessagesClient``, ``AzureChatClient``), endpoint settings are parsed by
 ``providers.endpoint``. Failures never raise: every call ends as a
 ``TargetResult``, errored with a kind first (``rate_limited``, ``timeout``, ...).
 
@@ -31,10 +32,9 @@ from evals.runner.targets.base import CaseInput, TargetResult, concurrency_defau
 from evals.runner.targets.tool_loop import TOOL_LOOP_FIELDS, Pricer, ToolLoop, ToolLoopConfig
 from providers import protocols
 from providers.anthropic import endpoint as anthropic_endpoint
-from providers.anthropic.client import MessagesClient, messages_body
+from providers.anthropic.client import messages_body
 from providers.client import EndpointClient, Sleep
 from providers.endpoint import (
-    DEFAULT_API_KEY_ENV,
     ENDPOINT_FIELDS,
     EndpointConfig,
     base_url_parse,
@@ -43,7 +43,7 @@ from providers.endpoint import (
     required_str,
 )
 from providers.limiter import Limiter
-from providers.openai.client import ChatClient
+from providers.protocols import PROVIDER_FIELDS, Provider
 from providers.reply import ProviderReply
 from providers.transport import JsonPoster
 
@@ -61,7 +61,7 @@ TARGET_FIELDS = frozenset(
     {
         "kind",
         "provider",
-        "anthropic_version",
+        *(name for fields in PROVIDER_FIELDS.values() for name in fields),
         "prompt_revision",
         "prompt_template",
         "system_prompt",
@@ -76,16 +76,25 @@ PREFIX = "target"  # a target config's fields are named target.<name> in errors
 class OpenAIConfig:
     """Parsed target config: the endpoint's part (``providers.endpoint``) and the
     target's own. ``settings`` is passed through to the request body by the provider's own
-    names (temperature, max_tokens, seed, ...). ``provider``: one of ``protocols.PROVIDERS``;
-    ``anthropic_version``: the header's value, None unless ``anthropic``."""
+    names (temperature, max_tokens, seed, ...). ``protocol``: the ``provider`` and its own
+    settings (``providers.protocols.Provider``)."""
 
     endpoint: EndpointConfig
     prompt_template: str
     system_prompt: str | None = None
     settings: dict[str, Any] = field(default_factory=dict)
     tool_loop: ToolLoopConfig | None = None
-    provider: str = "openai"
-    anthropic_version: str | None = None
+    protocol: Provider = field(default_factory=Provider)
+
+    @property
+    def provider(self) -> str:
+        """One of ``providers.protocols.PROVIDERS``."""
+        return self.protocol.name
+
+    @property
+    def anthropic_version(self) -> str | None:
+        """The ``anthropic-version`` header's value, None unless ``anthropic``."""
+        return self.protocol.anthropic_version
 
     @property
     def base_url(self) -> str:
@@ -113,7 +122,7 @@ class OpenAIConfig:
         unknown = sorted(set(config) - known)
         if unknown:
             raise DomainError("unknown field", field=f"target.{unknown[0]}")
-        provider, anthropic_version = protocols.provider_parse(config, prefix=PREFIX)
+        protocol = protocols.provider_parse(config, prefix=PREFIX)
         base_url = base_url_parse(config, prefix=PREFIX)
         template = required_str(config, "prompt_template", prefix=PREFIX)
         prompt_template_check(template)
@@ -129,17 +138,13 @@ class OpenAIConfig:
             raise DomainError("set by Assay, not a setting", field=f"target.settings.{reserved[0]}")
         if "seed" in settings and (problem := seed_problem(settings["seed"])):
             raise DomainError(problem, field="target.settings.seed")
-        if provider == "anthropic":
+        if protocol.name == "anthropic":
             anthropic_endpoint.settings_check(settings, prefix=PREFIX)
         endpoint = endpoint_settings_parse(
             config,
             prefix=PREFIX,
             concurrency_default=concurrency_default(config),
-            api_key_env_default=(
-                anthropic_endpoint.DEFAULT_API_KEY_ENV
-                if provider == "anthropic"
-                else DEFAULT_API_KEY_ENV
-            ),
+            api_key_env_default=protocol.api_key_env_default,
         )
         tool_loop = ToolLoopConfig.parse(config)
         limits = limit_settings_parse(config, prefix=PREFIX)
@@ -149,8 +154,7 @@ class OpenAIConfig:
             system_prompt=system_prompt,
             settings=dict(settings),
             tool_loop=tool_loop,
-            provider=provider,
-            anthropic_version=anthropic_version,
+            protocol=protocol,
         )
 
 
@@ -197,8 +201,8 @@ def _as_text(value: Any) -> str:
 
 
 class OpenAITarget:
-    """Calls through the provider's client (``ChatClient``, or ``MessagesClient`` for
-    ``anthropic``). ``sleep`` and ``rng`` are injectable for tests on a fake clock; ``pricer``
+    """Calls through the provider's client (``providers.protocols.Provider.client``). ``sleep``
+    and ``rng`` are injectable for tests on a fake clock; ``pricer``
     (async ``model -> Price | None``) prices a tool loop's calls."""
 
     kind = "openai"
@@ -216,13 +220,7 @@ class OpenAITarget:
         self.config = config
         self.concurrency = config.concurrency
         self.model: str | None = config.model
-        self.client: EndpointClient
-        if config.provider == "anthropic" and config.anthropic_version is not None:
-            self.client = MessagesClient(
-                config.endpoint, version=config.anthropic_version, sleep=sleep, rng=rng
-            )
-        else:
-            self.client = ChatClient(config.endpoint, sleep=sleep, rng=rng)
+        self.client: EndpointClient = config.protocol.client(config.endpoint, sleep=sleep, rng=rng)
         # The endpoint's shared limiter and the HTTP client, the client's own.
         self.limiter: Limiter = self.client.limiter
         self.http: JsonPoster = self.client.http

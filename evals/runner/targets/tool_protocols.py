@@ -149,7 +149,12 @@ class AnthropicTools:
 
 ToolProtocol = OpenAITools | AnthropicTools
 # The adapter of each provider protocol a model target may name (``providers.protocols``).
-TOOL_PROTOCOLS: dict[str, ToolProtocol] = {"openai": OpenAITools(), "anthropic": AnthropicTools()}
+# Azure OpenAI speaks OpenAI's protocol at another URL.
+TOOL_PROTOCOLS: dict[str, ToolProtocol] = {
+    "openai": OpenAITools(),
+    "azure": OpenAITools(),
+    "anthropic": AnthropicTools(),
+}
 
 
 def _blocks(result: TargetResult) -> list[dict[str, Any]]:
