@@ -53,7 +53,7 @@ def test_the_api_starts_an_anthropic_run_and_refuses_a_bad_one_naming_the_field(
     for name, target, field in [
         ("b", _target(settings={}), "target.settings.max_tokens"),
         ("c", _target(provider="bedrock"), "target.provider"),
-        ("d", _target(tools=[{"name": "f", "function": "x:y"}]), "target.provider"),
+        ("d", _target(tools=[{"name": "f", "function": "x:y"}]), "target.tools[0]"),  # a bad tool
     ]:
         answer = api.post(
             reverse("api:run-start"), {**body, "name": name, "target": target}, format="json"
