@@ -7,20 +7,20 @@ from __future__ import annotations
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse, HttpResponseNotFound, JsonResponse
 from django.views.decorators.cache import never_cache
-from django.views.decorators.http import require_GET
+from django.views.decorators.http import require_safe
 
 from core.health import readiness_checks
 from core.metrics.access import metrics_access
 
 
-@require_GET
+@require_safe
 @never_cache
 def healthz(request: HttpRequest) -> HttpResponse:
     """200 "ok" while the process answers; asks nothing of the database or the broker."""
     return HttpResponse("ok", content_type="text/plain")
 
 
-@require_GET
+@require_safe
 @never_cache
 def readyz(request: HttpRequest) -> JsonResponse:
     """200 when every check is ok, else 503: ``{"status": "ok"|"failed", "checks": [{"name",
@@ -39,7 +39,7 @@ def readyz(request: HttpRequest) -> JsonResponse:
     )
 
 
-@require_GET
+@require_safe
 @never_cache
 def metrics(request: HttpRequest) -> HttpResponse:
     """The Prometheus text format to a reader ``core.metrics.access`` allows; else 403 (a wrong

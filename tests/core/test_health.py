@@ -48,6 +48,7 @@ def test_healthz_answers_without_a_session_or_the_database(django_assert_num_que
     with django_assert_num_queries(0):
         response = Client().get("/healthz")
     assert response.status_code == 200 and response.content == b"ok"
+    assert Client().head("/healthz").status_code == 200
 
 
 def test_readyz_is_200_when_every_check_passes(not_eager):

@@ -12,6 +12,7 @@ from decimal import Decimal
 from pathlib import Path
 
 import pytest
+from django.db import transaction
 from django.test import Client
 from django.utils import timezone
 from prometheus_client import REGISTRY
@@ -22,7 +23,9 @@ from core.metrics import exposition
 from core.metrics.access import DEFAULT_NETWORKS, networks_parse
 from core.metrics.exposition import metrics_source_register, metrics_text
 from core.models import OutboxMessage, WorkerHeartbeat
+from evals.metrics import trials_finished_count
 from evals.models import Case, Run, Suite, Trial
+from evals.runner.finalize import run_cancel
 from evals.runner.targets import CaseInput
 from evals.runner.targets.openai import OpenAITarget
 from judges.metrics import judge_call_closed_count, judge_calls_sent_count
@@ -145,6 +148,33 @@ def test_a_failing_source_is_reported_down_and_the_others_still_answer(client):
     assert value(samples, "assay_metrics_source_up", source="broken") == 0
     assert value(samples, "assay_metrics_source_up", source="evals") == 1
     assert ("assay_runs", (("status", "queued"),)) in samples
+
+
+def test_a_cancel_counts_its_queued_trials_cancelled(client, django_capture_on_commit_callbacks):
+    suite = Suite.objects.create(name="cancel")
+    case = Case.objects.create(suite=suite, key="c1", input="q")
+    run = Run.objects.create(suite=suite, name="r", status=Run.Status.RUNNING, trials_total=3)
+    for attempt in (1, 2, 3):
+        Trial.objects.create(run=run, case=case, attempt=attempt)
+    before = scrape(client)
+    with django_capture_on_commit_callbacks(execute=True):  # counted once committed
+        assert run_cancel(run=run)
+    after = scrape(client)
+    name = "assay_trials_finished_total"
+    assert value(after, name, status="cancelled") - value(before, name, status="cancelled") == 3
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_rolled_back_write_counts_no_finished_trial(client):
+    before = scrape(client)
+    with pytest.raises(RuntimeError), transaction.atomic():
+        trials_finished_count(ok=2, error=1)
+        raise RuntimeError("the write failed")
+    trials_finished_count(error=1)  # outside a transaction: at once
+    after = scrape(client)
+    name = "assay_trials_finished_total"
+    assert value(after, name, status="ok") == value(before, name, status="ok")
+    assert value(after, name, status="error") - value(before, name, status="error") == 1
 
 
 def _call(llm: FakeLLM, prompt: str) -> object:
