@@ -136,6 +136,32 @@ def test_the_gauges_count_live_work_heartbeats_and_the_outbox(client):
     assert value(samples, "assay_metrics_source_up", source="core") == 1
 
 
+def test_a_scrape_makes_the_same_few_queries_however_many_runs_and_trials(
+    client, django_assert_num_queries
+):
+    suite = Suite.objects.create(name="cost")
+    case = Case.objects.create(suite=suite, key="c1", input="q")
+
+    def add_runs(n: int, status: str) -> None:
+        for i in range(n):
+            run = Run.objects.create(suite=suite, name=f"{status}-{Run.objects.count()}-{i}")
+            Run.objects.filter(id=run.id).update(status=status)
+            Trial.objects.bulk_create(
+                Trial(run=run, case=case, attempt=a, status=Trial.Status.OK) for a in range(1, 6)
+            )
+
+    add_runs(1, Run.Status.RUNNING)
+    # Heartbeats, outbox (count and oldest), live runs, their trials; the broker is not asked
+    # under eager tasks.
+    with django_assert_num_queries(4):
+        scrape(client)
+    add_runs(30, Run.Status.SUCCEEDED)
+    add_runs(5, Run.Status.RUNNING)
+    with django_assert_num_queries(4):
+        samples = scrape(client)
+    assert value(samples, "assay_runs", status="running") == 6
+
+
 def test_a_failing_source_is_reported_down_and_the_others_still_answer(client):
     def broken():
         raise RuntimeError("the database is away")
