@@ -11,6 +11,7 @@ from django.views.decorators.http import require_safe
 
 from core.health import readiness_checks
 from core.metrics.access import metrics_access
+from core.metrics.exposition import CONTENT_TYPE, metrics_text
 
 
 @require_safe
@@ -53,8 +54,4 @@ def metrics(request: HttpRequest) -> HttpResponse:
         return HttpResponse("forbidden", status=403, content_type="text/plain")
     if status != 200:
         return HttpResponseNotFound("not found", content_type="text/plain")
-    # Imported here: prometheus_client must be imported after config.settings has set
-    # PROMETHEUS_MULTIPROC_DIR, which the URLconf's import order does not promise.
-    from core.metrics.exposition import CONTENT_TYPE, metrics_text  # noqa: PLC0415
-
     return HttpResponse(metrics_text(), content_type=CONTENT_TYPE)

@@ -159,11 +159,11 @@ class EndpointClient:
                 and last.retry_after_s > self.config.retry_after_max_s
             ):
                 break  # the provider asks for a wait longer than we are willing to hold
-            RETRIES.labels(*self._labels, last.retry_kind).inc()
             try:
                 await unless_stopped(self._sleep(self.backoff_s(attempt, last.retry_after_s)))
             except Stopped:
                 return self._stopped(last, attempt, started)
+            RETRIES.labels(*self._labels, last.retry_kind).inc()  # the next attempt is a retry
         assert last is not None
         error = f"{last.retry_kind} after {attempt} attempts: {last.retry_message}"
         return ProviderReply(
