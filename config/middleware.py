@@ -24,7 +24,8 @@ CSP = (
     "object-src 'none'; base-uri 'none'; frame-ancestors 'none'; form-action 'self'"
 )
 
-PUBLIC_PREFIXES = ("/accounts/login/", "/static/", "/healthz")
+# /metrics has its own access rule (core.metrics.access); /healthz and /readyz are probes.
+PUBLIC_PREFIXES = ("/accounts/login/", "/static/", "/healthz", "/readyz", "/metrics")
 
 
 class ContentSecurityPolicyMiddleware:

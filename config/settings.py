@@ -22,9 +22,16 @@ from django.core.exceptions import ImproperlyConfigured
 
 from core.bounds import BODY_MAX_BYTES
 from core.egress import HostEntry, host_entries_parse
+from core.logs import logging_config
+from core.metrics.access import DEFAULT_NETWORKS, IPNetwork, networks_parse
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(os.environ.get("ASSAY_VAR_DIR", BASE_DIR / "var"))
+# Prometheus counters: every process of this machine (web, workers, beat) writes its own
+# files here and /metrics sums them (core.metrics.store). Set in the environment before
+# prometheus_client is imported, which reads it once; child processes inherit it.
+METRICS_DIR = Path(os.environ.setdefault("PROMETHEUS_MULTIPROC_DIR", str(VAR_DIR / "metrics")))
+METRICS_DIR.mkdir(mode=0o700, parents=True, exist_ok=True)
 
 
 def env_bool(name: str, default: bool) -> bool:
@@ -345,6 +352,10 @@ class AssaySettings(TypedDict):
     REGISTRIES: tuple[str, ...]
     # The environment's text, parsed into entries once checked (below).
     ENDPOINT_HOSTS: str | tuple[HostEntry, ...]
+    HEARTBEAT_SECONDS: float
+    READY_OUTBOX_SECONDS: int
+    METRICS_TOKEN: str
+    METRICS_ALLOWED_NETWORKS: tuple[IPNetwork, ...]
 
 
 # Assay's own knobs.
@@ -362,9 +373,18 @@ ASSAY: AssaySettings = {
     # Trials per Celery task, run concurrently inside it: small enough that a run of 1,000
     # trials is 10 tasks, so 2 and 4 workers make it faster (bench/README.md, workers).
     "TRIAL_CHUNK_SIZE": int(os.environ.get("ASSAY_TRIAL_CHUNK_SIZE", "100")),
-    # The dashboard warns when no Celery worker has written a heartbeat for this long
-    # (core.heartbeat; a worker writes one every 15 s).
+    # The dashboard warns, and /readyz fails its "worker" check, when no Celery worker has
+    # written a heartbeat for this long (core.heartbeat, core.health).
     "WORKER_SILENT_SECONDS": int(os.environ.get("ASSAY_WORKER_SILENT_SECONDS", "60")),
+    # How often each worker writes its heartbeat, seconds; below WORKER_SILENT_SECONDS.
+    "HEARTBEAT_SECONDS": float(os.environ.get("ASSAY_HEARTBEAT_SECONDS", "15")),
+    # /readyz fails its "outbox" check when a task message has waited this long for the
+    # broker, seconds (the sweeper sends it again every SWEEP_SECONDS; core.health).
+    "READY_OUTBOX_SECONDS": int(os.environ.get("ASSAY_READY_OUTBOX_SECONDS", "300")),
+    # /metrics (core.metrics.access, docs/operations.md): a bearer token that may read it
+    # from anywhere (empty: none), and the networks that may read it without one.
+    "METRICS_TOKEN": os.environ.get("ASSAY_METRICS_TOKEN", ""),
+    "METRICS_ALLOWED_NETWORKS": (),
     # Outputs longer than this are shown truncated, with "show all".
     "OUTPUT_PREVIEW_CHARS": 2000,
     # A lead may mark a judge version trusted only when its calibration has n >= MIN_N,
@@ -402,16 +422,26 @@ for _knob in ("TRIAL_LEASE_SECONDS", "SWEEP_SECONDS", "TRIAL_CHUNK_SIZE", "OUTBO
     if ASSAY[_knob] < 1:
         raise ImproperlyConfigured(f"ASSAY_{_knob} must be a positive integer, got {ASSAY[_knob]}")
 
+if not 0 < ASSAY["HEARTBEAT_SECONDS"] < ASSAY["WORKER_SILENT_SECONDS"]:
+    raise ImproperlyConfigured(
+        f"ASSAY_HEARTBEAT_SECONDS must be positive and below ASSAY_WORKER_SILENT_SECONDS "
+        f"({ASSAY['WORKER_SILENT_SECONDS']}), got {ASSAY['HEARTBEAT_SECONDS']}"
+    )
+
 try:
+    ASSAY["METRICS_ALLOWED_NETWORKS"] = networks_parse(
+        os.environ.get("ASSAY_METRICS_ALLOWED_NETWORKS", DEFAULT_NETWORKS)
+    )
     if isinstance(ASSAY["ENDPOINT_HOSTS"], str):  # the environment's text, set above
         ASSAY["ENDPOINT_HOSTS"] = host_entries_parse(ASSAY["ENDPOINT_HOSTS"])
 except ValueError as _exc:
     raise ImproperlyConfigured(str(_exc)) from None
 
-LOGGING = {
-    "version": 1,
-    "disable_existing_loggers": False,
-    "handlers": {"console": {"class": "logging.StreamHandler"}},
-    "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
-    "loggers": {"httpx": {"level": "WARNING"}},
-}
+# ASSAY_LOG_FORMAT: "text" (the default) or "json", one object a line with the run and trial
+# ids where known (core.logs). Celery leaves the root logger to this configuration then.
+LOG_FORMAT = os.environ.get("ASSAY_LOG_FORMAT", "text").strip().lower() or "text"
+try:
+    LOGGING = logging_config(log_format=LOG_FORMAT, level=os.environ.get("LOG_LEVEL", "INFO"))
+except ValueError as _exc:
+    raise ImproperlyConfigured(str(_exc)) from None
+CELERY_WORKER_HIJACK_ROOT_LOGGER = LOG_FORMAT != "json"

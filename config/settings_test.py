@@ -7,6 +7,9 @@ import tempfile
 os.environ.setdefault("DEBUG", "true")
 os.environ.setdefault("SECRET_KEY", "test-secret-key-not-for-production-" + "x" * 20)
 os.environ.setdefault("ASSAY_VAR_DIR", tempfile.mkdtemp(prefix="assay-test-var-"))
+# Each test process its own counters (core.metrics.store; its Celery workers inherit the
+# folder): a test reads its own counts, not a parallel test process's.
+os.environ["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(prefix="assay-test-metrics-")
 # The registered functions the tests name: the demo's, the examples' and the tests' own
 # (core.registry).
 os.environ.setdefault("ASSAY_REGISTRIES", "demo.registry,examples.registry,tests.registry")

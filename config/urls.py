@@ -1,15 +1,11 @@
-"""URL wiring: the dashboard apps, auth, admin and a health check."""
+"""URL wiring: the dashboard apps, auth, admin, health, readiness and metrics."""
 
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
-from django.http import HttpResponse
 from django.urls import include, path
 from django.views.generic import RedirectView
 
-
-def healthz(request):
-    return HttpResponse("ok", content_type="text/plain")
-
+from core import views as core_views
 
 handler400 = "core.http.bad_request"
 
@@ -18,7 +14,9 @@ urlpatterns = [
     path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),
-    path("healthz", healthz),
+    path("healthz", core_views.healthz, name="healthz"),
+    path("readyz", core_views.readyz, name="readyz"),
+    path("metrics", core_views.metrics, name="metrics"),
     path("api/", include("config.api_router")),
     path("", include("evals.urls")),
     path("", include("labeling.urls")),

@@ -30,6 +30,12 @@ class CoreConfig(AppConfig):
             weak=False,
         )
 
+        # Core's gauges on /metrics: heartbeats, outbox, broker (core.metrics.gauges).
+        from core.metrics.exposition import metrics_source_register  # noqa: PLC0415
+        from core.metrics.gauges import core_gauges  # noqa: PLC0415
+
+        metrics_source_register("core", core_gauges)
+
         from celery.signals import celeryd_init, worker_ready, worker_shutdown  # noqa: PLC0415
 
         from core import heartbeat  # noqa: PLC0415

@@ -1,5 +1,6 @@
 """Is any Celery worker alive? A thread of each worker writes its row every
-``HEARTBEAT_SECONDS`` whatever it runs (a beat task would wait behind a solo pool's chunk)."""
+``ASSAY_HEARTBEAT_SECONDS`` (15 unless set) whatever it runs (a beat task would wait behind a
+solo pool's chunk)."""
 
 from __future__ import annotations
 
@@ -15,8 +16,6 @@ from django.utils import timezone
 from core.models import WorkerHeartbeat
 
 logger = logging.getLogger(__name__)
-
-HEARTBEAT_SECONDS = 15.0
 
 _stop = threading.Event()
 
@@ -49,9 +48,10 @@ def worker_missing(*, now: datetime | None = None) -> bool:
 
 
 def heartbeat_thread_start(*, hostname: str) -> threading.Thread:
-    """Start the thread writing every ``HEARTBEAT_SECONDS``. A failed write is logged and retried;
-    it never stops the worker."""
+    """Start the thread writing every ``ASSAY_HEARTBEAT_SECONDS``. A failed write is logged and
+    retried; it never stops the worker."""
     started_at = timezone.now()
+    every_s = settings.ASSAY["HEARTBEAT_SECONDS"]
     _stop.clear()
 
     def beat() -> None:
@@ -63,7 +63,7 @@ def heartbeat_thread_start(*, hostname: str) -> threading.Thread:
             finally:
                 close_old_connections()
                 connection.close()
-            if _stop.wait(HEARTBEAT_SECONDS):
+            if _stop.wait(every_s):
                 return
 
     thread = threading.Thread(target=beat, name="assay-worker-heartbeat", daemon=True)

@@ -33,6 +33,12 @@ class EvalsConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
+        # The runs' gauges on /metrics (core.metrics.exposition, evals.metrics).
+        from core.metrics.exposition import metrics_source_register  # noqa: PLC0415
+        from evals.metrics import evals_gauges  # noqa: PLC0415
+
+        metrics_source_register("evals", evals_gauges)
+
         from celery.signals import worker_process_init, worker_ready  # noqa: PLC0415
 
         worker_ready.connect(worker_warm_up, dispatch_uid="evals.worker_warm_up", weak=False)

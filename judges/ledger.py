@@ -17,6 +17,7 @@ from django.utils import timezone
 from core.db import model_field
 from evals.grading.rungs import Spend
 from judges.client import JudgeReply
+from judges.metrics import judge_call_closed_count, judge_calls_sent_count
 from judges.models import JudgeCallRecord, JudgeVersion
 
 
@@ -71,6 +72,7 @@ def judge_calls_open(
             for c in calls
         ]
     )
+    judge_calls_sent_count(len(calls))
 
 
 CLOSE_FIELDS = (
@@ -119,6 +121,12 @@ def judge_calls_close(*, answers: list[CallAnswered]) -> int:
         params.append([f.get_db_prep_save(values[f.name], connection) for f in fields] + [a.nonce])
     with connection.cursor() as cursor:
         cursor.executemany(sql, params)
+    for a in answers:
+        judge_call_closed_count(
+            status=status.ANSWERED if a.reply.ok else status.FAILED,
+            outcome=outcome.STORED if a.stored else outcome.LOST,
+            cost_usd=None if a.cost_usd is None else Decimal(a.cost_usd),
+        )
     return len(params)
 
 

@@ -19,6 +19,7 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from typing import Any
+from urllib.parse import urlsplit
 
 from providers.answers import Attempt
 from providers.call_stop import CANCELLED_KIND, Stopped, unless_stopped
@@ -26,6 +27,7 @@ from providers.endpoint import EndpointConfig
 from providers.limiter import Limiter, call_sending, endpoint_key
 from providers.limiter.headers import outcome_read
 from providers.limiter.rules import Outcome
+from providers.metrics import CALLS, LIMITER_WAIT, RATE_LIMITED, RETRIES
 from providers.reply import ProviderReply, reply_storable
 from providers.transport import HttpAnswer, HttpFailure, JsonPoster
 
@@ -40,6 +42,8 @@ class EndpointClient:
 
     # Appended to the endpoint's ``base_url``: the URL every call is POSTed to.
     path = ""
+    # The protocol's name in ``providers.protocols.PROVIDERS`` (the metrics' ``provider``).
+    provider = ""
 
     def __init__(
         self,
@@ -61,6 +65,13 @@ class EndpointClient:
             sleep=sleep or asyncio.sleep,
         )
         self._sleep: Sleep = self.limiter.sleep
+        # The metrics' labels (providers.metrics): bounded by the configured endpoints.
+        labels = (self.provider, urlsplit(config.base_url).hostname or "")
+        self._calls = {
+            kind: CALLS.labels(*labels, kind) for kind in ("timeout", "connection_error")
+        }
+        self._labels = labels
+        self._limiter_wait = LIMITER_WAIT.labels(*labels)
         # The first rejected-parameter error while no call has been answered: later calls
         # of this client end with it, unsent (module docstring).
         self._refused: ProviderReply | None = None
@@ -122,6 +133,7 @@ class EndpointClient:
         for attempt in range(1, self.config.max_attempts + 1):
             async with self._semaphore:
                 estimate = self.tokens_estimate(body)
+                waiting = time.perf_counter()
                 try:
                     # A stopped call (its run cancelled, ``call_stop``) makes no new attempt:
                     # checked before each one, and a wait for the limiter wakes on it.
@@ -130,6 +142,7 @@ class EndpointClient:
                     if stopped.value is not None:
                         await self.limiter.release(stopped.value, None)
                     return self._stopped(last, attempt - 1, started)
+                self._limiter_wait.observe(time.perf_counter() - waiting)
                 if attempt == 1:
                     call_sending()  # from here on the call cannot be withdrawn
                 last = None
@@ -150,6 +163,7 @@ class EndpointClient:
                 await unless_stopped(self._sleep(self.backoff_s(attempt, last.retry_after_s)))
             except Stopped:
                 return self._stopped(last, attempt, started)
+            RETRIES.labels(*self._labels, last.retry_kind).inc()  # the next attempt is a retry
         assert last is not None
         error = f"{last.retry_kind} after {attempt} attempts: {last.retry_message}"
         return ProviderReply(
@@ -180,6 +194,7 @@ class EndpointClient:
         try:
             response = await self.http.post(body)
         except HttpFailure as exc:
+            self._calls["timeout" if exc.timeout else "connection_error"].inc()
             if exc.timeout:
                 return Attempt(
                     retry_kind="timeout",
@@ -191,6 +206,9 @@ class EndpointClient:
                 retry_message=f"{exc.name}: {exc.detail}",
                 raw={"error": "connection_error", "detail": exc.detail},
             )
+        CALLS.labels(*self._labels, str(response.status)).inc()
+        if response.status == 429:
+            RATE_LIMITED.labels(*self._labels).inc()
         attempt = self.answer_read(response, body)
         attempt.outcome = _outcome(response, attempt, estimate)
         return attempt

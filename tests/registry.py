@@ -1,6 +1,7 @@
 """The tests' registry (``core.registry``; listed by ``config/settings_test.py``): the
 pipelines, tools, environments, graders and oracles the tests name."""
 
+from tests.core.test_logs import logged
 from tests.evals.agent_tools import (
     boom,
     declared,
@@ -63,6 +64,7 @@ __all__ = [
     "issue_refund",
     "item_oracle_none",
     "leave",
+    "logged",
     "lookup_order",
     "mock_shop",
     "nan_score",

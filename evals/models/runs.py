@@ -92,6 +92,15 @@ class Run(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["suite", "name"], name="run_unique_name_per_suite"),
         ]
+        indexes = [
+            # The live runs (evals.metrics, read at every scrape of /metrics): a partial
+            # index, so finding them does not read the finished ones.
+            models.Index(
+                fields=["status"],
+                condition=Q(status__in=["queued", "running"]),
+                name="run_live",
+            ),
+        ]
 
     def __str__(self) -> str:
         return f"{self.suite.name} / {self.name}"

@@ -16,6 +16,7 @@ import threading
 import time
 from typing import Any
 
+from core.logs import log_trial_set
 from evals.runner.targets import CaseInput, TargetResult, target_from_config
 from providers.call_stop import CALL_STOP
 from providers.limiter import SEND_HOOK
@@ -47,7 +48,14 @@ class CallPool:
         self._cancelled: set[int] = set()  # ... and those withdrawn while waiting
         self._stops: dict[int, asyncio.Event] = {}  # calls started -> their CALL_STOP event
         self.concurrency = 1
-        self._thread = threading.Thread(target=self._run, name="assay-target-calls", daemon=True)
+        # The loop thread runs in a copy of the creator's context: its logs carry the run id
+        # (core.logs.log_context around the chunk), each call's its trial id.
+        self._thread = threading.Thread(
+            target=contextvars.copy_context().run,
+            args=(self._run,),
+            name="assay-target-calls",
+            daemon=True,
+        )
 
     # -- the loop thread ---------------------------------------------------------------
 
@@ -83,6 +91,7 @@ class CallPool:
             # call's stop event: ``stop`` sets it.
             self._stops[trial_id] = stop = asyncio.Event()
             CALL_STOP.set(stop)
+            log_trial_set(trial_id)
             try:
                 if getattr(target, "withdrawable", False):
                     result = await self._withdrawable_call(target, trial_id, case_input)

@@ -19,11 +19,13 @@ from django.utils import timezone
 
 from core.chunks import chunked
 from core.db import model_field, sql_marks
+from core.logs import log_context
 from evals.grading.ladder import (
     _chunk_grades_complete,
     grades_insert,
 )
 from evals.grading.rungs import judge_rung_required
+from evals.metrics import trials_finished_count
 from evals.models import Run, TopUp, Trial
 from evals.runner.calls import CallPool
 from evals.runner.claims import (
@@ -131,6 +133,7 @@ def trial_results_record(
         if rows:
             _trial_rows_write(rows)
             errored = sum(1 for row in rows if row[1][0] == Trial.Status.ERROR)
+            trials_finished_count(ok=len(rows) - errored, error=errored)
             cursor.execute(
                 f"UPDATE {quote(runs)} SET {quote('trials_finished')} = "
                 f"{quote('trials_finished')} + %s, {quote('trials_errored')} = "
@@ -476,7 +479,13 @@ def trial_chunk_execute(*, run_id: int, trial_ids: list[int]) -> None:
     stops new calls and recovers (``_ChunkCalls.recover``).
 
     Idempotent under redelivery: only trials claimed here by compare-and-set are called, every
-    write is a compare-and-set, grades go through the unique (trial, grader) key."""
+    write is a compare-and-set, grades go through the unique (trial, grader) key. Its logs carry
+    ``run_id`` (``core.logs``)."""
+    with log_context(run_id=run_id):
+        _trial_chunk_execute(run_id=run_id, trial_ids=trial_ids)
+
+
+def _trial_chunk_execute(*, run_id: int, trial_ids: list[int]) -> None:
     run = Run.objects.filter(id=run_id).first()
     if run is None or run.status == Run.Status.CANCELLED:
         return
@@ -509,6 +518,12 @@ def trial_chunk_execute(*, run_id: int, trial_ids: list[int]) -> None:
         # even on a redelivery that claimed nothing: the judge service skips trials already
         # judged, so a lost judge task is made up here.
         _judge_chunk_enqueue(run_id, trial_ids)
+    logger.info(
+        "chunk of %d trials done: %d written here%s",
+        len(trial_ids),
+        len(settled),
+        ", run cancelled" if run_cancelled else "",
+    )
     run_close_if_done(run_id=run_id)
 
 

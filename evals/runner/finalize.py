@@ -16,6 +16,7 @@ from core.actors import actor_text, via_of
 from core.errors import DomainError
 from core.outbox import outbox_enqueue
 from core.roles import ENGINEER, LEAD, role_require
+from evals.metrics import trials_finished_count
 from evals.models import Grade, Run, TopUp, Trial
 from evals.tasks import adaptive_top_up_start, top_up_advance
 
@@ -243,6 +244,7 @@ def trials_cancel(
             for trial_id in changing:
                 if errors.get(trial_id):
                     Trial.objects.filter(id=trial_id).update(error_message=errors[trial_id])
+        trials_finished_count(cancelled=changed)
         if changed and uncount:
             Run.objects.filter(id=run_id).update(trials_total=F("trials_total") - changed)
         elif changed:  # counted apart from the finished, never in "N of M trials errored"
@@ -268,6 +270,7 @@ def run_cancel(*, run: Run, by=None, via: str | None = None, refuse_finished: bo
                 status=Trial.Status.CANCELLED, finished_at=timezone.now()
             )
             Run.objects.filter(id=run.id).update(trials_cancelled=F("trials_cancelled") + n)
+            trials_finished_count(cancelled=n)
     if changed:
         logger.info("run %s cancelled %s", run.ref_text, actor_text(by=user, via=via))
     run_finalize(run_id=run.id)

@@ -46,6 +46,7 @@ class MessagesClient(EndpointClient):
     ``anthropic-version`` header."""
 
     path = "/messages"
+    provider = "anthropic"
 
     def __init__(
         self,

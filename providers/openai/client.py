@@ -16,6 +16,7 @@ class ChatClient(EndpointClient):
     """Chat completions to ``config``'s endpoint (``EndpointClient``)."""
 
     path = "/chat/completions"
+    provider = "openai"
 
     def auth_headers(self, api_key: str | None) -> dict[str, str]:
         return {"Authorization": f"Bearer {api_key}"} if api_key else {}
