@@ -115,6 +115,9 @@ def test_an_anonymous_chunked_body_is_a_401_first():
     assert response.status_code in (401, 403)
 
 
+# The live server needs a transactional database; serialized rollback keeps the content types
+# the later transactional tests of this process load (else they collide).
+@pytest.mark.django_db(transaction=True, serialized_rollback=True)
 def test_a_chunked_start_through_a_real_wsgi_server_is_a_411(carol, live_server):
     """httpx sends a generator body in chunks; the development server (what ``make demo``
     runs) passes no CONTENT_LENGTH, so the body would have been read as empty."""
