@@ -120,3 +120,11 @@ def reprice_text(repricing: Repricing) -> str:
         f"re-priced; total {usd_text(total.old_usd)} ({total.old_unknown} unknown) -> "
         f"{usd_text(total.new_usd)} ({total.new_unknown} unknown)"
     )
+
+
+REPRICES_SHOWN = 20
+
+
+def run_reprices(*, run: Run) -> list[RunReprice]:
+    """The run's latest ``REPRICES_SHOWN`` re-pricings, newest first, with who made them."""
+    return list(RunReprice.objects.filter(run=run).select_related("by")[:REPRICES_SHOWN])

@@ -29,6 +29,7 @@ from evals.grading.verdict import (
     overall_codes,
 )
 from evals.report.cost_quality import CostQuality, cost_quality
+from evals.report.costs import CostClasses
 from evals.report.figures import (
     Figures,
     case_wilson,
@@ -171,6 +172,8 @@ class RunReport:
     cost: Cost
     judge_calls: Spend | None = None  # the judge rung: every judge call paid for the run
     cost_quality: CostQuality | None = None
+    # The token classes priced and why costs are unknown (``evals.report.costs``).
+    cost_classes: CostClasses | None = None
     # A run with a contract grader: ``RunDecisions.as_json()`` (evals.grading.contract);
     # None otherwise.
     decisions: dict[str, Any] | None = None
@@ -224,7 +227,9 @@ class ReasonRows:
 REASON_GROUPS_PER_GRADER = 10
 
 
-def report_from_rows(*, run: Any, rows: RunRows, reasons: ReasonRows) -> RunReport:
+def report_from_rows(
+    *, run: Any, rows: RunRows, reasons: ReasonRows, cost_classes: CostClasses | None = None
+) -> RunReport:
     """Assemble a ``RunReport`` from the fetched rows (numpy; no queries): index trials and cases,
     code arrays per grader, overall codes, per-case tallies, figures overall, per grader and per
     tag, case rows, reasons and usage. Long by design: every step shares the arrays of the first."""
@@ -326,6 +331,7 @@ def report_from_rows(*, run: Any, rows: RunRows, reasons: ReasonRows) -> RunRepo
         pass_rate=rate.mean,
         pass_rate_low=rate.ci_low,
         pass_rate_high=rate.ci_high,
+        unknown_why="" if cost_classes is None else cost_classes.why,
     )
     return RunReport(
         run_uuid=str(run.uuid),
@@ -367,6 +373,7 @@ def report_from_rows(*, run: Any, rows: RunRows, reasons: ReasonRows) -> RunRepo
         latency=_latency(finished_latency),
         cost=_cost(quality),
         cost_quality=quality,
+        cost_classes=cost_classes,
         limit_hits=_limit_hits(reasons.pipeline_groups),
     )
 
