@@ -3,6 +3,7 @@ mock's ``POST /v1/messages`` (cache counts 0) through ``run_suite``, end to end.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from decimal import Decimal
 from io import StringIO
@@ -11,6 +12,9 @@ import pytest
 from django.core.management import call_command
 
 from evals.models import Case, Run, Suite
+from evals.runner.targets import CaseInput
+from evals.runner.targets.openai import OpenAITarget
+from tests.fakellm import FakeLLM, tool_calls_message
 from tests.mockllm import mockllm  # noqa: F401 - the fixture
 
 pytestmark = pytest.mark.django_db(transaction=True, serialized_rollback=True)
@@ -67,3 +71,41 @@ def test_an_anthropic_trial_stores_its_cache_counts_and_is_priced_by_class(
             "source": "built-in",
             "classes": ["input", "output"],
         }
+
+
+def test_a_tool_loop_trial_sums_its_calls_classes_class_by_class():
+    def respond(body):
+        answered = any(m.get("role") == "tool" for m in body["messages"])
+        return "Done." if answered else tool_calls_message(("lookup_order", {"order_id": "A1"}))
+
+    async def no_price(model):
+        return None
+
+    async def go(llm):
+        target = OpenAITarget.from_config(
+            {
+                "kind": "openai",
+                "base_url": llm.base_url,
+                "model": "example-model-1.5",
+                "prompt_template": "$input",
+                "tools": ["tests.evals.agent_tools:lookup_order"],
+                "environment": "tests.evals.agent_tools:environment",
+                "max_attempts": 1,
+            },
+            pricer=no_price,
+        )
+        try:
+            return await target.call(CaseInput(key="A1", input="order A1?"))
+        finally:
+            await target.aclose()
+
+    with FakeLLM(responder=respond) as llm:
+        result = asyncio.run(go(llm))
+    assert result.ok, result.error
+    calls = [s for s in result.trajectory if "input_tokens" in s]
+    assert len(calls) == 2
+    assert result.input_tokens == sum(s["input_tokens"] for s in calls)
+    assert result.output_tokens == sum(s["output_tokens"] for s in calls)
+    # The fake reports 0 cached and 0 reasoning tokens per call, no cache write (unknown).
+    assert (result.cache_read_tokens, result.reasoning_tokens) == (0, 0)
+    assert result.cache_write_tokens is None
