@@ -37,8 +37,16 @@ class CostClasses:
         ]
 
     @property
+    def reasons(self) -> str:
+        """The reasons alone, "; " between them ("" when every cost is known)."""
+        return "; ".join(why for why, _ in self.unknown)
+
+    @property
     def why(self) -> str:
-        """The reasons in one phrase ("; " between them), "" when every cost is known."""
+        """The reasons in one phrase ("; " between them, each with its trials when there are
+        several), "" when every cost is known."""
+        if len(self.unknown) == 1:
+            return self.unknown[0][0]
         return "; ".join(f"{why} ({n})" for why, n in self.unknown)
 
 

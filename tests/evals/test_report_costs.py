@@ -14,6 +14,7 @@ from evals.models import Trial
 from evals.report.costs import NO_BASIS, runs_cost_classes
 from evals.report.selectors import run_report
 from evals.reprice import run_reprice
+from evals.selectors import run_list_stats
 from providers.models import ModelPrice
 from tests.report_builders import add_trial, make_run
 
@@ -101,3 +102,11 @@ def test_the_api_trial_rows_carry_the_token_classes_and_the_basis(bob):
     assert {r["reasoning_tokens"] for r in rows} == {None}
     detail = client.get(f"/api/trials/{by_read[0]['uuid']}/").json()
     assert detail["cost_basis"]["classes"] == ["input", "output"]
+
+
+def test_the_run_lists_cost_note_says_why():
+    run = _run()
+    stats = run_list_stats(runs=[run])[run.id]
+    assert stats.quality.note == (
+        f"cost unknown for 3 of 5 trials: {NO_CACHE_PRICE}; the trial errored"
+    )

@@ -12,6 +12,7 @@ from django.core.management import CommandError, call_command
 
 from core.actors import Via
 from core.errors import DomainError
+from evals.fingerprint import run_fingerprints
 from evals.models import Run, RunReprice, Trial
 from evals.reprice import run_reprice
 from providers.models import ModelPrice
@@ -141,3 +142,17 @@ def test_it_refuses_a_run_still_running():
     with pytest.raises(CommandError) as failed:
         call_command("reprice_run", str(run.uuid))
     assert failed.value.returncode == 3
+
+
+def test_a_reprice_moves_the_runs_fingerprint_so_no_cached_summary_is_served():
+    run = make_run(cases=[("a", [])], graders=[])
+    trial = add_trial(run, "a", 1, tokens=(1_000, 1_000))
+    Trial.objects.filter(id=trial.id).update(
+        cost_basis={"model": "example-model-1.5", "price": None, "source": None, "unknown": []}
+    )
+    before = run_fingerprints(runs=[run])[run.id].key
+    assert run_fingerprints(runs=[run])[run.id].key == before
+
+    run_reprice(run=run)
+
+    assert run_fingerprints(runs=[run])[run.id].key != before
