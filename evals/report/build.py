@@ -116,12 +116,30 @@ class TrialCounts:
 
 @dataclass(frozen=True)
 class Tokens:
-    """Sums over finished trials with a known count; ``*_unknown``: those with a null count."""
+    """Sums over finished trials with a known count; ``*_unknown``: those with a null count.
+    The other token classes (``providers.usage``: cache_write, cache_read, reasoning) the same
+    way, None when the rows did not load them (``runs_usage_totals`` does)."""
 
     input: int
     output: int
     input_unknown: int
     output_unknown: int
+    cache_write: int | None = None
+    cache_read: int | None = None
+    reasoning: int | None = None
+    cache_write_unknown: int | None = None
+    cache_read_unknown: int | None = None
+    reasoning_unknown: int | None = None
+
+    @property
+    def classes_shown(self) -> list[tuple[str, int, int]]:
+        """``(label, sum, unknown)`` of each other class loaded, for the run page."""
+        labels = (
+            ("Cache write tokens", self.cache_write, self.cache_write_unknown),
+            ("Cache read tokens", self.cache_read, self.cache_read_unknown),
+            ("Reasoning tokens", self.reasoning, self.reasoning_unknown),
+        )
+        return [(label, n, u) for label, n, u in labels if n is not None and u is not None]
 
 
 @dataclass(frozen=True)
@@ -369,6 +387,7 @@ def report_from_rows(
             output=int(totals["output_sum"] or 0),
             input_unknown=totals["input_unknown"],
             output_unknown=totals["output_unknown"],
+            **_class_totals(totals),
         ),
         latency=_latency(finished_latency),
         cost=_cost(quality),
@@ -376,6 +395,16 @@ def report_from_rows(
         cost_classes=cost_classes,
         limit_hits=_limit_hits(reasons.pipeline_groups),
     )
+
+
+def _class_totals(totals: dict[str, Any]) -> dict[str, int | None]:
+    """``Tokens``' other classes from ``totals`` (None for a class not loaded)."""
+    out: dict[str, int | None] = {}
+    for name in ("cache_write", "cache_read", "reasoning"):
+        if f"{name}_unknown" in totals:
+            out[name] = int(totals[f"{name}_sum"] or 0)
+            out[f"{name}_unknown"] = int(totals[f"{name}_unknown"])
+    return out
 
 
 def _limit_hits(groups: list[tuple]) -> list[dict[str, Any]]:

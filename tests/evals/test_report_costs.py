@@ -54,6 +54,10 @@ def test_it_says_which_classes_were_priced_and_what_made_each_cost_unknown():
     assert report.cost_quality.note == (
         f"cost unknown for 3 of 5 trials: {NO_CACHE_PRICE} (2); the trial errored (1)"
     )
+    # Token sums by class: the errored trial reported none (unknown), the others 0 and 7.
+    tokens = report.to_dict()["tokens"]
+    assert (tokens["cache_read"], tokens["cache_read_unknown"]) == (14, 1)
+    assert (tokens["cache_write"], tokens["cache_write_unknown"]) == (0, 5)
     assert report.to_dict()["cost_classes"]["unknown"] == [
         [NO_CACHE_PRICE, 2],
         ["the trial errored", 1],
@@ -84,6 +88,8 @@ def test_the_run_page_and_the_command_show_the_classes_and_the_reprice(carol):
     client.force_login(carol)
     page = client.get(run.get_absolute_url()).content.decode()
     assert 'id="cost-classes"' in page and "<code>cache_read</code>" in page
+    assert '<dt>Cache read tokens</dt><dd class="token-class">≥ 14 ' in page
+    assert '<dt>Cache write tokens</dt><dd class="token-class">not reported</dd>' in page
     assert 'id="reprices"' in page
     # Every priced trial changed: the two unknown ones, and the two known at the new price.
     assert "by carol: 4 trials and 0 judge calls re-priced" in page
