@@ -64,10 +64,6 @@ class Usage:
             reasoning=_plus(self.reasoning, other.reasoning),
         )
 
-    def as_dict(self) -> dict[str, int | None]:
-        """``{class: count}`` for every class, in ``TOKEN_CLASSES`` order."""
-        return {name: self.count(name) for name in TOKEN_CLASSES}
-
 
 def _plus(a: int | None, b: int | None) -> int | None:
     return None if a is None or b is None else a + b
