@@ -103,7 +103,9 @@ def run_once(suite, mock: Mock, *, concurrency: int, trials: int, worker_pid: in
         target={
             "kind": "openai",
             "base_url": mock.base_url,
-            "model": "gpt-4o-mini",  # a built-in price: cost is computed for every trial
+            # A built-in price of input and output only: every trial is priced (the mock
+            # reports no cached tokens, which a price with cached input would need).
+            "model": "example-model-1.5",
             "prompt_template": "$input",
             "timeout_s": 30.0,
             "concurrency": concurrency,

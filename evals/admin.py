@@ -22,6 +22,7 @@ from evals.models import (
     Graduation,
     IngestKey,
     Run,
+    RunReprice,
     RunSummary,
     Suite,
     TargetPreset,
@@ -211,6 +212,16 @@ class DecisionTransitionAdmin(RecordAdmin):
     list_filter = ("to_decision", "cause")
     list_select_related = ("trial",)
     raw_id_fields = ("trial", "reviewer")
+
+
+@admin.register(RunReprice)
+class RunRepriceAdmin(RecordAdmin):
+    """View only: a re-pricing of a run (``evals.reprice``), written by ``reprice_run``."""
+
+    list_display = ("created_at", "run", "by", "via", "old_usd", "new_usd", "trials_changed")
+    search_fields = ("run__name", "run__uuid")
+    list_select_related = ("run", "by")
+    raw_id_fields = ("run", "by")
 
 
 @admin.register(RunSummary)

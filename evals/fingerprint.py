@@ -3,8 +3,9 @@
 The one rule for the grid's column cache and the comparison's stored summaries: a value is
 served only while its run's ``RunFingerprint.key`` is unchanged. The key moves with the
 run's status, trials per case and grader set digest; its trials (count, largest id, id sum,
-id sums by status, retried count); its grades per grader (count, largest id, id sum, id
-sums of passing, failing, errored and gating grades, judge version ids). A regrade in place
+id sums by status, retried count); its re-pricings (count, largest id, id sum); its grades
+per grader (count, largest id, id sum, id sums of passing, failing, errored and gating
+grades, judge version ids). A regrade in place
 moves the id sums of the verdict it left and took; only changes cancelling exactly could go
 unseen. A run not finished has no key; its ``state`` keys short-lived caches. Judge trust and
 case changes have their own fingerprints here. One ``UNION ALL`` query for any number of
@@ -21,7 +22,7 @@ from django.db import models
 
 from core.db import raw_rows
 from evals.grading.rungs import judge_rung
-from evals.models import CaseChange, Grade, Run, Trial
+from evals.models import CaseChange, Grade, Run, RunReprice, Trial
 
 
 @dataclass(frozen=True)
@@ -82,9 +83,28 @@ def run_fingerprints(*, runs: Sequence[Run]) -> dict[int, RunFingerprint]:
         )
         .values_list("trial__run_id", "grader", "n", "top", "s", "a", "b", "c", "d", "e")
     )
+    # A re-pricing changes costs in place (``evals.reprice``): its count, largest id and id
+    # sum, a row without a grader as a trial's is (the digest tells them apart).
+    reprices = (
+        RunReprice.objects.filter(run_id__in=ids)
+        .order_by()
+        .values("run_id")
+        .annotate(
+            g=models.Value(None, output_field=models.CharField()),
+            n=models.Count("id"),
+            top=models.Max("id"),
+            s=models.Sum("id"),
+            a=models.Value(None, output_field=models.BigIntegerField()),
+            b=models.Value(None, output_field=models.BigIntegerField()),
+            c=models.Value(None, output_field=models.BigIntegerField()),
+            d=models.Value(None, output_field=models.BigIntegerField()),
+            e=models.Value(None, output_field=models.BigIntegerField()),
+        )
+        .values_list("run_id", "g", "n", "top", "s", "a", "b", "c", "d", "e")
+    )
     groups: dict[int, list[tuple]] = {i: [] for i in ids}
     graded: dict[int, set[str]] = {i: set() for i in ids}
-    for run_id, grader, *sums in raw_rows(trials.union(grades, all=True)):
+    for run_id, grader, *sums in raw_rows(trials.union(grades, reprices, all=True)):
         # Sums arrive as int or Decimal (PostgreSQL's sum of bigint), null when empty.
         groups[run_id].append(
             (grader is None, grader or "", *(0 if x is None else int(x) for x in sums))

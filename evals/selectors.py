@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from decimal import Decimal
 
@@ -17,6 +18,7 @@ from evals.blindness import blind_for, blind_run_ids, grades_prefetch, labels_pr
 from evals.grading.verdict import trial_verdict_annotations
 from evals.models import Case, Run, Trial
 from evals.report.cost_quality import CostQuality, cost_quality
+from evals.report.costs import runs_cost_classes
 from evals.run_status import run_trial_count, runs_status_shown_filter
 from evals.trajectory.timeline import trajectory_timeline
 from stats.intervals import clustered_rate_interval
@@ -32,7 +34,8 @@ class RunListStats:
     ``overall.pass_rate.mean``), with its 95% interval ``pass_rate_low``/``_high``
     (``stats.intervals.clustered_rate_interval``); ``passed``/``graded`` trials;
     ``judge_errors``: ok trials out for an errored gating grade; ``errored_trials``;
-    ``cost_known_usd`` (USD, Decimal) and ``cost_unknown`` over ``finished`` trials."""
+    ``cost_known_usd`` (USD, Decimal) and ``cost_unknown`` over ``finished`` trials;
+    ``cost_why``: why costs are unknown (``evals.report.costs.CostClasses.reasons``)."""
 
     passed: int
     graded: int
@@ -44,6 +47,7 @@ class RunListStats:
     pass_rate: float | None = None
     pass_rate_low: float | None = None
     pass_rate_high: float | None = None
+    cost_why: str = ""
 
     @property
     def quality(self) -> CostQuality:
@@ -56,6 +60,7 @@ class RunListStats:
             pass_rate=self.pass_rate,
             pass_rate_low=self.pass_rate_low,
             pass_rate_high=self.pass_rate_high,
+            unknown_why=self.cost_why,
         )
 
     @property
@@ -154,7 +159,8 @@ def run_list(
 def run_list_stats(
     *, runs: list[Run] | None = None, run_ids: list[int] | None = None
 ) -> dict[int, RunListStats]:
-    """Aggregates by run id for ``runs`` (or ``run_ids``): one query per gating grader set."""
+    """Aggregates by run id for ``runs`` (or ``run_ids``): one query per gating grader set, and
+    one for why costs are unknown when some are (``evals.report.costs``)."""
     if runs is None:
         runs = list(Run.objects.filter(id__in=run_ids or []).only("id", "graders"))
     by_keys: dict[tuple[str, ...], list[int]] = {}
@@ -166,7 +172,12 @@ def run_list_stats(
     per_run: dict[int, list[dict]] = {}
     for row in rows:
         per_run.setdefault(row["run_id"], []).append(row)
-    return {run_id: _fold_case_counts(case_rows) for run_id, case_rows in per_run.items()}
+    stats = {run_id: _fold_case_counts(case_rows) for run_id, case_rows in per_run.items()}
+    unknown = [run for run in runs if run.id in stats and stats[run.id].cost_unknown]
+    if unknown:
+        for run_id, classes in runs_cost_classes(runs=unknown).items():
+            stats[run_id] = dataclasses.replace(stats[run_id], cost_why=classes.reasons)
+    return stats
 
 
 def _run_case_counts(*, run_ids: list[int], keys: tuple[str, ...]) -> list[dict]:

@@ -43,6 +43,7 @@ from providers.anthropic.client import messages_body
 from providers.client import EndpointClient
 from providers.endpoint import EndpointConfig
 from providers.protocols import PROVIDER_FIELDS, Provider, provider_parse
+from providers.usage import usage_of, usage_tokens
 
 Sleep = Callable[[float], Awaitable[None]]
 
@@ -170,7 +171,8 @@ def default_sleep(seconds: float) -> Awaitable[None]:
 class JudgeReply:
     """One judge call's outcome: ``content`` (None on error); ``reason`` (None, else one of
     ``ERROR_REASONS``); ``message``, the provider's words; ``raw``, the JSON-safe body; tokens
-    (None when unknown); ``latency_ms`` over all ``attempts``; ``model``, for pricing."""
+    by class (``providers.usage``, None when unknown); ``latency_ms`` over all ``attempts``;
+    ``model``, for pricing."""
 
     content: str | None
     reason: str | None = None
@@ -181,6 +183,9 @@ class JudgeReply:
     latency_ms: float = 0.0
     attempts: int = 1
     model: str | None = None
+    cache_write_tokens: int | None = None
+    cache_read_tokens: int | None = None
+    reasoning_tokens: int | None = None
 
     @property
     def ok(self) -> bool:
@@ -318,20 +323,18 @@ class JudgeClient:
                     reason="refusal",
                     message=why,
                     raw=raw,
-                    input_tokens=result.input_tokens,
-                    output_tokens=result.output_tokens,
                     latency_ms=result.latency_ms,
                     attempts=result.attempts,
                     model=result.model,
+                    **usage_tokens(usage_of(result)),
                 )
             return JudgeReply(
                 content=result.output,
                 raw=raw,
-                input_tokens=result.input_tokens,
-                output_tokens=result.output_tokens,
                 latency_ms=result.latency_ms,
                 attempts=result.attempts,
                 model=result.model,
+                **usage_tokens(usage_of(result)),
             )
         if anthropic:
             reason = _classify_message(

@@ -42,7 +42,8 @@ from judges.ledger import CallAnswered, CallOpened, judge_calls_close, judge_cal
 from judges.models import Judge, JudgeVersion
 from judges.parsing import ParseError, reply_parse
 from judges.prompts import imitates_markers
-from providers.pricing import Price, cost_breakdown, price_lookup
+from providers.pricing import Costing, Price, price_lookup, usage_cost
+from providers.usage import usage_of, usage_tokens
 
 logger = logging.getLogger(__name__)
 
@@ -109,14 +110,13 @@ def _build(version: JudgeVersion, material: kinds.Material) -> kinds.Built:
 
 def _cost(
     reply: JudgeReply, version: JudgeVersion, prices: dict[str, Price | None]
-) -> tuple[str | None, str | None]:
+) -> tuple[str | None, Costing]:
+    """(cost USD as plain text or None, the costing) of ``reply`` at its model's price."""
     model = reply.model or version.model
     if model not in prices:
         prices[model] = price_lookup(model)
-    breakdown = cost_breakdown(prices[model], reply.input_tokens, reply.output_tokens)
-    if breakdown is None:
-        return None, None
-    return decimal_plain(breakdown.total_usd), breakdown.source
+    costing = usage_cost(prices[model], usage_of(reply), model=model)
+    return None if costing.total_usd is None else decimal_plain(costing.total_usd), costing
 
 
 def call_answered(call: JudgeCall, verdict: Verdict, *, stored: bool) -> CallAnswered:
@@ -128,6 +128,7 @@ def call_answered(call: JudgeCall, verdict: Verdict, *, stored: bool) -> CallAns
         reply=call.reply,
         cost_usd=verdict.details.get("cost_usd"),
         price_source=verdict.details.get("price_source"),
+        cost_basis=verdict.details.get("cost_basis"),
         stored=stored,
     )
 
@@ -144,20 +145,20 @@ def verdict_read(
     characters replaced with U+FFFD because the database cannot store them (``core.text``)."""
     reply = call.reply
     assert reply is not None
-    cost, source = _cost(reply, version, {} if prices is None else prices)
+    cost, costing = _cost(reply, version, {} if prices is None else prices)
     details: dict[str, Any] = {
         "judge_version": str(version.uuid),
         "kind": version.judge.kind,
         "prompt": call.built.prompt.text,
         "nonce": call.built.prompt.nonce,
         "raw_reply": reply.content,
-        "input_tokens": reply.input_tokens,
-        "output_tokens": reply.output_tokens,
+        **usage_tokens(usage_of(reply)),
         "latency_ms": round(reply.latency_ms, 3),
         "attempts": reply.attempts,
         "model": reply.model,
         "cost_usd": cost,
-        "price_source": source,
+        "price_source": costing.source,
+        "cost_basis": costing.basis(),
         "imitates_markers": any(imitates_markers(t) for t in untrusted),
     }
     replaced = replaced_record(reply.raw)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from decimal import Decimal
+from typing import Any
 
 from django.db import connection
 from django.db.models import Field, QuerySet
@@ -19,6 +20,10 @@ from evals.grading.rungs import Spend
 from judges.client import JudgeReply
 from judges.metrics import judge_call_closed_count, judge_calls_sent_count
 from judges.models import JudgeCallRecord, JudgeVersion
+from providers.pricing import Price, RepriceTally, cost_reprice
+from providers.usage import TOKEN_CLASSES, usage_of, usage_tokens
+
+USAGE_FIELDS = tuple(f"{name}_tokens" for name in TOKEN_CLASSES)
 
 
 @dataclass(frozen=True)
@@ -36,14 +41,15 @@ class CallOpened:
 
 @dataclass(frozen=True)
 class CallAnswered:
-    """The reply, cost (USD as text, None when unknown), price source, and whether its row is the
-    one stored."""
+    """The reply, cost (USD as text, None when unknown), price source, what the cost rests on
+    (``providers.pricing.Costing.basis``), and whether its row is the one stored."""
 
     nonce: str
     reply: JudgeReply
     cost_usd: str | None
     price_source: str | None
     stored: bool
+    cost_basis: dict[str, Any] | None = None
 
 
 def judge_calls_open(
@@ -81,8 +87,12 @@ CLOSE_FIELDS = (
     "attempts",
     "input_tokens",
     "output_tokens",
+    "cache_write_tokens",
+    "cache_read_tokens",
+    "reasoning_tokens",
     "cost_usd",
     "price_source",
+    "cost_basis",
     "latency_ms",
     "answered_at",
 )
@@ -111,10 +121,10 @@ def judge_calls_close(*, answers: list[CallAnswered]) -> int:
             "status": status.ANSWERED if r.ok else status.FAILED,
             "outcome": outcome.STORED if a.stored else outcome.LOST,
             "attempts": r.attempts,
-            "input_tokens": r.input_tokens,
-            "output_tokens": r.output_tokens,
+            **usage_tokens(usage_of(r)),
             "cost_usd": None if a.cost_usd is None else Decimal(a.cost_usd),
             "price_source": a.price_source or "",
+            "cost_basis": a.cost_basis,
             "latency_ms": round(r.latency_ms, 3),
             "answered_at": now,
         }
@@ -164,3 +174,31 @@ def run_judge_spend(*, run_id: int) -> Spend | None:
     """Every judge call made for run ``run_id``'s trials (pairwise calls count on their version,
     not here); one query."""
     return spend_get(records=JudgeCallRecord.objects.filter(run_id=run_id, trial__isnull=False))
+
+
+def run_calls_reprice(
+    *, run_id: int, prices: dict[str | None, Price | None], write: bool
+) -> RepriceTally:
+    """Re-price the run's judge calls whose cost Assay priced (``cost_basis`` set) at today's
+    table (``providers.pricing.cost_reprice``); when ``write``, the changed ones get the new
+    cost, basis and price source. The grade's ``details`` keep the cost seen when grading;
+    the ledger is the spend of record."""
+    tally = RepriceTally()
+    changed: list[JudgeCallRecord] = []
+    records = JudgeCallRecord.objects.filter(run_id=run_id, cost_basis__isnull=False).only(
+        "id", "cost_usd", "cost_basis", "price_source", *USAGE_FIELDS
+    )
+    for record in records.order_by("id"):
+        costing = cost_reprice(record.cost_basis, usage_of(record), prices)
+        if costing is None:
+            continue
+        if tally.add(old_usd=record.cost_usd, old_basis=record.cost_basis, costing=costing):
+            record.cost_usd = costing.total_usd
+            record.cost_basis = costing.basis()
+            record.price_source = costing.source or ""
+            changed.append(record)
+    if write and changed:
+        JudgeCallRecord.objects.bulk_update(
+            changed, ["cost_usd", "cost_basis", "price_source"], batch_size=500
+        )
+    return tally

@@ -22,6 +22,8 @@ from judges.tasks import run_chunk_judge
 if TYPE_CHECKING:
     import numpy as np
 
+    from providers.pricing import RepriceTally
+
 
 def judge_config_version(config: dict, where: str) -> JudgeVersion:
     """The judge version a judge grader's config names: ``judge_version`` (as
@@ -162,6 +164,12 @@ class JudgesRung:
         from judges.ledger import run_judge_spend  # noqa: PLC0415 - see module doc
 
         return run_judge_spend(run_id=run_id)
+
+    def run_calls_reprice(self, *, run_id: int, prices: dict, write: bool) -> RepriceTally:
+        """``judges.ledger.run_calls_reprice``."""
+        from judges.ledger import run_calls_reprice  # noqa: PLC0415 - see module doc
+
+        return run_calls_reprice(run_id=run_id, prices=prices, write=write)
 
     def pairwise_judging(self, *, base: Any, head: Any) -> Any:
         """``judges.selectors.pairwise_judging_get``."""

@@ -12,6 +12,22 @@ else:  # Django's ModelAdmin takes no type parameter at run time
 
 @admin.register(ModelPrice)
 class ModelPriceAdmin(ModelPriceAdminBase):
-    list_display = ("model", "input_usd_per_mtok", "output_usd_per_mtok", "note", "updated_at")
-    list_editable = ("input_usd_per_mtok", "output_usd_per_mtok", "note")
+    list_display = (
+        "model",
+        "input_usd_per_mtok",
+        "output_usd_per_mtok",
+        "cache_write_usd_per_mtok",
+        "cache_read_usd_per_mtok",
+        "reasoning_usd_per_mtok",
+        "note",
+        "updated_at",
+    )
+    list_editable = (
+        "input_usd_per_mtok",
+        "output_usd_per_mtok",
+        "cache_write_usd_per_mtok",
+        "cache_read_usd_per_mtok",
+        "reasoning_usd_per_mtok",
+        "note",
+    )
     search_fields = ("model", "note")

@@ -21,6 +21,7 @@ from providers.limiter.headers import retry_after_ms_seconds
 from providers.limiter.rules import Outcome
 from providers.reply import ProviderReply
 from providers.transport import HttpAnswer
+from providers.usage import Usage, usage_tokens
 
 MAX_ERROR_BODY_BYTES = 2048  # an upstream error body is stored and shown as this excerpt
 # The HTTP statuses whose answer may say a request parameter is refused.
@@ -155,28 +156,18 @@ def _rejected_parameter_name(status: int, body: Any, message: str) -> str | None
 
 
 def answered(
-    body: dict[str, Any], output: str, *, model: str, tokens: tuple[str, str]
+    body: dict[str, Any], output: str, *, model: str, usage_read: Callable[[Any], Usage]
 ) -> ProviderReply:
-    """A 200's reply: ``output``, the body kept whole, the token counts ``usage`` holds under
-    ``tokens`` (input, output: None when unknown), and the model the body names (else
-    ``model``)."""
-    raw_usage = body.get("usage")
-    usage: dict[str, Any] = raw_usage if isinstance(raw_usage, dict) else {}
+    """A 200's reply: ``output``, the body kept whole, its ``usage`` read into token classes by
+    the protocol's ``usage_read`` (``providers.usage``: None when unknown), and the model the
+    body names (else ``model``)."""
     answered_by = body.get("model") if isinstance(body.get("model"), str) else model
     return ProviderReply(
         output=output,
         raw_response=body,
-        input_tokens=count(usage.get(tokens[0])),
-        output_tokens=count(usage.get(tokens[1])),
         model=answered_by,
+        **usage_tokens(usage_read(body.get("usage"))),
     )
-
-
-def count(value: Any) -> int | None:
-    """A token count from an answer's ``usage``: a non-negative int, else None (unknown)."""
-    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
-        return value
-    return None
 
 
 def malformed_raw(body: dict[str, Any], text: str) -> Any:

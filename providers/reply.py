@@ -13,7 +13,8 @@ class ProviderReply:
     """One call's outcome over all attempts. ``output``: text ("" on error); ``raw_response``: the
     JSON-safe body or error excerpt, None when nothing came; ``error``: ``"<kind>: <words>"``
     (retried: ``"<kind> after <n> attempts: <words>"``) or None; ``error_kind``: a kind of
-    ``answers``, or ``cancelled``; tokens: ``usage``, None when unknown; ``model``: the one
+    ``answers``, or ``cancelled``; tokens: ``usage`` read into the disjoint token classes of
+    ``providers.usage`` (``*_tokens``), None when unknown; ``model``: the one
     that answered; ``attempts``: 0 when not sent; ``latency_ms``: wall-clock milliseconds."""
 
     output: str
@@ -22,6 +23,9 @@ class ProviderReply:
     error_kind: str | None = None
     input_tokens: int | None = None
     output_tokens: int | None = None
+    cache_write_tokens: int | None = None
+    cache_read_tokens: int | None = None
+    reasoning_tokens: int | None = None
     model: str | None = None
     attempts: int = 1
     latency_ms: float = 0.0

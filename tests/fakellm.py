@@ -236,6 +236,9 @@ class FakeLLM:
                     "prompt_tokens": max(1, len(text) // 4),
                     "completion_tokens": max(1, len(content) // 4),
                     "total_tokens": max(1, len(text) // 4) + max(1, len(content) // 4),
+                    # As OpenAI reports them: parts of the counts above (providers.usage).
+                    "prompt_tokens_details": {"cached_tokens": 0},
+                    "completion_tokens_details": {"reasoning_tokens": 0},
                 },
             }
         )

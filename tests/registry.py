@@ -17,8 +17,10 @@ from tests.evals.agent_tools import (
 )
 from tests.evals.test_cost_precision import tiny_pipeline
 from tests.evals.test_targets_callable import (
+    cached_pipeline,
     explode,
     leave,
+    negative_cache,
     negative_tokens,
     priced_agent,
     shout,
@@ -49,6 +51,7 @@ __all__ = [
     "as_dict",
     "as_result",
     "boom",
+    "cached_pipeline",
     "contract_fixture",
     "declared",
     "documented",
@@ -68,6 +71,7 @@ __all__ = [
     "lookup_order",
     "mock_shop",
     "nan_score",
+    "negative_cache",
     "negative_tokens",
     "priced_agent",
     "not_json",

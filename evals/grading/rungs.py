@@ -22,6 +22,8 @@ from evals.runner.finalize import run_finalize
 if TYPE_CHECKING:
     import numpy as np
 
+    from providers.pricing import RepriceTally
+
 # The grader kinds graded by a rung another app registers, not by ``run_grader``.
 RUNG_KINDS = (JUDGE_KIND,)
 
@@ -125,6 +127,11 @@ class JudgeRung(Protocol):
 
     def pairwise_judging(self, *, base: Any, head: Any) -> Any:
         """The object the comparison page's pairwise-judging fragment reads."""
+
+    def run_calls_reprice(self, *, run_id: int, prices: dict, write: bool) -> RepriceTally:
+        """Re-price the run's judge calls priced by Assay at today's table
+        (``providers.pricing.cost_reprice``, ``prices`` the lookups shared with the trials);
+        writes the changed ones when ``write``; returns their ``RepriceTally``."""
 
 
 _rungs: dict[str, JudgeRung] = {}

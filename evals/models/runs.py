@@ -147,7 +147,10 @@ class TrialQuerySet(models.QuerySet):
 
 class Trial(models.Model):
     """One attempt (1..N) of one case in a run. ``latency_ms``: wall-clock ms of the target call;
-    ``cost_usd``: null when the price is unknown, never zero by default."""
+    tokens: the disjoint classes ``providers.usage`` defines (null: the answer did not say;
+    0 only when it said 0); ``cost_usd``: null when the price is unknown, never zero by
+    default; ``cost_basis``: what it rests on (``providers.pricing.Costing.basis``, or
+    ``{"source": "target"}`` for the target's own account), kept until ``reprice_run``."""
 
     class Status(models.TextChoices):
         QUEUED = "queued", "queued"
@@ -176,12 +179,19 @@ class Trial(models.Model):
     latency_ms = models.FloatField(null=True, blank=True)
     input_tokens = models.PositiveIntegerField(null=True, blank=True)
     output_tokens = models.PositiveIntegerField(null=True, blank=True)
+    cache_write_tokens = models.PositiveIntegerField(null=True, blank=True)
+    cache_read_tokens = models.PositiveIntegerField(null=True, blank=True)
+    reasoning_tokens = models.PositiveIntegerField(null=True, blank=True)
     cost_usd = models.DecimalField(
         max_digits=COST_USD_MAX_DIGITS,
         decimal_places=COST_USD_DECIMAL_PLACES,
         null=True,
         blank=True,
     )
+    # The price a cost was given, or why it is unknown: a price added later never changes
+    # it; only ``manage.py reprice_run`` does (``evals.reprice``). Null: not priced here
+    # (errored, imported, or written before token classes).
+    cost_basis = models.JSONField(null=True, blank=True)
     # Settable: imported trials keep the time their source recorded (always aware, UTC).
     created_at = models.DateTimeField(default=timezone.now)
     started_at = models.DateTimeField(null=True, blank=True)

@@ -29,6 +29,7 @@ from evals.grading.verdict import (
     overall_codes,
 )
 from evals.report.cost_quality import CostQuality, cost_quality
+from evals.report.costs import CostClasses
 from evals.report.figures import (
     Figures,
     case_wilson,
@@ -115,12 +116,30 @@ class TrialCounts:
 
 @dataclass(frozen=True)
 class Tokens:
-    """Sums over finished trials with a known count; ``*_unknown``: those with a null count."""
+    """Sums over finished trials with a known count; ``*_unknown``: those with a null count.
+    The other token classes (``providers.usage``: cache_write, cache_read, reasoning) the same
+    way, None when the rows did not load them (``runs_usage_totals`` does)."""
 
     input: int
     output: int
     input_unknown: int
     output_unknown: int
+    cache_write: int | None = None
+    cache_read: int | None = None
+    reasoning: int | None = None
+    cache_write_unknown: int | None = None
+    cache_read_unknown: int | None = None
+    reasoning_unknown: int | None = None
+
+    @property
+    def classes_shown(self) -> list[tuple[str, int, int]]:
+        """``(label, sum, unknown)`` of each other class loaded, for the run page."""
+        labels = (
+            ("Cache write tokens", self.cache_write, self.cache_write_unknown),
+            ("Cache read tokens", self.cache_read, self.cache_read_unknown),
+            ("Reasoning tokens", self.reasoning, self.reasoning_unknown),
+        )
+        return [(label, n, u) for label, n, u in labels if n is not None and u is not None]
 
 
 @dataclass(frozen=True)
@@ -171,6 +190,8 @@ class RunReport:
     cost: Cost
     judge_calls: Spend | None = None  # the judge rung: every judge call paid for the run
     cost_quality: CostQuality | None = None
+    # The token classes priced and why costs are unknown (``evals.report.costs``).
+    cost_classes: CostClasses | None = None
     # A run with a contract grader: ``RunDecisions.as_json()`` (evals.grading.contract);
     # None otherwise.
     decisions: dict[str, Any] | None = None
@@ -224,7 +245,9 @@ class ReasonRows:
 REASON_GROUPS_PER_GRADER = 10
 
 
-def report_from_rows(*, run: Any, rows: RunRows, reasons: ReasonRows) -> RunReport:
+def report_from_rows(
+    *, run: Any, rows: RunRows, reasons: ReasonRows, cost_classes: CostClasses | None = None
+) -> RunReport:
     """Assemble a ``RunReport`` from the fetched rows (numpy; no queries): index trials and cases,
     code arrays per grader, overall codes, per-case tallies, figures overall, per grader and per
     tag, case rows, reasons and usage. Long by design: every step shares the arrays of the first."""
@@ -326,6 +349,7 @@ def report_from_rows(*, run: Any, rows: RunRows, reasons: ReasonRows) -> RunRepo
         pass_rate=rate.mean,
         pass_rate_low=rate.ci_low,
         pass_rate_high=rate.ci_high,
+        unknown_why="" if cost_classes is None else cost_classes.why,
     )
     return RunReport(
         run_uuid=str(run.uuid),
@@ -363,12 +387,24 @@ def report_from_rows(*, run: Any, rows: RunRows, reasons: ReasonRows) -> RunRepo
             output=int(totals["output_sum"] or 0),
             input_unknown=totals["input_unknown"],
             output_unknown=totals["output_unknown"],
+            **_class_totals(totals),
         ),
         latency=_latency(finished_latency),
         cost=_cost(quality),
         cost_quality=quality,
+        cost_classes=cost_classes,
         limit_hits=_limit_hits(reasons.pipeline_groups),
     )
+
+
+def _class_totals(totals: dict[str, Any]) -> dict[str, int | None]:
+    """``Tokens``' other classes from ``totals`` (None for a class not loaded)."""
+    out: dict[str, int | None] = {}
+    for name in ("cache_write", "cache_read", "reasoning"):
+        if f"{name}_unknown" in totals:
+            out[name] = int(totals[f"{name}_sum"] or 0)
+            out[f"{name}_unknown"] = int(totals[f"{name}_unknown"])
+    return out
 
 
 def _limit_hits(groups: list[tuple]) -> list[dict[str, Any]]:

@@ -52,8 +52,11 @@ def cost_quality(
     pass_rate: float | None,
     pass_rate_low: float | None,
     pass_rate_high: float | None,
+    unknown_why: str = "",
 ) -> CostQuality:
-    """``CostQuality`` from a run's totals (USD; rates as fractions). No queries."""
+    """``CostQuality`` from a run's totals (USD; rates as fractions). No queries.
+    ``unknown_why``: why costs are unknown (``evals.report.costs.CostClasses.why``), added to
+    the note."""
     # Quantized to the column's 12 decimal places: SQLite sums decimals as floats (15
     # significant digits), PostgreSQL exactly; both then read the same.
     known = Decimal(cost_known_usd or 0).quantize(COLUMN_QUANTUM)
@@ -67,6 +70,7 @@ def cost_quality(
         note = "no trial has finished"
     elif cost_unknown:
         note = f"cost unknown for {cost_unknown} of {finished} trials"
+        note += f": {unknown_why}" if unknown_why else ""
     elif pass_rate is None:
         note = "nothing graded"
     elif total == 0:

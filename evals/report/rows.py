@@ -164,6 +164,22 @@ def runs_rows_get(
     return _rows_by_run(trials, [r.id for r in runs], usage=usage, case_ids=case_ids)
 
 
+# The token classes beyond input and output (``providers.usage``), summed for the report only.
+EXTRA_CLASSES = ("cache_write", "cache_read", "reasoning")
+
+
+def _class_sums(finished: models.Q) -> dict[str, Any]:
+    """``<class>_sum`` and ``<class>_unknown`` aggregates of ``EXTRA_CLASSES``."""
+    out: dict[str, Any] = {}
+    for name in EXTRA_CLASSES:
+        column = f"{name}_tokens"
+        out[f"{name}_sum"] = models.Sum(column, filter=finished)
+        out[f"{name}_unknown"] = models.Count(
+            "id", filter=finished & models.Q(**{f"{column}__isnull": True})
+        )
+    return out
+
+
 def runs_usage_totals(*, runs: Sequence[Run]) -> dict[int, dict[str, Any]]:
     """Run id -> ``RunRows.totals`` for each of ``runs``, summed in the database: one query."""
     ok, err = Trial.Status.OK, Trial.Status.ERROR
@@ -181,6 +197,7 @@ def runs_usage_totals(*, runs: Sequence[Run]) -> dict[int, dict[str, Any]]:
             output_unknown=models.Count(
                 "id", filter=finished & models.Q(output_tokens__isnull=True)
             ),
+            **_class_sums(finished),
         )
     )
     empty = {
@@ -191,6 +208,8 @@ def runs_usage_totals(*, runs: Sequence[Run]) -> dict[int, dict[str, Any]]:
         "output_sum": 0,
         "input_unknown": 0,
         "output_unknown": 0,
+        **{f"{name}_sum": 0 for name in EXTRA_CLASSES},
+        **{f"{name}_unknown": 0 for name in EXTRA_CLASSES},
     }
     out = {r.id: dict(empty) for r in runs}
     for row in rows:

@@ -14,6 +14,7 @@ from evals.grading.rungs import judge_rung
 from evals.models import Grade, Run, Trial
 from evals.report.agents import agent_reasons_add, agent_report
 from evals.report.build import ReasonRows, RunReport, report_from_rows
+from evals.report.costs import runs_cost_classes
 from evals.report.rows import run_rows_get
 
 REASON_MAX_CHARS = 500
@@ -23,7 +24,7 @@ REASON_MAX_CHARS = 500
 def run_report(*, run: Run) -> RunReport:
     """The run report (``evals.report.build.RunReport``; rules there).
 
-    Nine queries whatever the run's size (ten when judges graded), plus one for ``run.suite``
+    Ten queries whatever the run's size (eleven when judges graded), plus one for ``run.suite``
     unless joined, three for a contract grader's decisions and one for agent disagreements."""
     grades = Grade.objects.filter(trial__run=run, trial__status=Trial.Status.OK).order_by()
     short_reason = Substr("reason", 1, REASON_MAX_CHARS)
@@ -50,7 +51,8 @@ def run_report(*, run: Run) -> RunReport:
     rung = judge_rung()
     judge_calls = None if rung is None else rung.run_spend(run_id=run.id)
     rows = run_rows_get(run=run, usage="totals")
-    report = report_from_rows(run=run, rows=rows, reasons=reasons)
+    cost_classes = runs_cost_classes(runs=[run])[run.id]
+    report = report_from_rows(run=run, rows=rows, reasons=reasons, cost_classes=cost_classes)
     agents = agent_report(run=run, rows=rows, k_max=len(report.overall.pass_k))
     retried = Trial.objects.filter(run=run, replaced_by__isnull=False).count()
     decisions = run_decisions(run=run)

@@ -41,7 +41,8 @@ from evals.runner.finalize import run_close_if_done, trials_cancel
 from evals.runner.start import _chunks_enqueue, run_subject, trial_chunk_size
 from evals.runner.targets import TargetResult
 from providers.call_stop import CANCELLED_KIND
-from providers.pricing import cost_breakdown, price_lookup
+from providers.pricing import price_lookup, usage_cost
+from providers.usage import usage_of
 
 logger = logging.getLogger(__name__)
 
@@ -62,6 +63,9 @@ WRITE_EVERY_S = 0.1
 # this often, and well inside Celery's task time limits.
 CHUNK_EXTEND_S = 60.0
 
+# A trial's ``cost_basis`` when the target stated its own cost.
+TARGET_BASIS = {"source": "target"}
+
 # After a lost database connection, how long the chunk tries to reconnect before it gives up
 # (its trials are then taken back by the sweeper once their lease runs out), seconds.
 DB_RECONNECT_S = 30.0
@@ -78,9 +82,10 @@ def trial_results_record(
     returns the ids written.
 
     Idempotent: only trials still ``running`` are written, so a redelivered result is not
-    counted. Cost is the target's own (``TargetResult.cost_usd``), else USD at the model's price
-    (``providers.pricing``), null when unknown and for errored trials. ``prices`` caches lookups
-    by model across calls. Three SQL statements (the runner's hot path: ``evals.runner.claims``)."""
+    counted. Cost is the target's own (``TargetResult.cost_usd``), else USD for the token classes at
+    the model's price (``providers.pricing.usage_cost``), null when unknown and for errored trials;
+    ``cost_basis`` says which (``TARGET_BASIS``, ``Costing.basis``). ``prices`` caches lookups by
+    model across calls. Three SQL statements (the runner's hot path: ``evals.runner.claims``)."""
 
     prices = {} if prices is None else prices
     now = timezone.now()
@@ -99,17 +104,17 @@ def trial_results_record(
         rows = []
         for trial_id in written:
             result = by_id[trial_id]
-            cost = None
+            cost, basis = None, None
             if result.ok and result.cost_usd is not None:  # the target's own account
-                cost = result.cost_usd
+                cost, basis = result.cost_usd, TARGET_BASIS
             elif result.ok:
                 name = result.model or model
                 if name and name not in prices:
                     prices[name] = price_lookup(name)
-                breakdown = cost_breakdown(
-                    prices.get(name) if name else None, result.input_tokens, result.output_tokens
+                costing = usage_cost(
+                    prices.get(name) if name else None, usage_of(result), model=name
                 )
-                cost = breakdown.total_usd if breakdown else None
+                cost, basis = costing.total_usd, costing.basis()
             rows.append(
                 (
                     trial_id,
@@ -124,7 +129,11 @@ def trial_results_record(
                         result.latency_ms,
                         result.input_tokens,
                         result.output_tokens,
+                        result.cache_write_tokens,
+                        result.cache_read_tokens,
+                        result.reasoning_tokens,
                         cost,
+                        basis,
                         now,
                         None,
                     ),
@@ -154,7 +163,11 @@ RESULT_FIELDS = [
     "latency_ms",
     "input_tokens",
     "output_tokens",
+    "cache_write_tokens",
+    "cache_read_tokens",
+    "reasoning_tokens",
     "cost_usd",
+    "cost_basis",
     "finished_at",
     "lease_expires_at",
 ]

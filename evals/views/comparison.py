@@ -36,6 +36,7 @@ from evals.comparison.table import DEFAULT_SORT, SORTS, TableQuery, case_rows_se
 from evals.comparison.topup import top_up_result, top_up_settled_get, top_up_start
 from evals.grading.rungs import judge_rung
 from evals.models import Case, Run, TopUp
+from evals.report.costs import comparison_cost_classes
 from evals.suites import power_sentence
 
 CASE_TABLE_PAGE_SIZE = 200
@@ -99,6 +100,8 @@ def comparison(request: HtmxHttpRequest, head_id, base_id) -> HttpResponse:
         "movement": decision_movement_get(base=base, head=head),
         # Agent runs (state and trajectory graders): outcome and trajectory rates per case.
         "agent_moves": agent_moves_get(base=base, head=head),
+        # Which token classes each side's costs priced, and why the unknown ones are unknown.
+        "cost_classes_sides": comparison_cost_classes(base=base, head=head),
         "class_links": [
             (name, query.url(change=name), name == query.change) for name in ("", *CHANGE_CLASSES)
         ],

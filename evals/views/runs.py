@@ -36,6 +36,7 @@ from evals.forms import RUN_FILTER_STATUSES, BaselineSetForm, RunFilterForm, Run
 from evals.grading.contract.decisions import decision_history, trial_decision_get
 from evals.models import Case, Run, Suite, TopUp, Trial
 from evals.report.selectors import run_report
+from evals.reprice import run_reprices
 from evals.runner.finalize import run_cancel as run_cancel_service
 from evals.runner.retry import run_retry as run_retry_service
 from evals.runner.start import run_publish_warning, run_start
@@ -80,6 +81,7 @@ def run_page(
             "run": run,
             "report": run_report(run=run),
             "top_ups": list(top_ups[:20]),
+            "reprices": run_reprices(run=run),
             "can_run": user_has_role(request.user, *RUNNER_ROLES),
             # A reviewer still labeling some of this run's trials sees no per-case rows,
             # slices or reasons (``evals.blindness.run_is_blind``).

@@ -72,11 +72,11 @@ class JudgeCallRecord(models.Model):
 
     Written ``sent`` within ``judges.calling.WRITE_WINDOW_S`` of sending (so a killed worker's
     call still counts), then ``answered`` or ``failed`` (after every attempt). ``attempts``:
-    HTTP requests made. ``cost_usd``: USD at the answering model's price, null when unknown
-    (never zero). ``outcome``: ``stored``, ``lost`` (another call wrote the row first: still
-    paid), or empty while pending. ``nonce`` (also in the grade's ``details.nonce``) names the
-    call. ``run`` is the head run for a pairwise call; ``judge_run`` None for a rung or direct
-    call; ``probe_run`` calls have no run, trial or pair."""
+    HTTP requests made. Tokens: the classes of ``providers.usage``. ``cost_usd``: USD at the
+    answering model's price, null when unknown (never zero). ``outcome``: ``stored``, ``lost``
+    (another call wrote the row first: still paid), or empty while pending. ``nonce`` (also in the
+    grade's ``details.nonce``) names the call. ``run`` is the head run for a pairwise call;
+    ``judge_run`` None for a rung or direct call; ``probe_run`` calls have no run, trial or pair."""
 
     class Status(models.TextChoices):
         SENT = "sent", "sent, no answer recorded"
@@ -137,6 +137,9 @@ class JudgeCallRecord(models.Model):
     attempts = models.PositiveIntegerField(null=True, blank=True)
     input_tokens = models.PositiveIntegerField(null=True, blank=True)
     output_tokens = models.PositiveIntegerField(null=True, blank=True)
+    cache_write_tokens = models.PositiveIntegerField(null=True, blank=True)
+    cache_read_tokens = models.PositiveIntegerField(null=True, blank=True)
+    reasoning_tokens = models.PositiveIntegerField(null=True, blank=True)
     cost_usd = models.DecimalField(
         max_digits=COST_USD_MAX_DIGITS,
         decimal_places=COST_USD_DECIMAL_PLACES,
@@ -144,6 +147,9 @@ class JudgeCallRecord(models.Model):
         blank=True,
     )
     price_source = models.CharField(max_length=100, blank=True)
+    # What the cost rests on, or why it is unknown (``providers.pricing.Costing.basis``);
+    # changed only by ``manage.py reprice_run``. Null: written before token classes.
+    cost_basis = models.JSONField(null=True, blank=True)
     latency_ms = models.FloatField(null=True, blank=True)
     sent_at = models.DateTimeField(default=timezone.now)
     answered_at = models.DateTimeField(null=True, blank=True)

@@ -1,6 +1,6 @@
-"""Reading an Anthropic Messages answer: the ``text`` content blocks joined, ``usage``'s
-``input_tokens`` and ``output_tokens``, the model; the whole body kept as the raw response
-(``stop_reason``, the cache token counts). A call forcing a tool (``tool_choice``
+"""Reading an Anthropic Messages answer: the ``text`` content blocks joined, ``usage`` in token
+classes (``providers.usage.anthropic_usage``: input, output, the two cache counts), the model;
+the whole body kept as the raw response (``stop_reason``). A call forcing a tool (``tool_choice``
 ``{"type": "tool", "name"}``) is answered by that tool's ``tool_use`` block: its ``input``, an
 object, as JSON text (no such block, or a key twice anywhere in the body, is
 ``malformed_response``). A call declaring tools (the tool loop) may be answered by ``tool_use``
@@ -28,6 +28,7 @@ from providers.answers import (
 )
 from providers.reply import ProviderReply
 from providers.transport import HttpAnswer
+from providers.usage import anthropic_usage
 
 # "temperatur: Extra inputs are not permitted" (a pydantic error with its location first).
 _EXTRA_INPUT = re.compile(
@@ -88,7 +89,7 @@ def message_read(
         why = f"no text (stop_reason {stop!r:.60})" if isinstance(stop, str) else "no text"
         raw = malformed_raw(body, text)
         return errored("malformed_response", f"the reply has {why}", raw, model)
-    return answered(body, output, model=model, tokens=("input_tokens", "output_tokens"))
+    return answered(body, output, model=model, usage_read=anthropic_usage)
 
 
 def tool_input_read(
@@ -122,4 +123,4 @@ def tool_input_read(
         raw = malformed_raw(body, text)
         return errored("malformed_response", f"the reply repeats a key: {exc}", raw, model)
     output = json.dumps(tool_input, ensure_ascii=False)
-    return answered(body, output, model=model, tokens=("input_tokens", "output_tokens"))
+    return answered(body, output, model=model, usage_read=anthropic_usage)

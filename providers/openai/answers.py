@@ -16,6 +16,7 @@ from providers.answers import (
 )
 from providers.reply import ProviderReply
 from providers.transport import HttpAnswer
+from providers.usage import openai_usage
 
 
 def answer_read(response: HttpAnswer, *, model: str, tools: bool = False) -> Attempt:
@@ -46,4 +47,4 @@ def completion_read(body: Any, text: str, *, model: str, tools: bool = False) ->
         why = f"refusal: {refusal}" if isinstance(refusal, str) and refusal else "empty content"
         raw = malformed_raw(body, text)
         return errored("malformed_response", utf8_prefix(f"the reply has {why}"), raw, model)
-    return answered(body, content, model=model, tokens=("prompt_tokens", "completion_tokens"))
+    return answered(body, content, model=model, usage_read=openai_usage)

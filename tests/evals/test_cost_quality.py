@@ -11,6 +11,7 @@ from django.urls import reverse
 
 from evals.comparison.selectors import comparison_get
 from evals.report.cost_quality import cost_quality
+from evals.report.costs import NO_BASIS
 from evals.report.selectors import run_report
 from evals.selectors import run_list_stats
 from tests.comparison_builders import db_run
@@ -86,7 +87,7 @@ def test_the_report_the_run_list_and_the_comparison_agree(client, carol):
     assert q.cost_per_passing_trial_usd == Decimal("0.00000204")  # 6 x 1.7e-6 / 5
     listed = run_list_stats(runs=[base, head])
     assert listed[base.id].quality.pass_rate_per_usd == pytest.approx(q.pass_rate_per_usd)
-    assert listed[head.id].quality.note == "cost unknown for 6 of 6 trials"
+    assert listed[head.id].quality.note == f"cost unknown for 6 of 6 trials: {NO_BASIS}"
     u = comparison_get(base=base, head=head).usage
     assert u.base.quality.cost_per_passing_trial_usd == q.cost_per_passing_trial_usd
     assert u.head.quality.pass_rate_per_usd is None
@@ -121,9 +122,11 @@ def test_an_unknown_cost_reads_unknown_on_every_surface_never_undefined(client, 
     base = db_run({"a": "PPF", "b": "PPP"}, name="base", cost="0.0000017")
     head = db_run({"a": "PPP", "b": "PPP"}, name="head", cost=None)
     why = "cost unknown for 6 of 6 trials"
+    # The run's own figures say why too (evals.report.costs): these trials carry no basis.
+    why_run = f"{why}: {NO_BASIS}"
     client.force_login(carol)
     page = client.get(reverse("evals:run-detail", args=[head.uuid])).content.decode()
-    assert f'id="pass-rate-per-usd">unknown <span class="muted">({why})</span></dd>' in page
+    assert f'id="pass-rate-per-usd">unknown <span class="muted">({why_run})</span></dd>' in page
     runs = client.get(reverse("evals:run-list")).content.decode()
     assert "pass rate per $: unknown</div>" in runs
     cmp_page = client.get(
@@ -135,4 +138,4 @@ def test_an_unknown_cost_reads_unknown_on_every_surface_never_undefined(client, 
         assert not shows_word(html, "NaN")
     call_command("run_report", str(head.uuid))
     out = capsys.readouterr().out
-    assert f"pass rate per dollar unknown ({why})" in out
+    assert f"pass rate per dollar unknown ({why_run})" in out

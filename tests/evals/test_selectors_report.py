@@ -228,7 +228,8 @@ def test_it_uses_the_same_number_of_queries_whatever_the_run_size():
             add_trial(big, f"b{i}", attempt, grades={"a": attempt != 2, "b": ERR})
     small = type(small).objects.get(pk=small.pk)
     big = type(big).objects.get(pk=big.pk)
-    assert _queries(small) == _queries(big) == 10  # 8 + the judge calls + retried trials
+    # 8 + the judge calls + retried trials + the cost classes (evals.report.costs)
+    assert _queries(small) == _queries(big) == 11
 
 
 def test_it_never_loads_output_text():

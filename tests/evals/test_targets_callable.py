@@ -33,6 +33,23 @@ async def shout_async(case: CaseInput, **settings) -> dict:
 
 
 @registered("pipeline")
+def cached_pipeline(case: CaseInput) -> dict:
+    return {
+        "output": "ok",
+        "input_tokens": 5,
+        "output_tokens": 2,
+        "cache_write_tokens": 0,
+        "cache_read_tokens": 100,
+        "reasoning_tokens": 3,
+    }
+
+
+@registered("pipeline")
+def negative_cache(case: CaseInput) -> dict:
+    return {"output": "x", "cache_read_tokens": -1}
+
+
+@registered("pipeline")
 def explode(case: CaseInput) -> str:
     raise ValueError(f"no answer for {case.key}")
 
@@ -107,6 +124,19 @@ def test_it_awaits_a_coroutine_function_and_keeps_its_token_counts_and_model():
     assert result.raw_response["output"] == "cba"
 
 
+def test_it_keeps_every_token_class_a_pipeline_states():
+    [result] = _run({"kind": "callable", "path": f"{PATH}:cached_pipeline"}, [CaseInput("c", "")])
+
+    assert (result.input_tokens, result.output_tokens) == (5, 2)
+    assert (result.cache_write_tokens, result.cache_read_tokens, result.reasoning_tokens) == (
+        0,
+        100,
+        3,
+    )
+    [result] = _run({"kind": "callable", "path": f"{PATH}:shout_async"}, [CaseInput("c", "x")])
+    assert result.cache_read_tokens is None  # not stated: unknown
+
+
 def test_it_turns_an_exception_into_an_errored_result():
     [result] = _run({"kind": "callable", "path": f"{PATH}:explode"}, [CaseInput("c9", "x")])
 
@@ -117,7 +147,11 @@ def test_it_turns_an_exception_into_an_errored_result():
 
 @pytest.mark.parametrize(
     ("function", "words"),
-    [("wrong_shape", "TypeError: expected a str"), ("negative_tokens", "'input_tokens'")],
+    [
+        ("wrong_shape", "TypeError: expected a str"),
+        ("negative_tokens", "'input_tokens'"),
+        ("negative_cache", "'cache_read_tokens'"),
+    ],
 )
 def test_it_errors_on_a_return_value_of_the_wrong_shape(function, words):
     [result] = _run({"kind": "callable", "path": f"{PATH}:{function}"}, [CaseInput("c1", "x")])

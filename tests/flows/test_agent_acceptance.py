@@ -19,6 +19,7 @@ from django.core.management import call_command
 from core.errors import DomainError
 from evals.models import Case, Run, Trial
 from interop.config import config_apply
+from providers.models import ModelPrice
 from tests.conftest import PROJECT_DIR
 from tests.fakellm import FakeLLM, tool_calls_message
 from tests.interop.test_api_ingest import client_for, post_json
@@ -233,6 +234,12 @@ def test_a_tool_loop_agent_against_the_shared_mock(
     the order up: a right outcome by a wrong path."""
     server = mockllm("--latency-ms", "0")
     _apply(_example(tmp_path, server.base_url))
+    # The shared mock reports no cached tokens (no ``prompt_tokens_details``), so the built-in
+    # gpt-4o-mini price, which has cached input, cannot price its calls and the loop's cost
+    # cap could not be held (docs/costs.md). An override without a cached-input price can.
+    ModelPrice.objects.create(
+        model="gpt-4o-mini*", input_usd_per_mtok="0.15", output_usd_per_mtok="0.60"
+    )
     run = _run_suite(
         "--target-preset", "refund-loop", "--grader-set", "refund-agent", "--trials", "2"
     )

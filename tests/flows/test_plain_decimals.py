@@ -140,6 +140,6 @@ def test_a_judge_call_that_cost_nothing_is_stored_plainly(zero_cost_run):
     price = Price(Decimal("0.150000"), Decimal("0.600000"), "built-in", "m1")
     for tokens, usd in (((0, 0), Decimal(0)), ((1000, 10), Decimal("0.000156"))):
         reply = SimpleNamespace(model="m1", input_tokens=tokens[0], output_tokens=tokens[1])
-        cost, source = _cost(reply, version, {"m1": price})
-        assert (Decimal(cost), source) == (usd, "built-in")
+        cost, costing = _cost(reply, version, {"m1": price})
+        assert (Decimal(cost), costing.source) == (usd, "built-in")
         assert EXPONENT.search(cost) is None and cost.startswith("0.0")

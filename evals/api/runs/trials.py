@@ -40,7 +40,11 @@ TRIAL_FIELDS = [
     "latency_ms",
     "input_tokens",
     "output_tokens",
+    "cache_write_tokens",
+    "cache_read_tokens",
+    "reasoning_tokens",
     "cost_usd",
+    "cost_basis",
     "created_at",
 ]
 TRIAL_HELP = _help(
@@ -49,9 +53,16 @@ TRIAL_HELP = _help(
     status="queued, running, ok, error or cancelled.",
     error_message="Why the trial errored.",
     latency_ms="Wall-clock latency of the target call (ms).",
-    input_tokens="Prompt tokens (null: unknown).",
-    output_tokens="Completion tokens (null: unknown).",
-    cost_usd="Cost in USD (string, exact; null: price unknown).",
+    input_tokens="Prompt tokens billed at the input rate: neither written to nor read from a "
+    "cache (null: unknown; docs/costs.md).",
+    output_tokens="Completion tokens that are not reasoning (null: unknown).",
+    cache_write_tokens="Prompt tokens written to a cache (Anthropic; null: not reported).",
+    cache_read_tokens="Prompt tokens read from a cache (null: not reported).",
+    reasoning_tokens="Reasoning tokens (OpenAI o-series; null: not reported).",
+    cost_usd="Cost in USD (string, exact; null: unknown, cost_basis says why).",
+    cost_basis="What the cost rests on: {model, price, source, classes} (the token classes "
+    "priced), {model, price, source, unknown: [reason]} when unknown, {source: 'target'} for "
+    "the target's own account; null when not priced by Assay (errored, imported).",
 )
 
 

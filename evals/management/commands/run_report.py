@@ -101,6 +101,10 @@ def render_text(report: RunReport) -> str:
         f"latency p50 "
         f"{_ms(report.latency.p50_ms)}, p95 {_ms(report.latency.p95_ms)}; cost {cost}"
     )
+    if report.cost_classes is not None:
+        priced = ", ".join(report.cost_classes.priced) or "none"
+        lines.append(f"token classes priced: {priced}")
+        lines += report.cost_classes.lines
     if report.cost_quality is not None:
         lines.append(quality_line(report.cost_quality))
     return "\n".join(lines)

@@ -77,13 +77,14 @@ class TargetResult:
     """One call's outcome.
 
     ``output``: the text to grade ("" on error); ``raw_response``: JSON-safe reply or error
-    body; ``input_tokens``/``output_tokens``: None when unknown; ``latency_ms``: wall-clock ms
-    over retries; ``error``: None on success, else the provider's own words; ``error_kind``:
-    the kind alone (``rate_limited``, ``timeout``, ...); ``model``: who answered (for pricing);
-    ``attempts``: HTTP attempts; ``request``: the exact body sent, None for in-process
-    targets; ``trajectory`` (``evals.trajectory.steps``) and ``final_state``: an agent's, kept
-    on error too; ``cost_usd``: the target's own account (USD), else None and the runner prices
-    the tokens (``providers.pricing``)."""
+    body; ``input_tokens``/``output_tokens``/``cache_write_tokens``/``cache_read_tokens``/
+    ``reasoning_tokens``: the disjoint token classes (``providers.usage``), None when unknown;
+    ``latency_ms``: wall-clock ms over retries; ``error``: None on success, else the provider's
+    own words; ``error_kind``: the kind alone (``rate_limited``, ``timeout``, ...); ``model``:
+    who answered (for pricing); ``attempts``: HTTP attempts; ``request``: the exact body sent,
+    None for in-process targets; ``trajectory`` (``evals.trajectory.steps``) and
+    ``final_state``: an agent's, kept on error too; ``cost_usd``: the target's own account
+    (USD), else None and the runner prices the tokens (``providers.pricing``)."""
 
     output: str
     raw_response: Any = None
@@ -98,6 +99,9 @@ class TargetResult:
     trajectory: list[dict] | None = None
     final_state: Any = None
     cost_usd: Decimal | None = None
+    cache_write_tokens: int | None = None
+    cache_read_tokens: int | None = None
+    reasoning_tokens: int | None = None
 
     @property
     def ok(self) -> bool:

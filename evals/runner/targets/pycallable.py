@@ -3,7 +3,9 @@
 
 ``path`` names a function registered as a ``pipeline`` (``core.registry``). It is called as
 ``fn(case: CaseInput, **settings)`` and returns the output text or ``{"output",
-"input_tokens"?, "output_tokens"?, "model"?, "cost_usd"?, "trajectory"?, "final_state"?}``.
+"input_tokens"?, "output_tokens"?, "cache_write_tokens"?, "cache_read_tokens"?,
+"reasoning_tokens"?, "model"?, "cost_usd"?, "trajectory"?, "final_state"?}`` (the token
+classes of ``providers.usage``, disjoint; an absent one is unknown).
 Cost (USD): ``cost_usd`` (in [0, 1,000,000), else an errored trial), else the steps' sum, else
 the tokens priced by the runner; unknown stays null. Exceptions and bad shapes are errored
 results; unstorable text becomes U+FFFD."""
@@ -130,6 +132,9 @@ class CallableTarget:
                     output=output,
                     input_tokens=_tokens(value, "input_tokens"),
                     output_tokens=_tokens(value, "output_tokens"),
+                    cache_write_tokens=_tokens(value, "cache_write_tokens"),
+                    cache_read_tokens=_tokens(value, "cache_read_tokens"),
+                    reasoning_tokens=_tokens(value, "reasoning_tokens"),
                     model=model,
                     raw_response=_json_safe(rest),
                     trajectory=value.get("trajectory"),

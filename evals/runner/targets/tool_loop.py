@@ -48,6 +48,7 @@ from evals.runner.targets.tools import (
     tools_declare,
 )
 from evals.trajectory.limits import COST_CAP, STEP_CAP, limit_error
+from providers.usage import ZERO, Usage, usage_of, usage_tokens
 
 # The fields of a target config that belong to the tool loop.
 TOOL_LOOP_FIELDS = frozenset(
@@ -145,12 +146,11 @@ class _Prices:
         self._known: dict[str | None, Any] = {}
 
     async def cost(self, model: str | None, result: TargetResult) -> Decimal | None:
-        from providers.pricing import cost_breakdown  # noqa: PLC0415 - needs the app registry
+        from providers.pricing import usage_cost  # noqa: PLC0415 - needs the app registry
 
         if model not in self._known:
             self._known[model] = await self._pricer(model)
-        breakdown = cost_breakdown(self._known[model], result.input_tokens, result.output_tokens)
-        return None if breakdown is None else breakdown.total_usd
+        return usage_cost(self._known[model], usage_of(result), model=model).total_usd
 
 
 @dataclass
@@ -162,8 +162,7 @@ class _Trial:
     messages: list[dict]
     spent: Decimal = Decimal(0)
     cost_known: bool = True
-    input_tokens: int | None = 0
-    output_tokens: int | None = 0
+    usage: Usage = ZERO  # the calls' token classes summed (``providers.usage``)
     attempts: int = 0
     model_calls: int = 0
     model: str | None = None
@@ -221,9 +220,8 @@ class ToolLoop:
         return TargetResult(
             output=output,
             raw_response={"model_calls": trial.model_calls, "last_reply": trial.last_raw},
-            input_tokens=trial.input_tokens,
-            output_tokens=trial.output_tokens,
             latency_ms=(time.perf_counter() - started) * 1000,
+            **usage_tokens(trial.usage),
             model=trial.model,
             error=error,
             attempts=trial.attempts,
@@ -302,8 +300,7 @@ class ToolLoop:
             trial.cost_known = False
         else:
             trial.spent += cost
-        trial.input_tokens = _plus(trial.input_tokens, result.input_tokens)
-        trial.output_tokens = _plus(trial.output_tokens, result.output_tokens)
+        trial.usage = trial.usage.plus(usage_of(result))
 
     async def _tool_call(self, trial: _Trial, call: dict) -> ToolResult:
         """Run one call on the trial's state; record its result step; what is sent back."""
@@ -358,6 +355,3 @@ def _sendable(message: dict[str, Any]) -> dict[str, Any]:
     return unstorable_replace(message)[0]
 
 
-def _plus(total: int | None, count: int | None) -> int | None:
-    """A running token total: unknown once any call's count is unknown."""
-    return None if total is None or count is None else total + count
