@@ -14,6 +14,7 @@ import pytest
 from django.core.management import call_command
 
 from evals.models import Case, Run, Suite, Trial
+from providers.models import ModelPrice
 from tests.azure_front import NO_DEPLOYMENT, UNAUTHORIZED, AzureFront
 from tests.evals.test_targets_anthropic import _mock_policy
 from tests.mockllm import mockllm  # noqa: F401 - the fixture
@@ -111,6 +112,11 @@ def test_a_run_gets_the_predicted_passes_through_azures_url_query_and_key(
 ):
     monkeypatch.setenv(KEY_ENV, KEY)
     suite = suite_with("azure", [1.0, 0.7, 0.5, 0.2, 0.0, 0.9])
+    # The mock reports no cached tokens; the built-in gpt-4o-mini price has a cached-input
+    # class, so its cost would be unknown (docs/costs.md). A price of input and output only:
+    ModelPrice.objects.create(
+        model="gpt-4o-mini*", input_usd_per_mtok="0.15", output_usd_per_mtok="0.60"
+    )
 
     run = _start(front, tmp_path, "azure")
 

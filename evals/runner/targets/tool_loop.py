@@ -353,5 +353,3 @@ def _sendable(message: dict[str, Any]) -> dict[str, Any]:
     """``message`` with U+0000 and lone surrogates replaced by U+FFFD (``core.text``), so the
     next request's UTF-8 body can be encoded (a tool's or a model's own text may hold one)."""
     return unstorable_replace(message)[0]
-
-
