@@ -202,6 +202,9 @@ if not DEBUG:
 
 # Celery: REDIS_URL at scale, a server-less filesystem broker by default.
 REDIS_URL = os.environ.get("REDIS_URL", "")
+# The rate limiter's store (providers.limiter, docs/rate-limits.md): REDIS_URL unless a Redis
+# of its own is named; neither set: a SQLite file under VAR_DIR.
+LIMITER_REDIS_URL = os.environ.get("ASSAY_LIMITER_REDIS_URL", "") or REDIS_URL
 if REDIS_URL:
     CELERY_BROKER_URL = REDIS_URL
     CELERY_BROKER_TRANSPORT_OPTIONS: dict[str, object] = {"visibility_timeout": 3600}
@@ -340,6 +343,7 @@ class AssaySettings(TypedDict):
     IMPORT_INLINE_BYTES: int
     IMPORT_MAX_BYTES: int
     REGISTRIES: tuple[str, ...]
+    LIMITER_ON_STORE_LOSS: str
     # The environment's text, parsed into entries once checked (below).
     ENDPOINT_HOSTS: str | tuple[HostEntry, ...]
 
@@ -393,11 +397,22 @@ ASSAY: AssaySettings = {
     # link-local and cloud metadata addresses (169.254.0.0/16, fe80::/10, fd00:ec2::254,
     # metadata.google.internal, ...), which are refused unless an entry names them exactly.
     "ENDPOINT_HOSTS": os.environ.get("ASSAY_ENDPOINT_HOSTS", ""),
+    # While the rate limiter's store is unreachable (docs/rate-limits.md): "pause", no new
+    # call to a model starts until it is back (calls in flight finish; a call that waits
+    # longer than its timeout_s ends errored, kind limiter_unavailable), or "per-process",
+    # each worker process limits on its own (N processes may reach N times the limits).
+    "LIMITER_ON_STORE_LOSS": os.environ.get("ASSAY_LIMITER_ON_STORE_LOSS", "pause"),
 }
 
 for _knob in ("TRIAL_LEASE_SECONDS", "SWEEP_SECONDS", "TRIAL_CHUNK_SIZE", "OUTBOX_GRACE_SECONDS"):
     if ASSAY[_knob] < 1:
         raise ImproperlyConfigured(f"ASSAY_{_knob} must be a positive integer, got {ASSAY[_knob]}")
+
+if ASSAY["LIMITER_ON_STORE_LOSS"] not in ("pause", "per-process"):
+    raise ImproperlyConfigured(
+        "ASSAY_LIMITER_ON_STORE_LOSS must be pause or per-process, got "
+        f"{ASSAY['LIMITER_ON_STORE_LOSS']!r}"
+    )
 
 try:
     if isinstance(ASSAY["ENDPOINT_HOSTS"], str):  # the environment's text, set above
