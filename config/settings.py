@@ -254,6 +254,11 @@ CELERY_TASK_SOFT_TIME_LIMIT = 25 * 60
 CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", False)
 CELERY_TASK_EAGER_PROPAGATES = True
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# A worker (and beat) never gives up on a lost broker: it tries again every 2 s, growing to
+# 30 s, for as long as the outage lasts. Celery's default, 100 tries, ends a worker after
+# about 46 minutes without Redis, and nothing restarts it. Publishing is not affected
+# (CELERY_TASK_PUBLISH_RETRY_POLICY below; the outbox sends again).
+CELERY_BROKER_CONNECTION_MAX_RETRIES = None
 # Every task goes through the transactional outbox (core.outbox): a publish that fails is
 # sent again by the sweeper, so publishing retries briefly instead of blocking a request.
 CELERY_TASK_PUBLISH_RETRY_POLICY = {
