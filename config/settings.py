@@ -273,8 +273,11 @@ CELERY_BEAT_SCHEDULE = {
         "task": "evals.tasks.runs_sweep",
         "schedule": float(os.environ.get("ASSAY_SWEEP_SECONDS", "30")),
     },
-    # interop.import_jobs.import_jobs_sweep: an import a dead worker left running.
-    "import-jobs-requeue": {"task": "interop.tasks.import_jobs_requeue", "schedule": 300.0},
+    # interop.import_jobs.import_jobs_sweep: an import whose lease ran out (a dead worker).
+    "import-jobs-requeue": {
+        "task": "interop.tasks.import_jobs_requeue",
+        "schedule": float(os.environ.get("ASSAY_SWEEP_SECONDS", "30")),
+    },
 }
 
 REST_FRAMEWORK = {
