@@ -425,7 +425,8 @@ class Limiter:
                         await asyncio.wait_for(self._wake.wait(), LINGER_S)
                     if self._live_waiters() or not self._idle.get(store, 0):
                         continue
-                await self._exchange(store, want=0)
+                if await self._exchange(store, want=0) is None and self.on_store_loss == PAUSE:
+                    await asyncio.sleep(PROBE_S)  # a 429 still to tell: ask again, not at once
                 continue
             held_back = self._held_back()
             if held_back > 0:  # pause: the store lost, or counting its holders' calls again

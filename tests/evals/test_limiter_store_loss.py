@@ -19,7 +19,7 @@ import pytest
 
 from providers.call_stop import CALL_STOP
 from providers.endpoint import EndpointConfig
-from providers.limiter import RESYNC_S, Limiter, StoreLost
+from providers.limiter import PROBE_S, RESYNC_S, Limiter, StoreLost
 from providers.limiter.rules import Outcome
 from providers.limiter.stores import MemoryStore, StoreDown
 from providers.openai.client import ChatClient
@@ -37,6 +37,7 @@ class FlakyStore:
         self.failures = 0
 
     async def exchange(self, key, holder, now, ask, *, keep, want=0, outcome=None):
+        await asyncio.sleep(0)  # a real store's round trip yields to the loop
         if self.down:
             self.failures += 1
             raise StoreDown("fake: unreachable")
@@ -208,6 +209,30 @@ def test_a_cancel_ends_a_wait_for_a_lost_store_and_takes_nothing():
         return waiting.cancelled()
 
     assert asyncio.run(go())
+
+
+def test_a_429_still_to_tell_a_lost_store_is_told_every_probe_not_in_a_spin():
+    """No call waits, a 429's outcome must reach the store, and the store is down: the
+    holder asks it again every PROBE_S, and tells it once it is back."""
+
+    async def go():
+        store = FlakyStore()
+        key = _key()
+        limiter = Limiter(key=key, capacity=2, store=store, on_store_loss="pause")
+        slot = await limiter.acquire()
+        store.down = True
+        await limiter.release(slot, Outcome(limited=True, retry_after_s=30.0))
+        await asyncio.sleep(1.0)
+        failures = store.failures
+        store.down = False
+        await asyncio.sleep(2 * PROBE_S + 0.1)
+        paused = store.inner.states[key].get("until", 0) > time.time() + 20
+        await limiter.aclose()
+        return failures, paused
+
+    failures, paused = asyncio.run(go())
+    assert 2 <= failures <= 12  # about one a PROBE_S (0.25 s) for 1 s, never a spin
+    assert paused  # the 429's pause reached the store once it was back
 
 
 class CountingPoster:
