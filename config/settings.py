@@ -209,6 +209,9 @@ if not DEBUG:
 
 # Celery: REDIS_URL at scale, a server-less filesystem broker by default.
 REDIS_URL = os.environ.get("REDIS_URL", "")
+# The rate limiter's store (providers.limiter, docs/rate-limits.md): REDIS_URL unless a Redis
+# of its own is named; neither set: a SQLite file under VAR_DIR.
+LIMITER_REDIS_URL = os.environ.get("ASSAY_LIMITER_REDIS_URL", "") or REDIS_URL
 if REDIS_URL:
     CELERY_BROKER_URL = REDIS_URL
     CELERY_BROKER_TRANSPORT_OPTIONS: dict[str, object] = {"visibility_timeout": 3600}
@@ -258,6 +261,11 @@ CELERY_TASK_SOFT_TIME_LIMIT = 25 * 60
 CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", False)
 CELERY_TASK_EAGER_PROPAGATES = True
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# A worker (and beat) never gives up on a lost broker: it tries again every 2 s, growing to
+# 30 s, for as long as the outage lasts. Celery's default, 100 tries, ends a worker after
+# about 46 minutes without Redis, and nothing restarts it. Publishing is not affected
+# (CELERY_TASK_PUBLISH_RETRY_POLICY below; the outbox sends again).
+CELERY_BROKER_CONNECTION_MAX_RETRIES = None
 # Every task goes through the transactional outbox (core.outbox): a publish that fails is
 # sent again by the sweeper, so publishing retries briefly instead of blocking a request.
 CELERY_TASK_PUBLISH_RETRY_POLICY = {
@@ -272,8 +280,11 @@ CELERY_BEAT_SCHEDULE = {
         "task": "evals.tasks.runs_sweep",
         "schedule": float(os.environ.get("ASSAY_SWEEP_SECONDS", "30")),
     },
-    # interop.import_jobs.import_jobs_sweep: an import a dead worker left running.
-    "import-jobs-requeue": {"task": "interop.tasks.import_jobs_requeue", "schedule": 300.0},
+    # interop.import_jobs.import_jobs_sweep: an import whose lease ran out (a dead worker).
+    "import-jobs-requeue": {
+        "task": "interop.tasks.import_jobs_requeue",
+        "schedule": float(os.environ.get("ASSAY_SWEEP_SECONDS", "30")),
+    },
 }
 
 REST_FRAMEWORK = {
@@ -350,6 +361,7 @@ class AssaySettings(TypedDict):
     IMPORT_INLINE_BYTES: int
     IMPORT_MAX_BYTES: int
     REGISTRIES: tuple[str, ...]
+    LIMITER_ON_STORE_LOSS: str
     # The environment's text, parsed into entries once checked (below).
     ENDPOINT_HOSTS: str | tuple[HostEntry, ...]
     HEARTBEAT_SECONDS: float
@@ -416,6 +428,11 @@ ASSAY: AssaySettings = {
     # link-local and cloud metadata addresses (169.254.0.0/16, fe80::/10, fd00:ec2::254,
     # metadata.google.internal, ...), which are refused unless an entry names them exactly.
     "ENDPOINT_HOSTS": os.environ.get("ASSAY_ENDPOINT_HOSTS", ""),
+    # While the rate limiter's store is unreachable (docs/rate-limits.md): "pause", no new
+    # call to a model starts until it is back (calls in flight finish; a call that waits
+    # longer than its timeout_s ends errored, kind limiter_unavailable), or "per-process",
+    # each worker process limits on its own (N processes may reach N times the limits).
+    "LIMITER_ON_STORE_LOSS": os.environ.get("ASSAY_LIMITER_ON_STORE_LOSS", "pause"),
 }
 
 for _knob in ("TRIAL_LEASE_SECONDS", "SWEEP_SECONDS", "TRIAL_CHUNK_SIZE", "OUTBOX_GRACE_SECONDS"):
@@ -426,6 +443,12 @@ if not 0 < ASSAY["HEARTBEAT_SECONDS"] < ASSAY["WORKER_SILENT_SECONDS"]:
     raise ImproperlyConfigured(
         f"ASSAY_HEARTBEAT_SECONDS must be positive and below ASSAY_WORKER_SILENT_SECONDS "
         f"({ASSAY['WORKER_SILENT_SECONDS']}), got {ASSAY['HEARTBEAT_SECONDS']}"
+    )
+
+if ASSAY["LIMITER_ON_STORE_LOSS"] not in ("pause", "per-process"):
+    raise ImproperlyConfigured(
+        "ASSAY_LIMITER_ON_STORE_LOSS must be pause or per-process, got "
+        f"{ASSAY['LIMITER_ON_STORE_LOSS']!r}"
     )
 
 try:

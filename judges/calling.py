@@ -6,10 +6,13 @@ thread, talking to the caller's thread through a queue:
 1. Before each call the loop asks for a permit; the caller answers the pending requests with
    one ``permit(indexes)`` (liveness check, ledger notes). A refusal stops that call and
    every later one; those in flight finish and are recorded.
-2. Answers reach ``record`` as they arrive, gathered for at most ``WRITE_WINDOW_S`` (a write
+2. A permitted call may still wait for the endpoint's limiter: once its first request goes out
+   (``providers.limiter.SEND_HOOK``) ``sending([index, ...])`` is told, before the next
+   ``record`` (the ledger's ``claimed`` -> ``sent``).
+3. Answers reach ``record`` as they arrive, gathered for at most ``WRITE_WINDOW_S`` (a write
    costs a commit whatever its size); ``record`` is also called empty ``WRITE_WINDOW_S``
-   after a permit, so sent calls reach the ledger within that window.
-3. While calls are in flight, ``renew`` runs every ``renew_every_s`` (the claims' lease).
+   after a permit or a send, so permitted and sent calls reach the ledger within that window.
+4. While calls are in flight, ``renew`` runs every ``renew_every_s`` (the claims' lease).
 
 The database is touched only in the caller's thread (its connection and transaction).
 """
@@ -26,8 +29,9 @@ from typing import Any
 
 from judges.client import DEFAULT_CONCURRENCY, JudgeClient
 from judges.models import JudgeVersion
+from providers.limiter import SEND_HOOK
 
-START, DONE, FAILED, END = "start", "done", "failed", "end"
+START, SENDING, DONE, FAILED, END = "start", "sending", "done", "failed", "end"
 
 # How long answers may gather before they are written, in seconds: each write costs a few
 # statements and a commit whatever its size (bench/README.md, judge calls).
@@ -53,13 +57,15 @@ def calls_send(
     calls: list,
     record: Callable[[list[tuple[int, Any]]], None],
     permit: Callable[[list[int]], bool] | None = None,
+    sending: Callable[[list[int]], None] | None = None,
     renew: Callable[[], object] | None = None,
     renew_every_s: float = 60.0,
     sleep=None,
 ) -> set[int]:
     """Send ``calls`` (``judges.grading.JudgeCall``) to ``version``'s endpoint; returns the
-    indexes sent (module docstring). ``record([(index, call with reply), ...])``, ``permit([index,
-    ...])`` (None: always) and ``renew()`` run in the caller's thread; an exception in one stops
+    indexes permitted (module docstring). ``record([(index, call with reply), ...])``,
+    ``permit([index, ...])`` (None: always), ``sending([index, ...])`` and ``renew()`` run in
+    the caller's thread; an exception in one stops
     the calls not yet sent, waits for those in flight (unrecorded) and is re-raised.
 
     Long by design: the loop (wait, permit, gather, record, renew) and its failure path share
@@ -85,6 +91,8 @@ def calls_send(
                 events.put((START, index, (loop, future)))
                 if not await future:
                     return
+                # told once the first request holds a limiter slot (``call_sending``)
+                SEND_HOOK.set(lambda: events.put((SENDING, index, None)))
                 reply = await client.complete(
                     messages=call.built.prompt.messages(), schema=call.built.schema
                 )
@@ -138,6 +146,12 @@ def calls_send(
                     refuse.set()
                 for _, (loop, future) in starts:
                     loop.call_soon_threadsafe(_grant, future, ok)
+            went = [i for kind, i, _ in batch if kind == SENDING]
+            if went and sending is not None:
+                sending(went)
+                if not dirty and not answers:
+                    flush_at = time.monotonic() + WRITE_WINDOW_S
+                dirty = True
             arrived = [(i, call) for kind, i, call in batch if kind == DONE]
             if arrived and not answers and not dirty:
                 flush_at = time.monotonic() + WRITE_WINDOW_S

@@ -38,7 +38,7 @@ from judges.claims import (
     judge_claims_renew,
 )
 from judges.client import JudgeReply
-from judges.ledger import CallAnswered, CallOpened, judge_calls_close, judge_calls_open
+from judges.ledger import CallAnswered, CallNotes, CallOpened, judge_calls_close
 from judges.models import Judge, JudgeVersion
 from judges.parsing import ParseError, reply_parse
 from judges.prompts import imitates_markers
@@ -343,12 +343,12 @@ def judge_grade_trials(
         calls = [JudgeCall(built=_build(judge_version, m)) for m in materials]
         prices: dict[str, Price | None] = {}
 
-        unopened: list[CallOpened] = []
+        notes = CallNotes(judge_version=judge_version, judge_run_id=judge_run_id)
 
         def permit(indexes: list[int]) -> bool:
             if checkpoint is not None and not checkpoint():
                 return False
-            unopened.extend(
+            notes.permitted(
                 CallOpened(
                     nonce=calls[i].built.prompt.nonce,
                     run_id=pending[i].run_id,
@@ -361,11 +361,7 @@ def judge_grade_trials(
 
         def record(answers: list[tuple[int, JudgeCall]]) -> None:
             nonlocal written
-            if unopened:
-                judge_calls_open(
-                    judge_version=judge_version, judge_run_id=judge_run_id, calls=unopened
-                )
-                unopened.clear()
+            notes.flush()
             if not answers:
                 return
             verdicts = {
@@ -390,6 +386,7 @@ def judge_grade_trials(
             calls=calls,
             record=record,
             permit=permit,
+            sending=lambda indexes: notes.sent(calls[i].built.prompt.nonce for i in indexes),
             renew=lambda: judge_claims_renew(holder=holder),
             renew_every_s=claim_renew_every_s(),
             sleep=sleep,

@@ -1,13 +1,22 @@
-"""The judge call ledger: one ``JudgeCallRecord`` per call sent, so judge spend is what was
-paid, not what was kept. A call is opened ``sent`` (one insert per write window,
-``judges.calling.WRITE_WINDOW_S``) and closed with tokens, cost and outcome; a killed
-worker's call stays ``sent``, counted with unknown cost; a call whose grade lost the race
-for its key is closed ``lost``. Unknown cost is null, never zero.
+"""The judge call ledger: one ``JudgeCallRecord`` per call permitted, so judge spend is what
+was paid, not what was kept. A call is opened (one insert per write window,
+``judges.calling.WRITE_WINDOW_S``) ``claimed``, or ``sent`` when its first request has
+already gone out, marked ``sent`` when it goes out later (``CallNotes``), and closed with
+tokens, cost and outcome. A killed worker's sent call stays ``sent``, counted with unknown
+cost; its call still ``claimed`` (waiting for the endpoint's limiter) never left and is not
+counted as sent, nor is a call that ended with no request made. A call whose grade lost the
+race for its key is closed ``lost``. Unknown cost is null, never zero.
+
+What a worker loss re-pays (bench/README.md, judge calls): its calls left ``sent`` (in
+flight, or answered and not yet written: the ledger cannot tell which) whose key was then
+judged by another call. ``Spend.repaid`` counts them where the key is known (a trial and
+grader).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Iterable
+from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
@@ -58,13 +67,18 @@ def judge_calls_open(
     calls: list[CallOpened],
     judge_run_id: int | None = None,
     probe_run_id: int | None = None,
+    sending: Iterable[str] = (),
 ) -> None:
-    """Record ``calls`` as sent (one insert), for a judge run or a probe run if given."""
+    """Record ``calls`` (one insert), for a judge run or a probe run if given: ``sent`` when
+    their nonce is in ``sending`` (the first request went out), else ``claimed``."""
     now = timezone.now()
+    sending = set(sending)
+    status = JudgeCallRecord.Status
     JudgeCallRecord.objects.bulk_create(
         [
             JudgeCallRecord(
                 nonce=c.nonce,
+                status=status.SENT if c.nonce in sending else status.CLAIMED,
                 judge_version=judge_version,
                 run_id=c.run_id,
                 trial_id=c.trial_id,
@@ -79,6 +93,59 @@ def judge_calls_open(
         ]
     )
     judge_calls_sent_count(len(calls))
+
+
+def judge_calls_sent(*, nonces: Iterable[str]) -> int:
+    """Mark the ``claimed`` calls ``nonces`` ``sent`` (their first request went out); returns
+    how many. One query."""
+    nonces = list(nonces)
+    if not nonces:
+        return 0
+    return JudgeCallRecord.objects.filter(
+        nonce__in=nonces, status=JudgeCallRecord.Status.CLAIMED
+    ).update(status=JudgeCallRecord.Status.SENT)
+
+
+@dataclass
+class CallNotes:
+    """What ``judges.calling.calls_send`` learnt and the ledger has not yet been told: calls
+    permitted (``permitted``), nonces whose first request went out (``sending``). ``flush``
+    writes them, in the caller's thread, before any answer is closed."""
+
+    judge_version: JudgeVersion
+    judge_run_id: int | None = None
+    probe_run_id: int | None = None
+    unopened: list[CallOpened] = field(default_factory=list)
+    unsent: set[str] = field(default_factory=set)  # opened claimed, not yet marked sent
+    sending: set[str] = field(default_factory=set)  # went out, not yet written
+
+    def permitted(self, calls: Iterable[CallOpened]) -> None:
+        """``calls`` may be sent: opened at the next ``flush``."""
+        self.unopened.extend(calls)
+
+    def sent(self, nonces: Iterable[str]) -> None:
+        """The first request of each call ``nonces`` went out."""
+        self.sending.update(nonces)
+
+    def flush(self) -> None:
+        """Open the permitted calls (``sent`` or ``claimed``) and mark sent those opened
+        ``claimed`` before: two queries at most."""
+        if self.unopened:
+            judge_calls_open(
+                judge_version=self.judge_version,
+                calls=self.unopened,
+                judge_run_id=self.judge_run_id,
+                probe_run_id=self.probe_run_id,
+                sending=self.sending,
+            )
+            opened = {c.nonce for c in self.unopened}
+            self.unsent |= opened - self.sending
+            self.sending -= opened
+            self.unopened = []
+        if self.sending:
+            judge_calls_sent(nonces=self.sending & self.unsent)
+            self.unsent -= self.sending
+            self.sending = set()
 
 
 CLOSE_FIELDS = (
@@ -99,8 +166,9 @@ CLOSE_FIELDS = (
 
 
 def judge_calls_close(*, answers: list[CallAnswered]) -> int:
-    """Close answered calls' rows: status, attempts, tokens, latency (ms), cost (USD, null when
-    unknown), outcome (``stored``/``lost``). One prepared ``UPDATE ... WHERE nonce = %s`` with
+    """Close answered calls' rows: status (``claimed`` when no request was made: ``attempts``
+    0), attempts, tokens, latency (ms), cost (USD, null when unknown), outcome
+    (``stored``/``lost``). One prepared ``UPDATE ... WHERE nonce = %s`` with
     ``executemany``: on this hot path ``bulk_update`` spends more CPU on its CASE than the
     database spends writing; values go through each field's ``get_db_prep_save``."""
     if not answers:
@@ -118,7 +186,9 @@ def judge_calls_close(*, answers: list[CallAnswered]) -> int:
     for a in answers:
         r = a.reply
         values = {
-            "status": status.ANSWERED if r.ok else status.FAILED,
+            "status": (
+                status.CLAIMED if r.attempts == 0 else status.ANSWERED if r.ok else status.FAILED
+            ),
             "outcome": outcome.STORED if a.stored else outcome.LOST,
             "attempts": r.attempts,
             **usage_tokens(usage_of(r)),
@@ -141,28 +211,45 @@ def judge_calls_close(*, answers: list[CallAnswered]) -> int:
 
 
 def spend_from_rows(rows: list[tuple]) -> Spend | None:
-    """``rows``: ``(status, outcome, attempts, input_tokens, output_tokens, cost_usd)`` per
-    ledger row; None when empty."""
+    """``rows``: ``(status, outcome, attempts, input_tokens, output_tokens, cost_usd, trial_id,
+    grader)`` per ledger row; None when empty. Calls sent only count as calls (``claimed``
+    rows are ``unsent``); ``repaid``: sent calls left with no answer recorded whose trial and
+    grader another call's grade was stored for (module docstring)."""
     if not rows:
         return None
-    inputs = [r[3] for r in rows if r[3] is not None]
-    outputs = [r[4] for r in rows if r[4] is not None]
-    costs = [Decimal(r[5]) for r in rows if r[5] is not None]
+    status, outcome = JudgeCallRecord.Status, JudgeCallRecord.Outcome
+    sent = [r for r in rows if r[0] != status.CLAIMED]
+    inputs = [r[3] for r in sent if r[3] is not None]
+    outputs = [r[4] for r in sent if r[4] is not None]
+    costs = [Decimal(r[5]) for r in sent if r[5] is not None]
+    judged = {(r[6], r[7]) for r in rows if r[1] == outcome.STORED and r[6] is not None}
+    unanswered = [r for r in sent if r[0] == status.SENT]
     return Spend(
-        calls=len(rows),
-        requests=sum(r[2] or 1 for r in rows),
-        lost=sum(1 for r in rows if r[1] == JudgeCallRecord.Outcome.LOST),
-        unanswered=sum(1 for r in rows if r[0] == JudgeCallRecord.Status.SENT),
+        calls=len(sent),
+        requests=sum(r[2] or 1 for r in sent),
+        lost=sum(1 for r in sent if r[1] == outcome.LOST),
+        unanswered=len(unanswered),
         input=sum(inputs),
-        input_unknown=len(rows) - len(inputs),
+        input_unknown=len(sent) - len(inputs),
         output=sum(outputs),
-        output_unknown=len(rows) - len(outputs),
+        output_unknown=len(sent) - len(outputs),
         known_usd=sum(costs, Decimal(0)) if costs else None,
-        cost_unknown=len(rows) - len(costs),
+        cost_unknown=len(sent) - len(costs),
+        unsent=len(rows) - len(sent),
+        repaid=sum(1 for r in unanswered if r[6] is not None and (r[6], r[7]) in judged),
     )
 
 
-SPEND_COLUMNS = ("status", "outcome", "attempts", "input_tokens", "output_tokens", "cost_usd")
+SPEND_COLUMNS = (
+    "status",
+    "outcome",
+    "attempts",
+    "input_tokens",
+    "output_tokens",
+    "cost_usd",
+    "trial_id",
+    "grader",
+)
 
 
 def spend_get(*, records: QuerySet[JudgeCallRecord]) -> Spend | None:

@@ -29,7 +29,7 @@ from judges.grading import (
     template_refusal,
     verdict_read,
 )
-from judges.ledger import CallOpened, judge_calls_close, judge_calls_open
+from judges.ledger import CallNotes, CallOpened, judge_calls_close
 from judges.models import Judge, JudgeVersion, PairwiseVerdict
 
 
@@ -147,12 +147,12 @@ def _presentations_judge(
             )
             calls.append(JudgeCall(built=_build(judge_version, material)))
 
-        unopened: list[CallOpened] = []
+        notes = CallNotes(judge_version=judge_version, judge_run_id=judge_run_id)
 
         def permit(indexes: list[int]) -> bool:
             if checkpoint is not None and not checkpoint():
                 return False
-            unopened.extend(
+            notes.permitted(
                 CallOpened(
                     nonce=calls[i].built.prompt.nonce,
                     run_id=todo[i][0].trial_b.run_id,
@@ -164,11 +164,7 @@ def _presentations_judge(
             return True
 
         def record(answers: list[tuple[int, JudgeCall]]) -> None:
-            if unopened:
-                judge_calls_open(
-                    judge_version=judge_version, judge_run_id=judge_run_id, calls=unopened
-                )
-                unopened.clear()
+            notes.flush()
             if not answers:
                 return
             _verdicts_store(
@@ -192,6 +188,7 @@ def _presentations_judge(
             calls=calls,
             record=record,
             permit=permit,
+            sending=lambda indexes: notes.sent(calls[i].built.prompt.nonce for i in indexes),
             renew=lambda: judge_claims_renew(holder=holder),
             renew_every_s=claim_renew_every_s(),
             sleep=sleep,

@@ -28,7 +28,7 @@ from judges.grading import (
     template_refusal,
     verdict_read,
 )
-from judges.ledger import CallOpened, judge_calls_close, judge_calls_open
+from judges.ledger import CallNotes, CallOpened, judge_calls_close
 from judges.models import JudgeVersion, ProbeRun
 from judges.tasks import probe_run_execute as task
 
@@ -218,20 +218,16 @@ def probe_run(
         )
         for p in probes
     ]
-    unopened: list[CallOpened] = []
+    notes = CallNotes(judge_version=judge_version, probe_run_id=probe_run_id)
     verdicts: dict[int, Verdict] = {}
     prices: dict = {}
 
     def permit(indexes: list[int]) -> bool:
-        unopened.extend(CallOpened(nonce=calls[i].built.prompt.nonce, run_id=None) for i in indexes)
+        notes.permitted(CallOpened(nonce=calls[i].built.prompt.nonce, run_id=None) for i in indexes)
         return True
 
     def record(answers: list[tuple[int, JudgeCall]]) -> None:
-        if unopened:
-            judge_calls_open(
-                judge_version=judge_version, calls=list(unopened), probe_run_id=probe_run_id
-            )
-            unopened.clear()
+        notes.flush()
         read = {
             i: verdict_read(
                 version=judge_version, call=call, untrusted=_untrusted(probes[i]), prices=prices
@@ -243,7 +239,14 @@ def probe_run(
         )
         verdicts.update(read)
 
-    calls_send(version=judge_version, calls=calls, record=record, permit=permit, sleep=sleep)
+    calls_send(
+        version=judge_version,
+        calls=calls,
+        record=record,
+        permit=permit,
+        sending=lambda indexes: notes.sent(calls[i].built.prompt.nonce for i in indexes),
+        sleep=sleep,
+    )
     results = []
     for i, probe in enumerate(probes):
         v = verdicts[i]

@@ -5,7 +5,9 @@ returns a storable ``ProviderReply``; it never raises for a provider's failure (
 
 429, 5xx, timeouts and connection errors are retried with equal-jitter backoff, at least
 ``Retry-After``; other 4xx are not. A cancelled call makes no further attempt
-(``providers.call_stop``). After a ``rejected_parameter`` with no call answered, the
+(``providers.call_stop``); a call that waited for an unreachable limiter store longer than
+its ``timeout_s`` ends with kind ``limiter_unavailable`` (docs/rate-limits.md). After a
+``rejected_parameter`` with no call answered, the
 client sends nothing more: later calls end at once with that error (``attempts`` 0,
 ``raw_response["not_sent"]``), so a refused job pays one round. A client belongs to one
 event loop."""
@@ -24,7 +26,7 @@ from urllib.parse import urlsplit
 from providers.answers import Attempt
 from providers.call_stop import CANCELLED_KIND, Stopped, unless_stopped
 from providers.endpoint import EndpointConfig
-from providers.limiter import Limiter, call_sending, endpoint_key
+from providers.limiter import STORE_LOST_KIND, Limiter, StoreLost, call_sending, endpoint_key
 from providers.limiter.headers import outcome_read
 from providers.limiter.rules import Outcome
 from providers.metrics import CALLS, LIMITER_WAIT, RATE_LIMITED, RETRIES
@@ -137,11 +139,15 @@ class EndpointClient:
                 try:
                     # A stopped call (its run cancelled, ``call_stop``) makes no new attempt:
                     # checked before each one, and a wait for the limiter wakes on it.
-                    slot = await unless_stopped(self.limiter.acquire(estimate))
+                    slot = await unless_stopped(
+                        self.limiter.acquire(estimate, store_wait_s=self.config.timeout_s)
+                    )
                 except Stopped as stopped:
                     if stopped.value is not None:
                         await self.limiter.release(stopped.value, None)
                     return self._stopped(last, attempt - 1, started)
+                except StoreLost as lost:
+                    return self._unsent(STORE_LOST_KIND, str(lost), last, attempt - 1, started)
                 self._limiter_wait.observe(time.perf_counter() - waiting)
                 if attempt == 1:
                     call_sending()  # from here on the call cannot be withdrawn
@@ -179,12 +185,20 @@ class EndpointClient:
     def _stopped(self, last: Attempt | None, attempts: int, started: float) -> ProviderReply:
         """The reply of a call stopped before attempt ``attempts + 1``: kind ``cancelled``, the last
         failure kept."""
+        why = f"stopped before attempt {attempts + 1}"
+        return self._unsent(CANCELLED_KIND, why, last, attempts, started)
+
+    def _unsent(
+        self, kind: str, why: str, last: Attempt | None, attempts: int, started: float
+    ) -> ProviderReply:
+        """The reply of a call that ended before attempt ``attempts + 1`` was sent: kind
+        ``kind``, ``why``, the last failure kept."""
         before = f"; last: {last.retry_kind}: {last.retry_message}" if last is not None else ""
         return ProviderReply(
             output="",
             raw_response=last.raw if last is not None else None,
-            error=f"{CANCELLED_KIND}: stopped before attempt {attempts + 1}{before}",
-            error_kind=CANCELLED_KIND,
+            error=f"{kind}: {why}{before}",
+            error_kind=kind,
             model=self.config.model,
             attempts=attempts,
             latency_ms=(time.perf_counter() - started) * 1000,

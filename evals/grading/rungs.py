@@ -35,9 +35,12 @@ NO_JUDGE_RUNG = (
 
 @dataclass(frozen=True)
 class Spend:
-    """Judge calls and what they cost, from the ledger: ``calls``; ``requests`` (retries
+    """Judge calls and what they cost, from the ledger: ``calls`` (sent); ``requests`` (retries
     included); ``lost`` (paid, answer lost a race); ``unanswered``; token sums with
-    ``*_unknown``; ``known_usd`` (None when none known) and ``cost_unknown`` calls."""
+    ``*_unknown``; ``known_usd`` (None when none known) and ``cost_unknown`` calls, all over
+    the calls sent; ``unsent`` (claimed, never sent: not calls, nothing paid); ``repaid``
+    (sent calls a lost worker left with no answer recorded whose grade another call then
+    wrote: paid twice)."""
 
     calls: int
     requests: int
@@ -49,6 +52,8 @@ class Spend:
     output_unknown: int
     known_usd: Decimal | None
     cost_unknown: int
+    unsent: int = 0
+    repaid: int = 0
 
 
 @dataclass(frozen=True)

@@ -70,15 +70,20 @@ class JudgeClaim(models.Model):
 class JudgeCallRecord(models.Model):
     """One call sent to a judge endpoint: the provider's bill, line by line.
 
-    Written ``sent`` within ``judges.calling.WRITE_WINDOW_S`` of sending (so a killed worker's
-    call still counts), then ``answered`` or ``failed`` (after every attempt). ``attempts``:
-    HTTP requests made. Tokens: the classes of ``providers.usage``. ``cost_usd``: USD at the
-    answering model's price, null when unknown (never zero). ``outcome``: ``stored``, ``lost``
-    (another call wrote the row first: still paid), or empty while pending. ``nonce`` (also in the
-    grade's ``details.nonce``) names the call. ``run`` is the head run for a pairwise call;
-    ``judge_run`` None for a rung or direct call; ``probe_run`` calls have no run, trial or pair."""
+    Written within ``judges.calling.WRITE_WINDOW_S`` of its permit (so a killed worker's call
+    still counts): ``claimed`` while it waits for the endpoint's limiter, ``sent`` once its
+    first request goes out, then ``answered`` or ``failed`` (after every attempt); a call that
+    ends with no request made (a cancel while it waited, a refused parameter, the limiter's
+    store unreachable) stays ``claimed``, as does one whose worker died before it was sent:
+    it cost nothing and is not a call sent. ``attempts``: HTTP requests made. Tokens: the
+    classes of ``providers.usage``. ``cost_usd``: USD at the answering model's price, null when
+    unknown (never zero). ``outcome``: ``stored``, ``lost`` (another call wrote the row first: still
+    paid), or empty while pending. ``nonce`` (also in the grade's ``details.nonce``) names the
+    call. ``run`` is the head run for a pairwise call; ``judge_run`` None for a rung or direct
+    call; ``probe_run`` calls have no run, trial or pair."""
 
     class Status(models.TextChoices):
+        CLAIMED = "claimed", "claimed, never sent"
         SENT = "sent", "sent, no answer recorded"
         ANSWERED = "answered", "answered"
         FAILED = "failed", "failed"

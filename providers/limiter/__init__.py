@@ -2,10 +2,14 @@
 a 429's pause and slow-down (docs/rate-limits.md; the rules in ``rules``).
 
 An endpoint's key is its ``limit_key``, else ``<base_url>|<model>``; a caller's
-``concurrency`` counts over every worker. State lives in Redis when ``REDIS_URL`` is set,
-else a SQLite file under ``VAR_DIR``. When the store is down the limiter keeps the limits
-per process for ``FALLBACK_S`` (N workers may reach N times the limit) and warns. A
-``Limiter`` belongs to one event loop."""
+``concurrency`` counts over every worker. State lives in Redis when ``LIMITER_REDIS_URL``
+(else ``REDIS_URL``) is set, else a SQLite file under ``VAR_DIR``. When the store is down
+(``ASSAY_LIMITER_ON_STORE_LOSS``): ``pause``, the default, starts no new call until it is
+back, asking it every ``PROBE_S``, and then takes no new slot for ``RESYNC_S`` while the
+other holders count their calls in flight again; a call that waited for it longer than its
+budget raises ``StoreLost``. ``per-process`` keeps the limits per process for
+``FALLBACK_S`` (N workers may reach N times the limit). Both warn. A ``Limiter`` belongs to
+one event loop."""
 
 from __future__ import annotations
 
@@ -26,8 +30,20 @@ from providers.limiter.stores import PROCESS_STORE, RedisStore, SqliteStore, Sto
 
 logger = logging.getLogger(__name__)
 
-# How long the process's own state stands in for a shared store that failed, in seconds.
+# How long the process's own state stands in for a shared store that failed, in seconds
+# (``per-process``).
 FALLBACK_S = 5.0
+# What a holder does while the shared store is unreachable (``ASSAY_LIMITER_ON_STORE_LOSS``).
+PAUSE = "pause"
+PER_PROCESS = "per-process"
+ON_STORE_LOSS = (PAUSE, PER_PROCESS)
+# ``pause``: how often a holder that lost the store asks it again (a holder whose calls are in
+# flight too: its first answer counts them again), in seconds.
+PROBE_S = 0.25
+# ``pause``: how long after the store is back a holder that lost it takes no new slot, in
+# seconds: every holder that lost it has asked again by then (every PROBE_S), so its calls
+# still in flight are counted again, whether their leases expired meanwhile or not.
+RESYNC_S = 2 * PROBE_S + 0.1
 # How often a waiter asks again when every slot is taken (a release elsewhere is not
 # announced), in seconds, growing to MAX_POLL_S (SYNC_S while this holder has calls in
 # flight: its own releases hand their slots on); a release in this holder wakes it at once.
@@ -55,6 +71,16 @@ SEND_HOOK: contextvars.ContextVar[Callable[[], None] | None] = contextvars.Conte
 _last_warning: dict[str, float] = {}
 
 
+# The ``error_kind`` of a call that waited for an unreachable store longer than its budget
+# (``StoreLost``; ``providers.client.EndpointClient``).
+STORE_LOST_KIND = "limiter_unavailable"
+
+
+class StoreLost(Exception):
+    """A call waited for an unreachable store (``pause``) longer than its budget; nothing was
+    sent."""
+
+
 def call_sending() -> None:
     """Tell the call pool (``SEND_HOOK``) that this call is about to be sent."""
     hook = SEND_HOOK.get()
@@ -69,8 +95,9 @@ def endpoint_key(base_url: str, model: str, limit_key: str | None = None) -> str
 
 
 def store_default() -> Store:
-    """``RedisStore`` when ``REDIS_URL`` is set, else ``SqliteStore`` under ``VAR_DIR``."""
-    url = getattr(settings, "REDIS_URL", "")
+    """``RedisStore`` when ``LIMITER_REDIS_URL`` (else ``REDIS_URL``) is set, else
+    ``SqliteStore`` under ``VAR_DIR``."""
+    url = getattr(settings, "LIMITER_REDIS_URL", "") or getattr(settings, "REDIS_URL", "")
     if url:
         return RedisStore(url)
     return SqliteStore(settings.VAR_DIR / "limiter.sqlite3")
@@ -99,7 +126,9 @@ class Limiter:
 
     ``sleep``: the caller's injected sleep. Once it returns early (a fake clock), the
     limiter's clock moves by what it skipped and its own waits become virtual, so tests never
-    spin."""
+    spin. ``on_store_loss``: ``pause`` or ``per-process`` (module doc; default the setting
+    ``ASSAY["LIMITER_ON_STORE_LOSS"]``); ``fallback``: the process's own store
+    (``per-process``)."""
 
     def __init__(
         self,
@@ -111,6 +140,8 @@ class Limiter:
         store: Store | None = None,
         sleep: Sleep | None = None,
         lease_s: float | None = None,
+        on_store_loss: str | None = None,
+        fallback: Store | None = None,
     ) -> None:
         self.key = key
         self.capacity = capacity
@@ -120,12 +151,20 @@ class Limiter:
             trial_lease = getattr(settings, "ASSAY", {}).get("TRIAL_LEASE_SECONDS", LEASE_S)
             lease_s = min(LEASE_S, float(trial_lease))
         self.lease_s = lease_s
+        if on_store_loss is None:
+            on_store_loss = getattr(settings, "ASSAY", {}).get("LIMITER_ON_STORE_LOSS", PAUSE)
+        if on_store_loss not in ON_STORE_LOSS:
+            raise ValueError(f"on_store_loss must be one of {ON_STORE_LOSS}: {on_store_loss!r}")
+        self.on_store_loss = on_store_loss
+        self.fallback = fallback if fallback is not None else PROCESS_STORE
         self.store = store if store is not None else store_default()
         self.holder = uuid.uuid4().hex
         self.round_trips = 0
         self._sleep_inner = sleep or asyncio.sleep
         self._offset = 0.0  # seconds a fake sleep skipped
-        self._down_until = 0.0
+        self._down_until = 0.0  # per-process: the fallback stands in until then (monotonic)
+        self._lost_since: float | None = None  # pause: the store unreachable since (monotonic)
+        self._resync_until = 0.0  # pause: no new slot before this (monotonic)
         self._calls: dict[int, Store] = {}  # call id -> the store that granted its slot
         self._next_call = 0
         self._busy: dict[Store, int] = {}  # store -> slots in this holder's calls
@@ -166,26 +205,60 @@ class Limiter:
             await asyncio.sleep(seconds)
 
     def _store_now(self) -> Store:
-        return PROCESS_STORE if time.monotonic() < self._down_until else self.store
+        return self.fallback if time.monotonic() < self._down_until else self.store
 
     def _fell_back(self, exc: StoreDown) -> None:
-        self._down_until = time.monotonic() + FALLBACK_S
+        if self.on_store_loss == PAUSE:
+            if self._lost_since is None:
+                self._lost_since = time.monotonic()
+        else:
+            self._down_until = time.monotonic() + FALLBACK_S
         last = _last_warning.get(self.key, 0.0)
         if time.monotonic() - last >= 60.0:
             _last_warning[self.key] = time.monotonic()
+            if self.on_store_loss == PAUSE:
+                logger.warning(
+                    "rate limiter store unreachable (%s); no new call to endpoint %s starts "
+                    "until it is back (ASSAY_LIMITER_ON_STORE_LOSS=pause)",
+                    exc,
+                    self.key,
+                )
+            else:
+                logger.warning(
+                    "rate limiter store unreachable (%s); endpoint %s is limited per process "
+                    "for %.0f s (ASSAY_LIMITER_ON_STORE_LOSS=per-process): workers together "
+                    "may exceed its limits until it is back",
+                    exc,
+                    self.key,
+                    FALLBACK_S,
+                )
+
+    def _store_back(self) -> None:
+        """``pause``: the store answered again; new slots wait ``RESYNC_S`` (module doc)."""
+        if self._lost_since is not None:
             logger.warning(
-                "rate limiter store unreachable (%s); endpoint %s is limited per process "
-                "for %.0f s: workers together may exceed its limits until it is back",
-                exc,
+                "rate limiter store back after %.1f s; endpoint %s takes new calls in %.1f s",
+                time.monotonic() - self._lost_since,
                 self.key,
-                FALLBACK_S,
+                RESYNC_S,
             )
+            self._lost_since = None
+            self._resync_until = time.monotonic() + RESYNC_S
+
+    def _held_back(self) -> float:
+        """``pause``: seconds before this holder may take a new slot (0.0: now); PROBE_S while
+        the store is lost."""
+        if self._lost_since is not None:
+            return PROBE_S
+        return max(0.0, self._resync_until - time.monotonic())
 
     # -- calls ---------------------------------------------------------------------------
 
-    async def acquire(self, tokens: float = 0.0) -> int:
+    async def acquire(self, tokens: float = 0.0, *, store_wait_s: float | None = None) -> int:
         """Wait for a slot and the buckets' tokens; returns the call's id for ``release``.
-        Cancelling the wait takes nothing."""
+        Cancelling the wait takes nothing. ``store_wait_s``: the longest this call waits while
+        the store is unreachable (``pause``), in seconds, counted from the later of the loss
+        and the call's first wait; past it raises ``StoreLost`` (None: no bound)."""
         if self._wake is None:
             self._wake = asyncio.Event()
             self._lock = asyncio.Lock()
@@ -198,7 +271,9 @@ class Limiter:
         # a pump waiting on a FULL answer has nothing new to ask: it is not woken
         self._kick(wake=False)
         try:
-            return await call
+            if store_wait_s is None:
+                return await call
+            return await self._granted(call, tokens, store_wait_s)
         except asyncio.CancelledError:
             if call.done() and not call.cancelled():  # granted as it was cancelled
                 self._call_end(call.result())
@@ -207,6 +282,23 @@ class Limiter:
                     self._waiters.remove((call, tokens))
             self._kick()
             raise
+
+    async def _granted(self, call: asyncio.Future[int], tokens: float, store_wait_s: float) -> int:
+        """``call``'s slot, unless the store has been lost for ``store_wait_s`` of its wait."""
+        waiting_since = time.monotonic()
+        while True:
+            await asyncio.wait({call}, timeout=PROBE_S)
+            if call.done():
+                return call.result()
+            lost = self._lost_since
+            if lost is not None and time.monotonic() - max(lost, waiting_since) >= store_wait_s:
+                call.cancel()
+                with contextlib.suppress(ValueError):
+                    self._waiters.remove((call, tokens))
+                raise StoreLost(
+                    f"the rate limiter's store has been unreachable for {store_wait_s:g} s "
+                    f"of this call's wait (endpoint {self.key}); nothing was sent"
+                )
 
     async def release(self, token: int, outcome: Outcome | None = None) -> None:
         """Give back call ``token``'s slot and learn from ``outcome``; what the store must hear at
@@ -254,6 +346,7 @@ class Limiter:
         grant = self._grant
         return (
             grant is not None
+            and self._lost_since is None
             and self._grant_store is store
             and not self._urgent
             and time.monotonic() - self._grant_at < SYNC_S
@@ -332,9 +425,17 @@ class Limiter:
                         await asyncio.wait_for(self._wake.wait(), LINGER_S)
                     if self._live_waiters() or not self._idle.get(store, 0):
                         continue
+                if await self._exchange(store, want=0) is None and self.on_store_loss == PAUSE:
+                    await asyncio.sleep(PROBE_S)  # a 429 still to tell: ask again, not at once
+                continue
+            held_back = self._held_back()
+            if held_back > 0:  # pause: the store lost, or counting its holders' calls again
                 await self._exchange(store, want=0)
+                await asyncio.sleep(min(held_back, self._held_back() or held_back))
                 continue
             grant = await self._exchange(store, want=want)
+            if grant is None and self.on_store_loss == PAUSE:
+                continue  # lost now: held back above
             if grant is None or grant.granted >= want:
                 poll = POLL_S
                 continue
@@ -380,6 +481,8 @@ class Limiter:
                 self._pending = outcome_merge(outcome, self._pending)  # told to the next one
                 self._urgent = self._urgent or urgent
                 return None
+            if store is self.store:
+                self._store_back()
             if outcome is not None:
                 self._announced = (
                     outcome.rpm_limit or self._announced[0],
@@ -404,9 +507,12 @@ class Limiter:
 
     async def _renew_loop(self) -> None:
         while self._holding():
-            await asyncio.sleep(self.lease_s / 3)
+            lost = self._lost_since is not None
+            # pause: a lost store is asked every PROBE_S, so it counts these calls again at once
+            await asyncio.sleep(PROBE_S if lost else self.lease_s / 3)
             for store in self._holding():
-                if time.monotonic() - self._exchanged_at.get(store, 0.0) >= self.lease_s / 4:
+                stale = time.monotonic() - self._exchanged_at.get(store, 0.0) >= self.lease_s / 4
+                if stale or (self._lost_since is not None and store is self.store):
                     await self._exchange(store, want=0)
 
     async def aclose(self) -> None:
@@ -421,14 +527,16 @@ class Limiter:
             self._busy[store] = 0
             if self._lock is not None:
                 await self._exchange(store, want=0)
-        if self.store is not PROCESS_STORE:
+        if self.store is not self.fallback:
             await self.store.aclose()
 
 
 __all__ = [
     "SEND_HOOK",
+    "STORE_LOST_KIND",
     "Limiter",
     "Outcome",
+    "StoreLost",
     "call_sending",
     "endpoint_key",
     "store_default",

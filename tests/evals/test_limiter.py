@@ -618,12 +618,18 @@ def test_a_wait_cancelled_as_its_slot_is_handed_to_it_gives_the_slot_back():
 
 
 def test_a_redis_outage_falls_back_to_the_process_limit_with_a_warning(caplog):
-    """Nothing listens on the store's port: acquire answers within the client's timeouts,
-    from the process's own state (the limit still holds in the process), and says so."""
+    """Under ``per-process``, nothing listens on the store's port: acquire answers within the
+    client's timeouts, from the process's own state (the limit still holds in the process),
+    and says so (``pause``, the default: tests/evals/test_limiter_store_loss.py)."""
 
     async def go():
         key = _key()
-        limiter = Limiter(key=key, capacity=2, store=RedisStore("redis://127.0.0.1:1/0"))
+        limiter = Limiter(
+            key=key,
+            capacity=2,
+            store=RedisStore("redis://127.0.0.1:1/0"),
+            on_store_loss="per-process",
+        )
         started = time.monotonic()
         a = await limiter.acquire()
         b = await limiter.acquire()

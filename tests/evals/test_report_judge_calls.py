@@ -106,6 +106,6 @@ def test_the_run_page_shows_judge_calls_apart_with_an_unknown_price(client, caro
     assert all(t > 0 for t in tokens)
     client.force_login(carol)
     page = client.get(reverse("evals:run-detail", args=[trials[0].run.uuid])).content.decode()
-    assert f"2 calls: {sum(tokens)} input" in page
+    assert f"2 calls sent: {sum(tokens)} input" in page
     assert '; cost unknown <span class="muted">· not included in the cost above' in page
     assert "$0.0000" not in page

@@ -61,7 +61,13 @@ def worker_queue():
 
 
 def _worker_start(
-    queue_name: str, log_path: Path, *, pool: str, concurrency: int, env: dict | None = None
+    queue_name: str,
+    log_path: Path,
+    *,
+    pool: str,
+    concurrency: int,
+    env: dict | None = None,
+    app_module: str = "config",
 ):
     base_env = env
     env = os.environ.copy()
@@ -77,7 +83,7 @@ def _worker_start(
         "-m",
         "celery",
         "-A",
-        "config",
+        app_module,
         "worker",
         "--pool",
         pool,
@@ -123,12 +129,22 @@ def worker_factory(worker_queue, tmp_path):
     started = []
 
     def start(
-        *, pool: str = "solo", concurrency: int = 1, env: dict | None = None
+        *,
+        pool: str = "solo",
+        concurrency: int = 1,
+        env: dict | None = None,
+        app_module: str = "config",
     ) -> subprocess.Popen:
-        """``env``: extra environment of the worker (``ASSAY_TRIAL_LEASE_SECONDS``...)."""
+        """``env``: extra environment of the worker (``ASSAY_TRIAL_LEASE_SECONDS``...);
+        ``app_module``: the Celery app's module (``-A``)."""
         log_path = tmp_path / f"worker-{len(started)}.log"
         process, log = _worker_start(
-            worker_queue, log_path, pool=pool, concurrency=concurrency, env=env
+            worker_queue,
+            log_path,
+            pool=pool,
+            concurrency=concurrency,
+            env=env,
+            app_module=app_module,
         )
         started.append((process, log, log_path))
         return process

@@ -230,21 +230,51 @@ def test_an_import_waits_for_a_concurrent_writer_instead_of_failing(carol, backg
 
 
 @pytest.mark.django_db
-def test_a_job_a_dead_worker_left_running_is_queued_again_and_imports_once(
-    carol, background, client, django_capture_on_commit_callbacks
+def test_a_job_whose_lease_ran_out_is_queued_again_and_imports_once(
+    carol, background, client, settings, django_capture_on_commit_callbacks
 ):
     """A worker killed mid-import leaves the job ``running`` with nothing written (one
-    transaction). Past Celery's hard time limit the sweep queues it again; the import then
-    runs once. A job still within the limit is left alone."""
+    transaction) and its lease no longer renewed. Once the lease has run out the sweep
+    queues it again; the import then runs once. A job within its lease is left alone, and
+    a renewed lease (the cache) keeps a job older than a lease."""
+    settings.ASSAY = {**settings.ASSAY, "TRIAL_LEASE_SECONDS": 60}
     assert client.login(username="carol", password=PASSWORD)
     _post(client, GOOD_CSV)
     job = ImportJob.objects.get()
-    started = timezone.now() - timedelta(seconds=30 * 60 + 30)
+    started = timezone.now() - timedelta(seconds=50)
     ImportJob.objects.filter(id=job.id).update(status="running", started_at=started)
-    assert import_jobs_sweep() == 0  # within the limit + a minute: maybe alive
-    ImportJob.objects.filter(id=job.id).update(started_at=started - timedelta(seconds=60))
+    assert import_jobs_sweep() == 0  # within its lease: maybe alive
+    ImportJob.objects.filter(id=job.id).update(started_at=started - timedelta(seconds=20))
+    caches["progress"].set(import_jobs._lease_key(job), time.time() + 30)
+    assert import_jobs_sweep() == 0  # renewed by its worker's watcher
+    caches["progress"].set(import_jobs._lease_key(job), time.time() - 1)
     with django_capture_on_commit_callbacks(execute=True):
         assert import_jobs_sweep() == 1
     job.refresh_from_db()
     assert job.status == "succeeded" and Run.objects.count() == 1
+    assert caches["progress"].get(import_jobs._lease_key(job)) is None  # dropped at its end
     assert import_jobs_sweep() == 0
+
+
+@pytest.mark.django_db
+def test_an_import_whose_claim_was_taken_meanwhile_rolls_back_whole(
+    carol, background, client, monkeypatch
+):
+    """The job was taken back while this worker imported it (its claim's ``started_at`` is
+    no longer the job's): the rows and the job's end are not committed."""
+    assert client.login(username="carol", password=PASSWORD)
+    _post(client, GOOD_CSV)
+    job = ImportJob.objects.get()
+    real = import_jobs.results_import
+    later = timezone.now() + timedelta(seconds=5)
+
+    def taken_back(**kwargs):
+        summary = real(**kwargs)
+        ImportJob.objects.filter(id=job.id).update(started_at=later)  # another worker's claim
+        return summary
+
+    monkeypatch.setattr(import_jobs, "results_import", taken_back)
+    import_job_execute(job_id=job.id)
+    job.refresh_from_db()
+    assert Run.objects.count() == 0 and Suite.objects.count() == 0
+    assert job.status == "running" and job.file.name  # left to the worker that holds it
