@@ -61,8 +61,16 @@ def worker_queue():
 
 
 def _worker_start(
-    queue_name: str, log_path: Path, *, pool: str, concurrency: int, env: dict | None = None
+    queue_name: str,
+    log_path: Path,
+    *,
+    pool: str,
+    concurrency: int,
+    env: dict | None = None,
+    app_name: str = "config",
 ):
+    """A ``celery -A <app_name> worker`` on ``queue_name``; ``tests.worker_app`` (with
+    ``ASSAY_TEST_QUEUE`` in ``env``) sends the tasks the worker enqueues to that queue too."""
     base_env = env
     env = os.environ.copy()
     env.update(
@@ -77,7 +85,7 @@ def _worker_start(
         "-m",
         "celery",
         "-A",
-        "config",
+        app_name,
         "worker",
         "--pool",
         pool,
