@@ -33,7 +33,9 @@ pytestmark = [
 ]
 
 KEY = "test-e2e-key"
-KEY_ENV = "ASSAY_E2E_TEST_API_KEY"  # set on the worker only: a call answered proves it read it
+# Set on the worker only; Anthropic's endpoint of the mock checks it (401 otherwise), so a
+# call answered there proves the worker read the variable the target names.
+KEY_ENV = "ASSAY_E2E_TEST_API_KEY"
 TOOLS = "tests.providers.shop_tools"
 SAYS_ANSWER = {"key": "answer", "kind": "regex", "config": {"pattern": "^ANSWER-c[0-9]+$"}}
 
@@ -115,7 +117,7 @@ def worker_factory(worker_queue, tmp_path):  # noqa: F811
                 concurrency=1,
                 env=env,
                 app_name="tests.worker_app",
-            )  # fmt: skip
+            )
         )
 
     yield start
