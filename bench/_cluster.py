@@ -84,27 +84,43 @@ class Mock:
         group_stop(self.process)
         raise RuntimeError("the mock did not start")
 
-    def target(self, **extra: object) -> dict:
-        """An ``openai`` target for ``run_start`` that calls this mock: model ``mock-model``,
-        prompt ``$input``, a 30 s timeout; ``extra`` keys added (``concurrency``, ``rpm``,
-        ``limit_key``) or replacing those."""
+    def target(self, *, provider: str = "openai", **extra: object) -> dict:
+        """A model target for ``run_start`` that calls this mock on ``provider``'s endpoint
+        (``PROVIDER_TARGETS``): model ``mock-model``, prompt ``$input``, a 30 s timeout;
+        ``extra`` keys added (``concurrency``, ``rpm``, ``limit_key``) or replacing those."""
         return {
             "kind": "openai",
             "base_url": self.base_url,
             "model": "mock-model",
             "prompt_template": "$input",
             "timeout_s": 30.0,
+            **PROVIDER_TARGETS[provider],
             **extra,
         }
 
     def stats(self) -> dict:
         return http(f"{self.admin}/admin/stats")
 
+    def api_stats(self, provider: str) -> dict:
+        """``/admin/stats`` of ``provider``'s endpoint alone (``by_api``): ``requests``,
+        ``status``."""
+        return self.stats()["by_api"][PROVIDER_APIS[provider]]
+
     def reset(self) -> None:
         http(f"{self.admin}/admin/reset", "POST")
 
     def stop(self) -> None:
         group_stop(self.process)
+
+
+# What a target adds to speak each provider to the mock (docs/providers/): Anthropic's
+# Messages API needs ``max_tokens``; the mock checks no key unless told, so none is sent.
+PROVIDER_TARGETS: dict[str, dict] = {
+    "openai": {},
+    "anthropic": {"provider": "anthropic", "api_key_env": None, "settings": {"max_tokens": 64}},
+}
+# The mock's ``by_api`` name of each provider's endpoint.
+PROVIDER_APIS = {"openai": "openai", "anthropic": "anthropic"}
 
 
 def environment(database: str | None, redis_url: str, extra: dict | None = None) -> dict:

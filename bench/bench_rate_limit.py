@@ -9,6 +9,11 @@ Redis. Twice: with ``rpm: 6000`` declared on the target, and with no rpm (learnt
 workers against the mock without an rpm limit: the mock's highest number in flight must not
 pass 64.
 
+``--provider anthropic`` runs the same scenarios on the mock's Anthropic endpoint
+(``/v1/messages``, a target with ``"provider": "anthropic"``; its 429s carry
+``anthropic-ratelimit-requests-*`` headers, from which the limit is learnt); a list
+(``openai,anthropic``) runs each in turn, each row naming its provider.
+
 Per run: wall seconds from ``run_start`` to the run's end; the achieved rate (calls answered
 200 per minute over the mock's span, first request to last response, and over the wall); 429s
 drawn (the mock's ``limited``) as a share of all requests; the mock's highest in flight; the
@@ -17,6 +22,7 @@ doubled); the load average.
 
 Usage: .venv/bin/python bench/bench_rate_limit.py [--redis redis://127.0.0.1:6379/5]
        [--database assay_bench_rate_limit] [--trials 30] [--chunk 100] [--json]
+       [--provider openai,anthropic] [--only declared,learnt,c64]
 """
 
 from __future__ import annotations
@@ -27,11 +33,20 @@ import tempfile
 import time
 from pathlib import Path
 
-from _cluster import CASES, DEFAULT_MOCK, Mock, Workers, database_fresh, environment, load_average
+from _cluster import (
+    CASES,
+    DEFAULT_MOCK,
+    PROVIDER_TARGETS,
+    Mock,
+    Workers,
+    database_fresh,
+    environment,
+    load_average,
+)
 from _cluster import suite_make as suite_make_
 
 
-def run_once(suite, mock: Mock, *, trials: int, target_extra: dict) -> dict:
+def run_once(suite, mock: Mock, *, provider: str, trials: int, target_extra: dict) -> dict:
     from evals.models import Grade, Trial
     from evals.runner.start import run_start
 
@@ -40,7 +55,7 @@ def run_once(suite, mock: Mock, *, trials: int, target_extra: dict) -> dict:
     run = run_start(
         suite=suite,
         name=f"rate-{time.time_ns()}",
-        target=mock.target(concurrency=64, **target_extra),
+        target=mock.target(provider=provider, concurrency=64, **target_extra),
         graders=[{"key": "exact", "kind": "exact"}],
         trials_per_case=trials,
     )
@@ -57,6 +72,8 @@ def run_once(suite, mock: Mock, *, trials: int, target_extra: dict) -> dict:
     wall = time.perf_counter() - t0
     stats = mock.stats()
     answered = stats["status"].get("200", 0)
+    on_api = mock.api_stats(provider)["requests"]
+    assert on_api == stats["requests"], (provider, on_api, stats["requests"])
     limited = stats["limited"]["rpm"] + stats["limited"]["inflight"]
     return {
         "status": run.status,
@@ -76,6 +93,45 @@ def run_once(suite, mock: Mock, *, trials: int, target_extra: dict) -> dict:
     }
 
 
+def measure(provider: str, args, suite, workers: Workers, only: set, report) -> None:
+    """The scenarios of ``only`` on ``provider``'s endpoint, each row to ``report``."""
+    limited = Mock(args.mock, 200, ("--rpm", "6000", "--max-inflight", "128"))
+    try:
+        for i in range(4):
+            workers.worker(i)
+        for name, extra in (("declared", {"rpm": 6000}), ("learnt", {})):
+            if name not in only:
+                continue
+            # each its own endpoint state: nothing learnt by the previous run
+            extra = {**extra, "limit_key": f"bench-{name}-{time.time_ns()}"}
+            row = run_once(
+                suite, limited, provider=provider, trials=args.trials, target_extra=extra
+            )
+            report(
+                {"scenario": f"rpm 6000, {name}", "provider": provider, "workers": 4,
+                 "cases": CASES, **row}
+            )  # fmt: skip
+    finally:
+        limited.stop()
+        workers.stop_all()
+    if "c64" in only:
+        free = Mock(args.mock, 200, ("--max-inflight", "128"))
+        try:
+            for i in range(2):
+                workers.worker(i)
+            row = run_once(
+                suite, free, provider=provider, trials=5,
+                target_extra={"limit_key": f"bench-c64-{time.time_ns()}"},
+            )  # fmt: skip
+            report(
+                {"scenario": "C=64, no rpm", "provider": provider, "workers": 2, "cases": CASES,
+                 **row}
+            )  # fmt: skip
+        finally:
+            free.stop()
+            workers.stop_all()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--redis", default="redis://127.0.0.1:6379/5")
@@ -85,7 +141,12 @@ def main() -> None:
     parser.add_argument("--chunk", type=int, default=100)
     parser.add_argument("--only", default="declared,learnt,c64")
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--provider", default="openai", help="openai, anthropic or both, comma")
     args = parser.parse_args()
+    providers = args.provider.split(",")
+    unknown = set(providers) - set(PROVIDER_TARGETS)
+    if unknown:
+        parser.error(f"unknown provider {sorted(unknown)[0]!r}")
 
     env = environment(args.database, args.redis, {"ASSAY_TRIAL_CHUNK_SIZE": str(args.chunk)})
     database_fresh(args.database)
@@ -107,32 +168,8 @@ def main() -> None:
             print(json.dumps(row), flush=True)
 
     try:
-        limited = Mock(args.mock, 200, ("--rpm", "6000", "--max-inflight", "128"))
-        try:
-            for i in range(4):
-                workers.worker(i)
-            for name, extra in (("declared", {"rpm": 6000}), ("learnt", {})):
-                if name not in only:
-                    continue
-                # each its own endpoint state: nothing learnt by the previous run
-                extra = {**extra, "limit_key": f"bench-{name}-{time.time_ns()}"}
-                row = run_once(suite, limited, trials=args.trials, target_extra=extra)
-                report({"scenario": f"rpm 6000, {name}", "workers": 4, "cases": CASES, **row})
-        finally:
-            limited.stop()
-            workers.stop_all()
-        if "c64" in only:
-            free = Mock(args.mock, 200, ("--max-inflight", "128"))
-            try:
-                for i in range(2):
-                    workers.worker(i)
-                row = run_once(
-                    suite, free, trials=5, target_extra={"limit_key": f"bench-c64-{time.time_ns()}"}
-                )
-                report({"scenario": "C=64, no rpm", "workers": 2, "cases": CASES, **row})
-            finally:
-                free.stop()
-                workers.stop_all()
+        for provider in providers:
+            measure(provider, args, suite, workers, only, report)
         if args.json:
             print(json.dumps(rows, indent=2))
     finally:

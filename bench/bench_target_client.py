@@ -1,21 +1,30 @@
-"""Benchmark: OpenAITarget (one aiohttp session of C connections) against the shared mock LLM,
-no database.
+"""Benchmark: a model target (one aiohttp session of C connections) against the shared mock
+LLM, no database, on each provider's protocol: OpenAI chat completions (``openai``) or
+Anthropic's Messages API (``anthropic``, ``/v1/messages``).
 
 Starts ../shared/tools/mockllm/server.py on a free port (--latency-ms 200 --jitter-ms 0,
-seed 1234) and runs 200 cases × 5 trials through the target as built at concurrency 16 and
-64 (the target once sharded httpx clients; bare httpx and aiohttp are compared in
-bench_http_cpu.py). For each it reports:
+seed 1234) and runs N cases × 5 trials (``--cases``, 200 by default) through the target as
+built at each concurrency of ``--concurrency`` (16 and 64 by default; the target once sharded
+httpx clients; bare httpx and aiohttp are compared in bench_http_cpu.py), for each provider
+of ``--provider`` (``openai`` by default; ``openai,anthropic`` both). For each it reports:
 
 - % of concurrency/latency: achieved calls/s ÷ (C / 0.200 s), with the span (first request
   to last response) and max in flight taken from the mock's /admin/stats;
-- CPU seconds of this process per 1,000 calls (time.process_time);
+- CPU seconds of this process per 1,000 calls (time.process_time): everything, the event
+  loop, aiohttp and the limiter included;
+- the adapter's CPU per call apart (``adapter_cpu_ms``): the protocol's own work, building the
+  request body (``OpenAITarget.request_body``) and reading the answer
+  (``EndpointClient.answer_read``: JSON parse, the reply, its kind), timed around each with
+  ``time.thread_time`` during the run; and the same two on one recorded answer in a loop of
+  20,000 (``adapter_loop_ms``), which the machine's other load disturbs less;
 - pass count (output == the marker's expect token) and the count the mock's own
   ``expected_outcome`` predicts offline for the same cases, which must be equal.
 
-Cases: keys c00001..c00200, p spread evenly over [0.40, 0.90] (p_i = 0.40 + 0.50·i/199),
-which the mock's README quotes as 653 of 1000 for seed 1234.
+Cases: keys c00001..cN, p spread evenly over [0.40, 0.90] (p_i = 0.40 + 0.50·i/(N−1)),
+which the mock's README quotes as 653 of 1000 for 200 cases and seed 1234.
 
 Usage: .venv/bin/python bench/bench_target_client.py [--mock PATH] [--json] [--port N]
+       [--provider openai,anthropic] [--cases 2000] [--concurrency 64]
 """
 
 from __future__ import annotations
@@ -23,6 +32,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import socket
 import subprocess
 import sys
@@ -48,11 +58,19 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def cases() -> list[CaseInput]:
+# What a target adds to speak each provider (as bench/_cluster.py's PROVIDER_TARGETS).
+PROVIDER_TARGETS: dict[str, dict] = {
+    "openai": {},
+    "anthropic": {"provider": "anthropic", "api_key_env": None, "settings": {"max_tokens": 64}},
+}
+ADAPTER_LOOP = 20_000
+
+
+def cases(n_cases: int = CASES) -> list[CaseInput]:
     out = []
-    for i in range(CASES):
+    for i in range(n_cases):
         key = f"c{i + 1:05d}"
-        p = 0.40 + 0.50 * i / (CASES - 1)
+        p = 0.40 + 0.50 * i / (n_cases - 1)
         marker = f"[case={key} p={p!r} expect=ANSWER-{key}]"
         for attempt in range(1, TRIALS + 1):
             out.append(
@@ -66,18 +84,56 @@ def cases() -> list[CaseInput]:
     return out
 
 
-def predicted_passes(mock_path: Path) -> int:
+def predicted_passes(mock_path: Path, n_cases: int = CASES) -> int:
     sys.path.insert(0, str(mock_path.parent))
     from server import MARKER_RE, expected_outcome  # the mock's own policy
 
     total = 0
-    for case in cases():
+    for case in cases(n_cases):
         match = MARKER_RE.search(case.input)
         total += expected_outcome(SEED, case.key, case.attempt - 1, float(match.group(2)))
     return total
 
 
-async def measure(base_url: str, concurrency: int) -> dict:
+class AdapterClock:
+    """Thread CPU seconds spent inside the wrapped functions (the event loop's thread: the
+    body is built and the answer read there, synchronously), and the last answer read."""
+
+    def __init__(self) -> None:
+        self.cpu_s = 0.0
+        self.answer = None
+
+    def wrap(self, function):
+        def timed(*args):
+            t0 = time.thread_time()
+            try:
+                return function(*args)
+            finally:
+                self.cpu_s += time.thread_time() - t0
+
+        return timed
+
+    def keep(self, function):
+        def kept(response, body):
+            self.answer = (response, body)
+            return function(response, body)
+
+        return kept
+
+
+def adapter_loop_ms(target, case: CaseInput, answer) -> float:
+    """CPU ms of one body build plus one answer read, over ``ADAPTER_LOOP`` rounds on
+    ``answer`` (an ``HttpAnswer`` and its body recorded in the run)."""
+    response, body = answer
+    read = target.client.answer_read
+    t0 = time.thread_time()
+    for _ in range(ADAPTER_LOOP):
+        target.request_body(case)
+        read(response, body)
+    return (time.thread_time() - t0) * 1000 / ADAPTER_LOOP
+
+
+async def measure(base_url: str, concurrency: int, provider: str, n_cases: int) -> dict:
     config = {
         "kind": "openai",
         "base_url": base_url + "/v1",
@@ -85,20 +141,32 @@ async def measure(base_url: str, concurrency: int) -> dict:
         "prompt_template": "$input",
         "concurrency": concurrency,
         "timeout_s": 30,
+        **PROVIDER_TARGETS[provider],
     }
     target = openai_target.OpenAITarget.from_config(config)
+    clock = AdapterClock()
+    request_body = target.request_body
+    answer_read = target.client.answer_read
+    target.request_body = clock.wrap(request_body)  # type: ignore[method-assign]
+    target.client.answer_read = clock.wrap(clock.keep(answer_read))  # type: ignore[method-assign]
     async with httpx.AsyncClient(base_url=base_url) as admin:
         await admin.post("/admin/reset")
-        todo = cases()
+        todo = cases(n_cases)
         cpu0, wall0 = time.process_time(), time.perf_counter()
         results = await asyncio.gather(*(target.call(case) for case in todo))
         cpu, wall = time.process_time() - cpu0, time.perf_counter() - wall0
         stats = (await admin.get("/admin/stats")).json()
+    target.request_body = request_body  # type: ignore[method-assign]
+    target.client.answer_read = answer_read  # type: ignore[method-assign]
+    loop_ms = adapter_loop_ms(target, todo[0], clock.answer)
     await target.aclose()
     calls = len(todo)
     span = stats["span_s"]
+    on_api = stats["by_api"][provider]["requests"]
+    assert on_api == stats["requests"], (provider, on_api, stats["requests"])
     return {
         "client": f"OpenAITarget, 1 aiohttp session × ≤{target.http.max_connections} conn",
+        "provider": provider,
         "concurrency": concurrency,
         "calls": calls,
         "errors": sum(not r.ok for r in results),
@@ -108,6 +176,9 @@ async def measure(base_url: str, concurrency: int) -> dict:
         "max_in_flight": stats["max_inflight"],
         "pct_of_ideal": round(100 * (calls / span) / (concurrency / LATENCY_S), 1),
         "cpu_s_per_1000": round(cpu * 1000 / calls, 2),
+        "adapter_cpu_ms": round(clock.cpu_s * 1000 / calls, 4),
+        "adapter_loop_ms": round(loop_ms, 4),
+        "load": " ".join(f"{x:.1f}" for x in os.getloadavg()),
     }
 
 
@@ -116,7 +187,13 @@ def main() -> None:
     parser.add_argument("--mock", type=Path, default=DEFAULT_MOCK)
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--port", type=int, default=None, help="the mock's port (default: free)")
+    parser.add_argument("--provider", default="openai", help="openai, anthropic, or both: comma")
+    parser.add_argument("--cases", type=int, default=CASES)
+    parser.add_argument("--concurrency", default="16,64", help="comma-separated")
     args = parser.parse_args()
+    providers = args.provider.split(",")
+    if set(providers) - set(PROVIDER_TARGETS):
+        parser.error(f"--provider: one of {', '.join(PROVIDER_TARGETS)}")
     sys.path.insert(0, str(ROOT / "bench"))
     from _cluster import environment
 
@@ -148,27 +225,29 @@ def main() -> None:
                 break
             except httpx.HTTPError:
                 time.sleep(0.1)
-        predicted = predicted_passes(args.mock)
+        predicted = predicted_passes(args.mock, args.cases)
         rows = []
-        for concurrency in (16, 64):
-            row = asyncio.run(measure(base_url, concurrency))
-            row["predicted_passes"] = predicted
-            rows.append(row)
-            print(json.dumps(row) if args.json else row, flush=True)
+        for provider in providers:
+            for concurrency in (int(c) for c in args.concurrency.split(",")):
+                row = asyncio.run(measure(base_url, concurrency, provider, args.cases))
+                row["predicted_passes"] = predicted
+                rows.append(row)
+                print(json.dumps(row) if args.json else row, flush=True)
     finally:
         server.terminate()
         server.wait(10)
     if not args.json:
         print(
-            "\n| client | C | % of C/latency | max in flight | CPU s / 1,000 calls "
-            "| passes (predicted) | errors |"
+            "\n| provider | client | C | % of C/latency | max in flight | CPU s / 1,000 calls "
+            "| adapter CPU-ms / call (loop) | passes (predicted) | errors | load |"
         )
-        print("|---|---|---|---|---|---|---|")
+        print("|---|---|---|---|---|---|---|---|---|---|")
         for r in rows:
             print(
-                f"| {r['client']} | {r['concurrency']} | {r['pct_of_ideal']}% | "
-                f"{r['max_in_flight']} | {r['cpu_s_per_1000']} | {r['passes']} "
-                f"({r['predicted_passes']}) | {r['errors']} |"
+                f"| {r['provider']} | {r['client']} | {r['concurrency']} | {r['pct_of_ideal']}% | "
+                f"{r['max_in_flight']} | {r['cpu_s_per_1000']} | {r['adapter_cpu_ms']} "
+                f"({r['adapter_loop_ms']}) | {r['passes']} ({r['predicted_passes']}) | "
+                f"{r['errors']} | {r['load']} |"
             )
 
 

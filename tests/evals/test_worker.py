@@ -69,6 +69,8 @@ def _worker_start(
     env: dict | None = None,
     app_module: str = "config",
 ):
+    """A ``celery -A <app_module> worker`` on ``queue_name``; ``tests.worker_app`` (with
+    ``ASSAY_TEST_QUEUE`` in ``env``) sends the tasks the worker enqueues to that queue too."""
     base_env = env
     env = os.environ.copy()
     env.update(
