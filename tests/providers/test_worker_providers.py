@@ -1,7 +1,8 @@
 """Each provider end to end through a real Celery worker process and the real broker, against
 the shared mock (``tests.mockllm``): a target run gets exactly the passes the mock's policy
 predicts, a judge rung on the same provider gives the mock's verdicts, the tool loop runs the
-mock's scripted agent, and the mock's faults end as docs/providers/anthropic.md's error kinds.
+mock's scripted agent, and the mock's faults end as docs/providers/anthropic.md's error kinds
+(Azure through the test's Azure front, tests/azure_front.py).
 
 The worker pattern is ``tests/evals/test_worker.py``'s: its own queue, the test's database,
 the filesystem broker on SQLite, Redis when ``REDIS_URL`` is set (the same tests run on
@@ -18,6 +19,7 @@ import pytest
 from evals.models import Case, Grade, Run, Suite, Trial
 from evals.runner.start import run_start
 from judges.versions import judge_version_create
+from tests.azure_front import AzureFront
 from tests.evals.test_worker import (  # noqa: F401 - worker_queue is a fixture
     _run_wait,
     _worker_log,
@@ -52,8 +54,28 @@ class Provider:
     mock_args: tuple[str, ...] = ()
 
 
+AZURE_DEPLOYMENT = "e2e-deployment"
+AZURE_JUDGE_DEPLOYMENT = "e2e-judge"  # serves mock-judge: Azure picks the model by deployment
 PROVIDERS = {
     "openai": Provider(name="openai", api="openai", target={"api_key_env": KEY_ENV}),
+    # Through the test's Azure front (tests/azure_front.py: the deployment's path, api-version
+    # and the api-key header checked, the key the worker's), to the mock's OpenAI endpoint.
+    "azure": Provider(
+        name="azure",
+        api="openai",
+        target={
+            "provider": "azure",
+            "deployment": AZURE_DEPLOYMENT,
+            "api_version": "2024-10-21",
+            "api_key_env": KEY_ENV,
+        },
+        judge_params={
+            "provider": "azure",
+            "deployment": AZURE_JUDGE_DEPLOYMENT,
+            "api_version": "2024-10-21",
+            "api_key_env": KEY_ENV,
+        },
+    ),
     "anthropic": Provider(
         name="anthropic",
         api="anthropic",
@@ -62,8 +84,29 @@ PROVIDERS = {
         mock_args=("--anthropic-api-key", KEY),
     ),
 }
-# The tool loop speaks OpenAI's protocol only for now (docs/providers/anthropic.md).
-TOOL_LOOP_PROVIDERS = ["openai"]
+TOOL_LOOP_PROVIDERS = ["openai", "anthropic", "azure"]
+_FRONTS: list[AzureFront] = []
+
+
+@pytest.fixture(autouse=True)
+def _fronts_stopped():
+    """Every Azure front a test started is stopped after it."""
+    yield
+    while _FRONTS:
+        _FRONTS.pop().stop()
+
+
+def _base_url(provider: Provider, server) -> str:
+    """The URL a target or judge of ``provider`` calls: the mock's, or an Azure front's."""
+    if provider.name != "azure":
+        return server.base_url
+    front = AzureFront(
+        server.base_url,
+        deployments={AZURE_DEPLOYMENT: "mock-model", AZURE_JUDGE_DEPLOYMENT: "mock-judge"},
+        api_key=KEY,
+    )
+    _FRONTS.append(front.start())
+    return front.base_url
 
 
 def _suite(n_cases: int, *, expected: bool = True) -> Suite:
@@ -91,7 +134,7 @@ def _predicted(suite: Suite, trials: int) -> int:
 def _target(provider: Provider, server, **extra) -> dict:
     return {
         "kind": "openai",
-        "base_url": server.base_url,
+        "base_url": _base_url(provider, server),
         "model": "mock-model",
         "prompt_template": "$input",
         "concurrency": 4,
@@ -178,7 +221,7 @@ def test_a_judge_rung_through_a_real_worker_gives_the_mocks_verdicts(
         judge_name=f"e2e-{provider.name}",
         kind="rubric",
         model="mock-judge",
-        base_url=server.base_url,
+        base_url=_base_url(provider, server),
         prompt_template="",
         params={"max_attempts": 2, "concurrency": 4, **provider.judge_params},
         output_schema={},
