@@ -16,6 +16,7 @@ from core.errors import DomainError
 from evals.models import Case, Grade, Run, Suite, Trial
 from judges.client import JudgeClient
 from judges.models import JudgeRun
+from judges.probes import probe_run
 from judges.versions import judge_version_create
 from tests.azure_front import NO_DEPLOYMENT, AzureFront
 from tests.fakellm import fake_llm  # noqa: F401 - the fixture
@@ -245,3 +246,15 @@ def test_the_version_form_creates_an_azure_judge_and_names_a_missing_deployment(
     params = {"provider": "azure", "deployment": "judge", "api_version": "2024-10-21"}
     client.post(reverse("judges:version-new"), {**data, "params_json": json.dumps(params)})
     assert JudgeVersion.objects.get().params == params
+
+
+@on_the_mock
+def test_probes_run_on_an_azure_judge(mockllm, monkeypatch):  # noqa: F811
+    monkeypatch.setenv(KEY_ENV, KEY)
+    server = mockllm("--latency-ms", "0")
+    with AzureFront(server.base_url, deployments={"judge": "mock-judge"}, api_key=KEY) as front:
+        version = _version(front.base_url)
+        report = probe_run(judge_version=version)
+        sent = len(front.requests)
+    assert report.errored == 0 and report.judged == len(report.results) > 0
+    assert sent == server.stats()["requests"] == report.judged
