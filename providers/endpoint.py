@@ -9,6 +9,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, TypedDict, TypeVar
+from urllib.parse import urlsplit
 
 from django.conf import settings
 
@@ -134,10 +135,34 @@ def base_url_parse(config: Mapping[str, Any], *, prefix: str) -> str:
     base_url = required_str(config, "base_url", prefix=prefix)
     if not base_url.startswith(("http://", "https://")):
         raise DomainError("must start with http:// or https://", field=f"{prefix}.base_url")
+    if problem := base_url_secret_problem(base_url):
+        raise DomainError(problem, field=f"{prefix}.base_url")
     egress = endpoint_url_problem(base_url)
     if egress:
         raise DomainError(egress, field=f"{prefix}.base_url")
     return base_url.rstrip("/")
+
+
+def base_url_secret_problem(base_url: str) -> str | None:
+    """Why ``base_url`` may not be stored, or None: a user or password in it, or a query or
+    fragment (where keys travel: ``?key=...``). A run and a judge version keep their URL and
+    show it to every role, so a secret there would be shown; the message never repeats it."""
+    try:
+        parts = urlsplit(base_url)
+        has_user = parts.username is not None or parts.password is not None
+    except ValueError:
+        return "is not a URL"
+    if has_user:
+        return (
+            "holds a user or password: give the key through the environment variable "
+            "api_key_env names, never in the URL (the URL is stored and shown)"
+        )
+    if parts.query or parts.fragment or "?" in base_url or "#" in base_url:
+        return (
+            "has a query or fragment: give the endpoint's base URL only; a key goes in the "
+            "environment variable api_key_env names (the URL is stored and shown)"
+        )
+    return None
 
 
 def endpoint_settings_parse(

@@ -10,7 +10,9 @@ from django.utils.dateparse import parse_datetime
 
 from core import bounds
 from core.errors import DomainError, value_shown
+from core.strict_json import JSON_MAX_DEPTH, nesting_path_past
 from interop.importers.reader import TIME_RANGE, time_check
+from providers.endpoint import base_url_secret_problem, looks_like_a_key
 
 
 def _need(obj: Any, key: str, where: str) -> Any:
@@ -149,3 +151,39 @@ def _latency(t: dict, where: str) -> float | None:
     if problem:
         raise DomainError(problem, field=f"{where}.latency_ms")
     return float(value)
+
+
+def target_check(value: Any, where: str = "run.target") -> dict:
+    """A run file's ``target``, stored and shown to every role as the run's: an object (``{}``
+    when absent), nested at most ``JSON_MAX_DEPTH``, with no string that looks like a key and a
+    ``base_url`` with no user, password or query (``providers.endpoint``). Not a config check:
+    an imported run is never called again by Assay. Raises ``DomainError`` naming the path,
+    never repeating a secret."""
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise DomainError(f"expected an object, got {value_shown(value, limit=40)}", field=where)
+    if (deep := nesting_path_past(value, path=where)) is not None:
+        raise DomainError(f"nested more than {JSON_MAX_DEPTH} deep", field=deep)
+    _secrets_refuse(value, where)
+    return value
+
+
+def _secrets_refuse(value: Any, path: str) -> None:
+    if isinstance(value, dict):
+        for key, item in value.items():
+            at = f"{path}.{key}"
+            secret_url = key == "base_url" and isinstance(item, str)
+            problem = base_url_secret_problem(item) if secret_url else None
+            if problem:
+                raise DomainError(problem, field=at)
+            _secrets_refuse(item, at)
+    elif isinstance(value, list):
+        for n, item in enumerate(value):
+            _secrets_refuse(item, f"{path}[{n}]")
+    elif looks_like_a_key(value):
+        raise DomainError(
+            "looks like a key itself: a run file never holds a key (give the name of the "
+            "environment variable that holds it)",
+            field=path,
+        )

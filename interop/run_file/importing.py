@@ -25,6 +25,7 @@ from interop.run_file.fields import (
     _score,
     _text,
     _when,
+    target_check,
 )
 from judges.models import Judge, JudgeVersion
 from judges.models.versions import judge_version_hash
@@ -189,7 +190,7 @@ def run_import(
         source=Run.Source.IMPORTED,
         target_kind=meta.get("target_kind") or "imported",
         model=meta.get("model") or "",
-        target=meta.get("target") or {},
+        target=target_check(meta.get("target")),
         graders=meta.get("graders") or [],
         source_version=meta.get("source_version") or "",
         trials_per_case=_count(meta, "trials_per_case", "run", minimum=1) or 1,

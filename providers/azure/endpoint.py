@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from core.errors import DomainError
+from core.errors import DomainError, value_shown
 
 DEFAULT_API_KEY_ENV = "AZURE_OPENAI_API_KEY"
 # The fields only an ``azure`` config may hold.
@@ -19,7 +19,7 @@ FIELDS = ("deployment", "api_version")
 _DEPLOYMENT = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 # Azure's API versions are dates, some with a ``-preview`` suffix (``2024-10-21``,
 # ``2025-01-01-preview``; learn.microsoft.com/azure/ai-services/openai/reference).
-_API_VERSION = re.compile(r"\d{4}-\d{2}-\d{2}(?:-preview)?")
+_API_VERSION = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}(?:-preview)?")  # ASCII digits only
 
 
 @dataclass(frozen=True)
@@ -45,7 +45,12 @@ def deployment_parse(config: Mapping[str, Any], *, prefix: str) -> AzureDeployme
     ``DomainError`` on ``<prefix>.deployment`` (missing, or not one safe path segment) and
     ``<prefix>.api_version`` (missing, or not a date-like version such as ``2024-10-21``)."""
     deployment = config.get("deployment")
-    if not isinstance(deployment, str) or not deployment:
+    if deployment is not None and not isinstance(deployment, str):
+        raise DomainError(
+            f"expected the deployment's name (a string), got {value_shown(deployment, limit=40)}",
+            field=f"{prefix}.deployment",
+        )
+    if not deployment:
         raise DomainError(
             'required with "provider": "azure": the deployment\'s name in Azure (e.g. '
             '"gpt-4o-mini")',
@@ -67,8 +72,8 @@ def deployment_parse(config: Mapping[str, Any], *, prefix: str) -> AzureDeployme
         )
     if not isinstance(version, str) or not _API_VERSION.fullmatch(version):
         raise DomainError(
-            f"expected an API version such as '2024-10-21' or '2025-01-01-preview', got "
-            f"{version!r:.40}",
+            'expected an API version such as "2024-10-21" or "2025-01-01-preview", got '
+            f"{value_shown(version, limit=40)}",
             field=f"{prefix}.api_version",
         )
     return AzureDeployment(deployment=deployment, api_version=version)

@@ -282,6 +282,20 @@ def _set(path: str, value):
             "cases[0].trials[0].grades[0].details: expected an object or null, got [1]",
         ),
         ("run", 5, "run: expected an object, got 5"),
+        # the target is stored and shown to every role: no key, no secret URL, no depth bomb
+        (
+            "run.target",
+            {"kind": "openai", "api_key_env": "sk-proj-abcdefghijklmnopqrstuvwx1234"},
+            "run.target.api_key_env: looks like a key itself: a run file never holds a key (give "
+            "the name of the environment variable that holds it)",
+        ),
+        (
+            "run.target",
+            {"base_url": "http://u:pw@127.0.0.1/v1"},
+            "run.target.base_url: holds a user or password: give the key through the environment "
+            "variable api_key_env names, never in the URL (the URL is stored and shown)",
+        ),
+        ("run.target", "x", 'run.target: expected an object, got "x"'),
         ("cases", "x", 'cases: expected a list of objects, got "x"'),
         ("cases.0", 5, "cases[0]: expected an object, got 5"),
         ("cases.0.trials", "x", 'cases[0].trials: expected a list of objects, got "x"'),
