@@ -38,6 +38,7 @@ from core.zones import zone_parse
 from evals.blindness import NOT_BLIND, blind_for, grades_visible_to, labels_visible_to
 from evals.grading.contract.decisions import run_decisions
 from evals.models import Grade, Run, Trial
+from interop.run_file.export import EXTRA_TOKEN_CLASSES
 from judges.models import JudgeRun
 from labeling.models import Label, PreferenceLabel
 
@@ -88,7 +89,8 @@ def _grader_keys(run: Run, trials: list[Trial]) -> list[str]:
 
 def run_table(*, run: Run, zone: tzinfo = UTC, viewer=None) -> ExportTable:
     """One row per trial of ``run`` by case key and attempt: suite, run, case_id, content_hash,
-    input, expected, context, tags, attempt, status, output, error, latency_ms (ms), tokens,
+    input, expected, context, tags, attempt, status, output, error, latency_ms (ms), the five
+    token classes (input, output, cache_write, cache_read, reasoning; null when unknown),
     cost_usd (USD, null when unknown), created_at (in ``zone``); ``decision`` for a contract
     grader (null for a retried attempt); ``AGENT_COLUMNS`` for agent runs (compact JSON); then
     ``<grader>.passed|status|score|reason`` per grader. With ``viewer`` a blind trial's grades
@@ -123,6 +125,7 @@ def run_table(*, run: Run, zone: tzinfo = UTC, viewer=None) -> ExportTable:
         ("latency_ms", pa.float64()),
         ("input_tokens", pa.int64()),
         ("output_tokens", pa.int64()),
+        *((name, pa.int64()) for name in EXTRA_TOKEN_CLASSES),
         ("cost_usd", USD),
         ("created_at", pa.timestamp("us", tz=str(zone))),
     ]
@@ -161,6 +164,7 @@ def run_table(*, run: Run, zone: tzinfo = UTC, viewer=None) -> ExportTable:
             t.latency_ms,
             t.input_tokens,
             t.output_tokens,
+            *(getattr(t, name) for name in EXTRA_TOKEN_CLASSES),
             t.cost_usd,
             t.created_at.astimezone(zone),
         ]

@@ -9,7 +9,10 @@ runs, then ``<grader>.passed|status|score|reason`` per grader).
    is refused naming ``content_hash``; with that cell empty, cells are read as typed JSON
    (valid non-string JSON is that value, else text; an empty ``expected`` is null).
 3. The trial keeps its ``status`` and ``error`` (``trial_row`` rules: finished only, never a
-   pass when not ok); numbers, times and cost follow the CSV import's rules.
+   pass when not ok); numbers, times and cost follow the CSV import's rules; the five token
+   classes are whole numbers >= 0 or empty (unknown), refused naming row and column. An
+   export written before the cache and reasoning columns (its header without them) is read
+   with those classes unknown. ``cost_basis`` is not in the CSV: an imported trial has none.
 4. A grader's four cells become its grade (``passed`` ``true``/``false``/empty, ``status``
    ``ok``/``error``/``not_judged``, ``score`` in [0, 1] or empty); four empty cells: none.
 5. ``suite`` and ``run`` are not read: the import names its own.
@@ -34,6 +37,7 @@ from interop.importers.context import ImportContext
 from interop.importers.reader import CsvRow, case_size_check, record_error
 from interop.importers.trial_row import Row, contains_overflow, row_parse, tags_parse
 from interop.importers.trials_writer import GradeSpec, TrialSpec, TrialsWriter
+from interop.run_file.export import EXTRA_TOKEN_CLASSES
 
 RUN_EXPORT_COLUMNS = (
     "suite",
@@ -51,9 +55,12 @@ RUN_EXPORT_COLUMNS = (
     "latency_ms",
     "input_tokens",
     "output_tokens",
+    *EXTRA_TOKEN_CLASSES,
     "cost_usd",
     "created_at",
 )
+# An export written before the cache and reasoning classes: read with them unknown.
+_COLUMNS_BEFORE_CLASSES = tuple(c for c in RUN_EXPORT_COLUMNS if c not in EXTRA_TOKEN_CLASSES)
 GRADE_CELLS = ("passed", "status", "score", "reason")
 TEXT_COLUMNS = {
     *AGENT_COLUMNS,
@@ -76,6 +83,7 @@ _PLAIN_FIELDS = (
     "latency_ms",
     "input_tokens",
     "output_tokens",
+    *EXTRA_TOKEN_CLASSES,
     "cost_usd",
     "created_at",
 )
@@ -83,12 +91,23 @@ TRIAL_STATUSES = (Trial.Status.OK, Trial.Status.ERROR, Trial.Status.CANCELLED)
 _NO_JSON = object()
 
 
+def _fixed_columns(header: list[str]) -> int | None:
+    """How many of ``header``'s first columns are a run export's fixed ones (this version's,
+    or one written before the cache and reasoning classes), or None when it starts otherwise."""
+    for columns in (RUN_EXPORT_COLUMNS, _COLUMNS_BEFORE_CLASSES):
+        if tuple(header[: len(columns)]) == columns:
+            return len(columns)
+    return None
+
+
 def run_export_graders(header: list[str]) -> list[str] | None:
     """The grader keys of a run export's header, in order, or None when ``header`` is not one."""
-    fixed = len(RUN_EXPORT_COLUMNS)
+    fixed = _fixed_columns(header)
+    if fixed is None:
+        return None
     if tuple(header[fixed : fixed + len(AGENT_COLUMNS)]) == AGENT_COLUMNS:
         fixed += len(AGENT_COLUMNS)
-    if tuple(header[: len(RUN_EXPORT_COLUMNS)]) != RUN_EXPORT_COLUMNS or (len(header) - fixed) % 4:
+    if (len(header) - fixed) % 4:
         return None
     keys = []
     for i in range(fixed, len(header), 4):
@@ -246,7 +265,7 @@ def run_export_row(row: CsvRow, graders: list[str]) -> TrialSpec:
     }
     plain = Row(
         where=row.where,
-        values={name: (cells[name] or None) for name in _PLAIN_FIELDS},
+        values={name: (cells.get(name) or None) for name in _PLAIN_FIELDS},
         extra={},
         is_csv=True,
     )
@@ -295,9 +314,7 @@ def run_export_import(
 def run_export_check(header: list[str]) -> None:
     """Refuse a header that starts like a run export but is not one (a grader column group broken
     by an edit), rather than import its grades as extra text."""
-    if tuple(header[: len(RUN_EXPORT_COLUMNS)]) == RUN_EXPORT_COLUMNS and (
-        run_export_graders(header) is None
-    ):
+    if _fixed_columns(header) is not None and run_export_graders(header) is None:
         raise DomainError(
             "line 1: CSV header: starts like an Assay run export, but the grader columns "
             "are not in groups of <grader>.passed, .status, .score, .reason"

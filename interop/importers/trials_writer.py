@@ -35,6 +35,9 @@ _TRIAL_COLUMNS = (
     "latency_ms",
     "input_tokens",
     "output_tokens",
+    "cache_write_tokens",
+    "cache_read_tokens",
+    "reasoning_tokens",
     "cost_usd",
     "trajectory",
     "final_state",
@@ -203,6 +206,9 @@ def _write_batch(
                 spec.latency_ms,
                 spec.input_tokens,
                 spec.output_tokens,
+                spec.cache_write_tokens,
+                spec.cache_read_tokens,
+                spec.reasoning_tokens,
                 spec.cost_usd,
                 spec.trajectory,
                 spec.final_state,
@@ -302,3 +308,7 @@ class TrialSpec:
     # An agent's ordered steps (``evals.trajectory.steps``, parsed) and final state.
     trajectory: list[dict] | None = None
     final_state: Any = None
+    # The cache and reasoning token classes (docs/costs.md); only a run export gives them.
+    cache_write_tokens: int | None = None
+    cache_read_tokens: int | None = None
+    reasoning_tokens: int | None = None

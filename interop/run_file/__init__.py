@@ -12,7 +12,9 @@ Format ``"assay-run"``, version 1, strict JSON (no NaN/Infinity; costs as decima
      "cases": [{"key", "content_hash", "input", "expected", "context", "tags",
                 "goal_state"?,
                 "trials": [{"attempt", "status", "output", "error_message", "latency_ms",
-                            "input_tokens", "output_tokens", "cost_usd", "created_at",
+                            "input_tokens", "output_tokens", "cache_write_tokens"?,
+                            "cache_read_tokens"?, "reasoning_tokens"?, "cost_usd",
+                            "cost_basis"?, "created_at",
                             "trajectory"?, "final_state"?,
                             "grades": [{"grader", "grader_version", "status", "passed",
                                         "score", "reason", "details", "gating",
@@ -23,6 +25,13 @@ text, ``trajectory`` and ``final_state``. ``goal_state`` is case content (in its
 ``content_hash``), always written when set; ``?`` keys are written only when set. Steps and
 states are read back by ``evals.trajectory.steps``, a bad step refused naming it
 (``cases[0].trials[1].trajectory[3].arguments``).
+
+Tokens are the five disjoint classes of docs/costs.md, each a whole number >= 0 or null
+(unknown); the cache and reasoning classes are written only when known, so a file from before
+them reads as unknown. ``cost_basis`` (``Trial.cost_basis``: what the cost rests on) is an
+object of ``model``, ``price``, ``source`` (each a string or null) and ``classes`` or
+``unknown`` (lists of strings), written when set; any other shape is refused naming it
+(``cases[0].trials[1].cost_basis.classes``).
 """
 
 from interop.run_file.export import run_export, run_export_json

@@ -14,6 +14,9 @@ from evals.comparison.run_data import RUN_FILE_FORMAT
 from evals.models import Case, Grade, Run, Trial
 from judges.models import JudgeVersion
 
+# The token classes after input and output (docs/costs.md), written only when known.
+EXTRA_TOKEN_CLASSES = ("cache_write_tokens", "cache_read_tokens", "reasoning_tokens")
+
 
 def _iso(value) -> str | None:
     return value.isoformat() if value is not None else None
@@ -33,7 +36,9 @@ def run_export(*, run: Run, outputs: bool = True, viewer=None) -> dict[str, Any]
         "latency_ms",
         "input_tokens",
         "output_tokens",
+        *EXTRA_TOKEN_CLASSES,
         "cost_usd",
+        "cost_basis",
         "created_at",
         "top_up_round",
         "replaced_by",
@@ -94,7 +99,9 @@ def run_export(*, run: Run, outputs: bool = True, viewer=None) -> dict[str, Any]
                 "latency_ms": t.latency_ms,
                 "input_tokens": t.input_tokens,
                 "output_tokens": t.output_tokens,
+                **{k: getattr(t, k) for k in EXTRA_TOKEN_CLASSES if getattr(t, k) is not None},
                 "cost_usd": decimal_plain(t.cost_usd) if t.cost_usd is not None else None,
+                **({"cost_basis": t.cost_basis} if t.cost_basis is not None else {}),
                 "created_at": _iso(t.created_at),
                 **({"trajectory": t.trajectory} if outputs and t.trajectory is not None else {}),
                 **({"final_state": t.final_state} if outputs and t.final_state is not None else {}),

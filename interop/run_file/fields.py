@@ -187,3 +187,38 @@ def _secrets_refuse(value: Any, path: str) -> None:
             "environment variable that holds it)",
             field=path,
         )
+
+
+# ``Trial.cost_basis``'s keys (``providers.pricing.Costing.basis``, or ``{"source": "target"}``).
+_BASIS_TEXT = ("model", "price", "source")
+_BASIS_LISTS = ("classes", "unknown")
+
+
+def _cost_basis(t: dict, where: str) -> dict | None:
+    """A trial's ``cost_basis``: null, or an object of ``model``/``price``/``source`` (string
+    or null) and ``classes``/``unknown`` (lists of strings), the keys the cost report and
+    ``reprice_run`` read. Raises ``DomainError`` naming the key at fault
+    (``{where}.cost_basis.classes``)."""
+    value = t.get("cost_basis")
+    field = f"{where}.cost_basis"
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise DomainError(f"expected an object or null, got {value_shown(value)}", field=field)
+    for key, item in value.items():
+        if key in _BASIS_TEXT:
+            if item is not None and not isinstance(item, str):
+                raise DomainError(
+                    f"expected a string or null, got {value_shown(item)}", field=f"{field}.{key}"
+                )
+        elif key in _BASIS_LISTS:
+            if not isinstance(item, list) or not all(isinstance(x, str) for x in item):
+                raise DomainError(
+                    f"expected a list of strings, got {value_shown(item)}", field=f"{field}.{key}"
+                )
+        else:
+            raise DomainError(
+                f"unknown key {key[:80]!r}; expected {', '.join(_BASIS_TEXT + _BASIS_LISTS)}",
+                field=field,
+            )
+    return value

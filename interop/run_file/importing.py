@@ -14,6 +14,7 @@ from evals.models import Case, Grade, Run, Suite, Trial, content_hash, grade_ski
 from evals.trajectory.steps import final_state_parse, trajectory_parse
 from interop.importers.context import run_finish
 from interop.run_file.fields import (
+    _cost_basis,
     _count,
     _decimal,
     _details,
@@ -152,8 +153,9 @@ def run_import(
 
     Raises ``DomainError`` naming the field: wrong format or version, a missing field, a
     content hash not matching its case, a run name taken, a non-terminal run or trial status,
-    a bad time or cost, unstorable text (``core.text``), context or tags the case rule refuses,
-    an unknown grade status, a trial that is not ok with a passing grade.
+    a bad time, token count, cost or cost basis, unstorable text (``core.text``), context or
+    tags the case rule refuses, an unknown grade status, a trial that is not ok with a
+    passing grade.
     Long by design: one transaction whose steps share their lookups."""
     if not isinstance(data, dict) or data.get("format") != RUN_FILE_FORMAT:
         raise DomainError(f"expected {RUN_FILE_FORMAT!r}", field="format")
@@ -236,7 +238,11 @@ def run_import(
                     latency_ms=_latency(t, where),
                     input_tokens=_count(t, "input_tokens", where),
                     output_tokens=_count(t, "output_tokens", where),
+                    cache_write_tokens=_count(t, "cache_write_tokens", where),
+                    cache_read_tokens=_count(t, "cache_read_tokens", where),
+                    reasoning_tokens=_count(t, "reasoning_tokens", where),
                     cost_usd=_decimal(t.get("cost_usd"), f"{where}.cost_usd"),
+                    cost_basis=_cost_basis(t, where),
                     trajectory=trajectory_parse(t.get("trajectory"), field=f"{where}.trajectory"),
                     final_state=final_state_parse(
                         t.get("final_state"), field=f"{where}.final_state"
