@@ -190,7 +190,7 @@ class Trial(models.Model):
     )
     # The price a cost was given, or why it is unknown: a price added later never changes
     # it; only ``manage.py reprice_run`` does (``evals.reprice``). Null: not priced here
-    # (errored, imported, or written before token classes).
+    # (errored, imported without one — a run file carries it —, or written before token classes).
     cost_basis = models.JSONField(null=True, blank=True)
     # Settable: imported trials keep the time their source recorded (always aware, UTC).
     created_at = models.DateTimeField(default=timezone.now)
