@@ -38,9 +38,9 @@ from core.zones import zone_parse
 from evals.blindness import NOT_BLIND, blind_for, grades_visible_to, labels_visible_to
 from evals.grading.contract.decisions import run_decisions
 from evals.models import Grade, Run, Trial
-from interop.run_file.export import EXTRA_TOKEN_CLASSES
 from judges.models import JudgeRun
 from labeling.models import Label, PreferenceLabel
+from providers.usage import EXTRA_TOKEN_FIELDS as EXTRA_TOKEN_CLASSES
 
 FORMATS = ("csv", "parquet")
 CONTENT_TYPES = {"csv": "text/csv; charset=utf-8", "parquet": "application/vnd.apache.parquet"}

@@ -37,6 +37,12 @@ TOKEN_CLASSES: tuple[TokenClass, ...] = (
     "cache_read",
     "reasoning",
 )
+# The classes beyond input and output, under a trial's field names (exports, run files).
+EXTRA_TOKEN_FIELDS: tuple[str, ...] = (
+    "cache_write_tokens",
+    "cache_read_tokens",
+    "reasoning_tokens",
+)
 
 
 @dataclass(frozen=True)

@@ -37,7 +37,7 @@ from interop.importers.context import ImportContext
 from interop.importers.reader import CsvRow, case_size_check, record_error
 from interop.importers.trial_row import Row, contains_overflow, row_parse, tags_parse
 from interop.importers.trials_writer import GradeSpec, TrialSpec, TrialsWriter
-from interop.run_file.export import EXTRA_TOKEN_CLASSES
+from providers.usage import EXTRA_TOKEN_FIELDS as EXTRA_TOKEN_CLASSES
 
 RUN_EXPORT_COLUMNS = (
     "suite",

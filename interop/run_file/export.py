@@ -13,9 +13,9 @@ from evals.blindness import GOLD_GRADER, grades_visible_to, sees_everything
 from evals.comparison.run_data import RUN_FILE_FORMAT
 from evals.models import Case, Grade, Run, Trial
 from judges.models import JudgeVersion
+from providers.usage import EXTRA_TOKEN_FIELDS as EXTRA_TOKEN_CLASSES
 
 # The token classes after input and output (docs/costs.md), written only when known.
-EXTRA_TOKEN_CLASSES = ("cache_write_tokens", "cache_read_tokens", "reasoning_tokens")
 
 
 def _iso(value) -> str | None:
