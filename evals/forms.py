@@ -67,7 +67,8 @@ class RunStartForm(StorableForm):
     ``parse_grader_specs``. A value that looks like a key is never shown back (``StorableForm``),
     ticked "no key" or not."""
 
-    withheld_fields = ("api_key_env",)
+    # The provider's fields too (versions, a deployment's name): a key pasted in the wrong box.
+    withheld_fields = ("api_key_env", *sorted({f for fs in PROVIDER_FIELDS.values() for f in fs}))
     withheld_json_fields = ("settings_json",)
     withheld_secret = looks_like_a_key
 

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from core.errors import DomainError
+from providers.shown import value_shown
 
 DEFAULT_API_KEY_ENV = "AZURE_OPENAI_API_KEY"
 # The fields only an ``azure`` config may hold.
@@ -53,9 +54,9 @@ def deployment_parse(config: Mapping[str, Any], *, prefix: str) -> AzureDeployme
         )
     if not _DEPLOYMENT.fullmatch(deployment) or ".." in deployment:
         raise DomainError(
-            f"{deployment!r:.80} is not a deployment name: one URL path segment of letters, "
-            "digits, '.', '-' and '_' (at most 64, no '..'); '/', '?', '#', '%' and spaces are "
-            "refused",
+            f"{value_shown(deployment, 80)} is not a deployment name: one URL path segment of "
+            "letters, digits, '.', '-' and '_' (at most 64, no '..'); '/', '?', '#', '%' and "
+            "spaces are refused",
             field=f"{prefix}.deployment",
         )
     version = config.get("api_version")
@@ -68,7 +69,7 @@ def deployment_parse(config: Mapping[str, Any], *, prefix: str) -> AzureDeployme
     if not isinstance(version, str) or not _API_VERSION.fullmatch(version):
         raise DomainError(
             f"expected an API version such as '2024-10-21' or '2025-01-01-preview', got "
-            f"{version!r:.40}",
+            f"{value_shown(version, 40)}",
             field=f"{prefix}.api_version",
         )
     return AzureDeployment(deployment=deployment, api_version=version)

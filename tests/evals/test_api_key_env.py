@@ -240,6 +240,7 @@ KEY = "sk-proj-abcdefghijklmnopqrstuvwxyz123456"
         {"api_key_env": KEY, "no_api_key": "on", "provider": "azure", "deployment": "a/b"},
         {"settings_json": json.dumps({"temperature": 0, "api_key": KEY}), "model": ""},
         {"settings_json": '{"api_key": "' + KEY + '",}'},  # not JSON
+        {"provider": "azure", "deployment": "d", "api_version": KEY},  # a key in another field
     ],
 )
 def test_a_refused_start_form_never_shows_a_key_back(client, carol, changes):
@@ -273,6 +274,12 @@ def test_the_apis_refusals_never_repeat_a_key(carol, monkeypatch):
         _target(api_key_env=KEY),
         _target(api_key_env=KEY, provider="azure", deployment="a/b", api_version="2024-10-21"),
         _target(api_key_env=KEY, settings={"temperature": "hot"}),
+        # a key pasted into another field: refused without repeating it
+        _target(provider=KEY),
+        _target(provider="azure", deployment=f"{KEY}/x", api_version="2024-10-21"),
+        _target(provider="azure", deployment="d", api_version=KEY),
+        _target(provider="anthropic", anthropic_version=f"{KEY}!"),
+        _target(provider="anthropic", settings={"max_tokens": KEY}),
     ]
     for target in targets:
         answer = api.post(reverse("api:run-start"), {**body, "target": target}, format="json")
