@@ -58,6 +58,18 @@ def usd_text(amount: Decimal | float | int | str | None) -> str:
     return f"{sign}${abs(rounded):,.{decimals}f}"
 
 
+def usd_known_text(known_usd: Decimal | None, unknown: int) -> str:
+    """A sum of costs of which ``unknown`` are unknown: "$0.0012" (none unknown), "$0.0012
+    known, 3 costs unknown", or, ``known_usd`` None (no cost known), "unknown (12 costs
+    unknown)": never "$0" for a sum of unknowns."""
+    costs = f"{unknown:,} cost{'' if unknown == 1 else 's'} unknown"
+    if known_usd is None:
+        return f"unknown ({costs})"
+    if not unknown:
+        return usd_text(known_usd)
+    return f"{usd_text(known_usd)} known, {costs}"
+
+
 def usd_signed_text(amount: Decimal | float | int | str | None) -> str:
     """A difference of dollars, signed: "+$0.0000051", "−$0.0040", "$0" for no change;
     None -> "unknown"."""

@@ -7,7 +7,6 @@ from typing import Any
 
 from django import forms
 from django.db.models import QuerySet
-from django.http import QueryDict
 from django.urls import reverse_lazy
 
 from core.bounds import SEED_MAX, TEXT_MAX_CHARS
@@ -65,7 +64,13 @@ class RunStartForm(StorableForm):
     """Start a run: suite, target, trials per case (1..50), grader set, name, source version.
     ``cleaned_data["target"]`` is the target snapshot dict (a copy of the preset's config for
     ``target_kind = "preset"``); ``cleaned_data["graders"]`` the spec dicts, checked by
-    ``parse_grader_specs``."""
+    ``parse_grader_specs``. A value that looks like a key is never shown back (``StorableForm``),
+    ticked "no key" or not."""
+
+    # The provider's fields too (versions, a deployment's name): a key pasted in the wrong box.
+    withheld_fields = ("api_key_env", *sorted({f for fs in PROVIDER_FIELDS.values() for f in fs}))
+    withheld_json_fields = ("settings_json",)
+    withheld_secret = looks_like_a_key
 
     suite = forms.ModelChoiceField(
         queryset=Suite.objects.order_by("name"), to_field_name="uuid", empty_label=None
@@ -236,12 +241,7 @@ class RunStartForm(StorableForm):
             if data.get(name) in (None, ""):
                 self.add_error(name, f"Required for the {kind} target.")
         if kind == "openai" and data.get("api_key_env") and not data.get("no_api_key"):
-            name = data["api_key_env"].strip()
-            if looks_like_a_key(name):  # refused, and never shown back in the page
-                shown = self.data.copy() if isinstance(self.data, QueryDict) else dict(self.data)
-                shown["api_key_env"] = ""
-                self.data = shown
-            problem = api_key_env_problem(name)
+            problem = api_key_env_problem(data["api_key_env"].strip())
             if problem:
                 self.add_error("api_key_env", problem)
         if kind == "openai" and data.get("prompt_template"):

@@ -17,7 +17,7 @@ from django.db import transaction
 
 from core.actors import Via
 from core.errors import DomainError
-from core.money import usd_text
+from core.money import usd_known_text
 from evals.grading.rungs import judge_rung
 from evals.models import Run, RunReprice, Trial
 from providers.pricing import Price, RepriceTally, cost_reprice
@@ -78,9 +78,9 @@ def run_reprice(*, run: Run, dry_run: bool = False, by=None, via: str = Via.COMM
                 run=run,
                 by=user,
                 via=via,
-                old_usd=total.old_usd,
+                old_usd=total.old_known_usd,
                 old_unknown=total.old_unknown,
-                new_usd=total.new_usd,
+                new_usd=total.new_known_usd,
                 new_unknown=total.new_unknown,
                 trials_changed=trials.changed,
                 judge_calls_changed=judge_calls.changed,
@@ -113,12 +113,13 @@ def _trials_reprice(
 
 
 def reprice_text(repricing: Repricing) -> str:
-    """One line for a person: what changed, the totals before and after (USD, unknowns)."""
+    """One line for a person: what changed, the totals before and after (``usd_known_text``:
+    a total of unknown costs reads "unknown", never $0)."""
     total = repricing.total
     return (
         f"{repricing.trials.changed} trials and {repricing.judge_calls.changed} judge calls "
-        f"re-priced; total {usd_text(total.old_usd)} ({total.old_unknown} unknown) -> "
-        f"{usd_text(total.new_usd)} ({total.new_unknown} unknown)"
+        f"re-priced; total {usd_known_text(total.old_known_usd, total.old_unknown)} -> "
+        f"{usd_known_text(total.new_known_usd, total.new_unknown)}"
     )
 
 

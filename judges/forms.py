@@ -15,6 +15,7 @@ from core.strict_json import json_loads_strict
 from core.text import unstorable_refuse
 from evals.models import Run
 from judges.models import Judge, JudgeVersion
+from providers.endpoint import looks_like_a_key
 
 CALLABLE_KINDS = [(k, label) for k, label in Judge.Kind.choices if k != Judge.Kind.RECORDED]
 
@@ -41,7 +42,11 @@ def _json_object(raw: str, field: str) -> dict:
 
 
 class JudgeVersionForm(StorableForm):
-    """A judge version's content; an empty template or schema takes the kind's default."""
+    """A judge version's content; an empty template or schema takes the kind's default. A
+    parameter that looks like a key is never shown back (``StorableForm``)."""
+
+    withheld_json_fields = ("params_json",)
+    withheld_secret = looks_like_a_key
 
     name = forms.CharField(max_length=200, help_text="The judge's name; versions share it.")
     kind = forms.ChoiceField(choices=CALLABLE_KINDS)

@@ -271,17 +271,30 @@ def cost_reprice(
 
 @dataclass
 class RepriceTally:
-    """The costs a re-pricing looked at: USD known and the count unknown, before (``old_*``)
-    and after (``new_*``), and how many changed (their cost or their basis)."""
+    """The ``costs`` a re-pricing looked at: USD known and the count unknown, before
+    (``old_*``) and after (``new_*``), and how many changed (their cost or their basis). The
+    sums of the known ones are ``old_known_usd`` / ``new_known_usd``: None when none was."""
 
     old_usd: Decimal = Decimal(0)
     old_unknown: int = 0
     new_usd: Decimal = Decimal(0)
     new_unknown: int = 0
     changed: int = 0
+    costs: int = 0
+
+    @property
+    def old_known_usd(self) -> Decimal | None:
+        """USD of the costs known before; None when every one looked at was unknown."""
+        return None if self.costs and self.old_unknown == self.costs else self.old_usd
+
+    @property
+    def new_known_usd(self) -> Decimal | None:
+        """USD of the costs known after; None when every one looked at is unknown."""
+        return None if self.costs and self.new_unknown == self.costs else self.new_usd
 
     def add(self, *, old_usd: Decimal | None, old_basis: Any, costing: Costing) -> bool:
         """Count one cost; True when it changes (the caller then writes ``costing``)."""
+        self.costs += 1
         if old_usd is None:
             self.old_unknown += 1
         else:
@@ -305,4 +318,5 @@ class RepriceTally:
             new_usd=self.new_usd + other.new_usd,
             new_unknown=self.new_unknown + other.new_unknown,
             changed=self.changed + other.changed,
+            costs=self.costs + other.costs,
         )

@@ -16,6 +16,7 @@ from providers.azure.client import AzureChatClient
 from providers.client import EndpointClient, Sleep
 from providers.endpoint import DEFAULT_API_KEY_ENV, EndpointConfig
 from providers.openai.client import ChatClient
+from providers.shown import value_shown
 
 # The protocols, the first the default: OpenAI-compatible chat completions, Anthropic Messages,
 # Azure OpenAI (OpenAI's chat completions at a deployment's URL).
@@ -68,7 +69,7 @@ def provider_parse(config: Mapping[str, Any], *, prefix: str) -> Provider:
     name = config.get("provider", PROVIDERS[0])
     if name not in PROVIDERS:
         raise DomainError(
-            f"unknown provider {name!r:.60} (known: {', '.join(PROVIDERS)})",
+            f"unknown provider {value_shown(name, 60)} (known: {', '.join(PROVIDERS)})",
             field=f"{prefix}.provider",
         )
     for owner, fields in PROVIDER_FIELDS.items():

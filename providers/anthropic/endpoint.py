@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from core.errors import DomainError
+from providers.shown import value_shown
 
 DEFAULT_API_KEY_ENV = "ANTHROPIC_API_KEY"
 # The API version every call names (docs.anthropic.com/en/api/versioning).
@@ -26,7 +27,7 @@ def version_parse(config: Mapping[str, Any], *, prefix: str) -> str:
     if not isinstance(version, str) or not _VERSION.fullmatch(version):
         raise DomainError(
             f"expected an API version such as {DEFAULT_VERSION!r} (letters, digits, '.', '-', "
-            f"'_'), got {version!r:.40}",
+            f"'_'), got {value_shown(version, 40)}",
             field=f"{prefix}.anthropic_version",
         )
     return version
@@ -51,4 +52,6 @@ def settings_check(settings: Mapping[str, Any], *, prefix: str) -> None:
         )
     value = settings["max_tokens"]
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise DomainError(f"expected an integer of at least 1, got {value!r:.40}", field=field)
+        raise DomainError(
+            f"expected an integer of at least 1, got {value_shown(value, 40)}", field=field
+        )

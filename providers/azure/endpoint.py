@@ -9,7 +9,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from core.errors import DomainError, value_shown
+from core.errors import DomainError
+from providers.shown import value_shown
 
 DEFAULT_API_KEY_ENV = "AZURE_OPENAI_API_KEY"
 # The fields only an ``azure`` config may hold.
@@ -58,9 +59,9 @@ def deployment_parse(config: Mapping[str, Any], *, prefix: str) -> AzureDeployme
         )
     if not _DEPLOYMENT.fullmatch(deployment) or ".." in deployment:
         raise DomainError(
-            f"{deployment!r:.80} is not a deployment name: one URL path segment of letters, "
-            "digits, '.', '-' and '_' (at most 64, no '..'); '/', '?', '#', '%' and spaces are "
-            "refused",
+            f"{value_shown(deployment, 80)} is not a deployment name: one URL path segment of "
+            "letters, digits, '.', '-' and '_' (at most 64, no '..'); '/', '?', '#', '%' and "
+            "spaces are refused",
             field=f"{prefix}.deployment",
         )
     version = config.get("api_version")

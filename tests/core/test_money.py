@@ -9,7 +9,7 @@ from django.template import Context, Template
 from hypothesis import given
 from hypothesis import strategies as st
 
-from core.money import per_usd_text, usd_signed_text, usd_text
+from core.money import per_usd_text, usd_known_text, usd_signed_text, usd_text
 
 
 @pytest.mark.parametrize(
@@ -46,6 +46,13 @@ def test_it_signs_differences_and_keeps_unknown():
     assert usd_signed_text(Decimal("-0.004")) == "−$0.0040"
     assert usd_signed_text(Decimal("0")) == "$0"
     assert usd_signed_text(None) == "unknown"
+
+
+def test_a_sum_of_unknown_costs_reads_unknown_and_a_partial_one_says_what_is_known():
+    assert usd_known_text(None, 12) == "unknown (12 costs unknown)"
+    assert usd_known_text(Decimal("0.00012"), 3) == "$0.00012 known, 3 costs unknown"
+    assert usd_known_text(Decimal(0), 1) == "$0 known, 1 cost unknown"
+    assert usd_known_text(Decimal("0.00063"), 0) == "$0.00063"
 
 
 def test_it_prints_rates_per_dollar_with_three_significant_digits():

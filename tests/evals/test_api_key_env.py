@@ -226,3 +226,62 @@ def test_config_as_code_declares_a_keyless_judge_with_false(db, tmp_path):
         base_url=version.base_url, model=version.model, params=version.params
     )
     assert config.api_key_env is None  # no key sent
+
+
+KEY = "sk-proj-abcdefghijklmnopqrstuvwxyz123456"
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {"api_key_env": KEY},
+        {"api_key_env": KEY, "no_api_key": "on", "model": ""},  # ticked: not read, nor shown
+        {"api_key_env": KEY, "no_api_key": "on", "provider": "azure", "deployment": "a/b"},
+        {"settings_json": json.dumps({"temperature": 0, "api_key": KEY}), "model": ""},
+        {"settings_json": '{"api_key": "' + KEY + '",}'},  # not JSON
+        {"provider": "azure", "deployment": "d", "api_version": KEY},  # a key in another field
+    ],
+)
+def test_a_refused_start_form_never_shows_a_key_back(client, carol, changes):
+    suite = _suite()
+    client.force_login(carol)
+    form = {
+        "suite": str(suite.uuid),
+        "name": "r",
+        "target_kind": "openai",
+        "base_url": "http://127.0.0.1:9/v1",
+        "model": "m",
+        "prompt_template": "$input",
+        "settings_json": "{}",
+        "trials_per_case": 1,
+        "graders": json.dumps(GRADERS),
+    }
+    response = client.post(reverse("evals:run-new"), {**form, **changes})
+    page = response.content.decode()
+    assert response.status_code == 200 and 'class="errorlist' in page
+    assert KEY not in page and "abcdefghijklmnopqrstuvwxyz" not in page
+    assert not Run.objects.exists()
+
+
+@pytest.mark.django_db
+def test_the_apis_refusals_never_repeat_a_key(carol, monkeypatch):
+    suite = _suite()
+    monkeypatch.setattr("evals.runner.start.transaction.on_commit", lambda fn, **kw: None)
+    api = client_for(carol)
+    body = {"suite": str(suite.uuid), "graders": GRADERS, "trials_per_case": 1, "name": "k"}
+    targets = [
+        _target(api_key_env=KEY),
+        _target(api_key_env=KEY, provider="azure", deployment="a/b", api_version="2024-10-21"),
+        _target(api_key_env=KEY, settings={"temperature": "hot"}),
+        # a key pasted into another field: refused without repeating it
+        _target(provider=KEY),
+        _target(provider="azure", deployment=f"{KEY}/x", api_version="2024-10-21"),
+        _target(provider="azure", deployment="d", api_version=KEY),
+        _target(provider="anthropic", anthropic_version=f"{KEY}!"),
+        _target(provider="anthropic", settings={"max_tokens": KEY}),
+    ]
+    for target in targets:
+        answer = api.post(reverse("api:run-start"), {**body, "target": target}, format="json")
+        assert answer.status_code == 400 and KEY not in answer.content.decode(), answer.content
+    assert not Run.objects.exists()  # judge versions have no API to create one

@@ -10,6 +10,7 @@ from django.core.management import call_command
 from django.test import Client
 from rest_framework.test import APIClient
 
+from core.money import usd_text
 from evals.models import Trial
 from evals.report.costs import NO_BASIS, runs_cost_classes
 from evals.report.selectors import run_report
@@ -93,6 +94,10 @@ def test_the_run_page_and_the_command_show_the_classes_and_the_reprice(carol):
     assert 'id="reprices"' in page
     # Every priced trial changed: the two unknown ones, and the two known at the new price.
     assert "by carol: 4 trials and 0 judge calls re-priced" in page
+    record = run.reprices.get()
+    assert (record.old_unknown, record.new_unknown) == (2, 0) and record.old_usd is not None
+    total = f"total {usd_text(record.old_usd)} known, 2 costs unknown → {usd_text(record.new_usd)}"
+    assert total in page
 
 
 def test_the_api_trial_rows_carry_the_token_classes_and_the_basis(bob):

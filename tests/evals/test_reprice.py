@@ -12,6 +12,7 @@ from django.core.management import CommandError, call_command
 
 from core.actors import Via
 from core.errors import DomainError
+from core.money import usd_text
 from evals.fingerprint import run_fingerprints
 from evals.models import Run, RunReprice, Trial
 from evals.reprice import run_reprice
@@ -72,8 +73,11 @@ def test_a_price_added_later_reprices_nothing_until_asked(
 
     dry = io.StringIO()
     call_command("reprice_run", str(run.uuid), "--dry-run", "--json", stdout=dry)
-    assert json.loads(dry.getvalue())["trials_changed"] == 4
-    assert json.loads(dry.getvalue())["recorded"] is False
+    dry_run = json.loads(dry.getvalue())
+    assert (dry_run["trials_changed"], dry_run["recorded"]) == (4, False)
+    # No cost was known before: null, never 0; after, a number.
+    assert (dry_run["old_usd"], dry_run["old_unknown"], dry_run["new_unknown"]) == (None, 4, 0)
+    assert Decimal(dry_run["new_usd"]) > 0
     assert list(run.trials.values_list("cost_usd", flat=True)) == [None] * 4
     assert not RunReprice.objects.exists()
 
@@ -81,13 +85,17 @@ def test_a_price_added_later_reprices_nothing_until_asked(
     call_command("reprice_run", str(run.uuid), stdout=out)
     assert "4 trials and 0 judge calls re-priced" in out.getvalue()
     trials = list(run.trials.order_by("id"))
+    new_text = usd_text(sum(_expected(t) for t in trials))
+    assert f"total unknown (4 costs unknown) -> {new_text}" in out.getvalue()
+    assert "$0 " not in out.getvalue()
     assert [t.cost_usd for t in trials] == [_expected(t) for t in trials]
     assert trials[0].cost_basis["price"] == "acme-later*"
     assert trials[0].cost_basis["source"] == "project override"
     record = RunReprice.objects.get()
     assert (record.run, record.via, record.by) == (run, Via.COMMAND, None)
     assert (record.trials_changed, record.old_unknown, record.new_unknown) == (4, 4, 0)
-    assert (record.old_usd, record.new_usd) == (0, sum(_expected(t) for t in trials))
+    assert (record.old_usd, record.new_usd) == (None, sum(_expected(t) for t in trials))
+    assert (record.old_text, record.new_text) == ("unknown (4 costs unknown)", new_text)
     assert record.prices["acme-later-1"]["pattern"] == "acme-later*"
     assert record.prices["acme-later-1"]["usd_per_mtok"]["input"] == "0.700000"
     assert record.actor_text == "from the command line"

@@ -245,3 +245,25 @@ def test_fault_b1_the_trial_page_flags_an_output_imitating_judge_markers(client,
     page = trial_page(client, carol, trial)
     assert "output imitates judge prompt markers" in page
     assert "{criterion} and {nonexistent_key}" in page  # literal, in the stored prompt too
+
+
+KEY = "sk-proj-abcdefghijklmnopqrstuvwxyz123456"
+
+
+@pytest.mark.parametrize(
+    ("params_json", "message"),
+    [
+        (json.dumps({"api_key_env": KEY, "temperature": 0}), "looks like a key itself"),
+        # another parameter refused, a key elsewhere in the JSON
+        (json.dumps({"reply_format": "xml", "extra": {"k": [KEY]}}), "expected &#x27;json&#x27;"),
+        ('{"api_key_env": "' + KEY + '",}', "params: invalid JSON"),  # not JSON at all
+    ],
+)
+def test_a_refused_version_never_shows_a_key_back_in_its_parameters(
+    client, carol, params_json, message
+):
+    login(client, carol)
+    page = post_new(client, params_json=params_json).content.decode()
+    assert message in page and not JudgeVersion.objects.exists()
+    assert KEY not in page and "abcdefghijklmnopqrstuvwxyz" not in page
+    assert "judge-model" in page  # the rest of the form as it was typed

@@ -1,17 +1,23 @@
 """``manage.py reprice_run RUN [--dry-run] [--json]``: price a finished run's trials and judge
 calls again at today's price table (``evals.reprice``), in one transaction, recorded on the
 run. ``--dry-run`` says what would change and writes nothing. Exit 0 done (or nothing to
-change), 1 no such run, 3 refused (the run has not finished)."""
+change), 1 no such run, 3 refused (the run has not finished). A total of costs none of which
+is known reads "unknown" (``--json``: null), never $0."""
 
 from __future__ import annotations
 
 import json
+from decimal import Decimal
 
 from core.actors import Via
 from core.commands import DomainCommand
 from core.decimals import decimal_plain
 from evals.reprice import reprice_text, run_reprice
 from evals.selectors import run_lookup
+
+
+def _plain(usd: Decimal | None) -> str | None:
+    return None if usd is None else decimal_plain(usd)  # null: no cost known, never "0"
 
 
 class Command(DomainCommand):
@@ -33,9 +39,9 @@ class Command(DomainCommand):
                 "dry_run": options["dry_run"],
                 "trials_changed": repricing.trials.changed,
                 "judge_calls_changed": repricing.judge_calls.changed,
-                "old_usd": decimal_plain(total.old_usd),
+                "old_usd": _plain(total.old_known_usd),
                 "old_unknown": total.old_unknown,
-                "new_usd": decimal_plain(total.new_usd),
+                "new_usd": _plain(total.new_known_usd),
                 "new_unknown": total.new_unknown,
                 "prices": repricing.prices,
                 "recorded": repricing.record is not None,
