@@ -14,7 +14,7 @@ from urllib.parse import urlsplit
 from django.conf import settings
 
 from core.egress import endpoint_url_problem
-from core.errors import DomainError
+from core.errors import DomainError, value_shown
 
 API_KEY_ENV_PATTERN = r"[A-Z][A-Z0-9_]*_API_KEY"
 DEFAULT_API_KEY_ENV = "OPENAI_API_KEY"
@@ -44,6 +44,13 @@ N = TypeVar("N", int, float)
 def looks_like_a_key(value: object) -> bool:
     """Whether ``value`` looks like a key itself, which a surface must not show back."""
     return isinstance(value, str) and bool(_SECRET_LOOKING.match(value.strip()))
+
+
+def _shown(value: object) -> str:
+    """A refused number as the input wrote it (``core.errors.value_shown``), never a key."""
+    if looks_like_a_key(value):
+        return "a value that looks like a key (not shown)"
+    return value_shown(value, limit=40)
 
 
 def api_key_env_problem(name: object) -> str | None:
@@ -229,7 +236,7 @@ def limit_settings_parse(config: Mapping[str, Any], *, prefix: str) -> LimitSett
             or not 0 < value < math.inf
         ):
             raise DomainError(
-                f"expected a finite number above 0, got {value!r}", field=f"{prefix}.{name}"
+                f"expected a finite number above 0, got {_shown(value)}", field=f"{prefix}.{name}"
             )
         per_minute[name] = None if value is None else float(value)
     key = config.get("limit_key")
@@ -265,11 +272,12 @@ def number(
     bool, NaN, a non-number or non-integer ``int``, or out of bounds."""
     value = config.get(name, default)
     if isinstance(value, bool) or not isinstance(value, int | float):
-        raise DomainError(f"expected a number, got {value!r}", field=f"{prefix}.{name}")
+        raise DomainError(f"expected a number, got {_shown(value)}", field=f"{prefix}.{name}")
     if not minimum <= value <= maximum:  # NaN fails both comparisons
         raise DomainError(
-            f"must be from {minimum:g} to {maximum:g}, got {value!r:.40}", field=f"{prefix}.{name}"
+            f"must be from {minimum:g} to {maximum:g}, got {_shown(value)}",
+            field=f"{prefix}.{name}",
         )
     if kind is int and value != int(value):
-        raise DomainError(f"expected an integer, got {value!r}", field=f"{prefix}.{name}")
+        raise DomainError(f"expected an integer, got {_shown(value)}", field=f"{prefix}.{name}")
     return kind(value)

@@ -351,7 +351,7 @@ def test_the_limiter_learns_from_a_429s_headers_through_the_client():
         (
             {"provider": "gemini"},
             "target.provider",
-            "unknown provider 'gemini' (known: openai, anthropic, azure)",
+            'unknown provider "gemini" (known: openai, anthropic, azure)',
         ),
         ({"settings": {}}, "target.settings.max_tokens", "required by Anthropic's Messages API"),
         ({"settings": {"max_tokens": 0}}, "target.settings.max_tokens", "at least 1"),

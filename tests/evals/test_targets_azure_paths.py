@@ -89,7 +89,7 @@ def test_config_as_code_refuses_a_bad_deployment_naming_the_table(tmp_path):
         'deployment = "prod#1"\napi_version = "2024-10-21"\nmodel = "m"\n'
         'prompt_template = "$input"\n'
     )
-    with pytest.raises(CommandError, match=r"^targets\.azure\.deployment: 'prod#1' is not"):
+    with pytest.raises(CommandError, match=r'^targets\.azure\.deployment: "prod#1" is not'):
         call_command("apply_config", str(path), stdout=StringIO())
 
 
