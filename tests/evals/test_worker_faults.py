@@ -191,9 +191,13 @@ def test_a_worker_killed_mid_chunk_is_recovered_by_the_sweeper(
         ok_trials_wait(run, 4, tmp_path)
         lost = worker_kill(victim, run, mock)
         run = run_sweep_wait(run, rescue_queue, tmp_path)
-    # Calls in flight when it died were paid and never recorded; nothing else is lost or
-    # doubled: exactly its trials, and the mock's count is the trials plus those.
-    assert 0 <= lost <= concurrency
+    # Calls in flight when it died, and answers it had received but not yet written, were
+    # paid and never recorded (bench/README.md, "What a worker loss re-pays"); nothing else is
+    # lost or doubled: exactly its trials, and the mock's count is the trials plus those. The
+    # unwritten answers are those of the last write window (0.1 s) and of the write in
+    # progress: at 200 ms a call, a write of up to 0.6 s on a loaded machine lets 3 more
+    # answers per call in flight arrive (4 were seen under load, with 2 in flight).
+    assert 0 <= lost <= 4 * concurrency
     assert run.status == Run.Status.SUCCEEDED, _worker_log(tmp_path)
     run_assert_exact(run, trials=24, calls=mock_calls(mock) - lost)
     assert mock_calls(mock) == 24 + lost
