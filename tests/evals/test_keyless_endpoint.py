@@ -19,6 +19,7 @@ from evals.models import Case, Run, Suite, Trial
 from evals.runner.replay import run_replay_refusal
 from evals.runner.retry import run_retry
 from evals.runner.start import run_start
+from evals.runner.targets.openai import OpenAIConfig
 from interop.run_file import run_export
 from tests.core.test_api_core import client_for
 from tests.fakellm import FakeLLM
@@ -134,8 +135,12 @@ def test_config_as_code_and_a_target_file_run_a_keyless_target(local, tmp_path):
             "--wait",
             stdout=StringIO(),
         )
-        _succeeded_with_a_pass(name)
+        run = _succeeded_with_a_pass(name)
+        # kept keyless, not the default variable (a preset keeps TOML's false, read as null)
+        assert OpenAIConfig.parse(run.target).api_key_env is None
     _no_key_sent(local, 2)
+    assert local.requests == 2 and len(local.headers) == 2
+    assert all("authorization" not in headers for headers in local.headers)
 
 
 def test_a_keyless_runs_errored_trials_are_retried_and_its_run_file_keeps_the_null(local):
