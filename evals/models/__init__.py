@@ -2,13 +2,14 @@
 
 Every model is imported here and listed in ``__all__`` (``from evals.models import Run``);
 the modules are its concepts: ``suites``, ``runs``, ``grades``, ``baselines``, ``top_ups``,
-``summaries``, ``presets``, ``ingest``, ``reprices``.
+``summaries``, ``presets``, ``ingest``, ``reprices``, ``experiments``.
 
 Invariants: a case is frozen by its content hash (a change makes a new case); one trial per
 (run, case, attempt) and one grade per (trial, grader), enforced by the database; unknown is
 null (a cost without a price, an errored grade's ``passed``)."""
 
 from evals.models.baselines import Baseline
+from evals.models.experiments import Experiment, ExperimentVariant
 from evals.models.grades import DecisionTransition, Grade, grade_skipped_placeholder
 from evals.models.ingest import IngestKey
 from evals.models.presets import GraderSetPreset, Preset, TargetPreset, preset_hash
@@ -23,6 +24,8 @@ __all__ = [
     "Case",
     "CaseChange",
     "DecisionTransition",
+    "Experiment",
+    "ExperimentVariant",
     "Grade",
     "Graduation",
     "GraderSetPreset",

@@ -18,6 +18,7 @@ A target instance belongs to one event loop: build, use and ``aclose()`` it insi
 
 from __future__ import annotations
 
+import hashlib
 import json
 import random
 import string
@@ -66,6 +67,7 @@ TARGET_FIELDS = frozenset(
         "prompt_template",
         "system_prompt",
         "settings",
+        "seed_per_trial",
     }
 )
 # The protocols a model target may speak (``provider``), the first the default.
@@ -85,6 +87,7 @@ class OpenAIConfig:
     settings: dict[str, Any] = field(default_factory=dict)
     tool_loop: ToolLoopConfig | None = None
     protocol: Provider = field(default_factory=Provider)
+    seed_per_trial: int | None = None
 
     @property
     def provider(self) -> str:
@@ -140,6 +143,7 @@ class OpenAIConfig:
             raise DomainError(problem, field="target.settings.seed")
         if protocol.name == "anthropic":
             anthropic_endpoint.settings_check(settings, prefix=PREFIX)
+        seed_per_trial = _seed_per_trial_parse(config, settings, protocol)
         endpoint = endpoint_settings_parse(
             config,
             prefix=PREFIX,
@@ -155,7 +159,35 @@ class OpenAIConfig:
             settings=dict(settings),
             tool_loop=tool_loop,
             protocol=protocol,
+            seed_per_trial=seed_per_trial,
         )
+
+
+def _seed_per_trial_parse(config: dict, settings: dict, protocol: Provider) -> int | None:
+    """``seed_per_trial``: an integer from which each trial's ``seed`` setting is drawn
+    (``trial_seed``), so variants of an experiment send the same seed for a case and attempt.
+    Refused beside ``settings.seed`` (one or the other) and on Anthropic (no seed parameter)."""
+    value = config.get("seed_per_trial")
+    if value is None:
+        return None
+    if problem := seed_problem(value):
+        raise DomainError(problem, field="target.seed_per_trial")
+    if "seed" in settings:
+        raise DomainError(
+            "give settings.seed (one seed for every trial) or seed_per_trial, not both",
+            field="target.seed_per_trial",
+        )
+    if protocol.name == "anthropic":
+        raise DomainError("Anthropic's Messages API takes no seed", field="target.seed_per_trial")
+    return int(value)
+
+
+def trial_seed(seed: int, key: str, attempt: int) -> int:
+    """The ``seed`` sent for a trial of a target with ``seed_per_trial``: blake2b-64 of
+    ``seed|key|attempt`` reduced to [0, 2**31 − 1] (the range every OpenAI-compatible server
+    accepts); the same case and attempt get the same seed in every run naming ``seed``."""
+    digest = hashlib.blake2b(f"{seed}|{key}|{attempt}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big") % (2**31 - 1)
 
 
 def prompt_template_check(template: str) -> list[str]:
@@ -266,7 +298,10 @@ class OpenAITarget:
         if self.config.system_prompt:
             messages.append({"role": "system", "content": self.config.system_prompt})
         messages.append({"role": "user", "content": user})
-        return {"model": self.config.model, "messages": messages, **self.config.settings}
+        body = {"model": self.config.model, "messages": messages, **self.config.settings}
+        if self.config.seed_per_trial is not None:
+            body["seed"] = trial_seed(self.config.seed_per_trial, case.key, case.attempt)
+        return body
 
     async def call(self, case: CaseInput) -> TargetResult:
         """One trial: up to ``max_attempts`` HTTP attempts; never raises for provider
