@@ -2,6 +2,7 @@ from django.urls import path
 
 from evals.views import cases as views_cases
 from evals.views import comparison as views_comparison
+from evals.views import experiments as views_experiments
 from evals.views import grid as views_grid
 from evals.views import runs as views
 from evals.views import suites as views_suite
@@ -66,5 +67,22 @@ urlpatterns = [
         "runs/<uuid:head_id>/compare/<uuid:base_id>/cases/<uuid:case_id>/",
         views_comparison.comparison_case,
         name="comparison-case",
+    ),
+    path("experiments/", views_experiments.experiment_list, name="experiment-list"),
+    path("experiments/new/", views_experiments.experiment_new, name="experiment-new"),
+    path(
+        "experiments/<uuid:experiment_id>/",
+        views_experiments.experiment_detail,
+        name="experiment-detail",
+    ),
+    path(
+        "experiments/<uuid:experiment_id>/progress/",
+        views_experiments.experiment_progress,
+        name="experiment-progress",
+    ),
+    path(
+        "experiments/<uuid:experiment_id>/cases/<path:case_key>/",
+        views_experiments.experiment_case,
+        name="experiment-case",
     ),
 ]

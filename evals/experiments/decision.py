@@ -151,9 +151,11 @@ def experiment_decision(*, experiment: Experiment) -> ExperimentDecision:
     if not ready:
         sentence = "The best set is decided when every variant has finished."
     elif len(best) == 1:
-        sentence = f"{best[0]} is the best; " + "; ".join(
-            f"{r.label} is out, {r.out_reason}" for r in out
-        ) + "."
+        sentence = (
+            f"{best[0]} is the best; "
+            + "; ".join(f"{r.label} is out, {r.out_reason}" for r in out)
+            + "."
+        )
     else:
         sentence = f"{', '.join(best)} could each be the best; more trials would settle it."
     return ExperimentDecision(

@@ -16,6 +16,7 @@ from evals.baselines import baseline_set as baseline_set_service
 from evals.case_changes import case_changes_attach, case_changes_list
 from evals.cases import case_graduate as case_graduate_service
 from evals.comparison.summary import detectable_drop_get
+from evals.experiments.page import experiments_of_suite
 from evals.forms import BaselineSetForm
 from evals.models import Case, Run, Suite
 from evals.suites import power_sentence, suite_page_get
@@ -42,6 +43,7 @@ def suite_detail(request: HttpRequest, suite_id) -> HttpResponse:
             "changes": changes,
             "changes_page": changes_page,
             "changes_older": older,
+            "experiments": experiments_of_suite(suite=suite),
         },
     )
 

@@ -1,0 +1,185 @@
+"""What the experiment page reads beyond the decision: the variant × case grid sorted by the
+cases that separate the variants, one case's trials side by side across variants, the points
+of the quality–cost chart. The decision itself (best set, cheapest, front, sentence) is
+``evals.experiments.decision``; this module only arranges it for a page."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+
+import numpy as np
+from django.db.models import Count
+
+from evals.blindness import blind_for, grades_prefetch, labels_prefetch
+from evals.experiments.decision import ExperimentDecision, experiment_variants
+from evals.models import Case, Experiment, ExperimentVariant
+from evals.selectors import trial_preview_queryset
+
+GRID_PAGE_SIZE = 100  # cases on one page of the grid (the first view shows the first page)
+GRID_SORTS = ("separates", "case")  # separating cases first (the default), or case order
+
+
+@dataclass(frozen=True)
+class GridCell:
+    """One variant on one case: ``passed`` of ``graded`` trials; ``rate`` None when none graded."""
+
+    label: str
+    passed: int
+    graded: int
+    rate: float | None
+
+    @property
+    def tone(self) -> str:
+        """The cell's colour class: ``pass`` (all), ``fail`` (none), ``mixed``, ``none``."""
+        if not self.graded:
+            return "none"
+        if self.passed == self.graded:
+            return "pass"
+        return "fail" if self.passed == 0 else "mixed"
+
+
+@dataclass(frozen=True)
+class GridRow:
+    """One case of the grid: its ``case`` (uuid, key) and ``spread`` (highest minus lowest pass
+    rate across variants with a graded trial, 0 to 1), one cell per variant by position."""
+
+    case: Case
+    spread: float
+    cells: tuple[GridCell, ...]
+
+
+@dataclass(frozen=True)
+class GridPage:
+    """A page of the grid: ``rows``, ``number`` (1-based), ``pages``, ``total`` cases and how
+    many follow this page (``more``)."""
+
+    rows: tuple[GridRow, ...]
+    number: int
+    pages: int
+    total: int
+    more: int
+    sort: str
+
+
+def case_spread(passed: np.ndarray, graded: np.ndarray) -> np.ndarray:
+    """Per case (columns of the ``(V, C)`` counts): the highest minus the lowest pass rate over
+    the variants that graded it (0 when fewer than two did); shape ``(C,)``, 0 to 1."""
+    with np.errstate(invalid="ignore", divide="ignore"):
+        rates = np.where(graded > 0, passed / np.maximum(graded, 1), np.nan)
+    seen = np.sum(graded > 0, axis=0)
+    high = np.nanmax(np.where(np.isnan(rates), -np.inf, rates), axis=0, initial=-np.inf)
+    low = np.nanmin(np.where(np.isnan(rates), np.inf, rates), axis=0, initial=np.inf)
+    spread = np.where(seen >= 2, high - low, 0.0)
+    return spread if spread.size else np.zeros(passed.shape[1])
+
+
+def experiment_grid(
+    *, decision: ExperimentDecision, page: int = 1, sort: str = "separates"
+) -> GridPage:
+    """The grid's page ``page`` (clamped to 1..pages) of ``GRID_PAGE_SIZE`` cases, sorted by
+    ``sort``: ``separates`` (largest spread first, then case id) or ``case`` (case id). One
+    query (the page's cases), whatever the suite's size."""
+    case_ids, passed, graded = decision.case_ids, decision.passed, decision.graded
+    total = int(case_ids.shape[0])
+    if sort == "separates" and total:
+        spread = case_spread(passed, graded)
+        order = np.lexsort((case_ids, -spread))  # spread descending, ties by case id
+    else:
+        spread = case_spread(passed, graded) if total else np.zeros(0)
+        order = np.arange(total)
+    pages = max(1, -(-total // GRID_PAGE_SIZE))
+    number = min(max(1, page), pages)
+    shown = order[(number - 1) * GRID_PAGE_SIZE : number * GRID_PAGE_SIZE]
+    cases = Case.objects.only("id", "uuid", "key", "suite_id").in_bulk(
+        [int(case_ids[j]) for j in shown]
+    )
+    labels = [v.label for v in decision.variants]
+    rows = []
+    for j in shown:
+        cells = []
+        for i, label in enumerate(labels):
+            p, g = int(passed[i, j]), int(graded[i, j])
+            cells.append(GridCell(label=label, passed=p, graded=g, rate=p / g if g else None))
+        case = cases[int(case_ids[j])]
+        rows.append(GridRow(case=case, spread=float(spread[j]), cells=tuple(cells)))
+    more = max(0, total - number * GRID_PAGE_SIZE)
+    return GridPage(rows=tuple(rows), number=number, pages=pages, total=total, more=more, sort=sort)
+
+
+@dataclass(frozen=True)
+class CaseVariant:
+    """One variant's trials of a case, by attempt, as the viewer may see them (output preview,
+    grades, labels, ``blind``)."""
+
+    variant: ExperimentVariant
+    trials: list
+
+
+def experiment_case_get(
+    *, experiment: Experiment, case_key: str, viewer
+) -> tuple[Case, list[CaseVariant]]:
+    """A case of the experiment's suite (by UUID or key) with each variant's trials side by side:
+    grades and labels as ``viewer`` may see them (``evals.blindness``), outputs cut to
+    ``ASSAY["OUTPUT_PREVIEW_CHARS"]``. Four queries, whatever the number of variants. Raises
+    ``Case.DoesNotExist``."""
+    cases = Case.objects.filter(suite_id=experiment.suite_id)
+    try:
+        case = cases.get(uuid=uuid.UUID(case_key))
+    except ValueError:  # not a UUID: a key (its newest version, as edits keep the key)
+        found = list(cases.filter(key=case_key).order_by("-id")[:1])
+        if not found:
+            raise Case.DoesNotExist(case_key) from None
+        case = found[0]
+    blind = blind_for(viewer)
+    variants = experiment_variants(experiment=experiment)
+    trials = (
+        trial_preview_queryset()
+        .filter(run__in=[v.run for v in variants], case=case, replaced_by__isnull=True)
+        .prefetch_related(grades_prefetch(viewer, blind=blind), labels_prefetch(viewer))
+        .order_by("attempt", "id")
+    )
+    by_run: dict[int, list] = {v.run_id: [] for v in variants}
+    for trial in trials:
+        trial.blind = blind.holds(case)
+        by_run[trial.run_id].append(trial)
+    return case, [CaseVariant(variant=v, trials=by_run[v.run_id]) for v in variants]
+
+
+@dataclass(frozen=True)
+class ChartPoint:
+    """One variant on the quality–cost plane: ``quality`` (the metric's estimate, 0 to 1) and
+    ``cost`` (USD per trial), either None when unknown; ``on_front``, ``in_set``."""
+
+    label: str
+    quality: float | None
+    low: float | None
+    high: float | None
+    cost: float | None
+    on_front: bool
+    in_set: bool
+
+
+def chart_points(decision: ExperimentDecision) -> list[ChartPoint]:
+    """The decision's variants as points of the quality–cost chart and its text table."""
+    return [
+        ChartPoint(
+            label=v.label,
+            quality=v.estimate,
+            low=v.low,
+            high=v.high,
+            cost=v.cost_per_trial,
+            on_front=v.on_front,
+            in_set=v.in_set,
+        )
+        for v in decision.variants
+    ]
+
+
+def experiments_of_suite(*, suite, limit: int = 10) -> list[Experiment]:
+    """The suite's newest experiments (``limit``), each with ``variant_count``; one query."""
+    return list(
+        Experiment.objects.filter(suite=suite)
+        .annotate(variant_count=Count("variants"))
+        .order_by("-created_at", "-id")[:limit]
+    )
