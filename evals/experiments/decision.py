@@ -1,10 +1,15 @@
-"""PROVISIONAL stand-in for the coordinator's ``evals.experiments.decision`` (same signature),
-so the experiment page can be built and tested before it lands; replaced by main's at merge.
-Wilson intervals per variant, a variant in the set when its high bound reaches the best low."""
+"""Reading an experiment's decision: the set of variants that could be the best, the cheapest
+within it, the quality–cost Pareto front, one sentence saying who is out and why.
+
+The counts are the grid's (``evals.grid.cells.runs_case_counts``: the report's verdict per
+trial, one query for every variant), the statistics ``stats.best_set`` and
+``stats.cost_choice`` (docs/statistics.md, "Experiments"). Counting rules, said on the page
+in ``notes``: a trial the pipeline errored on is a failure of its variant (it would fail a user
+too) and stays in the denominator; a grade that errored is not judged and leaves both counts;
+a case where some variant has no graded trial is left out for every variant (paired)."""
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from decimal import Decimal
 
@@ -13,10 +18,20 @@ from django.db.models import Count, Q, Sum
 
 from evals.grid.cells import runs_case_counts, runs_gating_keys
 from evals.models import Experiment, ExperimentVariant, Run, Trial
+from evals.run_status import run_status_shown
+from stats.best_set import BestSet, best_set
+from stats.cost_choice import CostChoice, cheapest, pareto_front
+
+WAITING = "The best set is decided when every variant has finished."
 
 
 @dataclass(frozen=True)
 class VariantResult:
+    """One variant as the decision reads it: its run and progress, ``passed``/``graded`` summed
+    over the cases decided on (errored trials counted as graded failures), the metric's
+    ``estimate`` with its 1 − alpha interval, whether it is ``in_set`` (else ``out_reason`` and
+    ``beaten_by``), its costs in USD (None when unknown) and whether it is ``on_front``."""
+
     position: int
     label: str
     run: Run
@@ -42,6 +57,13 @@ class VariantResult:
 
 @dataclass(frozen=True)
 class ExperimentDecision:
+    """The experiment's answer. ``ready``: every variant's run has ended (else nothing is
+    decided and ``sentence`` says so); ``decided``: one variant left in the set; ``best``: the
+    labels in the set; ``sentence``: who is out and why, or what would settle it; ``cheapest``
+    (a label or None, ``cheapest_reason``); ``pareto``: labels on the front; ``notes``; the
+    statistics' ``method``, ``alpha`` and per-comparison ``level``; ``case_ids`` (C,) and the
+    (V, C) int arrays ``passed`` and ``graded`` decided on."""
+
     experiment: Experiment
     variants: tuple[VariantResult, ...]
     ready: bool
@@ -61,118 +83,214 @@ class ExperimentDecision:
 
 
 def experiment_variants(*, experiment: Experiment) -> list[ExperimentVariant]:
-    """The variants by position, their runs selected."""
-    return list(experiment.variants.select_related("run__suite").order_by("position"))
+    """The variants of ``experiment`` by position, each with its run (and suite) read. One query."""
+    return list(
+        ExperimentVariant.objects.filter(experiment=experiment)
+        .select_related("run", "run__suite")
+        .order_by("position")
+    )
 
 
-def _wilson(passed: int, n: int, z: float) -> tuple[float | None, float | None, float | None]:
-    if n == 0:
-        return None, None, None
-    p = passed / n
-    d = 1 + z * z / n
-    c = (p + z * z / (2 * n)) / d
-    h = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / d
-    return p, max(0.0, c - h), min(1.0, c + h)
+def experiment_counts(
+    *, variants: list[ExperimentVariant]
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """``(case_ids, passed, graded, errored)``: the union of the variants' cases (C,), and (V, C)
+    int arrays of passing trials, graded trials (pipeline errors included, as failures) and
+    pipeline errors. Two queries at most, whatever V and C."""
+    runs = [v.run for v in variants]
+    graded_by = {r.id: frozenset(k for k, _ in r.grader_set.gating_pairs) for r in runs}
+    gating = runs_gating_keys(runs=runs, graded=graded_by)
+    counts = runs_case_counts(runs=runs, gating=gating)
+    parts = [counts[r.id].case_ids for r in runs]
+    case_ids = np.unique(np.concatenate(parts)) if parts else np.zeros(0)
+    case_ids = case_ids.astype(np.int64)
+    shape = (len(runs), case_ids.size)
+    passed, graded, errored = (np.zeros(shape, dtype=np.int64) for _ in range(3))
+    for v, run in enumerate(runs):
+        c = counts[run.id]
+        cols = np.searchsorted(case_ids, c.case_ids)
+        passed[v, cols] = c.tally.passed
+        errored[v, cols] = c.tally.pipeline_errors
+        graded[v, cols] = c.tally.graded + c.tally.pipeline_errors
+    return case_ids, passed, graded, errored
+
+
+def experiment_costs(*, variants: list[ExperimentVariant], case_ids: np.ndarray) -> np.ndarray:
+    """(V, C) float: the summed cost in USD of each variant's finished trials (errored ones
+    included: they were paid for) on each case, NaN where any is unknown. One query."""
+    index = {v.run_id: i for i, v in enumerate(variants)}
+    costs = np.full((len(variants), case_ids.size), np.nan)
+    rows = (
+        Trial.objects.filter(
+            run_id__in=list(index),
+            replaced_by__isnull=True,
+            status__in=[Trial.Status.OK, Trial.Status.ERROR],
+        )
+        .order_by()
+        .values("run_id", "case_id")
+        .annotate(cost=Sum("cost_usd"), unknown=Count("id", filter=Q(cost_usd__isnull=True)))
+    )
+    for row in rows:
+        col = int(np.searchsorted(case_ids, row["case_id"]))
+        if col < case_ids.size and case_ids[col] == row["case_id"] and not row["unknown"]:
+            costs[index[row["run_id"]], col] = float(row["cost"] or 0)
+    return costs
 
 
 def experiment_decision(*, experiment: Experiment) -> ExperimentDecision:
-    """The stand-in decision (see the module docstring)."""
+    """``experiment``'s decision (module docstring: what is counted). Queries constant in the
+    number of variants, cases and trials (four)."""
     variants = experiment_variants(experiment=experiment)
-    runs = [v.run for v in variants]
-    gating = runs_gating_keys(runs=runs, graded={})
-    counts = runs_case_counts(runs=runs, gating=gating)
-    case_ids = np.unique(np.concatenate([counts[r.id].case_ids for r in runs] or [[]])).astype(
-        np.int64
+    labels = [v.label for v in variants]
+    case_ids, passed, graded, errored = experiment_counts(variants=variants)
+    ready = all(v.run.is_terminal for v in variants)
+    alpha = float(experiment.alpha)
+    if not ready or case_ids.size == 0:
+        waiting = [v.label for v in variants if not v.run.is_terminal]
+        sentence = WAITING if waiting else "No variant has a graded trial: nothing to decide."
+        return _undecided(experiment, variants, case_ids, passed, graded, errored, sentence)
+    try:
+        best = best_set(
+            passed,
+            graded,
+            alpha=alpha,
+            metric=experiment.metric,
+            k=int(experiment.k),
+            names=labels,
+        )
+    except ValueError as exc:
+        return _undecided(
+            experiment, variants, case_ids, passed, graded, errored, f"Cannot decide: {exc}."
+        )
+    costs = experiment_costs(variants=variants, case_ids=case_ids)
+    choice = cheapest(best, costs, passed, graded, confidence=1 - alpha, names=labels)
+    front = pareto_front(
+        [f.estimate for f in best.variants], [f.cost_per_trial for f in choice.figures]
     )
-    passed = np.zeros((len(runs), len(case_ids)), dtype=np.int64)
-    graded = np.zeros_like(passed)
-    for i, run in enumerate(runs):
-        c = counts[run.id]
-        idx = np.searchsorted(case_ids, c.case_ids)
-        passed[i, idx] = c.tally.passed
-        graded[i, idx] = c.tally.graded
-    costs = {
-        row["run_id"]: row
-        for row in Trial.objects.filter(run__in=runs)
-        .values("run_id")
-        .annotate(
-            cost=Sum("cost_usd"),
-            unknown=Count("id", filter=Q(cost_usd__isnull=True, status=Trial.Status.OK)),
-            done=Count("id", filter=Q(status=Trial.Status.OK)),
-        )
-    }
-    ready = all(r.is_terminal for r in runs)
-    z = 1.959963984540054
-    bounds = [_wilson(int(passed[i].sum()), int(graded[i].sum()), z) for i in range(len(runs))]
-    best_low = max((b[1] for b in bounds if b[1] is not None), default=0.0)
-    leader = max(range(len(runs)), key=lambda i: bounds[i][0] or -1) if runs else 0
-    results = []
-    for i, (variant, run) in enumerate(zip(variants, runs, strict=True)):
-        est, low, high = bounds[i]
-        in_set = ready and high is not None and high >= best_low
-        row = costs.get(run.id, {})
-        cost = None if row.get("unknown") or row.get("cost") is None else row["cost"]
-        n_pass = int(passed[i].sum())
-        per_trial = float(cost) / row["done"] if cost is not None and row.get("done") else None
-        per_pass = float(cost) / n_pass if cost is not None and n_pass else None
-        reason = ""
-        if ready and not in_set and est is not None and bounds[leader][0] is not None:
-            gap = 100 * (bounds[leader][0] - est)
-            reason = f"{gap:.1f} points below {variants[leader].label}"
-        results.append(
-            VariantResult(
-                position=variant.position,
-                label=variant.label,
-                run=run,
-                status=run.status,
-                trials_finished=run.trials_finished,
-                trials_total=run.trials_total,
-                trials_errored=run.trials_errored,
-                passed=n_pass,
-                graded=int(graded[i].sum()),
-                estimate=est,
-                low=low,
-                high=high,
-                in_set=in_set,
-                out_reason=reason,
-                beaten_by=variants[leader].label if reason else None,
-                cost_usd=cost,
-                cost_per_trial=per_trial,
-                cost_per_pass=per_pass,
-                cost_per_pass_low=per_pass,
-                cost_per_pass_high=per_pass,
-                on_front=in_set,
-            )
-        )
-    best = tuple(r.label for r in results if r.in_set)
-    priced = [r for r in results if r.in_set and r.cost_per_pass is not None]
-    cheapest = min(priced, key=lambda r: r.cost_per_pass or 0).label if priced else None
-    out = [r for r in results if ready and not r.in_set]
-    if not ready:
-        sentence = "The best set is decided when every variant has finished."
-    elif len(best) == 1:
-        sentence = (
-            f"{best[0]} is the best; "
-            + "; ".join(f"{r.label} is out, {r.out_reason}" for r in out)
-            + "."
-        )
-    else:
-        sentence = f"{', '.join(best)} could each be the best; more trials would settle it."
+    rows = tuple(
+        _variant_result(v, i, best, choice, passed, graded, front, labels)
+        for i, v in enumerate(variants)
+    )
     return ExperimentDecision(
         experiment=experiment,
-        variants=tuple(results),
-        ready=ready,
-        decided=len(best) == 1,
-        best=best,
-        sentence=sentence,
-        cheapest=cheapest,
-        cheapest_reason="the lowest cost per passing trial in the set" if cheapest else "",
-        pareto=best,
-        notes=(),
-        method="Wilson intervals (provisional)",
-        alpha=experiment.alpha,
-        level=1 - experiment.alpha,
+        variants=rows,
+        ready=True,
+        decided=best.decided,
+        best=tuple(labels[i] for i in best.in_set_indices()),
+        sentence=best.reason,
+        cheapest=None if choice.index is None else labels[choice.index],
+        cheapest_reason=choice.reason,
+        pareto=tuple(labels[i] for i in front),
+        notes=_notes(variants, errored, best, case_ids.size),
+        method=best.method,
+        alpha=alpha,
+        level=best.level,
         case_ids=case_ids,
         passed=passed,
         graded=graded,
     )
+
+
+def _variant_result(
+    variant: ExperimentVariant,
+    i: int,
+    best: BestSet,
+    choice: CostChoice,
+    passed: np.ndarray,
+    graded: np.ndarray,
+    front: tuple[int, ...],
+    labels: list[str],
+) -> VariantResult:
+    figure, cost = best.variants[i], choice.figures[i]
+    kept = np.ones(passed.shape[1], dtype=bool)
+    kept[list(best.dropped_cases)] = False
+    return VariantResult(
+        **_progress(variant),
+        passed=int(passed[i, kept].sum()),
+        graded=int(graded[i, kept].sum()),
+        estimate=figure.estimate,
+        low=figure.low,
+        high=figure.high,
+        in_set=figure.in_set,
+        out_reason="" if figure.in_set else figure.note,
+        beaten_by=None if figure.beaten_by is None else labels[figure.beaten_by],
+        cost_usd=None if cost.total_usd is None else Decimal(str(cost.total_usd)),
+        cost_per_trial=cost.cost_per_trial,
+        cost_per_pass=cost.cost_per_pass,
+        cost_per_pass_low=cost.low,
+        cost_per_pass_high=cost.high,
+        on_front=i in front,
+    )
+
+
+def _progress(variant: ExperimentVariant) -> dict:
+    run = variant.run
+    return {
+        "position": variant.position,
+        "label": variant.label,
+        "run": run,
+        "status": run_status_shown(run).label,
+        "trials_finished": int(run.trials_finished or 0),
+        "trials_total": int(run.trials_total or 0),
+        "trials_errored": int(run.trials_errored or 0),
+    }
+
+
+def _undecided(experiment, variants, case_ids, passed, graded, errored, sentence):
+    rows = tuple(
+        VariantResult(
+            **_progress(v),
+            passed=int(passed[i].sum()) if passed.size else 0,
+            graded=int(graded[i].sum()) if graded.size else 0,
+            estimate=None,
+            low=None,
+            high=None,
+            in_set=False,
+            out_reason="",
+            beaten_by=None,
+            cost_usd=None,
+            cost_per_trial=None,
+            cost_per_pass=None,
+            cost_per_pass_low=None,
+            cost_per_pass_high=None,
+            on_front=False,
+        )
+        for i, v in enumerate(variants)
+    )
+    return ExperimentDecision(
+        experiment=experiment,
+        variants=rows,
+        ready=all(v.run.is_terminal for v in variants),
+        decided=False,
+        best=(),
+        sentence=sentence,
+        cheapest=None,
+        cheapest_reason="",
+        pareto=(),
+        notes=_notes(variants, errored, None, case_ids.size),
+        method="",
+        alpha=float(experiment.alpha),
+        level=float("nan"),
+        case_ids=case_ids,
+        passed=passed,
+        graded=graded,
+    )
+
+
+def _notes(variants, errored: np.ndarray, best: BestSet | None, n_cases: int) -> tuple[str, ...]:
+    notes = []
+    for i, v in enumerate(variants):
+        n = int(errored[i].sum()) if errored.size else 0
+        if n:
+            notes.append(
+                f"{v.label}: {n} trial(s) the pipeline errored on are counted as failures "
+                "(they would fail a user too); retry them to judge on answers alone."
+            )
+        if v.run.status == Run.Status.CANCELLED:
+            notes.append(f"{v.label} was cancelled: only its finished trials count.")
+    if best is not None and best.dropped_cases:
+        notes.append(
+            f"{len(best.dropped_cases)} of {n_cases} cases are left out: some variant has no "
+            "graded trial there (every grade errored or none ran)."
+        )
+    return tuple(notes)
