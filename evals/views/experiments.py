@@ -93,6 +93,7 @@ def experiment_detail(request: HtmxHttpRequest, experiment_id) -> HttpResponse:
     context = {
         "experiment": experiment,
         "decision": decision,
+        "confidence": 1 - decision.alpha,  # the set's; ``decision.level`` is per comparison
         "grid": grid,
         "points": chart_points(decision),
         "targets": [
