@@ -1,0 +1,141 @@
+"""Benchmark the experiment page (``evals:experiment-detail``): server time and query count by
+size.
+
+Usage (SQLite, in a throwaway test database):
+    .venv/bin/python bench/bench_experiment_page.py
+PostgreSQL:
+    DATABASE_URL=postgres://postgres@127.0.0.1:5432/assay_bench_exp \
+        .venv/bin/python bench/bench_experiment_page.py
+
+Builds, per size (200 and 2,000 cases), an experiment of 10 finished variants of 5 trials
+per case with one gating grader (``_data.run_build``: bulk_create; ~2% pipeline errors, ~1%
+errored grades, ~3% unknown costs), variant v's per-case pass probabilities the same base
+profile shifted by v's own offset, then fetches the page through Django's test client as a
+signed-in lead: median and min of 5 requests after one warm-up (request to response, the
+decision computed and the template rendered; nothing is cached between requests), process
+CPU, the PostgreSQL backend's CPU per request (``_server_cpu``), the query count and the
+response size; then the case view of the first case. Target: first view < 500 ms at
+10 variants × 2,000 cases × 5 trials, a query count that does not grow with the suite.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings_test")
+
+import django  # noqa: E402
+
+django.setup()
+
+from _data import analyze, run_build, suite_build  # noqa: E402
+from _server_cpu import db_cpu_ms  # noqa: E402
+from django.contrib.auth.models import Group, User  # noqa: E402
+from django.db import connection  # noqa: E402
+from django.test import Client  # noqa: E402
+from django.test.utils import CaptureQueriesContext, setup_test_environment  # noqa: E402
+from django.urls import reverse  # noqa: E402
+
+from evals.models import Experiment, ExperimentVariant  # noqa: E402
+
+VARIANTS = 10
+TRIALS = 5
+GRADERS = [{"key": "policy", "kind": "python"}]
+
+
+def build(n_cases: int, rng: random.Random) -> Experiment:
+    """An experiment of ``VARIANTS`` finished runs over a new suite of ``n_cases`` cases."""
+    suite, cases = suite_build(n_cases, name=f"bench-exp-{n_cases}")
+    base_p = [rng.choice([1.0, 0.95, 0.9, 0.7, 0.4]) for _ in cases]
+    experiment = Experiment.objects.create(
+        suite=suite, name=f"bench {n_cases}", trials_per_case=TRIALS
+    )
+    for v in range(VARIANTS):
+        shift = (v - VARIANTS / 2) * 0.02
+        run = run_build(
+            suite,
+            cases,
+            name=f"bench {n_cases} · v{v}",
+            probs=[min(1.0, max(0.0, p + shift)) for p in base_p],
+            graders=GRADERS,
+            trials=TRIALS,
+            rng=rng,
+            output=lambda case, rng: f"answer {rng.randint(0, 9)} for {case.key} " * 20,
+        )
+        ExperimentVariant.objects.create(experiment=experiment, run=run, label=f"v{v}", position=v)
+    return experiment
+
+
+def measure(client: Client, url: str, repeats: int = 5) -> dict:
+    """GET ``url``: median and min wall ms, median process CPU ms, database backend CPU ms per
+    request (PostgreSQL; None on SQLite), the query count and the response bytes."""
+    response = client.get(url)  # warm-up (imports, template loading)
+    assert response.status_code == 200, response.status_code
+    wall, cpu = [], []
+    db_start = db_cpu_ms()
+    for _ in range(repeats):
+        start, start_cpu = time.perf_counter(), time.process_time()
+        response = client.get(url)
+        wall.append((time.perf_counter() - start) * 1000)
+        cpu.append((time.process_time() - start_cpu) * 1000)
+    db_end = db_cpu_ms()
+    with CaptureQueriesContext(connection) as ctx:
+        response = client.get(url)
+    return {
+        "median": statistics.median(wall),
+        "min": min(wall),
+        "cpu": statistics.median(cpu),
+        "db_cpu": None if db_start is None else (db_end - db_start) / repeats,
+        "queries": len(ctx.captured_queries),
+        "size": len(response.content),
+    }
+
+
+def main() -> None:
+    setup_test_environment()
+    old_name = connection.settings_dict["NAME"]
+    connection.creation.create_test_db(verbosity=0, autoclobber=True)
+    try:
+        rng = random.Random(20261207)
+        lead = User.objects.create_user("lead", password="x")
+        lead.groups.add(Group.objects.get(name="lead"))
+        client = Client()
+        client.force_login(lead)
+        print(f"database: {connection.vendor}")
+        for n_cases in (200, 2000):
+            start = time.perf_counter()
+            experiment = build(n_cases, rng)
+            analyze()
+            built = time.perf_counter() - start
+            first_case = experiment.suite.cases.order_by("key").first()
+            for label, url in (
+                ("first view", experiment.get_absolute_url()),
+                (
+                    "case view",
+                    reverse(
+                        "evals:experiment-case",
+                        kwargs={"experiment_id": experiment.uuid, "case_key": first_case.uuid},
+                    ),
+                ),
+            ):
+                m = measure(client, url)
+                db = "" if m["db_cpu"] is None else f", database CPU {m['db_cpu']:.0f} ms"
+                print(
+                    f"{VARIANTS} variants x {n_cases} cases x {TRIALS} trials, {label}: "
+                    f"median {m['median']:.0f} ms (min {m['min']:.0f} ms), process CPU "
+                    f"{m['cpu']:.0f} ms{db}, {m['queries']} queries, "
+                    f"{m['size'] / 1024:.0f} KiB, load {os.getloadavg()[0]:.1f} "
+                    f"(built in {built:.0f} s)"
+                )
+    finally:
+        connection.creation.destroy_test_db(old_name, verbosity=0)
+
+
+if __name__ == "__main__":
+    main()
