@@ -1,8 +1,8 @@
 """Benchmark the experiment page (``evals:experiment-detail``): server time and query count by
 size.
 
-Usage (SQLite, in a throwaway test database):
-    .venv/bin/python bench/bench_experiment_page.py
+Usage (SQLite, in a throwaway test database; sizes and ``--profile`` optional):
+    .venv/bin/python bench/bench_experiment_page.py [200 2000] [--profile]
 PostgreSQL:
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/assay_bench_exp \
         .venv/bin/python bench/bench_experiment_page.py
@@ -14,7 +14,8 @@ profile shifted by v's own offset, then fetches the page through Django's test c
 signed-in lead: median and min of 5 requests after one warm-up (request to response, the
 decision computed and the template rendered; nothing is cached between requests), process
 CPU, the PostgreSQL backend's CPU per request (``_server_cpu``), the query count and the
-response size; then the case view of the first case. Target: first view < 500 ms at
+response size; then the case view of the first case; and ``experiment_decision`` alone
+(process CPU), the part of the first view that is the decision's. Target: first view < 500 ms at
 10 variants × 2,000 cases × 5 trials, a query count that does not grow with the suite.
 """
 
@@ -42,6 +43,7 @@ from django.test import Client  # noqa: E402
 from django.test.utils import CaptureQueriesContext, setup_test_environment  # noqa: E402
 from django.urls import reverse  # noqa: E402
 
+from evals.experiments.decision import experiment_decision  # noqa: E402
 from evals.models import Experiment, ExperimentVariant  # noqa: E402
 
 VARIANTS = 10
@@ -97,6 +99,19 @@ def measure(client: Client, url: str, repeats: int = 5) -> dict:
     }
 
 
+def profile(client: Client, url: str) -> None:
+    """Print the 25 functions with the most cumulative time in one request of ``url``."""
+    import cProfile
+    import pstats
+
+    client.get(url)
+    profiler = cProfile.Profile()
+    profiler.enable()
+    client.get(url)
+    profiler.disable()
+    pstats.Stats(profiler).sort_stats("cumulative").print_stats(25)
+
+
 def main() -> None:
     setup_test_environment()
     old_name = connection.settings_dict["NAME"]
@@ -108,12 +123,24 @@ def main() -> None:
         client = Client()
         client.force_login(lead)
         print(f"database: {connection.vendor}")
-        for n_cases in (200, 2000):
+        sizes = [int(a) for a in sys.argv[1:] if a.isdigit()] or [200, 2000]
+        for n_cases in sizes:
             start = time.perf_counter()
             experiment = build(n_cases, rng)
             analyze()
             built = time.perf_counter() - start
             first_case = experiment.suite.cases.order_by("key").first()
+            decision_ms = []
+            for _ in range(5):
+                start_cpu = time.process_time()
+                experiment_decision(experiment=experiment)
+                decision_ms.append((time.process_time() - start_cpu) * 1000)
+            print(
+                f"{VARIANTS} variants x {n_cases} cases x {TRIALS} trials, experiment_decision "
+                f"alone: median process CPU {statistics.median(decision_ms):.0f} ms"
+            )
+            if "--profile" in sys.argv:
+                profile(client, experiment.get_absolute_url())
             for label, url in (
                 ("first view", experiment.get_absolute_url()),
                 (
