@@ -146,6 +146,14 @@ def experiment_case_get(
     return case, [CaseVariant(variant=v, trials=by_run[v.run_id]) for v in variants]
 
 
+def attempt_rows(columns: list[CaseVariant]) -> list[tuple[int, list]]:
+    """``[(attempt, [trial or None per variant])]`` by attempt: the case's trials side by side,
+    an attempt a variant lacks (not run, or replaced) None."""
+    attempts = sorted({t.attempt for col in columns for t in col.trials})
+    by = [{t.attempt: t for t in col.trials} for col in columns]
+    return [(a, [trials.get(a) for trials in by]) for a in attempts]
+
+
 @dataclass(frozen=True)
 class ChartPoint:
     """One variant on the quality–cost plane: ``quality`` (the metric's estimate, 0 to 1) and

@@ -42,6 +42,7 @@ from evals.experiments.forms import (
 )
 from evals.experiments.page import (
     GRID_SORTS,
+    attempt_rows,
     chart_points,
     experiment_case_get,
     experiment_grid,
@@ -131,7 +132,12 @@ def experiment_case(request: HtmxHttpRequest, experiment_id, case_key: str) -> H
         )
     except Case.DoesNotExist as exc:
         raise Http404("No such case in this experiment's suite.") from exc
-    context = {"experiment": experiment, "case": case, "columns": columns}
+    context = {
+        "experiment": experiment,
+        "case": case,
+        "columns": columns,
+        "attempts": attempt_rows(columns),
+    }
     return render(request, "evals/experiment_case.html", context)
 
 

@@ -67,7 +67,7 @@ def test_an_engineer_starts_four_variants_from_a_run_and_reads_the_decision(
     sentence = page.inner_text("#experiment-sentence")
     assert sentence.startswith("baseline") and sentence == experiment_sentence(experiment)
     out = page.inner_text('#experiment-variants tr[data-variant="fourth"]')
-    assert "out:" in out and "baseline" in out  # why it is out, and against whom
+    assert "is out" in out and "baseline" in out  # why it is out, and against whom
     assert page.locator("#experiment-best .badge").all_inner_texts() == ["baseline"]
     assert page.locator("#pareto-table tbody tr").count() == 4
     assert page.locator("#experiment-variants tbody tr").count() == 4
@@ -84,8 +84,8 @@ def test_an_engineer_starts_four_variants_from_a_run_and_reads_the_decision(
         pytest.fail("Tab never reached a grid cell")
     page.keyboard.press("Enter")
     page.wait_for_url(re.compile(r".*/experiments/.+/cases/.+/$"))
-    columns = page.locator("#experiment-case-table td.variant-trials")
-    assert columns.count() == 4
+    assert page.locator("#experiment-case-table thead th[data-variant]").count() == 4
+    assert page.locator("#experiment-case-table tbody tr[data-attempt]").count() == 3
     assert page.locator("#experiment-case-table article.trial").count() == 4 * 3
     assert page.dialogs == []
     assert page.console_errors == []
