@@ -12,6 +12,7 @@ import pytest
 from evals.experiments.decision import experiment_decision
 from evals.models import Case, Experiment, Run, Suite
 from tests.browser.conftest import log_in
+from tests.experiment_builders import experiment_built
 
 GRADERS = [{"key": "says-expected", "kind": "contains", "config": {}}]
 # Clearly different pass probabilities: the strongest is alone in the best set.
@@ -88,4 +89,24 @@ def test_an_engineer_starts_four_variants_from_a_run_and_reads_the_decision(
     assert page.locator("#experiment-case-table tbody tr[data-attempt]").count() == 3
     assert page.locator("#experiment-case-table article.trial").count() == 4 * 3
     assert page.dialogs == []
+    assert page.console_errors == []
+
+
+def test_the_decision_swaps_in_when_the_last_variant_ends_while_the_page_watches(
+    browser_page, live_server, carol
+):
+    experiment = experiment_built(
+        labels=["left", "right"], n_cases=6, trials=2, passes=lambda v, i, a: v == 0
+    )
+    runs = Run.objects.filter(experiment_variant__experiment=experiment)
+    runs.update(status=Run.Status.RUNNING)
+    page = browser_page
+    log_in(page, live_server, "carol")
+    page.goto(f"{live_server.url}{experiment.get_absolute_url()}")
+    page.wait_for_selector("#experiment-waiting")
+    assert page.locator("#experiment-sentence").count() == 0
+    runs.update(status=Run.Status.SUCCEEDED)
+    page.wait_for_selector("#experiment-sentence", timeout=20_000)  # no reload: htmx swapped it
+    assert page.locator("#experiment-waiting").count() == 0
+    assert page.locator("#experiment-grid-table tbody tr").count() == 6
     assert page.console_errors == []
