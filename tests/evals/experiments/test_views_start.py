@@ -196,3 +196,19 @@ def test_the_suite_page_links_to_an_empty_form(client, alice, suite):
     response = client.get(URL + f"?suite={suite.uuid}")
     assert response.status_code == 200 and response.context["form"].initial["suite"] == suite
     assert client.get(URL + "?suite=nope").status_code == 400
+
+
+def test_unstorable_text_in_a_row_is_refused_on_that_row(client, carol, suite):
+    client.force_login(carol)
+    rows = [{"label": "a"}, {"label": "b\x00c"}]
+    response = client.post(URL, _post(MODEL_TARGET, rows, suite=suite))
+    assert response.status_code == 200 and not Experiment.objects.exists()
+    assert response.context["rows"].forms[1].errors.get("label")
+
+
+def test_fewer_than_two_rows_kept_is_refused_above_the_rows(client, carol, suite):
+    client.force_login(carol)
+    rows = [{"label": "a"}, {"label": "b", "DELETE": "on"}]
+    response = client.post(URL, _post(MODEL_TARGET, rows, suite=suite))
+    assert response.status_code == 200 and not Experiment.objects.exists()
+    assert response.context["rows"].non_form_errors()
