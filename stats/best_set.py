@@ -157,16 +157,16 @@ def best_set(
     intervals = [
         _estimate_interval(x[v], n[v], per_case[v], metric, k, alpha) for v in range(n_variants)
     ]
-    p = np.ones((n_variants, n_variants))  # p[j, b]: "b lower than j"
-    for j in range(n_variants):
-        for b in range(n_variants):
-            if j != b:
-                p[j, b] = _drop_p_value(x[j], n[j], x[b], n[b], metric, k)
+    p = _p_values(x, n, per_case, metric, k, level)
     confidence = max(1.0 - 2.0 * level, 0.5)
     figures = []
     for b in range(n_variants):
         rivals = [j for j in range(n_variants) if j != b]
-        j = min(rivals, key=lambda r: (p[r, b], -estimates[r], r))
+        if np.all(np.isnan(p[rivals, b])):
+            # Every test was skipped (p >= 1/2): show the one against the closest rival.
+            leader = min(rivals, key=lambda r: (-estimates[r], r))
+            p[leader, b] = _drop_p_value(x[leader], n[leader], x[b], n[b], metric, k)
+        j = min(rivals, key=lambda r: (np.inf if np.isnan(p[r, b]) else p[r, b], -estimates[r], r))
         out = bool(p[j, b] <= level)
         drop, drop_low, drop_high = _drop_interval(
             x[j],
@@ -211,6 +211,27 @@ def best_set(
         dropped_cases=dropped,
         n_cases=n_cases,
     )
+
+
+def _p_values(
+    x: np.ndarray, n: np.ndarray, per_case: np.ndarray, metric: str, k: int, level: float
+) -> np.ndarray:
+    """(V, V) one-sided p-values, ``p[j, b]`` of "b lower than j"; NaN where the test need not
+    run: with equal trial counts per case each case's null law is symmetric about s/2 (and
+    the pass^k statistic's about 0), so when b's statistic is at or above j's, p >= 1/2 >
+    ``level``."""
+    n_variants = x.shape[0]
+    p = np.full((n_variants, n_variants), np.nan)
+    sums = x.sum(axis=1) if metric == "pass_rate" else per_case.sum(axis=1)
+    for j in range(n_variants):
+        for b in range(n_variants):
+            if j == b:
+                continue
+            symmetric = bool(np.array_equal(n[j], n[b]))
+            if symmetric and level < 0.5 and sums[b] >= sums[j]:
+                continue
+            p[j, b] = _drop_p_value(x[j], n[j], x[b], n[b], metric, k)
+    return p
 
 
 def _method(metric: str, k: int) -> str:
