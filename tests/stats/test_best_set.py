@@ -6,7 +6,7 @@ from math import comb
 import numpy as np
 import pytest
 
-from stats.best_set import best_set, passk_drop_p_value
+from stats.best_set import best_set, drop_p_value, passk_drop_p_value
 from stats.compare import stratified_drop_test
 
 
@@ -228,3 +228,17 @@ def test_pass_hat_k_at_k_1_agrees_with_the_exact_test():
     ).p_value
     mc = passk_drop_p_value(passed[1], graded[1], passed[0], graded[0], 1)
     assert mc == pytest.approx(exact, abs=0.005)
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_the_grouped_drop_p_value_is_the_case_by_case_exact_test(seed):
+    rng = np.random.default_rng(seed)
+    c = int(rng.integers(1, 40))
+    nb = rng.integers(1, 8, size=c)
+    nh = nb if seed % 2 else rng.integers(1, 8, size=c)
+    b = rng.binomial(nb, rng.uniform(0, 1, size=c))
+    h = rng.binomial(nh, rng.uniform(0, 1, size=c))
+    expected = stratified_drop_test(
+        base_passed=b, base_graded=nb, head_passed=h, head_graded=nh
+    ).p_value
+    assert drop_p_value(b, nb, h, nh) == pytest.approx(expected, rel=1e-9, abs=1e-300)
