@@ -8,18 +8,16 @@ cumulative counts of the variants still active, at the per-comparison level
 A variant out at a look stays out: the final set is the intersection of the looks' sets.
 
 Why P(the true best b is ever put out) <= alpha: b is out at look r only when some rival j,
-active with b, rejects "b not lower than j" at ``alphas[r] / (V − 1)``; the union over the
-V − 1 rivals and the R + 1 looks sums to Σ alphas <= alpha, provided each look's test keeps
-its level on data gathered this way. Two variants active together have had the same trials
-on the same cases, and the case rule (``cases_to_sample``: skip a case once every active
-variant passed every trial or failed every trial there) is symmetric in the variants, so
-under the least-favourable null (b and j alike within each case) swapping b's and j's
-labels in a case leaves the sampling path unchanged and their labels stay exchangeable.
-The exact test permutes single trials, a larger group than label swaps; the selection
-removes a little of its null law (paths where a look's pooled trials all agreed), which
-the per-look union bound absorbs in simulation (``bench/bench_experiments.py``,
-docs/statistics.md "Racing"). Alpha spending as the gate's top-up (``stats.sequential``):
-half of alpha at look 0, the rest split equally over the rounds."""
+active with b, rejects "b not lower than j" at ``alphas[r] / (V − 1)``. Two variants active
+together have had the same trials, so coupled with a process giving every variant every
+round's trials, each such rejection has probability <= its level; the union over the V − 1
+rivals and R + 1 looks is Σ alphas <= alpha (exact with ``all_cases=True``). The default case
+rule (``cases_to_sample``) is symmetric in the variants and reads a case's outcomes only
+through "every active trial there agrees", so labels stay exchangeable under the least
+favourable null; what it changes in the exact test's null law is measured
+(``bench/bench_experiments.py``, profile ``equal90``). In full: docs/statistics.md
+("Experiments: which variant to ship"). Alpha spent as the gate's top-up spends it
+(``stats.sequential``): half at look 0, the rest split equally over the rounds."""
 
 from __future__ import annotations
 
@@ -124,11 +122,15 @@ def race_look(
     metric: str = "pass_rate",
     k: int = 1,
     names: Sequence[str] | None = None,
+    all_cases: bool = False,
 ) -> RaceLook:
     """Look ``look`` (0..R) of ``plan`` on cumulative counts (V, C) of every variant;
     ``active_before``: the variants still in after the previous look (None: all). Only
-    active variants compete, at ``plan.alphas[look] / (V − 1)``. Raises ``ValueError`` for a
-    look outside 0..R, an empty or unknown ``active_before``, and as ``best_set``."""
+    active variants compete, at ``plan.alphas[look] / (V − 1)``. ``all_cases``: give the
+    next round's trials on every case, not only where the active variants disagree (the
+    guarantee then rests on the coupling argument alone, docs/statistics.md). Raises
+    ``ValueError`` for a look outside 0..R, an empty or unknown ``active_before``, and as
+    ``best_set``."""
     if not 0 <= look <= plan.rounds:
         raise ValueError(f"look must be in 0..{plan.rounds}, got {look}")
     x_all, n_all = np.asarray(passed), np.asarray(graded)
@@ -166,7 +168,12 @@ def race_look(
             )
     active = tuple(i for i in range(n_variants) if by_index[i].in_set)
     final = look == plan.rounds
-    cases = () if len(active) < 2 or final else cases_to_sample(x_all, n_all, active)
+    if len(active) < 2 or final:
+        cases: tuple[int, ...] = ()
+    elif all_cases:
+        cases = tuple(range(x_all.shape[1]))
+    else:
+        cases = cases_to_sample(x_all, n_all, active)
     done = len(active) < 2 or final or not cases
     reason = _look_reason(label, look, plan, active, cases, done, sub)
     best = BestSet(

@@ -59,6 +59,8 @@ def test_done_when_one_is_left_at_the_last_look_or_nothing_separates():
     assert last.done and "no more rounds" in last.reason
     going = race_look(racing_plan(rounds=1), 0, mixed, graded)
     assert not going.done and going.cases == tuple(range(10))
+    everywhere = race_look(racing_plan(), 0, np.full((2, 10), 5), graded, all_cases=True)
+    assert not everywhere.done and everywhere.cases == tuple(range(10))
 
 
 def test_bad_looks_are_refused():
