@@ -69,6 +69,7 @@ class VariantFigure:
     drop_high: float | None
     p_value: float | None
     note: str = ""
+    rival: int | None = None
 
 
 @dataclass(frozen=True)
@@ -200,6 +201,7 @@ def best_set(
                 drop_high=drop_high,
                 p_value=float(p[j, b]),
                 note=note,
+                rival=j,
             )
         )
     kept = [f.index for f in figures if f.in_set]

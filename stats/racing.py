@@ -204,6 +204,7 @@ def _renumbered(f: VariantFigure, before: tuple[int, ...]) -> VariantFigure:
         drop_high=f.drop_high,
         p_value=f.p_value,
         note=f.note,
+        rival=None if f.rival is None else before[f.rival],
     )
 
 

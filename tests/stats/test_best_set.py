@@ -52,10 +52,16 @@ def test_the_set_is_the_rule_applied_by_brute_force(seed):
         if not f.in_set:
             assert f.p_value <= result.level
             assert f.beaten_by is not None and f.beaten_by != f.index
+            assert f.rival == f.beaten_by
             gap = result.variants[f.beaten_by].estimate - f.estimate
             assert f.drop == pytest.approx(gap)
             assert f.drop_low <= f.drop <= f.drop_high
             assert "is out" in f.note
+        else:
+            assert f.beaten_by is None and f.p_value > result.level
+            assert f.rival != f.index
+            gap = result.variants[f.rival].estimate - f.estimate
+            assert f.drop == pytest.approx(gap)
 
 
 def test_all_equal_data_keeps_everything():

@@ -34,6 +34,8 @@ def test_a_look_is_best_set_at_its_share_among_the_active_variants():
     later = race_look(plan, 1, passed, graded, active_before=(0, 2, 3))
     assert 1 not in later.active
     assert later.best.variants[1].note == "variant 1 was put out at an earlier look."
+    for f in later.best.variants:
+        assert f.rival in (None, 0, 2, 3) and f.rival != f.index
     alone = best_set(passed[[0, 2, 3]], graded[[0, 2, 3]], level=plan.alphas[1] / 3)
     assert later.active == tuple([0, 2, 3][i] for i in alone.in_set_indices())
 
