@@ -15,9 +15,9 @@ variants spend nothing of that guarantee. Tests:
 * pass rate: the exact case-stratified test ``stats.compare.stratified_drop_test`` (the exact
   Mantel–Haenszel test of a common odds ratio, valid for these cases under "within a case the
   two variants' trials are exchangeable");
-* pass^k: the same null, a Monte Carlo permutation test of Σ_c (pass^k_j,c − pass^k_b,c)
-  drawing each case's split of its passes from its exact hypergeometric law (``PASSK_RESAMPLES``
-  draws, fixed seed, p = (b + 1)/(m + 1), Phipson & Smyth 2010).
+* pass^k: the same null, the permutation test of Σ_c (pass^k_j,c − pass^k_b,c), each
+  case's split of its passes hypergeometric: exact on an integer grid, Monte Carlo past it
+  (``PASSK_RESAMPLES`` draws, fixed seed; ``passk_drop_p_value``).
 
 A cell with ``graded == 0`` (every trial errored) drops that case for every variant (the
 comparison stays paired); ``BestSet.dropped_cases`` lists them and ``reason`` says so. Every
@@ -35,6 +35,7 @@ import numpy as np
 from scipy.special import comb, stdtrit
 
 from stats.compare import (
+    EXACT_GRID_LIMIT,
     _convolve_all,
     _iid_sum_pmf,
     _pmf,
@@ -342,11 +343,12 @@ def passk_drop_p_value(
     n_resamples: int = PASSK_RESAMPLES,
     seed: int = PASSK_SEED,
 ) -> float:
-    """Monte Carlo within-case permutation p of "head's pass^k lower than base's": statistic
+    """Within-case permutation p of "head's pass^k lower than base's": statistic
     T = Σ_c (pass^k_head,c − pass^k_base,c); under the null each case's s passes split
-    hypergeometrically (head gets h of its n_h trials), so T is redrawn case by case, and
-    p = (#{T* <= T_obs} + 1)/(m + 1) (Phipson & Smyth 2010, never 0). Arrays (C,), graded
-    >= k, not checked."""
+    hypergeometrically (head gets h of its n_h trials). Exact when T on the integer grid
+    L·T (L the lcm of every C(n, k)) fits ``EXACT_GRID_LIMIT``: each case's law placed on
+    the grid, convolved. Otherwise Monte Carlo, T redrawn case by case, p = (#{T* <= T_obs}
+    + 1)/(m + 1) (Phipson & Smyth 2010, never 0). Arrays (C,), graded >= k, not checked."""
     nb = np.asarray(base_graded, dtype=np.int64)
     nh = np.asarray(head_graded, dtype=np.int64)
     h = np.asarray(head_passed, dtype=np.int64)
@@ -355,6 +357,9 @@ def passk_drop_p_value(
     varies = (s > 0) & (s < nb + nh)
     if not varies.any():
         return 1.0
+    exact = _passk_exact_p(nb[varies], nh[varies], h[varies], s[varies], k)
+    if exact is not None:
+        return exact
     nb, nh, h, s = nb[varies, None], nh[varies, None], h[varies, None], s[varies, None]
 
     def statistic(head: np.ndarray) -> np.ndarray:
@@ -366,6 +371,39 @@ def passk_drop_p_value(
     null = statistic(rng.hypergeometric(s, nb + nh - s, nh, size=(s.shape[0], n_resamples)))
     extreme = int(np.count_nonzero(null <= observed + 1e-9))
     return (extreme + 1) / (n_resamples + 1)
+
+
+def _passk_exact_p(
+    nb: np.ndarray, nh: np.ndarray, h: np.ndarray, s: np.ndarray, k: int
+) -> float | None:
+    """``passk_drop_p_value`` exactly on the integer grid, None when it does not fit."""
+    scale = 1
+    for n_side in set(nb.tolist()) | set(nh.tolist()):
+        scale = math.lcm(scale, math.comb(n_side, k))
+        if scale > EXACT_GRID_LIMIT:
+            return None
+    kernels = []
+    offset = 0
+    observed = 0
+    span = 0
+    for n_b, n_h, h_c, s_c in zip(nb.tolist(), nh.tolist(), h.tolist(), s.tolist(), strict=True):
+        k_lo, pmf = _pmf(n_b, n_h, s_c)
+        heads = range(k_lo, k_lo + len(pmf))
+        unit_h, unit_b = scale // math.comb(n_h, k), scale // math.comb(n_b, k)
+        values = [math.comb(x, k) * unit_h - math.comb(s_c - x, k) * unit_b for x in heads]
+        low = min(values)
+        kernel = np.zeros(max(values) - low + 1)
+        for value, prob in zip(values, pmf, strict=True):
+            kernel[value - low] += prob
+        offset += low
+        observed += math.comb(h_c, k) * unit_h - math.comb(s_c - h_c, k) * unit_b
+        span += kernel.size - 1
+        if span + 1 > EXACT_GRID_LIMIT:
+            return None
+        kernels.append(kernel)
+    dist = _convolve_all(kernels)
+    p = float(min(1.0, dist[: observed - offset + 1].sum()))
+    return max(p, float(np.finfo(float).tiny))
 
 
 def _drop_interval(

@@ -6,6 +6,7 @@ from math import comb
 import numpy as np
 import pytest
 
+import stats.best_set as best_set_module
 from stats.best_set import best_set, drop_p_value, passk_drop_p_value
 from stats.compare import stratified_drop_test
 
@@ -224,16 +225,25 @@ def test_passk_permutation_p_matches_brute_force_enumeration():
         if value <= observed + 1e-9:
             prob += p
     got = passk_drop_p_value(np.array(b), np.array(nb), np.array(h), np.array(nh), k)
-    assert got == pytest.approx(prob, abs=0.01)
+    assert got == pytest.approx(prob, rel=1e-9)
 
 
-def test_pass_hat_k_at_k_1_agrees_with_the_exact_test():
+def test_passk_monte_carlo_past_the_grid_agrees_with_the_exact_p(monkeypatch):
+    rng = np.random.default_rng(12)
+    nb, nh = rng.integers(2, 9, size=25), rng.integers(2, 9, size=25)
+    b, h = rng.binomial(nb, 0.7), rng.binomial(nh, 0.55)
+    exact = passk_drop_p_value(b, nb, h, nh, 2)
+    monkeypatch.setattr(best_set_module, "EXACT_GRID_LIMIT", 1)
+    assert passk_drop_p_value(b, nb, h, nh, 2) == pytest.approx(exact, abs=0.01)
+
+
+def test_pass_hat_k_at_k_1_is_the_exact_test():
     passed, graded = draw([0.6, 0.8], cases=12, seed=10)
     exact = stratified_drop_test(
         base_passed=passed[1], base_graded=graded[1], head_passed=passed[0], head_graded=graded[0]
     ).p_value
-    mc = passk_drop_p_value(passed[1], graded[1], passed[0], graded[0], 1)
-    assert mc == pytest.approx(exact, abs=0.005)
+    same = passk_drop_p_value(passed[1], graded[1], passed[0], graded[0], 1)
+    assert same == pytest.approx(exact, rel=1e-9)
 
 
 @pytest.mark.parametrize("seed", range(8))
