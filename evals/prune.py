@@ -435,7 +435,8 @@ def _run_prune(*, run: Run, batch_size: int, by, via: str, report: PruneReport) 
                     field="run",
                     code="conflict",
                 )
-            counts = _delete(Trial.objects.filter(id__in=ids), record, report)
+            # Only ids: the collector loads the trials it deletes, outputs and all otherwise.
+            counts = _delete(Trial.objects.filter(id__in=ids).only("id"), record, report)
         pruned.trials += counts.get("evals.Trial", 0)
         pruned.grades += counts.get("evals.Grade", 0)
     for hold in run_relations():
