@@ -11,6 +11,7 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
+from django.urls import reverse
 from django.utils import timezone
 
 import evals.prune as prune
@@ -19,6 +20,7 @@ from evals.models import Baseline, Grade, Run, RunPrune, RunSummary, Trial
 from evals.prune import run_relations, runs_prune, runs_pruned_count
 from evals.run_status import run_status_shown
 from labeling.models import Label
+from tests.page_text import shows_word, visible_text
 from tests.report_builders import add_trial, make_run
 
 pytestmark = pytest.mark.django_db
@@ -258,3 +260,31 @@ def test_command_prints_json_and_exits_2_on_bad_input():
         with pytest.raises(CommandError) as caught:
             call_command("runs_prune", *args, stdout=io.StringIO(), stderr=io.StringIO())
         assert caught.value.returncode == 2
+
+
+def test_pages_show_a_run_being_pruned_as_pruning_and_the_suite_its_pruned_runs(
+    client, bob, monkeypatch
+):
+    gone = _run("gone")
+    half = _run("half", trials=4)
+    runs_prune(run_uuids=[str(gone.uuid)], dry_run=False)
+    real_delete = prune._delete
+
+    def dies_on_second_batch(qs, record, report, calls=[]):  # noqa: B006 - a counter
+        calls.append(1)
+        if len(calls) == 2:
+            raise RuntimeError("killed")
+        return real_delete(qs, record, report)
+
+    monkeypatch.setattr(prune, "_delete", dies_on_second_batch)
+    with pytest.raises(RuntimeError):
+        runs_prune(run_uuids=[str(half.uuid)], batch_size=2, dry_run=False)
+
+    client.force_login(bob)
+    suite_page = client.get(reverse("evals:suite-detail", args=[gone.suite.uuid]))
+    assert suite_page.context["page"].runs_pruned == 1
+    assert "1 run pruned" in visible_text(suite_page.content.decode())
+    run_page = client.get(half.get_absolute_url())
+    assert run_page.status_code == 200
+    assert shows_word(run_page.content.decode(), "pruning")
+    assert client.get(gone.get_absolute_url()).status_code == 404
