@@ -229,8 +229,10 @@ class RunRepriceAdmin(RecordAdmin):
 class RunPruneAdmin(RecordAdmin):
     """View only: a run deleted by ``runs_prune`` (``evals.prune``); outlives the run."""
 
-    list_display = ("started_at", "run_name", "run_uuid", "suite", "by", "via", "trials")
-    list_display += ("grades", "batches", "finished_at")
+    list_display = (
+        *("started_at", "run_name", "run_uuid", "suite", "by", "via"),
+        *("trials", "grades", "batches", "finished_at"),
+    )
     search_fields = ("run_name", "run_uuid", "suite__name")
     list_select_related = ("suite", "by")
     raw_id_fields = ("run", "suite", "by")

@@ -51,6 +51,7 @@ from django.utils import timezone
 from core.actors import Via, actor_text
 from core.chunks import chunked
 from core.errors import DomainError
+from core.roles import LEAD, role_require
 from evals.grid.cache import grid_column_keys
 from evals.models import Grade, Run, RunPrune, Suite, Trial
 
@@ -218,8 +219,8 @@ class PrunedRun:
 class PruneReport:
     """What a prune did (or would do): ``runs`` pruned, ``kept`` reason -> runs matched but
     held (``runs_held``), ``deleted`` "app.Model" -> rows, ``batches`` short transactions,
-    ``bytes_estimate`` the trials' outputs and stored JSON in bytes (dry run only; None
-    otherwise), ``error``: why a run stopped half-way (it stays "pruning")."""
+    ``bytes_estimate`` the trials' output text in characters (dry run only; None otherwise),
+    ``errors``: why runs stopped half-way (they stay "pruning"), one line each."""
 
     dry_run: bool
     runs: list[PrunedRun] = field(default_factory=list)
@@ -227,7 +228,7 @@ class PruneReport:
     deleted: dict[str, int] = field(default_factory=dict)
     batches: int = 0
     bytes_estimate: int | None = None
-    error: str = ""
+    errors: list[str] = field(default_factory=list)
 
     @property
     def trials(self) -> int:
@@ -246,7 +247,7 @@ class PruneReport:
 
     def as_json(self) -> dict:
         """``{"dry_run", "runs", "trials", "grades", "kept", "deleted", "batches",
-        "bytes_estimate", "error"}``."""
+        "bytes_estimate", "errors"}``."""
         return {
             "dry_run": self.dry_run,
             "runs": [r.as_json() for r in self.runs],
@@ -256,7 +257,7 @@ class PruneReport:
             "deleted": dict(sorted(self.deleted.items())),
             "batches": self.batches,
             "bytes_estimate": self.bytes_estimate,
-            "error": self.error,
+            "errors": list(self.errors),
         }
 
 
@@ -285,9 +286,13 @@ def runs_prune(
     combine (all must hold); at least one of ``older_than``, ``keep_last``, ``run_uuids`` is
     required. ``older_than``: finished (else created) longer ago than this; ``keep_last``:
     keep each suite's N newest finished runs (by creation); ``batch_size``: trials per
-    transaction (1 to ``BATCH_SIZE_MAX``). ``by``/``via``: recorded on each ``RunPrune``.
+    transaction (1 to ``BATCH_SIZE_MAX``). ``by``/``via``: recorded on each ``RunPrune``;
+    the command line is the operator, any other ``via`` needs ``by`` to be a lead.
     Runs left "pruning" by an interrupted prune are finished first (not in a dry run).
-    Raises ``DomainError`` (``invalid``; ``not_found`` for an unknown run UUID)."""
+    Raises ``DomainError`` (``invalid``; ``not_found`` for an unknown run UUID) and
+    ``PermissionDenied`` (not a lead)."""
+    if via != Via.COMMAND:
+        role_require(by, LEAD, action="Pruning runs")
     _check(older_than=older_than, keep_last=keep_last, run_uuids=run_uuids, batch_size=batch_size)
     now = now or timezone.now()
     report = PruneReport(dry_run=dry_run)
@@ -305,10 +310,10 @@ def runs_prune(
     for run in [*resuming, *chosen]:
         try:
             pruned = _run_prune(run=run, batch_size=batch_size, by=by, via=via, report=report)
-        except DomainError as exc:
-            report.error = f"run {run.ref_text}: {exc.message}"
-            logger.warning("runs_prune stopped: %s", report.error)
-            break
+        except DomainError as exc:  # this run stays "pruning"; the others go on
+            report.errors.append(f"run {run.ref_text}: {exc.message}")
+            logger.warning("runs_prune stopped a run: %s", report.errors[-1])
+            continue
         if pruned is None:
             report.kept[CHANGED_REASON] = report.kept.get(CHANGED_REASON, 0) + 1
         else:

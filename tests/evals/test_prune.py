@@ -206,7 +206,8 @@ def test_a_label_written_while_a_run_is_pruned_stops_it_and_survives(monkeypatch
     monkeypatch.setattr(prune, "_delete", label_after_first_batch)
     report = runs_prune(run_uuids=[str(run.uuid)], batch_size=2, dry_run=False)
 
-    assert "hold human labels" in report.error and report.runs == []
+    assert len(report.errors) == 1 and "hold human labels" in report.errors[0]
+    assert report.runs == []
     run.refresh_from_db()
     assert run.status == "pruning"
     assert Label.objects.count() == 1 and Trial.objects.filter(run=run).count() == 2

@@ -64,8 +64,8 @@ class Command(DomainCommand):
         else:
             for line in _lines(report):
                 self.stdout.write(line)
-        if report.error:
-            raise CommandError(report.error, returncode=3)
+        if report.errors:
+            raise CommandError("; ".join(report.errors), returncode=3)
 
 
 def _lines(report: PruneReport) -> list[str]:
