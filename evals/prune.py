@@ -51,6 +51,7 @@ from django.utils import timezone
 from core.actors import Via, actor_text
 from core.chunks import chunked
 from core.errors import DomainError
+from core.ids import uuid_parse
 from core.roles import LEAD, role_require
 from evals.grid.cache import grid_column_keys
 from evals.models import Grade, Run, RunPrune, Suite, Trial
@@ -340,8 +341,12 @@ def _candidates(*, older_than, suite, keep_last, run_uuids, now) -> list[Run]:
     if suite is not None:
         qs = qs.filter(suite=suite)
     if run_uuids is not None:
-        wanted = {str(u) for u in run_uuids}
-        known = {str(u) for u in Run.objects.filter(uuid__in=wanted).values_list("uuid", flat=True)}
+        wanted = set()
+        for index, raw in enumerate(run_uuids):
+            if (parsed := uuid_parse(raw)) is None:
+                raise DomainError(f"not a run UUID: {raw!r}", field="run_uuids", record=index)
+            wanted.add(parsed)
+        known = set(Run.objects.filter(uuid__in=wanted).values_list("uuid", flat=True))
         if missing := sorted(wanted - known):
             raise DomainError(f"no run {missing[0]}", field="run_uuids", code="not_found")
         qs = qs.filter(uuid__in=wanted)

@@ -231,6 +231,7 @@ def test_dry_run_counts_and_deletes_nothing():
         ({"keep_last": -1}, "keep_last"),
         ({"keep_last": 1, "batch_size": 0}, "batch_size"),
         ({"run_uuids": ["00000000-0000-0000-0000-000000000000"]}, "run_uuids"),
+        ({"run_uuids": ["not-a-uuid"]}, "run_uuids"),
     ],
 )
 def test_bad_input_is_a_domain_error_on_its_field(kwargs, field):
@@ -257,7 +258,7 @@ def test_command_prints_json_and_exits_2_on_bad_input():
     assert "deleted 1 runs: 2 trials, 2 grades in" in out.getvalue()
     assert _names() == {"new"}
 
-    for args in ([], ["--keep-last", "1", "--suite", "nope"]):
+    for args in ([], ["--keep-last", "1", "--suite", "nope"], ["--run", "nope"]):
         with pytest.raises(CommandError) as caught:
             call_command("runs_prune", *args, stdout=io.StringIO(), stderr=io.StringIO())
         assert caught.value.returncode == 2
