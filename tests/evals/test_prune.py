@@ -290,3 +290,25 @@ def test_pages_show_a_run_being_pruned_as_pruning_and_the_suite_its_pruned_runs(
     assert run_page.status_code == 200
     assert shows_word(run_page.content.decode(), "pruning")
     assert client.get(gone.get_absolute_url()).status_code == 404
+
+
+def test_the_command_exits_3_when_a_run_stopped_half_way_and_prunes_the_others(monkeypatch, alice):
+    held = _run("held", trials=4)
+    _run("free", trials=2)
+    real_delete = prune._delete
+
+    def label_on_held(qs, record, report):
+        counts = real_delete(qs, record, report)
+        if record.run_uuid == held.uuid and not Label.objects.exists():
+            trial = Trial.objects.filter(run=held).first()
+            Label.objects.create(trial=trial, reviewer=alice, verdict="fail")
+        return counts
+
+    monkeypatch.setattr(prune, "_delete", label_on_held)
+    out = io.StringIO()
+    with pytest.raises(CommandError) as caught:
+        call_command("runs_prune", "--older-than", "30", "--batch-size", "2", stdout=out)
+
+    assert caught.value.returncode == 3 and "hold human labels" in str(caught.value)
+    assert "deleted run S/free" in out.getvalue()
+    assert _names() == {"held"} and Run.objects.get().status == "pruning"
