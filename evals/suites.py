@@ -16,6 +16,7 @@ from evals.baselines import HISTORY_RUNS, baseline_current
 from evals.grading.grader_config import parse_grader_specs
 from evals.grading.grader_set import IMPORTED_KIND, recorded_kind_reason
 from evals.models import Baseline, Case, Graduation, Run, Suite
+from evals.prune import runs_pruned_count
 from evals.selectors import _run_case_counts
 from stats.intervals import ClusteredMean, clustered_rate_interval
 
@@ -77,6 +78,7 @@ class SuitePage:
     regression_suites: list[Suite]
     window: int = GRADUATION_WINDOW
     cases_page: int = 1  # the page of ``CASE_LIST_LIMIT`` active cases shown (1-based)
+    runs_pruned: int = 0  # runs deleted by ``runs_prune`` (evals.prune)
 
     @property
     def cases_pages(self) -> int:
@@ -140,6 +142,7 @@ def suite_page_get(
         candidates=candidates,
         regression_suites=regression_suites,
         cases_page=cases_page,
+        runs_pruned=runs_pruned_count(suite=suite),
     )
 
 
