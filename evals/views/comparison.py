@@ -26,6 +26,7 @@ from core.http import (
 )
 from core.roles import ENGINEER, LEAD, user_has_role
 from evals.blindness import BLIND_COMPARISON, comparison_is_blind
+from evals.charts.forest import forest_chart
 from evals.comparison.agents import agent_moves_get
 from evals.comparison.cache import comparison_cached_get
 from evals.comparison.case import case_uuids_by_hash, comparison_case_get
@@ -89,6 +90,7 @@ def comparison(request: HtmxHttpRequest, head_id, base_id) -> HttpResponse:
         "can_settle": user_has_role(request.user, ENGINEER, LEAD),
         "query": query,
         "rows_page": page,
+        "forest": forest_chart(comp),
         "change_classes": CHANGE_CLASSES,
         "sorts": SORTS,
         "tags": sorted({t for r in comp.cases for t in r.tags}),
