@@ -1,13 +1,15 @@
 """The forest plot of a comparison: each case's effect (head − base pass rate) with its
 interval, sorted by effect, a zero line and the suite's delta as a summary diamond.
 
-Only the ``limit`` most-changed cases are drawn (largest |delta|, then key); the rest are
-counted ("N more cases: U unchanged, S with a smaller change") and the full table holds them.
-A case's interval is ``stats.compare.within_case_interval_from_counts`` on that one case: the
-MOVER of the two sides' Clopper–Pearson limits (Newcombe 1998, method 10) united with
-Agresti–Caffo, the cases held fixed; computed for the drawn cases only (a few ms for 40). The
-summary is the headline's within-case interval (``Headline.bootstrap_low/high``), the same
-method over every shared case. No query: everything comes from the ``Comparison``."""
+A case's interval is on its own trials, the cases held fixed
+(``stats.compare.case_intervals_from_counts``: the MOVER of the two sides' Clopper–Pearson
+limits, Newcombe 1998 method 10, united with Agresti–Caffo; ``within_case_interval`` on one
+case), computed for every shared case graded on both sides at once (a few ms at 2,000). Only
+the ``limit`` most-changed cases are drawn (largest |delta|, beyond noise first on a tie,
+then key); the rest are counted: unchanged, changed within noise (the interval holds 0) and
+changed beyond noise, and the full table holds them. The summary is the headline's
+within-case interval (``Headline.bootstrap_low/high``), the same method over every shared
+case. No query: everything comes from the ``Comparison``."""
 
 from __future__ import annotations
 
@@ -18,7 +20,7 @@ import numpy as np
 from evals.charts.svg import Scale, text_fit
 from evals.comparison.compute import CaseComparison, Comparison
 from evals.templatetags.comparison import points
-from stats.compare import within_case_interval_from_counts
+from stats.compare import case_intervals_from_counts
 
 FOREST_CASES = 40
 WIDTH = 640
@@ -27,6 +29,7 @@ LEFT, RIGHT, TOP, BOTTOM = LABEL_W + 8, 20, 12, 40
 ROW = 16
 FONT = 11
 X_TICKS = (-1.0, -0.5, 0.0, 0.5, 1.0)
+TONE_COLOURS = {"worse": "#c0392b", "better": "#2b8a3e", "within": "#6b7482"}
 
 
 @dataclass(frozen=True)
@@ -50,6 +53,11 @@ class ForestRow:
     x_low: float
     x_high: float
     tone: str
+
+    @property
+    def colour(self) -> str:
+        """Red beyond noise below 0, green above, grey within noise."""
+        return TONE_COLOURS[self.tone]
 
     @property
     def text(self) -> str:
@@ -87,15 +95,17 @@ class ForestSummary:
 @dataclass(frozen=True)
 class ForestChart:
     """The drawn ``rows`` (sorted by delta, most negative first), the ``summary`` (None without
-    a headline), the hidden cases counted: ``n_more`` = ``n_more_unchanged`` (delta 0) +
-    ``n_more_smaller``; ``n_no_verdict`` (nothing graded on a side, never drawn); ticks as
-    ``(pixel, label)``; ``confidence`` of every interval; the drawing's box."""
+    a headline), the cases not drawn counted: ``n_more`` = ``n_more_unchanged`` (delta 0) +
+    ``n_more_within`` (changed, the interval holds 0) + ``n_more_beyond`` (changed, it does
+    not); ``n_no_verdict`` (nothing graded on a side, never drawn); ticks as ``(pixel,
+    label)``; ``confidence`` of every interval; the drawing's box."""
 
     rows: list[ForestRow]
     summary: ForestSummary | None
     n_more: int
     n_more_unchanged: int
-    n_more_smaller: int
+    n_more_within: int
+    n_more_beyond: int
     n_no_verdict: int
     ticks: list[tuple[float, str]]
     zero_x: float
@@ -116,39 +126,42 @@ class ForestChart:
         return f"{self.confidence:.0%}"
 
 
-def case_interval(case: CaseComparison, *, confidence: float = 0.95) -> tuple[float, float]:
-    """(low, high) of head − base pass rate of one case graded on both sides, in [−1, 1]: the
-    within-case interval on its trials (module docstring). Raises ``ValueError`` for a case
-    with nothing graded on a side."""
-    if not case.base_graded or not case.head_graded:
-        raise ValueError(f"case {case.key!r} has nothing graded on a side")
-    low, high = within_case_interval_from_counts(
-        np.array([case.base_graded]),
-        np.array([case.base_passed]),
-        np.array([case.head_graded]),
-        np.array([case.head_passed]),
-        confidence=confidence,
-    )
-    return float(low), float(high)
-
-
 def forest_chart(comparison: Comparison, *, limit: int = FOREST_CASES) -> ForestChart:
     """The forest plot of ``comparison`` with at most ``limit`` cases drawn (module docstring).
     Pixels: ``WIDTH`` wide, ``ROW`` per case, the x axis over [−1, 1] (−100 to +100 points)."""
     confidence = 1 - comparison.alpha
     graded = [c for c in comparison.cases if c.delta is not None]
+    counts = np.array(
+        [(c.base_graded, c.base_passed, c.head_graded, c.head_passed) for c in graded],
+        dtype=np.int64,
+    ).reshape(-1, 4)
+    if len(graded):
+        lows, highs = case_intervals_from_counts(*counts.T, confidence=confidence)
+    else:
+        lows = highs = np.zeros(0)
+    interval = {
+        c.key: (float(lo), float(hi)) for c, lo, hi in zip(graded, lows, highs, strict=True)
+    }
+
+    def beyond(c: CaseComparison) -> bool:
+        low, high = interval[c.key]
+        return low > 0 or high < 0
+
     changed = sorted(
-        (c for c in graded if c.delta != 0), key=lambda c: (-abs(c.delta or 0.0), c.key)
+        (c for c in graded if c.delta != 0),
+        key=lambda c: (-abs(c.delta or 0.0), not beyond(c), c.key),
     )
     shown = sorted(changed[:limit], key=lambda c: (c.delta, c.key))
-    n_more_smaller = len(changed) - len(shown)
+    hidden = changed[limit:]
+    n_more_beyond = sum(1 for c in hidden if beyond(c))
+    n_more_within = len(hidden) - n_more_beyond
     n_more_unchanged = len(graded) - len(changed)
     n_rows = len(shown) + (2 if comparison.headline is not None else 0)
     height = TOP + max(n_rows, 1) * ROW + BOTTOM
     x_of = Scale((-1.0, 1.0), (LEFT, WIDTH - RIGHT))
     rows = []
     for i, case in enumerate(shown):
-        low, high = case_interval(case, confidence=confidence)
+        low, high = interval[case.key]
         delta = float(case.delta or 0.0)
         rows.append(
             ForestRow(
@@ -189,9 +202,10 @@ def forest_chart(comparison: Comparison, *, limit: int = FOREST_CASES) -> Forest
     return ForestChart(
         rows=rows,
         summary=summary,
-        n_more=n_more_smaller + n_more_unchanged,
+        n_more=len(hidden) + n_more_unchanged,
         n_more_unchanged=n_more_unchanged,
-        n_more_smaller=n_more_smaller,
+        n_more_within=n_more_within,
+        n_more_beyond=n_more_beyond,
         n_no_verdict=len(comparison.cases) - len(graded),
         ticks=[(x_of(t), points(t).removesuffix(" pts")) for t in X_TICKS],
         zero_x=x_of(0.0),

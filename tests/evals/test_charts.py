@@ -32,7 +32,7 @@ from evals.comparison.compute import comparison_compute
 from evals.grid.chart import WIDTH as CQ_WIDTH
 from evals.models import Run
 from evals.suites import suite_page_get
-from stats.compare import within_case_interval_from_counts
+from stats.compare import case_intervals_from_counts, within_case_interval_from_counts
 from tests.comparison_builders import db_run, run_data
 
 HOSTILE = '<img src=x onerror="alert(1)">'
@@ -123,11 +123,16 @@ def test_the_forest_draws_the_most_changed_cases_sorted_by_effect_and_counts_the
     deltas = [r.delta for r in chart.rows]
     assert deltas == sorted(deltas)
     smallest_drawn = min(abs(d) for d in deltas)
-    hidden = {c.key for c in changed} - {r.key for r in chart.rows}
-    assert all(abs(c.delta) <= smallest_drawn for c in changed if c.key in hidden)
-    assert chart.n_more_smaller == len(changed) - 10
+    hidden = [c for c in changed if c.key not in {r.key for r in chart.rows}]
+    assert all(abs(c.delta) <= smallest_drawn for c in hidden)
+    low, high = case_intervals_from_counts(
+        *np.array([(c.base_graded, c.base_passed, c.head_graded, c.head_passed) for c in hidden]).T
+    )
+    beyond = int(((low > 0) | (high < 0)).sum())
+    assert (chart.n_more_beyond, chart.n_more_within) == (beyond, len(hidden) - beyond)
+    assert chart.n_more_within > 0
     assert chart.n_more_unchanged == len(graded) - len(changed)
-    assert chart.n_more == chart.n_more_smaller + chart.n_more_unchanged
+    assert chart.n_more == len(hidden) + chart.n_more_unchanged
     assert chart.n_no_verdict == 1
     assert [r.y for r in chart.rows] == sorted(r.y for r in chart.rows)
 
@@ -193,7 +198,7 @@ def test_the_comparison_page_shows_the_forest_escaped_and_the_forest_makes_no_qu
     forest = html.split('id="forest"')[1].split("</section>")[0]
     assert 'tabindex="0"' in forest and 'aria-labelledby="forest-title forest-desc"' in forest
     assert "&lt;img src=x onerror=&quot;alert(1)&quot;&gt;: base 3/3, head 0/3" in forest
-    assert "1 more case not drawn: 1 unchanged, 0 with a smaller change" in forest
+    assert "1 more case not drawn: 1 unchanged, 0 changed within noise" in forest
 
     comp = comparison_cached_get(base=base, head=head, alpha=0.05)
     with CaptureQueriesContext(connection) as queries:
