@@ -25,7 +25,7 @@ from stats.compare import case_intervals_from_counts
 FOREST_CASES = 40
 WIDTH = 640
 LABEL_W = 168  # the case keys' column
-LEFT, RIGHT, TOP, BOTTOM = LABEL_W + 8, 20, 12, 40
+LEFT, RIGHT, TOP, BOTTOM = LABEL_W + 8, 24, 12, 40
 ROW = 16
 FONT = 11
 X_TICKS = (-1.0, -0.5, 0.0, 0.5, 1.0)
@@ -207,7 +207,7 @@ def forest_chart(comparison: Comparison, *, limit: int = FOREST_CASES) -> Forest
         n_more_within=n_more_within,
         n_more_beyond=n_more_beyond,
         n_no_verdict=len(comparison.cases) - len(graded),
-        ticks=[(x_of(t), points(t).removesuffix(" pts")) for t in X_TICKS],
+        ticks=[(x_of(t), points(t).removesuffix(" pts").removesuffix(".0")) for t in X_TICKS],
         zero_x=x_of(0.0),
         confidence=confidence,
         height=height,

@@ -17,7 +17,7 @@ from typing import NamedTuple
 
 from core.money import usd_text
 from core.templatetags.dashboard import percent, percent_interval
-from evals.charts.svg import Label, Scale, labels_place, nice_ticks
+from evals.charts.svg import Label, Scale, labels_place, nice_step, nice_ticks
 
 WIDTH, HEIGHT = 640, 380
 LEFT, RIGHT, TOP, BOTTOM = 64, 16, 16, 48
@@ -129,24 +129,28 @@ def _check(points: Sequence[ParetoPoint]) -> None:
 
 def pareto_chart(points: Iterable[ParetoPoint | tuple]) -> ParetoChart:
     """The chart of ``points`` (``ParetoPoint``s or 9-tuples in its order). The x axis runs
-    from 0 to the largest ``c_high`` (+10%), the y axis over [0, 1] as percentages when every
-    quality bound is in [0, 1], else over the bounds' nice range. Labels are placed best set
-    first, then the front, then the rest (``labels_place``). Raises ``ValueError`` for a
-    non-finite value, an estimate outside its interval or a negative cost."""
+    from 0 (cost ratios read true) to the largest ``c_high`` (+10%); the y axis over the
+    quality bounds' nice range, padded, as percentages within [0, 100%] when every quality
+    bound is in [0, 1]. Labels are placed best set first, then the front, then the rest
+    (``labels_place``), clear of the marks. Raises ``ValueError`` for a non-finite value, an
+    estimate outside its interval or a negative cost."""
     pts = [p if isinstance(p, ParetoPoint) else ParetoPoint(*p) for p in points]
     _check(pts)
     is_rate = all(p.q_low >= 0 and p.q_high <= 1 for p in pts)
     top_cost = max((float(p.c_high) for p in pts), default=0.0)
     x_max = top_cost * 1.1 if top_cost > 0 else 1.0
     x_of = Scale((0.0, x_max), (LEFT, WIDTH - RIGHT))
+    lows = [p.q_low for p in pts] or [0.0]
+    highs = [p.q_high for p in pts] or [1.0]
+    lo, hi = min(lows), max(highs)
+    pad = max((hi - lo) * 0.08, 0.02 if is_rate else abs(hi) * 0.05 or 0.5)
+    lo, hi = lo - pad, hi + pad
     if is_rate:
-        y_lo, y_hi = 0.0, 1.0
-    else:
-        lows = [p.q_low for p in pts] or [0.0]
-        highs = [p.q_high for p in pts] or [1.0]
-        ticks = nice_ticks(min(lows), max(highs) if max(highs) > min(lows) else min(lows) + 1)
-        y_lo = min(ticks[0], min(lows))
-        y_hi = max(ticks[-1], max(highs))
+        lo, hi = max(0.0, lo), min(1.0, hi)
+    step = nice_step(hi - lo, 5)
+    y_lo, y_hi = math.floor(lo / step) * step, math.ceil(hi / step) * step
+    if is_rate:
+        y_lo, y_hi = max(0.0, y_lo), min(1.0, y_hi)
     y_of = Scale((y_lo, y_hi), (HEIGHT - BOTTOM, TOP))
     geometry = [
         (
@@ -160,11 +164,19 @@ def pareto_chart(points: Iterable[ParetoPoint | tuple]) -> ParetoChart:
         for p in pts
     ]
     order = sorted(range(len(pts)), key=lambda i: (not pts[i].in_best_set, not pts[i].on_front))
+    # Above-right of the mark, clear of its horizontal interval bar and of every mark.
+    marks_boxes = [
+        (x - r, y - r, x + r, y + r)
+        for (x, y, *_), p in zip(geometry, pts, strict=True)
+        for r in [10 if p.in_best_set else 6]
+    ]
     placed = labels_place(
-        [(geometry[i][0], geometry[i][1] + 4, pts[i].label) for i in order],
+        [(geometry[i][0], geometry[i][1] - 6, pts[i].label) for i in order],
         bounds=(LEFT + 2, TOP, WIDTH - 2, HEIGHT - BOTTOM),
+        gap=9,
         font_size=FONT,
         max_width=LABEL_MAX,
+        avoid=marks_boxes,
     )
     labels: dict[int, Label | None] = dict(zip(order, placed, strict=True))
     marks = [
@@ -177,7 +189,7 @@ def pareto_chart(points: Iterable[ParetoPoint | tuple]) -> ParetoChart:
         else []
     )
     y_ticks = [
-        (y_of(t), f"{round(t * 100)}%" if is_rate else f"{t:g}") for t in nice_ticks(y_lo, y_hi, 4)
+        (y_of(t), f"{t * 100:g}%" if is_rate else f"{t:g}") for t in nice_ticks(y_lo, y_hi, 5)
     ]
     return ParetoChart(
         marks=marks,

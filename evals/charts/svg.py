@@ -8,6 +8,7 @@ Latin text, which the label margins absorb."""
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 ELLIPSIS = "…"
@@ -119,6 +120,17 @@ class Label:
     def right(self) -> float:
         return round(self.x + self.width, 1) if self.anchor == "start" else self.x
 
+    def hits(self, box: tuple[float, float, float, float], font_size: float = 11) -> bool:
+        """Whether the text (its ascent above the baseline ``y``, a little descent below)
+        intersects ``box`` = ``(left, top, right, bottom)``."""
+        left, top, right, bottom = box
+        return (
+            self.left < right
+            and left < self.right
+            and self.y - 0.8 * font_size < bottom
+            and top < self.y + 0.25 * font_size
+        )
+
     def overlaps(self, other: Label, line_height: float) -> bool:
         """Whether the two labels' boxes (``line_height`` tall) intersect."""
         return (
@@ -170,11 +182,13 @@ def labels_place(
     font_size: float = 11,
     max_width: float = 160,
     line_height: float = 13,
+    avoid: Sequence[tuple[float, float, float, float]] = (),
 ) -> list[Label | None]:
     """Labels for ``marks`` (``(x, y, text)``, y the text's baseline) that stay inside
-    ``bounds`` (``left, top, right, bottom``) and do not overlap each other: for each mark in
-    order, the first free spot of right, left, then a line below and above on either side; a
-    text cut to fit (``text_fit``) where neither side has room. None where no spot is free
+    ``bounds`` (``left, top, right, bottom``), do not overlap each other and cross none of the
+    ``avoid`` boxes (the marks themselves, as ``(left, top, right, bottom)``): for each mark
+    in order, the first free spot of right, left, then a line below and above on either side;
+    a text cut to fit (``text_fit``) where neither side has room. None where no spot is free
     (the mark keeps its title). Quadratic in the marks: meant for tens, not thousands."""
     left, top, right, bottom = bounds
     placed: list[Label] = []
@@ -196,7 +210,12 @@ def labels_place(
             )
             candidates = [first, _flipped(first, x=x, gap=gap, bounds=(left, right))]
             for c in candidates:
-                if c is not None and c.text and not any(c.overlaps(p, line_height) for p in placed):
+                if (
+                    c is not None
+                    and c.text
+                    and not any(c.overlaps(p, line_height) for p in placed)
+                    and not any(c.hits(box, font_size) for box in avoid)
+                ):
                     chosen = c
                     break
             if chosen is not None:

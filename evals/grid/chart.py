@@ -163,6 +163,7 @@ def _labelled(points: list[ChartPoint]) -> list[ChartPoint]:
         gap=9,
         max_width=220,  # about 34 characters, as the labels were before
         font_size=LABEL_FONT,
+        avoid=[(p.x - 6, p.y - 6, p.x + 6, p.y + 6) for p in points],
     )
     labels = dict(zip(order, placed, strict=True))
     return [replace(p, label=labels[i]) for i, p in enumerate(points)]

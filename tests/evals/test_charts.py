@@ -169,7 +169,7 @@ def test_the_forest_summary_is_the_headline_and_the_axis_is_centred_on_zero():
     assert chart.zero_x == (chart.left + chart.right) / 2
     assert s.x_high - s.x_low >= 4  # a narrow interval still shows a diamond
     assert s.y > max(r.y for r in chart.rows) and chart.height > s.y
-    assert [label for _, label in chart.ticks] == ["−100.0", "−50.0", "0.0", "+50.0", "+100.0"]
+    assert [label for _, label in chart.ticks] == ["−100", "−50", "0", "+50", "+100"]
     worst = chart.rows[0]
     assert (worst.key, worst.delta, worst.tone, worst.x) == ("broken", -1.0, "worse", chart.left)
 
@@ -301,6 +301,7 @@ def test_pareto_labels_fit_the_drawing_and_do_not_overlap():
     for i, a in enumerate(placed):
         assert chart.left <= a.left and a.right <= chart.width
         assert not any(a.overlaps(b, 13) for b in placed[i + 1 :])
+        assert not any(a.hits((m.x - 6, m.y - 6, m.x + 6, m.y + 6)) for m in chart.marks)
 
 
 def test_a_quality_score_beyond_one_gets_its_own_axis():
