@@ -90,7 +90,6 @@ def comparison(request: HtmxHttpRequest, head_id, base_id) -> HttpResponse:
         "can_settle": user_has_role(request.user, ENGINEER, LEAD),
         "query": query,
         "rows_page": page,
-        "forest": forest_chart(comp),
         "change_classes": CHANGE_CLASSES,
         "sorts": SORTS,
         "tags": sorted({t for r in comp.cases for t in r.tags}),
@@ -115,6 +114,7 @@ def comparison(request: HtmxHttpRequest, head_id, base_id) -> HttpResponse:
         context["pairwise"] = rung.pairwise_judging(base=base, head=head)
     if request.htmx and request.htmx.target == "case-table":
         return render(request, "evals/comparison_detail.html#case-table", context)
+    context["forest"] = forest_chart(comp)
     return render(request, "evals/comparison_detail.html", context)
 
 
