@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 from django.db import connection
 from django.template import Context, Template
+from django.template.loader import render_to_string
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
@@ -374,3 +375,29 @@ def test_cost_quality_labels_stay_inside_the_drawing_at_the_right_edge(client, c
         )
         assert left >= 0 and right <= CQ_WIDTH, (label, left, right)
     assert "baseline: baseline run, long name" in text
+
+
+def test_a_comparison_with_nothing_graded_on_both_sides_draws_no_svg():
+    comp = comparison_compute(base=run_data({"a": "EE"}), head=run_data({"a": "PP"}, name="H"))
+    chart = forest_chart(comp)
+    assert (chart.rows, chart.summary, chart.n_no_verdict) == ([], None, 1)
+    html = render_to_string("evals/fragments/forest_chart.html", {"chart": chart})
+    assert "<svg" not in html and "1 case with nothing graded on a side" in html
+
+
+def test_a_lone_run_sits_mid_axis_and_a_newest_baseline_keeps_its_label_inside(carol):
+    run = db_run({"a": "PP", "b": "PF"}, name="only")
+    baseline_set(suite=run.suite, run=run)
+    page = suite_page_get(suite=run.suite)
+    chart = trend_chart(page.runs, baseline_run_id=run.id)
+    (mark,) = chart.marks
+    assert mark.x == pytest.approx((chart.left + 8 + chart.right - 8) / 2, abs=0.1)
+    assert chart.line == []  # one point: nothing to join
+    for i in range(3):
+        db_run({"a": "PP", "b": "PP"}, name=f"later {i}")
+    newest = Run.objects.get(name="later 2")
+    baseline_set(suite=run.suite, run=newest)
+    page = suite_page_get(suite=run.suite)
+    chart = trend_chart(page.runs, baseline_run_id=newest.id)
+    label = chart.baseline_label
+    assert chart.marks[-1].is_baseline and chart.left <= label.left and label.right <= chart.right
