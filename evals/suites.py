@@ -36,22 +36,6 @@ class RunPoint:
     errored: int
     grade_errored: int
 
-    def chart_row(self) -> dict:
-        """JSON-safe chart datum: label (run name, untrusted: the chart draws it as canvas
-        text), created (ISO 8601), rate and interval in percent (one decimal) or None."""
-
-        def pct(value: float | None) -> float | None:
-            return None if value is None else round(value * 100, 1)
-
-        return {
-            "label": self.run.name,
-            "created": self.run.created_at.isoformat(),
-            "rate": pct(self.pass_rate.mean),
-            "low": pct(self.pass_rate.ci_low),
-            "high": pct(self.pass_rate.ci_high),
-            "n_cases": self.pass_rate.n_cases,
-        }
-
 
 @dataclass(frozen=True)
 class GraduationCandidate:
