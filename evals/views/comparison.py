@@ -26,6 +26,7 @@ from core.http import (
 )
 from core.roles import ENGINEER, LEAD, user_has_role
 from evals.blindness import BLIND_COMPARISON, comparison_is_blind
+from evals.charts.forest import forest_chart
 from evals.comparison.agents import agent_moves_get
 from evals.comparison.cache import comparison_cached_get
 from evals.comparison.case import case_uuids_by_hash, comparison_case_get
@@ -113,6 +114,7 @@ def comparison(request: HtmxHttpRequest, head_id, base_id) -> HttpResponse:
         context["pairwise"] = rung.pairwise_judging(base=base, head=head)
     if request.htmx and request.htmx.target == "case-table":
         return render(request, "evals/comparison_detail.html#case-table", context)
+    context["forest"] = forest_chart(comp)
     return render(request, "evals/comparison_detail.html", context)
 
 
