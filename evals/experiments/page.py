@@ -12,6 +12,7 @@ import numpy as np
 from django.db.models import Count
 
 from evals.blindness import blind_for, grades_prefetch, labels_prefetch
+from evals.charts.pareto import ParetoPoint
 from evals.experiments.decision import ExperimentDecision, experiment_variants
 from evals.models import Case, Experiment, ExperimentVariant
 from evals.selectors import trial_preview_queryset
@@ -182,6 +183,25 @@ def chart_points(decision: ExperimentDecision) -> list[ChartPoint]:
         )
         for v in decision.variants
     ]
+
+
+def chart_drawn(points: list[ChartPoint]) -> tuple[list[ParetoPoint], list[str]]:
+    """``(drawn, left_out)``: the points ``evals.charts.pareto.pareto_chart`` can draw (quality,
+    its interval and cost known; cost per trial has no interval here, so its bars are points)
+    and the labels of the others (unknown cost or no graded trial), which the table still
+    lists."""
+    drawn: list[ParetoPoint] = []
+    left_out: list[str] = []
+    for p in points:
+        if p.quality is None or p.low is None or p.high is None or p.cost is None:
+            left_out.append(p.label)
+            continue
+        low, high = min(p.low, p.quality), max(p.high, p.quality)
+        cost = p.cost
+        drawn.append(
+            ParetoPoint(p.label, p.quality, low, high, cost, cost, cost, p.on_front, p.in_set)
+        )
+    return drawn, left_out
 
 
 def experiments_of_suite(*, suite, limit: int = 10) -> list[Experiment]:

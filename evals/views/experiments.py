@@ -43,6 +43,7 @@ from evals.experiments.forms import (
 from evals.experiments.page import (
     GRID_SORTS,
     attempt_rows,
+    chart_drawn,
     chart_points,
     experiment_case_get,
     experiment_grid,
@@ -91,12 +92,14 @@ def experiment_detail(request: HtmxHttpRequest, experiment_id) -> HttpResponse:
     decision = experiment_decision(experiment=experiment)
     sort = query_choice(request, "sort", GRID_SORTS, GRID_SORTS[0])
     grid = experiment_grid(decision=decision, page=query_page(request), sort=sort)
+    points = chart_points(decision)
     context = {
         "experiment": experiment,
         "decision": decision,
         "confidence": 1 - decision.alpha,  # the set's; ``decision.level`` is per comparison
         "grid": grid,
-        "points": chart_points(decision),
+        "points": points,
+        "chart": chart_drawn(points),
         "targets": [
             (v.label, json.dumps(v.run.target, indent=2, sort_keys=True)) for v in variants
         ],

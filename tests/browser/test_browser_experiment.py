@@ -71,6 +71,8 @@ def test_an_engineer_starts_four_variants_from_a_run_and_reads_the_decision(
     assert "is out" in out and "baseline" in out  # why it is out, and against whom
     assert page.locator("#experiment-best .badge").all_inner_texts() == ["baseline"]
     assert page.locator("#pareto-table tbody tr").count() == 4
+    # The simulated target has no price: no point can be drawn, each is named and tabled.
+    assert "baseline, second, third, fourth" in page.inner_text("#pareto-left-out")
     assert page.locator("#experiment-variants tbody tr").count() == 4
     assert page.locator("#experiment-grid-table tbody tr").count() == 20
     assert page.locator("#experiment-grid-table thead th").count() == 2 + 4

@@ -204,3 +204,20 @@ def test_a_reviewer_with_nothing_to_label_sees_the_page_an_outsider_does_not(cli
     assert client.get(_url(experiment)).status_code == 403
     client.logout()
     assert client.get(_url(experiment)).status_code == 302
+
+
+def test_the_chart_draws_the_variants_with_a_known_cost_and_names_the_others(client, carol):
+    priced = experiment_built(labels=["a", "b", "c"], n_cases=4, passes=_clear_gap, name="p")
+    client.force_login(carol)
+    text = client.get(_url(priced)).content.decode()
+    assert 'id="experiment-pareto"' in text and text.count('class="mark pareto-point') == 3
+    assert 'id="pareto-left-out"' not in text and 'id="pareto-table"' in text
+    unpriced = experiment_built(
+        labels=["a", "b"], n_cases=4, passes=_clear_gap, name="u", cost=None
+    )
+    text = client.get(_url(unpriced)).content.decode()
+    assert 'id="experiment-pareto"' not in text
+    assert 'id="pareto-left-out"' in text and "a, b" in text
+    table = text.split('id="pareto-table"')[1].split("</table>")[0]
+    assert 'data-variant="a"' in table and 'data-variant="b"' in table  # still listed
+    assert "unknown" in table
