@@ -20,8 +20,7 @@ from core.api.permissions import IsViewer
 from core.bounds import COST_USD_DECIMAL_PLACES, COST_USD_MAX_DIGITS
 from core.http import uuid_or_404
 from evals.api.runs.detail import RunStatusShownSerializer
-from evals.comparison.compute import CHANGE_CLASSES
-from evals.grid.build import MAX_RUNS, SORTS, GridQuery, grid_get
+from evals.grid.build import GRID_CHANGES, MAX_RUNS, SORTS, GridQuery, grid_get
 from evals.grid.history import case_history_get
 from evals.models import Case, Suite
 
@@ -128,7 +127,7 @@ GRID_PARAMS = [
     _param("runs", f"Run UUIDs of the suite, comma-separated or repeated (at most {MAX_RUNS})."),
     _param("last", f"Without runs: the last N runs (1..{MAX_RUNS}, default 10)."),
     _param("tag", "Only cases with this tag."),
-    _param("change", "Only cases of this change class.", enum=list(CHANGE_CLASSES)),
+    _param("change", "Only cases of this change class.", enum=list(GRID_CHANGES)),
     _param("flaky", "true: only cases flaky in some run."),
     _param("sort", "Row order.", enum=list(SORTS)),
     _param("cursor", "Opaque cursor from a page's next or previous link."),
