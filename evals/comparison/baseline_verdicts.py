@@ -13,6 +13,7 @@ import dataclasses
 import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from django.core.cache import cache
 from django.db.models import OuterRef, QuerySet, Subquery
@@ -57,12 +58,13 @@ def verdict_remember(*, base: Run, head: Run, verdict: str) -> None:
     if not (base.is_terminal and head.is_terminal):
         return
     keys = run_summary_keys(runs=[base, head])
-    if keys[base.id] is None or keys[head.id] is None:
+    base_key, head_key = keys[base.id], keys[head.id]
+    if base_key is None or head_key is None:
         return
-    cache.set(_key(base, head, keys[base.id], keys[head.id]), verdict, VERDICT_CACHE_SECONDS)
+    cache.set(_key(base, head, base_key, head_key), verdict, VERDICT_CACHE_SECONDS)
 
 
-def with_suite_baseline(runs: QuerySet[Run]) -> QuerySet[Run]:
+def with_suite_baseline(runs: QuerySet[Run]) -> QuerySet[Any]:
     """``runs`` annotated with ``suite_baseline_run_id``: the id of its suite's current baseline
     run (the latest ``Baseline`` row), or None; a subquery, no query of its own."""
     latest = Baseline.objects.filter(suite_id=OuterRef("suite_id")).order_by("-set_at", "-id")
@@ -95,8 +97,9 @@ def baseline_marks_get(*, runs: Sequence[Run]) -> dict[int, BaselineMark]:
     )
     wanted = {}
     for base, head in pairs:
-        if keys.get(base.id) and keys.get(head.id):
-            wanted[head.id] = _key(base, head, keys[base.id], keys[head.id])
+        base_key, head_key = keys.get(base.id), keys.get(head.id)
+        if base_key and head_key:
+            wanted[head.id] = _key(base, head, base_key, head_key)
     found = cache.get_many(list(wanted.values())) if wanted else {}
     marks = {}
     for run in runs:

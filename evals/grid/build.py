@@ -385,7 +385,7 @@ def _row(
     """One case's row; its change is "graders differ" when the first and last graded columns'
     gating graders differ (a grader absent from one run is no change of the target)."""
     graded_at = [i for i, c in enumerate(cells) if c is not None and c.graded]
-    graded = [cells[i] for i in graded_at]
+    graded = [c for c in cells if c is not None and c.graded]
     rates = [c.passed / c.graded for c in graded]
     if len(graded) < 2:
         change = NO_VERDICT
