@@ -1,9 +1,10 @@
 """The run list's baseline badge and regression flag: whether a run is its suite's baseline,
 and the gate's verdict on it against that baseline as last decided (``baseline_marks_get``).
 
-A verdict is remembered when a page decides it (``verdict_remember``, from the comparison
-page) under both runs' summary keys (``evals.comparison.summary.run_summary_keys``), so a new
-trial, grade, regrade, judge trust or case change makes it unknown again. The run list reads
+A verdict is remembered when a surface decides it at the gate's defaults
+(``verdict_remember``: the comparison page, ``GET /api/comparisons/`` and ``manage.py
+gate``) under both runs' summary keys (``evals.comparison.summary.run_summary_keys``), so a
+new trial, grade, regrade, judge trust or case change makes it unknown again. The run list reads
 what was remembered, one cache read for the page, and never computes a comparison: a pair
 nobody decided, or decided before a change, is "not compared"."""
 
@@ -23,6 +24,7 @@ from evals.models import Baseline, Run
 
 VERDICT_CACHE_SECONDS = 30 * 24 * 3600
 NOT_COMPARED = "not compared"
+GATE_ALPHA = 0.05  # the gate command's default --alpha, which the comparison page uses
 
 
 @dataclass(frozen=True)
@@ -52,10 +54,14 @@ def _key(base: Run, head: Run, base_key: str, head_key: str) -> str:
     return f"assay:baseline-verdict:v1:{base.uuid}:{head.uuid}:{digest}"
 
 
-def verdict_remember(*, base: Run, head: Run, verdict: str) -> None:
+def verdict_remember(
+    *, base: Run, head: Run, verdict: str, alpha: float = GATE_ALPHA, default_policy: bool = True
+) -> None:
     """Remember the gate's ``verdict`` on ``head`` against ``base`` (both finished; else
-    nothing) under their summary keys. Three queries (the keys)."""
-    if not (base.is_terminal and head.is_terminal):
+    nothing) under their summary keys, when it was decided as the comparison page decides it:
+    at ``GATE_ALPHA`` under the default policy (no errored trials allowed, trusted judges
+    only, comparable runs). Three queries (the keys)."""
+    if alpha != GATE_ALPHA or not default_policy or not (base.is_terminal and head.is_terminal):
         return
     keys = run_summary_keys(runs=[base, head])
     base_key, head_key = keys[base.id], keys[head.id]

@@ -4,7 +4,11 @@ grid's grader-set warning, the live pass rate card and the comparison's docs ref
 
 from __future__ import annotations
 
+import io
+
 import pytest
+from django.core.cache import cache
+from django.core.management import call_command
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
@@ -14,6 +18,7 @@ from evals.grid.build import GridQuery, grid_get
 from evals.grid.grader_sets import GRADERS_DIFFER
 from evals.models import Baseline, Run, Suite
 from tests.comparison_builders import db_run
+from tests.core.test_api_core import client_for
 from tests.page_text import visible_text
 from tests.report_builders import add_trial, make_run
 
@@ -211,6 +216,24 @@ def test_a_run_the_gate_blocks_against_the_baseline_is_flagged_until_it_changes(
     assert 'class="badge fail regression"' in page
     add_trial(head, "c0", 6, grades={"judge": True})  # the head changed: decided no more
     assert marks_by_name()["head"].verdict == "not compared"
+
+
+def test_the_gate_command_and_the_api_flag_it_too_but_only_at_the_defaults(bob, db):
+    base, head = blocking_pair()
+    api = client_for(bob)
+    query = f"base={base.uuid}&head={head.uuid}"
+    assert api.get(f"/api/comparisons/?{query}&alpha=0.1").status_code == 200
+    assert marks_by_name()["head"].verdict == "not compared"  # another alpha: not the flag's
+    with pytest.raises(SystemExit) as exit_info:
+        call_command("gate", "--head", str(head.uuid), "--max-errored-fraction", "0.5")
+    assert exit_info.value.code == 1
+    assert marks_by_name()["head"].verdict == "not compared"  # another policy
+    with pytest.raises(SystemExit):
+        call_command("gate", "--head", str(head.uuid), stdout=io.StringIO())
+    assert marks_by_name()["head"].regression
+    cache.clear()
+    assert api.get(f"/api/comparisons/?{query}").json()["decision"]["verdict"] == "block"
+    assert marks_by_name()["head"].regression
 
 
 def test_the_marks_queries_do_not_grow_with_the_runs(db):
