@@ -100,7 +100,10 @@ class RowSerializer(serializers.Serializer):
         allow_null=True, help_text="Population variance of the rates across runs (2+ rates)."
     )
     flaky_any = serializers.BooleanField(help_text="Flaky in at least one run.")
-    change = serializers.CharField(help_text="Change class from the first to the last graded run.")
+    change = serializers.CharField(
+        help_text='Change class from the first to the last graded run; "graders differ" when '
+        "those two runs gate on different graders (their rates are not comparable)."
+    )
 
 
 class GridSerializer(serializers.Serializer):
@@ -109,6 +112,11 @@ class GridSerializer(serializers.Serializer):
     n_cases = serializers.IntegerField(help_text="Cases before filters.")
     n_rows = serializers.IntegerField(help_text="Rows after filters (all pages).")
     hidden_cells = serializers.IntegerField(help_text="Cells withheld while you label.")
+    grader_warnings = serializers.ListField(
+        child=serializers.CharField(),
+        help_text="One sentence per run graded by another grader set than the newest run: "
+        "the graders it lacks, adds or configures differently. Empty when all agree.",
+    )
     next = serializers.CharField(allow_null=True, help_text="URL of the next page of rows.")
     previous = serializers.CharField(allow_null=True, help_text="URL of the previous page.")
     results = RowSerializer(many=True, help_text="This page's rows.")
@@ -182,6 +190,7 @@ class SuiteGridApi(APIView):
             "n_cases": grid.n_cases,
             "n_rows": len(grid.rows),
             "hidden_cells": grid.hidden_cells,
+            "grader_warnings": list(grid.grader_warnings),
             "next": _cursor_url(request, start + size) if start + size < len(grid.rows) else None,
             "previous": _cursor_url(request, max(0, start - size)) if start else None,
             "results": [_row(r) for r in page],

@@ -290,6 +290,9 @@ def test_the_grid_page_shows_the_warning_and_filters_on_graders_differ(client, b
     page = client.get(url).content.decode()
     assert 'id="grid-grader-warning"' in page and "lacks b" in page
     assert client.get(url + "?change=graders+differ").status_code == 200
+    api = client_for(bob).get(f"/api/suites/{r1.suite.uuid}/grid?change=graders+differ").json()
+    assert [r["change"] for r in api["results"]] == [GRADERS_DIFFER]
+    assert "lacks b" in api["grader_warnings"][0]
 
 
 # 6. The live report -------------------------------------------------------------------------
