@@ -35,7 +35,7 @@ from evals.blindness import run_is_blind
 from evals.forms import RUN_FILTER_STATUSES, BaselineSetForm, RunFilterForm, RunStartForm
 from evals.grading.contract.decisions import decision_history, trial_decision_get
 from evals.models import Case, Run, Suite, TopUp, Trial
-from evals.report.selectors import run_report
+from evals.report.selectors import run_report, run_report_state
 from evals.reprice import run_reprices
 from evals.run_like import run_like_initial, run_like_refusal
 from evals.runner.finalize import run_cancel as run_cancel_service
@@ -84,6 +84,7 @@ def run_page(
             "report": run_report(run=run),
             "target_rows": target_shown(run.target),
             "live": not run.is_terminal,  # "not graded yet", never "undefined", while it runs
+            "card_state": "" if run.is_terminal else run_report_state(run=run),
             "clone_refusal": run_like_refusal(run),
             "top_ups": list(top_ups[:20]),
             "reprices": run_reprices(run=run),
@@ -161,16 +162,20 @@ def _run_new_like(request: HtmxHttpRequest, like: Run) -> HttpResponse:
 @require_GET
 @role_required(*VIEWER_ROLES)
 def run_progress(request: HtmxHttpRequest, run_id) -> HttpResponse:
-    """The progress fragment, polled every 2 s, with the pass rate card as it stands (an
+    """The progress fragment, polled every 2 s (``?card=``: the state of the pass rate card
+    shown, ``run_report_state``), with the card as it stands when that state changed (an
     out-of-band swap, unless the run is blind for the viewer); 286 (stop polling) once the run
     is terminal, with a one-shot fetch that swaps the final report (``#run-report``) in."""
     run = get_object_or_404(Run.objects.select_related("cancelled_by"), uuid=run_id)
     context = {"run": run, "finished_now": run.is_terminal}
+    if not run.is_terminal:
+        context["card_state"] = run_report_state(run=run)
     html = render_to_string("evals/fragments/run_progress.html", context, request=request)
     if run.is_terminal:
         return HttpResponseStopPolling(html)
-    if not run_is_blind(request.user, run):
-        # The pass rate card follows the progress (an out-of-band swap of #run-live-report).
+    if not run_is_blind(request.user, run) and request.GET.get("card") != context["card_state"]:
+        # The pass rate card follows the progress (an out-of-band swap of #run-live-report),
+        # sent again only when the report may have changed since the card shown (``card``).
         live = {"run": run, "report": run_report(run=run), "live": True, "oob": True}
         html += render_to_string("evals/fragments/run_live_report.html", live, request=request)
     return HttpResponse(html)

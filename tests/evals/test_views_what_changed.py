@@ -5,6 +5,7 @@ grid's grader-set warning, the live pass rate card and the comparison's docs ref
 from __future__ import annotations
 
 import io
+import re
 
 import pytest
 from django.core.cache import cache
@@ -308,10 +309,15 @@ def test_the_progress_poll_brings_the_pass_rate_card_as_it_stands(client, bob, d
     progress = reverse("evals:run-progress", args=[run.uuid])
     first = client.get(progress).content.decode()
     assert 'hx-swap-oob="true"' in first and "not graded yet" in first
+    state = re.search(r"hx-vals='\{\"card\": \"([0-9.]+)\"\}'", first)
+    assert state is not None
+    shown = state.group(1)
+    unchanged = client.get(progress, {"card": shown}).content.decode()
+    assert "hx-swap-oob" not in unchanged  # nothing new: the card is not sent again
     add_trial(run, "c1", 1, grades={"e": True})
     add_trial(run, "c2", 1, grades={"e": False})
     Run.objects.filter(pk=run.pk).update(trials_finished=2)
-    second = visible_text(client.get(progress).content.decode())
+    second = visible_text(client.get(progress, {"card": shown}).content.decode())
     assert "50.0%" in second and "undefined" not in second
     Run.objects.filter(pk=run.pk).update(status=Run.Status.SUCCEEDED)
     last = client.get(progress)
