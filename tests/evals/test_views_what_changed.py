@@ -18,6 +18,7 @@ from evals import selectors
 from evals.grid.build import GridQuery, grid_get
 from evals.grid.grader_sets import GRADERS_DIFFER
 from evals.models import Baseline, Run, Suite
+from evals.target_shown import MASKED
 from tests.comparison_builders import db_run
 from tests.core.test_api_core import client_for
 from tests.page_text import visible_text
@@ -67,6 +68,14 @@ def test_the_run_page_shows_the_target_escaped_and_never_a_key(client, bob, db):
     assert HOSTILE not in page and "&lt;img src=x onerror=alert(1)&gt;" in page
     assert KEY not in page
     assert 'id="run-like-this"' not in page  # a reviewer starts no run
+
+
+def test_the_api_gives_the_target_as_shown_with_the_key_masked(bob, db):
+    run = model_run("r1")
+    data = client_for(bob).get(f"/api/runs/{run.uuid}/").json()
+    rows = {r["key"]: r["value"] for r in data["target_shown"]}
+    assert rows["deployment"] == "dep-1" and rows["api_key_env"] == "AZURE_OPENAI_API_KEY"
+    assert rows["settings.api_key"] == MASKED and KEY not in str(data["target_shown"])
 
 
 # 2. The comparison's config diff ------------------------------------------------------------
