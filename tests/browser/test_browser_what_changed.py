@@ -8,8 +8,9 @@ import re
 
 import pytest
 
-from evals.models import Run, Suite
+from evals.models import Baseline, Run, Suite
 from tests.browser.conftest import INJECTED, log_in
+from tests.comparison_builders import db_run
 from tests.report_builders import add_trial, make_run
 
 pytestmark = [
@@ -89,4 +90,38 @@ def test_the_pass_rate_card_follows_a_live_run_without_undefined(browser_page, l
     assert "75.0%" in text and "undefined" not in text
     assert page.evaluate("window.__same_document") is True
     assert page.locator("#run-live-report").count() == 1
+    assert page.console_errors == [] and page.dialogs == []
+
+
+def test_the_run_list_marks_the_baseline_and_a_regression_and_the_grid_warns(
+    browser_page, live_server, bob
+):
+    """Opening the comparison decides it (the gate blocks); the run list then flags the head,
+    its flag links to that comparison; the comparison and the suite's grid name the grader's
+    changed config."""
+    graders = [{"key": "judge", "kind": "contains", "config": {"value": "x"}}]
+    base = db_run({f"c{i}": "PPPPP" for i in range(8)}, name="base", graders=graders)
+    head = db_run(
+        {f"c{i}": "FFFFF" for i in range(8)},
+        name="head",
+        graders=[{"key": "judge", "kind": "contains", "config": {"value": "y"}}],
+    )
+    Baseline.objects.create(suite=base.suite, run=base)
+    page = browser_page
+    log_in(page, live_server, bob.username)
+    assert page.locator("a.not-compared").count() == 1  # nobody decided it yet
+    assert page.locator(".badge.baseline").count() == 1
+    page.click("a.not-compared")
+    page.wait_for_selector("#gate-decision[data-verdict=block]")
+    assert '{"value": "y"}' in page.inner_text("#target-diff .grader-changes")
+
+    page.goto(f"{live_server.url}/runs/")
+    flag = page.locator("a.regression")
+    assert flag.inner_text() == "regression"
+    flag.click()
+    page.wait_for_url(re.compile(rf".*/runs/{head.uuid}/compare/{base.uuid}/$"))
+
+    page.goto(f"{live_server.url}/suites/{base.suite.uuid}/grid/")
+    warning = page.locator("#grid-grader-warning")
+    assert "'base' configures judge differently" in warning.inner_text()
     assert page.console_errors == [] and page.dialogs == []
