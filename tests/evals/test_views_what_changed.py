@@ -74,6 +74,7 @@ def test_the_api_gives_the_target_as_shown_with_the_key_masked(bob, db):
     run = model_run("r1")
     data = client_for(bob).get(f"/api/runs/{run.uuid}/").json()
     rows = {r["key"]: r["value"] for r in data["target_shown"]}
+    assert {r["key"]: r["title"] for r in data["target_shown"]}["deployment"] == "Deployment"
     assert rows["deployment"] == "dep-1" and rows["api_key_env"] == "AZURE_OPENAI_API_KEY"
     assert rows["settings.api_key"] == MASKED and KEY not in str(data["target_shown"])
 

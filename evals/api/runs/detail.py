@@ -118,7 +118,7 @@ class RunSerializer(serializers.ModelSerializer):
 
 class TargetRowSerializer(serializers.Serializer):
     key = serializers.CharField(help_text="The setting, dotted when nested (settings.temperature).")
-    label = serializers.CharField(help_text="Its label on the run page.")
+    title = serializers.CharField(help_text="Its label on the run page.")
     value = serializers.CharField(
         help_text="Its value as text (JSON for numbers, lists, objects); any value that looks "
         "like a key, and a base_url's user and password, masked (evals.target_shown)."
@@ -147,7 +147,7 @@ class RunDetailSerializer(RunSerializer):
     @extend_schema_field(TargetRowSerializer(many=True))
     def get_target_shown(self, run) -> list[dict]:
         return [
-            {"key": r.key, "label": r.label, "value": r.value} for r in target_shown(run.target)
+            {"key": r.key, "title": r.label, "value": r.value} for r in target_shown(run.target)
         ]
 
     def get_report(self, run) -> dict:
