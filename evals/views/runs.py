@@ -76,6 +76,8 @@ def run_page(
 ) -> HttpResponse:
     """Render the run page; ``baseline_form``: a refused post's bound form, else a blank one."""
     top_ups = TopUp.objects.filter(Q(head=run) | Q(base=run)).select_related("head", "base")
+    # Read before the report: a grade landing in between makes the next poll send the card.
+    card_state = "" if run.is_terminal else run_report_state(run=run)
     return render(
         request,
         "evals/run_detail.html",
@@ -84,7 +86,7 @@ def run_page(
             "report": run_report(run=run),
             "target_rows": target_shown(run.target),
             "live": not run.is_terminal,  # "not graded yet", never "undefined", while it runs
-            "card_state": "" if run.is_terminal else run_report_state(run=run),
+            "card_state": card_state,
             "clone_refusal": run_like_refusal(run),
             "top_ups": list(top_ups[:20]),
             "reprices": run_reprices(run=run),
