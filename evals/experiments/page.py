@@ -16,6 +16,8 @@ from evals.charts.pareto import ParetoPoint
 from evals.experiments.decision import ExperimentDecision, experiment_variants
 from evals.models import Case, Experiment, ExperimentVariant
 from evals.selectors import trial_preview_queryset
+from evals.target_diff import TargetDiff, target_diff
+from evals.target_shown import ShownRow, target_shown
 
 GRID_PAGE_SIZE = 100  # cases on one page of the grid (the first view shows the first page)
 GRID_SORTS = ("separates", "case")  # separating cases first (the default), or case order
@@ -202,6 +204,28 @@ def chart_drawn(points: list[ChartPoint]) -> tuple[list[ParetoPoint], list[str]]
             ParetoPoint(p.label, p.quality, low, high, cost, cost, cost, p.on_front, p.in_set)
         )
     return drawn, left_out
+
+
+@dataclass(frozen=True)
+class VariantConfig:
+    """The first variant's target as shown (``rows``, keys masked: ``evals.target_shown``), or
+    another's ``diff`` against it (``evals.target_diff``: templates word by word, settings)."""
+
+    label: str
+    rows: list[ShownRow] | None = None
+    diff: TargetDiff | None = None
+
+
+def variant_configs(variants: list) -> list[VariantConfig]:
+    """Each variant's configuration for the page: the first (``variants[0]``, with ``label`` and
+    ``run``) in full, every other as what differs from it. No query."""
+    if not variants:
+        return []
+    first = variants[0].run.target or {}
+    configs = [VariantConfig(label=variants[0].label, rows=target_shown(first))]
+    for v in variants[1:]:
+        configs.append(VariantConfig(label=v.label, diff=target_diff(first, v.run.target or {})))
+    return configs
 
 
 def experiments_of_suite(*, suite, limit: int = 10) -> list[Experiment]:

@@ -8,8 +8,6 @@ view shows grades as the run's case view does. Only engineers and leads start ex
 
 from __future__ import annotations
 
-import json
-
 from django.core.paginator import Paginator
 from django.db.models import Count
 from django.http import Http404, HttpResponse
@@ -47,6 +45,7 @@ from evals.experiments.page import (
     chart_points,
     experiment_case_get,
     experiment_grid,
+    variant_configs,
 )
 from evals.experiments.start import experiment_start
 from evals.models import Case, Experiment, Run, Suite
@@ -100,9 +99,7 @@ def experiment_detail(request: HtmxHttpRequest, experiment_id) -> HttpResponse:
         "grid": grid,
         "points": points,
         "chart": chart_drawn(points),
-        "targets": [
-            (v.label, json.dumps(v.run.target, indent=2, sort_keys=True)) for v in variants
-        ],
+        "configs": variant_configs(variants),
         "can_run": user_has_role(request.user, *RUNNER_ROLES),
     }
     if request.htmx and request.htmx.target == "experiment-grid":

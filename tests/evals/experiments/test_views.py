@@ -221,3 +221,37 @@ def test_the_chart_draws_the_variants_with_a_known_cost_and_names_the_others(cli
     table = text.split('id="pareto-table"')[1].split("</table>")[0]
     assert 'data-variant="a"' in table and 'data-variant="b"' in table  # still listed
     assert "unknown" in table
+
+
+KEY = "sk-proj-" + "Zq9Xw8Vu7" * 5
+
+
+def test_the_page_shows_each_variants_changes_against_the_first(client, carol):
+    experiment = experiment_built(labels=["base", "chatty", "same"], n_cases=2, passes=_clear_gap)
+    model = {
+        "kind": "openai",
+        "base_url": "http://127.0.0.1:9/v1",
+        "model": "gpt-4o-mini",
+        "api_key_env": None,
+        "prompt_template": "Answer briefly: $input",
+        "settings": {"temperature": 0.2},
+    }
+    chatty = {
+        **model,
+        "prompt_template": "Answer at length: $input",
+        "settings": {"temperature": 1},
+    }
+    for label, target in (("base", model), ("chatty", chatty), ("same", model)):
+        Run.objects.filter(experiment_variant__label=label).update(target=target)
+    client.force_login(carol)
+    text = client.get(_url(experiment)).content.decode()
+    section = text.split('id="experiment-targets"')[1]
+    chatty_part = section.split('data-variant="chatty"')[1].split('data-variant="same"')[0]
+    assert "diff-ins" in chatty_part and "diff-del" in chatty_part
+    assert KEY not in text  # a key-looking value is masked (evals.target_shown)
+    assert "length" in chatty_part and "briefly" in chatty_part
+    assert 'data-key="settings.temperature"' in chatty_part
+    assert 'data-key="model"' not in chatty_part  # unchanged settings are not repeated
+    same_part = section.split('data-variant="same"')[1]
+    assert "The same target as base." in same_part
+    assert 'data-key="prompt_template"' in section.split('data-variant="base"')[1]
