@@ -150,6 +150,7 @@ def run_close_if_done(*, run_id: int) -> None:
         from evals.comparison.summary import run_summary_refresh  # noqa: PLC0415
 
         run_summary_refresh(run=run)
+        _baseline_verdict_refresh(run)
     if (
         run.against_id is not None
         and run.status == Run.Status.SUCCEEDED
@@ -157,6 +158,19 @@ def run_close_if_done(*, run_id: int) -> None:
     ):
         # An adaptive run's first round is done: settle its uncertain cases.
         outbox_enqueue(adaptive_top_up_start, run_id, subject=f"evals.run:{run_id}")
+
+
+def _baseline_verdict_refresh(run: Run) -> None:
+    """The run list's regression flag for ``run``, decided once as it closes; a failure here is
+    logged and leaves the flag "not compared", never a failed finalize."""
+    from evals.comparison.baseline_verdicts import baseline_verdict_refresh  # noqa: PLC0415
+
+    try:
+        baseline_verdict_refresh(run=run)
+    except Exception:  # noqa: BLE001 - a flag is not worth a run that never closes
+        logger.exception(
+            "run %s: the verdict against its suite's baseline was not decided", run.ref_text
+        )
 
 
 def _run_close(run_id: int, counts: TrialCounts, now: datetime) -> int:
