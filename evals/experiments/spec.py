@@ -8,8 +8,9 @@ or ``grader_set`` (a grader set preset), ``trials_per_case``, ``alpha``, ``metri
 
 from __future__ import annotations
 
+from core.bounds import seed_problem
 from core.errors import DomainError
-from evals.experiments.start import experiment_start
+from evals.experiments.start import _seeded, experiment_start
 from evals.grading.grader_config import parse_grader_specs
 from evals.models import Experiment, GraderSetPreset, Suite, TargetPreset
 from evals.runner.start import DEFAULT_TRIALS_PER_CASE
@@ -164,6 +165,9 @@ def experiment_spec_check(*, spec: object, prefix: str) -> None:
                 field=error.field if error.field.startswith("graders") else "graders",
                 code=error.code,
             ) from error
+        seed = spec.get("seed")
+        if seed is not None and (problem := seed_problem(seed)):
+            raise DomainError(problem, field="seed")
         variants = variants_resolved(spec.get("variants"))
         if not isinstance(variants, list):
             raise DomainError("expected an array of tables [[...variants]]", field="variants")
@@ -173,7 +177,7 @@ def experiment_spec_check(*, spec: object, prefix: str) -> None:
                     "expected {label, target} or {label, preset}", field=f"variants[{i}]"
                 )
             try:
-                target_validate(variant["target"])
+                target_validate(_seeded(variant["target"], seed))
             except DomainError as error:
                 field = error.field or "target"
                 if not field.startswith("target"):
