@@ -1,0 +1,410 @@
+"""Which variant of an experiment to ship: a confidence set for the best variant.
+
+An experiment runs one suite with V >= 2 variants on the same C cases. ``passed`` and
+``graded`` are integer arrays of shape (V, C). The best variant is the one with the highest
+mean over cases of its per-case pass rate (``metric="pass_rate"``) or of its per-case pass^k
+(``metric="pass_hat_k"``).
+
+The rule (subset selection, Gupta 1965, Technometrics 7(2):225–245, done with exact pairwise
+tests; Hsu 1996, *Multiple Comparisons*, ch. 4, comparisons with the best): variant b is out
+when some rival j is significantly better, the one-sided test "b lower than j" at the
+per-comparison level ``alpha / (V − 1)``. The true best has V − 1 rivals, so by Bonferroni
+P(the true best is put out) <= Σ_j P(test j rejects) <= alpha. Tests between two inferior
+variants spend nothing of that guarantee. Tests:
+
+* pass rate: the exact case-stratified test ``stats.compare.stratified_drop_test`` (the exact
+  Mantel–Haenszel test of a common odds ratio, valid for these cases under "within a case the
+  two variants' trials are exchangeable");
+* pass^k: the same null, a Monte Carlo permutation test of Σ_c (pass^k_j,c − pass^k_b,c)
+  drawing each case's split of its passes from its exact hypergeometric law (``PASSK_RESAMPLES``
+  draws, fixed seed, p = (b + 1)/(m + 1), Phipson & Smyth 2010).
+
+A cell with ``graded == 0`` (every trial errored) drops that case for every variant (the
+comparison stays paired); ``BestSet.dropped_cases`` lists them and ``reason`` says so. Every
+case dropped: ``ValueError``. Why and what the guarantee is not: docs/statistics.md
+("Experiments: which variant to ship")."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.special import comb
+from scipy.stats import t as student_t
+
+from stats.compare import stratified_drop_test, within_case_interval_from_counts
+from stats.intervals import clustered_rate_interval
+from stats.passk import difference_interval, pass_hat_k_interval
+
+METRICS = ("pass_rate", "pass_hat_k")
+PASSK_RESAMPLES = 20_000
+PASSK_SEED = 20_240_601
+
+
+@dataclass(frozen=True)
+class VariantFigure:
+    """One variant. ``estimate`` in [0, 1] with its 1 − alpha case-clustered interval
+    (``low``, ``high``; None when undefined). Out of the set: ``beaten_by`` the rival whose test
+    put it out with the smallest p-value, ``drop`` = estimate(beaten_by) − estimate(self) with
+    a case-clustered interval (``drop_low``, ``drop_high``; None for one case) at confidence
+    1 − 2·level (its lower end is a one-sided bound at the test's level), ``p_value``
+    (unadjusted, compared with ``BestSet.level``). In the set: the same fields against its
+    strongest rival when there is one (``p_value`` above the level). ``note``: one sentence."""
+
+    index: int
+    estimate: float
+    low: float | None
+    high: float | None
+    in_set: bool
+    beaten_by: int | None
+    drop: float | None
+    drop_low: float | None
+    drop_high: float | None
+    p_value: float | None
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class BestSet:
+    """The confidence set for the best variant: P(the best is in it) >= 1 − alpha (for these
+    cases, see the module). ``level``: the per-comparison level used; ``decided``: exactly one
+    variant left; ``reason``: one or two sentences; ``dropped_cases``: case columns left out
+    because a variant had no graded trial there."""
+
+    variants: tuple[VariantFigure, ...]
+    alpha: float
+    level: float
+    metric: str
+    k: int
+    method: str
+    decided: bool
+    reason: str
+    dropped_cases: tuple[int, ...] = ()
+    n_cases: int = 0
+
+    def in_set_indices(self) -> tuple[int, ...]:
+        """Indices of the variants in the set, ascending."""
+        return tuple(v.index for v in self.variants if v.in_set)
+
+
+def counts_checked(
+    passed: np.ndarray | Sequence[Sequence[int]], graded: np.ndarray | Sequence[Sequence[int]]
+) -> tuple[np.ndarray, np.ndarray, tuple[int, ...]]:
+    """(passed, graded, dropped): int64 arrays (V, C') with every case whose ``graded`` is 0
+    for some variant removed, and the removed case indices. Raises ``ValueError`` for a shape
+    other than (V >= 2, C >= 1), non-integer or negative counts, passed > graded, or no case
+    left."""
+    x = np.asarray(passed)
+    n = np.asarray(graded)
+    if x.ndim != 2 or x.shape != n.shape:
+        raise ValueError(f"passed and graded must be (variants, cases), got {x.shape}, {n.shape}")
+    if x.shape[0] < 2:
+        raise ValueError("an experiment needs at least 2 variants")
+    if x.shape[1] < 1:
+        raise ValueError("no cases")
+    if x.dtype.kind not in "iu" or n.dtype.kind not in "iu":
+        raise ValueError("passed and graded must be integer counts")
+    x = x.astype(np.int64)
+    n = n.astype(np.int64)
+    if np.any(x < 0) or np.any(x > n):
+        raise ValueError("need 0 <= passed <= graded in every cell")
+    empty = np.any(n == 0, axis=0)
+    dropped = tuple(int(i) for i in np.flatnonzero(empty))
+    if empty.all():
+        raise ValueError("every case has a variant with no graded trial: nothing to compare")
+    return x[:, ~empty], n[:, ~empty], dropped
+
+
+def best_set(
+    passed: np.ndarray | Sequence[Sequence[int]],
+    graded: np.ndarray | Sequence[Sequence[int]],
+    *,
+    alpha: float = 0.05,
+    metric: str = "pass_rate",
+    k: int = 1,
+    level: float | None = None,
+    names: Sequence[str] | None = None,
+) -> BestSet:
+    """The confidence set for the best variant (module docstring: the rule and sources).
+
+    ``passed``, ``graded``: int arrays (V, C). ``alpha`` in (0, 1); ``metric`` "pass_rate" or
+    "pass_hat_k" (then every kept cell needs ``graded >= k``); ``level``: the per-comparison
+    level, default ``alpha / (V − 1)`` (racing passes its look's share); ``names``: how the
+    sentences name the variants (default "variant i"). Cost: V(V − 1) exact tests of C cases
+    (~1 ms each at C = 30, 5 trials). Raises ``ValueError`` as ``counts_checked``, for an
+    unknown metric, k < 1, a pass^k cell with fewer than k graded trials, or alpha/level
+    outside (0, 1)."""
+    if not 0 < alpha < 1:
+        raise ValueError(f"alpha must be in (0, 1), got {alpha!r}")
+    if metric not in METRICS:
+        raise ValueError(f"metric: {metric!r} (pass_rate, pass_hat_k)")
+    if not (isinstance(k, int) and k >= 1):
+        raise ValueError(f"k must be an integer >= 1, got {k!r}")
+    if metric == "pass_rate" and k != 1:
+        raise ValueError("k is 1 for the pass rate")
+    x, n, dropped = counts_checked(passed, graded)
+    n_variants, n_cases = x.shape
+    if metric == "pass_hat_k" and np.any(n < k):
+        raise ValueError(f"pass^{k} needs at least {k} graded trials in every variant x case")
+    level = alpha / (n_variants - 1) if level is None else level
+    if not 0 < level < 1:
+        raise ValueError(f"level must be in (0, 1), got {level!r}")
+    label = variant_labeler(names, n_variants)
+    per_case = _per_case(x, n, metric, k)
+    estimates = per_case.mean(axis=1)
+    intervals = [
+        _estimate_interval(x[v], n[v], per_case[v], metric, k, alpha) for v in range(n_variants)
+    ]
+    p = np.ones((n_variants, n_variants))  # p[j, b]: "b lower than j"
+    for j in range(n_variants):
+        for b in range(n_variants):
+            if j != b:
+                p[j, b] = _drop_p_value(x[j], n[j], x[b], n[b], metric, k)
+    confidence = max(1.0 - 2.0 * level, 0.5)
+    figures = []
+    for b in range(n_variants):
+        rivals = [j for j in range(n_variants) if j != b]
+        j = min(rivals, key=lambda r: (p[r, b], -estimates[r], r))
+        out = bool(p[j, b] <= level)
+        drop, drop_low, drop_high = _drop_interval(
+            x[j],
+            n[j],
+            x[b],
+            n[b],
+            per_case[j],
+            per_case[b],
+            metric,
+            k,
+            confidence,
+            intervals[j],
+            intervals[b],
+        )
+        note = _variant_note(label, b, j, out, drop, drop_low, drop_high, float(p[j, b]), level)
+        figures.append(
+            VariantFigure(
+                index=b,
+                estimate=float(estimates[b]),
+                low=intervals[b][0],
+                high=intervals[b][1],
+                in_set=not out,
+                beaten_by=j if out else None,
+                drop=drop,
+                drop_low=drop_low,
+                drop_high=drop_high,
+                p_value=float(p[j, b]),
+                note=note,
+            )
+        )
+    kept = [f.index for f in figures if f.in_set]
+    reason = _set_reason(label, kept, estimates, n_cases, n, dropped, level, metric, k)
+    return BestSet(
+        variants=tuple(figures),
+        alpha=alpha,
+        level=level,
+        metric=metric,
+        k=k,
+        method=_method(metric, k),
+        decided=len(kept) == 1,
+        reason=reason,
+        dropped_cases=dropped,
+        n_cases=n_cases,
+    )
+
+
+def _method(metric: str, k: int) -> str:
+    if metric == "pass_rate":
+        return (
+            "subset selection (Gupta 1965; Hsu 1996 ch. 4): out when a rival is better by the "
+            "exact case-stratified test at alpha/(V-1) (Bonferroni)"
+        )
+    return (
+        f"subset selection (Gupta 1965; Hsu 1996 ch. 4) on pass^{k}: out when a rival is better "
+        "by a within-case permutation test at alpha/(V-1) (Bonferroni)"
+    )
+
+
+def variant_labeler(names: Sequence[str] | None, n_variants: int) -> Callable[[int], str]:
+    """How sentences name variant i: ``names[i]``, else "variant i". Raises ``ValueError``
+    when ``names`` is not one per variant."""
+    if names is not None and len(names) != n_variants:
+        raise ValueError(f"names: {len(names)} for {n_variants} variants")
+
+    def label(i: int) -> str:
+        return names[i] if names is not None else f"variant {i}"
+
+    return label
+
+
+def _per_case(x: np.ndarray, n: np.ndarray, metric: str, k: int) -> np.ndarray:
+    """(V, C) per-case estimates: pass rate, or the unbiased pass^k C(c, k)/C(n, k)."""
+    if metric == "pass_rate":
+        return np.asarray(x / n, dtype=float)
+    return np.asarray(comb(x, k) / comb(n, k), dtype=float)
+
+
+def _estimate_interval(
+    x: np.ndarray, n: np.ndarray, per_case: np.ndarray, metric: str, k: int, alpha: float
+) -> tuple[float | None, float | None]:
+    if metric == "pass_rate":
+        ci = clustered_rate_interval(x, n, confidence=1.0 - alpha)
+    else:
+        ci = pass_hat_k_interval(x, n, k, confidence=1.0 - alpha)
+    return ci.ci_low, ci.ci_high
+
+
+def _drop_p_value(
+    xj: np.ndarray, nj: np.ndarray, xb: np.ndarray, nb: np.ndarray, metric: str, k: int
+) -> float:
+    """One-sided p of "b lower than j" (module docstring)."""
+    if metric == "pass_rate":
+        return stratified_drop_test(
+            base_passed=xj.tolist(),
+            base_graded=nj.tolist(),
+            head_passed=xb.tolist(),
+            head_graded=nb.tolist(),
+        ).p_value
+    return passk_drop_p_value(xj, nj, xb, nb, k)
+
+
+def passk_drop_p_value(
+    base_passed: np.ndarray,
+    base_graded: np.ndarray,
+    head_passed: np.ndarray,
+    head_graded: np.ndarray,
+    k: int,
+    *,
+    n_resamples: int = PASSK_RESAMPLES,
+    seed: int = PASSK_SEED,
+) -> float:
+    """Monte Carlo within-case permutation p of "head's pass^k lower than base's": statistic
+    T = Σ_c (pass^k_head,c − pass^k_base,c); under the null each case's s passes split
+    hypergeometrically (head gets h of its n_h trials), so T is redrawn case by case, and
+    p = (#{T* <= T_obs} + 1)/(m + 1) (Phipson & Smyth 2010, never 0). Arrays (C,), graded
+    >= k, not checked."""
+    nb = np.asarray(base_graded, dtype=np.int64)
+    nh = np.asarray(head_graded, dtype=np.int64)
+    h = np.asarray(head_passed, dtype=np.int64)
+    s = np.asarray(base_passed, dtype=np.int64) + h
+    # A case whose trials all agree contributes the same under every split: leave it out.
+    varies = (s > 0) & (s < nb + nh)
+    if not varies.any():
+        return 1.0
+    nb, nh, h, s = nb[varies, None], nh[varies, None], h[varies, None], s[varies, None]
+
+    def statistic(head: np.ndarray) -> np.ndarray:
+        values = np.asarray(comb(head, k) / comb(nh, k) - comb(s - head, k) / comb(nb, k))
+        return np.asarray(values.sum(axis=0), dtype=float)
+
+    observed = float(statistic(h)[0])
+    rng = np.random.default_rng(seed)
+    null = statistic(rng.hypergeometric(s, nb + nh - s, nh, size=(s.shape[0], n_resamples)))
+    extreme = int(np.count_nonzero(null <= observed + 1e-9))
+    return (extreme + 1) / (n_resamples + 1)
+
+
+def _drop_interval(
+    xj: np.ndarray,
+    nj: np.ndarray,
+    xb: np.ndarray,
+    nb: np.ndarray,
+    per_j: np.ndarray,
+    per_b: np.ndarray,
+    metric: str,
+    k: int,
+    confidence: float,
+    interval_j: tuple[float | None, float | None],
+    interval_b: tuple[float | None, float | None],
+) -> tuple[float, float | None, float | None]:
+    """estimate(j) − estimate(b) with the clustered t interval over cases (Miller 2024, as
+    ``stats.compare.clustered_paired_interval``), united with a fixed-case floor: the
+    within-case MOVER for the pass rate, the MOVER of the two pass^k intervals for pass^k.
+    One case: no interval."""
+    d = per_j - per_b
+    drop = float(d.mean())
+    if d.size < 2:
+        return drop, None, None
+    se = float(d.std(ddof=1) / math.sqrt(d.size))
+    t = float(student_t.ppf(0.5 + confidence / 2, d.size - 1))
+    if metric == "pass_rate":
+        floor_low, floor_high = within_case_interval_from_counts(
+            nb, xb, nj, xj, confidence=confidence
+        )
+    else:
+        mj, mb = float(per_j.mean()), float(per_b.mean())
+        ij = pass_hat_k_interval(xj, nj, k, confidence=confidence)
+        ib = pass_hat_k_interval(xb, nb, k, confidence=confidence)
+        fl, fh = difference_interval(mb, ib.ci_low, ib.ci_high, mj, ij.ci_low, ij.ci_high)
+        floor_low = drop if fl is None else fl
+        floor_high = drop if fh is None else fh
+    return (
+        drop,
+        max(-1.0, min(drop - t * se, floor_low)),
+        min(1.0, max(drop + t * se, floor_high)),
+    )
+
+
+def _pct(value: float) -> str:
+    return f"{100 * value:.1f} pt"
+
+
+def _variant_note(
+    label: Callable[[int], str],
+    b: int,
+    j: int,
+    out: bool,
+    drop: float,
+    low: float | None,
+    high: float | None,
+    p: float,
+    level: float,
+) -> str:
+    interval = "" if low is None or high is None else f" (interval {_pct(low)} to {_pct(high)})"
+    if out:
+        return (
+            f"{label(b)} is out: {_pct(drop)} below {label(j)}{interval}, "
+            f"p = {p:.2g} <= {level:.2g}."
+        )
+    if drop > 0:
+        return (
+            f"{label(b)} stays in: {_pct(drop)} below {label(j)}{interval}, not significant "
+            f"(p = {p:.2g} > {level:.2g})."
+        )
+    return f"{label(b)} stays in: no rival is above it."
+
+
+def _set_reason(
+    label: Callable[[int], str],
+    kept: list[int],
+    estimates: np.ndarray,
+    n_cases: int,
+    n: np.ndarray,
+    dropped: tuple[int, ...],
+    level: float,
+    metric: str,
+    k: int,
+) -> str:
+    what = "pass rate" if metric == "pass_rate" else f"pass^{k}"
+    trials = int(np.median(n))
+    dropped_text = (
+        f" {len(dropped)} case(s) where a variant had no graded trial were left out for every "
+        "variant."
+        if dropped
+        else ""
+    )
+    if len(kept) == 1:
+        return (
+            f"{label(kept[0])} has the best {what}: every other variant is significantly lower "
+            f"on these {n_cases} cases (each test at {level:.2g})." + dropped_text
+        )
+    ordered = sorted(kept, key=lambda i: (-estimates[i], i))
+    names = ", ".join(label(i) for i in ordered)
+    if len(kept) == len(estimates):
+        head = f"No variant is significantly behind another on {n_cases} cases x ~{trials} trials"
+    else:
+        head = f"{len(kept)} variants stay in the best set ({names})"
+    return (
+        f"{head}: their gaps are within what chance gives. More trials on the cases where they "
+        "differ (settle), or more cases, would separate them; a real tie never will." + dropped_text
+    )
