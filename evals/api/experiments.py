@@ -30,12 +30,9 @@ from core.bounds import SEED_MAX
 from core.errors import DomainError
 from core.http import uuid_or_404
 from evals.api.runs._common import H
+from evals.experiments.decision import experiment_decision, experiment_variants
 from evals.experiments.racing import ROUNDS_MAX, TRIALS_PER_ROUND_MAX, experiment_settle_start
-from evals.experiments.render import (
-    experiment_json,
-    experiment_ready,
-    experiment_variants_loaded,
-)
+from evals.experiments.render import experiment_json, experiment_ready
 from evals.experiments.spec import experiment_spec_start
 from evals.experiments.start import ALPHA_RANGE, NAME_MAX
 from evals.models import Experiment, Suite
@@ -144,11 +141,9 @@ EXPERIMENT_SCHEMA = OpenApiResponse(
 
 
 def _experiment_response(experiment: Experiment, status: int, *, with_decision: bool) -> Response:
-    variants = experiment_variants_loaded(experiment)
+    variants = experiment_variants(experiment=experiment)
     decision = None
     if with_decision and experiment_ready(variants):
-        from evals.experiments.decision import experiment_decision  # noqa: PLC0415 - scipy
-
         decision = experiment_decision(experiment=experiment)
     return Response(experiment_json(experiment, variants, decision=decision), status=status)
 
@@ -190,7 +185,7 @@ class ExperimentsApi(APIView):
         paginator = IdCursorPagination()
         page = paginator.paginate_queryset(rows, request, view=self) or []
         return paginator.get_paginated_response(
-            [experiment_json(e, experiment_variants_loaded(e)) for e in page]
+            [experiment_json(e, experiment_variants(experiment=e)) for e in page]
         )
 
     @extend_schema(

@@ -20,7 +20,7 @@ the data at alpha."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from django.db import transaction
 
@@ -139,7 +139,14 @@ def _look_take(experiment: Experiment, *, look_index: int) -> bool:
     decision = experiment_decision(experiment=experiment)
     active_before = tuple(looks[-1]["active"]) if looks else None
     look = race_look(
-        plan, look_index, decision.passed, decision.graded, active_before=active_before
+        plan,
+        look_index,
+        decision.passed,
+        decision.graded,
+        active_before=active_before,
+        metric=experiment.metric,
+        k=int(experiment.k),
+        names=[v.label for v in decision.variants],
     )
     done = bool(look.done) or look_index >= plan.rounds or not look.cases
     case_ids = [int(decision.case_ids[c]) for c in look.cases] if not done else []
@@ -184,6 +191,7 @@ def _figure(figure) -> dict:
         "drop": _float(figure.drop),
         "drop_low": _float(figure.drop_low),
         "drop_high": _float(figure.drop_high),
+        "note": figure.note,
     }
 
 
@@ -226,4 +234,41 @@ def racing_in_set(experiment: Experiment) -> RacingSet | None:
         out_look=out_look,
         status=experiment.racing.get("status", ""),
         looks=len(looks),
+    )
+
+
+def racing_best_set(*, experiment: Experiment, best):
+    """``best`` (a ``stats.best_set.BestSet`` over all the data) with the set racing decided:
+    a variant is in only when it was in at every look (``racing_in_set``); one out keeps the
+    figures (``beaten_by``, drop and interval, ``note``) of the look that put it out.
+    ``best`` itself when the experiment never raced. No query."""
+    raced = racing_in_set(experiment)
+    if raced is None:
+        return best
+    figures = []
+    for f in best.variants:
+        out = raced.out_figures.get(f.index)
+        if f.index in raced.in_set or out is None:
+            figures.append(replace(f, in_set=f.index in raced.in_set))
+            continue
+        figures.append(
+            replace(
+                f,
+                in_set=False,
+                beaten_by=out["beaten_by"],
+                drop=out["drop"],
+                drop_low=out["drop_low"],
+                drop_high=out["drop_high"],
+                p_value=None,
+                note=f"{out.get('note') or ''} (racing look {raced.out_look[f.index]})".strip(),
+            )
+        )
+    last = experiment.racing["looks"][-1]
+    return replace(
+        best,
+        variants=tuple(figures),
+        decided=len(raced.in_set) == 1,
+        reason=last["reason"],
+        method=f"{best.method}; raced: the set is the intersection of {raced.looks} looks' "
+        "sets, each at its share of alpha (docs/statistics.md)",
     )

@@ -6,20 +6,12 @@ looks when settling was asked."""
 
 from __future__ import annotations
 
+import math
 from decimal import Decimal
 
 from core.decimals import decimal_plain
 from evals.models import Experiment, ExperimentVariant
 from evals.run_status import run_status_shown, run_trial_count
-
-
-def experiment_variants_loaded(experiment: Experiment) -> list[ExperimentVariant]:
-    """The experiment's variants by position, their runs selected (one query)."""
-    return list(
-        ExperimentVariant.objects.filter(experiment=experiment)
-        .select_related("run")
-        .order_by("position")
-    )
 
 
 def experiment_ready(variants: list[ExperimentVariant]) -> bool:
@@ -49,6 +41,11 @@ def _money(value: Decimal | None) -> str | None:
     return None if value is None else decimal_plain(value)
 
 
+def _finite(value: float | None) -> float | None:
+    """``value``, None when unknown or not finite (a level never computed is NaN)."""
+    return None if value is None or not math.isfinite(value) else float(value)
+
+
 def decision_json(decision) -> dict:
     """An ``ExperimentDecision`` as JSON: labels, figures in [0, 1] (``estimate``, ``low``,
     ``high``: the metric and its 1 − alpha interval), costs in USD (``cost_usd`` a decimal
@@ -63,7 +60,7 @@ def decision_json(decision) -> dict:
         "notes": list(decision.notes),
         "method": decision.method,
         "alpha": decision.alpha,
-        "level": decision.level,
+        "level": _finite(decision.level),
         "cases": len(decision.case_ids),
         "variants": [
             {
@@ -71,17 +68,17 @@ def decision_json(decision) -> dict:
                 "position": v.position,
                 "passed": v.passed,
                 "graded": v.graded,
-                "estimate": v.estimate,
-                "low": v.low,
-                "high": v.high,
+                "estimate": _finite(v.estimate),
+                "low": _finite(v.low),
+                "high": _finite(v.high),
                 "in_set": v.in_set,
                 "out_reason": v.out_reason,
                 "beaten_by": v.beaten_by,
                 "cost_usd": _money(v.cost_usd),
-                "cost_per_trial": v.cost_per_trial,
-                "cost_per_pass": v.cost_per_pass,
-                "cost_per_pass_low": v.cost_per_pass_low,
-                "cost_per_pass_high": v.cost_per_pass_high,
+                "cost_per_trial": _finite(v.cost_per_trial),
+                "cost_per_pass": _finite(v.cost_per_pass),
+                "cost_per_pass_low": _finite(v.cost_per_pass_low),
+                "cost_per_pass_high": _finite(v.cost_per_pass_high),
                 "on_front": v.on_front,
             }
             for v in decision.variants
@@ -118,7 +115,8 @@ def racing_json(experiment: Experiment) -> dict | None:
 def experiment_json(
     experiment: Experiment, variants: list[ExperimentVariant], *, decision=None
 ) -> dict:
-    """The experiment (``variants`` from ``experiment_variants_loaded``) with ``decision``
+    """The experiment (``variants`` from ``evals.experiments.decision.experiment_variants``) with
+    ``decision``
     (an ``ExperimentDecision``, or None while waiting: ``"decision": null``). No query beyond
     the suite's (select it)."""
     return {

@@ -20,17 +20,14 @@ from django.core.management.base import CommandError, CommandParser
 
 from core.commands import DomainCommand
 from core.ids import uuid_parse
+from evals.experiments.decision import experiment_decision, experiment_variants
 from evals.experiments.racing import (
     ROUNDS_MAX,
     RUNNING,
     TRIALS_PER_ROUND_MAX,
     experiment_settle_start,
 )
-from evals.experiments.render import (
-    experiment_json,
-    experiment_ready,
-    experiment_variants_loaded,
-)
+from evals.experiments.render import experiment_json, experiment_ready
 from evals.experiments.spec import experiment_spec_start
 from evals.models import Experiment, Run, Suite
 from interop.config import config_document_read, config_experiment_start
@@ -86,7 +83,7 @@ class Command(DomainCommand):
         deadline = time.monotonic() + opts["timeout"]
         finished = _wait(experiment, deadline)
         if finished and opts["settle"]:
-            variants = experiment_variants_loaded(experiment)
+            variants = experiment_variants(experiment=experiment)
             if all(v.run.status != Run.Status.CANCELLED for v in variants):
                 experiment_settle_start(
                     experiment=experiment,
@@ -95,11 +92,9 @@ class Command(DomainCommand):
                 )
                 finished = _wait(experiment, deadline)
         experiment = Experiment.objects.select_related("suite").get(id=experiment.id)
-        variants = experiment_variants_loaded(experiment)
+        variants = experiment_variants(experiment=experiment)
         decision = None
         if experiment_ready(variants):
-            from evals.experiments.decision import experiment_decision  # noqa: PLC0415
-
             decision = experiment_decision(experiment=experiment)
         code = _exit_code(experiment, variants, decision, timed_out=not finished)
         data = experiment_json(experiment, variants, decision=decision)
@@ -190,7 +185,7 @@ def _wait(experiment: Experiment, deadline: float) -> bool:
     """Wait until every variant run has finished and no racing runs; False at ``deadline``."""
     while True:
         experiment.refresh_from_db(fields=["racing", "racing_look"])
-        variants = experiment_variants_loaded(experiment)
+        variants = experiment_variants(experiment=experiment)
         racing = experiment.racing.get("status") == RUNNING if experiment.racing else False
         if experiment_ready(variants) and not racing:
             return True
