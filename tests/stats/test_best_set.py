@@ -6,7 +6,8 @@ from math import comb
 import numpy as np
 import pytest
 
-from stats.best_set import best_set, passk_drop_p_value
+import stats.best_set as best_set_module
+from stats.best_set import best_set, drop_p_value, passk_drop_p_value
 from stats.compare import stratified_drop_test
 
 
@@ -52,10 +53,16 @@ def test_the_set_is_the_rule_applied_by_brute_force(seed):
         if not f.in_set:
             assert f.p_value <= result.level
             assert f.beaten_by is not None and f.beaten_by != f.index
+            assert f.rival == f.beaten_by
             gap = result.variants[f.beaten_by].estimate - f.estimate
             assert f.drop == pytest.approx(gap)
             assert f.drop_low <= f.drop <= f.drop_high
             assert "is out" in f.note
+        else:
+            assert f.beaten_by is None and f.p_value > result.level
+            assert f.rival != f.index
+            gap = result.variants[f.rival].estimate - f.estimate
+            assert f.drop == pytest.approx(gap)
 
 
 def test_all_equal_data_keeps_everything():
@@ -218,13 +225,36 @@ def test_passk_permutation_p_matches_brute_force_enumeration():
         if value <= observed + 1e-9:
             prob += p
     got = passk_drop_p_value(np.array(b), np.array(nb), np.array(h), np.array(nh), k)
-    assert got == pytest.approx(prob, abs=0.01)
+    assert got == pytest.approx(prob, rel=1e-9)
 
 
-def test_pass_hat_k_at_k_1_agrees_with_the_exact_test():
+def test_passk_monte_carlo_past_the_grid_agrees_with_the_exact_p(monkeypatch):
+    rng = np.random.default_rng(12)
+    nb, nh = rng.integers(2, 9, size=25), rng.integers(2, 9, size=25)
+    b, h = rng.binomial(nb, 0.7), rng.binomial(nh, 0.55)
+    exact = passk_drop_p_value(b, nb, h, nh, 2)
+    monkeypatch.setattr(best_set_module, "EXACT_GRID_LIMIT", 1)
+    assert passk_drop_p_value(b, nb, h, nh, 2) == pytest.approx(exact, abs=0.01)
+
+
+def test_pass_hat_k_at_k_1_is_the_exact_test():
     passed, graded = draw([0.6, 0.8], cases=12, seed=10)
     exact = stratified_drop_test(
         base_passed=passed[1], base_graded=graded[1], head_passed=passed[0], head_graded=graded[0]
     ).p_value
-    mc = passk_drop_p_value(passed[1], graded[1], passed[0], graded[0], 1)
-    assert mc == pytest.approx(exact, abs=0.005)
+    same = passk_drop_p_value(passed[1], graded[1], passed[0], graded[0], 1)
+    assert same == pytest.approx(exact, rel=1e-9)
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_the_grouped_drop_p_value_is_the_case_by_case_exact_test(seed):
+    rng = np.random.default_rng(seed)
+    c = int(rng.integers(1, 40))
+    nb = rng.integers(1, 8, size=c)
+    nh = nb if seed % 2 else rng.integers(1, 8, size=c)
+    b = rng.binomial(nb, rng.uniform(0, 1, size=c))
+    h = rng.binomial(nh, rng.uniform(0, 1, size=c))
+    expected = stratified_drop_test(
+        base_passed=b, base_graded=nb, head_passed=h, head_graded=nh
+    ).p_value
+    assert drop_p_value(b, nb, h, nh) == pytest.approx(expected, rel=1e-9, abs=1e-300)
