@@ -15,6 +15,7 @@ from django.core.management.base import CommandError
 
 from evals.models import Experiment, Run, Suite, Trial
 from tests.conftest import PROJECT_DIR
+from tests.evals.test_worker import worker_queue  # noqa: F401 - a fixture
 
 # transaction=True: on_commit fires for real, so the eager chunk tasks execute as in production.
 pytestmark = pytest.mark.django_db(transaction=True, serialized_rollback=True)
@@ -100,9 +101,9 @@ def test_a_failed_variant_run_exits_3_with_the_decision_printed(tmp_path):
     assert any("errored" in note for note in data["decision"]["notes"])
 
 
-def test_a_timeout_exits_3_and_leaves_the_runs_going(tmp_path, django_capture_on_commit_callbacks):
-    with django_capture_on_commit_callbacks(execute=False):  # no worker takes the runs
-        code, out = _run(str(_file(tmp_path, TWINS % "")), "twins", "--timeout", "0.3")
+def test_a_timeout_exits_3_and_leaves_the_runs_going(tmp_path, worker_queue):  # noqa: F811
+    # Not eager: the runs' messages wait on a queue no worker reads.
+    code, out = _run(str(_file(tmp_path, TWINS % "")), "twins", "--timeout", "0.3")
     assert code == 3
     assert "timed out after 0.3 s" in out
     assert Experiment.objects.count() == 1
@@ -177,6 +178,11 @@ def test_settle_races_only_the_variants_still_in_the_set(tmp_path):
     first = racing["looks"][0]
     runs = {v["label"]: v for v in data["variants"]}
     labels = [v["label"] for v in data["variants"]]
+    # At look 0 sloppy (p 0.1) is out; baseline (0.55) and careful (0.6) race on the cases
+    # where their trials disagree.
+    assert [labels[i] for i in first["active"]] == ["baseline", "careful"]
+    assert first["cases"] > 0 and first["trials_added"] == 2 * first["cases"] * 3
+    assert len(racing["looks"]) == 2 and racing["looks"][1]["done"]
     for position, label in enumerate(labels):
         trials = Trial.objects.filter(run__uuid=runs[label]["run"]).count()
         if position in first["active"] and first["cases"]:
