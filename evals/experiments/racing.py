@@ -78,7 +78,7 @@ def experiment_settle_start(
         from stats.racing import racing_plan  # noqa: PLC0415 - scipy, loaded when racing
 
         plan = racing_plan(alpha=experiment.alpha, rounds=rounds, trials_per_round=trials_per_round)
-        racing = {
+        racing: dict = {
             "plan": plan.to_json(),
             "status": RUNNING,
             "error": "",
@@ -130,9 +130,8 @@ def _end(experiment: Experiment, status: str, *, error: str = "") -> None:
 def _look_take(experiment: Experiment, *, look_index: int) -> bool:
     """Decide look ``look_index`` and add its round, in the caller's transaction; False when
     another call decided it first (compare-and-set on ``racing_look``)."""
-    from stats.racing import RacingPlan, race_look  # noqa: PLC0415 - scipy, loaded when racing
-
     from evals.experiments.decision import experiment_decision  # noqa: PLC0415 - cycle
+    from stats.racing import RacingPlan, race_look  # noqa: PLC0415 - scipy, loaded when racing
 
     plan = RacingPlan.from_json(experiment.racing["plan"])
     looks = list(experiment.racing.get("looks", []))

@@ -8,6 +8,8 @@ or ``grader_set`` (a grader set preset), ``trials_per_case``, ``alpha``, ``metri
 
 from __future__ import annotations
 
+from typing import Any
+
 from core.bounds import seed_problem
 from core.errors import DomainError
 from evals.experiments.start import _seeded, experiment_start
@@ -35,7 +37,7 @@ def _where(prefix: str, field: str) -> str:
     return f"{prefix}.{field}" if prefix else field
 
 
-def variants_resolved(variants: object, *, prefix: str = "") -> object:
+def variants_resolved(variants: Any, *, prefix: str = "") -> Any:
     """``variants`` with each ``{label, preset}`` turned into ``{label, target}`` (the preset's
     config, copied). Anything not a list of objects is returned as given, for
     ``experiment_start`` to refuse. Raises ``DomainError`` on ``variants[i].preset``: both
@@ -64,7 +66,7 @@ def variants_resolved(variants: object, *, prefix: str = "") -> object:
     return out
 
 
-def graders_resolved(*, graders: object, grader_set: object, prefix: str = "") -> object:
+def graders_resolved(*, graders: Any, grader_set: Any, prefix: str = "") -> Any:
     """The grader list: ``graders`` as given, or grader set preset ``grader_set``'s. Raises
     ``DomainError``: neither or both given (on ``graders``), ``grader_set`` naming no preset."""
     if graders is not None and grader_set is not None:
@@ -119,9 +121,9 @@ def experiment_spec_start(
         graders = graders_resolved(graders=spec.get("graders"), grader_set=spec.get("grader_set"))
         return experiment_start(
             suite=suite,
-            name=spec.get("name"),  # type: ignore[arg-type]  # checked by experiment_start
-            variants=variants_resolved(spec.get("variants")),  # type: ignore[arg-type]  # idem
-            graders=graders,  # type: ignore[arg-type]  # checked by run_start
+            name=spec.get("name", ""),  # checked by experiment_start
+            variants=variants_resolved(spec.get("variants")),
+            graders=graders,  # checked by run_start
             trials_per_case=spec.get("trials_per_case", DEFAULT_TRIALS_PER_CASE),
             alpha=spec.get("alpha", 0.05),
             metric=spec.get("metric", Experiment.Metric.PASS_RATE),
