@@ -170,6 +170,7 @@ class ExperimentsApi(APIView):
     body_limit = "run_start"
 
     @extend_schema(
+        operation_id="experiments_list",
         parameters=[
             OpenApiParameter(
                 "suite", OpenApiTypes.UUID, OpenApiParameter.QUERY, description="Only this suite's."
@@ -189,6 +190,7 @@ class ExperimentsApi(APIView):
         )
 
     @extend_schema(
+        operation_id="experiments_start",
         request=ExperimentStartInput,
         responses={
             201: EXPERIMENT_SCHEMA,
