@@ -8,6 +8,7 @@ endpoint, as they are when starting a run. Thin: parse, call one service, render
 
 from __future__ import annotations
 
+from django.db.models import Prefetch
 from django.shortcuts import get_object_or_404
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
@@ -35,7 +36,7 @@ from evals.experiments.racing import ROUNDS_MAX, TRIALS_PER_ROUND_MAX, experimen
 from evals.experiments.render import experiment_json, experiment_ready
 from evals.experiments.spec import experiment_spec_start
 from evals.experiments.start import ALPHA_RANGE, NAME_MAX
-from evals.models import Experiment, Suite
+from evals.models import Experiment, ExperimentVariant, Suite
 from evals.runner.start import DEFAULT_TRIALS_PER_CASE, MAX_TRIALS_PER_CASE
 
 P_EXPERIMENT = OpenApiParameter(
@@ -179,14 +180,17 @@ class ExperimentsApi(APIView):
         responses={200: EXPERIMENT_SCHEMA},
     )
     def get(self, request):
-        rows = Experiment.objects.select_related("suite")
+        variants = ExperimentVariant.objects.select_related("run").order_by("position")
+        rows = Experiment.objects.select_related("suite").prefetch_related(
+            Prefetch("variants", queryset=variants)
+        )
         suite = query_uuid_known(request, "suite", Suite.objects.all(), "suite")
         if suite is not None:
             rows = rows.filter(suite__uuid=suite)
         paginator = IdCursorPagination()
         page = paginator.paginate_queryset(rows, request, view=self) or []
         return paginator.get_paginated_response(
-            [experiment_json(e, experiment_variants(experiment=e)) for e in page]
+            [experiment_json(e, list(e.variants.all())) for e in page]
         )
 
     @extend_schema(

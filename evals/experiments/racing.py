@@ -106,8 +106,18 @@ def experiment_settle_advance(*, experiment_id: int) -> Experiment:
     if cancelled:
         _end(experiment, FAILED, error=f"run {cancelled[0].ref_text} was cancelled")
         return Experiment.objects.get(id=experiment_id)
-    with transaction.atomic():
-        _look_take(experiment, look_index=experiment.racing_look)
+    try:
+        with transaction.atomic():
+            _look_take(experiment, look_index=experiment.racing_look)
+    except DomainError as error:
+        # A run reopened or cancelled since the check above: nothing of the look was
+        # written; a cancelled run ends the racing, any other finalize calls again.
+        cancelled = Run.objects.filter(
+            experiment_variant__experiment=experiment, status=Run.Status.CANCELLED
+        ).first()
+        if cancelled is None:
+            return Experiment.objects.get(id=experiment_id)
+        _end(experiment, FAILED, error=f"run {cancelled.ref_text} was cancelled: {error.message}")
     return Experiment.objects.get(id=experiment_id)
 
 

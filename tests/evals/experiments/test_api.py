@@ -6,6 +6,8 @@ from __future__ import annotations
 import uuid
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
 from evals.experiments.start import experiment_start
 from evals.models import Case, Experiment, ExperimentVariant, GraderSetPreset, Suite, TargetPreset
@@ -293,3 +295,19 @@ def test_settle_bounds_are_checked_on_their_field(
     assert response.status_code == 400 and field in response.json()
     experiment.refresh_from_db()
     assert experiment.racing == {}
+
+
+def test_the_list_reads_a_page_in_queries_that_do_not_grow_with_it(
+    carol, django_capture_on_commit_callbacks
+):
+    suite = _suite()
+    client = client_for(carol)
+    _queued(suite, django_capture_on_commit_callbacks, name="first")
+    client.get("/api/experiments")  # the token's first use writes its last_used_at
+    with CaptureQueriesContext(connection) as one:
+        assert len(client.get("/api/experiments").json()["results"]) == 1
+    for i in range(4):
+        _queued(suite, django_capture_on_commit_callbacks, name=f"more-{i}")
+    with CaptureQueriesContext(connection) as five:
+        assert len(client.get("/api/experiments").json()["results"]) == 5
+    assert len(five.captured_queries) == len(one.captured_queries)

@@ -12,6 +12,7 @@ from evals.experiments.decision import experiment_decision
 from evals.experiments.racing import experiment_settle_advance, experiment_settle_start
 from evals.experiments.start import experiment_start
 from evals.models import Case, Experiment, Run, Suite, Trial
+from evals.runner.finalize import run_cancel
 from tests.core.test_api_core import client_for
 
 pytestmark = pytest.mark.django_db
@@ -209,3 +210,20 @@ def test_the_api_settles_a_finished_experiment(alice, django_capture_on_commit_c
         f"/api/experiments/{experiment.uuid}/settle", {"rounds": 1}, format="json"
     )
     assert again.status_code == 409
+
+
+def test_a_cancelled_variant_run_ends_the_racing_as_failed(
+    carol, django_capture_on_commit_callbacks
+):
+    experiment = _finished(django_capture_on_commit_callbacks, 0.6, 0.55, 0.02)
+    with django_capture_on_commit_callbacks(execute=False):
+        experiment_settle_start(experiment=experiment, rounds=2, trials_per_round=2, by=carol)
+    experiment.refresh_from_db()
+    active = experiment.racing["looks"][0]["active"]
+    for variant in experiment.variants.filter(position__in=active).select_related("run"):
+        run_cancel(run=variant.run, by=carol)
+    experiment_settle_advance(experiment_id=experiment.id)
+    experiment.refresh_from_db()
+    assert experiment.racing["status"] == "failed"
+    assert "was cancelled" in experiment.racing["error"]
+    assert experiment.racing_look == 1  # no further look decided
