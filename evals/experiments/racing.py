@@ -112,12 +112,12 @@ def experiment_settle_advance(*, experiment_id: int) -> Experiment:
     except DomainError as error:
         # A run reopened or cancelled since the check above: nothing of the look was
         # written; a cancelled run ends the racing, any other finalize calls again.
-        cancelled = Run.objects.filter(
+        stopped = Run.objects.filter(
             experiment_variant__experiment=experiment, status=Run.Status.CANCELLED
         ).first()
-        if cancelled is None:
+        if stopped is None:
             return Experiment.objects.get(id=experiment_id)
-        _end(experiment, FAILED, error=f"run {cancelled.ref_text} was cancelled: {error.message}")
+        _end(experiment, FAILED, error=f"run {stopped.ref_text} was cancelled: {error.message}")
     return Experiment.objects.get(id=experiment_id)
 
 
