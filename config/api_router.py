@@ -13,6 +13,7 @@ from evals.api.runs import baselines as baselines_api
 from evals.api.runs import detail as runs_api
 from evals.api.runs import grades as grades_api
 from evals.api.runs import lifecycle as lifecycle_api
+from evals.api.runs import prune as prune_api
 from evals.api.runs import suites as suites_api
 from evals.api.runs import trials as trials_api
 from interop.api import exports as exports_api
@@ -39,6 +40,7 @@ router.register("labels", labels_api.LabelViewSet, basename="label")
 app_name = "api"
 urlpatterns = [
     path("runs/start", lifecycle_api.RunStartApi.as_view(), name="run-start"),
+    path("runs/prune", prune_api.RunsPruneApi.as_view(), name="runs-prune"),
     path("runs/<str:run_id>/retry", lifecycle_api.RunRetryApi.as_view(), name="run-retry"),
     path("runs/<str:run_id>/grade", grades_api.RunGradeApi.as_view(), name="run-grade"),
     path("runs/<str:run_id>/cancel", lifecycle_api.RunCancelApi.as_view(), name="run-cancel"),

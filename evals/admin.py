@@ -22,6 +22,7 @@ from evals.models import (
     Graduation,
     IngestKey,
     Run,
+    RunPrune,
     RunReprice,
     RunSummary,
     Suite,
@@ -222,6 +223,19 @@ class RunRepriceAdmin(RecordAdmin):
     search_fields = ("run__name", "run__uuid")
     list_select_related = ("run", "by")
     raw_id_fields = ("run", "by")
+
+
+@admin.register(RunPrune)
+class RunPruneAdmin(RecordAdmin):
+    """View only: a run deleted by ``runs_prune`` (``evals.prune``); outlives the run."""
+
+    list_display = (
+        *("started_at", "run_name", "run_uuid", "suite", "by", "via"),
+        *("trials", "grades", "batches", "finished_at"),
+    )
+    search_fields = ("run_name", "run_uuid", "suite__name")
+    list_select_related = ("suite", "by")
+    raw_id_fields = ("run", "suite", "by")
 
 
 @admin.register(RunSummary)

@@ -15,6 +15,7 @@ from django.db.models.functions import Length, Substr
 from core.errors import DomainError
 from core.ids import uuid_parse
 from evals.blindness import blind_for, blind_run_ids, grades_prefetch, labels_prefetch
+from evals.comparison.baseline_verdicts import NO_MARK, baseline_marks_get, with_suite_baseline
 from evals.grading.verdict import trial_verdict_annotations
 from evals.models import Case, Run, Trial
 from evals.report.cost_quality import CostQuality, cost_quality
@@ -133,11 +134,15 @@ def run_list(
 ) -> Page:
     """Runs, newest first, filtered by suite UUID and shown status, one page at a time.
 
-    Each run has suite and started_by joined, ``stats`` (``RunListStats``) and ``trial_count``.
-    Queries: count, page, one aggregate per distinct gating grader set, and one more with a
+    Each run has suite and started_by joined, ``stats`` (``RunListStats``), ``trial_count`` and
+    ``mark`` (``evals.comparison.baseline_verdicts.BaselineMark``). Queries: count, page, one
+    aggregate per distinct gating grader set, at most four for the marks (none without a
+    baseline), and one more with a
     ``viewer`` still labeling (a run blind for them gets ``blind`` True and empty stats).
     Raises ``DomainError`` for an unknown ``status`` or a ``suite_uuid`` that is not a UUID."""
-    runs = Run.objects.select_related("suite", "started_by").order_by("-created_at", "-id")
+    runs = with_suite_baseline(Run.objects.select_related("suite", "started_by")).order_by(
+        "-created_at", "-id"
+    )
     if suite_uuid:
         parsed = uuid_parse(str(suite_uuid))
         if parsed is None:
@@ -149,7 +154,9 @@ def run_list(
     page_obj.object_list = list(page_obj.object_list)
     stats = run_list_stats(runs=page_obj.object_list)
     blind = blind_run_ids(viewer, run_ids=[r.id for r in page_obj.object_list]) if viewer else ()
+    marks = baseline_marks_get(runs=page_obj.object_list)
     for run in page_obj.object_list:
+        run.mark = marks.get(run.id, NO_MARK)  # baseline badge, regression flag
         run.blind = run.id in blind  # its verdict totals are withheld (evals.blindness)
         run.stats = EMPTY_RUN_STATS if run.blind else stats.get(run.id, EMPTY_RUN_STATS)
         run.trial_count = run_trial_count(run)

@@ -16,6 +16,7 @@ from evals.baselines import HISTORY_RUNS, baseline_current
 from evals.grading.grader_config import parse_grader_specs
 from evals.grading.grader_set import IMPORTED_KIND, recorded_kind_reason
 from evals.models import Baseline, Case, Graduation, Run, Suite
+from evals.prune import runs_pruned_count
 from evals.selectors import _run_case_counts
 from stats.intervals import ClusteredMean, clustered_rate_interval
 
@@ -34,22 +35,6 @@ class RunPoint:
     graded: int
     errored: int
     grade_errored: int
-
-    def chart_row(self) -> dict:
-        """JSON-safe chart datum: label (run name, untrusted: the chart draws it as canvas
-        text), created (ISO 8601), rate and interval in percent (one decimal) or None."""
-
-        def pct(value: float | None) -> float | None:
-            return None if value is None else round(value * 100, 1)
-
-        return {
-            "label": self.run.name,
-            "created": self.run.created_at.isoformat(),
-            "rate": pct(self.pass_rate.mean),
-            "low": pct(self.pass_rate.ci_low),
-            "high": pct(self.pass_rate.ci_high),
-            "n_cases": self.pass_rate.n_cases,
-        }
 
 
 @dataclass(frozen=True)
@@ -77,6 +62,7 @@ class SuitePage:
     regression_suites: list[Suite]
     window: int = GRADUATION_WINDOW
     cases_page: int = 1  # the page of ``CASE_LIST_LIMIT`` active cases shown (1-based)
+    runs_pruned: int = 0  # runs deleted by ``runs_prune`` (evals.prune)
 
     @property
     def cases_pages(self) -> int:
@@ -140,6 +126,7 @@ def suite_page_get(
         candidates=candidates,
         regression_suites=regression_suites,
         cases_page=cases_page,
+        runs_pruned=runs_pruned_count(suite=suite),
     )
 
 

@@ -54,8 +54,9 @@ class VariantFigure:
     """One variant. ``estimate`` in [0, 1] with its 1 − alpha case-clustered interval
     (``low``, ``high``; None when undefined). Out of the set: ``beaten_by`` the rival whose test
     put it out with the smallest p-value, ``drop`` = estimate(beaten_by) − estimate(self) with
-    a case-clustered interval (``drop_low``, ``drop_high``; None for one case) at confidence
-    1 − 2·level (its lower end is a one-sided bound at the test's level), ``p_value``
+    its interval on these cases, the question the test answers (``drop_low``, ``drop_high``;
+    None for one case) and on cases like these in general (``general_low``, ``general_high``:
+    cases a sample, wider), both at confidence 1 − 2·level, ``p_value``
     (unadjusted, compared with ``BestSet.level``). In the set: the same fields against its
     strongest rival when there is one (``p_value`` above the level). ``note``: one sentence."""
 
@@ -71,6 +72,8 @@ class VariantFigure:
     p_value: float | None
     note: str = ""
     rival: int | None = None
+    general_low: float | None = None
+    general_high: float | None = None
 
 
 @dataclass(frozen=True)
@@ -175,7 +178,7 @@ def best_set(
             p[leader, b] = _drop_p_value(x[leader], n[leader], x[b], n[b], metric, k)
         j = min(rivals, key=lambda r: (np.inf if np.isnan(p[r, b]) else p[r, b], -estimates[r], r))
         out = bool(p[j, b] <= level)
-        drop, drop_low, drop_high = _drop_interval(
+        drop, drop_low, drop_high, general_low, general_high = _drop_interval(
             x[j],
             n[j],
             x[b],
@@ -188,7 +191,18 @@ def best_set(
             intervals[j],
             intervals[b],
         )
-        note = _variant_note(label, b, j, out, drop, drop_low, drop_high, float(p[j, b]), level)
+        note = _variant_note(
+            label,
+            b,
+            j,
+            out,
+            drop,
+            (drop_low, drop_high),
+            (general_low, general_high),
+            float(p[j, b]),
+            level,
+            n_cases,
+        )
         figures.append(
             VariantFigure(
                 index=b,
@@ -203,6 +217,8 @@ def best_set(
                 p_value=float(p[j, b]),
                 note=note,
                 rival=j,
+                general_low=general_low,
+                general_high=general_high,
             )
         )
     kept = [f.index for f in figures if f.in_set]
@@ -418,15 +434,17 @@ def _drop_interval(
     confidence: float,
     interval_j: tuple[float | None, float | None],
     interval_b: tuple[float | None, float | None],
-) -> tuple[float, float | None, float | None]:
-    """estimate(j) − estimate(b) with the clustered t interval over cases (Miller 2024, as
-    ``stats.compare.clustered_paired_interval``), united with a fixed-case floor: the
-    within-case MOVER for the pass rate, the MOVER of the two pass^k intervals for pass^k.
-    One case: no interval."""
+) -> tuple[float, float | None, float | None, float | None, float | None]:
+    """``(drop, low, high, general_low, general_high)``: estimate(j) − estimate(b); ``low``,
+    ``high`` its interval for these cases, the question the exact test answers (the
+    within-case MOVER for the pass rate, the MOVER of the two pass^k intervals for pass^k);
+    ``general_*`` for cases like these in general: the clustered t interval over cases
+    (Miller 2024, as ``stats.compare.clustered_paired_interval``) united with the first. One
+    case: no interval."""
     d = per_j - per_b
     drop = float(d.mean())
     if d.size < 2:
-        return drop, None, None
+        return drop, None, None, None, None
     se = float(d.std(ddof=1) / math.sqrt(d.size))
     t = float(stdtrit(d.size - 1, 0.5 + confidence / 2))
     if metric == "pass_rate":
@@ -442,6 +460,8 @@ def _drop_interval(
         floor_high = drop if fh is None else fh
     return (
         drop,
+        max(-1.0, floor_low),
+        min(1.0, floor_high),
         max(-1.0, min(drop - t * se, floor_low)),
         min(1.0, max(drop + t * se, floor_high)),
     )
@@ -457,21 +477,33 @@ def _variant_note(
     j: int,
     out: bool,
     drop: float,
-    low: float | None,
-    high: float | None,
+    fixed: tuple[float | None, float | None],
+    general: tuple[float | None, float | None],
     p: float,
     level: float,
+    n_cases: int,
 ) -> str:
-    interval = "" if low is None or high is None else f" (interval {_pct(low)} to {_pct(high)})"
+    """One sentence on variant ``b`` against rival ``j``: the gap on these cases with its
+    interval and the test's p against ``level``; when out, the gap on cases like these in
+    general too (cases a sample: wider, and may hold 0 while the test, on these cases,
+    rejects)."""
+    cases = f"on these {n_cases} case{'s' if n_cases != 1 else ''}"
+    here = "" if None in fixed else f" [{_pct(fixed[0])}, {_pct(fixed[1])}]"  # type: ignore[arg-type]
     if out:
+        general_text = (
+            ""
+            if None in general
+            else f" On cases like these in general the gap is {_pct(general[0])} to "  # type: ignore[arg-type]
+            f"{_pct(general[1])}."  # type: ignore[arg-type]
+        )
         return (
-            f"{label(b)} is out: {_pct(drop)} below {label(j)}{interval}, "
-            f"p = {p:.2g} <= {level:.2g}."
+            f"{label(b)} is out: {_pct(drop)} below {label(j)} {cases}{here}, "
+            f"p = {p:.2g} <= {level:.2g}.{general_text}"
         )
     if drop > 0:
         return (
-            f"{label(b)} stays in: {_pct(drop)} below {label(j)}{interval}, not significant "
-            f"(p = {p:.2g} > {level:.2g})."
+            f"{label(b)} stays in: {_pct(drop)} below {label(j)} {cases}{here}, not "
+            f"significant (p = {p:.2g} > {level:.2g})."
         )
     return f"{label(b)} stays in: no rival is above it."
 

@@ -15,6 +15,7 @@ from functools import lru_cache, reduce
 
 import numpy as np
 from scipy.signal import fftconvolve
+from scipy.special import betaincinv
 from scipy.stats import hypergeom, norm
 from scipy.stats import t as student_t
 
@@ -279,6 +280,51 @@ def within_case_interval_from_counts(
     center = a_h - a_b
     half = z * math.sqrt(a_h * (1.0 - a_h) / n_h + a_b * (1.0 - a_b) / n_b)
     return max(-1.0, min(low, center - half)), min(1.0, max(high, center + half))
+
+
+def case_intervals_from_counts(
+    base_graded: np.ndarray,
+    base_passed: np.ndarray,
+    head_graded: np.ndarray,
+    head_passed: np.ndarray,
+    *,
+    confidence: float = 0.95,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per case i, the interval of head − base pass rate on that case's trials alone:
+    ``within_case_interval_from_counts`` on the one case (its Kish count is its trial count),
+    vectorised over cases. Returns ``(low, high)`` arrays in [−1, 1], equal to the scalar
+    function's to rounding. Raises ``ValueError`` for a confidence outside (0, 1), a case
+    with no graded trial on a side, or passes outside [0, graded]."""
+    if not 0 < confidence < 1:
+        raise ValueError("confidence must be in (0, 1)")
+    nb, sb = np.asarray(base_graded, dtype=float), np.asarray(base_passed, dtype=float)
+    nh, sh = np.asarray(head_graded, dtype=float), np.asarray(head_passed, dtype=float)
+    if (nb < 1).any() or (nh < 1).any():
+        raise ValueError("every case needs a graded trial on each side")
+    if (sb < 0).any() or (sb > nb).any() or (sh < 0).any() or (sh > nh).any():
+        raise ValueError("passes must be in [0, graded]")
+    alpha = 1.0 - confidence
+    z = float(norm.ppf(0.5 + confidence / 2))
+
+    def exact(x: np.ndarray, n: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        # Clopper–Pearson as stats.intervals._clopper_pearson, the limits' arguments kept
+        # valid where the closed form (0 at x = 0, 1 at x = n) applies.
+        p = x / n
+        low = np.where(x <= 0, 0.0, betaincinv(np.maximum(x, 1e-300), n - x + 1.0, alpha / 2))
+        high = np.where(x >= n, 1.0, betaincinv(x + 1.0, np.maximum(n - x, 1e-300), 1 - alpha / 2))
+        return p, np.minimum(low, p), np.maximum(high, p)
+
+    m_h, l_h, u_h = exact(sh, nh)
+    m_b, l_b, u_b = exact(sb, nb)
+    delta = m_h - m_b
+    low = delta - np.hypot(m_h - l_h, u_b - m_b)
+    high = delta + np.hypot(u_h - m_h, m_b - l_b)
+    a_h, a_b = (sh + 1.0) / (nh + 2.0), (sb + 1.0) / (nb + 2.0)
+    half = z * np.sqrt(a_h * (1.0 - a_h) / (nh + 2.0) + a_b * (1.0 - a_b) / (nb + 2.0))
+    center = a_h - a_b
+    return np.maximum(-1.0, np.minimum(low, center - half)), np.minimum(
+        1.0, np.maximum(high, center + half)
+    )
 
 
 def clustered_paired_interval(

@@ -181,7 +181,7 @@ def main() -> None:
     if args.json:
         print(json.dumps({"rows": rows, "sentence": decision.sentence}, indent=2))
         return
-    print("| variant | mock p | promptfoo passes | Assay passes | Assay estimate [95%] | best set |")
+    print("| variant | mock p | promptfoo passes | Assay passes | Assay estimate [95%] | set |")
     print("|---|---|---|---|---|---|")
     for r in rows:
         interval = f"{r['estimate']:.2f} [{r['low']:.2f}, {r['high']:.2f}]"

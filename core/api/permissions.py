@@ -31,3 +31,6 @@ IsRunner = _role_permission("IsRunner", ENGINEER, LEAD)
 
 
 IsLabeler = _role_permission("IsLabeler", REVIEWER, LEAD)
+
+
+IsLead = _role_permission("IsLead", LEAD)

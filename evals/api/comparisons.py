@@ -41,6 +41,7 @@ from core.ids import uuid_parse
 from evals.baselines import baseline_current
 from evals.blindness import BLIND_COMPARISON, comparison_is_blind
 from evals.comparison.agents import agent_moves_for
+from evals.comparison.baseline_verdicts import verdict_remember
 from evals.comparison.cache import comparison_cached_get
 from evals.comparison.gate import (
     ALPHA_MAX,
@@ -453,6 +454,8 @@ class ComparisonApi(APIView):
             comparison = comparison_cached_get(base=base, head=head, alpha=alpha)
             plan = comparison_plan(base=base, head=head, alpha=alpha)[0]
             decision = gate_decide(comparison, alpha=alpha, plan=plan)
+        # The run list's regression flag (kept at the gate's default alpha only).
+        verdict_remember(base=base, head=head, verdict=decision.verdict, alpha=alpha)
         agents = agent_moves_for(base=base, head=head)  # as each run's report reads it
         return Response(json.loads(gate_json(comparison, decision, agents=agents)))
 

@@ -20,8 +20,7 @@ from core.api.permissions import IsViewer
 from core.bounds import COST_USD_DECIMAL_PLACES, COST_USD_MAX_DIGITS
 from core.http import uuid_or_404
 from evals.api.runs.detail import RunStatusShownSerializer
-from evals.comparison.compute import CHANGE_CLASSES
-from evals.grid.build import MAX_RUNS, SORTS, GridQuery, grid_get
+from evals.grid.build import GRID_CHANGES, MAX_RUNS, SORTS, GridQuery, grid_get
 from evals.grid.history import case_history_get
 from evals.models import Case, Suite
 
@@ -101,7 +100,10 @@ class RowSerializer(serializers.Serializer):
         allow_null=True, help_text="Population variance of the rates across runs (2+ rates)."
     )
     flaky_any = serializers.BooleanField(help_text="Flaky in at least one run.")
-    change = serializers.CharField(help_text="Change class from the first to the last graded run.")
+    change = serializers.CharField(
+        help_text='Change class from the first to the last graded run; "graders differ" when '
+        "those two runs gate on different graders (their rates are not comparable)."
+    )
 
 
 class GridSerializer(serializers.Serializer):
@@ -110,6 +112,11 @@ class GridSerializer(serializers.Serializer):
     n_cases = serializers.IntegerField(help_text="Cases before filters.")
     n_rows = serializers.IntegerField(help_text="Rows after filters (all pages).")
     hidden_cells = serializers.IntegerField(help_text="Cells withheld while you label.")
+    grader_warnings = serializers.ListField(
+        child=serializers.CharField(),
+        help_text="One sentence per run graded by another grader set than the newest run: "
+        "the graders it lacks, adds or configures differently. Empty when all agree.",
+    )
     next = serializers.CharField(allow_null=True, help_text="URL of the next page of rows.")
     previous = serializers.CharField(allow_null=True, help_text="URL of the previous page.")
     results = RowSerializer(many=True, help_text="This page's rows.")
@@ -128,7 +135,7 @@ GRID_PARAMS = [
     _param("runs", f"Run UUIDs of the suite, comma-separated or repeated (at most {MAX_RUNS})."),
     _param("last", f"Without runs: the last N runs (1..{MAX_RUNS}, default 10)."),
     _param("tag", "Only cases with this tag."),
-    _param("change", "Only cases of this change class.", enum=list(CHANGE_CLASSES)),
+    _param("change", "Only cases of this change class.", enum=list(GRID_CHANGES)),
     _param("flaky", "true: only cases flaky in some run."),
     _param("sort", "Row order.", enum=list(SORTS)),
     _param("cursor", "Opaque cursor from a page's next or previous link."),
@@ -183,6 +190,7 @@ class SuiteGridApi(APIView):
             "n_cases": grid.n_cases,
             "n_rows": len(grid.rows),
             "hidden_cells": grid.hidden_cells,
+            "grader_warnings": list(grid.grader_warnings),
             "next": _cursor_url(request, start + size) if start + size < len(grid.rows) else None,
             "previous": _cursor_url(request, max(0, start - size)) if start else None,
             "results": [_row(r) for r in page],

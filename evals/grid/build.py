@@ -26,6 +26,7 @@ from evals.blindness import Blind, blind_for
 from evals.comparison.compute import CHANGE_CLASSES, NO_VERDICT, change_class
 from evals.grid.cache import GRID_CACHE_SECONDS, grid_column_state
 from evals.grid.cells import RunCaseCounts, runs_case_counts, runs_gating_keys
+from evals.grid.grader_sets import GRADERS_DIFFER, gating_set, grader_set_differences, same_gating
 from evals.models import Case, Run, Suite, Trial
 from evals.report.cost_quality import CostQuality, cost_quality
 from evals.report.figures import case_wilson
@@ -43,6 +44,8 @@ SORTS = {
     "key": "case key",
 }
 DEFAULT_SORT = "variance"
+# ``?change=``: a change class, or "graders differ" (``evals.grid.grader_sets``).
+GRID_CHANGES = (*CHANGE_CLASSES, GRADERS_DIFFER)
 BLIND_CELL = (
     "hidden while you label: these cells hold trials that share their input with items of "
     "a calibration set you have not finished labeling, and their pass rates would show "
@@ -89,9 +92,9 @@ class GridQuery:
                 field="last",
             )
         change = str(params.get("change") or "")
-        if change and change not in CHANGE_CLASSES:
+        if change and change not in GRID_CHANGES:
             raise DomainError(
-                f"expected one of {', '.join(CHANGE_CLASSES)}, got {change[:40]!r}",
+                f"expected one of {', '.join(GRID_CHANGES)}, got {change[:40]!r}",
                 field="change",
             )
         sort = str(params.get("sort") or DEFAULT_SORT)
@@ -187,7 +190,9 @@ class GridRow:
 class Grid:
     """The grid: ``columns`` oldest first, ``rows`` after filters and sort, ``n_cases`` before
     filters, ``tags`` of every case, ``hidden_cells`` withheld from the viewer (with
-    ``blind_note`` saying why), and the ``query`` that made it."""
+    ``blind_note`` saying why), the ``query`` that made it, and ``grader_warnings``: one
+    sentence per run graded by another grader set than the newest
+    (``evals.grid.grader_sets``)."""
 
     suite_uuid: str
     suite_name: str
@@ -198,6 +203,7 @@ class Grid:
     hidden_cells: int
     query: GridQuery
     blind_note: str = ""
+    grader_warnings: tuple[str, ...] = ()
 
 
 def grid_runs_pick(*, suite: Suite, query: GridQuery) -> list[Run]:
@@ -250,8 +256,9 @@ def grid_get(*, suite: Suite, query: GridQuery, viewer) -> Grid:
             )
         )
     cases = _cases_get(suite=suite, ids={i for c in built.values() for i in c.case_ids})
+    gatings = tuple(gating_set(run) for run in runs)
     all_rows = [
-        _row(case, tuple(cells.get(case[0]) for cells in per_run))
+        _row(case, tuple(cells.get(case[0]) for cells in per_run), gatings)
         for case in sorted(cases, key=lambda c: (c[2], c[0]))
     ]
     tags = sorted({t for r in all_rows for t in r.tags})
@@ -272,6 +279,7 @@ def grid_get(*, suite: Suite, query: GridQuery, viewer) -> Grid:
         hidden_cells=hidden_cells,
         query=query,
         blind_note=BLIND_CELL if hidden_cells else "",
+        grader_warnings=tuple(grader_set_differences(runs)),
     )
 
 
@@ -371,14 +379,21 @@ def _quality(totals: dict, cells: list[GridCell]) -> CostQuality:
     )
 
 
-def _row(case: tuple, cells: tuple[GridCell | None, ...]) -> GridRow:
+def _row(
+    case: tuple, cells: tuple[GridCell | None, ...], gatings: tuple[frozenset[str], ...]
+) -> GridRow:
+    """One case's row; its change is "graders differ" when the first and last graded columns'
+    gating graders differ (a grader absent from one run is no change of the target)."""
+    graded_at = [i for i, c in enumerate(cells) if c is not None and c.graded]
     graded = [c for c in cells if c is not None and c.graded]
     rates = [c.passed / c.graded for c in graded]
-    change = (
-        change_class(graded[0].passed, graded[0].graded, graded[-1].passed, graded[-1].graded)
-        if len(graded) >= 2
-        else NO_VERDICT
-    )
+    if len(graded) < 2:
+        change = NO_VERDICT
+    elif not same_gating(gatings[graded_at[0]], gatings[graded_at[-1]]):
+        change = GRADERS_DIFFER
+    else:
+        first, last = graded[0], graded[-1]
+        change = change_class(first.passed, first.graded, last.passed, last.graded)
     return GridRow(
         case_uuid=str(case[1]),
         key=case[2],

@@ -4,7 +4,7 @@ with nothing graded, or blind for the viewer is listed under the chart with the 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from decimal import Decimal
 
 from django.template.loader import render_to_string
@@ -12,6 +12,7 @@ from django.template.loader import render_to_string
 from core.money import usd_text
 from evals.baselines import baseline_current
 from evals.blindness import blind_for
+from evals.charts.svg import Label, labels_place
 from evals.models import Run, Suite, Trial
 from evals.selectors import run_list_stats
 
@@ -19,6 +20,7 @@ CHART_RUNS = 50
 WIDTH, HEIGHT = 640, 360
 LEFT, RIGHT, TOP, BOTTOM = 64, 24, 16, 48
 X_TICKS = 4
+LABEL_FONT = 11.5  # the labels are 11 px; bold (the baseline) runs about 5% wider
 
 
 @dataclass(frozen=True)
@@ -36,6 +38,7 @@ class ChartPoint:
     y: float
     y_low: float
     y_high: float
+    label: Label | None = None  # placed inside the drawing (``labels_place``); None: no room
 
     @property
     def title(self) -> str:
@@ -127,6 +130,7 @@ def cost_quality_chart_get(*, suite: Suite, viewer, limit: int = CHART_RUNS) -> 
         )
         for run, cost, rate, low, high in usable
     ]
+    points = _labelled(points)
     x_ticks = (
         [
             (round(LEFT + i / X_TICKS * plot_w, 1), usd_text(Decimal(repr(span * i / X_TICKS))))
@@ -139,6 +143,30 @@ def cost_quality_chart_get(*, suite: Suite, viewer, limit: int = CHART_RUNS) -> 
     return CostQualityChart(
         suite_name=suite.name, points=points, left_out=left_out, x_ticks=x_ticks, y_ticks=y_ticks
     )
+
+
+def _labelled(points: list[ChartPoint]) -> list[ChartPoint]:
+    """``points`` with their labels ("baseline: <name>" for the baseline, placed first),
+    flipped to the left of a mark near the right edge, cut to fit, never overlapping."""
+    order = sorted(range(len(points)), key=lambda i: not points[i].is_baseline)
+    marks = [
+        (
+            points[i].x,
+            points[i].y + (-8 if points[i].is_baseline else 4),
+            f"baseline: {points[i].run_name}" if points[i].is_baseline else points[i].run_name,
+        )
+        for i in order
+    ]
+    placed = labels_place(
+        marks,
+        bounds=(LEFT + 2, TOP, WIDTH - 2, HEIGHT - BOTTOM),
+        gap=9,
+        max_width=220,  # about 34 characters, as the labels were before
+        font_size=LABEL_FONT,
+        avoid=[(p.x - 6, p.y - 6, p.x + 6, p.y + 6) for p in points],
+    )
+    labels = dict(zip(order, placed, strict=True))
+    return [replace(p, label=labels[i]) for i, p in enumerate(points)]
 
 
 def cost_quality_svg(chart: CostQualityChart) -> str:

@@ -2,7 +2,7 @@
 
 Every model is imported here and listed in ``__all__`` (``from evals.models import Run``);
 the modules are its concepts: ``suites``, ``runs``, ``grades``, ``baselines``, ``top_ups``,
-``summaries``, ``presets``, ``ingest``, ``reprices``, ``experiments``.
+``summaries``, ``presets``, ``ingest``, ``reprices``, ``experiments``, ``prunes``.
 
 Invariants: a case is frozen by its content hash (a change makes a new case); one trial per
 (run, case, attempt) and one grade per (trial, grader), enforced by the database; unknown is
@@ -13,6 +13,7 @@ from evals.models.experiments import Experiment, ExperimentVariant
 from evals.models.grades import DecisionTransition, Grade, grade_skipped_placeholder
 from evals.models.ingest import IngestKey
 from evals.models.presets import GraderSetPreset, Preset, TargetPreset, preset_hash
+from evals.models.prunes import RunPrune
 from evals.models.reprices import RunReprice
 from evals.models.runs import Run, Trial, TrialPair
 from evals.models.suites import Case, CaseChange, Graduation, Suite, content_hash, input_hash
@@ -32,6 +33,7 @@ __all__ = [
     "IngestKey",
     "Preset",
     "Run",
+    "RunPrune",
     "RunReprice",
     "RunSummary",
     "Suite",

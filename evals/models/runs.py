@@ -38,6 +38,9 @@ class Run(models.Model):
         SUCCEEDED = "succeeded", "succeeded"
         FAILED = "failed", "failed"
         CANCELLED = "cancelled", "cancelled"
+        # Being deleted by ``runs_prune`` (evals.prune): neither live nor finished, so no
+        # worker, sweep, comparison or cache reads it as complete; the next prune finishes it.
+        PRUNING = "pruning", "pruning"
 
     TERMINAL = (Status.SUCCEEDED, Status.FAILED, Status.CANCELLED)
 

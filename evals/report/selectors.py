@@ -63,3 +63,12 @@ def run_report(*, run: Run) -> RunReport:
         agents=None if agents is None else agent_reasons_add(run=run, report=agents).as_json(),
         trials=dataclasses.replace(report.trials, retried=retried),
     )
+
+
+def run_report_state(*, run: Run) -> str:
+    """A short text that changes whenever the live report of ``run`` may have: its finished and
+    errored counts and the largest id of its trials' grades (a grade is never rewritten in
+    place while the run is live; a regrade writes a new row). The progress poll sends the pass
+    rate card again only when it changed. One query."""
+    last_grade = Grade.objects.filter(trial__run=run).aggregate(m=models.Max("id"))["m"]
+    return f"{run.trials_finished}.{run.trials_errored}.{last_grade or 0}"

@@ -26,7 +26,9 @@ from core.http import (
 )
 from core.roles import ENGINEER, LEAD, user_has_role
 from evals.blindness import BLIND_COMPARISON, comparison_is_blind
+from evals.charts.forest import forest_chart
 from evals.comparison.agents import agent_moves_get
+from evals.comparison.baseline_verdicts import verdict_remember
 from evals.comparison.cache import comparison_cached_get
 from evals.comparison.case import case_uuids_by_hash, comparison_case_get
 from evals.comparison.compute import CHANGE_CLASSES
@@ -38,6 +40,7 @@ from evals.grading.rungs import judge_rung
 from evals.models import Case, Run, TopUp
 from evals.report.costs import comparison_cost_classes
 from evals.suites import power_sentence
+from evals.target_diff import target_diff
 
 CASE_TABLE_PAGE_SIZE = 200
 GATE_ALPHA = 0.05  # manage.py gate's default --alpha
@@ -72,6 +75,8 @@ def comparison(request: HtmxHttpRequest, head_id, base_id) -> HttpResponse:
     else:
         comp = comparison_cached_get(base=base, head=head, alpha=GATE_ALPHA)
         decision = gate_decide(comp, alpha=GATE_ALPHA, plan=plan)
+    # The run list's regression flag reads this verdict (evals.comparison.baseline_verdicts).
+    verdict_remember(base=base, head=head, verdict=decision.verdict)
     query = TableQuery(
         change=query_choice(request, "change", CHANGE_CLASSES),
         tag=request.GET.get("tag", "")[:200],
@@ -98,6 +103,10 @@ def comparison(request: HtmxHttpRequest, head_id, base_id) -> HttpResponse:
         ),
         "power": power_sentence(comp.detectable) if comp.detectable else None,
         "movement": decision_movement_get(base=base, head=head),
+        # What changed in the target and the graders (evals.target_diff).
+        "target_change": target_diff(
+            base.target, head.target, base_graders=base.graders, head_graders=head.graders
+        ),
         # Agent runs (state and trajectory graders): outcome and trajectory rates per case.
         "agent_moves": agent_moves_get(base=base, head=head),
         # Which token classes each side's costs priced, and why the unknown ones are unknown.
@@ -113,6 +122,7 @@ def comparison(request: HtmxHttpRequest, head_id, base_id) -> HttpResponse:
         context["pairwise"] = rung.pairwise_judging(base=base, head=head)
     if request.htmx and request.htmx.target == "case-table":
         return render(request, "evals/comparison_detail.html#case-table", context)
+    context["forest"] = forest_chart(comp)
     return render(request, "evals/comparison_detail.html", context)
 
 

@@ -10,8 +10,7 @@ from django.views.decorators.http import require_GET
 
 from core.errors import DomainError
 from core.http import VIEWER_ROLES, role_required
-from evals.comparison.compute import CHANGE_CLASSES
-from evals.grid.build import MAX_RUNS, SORTS, GridQuery, grid_get, grid_run_choices
+from evals.grid.build import GRID_CHANGES, MAX_RUNS, SORTS, GridQuery, grid_get, grid_run_choices
 from evals.grid.chart import cost_quality_chart_get, cost_quality_svg
 from evals.grid.history import case_history_get
 from evals.models import Case, Suite
@@ -36,7 +35,7 @@ def suite_grid(request: HttpRequest, suite_id) -> HttpResponse:
         "error": error,
         "choices": grid_run_choices(suite=suite),
         "sorts": SORTS,
-        "change_classes": CHANGE_CLASSES,
+        "change_classes": GRID_CHANGES,
         "max_runs": MAX_RUNS,
         "export_query": query.url()[1:],
     }

@@ -35,12 +35,14 @@ from evals.blindness import run_is_blind
 from evals.forms import RUN_FILTER_STATUSES, BaselineSetForm, RunFilterForm, RunStartForm
 from evals.grading.contract.decisions import decision_history, trial_decision_get
 from evals.models import Case, Run, Suite, TopUp, Trial
-from evals.report.selectors import run_report
+from evals.report.selectors import run_report, run_report_state
 from evals.reprice import run_reprices
+from evals.run_like import run_like_initial, run_like_refusal
 from evals.runner.finalize import run_cancel as run_cancel_service
 from evals.runner.retry import run_retry as run_retry_service
 from evals.runner.start import run_publish_warning, run_start
 from evals.suites import suite_default_graders
+from evals.target_shown import target_shown
 
 
 @require_GET
@@ -74,12 +76,18 @@ def run_page(
 ) -> HttpResponse:
     """Render the run page; ``baseline_form``: a refused post's bound form, else a blank one."""
     top_ups = TopUp.objects.filter(Q(head=run) | Q(base=run)).select_related("head", "base")
+    # Read before the report: a grade landing in between makes the next poll send the card.
+    card_state = "" if run.is_terminal else run_report_state(run=run)
     return render(
         request,
         "evals/run_detail.html",
         {
             "run": run,
             "report": run_report(run=run),
+            "target_rows": target_shown(run.target),
+            "live": not run.is_terminal,  # "not graded yet", never "undefined", while it runs
+            "card_state": card_state,
+            "clone_refusal": run_like_refusal(run),
             "top_ups": list(top_ups[:20]),
             "reprices": run_reprices(run=run),
             "can_run": user_has_role(request.user, *RUNNER_ROLES),
@@ -96,7 +104,8 @@ def run_page(
 @require_http_methods(["GET", "POST"])
 @role_required(*RUNNER_ROLES)
 def run_new(request: HtmxHttpRequest) -> HttpResponse:
-    """Start a run. GET shows the form (``?suite=<uuid>`` prefills its grader set; unknown: 404,
+    """Start a run. GET shows the form (``?suite=<uuid>`` prefills its grader set; ``?like=<run
+    uuid>`` every field from that run, ``evals.run_like``; unknown: 404 naming the parameter,
     malformed: 400); POST calls ``run_start`` and redirects to the run page."""
 
     if request.method == "POST":
@@ -122,6 +131,9 @@ def run_new(request: HtmxHttpRequest) -> HttpResponse:
                     messages.warning(request, f"Run saved, not started yet: {warning}.")
                 return redirect(run.get_absolute_url())
         return render(request, "evals/run_new.html", {"form": form})
+    like = query_object(request, "like", Run.objects.select_related("suite"), noun="run")
+    if like is not None:
+        return _run_new_like(request, like)
     # ?suite=zzz is a 400 and an unknown suite a 404 naming it, never another suite's form.
     suite = query_object(request, "suite", Suite.objects.all())
     if suite is None:
@@ -135,16 +147,39 @@ def run_new(request: HtmxHttpRequest) -> HttpResponse:
     return render(request, "evals/run_new.html", context)
 
 
+def _run_new_like(request: HtmxHttpRequest, like: Run) -> HttpResponse:
+    """The start form filled from ``like`` (``evals.run_like``), or blank saying why not."""
+    refusal = run_like_refusal(like)
+    if refusal:
+        form = RunStartForm(initial={"suite": like.suite})
+        return render(
+            request, "evals/run_new.html", {"form": form, "like": like, "like_refusal": refusal}
+        )
+    prefill = run_like_initial(like)
+    form = RunStartForm(initial=prefill.initial)
+    context = {"form": form, "like": like, "not_carried": prefill.not_carried}
+    return render(request, "evals/run_new.html", context)
+
+
 @require_GET
 @role_required(*VIEWER_ROLES)
 def run_progress(request: HtmxHttpRequest, run_id) -> HttpResponse:
-    """The progress fragment, polled every 2 s; 286 (stop polling) once the run is terminal, with a
-    one-shot fetch that swaps the final report (``#run-report``) in."""
+    """The progress fragment, polled every 2 s (``?card=``: the state of the pass rate card
+    shown, ``run_report_state``), with the card as it stands when that state changed (an
+    out-of-band swap, unless the run is blind for the viewer); 286 (stop polling) once the run
+    is terminal, with a one-shot fetch that swaps the final report (``#run-report``) in."""
     run = get_object_or_404(Run.objects.select_related("cancelled_by"), uuid=run_id)
     context = {"run": run, "finished_now": run.is_terminal}
+    if not run.is_terminal:
+        context["card_state"] = run_report_state(run=run)
     html = render_to_string("evals/fragments/run_progress.html", context, request=request)
     if run.is_terminal:
         return HttpResponseStopPolling(html)
+    if not run_is_blind(request.user, run) and request.GET.get("card") != context["card_state"]:
+        # The pass rate card follows the progress (an out-of-band swap of #run-live-report),
+        # sent again only when the report may have changed since the card shown (``card``).
+        live = {"run": run, "report": run_report(run=run), "live": True, "oob": True}
+        html += render_to_string("evals/fragments/run_live_report.html", live, request=request)
     return HttpResponse(html)
 
 

@@ -15,6 +15,7 @@ from core.ids import uuid_parse
 from evals.baselines import baseline_set as baseline_set_service
 from evals.case_changes import case_changes_attach, case_changes_list
 from evals.cases import case_graduate as case_graduate_service
+from evals.charts.trend import trend_chart
 from evals.comparison.summary import detectable_drop_get
 from evals.forms import BaselineSetForm
 from evals.models import Case, Run, Suite
@@ -37,7 +38,9 @@ def suite_detail(request: HttpRequest, suite_id) -> HttpResponse:
         {
             "page": page,
             "suite": suite,
-            "chart_data": [p.chart_row() for p in page.runs],
+            "trend": trend_chart(
+                page.runs, baseline_run_id=page.baseline.run_id if page.baseline else None
+            ),
             "power": _suite_power(page),
             "changes": changes,
             "changes_page": changes_page,

@@ -124,7 +124,7 @@ def test_it_filters_runs_by_suite_and_status(bob, run, other_run):
 @pytest.mark.parametrize(
     ("path", "allowed"),
     [
-        ("runs", "queued, running, succeeded, failed, cancelled, imported"),
+        ("runs", "queued, running, succeeded, failed, cancelled, pruning, imported"),
         ("trials", "queued, running, ok, error, cancelled"),
         ("grades", "ok, error, not_judged"),
     ],

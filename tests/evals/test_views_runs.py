@@ -678,7 +678,7 @@ def test_the_api_filters_runs_on_the_status_the_badge_shows(carol, db):
     assert response.status_code == 400
     assert response.json()["status"] == [
         "unknown status 'imported-problems'; allowed: queued, running, succeeded, failed, "
-        "cancelled, imported"
+        "cancelled, pruning, imported"
     ]
 
 

@@ -4,8 +4,6 @@ the cast)."""
 
 from __future__ import annotations
 
-import json
-
 import pytest
 from django.urls import reverse
 
@@ -69,16 +67,16 @@ def test_it_shows_cases_runs_and_the_chart_data_to_a_reviewer(client, bob, cap_w
     # r3: c1 2/2, c2 1/2, c3 2/2 -> mean of per-case rates = (1 + 0.5 + 1) / 3
     assert page.runs[2].pass_rate.mean == pytest.approx(2.5 / 3)
     html = response.content.decode()
-    data = json.loads(
-        html.split('id="suite-history-data" type="application/json">')[1].split("</script>")[0]
-    )
-    assert [row["label"] for row in data] == ["r1", "r2", "r3"]
-    assert data[2]["rate"] == 83.3
-    assert data[2]["low"] is not None and data[2]["low"] <= 83.3 <= data[2]["high"]
+    marks = response.context["trend"].marks
+    assert [m.name for m in marks] == ["r1", "r2", "r3"]
+    assert marks[2].rate == pytest.approx(2.5 / 3)
+    assert marks[2].low is not None and marks[2].low <= 2.5 / 3 <= marks[2].high
     # r2 passed all 6 trials: the exact interval of 6/6 (0.025 ** (1 / 6) = 54.1%), never
-    # the zero-width [100%, 100%]
-    assert (data[1]["rate"], data[1]["low"], data[1]["high"]) == (100.0, 54.1, 100.0)
-    assert "vendor/chart-4.5.1.umd.min.js" in html
+    # the zero-width [100%, 100%]; the mark says what the table beside it says
+    assert "r2 (" in marks[1].text and "pass rate 100.0% [54.1%, 100.0%]" in marks[1].text
+    assert html.count('class="mark trend-run') == 3
+    assert html.count("pass rate 100.0% [54.1%, 100.0%]") == 2  # aria-label and title
+    assert "<canvas" not in html and "suite_chart.js" not in html
 
 
 def test_it_refuses_the_suite_page_to_an_outsider(client, mallory, cap_with_three_runs):

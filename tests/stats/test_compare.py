@@ -11,9 +11,11 @@ from hypothesis import strategies as st
 from scipy import stats as sps
 
 from stats.compare import (
+    case_intervals_from_counts,
     clustered_paired_interval,
     stratified_permutation_test,
     within_case_interval,
+    within_case_interval_from_counts,
 )
 
 outcomes = st.lists(st.booleans(), min_size=1, max_size=4)
@@ -426,3 +428,37 @@ def test_the_grouped_monte_carlo_null_matches_the_exact_one_at_2000_cases():
             )
             se = math.sqrt(exact * (1 - exact) / 10_000)
             assert abs(mc.p_value - exact) < 4 * se, (shift, seed, mc.p_value, exact)
+
+
+def test_per_case_intervals_are_the_within_case_interval_of_each_case_alone():
+    rows = [
+        (nb, sb, nh, sh)
+        for nb in (1, 2, 3, 5, 8)
+        for sb in range(nb + 1)
+        for nh in (1, 4, 5)
+        for sh in range(nh + 1)
+    ]
+    a = np.array(rows)
+    for confidence in (0.9, 0.95):
+        low, high = case_intervals_from_counts(*a.T, confidence=confidence)
+        for (nb, sb, nh, sh), lo, hi in zip(rows, low, high, strict=True):
+            one = within_case_interval_from_counts(
+                np.array([nb]),
+                np.array([sb]),
+                np.array([nh]),
+                np.array([sh]),
+                confidence=confidence,
+            )
+            assert (lo, hi) == pytest.approx(one, abs=1e-12)
+            assert -1 <= lo < sh / nh - sb / nb + 1e-12 and sh / nh - sb / nb - 1e-12 < hi <= 1
+
+
+@pytest.mark.parametrize(
+    ("counts", "confidence"),
+    [(([0], [0], [3], [1]), 0.95), (([3], [4], [3], [1]), 0.95), (([3], [1], [3], [1]), 1.0)],
+)
+def test_per_case_intervals_refuse_an_empty_case_impossible_counts_or_confidence(
+    counts, confidence
+):
+    with pytest.raises(ValueError):
+        case_intervals_from_counts(*(np.array(c) for c in counts), confidence=confidence)

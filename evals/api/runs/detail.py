@@ -11,6 +11,7 @@ from evals.blindness import REPORT_BLIND_PARTS, run_is_blind
 from evals.models import Run, Suite
 from evals.report.selectors import run_report
 from evals.run_status import STATUS_SHOWN_VALUES, run_status_shown, runs_status_shown_filter
+from evals.target_shown import target_shown
 
 RUN_FIELDS = [
     "uuid",
@@ -115,7 +116,19 @@ class RunSerializer(serializers.ModelSerializer):
         extra_kwargs = RUN_HELP
 
 
+class TargetRowSerializer(serializers.Serializer):
+    key = serializers.CharField(help_text="The setting, dotted when nested (settings.temperature).")
+    title = serializers.CharField(help_text="Its label on the run page.")
+    value = serializers.CharField(
+        help_text="Its value as text (JSON for numbers, lists, objects); any value that looks "
+        "like a key, and a base_url's user and password, masked (evals.target_shown)."
+    )
+
+
 class RunDetailSerializer(RunSerializer):
+    target_shown = serializers.SerializerMethodField(
+        help_text="The target as the run page shows it, one row per setting, secrets masked."
+    )
     report = serializers.SerializerMethodField(
         help_text="The run report (evals.report.selectors.run_report): counts, pass rate with its "
         "95% interval (fractions 0..1), pass@k and pass^k with their 95% intervals "
@@ -124,12 +137,18 @@ class RunDetailSerializer(RunSerializer):
     )
 
     class Meta(RunSerializer.Meta):
-        fields = [*RunSerializer.Meta.fields, "target", "graders", "report"]
+        fields = [*RunSerializer.Meta.fields, "target", "target_shown", "graders", "report"]
         extra_kwargs = {
             **RUN_HELP,
             "target": {"help_text": "Target configuration snapshot."},
             "graders": {"help_text": "Grader set: list of {key, kind, config, gating}."},
         }
+
+    @extend_schema_field(TargetRowSerializer(many=True))
+    def get_target_shown(self, run) -> list[dict]:
+        return [
+            {"key": r.key, "title": r.label, "value": r.value} for r in target_shown(run.target)
+        ]
 
     def get_report(self, run) -> dict:
         data = run_report(run=run).to_dict()

@@ -22,6 +22,7 @@ from core.commands import DomainCommand
 from core.errors import DomainError
 from evals.baselines import baseline_current
 from evals.comparison.agents import agent_moves_for
+from evals.comparison.baseline_verdicts import verdict_remember
 from evals.comparison.gate import comparison_plan, gate_evaluate, gate_options_check
 from evals.comparison.render import gate_json, gate_markdown, gate_text
 from evals.comparison.run_data import RunData, run_data_from_file
@@ -156,6 +157,17 @@ class Command(DomainCommand):
             if isinstance(head, Run) and isinstance(base, Run):
                 # A settled top-up of this pair decides, as on the page.
                 comparison, decision = comparison_decision(head=head, base=base, **policy)
+                verdict_remember(  # the run list's regression flag
+                    base=base,
+                    head=head,
+                    verdict=decision.verdict,
+                    alpha=options["alpha"],
+                    default_policy=not (
+                        options["max_errored_fraction"]
+                        or options["allow_untrusted"]
+                        or options["allow_incomparable"]
+                    ),
+                )
             else:
                 comparison, decision = gate_evaluate(head=head, base=base, **policy)
         agents = agent_moves_for(base=base, head=head)  # as each run's report reads it
