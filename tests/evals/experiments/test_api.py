@@ -311,3 +311,24 @@ def test_the_list_reads_a_page_in_queries_that_do_not_grow_with_it(
     with CaptureQueriesContext(connection) as five:
         assert len(client.get("/api/experiments").json()["results"]) == 5
     assert len(five.captured_queries) == len(one.captured_queries)
+
+
+def test_a_finished_experiment_reads_with_its_decision(carol, django_capture_on_commit_callbacks):
+    suite = _suite(6)
+    with django_capture_on_commit_callbacks(execute=True):
+        response = client_for(carol).post("/api/experiments", _body(suite), format="json")
+    assert response.status_code == 201
+    data = client_for(carol).get(f"/api/experiments/{response.json()['uuid']}").json()
+    assert data["ready"] is True
+    assert [v["status"] for v in data["variants"]] == ["succeeded", "succeeded"]
+    decision = data["decision"]
+    assert "good" in decision["best"] and decision["sentence"]
+    assert 0 < decision["level"] <= decision["alpha"] == 0.05
+    assert decision["cases"] == 6 and decision["method"]
+    good, bad = decision["variants"]
+    assert (good["label"], good["graded"], good["in_set"]) == ("good", 12, True)
+    assert 0 <= good["low"] <= good["estimate"] <= good["high"] <= 1
+    assert good["cost_usd"] is None and good["cost_per_pass"] is None  # simulated: no price
+    assert bad["passed"] < good["passed"]
+    assert not bad["in_set"] and bad["beaten_by"] == "good" and bad["out_reason"]
+    assert decision["decided"] is True and decision["best"] == ["good"]
