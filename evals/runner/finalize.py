@@ -17,8 +17,8 @@ from core.errors import DomainError
 from core.outbox import outbox_enqueue
 from core.roles import ENGINEER, LEAD, role_require
 from evals.metrics import trials_finished_count
-from evals.models import Grade, Run, TopUp, Trial
-from evals.tasks import adaptive_top_up_start, top_up_advance
+from evals.models import ExperimentVariant, Grade, Run, TopUp, Trial
+from evals.tasks import adaptive_top_up_start, experiment_settle_advance, top_up_advance
 
 logger = logging.getLogger(__name__)
 
@@ -138,6 +138,8 @@ def run_close_if_done(*, run_id: int) -> None:
         # here: reads, not three updates and a commit each (~100 of them for a 10,000-trial
         # run, behind which a one-worker queue held the next run's first chunk).
         _top_ups_advance(run_id)
+        # A racing experiment was moved on when the run closed (its outbox message commits
+        # with the close), so this read-only path stays at its seven reads.
         closed = 0
     else:
         closed = _run_close(run_id, counts, now)
@@ -192,6 +194,7 @@ def _run_close(run_id: int, counts: TrialCounts, now: datetime) -> int:
     message = "; ".join(problems)
     with transaction.atomic():
         _top_ups_advance(run_id)
+        _experiments_settle_advance(run_id)
         # Nothing is in flight: every trial write has committed, so the recount is exact.
         Run.objects.filter(id=run_id).update(
             trials_finished=counts.ok + counts.errored,
@@ -219,6 +222,17 @@ def _top_ups_advance(run_id: int) -> None:
         status__in=[TopUp.Status.QUEUED, TopUp.Status.RUNNING],
     ).values_list("id", flat=True):
         outbox_enqueue(top_up_advance, top_up_id, subject=f"evals.top_up:{top_up_id}")
+
+
+def _experiments_settle_advance(run_id: int) -> None:
+    """Move on the racing of the experiment the run is a variant of, if it races
+    (``experiment_settle_advance`` through the outbox; ``evals.experiments.racing``). Idempotent."""
+    for experiment_id in ExperimentVariant.objects.filter(
+        run_id=run_id, experiment__racing__status="running"
+    ).values_list("experiment_id", flat=True):
+        outbox_enqueue(
+            experiment_settle_advance, experiment_id, subject=f"evals.experiment:{experiment_id}"
+        )
 
 
 def _judge_grading_pending(run: Run) -> bool:
