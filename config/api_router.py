@@ -7,6 +7,7 @@ from rest_framework.routers import SimpleRouter
 from config import api_docs
 from evals.api import cases as cases_api
 from evals.api import comparisons as comparisons_api
+from evals.api import experiments as experiments_api
 from evals.api import grid as grid_api
 from evals.api.runs import baselines as baselines_api
 from evals.api.runs import detail as runs_api
@@ -43,6 +44,17 @@ urlpatterns = [
     path("runs/<str:run_id>/retry", lifecycle_api.RunRetryApi.as_view(), name="run-retry"),
     path("runs/<str:run_id>/grade", grades_api.RunGradeApi.as_view(), name="run-grade"),
     path("runs/<str:run_id>/cancel", lifecycle_api.RunCancelApi.as_view(), name="run-cancel"),
+    path("experiments", experiments_api.ExperimentsApi.as_view(), name="experiments"),
+    path(
+        "experiments/<str:experiment_id>",
+        experiments_api.ExperimentDetailApi.as_view(),
+        name="experiment-detail",
+    ),
+    path(
+        "experiments/<str:experiment_id>/settle",
+        experiments_api.ExperimentSettleApi.as_view(),
+        name="experiment-settle",
+    ),
     path("baselines/set", baselines_api.BaselineSetApi.as_view(), name="baseline-set"),
     path("ingest", api_ingest.IngestApi.as_view(), name="ingest"),
     path("imports", api_imports.ImportApi.as_view(), name="imports"),

@@ -164,3 +164,45 @@ def demo_chapter(*, title: str, base: Run, head: Run) -> Chapter:
     """The gate's decision on ``head`` against ``base``, as ``manage.py gate`` takes it."""
     _, decision = gate_evaluate(head=head, base=base)
     return Chapter(title, base, head, decision.exit_code, decision.sentence)
+
+
+# The demo experiment's third variant: a shorter prompt that drops the policy's worked
+# examples; a little less reliable near the boundary and without a receipt.
+TERSE_PASS_PROBABILITY = {
+    **PASS_PROBABILITY,
+    "below-boundary": 0.8,
+    "no-receipt-boundary": 0.7,
+    "no-receipt-large": 0.8,
+}
+
+
+def demo_experiment(*, suite, seed: int, user, trials: int, timeout: float):
+    """The demo's experiment on ``suite``: the baseline prompt, the edited one and a terse one,
+    started together with one seed (``evals.experiments.start``); waits for every variant.
+    Raises ``DomainError`` (field ``timeout``) when one does not finish within ``timeout`` s."""
+    from evals.experiments.start import experiment_start  # noqa: PLC0415 - scipy on first use
+
+    terse = {
+        **demo_target(seed=seed),
+        "prompt_revision": "demo-terse",
+        "pass_probability": TERSE_PASS_PROBABILITY,
+    }
+    variants = [
+        {"label": "baseline prompt", "target": demo_target(seed=seed)},
+        {"label": "edited prompt", "target": demo_target(seed=seed, changed=True)},
+        {"label": "terse prompt", "target": terse},
+    ]
+    experiment = experiment_start(
+        suite=suite,
+        name="demo: which prompt to ship",
+        variants=variants,
+        graders=DEMO_GRADERS,
+        trials_per_case=trials,
+        seed=seed,
+        source_version="demo",
+        started_by=user,
+    )
+    deadline = time.monotonic() + timeout
+    for variant in experiment.variants.select_related("run"):
+        run_wait(variant.run, timeout=max(deadline - time.monotonic(), 1.0))
+    return experiment

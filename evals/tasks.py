@@ -42,3 +42,13 @@ def adaptive_top_up_start(run_id: int) -> None:
     from evals.comparison.topup import adaptive_start  # noqa: PLC0415 - see module doc
 
     adaptive_start(run_id=run_id)
+
+
+@shared_task(acks_late=True, reject_on_worker_lost=True)
+def experiment_settle_advance(experiment_id: int) -> None:
+    """Take an experiment's racing one step (decide a look, add its round or end); idempotent."""
+    from evals.experiments.racing import (  # noqa: PLC0415 - see module doc
+        experiment_settle_advance as advance,
+    )
+
+    advance(experiment_id=experiment_id)

@@ -1,6 +1,11 @@
-"""Config as code: suites, judge versions, target and grader set presets declared in one TOML
-file (``manage.py apply_config``), applied all or nothing. The format, with a tested
-example: docs/config.md.
+"""Config as code: suites, judge versions, target and grader set presets and experiments
+declared in one TOML file (``manage.py apply_config``), applied all or nothing. The format,
+with a tested example: docs/config.md.
+
+An ``[experiments.NAME]`` table declares an experiment; applying the file checks it (its
+suite, presets, targets and graders) but starts nothing: ``manage.py run_experiment FILE
+NAME`` applies the file and starts it (``config_experiment_start``), so applying a file
+twice never starts runs. Errors name ``experiments.<name>.variants[<i>].target.<field>``.
 
 Applying a file twice changes nothing; a changed judge makes a new version, a changed
 preset is updated (runs keep their snapshot). Errors name ``suites.<name>.cases[<i>].<field>``,
@@ -30,10 +35,12 @@ from core.strict_json import (
 )
 from core.text import unstorable_refuse
 from evals.cases import CaseSpec, case_spec_parse, suite_config_apply
+from evals.experiments.spec import experiment_spec_check, experiment_spec_start
+from evals.models import Experiment, Suite
 from evals.presets import grader_set_preset_apply, target_preset_apply
 from judges.versions import judge_version_create
 
-TABLES = ("suites", "judges", "targets", "grader_sets")
+TABLES = ("suites", "judges", "targets", "grader_sets", "experiments")
 JUDGE_FIELDS = {
     "name",
     "kind",
@@ -215,13 +222,15 @@ def _non_json_refuse(value: object, where: str) -> None:
 @transaction.atomic
 def config_apply(*, document: dict, base_dir: Path | None = None) -> dict[str, list[dict]]:
     """Apply a parsed config document (``suites``, ``judges``, ``targets``, ``grader_sets``, in
-    that order) all or nothing; ``base_dir``: where ``cases_file`` paths are read from.
+    that order, then check ``experiments`` without starting them) all or nothing;
+    ``base_dir``: where ``cases_file`` paths are read from.
 
     Returns ``{"suites": [{"name", "uuid", "action", "cases": {...}}], "judges": [{"judge",
     "version", "name" (``JUDGE:vN``), "uuid", "action", "trusted"}], "targets": [{"name",
     "action", "content_hash"}], "grader_sets": [...]}``, actions "created", "unchanged" or
-    "updated". Raises ``DomainError`` naming the entry's field (module docstring); nothing is
-    written then."""
+    "updated"; ``"experiments": [{"name", "suite", "action": "declared"}]`` (started by
+    ``config_experiment_start``). Raises ``DomainError`` naming the entry's field (module
+    docstring); nothing is written then."""
     deep = nesting_path_past(document)
     if deep is not None:  # dotted keys nest without brackets; the walks below recurse
         raise DomainError(NESTED, field=deep)
@@ -279,4 +288,51 @@ def config_apply(*, document: dict, base_dir: Path | None = None) -> dict[str, l
         out["grader_sets"].append(
             {"name": name, "action": action, "content_hash": grader_set.content_hash}
         )
+    out["experiments"] = [
+        {"name": name, "suite": _experiment_suite(name, value).name, "action": "declared"}
+        for name, value in _named_tables(document, "experiments").items()
+    ]
     return out
+
+
+def _experiment_suite(name: str, spec: dict) -> Suite:
+    """The suite ``[experiments.<name>]`` names (by name: in the file or already here), its
+    table checked (``experiment_spec_check``). Raises ``DomainError`` under the table."""
+    where = f"experiments.{name}"
+    experiment_spec_check(spec=spec, prefix=where)
+    suite = Suite.objects.filter(name=spec["suite"]).first()
+    if suite is None:
+        raise DomainError(
+            f"no suite named {spec['suite'][:100]!r}: declare it under [suites] or create it",
+            field=f"{where}.suite",
+        )
+    return suite
+
+
+@transaction.atomic
+def config_experiment_start(
+    *, document: dict, name: str, base_dir: Path | None = None, started_by=None
+) -> Experiment:
+    """Apply ``document`` (``config_apply``) and start its experiment ``name``
+    (``[experiments.<name>]``, the table's name the experiment's), in one transaction: a
+    refused start leaves nothing of the file applied either.
+
+    Raises ``DomainError``: no such table (on ``experiments.<name>``), anything
+    ``config_apply`` refuses, and what the start refuses, named under the table
+    (``experiments.<name>.variants[1].target.model``); a started name is a ``conflict``."""
+    config_apply(document=document, base_dir=base_dir)
+    tables = _named_tables(document, "experiments")
+    if name not in tables:
+        declared = ", ".join(sorted(tables)) or "none"
+        raise DomainError(
+            f"the file declares no experiment {name[:100]!r} (declared: {declared})",
+            field=f"experiments.{name[:100]}",
+            code="not_found",
+        )
+    spec = dict(tables[name])
+    suite = _experiment_suite(name, spec)
+    spec["name"] = name
+    del spec["suite"]
+    return experiment_spec_start(
+        spec=spec, suite=suite, started_by=started_by, prefix=f"experiments.{name}"
+    )

@@ -5,8 +5,9 @@ A verdict is remembered when a surface decides it at the gate's defaults
 (``verdict_remember``: the comparison page, ``GET /api/comparisons/`` and ``manage.py
 gate``) under both runs' summary keys (``evals.comparison.summary.run_summary_keys``), so a
 new trial, grade, regrade, judge trust or case change makes it unknown again. The run list reads
-what was remembered, one cache read for the page, and never computes a comparison: a pair
-nobody decided, or decided before a change, is "not compared"."""
+what was remembered, one cache read for the page, and never computes a comparison; a run
+decides itself against its suite's baseline once as it closes (``baseline_verdict_refresh``).
+A pair nobody decided, or decided before a change, is "not compared"."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from typing import Any
 from django.core.cache import cache
 from django.db.models import OuterRef, QuerySet, Subquery
 
+from core.errors import DomainError
 from evals.comparison.summary import run_summary_keys
 from evals.models import Baseline, Run
 
@@ -124,3 +126,34 @@ def baseline_marks_get(*, runs: Sequence[Run]) -> dict[int, BaselineMark]:
 
 
 _FIELDS = ("id", "uuid", "name", "suite_id", "status")
+
+
+def baseline_verdict_refresh(*, run: Run) -> str | None:
+    """Decide ``run`` against its suite's current baseline as the comparison page does (the
+    gate's defaults: ``comparison_plan``, ``comparison_cached_get``, ``gate_decide``) and
+    remember the verdict, so the run list flags a regression without anyone opening the pair.
+    Called once as a run closes (``evals.runner.finalize``). Returns the verdict, or None when
+    there is nothing to decide (no baseline, the run is the baseline, a run not finished) or
+    the pair cannot be compared (``DomainError``: nothing remembered, "not compared" stays)."""
+    from evals.comparison.cache import comparison_cached_get  # noqa: PLC0415 - scipy, at close only
+    from evals.comparison.gate import comparison_plan, gate_decide  # noqa: PLC0415
+
+    baseline = (
+        Baseline.objects.filter(suite_id=run.suite_id)
+        .order_by("-set_at", "-id")
+        .select_related("run")
+        .first()
+    )
+    if baseline is None or baseline.run_id == run.id:
+        return None
+    base = baseline.run
+    if not (base.is_terminal and run.is_terminal):
+        return None
+    try:
+        plan, _refusal = comparison_plan(base=base, head=run, alpha=GATE_ALPHA)
+        comparison = comparison_cached_get(base=base, head=run, alpha=GATE_ALPHA)
+        decision = gate_decide(comparison, alpha=GATE_ALPHA, plan=plan)
+    except DomainError:
+        return None
+    verdict_remember(base=base, head=run, verdict=decision.verdict)
+    return decision.verdict

@@ -16,6 +16,7 @@ from decimal import Decimal
 import numpy as np
 from django.db.models import Count, Q, Sum
 
+from evals.experiments.racing import racing_best_set
 from evals.grid.cells import runs_case_counts, runs_gating_keys
 from evals.models import Experiment, ExperimentVariant, Run, Trial
 from evals.run_status import run_status_shown
@@ -162,6 +163,8 @@ def experiment_decision(*, experiment: Experiment) -> ExperimentDecision:
         return _undecided(
             experiment, variants, case_ids, passed, graded, errored, f"Cannot decide: {exc}."
         )
+    # Raced: the set is the intersection of the looks' sets, never a fresh one at alpha.
+    best = racing_best_set(experiment=experiment, best=best)
     costs = experiment_costs(variants=variants, case_ids=case_ids)
     choice = cheapest(best, costs, passed, graded, confidence=1 - alpha, names=labels)
     front = pareto_front(

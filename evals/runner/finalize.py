@@ -17,8 +17,8 @@ from core.errors import DomainError
 from core.outbox import outbox_enqueue
 from core.roles import ENGINEER, LEAD, role_require
 from evals.metrics import trials_finished_count
-from evals.models import Grade, Run, TopUp, Trial
-from evals.tasks import adaptive_top_up_start, top_up_advance
+from evals.models import ExperimentVariant, Grade, Run, TopUp, Trial
+from evals.tasks import adaptive_top_up_start, experiment_settle_advance, top_up_advance
 
 logger = logging.getLogger(__name__)
 
@@ -138,6 +138,8 @@ def run_close_if_done(*, run_id: int) -> None:
         # here: reads, not three updates and a commit each (~100 of them for a 10,000-trial
         # run, behind which a one-worker queue held the next run's first chunk).
         _top_ups_advance(run_id)
+        # A racing experiment was moved on when the run closed (its outbox message commits
+        # with the close), so this read-only path stays at its seven reads.
         closed = 0
     else:
         closed = _run_close(run_id, counts, now)
@@ -150,6 +152,7 @@ def run_close_if_done(*, run_id: int) -> None:
         from evals.comparison.summary import run_summary_refresh  # noqa: PLC0415
 
         run_summary_refresh(run=run)
+        _baseline_verdict_refresh(run)
     if (
         run.against_id is not None
         and run.status == Run.Status.SUCCEEDED
@@ -157,6 +160,19 @@ def run_close_if_done(*, run_id: int) -> None:
     ):
         # An adaptive run's first round is done: settle its uncertain cases.
         outbox_enqueue(adaptive_top_up_start, run_id, subject=f"evals.run:{run_id}")
+
+
+def _baseline_verdict_refresh(run: Run) -> None:
+    """The run list's regression flag for ``run``, decided once as it closes; a failure here is
+    logged and leaves the flag "not compared", never a failed finalize."""
+    from evals.comparison.baseline_verdicts import baseline_verdict_refresh  # noqa: PLC0415
+
+    try:
+        baseline_verdict_refresh(run=run)
+    except Exception:  # noqa: BLE001 - a flag is not worth a run that never closes
+        logger.exception(
+            "run %s: the verdict against its suite's baseline was not decided", run.ref_text
+        )
 
 
 def _run_close(run_id: int, counts: TrialCounts, now: datetime) -> int:
@@ -178,6 +194,7 @@ def _run_close(run_id: int, counts: TrialCounts, now: datetime) -> int:
     message = "; ".join(problems)
     with transaction.atomic():
         _top_ups_advance(run_id)
+        _experiments_settle_advance(run_id)
         # Nothing is in flight: every trial write has committed, so the recount is exact.
         Run.objects.filter(id=run_id).update(
             trials_finished=counts.ok + counts.errored,
@@ -205,6 +222,17 @@ def _top_ups_advance(run_id: int) -> None:
         status__in=[TopUp.Status.QUEUED, TopUp.Status.RUNNING],
     ).values_list("id", flat=True):
         outbox_enqueue(top_up_advance, top_up_id, subject=f"evals.top_up:{top_up_id}")
+
+
+def _experiments_settle_advance(run_id: int) -> None:
+    """Move on the racing of the experiment the run is a variant of, if it races
+    (``experiment_settle_advance`` through the outbox; ``evals.experiments.racing``). Idempotent."""
+    for experiment_id in ExperimentVariant.objects.filter(
+        run_id=run_id, experiment__racing__status="running"
+    ).values_list("experiment_id", flat=True):
+        outbox_enqueue(
+            experiment_settle_advance, experiment_id, subject=f"evals.experiment:{experiment_id}"
+        )
 
 
 def _judge_grading_pending(run: Run) -> bool:

@@ -17,7 +17,8 @@ from django.urls import reverse
 from evals import selectors
 from evals.grid.build import GridQuery, grid_get
 from evals.grid.grader_sets import GRADERS_DIFFER
-from evals.models import Baseline, Run, Suite
+from evals.models import Baseline, Case, Run, Suite
+from evals.runner.start import run_start
 from evals.target_shown import MASKED
 from tests.comparison_builders import db_run
 from tests.core.test_api_core import client_for
@@ -342,3 +343,32 @@ def test_a_blind_reviewer_gets_no_live_card(client, bob, db, blind, monkeypatch)
     client.force_login(bob)
     body = client.get(reverse("evals:run-progress", args=[run.uuid])).content.decode()
     assert "hx-swap-oob" not in body
+
+
+def test_a_run_closing_decides_itself_against_the_baseline(django_capture_on_commit_callbacks, db):
+    suite = Suite.objects.create(name="closing")
+    Case.objects.bulk_create(
+        Case(suite=suite, key=f"c{i}", input=f"q {i}", expected="yes", content_hash=f"{i:064d}")
+        for i in range(12)
+    )
+    graders = [{"key": "says-yes", "kind": "contains", "config": {"value": "yes"}}]
+
+    def start(name: str, p: float):
+        with django_capture_on_commit_callbacks(execute=True):
+            return run_start(
+                suite=suite,
+                name=name,
+                target={"kind": "simulated", "model": "simulated", "seed": 5,
+                        "default_pass_probability": p},
+                graders=graders,
+                trials_per_case=5,
+            )  # fmt: skip
+
+    good = start("good", 0.95)
+    Baseline.objects.create(suite=suite, run=good)
+    start("broken", 0.05)
+    start("same", 0.95)
+    marks = marks_by_name()
+    assert marks["broken"].regression  # nobody opened the comparison
+    assert marks["same"].verdict == "pass" and not marks["same"].regression
+    assert marks["good"].is_baseline

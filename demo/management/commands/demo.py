@@ -26,7 +26,13 @@ from django.urls import reverse
 from core.errors import DomainError
 from core.registry import registry_install, registry_load
 from demo.load import agent_suite_load, contract_suite_load, demo_suites_load, demo_user_ensure
-from demo.story import agent_demo_run, contract_demo_run, demo_chapter, demo_run
+from demo.story import (
+    agent_demo_run,
+    contract_demo_run,
+    demo_chapter,
+    demo_experiment,
+    demo_run,
+)
 from evals.baselines import baseline_current, baseline_set
 from evals.grading.contract.decisions import run_decisions
 from evals.models import Run, Suite
@@ -117,6 +123,7 @@ class Command(BaseCommand):
         try:
             for index, suite in enumerate(suites):
                 self._demo_suite_runs(suite, index, user, opts)
+            self._demo_experiment(suites[0], user, opts)
             self._demo_contract_run(user, opts)
             self._demo_agent_run(user, opts)
             self._demo_calibration_set(user)
@@ -252,6 +259,26 @@ class Command(BaseCommand):
             f"run {run.suite.name} / {run.name}: {run.status} "
             f"({run.trials_finished} of {run.trials_total} trials, "
             f"{run.trials_errored} errored) -> /runs/{run.uuid}/"
+        )
+
+    def _demo_experiment(self, suite, user, opts) -> None:
+        """The first time, an experiment of three prompts on ``suite``; every time, its decision."""
+        from evals.experiments.decision import experiment_decision  # noqa: PLC0415
+        from evals.models import Experiment  # noqa: PLC0415
+
+        experiment = Experiment.objects.filter(suite=suite).first()
+        if experiment is None:
+            try:
+                experiment = demo_experiment(
+                    suite=suite, seed=5000, user=user, trials=opts["trials"],
+                    timeout=opts["timeout"],
+                )  # fmt: skip
+            except DomainError as error:
+                raise CommandError(str(error)) from error
+        decision = experiment_decision(experiment=experiment)
+        self.stdout.write(
+            f"experiment {experiment.name!r}: {decision.sentence}\n"
+            f"    -> http://{opts['addrport']}/experiments/{experiment.uuid}/"
         )
 
     def _demo_contract_run(self, user, opts) -> None:
