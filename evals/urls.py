@@ -81,6 +81,11 @@ urlpatterns = [
         name="experiment-progress",
     ),
     path(
+        "experiments/<uuid:experiment_id>/settle/",
+        views_experiments.experiment_settle,
+        name="experiment-settle",
+    ),
+    path(
         "experiments/<uuid:experiment_id>/cases/<path:case_key>/",
         views_experiments.experiment_case,
         name="experiment-case",

@@ -14,6 +14,7 @@ from django import forms
 from core.bounds import SEED_MAX, TEXT_MAX_CHARS
 from core.errors import DomainError
 from core.forms import StorableForm
+from evals.experiments.racing import ROUNDS_MAX, TRIALS_PER_ROUND_MAX
 from evals.experiments.start import ALPHA_RANGE, LABEL_MAX, MAX_VARIANTS, MIN_VARIANTS, NAME_MAX
 from evals.forms import _json_field_value
 from evals.models import Experiment, Run, Suite
@@ -80,6 +81,15 @@ class ExperimentStartForm(StorableForm):
         return _json_field_value(
             self.cleaned_data["base_target"], field="base_target", expected=dict
         )
+
+
+class SettleForm(forms.Form):
+    """Settle with more trials: ``rounds``, ``trials_per_round`` (``evals.experiments.racing``)."""
+
+    rounds = forms.IntegerField(min_value=1, max_value=ROUNDS_MAX, initial=2)
+    trials_per_round = forms.IntegerField(
+        min_value=1, max_value=TRIALS_PER_ROUND_MAX, initial=5, label="Trials per round"
+    )
 
 
 class VariantForm(StorableForm):

@@ -8,12 +8,13 @@ view shows grades as the run's case view does. Only engineers and leads start ex
 
 from __future__ import annotations
 
+from django.contrib import messages
 from django.core.paginator import Paginator
 from django.db.models import Count
 from django.http import Http404, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.template.loader import render_to_string
-from django.views.decorators.http import require_GET, require_http_methods
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django_htmx.http import HttpResponseStopPolling
 
 from core.errors import DomainError
@@ -32,6 +33,7 @@ from evals.blindness import BLIND_COMPARISON, comparison_is_blind
 from evals.experiments.decision import experiment_decision, experiment_variants
 from evals.experiments.forms import (
     ExperimentStartForm,
+    SettleForm,
     VariantFormSet,
     experiment_error_show,
     form_initial,
@@ -47,6 +49,7 @@ from evals.experiments.page import (
     experiment_grid,
     variant_configs,
 )
+from evals.experiments.racing import experiment_settle_start
 from evals.experiments.start import experiment_start
 from evals.models import Case, Experiment, Run, Suite
 
@@ -101,6 +104,7 @@ def experiment_detail(request: HtmxHttpRequest, experiment_id) -> HttpResponse:
         "chart": chart_drawn(points),
         "configs": variant_configs(variants),
         "can_run": user_has_role(request.user, *RUNNER_ROLES),
+        "settle_form": SettleForm(),
     }
     if request.htmx and request.htmx.target == "experiment-grid":
         return render(request, "evals/experiment_detail.html#experiment-grid", context)
@@ -180,3 +184,30 @@ def experiment_new(request: HtmxHttpRequest) -> HttpResponse:
     form = ExperimentStartForm(initial=form_initial(like, suite))
     rows = VariantFormSet(initial=variant_rows_initial(like), prefix="variants")
     return render(request, "evals/experiment_new.html", {"form": form, "rows": rows, "like": like})
+
+
+@require_POST
+@role_required(*RUNNER_ROLES)
+def experiment_settle(request: HtmxHttpRequest, experiment_id) -> HttpResponse:
+    """Settle with more trials (``experiment_settle_start``: ``rounds``, ``trials_per_round``);
+    back to the experiment with what happened, or why nothing did, as a message."""
+    experiment = _experiment(experiment_id)
+    form = SettleForm(request.POST)
+    if not form.is_valid():
+        problems = "; ".join(f"{name}: {' '.join(e)}" for name, e in form.errors.items())
+        messages.error(request, f"Not started: {problems}")
+        return redirect(experiment.get_absolute_url())
+    try:
+        experiment_settle_start(
+            experiment=experiment,
+            rounds=form.cleaned_data["rounds"],
+            trials_per_round=form.cleaned_data["trials_per_round"],
+            by=request.user,
+        )
+    except DomainError as exc:
+        messages.error(request, f"Not started: {exc.message}")
+    else:
+        messages.success(
+            request, "Settling with more trials: the variants still in the set run on."
+        )
+    return redirect(experiment.get_absolute_url())
