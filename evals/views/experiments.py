@@ -194,7 +194,7 @@ def experiment_settle(request: HtmxHttpRequest, experiment_id) -> HttpResponse:
     experiment = _experiment(experiment_id)
     form = SettleForm(request.POST)
     if not form.is_valid():
-        problems = "; ".join(f"{name}: {' '.join(e)}" for name, e in form.errors.items())
+        problems = "; ".join(f"{name}: {' '.join(map(str, e))}" for name, e in form.errors.items())
         messages.error(request, f"Not started: {problems}")
         return redirect(experiment.get_absolute_url())
     try:
