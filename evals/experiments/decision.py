@@ -10,20 +10,27 @@ a case where some variant has no graded trial is left out for every variant (pai
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
+import json
 from dataclasses import dataclass
 from decimal import Decimal
 
 import numpy as np
-from django.db.models import Count, Q, Sum
+from django.core.cache import cache
+from django.db.models import Count, Max, Q, Sum
 
+from evals.comparison.summary import run_summary_keys
 from evals.experiments.racing import racing_best_set
 from evals.grid.cells import runs_case_counts, runs_gating_keys
-from evals.models import Experiment, ExperimentVariant, Run, Trial
+from evals.models import Experiment, ExperimentVariant, Run, RunReprice, Trial
 from evals.run_status import run_status_shown
 from stats.best_set import BestSet, best_set
 from stats.cost_choice import CostChoice, cheapest, pareto_front
 
 WAITING = "The best set is decided when every variant has finished."
+KEY_VERSION = "v1"  # bump when ExperimentDecision's fields change
+DECISION_CACHE_SECONDS = 7 * 24 * 3600
 
 
 @dataclass(frozen=True)
@@ -139,9 +146,62 @@ def experiment_costs(*, variants: list[ExperimentVariant], case_ids: np.ndarray)
 
 
 def experiment_decision(*, experiment: Experiment) -> ExperimentDecision:
-    """``experiment``'s decision (module docstring: what is counted). Queries constant in the
-    number of variants, cases and trials (four)."""
+    """``experiment``'s decision (module docstring: what is counted). Once every variant has
+    finished, it is kept in the cache under the runs' summary keys, the experiment's settings
+    and its racing looks (``_decision_key``), so a new trial, grade, regrade, judge trust or
+    case change decides again; a variant's close warms it (``experiment_decision_warm``).
+    Queries constant in the number of variants, cases and trials: five on a cache hit."""
     variants = experiment_variants(experiment=experiment)
+    key = _decision_key(experiment, variants)
+    if key is not None:
+        cached = cache.get(key)
+        if cached is not None:
+            return dataclasses.replace(cached, experiment=experiment)
+    decision = _decision_compute(experiment, variants)
+    if key is not None:
+        cache.set(key, decision, DECISION_CACHE_SECONDS)
+    return decision
+
+
+def experiment_decision_warm(*, run: Run) -> None:
+    """As ``run`` closes: when it is a variant whose experiment has every variant finished,
+    decide it now, so the experiment page's first view reads the cache. One query when
+    ``run`` is no variant."""
+    variant = ExperimentVariant.objects.filter(run_id=run.id).select_related("experiment").first()
+    if variant is not None:
+        experiment_decision(experiment=variant.experiment)
+
+
+def _decision_key(experiment: Experiment, variants: list[ExperimentVariant]) -> str | None:
+    """The cache key of a finished experiment's decision; None while a variant runs. Four
+    queries (``run_summary_keys`` and the variants' last re-pricing)."""
+    if not variants or not all(v.run.is_terminal for v in variants):
+        return None
+    keys = run_summary_keys(runs=[v.run for v in variants])
+    if any(keys[v.run_id] is None for v in variants):
+        return None
+    # Costs are no part of a run's summary key; a re-pricing (evals.reprice) changes them.
+    repriced = RunReprice.objects.filter(run_id__in=[v.run_id for v in variants]).aggregate(
+        last=Max("id")
+    )["last"]
+    parts = [
+        str(experiment.uuid),
+        repr(float(experiment.alpha)),
+        experiment.metric,
+        str(experiment.k),
+        str(experiment.racing_look),
+        json.dumps(experiment.racing, sort_keys=True, default=str),
+        f"repriced:{repriced}",
+        *(f"{v.position}:{v.label}:{keys[v.run_id]}" for v in variants),
+    ]
+    digest = hashlib.sha256("|".join(parts).encode()).hexdigest()[:40]
+    return f"assay:experiment-decision:{KEY_VERSION}:{experiment.uuid}:{digest}"
+
+
+def _decision_compute(
+    experiment: Experiment, variants: list[ExperimentVariant]
+) -> ExperimentDecision:
+    """The decision from the variants' trials (``experiment_decision`` without the cache)."""
     labels = [v.label for v in variants]
     case_ids, passed, graded, errored = experiment_counts(variants=variants)
     ready = all(v.run.is_terminal for v in variants)

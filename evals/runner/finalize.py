@@ -153,6 +153,7 @@ def run_close_if_done(*, run_id: int) -> None:
 
         run_summary_refresh(run=run)
         _baseline_verdict_refresh(run)
+        _experiment_decision_warm(run)
     if (
         run.against_id is not None
         and run.status == Run.Status.SUCCEEDED
@@ -160,6 +161,17 @@ def run_close_if_done(*, run_id: int) -> None:
     ):
         # An adaptive run's first round is done: settle its uncertain cases.
         outbox_enqueue(adaptive_top_up_start, run_id, subject=f"evals.run:{run_id}")
+
+
+def _experiment_decision_warm(run: Run) -> None:
+    """An experiment's decision, computed once its last variant closes (the page then reads
+    it from the cache); a failure is logged, never a failed finalize."""
+    from evals.experiments.decision import experiment_decision_warm  # noqa: PLC0415
+
+    try:
+        experiment_decision_warm(run=run)
+    except Exception:  # noqa: BLE001 - a warm cache is not worth a run that never closes
+        logger.exception("run %s: its experiment's decision was not computed", run.ref_text)
 
 
 def _baseline_verdict_refresh(run: Run) -> None:

@@ -9,12 +9,13 @@ from decimal import Decimal
 
 import numpy as np
 import pytest
+from django.core.cache import cache
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from evals.experiments.decision import WAITING, experiment_decision
 from evals.experiments.start import experiment_start
-from evals.models import Case, Grade, Run, Suite, Trial
+from evals.models import Case, Grade, Run, RunReprice, Suite, Trial
 
 pytestmark = pytest.mark.django_db
 
@@ -126,6 +127,7 @@ def test_costs_are_summed_per_variant_and_unknown_stays_unknown(
     cheap, dear = (v.run for v in experiment.variants.select_related("run").order_by("position"))
     Trial.objects.filter(run=cheap).update(cost_usd=Decimal("0.001"))
     Trial.objects.filter(run=dear).update(cost_usd=Decimal("0.004"))
+    _repriced(cheap, dear)  # as evals.reprice records it: the cached decision is stale
     decision = experiment_decision(experiment=experiment)
     first, second = decision.variants
     assert first.cost_usd == Decimal("0.012") and second.cost_usd == Decimal("0.048")
@@ -133,12 +135,21 @@ def test_costs_are_summed_per_variant_and_unknown_stays_unknown(
     assert second.cost_per_pass == pytest.approx(0.048 / second.passed)
     one = Trial.objects.filter(run=dear).first()
     Trial.objects.filter(id=one.id).update(cost_usd=None)
+    _repriced(dear)
     again = experiment_decision(experiment=experiment)
     assert again.variants[1].cost_usd is None and again.variants[1].cost_per_trial is None
     assert again.variants[0].cost_usd == Decimal("0.012")
 
 
-def _queries(capture, suite_cases: int, variants: int, name: str) -> int:
+def _repriced(*runs) -> None:
+    for run in runs:
+        RunReprice.objects.create(
+            run=run, old_unknown=0, new_unknown=0, trials_changed=run.trials_total
+        )
+
+
+def _queries(capture, suite_cases: int, variants: int, name: str) -> tuple[int, int]:
+    """(queries of a first decision, queries of the next, read from the cache)."""
     suite = Suite.objects.create(name=name)
     Case.objects.bulk_create(
         Case(
@@ -147,12 +158,35 @@ def _queries(capture, suite_cases: int, variants: int, name: str) -> int:
         for i in range(suite_cases)
     )
     experiment = _experiment(capture, suite, np.linspace(0.2, 0.8, variants), trials=2, name=name)
-    with CaptureQueriesContext(connection) as ctx:
+    cache.clear()  # the last variant's close warmed it
+    with CaptureQueriesContext(connection) as first:
         experiment_decision(experiment=experiment)
-    return len(ctx.captured_queries)
+    with CaptureQueriesContext(connection) as again:
+        experiment_decision(experiment=experiment)
+    return len(first.captured_queries), len(again.captured_queries)
 
 
 def test_queries_do_not_grow_with_variants_or_cases(django_capture_on_commit_callbacks):
     small = _queries(django_capture_on_commit_callbacks, 3, 2, "small")
     large = _queries(django_capture_on_commit_callbacks, 40, 6, "large")
-    assert small == large <= 4
+    assert small == large
+    first, cached = large
+    assert cached <= 5 < first  # variants, then the runs' summary keys: no trial is read
+
+
+def test_the_cached_decision_follows_a_changed_grade(django_capture_on_commit_callbacks):
+    experiment = _experiment(django_capture_on_commit_callbacks, _suite(8), [0.5, 0.5], trials=2)
+    before = experiment_decision(experiment=experiment)
+    run = before.variants[0].run
+    grade = Grade.objects.filter(trial__run=run, passed=False).first()
+    assert grade is not None
+    Grade.objects.filter(id=grade.id).update(passed=True)
+    after = experiment_decision(experiment=experiment)
+    assert after.variants[0].passed == before.variants[0].passed + 1
+
+
+def test_the_last_variant_closing_warms_the_decision(django_capture_on_commit_callbacks):
+    experiment = _experiment(django_capture_on_commit_callbacks, _suite(4), [0.3, 0.9], trials=2)
+    with CaptureQueriesContext(connection) as ctx:
+        decision = experiment_decision(experiment=experiment)
+    assert len(ctx.captured_queries) <= 5 and decision.ready
