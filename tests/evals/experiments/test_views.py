@@ -9,7 +9,9 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
+from evals.comparison.summary import run_summary_refresh
 from evals.experiments import page as page_module
+from evals.experiments.decision import experiment_decision_warm
 from evals.experiments.start import experiment_start
 from evals.models import Case, Experiment, Run, Suite, Trial
 from tests.experiment_builders import experiment_built
@@ -255,3 +257,25 @@ def test_the_page_shows_each_variants_changes_against_the_first(client, carol):
     same_part = section.split('data-variant="same"')[1]
     assert "The same target as base." in same_part
     assert 'data-key="prompt_template"' in section.split('data-variant="base"')[1]
+
+
+def test_with_the_decision_warmed_at_close_the_queries_still_do_not_grow(client, carol):
+    counts = []
+    for n_cases in (20, 200):
+        experiment = experiment_built(
+            labels=[f"v{i}" for i in range(10)],
+            n_cases=n_cases,
+            name=f"w{n_cases}",
+            passes=lambda v, i, a: (v + i) % 3 != 0,
+        )
+        runs = [v.run for v in experiment.variants.select_related("run")]
+        for run in runs:
+            run_summary_refresh(run=run)  # as run_finalize stores it
+        experiment_decision_warm(run=runs[-1])
+        client.force_login(carol)
+        client.get(_url(experiment))  # the session and content types, read once
+        with CaptureQueriesContext(connection) as queries:
+            response = client.get(_url(experiment))
+        assert response.context["decision"].ready and response.context["grid"].total == n_cases
+        counts.append(len(queries))
+    assert counts[0] == counts[1], counts
