@@ -196,6 +196,8 @@ def test_the_suite_page_links_to_an_empty_form(client, alice, suite):
     response = client.get(URL + f"?suite={suite.uuid}")
     assert response.status_code == 200 and response.context["form"].initial["suite"] == suite
     assert client.get(URL + "?suite=nope").status_code == 400
+    assert client.get(URL).status_code == 200  # from the list: no suite chosen yet
+    assert client.get(URL + "?like=nope").status_code == 400
 
 
 def test_unstorable_text_in_a_row_is_refused_on_that_row(client, carol, suite):
