@@ -1,6 +1,6 @@
 """A reviewer's record (docs/labeling.md, "A reviewer's record"): how their labels of record
 agree with the leads' decisions of record and with each other reviewer, how fast they label,
-and how many items a day. Aggregated in SQL: a record takes 4 queries whatever the number of
+and how many items a day. Aggregated in SQL: a record takes 3 queries whatever the number of
 labels (one more, the blind trials, for a reviewer reading their own).
 
 Definitions:
