@@ -4,7 +4,8 @@ and a new note."""
 from __future__ import annotations
 
 from django.shortcuts import get_object_or_404
-from drf_spectacular.utils import OpenApiResponse, extend_schema
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -36,6 +37,19 @@ class ItemNoteInput(NoUnknownFields, serializers.Serializer):
     )
 
 
+PATH = [
+    OpenApiParameter(
+        "set_id", OpenApiTypes.UUID, OpenApiParameter.PATH, description="UUID of the set."
+    ),
+    OpenApiParameter(
+        "trial_id",
+        OpenApiTypes.UUID,
+        OpenApiParameter.PATH,
+        description="UUID of the item's trial (in the set).",
+    ),
+]
+
+
 def _item(set_id, trial_id) -> CalibrationItem:
     return get_object_or_404(
         CalibrationItem.objects.select_related("trial"),
@@ -57,10 +71,11 @@ class ItemNotesApi(APIView):
     body_limit = "labels"  # 413 past 256 KiB, before parsing (core.bounds.BODY_MAX_BYTES)
 
     @extend_schema(
+        parameters=PATH,
         responses={
             200: ItemNotesOutput,
             404: OpenApiResponse(description="No such set or trial in it."),
-        }
+        },
     )
     def get(self, request, set_id, trial_id):
         item = _item(set_id, trial_id)
@@ -68,6 +83,7 @@ class ItemNotesApi(APIView):
         return Response(ItemNotesOutput({"trial": item.trial.uuid, "notes": notes}).data)
 
     @extend_schema(
+        parameters=PATH,
         request=ItemNoteInput,
         responses={
             201: ItemNotesOutput,
