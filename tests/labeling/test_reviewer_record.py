@@ -224,3 +224,15 @@ def test_a_malformed_or_unknown_set_is_refused(client, cast):
     url = reverse("labeling:reviewer-record", kwargs={"username": "bob"})
     assert client.get(url + "?set=zzz").status_code == 400
     assert client.get(url + "?set=00000000-0000-0000-0000-000000000000").status_code == 404
+
+
+@pytest.mark.parametrize(
+    ("who", "link"), [("alice", "/reviewers/"), ("bob", "/reviewers/bob/"), ("carol", None)]
+)
+def test_the_set_list_links_to_the_records_a_user_may_read(client, cast, who, link):
+    assert client.login(username=who, password=PASSWORD)
+    page = client.get(reverse("labeling:set-list")).content.decode()
+    if link is None:
+        assert 'id="reviewer-records"' not in page
+    else:
+        assert f'href="{link}"' in page
