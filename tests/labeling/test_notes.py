@@ -225,3 +225,17 @@ def test_the_admin_shows_notes_read_only():
     assert not model_admin.has_add_permission(None)
     assert not model_admin.has_change_permission(None)
     assert not model_admin.has_delete_permission(None)
+
+
+def test_exports_carry_no_notes(client, thread, alice):
+    cset, item = thread
+    login(client, alice)
+    for url in (
+        reverse("interop:set-export", kwargs={"set_id": cset.uuid}) + "?format=csv",
+        reverse("interop:labels-export", kwargs={"run_id": cset.run.uuid}),
+    ):
+        response = client.get(url)
+        assert response.status_code == 200, url
+        body = b"".join(response.streaming_content) if response.streaming else response.content
+        assert b"QUESTION-by-bob" not in body and b"ANSWER-by-alice" not in body
+        assert b"c01" in body  # the export is about the item
