@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from django.db.models import Count, Exists, F, Max, OuterRef, Q, QuerySet
+from django.db.models import Count, Exists, F, Max, OuterRef, Q
 
 from core.bounds import text_problem
 from core.errors import DomainError
@@ -102,7 +102,3 @@ def open_questions_get(*, calibration_set: CalibrationSet) -> list[OpenQuestion]
     )
     return [OpenQuestion(item, item.last_question, item.n_notes) for item in items]
 
-
-def notes_of_set(calibration_set: CalibrationSet) -> QuerySet[ItemNote]:
-    """Every note of the set (for leads and the admin; apply ``notes_visible_q`` otherwise)."""
-    return ItemNote.objects.filter(item__calibration_set=calibration_set)
