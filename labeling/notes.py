@@ -101,4 +101,3 @@ def open_questions_get(*, calibration_set: CalibrationSet) -> list[OpenQuestion]
         .order_by("position", "id")
     )
     return [OpenQuestion(item, item.last_question, item.n_notes) for item in items]
-
