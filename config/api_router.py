@@ -21,6 +21,7 @@ from interop.api import imports as api_imports
 from interop.api import ingest as api_ingest
 from judges import api as judges_api
 from labeling.api import labels as labels_api
+from labeling.api import notes as notes_api
 from labeling.api import sets as calibration_sets_api
 
 router = SimpleRouter()
@@ -115,6 +116,11 @@ urlpatterns = [
         "calibration-sets/<uuid:set_id>/export",
         exports_api.CalibrationExportApi.as_view(),
         name="calibration-set-export",
+    ),
+    path(
+        "calibration-sets/<uuid:set_id>/items/<uuid:trial_id>/notes",
+        notes_api.ItemNotesApi.as_view(),
+        name="item-notes",
     ),
     path("schema/", SpectacularAPIView.as_view(), name="schema"),
     path("docs/", api_docs.api_docs, name="docs"),

@@ -149,6 +149,7 @@ TEXT_MAX_CHARS = {
     "judge.output_schema": 100_000,
     "guidelines": 20_000,  # a calibration set's guidelines for reviewers
     "critique": 20_000,  # a label's, and each dimension's of a review
+    "note": 10_000,  # a note in a calibration item's thread (labeling.notes)
     "form.json": 200_000,  # a JSON field typed in a form (target settings, grader set)
 }
 # A config file for ``manage.py apply_config`` (TOML, parsed whole): larger suites keep their

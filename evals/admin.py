@@ -17,6 +17,8 @@ from evals.models import (
     Case,
     CaseChange,
     DecisionTransition,
+    Experiment,
+    ExperimentVariant,
     Grade,
     GraderSetPreset,
     Graduation,
@@ -319,3 +321,21 @@ class TopUpAdmin(ViewOnly, admin.ModelAdmin):
     raw_id_fields = ("head", "base", "started_by")
     # Trials are added by the top-up itself, never by editing a row.
     readonly_fields = ("plan", "decision", "rounds_done", "trials_added", "finished_at")
+
+
+@admin.register(Experiment)
+class ExperimentAdmin(ViewOnly, admin.ModelAdmin):
+    # Experiments are started by evals.experiments.start (its runs and seeds with them) and
+    # settled by evals.experiments.racing; never edited as rows.
+    list_display = ("uuid", "suite", "name", "metric", "alpha", "trials_per_case", "created_at")
+    list_filter = ("metric",)
+    list_select_related = ("suite",)
+    raw_id_fields = ("suite", "started_by")
+    search_fields = ("name",)
+
+
+@admin.register(ExperimentVariant)
+class ExperimentVariantAdmin(ViewOnly, admin.ModelAdmin):
+    list_display = ("experiment", "position", "label", "run")
+    list_select_related = ("experiment__suite", "run__suite")
+    raw_id_fields = ("experiment", "run")

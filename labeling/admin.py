@@ -9,6 +9,7 @@ from labeling.models import (
     Adjudication,
     CalibrationItem,
     CalibrationSet,
+    ItemNote,
     Label,
     LabelRevision,
     PreferenceLabel,
@@ -101,3 +102,12 @@ class SetRevealAdmin(RecordAdmin):
 class PreferenceOrderAdmin(RecordAdmin):
     list_display = ("id", "pair", "swapped", "created_at")
     raw_id_fields = ("pair",)
+
+
+@admin.register(ItemNote)
+class ItemNoteAdmin(RecordAdmin):
+    list_display = ("id", "item", "author", "by_lead", "created_at")
+    list_filter = ("by_lead",)
+    search_fields = ("text", "author__username")
+    list_select_related = ("item", "author")
+    raw_id_fields = ("item", "author")

@@ -346,3 +346,25 @@ class PreferenceOrder(models.Model):
 
     def __str__(self) -> str:
         return f"pair {self.pair_id} {'swapped' if self.swapped else 'in order'}"
+
+
+class ItemNote(models.Model):
+    """One message in a calibration item's thread between reviewers and leads (Markdown,
+    never edited). ``by_lead``: the author held the lead role when writing it (a lead's
+    reply closes an open question). Who may read it: ``labeling.notes``.
+    """
+
+    item = models.ForeignKey(CalibrationItem, on_delete=models.CASCADE, related_name="notes")
+    author = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="item_notes"
+    )
+    text = models.TextField()
+    by_lead = models.BooleanField(default=False)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["item_id", "created_at", "id"]
+        indexes = [models.Index(fields=["item", "created_at"], name="item_note_item_time")]
+
+    def __str__(self) -> str:
+        return f"note {self.id} on item {self.item_id} by {self.author_id}"

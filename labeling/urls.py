@@ -1,6 +1,16 @@
 from django.urls import path
 
-from labeling.views import adjudication, calibration, improve, preferences, queue, review, sets
+from labeling.views import (
+    adjudication,
+    calibration,
+    improve,
+    notes,
+    preferences,
+    queue,
+    review,
+    reviewers,
+    sets,
+)
 
 app_name = "labeling"
 
@@ -24,6 +34,9 @@ urlpatterns = [
     path("calibration-sets/<uuid:set_id>/label/save/", queue.label_save, name="label-save"),
     path("calibration-sets/<uuid:set_id>/label/undo/", queue.label_undo, name="label-undo"),
     path("calibration-sets/<uuid:set_id>/review/save/", queue.review_save, name="review-save"),
+    path("calibration-sets/<uuid:set_id>/notes/", notes.item_note_save, name="note-save"),
+    path("reviewers/", reviewers.reviewer_list, name="reviewer-list"),
+    path("reviewers/<str:username>/", reviewers.reviewer_record, name="reviewer-record"),
     path("runs/<uuid:run_id>/review/", review.review_start, name="review-start"),
     path(
         "runs/<uuid:run_id>/disagreements/review/",

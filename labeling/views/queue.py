@@ -23,6 +23,7 @@ from labeling.models import Label
 from labeling.queue import QueueState, queue_last_labeled_get, queue_state_get
 from labeling.review import review_dimensions, review_submit
 from labeling.views._common import _set_or_404
+from labeling.views.notes import notes_context
 
 LABELER_ROLES = (REVIEWER, LEAD)
 
@@ -68,6 +69,8 @@ def _queue_render(
         "review_form": review_form or ReviewForm(dimensions=dimensions),
         "output_hash": output_hash(state.current.item.trial.output) if state.current else "",
     }
+    if state.current is not None:  # the item's thread, as this user may read it
+        context.update(notes_context(state.current.item, state.calibration_set, request.user))
     template = "labeling/queue.html"
     if request.htmx and not request.htmx.history_restore_request:
         template = "labeling/queue.html#queue-item"

@@ -19,6 +19,7 @@ from labeling import calibration_sets
 from labeling.forms import CalibrationInstructionsForm, CalibrationItemForm, CalibrationSetBuildForm
 from labeling.guidelines import calibration_set_instructions_set, guidelines_versions_get
 from labeling.models import CalibrationSet
+from labeling.notes import open_questions_get
 from labeling.sampling import set_plan_get
 from labeling.views._common import _set_or_404
 
@@ -119,6 +120,10 @@ def _set_page(
             "guidelines_conflict": guidelines_conflict,
             "guidelines_versions": guidelines_versions_get(calibration_set=cset),
             "plan": plan,
+            # Leads answer reviewers' questions (labeling.notes).
+            "open_questions": open_questions_get(calibration_set=cset)
+            if user_has_role(request.user, LEAD)
+            else None,
         },
         status=status,
     )
