@@ -73,6 +73,7 @@ RECORD_RELATIONS: dict[str, str] = {
     "labeling.PreferenceLabel.pair": LABELS_REASON,
     "labeling.PreferenceOrder.pair": LABELS_REASON,
     "judges.DevelopmentLabel.trial": LABELS_REASON,
+    "labeling.ItemNote.item": "hold reviewers' notes",
 }
 # Relations that hold a run while a row matches (is still at work); any other row is no
 # hold (SET_NULL or CASCADE as its field says).
@@ -102,6 +103,7 @@ PROTECT_REASONS: dict[str, str] = {
     "evals.TopUp.base": "are used by a top-up",
     "evals.TopUp.head": "are used by a top-up",
     "labeling.CalibrationSet.run": "have a calibration set drawn from them",
+    "evals.ExperimentVariant.run": "are variants of an experiment",
 }
 
 

@@ -60,6 +60,8 @@ def test_every_relation_reaching_a_run_is_classified_and_labels_hold_it():
     assert kinds["evals.Grade.trial"] == "cascade"
     assert kinds["evals.RunSummary.run"] == "cascade"  # hidden (related_name="+"), found too
     assert kinds["judges.JudgeCallRecord.trial"] == "cascade"
+    assert kinds["labeling.ItemNote.item"] == "record"
+    assert kinds["evals.ExperimentVariant.run"] == "protect"
 
 
 def test_an_unclassified_cascade_from_another_app_holds_the_run(monkeypatch):
