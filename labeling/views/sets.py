@@ -16,11 +16,13 @@ from core.roles import ENGINEER, LEAD, user_has_role
 from evals.models import Run, Trial
 from judges.models import JudgeVersion
 from labeling import calibration_sets
+from labeling.assignment import assignment_progress_get, items_for_reviewer
 from labeling.forms import CalibrationInstructionsForm, CalibrationItemForm, CalibrationSetBuildForm
 from labeling.guidelines import calibration_set_instructions_set, guidelines_versions_get
 from labeling.models import CalibrationSet
 from labeling.sampling import set_plan_get
 from labeling.views._common import _set_or_404
+from labeling.views.assignment import AssignmentForm, ReassignForm
 
 BUILDER_ROLES = (ENGINEER, LEAD)
 
@@ -86,16 +88,41 @@ def _set_page(
     instructions_form: CalibrationInstructionsForm | None = None,
     item_form: CalibrationItemForm | None = None,
     guidelines_conflict: str | None = None,
+    assignment_forms: dict | None = None,
     status: int = 200,
 ) -> HttpResponse:
     """Render the set page with the guidelines and "add a trial" forms (a refused post's bound
     form, else fresh); ``guidelines_conflict``: the current text a stale form was refused on.
+    A lead sees the assignment (``labeling.assignment``) with its forms, a reviewer only their
+    items and their own progress.
     """
+    items = cset.items.all()
+    lead = user_has_role(request.user, LEAD)
+    if not user_has_role(request.user, ENGINEER, LEAD):
+        items = items_for_reviewer(items, request.user)
     items = (
-        cset.items.select_related("trial__case", "trial__run")
+        items.select_related("trial__case", "trial__run")
         .annotate(n_labels=Count("trial__labels"))
         .order_by("position", "id")
     )
+    progress = assignment_progress_get(
+        calibration_set=cset, reviewer=None if lead else request.user
+    )
+    if progress is not None and progress.items:
+        items = list(items)
+        for item in items:  # labels got of k, for the items table
+            item.assigned_got = progress.items.get(item.id, (0, progress.assignment.overlap))
+    if lead:
+        assignment_forms = {
+            "AssignmentForm": AssignmentForm(
+                initial={
+                    "overlap": progress.assignment.overlap if progress else 2,
+                    "seed": cset.seed,
+                }
+            ),
+            "ReassignForm": ReassignForm(calibration_set=cset) if progress else None,
+            **(assignment_forms or {}),
+        }
     plan = None
     if user_has_role(request.user, ENGINEER, LEAD):  # the plan speaks of judge verdicts
         try:
@@ -119,6 +146,8 @@ def _set_page(
             "guidelines_conflict": guidelines_conflict,
             "guidelines_versions": guidelines_versions_get(calibration_set=cset),
             "plan": plan,
+            "progress": progress,
+            "assignment_forms": assignment_forms or {},
         },
         status=status,
     )
