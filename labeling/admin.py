@@ -101,3 +101,11 @@ class SetRevealAdmin(RecordAdmin):
 class PreferenceOrderAdmin(RecordAdmin):
     list_display = ("id", "pair", "swapped", "created_at")
     raw_id_fields = ("pair",)
+
+
+from labeling.models import AssignmentChange, ItemAssignment, SetAssignment  # noqa: E402
+
+
+@admin.register(SetAssignment, ItemAssignment, AssignmentChange)
+class AssignmentAdmin(RecordAdmin):
+    """Assignments change only through ``labeling.assignment`` (recorded)."""

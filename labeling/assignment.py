@@ -52,7 +52,7 @@ def assignment_plan(
     reviewers = sorted(set(reviewer_ids))
     order = sorted(item_ids)
     rng.shuffle(order)
-    load: Counter[int] = Counter({r: 0 for r in reviewers})
+    load: Counter[int] = Counter(dict.fromkeys(reviewers, 0))
     plan: dict[int, list[int]] = {}
     for item_id in order:
         chosen = [r for r in sorted((fixed or {}).get(item_id, ())) if r in load][:overlap]
@@ -185,7 +185,7 @@ def assignment_reassign(
     on_item: dict[int, set[int]] = {}
     for _, item_id, reviewer_id in rows:
         on_item.setdefault(item_id, set()).add(reviewer_id)
-    load: Counter[int] = Counter({r: 0 for r in target_ids})
+    load: Counter[int] = Counter(dict.fromkeys(target_ids, 0))
     load.update(r for _, _, r in rows if r in target_ids)
     leaving = [
         (row_id, item_id)
@@ -329,7 +329,9 @@ def assignment_progress_get(
     assigned: Counter[int] = Counter(r for _, r, _ in triples)
     labeled: Counter[int] = Counter(r for _, r, d in triples if d)
     reviewer_ids = set(assigned) | (
-        {reviewer.pk} if reviewer is not None else set(assignment.reviewers.values_list("pk", flat=True))
+        {reviewer.pk}
+        if reviewer is not None
+        else set(assignment.reviewers.values_list("pk", flat=True))
     )
     users = get_user_model().objects.filter(pk__in=reviewer_ids).order_by("username")
     per_item: dict[int, tuple[int, int]] = {}

@@ -57,7 +57,9 @@ def _ordered_items(calibration_set: CalibrationSet, reviewer) -> list[tuple[int,
     """
     return [
         (item_id, trial_id, str(trial_uuid))
-        for item_id, trial_id, trial_uuid in items_for_reviewer(calibration_set.items, reviewer)
+        for item_id, trial_id, trial_uuid in items_for_reviewer(
+            calibration_set.items.all(), reviewer
+        )
         .order_by("position", "id")
         .values_list("id", "trial_id", "trial__uuid")
     ]

@@ -1,6 +1,15 @@
 from django.urls import path
 
-from labeling.views import adjudication, assignment, calibration, improve, preferences, queue, review, sets
+from labeling.views import (
+    adjudication,
+    assignment,
+    calibration,
+    improve,
+    preferences,
+    queue,
+    review,
+    sets,
+)
 
 app_name = "labeling"
 

@@ -5,68 +5,21 @@ from __future__ import annotations
 
 from django import forms
 from django.contrib import messages
-from django.contrib.auth import get_user_model
 from django.http import HttpResponse
 from django.shortcuts import redirect
 from django.views.decorators.http import require_POST
 
-from core.bounds import SEED_MAX
 from core.errors import DomainError
-from core.forms import StorableForm
 from core.http import HtmxHttpRequest, form_error, role_required
-from core.roles import LEAD, REVIEWER
+from core.roles import LEAD
 from labeling.assignment import assignment_reassign, assignment_set
+from labeling.forms import AssignmentForm, ReassignForm
 from labeling.models import CalibrationSet
 from labeling.views._common import _set_or_404
-
-
-def _reviewers():
-    return get_user_model().objects.filter(groups__name=REVIEWER).order_by("username").distinct()
-
-
-class _UserChoices(forms.ModelMultipleChoiceField):
-    def label_from_instance(self, obj) -> str:
-        return obj.get_username()
-
-
-class _UserChoice(forms.ModelChoiceField):
-    def label_from_instance(self, obj) -> str:
-        return obj.get_username()
-
-
-class AssignmentForm(StorableForm):
-    """Reviewers (users with the role reviewer), overlap k, seed."""
-
-    reviewers = _UserChoices(queryset=_reviewers(), widget=forms.CheckboxSelectMultiple)
-    overlap = forms.IntegerField(min_value=1, initial=2, help_text="distinct reviewers per item")
-    seed = forms.IntegerField(min_value=0, max_value=SEED_MAX, initial=0)
-
-    def __init__(self, *args, **kwargs) -> None:
-        super().__init__(*args, **kwargs)
-        self.fields["reviewers"].queryset = _reviewers()
-
-
-class ReassignForm(StorableForm):
-    """The reviewer who leaves; who takes their unlabeled items (none chosen: the others)."""
-
-    from_reviewer = _UserChoice(queryset=_reviewers())
-    to_reviewers = _UserChoices(
-        queryset=_reviewers(), required=False, widget=forms.CheckboxSelectMultiple
-    )
-
-    def __init__(self, *args, calibration_set: CalibrationSet | None = None, **kwargs) -> None:
-        super().__init__(*args, **kwargs)
-        users = get_user_model().objects.order_by("username")
-        if calibration_set is not None:
-            self.fields["from_reviewer"].queryset = users.filter(
-                pk__in=calibration_set.assignment.reviewers.values("pk")
-            )
-        self.fields["to_reviewers"].queryset = _reviewers()
+from labeling.views.sets import _set_page
 
 
 def _refused(request: HtmxHttpRequest, cset: CalibrationSet, form: forms.Form) -> HttpResponse:
-    from labeling.views.sets import _set_page  # the set page renders both forms
-
     return _set_page(request, cset, assignment_forms={type(form).__name__: form}, status=400)
 
 

@@ -17,12 +17,17 @@ from evals.models import Run, Trial
 from judges.models import JudgeVersion
 from labeling import calibration_sets
 from labeling.assignment import assignment_progress_get, items_for_reviewer
-from labeling.forms import CalibrationInstructionsForm, CalibrationItemForm, CalibrationSetBuildForm
+from labeling.forms import (
+    AssignmentForm,
+    CalibrationInstructionsForm,
+    CalibrationItemForm,
+    CalibrationSetBuildForm,
+    ReassignForm,
+)
 from labeling.guidelines import calibration_set_instructions_set, guidelines_versions_get
 from labeling.models import CalibrationSet
 from labeling.sampling import set_plan_get
 from labeling.views._common import _set_or_404
-from labeling.views.assignment import AssignmentForm, ReassignForm
 
 BUILDER_ROLES = (ENGINEER, LEAD)
 
@@ -98,20 +103,20 @@ def _set_page(
     """
     items = cset.items.all()
     lead = user_has_role(request.user, LEAD)
-    if not user_has_role(request.user, ENGINEER, LEAD):
+    own = not user_has_role(request.user, ENGINEER, LEAD)  # a reviewer: their items only
+    if own:
         items = items_for_reviewer(items, request.user)
     items = (
         items.select_related("trial__case", "trial__run")
         .annotate(n_labels=Count("trial__labels"))
         .order_by("position", "id")
     )
-    progress = assignment_progress_get(
-        calibration_set=cset, reviewer=None if lead else request.user
-    )
+    progress = assignment_progress_get(calibration_set=cset, reviewer=request.user if own else None)
+    rows = list(items)
     if progress is not None and progress.items:
-        items = list(items)
-        for item in items:  # labels got of k, for the items table
-            item.assigned_got = progress.items.get(item.id, (0, progress.assignment.overlap))
+        for item in rows:  # labels got of k, for the items table
+            got = progress.items.get(item.id, (0, progress.assignment.overlap))
+            item.assigned_got = got  # type: ignore[attr-defined]  # the items table's cell
     if lead:
         assignment_forms = {
             "AssignmentForm": AssignmentForm(
@@ -134,7 +139,7 @@ def _set_page(
         "labeling/calibration_set_detail.html",
         {
             "cset": cset,
-            "items": items,
+            "items": rows,
             "item_form": item_form or CalibrationItemForm(),
             "instructions_form": instructions_form
             or CalibrationInstructionsForm(
@@ -147,6 +152,7 @@ def _set_page(
             "guidelines_versions": guidelines_versions_get(calibration_set=cset),
             "plan": plan,
             "progress": progress,
+            "progress_own": own,
             "assignment_forms": assignment_forms or {},
         },
         status=status,
