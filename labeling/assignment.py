@@ -257,6 +257,51 @@ def assignment_reassign(
     return len(leaving)
 
 
+def assignment_items_extend(*, calibration_set: CalibrationSet, by) -> int:
+    """Give the items of an assigned set that lack reviewers (added by a top-up or by hand after
+    the assignment) their ``overlap`` distinct reviewers, least loaded first, the draw seeded
+    by the set's seed and size; recorded as an ``AssignmentChange`` ("extend"). Returns the
+    items completed (0 without an assignment). Called by the services that add items, in their
+    transaction and under their role check; raises nothing.
+    """
+    assignment = SetAssignment.objects.filter(calibration_set=calibration_set).first()
+    if assignment is None:
+        return 0
+    reviewer_ids = sorted(assignment.reviewers.values_list("pk", flat=True))
+    rows = ItemAssignment.objects.filter(item__calibration_set=calibration_set)
+    on_item: dict[int, set[int]] = {}
+    for item_id, reviewer_id in rows.values_list("item_id", "reviewer_id"):
+        on_item.setdefault(item_id, set()).add(reviewer_id)
+    load: Counter[int] = Counter(dict.fromkeys(reviewer_ids, 0))
+    load.update(r for taken in on_item.values() for r in taken if r in load)
+    item_ids = list(calibration_set.items.order_by("position", "id").values_list("id", flat=True))
+    rng = random.Random(f"{assignment.seed}:{len(item_ids)}")
+    now, added, completed = timezone.now(), [], 0
+    for item_id in item_ids:
+        taken = on_item.get(item_id, set())
+        free = [r for r in reviewer_ids if r not in taken]
+        need = min(assignment.overlap - len(taken), len(free))
+        if need <= 0:
+            continue
+        chosen = sorted(free, key=lambda r: (load[r], rng.random()))[:need]
+        for r in chosen:
+            load[r] += 1
+            added.append(
+                ItemAssignment(item_id=item_id, reviewer_id=r, assigned_by=by, assigned_at=now)
+            )
+        completed += 1
+    if added:
+        ItemAssignment.objects.bulk_create(added)
+        AssignmentChange.objects.create(
+            calibration_set=calibration_set,
+            action="extend",
+            by=by,
+            at=now,
+            details={"items": completed},
+        )
+    return completed
+
+
 def items_for_reviewer(items: QuerySet[CalibrationItem], reviewer) -> QuerySet[CalibrationItem]:
     """``items`` a reviewer labels: all of a set without an assignment, else only theirs (in
     SQL: a left join on the set's assignment and an indexed EXISTS on (item, reviewer)).

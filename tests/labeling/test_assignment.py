@@ -21,6 +21,7 @@ from labeling.assignment import (
     assignment_reassign,
     assignment_set,
 )
+from labeling.calibration_sets import calibration_item_add
 from labeling.labels import label_submit
 from labeling.models import AssignmentChange, ItemAssignment, Label
 from labeling.queue import queue_state_get
@@ -312,3 +313,19 @@ def test_without_an_assignment_every_reviewer_sees_every_item(db, bob):
     assert queue_state_get(calibration_set=cset, reviewer=bob).total == 5
     label_submit(trial=trials[0], reviewer=bob, verdict="pass", calibration_set=cset)
     assert assignment_progress_get(calibration_set=cset) is None
+
+
+def test_an_item_added_after_the_assignment_gets_k_reviewers(db, alice, carol):
+    run, version, trials = judged_run(7)
+    cset = calibration_set(run, version, trials[:6])
+    reviewers = _reviewers(3)
+    assignment_set(calibration_set=cset, reviewers=reviewers, overlap=2, by=alice)
+    item = calibration_item_add(calibration_set=cset, trial=trials[6], by=carol)
+    assert ItemAssignment.objects.filter(item=item).count() == 2
+    loads = Counter(
+        ItemAssignment.objects.filter(item__calibration_set=cset).values_list(
+            "reviewer_id", flat=True
+        )
+    )
+    assert sorted(loads.values()) == [4, 5, 5]
+    assert AssignmentChange.objects.first().action == "extend"
