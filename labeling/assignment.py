@@ -45,7 +45,8 @@ def assignment_plan(
     """``{item id: [reviewer id, ...]}``: ``overlap`` distinct reviewers per item, greedy on the
     least loaded reviewer (ties broken by a ``seed``-ed draw), items in a seeded order. Counts
     per reviewer differ by at most one (each step takes the lowest counts, so they stay within
-    one of each other). ``fixed``: reviewers an item keeps first (they labeled it already).
+    one of each other). ``fixed``: reviewers an item keeps first, least loaded of them first
+    (they labeled it already).
     Pure; raises nothing (callers check ``1 <= overlap <= len(reviewer_ids)``).
     """
     rng = random.Random(seed)
@@ -55,7 +56,8 @@ def assignment_plan(
     load: Counter[int] = Counter(dict.fromkeys(reviewers, 0))
     plan: dict[int, list[int]] = {}
     for item_id in order:
-        chosen = [r for r in sorted((fixed or {}).get(item_id, ())) if r in load][:overlap]
+        kept = [r for r in sorted((fixed or {}).get(item_id, ())) if r in load]
+        chosen = sorted(kept, key=lambda r: (load[r], rng.random()))[:overlap]
         ranked = sorted(
             (r for r in reviewers if r not in chosen), key=lambda r: (load[r], rng.random())
         )

@@ -329,3 +329,21 @@ def test_an_item_added_after_the_assignment_gets_k_reviewers(db, alice, carol):
     )
     assert sorted(loads.values()) == [4, 5, 5]
     assert AssignmentChange.objects.first().action == "extend"
+
+
+def test_reviewers_who_labeled_keep_their_items_and_loads_stay_even(db, alice):
+    run, version, trials = judged_run(10)
+    cset = calibration_set(run, version, trials)
+    reviewers = _reviewers(4)
+    for user in reviewers[:3]:  # three labeled everything before the assignment
+        for trial in trials:
+            label_submit(trial=trial, reviewer=user, verdict="pass")
+    assignment_set(calibration_set=cset, reviewers=reviewers, overlap=2, by=alice)
+    rows = ItemAssignment.objects.values_list("item_id", "reviewer_id")
+    plan: dict[int, list[int]] = {}
+    for item_id, reviewer_id in rows:
+        plan[item_id] = [*plan.get(item_id, []), reviewer_id]
+    labeled = {u.pk for u in reviewers[:3]}
+    assert all(set(v) <= labeled for v in plan.values())  # each kept two who labeled it
+    loads = Counter(r for _, r in rows)
+    assert sorted(loads[u.pk] for u in reviewers[:3]) == [6, 7, 7] and loads[reviewers[3].pk] == 0
