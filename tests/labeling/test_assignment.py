@@ -117,6 +117,12 @@ def test_three_reviewers_with_overlap_two_each_label_their_queue_and_every_item_
         assert str(state.current.item.trial.uuid) in {str(u) for u in _queue_uuids(cset, user)}
     for user in reviewers:
         assert _label_queue_through_htmx(client, cset, user) == 8
+    assert client.login(username=reviewers[0].username, password=PASSWORD)
+    done = client.get(reverse("labeling:queue", kwargs={"set_id": cset.uuid})).content.decode()
+    assert "every item assigned to you" in done and "queue-done-frozen" not in done
+    client.force_login(User.objects.get(username="alice"))  # a lead not among the reviewers
+    empty = client.get(reverse("labeling:queue", kwargs={"set_id": cset.uuid})).content.decode()
+    assert "No item of this calibration set is assigned to you." in empty
     per_trial = Counter(Label.objects.values_list("trial_id", flat=True))
     assert per_trial == {t.id: 2 for t in trials}
     progress = assignment_progress_get(calibration_set=cset)
