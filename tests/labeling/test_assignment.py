@@ -353,3 +353,20 @@ def test_reviewers_who_labeled_keep_their_items_and_loads_stay_even(db, alice):
     assert all(set(v) <= labeled for v in plan.values())  # each kept two who labeled it
     loads = Counter(r for _, r in rows)
     assert sorted(loads[u.pk] for u in reviewers[:3]) == [6, 7, 7] and loads[reviewers[3].pk] == 0
+
+
+def test_the_lead_moves_a_leaving_reviewers_items_from_the_set_page(three, client, bob):
+    cset, _, reviewers = three
+    url = reverse("labeling:assignment-reassign", kwargs={"set_id": cset.uuid})
+    assert client.login(username="bob", password=PASSWORD)
+    assert client.post(url, {"from_reviewer": reviewers[0].pk}).status_code == 403
+    assert client.login(username="alice", password=PASSWORD)
+    refused = client.post(url, {"from_reviewer": bob.pk})  # not a reviewer of this set
+    assert refused.status_code == 400 and "assignment-error" in refused.content.decode()
+    response = client.post(url, {"from_reviewer": reviewers[0].pk})
+    assert response.status_code == 302
+    assert not ItemAssignment.objects.filter(reviewer=reviewers[0]).exists()
+    page = client.get(reverse("labeling:set-detail", kwargs={"set_id": cset.uuid}))
+    text = page.content.decode()
+    assert "Moved 8 unlabeled items of r0." in text and "8 moved from r0 to r1, r2" in text
+    assert "Progress per reviewer" in text
