@@ -18,6 +18,9 @@ PostgreSQL (the database is dropped and re-created):
    paced like people (``BENCH_PACE=people``, the default: a pause drawn uniformly from
    1–3 s before each save, seeded per reviewer) or back to back (``BENCH_PACE=none``,
    saturation): 1,200 requests, fixed, then the script stops by itself.
+   ``BENCH_OVERLAP=k`` (default 0: no assignment, every reviewer sees every item) gives the
+   set an assignment (``labeling.assignment``): 30 x 20 / k items, k reviewers each, so each
+   reviewer still saves 30 items of their own through a queue filtered by the assignment.
 Prints p50 / p95 / max of server time and of the client round trip, in ms, and saves/s.
 Target: p95 server time < 40 ms on PostgreSQL.
 """
@@ -49,25 +52,44 @@ PORT = int(os.environ.get("BENCH_PORT", "8765"))
 PASSWORD = "bench-password-123"
 # "people": a uniform 1-3 s pause before each save; "none": back to back (saturation).
 PACE = os.environ.get("BENCH_PACE", "people")
+OVERLAP = int(os.environ.get("BENCH_OVERLAP", "0"))
 
 
-def setup_data() -> tuple[str, list[str]]:
-    """Fresh database with the cast and one calibration set; returns its uuid, trial uuids."""
+def setup_data() -> tuple[str, list[list[str]]]:
+    """Fresh database with the cast and one calibration set; returns its uuid and each
+    reviewer's trial uuids."""
     database_fresh()
     from django.contrib.auth.models import Group, User
 
+    from labeling.assignment import assignment_set
+    from labeling.models import ItemAssignment
     from tests.labeling_builders import calibration_set, judged_run
 
     group = Group.objects.get(name="reviewer")
+    users = []
     for i in range(REVIEWERS):
         user = User.objects.create_user(f"rev{i:02d}", password=PASSWORD)
         user.groups.add(group)
-    run, version, trials = judged_run(ITEMS, judge_fails=10)
+        users.append(user)
+    n_items = ITEMS * REVIEWERS // OVERLAP if OVERLAP else ITEMS
+    run, version, trials = judged_run(n_items, judge_fails=10)
     cset = calibration_set(run, version, trials)
+    per_reviewer = [[str(t.uuid) for t in trials] for _ in users]
+    if OVERLAP:
+        lead = User.objects.create_user("lead", password=PASSWORD)
+        lead.groups.add(Group.objects.get(name="lead"))
+        assignment_set(calibration_set=cset, reviewers=users, overlap=OVERLAP, by=lead, seed=1)
+        rows = ItemAssignment.objects.order_by("item__position").values_list(
+            "reviewer_id", "item__trial__uuid"
+        )
+        index = {u.pk: i for i, u in enumerate(users)}
+        per_reviewer = [[] for _ in users]
+        for reviewer_id, trial_uuid in rows:
+            per_reviewer[index[reviewer_id]].append(str(trial_uuid))
     from django.db import connections
 
     connections.close_all()
-    return str(cset.uuid), [str(t.uuid) for t in trials]
+    return str(cset.uuid), per_reviewer
 
 
 def reviewer(
@@ -139,7 +161,8 @@ def main() -> None:
         barrier = threading.Barrier(REVIEWERS + 1)
         threads = [
             threading.Thread(
-                target=reviewer, args=(i, set_id, trials, server, client_ms, errors, barrier)
+                target=reviewer,
+                args=(i, set_id, trials[i], server, client_ms, errors, barrier),
             )
             for i in range(REVIEWERS)
         ]
@@ -156,7 +179,8 @@ def main() -> None:
         server_stop(child)
     db = os.environ["DATABASE_URL"].split(":", 1)[0]
     print(
-        f"database: {db}; pace {PACE}; {server_label()}; {len(server)} saves by "
+        f"database: {db}; pace {PACE}; overlap {OVERLAP or 'none'}; {server_label()}; "
+        f"{len(server)} saves by "
         f"{REVIEWERS} reviewers in {wall:.1f} s "
         f"({len(server) / wall:.0f} saves/s); errors: {len(errors)} {errors[:3]}"
     )

@@ -74,6 +74,7 @@ RECORD_RELATIONS: dict[str, str] = {
     "labeling.PreferenceOrder.pair": LABELS_REASON,
     "judges.DevelopmentLabel.trial": LABELS_REASON,
     "labeling.ItemNote.item": "hold reviewers' notes",
+    "labeling.ItemAssignment.item": "are assigned to reviewers",
 }
 # Relations that hold a run while a row matches (is still at work); any other row is no
 # hold (SET_NULL or CASCADE as its field says).

@@ -111,3 +111,11 @@ class ItemNoteAdmin(RecordAdmin):
     search_fields = ("text", "author__username")
     list_select_related = ("item", "author")
     raw_id_fields = ("item", "author")
+
+
+from labeling.models import AssignmentChange, ItemAssignment, SetAssignment  # noqa: E402
+
+
+@admin.register(SetAssignment, ItemAssignment, AssignmentChange)
+class AssignmentAdmin(RecordAdmin):
+    """Assignments change only through ``labeling.assignment`` (recorded)."""

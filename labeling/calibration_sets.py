@@ -15,6 +15,7 @@ from core.errors import DomainError
 from core.roles import ENGINEER, LEAD, role_require
 from evals.models import Run, Trial
 from judges.models import JudgeVersion
+from labeling.assignment import assignment_items_extend
 from labeling.models import CalibrationItem, CalibrationSet
 from labeling.sampling import (
     design_build,
@@ -155,6 +156,7 @@ def calibration_set_top_up(*, calibration_set: CalibrationSet, by) -> int:
     )
     CalibrationSet.objects.filter(pk=cset.pk).update(size=F("size") + len(new))
     inclusion_probabilities_set(cset)
+    assignment_items_extend(calibration_set=cset, by=by)  # new items get their reviewers
     return len(new)
 
 
@@ -184,6 +186,7 @@ def calibration_item_add(*, calibration_set: CalibrationSet, trial: Trial, by) -
         calibration_set=cset, trial=trial, position=0 if last is None else last + 1
     )
     CalibrationSet.objects.filter(pk=cset.pk).update(size=F("size") + 1)
+    assignment_items_extend(calibration_set=cset, by=by)
     return item
 
 

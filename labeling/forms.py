@@ -3,14 +3,18 @@ the concept modules (``labeling.labels``, ...)."""
 
 from __future__ import annotations
 
+from typing import cast
+
 from django import forms
+from django.contrib.auth import get_user_model
 
 from core.bounds import INT_MAX, SEED_MAX
 from core.forms import StorableForm
+from core.roles import REVIEWER
 from evals.models import Run
 from judges.models import JudgeVersion
 from labeling.labels import CRITIQUE_MAX
-from labeling.models import Label, PreferenceLabel
+from labeling.models import CalibrationSet, Label, PreferenceLabel
 
 
 class CalibrationSetBuildForm(StorableForm):
@@ -219,3 +223,44 @@ class JudgeImproveForm(StorableForm):
     def label_ids(self) -> list[int]:
         """The label ids of every chosen example."""
         return [int(x) for value in self.cleaned_data["examples"] for x in value.split(",") if x]
+
+
+def _reviewers():
+    return get_user_model().objects.filter(groups__name=REVIEWER).order_by("username").distinct()
+
+
+class _UserChoices(forms.ModelMultipleChoiceField):
+    def label_from_instance(self, obj) -> str:
+        return obj.get_username()
+
+
+class _UserChoice(forms.ModelChoiceField):
+    def label_from_instance(self, obj) -> str:
+        return obj.get_username()
+
+
+class AssignmentForm(StorableForm):
+    """Reviewers (users with the role reviewer), overlap k, seed."""
+
+    reviewers = _UserChoices(queryset=_reviewers(), widget=forms.CheckboxSelectMultiple)
+    overlap = forms.IntegerField(min_value=1, initial=2, help_text="distinct reviewers per item")
+    seed = forms.IntegerField(min_value=0, max_value=SEED_MAX, initial=0)
+
+
+class ReassignForm(StorableForm):
+    """The reviewer who leaves; who takes their unlabeled items (none chosen: the others)."""
+
+    from_reviewer = _UserChoice(queryset=_reviewers())
+    to_reviewers = _UserChoices(
+        queryset=_reviewers(), required=False, widget=forms.CheckboxSelectMultiple
+    )
+
+    def __init__(self, *args, calibration_set: CalibrationSet | None = None, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        if calibration_set is not None:
+            field = cast(forms.ModelChoiceField, self.fields["from_reviewer"])
+            field.queryset = (
+                get_user_model()
+                .objects.filter(pk__in=calibration_set.assignment.reviewers.values("pk"))
+                .order_by("username")
+            )

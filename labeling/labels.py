@@ -11,6 +11,7 @@ from core.bounds import TEXT_MAX_CHARS
 from core.errors import DomainError, value_shown
 from core.roles import LEAD, REVIEWER, role_require
 from evals.models import Trial
+from labeling.assignment import assignment_check
 from labeling.decision_history import (
     REVIEW_KEY,
     decision_before,
@@ -84,10 +85,12 @@ def label_submit(
     ``review`` becomes ``details.contract_review``. The label carries ``outcome`` ("created",
     "revised", "flagged", "unchanged") and ``flagged_revision``. Trust and the contract
     decision are rechecked in the same transaction, hence one long function. Raises
-    PermissionDenied; DomainError for a bad verdict, a critique too long, a stale form.
+    PermissionDenied; DomainError for a bad verdict, a critique too long, a stale form, an
+    item assigned to others (``labeling.assignment.assignment_check``, code "conflict").
     """
     role_require(reviewer, REVIEWER, LEAD, action="labeling")
     verdict_check(verdict)
+    assignment_check(trial=trial, reviewer=reviewer, calibration_set=calibration_set)
     critique = critique or ""
     if len(critique) > CRITIQUE_MAX:
         raise DomainError(f"longer than {CRITIQUE_MAX} characters", field="critique")

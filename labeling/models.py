@@ -368,3 +368,67 @@ class ItemNote(models.Model):
 
     def __str__(self) -> str:
         return f"note {self.id} on item {self.item_id} by {self.author_id}"
+
+
+class SetAssignment(models.Model):
+    """Who labels what in a set (``labeling.assignment``): each item gets ``overlap`` distinct
+    reviewers of ``reviewers``. Without one, every reviewer sees every item.
+    """
+
+    calibration_set = models.OneToOneField(
+        CalibrationSet, on_delete=models.CASCADE, related_name="assignment"
+    )
+    overlap = models.PositiveIntegerField(help_text="distinct reviewers per item (k)")
+    seed = models.BigIntegerField(default=0)  # 0 .. 2**63 - 1 (core.bounds.SEED_MAX)
+    reviewers = models.ManyToManyField(settings.AUTH_USER_MODEL, related_name="+")
+    updated_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    updated_at = models.DateTimeField(default=timezone.now)
+
+    def __str__(self) -> str:
+        return f"{self.calibration_set_id}: k={self.overlap}"
+
+
+class ItemAssignment(models.Model):
+    """One reviewer assigned one item; the queue joins on (item, reviewer)."""
+
+    item = models.ForeignKey(CalibrationItem, on_delete=models.CASCADE, related_name="assignments")
+    reviewer = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="item_assignments"
+    )
+    assigned_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    assigned_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["item", "reviewer"], name="item_assignment_unique"),
+        ]
+        indexes = [models.Index(fields=["reviewer", "item"], name="item_assignment_reviewer")]
+
+    def __str__(self) -> str:
+        return f"item {self.item_id} -> {self.reviewer_id}"
+
+
+class AssignmentChange(models.Model):
+    """A record of every assignment change: who, when, what (``action`` "assign" or
+    "reassign"; ``details``: overlap, seed, reviewer names, items moved).
+    """
+
+    calibration_set = models.ForeignKey(
+        CalibrationSet, on_delete=models.CASCADE, related_name="assignment_changes"
+    )
+    action = models.CharField(max_length=20)
+    by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    at = models.DateTimeField(default=timezone.now)
+    details = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        ordering = ["-at", "-id"]
+
+    def __str__(self) -> str:
+        return f"{self.action} on {self.calibration_set_id} at {self.at:%Y-%m-%d %H:%M}"

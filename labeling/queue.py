@@ -8,6 +8,7 @@ import uuid
 from dataclasses import dataclass
 
 from evals.trajectory.timeline import Timeline, trajectory_timeline
+from labeling.assignment import items_for_reviewer
 from labeling.freeze import flagged_revision_get, trial_revealed
 from labeling.models import CalibrationItem, CalibrationSet, Label, LabelRevision
 from labeling.selectors import label_version_get
@@ -50,15 +51,17 @@ class QueueState:
     first_uuid: str | None = None
 
 
-def _ordered_items(calibration_set: CalibrationSet) -> list[tuple[int, int, str]]:
-    """``(item id, trial id, trial uuid)`` in queue order: ids only, so a save never loads the
-    set's outputs.
+def _ordered_items(calibration_set: CalibrationSet, reviewer) -> list[tuple[int, int, str]]:
+    """``(item id, trial id, trial uuid)`` of ``reviewer``'s items (``labeling.assignment``) in
+    queue order: ids only, so a save never loads the set's outputs.
     """
     return [
         (item_id, trial_id, str(trial_uuid))
-        for item_id, trial_id, trial_uuid in calibration_set.items.order_by(
-            "position", "id"
-        ).values_list("id", "trial_id", "trial__uuid")
+        for item_id, trial_id, trial_uuid in items_for_reviewer(
+            calibration_set.items.all(), reviewer
+        )
+        .order_by("position", "id")
+        .values_list("id", "trial_id", "trial__uuid")
     ]
 
 
@@ -69,11 +72,12 @@ def queue_state_get(
     trial_uuid: uuid.UUID | str | None = None,
     after_uuid: uuid.UUID | str | None = None,
 ) -> QueueState:
-    """The item for ``reviewer``: ``trial_uuid`` when in the set; else the next unlabeled after
+    """The item for ``reviewer`` among their items (all of a set without an assignment:
+    ``labeling.assignment``): ``trial_uuid`` when one of them; else the next unlabeled after
     ``after_uuid``, wrapping; else the first unlabeled; None when all are labeled. Queries: 3,
     up to 4 more for the item's version and freeze state.
     """
-    items = _ordered_items(calibration_set)
+    items = _ordered_items(calibration_set, reviewer)
     labels = {
         lab.trial_id: lab
         for lab in Label.objects.filter(

@@ -2,6 +2,7 @@ from django.urls import path
 
 from labeling.views import (
     adjudication,
+    assignment,
     calibration,
     improve,
     notes,
@@ -29,6 +30,16 @@ urlpatterns = [
         "calibration-sets/<uuid:set_id>/instructions/",
         sets.calibration_set_instructions,
         name="set-instructions",
+    ),
+    path(
+        "calibration-sets/<uuid:set_id>/assignment/",
+        assignment.assignment_save,
+        name="assignment",
+    ),
+    path(
+        "calibration-sets/<uuid:set_id>/assignment/reassign/",
+        assignment.assignment_reassign_save,
+        name="assignment-reassign",
     ),
     path("calibration-sets/<uuid:set_id>/label/", queue.queue, name="queue"),
     path("calibration-sets/<uuid:set_id>/label/save/", queue.label_save, name="label-save"),

@@ -218,7 +218,9 @@ class LabelSubmitApi(APIView):
     reviewers and leads. 201 with a new label; 200 with a revised (or identical, unchanged)
     one, or a frozen one (``outcome`` "flagged": the change is recorded as a flagged
     revision, ``frozen_detail`` says why, the label of record is unchanged); 409 when
-    ``expected_version`` is stale; 400 naming the field; 404 unknown trial."""
+    ``expected_version`` is stale, or when the trial is an item of a calibration set whose
+    lead assigned it to other reviewers (``field`` "trial", the detail naming the trial and
+    its case); 400 naming the field; 404 unknown trial."""
 
     permission_classes = [IsLabeler]
     parser_classes = [StrictJSONParser]

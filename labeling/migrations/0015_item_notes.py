@@ -9,7 +9,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('labeling', '0013_pairwise_approval_suite_uuid'),
+        ('labeling', '0014_assignment'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 

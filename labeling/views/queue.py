@@ -134,6 +134,9 @@ def label_save(request: HtmxHttpRequest, set_id) -> HttpResponse:
         )
     except DomainError as exc:
         state = queue_state_get(calibration_set=cset, reviewer=request.user, trial_uuid=trial_uuid)
+        if exc.field == "trial":  # assigned to others meanwhile: their next item, fresh form
+            status = 200 if request.htmx else 409
+            return _queue_render(request, state, error=f"Not saved: {exc}.", status=status)
         current = state.current.label if state.current else None
         kept = LabelForm(
             initial={

@@ -16,7 +16,14 @@ from core.roles import ENGINEER, LEAD, user_has_role
 from evals.models import Run, Trial
 from judges.models import JudgeVersion
 from labeling import calibration_sets
-from labeling.forms import CalibrationInstructionsForm, CalibrationItemForm, CalibrationSetBuildForm
+from labeling.assignment import assignment_progress_get, items_for_reviewer
+from labeling.forms import (
+    AssignmentForm,
+    CalibrationInstructionsForm,
+    CalibrationItemForm,
+    CalibrationSetBuildForm,
+    ReassignForm,
+)
 from labeling.guidelines import calibration_set_instructions_set, guidelines_versions_get
 from labeling.models import CalibrationSet
 from labeling.notes import open_questions_get
@@ -87,16 +94,41 @@ def _set_page(
     instructions_form: CalibrationInstructionsForm | None = None,
     item_form: CalibrationItemForm | None = None,
     guidelines_conflict: str | None = None,
+    assignment_forms: dict | None = None,
     status: int = 200,
 ) -> HttpResponse:
     """Render the set page with the guidelines and "add a trial" forms (a refused post's bound
     form, else fresh); ``guidelines_conflict``: the current text a stale form was refused on.
+    A lead sees the assignment (``labeling.assignment``) with its forms, a reviewer only their
+    items and their own progress.
     """
+    items = cset.items.all()
+    lead = user_has_role(request.user, LEAD)
+    own = not user_has_role(request.user, ENGINEER, LEAD)  # a reviewer: their items only
+    if own:
+        items = items_for_reviewer(items, request.user)
     items = (
-        cset.items.select_related("trial__case", "trial__run")
+        items.select_related("trial__case", "trial__run")
         .annotate(n_labels=Count("trial__labels"))
         .order_by("position", "id")
     )
+    progress = assignment_progress_get(calibration_set=cset, reviewer=request.user if own else None)
+    rows = list(items)
+    if progress is not None and progress.items:
+        for item in rows:  # labels got of k, for the items table
+            got = progress.items.get(item.id, (0, progress.assignment.overlap))
+            item.assigned_got = got  # type: ignore[attr-defined]  # the items table's cell
+    if lead:
+        assignment_forms = {
+            "AssignmentForm": AssignmentForm(
+                initial={
+                    "overlap": progress.assignment.overlap if progress else 2,
+                    "seed": cset.seed,
+                }
+            ),
+            "ReassignForm": ReassignForm(calibration_set=cset) if progress else None,
+            **(assignment_forms or {}),
+        }
     plan = None
     if user_has_role(request.user, ENGINEER, LEAD):  # the plan speaks of judge verdicts
         try:
@@ -108,7 +140,7 @@ def _set_page(
         "labeling/calibration_set_detail.html",
         {
             "cset": cset,
-            "items": items,
+            "items": rows,
             "item_form": item_form or CalibrationItemForm(),
             "instructions_form": instructions_form
             or CalibrationInstructionsForm(
@@ -124,6 +156,9 @@ def _set_page(
             "open_questions": open_questions_get(calibration_set=cset)
             if user_has_role(request.user, LEAD)
             else None,
+            "progress": progress,
+            "progress_own": own,
+            "assignment_forms": assignment_forms or {},
         },
         status=status,
     )

@@ -50,7 +50,8 @@ def test_a_save_costs_the_same_queries_for_a_small_and_a_large_set(client, bob):
     assert client.login(username="bob", password=PASSWORD)
     small, _ = _save_queries(client, 5, "s5")
     large, _ = _save_queries(client, 60, "s60")
-    # 22: session, user with roles, the set with the trial (no output), its run's graders
+    # 23: session, user with roles, the set with the trial (no output), whether the item is
+    # the reviewer's (labeling.assignment: all of a set without an assignment), its run's graders
     # (no contract grader: no decision to derive), the label, its newest revision (its
     # version), the label write (with its savepoints), the revision, freezing the set, the
     # reveal (the trial's sets, their reveals, which are finished), the judge approvals resting
@@ -58,7 +59,7 @@ def test_a_save_costs_the_same_queries_for_a_small_and_a_large_set(client, bob):
     # the queue position (ids only), the reviewer's labels, the one item rendered and its
     # version (unlabeled), its notes as the reviewer may read them (labeling.notes). No query
     # loads the other items' outputs.
-    assert len(small) == len(large) == 22, small
+    assert len(small) == len(large) == 23, small
     assert sum(1 for q in large if '"evals_trial"."output"' in q) == 1
 
 
