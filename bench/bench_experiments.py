@@ -22,6 +22,11 @@ For racing, ``fixed_n``: the smallest fixed trials per case (5, 10, 15, 20, 30, 
 P(set == {best}) reaches racing's count (no allowance for Monte Carlo noise), with its
 total, so racing's saving is read at equal power.
 
+Edge cells (``--edges``): tiny suites (V 2 and 3 × C 1, 2 and 3) and grades that did not run:
+a profile ending ``-nj`` leaves each trial not judged with probability 0.4 (a grade that
+errored: out of both counts, as ``evals.experiments.decision`` counts it; a variant × case
+left with no graded trial drops the case for every variant).
+
 Usage:  nice -n 5 .venv/bin/python bench/bench_experiments.py [--reps 400] [--procs 2]
         .venv/bin/python bench/bench_experiments.py --cells '10x30/equal' --reps 1000
         .venv/bin/python bench/bench_experiments.py --quick          # ~1 minute
@@ -58,10 +63,25 @@ FIRST_TRIALS = 5
 ALPHA = 0.05
 PLAN = racing_plan(alpha=ALPHA, rounds=3, trials_per_round=5)
 FIXED_N = (5, 10, 15, 20, 30, 40)
+NOT_JUDGED = 0.4  # the chance a trial's grade did not run, in the "-nj" edge profiles
+EDGE_JOBS = [(v, c, p) for v in (2, 3) for c in (1, 2, 3) for p in ("equal", "plus25")] + [
+    (v, 12, p) for v in (2, 5) for p in ("equal-nj", "plus25-nj", "hetero-nj")
+]
+
+
+def _not_judged(profile: str) -> float:
+    return NOT_JUDGED if profile.endswith("-nj") else 0.0
+
+
+def _graded(shape, n: int, q: float, rng: np.random.Generator) -> np.ndarray:
+    """Graded trials of ``n`` per cell when each is not judged with probability ``q``."""
+    full = np.full(shape, n, dtype=np.int64)
+    return full if q == 0 else rng.binomial(full, 1.0 - q).astype(np.int64)
 
 
 def rates_for(profile: str, v: int, c: int, rng: np.random.Generator) -> np.ndarray:
     """True rates (V, C) of a profile; variant 0 is a (tagged) best."""
+    profile = profile.removesuffix("-nj")
     if profile == "equal":
         return np.full((v, c), 0.7)
     if profile == "equal90":
@@ -85,26 +105,40 @@ def rates_for(profile: str, v: int, c: int, rng: np.random.Generator) -> np.ndar
     raise ValueError(profile)
 
 
-def fixed_once(rates: np.ndarray, n: int, rng: np.random.Generator) -> tuple[tuple[int, ...], int]:
-    graded = np.full(rates.shape, n, dtype=np.int64)
+def fixed_once(
+    rates: np.ndarray, n: int, rng: np.random.Generator, q: float = 0.0
+) -> tuple[tuple[int, ...], int]:
+    graded = _graded(rates.shape, n, q, rng)
     passed = rng.binomial(graded, rates).astype(np.int64)
-    return best_set(passed, graded, alpha=ALPHA).in_set_indices(), int(graded.sum())
+    try:
+        kept = best_set(passed, graded, alpha=ALPHA).in_set_indices()
+    except ValueError:  # every case dropped: nothing decided, every variant kept
+        kept = tuple(range(rates.shape[0]))
+    return kept, n * rates.size
 
 
-def race_once(rates: np.ndarray, rng: np.random.Generator) -> tuple[tuple[int, ...], int, int]:
+def race_once(
+    rates: np.ndarray, rng: np.random.Generator, q: float = 0.0
+) -> tuple[tuple[int, ...], int, int]:
     """(final set, trials, looks) of one race driven as the experiment page drives it."""
-    graded = np.full(rates.shape, FIRST_TRIALS, dtype=np.int64)
+    graded = _graded(rates.shape, FIRST_TRIALS, q, rng)
     passed = rng.binomial(graded, rates).astype(np.int64)
+    trials = FIRST_TRIALS * rates.size
     active = None
     for look in range(PLAN.rounds + 1):
-        result = race_look(PLAN, look, passed, graded, active_before=active)
+        try:
+            result = race_look(PLAN, look, passed, graded, active_before=active)
+        except ValueError:  # every case dropped: nothing decided yet, every variant kept
+            return tuple(range(rates.shape[0])), trials, look + 1
         active = result.active
         if result.done:
-            return active, int(graded.sum()), look + 1
+            return active, trials, look + 1
         rows = np.array(active)[:, None]
         cols = np.array(result.cases)[None, :]
-        graded[rows, cols] += PLAN.trials_per_round
-        passed[rows, cols] += rng.binomial(PLAN.trials_per_round, rates[rows, cols])
+        added = _graded((len(active), len(result.cases)), PLAN.trials_per_round, q, rng)
+        trials += PLAN.trials_per_round * added.size
+        graded[rows, cols] += added
+        passed[rows, cols] += rng.binomial(added, rates[rows, cols])
     raise AssertionError("the last look is always done")
 
 
@@ -133,11 +167,12 @@ def run_cell(args: tuple[int, int, str, int]) -> dict:
     started = time.perf_counter()
     out = {"cell": cell, "v": v, "c": c, "profile": profile, "best": best, "tied": list(tied)}
     out["gap"] = float(means[best] - np.sort(means)[-2])
+    q = _not_judged(profile)
     rng = np.random.default_rng(seed + 1)
-    runs = [fixed_once(rates, FIRST_TRIALS, rng) for _ in range(reps)]
+    runs = [fixed_once(rates, FIRST_TRIALS, rng, q) for _ in range(reps)]
     out["fixed"] = summarize([r[0] for r in runs], [r[1] for r in runs], tied, best)
     rng = np.random.default_rng(seed + 2)
-    races = [race_once(rates, rng) for _ in range(reps)]
+    races = [race_once(rates, rng, q) for _ in range(reps)]
     out["race"] = summarize([r[0] for r in races], [r[1] for r in races], tied, best)
     out["race"]["looks"] = float(np.mean([r[2] for r in races]))
     # Matched power: the fixed design reaches racing's count of P(set = {best}) (strictly: a
@@ -151,7 +186,7 @@ def run_cell(args: tuple[int, int, str, int]) -> dict:
         out["fixed_n"] = f">{FIXED_N[-1]}"
         for n in FIXED_N[1:]:
             rng = np.random.default_rng(seed + 3)  # common random numbers across n
-            alone = sum(fixed_once(rates, n, rng)[0] == (best,) for _ in range(reps))
+            alone = sum(fixed_once(rates, n, rng, q)[0] == (best,) for _ in range(reps))
             out["fixed_alone_by_n"][n] = alone
             if alone >= target:
                 out["fixed_n"] = n
@@ -193,6 +228,7 @@ def main() -> None:
     parser.add_argument("--reps", type=int, default=400)
     parser.add_argument("--procs", type=int, default=2)
     parser.add_argument("--quick", action="store_true", help="V 2 and 5, 12 cases, 100 reps")
+    parser.add_argument("--edges", action="store_true", help="the edge cells only (module doc)")
     parser.add_argument("--out", default="")
     parser.add_argument(
         "--cells", nargs="*", default=[], help="fnmatch patterns over V x C/profile ids"
@@ -207,6 +243,8 @@ def main() -> None:
     if args.quick:
         variants, cases, reps = (2, 5), (12,), 100
     jobs = [(v, c, p, reps) for v in variants for c in cases for p in PROFILES]
+    if args.edges:
+        jobs = [(v, c, p, reps) for v, c, p in EDGE_JOBS]
     if args.cells:
         jobs = [
             j for j in jobs if any(fnmatch.fnmatch(f"{j[0]}x{j[1]}/{j[2]}", c) for c in args.cells)
@@ -223,9 +261,7 @@ def main() -> None:
                     f.write(json.dumps(row) + "\n")
     order = {
         (v, c, p): i
-        for i, (v, c, p, _) in enumerate(
-            sorted(jobs, key=lambda j: (j[0], j[1], PROFILES.index(j[2])))
-        )
+        for i, (v, c, p, _) in enumerate(sorted(jobs, key=lambda j: (j[0], j[1], j[2])))
     }
     rows.sort(key=lambda r: order[(r["v"], r["c"], r["profile"])])
     print(report(rows))
