@@ -32,7 +32,8 @@ from stats.best_set import BestSet, counts_checked, variant_labeler
 
 @dataclass(frozen=True)
 class CostFigure:
-    """One variant's cost over the kept cases. ``cost_per_trial`` (USD per graded trial) and
+    """One variant's cost over the kept cases. ``cost_per_trial`` (USD per graded trial, with
+    ``trial_low``/``trial_high``: the same ratio interval, graded trials in place of passes) and
     ``cost_per_pass`` (USD per passing trial) with ``low``/``high`` (``high`` None when
     unbounded); None when unknown, with ``reason`` saying why ("cost unknown for 3 of 30
     cases", "no passing trial"). ``total_usd`` None when any cost is unknown."""
@@ -44,6 +45,8 @@ class CostFigure:
     low: float | None
     high: float | None
     reason: str = ""
+    trial_low: float | None = None
+    trial_high: float | None = None
 
 
 @dataclass(frozen=True)
@@ -151,16 +154,20 @@ def _figure(
             index, None, None, None, None, None, f"cost unknown for {missing} of {y.size} cases"
         )
     total = float(y.sum())
-    per_trial = total / float(n.sum())
+    per_trial, trial_low, trial_high = cost_per_pass_interval(
+        y, n.astype(float), confidence=confidence
+    )
     if x.sum() == 0:
-        return CostFigure(index, total, per_trial, None, None, None, "no passing trial")
+        return CostFigure(
+            index, total, per_trial, None, None, None, "no passing trial", trial_low, trial_high
+        )
     ratio, low, high = cost_per_pass_interval(y, x.astype(float), confidence=confidence)
     reason = ""
     if low is None:
         reason = "one case: no interval"
     elif high is None:
         reason = "too few passes per case for an upper bound"
-    return CostFigure(index, total, per_trial, ratio, low, high, reason)
+    return CostFigure(index, total, per_trial, ratio, low, high, reason, trial_low, trial_high)
 
 
 def pareto_front(

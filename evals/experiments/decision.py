@@ -29,7 +29,7 @@ from stats.best_set import BestSet, best_set
 from stats.cost_choice import CostChoice, cheapest, pareto_front
 
 WAITING = "The best set is decided when every variant has finished."
-KEY_VERSION = "v1"  # bump when ExperimentDecision's fields change
+KEY_VERSION = "v2"  # bump when ExperimentDecision's fields change
 DECISION_CACHE_SECONDS = 7 * 24 * 3600
 
 
@@ -61,6 +61,8 @@ class VariantResult:
     cost_per_pass_low: float | None
     cost_per_pass_high: float | None
     on_front: bool
+    cost_per_trial_low: float | None = None
+    cost_per_trial_high: float | None = None
 
 
 @dataclass(frozen=True)
@@ -283,6 +285,8 @@ def _variant_result(
         cost_per_pass_low=cost.low,
         cost_per_pass_high=cost.high,
         on_front=i in front,
+        cost_per_trial_low=cost.trial_low,
+        cost_per_trial_high=cost.trial_high,
     )
 
 

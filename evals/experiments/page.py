@@ -160,7 +160,8 @@ def attempt_rows(columns: list[CaseVariant]) -> list[tuple[int, list]]:
 @dataclass(frozen=True)
 class ChartPoint:
     """One variant on the quality–cost plane: ``quality`` (the metric's estimate, 0 to 1) and
-    ``cost`` (USD per trial), either None when unknown; ``on_front``, ``in_set``."""
+    ``cost`` (USD per trial) with their intervals, None when unknown; ``on_front``,
+    ``in_set``."""
 
     label: str
     quality: float | None
@@ -169,6 +170,8 @@ class ChartPoint:
     cost: float | None
     on_front: bool
     in_set: bool
+    cost_low: float | None = None
+    cost_high: float | None = None
 
 
 def chart_points(decision: ExperimentDecision) -> list[ChartPoint]:
@@ -180,6 +183,8 @@ def chart_points(decision: ExperimentDecision) -> list[ChartPoint]:
             low=v.low,
             high=v.high,
             cost=v.cost_per_trial,
+            cost_low=v.cost_per_trial_low,
+            cost_high=v.cost_per_trial_high,
             on_front=v.on_front,
             in_set=v.in_set,
         )
@@ -189,7 +194,8 @@ def chart_points(decision: ExperimentDecision) -> list[ChartPoint]:
 
 def chart_drawn(points: list[ChartPoint]) -> tuple[list[ParetoPoint], list[str]]:
     """``(drawn, left_out)``: the points ``evals.charts.pareto.pareto_chart`` can draw (quality,
-    its interval and cost known; cost per trial has no interval here, so its bars are points)
+    its interval and cost known; cost per trial with its interval, a point where it has none:
+    one case, or no upper bound)
     and the labels of the others (unknown cost or no graded trial), which the table still
     lists."""
     drawn: list[ParetoPoint] = []
@@ -200,8 +206,10 @@ def chart_drawn(points: list[ChartPoint]) -> tuple[list[ParetoPoint], list[str]]
             continue
         low, high = min(p.low, p.quality), max(p.high, p.quality)
         cost = p.cost
+        c_low = cost if p.cost_low is None else min(p.cost_low, cost)
+        c_high = cost if p.cost_high is None else max(p.cost_high, cost)
         drawn.append(
-            ParetoPoint(p.label, p.quality, low, high, cost, cost, cost, p.on_front, p.in_set)
+            ParetoPoint(p.label, p.quality, low, high, cost, c_low, c_high, p.on_front, p.in_set)
         )
     return drawn, left_out
 

@@ -122,3 +122,16 @@ def test_pareto_front_random_and_equal_points():
         assert pareto_front(q, c) == brute_force_front(list(q), c)
     assert pareto_front([0.5, 0.5], [1.0, 1.0]) == (0, 1)  # equal points: neither dominates
     assert pareto_front([0.5, 0.5], [float("nan"), 1.0]) == (0, 1)
+
+
+def test_cost_per_trial_has_the_ratio_interval_with_trials_in_place_of_passes():
+    rng = np.random.default_rng(3)
+    graded = np.full((2, 15), 5)
+    passed = rng.binomial(graded, 0.6)
+    cost = rng.uniform(0.001, 0.004, size=(2, 15)) * graded
+    best = best_set(passed, graded)
+    figure = cheapest(best, cost, passed, graded).figures[1]
+    ratio, low, high = cost_per_pass_interval(cost[1], graded[1].astype(float))
+    assert figure.cost_per_trial == pytest.approx(cost[1].sum() / graded[1].sum()) == ratio
+    assert (figure.trial_low, figure.trial_high) == (low, high)
+    assert figure.trial_low < figure.cost_per_trial < figure.trial_high
