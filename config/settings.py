@@ -252,6 +252,17 @@ CACHES = {
             "LOCATION": str(VAR_DIR / "cache" / "progress"),
         }
     ),
+    # What a worker decides for the web to read (a run's verdict against its baseline, an
+    # experiment's decision, both decided as a run closes): shared by every process, unlike
+    # "default" (per process).
+    "shared": (
+        {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}
+        if REDIS_URL
+        else {
+            "BACKEND": "django.core.cache.backends.filebased.FileBasedCache",
+            "LOCATION": str(VAR_DIR / "cache" / "shared"),
+        }
+    ),
 }
 CELERY_TASK_IGNORE_RESULT = True  # progress lives in the database, not a result backend
 CELERY_TASK_ACKS_LATE = False  # set per task, only on idempotent ones

@@ -110,18 +110,19 @@ def run_like_initial(run: Run) -> RunLike:
         else:
             initial["api_key_env"] = _safe(target.get("api_key_env") or "")
         initial["prompt_template"] = target.get("prompt_template") or ""
-        initial["settings_json"] = json.dumps(_settings_safe(target.get("settings") or {}))
+        initial["settings_json"] = json.dumps(keys_emptied(target.get("settings") or {}))
     else:
         initial["callable_path"] = target.get("path") or ""
-        initial["settings_json"] = json.dumps(_settings_safe(target.get("settings") or {}))
+        initial["settings_json"] = json.dumps(keys_emptied(target.get("settings") or {}))
     not_carried = sorted(k for k in target if k not in FORM_KEYS[kind])
     return RunLike(initial=initial, not_carried=not_carried)
 
 
-def _settings_safe(settings: Any) -> Any:
-    """``settings`` with every key-looking string emptied, recursively."""
+def keys_emptied(settings: Any) -> Any:
+    """``settings`` (any JSON value: a target, its settings) with every key-looking string
+    emptied, recursively: what a form prefilled from a stored run may show."""
     if isinstance(settings, dict):
-        return {k: _settings_safe(v) for k, v in settings.items()}
+        return {k: keys_emptied(v) for k, v in settings.items()}
     if isinstance(settings, list):
-        return [_settings_safe(v) for v in settings]
+        return [keys_emptied(v) for v in settings]
     return _safe(settings)

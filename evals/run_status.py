@@ -182,3 +182,13 @@ def run_status_shown(run: Run) -> RunStatusShown:
         errored=errored,
         partial=partial,
     )
+
+
+def runs_unanswered(runs: list[Run]) -> list[Run]:
+    """The finished runs among ``runs`` with no answered trial: every trial the pipeline ran
+    errored (an unreachable endpoint, a refused key). No query (the run's counters)."""
+    return [
+        r
+        for r in runs
+        if r.is_terminal and int(r.trials_errored or 0) >= int(r.trials_finished or 0)
+    ]

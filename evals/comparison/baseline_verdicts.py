@@ -1,7 +1,8 @@
 """The run list's baseline badge and regression flag: whether a run is its suite's baseline,
 and the gate's verdict on it against that baseline as last decided (``baseline_marks_get``).
 
-A verdict is remembered when a surface decides it at the gate's defaults
+A verdict is remembered (in the "shared" cache: a worker decides it as a run closes, the web
+reads it) when a surface decides it at the gate's defaults
 (``verdict_remember``: the comparison page, ``GET /api/comparisons/`` and ``manage.py
 gate``) under both runs' summary keys (``evals.comparison.summary.run_summary_keys``), so a
 new trial, grade, regrade, judge trust or case change makes it unknown again. The run list reads
@@ -17,7 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from django.core.cache import cache
+from django.core.cache import caches
 from django.db.models import OuterRef, QuerySet, Subquery
 
 from core.errors import DomainError
@@ -69,7 +70,7 @@ def verdict_remember(
     base_key, head_key = keys[base.id], keys[head.id]
     if base_key is None or head_key is None:
         return
-    cache.set(_key(base, head, base_key, head_key), verdict, VERDICT_CACHE_SECONDS)
+    caches["shared"].set(_key(base, head, base_key, head_key), verdict, VERDICT_CACHE_SECONDS)
 
 
 def with_suite_baseline(runs: QuerySet[Run]) -> QuerySet[Any]:
@@ -108,7 +109,7 @@ def baseline_marks_get(*, runs: Sequence[Run]) -> dict[int, BaselineMark]:
         base_key, head_key = keys.get(base.id), keys.get(head.id)
         if base_key and head_key:
             wanted[head.id] = _key(base, head, base_key, head_key)
-    found = cache.get_many(list(wanted.values())) if wanted else {}
+    found = caches["shared"].get_many(list(wanted.values())) if wanted else {}
     marks = {}
     for run in runs:
         base_id = current.get(run.suite_id)

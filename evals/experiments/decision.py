@@ -17,14 +17,14 @@ from dataclasses import dataclass
 from decimal import Decimal
 
 import numpy as np
-from django.core.cache import cache
+from django.core.cache import caches
 from django.db.models import Count, Max, Q, Sum
 
 from evals.comparison.summary import run_summary_keys
 from evals.experiments.racing import racing_best_set
 from evals.grid.cells import runs_case_counts, runs_gating_keys
 from evals.models import Experiment, ExperimentVariant, Run, RunReprice, Trial
-from evals.run_status import run_status_shown
+from evals.run_status import run_status_shown, runs_unanswered
 from stats.best_set import BestSet, best_set
 from stats.cost_choice import CostChoice, cheapest, pareto_front
 
@@ -38,7 +38,8 @@ class VariantResult:
     """One variant as the decision reads it: its run and progress, ``passed``/``graded`` summed
     over the cases decided on (errored trials counted as graded failures), the metric's
     ``estimate`` with its 1 − alpha interval, whether it is ``in_set`` (else ``out_reason`` and
-    ``beaten_by``), its costs in USD (None when unknown) and whether it is ``on_front``."""
+    ``beaten_by``), its costs in USD (None when unknown) and whether it is ``on_front`` (None
+    when its cost is unknown: nothing can be said of where it stands)."""
 
     position: int
     label: str
@@ -60,7 +61,7 @@ class VariantResult:
     cost_per_pass: float | None
     cost_per_pass_low: float | None
     cost_per_pass_high: float | None
-    on_front: bool
+    on_front: bool | None
     cost_per_trial_low: float | None = None
     cost_per_trial_high: float | None = None
 
@@ -149,19 +150,20 @@ def experiment_costs(*, variants: list[ExperimentVariant], case_ids: np.ndarray)
 
 def experiment_decision(*, experiment: Experiment) -> ExperimentDecision:
     """``experiment``'s decision (module docstring: what is counted). Once every variant has
-    finished, it is kept in the cache under the runs' summary keys, the experiment's settings
-    and its racing looks (``_decision_key``), so a new trial, grade, regrade, judge trust or
-    case change decides again; a variant's close warms it (``experiment_decision_warm``).
+    finished, it is kept in the "shared" cache under the runs' summary keys, the experiment's
+    settings, its racing looks and last re-pricing (``_decision_key``), so a new trial, grade,
+    regrade, judge trust or case change decides again; a variant's close, in a worker, warms
+    it for the web (``experiment_decision_warm``).
     Queries constant in the number of variants, cases and trials: five on a cache hit."""
     variants = experiment_variants(experiment=experiment)
     key = _decision_key(experiment, variants)
     if key is not None:
-        cached = cache.get(key)
+        cached = caches["shared"].get(key)
         if cached is not None:
             return dataclasses.replace(cached, experiment=experiment)
     decision = _decision_compute(experiment, variants)
     if key is not None:
-        cache.set(key, decision, DECISION_CACHE_SECONDS)
+        caches["shared"].set(key, decision, DECISION_CACHE_SECONDS)
     return decision
 
 
@@ -212,6 +214,15 @@ def _decision_compute(
         waiting = [v.label for v in variants if not v.run.is_terminal]
         sentence = WAITING if waiting else "No variant has a graded trial: nothing to decide."
         return _undecided(experiment, variants, case_ids, passed, graded, errored, sentence)
+    unanswered = {r.id for r in runs_unanswered([v.run for v in variants])}
+    if unanswered:
+        labels_out = ", ".join(v.label for v in variants if v.run_id in unanswered)
+        sentence = (
+            f"Cannot decide: {labels_out} has no answered trial (every trial errored), so "
+            "nothing is known of its quality. Fix its endpoint or target and retry its "
+            "errored trials (manage.py run_retry), then the set is decided."
+        )
+        return _undecided(experiment, variants, case_ids, passed, graded, errored, sentence)
     try:
         best = best_set(
             passed,
@@ -245,7 +256,8 @@ def _decision_compute(
         sentence=best.reason,
         cheapest=None if choice.index is None else labels[choice.index],
         cheapest_reason=choice.reason,
-        pareto=tuple(labels[i] for i in front),
+        # On the front by what is known: a variant of unknown cost is neither on it nor off it.
+        pareto=tuple(labels[i] for i in front if choice.figures[i].cost_per_trial is not None),
         notes=_notes(variants, errored, best, case_ids.size),
         method=best.method,
         alpha=alpha,
@@ -284,7 +296,7 @@ def _variant_result(
         cost_per_pass=cost.cost_per_pass,
         cost_per_pass_low=cost.low,
         cost_per_pass_high=cost.high,
-        on_front=i in front,
+        on_front=None if cost.cost_per_trial is None else i in front,
         cost_per_trial_low=cost.trial_low,
         cost_per_trial_high=cost.trial_high,
     )
@@ -320,7 +332,7 @@ def _undecided(experiment, variants, case_ids, passed, graded, errored, sentence
             cost_per_pass=None,
             cost_per_pass_low=None,
             cost_per_pass_high=None,
-            on_front=False,
+            on_front=None,
         )
         for i, v in enumerate(variants)
     )

@@ -18,6 +18,7 @@ from evals.experiments.racing import ROUNDS_MAX, TRIALS_PER_ROUND_MAX
 from evals.experiments.start import ALPHA_RANGE, LABEL_MAX, MAX_VARIANTS, MIN_VARIANTS, NAME_MAX
 from evals.forms import _json_field_value
 from evals.models import Experiment, Run, Suite
+from evals.run_like import keys_emptied
 from evals.runner.start import DEFAULT_TRIALS_PER_CASE, MAX_TRIALS_PER_CASE
 from providers.endpoint import looks_like_a_key
 
@@ -166,9 +167,9 @@ def variant_rows_initial(run: Run | None) -> list[dict[str, Any]]:
     first: dict[str, Any] = {"label": "baseline"}
     for name in ("prompt_template", "system_prompt", "model"):
         if isinstance(target.get(name), str):
-            first[name] = target[name]
+            first[name] = keys_emptied(target[name])
     if isinstance(target.get("settings"), dict):
-        first["settings_json"] = json.dumps(target["settings"])
+        first["settings_json"] = json.dumps(keys_emptied(target["settings"]))
     return [first, {"label": "variant"}]
 
 
@@ -181,7 +182,7 @@ def form_initial(run: Run | None, suite: Suite | None) -> dict[str, Any]:
             "name": f"{run.name} experiment"[:NAME_MAX],
             "trials_per_case": run.trials_per_case,
             "graders": json.dumps(run.graders, indent=2),
-            "base_target": json.dumps(run.target, indent=2),
+            "base_target": json.dumps(keys_emptied(run.target), indent=2),
         }
     return {
         "suite": suite,

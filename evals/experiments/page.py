@@ -168,7 +168,7 @@ class ChartPoint:
     low: float | None
     high: float | None
     cost: float | None
-    on_front: bool
+    on_front: bool | None
     in_set: bool
     cost_low: float | None = None
     cost_high: float | None = None
@@ -209,7 +209,9 @@ def chart_drawn(points: list[ChartPoint]) -> tuple[list[ParetoPoint], list[str]]
         c_low = cost if p.cost_low is None else min(p.cost_low, cost)
         c_high = cost if p.cost_high is None else max(p.cost_high, cost)
         drawn.append(
-            ParetoPoint(p.label, p.quality, low, high, cost, c_low, c_high, p.on_front, p.in_set)
+            ParetoPoint(
+                p.label, p.quality, low, high, cost, c_low, c_high, bool(p.on_front), p.in_set
+            )
         )
     return drawn, left_out
 

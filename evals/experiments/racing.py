@@ -27,6 +27,7 @@ from django.db import transaction
 from core.errors import DomainError
 from core.roles import ENGINEER, LEAD, role_require
 from evals.models import Experiment, ExperimentVariant, Run
+from evals.run_status import runs_unanswered
 from evals.runner.start import trials_add
 
 ROUNDS_MAX = 5
@@ -72,6 +73,14 @@ def experiment_settle_start(
             raise DomainError(
                 f"every variant run must have finished first ({unfinished[0].ref_text} is "
                 f"{unfinished[0].status})",
+                field="rounds",
+                code="conflict",
+            )
+        unanswered = runs_unanswered(runs)
+        if unanswered:
+            raise DomainError(
+                f"{unanswered[0].ref_text} has no answered trial (every trial errored): retry "
+                "its errored trials before settling",
                 field="rounds",
                 code="conflict",
             )

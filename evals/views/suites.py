@@ -13,6 +13,7 @@ from core.forms import unstorable_shown_on_form
 from core.http import RUNNER_ROLES, VIEWER_ROLES, role_required
 from core.ids import uuid_parse
 from evals.baselines import baseline_set as baseline_set_service
+from evals.blindness import blind_run_ids
 from evals.case_changes import case_changes_attach, case_changes_list
 from evals.cases import case_graduate as case_graduate_service
 from evals.charts.trend import trend_chart
@@ -30,6 +31,9 @@ def suite_detail(request: HttpRequest, suite_id) -> HttpResponse:
     """The suite page: cases, changes, pass rate over time, baseline, power, graduation."""
     suite = get_object_or_404(Suite, uuid=suite_id)
     page = suite_page_get(suite=suite, cases_page=_page_number(request, "cases_page"))
+    # A reviewer labeling items that share an input with a run's trials sees none of its pass
+    # rate: not as a point of the trend, not in its table (evals.blindness, as the runs list).
+    blind = blind_run_ids(request.user, run_ids=[p.run.id for p in page.runs])
     case_changes_attach(cases=page.active_cases)
     changes_page = _page_number(request, "changes_page")
     changes, older = case_changes_list(suite=suite, page=changes_page)
@@ -40,8 +44,10 @@ def suite_detail(request: HttpRequest, suite_id) -> HttpResponse:
             "page": page,
             "suite": suite,
             "trend": trend_chart(
-                page.runs, baseline_run_id=page.baseline.run_id if page.baseline else None
+                [p for p in page.runs if p.run.id not in blind],
+                baseline_run_id=page.baseline.run_id if page.baseline else None,
             ),
+            "blind_run_ids": blind,
             "power": _suite_power(page),
             "changes": changes,
             "changes_page": changes_page,

@@ -8,7 +8,7 @@ import io
 import re
 
 import pytest
-from django.core.cache import cache
+from django.core.cache import cache, caches
 from django.core.management import call_command
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
@@ -244,6 +244,7 @@ def test_the_gate_command_and_the_api_flag_it_too_but_only_at_the_defaults(bob, 
         call_command("gate", "--head", str(head.uuid), stdout=io.StringIO())
     assert marks_by_name()["head"].regression
     cache.clear()
+    caches["shared"].clear()
     assert api.get(f"/api/comparisons/?{query}").json()["decision"]["verdict"] == "block"
     assert marks_by_name()["head"].regression
 

@@ -208,3 +208,16 @@ def test_the_gate_api_is_closed_to_a_reviewer_with_open_items(client, world, bob
         client.force_login(user)
         response = client.post("/api/gate", body, content_type="application/json")
         assert response.status_code == status, response.content[:300]
+
+
+@pytest.mark.parametrize("role", ROLES)
+def test_the_suite_page_trend_withholds_a_blind_runs_pass_rate(
+    client, world, alice, bob, carol, role
+):
+    client.force_login(_as(role, world, alice, bob, carol))
+    text = client.get(f"/suites/{world['run'].suite.uuid}/").content.decode()
+    mark = f'data-run="{world["run"].uuid}"'  # the run's point on the trend
+    if role == "reviewer with open items":
+        assert mark not in text and "hidden while you label" in text
+    else:
+        assert mark in text and "hidden while you label" not in text

@@ -9,10 +9,11 @@ from decimal import Decimal
 
 import numpy as np
 import pytest
-from django.core.cache import cache
+from django.core.cache import caches
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
+from core.errors import DomainError
 from evals.experiments.decision import WAITING, experiment_decision
 from evals.experiments.start import experiment_start
 from evals.models import Case, Grade, Run, RunReprice, Suite, Trial
@@ -71,6 +72,7 @@ def test_counts_are_the_trials_verdicts_and_a_clear_best_stands_alone(
     # simulated targets have no price: cost is unknown, never $0
     assert all(v.cost_usd is None and v.cost_per_pass is None for v in decision.variants)
     assert decision.cheapest is None and "unknown" in decision.cheapest_reason
+    assert all(v.on_front is None for v in decision.variants) and decision.pareto == ()
     assert decision.case_ids.size == 20 and decision.passed.shape == (3, 20)
 
 
@@ -133,6 +135,7 @@ def test_costs_are_summed_per_variant_and_unknown_stays_unknown(
     assert first.cost_usd == Decimal("0.012") and second.cost_usd == Decimal("0.048")
     assert first.cost_per_trial == pytest.approx(0.001)
     assert second.cost_per_pass == pytest.approx(0.048 / second.passed)
+    assert first.on_front is True and isinstance(second.on_front, bool)
     one = Trial.objects.filter(run=dear).first()
     Trial.objects.filter(id=one.id).update(cost_usd=None)
     _repriced(dear)
@@ -158,7 +161,7 @@ def _queries(capture, suite_cases: int, variants: int, name: str) -> tuple[int, 
         for i in range(suite_cases)
     )
     experiment = _experiment(capture, suite, np.linspace(0.2, 0.8, variants), trials=2, name=name)
-    cache.clear()  # the last variant's close warmed it
+    caches["shared"].clear()  # the last variant's close warmed it
     with CaptureQueriesContext(connection) as first:
         experiment_decision(experiment=experiment)
     with CaptureQueriesContext(connection) as again:
@@ -190,3 +193,29 @@ def test_the_last_variant_closing_warms_the_decision(django_capture_on_commit_ca
     with CaptureQueriesContext(connection) as ctx:
         decision = experiment_decision(experiment=experiment)
     assert len(ctx.captured_queries) <= 5 and decision.ready
+
+
+def test_a_variant_with_no_answered_trial_leaves_the_set_undecided_and_unsettleable(
+    django_capture_on_commit_callbacks, carol
+):
+    from evals.experiments.racing import experiment_settle_start  # noqa: PLC0415
+
+    with django_capture_on_commit_callbacks(execute=True):
+        experiment = experiment_start(
+            suite=_suite(6),
+            name="down",
+            variants=[
+                {"label": "down", "target": _sim(0.9, error_probability=1.0)},
+                {"label": "up", "target": _sim(0.9)},
+            ],
+            graders=GRADERS,
+            trials_per_case=2,
+            seed=2,
+        )
+    decision = experiment_decision(experiment=experiment)
+    assert decision.ready and not decision.decided and decision.best == ()
+    assert decision.sentence.startswith("Cannot decide: down has no answered trial")
+    assert all(not v.in_set and v.on_front is None for v in decision.variants)
+    with pytest.raises(DomainError) as caught:
+        experiment_settle_start(experiment=experiment, rounds=1, trials_per_round=2, by=carol)
+    assert caught.value.code == "conflict" and "no answered trial" in str(caught.value)

@@ -214,3 +214,20 @@ def test_fewer_than_two_rows_kept_is_refused_above_the_rows(client, carol, suite
     response = client.post(URL, _post(MODEL_TARGET, rows, suite=suite))
     assert response.status_code == 200 and not Experiment.objects.exists()
     assert response.context["rows"].non_form_errors()
+
+
+def test_a_form_prefilled_from_a_run_never_shows_a_key_looking_value(client, carol, suite):
+    key = "sk-proj-" + "Z9y8X7w6" * 5
+    run = Run.objects.create(
+        suite=suite,
+        name="keyed",
+        target_kind="openai",
+        target={**MODEL_TARGET, "settings": {"user": key, "temperature": 0}},
+        graders=[{"key": "exact", "kind": "exact"}],
+        trials_per_case=2,
+        status=Run.Status.SUCCEEDED,
+    )
+    client.force_login(carol)
+    page = client.get(f"{URL}?like={run.uuid}").content.decode()
+    assert key not in page
+    assert "temperature" in page  # the rest of the settings is carried
